@@ -1,0 +1,582 @@
+//! The audit record and its hash chain (SPEC §10), pure over lines of text.
+//!
+//! A record is one JSON object per line. Its canonical form is the record serialized with keys
+//! sorted recursively and no whitespace, without the `hash` field; `hash` is `sha256:` + hex
+//! SHA-256 of that canonical form, `prev` is the previous record's `hash` (the genesis value for
+//! the first record) and `seq` counts records from 1, across daily files. The writer emits each
+//! line in canonical form with `hash` included, so `jq -cS` reproduces a line byte for byte.
+//!
+//! Verification works on the parsed JSON value rather than on [`AuditRecord`], so a field this
+//! version does not know about is still covered by the hash.
+//!
+//! Invariant: a torn tail (a last line without its newline, or an unparsable last line of the
+//! last file) is reported, never treated as a break: a crash mid-write leaves exactly that, and the
+//! line was never acknowledged to anyone. Anywhere else the same damage is a break.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// `prev` of the first record of a log.
+pub const GENESIS_PREV: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Who caused the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorType {
+    Agent,
+    Human,
+    Service,
+    ConnectorRuntime,
+}
+
+impl ActorType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorType::Agent => "agent",
+            ActorType::Human => "human",
+            ActorType::Service => "service",
+            ActorType::ConnectorRuntime => "connector_runtime",
+        }
+    }
+}
+
+/// `{"type": ..., "id": ...}` on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    pub r#type: ActorType,
+    pub id: String,
+}
+
+impl Actor {
+    pub fn new(r#type: ActorType, id: impl Into<String>) -> Actor {
+        Actor { r#type, id: id.into() }
+    }
+}
+
+/// Everything a record says before the log places it in the chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnsealedRecord {
+    pub audit_id: String,
+    pub event_type: String,
+    /// UTC RFC 3339 with milliseconds and `Z`, e.g. `2026-11-22T05:37:00.123Z`.
+    pub timestamp: String,
+    pub actor: Actor,
+    pub session_id: Option<String>,
+    /// OTel-style keys (`aileron.connector.fqn`, `aileron.failure.class`, ...).
+    pub payload: Map<String, Value>,
+}
+
+/// One sealed line of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub audit_id: String,
+    pub event_type: String,
+    pub timestamp: String,
+    pub actor: Actor,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub payload: Map<String, Value>,
+    pub seq: u64,
+    pub prev: String,
+    pub hash: String,
+}
+
+impl AuditRecord {
+    /// The line as written to disk: canonical JSON including `hash`, without the newline.
+    pub fn to_line(&self) -> String {
+        canonical_json(&record_value(self))
+    }
+
+    /// A payload value as a string, for filters (`aileron.connector.fqn`, `aileron.failure.class`).
+    pub fn payload_str(&self, key: &str) -> Option<&str> {
+        self.payload.get(key).and_then(Value::as_str)
+    }
+}
+
+/// Places `unsealed` in the chain after the record whose hash is `prev`.
+pub fn seal(unsealed: UnsealedRecord, seq: u64, prev: String) -> AuditRecord {
+    let UnsealedRecord { audit_id, event_type, timestamp, actor, session_id, payload } = unsealed;
+    let mut record =
+        AuditRecord { audit_id, event_type, timestamp, actor, session_id, payload, seq, prev, hash: String::new() };
+    let mut value = record_value(&record);
+    record.hash = hash_of_value_without_hash(&mut value);
+    record
+}
+
+fn record_value(record: &AuditRecord) -> Value {
+    serde_json::to_value(record).expect("an audit record is plain JSON data")
+}
+
+/// Removes `hash` from `value` (a record object) and returns the hash of what remains.
+fn hash_of_value_without_hash(value: &mut Value) -> String {
+    if let Value::Object(map) = value {
+        map.remove("hash");
+    }
+    format!("sha256:{}", hex::encode(Sha256::digest(canonical_json(value).as_bytes())))
+}
+
+/// JSON with object keys sorted recursively and no whitespace. Sorting is done here rather than
+/// relying on `serde_json::Map` being a `BTreeMap`, because a dependency enabling serde_json's
+/// `preserve_order` feature anywhere in the build would silently change the hashes.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(value, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// One line of a log file, as handed to the verifier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLine<'a> {
+    /// File name (not a full path), e.g. `audit-2026-11-22.jsonl`.
+    pub file: &'a str,
+    /// 1-based line number within the file.
+    pub line: usize,
+    /// The line without its newline.
+    pub text: &'a str,
+    pub is_last_line_of_last_file: bool,
+    pub has_trailing_newline: bool,
+}
+
+/// Splits one file's text into [`LogLine`]s. A file that ends with a newline has no extra empty
+/// line; bytes after the last newline form a final line with `has_trailing_newline == false`.
+pub fn log_lines<'a>(file: &'a str, text: &'a str, is_last_file: bool) -> impl Iterator<Item = LogLine<'a>> + 'a {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let ends_with_newline = text.ends_with('\n');
+    let count = if text.is_empty() { 0 } else { body.split('\n').count() };
+    body.split('\n').take(count).enumerate().map(move |(index, line_text)| {
+        let is_last = index + 1 == count;
+        LogLine {
+            file,
+            line: index + 1,
+            text: line_text,
+            is_last_line_of_last_file: is_last_file && is_last,
+            has_trailing_newline: !is_last || ends_with_newline,
+        }
+    })
+}
+
+/// A position in the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinePosition {
+    pub file: String,
+    pub line: usize,
+}
+
+impl fmt::Display for LinePosition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {} of file {}", self.line, self.file)
+    }
+}
+
+/// The outcome of a successful verification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// Records that verified.
+    pub records: u64,
+    /// Files that contained at least one line.
+    pub files: usize,
+    /// `seq` of the last verified record (0 for an empty log).
+    pub last_seq: u64,
+    /// `hash` of the last verified record ([`GENESIS_PREV`] for an empty log).
+    pub last_hash: String,
+    /// The torn last line that was skipped, if any.
+    pub torn_tail_skipped: Option<LinePosition>,
+}
+
+/// Why the chain is broken at a line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BreakReason {
+    UnparsableJson(String),
+    /// Valid JSON that lacks a chain field (`seq`, `prev` or `hash`) or has it with the wrong type.
+    NotARecord(&'static str),
+    HashMismatch,
+    /// `previous` is the last verified record; `None` means the record should have been the first
+    /// of the log and carry the genesis `prev`.
+    PrevDoesNotLink {
+        previous: Option<LinePosition>,
+    },
+    SeqGap {
+        expected: u64,
+        found: u64,
+    },
+}
+
+impl fmt::Display for BreakReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BreakReason::UnparsableJson(error) => write!(f, "unparsable JSON ({error})"),
+            BreakReason::NotARecord(field) => write!(f, "not an audit record: `{field}` missing or of the wrong type"),
+            BreakReason::HashMismatch => f.write_str("hash mismatch"),
+            BreakReason::PrevDoesNotLink { previous: Some(previous) } => {
+                write!(f, "prev does not link to {previous}")
+            }
+            BreakReason::PrevDoesNotLink { previous: None } => {
+                f.write_str("prev does not link to the genesis value (this is the first record of the log)")
+            }
+            BreakReason::SeqGap { expected, found } => write!(f, "seq gap (expected {expected}, found {found})"),
+        }
+    }
+}
+
+/// The first line at which the chain does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("audit chain broken at line {line} of file {file}: {reason}")]
+pub struct ChainBreak {
+    pub file: String,
+    pub line: usize,
+    pub reason: BreakReason,
+}
+
+/// Incremental verifier, so a caller can stream files one at a time.
+#[derive(Debug)]
+pub struct ChainVerifier {
+    expected_seq: u64,
+    prev_hash: String,
+    previous: Option<LinePosition>,
+    records: u64,
+    files: usize,
+    current_file: Option<String>,
+    torn_tail_skipped: Option<LinePosition>,
+}
+
+impl Default for ChainVerifier {
+    fn default() -> Self {
+        ChainVerifier::new()
+    }
+}
+
+impl ChainVerifier {
+    pub fn new() -> ChainVerifier {
+        ChainVerifier {
+            expected_seq: 1,
+            prev_hash: GENESIS_PREV.to_string(),
+            previous: None,
+            records: 0,
+            files: 0,
+            current_file: None,
+            torn_tail_skipped: None,
+        }
+    }
+
+    pub fn push(&mut self, line: LogLine<'_>) -> Result<(), ChainBreak> {
+        if self.current_file.as_deref() != Some(line.file) {
+            self.current_file = Some(line.file.to_string());
+            self.files += 1;
+        }
+        let position = LinePosition { file: line.file.to_string(), line: line.line };
+        let brk = |reason| ChainBreak { file: line.file.to_string(), line: line.line, reason };
+        if line.is_last_line_of_last_file && !line.has_trailing_newline {
+            self.torn_tail_skipped = Some(position);
+            return Ok(());
+        }
+        let mut value: Value = match serde_json::from_str(line.text) {
+            Ok(value) => value,
+            Err(_) if line.is_last_line_of_last_file => {
+                self.torn_tail_skipped = Some(position);
+                return Ok(());
+            }
+            Err(error) => return Err(brk(BreakReason::UnparsableJson(error.to_string()))),
+        };
+        let stored_hash = match value.get("hash").and_then(Value::as_str) {
+            Some(hash) => hash.to_string(),
+            None => return Err(brk(BreakReason::NotARecord("hash"))),
+        };
+        let seq = value.get("seq").and_then(Value::as_u64).ok_or_else(|| brk(BreakReason::NotARecord("seq")))?;
+        let prev = match value.get("prev").and_then(Value::as_str) {
+            Some(prev) => prev.to_string(),
+            None => return Err(brk(BreakReason::NotARecord("prev"))),
+        };
+        if hash_of_value_without_hash(&mut value) != stored_hash {
+            return Err(brk(BreakReason::HashMismatch));
+        }
+        if prev != self.prev_hash {
+            return Err(brk(BreakReason::PrevDoesNotLink { previous: self.previous.clone() }));
+        }
+        if seq != self.expected_seq {
+            return Err(brk(BreakReason::SeqGap { expected: self.expected_seq, found: seq }));
+        }
+        self.expected_seq += 1;
+        self.prev_hash = stored_hash;
+        self.previous = Some(position);
+        self.records += 1;
+        Ok(())
+    }
+
+    pub fn finish(self) -> VerifyReport {
+        VerifyReport {
+            records: self.records,
+            files: self.files,
+            last_seq: self.expected_seq - 1,
+            last_hash: self.prev_hash,
+            torn_tail_skipped: self.torn_tail_skipped,
+        }
+    }
+}
+
+/// Verifies a whole log given as lines in order (files in date order, lines in file order).
+pub fn verify_chain<'a>(lines: impl IntoIterator<Item = LogLine<'a>>) -> Result<VerifyReport, ChainBreak> {
+    let mut verifier = ChainVerifier::new();
+    for line in lines {
+        verifier.push(line)?;
+    }
+    Ok(verifier.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unsealed(n: u64) -> UnsealedRecord {
+        let mut payload = Map::new();
+        payload.insert("aileron.connector.fqn".into(), "github://acme/slack".into());
+        payload.insert("aileron.n".into(), n.into());
+        payload.insert("nested".into(), serde_json::json!({"z": [1, {"b": 2, "a": 1}], "a": null}));
+        UnsealedRecord {
+            audit_id: format!("audit-{n}"),
+            event_type: "action.executed".into(),
+            timestamp: format!("2026-11-22T05:37:00.{n:03}Z"),
+            actor: Actor::new(ActorType::Agent, "claude"),
+            session_id: (n % 2 == 0).then(|| format!("sess-{n}")),
+            payload,
+        }
+    }
+
+    /// A chain of `n` records as lines.
+    fn chain(n: u64) -> Vec<String> {
+        let mut prev = GENESIS_PREV.to_string();
+        (1..=n)
+            .map(|seq| {
+                let record = seal(unsealed(seq), seq, prev.clone());
+                prev = record.hash.clone();
+                record.to_line()
+            })
+            .collect()
+    }
+
+    /// `files` as (name, content) in order, verified as a whole.
+    fn verify_files(files: &[(&str, String)]) -> Result<VerifyReport, ChainBreak> {
+        let last = files.len().saturating_sub(1);
+        verify_chain(files.iter().enumerate().flat_map(|(i, (name, text))| log_lines(name, text, i == last)))
+    }
+
+    fn joined(lines: &[String]) -> String {
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_recursively_without_whitespace() {
+        let value = serde_json::json!({"b": {"y": 1, "x": [true, {"d": "é\"", "c": 1.5}]}, "a": null});
+        assert_eq!(canonical_json(&value), r#"{"a":null,"b":{"x":[true,{"c":1.5,"d":"é\""}],"y":1}}"#);
+    }
+
+    #[test]
+    fn sealed_line_round_trips_and_hash_covers_everything_but_hash() {
+        let record = seal(unsealed(1), 1, GENESIS_PREV.into());
+        let line = record.to_line();
+        let parsed: AuditRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed, record);
+        assert!(record.hash.starts_with("sha256:") && record.hash.len() == 71);
+        // The line is already canonical: re-canonicalizing it changes nothing.
+        assert_eq!(canonical_json(&serde_json::from_str(&line).unwrap()), line);
+        let mut without_hash: Value = serde_json::from_str(&line).unwrap();
+        without_hash.as_object_mut().unwrap().remove("hash");
+        let expected = format!("sha256:{}", hex::encode(Sha256::digest(canonical_json(&without_hash))));
+        assert_eq!(record.hash, expected);
+        assert!(!line.contains("session_id"), "absent session ids are omitted: {line}");
+        assert!(line.contains(r#""actor":{"id":"claude","type":"agent"}"#), "{line}");
+    }
+
+    #[test]
+    fn log_lines_table() {
+        // (text, is_last_file) -> [(line, text, is_last_line_of_last_file, has_trailing_newline)]
+        let check = |text: &str, is_last_file: bool, expected: &[(usize, &str, bool, bool)]| {
+            let got: Vec<_> = log_lines("f", text, is_last_file)
+                .map(|l| (l.line, l.text, l.is_last_line_of_last_file, l.has_trailing_newline))
+                .collect();
+            assert_eq!(got, expected, "{text:?}");
+        };
+        check("", true, &[]);
+        check("a\n", true, &[(1, "a", true, true)]);
+        check("a\nb\n", true, &[(1, "a", false, true), (2, "b", true, true)]);
+        check("a\nb", true, &[(1, "a", false, true), (2, "b", true, false)]);
+        check("a\nb", false, &[(1, "a", false, true), (2, "b", false, false)]);
+        check("a\n\n", true, &[(1, "a", false, true), (2, "", true, true)]);
+    }
+
+    #[test]
+    fn chain_verification_table() {
+        let lines = chain(5);
+        let torn_half = &lines[4][..lines[4].len() / 2];
+        let tampered = lines[2].replace("github://acme/slack", "github://evil/slack");
+        let mut swapped = lines.clone();
+        swapped.swap(2, 3);
+        let mut deleted = lines.clone();
+        deleted.remove(2);
+        let mut forged_seq = lines.clone();
+        {
+            // A record that re-hashes correctly and links, but skips a seq number.
+            let previous: AuditRecord = serde_json::from_str(&lines[1]).unwrap();
+            forged_seq[2] = seal(unsealed(3), 4, previous.hash).to_line();
+        }
+        let ok = |records: u64, files: usize, torn: Option<(&str, usize)>| {
+            Ok::<_, ChainBreak>((records, files, torn.map(|(f, l)| (f.to_string(), l))))
+        };
+        let broken = |file: &str, line: usize, reason: BreakReason| {
+            Err::<(u64, usize, Option<(String, usize)>), _>(ChainBreak { file: file.into(), line, reason })
+        };
+        let at = |file: &str, line: usize| Some(LinePosition { file: file.into(), line });
+
+        let cases: Vec<(&str, Vec<(&str, String)>, Result<(u64, usize, Option<(String, usize)>), ChainBreak>)> = vec![
+            ("intact", vec![("d1", joined(&lines))], ok(5, 1, None)),
+            ("empty log", vec![], ok(0, 0, None)),
+            ("empty file", vec![("d1", String::new())], ok(0, 0, None)),
+            (
+                "tampered payload",
+                vec![("d1", joined(&[&lines[..2], &[tampered], &lines[3..]].concat()))],
+                broken("d1", 3, BreakReason::HashMismatch),
+            ),
+            (
+                "deleted line",
+                vec![("d1", joined(&deleted))],
+                broken("d1", 3, BreakReason::PrevDoesNotLink { previous: at("d1", 2) }),
+            ),
+            (
+                "reordered lines",
+                vec![("d1", joined(&swapped))],
+                broken("d1", 3, BreakReason::PrevDoesNotLink { previous: at("d1", 2) }),
+            ),
+            (
+                "seq gap",
+                vec![("d1", joined(&forged_seq))],
+                broken("d1", 3, BreakReason::SeqGap { expected: 3, found: 4 }),
+            ),
+            (
+                "first record missing",
+                vec![("d1", joined(&lines[1..]))],
+                broken("d1", 1, BreakReason::PrevDoesNotLink { previous: None }),
+            ),
+            (
+                "torn tail without newline",
+                vec![("d1", format!("{}{torn_half}", joined(&lines[..4])))],
+                ok(4, 1, Some(("d1", 5))),
+            ),
+            (
+                "complete last line without newline is still torn",
+                vec![("d1", format!("{}{}", joined(&lines[..4]), lines[4]))],
+                ok(4, 1, Some(("d1", 5))),
+            ),
+            (
+                "unparsable last line with newline",
+                vec![("d1", format!("{}{torn_half}\n", joined(&lines[..4])))],
+                ok(4, 1, Some(("d1", 5))),
+            ),
+            (
+                "unparsable line in the middle",
+                vec![("d1", format!("{}{torn_half}\n{}", joined(&lines[..2]), joined(&lines[3..])))],
+                Err(ChainBreak { file: "d1".into(), line: 3, reason: BreakReason::UnparsableJson(String::new()) }),
+            ),
+            (
+                "torn tail of an earlier file is a break",
+                vec![("d1", format!("{}{torn_half}", joined(&lines[..2]))), ("d2", joined(&lines[2..]))],
+                Err(ChainBreak { file: "d1".into(), line: 3, reason: BreakReason::UnparsableJson(String::new()) }),
+            ),
+            (
+                "cross-file continuity",
+                vec![("d1", joined(&lines[..2])), ("d2", joined(&lines[2..4])), ("d3", joined(&lines[4..]))],
+                ok(5, 3, None),
+            ),
+            (
+                "file missing in the middle",
+                vec![("d1", joined(&lines[..2])), ("d3", joined(&lines[4..]))],
+                broken("d3", 1, BreakReason::PrevDoesNotLink { previous: at("d1", 2) }),
+            ),
+            (
+                "files in the wrong order",
+                vec![("d2", joined(&lines[2..])), ("d1", joined(&lines[..2]))],
+                broken("d2", 1, BreakReason::PrevDoesNotLink { previous: None }),
+            ),
+            (
+                "not a record",
+                vec![("d1", "{\"a\":1}\n{\"a\":2}\n".into())],
+                broken("d1", 1, BreakReason::NotARecord("hash")),
+            ),
+        ];
+        for (name, files, expected) in cases {
+            let got = verify_files(&files).map(|r| (r.records, r.files, r.torn_tail_skipped.map(|p| (p.file, p.line))));
+            // Parser messages are serde_json's business; compare the reason's kind for those.
+            let normalize = |r: Result<_, ChainBreak>| {
+                r.map_err(|mut b| {
+                    if let BreakReason::UnparsableJson(m) = &mut b.reason {
+                        m.clear();
+                    }
+                    b
+                })
+            };
+            assert_eq!(normalize(got), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn report_names_the_chain_head() {
+        let lines = chain(3);
+        let report = verify_files(&[("d1", joined(&lines))]).unwrap();
+        let last: AuditRecord = serde_json::from_str(&lines[2]).unwrap();
+        assert_eq!((report.last_seq, report.last_hash), (3, last.hash));
+        let empty = verify_files(&[]).unwrap();
+        assert_eq!((empty.last_seq, empty.last_hash.as_str()), (0, GENESIS_PREV));
+    }
+
+    #[test]
+    fn break_messages_name_file_line_and_reason() {
+        let check = |reason: BreakReason, expected: &str| {
+            let brk = ChainBreak { file: "audit-2026-11-22.jsonl".into(), line: 7, reason };
+            assert_eq!(brk.to_string(), expected);
+        };
+        check(BreakReason::HashMismatch, "audit chain broken at line 7 of file audit-2026-11-22.jsonl: hash mismatch");
+        check(
+            BreakReason::PrevDoesNotLink {
+                previous: Some(LinePosition { file: "audit-2026-11-21.jsonl".into(), line: 40 }),
+            },
+            "audit chain broken at line 7 of file audit-2026-11-22.jsonl: prev does not link to line 40 of file \
+             audit-2026-11-21.jsonl",
+        );
+        check(
+            BreakReason::SeqGap { expected: 3, found: 5 },
+            "audit chain broken at line 7 of file audit-2026-11-22.jsonl: seq gap (expected 3, found 5)",
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! Aileron's pure domain. No IO, no tokio, no wasmtime: action files and connector manifests,
+//! identity types, capability policy decisions, the failure taxonomy and the audit hash chain.
+//! Every decision here is data (`Result`/enums) that the shell crates act on.
+
+pub mod audit;
+pub mod failure;
+pub mod identity;
+pub mod parse_error;
+
+pub use failure::{Boundary, Failure, FailureClass};
+pub use identity::{ConnectorRef, ContentHash, Fqn, IdentityError};

@@ -1,0 +1,166 @@
+//! The installed-action registry: `actions/<name>.md` files plus the `action-state.json`
+//! enabled/disabled overlay, held in memory and re-published to watchers on every change.
+//!
+//! Invariant: a file on disk that fails to parse is never callable; it is reported in
+//! `load_errors` (with the parser's file/line message) instead.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use aileron_core::action::{ActionFile, parse_action};
+use serde::Serialize;
+
+use crate::home::write_atomic;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadError {
+    pub file: String,
+    pub message: String,
+}
+
+#[derive(Clone)]
+pub struct InstalledAction {
+    pub file: Arc<ActionFile>,
+    pub enabled: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    actions: BTreeMap<String, Arc<ActionFile>>,
+    enabled: BTreeMap<String, bool>,
+    load_errors: Vec<LoadError>,
+}
+
+pub struct ActionRegistry {
+    dir: PathBuf,
+    state_path: PathBuf,
+    inner: RwLock<Inner>,
+    /// Generation counter; bumped on every change to the action set.
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{0}")]
+    Parse(String),
+    #[error("no action named `{0}` is installed")]
+    NotFound(String),
+    #[error("writing {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+impl ActionRegistry {
+    /// Loads every `*.md` in `dir` and the state overlay.
+    pub fn load(dir: &Path, state_path: &Path) -> std::io::Result<ActionRegistry> {
+        std::fs::create_dir_all(dir)?;
+        let mut inner = Inner::default();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        entries.sort();
+        for path in entries {
+            if path.extension().and_then(|e| e.to_str()) != Some("md") {
+                continue;
+            }
+            let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            let parsed = std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|text| parse_action(&text, &file_name).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(action) => {
+                    inner.actions.insert(action.name.clone(), Arc::new(action));
+                }
+                Err(message) => inner.load_errors.push(LoadError { file: file_name, message }),
+            }
+        }
+        if let Ok(text) = std::fs::read_to_string(state_path) {
+            let state: BTreeMap<String, StateEntry> = serde_json::from_str(&text).unwrap_or_default();
+            inner.enabled = state.into_iter().map(|(name, entry)| (name, entry.enabled)).collect();
+        }
+        let (changes, _) = tokio::sync::watch::channel(0);
+        Ok(ActionRegistry { dir: dir.to_path_buf(), state_path: state_path.to_path_buf(), inner: RwLock::new(inner), changes })
+    }
+
+    pub fn get(&self, name: &str) -> Option<InstalledAction> {
+        let inner = self.inner.read().expect("action registry poisoned");
+        let file = inner.actions.get(name)?.clone();
+        let enabled = inner.enabled.get(name).copied().unwrap_or(true);
+        Some(InstalledAction { file, enabled })
+    }
+
+    pub fn list(&self) -> (Vec<InstalledAction>, Vec<LoadError>) {
+        let inner = self.inner.read().expect("action registry poisoned");
+        let items = inner
+            .actions
+            .iter()
+            .map(|(name, file)| InstalledAction {
+                file: file.clone(),
+                enabled: inner.enabled.get(name).copied().unwrap_or(true),
+            })
+            .collect();
+        (items, inner.load_errors.clone())
+    }
+
+    /// Writes the exact bytes of an already validated action file and publishes it.
+    pub fn install(&self, action: ActionFile) -> Result<(), RegistryError> {
+        let path = self.dir.join(format!("{}.md", action.name));
+        write_atomic(&path, action.source_text.as_bytes(), 0o600).map_err(|source| io_error(&path, source))?;
+        let mut inner = self.inner.write().expect("action registry poisoned");
+        inner.load_errors.retain(|e| e.file != format!("{}.md", action.name));
+        inner.actions.insert(action.name.clone(), Arc::new(action));
+        drop(inner);
+        self.notify();
+        Ok(())
+    }
+
+    pub fn remove(&self, name: &str) -> Result<(), RegistryError> {
+        let path = self.dir.join(format!("{name}.md"));
+        let mut inner = self.inner.write().expect("action registry poisoned");
+        if inner.actions.remove(name).is_none() {
+            return Err(RegistryError::NotFound(name.to_string()));
+        }
+        std::fs::remove_file(&path).map_err(|source| io_error(&path, source))?;
+        if inner.enabled.remove(name).is_some() {
+            self.save_state(&inner)?;
+        }
+        drop(inner);
+        self.notify();
+        Ok(())
+    }
+
+    pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<(), RegistryError> {
+        let mut inner = self.inner.write().expect("action registry poisoned");
+        if !inner.actions.contains_key(name) {
+            return Err(RegistryError::NotFound(name.to_string()));
+        }
+        inner.enabled.insert(name.to_string(), enabled);
+        self.save_state(&inner)?;
+        drop(inner);
+        self.notify();
+        Ok(())
+    }
+
+    /// A receiver that observes every change (generation counter).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn save_state(&self, inner: &Inner) -> Result<(), RegistryError> {
+        let state: BTreeMap<&String, StateEntry> =
+            inner.enabled.iter().map(|(name, enabled)| (name, StateEntry { enabled: *enabled })).collect();
+        let bytes = serde_json::to_vec_pretty(&state).expect("state serializes");
+        write_atomic(&self.state_path, &bytes, 0o600).map_err(|source| io_error(&self.state_path, source))
+    }
+
+    fn notify(&self) {
+        self.changes.send_modify(|generation| *generation += 1);
+    }
+}
+
+#[derive(serde::Deserialize, Serialize)]
+struct StateEntry {
+    enabled: bool,
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> RegistryError {
+    RegistryError::Io { path: path.display().to_string(), source }
+}

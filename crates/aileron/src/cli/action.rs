@@ -1,0 +1,201 @@
+//! `aileron action add|list|show|remove|enable|disable|run`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use reqwest::{Method, StatusCode};
+use serde_json::{Map, Value, json};
+
+use super::{CliError, CliResult, EXIT_OK, EXIT_PENDING, print_json};
+use crate::client::{ApiFailure, DaemonClient};
+use crate::home::Home;
+
+#[derive(Args)]
+pub struct ActionArgs {
+    #[command(subcommand)]
+    command: ActionCommand,
+}
+
+#[derive(Subcommand)]
+enum ActionCommand {
+    /// Install an action file (Markdown with +++ TOML frontmatter)
+    Add { file: PathBuf },
+    /// List installed actions
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one action: inputs, connectors, steps and its file
+    Show {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an installed action
+    Remove { name: String },
+    /// Make an action callable again
+    Enable { name: String },
+    /// Keep an action installed but refuse to run it
+    Disable { name: String },
+    /// Run an action through the daemon (the same path agents use)
+    Run {
+        name: String,
+        /// One argument as key=value (repeatable); the value is converted to the input's declared type
+        #[arg(long = "arg", value_name = "KEY=VALUE")]
+        arg: Vec<String>,
+        /// All arguments as one JSON object
+        #[arg(long, value_name = "JSON", conflicts_with = "arg")]
+        args: Option<String>,
+    },
+}
+
+pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
+    let client = DaemonClient::connect(home).await?;
+    match args.command {
+        ActionCommand::Add { file } => {
+            let content = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let file_name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            let added = client.post("/v1/actions/install", &json!({ "file_name": file_name, "content": content })).await?;
+            eprintln!(
+                "added action {} {} (tool `{}`{})",
+                added["name"].as_str().unwrap_or("?"),
+                added["version"].as_str().unwrap_or("?"),
+                added["tool_name"].as_str().unwrap_or("?"),
+                if added["requires_approval"] == true { ", requires approval" } else { "" }
+            );
+            Ok(EXIT_OK)
+        }
+        ActionCommand::List { json } => {
+            let listing = client.get("/v1/actions").await?;
+            if json {
+                print_json(&listing);
+                return Ok(EXIT_OK);
+            }
+            let items = listing["items"].as_array().cloned().unwrap_or_default();
+            if items.is_empty() {
+                eprintln!("no actions installed");
+            }
+            for item in &items {
+                println!(
+                    "{:<24} {:<10} {:<9} {}",
+                    item["name"].as_str().unwrap_or("?"),
+                    item["version"].as_str().unwrap_or("?"),
+                    if item["enabled"] == true { "enabled" } else { "disabled" },
+                    if item["requires_approval"] == true { "approval required" } else { "" },
+                );
+            }
+            for error in listing["load_errors"].as_array().into_iter().flatten() {
+                eprintln!("warning: {} failed to load: {}", error["file"].as_str().unwrap_or("?"), error["message"].as_str().unwrap_or("?"));
+            }
+            Ok(EXIT_OK)
+        }
+        ActionCommand::Show { name, json } => {
+            let action = client.get(&format!("/v1/actions/{name}")).await?;
+            if json {
+                print_json(&action);
+                return Ok(EXIT_OK);
+            }
+            println!("name         {}", action["name"].as_str().unwrap_or("?"));
+            println!("version      {}", action["version"].as_str().unwrap_or("?"));
+            println!("status       {}", if action["enabled"] == true { "enabled" } else { "disabled" });
+            println!("tool         {}", action["tool_name"].as_str().unwrap_or("?"));
+            println!("approval     {}", if action["requires_approval"] == true { "required" } else { "not required" });
+            println!("inputs:");
+            let required: Vec<&str> =
+                action["input_schema"]["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            for (input, schema) in action["input_schema"]["properties"].as_object().into_iter().flatten() {
+                println!(
+                    "  {input} ({}{}) {}",
+                    schema["type"].as_str().unwrap_or("?"),
+                    if required.contains(&input.as_str()) { ", required" } else { "" },
+                    schema["description"].as_str().unwrap_or("")
+                );
+            }
+            println!("connectors:");
+            for connector in action["connectors"].as_array().into_iter().flatten() {
+                println!(
+                    "  {}@{} {} capabilities {}",
+                    connector["name"].as_str().unwrap_or("?"),
+                    connector["version"].as_str().unwrap_or("?"),
+                    connector["hash"].as_str().unwrap_or("?"),
+                    connector["capabilities"]
+                );
+            }
+            println!("\n{}", action["source"].as_str().unwrap_or(""));
+            Ok(EXIT_OK)
+        }
+        ActionCommand::Remove { name } => {
+            client.call(Method::DELETE, &format!("/v1/actions/{name}"), None).await?;
+            eprintln!("removed action {name}");
+            Ok(EXIT_OK)
+        }
+        ActionCommand::Enable { name } => set_enabled(&client, &name, true).await,
+        ActionCommand::Disable { name } => set_enabled(&client, &name, false).await,
+        ActionCommand::Run { name, arg, args } => run_action(&client, &name, &arg, args.as_deref()).await,
+    }
+}
+
+async fn set_enabled(client: &DaemonClient, name: &str, enabled: bool) -> CliResult {
+    client.call(Method::PATCH, &format!("/v1/actions/{name}"), Some(&json!({ "enabled": enabled }))).await?;
+    eprintln!("{} action {name}", if enabled { "enabled" } else { "disabled" });
+    Ok(EXIT_OK)
+}
+
+async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_args: Option<&str>) -> CliResult {
+    let args = match json_args {
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => map,
+            _ => return Err(CliError::failure("--args must be a JSON object\nhint: --args '{\"owner\":\"acme\"}'")),
+        },
+        None => {
+            let action = client.get(&format!("/v1/actions/{name}")).await?;
+            typed_args(pairs, &action["input_schema"])?
+        }
+    };
+    let (status, body) = client.call_raw(Method::POST, &format!("/v1/actions/{name}/run"), Some(&json!({ "args": args }))).await?;
+    match status {
+        StatusCode::OK => {
+            print_json(&body["result"]);
+            eprintln!("audit {}", body["audit_id"].as_str().unwrap_or("?"));
+            Ok(EXIT_OK)
+        }
+        StatusCode::ACCEPTED => {
+            eprintln!("{}", body["message"].as_str().unwrap_or("approval pending"));
+            print_json(&body);
+            Ok(EXIT_PENDING)
+        }
+        _ => Err(CliError::failure(ApiFailure { status, body }.to_string())),
+    }
+}
+
+/// Converts `key=value` pairs to the types the action declares.
+fn typed_args(pairs: &[String], schema: &Value) -> Result<Map<String, Value>, CliError> {
+    let mut args = Map::new();
+    for pair in pairs {
+        let Some((key, raw)) = pair.split_once('=') else {
+            return Err(CliError::failure(format!("--arg `{pair}` is not key=value\nhint: --arg owner=acme")));
+        };
+        let declared = schema["properties"][key]["type"].as_str().unwrap_or("string");
+        let value = match declared {
+            "string" => Value::String(raw.to_string()),
+            "integer" => raw.parse::<i64>().map(Value::from).map_err(|_| type_error(key, raw, declared))?,
+            "number" => raw
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or_else(|| type_error(key, raw, declared))?,
+            "boolean" => raw.parse::<bool>().map(Value::from).map_err(|_| type_error(key, raw, declared))?,
+            _ => serde_json::from_str(raw).map_err(|_| type_error(key, raw, declared))?,
+        };
+        args.insert(key.to_string(), value);
+    }
+    Ok(args)
+}
+
+fn type_error(key: &str, raw: &str, declared: &str) -> CliError {
+    CliError::failure(format!(
+        "--arg {key}={raw}: `{key}` is declared as {declared}\nhint: pass a valid {declared} (arrays and objects as JSON)"
+    ))
+}

@@ -1,0 +1,128 @@
+//! `aileron audit list|show|verify`. `verify` reads the files directly, so it works with the
+//! daemon stopped (and after a crash).
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use super::{CliError, CliResult, EXIT_OK, print_json};
+use crate::client::DaemonClient;
+use crate::home::Home;
+
+#[derive(Args)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    command: AuditCommand,
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// List audit records, newest first
+    List {
+        /// Only records at or after this RFC 3339 timestamp
+        #[arg(long)]
+        since: Option<String>,
+        #[arg(long)]
+        event_type: Option<String>,
+        /// Only failures of this class (e.g. capability_denied)
+        #[arg(long)]
+        class: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one record in full
+    Show { audit_id: String },
+    /// Verify the hash chain across every audit file
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
+    match args.command {
+        AuditCommand::List { since, event_type, class, limit, json } => {
+            let client = DaemonClient::connect(home).await?;
+            let mut query = vec![format!("limit={limit}")];
+            for (key, value) in [("since", since), ("event_type", event_type), ("class", class)] {
+                if let Some(value) = value {
+                    query.push(format!("{key}={}", percent_encode(&value)));
+                }
+            }
+            let listing = client.get(&format!("/v1/audit?{}", query.join("&"))).await?;
+            if json {
+                print_json(&listing);
+                return Ok(EXIT_OK);
+            }
+            for record in listing["items"].as_array().into_iter().flatten() {
+                println!("{}", summary_line(record));
+            }
+            Ok(EXIT_OK)
+        }
+        AuditCommand::Show { audit_id } => {
+            let client = DaemonClient::connect(home).await?;
+            let record = client.get(&format!("/v1/audit/{}", percent_encode(&audit_id))).await?;
+            print_json(&record);
+            Ok(EXIT_OK)
+        }
+        AuditCommand::Verify { json } => {
+            let Some(dir) = home.audit_parent() else {
+                return Err(CliError::failure(
+                    "the audit log is in memory (AILERON_AUDIT_DIR is empty); there is nothing on disk to verify\n\
+                     hint: unset AILERON_AUDIT_DIR to keep the log on disk",
+                ));
+            };
+            match crate::audit_log::verify(&dir) {
+                Ok(report) => {
+                    if json {
+                        print_json(&serde_json::to_value(&report).unwrap_or(Value::Null));
+                    } else {
+                        println!("{report}");
+                    }
+                    Ok(EXIT_OK)
+                }
+                Err(broken) => Err(CliError::failure(format!(
+                    "audit chain broken: {broken}\nhint: the file was modified after it was written; keep a copy for investigation"
+                ))),
+            }
+        }
+    }
+}
+
+/// One line per record: time, event, id, and the most telling payload keys.
+pub fn summary_line(record: &Value) -> String {
+    let payload = &record["payload"];
+    let mut detail = Vec::new();
+    for key in [
+        "aileron.action.name",
+        "aileron.connector.fqn",
+        "aileron.connector.op",
+        "aileron.proxy.upstream.host",
+        "aileron.proxy.upstream.status",
+        "aileron.failure.class",
+        "aileron.failure.message",
+    ] {
+        if let Some(value) = payload.get(key) {
+            let value = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+            detail.push(format!("{}={value}", key.trim_start_matches("aileron.")));
+        }
+    }
+    format!(
+        "{}  {:<26} {}  {}",
+        record["timestamp"].as_str().unwrap_or("?"),
+        record["event_type"].as_str().unwrap_or("?"),
+        record["audit_id"].as_str().unwrap_or("?"),
+        detail.join(" ")
+    )
+}
+
+fn percent_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,131 @@
+//! `aileron daemon start|status|stop|run`.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::{CliError, CliResult, EXIT_OK, print_json};
+use crate::client::{DaemonClient, read_daemon_info, start_daemon};
+use crate::home::Home;
+
+#[derive(Args)]
+pub struct DaemonArgs {
+    #[command(subcommand)]
+    command: DaemonCommand,
+}
+
+#[derive(Subcommand)]
+enum DaemonCommand {
+    /// Start the daemon in the background; returns once it answers
+    Start,
+    /// Show whether the daemon runs, its URL, pid, version and counts
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the daemon; returns once it has exited
+    Stop,
+    /// Run the daemon in the foreground (what `start` and auto-start execute)
+    Run,
+}
+
+/// How long `stop` waits for in-flight runs to finish before giving up.
+const STOP_BUDGET: Duration = Duration::from_secs(60);
+
+pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
+    match args.command {
+        DaemonCommand::Run => {
+            crate::daemon::serve(home.clone()).await?;
+            Ok(EXIT_OK)
+        }
+        DaemonCommand::Start => {
+            if let Some(info) = running(home).await {
+                eprintln!("the daemon is already running at {} (pid {})", info.url, info.pid);
+                return Ok(EXIT_OK);
+            }
+            let info = start_daemon(home).await?;
+            eprintln!("daemon started at {} (pid {})", info.url, info.pid);
+            Ok(EXIT_OK)
+        }
+        DaemonCommand::Status { json } => {
+            let Some(_) = running(home).await else {
+                if json {
+                    print_json(&serde_json::json!({ "running": false }));
+                }
+                return Err(CliError::failure("the daemon is not running\nhint: start it with `aileron daemon start`"));
+            };
+            let client = DaemonClient::connect(home).await?;
+            let mut status = client.get("/v1/status").await?;
+            status["running"] = true.into();
+            status["url"] = client.base_url.clone().into();
+            if json {
+                print_json(&status);
+            } else {
+                println!("running      yes");
+                println!("url          {}", client.base_url);
+                println!("pid          {}", status["pid"]);
+                println!("version      {}", status["version"].as_str().unwrap_or("?"));
+                println!("uptime       {} s", status["uptime_seconds"]);
+                println!(
+                    "actions      {} ({} enabled, {} failed to load)",
+                    status["counts"]["actions"], status["counts"]["actions_enabled"], status["counts"]["action_load_errors"]
+                );
+                println!("connectors   {}", status["counts"]["connectors"]);
+                println!("audit        {}", status["audit"].as_str().unwrap_or("?"));
+                println!("home         {}", home.root().display());
+            }
+            Ok(EXIT_OK)
+        }
+        DaemonCommand::Stop => {
+            let Some(info) = read_daemon_info(&home.daemon_json()) else {
+                eprintln!("the daemon is not running");
+                return Ok(EXIT_OK);
+            };
+            let pid = Pid::from_raw(i32::try_from(info.pid).context("pid out of range")?);
+            if kill(pid, None).is_err() {
+                let _ = std::fs::remove_file(home.daemon_json());
+                eprintln!("the daemon is not running (removed a stale daemon.json)");
+                return Ok(EXIT_OK);
+            }
+            kill(pid, Signal::SIGTERM).context("signalling the daemon")?;
+            let deadline = Instant::now() + STOP_BUDGET;
+            while kill(pid, None).is_ok() && !is_zombie(info.pid) {
+                if Instant::now() > deadline {
+                    return Err(CliError::failure(format!(
+                        "the daemon (pid {}) did not exit within {} s\nhint: it may still be finishing runs; see {}",
+                        info.pid,
+                        STOP_BUDGET.as_secs(),
+                        home.daemon_log().display()
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            eprintln!("daemon stopped (pid {})", info.pid);
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+/// The daemon's info when it is answering.
+async fn running(home: &Home) -> Option<crate::daemon::DaemonInfo> {
+    let info = read_daemon_info(&home.daemon_json())?;
+    let client = reqwest::Client::new();
+    let answered = client
+        .get(format!("{}/v1/health", info.url))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success());
+    answered.then_some(info)
+}
+
+/// A daemon we started ourselves stays a zombie until reaped; treat that as exited.
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}

@@ -1,0 +1,119 @@
+//! The `aileron` command line: `aileron <noun> <verb>`. stdout carries data (`--json` on every
+//! listing), stderr carries messages; errors end with a `hint:` line. Exit codes: 0 ok,
+//! 1 failure, 2 usage, 75 approval pending.
+
+mod action;
+mod audit;
+mod connector;
+mod daemon;
+
+use clap::{Parser, Subcommand};
+
+use crate::home::Home;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILURE: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_PENDING: i32 = 75;
+
+#[derive(Parser)]
+#[command(name = "aileron", version, about = "Local control plane for AI agents: sandboxed actions, approvals, audit")]
+#[command(after_long_help = env_help())]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+fn env_help() -> String {
+    crate::env::help_text()
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start, stop and inspect the background daemon
+    Daemon(daemon::DaemonArgs),
+    /// Install and list connectors (sandboxed WebAssembly modules)
+    Connector(connector::ConnectorArgs),
+    /// Add, list, inspect, enable, disable, remove and run actions
+    Action(action::ActionArgs),
+    /// Read and verify the audit log
+    Audit(audit::AuditArgs),
+    /// Run the whole product offline in a temporary home
+    Demo,
+}
+
+/// A command's failure: what to print and the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub message: String,
+    pub code: i32,
+}
+
+impl CliError {
+    pub fn failure(message: impl Into<String>) -> CliError {
+        CliError { message: message.into(), code: EXIT_FAILURE }
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(error: anyhow::Error) -> CliError {
+        // The chain is printed once; causes that already contain a hint line keep it last.
+        let mut message = error.to_string();
+        for cause in error.chain().skip(1) {
+            message = format!("{message}: {cause}");
+        }
+        CliError::failure(message)
+    }
+}
+
+pub type CliResult = Result<i32, CliError>;
+
+/// Parses arguments and runs the command; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let code = if error.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = error.print();
+            return code;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return EXIT_FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(cli));
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            let message = error.message.trim_end();
+            eprintln!("error: {message}");
+            if !message.contains("\nhint: ") {
+                eprintln!("hint: run the command with --help for usage");
+            }
+            error.code
+        }
+    }
+}
+
+async fn run(cli: Cli) -> CliResult {
+    if let Command::Demo = cli.command {
+        return crate::demo::run().await.map_err(CliError::from);
+    }
+    let home = Home::from_env().map_err(CliError::from)?;
+    match cli.command {
+        Command::Daemon(args) => daemon::run(&home, args).await,
+        Command::Connector(args) => connector::run(&home, args).await,
+        Command::Action(args) => action::run(&home, args).await,
+        Command::Audit(args) => audit::run(&home, args).await,
+        Command::Demo => unreachable!("handled above"),
+    }
+}
+
+/// Prints a JSON value to stdout, pretty.
+pub fn print_json(value: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
+}

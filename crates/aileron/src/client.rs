@@ -1,0 +1,215 @@
+//! Finding, auto-starting and talking to the daemon. Used by every CLI subcommand (and later by
+//! `aileron-mcp`). Discovery order: `AILERON_URL` + `AILERON_TOKEN`, else `daemon.json`; when
+//! nothing answers, the daemon is auto-started (5 s budget) unless `AILERON_NO_AUTOSTART=1`.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::daemon::DaemonInfo;
+use crate::env;
+use crate::home::Home;
+
+/// How long a client waits for an auto-started daemon to answer (SPEC §7).
+pub const AUTOSTART_BUDGET: Duration = Duration::from_secs(5);
+
+#[derive(Clone)]
+pub struct DaemonClient {
+    pub base_url: String,
+    token: String,
+    http: reqwest::Client,
+    actor_type: &'static str,
+    actor_id: String,
+}
+
+/// A non-2xx answer from the daemon, already decoded.
+#[derive(Debug)]
+pub struct ApiFailure {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl std::fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let error = &self.body["error"];
+        let message = error["message"].as_str().unwrap_or("request failed");
+        let kind = error["code"].as_str().or_else(|| error["class"].as_str()).unwrap_or("error");
+        write!(f, "{kind}: {message}")?;
+        if let Some(audit_id) = error["audit_id"].as_str() {
+            write!(f, " (audit {audit_id})")?;
+        }
+        let hint = error["hint"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| error["details"]["hint"].as_str().map(str::to_string))
+            .or_else(|| error["audit_id"].as_str().map(|id| format!("see the full record: aileron audit show {id}")));
+        if let Some(hint) = hint {
+            write!(f, "\nhint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
+impl DaemonClient {
+    /// Connects to the running daemon, auto-starting it when needed.
+    pub async fn connect(home: &Home) -> anyhow::Result<DaemonClient> {
+        crate::daemon::install_crypto_provider();
+        let http = reqwest::Client::builder().build()?;
+        if let (Some(url), Some(token)) = (env::get(env::AILERON_URL), env::get(env::AILERON_TOKEN))
+            && !url.is_empty()
+        {
+            let client = DaemonClient::new(http, url.trim_end_matches('/').to_string(), token);
+            client.health().await.with_context(|| format!("the daemon at {} (AILERON_URL) does not answer", client.base_url))?;
+            return Ok(client);
+        }
+        if let Some(info) = read_daemon_info(&home.daemon_json()) {
+            let client = DaemonClient::new(http.clone(), info.url, info.token);
+            if client.health().await.is_ok() {
+                return Ok(client);
+            }
+        }
+        if env::get(env::AILERON_NO_AUTOSTART).as_deref() == Some("1") {
+            bail!("the daemon is not running\nhint: start it with `aileron daemon start`");
+        }
+        let info = start_daemon(home).await?;
+        Ok(DaemonClient::new(http, info.url, info.token))
+    }
+
+    fn new(http: reqwest::Client, base_url: String, token: String) -> DaemonClient {
+        DaemonClient { base_url, token, http, actor_type: "human", actor_id: "cli".to_string() }
+    }
+
+    /// Names the caller in audit records (`aileron-mcp` is an agent, the CLI a human).
+    pub fn with_actor(mut self, actor_type: &'static str, actor_id: impl Into<String>) -> DaemonClient {
+        self.actor_type = actor_type;
+        self.actor_id = actor_id.into();
+        self
+    }
+
+    pub async fn health(&self) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .get(format!("{}/v1/health", self.base_url))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await?;
+        if !response.status().is_success() {
+            bail!("health check answered {}", response.status());
+        }
+        Ok(response.json().await?)
+    }
+
+    /// Sends a request; non-2xx answers become [`ApiFailure`] errors.
+    pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
+        let (status, value) = self.call_raw(method, path, body).await?;
+        if status.is_success() {
+            Ok(value)
+        } else {
+            Err(ApiFailure { status, body: value }.into())
+        }
+    }
+
+    /// Sends a request and returns the status with the decoded body, whatever the status.
+    pub async fn call_raw(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, Value)> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base_url))
+            .bearer_auth(&self.token)
+            .header("x-aileron-actor-type", self.actor_type)
+            .header("x-aileron-actor-id", &self.actor_id);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.with_context(|| format!("cannot reach the daemon at {}", self.base_url))?;
+        let status = response.status();
+        let bytes = response.bytes().await?;
+        let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+        Ok((status, value))
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.call(Method::POST, path, Some(body)).await
+    }
+}
+
+pub fn read_daemon_info(path: &Path) -> Option<DaemonInfo> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Starts `aileron daemon run` detached, logging to `daemon.log`, and waits until it answers.
+pub async fn start_daemon(home: &Home) -> anyhow::Result<DaemonInfo> {
+    let binary = match env::get(env::AILERON_DAEMON_BIN) {
+        Some(bin) if !bin.is_empty() => bin.into(),
+        _ => std::env::current_exe().context("locating the aileron executable")?,
+    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.daemon_log())
+        .with_context(|| format!("opening {}", home.daemon_log().display()))?;
+    let previous = read_daemon_info(&home.daemon_json()).map(|info| info.started_at);
+    let mut command = std::process::Command::new(&binary);
+    command
+        .args(["daemon", "run"])
+        .env(env::AILERON_HOME, home.root())
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0);
+    let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
+    let deadline = Instant::now() + AUTOSTART_BUDGET;
+    let http = reqwest::Client::new();
+    loop {
+        if let Some(info) = read_daemon_info(&home.daemon_json())
+            && Some(&info.started_at) != previous.as_ref()
+        {
+            let client = DaemonClient::new(http.clone(), info.url.clone(), info.token.clone());
+            if client.health().await.is_ok() {
+                // The child is the daemon: it outlives us; reap it from a thread so it never zombies.
+                std::thread::spawn(move || child.wait());
+                return Ok(info);
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            // Lost a start race to another client? Then a daemon is answering now.
+            if let Some(info) = read_daemon_info(&home.daemon_json()) {
+                let client = DaemonClient::new(http.clone(), info.url.clone(), info.token.clone());
+                if client.health().await.is_ok() {
+                    return Ok(info);
+                }
+            }
+            return Err(anyhow!(
+                "the daemon exited during start-up ({status})\n{}\nhint: see {}",
+                log_tail(&home.daemon_log()),
+                home.daemon_log().display()
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!(
+                "the daemon did not answer within {} s\nhint: see {}",
+                AUTOSTART_BUDGET.as_secs(),
+                home.daemon_log().display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join("\n")
+}
+
+use std::os::unix::process::CommandExt as _;

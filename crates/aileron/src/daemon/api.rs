@@ -1,0 +1,485 @@
+//! Route table and handlers of the daemon's HTTP API (SPEC §7). Handlers are thin: they check
+//! the caller's scope, call the domain function, and shape the response.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use aileron_core::ConnectorRef;
+use aileron_core::action::{ActionFile, parse_action};
+use aileron_core::audit::ActorType;
+use aileron_core::policy::{CapabilitySubset, check_subset_against_manifest};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use super::auth::{Principal, Scope, require};
+use super::error::{ApiError, failure_response};
+use crate::audit_log::{AuditEvent, AuditFilter};
+use crate::package::read_package;
+use crate::runner::{Caller, RunOutcome, RunRejection, RunRequest, run_action};
+
+type ApiResult = Result<Response, ApiError>;
+
+/// Every route the daemon serves; `docs/http-api.json` describes the same table.
+pub const ROUTES: &[(&str, &str, &str)] = &[
+    ("GET", "/v1/health", "liveness; no token needed"),
+    ("GET", "/v1/status", "version, pid, counts, vault state"),
+    ("GET", "/v1/actions", "installed actions {items, load_errors}"),
+    ("POST", "/v1/actions/install", "install an action file {file_name, content}"),
+    ("GET", "/v1/actions/watch", "SSE: `changed` when the action set changes"),
+    ("GET", "/v1/actions/{name}", "one action"),
+    ("PATCH", "/v1/actions/{name}", "{enabled}"),
+    ("DELETE", "/v1/actions/{name}", "remove an action"),
+    ("POST", "/v1/actions/{name}/run", "{args} → 200 {audit_id, result} | failure envelope"),
+    ("GET", "/v1/connectors", "installed connectors"),
+    ("POST", "/v1/connectors/preview", "install pipeline up to consent"),
+    ("POST", "/v1/connectors/install", "install pipeline with consent recorded"),
+    ("GET", "/v1/audit", "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)"),
+    ("GET", "/v1/audit/{id}", "one audit record"),
+];
+
+pub fn routes(_state: Arc<AppState>) -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/status", get(status))
+        .route("/v1/actions", get(list_actions))
+        .route("/v1/actions/install", post(install_action))
+        .route("/v1/actions/watch", get(watch_actions))
+        .route("/v1/actions/{name}", get(get_action).patch(patch_action).delete(delete_action))
+        .route("/v1/actions/{name}/run", post(run))
+        .route("/v1/connectors", get(list_connectors))
+        .route("/v1/connectors/preview", post(preview_connector))
+        .route("/v1/connectors/install", post(install_connector))
+        .route("/v1/audit", get(list_audit))
+        .route("/v1/audit/{id}", get(get_audit))
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok", "version": super::VERSION }))
+}
+
+async fn status(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let (actions, load_errors) = state.actions.list();
+    let enabled = actions.iter().filter(|a| a.enabled).count();
+    let connectors = state.store.list().map_err(ApiError::internal)?;
+    Ok(Json(json!({
+        "version": super::VERSION,
+        "pid": std::process::id(),
+        "started_at": state.started_at.to_rfc3339(),
+        "uptime_seconds": (chrono::Utc::now() - state.started_at).num_seconds(),
+        "counts": {
+            "actions": actions.len(),
+            "actions_enabled": enabled,
+            "action_load_errors": load_errors.len(),
+            "connectors": connectors.len(),
+        },
+        "vault": "absent",
+        "audit": if state.audit.is_durable() { "disk" } else { "memory" },
+    }))
+    .into_response())
+}
+
+/// The JSON view of an installed action.
+pub fn action_view(action: &ActionFile, enabled: bool) -> Value {
+    json!({
+        "name": action.name,
+        "version": action.version.to_string(),
+        "enabled": enabled,
+        "tool_name": action.tool_name(),
+        "description": action.description(),
+        "intent": action.intent(),
+        "requires_approval": action.requires_approval(),
+        "input_schema": action.input_schema(),
+        "connectors": action.requires.connectors.iter().map(|c| json!({
+            "name": c.name.to_string(),
+            "version": c.version.to_string(),
+            "hash": c.hash.to_string(),
+            "capabilities": c.capabilities,
+        })).collect::<Vec<_>>(),
+        "steps": action.execute.iter().map(|s| json!({"id": s.id, "connector": s.connector, "op": s.op})).collect::<Vec<_>>(),
+    })
+}
+
+async fn list_actions(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+    require(&principal, Scope::ActionsList)?;
+    let (items, load_errors) = state.actions.list();
+    let items: Vec<Value> = items.iter().map(|a| action_view(&a.file, a.enabled)).collect();
+    Ok(Json(json!({ "items": items, "load_errors": load_errors })).into_response())
+}
+
+async fn get_action(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> ApiResult {
+    require(&principal, Scope::ActionsList)?;
+    let installed = state.actions.get(&name).ok_or_else(|| action_not_found(&name))?;
+    let mut view = action_view(&installed.file, installed.enabled);
+    view["source"] = installed.file.source_text.clone().into();
+    Ok(Json(view).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchAction {
+    enabled: bool,
+}
+
+async fn patch_action(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+    Json(body): Json<PatchAction>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    state.actions.set_enabled(&name, body.enabled).map_err(registry_error)?;
+    let installed = state.actions.get(&name).ok_or_else(|| action_not_found(&name))?;
+    Ok(Json(action_view(&installed.file, installed.enabled)).into_response())
+}
+
+async fn delete_action(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    state.actions.remove(&name).map_err(registry_error)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstallAction {
+    file_name: String,
+    content: String,
+}
+
+async fn install_action(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    Json(body): Json<InstallAction>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let action = parse_action(&body.content, &body.file_name)
+        .map_err(|e| ApiError::bad_request("parse_error", e.to_string()).with_hint(e.hint.clone()))?;
+    for required in &action.requires.connectors {
+        let reference = format!("{}@{}", required.name, required.version);
+        let entry = state.store.find(&required.hash).map_err(ApiError::internal)?.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "connector_not_installed",
+                format!("action `{}` requires {reference} ({}), which is not installed", action.name, required.hash),
+            )
+            .with_hint(format!("install it first: aileron connector install --from <dir or aileron.tar.gz> {reference}"))
+        })?;
+        if entry.manifest.connector.name != required.name || entry.manifest.connector.version != required.version {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "connector_mismatch",
+                format!(
+                    "hash {} belongs to {}@{}, not {reference}",
+                    required.hash, entry.manifest.connector.name, entry.manifest.connector.version
+                ),
+            )
+            .with_hint("fix the name, version or hash in [[requires.connectors]]"));
+        }
+        let subset = CapabilitySubset::new(&required.capabilities)
+            .map_err(|e| ApiError::bad_request("invalid_capabilities", e.to_string()))?;
+        check_subset_against_manifest(&subset, &entry.manifest).map_err(|e| {
+            ApiError::bad_request("invalid_capabilities", format!("{}: {e}", body.file_name))
+                .with_hint("an action may only narrow what its connector's manifest declares")
+        })?;
+    }
+    let mut payload = Map::new();
+    payload.insert("aileron.action.name".into(), action.name.clone().into());
+    payload.insert("aileron.action.version".into(), action.version.to_string().into());
+    payload.insert("aileron.action.sha256".into(), aileron_core::ContentHash::of_bytes(action.source_text.as_bytes()).to_string().into());
+    payload.insert(
+        "aileron.action.connectors".into(),
+        action.requires.connectors.iter().map(|c| json!({"aileron.connector.fqn": c.name.to_string(), "aileron.connector.hash": c.hash.to_string(), "capabilities": c.capabilities})).collect(),
+    );
+    payload.insert("aileron.action.requires_approval".into(), action.requires_approval().into());
+    let event = AuditEvent {
+        event_type: "action.installed".into(),
+        actor: caller_for(&principal, &headers).actor,
+        session_id: None,
+        payload,
+        audit_id: None,
+    };
+    state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+    let view = action_view(&action, true);
+    state.actions.install(action).map_err(registry_error)?;
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+async fn watch_actions(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    require(&principal, Scope::ActionsList)?;
+    let changes = tokio_stream::wrappers::WatchStream::from_changes(state.actions.subscribe())
+        .map(|generation| Ok(Event::default().event("changed").data(json!({ "generation": generation }).to_string())));
+    let ready = futures_util::stream::once(async { Ok(Event::default().event("ready").data("{}")) });
+    let mut shutdown = state.shutdown.subscribe();
+    let stream = ready.chain(changes).take_until(async move {
+        let _ = shutdown.wait_for(|stopping| *stopping).await;
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RunBody {
+    #[serde(default)]
+    args: Map<String, Value>,
+}
+
+async fn run(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Option<Json<RunBody>>,
+) -> ApiResult {
+    require(&principal, Scope::ActionsRun)?;
+    let args = body.map(|Json(b)| b.args).unwrap_or_default();
+    let request = RunRequest { action: name, args, caller: caller_for(&principal, &headers) };
+    match run_action(&state, request).await {
+        Ok(RunOutcome::Completed { audit_id, result }) => {
+            Ok(Json(json!({ "audit_id": audit_id, "result": result })).into_response())
+        }
+        Ok(RunOutcome::Failed(failure)) => Ok(failure_response(&failure)),
+        Err(rejection) => Err(rejection_error(rejection)),
+    }
+}
+
+fn rejection_error(rejection: RunRejection) -> ApiError {
+    match rejection {
+        RunRejection::NotFound(name) => action_not_found(&name),
+        RunRejection::Disabled(name) => {
+            ApiError::new(StatusCode::CONFLICT, "action_disabled", format!("action `{name}` is disabled"))
+                .with_hint(format!("enable it with: aileron action enable {name}"))
+        }
+        RunRejection::InvalidArgs(error) => ApiError::bad_request("invalid_args", error.to_string())
+            .with_hint("pass only the action's declared inputs (aileron action show <name>)"),
+        RunRejection::ApprovalUnavailable(name) => ApiError::new(
+            StatusCode::CONFLICT,
+            "approval_unavailable",
+            format!("action `{name}` requires human approval, and the approval gate is not available in this build; it was not executed"),
+        )
+        .with_hint("the approval gate arrives in the next release; disable the action or remove [approval] required"),
+        RunRejection::AuditUnavailable(cause) => ApiError::audit_unavailable(cause),
+    }
+}
+
+/// Who the audit record names. Session tokens are agents; the daemon token's callers say what
+/// they are (the CLI is a human at a terminal, `aileron-mcp` an agent).
+fn caller_for(principal: &Principal, headers: &HeaderMap) -> Caller {
+    match principal {
+        Principal::Session { session_id, .. } => {
+            let mut caller = Caller::new(ActorType::Agent, session_id.clone());
+            caller.session_id = Some(session_id.clone());
+            caller
+        }
+        Principal::Admin => {
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let actor_type = match header("x-aileron-actor-type").as_deref() {
+                Some("human") => ActorType::Human,
+                Some("agent") => ActorType::Agent,
+                _ => ActorType::Service,
+            };
+            let id = header("x-aileron-actor-id").unwrap_or_else(|| "daemon-token".to_string());
+            let mut caller = Caller::new(actor_type, id);
+            caller.session_id = header("x-aileron-session-id");
+            caller
+        }
+    }
+}
+
+async fn list_connectors(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let entries = state.store.list().map_err(ApiError::internal)?;
+    let items: Vec<Value> = entries
+        .iter()
+        .map(|e| {
+            json!({
+                "fqn": e.fqn.to_string(),
+                "version": e.version.to_string(),
+                "hash": e.hash.to_string(),
+                "signature": if e.signed { "signed, not verified" } else { "unsigned" },
+                "publisher": e.manifest.connector.publisher,
+                "capabilities": e.manifest.describe_capabilities(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "items": items })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviewBody {
+    source: PathBuf,
+    reference: String,
+    #[serde(default)]
+    expected_hash: Option<String>,
+}
+
+/// Steps 1–6 of the install pipeline (SPEC §3.4) for a local package, shared by preview and install.
+fn inspect(body: &PreviewBody) -> Result<(crate::package::Package, Value), Response> {
+    let reference = ConnectorRef::parse(&body.reference).map_err(|e| {
+        ApiError::bad_request("invalid_reference", e.to_string())
+            .with_hint("write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0")
+            .into_response()
+    })?;
+    let package = read_package(&body.source, &reference).map_err(|e| {
+        ApiError::bad_request(e.code(), e.to_string()).with_hint(e.hint()).into_response()
+    })?;
+    if let Some(expected) = &body.expected_hash
+        && *expected != package.hash.to_string()
+    {
+        let failure = aileron_core::Failure::hash_mismatch(format!(
+            "package hash {} does not match the expected {expected}",
+            package.hash
+        ));
+        return Err(failure_response(&failure));
+    }
+    let signature = if package.signature.is_some() { "signed, not verified" } else { "unsigned" };
+    let view = json!({
+        "fqn": reference.fqn.to_string(),
+        "version": reference.version.to_string(),
+        "hash": package.hash.to_string(),
+        "short_hash": package.hash.short(),
+        "publisher": package.manifest.connector.publisher,
+        "signature": signature,
+        "capabilities": package.manifest.describe_capabilities(),
+    });
+    Ok((package, view))
+}
+
+async fn preview_connector(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Json(body): Json<PreviewBody>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let (package, mut view) = match inspect(&body) {
+        Ok(inspected) => inspected,
+        Err(response) => return Ok(response),
+    };
+    view["already_installed"] = state.store.find(&package.hash).map_err(ApiError::internal)?.is_some().into();
+    Ok(Json(view).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstallBody {
+    #[serde(flatten)]
+    preview: PreviewBody,
+    /// How consent was given: `prompt` (the user answered y) or `flag` (`--yes`).
+    consent: String,
+}
+
+async fn install_connector(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    Json(body): Json<InstallBody>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    if body.preview.expected_hash.is_none() {
+        return Err(ApiError::bad_request("missing_expected_hash", "install needs the hash the user consented to")
+            .with_hint("call /v1/connectors/preview first and pass its hash as expected_hash"));
+    }
+    if body.consent != "prompt" && body.consent != "flag" {
+        return Err(ApiError::bad_request("invalid_consent", "consent must be `prompt` or `flag`"));
+    }
+    let (package, view) = match inspect(&body.preview) {
+        Ok(inspected) => inspected,
+        Err(response) => return Ok(response),
+    };
+    let entry = state.store.commit(&package).map_err(ApiError::internal)?;
+    let mut payload = Map::new();
+    payload.insert("aileron.connector.fqn".into(), view["fqn"].clone());
+    payload.insert("aileron.connector.version".into(), view["version"].clone());
+    payload.insert("aileron.connector.hash".into(), view["hash"].clone());
+    payload.insert("aileron.connector.signature".into(), view["signature"].clone());
+    payload.insert("aileron.consent.decision".into(), "approved".into());
+    payload.insert("aileron.consent.via".into(), body.consent.clone().into());
+    payload.insert("aileron.connector.capabilities".into(), view["capabilities"].clone());
+    let event = AuditEvent {
+        event_type: "connector.installed".into(),
+        actor: caller_for(&principal, &headers).actor,
+        session_id: None,
+        payload,
+        audit_id: None,
+    };
+    let record = state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+    let mut view = view;
+    view["audit_id"] = record.audit_id.into();
+    view["store_path"] = entry.path.display().to_string().into();
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    since: Option<String>,
+    audit_id: Option<String>,
+    connector_fqn: Option<String>,
+    class: Option<String>,
+    event_type: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn list_audit(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(query): Query<AuditQuery>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let filter = AuditFilter {
+        since: query.since,
+        audit_id: query.audit_id,
+        connector_fqn: query.connector_fqn,
+        class: query.class,
+        event_type: query.event_type,
+        limit: Some(query.limit.unwrap_or(100).min(10_000)),
+    };
+    let items = state.audit.query(&filter).map_err(ApiError::internal)?;
+    Ok(Json(json!({ "items": items })).into_response())
+}
+
+async fn get_audit(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    match state.audit.get(&id).map_err(ApiError::internal)? {
+        Some(record) => Ok(Json(record).into_response()),
+        None => Err(ApiError::not_found("audit_not_found", format!("no audit record `{id}`"))
+            .with_hint("list recent records with: aileron audit list")),
+    }
+}
+
+fn action_not_found(name: &str) -> ApiError {
+    ApiError::not_found("action_not_found", format!("no action named `{name}` is installed"))
+        .with_hint("list installed actions with: aileron action list")
+}
+
+fn registry_error(error: crate::actions::RegistryError) -> ApiError {
+    match error {
+        crate::actions::RegistryError::NotFound(name) => action_not_found(&name),
+        other => ApiError::internal(other),
+    }
+}

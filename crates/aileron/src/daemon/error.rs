@@ -1,0 +1,74 @@
+//! HTTP error bodies. CRUD errors are `{"error":{"code","message","hint"?}}`; action failures are
+//! the §9 failure envelope. The client-safe message is what goes on the wire; an internal cause is
+//! only logged.
+
+use aileron_core::Failure;
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), hint: None }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> ApiError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or invalid bearer token")
+            .with_hint("clients read the token from daemon.json (or AILERON_TOKEN)")
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// An internal failure: the cause is logged, the caller sees a generic message.
+    pub fn internal(cause: impl std::fmt::Display) -> ApiError {
+        eprintln!("aileron daemon: internal error: {cause}");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error; see daemon.log")
+    }
+
+    /// Risky work fails closed when the audit log cannot be written.
+    pub fn audit_unavailable(cause: impl std::fmt::Display) -> ApiError {
+        eprintln!("aileron daemon: audit log write failed: {cause}");
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable", "the audit log cannot be written")
+            .with_hint("check free disk space and permissions of the audit directory; nothing was executed")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = json!({ "code": self.code, "message": self.message });
+        if let Some(hint) = self.hint {
+            error["hint"] = hint.into();
+        }
+        (self.status, Json(json!({ "error": error }))).into_response()
+    }
+}
+
+/// A failure envelope response with the class's HTTP status.
+pub fn failure_response(failure: &Failure) -> Response {
+    let status = StatusCode::from_u16(failure.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, Json(failure.envelope())).into_response()
+}

@@ -1,0 +1,173 @@
+//! The daemon: shared state, the axum app (`fn app`), and the process lifecycle (`daemon.json`,
+//! the single-instance flock, graceful shutdown that finishes in-flight runs).
+
+pub mod api;
+pub mod auth;
+pub mod error;
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use aileron_sandbox::{Runtime, RuntimeConfig};
+use anyhow::{Context, bail};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+
+use crate::actions::ActionRegistry;
+use crate::audit_log::{AuditConfig, AuditLog};
+use crate::egress::{CredentialSource, NoVault};
+use crate::home::{Home, write_atomic};
+use crate::store::Store;
+use auth::TokenRegistry;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Everything a request handler can reach.
+pub struct AppState {
+    pub home: Home,
+    pub tokens: TokenRegistry,
+    pub audit: AuditLog,
+    pub store: Store,
+    pub actions: ActionRegistry,
+    pub runtime: Arc<Runtime>,
+    pub credentials: Arc<dyn CredentialSource>,
+    /// Client for connector egress: no redirects are ever followed (SPEC §4.2).
+    pub egress_client: reqwest::Client,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    listen_port: AtomicU16,
+    /// Flips to true when shutdown starts; long-lived streams (SSE) end on it.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+/// Knobs for building the state; tests override the credential source and port.
+pub struct StateOptions {
+    pub admin_token: String,
+    pub credentials: Arc<dyn CredentialSource>,
+    pub listen_port: u16,
+}
+
+impl StateOptions {
+    pub fn new(admin_token: String) -> StateOptions {
+        StateOptions { admin_token, credentials: Arc::new(NoVault), listen_port: 0 }
+    }
+}
+
+impl AppState {
+    pub fn open(home: Home, options: StateOptions) -> anyhow::Result<Arc<AppState>> {
+        install_crypto_provider();
+        let audit = AuditLog::open(AuditConfig { dir: home.audit_parent() }).context("opening the audit log")?;
+        let store = Store::open(home.store_dir()).context("opening the connector store")?;
+        let actions = ActionRegistry::load(&home.actions_dir(), &home.action_state())
+            .with_context(|| format!("loading actions from {}", home.actions_dir().display()))?;
+        let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()) }).context("starting wasmtime")?;
+        let egress_client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .build()
+            .context("building the egress HTTP client")?;
+        let (shutdown, _) = tokio::sync::watch::channel(false);
+        Ok(Arc::new(AppState {
+            home,
+            tokens: TokenRegistry::new(options.admin_token),
+            audit,
+            store,
+            actions,
+            runtime: Arc::new(runtime),
+            credentials: options.credentials,
+            egress_client,
+            started_at: chrono::Utc::now(),
+            listen_port: AtomicU16::new(options.listen_port),
+            shutdown,
+        }))
+    }
+
+    pub fn listen_port(&self) -> u16 {
+        self.listen_port.load(Ordering::Relaxed)
+    }
+
+    pub fn set_listen_port(&self, port: u16) {
+        self.listen_port.store(port, Ordering::Relaxed);
+    }
+}
+
+/// rustls needs one process-wide provider; we use ring (see DEPENDENCIES.md: aws-lc is a slow C build).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The whole HTTP surface. Tests drive it with `oneshot`.
+pub fn app(state: Arc<AppState>) -> Router {
+    api::routes(state.clone())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
+        .with_state(state)
+}
+
+/// `daemon.json`: how clients find and authenticate to the running daemon.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DaemonInfo {
+    pub url: String,
+    pub pid: u32,
+    pub version: String,
+    pub started_at: String,
+    pub token: String,
+}
+
+/// Runs the daemon in the foreground until SIGTERM/SIGINT, then drains in-flight requests.
+pub async fn serve(home: Home) -> anyhow::Result<()> {
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(home.daemon_lock())
+        .with_context(|| format!("opening {}", home.daemon_lock().display()))?;
+    if nix::fcntl::flock(lock_file.as_raw_fd(), nix::fcntl::FlockArg::LockExclusiveNonblock).is_err() {
+        bail!("another daemon already holds {}\nhint: `aileron daemon status` shows it", home.daemon_lock().display());
+    }
+    let listen: SocketAddr = match crate::env::get(crate::env::AILERON_LISTEN) {
+        Some(addr) if !addr.is_empty() => addr.parse().with_context(|| format!("invalid AILERON_LISTEN `{addr}`"))?,
+        _ => SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    if !listen.ip().is_loopback() {
+        bail!("AILERON_LISTEN must be a loopback address, got {listen}\nhint: use 127.0.0.1:<port>");
+    }
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+    let addr = listener.local_addr()?;
+    let token = auth::random_token();
+    let state = AppState::open(home.clone(), StateOptions::new(token.clone()))?;
+    state.set_listen_port(addr.port());
+    let info = DaemonInfo {
+        url: format!("http://{addr}"),
+        pid: std::process::id(),
+        version: VERSION.to_string(),
+        started_at: state.started_at.to_rfc3339(),
+        token,
+    };
+    write_atomic(&home.daemon_json(), &serde_json::to_vec_pretty(&info)?, 0o600)?;
+    eprintln!("aileron daemon {VERSION} listening on {} (pid {})", info.url, info.pid);
+
+    let shutdown_state = state.clone();
+    let result = axum::serve(listener, app(state.clone()))
+        .with_graceful_shutdown(async move {
+            wait_for_signal().await;
+            eprintln!("aileron daemon: shutting down; finishing in-flight requests");
+            shutdown_state.shutdown.send_replace(true);
+        })
+        .await;
+    let _ = std::fs::remove_file(home.daemon_json());
+    state.audit.flush().await;
+    drop(lock_file);
+    eprintln!("aileron daemon: stopped");
+    result.context("serving HTTP")
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing the SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

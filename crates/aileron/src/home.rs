@@ -1,0 +1,292 @@
+//! The state directory (SPEC §1): where every file Aileron keeps lives, and the one way to
+//! replace a file atomically.
+//!
+//! `AILERON_HOME` (default `~/.aileron`) is created with mode 0700; files are written 0600.
+//! Overrides are read once, when the [`Home`] is resolved, so a running daemon never changes its
+//! mind about where its state is.
+
+use std::fs::{self, DirBuilder, File, Permissions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::env;
+
+/// Overrides the parent of `traces/`; an explicit empty value disables the file trace exporter.
+// TODO(lead): move into `env.rs` (the registry) and drop this line; home.rs may not edit env.rs.
+const AILERON_TRACES_DIR: &str = "AILERON_TRACES_DIR";
+
+#[derive(Debug, thiserror::Error)]
+pub enum HomeError {
+    #[error("{var} is set but empty\nhint: unset it to use ~/.aileron, or point it at a directory")]
+    EmptyHome { var: &'static str },
+    #[error("cannot locate the home directory to place ~/.aileron\nhint: set {var} to a directory")]
+    NoUserHome { var: &'static str },
+    #[error("creating the state directory {path}: {source}\nhint: check that the parent exists and is writable")]
+    Create { path: PathBuf, source: io::Error },
+}
+
+/// The resolved state directory and the overrides that relocate parts of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    root: PathBuf,
+    /// `None` = the audit log is kept in memory (`AILERON_AUDIT_DIR` explicitly empty).
+    audit_parent: Option<PathBuf>,
+    /// `None` = the file trace exporter is disabled (`AILERON_TRACES_DIR` explicitly empty).
+    traces_parent: Option<PathBuf>,
+}
+
+impl Home {
+    /// Resolves from the process environment and creates the root (0700) if needed.
+    pub fn from_env() -> Result<Home, HomeError> {
+        Home::resolve(env::get)
+    }
+
+    /// Resolves with `lookup` standing in for the environment (`Some("")` = explicitly empty).
+    pub fn resolve(lookup: impl Fn(&str) -> Option<String>) -> Result<Home, HomeError> {
+        let root = match lookup(env::AILERON_HOME) {
+            Some(value) if value.is_empty() => return Err(HomeError::EmptyHome { var: env::AILERON_HOME }),
+            Some(value) => absolute(PathBuf::from(value)),
+            None => std::env::home_dir()
+                .filter(|home| home.is_absolute())
+                .ok_or(HomeError::NoUserHome { var: env::AILERON_HOME })?
+                .join(".aileron"),
+        };
+        let mut home = Home::at(root)?;
+        home.audit_parent = parent_override(lookup(env::AILERON_AUDIT_DIR), &home.root);
+        home.traces_parent = parent_override(lookup(AILERON_TRACES_DIR), &home.root);
+        Ok(home)
+    }
+
+    /// A home at `root` with no overrides (audit and traces under the root); creates it 0700.
+    pub fn at(root: impl Into<PathBuf>) -> Result<Home, HomeError> {
+        let root = absolute(root.into());
+        create_private_dir(&root).map_err(|source| HomeError::Create { path: root.clone(), source })?;
+        Ok(Home { audit_parent: Some(root.clone()), traces_parent: Some(root.clone()), root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn daemon_json(&self) -> PathBuf {
+        self.root.join("daemon.json")
+    }
+
+    pub fn daemon_lock(&self) -> PathBuf {
+        self.root.join("daemon.lock")
+    }
+
+    pub fn daemon_log(&self) -> PathBuf {
+        self.root.join("daemon.log")
+    }
+
+    /// `actions/<name>.md`.
+    pub fn actions_dir(&self) -> PathBuf {
+        self.root.join("actions")
+    }
+
+    pub fn action_state(&self) -> PathBuf {
+        self.root.join("action-state.json")
+    }
+
+    /// `store/`: holds `connectors/sha256/<hex>/`, `index/` and `cache/`.
+    pub fn store_dir(&self) -> PathBuf {
+        self.root.join("store")
+    }
+
+    pub fn store_index(&self) -> PathBuf {
+        self.store_dir().join("index").join("connectors.json")
+    }
+
+    /// Compiled-module cache keyed by content hash (safe to delete).
+    pub fn cache_dir(&self) -> PathBuf {
+        self.store_dir().join("cache")
+    }
+
+    pub fn keyring(&self) -> PathBuf {
+        self.root.join("keyring.json")
+    }
+
+    pub fn secrets(&self) -> PathBuf {
+        self.root.join("secrets.json")
+    }
+
+    pub fn approvals_journal(&self) -> PathBuf {
+        self.root.join("approvals.jsonl")
+    }
+
+    pub fn sessions_journal(&self) -> PathBuf {
+        self.root.join("sessions.jsonl")
+    }
+
+    /// The parent of `audit/`; `None` means the audit log is kept in memory.
+    pub fn audit_parent(&self) -> Option<PathBuf> {
+        self.audit_parent.clone()
+    }
+
+    /// `<traces parent>/traces`; `None` means the file trace exporter is disabled.
+    pub fn traces_dir(&self) -> Option<PathBuf> {
+        self.traces_parent.as_ref().map(|parent| parent.join("traces"))
+    }
+}
+
+/// An override variable: unset = under the root, empty = disabled, anything else = that path.
+fn parent_override(value: Option<String>, root: &Path) -> Option<PathBuf> {
+    match value {
+        None => Some(root.to_path_buf()),
+        Some(value) if value.is_empty() => None,
+        Some(value) => Some(absolute(PathBuf::from(value))),
+    }
+}
+
+/// Relative paths are anchored at the current directory once, so a later `chdir` cannot move state.
+fn absolute(path: PathBuf) -> PathBuf {
+    if path.is_absolute() {
+        return path;
+    }
+    std::path::absolute(&path).unwrap_or(path)
+}
+
+/// Creates `path` and any missing parents with mode 0700. Existing directories keep their mode:
+/// a user who deliberately loosened one is not overruled.
+pub fn create_private_dir(path: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(path)
+}
+
+/// Replaces `path` with `bytes` so that a reader (or a crash) sees either the old or the new
+/// content, never a mix: temp file in the same directory, fsync, rename, fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let file_name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("{} does not name a file", path.display()))
+    })?;
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(file_name);
+    prefix.push(".");
+    let mut temp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .permissions(Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(|e| with_path(e, "creating a temporary file next to", path))?;
+    temp.write_all(bytes).map_err(|e| with_path(e, "writing", temp.path()))?;
+    // The umask may have narrowed the mode at creation; make it exact.
+    temp.as_file().set_permissions(Permissions::from_mode(mode)).map_err(|e| with_path(e, "chmod", temp.path()))?;
+    temp.as_file().sync_all().map_err(|e| with_path(e, "syncing", temp.path()))?;
+    temp.persist(path).map_err(|e| with_path(e.error, "renaming into", path))?;
+    sync_dir(dir)
+}
+
+/// Makes a rename or a file creation in `dir` durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| with_path(e, "syncing directory", dir))
+}
+
+/// `io::Error` does not carry the path; keep the kind and say which file it was.
+fn with_path(error: io::Error, doing: &str, path: &Path) -> io::Error {
+    io::Error::new(error.kind(), format!("{doing} {}: {error}", path.display()))
+}
+
+/// Reads a file's mode bits (for tests and `aileron doctor`-style checks).
+pub fn mode_of(path: &Path) -> io::Result<u32> {
+    Ok(fs::metadata(path)?.permissions().mode() & 0o7777)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn resolve(vars: &[(&str, &str)]) -> Result<Home, HomeError> {
+        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Home::resolve(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn overrides_table() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().join("state");
+        let root_str = root.to_str().unwrap();
+        let elsewhere = temp.path().join("elsewhere");
+        let elsewhere_str = elsewhere.to_str().unwrap();
+        // (extra vars, expected audit parent, expected traces dir)
+        let cases: Vec<(Vec<(&str, &str)>, Option<PathBuf>, Option<PathBuf>)> = vec![
+            (vec![], Some(root.clone()), Some(root.join("traces"))),
+            (vec![(env::AILERON_AUDIT_DIR, "")], None, Some(root.join("traces"))),
+            (vec![(env::AILERON_AUDIT_DIR, elsewhere_str)], Some(elsewhere.clone()), Some(root.join("traces"))),
+            (vec![(AILERON_TRACES_DIR, "")], Some(root.clone()), None),
+            (vec![(AILERON_TRACES_DIR, elsewhere_str)], Some(root.clone()), Some(elsewhere.join("traces"))),
+        ];
+        for (extra, audit, traces) in cases {
+            let mut vars = vec![(env::AILERON_HOME, root_str)];
+            vars.extend(extra.iter().copied());
+            let home = resolve(&vars).unwrap();
+            assert_eq!(home.root(), root);
+            assert_eq!((home.audit_parent(), home.traces_dir()), (audit, traces), "{extra:?}");
+        }
+        assert_eq!(mode_of(&root).unwrap(), 0o700);
+    }
+
+    #[test]
+    fn empty_home_is_an_error_with_a_hint() {
+        let error = resolve(&[(env::AILERON_HOME, "")]).unwrap_err();
+        assert!(matches!(error, HomeError::EmptyHome { .. }));
+        assert!(error.to_string().contains("hint:"), "{error}");
+    }
+
+    #[test]
+    fn paths_follow_the_spec_layout() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = Home::at(temp.path()).unwrap();
+        let check = |path: PathBuf, expected: &str| assert_eq!(path, temp.path().join(expected));
+        check(home.daemon_json(), "daemon.json");
+        check(home.daemon_lock(), "daemon.lock");
+        check(home.daemon_log(), "daemon.log");
+        check(home.actions_dir(), "actions");
+        check(home.action_state(), "action-state.json");
+        check(home.store_dir(), "store");
+        check(home.store_index(), "store/index/connectors.json");
+        check(home.cache_dir(), "store/cache");
+        check(home.keyring(), "keyring.json");
+        check(home.secrets(), "secrets.json");
+        check(home.approvals_journal(), "approvals.jsonl");
+        check(home.sessions_journal(), "sessions.jsonl");
+        check(home.audit_parent().unwrap(), "");
+        check(home.traces_dir().unwrap(), "traces");
+    }
+
+    #[test]
+    fn write_atomic_replaces_content_with_exact_mode_and_leaves_no_temp_files() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("daemon.json");
+        for (content, mode) in [(&b"first"[..], 0o600), (&b"second, longer"[..], 0o640), (&b""[..], 0o600)] {
+            write_atomic(&path, content, mode).unwrap();
+            assert_eq!(fs::read(&path).unwrap(), content);
+            assert_eq!(mode_of(&path).unwrap(), mode);
+        }
+        let names: Vec<_> = fs::read_dir(temp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("daemon.json")]);
+    }
+
+    #[test]
+    fn write_atomic_names_the_file_when_the_directory_is_missing() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("missing").join("x.json");
+        let error = write_atomic(&path, b"x", 0o600).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        assert!(error.to_string().contains("x.json"), "{error}");
+    }
+
+    #[test]
+    fn private_dirs_are_0700() {
+        let temp = tempfile::tempdir().unwrap();
+        let nested = temp.path().join("a").join("b");
+        create_private_dir(&nested).unwrap();
+        assert_eq!((mode_of(&temp.path().join("a")).unwrap(), mode_of(&nested).unwrap()), (0o700, 0o700));
+    }
+}
