@@ -1,1 +1,297 @@
-fn main() {}
+//! `cargo xtask <task>`: the project's entry points, as plain cargo commands (std only).
+//!
+//! - `setup`: install the `wasm32-wasip1` target the connector guests compile to.
+//! - `test [ARGS]`: setup, the guest crates' unit tests (host target), then `cargo test --workspace
+//!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
+//! - `demo`: setup, then `cargo run --release -p aileron -- demo`.
+//! - `build-guests`: setup, then the same nested build `crates/aileron/build.rs` runs.
+//! - `bench [ARGS]`: setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`.
+//!
+//! Every command is printed before it runs; the first failing command's exit code is ours.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const GUEST_TARGET: &str = "wasm32-wasip1";
+/// The guest crates with unit tests (the test guests are wasm-only programs).
+const GUEST_TEST_PACKAGES: [&str; 2] = ["aileron-connector-sdk", "github-issues"];
+
+const USAGE: &str = "\
+usage: cargo xtask <task> [args]
+
+tasks:
+  setup           install the wasm32-wasip1 Rust target (via rustup) if it is missing
+  test [ARGS]     setup, guest unit tests, then `cargo test --workspace ARGS`
+  demo            setup, then `cargo run --release -p aileron -- demo`
+  build-guests    setup, then build connectors/ for wasm32-wasip1 (release)
+  bench [ARGS]    setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`";
+
+#[derive(Debug, PartialEq)]
+enum Task {
+    Setup,
+    Test(Vec<OsString>),
+    Demo,
+    BuildGuests,
+    Bench(Vec<OsString>),
+    Help,
+}
+
+#[derive(Debug, PartialEq)]
+enum UsageError {
+    Missing,
+    Unknown(String),
+    UnexpectedArguments(&'static str),
+}
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UsageError::Missing => f.write_str("no task given"),
+            UsageError::Unknown(task) => write!(f, "unknown task `{task}`"),
+            UsageError::UnexpectedArguments(task) => write!(f, "`{task}` takes no arguments"),
+        }
+    }
+}
+
+impl Task {
+    fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Task, UsageError> {
+        let task = args.next().ok_or(UsageError::Missing)?;
+        let rest: Vec<OsString> = args.collect();
+        let no_arguments = |task: Task, name: &'static str| {
+            if rest.is_empty() { Ok(task) } else { Err(UsageError::UnexpectedArguments(name)) }
+        };
+        match task.to_string_lossy().as_ref() {
+            "setup" => no_arguments(Task::Setup, "setup"),
+            "test" => Ok(Task::Test(rest)),
+            "demo" => no_arguments(Task::Demo, "demo"),
+            "build-guests" => no_arguments(Task::BuildGuests, "build-guests"),
+            "bench" => Ok(Task::Bench(rest)),
+            "help" | "--help" | "-h" => Ok(Task::Help),
+            other => Err(UsageError::Unknown(other.to_owned())),
+        }
+    }
+}
+
+/// A failed step: the message to print and the exit code to leave with.
+struct Failure {
+    message: String,
+    code: u8,
+}
+
+fn main() -> ExitCode {
+    let task = match Task::parse(std::env::args_os().skip(1)) {
+        Ok(task) => task,
+        Err(error) => {
+            eprintln!("error: {error}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(task) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn run(task: Task) -> Result<(), Failure> {
+    let root = repository_root();
+    match task {
+        Task::Help => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Task::Setup => setup(),
+        Task::Test(args) => {
+            setup()?;
+            let host = host_triple()?;
+            let mut guest_tests = cargo(&root);
+            guest_tests.arg("test").arg("--manifest-path").arg(root.join("connectors/Cargo.toml"));
+            guest_tests.args(["--target", host.as_str()]);
+            for package in GUEST_TEST_PACKAGES {
+                guest_tests.args(["-p", package]);
+            }
+            execute(&mut guest_tests)?;
+            execute(cargo(&root).args(workspace_test_args(args)))
+        }
+        Task::Demo => {
+            setup()?;
+            execute(cargo(&root).args(["run", "--release", "-p", "aileron", "--", "demo"]))
+        }
+        Task::BuildGuests => {
+            setup()?;
+            execute(
+                cargo(&root)
+                    .args(["build", "--release", "--target", GUEST_TARGET, "--manifest-path"])
+                    .arg(root.join("connectors/Cargo.toml"))
+                    .env("CARGO_TARGET_DIR", root.join("connectors/target"))
+                    // Same flags as the nested build in crates/aileron/build.rs, so both produce
+                    // the same bytes (and content hashes) and neither invalidates the other.
+                    .env_remove("CARGO_ENCODED_RUSTFLAGS")
+                    .env_remove("RUSTFLAGS")
+                    .env_remove("CARGO_BUILD_RUSTFLAGS")
+                    .env_remove("CARGO_BUILD_TARGET"),
+            )
+        }
+        Task::Bench(args) => {
+            setup()?;
+            execute(
+                cargo(&root).args(["run", "--release", "-p", "aileron", "--bin", "aileron", "--", "bench"]).args(args),
+            )
+        }
+    }
+}
+
+/// `test --workspace ARGS`, except that naming packages (`-p x`) tests only those: cargo would
+/// otherwise let `--workspace` win and build everything. Arguments after `--` go to the tests.
+fn workspace_test_args(args: Vec<OsString>) -> Vec<OsString> {
+    let cargo_args = args.iter().take_while(|arg| *arg != "--");
+    let names_packages = cargo_args
+        .map(|arg| arg.to_string_lossy())
+        .any(|arg| arg == "--package" || arg.starts_with("--package=") || arg.starts_with("-p"));
+    let mut test_args = vec![OsString::from("test")];
+    if !names_packages {
+        test_args.push(OsString::from("--workspace"));
+    }
+    test_args.extend(args);
+    test_args
+}
+
+/// Installs the guest target when rustc cannot find its standard library.
+fn setup() -> Result<(), Failure> {
+    if guest_target_installed() {
+        eprintln!("the {GUEST_TARGET} target is installed");
+        return Ok(());
+    }
+    execute(Command::new("rustup").args(["target", "add", GUEST_TARGET])).map_err(|failure| Failure {
+        message: format!(
+            "{}\nhint: install the {GUEST_TARGET} standard library for your toolchain (rust-std without rustup)",
+            failure.message
+        ),
+        code: failure.code,
+    })
+}
+
+fn guest_target_installed() -> bool {
+    let Ok(output) = Command::new(rustc()).args(["--print", "target-libdir", "--target", GUEST_TARGET]).output() else {
+        return false;
+    };
+    output.status.success() && Path::new(String::from_utf8_lossy(&output.stdout).trim()).is_dir()
+}
+
+fn host_triple() -> Result<String, Failure> {
+    let output = Command::new(rustc())
+        .arg("-vV")
+        .output()
+        .map_err(|error| Failure { message: format!("cannot run rustc -vV: {error}"), code: 1 })?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .map(str::to_owned)
+        .ok_or_else(|| Failure { message: "rustc -vV did not name the host triple".to_owned(), code: 1 })
+}
+
+fn rustc() -> OsString {
+    std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into())
+}
+
+/// `cargo` as the one that launched us (`CARGO`), run from the repository root.
+fn cargo(root: &Path) -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command.current_dir(root);
+    command
+}
+
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives one level below the repository root").to_owned()
+}
+
+fn execute(command: &mut Command) -> Result<(), Failure> {
+    eprintln!("$ {}", display(command));
+    let status = command
+        .status()
+        .map_err(|error| Failure { message: format!("cannot run `{}`: {error}", display(command)), code: 1 })?;
+    if status.success() {
+        return Ok(());
+    }
+    // A signal has no exit code; 1 still says "failed".
+    let code = status.code().and_then(|code| u8::try_from(code).ok()).filter(|code| *code != 0).unwrap_or(1);
+    Err(Failure { message: format!("`{}` failed ({status})", display(command)), code })
+}
+
+/// The command as a shell line; the program is shown by file name (`cargo`, not its full path).
+fn display(command: &Command) -> String {
+    let program = Path::new(command.get_program()).file_name().unwrap_or(command.get_program()).to_string_lossy();
+    let mut line = String::from(program);
+    for (name, value) in command.get_envs() {
+        if let Some(value) = value {
+            line = format!("{}={} {line}", name.to_string_lossy(), value.to_string_lossy());
+        }
+    }
+    for arg in command.get_args() {
+        line.push(' ');
+        line.push_str(&arg.to_string_lossy());
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::process::Command;
+
+    use super::{Task, UsageError, display, workspace_test_args};
+
+    fn check(args: &[&str], expected: Result<Task, UsageError>) {
+        assert_eq!(Task::parse(args.iter().map(OsString::from)), expected, "args: {args:?}");
+    }
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn tasks_parse() {
+        check(&["setup"], Ok(Task::Setup));
+        check(&["test"], Ok(Task::Test(Vec::new())));
+        check(
+            &["test", "-p", "aileron-core", "--", "--nocapture"],
+            Ok(Task::Test(os(&["-p", "aileron-core", "--", "--nocapture"]))),
+        );
+        check(&["demo"], Ok(Task::Demo));
+        check(&["build-guests"], Ok(Task::BuildGuests));
+        check(&["bench", "--calls", "1000"], Ok(Task::Bench(os(&["--calls", "1000"]))));
+        check(&["--help"], Ok(Task::Help));
+        check(&[], Err(UsageError::Missing));
+        check(&["deploy"], Err(UsageError::Unknown("deploy".to_owned())));
+        check(&["demo", "--fast"], Err(UsageError::UnexpectedArguments("demo")));
+        check(&["setup", "x"], Err(UsageError::UnexpectedArguments("setup")));
+    }
+
+    #[test]
+    fn workspace_unless_packages_are_named() {
+        let check = |args: &[&str], expected: &[&str]| assert_eq!(workspace_test_args(os(args)), os(expected));
+        check(&[], &["test", "--workspace"]);
+        check(&["approval"], &["test", "--workspace", "approval"]);
+        check(&["--", "--nocapture"], &["test", "--workspace", "--", "--nocapture"]);
+        check(&["-p", "aileron-core"], &["test", "-p", "aileron-core"]);
+        check(&["-paileron-core"], &["test", "-paileron-core"]);
+        check(&["--package=aileron", "runner"], &["test", "--package=aileron", "runner"]);
+        check(&["--package", "aileron"], &["test", "--package", "aileron"]);
+        check(&["x", "--", "-p"], &["test", "--workspace", "x", "--", "-p"]);
+    }
+
+    #[test]
+    fn commands_print_as_shell_lines() {
+        let mut command = Command::new("/opt/rust/bin/cargo");
+        command.args(["build", "--release"]).env("CARGO_TARGET_DIR", "/r/connectors/target");
+        assert_eq!(display(&command), "CARGO_TARGET_DIR=/r/connectors/target cargo build --release");
+        assert_eq!(
+            display(Command::new("rustup").args(["target", "add", "wasm32-wasip1"])),
+            "rustup target add wasm32-wasip1"
+        );
+    }
+}

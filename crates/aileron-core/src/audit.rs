@@ -217,6 +217,20 @@ pub struct VerifyReport {
     pub torn_tail_skipped: Option<LinePosition>,
 }
 
+impl fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ok: {} records in {} file(s), hash chain intact (last seq {}, {})",
+            self.records, self.files, self.last_seq, self.last_hash
+        )?;
+        if let Some(torn) = &self.torn_tail_skipped {
+            write!(f, "; skipped a torn last line ({torn}) left by a crash")?;
+        }
+        Ok(())
+    }
+}
+
 /// Why the chain is broken at a line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BreakReason {
@@ -370,7 +384,7 @@ mod tests {
             event_type: "action.executed".into(),
             timestamp: format!("2026-11-22T05:37:00.{n:03}Z"),
             actor: Actor::new(ActorType::Agent, "claude"),
-            session_id: (n % 2 == 0).then(|| format!("sess-{n}")),
+            session_id: n.is_multiple_of(2).then(|| format!("sess-{n}")),
             payload,
         }
     }
@@ -452,15 +466,18 @@ mod tests {
             let previous: AuditRecord = serde_json::from_str(&lines[1]).unwrap();
             forged_seq[2] = seal(unsealed(3), 4, previous.hash).to_line();
         }
+        // (records verified, files, torn tail position) or the break
+        type Outcome = Result<(u64, usize, Option<(String, usize)>), ChainBreak>;
+        // (file name, content) in order
+        type Files<'a> = Vec<(&'a str, String)>;
         let ok = |records: u64, files: usize, torn: Option<(&str, usize)>| {
-            Ok::<_, ChainBreak>((records, files, torn.map(|(f, l)| (f.to_string(), l))))
+            Outcome::Ok((records, files, torn.map(|(f, l)| (f.to_string(), l))))
         };
-        let broken = |file: &str, line: usize, reason: BreakReason| {
-            Err::<(u64, usize, Option<(String, usize)>), _>(ChainBreak { file: file.into(), line, reason })
-        };
+        let broken =
+            |file: &str, line: usize, reason: BreakReason| Outcome::Err(ChainBreak { file: file.into(), line, reason });
         let at = |file: &str, line: usize| Some(LinePosition { file: file.into(), line });
 
-        let cases: Vec<(&str, Vec<(&str, String)>, Result<(u64, usize, Option<(String, usize)>), ChainBreak>)> = vec![
+        let cases: Vec<(&str, Files, Outcome)> = vec![
             ("intact", vec![("d1", joined(&lines))], ok(5, 1, None)),
             ("empty log", vec![], ok(0, 0, None)),
             ("empty file", vec![("d1", String::new())], ok(0, 0, None)),

@@ -2,10 +2,14 @@
 //! identity types, capability policy decisions, the failure taxonomy and the audit hash chain.
 //! Every decision here is data (`Result`/enums) that the shell crates act on.
 
+pub mod action;
 pub mod audit;
 pub mod failure;
 pub mod identity;
+pub mod manifest;
 pub mod parse_error;
+pub mod policy;
+pub mod template;
 
 pub use failure::{Boundary, Failure, FailureClass};
 pub use identity::{ConnectorRef, ContentHash, Fqn, IdentityError};

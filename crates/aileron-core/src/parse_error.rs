@@ -6,7 +6,6 @@
 //! Validation errors are located by walking a spanned parse of the same text (`toml::de::DeTable`), so a
 //! problem found after decoding still points at the exact key, array element or table header.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
@@ -101,8 +100,8 @@ impl fmt::Display for FieldPath {
                     if position > 0 {
                         f.write_str(".")?;
                     }
-                    let bare = !key.is_empty()
-                        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                    let bare =
+                        !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
                     if bare { f.write_str(key)? } else { write!(f, "{key:?}")? }
                 }
             }
@@ -118,13 +117,13 @@ pub(crate) struct TomlSource<'a> {
     text: &'a str,
     /// Whole-file line number of the document's first line (1 for a manifest, 2 for action frontmatter).
     first_line: usize,
-    tree: Option<DeTable<'a>>,
+    tree: DeTable<'a>,
 }
 
 impl<'a> TomlSource<'a> {
     pub(crate) fn new(file: &'a str, text: &'a str, first_line: usize) -> TomlSource<'a> {
-        // A syntax error leaves no tree; `decode` reports that error with its own span.
-        let tree = DeTable::parse(text).ok().map(Spanned::into_inner);
+        // A syntax error still leaves a best-effort tree; `decode` reports the error itself.
+        let tree = DeTable::parse_recoverable(text).0.into_inner();
         TomlSource { file, text, first_line, tree }
     }
 
@@ -133,7 +132,12 @@ impl<'a> TomlSource<'a> {
         toml::from_str(self.text).map_err(|error| {
             let message = error.message().trim().trim_end_matches('.').to_string();
             let (line, field) = match error.span() {
-                Some(span) => (Some(self.line_at(span.start)), self.path_at(span.start)),
+                Some(span) => {
+                    // A duplicate key is not in the tree; its span covers the key as written.
+                    let written = self.text.get(span.clone()).filter(|_| message.contains("duplicate key"));
+                    let field = self.path_at(span.start).map(|p| p.to_string()).or(written.map(str::to_string));
+                    (Some(self.line_at(span.start)), field)
+                }
                 None => (None, None),
             };
             let hint = if message.starts_with("unknown field") {
@@ -145,7 +149,7 @@ impl<'a> TomlSource<'a> {
             } else {
                 "fix the TOML syntax on this line"
             };
-            ParseError::new(self.file, line, field.map(|f| f.to_string()), message, hint)
+            ParseError::new(self.file, line, field, message, hint)
         })
     }
 
@@ -158,7 +162,7 @@ impl<'a> TomlSource<'a> {
 
     /// Whole-file line of the deepest existing part of `path`; `None` when nothing of it exists.
     pub(crate) fn line_of(&self, path: &FieldPath) -> Option<usize> {
-        let mut table = self.tree.as_ref()?;
+        let mut table = &self.tree;
         let mut value: Option<&Spanned<DeValue<'a>>> = None;
         let mut best: Option<Range<usize>> = None;
         for segment in path.segments() {
@@ -199,8 +203,7 @@ impl<'a> TomlSource<'a> {
 
     /// The deepest key or element whose span contains `offset`.
     fn path_at(&self, offset: usize) -> Option<FieldPath> {
-        let tree = self.tree.as_ref()?;
-        find_in_table(tree, offset, &FieldPath::root())
+        find_in_table(&self.tree, offset, &FieldPath::root())
     }
 }
 
@@ -228,11 +231,6 @@ fn find_in_value(value: &Spanned<DeValue<'_>>, offset: usize, path: &FieldPath) 
         _ => None,
     };
     nested.or_else(|| value.span().contains(&offset).then(|| path.clone()))
-}
-
-/// Text for messages: a string value in TOML basic-string quoting.
-pub(crate) fn quoted(value: &str) -> Cow<'_, str> {
-    Cow::Owned(format!("{value:?}"))
 }
 
 #[cfg(test)]
@@ -325,7 +323,7 @@ e = true
         let cases = [
             ("name = \"x\"\ncolor = 1\n", Some(2), Some("color"), "unknown field `color`", "remove the key"),
             ("name = \"x\"\ncount = \"3\"\n", Some(2), Some("count"), "invalid type", "change the value"),
-            ("name = \"x\"\nname = \"y\"\n", Some(2), Some("name"), "duplicate key", "only once"),
+            ("name = \"x\"\nname = \"y\"\n", Some(2), Some("name"), "duplicate key", "each key may"),
             ("name = \"x\"\ncount = \n", Some(2), None, "", "fix the TOML syntax"),
         ];
         for (text, line, field, message_start, hint_start) in cases {

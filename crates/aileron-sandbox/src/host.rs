@@ -19,7 +19,8 @@ use crate::guest_memory::GuestMemory;
 pub const MODULE: &str = "aileron_host";
 
 /// The `aileron_host` functions this runtime serves.
-pub const FUNCTIONS: [&str; 5] = ["log", "http_request", "http_response_status", "http_response_size", "http_response_read"];
+pub const FUNCTIONS: [&str; 5] =
+    ["log", "http_request", "http_response_status", "http_response_size", "http_response_read"];
 
 /// The spawn primitive's functions (SPEC §5): part of the ABI, not served by this runtime yet.
 pub const SPAWN_FUNCTIONS: [&str; 5] = ["spawn", "spawn_op", "spawn_status", "spawn_output_size", "spawn_output_read"];
@@ -244,11 +245,13 @@ mod tests {
         };
         check(r#"{"method":"GET","url":"https://api.example:443/x"}"#, Ok(request(&[], None, None)));
         check(
-            r#"{"method":"GET","url":"https://api.example:443/x","headers":{"A":"1","B":["2","3"]},"body":"hi","credential":"api_key"}"#,
+            r#"{"method":"GET","url":"https://api.example:443/x","headers":{"A":"1","B":["2","3"]},
+                "body":"hi","credential":"api_key"}"#,
             Ok(request(&[("A", "1"), ("B", "2"), ("B", "3")], Some("hi"), Some("api_key"))),
         );
         check(
-            r#"{"method":"GET","url":"https://api.example:443/x","headers":[["X","1"],["X","2"]],"body":null,"future":1}"#,
+            r#"{"method":"GET","url":"https://api.example:443/x","headers":[["X","1"],["X","2"]],
+                "body":null,"future":1}"#,
             Ok(request(&[("X", "1"), ("X", "2")], None, None)),
         );
         check(r#"{"method":"GET"}"#, Err(MalformedRequest::Json(String::new())));

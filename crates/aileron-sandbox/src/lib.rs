@@ -1,1 +1,34 @@
-//! aileron-sandbox
+//! The connector runtime (SPEC §4.1–4.3) and the only crate that links wasmtime.
+//!
+//! Connectors are WASI preview-1 command modules. [`Runtime::load`] compiles a module once per
+//! content hash (memory cache, then an on-disk cache of compiled artifacts), refuses modules
+//! whose imports the runtime or the manifest does not allow, and pre-instantiates it.
+//! [`Runtime::call`] runs one operation in a fresh instance: the request arrives on stdin, the
+//! module prints one `{"output"}` or `{"error"}` object on stdout, and everything else it does
+//! passes through a deny-by-default WASI shim and the `aileron_host` functions, under memory,
+//! wall-time, fuel and output limits.
+//!
+//! Boundary: outbound HTTP is not made here. `aileron_host.http_request` hands the request to the
+//! embedder's [`HostHooks`], which owns the egress policy, credentials and audit.
+//!
+//! Modules: `runtime` (engine, epoch ticker, load and call), `cache` (compiled-module caches),
+//! `imports` (load-time import checks), `wasi` and `host` (one per host interface, each with its
+//! `add_to_linker`), `limits`, `outcome` (run ending → result), `context` (per-call store data)
+//! and `guest_memory` (bounds-checked guest pointers).
+
+mod cache;
+mod context;
+mod guest_memory;
+mod host;
+mod imports;
+mod limits;
+mod outcome;
+mod runtime;
+mod wasi;
+
+pub use cache::CacheStats;
+pub use host::{GuestHttpRequest, GuestLog, HostHooks, HostHttpResponse};
+pub use imports::ImportPolicy;
+pub use limits::{Limits, MAX_MEMORY_BYTES};
+pub use outcome::CallOutcome;
+pub use runtime::{CallRequest, LoadedModule, Runtime, RuntimeConfig};

@@ -120,7 +120,9 @@ impl ResourceLimiter for MemoryLimiter {
 /// The epoch deadline check: the engine's ticker advances the epoch every few milliseconds; on
 /// each tick the running guest lands here. Past the call's deadline the call stops; otherwise it
 /// yields to the async executor so other calls and timers make progress on a busy guest.
-pub(crate) fn epoch_deadline_check<T>(deadline: Instant) -> impl FnMut(StoreContextMut<'_, T>) -> wasmtime::Result<UpdateDeadline> {
+pub(crate) fn epoch_deadline_check<T>(
+    deadline: Instant,
+) -> impl FnMut(StoreContextMut<'_, T>) -> wasmtime::Result<UpdateDeadline> {
     move |_store| {
         if Instant::now() >= deadline {
             return Err(LimitStop(LimitKind::Time).into());

@@ -103,7 +103,7 @@ impl ActionRegistry {
     /// Writes the exact bytes of an already validated action file and publishes it.
     pub fn install(&self, action: ActionFile) -> Result<(), RegistryError> {
         let path = self.dir.join(format!("{}.md", action.name));
-        write_atomic(&path, action.source_text.as_bytes(), 0o600).map_err(|source| io_error(&path, source))?;
+        write_atomic(&path, action.source_text().as_bytes(), 0o600).map_err(|source| io_error(&path, source))?;
         let mut inner = self.inner.write().expect("action registry poisoned");
         inner.load_errors.retain(|e| e.file != format!("{}.md", action.name));
         inner.actions.insert(action.name.clone(), Arc::new(action));

@@ -6,7 +6,11 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use std::os::unix::process::CommandExt as _;
+
 use anyhow::{Context, anyhow, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
@@ -163,6 +167,7 @@ pub async fn start_daemon(home: &Home) -> anyhow::Result<DaemonInfo> {
     command
         .args(["daemon", "run"])
         .env(env::AILERON_HOME, home.root())
+        .env(env::AILERON_AUDIT_DIR, home.audit_parent().unwrap_or_default())
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -212,4 +217,38 @@ fn log_tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(5)..].join("\n")
 }
 
-use std::os::unix::process::CommandExt as _;
+
+/// Sends SIGTERM to the running daemon and waits (up to `budget`) until it has exited.
+/// Returns the pid that was stopped, or `None` when no daemon was running.
+pub async fn stop_daemon(home: &Home, budget: Duration) -> anyhow::Result<Option<u32>> {
+    let Some(info) = read_daemon_info(&home.daemon_json()) else {
+        return Ok(None);
+    };
+    let pid = Pid::from_raw(i32::try_from(info.pid).context("pid out of range")?);
+    if kill(pid, None).is_err() {
+        let _ = std::fs::remove_file(home.daemon_json());
+        return Ok(None);
+    }
+    kill(pid, Signal::SIGTERM).context("signalling the daemon")?;
+    let deadline = Instant::now() + budget;
+    while kill(pid, None).is_ok() && !is_zombie(info.pid) {
+        if Instant::now() > deadline {
+            bail!(
+                "the daemon (pid {}) did not exit within {} s\nhint: it may still be finishing runs; see {}",
+                info.pid,
+                budget.as_secs(),
+                home.daemon_log().display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(Some(info.pid))
+}
+
+/// A daemon we started ourselves stays a zombie until reaped; treat that as exited.
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}

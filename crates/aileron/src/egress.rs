@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aileron_core::manifest::{ConnectorManifest, CredentialKind};
+use aileron_core::manifest::{ConnectorManifest, CredentialKind, CredentialMethod};
 use aileron_core::policy::{self, CapabilitySubset, EgressTarget};
 use aileron_core::{Boundary, Failure, FailureClass};
 use aileron_sandbox::{GuestHttpRequest, HostHooks, HostHttpResponse};
@@ -110,7 +110,7 @@ impl StepEgress {
                 Ok(secret) => secret,
                 Err(failure) => return Err(self.rejected(&request, Some(&target), failure).await),
             };
-            match injection(&self.manifest, kind, &secret) {
+            match injection(&self.manifest, &secret) {
                 Ok(header) => injected = Some(header),
                 Err(failure) => return Err(self.rejected(&request, Some(&target), failure).await),
             }
@@ -234,18 +234,27 @@ impl StepEgress {
 }
 
 /// The header to inject for a credential kind (SPEC §4.4).
-fn injection(manifest: &ConnectorManifest, kind: CredentialKind, secret: &Secret) -> Result<(String, String), Failure> {
-    match kind {
-        CredentialKind::ApiKey => {
-            let (header, format) = manifest.api_key_injection();
-            Ok((header.to_string(), format.replace("{key}", secret.expose())))
+fn injection(manifest: &ConnectorManifest, secret: &Secret) -> Result<(String, String), Failure> {
+    let unusable = || {
+        Failure::new(FailureClass::BindingFailed, Boundary::Runtime, "the bound credential is not a valid header value")
+    };
+    match manifest.credential.as_ref().map(|c| &c.method) {
+        Some(CredentialMethod::ApiKey(header)) => {
+            let value = header.header_value(secret.expose()).ok_or_else(unusable)?;
+            Ok((header.header.clone(), value))
         }
-        CredentialKind::Oauth2 => Ok(("Authorization".to_string(), format!("Bearer {}", secret.expose()))),
-        CredentialKind::AwsSigv4 => Err(Failure::new(
+        Some(CredentialMethod::OAuth2(_)) => {
+            if secret.expose().chars().any(|c| c.is_control()) {
+                return Err(unusable());
+            }
+            Ok(("Authorization".to_string(), format!("Bearer {}", secret.expose())))
+        }
+        Some(CredentialMethod::AwsSigv4(_)) => Err(Failure::new(
             FailureClass::BindingFailed,
             Boundary::Runtime,
             "aws_sigv4 request signing is not available in this build",
         )),
+        None => Err(Failure::capability_denied(Boundary::Sandbox, "the connector's manifest declares no credential")),
     }
 }
 

@@ -5,6 +5,8 @@
 pub const AILERON_HOME: &str = "AILERON_HOME";
 /// Overrides the parent of `audit/`; an explicit empty value keeps the audit log in memory.
 pub const AILERON_AUDIT_DIR: &str = "AILERON_AUDIT_DIR";
+/// Overrides the parent of `traces/` for the file trace exporter; empty = exporter disabled.
+pub const AILERON_TRACES_DIR: &str = "AILERON_TRACES_DIR";
 /// Pins the daemon's listen address (default `127.0.0.1:0`, an ephemeral port).
 pub const AILERON_LISTEN: &str = "AILERON_LISTEN";
 /// Daemon URL for clients; overrides `daemon.json` (set by `aileron launch`).
@@ -22,6 +24,7 @@ pub const AILERON_DAEMON_BIN: &str = "AILERON_DAEMON_BIN";
 pub const ALL: &[(&str, &str)] = &[
     (AILERON_HOME, "state directory (default ~/.aileron)"),
     (AILERON_AUDIT_DIR, "parent of audit/ (default AILERON_HOME; empty = in-memory audit log)"),
+    (AILERON_TRACES_DIR, "parent of traces/ for the file trace exporter (empty = disabled)"),
     (AILERON_LISTEN, "daemon listen address (default 127.0.0.1:0, an ephemeral loopback port)"),
     (AILERON_URL, "daemon URL for clients (overrides daemon.json)"),
     (AILERON_TOKEN, "daemon bearer token for clients (with AILERON_URL)"),

@@ -5,16 +5,12 @@
 //! Overrides are read once, when the [`Home`] is resolved, so a running daemon never changes its
 //! mind about where its state is.
 
-use std::fs::{self, DirBuilder, File, Permissions};
+use std::fs::{DirBuilder, File, Permissions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::env;
-
-/// Overrides the parent of `traces/`; an explicit empty value disables the file trace exporter.
-// TODO(lead): move into `env.rs` (the registry) and drop this line; home.rs may not edit env.rs.
-const AILERON_TRACES_DIR: &str = "AILERON_TRACES_DIR";
 
 #[derive(Debug, thiserror::Error)]
 pub enum HomeError {
@@ -54,7 +50,7 @@ impl Home {
         };
         let mut home = Home::at(root)?;
         home.audit_parent = parent_override(lookup(env::AILERON_AUDIT_DIR), &home.root);
-        home.traces_parent = parent_override(lookup(AILERON_TRACES_DIR), &home.root);
+        home.traces_parent = parent_override(lookup(env::AILERON_TRACES_DIR), &home.root);
         Ok(home)
     }
 
@@ -191,9 +187,9 @@ fn with_path(error: io::Error, doing: &str, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{doing} {}: {error}", path.display()))
 }
 
-/// Reads a file's mode bits (for tests and `aileron doctor`-style checks).
-pub fn mode_of(path: &Path) -> io::Result<u32> {
-    Ok(fs::metadata(path)?.permissions().mode() & 0o7777)
+#[cfg(test)]
+fn mode_of(path: &Path) -> io::Result<u32> {
+    Ok(std::fs::metadata(path)?.permissions().mode() & 0o7777)
 }
 
 #[cfg(test)]
@@ -214,21 +210,18 @@ mod tests {
         let root_str = root.to_str().unwrap();
         let elsewhere = temp.path().join("elsewhere");
         let elsewhere_str = elsewhere.to_str().unwrap();
-        // (extra vars, expected audit parent, expected traces dir)
-        let cases: Vec<(Vec<(&str, &str)>, Option<PathBuf>, Option<PathBuf>)> = vec![
-            (vec![], Some(root.clone()), Some(root.join("traces"))),
-            (vec![(env::AILERON_AUDIT_DIR, "")], None, Some(root.join("traces"))),
-            (vec![(env::AILERON_AUDIT_DIR, elsewhere_str)], Some(elsewhere.clone()), Some(root.join("traces"))),
-            (vec![(AILERON_TRACES_DIR, "")], Some(root.clone()), None),
-            (vec![(AILERON_TRACES_DIR, elsewhere_str)], Some(root.clone()), Some(elsewhere.join("traces"))),
-        ];
-        for (extra, audit, traces) in cases {
+        let check = |extra: &[(&str, &str)], audit: Option<PathBuf>, traces: Option<PathBuf>| {
             let mut vars = vec![(env::AILERON_HOME, root_str)];
             vars.extend(extra.iter().copied());
             let home = resolve(&vars).unwrap();
             assert_eq!(home.root(), root);
             assert_eq!((home.audit_parent(), home.traces_dir()), (audit, traces), "{extra:?}");
-        }
+        };
+        check(&[], Some(root.clone()), Some(root.join("traces")));
+        check(&[(env::AILERON_AUDIT_DIR, "")], None, Some(root.join("traces")));
+        check(&[(env::AILERON_AUDIT_DIR, elsewhere_str)], Some(elsewhere.clone()), Some(root.join("traces")));
+        check(&[(env::AILERON_TRACES_DIR, "")], Some(root.clone()), None);
+        check(&[(env::AILERON_TRACES_DIR, elsewhere_str)], Some(root.clone()), Some(elsewhere.join("traces")));
         assert_eq!(mode_of(&root).unwrap(), 0o700);
     }
 
@@ -266,10 +259,10 @@ mod tests {
         let path = temp.path().join("daemon.json");
         for (content, mode) in [(&b"first"[..], 0o600), (&b"second, longer"[..], 0o640), (&b""[..], 0o600)] {
             write_atomic(&path, content, mode).unwrap();
-            assert_eq!(fs::read(&path).unwrap(), content);
+            assert_eq!(std::fs::read(&path).unwrap(), content);
             assert_eq!(mode_of(&path).unwrap(), mode);
         }
-        let names: Vec<_> = fs::read_dir(temp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(temp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("daemon.json")]);
     }
 

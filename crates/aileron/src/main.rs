@@ -1,1 +1,5 @@
-fn main() {}
+//! The `aileron` executable: parses the command line and exits with the command's code.
+
+fn main() {
+    std::process::exit(aileron::cli::main());
+}

@@ -117,22 +117,17 @@ async fn execute_steps(
     let mut outputs: BTreeMap<String, Value> = BTreeMap::new();
     let mut steps = Vec::new();
     let mut last_output = Value::Null;
-    for (index, step) in action.execute.iter().enumerate() {
+    for (index, step) in action.steps.iter().enumerate() {
         let fail = |failure: Failure| StepFailure {
             failure,
             step_id: step.id.clone(),
-            connector: step.connector.clone(),
+            connector: step.connector.to_string(),
             op: step.op.clone(),
         };
         let required = action
-            .requires
-            .connectors
-            .iter()
-            .find(|c| c.name.to_string() == step.connector)
+            .required_connector(&step.connector)
             .expect("the parser guarantees every step names a required connector");
-        let subset = CapabilitySubset::new(&required.capabilities).map_err(|e| {
-            fail(Failure::capability_denied(aileron_core::Boundary::Action, format!("invalid capability subset: {e}")))
-        })?;
+        let subset = CapabilitySubset::from(required);
         policy::check_op(&subset, &step.op).map_err(fail)?;
         let connector = state.store.load_verified(&required.hash).map_err(fail)?;
         let manifest = Arc::new(connector.manifest.clone());
@@ -145,14 +140,14 @@ async fn execute_steps(
         })?;
         let mut limits = Limits::default();
         if let Some(seconds) = step.timeout_seconds {
-            limits.wall_time = Duration::from_secs(seconds);
+            limits.wall_time = Duration::from_secs(u64::from(seconds));
         }
-        let idempotent = step.idempotent.unwrap_or_else(|| manifest.is_idempotent());
+        let idempotent = step.is_idempotent(manifest.is_idempotent());
         let egress = Arc::new(StepEgress {
             state: state.clone(),
             manifest: manifest.clone(),
             subset,
-            connector_fqn: step.connector.clone(),
+            connector_fqn: step.connector.to_string(),
             op: step.op.clone(),
             action: action.name.clone(),
             caller: caller.clone(),
@@ -165,7 +160,7 @@ async fn execute_steps(
             match outcome.result {
                 Ok(output) => break output,
                 Err(failure) if should_retry(&failure, idempotent, attempt) => {
-                    tokio::time::sleep(jittered(RETRY_DELAYS[attempt])).await;
+                    tokio::time::sleep(jittered(state.retry_delays[attempt])).await;
                     attempt += 1;
                 }
                 Err(failure) => return Err(fail(failure)),
@@ -173,7 +168,7 @@ async fn execute_steps(
         };
         steps.push(json!({
             "id": step.id,
-            "connector": step.connector,
+            "connector": step.connector.to_string(),
             "op": step.op,
             "hash": required.hash.to_string(),
             "attempts": attempt + 1,
@@ -188,10 +183,10 @@ async fn execute_steps(
 /// The stored manifest must be the connector the action pinned (name and version), not just
 /// any bytes with the right hash — the hash covers the manifest, so this guards our own index.
 fn check_identity(manifest: &ConnectorManifest, required: &aileron_core::action::RequiredConnector) -> Result<(), Failure> {
-    if manifest.connector.name != required.name || manifest.connector.version != required.version {
+    if manifest.name != required.name || manifest.version != required.version {
         return Err(Failure::hash_mismatch(format!(
             "store entry {} holds {}@{}, but the action requires {}@{}",
-            required.hash, manifest.connector.name, manifest.connector.version, required.name, required.version
+            required.hash, manifest.name, manifest.version, required.name, required.version
         )));
     }
     Ok(())
@@ -215,7 +210,7 @@ fn action_payload(action: &ActionFile) -> Map<String, Value> {
     let mut payload = Map::new();
     payload.insert("aileron.action.name".into(), action.name.clone().into());
     payload.insert("aileron.action.version".into(), action.version.to_string().into());
-    payload.insert("aileron.action.steps_count".into(), action.execute.len().into());
+    payload.insert("aileron.action.steps_count".into(), action.steps.len().into());
     payload
 }
 

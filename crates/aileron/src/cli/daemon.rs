@@ -1,14 +1,11 @@
 //! `aileron daemon start|status|stop|run`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 
 use super::{CliError, CliResult, EXIT_OK, print_json};
-use crate::client::{DaemonClient, read_daemon_info, start_daemon};
+use crate::client::{DaemonClient, read_daemon_info, start_daemon, stop_daemon};
 use crate::home::Home;
 
 #[derive(Args)]
@@ -80,30 +77,10 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
             Ok(EXIT_OK)
         }
         DaemonCommand::Stop => {
-            let Some(info) = read_daemon_info(&home.daemon_json()) else {
-                eprintln!("the daemon is not running");
-                return Ok(EXIT_OK);
-            };
-            let pid = Pid::from_raw(i32::try_from(info.pid).context("pid out of range")?);
-            if kill(pid, None).is_err() {
-                let _ = std::fs::remove_file(home.daemon_json());
-                eprintln!("the daemon is not running (removed a stale daemon.json)");
-                return Ok(EXIT_OK);
+            match stop_daemon(home, STOP_BUDGET).await? {
+                Some(pid) => eprintln!("daemon stopped (pid {pid})"),
+                None => eprintln!("the daemon is not running"),
             }
-            kill(pid, Signal::SIGTERM).context("signalling the daemon")?;
-            let deadline = Instant::now() + STOP_BUDGET;
-            while kill(pid, None).is_ok() && !is_zombie(info.pid) {
-                if Instant::now() > deadline {
-                    return Err(CliError::failure(format!(
-                        "the daemon (pid {}) did not exit within {} s\nhint: it may still be finishing runs; see {}",
-                        info.pid,
-                        STOP_BUDGET.as_secs(),
-                        home.daemon_log().display()
-                    )));
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            eprintln!("daemon stopped (pid {})", info.pid);
             Ok(EXIT_OK)
         }
     }
@@ -120,12 +97,4 @@ async fn running(home: &Home) -> Option<crate::daemon::DaemonInfo> {
         .await
         .is_ok_and(|r| r.status().is_success());
     answered.then_some(info)
-}
-
-/// A daemon we started ourselves stays a zombie until reaped; treat that as exited.
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
-        .unwrap_or(false)
 }

@@ -7,6 +7,9 @@ mod audit;
 mod connector;
 mod daemon;
 
+pub use audit::summary_line as audit_summary_line;
+pub use connector::consent_text as connector_consent_text;
+
 use clap::{Parser, Subcommand};
 
 use crate::home::Home;
@@ -70,6 +73,7 @@ pub type CliResult = Result<i32, CliError>;
 
 /// Parses arguments and runs the command; returns the process exit code.
 pub fn main() -> i32 {
+    crate::daemon::install_crypto_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -103,7 +107,7 @@ async fn run(cli: Cli) -> CliResult {
     if let Command::Demo = cli.command {
         return crate::demo::run().await.map_err(CliError::from);
     }
-    let home = Home::from_env().map_err(CliError::from)?;
+    let home = Home::from_env().map_err(|e| CliError::failure(e.to_string()))?;
     match cli.command {
         Command::Daemon(args) => daemon::run(&home, args).await,
         Command::Connector(args) => connector::run(&home, args).await,

@@ -96,16 +96,16 @@ pub fn action_view(action: &ActionFile, enabled: bool) -> Value {
         "enabled": enabled,
         "tool_name": action.tool_name(),
         "description": action.description(),
-        "intent": action.intent(),
+        "intent": action.intent,
         "requires_approval": action.requires_approval(),
         "input_schema": action.input_schema(),
-        "connectors": action.requires.connectors.iter().map(|c| json!({
+        "connectors": action.requires.iter().map(|c| json!({
             "name": c.name.to_string(),
             "version": c.version.to_string(),
             "hash": c.hash.to_string(),
-            "capabilities": c.capabilities,
+            "capabilities": CapabilitySubset::from(c).to_strings(),
         })).collect::<Vec<_>>(),
-        "steps": action.execute.iter().map(|s| json!({"id": s.id, "connector": s.connector, "op": s.op})).collect::<Vec<_>>(),
+        "steps": action.steps.iter().map(|s| json!({"id": s.id, "connector": s.connector.to_string(), "op": s.op})).collect::<Vec<_>>(),
     })
 }
 
@@ -124,7 +124,7 @@ async fn get_action(
     require(&principal, Scope::ActionsList)?;
     let installed = state.actions.get(&name).ok_or_else(|| action_not_found(&name))?;
     let mut view = action_view(&installed.file, installed.enabled);
-    view["source"] = installed.file.source_text.clone().into();
+    view["source"] = installed.file.source_text().into();
     Ok(Json(view).into_response())
 }
 
@@ -172,7 +172,7 @@ async fn install_action(
     require(&principal, Scope::Admin)?;
     let action = parse_action(&body.content, &body.file_name)
         .map_err(|e| ApiError::bad_request("parse_error", e.to_string()).with_hint(e.hint.clone()))?;
-    for required in &action.requires.connectors {
+    for required in &action.requires {
         let reference = format!("{}@{}", required.name, required.version);
         let entry = state.store.find(&required.hash).map_err(ApiError::internal)?.ok_or_else(|| {
             ApiError::new(
@@ -182,19 +182,18 @@ async fn install_action(
             )
             .with_hint(format!("install it first: aileron connector install --from <dir or aileron.tar.gz> {reference}"))
         })?;
-        if entry.manifest.connector.name != required.name || entry.manifest.connector.version != required.version {
+        if entry.manifest.name != required.name || entry.manifest.version != required.version {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "connector_mismatch",
                 format!(
                     "hash {} belongs to {}@{}, not {reference}",
-                    required.hash, entry.manifest.connector.name, entry.manifest.connector.version
+                    required.hash, entry.manifest.name, entry.manifest.version
                 ),
             )
             .with_hint("fix the name, version or hash in [[requires.connectors]]"));
         }
-        let subset = CapabilitySubset::new(&required.capabilities)
-            .map_err(|e| ApiError::bad_request("invalid_capabilities", e.to_string()))?;
+        let subset = CapabilitySubset::from(required);
         check_subset_against_manifest(&subset, &entry.manifest).map_err(|e| {
             ApiError::bad_request("invalid_capabilities", format!("{}: {e}", body.file_name))
                 .with_hint("an action may only narrow what its connector's manifest declares")
@@ -203,10 +202,20 @@ async fn install_action(
     let mut payload = Map::new();
     payload.insert("aileron.action.name".into(), action.name.clone().into());
     payload.insert("aileron.action.version".into(), action.version.to_string().into());
-    payload.insert("aileron.action.sha256".into(), aileron_core::ContentHash::of_bytes(action.source_text.as_bytes()).to_string().into());
+    payload.insert("aileron.action.sha256".into(), aileron_core::ContentHash::of_bytes(action.source_text().as_bytes()).to_string().into());
     payload.insert(
         "aileron.action.connectors".into(),
-        action.requires.connectors.iter().map(|c| json!({"aileron.connector.fqn": c.name.to_string(), "aileron.connector.hash": c.hash.to_string(), "capabilities": c.capabilities})).collect(),
+        action
+            .requires
+            .iter()
+            .map(|c| {
+                json!({
+                    "aileron.connector.fqn": c.name.to_string(),
+                    "aileron.connector.hash": c.hash.to_string(),
+                    "capabilities": CapabilitySubset::from(c).to_strings(),
+                })
+            })
+            .collect(),
     );
     payload.insert("aileron.action.requires_approval".into(), action.requires_approval().into());
     let event = AuditEvent {
@@ -317,7 +326,7 @@ async fn list_connectors(State(state): State<Arc<AppState>>, Extension(principal
                 "version": e.version.to_string(),
                 "hash": e.hash.to_string(),
                 "signature": if e.signed { "signed, not verified" } else { "unsigned" },
-                "publisher": e.manifest.connector.publisher,
+                "publisher": e.manifest.publisher,
                 "capabilities": e.manifest.describe_capabilities(),
             })
         })
@@ -359,7 +368,7 @@ fn inspect(body: &PreviewBody) -> Result<(crate::package::Package, Value), Respo
         "version": reference.version.to_string(),
         "hash": package.hash.to_string(),
         "short_hash": package.hash.short(),
-        "publisher": package.manifest.connector.publisher,
+        "publisher": package.manifest.publisher,
         "signature": signature,
         "capabilities": package.manifest.describe_capabilities(),
     });
@@ -482,4 +491,33 @@ fn registry_error(error: crate::actions::RegistryError) -> ApiError {
         crate::actions::RegistryError::NotFound(name) => action_not_found(&name),
         other => ApiError::internal(other),
     }
+}
+
+/// An OpenAPI 3.1 description of [`ROUTES`], checked in as `docs/http-api.json` and diffed by a
+/// test so that the served surface and its description cannot drift apart silently.
+pub fn http_api_document() -> Value {
+    let mut paths = Map::new();
+    for (method, path, summary) in ROUTES {
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        let mut operation = json!({ "summary": summary });
+        if *path != "/v1/health" {
+            operation["security"] = json!([{ "bearer": [] }]);
+        }
+        let parameters: Vec<Value> = path
+            .split('/')
+            .filter_map(|segment| segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
+            .collect();
+        if !parameters.is_empty() {
+            operation["parameters"] = Value::Array(parameters);
+        }
+        entry[method.to_ascii_lowercase()] = operation;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": "Aileron daemon API", "version": super::VERSION },
+        "servers": [{ "url": "http://127.0.0.1:{port}" }],
+        "components": { "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } } },
+        "paths": paths,
+    })
 }

@@ -6,7 +6,6 @@ pub mod auth;
 pub mod error;
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -33,6 +32,8 @@ pub struct AppState {
     pub actions: ActionRegistry,
     pub runtime: Arc<Runtime>,
     pub credentials: Arc<dyn CredentialSource>,
+    /// Back-off between retries of retriable failures (SPEC §9: 1 s, 2 s, 4 s).
+    pub retry_delays: [std::time::Duration; 3],
     /// Client for connector egress: no redirects are ever followed (SPEC §4.2).
     pub egress_client: reqwest::Client,
     pub started_at: chrono::DateTime<chrono::Utc>,
@@ -46,11 +47,17 @@ pub struct StateOptions {
     pub admin_token: String,
     pub credentials: Arc<dyn CredentialSource>,
     pub listen_port: u16,
+    pub retry_delays: [std::time::Duration; 3],
 }
 
 impl StateOptions {
     pub fn new(admin_token: String) -> StateOptions {
-        StateOptions { admin_token, credentials: Arc::new(NoVault), listen_port: 0 }
+        StateOptions {
+            admin_token,
+            credentials: Arc::new(NoVault),
+            listen_port: 0,
+            retry_delays: crate::runner::RETRY_DELAYS,
+        }
     }
 }
 
@@ -76,6 +83,7 @@ impl AppState {
             actions,
             runtime: Arc::new(runtime),
             credentials: options.credentials,
+            retry_delays: options.retry_delays,
             egress_client,
             started_at: chrono::Utc::now(),
             listen_port: AtomicU16::new(options.listen_port),
@@ -122,9 +130,9 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
         .write(true)
         .open(home.daemon_lock())
         .with_context(|| format!("opening {}", home.daemon_lock().display()))?;
-    if nix::fcntl::flock(lock_file.as_raw_fd(), nix::fcntl::FlockArg::LockExclusiveNonblock).is_err() {
-        bail!("another daemon already holds {}\nhint: `aileron daemon status` shows it", home.daemon_lock().display());
-    }
+    let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
+        anyhow::anyhow!("another daemon already holds {}\nhint: `aileron daemon status` shows it", home.daemon_lock().display())
+    })?;
     let listen: SocketAddr = match crate::env::get(crate::env::AILERON_LISTEN) {
         Some(addr) if !addr.is_empty() => addr.parse().with_context(|| format!("invalid AILERON_LISTEN `{addr}`"))?,
         _ => SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -157,7 +165,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
         .await;
     let _ = std::fs::remove_file(home.daemon_json());
     state.audit.flush().await;
-    drop(lock_file);
+    drop(lock);
     eprintln!("aileron daemon: stopped");
     result.context("serving HTTP")
 }

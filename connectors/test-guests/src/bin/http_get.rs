@@ -1,0 +1,27 @@
+//! GETs `args.url` through the host, optionally with `args.credential` (a credential kind for the
+//! host to inject) and `args.headers` (an object of strings), and returns `{status, body}`.
+//! The workhorse of the egress tests: allow-list, injection, body cap, no redirects.
+
+use aileron_connector_sdk::http::{self, Request};
+use aileron_connector_sdk::{ConnectorError, run};
+use serde_json::{Value, json};
+
+fn main() {
+    run(|_, args| {
+        let url = args["url"].as_str().ok_or_else(|| ConnectorError::bad_input("`url` (string) is required"))?;
+        let mut request = Request::get(url);
+        if let Some(kind) = args["credential"].as_str() {
+            request = request.credential(kind);
+        }
+        if let Some(headers) = args["headers"].as_object() {
+            for (name, value) in headers {
+                let Value::String(value) = value else {
+                    return Err(ConnectorError::bad_input(format!("header `{name}` must be a string")));
+                };
+                request = request.header(name.as_str(), value.as_str());
+            }
+        }
+        let response = http::send(&request)?;
+        Ok(json!({ "status": response.status, "body": response.text() }))
+    });
+}

@@ -1,0 +1,800 @@
+//! Action files (SPEC §2): Markdown with TOML frontmatter fenced by `+++` lines. Parsing is strict
+//! (an unknown key anywhere is an error with its line) and every rule of §2 has its own message.
+//! From a parsed action come the MCP tool (name, description, input schema) and call-argument checks.
+
+mod args;
+#[cfg(test)]
+pub(crate) mod fixtures;
+mod raw;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::identity::{ConnectorRef, ContentHash, Fqn};
+use crate::parse_error::{FieldPath, ParseError, PathSegment, TomlSource};
+use crate::policy::{CapabilityEntry, CapabilitySubset, validate_op_name};
+use crate::template::{Reference, ReferenceSource, references_in};
+
+pub use args::{ArgsError, ArgsProblem};
+
+/// Longest wall time a step may ask for (SPEC §4.3: 5 minutes).
+pub const MAX_STEP_TIMEOUT_SECONDS: u32 = 300;
+
+/// A parsed, validated action file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionFile {
+    pub name: String,
+    pub version: semver::Version,
+    /// Provenance only: `<scheme>://<owner>/<path>@<semver>`.
+    pub source: Option<ConnectorRef>,
+    pub requires: Vec<RequiredConnector>,
+    /// `[match] intent`.
+    pub intent: String,
+    pub inputs: Vec<InputSpec>,
+    pub steps: Vec<Step>,
+    pub approval: Approval,
+    title: Option<String>,
+    description: String,
+    text: String,
+}
+
+/// `[[requires.connectors]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequiredConnector {
+    pub name: Fqn,
+    pub version: semver::Version,
+    pub hash: ContentHash,
+    pub capabilities: Vec<CapabilityEntry>,
+}
+
+impl RequiredConnector {
+    pub fn reference(&self) -> ConnectorRef {
+        ConnectorRef { fqn: self.name.clone(), version: self.version.clone() }
+    }
+
+    pub fn subset(&self) -> CapabilitySubset {
+        CapabilitySubset::from(self)
+    }
+}
+
+/// The JSON types an input may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InputType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Array,
+    Object,
+}
+
+impl InputType {
+    pub const ALL: [InputType; 6] = [
+        InputType::String,
+        InputType::Integer,
+        InputType::Number,
+        InputType::Boolean,
+        InputType::Array,
+        InputType::Object,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputType::String => "string",
+            InputType::Integer => "integer",
+            InputType::Number => "number",
+            InputType::Boolean => "boolean",
+            InputType::Array => "array",
+            InputType::Object => "object",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<InputType> {
+        InputType::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// Whether a JSON value has this type: `integer` is a JSON integer, `number` any number.
+    pub fn matches(self, value: &Value) -> bool {
+        match self {
+            InputType::String => value.is_string(),
+            InputType::Integer => value.is_i64() || value.is_u64(),
+            InputType::Number => value.is_number(),
+            InputType::Boolean => value.is_boolean(),
+            InputType::Array => value.is_array(),
+            InputType::Object => value.is_object(),
+        }
+    }
+}
+
+/// `[[inputs]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputSpec {
+    pub name: String,
+    pub kind: InputType,
+    pub required: bool,
+    pub description: String,
+    pub label: Option<String>,
+    /// Strings only: shown as a multi-line field in approval cards.
+    pub multiline: bool,
+    /// Arrays only: the type of every element.
+    pub items_type: Option<InputType>,
+}
+
+/// `[[execute]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub id: String,
+    pub connector: Fqn,
+    pub op: String,
+    /// Overrides the connector's `[connector.idempotency] default` for this step.
+    pub idempotent: Option<bool>,
+    /// Wall-time limit for this step, 1..=300 seconds.
+    pub timeout_seconds: Option<u32>,
+    /// `[execute.inputs]` as JSON, templates not yet interpolated.
+    pub inputs: Map<String, Value>,
+}
+
+impl Step {
+    /// Whether the runtime may retry this step's call.
+    pub fn is_idempotent(&self, connector_default: bool) -> bool {
+        self.idempotent.unwrap_or(connector_default)
+    }
+}
+
+/// `[approval]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Approval {
+    pub required: bool,
+    pub preview: Option<Preview>,
+}
+
+/// `[approval.preview]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preview {
+    pub op: String,
+    pub args: Map<String, Value>,
+    /// Label → dotted JSON path into the preview output, in the author's order.
+    pub render: Vec<(String, String)>,
+    /// Labels (of `render`) shown as multi-line text.
+    pub multiline: Vec<String>,
+}
+
+impl ActionFile {
+    /// The MCP tool name: `name` with `-` and `.` mapped to `_`.
+    pub fn tool_name(&self) -> String {
+        self.name.replace(['-', '.'], "_")
+    }
+
+    /// The LLM-facing description: the body without a leading `# Title` line, else `match.intent`.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The body's leading `# Title`, if any.
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+
+    pub fn requires_approval(&self) -> bool {
+        self.approval.required
+    }
+
+    /// The exact text the action was parsed from, for storing byte-for-byte.
+    pub fn source_text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn input(&self, name: &str) -> Option<&InputSpec> {
+        self.inputs.iter().find(|i| i.name == name)
+    }
+
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    pub fn required_connector(&self, name: &Fqn) -> Option<&RequiredConnector> {
+        self.requires.iter().find(|r| &r.name == name)
+    }
+
+    /// The MCP `inputSchema`: `{type: object, properties, required (declaration order),
+    /// additionalProperties: false}`.
+    pub fn input_schema(&self) -> Value {
+        let mut properties = Map::new();
+        for input in &self.inputs {
+            let mut property = Map::new();
+            property.insert("type".into(), input.kind.as_str().into());
+            property.insert("description".into(), input.description.clone().into());
+            if let Some(items) = input.items_type {
+                property.insert("items".into(), serde_json::json!({ "type": items.as_str() }));
+            }
+            properties.insert(input.name.clone(), Value::Object(property));
+        }
+        let required: Vec<Value> =
+            self.inputs.iter().filter(|i| i.required).map(|i| Value::from(i.name.clone())).collect();
+        serde_json::json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        })
+    }
+
+    /// Checks call arguments against the declared inputs; lists every problem found.
+    pub fn validate_call_args(&self, args: &Map<String, Value>) -> Result<(), ArgsError> {
+        args::validate(self, args)
+    }
+}
+
+/// Parses an installed action file; `file_name` (e.g. `list-issues.md`) names it in errors and its
+/// stem must equal the action's `name`.
+pub fn parse_action(text: &str, file_name: &str) -> Result<ActionFile, ParseError> {
+    let stem = Path::new(file_name).file_stem().and_then(|s| s.to_str()).unwrap_or(file_name);
+    parse(text, file_name, Some(stem))
+}
+
+/// Parses an action file that has no name-bearing file yet (the `action.md` of a release tarball);
+/// the installer stores it as `<name>.md`. `label` names it in errors.
+pub fn parse_packaged_action(text: &str, label: &str) -> Result<ActionFile, ParseError> {
+    parse(text, label, None)
+}
+
+fn parse(text: &str, file: &str, expected_stem: Option<&str>) -> Result<ActionFile, ParseError> {
+    let (frontmatter, body) = split_frontmatter(text, file)?;
+    // The frontmatter starts on line 2, right after the opening fence.
+    let source = TomlSource::new(file, frontmatter, 2);
+    let raw: raw::RawAction = source.decode()?;
+    let validator = ActionValidator { source: &source };
+    let mut action = validator.validate(raw, expected_stem, file)?;
+    let (title, description) = split_body(body);
+    action.title = title;
+    action.description = if description.is_empty() { action.intent.clone() } else { description };
+    action.text = text.to_string();
+    Ok(action)
+}
+
+/// `(frontmatter, body)`: the text between the first line `+++` and the next line `+++`, and
+/// everything after that closing line.
+fn split_frontmatter<'t>(text: &'t str, file: &str) -> Result<(&'t str, &'t str), ParseError> {
+    let is_fence = |line: &str| line.trim_end_matches('\n').trim_end_matches('\r') == "+++";
+    let mut lines = text.split_inclusive('\n');
+    let first = lines.next().unwrap_or_default();
+    if !is_fence(first) {
+        return Err(ParseError::new(
+            file,
+            Some(1),
+            None,
+            "the first line must be exactly `+++` (the start of the TOML frontmatter)",
+            "start the file with a `+++` line, then the TOML frontmatter, then another `+++` line, then the \
+             description",
+        ));
+    }
+    let start = first.len();
+    let mut offset = start;
+    for line in lines {
+        if is_fence(line) {
+            return Ok((&text[start..offset], &text[offset + line.len()..]));
+        }
+        offset += line.len();
+    }
+    Err(ParseError::new(
+        file,
+        Some(1),
+        None,
+        "the frontmatter opened by `+++` on line 1 is never closed",
+        "add a line that is exactly `+++` after the TOML frontmatter",
+    ))
+}
+
+/// `(title, description)`: a leading `# Title` line is the title; the rest, trimmed, the description.
+fn split_body(body: &str) -> (Option<String>, String) {
+    let trimmed = body.trim_start();
+    let (first, rest) = trimmed.split_once('\n').unwrap_or((trimmed, ""));
+    let heading = first.trim_end().strip_prefix('#').filter(|h| h.is_empty() || h.starts_with([' ', '\t']));
+    match heading {
+        Some(title) => {
+            let title = title.trim();
+            ((!title.is_empty()).then(|| title.to_string()), rest.trim().to_string())
+        }
+        None => (None, trimmed.trim().to_string()),
+    }
+}
+
+fn is_action_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
+}
+
+fn is_input_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Step ids appear as the first segment of `${<step_id>.<path>}`, so they exclude `.` and `args`.
+fn is_step_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+struct ActionValidator<'s, 'a> {
+    source: &'s TomlSource<'a>,
+}
+
+fn root() -> FieldPath {
+    FieldPath::root()
+}
+
+const TYPES_HINT: &str = "use one of string, integer, number, boolean, array, object";
+
+impl ActionValidator<'_, '_> {
+    fn err(&self, path: &FieldPath, message: impl Into<String>, hint: impl Into<String>) -> ParseError {
+        self.source.error(path, message, hint)
+    }
+
+    fn required<T>(&self, value: Option<T>, path: &FieldPath, hint: &str) -> Result<T, ParseError> {
+        let key = match path.segments().last() {
+            Some(PathSegment::Key(key)) => key.clone(),
+            _ => path.to_string(),
+        };
+        value.ok_or_else(|| self.err(path, format!("missing required key `{key}`"), hint))
+    }
+
+    fn version(&self, version: &str, path: &FieldPath, what: &str) -> Result<semver::Version, ParseError> {
+        semver::Version::parse(version).map_err(|e| {
+            self.err(
+                path,
+                format!("`{version}` is not an exact SemVer version: {e}"),
+                format!("write {what} as MAJOR.MINOR.PATCH, e.g. \"1.2.0\" (no `v` prefix, no ranges, no `latest`)"),
+            )
+        })
+    }
+
+    fn validate(&self, raw: raw::RawAction, expected_stem: Option<&str>, file: &str) -> Result<ActionFile, ParseError> {
+        let name_path = root().key("name");
+        let name_hint = format!("add name = \"{}\" (the file name without .md)", expected_stem.unwrap_or("my-action"));
+        let name = self.required(raw.name, &name_path, &name_hint)?;
+        if !is_action_name(&name) {
+            return Err(self.err(
+                &name_path,
+                format!(
+                    "`{name}` is not a valid action name: use lowercase letters, digits, `.`, `_` and `-`, starting \
+                     with a letter or digit"
+                ),
+                "e.g. name = \"list-issues\"",
+            ));
+        }
+        if let Some(stem) = expected_stem
+            && stem != name
+        {
+            return Err(self.err(
+                &name_path,
+                format!("the name `{name}` does not match the file name `{file}`"),
+                format!("rename the file to `{name}.md` or set name = \"{stem}\""),
+            ));
+        }
+        let version_path = root().key("version");
+        let version = self.required(raw.version, &version_path, "add version = \"1.0.0\"")?;
+        let version = self.version(&version, &version_path, "the action's version")?;
+        let source = match raw.source {
+            None => None,
+            Some(source) => Some(ConnectorRef::parse(&source).map_err(|e| {
+                self.err(
+                    &root().key("source"),
+                    format!("`{source}` is not a valid source ({e})"),
+                    "write <scheme>://<owner>/<path>@<semver>, e.g. \"github://acme/actions/list-issues@1.0.0\"",
+                )
+            })?),
+        };
+        let requires = self.requires(raw.requires)?;
+        let match_path = root().key("match");
+        let intent_hint = "add [match] intent = \"<what the action does, in a user's words>\"";
+        let intent = self.required(raw.match_.and_then(|m| m.intent), &match_path.key("intent"), intent_hint)?;
+        if intent.trim().is_empty() {
+            return Err(self.err(&match_path.key("intent"), "`intent` must not be empty", intent_hint));
+        }
+        let inputs = self.inputs(raw.inputs.unwrap_or_default())?;
+        let steps = self.steps(raw.execute, &requires, &inputs)?;
+        let approval = self.approval(raw.approval, &inputs)?;
+        Ok(ActionFile {
+            name,
+            version,
+            source,
+            requires,
+            intent,
+            inputs,
+            steps,
+            approval,
+            title: None,
+            description: String::new(),
+            text: String::new(),
+        })
+    }
+
+    fn requires(&self, raw: Option<raw::RawRequires>) -> Result<Vec<RequiredConnector>, ParseError> {
+        let path = root().key("requires").key("connectors");
+        let hint = "add a [[requires.connectors]] table with name, version, hash and capabilities";
+        let raw = raw.and_then(|r| r.connectors).unwrap_or_default();
+        if raw.is_empty() {
+            return Err(self.err(&path, "an action must require at least one connector", hint));
+        }
+        let mut required: Vec<RequiredConnector> = Vec::new();
+        for (index, entry) in raw.into_iter().enumerate() {
+            let element = path.index(index);
+            let name_path = element.key("name");
+            let name = self.required(entry.name, &name_path, "add name = \"github://<owner>/<repo>\"")?;
+            let fqn = Fqn::parse(&name).map_err(|e| {
+                let hint = if name.contains('@') {
+                    "put the version in `version`, not in the name"
+                } else {
+                    "use the connector's FQN, e.g. github://aileron/github"
+                };
+                self.err(&name_path, e.to_string(), hint)
+            })?;
+            if required.iter().any(|r| r.name == fqn) {
+                return Err(self.err(
+                    &name_path,
+                    format!("the connector `{fqn}` is required twice"),
+                    "require each connector once and merge the capabilities",
+                ));
+            }
+            let version_path = element.key("version");
+            let version = self.required(entry.version, &version_path, "add version = \"<exact version>\"")?;
+            let version = self.version(&version, &version_path, "the connector version")?;
+            let hash_path = element.key("hash");
+            let hash_hint =
+                "pin the connector with hash = \"sha256:<64 hex digits>\" (aileron connector install prints it)";
+            let hash = self.required(entry.hash, &hash_path, hash_hint)?;
+            let hash = ContentHash::parse(&hash).map_err(|e| self.err(&hash_path, e.to_string(), hash_hint))?;
+            let capabilities = self.capabilities(entry.capabilities, &element.key("capabilities"))?;
+            required.push(RequiredConnector { name: fqn, version, hash, capabilities });
+        }
+        Ok(required)
+    }
+
+    fn capabilities(&self, raw: Option<Vec<String>>, path: &FieldPath) -> Result<Vec<CapabilityEntry>, ParseError> {
+        let hint = "list what the action uses: op names, a credential kind (api_key, oauth2, aws_sigv4), \
+                    network:<host:port>, spawn:<op>";
+        let raw = self.required(raw, path, hint)?;
+        if raw.is_empty() {
+            return Err(self.err(path, "`capabilities` must list at least one entry", hint));
+        }
+        let mut entries = Vec::new();
+        for (index, text) in raw.iter().enumerate() {
+            let element = path.index(index);
+            let entry = CapabilityEntry::parse(text).map_err(|reason| self.err(&element, reason, hint))?;
+            if entries.contains(&entry) {
+                return Err(self.err(&element, format!("`{text}` is listed twice"), "remove the duplicate"));
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+
+    fn inputs(&self, raw: Vec<raw::RawInput>) -> Result<Vec<InputSpec>, ParseError> {
+        let path = root().key("inputs");
+        let mut inputs: Vec<InputSpec> = Vec::new();
+        for (index, input) in raw.into_iter().enumerate() {
+            let element = path.index(index);
+            let name_path = element.key("name");
+            let name = self.required(input.name, &name_path, "add name = \"<snake_case name>\"")?;
+            if !is_input_name(&name) {
+                return Err(self.err(
+                    &name_path,
+                    format!(
+                        "`{name}` is not a valid input name: use lowercase letters, digits and `_`, starting with a \
+                         letter"
+                    ),
+                    "e.g. name = \"issue_title\"",
+                ));
+            }
+            if inputs.iter().any(|i| i.name == name) {
+                return Err(self.err(
+                    &name_path,
+                    format!("the input `{name}` is declared twice"),
+                    "rename or remove one",
+                ));
+            }
+            let type_path = element.key("type");
+            let kind_text = self.required(input.kind, &type_path, TYPES_HINT)?;
+            let kind = InputType::parse(&kind_text)
+                .ok_or_else(|| self.err(&type_path, format!("`{kind_text}` is not an input type"), TYPES_HINT))?;
+            let description_path = element.key("description");
+            let description_hint = "describe the input for the model, e.g. description = \"Repository owner\"";
+            let description = self.required(input.description, &description_path, description_hint)?;
+            if description.trim().is_empty() {
+                return Err(self.err(&description_path, "`description` must not be blank", description_hint));
+            }
+            if let Some(label) = &input.label
+                && label.trim().is_empty()
+            {
+                return Err(self.err(
+                    &element.key("label"),
+                    "`label` must not be blank",
+                    "give a short human label or remove the key",
+                ));
+            }
+            if input.multiline.is_some() && kind != InputType::String {
+                return Err(self.err(
+                    &element.key("multiline"),
+                    format!("`multiline` applies only to string inputs, not {}", kind.as_str()),
+                    "remove `multiline` or change the type to string",
+                ));
+            }
+            let items_type = match input.items_type {
+                None => None,
+                Some(_) if kind != InputType::Array => {
+                    return Err(self.err(
+                        &element.key("items_type"),
+                        format!("`items_type` applies only to array inputs, not {}", kind.as_str()),
+                        "remove `items_type` or change the type to array",
+                    ));
+                }
+                Some(items) => Some(InputType::parse(&items).ok_or_else(|| {
+                    self.err(&element.key("items_type"), format!("`{items}` is not an input type"), TYPES_HINT)
+                })?),
+            };
+            inputs.push(InputSpec {
+                name,
+                kind,
+                required: input.required.unwrap_or(true),
+                description,
+                label: input.label,
+                multiline: input.multiline.unwrap_or(false),
+                items_type,
+            });
+        }
+        Ok(inputs)
+    }
+
+    fn steps(
+        &self,
+        raw: Option<Vec<raw::RawStep>>,
+        requires: &[RequiredConnector],
+        inputs: &[InputSpec],
+    ) -> Result<Vec<Step>, ParseError> {
+        let path = root().key("execute");
+        let raw = raw.unwrap_or_default();
+        if raw.is_empty() {
+            return Err(self.err(
+                &path,
+                "an action must have at least one [[execute]] step",
+                "add an [[execute]] table with id, connector and op",
+            ));
+        }
+        let all_ids: Vec<Option<&str>> = raw.iter().map(|s| s.id.as_deref()).collect();
+        let mut steps: Vec<Step> = Vec::new();
+        for (index, step) in raw.iter().enumerate() {
+            let element = path.index(index);
+            let id_path = element.key("id");
+            let id = self.required(step.id.clone(), &id_path, "add id = \"<step name>\"")?;
+            if !is_step_id(&id) {
+                return Err(self.err(
+                    &id_path,
+                    format!("`{id}` is not a valid step id: use letters, digits, `_` and `-`"),
+                    "step ids are referenced as ${<id>.<path>}, so they cannot contain `.`",
+                ));
+            }
+            if id == "args" {
+                return Err(self.err(
+                    &id_path,
+                    "`args` is reserved for ${args.<input>} and cannot be a step id",
+                    "choose another id",
+                ));
+            }
+            if steps.iter().any(|s| s.id == id) {
+                return Err(self.err(
+                    &id_path,
+                    format!("the step id `{id}` is used twice"),
+                    "give each step its own id",
+                ));
+            }
+            let connector_path = element.key("connector");
+            let connector = self.required(step.connector.clone(), &connector_path, "add connector = \"<FQN>\"")?;
+            let declared: Vec<String> = requires.iter().map(|r| r.name.to_string()).collect();
+            let fqn = Fqn::parse(&connector).ok().filter(|fqn| requires.iter().any(|r| &r.name == fqn));
+            let Some(connector) = fqn else {
+                return Err(self.err(
+                    &connector_path,
+                    format!("`{connector}` is not one of the required connectors ({})", declared.join(", ")),
+                    "use the name of a [[requires.connectors]] entry, or add one for this connector",
+                ));
+            };
+            let op_path = element.key("op");
+            let op_hint = "name the connector operation to call, e.g. op = \"list_issues\"";
+            let op = self.required(step.op.clone(), &op_path, op_hint)?;
+            if op.is_empty() {
+                return Err(self.err(&op_path, "`op` must not be empty", op_hint));
+            }
+            validate_op_name(&op).map_err(|reason| self.err(&op_path, reason, op_hint))?;
+            let timeout_seconds = match step.timeout_seconds {
+                None => None,
+                Some(seconds) if (1..=i64::from(MAX_STEP_TIMEOUT_SECONDS)).contains(&seconds) => Some(seconds as u32),
+                Some(seconds) => {
+                    return Err(self.err(
+                        &element.key("timeout_seconds"),
+                        format!("`timeout_seconds` must be between 1 and {MAX_STEP_TIMEOUT_SECONDS} (got {seconds})"),
+                        "steps run for at most 5 minutes; omit the key for the default of 30 seconds",
+                    ));
+                }
+            };
+            let inputs_path = element.key("inputs");
+            let step_inputs = self.json_table(step.inputs.clone().unwrap_or_default(), &inputs_path)?;
+            for (key, value) in &step_inputs {
+                self.check_references(value, &inputs_path.key(key), |reference| {
+                    self.step_reference(reference, inputs, &all_ids, index)
+                })?;
+            }
+            steps.push(Step { id, connector, op, idempotent: step.idempotent, timeout_seconds, inputs: step_inputs });
+        }
+        Ok(steps)
+    }
+
+    /// Whether a reference in step `index` may be used there; `Err((message, hint))` if not.
+    fn step_reference(
+        &self,
+        reference: &Reference,
+        inputs: &[InputSpec],
+        step_ids: &[Option<&str>],
+        index: usize,
+    ) -> Result<(), (String, String)> {
+        match &reference.source {
+            ReferenceSource::Args(input) => input_reference(reference, input, inputs),
+            ReferenceSource::Step(step) => match step_ids.iter().position(|id| *id == Some(step.as_str())) {
+                Some(position) if position < index => Ok(()),
+                Some(position) if position == index => Err((
+                    format!("`{reference}` refers to this step's own output"),
+                    "a step can only use the output of steps listed before it".to_string(),
+                )),
+                Some(_) => Err((
+                    format!("`{reference}` refers to step `{step}`, which runs after this one"),
+                    "a step can only use the output of steps listed before it".to_string(),
+                )),
+                None => Err((
+                    format!("`{reference}` names neither an input (`${{args.<input>}}`) nor an earlier step"),
+                    "use ${args.<input>} for a call argument or ${<step id>.<path>} for an earlier step's output"
+                        .to_string(),
+                )),
+            },
+        }
+    }
+
+    /// Walks a JSON value and checks every template string in it.
+    fn check_references(
+        &self,
+        value: &Value,
+        path: &FieldPath,
+        allowed: impl Fn(&Reference) -> Result<(), (String, String)> + Copy,
+    ) -> Result<(), ParseError> {
+        match value {
+            Value::String(_) => {
+                let references = references_in(value).map_err(|e| {
+                    self.err(path, e.to_string(), "references look like ${args.<input>} or ${<step id>.<path>}")
+                })?;
+                for reference in &references {
+                    allowed(reference).map_err(|(message, hint)| self.err(path, message, hint))?;
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    self.check_references(item, &path.index(index), allowed)?;
+                }
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    self.check_references(item, &path.key(key), allowed)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// TOML values as the JSON the connector receives.
+    fn json_table(&self, table: toml::Table, path: &FieldPath) -> Result<Map<String, Value>, ParseError> {
+        let mut map = Map::new();
+        for (key, value) in table {
+            let json = self.json_value(value, &path.key(&key))?;
+            map.insert(key, json);
+        }
+        Ok(map)
+    }
+
+    fn json_value(&self, value: toml::Value, path: &FieldPath) -> Result<Value, ParseError> {
+        Ok(match value {
+            toml::Value::String(s) => Value::String(s),
+            toml::Value::Integer(i) => Value::from(i),
+            toml::Value::Float(f) => serde_json::Number::from_f64(f)
+                .map(Value::Number)
+                .ok_or_else(|| self.err(path, format!("`{f}` has no JSON representation"), "use a finite number"))?,
+            toml::Value::Boolean(b) => Value::Bool(b),
+            // JSON has no datetime; the connector receives the RFC 3339 text.
+            toml::Value::Datetime(dt) => Value::String(dt.to_string()),
+            toml::Value::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, item)| self.json_value(item, &path.index(index)))
+                    .collect::<Result<_, _>>()?,
+            ),
+            toml::Value::Table(table) => Value::Object(self.json_table(table, path)?),
+        })
+    }
+
+    fn approval(&self, raw: Option<raw::RawApproval>, inputs: &[InputSpec]) -> Result<Approval, ParseError> {
+        let Some(raw) = raw else {
+            return Ok(Approval::default());
+        };
+        let path = root().key("approval").key("preview");
+        let preview = match raw.preview {
+            None => None,
+            Some(preview) => {
+                let op_path = path.key("op");
+                let op_hint = "name a read-only op of the first step's connector, e.g. op = \"get_issue\"";
+                let op = self.required(preview.op, &op_path, op_hint)?;
+                if op.is_empty() {
+                    return Err(self.err(&op_path, "`op` must not be empty", op_hint));
+                }
+                validate_op_name(&op).map_err(|reason| self.err(&op_path, reason, op_hint))?;
+                let args_path = path.key("args");
+                let args = self.json_table(preview.args.unwrap_or_default(), &args_path)?;
+                for (key, value) in &args {
+                    self.check_references(value, &args_path.key(key), |reference| match &reference.source {
+                        ReferenceSource::Args(input) => input_reference(reference, input, inputs),
+                        ReferenceSource::Step(_) => Err((
+                            format!("`{reference}`: the approval preview runs before any step"),
+                            "the preview can only reference ${args.<input>}".to_string(),
+                        )),
+                    })?;
+                }
+                let render_path = path.key("render");
+                let render = preview.render.unwrap_or_default().0;
+                for (label, json_path) in &render {
+                    let entry_path = render_path.key(label);
+                    if label.trim().is_empty() {
+                        return Err(self.err(&entry_path, "a render label must not be blank", "name the field"));
+                    }
+                    if json_path.is_empty() || json_path.split('.').any(str::is_empty) {
+                        return Err(self.err(
+                            &entry_path,
+                            format!("{json_path:?} is not a dotted JSON path"),
+                            "write a path into the preview output, e.g. \"issue.title\" or \"items.0.name\"",
+                        ));
+                    }
+                }
+                let multiline_path = path.key("multiline");
+                let multiline = preview.multiline.unwrap_or_default();
+                for (index, label) in multiline.iter().enumerate() {
+                    if !render.iter().any(|(l, _)| l == label) {
+                        return Err(self.err(
+                            &multiline_path.index(index),
+                            format!("`{label}` is not a label of [approval.preview.render]"),
+                            "list only labels that render defines",
+                        ));
+                    }
+                }
+                Some(Preview { op, args, render, multiline })
+            }
+        };
+        Ok(Approval { required: raw.required.unwrap_or(false), preview })
+    }
+}
+
+fn input_reference(reference: &Reference, input: &str, inputs: &[InputSpec]) -> Result<(), (String, String)> {
+    if inputs.iter().any(|i| i.name == input) {
+        return Ok(());
+    }
+    let declared = if inputs.is_empty() {
+        "this action declares no inputs".to_string()
+    } else {
+        format!("declared: {}", inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", "))
+    };
+    Err((
+        format!("`{reference}` names no declared input ({declared})"),
+        "declare it in [[inputs]] or fix the name".to_string(),
+    ))
+}

@@ -1,0 +1,83 @@
+//! The install consent prompt's capability list: every grant the manifest asks for, in plain words.
+//! A capability missing from this list would be granted without the user having read it, so each
+//! section of the manifest contributes its own lines.
+
+use super::{ConnectorManifest, CredentialMethod};
+
+pub(super) fn describe(manifest: &ConnectorManifest) -> Vec<String> {
+    let mut lines = Vec::new();
+    let hosts = manifest.network_hosts();
+    if hosts.is_empty() {
+        lines.push("no network access".to_string());
+    }
+    for host_port in hosts {
+        // Hosts are validated as `host:port`; an IPv6 host keeps its brackets.
+        let (host, port) = host_port.rsplit_once(':').unwrap_or((host_port.as_str(), ""));
+        lines.push(format!("connect to {host} on port {port}"));
+    }
+    if let Some(credential) = &manifest.credential {
+        let scope = credential.scope.as_deref().map(|s| format!(": {s}")).unwrap_or_default();
+        lines.push(match &credential.method {
+            CredentialMethod::ApiKey(api_key) => {
+                format!("use an API key you bind (sent as the {} header){scope}", api_key.header)
+            }
+            CredentialMethod::OAuth2(oauth) => {
+                let provider = url::Url::parse(&oauth.authorize_url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_string))
+                    .unwrap_or_else(|| oauth.authorize_url.clone());
+                format!(
+                    "use an account you authorize with OAuth2 at {provider} (scopes: {}){scope}",
+                    oauth.scopes.join(", ")
+                )
+            }
+            CredentialMethod::AwsSigv4(aws) => {
+                let region = aws.region.as_deref().map(|r| format!(" in {r}")).unwrap_or_default();
+                format!("sign requests to the AWS service {}{region} with AWS credentials you bind{scope}", aws.service)
+            }
+        });
+    }
+    if let Some(spawn) = &manifest.spawn {
+        for (name, operation) in &spawn.operations {
+            lines.push(format!(
+                "run {} with: {} ({name}: {})",
+                operation.program, operation.argv, operation.description
+            ));
+        }
+        for program in spawn.programs.iter().filter(|p| !spawn.operations.values().any(|o| o.program == p.path)) {
+            lines.push(format!("run {}", program.path));
+        }
+        let plain_env: Vec<&str> = spawn
+            .env_passthrough
+            .iter()
+            .filter(|key| !spawn.credential_env_keys.contains(key))
+            .map(String::as_str)
+            .collect();
+        if !plain_env.is_empty() {
+            lines.push(format!("pass the environment variables {} to programs it runs", plain_env.join(", ")));
+        }
+        if !spawn.credential_env_keys.is_empty() {
+            lines.push(format!(
+                "give programs it runs your bound credential in the environment variables {}",
+                spawn.credential_env_keys.join(", ")
+            ));
+        }
+        if !spawn.fs_read.is_empty() {
+            lines.push(format!("let programs it runs read {}", spawn.fs_read.join(", ")));
+        }
+        if !spawn.fs_write.is_empty() {
+            lines.push(format!("let programs it runs write to {}", spawn.fs_write.join(", ")));
+        }
+        if let Some(cwd) = &spawn.cwd {
+            lines.push(format!("start programs it runs in {cwd}"));
+        }
+    }
+    if let Some(imports) = manifest.runtime_imports() {
+        lines.push(if imports.is_empty() {
+            "call no host functions".to_string()
+        } else {
+            format!("call the host functions {}", imports.join(", "))
+        });
+    }
+    lines
+}

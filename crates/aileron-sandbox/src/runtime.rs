@@ -1,0 +1,272 @@
+//! The runtime: one wasmtime engine with its epoch ticker, the linker holding the WASI shim and
+//! the `aileron_host` functions, the module caches, and the per-call driver.
+//!
+//! Compilation happens once per content hash (`load`, synchronous: embedders call it from a
+//! blocking task); every call gets a fresh `Store` and instance from the cached `InstancePre`,
+//! so no state survives from one call to the next and concurrent calls share nothing mutable.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use aileron_core::{Boundary, ContentHash, Failure};
+use anyhow::Context as _;
+use wasmtime::{Config, Engine, InstancePre, Linker, Module, Store};
+
+use crate::cache::{CacheCounters, CacheEvent, CacheStats, DiskCache, DiskLookup, MemoryCache};
+use crate::context::CallContext;
+use crate::host::{self, HostHooks};
+use crate::imports::{self, ImportPolicy};
+use crate::limits::{self, Limits};
+use crate::outcome::{self, CallOutcome, RunEnd, RunRecord};
+use crate::wasi;
+
+/// How often the epoch advances: the granularity of wall-time enforcement and of yielding to
+/// the async executor while a guest computes.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Wasm call-stack budget. Go and Rust guests keep their own stacks in linear memory, so this
+/// only bounds native recursion; it must stay well below wasmtime's 2 MiB async fiber stack.
+const MAX_WASM_STACK: usize = 1 << 20;
+
+/// Configuration of a [`Runtime`].
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeConfig {
+    /// Directory of the on-disk compiled-module cache (`AILERON_HOME/store/cache`); `None` keeps
+    /// compiled modules in memory only.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// One call of a connector operation.
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    pub op: String,
+    pub args: serde_json::Value,
+    pub limits: Limits,
+}
+
+/// A compiled, import-checked and pre-instantiated module.
+pub struct LoadedModule {
+    hash: ContentHash,
+    pre: InstancePre<CallContext>,
+    host_imports: Vec<String>,
+}
+
+impl LoadedModule {
+    pub fn hash(&self) -> &ContentHash {
+        &self.hash
+    }
+
+    /// The `aileron_host` functions the module imports.
+    pub fn host_imports(&self) -> &[String] {
+        &self.host_imports
+    }
+}
+
+impl std::fmt::Debug for LoadedModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedModule").field("hash", &self.hash).field("host_imports", &self.host_imports).finish()
+    }
+}
+
+/// The WASM connector runtime. `Send + Sync`; share it in an `Arc`.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<CallContext>,
+    modules: MemoryCache<LoadedModule>,
+    disk: Option<DiskCache>,
+    counters: CacheCounters,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    /// Builds the engine (epoch interruption, fuel metering, stack budget), links the host
+    /// interfaces, prepares the disk cache directory and starts the epoch ticker thread.
+    pub fn new(config: RuntimeConfig) -> anyhow::Result<Runtime> {
+        let mut wasm_config = Config::new();
+        wasm_config.epoch_interruption(true);
+        // Fuel metering is compiled into every module so a call can opt into a fuel budget;
+        // calls without one get an unreachable budget.
+        wasm_config.consume_fuel(true);
+        wasm_config.max_wasm_stack(MAX_WASM_STACK);
+        let engine = Engine::new(&wasm_config).map_err(anyhow::Error::from).context("configuring wasmtime")?;
+
+        let mut linker = Linker::new(&engine);
+        wasi::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking the WASI shim")?;
+        host::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking aileron_host")?;
+
+        let disk = match &config.cache_dir {
+            Some(dir) => Some(DiskCache::open(dir, &engine)?),
+            None => None,
+        };
+        let ticker = EpochTicker::start(&engine)?;
+        Ok(Runtime {
+            engine,
+            linker,
+            modules: MemoryCache::new(),
+            disk,
+            counters: CacheCounters::default(),
+            _ticker: ticker,
+        })
+    }
+
+    /// Compiles `wasm` (or takes it from the memory cache, else the disk cache), checks its
+    /// imports and exports, and pre-instantiates it. The caller vouches that `hash` is the
+    /// content hash of this connector (the store verifies it before every execution).
+    ///
+    /// Compiling a large guest takes seconds of CPU: call this from a blocking task
+    /// (`tokio::task::spawn_blocking`), not directly on an async executor thread.
+    pub fn load(&self, hash: &ContentHash, wasm: &[u8], policy: &ImportPolicy) -> Result<Arc<LoadedModule>, Failure> {
+        let (loaded, hit) = self.modules.get_or_try_insert(hash, || self.prepare(hash, wasm, policy))?;
+        if hit {
+            self.counters.count(CacheEvent::MemoryHit);
+            // The cached module is shared by every caller; the policy passed in may differ.
+            imports::check_policy(&loaded.host_imports, policy)?;
+        }
+        Ok(loaded)
+    }
+
+    /// Compiles or deserializes, then checks. A refused module is not kept in memory (it is
+    /// recompiled, or taken from disk, if it is loaded again).
+    fn prepare(&self, hash: &ContentHash, wasm: &[u8], policy: &ImportPolicy) -> Result<LoadedModule, Failure> {
+        let cached = match &self.disk {
+            Some(disk) => match disk.load(&self.engine, hash) {
+                DiskLookup::Hit(module) => {
+                    self.counters.count(CacheEvent::DiskHit);
+                    Some(module)
+                }
+                DiskLookup::Rejected => {
+                    self.counters.count(CacheEvent::DiskReject);
+                    None
+                }
+                DiskLookup::Miss => None,
+            },
+            None => None,
+        };
+        let compiled_now = cached.is_none();
+        let module = match cached {
+            Some(module) => module,
+            None => {
+                self.counters.count(CacheEvent::Compile);
+                Module::new(&self.engine, wasm).map_err(|e| {
+                    Failure::runtime_error(Boundary::Sandbox, format!("the connector module does not compile: {e:#}"))
+                })?
+            }
+        };
+        let host_imports = imports::check_module(&module)?;
+        if compiled_now && let Some(disk) = &self.disk {
+            // Stored before the policy check: a module refused for its manifest is refused again
+            // on the next attempt from the disk artifact instead of being recompiled each time.
+            // A cache that cannot be written costs a recompile after restart, nothing more.
+            if disk.store(hash, &module).is_err() {
+                self.counters.count(CacheEvent::DiskWriteFailure);
+            }
+        }
+        // Before pre-instantiation, which would fail on the spawn imports with a vaguer message.
+        imports::check_policy(&host_imports, policy)?;
+        let pre = self.linker.instantiate_pre(&module).map_err(|e| {
+            Failure::runtime_error(Boundary::Sandbox, format!("the module's imports do not match the runtime: {e:#}"))
+        })?;
+        Ok(LoadedModule { hash: hash.clone(), pre, host_imports })
+    }
+
+    /// Runs one operation: a fresh instance, stdin = `{"op", "args"}`, `_start`, then the
+    /// outcome mapping of `outcome.rs`. Never panics on guest behaviour. Must be polled inside a
+    /// tokio runtime with the time driver enabled (sleeps and the wall-time limit use it).
+    pub async fn call(&self, module: &LoadedModule, request: CallRequest, hooks: Arc<dyn HostHooks>) -> CallOutcome {
+        let started = Instant::now();
+        if !Engine::same(module.pre.module().engine(), &self.engine) {
+            let failure = Failure::runtime_error(
+                Boundary::Runtime,
+                "the module was loaded by a different aileron runtime than the one asked to run it",
+            );
+            return CallOutcome { result: Err(failure), logs: Vec::new(), elapsed: started.elapsed() };
+        }
+        let limits = request.limits;
+        // An unrepresentable deadline (absurd wall time) is capped at a day.
+        let deadline = started.checked_add(limits.wall_time).unwrap_or(started + Duration::from_secs(86_400));
+        let stdin = serde_json::to_vec(&serde_json::json!({ "op": request.op, "args": request.args }))
+            .expect("a JSON value always serializes");
+
+        let mut store = Store::new(&self.engine, CallContext::new(stdin, &limits, hooks, deadline));
+        store.limiter(|context| &mut context.limiter);
+        store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).expect("fuel metering is enabled on the engine");
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(limits::epoch_deadline_check(deadline));
+
+        // The epoch callback stops a computing guest; this timeout stops one waiting in an
+        // async host call (sleep, HTTP). Either way the store is ours again afterwards.
+        let end = match tokio::time::timeout_at(deadline.into(), run_start(&mut store, &module.pre)).await {
+            Ok(end) => end,
+            Err(_elapsed) => RunEnd::Stopped(limits::LimitKind::Time),
+        };
+
+        let context = store.into_data();
+        let result = outcome::decide(RunRecord {
+            end,
+            stdout: &context.stdout,
+            stderr_tail: outcome::stderr_tail(&context.stderr),
+            memory_denied: context.limiter.memory_denied,
+            host_failure: context.host_failure,
+            limits: &limits,
+        });
+        CallOutcome { result, logs: context.logs.into_lines(), elapsed: started.elapsed() }
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.counters.snapshot()
+    }
+}
+
+async fn run_start(store: &mut Store<CallContext>, pre: &InstancePre<CallContext>) -> RunEnd {
+    let run = async {
+        let instance = pre.instantiate_async(&mut *store).await?;
+        let start = instance.get_typed_func::<(), ()>(&mut *store, "_start")?;
+        start.call_async(&mut *store, ()).await
+    };
+    match run.await {
+        Ok(()) => RunEnd::Finished,
+        Err(error) => RunEnd::from_error(error),
+    }
+}
+
+/// The thread that advances the engine's epoch every [`EPOCH_TICK`]; stopped and joined when the
+/// runtime is dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> anyhow::Result<EpochTicker> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = engine.weak();
+        let thread = std::thread::Builder::new()
+            .name("aileron-epoch".into())
+            .spawn({
+                let stop = stop.clone();
+                move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(EPOCH_TICK);
+                        match engine.upgrade() {
+                            Some(engine) => engine.increment_epoch(),
+                            None => break,
+                        }
+                    }
+                }
+            })
+            .context("starting the epoch ticker thread")?;
+        Ok(EpochTicker { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Per-call limits: wall time (computing and sleeping guests), memory, stdout, stderr, fuel.
+
+use std::time::{Duration, Instant};
+
+use aileron_sandbox::Limits;
+
+use crate::guest::{Wat, call, failure, limits, summary};
+
+/// Every limit stop must land within this much of the limit.
+const STOP_SLACK: Duration = Duration::from_millis(50);
+
+fn infinite_loop() -> Wat {
+    Wat::new().run("(loop $forever (br $forever))")
+}
+
+/// Sleeps `nanos` with one relative monotonic clock subscription, then prints the userdata of
+/// the event it got back and the number of events.
+pub fn sleeper(nanos: u64) -> Wat {
+    Wat::new()
+        .wasi("poll_oneoff", "i32 i32 i32 i32", "i32")
+        .local("$errno")
+        .run(&format!(
+            "(i64.store (i32.const 256) (i64.const 77))
+             (i32.store8 (i32.const 264) (i32.const 0))
+             (i32.store (i32.const 272) (i32.const 1))
+             (i64.store (i32.const 280) (i64.const {nanos}))
+             (i64.store (i32.const 288) (i64.const 0))
+             (i32.store16 (i32.const 296) (i32.const 0))
+             (local.set $errno (call $poll_oneoff (i32.const 256) (i32.const 320) (i32.const 1) (i32.const 352)))"
+        ))
+        .write(1, r#"{"output":["#)
+        .write_int("(local.get $errno)")
+        .write(1, ",")
+        .write_int("(i32.wrap_i64 (i64.load (i32.const 320)))")
+        .write(1, ",")
+        .write_int("(i32.load (i32.const 352))")
+        .write(1, "]}")
+}
+
+#[tokio::test]
+async fn a_computing_guest_stops_at_the_wall_time_limit() {
+    let module = infinite_loop().load();
+    for wall_time in [Duration::from_millis(150), Duration::from_millis(400)] {
+        let started = Instant::now();
+        let outcome = call(&module, Limits { wall_time, ..limits() }).await;
+        let elapsed = started.elapsed();
+        assert_eq!(summary(&outcome), r#"resource_limit_exceeded sandbox "time""#);
+        assert!(elapsed >= wall_time, "stopped early: {elapsed:?}");
+        assert!(elapsed <= wall_time + STOP_SLACK, "stopped late: {elapsed:?} for a limit of {wall_time:?}");
+        assert!(failure(&outcome).message.contains(&format!("{} ms", wall_time.as_millis())));
+    }
+}
+
+#[tokio::test]
+async fn a_sleeping_guest_really_sleeps_and_stops_at_the_wall_time_limit() {
+    let started = Instant::now();
+    let outcome = call(&sleeper(200_000_000).load(), limits()).await;
+    assert_eq!(summary(&outcome), "ok [0,77,1]");
+    assert!(started.elapsed() >= Duration::from_millis(200), "{:?}", started.elapsed());
+
+    let wall_time = Duration::from_millis(150);
+    let started = Instant::now();
+    let outcome = call(&sleeper(10_000_000_000).load(), Limits { wall_time, ..limits() }).await;
+    let elapsed = started.elapsed();
+    assert_eq!(summary(&outcome), r#"resource_limit_exceeded sandbox "time""#);
+    assert!(elapsed >= wall_time && elapsed <= wall_time + STOP_SLACK, "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn concurrent_sleeping_calls_overlap() {
+    // On one executor thread: if a sleeping guest blocked the thread, two calls would take 2×.
+    let module = sleeper(300_000_000).load();
+    let started = Instant::now();
+    let (first, second) = tokio::join!(call(&module, limits()), call(&module, limits()));
+    let elapsed = started.elapsed();
+    assert_eq!((summary(&first), summary(&second)), ("ok [0,77,1]".to_string(), "ok [0,77,1]".to_string()));
+    assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(450), "sleeps did not overlap: {elapsed:?}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_computing_guest_does_not_starve_other_calls() {
+    // The epoch callback yields to the executor, so a sleeper on the same thread wakes on time.
+    let spinner = infinite_loop().load();
+    let sleeper = sleeper(100_000_000).load();
+    let started = Instant::now();
+    let spin = call(&spinner, Limits { wall_time: Duration::from_millis(600), ..limits() });
+    let nap = async {
+        let outcome = call(&sleeper, limits()).await;
+        (outcome, started.elapsed())
+    };
+    let (spun, (napped, napped_after)) = tokio::join!(spin, nap);
+    assert_eq!(summary(&spun), r#"resource_limit_exceeded sandbox "time""#);
+    assert_eq!(summary(&napped), "ok [0,77,1]");
+    assert!(napped_after < Duration::from_millis(300), "the sleeper was starved: {napped_after:?}");
+}
+
+#[tokio::test]
+async fn memory_limit_table() {
+    let small = Limits { memory_bytes: 2 << 20, ..limits() };
+    let grow_bomb = Wat::new().run(
+        "(loop $grow (br_if $grow (i32.ne (memory.grow (i32.const 1)) (i32.const -1))))
+         unreachable",
+    );
+    let grow_then_exit = Wat::new().run("(drop (memory.grow (i32.const 1000)))").exit(2);
+    let handled = Wat::new().run("(drop (memory.grow (i32.const 1000)))").write(1, r#"{"output":"coped"}"#);
+    let within = Wat::new().run("(drop (memory.grow (i32.const 16)))").write(1, r#"{"output":"fits"}"#);
+    let table: Vec<(&str, Wat, &str)> = vec![
+        ("grow bomb then trap", grow_bomb, r#"resource_limit_exceeded sandbox "memory""#),
+        ("denied grow then exit 2", grow_then_exit, r#"resource_limit_exceeded sandbox "memory""#),
+        (
+            "initial memory above the limit",
+            Wat::new().memory(r#"(memory (export "memory") 100)"#),
+            r#"resource_limit_exceeded sandbox "memory""#,
+        ),
+        ("denied grow handled", handled, r#"ok "coped""#),
+        ("grow within the limit", within, r#"ok "fits""#),
+    ];
+    for (name, guest, expected) in table {
+        let started = Instant::now();
+        let outcome = call(&guest.load(), small.clone()).await;
+        assert_eq!(summary(&outcome), expected, "{name}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{name} took {:?}", started.elapsed());
+    }
+}
+
+#[tokio::test]
+async fn stdout_is_capped_and_stderr_keeps_its_tail() {
+    let flood =
+        Wat::new().run("(loop $again (call $write (i32.const 1) (i32.const 16384) (i32.const 4096)) (br $again))");
+    let limits = Limits { max_stdout_bytes: 64 << 10, ..limits() };
+    let outcome = call(&flood.load(), limits.clone()).await;
+    assert_eq!(summary(&outcome), r#"resource_limit_exceeded sandbox "stdout""#);
+
+    // Exactly at the cap is allowed.
+    let exact = Wat::new().write(1, r#"{"output":"12345"}"#);
+    let at_cap = Limits { max_stdout_bytes: r#"{"output":"12345"}"#.len(), ..limits.clone() };
+    assert_eq!(summary(&call(&exact.load(), at_cap.clone()).await), r#"ok "12345""#);
+    let below_cap = Limits { max_stdout_bytes: at_cap.max_stdout_bytes - 1, ..limits.clone() };
+    assert_eq!(summary(&call(&exact.load(), below_cap).await), r#"resource_limit_exceeded sandbox "stdout""#);
+
+    // A stderr flood is not an error; only its tail is kept.
+    let noisy = Wat::new()
+        .local("$i")
+        .run(
+            "(loop $again
+               (call $write (i32.const 2) (i32.const 16384) (i32.const 4096))
+               (local.set $i (i32.add (local.get $i) (i32.const 1)))
+               (br_if $again (i32.lt_u (local.get $i) (i32.const 1000))))",
+        )
+        .write(2, "last words")
+        .exit(9);
+    let outcome = call(&noisy.load(), Limits { max_stderr_bytes: 1024, ..limits }).await;
+    assert_eq!(summary(&outcome), "connector_runtime_error sandbox 9");
+    assert!(failure(&outcome).details["stderr_tail"].as_str().unwrap().ends_with("last words"));
+}
+
+#[tokio::test]
+async fn fuel_limits_computation_when_set() {
+    let module = infinite_loop().load();
+    let started = Instant::now();
+    let outcome = call(&module, Limits { fuel: Some(100_000), ..limits() }).await;
+    assert_eq!(summary(&outcome), r#"resource_limit_exceeded sandbox "fuel""#);
+    assert!(started.elapsed() < Duration::from_secs(1));
+
+    let counted = Wat::new()
+        .local("$i")
+        .run(
+            "(loop $again
+               (local.set $i (i32.add (local.get $i) (i32.const 1)))
+               (br_if $again (i32.lt_u (local.get $i) (i32.const 1000))))",
+        )
+        .write(1, r#"{"output":"done"}"#);
+    let module = counted.load();
+    let plenty = call(&module, Limits { fuel: Some(1_000_000), ..limits() }).await;
+    assert_eq!(summary(&plenty), r#"ok "done""#);
+    let scarce = call(&module, Limits { fuel: Some(500), ..limits() }).await;
+    assert_eq!(summary(&scarce), r#"resource_limit_exceeded sandbox "fuel""#);
+}

@@ -1,0 +1,145 @@
+//! `aileron demo`: the whole product, offline, in a temporary home. It starts a real daemon
+//! process, a loopback stand-in for api.github.com, installs the bundled example connector
+//! (compiled from `connectors/github-issues` and embedded in this binary) and its actions, runs
+//! one, shows the sandbox denying an undeclared host, prints the audit trail and verifies it.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::cli::EXIT_OK;
+use crate::client::{DaemonClient, start_daemon, stop_daemon};
+use crate::fake_github::FakeGithub;
+use crate::home::Home;
+
+/// The example connector, built from source by `build.rs`.
+pub const EXAMPLE_WASM: &[u8] = include_bytes!(concat!(env!("AILERON_GUESTS_DIR"), "/github_issues.wasm"));
+pub const EXAMPLE_MANIFEST: &str = include_str!(concat!(env!("AILERON_EXAMPLE_CONNECTOR_DIR"), "/manifest.toml"));
+/// Action templates shipped with the example connector (placeholders `{{CONNECTOR_*}}`).
+pub const EXAMPLE_ACTIONS: [(&str, &str); 3] = [
+    ("list-issues.md", include_str!(concat!(env!("AILERON_EXAMPLE_CONNECTOR_DIR"), "/actions/list-issues.md"))),
+    ("get-issue.md", include_str!(concat!(env!("AILERON_EXAMPLE_CONNECTOR_DIR"), "/actions/get-issue.md"))),
+    ("create-issue.md", include_str!(concat!(env!("AILERON_EXAMPLE_CONNECTOR_DIR"), "/actions/create-issue.md"))),
+];
+pub const EXAMPLE_FQN: &str = "github://aileron/github-issues";
+pub const EXAMPLE_VERSION: &str = "0.1.0";
+
+/// The example manifest with its GitHub host replaced by a loopback `host:port`.
+pub fn example_manifest_for(host_port: &str) -> String {
+    EXAMPLE_MANIFEST.replace("api.github.com:443", host_port)
+}
+
+/// Fills an action template's placeholders.
+pub fn render_action(template: &str, hash: &str) -> String {
+    template
+        .replace("{{CONNECTOR_FQN}}", EXAMPLE_FQN)
+        .replace("{{CONNECTOR_VERSION}}", EXAMPLE_VERSION)
+        .replace("{{CONNECTOR_HASH}}", hash)
+}
+
+pub async fn run() -> anyhow::Result<i32> {
+    let temp = tempfile::Builder::new().prefix("aileron-demo-").tempdir().context("creating a temporary home")?;
+    let home = Home::at(temp.path().join("home"))?;
+    let result = walkthrough(&home, temp.path()).await;
+    match stop_daemon(&home, Duration::from_secs(30)).await {
+        Ok(Some(pid)) => println!("\n== stopped the daemon (pid {pid}); the temporary home is removed"),
+        Ok(None) => {}
+        Err(error) => eprintln!("warning: stopping the demo daemon: {error}"),
+    }
+    result
+}
+
+async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<i32> {
+    println!("== Aileron demo (offline, temporary home {})", home.root().display());
+
+    let upstream = FakeGithub::start().await.context("starting the loopback GitHub stand-in")?;
+    println!("\n== 1. a loopback stand-in for api.github.com at {}", upstream.base_url());
+
+    let info = start_daemon(home).await?;
+    println!("\n== 2. daemon started at {} (pid {})", info.url, info.pid);
+    let client = DaemonClient::connect(home).await?.with_actor("human", "demo");
+
+    println!("\n== 3. installing the example connector {EXAMPLE_FQN}@{EXAMPLE_VERSION}");
+    let package = scratch.join("github-issues-package");
+    std::fs::create_dir_all(&package)?;
+    std::fs::write(package.join("connector.wasm"), EXAMPLE_WASM)?;
+    std::fs::write(package.join("manifest.toml"), example_manifest_for(&upstream.host_port()))?;
+    let reference = format!("{EXAMPLE_FQN}@{EXAMPLE_VERSION}");
+    let preview = client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
+    print!("{}", indent(&crate::cli::connector_consent_text(&preview)));
+    println!("   (the demo consents on your behalf, as `--yes --allow-unsigned` would)");
+    let installed = client
+        .post(
+            "/v1/connectors/install",
+            &json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag" }),
+        )
+        .await?;
+    let hash = installed["hash"].as_str().context("install answered without a hash")?.to_string();
+    println!("   installed {hash}");
+
+    println!("\n== 4. adding the example actions");
+    for (file_name, template) in EXAMPLE_ACTIONS {
+        let added = client
+            .post("/v1/actions/install", &json!({ "file_name": file_name, "content": render_action(template, &hash) }))
+            .await?;
+        println!(
+            "   {:<14} → MCP tool `{}`{}",
+            added["name"].as_str().unwrap_or("?"),
+            added["tool_name"].as_str().unwrap_or("?"),
+            if added["requires_approval"] == true { " (requires approval)" } else { "" }
+        );
+    }
+
+    println!("\n== 5. running list-issues (owner=aileron, repo=demo) — WebAssembly connector → host egress → upstream");
+    let before = upstream.recorder.count();
+    let args = json!({ "owner": "aileron", "repo": "demo", "api_base": upstream.base_url() });
+    let (status, body) = run_action(&client, "list-issues", &args).await?;
+    if status != StatusCode::OK {
+        bail!("list-issues failed: {body}");
+    }
+    for issue in body["result"]["output"].as_array().into_iter().flatten() {
+        println!("   #{} {}", issue["number"], issue["title"].as_str().unwrap_or("?"));
+    }
+    println!("   audit {} · the upstream received {} request(s)", body["audit_id"].as_str().unwrap_or("?"), upstream.recorder.count() - before);
+
+    println!("\n== 6. an agent tries to point the connector at a host its manifest does not declare");
+    let before = upstream.recorder.count();
+    let args = json!({ "owner": "aileron", "repo": "demo", "api_base": "http://exfil.example:8080" });
+    let (status, body) = run_action(&client, "list-issues", &args).await?;
+    let error = &body["error"];
+    println!("   HTTP {} {}: {}", status.as_u16(), error["class"].as_str().unwrap_or("?"), error["message"].as_str().unwrap_or("?"));
+    println!("   requested {} · granted {}", error["details"]["requested"], error["details"]["granted"]);
+    println!("   audit {} · the upstream received {} request(s)", error["audit_id"].as_str().unwrap_or("?"), upstream.recorder.count() - before);
+    if error["class"] != "capability_denied" {
+        bail!("expected the sandbox to deny the undeclared host, got {body}");
+    }
+
+    println!("\n== 7. create-issue requires human approval");
+    let args = json!({ "owner": "aileron", "repo": "demo", "title": "Hello from the demo", "api_base": upstream.base_url() });
+    let (status, body) = run_action(&client, "create-issue", &args).await?;
+    println!("   HTTP {}: {}", status.as_u16(), body["error"]["message"].as_str().or(body["message"].as_str()).unwrap_or("?"));
+
+    println!("\n== 8. the audit trail (newest first)");
+    let records = client.get("/v1/audit?limit=50").await?;
+    for record in records["items"].as_array().into_iter().flatten() {
+        println!("   {}", crate::cli::audit_summary_line(record));
+    }
+
+    println!("\n== 9. verifying the audit hash chain");
+    let dir = home.audit_parent().context("the demo keeps its audit log on disk")?;
+    match crate::audit_log::verify(&dir) {
+        Ok(report) => println!("   {report}"),
+        Err(broken) => bail!("audit chain broken: {broken}"),
+    }
+    Ok(EXIT_OK)
+}
+
+async fn run_action(client: &DaemonClient, name: &str, args: &Value) -> anyhow::Result<(StatusCode, Value)> {
+    client.call_raw(Method::POST, &format!("/v1/actions/{name}/run"), Some(&json!({ "args": args }))).await
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|line| format!("   {line}\n")).collect()
+}

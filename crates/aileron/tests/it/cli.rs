@@ -1,0 +1,134 @@
+//! The real `aileron` binary over a real socket: daemon lifecycle, install with consent rules,
+//! actions, runs, exit codes, audit list/show/verify, and auto-start.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::{ActionSpec, guest_wasm, manifest};
+
+pub struct Cli {
+    pub home: PathBuf,
+    _temp: tempfile::TempDir,
+}
+
+impl Cli {
+    pub fn new() -> Cli {
+        let temp = tempfile::tempdir().unwrap();
+        Cli { home: temp.path().join("home"), _temp: temp }
+    }
+
+    pub fn scratch(&self) -> &Path {
+        self._temp.path()
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_aileron"))
+            .args(args)
+            .env("AILERON_HOME", &self.home)
+            .env_remove("AILERON_AUDIT_DIR")
+            .env_remove("AILERON_URL")
+            .env_remove("AILERON_TOKEN")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("running aileron")
+    }
+
+    /// Runs and asserts the exit code; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "aileron {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    pub fn package(&self, name: &str, hosts: &[String]) -> PathBuf {
+        let dir = self.scratch().join(format!("pkg-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("connector.wasm"), guest_wasm(name)).unwrap();
+        std::fs::write(dir.join("manifest.toml"), manifest(name, hosts, "")).unwrap();
+        dir
+    }
+}
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        let _ = self.run(&["daemon", "stop"]);
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn the_cli_drives_the_whole_spine_over_a_real_socket() {
+    let cli = Cli::new();
+    let usage = cli.run(&["action", "frobnicate"]);
+    assert_eq!(usage.status.code(), Some(2), "usage errors exit 2");
+
+    cli.ok(&["daemon", "start"]);
+    let status: Value = serde_json::from_str(&cli.ok(&["daemon", "status", "--json"])).unwrap();
+    assert_eq!(status["running"], true);
+    let daemon_json: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    assert!(daemon_json["url"].as_str().unwrap().starts_with("http://127.0.0.1:"));
+    let mode = std::fs::metadata(cli.home.join("daemon.json")).unwrap();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777, 0o600);
+
+    let package = cli.package("echo", &[]);
+    let package_arg = package.to_str().unwrap();
+    let reference = "github://aileron-tests/echo@1.0.0";
+    let no_consent = cli.run(&["connector", "install", "--from", package_arg, reference]);
+    assert_eq!(no_consent.status.code(), Some(1));
+    assert!(stderr(&no_consent).contains("hint: "), "{}", stderr(&no_consent));
+    assert!(stderr(&no_consent).contains("unsigned"), "the consent shows the signature status");
+    let unsigned = cli.run(&["connector", "install", "--from", package_arg, reference, "--yes"]);
+    assert_eq!(unsigned.status.code(), Some(1), "--yes alone does not accept an unsigned package");
+    let listing: Value = serde_json::from_str(&cli.ok(&["connector", "list", "--json"])).unwrap();
+    assert_eq!(listing["items"], serde_json::json!([]), "a refused consent leaves no state");
+    let hash = cli.ok(&["connector", "install", "--from", package_arg, reference, "--yes", "--allow-unsigned"]);
+    let hash = hash.trim();
+    assert!(hash.starts_with("sha256:"), "{hash}");
+    let mismatch = cli.run(&["connector", "install", "--from", package_arg, "github://aileron-tests/other@1.0.0", "--yes"]);
+    assert!(stderr(&mismatch).contains("fqn_mismatch"), "{}", stderr(&mismatch));
+
+    let spec = ActionSpec { inputs: &[("count", "integer", true), ("note", "string", false)], ..ActionSpec::new("count-things", "echo", hash, "echo") };
+    let action_file = cli.scratch().join("count-things.md");
+    std::fs::write(&action_file, spec.render()).unwrap();
+    cli.ok(&["action", "add", action_file.to_str().unwrap()]);
+    assert!(cli.ok(&["action", "list"]).contains("count-things"));
+    assert!(cli.ok(&["action", "show", "count-things"]).contains("count (integer, required)"));
+
+    let result: Value = serde_json::from_str(&cli.ok(&["action", "run", "count-things", "--arg", "count=3"])).unwrap();
+    assert_eq!(result["output"]["args"]["count"], 3, "--arg values are typed by the declared input");
+    let result: Value = serde_json::from_str(&cli.ok(&["action", "run", "count-things", "--args", r#"{"count": 4, "note": "x"}"#])).unwrap();
+    assert_eq!(result["output"]["args"]["note"], "x");
+    let bad = cli.run(&["action", "run", "count-things", "--arg", "count=3", "--arg", "extra=1"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("invalid_args") && stderr(&bad).contains("hint: "), "{}", stderr(&bad));
+
+    cli.ok(&["action", "disable", "count-things"]);
+    assert_eq!(cli.run(&["action", "run", "count-things", "--arg", "count=1"]).status.code(), Some(1));
+    cli.ok(&["action", "enable", "count-things"]);
+
+    let audit: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.executed"])).unwrap();
+    let items = audit["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    let id = items[0]["audit_id"].as_str().unwrap();
+    let shown: Value = serde_json::from_str(&cli.ok(&["audit", "show", id])).unwrap();
+    assert_eq!(shown["audit_id"], id);
+    assert!(cli.ok(&["audit", "verify"]).contains("ok"));
+
+    cli.ok(&["daemon", "stop"]);
+    assert!(!cli.home.join("daemon.json").exists(), "a clean stop removes daemon.json");
+    // Any command auto-starts the daemon again; state survived the restart.
+    assert!(cli.ok(&["action", "list"]).contains("count-things"));
+    cli.ok(&["action", "remove", "count-things"]);
+    assert!(!cli.ok(&["action", "list"]).contains("count-things"));
+}

@@ -1,0 +1,9 @@
+//! The `aileron` crate's one integration-test binary.
+
+mod api;
+mod cli;
+mod crash;
+mod hostile;
+mod http_doc;
+mod security;
+mod support;

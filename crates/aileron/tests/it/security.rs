@@ -1,0 +1,141 @@
+//! Security invariants under attack: tampered store bytes never execute (SPEC §0.6), credentials
+//! are injected host-side and never appear in any output (§0.2), credential use needs both the
+//! manifest and the action to declare it (§0.3).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use aileron::egress::{CredentialSource, Secret};
+use aileron::fake_github::FakeGithub;
+use aileron_core::manifest::CredentialKind;
+use aileron_core::Failure;
+use http::StatusCode;
+use serde_json::json;
+
+use crate::support::{ActionSpec, Harness, guest_wasm, manifest};
+
+const PLANTED: &str = "sk-PLANTED-7c1e9a44d2b0f35e";
+
+struct PlantedSecret;
+
+impl CredentialSource for PlantedSecret {
+    fn resolve(&self, _connector_fqn: &str, _kind: CredentialKind) -> Result<Secret, Failure> {
+        Ok(Secret::new(PLANTED))
+    }
+}
+
+fn files_containing(root: &Path, needle: &[u8]) -> Vec<String> {
+    let mut hits = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path)
+                && bytes.windows(needle.len()).any(|w| w == needle)
+            {
+                hits.push(path.display().to_string());
+            }
+        }
+    }
+    hits
+}
+
+const API_KEY_MANIFEST: &str =
+    "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\nformat = \"Token {key}\"\n";
+
+#[tokio::test]
+async fn a_planted_secret_reaches_the_upstream_header_and_nothing_else() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::with_credentials(Arc::new(PlantedSecret));
+    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST)).await;
+    let spec = ActionSpec {
+        capabilities: &["get", "api_key"],
+        inputs: &[("url", "string", true), ("credential", "string", false)],
+        ..ActionSpec::new("authed-get", "http_get", &hash, "get")
+    };
+    assert_eq!(harness.add_action("authed-get.md", &spec.render()).await.status, StatusCode::CREATED);
+
+    let response = harness.run("authed-get", json!({"url": format!("{}/echo", upstream.base_url()), "credential": "api_key"})).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.body);
+    let requests = upstream.recorder.requests();
+    assert_eq!(requests.len(), 1);
+    let header = requests[0].headers.iter().find(|(name, _)| name == "x-api-key").map(|(_, v)| v.clone());
+    assert_eq!(header.as_deref(), Some(&*format!("Token {PLANTED}")), "the host injected the credential");
+
+    // A guest that probes its environment finds nothing to steal either.
+    harness.guest_action("secret_probe", &[], "run", |_| {}).await;
+    let probe = harness.run("secret_probe", json!({})).await;
+    assert_eq!(probe.status, StatusCode::OK, "{}", probe.body);
+
+    for (label, text) in [("run response", response.body.to_string()), ("probe output", probe.body.to_string())] {
+        assert!(!text.contains(PLANTED), "{label} leaked the secret");
+    }
+    for record in harness.audit().await {
+        assert!(!record.to_string().contains(PLANTED), "audit record leaked the secret: {record}");
+    }
+    harness.state.audit.flush().await;
+    assert_eq!(files_containing(harness.temp.path(), PLANTED.as_bytes()), Vec::<String>::new(), "no file holds the secret");
+    assert!(!format!("{:?}", Secret::new(PLANTED)).contains(PLANTED), "Debug of a Secret is redacted");
+}
+
+#[tokio::test]
+async fn credential_use_needs_the_manifest_the_action_and_a_binding() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let url = format!("{}/echo", upstream.base_url());
+
+    // The action does not declare api_key: denied at the action boundary even with a secret available.
+    let harness = Harness::with_credentials(Arc::new(PlantedSecret));
+    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST)).await;
+    let spec = ActionSpec { inputs: &[("url", "string", true), ("credential", "string", false)], ..ActionSpec::new("undeclared", "http_get", &hash, "get") };
+    harness.add_action("undeclared.md", &spec.render()).await;
+    let response = harness.run("undeclared", json!({"url": url, "credential": "api_key"})).await;
+    assert_eq!(response.body["error"]["class"], "capability_denied", "{}", response.body);
+    assert_eq!(response.body["error"]["boundary"], "action");
+
+    // The manifest's kind is api_key; asking for oauth2 is denied by the sandbox boundary.
+    let response = harness.run("undeclared", json!({"url": url, "credential": "oauth2"})).await;
+    assert_eq!(response.body["error"]["class"], "capability_denied", "{}", response.body);
+    assert_eq!(response.body["error"]["boundary"], "sandbox");
+
+    // No vault: binding_required with a hint.
+    let harness = Harness::new();
+    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST)).await;
+    let spec = ActionSpec {
+        capabilities: &["get", "api_key"],
+        inputs: &[("url", "string", true), ("credential", "string", false)],
+        ..ActionSpec::new("needs-key", "http_get", &hash, "get")
+    };
+    harness.add_action("needs-key.md", &spec.render()).await;
+    let response = harness.run("needs-key", json!({"url": url, "credential": "api_key"})).await;
+    assert_eq!(response.status.as_u16(), 412, "{}", response.body);
+    assert_eq!(response.body["error"]["class"], "binding_required");
+    assert!(response.body["error"]["details"]["hint"].is_string());
+    assert_eq!(upstream.recorder.count(), 0, "no request leaves without its credential");
+}
+
+#[tokio::test]
+async fn tampered_store_bytes_never_execute() {
+    let harness = Harness::new();
+    for (target, label) in [("connector.wasm", "binary"), ("manifest.toml", "manifest")] {
+        let name = format!("echo-{}", label);
+        let hash = harness.install(&name, &guest_wasm("echo"), &manifest(&name, &[], "")).await;
+        let spec = ActionSpec::new(&name, &name, &hash, "echo");
+        assert_eq!(harness.add_action(&format!("{name}.md"), &spec.render()).await.status, StatusCode::CREATED);
+        assert_eq!(harness.run(&name, json!({})).await.status, StatusCode::OK, "runs before tampering");
+
+        let hex = hash.trim_start_matches("sha256:");
+        let path = harness.home.store_dir().join("connectors/sha256").join(hex).join(target);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x01;
+        std::fs::write(&path, &bytes).unwrap();
+
+        let response = harness.run(&name, json!({})).await;
+        assert_eq!(response.status.as_u16(), 422, "{label}: {}", response.body);
+        assert_eq!(response.body["error"]["class"], "hash_mismatch");
+        let records = harness.audit_for(response.body["error"]["audit_id"].as_str().unwrap()).await;
+        assert_eq!(records[0]["event_type"], "execution.failed");
+    }
+}

@@ -1,0 +1,194 @@
+//! Test harness: a daemon state in a temporary home driven through `app()` with `oneshot`, real
+//! guest modules compiled from `connectors/`, and helpers to write manifests and action files.
+
+use std::sync::Arc;
+
+use aileron::daemon::{AppState, StateOptions, app};
+use aileron::egress::CredentialSource;
+use aileron::home::Home;
+use axum::Router;
+use axum::body::Body;
+use http::{HeaderMap, Request, StatusCode};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tower::ServiceExt;
+
+/// The port the oneshot harness pretends to listen on (only used for Host/Origin checks).
+pub const PORT: u16 = 47_123;
+pub const TOKEN: &str = "test-admin-token-0123456789abcdef";
+
+pub fn guest_wasm(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("AILERON_GUESTS_DIR")).join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("reading guest {}: {e} (build.rs builds connectors/)", path.display()))
+}
+
+/// A manifest for a test connector `github://aileron-tests/<name>`.
+pub fn manifest(name: &str, hosts: &[String], extra: &str) -> String {
+    let hosts = hosts.iter().map(|h| format!("\"{h}\"")).collect::<Vec<_>>().join(", ");
+    let network = if hosts.is_empty() { String::new() } else { format!("\n[capabilities.network]\nhosts = [{hosts}]\n") };
+    format!("[connector]\nname = \"github://aileron-tests/{name}\"\nversion = \"1.0.0\"\n{network}{extra}")
+}
+
+pub struct ActionSpec<'a> {
+    pub name: &'a str,
+    pub connector: &'a str,
+    pub hash: &'a str,
+    pub capabilities: &'a [&'a str],
+    pub op: &'a str,
+    /// `(name, type, required)`
+    pub inputs: &'a [(&'a str, &'a str, bool)],
+    /// Raw TOML lines for `[execute.inputs]` (empty = none).
+    pub step_inputs: &'a str,
+    pub timeout_seconds: Option<u64>,
+    pub approval: bool,
+}
+
+impl<'a> ActionSpec<'a> {
+    pub fn new(name: &'a str, connector: &'a str, hash: &'a str, op: &'a str) -> ActionSpec<'a> {
+        ActionSpec {
+            name,
+            connector,
+            hash,
+            capabilities: &[],
+            op,
+            inputs: &[],
+            step_inputs: "",
+            timeout_seconds: None,
+            approval: false,
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let capabilities = if self.capabilities.is_empty() { vec![self.op] } else { self.capabilities.to_vec() };
+        let capabilities = capabilities.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", ");
+        let mut text = format!(
+            "+++\nname = \"{}\"\nversion = \"1.0.0\"\n\n[[requires.connectors]]\nname = \"github://aileron-tests/{}\"\n\
+             version = \"1.0.0\"\nhash = \"{}\"\ncapabilities = [{capabilities}]\n\n[match]\nintent = \"test {}\"\n",
+            self.name, self.connector, self.hash, self.name
+        );
+        for (name, kind, required) in self.inputs {
+            text.push_str(&format!(
+                "\n[[inputs]]\nname = \"{name}\"\ntype = \"{kind}\"\nrequired = {required}\ndescription = \"the {name}\"\n"
+            ));
+        }
+        text.push_str(&format!(
+            "\n[[execute]]\nid = \"main\"\nconnector = \"github://aileron-tests/{}\"\nop = \"{}\"\n",
+            self.connector, self.op
+        ));
+        if let Some(seconds) = self.timeout_seconds {
+            text.push_str(&format!("timeout_seconds = {seconds}\n"));
+        }
+        if !self.step_inputs.is_empty() {
+            text.push_str(&format!("[execute.inputs]\n{}\n", self.step_inputs));
+        }
+        if self.approval {
+            text.push_str("\n[approval]\nrequired = true\n");
+        }
+        text.push_str("+++\n# Test action\n\nAn action used by the test suite.\n");
+        text
+    }
+}
+
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+pub struct Harness {
+    pub temp: TempDir,
+    pub home: Home,
+    pub state: Arc<AppState>,
+    pub router: Router,
+}
+
+impl Harness {
+    pub fn new() -> Harness {
+        Harness::build(None)
+    }
+
+    pub fn with_credentials(credentials: Arc<dyn CredentialSource>) -> Harness {
+        Harness::build(Some(credentials))
+    }
+
+    fn build(credentials: Option<Arc<dyn CredentialSource>>) -> Harness {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let home = Home::at(temp.path().join("home")).expect("home");
+        let mut options = StateOptions::new(TOKEN.to_string());
+        options.listen_port = PORT;
+        if let Some(credentials) = credentials {
+            options.credentials = credentials;
+        }
+        let state = AppState::open(home.clone(), options).expect("daemon state");
+        let router = app(state.clone());
+        Harness { temp, home, state, router }
+    }
+
+    /// A request with the right Host and the admin token.
+    pub async fn request(&self, method: &str, path: &str, body: Option<Value>) -> TestResponse {
+        let builder = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", format!("127.0.0.1:{PORT}"))
+            .header("authorization", format!("Bearer {TOKEN}"));
+        self.send(builder, body).await
+    }
+
+    pub async fn send(&self, builder: http::request::Builder, body: Option<Value>) -> TestResponse {
+        let request = match body {
+            Some(body) => builder.header("content-type", "application/json").body(Body::from(body.to_string())),
+            None => builder.body(Body::empty()),
+        }
+        .expect("request");
+        let response = self.router.clone().oneshot(request).await.expect("infallible");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024 * 1024).await.expect("body");
+        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned())) };
+        TestResponse { status, headers, body }
+    }
+
+    /// Writes a package directory and installs it through preview + install; returns the hash.
+    pub async fn install(&self, name: &str, wasm: &[u8], manifest: &str) -> String {
+        let dir = self.temp.path().join(format!("pkg-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("connector.wasm"), wasm).unwrap();
+        std::fs::write(dir.join("manifest.toml"), manifest).unwrap();
+        let reference = format!("github://aileron-tests/{name}@1.0.0");
+        let preview = self.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
+        assert_eq!(preview.status, StatusCode::OK, "preview: {}", preview.body);
+        let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag"});
+        let installed = self.request("POST", "/v1/connectors/install", Some(body)).await;
+        assert_eq!(installed.status, StatusCode::CREATED, "install: {}", installed.body);
+        installed.body["hash"].as_str().unwrap().to_string()
+    }
+
+    /// Installs a guest under its own name with the given manifest extras and one action for `op`.
+    pub async fn guest_action(&self, guest: &str, hosts: &[String], op: &str, tweak: impl FnOnce(&mut ActionSpec)) -> String {
+        let hash = self.install(guest, &guest_wasm(guest), &manifest(guest, hosts, "")).await;
+        let mut spec = ActionSpec::new(guest, guest, &hash, op);
+        tweak(&mut spec);
+        let name = format!("{}.md", spec.name);
+        let added = self.add_action(&name, &spec.render()).await;
+        assert_eq!(added.status, StatusCode::CREATED, "add action: {}", added.body);
+        hash
+    }
+
+    pub async fn add_action(&self, file_name: &str, content: &str) -> TestResponse {
+        self.request("POST", "/v1/actions/install", Some(json!({"file_name": file_name, "content": content}))).await
+    }
+
+    pub async fn run(&self, name: &str, args: Value) -> TestResponse {
+        self.request("POST", &format!("/v1/actions/{name}/run"), Some(json!({ "args": args }))).await
+    }
+
+    pub async fn audit(&self) -> Vec<Value> {
+        let listing = self.request("GET", "/v1/audit?limit=10000", None).await;
+        assert_eq!(listing.status, StatusCode::OK);
+        listing.body["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    pub async fn audit_for(&self, audit_id: &str) -> Vec<Value> {
+        self.audit().await.into_iter().filter(|r| r["audit_id"] == audit_id).collect()
+    }
+}
