@@ -3,6 +3,7 @@
 //! Every decision here is data (`Result`/enums) that the shell crates act on.
 
 pub mod action;
+pub mod approval;
 pub mod audit;
 pub mod failure;
 pub mod identity;

@@ -16,14 +16,15 @@ use crate::context::CallContext;
 use crate::guest_memory::GuestMemory;
 
 /// The import module name of the host ABI.
-pub const MODULE: &str = "aileron_host";
+pub(crate) const MODULE: &str = "aileron_host";
 
 /// The `aileron_host` functions this runtime serves.
-pub const FUNCTIONS: [&str; 5] =
+pub(crate) const FUNCTIONS: [&str; 5] =
     ["log", "http_request", "http_response_status", "http_response_size", "http_response_read"];
 
 /// The spawn primitive's functions (SPEC §5): part of the ABI, not served by this runtime yet.
-pub const SPAWN_FUNCTIONS: [&str; 5] = ["spawn", "spawn_op", "spawn_status", "spawn_output_size", "spawn_output_read"];
+pub(crate) const SPAWN_FUNCTIONS: [&str; 5] =
+    ["spawn", "spawn_op", "spawn_status", "spawn_output_size", "spawn_output_read"];
 
 /// `http_request` return codes.
 const REQUEST_BUFFERED: i32 = 0;

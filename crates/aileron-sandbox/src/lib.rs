@@ -16,6 +16,7 @@
 //! `add_to_linker`), `limits`, `outcome` (run ending → result), `context` (per-call store data)
 //! and `guest_memory` (bounds-checked guest pointers).
 
+pub mod baseline;
 mod cache;
 mod context;
 mod guest_memory;

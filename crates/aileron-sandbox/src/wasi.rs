@@ -19,7 +19,7 @@ use crate::context::CallContext;
 use crate::guest_memory::GuestMemory;
 use crate::limits::{LimitKind, LimitStop};
 
-pub const MODULE: &str = "wasi_snapshot_preview1";
+pub(crate) const MODULE: &str = "wasi_snapshot_preview1";
 
 /// WASI errno values (preview 1 `errno` enum).
 mod errno {

@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod audit_log;
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod daemon;

@@ -134,7 +134,14 @@ async fn execute_steps(
         check_identity(&manifest, required).map_err(fail)?;
         let import_policy =
             ImportPolicy { allowed_host_imports: manifest.runtime_imports().map(|imports| imports.to_vec()) };
-        let module = state.runtime.load(&required.hash, &connector.wasm, &import_policy).map_err(fail)?;
+        // Compiling a large module takes seconds: keep it off the async executor threads.
+        let module = {
+            let (runtime, hash, wasm) = (state.runtime.clone(), required.hash.clone(), connector.wasm.clone());
+            tokio::task::spawn_blocking(move || runtime.load(&hash, &wasm, &import_policy))
+                .await
+                .map_err(|e| fail(Failure::runtime_error(aileron_core::Boundary::Runtime, format!("loading the module: {e}"))))?
+                .map_err(fail)?
+        };
         let op_args = step_args(action, index, args, &outputs).map_err(|e| {
             fail(Failure::runtime_error(aileron_core::Boundary::Runtime, format!("step `{}`: {e}", step.id)))
         })?;

@@ -43,6 +43,9 @@ enum Command {
     Audit(audit::AuditArgs),
     /// Run the whole product offline in a temporary home
     Demo,
+    /// Measure the figures of BENCHMARKS.md (run by `cargo xtask bench`)
+    #[command(hide = true)]
+    Bench(crate::bench::BenchArgs),
 }
 
 /// A command's failure: what to print and the exit code.
@@ -107,13 +110,16 @@ async fn run(cli: Cli) -> CliResult {
     if let Command::Demo = cli.command {
         return crate::demo::run().await.map_err(CliError::from);
     }
+    if let Command::Bench(args) = &cli.command {
+        return crate::bench::run(args.clone()).await.map_err(CliError::from);
+    }
     let home = Home::from_env().map_err(|e| CliError::failure(e.to_string()))?;
     match cli.command {
         Command::Daemon(args) => daemon::run(&home, args).await,
         Command::Connector(args) => connector::run(&home, args).await,
         Command::Action(args) => action::run(&home, args).await,
         Command::Audit(args) => audit::run(&home, args).await,
-        Command::Demo => unreachable!("handled above"),
+        Command::Demo | Command::Bench(_) => unreachable!("handled above"),
     }
 }
 

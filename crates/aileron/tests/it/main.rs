@@ -5,5 +5,6 @@ mod cli;
 mod crash;
 mod hostile;
 mod http_doc;
+mod lifecycle;
 mod security;
 mod support;

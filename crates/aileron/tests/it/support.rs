@@ -104,21 +104,19 @@ pub struct Harness {
 
 impl Harness {
     pub fn new() -> Harness {
-        Harness::build(None)
+        Harness::with_options(|_| {})
     }
 
     pub fn with_credentials(credentials: Arc<dyn CredentialSource>) -> Harness {
-        Harness::build(Some(credentials))
+        Harness::with_options(|options| options.credentials = credentials)
     }
 
-    fn build(credentials: Option<Arc<dyn CredentialSource>>) -> Harness {
+    pub fn with_options(tweak: impl FnOnce(&mut StateOptions)) -> Harness {
         let temp = tempfile::tempdir().expect("tempdir");
         let home = Home::at(temp.path().join("home")).expect("home");
         let mut options = StateOptions::new(TOKEN.to_string());
         options.listen_port = PORT;
-        if let Some(credentials) = credentials {
-            options.credentials = credentials;
-        }
+        tweak(&mut options);
         let state = AppState::open(home.clone(), options).expect("daemon state");
         let router = app(state.clone());
         Harness { temp, home, state, router }

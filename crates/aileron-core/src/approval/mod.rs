@@ -1,0 +1,186 @@
+//! The human approval gate (SPEC §7–8) as data and decisions: approval ids, the state machine,
+//! the entry an approval card shows, the `approvals.jsonl` journal and its replay, the decide
+//! rule, the `aileron.approval.*` audit payloads and the texts the agent sees. No IO: the daemon
+//! writes the journal, fsyncs it, runs the action and serves the page.
+//!
+//! # Exactly once
+//! An approved action must run once, also across concurrent decides and crashes. The argument:
+//! 1. Every change is an event journaled (appended and fsynced) before anyone acts on it, and
+//!    the same [`ApprovalEntry::apply`] produces the live state and the replayed state.
+//! 2. A decision is accepted only from `pending_approval` ([`decide`]); the daemon serialises
+//!    decides on one entry, so of two concurrent decides the second finds `approved` or `denied`
+//!    and gets [`DecideError::NotPending`] (404). A second `decided` line in the journal is an
+//!    illegal transition at replay and is reported, not applied: the first decision wins.
+//! 3. The `started` event is journaled and fsynced BEFORE execution begins. So:
+//!    - crash between `decided` and `started`: replay finds `approved` (or `awaiting_vault`) and
+//!      lists it in [`ReplayResult::to_resume`]; the daemon journals `started` and runs it once.
+//!      A crash while writing `started` leaves a torn last line, which replay drops, so the entry
+//!      is still `approved` and nothing has run yet.
+//!    - crash between `started` and `finished`: replay finds `running`, marks it `failed` with an
+//!      explanation ([`ReplayResult::recovered`]) and never re-runs it, because its side effects
+//!      may already have happened. Such an action ran at most once; the user decides what next.
+//!    - crash after `finished`: the result is served from the journal.
+//! 4. Before appending, the daemon truncates a torn tail to [`ReplayResult::intact_len`]; otherwise
+//!    the next event would be glued to the fragment and lost as a malformed line.
+//!
+//! The approval binds to the exact arguments registered (`args` is written once, in `requested`,
+//! and no event changes it) and to the exact action file bytes (`action_sha256`, checked by
+//! [`ApprovalEntry::verify_action`] before execution), so neither can change after approval.
+
+mod decision;
+mod id;
+mod journal;
+mod payload;
+mod preview;
+mod response;
+mod state;
+mod timestamp;
+
+#[cfg(test)]
+mod tests;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::action::ActionFile;
+use crate::failure::Failure;
+use crate::identity::{ContentHash, Fqn};
+
+pub use decision::{DecideError, Decision, MAX_REASON_CHARS, decide};
+pub use id::{ApprovalId, ApprovalIdError};
+pub use journal::{
+    ApplyError, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult, replay,
+};
+pub use payload::{
+    APPROVAL_APPROVED, APPROVAL_DENIED, APPROVAL_REQUESTED, ApprovalDecision, decision_payload, keys,
+    requested_payload,
+};
+pub use preview::{ApprovalPreview, MAX_PREVIEW_VALUE_CHARS, PreviewField, render_preview};
+pub use response::{PendingApproval, ResultView, pending_message, review_url};
+pub use state::{ApprovalState, IllegalTransition, RestartAction};
+
+/// What a gate covers. Only actions today; the observability seed reserves other kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    #[default]
+    Action,
+}
+
+impl ApprovalKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalKind::Action => "action",
+        }
+    }
+}
+
+/// One approval, as journaled, shown on the card and served by the result endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalEntry {
+    pub id: ApprovalId,
+    pub kind: ApprovalKind,
+    pub action: String,
+    pub action_version: String,
+    /// SHA-256 of the exact action file bytes, so an edited action cannot run under an old approval.
+    pub action_sha256: ContentHash,
+    /// The exact arguments registered; written once, never changed by any event.
+    pub args: Map<String, Value>,
+    /// `None` when the action has no `[approval.preview]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<ApprovalPreview>,
+    /// UTC RFC 3339, e.g. `2026-11-22T05:37:00.123Z`.
+    pub requested_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// The decider's reason (on denials, when supplied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub state: ApprovalState,
+    /// Audit id of the execution's record (`action.executed` or `execution.failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The connector of the action's first step, the one the preview op also runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector_fqn: Option<Fqn>,
+}
+
+/// The inputs of a new approval; [`ApprovalEntry::pending`] derives the rest from the action.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest<'a> {
+    pub id: ApprovalId,
+    pub action: &'a ActionFile,
+    /// Already validated against the action's inputs.
+    pub args: Map<String, Value>,
+    pub preview: Option<ApprovalPreview>,
+    pub requested_at: String,
+    pub session_id: Option<String>,
+}
+
+impl ApprovalEntry {
+    /// A new entry in `pending_approval`.
+    pub fn pending(request: ApprovalRequest<'_>) -> ApprovalEntry {
+        let ApprovalRequest { id, action, args, preview, requested_at, session_id } = request;
+        ApprovalEntry {
+            id,
+            kind: ApprovalKind::Action,
+            action: action.name.clone(),
+            action_version: action.version.to_string(),
+            action_sha256: ContentHash::of_bytes(action.source_text().as_bytes()),
+            args,
+            preview,
+            requested_at,
+            decided_at: None,
+            decided_by: None,
+            reason: None,
+            state: ApprovalState::PendingApproval,
+            audit_id: None,
+            result: None,
+            failure: None,
+            session_id,
+            connector_fqn: action.steps.first().map(|step| step.connector.clone()),
+        }
+    }
+
+    /// Checks that `action` is byte for byte the action this entry was approved for. The daemon
+    /// calls it right before execution; on error it finishes the entry with the returned failure.
+    pub fn verify_action(&self, action: &ActionFile) -> Result<(), Failure> {
+        let current = ContentHash::of_bytes(action.source_text().as_bytes());
+        if action.name == self.action && current == self.action_sha256 {
+            return Ok(());
+        }
+        Err(Failure::hash_mismatch(format!(
+            "action `{}` changed after approval `{}` was requested, so it was not run; \
+             hint: call the action again to ask for a new approval",
+            self.action, self.id
+        ))
+        .with_detail("approved_sha256", self.action_sha256.to_string())
+        .with_detail("current_sha256", current.to_string()))
+    }
+
+    /// Time from request to decision in milliseconds, once decided.
+    pub fn wait_ms(&self) -> Option<u64> {
+        timestamp::millis_between(&self.requested_at, self.decided_at.as_deref()?)
+    }
+
+    /// The human decision this entry carries, if any.
+    pub fn decision(&self) -> Option<ApprovalDecision> {
+        match self.state {
+            ApprovalState::PendingApproval => None,
+            ApprovalState::Denied => Some(ApprovalDecision::Denied),
+            ApprovalState::Approved
+            | ApprovalState::AwaitingVault
+            | ApprovalState::Running
+            | ApprovalState::Completed
+            | ApprovalState::Failed => Some(ApprovalDecision::Approved),
+        }
+    }
+}

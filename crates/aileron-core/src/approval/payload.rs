@@ -1,0 +1,84 @@
+//! The `aileron.approval.*` keys of the observability seed, shared by the audit records
+//! `approval.requested|approved|denied` and the `aileron.approval.wait` span. Every record of one
+//! approval carries the same `aileron.approval.id`, so a request and its decision correlate.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::ApprovalEntry;
+
+pub const APPROVAL_REQUESTED: &str = "approval.requested";
+pub const APPROVAL_APPROVED: &str = "approval.approved";
+pub const APPROVAL_DENIED: &str = "approval.denied";
+
+/// Payload and span attribute keys.
+pub mod keys {
+    pub const ID: &str = "aileron.approval.id";
+    pub const KIND: &str = "aileron.approval.kind";
+    pub const ACTION: &str = "aileron.approval.action";
+    pub const DECISION: &str = "aileron.approval.decision";
+    pub const WAIT_MS: &str = "aileron.approval.wait_ms";
+    pub const REASON: &str = "aileron.approval.reason";
+    pub const CONNECTOR_FQN: &str = "aileron.connector.fqn";
+    pub const SESSION_ID: &str = "aileron.session.id";
+}
+
+/// How a wait ended. `timeout` and `cancelled` occur only on the wait span (daemon shutdown, a
+/// closed request); only a human decision produces an audit record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    Approved,
+    Denied,
+    Timeout,
+    Cancelled,
+}
+
+impl ApprovalDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalDecision::Approved => "approved",
+            ApprovalDecision::Denied => "denied",
+            ApprovalDecision::Timeout => "timeout",
+            ApprovalDecision::Cancelled => "cancelled",
+        }
+    }
+
+    /// The audit event type recording this decision, if it is recorded.
+    pub fn audit_event_type(self) -> Option<&'static str> {
+        match self {
+            ApprovalDecision::Approved => Some(APPROVAL_APPROVED),
+            ApprovalDecision::Denied => Some(APPROVAL_DENIED),
+            ApprovalDecision::Timeout | ApprovalDecision::Cancelled => None,
+        }
+    }
+}
+
+/// `approval.requested`: who is asking for what.
+pub fn requested_payload(entry: &ApprovalEntry) -> Map<String, Value> {
+    let mut payload = Map::new();
+    payload.insert(keys::ID.into(), entry.id.as_str().into());
+    payload.insert(keys::KIND.into(), entry.kind.as_str().into());
+    payload.insert(keys::ACTION.into(), entry.action.clone().into());
+    if let Some(fqn) = &entry.connector_fqn {
+        payload.insert(keys::CONNECTOR_FQN.into(), fqn.to_string().into());
+    }
+    if let Some(session_id) = &entry.session_id {
+        payload.insert(keys::SESSION_ID.into(), session_id.clone().into());
+    }
+    payload
+}
+
+/// `approval.approved` / `approval.denied` (and the wait span's attributes): the request keys plus
+/// the decision, the wait once decided, and the reason when one was given.
+pub fn decision_payload(entry: &ApprovalEntry, decision: ApprovalDecision) -> Map<String, Value> {
+    let mut payload = requested_payload(entry);
+    payload.insert(keys::DECISION.into(), decision.as_str().into());
+    if let Some(wait_ms) = entry.wait_ms() {
+        payload.insert(keys::WAIT_MS.into(), wait_ms.into());
+    }
+    if let Some(reason) = &entry.reason {
+        payload.insert(keys::REASON.into(), reason.clone().into());
+    }
+    payload
+}
