@@ -239,6 +239,9 @@ fn display(command: &Command) -> String {
 }
 
 #[cfg(test)]
+mod tidy;
+
+#[cfg(test)]
 mod tests {
     use std::ffi::OsString;
     use std::process::Command;

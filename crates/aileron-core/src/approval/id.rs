@@ -18,7 +18,9 @@ const SHOWN_CHARS: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApprovalIdError {
-    #[error("invalid approval id {id:?}: {reason} (expected act-<YYYYMMDDTHHMMSSZ>-<16 lowercase hex>, e.g. {EXAMPLE})")]
+    #[error(
+        "invalid approval id {id:?}: {reason} (expected act-<YYYYMMDDTHHMMSSZ>-<16 lowercase hex>, e.g. {EXAMPLE})"
+    )]
     Invalid { id: String, reason: &'static str },
     #[error("invalid approval time {0:?}: expected UTC RFC 3339 such as 2026-11-22T05:37:00.123Z")]
     InvalidTimestamp(String),

@@ -23,9 +23,14 @@ pub const RECOVERY_REASON: &str = "the daemon stopped while this action was runn
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
-    Completed { audit_id: String, result: Value },
+    Completed {
+        audit_id: String,
+        result: Value,
+    },
     /// The failure carries the audit id of its `execution.failed` record.
-    Failed { failure: Failure },
+    Failed {
+        failure: Failure,
+    },
 }
 
 /// What happened to an approval; the `event` field of a journal line.
@@ -33,7 +38,9 @@ pub enum Outcome {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EventKind {
     /// Creates the entry, in `pending_approval`.
-    Requested { entry: Box<ApprovalEntry> },
+    Requested {
+        entry: Box<ApprovalEntry>,
+    },
     Decided {
         approved: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,9 +51,13 @@ pub enum EventKind {
     AwaitingVault,
     /// Journaled and fsynced before execution begins.
     Started,
-    Finished { outcome: Outcome },
+    Finished {
+        outcome: Outcome,
+    },
     /// Found `running` at restart: failed, never re-run.
-    Recovered { reason: String },
+    Recovered {
+        reason: String,
+    },
 }
 
 impl EventKind {

@@ -52,8 +52,7 @@ pub use journal::{
     ApplyError, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult, replay,
 };
 pub use payload::{
-    APPROVAL_APPROVED, APPROVAL_DENIED, APPROVAL_REQUESTED, ApprovalDecision, decision_payload, keys,
-    requested_payload,
+    APPROVAL_APPROVED, APPROVAL_DENIED, APPROVAL_REQUESTED, ApprovalDecision, decision_payload, keys, requested_payload,
 };
 pub use preview::{ApprovalPreview, MAX_PREVIEW_VALUE_CHARS, PreviewField, render_preview};
 pub use response::{PendingApproval, ResultView, pending_message, review_url};
