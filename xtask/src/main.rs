@@ -5,7 +5,8 @@
 //!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
 //! - `demo`: setup, then `cargo run --release -p aileron -- demo`.
 //! - `build-guests`: setup, then the same nested build `crates/aileron/build.rs` runs.
-//! - `bench [ARGS]`: setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`.
+//! - `bench [ARGS]`: setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`, which
+//!   prints the figures and refreshes `BENCHMARKS.md` (a `--markdown PATH` in ARGS writes elsewhere).
 //!
 //! Every command is printed before it runs; the first failing command's exit code is ours.
 
@@ -26,7 +27,9 @@ tasks:
   test [ARGS]     setup, guest unit tests, then `cargo test --workspace ARGS`
   demo            setup, then `cargo run --release -p aileron -- demo`
   build-guests    setup, then build connectors/ for wasm32-wasip1 (release)
-  bench [ARGS]    setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`";
+  bench [ARGS]    setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`
+                  (figures into BENCHMARKS.md; ARGS: --only call|http|restart, --calls, --clients,
+                  --duration, --warmup, --restarts, --markdown PATH)";
 
 #[derive(Debug, PartialEq)]
 enum Task {
@@ -138,11 +141,22 @@ fn run(task: Task) -> Result<(), Failure> {
         }
         Task::Bench(args) => {
             setup()?;
-            execute(
-                cargo(&root).args(["run", "--release", "-p", "aileron", "--bin", "aileron", "--", "bench"]).args(args),
-            )
+            execute(cargo(&root).args(bench_args(&root, args)))
         }
     }
+}
+
+/// The cargo arguments of `bench`: a release run whose figures go to the repository's
+/// BENCHMARKS.md unless ARGS names another file (the bench takes the last `--markdown`).
+fn bench_args(root: &Path, args: Vec<OsString>) -> Vec<OsString> {
+    let mut bench_args: Vec<OsString> =
+        ["run", "--release", "-p", "aileron", "--bin", "aileron", "--", "bench", "--markdown"]
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+    bench_args.push(root.join("BENCHMARKS.md").into_os_string());
+    bench_args.extend(args);
+    bench_args
 }
 
 /// `test --workspace ARGS`, except that naming packages (`-p x`) tests only those: cargo would
@@ -246,7 +260,9 @@ mod tests {
     use std::ffi::OsString;
     use std::process::Command;
 
-    use super::{Task, UsageError, display, workspace_test_args};
+    use std::path::Path;
+
+    use super::{Task, UsageError, bench_args, display, workspace_test_args};
 
     fn check(args: &[&str], expected: Result<Task, UsageError>) {
         assert_eq!(Task::parse(args.iter().map(OsString::from)), expected, "args: {args:?}");
@@ -285,6 +301,19 @@ mod tests {
         check(&["--package=aileron", "runner"], &["test", "--package=aileron", "runner"]);
         check(&["--package", "aileron"], &["test", "--package", "aileron"]);
         check(&["x", "--", "-p"], &["test", "--workspace", "x", "--", "-p"]);
+    }
+
+    #[test]
+    fn bench_runs_release_and_writes_benchmarks_md_unless_told_otherwise() {
+        let check = |args: &[&str], expected_tail: &[&str]| {
+            let mut expected = os(&["run", "--release", "-p", "aileron", "--bin", "aileron", "--", "bench"]);
+            expected.extend(os(&["--markdown", "/repo/BENCHMARKS.md"]));
+            expected.extend(os(expected_tail));
+            assert_eq!(bench_args(Path::new("/repo"), os(args)), expected, "args: {args:?}");
+        };
+        check(&[], &[]);
+        check(&["--only", "call"], &["--only", "call"]);
+        check(&["--markdown", "/tmp/b.md"], &["--markdown", "/tmp/b.md"]);
     }
 
     #[test]

@@ -85,23 +85,29 @@ pub enum Part {
     Restart,
 }
 
+const DEFAULT_CALLS: u64 = 5000;
+const DEFAULT_CLIENTS: u64 = 16;
+const DEFAULT_DURATION: &str = "5";
+const DEFAULT_WARMUP: &str = "1";
+const DEFAULT_RESTARTS: u64 = 5;
+
 #[derive(Debug, Clone, clap::Args)]
 #[command(args_override_self = true)]
 pub struct BenchArgs {
     /// Timed calls of each kind in the call benchmark
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(1..))]
     calls: u64,
     /// Concurrent HTTP clients in the loaded phases of the HTTP benchmark
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, default_value_t = DEFAULT_CLIENTS, value_parser = clap::value_parser!(u64).range(1..=1024))]
     clients: u64,
     /// Measured seconds of each HTTP phase, after its warm-up
-    #[arg(long, default_value = "5", value_parser = seconds, value_name = "SECONDS")]
+    #[arg(long, default_value = DEFAULT_DURATION, value_parser = seconds, value_name = "SECONDS")]
     duration: Duration,
     /// Warm-up seconds before each HTTP phase
-    #[arg(long, default_value = "1", value_parser = seconds, value_name = "SECONDS")]
+    #[arg(long, default_value = DEFAULT_WARMUP, value_parser = seconds, value_name = "SECONDS")]
     warmup: Duration,
     /// Daemon restarts per guest and cache state in the restart benchmark
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = DEFAULT_RESTARTS, value_parser = clap::value_parser!(u64).range(1..))]
     restarts: u64,
     /// Run only this part (repeatable); a partial run does not refresh the markdown file
     #[arg(long, value_enum)]
@@ -116,18 +122,29 @@ impl BenchArgs {
         self.only.is_empty() || self.only.contains(&part)
     }
 
-    /// The `cargo xtask bench` line that reproduces this run (without the markdown path).
-    fn command_line(&self) -> String {
-        let mut line = format!(
-            "cargo xtask bench --calls {} --clients {} --duration {} --warmup {} --restarts {}",
-            self.calls,
-            self.clients,
-            self.duration.as_secs_f64(),
-            self.warmup.as_secs_f64(),
-            self.restarts
-        );
-        for part in &self.only {
-            line.push_str(&format!(" --only {}", part_name(*part)));
+    /// The `cargo xtask bench` line that reproduces this run, or only `part` of it: the options
+    /// that differ from their defaults (the markdown path aside).
+    fn command_line(&self, part: Option<Part>) -> String {
+        let mut line = String::from("cargo xtask bench");
+        let parts = match part {
+            Some(part) => vec![part],
+            None => self.only.clone(),
+        };
+        for part in parts {
+            line.push_str(&format!(" --only {}", part_name(part)));
+        }
+        let default_seconds = |text: &str| seconds(text).expect("the defaults parse");
+        let options = [
+            ("calls", self.calls != DEFAULT_CALLS, self.calls.to_string()),
+            ("clients", self.clients != DEFAULT_CLIENTS, self.clients.to_string()),
+            ("duration", self.duration != default_seconds(DEFAULT_DURATION), self.duration.as_secs_f64().to_string()),
+            ("warmup", self.warmup != default_seconds(DEFAULT_WARMUP), self.warmup.as_secs_f64().to_string()),
+            ("restarts", self.restarts != DEFAULT_RESTARTS, self.restarts.to_string()),
+        ];
+        for (name, changed, value) in options {
+            if changed {
+                line.push_str(&format!(" --{name} {value}"));
+            }
         }
         line
     }
@@ -150,7 +167,8 @@ fn seconds(text: &str) -> Result<Duration, String> {
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
-    let scratch = tempfile::Builder::new().prefix("aileron-bench-").tempdir().context("creating a scratch directory")?;
+    let scratch =
+        tempfile::Builder::new().prefix("aileron-bench-").tempdir().context("creating a scratch directory")?;
     let machine = Machine::describe(scratch.path());
     eprintln!("aileron bench: {} (scratch {})", machine.summary(), scratch.path().display());
 
@@ -180,7 +198,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
     let report = Report {
         machine,
         date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
-        command: args.command_line(),
+        args: args.clone(),
         call,
         http,
         restart,
@@ -270,7 +288,11 @@ async fn call_benchmark(calls: usize) -> anyhow::Result<CallFigures> {
         }
         round += 1;
     }
-    Ok(CallFigures { sandboxed: Distribution::new(sandboxed), bare: Distribution::new(bare_samples), stdin_bytes: stdin.len() })
+    Ok(CallFigures {
+        sandboxed: Distribution::new(sandboxed),
+        bare: Distribution::new(bare_samples),
+        stdin_bytes: stdin.len(),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -370,7 +392,8 @@ impl BenchDaemon {
         std::fs::write(package.join("connector.wasm"), wasm)?;
         std::fs::write(package.join("manifest.toml"), manifest)?;
         let preview = json!({ "source": package, "reference": reference });
-        let preview = self.expect(client, Method::POST, "/v1/connectors/preview", Some(&preview), StatusCode::OK).await?;
+        let preview =
+            self.expect(client, Method::POST, "/v1/connectors/preview", Some(&preview), StatusCode::OK).await?;
         let install =
             json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag" });
         let installed =
@@ -423,6 +446,8 @@ struct HttpFigures {
     run_single: LoadFigures,
     /// Records in the audit log after the benchmark, all verified.
     audit_records: u64,
+    /// Append + fdatasync on the audit log's filesystem: the floor under a durable run.
+    fdatasync: Distribution,
 }
 
 /// One measured phase: `clients` clients sending the same request back to back.
@@ -457,7 +482,13 @@ async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<Http
     let (daemon, _) = BenchDaemon::start(&home)?;
     let admin = reqwest::Client::new();
     let hash = daemon
-        .install_connector(&admin, &scratch.join("http").join("echo-package"), &echo_reference(), ECHO_WASM, ECHO_MANIFEST)
+        .install_connector(
+            &admin,
+            &scratch.join("http").join("echo-package"),
+            &echo_reference(),
+            ECHO_WASM,
+            ECHO_MANIFEST,
+        )
         .await?;
     daemon.add_action(&admin, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
     let run_body = json!({ "args": { "text": "hello from the benchmark" } });
@@ -466,6 +497,7 @@ async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<Http
         bail!("the echo action answered {answer}");
     }
     drop(admin);
+    let fdatasync = tokio::task::block_in_place(|| fdatasync_floor(&scratch.join("http"), FDATASYNC_APPENDS))?;
 
     let health = Probe { method: Method::GET, url: daemon.url("/v1/health"), token: daemon.token.clone(), body: None };
     let run = Probe {
@@ -494,7 +526,35 @@ async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<Http
         bail!("the audit log holds {} records, expected {expected_records} (one per answered run)", report.records);
     }
     daemon.stop().await?;
-    Ok(HttpFigures { health_loaded, run_loaded, health_single, run_single, audit_records: report.records })
+    Ok(HttpFigures { health_loaded, run_loaded, health_single, run_single, audit_records: report.records, fdatasync })
+}
+
+/// Size of one append of the disk floor measurement: about one audit record line.
+const FDATASYNC_APPEND_BYTES: usize = 600;
+const FDATASYNC_APPENDS: usize = 500;
+
+/// Times `appends` appends to a new file in `dir`, each followed by fdatasync, as the audit
+/// writer does once per group commit.
+fn fdatasync_floor(dir: &Path, appends: usize) -> anyhow::Result<Distribution> {
+    use std::io::Write as _;
+    let path = dir.join("fdatasync-floor.log");
+    let mut file = std::fs::OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let mut line = vec![b'x'; FDATASYNC_APPEND_BYTES];
+    line[FDATASYNC_APPEND_BYTES - 1] = b'\n';
+    let mut samples = Vec::with_capacity(appends);
+    for _ in 0..appends {
+        let started = Instant::now();
+        file.write_all(&line)?;
+        file.sync_data()?;
+        samples.push(started.elapsed());
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(Distribution::new(samples))
 }
 
 fn echo_reference() -> String {
@@ -669,9 +729,12 @@ async fn restart_benchmark(restarts: usize, scratch: &Path) -> anyhow::Result<Ve
         // Install, and run once so the compiled module is on disk before the first restart.
         let (daemon, _) = BenchDaemon::start(&home)?;
         let admin = reqwest::Client::new();
-        let hash =
-            daemon.install_connector(&admin, &dir.join("package"), &guest.reference, guest.wasm, &guest.manifest).await?;
-        daemon.add_action(&admin, guest.action_file, &guest.action_template.replace("{{CONNECTOR_HASH}}", &hash)).await?;
+        let hash = daemon
+            .install_connector(&admin, &dir.join("package"), &guest.reference, guest.wasm, &guest.manifest)
+            .await?;
+        daemon
+            .add_action(&admin, guest.action_file, &guest.action_template.replace("{{CONNECTOR_HASH}}", &hash))
+            .await?;
         let path = format!("/v1/actions/{}/run", guest.action);
         daemon.expect(&admin, Method::POST, &path, Some(&json!({ "args": guest.args })), StatusCode::OK).await?;
         drop(admin);
@@ -909,7 +972,7 @@ fn mount_of<'a>(mounts: &'a str, path: &Path) -> Option<Mount<'a>> {
 struct Report {
     machine: Machine,
     date: String,
-    command: String,
+    args: BenchArgs,
     call: Option<CallFigures>,
     http: Option<HttpFigures>,
     restart: Option<Vec<RestartFigures>>,
@@ -1039,12 +1102,15 @@ impl Report {
             let run = &http.run_loaded;
             let _ = writeln!(
                 table,
-                "(b) audit at {} clients: {} runs in {} fsyncs / {} batches ({:.1} runs per fsync)",
+                "(b) audit at {} clients: {} runs in {} fsyncs / {} batches ({:.1} runs per fsync); \
+                 append + fdatasync alone: p50 {}, p99 {}",
                 run.clients,
                 format_count(run.latency.len() as u64),
                 format_count(run.audit.fsyncs),
                 format_count(run.audit.batches),
-                run.latency.len() as f64 / run.audit.fsyncs.max(1) as f64
+                run.latency.len() as f64 / run.audit.fsyncs.max(1) as f64,
+                format_duration(http.fdatasync.p50()),
+                format_duration(http.fdatasync.p99())
             );
         }
         table
@@ -1062,7 +1128,7 @@ impl Report {
             machine.cpus, machine.model, machine.memory, machine.kernel
         );
         let _ = writeln!(text, "- Scratch directory (audit log, store, module cache): {}", machine.scratch_filesystem);
-        let _ = writeln!(text, "- Command: `{}` (`cargo xtask bench` with its defaults)\n", self.command);
+        let _ = writeln!(text, "- Command: `{}`\n", self.args.command_line(None));
 
         let _ = writeln!(text, "### Summary\n");
         let _ = writeln!(text, "| figure | measured | baseline (same run) | ratio | goal | |");
@@ -1093,7 +1159,7 @@ impl Report {
 
     fn call_markdown(&self, text: &mut String, call: &CallFigures) {
         let _ = writeln!(text, "\n### (a) Warm in-process call of `echo`\n");
-        let _ = writeln!(text, "Reproduce: `cargo xtask bench --only call --calls {}`.", call.sandboxed.len());
+        let _ = writeln!(text, "Reproduce: `{}`.", self.args.command_line(Some(Part::Call)));
         let _ = writeln!(
             text,
             "Sequential calls on one tokio task, {CALL_WARMUP} untimed calls of each kind first, then alternating \
@@ -1130,19 +1196,28 @@ impl Report {
     }
 
     fn http_markdown(&self, text: &mut String, http: &HttpFigures) {
-        let clients = http.run_loaded.clients;
         let window = http.run_loaded.window.as_secs_f64();
         let _ = writeln!(text, "\n### (b) `POST /v1/actions/echo/run` over loopback HTTP\n");
         let _ = writeln!(
             text,
-            "Reproduce: `cargo xtask bench --only http --clients {clients} --duration {window}`. Each phase: \
-             clients send the same request back to back for a warm-up, then {window} s measured (requests sent \
-             and answered inside the window). The daemon's state is opened on a temporary home with the audit \
-             log on disk (one fdatasync per group commit) and served by axum on its own tokio runtime; the \
-             clients (reqwest, one keep-alive connection each) run on another runtime in the same process, \
-             sharing the same CPUs. After the phases the audit log held {} records and verified, one per \
-             answered run.\n",
+            "Reproduce: `{}`. Each phase: the clients send the same request back to back for a warm-up, then \
+             {window} s measured (requests sent and answered inside the window). The daemon's state is opened on \
+             a temporary home with the audit log on disk (one fdatasync per group commit) and served by axum on \
+             its own tokio runtime; the clients (reqwest, one keep-alive connection each) run on another runtime \
+             in the same process, on the same CPUs. After the phases the audit log held {} records and \
+             verified, one per answered run.\n",
+            self.args.command_line(Some(Part::Http)),
             format_count(http.audit_records)
+        );
+        let floor = &http.fdatasync;
+        let _ = writeln!(
+            text,
+            "Disk floor on the same filesystem, idle daemon: {} appends of {FDATASYNC_APPEND_BYTES} B, each \
+             followed by fdatasync: p50 {}, p99 {}, mean {}.\n",
+            format_count(floor.len() as u64),
+            format_duration(floor.p50()),
+            format_duration(floor.p99()),
+            format_duration(floor.mean())
         );
         let _ = writeln!(
             text,
@@ -1184,17 +1259,16 @@ impl Report {
         let _ = writeln!(text, "\n### (c) First run after a daemon restart\n");
         let _ = writeln!(
             text,
-            "Reproduce: `cargo xtask bench --only restart --restarts {count}`. Each restart opens a fresh daemon \
+            "Reproduce: `{}`. Each restart opens a fresh daemon \
              state on the same home (the previous one closed), then times the first run of the action on a new \
              connection and the run after it. \"uncached\" empties `store/cache/` before the restart; the \
              runtime's cache counters confirm every restart loaded the module as labelled (one disk hit, or one \
              compile). The two states alternate; medians of {count} restarts each. `github_issues` runs \
-             `list-issues`, which makes one HTTP request to a loopback GitHub stand-in (audited too).\n"
+             `list-issues`, which makes one HTTP request to a loopback GitHub stand-in (audited too).\n",
+            self.args.command_line(Some(Part::Restart))
         );
-        let _ = writeln!(
-            text,
-            "| guest | wasm | module cache | open state | first run | second run | first runs (all) |"
-        );
+        let _ =
+            writeln!(text, "| guest | wasm | module cache | open state | first run | second run | first runs (all) |");
         let _ = writeln!(text, "|---|---:|---|---:|---:|---:|---|");
         for restart in restarts {
             for (label, runs) in [("on disk", &restart.kept), ("emptied", &restart.emptied)] {
@@ -1224,7 +1298,9 @@ fn verdict(met: Option<bool>) -> String {
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 enum MarkerError {
-    #[error("the file has `{BEGIN_MARKER}` but no `{END_MARKER}` after it\nhint: restore the end marker or delete both")]
+    #[error(
+        "the file has `{BEGIN_MARKER}` but no `{END_MARKER}` after it\nhint: restore the end marker or delete both"
+    )]
     Unterminated,
 }
 
@@ -1284,7 +1360,7 @@ mod tests {
             (Duration::from_nanos(999_900), "999.9 µs"),
             (Duration::from_micros(1_500), "1.50 ms"),
             (Duration::from_millis(20), "20.00 ms"),
-            (Duration::from_millis(2_345), "2.35 s"),
+            (Duration::from_millis(2_346), "2.35 s"),
         ];
         for (duration, expected) in durations {
             assert_eq!(format_duration(duration), expected);
@@ -1371,19 +1447,33 @@ mod tests {
 
     #[test]
     fn the_command_line_reproduces_the_options() {
-        let args = BenchArgs {
+        let defaults = BenchArgs {
+            calls: DEFAULT_CALLS,
+            clients: DEFAULT_CLIENTS,
+            duration: Duration::from_secs(5),
+            warmup: Duration::from_secs(1),
+            restarts: DEFAULT_RESTARTS,
+            only: Vec::new(),
+            markdown: Some(PathBuf::from("/tmp/B.md")),
+        };
+        let changed = BenchArgs {
             calls: 10,
             clients: 4,
             duration: Duration::from_millis(500),
-            warmup: Duration::from_secs(1),
-            restarts: 2,
-            only: vec![Part::Http],
-            markdown: Some(PathBuf::from("/tmp/B.md")),
+            only: vec![Part::Http, Part::Call],
+            ..defaults.clone()
         };
-        assert_eq!(
-            args.command_line(),
-            "cargo xtask bench --calls 10 --clients 4 --duration 0.5 --warmup 1 --restarts 2 --only http"
-        );
-        assert!(args.runs(Part::Http) && !args.runs(Part::Call));
+        // (arguments, part, expected line)
+        let table = [
+            (&defaults, None, "cargo xtask bench"),
+            (&defaults, Some(Part::Restart), "cargo xtask bench --only restart"),
+            (&changed, None, "cargo xtask bench --only http --only call --calls 10 --clients 4 --duration 0.5"),
+            (&changed, Some(Part::Call), "cargo xtask bench --only call --calls 10 --clients 4 --duration 0.5"),
+        ];
+        for (args, part, expected) in table {
+            assert_eq!(args.command_line(part), expected);
+        }
+        assert!(defaults.runs(Part::Http) && defaults.runs(Part::Call));
+        assert!(changed.runs(Part::Http) && !changed.runs(Part::Restart));
     }
 }

@@ -92,6 +92,7 @@ fn router(recorder: Recorder) -> Router {
         .route("/redirect", get(redirect))
         .route("/big", get(big))
         .route("/status/{code}", get(status))
+        .route("/slow/{ms}", get(slow))
         .route("/echo", any(echo))
         .layer(axum::middleware::from_fn_with_state(recorder.clone(), record))
         .with_state(recorder)
@@ -163,6 +164,13 @@ async fn big() -> Response {
 async fn status(Path(code): Path<u16>) -> Response {
     let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
     (status, axum::Json(json!({ "message": format!("status {code}") }))).into_response()
+}
+
+/// Answers after `ms` milliseconds (the request is recorded on arrival): lets tests crash the
+/// daemon while a connector call is in flight.
+async fn slow(Path(ms): Path<u64>) -> Response {
+    tokio::time::sleep(std::time::Duration::from_millis(ms.min(30_000))).await;
+    axum::Json(json!({ "slept_ms": ms })).into_response()
 }
 
 /// Returns what the upstream received, except credential headers (so a guest reading the

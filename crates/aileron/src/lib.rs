@@ -2,6 +2,7 @@
 //! pure domain in `aileron-core` and the sandbox in `aileron-sandbox`.
 
 pub mod actions;
+pub mod approvals;
 pub mod audit_log;
 pub mod bench;
 pub mod cli;

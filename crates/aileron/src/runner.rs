@@ -9,15 +9,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aileron_core::action::{ActionFile, ArgsError};
+use aileron_core::action::{ActionFile, ArgsError, Preview, RequiredConnector};
+use aileron_core::approval::{
+    APPROVAL_REQUESTED, ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalRequest, Outcome, PendingApproval,
+    render_preview, requested_payload, review_url,
+};
 use aileron_core::audit::{Actor, ActorType};
 use aileron_core::manifest::ConnectorManifest;
 use aileron_core::policy::{self, CapabilitySubset};
-use aileron_core::template::step_args;
+use aileron_core::template::{self, step_args};
 use aileron_core::{Failure, FailureClass};
 use aileron_sandbox::{CallRequest, ImportPolicy, Limits};
 use serde_json::{Map, Value, json};
 
+use crate::approvals;
 use crate::audit_log::{AuditEvent, mint_audit_id};
 use crate::daemon::AppState;
 use crate::egress::StepEgress;
@@ -39,13 +44,28 @@ pub struct RunRequest {
     pub action: String,
     pub args: Map<String, Value>,
     pub caller: Caller,
+    /// Present only when the approval queue executes an approved entry (see [`execute_approved`]).
+    pub approval: Option<ApprovalGrant>,
 }
 
-/// What a run produced. Both variants have been audited.
+impl RunRequest {
+    pub fn new(action: impl Into<String>, args: Map<String, Value>, caller: Caller) -> RunRequest {
+        RunRequest { action: action.into(), args, caller, approval: None }
+    }
+}
+
+/// Proof that a human approved this exact entry. Its field is private, so only this module
+/// (the approval executor) can construct one: nothing an HTTP caller sends can skip the gate.
+pub struct ApprovalGrant {
+    entry: ApprovalEntry,
+}
+
+/// What a run produced. Every variant has been audited (and, for a pending approval, journaled).
 #[derive(Debug)]
 pub enum RunOutcome {
     Completed { audit_id: String, result: Value },
     Failed(Failure),
+    PendingApproval(PendingApproval),
 }
 
 /// Requests refused before anything ran (CRUD-style errors, not failure envelopes).
@@ -57,10 +77,10 @@ pub enum RunRejection {
     Disabled(String),
     #[error("{0}")]
     InvalidArgs(ArgsError),
-    #[error("action `{0}` requires human approval, and the approval gate is not available in this build")]
-    ApprovalUnavailable(String),
     #[error("audit log unavailable: {0}")]
     AuditUnavailable(String),
+    #[error("approval journal unavailable: {0}")]
+    JournalUnavailable(String),
 }
 
 /// Retry schedule for retriable failures (SPEC §9): 1 s, 2 s, 4 s with jitter.
@@ -73,10 +93,28 @@ pub async fn run_action(state: &Arc<AppState>, request: RunRequest) -> Result<Ru
     }
     let action = installed.file;
     action.validate_call_args(&request.args).map_err(RunRejection::InvalidArgs)?;
-    if action.requires_approval() {
-        return Err(RunRejection::ApprovalUnavailable(action.name.clone()));
-    }
     let audit_id = mint_audit_id();
+    match &request.approval {
+        None if action.requires_approval() => return request_approval(state, &action, request).await,
+        None => {}
+        Some(grant) => {
+            // The approval binds to the exact action bytes and arguments that were registered.
+            let verified = grant.entry.verify_action(&action).and_then(|()| {
+                if grant.entry.args == request.args {
+                    Ok(())
+                } else {
+                    Err(Failure::capability_denied(aileron_core::Boundary::Action, "arguments differ from the approved ones"))
+                }
+            });
+            if let Err(failure) = verified {
+                let mut payload = action_payload(&action);
+                payload.extend(failure.audit_payload());
+                payload.insert("aileron.approval.id".into(), grant.entry.id.to_string().into());
+                append(state, "execution.failed", &request.caller, payload, &audit_id).await?;
+                return Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)));
+            }
+        }
+    }
     let executed = execute_steps(state, &action, &request.args, &request.caller, &audit_id).await;
     match executed {
         Ok((output, steps)) => {
@@ -84,6 +122,9 @@ pub async fn run_action(state: &Arc<AppState>, request: RunRequest) -> Result<Ru
             let mut payload = action_payload(&action);
             payload.insert("aileron.action.steps".into(), Value::Array(steps.iter().map(step_summary).collect()));
             payload.insert("aileron.action.arg_names".into(), json!(request.args.keys().collect::<Vec<_>>()));
+            if let Some(grant) = &request.approval {
+                payload.insert("aileron.approval.id".into(), grant.entry.id.to_string().into());
+            }
             append(state, "action.executed", &request.caller, payload, &audit_id).await?;
             Ok(RunOutcome::Completed { audit_id, result })
         }
@@ -93,6 +134,9 @@ pub async fn run_action(state: &Arc<AppState>, request: RunRequest) -> Result<Ru
             payload.insert("aileron.action.step_id".into(), step_id.into());
             payload.insert("aileron.connector.fqn".into(), connector.into());
             payload.insert("aileron.connector.op".into(), op.into());
+            if let Some(grant) = &request.approval {
+                payload.insert("aileron.approval.id".into(), grant.entry.id.to_string().into());
+            }
             append(state, "execution.failed", &request.caller, payload, &audit_id).await?;
             Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)))
         }
@@ -128,20 +172,6 @@ async fn execute_steps(
             .required_connector(&step.connector)
             .expect("the parser guarantees every step names a required connector");
         let subset = CapabilitySubset::from(required);
-        policy::check_op(&subset, &step.op).map_err(fail)?;
-        let connector = state.store.load_verified(&required.hash).map_err(fail)?;
-        let manifest = Arc::new(connector.manifest.clone());
-        check_identity(&manifest, required).map_err(fail)?;
-        let import_policy =
-            ImportPolicy { allowed_host_imports: manifest.runtime_imports().map(|imports| imports.to_vec()) };
-        // Compiling a large module takes seconds: keep it off the async executor threads.
-        let module = {
-            let (runtime, hash, wasm) = (state.runtime.clone(), required.hash.clone(), connector.wasm.clone());
-            tokio::task::spawn_blocking(move || runtime.load(&hash, &wasm, &import_policy))
-                .await
-                .map_err(|e| fail(Failure::runtime_error(aileron_core::Boundary::Runtime, format!("loading the module: {e}"))))?
-                .map_err(fail)?
-        };
         let op_args = step_args(action, index, args, &outputs).map_err(|e| {
             fail(Failure::runtime_error(aileron_core::Boundary::Runtime, format!("step `{}`: {e}", step.id)))
         })?;
@@ -149,36 +179,14 @@ async fn execute_steps(
         if let Some(seconds) = step.timeout_seconds {
             limits.wall_time = Duration::from_secs(u64::from(seconds));
         }
-        let idempotent = step.is_idempotent(manifest.is_idempotent());
-        let egress = Arc::new(StepEgress {
-            state: state.clone(),
-            manifest: manifest.clone(),
-            subset,
-            connector_fqn: step.connector.to_string(),
-            op: step.op.clone(),
-            action: action.name.clone(),
-            caller: caller.clone(),
-            audit_id: audit_id.to_string(),
-        });
-        let mut attempt = 0;
-        let output = loop {
-            let request = CallRequest { op: step.op.clone(), args: Value::Object(op_args.clone()), limits: limits.clone() };
-            let outcome = state.runtime.call(&module, request, egress.clone()).await;
-            match outcome.result {
-                Ok(output) => break output,
-                Err(failure) if should_retry(&failure, idempotent, attempt) => {
-                    tokio::time::sleep(jittered(state.retry_delays[attempt])).await;
-                    attempt += 1;
-                }
-                Err(failure) => return Err(fail(failure)),
-            }
-        };
+        let call = ConnectorCall { action, required, subset, op: &step.op, limits, idempotent: step.idempotent };
+        let (output, attempts) = call_connector(state, call, op_args, caller, audit_id).await.map_err(fail)?;
         steps.push(json!({
             "id": step.id,
             "connector": step.connector.to_string(),
             "op": step.op,
             "hash": required.hash.to_string(),
-            "attempts": attempt + 1,
+            "attempts": attempts,
             "output": output,
         }));
         outputs.insert(step.id.clone(), output.clone());
@@ -187,9 +195,169 @@ async fn execute_steps(
     Ok((last_output, steps))
 }
 
+/// One connector op call of an action: the pinned connector, the action's subset, the limits.
+struct ConnectorCall<'a> {
+    action: &'a ActionFile,
+    required: &'a RequiredConnector,
+    subset: CapabilitySubset,
+    op: &'a str,
+    limits: Limits,
+    /// The step's override of the manifest's idempotency default.
+    idempotent: Option<bool>,
+}
+
+/// Verifies and loads the pinned connector, then calls `op` in the sandbox with the egress hook,
+/// retrying per SPEC §9. Returns the output and the number of attempts.
+async fn call_connector(
+    state: &Arc<AppState>,
+    call: ConnectorCall<'_>,
+    op_args: Map<String, Value>,
+    caller: &Caller,
+    audit_id: &str,
+) -> Result<(Value, usize), Failure> {
+    let ConnectorCall { action, required, subset, op, limits, idempotent } = call;
+    policy::check_op(&subset, op)?;
+    let connector = state.store.load_verified(&required.hash)?;
+    let manifest = Arc::new(connector.manifest.clone());
+    check_identity(&manifest, required)?;
+    let import_policy = ImportPolicy { allowed_host_imports: manifest.runtime_imports().map(|imports| imports.to_vec()) };
+    // Compiling a large module takes seconds: keep it off the async executor threads.
+    let module = {
+        let (runtime, hash, wasm) = (state.runtime.clone(), required.hash.clone(), connector.wasm.clone());
+        tokio::task::spawn_blocking(move || runtime.load(&hash, &wasm, &import_policy))
+            .await
+            .map_err(|e| Failure::runtime_error(aileron_core::Boundary::Runtime, format!("loading the module: {e}")))??
+    };
+    let idempotent = idempotent.unwrap_or_else(|| manifest.is_idempotent());
+    let egress = Arc::new(StepEgress {
+        state: state.clone(),
+        manifest: manifest.clone(),
+        subset,
+        connector_fqn: required.name.to_string(),
+        op: op.to_string(),
+        action: action.name.clone(),
+        caller: caller.clone(),
+        audit_id: audit_id.to_string(),
+    });
+    let mut attempt = 0;
+    loop {
+        let request = CallRequest { op: op.to_string(), args: Value::Object(op_args.clone()), limits: limits.clone() };
+        let outcome = state.runtime.call(&module, request, egress.clone()).await;
+        match outcome.result {
+            Ok(output) => return Ok((output, attempt + 1)),
+            Err(failure) if should_retry(&failure, idempotent, attempt) => {
+                tokio::time::sleep(jittered(state.retry_delays[attempt])).await;
+                attempt += 1;
+            }
+            Err(failure) => return Err(failure),
+        }
+    }
+}
+
+/// Registers a pending approval for a gated action (preview evaluated first, at most 5 s),
+/// journals it, audits `approval.requested`, and answers at once. Nothing executes.
+async fn request_approval(
+    state: &Arc<AppState>,
+    action: &Arc<ActionFile>,
+    request: RunRequest,
+) -> Result<RunOutcome, RunRejection> {
+    let requested_at = approvals::now();
+    let id = approvals::mint_id(&requested_at);
+    let preview = match &action.approval.preview {
+        Some(preview) => Some(evaluate_preview(state, action, preview, &request.args, &request.caller).await),
+        None => None,
+    };
+    let entry = ApprovalEntry::pending(ApprovalRequest {
+        id,
+        action,
+        args: request.args,
+        preview,
+        requested_at,
+        session_id: request.caller.session_id.clone(),
+    });
+    state.approvals.register(entry.clone()).map_err(|e| RunRejection::JournalUnavailable(e.to_string()))?;
+    let audit_id = mint_audit_id();
+    append(state, APPROVAL_REQUESTED, &request.caller, requested_payload(&entry), &audit_id).await?;
+    let review_url = review_url(&state.base_url(), &entry.id);
+    Ok(RunOutcome::PendingApproval(PendingApproval::new(&entry, review_url)))
+}
+
+/// The preview op on the first step's connector, read-only, at most 5 s; a failure never blocks.
+async fn evaluate_preview(
+    state: &Arc<AppState>,
+    action: &ActionFile,
+    preview: &Preview,
+    args: &Map<String, Value>,
+    caller: &Caller,
+) -> ApprovalPreview {
+    let Some(first) = action.steps.first() else { return ApprovalPreview::unavailable("the action has no steps") };
+    let Some(required) = action.required_connector(&first.connector) else {
+        return ApprovalPreview::unavailable("the first step's connector is not declared");
+    };
+    let preview_args = match template::preview_args(action, args) {
+        Some(Ok(preview_args)) => preview_args,
+        Some(Err(error)) => return ApprovalPreview::unavailable(error.to_string()),
+        None => return ApprovalPreview::unavailable("the action declares no preview"),
+    };
+    let limits = Limits { wall_time: PREVIEW_TIME_LIMIT, ..Limits::default() };
+    let call = ConnectorCall {
+        action,
+        required,
+        subset: CapabilitySubset::from(required),
+        op: &preview.op,
+        limits,
+        idempotent: Some(false),
+    };
+    let audit_id = mint_audit_id();
+    let called = tokio::time::timeout(PREVIEW_TIME_LIMIT, call_connector(state, call, preview_args, caller, &audit_id));
+    match called.await {
+        Ok(Ok((output, _))) => render_preview(preview, &output),
+        Ok(Err(failure)) => ApprovalPreview::unavailable(format!("{}: {}", failure.class, failure.message)),
+        Err(_) => ApprovalPreview::unavailable("the preview took longer than 5 s"),
+    }
+}
+
+/// Executes an approved entry exactly once: `started` is journaled (fsync) before the run, the
+/// outcome after it. Called by the decide handler and, at start-up, for entries to resume.
+pub async fn execute_approved(state: Arc<AppState>, id: ApprovalId) {
+    let Some(entry) = state.approvals.start(&id) else {
+        return; // not approved, or another task already started it
+    };
+    let caller = match &entry.session_id {
+        Some(session) => {
+            let mut caller = Caller::new(ActorType::Agent, session.clone());
+            caller.session_id = Some(session.clone());
+            caller
+        }
+        None => Caller::new(ActorType::Service, format!("approval:{id}")),
+    };
+    let request =
+        RunRequest { action: entry.action.clone(), args: entry.args.clone(), caller: caller.clone(), approval: Some(ApprovalGrant { entry }) };
+    let outcome = match run_action(&state, request).await {
+        Ok(RunOutcome::Completed { audit_id, result }) => Outcome::Completed { audit_id, result },
+        Ok(RunOutcome::Failed(failure)) => Outcome::Failed { failure },
+        Ok(RunOutcome::PendingApproval(_)) => unreachable!("a granted run never asks for approval again"),
+        Err(rejection) => {
+            // The action was removed, disabled or changed since the request: record why.
+            let audit_id = mint_audit_id();
+            let failure = approvals::not_runnable(format!("approved action could not run: {rejection}"));
+            let mut payload = failure.audit_payload();
+            payload.insert("aileron.approval.id".into(), id.to_string().into());
+            let _ = append(&state, "execution.failed", &caller, payload, &audit_id).await;
+            Outcome::Failed { failure: failure.with_audit_id(audit_id) }
+        }
+    };
+    if let Err(error) = state.approvals.finish(&id, outcome) {
+        eprintln!("aileron daemon: recording the outcome of approval {id}: {error}");
+    }
+}
+
+/// Preview ops are bounded to 5 s (SPEC §2).
+pub const PREVIEW_TIME_LIMIT: Duration = Duration::from_secs(5);
+
 /// The stored manifest must be the connector the action pinned (name and version), not just
 /// any bytes with the right hash — the hash covers the manifest, so this guards our own index.
-fn check_identity(manifest: &ConnectorManifest, required: &aileron_core::action::RequiredConnector) -> Result<(), Failure> {
+fn check_identity(manifest: &ConnectorManifest, required: &RequiredConnector) -> Result<(), Failure> {
     if manifest.name != required.name || manifest.version != required.version {
         return Err(Failure::hash_mismatch(format!(
             "store entry {} holds {}@{}, but the action requires {}@{}",

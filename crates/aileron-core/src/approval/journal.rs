@@ -8,6 +8,7 @@
 //! crash mid-append; that event was never acted on, so it is dropped.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -279,10 +280,16 @@ impl ReplayResult {
         if let EventKind::Requested { entry } = event.kind {
             if entry.id != id || entry.state != ApprovalState::PendingApproval {
                 self.errors.push(ReplayError::InvalidRequest { line, id });
-            } else if self.entries.contains_key(&id) {
-                self.errors.push(ReplayError::Rejected { line, error: ApplyError::AlreadyRequested(id) });
             } else {
-                self.entries.insert(id, *entry);
+                match self.entries.entry(id) {
+                    Entry::Occupied(first) => {
+                        let error = ApplyError::AlreadyRequested(first.key().clone());
+                        self.errors.push(ReplayError::Rejected { line, error });
+                    }
+                    Entry::Vacant(slot) => {
+                        slot.insert(*entry);
+                    }
+                }
             }
             return;
         }

@@ -372,7 +372,8 @@ fn journal_lines_are_flat_json_objects() {
         ),
         (
             line(2, T1, deny("wrong repo")),
-            json!({"seq": 2, "at": T1, "id": id, "event": "decided", "approved": false, "reason": "wrong repo", "by": "cli"}),
+            json!({"seq": 2, "at": T1, "id": id, "event": "decided", "approved": false,
+                   "reason": "wrong repo", "by": "cli"}),
         ),
         (line(3, T1, EventKind::AwaitingVault), json!({"seq": 3, "at": T1, "id": id, "event": "awaiting_vault"})),
         (line(4, T2, EventKind::Started), json!({"seq": 4, "at": T2, "id": id, "event": "started"})),
@@ -441,6 +442,7 @@ impl Script {
     }
 }
 
+#[derive(Default)]
 struct Expected<'a> {
     states: Vec<(&'a ApprovalId, ApprovalState)>,
     to_resume: Vec<&'a ApprovalId>,
@@ -511,8 +513,7 @@ fn replay_after_a_crash_at_each_step() {
                 states: vec![(&a, state)],
                 to_resume: if resumes { vec![&a] } else { vec![] },
                 recovered: if recovers { vec![&a] } else { vec![] },
-                torn_tail: false,
-                errors: vec![],
+                ..Expected::default()
             },
         );
         assert_eq!((result.intact_len, result.last_seq), (journal.len(), count), "{name}");
@@ -566,23 +567,19 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
         let result = check_replay(
             &format!("torn started, {cut} bytes"),
             &journal,
-            Expected { states: vec![(&a, A)], to_resume: vec![&a], recovered: vec![], torn_tail: true, errors: vec![] },
+            Expected { states: vec![(&a, A)], to_resume: vec![&a], torn_tail: true, ..Expected::default() },
         );
         assert_eq!(result.intact_len, approved.len());
     }
     let result = check_replay(
         "unparsable last line",
         &format!("{approved}{{\"seq\":3,\"at\"\n"),
-        Expected { states: vec![(&a, A)], to_resume: vec![&a], recovered: vec![], torn_tail: true, errors: vec![] },
+        Expected { states: vec![(&a, A)], to_resume: vec![&a], torn_tail: true, ..Expected::default() },
     );
     assert_eq!(result.intact_len, approved.len());
 
     let cases: Vec<(&str, String, Expected<'_>)> = vec![
-        (
-            "empty journal",
-            String::new(),
-            Expected { states: vec![], to_resume: vec![], recovered: vec![], torn_tail: false, errors: vec![] },
-        ),
+        ("empty journal", String::new(), Expected { states: vec![], ..Expected::default() }),
         (
             "duplicate decide events: the first decision wins",
             Script::new()
@@ -592,9 +589,8 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
             Expected {
                 states: vec![(&a, A)],
                 to_resume: vec![&a],
-                recovered: vec![],
-                torn_tail: false,
                 errors: vec!["3: decided illegal approved -> denied"],
+                ..Expected::default()
             },
         ),
         (
@@ -605,10 +601,9 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
                 .text(),
             Expected {
                 states: vec![(&a, F)],
-                to_resume: vec![],
                 recovered: vec![&a],
-                torn_tail: false,
                 errors: vec!["4: started illegal running -> running"],
+                ..Expected::default()
             },
         ),
         (
@@ -619,10 +614,8 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
                 .text(),
             Expected {
                 states: vec![(&a, C)],
-                to_resume: vec![],
-                recovered: vec![],
-                torn_tail: false,
                 errors: vec!["5: finished illegal completed -> failed"],
+                ..Expected::default()
             },
         ),
         (
@@ -634,10 +627,8 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
                 .text(),
             Expected {
                 states: vec![(&a, P)],
-                to_resume: vec![],
-                recovered: vec![],
-                torn_tail: false,
                 errors: vec!["1: unknown id (decided)", "3: unknown id (started)"],
+                ..Expected::default()
             },
         ),
         (
@@ -646,32 +637,19 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
             Expected {
                 states: vec![(&a, A)],
                 to_resume: vec![&a],
-                recovered: vec![],
-                torn_tail: false,
                 errors: vec!["3: already requested"],
+                ..Expected::default()
             },
         ),
         (
             "a request carrying a decided entry",
             Script::new().push(JournalEvent::requested(&ApprovalEntry { state: A, ..entry_a.clone() })).text(),
-            Expected {
-                states: vec![],
-                to_resume: vec![],
-                recovered: vec![],
-                torn_tail: false,
-                errors: vec!["1: invalid request"],
-            },
+            Expected { states: vec![], errors: vec!["1: invalid request"], ..Expected::default() },
         ),
         (
             "a request whose entry has another id",
             Script::new().push(JournalEvent { id: b.clone(), ..JournalEvent::requested(&entry_a) }).text(),
-            Expected {
-                states: vec![],
-                to_resume: vec![],
-                recovered: vec![],
-                torn_tail: false,
-                errors: vec!["1: invalid request"],
-            },
+            Expected { states: vec![], errors: vec!["1: invalid request"], ..Expected::default() },
         ),
         (
             "a damaged line in the middle is skipped, the rest applies",
@@ -684,9 +662,8 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
             Expected {
                 states: vec![(&a, A)],
                 to_resume: vec![&a],
-                recovered: vec![],
-                torn_tail: false,
                 errors: vec!["2: malformed"],
+                ..Expected::default()
             },
         ),
         (
@@ -699,9 +676,8 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
             Expected {
                 states: vec![(&a, A)],
                 to_resume: vec![&a],
-                recovered: vec![],
-                torn_tail: false,
                 errors: vec!["2: seq 5 after 5"],
+                ..Expected::default()
             },
         ),
         (
@@ -718,8 +694,7 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
                 states: vec![(&a, P), (&b, A), (&c, F)],
                 to_resume: vec![&b],
                 recovered: vec![&c],
-                torn_tail: false,
-                errors: vec![],
+                ..Expected::default()
             },
         ),
     ];
@@ -893,7 +868,8 @@ fn audit_payloads_carry_the_observability_keys() {
         ),
         (
             Value::Object(requested_payload(&anonymous)),
-            json!({"aileron.approval.id": id, "aileron.approval.kind": "action", "aileron.approval.action": "create-issue"}),
+            json!({"aileron.approval.id": id, "aileron.approval.kind": "action",
+                   "aileron.approval.action": "create-issue"}),
         ),
     ];
     for (index, (payload, expected)) in cases.into_iter().enumerate() {

@@ -3,6 +3,7 @@
 //! 1 failure, 2 usage, 75 approval pending.
 
 mod action;
+mod approval;
 mod audit;
 mod connector;
 mod daemon;
@@ -39,6 +40,10 @@ enum Command {
     Connector(connector::ConnectorArgs),
     /// Add, list, inspect, enable, disable, remove and run actions
     Action(action::ActionArgs),
+    /// List, approve and deny pending approvals
+    Approval(approval::ApprovalArgs),
+    /// Open the web review page in a browser, signed in
+    Open(approval::OpenArgs),
     /// Read and verify the audit log
     Audit(audit::AuditArgs),
     /// Run the whole product offline in a temporary home
@@ -118,6 +123,8 @@ async fn run(cli: Cli) -> CliResult {
         Command::Daemon(args) => daemon::run(&home, args).await,
         Command::Connector(args) => connector::run(&home, args).await,
         Command::Action(args) => action::run(&home, args).await,
+        Command::Approval(args) => approval::run(&home, args).await,
+        Command::Open(args) => approval::open(&home, args).await,
         Command::Audit(args) => audit::run(&home, args).await,
         Command::Demo | Command::Bench(_) => unreachable!("handled above"),
     }

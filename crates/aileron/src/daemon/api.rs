@@ -22,7 +22,9 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::auth::{Principal, Scope, require};
 use super::error::{ApiError, failure_response};
+use crate::approvals::{QueueError, QueueEvent};
 use crate::audit_log::{AuditEvent, AuditFilter};
+use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
 use crate::package::read_package;
 use crate::runner::{Caller, RunOutcome, RunRejection, RunRequest, run_action};
 
@@ -44,6 +46,13 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/connectors/install", "install pipeline with consent recorded"),
     ("GET", "/v1/audit", "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)"),
     ("GET", "/v1/audit/{id}", "one audit record"),
+    ("GET", "/v1/action-approvals", "pending approvals, oldest first"),
+    ("GET", "/v1/action-approvals/watch", "SSE: `snapshot`, `pending`, `resolved`; 30 s heartbeat"),
+    ("POST", "/v1/action-approvals/{id}/decide", "{approved, reason?} → 204; 404 when unknown or already decided"),
+    ("GET", "/v1/action-approvals/{id}/result", "{status, audit_id?, result?, reason?, failure?}"),
+    ("POST", "/v1/web/login-tickets", "one-time ticket for the web page (used by `aileron open`)"),
+    ("GET", "/approvals", "the web review page"),
+    ("GET", "/approvals/login", "redeems a login ticket: sets the session cookie, redirects to /approvals"),
 ];
 
 pub fn routes(_state: Arc<AppState>) -> Router<Arc<AppState>> {
@@ -60,6 +69,13 @@ pub fn routes(_state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/v1/connectors/install", post(install_connector))
         .route("/v1/audit", get(list_audit))
         .route("/v1/audit/{id}", get(get_audit))
+        .route("/v1/action-approvals", get(list_approvals))
+        .route("/v1/action-approvals/watch", get(watch_approvals))
+        .route("/v1/action-approvals/{id}/decide", post(decide_approval))
+        .route("/v1/action-approvals/{id}/result", get(approval_result))
+        .route("/v1/web/login-tickets", post(mint_login_ticket))
+        .route("/approvals", get(super::web::approvals_page))
+        .route("/approvals/login", get(super::web::login))
 }
 
 async fn health() -> Json<Value> {
@@ -262,12 +278,13 @@ async fn run(
 ) -> ApiResult {
     require(&principal, Scope::ActionsRun)?;
     let args = body.map(|Json(b)| b.args).unwrap_or_default();
-    let request = RunRequest { action: name, args, caller: caller_for(&principal, &headers) };
+    let request = RunRequest::new(name, args, caller_for(&principal, &headers));
     match run_action(&state, request).await {
         Ok(RunOutcome::Completed { audit_id, result }) => {
             Ok(Json(json!({ "audit_id": audit_id, "result": result })).into_response())
         }
         Ok(RunOutcome::Failed(failure)) => Ok(failure_response(&failure)),
+        Ok(RunOutcome::PendingApproval(pending)) => Ok((StatusCode::ACCEPTED, Json(pending)).into_response()),
         Err(rejection) => Err(rejection_error(rejection)),
     }
 }
@@ -281,13 +298,12 @@ fn rejection_error(rejection: RunRejection) -> ApiError {
         }
         RunRejection::InvalidArgs(error) => ApiError::bad_request("invalid_args", error.to_string())
             .with_hint("pass only the action's declared inputs (aileron action show <name>)"),
-        RunRejection::ApprovalUnavailable(name) => ApiError::new(
-            StatusCode::CONFLICT,
-            "approval_unavailable",
-            format!("action `{name}` requires human approval, and the approval gate is not available in this build; it was not executed"),
-        )
-        .with_hint("the approval gate arrives in the next release; disable the action or remove [approval] required"),
         RunRejection::AuditUnavailable(cause) => ApiError::audit_unavailable(cause),
+        RunRejection::JournalUnavailable(cause) => {
+            eprintln!("aileron daemon: approval journal write failed: {cause}");
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_unavailable", "the approval journal cannot be written")
+                .with_hint("check free disk space and permissions of AILERON_HOME; nothing was executed")
+        }
     }
 }
 
@@ -300,6 +316,7 @@ fn caller_for(principal: &Principal, headers: &HeaderMap) -> Caller {
             caller.session_id = Some(session_id.clone());
             caller
         }
+        Principal::Web { .. } => Caller::new(ActorType::Human, "web"),
         Principal::Admin => {
             let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
             let actor_type = match header("x-aileron-actor-type").as_deref() {
@@ -520,4 +537,105 @@ pub fn http_api_document() -> Value {
         "components": { "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } } },
         "paths": paths,
     })
+}
+
+async fn list_approvals(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+    require(&principal, Scope::ApprovalsPoll)?;
+    Ok(Json(json!({ "items": state.approvals.pending() })).into_response())
+}
+
+async fn watch_approvals(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    require(&principal, Scope::ApprovalsPoll)?;
+    // Subscribe before taking the snapshot so nothing falls between the two.
+    let events = tokio_stream::wrappers::BroadcastStream::new(state.approvals.subscribe()).filter_map(|event| async move {
+        let event = event.ok()?;
+        let (name, entry) = match &event {
+            QueueEvent::Pending { entry } => ("pending", entry),
+            QueueEvent::Resolved { entry } => ("resolved", entry),
+        };
+        Some(Ok(Event::default().event(name).data(serde_json::to_string(entry).unwrap_or_default())))
+    });
+    let snapshot = json!({ "items": state.approvals.pending() }).to_string();
+    let first = futures_util::stream::once(async move { Ok(Event::default().event("snapshot").data(snapshot)) });
+    let mut shutdown = state.shutdown.subscribe();
+    let stream = first.chain(events).take_until(async move {
+        let _ = shutdown.wait_for(|stopping| *stopping).await;
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(30))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecideBody {
+    approved: bool,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+fn approval_not_found(id: &str) -> ApiError {
+    ApiError::not_found("approval_not_found", format!("approval `{id}` is unknown or already decided"))
+        .with_hint("list pending approvals with: aileron approval list")
+}
+
+async fn decide_approval(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<DecideBody>,
+) -> ApiResult {
+    require(&principal, Scope::ApprovalsDecide)?;
+    let approval_id = ApprovalId::parse(&id).map_err(|_| approval_not_found(&id))?;
+    let caller = caller_for(&principal, &headers);
+    let decision = Decision { approved: body.approved, reason: body.reason, by: caller.actor.id.clone() };
+    let entry = match state.approvals.decide(&approval_id, decision) {
+        Ok(entry) => entry,
+        Err(QueueError::Unknown(_)) | Err(QueueError::Decide(DecideError::NotPending { .. })) => {
+            return Err(approval_not_found(&id));
+        }
+        Err(QueueError::Decide(error @ DecideError::ReasonTooLong { .. })) => {
+            return Err(ApiError::bad_request("invalid_reason", error.to_string()));
+        }
+        Err(error) => return Err(ApiError::internal(error)),
+    };
+    let decision = if body.approved { ApprovalDecision::Approved } else { ApprovalDecision::Denied };
+    let event = AuditEvent {
+        event_type: decision.audit_event_type().expect("approve and deny are audited").to_string(),
+        actor: caller.actor,
+        session_id: entry.session_id.clone(),
+        payload: decision_payload(&entry, decision),
+        audit_id: None,
+    };
+    // The decision is journaled; if it cannot be audited we answer with an error and do not run
+    // it now (an approved entry resumes, once, at the next start).
+    state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+    if body.approved {
+        tokio::spawn(crate::runner::execute_approved(state.clone(), approval_id));
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn approval_result(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    require(&principal, Scope::ApprovalsPoll)?;
+    let unknown = || {
+        ApiError::not_found("approval_not_found", format!("approval `{id}` is unknown"))
+            .with_hint("list pending approvals with: aileron approval list")
+    };
+    let approval_id = ApprovalId::parse(&id).map_err(|_| unknown())?;
+    let entry = state.approvals.get(&approval_id).ok_or_else(unknown)?;
+    Ok(Json(ResultView::of(&entry)).into_response())
+}
+
+async fn mint_login_ticket(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let ticket = state.tokens.mint_ticket();
+    let login_url = format!("{}/approvals/login?ticket={ticket}", state.base_url());
+    Ok((StatusCode::CREATED, Json(json!({ "ticket": ticket, "login_url": login_url, "expires_in_seconds": super::auth::TICKET_TTL.as_secs() }))).into_response())
 }

@@ -19,9 +19,24 @@ pub enum Scope {
     ActionsList,
     ActionsRun,
     ApprovalsPoll,
-    /// Everything else: install, enable/disable, audit, approvals decide, daemon status.
+    /// Approve or deny. Never granted to a session token: only the local user (daemon token, CLI)
+    /// and the web page (cookie + CSRF token) decide.
+    ApprovalsDecide,
+    /// Everything else: install, enable/disable, audit, daemon status, login tickets.
     Admin,
 }
+
+/// The scopes of a launched agent's session token.
+pub const SESSION_SCOPES: [Scope; 3] = [Scope::ActionsList, Scope::ActionsRun, Scope::ApprovalsPoll];
+/// The scopes of the web review page's cookie session.
+pub const WEB_SCOPES: [Scope; 3] = [Scope::ActionsList, Scope::ApprovalsPoll, Scope::ApprovalsDecide];
+
+/// Name of the web page's session cookie.
+pub const WEB_COOKIE: &str = "aileron_web";
+/// Header carrying the page's CSRF token on state-changing requests.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// How long a login ticket minted by `aileron open` stays valid.
+pub const TICKET_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
@@ -29,6 +44,8 @@ pub enum Principal {
     Admin,
     /// A launch session token.
     Session { session_id: String, scopes: Vec<Scope> },
+    /// The web review page, authenticated by its HttpOnly cookie.
+    Web { csrf: String },
 }
 
 impl Principal {
@@ -36,26 +53,29 @@ impl Principal {
         match self {
             Principal::Admin => true,
             Principal::Session { scopes, .. } => scopes.contains(&scope),
-        }
-    }
-
-    pub fn session_id(&self) -> Option<&str> {
-        match self {
-            Principal::Admin => None,
-            Principal::Session { session_id, .. } => Some(session_id),
+            Principal::Web { .. } => WEB_SCOPES.contains(&scope),
         }
     }
 }
 
-/// The daemon token plus any session tokens minted at run time.
+/// The daemon token plus any session tokens, web sessions and login tickets minted at run time.
 pub struct TokenRegistry {
     admin_token: String,
     sessions: RwLock<HashMap<String, Principal>>,
+    /// cookie value → CSRF token
+    web_sessions: RwLock<HashMap<String, String>>,
+    /// one-time login ticket → expiry
+    tickets: std::sync::Mutex<HashMap<String, std::time::Instant>>,
 }
 
 impl TokenRegistry {
     pub fn new(admin_token: String) -> TokenRegistry {
-        TokenRegistry { admin_token, sessions: RwLock::new(HashMap::new()) }
+        TokenRegistry {
+            admin_token,
+            sessions: RwLock::new(HashMap::new()),
+            web_sessions: RwLock::new(HashMap::new()),
+            tickets: std::sync::Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn admin_token(&self) -> &str {
@@ -67,6 +87,33 @@ impl TokenRegistry {
         let principal = Principal::Session { session_id: session_id.to_string(), scopes };
         self.sessions.write().expect("token registry poisoned").insert(token.clone(), principal);
         token
+    }
+
+    /// A one-time login ticket for the web page, valid for [`TICKET_TTL`].
+    pub fn mint_ticket(&self) -> String {
+        let ticket = random_token();
+        let mut tickets = self.tickets.lock().expect("ticket table poisoned");
+        let now = std::time::Instant::now();
+        tickets.retain(|_, expires| *expires > now);
+        tickets.insert(ticket.clone(), now + TICKET_TTL);
+        ticket
+    }
+
+    /// Consumes a ticket (single use) and opens a web session: `(cookie value, csrf token)`.
+    pub fn redeem_ticket(&self, ticket: &str) -> Option<(String, String)> {
+        let expires = self.tickets.lock().expect("ticket table poisoned").remove(ticket)?;
+        if expires < std::time::Instant::now() {
+            return None;
+        }
+        let (cookie, csrf) = (random_token(), random_token());
+        self.web_sessions.write().expect("web sessions poisoned").insert(cookie.clone(), csrf.clone());
+        Some((cookie, csrf))
+    }
+
+    /// The CSRF token of a web session cookie.
+    pub fn web_session(&self, cookie: &str) -> Option<String> {
+        let sessions = self.web_sessions.read().expect("web sessions poisoned");
+        sessions.iter().find(|(value, _)| constant_time_eq(cookie.as_bytes(), value.as_bytes())).map(|(_, csrf)| csrf.clone())
     }
 
     pub fn resolve(&self, presented: &str) -> Option<Principal> {
@@ -131,15 +178,43 @@ fn check(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
     if !path.starts_with("/v1/") || path == "/v1/health" {
         return Ok(());
     }
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer "))
-        .ok_or_else(ApiError::unauthorized)?;
-    let principal = state.tokens.resolve(presented).ok_or_else(ApiError::unauthorized)?;
+    let bearer = request.headers().get(header::AUTHORIZATION).and_then(|h| h.to_str().ok()).map(str::to_string);
+    let principal = match bearer {
+        Some(value) => {
+            let presented = value.strip_prefix("Bearer ").ok_or_else(ApiError::unauthorized)?;
+            state.tokens.resolve(presented).ok_or_else(ApiError::unauthorized)?
+        }
+        None => {
+            let cookie = web_cookie(request.headers()).ok_or_else(ApiError::unauthorized)?;
+            let csrf = state.tokens.web_session(&cookie).ok_or_else(ApiError::unauthorized)?;
+            if !request.method().is_safe() {
+                // A state-changing request from the page: same-origin Origin (checked above when
+                // present; required here) and the page's CSRF token.
+                if !request.headers().contains_key(header::ORIGIN) {
+                    return Err(ApiError::forbidden("state-changing browser requests must carry an Origin header"));
+                }
+                let presented = request.headers().get(CSRF_HEADER).and_then(|h| h.to_str().ok()).unwrap_or("");
+                if !constant_time_eq(presented.as_bytes(), csrf.as_bytes()) {
+                    return Err(ApiError::forbidden("missing or wrong CSRF token"));
+                }
+            }
+            Principal::Web { csrf }
+        }
+    };
     request.extensions_mut().insert(principal);
     Ok(())
+}
+
+/// The value of the web session cookie, if the request carries one.
+pub fn web_cookie(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|h| h.to_str().ok())
+        .flat_map(|h| h.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == WEB_COOKIE)
+        .map(|(_, value)| value.to_string())
 }
 
 /// Handlers call this with the scope their route needs.

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use axum::Router;
 use serde::{Deserialize, Serialize};
 
 use crate::actions::ActionRegistry;
+use crate::approvals::ApprovalQueue;
 use crate::audit_log::{AuditConfig, AuditLog};
 use crate::egress::{CredentialSource, NoVault};
 use crate::home::{Home, write_atomic};
@@ -30,6 +32,9 @@ pub struct AppState {
     pub audit: AuditLog,
     pub store: Store,
     pub actions: ActionRegistry,
+    pub approvals: ApprovalQueue,
+    /// Approved entries found in the journal at start-up, executed once `resume_approvals` runs.
+    pending_resume: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
     pub runtime: Arc<Runtime>,
     pub credentials: Arc<dyn CredentialSource>,
     /// Back-off between retries of retriable failures (SPEC §9: 1 s, 2 s, 4 s).
@@ -68,6 +73,11 @@ impl AppState {
         let store = Store::open(home.store_dir()).context("opening the connector store")?;
         let actions = ActionRegistry::load(&home.actions_dir(), &home.action_state())
             .with_context(|| format!("loading actions from {}", home.actions_dir().display()))?;
+        let (approvals, recovery) =
+            ApprovalQueue::open(&home.approvals_journal()).context("replaying the approval journal")?;
+        for id in &recovery.recovered {
+            eprintln!("aileron daemon: approval {id} was running when the daemon stopped; marked failed, not re-run");
+        }
         let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()) }).context("starting wasmtime")?;
         let egress_client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -81,6 +91,8 @@ impl AppState {
             audit,
             store,
             actions,
+            approvals,
+            pending_resume: std::sync::Mutex::new(recovery.to_resume),
             runtime: Arc::new(runtime),
             credentials: options.credentials,
             retry_delays: options.retry_delays,
@@ -97,6 +109,19 @@ impl AppState {
 
     pub fn set_listen_port(&self, port: u16) {
         self.listen_port.store(port, Ordering::Relaxed);
+    }
+
+    /// `http://127.0.0.1:<port>`: the origin of the web page and of review URLs.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.listen_port())
+    }
+
+    /// Executes, once each, the approved entries the journal held at start-up.
+    pub fn resume_approvals(self: &Arc<Self>) {
+        let ids = std::mem::take(&mut *self.pending_resume.lock().expect("resume list poisoned"));
+        for id in ids {
+            tokio::spawn(crate::runner::execute_approved(self.clone(), id));
+        }
     }
 }
 
@@ -145,6 +170,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     let token = auth::random_token();
     let state = AppState::open(home.clone(), StateOptions::new(token.clone()))?;
     state.set_listen_port(addr.port());
+    state.resume_approvals();
     let info = DaemonInfo {
         url: format!("http://{addr}"),
         pid: std::process::id(),

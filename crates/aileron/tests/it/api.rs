@@ -197,19 +197,3 @@ async fn an_action_subset_narrows_the_manifest_hosts() {
     assert!(narrowed.body["error"]["details"]["declared_subset"].is_array());
     assert_eq!(other.recorder.count(), 0);
 }
-
-#[tokio::test]
-async fn gated_actions_are_refused_and_never_executed() {
-    let upstream = FakeGithub::start().await.unwrap();
-    let harness = Harness::new();
-    harness
-        .guest_action("http_get", &[upstream.host_port()], "get", |spec| {
-            spec.inputs = &[("url", "string", true)];
-            spec.approval = true;
-        })
-        .await;
-    let refused = harness.run("http_get", json!({"url": format!("{}/status/200", upstream.base_url())})).await;
-    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
-    assert_eq!(refused.body["error"]["code"], "approval_unavailable");
-    assert_eq!(upstream.recorder.count(), 0, "a gated action never executes without approval");
-}

@@ -1,6 +1,7 @@
 //! The `aileron` crate's one integration-test binary.
 
 mod api;
+mod approvals;
 mod cli;
 mod crash;
 mod hostile;

@@ -1,0 +1,200 @@
+//! The approval queue: the in-memory entries, their `approvals.jsonl` journal (appended and
+//! fsynced before anyone acts on an event), watchers of the queue, and the background execution
+//! of approved actions — through `run_action`, exactly once.
+//!
+//! Invariant: every state change goes through [`ApprovalQueue::commit`], which holds the queue
+//! lock across the state-machine check, the journal append + fsync and the in-memory swap. That
+//! ordering is what makes decides and executions exactly-once (see `aileron_core::approval`).
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use aileron_core::approval::{
+    ApprovalEntry, ApprovalId, ApprovalState, DecideError, Decision, EventKind, JournalEvent, Outcome, decide, replay,
+};
+use aileron_core::{Boundary, Failure};
+use anyhow::Context;
+use serde::Serialize;
+
+/// What watchers of the queue see.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum QueueEvent {
+    /// A new entry waits for a decision.
+    Pending { entry: Box<ApprovalEntry> },
+    /// An entry changed state after its request (decided, running, completed, failed).
+    Resolved { entry: Box<ApprovalEntry> },
+}
+
+/// Work found in the journal at start-up.
+pub struct Recovery {
+    /// Approved (or awaiting the vault) and never started: execute each once.
+    pub to_resume: Vec<ApprovalId>,
+    /// Were running when the daemon died: now failed, never re-run.
+    pub recovered: Vec<ApprovalId>,
+}
+
+struct Inner {
+    entries: BTreeMap<ApprovalId, ApprovalEntry>,
+    journal: File,
+    seq: u64,
+}
+
+pub struct ApprovalQueue {
+    path: PathBuf,
+    inner: Mutex<Inner>,
+    events: tokio::sync::broadcast::Sender<QueueEvent>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("{0}")]
+    Decide(#[from] DecideError),
+    #[error("approval `{0}` is unknown")]
+    Unknown(String),
+    #[error("approval journal {path}: {message}")]
+    Journal { path: String, message: String },
+}
+
+impl ApprovalQueue {
+    /// Replays the journal (truncating a torn tail), journals the recovery of entries that were
+    /// running, and returns the work to resume.
+    pub fn open(path: &Path) -> anyhow::Result<(ApprovalQueue, Recovery)> {
+        let text = match std::fs::read(path) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+        };
+        let replayed = replay(&text);
+        for error in &replayed.errors {
+            eprintln!("aileron daemon: warning: {error}");
+        }
+        let journal = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        if replayed.torn_tail {
+            eprintln!("aileron daemon: warning: {} ended with a torn line (a crash mid-append); it was dropped", path.display());
+            journal.set_len(replayed.intact_len as u64).with_context(|| format!("truncating {}", path.display()))?;
+            journal.sync_all()?;
+        }
+        let (events, _) = tokio::sync::broadcast::channel(256);
+        let queue = ApprovalQueue {
+            path: path.to_path_buf(),
+            inner: Mutex::new(Inner { entries: replayed.entries, journal, seq: replayed.last_seq }),
+            events,
+        };
+        let mut recovered = Vec::new();
+        for (id, reason) in replayed.recovered {
+            // The entry is already `failed` in memory; make that durable so the next replay agrees.
+            let event = JournalEvent { at: now(), id: id.clone(), kind: EventKind::Recovered { reason } };
+            let mut inner = queue.inner.lock().expect("approval queue poisoned");
+            queue.append(&mut inner, &event)?;
+            recovered.push(id);
+        }
+        Ok((queue, Recovery { to_resume: replayed.to_resume, recovered }))
+    }
+
+    /// Registers a new pending entry (journaled and fsynced) and tells watchers.
+    pub fn register(&self, entry: ApprovalEntry) -> Result<(), QueueError> {
+        let mut inner = self.inner.lock().expect("approval queue poisoned");
+        self.append(&mut inner, &JournalEvent::requested(&entry)).map_err(|e| self.journal_error(e))?;
+        inner.entries.insert(entry.id.clone(), entry.clone());
+        drop(inner);
+        let _ = self.events.send(QueueEvent::Pending { entry: Box::new(entry) });
+        Ok(())
+    }
+
+    /// Accepts a human decision once; a second decide (or an unknown id) is `NotPending`/`Unknown`.
+    pub fn decide(&self, id: &ApprovalId, decision: Decision) -> Result<ApprovalEntry, QueueError> {
+        self.commit(id, |entry| decide(entry, decision, &now()).map_err(QueueError::from))
+    }
+
+    /// Moves an approved entry to `running` (journaled before execution starts). Returns `None`
+    /// when the entry is not `approved` (already started by someone else, or unknown).
+    pub fn start(&self, id: &ApprovalId) -> Option<ApprovalEntry> {
+        self.commit(id, |entry| {
+            if entry.state != ApprovalState::Approved && entry.state != ApprovalState::AwaitingVault {
+                return Err(QueueError::Unknown(id.to_string()));
+            }
+            entry.advance(&now(), EventKind::Started).map_err(|e| QueueError::Unknown(e.to_string()))
+        })
+        .ok()
+    }
+
+    /// Records how an execution ended.
+    pub fn finish(&self, id: &ApprovalId, outcome: Outcome) -> Result<ApprovalEntry, QueueError> {
+        self.commit(id, |entry| {
+            entry.advance(&now(), EventKind::Finished { outcome }).map_err(|e| QueueError::Unknown(e.to_string()))
+        })
+    }
+
+    pub fn get(&self, id: &ApprovalId) -> Option<ApprovalEntry> {
+        self.inner.lock().expect("approval queue poisoned").entries.get(id).cloned()
+    }
+
+    /// Entries waiting for a decision, oldest first (ids sort by request time).
+    pub fn pending(&self) -> Vec<ApprovalEntry> {
+        let inner = self.inner.lock().expect("approval queue poisoned");
+        inner.entries.values().filter(|e| e.state == ApprovalState::PendingApproval).cloned().collect()
+    }
+
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<QueueEvent> {
+        self.events.subscribe()
+    }
+
+    /// Check, journal (fsync), swap, notify — all under the lock.
+    fn commit(
+        &self,
+        id: &ApprovalId,
+        step: impl FnOnce(&ApprovalEntry) -> Result<(ApprovalEntry, JournalEvent), QueueError>,
+    ) -> Result<ApprovalEntry, QueueError> {
+        let mut inner = self.inner.lock().expect("approval queue poisoned");
+        let current = inner.entries.get(id).ok_or_else(|| QueueError::Unknown(id.to_string()))?;
+        let (next, event) = step(current)?;
+        self.append(&mut inner, &event).map_err(|e| self.journal_error(e))?;
+        inner.entries.insert(id.clone(), next.clone());
+        drop(inner);
+        let _ = self.events.send(QueueEvent::Resolved { entry: Box::new(next.clone()) });
+        Ok(next)
+    }
+
+    fn append(&self, inner: &mut Inner, event: &JournalEvent) -> anyhow::Result<()> {
+        let line = event.clone().sequenced(inner.seq + 1).to_line();
+        inner.journal.write_all(line.as_bytes())?;
+        inner.journal.write_all(b"\n")?;
+        inner.journal.sync_data()?;
+        inner.seq += 1;
+        Ok(())
+    }
+
+    fn journal_error(&self, error: anyhow::Error) -> QueueError {
+        QueueError::Journal { path: self.path.display().to_string(), message: error.to_string() }
+    }
+}
+
+/// UTC RFC 3339 with milliseconds, the timestamp format of the journal and the audit log.
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A fresh approval id: `act-<utc timestamp>-<16 hex>`.
+pub fn mint_id(requested_at: &str) -> ApprovalId {
+    let mut random = [0u8; 8];
+    getrandom::fill(&mut random).expect("operating system randomness unavailable");
+    ApprovalId::new(requested_at, random).expect("the journal timestamp format is a valid id timestamp")
+}
+
+/// The failure recorded when an approved entry cannot be executed at all.
+pub fn not_runnable(message: impl Into<String>) -> Failure {
+    Failure::runtime_error(Boundary::Runtime, message)
+}
+
+/// Shared handle used by the daemon.
+pub type SharedQueue = Arc<ApprovalQueue>;

@@ -1,0 +1,175 @@
+//! `aileron approval list|approve|deny` and `aileron open approval <id>`: the out-of-band
+//! surfaces where a human decides. Nothing here is reachable by an agent over MCP.
+
+use clap::{Args, Subcommand};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::{CliError, CliResult, EXIT_OK, print_json};
+use crate::client::{ApiFailure, DaemonClient};
+use crate::home::Home;
+
+#[derive(Args)]
+pub struct ApprovalArgs {
+    #[command(subcommand)]
+    command: ApprovalCommand,
+}
+
+#[derive(Subcommand)]
+enum ApprovalCommand {
+    /// List approvals waiting for a decision, oldest first
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending approval; the action then runs once, in the background
+    Approve {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Deny a pending approval; the action never runs
+    Deny {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Show where an approval stands: pending, running, completed, denied or failed
+    Status {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+pub struct OpenArgs {
+    #[command(subcommand)]
+    target: OpenTarget,
+}
+
+#[derive(Subcommand)]
+enum OpenTarget {
+    /// Open the review page for one approval in the browser (signed in with a one-time ticket)
+    Approval {
+        id: String,
+        /// Print the sign-in URL instead of starting a browser
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the review page listing every pending approval
+    Approvals {
+        #[arg(long)]
+        print: bool,
+    },
+}
+
+pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
+    let client = DaemonClient::connect(home).await?;
+    match args.command {
+        ApprovalCommand::List { json } => {
+            let listing = client.get("/v1/action-approvals").await?;
+            if json {
+                print_json(&listing);
+                return Ok(EXIT_OK);
+            }
+            let items = listing["items"].as_array().cloned().unwrap_or_default();
+            if items.is_empty() {
+                eprintln!("no approvals are waiting");
+            }
+            for item in items {
+                println!(
+                    "{}  {:<20} requested {}  args {}",
+                    item["id"].as_str().unwrap_or("?"),
+                    item["action"].as_str().unwrap_or("?"),
+                    item["requested_at"].as_str().unwrap_or("?"),
+                    item["args"]
+                );
+            }
+            Ok(EXIT_OK)
+        }
+        ApprovalCommand::Approve { id, reason } => decide(&client, &id, true, reason).await,
+        ApprovalCommand::Deny { id, reason } => decide(&client, &id, false, reason).await,
+        ApprovalCommand::Status { id, json } => {
+            let view = client.get(&format!("/v1/action-approvals/{id}/result")).await?;
+            if json {
+                print_json(&view);
+            } else {
+                println!("{}", status_line(&view));
+            }
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<String>) -> CliResult {
+    let mut body = json!({ "approved": approved });
+    if let Some(reason) = reason {
+        body["reason"] = reason.into();
+    }
+    let (status, answer) = client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/decide"), Some(&body)).await?;
+    if status != StatusCode::NO_CONTENT {
+        return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
+    }
+    if approved {
+        eprintln!("approved {id}; the action runs now — follow it with: aileron approval status {id}");
+    } else {
+        eprintln!("denied {id}; the action will not run");
+    }
+    Ok(EXIT_OK)
+}
+
+/// One line describing a result view.
+pub fn status_line(view: &Value) -> String {
+    let status = view["status"].as_str().unwrap_or("?");
+    match status {
+        "completed" => format!("completed (audit {})", view["audit_id"].as_str().unwrap_or("?")),
+        "denied" => match view["reason"].as_str() {
+            Some(reason) => format!("denied: {reason}"),
+            None => "denied".to_string(),
+        },
+        "failed" => format!(
+            "failed: {} — {}",
+            view["failure"]["class"].as_str().unwrap_or("?"),
+            view["failure"]["message"].as_str().unwrap_or("?")
+        ),
+        other => other.to_string(),
+    }
+}
+
+pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
+    let (focus, print) = match args.target {
+        OpenTarget::Approval { id, print } => (Some(id), print),
+        OpenTarget::Approvals { print } => (None, print),
+    };
+    let client = DaemonClient::connect(home).await?;
+    let ticket = client.post("/v1/web/login-tickets", &json!({})).await?;
+    let mut url = ticket["login_url"].as_str().unwrap_or_default().to_string();
+    if let Some(focus) = focus {
+        url.push_str(&format!("&focus={focus}"));
+    }
+    if print || !open_browser(&url) {
+        // stdout carries the URL so scripts (and people without a browser here) can use it.
+        println!("{url}");
+        if !print {
+            eprintln!("could not start a browser; open the URL above within 60 s (it signs you in once)");
+        }
+    } else {
+        eprintln!("opened the review page in your browser");
+    }
+    Ok(EXIT_OK)
+}
+
+/// Starts the platform's URL opener; false when none is available or it fails.
+fn open_browser(url: &str) -> bool {
+    let openers: &[&str] = if cfg!(target_os = "macos") { &["open"] } else { &["xdg-open", "sensible-browser"] };
+    openers.iter().any(|opener| {
+        std::process::Command::new(opener)
+            .arg(url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    })
+}

@@ -1,0 +1,249 @@
+//! The web review page (`/approvals`): server-rendered HTML of the pending approvals plus a small
+//! script that keeps the list live (SSE) and submits decisions.
+//!
+//! Authentication: `aileron open approval <id>` mints a one-time login ticket (60 s); the page's
+//! `/approvals/login?ticket=` redeems it for an HttpOnly SameSite=Strict cookie and a CSRF token
+//! embedded in the page. The review URL handed to the agent carries no ticket, so an agent that
+//! fetches it sees only the sign-in notice. Decisions are `fetch` POSTs carrying the CSRF token
+//! and the browser's same-origin `Origin` (checked in `auth`).
+
+use std::sync::Arc;
+
+use aileron_core::approval::{ApprovalEntry, ApprovalPreview};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::AppState;
+use super::auth::{WEB_COOKIE, random_token, web_cookie};
+
+#[derive(Deserialize)]
+pub struct PageQuery {
+    focus: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct LoginQuery {
+    ticket: String,
+    focus: Option<String>,
+}
+
+/// Redeems a login ticket: sets the session cookie and redirects to the page.
+pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<LoginQuery>) -> Response {
+    let Some((cookie, _csrf)) = state.tokens.redeem_ticket(&query.ticket) else {
+        let body = page(
+            "Sign-in link expired",
+            "<p class=\"notice\">This sign-in link has expired or was already used.</p>\
+             <p>Run <code>aileron open approval &lt;id&gt;</code> (or <code>aileron approval list</code>) again.</p>",
+            "",
+            &random_token(),
+        );
+        return (StatusCode::FORBIDDEN, secure_headers(), Html(body)).into_response();
+    };
+    let target = match query.focus.as_deref().filter(|f| is_plain_id(f)) {
+        Some(focus) => format!("/approvals?focus={focus}"),
+        None => "/approvals".to_string(),
+    };
+    let cookie = format!("{WEB_COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/");
+    let mut response = Redirect::to(&target).into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// The review page. Without a valid session cookie it shows how to sign in and no data at all.
+pub async fn approvals_page(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let nonce = random_token();
+    let csrf = web_cookie(&headers).and_then(|cookie| state.tokens.web_session(&cookie));
+    let Some(csrf) = csrf else {
+        let body = page(
+            "Aileron approvals",
+            "<p class=\"notice\" id=\"signed-out\">Not signed in. Open this page with \
+             <code>aileron open approval &lt;id&gt;</code> from your terminal; it signs this browser in.</p>",
+            "",
+            &nonce,
+        );
+        return (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(body)).into_response();
+    };
+    let focus = query.focus.filter(|f| is_plain_id(f)).unwrap_or_default();
+    let cards: String = state.approvals.pending().iter().map(|entry| card(entry, &focus)).collect();
+    let empty = if cards.is_empty() { "" } else { " hidden" };
+    let body = format!(
+        "<p class=\"empty\" id=\"empty\"{empty}>No approvals are waiting.</p>\
+         <div id=\"cards\">{cards}</div><h2>Resolved</h2><ul id=\"resolved\"></ul>"
+    );
+    let script = format!(
+        "<script nonce=\"{nonce}\">const CSRF = {csrf}; const FOCUS = {focus};\n{SCRIPT}</script>",
+        csrf = Value::String(csrf),
+        focus = Value::String(focus),
+    );
+    (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(page("Aileron approvals", &body, &script, &nonce)))
+        .into_response()
+}
+
+/// Approval ids are `act-<timestamp>-<hex>`; anything else is ignored rather than echoed.
+fn is_plain_id(value: &str) -> bool {
+    !value.is_empty() && value.len() <= 64 && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+fn secure_headers() -> [(header::HeaderName, String); 4] {
+    secure_headers_with_nonce("none")
+}
+
+fn secure_headers_with_nonce(nonce: &str) -> [(header::HeaderName, String); 4] {
+    [
+        (
+            header::CONTENT_SECURITY_POLICY,
+            format!("default-src 'none'; connect-src 'self'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}'; form-action 'none'; frame-ancestors 'none'"),
+        ),
+        (header::X_FRAME_OPTIONS, "DENY".to_string()),
+        (header::REFERRER_POLICY, "no-referrer".to_string()),
+        (header::CACHE_CONTROL, "no-store".to_string()),
+    ]
+}
+
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One approval card, server-rendered (the script renders new ones with the same structure).
+fn card(entry: &ApprovalEntry, focus: &str) -> String {
+    let id = escape(entry.id.as_str());
+    let focused = if entry.id.as_str() == focus { " focused" } else { "" };
+    let args: String = entry
+        .args
+        .iter()
+        .map(|(key, value)| {
+            let shown = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+            format!("<tr><th>{}</th><td><pre>{}</pre></td></tr>", escape(key), escape(&shown))
+        })
+        .collect();
+    let preview = match &entry.preview {
+        None => String::new(),
+        Some(ApprovalPreview::Unavailable { reason }) => {
+            format!("<p class=\"preview-unavailable\">preview unavailable: {}</p>", escape(reason))
+        }
+        Some(ApprovalPreview::Fields(fields)) => {
+            let rows: String = fields
+                .iter()
+                .map(|field| {
+                    let value = field.value.as_deref().unwrap_or("—");
+                    let value = if field.multiline { format!("<pre>{}</pre>", escape(value)) } else { escape(value) };
+                    format!("<tr><th>{}</th><td>{value}</td></tr>", escape(&field.label))
+                })
+                .collect();
+            format!("<table class=\"preview\">{rows}</table>")
+        }
+    };
+    format!(
+        "<section class=\"card{focused}\" id=\"card-{id}\" data-id=\"{id}\">\
+         <h2>{action}</h2><p class=\"meta\">{id} · requested {requested}</p>\
+         {preview}<h3>Arguments</h3><table class=\"args\">{args}</table>\
+         <div class=\"decide\"><button class=\"approve\" data-id=\"{id}\">Approve</button>\
+         <input class=\"reason\" placeholder=\"reason (optional)\" maxlength=\"1000\">\
+         <button class=\"deny\" data-id=\"{id}\">Deny</button><span class=\"status\"></span></div></section>",
+        action = escape(&entry.action),
+        requested = escape(&entry.requested_at),
+    )
+}
+
+fn page(title: &str, body: &str, script: &str, nonce: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style nonce=\"{nonce}\">{STYLE}</style></head>\
+         <body><header><h1>{title}</h1></header><main>{body}</main>{script}</body></html>",
+        title = escape(title),
+    )
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1b1f24}\
+header{background:#1b1f24;color:#fff;padding:12px 24px}h1{font-size:18px;margin:0}main{max-width:900px;margin:24px auto;padding:0 16px}\
+.card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:16px;margin-bottom:16px}\
+.card.focused{border:2px solid #0969da}.meta{color:#57606a;font-size:12px}table{border-collapse:collapse;width:100%}\
+th{text-align:left;vertical-align:top;padding:4px 8px;width:30%;color:#57606a}td{padding:4px 8px}pre{margin:0;white-space:pre-wrap}\
+.decide{margin-top:12px;display:flex;gap:8px;align-items:center}.reason{flex:1;padding:4px}\
+button{padding:6px 14px;border-radius:6px;border:1px solid #d0d7de;cursor:pointer}.approve{background:#1f883d;color:#fff}\
+.deny{background:#cf222e;color:#fff}.notice{background:#fff8c5;padding:12px;border-radius:6px}.preview-unavailable{color:#9a6700}";
+
+/// The page script: renders cards from SSE events and posts decisions with the CSRF token.
+const SCRIPT: &str = r#"
+const cards = document.getElementById('cards');
+const resolved = document.getElementById('resolved');
+const empty = document.getElementById('empty');
+function el(tag, attrs, text) { const e = document.createElement(tag); Object.assign(e, attrs || {}); if (text !== undefined) e.textContent = text; return e; }
+function shown(v) { return typeof v === 'string' ? v : JSON.stringify(v); }
+function refreshEmpty() { empty.hidden = cards.children.length > 0; }
+function render(entry) {
+  if (document.getElementById('card-' + entry.id)) return;
+  const card = el('section', { className: 'card' + (entry.id === FOCUS ? ' focused' : ''), id: 'card-' + entry.id });
+  card.dataset.id = entry.id;
+  card.append(el('h2', {}, entry.action), el('p', { className: 'meta' }, entry.id + ' · requested ' + entry.requested_at));
+  const preview = entry.preview;
+  if (preview && preview.unavailable !== undefined) {
+    card.append(el('p', { className: 'preview-unavailable' }, 'preview unavailable: ' + preview.unavailable.reason));
+  } else if (preview && preview.fields) {
+    const t = el('table', { className: 'preview' });
+    for (const f of preview.fields) { const r = el('tr'); const v = el('td'); v.append(f.multiline ? el('pre', {}, f.value ?? '—') : document.createTextNode(f.value ?? '—')); r.append(el('th', {}, f.label), v); t.append(r); }
+    card.append(t);
+  }
+  card.append(el('h3', {}, 'Arguments'));
+  const args = el('table', { className: 'args' });
+  for (const [k, v] of Object.entries(entry.args || {})) { const r = el('tr'); const d = el('td'); d.append(el('pre', {}, shown(v))); r.append(el('th', {}, k), d); args.append(r); }
+  card.append(args);
+  const decide = el('div', { className: 'decide' });
+  decide.append(el('button', { className: 'approve' }, 'Approve'), el('input', { className: 'reason', placeholder: 'reason (optional)', maxLength: 1000 }), el('button', { className: 'deny' }, 'Deny'), el('span', { className: 'status' }));
+  decide.querySelector('.approve').dataset.id = entry.id; decide.querySelector('.deny').dataset.id = entry.id;
+  card.append(decide);
+  cards.append(card);
+  refreshEmpty();
+}
+function resolve(entry) {
+  const card = document.getElementById('card-' + entry.id);
+  if (card) card.remove();
+  let item = document.getElementById('resolved-' + entry.id);
+  if (!item) { item = el('li', { id: 'resolved-' + entry.id }); resolved.prepend(item); }
+  item.dataset.status = entry.state;
+  item.textContent = entry.action + ' · ' + entry.id + ' · ' + entry.state + (entry.reason ? ' (' + entry.reason + ')' : '');
+  refreshEmpty();
+}
+async function decide(id, approved, reason, status) {
+  status.textContent = 'sending…';
+  const response = await fetch('/v1/action-approvals/' + encodeURIComponent(id) + '/decide', {
+    method: 'POST', credentials: 'same-origin',
+    headers: { 'content-type': 'application/json', 'x-csrf-token': CSRF },
+    body: JSON.stringify(reason ? { approved, reason } : { approved }),
+  });
+  status.textContent = response.status === 204 ? (approved ? 'approved' : 'denied') : 'failed: HTTP ' + response.status;
+}
+cards.addEventListener('click', (event) => {
+  const button = event.target.closest('button');
+  if (!button) return;
+  const card = button.closest('.card');
+  const reason = card.querySelector('.reason').value.trim();
+  decide(card.dataset.id, button.classList.contains('approve'), reason, card.querySelector('.status'));
+});
+const events = new EventSource('/v1/action-approvals/watch');
+events.addEventListener('snapshot', (e) => { for (const entry of JSON.parse(e.data).items) render(entry); });
+events.addEventListener('pending', (e) => render(JSON.parse(e.data)));
+events.addEventListener('resolved', (e) => resolve(JSON.parse(e.data)));
+const focused = document.getElementById('card-' + FOCUS);
+if (focused) focused.scrollIntoView();
+"#;

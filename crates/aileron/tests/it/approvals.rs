@@ -1,0 +1,289 @@
+//! The approval gate through the HTTP API: 202 + review URL, decide once, results, denial,
+//! concurrent decides, session tokens that cannot decide, the cookie + CSRF web session, and an
+//! approval bound to the exact action bytes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aileron::daemon::auth::SESSION_SCOPES;
+use aileron::fake_github::FakeGithub;
+use http::{Request, StatusCode};
+use serde_json::{Value, json};
+
+use crate::support::{ActionSpec, Harness, PORT, TOKEN, guest_wasm, manifest};
+
+/// A gated action that GETs `url` on the fake upstream.
+pub async fn gated(harness: &Harness, upstream: &FakeGithub) -> String {
+    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
+    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") };
+    assert_eq!(harness.add_action("fetch.md", &spec.render()).await.status, StatusCode::CREATED);
+    hash
+}
+
+pub async fn wait_for_status(harness: &Harness, id: &str, wanted: &[&str]) -> Value {
+    for _ in 0..500 {
+        let view = harness.request("GET", &format!("/v1/action-approvals/{id}/result"), None).await.body;
+        if wanted.contains(&view["status"].as_str().unwrap_or_default()) {
+            return view;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("approval {id} never reached {wanted:?}");
+}
+
+async fn events_of(harness: &Harness, event_type: &str) -> Vec<Value> {
+    harness.audit().await.into_iter().filter(|r| r["event_type"] == event_type).collect()
+}
+
+#[tokio::test]
+async fn a_gated_action_waits_for_approval_then_runs_once() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    gated(&harness, &upstream).await;
+    let url = format!("{}/status/200", upstream.base_url());
+
+    let pending = harness.run("fetch", json!({ "url": url })).await;
+    assert_eq!(pending.status, StatusCode::ACCEPTED, "{}", pending.body);
+    assert_eq!(pending.body["status"], "pending_approval");
+    let id = pending.body["approval_id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("act-"));
+    let review_url = pending.body["review_url"].as_str().unwrap();
+    assert_eq!(review_url, format!("http://127.0.0.1:{PORT}/approvals?focus={id}"));
+    let message = pending.body["message"].as_str().unwrap();
+    for needle in ["fetch", review_url, &format!("aileron open approval {id}")] {
+        assert!(message.contains(needle), "the message names {needle}: {message}");
+    }
+    assert_eq!(upstream.recorder.count(), 0, "nothing executes before approval");
+    let requested = events_of(&harness, "approval.requested").await;
+    assert_eq!(requested.len(), 1);
+    assert_eq!(requested[0]["payload"]["aileron.approval.id"], id.as_str());
+
+    let listing = harness.request("GET", "/v1/action-approvals", None).await;
+    assert_eq!(listing.body["items"][0]["id"], id.as_str());
+    assert_eq!(listing.body["items"][0]["args"]["url"], url.as_str());
+    assert_eq!(harness.request("GET", &format!("/v1/action-approvals/{id}/result"), None).await.body["status"], "pending_approval");
+
+    let decided = harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true}))).await;
+    assert_eq!(decided.status, StatusCode::NO_CONTENT, "{}", decided.body);
+    let approved = events_of(&harness, "approval.approved").await;
+    assert_eq!(approved.len(), 1, "approval.approved is on disk before the 204");
+    assert!(approved[0]["payload"]["aileron.approval.wait_ms"].is_u64());
+
+    let view = wait_for_status(&harness, &id, &["completed", "failed"]).await;
+    assert_eq!(view["status"], "completed", "{view}");
+    assert_eq!(view["result"]["output"]["status"], 200);
+    let executed = harness.audit_for(view["audit_id"].as_str().unwrap()).await;
+    assert_eq!(executed[0]["event_type"], "action.executed");
+    assert_eq!(executed[0]["payload"]["aileron.approval.id"], id.as_str());
+    assert_eq!(upstream.recorder.count(), 1);
+
+    let again = harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true}))).await;
+    assert_eq!(again.status, StatusCode::NOT_FOUND, "a decision is accepted once");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(upstream.recorder.count(), 1, "and the action ran exactly once");
+}
+
+#[tokio::test]
+async fn a_denied_action_never_runs_and_the_reason_is_audited() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    gated(&harness, &upstream).await;
+    let pending = harness.run("fetch", json!({ "url": format!("{}/status/200", upstream.base_url()) })).await;
+    let id = pending.body["approval_id"].as_str().unwrap().to_string();
+    let body = json!({"approved": false, "reason": "  wrong repository  "});
+    let denied = harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(body)).await;
+    assert_eq!(denied.status, StatusCode::NO_CONTENT);
+    let view = harness.request("GET", &format!("/v1/action-approvals/{id}/result"), None).await.body;
+    assert_eq!(view, json!({"status": "denied", "reason": "wrong repository"}));
+    let records = events_of(&harness, "approval.denied").await;
+    assert_eq!(records[0]["payload"]["aileron.approval.reason"], "wrong repository");
+    assert_eq!(records[0]["payload"]["aileron.approval.decision"], "denied");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(upstream.recorder.count(), 0);
+    assert_eq!(harness.request("GET", "/v1/action-approvals", None).await.body["items"], json!([]));
+}
+
+#[tokio::test]
+async fn concurrent_decides_execute_exactly_once() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Arc::new(Harness::new());
+    gated(&harness, &upstream).await;
+    for round in 0..5 {
+        let pending = harness.run("fetch", json!({ "url": format!("{}/status/200", upstream.base_url()) })).await;
+        let id = pending.body["approval_id"].as_str().unwrap().to_string();
+        let mut tasks = Vec::new();
+        for i in 0..12 {
+            let (harness, id) = (harness.clone(), id.clone());
+            tasks.push(tokio::spawn(async move {
+                let body = json!({"approved": i % 3 != 0});
+                harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(body)).await.status
+            }));
+        }
+        let mut accepted = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                StatusCode::NO_CONTENT => accepted += 1,
+                StatusCode::NOT_FOUND => {}
+                other => panic!("unexpected status {other}"),
+            }
+        }
+        assert_eq!(accepted, 1, "round {round}: exactly one decision is accepted");
+        wait_for_status(&harness, &id, &["completed", "denied"]).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let approvals = events_of(&harness, "approval.approved").await.len();
+    assert_eq!(upstream.recorder.count(), approvals, "every approval ran once, every denial never");
+}
+
+#[tokio::test]
+async fn session_tokens_can_run_and_poll_but_never_decide() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    gated(&harness, &upstream).await;
+    let session_token = harness.state.tokens.mint_session("sess-1", SESSION_SCOPES.to_vec());
+    let as_agent = |method: &str, path: String| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", format!("127.0.0.1:{PORT}"))
+            .header("authorization", format!("Bearer {session_token}"))
+    };
+    let body = json!({"args": {"url": format!("{}/status/200", upstream.base_url())}});
+    let pending = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(body)).await;
+    assert_eq!(pending.status, StatusCode::ACCEPTED, "{}", pending.body);
+    let id = pending.body["approval_id"].as_str().unwrap().to_string();
+    let requested = events_of(&harness, "approval.requested").await;
+    assert_eq!(requested[0]["payload"]["aileron.session.id"], "sess-1");
+    assert_eq!(requested[0]["actor"]["type"], "agent");
+
+    for decision in [json!({"approved": true}), json!({"approved": false})] {
+        let attempt = harness.send(as_agent("POST", format!("/v1/action-approvals/{id}/decide")), Some(decision)).await;
+        assert_eq!(attempt.status, StatusCode::FORBIDDEN, "a session token never decides");
+    }
+    for path in ["/v1/web/login-tickets", "/v1/connectors/install", "/v1/actions/install"] {
+        let attempt = harness.send(as_agent("POST", path.to_string()), Some(json!({}))).await;
+        assert!(matches!(attempt.status, StatusCode::FORBIDDEN | StatusCode::UNPROCESSABLE_ENTITY | StatusCode::BAD_REQUEST), "{path}: {}", attempt.status);
+        assert_ne!(attempt.status, StatusCode::CREATED);
+    }
+    let polled = harness.send(as_agent("GET", format!("/v1/action-approvals/{id}/result")), None).await;
+    assert_eq!(polled.body["status"], "pending_approval");
+    assert_eq!(upstream.recorder.count(), 0);
+}
+
+/// Extracts `aileron_web=<value>` from a Set-Cookie header.
+fn cookie_of(response: &crate::support::TestResponse) -> String {
+    let set_cookie = response.headers["set-cookie"].to_str().unwrap().to_string();
+    assert!(set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Strict"), "{set_cookie}");
+    set_cookie.split(';').next().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    gated(&harness, &upstream).await;
+    let pending = harness.run("fetch", json!({ "url": format!("{}/status/200", upstream.base_url()) })).await;
+    let id = pending.body["approval_id"].as_str().unwrap().to_string();
+    let host = format!("127.0.0.1:{PORT}");
+    let origin = format!("http://127.0.0.1:{PORT}");
+
+    // The review URL the agent got carries no ticket: no data without a session.
+    let anonymous = harness.send(Request::builder().uri(format!("/approvals?focus={id}")).header("host", &host), None).await;
+    let page = anonymous.body.as_str().unwrap_or_default().to_string();
+    assert!(page.contains("Not signed in") && !page.contains("status/200") && !page.contains("card-act-"), "{page}");
+    let no_cookie = harness.send(Request::builder().uri("/v1/action-approvals").header("host", &host), None).await;
+    assert_eq!(no_cookie.status, StatusCode::UNAUTHORIZED);
+
+    let ticket = harness.request("POST", "/v1/web/login-tickets", Some(json!({}))).await.body["ticket"].as_str().unwrap().to_string();
+    let login = harness.send(Request::builder().uri(format!("/approvals/login?ticket={ticket}&focus={id}")).header("host", &host), None).await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    assert_eq!(login.headers["location"], format!("/approvals?focus={id}"));
+    let cookie = cookie_of(&login);
+    let reused = harness.send(Request::builder().uri(format!("/approvals/login?ticket={ticket}")).header("host", &host), None).await;
+    assert_eq!(reused.status, StatusCode::FORBIDDEN, "a ticket works once");
+
+    let signed_in = harness.send(Request::builder().uri(format!("/approvals?focus={id}")).header("host", &host).header("cookie", &cookie), None).await;
+    let page = signed_in.body.as_str().unwrap().to_string();
+    assert!(page.contains(&format!("card-{id}")) && page.contains("status/200"), "the page shows the card and its arguments");
+    let csrf = page.split("const CSRF = \"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    assert!(signed_in.headers["content-security-policy"].to_str().unwrap().contains("script-src 'nonce-"));
+
+    let decide = |csrf: Option<&str>, origin: Option<&str>, host: &str| {
+        let mut builder = Request::builder().method("POST").uri(format!("/v1/action-approvals/{id}/decide")).header("host", host).header("cookie", &cookie);
+        if let Some(csrf) = csrf {
+            builder = builder.header("x-csrf-token", csrf);
+        }
+        if let Some(origin) = origin {
+            builder = builder.header("origin", origin);
+        }
+        builder
+    };
+    let body = json!({"approved": true});
+    let cases = [
+        ("no csrf", decide(None, Some(&origin), &host), StatusCode::FORBIDDEN),
+        ("wrong csrf", decide(Some("nope"), Some(&origin), &host), StatusCode::FORBIDDEN),
+        ("no origin", decide(Some(&csrf), None, &host), StatusCode::FORBIDDEN),
+        ("foreign origin", decide(Some(&csrf), Some("http://evil.example"), &host), StatusCode::FORBIDDEN),
+        ("rebinding host", decide(Some(&csrf), Some(&origin), "evil.example:80"), StatusCode::FORBIDDEN),
+    ];
+    for (label, builder, expected) in cases {
+        assert_eq!(harness.send(builder, Some(body.clone())).await.status, expected, "{label}");
+    }
+    assert_eq!(upstream.recorder.count(), 0, "no forged decide got through");
+    let accepted = harness.send(decide(Some(&csrf), Some(&origin), &host), Some(body)).await;
+    assert_eq!(accepted.status, StatusCode::NO_CONTENT, "{}", accepted.body);
+    let view = wait_for_status(&harness, &id, &["completed", "failed"]).await;
+    assert_eq!(view["status"], "completed");
+    let approved = events_of(&harness, "approval.approved").await;
+    assert_eq!(approved[0]["actor"]["type"], "human");
+
+    // The cookie never grants admin routes.
+    let admin = harness.send(Request::builder().uri("/v1/audit").header("host", &host).header("cookie", &cookie), None).await;
+    assert_eq!(admin.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn an_approval_binds_to_the_exact_action_file() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    let hash = gated(&harness, &upstream).await;
+    let pending = harness.run("fetch", json!({ "url": format!("{}/status/200", upstream.base_url()) })).await;
+    let id = pending.body["approval_id"].as_str().unwrap().to_string();
+    // The action file changes (same name) after the request.
+    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") };
+    let edited = spec.render().replace("An action used by the test suite.", "Edited after the request.");
+    assert_eq!(harness.add_action("fetch.md", &edited).await.status, StatusCode::CREATED);
+    harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true}))).await;
+    let view = wait_for_status(&harness, &id, &["completed", "failed"]).await;
+    assert_eq!(view["status"], "failed", "{view}");
+    assert_eq!(view["failure"]["class"], "hash_mismatch");
+    assert_eq!(upstream.recorder.count(), 0, "the edited action did not run under the old approval");
+}
+
+#[tokio::test]
+async fn a_failing_preview_never_blocks_the_approval() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
+    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("previewed", "http_get", &hash, "get") };
+    let text = spec.render().replace(
+        "[approval]\nrequired = true\n",
+        "[approval]\nrequired = true\n[approval.preview]\nop = \"get\"\nargs = { url = \"${args.url}\" }\nrender = { \"Status\" = \"status\", \"Body\" = \"body\" }\nmultiline = [\"Body\"]\n",
+    );
+    assert_eq!(harness.add_action("previewed.md", &text).await.status, StatusCode::CREATED, "{text}");
+
+    let ok = harness.run("previewed", json!({ "url": format!("{}/status/200", upstream.base_url()) })).await;
+    assert_eq!(ok.status, StatusCode::ACCEPTED);
+    let entry = &harness.request("GET", "/v1/action-approvals", None).await.body["items"][0];
+    assert_eq!(entry["preview"]["fields"][0], json!({"label": "Status", "value": "200", "multiline": false}));
+    assert_eq!(entry["preview"]["fields"][1]["multiline"], true);
+
+    let denied = harness.run("previewed", json!({ "url": "http://evil.example/" })).await;
+    assert_eq!(denied.status, StatusCode::ACCEPTED, "a failing preview does not block: {}", denied.body);
+    let id = denied.body["approval_id"].as_str().unwrap();
+    let items = harness.request("GET", "/v1/action-approvals", None).await.body["items"].clone();
+    let entry = items.as_array().unwrap().iter().find(|e| e["id"] == id).unwrap().clone();
+    let reason = entry["preview"]["unavailable"]["reason"].as_str().unwrap();
+    assert!(reason.contains("capability_denied"), "{reason}");
+    let _ = TOKEN;
+}
