@@ -352,6 +352,20 @@ pub async fn execute_approved(state: Arc<AppState>, id: ApprovalId) {
     }
 }
 
+/// Audits an entry that was running when the daemon died: `execution.failed`, with the
+/// recovery explanation. It is never re-run (its side effects may have happened).
+pub async fn audit_recovered(state: Arc<AppState>, id: ApprovalId) {
+    let Some(entry) = state.approvals.get(&id) else { return };
+    let failure = entry.failure.clone().unwrap_or_else(|| approvals::not_runnable("interrupted by a daemon restart"));
+    let mut payload = failure.audit_payload();
+    payload.insert("aileron.approval.id".into(), id.to_string().into());
+    payload.insert("aileron.action.name".into(), entry.action.clone().into());
+    let caller = Caller::new(ActorType::Service, "daemon-restart");
+    if let Err(error) = append(&state, "execution.failed", &caller, payload, &mint_audit_id()).await {
+        eprintln!("aileron daemon: auditing the recovery of approval {id}: {error}");
+    }
+}
+
 /// Preview ops are bounded to 5 s (SPEC §2).
 pub const PREVIEW_TIME_LIMIT: Duration = Duration::from_secs(5);
 

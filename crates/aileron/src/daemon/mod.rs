@@ -35,6 +35,8 @@ pub struct AppState {
     pub approvals: ApprovalQueue,
     /// Approved entries found in the journal at start-up, executed once `resume_approvals` runs.
     pending_resume: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
+    /// Entries found running at start-up (now failed); audited by `resume_approvals`.
+    pending_recovered: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
     pub runtime: Arc<Runtime>,
     pub credentials: Arc<dyn CredentialSource>,
     /// Back-off between retries of retriable failures (SPEC §9: 1 s, 2 s, 4 s).
@@ -93,6 +95,7 @@ impl AppState {
             actions,
             approvals,
             pending_resume: std::sync::Mutex::new(recovery.to_resume),
+            pending_recovered: std::sync::Mutex::new(recovery.recovered),
             runtime: Arc::new(runtime),
             credentials: options.credentials,
             retry_delays: options.retry_delays,
@@ -116,8 +119,13 @@ impl AppState {
         format!("http://127.0.0.1:{}", self.listen_port())
     }
 
-    /// Executes, once each, the approved entries the journal held at start-up.
+    /// Executes, once each, the approved entries the journal held at start-up, and audits the
+    /// entries that were running when the daemon died (failed, never re-run).
     pub fn resume_approvals(self: &Arc<Self>) {
+        let recovered = std::mem::take(&mut *self.pending_recovered.lock().expect("recovered list poisoned"));
+        for id in recovered {
+            tokio::spawn(crate::runner::audit_recovered(self.clone(), id));
+        }
         let ids = std::mem::take(&mut *self.pending_resume.lock().expect("resume list poisoned"));
         for id in ids {
             tokio::spawn(crate::runner::execute_approved(self.clone(), id));

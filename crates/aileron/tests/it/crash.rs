@@ -96,3 +96,133 @@ fn kill_9_during_a_burst_loses_no_acknowledged_record() {
     cli.ok(&["daemon", "start"]);
     assert!(cli.run(&["audit", "verify"]).status.success());
 }
+
+/// The running daemon's URL, token and pid from `daemon.json`.
+fn daemon_info(cli: &Cli) -> (String, String, i32) {
+    let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    (info["url"].as_str().unwrap().to_string(), info["token"].as_str().unwrap().to_string(), info["pid"].as_i64().unwrap() as i32)
+}
+
+fn kill_9(pid: i32) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let started = Instant::now();
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Where the daemon is killed in an approval's life.
+#[derive(Debug, Clone, Copy)]
+enum CrashPoint {
+    AfterRequest,
+    AfterDecide { delay_ms: u64 },
+    WhileRunning,
+}
+
+/// `kill -9` at every step of an approval's life, many times: a pending entry stays pending, an
+/// approved entry runs exactly once (resumed after the restart when it had not started), and an
+/// entry caught running is failed and never re-run. Checked against an upstream that counts calls.
+#[test]
+fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    aileron::daemon::install_crypto_provider();
+    let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    let cli = Cli::new();
+    let package = cli.package("http_get", &[upstream.host_port()]);
+    let hash = cli.ok(&["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/http_get@1.0.0", "--yes", "--allow-unsigned"]);
+    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", hash.trim(), "get") };
+    let file = cli.scratch().join("fetch.md");
+    std::fs::write(&file, spec.render()).unwrap();
+    cli.ok(&["action", "add", file.to_str().unwrap()]);
+
+    let client = reqwest::blocking::Client::new();
+    let calls_for = |marker: &str| upstream.recorder.requests().iter().filter(|r| r.path_and_query.contains(marker)).count();
+    let status_of = |url: &str, token: &str, id: &str| -> Value {
+        client.get(format!("{url}/v1/action-approvals/{id}/result")).bearer_auth(token).send().unwrap().json().unwrap()
+    };
+    let wait_for = |id: &str, wanted: &[&str]| -> Value {
+        let (url, token, _) = daemon_info(&cli);
+        for _ in 0..1000 {
+            let view = status_of(&url, &token, id);
+            if wanted.contains(&view["status"].as_str().unwrap_or_default()) {
+                return view;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("approval {id} never reached {wanted:?}");
+    };
+
+    let mut points = vec![CrashPoint::AfterRequest, CrashPoint::WhileRunning];
+    points.extend([0, 1, 3, 5, 8, 13, 21].map(|delay_ms| CrashPoint::AfterDecide { delay_ms }));
+    for (iteration, point) in points.into_iter().enumerate() {
+        cli.ok(&["daemon", "start"]);
+        let (url, token, pid) = daemon_info(&cli);
+        let marker = format!("i={iteration}");
+        let target = match point {
+            CrashPoint::WhileRunning => format!("{}/slow/1500?{marker}", upstream.base_url()),
+            _ => format!("{}/status/200?{marker}", upstream.base_url()),
+        };
+        let pending: Value = client
+            .post(format!("{url}/v1/actions/fetch/run"))
+            .bearer_auth(&token)
+            .json(&json!({"args": {"url": target}}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let id = pending["approval_id"].as_str().unwrap().to_string();
+        let approve = |url: &str, token: &str| {
+            let response = client.post(format!("{url}/v1/action-approvals/{id}/decide")).bearer_auth(token).json(&json!({"approved": true})).send().unwrap();
+            assert_eq!(response.status(), 204, "{point:?}");
+        };
+        match point {
+            CrashPoint::AfterRequest => {
+                kill_9(pid);
+                cli.ok(&["daemon", "start"]);
+                let (url, token, _) = daemon_info(&cli);
+                assert_eq!(status_of(&url, &token, &id)["status"], "pending_approval", "a pending entry survives");
+                approve(&url, &token);
+                assert_eq!(wait_for(&id, &["completed", "failed"])["status"], "completed");
+                assert_eq!(calls_for(&marker), 1);
+            }
+            CrashPoint::AfterDecide { delay_ms } => {
+                approve(&url, &token);
+                std::thread::sleep(Duration::from_millis(delay_ms));
+                kill_9(pid);
+                cli.ok(&["daemon", "start"]);
+                let view = wait_for(&id, &["completed", "failed"]);
+                std::thread::sleep(Duration::from_millis(200));
+                let calls = calls_for(&marker);
+                match view["status"].as_str().unwrap() {
+                    "completed" => assert_eq!(calls, 1, "{point:?}: completed means exactly one call"),
+                    _ => {
+                        assert_eq!(view["failure"]["details"]["recovered"], true, "{point:?}: {view}");
+                        assert!(calls <= 1, "{point:?}: a recovered entry ran at most once ({calls})");
+                    }
+                }
+            }
+            CrashPoint::WhileRunning => {
+                approve(&url, &token);
+                let started = Instant::now();
+                while calls_for(&marker) == 0 && started.elapsed() < Duration::from_secs(10) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                kill_9(pid);
+                cli.ok(&["daemon", "start"]);
+                let view = wait_for(&id, &["completed", "failed"]);
+                assert_eq!(view["status"], "failed", "an entry caught running is failed: {view}");
+                assert!(view["failure"]["message"].as_str().unwrap().contains("not run again"), "{view}");
+                std::thread::sleep(Duration::from_millis(1700));
+                assert_eq!(calls_for(&marker), 1, "and never re-run");
+            }
+        }
+        let (_, _, pid) = daemon_info(&cli);
+        kill_9(pid);
+    }
+    cli.ok(&["daemon", "start"]);
+    let verify = cli.run(&["audit", "verify"]);
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stderr));
+    let recovered: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--class", "connector_runtime_error", "--limit", "100"])).unwrap();
+    assert!(!recovered["items"].as_array().unwrap().is_empty(), "recoveries are audited");
+    drop(runtime);
+}
