@@ -1,6 +1,9 @@
 //! `cargo xtask <task>`: the project's entry points, as plain cargo commands (std only).
 //!
-//! - `setup`: install the `wasm32-wasip1` target the connector guests compile to.
+//! - `setup`: install the `wasm32-wasip1` target the connector guests compile to, and the browser
+//!   test's dependencies: Debian `chromium` (apt-get, as root, when `/usr/bin/chromium` is missing)
+//!   and `playwright-core` (`npm ci` into `crates/aileron/tests/browser/node_modules`). Each step
+//!   checks first, so a second run does nothing.
 //! - `test [ARGS]`: setup, the guest crates' unit tests (host target), then `cargo test --workspace
 //!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
 //! - `demo`: setup, then `cargo run --release -p aileron -- demo`.
@@ -16,6 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 const GUEST_TARGET: &str = "wasm32-wasip1";
+/// The browser test's Node project (its `package.json` pins playwright-core).
+const BROWSER_TEST_DIR: &str = "crates/aileron/tests/browser";
+/// Where Debian's chromium package puts the browser the test drives.
+const CHROMIUM: &str = "/usr/bin/chromium";
 /// The guest crates with unit tests (the test guests are wasm-only programs).
 const GUEST_TEST_PACKAGES: [&str; 2] = ["aileron-connector-sdk", "github-issues"];
 
@@ -23,7 +30,8 @@ const USAGE: &str = "\
 usage: cargo xtask <task> [args]
 
 tasks:
-  setup           install the wasm32-wasip1 Rust target (via rustup) if it is missing
+  setup           install what is missing: the wasm32-wasip1 Rust target (via rustup), Debian
+                  chromium (apt-get, as root) and the browser test's npm packages (npm ci)
   test [ARGS]     setup, guest unit tests, then `cargo test --workspace ARGS`
   demo            setup, then `cargo run --release -p aileron -- demo`
   build-guests    setup, then build connectors/ for wasm32-wasip1 (release)
@@ -107,9 +115,9 @@ fn run(task: Task) -> Result<(), Failure> {
             println!("{USAGE}");
             Ok(())
         }
-        Task::Setup => setup(),
+        Task::Setup => setup(&root),
         Task::Test(args) => {
-            setup()?;
+            setup(&root)?;
             let host = host_triple()?;
             let mut guest_tests = cargo(&root);
             guest_tests.arg("test").arg("--manifest-path").arg(root.join("connectors/Cargo.toml"));
@@ -121,11 +129,11 @@ fn run(task: Task) -> Result<(), Failure> {
             execute(cargo(&root).args(workspace_test_args(args)))
         }
         Task::Demo => {
-            setup()?;
+            setup(&root)?;
             execute(cargo(&root).args(["run", "--release", "-p", "aileron", "--", "demo"]))
         }
         Task::BuildGuests => {
-            setup()?;
+            setup(&root)?;
             execute(
                 cargo(&root)
                     .args(["build", "--release", "--target", GUEST_TARGET, "--manifest-path"])
@@ -140,7 +148,7 @@ fn run(task: Task) -> Result<(), Failure> {
             )
         }
         Task::Bench(args) => {
-            setup()?;
+            setup(&root)?;
             execute(cargo(&root).args(bench_args(&root, args)))
         }
     }
@@ -174,8 +182,16 @@ fn workspace_test_args(args: Vec<OsString>) -> Vec<OsString> {
     test_args
 }
 
+/// Installs what the build and the tests need and is missing: the guest target, then the browser
+/// test's dependencies.
+fn setup(root: &Path) -> Result<(), Failure> {
+    install_guest_target()?;
+    install_chromium()?;
+    install_browser_packages(&root.join(BROWSER_TEST_DIR))
+}
+
 /// Installs the guest target when rustc cannot find its standard library.
-fn setup() -> Result<(), Failure> {
+fn install_guest_target() -> Result<(), Failure> {
     if guest_target_installed() {
         eprintln!("the {GUEST_TARGET} target is installed");
         return Ok(());
@@ -187,6 +203,59 @@ fn setup() -> Result<(), Failure> {
         ),
         code: failure.code,
     })
+}
+
+/// Installs Debian's `chromium` when it is missing and we may (root with apt-get). Otherwise it
+/// only says so: the browser test then fails naming this command, so nothing is skipped silently.
+fn install_chromium() -> Result<(), Failure> {
+    if Path::new(CHROMIUM).exists() {
+        eprintln!("chromium is installed ({CHROMIUM})");
+        return Ok(());
+    }
+    if !is_root() || !Path::new("/usr/bin/apt-get").exists() {
+        eprintln!(
+            "warning: {CHROMIUM} is missing and this is not a root shell with apt-get; the browser test will fail\n\
+             hint: install Debian's chromium (`sudo apt-get install chromium`), or set AILERON_SKIP_BROWSER_TESTS=1"
+        );
+        return Ok(());
+    }
+    // A fresh machine may have no package lists at all, so update before installing.
+    execute(Command::new("apt-get").args(["update"]).env("DEBIAN_FRONTEND", "noninteractive"))?;
+    execute(Command::new("apt-get").args(["install", "-y", "chromium"]).env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
+}
+
+/// `npm ci` of the browser test's pinned packages into its own `node_modules`, unless npm's own
+/// record of the last install (`node_modules/.package-lock.json`) is newer than both manifests.
+fn install_browser_packages(dir: &Path) -> Result<(), Failure> {
+    if browser_packages_current(dir) {
+        eprintln!("the browser test's npm packages are installed ({})", dir.join("node_modules").display());
+        return Ok(());
+    }
+    if Command::new("npm").arg("--version").output().is_err() {
+        eprintln!(
+            "warning: npm is missing; the browser test will fail\n\
+             hint: install Node.js 20+ with npm, or set AILERON_SKIP_BROWSER_TESTS=1"
+        );
+        return Ok(());
+    }
+    execute(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(dir)).map_err(|failure| Failure {
+        message: format!("{}\nhint: the npm registry must be reachable to install playwright-core", failure.message),
+        code: failure.code,
+    })
+}
+
+fn browser_packages_current(dir: &Path) -> bool {
+    let modified = |path: PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let Some(installed) = modified(dir.join("node_modules/.package-lock.json")) else {
+        return false;
+    };
+    ["package.json", "package-lock.json"]
+        .into_iter()
+        .all(|manifest| modified(dir.join(manifest)).is_some_and(|changed| changed <= installed))
 }
 
 fn guest_target_installed() -> bool {

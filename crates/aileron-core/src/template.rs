@@ -186,8 +186,10 @@ pub fn step_args(
     overlay(action, call_args, &step.inputs, &context)
 }
 
-/// The arguments of the approval preview op: the call's declared arguments overlaid by the
-/// interpolated `[approval.preview] args` (which may only reference `${args.<input>}`).
+/// The arguments of the approval preview op: exactly the interpolated `[approval.preview] args`
+/// (which may only reference `${args.<input>}`). Unlike a step, the call's arguments are not
+/// overlaid: the preview runs a different (read-only) op whose parameters the author spells out,
+/// and passing it the action's arguments wholesale would hand it data it did not ask for.
 /// `None` when the action has no preview.
 pub fn preview_args(
     action: &ActionFile,
@@ -196,7 +198,17 @@ pub fn preview_args(
     let preview = action.approval.preview.as_ref()?;
     let prior = BTreeMap::new();
     let context = Interpolation { step: "preview", call_args, prior: &prior };
-    Some(overlay(action, call_args, &preview.args, &context))
+    Some(interpolate_table(&preview.args, &context))
+}
+
+fn interpolate_table(table: &Map<String, Value>, context: &Interpolation<'_>) -> Result<Map<String, Value>, TemplateError> {
+    let mut effective = Map::new();
+    for (key, value) in table {
+        if let Resolved::Value(value) = context.interpolate(value)? {
+            effective.insert(key.clone(), value);
+        }
+    }
+    Ok(effective)
 }
 
 fn overlay(

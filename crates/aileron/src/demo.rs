@@ -116,18 +116,50 @@ async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<i
         bail!("expected the sandbox to deny the undeclared host, got {body}");
     }
 
-    println!("\n== 7. create-issue requires human approval");
+    println!("\n== 7. create-issue requires human approval: the agent gets 202 and a review URL, nothing runs yet");
     let args = json!({ "owner": "aileron", "repo": "demo", "title": "Hello from the demo", "api_base": upstream.base_url() });
-    let (status, body) = run_action(&client, "create-issue", &args).await?;
-    println!("   HTTP {}: {}", status.as_u16(), body["error"]["message"].as_str().or(body["message"].as_str()).unwrap_or("?"));
+    let before = upstream.recorder.count();
+    let (status, pending) = run_action(&client, "create-issue", &args).await?;
+    if status != StatusCode::ACCEPTED {
+        bail!("expected 202 pending_approval, got {status}: {pending}");
+    }
+    let id = pending["approval_id"].as_str().context("no approval id")?.to_string();
+    println!("   HTTP 202 {}", pending["status"].as_str().unwrap_or("?"));
+    println!("   message to the agent: {}", pending["message"].as_str().unwrap_or("?"));
+    let listing = client.get("/v1/action-approvals").await?;
+    if let Some(entry) = listing["items"].as_array().and_then(|items| items.iter().find(|e| e["id"] == id.as_str())) {
+        println!("   the review card shows the arguments {} and the preview:", entry["args"]);
+        for field in entry["preview"]["fields"].as_array().into_iter().flatten() {
+            println!("     {}: {}", field["label"].as_str().unwrap_or("?"), field["value"].as_str().unwrap_or("—"));
+        }
+        if let Some(reason) = entry["preview"]["unavailable"]["reason"].as_str() {
+            println!("     preview unavailable: {reason}");
+        }
+    }
 
-    println!("\n== 8. the audit trail (newest first)");
+    println!("\n== 8. a human denies it (as `aileron approval deny {id} --reason ...` would); it never runs");
+    decide(&client, &id, false, Some("duplicate of #2")).await?;
+    println!("   result: {}", client.get(&format!("/v1/action-approvals/{id}/result")).await?);
+
+    println!("\n== 9. asked again, the human approves; it runs once, in the background");
+    let (_, pending) = run_action(&client, "create-issue", &args).await?;
+    let id = pending["approval_id"].as_str().context("no approval id")?.to_string();
+    decide(&client, &id, true, None).await?;
+    let view = wait_until_resolved(&client, &id).await?;
+    println!("   result: {}", crate::cli::approval_status_line(&view));
+    println!(
+        "   (creating an issue needs your GitHub token; credential bindings arrive with the vault, so this demo stops here — \
+         the connector never sees a key either way) · the upstream received {} request(s) from the preview",
+        upstream.recorder.count() - before
+    );
+
+    println!("\n== 10. the audit trail (newest first)");
     let records = client.get("/v1/audit?limit=50").await?;
     for record in records["items"].as_array().into_iter().flatten() {
         println!("   {}", crate::cli::audit_summary_line(record));
     }
 
-    println!("\n== 9. verifying the audit hash chain");
+    println!("\n== 11. verifying the audit hash chain");
     let dir = home.audit_parent().context("the demo keeps its audit log on disk")?;
     match crate::audit_log::verify(&dir) {
         Ok(report) => println!("   {report}"),
@@ -138,6 +170,29 @@ async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<i
 
 async fn run_action(client: &DaemonClient, name: &str, args: &Value) -> anyhow::Result<(StatusCode, Value)> {
     client.call_raw(Method::POST, &format!("/v1/actions/{name}/run"), Some(&json!({ "args": args }))).await
+}
+
+async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<&str>) -> anyhow::Result<()> {
+    let mut body = json!({ "approved": approved });
+    if let Some(reason) = reason {
+        body["reason"] = reason.into();
+    }
+    let (status, answer) = client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/decide"), Some(&body)).await?;
+    if status != StatusCode::NO_CONTENT {
+        bail!("deciding {id} failed ({status}): {answer}");
+    }
+    Ok(())
+}
+
+async fn wait_until_resolved(client: &DaemonClient, id: &str) -> anyhow::Result<Value> {
+    for _ in 0..500 {
+        let view = client.get(&format!("/v1/action-approvals/{id}/result")).await?;
+        if matches!(view["status"].as_str(), Some("completed" | "failed" | "denied")) {
+            return Ok(view);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bail!("approval {id} did not finish within 10 s")
 }
 
 fn indent(text: &str) -> String {

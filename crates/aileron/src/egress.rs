@@ -61,7 +61,7 @@ impl CredentialSource for NoVault {
         Err(Failure::new(
             FailureClass::BindingRequired,
             Boundary::Runtime,
-            format!("connector {connector_fqn} needs a {} credential and none is bound", kind.as_str()),
+            format!("connector {connector_fqn} needs a credential of kind {} and none is bound", kind.as_str()),
         )
         .with_detail("credential_kind", kind.as_str())
         .with_detail(

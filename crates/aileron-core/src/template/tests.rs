@@ -356,13 +356,14 @@ fn interpolation_errors_name_the_step_and_path() {
 }
 
 #[test]
-fn preview_args_interpolate_call_arguments() {
+fn preview_args_are_exactly_the_interpolated_preview_table() {
     let gated = parse_action(CREATE_ISSUE, "create-issue.md").unwrap();
     let call_args = object(json!({"owner": "acme", "repo": "widgets", "title": "Crash on start"}));
     let preview = preview_args(&gated, &call_args).unwrap().unwrap();
     assert_eq!(
         Value::Object(preview),
-        json!({"owner": "acme", "repo": "widgets", "title": "Crash on start", "include": ["visibility"]})
+        json!({"owner": "acme", "repo": "widgets", "include": ["visibility"]}),
+        "the call's other arguments (title) are not passed to the preview op"
     );
     let ungated = parse_action(LIST_ISSUES, "list-issues.md").unwrap();
     assert!(preview_args(&ungated, &call_args).is_none());

@@ -8,6 +8,7 @@ mod audit;
 mod connector;
 mod daemon;
 
+pub use approval::status_line as approval_status_line;
 pub use audit::summary_line as audit_summary_line;
 pub use connector::consent_text as connector_consent_text;
 
