@@ -99,6 +99,13 @@ impl<V> MemoryCache<V> {
         MemoryCache { slots: Mutex::new(HashMap::new()) }
     }
 
+    /// The cached value, without waiting for a load in progress (a busy slot counts as absent).
+    pub(crate) fn get(&self, key: &ContentHash) -> Option<Arc<V>> {
+        let slot = self.slots.lock().unwrap_or_else(PoisonError::into_inner).get(key)?.clone();
+        let slot = slot.try_lock().ok()?;
+        slot.clone()
+    }
+
     /// Returns the cached value and `true`, or fills the slot with `make` and returns `false`.
     /// A failed `make` leaves the slot empty so a later load tries again.
     pub(crate) fn get_or_try_insert<E>(

@@ -128,6 +128,14 @@ impl Runtime {
         Ok(loaded)
     }
 
+    /// The module from the in-memory cache only, policy-checked; `None` when it is not there yet
+    /// (then call [`Runtime::load`], which may compile — off the async executor).
+    pub fn loaded(&self, hash: &ContentHash, policy: &ImportPolicy) -> Option<Result<Arc<LoadedModule>, Failure>> {
+        let loaded = self.modules.get(hash)?;
+        self.counters.count(CacheEvent::MemoryHit);
+        Some(imports::check_policy(&loaded.host_imports, policy).map(|()| loaded))
+    }
+
     /// Compiles or deserializes, then checks. A refused module is not kept in memory (it is
     /// recompiled, or taken from disk, if it is loaded again).
     fn prepare(&self, hash: &ContentHash, wasm: &[u8], policy: &ImportPolicy) -> Result<LoadedModule, Failure> {

@@ -221,12 +221,15 @@ async fn call_connector(
     let manifest = Arc::new(connector.manifest.clone());
     check_identity(&manifest, required)?;
     let import_policy = ImportPolicy { allowed_host_imports: manifest.runtime_imports().map(|imports| imports.to_vec()) };
-    // Compiling a large module takes seconds: keep it off the async executor threads.
-    let module = {
-        let (runtime, hash, wasm) = (state.runtime.clone(), required.hash.clone(), connector.wasm.clone());
-        tokio::task::spawn_blocking(move || runtime.load(&hash, &wasm, &import_policy))
-            .await
-            .map_err(|e| Failure::runtime_error(aileron_core::Boundary::Runtime, format!("loading the module: {e}")))??
+    let module = match state.runtime.loaded(&required.hash, &import_policy) {
+        Some(loaded) => loaded?,
+        None => {
+            // Compiling a large module takes seconds: keep it off the async executor threads.
+            let (runtime, hash, wasm) = (state.runtime.clone(), required.hash.clone(), connector.wasm.clone());
+            tokio::task::spawn_blocking(move || runtime.load(&hash, &wasm, &import_policy))
+                .await
+                .map_err(|e| Failure::runtime_error(aileron_core::Boundary::Runtime, format!("loading the module: {e}")))??
+        }
     };
     let idempotent = idempotent.unwrap_or_else(|| manifest.is_idempotent());
     let egress = Arc::new(StepEgress {

@@ -1,0 +1,193 @@
+// Drives the daemon's /approvals page in Debian's chromium for crates/aileron/tests/it/browser.rs.
+//
+// The Rust test owns the scenario and every assertion; this script only acts in the browser and
+// reports what it saw. Usage: node approvals.mjs <sign-in URL>
+//
+// Protocol: one line per message. The script answers on stdout with `REPLY <json>` (or
+// `ERROR <message>`, then exits 1): first once the sign-in URL has been opened, then once per
+// command read from stdin, one JSON object per line:
+//   {"cmd": "expect_card", "id": ID}     wait until card ID appears (live, the page is not reloaded)
+//   {"cmd": "screenshot", "path": PATH}  full-page PNG of the signed-in page
+//   {"cmd": "decide", "approve": ID, "deny": ID, "reason": TEXT}
+//                                        click Approve on one card, type TEXT and click Deny on the
+//                                        other, wait until both are in the resolved list for good
+//   {"cmd": "anonymous", "id": ID}       a fresh context without the cookie opens the page and
+//                                        tries to read and decide ID from it
+//   {"cmd": "quit"}
+// Anything else on stdout is a bug: the test reads only REPLY/ERROR lines and prints the rest.
+
+import { createInterface } from 'node:readline';
+import { chromium } from 'playwright-core';
+
+const WAIT_MS = 15_000;
+// States after which an approval's line in the resolved list no longer changes.
+const FINAL_STATES = ['completed', 'failed', 'denied'];
+// The flags this machine needs (see the repository's testing notes): without the background
+// networking ones, chromium keeps dialling Google's hosts, which a closed network refuses.
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+function reply(value) {
+  process.stdout.write(`REPLY ${JSON.stringify(value)}\n`);
+}
+
+function fail(error) {
+  const message = error && error.stack ? error.stack : String(error);
+  process.stdout.write(`ERROR ${message.replace(/\n/g, ' | ')}\n`);
+  process.exit(1);
+}
+
+// What a card shows: its action, whether it is focused, its argument rows.
+async function cardsOn(page) {
+  return page.$$eval('#cards .card', (cards) =>
+    cards.map((card) => ({
+      id: card.dataset.id,
+      action: card.querySelector('h2')?.textContent ?? null,
+      focused: card.classList.contains('focused'),
+      args: Object.fromEntries(
+        [...card.querySelectorAll('table.args tr')].map((row) => [
+          row.querySelector('th')?.textContent ?? '',
+          row.querySelector('td')?.textContent ?? '',
+        ]),
+      ),
+      buttons: [...card.querySelectorAll('button')].map((button) => button.textContent),
+    })),
+  );
+}
+
+async function resolvedOn(page) {
+  return page.$$eval('#resolved li', (items) =>
+    items.map((item) => ({ id: item.id.replace(/^resolved-/, ''), status: item.dataset.status, text: item.textContent })),
+  );
+}
+
+async function main() {
+  const loginUrl = process.argv[2];
+  if (!loginUrl) throw new Error('usage: node approvals.mjs <sign-in URL>');
+  const origin = new URL(loginUrl).origin;
+
+  const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+  const context = await browser.newContext({ viewport: { width: 1000, height: 800 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT_MS);
+  // Script errors, CSP refusals and failed requests all end up here; the test wants none.
+  const problems = [];
+  page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error' || message.type() === 'warning') problems.push(`console ${message.type()}: ${message.text()}`);
+  });
+  let navigations = 0;
+  page.on('framenavigated', (frame) => {
+    if (frame === page.mainFrame()) navigations += 1;
+  });
+
+  const response = await page.goto(loginUrl);
+  await page.waitForSelector('#cards');
+  // Survives only as long as the document does: a reload would drop it.
+  await page.evaluate(() => {
+    window.aileronTestDocument = 'first';
+  });
+  const cookies = await context.cookies(origin);
+  reply({
+    status: response.status(),
+    url: page.url(),
+    redirected: response.request().redirectedFrom()?.url() ?? null,
+    cookies: cookies.map(({ name, httpOnly, sameSite, path }) => ({ name, httpOnly, sameSite, path })),
+    document_cookie: await page.evaluate(() => document.cookie),
+    cards: await cardsOn(page),
+    problems,
+  });
+
+  const commands = createInterface({ input: process.stdin });
+  for await (const line of commands) {
+    if (!line.trim()) continue;
+    const command = JSON.parse(line);
+    switch (command.cmd) {
+      case 'expect_card': {
+        const navigationsBefore = navigations;
+        await page.waitForSelector(`#card-${command.id}`);
+        reply({
+          same_document: await page.evaluate(() => window.aileronTestDocument === 'first'),
+          navigations: navigations - navigationsBefore,
+          cards: await cardsOn(page),
+          problems,
+        });
+        break;
+      }
+      case 'screenshot': {
+        await page.screenshot({ path: command.path, fullPage: true });
+        reply({ path: command.path });
+        break;
+      }
+      case 'decide': {
+        await page.click(`#card-${command.approve} button.approve`);
+        await page.fill(`#card-${command.deny} input.reason`, command.reason);
+        await page.click(`#card-${command.deny} button.deny`);
+        await page.waitForFunction(
+          ({ ids, finals }) =>
+            ids.every((id) => finals.includes(document.getElementById(`resolved-${id}`)?.dataset.status)),
+          { ids: [command.approve, command.deny], finals: FINAL_STATES },
+        );
+        reply({
+          same_document: await page.evaluate(() => window.aileronTestDocument === 'first'),
+          resolved: await resolvedOn(page),
+          cards: await cardsOn(page),
+          empty_notice_visible: await page.isVisible('#empty'),
+          problems,
+        });
+        break;
+      }
+      case 'anonymous': {
+        const stranger = await browser.newContext();
+        const anonymous = await stranger.newPage();
+        anonymous.setDefaultTimeout(WAIT_MS);
+        const answer = await anonymous.goto(`${origin}/approvals?focus=${command.id}`);
+        // Give a script (if the page had one) the time to open its event stream and render.
+        await anonymous.waitForTimeout(500);
+        const attempts = await anonymous.evaluate(async (id) => {
+          const decide = (headers) =>
+            fetch(`/v1/action-approvals/${id}/decide`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json', ...headers },
+              body: JSON.stringify({ approved: true }),
+            }).then((r) => r.status);
+          return {
+            decide_without_csrf: await decide({}),
+            decide_with_a_guessed_csrf: await decide({ 'x-csrf-token': '0'.repeat(64) }),
+            list: await fetch('/v1/action-approvals').then((r) => r.status),
+            watch: await fetch('/v1/action-approvals/watch').then((r) => r.status),
+            result: await fetch(`/v1/action-approvals/${id}/result`).then((r) => r.status),
+          };
+        }, command.id);
+        reply({
+          status: answer.status(),
+          text: await anonymous.innerText('body'),
+          html: await anonymous.content(),
+          cards: await anonymous.locator('.card').count(),
+          cookies: (await stranger.cookies(origin)).map(({ name }) => name),
+          attempts,
+        });
+        await stranger.close();
+        break;
+      }
+      case 'quit': {
+        await browser.close();
+        reply({ closed: true });
+        process.exit(0);
+      }
+      default:
+        throw new Error(`unknown command ${line}`);
+    }
+  }
+  // stdin closed without `quit`: the test is gone, so is the browser.
+  await browser.close();
+}
+
+main().catch(fail);
