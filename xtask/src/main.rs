@@ -221,7 +221,11 @@ fn install_chromium() -> Result<(), Failure> {
     }
     // A fresh machine may have no package lists at all, so update before installing.
     execute(Command::new("apt-get").args(["update"]).env("DEBIAN_FRONTEND", "noninteractive"))?;
-    execute(Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "chromium", "fonts-liberation"]).env("DEBIAN_FRONTEND", "noninteractive"))
+    execute(
+        Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "chromium", "fonts-liberation"])
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
 }
 
 fn is_root() -> bool {

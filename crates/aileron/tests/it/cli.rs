@@ -132,3 +132,38 @@ fn the_cli_drives_the_whole_spine_over_a_real_socket() {
     cli.ok(&["action", "remove", "count-things"]);
     assert!(!cli.ok(&["action", "list"]).contains("count-things"));
 }
+
+#[test]
+fn connectors_install_from_a_release_tarball_and_versions_coexist() {
+    let cli = Cli::new();
+    let mut hashes = Vec::new();
+    for version in ["1.0.0", "1.1.0"] {
+        let manifest_text = manifest("echo", &[], "").replace("version = \"1.0.0\"", &format!("version = \"{version}\""));
+        let tarball = aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text, None).unwrap();
+        let path = cli.scratch().join(format!("echo-{version}.tar.gz"));
+        std::fs::write(&path, tarball).unwrap();
+        let reference = format!("github://aileron-tests/echo@{version}");
+        let hash = cli.ok(&["connector", "install", "--from", path.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"]);
+        hashes.push(hash.trim().to_string());
+    }
+    assert_ne!(hashes[0], hashes[1]);
+    let listing: Value = serde_json::from_str(&cli.ok(&["connector", "list", "--json"])).unwrap();
+    let versions: Vec<&str> = listing["items"].as_array().unwrap().iter().map(|i| i["version"].as_str().unwrap()).collect();
+    assert!(versions.contains(&"1.0.0") && versions.contains(&"1.1.0"), "{versions:?}");
+
+    // A tarball with anything besides the two (or three) files is refused with a hint.
+    let path = cli.scratch().join("bad.tar.gz");
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()));
+    for (name, bytes) in [("connector.wasm", guest_wasm("echo")), ("manifest.toml", manifest("echo", &[], "").into_bytes()), ("extra.sh", b"#!/bin/sh".to_vec())] {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append_data(&mut header, name, bytes.as_slice()).unwrap();
+    }
+    std::fs::write(&path, builder.into_inner().unwrap().finish().unwrap()).unwrap();
+    let refused = cli.run(&["connector", "install", "--from", path.to_str().unwrap(), "github://aileron-tests/echo@1.0.0", "--yes", "--allow-unsigned"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let message = stderr(&refused);
+    assert!(message.contains("malformed_tarball") && message.contains("hint: "), "{message}");
+}

@@ -2,6 +2,7 @@
 
 mod api;
 mod approvals;
+mod browser;
 mod cli;
 mod crash;
 mod hostile;

@@ -1,0 +1,357 @@
+//! The web review page in a real browser: Debian's chromium, driven by `playwright-core` from
+//! `tests/browser/approvals.mjs`, against a real daemon started by the `aileron` binary.
+//!
+//! The scenario follows a human: `aileron open approval <id> --print` gives a sign-in URL for a
+//! request made before the page opens; the browser redeems the ticket (cookie, redirect), sees the
+//! focused card, sees a second request appear live (SSE, no reload), approves one and denies the
+//! other with a reason, and sees both resolve. Then a browser context without the cookie gets no
+//! data and cannot decide. The upstream counts calls, so "ran exactly once" is checked where it
+//! happens, and the audit log must carry both decisions with a human actor.
+//!
+//! Needs `/usr/bin/chromium`, `node` and `tests/browser/node_modules` (`cargo xtask setup` installs
+//! the first and the last). When one is missing the test FAILS and says so, because a skipped
+//! browser test looks exactly like a passing one. On a machine that cannot have a browser, set
+//! `AILERON_SKIP_BROWSER_TESTS=1` to skip it explicitly; CI never sets it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aileron::fake_github::FakeGithub;
+use serde_json::{Value, json};
+
+use crate::cli::Cli;
+use crate::support::ActionSpec;
+
+const SKIP_VARIABLE: &str = "AILERON_SKIP_BROWSER_TESTS";
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// Generous: chromium's first start on a 2-core machine that is also compiling can take seconds.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+const DENY_REASON: &str = "wrong repository <b>not bold</b>";
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// What this machine lacks to run the browser test, each with how to get it.
+fn missing_dependencies() -> Vec<String> {
+    let mut missing = Vec::new();
+    if !Path::new(CHROMIUM).exists() {
+        missing.push(format!("{CHROMIUM} (Debian's chromium package)"));
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        missing.push("node (Node.js 20 or later on PATH)".to_string());
+    }
+    let playwright = browser_dir().join("node_modules/playwright-core/package.json");
+    if !playwright.exists() {
+        missing.push(format!("{} (npm ci in {})", playwright.display(), browser_dir().display()));
+    }
+    missing
+}
+
+/// The Node driver, spoken to over its stdin/stdout (see the protocol in `approvals.mjs`).
+struct BrowserDriver {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl BrowserDriver {
+    fn start(login_url: &str) -> BrowserDriver {
+        let mut child = Command::new("node")
+            .arg("approvals.mjs")
+            .arg(login_url)
+            .current_dir(browser_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting node approvals.mjs");
+        let (sender, lines) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().expect("piped stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (pipe, collected) = (child.stderr.take().expect("piped stderr"), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut collected = collected.lock().unwrap();
+                collected.push_str(&line);
+                collected.push('\n');
+            }
+        });
+        let stdin = child.stdin.take();
+        BrowserDriver { child, stdin, lines, stderr }
+    }
+
+    /// The next `REPLY` object; an `ERROR`, silence or exit fails the test with the script's stderr.
+    fn reply(&mut self, what: &str) -> Value {
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        let mut other_output = String::new();
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(remaining) {
+                Ok(line) => {
+                    if let Some(body) = line.strip_prefix("REPLY ") {
+                        return serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: bad reply {body}: {e}"));
+                    }
+                    if let Some(message) = line.strip_prefix("ERROR ") {
+                        panic!("{what}: the browser script failed: {message}\n{}", self.diagnostics(&other_output));
+                    }
+                    other_output.push_str(&line);
+                    other_output.push('\n');
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "{what}: no answer from the browser in {REPLY_TIMEOUT:?}\n{}",
+                        self.diagnostics(&other_output)
+                    )
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("{what}: the browser script exited\n{}", self.diagnostics(&other_output))
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, command: Value) -> Value {
+        let what = command["cmd"].as_str().unwrap_or("command").to_string();
+        let stdin = self.stdin.as_mut().expect("the driver's stdin is open");
+        writeln!(stdin, "{command}").and_then(|()| stdin.flush()).expect("writing to the browser script");
+        self.reply(&what)
+    }
+
+    fn diagnostics(&self, other_output: &str) -> String {
+        // Give the stderr reader a moment to catch up with a script that just died.
+        std::thread::sleep(Duration::from_millis(200));
+        format!("other stdout:\n{other_output}stderr:\n{}", self.stderr.lock().unwrap())
+    }
+}
+
+impl Drop for BrowserDriver {
+    fn drop(&mut self) {
+        // Closing stdin lets the script close chromium itself; kill only if it does not.
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `aileron action run fetch` for `url`: exits 75 with the pending approval; returns its id.
+fn request_approval(cli: &Cli, url: &str) -> String {
+    let output = cli.run(&["action", "run", "fetch", "--arg", &format!("url={url}")]);
+    assert_eq!(output.status.code(), Some(75), "a gated run is pending: {}", String::from_utf8_lossy(&output.stderr));
+    let pending: Value = serde_json::from_slice(&output.stdout).expect("the pending answer is JSON");
+    pending["approval_id"].as_str().expect("an approval id").to_string()
+}
+
+fn approval_status(cli: &Cli, id: &str) -> Value {
+    serde_json::from_str(&cli.ok(&["approval", "status", id, "--json"])).expect("status JSON")
+}
+
+fn wait_for_status(cli: &Cli, id: &str, wanted: &[&str]) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let view = approval_status(cli, id);
+        if wanted.contains(&view["status"].as_str().unwrap_or_default()) {
+            return view;
+        }
+        assert!(Instant::now() < deadline, "approval {id} never reached {wanted:?}: {view}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn audit_events(cli: &Cli, event_type: &str) -> Vec<Value> {
+    let listing: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", event_type])).expect("audit JSON");
+    listing["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn check_png(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading the screenshot {}: {e}", path.display()));
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{} is a PNG", path.display());
+    // IHDR width and height, big-endian, right after the signature and the chunk header.
+    let width = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+    let height = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert!(width >= 800 && height >= 400, "{}: {width}x{height}", path.display());
+    assert!(bytes.len() > 10_000, "{} has content ({} bytes)", path.display(), bytes.len());
+}
+
+/// The cards a reply reports, as `(id, focused, url argument)`.
+fn cards(reply: &Value) -> Vec<(String, bool, String)> {
+    reply["cards"]
+        .as_array()
+        .expect("cards")
+        .iter()
+        .map(|card| {
+            let url = card["args"]["url"].as_str().unwrap_or_default().to_string();
+            (card["id"].as_str().unwrap_or_default().to_string(), card["focused"] == true, url)
+        })
+        .collect()
+}
+
+fn assert_no_page_problems(reply: &Value, step: &str) {
+    assert_eq!(reply["problems"], json!([]), "{step}: the page logged errors (script, CSP, failed requests)");
+}
+
+#[test]
+fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
+    if std::env::var_os(SKIP_VARIABLE).is_some_and(|value| value == "1") {
+        eprintln!("skipping the browser test: {SKIP_VARIABLE}=1");
+        return;
+    }
+    let missing = missing_dependencies();
+    assert!(
+        missing.is_empty(),
+        "the browser test needs: {}\nhint: run `cargo xtask setup` (as root it installs chromium with apt-get and \
+         the npm packages with npm ci), or set {SKIP_VARIABLE}=1 to skip this test on this machine",
+        missing.join(", ")
+    );
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(FakeGithub::start()).unwrap();
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    let package = cli.package("http_get", &[upstream.host_port()]);
+    let reference = "github://aileron-tests/http_get@1.0.0";
+    let hash =
+        cli.ok(&["connector", "install", "--from", package.to_str().unwrap(), reference, "--yes", "--allow-unsigned"]);
+    let spec = ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", hash.trim(), "get")
+    };
+    let action_file = cli.scratch().join("fetch.md");
+    std::fs::write(&action_file, spec.render()).unwrap();
+    cli.ok(&["action", "add", action_file.to_str().unwrap()]);
+    let url_of = |card: &str| format!("{}/status/200?card={card}", upstream.base_url());
+    let calls_for = |card: &str| {
+        let marker = format!("card={card}");
+        upstream.recorder.requests().iter().filter(|r| r.path_and_query.ends_with(&marker)).count()
+    };
+
+    // 1. A request made before the page opens, and the sign-in URL `aileron open` prints for it.
+    let first = request_approval(&cli, &url_of("first"));
+    let login_url = cli.ok(&["open", "approval", &first, "--print"]).trim().to_string();
+    assert!(
+        login_url.contains("/approvals/login?ticket=") && login_url.ends_with(&format!("&focus={first}")),
+        "{login_url}"
+    );
+    let mut browser = BrowserDriver::start(&login_url);
+    let signed_in = browser.reply("sign-in");
+    assert_eq!(signed_in["status"], 200, "{signed_in}");
+    assert!(signed_in["redirected"].as_str().unwrap_or_default().contains("/approvals/login?ticket="), "{signed_in}");
+    assert!(
+        signed_in["url"].as_str().unwrap().ends_with(&format!("/approvals?focus={first}")),
+        "the ticket is gone from the address bar: {signed_in}"
+    );
+    let cookies = signed_in["cookies"].as_array().unwrap();
+    assert_eq!(cookies.len(), 1, "{signed_in}");
+    assert_eq!(
+        (&cookies[0]["name"], &cookies[0]["httpOnly"], &cookies[0]["sameSite"]),
+        (&json!("aileron_web"), &json!(true), &json!("Strict"))
+    );
+    assert_eq!(signed_in["document_cookie"], "", "the session cookie is HttpOnly: scripts cannot read it");
+    assert_eq!(cards(&signed_in), vec![(first.clone(), true, url_of("first"))], "the focused card with its arguments");
+    assert_eq!(signed_in["cards"][0]["action"], "fetch");
+    assert_eq!(signed_in["cards"][0]["buttons"], json!(["Approve", "Deny"]));
+    assert_no_page_problems(&signed_in, "sign-in");
+
+    // 2. A second request while the page is open appears without a reload.
+    let second = request_approval(&cli, &url_of("second"));
+    let live = browser.send(json!({"cmd": "expect_card", "id": second}));
+    assert_eq!(
+        (live["same_document"].clone(), live["navigations"].clone()),
+        (json!(true), json!(0)),
+        "no reload: {live}"
+    );
+    assert_eq!(cards(&live), vec![(first.clone(), true, url_of("first")), (second.clone(), false, url_of("second"))]);
+    assert_no_page_problems(&live, "live card");
+    let screenshot = cli.scratch().join("approvals-pending.png");
+    browser.send(json!({"cmd": "screenshot", "path": screenshot}));
+    check_png(&screenshot);
+    assert_eq!(upstream.recorder.count(), 0, "nothing ran before a decision");
+
+    // 3. Approve the first, deny the second with a reason; both move to the resolved list.
+    let decided = browser.send(json!({"cmd": "decide", "approve": first, "deny": second, "reason": DENY_REASON}));
+    assert_no_page_problems(&decided, "decide");
+    assert_eq!(decided["same_document"], true);
+    let resolved: Vec<(String, String)> = decided["resolved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| (item["id"].as_str().unwrap().to_string(), item["status"].as_str().unwrap().to_string()))
+        .collect();
+    let mut expected = vec![(first.clone(), "completed".to_string()), (second.clone(), "denied".to_string())];
+    expected.sort();
+    let mut resolved_sorted = resolved.clone();
+    resolved_sorted.sort();
+    assert_eq!(resolved_sorted, expected, "{decided}");
+    let denied_line =
+        decided["resolved"].as_array().unwrap().iter().find(|item| item["id"] == second.as_str()).unwrap();
+    assert!(denied_line["text"].as_str().unwrap().contains(DENY_REASON), "the reason is shown as text: {denied_line}");
+    assert_eq!(decided["cards"], json!([]), "no card is left pending");
+    assert_eq!(decided["empty_notice_visible"], true);
+    let resolved_screenshot = cli.scratch().join("approvals-resolved.png");
+    browser.send(json!({"cmd": "screenshot", "path": resolved_screenshot}));
+    check_png(&resolved_screenshot);
+
+    // 4. What happened, from the daemon's side.
+    let completed = wait_for_status(&cli, &first, &["completed", "failed"]);
+    assert_eq!(completed["status"], "completed", "{completed}");
+    assert_eq!(approval_status(&cli, &second), json!({"status": "denied", "reason": DENY_REASON}));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        (calls_for("first"), calls_for("second")),
+        (1, 0),
+        "the approved action ran exactly once, the denied one never"
+    );
+    assert_eq!(upstream.recorder.count(), 1);
+    let approved = audit_events(&cli, "approval.approved");
+    assert_eq!(approved.len(), 1, "{approved:?}");
+    assert_eq!(approved[0]["payload"]["aileron.approval.id"], first.as_str());
+    assert_eq!(approved[0]["actor"]["type"], "human", "{}", approved[0]);
+    let denied = audit_events(&cli, "approval.denied");
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["payload"]["aileron.approval.id"], second.as_str());
+    assert_eq!(denied[0]["payload"]["aileron.approval.reason"], DENY_REASON);
+    assert_eq!(denied[0]["actor"]["type"], "human", "{}", denied[0]);
+
+    // 5. A browser without the cookie, on the review URL an agent is given: no data, no decision.
+    let third = request_approval(&cli, &url_of("third"));
+    let anonymous = browser.send(json!({"cmd": "anonymous", "id": third}));
+    assert_eq!(anonymous["status"], 200);
+    assert!(anonymous["text"].as_str().unwrap().contains("Not signed in"), "{anonymous}");
+    let html = anonymous["html"].as_str().unwrap();
+    for secret in [third.as_str(), "card=third", "card-act-", "Approve"] {
+        assert!(!html.contains(secret), "the signed-out page shows no `{secret}`: {html}");
+    }
+    assert_eq!(anonymous["cards"], 0);
+    assert_eq!(anonymous["cookies"], json!([]), "the fresh context has no session");
+    for (attempt, status) in anonymous["attempts"].as_object().unwrap() {
+        assert!(matches!(status.as_u64(), Some(401 | 403)), "{attempt} is refused without the cookie: {status}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(approval_status(&cli, &third)["status"], "pending_approval", "nothing decided the third request");
+    assert_eq!(calls_for("third"), 0);
+    assert_eq!(upstream.recorder.count(), 1, "nothing else ran");
+    assert_eq!(audit_events(&cli, "approval.approved").len(), 1);
+
+    assert_eq!(browser.send(json!({"cmd": "quit"}))["closed"], true);
+}
