@@ -83,8 +83,6 @@ pub enum Part {
     Http,
     /// (c) first run after a restart with and without the compiled-module cache
     Restart,
-    /// temporary
-    Experiment,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -157,7 +155,6 @@ fn part_name(part: Part) -> &'static str {
         Part::Call => "call",
         Part::Http => "http",
         Part::Restart => "restart",
-        Part::Experiment => "experiment",
     }
 }
 
@@ -170,10 +167,6 @@ fn seconds(text: &str) -> Result<Duration, String> {
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
-    if args.only == [Part::Experiment] {
-        experiment(&args).await?;
-        return Ok(0);
-    }
     let scratch =
         tempfile::Builder::new().prefix("aileron-bench-").tempdir().context("creating a scratch directory")?;
     let machine = Machine::describe(scratch.path());
@@ -203,6 +196,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
     };
 
     let report = Report {
+        load_at_end: load_average(),
         machine,
         date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
         args: args.clone(),
@@ -922,6 +916,8 @@ struct Machine {
     kernel: String,
     /// Filesystem of the scratch directory (where the audit log and the caches are written).
     scratch_filesystem: String,
+    /// `/proc/loadavg` when the run started: other work on the machine skews every figure.
+    load_at_start: String,
 }
 
 impl Machine {
@@ -938,12 +934,19 @@ impl Machine {
             Some(mount) => format!("{} ({} mounted at {})", mount.fstype, mount.device, mount.point),
             None => "unknown filesystem".to_string(),
         };
-        Machine { cpus, model, memory, kernel, scratch_filesystem }
+        Machine { cpus, model, memory, kernel, scratch_filesystem, load_at_start: load_average() }
     }
 
     fn summary(&self) -> String {
         format!("{} CPUs, {}, {} RAM, Linux {}", self.cpus, self.model, self.memory, self.kernel)
     }
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let averages: Vec<&str> = text.split_whitespace().take(3).collect();
+    if averages.len() == 3 { averages.join(" ") } else { "unknown".to_string() }
 }
 
 /// The value of the first `key : value` line of a `/proc` file.
@@ -978,6 +981,7 @@ fn mount_of<'a>(mounts: &'a str, path: &Path) -> Option<Mount<'a>> {
 
 struct Report {
     machine: Machine,
+    load_at_end: String,
     date: String,
     args: BenchArgs,
     call: Option<CallFigures>,
@@ -1098,7 +1102,12 @@ impl Report {
                 .collect();
             padded.join("  ").trim_end().to_string()
         };
-        let mut table = format!("\n{}\n", self.machine.summary());
+        let mut table = format!(
+            "\n{}; load average {} at start, {} at end\n",
+            self.machine.summary(),
+            self.machine.load_at_start,
+            self.load_at_end
+        );
         table.push_str(&line(header.to_vec()));
         table.push('\n');
         for row in &rows {
@@ -1135,6 +1144,11 @@ impl Report {
             machine.cpus, machine.model, machine.memory, machine.kernel
         );
         let _ = writeln!(text, "- Scratch directory (audit log, store, module cache): {}", machine.scratch_filesystem);
+        let _ = writeln!(
+            text,
+            "- Load average (1, 5, 15 min) at start: {}; at end: {} (other processes were not stopped)",
+            machine.load_at_start, self.load_at_end
+        );
         let _ = writeln!(text, "- Command: `{}`\n", self.args.command_line(None));
 
         let _ = writeln!(text, "### Summary\n");
@@ -1483,127 +1497,4 @@ mod tests {
         assert!(defaults.runs(Part::Http) && defaults.runs(Part::Call));
         assert!(changed.runs(Part::Http) && !changed.runs(Part::Restart));
     }
-}
-
-async fn experiment(args: &BenchArgs) -> anyhow::Result<()> {
-    let scratch = tempfile::Builder::new().prefix("aileron-exp-").tempdir()?;
-    let window = args.duration;
-    // X3/X4: call throughput, 1 vs N tasks, on a 2-worker runtime
-    {
-        let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
-        let hash = ContentHash::of_bytes(ECHO_WASM);
-        let module = runtime.load(&hash, ECHO_WASM, &ImportPolicy::default()).map_err(|f| anyhow::anyhow!(f.message))?;
-        let bare = Arc::new(BareCommand::compile(ECHO_WASM)?);
-        let executor = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        for tasks in [1u64, 2, 16] {
-            for kind in ["runtime", "bare"] {
-                let until = Instant::now() + window;
-                let mut set = tokio::task::JoinSet::new();
-                for _ in 0..tasks {
-                    let (runtime, module, bare) = (runtime.clone(), module.clone(), bare.clone());
-                    set.spawn_on(async move {
-                        let mut n = 0u64;
-                        let hooks: Arc<dyn HostHooks> = Arc::new(NoEgress);
-                        let stdin = br#"{"op":"echo","args":{"text":"x"}}"#.to_vec();
-                        while Instant::now() < until {
-                            if kind == "runtime" {
-                                let r = CallRequest { op: "echo".into(), args: json!({"text": "x"}), limits: Limits::default() };
-                                runtime.call(&module, r, hooks.clone()).await.result.unwrap();
-                            } else {
-                                bare.run(stdin.clone()).await.unwrap();
-                            }
-                            n += 1;
-                        }
-                        n
-                    }, executor.handle());
-                }
-                let mut total = 0;
-                while let Some(n) = set.join_next().await { total += n?; }
-                eprintln!("X3 {kind:8} tasks={tasks:2}: {:.0} calls/s", total as f64 / window.as_secs_f64());
-            }
-        }
-        executor.shutdown_background();
-    }
-    // X1/X2/X5/X6: run_action in-process
-    for audit in ["memory", "disk"] {
-        let root = scratch.path().join(audit);
-        let home = if audit == "memory" {
-            let root2 = root.join("home");
-            std::fs::create_dir_all(&root2)?;
-            Home::resolve(|name| {
-                if name == crate::env::AILERON_HOME { Some(root2.to_string_lossy().into_owned()) }
-                else if name == crate::env::AILERON_AUDIT_DIR { Some(String::new()) } else { None }
-            })?
-        } else {
-            Home::at(root.join("home"))?
-        };
-        let (daemon, _) = BenchDaemon::start(&home)?;
-        let admin = reqwest::Client::new();
-        let hash = daemon.install_connector(&admin, &root.join("pkg"), &echo_reference(), ECHO_WASM, ECHO_MANIFEST).await?;
-        daemon.add_action(&admin, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
-        let state = daemon.state.clone();
-        let mut argsmap = serde_json::Map::new();
-        argsmap.insert("text".into(), json!("x"));
-        let one = |state: Arc<AppState>, argsmap: serde_json::Map<String, Value>| async move {
-            let caller = crate::runner::Caller::new(aileron_core::audit::ActorType::Service, "bench");
-            match crate::runner::run_action(&state, crate::runner::RunRequest::new("echo", argsmap, caller)).await {
-                Ok(crate::runner::RunOutcome::Completed { .. }) => {}
-                other => panic!("{other:?}"),
-            }
-        };
-        for _ in 0..200 { one(state.clone(), argsmap.clone()).await; }
-        let mut samples = Vec::new();
-        for _ in 0..2000 {
-            let t = Instant::now();
-            one(state.clone(), argsmap.clone()).await;
-            samples.push(t.elapsed());
-        }
-        let d = Distribution::new(samples);
-        eprintln!("X1 run_action sequential audit={audit}: p50 {} p99 {} mean {}", format_duration(d.p50()), format_duration(d.p99()), format_duration(d.mean()));
-        // stages
-        {
-            let mut s1 = Vec::new(); let mut s2 = Vec::new(); let mut s3 = Vec::new();
-            let installed = state.actions.get("echo").unwrap();
-            let req = installed.file.requires[0].hash.clone();
-            for _ in 0..2000 {
-                let t = Instant::now();
-                let c = state.store.load_verified(&req).unwrap();
-                let m = Arc::new(c.manifest.clone());
-                s1.push(t.elapsed());
-                let t = Instant::now();
-                let _ = state.actions.get("echo").unwrap();
-                s2.push(t.elapsed());
-                let t = Instant::now();
-                let ev = crate::audit_log::AuditEvent { event_type: "x".into(), actor: aileron_core::audit::Actor { r#type: aileron_core::audit::ActorType::Service, id: "b".into() }, session_id: None, payload: serde_json::Map::new(), audit_id: None };
-                state.audit.append(ev).await.unwrap();
-                s3.push(t.elapsed());
-                drop(m);
-            }
-            for (n, v) in [("load_verified+manifest clone", s1), ("actions.get", s2), ("audit.append(empty payload)", s3)] {
-                let d = Distribution::new(v);
-                eprintln!("   stage {n} audit={audit}: p50 {} p99 {}", format_duration(d.p50()), format_duration(d.p99()));
-            }
-        }
-        for tasks in [16u64] {
-            let until = Instant::now() + window;
-            let mut set = tokio::task::JoinSet::new();
-            for _ in 0..tasks {
-                let (state, argsmap) = (state.clone(), argsmap.clone());
-                set.spawn_on(async move {
-                    let mut n = 0u64;
-                    while Instant::now() < until { one(state.clone(), argsmap.clone()).await; n += 1; }
-                    n
-                }, daemon.executor.handle());
-            }
-            let before = daemon.audit_counts();
-            let mut total = 0;
-            while let Some(n) = set.join_next().await { total += n?; }
-            let after = daemon.audit_counts();
-            eprintln!("X5 run_action tasks={tasks} audit={audit}: {:.0} runs/s, fsyncs {}", total as f64 / window.as_secs_f64(), after.fsyncs - before.fsyncs);
-        }
-        drop(state);
-        drop(admin);
-        daemon.stop().await?;
-    }
-    Ok(())
 }

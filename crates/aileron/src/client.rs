@@ -1,5 +1,5 @@
-//! Finding, auto-starting and talking to the daemon. Used by every CLI subcommand (and later by
-//! `aileron-mcp`). Discovery order: `AILERON_URL` + `AILERON_TOKEN`, else `daemon.json`; when
+//! Finding, auto-starting and talking to the daemon. Used by every CLI subcommand and by
+//! `aileron-mcp`. Discovery order: `AILERON_URL` + `AILERON_TOKEN`, else `daemon.json`; when
 //! nothing answers, the daemon is auto-started (5 s budget) unless `AILERON_NO_AUTOSTART=1`.
 
 use std::path::Path;
@@ -20,6 +20,9 @@ use crate::home::Home;
 
 /// How long a client waits for an auto-started daemon to answer (SPEC §7).
 pub const AUTOSTART_BUDGET: Duration = Duration::from_secs(5);
+/// A loopback connect either succeeds at once or is refused; this only bounds a dropped SYN, so a
+/// client never hangs on a daemon that is not there.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Clone)]
 pub struct DaemonClient {
@@ -28,6 +31,8 @@ pub struct DaemonClient {
     http: reqwest::Client,
     actor_type: &'static str,
     actor_id: String,
+    /// Launch session id sent as `x-aileron-session-id` (aileron-mcp forwards `AILERON_SESSION_ID`).
+    session_id: Option<String>,
 }
 
 /// A non-2xx answer from the daemon, already decoded.
@@ -63,30 +68,58 @@ impl std::error::Error for ApiFailure {}
 impl DaemonClient {
     /// Connects to the running daemon, auto-starting it when needed.
     pub async fn connect(home: &Home) -> anyhow::Result<DaemonClient> {
-        crate::daemon::install_crypto_provider();
-        let http = reqwest::Client::builder().build()?;
-        if let (Some(url), Some(token)) = (env::get(env::AILERON_URL), env::get(env::AILERON_TOKEN))
-            && !url.is_empty()
-        {
-            let client = DaemonClient::new(http, url.trim_end_matches('/').to_string(), token);
-            client.health().await.with_context(|| format!("the daemon at {} (AILERON_URL) does not answer", client.base_url))?;
+        if let Some(client) = DaemonClient::discover(home).await? {
             return Ok(client);
-        }
-        if let Some(info) = read_daemon_info(&home.daemon_json()) {
-            let client = DaemonClient::new(http.clone(), info.url, info.token);
-            if client.health().await.is_ok() {
-                return Ok(client);
-            }
         }
         if env::get(env::AILERON_NO_AUTOSTART).as_deref() == Some("1") {
             bail!("the daemon is not running\nhint: start it with `aileron daemon start`");
         }
         let info = start_daemon(home).await?;
-        Ok(DaemonClient::new(http, info.url, info.token))
+        Ok(DaemonClient::new(http_client()?, info.url, info.token))
+    }
+
+    /// Finds a daemon that answers, without starting one: `AILERON_URL` + `AILERON_TOKEN` (an
+    /// error when that daemon does not answer), else `daemon.json` (`None` when it does not).
+    pub async fn discover(home: &Home) -> anyhow::Result<Option<DaemonClient>> {
+        crate::daemon::install_crypto_provider();
+        let http = http_client()?;
+        if let (Some(url), Some(token)) = (env::get(env::AILERON_URL), env::get(env::AILERON_TOKEN))
+            && !url.is_empty()
+        {
+            let client = DaemonClient::new(http, url.trim_end_matches('/').to_string(), token);
+            client.health().await.with_context(|| format!("the daemon at {} (AILERON_URL) does not answer", client.base_url))?;
+            return Ok(Some(client));
+        }
+        if let Some(info) = read_daemon_info(&home.daemon_json()) {
+            let client = DaemonClient::new(http, info.url, info.token);
+            if client.health().await.is_ok() {
+                return Ok(Some(client));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A client for a daemon at a known address, without discovery or a health check (the
+    /// daemon's own `/mcp` endpoint loops back to itself with one).
+    pub fn at(base_url: impl Into<String>, token: impl Into<String>) -> anyhow::Result<DaemonClient> {
+        crate::daemon::install_crypto_provider();
+        Ok(DaemonClient::new(http_client()?, base_url.into(), token.into()))
     }
 
     fn new(http: reqwest::Client, base_url: String, token: String) -> DaemonClient {
-        DaemonClient { base_url, token, http, actor_type: "human", actor_id: "cli".to_string() }
+        DaemonClient { base_url, token, http, actor_type: "human", actor_id: "cli".to_string(), session_id: None }
+    }
+
+    /// The same daemon with another bearer token (the caller's own, for the `/mcp` loopback).
+    pub fn with_token(mut self, token: impl Into<String>) -> DaemonClient {
+        self.token = token.into();
+        self
+    }
+
+    /// Sends `x-aileron-session-id` with every request (a launched agent's session).
+    pub fn with_session_id(mut self, session_id: Option<String>) -> DaemonClient {
+        self.session_id = session_id.filter(|id| !id.is_empty());
+        self
     }
 
     /// Names the caller in audit records (`aileron-mcp` is an agent, the CLI a human).
@@ -119,14 +152,24 @@ impl DaemonClient {
         }
     }
 
-    /// Sends a request and returns the status with the decoded body, whatever the status.
-    pub async fn call_raw(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, Value)> {
+    /// A request to `path` carrying the token and the caller's identity headers, for callers that
+    /// add headers of their own (`traceparent`) or stream the answer (SSE).
+    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
         let mut request = self
             .http
             .request(method, format!("{}{path}", self.base_url))
             .bearer_auth(&self.token)
             .header("x-aileron-actor-type", self.actor_type)
             .header("x-aileron-actor-id", &self.actor_id);
+        if let Some(session_id) = &self.session_id {
+            request = request.header("x-aileron-session-id", session_id);
+        }
+        request
+    }
+
+    /// Sends a request and returns the status with the decoded body, whatever the status.
+    pub async fn call_raw(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, Value)> {
+        let mut request = self.request(method, path);
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -146,6 +189,10 @@ impl DaemonClient {
     }
 }
 
+fn http_client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).build()?)
+}
+
 pub fn read_daemon_info(path: &Path) -> Option<DaemonInfo> {
     let text = std::fs::read_to_string(path).ok()?;
     serde_json::from_str(&text).ok()
@@ -153,10 +200,7 @@ pub fn read_daemon_info(path: &Path) -> Option<DaemonInfo> {
 
 /// Starts `aileron daemon run` detached, logging to `daemon.log`, and waits until it answers.
 pub async fn start_daemon(home: &Home) -> anyhow::Result<DaemonInfo> {
-    let binary = match env::get(env::AILERON_DAEMON_BIN) {
-        Some(bin) if !bin.is_empty() => bin.into(),
-        _ => std::env::current_exe().context("locating the aileron executable")?,
-    };
+    let binary = daemon_binary()?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -209,6 +253,27 @@ pub async fn start_daemon(home: &Home) -> anyhow::Result<DaemonInfo> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The executable that runs `daemon run`: `AILERON_DAEMON_BIN`, else this executable when it is
+/// `aileron`, else the `aileron` beside it (so `aileron-mcp` can auto-start the daemon).
+fn daemon_binary() -> anyhow::Result<std::path::PathBuf> {
+    if let Some(bin) = env::get(env::AILERON_DAEMON_BIN).filter(|bin| !bin.is_empty()) {
+        return Ok(bin.into());
+    }
+    let current = std::env::current_exe().context("locating the running executable")?;
+    if current.file_name().is_some_and(|name| name == "aileron") {
+        return Ok(current);
+    }
+    let sibling = current.with_file_name("aileron");
+    if sibling.exists() {
+        return Ok(sibling);
+    }
+    bail!(
+        "cannot auto-start the daemon: no `aileron` executable beside {}\nhint: install aileron next to it, \
+         set AILERON_DAEMON_BIN, or start the daemon with `aileron daemon start`",
+        current.display()
+    )
 }
 
 fn log_tail(path: &Path) -> String {

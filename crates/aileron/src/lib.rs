@@ -12,6 +12,7 @@ pub mod demo;
 pub mod egress;
 pub mod env;
 pub mod fake_github;
+pub mod gateway;
 pub mod home;
 pub mod package;
 pub mod runner;

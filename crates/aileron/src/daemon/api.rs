@@ -53,6 +53,12 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/web/login-tickets", "one-time ticket for the web page (used by `aileron open`)"),
     ("GET", "/approvals", "the web review page"),
     ("GET", "/approvals/login", "redeems a login ticket: sets the session cookie, redirects to /approvals"),
+    ("POST", "/v1/messages", "LLM gateway: transparent proxy to the Anthropic upstream (no daemon token)"),
+    ("POST", "/v1/messages/count_tokens", "LLM gateway: Anthropic (no daemon token)"),
+    ("POST", "/v1/chat/completions", "LLM gateway: transparent proxy to the OpenAI upstream (no daemon token)"),
+    ("POST", "/v1/responses", "LLM gateway: OpenAI (no daemon token)"),
+    ("GET", "/v1/models", "LLM gateway: OpenAI (no daemon token)"),
+    ("HEAD", "/", "answered for agents that probe their base URL"),
 ];
 
 pub fn routes(_state: Arc<AppState>) -> Router<Arc<AppState>> {
@@ -517,7 +523,7 @@ pub fn http_api_document() -> Value {
     for (method, path, summary) in ROUTES {
         let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
         let mut operation = json!({ "summary": summary });
-        if *path != "/v1/health" {
+        if *path != "/v1/health" && !crate::gateway::is_gateway_path(&axum::http::Method::HEAD, path) {
             operation["security"] = json!([{ "bearer": [] }]);
         }
         let parameters: Vec<Value> = path

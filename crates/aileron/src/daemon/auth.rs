@@ -175,7 +175,7 @@ fn check(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
         }
     }
     let path = request.uri().path();
-    if !path.starts_with("/v1/") || path == "/v1/health" {
+    if !path.starts_with("/v1/") || path == "/v1/health" || crate::gateway::is_gateway_path(request.method(), path) {
         return Ok(());
     }
     let bearer = request.headers().get(header::AUTHORIZATION).and_then(|h| h.to_str().ok()).map(str::to_string);

@@ -39,6 +39,8 @@ pub struct AppState {
     pending_recovered: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
     pub runtime: Arc<Runtime>,
     pub credentials: Arc<dyn CredentialSource>,
+    /// The transparent LLM proxy (its own client and upstreams).
+    pub gateway: crate::gateway::Gateway,
     /// Back-off between retries of retriable failures (SPEC §9: 1 s, 2 s, 4 s).
     pub retry_delays: [std::time::Duration; 3],
     /// Client for connector egress: no redirects are ever followed (SPEC §4.2).
@@ -55,6 +57,8 @@ pub struct StateOptions {
     pub credentials: Arc<dyn CredentialSource>,
     pub listen_port: u16,
     pub retry_delays: [std::time::Duration; 3],
+    /// `(anthropic, openai)` upstream bases for the gateway; `None` = from the environment.
+    pub gateway_upstreams: Option<(String, String)>,
 }
 
 impl StateOptions {
@@ -64,6 +68,7 @@ impl StateOptions {
             credentials: Arc::new(NoVault),
             listen_port: 0,
             retry_delays: crate::runner::RETRY_DELAYS,
+            gateway_upstreams: None,
         }
     }
 }
@@ -98,6 +103,13 @@ impl AppState {
             pending_recovered: std::sync::Mutex::new(recovery.recovered),
             runtime: Arc::new(runtime),
             credentials: options.credentials,
+            gateway: match options.gateway_upstreams {
+                Some((anthropic, openai)) => {
+                    crate::gateway::Gateway::new(anthropic, openai, Arc::new(crate::gateway::NoVaultGate))
+                }
+                None => crate::gateway::Gateway::from_env(),
+            }
+            .context("building the LLM gateway client")?,
             retry_delays: options.retry_delays,
             egress_client,
             started_at: chrono::Utc::now(),
@@ -141,6 +153,7 @@ pub fn install_crypto_provider() {
 /// The whole HTTP surface. Tests drive it with `oneshot`.
 pub fn app(state: Arc<AppState>) -> Router {
     api::routes(state.clone())
+        .merge(crate::gateway::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
         .with_state(state)
 }

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use aileron_core::approval::{ApprovalEntry, ApprovalPreview};
+use aileron_core::approval::{ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalState};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -33,14 +33,16 @@ pub struct LoginQuery {
 /// Redeems a login ticket: sets the session cookie and redirects to the page.
 pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<LoginQuery>) -> Response {
     let Some((cookie, _csrf)) = state.tokens.redeem_ticket(&query.ticket) else {
+        // One nonce for the CSP header and the page's <style>, or the browser drops the styles.
+        let nonce = random_token();
         let body = page(
             "Sign-in link expired",
-            "<p class=\"notice\">This sign-in link has expired or was already used.</p>\
+            "<p class=\"notice\" id=\"expired\">This sign-in link has expired or was already used.</p>\
              <p>Run <code>aileron open approval &lt;id&gt;</code> (or <code>aileron approval list</code>) again.</p>",
             "",
-            &random_token(),
+            &nonce,
         );
-        return (StatusCode::FORBIDDEN, secure_headers(), Html(body)).into_response();
+        return (StatusCode::FORBIDDEN, secure_headers_with_nonce(&nonce), Html(body)).into_response();
     };
     let target = match query.focus.as_deref().filter(|f| is_plain_id(f)) {
         Some(focus) => format!("/approvals?focus={focus}"),
@@ -75,9 +77,17 @@ pub async fn approvals_page(
     let focus = query.focus.filter(|f| is_plain_id(f)).unwrap_or_default();
     let cards: String = state.approvals.pending().iter().map(|entry| card(entry, &focus)).collect();
     let empty = if cards.is_empty() { "" } else { " hidden" };
+    // A link to an approval decided meanwhile (say, from the CLI) says so rather than showing nothing.
+    let focused_elsewhere = ApprovalId::parse(&focus)
+        .ok()
+        .and_then(|id| state.approvals.get(&id))
+        .filter(|entry| entry.state != ApprovalState::PendingApproval)
+        .map(|entry| resolved_item(&entry))
+        .unwrap_or_default();
     let body = format!(
-        "<p class=\"empty\" id=\"empty\"{empty}>No approvals are waiting.</p>\
-         <div id=\"cards\">{cards}</div><h2>Resolved</h2><ul id=\"resolved\"></ul>"
+        "<p class=\"notice\" id=\"connection\" hidden></p>\
+         <p class=\"empty\" id=\"empty\"{empty}>No approvals are waiting.</p>\
+         <div id=\"cards\">{cards}</div><h2>Resolved</h2><ul id=\"resolved\">{focused_elsewhere}</ul>"
     );
     let script = format!(
         "<script nonce=\"{nonce}\">const CSRF = {csrf}; const FOCUS = {focus};\n{SCRIPT}</script>",
@@ -93,15 +103,13 @@ fn is_plain_id(value: &str) -> bool {
     !value.is_empty() && value.len() <= 64 && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
-fn secure_headers() -> [(header::HeaderName, String); 4] {
-    secure_headers_with_nonce("none")
-}
-
 fn secure_headers_with_nonce(nonce: &str) -> [(header::HeaderName, String); 4] {
     [
         (
             header::CONTENT_SECURITY_POLICY,
-            format!("default-src 'none'; connect-src 'self'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}'; form-action 'none'; frame-ancestors 'none'"),
+            format!(
+                "default-src 'none'; connect-src 'self'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}'; form-action 'none'; frame-ancestors 'none'"
+            ),
         ),
         (header::X_FRAME_OPTIONS, "DENY".to_string()),
         (header::REFERRER_POLICY, "no-referrer".to_string()),
@@ -122,6 +130,19 @@ pub fn escape(text: &str) -> String {
         }
     }
     out
+}
+
+/// One line of the resolved list, as the script renders it: `action · id · state (reason)`.
+fn resolved_item(entry: &ApprovalEntry) -> String {
+    let state = serde_json::to_value(entry.state).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let reason = entry.reason.as_deref().map(|reason| format!(" ({reason})")).unwrap_or_default();
+    format!(
+        "<li id=\"resolved-{id}\" data-status=\"{state}\">{action} · {id} · {state}{reason}</li>",
+        id = escape(entry.id.as_str()),
+        action = escape(&entry.action),
+        state = escape(&state),
+        reason = escape(&reason),
+    )
 }
 
 /// One approval card, server-rendered (the script renders new ones with the same structure).
@@ -158,7 +179,7 @@ fn card(entry: &ApprovalEntry, focus: &str) -> String {
          <h2>{action}</h2><p class=\"meta\">{id} · requested {requested}</p>\
          {preview}<h3>Arguments</h3><table class=\"args\">{args}</table>\
          <div class=\"decide\"><button class=\"approve\" data-id=\"{id}\">Approve</button>\
-         <input class=\"reason\" placeholder=\"reason (optional)\" maxlength=\"1000\">\
+         <input class=\"reason\" placeholder=\"reason (optional)\" aria-label=\"reason\" maxlength=\"1000\">\
          <button class=\"deny\" data-id=\"{id}\">Deny</button><span class=\"status\"></span></div></section>",
         action = escape(&entry.action),
         requested = escape(&entry.requested_at),
@@ -177,10 +198,10 @@ fn page(title: &str, body: &str, script: &str, nonce: &str) -> String {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1b1f24}\
 header{background:#1b1f24;color:#fff;padding:12px 24px}h1{font-size:18px;margin:0}main{max-width:900px;margin:24px auto;padding:0 16px}\
 .card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:16px;margin-bottom:16px}\
-.card.focused{border:2px solid #0969da}.meta{color:#57606a;font-size:12px}table{border-collapse:collapse;width:100%}\
+.card.focused{border-color:#0969da;box-shadow:0 0 0 1px #0969da}.card h2{margin:0 0 4px}.card h3{margin:12px 0 4px;font-size:14px}.meta{color:#57606a;font-size:12px;margin:0 0 8px}table{border-collapse:collapse;width:100%}\
 th{text-align:left;vertical-align:top;padding:4px 8px;width:30%;color:#57606a}td{padding:4px 8px}pre{margin:0;white-space:pre-wrap}\
 .decide{margin-top:12px;display:flex;gap:8px;align-items:center}.reason{flex:1;padding:4px}\
-button{padding:6px 14px;border-radius:6px;border:1px solid #d0d7de;cursor:pointer}.approve{background:#1f883d;color:#fff}\
+button{padding:6px 14px;border-radius:6px;border:1px solid #d0d7de;cursor:pointer}button:disabled{opacity:.5;cursor:default}.approve{background:#1f883d;color:#fff}\
 .deny{background:#cf222e;color:#fff}.notice{background:#fff8c5;padding:12px;border-radius:6px}.preview-unavailable{color:#9a6700}";
 
 /// The page script: renders cards from SSE events and posts decisions with the CSRF token.
@@ -209,7 +230,7 @@ function render(entry) {
   for (const [k, v] of Object.entries(entry.args || {})) { const r = el('tr'); const d = el('td'); d.append(el('pre', {}, shown(v))); r.append(el('th', {}, k), d); args.append(r); }
   card.append(args);
   const decide = el('div', { className: 'decide' });
-  decide.append(el('button', { className: 'approve' }, 'Approve'), el('input', { className: 'reason', placeholder: 'reason (optional)', maxLength: 1000 }), el('button', { className: 'deny' }, 'Deny'), el('span', { className: 'status' }));
+  decide.append(el('button', { className: 'approve' }, 'Approve'), el('input', { className: 'reason', placeholder: 'reason (optional)', ariaLabel: 'reason', maxLength: 1000 }), el('button', { className: 'deny' }, 'Deny'), el('span', { className: 'status' }));
   decide.querySelector('.approve').dataset.id = entry.id; decide.querySelector('.deny').dataset.id = entry.id;
   card.append(decide);
   cards.append(card);
@@ -224,23 +245,40 @@ function resolve(entry) {
   item.textContent = entry.action + ' · ' + entry.id + ' · ' + entry.state + (entry.reason ? ' (' + entry.reason + ')' : '');
   refreshEmpty();
 }
-async function decide(id, approved, reason, status) {
+// The buttons stay disabled until the answer: a double click or Approve-then-Deny sends one decision.
+async function decide(card, approved) {
+  const buttons = card.querySelectorAll('button');
+  const status = card.querySelector('.status');
+  const reason = card.querySelector('.reason').value.trim();
+  for (const b of buttons) b.disabled = true;
   status.textContent = 'sending…';
-  const response = await fetch('/v1/action-approvals/' + encodeURIComponent(id) + '/decide', {
-    method: 'POST', credentials: 'same-origin',
-    headers: { 'content-type': 'application/json', 'x-csrf-token': CSRF },
-    body: JSON.stringify(reason ? { approved, reason } : { approved }),
-  });
-  status.textContent = response.status === 204 ? (approved ? 'approved' : 'denied') : 'failed: HTTP ' + response.status;
+  let outcome;
+  try {
+    const response = await fetch('/v1/action-approvals/' + encodeURIComponent(card.dataset.id) + '/decide', {
+      method: 'POST', credentials: 'same-origin',
+      headers: { 'content-type': 'application/json', 'x-csrf-token': CSRF },
+      body: JSON.stringify(reason ? { approved, reason } : { approved }),
+    });
+    outcome = response.status === 204 ? (approved ? 'approved' : 'denied') : 'failed: HTTP ' + response.status;
+  } catch (error) {
+    outcome = 'failed: the daemon did not answer';
+  }
+  status.textContent = outcome;
+  if (outcome.startsWith('failed')) for (const b of buttons) b.disabled = false;
 }
 cards.addEventListener('click', (event) => {
   const button = event.target.closest('button');
-  if (!button) return;
-  const card = button.closest('.card');
-  const reason = card.querySelector('.reason').value.trim();
-  decide(card.dataset.id, button.classList.contains('approve'), reason, card.querySelector('.status'));
+  if (!button || button.disabled) return;
+  decide(button.closest('.card'), button.classList.contains('approve'));
 });
+const connection = document.getElementById('connection');
 const events = new EventSource('/v1/action-approvals/watch');
+events.addEventListener('open', () => { connection.hidden = true; });
+events.addEventListener('error', () => {
+  connection.hidden = false;
+  connection.textContent = 'Lost the connection to the daemon: this page no longer updates. If the daemon ' +
+    'restarted, run `aileron open approvals` for a new page.';
+});
 events.addEventListener('snapshot', (e) => { for (const entry of JSON.parse(e.data).items) render(entry); });
 events.addEventListener('pending', (e) => render(JSON.parse(e.data)));
 events.addEventListener('resolved', (e) => resolve(JSON.parse(e.data)));

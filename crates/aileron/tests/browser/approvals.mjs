@@ -9,10 +9,14 @@
 //   {"cmd": "expect_card", "id": ID}     wait until card ID appears (live, the page is not reloaded)
 //   {"cmd": "screenshot", "path": PATH}  full-page PNG of the signed-in page
 //   {"cmd": "decide", "approve": ID, "deny": ID, "reason": TEXT}
-//                                        click Approve on one card, type TEXT and click Deny on the
-//                                        other, wait until both are in the resolved list for good
+//                                        double-click Approve on one card, type TEXT and click Deny
+//                                        on the other, wait until both are resolved for good
 //   {"cmd": "anonymous", "id": ID}       a fresh context without the cookie opens the page and
 //                                        tries to read and decide ID from it
+//   {"cmd": "visit", "url": URL, "fresh": BOOL}
+//                                        open URL in a fresh context, or in the signed-in page
+//   {"cmd": "wait_disconnected"}         wait for the page's lost-connection notice
+//   {"cmd": "try_approve", "id": ID}     click Approve on card ID and wait for the outcome shown
 //   {"cmd": "quit"}
 // Anything else on stdout is a bug: the test reads only REPLY/ERROR lines and prints the rest.
 
@@ -42,6 +46,30 @@ function fail(error) {
   const message = error && error.stack ? error.stack : String(error);
   process.stdout.write(`ERROR ${message.replace(/\n/g, ' | ')}\n`);
   process.exit(1);
+}
+
+// Script errors, CSP refusals and failed loads, as the page's console reports them.
+function problemsOf(page) {
+  const problems = [];
+  page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error' || message.type() === 'warning') problems.push(`console ${message.type()}: ${message.text()}`);
+  });
+  return problems;
+}
+
+// What a page shows, for the test to compare.
+async function pageReport(page, problems, response) {
+  return {
+    status: response ? response.status() : null,
+    url: page.url(),
+    text: await page.innerText('body'),
+    html: await page.content(),
+    header_background: await page.$eval('header', (header) => getComputedStyle(header).backgroundColor),
+    cards: await cardsOn(page),
+    resolved: await resolvedOn(page),
+    problems,
+  };
 }
 
 // What a card shows: its action, whether it is focused, its argument rows.
@@ -77,11 +105,12 @@ async function main() {
   const context = await browser.newContext({ viewport: { width: 1000, height: 800 } });
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT_MS);
-  // Script errors, CSP refusals and failed requests all end up here; the test wants none.
-  const problems = [];
-  page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
-  page.on('console', (message) => {
-    if (message.type() === 'error' || message.type() === 'warning') problems.push(`console ${message.type()}: ${message.text()}`);
+  const problems = problemsOf(page);
+  // Decisions the page sends, per approval id: a double click must send one.
+  const decideRequests = {};
+  page.on('request', (request) => {
+    const match = new URL(request.url()).pathname.match(/^\/v1\/action-approvals\/([^/]+)\/decide$/);
+    if (match) decideRequests[match[1]] = (decideRequests[match[1]] ?? 0) + 1;
   });
   let navigations = 0;
   page.on('framenavigated', (frame) => {
@@ -127,7 +156,7 @@ async function main() {
         break;
       }
       case 'decide': {
-        await page.click(`#card-${command.approve} button.approve`);
+        await page.dblclick(`#card-${command.approve} button.approve`);
         await page.fill(`#card-${command.deny} input.reason`, command.reason);
         await page.click(`#card-${command.deny} button.deny`);
         await page.waitForFunction(
@@ -140,6 +169,7 @@ async function main() {
           resolved: await resolvedOn(page),
           cards: await cardsOn(page),
           empty_notice_visible: await page.isVisible('#empty'),
+          decide_requests: decideRequests,
           problems,
         });
         break;
@@ -148,6 +178,7 @@ async function main() {
         const stranger = await browser.newContext();
         const anonymous = await stranger.newPage();
         anonymous.setDefaultTimeout(WAIT_MS);
+        const anonymousProblems = problemsOf(anonymous);
         const answer = await anonymous.goto(`${origin}/approvals?focus=${command.id}`);
         // Give a script (if the page had one) the time to open its event stream and render.
         await anonymous.waitForTimeout(500);
@@ -172,9 +203,47 @@ async function main() {
           html: await anonymous.content(),
           cards: await anonymous.locator('.card').count(),
           cookies: (await stranger.cookies(origin)).map(({ name }) => name),
+          header_background: await anonymous.$eval('header', (header) => getComputedStyle(header).backgroundColor),
+          problems: anonymousProblems,
           attempts,
         });
         await stranger.close();
+        break;
+      }
+      case 'visit': {
+        if (command.fresh) {
+          const stranger = await browser.newContext();
+          const visitor = await stranger.newPage();
+          visitor.setDefaultTimeout(WAIT_MS);
+          const visitorProblems = problemsOf(visitor);
+          const answer = await visitor.goto(command.url);
+          reply(await pageReport(visitor, visitorProblems, answer));
+          await stranger.close();
+        } else {
+          problems.length = 0;
+          const answer = await page.goto(command.url);
+          await page.waitForSelector('#cards');
+          reply(await pageReport(page, problems, answer));
+        }
+        break;
+      }
+      case 'wait_disconnected': {
+        await page.waitForSelector('#connection', { state: 'visible' });
+        reply({ text: await page.innerText('#connection') });
+        break;
+      }
+      case 'try_approve': {
+        const card = `#card-${command.id}`;
+        await page.click(`${card} button.approve`);
+        await page.waitForFunction(
+          (selector) => !['', 'sending…'].includes(document.querySelector(selector)?.textContent ?? ''),
+          `${card} .status`,
+        );
+        reply({
+          status: await page.innerText(`${card} .status`),
+          buttons_disabled: await page.$$eval(`${card} button`, (buttons) => buttons.map((b) => b.disabled)),
+          still_shown: await page.isVisible(card),
+        });
         break;
       }
       case 'quit': {

@@ -30,6 +30,8 @@ const SKIP_VARIABLE: &str = "AILERON_SKIP_BROWSER_TESTS";
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// Generous: chromium's first start on a 2-core machine that is also compiling can take seconds.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+/// `#1b1f24`, the header colour of the page's stylesheet: present only if the CSP let the styles in.
+const HEADER_BACKGROUND: &str = "rgb(27, 31, 36)";
 const DENY_REASON: &str = "wrong repository <b>not bold</b>";
 
 fn browser_dir() -> PathBuf {
@@ -308,6 +310,8 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert!(denied_line["text"].as_str().unwrap().contains(DENY_REASON), "the reason is shown as text: {denied_line}");
     assert_eq!(decided["cards"], json!([]), "no card is left pending");
     assert_eq!(decided["empty_notice_visible"], true);
+    let one_each = json!({ first.as_str(): 1, second.as_str(): 1 });
+    assert_eq!(decided["decide_requests"], one_each, "a double click sends one decision");
     let resolved_screenshot = cli.scratch().join("approvals-resolved.png");
     browser.send(json!({"cmd": "screenshot", "path": resolved_screenshot}));
     check_png(&resolved_screenshot);
@@ -343,6 +347,7 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
         assert!(!html.contains(secret), "the signed-out page shows no `{secret}`: {html}");
     }
     assert_eq!(anonymous["cards"], 0);
+    assert_eq!(anonymous["header_background"], HEADER_BACKGROUND, "the signed-out page is styled (CSP nonce)");
     assert_eq!(anonymous["cookies"], json!([]), "the fresh context has no session");
     for (attempt, status) in anonymous["attempts"].as_object().unwrap() {
         assert!(matches!(status.as_u64(), Some(401 | 403)), "{attempt} is refused without the cookie: {status}");
@@ -353,5 +358,33 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert_eq!(upstream.recorder.count(), 1, "nothing else ran");
     assert_eq!(audit_events(&cli, "approval.approved").len(), 1);
 
+    let reused = browser.send(json!({"cmd": "visit", "url": login_url, "fresh": true}));
+    assert_eq!(reused["status"], 403, "a sign-in link works once");
+    assert!(reused["text"].as_str().unwrap().contains("expired or was already used"), "{reused}");
+    assert_eq!(reused["header_background"], HEADER_BACKGROUND, "the expired-link page is styled (CSP nonce)");
+    assert_eq!(reused["cards"], json!([]));
+
+    // 6. The link of an approval decided meanwhile says where it stands; the rest stays live.
+    let base_url = login_url.split("/approvals/login").next().unwrap();
+    let focused_decided = browser.send(json!({"cmd": "visit", "url": format!("{base_url}/approvals?focus={first}")}));
+    assert_no_page_problems(&focused_decided, "reopened page");
+    let resolved = &focused_decided["resolved"];
+    assert_eq!(
+        (resolved[0]["id"].as_str(), resolved[0]["status"].as_str()),
+        (Some(first.as_str()), Some("completed")),
+        "{resolved}"
+    );
+    assert_eq!(cards(&focused_decided), vec![(third.clone(), false, url_of("third"))]);
+
+    // 7. The daemon goes away: the page says so, and a decision it cannot deliver is reported.
+    cli.ok(&["daemon", "stop"]);
+    let disconnected = browser.send(json!({"cmd": "wait_disconnected"}));
+    assert!(disconnected["text"].as_str().unwrap().contains("Lost the connection to the daemon"), "{disconnected}");
+    let offline = browser.send(json!({"cmd": "try_approve", "id": third}));
+    assert_eq!(offline["status"], "failed: the daemon did not answer", "{offline}");
+    assert_eq!(offline["buttons_disabled"], json!([false, false]), "the buttons work again after a failure");
+    assert_eq!(offline["still_shown"], true);
     assert_eq!(browser.send(json!({"cmd": "quit"}))["closed"], true);
+    assert_eq!(approval_status(&cli, &third)["status"], "pending_approval", "still pending after a restart");
+    assert_eq!(upstream.recorder.count(), 1);
 }

@@ -25,8 +25,8 @@ fn the_checked_in_description_matches_the_route_table() {
 async fn every_described_route_is_served() {
     let harness = Harness::new();
     for (method, path, _) in ROUTES {
-        if path.ends_with("/watch") {
-            continue; // SSE streams never end; covered by their own tests.
+        if path.ends_with("/watch") || aileron::gateway::is_gateway_path(&http::Method::HEAD, path) {
+            continue; // SSE streams never end, and gateway paths go upstream; both have their own tests.
         }
         let concrete = path.replace("{name}", "no-such-action").replace("{id}", "no-such-record");
         let response = harness.request(method, &concrete, None).await;

@@ -5,6 +5,7 @@ mod approvals;
 mod browser;
 mod cli;
 mod crash;
+mod gateway;
 mod hostile;
 mod http_doc;
 mod lifecycle;

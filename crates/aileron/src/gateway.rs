@@ -1,0 +1,199 @@
+//! The LLM gateway (SPEC §12): a transparent streaming reverse proxy for the agent's own LLM
+//! traffic. Anthropic paths go to `AILERON_ANTHROPIC_UPSTREAM`, OpenAI paths to
+//! `AILERON_OPENAI_UPSTREAM`.
+//!
+//! Invariant: the gateway never parses a body, never consults the action store, never executes
+//! anything and emits no spans or audit records. Method, path, query, body bytes and end-to-end
+//! headers go upstream unchanged; status, headers and body come back unchanged, chunk by chunk.
+//! Hop-by-hop headers are the only thing dropped. The agent's own provider credentials pass
+//! through; the daemon token is not required here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use futures_util::TryStreamExt;
+use serde_json::json;
+
+use crate::daemon::AppState;
+
+pub const DEFAULT_ANTHROPIC_UPSTREAM: &str = "https://api.anthropic.com";
+pub const DEFAULT_OPENAI_UPSTREAM: &str = "https://api.openai.com";
+/// Request bodies are read whole (to forward an exact `Content-Length`); this bounds them.
+pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// The paths the gateway serves (exempt from the daemon token).
+pub const PATHS: [&str; 5] = ["/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses", "/v1/models"];
+
+/// Which provider a path belongs to; its error bodies are shaped accordingly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Anthropic,
+    OpenAi,
+}
+
+impl Provider {
+    pub fn of_path(path: &str) -> Provider {
+        if path.starts_with("/v1/messages") { Provider::Anthropic } else { Provider::OpenAi }
+    }
+
+    /// The provider's own error JSON, so agents show our message the way they show theirs.
+    pub fn error(self, status: StatusCode, kind: &str, message: &str) -> Response {
+        let body = match self {
+            Provider::Anthropic => json!({ "type": "error", "error": { "type": kind, "message": message } }),
+            Provider::OpenAi => json!({ "error": { "message": message, "type": kind, "param": null, "code": null } }),
+        };
+        (status, axum::Json(body)).into_response()
+    }
+}
+
+/// Whether LLM traffic may flow. The vault (a later issue) implements this: while it exists and
+/// is locked, the gateway answers 423 telling the user how to unlock.
+pub trait VaultGate: Send + Sync + 'static {
+    /// `Some(message)` when the vault is locked.
+    fn locked(&self) -> Option<String>;
+}
+
+/// No vault yet: never locked.
+pub struct NoVaultGate;
+
+impl VaultGate for NoVaultGate {
+    fn locked(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Upstream bases and the pooled client.
+pub struct Gateway {
+    pub anthropic: String,
+    pub openai: String,
+    client: reqwest::Client,
+    pub vault: Arc<dyn VaultGate>,
+}
+
+impl Gateway {
+    pub fn new(anthropic: String, openai: String, vault: Arc<dyn VaultGate>) -> anyhow::Result<Gateway> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .build()?;
+        let trim = |base: String| base.trim_end_matches('/').to_string();
+        Ok(Gateway { anthropic: trim(anthropic), openai: trim(openai), client, vault })
+    }
+
+    /// From `AILERON_ANTHROPIC_UPSTREAM` / `AILERON_OPENAI_UPSTREAM`, defaulting to the providers.
+    pub fn from_env() -> anyhow::Result<Gateway> {
+        let pick = |name: &str, default: &str| {
+            crate::env::get(name).filter(|v| !v.is_empty()).unwrap_or_else(|| default.to_string())
+        };
+        Gateway::new(
+            pick(crate::env::AILERON_ANTHROPIC_UPSTREAM, DEFAULT_ANTHROPIC_UPSTREAM),
+            pick(crate::env::AILERON_OPENAI_UPSTREAM, DEFAULT_OPENAI_UPSTREAM),
+            Arc::new(NoVaultGate),
+        )
+    }
+}
+
+pub fn routes() -> Router<Arc<AppState>> {
+    let mut router = Router::new().route("/", get(root).head(root));
+    for path in PATHS {
+        router = router.route(path, any(proxy));
+    }
+    router
+}
+
+/// Some agents probe the base URL with `HEAD /` at start.
+async fn root() -> StatusCode {
+    StatusCode::OK
+}
+
+/// Headers that belong to one connection, not the message (RFC 9110 §7.6.1), plus `Host`, which
+/// the client sets for the upstream.
+fn is_hop_by_hop(name: &HeaderName, connection_listed: &[String]) -> bool {
+    const HOP_BY_HOP: [&str; 9] =
+        ["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host"];
+    let name = name.as_str();
+    HOP_BY_HOP.contains(&name) || name == "proxy-connection" || connection_listed.iter().any(|listed| listed == name)
+}
+
+/// Header names a `Connection` header declares hop-by-hop.
+fn connection_listed(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+async fn proxy(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let gateway = &state.gateway;
+    let path = request.uri().path().to_string();
+    let provider = Provider::of_path(&path);
+    if let Some(message) = gateway.vault.locked() {
+        let kind = match provider {
+            Provider::Anthropic => "permission_error",
+            Provider::OpenAi => "vault_locked",
+        };
+        return provider.error(StatusCode::LOCKED, kind, &message);
+    }
+    let base = match provider {
+        Provider::Anthropic => &gateway.anthropic,
+        Provider::OpenAi => &gateway.openai,
+    };
+    let path_and_query = request.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or(path);
+    let url = format!("{base}{path_and_query}");
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(_) => {
+            let message = format!("request body larger than {MAX_REQUEST_BODY_BYTES} bytes or unreadable");
+            return provider.error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", &message);
+        }
+    };
+    let listed = connection_listed(&parts.headers);
+    let mut upstream = gateway.client.request(parts.method.clone(), &url);
+    for (name, value) in &parts.headers {
+        if !is_hop_by_hop(name, &listed) && name != header::CONTENT_LENGTH {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let response = match upstream.body(body).send().await {
+        Ok(response) => response,
+        Err(error) => {
+            let reason = if error.is_timeout() { "timed out" } else if error.is_connect() { "connection failed" } else { "request failed" };
+            let message = format!("Aileron gateway: the upstream {base} could not be reached ({reason})");
+            let kind = match provider {
+                Provider::Anthropic => "api_error",
+                Provider::OpenAi => "server_error",
+            };
+            return provider.error(StatusCode::BAD_GATEWAY, kind, &message);
+        }
+    };
+    let status = response.status();
+    let upstream_listed = connection_listed(response.headers());
+    let mut builder = Response::builder().status(status);
+    for (name, value) in response.headers() {
+        if !is_hop_by_hop(name, &upstream_listed) {
+            builder = builder.header(name, value);
+        }
+    }
+    // Each chunk is handed to hyper as it arrives: no buffering, so every SSE event reaches the
+    // agent as soon as the upstream sends it.
+    let stream = response.bytes_stream().map_err(std::io::Error::other);
+    builder.body(Body::from_stream(stream)).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+}
+
+/// Whether a request path is served by the gateway (no daemon token needed).
+pub fn is_gateway_path(method: &Method, path: &str) -> bool {
+    PATHS.contains(&path) || (path == "/" && (method == Method::HEAD || method == Method::GET))
+}

@@ -1,0 +1,496 @@
+//! The tool catalog and what tool calls answer, as pure functions of the daemon's JSON: one tool
+//! per enabled action (SPEC §2: name, description, `inputSchema`), the two built-in tools, and the
+//! shaping of `POST /v1/actions/{name}/run` and approval-result answers into MCP tool results.
+//!
+//! Invariant: no tool here decides an approval. The built-ins only read (`check_action_status`
+//! polls the result, `aileron_diagnostics` reads health and the action list).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aileron_core::approval::{ApprovalState, ResultView};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+/// Polls the outcome of a gated call.
+pub const CHECK_ACTION_STATUS: &str = "check_action_status";
+/// Reports whether the daemon is reachable and the catalog complete, with a remediation line.
+pub const DIAGNOSTICS: &str = "aileron_diagnostics";
+
+/// Appended to the description of every gated action's tool (SPEC §2).
+pub const APPROVAL_PARAGRAPH: &str = "This action needs the user's approval before it runs. Calling it \
+does not run it: the call returns status `pending_approval` with an `approval_id` and a message for the user. \
+Relay that message to the user verbatim, then call `check_action_status` with the `approval_id` to learn \
+whether it completed, was denied or failed. Do not call this tool again for the same request: every call \
+asks the user for another approval.";
+
+/// The tools derived from one `GET /v1/actions` answer.
+#[derive(Debug, Clone, Default)]
+pub struct ToolCatalog {
+    /// Action tools in name order, then the built-ins.
+    pub tools: Vec<Tool>,
+    /// tool name → action name (tool names map `-` and `.` to `_`, so the reverse needs a table).
+    actions: HashMap<String, String>,
+    /// Enabled actions left out because another tool already has their tool name.
+    pub shadowed: Vec<Shadowed>,
+    /// Action files the daemon could not load: `(file, message)`.
+    pub load_errors: Vec<(String, String)>,
+    /// Installed actions that are disabled (not tools).
+    pub disabled: usize,
+}
+
+/// An action whose tool name collides with an earlier tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shadowed {
+    pub action: String,
+    pub tool: String,
+    /// The action (or built-in tool) that keeps the name.
+    pub kept_by: String,
+}
+
+impl ToolCatalog {
+    /// Only the built-ins: what an agent sees when the daemon cannot be reached, so that
+    /// `aileron_diagnostics` can tell it why.
+    pub fn builtins_only() -> ToolCatalog {
+        ToolCatalog { tools: builtin_tools(), ..ToolCatalog::default() }
+    }
+
+    /// Builds the catalog from the body of `GET /v1/actions` (`{items, load_errors}`). Built-in
+    /// names win a collision; between actions the first in name order wins.
+    pub fn from_listing(listing: &Value) -> ToolCatalog {
+        let mut catalog = ToolCatalog::default();
+        let mut owners: HashMap<String, String> =
+            [CHECK_ACTION_STATUS, DIAGNOSTICS].iter().map(|name| (name.to_string(), format!("built-in {name}"))).collect();
+        let mut items: Vec<&Value> = listing["items"].as_array().map(|items| items.iter().collect()).unwrap_or_default();
+        items.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        for item in items {
+            let (Some(action), Some(tool_name)) = (item["name"].as_str(), item["tool_name"].as_str()) else {
+                continue;
+            };
+            if item["enabled"] != Value::Bool(true) {
+                catalog.disabled += 1;
+                continue;
+            }
+            if let Some(owner) = owners.get(tool_name) {
+                catalog.shadowed.push(Shadowed {
+                    action: action.to_string(),
+                    tool: tool_name.to_string(),
+                    kept_by: owner.clone(),
+                });
+                continue;
+            }
+            owners.insert(tool_name.to_string(), format!("action {action}"));
+            catalog.actions.insert(tool_name.to_string(), action.to_string());
+            catalog.tools.push(action_tool(item, tool_name));
+        }
+        catalog.tools.extend(builtin_tools());
+        catalog.load_errors = listing["load_errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| (e["file"].as_str().unwrap_or("?").to_string(), e["message"].as_str().unwrap_or("").to_string()))
+            .collect();
+        catalog
+    }
+
+    /// The action a tool runs.
+    pub fn action_for(&self, tool: &str) -> Option<&str> {
+        self.actions.get(tool).map(String::as_str)
+    }
+
+    /// Number of action tools (built-ins excluded).
+    pub fn action_count(&self) -> usize {
+        self.actions.len()
+    }
+}
+
+/// The tool for one action view of `GET /v1/actions` (see `daemon::api::action_view`).
+fn action_tool(view: &Value, tool_name: &str) -> Tool {
+    let mut description = view["description"].as_str().unwrap_or_default().to_string();
+    if view["requires_approval"] == Value::Bool(true) {
+        description = format!("{}\n\n{APPROVAL_PARAGRAPH}", description.trim_end());
+    }
+    let schema = match &view["input_schema"] {
+        Value::Object(schema) => schema.clone(),
+        _ => schema_object(json!({ "type": "object", "properties": {} })),
+    };
+    Tool::new(Cow::Owned(tool_name.to_string()), description, Arc::new(schema))
+}
+
+fn schema_object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(object) => object,
+        _ => unreachable!("schemas are written as objects"),
+    }
+}
+
+/// `check_action_status` and `aileron_diagnostics`. Both only read, so they say so.
+pub fn builtin_tools() -> Vec<Tool> {
+    let read_only = ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false);
+    let status_schema = schema_object(json!({
+        "type": "object",
+        "properties": {
+            "approval_id": {
+                "type": "string",
+                "description": "the approval_id a gated action's call returned (act-...)"
+            }
+        },
+        "required": ["approval_id"],
+        "additionalProperties": false,
+    }));
+    let diagnostics_schema =
+        schema_object(json!({ "type": "object", "properties": {}, "additionalProperties": false }));
+    vec![
+        Tool::new(
+            CHECK_ACTION_STATUS,
+            "Reports the outcome of an action that was waiting for the user's approval: still pending, \
+             running, completed (with its result), denied (with the user's reason) or failed (with the \
+             failure). Call it with the approval_id the action's call returned. It never approves or denies.",
+            Arc::new(status_schema),
+        )
+        .annotate(read_only.clone()),
+        Tool::new(
+            DIAGNOSTICS,
+            "Checks Aileron itself: whether its daemon answers and whether every installed action loaded. \
+             Answers `healthy` or `degraded` with one line saying what to do.",
+            Arc::new(diagnostics_schema),
+        )
+        .annotate(read_only),
+    ]
+}
+
+/// A daemon answer that did not come, and what the user can do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreachable {
+    pub message: String,
+}
+
+fn text(value: impl Into<String>) -> ContentBlock {
+    ContentBlock::text(value)
+}
+
+fn compact(value: &Value) -> String {
+    serde_json::to_string(value).expect("JSON values serialize")
+}
+
+/// The tool result of `POST /v1/actions/{name}/run`: 200 → the result with its audit id; 202 →
+/// a normal result whose first block is the daemon's message verbatim; anything else → an error
+/// result carrying the failure envelope (or CRUD error body) exactly as the daemon sent it.
+pub fn run_result(status: u16, body: Value) -> CallToolResult {
+    match status {
+        200 => {
+            let mut result = CallToolResult::success(vec![text(compact(&body))]);
+            result.structured_content = Some(body);
+            result
+        }
+        202 => {
+            let message = body["message"].as_str().unwrap_or("the action is waiting for the user's approval").to_string();
+            let handle = json!({
+                "status": body["status"],
+                "approval_id": body["approval_id"],
+                "review_url": body["review_url"],
+            });
+            let mut result = CallToolResult::success(vec![text(message), text(compact(&handle))]);
+            result.structured_content = Some(body);
+            result
+        }
+        _ => CallToolResult::error(vec![text(compact(&error_body(status, body)))]),
+    }
+}
+
+/// A non-JSON error answer still reaches the agent as an error object.
+fn error_body(status: u16, body: Value) -> Value {
+    if body["error"].is_object() {
+        body
+    } else {
+        json!({ "error": { "code": "http_status", "message": format!("the daemon answered HTTP {status}"), "body": body } })
+    }
+}
+
+/// The tool result of an unreachable daemon.
+pub fn unreachable_result(unreachable: &Unreachable) -> CallToolResult {
+    CallToolResult::error(vec![text(unreachable.message.clone())])
+}
+
+/// An approval id as the daemon mints it (`act-<timestamp>-<hex>`); anything else is refused
+/// before it reaches a URL path.
+pub fn is_plausible_approval_id(id: &str) -> bool {
+    id.starts_with("act-") && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// The tool result of `GET /v1/action-approvals/{id}/result`, in plain text.
+pub fn status_result(id: &str, status: u16, body: Value) -> CallToolResult {
+    if status != 200 {
+        return CallToolResult::error(vec![text(compact(&error_body(status, body)))]);
+    }
+    let view: ResultView = match serde_json::from_value(body.clone()) {
+        Ok(view) => view,
+        Err(error) => {
+            return CallToolResult::error(vec![text(format!("unexpected approval result from the daemon ({error}): {}", compact(&body)))]);
+        }
+    };
+    let (line, is_error) = status_text(id, &view);
+    let mut content = vec![text(line)];
+    if let Some(result) = &view.result {
+        content.push(text(compact(&json!({ "audit_id": view.audit_id, "result": result }))));
+    }
+    if let Some(failure) = &view.failure {
+        content.push(text(compact(&json!({ "error": failure }))));
+    }
+    let mut result = if is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
+    result.structured_content = Some(body);
+    result
+}
+
+/// One sentence per state; failed is an error result (like a failed direct call), denied is not
+/// (the user decided, nothing went wrong).
+fn status_text(id: &str, view: &ResultView) -> (String, bool) {
+    match view.status {
+        ApprovalState::PendingApproval => (
+            format!(
+                "pending_approval: approval {id} is still waiting for the user. Ask them to review it \
+                 (`aileron open approval {id}`), then check again; do not call the action again."
+            ),
+            false,
+        ),
+        ApprovalState::Approved => (format!("approved: the user approved {id}; it is about to run. Check again shortly."), false),
+        ApprovalState::AwaitingVault => (
+            format!("awaiting_vault: {id} is approved but waits for the vault to be unlocked (`aileron vault unlock`)."),
+            false,
+        ),
+        ApprovalState::Running => (format!("running: {id} was approved and is running now. Check again shortly."), false),
+        ApprovalState::Completed => {
+            let audit = view.audit_id.as_deref().map(|a| format!(" (audit {a})")).unwrap_or_default();
+            (format!("completed: {id} ran{audit}. Its result follows."), false)
+        }
+        ApprovalState::Denied => {
+            let reason = view.reason.as_deref().map(|r| format!(" Reason: {r}")).unwrap_or_else(|| " No reason was given.".into());
+            (format!("denied: the user denied {id}; the action did not run.{reason}"), false)
+        }
+        ApprovalState::Failed => {
+            let message = view.failure.as_ref().map(|f| format!(": {}: {}", f.class, f.message)).unwrap_or_default();
+            (format!("failed: {id} was approved but failed{message}"), true)
+        }
+    }
+}
+
+/// What `aileron_diagnostics` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Diagnosis {
+    Healthy { summary: String },
+    Degraded { problem: String, remediation: String },
+}
+
+impl Diagnosis {
+    /// From the daemon's health answer (or why it did not come) and its action listing.
+    pub fn of(daemon_url: &str, health: Result<&Value, &Unreachable>, catalog: Option<&ToolCatalog>) -> Diagnosis {
+        let health = match health {
+            Ok(health) => health,
+            Err(unreachable) => {
+                return Diagnosis::Degraded {
+                    problem: format!("the Aileron daemon does not answer: {}", first_line(&unreachable.message)),
+                    remediation: "start it with `aileron daemon start` (or check AILERON_URL and AILERON_TOKEN), \
+                                  then call aileron_diagnostics again"
+                        .into(),
+                };
+            }
+        };
+        let version = health["version"].as_str().unwrap_or("?");
+        let Some(catalog) = catalog else {
+            return Diagnosis::Degraded {
+                problem: format!("the daemon {version} at {daemon_url} answers but refused to list actions"),
+                remediation: "check that this server's token may list actions (AILERON_TOKEN or daemon.json)".into(),
+            };
+        };
+        if let Some((file, message)) = catalog.load_errors.first() {
+            return Diagnosis::Degraded {
+                problem: format!(
+                    "{} action file(s) failed to load, first {file}: {}",
+                    catalog.load_errors.len(),
+                    first_line(message)
+                ),
+                remediation: format!("fix or remove {file} (see `aileron action list`); the other actions work"),
+            };
+        }
+        if let Some(shadowed) = catalog.shadowed.first() {
+            return Diagnosis::Degraded {
+                problem: format!(
+                    "action `{}` has the tool name `{}` of {} and is not offered",
+                    shadowed.action, shadowed.tool, shadowed.kept_by
+                ),
+                remediation: format!("rename the action file of `{}` so its tool name is unique", shadowed.action),
+            };
+        }
+        Diagnosis::Healthy {
+            summary: format!(
+                "daemon {version} at {daemon_url}; {} action tool(s), {} disabled action(s)",
+                catalog.action_count(),
+                catalog.disabled
+            ),
+        }
+    }
+
+    pub fn into_result(self) -> CallToolResult {
+        let body = match &self {
+            Diagnosis::Healthy { summary } => format!("healthy: {summary}"),
+            Diagnosis::Degraded { problem, remediation } => format!("degraded: {problem}\nremediation: {remediation}"),
+        };
+        CallToolResult::success(vec![text(body)])
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn view(name: &str, enabled: bool, gated: bool) -> Value {
+        json!({
+            "name": name,
+            "tool_name": name.replace(['-', '.'], "_"),
+            "enabled": enabled,
+            "requires_approval": gated,
+            "description": format!("Does {name}."),
+            "input_schema": {"type": "object", "properties": {"n": {"type": "integer", "description": "n"}}, "required": ["n"], "additionalProperties": false},
+        })
+    }
+
+    fn texts(result: &CallToolResult) -> Vec<String> {
+        result.content.iter().map(|block| block.as_text().map(|t| t.text.clone()).unwrap_or_default()).collect()
+    }
+
+    #[test]
+    fn the_catalog_has_one_tool_per_enabled_action_plus_the_builtins() {
+        let check = |items: Vec<Value>, tools: &[&str], shadowed: &[(&str, &str, &str)], disabled: usize| {
+            let catalog = ToolCatalog::from_listing(&json!({ "items": items, "load_errors": [] }));
+            let names: Vec<&str> = catalog.tools.iter().map(|t| t.name.as_ref()).collect();
+            assert_eq!(names, tools);
+            let got: Vec<(&str, &str, &str)> =
+                catalog.shadowed.iter().map(|s| (s.action.as_str(), s.tool.as_str(), s.kept_by.as_str())).collect();
+            assert_eq!(got, shadowed);
+            assert_eq!(catalog.disabled, disabled);
+        };
+        check(vec![], &[CHECK_ACTION_STATUS, DIAGNOSTICS], &[], 0);
+        check(
+            vec![view("list-issues", true, false), view("create.issue", true, true), view("off", false, false)],
+            &["create_issue", "list_issues", CHECK_ACTION_STATUS, DIAGNOSTICS],
+            &[],
+            1,
+        );
+        check(
+            vec![view("a_b", true, false), view("a-b", true, false), view("check-action-status", true, false)],
+            &["a_b", CHECK_ACTION_STATUS, DIAGNOSTICS],
+            &[("a_b", "a_b", "action a-b"), ("check-action-status", "check_action_status", "built-in check_action_status")],
+            0,
+        );
+    }
+
+    #[test]
+    fn tools_carry_the_description_schema_and_approval_paragraph() {
+        let catalog =
+            ToolCatalog::from_listing(&json!({ "items": [view("open", true, false), view("gated", true, true)] }));
+        let tool = |name: &str| catalog.tools.iter().find(|t| t.name == name).unwrap().clone();
+        assert_eq!(tool("open").description.as_deref(), Some("Does open."));
+        assert_eq!(tool("gated").description.unwrap(), format!("Does gated.\n\n{APPROVAL_PARAGRAPH}"));
+        assert_eq!(Value::Object((*tool("gated").input_schema).clone()), view("x", true, false)["input_schema"]);
+        assert_eq!(catalog.action_for("gated"), Some("gated"));
+        assert_eq!(catalog.action_for(CHECK_ACTION_STATUS), None, "built-ins run no action");
+        for phrase in ["pending_approval", "approval_id", "check_action_status", "Do not call this tool again"] {
+            assert!(APPROVAL_PARAGRAPH.contains(phrase), "{phrase}");
+        }
+    }
+
+    #[test]
+    fn run_answers_become_tool_results() {
+        let check = |status: u16, body: Value, is_error: bool, first: &str| {
+            let result = run_result(status, body.clone());
+            assert_eq!(result.is_error, Some(is_error), "{status}");
+            assert_eq!(texts(&result)[0], first, "{status}");
+        };
+        let ok = json!({"audit_id": "audit-1", "result": {"output": 1}});
+        check(200, ok.clone(), false, &serde_json::to_string(&ok).unwrap());
+        let pending = json!({"status": "pending_approval", "approval_id": "act-1", "review_url": "http://x", "message": "Ask the user."});
+        check(202, pending.clone(), false, "Ask the user.");
+        assert_eq!(
+            texts(&run_result(202, pending))[1],
+            r#"{"approval_id":"act-1","review_url":"http://x","status":"pending_approval"}"#
+        );
+        let envelope = json!({"error": {"class": "network_error", "message": "down", "retriable": true, "boundary": "external"}});
+        check(502, envelope.clone(), true, &serde_json::to_string(&envelope).unwrap());
+        let crud = json!({"error": {"code": "invalid_args", "message": "bad", "hint": "h"}});
+        check(400, crud.clone(), true, &serde_json::to_string(&crud).unwrap());
+        check(500, Value::Null, true, r#"{"error":{"body":null,"code":"http_status","message":"the daemon answered HTTP 500"}}"#);
+    }
+
+    #[test]
+    fn approval_results_read_as_plain_text() {
+        let check = |body: Value, is_error: bool, starts: &str, blocks: usize| {
+            let result = status_result("act-1", 200, body.clone());
+            let texts = texts(&result);
+            assert_eq!(result.is_error, Some(is_error), "{body}");
+            assert!(texts[0].starts_with(starts), "{body}: {}", texts[0]);
+            assert_eq!(texts.len(), blocks, "{body}");
+        };
+        check(json!({"status": "pending_approval"}), false, "pending_approval: approval act-1 is still waiting", 1);
+        check(json!({"status": "running"}), false, "running:", 1);
+        check(json!({"status": "completed", "audit_id": "audit-9", "result": {"output": 2}}), false, "completed: act-1 ran (audit audit-9)", 2);
+        check(json!({"status": "denied", "reason": "wrong repo"}), false, "denied: the user denied act-1; the action did not run. Reason: wrong repo", 1);
+        let failure = json!({"class": "network_error", "message": "down", "retriable": true, "boundary": "external"});
+        check(json!({"status": "failed", "failure": failure}), true, "failed: act-1 was approved but failed: network_error: down", 2);
+        let unknown = status_result("act-2", 404, json!({"error": {"code": "approval_not_found", "message": "unknown"}}));
+        assert_eq!(unknown.is_error, Some(true));
+        assert!(texts(&unknown)[0].contains("approval_not_found"));
+    }
+
+    #[test]
+    fn approval_ids_are_checked_before_they_reach_a_path() {
+        for (id, plausible) in [
+            ("act-20261122T053700Z-0123456789abcdef", true),
+            ("act-1", true),
+            ("../decide", false),
+            ("act-1/decide", false),
+            ("act-1?x=1", false),
+            ("", false),
+            ("audit-1", false),
+        ] {
+            assert_eq!(is_plausible_approval_id(id), plausible, "{id}");
+        }
+    }
+
+    #[test]
+    fn diagnostics_say_healthy_or_degraded_with_a_remediation() {
+        let health = json!({"status": "ok", "version": "0.1.0"});
+        let clean = ToolCatalog::from_listing(&json!({ "items": [view("a", true, false), view("b", false, false)] }));
+        let broken = ToolCatalog::from_listing(&json!({ "items": [], "load_errors": [{"file": "x.md", "message": "x.md:3: bad\nmore"}] }));
+        let clash = ToolCatalog::from_listing(&json!({ "items": [view("a-b", true, false), view("a.b", true, false)] }));
+        let down = Unreachable { message: "cannot reach the daemon at http://127.0.0.1:9\nhint: start it".into() };
+        let check = |diagnosis: Diagnosis, expected: &str| {
+            let result = diagnosis.into_result();
+            assert_eq!(result.is_error, Some(false));
+            assert_eq!(texts(&result)[0], expected);
+        };
+        check(Diagnosis::of("http://d", Ok(&health), Some(&clean)), "healthy: daemon 0.1.0 at http://d; 1 action tool(s), 1 disabled action(s)");
+        check(
+            Diagnosis::of("http://d", Ok(&health), Some(&broken)),
+            "degraded: 1 action file(s) failed to load, first x.md: x.md:3: bad\nremediation: fix or remove x.md (see `aileron action list`); the other actions work",
+        );
+        check(
+            Diagnosis::of("http://d", Ok(&health), Some(&clash)),
+            "degraded: action `a.b` has the tool name `a_b` of action a-b and is not offered\nremediation: rename the action file of `a.b` so its tool name is unique",
+        );
+        check(
+            Diagnosis::of("http://d", Err(&down), None),
+            "degraded: the Aileron daemon does not answer: cannot reach the daemon at http://127.0.0.1:9\nremediation: start it with `aileron daemon start` (or check AILERON_URL and AILERON_TOKEN), then call aileron_diagnostics again",
+        );
+        check(
+            Diagnosis::of("http://d", Ok(&health), None),
+            "degraded: the daemon 0.1.0 at http://d answers but refused to list actions\nremediation: check that this server's token may list actions (AILERON_TOKEN or daemon.json)",
+        );
+    }
+}

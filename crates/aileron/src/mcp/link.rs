@@ -1,0 +1,189 @@
+//! How the MCP server reaches the daemon's HTTP API. Both servers send every tool call to
+//! `POST /v1/actions/{name}/run`, the one chokepoint:
+//! - `aileron-mcp` finds the daemon like the CLI (`AILERON_URL` + `AILERON_TOKEN`, else
+//!   `daemon.json`, auto-starting it) and finds it again after a connection failure;
+//! - the daemon's own `/mcp` loops back to itself over HTTP with the caller's bearer token, so the
+//!   caller's scopes apply to each call exactly as they would to a direct request.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use super::catalog::Unreachable;
+use crate::client::DaemonClient;
+use crate::home::Home;
+
+/// The audit actor id `aileron-mcp` sends with the daemon token (its type is `agent`).
+pub const STDIO_ACTOR_ID: &str = "aileron-mcp";
+/// The audit actor id of calls made through the daemon's `/mcp` with the daemon token.
+pub const HTTP_ACTOR_ID: &str = "mcp-http";
+
+/// Bounds every request except runs: the daemon answers these from memory.
+const QUICK_TIMEOUT: Duration = Duration::from_secs(10);
+/// A backstop for runs, whose steps may each take up to 5 minutes (SPEC §4.3) plus retries.
+const RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Per-request facts the MCP request carried.
+#[derive(Debug, Clone, Default)]
+pub struct CallOrigin {
+    /// The bearer token the `/mcp` caller presented (loopback only).
+    pub bearer: Option<String>,
+    /// W3C `traceparent` from the MCP request's `_meta`, forwarded as a header.
+    pub traceparent: Option<String>,
+}
+
+pub struct DaemonLink {
+    mode: Mode,
+}
+
+enum Mode {
+    Discovered { home: Home, session_id: Option<String>, current: tokio::sync::Mutex<Option<DaemonClient>> },
+    Loopback { client: DaemonClient },
+}
+
+/// Whether finding the daemon may start one. Tool calls may (like any CLI command); the
+/// background watcher must not, or `aileron daemon stop` would be undone behind the user's back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Autostart {
+    Allowed,
+    Never,
+}
+
+impl DaemonLink {
+    /// `aileron-mcp`: the daemon of `home`, with the launch session id (if any) on every request.
+    pub fn discovered(home: Home, session_id: Option<String>) -> DaemonLink {
+        DaemonLink { mode: Mode::Discovered { home, session_id, current: tokio::sync::Mutex::new(None) } }
+    }
+
+    /// The daemon's `/mcp`: requests go to `base_url` with each caller's own token.
+    pub fn loopback(base_url: String) -> anyhow::Result<DaemonLink> {
+        let client = DaemonClient::at(base_url, String::new())?.with_actor("agent", HTTP_ACTOR_ID);
+        Ok(DaemonLink { mode: Mode::Loopback { client } })
+    }
+
+    /// The daemon's URL as far as it is known (for messages).
+    pub async fn daemon_url(&self) -> String {
+        match &self.mode {
+            Mode::Discovered { current, home, .. } => match &*current.lock().await {
+                Some(client) => client.base_url.clone(),
+                None => format!("the daemon of {}", home.root().display()),
+            },
+            Mode::Loopback { client } => client.base_url.clone(),
+        }
+    }
+
+    /// A client for one request: the current daemon, found again when there is none yet.
+    pub async fn client(&self, origin: &CallOrigin, autostart: Autostart) -> Result<DaemonClient, Unreachable> {
+        match &self.mode {
+            Mode::Loopback { client } => Ok(client.clone().with_token(origin.bearer.clone().unwrap_or_default())),
+            Mode::Discovered { home, session_id, current } => {
+                let mut current = current.lock().await;
+                if let Some(client) = &*current {
+                    return Ok(client.clone());
+                }
+                let found = match autostart {
+                    Autostart::Allowed => DaemonClient::connect(home).await.map(Some),
+                    Autostart::Never => DaemonClient::discover(home).await,
+                };
+                match found {
+                    Ok(Some(client)) => {
+                        let client = client.with_actor("agent", STDIO_ACTOR_ID).with_session_id(session_id.clone());
+                        *current = Some(client.clone());
+                        Ok(client)
+                    }
+                    Ok(None) => Err(Unreachable {
+                        message: format!(
+                            "the Aileron daemon is not running (no answer at the address in {})\n\
+                             hint: start it with `aileron daemon start`",
+                            home.daemon_json().display()
+                        ),
+                    }),
+                    Err(error) => Err(Unreachable { message: format!("{error:#}") }),
+                }
+            }
+        }
+    }
+
+    /// Forgets the current daemon after a connection failure, so the next request finds it again
+    /// (it may have restarted on another port with another token).
+    pub async fn forget(&self, failed: &DaemonClient) {
+        if let Mode::Discovered { current, .. } = &self.mode {
+            let mut current = current.lock().await;
+            if current.as_ref().is_some_and(|c| c.base_url == failed.base_url) {
+                *current = None;
+            }
+        }
+    }
+
+    /// Sends one request and decodes the answer, whatever its status. A request that never
+    /// reached the daemon (connection refused) is retried once against the daemon found again;
+    /// nothing else is retried, so a run can never execute twice because of this.
+    pub async fn send(
+        &self,
+        origin: &CallOrigin,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), Unreachable> {
+        let timeout = if method == Method::POST && path.ends_with("/run") { RUN_TIMEOUT } else { QUICK_TIMEOUT };
+        let mut retried = false;
+        loop {
+            let client = self.client(origin, Autostart::Allowed).await?;
+            let mut request = client.request(method.clone(), path).timeout(timeout);
+            if let Some(traceparent) = &origin.traceparent {
+                request = request.header("traceparent", traceparent);
+            }
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            match request.send().await {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let bytes = response.bytes().await.map_err(|e| unreachable(&client, &e))?;
+                    let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+                    return Ok((status, value));
+                }
+                Err(error) if error.is_connect() && !retried && matches!(self.mode, Mode::Discovered { .. }) => {
+                    self.forget(&client).await;
+                    retried = true;
+                }
+                Err(error) => {
+                    self.forget(&client).await;
+                    return Err(unreachable(&client, &error));
+                }
+            }
+        }
+    }
+}
+
+fn unreachable(client: &DaemonClient, error: &reqwest::Error) -> Unreachable {
+    let cause = if error.is_timeout() {
+        "it did not answer in time".to_string()
+    } else if error.is_connect() {
+        "connection refused".to_string()
+    } else {
+        chain(error)
+    };
+    Unreachable {
+        message: format!(
+            "cannot reach the Aileron daemon at {}: {cause}\nhint: start it with `aileron daemon start` \
+             (or check AILERON_URL and AILERON_TOKEN), then call the tool again",
+            client.base_url
+        ),
+    }
+}
+
+/// An error with its causes, the way the CLI prints them.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        source = cause.source();
+    }
+    message
+}

@@ -1,0 +1,260 @@
+//! Golden tests of the LLM gateway over a real socket: the bytes a client receives through the
+//! gateway equal the bytes the upstream sent, for each provider's streaming shape, errors and
+//! large bodies; each SSE event is delivered before the upstream sends the next one (no
+//! buffering); requests arrive upstream byte-for-byte with end-to-end headers only.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aileron::daemon::{AppState, StateOptions, app};
+use aileron::home::Home;
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::Response;
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+/// What the scripted upstream answers: status, headers, and body chunks released one at a time.
+#[derive(Clone)]
+struct Script {
+    status: u16,
+    headers: Vec<(&'static str, &'static str)>,
+    chunks: Vec<Vec<u8>>,
+    /// When set, chunk N+1 is sent only after the test acknowledges chunk N.
+    paced: bool,
+}
+
+#[derive(Clone, Default)]
+struct Seen {
+    requests: Arc<Mutex<Vec<(String, String, Vec<(String, String)>, Vec<u8>)>>>,
+}
+
+struct Upstream {
+    addr: SocketAddr,
+    seen: Seen,
+    acks: mpsc::UnboundedSender<()>,
+}
+
+async fn upstream(script: Script) -> Upstream {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Seen::default();
+    let (acks, ack_rx) = mpsc::unbounded_channel::<()>();
+    let ack_rx = Arc::new(tokio::sync::Mutex::new(ack_rx));
+    let recorded = seen.clone();
+    let handler = move |request: Request| {
+        let (script, recorded, ack_rx) = (script.clone(), recorded.clone(), ack_rx.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let bytes = axum::body::to_bytes(body, 64 * 1024 * 1024).await.unwrap();
+            let headers = parts.headers.iter().map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect();
+            let path = parts.uri.path_and_query().unwrap().to_string();
+            recorded.requests.lock().unwrap().push((parts.method.to_string(), path, headers, bytes.to_vec()));
+            let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+            tokio::spawn(async move {
+                let mut acks = ack_rx.lock().await;
+                for chunk in script.chunks {
+                    if tx.send(Ok(Bytes::from(chunk))).await.is_err() {
+                        return;
+                    }
+                    if script.paced && tokio::time::timeout(Duration::from_secs(5), acks.recv()).await.is_err() {
+                        return; // the client never saw the chunk: the test fails on its side
+                    }
+                }
+            });
+            let mut builder = Response::builder().status(script.status);
+            for (name, value) in script.headers {
+                builder = builder.header(name, value);
+            }
+            builder.body(Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx))).unwrap()
+        }
+    };
+    let router = axum::Router::new().fallback(handler);
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Upstream { addr, seen, acks }
+}
+
+/// A daemon serving `app()` on a real socket with the gateway pointed at `upstream`.
+async fn daemon(anthropic: String, openai: String) -> (tempfile::TempDir, String) {
+    let temp = tempfile::tempdir().unwrap();
+    let home = Home::at(temp.path().join("home")).unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut options = StateOptions::new("gateway-test-token".into());
+    options.listen_port = addr.port();
+    options.gateway_upstreams = Some((anthropic, openai));
+    let state = AppState::open(home, options).unwrap();
+    tokio::spawn(async move { axum::serve(listener, app(state)).await.unwrap() });
+    (temp, format!("http://{addr}"))
+}
+
+fn sse(events: &[&str]) -> Vec<Vec<u8>> {
+    events.iter().map(|e| e.as_bytes().to_vec()).collect()
+}
+
+const ANTHROPIC_EVENTS: [&str; 7] = [
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n",
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"list_issues\",\"input\":{}}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"owner\\\": \\\"ac\"}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"me\\\"}\"}}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}\n\n",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+];
+
+const OPENAI_CHAT_EVENTS: [&str; 4] = [
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"list_issues\",\"arguments\":\"\"}}]}}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"owner\\\":\\\"acme\\\"}\"}}]}}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    "data: [DONE]\n\n",
+];
+
+const RESPONSES_EVENTS: [&str; 3] = [
+    "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\"}}\n\n",
+    "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hi\"}\n\n",
+    "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_1\",\"status\":\"completed\"}}\n\n",
+];
+
+/// Streams `path` through the gateway and checks each event arrives before the next is sent.
+async fn paced_golden(path: &str, events: &[&str]) {
+    let script = Script { status: 200, headers: vec![("content-type", "text/event-stream"), ("request-id", "req_golden")], chunks: sse(events), paced: true };
+    let up = upstream(script).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    aileron::daemon::install_crypto_provider();
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!("{gateway}{path}"))
+        .header("x-api-key", "sk-ant-user-key")
+        .header("content-type", "application/json")
+        .body(r#"{"stream":true}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["request-id"], "req_golden", "upstream headers come back");
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut stream = response.bytes_stream();
+    let mut received = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        // The upstream has sent exactly this event and waits for our ack: a buffering proxy
+        // would hold it back and this read would time out.
+        while received.len() < events[..=index].iter().map(|e| e.len()).sum::<usize>() {
+            let chunk = tokio::time::timeout(Duration::from_secs(3), stream.next())
+                .await
+                .unwrap_or_else(|_| panic!("{path}: event {index} was not delivered while the upstream waited"))
+                .expect("stream ended early")
+                .unwrap();
+            received.extend_from_slice(&chunk);
+        }
+        assert!(received.ends_with(event.as_bytes()), "{path}: event {index} arrived intact");
+        up.acks.send(()).unwrap();
+    }
+    assert!(stream.next().await.is_none(), "nothing after the last event");
+    assert_eq!(received, events.concat().into_bytes(), "{path}: byte-for-byte");
+}
+
+#[tokio::test]
+async fn anthropic_streams_arrive_event_by_event_and_byte_for_byte() {
+    paced_golden("/v1/messages?beta=true", &ANTHROPIC_EVENTS).await;
+}
+
+#[tokio::test]
+async fn openai_chat_streams_arrive_event_by_event_and_byte_for_byte() {
+    paced_golden("/v1/chat/completions", &OPENAI_CHAT_EVENTS).await;
+}
+
+#[tokio::test]
+async fn responses_streams_arrive_event_by_event_and_byte_for_byte() {
+    paced_golden("/v1/responses", &RESPONSES_EVENTS).await;
+}
+
+#[tokio::test]
+async fn requests_go_upstream_unchanged_except_hop_by_hop_headers() {
+    let script = Script { status: 200, headers: vec![("content-type", "application/json")], chunks: vec![b"{}".to_vec()], paced: false };
+    let up = upstream(script).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    aileron::daemon::install_crypto_provider();
+    let body: Vec<u8> = (0..5 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let response = reqwest::Client::new()
+        .post(format!("{gateway}/v1/messages?beta=true&x=1%202"))
+        .header("x-api-key", "sk-ant-user-key")
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "tools-2024-05-16,prompt-caching")
+        .header("authorization", "Bearer user-oauth")
+        .header("connection", "keep-alive, x-hop")
+        .header("x-hop", "dropped")
+        .header("te", "trailers")
+        .header("x-custom", "kept")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let seen = up.seen.requests.lock().unwrap().clone();
+    let (method, path, headers, received) = &seen[0];
+    assert_eq!(method, "POST");
+    assert_eq!(path, "/v1/messages?beta=true&x=1%202");
+    assert_eq!(Sha256::digest(received), Sha256::digest(&body), "body bytes unchanged");
+    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    assert_eq!(header("x-api-key"), Some("sk-ant-user-key"));
+    assert_eq!(header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(header("anthropic-beta"), Some("tools-2024-05-16,prompt-caching"));
+    assert_eq!(header("authorization"), Some("Bearer user-oauth"));
+    assert_eq!(header("x-custom"), Some("kept"));
+    assert_eq!(header("content-length"), Some(&*body.len().to_string()));
+    for dropped in ["x-hop", "te", "connection"] {
+        assert_eq!(header(dropped), None, "{dropped} is hop-by-hop");
+    }
+    assert_ne!(header("host"), Some(gateway.trim_start_matches("http://")), "Host is the upstream's");
+}
+
+#[tokio::test]
+async fn upstream_errors_and_large_bodies_come_back_unchanged() {
+    let error_body = br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#.to_vec();
+    let script = Script { status: 429, headers: vec![("content-type", "application/json"), ("retry-after", "7")], chunks: vec![error_body.clone()], paced: false };
+    let up = upstream(script).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    aileron::daemon::install_crypto_provider();
+    let response = reqwest::Client::new().post(format!("{gateway}/v1/messages")).body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "7");
+    assert_eq!(response.bytes().await.unwrap().to_vec(), error_body);
+
+    let big: Vec<u8> = (0..12 * 1024 * 1024).map(|i| (i % 253) as u8).collect();
+    let chunks: Vec<Vec<u8>> = big.chunks(64 * 1024).map(|c| c.to_vec()).collect();
+    let up = upstream(Script { status: 200, headers: vec![("content-type", "application/octet-stream")], chunks, paced: false }).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    let response = reqwest::Client::new().get(format!("{gateway}/v1/models")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(Sha256::digest(response.bytes().await.unwrap()), Sha256::digest(&big), "12 MiB body unchanged");
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_502_in_the_providers_shape_and_no_token_is_needed() {
+    let dead = "http://127.0.0.1:1".to_string();
+    let (_temp, gateway) = daemon(dead.clone(), dead).await;
+    aileron::daemon::install_crypto_provider();
+    let client = reqwest::Client::new();
+    let anthropic = client.post(format!("{gateway}/v1/messages")).body("{}").send().await.unwrap();
+    assert_eq!(anthropic.status(), 502);
+    let body: serde_json::Value = anthropic.json().await.unwrap();
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "api_error");
+    let openai = client.post(format!("{gateway}/v1/chat/completions")).body("{}").send().await.unwrap();
+    assert_eq!(openai.status(), 502);
+    let body: serde_json::Value = openai.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "server_error");
+    assert!(body["error"]["message"].as_str().unwrap().contains("could not be reached"));
+
+    let probe = client.head(format!("{gateway}/")).send().await.unwrap();
+    assert_eq!(probe.status(), StatusCode::OK.as_u16());
+    let other = client.get(format!("{gateway}/v1/actions")).send().await.unwrap();
+    assert_eq!(other.status(), 401, "only the gateway paths skip the daemon token");
+}
