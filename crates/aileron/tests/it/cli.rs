@@ -167,3 +167,48 @@ fn connectors_install_from_a_release_tarball_and_versions_coexist() {
     let message = stderr(&refused);
     assert!(message.contains("malformed_tarball") && message.contains("hint: "), "{message}");
 }
+
+#[test]
+fn gated_runs_exit_75_and_the_cli_decides() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    let cli = Cli::new();
+    let package = cli.package("http_get", &[upstream.host_port()]);
+    let hash = cli.ok(&["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/http_get@1.0.0", "--yes", "--allow-unsigned"]);
+    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", hash.trim(), "get") };
+    let file = cli.scratch().join("fetch.md");
+    std::fs::write(&file, spec.render()).unwrap();
+    cli.ok(&["action", "add", file.to_str().unwrap()]);
+    let url = format!("url={}/status/200", upstream.base_url());
+
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let pending = cli.run(&["action", "run", "fetch", "--arg", &url]);
+        assert_eq!(pending.status.code(), Some(75), "pending approval exits 75: {}", stderr(&pending));
+        assert!(stderr(&pending).contains("aileron open approval"), "{}", stderr(&pending));
+        let body: Value = serde_json::from_slice(&pending.stdout).unwrap();
+        ids.push(body["approval_id"].as_str().unwrap().to_string());
+    }
+    let listing: Value = serde_json::from_str(&cli.ok(&["approval", "list", "--json"])).unwrap();
+    assert_eq!(listing["items"].as_array().unwrap().len(), 2);
+    let printed = cli.ok(&["open", "approval", &ids[0], "--print"]);
+    assert!(printed.trim().contains("/approvals/login?ticket=") && printed.contains(&format!("focus={}", ids[0])), "{printed}");
+
+    cli.ok(&["approval", "approve", &ids[0]]);
+    cli.ok(&["approval", "deny", &ids[1], "--reason", "not today"]);
+    let again = cli.run(&["approval", "approve", &ids[1]]);
+    assert_eq!(again.status.code(), Some(1), "a decided approval cannot be decided again");
+    assert!(stderr(&again).contains("already decided"), "{}", stderr(&again));
+    let mut status = String::new();
+    for _ in 0..300 {
+        status = cli.ok(&["approval", "status", &ids[0]]);
+        if status.starts_with("completed") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(status.starts_with("completed (audit audit-"), "{status}");
+    assert_eq!(cli.ok(&["approval", "status", &ids[1]]).trim(), "denied: not today");
+    assert_eq!(upstream.recorder.count(), 1, "approved once, denied never");
+    drop(runtime);
+}

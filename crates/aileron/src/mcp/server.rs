@@ -1,0 +1,278 @@
+//! The MCP server both transports run: `aileron-mcp` over stdio and the daemon's `/mcp` over
+//! streamable HTTP construct the same [`AileronMcp`] around a [`DaemonLink`]; `tools/list` and
+//! `tools/call` are the catalog functions of [`super::catalog`] applied to the daemon's answers.
+//!
+//! `notifications/tools/list_changed` follows a generation counter of the action set: sessions
+//! that began with `initialize` get it through their peer, 2026-07-28 sessions through
+//! `subscriptions/listen`.
+
+use std::sync::{Arc, RwLock};
+
+use reqwest::Method;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use super::catalog::{self, CHECK_ACTION_STATUS, DIAGNOSTICS, Diagnosis, ToolCatalog, Unreachable};
+use super::link::{CallOrigin, DaemonLink};
+
+/// What every session of one server shares: the way to the daemon, the action-set generation
+/// and the last catalog seen (to map tool names back to action names).
+pub struct McpShared {
+    link: DaemonLink,
+    changes: watch::Receiver<u64>,
+    catalog: RwLock<Option<(u64, Arc<ToolCatalog>)>>,
+    /// Where this server's own problems go (stderr for `aileron-mcp`, the daemon log for `/mcp`).
+    log_prefix: &'static str,
+}
+
+impl McpShared {
+    /// `changes` ticks whenever the daemon's action set changes.
+    pub fn new(link: DaemonLink, changes: watch::Receiver<u64>, log_prefix: &'static str) -> Arc<McpShared> {
+        Arc::new(McpShared { link, changes, catalog: RwLock::new(None), log_prefix })
+    }
+
+    pub fn link(&self) -> &DaemonLink {
+        &self.link
+    }
+
+    /// The catalog as the daemon lists it now (built-ins only when it cannot).
+    pub async fn list(&self, origin: &CallOrigin) -> Arc<ToolCatalog> {
+        match self.fetch(origin).await {
+            Ok(catalog) => catalog,
+            Err(problem) => {
+                eprintln!("{}: listing actions: {}", self.log_prefix, problem.message.replace('\n', " "));
+                Arc::new(ToolCatalog::builtins_only())
+            }
+        }
+    }
+
+    async fn fetch(&self, origin: &CallOrigin) -> Result<Arc<ToolCatalog>, Unreachable> {
+        // Read the generation first: a change that lands during the fetch leaves the cache stale-marked.
+        let generation = *self.changes.borrow();
+        let (status, body) = self.link.send(origin, Method::GET, "/v1/actions", None).await?;
+        if status != 200 {
+            return Err(Unreachable { message: format!("GET /v1/actions answered {status}: {body}") });
+        }
+        let catalog = Arc::new(ToolCatalog::from_listing(&body));
+        *self.catalog.write().expect("catalog cache poisoned") = Some((generation, catalog.clone()));
+        Ok(catalog)
+    }
+
+    /// The action behind a tool name, from the cached catalog while no change happened since.
+    async fn action_for(&self, origin: &CallOrigin, tool: &str) -> Result<Option<String>, Unreachable> {
+        let generation = *self.changes.borrow();
+        let cached = self.catalog.read().expect("catalog cache poisoned").clone();
+        if let Some((seen, catalog)) = cached
+            && seen == generation
+            && let Some(action) = catalog.action_for(tool)
+        {
+            return Ok(Some(action.to_string()));
+        }
+        Ok(self.fetch(origin).await?.action_for(tool).map(str::to_string))
+    }
+
+    /// `tools/call`: an action tool runs through `POST /v1/actions/{name}/run`; the built-ins only
+    /// read. An unknown tool is a protocol error (the agent named something we never listed).
+    pub async fn call(
+        &self,
+        origin: &CallOrigin,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<rmcp::model::CallToolResult, ErrorData> {
+        match tool {
+            CHECK_ACTION_STATUS => Ok(self.check_action_status(origin, &arguments).await),
+            DIAGNOSTICS => Ok(self.diagnostics(origin).await),
+            _ => {
+                let action = match self.action_for(origin, tool).await {
+                    Ok(Some(action)) => action,
+                    Ok(None) => {
+                        return Err(ErrorData::invalid_params(
+                            format!("unknown tool `{tool}`; list the tools again (tools/list)"),
+                            None,
+                        ));
+                    }
+                    Err(unreachable) => return Ok(catalog::unreachable_result(&unreachable)),
+                };
+                let body = json!({ "args": arguments });
+                match self.link.send(origin, Method::POST, &format!("/v1/actions/{action}/run"), Some(&body)).await {
+                    Ok((status, body)) => Ok(catalog::run_result(status, body)),
+                    Err(unreachable) => Ok(catalog::unreachable_result(&unreachable)),
+                }
+            }
+        }
+    }
+
+    async fn check_action_status(&self, origin: &CallOrigin, arguments: &Map<String, Value>) -> rmcp::model::CallToolResult {
+        let Some(id) = arguments.get("approval_id").and_then(Value::as_str) else {
+            return rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                "check_action_status needs `approval_id`: the id a gated action's call returned (act-...)",
+            )]);
+        };
+        if !catalog::is_plausible_approval_id(id) {
+            return rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+                "`{}` is not an approval id; pass the approval_id a gated action's call returned (act-...)",
+                id.chars().take(80).collect::<String>()
+            ))]);
+        }
+        match self.link.send(origin, Method::GET, &format!("/v1/action-approvals/{id}/result"), None).await {
+            Ok((status, body)) => catalog::status_result(id, status, body),
+            Err(unreachable) => catalog::unreachable_result(&unreachable),
+        }
+    }
+
+    async fn diagnostics(&self, origin: &CallOrigin) -> rmcp::model::CallToolResult {
+        let health = self.link.send(origin, Method::GET, "/v1/health", None).await.and_then(|(status, body)| {
+            if status == 200 { Ok(body) } else { Err(Unreachable { message: format!("health check answered {status}") }) }
+        });
+        let catalog = match &health {
+            Ok(_) => self.fetch(origin).await.ok(),
+            Err(_) => None,
+        };
+        let url = self.link.daemon_url().await;
+        Diagnosis::of(&url, health.as_ref(), catalog.as_deref()).into_result()
+    }
+}
+
+/// One MCP session's server. Dropping it (the session ended) stops its notification forwarder.
+pub struct AileronMcp {
+    shared: Arc<McpShared>,
+    alive: watch::Sender<()>,
+}
+
+impl AileronMcp {
+    pub fn new(shared: Arc<McpShared>) -> AileronMcp {
+        AileronMcp { shared, alive: watch::channel(()).0 }
+    }
+}
+
+/// The request facts `tools/*` handlers need: the `/mcp` caller's bearer token (from the HTTP
+/// request rmcp attaches) and the W3C `traceparent` of `_meta`.
+fn origin_of(context: &RequestContext<RoleServer>, params_meta: Option<&rmcp::model::RequestMetaObject>) -> CallOrigin {
+    let bearer = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get(http::header::AUTHORIZATION))
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::to_string);
+    let traceparent = context
+        .meta
+        .get_traceparent()
+        .or_else(|| params_meta.and_then(|meta| meta.get_traceparent()))
+        .filter(|value| is_traceparent(value))
+        .map(str::to_string);
+    CallOrigin { bearer, traceparent }
+}
+
+/// `version-traceid-parentid-flags` in lowercase hex (W3C Trace Context); anything else is
+/// dropped rather than forwarded as a header.
+pub fn is_traceparent(value: &str) -> bool {
+    let parts: Vec<&str> = value.split('-').collect();
+    let lengths = [2, 32, 16, 2];
+    parts.len() == 4
+        && parts.iter().zip(lengths).all(|(part, length)| {
+            part.len() == length && part.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+        && parts[1].bytes().any(|b| b != b'0')
+        && parts[2].bytes().any(|b| b != b'0')
+}
+
+const INSTRUCTIONS: &str = "Aileron runs the user's installed actions. Each tool is one action; it runs with \
+credentials the agent never sees. Some actions need the user's approval: their call returns `pending_approval` \
+and a message to relay; then poll `check_action_status` with the approval_id. Use `aileron_diagnostics` when \
+tools are missing or calls fail.";
+
+impl ServerHandler for AileronMcp {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build();
+        let mut implementation = Implementation::new("aileron", crate::daemon::VERSION);
+        implementation.title = Some("Aileron".into());
+        ServerConfig::new(capabilities).with_server_info(implementation).with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let origin = origin_of(&context, request.as_ref().and_then(|r| r.meta.as_ref()));
+        let catalog = self.shared.list(&origin).await;
+        Ok(ListToolsResult::with_all_items(catalog.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let origin = origin_of(&context, request.meta.as_ref());
+        let arguments = request.arguments.unwrap_or_default();
+        self.shared.call(&origin, &request.name, arguments).await.map(CallToolResponse::from)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let peer = context.peer.clone();
+        let mut changes = self.shared.changes.clone();
+        changes.mark_unchanged();
+        let mut alive = self.alive.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                    }
+                    // Never sent: resolves (with an error) when the session's server is dropped.
+                    _ = alive.changed() => break,
+                }
+            }
+        });
+    }
+
+    fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.shared.changes.clone();
+        changes.mark_unchanged();
+        loop {
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() || context.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+                _ = context.cancelled() => return Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_traceparent;
+
+    #[test]
+    fn only_well_formed_traceparents_are_forwarded() {
+        for (value, forwarded) in [
+            ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", true),
+            ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", true),
+            ("00-00000000000000000000000000000000-b7ad6b7169203331-01", false),
+            ("00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", false),
+            ("00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", false),
+            ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", false),
+            ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nx-evil: 1", false),
+            ("", false),
+        ] {
+            assert_eq!(is_traceparent(value), forwarded, "{value:?}");
+        }
+    }
+}
