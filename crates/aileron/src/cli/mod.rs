@@ -7,6 +7,7 @@ mod approval;
 mod audit;
 mod connector;
 mod daemon;
+mod launch;
 
 pub use approval::status_line as approval_status_line;
 pub use audit::summary_line as audit_summary_line;
@@ -47,6 +48,8 @@ enum Command {
     Open(approval::OpenArgs),
     /// Read and verify the audit log
     Audit(audit::AuditArgs),
+    /// Start a coding agent (claude, codex, opencode, goose, pi) wired to Aileron's actions and gateway
+    Launch(launch::LaunchArgs),
     /// Run the whole product offline in a temporary home
     Demo,
     /// Measure the figures of BENCHMARKS.md (run by `cargo xtask bench`)
@@ -127,6 +130,7 @@ async fn run(cli: Cli) -> CliResult {
         Command::Approval(args) => approval::run(&home, args).await,
         Command::Open(args) => approval::open(&home, args).await,
         Command::Audit(args) => audit::run(&home, args).await,
+        Command::Launch(args) => launch::run(&home, args).await,
         Command::Demo | Command::Bench(_) => unreachable!("handled above"),
     }
 }

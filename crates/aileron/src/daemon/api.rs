@@ -26,6 +26,7 @@ use crate::approvals::{QueueError, QueueEvent};
 use crate::audit_log::{AuditEvent, AuditFilter};
 use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
 use crate::package::read_package;
+use crate::sessions::{SessionError, SessionRegistry};
 use crate::runner::{Caller, RunOutcome, RunRejection, RunRequest, run_action};
 
 type ApiResult = Result<Response, ApiError>;
@@ -51,6 +52,12 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/action-approvals/{id}/decide", "{approved, reason?} → 204; 404 when unknown or already decided"),
     ("GET", "/v1/action-approvals/{id}/result", "{status, audit_id?, result?, reason?, failure?}"),
     ("POST", "/v1/web/login-tickets", "one-time ticket for the web page (used by `aileron open`)"),
+    ("POST", "/v1/sessions", "start a launch session {agent, pid?} → 201 {session_id, token, scopes, started_at}"),
+    ("GET", "/v1/sessions/{id}", "one launch session {status: active|ended|interrupted, exit_code?, ...}"),
+    ("POST", "/v1/sessions/{id}/end", "{exit_code} → the ended session; revokes its token"),
+    ("POST", "/mcp", "MCP streamable HTTP: JSON-RPC messages (same tools and chokepoint as aileron-mcp)"),
+    ("GET", "/mcp", "MCP streamable HTTP: a session's server-to-client SSE stream"),
+    ("DELETE", "/mcp", "MCP streamable HTTP: end a session"),
     ("GET", "/approvals", "the web review page"),
     ("GET", "/approvals/login", "redeems a login ticket: sets the session cookie, redirects to /approvals"),
     ("POST", "/v1/messages", "LLM gateway: transparent proxy to the Anthropic upstream (no daemon token)"),
@@ -61,7 +68,8 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("HEAD", "/", "answered for agents that probe their base URL"),
 ];
 
-pub fn routes(_state: Arc<AppState>) -> Router<Arc<AppState>> {
+pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
+    let sessions = Arc::new(SessionRegistry::open(state.home.sessions_journal()));
     Router::new()
         .route("/v1/health", get(health))
         .route("/v1/status", get(status))
@@ -80,8 +88,12 @@ pub fn routes(_state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/v1/action-approvals/{id}/decide", post(decide_approval))
         .route("/v1/action-approvals/{id}/result", get(approval_result))
         .route("/v1/web/login-tickets", post(mint_login_ticket))
+        .route("/v1/sessions", post(start_session))
+        .route("/v1/sessions/{id}", get(get_session))
+        .route("/v1/sessions/{id}/end", post(end_session))
         .route("/approvals", get(super::web::approvals_page))
         .route("/approvals/login", get(super::web::login))
+        .layer(Extension(sessions))
 }
 
 async fn health() -> Json<Value> {
@@ -644,4 +656,74 @@ async fn mint_login_ticket(State(state): State<Arc<AppState>>, Extension(princip
     let ticket = state.tokens.mint_ticket();
     let login_url = format!("{}/approvals/login?ticket={ticket}", state.base_url());
     Ok((StatusCode::CREATED, Json(json!({ "ticket": ticket, "login_url": login_url, "expires_in_seconds": super::auth::TICKET_TTL.as_secs() }))).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartSession {
+    agent: String,
+    #[serde(default)]
+    pid: Option<u32>,
+}
+
+/// Mints a launch session's token. Only the local user (daemon token) may: a session token asking
+/// for another session gets 403, so an agent can never widen its own grant.
+async fn start_session(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Extension(sessions): Extension<Arc<SessionRegistry>>,
+    Json(body): Json<StartSession>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let started = sessions.start(&state.tokens, &body.agent, body.pid).map_err(session_error)?;
+    let view = json!({
+        "session_id": started.session.session_id,
+        "token": started.token,
+        "scopes": started.session.scopes,
+        "started_at": started.session.started_at,
+    });
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+async fn get_session(
+    Extension(principal): Extension<Principal>,
+    Extension(sessions): Extension<Arc<SessionRegistry>>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let session = sessions.get(&id).ok_or_else(|| session_error(SessionError::NotFound(id)))?;
+    Ok(Json(session).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndSession {
+    exit_code: Option<i32>,
+}
+
+async fn end_session(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Extension(sessions): Extension<Arc<SessionRegistry>>,
+    Path(id): Path<String>,
+    Json(body): Json<EndSession>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let session = sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
+    Ok(Json(session).into_response())
+}
+
+fn session_error(error: SessionError) -> ApiError {
+    match error {
+        SessionError::InvalidAgent(_) => ApiError::bad_request("invalid_agent", error.to_string())
+            .with_hint("aileron launch names the agent: claude, codex, opencode, goose or pi"),
+        SessionError::NotFound(_) => ApiError::not_found("session_not_found", error.to_string())
+            .with_hint("session ids are printed by `aileron launch`; a daemon restart keeps only their journal"),
+        SessionError::AlreadyEnded(_) => ApiError::new(StatusCode::CONFLICT, "session_ended", error.to_string()),
+        SessionError::Journal { .. } => {
+            eprintln!("aileron daemon: session journal write failed: {error}");
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_unavailable", "the session journal cannot be written")
+                .with_hint("check free disk space and permissions of AILERON_HOME")
+        }
+    }
 }

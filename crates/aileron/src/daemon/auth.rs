@@ -89,6 +89,15 @@ impl TokenRegistry {
         token
     }
 
+    /// Forgets every token minted for `session_id` (the launched agent has exited); returns how
+    /// many were revoked.
+    pub fn revoke_session(&self, session_id: &str) -> usize {
+        let mut sessions = self.sessions.write().expect("token registry poisoned");
+        let before = sessions.len();
+        sessions.retain(|_, principal| !matches!(principal, Principal::Session { session_id: id, .. } if id == session_id));
+        before - sessions.len()
+    }
+
     /// A one-time login ticket for the web page, valid for [`TICKET_TTL`].
     pub fn mint_ticket(&self) -> String {
         let ticket = random_token();

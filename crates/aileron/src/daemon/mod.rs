@@ -154,6 +154,7 @@ pub fn install_crypto_provider() {
 pub fn app(state: Arc<AppState>) -> Router {
     api::routes(state.clone())
         .merge(crate::gateway::routes())
+        .merge(crate::mcp::http::routes(&state))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
         .with_state(state)
 }

@@ -198,10 +198,13 @@ fn page(title: &str, body: &str, script: &str, nonce: &str) -> String {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1b1f24}\
 header{background:#1b1f24;color:#fff;padding:12px 24px}h1{font-size:18px;margin:0}main{max-width:900px;margin:24px auto;padding:0 16px}\
 .card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:16px;margin-bottom:16px}\
-.card.focused{border-color:#0969da;box-shadow:0 0 0 1px #0969da}.card h2{margin:0 0 4px}.card h3{margin:12px 0 4px;font-size:14px}.meta{color:#57606a;font-size:12px;margin:0 0 8px}table{border-collapse:collapse;width:100%}\
+.card.focused{border-color:#0969da;box-shadow:0 0 0 1px #0969da}\
+.card h2{margin:0 0 4px}.card h3{margin:12px 0 4px;font-size:14px}.meta{color:#57606a;font-size:12px;margin:0 0 8px}\
+table{border-collapse:collapse;width:100%}\
 th{text-align:left;vertical-align:top;padding:4px 8px;width:30%;color:#57606a}td{padding:4px 8px}pre{margin:0;white-space:pre-wrap}\
 .decide{margin-top:12px;display:flex;gap:8px;align-items:center}.reason{flex:1;padding:4px}\
-button{padding:6px 14px;border-radius:6px;border:1px solid #d0d7de;cursor:pointer}button:disabled{opacity:.5;cursor:default}.approve{background:#1f883d;color:#fff}\
+button{padding:6px 14px;border-radius:6px;border:1px solid #d0d7de;cursor:pointer}\
+button:disabled{opacity:.5;cursor:default}.approve{background:#1f883d;color:#fff}\
 .deny{background:#cf222e;color:#fff}.notice{background:#fff8c5;padding:12px;border-radius:6px}.preview-unavailable{color:#9a6700}";
 
 /// The page script: renders cards from SSE events and posts decisions with the CSRF token.
@@ -230,7 +233,12 @@ function render(entry) {
   for (const [k, v] of Object.entries(entry.args || {})) { const r = el('tr'); const d = el('td'); d.append(el('pre', {}, shown(v))); r.append(el('th', {}, k), d); args.append(r); }
   card.append(args);
   const decide = el('div', { className: 'decide' });
-  decide.append(el('button', { className: 'approve' }, 'Approve'), el('input', { className: 'reason', placeholder: 'reason (optional)', ariaLabel: 'reason', maxLength: 1000 }), el('button', { className: 'deny' }, 'Deny'), el('span', { className: 'status' }));
+  decide.append(
+    el('button', { className: 'approve' }, 'Approve'),
+    el('input', { className: 'reason', placeholder: 'reason (optional)', ariaLabel: 'reason', maxLength: 1000 }),
+    el('button', { className: 'deny' }, 'Deny'),
+    el('span', { className: 'status' }),
+  );
   decide.querySelector('.approve').dataset.id = entry.id; decide.querySelector('.deny').dataset.id = entry.id;
   card.append(decide);
   cards.append(card);

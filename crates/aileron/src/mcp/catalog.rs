@@ -60,9 +60,12 @@ impl ToolCatalog {
     /// names win a collision; between actions the first in name order wins.
     pub fn from_listing(listing: &Value) -> ToolCatalog {
         let mut catalog = ToolCatalog::default();
-        let mut owners: HashMap<String, String> =
-            [CHECK_ACTION_STATUS, DIAGNOSTICS].iter().map(|name| (name.to_string(), format!("built-in {name}"))).collect();
-        let mut items: Vec<&Value> = listing["items"].as_array().map(|items| items.iter().collect()).unwrap_or_default();
+        let mut owners: HashMap<String, String> = [CHECK_ACTION_STATUS, DIAGNOSTICS]
+            .iter()
+            .map(|name| (name.to_string(), format!("built-in {name}")))
+            .collect();
+        let mut items: Vec<&Value> =
+            listing["items"].as_array().map(|items| items.iter().collect()).unwrap_or_default();
         items.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
         for item in items {
             let (Some(action), Some(tool_name)) = (item["name"].as_str(), item["tool_name"].as_str()) else {
@@ -185,7 +188,8 @@ pub fn run_result(status: u16, body: Value) -> CallToolResult {
             result
         }
         202 => {
-            let message = body["message"].as_str().unwrap_or("the action is waiting for the user's approval").to_string();
+            let message =
+                body["message"].as_str().unwrap_or("the action is waiting for the user's approval").to_string();
             let handle = json!({
                 "status": body["status"],
                 "approval_id": body["approval_id"],
@@ -227,7 +231,10 @@ pub fn status_result(id: &str, status: u16, body: Value) -> CallToolResult {
     let view: ResultView = match serde_json::from_value(body.clone()) {
         Ok(view) => view,
         Err(error) => {
-            return CallToolResult::error(vec![text(format!("unexpected approval result from the daemon ({error}): {}", compact(&body)))]);
+            return CallToolResult::error(vec![text(format!(
+                "unexpected approval result from the daemon ({error}): {}",
+                compact(&body)
+            ))]);
         }
     };
     let (line, is_error) = status_text(id, &view);
@@ -254,18 +261,28 @@ fn status_text(id: &str, view: &ResultView) -> (String, bool) {
             ),
             false,
         ),
-        ApprovalState::Approved => (format!("approved: the user approved {id}; it is about to run. Check again shortly."), false),
+        ApprovalState::Approved => {
+            (format!("approved: the user approved {id}; it is about to run. Check again shortly."), false)
+        }
         ApprovalState::AwaitingVault => (
-            format!("awaiting_vault: {id} is approved but waits for the vault to be unlocked (`aileron vault unlock`)."),
+            format!(
+                "awaiting_vault: {id} is approved but waits for the vault to be unlocked (`aileron vault unlock`)."
+            ),
             false,
         ),
-        ApprovalState::Running => (format!("running: {id} was approved and is running now. Check again shortly."), false),
+        ApprovalState::Running => {
+            (format!("running: {id} was approved and is running now. Check again shortly."), false)
+        }
         ApprovalState::Completed => {
             let audit = view.audit_id.as_deref().map(|a| format!(" (audit {a})")).unwrap_or_default();
             (format!("completed: {id} ran{audit}. Its result follows."), false)
         }
         ApprovalState::Denied => {
-            let reason = view.reason.as_deref().map(|r| format!(" Reason: {r}")).unwrap_or_else(|| " No reason was given.".into());
+            let reason = view
+                .reason
+                .as_deref()
+                .map(|r| format!(" Reason: {r}"))
+                .unwrap_or_else(|| " No reason was given.".into());
             (format!("denied: the user denied {id}; the action did not run.{reason}"), false)
         }
         ApprovalState::Failed => {
@@ -386,7 +403,10 @@ mod tests {
         check(
             vec![view("a_b", true, false), view("a-b", true, false), view("check-action-status", true, false)],
             &["a_b", CHECK_ACTION_STATUS, DIAGNOSTICS],
-            &[("a_b", "a_b", "action a-b"), ("check-action-status", "check_action_status", "built-in check_action_status")],
+            &[
+                ("a_b", "a_b", "action a-b"),
+                ("check-action-status", "check_action_status", "built-in check_action_status"),
+            ],
             0,
         );
     }
@@ -421,11 +441,17 @@ mod tests {
             texts(&run_result(202, pending))[1],
             r#"{"approval_id":"act-1","review_url":"http://x","status":"pending_approval"}"#
         );
-        let envelope = json!({"error": {"class": "network_error", "message": "down", "retriable": true, "boundary": "external"}});
+        let envelope =
+            json!({"error": {"class": "network_error", "message": "down", "retriable": true, "boundary": "external"}});
         check(502, envelope.clone(), true, &serde_json::to_string(&envelope).unwrap());
         let crud = json!({"error": {"code": "invalid_args", "message": "bad", "hint": "h"}});
         check(400, crud.clone(), true, &serde_json::to_string(&crud).unwrap());
-        check(500, Value::Null, true, r#"{"error":{"body":null,"code":"http_status","message":"the daemon answered HTTP 500"}}"#);
+        check(
+            500,
+            Value::Null,
+            true,
+            r#"{"error":{"body":null,"code":"http_status","message":"the daemon answered HTTP 500"}}"#,
+        );
     }
 
     #[test]
@@ -439,11 +465,27 @@ mod tests {
         };
         check(json!({"status": "pending_approval"}), false, "pending_approval: approval act-1 is still waiting", 1);
         check(json!({"status": "running"}), false, "running:", 1);
-        check(json!({"status": "completed", "audit_id": "audit-9", "result": {"output": 2}}), false, "completed: act-1 ran (audit audit-9)", 2);
-        check(json!({"status": "denied", "reason": "wrong repo"}), false, "denied: the user denied act-1; the action did not run. Reason: wrong repo", 1);
+        check(
+            json!({"status": "completed", "audit_id": "audit-9", "result": {"output": 2}}),
+            false,
+            "completed: act-1 ran (audit audit-9)",
+            2,
+        );
+        check(
+            json!({"status": "denied", "reason": "wrong repo"}),
+            false,
+            "denied: the user denied act-1; the action did not run. Reason: wrong repo",
+            1,
+        );
         let failure = json!({"class": "network_error", "message": "down", "retriable": true, "boundary": "external"});
-        check(json!({"status": "failed", "failure": failure}), true, "failed: act-1 was approved but failed: network_error: down", 2);
-        let unknown = status_result("act-2", 404, json!({"error": {"code": "approval_not_found", "message": "unknown"}}));
+        check(
+            json!({"status": "failed", "failure": failure}),
+            true,
+            "failed: act-1 was approved but failed: network_error: down",
+            2,
+        );
+        let unknown =
+            status_result("act-2", 404, json!({"error": {"code": "approval_not_found", "message": "unknown"}}));
         assert_eq!(unknown.is_error, Some(true));
         assert!(texts(&unknown)[0].contains("approval_not_found"));
     }
@@ -467,15 +509,21 @@ mod tests {
     fn diagnostics_say_healthy_or_degraded_with_a_remediation() {
         let health = json!({"status": "ok", "version": "0.1.0"});
         let clean = ToolCatalog::from_listing(&json!({ "items": [view("a", true, false), view("b", false, false)] }));
-        let broken = ToolCatalog::from_listing(&json!({ "items": [], "load_errors": [{"file": "x.md", "message": "x.md:3: bad\nmore"}] }));
-        let clash = ToolCatalog::from_listing(&json!({ "items": [view("a-b", true, false), view("a.b", true, false)] }));
+        let broken = ToolCatalog::from_listing(
+            &json!({ "items": [], "load_errors": [{"file": "x.md", "message": "x.md:3: bad\nmore"}] }),
+        );
+        let clash =
+            ToolCatalog::from_listing(&json!({ "items": [view("a-b", true, false), view("a.b", true, false)] }));
         let down = Unreachable { message: "cannot reach the daemon at http://127.0.0.1:9\nhint: start it".into() };
         let check = |diagnosis: Diagnosis, expected: &str| {
             let result = diagnosis.into_result();
             assert_eq!(result.is_error, Some(false));
             assert_eq!(texts(&result)[0], expected);
         };
-        check(Diagnosis::of("http://d", Ok(&health), Some(&clean)), "healthy: daemon 0.1.0 at http://d; 1 action tool(s), 1 disabled action(s)");
+        check(
+            Diagnosis::of("http://d", Ok(&health), Some(&clean)),
+            "healthy: daemon 0.1.0 at http://d; 1 action tool(s), 1 disabled action(s)",
+        );
         check(
             Diagnosis::of("http://d", Ok(&health), Some(&broken)),
             "degraded: 1 action file(s) failed to load, first x.md: x.md:3: bad\nremediation: fix or remove x.md (see `aileron action list`); the other actions work",

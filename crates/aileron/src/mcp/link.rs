@@ -99,7 +99,15 @@ impl DaemonLink {
                             home.daemon_json().display()
                         ),
                     }),
-                    Err(error) => Err(Unreachable { message: format!("{error:#}") }),
+                    Err(error) => {
+                        let mut message = format!("{error:#}");
+                        if !message.contains("hint: ") {
+                            message.push_str(
+                                "\nhint: start the daemon with `aileron daemon start`, or fix AILERON_URL and AILERON_TOKEN",
+                            );
+                        }
+                        Err(Unreachable { message })
+                    }
                 }
             }
         }
@@ -141,7 +149,11 @@ impl DaemonLink {
                 Ok(response) => {
                     let status = response.status().as_u16();
                     let bytes = response.bytes().await.map_err(|e| unreachable(&client, &e))?;
-                    let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+                    let value = if bytes.is_empty() {
+                        Value::Null
+                    } else {
+                        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+                    };
                     return Ok((status, value));
                 }
                 Err(error) if error.is_connect() && !retried && matches!(self.mode, Mode::Discovered { .. }) => {

@@ -108,7 +108,11 @@ impl McpShared {
         }
     }
 
-    async fn check_action_status(&self, origin: &CallOrigin, arguments: &Map<String, Value>) -> rmcp::model::CallToolResult {
+    async fn check_action_status(
+        &self,
+        origin: &CallOrigin,
+        arguments: &Map<String, Value>,
+    ) -> rmcp::model::CallToolResult {
         let Some(id) = arguments.get("approval_id").and_then(Value::as_str) else {
             return rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
                 "check_action_status needs `approval_id`: the id a gated action's call returned (act-...)",
@@ -128,7 +132,11 @@ impl McpShared {
 
     async fn diagnostics(&self, origin: &CallOrigin) -> rmcp::model::CallToolResult {
         let health = self.link.send(origin, Method::GET, "/v1/health", None).await.and_then(|(status, body)| {
-            if status == 200 { Ok(body) } else { Err(Unreachable { message: format!("health check answered {status}") }) }
+            if status == 200 {
+                Ok(body)
+            } else {
+                Err(Unreachable { message: format!("health check answered {status}") })
+            }
         });
         let catalog = match &health {
             Ok(_) => self.fetch(origin).await.ok(),

@@ -44,7 +44,8 @@ function reply(value) {
 
 function fail(error) {
   const message = error && error.stack ? error.stack : String(error);
-  process.stdout.write(`ERROR ${message.replace(/\n/g, ' | ')}\n`);
+  // One line, without the colour codes of Playwright's call log.
+  process.stdout.write(`ERROR ${message.replace(/\x1b\[[0-9;]*m/g, '').replace(/\n/g, ' | ')}\n`);
   process.exit(1);
 }
 
@@ -53,7 +54,9 @@ function problemsOf(page) {
   const problems = [];
   page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
   page.on('console', (message) => {
-    if (message.type() === 'error' || message.type() === 'warning') problems.push(`console ${message.type()}: ${message.text()}`);
+    if (['error', 'warning'].includes(message.type())) {
+      problems.push(`console ${message.type()}: ${message.text()}`);
+    }
   });
   return problems;
 }
@@ -92,7 +95,11 @@ async function cardsOn(page) {
 
 async function resolvedOn(page) {
   return page.$$eval('#resolved li', (items) =>
-    items.map((item) => ({ id: item.id.replace(/^resolved-/, ''), status: item.dataset.status, text: item.textContent })),
+    items.map((item) => ({
+      id: item.id.replace(/^resolved-/, ''),
+      status: item.dataset.status,
+      text: item.textContent,
+    })),
   );
 }
 

@@ -13,6 +13,7 @@
 //! browser test looks exactly like a passing one. On a machine that cannot have a browser, set
 //! `AILERON_SKIP_BROWSER_TESTS=1` to skip it explicitly; CI never sets it.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -208,6 +209,13 @@ fn cards(reply: &Value) -> Vec<(String, bool, String)> {
         .collect()
 }
 
+/// The resolved list a reply reports, as id → status.
+fn statuses(reply: &Value) -> BTreeMap<String, String> {
+    let items = reply["resolved"].as_array().expect("resolved");
+    let status = |item: &Value, key: &str| item[key].as_str().unwrap_or_default().to_string();
+    items.iter().map(|item| (status(item, "id"), status(item, "status"))).collect()
+}
+
 fn assert_no_page_problems(reply: &Value, step: &str) {
     assert_eq!(reply["problems"], json!([]), "{step}: the page logged errors (script, CSP, failed requests)");
 }
@@ -294,17 +302,8 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     let decided = browser.send(json!({"cmd": "decide", "approve": first, "deny": second, "reason": DENY_REASON}));
     assert_no_page_problems(&decided, "decide");
     assert_eq!(decided["same_document"], true);
-    let resolved: Vec<(String, String)> = decided["resolved"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|item| (item["id"].as_str().unwrap().to_string(), item["status"].as_str().unwrap().to_string()))
-        .collect();
-    let mut expected = vec![(first.clone(), "completed".to_string()), (second.clone(), "denied".to_string())];
-    expected.sort();
-    let mut resolved_sorted = resolved.clone();
-    resolved_sorted.sort();
-    assert_eq!(resolved_sorted, expected, "{decided}");
+    let expected = BTreeMap::from([(first.clone(), "completed".to_string()), (second.clone(), "denied".to_string())]);
+    assert_eq!(statuses(&decided), expected, "{decided}");
     let denied_line =
         decided["resolved"].as_array().unwrap().iter().find(|item| item["id"] == second.as_str()).unwrap();
     assert!(denied_line["text"].as_str().unwrap().contains(DENY_REASON), "the reason is shown as text: {denied_line}");
@@ -368,12 +367,7 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     let base_url = login_url.split("/approvals/login").next().unwrap();
     let focused_decided = browser.send(json!({"cmd": "visit", "url": format!("{base_url}/approvals?focus={first}")}));
     assert_no_page_problems(&focused_decided, "reopened page");
-    let resolved = &focused_decided["resolved"];
-    assert_eq!(
-        (resolved[0]["id"].as_str(), resolved[0]["status"].as_str()),
-        (Some(first.as_str()), Some("completed")),
-        "{resolved}"
-    );
+    assert_eq!(statuses(&focused_decided), BTreeMap::from([(first.clone(), "completed".to_string())]));
     assert_eq!(cards(&focused_decided), vec![(third.clone(), false, url_of("third"))]);
 
     // 7. The daemon goes away: the page says so, and a decision it cannot deliver is reported.

@@ -8,6 +8,8 @@ mod crash;
 mod gateway;
 mod hostile;
 mod http_doc;
+mod launch;
 mod lifecycle;
+mod mcp;
 mod security;
 mod support;

@@ -1,0 +1,497 @@
+//! `aileron launch <agent>` (SPEC §13): ensure the daemon, start a session (a token limited to
+//! listing and running actions and polling approvals), register `aileron-mcp` in the agent's own
+//! MCP config with that session's URL, token and id, point the agent's LLM base URL at the
+//! gateway where the agent reads one from its environment, run the agent in the user's terminal,
+//! and end the session with the agent's exit code.
+//!
+//! Each agent's format comes from its own documentation (sources in ARCHITECTURE.md):
+//! - claude: a per-launch `--mcp-config` JSON file (`mcpServers`), kept in `AILERON_HOME/launch/`
+//!   and removed when the agent exits; `ANTHROPIC_BASE_URL`.
+//! - codex: `[mcp_servers.aileron]` in `$CODEX_HOME/config.toml` (default `~/.codex`);
+//!   `OPENAI_BASE_URL` (honoured by Codex's built-in `openai` provider).
+//! - opencode: `mcp.aileron` (`type = "local"`) in `opencode.json[c]` (`OPENCODE_CONFIG`, else
+//!   `~/.config/opencode/`); provider `baseURL`s through `OPENCODE_CONFIG_CONTENT`, the inline
+//!   config OpenCode merges last, so nothing about the gateway is written to the user's file.
+//! - goose: `extensions.aileron` (`type: stdio`) in `~/.config/goose/config.yaml`;
+//!   `ANTHROPIC_HOST` / `OPENAI_HOST`.
+//! - pi: Pi has no MCP client of its own; the `pi-mcp-adapter` extension reads `mcpServers` from
+//!   `~/.pi/agent/mcp.json` (`PI_CODING_AGENT_DIR`). Pi has no environment override for provider
+//!   base URLs, so its LLM traffic is not routed through the gateway.
+//!
+//! Edits set only our own entry; every other byte of the user's file is kept, a second launch with
+//! the same values changes nothing, and the first edit leaves `<file>.aileron-backup`. A base URL
+//! variable the user already set is kept (their traffic then bypasses the gateway, and we say so).
+
+mod child;
+pub mod config_file;
+pub mod jsonc;
+pub mod toml_table;
+pub mod yaml_block;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow, bail};
+use serde_json::{Value, json};
+
+use crate::client::DaemonClient;
+use crate::env;
+use crate::home::Home;
+use config_file::{ConfigEdit, read_existing};
+use yaml_block::YamlValue;
+
+/// The name every agent's config knows us by.
+pub const SERVER_NAME: &str = "aileron";
+
+/// Variables of other programs that the launch plan reads (the agents' own settings).
+const CODEX_HOME: &str = "CODEX_HOME";
+const XDG_CONFIG_HOME: &str = "XDG_CONFIG_HOME";
+const OPENCODE_CONFIG: &str = "OPENCODE_CONFIG";
+const OPENCODE_CONFIG_CONTENT: &str = "OPENCODE_CONFIG_CONTENT";
+const PI_CODING_AGENT_DIR: &str = "PI_CODING_AGENT_DIR";
+const ANTHROPIC_BASE_URL: &str = "ANTHROPIC_BASE_URL";
+const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
+const ANTHROPIC_HOST: &str = "ANTHROPIC_HOST";
+const OPENAI_HOST: &str = "OPENAI_HOST";
+const PATH: &str = "PATH";
+const FOREIGN_VARIABLES: [&str; 10] = [
+    CODEX_HOME,
+    XDG_CONFIG_HOME,
+    OPENCODE_CONFIG,
+    OPENCODE_CONFIG_CONTENT,
+    PI_CODING_AGENT_DIR,
+    ANTHROPIC_BASE_URL,
+    OPENAI_BASE_URL,
+    ANTHROPIC_HOST,
+    OPENAI_HOST,
+    PATH,
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Agent {
+    Claude,
+    Codex,
+    Opencode,
+    Goose,
+    Pi,
+}
+
+impl Agent {
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Opencode => "opencode",
+            Agent::Goose => "goose",
+            Agent::Pi => "pi",
+        }
+    }
+
+    /// The executable looked up on PATH (each agent's own command name).
+    pub fn program(self) -> &'static str {
+        self.name()
+    }
+
+    fn install_hint(self) -> &'static str {
+        match self {
+            Agent::Claude => "npm install -g @anthropic-ai/claude-code",
+            Agent::Codex => "npm install -g @openai/codex",
+            Agent::Opencode => "npm install -g opencode-ai",
+            Agent::Goose => "see https://block.github.io/goose/docs/getting-started/installation",
+            Agent::Pi => "npm install -g @mariozechner/pi-coding-agent",
+        }
+    }
+}
+
+/// How an agent starts `aileron-mcp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// The per-launch facts a plan is built from.
+#[derive(Debug, Clone)]
+pub struct Wiring {
+    /// The daemon's base URL, which is also the gateway's.
+    pub daemon_url: String,
+    pub token: String,
+    pub session_id: String,
+    pub mcp_command: PathBuf,
+}
+
+impl Wiring {
+    fn mcp_server(&self) -> McpServer {
+        McpServer {
+            command: self.mcp_command.display().to_string(),
+            args: vec![],
+            env: vec![
+                (env::AILERON_URL.to_string(), self.daemon_url.clone()),
+                (env::AILERON_TOKEN.to_string(), self.token.clone()),
+                (env::AILERON_SESSION_ID.to_string(), self.session_id.clone()),
+            ],
+        }
+    }
+
+    fn env_object(&self) -> Value {
+        Value::Object(self.mcp_server().env.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
+    }
+}
+
+/// What a plan reads from the outside world, so tests can supply their own.
+#[derive(Debug, Clone)]
+pub struct LaunchEnv {
+    pub vars: HashMap<String, String>,
+    pub home_dir: PathBuf,
+    /// Private directory (under `AILERON_HOME`) for per-launch files.
+    pub launch_dir: PathBuf,
+}
+
+impl LaunchEnv {
+    pub fn from_process(home: &Home) -> anyhow::Result<LaunchEnv> {
+        let vars = FOREIGN_VARIABLES.iter().filter_map(|name| env::get(name).map(|value| (name.to_string(), value))).collect();
+        let home_dir = std::env::home_dir()
+            .filter(|dir| dir.is_absolute())
+            .ok_or_else(|| anyhow!("cannot locate your home directory to find the agent's config\nhint: set HOME"))?;
+        Ok(LaunchEnv { vars, home_dir, launch_dir: home.root().join("launch") })
+    }
+
+    /// A variable's value; unset and empty are the same here.
+    fn var(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str).filter(|value| !value.is_empty())
+    }
+
+    fn config_home(&self) -> PathBuf {
+        self.var(XDG_CONFIG_HOME).map(PathBuf::from).filter(|dir| dir.is_absolute()).unwrap_or_else(|| self.home_dir.join(".config"))
+    }
+}
+
+/// Everything a launch does, computed before anything is written.
+#[derive(Debug, Clone)]
+pub struct LaunchPlan {
+    pub agent: Agent,
+    pub edits: Vec<ConfigEdit>,
+    /// Variables set for the agent process.
+    pub env: Vec<(String, String)>,
+    /// The agent's arguments (the user's, plus ours where the agent takes config as flags).
+    pub args: Vec<OsString>,
+    /// Things the user should know (kept base URLs, Pi's adapter).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    File(#[from] config_file::ConfigFileError),
+    #[error("{path}: {detail}\nhint: fix the file (or restore {path}{suffix}) and launch again; nothing was changed")]
+    Syntax { path: PathBuf, detail: String, suffix: &'static str },
+}
+
+fn syntax(path: &Path, detail: impl std::fmt::Display) -> LaunchError {
+    LaunchError::Syntax { path: path.to_path_buf(), detail: detail.to_string(), suffix: config_file::BACKUP_SUFFIX }
+}
+
+/// Computes the launch for `agent`: reads the agent's config, never writes.
+pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsString]) -> Result<LaunchPlan, LaunchError> {
+    let mut plan = LaunchPlan { agent, edits: vec![], env: vec![], args: user_args.to_vec(), notes: vec![] };
+    let url = wiring.daemon_url.trim_end_matches('/').to_string();
+    let command = wiring.mcp_command.display().to_string();
+    match agent {
+        Agent::Claude => {
+            let path = env.launch_dir.join(format!("{}-claude-mcp.json", wiring.session_id));
+            let config = json!({ "mcpServers": { SERVER_NAME: {
+                "type": "stdio", "command": command, "args": [], "env": wiring.env_object(),
+            }}});
+            let after = serde_json::to_string_pretty(&config).expect("values serialize") + "\n";
+            plan.args = with_flag(user_args, "--mcp-config", path.as_os_str());
+            plan.edits.push(ConfigEdit { path, before: None, after, temporary: true });
+            point(&mut plan, env, ANTHROPIC_BASE_URL, url);
+        }
+        Agent::Codex => {
+            let codex_home = env.var(CODEX_HOME).map(PathBuf::from).unwrap_or_else(|| env.home_dir.join(".codex"));
+            let path = codex_home.join("config.toml");
+            let before = read_existing(&path)?;
+            let after = toml_table::upsert_mcp_server(before.as_deref().unwrap_or(""), SERVER_NAME, &wiring.mcp_server())
+                .map_err(|e| syntax(&path, e))?;
+            plan.edits.push(ConfigEdit { path, before, after, temporary: false });
+            point(&mut plan, env, OPENAI_BASE_URL, format!("{url}/v1"));
+        }
+        Agent::Opencode => {
+            let path = match env.var(OPENCODE_CONFIG) {
+                Some(custom) => PathBuf::from(custom),
+                None => {
+                    let dir = env.config_home().join("opencode");
+                    let jsonc = dir.join("opencode.jsonc");
+                    if jsonc.exists() { jsonc } else { dir.join("opencode.json") }
+                }
+            };
+            let entry = json!({ "type": "local", "command": [command], "environment": wiring.env_object(), "enabled": true });
+            let before = read_existing(&path)?;
+            let after = jsonc::upsert(before.as_deref().unwrap_or(""), &["mcp", SERVER_NAME], &entry).map_err(|e| syntax(&path, e))?;
+            plan.edits.push(ConfigEdit { path, before, after, temporary: false });
+            let providers = json!({ "provider": {
+                "anthropic": { "options": { "baseURL": format!("{url}/v1") } },
+                "openai": { "options": { "baseURL": format!("{url}/v1") } },
+            }});
+            point(&mut plan, env, OPENCODE_CONFIG_CONTENT, providers.to_string());
+        }
+        Agent::Goose => {
+            let path = env.config_home().join("goose").join("config.yaml");
+            let text = |value: &str| YamlValue::Str(value.to_string());
+            let envs = wiring.mcp_server().env.into_iter().map(|(k, v)| (k, YamlValue::Str(v))).collect();
+            let entry = vec![
+                ("enabled".to_string(), YamlValue::Bool(true)),
+                ("type".to_string(), text("stdio")),
+                ("name".to_string(), text(SERVER_NAME)),
+                ("display_name".to_string(), text("Aileron")),
+                ("description".to_string(), text("Aileron actions: sandboxed, approved by you, audited")),
+                ("cmd".to_string(), text(&command)),
+                ("args".to_string(), YamlValue::List(vec![])),
+                ("envs".to_string(), YamlValue::Map(envs)),
+                ("env_keys".to_string(), YamlValue::List(vec![])),
+                ("timeout".to_string(), YamlValue::Int(300)),
+            ];
+            let before = read_existing(&path)?;
+            let after = yaml_block::upsert_entry(before.as_deref().unwrap_or(""), "extensions", SERVER_NAME, &entry)
+                .map_err(|e| syntax(&path, e))?;
+            plan.edits.push(ConfigEdit { path, before, after, temporary: false });
+            point(&mut plan, env, ANTHROPIC_HOST, url.clone());
+            point(&mut plan, env, OPENAI_HOST, url);
+        }
+        Agent::Pi => {
+            let dir = env.var(PI_CODING_AGENT_DIR).map(PathBuf::from).unwrap_or_else(|| env.home_dir.join(".pi").join("agent"));
+            let path = dir.join("mcp.json");
+            let entry = json!({ "command": command, "args": [], "env": wiring.env_object() });
+            let before = read_existing(&path)?;
+            let after =
+                jsonc::upsert(before.as_deref().unwrap_or(""), &["mcpServers", SERVER_NAME], &entry).map_err(|e| syntax(&path, e))?;
+            plan.edits.push(ConfigEdit { path, before, after, temporary: false });
+            let settings = read_existing(&dir.join("settings.json"))?.unwrap_or_default();
+            if !settings.contains("pi-mcp-adapter") {
+                plan.notes.push(
+                    "pi has no built-in MCP client: Aileron's tools reach it through the pi-mcp-adapter extension, \
+                     which reads mcp.json\nhint: pi install npm:pi-mcp-adapter"
+                        .to_string(),
+                );
+            }
+            plan.notes.push(
+                "pi reads provider base URLs only from its models.json, not the environment, so its LLM traffic \
+                 goes to the provider directly (not through the Aileron gateway)"
+                    .to_string(),
+            );
+        }
+    }
+    Ok(plan)
+}
+
+/// Sets `name` for the agent unless the user already chose a value, which wins.
+fn point(plan: &mut LaunchPlan, env: &LaunchEnv, name: &str, value: String) {
+    match env.var(name) {
+        Some(existing) if existing != value => plan.notes.push(format!(
+            "{name} is already set ({existing}) and is kept, so {}'s LLM traffic does not go through the Aileron gateway\n\
+             hint: unset it to route through the gateway; the daemon's upstream is set by AILERON_ANTHROPIC_UPSTREAM / \
+             AILERON_OPENAI_UPSTREAM",
+            plan.agent.name()
+        )),
+        _ => plan.env.push((name.to_string(), value)),
+    }
+}
+
+/// The user's arguments with `flag value` added where an option is still parsed: before a `--`,
+/// else at the end (Claude Code's `--mcp-config` takes several values, so a positional prompt
+/// after it would be read as a config file).
+fn with_flag(user_args: &[OsString], flag: &str, value: &std::ffi::OsStr) -> Vec<OsString> {
+    let at = user_args.iter().position(|arg| arg == "--").unwrap_or(user_args.len());
+    let mut args = user_args[..at].to_vec();
+    args.push(flag.into());
+    args.push(value.to_os_string());
+    args.extend_from_slice(&user_args[at..]);
+    args
+}
+
+/// `program` on `path` (a `PATH` value), if it names an executable file.
+pub fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
+    path?.split(':').filter(|dir| !dir.is_empty()).map(|dir| Path::new(dir).join(program)).find(|candidate| {
+        std::fs::metadata(candidate).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// `aileron-mcp` next to this executable (both are installed together).
+pub fn mcp_server_path() -> anyhow::Result<PathBuf> {
+    let current = std::env::current_exe().context("locating the running executable")?;
+    Ok(current.with_file_name("aileron-mcp"))
+}
+
+pub struct LaunchOptions {
+    pub agent: Agent,
+    pub dry_run: bool,
+    pub agent_args: Vec<OsString>,
+}
+
+/// Runs `aileron launch`; returns the agent's exit code.
+pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
+    let agent = options.agent;
+    let env = LaunchEnv::from_process(home)?;
+    let program = find_program(agent.program(), env.var(PATH));
+    let mcp_command = mcp_server_path()?;
+    if options.dry_run {
+        let daemon_url = match DaemonClient::discover(home).await {
+            Ok(Some(client)) => client.base_url,
+            _ => "http://127.0.0.1:<daemon port>".to_string(),
+        };
+        let wiring = Wiring {
+            daemon_url,
+            token: "<session token>".into(),
+            session_id: "<session id>".into(),
+            mcp_command: mcp_command.clone(),
+        };
+        let plan = plan(agent, &wiring, &env, &options.agent_args)?;
+        print!("{}", dry_run_report(&plan, program.as_deref(), &mcp_command));
+        return Ok(0);
+    }
+    let program = program.ok_or_else(|| {
+        anyhow!("`{}` is not on PATH\nhint: install it ({}), then launch again", agent.program(), agent.install_hint())
+    })?;
+    if !mcp_command.exists() {
+        bail!(
+            "{} is missing, so {} could not reach Aileron's actions\nhint: install aileron-mcp next to aileron \
+             (both come from the same release)",
+            mcp_command.display(),
+            agent.name()
+        );
+    }
+    let client = DaemonClient::connect(home).await?;
+    let started = client
+        .post("/v1/sessions", &json!({ "agent": agent.name(), "pid": std::process::id() }))
+        .await
+        .context("starting a session")?;
+    let field = |name: &str| started[name].as_str().map(str::to_string).ok_or_else(|| anyhow!("the daemon's session has no {name}"));
+    let wiring = Wiring { daemon_url: client.base_url.clone(), token: field("token")?, session_id: field("session_id")?, mcp_command };
+    let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args).await;
+    let exit_code = outcome.as_ref().ok().copied();
+    let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
+    if let Err(error) = client.post(&end_path, &json!({ "exit_code": exit_code })).await {
+        eprintln!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);
+    }
+    outcome
+}
+
+async fn launch_session(
+    agent: Agent,
+    program: &Path,
+    wiring: &Wiring,
+    env: &LaunchEnv,
+    agent_args: &[OsString],
+) -> anyhow::Result<i32> {
+    let plan = plan(agent, wiring, env, agent_args)?;
+    let mut temporary = Vec::new();
+    for edit in &plan.edits {
+        let backup = edit.apply()?;
+        if edit.temporary {
+            temporary.push(edit.path.clone());
+        } else if edit.changes_anything() {
+            eprintln!("aileron: registered aileron-mcp in {}", edit.path.display());
+        }
+        if let Some(backup) = backup {
+            eprintln!("aileron: your original is kept as {}", backup.display());
+        }
+    }
+    for note in &plan.notes {
+        eprintln!("aileron: note: {note}");
+    }
+    eprintln!("aileron: session {} started for {}", wiring.session_id, agent.name());
+    let status = child::run(program, &plan.args, &plan.env).await;
+    for path in temporary {
+        let _ = std::fs::remove_file(path);
+    }
+    status.with_context(|| format!("running {}", program.display()))
+}
+
+fn dry_run_report(plan: &LaunchPlan, program: Option<&Path>, mcp_command: &Path) -> String {
+    let mut out = format!("aileron launch {} --dry-run: nothing is written or started\n\n", plan.agent.name());
+    let program_text = program.map_or_else(|| plan.agent.program().to_string(), |p| p.display().to_string());
+    let args: Vec<String> = plan.args.iter().map(|arg| shell_quote(&arg.to_string_lossy())).collect();
+    out.push_str(&format!("would run: {}\n", [shell_quote(&program_text)].into_iter().chain(args).collect::<Vec<_>>().join(" ")));
+    if program.is_none() {
+        out.push_str(&format!(
+            "warning: {} is not on PATH (install it: {})\n",
+            plan.agent.program(),
+            plan.agent.install_hint()
+        ));
+    }
+    if !plan.env.is_empty() {
+        out.push_str("with environment:\n");
+        for (name, value) in &plan.env {
+            out.push_str(&format!("  {name}={value}\n"));
+        }
+    }
+    if !mcp_command.exists() {
+        out.push_str(&format!("warning: {} does not exist\n", mcp_command.display()));
+    }
+    for edit in &plan.edits {
+        out.push('\n');
+        out.push_str(&edit.render());
+    }
+    for note in &plan.notes {
+        out.push_str(&format!("\nnote: {note}\n"));
+    }
+    out
+}
+
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@%+<>".contains(&b)) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn our_flag_goes_where_options_are_still_parsed() {
+        let check = |user: &[&str], expected: &[&str]| assert_eq!(with_flag(&os(user), "--f", "v".as_ref()), os(expected));
+        check(&[], &["--f", "v"]);
+        check(&["fix the bug"], &["fix the bug", "--f", "v"]);
+        check(&["-p", "hi", "--", "--literal"], &["-p", "hi", "--f", "v", "--", "--literal"]);
+    }
+
+    #[test]
+    fn user_base_urls_win_and_are_reported() {
+        let env = LaunchEnv {
+            vars: [(ANTHROPIC_BASE_URL.to_string(), "https://corp.example/anthropic".to_string())].into(),
+            home_dir: "/home/u".into(),
+            launch_dir: "/home/u/.aileron/launch".into(),
+        };
+        let wiring = Wiring {
+            daemon_url: "http://127.0.0.1:4000".into(),
+            token: "t".into(),
+            session_id: "ses-1".into(),
+            mcp_command: "/opt/aileron-mcp".into(),
+        };
+        let plan = plan(Agent::Claude, &wiring, &env, &[]).unwrap();
+        assert!(plan.env.is_empty(), "{:?}", plan.env);
+        assert!(plan.notes[0].contains("ANTHROPIC_BASE_URL is already set"), "{:?}", plan.notes);
+        let env = LaunchEnv { vars: HashMap::new(), ..env };
+        let plan = super::plan(Agent::Claude, &wiring, &env, &[]).unwrap();
+        assert_eq!(plan.env, [(ANTHROPIC_BASE_URL.to_string(), "http://127.0.0.1:4000".to_string())]);
+    }
+
+    #[test]
+    fn shell_quoting() {
+        let check = |text: &str, expected: &str| assert_eq!(shell_quote(text), expected);
+        check("--mcp-config", "--mcp-config");
+        check("fix the bug", "'fix the bug'");
+        check("it's", "'it'\\''s'");
+        check("", "''");
+    }
+}

@@ -1,0 +1,170 @@
+//! Codex's `config.toml`: sets `[mcp_servers.<name>]` with `toml_edit`, which keeps every other
+//! byte of the file (comments, ordering, spacing) as the user wrote it. Keys the user added to our
+//! table themselves (`startup_timeout_sec`, `enabled`, ...) are kept too; only `command`, `args`
+//! and the `env` entries we own are set, and only when they differ.
+
+use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, TableLike, Value};
+
+use super::McpServer;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TomlEditError {
+    #[error("{0}")]
+    Parse(String),
+    #[error("`{0}` is not a table")]
+    NotATable(String),
+}
+
+/// Sets `mcp_servers.<name>` to run `server`. Returns `text` unchanged when it already does.
+pub fn upsert_mcp_server(text: &str, name: &str, server: &McpServer) -> Result<String, TomlEditError> {
+    let mut document: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| TomlEditError::Parse(e.to_string()))?;
+    let root = document.as_table_mut();
+    // `mcp_servers = { ... }` holds inline values only; a new entry there must be inline too.
+    let inline_parent = matches!(root.get("mcp_servers"), Some(Item::Value(Value::InlineTable(_))));
+    if !root.contains_key("mcp_servers") {
+        let mut servers = Table::new();
+        // Only `[mcp_servers.<name>]` headers appear, never an empty `[mcp_servers]`.
+        servers.set_implicit(true);
+        root.insert("mcp_servers", Item::Table(servers));
+    }
+    let servers = root
+        .get_mut("mcp_servers")
+        .and_then(Item::as_table_like_mut)
+        .ok_or_else(|| TomlEditError::NotATable("mcp_servers".into()))?;
+    let changed = match servers.get_mut(name) {
+        None => {
+            servers.insert(name, new_server_item(server, inline_parent));
+            true
+        }
+        Some(item) => {
+            let table = item.as_table_like_mut().ok_or_else(|| TomlEditError::NotATable(format!("mcp_servers.{name}")))?;
+            update_server(table, server)
+        }
+    };
+    Ok(if changed { document.to_string() } else { text.to_string() })
+}
+
+fn new_server_item(server: &McpServer, inline: bool) -> Item {
+    if inline {
+        let mut table = InlineTable::new();
+        table.insert("command", Value::from(server.command.as_str()));
+        table.insert("args", Value::Array(string_array(&server.args)));
+        let mut env = InlineTable::new();
+        for (key, value) in &server.env {
+            env.insert(key, Value::from(value.as_str()));
+        }
+        table.insert("env", Value::InlineTable(env));
+        return Item::Value(Value::InlineTable(table));
+    }
+    let mut table = Table::new();
+    table.insert("command", toml_edit::value(server.command.as_str()));
+    table.insert("args", Item::Value(Value::Array(string_array(&server.args))));
+    let mut env = Table::new();
+    for (key, value) in &server.env {
+        env.insert(key, toml_edit::value(value.as_str()));
+    }
+    table.insert("env", Item::Table(env));
+    Item::Table(table)
+}
+
+fn string_array(items: &[String]) -> Array {
+    items.iter().map(String::as_str).collect()
+}
+
+/// Sets what differs in an existing server table; returns whether anything changed.
+fn update_server(table: &mut dyn TableLike, server: &McpServer) -> bool {
+    let mut changed = false;
+    if table.get("command").and_then(Item::as_str) != Some(server.command.as_str()) {
+        table.insert("command", toml_edit::value(server.command.as_str()));
+        changed = true;
+    }
+    let args: Option<Vec<&str>> =
+        table.get("args").and_then(Item::as_array).map(|array| array.iter().filter_map(Value::as_str).collect());
+    let args_match = table.get("args").and_then(Item::as_array).is_some_and(|array| array.len() == server.args.len())
+        && args.is_some_and(|args| args == server.args.iter().map(String::as_str).collect::<Vec<_>>());
+    if !args_match {
+        table.insert("args", Item::Value(Value::Array(string_array(&server.args))));
+        changed = true;
+    }
+    match table.get_mut("env").and_then(Item::as_table_like_mut) {
+        Some(env) => {
+            for (key, value) in &server.env {
+                if env.get(key).and_then(Item::as_str) != Some(value.as_str()) {
+                    env.insert(key, toml_edit::value(value.as_str()));
+                    changed = true;
+                }
+            }
+        }
+        None => {
+            let mut env = InlineTable::new();
+            for (key, value) in &server.env {
+                env.insert(key, Value::from(value.as_str()));
+            }
+            table.insert("env", Item::Value(Value::InlineTable(env)));
+            changed = true;
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(token: &str) -> McpServer {
+        McpServer {
+            command: "/opt/aileron/bin/aileron-mcp".into(),
+            args: vec![],
+            env: vec![("AILERON_URL".into(), "http://127.0.0.1:4000".into()), ("AILERON_TOKEN".into(), token.into())],
+        }
+    }
+
+    fn check(before: &str, expected: &str) {
+        let after = upsert_mcp_server(before, "aileron", &server("t1")).unwrap();
+        assert_eq!(after, expected, "before:\n{before}");
+        assert_eq!(upsert_mcp_server(&after, "aileron", &server("t1")).unwrap(), after, "a second run changes nothing");
+    }
+
+    const USER_CONFIG: &str = "# Codex settings\nmodel = \"gpt-5.1-codex\" # fast\n\n[mcp_servers.docs]\ncommand = \"npx\"  # keep\nargs = [\"-y\", \"docs-mcp\"]\n\n[profiles.work]\nmodel = \"o3\"\n";
+    const AILERON_TABLE: &str = "\n[mcp_servers.aileron]\ncommand = \"/opt/aileron/bin/aileron-mcp\"\nargs = []\n\n[mcp_servers.aileron.env]\nAILERON_URL = \"http://127.0.0.1:4000\"\nAILERON_TOKEN = \"t1\"\n";
+
+    #[test]
+    fn the_server_table_is_added_and_everything_else_is_kept() {
+        // toml_edit groups the new table with its `mcp_servers` siblings.
+        check(USER_CONFIG, &USER_CONFIG.replace("\n[profiles.work]", &format!("{AILERON_TABLE}\n[profiles.work]")));
+        check("", AILERON_TABLE.trim_start());
+        check("model = \"o3\"\n", &format!("model = \"o3\"\n{AILERON_TABLE}"));
+    }
+
+    #[test]
+    fn an_existing_entry_is_updated_in_place_keeping_user_keys() {
+        let before = format!("{USER_CONFIG}{AILERON_TABLE}startup_timeout_sec = 20 # mine\n").replace(
+            "[mcp_servers.aileron.env]\nAILERON_URL = \"http://127.0.0.1:4000\"\nAILERON_TOKEN = \"t1\"\nstartup_timeout_sec = 20 # mine\n",
+            "startup_timeout_sec = 20 # mine\n[mcp_servers.aileron.env]\nAILERON_URL = \"http://127.0.0.1:4000\"\nAILERON_TOKEN = \"t0\"\nEXTRA = \"x\"\n",
+        );
+        let after = upsert_mcp_server(&before, "aileron", &server("t1")).unwrap();
+        assert_eq!(after, before.replace("\"t0\"", "\"t1\""), "only the token changed");
+    }
+
+    #[test]
+    fn inline_server_maps_get_an_inline_entry() {
+        check(
+            "mcp_servers = { docs = { command = \"npx\" } }\n",
+            // The space before the closing brace stays with `docs`, as written.
+            "mcp_servers = { docs = { command = \"npx\" } , aileron = { command = \"/opt/aileron/bin/aileron-mcp\", args = [], env = { AILERON_URL = \"http://127.0.0.1:4000\", AILERON_TOKEN = \"t1\" } } }\n",
+        );
+    }
+
+    #[test]
+    fn files_that_are_not_toml_or_clash_are_errors() {
+        assert!(matches!(upsert_mcp_server("model = \n", "aileron", &server("t")), Err(TomlEditError::Parse(_))));
+        assert_eq!(
+            upsert_mcp_server("mcp_servers = 3\n", "aileron", &server("t")),
+            Err(TomlEditError::NotATable("mcp_servers".into()))
+        );
+        assert_eq!(
+            upsert_mcp_server("[mcp_servers]\naileron = \"x\"\n", "aileron", &server("t")),
+            Err(TomlEditError::NotATable("mcp_servers.aileron".into()))
+        );
+    }
+}

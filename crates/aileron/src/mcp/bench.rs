@@ -1,0 +1,397 @@
+//! The MCP figures for BENCHMARKS.md (issue 4), each against a baseline measured in the same run:
+//!
+//! - `tools/call` of the `echo` action through the real `aileron-mcp` binary (JSON-RPC lines on
+//!   its stdin/stdout), against the same `POST /v1/actions/echo/run` sent directly over loopback
+//!   HTTP. Goal: MCP adds at most 0.5 ms at p50.
+//! - `tools/list` through `aileron-mcp` with 1,000 installed actions, against the
+//!   `GET /v1/actions` it is built from. Goal: at most 20 ms.
+//!
+//! The daemon is a real `aileron daemon run` process on a scratch home (started like any client
+//! starts it), so the figures include nothing the product does not do. These are measurements,
+//! never assertions; a run whose setup failed stops with an error instead of printing a figure.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::client::DaemonClient;
+use crate::home::Home;
+
+const ECHO_WASM: &[u8] = include_bytes!(concat!(env!("AILERON_GUESTS_DIR"), "/echo.wasm"));
+const ECHO_FQN: &str = "github://aileron-bench/echo";
+const ECHO_MANIFEST: &str = "[connector]\nname = \"github://aileron-bench/echo\"\nversion = \"1.0.0\"\n";
+
+/// Untimed round trips of each kind before measuring.
+const WARMUP: usize = 200;
+/// Measurements alternate between the two kinds in rounds of this many, so drift lands on both.
+const ROUND: usize = 50;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct McpBenchConfig {
+    /// Timed `tools/call`s (and as many direct runs).
+    pub calls: usize,
+    /// Actions installed for the `tools/list` figure.
+    pub listed_actions: usize,
+    /// Timed `tools/list`s (and as many direct listings).
+    pub lists: usize,
+    /// The `aileron-mcp` executable (built by `cargo build --release --bin aileron-mcp`).
+    pub mcp_binary: PathBuf,
+}
+
+impl McpBenchConfig {
+    /// 2,000 calls, 1,000 actions, 50 listings, `aileron-mcp` beside the running executable.
+    pub fn standard() -> anyhow::Result<McpBenchConfig> {
+        let current = std::env::current_exe().context("locating the running executable")?;
+        Ok(McpBenchConfig { calls: 2000, listed_actions: 1000, lists: 50, mcp_binary: current.with_file_name("aileron-mcp") })
+    }
+}
+
+/// Sorted samples with the order statistics the report prints.
+#[derive(Debug, Clone)]
+pub struct Samples(Vec<Duration>);
+
+impl Samples {
+    fn new(mut samples: Vec<Duration>) -> Samples {
+        samples.sort();
+        Samples(samples)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The `q` quantile (nearest rank), `q` in 0..=1.
+    pub fn quantile(&self, q: f64) -> Duration {
+        let rank = ((q * self.0.len() as f64).ceil() as usize).clamp(1, self.0.len());
+        self.0[rank - 1]
+    }
+
+    pub fn mean(&self) -> Duration {
+        self.0.iter().sum::<Duration>() / self.0.len().max(1) as u32
+    }
+}
+
+/// The measured figures.
+#[derive(Debug, Clone)]
+pub struct McpFigures {
+    pub call_via_mcp: Samples,
+    pub call_direct: Samples,
+    pub list_via_mcp: Samples,
+    pub list_direct: Samples,
+    pub listed_tools: usize,
+    pub response_bytes_list: usize,
+}
+
+impl McpFigures {
+    /// MCP's added latency at p50 (may be negative when noise dominates).
+    pub fn added_p50_micros(&self) -> f64 {
+        micros(self.call_via_mcp.quantile(0.5)) - micros(self.call_direct.quantile(0.5))
+    }
+
+    /// Rows `(figure, measured, baseline, ratio, goal, verdict)` for the summary table.
+    pub fn summary_rows(&self) -> Vec<[String; 6]> {
+        let added = self.added_p50_micros();
+        let call_goal_met = added <= 500.0;
+        let list_p50 = self.list_via_mcp.quantile(0.5);
+        vec![
+            [
+                "MCP tools/call of echo, p50".into(),
+                format_duration(self.call_via_mcp.quantile(0.5)),
+                format!("{} direct POST /run", format_duration(self.call_direct.quantile(0.5))),
+                ratio(self.call_via_mcp.quantile(0.5), self.call_direct.quantile(0.5)),
+                "≤ +0.5 ms".into(),
+                format!("{} (+{:.0} µs)", if call_goal_met { "met" } else { "MISSED" }, added),
+            ],
+            [
+                "MCP tools/call of echo, p99".into(),
+                format_duration(self.call_via_mcp.quantile(0.99)),
+                format!("{} direct", format_duration(self.call_direct.quantile(0.99))),
+                ratio(self.call_via_mcp.quantile(0.99), self.call_direct.quantile(0.99)),
+                String::new(),
+                String::new(),
+            ],
+            [
+                format!("MCP tools/list, {} actions, p50", self.listed_tools),
+                format_duration(list_p50),
+                format!("{} GET /v1/actions", format_duration(self.list_direct.quantile(0.5))),
+                ratio(list_p50, self.list_direct.quantile(0.5)),
+                "≤ 20 ms".into(),
+                if list_p50 <= Duration::from_millis(20) { "met" } else { "MISSED" }.into(),
+            ],
+        ]
+    }
+
+    /// The section for BENCHMARKS.md.
+    pub fn markdown(&self) -> String {
+        let mut text = String::from(
+            "### MCP: tools/call and tools/list through aileron-mcp\n\n\
+             Sequential round trips from one client. `aileron-mcp` is the release binary spoken to over pipes \
+             (one JSON-RPC line each way); the baseline sends the same `POST /v1/actions/echo/run` over a kept-alive \
+             loopback connection. Kinds alternate in rounds of 50 after 200 untimed round trips of each.\n\n\
+             | | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|\n",
+        );
+        let rows = [
+            ("tools/call via aileron-mcp", &self.call_via_mcp),
+            ("POST /v1/actions/echo/run", &self.call_direct),
+            ("tools/list via aileron-mcp", &self.list_via_mcp),
+            ("GET /v1/actions", &self.list_direct),
+        ];
+        for (label, samples) in rows {
+            text.push_str(&format!(
+                "| {label} | {} | {} | {} | {} | {} | {} |\n",
+                samples.len(),
+                format_duration(samples.quantile(0.5)),
+                format_duration(samples.quantile(0.99)),
+                format_duration(samples.mean()),
+                format_duration(samples.quantile(0.0)),
+                format_duration(samples.quantile(1.0)),
+            ));
+        }
+        text.push_str(&format!(
+            "\nThe tools/list answer with {} tools is {} KiB of JSON.\n",
+            self.listed_tools,
+            self.response_bytes_list / 1024
+        ));
+        text
+    }
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+fn ratio(measured: Duration, baseline: Duration) -> String {
+    format!("{:.2}×", measured.as_secs_f64() / baseline.as_secs_f64().max(1e-9))
+}
+
+fn format_duration(duration: Duration) -> String {
+    let micros = micros(duration);
+    if micros >= 1000.0 { format!("{:.2} ms", micros / 1000.0) } else { format!("{micros:.1} µs") }
+}
+
+/// Runs the MCP benchmark on a daemon of its own in `scratch`.
+pub async fn run(config: &McpBenchConfig, scratch: &Path) -> anyhow::Result<McpFigures> {
+    if !config.mcp_binary.exists() {
+        bail!(
+            "{} is missing\nhint: build it with `cargo build --release -p aileron --bin aileron-mcp`",
+            config.mcp_binary.display()
+        );
+    }
+    let home = Home::at(scratch.join("mcp-bench-home")).context("creating the benchmark home")?;
+    let info = crate::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
+    let result = measure(config, &home, &info.url, &info.token).await;
+    crate::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
+    result
+}
+
+async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -> anyhow::Result<McpFigures> {
+    let client = DaemonClient::at(url, token)?.with_actor("service", "mcp-bench");
+    install_echo(&client, home, 1).await?;
+    let mut mcp = McpProcess::start(&config.mcp_binary, url, token)?;
+    let arguments = json!({ "text": "hello from the benchmark" });
+    let run_body = json!({ "args": arguments });
+
+    let direct_call = async || -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let (status, body) = client.call_raw(Method::POST, "/v1/actions/echo-0000/run", Some(&run_body)).await?;
+        let elapsed = started.elapsed();
+        if status != 200 || body["result"]["output"]["args"] != arguments {
+            bail!("POST /run answered {status}: {body}");
+        }
+        Ok(elapsed)
+    };
+    let call = json!({ "name": "echo_0000", "arguments": arguments });
+    for _ in 0..WARMUP {
+        direct_call().await?;
+        mcp.call_tool(&call)?;
+    }
+    let (mut via_mcp, mut direct) = (Vec::with_capacity(config.calls), Vec::with_capacity(config.calls));
+    let mut round = 0;
+    while via_mcp.len() < config.calls {
+        let n = ROUND.min(config.calls - via_mcp.len());
+        for kind in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
+            for _ in 0..n {
+                if kind == 0 {
+                    via_mcp.push(mcp.call_tool(&call)?);
+                } else {
+                    direct.push(direct_call().await?);
+                }
+            }
+        }
+        round += 1;
+    }
+
+    install_echo(&client, home, config.listed_actions).await?;
+    let mut list_via_mcp = Vec::with_capacity(config.lists);
+    let mut list_direct = Vec::with_capacity(config.lists);
+    let mut listed_tools = 0;
+    let mut response_bytes_list = 0;
+    for index in 0..config.lists + 5 {
+        let started = Instant::now();
+        let (status, listing) = client.call_raw(Method::GET, "/v1/actions", None).await?;
+        let direct_time = started.elapsed();
+        if status != 200 || listing["items"].as_array().map(Vec::len) != Some(config.listed_actions) {
+            bail!("GET /v1/actions answered {status} without {} actions", config.listed_actions);
+        }
+        let (mcp_time, tools, bytes) = mcp.list_tools()?;
+        // The first few warm both sides up.
+        if index >= 5 {
+            list_direct.push(direct_time);
+            list_via_mcp.push(mcp_time);
+        }
+        listed_tools = tools;
+        response_bytes_list = bytes;
+    }
+    if listed_tools != config.listed_actions + 2 {
+        bail!("tools/list listed {listed_tools} tools, expected {} actions + 2 built-ins", config.listed_actions);
+    }
+    Ok(McpFigures {
+        call_via_mcp: Samples::new(via_mcp),
+        call_direct: Samples::new(direct),
+        list_via_mcp: Samples::new(list_via_mcp),
+        list_direct: Samples::new(list_direct),
+        listed_tools,
+        response_bytes_list,
+    })
+}
+
+/// Installs the echo connector (once) and actions `echo-0000` … up to `count` of them.
+async fn install_echo(client: &DaemonClient, home: &Home, count: usize) -> anyhow::Result<()> {
+    let (status, installed) = client.call_raw(Method::GET, "/v1/connectors", None).await?;
+    let existing = installed["items"].as_array().and_then(|items| items.iter().find(|item| item["fqn"] == ECHO_FQN));
+    let hash = match existing {
+        Some(item) if status == 200 => item["hash"].as_str().unwrap_or_default().to_string(),
+        _ => {
+            let package = home.root().join("echo-package");
+            std::fs::create_dir_all(&package)?;
+            std::fs::write(package.join("connector.wasm"), ECHO_WASM)?;
+            std::fs::write(package.join("manifest.toml"), ECHO_MANIFEST)?;
+            let reference = format!("{ECHO_FQN}@1.0.0");
+            let preview = client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
+            let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag" });
+            let installed = client.post("/v1/connectors/install", &body).await?;
+            installed["hash"].as_str().context("the install answer has no hash")?.to_string()
+        }
+    };
+    let (_, listing) = client.call_raw(Method::GET, "/v1/actions", None).await?;
+    let have = listing["items"].as_array().map(Vec::len).unwrap_or(0);
+    for index in have..count {
+        let name = format!("echo-{index:04}");
+        let content = echo_action(&name, &hash);
+        client.post("/v1/actions/install", &json!({ "file_name": format!("{name}.md"), "content": content })).await?;
+    }
+    Ok(())
+}
+
+fn echo_action(name: &str, hash: &str) -> String {
+    format!(
+        "+++\nname = \"{name}\"\nversion = \"1.0.0\"\n\n[[requires.connectors]]\nname = \"{ECHO_FQN}\"\nversion = \"1.0.0\"\n\
+         hash = \"{hash}\"\ncapabilities = [\"echo\"]\n\n[match]\nintent = \"return the arguments (benchmark)\"\n\n\
+         [[inputs]]\nname = \"text\"\ntype = \"string\"\ndescription = \"Any text; it comes back unchanged.\"\n\n\
+         [[execute]]\nid = \"main\"\nconnector = \"{ECHO_FQN}\"\nop = \"echo\"\n+++\n# Echo\n\n\
+         Returns its arguments: the cheapest action there is (benchmark action {name}).\n"
+    )
+}
+
+/// `aileron-mcp` as an agent host runs it: a child process spoken to in JSON-RPC lines.
+struct McpProcess {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+    line: String,
+}
+
+impl McpProcess {
+    fn start(binary: &Path, url: &str, token: &str) -> anyhow::Result<McpProcess> {
+        let mut child = Command::new(binary)
+            .env(crate::env::AILERON_URL, url)
+            .env(crate::env::AILERON_TOKEN, token)
+            .env_remove(crate::env::AILERON_SESSION_ID)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let stdin = child.stdin.take().context("aileron-mcp stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("aileron-mcp stdout")?);
+        let mut process = McpProcess { child, stdin, stdout, next_id: 1, line: String::new() };
+        let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "aileron-bench", "version": "1"}});
+        process.request("initialize", &init)?;
+        writeln!(process.stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        Ok(process)
+    }
+
+    /// One request; returns the time to its response and the response.
+    fn request(&mut self, method: &str, params: &Value) -> anyhow::Result<(Duration, Value)> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        let started = Instant::now();
+        self.stdin.write_all(message.as_bytes())?;
+        self.stdin.write_all(b"\n")?;
+        self.stdin.flush()?;
+        loop {
+            self.line.clear();
+            if self.stdout.read_line(&mut self.line)? == 0 {
+                bail!("aileron-mcp closed its stdout");
+            }
+            let response: Value = serde_json::from_str(&self.line).context("aileron-mcp wrote a non-JSON line")?;
+            if response["id"] == id {
+                let elapsed = started.elapsed();
+                if response.get("error").is_some() {
+                    bail!("{method} failed: {}", response["error"]);
+                }
+                return Ok((elapsed, response));
+            }
+        }
+    }
+
+    fn call_tool(&mut self, params: &Value) -> anyhow::Result<Duration> {
+        let (elapsed, response) = self.request("tools/call", params)?;
+        if response["result"]["isError"] != false {
+            bail!("tools/call failed: {}", response["result"]);
+        }
+        Ok(elapsed)
+    }
+
+    /// `(time, tools listed, bytes of the response line)`.
+    fn list_tools(&mut self) -> anyhow::Result<(Duration, usize, usize)> {
+        let (elapsed, response) = self.request("tools/list", &json!({}))?;
+        let tools = response["result"]["tools"].as_array().map(Vec::len).unwrap_or(0);
+        Ok((elapsed, tools, self.line.len()))
+    }
+}
+
+impl Drop for McpProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Samples;
+
+    #[test]
+    fn quantiles_use_the_nearest_rank() {
+        let samples = Samples::new((1..=100).rev().map(Duration::from_micros).collect());
+        for (q, expected) in [(0.0, 1), (0.5, 50), (0.99, 99), (1.0, 100)] {
+            assert_eq!(samples.quantile(q), Duration::from_micros(expected), "q = {q}");
+        }
+        assert_eq!(samples.mean(), Duration::from_nanos(50_500));
+    }
+}

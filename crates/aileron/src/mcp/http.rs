@@ -1,0 +1,70 @@
+//! The daemon's `/mcp`: the same [`AileronMcp`] over rmcp's streamable HTTP transport (sessions,
+//! SSE streams), behind the daemon's admission (Host/Origin) plus a bearer token that may list
+//! and run actions. Tool calls loop back to `POST /v1/actions/{name}/run` with the caller's own
+//! token (see [`DaemonLink::loopback`]), so the run is audited with the caller as the actor.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::link::DaemonLink;
+use super::server::{AileronMcp, McpShared};
+use crate::daemon::AppState;
+use crate::daemon::auth::{Scope, allowed_hosts};
+use crate::daemon::error::ApiError;
+
+/// Where the endpoint is mounted.
+pub const PATH: &str = "/mcp";
+
+/// The `/mcp` routes, to be merged into the daemon's router (inside its admission layer).
+pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
+    let hosts = allowed_hosts(state.listen_port());
+    let origins: Vec<String> = hosts.iter().map(|host| format!("http://{host}")).collect();
+    // The daemon's admission already checks Host and Origin; rmcp checks them again so the
+    // endpoint stays safe even if it is ever mounted elsewhere.
+    let config = StreamableHttpServerConfig::default().with_allowed_hosts(hosts).with_allowed_origins(origins);
+    // Open SSE streams would hold graceful shutdown forever: end them when it starts.
+    let streams = config.cancellation_token.clone();
+    let mut shutdown = state.shutdown.subscribe();
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            let _ = shutdown.wait_for(|stopping| *stopping).await;
+            streams.cancel();
+        });
+    }
+    let link = DaemonLink::loopback(state.base_url()).expect("building the loopback HTTP client");
+    let shared = McpShared::new(link, state.actions.subscribe(), "aileron daemon: /mcp");
+    let service = StreamableHttpService::new(
+        move || Ok(AileronMcp::new(shared.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    Router::new().nest_service(PATH, service).layer(axum::middleware::from_fn_with_state(state.clone(), require_bearer))
+}
+
+/// `/mcp` needs a bearer token that may list and run actions: the daemon token or a launch
+/// session token (which can never decide an approval, and neither can anything behind `/mcp`).
+async fn require_bearer(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    match presented.and_then(|token| state.tokens.resolve(token)) {
+        Some(principal) if principal.allows(Scope::ActionsList) && principal.allows(Scope::ActionsRun) => {
+            next.run(request).await
+        }
+        Some(_) => ApiError::forbidden("this token may not list and run actions, which /mcp needs").into_response(),
+        None => {
+            let mut response = ApiError::unauthorized().into_response();
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+    }
+}

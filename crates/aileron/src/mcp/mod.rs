@@ -1,0 +1,14 @@
+//! MCP: how installed actions reach agents (ADR-0008). One tool per enabled action plus
+//! `check_action_status` and `aileron_diagnostics`, served by `aileron-mcp` over stdio
+//! ([`stdio`]) and by the daemon at `/mcp` over streamable HTTP ([`http`]). Both run the same
+//! [`server::AileronMcp`] and send every tool call to `POST /v1/actions/{name}/run`.
+//!
+//! Invariant: nothing here decides an approval; the only approval route a tool touches is the
+//! read-only `GET /v1/action-approvals/{id}/result`.
+
+pub mod catalog;
+pub mod changes;
+pub mod http;
+pub mod link;
+pub mod server;
+pub mod stdio;

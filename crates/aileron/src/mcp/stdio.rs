@@ -1,0 +1,83 @@
+//! `aileron-mcp`: the MCP server an agent host starts as a subprocess. stdout is the protocol, so
+//! everything else (including the auto-started daemon's output) goes to stderr or `daemon.log`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use rmcp::ServiceExt;
+use tokio::sync::watch;
+
+use super::link::{Autostart, CallOrigin, DaemonLink};
+use super::server::{AileronMcp, McpShared};
+use crate::env;
+use crate::home::Home;
+
+const USAGE: &str = "\
+aileron-mcp: the Aileron MCP server (stdio). An agent host starts it; it speaks MCP on stdin/stdout
+and logs to stderr. Every installed, enabled action is a tool; calls run through the Aileron daemon,
+which it finds through AILERON_URL + AILERON_TOKEN or AILERON_HOME/daemon.json (starting it if needed).
+
+usage: aileron-mcp [--help | --version]";
+
+/// Runs the server until the client closes stdin; returns the process exit code.
+pub fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        None => {}
+        Some("--help" | "-h") => {
+            eprintln!("{USAGE}\n\n{}", env::help_text());
+            return ExitCode::SUCCESS;
+        }
+        Some("--version" | "-V") => {
+            eprintln!("aileron-mcp {}", crate::daemon::VERSION);
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => {
+            eprintln!(
+                "error: unexpected argument `{other}`\nhint: aileron-mcp takes no arguments; see aileron-mcp --help"
+            );
+            return ExitCode::from(2);
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("aileron-mcp: error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(serve());
+    // The change follower and any blocking stdin read must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("aileron-mcp: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Serves one MCP session on stdin/stdout.
+pub async fn serve() -> anyhow::Result<()> {
+    crate::daemon::install_crypto_provider();
+    let home = Home::from_env().context("locating AILERON_HOME")?;
+    let link = DaemonLink::discovered(home, env::get(env::AILERON_SESSION_ID));
+    let (changes, generation) = watch::channel(0);
+    let shared = McpShared::new(link, generation, "aileron-mcp");
+    // Find (or start) the daemon while the client initializes, so `initialize` answers at once.
+    let warm = shared.clone();
+    tokio::spawn(async move {
+        if let Err(problem) = warm.link().client(&CallOrigin::default(), Autostart::Allowed).await {
+            eprintln!("aileron-mcp: {}", problem.message.replace('\n', "; "));
+        }
+    });
+    tokio::spawn(super::changes::follow(shared.clone(), changes));
+    let running = AileronMcp::new(shared)
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+        .context("starting the MCP session on stdin/stdout")?;
+    running.waiting().await.context("serving MCP on stdin/stdout")?;
+    Ok(())
+}

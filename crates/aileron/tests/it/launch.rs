@@ -1,0 +1,375 @@
+//! Launch sessions and `aileron launch`: session tokens carry only the agent scopes and die when
+//! the session ends; each agent's config writer edits a real user config (comments, unrelated
+//! entries) by inserting our entry only, and a second run changes nothing; `--dry-run` writes
+//! and starts nothing; a fake agent on PATH launched by the real binary sees the right
+//! environment, arguments and config, its exit code becomes ours and ends the session.
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use aileron::launch::{Agent, LaunchEnv, Wiring, plan};
+use http::{Request, StatusCode};
+use serde_json::{Value, json};
+
+use crate::support::{Harness, PORT};
+
+async fn as_token(harness: &Harness, token: &str, method: &str, path: &str, body: Option<Value>) -> StatusCode {
+    let builder = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", format!("127.0.0.1:{PORT}"))
+        .header("authorization", format!("Bearer {token}"));
+    harness.send(builder, body).await.status
+}
+
+#[tokio::test]
+async fn session_tokens_carry_only_agent_scopes_and_die_with_the_session() {
+    let harness = Harness::new();
+    let started = harness.request("POST", "/v1/sessions", Some(json!({"agent": "claude", "pid": 4242}))).await;
+    assert_eq!(started.status, StatusCode::CREATED, "{}", started.body);
+    assert_eq!(started.body["scopes"], json!(["actions:list", "actions:run", "approvals:poll"]));
+    let token = started.body["token"].as_str().unwrap().to_string();
+    let id = started.body["session_id"].as_str().unwrap().to_string();
+
+    // (method, path, body, status for the session token)
+    let table: Vec<(&str, String, Option<Value>, StatusCode)> = vec![
+        ("GET", "/v1/actions".into(), None, StatusCode::OK),
+        ("POST", "/v1/actions/nope/run".into(), Some(json!({"args": {}})), StatusCode::NOT_FOUND),
+        ("GET", "/v1/action-approvals".into(), None, StatusCode::OK),
+        ("POST", "/v1/action-approvals/act-x/decide".into(), Some(json!({"approved": true})), StatusCode::FORBIDDEN),
+        ("GET", "/v1/status".into(), None, StatusCode::FORBIDDEN),
+        ("GET", "/v1/audit".into(), None, StatusCode::FORBIDDEN),
+        ("PATCH", "/v1/actions/nope".into(), Some(json!({"enabled": false})), StatusCode::FORBIDDEN),
+        ("POST", "/v1/sessions".into(), Some(json!({"agent": "codex"})), StatusCode::FORBIDDEN),
+        ("GET", format!("/v1/sessions/{id}"), None, StatusCode::FORBIDDEN),
+        ("POST", format!("/v1/sessions/{id}/end"), Some(json!({"exit_code": 0})), StatusCode::FORBIDDEN),
+        ("POST", "/v1/web/login-tickets".into(), None, StatusCode::FORBIDDEN),
+    ];
+    for (method, path, body, expected) in &table {
+        assert_eq!(as_token(&harness, &token, method, path, body.clone()).await, *expected, "{method} {path}");
+    }
+
+    let view = harness.request("GET", &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!((view.body["status"].as_str(), view.body["agent"].as_str(), view.body["pid"].as_u64()), (Some("active"), Some("claude"), Some(4242)));
+    let ended = harness.request("POST", &format!("/v1/sessions/{id}/end"), Some(json!({"exit_code": 3}))).await;
+    assert_eq!(ended.status, StatusCode::OK, "{}", ended.body);
+    assert_eq!((ended.body["status"].as_str(), ended.body["exit_code"].as_i64()), (Some("ended"), Some(3)));
+    for (method, path, body, _) in &table {
+        assert_eq!(as_token(&harness, &token, method, path, body.clone()).await, StatusCode::UNAUTHORIZED, "{method} {path} after the end");
+    }
+    let again = harness.request("POST", &format!("/v1/sessions/{id}/end"), Some(json!({"exit_code": 0}))).await;
+    assert_eq!((again.status, again.body["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("session_ended")));
+    let unknown = harness.request("GET", "/v1/sessions/ses-unknown", None).await;
+    assert_eq!((unknown.status, unknown.body["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("session_not_found")));
+    let invalid = harness.request("POST", "/v1/sessions", Some(json!({"agent": "../x"}))).await;
+    assert_eq!((invalid.status, invalid.body["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_agent")));
+
+    let journal = std::fs::read_to_string(harness.home.sessions_journal()).unwrap();
+    let lines: Vec<Value> = journal.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{journal}");
+    assert_eq!((lines[0]["event"].as_str(), lines[0]["agent"].as_str()), (Some("session.started"), Some("claude")));
+    assert_eq!((lines[1]["event"].as_str(), lines[1]["exit_code"].as_i64()), (Some("session.ended"), Some(3)));
+    assert!(!journal.contains(&token), "tokens are never journaled");
+}
+
+#[tokio::test]
+async fn runs_with_a_session_token_are_audited_as_the_agent_of_that_session() {
+    let harness = Harness::new();
+    harness.guest_action("echo", &[], "echo", |_| {}).await;
+    let started = harness.request("POST", "/v1/sessions", Some(json!({"agent": "codex"}))).await;
+    let token = started.body["token"].as_str().unwrap();
+    let id = started.body["session_id"].as_str().unwrap();
+    let status = as_token(&harness, token, "POST", "/v1/actions/echo/run", Some(json!({"args": {}}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let executed: Vec<Value> = harness.audit().await.into_iter().filter(|r| r["event_type"] == "action.executed").collect();
+    assert_eq!(executed.len(), 1);
+    assert_eq!((executed[0]["actor"]["type"].as_str(), executed[0]["session_id"].as_str()), (Some("agent"), Some(id)));
+}
+
+/// A home directory with each agent's config as a user might have it: comments, other servers,
+/// other settings.
+struct UserConfigs {
+    temp: tempfile::TempDir,
+}
+
+const CODEX_CONFIG: &str = "# my codex setup\nmodel = \"gpt-5.1-codex\" # fast one\napproval_policy = \"on-request\"\n\n[mcp_servers.docs]\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp\"] # pinned later\n\n[profiles.review]\nmodel = \"o3\"\n";
+const OPENCODE_CONFIG: &str = "{\n  // personal config\n  \"$schema\": \"https://opencode.ai/config.json\",\n  \"theme\": \"tokyonight\", /* dark */\n  \"mcp\": {\n    \"sentry\": {\n      \"type\": \"remote\",\n      \"url\": \"https://mcp.sentry.dev/mcp\",\n    },\n  },\n}\n";
+const GOOSE_CONFIG: &str = "# goose\nGOOSE_PROVIDER: anthropic\nextensions:\n  developer:\n    bundled: true\n    enabled: true # keep on\n    name: developer\n    type: builtin\n  # web search\n  search:\n    cmd: npx\n    args:\n    - -y\n    - search-mcp\n    enabled: false\n    type: stdio\n\n# models\nGOOSE_MODEL: claude-sonnet-4-5\n";
+const PI_CONFIG: &str = "{\n  \"mcpServers\": {\n    \"chrome\": { \"command\": \"npx\", \"args\": [\"-y\", \"chrome-devtools-mcp\"] }\n  }\n}\n";
+
+impl UserConfigs {
+    fn new() -> UserConfigs {
+        let temp = tempfile::tempdir().unwrap();
+        let home = temp.path().join("home");
+        for (path, text) in [
+            (".codex/config.toml", CODEX_CONFIG),
+            (".config/opencode/opencode.json", OPENCODE_CONFIG),
+            (".config/goose/config.yaml", GOOSE_CONFIG),
+            (".pi/agent/mcp.json", PI_CONFIG),
+        ] {
+            let path = home.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        UserConfigs { temp }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.temp.path().join("home")
+    }
+
+    fn env(&self) -> LaunchEnv {
+        LaunchEnv { vars: Default::default(), home_dir: self.home(), launch_dir: self.temp.path().join("aileron/launch") }
+    }
+}
+
+fn wiring(token: &str) -> Wiring {
+    Wiring {
+        daemon_url: "http://127.0.0.1:41234".into(),
+        token: token.into(),
+        session_id: "ses-0123456789abcdef".into(),
+        mcp_command: "/opt/aileron/bin/aileron-mcp".into(),
+    }
+}
+
+/// The lines of `after` that are not in `before`, asserting that `before`'s lines all survive,
+/// unchanged and in order, with the new ones forming one contiguous block.
+fn inserted_block(before: &str, after: &str) -> Vec<String> {
+    let old: Vec<&str> = before.lines().collect();
+    let new: Vec<&str> = after.lines().collect();
+    let head = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let tail = old[head..].iter().rev().zip(new[head..].iter().rev()).take_while(|(a, b)| a == b).count();
+    // An insertion may touch one line of `before` (a comma added after the previous member).
+    let touched = old.len() - head - tail;
+    assert!(touched <= 1, "more than one existing line changed:\n--- before\n{before}\n--- after\n{after}");
+    if touched == 1 {
+        let (was, now) = (old[head], new[head]);
+        let comma_added = now.char_indices().any(|(i, c)| c == ',' && format!("{}{}", &now[..i], &now[i + 1..]) == was);
+        assert!(comma_added, "only a comma may be added to {was:?}, found {now:?}");
+        return new[head + 1..new.len() - tail].iter().map(|s| s.to_string()).collect();
+    }
+    new[head..new.len() - tail].iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn config_writers_insert_only_our_entry_and_a_second_run_changes_nothing() {
+    let configs = UserConfigs::new();
+    let env = configs.env();
+    // (agent, the config file, a line our entry must contain)
+    let table = [
+        (Agent::Codex, ".codex/config.toml", "[mcp_servers.aileron]"),
+        (Agent::Opencode, ".config/opencode/opencode.json", "\"aileron\": {"),
+        (Agent::Goose, ".config/goose/config.yaml", "  aileron:"),
+        (Agent::Pi, ".pi/agent/mcp.json", "\"aileron\": {"),
+    ];
+    for (agent, file, entry_line) in table {
+        let path = configs.home().join(file);
+        let original = std::fs::read_to_string(&path).unwrap();
+        let first = plan(agent, &wiring("token-one"), &env, &[]).unwrap();
+        let edit = first.edits.iter().find(|e| e.path == path).unwrap_or_else(|| panic!("{agent:?} edits {file}"));
+        assert_eq!(edit.before.as_deref(), Some(original.as_str()));
+        let inserted = inserted_block(&original, &edit.after);
+        assert!(inserted.iter().any(|line| line.trim() == entry_line.trim()), "{agent:?}: {inserted:#?}");
+        for expected in ["/opt/aileron/bin/aileron-mcp", "token-one", "ses-0123456789abcdef", "http://127.0.0.1:41234"] {
+            assert!(inserted.iter().any(|line| line.contains(expected)), "{agent:?} entry lacks {expected}: {inserted:#?}");
+        }
+        assert_eq!(edit.apply().unwrap(), Some(edit.backup_path()), "{agent:?}: first write backs up");
+        assert_eq!(std::fs::read_to_string(edit.backup_path()).unwrap(), original);
+
+        let second = plan(agent, &wiring("token-one"), &env, &[]).unwrap();
+        let again = second.edits.iter().find(|e| e.path == path).unwrap();
+        assert!(!again.changes_anything(), "{agent:?}: a second run with the same session changes nothing");
+
+        // The next launch (new token) rewrites only the value that changed.
+        let next = plan(agent, &wiring("token-two"), &env, &[]).unwrap();
+        let next_edit = next.edits.iter().find(|e| e.path == path).unwrap();
+        assert_eq!(next_edit.after, edit.after.replace("token-one", "token-two"), "{agent:?}");
+        next_edit.apply().unwrap();
+        assert_eq!(std::fs::read_to_string(edit.backup_path()).unwrap(), original, "{agent:?}: the backup is made once");
+    }
+}
+
+#[test]
+fn claude_gets_a_temporary_mcp_config_and_the_gateway_base_url() {
+    let configs = UserConfigs::new();
+    let plan = plan(Agent::Claude, &wiring("tok"), &configs.env(), &[OsString::from("-p"), OsString::from("hi")]).unwrap();
+    let [edit] = plan.edits.as_slice() else { panic!("one file: {:?}", plan.edits) };
+    assert!(edit.temporary && edit.before.is_none());
+    let config: Value = serde_json::from_str(&edit.after).unwrap();
+    assert_eq!(
+        config,
+        json!({"mcpServers": {"aileron": {"type": "stdio", "command": "/opt/aileron/bin/aileron-mcp", "args": [], "env": {
+            "AILERON_URL": "http://127.0.0.1:41234", "AILERON_TOKEN": "tok", "AILERON_SESSION_ID": "ses-0123456789abcdef"}}}})
+    );
+    let expected_args: Vec<OsString> = vec!["-p".into(), "hi".into(), "--mcp-config".into(), edit.path.clone().into()];
+    assert_eq!(plan.args, expected_args);
+    assert_eq!(plan.env, [("ANTHROPIC_BASE_URL".to_string(), "http://127.0.0.1:41234".to_string())]);
+}
+
+/// Runs the real `aileron` with a private HOME, AILERON_HOME and `bin` first on PATH.
+struct LaunchRig {
+    temp: tempfile::TempDir,
+}
+
+impl LaunchRig {
+    fn new() -> LaunchRig {
+        let rig = LaunchRig { temp: tempfile::tempdir().unwrap() };
+        std::fs::create_dir_all(rig.bin()).unwrap();
+        std::fs::create_dir_all(rig.user_home()).unwrap();
+        rig
+    }
+
+    fn bin(&self) -> PathBuf {
+        self.temp.path().join("bin")
+    }
+
+    fn user_home(&self) -> PathBuf {
+        self.temp.path().join("user")
+    }
+
+    fn aileron_home(&self) -> PathBuf {
+        self.temp.path().join("aileron")
+    }
+
+    fn report(&self) -> PathBuf {
+        self.temp.path().join("agent-report.txt")
+    }
+
+    /// A fake agent: records its environment, arguments and config, then exits 3.
+    fn fake_agent(&self, name: &str, config_command: &str) {
+        let script = format!(
+            "#!/bin/sh\n{{\n  echo \"args: $*\"\n  env | grep -E '^(AILERON_|ANTHROPIC_|OPENAI_|OPENCODE_)' | sort\n  echo '--- config'\n  {config_command}\n  echo '--- token'\n  curl -s -o /dev/null -w '%{{http_code}}\\n' -H \"Authorization: Bearer $(sed -n 's/.*AILERON_TOKEN = \"\\(.*\\)\"/\\1/p' \"$CODEX_HOME/config.toml\" 2>/dev/null)\" \"${{OPENAI_BASE_URL%/v1}}/v1/actions\"\n}} > '{}' 2>&1\nexit 3\n",
+            self.report().display()
+        );
+        let path = self.bin().join(name);
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn run(&self, args: &[&str], extra_env: &[(&str, &Path)]) -> Output {
+        let path = format!("{}:{}", self.bin().display(), std::env::var("PATH").unwrap_or_default());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
+        command
+            .args(args)
+            .env("HOME", self.user_home())
+            .env("AILERON_HOME", self.aileron_home())
+            .env("PATH", path)
+            .env_remove("AILERON_AUDIT_DIR")
+            .env_remove("AILERON_URL")
+            .env_remove("AILERON_TOKEN")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("CODEX_HOME")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .env_remove("OPENAI_BASE_URL")
+            .stdin(std::process::Stdio::null());
+        for (name, value) in extra_env {
+            command.env(name, value);
+        }
+        command.output().expect("running aileron")
+    }
+
+    fn daemon(&self) -> Option<Value> {
+        let text = std::fs::read_to_string(self.aileron_home().join("daemon.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
+impl Drop for LaunchRig {
+    fn drop(&mut self) {
+        let _ = self.run(&["daemon", "stop"], &[]);
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+#[test]
+fn dry_run_prints_the_changes_and_writes_and_starts_nothing() {
+    let rig = LaunchRig::new();
+    let codex_home = rig.user_home().join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(codex_home.join("config.toml"), CODEX_CONFIG).unwrap();
+    rig.fake_agent("codex", "true");
+    let output = rig.run(&["launch", "codex", "--dry-run", "--", "exec", "hi there"], &[("CODEX_HOME", &codex_home)]);
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for expected in [
+        format!("would run: {} exec 'hi there'", rig.bin().join("codex").display()),
+        "  OPENAI_BASE_URL=http://127.0.0.1:<daemon port>/v1".to_string(),
+        format!("--- {}", codex_home.join("config.toml").display()),
+        "+[mcp_servers.aileron]".to_string(),
+        "+AILERON_TOKEN = \"<session token>\"".to_string(),
+        " args = [\"-y\", \"docs-mcp\"] # pinned later".to_string(),
+    ] {
+        assert!(stdout.lines().any(|line| line == expected), "missing {expected:?} in\n{stdout}");
+    }
+    assert_eq!(std::fs::read_to_string(codex_home.join("config.toml")).unwrap(), CODEX_CONFIG, "nothing written");
+    let mut entries: Vec<_> = std::fs::read_dir(&codex_home).unwrap().map(|e| e.unwrap().file_name()).collect();
+    entries.sort();
+    assert_eq!(entries, ["config.toml"], "no backup either");
+    assert!(rig.daemon().is_none(), "no daemon was started");
+    assert!(!rig.aileron_home().join("sessions.jsonl").exists(), "no session was started");
+    assert!(!rig.report().exists(), "the agent did not run");
+}
+
+#[test]
+fn a_launched_agent_gets_its_wiring_and_its_exit_code_ends_the_session() {
+    let rig = LaunchRig::new();
+    let codex_home = rig.user_home().join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(codex_home.join("config.toml"), CODEX_CONFIG).unwrap();
+    rig.fake_agent("codex", "cat \"$CODEX_HOME/config.toml\"");
+    let output = rig.run(&["launch", "codex", "--", "exec", "--json", "list my issues"], &[("CODEX_HOME", &codex_home)]);
+    assert_eq!(output.status.code(), Some(3), "aileron exits with the agent's code\n{}", text(&output));
+    let report = std::fs::read_to_string(rig.report()).unwrap();
+    let daemon = rig.daemon().expect("launch started the daemon");
+    let url = daemon["url"].as_str().unwrap();
+
+    assert!(report.contains("args: exec --json list my issues\n"), "{report}");
+    assert!(report.contains(&format!("OPENAI_BASE_URL={url}/v1\n")), "{report}");
+    let config = report.split("--- config\n").nth(1).unwrap().split("--- token\n").next().unwrap();
+    assert!(inserted_block(CODEX_CONFIG, config).iter().any(|line| line == "[mcp_servers.aileron]"), "{config}");
+    let parsed: toml::Table = toml::from_str(config).unwrap();
+    let server = &parsed["mcp_servers"]["aileron"];
+    let mcp = Path::new(env!("CARGO_BIN_EXE_aileron")).with_file_name("aileron-mcp");
+    assert_eq!(server["command"].as_str(), Some(mcp.to_str().unwrap()));
+    assert_eq!(server["env"]["AILERON_URL"].as_str(), Some(url));
+    let token = server["env"]["AILERON_TOKEN"].as_str().unwrap();
+    let session_id = server["env"]["AILERON_SESSION_ID"].as_str().unwrap();
+    assert!(session_id.starts_with("ses-"), "{session_id}");
+    assert_eq!(report.split("--- token\n").nth(1).map(str::trim), Some("200"), "the token worked during the session");
+
+    aileron::daemon::install_crypto_provider();
+    let client = reqwest::blocking::Client::new();
+    let actions = client.get(format!("{url}/v1/actions")).bearer_auth(token).send().unwrap();
+    assert_eq!(actions.status().as_u16(), 401, "the session's token is revoked once the agent exits");
+    let admin = daemon["token"].as_str().unwrap();
+    let session: Value = client.get(format!("{url}/v1/sessions/{session_id}")).bearer_auth(admin).send().unwrap().json().unwrap();
+    assert_eq!((session["status"].as_str(), session["exit_code"].as_i64(), session["agent"].as_str()), (Some("ended"), Some(3), Some("codex")));
+    let journal = std::fs::read_to_string(rig.aileron_home().join("sessions.jsonl")).unwrap();
+    let last: Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
+    assert_eq!(last, json!({"event": "session.ended", "session_id": session_id, "ended_at": last["ended_at"], "exit_code": 3}));
+    assert_eq!(std::fs::read_to_string(codex_home.join("config.toml.aileron-backup")).unwrap(), CODEX_CONFIG);
+}
+
+#[test]
+fn claude_is_started_with_a_session_mcp_config_that_is_removed_afterwards() {
+    let rig = LaunchRig::new();
+    // The fake reads the file named after --mcp-config while it runs.
+    rig.fake_agent("claude", "while [ $# -gt 0 ]; do [ \"$1\" = --mcp-config ] && cat \"$2\"; shift; done");
+    let output = rig.run(&["launch", "claude", "--", "-p", "hello"], &[]);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    let report = std::fs::read_to_string(rig.report()).unwrap();
+    let daemon = rig.daemon().unwrap();
+    let url = daemon["url"].as_str().unwrap();
+    let args_line = report.lines().next().unwrap();
+    let config_path = args_line.strip_prefix("args: -p hello --mcp-config ").unwrap_or_else(|| panic!("{report}"));
+    assert!(config_path.starts_with(rig.aileron_home().join("launch").to_str().unwrap()), "{config_path}");
+    assert!(!Path::new(config_path).exists(), "the session's config file is removed when the agent exits");
+    assert!(report.contains(&format!("ANTHROPIC_BASE_URL={url}\n")), "{report}");
+    let config: Value = serde_json::from_str(report.split("--- config\n").nth(1).unwrap().split("--- token").next().unwrap()).unwrap();
+    assert_eq!(config["mcpServers"]["aileron"]["env"]["AILERON_URL"].as_str(), Some(url));
+}
