@@ -568,13 +568,21 @@ async fn watch_approvals(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     require(&principal, Scope::ApprovalsPoll)?;
     // Subscribe before taking the snapshot so nothing falls between the two.
-    let events = tokio_stream::wrappers::BroadcastStream::new(state.approvals.subscribe()).filter_map(|event| async move {
-        let event = event.ok()?;
+    let lagging = state.clone();
+    let events = tokio_stream::wrappers::BroadcastStream::new(state.approvals.subscribe()).map(move |event| {
+        let event = match event {
+            Ok(event) => event,
+            // A watcher that fell behind missed events: send the whole pending list again.
+            Err(_lagged) => {
+                let items = json!({ "items": lagging.approvals.pending() }).to_string();
+                return Ok(Event::default().event("snapshot").data(items));
+            }
+        };
         let (name, entry) = match &event {
             QueueEvent::Pending { entry } => ("pending", entry),
             QueueEvent::Resolved { entry } => ("resolved", entry),
         };
-        Some(Ok(Event::default().event(name).data(serde_json::to_string(entry).unwrap_or_default())))
+        Ok(Event::default().event(name).data(serde_json::to_string(entry).unwrap_or_default()))
     });
     let snapshot = json!({ "items": state.approvals.pending() }).to_string();
     let first = futures_util::stream::once(async move { Ok(Event::default().event("snapshot").data(snapshot)) });

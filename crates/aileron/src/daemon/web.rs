@@ -287,7 +287,15 @@ events.addEventListener('error', () => {
   connection.textContent = 'Lost the connection to the daemon: this page no longer updates. If the daemon ' +
     'restarted, run `aileron open approvals` for a new page.';
 });
-events.addEventListener('snapshot', (e) => { for (const entry of JSON.parse(e.data).items) render(entry); });
+events.addEventListener('snapshot', (e) => {
+  // The whole pending list (sent first, and again if this page fell behind): drop cards that are
+  // no longer pending, add the ones that are.
+  const items = JSON.parse(e.data).items;
+  const pending = new Set(items.map((entry) => entry.id));
+  for (const card of Array.from(cards.children)) { if (!pending.has(card.dataset.id)) card.remove(); }
+  for (const entry of items) render(entry);
+  refreshEmpty();
+});
 events.addEventListener('pending', (e) => render(JSON.parse(e.data)));
 events.addEventListener('resolved', (e) => resolve(JSON.parse(e.data)));
 const focused = document.getElementById('card-' + FOCUS);
