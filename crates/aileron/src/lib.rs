@@ -20,3 +20,4 @@ pub mod package;
 pub mod runner;
 pub mod sessions;
 pub mod store;
+pub mod telemetry;

@@ -20,12 +20,14 @@ use aileron_core::policy::{self, CapabilitySubset};
 use aileron_core::template::{self, step_args};
 use aileron_core::{Failure, FailureClass};
 use aileron_sandbox::{CallRequest, ImportPolicy, Limits};
+use opentelemetry::context::FutureExt;
 use serde_json::{Map, Value, json};
 
 use crate::approvals;
 use crate::audit_log::{AuditEvent, mint_audit_id};
 use crate::daemon::AppState;
 use crate::egress::StepEgress;
+use crate::telemetry::keys;
 
 /// Who is asking, for the audit record.
 #[derive(Debug, Clone)]
@@ -111,11 +113,14 @@ pub async fn run_action(state: &Arc<AppState>, request: RunRequest) -> Result<Ru
                 payload.extend(failure.audit_payload());
                 payload.insert("aileron.approval.id".into(), grant.entry.id.to_string().into());
                 append(state, "execution.failed", &request.caller, payload, &audit_id).await?;
+                state.telemetry.action_execute(&action).fail(&failure, Some(&audit_id));
                 return Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)));
             }
         }
     }
-    let executed = execute_steps(state, &action, &request.args, &request.caller, &audit_id).await;
+    let span = state.telemetry.action_execute(&action);
+    let executed =
+        execute_steps(state, &action, &request.args, &request.caller, &audit_id).with_context(span.context()).await;
     match executed {
         Ok((output, steps)) => {
             let result = json!({ "action": action.name, "output": output, "steps": steps });
@@ -126,18 +131,22 @@ pub async fn run_action(state: &Arc<AppState>, request: RunRequest) -> Result<Ru
                 payload.insert("aileron.approval.id".into(), grant.entry.id.to_string().into());
             }
             append(state, "action.executed", &request.caller, payload, &audit_id).await?;
+            span.end();
             Ok(RunOutcome::Completed { audit_id, result })
         }
-        Err(StepFailure { failure, step_id, connector, op }) => {
+        Err(StepFailure { failure, step_id, connector, op, hash }) => {
             let mut payload = action_payload(&action);
             payload.extend(failure.audit_payload());
             payload.insert("aileron.action.step_id".into(), step_id.into());
-            payload.insert("aileron.connector.fqn".into(), connector.into());
-            payload.insert("aileron.connector.op".into(), op.into());
+            payload.insert(keys::CONNECTOR_FQN.into(), connector.into());
+            payload.insert(keys::CAPABILITY_KIND.into(), op.clone().into());
+            payload.insert(keys::CONNECTOR_OP.into(), op.into());
+            payload.insert(keys::CONNECTOR_HASH.into(), hash.into());
             if let Some(grant) = &request.approval {
                 payload.insert("aileron.approval.id".into(), grant.entry.id.to_string().into());
             }
             append(state, "execution.failed", &request.caller, payload, &audit_id).await?;
+            span.fail(&failure, Some(&audit_id));
             Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)))
         }
     }
@@ -148,6 +157,7 @@ struct StepFailure {
     step_id: String,
     connector: String,
     op: String,
+    hash: String,
 }
 
 /// Runs the steps in order; the first failure stops the action.
@@ -162,15 +172,16 @@ async fn execute_steps(
     let mut steps = Vec::new();
     let mut last_output = Value::Null;
     for (index, step) in action.steps.iter().enumerate() {
+        let required = action
+            .required_connector(&step.connector)
+            .expect("the parser guarantees every step names a required connector");
         let fail = |failure: Failure| StepFailure {
             failure,
             step_id: step.id.clone(),
             connector: step.connector.to_string(),
             op: step.op.clone(),
+            hash: required.hash.to_string(),
         };
-        let required = action
-            .required_connector(&step.connector)
-            .expect("the parser guarantees every step names a required connector");
         let subset = CapabilitySubset::from(required);
         let op_args = step_args(action, index, args, &outputs).map_err(|e| {
             fail(Failure::runtime_error(aileron_core::Boundary::Runtime, format!("step `{}`: {e}", step.id)))
@@ -206,8 +217,8 @@ struct ConnectorCall<'a> {
     idempotent: Option<bool>,
 }
 
-/// Verifies and loads the pinned connector, then calls `op` in the sandbox with the egress hook,
-/// retrying per SPEC §9. Returns the output and the number of attempts.
+/// Checks `op` against the action's subset (`aileron.capability.check`), then makes the call
+/// (`aileron.connector.call`); both spans are children of the current context.
 async fn call_connector(
     state: &Arc<AppState>,
     call: ConnectorCall<'_>,
@@ -215,8 +226,32 @@ async fn call_connector(
     caller: &Caller,
     audit_id: &str,
 ) -> Result<(Value, usize), Failure> {
+    let (fqn, hash) = (call.required.name.to_string(), call.required.hash.to_string());
+    let check = state.telemetry.capability_check(&call.action.name, &fqn, call.op);
+    if let Err(failure) = policy::check_op(&call.subset, call.op) {
+        check.fail(&failure, Some(audit_id));
+        return Err(failure);
+    }
+    check.end();
+    let span = state.telemetry.connector_call(&fqn, call.op, &hash);
+    let called = call_verified(state, call, op_args, caller, audit_id).with_context(span.context()).await;
+    match &called {
+        Ok(_) => span.end(),
+        Err(failure) => span.fail(failure, Some(audit_id)),
+    }
+    called
+}
+
+/// Verifies and loads the pinned connector, then calls `op` in the sandbox with the egress hook,
+/// retrying per SPEC §9. Returns the output and the number of attempts.
+async fn call_verified(
+    state: &Arc<AppState>,
+    call: ConnectorCall<'_>,
+    op_args: Map<String, Value>,
+    caller: &Caller,
+    audit_id: &str,
+) -> Result<(Value, usize), Failure> {
     let ConnectorCall { action, required, subset, op, limits, idempotent } = call;
-    policy::check_op(&subset, op)?;
     let connector = state.store.load_verified(&required.hash)?;
     let manifest = Arc::new(connector.manifest.clone());
     check_identity(&manifest, required)?;
@@ -279,6 +314,7 @@ async fn request_approval(
         session_id: request.caller.session_id.clone(),
     });
     state.approvals.register(entry.clone()).map_err(|e| RunRejection::JournalUnavailable(e.to_string()))?;
+    state.telemetry.remember_approval(&entry.id);
     let audit_id = mint_audit_id();
     append(state, APPROVAL_REQUESTED, &request.caller, requested_payload(&entry), &audit_id).await?;
     let review_url = review_url(&state.base_url(), &entry.id);
@@ -398,24 +434,26 @@ fn jittered(delay: Duration) -> Duration {
     delay.mul_f64(0.75 + f64::from(byte[0]) / 512.0)
 }
 
+/// Its keys are the span attribute keys (`telemetry::keys`), so audit and traces share names.
 fn action_payload(action: &ActionFile) -> Map<String, Value> {
     let mut payload = Map::new();
-    payload.insert("aileron.action.name".into(), action.name.clone().into());
+    payload.insert(keys::ACTION_NAME.into(), action.name.clone().into());
     payload.insert("aileron.action.version".into(), action.version.to_string().into());
-    payload.insert("aileron.action.steps_count".into(), action.steps.len().into());
+    payload.insert(keys::ACTION_STEPS_COUNT.into(), action.steps.len().into());
     payload
 }
 
-/// The audit view of a step: identity and capability, never the output or arguments.
+/// The audit view of a step: identity and capability, never the output or arguments. Same keys
+/// as the step's `aileron.capability.check` and `aileron.connector.call` spans.
 fn step_summary(step: &Value) -> Value {
-    json!({
-        "id": step["id"],
-        "aileron.connector.fqn": step["connector"],
-        "aileron.connector.op": step["op"],
-        "aileron.connector.hash": step["hash"],
-        "aileron.capability.kind": step["op"],
-        "attempts": step["attempts"],
-    })
+    let mut summary = Map::new();
+    summary.insert("id".into(), step["id"].clone());
+    summary.insert(keys::CONNECTOR_FQN.into(), step["connector"].clone());
+    summary.insert(keys::CONNECTOR_OP.into(), step["op"].clone());
+    summary.insert(keys::CONNECTOR_HASH.into(), step["hash"].clone());
+    summary.insert(keys::CAPABILITY_KIND.into(), step["op"].clone());
+    summary.insert("attempts".into(), step["attempts"].clone());
+    Value::Object(summary)
 }
 
 async fn append(

@@ -146,7 +146,12 @@ impl SessionRegistry {
 
     /// Revokes the session's token, then journals the end. The token is gone even when the
     /// journal cannot be written (the error is still reported).
-    pub fn end(&self, tokens: &TokenRegistry, session_id: &str, exit_code: Option<i32>) -> Result<Session, SessionError> {
+    pub fn end(
+        &self,
+        tokens: &TokenRegistry,
+        session_id: &str,
+        exit_code: Option<i32>,
+    ) -> Result<Session, SessionError> {
         {
             let sessions = self.sessions.read().expect("session table poisoned");
             let session = sessions.get(session_id).ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
@@ -181,7 +186,8 @@ impl SessionRegistry {
         text.push('\n');
         let mut journal = self.journal.lock().expect("session journal poisoned");
         if journal.is_none() {
-            let file = OpenOptions::new().create(true).append(true).mode(0o600).open(&self.journal_path).map_err(error)?;
+            let file =
+                OpenOptions::new().create(true).append(true).mode(0o600).open(&self.journal_path).map_err(error)?;
             *journal = Some(file);
         }
         let file = journal.as_mut().expect("opened above");
@@ -276,7 +282,10 @@ mod tests {
         file.write_all(b"{\"event\":\"session.ended\",\"sess").unwrap();
         let replayed = registry(temp.path());
         let ended_view = replayed.get(&ended.session.session_id).unwrap();
-        assert_eq!((ended_view.status, ended_view.exit_code, ended_view.pid), (SessionStatus::Ended, Some(3), Some(41)));
+        assert_eq!(
+            (ended_view.status, ended_view.exit_code, ended_view.pid),
+            (SessionStatus::Ended, Some(3), Some(41))
+        );
         let active_view = replayed.get(&active.session.session_id).unwrap();
         assert_eq!(active_view.status, SessionStatus::Interrupted, "a restart ends sessions that were active");
         assert_eq!(active_view.scopes, ["actions:list", "actions:run", "approvals:poll"]);

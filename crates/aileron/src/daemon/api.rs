@@ -26,8 +26,8 @@ use crate::approvals::{QueueError, QueueEvent};
 use crate::audit_log::{AuditEvent, AuditFilter};
 use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
 use crate::package::read_package;
-use crate::sessions::{SessionError, SessionRegistry};
 use crate::runner::{Caller, RunOutcome, RunRejection, RunRequest, run_action};
+use crate::sessions::{SessionError, SessionRegistry};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -638,8 +638,11 @@ async fn decide_approval(
     // The decision is journaled; if it cannot be audited we answer with an error and do not run
     // it now (an approved entry resumes, once, at the next start).
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+    // The wait span (request → decision) joins the requester's trace; the approved run follows it.
+    let waited = state.telemetry.approval_wait(&entry, decision);
     if body.approved {
-        tokio::spawn(crate::runner::execute_approved(state.clone(), approval_id));
+        let run = crate::runner::execute_approved(state.clone(), approval_id);
+        tokio::spawn(opentelemetry::context::FutureExt::with_context(run, waited));
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -730,8 +733,12 @@ fn session_error(error: SessionError) -> ApiError {
         SessionError::AlreadyEnded(_) => ApiError::new(StatusCode::CONFLICT, "session_ended", error.to_string()),
         SessionError::Journal { .. } => {
             eprintln!("aileron daemon: session journal write failed: {error}");
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_unavailable", "the session journal cannot be written")
-                .with_hint("check free disk space and permissions of AILERON_HOME")
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "journal_unavailable",
+                "the session journal cannot be written",
+            )
+            .with_hint("check free disk space and permissions of AILERON_HOME")
         }
     }
 }

@@ -94,7 +94,8 @@ impl TokenRegistry {
     pub fn revoke_session(&self, session_id: &str) -> usize {
         let mut sessions = self.sessions.write().expect("token registry poisoned");
         let before = sessions.len();
-        sessions.retain(|_, principal| !matches!(principal, Principal::Session { session_id: id, .. } if id == session_id));
+        sessions
+            .retain(|_, principal| !matches!(principal, Principal::Session { session_id: id, .. } if id == session_id));
         before - sessions.len()
     }
 

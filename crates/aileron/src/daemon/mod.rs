@@ -49,6 +49,8 @@ pub struct AppState {
     listen_port: AtomicU16,
     /// Flips to true when shutdown starts; long-lived streams (SSE) end on it.
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// Traces (off unless `AILERON_OTEL_ENABLED`); flushed by `serve` at exit.
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 /// Knobs for building the state; tests override the credential source and port.
@@ -59,6 +61,8 @@ pub struct StateOptions {
     pub retry_delays: [std::time::Duration; 3],
     /// `(anthropic, openai)` upstream bases for the gateway; `None` = from the environment.
     pub gateway_upstreams: Option<(String, String)>,
+    /// `serve` passes `telemetry::init`'s; tests build theirs from an explicit config.
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 impl StateOptions {
@@ -69,6 +73,7 @@ impl StateOptions {
             listen_port: 0,
             retry_delays: crate::runner::RETRY_DELAYS,
             gateway_upstreams: None,
+            telemetry: crate::telemetry::Telemetry::disabled(),
         }
     }
 }
@@ -115,6 +120,7 @@ impl AppState {
             started_at: chrono::Utc::now(),
             listen_port: AtomicU16::new(options.listen_port),
             shutdown,
+            telemetry: options.telemetry,
         }))
     }
 
@@ -156,6 +162,8 @@ pub fn app(state: Arc<AppState>) -> Router {
         .merge(crate::gateway::routes())
         .merge(crate::mcp::http::routes(&state))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
+        // Outermost, so refused requests get their server span too.
+        .layer(axum::middleware::from_fn_with_state(state.telemetry.clone(), crate::telemetry::http::server_span))
         .with_state(state)
 }
 
@@ -190,7 +198,9 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
     let token = auth::random_token();
-    let state = AppState::open(home.clone(), StateOptions::new(token.clone()))?;
+    let mut options = StateOptions::new(token.clone());
+    options.telemetry = crate::telemetry::init(crate::telemetry::DEFAULT_SERVICE_NAME, &home);
+    let state = AppState::open(home.clone(), options)?;
     state.set_listen_port(addr.port());
     state.resume_approvals();
     let info = DaemonInfo {
@@ -213,6 +223,9 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
         .await;
     let _ = std::fs::remove_file(home.daemon_json());
     state.audit.flush().await;
+    // Exports the last batch of spans; the exporter blocks, so off the async workers.
+    let telemetry = state.telemetry.clone();
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     drop(lock);
     eprintln!("aileron daemon: stopped");
     result.context("serving HTTP")

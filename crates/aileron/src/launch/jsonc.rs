@@ -60,7 +60,13 @@ pub fn upsert(text: &str, path: &[&str], value: &Value) -> Result<String, JsoncE
 }
 
 /// The edits that add `"key": value` as the last member of `object`.
-fn insert_member(text: &str, object: &ObjectNode, key: &str, value: &Value, style: &Style) -> Vec<(Range<usize>, String)> {
+fn insert_member(
+    text: &str,
+    object: &ObjectNode,
+    key: &str,
+    value: &Value,
+    style: &Style,
+) -> Vec<(Range<usize>, String)> {
     let key_json = serde_json::to_string(key).expect("strings serialize");
     let open = object.span.start;
     let close = object.span.end - 1;
@@ -71,7 +77,11 @@ fn insert_member(text: &str, object: &ObjectNode, key: &str, value: &Value, styl
         let indent = format!("{object_indent}{}", style.unit);
         let member = format!("{key_json}: {}", style.render(value, &indent));
         // `{}` becomes a block; `{\n}` (or one holding only comments) gains a first line.
-        let text = if single_line { format!("{nl}{indent}{member}{nl}{object_indent}") } else { format!("{nl}{indent}{member}") };
+        let text = if single_line {
+            format!("{nl}{indent}{member}{nl}{object_indent}")
+        } else {
+            format!("{nl}{indent}{member}")
+        };
         return vec![(open + 1..open + 1, text)];
     };
     let value_end = last.value.span().end;
@@ -89,7 +99,8 @@ fn insert_member(text: &str, object: &ObjectNode, key: &str, value: &Value, styl
     // Keep a comment that ends the last member's line with that member.
     let line_end = text[after..close].find('\n').map_or(close, |offset| after + offset);
     let rest = text[after..line_end].trim_end_matches('\r').trim();
-    let anchor = if rest.is_empty() || rest.starts_with("//") { text[..line_end].trim_end_matches('\r').len() } else { after };
+    let anchor =
+        if rest.is_empty() || rest.starts_with("//") { text[..line_end].trim_end_matches('\r').len() } else { after };
     let mut edits = Vec::new();
     if last.comma_after.is_none() {
         edits.push((value_end..value_end, ",".to_string()));
@@ -138,7 +149,10 @@ impl Style {
             .lines()
             .map(|line| &line[..line.len() - line.trim_start_matches([' ', '\t']).len()])
             .find(|indent| !indent.is_empty())
-            .map_or("  ".to_string(), |indent| if indent.starts_with('\t') { "\t".to_string() } else { indent.to_string() });
+            .map_or(
+                "  ".to_string(),
+                |indent| if indent.starts_with('\t') { "\t".to_string() } else { indent.to_string() },
+            );
         Style { unit, newline }
     }
 
@@ -237,7 +251,8 @@ impl<'a> Parser<'a> {
             if self.text[self.pos..].starts_with("//") {
                 self.pos = self.text[self.pos..].find('\n').map_or(self.bytes.len(), |i| self.pos + i);
             } else if self.text[self.pos..].starts_with("/*") {
-                let end = self.text[self.pos + 2..].find("*/").ok_or_else(|| self.error(self.pos, "unterminated comment"))?;
+                let end =
+                    self.text[self.pos + 2..].find("*/").ok_or_else(|| self.error(self.pos, "unterminated comment"))?;
                 self.pos += 2 + end + 2;
             } else {
                 return Ok(());
@@ -410,7 +425,12 @@ mod tests {
 
     #[test]
     fn missing_objects_are_created_in_the_files_style() {
-        check("", &["mcpServers", "aileron"], json!({"args": []}), "{\n  \"mcpServers\": {\n    \"aileron\": {\n      \"args\": []\n    }\n  }\n}\n");
+        check(
+            "",
+            &["mcpServers", "aileron"],
+            json!({"args": []}),
+            "{\n  \"mcpServers\": {\n    \"aileron\": {\n      \"args\": []\n    }\n  }\n}\n",
+        );
         check("{}", &["mcp", "x"], json!(1), "{\n  \"mcp\": {\n    \"x\": 1\n  }\n}");
         check(
             "{\n\t\"a\": 1 // one\n}\n",
@@ -419,8 +439,18 @@ mod tests {
             "{\n\t\"a\": 1, // one\n\t\"mcp\": {\n\t\t\"x\": [\n\t\t\t1\n\t\t]\n\t}\n}\n",
         );
         check("{\"a\": {\"b\": 1}}", &["a", "c"], json!("d"), "{\"a\": {\"b\": 1, \"c\": \"d\"}}");
-        check("{\r\n  \"a\": 1\r\n}\r\n", &["b"], json!({"c": 2}), "{\r\n  \"a\": 1,\r\n  \"b\": {\r\n    \"c\": 2\r\n  }\r\n}\r\n");
-        check("{\n  \"mcp\": {\n    // none yet\n  }\n}", &["mcp", "x"], json!(1), "{\n  \"mcp\": {\n    \"x\": 1\n    // none yet\n  }\n}");
+        check(
+            "{\r\n  \"a\": 1\r\n}\r\n",
+            &["b"],
+            json!({"c": 2}),
+            "{\r\n  \"a\": 1,\r\n  \"b\": {\r\n    \"c\": 2\r\n  }\r\n}\r\n",
+        );
+        check(
+            "{\n  \"mcp\": {\n    // none yet\n  }\n}",
+            &["mcp", "x"],
+            json!(1),
+            "{\n  \"mcp\": {\n    \"x\": 1\n    // none yet\n  }\n}",
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! Each agent's format comes from its own documentation (sources in ARCHITECTURE.md):
 //! - claude: a per-launch `--mcp-config` JSON file (`mcpServers`), kept in `AILERON_HOME/launch/`
 //!   and removed when the agent exits; `ANTHROPIC_BASE_URL`.
-//! - codex: `[mcp_servers.aileron]` in `$CODEX_HOME/config.toml` (default `~/.codex`);
-//!   `OPENAI_BASE_URL` (honoured by Codex's built-in `openai` provider).
+//! - codex: `[mcp_servers.aileron]` in `$CODEX_HOME/config.toml` (default `~/.codex`); the base
+//!   URL as a per-process `-c openai_base_url="…/v1"` (current Codex ignores `OPENAI_BASE_URL`).
 //! - opencode: `mcp.aileron` (`type = "local"`) in `opencode.json[c]` (`OPENCODE_CONFIG`, else
 //!   `~/.config/opencode/`); provider `baseURL`s through `OPENCODE_CONFIG_CONTENT`, the inline
 //!   config OpenCode merges last, so nothing about the gateway is written to the user's file.
@@ -152,7 +152,8 @@ pub struct LaunchEnv {
 
 impl LaunchEnv {
     pub fn from_process(home: &Home) -> anyhow::Result<LaunchEnv> {
-        let vars = FOREIGN_VARIABLES.iter().filter_map(|name| env::get(name).map(|value| (name.to_string(), value))).collect();
+        let vars =
+            FOREIGN_VARIABLES.iter().filter_map(|name| env::get(name).map(|value| (name.to_string(), value))).collect();
         let home_dir = std::env::home_dir()
             .filter(|dir| dir.is_absolute())
             .ok_or_else(|| anyhow!("cannot locate your home directory to find the agent's config\nhint: set HOME"))?;
@@ -165,7 +166,10 @@ impl LaunchEnv {
     }
 
     fn config_home(&self) -> PathBuf {
-        self.var(XDG_CONFIG_HOME).map(PathBuf::from).filter(|dir| dir.is_absolute()).unwrap_or_else(|| self.home_dir.join(".config"))
+        self.var(XDG_CONFIG_HOME)
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_absolute())
+            .unwrap_or_else(|| self.home_dir.join(".config"))
     }
 }
 
@@ -214,10 +218,24 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
             let codex_home = env.var(CODEX_HOME).map(PathBuf::from).unwrap_or_else(|| env.home_dir.join(".codex"));
             let path = codex_home.join("config.toml");
             let before = read_existing(&path)?;
-            let after = toml_table::upsert_mcp_server(before.as_deref().unwrap_or(""), SERVER_NAME, &wiring.mcp_server())
-                .map_err(|e| syntax(&path, e))?;
+            let after =
+                toml_table::upsert_mcp_server(before.as_deref().unwrap_or(""), SERVER_NAME, &wiring.mcp_server())
+                    .map_err(|e| syntax(&path, e))?;
+            let user_choice = codex_base_url_choice(before.as_deref().unwrap_or(""), env);
             plan.edits.push(ConfigEdit { path, before, after, temporary: false });
-            point(&mut plan, env, OPENAI_BASE_URL, format!("{url}/v1"));
+            match user_choice {
+                // A per-process override: the gateway's address never lands in the user's file.
+                None => {
+                    plan.args = [OsString::from("-c"), format!("openai_base_url=\"{url}/v1\"").into()]
+                        .into_iter()
+                        .chain(user_args.iter().cloned())
+                        .collect()
+                }
+                Some(choice) => plan.notes.push(format!(
+                    "{choice} is kept, so codex's LLM traffic does not go through the Aileron gateway\n\
+                     hint: the daemon's upstream is set by AILERON_OPENAI_UPSTREAM"
+                )),
+            }
         }
         Agent::Opencode => {
             let path = match env.var(OPENCODE_CONFIG) {
@@ -228,9 +246,11 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
                     if jsonc.exists() { jsonc } else { dir.join("opencode.json") }
                 }
             };
-            let entry = json!({ "type": "local", "command": [command], "environment": wiring.env_object(), "enabled": true });
+            let entry =
+                json!({ "type": "local", "command": [command], "environment": wiring.env_object(), "enabled": true });
             let before = read_existing(&path)?;
-            let after = jsonc::upsert(before.as_deref().unwrap_or(""), &["mcp", SERVER_NAME], &entry).map_err(|e| syntax(&path, e))?;
+            let after = jsonc::upsert(before.as_deref().unwrap_or(""), &["mcp", SERVER_NAME], &entry)
+                .map_err(|e| syntax(&path, e))?;
             plan.edits.push(ConfigEdit { path, before, after, temporary: false });
             let providers = json!({ "provider": {
                 "anthropic": { "options": { "baseURL": format!("{url}/v1") } },
@@ -262,12 +282,15 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
             point(&mut plan, env, OPENAI_HOST, url);
         }
         Agent::Pi => {
-            let dir = env.var(PI_CODING_AGENT_DIR).map(PathBuf::from).unwrap_or_else(|| env.home_dir.join(".pi").join("agent"));
+            let dir = env
+                .var(PI_CODING_AGENT_DIR)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| env.home_dir.join(".pi").join("agent"));
             let path = dir.join("mcp.json");
             let entry = json!({ "command": command, "args": [], "env": wiring.env_object() });
             let before = read_existing(&path)?;
-            let after =
-                jsonc::upsert(before.as_deref().unwrap_or(""), &["mcpServers", SERVER_NAME], &entry).map_err(|e| syntax(&path, e))?;
+            let after = jsonc::upsert(before.as_deref().unwrap_or(""), &["mcpServers", SERVER_NAME], &entry)
+                .map_err(|e| syntax(&path, e))?;
             plan.edits.push(ConfigEdit { path, before, after, temporary: false });
             let settings = read_existing(&dir.join("settings.json"))?.unwrap_or_default();
             if !settings.contains("pi-mcp-adapter") {
@@ -285,6 +308,23 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
         }
     }
     Ok(plan)
+}
+
+/// Where the user already routes Codex's model traffic, if they do: then it is left alone.
+/// Current Codex reads the built-in provider's URL from the `openai_base_url` key (older versions
+/// from `OPENAI_BASE_URL`); a `model_provider` other than `openai` is the user's own endpoint.
+fn codex_base_url_choice(config: &str, env: &LaunchEnv) -> Option<String> {
+    if let Some(value) = env.var(OPENAI_BASE_URL) {
+        return Some(format!("OPENAI_BASE_URL ({value})"));
+    }
+    let document: toml_edit::DocumentMut = config.parse().ok()?;
+    if let Some(value) = document.get("openai_base_url").and_then(toml_edit::Item::as_str) {
+        return Some(format!("openai_base_url ({value}) in config.toml"));
+    }
+    match document.get("model_provider").and_then(toml_edit::Item::as_str) {
+        Some(provider) if provider != "openai" => Some(format!("model_provider \"{provider}\" in config.toml")),
+        _ => None,
+    }
 }
 
 /// Sets `name` for the agent unless the user already chose a value, which wins.
@@ -368,8 +408,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .post("/v1/sessions", &json!({ "agent": agent.name(), "pid": std::process::id() }))
         .await
         .context("starting a session")?;
-    let field = |name: &str| started[name].as_str().map(str::to_string).ok_or_else(|| anyhow!("the daemon's session has no {name}"));
-    let wiring = Wiring { daemon_url: client.base_url.clone(), token: field("token")?, session_id: field("session_id")?, mcp_command };
+    let field = |name: &str| {
+        started[name].as_str().map(str::to_string).ok_or_else(|| anyhow!("the daemon's session has no {name}"))
+    };
+    let wiring = Wiring {
+        daemon_url: client.base_url.clone(),
+        token: field("token")?,
+        session_id: field("session_id")?,
+        mcp_command,
+    };
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args).await;
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
@@ -414,7 +461,10 @@ fn dry_run_report(plan: &LaunchPlan, program: Option<&Path>, mcp_command: &Path)
     let mut out = format!("aileron launch {} --dry-run: nothing is written or started\n\n", plan.agent.name());
     let program_text = program.map_or_else(|| plan.agent.program().to_string(), |p| p.display().to_string());
     let args: Vec<String> = plan.args.iter().map(|arg| shell_quote(&arg.to_string_lossy())).collect();
-    out.push_str(&format!("would run: {}\n", [shell_quote(&program_text)].into_iter().chain(args).collect::<Vec<_>>().join(" ")));
+    out.push_str(&format!(
+        "would run: {}\n",
+        [shell_quote(&program_text)].into_iter().chain(args).collect::<Vec<_>>().join(" ")
+    ));
     if program.is_none() {
         out.push_str(&format!(
             "warning: {} is not on PATH (install it: {})\n",
@@ -459,7 +509,8 @@ mod tests {
 
     #[test]
     fn our_flag_goes_where_options_are_still_parsed() {
-        let check = |user: &[&str], expected: &[&str]| assert_eq!(with_flag(&os(user), "--f", "v".as_ref()), os(expected));
+        let check =
+            |user: &[&str], expected: &[&str]| assert_eq!(with_flag(&os(user), "--f", "v".as_ref()), os(expected));
         check(&[], &["--f", "v"]);
         check(&["fix the bug"], &["fix the bug", "--f", "v"]);
         check(&["-p", "hi", "--", "--literal"], &["-p", "hi", "--f", "v", "--", "--literal"]);

@@ -17,7 +17,8 @@ pub enum TomlEditError {
 
 /// Sets `mcp_servers.<name>` to run `server`. Returns `text` unchanged when it already does.
 pub fn upsert_mcp_server(text: &str, name: &str, server: &McpServer) -> Result<String, TomlEditError> {
-    let mut document: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| TomlEditError::Parse(e.to_string()))?;
+    let mut document: DocumentMut =
+        text.parse().map_err(|e: toml_edit::TomlError| TomlEditError::Parse(e.to_string()))?;
     let root = document.as_table_mut();
     // `mcp_servers = { ... }` holds inline values only; a new entry there must be inline too.
     let inline_parent = matches!(root.get("mcp_servers"), Some(Item::Value(Value::InlineTable(_))));
@@ -37,7 +38,8 @@ pub fn upsert_mcp_server(text: &str, name: &str, server: &McpServer) -> Result<S
             true
         }
         Some(item) => {
-            let table = item.as_table_like_mut().ok_or_else(|| TomlEditError::NotATable(format!("mcp_servers.{name}")))?;
+            let table =
+                item.as_table_like_mut().ok_or_else(|| TomlEditError::NotATable(format!("mcp_servers.{name}")))?;
             update_server(table, server)
         }
     };

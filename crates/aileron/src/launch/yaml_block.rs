@@ -27,7 +27,12 @@ pub struct YamlEditError {
 
 /// Sets `<section>.<name>` to the block mapping `entry`. Returns `text` unchanged when the entry
 /// already reads exactly as we would write it.
-pub fn upsert_entry(text: &str, section: &str, name: &str, entry: &[(String, YamlValue)]) -> Result<String, YamlEditError> {
+pub fn upsert_entry(
+    text: &str,
+    section: &str,
+    name: &str,
+    entry: &[(String, YamlValue)],
+) -> Result<String, YamlEditError> {
     let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let header = format!("{section}:");
@@ -53,7 +58,8 @@ pub fn upsert_entry(text: &str, section: &str, name: &str, entry: &[(String, Yam
     if !value.is_empty() {
         // `extensions: {}` / `null` / `~`: an empty mapping becomes a block holding our entry.
         let comment = rest[value.len()..].trim();
-        let header_line = if comment.is_empty() { format!("{header}{newline}") } else { format!("{header} {comment}{newline}") };
+        let header_line =
+            if comment.is_empty() { format!("{header}{newline}") } else { format!("{header} {comment}{newline}") };
         return Ok(join(&lines[..top], &[header_line, rendered_at(2)], &lines[top + 1..]));
     }
     // The section's block: every following line that is blank, a comment, or indented.
@@ -76,10 +82,13 @@ pub fn upsert_entry(text: &str, section: &str, name: &str, entry: &[(String, Yam
     let rendered = rendered_at(child_indent);
     let is_our_key = |line: &str| {
         let trimmed = content(line).trim_start();
-        [format!("{name}:"), format!("\"{name}\":"), format!("'{name}':")].iter().any(|key| trimmed.starts_with(key.as_str()))
+        [format!("{name}:"), format!("\"{name}\":"), format!("'{name}':")]
+            .iter()
+            .any(|key| trimmed.starts_with(key.as_str()))
     };
-    let existing = (top + 1..=last_content)
-        .find(|&index| !is_blank_or_comment(lines[index]) && indent_of(lines[index]) == child_indent && is_our_key(lines[index]));
+    let existing = (top + 1..=last_content).find(|&index| {
+        !is_blank_or_comment(lines[index]) && indent_of(lines[index]) == child_indent && is_our_key(lines[index])
+    });
     let Some(start) = existing else {
         return Ok(join(&lines[..=last_content], &[rendered], &lines[last_content + 1..]));
     };
@@ -96,7 +105,8 @@ pub fn upsert_entry(text: &str, section: &str, name: &str, entry: &[(String, Yam
         end = index;
     }
     let current: String = lines[start..=end].concat();
-    let replacement = if lines[end].ends_with('\n') { rendered } else { rendered.trim_end_matches(['\r', '\n']).to_string() };
+    let replacement =
+        if lines[end].ends_with('\n') { rendered } else { rendered.trim_end_matches(['\r', '\n']).to_string() };
     if current == replacement {
         return Ok(text.to_string());
     }
@@ -198,14 +208,17 @@ mod tests {
 
     #[test]
     fn the_entry_joins_the_existing_block_and_nothing_else_moves() {
-        let expected = USER_CONFIG.replace("    type: stdio\n\n# model", &format!("    type: stdio\n{}\n# model", block("  ", "t1")));
+        let expected = USER_CONFIG
+            .replace("    type: stdio\n\n# model", &format!("    type: stdio\n{}\n# model", block("  ", "t1")));
         check(USER_CONFIG, &expected);
     }
 
     #[test]
     fn an_existing_entry_is_replaced_in_place() {
         let with_old = upsert_entry(USER_CONFIG, "extensions", "aileron", &entry("t0")).unwrap();
-        let moved = with_old.replace(&block("  ", "t0"), "").replace("extensions:\n", &format!("extensions:\n{}", block("  ", "t0")));
+        let moved = with_old
+            .replace(&block("  ", "t0"), "")
+            .replace("extensions:\n", &format!("extensions:\n{}", block("  ", "t0")));
         let updated = upsert_entry(&moved, "extensions", "aileron", &entry("t1")).unwrap();
         assert_eq!(updated, moved.replace("\"t0\"", "\"t1\""));
     }
@@ -214,16 +227,26 @@ mod tests {
     fn missing_and_empty_sections_get_a_block() {
         check("", &format!("extensions:\n{}", block("  ", "t1")));
         check("GOOSE_MODE: auto", &format!("GOOSE_MODE: auto\nextensions:\n{}", block("  ", "t1")));
-        check("extensions: {}  # none\nGOOSE_MODE: auto\n", &format!("extensions: # none\n{}GOOSE_MODE: auto\n", block("  ", "t1")));
+        check(
+            "extensions: {}  # none\nGOOSE_MODE: auto\n",
+            &format!("extensions: # none\n{}GOOSE_MODE: auto\n", block("  ", "t1")),
+        );
         check("extensions: null\n", &format!("extensions:\n{}", block("  ", "t1")));
         check("extensions:\nGOOSE_MODE: auto\n", &format!("extensions:\n{}GOOSE_MODE: auto\n", block("  ", "t1")));
-        check("extensions:\n    dev:\n      enabled: true", &format!("extensions:\n    dev:\n      enabled: true\n{}", block("    ", "t1")));
-        check("a: 1\r\nextensions:\r\n", &format!("a: 1\r\nextensions:\r\n{}", block("  ", "t1").replace('\n', "\r\n")));
+        check(
+            "extensions:\n    dev:\n      enabled: true",
+            &format!("extensions:\n    dev:\n      enabled: true\n{}", block("    ", "t1")),
+        );
+        check(
+            "a: 1\r\nextensions:\r\n",
+            &format!("a: 1\r\nextensions:\r\n{}", block("  ", "t1").replace('\n', "\r\n")),
+        );
     }
 
     #[test]
     fn flow_mappings_with_entries_are_refused() {
-        let error = upsert_entry("x: 1\nextensions: {dev: {enabled: true}}\n", "extensions", "aileron", &entry("t")).unwrap_err();
+        let error = upsert_entry("x: 1\nextensions: {dev: {enabled: true}}\n", "extensions", "aileron", &entry("t"))
+            .unwrap_err();
         assert_eq!(error.line, 2);
         assert!(error.message.contains("not a block mapping"), "{error}");
     }

@@ -48,7 +48,12 @@ impl McpBenchConfig {
     /// 2,000 calls, 1,000 actions, 50 listings, `aileron-mcp` beside the running executable.
     pub fn standard() -> anyhow::Result<McpBenchConfig> {
         let current = std::env::current_exe().context("locating the running executable")?;
-        Ok(McpBenchConfig { calls: 2000, listed_actions: 1000, lists: 50, mcp_binary: current.with_file_name("aileron-mcp") })
+        Ok(McpBenchConfig {
+            calls: 2000,
+            listed_actions: 1000,
+            lists: 50,
+            mcp_binary: current.with_file_name("aileron-mcp"),
+        })
     }
 }
 
@@ -88,6 +93,8 @@ pub struct McpFigures {
     pub call_direct: Samples,
     pub list_via_mcp: Samples,
     pub list_direct: Samples,
+    /// Installed actions during the listing (the tools are these plus the two built-ins).
+    pub listed_actions: usize,
     pub listed_tools: usize,
     pub response_bytes_list: usize,
 }
@@ -121,7 +128,7 @@ impl McpFigures {
                 String::new(),
             ],
             [
-                format!("MCP tools/list, {} actions, p50", self.listed_tools),
+                format!("MCP tools/list, {} actions, p50", self.listed_actions),
                 format_duration(list_p50),
                 format!("{} GET /v1/actions", format_duration(self.list_direct.quantile(0.5))),
                 ratio(list_p50, self.list_direct.quantile(0.5)),
@@ -158,7 +165,9 @@ impl McpFigures {
             ));
         }
         text.push_str(&format!(
-            "\nThe tools/list answer with {} tools is {} KiB of JSON.\n",
+            "\nThe tools/list answer with {} tools is {} KiB of JSON. aileron-mcp answers it from the catalog it \
+             fetched while `/v1/actions/watch` reports no change; the first list after a change costs one \
+             `GET /v1/actions` more (the baseline row).\n",
             self.listed_tools,
             self.response_bytes_list / 1024
         ));
@@ -197,7 +206,7 @@ pub async fn run(config: &McpBenchConfig, scratch: &Path) -> anyhow::Result<McpF
 async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -> anyhow::Result<McpFigures> {
     let client = DaemonClient::at(url, token)?.with_actor("service", "mcp-bench");
     install_echo(&client, home, 1).await?;
-    let mut mcp = McpProcess::start(&config.mcp_binary, url, token)?;
+    let mut mcp = McpProcess::start(&config.mcp_binary, home, url, token)?;
     let arguments = json!({ "text": "hello from the benchmark" });
     let run_body = json!({ "args": arguments });
 
@@ -260,6 +269,7 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
         call_direct: Samples::new(direct),
         list_via_mcp: Samples::new(list_via_mcp),
         list_direct: Samples::new(list_direct),
+        listed_actions: config.listed_actions,
         listed_tools,
         response_bytes_list,
     })
@@ -277,7 +287,8 @@ async fn install_echo(client: &DaemonClient, home: &Home, count: usize) -> anyho
             std::fs::write(package.join("connector.wasm"), ECHO_WASM)?;
             std::fs::write(package.join("manifest.toml"), ECHO_MANIFEST)?;
             let reference = format!("{ECHO_FQN}@1.0.0");
-            let preview = client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
+            let preview =
+                client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
             let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag" });
             let installed = client.post("/v1/connectors/install", &body).await?;
             installed["hash"].as_str().context("the install answer has no hash")?.to_string()
@@ -313,8 +324,9 @@ struct McpProcess {
 }
 
 impl McpProcess {
-    fn start(binary: &Path, url: &str, token: &str) -> anyhow::Result<McpProcess> {
+    fn start(binary: &Path, home: &Home, url: &str, token: &str) -> anyhow::Result<McpProcess> {
         let mut child = Command::new(binary)
+            .env(crate::env::AILERON_HOME, home.root())
             .env(crate::env::AILERON_URL, url)
             .env(crate::env::AILERON_TOKEN, token)
             .env_remove(crate::env::AILERON_SESSION_ID)

@@ -180,6 +180,11 @@ fn compact(value: &Value) -> String {
 /// The tool result of `POST /v1/actions/{name}/run`: 200 → the result with its audit id; 202 →
 /// a normal result whose first block is the daemon's message verbatim; anything else → an error
 /// result carrying the failure envelope (or CRUD error body) exactly as the daemon sent it.
+///
+/// Only a 200 also carries `structuredContent` (the same JSON as its text, as the spec asks for
+/// structured results). The pending message and approval statuses are text only: a client that
+/// sees structured content may show the model that instead of the text (Claude Code does), which
+/// would turn the message the user must read into a JSON field.
 pub fn run_result(status: u16, body: Value) -> CallToolResult {
     match status {
         200 => {
@@ -195,9 +200,7 @@ pub fn run_result(status: u16, body: Value) -> CallToolResult {
                 "approval_id": body["approval_id"],
                 "review_url": body["review_url"],
             });
-            let mut result = CallToolResult::success(vec![text(message), text(compact(&handle))]);
-            result.structured_content = Some(body);
-            result
+            CallToolResult::success(vec![text(message), text(compact(&handle))])
         }
         _ => CallToolResult::error(vec![text(compact(&error_body(status, body)))]),
     }
@@ -245,9 +248,7 @@ pub fn status_result(id: &str, status: u16, body: Value) -> CallToolResult {
     if let Some(failure) = &view.failure {
         content.push(text(compact(&json!({ "error": failure }))));
     }
-    let mut result = if is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
-    result.structured_content = Some(body);
-    result
+    if is_error { CallToolResult::error(content) } else { CallToolResult::success(content) }
 }
 
 /// One sentence per state; failed is an error result (like a failed direct call), denied is not
@@ -452,6 +453,11 @@ mod tests {
             true,
             r#"{"error":{"body":null,"code":"http_status","message":"the daemon answered HTTP 500"}}"#,
         );
+        assert_eq!(run_result(200, ok.clone()).structured_content, Some(ok.clone()));
+        for status in [202, 400, 502] {
+            assert_eq!(run_result(status, ok.clone()).structured_content, None, "text only: {status}");
+        }
+        assert_eq!(status_result("act-1", 200, json!({"status": "running"})).structured_content, None);
     }
 
     #[test]

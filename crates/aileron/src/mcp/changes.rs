@@ -5,6 +5,9 @@
 //! The stream is re-opened after the daemon restarts (found again through `daemon.json`, never
 //! auto-started from here), and a re-opened stream counts as a change: actions may have been
 //! added while it was down.
+//!
+//! The same feed tells the server when its cached catalog is current: only while a stream is
+//! followed and no change arrived since the catalog was fetched (see [`ActionFeed::key`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,10 +22,71 @@ use super::server::McpShared;
 const FIRST_RETRY: Duration = Duration::from_millis(200);
 const MAX_RETRY: Duration = Duration::from_secs(2);
 
+/// What the follower has seen: `generation` ticks on every change of the action set; `stream`
+/// numbers the stream being followed, `None` while none is (changes could then be missed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Followed {
+    pub generation: u64,
+    pub stream: Option<u64>,
+}
+
+/// Where a server learns that the action set changed.
+#[derive(Debug, Clone)]
+pub enum ActionFeed {
+    /// Inside the daemon: the registry's own generation counter, never stale.
+    Registry(watch::Receiver<u64>),
+    /// In `aileron-mcp`: what [`follow`] has seen of `/v1/actions/watch`, and the last generation
+    /// this feed reported (so a change that lands while a session is busy is not lost).
+    Followed { followed: watch::Receiver<Followed>, reported: u64 },
+}
+
+impl ActionFeed {
+    pub fn followed(followed: watch::Receiver<Followed>) -> ActionFeed {
+        let reported = followed.borrow().generation;
+        ActionFeed::Followed { followed, reported }
+    }
+
+    /// A catalog fetched under this key is current while the key is unchanged and its stream
+    /// part is `Some`.
+    pub fn key(&self) -> (u64, Option<u64>) {
+        match self {
+            ActionFeed::Registry(generation) => (*generation.borrow(), Some(0)),
+            ActionFeed::Followed { followed, .. } => {
+                let followed = *followed.borrow();
+                (followed.generation, followed.stream)
+            }
+        }
+    }
+
+    /// Waits for a change of the action set (not of the stream) not reported yet; `Err` when the
+    /// feed ended.
+    pub async fn changed(&mut self) -> Result<(), watch::error::RecvError> {
+        match self {
+            ActionFeed::Registry(generation) => generation.changed().await,
+            ActionFeed::Followed { followed, reported } => loop {
+                let generation = followed.borrow_and_update().generation;
+                if generation != *reported {
+                    *reported = generation;
+                    return Ok(());
+                }
+                followed.changed().await?;
+            },
+        }
+    }
+
+    /// Forgets changes so far: [`ActionFeed::changed`] waits for the next one.
+    pub fn mark_seen(&mut self) {
+        match self {
+            ActionFeed::Registry(generation) => generation.mark_unchanged(),
+            ActionFeed::Followed { followed, reported } => *reported = followed.borrow_and_update().generation,
+        }
+    }
+}
+
 /// Follows `/v1/actions/watch` for as long as the process runs.
-pub async fn follow(shared: Arc<McpShared>, changes: watch::Sender<u64>) {
+pub async fn follow(shared: Arc<McpShared>, changes: watch::Sender<Followed>) {
     let link = shared.link();
-    let mut streamed_before = false;
+    let mut streams = 0;
     let mut retry = FIRST_RETRY;
     loop {
         if let Ok(client) = link.client(&CallOrigin::default(), Autostart::Never).await {
@@ -34,18 +98,24 @@ pub async fn follow(shared: Arc<McpShared>, changes: watch::Sender<u64>) {
                     let mut body = response.bytes_stream();
                     while let Some(Ok(chunk)) = body.next().await {
                         for event in events.push(&chunk) {
-                            let changed = match event.as_str() {
-                                "changed" => true,
-                                "ready" => std::mem::replace(&mut streamed_before, true),
-                                _ => false,
-                            };
-                            if changed {
-                                changes.send_modify(|generation| *generation += 1);
+                            match event.as_str() {
+                                "changed" => changes.send_modify(|followed| followed.generation += 1),
+                                "ready" => {
+                                    streams += 1;
+                                    // A re-opened stream may have missed changes: that is one.
+                                    let reopened = streams > 1;
+                                    changes.send_modify(|followed| {
+                                        followed.generation += u64::from(reopened);
+                                        followed.stream = Some(streams);
+                                    });
+                                }
+                                _ => {}
                             }
                             retry = FIRST_RETRY;
                         }
                     }
                     // The stream ended: the daemon stopped or restarted, maybe elsewhere.
+                    changes.send_if_modified(|followed| followed.stream.take().is_some());
                     link.forget(&client).await;
                 }
                 Ok(response) => {
@@ -100,7 +170,44 @@ impl SseEvents {
 
 #[cfg(test)]
 mod tests {
-    use super::SseEvents;
+    use std::time::Duration;
+
+    use tokio::sync::watch;
+
+    use super::{ActionFeed, Followed, SseEvents};
+
+    #[tokio::test]
+    async fn only_action_set_changes_wake_a_session_and_a_lost_stream_voids_the_key() {
+        let (sender, receiver) = watch::channel(Followed::default());
+        let mut feed = ActionFeed::followed(receiver);
+        feed.mark_seen();
+        // (update, woken, key afterwards)
+        let steps: [(fn(&mut Followed), bool, (u64, Option<u64>)); 4] = [
+            (|f| f.stream = Some(1), false, (0, Some(1))),
+            (|f| f.generation += 1, true, (1, Some(1))),
+            (|f| f.stream = None, false, (1, None)),
+            (
+                |f| {
+                    f.generation += 1;
+                    f.stream = Some(2)
+                },
+                true,
+                (2, Some(2)),
+            ),
+        ];
+        for (index, (update, woken, key)) in steps.into_iter().enumerate() {
+            sender.send_modify(update);
+            let waited = tokio::time::timeout(Duration::from_millis(50), feed.changed()).await;
+            assert_eq!(waited.is_ok(), woken, "step {index}");
+            assert_eq!(feed.key(), key, "step {index}");
+        }
+        let (registry, receiver) = watch::channel(7);
+        let mut feed = ActionFeed::Registry(receiver);
+        feed.mark_seen();
+        registry.send_modify(|generation| *generation += 1);
+        assert!(tokio::time::timeout(Duration::from_millis(50), feed.changed()).await.is_ok());
+        assert_eq!(feed.key(), (8, Some(0)), "the registry is always current");
+    }
 
     #[test]
     fn event_names_are_split_out_of_any_chunking() {

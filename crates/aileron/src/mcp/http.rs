@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::changes::ActionFeed;
 use super::link::DaemonLink;
 use super::server::{AileronMcp, McpShared};
 use crate::daemon::AppState;
@@ -39,7 +40,7 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         });
     }
     let link = DaemonLink::loopback(state.base_url()).expect("building the loopback HTTP client");
-    let shared = McpShared::new(link, state.actions.subscribe(), "aileron daemon: /mcp");
+    let shared = McpShared::new(link, ActionFeed::Registry(state.actions.subscribe()), "aileron daemon: /mcp");
     let service = StreamableHttpService::new(
         move || Ok(AileronMcp::new(shared.clone())),
         Arc::new(LocalSessionManager::default()),

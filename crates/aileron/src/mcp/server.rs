@@ -2,8 +2,8 @@
 //! streamable HTTP construct the same [`AileronMcp`] around a [`DaemonLink`]; `tools/list` and
 //! `tools/call` are the catalog functions of [`super::catalog`] applied to the daemon's answers.
 //!
-//! `notifications/tools/list_changed` follows a generation counter of the action set: sessions
-//! that began with `initialize` get it through their peer, 2026-07-28 sessions through
+//! `notifications/tools/list_changed` follows the [`ActionFeed`] of the action set: sessions that
+//! began with `initialize` get it through their peer, 2026-07-28 sessions through
 //! `subscriptions/listen`.
 
 use std::sync::{Arc, RwLock};
@@ -19,22 +19,27 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::catalog::{self, CHECK_ACTION_STATUS, DIAGNOSTICS, Diagnosis, ToolCatalog, Unreachable};
+use super::changes::ActionFeed;
 use super::link::{CallOrigin, DaemonLink};
 
-/// What every session of one server shares: the way to the daemon, the action-set generation
-/// and the last catalog seen (to map tool names back to action names).
+/// What every session of one server shares: the way to the daemon, the feed of action-set
+/// changes and the last catalog fetched, with the feed key it was fetched under.
+///
+/// `tools/list` answers from that catalog while the feed says nothing changed since (1,000
+/// actions make `GET /v1/actions` cost tens of milliseconds); any change, or a change stream that
+/// is not followed, means a fresh fetch. In the daemon the cache is shared by all `/mcp` callers:
+/// every token admitted there may list actions, and all of them see the same list.
 pub struct McpShared {
     link: DaemonLink,
-    changes: watch::Receiver<u64>,
-    catalog: RwLock<Option<(u64, Arc<ToolCatalog>)>>,
+    feed: ActionFeed,
+    catalog: RwLock<Option<((u64, Option<u64>), Arc<ToolCatalog>)>>,
     /// Where this server's own problems go (stderr for `aileron-mcp`, the daemon log for `/mcp`).
     log_prefix: &'static str,
 }
 
 impl McpShared {
-    /// `changes` ticks whenever the daemon's action set changes.
-    pub fn new(link: DaemonLink, changes: watch::Receiver<u64>, log_prefix: &'static str) -> Arc<McpShared> {
-        Arc::new(McpShared { link, changes, catalog: RwLock::new(None), log_prefix })
+    pub fn new(link: DaemonLink, feed: ActionFeed, log_prefix: &'static str) -> Arc<McpShared> {
+        Arc::new(McpShared { link, feed, catalog: RwLock::new(None), log_prefix })
     }
 
     pub fn link(&self) -> &DaemonLink {
@@ -43,6 +48,9 @@ impl McpShared {
 
     /// The catalog as the daemon lists it now (built-ins only when it cannot).
     pub async fn list(&self, origin: &CallOrigin) -> Arc<ToolCatalog> {
+        if let Some(catalog) = self.current() {
+            return catalog;
+        }
         match self.fetch(origin).await {
             Ok(catalog) => catalog,
             Err(problem) => {
@@ -52,9 +60,16 @@ impl McpShared {
         }
     }
 
+    /// The cached catalog, if the feed says it is still the daemon's.
+    fn current(&self) -> Option<Arc<ToolCatalog>> {
+        let key = self.feed.key();
+        let cached = self.catalog.read().expect("catalog cache poisoned").clone();
+        cached.filter(|(seen, _)| key.1.is_some() && *seen == key).map(|(_, catalog)| catalog)
+    }
+
     async fn fetch(&self, origin: &CallOrigin) -> Result<Arc<ToolCatalog>, Unreachable> {
-        // Read the generation first: a change that lands during the fetch leaves the cache stale-marked.
-        let generation = *self.changes.borrow();
+        // Read the key first: a change that lands during the fetch leaves the cache stale-marked.
+        let generation = self.feed.key();
         let (status, body) = self.link.send(origin, Method::GET, "/v1/actions", None).await?;
         if status != 200 {
             return Err(Unreachable { message: format!("GET /v1/actions answered {status}: {body}") });
@@ -64,14 +79,9 @@ impl McpShared {
         Ok(catalog)
     }
 
-    /// The action behind a tool name, from the cached catalog while no change happened since.
+    /// The action behind a tool name, from the cached catalog while it is current.
     async fn action_for(&self, origin: &CallOrigin, tool: &str) -> Result<Option<String>, Unreachable> {
-        let generation = *self.changes.borrow();
-        let cached = self.catalog.read().expect("catalog cache poisoned").clone();
-        if let Some((seen, catalog)) = cached
-            && seen == generation
-            && let Some(action) = catalog.action_for(tool)
-        {
+        if let Some(action) = self.current().as_deref().and_then(|catalog| catalog.action_for(tool)) {
             return Ok(Some(action.to_string()));
         }
         Ok(self.fetch(origin).await?.action_for(tool).map(str::to_string))
@@ -226,8 +236,8 @@ impl ServerHandler for AileronMcp {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let peer = context.peer.clone();
-        let mut changes = self.shared.changes.clone();
-        changes.mark_unchanged();
+        let mut changes = self.shared.feed.clone();
+        changes.mark_seen();
         let mut alive = self.alive.subscribe();
         tokio::spawn(async move {
             loop {
@@ -249,8 +259,8 @@ impl ServerHandler for AileronMcp {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.shared.changes.clone();
-        changes.mark_unchanged();
+        let mut changes = self.shared.feed.clone();
+        changes.mark_seen();
         loop {
             tokio::select! {
                 changed = changes.changed() => {

@@ -8,6 +8,7 @@ use anyhow::Context;
 use rmcp::ServiceExt;
 use tokio::sync::watch;
 
+use super::changes::{ActionFeed, Followed};
 use super::link::{Autostart, CallOrigin, DaemonLink};
 use super::server::{AileronMcp, McpShared};
 use crate::env;
@@ -64,8 +65,8 @@ pub async fn serve() -> anyhow::Result<()> {
     crate::daemon::install_crypto_provider();
     let home = Home::from_env().context("locating AILERON_HOME")?;
     let link = DaemonLink::discovered(home, env::get(env::AILERON_SESSION_ID));
-    let (changes, generation) = watch::channel(0);
-    let shared = McpShared::new(link, generation, "aileron-mcp");
+    let (changes, followed) = watch::channel(Followed::default());
+    let shared = McpShared::new(link, ActionFeed::followed(followed), "aileron-mcp");
     // Find (or start) the daemon while the client initializes, so `initialize` answers at once.
     let warm = shared.clone();
     tokio::spawn(async move {

@@ -52,19 +52,32 @@ async fn session_tokens_carry_only_agent_scopes_and_die_with_the_session() {
     }
 
     let view = harness.request("GET", &format!("/v1/sessions/{id}"), None).await;
-    assert_eq!((view.body["status"].as_str(), view.body["agent"].as_str(), view.body["pid"].as_u64()), (Some("active"), Some("claude"), Some(4242)));
+    assert_eq!(
+        (view.body["status"].as_str(), view.body["agent"].as_str(), view.body["pid"].as_u64()),
+        (Some("active"), Some("claude"), Some(4242))
+    );
     let ended = harness.request("POST", &format!("/v1/sessions/{id}/end"), Some(json!({"exit_code": 3}))).await;
     assert_eq!(ended.status, StatusCode::OK, "{}", ended.body);
     assert_eq!((ended.body["status"].as_str(), ended.body["exit_code"].as_i64()), (Some("ended"), Some(3)));
     for (method, path, body, _) in &table {
-        assert_eq!(as_token(&harness, &token, method, path, body.clone()).await, StatusCode::UNAUTHORIZED, "{method} {path} after the end");
+        assert_eq!(
+            as_token(&harness, &token, method, path, body.clone()).await,
+            StatusCode::UNAUTHORIZED,
+            "{method} {path} after the end"
+        );
     }
     let again = harness.request("POST", &format!("/v1/sessions/{id}/end"), Some(json!({"exit_code": 0}))).await;
     assert_eq!((again.status, again.body["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("session_ended")));
     let unknown = harness.request("GET", "/v1/sessions/ses-unknown", None).await;
-    assert_eq!((unknown.status, unknown.body["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("session_not_found")));
+    assert_eq!(
+        (unknown.status, unknown.body["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("session_not_found"))
+    );
     let invalid = harness.request("POST", "/v1/sessions", Some(json!({"agent": "../x"}))).await;
-    assert_eq!((invalid.status, invalid.body["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_agent")));
+    assert_eq!(
+        (invalid.status, invalid.body["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_agent"))
+    );
 
     let journal = std::fs::read_to_string(harness.home.sessions_journal()).unwrap();
     let lines: Vec<Value> = journal.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
@@ -83,7 +96,8 @@ async fn runs_with_a_session_token_are_audited_as_the_agent_of_that_session() {
     let id = started.body["session_id"].as_str().unwrap();
     let status = as_token(&harness, token, "POST", "/v1/actions/echo/run", Some(json!({"args": {}}))).await;
     assert_eq!(status, StatusCode::OK);
-    let executed: Vec<Value> = harness.audit().await.into_iter().filter(|r| r["event_type"] == "action.executed").collect();
+    let executed: Vec<Value> =
+        harness.audit().await.into_iter().filter(|r| r["event_type"] == "action.executed").collect();
     assert_eq!(executed.len(), 1);
     assert_eq!((executed[0]["actor"]["type"].as_str(), executed[0]["session_id"].as_str()), (Some("agent"), Some(id)));
 }
@@ -121,7 +135,11 @@ impl UserConfigs {
     }
 
     fn env(&self) -> LaunchEnv {
-        LaunchEnv { vars: Default::default(), home_dir: self.home(), launch_dir: self.temp.path().join("aileron/launch") }
+        LaunchEnv {
+            vars: Default::default(),
+            home_dir: self.home(),
+            launch_dir: self.temp.path().join("aileron/launch"),
+        }
     }
 }
 
@@ -172,8 +190,12 @@ fn config_writers_insert_only_our_entry_and_a_second_run_changes_nothing() {
         assert_eq!(edit.before.as_deref(), Some(original.as_str()));
         let inserted = inserted_block(&original, &edit.after);
         assert!(inserted.iter().any(|line| line.trim() == entry_line.trim()), "{agent:?}: {inserted:#?}");
-        for expected in ["/opt/aileron/bin/aileron-mcp", "token-one", "ses-0123456789abcdef", "http://127.0.0.1:41234"] {
-            assert!(inserted.iter().any(|line| line.contains(expected)), "{agent:?} entry lacks {expected}: {inserted:#?}");
+        for expected in ["/opt/aileron/bin/aileron-mcp", "token-one", "ses-0123456789abcdef", "http://127.0.0.1:41234"]
+        {
+            assert!(
+                inserted.iter().any(|line| line.contains(expected)),
+                "{agent:?} entry lacks {expected}: {inserted:#?}"
+            );
         }
         assert_eq!(edit.apply().unwrap(), Some(edit.backup_path()), "{agent:?}: first write backs up");
         assert_eq!(std::fs::read_to_string(edit.backup_path()).unwrap(), original);
@@ -187,14 +209,19 @@ fn config_writers_insert_only_our_entry_and_a_second_run_changes_nothing() {
         let next_edit = next.edits.iter().find(|e| e.path == path).unwrap();
         assert_eq!(next_edit.after, edit.after.replace("token-one", "token-two"), "{agent:?}");
         next_edit.apply().unwrap();
-        assert_eq!(std::fs::read_to_string(edit.backup_path()).unwrap(), original, "{agent:?}: the backup is made once");
+        assert_eq!(
+            std::fs::read_to_string(edit.backup_path()).unwrap(),
+            original,
+            "{agent:?}: the backup is made once"
+        );
     }
 }
 
 #[test]
 fn claude_gets_a_temporary_mcp_config_and_the_gateway_base_url() {
     let configs = UserConfigs::new();
-    let plan = plan(Agent::Claude, &wiring("tok"), &configs.env(), &[OsString::from("-p"), OsString::from("hi")]).unwrap();
+    let plan =
+        plan(Agent::Claude, &wiring("tok"), &configs.env(), &[OsString::from("-p"), OsString::from("hi")]).unwrap();
     let [edit] = plan.edits.as_slice() else { panic!("one file: {:?}", plan.edits) };
     assert!(edit.temporary && edit.before.is_none());
     let config: Value = serde_json::from_str(&edit.after).unwrap();
@@ -240,7 +267,7 @@ impl LaunchRig {
     /// A fake agent: records its environment, arguments and config, then exits 3.
     fn fake_agent(&self, name: &str, config_command: &str) {
         let script = format!(
-            "#!/bin/sh\n{{\n  echo \"args: $*\"\n  env | grep -E '^(AILERON_|ANTHROPIC_|OPENAI_|OPENCODE_)' | sort\n  echo '--- config'\n  {config_command}\n  echo '--- token'\n  curl -s -o /dev/null -w '%{{http_code}}\\n' -H \"Authorization: Bearer $(sed -n 's/.*AILERON_TOKEN = \"\\(.*\\)\"/\\1/p' \"$CODEX_HOME/config.toml\" 2>/dev/null)\" \"${{OPENAI_BASE_URL%/v1}}/v1/actions\"\n}} > '{}' 2>&1\nexit 3\n",
+            "#!/bin/sh\n{{\n  echo \"args: $*\"\n  env | grep -E '^(AILERON_|ANTHROPIC_|OPENAI_|OPENCODE_)' | sort\n  echo '--- config'\n  {config_command}\n  echo '--- token'\n  curl -s -o /dev/null -w '%{{http_code}}\\n' -H \"Authorization: Bearer $(sed -n 's/.*AILERON_TOKEN = \"\\(.*\\)\"/\\1/p' \"$CODEX_HOME/config.toml\" 2>/dev/null)\" \"$(sed -n 's/.*AILERON_URL = \"\\(.*\\)\"/\\1/p' \"$CODEX_HOME/config.toml\" 2>/dev/null)/v1/actions\"\n}} > '{}' 2>&1\nexit 3\n",
             self.report().display()
         );
         let path = self.bin().join(name);
@@ -283,7 +310,11 @@ impl Drop for LaunchRig {
 }
 
 fn text(output: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 #[test]
@@ -297,8 +328,10 @@ fn dry_run_prints_the_changes_and_writes_and_starts_nothing() {
     assert!(output.status.success(), "{}", text(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
     for expected in [
-        format!("would run: {} exec 'hi there'", rig.bin().join("codex").display()),
-        "  OPENAI_BASE_URL=http://127.0.0.1:<daemon port>/v1".to_string(),
+        format!(
+            "would run: {} -c 'openai_base_url=\"http://127.0.0.1:<daemon port>/v1\"' exec 'hi there'",
+            rig.bin().join("codex").display()
+        ),
         format!("--- {}", codex_home.join("config.toml").display()),
         "+[mcp_servers.aileron]".to_string(),
         "+AILERON_TOKEN = \"<session token>\"".to_string(),
@@ -322,14 +355,15 @@ fn a_launched_agent_gets_its_wiring_and_its_exit_code_ends_the_session() {
     std::fs::create_dir_all(&codex_home).unwrap();
     std::fs::write(codex_home.join("config.toml"), CODEX_CONFIG).unwrap();
     rig.fake_agent("codex", "cat \"$CODEX_HOME/config.toml\"");
-    let output = rig.run(&["launch", "codex", "--", "exec", "--json", "list my issues"], &[("CODEX_HOME", &codex_home)]);
+    let output =
+        rig.run(&["launch", "codex", "--", "exec", "--json", "list my issues"], &[("CODEX_HOME", &codex_home)]);
     assert_eq!(output.status.code(), Some(3), "aileron exits with the agent's code\n{}", text(&output));
     let report = std::fs::read_to_string(rig.report()).unwrap();
     let daemon = rig.daemon().expect("launch started the daemon");
     let url = daemon["url"].as_str().unwrap();
 
-    assert!(report.contains("args: exec --json list my issues\n"), "{report}");
-    assert!(report.contains(&format!("OPENAI_BASE_URL={url}/v1\n")), "{report}");
+    let base_url = format!("args: -c openai_base_url=\"{url}/v1\" exec --json list my issues\n");
+    assert!(report.contains(&base_url), "the gateway is codex's base URL for this process only\n{report}");
     let config = report.split("--- config\n").nth(1).unwrap().split("--- token\n").next().unwrap();
     assert!(inserted_block(CODEX_CONFIG, config).iter().any(|line| line == "[mcp_servers.aileron]"), "{config}");
     let parsed: toml::Table = toml::from_str(config).unwrap();
@@ -347,11 +381,18 @@ fn a_launched_agent_gets_its_wiring_and_its_exit_code_ends_the_session() {
     let actions = client.get(format!("{url}/v1/actions")).bearer_auth(token).send().unwrap();
     assert_eq!(actions.status().as_u16(), 401, "the session's token is revoked once the agent exits");
     let admin = daemon["token"].as_str().unwrap();
-    let session: Value = client.get(format!("{url}/v1/sessions/{session_id}")).bearer_auth(admin).send().unwrap().json().unwrap();
-    assert_eq!((session["status"].as_str(), session["exit_code"].as_i64(), session["agent"].as_str()), (Some("ended"), Some(3), Some("codex")));
+    let session: Value =
+        client.get(format!("{url}/v1/sessions/{session_id}")).bearer_auth(admin).send().unwrap().json().unwrap();
+    assert_eq!(
+        (session["status"].as_str(), session["exit_code"].as_i64(), session["agent"].as_str()),
+        (Some("ended"), Some(3), Some("codex"))
+    );
     let journal = std::fs::read_to_string(rig.aileron_home().join("sessions.jsonl")).unwrap();
     let last: Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
-    assert_eq!(last, json!({"event": "session.ended", "session_id": session_id, "ended_at": last["ended_at"], "exit_code": 3}));
+    assert_eq!(
+        last,
+        json!({"event": "session.ended", "session_id": session_id, "ended_at": last["ended_at"], "exit_code": 3})
+    );
     assert_eq!(std::fs::read_to_string(codex_home.join("config.toml.aileron-backup")).unwrap(), CODEX_CONFIG);
 }
 
@@ -370,6 +411,346 @@ fn claude_is_started_with_a_session_mcp_config_that_is_removed_afterwards() {
     assert!(config_path.starts_with(rig.aileron_home().join("launch").to_str().unwrap()), "{config_path}");
     assert!(!Path::new(config_path).exists(), "the session's config file is removed when the agent exits");
     assert!(report.contains(&format!("ANTHROPIC_BASE_URL={url}\n")), "{report}");
-    let config: Value = serde_json::from_str(report.split("--- config\n").nth(1).unwrap().split("--- token").next().unwrap()).unwrap();
+    let config: Value =
+        serde_json::from_str(report.split("--- config\n").nth(1).unwrap().split("--- token").next().unwrap()).unwrap();
     assert_eq!(config["mcpServers"]["aileron"]["env"]["AILERON_URL"].as_str(), Some(url));
+}
+
+/// Real agents started by `aileron launch` in headless mode, each completing a turn that calls an
+/// Aileron action over MCP: Claude Code (npm `@anthropic-ai/claude-code`, the MCP test's install in
+/// `tests/mcp`) and Codex (npm `@openai/codex`, in `tests/agents`), both installed by `cargo xtask
+/// setup`. Their model is a scripted server of ours behind the gateway, speaking the provider's
+/// real stream shape: the first turn calls the action's tool, the second quotes the tool's result,
+/// so the turn only completes if the agent reached the action through aileron-mcp with the
+/// session's token. Without an agent the test FAILS naming the setup command;
+/// `AILERON_SKIP_AGENT_TESTS=1` skips explicitly.
+mod real_agents {
+    use std::path::{Path, PathBuf};
+    use std::process::Output;
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Body;
+    use axum::extract::Request;
+    use axum::response::Response;
+    use serde_json::{Value, json};
+
+    use super::{LaunchRig, text};
+    use crate::support::{ActionSpec, guest_wasm, manifest};
+
+    const SKIP_VARIABLE: &str = "AILERON_SKIP_AGENT_TESTS";
+    const CLAUDE_TOOL: &str = "mcp__aileron__count_things";
+
+    /// The agent's executable, or `None` when the test is explicitly skipped.
+    fn agent(dir: &str, name: &str) -> Option<PathBuf> {
+        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join("node_modules/.bin");
+        if bin.join(name).exists() {
+            return Some(bin);
+        }
+        if std::env::var(SKIP_VARIABLE).as_deref() == Ok("1") {
+            eprintln!("skipping the {name} launch test ({SKIP_VARIABLE}=1)");
+            return None;
+        }
+        panic!(
+            "{} is missing\nhint: run `cargo xtask setup` (npm ci in {dir}), or set {SKIP_VARIABLE}=1",
+            bin.join(name).display()
+        );
+    }
+
+    /// Every model request body the scripted server received.
+    type Requests = Arc<Mutex<Vec<Value>>>;
+
+    /// A scripted model server: `answer(path, body)` gives the status, content type and body.
+    async fn model_server(requests: Requests, answer: fn(&str, &Value) -> Option<(&'static str, String)>) -> String {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handler = move |request: Request| {
+            let requests = requests.clone();
+            async move {
+                let path = request.uri().path().to_string();
+                let get = request.method() == http::Method::GET;
+                let bytes = axum::body::to_bytes(request.into_body(), 64 * 1024 * 1024).await.unwrap();
+                let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                if !get {
+                    requests.lock().unwrap().push(body.clone());
+                }
+                match (get, answer(&path, &body)) {
+                    (false, Some((content_type, text))) => {
+                        Response::builder().header("content-type", content_type).body(Body::from(text)).unwrap()
+                    }
+                    // Codex first tries a WebSocket on GET /v1/responses; the gateway does not
+                    // upgrade, so say so and let it fall back to HTTP streaming.
+                    _ => Response::builder().status(404).body(Body::from("{}")).unwrap(),
+                }
+            }
+        };
+        let router = axum::Router::new().fallback(handler);
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        format!("http://{addr}")
+    }
+
+    /// Installs the `echo` guest and the `count-things` action (tool `count_things`).
+    fn install_action(rig: &LaunchRig) {
+        let package = rig.temp.path().join("pkg-echo");
+        std::fs::create_dir_all(&package).unwrap();
+        std::fs::write(package.join("connector.wasm"), guest_wasm("echo")).unwrap();
+        std::fs::write(package.join("manifest.toml"), manifest("echo", &[], "")).unwrap();
+        let reference = "github://aileron-tests/echo@1.0.0";
+        let installed = rig.run(
+            &["connector", "install", "--from", package.to_str().unwrap(), reference, "--yes", "--allow-unsigned"],
+            &[],
+        );
+        assert!(installed.status.success(), "{}", text(&installed));
+        let hash = String::from_utf8_lossy(&installed.stdout).trim().to_string();
+        let spec = ActionSpec {
+            inputs: &[("count", "integer", true)],
+            ..ActionSpec::new("count-things", "echo", &hash, "echo")
+        };
+        let action = rig.temp.path().join("count-things.md");
+        std::fs::write(&action, spec.render()).unwrap();
+        let added = rig.run(&["action", "add", action.to_str().unwrap()], &[]);
+        assert!(added.status.success(), "{}", text(&added));
+    }
+
+    /// Checks what every launch must leave behind: the action ran as the session's agent with the
+    /// model's arguments, and the session ended with the agent's exit code.
+    fn check_session(rig: &LaunchRig, launched: &Output, agent: &str) {
+        assert_eq!(launched.status.code(), Some(0), "{}", text(launched));
+        let audit = rig.run(&["audit", "list", "--json", "--event-type", "action.executed"], &[]);
+        let executed: Value = serde_json::from_slice(&audit.stdout).unwrap_or(Value::Null);
+        let records = executed["items"].as_array().cloned().unwrap_or_default();
+        assert_eq!(records.len(), 1, "{executed}");
+        assert_eq!(records[0]["actor"]["type"], "agent", "{executed}");
+        let journal = std::fs::read_to_string(rig.aileron_home().join("sessions.jsonl")).unwrap();
+        let lines: Vec<Value> = journal.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+        assert_eq!((&lines[0]["event"], &lines[0]["agent"]), (&json!("session.started"), &json!(agent)));
+        assert_eq!((&lines[1]["event"], &lines[1]["exit_code"]), (&json!("session.ended"), &json!(0)));
+        assert_eq!(records[0]["session_id"], lines[1]["session_id"], "the run belongs to the launched session");
+    }
+
+    fn with_path(bin: &Path) -> String {
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())
+    }
+
+    /// Claude Code: Anthropic Messages, SSE with an `event:` line on every event.
+    fn claude_answer(path: &str, body: &Value) -> Option<(&'static str, String)> {
+        if path == "/v1/messages/count_tokens" {
+            return Some(("application/json", r#"{"input_tokens":10}"#.to_string()));
+        }
+        if path != "/v1/messages" {
+            return None;
+        }
+        let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
+        let tool_result =
+            last["content"].as_array().and_then(|blocks| blocks.iter().find(|b| b["type"] == "tool_result").cloned());
+        let offers_tool = body["tools"].as_array().is_some_and(|tools| tools.iter().any(|t| t["name"] == CLAUDE_TOOL));
+        let (stop_reason, content) = match tool_result {
+            Some(result) => {
+                let text = match &result["content"] {
+                    Value::String(text) => text.clone(),
+                    Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
+                    other => other.to_string(),
+                };
+                ("end_turn", json!([{"type": "text", "text": format!("The action answered: {text}")}]))
+            }
+            None if offers_tool => (
+                "tool_use",
+                json!([{"type": "text", "text": "Counting with Aileron."},
+                       {"type": "tool_use", "id": "toolu_aileron_1", "name": CLAUDE_TOOL, "input": {"count": 7}}]),
+            ),
+            None => ("end_turn", json!([{"type": "text", "text": "ok"}])),
+        };
+        if body["stream"] != true {
+            let message = json!({"id": "msg_fake", "type": "message", "role": "assistant", "model": "claude-fake",
+                "content": content, "stop_reason": stop_reason, "stop_sequence": null,
+                "usage": {"input_tokens": 10, "output_tokens": 12}});
+            return Some(("application/json", message.to_string()));
+        }
+        let mut events = vec![(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_fake", "type": "message", "role": "assistant",
+                "content": [], "model": "claude-fake", "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        )];
+        for (index, block) in content.as_array().unwrap().iter().enumerate() {
+            let (start, delta) = if block["type"] == "tool_use" {
+                (
+                    json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+                )
+            } else {
+                (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": block["text"]}))
+            };
+            events.push((
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index, "content_block": start}),
+            ));
+            events
+                .push(("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta})));
+            events.push(("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        }
+        events.push((
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+                "usage": {"output_tokens": 12}}),
+        ));
+        events.push(("message_stop", json!({"type": "message_stop"})));
+        Some((
+            "text/event-stream",
+            events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect(),
+        ))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claude_code_launched_by_aileron_calls_an_action_over_mcp() {
+        let Some(bin) = agent("tests/mcp", "claude") else { return };
+        let requests: Requests = Arc::default();
+        let model = model_server(requests.clone(), claude_answer).await;
+        let rig = LaunchRig::new();
+        let launched = tokio::task::spawn_blocking(move || {
+            let upstream = [("AILERON_ANTHROPIC_UPSTREAM", Path::new(&model))];
+            // The first command starts the daemon, with the scripted model as its upstream.
+            let status = rig.run(&["daemon", "start"], &upstream);
+            assert!(status.status.success(), "{}", text(&status));
+            install_action(&rig);
+            let path = with_path(&bin);
+            let args = ["launch", "claude", "--", "-p", "Count to seven with Aileron."];
+            let flags = ["--allowedTools", CLAUDE_TOOL, "--output-format", "stream-json", "--verbose"];
+            let launched = rig.run(
+                &[&args[..], &flags[..]].concat(),
+                &[
+                    ("PATH", Path::new(&path)),
+                    ("ANTHROPIC_API_KEY", Path::new("sk-ant-fake")),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", Path::new("1")),
+                    ("ENABLE_TOOL_SEARCH", Path::new("false")),
+                    ("DISABLE_AUTOUPDATER", Path::new("1")),
+                ],
+            );
+            check_session(&rig, &launched, "claude");
+            launched
+        })
+        .await
+        .unwrap();
+        let transcript = String::from_utf8_lossy(&launched.stdout).to_string();
+        let result = transcript
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|event| event["type"] == "result")
+            .unwrap_or_else(|| panic!("no result event in\n{transcript}"));
+        let answer = result["result"].as_str().unwrap_or_default();
+        assert!(answer.starts_with("The action answered: "), "{result}");
+        assert!(
+            answer.contains(r#""output":{"args":{"count":7}"#),
+            "the action ran with the model's arguments: {answer}"
+        );
+        let seen = requests.lock().unwrap().clone();
+        let offered = seen
+            .iter()
+            .any(|body| body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == CLAUDE_TOOL)));
+        assert!(offered, "the MCP tool was offered to the model");
+    }
+
+    /// Codex: the Responses API, SSE events with `type` and `sequence_number`. Codex 0.169 offers
+    /// MCP tools inside its JavaScript `exec` tool, so the scripted model calls the action from it.
+    fn codex_answer(path: &str, body: &Value) -> Option<(&'static str, String)> {
+        if path != "/v1/responses" {
+            return None;
+        }
+        let inputs = body["input"].as_array().cloned().unwrap_or_default();
+        let output = inputs
+            .iter()
+            .rev()
+            .find(|item| item["type"] == "custom_tool_call_output" || item["type"] == "function_call_output");
+        let item = match output {
+            Some(output) => {
+                let text = match &output["output"] {
+                    Value::String(text) => text.clone(),
+                    Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
+                    other => other.to_string(),
+                };
+                json!({"type": "message", "id": "msg_fake", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": format!("The action answered: {text}"), "annotations": []}]})
+            }
+            None => json!({"type": "custom_tool_call", "id": "ctc_fake", "call_id": "call_fake", "name": "exec",
+                "status": "completed",
+                "input": "const r = await tools.mcp__aileron__count_things({count: 7});\ntext(JSON.stringify(r));"}),
+        };
+        let response = |status: &str, output: Value| {
+            json!({"id": "resp_fake", "object": "response", "created_at": 1_700_000_000, "status": status,
+                "model": "gpt-fake", "output": output, "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}})
+        };
+        let events = [
+            ("response.created", json!({"response": response("in_progress", json!([]))})),
+            ("response.output_item.added", json!({"output_index": 0, "item": item})),
+            ("response.output_item.done", json!({"output_index": 0, "item": item})),
+            ("response.completed", json!({"response": response("completed", json!([item]))})),
+        ];
+        let stream = events
+            .into_iter()
+            .enumerate()
+            .map(|(sequence, (name, mut data))| {
+                data["type"] = json!(name);
+                data["sequence_number"] = json!(sequence);
+                format!("event: {name}\ndata: {data}\n\n")
+            })
+            .collect();
+        Some(("text/event-stream", stream))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_launched_by_aileron_calls_an_action_over_mcp() {
+        let Some(bin) = agent("tests/agents", "codex") else { return };
+        let requests: Requests = Arc::default();
+        let model = model_server(requests.clone(), codex_answer).await;
+        let rig = LaunchRig::new();
+        let launched = tokio::task::spawn_blocking(move || {
+            let status = rig.run(&["daemon", "start"], &[("AILERON_OPENAI_UPSTREAM", Path::new(&model))]);
+            assert!(status.status.success(), "{}", text(&status));
+            install_action(&rig);
+            let codex_home = rig.user_home().join(".codex");
+            std::fs::create_dir_all(&codex_home).unwrap();
+            let path = with_path(&bin);
+            // Aileron gates its own actions; Codex's separate per-tool prompt has no one to ask here.
+            let exec = [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--ephemeral",
+                "--dangerously-bypass-approvals-and-sandbox",
+            ];
+            let launched = rig.run(
+                &[&["launch", "codex", "--"][..], &exec[..], &["Count to seven with Aileron."][..]].concat(),
+                &[("PATH", Path::new(&path)), ("CODEX_HOME", &codex_home), ("CODEX_API_KEY", Path::new("sk-fake"))],
+            );
+            check_session(&rig, &launched, "codex");
+            launched
+        })
+        .await
+        .unwrap();
+        let events: Vec<Value> = String::from_utf8_lossy(&launched.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        let call = events
+            .iter()
+            .find(|e| e["type"] == "item.completed" && e["item"]["type"] == "mcp_tool_call")
+            .unwrap_or_else(|| panic!("no MCP tool call in {events:#?}"));
+        assert_eq!(
+            (&call["item"]["server"], &call["item"]["tool"], &call["item"]["status"]),
+            (&json!("aileron"), &json!("count_things"), &json!("completed"))
+        );
+        assert_eq!(
+            call["item"]["result"]["structured_content"]["result"]["output"]["args"],
+            json!({"count": 7}),
+            "{call}"
+        );
+        let answer = events
+            .iter()
+            .rev()
+            .find(|e| e["item"]["type"] == "agent_message")
+            .and_then(|e| e["item"]["text"].as_str())
+            .unwrap_or_default();
+        assert!(answer.starts_with("The action answered: "), "{answer}");
+        assert_eq!(requests.lock().unwrap().len(), 2, "two model turns, both through the gateway");
+    }
 }

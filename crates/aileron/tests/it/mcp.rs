@@ -120,8 +120,9 @@ impl Fixture {
         records.filter(|r| !by_approval_executor(r)).map(|record| record["actor"].clone()).collect()
     }
 
-    fn check_actors(&self, expected: &Value) {
-        for event_type in ["action.executed", "execution.failed", "approval.requested"] {
+    /// Every record of `event_types` an agent caused is audited as `expected`.
+    fn check_actors(&self, expected: &Value, event_types: &[&str]) {
+        for event_type in event_types {
             let actors = self.direct_actors(event_type);
             assert!(!actors.is_empty(), "{event_type} records exist");
             for actor in actors {
@@ -432,7 +433,7 @@ fn check_calls(fixture: &Fixture, session: &mut impl Session) {
     let body: Value = serde_json::from_str(&texts(&result)[0]).unwrap();
     assert!(body["audit_id"].as_str().unwrap().starts_with("audit-"), "{body}");
     assert_eq!(body["result"]["output"]["status"], 200);
-    assert_eq!(result["structuredContent"], body);
+    assert_eq!(result["structuredContent"], body, "the same JSON, structured");
     assert_eq!(fixture.upstream.recorder.count(), before + 1, "the call reached the upstream once");
 
     // (tool, arguments, expected error code (CRUD error) or failure class (§9 envelope))
@@ -459,11 +460,14 @@ fn check_gated(fixture: &Fixture, session: &mut impl Session) {
     let before = fixture.upstream.recorder.count();
     let result = session.call("fetch_gated", json!({"url": fixture.url("/status/200")}));
     assert!(!is_error(&result), "a pending approval is not an error: {result}");
-    let pending = &result["structuredContent"];
-    let id = pending["approval_id"].as_str().unwrap().to_string();
-    assert_eq!(texts(&result)[0], pending["message"].as_str().unwrap(), "the message is relayed verbatim");
-    assert!(texts(&result)[0].contains(&format!("aileron open approval {id}")));
-    assert_eq!(serde_json::from_str::<Value>(&texts(&result)[1]).unwrap()["approval_id"], id.as_str());
+    assert!(result.get("structuredContent").is_none(), "the message is text the model reads: {result}");
+    let handle: Value = serde_json::from_str(&texts(&result)[1]).unwrap();
+    let id = handle["approval_id"].as_str().unwrap().to_string();
+    assert_eq!(handle["status"], "pending_approval");
+    let approval_id = aileron_core::approval::ApprovalId::parse(&id).unwrap();
+    let message =
+        aileron_core::approval::pending_message("fetch-gated", handle["review_url"].as_str().unwrap(), &approval_id);
+    assert_eq!(texts(&result)[0], message, "the daemon's message is relayed verbatim");
 
     let status = session.call("check_action_status", json!({"approval_id": id}));
     assert!(!is_error(&status) && texts(&status)[0].starts_with("pending_approval:"), "{status}");
@@ -527,6 +531,9 @@ fn check_list_changed(
 // ---------------------------------------------------------------------------------------------
 // The tests.
 
+/// What an agent's calls leave in the audit log: a run, a refused run, an approval request.
+const EVERY_AGENT_EVENT: [&str; 3] = ["action.executed", "execution.failed", "approval.requested"];
+
 #[test]
 fn aileron_mcp_serves_the_catalog_and_runs_calls_through_the_chokepoint() {
     let fixture = Fixture::new();
@@ -554,7 +561,7 @@ fn aileron_mcp_serves_the_catalog_and_runs_calls_through_the_chokepoint() {
     check_gated(&fixture, &mut session);
     let diagnosis = session.call("aileron_diagnostics", json!({}));
     assert!(texts(&diagnosis)[0].starts_with("healthy: daemon "), "{diagnosis}");
-    fixture.check_actors(&json!({"type": "agent", "id": "aileron-mcp"}));
+    fixture.check_actors(&json!({"type": "agent", "id": "aileron-mcp"}), &EVERY_AGENT_EVENT);
 }
 
 #[test]
@@ -621,7 +628,7 @@ fn the_daemon_serves_the_same_catalog_at_mcp_behind_its_token() {
     check_catalog(&mut session);
     check_calls(&fixture, &mut session);
     check_gated(&fixture, &mut session);
-    fixture.check_actors(&json!({"type": "agent", "id": "mcp-http"}));
+    fixture.check_actors(&json!({"type": "agent", "id": "mcp-http"}), &EVERY_AGENT_EVENT);
 
     let stream = session.open_stream();
     let notifications = std::cell::RefCell::new(stream);
@@ -655,6 +662,59 @@ fn the_daemon_serves_the_same_catalog_at_mcp_behind_its_token() {
         404,
         "and it is gone"
     );
+}
+
+#[test]
+fn a_launch_session_token_runs_and_polls_through_both_servers_but_never_decides() {
+    let fixture = Fixture::new();
+    let (url, admin) = fixture.daemon();
+    let http = reqwest::blocking::Client::new();
+    let started: Value = http
+        .post(format!("{url}/v1/sessions"))
+        .bearer_auth(&admin)
+        .json(&json!({"agent": "claude"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let (session_id, token) = (started["session_id"].as_str().unwrap(), started["token"].as_str().unwrap());
+
+    // What `aileron launch` registers: aileron-mcp with the daemon's URL and the session's token.
+    let temp = tempfile::tempdir().unwrap();
+    let mut stdio = StdioSession::spawn(&[
+        ("AILERON_HOME", temp.path().to_str().unwrap()),
+        ("AILERON_URL", &url),
+        ("AILERON_TOKEN", token),
+        ("AILERON_SESSION_ID", session_id),
+    ]);
+    stdio.initialize("2025-11-25");
+    let mut over_http = HttpSession::new(&format!("{url}/mcp"), token);
+    over_http.initialize("2025-11-25");
+    let sessions: [&mut dyn Session; 2] = [&mut stdio, &mut over_http];
+    for session in sessions {
+        let ran = session.call("fetch", json!({"url": fixture.url("/status/200")}));
+        assert!(!is_error(&ran), "{ran}");
+        let pending = session.call("fetch_gated", json!({"url": fixture.url("/status/200")}));
+        let id = approval_id_in(&texts(&pending)[1]).expect("the pending result names the approval");
+        let status = session.call("check_action_status", json!({"approval_id": id}));
+        assert!(texts(&status)[0].starts_with("pending_approval:"), "a session token may poll: {status}");
+        let decide = http
+            .post(format!("{url}/v1/action-approvals/{id}/decide"))
+            .bearer_auth(token)
+            .json(&json!({"approved": true}))
+            .send()
+            .unwrap();
+        assert_eq!(decide.status(), 403, "the token behind both servers cannot decide");
+        assert_eq!(fixture.approval_status(&id), "pending_approval");
+    }
+    let listing: Value =
+        serde_json::from_str(&fixture.cli.ok(&["audit", "list", "--json", "--event-type", "action.executed"])).unwrap();
+    let records = listing["items"].as_array().unwrap();
+    assert_eq!(records.len(), 2);
+    for record in records {
+        assert_eq!(record["actor"], json!({"type": "agent", "id": session_id}), "{record}");
+        assert_eq!(record["session_id"], session_id, "{record}");
+    }
 }
 
 #[test]
@@ -750,6 +810,51 @@ fn calls_carry_the_token_actor_session_and_traceparent_to_the_daemon() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Child processes that must never hang the test run.
+
+/// How long an external client (Python, the conformance suite) may take.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Waits for `child` (its stdout and stderr piped or redirected), killing it at `deadline`: a
+/// stuck client fails the test with `context()` instead of hanging it.
+fn wait_with_deadline(mut child: Child, deadline: Duration, context: impl Fn() -> String) -> std::process::Output {
+    let collect = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let out = collect(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err = collect(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a client did not finish within {deadline:?}: {}", context());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::process::Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+}
+
+/// A background process (the stdio bridge) that is killed however the test ends.
+struct Background(Child);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Real second clients: the Python SDK and the official conformance suite.
 
 fn mcp_test_dir() -> PathBuf {
@@ -809,8 +914,12 @@ fn the_python_sdk_lists_and_calls_tools_over_stdio_and_http() {
                 .env_remove("AILERON_URL")
                 .env_remove("AILERON_TOKEN")
                 .stdin(Stdio::null())
-                .output()
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
                 .expect("running the Python client");
+            let output =
+                wait_with_deadline(output, CLIENT_DEADLINE, || format!("the Python client ({transport}/{mode})"));
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert!(output.status.success(), "{transport}/{mode}: {}\n{stderr}", output.status);
             let report: Value =
@@ -851,8 +960,10 @@ fn conformance(label: &str, url: &str, baseline: &Path, required: &[&str]) {
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(std::fs::File::create(out.join("conformance.stderr")).unwrap())
-        .status()
+        .spawn()
         .expect("running the conformance suite");
+    let status =
+        wait_with_deadline(status, CLIENT_DEADLINE, || format!("the conformance suite; see {}", log.display())).status;
     let summary = std::fs::read_to_string(&log).unwrap_or_default();
     let failing: Vec<&str> = summary.lines().filter(|line| line.starts_with('✗')).collect();
     assert!(
@@ -934,7 +1045,7 @@ fn the_conformance_suite_passes_against_mcp_and_the_stdio_bridge() {
     // aileron-mcp speaks stdio; supergateway bridges it to streamable HTTP for the suite.
     let port = free_port();
     let path = format!("{}:{}", node_bin().display(), std::env::var("PATH").unwrap_or_default());
-    let mut bridge = Command::new(&supergateway)
+    let bridge = Command::new(&supergateway)
         .args(["--stdio", env!("CARGO_BIN_EXE_aileron-mcp"), "--outputTransport", "streamableHttp", "--stateful"])
         .args(["--port", &port.to_string(), "--logLevel", "none"])
         .env("PATH", path)
@@ -946,6 +1057,7 @@ fn the_conformance_suite_passes_against_mcp_and_the_stdio_bridge() {
         .stderr(Stdio::null())
         .spawn()
         .expect("starting supergateway");
+    let _bridge = Background(bridge);
     let deadline = Instant::now() + Duration::from_secs(30);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "supergateway did not listen on {port}");
@@ -959,6 +1071,237 @@ fn the_conformance_suite_passes_against_mcp_and_the_stdio_bridge() {
         &mcp_test_dir().join("baseline-stdio-bridge.yml"),
         &required,
     );
-    let _ = bridge.kill();
-    let _ = bridge.wait();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real Claude Code CLI, headless, with aileron-mcp as its MCP server and a scripted model.
+
+/// The scripted model stops polling after this many tool results.
+const MAX_TOOL_RESULTS: usize = 100;
+
+/// One tool result Claude Code sent back to the model: `(tool name, text)`.
+type ToolResults = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A scripted Anthropic model for Claude Code (`ANTHROPIC_BASE_URL`). Turn by turn it asks for
+/// `fetch`, then `fetch_gated`; when the pending message comes back it approves the request on
+/// the CLI, as the user would, and polls `check_action_status` until it reports completed. Every
+/// tool result it receives is recorded. Requests that offer no Aileron tools (Claude Code's own
+/// side requests) get a plain text answer. Streams use Anthropic's SSE shape (`event:` lines).
+async fn scripted_model(upstream_url: String, home: PathBuf, results: ToolResults) -> SocketAddr {
+    use axum::response::IntoResponse;
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let (upstream_url, home, results) = (upstream_url.clone(), home.clone(), results.clone());
+        async move {
+            if request.method() != http::Method::POST {
+                return http::StatusCode::OK.into_response();
+            }
+            let bytes = axum::body::to_bytes(request.into_body(), 64 * 1024 * 1024).await.unwrap_or_default();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let (blocks, stop) = next_turn(&body, &upstream_url, &home, &results).await;
+            let events = anthropic_events(&blocks, stop);
+            if body["stream"] == true {
+                let text: String =
+                    events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect();
+                ([("content-type", "text/event-stream")], text).into_response()
+            } else {
+                let mut message = events[0].1["message"].clone();
+                message["content"] = Value::Array(blocks);
+                message["stop_reason"] = stop.into();
+                axum::Json(message).into_response()
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// The model's next message: content blocks and stop reason.
+async fn next_turn(body: &Value, upstream_url: &str, home: &Path, results: &ToolResults) -> (Vec<Value>, &'static str) {
+    let offered = body["tools"].as_array().into_iter().flatten().any(|tool| tool["name"] == "mcp__aileron__fetch");
+    if !offered {
+        return (vec![json!({"type": "text", "text": "ok"})], "end_turn");
+    }
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let tool_use = |name: &str, input: Value| {
+        let id = format!("toolu_{}", uuid::Uuid::new_v4().simple());
+        (vec![json!({"type": "tool_use", "id": id, "name": name, "input": input})], "tool_use")
+    };
+    let Some(result) = messages
+        .last()
+        .and_then(|m| m["content"].as_array())
+        .and_then(|c| c.iter().find(|b| b["type"] == "tool_result"))
+    else {
+        return tool_use("mcp__aileron__fetch", json!({"url": format!("{upstream_url}/status/200")}));
+    };
+    let called = messages
+        .iter()
+        .rev()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .find(|b| b["type"] == "tool_use" && b["id"] == result["tool_use_id"])
+        .and_then(|b| b["name"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    let text = match &result["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        other => other.to_string(),
+    };
+    results.lock().unwrap().push((called.clone(), text.clone()));
+    match called.as_str() {
+        "mcp__aileron__fetch" => {
+            tool_use("mcp__aileron__fetch_gated", json!({"url": format!("{upstream_url}/status/200")}))
+        }
+        "mcp__aileron__fetch_gated" => {
+            let id = approval_id_in(&text).unwrap_or_default();
+            // The user approves on the CLI; the model only ever polls.
+            let (home, approve) = (home.to_path_buf(), id.clone());
+            tokio::task::spawn_blocking(move || {
+                let output = Command::new(env!("CARGO_BIN_EXE_aileron"))
+                    .args(["approval", "approve", &approve])
+                    .env("AILERON_HOME", home)
+                    .env_remove("AILERON_URL")
+                    .env_remove("AILERON_TOKEN")
+                    .output()
+                    .unwrap();
+                assert!(output.status.success(), "approving {approve}: {}", String::from_utf8_lossy(&output.stderr));
+            })
+            .await
+            .unwrap();
+            tool_use("mcp__aileron__check_action_status", json!({"approval_id": id}))
+        }
+        "mcp__aileron__check_action_status" if text.starts_with("completed:") => {
+            (vec![json!({"type": "text", "text": "All three steps are done."})], "end_turn")
+        }
+        "mcp__aileron__check_action_status" if results.lock().unwrap().len() > MAX_TOOL_RESULTS => {
+            (vec![json!({"type": "text", "text": "Gave up waiting for the approval."})], "end_turn")
+        }
+        "mcp__aileron__check_action_status" => {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let pending = results.lock().unwrap().iter().find(|(tool, _)| tool == "mcp__aileron__fetch_gated").cloned();
+            let id = pending.and_then(|(_, text)| approval_id_in(&text)).unwrap_or_default();
+            tool_use("mcp__aileron__check_action_status", json!({"approval_id": id}))
+        }
+        other => (vec![json!({"type": "text", "text": format!("unexpected tool {other}")})], "end_turn"),
+    }
+}
+
+/// The first whole approval id (`act-<timestamp>-<hex>`) in `text`.
+fn approval_id_in(text: &str) -> Option<String> {
+    text.match_indices("act-").find_map(|(start, _)| {
+        let id: String = text[start..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        (id.len() > 20).then_some(id)
+    })
+}
+
+/// A stuck agent must fail the test, never hang it.
+const CLAUDE_DEADLINE: Duration = Duration::from_secs(180);
+
+/// `(event name, data)` of an Anthropic Messages stream carrying `blocks`.
+fn anthropic_events(blocks: &[Value], stop: &str) -> Vec<(&'static str, Value)> {
+    let mut events = vec![(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": format!("msg_{}", uuid::Uuid::new_v4().simple()), "type": "message",
+            "role": "assistant", "model": "claude-scripted", "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    )];
+    for (index, block) in blocks.iter().enumerate() {
+        let (start, delta) = if block["type"] == "text" {
+            (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": block["text"]}))
+        } else {
+            (
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+            )
+        };
+        events.push((
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": start}),
+        ));
+        events.push(("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta})));
+        events.push(("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+    }
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    events
+}
+
+#[test]
+fn claude_code_calls_actions_through_aileron_mcp_and_waits_for_approval() {
+    let claude = mcp_test_dir().join("node_modules/.bin/claude");
+    if !suites_available(&[("Claude Code", claude.clone())]) {
+        return;
+    }
+    let fixture = Fixture::new();
+    let results: ToolResults = Arc::default();
+    let model = fixture.runtime.block_on(scripted_model(
+        fixture.upstream.base_url(),
+        fixture.cli.home.clone(),
+        results.clone(),
+    ));
+    let scratch = fixture.cli.scratch();
+    let config = json!({"mcpServers": {"aileron": {
+        "type": "stdio",
+        "command": env!("CARGO_BIN_EXE_aileron-mcp"),
+        "args": [],
+        "env": {"AILERON_HOME": fixture.cli.home},
+    }}});
+    let config_file = scratch.join("mcp-config.json");
+    std::fs::write(&config_file, config.to_string()).unwrap();
+    let user_home = scratch.join("claude-home");
+    std::fs::create_dir_all(&user_home).unwrap();
+    let allowed = "mcp__aileron__fetch,mcp__aileron__fetch_gated,mcp__aileron__check_action_status";
+    let child = Command::new(&claude)
+        .args(["-p", "Fetch the status page, then the gated one, and tell me when both are done."])
+        .arg("--mcp-config")
+        .arg(&config_file)
+        .args(["--strict-mcp-config", "--allowedTools", allowed, "--output-format", "stream-json", "--verbose"])
+        .current_dir(scratch)
+        .env("HOME", &user_home)
+        .env("PATH", format!("{}:{}", node_bin().display(), std::env::var("PATH").unwrap_or_default()))
+        .env("ANTHROPIC_BASE_URL", format!("http://{model}"))
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("ENABLE_TOOL_SEARCH", "false")
+        .env_remove("AILERON_URL")
+        .env_remove("AILERON_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running claude");
+    let output = wait_with_deadline(child, CLAUDE_DEADLINE, || {
+        format!("claude; tool results so far: {:?}", results.lock().unwrap())
+    });
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let tail: String = stdout.lines().rev().take(3).collect::<Vec<_>>().join("\n");
+    assert!(output.status.success(), "claude: {}\n{tail}\n{}", output.status, String::from_utf8_lossy(&output.stderr));
+    let last: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_default();
+    assert_eq!(last["type"], "result", "{tail}");
+    assert_eq!(last["is_error"], false, "{tail}");
+    assert_eq!(last["result"], "All three steps are done.", "{tail}\ntool results: {:?}", results.lock().unwrap());
+
+    let results = results.lock().unwrap().clone();
+    let tools: Vec<&str> = results.iter().map(|(tool, _)| tool.as_str()).collect();
+    assert_eq!(&tools[..2], ["mcp__aileron__fetch", "mcp__aileron__fetch_gated"], "{results:?}");
+    assert!(tools[2..].iter().all(|tool| *tool == "mcp__aileron__check_action_status"), "{results:?}");
+    let fetched: Value = serde_json::from_str(&results[0].1).expect("the fetch result is the daemon's JSON");
+    assert_eq!(fetched["result"]["output"]["status"], 200);
+    let id = approval_id_in(&results[1].1).expect("the pending result names the approval");
+    assert!(
+        results[1].1.contains(&format!("needs the user's approval before it runs"))
+            && results[1].1.contains(&format!("aileron open approval {id}")),
+        "the pending message reached the model verbatim: {}",
+        results[1].1
+    );
+    let (_, last_status) = results.last().unwrap();
+    assert!(last_status.starts_with(&format!("completed: {id} ran")), "{last_status}");
+    assert_eq!(fixture.upstream.recorder.count(), 2, "one direct call and one approved call reached the upstream");
+    fixture.check_actors(&json!({"type": "agent", "id": "aileron-mcp"}), &["action.executed", "approval.requested"]);
 }
