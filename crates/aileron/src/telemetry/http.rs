@@ -22,7 +22,11 @@ pub async fn server_span(State(telemetry): State<Telemetry>, request: Request, n
     }
     let parent = super::extract(request.headers());
     if !telemetry.is_enabled() {
-        return if parent.has_active_span() { next.run(request).with_context(parent).await } else { next.run(request).await };
+        return if parent.has_active_span() {
+            next.run(request).with_context(parent).await
+        } else {
+            next.run(request).await
+        };
     }
     let method = request.method().as_str().to_string();
     let route = request.extensions().get::<MatchedPath>().map(|path| path.as_str().to_string());

@@ -124,7 +124,8 @@ impl SpanExporter for JsonLinesExporter {
 /// One span as a JSON object on one line (no newline).
 pub fn span_line(span: &SpanData, resource: &Map<String, serde_json::Value>) -> String {
     let context = &span.span_context;
-    let parent = (span.parent_span_id != opentelemetry::trace::SpanId::INVALID).then(|| span.parent_span_id.to_string());
+    let parent =
+        (span.parent_span_id != opentelemetry::trace::SpanId::INVALID).then(|| span.parent_span_id.to_string());
     let (status, message) = match &span.status {
         Status::Unset => ("unset", None),
         Status::Ok => ("ok", None),

@@ -52,7 +52,8 @@ pub enum ExporterKind {
 }
 
 impl ExporterKind {
-    pub const ALL: [ExporterKind; 4] = [ExporterKind::Noop, ExporterKind::Stdout, ExporterKind::File, ExporterKind::Otlp];
+    pub const ALL: [ExporterKind; 4] =
+        [ExporterKind::Noop, ExporterKind::Stdout, ExporterKind::File, ExporterKind::Otlp];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -136,7 +137,9 @@ impl TelemetryConfig {
 pub enum TelemetryError {
     #[error("unknown {var} `{name}`\nhint: use one of noop, stdout, file, otlp")]
     UnknownExporter { var: &'static str, name: String },
-    #[error("{var} is set but empty, so the file exporter has nowhere to write\nhint: unset it to write under AILERON_HOME, or point it at a directory")]
+    #[error(
+        "{var} is set but empty, so the file exporter has nowhere to write\nhint: unset it to write under AILERON_HOME, or point it at a directory"
+    )]
     NoTracesDir { var: &'static str },
     #[error("cannot write spans under {path}: {source}\nhint: make the directory writable, or set AILERON_TRACES_DIR")]
     TracesDir { path: PathBuf, source: std::io::Error },
@@ -192,8 +195,10 @@ impl Telemetry {
         if !config.enabled {
             return Ok(Telemetry::disabled());
         }
-        let kind = ExporterKind::parse(&config.exporter)
-            .ok_or_else(|| TelemetryError::UnknownExporter { var: env::AILERON_OTEL_EXPORTER, name: config.exporter.clone() })?;
+        let kind = ExporterKind::parse(&config.exporter).ok_or_else(|| TelemetryError::UnknownExporter {
+            var: env::AILERON_OTEL_EXPORTER,
+            name: config.exporter.clone(),
+        })?;
         let resource = Resource::builder().with_service_name(config.service_name.clone()).build();
         let builder = SdkTracerProvider::builder().with_resource(resource);
         let builder = match kind {
@@ -201,7 +206,8 @@ impl Telemetry {
             ExporterKind::Noop => builder,
             ExporterKind::Stdout => builder.with_span_processor(batch(JsonLinesExporter::new(LineSink::Stderr))),
             ExporterKind::File => {
-                let dir = config.traces_dir.clone().ok_or(TelemetryError::NoTracesDir { var: env::AILERON_TRACES_DIR })?;
+                let dir =
+                    config.traces_dir.clone().ok_or(TelemetryError::NoTracesDir { var: env::AILERON_TRACES_DIR })?;
                 let files = DailyFiles::open(&dir, config.local_date.clone())
                     .map_err(|source| TelemetryError::TracesDir { path: dir.clone(), source })?;
                 builder.with_span_processor(batch(JsonLinesExporter::new(LineSink::DailyFiles(files))))
@@ -303,7 +309,8 @@ mod tests {
 
     #[test]
     fn exporter_names_parse_case_insensitively_and_default_to_noop() {
-        let check = |name: &str, expected: Option<ExporterKind>| assert_eq!(ExporterKind::parse(name), expected, "{name:?}");
+        let check =
+            |name: &str, expected: Option<ExporterKind>| assert_eq!(ExporterKind::parse(name), expected, "{name:?}");
         check("", Some(ExporterKind::Noop));
         check("noop", Some(ExporterKind::Noop));
         check("STDOUT", Some(ExporterKind::Stdout));
@@ -321,7 +328,11 @@ mod tests {
             let config = TelemetryConfig::from_lookup("aileron", &home, |name| {
                 vars.iter().find(|(var, _)| *var == name).map(|(_, value)| value.to_string())
             });
-            assert_eq!((config.enabled, config.service_name.as_str(), config.exporter.as_str()), (enabled, service, exporter), "{vars:?}");
+            assert_eq!(
+                (config.enabled, config.service_name.as_str(), config.exporter.as_str()),
+                (enabled, service, exporter),
+                "{vars:?}"
+            );
         };
         check(&[], false, "aileron", "");
         check(&[(env::AILERON_OTEL_ENABLED, "true")], true, "aileron", "");
@@ -344,7 +355,9 @@ mod tests {
             match (built, expected) {
                 (Ok(telemetry), Ok(kind)) => assert_eq!(telemetry.exporter(), kind),
                 (Err(error), Err(fragment)) => assert!(error.to_string().contains(fragment), "{error}"),
-                (Ok(telemetry), Err(fragment)) => panic!("expected an error with {fragment:?}, built {:?}", telemetry.exporter()),
+                (Ok(telemetry), Err(fragment)) => {
+                    panic!("expected an error with {fragment:?}, built {:?}", telemetry.exporter())
+                }
                 (Err(error), Ok(kind)) => panic!("expected {kind:?}, got {error}"),
             }
         };
@@ -367,7 +380,10 @@ mod tests {
         };
         let valid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
         check(valid, Some(valid));
-        check("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"));
+        check(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+            Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"),
+        );
         check("00-00000000000000000000000000000000-b7ad6b7169203331-01", None);
         check("garbage", None);
         check("", None);

@@ -71,10 +71,8 @@ impl TracedSpan {
 /// `Failure::audit_payload` (same names, same values as the audit record) plus the audit id.
 pub fn failure_attributes(failure: &Failure, audit_id: Option<&str>) -> Vec<KeyValue> {
     let payload = failure.audit_payload();
-    let mut attributes: Vec<KeyValue> = keys::FAILURE_SPAN_KEYS
-        .iter()
-        .filter_map(|key| payload.get(*key).map(|value| key_value(key, value)))
-        .collect();
+    let mut attributes: Vec<KeyValue> =
+        keys::FAILURE_SPAN_KEYS.iter().filter_map(|key| payload.get(*key).map(|value| key_value(key, value))).collect();
     if let Some(audit_id) = audit_id {
         attributes.push(KeyValue::new(keys::AUDIT_ID, audit_id.to_string()));
     }
@@ -211,8 +209,10 @@ mod tests {
     #[test]
     fn failure_attributes_are_the_audit_payload_entries_plus_the_audit_id() {
         let check = |failure: Failure, audit_id: Option<&str>, expected: &[(&str, Value)]| {
-            let attributes: Vec<(String, String)> =
-                failure_attributes(&failure, audit_id).iter().map(|kv| (kv.key.to_string(), kv.value.to_string())).collect();
+            let attributes: Vec<(String, String)> = failure_attributes(&failure, audit_id)
+                .iter()
+                .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                .collect();
             let expected: Vec<(String, String)> = expected
                 .iter()
                 .map(|(key, value)| (key.to_string(), value.as_str().map(str::to_string).unwrap_or(value.to_string())))
@@ -220,7 +220,8 @@ mod tests {
             assert_eq!(attributes, expected);
         };
         check(
-            Failure::capability_denied(Boundary::Action, "op `delete` is not in the subset").with_detail("op", "delete"),
+            Failure::capability_denied(Boundary::Action, "op `delete` is not in the subset")
+                .with_detail("op", "delete"),
             Some("audit-1"),
             &[
                 (keys::FAILURE_CLASS, "capability_denied".into()),
@@ -257,7 +258,8 @@ mod tests {
         let span = telemetry.start(&parent, || panic!("the builder must not run with tracing off"));
         assert_eq!(span.traceparent().as_deref(), Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
         span.end();
-        let tool = telemetry.mcp_tool_call("list_issues", Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
+        let tool =
+            telemetry.mcp_tool_call("list_issues", Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
         assert_eq!(tool.traceparent().as_deref(), Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
         assert_eq!(telemetry.mcp_tool_call("list_issues", None).traceparent(), None);
     }

@@ -81,7 +81,11 @@ impl Collector {
             runtime.block_on(async move {
                 let app = axum::Router::new().route("/v1/traces", axum::routing::post(receive)).with_state(served);
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                let _ = axum::serve(listener, app).with_graceful_shutdown(async { let _ = stopped.await; }).await;
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
             });
         });
         Collector { endpoint, spans: store.spans, raw: store.raw, stop: Some(stop) }
@@ -112,7 +116,11 @@ impl Drop for Collector {
 async fn receive(State(store): State<Store>, body: Bytes) -> (StatusCode, [(&'static str, &'static str); 1], Vec<u8>) {
     store.raw.lock().unwrap().extend_from_slice(&body);
     let Ok(request) = ExportTraceServiceRequest::decode(body) else {
-        return (StatusCode::BAD_REQUEST, [("content-type", "text/plain")], b"not an ExportTraceServiceRequest".to_vec());
+        return (
+            StatusCode::BAD_REQUEST,
+            [("content-type", "text/plain")],
+            b"not an ExportTraceServiceRequest".to_vec(),
+        );
     };
     let mut spans = store.spans.lock().unwrap();
     for resource_spans in request.resource_spans {
@@ -201,7 +209,10 @@ fn otlp(collector: &Collector, service: &str) -> TelemetryConfig {
     }
 }
 
-fn traced_harness(config: &TelemetryConfig, tweak: impl FnOnce(&mut aileron::daemon::StateOptions)) -> (Harness, Telemetry) {
+fn traced_harness(
+    config: &TelemetryConfig,
+    tweak: impl FnOnce(&mut aileron::daemon::StateOptions),
+) -> (Harness, Telemetry) {
     let telemetry = Telemetry::build(config).expect("telemetry builds");
     let traced = telemetry.clone();
     let harness = Harness::with_options(move |options| {
@@ -212,7 +223,13 @@ fn traced_harness(config: &TelemetryConfig, tweak: impl FnOnce(&mut aileron::dae
 }
 
 /// A request like `Harness::request`, carrying `traceparent`.
-async fn traced_request(harness: &Harness, method: &str, path: &str, traceparent: &str, body: Option<Value>) -> (StatusCode, Value) {
+async fn traced_request(
+    harness: &Harness,
+    method: &str,
+    path: &str,
+    traceparent: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
     let builder = Request::builder()
         .method(method)
         .uri(path)
@@ -251,7 +268,8 @@ async fn a_run_is_one_trace_from_the_tool_call_through_the_http_root_to_the_conn
     let trace = trace_id();
     let tool = telemetry.mcp_tool_call("echo", Some(&traceparent(&trace)));
     let sent = tool.traceparent().expect("the tool span has a traceparent");
-    let (status, body) = traced_request(&harness, "POST", "/v1/actions/echo/run", &sent, Some(json!({"args": {}}))).await;
+    let (status, body) =
+        traced_request(&harness, "POST", "/v1/actions/echo/run", &sent, Some(json!({"args": {}}))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     tool.end();
     flush(&telemetry);
@@ -272,7 +290,11 @@ async fn a_run_is_one_trace_from_the_tool_call_through_the_http_root_to_the_conn
     assert_eq!((tool.kind, tool.parent_span_id.as_deref()), (CLIENT, Some(INBOUND_PARENT)));
     check_attributes(tool, json!({"aileron.mcp.tool.name": "echo"}));
     let root = spans.one("POST /v1/actions/{name}/run");
-    assert_eq!((root.kind, root.parent_span_id.as_ref()), (SERVER, Some(&tool.span_id)), "the daemon continues the tool span");
+    assert_eq!(
+        (root.kind, root.parent_span_id.as_ref()),
+        (SERVER, Some(&tool.span_id)),
+        "the daemon continues the tool span"
+    );
     check_attributes(
         root,
         json!({"http.request.method": "POST", "http.route": "/v1/actions/{name}/run", "http.response.status_code": 200}),
@@ -308,8 +330,14 @@ async fn an_approval_wait_spans_request_to_decision_and_the_approved_run_continu
 
     let trace = trace_id();
     let url = format!("{}/status/200", upstream.base_url());
-    let (status, pending) =
-        traced_request(&harness, "POST", "/v1/actions/fetch/run", &traceparent(&trace), Some(json!({"args": {"url": url}}))).await;
+    let (status, pending) = traced_request(
+        &harness,
+        "POST",
+        "/v1/actions/fetch/run",
+        &traceparent(&trace),
+        Some(json!({"args": {"url": url}})),
+    )
+    .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{pending}");
     let id = pending["approval_id"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_millis(30)).await; // a measurable wait
@@ -371,10 +399,16 @@ async fn a_denial_carries_its_reason_and_runs_nothing() {
     gated(&harness, &upstream).await;
     let trace = trace_id();
     let body = json!({"args": {"url": format!("{}/status/200", upstream.base_url())}});
-    let (_, pending) = traced_request(&harness, "POST", "/v1/actions/fetch/run", &traceparent(&trace), Some(body)).await;
+    let (_, pending) =
+        traced_request(&harness, "POST", "/v1/actions/fetch/run", &traceparent(&trace), Some(body)).await;
     let id = pending["approval_id"].as_str().unwrap().to_string();
-    let decided =
-        harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": false, "reason": "wrong repo"}))).await;
+    let decided = harness
+        .request(
+            "POST",
+            &format!("/v1/action-approvals/{id}/decide"),
+            Some(json!({"approved": false, "reason": "wrong repo"})),
+        )
+        .await;
     assert_eq!(decided.status, StatusCode::NO_CONTENT);
     flush(&telemetry);
     let spans = collector.trace(&trace);
@@ -396,17 +430,27 @@ async fn failed_spans_carry_the_failure_class_the_audit_id_and_status_error() {
     // The step's op is not in the action's subset: refused by the capability check.
     harness.guest_action("echo", &[], "echo", |spec| spec.capabilities = &["something_else"]).await;
     // A host outside the manifest: refused inside the connector call, at the sandbox boundary.
-    harness.guest_action("http_get", &[upstream.host_port()], "get", |spec| spec.inputs = &[("url", "string", true)]).await;
+    harness
+        .guest_action("http_get", &[upstream.host_port()], "get", |spec| spec.inputs = &[("url", "string", true)])
+        .await;
 
     // (action, args, failing span, spans present, class, boundary)
     let cases = [
         ("echo", json!({}), "aileron.capability.check", 3, "capability_denied", "action"),
-        ("http_get", json!({"url": "http://evil.example/x"}), "aileron.connector.call", 4, "capability_denied", "sandbox"),
+        (
+            "http_get",
+            json!({"url": "http://evil.example/x"}),
+            "aileron.connector.call",
+            4,
+            "capability_denied",
+            "sandbox",
+        ),
     ];
     for (action, args, failing, count, class, boundary) in cases {
         let trace = trace_id();
         let path = format!("/v1/actions/{action}/run");
-        let (status, body) = traced_request(&harness, "POST", &path, &traceparent(&trace), Some(json!({"args": args}))).await;
+        let (status, body) =
+            traced_request(&harness, "POST", &path, &traceparent(&trace), Some(json!({"args": args}))).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
         let error = &body["error"];
         flush(&telemetry);
@@ -444,9 +488,10 @@ fn audit_value(record: &Value, key: &str) -> Option<Value> {
         return Some(record["audit_id"].clone());
     }
     let payload = &record["payload"];
-    payload.get(key).cloned().or_else(|| {
-        payload["aileron.action.steps"].as_array()?.iter().find_map(|step| step.get(key).cloned())
-    })
+    payload
+        .get(key)
+        .cloned()
+        .or_else(|| payload["aileron.action.steps"].as_array()?.iter().find_map(|step| step.get(key).cloned()))
 }
 
 #[tokio::test]
@@ -455,13 +500,19 @@ async fn the_audit_record_and_the_spans_of_a_run_use_the_same_attribute_names_an
     let collector = Collector::start();
     let (harness, telemetry) = traced_harness(&otlp(&collector, "aileron"), |_| {});
     harness.guest_action("echo", &[], "echo", |_| {}).await;
-    harness.guest_action("http_get", &[upstream.host_port()], "get", |spec| spec.inputs = &[("url", "string", true)]).await;
+    harness
+        .guest_action("http_get", &[upstream.host_port()], "get", |spec| spec.inputs = &[("url", "string", true)])
+        .await;
 
-    let runs = [("echo", json!({}), "action.executed"), ("http_get", json!({"url": "http://evil.example/"}), "execution.failed")];
+    let runs = [
+        ("echo", json!({}), "action.executed"),
+        ("http_get", json!({"url": "http://evil.example/"}), "execution.failed"),
+    ];
     for (action, args, event_type) in runs {
         let trace = trace_id();
         let path = format!("/v1/actions/{action}/run");
-        let (_, body) = traced_request(&harness, "POST", &path, &traceparent(&trace), Some(json!({"args": args}))).await;
+        let (_, body) =
+            traced_request(&harness, "POST", &path, &traceparent(&trace), Some(json!({"args": args}))).await;
         let audit_id = body["audit_id"].as_str().or(body["error"]["audit_id"].as_str()).unwrap().to_string();
         let records = harness.audit_for(&audit_id).await;
         assert_eq!(records.len(), 1);
@@ -483,7 +534,8 @@ async fn the_audit_record_and_the_spans_of_a_run_use_the_same_attribute_names_an
     let trace = trace_id();
     gated(&harness, &upstream).await;
     let body = json!({"args": {"url": format!("{}/status/200", upstream.base_url())}});
-    let (_, pending) = traced_request(&harness, "POST", "/v1/actions/fetch/run", &traceparent(&trace), Some(body)).await;
+    let (_, pending) =
+        traced_request(&harness, "POST", "/v1/actions/fetch/run", &traceparent(&trace), Some(body)).await;
     let id = pending["approval_id"].as_str().unwrap();
     let decide = json!({"approved": false, "reason": "not today"});
     harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(decide)).await;
@@ -514,7 +566,9 @@ async fn no_secret_argument_value_or_body_is_exported() {
     let (harness, telemetry) =
         traced_harness(&otlp(&collector, "aileron"), |options| options.credentials = Arc::new(PlantedSecret));
     let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\n";
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], credential)).await;
+    let hash = harness
+        .install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], credential))
+        .await;
     let spec = ActionSpec {
         capabilities: &["get", "api_key"],
         inputs: &[("url", "string", true), ("credential", "string", false)],
@@ -530,7 +584,10 @@ async fn no_secret_argument_value_or_body_is_exported() {
         let response = harness.run("authed-get", json!({"url": url, "credential": "api_key"})).await;
         assert!(response.status == StatusCode::OK || response.status == StatusCode::FORBIDDEN, "{}", response.body);
     }
-    assert!(upstream.recorder.requests()[0].headers.iter().any(|(_, v)| v.contains(PLANTED_SECRET)), "the secret was used");
+    assert!(
+        upstream.recorder.requests()[0].headers.iter().any(|(_, v)| v.contains(PLANTED_SECRET)),
+        "the secret was used"
+    );
     flush(&telemetry);
     assert!(collector.all().len() >= 8, "spans were exported: {}", collector.all().len());
     // `header_names` is in the upstream's response body, which is the connector's output.
@@ -555,7 +612,13 @@ async fn server_spans_are_named_by_route_template_and_the_gateway_emits_none() {
         ("GET", "/v1/health", true, Some("GET /v1/health"), 200),
         ("GET", "/v1/audit/audit-raw-id-0042", true, Some("GET /v1/audit/{id}"), 404),
         ("GET", "/v1/actions/raw-action-name", true, Some("GET /v1/actions/{name}"), 404),
-        ("POST", "/v1/action-approvals/raw-approval-id/decide", true, Some("POST /v1/action-approvals/{id}/decide"), 404),
+        (
+            "POST",
+            "/v1/action-approvals/raw-approval-id/decide",
+            true,
+            Some("POST /v1/action-approvals/{id}/decide"),
+            404,
+        ),
         ("GET", "/v1/status", false, Some("GET /v1/status"), 401),
         ("GET", "/v1/no-such-route", true, Some("GET"), 404),
         ("POST", "/v1/chat/completions", false, None, 404),
@@ -564,8 +627,11 @@ async fn server_spans_are_named_by_route_template_and_the_gateway_emits_none() {
     let mut traces = Vec::new();
     for (method, path, authorized, _, expected_status) in &cases {
         let trace = trace_id();
-        let mut builder =
-            Request::builder().method(*method).uri(*path).header("host", format!("127.0.0.1:{PORT}")).header("traceparent", traceparent(&trace));
+        let mut builder = Request::builder()
+            .method(*method)
+            .uri(*path)
+            .header("host", format!("127.0.0.1:{PORT}"))
+            .header("traceparent", traceparent(&trace));
         if *authorized {
             builder = builder.header("authorization", format!("Bearer {TOKEN}"));
         }
@@ -580,7 +646,11 @@ async fn server_spans_are_named_by_route_template_and_the_gateway_emits_none() {
         match name {
             Some(name) => {
                 let span = spans.one(name);
-                assert_eq!((span.kind, span.parent_span_id.as_deref()), (SERVER, Some(INBOUND_PARENT)), "{method} {path}");
+                assert_eq!(
+                    (span.kind, span.parent_span_id.as_deref()),
+                    (SERVER, Some(INBOUND_PARENT)),
+                    "{method} {path}"
+                );
                 assert_eq!(span.attributes["http.response.status_code"], *status, "{method} {path}");
                 assert_eq!(spans.0.len(), 1, "{method} {path}: {:?}", spans.names());
             }
@@ -609,7 +679,8 @@ async fn with_tracing_off_nothing_is_built_and_the_gateway_still_forwards_tracep
     assert!(!telemetry.is_enabled() && telemetry.exporter().is_none());
     harness.guest_action("echo", &[], "echo", |_| {}).await;
     let trace = trace_id();
-    let (status, body) = traced_request(&harness, "POST", "/v1/actions/echo/run", &traceparent(&trace), Some(json!({"args": {}}))).await;
+    let (status, body) =
+        traced_request(&harness, "POST", "/v1/actions/echo/run", &traceparent(&trace), Some(json!({"args": {}}))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let builder = Request::builder()
         .method("POST")
@@ -643,15 +714,23 @@ async fn the_file_exporter_writes_one_json_span_per_line_into_daily_files() {
     for next_day in [1, 2] {
         day.store(next_day, Ordering::SeqCst);
         let trace = trace_id();
-        let (status, _) = traced_request(&harness, "POST", "/v1/actions/echo/run", &traceparent(&trace), Some(json!({"args": {}}))).await;
+        let (status, _) =
+            traced_request(&harness, "POST", "/v1/actions/echo/run", &traceparent(&trace), Some(json!({"args": {}})))
+                .await;
         assert_eq!(status, StatusCode::OK);
         flush(&telemetry);
         run_traces.push(trace);
     }
-    let mut names: Vec<String> =
-        std::fs::read_dir(&traces_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(&traces_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
-    assert_eq!(names, ["spans-2026-12-31.jsonl", "spans-2027-01-01.jsonl", "spans-2027-01-02.jsonl"], "rolled at each date change");
+    assert_eq!(
+        names,
+        ["spans-2026-12-31.jsonl", "spans-2027-01-01.jsonl", "spans-2027-01-02.jsonl"],
+        "rolled at each date change"
+    );
 
     let lines = |name: &str| -> Vec<Value> {
         let text = std::fs::read_to_string(traces_dir.join(name)).unwrap();
@@ -666,7 +745,12 @@ async fn the_file_exporter_writes_one_json_span_per_line_into_daily_files() {
         span_names.sort();
         assert_eq!(
             span_names,
-            ["POST /v1/actions/{name}/run", "aileron.action.execute", "aileron.capability.check", "aileron.connector.call"],
+            [
+                "POST /v1/actions/{name}/run",
+                "aileron.action.execute",
+                "aileron.capability.check",
+                "aileron.connector.call"
+            ],
             "{name}"
         );
         for span in &spans {
@@ -703,11 +787,21 @@ impl DaemonProcess {
         let temp = tempfile::tempdir().unwrap();
         let home = temp.path().join("home");
         let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
-        command.args(["daemon", "run"]).env("AILERON_HOME", &home).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command
+            .args(["daemon", "run"])
+            .env("AILERON_HOME", &home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for name in ["AILERON_URL", "AILERON_TOKEN", "AILERON_AUDIT_DIR", "AILERON_TRACES_DIR", "AILERON_LISTEN"] {
             command.env_remove(name);
         }
-        for name in ["AILERON_OTEL_ENABLED", "AILERON_OTEL_EXPORTER", "AILERON_OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_ENDPOINT"] {
+        for name in [
+            "AILERON_OTEL_ENABLED",
+            "AILERON_OTEL_EXPORTER",
+            "AILERON_OTEL_SERVICE_NAME",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ] {
             command.env_remove(name);
         }
         for (name, value) in env {
@@ -740,7 +834,11 @@ impl DaemonProcess {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("the daemon exited ({status}): {}", String::from_utf8_lossy(&stderr.lock().unwrap()));
             }
-            assert!(Instant::now() < deadline, "the daemon did not start: {}", String::from_utf8_lossy(&stderr.lock().unwrap()));
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not start: {}",
+                String::from_utf8_lossy(&stderr.lock().unwrap())
+            );
             std::thread::sleep(Duration::from_millis(20));
         };
         let (url, token) = (info["url"].as_str().unwrap().to_string(), info["token"].as_str().unwrap().to_string());
@@ -768,19 +866,23 @@ impl DaemonProcess {
         std::fs::write(package.join("connector.wasm"), guest_wasm("echo")).unwrap();
         std::fs::write(package.join("manifest.toml"), manifest("echo", &[], "")).unwrap();
         let reference = "github://aileron-tests/echo@1.0.0";
-        let (status, preview) = self.request("POST", "/v1/connectors/preview", Some(json!({"source": package, "reference": reference})));
+        let (status, preview) =
+            self.request("POST", "/v1/connectors/preview", Some(json!({"source": package, "reference": reference})));
         assert_eq!(status, 200, "{preview}");
-        let body = json!({"source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag"});
+        let body =
+            json!({"source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag"});
         let (status, installed) = self.request("POST", "/v1/connectors/install", Some(body));
         assert_eq!(status, 201, "{installed}");
         let action = ActionSpec::new("echo", "echo", installed["hash"].as_str().unwrap(), "echo").render();
-        let (status, added) = self.request("POST", "/v1/actions/install", Some(json!({"file_name": "echo.md", "content": action})));
+        let (status, added) =
+            self.request("POST", "/v1/actions/install", Some(json!({"file_name": "echo.md", "content": action})));
         assert_eq!(status, 201, "{added}");
     }
 
     /// SIGTERM, then the exit status and both outputs.
     fn stop(mut self) -> (bool, String, String) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM)
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -816,9 +918,13 @@ fn the_stdout_exporter_writes_json_span_lines_to_stderr_and_nothing_to_stdout() 
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not one JSON span per line ({e}): {line}")))
         .collect();
     let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
-    for expected in
-        ["GET /v1/health", "POST /v1/actions/{name}/run", "aileron.action.execute", "aileron.capability.check", "aileron.connector.call"]
-    {
+    for expected in [
+        "GET /v1/health",
+        "POST /v1/actions/{name}/run",
+        "aileron.action.execute",
+        "aileron.capability.check",
+        "aileron.connector.call",
+    ] {
         assert!(names.contains(&expected), "`{expected}` in {names:?}");
     }
     assert!(spans.iter().all(|s| s["resource"]["service.name"] == "aileron-stdout-test"));
@@ -842,8 +948,16 @@ fn misconfigured_traces_warn_once_and_the_daemon_keeps_serving() {
             vec![on(), exporter("file"), ("AILERON_TRACES_DIR", blocker.path().display().to_string())],
             Some("cannot write spans under"),
         ),
-        ("empty traces dir", vec![on(), exporter("file"), ("AILERON_TRACES_DIR", String::new())], Some("AILERON_TRACES_DIR is set but empty")),
-        ("invalid collector URL", vec![on(), exporter("otlp"), ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://[::1".into())], Some("building the OTLP exporter")),
+        (
+            "empty traces dir",
+            vec![on(), exporter("file"), ("AILERON_TRACES_DIR", String::new())],
+            Some("AILERON_TRACES_DIR is set but empty"),
+        ),
+        (
+            "invalid collector URL",
+            vec![on(), exporter("otlp"), ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://[::1".into())],
+            Some("building the OTLP exporter"),
+        ),
         (
             "unreachable collector",
             vec![on(), exporter("otlp"), ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{closed_port}"))],
@@ -925,6 +1039,25 @@ fn the_file_exporter_of_a_real_daemon_writes_under_aileron_traces_dir() {
     let files = spans_files(&dir);
     assert!(!files.is_empty() && files.iter().all(|name| days.contains(name)), "{files:?}");
     let text: String = files.iter().map(|name| std::fs::read_to_string(dir.join(name)).unwrap()).collect();
-    let names: Vec<String> = text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["name"].as_str().unwrap().to_string()).collect();
+    let names: Vec<String> =
+        text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["name"].as_str().unwrap().to_string()).collect();
     assert_eq!(names, ["GET /v1/status"]);
+}
+
+#[test]
+fn aileron_help_lists_every_trace_variable() {
+    let output = Command::new(env!("CARGO_BIN_EXE_aileron")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    for name in [
+        "AILERON_OTEL_ENABLED",
+        "AILERON_OTEL_SERVICE_NAME",
+        "AILERON_OTEL_EXPORTER",
+        "AILERON_TRACES_DIR",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_INSECURE",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ] {
+        assert!(help.lines().any(|line| line.trim_start().starts_with(name)), "`{name}` in:\n{help}");
+    }
 }
