@@ -189,7 +189,7 @@ impl Telemetry {
             SpanBuilder::from_name(keys::SPAN_APPROVAL_WAIT)
                 .with_start_time(start)
                 .with_attributes(payload_attributes(&decision_payload(entry, decision)))
-                .with_links(deciding.into_iter().map(|context| Link::with_context(context)).collect())
+                .with_links(deciding.into_iter().map(Link::with_context).collect())
         });
         span.cx.span().end_with_timestamp(end);
         span.cx

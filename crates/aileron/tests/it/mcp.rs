@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -818,14 +819,18 @@ const CLIENT_DEADLINE: Duration = Duration::from_secs(300);
 /// Waits for `child` (its stdout and stderr piped or redirected), killing it at `deadline`: a
 /// stuck client fails the test with `context()` instead of hanging it.
 fn wait_with_deadline(mut child: Child, deadline: Duration, context: impl Fn() -> String) -> std::process::Output {
+    // Readers report through channels so that a grandchild still holding a pipe (an MCP server
+    // the agent started) can never block the test after the child itself has exited.
     let collect = |pipe: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
             if let Some(mut pipe) = pipe {
                 let _ = pipe.read_to_end(&mut bytes);
             }
-            bytes
-        })
+            let _ = tx.send(bytes);
+        });
+        rx
     };
     let out = collect(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let err = collect(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
@@ -835,13 +840,16 @@ fn wait_with_deadline(mut child: Child, deadline: Duration, context: impl Fn() -
             break status;
         }
         if started.elapsed() > deadline {
+            // The child leads its own process group (see the spawn sites): take its children too.
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGKILL);
             let _ = child.kill();
             let _ = child.wait();
             panic!("a client did not finish within {deadline:?}: {}", context());
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    std::process::Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+    let drained = |rx: std::sync::mpsc::Receiver<Vec<u8>>| rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
+    std::process::Output { status, stdout: drained(out), stderr: drained(err) }
 }
 
 /// A background process (the stdio bridge) that is killed however the test ends.
@@ -1274,6 +1282,7 @@ fn claude_code_calls_actions_through_aileron_mcp_and_waits_for_approval() {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .expect("running claude");
     let output = wait_with_deadline(child, CLAUDE_DEADLINE, || {

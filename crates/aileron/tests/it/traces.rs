@@ -931,6 +931,9 @@ fn the_stdout_exporter_writes_json_span_lines_to_stderr_and_nothing_to_stdout() 
     assert!(!stderr.contains("warning"), "{stderr}");
 }
 
+/// Variables set on a spawned daemon.
+type Environment<'a> = Vec<(&'a str, String)>;
+
 #[test]
 fn misconfigured_traces_warn_once_and_the_daemon_keeps_serving() {
     let closed_port = {
@@ -941,7 +944,7 @@ fn misconfigured_traces_warn_once_and_the_daemon_keeps_serving() {
     let on = || ("AILERON_OTEL_ENABLED", "true".to_string());
     let exporter = |name: &str| ("AILERON_OTEL_EXPORTER", name.to_string());
     // (label, environment, the one warning expected, or none)
-    let cases: Vec<(&str, Vec<(&str, String)>, Option<&str>)> = vec![
+    let cases: Vec<(&str, Environment, Option<&str>)> = vec![
         ("unknown exporter", vec![on(), exporter("zipkin")], Some("unknown AILERON_OTEL_EXPORTER `zipkin`")),
         (
             "unwritable traces dir",
