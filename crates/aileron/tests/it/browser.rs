@@ -238,18 +238,12 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     let upstream = runtime.block_on(FakeGithub::start()).unwrap();
     let cli = Cli::new();
     cli.ok(&["daemon", "start"]);
-    let package = cli.package("http_get", &[upstream.host_port()]);
-    let reference = "github://aileron-tests/http_get@1.0.0";
-    let hash =
-        cli.ok(&["connector", "install", "--from", package.to_str().unwrap(), reference, "--yes", "--allow-unsigned"]);
-    let spec = ActionSpec {
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    cli.add_action(&ActionSpec {
         inputs: &[("url", "string", true)],
         approval: true,
-        ..ActionSpec::new("fetch", "http_get", hash.trim(), "get")
-    };
-    let action_file = cli.scratch().join("fetch.md");
-    std::fs::write(&action_file, spec.render()).unwrap();
-    cli.ok(&["action", "add", action_file.to_str().unwrap()]);
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
     let url_of = |card: &str| format!("{}/status/200?card={card}", upstream.base_url());
     let calls_for = |card: &str| {
         let marker = format!("card={card}");

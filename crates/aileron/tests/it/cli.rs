@@ -48,6 +48,22 @@ impl Cli {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// Installs a test guest as `github://aileron-tests/<name>@1.0.0` (consenting with
+    /// `--yes --allow-unsigned`) and returns its content hash.
+    pub fn install_guest(&self, name: &str, hosts: &[String]) -> String {
+        let package = self.package(name, hosts);
+        let reference = format!("github://aileron-tests/{name}@1.0.0");
+        let hash = self.ok(&["connector", "install", "--from", package.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"]);
+        hash.trim().to_string()
+    }
+
+    /// Writes the action file and `aileron action add`s it.
+    pub fn add_action(&self, spec: &ActionSpec) {
+        let file = self.scratch().join(format!("{}.md", spec.name));
+        std::fs::write(&file, spec.render()).unwrap();
+        self.ok(&["action", "add", file.to_str().unwrap()]);
+    }
+
     pub fn package(&self, name: &str, hosts: &[String]) -> PathBuf {
         let dir = self.scratch().join(format!("pkg-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -173,12 +189,8 @@ fn gated_runs_exit_75_and_the_cli_decides() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
-    let package = cli.package("http_get", &[upstream.host_port()]);
-    let hash = cli.ok(&["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/http_get@1.0.0", "--yes", "--allow-unsigned"]);
-    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", hash.trim(), "get") };
-    let file = cli.scratch().join("fetch.md");
-    std::fs::write(&file, spec.render()).unwrap();
-    cli.ok(&["action", "add", file.to_str().unwrap()]);
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") });
     let url = format!("url={}/status/200", upstream.base_url());
 
     let mut ids = Vec::new();

@@ -29,12 +29,8 @@ fn audit_ids_on_disk(home: &std::path::Path) -> HashSet<String> {
 #[test]
 fn kill_9_during_a_burst_loses_no_acknowledged_record() {
     let cli = Cli::new();
-    let package = cli.package("echo", &[]);
-    let hash = cli.ok(&["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/echo@1.0.0", "--yes", "--allow-unsigned"]);
-    let spec = ActionSpec::new("burst", "echo", hash.trim(), "echo");
-    let file = cli.scratch().join("burst.md");
-    std::fs::write(&file, spec.render()).unwrap();
-    cli.ok(&["action", "add", file.to_str().unwrap()]);
+    let hash = cli.install_guest("echo", &[]);
+    cli.add_action(&ActionSpec::new("burst", "echo", &hash, "echo"));
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let mut acknowledged_total = 0;
@@ -128,12 +124,8 @@ fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
     aileron::daemon::install_crypto_provider();
     let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
-    let package = cli.package("http_get", &[upstream.host_port()]);
-    let hash = cli.ok(&["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/http_get@1.0.0", "--yes", "--allow-unsigned"]);
-    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", hash.trim(), "get") };
-    let file = cli.scratch().join("fetch.md");
-    std::fs::write(&file, spec.render()).unwrap();
-    cli.ok(&["action", "add", file.to_str().unwrap()]);
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") });
 
     let client = reqwest::blocking::Client::new();
     let calls_for = |marker: &str| upstream.recorder.requests().iter().filter(|r| r.path_and_query.contains(marker)).count();

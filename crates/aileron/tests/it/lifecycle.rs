@@ -92,12 +92,8 @@ async fn watchers_see_every_change_to_the_action_set() {
 #[test]
 fn sigterm_finishes_in_flight_runs_before_exiting() {
     let cli = Cli::new();
-    let package = cli.package("sleep", &[]);
-    let hash = cli.ok(&["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/sleep@1.0.0", "--yes", "--allow-unsigned"]);
-    let spec = ActionSpec { inputs: &[("ms", "integer", true)], ..ActionSpec::new("nap", "sleep", hash.trim(), "sleep") };
-    let file = cli.scratch().join("nap.md");
-    std::fs::write(&file, spec.render()).unwrap();
-    cli.ok(&["action", "add", file.to_str().unwrap()]);
+    let hash = cli.install_guest("sleep", &[]);
+    cli.add_action(&ActionSpec { inputs: &[("ms", "integer", true)], ..ActionSpec::new("nap", "sleep", &hash, "sleep") });
 
     let home = cli.home.clone();
     let in_flight = std::thread::spawn(move || {

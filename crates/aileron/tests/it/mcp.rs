@@ -51,18 +51,8 @@ impl Fixture {
         let upstream = runtime.block_on(FakeGithub::start()).expect("fake upstream");
         let cli = Cli::new();
         cli.ok(&["daemon", "start"]);
-        let package = cli.package("http_get", &[upstream.host_port()]);
-        let reference = "github://aileron-tests/http_get@1.0.0";
-        let hash = cli.ok(&[
-            "connector",
-            "install",
-            "--from",
-            package.to_str().unwrap(),
-            reference,
-            "--yes",
-            "--allow-unsigned",
-        ]);
-        let hash = hash.trim();
+        let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+        let hash = hash.as_str();
         let url_input: &[(&str, &str, bool)] = &[("url", "string", true)];
         let specs = [
             ActionSpec { inputs: url_input, ..ActionSpec::new("fetch", "http_get", hash, "get") },
@@ -80,9 +70,7 @@ impl Fixture {
     }
 
     fn add_action(&self, spec: &ActionSpec) {
-        let file = self.cli.scratch().join(format!("{}.md", spec.name));
-        std::fs::write(&file, spec.render()).unwrap();
-        self.cli.ok(&["action", "add", file.to_str().unwrap()]);
+        self.cli.add_action(spec);
     }
 
     fn url(&self, path: &str) -> String {
