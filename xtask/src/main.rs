@@ -15,7 +15,8 @@
 //!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
 //! - `demo`: setup, then `cargo run --release -p aileron -- demo`.
 //! - `build-guests`: setup, then the same nested build `crates/aileron/build.rs` runs.
-//! - `bench [ARGS]`: setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`, which
+//! - `bench [ARGS]`: setup, builds the release `aileron-mcp`, then
+//!   `cargo run --release -p aileron --bin aileron -- bench ARGS`, which
 //!   prints the figures and refreshes `BENCHMARKS.md` (a `--markdown PATH` in ARGS writes elsewhere).
 //!
 //! Every command is printed before it runs; the first failing command's exit code is ours.
@@ -175,6 +176,8 @@ fn run(task: Task) -> Result<(), Failure> {
         }
         Task::Bench(args) => {
             setup(&root)?;
+            // The MCP part speaks to the release `aileron-mcp` beside the release `aileron`.
+            execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bin", "aileron-mcp"]))?;
             execute(cargo(&root).args(bench_args(&root, args)))
         }
     }

@@ -679,14 +679,30 @@ struct StartSession {
 
 /// Mints a launch session's token. Only the local user (daemon token) may: a session token asking
 /// for another session gets 403, so an agent can never widen its own grant.
+///
+/// Audited as `session.started`; a session whose record cannot be written is ended again and
+/// its token revoked before the 503, so no agent holds a grant the log does not show.
 async fn start_session(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Extension(sessions): Extension<Arc<SessionRegistry>>,
+    headers: HeaderMap,
     Json(body): Json<StartSession>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let started = sessions.start(&state.tokens, &body.agent, body.pid).map_err(session_error)?;
+    let session = &started.session;
+    let mut payload = Map::new();
+    payload.insert("aileron.session.agent".into(), session.agent.clone().into());
+    if let Some(pid) = session.pid {
+        payload.insert("aileron.session.pid".into(), pid.into());
+    }
+    payload.insert("aileron.session.scopes".into(), session.scopes.clone().into());
+    if let Err(error) = state.audit.append(session_event("session.started", &principal, &headers, session, payload)).await
+    {
+        let _ = sessions.end(&state.tokens, &session.session_id, None);
+        return Err(ApiError::audit_unavailable(error));
+    }
     let view = json!({
         "session_id": started.session.session_id,
         "token": started.token,
@@ -712,16 +728,40 @@ struct EndSession {
     exit_code: Option<i32>,
 }
 
+/// Revokes the session's token, journals the end and audits it as `session.ended`.
 async fn end_session(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Extension(sessions): Extension<Arc<SessionRegistry>>,
+    headers: HeaderMap,
     Path(id): Path<String>,
     Json(body): Json<EndSession>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let session = sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
+    let mut payload = Map::new();
+    payload.insert("aileron.session.agent".into(), session.agent.clone().into());
+    payload.insert("aileron.session.exit_code".into(), session.exit_code.into());
+    let event = session_event("session.ended", &principal, &headers, &session, payload);
+    state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Json(session).into_response())
+}
+
+/// A session's audit record: the launcher is the actor, the session is the record's `session_id`.
+fn session_event(
+    event_type: &str,
+    principal: &Principal,
+    headers: &HeaderMap,
+    session: &crate::sessions::Session,
+    payload: Map<String, Value>,
+) -> AuditEvent {
+    AuditEvent {
+        event_type: event_type.into(),
+        actor: caller_for(principal, headers).actor,
+        session_id: Some(session.session_id.clone()),
+        payload,
+        audit_id: None,
+    }
 }
 
 fn session_error(error: SessionError) -> ApiError {

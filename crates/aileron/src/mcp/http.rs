@@ -40,7 +40,12 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         });
     }
     let link = DaemonLink::loopback(state.base_url()).expect("building the loopback HTTP client");
-    let shared = McpShared::new(link, ActionFeed::Registry(state.actions.subscribe()), "aileron daemon: /mcp");
+    let shared = McpShared::new(
+        link,
+        ActionFeed::Registry(state.actions.subscribe()),
+        state.telemetry.clone(),
+        "aileron daemon: /mcp",
+    );
     let service = StreamableHttpService::new(
         move || Ok(AileronMcp::new(shared.clone())),
         Arc::new(LocalSessionManager::default()),

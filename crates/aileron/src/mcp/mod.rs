@@ -6,7 +6,6 @@
 //! Invariant: nothing here decides an approval; the only approval route a tool touches is the
 //! read-only `GET /v1/action-approvals/{id}/result`.
 
-pub mod bench;
 pub mod catalog;
 pub mod changes;
 pub mod http;

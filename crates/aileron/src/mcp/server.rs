@@ -8,6 +8,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use aileron_core::Failure;
 use reqwest::Method;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
@@ -20,6 +21,7 @@ use tokio::sync::watch;
 
 use super::catalog::{self, CHECK_ACTION_STATUS, DIAGNOSTICS, Diagnosis, ToolCatalog, Unreachable};
 use super::changes::ActionFeed;
+use crate::telemetry::Telemetry;
 use super::link::{CallOrigin, DaemonLink};
 
 /// What every session of one server shares: the way to the daemon, the feed of action-set
@@ -31,6 +33,8 @@ use super::link::{CallOrigin, DaemonLink};
 /// every token admitted there may list actions, and all of them see the same list.
 pub struct McpShared {
     link: DaemonLink,
+    /// `aileron.mcp.tool.call` spans (`aileron-mcp`'s own pipeline; the daemon's for `/mcp`).
+    telemetry: Telemetry,
     feed: ActionFeed,
     catalog: RwLock<Option<((u64, Option<u64>), Arc<ToolCatalog>)>>,
     /// Where this server's own problems go (stderr for `aileron-mcp`, the daemon log for `/mcp`).
@@ -38,8 +42,8 @@ pub struct McpShared {
 }
 
 impl McpShared {
-    pub fn new(link: DaemonLink, feed: ActionFeed, log_prefix: &'static str) -> Arc<McpShared> {
-        Arc::new(McpShared { link, feed, catalog: RwLock::new(None), log_prefix })
+    pub fn new(link: DaemonLink, feed: ActionFeed, telemetry: Telemetry, log_prefix: &'static str) -> Arc<McpShared> {
+        Arc::new(McpShared { link, telemetry, feed, catalog: RwLock::new(None), log_prefix })
     }
 
     pub fn link(&self) -> &DaemonLink {
@@ -98,22 +102,52 @@ impl McpShared {
         match tool {
             CHECK_ACTION_STATUS => Ok(self.check_action_status(origin, &arguments).await),
             DIAGNOSTICS => Ok(self.diagnostics(origin).await),
-            _ => {
-                let action = match self.action_for(origin, tool).await {
-                    Ok(Some(action)) => action,
-                    Ok(None) => {
-                        return Err(ErrorData::invalid_params(
-                            format!("unknown tool `{tool}`; list the tools again (tools/list)"),
-                            None,
-                        ));
+            _ => self.run_action(origin, tool, arguments).await,
+        }
+    }
+
+    /// An action tool call inside an `aileron.mcp.tool.call` span (the child of the agent's
+    /// `traceparent`, else a trace root): find the action behind the tool, then
+    /// `POST /v1/actions/{action}/run`. Both requests carry the span's `traceparent`, so the
+    /// daemon's spans join the trace.
+    async fn run_action(
+        &self,
+        origin: &CallOrigin,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<rmcp::model::CallToolResult, ErrorData> {
+        let span = self.telemetry.mcp_tool_call(tool, origin.traceparent.as_deref());
+        let traced = CallOrigin { bearer: origin.bearer.clone(), traceparent: span.traceparent() };
+        let action = match self.action_for(&traced, tool).await {
+            Ok(Some(action)) => action,
+            Ok(None) => {
+                span.error(format!("unknown tool `{tool}`"));
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool `{tool}`; list the tools again (tools/list)"),
+                    None,
+                ));
+            }
+            Err(unreachable) => {
+                span.error(unreachable.message.clone());
+                return Ok(catalog::unreachable_result(&unreachable));
+            }
+        };
+        let body = json!({ "args": arguments });
+        match self.link.send(&traced, Method::POST, &format!("/v1/actions/{action}/run"), Some(&body)).await {
+            Ok((status, body)) => {
+                match serde_json::from_value::<Failure>(body["error"].clone()) {
+                    Ok(failure) if status >= 400 => span.fail(&failure, None),
+                    // A request error (`invalid_args`, a revoked token): no failure class applies.
+                    _ if status >= 400 => {
+                        span.error(format!("the daemon answered HTTP {status}: {}", body["error"]["code"]))
                     }
-                    Err(unreachable) => return Ok(catalog::unreachable_result(&unreachable)),
-                };
-                let body = json!({ "args": arguments });
-                match self.link.send(origin, Method::POST, &format!("/v1/actions/{action}/run"), Some(&body)).await {
-                    Ok((status, body)) => Ok(catalog::run_result(status, body)),
-                    Err(unreachable) => Ok(catalog::unreachable_result(&unreachable)),
+                    _ => span.end(),
                 }
+                Ok(catalog::run_result(status, body))
+            }
+            Err(unreachable) => {
+                span.error(unreachable.message.clone());
+                Ok(catalog::unreachable_result(&unreachable))
             }
         }
     }
@@ -170,19 +204,17 @@ impl AileronMcp {
 }
 
 /// The request facts `tools/*` handlers need: the `/mcp` caller's bearer token (from the HTTP
-/// request rmcp attaches) and the W3C `traceparent` of `_meta`.
+/// request rmcp attaches) and the W3C `traceparent` of `_meta` (or of that HTTP request).
 fn origin_of(context: &RequestContext<RoleServer>, params_meta: Option<&rmcp::model::RequestMetaObject>) -> CallOrigin {
-    let bearer = context
-        .extensions
-        .get::<http::request::Parts>()
-        .and_then(|parts| parts.headers.get(http::header::AUTHORIZATION))
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(str::to_string);
+    let http = context.extensions.get::<http::request::Parts>();
+    let header = |name: http::header::HeaderName| http.and_then(|parts| parts.headers.get(name)?.to_str().ok());
+    let bearer = header(http::header::AUTHORIZATION).and_then(|value| value.strip_prefix("Bearer ")).map(str::to_string);
+    // `_meta` first; on `/mcp` the HTTP request's own `traceparent` header is the fallback.
     let traceparent = context
         .meta
         .get_traceparent()
         .or_else(|| params_meta.and_then(|meta| meta.get_traceparent()))
+        .or_else(|| header(http::header::HeaderName::from_static("traceparent")))
         .filter(|value| is_traceparent(value))
         .map(str::to_string);
     CallOrigin { bearer, traceparent }

@@ -12,6 +12,7 @@ use super::changes::{ActionFeed, Followed};
 use super::link::{Autostart, CallOrigin, DaemonLink};
 use super::server::{AileronMcp, McpShared};
 use crate::env;
+use crate::telemetry;
 use crate::home::Home;
 
 const USAGE: &str = "\
@@ -64,9 +65,10 @@ pub fn main() -> ExitCode {
 pub async fn serve() -> anyhow::Result<()> {
     crate::daemon::install_crypto_provider();
     let home = Home::from_env().context("locating AILERON_HOME")?;
-    let link = DaemonLink::discovered(home, env::get(env::AILERON_SESSION_ID));
     let (changes, followed) = watch::channel(Followed::default());
-    let shared = McpShared::new(link, ActionFeed::followed(followed), "aileron-mcp");
+    let telemetry = telemetry::init(telemetry::DEFAULT_SERVICE_NAME, &home);
+    let link = DaemonLink::discovered(home, env::get(env::AILERON_SESSION_ID));
+    let shared = McpShared::new(link, ActionFeed::followed(followed), telemetry.clone(), "aileron-mcp");
     // Find (or start) the daemon while the client initializes, so `initialize` answers at once.
     let warm = shared.clone();
     tokio::spawn(async move {
@@ -79,6 +81,9 @@ pub async fn serve() -> anyhow::Result<()> {
         .serve(rmcp::transport::stdio_pipes())
         .await
         .context("starting the MCP session on stdin/stdout")?;
-    running.waiting().await.context("serving MCP on stdin/stdout")?;
+    let served = running.waiting().await.context("serving MCP on stdin/stdout");
+    // Export the session's spans before the process goes (the batch thread blocks).
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    served?;
     Ok(())
 }

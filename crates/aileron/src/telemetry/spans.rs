@@ -53,6 +53,16 @@ impl TracedSpan {
         }
     }
 
+    /// Status Error with `message`, for an ending outside the failure taxonomy (a request the
+    /// daemon refused, a daemon that could not be reached); no `aileron.failure.*` attributes.
+    pub fn error(self, message: String) {
+        if self.owned {
+            let span = self.cx.span();
+            span.set_status(Status::error(message));
+            span.end();
+        }
+    }
+
     /// Marks the span failed — the `aileron.failure.*` attributes of the audit payload,
     /// `aileron.audit.id`, status Error with the failure message — and ends it. `audit_id`
     /// overrides the failure's own (a step fails before the run stamps its envelope).

@@ -85,6 +85,25 @@ async fn session_tokens_carry_only_agent_scopes_and_die_with_the_session() {
     assert_eq!((lines[0]["event"].as_str(), lines[0]["agent"].as_str()), (Some("session.started"), Some("claude")));
     assert_eq!((lines[1]["event"].as_str(), lines[1]["exit_code"].as_i64()), (Some("session.ended"), Some(3)));
     assert!(!journal.contains(&token), "tokens are never journaled");
+
+    let audited: Vec<Value> = harness
+        .audit()
+        .await
+        .into_iter()
+        .filter(|r| r["event_type"].as_str().is_some_and(|t| t.starts_with("session.")))
+        .collect();
+    assert_eq!(audited.len(), 2, "{audited:?}");
+    let started = audited.iter().find(|r| r["event_type"] == "session.started").unwrap();
+    assert_eq!(started["session_id"], id.as_str());
+    assert_eq!(
+        started["payload"],
+        json!({"aileron.session.agent": "claude", "aileron.session.pid": 4242,
+               "aileron.session.scopes": ["actions:list", "actions:run", "approvals:poll"]})
+    );
+    let ended = audited.iter().find(|r| r["event_type"] == "session.ended").unwrap();
+    assert_eq!(ended["session_id"], id.as_str());
+    assert_eq!(ended["payload"], json!({"aileron.session.agent": "claude", "aileron.session.exit_code": 3}));
+    assert!(!serde_json::to_string(&audited).unwrap().contains(&token), "tokens are never audited");
 }
 
 #[tokio::test]

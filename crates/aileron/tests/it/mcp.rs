@@ -125,7 +125,7 @@ impl Fixture {
 // Clients: JSON-RPC lines to aileron-mcp, and JSON-RPC over HTTP to /mcp.
 
 /// An MCP client session that reports the messages it received.
-trait Session {
+pub trait Session {
     /// Sends a request and returns its response message (`result` or `error`).
     fn request(&mut self, method: &str, params: Value) -> Value;
 
@@ -167,9 +167,10 @@ fn is_error(result: &Value) -> bool {
     result["isError"] == true
 }
 
-struct StdioSession {
+pub struct StdioSession {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed.
+    stdin: Option<ChildStdin>,
     messages: Receiver<Value>,
     notifications: VecDeque<(Value, Instant)>,
     stderr: Arc<Mutex<String>>,
@@ -177,7 +178,7 @@ struct StdioSession {
 }
 
 impl StdioSession {
-    fn spawn(env: &[(&str, &str)]) -> StdioSession {
+    pub fn spawn(env: &[(&str, &str)]) -> StdioSession {
         let mut command = Command::new(env!("CARGO_BIN_EXE_aileron-mcp"));
         for name in [
             "AILERON_HOME",
@@ -217,12 +218,29 @@ impl StdioSession {
                 sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buffer[..n]));
             }
         });
-        StdioSession { child, stdin, messages, notifications: VecDeque::new(), stderr, next_id: 1 }
+        StdioSession { child, stdin: Some(stdin), messages, notifications: VecDeque::new(), stderr, next_id: 1 }
     }
 
     fn send(&mut self, message: Value) {
-        writeln!(self.stdin, "{message}").expect("writing to aileron-mcp");
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("the session is open");
+        writeln!(stdin, "{message}").expect("writing to aileron-mcp");
+        stdin.flush().unwrap();
+    }
+
+    /// Closes stdin, as an agent host ending the session does, and waits for the exit;
+    /// returns whether it was clean, and stderr.
+    pub fn close(mut self) -> (bool, String) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "aileron-mcp did not exit after stdin closed");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        std::thread::sleep(Duration::from_millis(50)); // the stderr reader reaches EOF
+        (status.success(), self.stderr.lock().unwrap().clone())
     }
 
     fn receive(&mut self, timeout: Duration) -> Option<Value> {

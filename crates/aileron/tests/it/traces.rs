@@ -28,6 +28,7 @@ use prost::Message;
 use serde_json::{Value, json};
 
 use crate::approvals::{gated, wait_for_status};
+use crate::mcp::{Session, StdioSession};
 use crate::support::{ActionSpec, Harness, PORT, TOKEN, guest_wasm, manifest};
 
 // ---------------------------------------------------------------------------------------------
@@ -859,7 +860,8 @@ impl DaemonProcess {
         (status, response.json().unwrap_or(Value::Null))
     }
 
-    /// Installs the echo connector and an action for it, through the HTTP API.
+    /// Installs the echo connector and two actions for it, `echo` and the gated `echo-gated`,
+    /// through the HTTP API.
     fn install_echo(&self) {
         let package = self.home.parent().unwrap().join("pkg-echo");
         std::fs::create_dir_all(&package).unwrap();
@@ -873,10 +875,16 @@ impl DaemonProcess {
             json!({"source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag"});
         let (status, installed) = self.request("POST", "/v1/connectors/install", Some(body));
         assert_eq!(status, 201, "{installed}");
-        let action = ActionSpec::new("echo", "echo", installed["hash"].as_str().unwrap(), "echo").render();
-        let (status, added) =
-            self.request("POST", "/v1/actions/install", Some(json!({"file_name": "echo.md", "content": action})));
-        assert_eq!(status, 201, "{added}");
+        let hash = installed["hash"].as_str().unwrap();
+        let text: &[(&str, &str, bool)] = &[("text", "string", false)];
+        for spec in [
+            ActionSpec { inputs: text, ..ActionSpec::new("echo", "echo", hash, "echo") },
+            ActionSpec { inputs: text, approval: true, ..ActionSpec::new("echo-gated", "echo", hash, "echo") },
+        ] {
+            let body = json!({"file_name": format!("{}.md", spec.name), "content": spec.render()});
+            let (status, added) = self.request("POST", "/v1/actions/install", Some(body));
+            assert_eq!(status, 201, "{added}");
+        }
     }
 
     /// SIGTERM, then the exit status and both outputs.
@@ -929,6 +937,123 @@ fn the_stdout_exporter_writes_json_span_lines_to_stderr_and_nothing_to_stdout() 
     }
     assert!(spans.iter().all(|s| s["resource"]["service.name"] == "aileron-stdout-test"));
     assert!(!stderr.contains("warning"), "{stderr}");
+}
+
+/// The proof of issue 6: one trace from an MCP tool call in the real `aileron-mcp` through the
+/// real daemon's HTTP root, approval wait, executor and connector call, as a real OTLP/HTTP
+/// receiver gets it from the two processes.
+#[test]
+fn one_trace_runs_from_an_aileron_mcp_tool_call_through_the_approval_wait_to_the_connector_call() {
+    let collector = Collector::start();
+    let base = collector.endpoint.strip_suffix("/v1/traces").unwrap().to_string();
+    let otlp_env = |service: &str| {
+        vec![
+            ("AILERON_OTEL_ENABLED", "true".to_string()),
+            ("AILERON_OTEL_EXPORTER", "otlp".to_string()),
+            ("AILERON_OTEL_SERVICE_NAME", service.to_string()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", base.clone()),
+        ]
+    };
+    let daemon = DaemonProcess::spawn(&otlp_env("aileron-daemon-under-test"));
+    daemon.install_echo();
+    let mut mcp_env = otlp_env("aileron-mcp-under-test");
+    mcp_env.extend([
+        ("AILERON_HOME", daemon.home.display().to_string()),
+        ("AILERON_URL", daemon.url.clone()),
+        ("AILERON_TOKEN", daemon.token.clone()),
+    ]);
+    let mcp_env: Vec<(&str, &str)> = mcp_env.iter().map(|(name, value)| (*name, value.as_str())).collect();
+    let mut mcp = StdioSession::spawn(&mcp_env);
+    mcp.initialize("2025-11-25");
+    assert!(mcp.tool_names().contains(&"echo_gated".to_string()));
+
+    // The agent's own trace reaches us in `_meta`.
+    let trace = trace_id();
+    let gated = mcp.request(
+        "tools/call",
+        json!({"name": "echo_gated", "arguments": {"text": "hi"}, "_meta": {"traceparent": traceparent(&trace)}}),
+    );
+    let handle: Value = serde_json::from_str(gated["result"]["content"][1]["text"].as_str().unwrap()).unwrap();
+    let id = handle["approval_id"].as_str().expect("a pending approval").to_string();
+    std::thread::sleep(Duration::from_millis(30)); // a measurable wait
+    let (status, _) =
+        daemon.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true})));
+    assert_eq!(status, 204);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, view) = daemon.request("GET", &format!("/v1/action-approvals/{id}/result"), None);
+        if view["status"] == "completed" {
+            break;
+        }
+        assert!(view["status"] != "failed" && Instant::now() < deadline, "{view}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Without a `_meta` traceparent the tool call is the root of a trace of its own.
+    let plain = mcp.call("echo", json!({"text": "hi"}));
+    assert_ne!(plain["isError"], true, "{plain}");
+
+    let (clean, stderr) = mcp.close();
+    assert!(clean && !stderr.contains("warning"), "aileron-mcp: {stderr}");
+    let (clean, _, stderr) = daemon.stop();
+    assert!(clean, "daemon: {stderr}");
+    // Both processes flushed at exit; the receiver may still be decoding the last request.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while collector.trace(&trace).0.len() < 6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let spans = collector.trace(&trace);
+    let tool = spans.one("aileron.mcp.tool.call");
+    assert_eq!((tool.kind, tool.parent_span_id.as_deref()), (CLIENT, Some(INBOUND_PARENT)));
+    assert_eq!(tool.resource["service.name"], "aileron-mcp-under-test", "emitted by aileron-mcp");
+    check_attributes(tool, json!({"aileron.mcp.tool.name": "echo_gated"}));
+    let root = spans.one("POST /v1/actions/{name}/run");
+    assert_eq!((root.kind, root.parent_span_id.as_ref()), (SERVER, Some(&tool.span_id)), "the daemon continues it");
+    assert_eq!(root.attributes["http.response.status_code"], 202);
+    let wait = spans.one("aileron.approval.wait");
+    assert_eq!(wait.parent_span_id.as_ref(), Some(&root.span_id));
+    assert_eq!(wait.attributes["aileron.approval.id"], id.as_str());
+    assert_eq!(wait.attributes["aileron.approval.decision"], "approved");
+    assert!(wait.attributes["aileron.approval.wait_ms"].as_u64().unwrap() >= 30);
+    let execute = spans.one("aileron.action.execute");
+    assert_eq!(execute.parent_span_id.as_ref(), Some(&wait.span_id), "the approved run follows the wait");
+    check_attributes(execute, json!({"aileron.action.name": "echo-gated", "aileron.action.steps_count": 1}));
+    for name in ["aileron.capability.check", "aileron.connector.call"] {
+        let step = spans.one(name);
+        assert_eq!(step.parent_span_id.as_ref(), Some(&execute.span_id), "{name}");
+        assert_eq!(step.attributes["aileron.connector.fqn"], echo_fqn(), "{name}");
+    }
+    for span in spans.0.iter().filter(|span| span.name != "aileron.mcp.tool.call") {
+        assert_eq!(span.resource["service.name"], "aileron-daemon-under-test", "{}", span.name);
+        // Only the catalog lookup may join the trace besides the run: a child of the tool call.
+        if span.name == "GET /v1/actions" {
+            assert_eq!(span.parent_span_id.as_ref(), Some(&tool.span_id));
+        }
+    }
+    let mut names = spans.names();
+    names.retain(|name| name != "GET /v1/actions");
+    assert_eq!(
+        names,
+        [
+            "POST /v1/actions/{name}/run",
+            "aileron.action.execute",
+            "aileron.approval.wait",
+            "aileron.capability.check",
+            "aileron.connector.call",
+            "aileron.mcp.tool.call"
+        ]
+    );
+
+    let roots: Vec<ReceivedSpan> = collector
+        .all()
+        .into_iter()
+        .filter(|span| span.name == "aileron.mcp.tool.call" && span.parent_span_id.is_none())
+        .collect();
+    assert_eq!(roots.len(), 1, "the plain call is a trace root: {roots:?}");
+    let plain = collector.trace(&roots[0].trace_id);
+    let run = plain.one("POST /v1/actions/{name}/run");
+    assert_eq!(run.parent_span_id.as_ref(), Some(&roots[0].span_id));
+    assert_eq!(plain.one("aileron.action.execute").parent_span_id.as_ref(), Some(&run.span_id));
 }
 
 /// Variables set on a spawned daemon.

@@ -9,7 +9,9 @@
 //! - `restart`: the first run after a daemon restart with the on-disk compiled-module cache,
 //!   against the same with the cache emptied, for `echo` and the `github_issues` example;
 //! - `traces`: `POST /v1/actions/echo/run` with tracing off, against tracing on with the `noop`,
-//!   `file` and `otlp` exporters (OTLP/HTTP to an in-process receiver), same home, same run.
+//!   `file` and `otlp` exporters (OTLP/HTTP to an in-process receiver), same home, same run;
+//! - `mcp` (`mcp.rs`): `tools/call` through the release `aileron-mcp` against the same
+//!   `POST /run` sent directly, and `tools/list` with 1,000 actions against `GET /v1/actions`.
 //!
 //! These are measurements, never test assertions. A run whose setup did not do what its label
 //! says (a cache that was not hit, a request that failed) stops with an error rather than print a
@@ -27,6 +29,8 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+
+mod mcp;
 
 use crate::cli::EXIT_OK;
 use crate::daemon::{AppState, StateOptions};
@@ -88,6 +92,8 @@ pub enum Part {
     Restart,
     /// (d) runs over loopback HTTP with tracing off and on (noop, file, otlp exporters)
     Traces,
+    /// (e) MCP tools/call and tools/list through aileron-mcp against direct HTTP
+    Mcp,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -161,6 +167,7 @@ fn part_name(part: Part) -> &'static str {
         Part::Http => "http",
         Part::Restart => "restart",
         Part::Traces => "traces",
+        Part::Mcp => "mcp",
     }
 }
 
@@ -213,6 +220,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
         None
     };
 
+    let mcp = if args.runs(Part::Mcp) {
+        eprintln!("(e) MCP: {} tools/call through aileron-mcp and as many direct runs; tools/list of 1,000 actions", args.calls);
+        Some(mcp::run(&mcp::McpBenchConfig::standard(args.calls as usize)?, scratch.path()).await?)
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         machine,
@@ -222,6 +236,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
         http,
         restart,
         traces,
+        mcp,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {
@@ -1222,6 +1237,7 @@ struct Report {
     http: Option<HttpFigures>,
     restart: Option<Vec<RestartFigures>>,
     traces: Option<TraceFigures>,
+    mcp: Option<mcp::McpFigures>,
 }
 
 /// One line of the summary: a figure, its same-run baseline, their ratio and the goal.
@@ -1304,6 +1320,9 @@ impl Report {
         }
         if let Some(traces) = &self.traces {
             rows.extend(traces.summary_rows());
+        }
+        if let Some(mcp) = &self.mcp {
+            rows.extend(mcp.summary_rows());
         }
         for restart in self.restart.iter().flatten() {
             let (kept, emptied) = (median(&restart.kept, |r| r.first), median(&restart.emptied, |r| r.first));
@@ -1415,6 +1434,9 @@ impl Report {
         }
         if let Some(traces) = &self.traces {
             traces.markdown(&mut text, &self.args.command_line(Some(Part::Traces)));
+        }
+        if let Some(mcp) = &self.mcp {
+            mcp.markdown(&mut text, &self.args.command_line(Some(Part::Mcp)));
         }
         text
     }

@@ -1,4 +1,4 @@
-//! The MCP figures for BENCHMARKS.md (issue 4), each against a baseline measured in the same run:
+//! `mcp`: the MCP figures for BENCHMARKS.md (issue 4), each against a baseline measured in the same run:
 //!
 //! - `tools/call` of the `echo` action through the real `aileron-mcp` binary (JSON-RPC lines on
 //!   its stdin/stdout), against the same `POST /v1/actions/echo/run` sent directly over loopback
@@ -10,6 +10,7 @@
 //! starts it), so the figures include nothing the product does not do. These are measurements,
 //! never assertions; a run whose setup failed stops with an error instead of printing a figure.
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -19,6 +20,7 @@ use anyhow::{Context, bail};
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use super::{Distribution, SummaryRow, format_bytes, format_duration, format_ratio, ratio};
 use crate::client::DaemonClient;
 use crate::home::Home;
 
@@ -33,163 +35,121 @@ const ROUND: usize = 50;
 
 /// What to measure.
 #[derive(Debug, Clone)]
-pub struct McpBenchConfig {
+pub(super) struct McpBenchConfig {
     /// Timed `tools/call`s (and as many direct runs).
     pub calls: usize,
     /// Actions installed for the `tools/list` figure.
     pub listed_actions: usize,
     /// Timed `tools/list`s (and as many direct listings).
     pub lists: usize,
-    /// The `aileron-mcp` executable (built by `cargo build --release --bin aileron-mcp`).
+    /// The `aileron-mcp` executable (`cargo xtask bench` builds it in release).
     pub mcp_binary: PathBuf,
 }
 
 impl McpBenchConfig {
-    /// 2,000 calls, 1,000 actions, 50 listings, `aileron-mcp` beside the running executable.
-    pub fn standard() -> anyhow::Result<McpBenchConfig> {
+    /// `calls` calls, 1,000 actions, 50 listings, `aileron-mcp` beside the running executable.
+    pub(super) fn standard(calls: usize) -> anyhow::Result<McpBenchConfig> {
         let current = std::env::current_exe().context("locating the running executable")?;
-        Ok(McpBenchConfig {
-            calls: 2000,
-            listed_actions: 1000,
-            lists: 50,
-            mcp_binary: current.with_file_name("aileron-mcp"),
-        })
-    }
-}
-
-/// Sorted samples with the order statistics the report prints.
-#[derive(Debug, Clone)]
-pub struct Samples(Vec<Duration>);
-
-impl Samples {
-    fn new(mut samples: Vec<Duration>) -> Samples {
-        samples.sort();
-        Samples(samples)
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The `q` quantile (nearest rank), `q` in 0..=1.
-    pub fn quantile(&self, q: f64) -> Duration {
-        let rank = ((q * self.0.len() as f64).ceil() as usize).clamp(1, self.0.len());
-        self.0[rank - 1]
-    }
-
-    pub fn mean(&self) -> Duration {
-        self.0.iter().sum::<Duration>() / self.0.len().max(1) as u32
+        Ok(McpBenchConfig { calls, listed_actions: 1000, lists: 50, mcp_binary: current.with_file_name("aileron-mcp") })
     }
 }
 
 /// The measured figures.
-#[derive(Debug, Clone)]
-pub struct McpFigures {
-    pub call_via_mcp: Samples,
-    pub call_direct: Samples,
-    pub list_via_mcp: Samples,
-    pub list_direct: Samples,
+pub(super) struct McpFigures {
+    call_via_mcp: Distribution,
+    call_direct: Distribution,
+    list_via_mcp: Distribution,
+    list_direct: Distribution,
     /// Installed actions during the listing (the tools are these plus the two built-ins).
-    pub listed_actions: usize,
-    pub listed_tools: usize,
-    pub response_bytes_list: usize,
+    listed_actions: usize,
+    listed_tools: usize,
+    response_bytes_list: usize,
 }
 
+const ADDED_P50_GOAL: Duration = Duration::from_micros(500);
+const LIST_P50_GOAL: Duration = Duration::from_millis(20);
+
 impl McpFigures {
-    /// MCP's added latency at p50 (may be negative when noise dominates).
-    pub fn added_p50_micros(&self) -> f64 {
-        micros(self.call_via_mcp.quantile(0.5)) - micros(self.call_direct.quantile(0.5))
+    /// MCP's added latency at p50, in microseconds (negative when noise dominates).
+    fn added_p50_micros(&self) -> f64 {
+        (self.call_via_mcp.p50().as_secs_f64() - self.call_direct.p50().as_secs_f64()) * 1e6
     }
 
-    /// Rows `(figure, measured, baseline, ratio, goal, verdict)` for the summary table.
-    pub fn summary_rows(&self) -> Vec<[String; 6]> {
+    pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
         let added = self.added_p50_micros();
-        let call_goal_met = added <= 500.0;
-        let list_p50 = self.list_via_mcp.quantile(0.5);
+        let (via, direct) = (self.call_via_mcp.p50(), self.call_direct.p50());
+        let list = self.list_via_mcp.p50();
         vec![
-            [
-                "MCP tools/call of echo, p50".into(),
-                format_duration(self.call_via_mcp.quantile(0.5)),
-                format!("{} direct POST /run", format_duration(self.call_direct.quantile(0.5))),
-                ratio(self.call_via_mcp.quantile(0.5), self.call_direct.quantile(0.5)),
-                "≤ +0.5 ms".into(),
-                format!("{} (+{:.0} µs)", if call_goal_met { "met" } else { "MISSED" }, added),
-            ],
-            [
-                "MCP tools/call of echo, p99".into(),
-                format_duration(self.call_via_mcp.quantile(0.99)),
-                format!("{} direct", format_duration(self.call_direct.quantile(0.99))),
-                ratio(self.call_via_mcp.quantile(0.99), self.call_direct.quantile(0.99)),
-                String::new(),
-                String::new(),
-            ],
-            [
-                format!("MCP tools/list, {} actions, p50", self.listed_actions),
-                format_duration(list_p50),
-                format!("{} GET /v1/actions", format_duration(self.list_direct.quantile(0.5))),
-                ratio(list_p50, self.list_direct.quantile(0.5)),
-                "≤ 20 ms".into(),
-                if list_p50 <= Duration::from_millis(20) { "met" } else { "MISSED" }.into(),
-            ],
+            SummaryRow {
+                figure: format!("(e) MCP tools/call of echo, p50 ({added:+.0} µs)"),
+                measured: format_duration(via),
+                baseline: format!("{} direct POST /run", format_duration(direct)),
+                ratio: format_ratio(ratio(via, direct)),
+                goal: "≤ +0.5 ms",
+                met: Some(added <= ADDED_P50_GOAL.as_secs_f64() * 1e6),
+            },
+            SummaryRow {
+                figure: "(e) MCP tools/call of echo, p99".into(),
+                measured: format_duration(self.call_via_mcp.p99()),
+                baseline: format!("{} direct POST /run", format_duration(self.call_direct.p99())),
+                ratio: format_ratio(ratio(self.call_via_mcp.p99(), self.call_direct.p99())),
+                goal: "",
+                met: None,
+            },
+            SummaryRow {
+                figure: format!("(e) MCP tools/list, {} actions, p50", self.listed_actions),
+                measured: format_duration(list),
+                baseline: format!("{} GET /v1/actions", format_duration(self.list_direct.p50())),
+                ratio: format_ratio(ratio(list, self.list_direct.p50())),
+                goal: "≤ 20 ms",
+                met: Some(list <= LIST_P50_GOAL),
+            },
         ]
     }
 
     /// The section for BENCHMARKS.md.
-    pub fn markdown(&self) -> String {
-        let mut text = String::from(
-            "### MCP: tools/call and tools/list through aileron-mcp\n\n\
-             Sequential round trips from one client. `aileron-mcp` is the release binary spoken to over pipes \
-             (one JSON-RPC line each way); the baseline sends the same `POST /v1/actions/echo/run` over a kept-alive \
-             loopback connection. Kinds alternate in rounds of 50 after 200 untimed round trips of each.\n\n\
-             | | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    pub(super) fn markdown(&self, text: &mut String, command_line: &str) {
+        let _ = writeln!(text, "\n### (e) MCP: tools/call and tools/list through aileron-mcp\n");
+        let _ = writeln!(
+            text,
+            "Reproduce: `{command_line}`. Sequential round trips from one client. `aileron-mcp` is the release \
+             binary spoken to over pipes (one JSON-RPC line each way) by the benchmark, as an agent host does; the \
+             baseline sends the same `POST /v1/actions/echo-0000/run` over a kept-alive loopback connection. Kinds \
+             alternate in rounds of {ROUND} after {WARMUP} untimed round trips of each. The daemon is a real \
+             `aileron daemon run` process on a scratch home.\n"
         );
+        let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
         let rows = [
             ("tools/call via aileron-mcp", &self.call_via_mcp),
-            ("POST /v1/actions/echo/run", &self.call_direct),
+            ("POST /v1/actions/echo-0000/run", &self.call_direct),
             ("tools/list via aileron-mcp", &self.list_via_mcp),
             ("GET /v1/actions", &self.list_direct),
         ];
         for (label, samples) in rows {
-            text.push_str(&format!(
-                "| {label} | {} | {} | {} | {} | {} | {} |\n",
+            let _ = writeln!(
+                text,
+                "| {label} | {} | {} | {} | {} | {} | {} |",
                 samples.len(),
-                format_duration(samples.quantile(0.5)),
-                format_duration(samples.quantile(0.99)),
+                format_duration(samples.p50()),
+                format_duration(samples.p99()),
                 format_duration(samples.mean()),
-                format_duration(samples.quantile(0.0)),
-                format_duration(samples.quantile(1.0)),
-            ));
+                format_duration(samples.min()),
+                format_duration(samples.max()),
+            );
         }
-        text.push_str(&format!(
-            "\nThe tools/list answer with {} tools is {} KiB of JSON. aileron-mcp answers it from the catalog it \
+        let _ = writeln!(
+            text,
+            "\nThe tools/list answer with {} tools is {} of JSON. aileron-mcp answers it from the catalog it \
              fetched while `/v1/actions/watch` reports no change; the first list after a change costs one \
-             `GET /v1/actions` more (the baseline row).\n",
+             `GET /v1/actions` more (the baseline row).",
             self.listed_tools,
-            self.response_bytes_list / 1024
-        ));
-        text
+            format_bytes(self.response_bytes_list)
+        );
     }
 }
 
-fn micros(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e6
-}
-
-fn ratio(measured: Duration, baseline: Duration) -> String {
-    format!("{:.2}×", measured.as_secs_f64() / baseline.as_secs_f64().max(1e-9))
-}
-
-fn format_duration(duration: Duration) -> String {
-    let micros = micros(duration);
-    if micros >= 1000.0 { format!("{:.2} ms", micros / 1000.0) } else { format!("{micros:.1} µs") }
-}
-
 /// Runs the MCP benchmark on a daemon of its own in `scratch`.
-pub async fn run(config: &McpBenchConfig, scratch: &Path) -> anyhow::Result<McpFigures> {
+pub(super) async fn run(config: &McpBenchConfig, scratch: &Path) -> anyhow::Result<McpFigures> {
     if !config.mcp_binary.exists() {
         bail!(
             "{} is missing\nhint: build it with `cargo build --release -p aileron --bin aileron-mcp`",
@@ -265,10 +225,10 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
         bail!("tools/list listed {listed_tools} tools, expected {} actions + 2 built-ins", config.listed_actions);
     }
     Ok(McpFigures {
-        call_via_mcp: Samples::new(via_mcp),
-        call_direct: Samples::new(direct),
-        list_via_mcp: Samples::new(list_via_mcp),
-        list_direct: Samples::new(list_direct),
+        call_via_mcp: Distribution::new(via_mcp),
+        call_direct: Distribution::new(direct),
+        list_via_mcp: Distribution::new(list_via_mcp),
+        list_direct: Distribution::new(list_direct),
         listed_actions: config.listed_actions,
         listed_tools,
         response_bytes_list,
@@ -389,21 +349,5 @@ impl Drop for McpProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::Samples;
-
-    #[test]
-    fn quantiles_use_the_nearest_rank() {
-        let samples = Samples::new((1..=100).rev().map(Duration::from_micros).collect());
-        for (q, expected) in [(0.0, 1), (0.5, 50), (0.99, 99), (1.0, 100)] {
-            assert_eq!(samples.quantile(q), Duration::from_micros(expected), "q = {q}");
-        }
-        assert_eq!(samples.mean(), Duration::from_nanos(50_500));
     }
 }
