@@ -200,6 +200,11 @@ pub fn read_daemon_info(path: &Path) -> Option<DaemonInfo> {
 
 /// Starts `aileron daemon run` detached, logging to `daemon.log`, and waits until it answers.
 pub async fn start_daemon(home: &Home) -> anyhow::Result<DaemonInfo> {
+    start_daemon_with(home, &[]).await
+}
+
+/// [`start_daemon`] with `extra_env` set on the daemon (the benchmark's upstream URLs).
+pub async fn start_daemon_with(home: &Home, extra_env: &[(&str, &str)]) -> anyhow::Result<DaemonInfo> {
     let binary = daemon_binary()?;
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -215,6 +220,7 @@ pub async fn start_daemon(home: &Home) -> anyhow::Result<DaemonInfo> {
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
+        .envs(extra_env.iter().copied())
         .process_group(0);
     let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
     let deadline = Instant::now() + AUTOSTART_BUDGET;

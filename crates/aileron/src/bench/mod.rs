@@ -11,7 +11,9 @@
 //! - `traces`: `POST /v1/actions/echo/run` with tracing off, against tracing on with the `noop`,
 //!   `file` and `otlp` exporters (OTLP/HTTP to an in-process receiver), same home, same run;
 //! - `mcp` (`mcp.rs`): `tools/call` through the release `aileron-mcp` against the same
-//!   `POST /run` sent directly, and `tools/list` with 1,000 actions against `GET /v1/actions`.
+//!   `POST /run` sent directly, and `tools/list` with 1,000 actions against `GET /v1/actions`;
+//! - `gateway` (`gateway.rs`): LLM requests and SSE streams direct to a fake upstream, against
+//!   the same through the daemon's gateway and through LiteLLM's proxy.
 //!
 //! These are measurements, never test assertions. A run whose setup did not do what its label
 //! says (a cache that was not hit, a request that failed) stops with an error rather than print a
@@ -30,6 +32,7 @@ use bytes::Bytes;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+mod gateway;
 mod mcp;
 
 use crate::cli::EXIT_OK;
@@ -94,6 +97,8 @@ pub enum Part {
     Traces,
     /// (e) MCP tools/call and tools/list through aileron-mcp against direct HTTP
     Mcp,
+    /// (f) LLM traffic direct, through the gateway and through LiteLLM's proxy
+    Gateway,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -126,6 +131,9 @@ pub struct BenchArgs {
     /// Write the figures into this file, between its bench markers (appended if it has none)
     #[arg(long, value_name = "PATH")]
     markdown: Option<PathBuf>,
+    /// The `litellm` executable for the gateway comparison (`cargo xtask bench` installs it)
+    #[arg(long, value_name = "PATH")]
+    litellm: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -168,6 +176,7 @@ fn part_name(part: Part) -> &'static str {
         Part::Restart => "restart",
         Part::Traces => "traces",
         Part::Mcp => "mcp",
+        Part::Gateway => "gateway",
     }
 }
 
@@ -227,6 +236,23 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
         None
     };
 
+    let gateway = if args.runs(Part::Gateway) {
+        eprintln!(
+            "(f) LLM gateway: direct, aileron{} at {:?} req/s, then at most, then SSE",
+            if args.litellm.is_some() { ", LiteLLM" } else { "" },
+            gateway::RATES
+        );
+        let config = gateway::GatewayBenchConfig {
+            window: args.duration,
+            warmup: args.warmup,
+            clients: args.clients as usize,
+            litellm: args.litellm.clone(),
+        };
+        Some(gateway::run(&config, scratch.path()).await?)
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         machine,
@@ -237,6 +263,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
         restart,
         traces,
         mcp,
+        gateway,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {
@@ -371,7 +398,7 @@ impl BenchDaemon {
         let app = crate::daemon::app(state.clone());
         let server = executor.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            axum::serve(listener, app)
+            axum::serve(crate::daemon::no_delay(listener), app)
                 .with_graceful_shutdown(async {
                     let _ = stopped.await;
                 })
@@ -913,7 +940,7 @@ impl SpanReceiver {
         };
         let app = axum::Router::new().route("/v1/traces", axum::routing::post(receive));
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+            let _ = axum::serve(crate::daemon::no_delay(listener), app).await;
         });
         Ok(SpanReceiver { endpoint, spans, task })
     }
@@ -1238,6 +1265,7 @@ struct Report {
     restart: Option<Vec<RestartFigures>>,
     traces: Option<TraceFigures>,
     mcp: Option<mcp::McpFigures>,
+    gateway: Option<gateway::GatewayFigures>,
 }
 
 /// One line of the summary: a figure, its same-run baseline, their ratio and the goal.
@@ -1323,6 +1351,9 @@ impl Report {
         }
         if let Some(mcp) = &self.mcp {
             rows.extend(mcp.summary_rows());
+        }
+        if let Some(gateway) = &self.gateway {
+            rows.extend(gateway.summary_rows());
         }
         for restart in self.restart.iter().flatten() {
             let (kept, emptied) = (median(&restart.kept, |r| r.first), median(&restart.emptied, |r| r.first));
@@ -1437,6 +1468,9 @@ impl Report {
         }
         if let Some(mcp) = &self.mcp {
             mcp.markdown(&mut text, &self.args.command_line(Some(Part::Mcp)));
+        }
+        if let Some(gateway) = &self.gateway {
+            gateway.markdown(&mut text, &self.args.command_line(Some(Part::Gateway)));
         }
         text
     }
@@ -1739,6 +1773,7 @@ mod tests {
             restarts: DEFAULT_RESTARTS,
             only: Vec::new(),
             markdown: Some(PathBuf::from("/tmp/B.md")),
+            litellm: Some(PathBuf::from("/r/target/py-litellm/bin/litellm")),
         };
         let changed = BenchArgs {
             calls: 10,

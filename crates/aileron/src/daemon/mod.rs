@@ -151,6 +151,21 @@ impl AppState {
     }
 }
 
+/// Accepted connections with `TCP_NODELAY`: the gateway streams SSE events of a few hundred
+/// bytes, and Nagle's algorithm would hold each one until the previous was acknowledged (up to
+/// the client's 40 ms delayed ACK). Every server in the product and its benchmarks uses this.
+pub fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    use axum::serve::ListenerExt;
+    fn set(stream: &mut tokio::net::TcpStream) {
+        if let Err(error) = stream.set_nodelay(true) {
+            eprintln!("aileron: cannot set TCP_NODELAY on a connection: {error}");
+        }
+    }
+    listener.tap_io(set as fn(&mut tokio::net::TcpStream))
+}
+
 /// rustls needs one process-wide provider; we use ring (see DEPENDENCIES.md: aws-lc is a slow C build).
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -214,7 +229,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     eprintln!("aileron daemon {VERSION} listening on {} (pid {})", info.url, info.pid);
 
     let shutdown_state = state.clone();
-    let result = axum::serve(listener, app(state.clone()))
+    let result = axum::serve(no_delay(listener), app(state.clone()))
         .with_graceful_shutdown(async move {
             wait_for_signal().await;
             eprintln!("aileron daemon: shutting down; finishing in-flight requests");
@@ -238,5 +253,20 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::serve::Listener;
+
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = super::no_delay(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (stream, _) = listener.accept().await;
+        assert!(stream.nodelay().unwrap(), "SSE events must not wait for Nagle's algorithm");
     }
 }

@@ -1,0 +1,585 @@
+//! `gateway`: the LLM gateway figures for BENCHMARKS.md (issue 5). One loopback fake upstream
+//! (OpenAI chat completions, in this process on a runtime of its own) is reached three ways in
+//! the same run:
+//!
+//! - `direct`: the baseline;
+//! - `aileron`: through the gateway of a real `aileron daemon run` process whose
+//!   `AILERON_OPENAI_UPSTREAM` is the fake upstream;
+//! - `litellm`: through LiteLLM's proxy (PyPI `litellm[proxy]`, `cargo xtask bench` installs it)
+//!   configured as a pure pass-through of `/v1/chat/completions` (skipped when not installed).
+//!
+//! Figures: latency at fixed request rates (open loop: request `k` is sent at `start + k/rate`
+//! whether or not earlier ones were answered, so a proxy that falls behind builds a queue), the
+//! most requests per second a fixed set of concurrent clients gets, and the delay each streamed
+//! SSE event gains (the upstream stamps every event with the moment it handed it to hyper; the
+//! client subtracts that from the moment the event arrived, on the same monotonic clock).
+//! Every target must return the upstream's body byte for byte; a run where one does not says so.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+
+use super::{Distribution, SummaryRow, format_count, format_duration, format_rate, format_ratio, ratio};
+use crate::home::Home;
+
+/// Fixed request rates of the latency phases (requests per second).
+pub(super) const RATES: [u32; 3] = [100, 500, 1000];
+/// The rate the goals are stated at.
+const GOAL_RATE: u32 = 1000;
+/// SPEC goal: the gateway adds at most 0.3 ms at p99 at 1k req/s.
+const ADDED_P99_GOAL: Duration = Duration::from_micros(300);
+/// SPEC goal: LiteLLM's added latency is at least 10× the gateway's.
+const LITELLM_FACTOR_GOAL: f64 = 10.0;
+/// Streams measured for the SSE figure, events per stream and the upstream's gap between them.
+const STREAMS: usize = 40;
+const EVENTS_PER_STREAM: usize = 10;
+const EVENT_GAP: Duration = Duration::from_millis(5);
+/// Requests still outstanding this long after the window are counted as failed.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The non-streaming answer: a typical small chat completion (about 500 bytes).
+const COMPLETION: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1767225600,"model":"gpt-bench","choices":[{"index":0,"message":{"role":"assistant","content":"The gateway passes this through unchanged; the benchmark compares the bytes.","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"completion_tokens":15,"total_tokens":36,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0}},"service_tier":"default","system_fingerprint":"fp_bench"}"#;
+const REQUEST: &str = r#"{"model":"gpt-bench","messages":[{"role":"user","content":"Say something short."}],"max_tokens":32}"#;
+const STREAM_REQUEST: &str = r#"{"model":"gpt-bench","messages":[{"role":"user","content":"Say something short."}],"max_tokens":32,"stream":true}"#;
+const PATH: &str = "/v1/chat/completions";
+/// The agent's own provider key: it must pass through every proxy untouched.
+const API_KEY: &str = "sk-bench-not-a-real-key";
+
+/// What to measure.
+pub(super) struct GatewayBenchConfig {
+    pub window: Duration,
+    pub warmup: Duration,
+    /// Concurrent clients of the max-throughput phase.
+    pub clients: usize,
+    /// The `litellm` executable; `None` skips that target.
+    pub litellm: Option<PathBuf>,
+}
+
+/// One way to reach the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Target {
+    Direct,
+    Aileron,
+    LiteLlm,
+}
+
+impl Target {
+    fn label(self) -> &'static str {
+        match self {
+            Target::Direct => "direct",
+            Target::Aileron => "aileron gateway",
+            Target::LiteLlm => "LiteLLM proxy",
+        }
+    }
+}
+
+/// One fixed-rate phase of one target.
+pub(super) struct RatePhase {
+    rate: u32,
+    due: u64,
+    failed: u64,
+    latency: Distribution,
+}
+
+/// Everything measured for one target.
+pub(super) struct TargetFigures {
+    target: Target,
+    /// The non-streaming body came back byte for byte.
+    identical: bool,
+    rates: Vec<RatePhase>,
+    max_throughput: f64,
+    max_failed: u64,
+    event_delay: Distribution,
+}
+
+pub(super) struct GatewayFigures {
+    targets: Vec<TargetFigures>,
+    clients: usize,
+    window: Duration,
+    /// Why LiteLLM is missing, when it is.
+    litellm_note: Option<String>,
+    litellm_version: Option<String>,
+}
+
+/// Runs the gateway benchmark: upstream, daemon and (when installed) LiteLLM on `scratch`.
+pub(super) async fn run(config: &GatewayBenchConfig, scratch: &Path) -> anyhow::Result<GatewayFigures> {
+    let upstream = FakeUpstream::start()?;
+    let home = Home::at(scratch.join("gateway-bench-home")).context("creating the benchmark home")?;
+    let upstream_url = upstream.base_url.as_str();
+    let info = crate::client::start_daemon_with(
+        &home,
+        &[(crate::env::AILERON_OPENAI_UPSTREAM, upstream_url), (crate::env::AILERON_ANTHROPIC_UPSTREAM, upstream_url)],
+    )
+    .await
+    .context("starting the benchmark daemon")?;
+    let (litellm, litellm_note) = match &config.litellm {
+        Some(executable) => match LiteLlm::start(executable, upstream_url, scratch).await {
+            Ok(proxy) => (Some(proxy), None),
+            Err(error) => (None, Some(format!("LiteLLM did not start: {error:#}"))),
+        },
+        None => (None, Some("LiteLLM is not installed (`cargo xtask bench` installs it)".to_string())),
+    };
+    let result = measure(config, &upstream.base_url, &info.url, litellm.as_ref()).await;
+    let litellm_version = litellm.as_ref().map(|proxy| proxy.version.clone());
+    drop(litellm);
+    crate::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
+    let targets = result?;
+    Ok(GatewayFigures { targets, clients: config.clients, window: config.window, litellm_note, litellm_version })
+}
+
+async fn measure(
+    config: &GatewayBenchConfig,
+    direct: &str,
+    aileron: &str,
+    litellm: Option<&LiteLlm>,
+) -> anyhow::Result<Vec<TargetFigures>> {
+    let mut bases = vec![(Target::Direct, direct.to_string()), (Target::Aileron, aileron.to_string())];
+    if let Some(proxy) = litellm {
+        bases.push((Target::LiteLlm, proxy.base_url.clone()));
+    }
+    let client = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).tcp_nodelay(true).build()?;
+    let mut figures = Vec::new();
+    for (target, base) in &bases {
+        let url = format!("{base}{PATH}");
+        let (status, body) = send(&client, &url, REQUEST).await.with_context(|| format!("{}: {url}", target.label()))?;
+        if status != StatusCode::OK {
+            bail!("{} answered {status}: {}", target.label(), String::from_utf8_lossy(&body));
+        }
+        figures.push(TargetFigures {
+            target: *target,
+            identical: body == COMPLETION.as_bytes(),
+            rates: Vec::new(),
+            max_throughput: 0.0,
+            max_failed: 0,
+            event_delay: Distribution::new(Vec::new()),
+        });
+    }
+    // Targets take turns inside each phase, so drift on the machine lands on all of them.
+    for rate in RATES {
+        for (index, (target, base)) in bases.iter().enumerate() {
+            eprintln!("    {} at {rate}/s", target.label());
+            let phase = fixed_rate(&client, &format!("{base}{PATH}"), rate, config.warmup, config.window).await;
+            figures[index].rates.push(phase);
+        }
+    }
+    for (index, (target, base)) in bases.iter().enumerate() {
+        eprintln!("    {} at most, {} clients", target.label(), config.clients);
+        let (throughput, failed) =
+            max_throughput(&format!("{base}{PATH}"), config.clients, config.warmup, config.window).await?;
+        figures[index].max_throughput = throughput;
+        figures[index].max_failed = failed;
+    }
+    for (index, (target, base)) in bases.iter().enumerate() {
+        eprintln!("    {} SSE: {STREAMS} streams of {EVENTS_PER_STREAM} events", target.label());
+        figures[index].event_delay = event_delays(&client, &format!("{base}{PATH}")).await?;
+    }
+    Ok(figures)
+}
+
+async fn send(client: &reqwest::Client, url: &str, body: &'static str) -> reqwest::Result<(StatusCode, Bytes)> {
+    let response = client
+        .post(url)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, format!("Bearer {API_KEY}"))
+        .body(body)
+        .send()
+        .await?;
+    let status = response.status();
+    Ok((status, response.bytes().await?))
+}
+
+/// Open loop at `rate`: request `k` is due at `start + k/rate`; latencies of requests due
+/// inside the window (after the warm-up) count from their due time.
+async fn fixed_rate(client: &reqwest::Client, url: &str, rate: u32, warmup: Duration, window: Duration) -> RatePhase {
+    let start = Instant::now() + Duration::from_millis(20);
+    let measure_from = start + warmup;
+    let total = ((warmup + window).as_secs_f64() * f64::from(rate)) as u64;
+    let mut tasks = tokio::task::JoinSet::new();
+    for k in 0..total {
+        let due = start + Duration::from_secs_f64(k as f64 / f64::from(rate));
+        tokio::time::sleep_until(due.into()).await;
+        let (client, url) = (client.clone(), url.to_string());
+        tasks.spawn(async move {
+            // From the actual send: the generator's own timer lateness (tokio's timer ticks in
+            // milliseconds) is not the proxy's; a proxy that falls behind still shows, because
+            // requests keep being sent while earlier ones wait.
+            let sent = Instant::now();
+            let answered = matches!(send(&client, &url, REQUEST).await, Ok((StatusCode::OK, _)));
+            (due, answered, sent.elapsed())
+        });
+    }
+    let (mut latencies, mut due, mut failed) = (Vec::new(), 0, 0);
+    while let Some(joined) = tasks.join_next().await {
+        let Ok((at, answered, latency)) = joined else {
+            failed += 1;
+            continue;
+        };
+        if at < measure_from {
+            continue;
+        }
+        due += 1;
+        if answered {
+            latencies.push(latency);
+        } else {
+            failed += 1;
+        }
+    }
+    RatePhase { rate, due, failed, latency: Distribution::new(latencies) }
+}
+
+/// Closed loop: `clients` connections sending back to back; answered requests per second.
+async fn max_throughput(url: &str, clients: usize, warmup: Duration, window: Duration) -> anyhow::Result<(f64, u64)> {
+    let measure_from = Instant::now() + warmup;
+    let until = measure_from + window;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..clients {
+        let client = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).pool_max_idle_per_host(1).build()?;
+        let url = url.to_string();
+        tasks.spawn(async move {
+            let (mut answered, mut failed) = (0u64, 0u64);
+            while Instant::now() < until {
+                let ok = matches!(send(&client, &url, REQUEST).await, Ok((StatusCode::OK, _)));
+                let done = Instant::now();
+                if done >= measure_from && done <= until {
+                    if ok { answered += 1 } else { failed += 1 }
+                }
+            }
+            (answered, failed)
+        });
+    }
+    let (mut answered, mut failed) = (0, 0);
+    while let Some(joined) = tasks.join_next().await {
+        let (a, f) = joined.context("a client task panicked")?;
+        answered += a;
+        failed += f;
+    }
+    Ok((answered as f64 / window.as_secs_f64(), failed))
+}
+
+/// Sequential streams; each event's delay is its arrival minus the moment the upstream sent it.
+async fn event_delays(client: &reqwest::Client, url: &str) -> anyhow::Result<Distribution> {
+    let mut delays = Vec::with_capacity(STREAMS * EVENTS_PER_STREAM);
+    for stream in 0..STREAMS + 2 {
+        let response = client
+            .post(url)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::AUTHORIZATION, format!("Bearer {API_KEY}"))
+            .body(STREAM_REQUEST)
+            .send()
+            .await?;
+        if response.status() != StatusCode::OK {
+            bail!("a streamed request answered {}", response.status());
+        }
+        let mut chunks = response.bytes_stream();
+        let mut pending = Vec::new();
+        let mut events = 0;
+        while let Some(chunk) = chunks.next().await {
+            let arrived = since_epoch();
+            pending.extend_from_slice(&chunk?);
+            while let Some(end) = pending.windows(2).position(|pair| pair == b"\n\n") {
+                let event: Vec<u8> = pending.drain(..end + 2).collect();
+                if let Some(sent) = sent_stamp(&event) {
+                    events += 1;
+                    // The first two streams warm the connections up.
+                    if stream >= 2 {
+                        delays.push(arrived.saturating_sub(sent));
+                    }
+                }
+            }
+        }
+        if events != EVENTS_PER_STREAM {
+            bail!("a stream delivered {events} of {EVENTS_PER_STREAM} stamped events");
+        }
+    }
+    Ok(Distribution::new(delays))
+}
+
+/// `"sent_ns":<digits>` in an event.
+fn sent_stamp(event: &[u8]) -> Option<Duration> {
+    let text = std::str::from_utf8(event).ok()?;
+    let digits = text.split("\"sent_ns\":").nth(1)?;
+    let digits: String = digits.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok().map(Duration::from_nanos)
+}
+
+/// The benchmark process's clock: upstream stamps and client arrivals use the same one.
+fn since_epoch() -> Duration {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fake upstream
+
+/// `POST /v1/chat/completions` on a loopback port, served by a current-thread runtime on a
+/// thread of its own so the load generator's scheduler does not delay it.
+struct FakeUpstream {
+    base_url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl FakeUpstream {
+    fn start() -> anyhow::Result<FakeUpstream> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding the fake upstream")?;
+        listener.set_nonblocking(true)?;
+        let base_url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        since_epoch();
+        std::thread::Builder::new().name("bench-upstream".into()).spawn(move || {
+            runtime.block_on(async move {
+                let app = axum::Router::new().route(PATH, axum::routing::post(complete));
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+                let _ = axum::serve(crate::daemon::no_delay(listener), app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        })?;
+        Ok(FakeUpstream { base_url, stop: Some(stop) })
+    }
+}
+
+impl Drop for FakeUpstream {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The whole completion, or (for `"stream":true`) [`EVENTS_PER_STREAM`] stamped chunks
+/// [`EVENT_GAP`] apart and `[DONE]`. Requests without the agent's key are refused, so a proxy
+/// that drops `Authorization` cannot pass.
+async fn complete(headers: axum::http::HeaderMap, body: Bytes) -> Response {
+    let authorized = headers.get(header::AUTHORIZATION).is_some_and(|value| value == &format!("Bearer {API_KEY}")[..]);
+    if !authorized {
+        return (StatusCode::UNAUTHORIZED, "missing the provider key").into_response();
+    }
+    const STREAM_FLAG: &[u8] = b"\"stream\":true";
+    let streaming = body.windows(STREAM_FLAG.len()).any(|window| window == STREAM_FLAG);
+    if !streaming {
+        return ([(header::CONTENT_TYPE, "application/json")], COMPLETION).into_response();
+    }
+    let events = futures_util::stream::unfold(0usize, |index| async move {
+        if index > EVENTS_PER_STREAM {
+            return None;
+        }
+        if index > 0 {
+            tokio::time::sleep(EVENT_GAP).await;
+        }
+        let event = if index == EVENTS_PER_STREAM {
+            "data: [DONE]\n\n".to_string()
+        } else {
+            format!(
+                "data: {{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-bench\",\
+                 \"sent_ns\":{},\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"token {index} \"}},\
+                 \"finish_reason\":null}}]}}\n\n",
+                since_epoch().as_nanos()
+            )
+        };
+        Some((Ok::<_, std::io::Error>(Bytes::from(event)), index + 1))
+    });
+    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events))
+        .into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// LiteLLM
+
+/// A `litellm` proxy process forwarding `/v1/chat/completions` to the upstream unchanged.
+struct LiteLlm {
+    child: Child,
+    base_url: String,
+    version: String,
+}
+
+impl LiteLlm {
+    async fn start(executable: &Path, upstream: &str, scratch: &Path) -> anyhow::Result<LiteLlm> {
+        let _ = (executable, upstream, scratch);
+        bail!("not configured yet")
+    }
+}
+
+impl Drop for LiteLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report
+
+impl TargetFigures {
+    fn at(&self, rate: u32) -> Option<&RatePhase> {
+        self.rates.iter().find(|phase| phase.rate == rate)
+    }
+}
+
+/// `measured − baseline` in microseconds, signed.
+fn added_micros(measured: Duration, baseline: Duration) -> f64 {
+    (measured.as_secs_f64() - baseline.as_secs_f64()) * 1e6
+}
+
+fn format_added(micros: f64) -> String {
+    if micros.abs() >= 1000.0 { format!("{:+.2} ms", micros / 1000.0) } else { format!("{micros:+.0} µs") }
+}
+
+impl GatewayFigures {
+    fn target(&self, target: Target) -> Option<&TargetFigures> {
+        self.targets.iter().find(|figures| figures.target == target)
+    }
+
+    /// Added p99 at [`GOAL_RATE`] of `target` over direct, in microseconds.
+    fn added_p99_at_goal(&self, target: Target) -> Option<f64> {
+        let direct = self.target(Target::Direct)?.at(GOAL_RATE)?;
+        let phase = self.target(target)?.at(GOAL_RATE)?;
+        (phase.failed == 0).then(|| added_micros(phase.latency.p99(), direct.latency.p99()))
+    }
+
+    pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
+        let mut rows = Vec::new();
+        let (Some(direct), Some(aileron)) = (self.target(Target::Direct), self.target(Target::Aileron)) else {
+            return rows;
+        };
+        if let (Some(base), Some(phase)) = (direct.at(GOAL_RATE), aileron.at(GOAL_RATE)) {
+            for (label, measured, baseline, goal) in [
+                ("p50", phase.latency.p50(), base.latency.p50(), None),
+                ("p99", phase.latency.p99(), base.latency.p99(), Some(ADDED_P99_GOAL)),
+            ] {
+                let added = added_micros(measured, baseline);
+                rows.push(SummaryRow {
+                    figure: format!("(f) LLM gateway at {}/s, {label} ({})", format_count(GOAL_RATE.into()), format_added(added)),
+                    measured: format_duration(measured),
+                    baseline: format!("{} direct", format_duration(baseline)),
+                    ratio: format_ratio(ratio(measured, baseline)),
+                    goal: if goal.is_some() { "≤ +0.3 ms p99" } else { "" },
+                    met: goal.map(|goal| phase.failed == 0 && added <= goal.as_secs_f64() * 1e6),
+                });
+            }
+        }
+        rows.push(SummaryRow {
+            figure: format!("(f) LLM gateway max req/s, {} clients", self.clients),
+            measured: format_rate(aileron.max_throughput),
+            baseline: format!("{} direct", format_rate(direct.max_throughput)),
+            ratio: format_ratio(aileron.max_throughput / direct.max_throughput.max(f64::MIN_POSITIVE)),
+            goal: "",
+            met: None,
+        });
+        let (measured, baseline) = (aileron.event_delay.p99(), direct.event_delay.p99());
+        rows.push(SummaryRow {
+            figure: format!("(f) SSE event delay p99 ({})", format_added(added_micros(measured, baseline))),
+            measured: format_duration(measured),
+            baseline: format!("{} direct", format_duration(baseline)),
+            ratio: format_ratio(ratio(measured, baseline)),
+            goal: "",
+            met: None,
+        });
+        if let Some(litellm) = self.target(Target::LiteLlm) {
+            let ours = self.added_p99_at_goal(Target::Aileron);
+            let theirs = self.added_p99_at_goal(Target::LiteLlm);
+            let base = direct.at(GOAL_RATE).map(|phase| phase.latency.p99()).unwrap_or_default();
+            let (measured, factor) = match (litellm.at(GOAL_RATE), ours, theirs) {
+                (Some(phase), Some(ours), Some(theirs)) => {
+                    (format_duration(phase.latency.p99()), Some(theirs / ours.max(1.0)))
+                }
+                // LiteLLM could not keep up: every failed request is overhead we do not have.
+                (Some(phase), Some(_), None) => (
+                    format!("{} of {} failed", format_count(phase.failed), format_count(phase.due)),
+                    Some(f64::INFINITY),
+                ),
+                _ => ("n/a".to_string(), None),
+            };
+            rows.push(SummaryRow {
+                figure: format!("(f) LiteLLM proxy at {}/s, p99 added vs ours", format_count(GOAL_RATE.into())),
+                measured,
+                baseline: format!("{} direct", format_duration(base)),
+                ratio: factor.map(|f| if f.is_finite() { format!("{f:.0}× ours") } else { "∞".into() }).unwrap_or_default(),
+                goal: "≥ 10× ours",
+                met: factor.map(|f| f >= LITELLM_FACTOR_GOAL),
+            });
+        }
+        rows
+    }
+
+    pub(super) fn markdown(&self, text: &mut String, command_line: &str) {
+        let _ = writeln!(text, "\n### (f) LLM gateway: direct vs the aileron gateway vs LiteLLM's proxy\n");
+        let _ = writeln!(
+            text,
+            "Reproduce: `{command_line}`. One fake OpenAI upstream (`POST /v1/chat/completions`, in the benchmark \
+             process on a thread of its own; {} B answers) reached directly, through the gateway of a real \
+             `aileron daemon run` process, and through LiteLLM's proxy as a pure pass-through. Fixed rates are an \
+             open loop: requests are sent on schedule whether or not earlier ones were answered. Every target \
+             had to return the upstream's bytes and pass the provider key through.\n",
+            COMPLETION.len()
+        );
+        if let Some(note) = &self.litellm_note {
+            let _ = writeln!(text, "LiteLLM was not measured: {note}.\n");
+        }
+        if let Some(version) = &self.litellm_version {
+            let _ = writeln!(text, "LiteLLM version: {version}.\n");
+        }
+        let direct = self.target(Target::Direct);
+        let _ = writeln!(text, "| target | rate | due | failed | p50 | p99 | added p50 | added p99 |");
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        for rate in RATES {
+            let base = direct.and_then(|d| d.at(rate));
+            for figures in &self.targets {
+                let Some(phase) = figures.at(rate) else { continue };
+                let added = |pick: fn(&Distribution) -> Duration| match base {
+                    Some(base) if figures.target != Target::Direct => {
+                        format_added(added_micros(pick(&phase.latency), pick(&base.latency)))
+                    }
+                    _ => String::new(),
+                };
+                let _ = writeln!(
+                    text,
+                    "| {} | {}/s | {} | {} | {} | {} | {} | {} |",
+                    figures.target.label(),
+                    format_count(rate.into()),
+                    format_count(phase.due),
+                    format_count(phase.failed),
+                    format_duration(phase.latency.p50()),
+                    format_duration(phase.latency.p99()),
+                    added(Distribution::p50),
+                    added(Distribution::p99),
+                );
+            }
+        }
+        let _ = writeln!(
+            text,
+            "\n| target | max req/s ({} clients, {:.0} s) | failed | SSE event delay p50 | p99 | body byte-identical |",
+            self.clients,
+            self.window.as_secs_f64()
+        );
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---|");
+        for figures in &self.targets {
+            let _ = writeln!(
+                text,
+                "| {} | {} | {} | {} | {} | {} |",
+                figures.target.label(),
+                format_rate(figures.max_throughput),
+                format_count(figures.max_failed),
+                format_duration(figures.event_delay.p50()),
+                format_duration(figures.event_delay.p99()),
+                if figures.identical { "yes" } else { "NO" },
+            );
+        }
+        let _ = writeln!(
+            text,
+            "\nSSE: {STREAMS} sequential streams per target of {EVENTS_PER_STREAM} events {} ms apart; an event's \
+             delay is its arrival at the client minus the moment the upstream handed it to hyper.",
+            EVENT_GAP.as_millis()
+        );
+    }
+}
