@@ -6,7 +6,9 @@
 //! anything and emits no spans or audit records. Method, path, query, body bytes and end-to-end
 //! headers go upstream unchanged; status, headers and body come back unchanged, chunk by chunk.
 //! Hop-by-hop headers are the only thing dropped. The agent's own provider credentials pass
-//! through; the daemon token is not required here.
+//! through; the daemon token is not required here. An upgrade request (Codex's WebSocket on
+//! `/v1/responses`) is passed along; when the upstream switches protocols, the two connections
+//! are bridged byte for byte.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,24 +70,29 @@ impl VaultGate for NoVaultGate {
     }
 }
 
-/// Upstream bases and the pooled client.
+/// Upstream bases and the pooled clients.
 pub struct Gateway {
     pub anthropic: String,
     pub openai: String,
     client: reqwest::Client,
+    /// HTTP/1.1 only: an `Upgrade` cannot ride HTTP/2, which ALPN could otherwise pick.
+    upgrade_client: reqwest::Client,
     pub vault: Arc<dyn VaultGate>,
 }
 
 impl Gateway {
     pub fn new(anthropic: String, openai: String, vault: Arc<dyn VaultGate>) -> anyhow::Result<Gateway> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_nodelay(true)
-            .build()?;
+        let builder = || {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(Duration::from_secs(10))
+                .pool_idle_timeout(Duration::from_secs(90))
+                .tcp_nodelay(true)
+        };
+        let client = builder().build()?;
+        let upgrade_client = builder().http1_only().build()?;
         let trim = |base: String| base.trim_end_matches('/').to_string();
-        Ok(Gateway { anthropic: trim(anthropic), openai: trim(openai), client, vault })
+        Ok(Gateway { anthropic: trim(anthropic), openai: trim(openai), client, upgrade_client, vault })
     }
 
     /// From `AILERON_ANTHROPIC_UPSTREAM` / `AILERON_OPENAI_UPSTREAM`, defaulting to the providers.
@@ -135,8 +142,15 @@ fn connection_listed(headers: &HeaderMap) -> Vec<String> {
         .collect()
 }
 
-async fn proxy(State(state): State<Arc<AppState>>, request: Request) -> Response {
+/// The protocol a request asks to switch to (`Upgrade: websocket` with `Connection: upgrade`):
+/// Codex opens its Responses stream as a WebSocket when the endpoint accepts one.
+fn requested_upgrade(headers: &HeaderMap) -> Option<axum::http::HeaderValue> {
+    connection_listed(headers).iter().any(|name| name == "upgrade").then(|| headers.get(header::UPGRADE).cloned())?
+}
+
+async fn proxy(State(state): State<Arc<AppState>>, mut request: Request) -> Response {
     let gateway = &state.gateway;
+    let upgrade = requested_upgrade(request.headers()).map(|protocol| (protocol, hyper::upgrade::on(&mut request)));
     let path = request.uri().path().to_string();
     let provider = Provider::of_path(&path);
     if let Some(message) = gateway.vault.locked() {
@@ -161,13 +175,22 @@ async fn proxy(State(state): State<Arc<AppState>>, request: Request) -> Response
         }
     };
     let listed = connection_listed(&parts.headers);
-    let mut upstream = gateway.client.request(parts.method.clone(), &url);
+    let client = if upgrade.is_some() { &gateway.upgrade_client } else { &gateway.client };
+    let mut upstream = client.request(parts.method.clone(), &url);
     for (name, value) in &parts.headers {
         if !is_hop_by_hop(name, &listed) && name != header::CONTENT_LENGTH {
             upstream = upstream.header(name, value);
         }
     }
-    let response = match upstream.body(body).send().await {
+    if let Some((protocol, _)) = &upgrade {
+        // Hop-by-hop, but the one thing a proxy must restate to pass an upgrade along.
+        upstream = upstream.header(header::CONNECTION, "upgrade").header(header::UPGRADE, protocol);
+    }
+    // A bodiless request (a GET, an upgrade) stays bodiless: no invented `Content-Length: 0`.
+    if !body.is_empty() || parts.headers.contains_key(header::CONTENT_LENGTH) {
+        upstream = upstream.body(body);
+    }
+    let response = match upstream.send().await {
         Ok(response) => response,
         Err(error) => {
             let reason = if error.is_timeout() { "timed out" } else if error.is_connect() { "connection failed" } else { "request failed" };
@@ -187,10 +210,42 @@ async fn proxy(State(state): State<Arc<AppState>>, request: Request) -> Response
             builder = builder.header(name, value);
         }
     }
+    if let (Some((_, client_side)), StatusCode::SWITCHING_PROTOCOLS) = (upgrade, status) {
+        return switch_protocols(builder, response, client_side);
+    }
     // Each chunk is handed to hyper as it arrives: no buffering, so every SSE event reaches the
     // agent as soon as the upstream sends it.
     let stream = response.bytes_stream().map_err(std::io::Error::other);
     builder.body(Body::from_stream(stream)).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+}
+
+/// The upstream accepted an upgrade: answer 101 with its headers, then copy bytes both ways
+/// between the two upgraded connections until either side closes. The frames are never read.
+fn switch_protocols(
+    builder: axum::http::response::Builder,
+    response: reqwest::Response,
+    client_side: hyper::upgrade::OnUpgrade,
+) -> Response {
+    let protocol = response.headers().get(header::UPGRADE).cloned();
+    let builder = match protocol {
+        Some(protocol) => builder.header(header::CONNECTION, "upgrade").header(header::UPGRADE, protocol),
+        None => builder,
+    };
+    tokio::spawn(async move {
+        let (client, upstream) = tokio::join!(client_side, response.upgrade());
+        match (client, upstream) {
+            (Ok(client), Ok(mut upstream)) => {
+                let mut client = hyper_util::rt::TokioIo::new(client);
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            }
+            (client, upstream) => eprintln!(
+                "aileron gateway: an upgraded connection could not be bridged (client: {}, upstream: {})",
+                client.err().map_or("ok".to_string(), |e| e.to_string()),
+                upstream.err().map_or("ok".to_string(), |e| e.to_string()),
+            ),
+        }
+    });
+    builder.body(Body::empty()).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
 }
 
 /// Whether a request path is served by the gateway (no daemon token needed).

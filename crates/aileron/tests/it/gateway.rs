@@ -87,7 +87,7 @@ async fn daemon(anthropic: String, openai: String) -> (tempfile::TempDir, String
     options.listen_port = addr.port();
     options.gateway_upstreams = Some((anthropic, openai));
     let state = AppState::open(home, options).unwrap();
-    tokio::spawn(async move { axum::serve(listener, app(state)).await.unwrap() });
+    tokio::spawn(async move { axum::serve(aileron::daemon::no_delay(listener), app(state)).await.unwrap() });
     (temp, format!("http://{addr}"))
 }
 
@@ -257,4 +257,110 @@ async fn an_unreachable_upstream_is_a_502_in_the_providers_shape_and_no_token_is
     assert_eq!(probe.status(), StatusCode::OK.as_u16());
     let other = client.get(format!("{gateway}/v1/actions")).send().await.unwrap();
     assert_eq!(other.status(), 401, "only the gateway paths skip the daemon token");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upgrades (Codex opens `GET /v1/responses` as a WebSocket when the endpoint accepts one)
+
+/// A raw-socket upstream: reads one request head, answers `answer`, and when that switches
+/// protocols echoes every byte back prefixed by `up:` until the peer closes.
+async fn upgrade_upstream(answer: &'static str) -> (SocketAddr, tokio::sync::oneshot::Receiver<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (head_tx, head_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let head = read_head(&mut socket).await;
+        let _ = head_tx.send(head);
+        socket.write_all(answer.as_bytes()).await.unwrap();
+        if !answer.starts_with("HTTP/1.1 101") {
+            return;
+        }
+        let mut buffer = [0u8; 4096];
+        loop {
+            let n = socket.read(&mut buffer).await.unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            let mut echo = b"up:".to_vec();
+            echo.extend_from_slice(&buffer[..n]);
+            socket.write_all(&echo).await.unwrap();
+        }
+    });
+    (addr, head_rx)
+}
+
+/// Reads up to the blank line that ends an HTTP head.
+async fn read_head(socket: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if socket.read(&mut byte).await.unwrap() == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+const WEBSOCKET_REQUEST: &str = "GET /v1/responses HTTP/1.1\r\nHost: HOST\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+    Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer sk-user\r\n\r\n";
+
+#[tokio::test]
+async fn a_websocket_upgrade_is_passed_through_and_bridged_byte_for_byte() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+        Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nopenai-version: 2020-10-01\r\n\r\n";
+    let (addr, head) = upgrade_upstream(answer).await;
+    let base = format!("http://{addr}");
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    let host = gateway.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(host).await.unwrap();
+    socket.write_all(WEBSOCKET_REQUEST.replace("HOST", host).as_bytes()).await.unwrap();
+    let response = read_head(&mut socket).await.to_ascii_lowercase();
+    assert!(response.starts_with("http/1.1 101"), "{response}");
+    for expected in ["upgrade: websocket", "connection: upgrade", "sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo=", "openai-version: 2020-10-01"] {
+        assert!(response.contains(expected), "`{expected}` in {response}");
+    }
+    let upstream_head = head.await.unwrap().to_ascii_lowercase();
+    for expected in [
+        "get /v1/responses http/1.1",
+        "upgrade: websocket",
+        "connection: upgrade",
+        "sec-websocket-key: dghlihnhbxbszsbub25jzq==",
+        "sec-websocket-version: 13",
+        "authorization: bearer sk-user",
+    ] {
+        assert!(upstream_head.contains(expected), "`{expected}` upstream in {upstream_head}");
+    }
+    assert!(!upstream_head.contains("content-length"), "no invented body: {upstream_head}");
+
+    // Frames are opaque bytes to the gateway: a masked text frame and arbitrary binary.
+    for message in [&b"\x81\x85\x37\xfa\x21\x3d\x7f\x9f\x4d\x51\x58"[..], &[0u8, 255, 13, 10, 13, 10, 7][..]] {
+        socket.write_all(message).await.unwrap();
+        let mut expected = b"up:".to_vec();
+        expected.extend_from_slice(message);
+        let mut received = vec![0u8; expected.len()];
+        tokio::time::timeout(Duration::from_secs(10), socket.read_exact(&mut received)).await.unwrap().unwrap();
+        assert_eq!(received, expected);
+    }
+}
+
+#[tokio::test]
+async fn a_refused_upgrade_comes_back_unchanged_so_the_client_falls_back() {
+    use tokio::io::AsyncWriteExt;
+    let answer = "HTTP/1.1 426 Upgrade Required\r\ncontent-type: application/json\r\ncontent-length: 27\r\n\r\n{\"error\":\"use HTTP please\"}";
+    let (addr, _head) = upgrade_upstream(answer).await;
+    let base = format!("http://{addr}");
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    let host = gateway.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(host).await.unwrap();
+    socket.write_all(WEBSOCKET_REQUEST.replace("HOST", host).as_bytes()).await.unwrap();
+    let head = read_head(&mut socket).await.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 426"), "{head}");
+    let mut body = vec![0u8; 27];
+    tokio::io::AsyncReadExt::read_exact(&mut socket, &mut body).await.unwrap();
+    assert_eq!(body, br#"{"error":"use HTTP please"}"#);
 }
