@@ -219,9 +219,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
 
     let traces = if args.runs(Part::Traces) {
         eprintln!(
-            "(d) traces: 4 phases of {:.1} s warm-up + {:.1} s measured, {} clients",
+            "(d) traces: {TRACE_ROUNDS} rounds of 4 phases of {:.1} s warm-up + {:.2} s measured, {} clients",
             args.warmup.as_secs_f64(),
-            args.duration.as_secs_f64(),
+            args.duration.as_secs_f64() / TRACE_ROUNDS as f64,
             args.clients
         );
         Some(traces_benchmark(&args, scratch.path()).await?)
@@ -534,7 +534,26 @@ impl LoadFigures {
     fn throughput(&self) -> f64 {
         self.latency.len() as f64 / self.window.as_secs_f64()
     }
+
+    /// Two windows of the same load as one: samples, windows and counts added.
+    fn merged(self, other: LoadFigures) -> LoadFigures {
+        let mut samples = self.latency.sorted;
+        samples.extend(other.latency.sorted);
+        LoadFigures {
+            clients: self.clients,
+            window: self.window + other.window,
+            latency: Distribution::new(samples),
+            answered: self.answered + other.answered,
+            audit: AuditCounts {
+                fsyncs: self.audit.fsyncs + other.audit.fsyncs,
+                batches: self.audit.batches + other.audit.batches,
+            },
+        }
+    }
 }
+
+/// Rounds of the traces benchmark; each phase of a round measures `--duration` ÷ this.
+const TRACE_ROUNDS: usize = 3;
 
 /// The request a phase sends.
 #[derive(Clone)]
@@ -974,30 +993,43 @@ async fn traces_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<Tr
         ("otlp", otlp),
     ];
     let body = Bytes::from(json!({ "args": { "text": "hello from the traces benchmark" } }).to_string());
-    let mut phases = Vec::new();
-    for (label, config) in configs {
-        let telemetry = Telemetry::build(&config).with_context(|| format!("building the `{label}` exporter"))?;
-        if telemetry.is_enabled() != (label != "off") {
-            bail!("the `{label}` phase built telemetry that is {} enabled", if telemetry.is_enabled() { "" } else { "not" });
+    // Rounds with the order rotated, so drift on the machine spreads over every configuration
+    // instead of landing on whichever phase ran last.
+    let window = args.duration / TRACE_ROUNDS as u32;
+    let mut measured: Vec<Option<TracePhase>> = configs.iter().map(|_| None).collect();
+    for round in 0..TRACE_ROUNDS {
+        for step in 0..configs.len() {
+            let index = (step + round) % configs.len();
+            let (label, config) = &configs[index];
+            let label = *label;
+            let telemetry = Telemetry::build(config).with_context(|| format!("building the `{label}` exporter"))?;
+            if telemetry.is_enabled() != (label != "off") {
+                bail!("the `{label}` phase built telemetry that is {} enabled", if telemetry.is_enabled() { "" } else { "not" });
+            }
+            let (daemon, _) = BenchDaemon::start_traced(&home, telemetry.clone())?;
+            let url = daemon.url("/v1/actions/echo/run");
+            let probe = Probe { method: Method::POST, url, token: daemon.token.clone(), body: Some(body.clone()) };
+            eprintln!("    round {}: tracing {label} with {} client(s)", round + 1, args.clients);
+            let load = load_phase(&daemon, &probe, args.clients, args.warmup, window).await?;
+            daemon.stop().await?;
+            // Exports what is still queued; the exporter blocks its caller.
+            tokio::task::block_in_place(|| telemetry.shutdown());
+            // Cumulative over the rounds: the file and the receiver keep everything.
+            let exported = match label {
+                "file" => Some(count_lines(&spans_dir)?),
+                "otlp" => Some(receiver.spans.load(std::sync::atomic::Ordering::SeqCst)),
+                _ => None,
+            };
+            if exported == Some(0) {
+                bail!("the `{label}` exporter exported no span");
+            }
+            measured[index] = Some(match measured[index].take() {
+                None => TracePhase { label, load, exported },
+                Some(earlier) => TracePhase { label, load: earlier.load.merged(load), exported },
+            });
         }
-        let (daemon, _) = BenchDaemon::start_traced(&home, telemetry.clone())?;
-        let url = daemon.url("/v1/actions/echo/run");
-        let probe = Probe { method: Method::POST, url, token: daemon.token.clone(), body: Some(body.clone()) };
-        eprintln!("    tracing {label}: {} {} with {} client(s)", probe.method, probe.url, args.clients);
-        let load = load_phase(&daemon, &probe, args.clients, args.warmup, args.duration).await?;
-        daemon.stop().await?;
-        // Exports what is still queued; the exporter blocks its caller.
-        tokio::task::block_in_place(|| telemetry.shutdown());
-        let exported = match label {
-            "file" => Some(count_lines(&spans_dir)?),
-            "otlp" => Some(receiver.spans.load(std::sync::atomic::Ordering::SeqCst)),
-            _ => None,
-        };
-        if exported == Some(0) {
-            bail!("the `{label}` exporter exported no span");
-        }
-        phases.push(TracePhase { label, load, exported });
     }
+    let phases = measured.into_iter().map(|phase| phase.expect("every configuration ran")).collect();
     Ok(TraceFigures { phases })
 }
 
@@ -1050,8 +1082,9 @@ impl TraceFigures {
         let _ = writeln!(text, "\n### (d) Traces: `POST /v1/actions/echo/run` with tracing off and on\n");
         let _ = writeln!(
             text,
-            "Reproduce: `{command_line}`. The phases of (b) with {} clients, run one after the other on the same \
-             home, each by a daemon restarted with another telemetry: `off` (no SDK: the default), `noop` (the \
+            "Reproduce: `{command_line}`. The phases of (b) with {} clients on the same home, in {TRACE_ROUNDS} rounds \
+             (each configuration measured for a third of the window per round, the order rotated every round, the \
+             samples pooled), each phase by a daemon restarted with another telemetry: `off` (no SDK: the default), `noop` (the \
              SDK builds every span and drops it), `file` (JSON lines under a scratch `traces/`) and `otlp` \
              (OTLP/HTTP protobuf to a receiver in the benchmark process, which decodes every request). Each run \
              makes {SPANS_PER_RUN} spans; the batch processor keeps at most 2,048 queued and drops the rest, so \
