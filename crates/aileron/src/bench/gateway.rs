@@ -507,7 +507,13 @@ fn added_micros(measured: Duration, baseline: Duration) -> f64 {
 }
 
 fn format_added(micros: f64) -> String {
-    if micros.abs() >= 1000.0 { format!("{:+.2} ms", micros / 1000.0) } else { format!("{micros:+.0} µs") }
+    if micros.abs() >= 1e6 {
+        format!("{:+.2} s", micros / 1e6)
+    } else if micros.abs() >= 1000.0 {
+        format!("{:+.2} ms", micros / 1000.0)
+    } else {
+        format!("{micros:+.0} µs")
+    }
 }
 
 impl GatewayFigures {
