@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use aileron_core::{Boundary, ContentHash, Failure};
 use anyhow::Context as _;
-use wasmtime::{Config, Engine, InstancePre, Linker, Module, Store};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store};
 
 use crate::cache::{CacheCounters, CacheEvent, CacheStats, DiskCache, DiskLookup, MemoryCache};
 use crate::context::CallContext;
@@ -31,12 +31,47 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// only bounds native recursion; it must stay well below wasmtime's 2 MiB async fiber stack.
 const MAX_WASM_STACK: usize = 1 << 20;
 
+/// Calls that may hold an instance at once: the pooling allocator's slots. Further calls wait
+/// for a slot (inside their own wall-time limit) instead of failing.
+pub const MAX_CONCURRENT_CALLS: usize = 128;
+/// Bytes of each slot's linear memory and fiber stack kept mapped between calls and reset with
+/// `memset` rather than `madvise`: a small guest's whole footprint, so a warm call maps nothing
+/// and, in a VM, triggers no TLB-shootdown interrupts.
+const KEEP_RESIDENT: usize = 4 << 20;
+/// Warm slots kept for reuse beyond those in use; bounds the resident memory an idle daemon keeps.
+const MAX_UNUSED_WARM_SLOTS: u32 = 32;
+/// Table elements a module may declare: a Go guest's function table holds every function of
+/// the program (tens of thousands in a large one). Reserved per slot at 8 bytes each.
+const MAX_TABLE_ELEMENTS: usize = 200_000;
+
+/// The pooling instance allocator: every slot (memory, table, stack, instance) is reserved once
+/// at start and reused; without it each call maps and unmaps its memory and stack, which cost a
+/// third of the daemon's CPU under load (see BENCHMARKS.md).
+fn pooling(slots: usize) -> PoolingAllocationConfig {
+    let slots = u32::try_from(slots).unwrap_or(u32::MAX);
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_core_instances(slots)
+        .total_memories(slots)
+        .total_tables(slots)
+        .total_stacks(slots)
+        .max_memories_per_module(1)
+        .max_tables_per_module(4)
+        .table_elements(MAX_TABLE_ELEMENTS)
+        .max_memory_size(limits::MAX_MEMORY_BYTES as usize)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .async_stack_keep_resident(KEEP_RESIDENT)
+        .max_unused_warm_slots(MAX_UNUSED_WARM_SLOTS);
+    pool
+}
+
 /// Configuration of a [`Runtime`].
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
     /// Directory of the on-disk compiled-module cache (`AILERON_HOME/store/cache`); `None` keeps
     /// compiled modules in memory only.
     pub cache_dir: Option<PathBuf>,
+    /// Calls that may hold an instance at once (pooled slots); `None` = [`MAX_CONCURRENT_CALLS`].
+    pub concurrent_calls: Option<usize>,
 }
 
 /// One call of a connector operation.
@@ -78,6 +113,9 @@ pub struct Runtime {
     modules: MemoryCache<LoadedModule>,
     disk: Option<DiskCache>,
     counters: CacheCounters,
+    /// One permit per pooled slot: held from instantiation until the call's store is dropped.
+    slots: Arc<tokio::sync::Semaphore>,
+    slot_count: usize,
     _ticker: EpochTicker,
 }
 
@@ -91,6 +129,8 @@ impl Runtime {
         // calls without one get an unreachable budget.
         wasm_config.consume_fuel(true);
         wasm_config.max_wasm_stack(MAX_WASM_STACK);
+        let slots = config.concurrent_calls.unwrap_or(MAX_CONCURRENT_CALLS).max(1);
+        wasm_config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(slots)));
         let engine = Engine::new(&wasm_config).map_err(anyhow::Error::from).context("configuring wasmtime")?;
 
         let mut linker = Linker::new(&engine);
@@ -108,6 +148,8 @@ impl Runtime {
             modules: MemoryCache::new(),
             disk,
             counters: CacheCounters::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+            slot_count: slots,
             _ticker: ticker,
         })
     }
@@ -198,6 +240,22 @@ impl Runtime {
         let stdin = serde_json::to_vec(&serde_json::json!({ "op": request.op, "args": request.args }))
             .expect("a JSON value always serializes");
 
+        // A pooled slot, waited for within the call's own wall time.
+        let _slot = match tokio::time::timeout_at(deadline.into(), self.slots.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            _ => {
+                let failure = Failure::resource_limit(
+                    limits::LimitKind::Time.as_str(),
+                    format!(
+                        "no instance slot came free within the call's {} ms of wall time \
+                         ({} calls were running)",
+                        limits.wall_time.as_millis(),
+                        self.slot_count
+                    ),
+                );
+                return CallOutcome { result: Err(failure), logs: Vec::new(), elapsed: started.elapsed() };
+            }
+        };
         let mut store = Store::new(&self.engine, CallContext::new(stdin, &limits, hooks, deadline));
         store.limiter(|context| &mut context.limiter);
         store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).expect("fuel metering is enabled on the engine");

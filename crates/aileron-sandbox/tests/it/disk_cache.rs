@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::guest::{FakeEgress, Wat, limits};
 
 fn runtime_at(dir: &Path) -> Runtime {
-    Runtime::new(RuntimeConfig { cache_dir: Some(dir.to_path_buf()) }).unwrap()
+    Runtime::new(RuntimeConfig { cache_dir: Some(dir.to_path_buf()), ..RuntimeConfig::default() }).unwrap()
 }
 
 /// Loads and runs the module on `runtime`; returns its output and the runtime's counters.
@@ -123,7 +123,7 @@ fn a_cache_directory_that_cannot_be_created_is_an_error() {
     let home = tempfile::tempdir().unwrap();
     let blocker = home.path().join("file");
     fs::write(&blocker, b"").unwrap();
-    let error = Runtime::new(RuntimeConfig { cache_dir: Some(blocker.join("cache")) }).err().unwrap();
+    let error = Runtime::new(RuntimeConfig { cache_dir: Some(blocker.join("cache")), ..RuntimeConfig::default() }).err().unwrap();
     assert!(error.to_string().contains("cannot create the compiled-module cache directory"), "{error}");
 }
 

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 /// The runtime shared by all tests that do not exercise the disk cache.
 pub fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| Runtime::new(RuntimeConfig { cache_dir: None }).expect("runtime starts"))
+    RUNTIME.get_or_init(|| Runtime::new(RuntimeConfig::default()).expect("runtime starts"))
 }
 
 /// Builds a WASI command module. Memory layout: bytes 0..256 are scratch for the helpers

@@ -177,3 +177,34 @@ async fn fuel_limits_computation_when_set() {
     let scarce = call(&module, Limits { fuel: Some(500), ..limits() }).await;
     assert_eq!(summary(&scarce), r#"resource_limit_exceeded sandbox "fuel""#);
 }
+
+#[tokio::test]
+async fn calls_beyond_the_pooled_slots_wait_for_one_within_their_wall_time() {
+    use std::sync::Arc;
+
+    use aileron_core::ContentHash;
+    use aileron_sandbox::{CallRequest, ImportPolicy, Runtime, RuntimeConfig};
+
+    let runtime = Runtime::new(RuntimeConfig { concurrent_calls: Some(2), ..RuntimeConfig::default() }).unwrap();
+    let wasm = sleeper(300_000_000).wasm();
+    let module = runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let call = |wall_time: Duration| {
+        let request = CallRequest { op: "run".into(), args: serde_json::json!({}), limits: Limits { wall_time, ..limits() } };
+        runtime.call(&module, request, crate::guest::FakeEgress::new() as Arc<_>)
+    };
+    let started = Instant::now();
+    // Two calls hold both slots for 300 ms; a third may wait 100 ms and cannot get one; a fourth
+    // may wait long enough, gets a slot when the first two end, and sleeps its own 300 ms.
+    let (first, second, impatient, patient) = tokio::join!(
+        call(Duration::from_secs(10)),
+        call(Duration::from_secs(10)),
+        call(Duration::from_millis(100)),
+        call(Duration::from_secs(10)),
+    );
+    for outcome in [&first, &second, &patient] {
+        assert_eq!(summary(outcome), "ok [0,77,1]");
+    }
+    assert_eq!(summary(&impatient), r#"resource_limit_exceeded sandbox "time""#);
+    assert!(failure(&impatient).message.contains("no instance slot came free"), "{}", failure(&impatient).message);
+    assert!(started.elapsed() >= Duration::from_millis(600), "the fourth call waited for a slot: {:?}", started.elapsed());
+}

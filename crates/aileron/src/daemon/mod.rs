@@ -90,7 +90,7 @@ impl AppState {
         for id in &recovery.recovered {
             eprintln!("aileron daemon: approval {id} was running when the daemon stopped; marked failed, not re-run");
         }
-        let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()) }).context("starting wasmtime")?;
+        let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()), ..RuntimeConfig::default() }).context("starting wasmtime")?;
         let egress_client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .pool_idle_timeout(std::time::Duration::from_secs(30))

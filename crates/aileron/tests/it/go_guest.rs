@@ -174,7 +174,7 @@ async fn check_echo_and_the_module_cache(harness: &Harness, hash: &str) {
 
     // A daemon restart, as far as the module is concerned: a new runtime over the same cache
     // directory, given no wasm bytes at all, so only the compiled artifact can answer.
-    let restarted = Runtime::new(RuntimeConfig { cache_dir: Some(harness.home.cache_dir()) }).unwrap();
+    let restarted = Runtime::new(RuntimeConfig { cache_dir: Some(harness.home.cache_dir()), ..RuntimeConfig::default() }).unwrap();
     let started = Instant::now();
     restarted
         .load(&ContentHash::parse(hash).unwrap(), &[], &ImportPolicy::default())
