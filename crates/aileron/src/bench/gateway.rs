@@ -607,11 +607,17 @@ impl GatewayFigures {
             let base = direct.and_then(|d| d.at(rate));
             for figures in &self.targets {
                 let Some(phase) = figures.at(rate) else { continue };
+                // A phase where every request failed has no latency to show.
+                let answered = phase.latency.len() > 0;
                 let added = |pick: fn(&Distribution) -> Duration| match base {
-                    Some(base) if figures.target != Target::Direct => {
+                    Some(base) if figures.target != Target::Direct && answered => {
                         format_added(added_micros(pick(&phase.latency), pick(&base.latency)))
                     }
-                    _ => String::new(),
+                    _ if answered => String::new(),
+                    _ => "—".to_string(),
+                };
+                let shown = |pick: fn(&Distribution) -> Duration| {
+                    if answered { format_duration(pick(&phase.latency)) } else { "—".to_string() }
                 };
                 let _ = writeln!(
                     text,
@@ -620,8 +626,8 @@ impl GatewayFigures {
                     format_count(rate.into()),
                     format_count(phase.due),
                     format_count(phase.failed),
-                    format_duration(phase.latency.p50()),
-                    format_duration(phase.latency.p99()),
+                    shown(Distribution::p50),
+                    shown(Distribution::p99),
                     added(Distribution::p50),
                     added(Distribution::p99),
                 );
