@@ -161,10 +161,10 @@ pub async fn admit(State(state): State<Arc<AppState>>, mut request: Request, nex
         Ok(()) => next.run(request).await,
         Err(error) => error.into_response(),
     };
-    if !proxied || !response.headers().contains_key("x-request-id") {
-        if let Ok(value) = HeaderValue::from_str(&uuid::Uuid::new_v4().to_string()) {
-            response.headers_mut().insert("x-request-id", value);
-        }
+    if (!proxied || !response.headers().contains_key("x-request-id"))
+        && let Ok(value) = HeaderValue::from_str(&uuid::Uuid::new_v4().to_string())
+    {
+        response.headers_mut().insert("x-request-id", value);
     }
     response
 }

@@ -24,6 +24,9 @@ use super::changes::ActionFeed;
 use crate::telemetry::Telemetry;
 use super::link::{CallOrigin, DaemonLink};
 
+/// The action feed's position a catalog was fetched at (see [`ActionFeed::key`]).
+type FeedKey = (u64, Option<u64>);
+
 /// What every session of one server shares: the way to the daemon, the feed of action-set
 /// changes and the last catalog fetched, with the feed key it was fetched under.
 ///
@@ -36,7 +39,7 @@ pub struct McpShared {
     /// `aileron.mcp.tool.call` spans (`aileron-mcp`'s own pipeline; the daemon's for `/mcp`).
     telemetry: Telemetry,
     feed: ActionFeed,
-    catalog: RwLock<Option<((u64, Option<u64>), Arc<ToolCatalog>)>>,
+    catalog: RwLock<Option<(FeedKey, Arc<ToolCatalog>)>>,
     /// Where this server's own problems go (stderr for `aileron-mcp`, the daemon log for `/mcp`).
     log_prefix: &'static str,
 }

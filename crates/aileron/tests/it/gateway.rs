@@ -27,9 +27,12 @@ struct Script {
     paced: bool,
 }
 
+/// Method, path and query, headers, body.
+type SeenRequest = (String, String, Vec<(String, String)>, Vec<u8>);
+
 #[derive(Clone, Default)]
 struct Seen {
-    requests: Arc<Mutex<Vec<(String, String, Vec<(String, String)>, Vec<u8>)>>>,
+    requests: Arc<Mutex<Vec<SeenRequest>>>,
 }
 
 struct Upstream {

@@ -1319,7 +1319,7 @@ fn claude_code_calls_actions_through_aileron_mcp_and_waits_for_approval() {
     assert_eq!(fetched["result"]["output"]["status"], 200);
     let id = approval_id_in(&results[1].1).expect("the pending result names the approval");
     assert!(
-        results[1].1.contains(&format!("needs the user's approval before it runs"))
+        results[1].1.contains("needs the user's approval before it runs")
             && results[1].1.contains(&format!("aileron open approval {id}")),
         "the pending message reached the model verbatim: {}",
         results[1].1
