@@ -12,7 +12,7 @@ use std::sync::Arc;
 use aileron_core::approval::{ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalState};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ pub struct LoginQuery {
     focus: Option<String>,
 }
 
-/// Redeems a login ticket: sets the session cookie and redirects to the page.
+/// Redeems a login ticket: sets the session cookie and sends the browser on to the page.
 pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<LoginQuery>) -> Response {
     let Some((cookie, _csrf)) = state.tokens.redeem_ticket(&query.ticket) else {
         // One nonce for the CSP header and the page's <style>, or the browser drops the styles.
@@ -49,7 +49,19 @@ pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<Login
         None => "/approvals".to_string(),
     };
     let cookie = format!("{WEB_COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/");
-    let mut response = Redirect::to(&target).into_response();
+    // Not a redirect: a browser that followed the sign-in link from another site (a chat, a web
+    // mail) keeps that cross-site context through redirects and would withhold the Strict cookie
+    // from the page. A navigation started by this same-origin document carries it; `replace`
+    // also drops the spent ticket from the history.
+    let nonce = random_token();
+    let target_json = serde_json::to_string(&target).expect("a string serializes");
+    let body = page(
+        "Signing in",
+        &format!("<p id=\"signing-in\">Signed in. <a href=\"{}\">Continue to the approvals</a>.</p>", escape(&target)),
+        &format!("<script nonce=\"{nonce}\">location.replace({target_json});</script>"),
+        &nonce,
+    );
+    let mut response = (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(body)).into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }

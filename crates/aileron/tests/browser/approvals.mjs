@@ -11,6 +11,8 @@
 //   {"cmd": "decide", "approve": ID, "deny": ID, "reason": TEXT}
 //                                        double-click Approve on one card, type TEXT and click Deny
 //                                        on the other, wait until both are resolved for good
+//   {"cmd": "cross_site", "url": URL}    a fresh context follows the sign-in URL from a link on
+//                                        another site's page and reports what it shows
 //   {"cmd": "anonymous", "id": ID}       a fresh context without the cookie opens the page and
 //                                        tries to read and decide ID from it
 //   {"cmd": "visit", "url": URL, "fresh": BOOL}
@@ -134,7 +136,6 @@ async function main() {
   reply({
     status: response.status(),
     url: page.url(),
-    redirected: response.request().redirectedFrom()?.url() ?? null,
     cookies: cookies.map(({ name, httpOnly, sameSite, path }) => ({ name, httpOnly, sameSite, path })),
     document_cookie: await page.evaluate(() => document.cookie),
     cards: await cardsOn(page),
@@ -179,6 +180,28 @@ async function main() {
           decide_requests: decideRequests,
           problems,
         });
+        break;
+      }
+      case 'cross_site': {
+        // The sign-in link followed from another site's page, as from a web chat or web mail.
+        const elsewhere = await browser.newContext();
+        const other = await elsewhere.newPage();
+        other.setDefaultTimeout(WAIT_MS);
+        const otherProblems = problemsOf(other);
+        await other.route('http://elsewhere.test/', (route) =>
+          route.fulfill({ contentType: 'text/html', body: `<a id="go" href="${command.url}">review</a>` }),
+        );
+        await other.goto('http://elsewhere.test/');
+        await other.click('#go');
+        await other.waitForSelector('#cards, #signed-out');
+        reply({
+          url: other.url(),
+          signed_in: await other.isVisible('#cards'),
+          signed_out: await other.isVisible('#signed-out'),
+          cards: await cardsOn(other),
+          problems: otherProblems,
+        });
+        await elsewhere.close();
         break;
       }
       case 'anonymous': {

@@ -2,10 +2,11 @@
 //! `tests/browser/approvals.mjs`, against a real daemon started by the `aileron` binary.
 //!
 //! The scenario follows a human: `aileron open approval <id> --print` gives a sign-in URL for a
-//! request made before the page opens; the browser redeems the ticket (cookie, redirect), sees the
-//! focused card, sees a second request appear live (SSE, no reload), approves one and denies the
-//! other with a reason, and sees both resolve. Then a browser context without the cookie gets no
-//! data and cannot decide. The upstream counts calls, so "ran exactly once" is checked where it
+//! request made before the page opens; the browser redeems the ticket (cookie, then a page that
+//! navigates itself on), sees the focused card, sees a second request appear live (SSE, no
+//! reload), approves one and denies the other with a reason, and sees both resolve. Then a browser
+//! context without the cookie gets no data and cannot decide, and a sign-in link followed from
+//! another site's page still signs in. The upstream counts calls, so "ran exactly once" is checked where it
 //! happens, and the audit log must carry both decisions with a human actor.
 //!
 //! Needs `/usr/bin/chromium`, `node` and `tests/browser/node_modules` (`cargo xtask setup` installs
@@ -260,7 +261,6 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     let mut browser = BrowserDriver::start(&login_url);
     let signed_in = browser.reply("sign-in");
     assert_eq!(signed_in["status"], 200, "{signed_in}");
-    assert!(signed_in["redirected"].as_str().unwrap_or_default().contains("/approvals/login?ticket="), "{signed_in}");
     assert!(
         signed_in["url"].as_str().unwrap().ends_with(&format!("/approvals?focus={first}")),
         "the ticket is gone from the address bar: {signed_in}"
@@ -364,7 +364,16 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert_eq!(statuses(&focused_decided), BTreeMap::from([(first.clone(), "completed".to_string())]));
     assert_eq!(cards(&focused_decided), vec![(third.clone(), false, url_of("third"))]);
 
-    // 7. The daemon goes away: the page says so, and a decision it cannot deliver is reported.
+    // 7. A sign-in link followed from another site's page still signs in (the Strict cookie is
+    //    set by a page that then navigates itself, not by a redirect).
+    let cross_site_url = cli.ok(&["open", "approval", &third, "--print"]).trim().to_string();
+    let cross_site = browser.send(json!({"cmd": "cross_site", "url": cross_site_url}));
+    assert_no_page_problems(&cross_site, "cross-site sign-in");
+    assert_eq!((&cross_site["signed_in"], &cross_site["signed_out"]), (&json!(true), &json!(false)), "{cross_site}");
+    assert!(cross_site["url"].as_str().unwrap().ends_with(&format!("/approvals?focus={third}")), "{cross_site}");
+    assert_eq!(cards(&cross_site), vec![(third.clone(), true, url_of("third"))]);
+
+    // 8. The daemon goes away: the page says so, and a decision it cannot deliver is reported.
     cli.ok(&["daemon", "stop"]);
     let disconnected = browser.send(json!({"cmd": "wait_disconnected"}));
     assert!(disconnected["text"].as_str().unwrap().contains("Lost the connection to the daemon"), "{disconnected}");
