@@ -144,10 +144,12 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// One line of the resolved list, as the script renders it: `action · id · state (reason)`.
+/// One line of the resolved list, as the script renders it: `action · id · state (reason)`, the
+/// reason being the denial's, or the failure's class and message when an approved run failed.
 fn resolved_item(entry: &ApprovalEntry) -> String {
     let state = serde_json::to_value(entry.state).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-    let reason = entry.reason.as_deref().map(|reason| format!(" ({reason})")).unwrap_or_default();
+    let failure = entry.failure.as_ref().map(|failure| format!("{}: {}", failure.class, failure.message));
+    let reason = entry.reason.clone().or(failure).map(|reason| format!(" ({reason})")).unwrap_or_default();
     format!(
         "<li id=\"resolved-{id}\" data-status=\"{state}\">{action} · {id} · {state}{reason}</li>",
         id = escape(entry.id.as_str()),
@@ -262,7 +264,8 @@ function resolve(entry) {
   let item = document.getElementById('resolved-' + entry.id);
   if (!item) { item = el('li', { id: 'resolved-' + entry.id }); resolved.prepend(item); }
   item.dataset.status = entry.state;
-  item.textContent = entry.action + ' · ' + entry.id + ' · ' + entry.state + (entry.reason ? ' (' + entry.reason + ')' : '');
+  const why = entry.reason || (entry.failure ? entry.failure.class + ': ' + entry.failure.message : '');
+  item.textContent = entry.action + ' · ' + entry.id + ' · ' + entry.state + (why ? ' (' + why + ')' : '');
   refreshEmpty();
 }
 // The buttons stay disabled until the answer: a double click or Approve-then-Deny sends one decision.

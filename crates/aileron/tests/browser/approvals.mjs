@@ -15,6 +15,7 @@
 //                                        another site's page and reports what it shows
 //   {"cmd": "anonymous", "id": ID}       a fresh context without the cookie opens the page and
 //                                        tries to read and decide ID from it
+//   {"cmd": "expect_resolved", "id": ID} wait until ID is resolved for good in the live list
 //   {"cmd": "visit", "url": URL, "fresh": BOOL}
 //                                        open URL in a fresh context, or in the signed-in page
 //   {"cmd": "wait_disconnected"}         wait for the page's lost-connection notice
@@ -238,6 +239,15 @@ async function main() {
           attempts,
         });
         await stranger.close();
+        break;
+      }
+      case 'expect_resolved': {
+        const navigationsBefore = navigations;
+        await page.waitForFunction(
+          ({ id, finals }) => finals.includes(document.getElementById(`resolved-${id}`)?.dataset.status),
+          { id: command.id, finals: FINAL_STATES },
+        );
+        reply({ navigations: navigations - navigationsBefore, resolved: await resolvedOn(page), problems });
         break;
       }
       case 'visit': {

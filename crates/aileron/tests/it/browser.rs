@@ -364,7 +364,26 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert_eq!(statuses(&focused_decided), BTreeMap::from([(first.clone(), "completed".to_string())]));
     assert_eq!(cards(&focused_decided), vec![(third.clone(), false, url_of("third"))]);
 
-    // 7. A sign-in link followed from another site's page still signs in (the Strict cookie is
+    // 7. An approved run that fails says why in the resolved list, live and when the page is
+    //    reloaded: here the agent asked for a host the connector's manifest does not declare.
+    let doomed = request_approval(&cli, "https://undeclared.example/x");
+    assert_eq!(browser.send(json!({"cmd": "expect_card", "id": doomed}))["navigations"], 0);
+    cli.ok(&["approval", "approve", &doomed]);
+    let resolved_line = |reply: &Value| {
+        let items = reply["resolved"].as_array().expect("resolved");
+        let item = items.iter().find(|item| item["id"] == doomed.as_str()).expect("the failed run is listed");
+        (item["status"].as_str().unwrap().to_string(), item["text"].as_str().unwrap().to_string())
+    };
+    let live = browser.send(json!({"cmd": "expect_resolved", "id": doomed}));
+    assert_no_page_problems(&live, "failed run, live");
+    let (status, text) = resolved_line(&live);
+    assert_eq!(status, "failed", "{text}");
+    assert!(text.contains("failed (capability_denied: "), "the failure class and message are shown: {text}");
+    // The page's link to a decided approval (`?focus=`) renders its line server-side.
+    let reloaded = browser.send(json!({"cmd": "visit", "url": format!("{base_url}/approvals?focus={doomed}")}));
+    assert_eq!(resolved_line(&reloaded), (status, text), "the server renders the same line");
+
+    // 8. A sign-in link followed from another site's page still signs in (the Strict cookie is
     //    set by a page that then navigates itself, not by a redirect).
     let cross_site_url = cli.ok(&["open", "approval", &third, "--print"]).trim().to_string();
     let cross_site = browser.send(json!({"cmd": "cross_site", "url": cross_site_url}));
@@ -373,7 +392,7 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert!(cross_site["url"].as_str().unwrap().ends_with(&format!("/approvals?focus={third}")), "{cross_site}");
     assert_eq!(cards(&cross_site), vec![(third.clone(), true, url_of("third"))]);
 
-    // 8. The daemon goes away: the page says so, and a decision it cannot deliver is reported.
+    // 9. The daemon goes away: the page says so, and a decision it cannot deliver is reported.
     cli.ok(&["daemon", "stop"]);
     let disconnected = browser.send(json!({"cmd": "wait_disconnected"}));
     assert!(disconnected["text"].as_str().unwrap().contains("Lost the connection to the daemon"), "{disconnected}");
