@@ -10,7 +10,9 @@ pub mod identity;
 pub mod manifest;
 pub mod parse_error;
 pub mod policy;
+pub mod sigv4;
 pub mod template;
+pub mod vault;
 
 pub use failure::{Boundary, Failure, FailureClass};
 pub use identity::{ConnectorRef, ContentHash, Fqn, IdentityError};

@@ -1,0 +1,1 @@
+//! AWS Signature Version 4 request signing (pure; being written).

@@ -1,0 +1,1 @@
+//! The vault file format (pure; being written).
