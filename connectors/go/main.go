@@ -12,9 +12,11 @@
 // Operations:
 //
 //	echo   returns its args unchanged
-//	get    GET args.url through http_request; reads the body size, then the
-//	       body, then the status (that order: the host must keep the last
-//	       response readable) and returns {status, body}
+//	get    GET args.url through http_request (naming args.credential when
+//	       given, e.g. "api_key", so the host injects the bound credential);
+//	       reads the body size, then the body, then the status (that order:
+//	       the host must keep the last response readable) and returns
+//	       {status, body}
 //	sleep  time.Sleep(args.ms milliseconds); returns the time it observed
 //	fail   reports an external_api_error whose details.status is args.status
 //	       (503 when absent), then exits 1
@@ -93,12 +95,13 @@ func dispatch(op string, rawArgs json.RawMessage) (any, *connectorError) {
 		return args, nil
 	case "get":
 		var args struct {
-			URL string `json:"url"`
+			URL        string `json:"url"`
+			Credential string `json:"credential"`
 		}
 		if err := json.Unmarshal(rawArgs, &args); err != nil {
 			return nil, badInput(err)
 		}
-		return get(args.URL)
+		return get(args.URL, args.Credential)
 	case "sleep":
 		var args struct {
 			Ms int64 `json:"ms"`
@@ -128,13 +131,18 @@ func dispatch(op string, rawArgs json.RawMessage) (any, *connectorError) {
 
 // get issues one GET through the host and reads the response the way the
 // original connectors do: size, body, and only then the status.
-func get(url string) (any, *connectorError) {
-	envelope, err := json.Marshal(map[string]any{
+func get(url, credential string) (any, *connectorError) {
+	request := map[string]any{
 		"method": "GET",
 		"url":    url,
 		// Go's http.Header shape: every value is a list.
 		"headers": map[string][]string{"Accept": {"application/json"}, "User-Agent": {"aileron-go-connector"}},
-	})
+	}
+	if credential != "" {
+		// Only the kind: the host holds the credential and injects it.
+		request["credential"] = credential
+	}
+	envelope, err := json.Marshal(request)
 	if err != nil {
 		return nil, badInput(err)
 	}

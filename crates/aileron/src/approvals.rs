@@ -11,7 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use aileron_core::approval::{
     ApprovalEntry, ApprovalId, ApprovalState, DecideError, Decision, EventKind, JournalEvent, Outcome, decide, replay,
@@ -128,6 +128,24 @@ impl ApprovalQueue {
         .ok()
     }
 
+    /// Parks an approved entry until the vault is unlocked (journaled). Returns `false` when the
+    /// entry is not `approved` (already waiting, started, or unknown).
+    pub fn await_vault(&self, id: &ApprovalId) -> bool {
+        self.commit(id, |entry| {
+            if entry.state != ApprovalState::Approved {
+                return Err(QueueError::Unknown(id.to_string()));
+            }
+            entry.advance(&now(), EventKind::AwaitingVault).map_err(|e| QueueError::Unknown(e.to_string()))
+        })
+        .is_ok()
+    }
+
+    /// Entries approved but waiting for the vault, oldest first.
+    pub fn awaiting_vault(&self) -> Vec<ApprovalId> {
+        let inner = self.inner.lock().expect("approval queue poisoned");
+        inner.entries.values().filter(|e| e.state == ApprovalState::AwaitingVault).map(|e| e.id.clone()).collect()
+    }
+
     /// Records how an execution ended.
     pub fn finish(&self, id: &ApprovalId, outcome: Outcome) -> Result<ApprovalEntry, QueueError> {
         self.commit(id, |entry| {
@@ -196,5 +214,3 @@ pub fn not_runnable(message: impl Into<String>) -> Failure {
     Failure::runtime_error(Boundary::Runtime, message)
 }
 
-/// Shared handle used by the daemon.
-pub type SharedQueue = Arc<ApprovalQueue>;

@@ -1,7 +1,9 @@
 //! `aileron demo`: the whole product, offline, in a temporary home. It starts a real daemon
 //! process, a loopback stand-in for api.github.com, installs the bundled example connector
 //! (compiled from `connectors/github-issues` and embedded in this binary) and its actions, runs
-//! one, shows the sandbox denying an undeclared host, prints the audit trail and verifies it.
+//! one, shows the sandbox denying an undeclared host and a gated action being denied, then
+//! creates a vault, binds a demo token, approves the gated action (which waits for the locked
+//! vault, then runs with the token injected host-side), prints the audit trail and verifies it.
 
 use std::time::Duration;
 
@@ -24,6 +26,9 @@ pub const EXAMPLE_ACTIONS: [(&str, &str); 3] = [
     ("create-issue.md", include_str!(concat!(env!("AILERON_EXAMPLE_CONNECTOR_DIR"), "/actions/create-issue.md"))),
 ];
 pub const EXAMPLE_FQN: &str = "github://aileron/github-issues";
+/// The demo's vault passphrase and the token it binds (both only ever exist in the temporary home).
+const DEMO_PASSPHRASE: &str = "correct horse battery staple (demo)";
+const DEMO_TOKEN: &str = "ghp_demoToken0000000000000000000000000000";
 pub const EXAMPLE_VERSION: &str = "0.1.0";
 
 /// The example manifest with its GitHub host replaced by a loopback `host:port`.
@@ -118,7 +123,6 @@ async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<i
 
     println!("\n== 7. create-issue requires human approval: the agent gets 202 and a review URL, nothing runs yet");
     let args = json!({ "owner": "aileron", "repo": "demo", "title": "Hello from the demo", "api_base": upstream.base_url() });
-    let before = upstream.recorder.count();
     let (status, pending) = run_action(&client, "create-issue", &args).await?;
     if status != StatusCode::ACCEPTED {
         bail!("expected 202 pending_approval, got {status}: {pending}");
@@ -141,25 +145,61 @@ async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<i
     decide(&client, &id, false, Some("duplicate of #2")).await?;
     println!("   result: {}", client.get(&format!("/v1/action-approvals/{id}/result")).await?);
 
-    println!("\n== 9. asked again, the human approves; it runs once, in the background");
+    println!("\n== 9. the vault: encrypted credentials, bound to a connector, injected host-side");
+    client.post("/v1/vault/init", &json!({ "passphrase": DEMO_PASSPHRASE })).await?;
+    println!("   created the vault (Argon2id + AES-256-GCM) as `aileron vault init` would");
+    let binding = client.post("/v1/bindings/setup", &json!({ "connector": EXAMPLE_FQN, "api_key": DEMO_TOKEN })).await?;
+    println!(
+        "   bound a demo GitHub token as {} (`aileron binding setup {EXAMPLE_FQN}`)",
+        binding["name"].as_str().unwrap_or("?")
+    );
+    client.post("/v1/vault/lock", &json!({})).await?;
+    println!("   locked it again, as after a daemon restart: nothing can use the token now");
+
+    println!("\n== 10. asked again, the human approves; the run waits for the vault, then runs once");
     let (_, pending) = run_action(&client, "create-issue", &args).await?;
     let id = pending["approval_id"].as_str().context("no approval id")?.to_string();
     decide(&client, &id, true, None).await?;
+    let waiting = wait_for_status(&client, &id, "awaiting_vault").await?;
+    println!("   status: {}", waiting["status"].as_str().unwrap_or("?"));
+    client.post("/v1/vault/unlock", &json!({ "passphrase": DEMO_PASSPHRASE })).await?;
+    println!("   unlocked (`aileron vault unlock`)");
     let view = wait_until_resolved(&client, &id).await?;
     println!("   result: {}", crate::cli::approval_status_line(&view));
+    if view["status"] != "completed" {
+        bail!("the approved create-issue did not complete: {view}");
+    }
+    let created = &view["result"]["output"];
+    println!("   created issue #{} \"{}\"", created["number"], created["title"].as_str().unwrap_or("?"));
+    let received = upstream
+        .recorder
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|request| request.method == "POST")
+        .and_then(|request| request.headers.into_iter().find(|(name, _)| name == "authorization"))
+        .map(|(_, value)| value);
+    println!("   the stand-in received  Authorization: {}", received.as_deref().unwrap_or("(none)"));
+    if received.as_deref() != Some(format!("Bearer {DEMO_TOKEN}").as_str()) {
+        bail!("the stand-in did not receive the injected token");
+    }
+    let audit = client.get("/v1/audit?limit=200").await?;
+    let seen_by_guest_or_logs = view.to_string().contains(DEMO_TOKEN) || audit.to_string().contains(DEMO_TOKEN);
     println!(
-        "   (creating an issue needs your GitHub token; credential bindings arrive with the vault, so this demo stops here — \
-         the connector never sees a key either way) · the upstream received {} request(s) from the preview",
-        upstream.recorder.count() - before
+        "   the token appears in the connector's result or the audit log: {}",
+        if seen_by_guest_or_logs { "YES (bug)" } else { "no — the connector never saw it" }
     );
+    if seen_by_guest_or_logs {
+        bail!("the injected token leaked into the result or the audit log");
+    }
 
-    println!("\n== 10. the audit trail (newest first)");
+    println!("\n== 11. the audit trail (newest first)");
     let records = client.get("/v1/audit?limit=50").await?;
     for record in records["items"].as_array().into_iter().flatten() {
         println!("   {}", crate::cli::audit_summary_line(record));
     }
 
-    println!("\n== 11. verifying the audit hash chain");
+    println!("\n== 12. verifying the audit hash chain");
     let dir = home.audit_parent().context("the demo keeps its audit log on disk")?;
     match crate::audit_log::verify(&dir) {
         Ok(report) => println!("   {report}"),
@@ -182,6 +222,17 @@ async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<
         bail!("deciding {id} failed ({status}): {answer}");
     }
     Ok(())
+}
+
+async fn wait_for_status(client: &DaemonClient, id: &str, status: &str) -> anyhow::Result<Value> {
+    for _ in 0..500 {
+        let view = client.get(&format!("/v1/action-approvals/{id}/result")).await?;
+        if view["status"] == status {
+            return Ok(view);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bail!("approval {id} did not reach {status} within 10 s")
 }
 
 async fn wait_until_resolved(client: &DaemonClient, id: &str) -> anyhow::Result<Value> {

@@ -6,12 +6,11 @@
 //! Invariant: credential bytes are only ever placed in the outbound request's header. They are
 //! not returned to the guest, logged, audited or put in an error.
 
-use std::fmt;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aileron_core::manifest::{ConnectorManifest, CredentialKind, CredentialMethod};
+use aileron_core::manifest::{ConnectorManifest, CredentialMethod};
 use aileron_core::policy::{self, CapabilitySubset, EgressTarget};
 use aileron_core::{Boundary, Failure, FailureClass};
 use aileron_sandbox::{GuestHttpRequest, HostHooks, HostHttpResponse};
@@ -27,49 +26,11 @@ pub const MAX_RESPONSE_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Per-request upstream timeout; the step's wall-time limit bounds the whole call anyway.
 pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A credential value. Its `Debug`/`Display` never print the bytes.
-#[derive(Clone)]
-pub struct Secret(String);
+pub use crate::bindings::{CredentialSource, ResolvedCredential, Secret};
+use crate::bindings::{BindingEvent, BindingInfo, Injection};
 
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(****)")
-    }
-}
-
-/// Where credentials come from. The encrypted vault with bindings implements this in a later
-/// issue; until then the daemon uses [`NoVault`], which answers `binding_required`.
-pub trait CredentialSource: Send + Sync + 'static {
-    /// The secret bound for this connector and kind, or a `binding_required`/`binding_failed` failure.
-    fn resolve(&self, connector_fqn: &str, kind: CredentialKind) -> Result<Secret, Failure>;
-}
-
-pub struct NoVault;
-
-impl CredentialSource for NoVault {
-    fn resolve(&self, connector_fqn: &str, kind: CredentialKind) -> Result<Secret, Failure> {
-        Err(Failure::new(
-            FailureClass::BindingRequired,
-            Boundary::Runtime,
-            format!("connector {connector_fqn} needs a credential of kind {} and none is bound", kind.as_str()),
-        )
-        .with_detail("credential_kind", kind.as_str())
-        .with_detail(
-            "hint",
-            "credential bindings come with the vault (not in this build); use an action that does not need a credential",
-        ))
-    }
-}
+/// What replaces an injected secret that an upstream echoed back (SPEC §4.4).
+pub const REDACTED: &str = "[REDACTED]";
 
 /// The egress hook for one step of one run.
 pub struct StepEgress {
@@ -81,6 +42,8 @@ pub struct StepEgress {
     pub action: String,
     pub caller: Caller,
     pub audit_id: String,
+    /// The bindings this step's requests used, for the step's audit record.
+    pub used_bindings: Mutex<Vec<BindingInfo>>,
 }
 
 impl HostHooks for StepEgress {
@@ -96,46 +59,46 @@ impl StepEgress {
     async fn send(&self, request: GuestHttpRequest) -> Result<HostHttpResponse, Failure> {
         let target = match policy::check_egress(&self.manifest, &self.subset, &request.url) {
             Ok(target) => target,
-            Err(failure) => return Err(self.rejected(&request, None, failure).await),
+            Err(failure) => return Err(self.rejected(&request, None, None, failure).await),
         };
-        let mut injected: Option<(String, String)> = None;
-        let mut credential_kind = None;
+        let mut resolved: Option<ResolvedCredential> = None;
         if let Some(requested) = &request.credential {
             let kind = match policy::check_credential(&self.manifest, &self.subset, requested) {
                 Ok(kind) => kind,
-                Err(failure) => return Err(self.rejected(&request, Some(&target), failure).await),
+                Err(failure) => return Err(self.rejected(&request, Some(&target), None, failure).await),
             };
-            credential_kind = Some(kind);
-            let secret = match self.state.credentials.resolve(&self.connector_fqn, kind) {
-                Ok(secret) => secret,
-                Err(failure) => return Err(self.rejected(&request, Some(&target), failure).await),
-            };
-            match injection(&self.manifest, &secret) {
-                Ok(header) => injected = Some(header),
-                Err(failure) => return Err(self.rejected(&request, Some(&target), failure).await),
+            if let Err(failure) = check_injection_transport(&target) {
+                return Err(self.rejected(&request, Some(&target), None, failure).await);
+            }
+            let credential = self.state.credentials.resolve(&self.connector_fqn, kind, self.state.oauth.as_ref()).await;
+            self.audit_binding_events().await?;
+            match credential {
+                Ok(credential) => resolved = Some(credential),
+                Err(failure) => return Err(self.rejected(&request, Some(&target), None, failure).await),
             }
         }
+        let binding = resolved.as_ref().map(|r| &r.binding);
         let method = match reqwest::Method::from_bytes(request.method.to_ascii_uppercase().as_bytes()) {
             Ok(method) => method,
             Err(_) => {
                 let failure = Failure::runtime_error(Boundary::Sandbox, format!("invalid HTTP method `{}`", request.method));
-                return Err(self.rejected(&request, Some(&target), failure).await);
+                return Err(self.rejected(&request, Some(&target), binding, failure).await);
             }
         };
-        let mut builder = self.state.egress_client.request(method, &request.url).timeout(UPSTREAM_TIMEOUT);
+        let injected = match resolved.as_ref().map(|r| injection(&self.manifest, r, &method, &target, &request)) {
+            Some(Ok(headers)) => headers,
+            Some(Err(failure)) => return Err(self.rejected(&request, Some(&target), binding, failure).await),
+            None => Vec::new(),
+        };
+        let mut builder = self.state.egress_client.request(method, &target.url).timeout(UPSTREAM_TIMEOUT);
         for (name, value) in &request.headers {
-            if is_hop_by_hop_or_managed(name) {
-                continue;
-            }
-            if let Some((injected_name, _)) = &injected
-                && name.eq_ignore_ascii_case(injected_name)
-            {
+            if is_hop_by_hop_or_managed(name) || injected.iter().any(|(injected, _)| name.eq_ignore_ascii_case(injected)) {
                 continue;
             }
             builder = builder.header(name.as_str(), value.as_str());
         }
-        if let Some((name, value)) = &injected {
-            let mut value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+        for (name, value) in &injected {
+            let mut value = reqwest::header::HeaderValue::from_str(value.expose()).map_err(|_| {
                 Failure::new(FailureClass::BindingFailed, Boundary::Runtime, "the bound credential is not a valid header value")
             })?;
             value.set_sensitive(true);
@@ -148,11 +111,11 @@ impl StepEgress {
             Ok(response) => response,
             Err(error) => {
                 let failure = Failure::network(format!("request to {} failed: {}", target.host_port, describe(&error)));
-                return Err(self.rejected(&request, Some(&target), failure).await);
+                return Err(self.rejected(&request, Some(&target), binding, failure).await);
             }
         };
         let status = response.status().as_u16();
-        let headers = response
+        let headers: Vec<(String, String)> = response
             .headers()
             .iter()
             .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_string(), v.to_string())))
@@ -164,7 +127,7 @@ impl StepEgress {
                 Ok(chunk) => chunk,
                 Err(error) => {
                     let failure = Failure::network(format!("reading the response from {}: {}", target.host_port, describe(&error)));
-                    return Err(self.rejected(&request, Some(&target), failure).await);
+                    return Err(self.rejected(&request, Some(&target), binding, failure).await);
                 }
             };
             if body.len() + chunk.len() > MAX_RESPONSE_BODY_BYTES {
@@ -172,34 +135,45 @@ impl StepEgress {
                     "response_body",
                     format!("response body from {} exceeds {} bytes", target.host_port, MAX_RESPONSE_BODY_BYTES),
                 );
-                return Err(self.rejected(&request, Some(&target), failure).await);
+                return Err(self.rejected(&request, Some(&target), binding, failure).await);
             }
             body.extend_from_slice(&chunk);
         }
-        let mut payload = self.proxy_payload(&request, Some(&target));
+        let mut payload = self.proxy_payload(&request, Some(&target), binding);
         payload.insert("aileron.proxy.upstream.status".into(), status.into());
-        if let Some(kind) = credential_kind {
-            payload.insert("aileron.connector.credential".into(), kind.as_str().into());
-        }
         self.audit("connector.proxy.proxied", payload).await?;
+        let (mut headers, mut body) = (headers, body);
+        if let Some(resolved) = &resolved {
+            // An upstream that echoes the credential back must not hand it to the guest.
+            for secret in resolved.echo_candidates() {
+                redact(&mut headers, &mut body, secret);
+            }
+            let mut used = self.used_bindings.lock().expect("used bindings poisoned");
+            if !used.iter().any(|b| b.name == resolved.binding.name) {
+                used.push(resolved.binding.clone());
+            }
+        }
         Ok(HostHttpResponse { status, headers, body })
     }
 
     /// Audits a rejection and returns the failure to hand back to the sandbox.
-    async fn rejected(&self, request: &GuestHttpRequest, target: Option<&EgressTarget>, failure: Failure) -> Failure {
-        let mut payload = self.proxy_payload(request, target);
+    async fn rejected(
+        &self,
+        request: &GuestHttpRequest,
+        target: Option<&EgressTarget>,
+        binding: Option<&BindingInfo>,
+        failure: Failure,
+    ) -> Failure {
+        let mut payload = self.proxy_payload(request, target, binding);
         payload.insert("aileron.connector.reject_reason".into(), failure.class.as_str().into());
         payload.extend(failure.audit_payload());
-        if let Some(kind) = &request.credential {
-            payload.insert("aileron.connector.credential".into(), kind.clone().into());
-        }
         match self.audit("connector.proxy.rejected", payload).await {
             Ok(()) => failure,
             Err(audit_failure) => audit_failure,
         }
     }
 
-    fn proxy_payload(&self, request: &GuestHttpRequest, target: Option<&EgressTarget>) -> Map<String, Value> {
+    fn proxy_payload(&self, request: &GuestHttpRequest, target: Option<&EgressTarget>, binding: Option<&BindingInfo>) -> Map<String, Value> {
         let mut payload = Map::new();
         payload.insert("aileron.proxy.source".into(), "daemon_request_boundary".into());
         payload.insert("aileron.proxy.method".into(), request.method.to_ascii_uppercase().into());
@@ -215,7 +189,38 @@ impl StepEgress {
         if let Some(session) = &self.caller.session_id {
             payload.insert("aileron.session.id".into(), session.clone().into());
         }
+        if let Some(kind) = &request.credential {
+            payload.insert("aileron.connector.credential".into(), kind.clone().into());
+        }
+        if let Some(binding) = binding {
+            payload.extend(binding.audit_payload());
+        }
         payload
+    }
+
+    /// Audits what happened to bindings while resolving (token refreshed, binding gone stale).
+    async fn audit_binding_events(&self) -> Result<(), Failure> {
+        for event in self.state.credentials.take_events() {
+            let (event_type, binding, reason) = match &event {
+                BindingEvent::Refreshed(binding) => ("binding.refreshed", binding, None),
+                BindingEvent::Stale(binding) => ("binding.stale", binding, binding.stale_reason.clone()),
+            };
+            let mut payload = binding.audit_payload();
+            if let Some(reason) = reason {
+                payload.insert("aileron.binding.stale_reason".into(), reason.into());
+            }
+            let audit = AuditEvent {
+                event_type: event_type.to_string(),
+                actor: aileron_core::audit::Actor { r#type: aileron_core::audit::ActorType::ConnectorRuntime, id: "binding-refresh".into() },
+                session_id: self.caller.session_id.clone(),
+                payload,
+                audit_id: None,
+            };
+            self.state.audit.append(audit).await.map_err(|error| {
+                Failure::runtime_error(Boundary::Runtime, format!("audit log unavailable: {error}"))
+            })?;
+        }
+        Ok(())
     }
 
     async fn audit(&self, event_type: &str, payload: Map<String, Value>) -> Result<(), Failure> {
@@ -233,28 +238,112 @@ impl StepEgress {
     }
 }
 
-/// The header to inject for a credential kind (SPEC §4.4).
-fn injection(manifest: &ConnectorManifest, secret: &Secret) -> Result<(String, String), Failure> {
+/// The headers to add for a resolved credential (SPEC §4.4): the manifest's api_key header, an
+/// OAuth2 bearer token, or an AWS SigV4 signature computed over exactly what will be sent.
+fn injection(
+    manifest: &ConnectorManifest,
+    resolved: &ResolvedCredential,
+    method: &reqwest::Method,
+    target: &EgressTarget,
+    request: &GuestHttpRequest,
+) -> Result<Vec<(String, Secret)>, Failure> {
     let unusable = || {
         Failure::new(FailureClass::BindingFailed, Boundary::Runtime, "the bound credential is not a valid header value")
+            .with_detail("hint", format!("bind a valid credential: aileron binding rebind {}", resolved.binding.name))
     };
-    match manifest.credential.as_ref().map(|c| &c.method) {
-        Some(CredentialMethod::ApiKey(header)) => {
+    let method_of_manifest = manifest.credential.as_ref().map(|c| &c.method);
+    match (method_of_manifest, &resolved.injection) {
+        (Some(CredentialMethod::ApiKey(header)), Injection::Token(secret)) => {
             let value = header.header_value(secret.expose()).ok_or_else(unusable)?;
-            Ok((header.header.clone(), value))
+            Ok(vec![(header.header.clone(), Secret::new(value))])
         }
-        Some(CredentialMethod::OAuth2(_)) => {
+        (Some(CredentialMethod::OAuth2(_)), Injection::Token(secret)) => {
             if secret.expose().chars().any(|c| c.is_control()) {
                 return Err(unusable());
             }
-            Ok(("Authorization".to_string(), format!("Bearer {}", secret.expose())))
+            Ok(vec![("Authorization".to_string(), Secret::new(format!("Bearer {}", secret.expose())))])
         }
-        Some(CredentialMethod::AwsSigv4(_)) => Err(Failure::new(
+        (Some(CredentialMethod::AwsSigv4(signing)), Injection::Aws(credentials)) => {
+            let url = url::Url::parse(&target.url)
+                .map_err(|e| Failure::runtime_error(Boundary::Runtime, format!("signing: the URL does not parse: {e}")))?;
+            let (region, service) = match &signing.region {
+                Some(region) => (region.clone(), signing.service.clone()),
+                None => aileron_core::sigv4::region_and_service(&target.host, Some(&signing.service)).ok_or_else(|| {
+                    Failure::new(
+                        FailureClass::BindingFailed,
+                        Boundary::Runtime,
+                        format!("cannot derive the AWS region from host {}; the manifest should declare it", target.host),
+                    )
+                })?,
+            };
+            let headers: Vec<(String, String)> = request
+                .headers
+                .iter()
+                .filter(|(name, _)| !is_hop_by_hop_or_managed(name) && !is_signing_header(name))
+                .cloned()
+                .collect();
+            let amz_date = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+            let params = aileron_core::sigv4::SigningParams { region: &region, service: &service, amz_date: &amz_date };
+            let body = request.body.as_deref().unwrap_or_default();
+            let signed = aileron_core::sigv4::sign(method.as_str(), &url, &headers, body, credentials, &params)
+                .map_err(|e| Failure::new(FailureClass::BindingFailed, Boundary::Runtime, format!("signing the request: {e}")))?;
+            Ok(signed.into_iter().map(|(name, value)| (name, Secret::new(value))).collect())
+        }
+        (None, _) => Err(Failure::capability_denied(Boundary::Sandbox, "the connector's manifest declares no credential")),
+        _ => Err(Failure::new(
             FailureClass::BindingFailed,
             Boundary::Runtime,
-            "aws_sigv4 request signing is not available in this build",
-        )),
-        None => Err(Failure::capability_denied(Boundary::Sandbox, "the connector's manifest declares no credential")),
+            format!("binding `{}` is of another kind than the connector's manifest declares", resolved.binding.name),
+        )
+        .with_detail("hint", format!("remove it with `aileron binding revoke {}` and bind again", resolved.binding.name))),
+    }
+}
+
+/// Headers the signer computes; a guest's own values for them are dropped.
+fn is_signing_header(name: &str) -> bool {
+    ["authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"].iter().any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// Credentials travel only over TLS, or in the clear to a loopback address the manifest names
+/// literally (a local fake). The egress check already matched `host:port` against the manifest.
+fn check_injection_transport(target: &EgressTarget) -> Result<(), Failure> {
+    if target.scheme == "https" {
+        return Ok(());
+    }
+    let host = target.host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        return Ok(());
+    }
+    Err(Failure::capability_denied(
+        Boundary::Sandbox,
+        format!("a credential is injected only over https; refusing plain http to {}", target.host_port),
+    )
+    .with_detail("requested", format!("http://{}", target.host_port)))
+}
+
+/// Replaces every occurrence of `secret` in the response headers and body with [`REDACTED`].
+fn redact(headers: &mut [(String, String)], body: &mut Vec<u8>, secret: &str) {
+    // Very short values would redact ordinary text; real keys and tokens are far longer.
+    if secret.len() < 8 {
+        return;
+    }
+    for (_, value) in headers.iter_mut() {
+        if value.contains(secret) {
+            *value = value.replace(secret, REDACTED);
+        }
+    }
+    let needle = secret.as_bytes();
+    if body.windows(needle.len()).any(|window| window == needle) {
+        let mut out = Vec::with_capacity(body.len());
+        let mut rest = &body[..];
+        while let Some(at) = rest.windows(needle.len()).position(|window| window == needle) {
+            out.extend_from_slice(&rest[..at]);
+            out.extend_from_slice(REDACTED.as_bytes());
+            rest = &rest[at + needle.len()..];
+        }
+        out.extend_from_slice(rest);
+        *body = out;
     }
 }
 

@@ -41,6 +41,10 @@ pub const AILERON_NO_AUTOSTART: &str = "AILERON_NO_AUTOSTART";
 /// `aileron` beside `aileron-mcp`).
 pub const AILERON_DAEMON_BIN: &str = "AILERON_DAEMON_BIN";
 
+/// The vault passphrase for `aileron vault init|unlock` (never stored; prefer the prompt or
+/// `--passphrase-file` on shared machines).
+pub const AILERON_VAULT_PASSPHRASE: &str = "AILERON_VAULT_PASSPHRASE";
+
 /// Every variable, with a one-line description, for `aileron --help` and the README.
 pub const ALL: &[(&str, &str)] = &[
     (AILERON_HOME, "state directory (default ~/.aileron)"),
@@ -60,6 +64,7 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_TOKEN, "daemon bearer token for clients (with AILERON_URL)"),
     (AILERON_SESSION_ID, "launch session id forwarded to the daemon"),
     (AILERON_NO_AUTOSTART, "1 = never auto-start the daemon from a client"),
+    (AILERON_VAULT_PASSPHRASE, "vault passphrase for `aileron vault init|unlock` (else --passphrase-file or a prompt)"),
     (AILERON_DAEMON_BIN, "binary used to auto-start the daemon (default: this aileron, or the one beside aileron-mcp)"),
 ];
 

@@ -54,20 +54,11 @@ impl Provider {
     }
 }
 
-/// Whether LLM traffic may flow. The vault (a later issue) implements this: while it exists and
-/// is locked, the gateway answers 423 telling the user how to unlock.
+/// Whether LLM traffic may flow. The vault implements this: while it exists and is locked, the
+/// gateway answers 423 telling the user how to unlock (SPEC §12).
 pub trait VaultGate: Send + Sync + 'static {
     /// `Some(message)` when the vault is locked.
     fn locked(&self) -> Option<String>;
-}
-
-/// No vault yet: never locked.
-pub struct NoVaultGate;
-
-impl VaultGate for NoVaultGate {
-    fn locked(&self) -> Option<String> {
-        None
-    }
 }
 
 /// Upstream bases and the pooled clients.
@@ -96,14 +87,14 @@ impl Gateway {
     }
 
     /// From `AILERON_ANTHROPIC_UPSTREAM` / `AILERON_OPENAI_UPSTREAM`, defaulting to the providers.
-    pub fn from_env() -> anyhow::Result<Gateway> {
+    pub fn from_env(vault: Arc<dyn VaultGate>) -> anyhow::Result<Gateway> {
         let pick = |name: &str, default: &str| {
             crate::env::get(name).filter(|v| !v.is_empty()).unwrap_or_else(|| default.to_string())
         };
         Gateway::new(
             pick(crate::env::AILERON_ANTHROPIC_UPSTREAM, DEFAULT_ANTHROPIC_UPSTREAM),
             pick(crate::env::AILERON_OPENAI_UPSTREAM, DEFAULT_OPENAI_UPSTREAM),
-            Arc::new(NoVaultGate),
+            vault,
         )
     }
 }

@@ -191,15 +191,19 @@ async fn execute_steps(
             limits.wall_time = Duration::from_secs(u64::from(seconds));
         }
         let call = ConnectorCall { action, required, subset, op: &step.op, limits, idempotent: step.idempotent };
-        let (output, attempts) = call_connector(state, call, op_args, caller, audit_id).await.map_err(fail)?;
-        steps.push(json!({
+        let Called { output, attempts, bindings } = call_connector(state, call, op_args, caller, audit_id).await.map_err(fail)?;
+        let mut record = json!({
             "id": step.id,
             "connector": step.connector.to_string(),
             "op": step.op,
             "hash": required.hash.to_string(),
             "attempts": attempts,
             "output": output,
-        }));
+        });
+        if let Some(binding) = bindings.first() {
+            record["binding"] = json!({ "name": binding.name, "kind": binding.kind, "identity": binding.identity });
+        }
+        steps.push(record);
         outputs.insert(step.id.clone(), output.clone());
         last_output = output;
     }
@@ -225,7 +229,7 @@ async fn call_connector(
     op_args: Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
-) -> Result<(Value, usize), Failure> {
+) -> Result<Called, Failure> {
     let (fqn, hash) = (call.required.name.to_string(), call.required.hash.to_string());
     let check = state.telemetry.capability_check(&call.action.name, &fqn, call.op);
     if let Err(failure) = policy::check_op(&call.subset, call.op) {
@@ -242,15 +246,23 @@ async fn call_connector(
     called
 }
 
+/// What one connector call produced.
+struct Called {
+    output: Value,
+    attempts: usize,
+    /// The credential bindings its requests used (for the audit record; never secret bytes).
+    bindings: Vec<crate::bindings::BindingInfo>,
+}
+
 /// Verifies and loads the pinned connector, then calls `op` in the sandbox with the egress hook,
-/// retrying per SPEC §9. Returns the output and the number of attempts.
+/// retrying per SPEC §9.
 async fn call_verified(
     state: &Arc<AppState>,
     call: ConnectorCall<'_>,
     op_args: Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
-) -> Result<(Value, usize), Failure> {
+) -> Result<Called, Failure> {
     let ConnectorCall { action, required, subset, op, limits, idempotent } = call;
     let connector = state.store.load_verified(&required.hash)?;
     let manifest = Arc::new(connector.manifest.clone());
@@ -276,13 +288,17 @@ async fn call_verified(
         action: action.name.clone(),
         caller: caller.clone(),
         audit_id: audit_id.to_string(),
+        used_bindings: std::sync::Mutex::new(Vec::new()),
     });
     let mut attempt = 0;
     loop {
         let request = CallRequest { op: op.to_string(), args: Value::Object(op_args.clone()), limits: limits.clone() };
         let outcome = state.runtime.call(&module, request, egress.clone()).await;
         match outcome.result {
-            Ok(output) => return Ok((output, attempt + 1)),
+            Ok(output) => {
+                let bindings = std::mem::take(&mut *egress.used_bindings.lock().expect("used bindings poisoned"));
+                return Ok(Called { output, attempts: attempt + 1, bindings });
+            }
             Err(failure) if should_retry(&failure, idempotent, attempt) => {
                 tokio::time::sleep(jittered(state.retry_delays[attempt])).await;
                 attempt += 1;
@@ -350,7 +366,7 @@ async fn evaluate_preview(
     let audit_id = mint_audit_id();
     let called = tokio::time::timeout(PREVIEW_TIME_LIMIT, call_connector(state, call, preview_args, caller, &audit_id));
     match called.await {
-        Ok(Ok((output, _))) => render_preview(preview, &output),
+        Ok(Ok(called)) => render_preview(preview, &called.output),
         Ok(Err(failure)) => ApprovalPreview::unavailable(format!("{}: {}", failure.class, failure.message)),
         Err(_) => ApprovalPreview::unavailable("the preview took longer than 5 s"),
     }
@@ -359,6 +375,14 @@ async fn evaluate_preview(
 /// Executes an approved entry exactly once: `started` is journaled (fsync) before the run, the
 /// outcome after it. Called by the decide handler and, at start-up, for entries to resume.
 pub async fn execute_approved(state: Arc<AppState>, id: ApprovalId) {
+    if needs_the_locked_vault(&state, &id) {
+        // SPEC §8: approved → awaiting_vault; `resume_awaiting_vault` runs it once on unlock.
+        state.approvals.await_vault(&id);
+        if state.vault.state() == crate::vault::VaultState::Locked {
+            return;
+        }
+        // Unlocked between the check and the journal entry: go on now (`start` is exactly-once).
+    }
     let Some(entry) = state.approvals.start(&id) else {
         return; // not approved, or another task already started it
     };
@@ -389,6 +413,24 @@ pub async fn execute_approved(state: Arc<AppState>, id: ApprovalId) {
     if let Err(error) = state.approvals.finish(&id, outcome) {
         eprintln!("aileron daemon: recording the outcome of approval {id}: {error}");
     }
+}
+
+/// Runs, once each, the approved entries that waited for the vault. Called after an unlock.
+pub fn resume_awaiting_vault(state: &Arc<AppState>) {
+    for id in state.approvals.awaiting_vault() {
+        tokio::spawn(execute_approved(state.clone(), id));
+    }
+}
+
+/// Whether an approved entry's action uses a credential while the vault exists and is locked
+/// (an absent vault is not waited for: the run fails `binding_required` with the setup command).
+fn needs_the_locked_vault(state: &AppState, id: &ApprovalId) -> bool {
+    if state.vault.state() != crate::vault::VaultState::Locked {
+        return false;
+    }
+    let Some(entry) = state.approvals.get(id) else { return false };
+    let Some(installed) = state.actions.get(&entry.action) else { return false };
+    installed.file.requires.iter().any(|required| CapabilitySubset::from(required).credential_kinds().next().is_some())
 }
 
 /// Audits an entry that was running when the daemon died: `execution.failed`, with the
@@ -453,6 +495,11 @@ fn step_summary(step: &Value) -> Value {
     summary.insert(keys::CONNECTOR_HASH.into(), step["hash"].clone());
     summary.insert(keys::CAPABILITY_KIND.into(), step["op"].clone());
     summary.insert("attempts".into(), step["attempts"].clone());
+    if let Some(binding) = step.get("binding") {
+        summary.insert("aileron.binding.name".into(), binding["name"].clone());
+        summary.insert("aileron.binding.kind".into(), binding["kind"].clone());
+        summary.insert("aileron.binding.identity".into(), binding["identity"].clone());
+    }
     Value::Object(summary)
 }
 

@@ -161,7 +161,7 @@ pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
 }
 
 /// Starts the platform's URL opener; false when none is available or it fails.
-fn open_browser(url: &str) -> bool {
+pub(super) fn open_browser(url: &str) -> bool {
     let openers: &[&str] = if cfg!(target_os = "macos") { &["open"] } else { &["xdg-open", "sensible-browser"] };
     openers.iter().any(|opener| {
         std::process::Command::new(opener)

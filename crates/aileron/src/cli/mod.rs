@@ -5,9 +5,11 @@
 mod action;
 mod approval;
 mod audit;
+mod binding;
 mod connector;
 mod daemon;
 mod launch;
+mod vault;
 
 pub use approval::status_line as approval_status_line;
 pub use audit::summary_line as audit_summary_line;
@@ -48,6 +50,12 @@ enum Command {
     Open(approval::OpenArgs),
     /// Read and verify the audit log
     Audit(audit::AuditArgs),
+    /// Create, unlock and lock the encrypted vault that holds credentials
+    Vault(vault::VaultArgs),
+    /// Store, list and remove free-form secrets in the vault
+    Secret(vault::SecretArgs),
+    /// Bind accounts to connectors: API keys, AWS keys, OAuth2 (the connector never sees them)
+    Binding(binding::BindingArgs),
     /// Start a coding agent (claude, codex, opencode, goose, pi) wired to Aileron's actions and gateway
     Launch(launch::LaunchArgs),
     /// Run the whole product offline in a temporary home
@@ -130,6 +138,9 @@ async fn run(cli: Cli) -> CliResult {
         Command::Approval(args) => approval::run(&home, args).await,
         Command::Open(args) => approval::open(&home, args).await,
         Command::Audit(args) => audit::run(&home, args).await,
+        Command::Vault(args) => vault::run(&home, args).await,
+        Command::Secret(args) => vault::run_secret(&home, args).await,
+        Command::Binding(args) => binding::run(&home, args).await,
         Command::Launch(args) => launch::run(&home, args).await,
         Command::Demo | Command::Bench(_) => unreachable!("handled above"),
     }
@@ -138,4 +149,19 @@ async fn run(cli: Cli) -> CliResult {
 /// Prints a JSON value to stdout, pretty.
 pub fn print_json(value: &serde_json::Value) {
     println!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
+}
+
+/// Text from connectors, upstreams and agents, safe for a terminal (SPEC §14): C0/C1 controls and
+/// bidi overrides are shown as visible `\u{..}` escapes instead of acting on the terminal.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
+        if c.is_control() || bidi {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

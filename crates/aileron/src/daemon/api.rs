@@ -51,6 +51,21 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/v1/action-approvals/watch", "SSE: `snapshot`, `pending`, `resolved`; 30 s heartbeat"),
     ("POST", "/v1/action-approvals/{id}/decide", "{approved, reason?} → 204; 404 when unknown or already decided"),
     ("GET", "/v1/action-approvals/{id}/result", "{status, audit_id?, result?, reason?, failure?}"),
+    ("GET", "/v1/vault/status", "{state: absent|locked|unlocked, path, secrets, bindings, awaiting_vault}"),
+    ("POST", "/v1/vault/init", "{passphrase} → 201; creates the vault, unlocked"),
+    ("POST", "/v1/vault/unlock", "{passphrase}; 403 wrong_passphrase changes nothing; resumes awaiting_vault runs"),
+    ("POST", "/v1/vault/lock", "forgets the key"),
+    ("GET", "/v1/secrets", "free-form secrets: paths and metadata, never values"),
+    ("POST", "/v1/secrets", "{path, value, description?} → 201"),
+    ("DELETE", "/v1/secrets/{path}", "remove a secret"),
+    ("GET", "/v1/bindings", "credential bindings {items} (no secret bytes); works while locked"),
+    ("POST", "/v1/bindings/setup", "{connector, identity?, api_key? | aws?{access_key_id, secret_access_key, session_token?}} → 201"),
+    ("POST", "/v1/bindings/setup/oauth2/init", "{connector | rebind, identity?, mode: cli|daemon, redirect_port?, return_to?} → {session_id, authorize_url, redirect_uri}"),
+    ("POST", "/v1/bindings/setup/oauth2/finish", "{session_id, code, state} → 201 the binding (CLI mode)"),
+    ("GET", "/v1/bindings/setup/oauth2/callback", "daemon-mode OAuth redirect target (no token; the state is single-use) → 303 return_to"),
+    ("GET", "/v1/bindings/{name}", "one binding (name URL-encoded: `/` as %2F)"),
+    ("DELETE", "/v1/bindings/{name}", "revoke: removes the binding and its material"),
+    ("POST", "/v1/bindings/{name}/rebind", "{api_key? | aws?} new material for the same binding"),
     ("POST", "/v1/web/login-tickets", "one-time ticket for the web page (used by `aileron open`)"),
     ("POST", "/v1/sessions", "start a launch session {agent, pid?} → 201 {session_id, token, scopes, started_at}"),
     ("GET", "/v1/sessions/{id}", "one launch session {status: active|ended|interrupted, exit_code?, ...}"),
@@ -116,7 +131,7 @@ async fn status(State(state): State<Arc<AppState>>, Extension(principal): Extens
             "action_load_errors": load_errors.len(),
             "connectors": connectors.len(),
         },
-        "vault": "absent",
+        "vault": state.vault.state().as_str(),
         "audit": if state.audit.is_durable() { "disk" } else { "memory" },
     }))
     .into_response())
@@ -327,7 +342,7 @@ fn rejection_error(rejection: RunRejection) -> ApiError {
 
 /// Who the audit record names. Session tokens are agents; the daemon token's callers say what
 /// they are (the CLI is a human at a terminal, `aileron-mcp` an agent).
-fn caller_for(principal: &Principal, headers: &HeaderMap) -> Caller {
+pub(super) fn caller_for(principal: &Principal, headers: &HeaderMap) -> Caller {
     match principal {
         Principal::Session { session_id, .. } => {
             let mut caller = Caller::new(ActorType::Agent, session_id.clone());
@@ -363,6 +378,7 @@ async fn list_connectors(State(state): State<Arc<AppState>>, Extension(principal
                 "signature": if e.signed { "signed, not verified" } else { "unsigned" },
                 "publisher": e.manifest.publisher,
                 "capabilities": e.manifest.describe_capabilities(),
+                "credential": e.manifest.credential_kind().map(|kind| kind.as_str()),
             })
         })
         .collect();

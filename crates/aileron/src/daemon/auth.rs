@@ -189,7 +189,11 @@ fn check(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
         }
     }
     let path = request.uri().path();
-    if !path.starts_with("/v1/") || path == "/v1/health" || crate::gateway::is_gateway_path(request.method(), path) {
+    if !path.starts_with("/v1/")
+        || path == "/v1/health"
+        || path == super::credentials::OAUTH_CALLBACK_PATH
+        || crate::gateway::is_gateway_path(request.method(), path)
+    {
         return Ok(());
     }
     let bearer = request.headers().get(header::AUTHORIZATION).and_then(|h| h.to_str().ok()).map(str::to_string);

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod credentials;
 pub mod error;
 pub mod web;
 
@@ -18,7 +19,9 @@ use serde::{Deserialize, Serialize};
 use crate::actions::ActionRegistry;
 use crate::approvals::ApprovalQueue;
 use crate::audit_log::{AuditConfig, AuditLog};
-use crate::egress::{CredentialSource, NoVault};
+use crate::bindings::{Bindings, CredentialSource};
+use crate::oauth::OAuthFlows;
+use crate::vault::Vault;
 use crate::home::{Home, write_atomic};
 use crate::store::Store;
 use auth::TokenRegistry;
@@ -38,7 +41,14 @@ pub struct AppState {
     /// Entries found running at start-up (now failed); audited by `resume_approvals`.
     pending_recovered: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
     pub runtime: Arc<Runtime>,
+    /// The encrypted vault (`secrets.json`); starts locked.
+    pub vault: Arc<Vault>,
+    /// Credential bindings, stored in the vault.
+    pub bindings: Arc<Bindings>,
+    /// Where egress resolves credentials: `bindings`, unless a test substitutes its own.
     pub credentials: Arc<dyn CredentialSource>,
+    /// Pending OAuth2 authorizations and the client that refreshes tokens.
+    pub oauth: Arc<OAuthFlows>,
     /// The transparent LLM proxy (its own client and upstreams).
     pub gateway: crate::gateway::Gateway,
     /// Back-off between retries of retriable failures (SPEC §9: 1 s, 2 s, 4 s).
@@ -56,7 +66,8 @@ pub struct AppState {
 /// Knobs for building the state; tests override the credential source and port.
 pub struct StateOptions {
     pub admin_token: String,
-    pub credentials: Arc<dyn CredentialSource>,
+    /// `None`: the vault's bindings.
+    pub credentials: Option<Arc<dyn CredentialSource>>,
     pub listen_port: u16,
     pub retry_delays: [std::time::Duration; 3],
     /// `(anthropic, openai)` upstream bases for the gateway; `None` = from the environment.
@@ -69,7 +80,7 @@ impl StateOptions {
     pub fn new(admin_token: String) -> StateOptions {
         StateOptions {
             admin_token,
-            credentials: Arc::new(NoVault),
+            credentials: None,
             listen_port: 0,
             retry_delays: crate::runner::RETRY_DELAYS,
             gateway_upstreams: None,
@@ -97,6 +108,11 @@ impl AppState {
             .build()
             .context("building the egress HTTP client")?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
+        let vault = Arc::new(Vault::open(&home.secrets()).map_err(|error| {
+            anyhow::anyhow!("opening the vault: {error}\nhint: {}", error.hint())
+        })?);
+        let bindings = Arc::new(Bindings::new(vault.clone()));
+        let credentials = options.credentials.unwrap_or_else(|| bindings.clone());
         Ok(Arc::new(AppState {
             home,
             tokens: TokenRegistry::new(options.admin_token),
@@ -107,12 +123,13 @@ impl AppState {
             pending_resume: std::sync::Mutex::new(recovery.to_resume),
             pending_recovered: std::sync::Mutex::new(recovery.recovered),
             runtime: Arc::new(runtime),
-            credentials: options.credentials,
+            vault: vault.clone(),
+            bindings,
+            credentials,
+            oauth: Arc::new(OAuthFlows::new().context("building the OAuth client")?),
             gateway: match options.gateway_upstreams {
-                Some((anthropic, openai)) => {
-                    crate::gateway::Gateway::new(anthropic, openai, Arc::new(crate::gateway::NoVaultGate))
-                }
-                None => crate::gateway::Gateway::from_env(),
+                Some((anthropic, openai)) => crate::gateway::Gateway::new(anthropic, openai, vault.clone()),
+                None => crate::gateway::Gateway::from_env(vault.clone()),
             }
             .context("building the LLM gateway client")?,
             retry_delays: options.retry_delays,
@@ -174,6 +191,7 @@ pub fn install_crypto_provider() {
 /// The whole HTTP surface. Tests drive it with `oneshot`.
 pub fn app(state: Arc<AppState>) -> Router {
     api::routes(state.clone())
+        .merge(credentials::routes())
         .merge(crate::gateway::routes())
         .merge(crate::mcp::http::routes(&state))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))

@@ -1,6 +1,10 @@
 """The official OpenAI and Anthropic Python SDKs as clients of Aileron's LLM gateway.
 
 Usage: sdk_clients.py NAME=BASE_URL [NAME=BASE_URL ...]
+       sdk_clients.py --errors BASE_URL
+
+With --errors it makes each kind of call (streaming and not) against a gateway that refuses
+them and prints, per call, the status code, error type and message the SDK raised.
 
 For each base URL (the scripted upstream directly, and the same upstream through the gateway)
 it makes three streaming calls with tools: Anthropic Messages, OpenAI Chat Completions and
@@ -109,7 +113,40 @@ def openai_responses(base_url):
     }
 
 
+def surfaced_errors(base_url):
+    """What each SDK raises when the gateway refuses (e.g. 423 while the vault is locked)."""
+    ant = anthropic.Anthropic(base_url=base_url, api_key="sk-ant-test-key", max_retries=0)
+    oai = openai.OpenAI(base_url=base_url + "/v1", api_key="sk-test-key", max_retries=0)
+    messages = [{"role": "user", "content": PROMPT}]
+    calls = {
+        "anthropic_messages": lambda: ant.messages.create(model="claude-test", max_tokens=16, messages=messages),
+        "anthropic_stream": lambda: list(ant.messages.create(model="claude-test", max_tokens=16, messages=messages, stream=True)),
+        "openai_chat": lambda: oai.chat.completions.create(model="gpt-test", messages=messages),
+        "openai_chat_stream": lambda: list(oai.chat.completions.create(model="gpt-test", messages=messages, stream=True)),
+        "openai_responses": lambda: oai.responses.create(model="gpt-test", input=PROMPT),
+    }
+    surfaced = {}
+    for name, call in calls.items():
+        try:
+            call()
+            surfaced[name] = {"raised": False}
+        except (anthropic.APIStatusError, openai.APIStatusError) as error:
+            body = error.body if isinstance(error.body, dict) else {}
+            inner = body.get("error", body) if isinstance(body, dict) else {}
+            surfaced[name] = {
+                "raised": True,
+                "status_code": error.status_code,
+                "message": str(error),
+                "type": inner.get("type") if isinstance(inner, dict) else None,
+            }
+    return surfaced
+
+
 def main():
+    if sys.argv[1:2] == ["--errors"]:
+        json.dump(surfaced_errors(sys.argv[2]), sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+        return
     summaries = {}
     for argument in sys.argv[1:]:
         name, base_url = argument.split("=", 1)

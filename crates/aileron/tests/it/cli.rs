@@ -35,6 +35,40 @@ impl Cli {
             .expect("running aileron")
     }
 
+    /// Runs with extra environment variables and, when given, this text on standard input.
+    pub fn run_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
+        use std::io::Write;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
+        command
+            .args(args)
+            .env("AILERON_HOME", &self.home)
+            .env_remove("AILERON_AUDIT_DIR")
+            .env_remove("AILERON_URL")
+            .env_remove("AILERON_TOKEN")
+            .env_remove("AILERON_VAULT_PASSPHRASE")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().expect("running aileron");
+        let mut input = child.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).unwrap();
+        }
+        drop(input);
+        child.wait_with_output().expect("waiting for aileron")
+    }
+
+    /// Installs a package directory with an explicit manifest; returns the hash.
+    pub fn install_package(&self, name: &str, wasm: &[u8], manifest_text: &str) -> String {
+        let dir = self.scratch().join(format!("pkg-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("connector.wasm"), wasm).unwrap();
+        std::fs::write(dir.join("manifest.toml"), manifest_text).unwrap();
+        let reference = format!("github://aileron-tests/{name}@1.0.0");
+        self.ok(&["connector", "install", "--from", dir.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"]).trim().to_string()
+    }
+
     /// Runs and asserts the exit code; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let output = self.run(args);

@@ -316,3 +316,43 @@ async fn the_official_sdks_parse_streams_and_tool_calls_identically_through_the_
     assert!(seen[0].1.contains("sk-ant-test-key"), "{:?}", seen[0]);
     assert!(seen[1].1.contains("sk-test-key") && seen[2].1.contains("sk-test-key"), "{seen:?}");
 }
+
+/// While a vault exists and is locked the gateway answers 423 in each provider's own error
+/// shape (SPEC §12); the official SDKs must surface the unlock instruction to the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdks_surface_the_vault_locked_message() {
+    if let Some(missing) = missing_sdks() {
+        if std::env::var(SKIP_VARIABLE).as_deref() == Ok("1") {
+            eprintln!("skipping the SDK client test ({SKIP_VARIABLE}=1): {missing}");
+            return;
+        }
+        panic!("{missing}\nhint: run `cargo xtask setup`, or set {SKIP_VARIABLE}=1");
+    }
+    let seen: Seen = Arc::default();
+    let upstream = upstream(seen.clone()).await;
+    let temp = tempfile::tempdir().unwrap();
+    let home = Home::at(temp.path().join("home")).unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut options = StateOptions::new("gateway-clients-token".into());
+    options.listen_port = addr.port();
+    options.gateway_upstreams = Some((upstream.clone(), upstream.clone()));
+    let state = AppState::open(home, options).unwrap();
+    let vault = state.vault.clone();
+    tokio::task::spawn_blocking(move || vault.init(b"gateway test passphrase")).await.unwrap().unwrap();
+    state.vault.lock();
+    tokio::spawn(async move { axum::serve(listener, app(state)).await.unwrap() });
+    let (python, script, base) = (venv_python(), script(), format!("http://{addr}"));
+    let output = tokio::task::spawn_blocking(move || std::process::Command::new(python).arg(script).arg("--errors").arg(base).output())
+        .await
+        .unwrap()
+        .expect("running sdk_clients.py");
+    assert!(output.status.success(), "sdk_clients.py failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    let surfaced: Value = serde_json::from_slice(&output.stdout).unwrap();
+    for (call, error) in surfaced.as_object().unwrap() {
+        assert_eq!(error["raised"], true, "{call}: {error}");
+        assert_eq!(error["status_code"], 423, "{call}: {error}");
+        assert!(error["message"].as_str().unwrap().contains("aileron vault unlock"), "{call} surfaces the unlock command: {error}");
+    }
+    assert!(seen.lock().unwrap().is_empty(), "nothing reached the upstream while locked");
+}

@@ -5,24 +5,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use aileron::egress::{CredentialSource, Secret};
+use aileron::egress::Secret;
 use aileron::fake_github::FakeGithub;
-use aileron_core::manifest::CredentialKind;
-use aileron_core::Failure;
 use http::StatusCode;
 use serde_json::json;
 
-use crate::support::{ActionSpec, Harness, guest_wasm, manifest};
+use crate::support::{ActionSpec, Harness, PlantedKey, guest_wasm, manifest};
 
 const PLANTED: &str = "sk-PLANTED-7c1e9a44d2b0f35e";
-
-struct PlantedSecret;
-
-impl CredentialSource for PlantedSecret {
-    fn resolve(&self, _connector_fqn: &str, _kind: CredentialKind) -> Result<Secret, Failure> {
-        Ok(Secret::new(PLANTED))
-    }
-}
 
 fn files_containing(root: &Path, needle: &[u8]) -> Vec<String> {
     let mut hits = Vec::new();
@@ -48,7 +38,7 @@ const API_KEY_MANIFEST: &str =
 #[tokio::test]
 async fn a_planted_secret_reaches_the_upstream_header_and_nothing_else() {
     let upstream = FakeGithub::start().await.unwrap();
-    let harness = Harness::with_credentials(Arc::new(PlantedSecret));
+    let harness = Harness::with_credentials(Arc::new(PlantedKey(PLANTED)));
     let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST)).await;
     let spec = ActionSpec {
         capabilities: &["get", "api_key"],
@@ -86,7 +76,7 @@ async fn credential_use_needs_the_manifest_the_action_and_a_binding() {
     let url = format!("{}/echo", upstream.base_url());
 
     // The action does not declare api_key: denied at the action boundary even with a secret available.
-    let harness = Harness::with_credentials(Arc::new(PlantedSecret));
+    let harness = Harness::with_credentials(Arc::new(PlantedKey(PLANTED)));
     let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST)).await;
     let spec = ActionSpec { inputs: &[("url", "string", true), ("credential", "string", false)], ..ActionSpec::new("undeclared", "http_get", &hash, "get") };
     harness.add_action("undeclared.md", &spec.render()).await;

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use aileron::daemon::{AppState, StateOptions, app};
-use aileron::egress::CredentialSource;
+use aileron::bindings::{BindingInfo, CredentialSource, Injection, ResolvedCredential, Secret, TokenRefresher};
+use aileron_core::manifest::CredentialKind;
+use aileron_core::Failure;
 use aileron::home::Home;
 use axum::Router;
 use axum::body::Body;
@@ -108,7 +110,7 @@ impl Harness {
     }
 
     pub fn with_credentials(credentials: Arc<dyn CredentialSource>) -> Harness {
-        Harness::with_options(|options| options.credentials = credentials)
+        Harness::with_options(|options| options.credentials = Some(credentials))
     }
 
     pub fn with_options(tweak: impl FnOnce(&mut StateOptions)) -> Harness {
@@ -188,5 +190,25 @@ impl Harness {
 
     pub async fn audit_for(&self, audit_id: &str) -> Vec<Value> {
         self.audit().await.into_iter().filter(|r| r["audit_id"] == audit_id).collect()
+    }
+}
+
+/// A credential source that hands every connector the same planted key, bound as
+/// `<kind>/<service>/planted` (tests of injection and of where a secret must never appear).
+pub struct PlantedKey(pub &'static str);
+
+impl CredentialSource for PlantedKey {
+    fn resolve<'a>(
+        &'a self,
+        connector_fqn: &'a str,
+        kind: CredentialKind,
+        _refresher: &'a dyn TokenRefresher,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<ResolvedCredential, Failure>> + Send + 'a>> {
+        Box::pin(async move {
+            Ok(ResolvedCredential {
+                binding: BindingInfo::new(kind, connector_fqn, "planted"),
+                injection: Injection::Token(Secret::new(self.0)),
+            })
+        })
     }
 }

@@ -14,11 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aileron::egress::{CredentialSource, Secret};
 use aileron::fake_github::FakeGithub;
 use aileron::telemetry::{Telemetry, TelemetryConfig};
-use aileron_core::Failure;
-use aileron_core::manifest::CredentialKind;
 use axum::body::Bytes;
 use axum::extract::State;
 use http::{Request, StatusCode};
@@ -29,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::approvals::{gated, wait_for_status};
 use crate::mcp::{Session, StdioSession};
-use crate::support::{ActionSpec, Harness, PORT, TOKEN, guest_wasm, manifest};
+use crate::support::{ActionSpec, Harness, PORT, PlantedKey, TOKEN, guest_wasm, manifest};
 
 // ---------------------------------------------------------------------------------------------
 // The OTLP/HTTP receiver
@@ -552,20 +549,12 @@ async fn the_audit_record_and_the_spans_of_a_run_use_the_same_attribute_names_an
 const PLANTED_SECRET: &str = "sk-PLANTED-traces-5b7f20c9e1";
 const PLANTED_ARGUMENT: &str = "argument-value-PLANTED-8d41";
 
-struct PlantedSecret;
-
-impl CredentialSource for PlantedSecret {
-    fn resolve(&self, _connector_fqn: &str, _kind: CredentialKind) -> Result<Secret, Failure> {
-        Ok(Secret::new(PLANTED_SECRET))
-    }
-}
-
 #[tokio::test]
 async fn no_secret_argument_value_or_body_is_exported() {
     let upstream = FakeGithub::start().await.unwrap();
     let collector = Collector::start();
     let (harness, telemetry) =
-        traced_harness(&otlp(&collector, "aileron"), |options| options.credentials = Arc::new(PlantedSecret));
+        traced_harness(&otlp(&collector, "aileron"), |options| options.credentials = Some(Arc::new(PlantedKey(PLANTED_SECRET))));
     let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\n";
     let hash = harness
         .install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], credential))
