@@ -599,6 +599,7 @@ fn awaiting_vault_survives_a_restart_and_runs_once() {
 /// verifies with the passphrase, and every write that was acknowledged is in it.
 #[test]
 fn kill_9_during_vault_rewrites_never_corrupts_it_or_loses_an_acknowledged_write() {
+    aileron::daemon::install_crypto_provider();
     let cli = Cli::new();
     let env = [("AILERON_VAULT_PASSPHRASE", PASSPHRASE)];
     assert!(cli.run_with(&["vault", "init"], &env, None).status.success());
