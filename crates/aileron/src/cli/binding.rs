@@ -135,7 +135,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
 
 async fn setup(client: &DaemonClient, connector: &str, identity: Option<String>, material: &MaterialArgs) -> CliResult {
     let connectors = client.get("/v1/connectors").await?;
-    let installed = connectors["items"].as_array().into_iter().flatten().filter(|c| c["fqn"] == connector).last().cloned();
+    let installed = connectors["items"].as_array().into_iter().flatten().rfind(|c| c["fqn"] == connector).cloned();
     let Some(installed) = installed else {
         return Err(CliError::failure(format!(
             "connector {connector} is not installed\nhint: install it with `aileron connector install`; `aileron connector list` shows what is installed"

@@ -264,7 +264,17 @@ fn the_demo_runs_end_to_end_offline() {
     let output = Command::new(env!("CARGO_BIN_EXE_aileron")).arg("demo").stdin(std::process::Stdio::null()).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "demo failed:\n{stdout}\n{}", stderr(&output));
-    for step in ["capability_denied", "HTTP 202 pending_approval", "denied", "hash chain intact", "stopped the daemon"] {
+    for step in [
+        "capability_denied",
+        "HTTP 202 pending_approval",
+        "denied",
+        "status: awaiting_vault",
+        "result: completed",
+        "the stand-in received  Authorization: Bearer ghp_demo",
+        "no — the connector never saw it",
+        "hash chain intact",
+        "stopped the daemon",
+    ] {
         assert!(stdout.contains(step), "the demo shows `{step}`:\n{stdout}");
     }
 }

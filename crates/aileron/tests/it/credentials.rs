@@ -658,3 +658,47 @@ fn kill_9_during_vault_rewrites_never_corrupts_it_or_loses_an_acknowledged_write
     }
     eprintln!("kill -9 rounds: {rounds}, acknowledged writes: {}", acknowledged.len());
 }
+
+/// `aileron binding setup` for an oauth2 connector, as a user runs it: it prints the consent URL
+/// (no browser here), serves the redirect on its own loopback port once, and the daemon binds.
+#[test]
+fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
+    use std::io::BufRead;
+    aileron::daemon::install_crypto_provider();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let provider = runtime.block_on(FakeOAuth::start());
+    let cli = Cli::new();
+    let env = [("AILERON_VAULT_PASSPHRASE", PASSPHRASE)];
+    cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[provider.host_port()], &provider.manifest_credential(None)));
+    assert!(cli.run_with(&["vault", "init"], &env, None).status.success());
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_aileron"))
+        .args(["binding", "setup", CONNECTOR, "--identity", "me", "--no-browser"])
+        .env("AILERON_HOME", &cli.home)
+        .env_remove("AILERON_URL")
+        .env_remove("AILERON_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    let client = reqwest::blocking::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let consent = client.get(url.trim()).send().unwrap();
+    assert_eq!(consent.status(), 303, "the provider redirects to the CLI");
+    let callback = consent.headers()["location"].to_str().unwrap().to_string();
+    assert!(callback.starts_with("http://127.0.0.1:") && callback.contains("/callback?"), "{callback}");
+    // A stray request first (a browser's favicon): answered 404, the CLI keeps waiting.
+    let origin = callback.split("/callback").next().unwrap();
+    assert_eq!(client.get(format!("{origin}/favicon.ico")).send().unwrap().status(), 404);
+    let page = client.get(&callback).send().unwrap().text().unwrap();
+    assert!(page.contains("You can close this tab"), "{page}");
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let listed: Value = serde_json::from_str(&cli.ok(&["binding", "list", "--json"])).unwrap();
+    assert_eq!(listed["items"][0]["name"], "oauth2/github:aileron-tests:http_get/me", "{listed}");
+    assert_eq!(listed["items"][0]["state"], "ok");
+    drop(runtime);
+}

@@ -321,3 +321,40 @@ fn assert_fields(actual: &Value, expected: &Value, case: &str) {
         _ => assert_eq!(actual, expected, "{case}"),
     }
 }
+
+/// The way the original project's Linear connector authenticates: a Go guest asks for
+/// `credential: "api_key"` and the manifest's `format = "{key}"` puts the raw key in
+/// `Authorization`. The key comes from a real vault binding; the upstream sees it, the guest gets
+/// the upstream's answer with the key's echo redacted.
+#[tokio::test]
+async fn a_go_built_connector_gets_its_api_key_injected_from_the_vault() {
+    let Some(wasm) = go_connector() else { return };
+    let upstream = crate::fake_oauth::FakeOAuth::start().await;
+    let key = "lin_api_GoGuestKey00000000000000000000000000";
+    *upstream.state.api_key.lock().unwrap() = Some(key.to_string());
+    let harness = Harness::new();
+    let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"your issues\"\nheader = \"Authorization\"\nformat = \"{key}\"\n";
+    let extra = format!("{RUNTIME_IMPORTS}{credential}");
+    let hash = harness.install(CONNECTOR, &wasm, &manifest(CONNECTOR, &[upstream.host_port()], &extra)).await;
+    let spec = ActionSpec {
+        inputs: &[("url", "string", true), ("credential", "string", false)],
+        capabilities: &["get", "api_key"],
+        ..ActionSpec::new("go_authed_get", CONNECTOR, &hash, "get")
+    };
+    add_action(&harness, spec, None).await;
+    let created = harness.request("POST", "/v1/vault/init", Some(json!({ "passphrase": "go guest passphrase" }))).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let connector = format!("github://aileron-tests/{CONNECTOR}");
+    let bound = harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": connector, "api_key": key }))).await;
+    assert_eq!(bound.status, StatusCode::CREATED, "{}", bound.body);
+
+    let url = format!("{}/api/echo", upstream.base_url());
+    let response = harness.run("go_authed_get", json!({ "url": url, "credential": "api_key" })).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.body);
+    assert_eq!(response.body["result"]["output"]["status"], 200, "the upstream accepted the raw key: {}", response.body);
+    let seen = upstream.state.api_requests.lock().unwrap().clone();
+    let authorization = seen[0].iter().find(|(name, _)| name == "authorization").map(|(_, value)| value.as_str());
+    assert_eq!(authorization, Some(key), "format = \"{{key}}\": the raw key, no Bearer prefix");
+    let text = response.body.to_string();
+    assert!(!text.contains(key) && text.contains("[REDACTED]"), "the echo reaches the Go guest redacted: {text}");
+}
