@@ -1329,3 +1329,42 @@ fn claude_code_calls_actions_through_aileron_mcp_and_waits_for_approval() {
     assert_eq!(fixture.upstream.recorder.count(), 2, "one direct call and one approved call reached the upstream");
     fixture.check_actors(&json!({"type": "agent", "id": "aileron-mcp"}), &["action.executed", "approval.requested"]);
 }
+
+/// An action whose connector gets an API key injected, called by an agent over `aileron-mcp`:
+/// the upstream receives the key, the agent's tool result holds only its redacted echo, and a
+/// connector with no binding tells the agent the exact command for the user to run.
+#[test]
+fn an_injected_credential_never_reaches_the_agents_tool_result() {
+    aileron::daemon::install_crypto_provider();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let provider = runtime.block_on(crate::fake_oauth::FakeOAuth::start());
+    let key = "sk-MCP-PLANTED-5e6f7a8b9c0d1e2f3a4b";
+    *provider.state.api_key.lock().unwrap() = Some(key.to_string());
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test\"\nheader = \"X-Api-Key\"\nformat = \"{key}\"\n";
+    let wasm = crate::support::guest_wasm("http_get");
+    let hash = cli.install_package("http_get", &wasm, &crate::support::manifest("http_get", &[provider.host_port()], credential));
+    let inputs: &[(&str, &str, bool)] = &[("url", "string", true), ("credential", "string", false)];
+    cli.add_action(&ActionSpec { inputs, capabilities: &["get", "api_key"], ..ActionSpec::new("authed", "http_get", &hash, "get") });
+    let url = format!("{}/api/echo", provider.base_url());
+
+    let mut session = StdioSession::spawn(&[("AILERON_HOME", cli.home.to_str().unwrap())]);
+    session.initialize("2025-06-18");
+    let unbound = session.call("authed", json!({"url": url, "credential": "api_key"}));
+    assert!(is_error(&unbound), "{unbound}");
+    assert!(texts(&unbound).join("\n").contains("aileron binding setup github://aileron-tests/http_get"), "{unbound}");
+
+    let passphrase = [("AILERON_VAULT_PASSPHRASE", "mcp test passphrase")];
+    assert!(cli.run_with(&["vault", "init"], &passphrase, None).status.success());
+    let setup = cli.run_with(&["binding", "setup", "github://aileron-tests/http_get", "--from-env", "KEY"], &[("KEY", key)], None);
+    assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
+    let result = session.call("authed", json!({"url": url, "credential": "api_key"}));
+    assert!(!is_error(&result), "{result}");
+    let text = result.to_string();
+    assert!(!text.contains(key), "the tool result leaked the key: {text}");
+    assert!(text.contains("[REDACTED]"), "the upstream's echo arrives redacted: {text}");
+    let seen = provider.state.api_requests.lock().unwrap().clone();
+    assert!(seen.iter().flatten().any(|(name, value)| name == "x-api-key" && value == key), "the upstream got the key");
+    drop(runtime);
+}
