@@ -5,7 +5,6 @@
 //! for the vault (also across a restart), the gateway's 423, the CLI, and planted secrets looked
 //! for everywhere.
 
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::cli::Cli;
 use crate::fake_oauth::FakeOAuth;
-use crate::support::{ActionSpec, Harness, guest_wasm, manifest};
+use crate::support::{ActionSpec, Harness, files_containing, guest_wasm, manifest};
 
 const PASSPHRASE: &str = "correct horse battery staple";
 
@@ -23,24 +22,6 @@ fn api_key_credential(header: &str, format: &str) -> String {
     format!("[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"{header}\"\nformat = \"{format}\"\n")
 }
 
-/// Every file under `root` whose bytes contain `needle`.
-fn files_containing(root: &Path, needle: &[u8]) -> Vec<String> {
-    let mut hits = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path)
-                && bytes.windows(needle.len()).any(|w| w == needle)
-            {
-                hits.push(path.display().to_string());
-            }
-        }
-    }
-    hits
-}
 
 async fn init_vault(harness: &Harness) {
     let created = harness.request("POST", "/v1/vault/init", Some(json!({ "passphrase": PASSPHRASE }))).await;

@@ -227,6 +227,12 @@ async fn upstream(seen: Seen) -> String {
 
 /// A daemon on a real socket whose gateway forwards both providers to `upstream`.
 async fn daemon(upstream: &str) -> (tempfile::TempDir, String) {
+    let (temp, url, _) = daemon_with_state(upstream).await;
+    (temp, url)
+}
+
+/// The same, also returning the daemon's state (to lock its vault).
+async fn daemon_with_state(upstream: &str) -> (tempfile::TempDir, String, Arc<AppState>) {
     let temp = tempfile::tempdir().unwrap();
     let home = Home::at(temp.path().join("home")).unwrap();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
@@ -235,8 +241,9 @@ async fn daemon(upstream: &str) -> (tempfile::TempDir, String) {
     options.listen_port = addr.port();
     options.gateway_upstreams = Some((upstream.to_string(), upstream.to_string()));
     let state = AppState::open(home, options).unwrap();
-    tokio::spawn(async move { axum::serve(listener, app(state)).await.unwrap() });
-    (temp, format!("http://{addr}"))
+    let served = state.clone();
+    tokio::spawn(async move { axum::serve(listener, app(served)).await.unwrap() });
+    (temp, format!("http://{addr}"), state)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -330,19 +337,11 @@ async fn the_official_sdks_surface_the_vault_locked_message() {
     }
     let seen: Seen = Arc::default();
     let upstream = upstream(seen.clone()).await;
-    let temp = tempfile::tempdir().unwrap();
-    let home = Home::at(temp.path().join("home")).unwrap();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let mut options = StateOptions::new("gateway-clients-token".into());
-    options.listen_port = addr.port();
-    options.gateway_upstreams = Some((upstream.clone(), upstream.clone()));
-    let state = AppState::open(home, options).unwrap();
+    let (_temp, base, state) = daemon_with_state(&upstream).await;
     let vault = state.vault.clone();
     tokio::task::spawn_blocking(move || vault.init(b"gateway test passphrase")).await.unwrap().unwrap();
     state.vault.lock();
-    tokio::spawn(async move { axum::serve(listener, app(state)).await.unwrap() });
-    let (python, script, base) = (venv_python(), script(), format!("http://{addr}"));
+    let (python, script) = (venv_python(), script());
     let output = tokio::task::spawn_blocking(move || std::process::Command::new(python).arg(script).arg("--errors").arg(base).output())
         .await
         .unwrap()

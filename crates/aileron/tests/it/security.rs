@@ -2,7 +2,6 @@
 //! are injected host-side and never appear in any output (§0.2), credential use needs both the
 //! manifest and the action to declare it (§0.3).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use aileron::egress::Secret;
@@ -10,27 +9,10 @@ use aileron::fake_github::FakeGithub;
 use http::StatusCode;
 use serde_json::json;
 
-use crate::support::{ActionSpec, Harness, PlantedKey, guest_wasm, manifest};
+use crate::support::{ActionSpec, Harness, PlantedKey, files_containing, guest_wasm, manifest};
 
 const PLANTED: &str = "sk-PLANTED-7c1e9a44d2b0f35e";
 
-fn files_containing(root: &Path, needle: &[u8]) -> Vec<String> {
-    let mut hits = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path)
-                && bytes.windows(needle.len()).any(|w| w == needle)
-            {
-                hits.push(path.display().to_string());
-            }
-        }
-    }
-    hits
-}
 
 const API_KEY_MANIFEST: &str =
     "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\nformat = \"Token {key}\"\n";
