@@ -11,6 +11,7 @@ pub mod manifest;
 pub mod parse_error;
 pub mod policy;
 pub mod sigv4;
+pub mod signing;
 pub mod template;
 pub mod vault;
 

@@ -6,10 +6,17 @@
 //! version) and this file format's version, so an upgraded or reconfigured engine never loads an
 //! artifact it did not produce; stale artifacts of the same content hash are removed on write.
 //!
-//! File format: the bytes of `Module::serialize` followed by their SHA-256 (32 bytes). wasmtime
-//! checks the artifact's header but not its code, so the digest is what turns a torn write or a
-//! flipped bit into a clean cache miss (the file is deleted and the module recompiled) instead of
-//! executing corrupted machine code.
+//! File format: the bytes of `Module::serialize` followed by SHA-256(format ‖ content hash ‖
+//! bytes) (32 bytes). wasmtime checks the artifact's header but not its code, so the digest is
+//! what turns a torn write or a flipped bit into a clean cache miss (the file is deleted and the
+//! module recompiled) instead of executing corrupted machine code; and because the digest covers
+//! the content hash the module was compiled from, another module's artifact copied onto this
+//! module's file name is refused too (it would otherwise run that module's native code under
+//! this module's verified hash).
+//!
+//! Trust boundary: artifacts are native code run outside the sandbox's checks, so the directory
+//! must belong to this user and be 0700, and every file must belong to this user and be writable
+//! by nobody else; anything else is refused, not loaded.
 
 use std::collections::HashMap;
 use std::fs;
@@ -25,7 +32,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::{Engine, Module};
 
 /// Bump when the on-disk layout changes; it is part of the engine key.
-const FORMAT_VERSION: &[u8] = b"aileron-cwasm-v1";
+const FORMAT_VERSION: &[u8] = b"aileron-cwasm-v2";
 const DIGEST_LEN: usize = 32;
 
 /// Cache counters, for tests and benchmarks.
@@ -174,6 +181,19 @@ pub(crate) enum CacheDirError {
         dir.display()
     )]
     Restrict { dir: PathBuf, source: io::Error },
+    #[error(
+        "the compiled-module cache directory {} belongs to another user (uid {owner})\n\
+         hint: its files would run as native code; delete the directory and it will be recreated",
+        dir.display()
+    )]
+    ForeignOwner { dir: PathBuf, owner: u32 },
+}
+
+/// The effective user id of this process.
+fn current_uid() -> u32 {
+    // `/proc/self` belongs to the process's effective user.
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(u32::MAX)
 }
 
 impl DiskCache {
@@ -181,6 +201,13 @@ impl DiskCache {
     /// native code, so nobody else may be able to plant one.
     pub(crate) fn open(dir: &Path, engine: &Engine) -> Result<DiskCache, CacheDirError> {
         fs::create_dir_all(dir).map_err(|source| CacheDirError::Create { dir: dir.to_path_buf(), source })?;
+        let owner = {
+            use std::os::unix::fs::MetadataExt;
+            fs::symlink_metadata(dir).map_err(|source| CacheDirError::Create { dir: dir.to_path_buf(), source })?.uid()
+        };
+        if owner != current_uid() {
+            return Err(CacheDirError::ForeignOwner { dir: dir.to_path_buf(), owner });
+        }
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
             .map_err(|source| CacheDirError::Restrict { dir: dir.to_path_buf(), source })?;
         Ok(DiskCache { dir: dir.to_path_buf(), engine_key: engine_key(engine) })
@@ -192,11 +219,15 @@ impl DiskCache {
 
     pub(crate) fn load(&self, engine: &Engine, hash: &ContentHash) -> DiskLookup {
         let path = self.path(hash);
-        let is_file = match fs::symlink_metadata(&path) {
-            Ok(metadata) => metadata.is_file(),
+        let trusted = match fs::symlink_metadata(&path) {
+            Ok(metadata) => {
+                use std::os::unix::fs::MetadataExt;
+                // A link, another user's file, or one others may write is not ours to execute.
+                metadata.is_file() && metadata.uid() == current_uid() && metadata.mode() & 0o022 == 0
+            }
             Err(_) => return DiskLookup::Miss,
         };
-        let module = if is_file { fs::read(&path).ok().and_then(|bytes| deserialize(engine, &bytes)) } else { None };
+        let module = if trusted { fs::read(&path).ok().and_then(|bytes| deserialize(engine, hash, &bytes)) } else { None };
         match module {
             Some(module) => DiskLookup::Hit(module),
             None => {
@@ -211,7 +242,7 @@ impl DiskCache {
     /// of the same module made by other engine configurations.
     pub(crate) fn store(&self, hash: &ContentHash, module: &Module) -> io::Result<()> {
         let mut bytes = module.serialize().map_err(|e| io::Error::other(e.to_string()))?;
-        let digest = Sha256::digest(&bytes);
+        let digest = bound_digest(hash, &bytes);
         bytes.extend_from_slice(&digest);
         let path = self.path(hash);
         // Unique per process and write: two runtimes may store the same module at once.
@@ -248,10 +279,19 @@ impl DiskCache {
     }
 }
 
-/// Verifies the digest trailer, then deserializes.
-fn deserialize(engine: &Engine, bytes: &[u8]) -> Option<Module> {
+/// SHA-256 over the format, the content hash the artifact was compiled from, and the artifact.
+fn bound_digest(hash: &ContentHash, artifact: &[u8]) -> [u8; DIGEST_LEN] {
+    let mut hasher = Sha256::new();
+    hasher.update(FORMAT_VERSION);
+    hasher.update(hash.as_bytes());
+    hasher.update(artifact);
+    hasher.finalize().into()
+}
+
+/// Verifies the digest trailer (bound to `hash`), then deserializes.
+fn deserialize(engine: &Engine, hash: &ContentHash, bytes: &[u8]) -> Option<Module> {
     let (artifact, digest) = bytes.split_at_checked(bytes.len().checked_sub(DIGEST_LEN)?)?;
-    if Sha256::digest(artifact).as_slice() != digest {
+    if bound_digest(hash, artifact).as_slice() != digest {
         return None;
     }
     // SAFETY: `Module::deserialize` executes whatever machine code the bytes contain, so it must
@@ -259,8 +299,9 @@ fn deserialize(engine: &Engine, bytes: &[u8]) -> Option<Module> {
     // the file lives in a directory we created with mode 0700 under AILERON_HOME (only this user
     // can write it, and that user can already run arbitrary code), it is named by the module's
     // content hash and this engine's compatibility key, it was written by `DiskCache::store`
-    // (atomically, so never half-written), and its SHA-256 trailer matched, so it is byte for
-    // byte what we serialized. wasmtime additionally rejects artifacts from another version or
+    // (atomically, so never half-written), its owner and mode were checked, and its SHA-256
+    // trailer, which covers the content hash it was compiled from, matched: it is byte for byte
+    // what we serialized for this module. wasmtime additionally rejects artifacts from another version or
     // configuration. The bytes are copied into wasmtime's own memory, so later changes to the
     // file cannot affect the loaded module (unlike `deserialize_file`, which maps the file).
     unsafe { Module::deserialize(engine, artifact) }.ok()
@@ -298,8 +339,30 @@ mod tests {
     #[test]
     fn artifacts_with_a_bad_trailer_are_refused_before_wasmtime_sees_them() {
         let engine = Engine::default();
+        let hash = ContentHash::of_connector(b"wasm", b"manifest");
         for bytes in [&b""[..], &[0u8; 31][..], &[0u8; 64][..]] {
-            assert!(deserialize(&engine, bytes).is_none(), "{} bytes", bytes.len());
+            assert!(deserialize(&engine, &hash, bytes).is_none(), "{} bytes", bytes.len());
         }
+    }
+
+    /// Another module's artifact, copied onto this module's file name, is refused: its trailer is
+    /// bound to the content hash it was compiled from.
+    #[test]
+    fn a_swapped_artifact_is_refused() {
+        let engine = Engine::default();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = DiskCache::open(dir.path(), &engine).unwrap();
+        let module_a = Module::new(&engine, wat::parse_str("(module (func (export \"a\")))").unwrap()).unwrap();
+        let module_b = Module::new(&engine, wat::parse_str("(module (func (export \"b\")))").unwrap()).unwrap();
+        let (hash_a, hash_b) = (ContentHash::of_connector(b"a", b""), ContentHash::of_connector(b"b", b""));
+        cache.store(&hash_a, &module_a).unwrap();
+        cache.store(&hash_b, &module_b).unwrap();
+        assert!(matches!(cache.load(&engine, &hash_a), DiskLookup::Hit(_)));
+        fs::copy(cache.path(&hash_a), cache.path(&hash_b)).unwrap();
+        assert!(matches!(cache.load(&engine, &hash_b), DiskLookup::Rejected), "a swapped artifact never loads");
+        // A file others may write is refused too, even when its bytes are right.
+        cache.store(&hash_a, &module_a).unwrap();
+        fs::set_permissions(cache.path(&hash_a), fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(matches!(cache.load(&engine, &hash_a), DiskLookup::Rejected));
     }
 }
