@@ -22,6 +22,9 @@ pub const SIGNATURE_FILE: &str = "signature.sig";
 pub const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// A raw ed25519 signature.
 pub const SIGNATURE_BYTES: usize = 64;
+/// Cap on the whole decompressed tar stream, headers included: three capped entries and their
+/// headers fit; a gzip bomb or a huge PAX header does not.
+pub const MAX_TARBALL_BYTES: u64 = 3 * MAX_ENTRY_BYTES + 64 * 1024;
 
 const PACK_HINT: &str = "a package is a flat gzip tar made with `aileron connector pack <dir>` or, from inside the \
                          directory, `tar -czf aileron.tar.gz connector.wasm manifest.toml [signature.sig]`";
@@ -199,9 +202,12 @@ fn read_tarball(path: &Path) -> Result<Files, PackageError> {
 
 fn read_tarball_from(path: &Path, reader: impl Read) -> Result<Files, PackageError> {
     let malformed = |reason: String| PackageError::MalformedTarball { path: path.to_path_buf(), reason };
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(reader));
+    // The cap applies to the decompressed bytes, so no header can make us read (or allocate) more.
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(reader).take(MAX_TARBALL_BYTES));
     let mut found: BTreeMap<&'static str, Vec<u8>> = BTreeMap::new();
-    let entries = archive.entries().map_err(|e| malformed(format!("not a gzip tar archive ({e})")))?;
+    // Raw entries: PAX and GNU extension headers are not interpreted (and their payloads never
+    // read into memory); they are refused below like every other non-regular entry.
+    let entries = archive.entries().map_err(|e| malformed(format!("not a gzip tar archive ({e})")))?.raw(true);
     for entry in entries {
         let entry = entry.map_err(|e| malformed(format!("not a gzip tar archive ({e})")))?;
         let raw_name = entry.path_bytes().into_owned();
@@ -248,6 +254,8 @@ fn kind(entry_type: tar::EntryType) -> &'static str {
         tar::EntryType::Link => "hard link",
         tar::EntryType::Char | tar::EntryType::Block => "device",
         tar::EntryType::Fifo => "fifo",
+        tar::EntryType::XHeader | tar::EntryType::XGlobalHeader => "PAX extended header",
+        tar::EntryType::GNULongName | tar::EntryType::GNULongLink => "GNU long-name header",
         _ => "special entry",
     }
 }
@@ -315,6 +323,27 @@ pub(crate) mod tests {
 
     fn reference(s: &str) -> ConnectorRef {
         ConnectorRef::parse(s).unwrap()
+    }
+
+    /// A small `.tar.gz` whose first header is a PAX extended header claiming 1 GiB: refused at
+    /// once, without reading (or allocating for) the payload it claims.
+    #[test]
+    fn a_huge_pax_header_is_refused_without_reading_it() {
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::XHeader);
+        header.set_size(1 << 30);
+        header.set_path("PaxHeaders/connector.wasm").unwrap();
+        header.set_cksum();
+        let mut raw = header.as_bytes().to_vec();
+        raw.extend(std::iter::repeat_n(b'a', 64 * 1024));
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(&raw).unwrap();
+        let file = write_temp(&encoder.finish().unwrap());
+        let started = std::time::Instant::now();
+        let error = read_tarball(file.path()).err().expect("refused");
+        assert_eq!(error.code(), "malformed_tarball");
+        assert!(error.to_string().contains("PAX extended header"), "{error}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "refused without reading 1 GiB");
     }
 
     #[test]
