@@ -45,6 +45,13 @@ pub const AILERON_DAEMON_BIN: &str = "AILERON_DAEMON_BIN";
 /// `--passphrase-file` on shared machines).
 pub const AILERON_VAULT_PASSPHRASE: &str = "AILERON_VAULT_PASSPHRASE";
 
+/// Forge base URLs for `connector install <fqn>@<version>` and `keyring trust` (tests point them
+/// at a fake forge on loopback).
+pub const AILERON_GITHUB_BASE_URL: &str = "AILERON_GITHUB_BASE_URL";
+pub const AILERON_GITLAB_BASE_URL: &str = "AILERON_GITLAB_BASE_URL";
+pub const AILERON_GITHUB_RAW_BASE_URL: &str = "AILERON_GITHUB_RAW_BASE_URL";
+pub const AILERON_GITLAB_RAW_BASE_URL: &str = "AILERON_GITLAB_RAW_BASE_URL";
+
 /// Every variable, with a one-line description, for `aileron --help` and the README.
 pub const ALL: &[(&str, &str)] = &[
     (AILERON_HOME, "state directory (default ~/.aileron)"),
@@ -65,6 +72,10 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_SESSION_ID, "launch session id forwarded to the daemon"),
     (AILERON_NO_AUTOSTART, "1 = never auto-start the daemon from a client"),
     (AILERON_VAULT_PASSPHRASE, "vault passphrase for `aileron vault init|unlock` (else --passphrase-file or a prompt)"),
+    (AILERON_GITHUB_BASE_URL, "GitHub releases base (default https://github.com)"),
+    (AILERON_GITLAB_BASE_URL, "GitLab base for releases and raw files (default https://gitlab.com)"),
+    (AILERON_GITHUB_RAW_BASE_URL, "GitHub raw files base for keys/publisher.pub (default https://raw.githubusercontent.com)"),
+    (AILERON_GITLAB_RAW_BASE_URL, "GitLab raw files base (default AILERON_GITLAB_BASE_URL or https://gitlab.com)"),
     (AILERON_DAEMON_BIN, "binary used to auto-start the daemon (default: this aileron, or the one beside aileron-mcp)"),
 ];
 

@@ -1,5 +1,6 @@
-//! `aileron connector install|list`. Install runs the pipeline in the daemon up to consent
-//! (preview), asks the user, then installs exactly the bytes consented to (the hash is re-checked).
+//! `aileron connector install|list|keygen|pack`. Install fetches the release by name (or reads
+//! `--from`), runs the pipeline in the daemon up to consent (preview: layout, identity, signature
+//! against the keyring, hash), asks the user, then installs exactly the bytes consented to.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -20,19 +21,39 @@ pub struct ConnectorArgs {
 
 #[derive(Subcommand)]
 enum ConnectorCommand {
-    /// Install a connector package after showing every capability it asks for
+    /// Install a connector by name (its release on GitHub/GitLab) after showing every capability it asks for
     Install {
-        /// A package directory (connector.wasm, manifest.toml[, signature.sig]) or an aileron.tar.gz
-        #[arg(long = "from", value_name = "DIR|TARBALL")]
-        from: PathBuf,
         /// `<fqn>@<version>`, e.g. github://aileron/github-issues@0.1.0
         reference: String,
+        /// Install this local package instead of fetching the release: a directory
+        /// (connector.wasm, manifest.toml[, signature.sig]) or an aileron.tar.gz
+        #[arg(long = "from", value_name = "DIR|TARBALL")]
+        from: Option<PathBuf>,
+        /// The expected content hash (`sha256:…`); anything else is refused
+        #[arg(long)]
+        hash: Option<String>,
         /// Consent without a prompt
         #[arg(long)]
         yes: bool,
         /// With --yes: accept a package that carries no signature
         #[arg(long)]
         allow_unsigned: bool,
+    },
+    /// Make a publisher key pair: <out>/publisher.key (0600, keep it secret) and <out>/publisher.pub
+    Keygen {
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
+    /// Pack (and sign) a connector directory into aileron.tar.gz and print its hash
+    Pack {
+        /// A directory with connector.wasm and manifest.toml
+        dir: PathBuf,
+        /// The private key made by `aileron connector keygen`; without it the package is unsigned
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Where to write the tarball
+        #[arg(long, default_value = "aileron.tar.gz")]
+        out: PathBuf,
     },
     /// List installed connectors
     List {
@@ -43,8 +64,25 @@ enum ConnectorCommand {
 
 pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
     match args.command {
-        ConnectorCommand::Install { from, reference, yes, allow_unsigned } => {
-            install(home, from, reference, yes, allow_unsigned).await
+        ConnectorCommand::Install { from, reference, hash, yes, allow_unsigned } => {
+            install(home, Install { from, reference, hash, yes, allow_unsigned }).await
+        }
+        ConnectorCommand::Keygen { out } => {
+            let public = crate::publish::keygen(&out)?;
+            eprintln!("wrote {} (private, 0600: keep it secret) and {}", out.join("publisher.key").display(), out.join("publisher.pub").display());
+            eprintln!("publish publisher.pub as keys/publisher.pub on your repository's default branch; fingerprint {}", public.fingerprint());
+            println!("{}", public.fingerprint());
+            Ok(EXIT_OK)
+        }
+        ConnectorCommand::Pack { dir, key, out } => {
+            let (tarball, hash, signer) = crate::publish::pack(&dir, key.as_deref())?;
+            crate::home::write_atomic(&out, &tarball, 0o644).with_context(|| format!("writing {}", out.display()))?;
+            match signer {
+                Some(signer) => eprintln!("wrote {} signed with key {}", out.display(), signer.fingerprint()),
+                None => eprintln!("wrote {} (unsigned: pass --key to sign it)", out.display()),
+            }
+            println!("{hash}");
+            Ok(EXIT_OK)
         }
         ConnectorCommand::List { json } => {
             let client = DaemonClient::connect(home).await?;
@@ -71,16 +109,55 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
     }
 }
 
-async fn install(home: &Home, from: PathBuf, reference: String, yes: bool, allow_unsigned: bool) -> CliResult {
-    let source = std::path::absolute(&from).with_context(|| format!("resolving {}", from.display()))?;
+struct Install {
+    from: Option<PathBuf>,
+    reference: String,
+    hash: Option<String>,
+    yes: bool,
+    allow_unsigned: bool,
+}
+
+async fn install(home: &Home, request: Install) -> CliResult {
+    let reference = aileron_core::ConnectorRef::parse(&request.reference).map_err(|e| {
+        CliError::failure(format!("{e}\nhint: write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0"))
+    })?;
     let client = DaemonClient::connect(home).await?;
-    let preview = client.post("/v1/connectors/preview", &json!({ "source": source, "reference": reference })).await?;
+    let _download;
+    let source = match &request.from {
+        Some(from) => std::path::absolute(from).with_context(|| format!("resolving {}", from.display()))?,
+        None => {
+            // Already installed with these exact bytes: nothing to fetch.
+            let installed = client.get("/v1/connectors").await?;
+            let same = installed["items"].as_array().into_iter().flatten().find(|item| {
+                item["fqn"] == reference.fqn.to_string()
+                    && item["version"] == reference.version.to_string()
+                    && request.hash.as_ref().is_none_or(|hash| item["hash"] == hash.as_str())
+            });
+            if let Some(same) = same {
+                eprintln!("{} is already installed ({})", request.reference, same["hash"].as_str().unwrap_or("?"));
+                println!("{}", same["hash"].as_str().unwrap_or_default());
+                return Ok(EXIT_OK);
+            }
+            let file = download(home, &reference).await?;
+            let path = file.path().to_path_buf();
+            _download = file;
+            path
+        }
+    };
+    let mut preview_body = json!({ "source": source, "reference": request.reference });
+    if let Some(hash) = &request.hash {
+        preview_body["expected_hash"] = hash.as_str().into();
+    }
+    let preview = match preview_or_trust(&client, &preview_body).await? {
+        Some(preview) => preview,
+        None => return Ok(super::EXIT_FAILURE),
+    };
     eprint!("{}", consent_text(&preview));
-    let unsigned = preview["signature"].as_str() != Some("signed");
-    let via = if yes {
-        if unsigned && !allow_unsigned {
+    let unsigned = preview["signed"] != true;
+    let via = if request.yes {
+        if unsigned && !request.allow_unsigned {
             return Err(CliError::failure(
-                "this package is not signed (or its signature cannot be verified yet), and --yes alone does not accept that\n\
+                "this package is not signed, and --yes alone does not accept that\n\
                  hint: re-run with --yes --allow-unsigned if you trust where the package came from",
             ));
         }
@@ -100,9 +177,10 @@ async fn install(home: &Home, from: PathBuf, reference: String, yes: bool, allow
     };
     let body = json!({
         "source": source,
-        "reference": reference,
+        "reference": request.reference,
         "expected_hash": preview["hash"],
         "consent": via,
+        "allow_unsigned": request.allow_unsigned,
     });
     let installed = client.post("/v1/connectors/install", &body).await?;
     eprintln!(
@@ -114,6 +192,62 @@ async fn install(home: &Home, from: PathBuf, reference: String, yes: bool, allow
     );
     println!("{}", installed["hash"].as_str().unwrap_or_default());
     Ok(EXIT_OK)
+}
+
+/// Fetches the release into a temporary file in the home, with a progress bar on a TTY (plain
+/// lines otherwise).
+async fn download(home: &Home, reference: &aileron_core::ConnectorRef) -> Result<tempfile::NamedTempFile, CliError> {
+    let url = crate::forge::release_url(&reference.fqn, &reference.version);
+    eprintln!("downloading {url}");
+    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} {bytes_per_sec}") {
+        bar.set_style(style);
+    }
+    let mut progress = |done: u64, total: Option<u64>| {
+        if let Some(total) = total {
+            bar.set_length(total);
+        }
+        bar.set_position(done);
+    };
+    let fetched = crate::forge::fetch(&url, crate::forge::MAX_DOWNLOAD_BYTES, &mut progress).await;
+    bar.finish_and_clear();
+    let bytes = fetched.map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint())))?;
+    eprintln!("downloaded {} bytes", bytes.len());
+    let file = tempfile::Builder::new()
+        .prefix(".download-")
+        .suffix(".tar.gz")
+        .tempfile_in(home.root())
+        .map_err(|e| CliError::failure(format!("creating a temporary file in {}: {e}", home.root().display())))?;
+    std::fs::write(file.path(), &bytes).map_err(|e| CliError::failure(format!("writing the download: {e}")))?;
+    Ok(file)
+}
+
+/// Previews; when the package is signed by a publisher whose key is not trusted yet and a person
+/// is at the terminal, offers to trust the key (`Trust publisher <authority>? [y/N]`) and
+/// previews again. `None` when the user declined.
+async fn preview_or_trust(client: &DaemonClient, body: &Value) -> Result<Option<Value>, CliError> {
+    let (status, answer) = client.call_raw(reqwest::Method::POST, "/v1/connectors/preview", Some(body)).await?;
+    if status.is_success() {
+        return Ok(Some(answer));
+    }
+    let no_key = answer["error"]["class"] == "signature_failure"
+        && answer["error"]["message"].as_str().is_some_and(|m| m.contains("no key is trusted"));
+    if !no_key || !std::io::stdin().is_terminal() {
+        return Err(CliError::failure(crate::client::ApiFailure { status, body: answer }.to_string()));
+    }
+    let authorities: Vec<String> =
+        answer["error"]["details"]["authorities"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_string)).collect();
+    for authority in &authorities {
+        let Ok(key) = super::keyring::fetch_key(authority).await else { continue };
+        eprintln!("{authority} publishes key {}", key.fingerprint());
+        if !ask(&format!("Trust publisher {authority}? [y/N] "))? {
+            eprintln!("not trusted; nothing was installed");
+            return Ok(None);
+        }
+        client.post("/v1/keyring/trust", &json!({ "authority": authority, "key": key.to_base64() })).await?;
+        return Box::pin(preview_or_trust(client, body)).await;
+    }
+    Err(CliError::failure(crate::client::ApiFailure { status, body: answer }.to_string()))
 }
 
 /// The consent screen: identity, signature status and every capability in plain words.
@@ -137,7 +271,7 @@ pub fn consent_text(preview: &Value) -> String {
     text
 }
 
-fn ask(question: &str) -> Result<bool, CliError> {
+pub(super) fn ask(question: &str) -> Result<bool, CliError> {
     eprint!("{question}");
     std::io::stderr().flush().ok();
     let mut answer = String::new();

@@ -8,6 +8,7 @@ mod audit;
 mod binding;
 mod connector;
 mod daemon;
+mod keyring;
 mod launch;
 mod vault;
 
@@ -50,6 +51,8 @@ enum Command {
     Open(approval::OpenArgs),
     /// Read and verify the audit log
     Audit(audit::AuditArgs),
+    /// Trust, list and revoke the publisher keys that may sign connectors
+    Keyring(keyring::KeyringArgs),
     /// Create, unlock and lock the encrypted vault that holds credentials
     Vault(vault::VaultArgs),
     /// Store, list and remove free-form secrets in the vault
@@ -138,6 +141,7 @@ async fn run(cli: Cli) -> CliResult {
         Command::Approval(args) => approval::run(&home, args).await,
         Command::Open(args) => approval::open(&home, args).await,
         Command::Audit(args) => audit::run(&home, args).await,
+        Command::Keyring(args) => keyring::run(&home, args).await,
         Command::Vault(args) => vault::run(&home, args).await,
         Command::Secret(args) => vault::run_secret(&home, args).await,
         Command::Binding(args) => binding::run(&home, args).await,

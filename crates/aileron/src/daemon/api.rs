@@ -43,8 +43,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("DELETE", "/v1/actions/{name}", "remove an action"),
     ("POST", "/v1/actions/{name}/run", "{args} → 200 {audit_id, result} | failure envelope"),
     ("GET", "/v1/connectors", "installed connectors"),
-    ("POST", "/v1/connectors/preview", "install pipeline up to consent"),
-    ("POST", "/v1/connectors/install", "install pipeline with consent recorded"),
+    ("POST", "/v1/connectors/preview", "install pipeline up to consent {reference, source?, expected_hash?}; without source the release is fetched from its forge; a present signature must verify"),
+    ("POST", "/v1/connectors/install", "install pipeline with consent recorded {reference, source?, expected_hash, consent: prompt|flag, allow_unsigned?}"),
+    ("GET", "/v1/keyring", "trusted publisher keys {items: [{authority, fingerprint, key}]}"),
+    ("POST", "/v1/keyring/trust", "{authority, key} → 201 (200 when already trusted); audited keyring.trusted"),
+    ("POST", "/v1/keyring/revoke", "{authority} | {fingerprint}; audited keyring.revoked"),
     ("GET", "/v1/audit", "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)"),
     ("GET", "/v1/audit/{id}", "one audit record"),
     ("GET", "/v1/action-approvals", "pending approvals, oldest first"),
@@ -375,7 +378,7 @@ async fn list_connectors(State(state): State<Arc<AppState>>, Extension(principal
                 "fqn": e.fqn.to_string(),
                 "version": e.version.to_string(),
                 "hash": e.hash.to_string(),
-                "signature": if e.signed { "signed, not verified" } else { "unsigned" },
+                "signature": if e.signed { "signed (verified at install)" } else { "unsigned" },
                 "publisher": e.manifest.publisher,
                 "capabilities": e.manifest.describe_capabilities(),
                 "credential": e.manifest.credential_kind().map(|kind| kind.as_str()),
@@ -388,21 +391,62 @@ async fn list_connectors(State(state): State<Arc<AppState>>, Extension(principal
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PreviewBody {
-    source: PathBuf,
+    /// A local package (directory or tarball); absent: fetched from the reference's forge.
+    #[serde(default)]
+    source: Option<PathBuf>,
     reference: String,
     #[serde(default)]
     expected_hash: Option<String>,
 }
 
-/// Steps 1–6 of the install pipeline (SPEC §3.4) for a local package, shared by preview and install.
-fn inspect(body: &PreviewBody) -> Result<(crate::package::Package, Value), Response> {
+/// Steps 1–6 of the install pipeline (SPEC §3.4), shared by preview and install: resolve and
+/// download (when no local source is given), check the layout and the manifest's identity,
+/// verify a present signature against the keyring (`signature_failure` otherwise, whatever the
+/// caller says), check `provenance_hash`, compare the expected hash.
+async fn inspect(state: &AppState, body: &PreviewBody) -> Result<(crate::package::Package, Value), Response> {
+    let bad = |e: ApiError| e.into_response();
     let reference = ConnectorRef::parse(&body.reference).map_err(|e| {
-        ApiError::bad_request("invalid_reference", e.to_string())
-            .with_hint("write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0")
-            .into_response()
+        let code = if e.to_string().contains("unknown_scheme") { "unknown_scheme" } else { "invalid_reference" };
+        bad(ApiError::bad_request(code, e.to_string())
+            .with_hint("write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0 (github or gitlab)"))
     })?;
-    let package = read_package(&body.source, &reference).map_err(|e| {
-        ApiError::bad_request(e.code(), e.to_string()).with_hint(e.hint()).into_response()
+    let downloaded;
+    let source = match &body.source {
+        Some(source) => source.clone(),
+        None => {
+            let url = crate::forge::release_url(&reference.fqn, &reference.version);
+            let bytes = crate::forge::fetch(&url, crate::forge::MAX_DOWNLOAD_BYTES, &mut |_, _| {}).await.map_err(|e| {
+                let status = if e.retriable { StatusCode::BAD_GATEWAY } else { StatusCode::NOT_FOUND };
+                let hint = e.hint();
+                bad(ApiError::new(status, "fetch_failed", e.to_string()).with_hint(hint))
+            })?;
+            downloaded = tempfile::Builder::new().suffix(".tar.gz").tempfile_in(state.home.root()).map_err(|e| bad(ApiError::internal(e)))?;
+            std::fs::write(downloaded.path(), &bytes).map_err(|e| bad(ApiError::internal(e)))?;
+            downloaded.path().to_path_buf()
+        }
+    };
+    let package = read_package(&source, &reference)
+        .map_err(|e| bad(ApiError::bad_request(e.code(), e.to_string()).with_hint(e.hint())))?;
+    if let Some(provenance) = &package.manifest.provenance_hash {
+        let actual = aileron_core::ContentHash::of_connector(&package.wasm, b"");
+        if *provenance != actual {
+            let failure = aileron_core::Failure::hash_mismatch(format!(
+                "the manifest's provenance_hash {provenance} does not match connector.wasm ({actual})"
+            ));
+            return Err(failure_response(&failure));
+        }
+    }
+    let keyring = crate::keyring::load(&state.home.keyring()).map_err(|e| bad(ApiError::internal(e)))?;
+    let message = [package.wasm.as_slice(), package.manifest_text.as_bytes()].concat();
+    let status = aileron_core::signing::verify(&keyring, &reference.fqn, &message, package.signature.as_deref()).map_err(|e| {
+        let [repo, owner] = aileron_core::signing::authorities_of(&reference.fqn);
+        let failure = aileron_core::Failure::new(aileron_core::FailureClass::SignatureFailure, aileron_core::Boundary::Runtime, e.to_string())
+            .with_detail("authorities", json!([repo, owner]))
+            .with_detail(
+                "hint",
+                format!("if you trust the publisher, trust its key first: `aileron keyring trust {repo}` (or {owner}); never install a package whose signature does not verify"),
+            );
+        failure_response(&failure)
     })?;
     if let Some(expected) = &body.expected_hash
         && *expected != package.hash.to_string()
@@ -413,14 +457,19 @@ fn inspect(body: &PreviewBody) -> Result<(crate::package::Package, Value), Respo
         ));
         return Err(failure_response(&failure));
     }
-    let signature = if package.signature.is_some() { "signed, not verified" } else { "unsigned" };
+    let signer = match &status {
+        aileron_core::signing::SignatureStatus::Verified { authority, fingerprint } => json!({ "authority": authority, "fingerprint": fingerprint }),
+        aileron_core::signing::SignatureStatus::Unsigned => Value::Null,
+    };
     let view = json!({
         "fqn": reference.fqn.to_string(),
         "version": reference.version.to_string(),
         "hash": package.hash.to_string(),
         "short_hash": package.hash.short(),
         "publisher": package.manifest.publisher,
-        "signature": signature,
+        "signature": status.describe(),
+        "signed": signer.is_object(),
+        "signer": signer,
         "capabilities": package.manifest.describe_capabilities(),
     });
     Ok((package, view))
@@ -432,7 +481,7 @@ async fn preview_connector(
     Json(body): Json<PreviewBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
-    let (package, mut view) = match inspect(&body) {
+    let (package, mut view) = match inspect(&state, &body).await {
         Ok(inspected) => inspected,
         Err(response) => return Ok(response),
     };
@@ -447,6 +496,10 @@ struct InstallBody {
     preview: PreviewBody,
     /// How consent was given: `prompt` (the user answered y) or `flag` (`--yes`).
     consent: String,
+    /// With `flag`: the caller accepts an unsigned package (`--allow-unsigned`). Enforced here, so
+    /// no client can skip it.
+    #[serde(default)]
+    allow_unsigned: bool,
 }
 
 async fn install_connector(
@@ -463,16 +516,24 @@ async fn install_connector(
     if body.consent != "prompt" && body.consent != "flag" {
         return Err(ApiError::bad_request("invalid_consent", "consent must be `prompt` or `flag`"));
     }
-    let (package, view) = match inspect(&body.preview) {
+    let (package, view) = match inspect(&state, &body.preview).await {
         Ok(inspected) => inspected,
         Err(response) => return Ok(response),
     };
+    if view["signed"] == false && body.consent == "flag" && !body.allow_unsigned {
+        return Err(ApiError::bad_request("unsigned_refused", "the package is unsigned and consent was given by flag without allow_unsigned")
+            .with_hint("review it and re-run with --yes --allow-unsigned if you trust where it came from"));
+    }
     let entry = state.store.commit(&package).map_err(ApiError::internal)?;
     let mut payload = Map::new();
     payload.insert("aileron.connector.fqn".into(), view["fqn"].clone());
     payload.insert("aileron.connector.version".into(), view["version"].clone());
     payload.insert("aileron.connector.hash".into(), view["hash"].clone());
     payload.insert("aileron.connector.signature".into(), view["signature"].clone());
+    if let Some(fingerprint) = view["signer"]["fingerprint"].as_str() {
+        payload.insert("aileron.connector.signer".into(), view["signer"]["authority"].clone());
+        payload.insert("aileron.connector.signer_fingerprint".into(), fingerprint.into());
+    }
     payload.insert("aileron.consent.decision".into(), "approved".into());
     payload.insert("aileron.consent.via".into(), body.consent.clone().into());
     payload.insert("aileron.connector.capabilities".into(), view["capabilities"].clone());

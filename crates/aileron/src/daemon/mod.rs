@@ -5,6 +5,7 @@ pub mod api;
 pub mod auth;
 pub mod credentials;
 pub mod error;
+pub mod trust;
 pub mod web;
 
 use std::net::SocketAddr;
@@ -192,6 +193,7 @@ pub fn install_crypto_provider() {
 pub fn app(state: Arc<AppState>) -> Router {
     api::routes(state.clone())
         .merge(credentials::routes())
+        .merge(trust::routes())
         .merge(crate::gateway::routes())
         .merge(crate::mcp::http::routes(&state))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))

@@ -1,0 +1,113 @@
+//! `aileron keyring trust|list|revoke`: which publisher keys may sign packages (SPEC §3.5).
+//! `trust` fetches `keys/publisher.pub` from the authority's repository (or reads `--key FILE`),
+//! shows its fingerprint and hands it to the daemon, which stores and audits it.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use aileron_core::signing::PublicKey;
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::json;
+
+use super::{CliError, CliResult, EXIT_OK, print_json};
+use crate::client::{ApiFailure, DaemonClient};
+use crate::home::Home;
+
+#[derive(Args)]
+pub struct KeyringArgs {
+    #[command(subcommand)]
+    command: KeyringCommand,
+}
+
+#[derive(Subcommand)]
+enum KeyringCommand {
+    /// Trust the key an owner (github://acme) or a repository (github://acme/widget) publishes
+    Trust {
+        authority: String,
+        /// Read the public key from this file instead of fetching keys/publisher.pub
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Do not ask for confirmation
+        #[arg(long)]
+        yes: bool,
+    },
+    /// List trusted keys with their fingerprints
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop trusting every key of an authority, or one key by fingerprint (--key sha256:…)
+    Revoke {
+        authority: Option<String>,
+        #[arg(long = "key", value_name = "FINGERPRINT")]
+        fingerprint: Option<String>,
+    },
+}
+
+/// Fetches and parses `keys/publisher.pub` of `authority`.
+pub async fn fetch_key(authority: &str) -> Result<PublicKey, CliError> {
+    let url = crate::forge::publisher_key_url(authority).map_err(|e| CliError::failure(format!("{e}\nhint: an authority is github://<owner>[/<repo>] or gitlab://…")))?;
+    let bytes = crate::forge::fetch(&url, 64 * 1024, &mut |_, _| {}).await.map_err(|e| {
+        CliError::failure(format!("{e}\nhint: the publisher must commit its public key as keys/publisher.pub; or pass --key FILE"))
+    })?;
+    PublicKey::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| CliError::failure(format!("{url}: {e}\nhint: ask the publisher to fix keys/publisher.pub")))
+}
+
+pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
+    let client = DaemonClient::connect(home).await?;
+    match args.command {
+        KeyringCommand::Trust { authority, key, yes } => {
+            let authority = aileron_core::signing::parse_authority(&authority)
+                .map_err(|e| CliError::failure(format!("{e}\nhint: an authority is github://<owner> or github://<owner>/<repo>")))?;
+            let key = match key {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path).map_err(|e| CliError::failure(format!("reading {}: {e}", path.display())))?;
+                    PublicKey::parse(&text).map_err(|e| CliError::failure(format!("{}: {e}", path.display())))?
+                }
+                None => fetch_key(&authority).await?,
+            };
+            eprintln!("{authority} key {}", key.fingerprint());
+            if !yes && std::io::stdin().is_terminal() && !super::connector::ask(&format!("Trust publisher {authority}? [y/N] "))? {
+                eprintln!("not trusted");
+                return Ok(super::EXIT_FAILURE);
+            }
+            let answer = client.post("/v1/keyring/trust", &json!({ "authority": authority, "key": key.to_base64() })).await?;
+            if answer["added"] == true {
+                eprintln!("trusted {authority} ({})", key.fingerprint());
+            } else {
+                eprintln!("{authority} ({}) was already trusted", key.fingerprint());
+            }
+            println!("{}", key.fingerprint());
+            Ok(EXIT_OK)
+        }
+        KeyringCommand::List { json } => {
+            let listing = client.get("/v1/keyring").await?;
+            if json {
+                print_json(&listing);
+                return Ok(EXIT_OK);
+            }
+            let items = listing["items"].as_array().cloned().unwrap_or_default();
+            if items.is_empty() {
+                eprintln!("no trusted keys; trust a publisher with `aileron keyring trust github://<owner>[/<repo>]`");
+            }
+            for item in items {
+                println!("{}  {}", item["fingerprint"].as_str().unwrap_or("?"), item["authority"].as_str().unwrap_or("?"));
+            }
+            Ok(EXIT_OK)
+        }
+        KeyringCommand::Revoke { authority, fingerprint } => {
+            let body = match (authority, fingerprint) {
+                (Some(authority), None) => json!({ "authority": authority }),
+                (None, Some(fingerprint)) => json!({ "fingerprint": fingerprint }),
+                _ => return Err(CliError { message: "give an authority or --key <fingerprint>, not both\nhint: aileron keyring revoke github://acme".into(), code: super::EXIT_USAGE }),
+            };
+            let (status, answer) = client.call_raw(Method::POST, "/v1/keyring/revoke", Some(&body)).await?;
+            if !status.is_success() {
+                return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
+            }
+            eprintln!("revoked {} key(s) of {}", answer["removed"], answer["authorities"]);
+            Ok(EXIT_OK)
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Handlers of the keyring routes (SPEC §3.5): list, trust and revoke publisher keys. The CLI
+//! fetches `keys/publisher.pub` and shows its fingerprint; the daemon stores the key and audits
+//! `keyring.trusted` / `keyring.revoked`. Admin scope only: an agent can never add a key.
+
+use std::sync::Arc;
+
+use aileron_core::signing::{PublicKey, parse_authority};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use super::api::caller_for;
+use super::auth::{Principal, Scope, require};
+use super::error::ApiError;
+use crate::audit_log::AuditEvent;
+
+type ApiResult = Result<Response, ApiError>;
+
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/v1/keyring", get(list_keys))
+        .route("/v1/keyring/trust", post(trust_key))
+        .route("/v1/keyring/revoke", post(revoke_key))
+}
+
+fn listing(state: &AppState) -> Result<Value, ApiError> {
+    let keyring = crate::keyring::load(&state.home.keyring()).map_err(ApiError::internal)?;
+    let items: Vec<Value> = keyring
+        .entries()
+        .into_iter()
+        .map(|(authority, key)| json!({ "authority": authority, "fingerprint": key.fingerprint(), "key": key.to_base64() }))
+        .collect();
+    Ok(json!({ "items": items }))
+}
+
+async fn list_keys(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    Ok(Json(listing(&state)?).into_response())
+}
+
+async fn audit(state: &AppState, principal: &Principal, headers: &HeaderMap, event_type: &str, payload: Map<String, Value>) -> Result<(), ApiError> {
+    let caller = caller_for(principal, headers);
+    let event = AuditEvent { event_type: event_type.into(), actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
+    state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrustBody {
+    authority: String,
+    /// PEM SPKI or base64 of the raw 32 bytes.
+    key: String,
+}
+
+async fn trust_key(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    Json(body): Json<TrustBody>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let authority = parse_authority(&body.authority)
+        .map_err(|e| ApiError::bad_request("invalid_authority", e).with_hint("an authority is <scheme>://<owner> or <scheme>://<owner>/<repo>"))?;
+    let key = PublicKey::parse(&body.key)
+        .map_err(|e| ApiError::bad_request("invalid_key", e.to_string()).with_hint("keys/publisher.pub holds a PEM SPKI or base64 raw ed25519 key"))?;
+    let path = state.home.keyring();
+    let mut keyring = crate::keyring::load(&path).map_err(ApiError::internal)?;
+    let added = keyring.trust(&authority, &key);
+    if added {
+        crate::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
+        let mut payload = Map::new();
+        payload.insert("aileron.keyring.authority".into(), authority.clone().into());
+        payload.insert("aileron.keyring.fingerprint".into(), key.fingerprint().into());
+        audit(&state, &principal, &headers, "keyring.trusted", payload).await?;
+    }
+    let status = if added { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(json!({ "authority": authority, "fingerprint": key.fingerprint(), "added": added }))).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeBody {
+    #[serde(default)]
+    authority: Option<String>,
+    #[serde(default)]
+    fingerprint: Option<String>,
+}
+
+async fn revoke_key(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    Json(body): Json<RevokeBody>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let path = state.home.keyring();
+    let mut keyring = crate::keyring::load(&path).map_err(ApiError::internal)?;
+    let (removed, authorities) = match (&body.authority, &body.fingerprint) {
+        (Some(authority), None) => {
+            let authority = parse_authority(authority).map_err(|e| ApiError::bad_request("invalid_authority", e))?;
+            (keyring.revoke_authority(&authority), vec![authority])
+        }
+        (None, Some(fingerprint)) => {
+            let authorities = keyring.revoke_key(fingerprint);
+            (authorities.len(), authorities)
+        }
+        _ => return Err(ApiError::bad_request("invalid_request", "give exactly one of `authority` and `fingerprint`")),
+    };
+    if removed == 0 {
+        return Err(ApiError::not_found("key_not_found", "no trusted key matches").with_hint("`aileron keyring list` shows the trusted keys"));
+    }
+    crate::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
+    let mut payload = Map::new();
+    payload.insert("aileron.keyring.authorities".into(), json!(authorities));
+    if let Some(fingerprint) = &body.fingerprint {
+        payload.insert("aileron.keyring.fingerprint".into(), fingerprint.clone().into());
+    }
+    audit(&state, &principal, &headers, "keyring.revoked", payload).await?;
+    Ok(Json(json!({ "removed": removed, "authorities": authorities })).into_response())
+}

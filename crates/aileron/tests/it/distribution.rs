@@ -1,0 +1,258 @@
+//! Installing by name from GitHub and GitLab releases with verified signatures (SPEC §3): a
+//! publisher makes a key and packs a signed release with the CLI, a fake forge on loopback serves
+//! it, the user trusts the key and installs by FQN; then each way a release can be wrong is tried
+//! and must be refused with a clear message and a hint.
+
+use serde_json::{Value, json};
+
+use crate::cli::Cli;
+use crate::fake_forge::{Answer, FakeForge};
+use crate::support::{guest_wasm, manifest};
+
+struct Setup {
+    cli: Cli,
+    forge: FakeForge,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        aileron::daemon::install_crypto_provider();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let forge = runtime.block_on(FakeForge::start());
+        Setup { cli: Cli::new(), forge, runtime }
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        self.forge.env()
+    }
+
+    /// Runs the CLI with the forge environment; returns (exit code, stdout, stderr).
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let output = self.cli.run_with(args, &env, None);
+        (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, stdout, stderr) = self.run(args);
+        assert_eq!(code, 0, "aileron {args:?}:\n{stdout}\n{stderr}");
+        stdout
+    }
+
+    /// A package directory for `fqn@version` (the http_get guest) and its signed tarball.
+    fn pack(&self, fqn: &str, version: &str, key: Option<&str>) -> Vec<u8> {
+        let name = fqn.replace("://", "-").replace('/', "-");
+        let dir = self.cli.scratch().join(format!("src-{name}-{version}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("connector.wasm"), guest_wasm("http_get")).unwrap();
+        let text = manifest("http_get", &[], "")
+            .replace("github://aileron-tests/http_get", fqn)
+            .replace("version = \"1.0.0\"", &format!("version = \"{version}\""));
+        std::fs::write(dir.join("manifest.toml"), text).unwrap();
+        let out = self.cli.scratch().join(format!("{name}-{version}.tar.gz"));
+        let mut args = vec!["connector", "pack", dir.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        if let Some(key) = key {
+            args.extend(["--key", key]);
+        }
+        let hash = self.ok(&args);
+        assert!(hash.trim().starts_with("sha256:"), "pack prints the hash: {hash}");
+        std::fs::read(out).unwrap()
+    }
+
+    /// `aileron connector keygen --out <dir>`; returns (private key path, public key PEM).
+    fn keygen(&self, label: &str) -> (String, String) {
+        let dir = self.cli.scratch().join(format!("keys-{label}"));
+        self.ok(&["connector", "keygen", "--out", dir.to_str().unwrap()]);
+        let private = dir.join("publisher.key");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&private).unwrap().permissions().mode() & 0o777, 0o600, "the private key is 0600");
+        (private.to_str().unwrap().to_string(), std::fs::read_to_string(dir.join("publisher.pub")).unwrap())
+    }
+}
+
+fn unpack(tarball: &[u8]) -> (Vec<u8>, Vec<u8>, Option<Vec<u8>>) {
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(tarball));
+    let mut files = std::collections::HashMap::new();
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+        files.insert(name, bytes);
+    }
+    (files.remove("connector.wasm").unwrap(), files.remove("manifest.toml").unwrap(), files.remove("signature.sig"))
+}
+
+#[test]
+fn a_signed_release_installs_by_name_once_its_publisher_is_trusted() {
+    let setup = Setup::new();
+    let (key, public_pem) = setup.keygen("acme");
+    let tarball = setup.pack("github://acme/widget", "1.2.0", Some(&key));
+    setup.forge.answer("/acme/widget/releases/download/v1.2.0/aileron.tar.gz", Answer::Bytes(tarball.clone()));
+    setup.forge.answer("/acme/widget/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.into_bytes()));
+
+    // Signed by a key nobody trusts yet: refused, whatever the flags, with the command to fix it.
+    let (code, _, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--yes", "--allow-unsigned"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("signature_failure") && stderr.contains("aileron keyring trust github://acme/widget"), "{stderr}");
+
+    let fingerprint = setup.ok(&["keyring", "trust", "github://acme/widget"]);
+    assert!(fingerprint.trim().starts_with("sha256:"), "{fingerprint}");
+    let (code, stdout, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--yes"]);
+    assert_eq!(code, 0, "a verified signature needs no --allow-unsigned: {stderr}");
+    assert!(stderr.contains(&format!("signed by github://acme/widget (key {})", fingerprint.trim())), "{stderr}");
+    let hash = stdout.trim().to_string();
+
+    // Already installed: no network.
+    let before = setup.forge.request_count();
+    let (code, stdout, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--yes", "--hash", &hash]);
+    assert_eq!((code, stdout.trim()), (0, hash.as_str()), "{stderr}");
+    assert_eq!(setup.forge.request_count(), before, "an installed (fqn, version, hash) fetches nothing");
+
+    // The audit trail names the signer; the keyring lists the key.
+    let installed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.installed"])).unwrap();
+    let record = &installed["items"][0]["payload"];
+    assert_eq!(record["aileron.connector.signer_fingerprint"], fingerprint.trim(), "{record}");
+    let keys: Value = serde_json::from_str(&setup.ok(&["keyring", "list", "--json"])).unwrap();
+    assert_eq!(keys["items"][0]["authority"], "github://acme/widget");
+    let trusted: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "keyring.trusted"])).unwrap();
+    assert_eq!(trusted["items"].as_array().unwrap().len(), 1);
+
+    // Revoked, the same signature no longer verifies for a new version.
+    let tarball = setup.pack("github://acme/widget", "1.3.0", Some(&key));
+    setup.forge.answer("/acme/widget/releases/download/v1.3.0/aileron.tar.gz", Answer::Bytes(tarball));
+    setup.ok(&["keyring", "revoke", "--key", fingerprint.trim()]);
+    let (code, _, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.3.0", "--yes"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("signature_failure"), "{stderr}");
+    drop(setup.runtime);
+}
+
+#[test]
+fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
+    let setup = Setup::new();
+    let (acme_key, acme_pub) = setup.keygen("acme");
+    let (other_key, other_pub) = setup.keygen("other");
+    setup.forge.answer("/acme/widget/HEAD/keys/publisher.pub", Answer::Bytes(acme_pub.clone().into_bytes()));
+    setup.forge.answer("/other/.github/HEAD/keys/publisher.pub", Answer::Bytes(other_pub.into_bytes()));
+    setup.ok(&["keyring", "trust", "github://acme/widget"]);
+    // A key trusted for another owner never signs for acme.
+    setup.ok(&["keyring", "trust", "github://other"]);
+
+    let good = setup.pack("github://acme/widget", "2.0.0", Some(&acme_key));
+    let (wasm, manifest_bytes, signature) = unpack(&good);
+    let signature = signature.unwrap();
+    let other = setup.pack("github://acme/widget", "2.0.0", Some(&other_key));
+    let (_, _, other_signature) = unpack(&other);
+    let mut flipped = signature.clone();
+    flipped[0] ^= 1;
+    let mut tampered_manifest = manifest_bytes.clone();
+    tampered_manifest.extend_from_slice(b"\n# edited after signing\n");
+    let manifest_text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).unwrap();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("signed by a key of another owner", other),
+        ("a corrupted signature", aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap()),
+        ("the manifest edited after signing", aileron::package::pack_tarball(&wasm, &manifest_text(&tampered_manifest), Some(&signature)).unwrap()),
+        ("a signature over other bytes", aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text(&manifest_bytes), Some(&other_signature.unwrap())).unwrap()),
+    ];
+    for (case, tarball) in cases {
+        setup.forge.answer("/acme/widget/releases/download/v2.0.0/aileron.tar.gz", Answer::Bytes(tarball));
+        let (code, _, stderr) = setup.run(&["connector", "install", "github://acme/widget@2.0.0", "--yes", "--allow-unsigned"]);
+        assert_eq!(code, 1, "{case}: {stderr}");
+        assert!(stderr.contains("signature_failure") && stderr.contains("hint:"), "{case}: {stderr}");
+    }
+    // Not through the HTTP API either, whatever consent it claims.
+    let tarball = setup.cli.scratch().join("forged.tar.gz");
+    std::fs::write(&tarball, aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap()).unwrap();
+    let info: Value = serde_json::from_str(&std::fs::read_to_string(setup.cli.home.join("daemon.json")).unwrap()).unwrap();
+    let client = reqwest::blocking::Client::new();
+    let url = info["url"].as_str().unwrap();
+    let token = info["token"].as_str().unwrap();
+    let body = json!({ "source": tarball, "reference": "github://acme/widget@2.0.0", "expected_hash": "sha256:00", "consent": "flag", "allow_unsigned": true });
+    let answer: Value = client.post(format!("{url}/v1/connectors/install")).bearer_auth(token).json(&body).send().unwrap().json().unwrap();
+    assert_eq!(answer["error"]["class"], "signature_failure", "{answer}");
+
+    // An unsigned package with consent by flag needs allow_unsigned, enforced by the daemon.
+    let unsigned = setup.cli.scratch().join("unsigned.tar.gz");
+    std::fs::write(&unsigned, aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), None).unwrap()).unwrap();
+    let preview: Value = client
+        .post(format!("{url}/v1/connectors/preview"))
+        .bearer_auth(token)
+        .json(&json!({ "source": unsigned, "reference": "github://acme/widget@2.0.0" }))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(preview["signature"], "unsigned");
+    let body = json!({ "source": unsigned, "reference": "github://acme/widget@2.0.0", "expected_hash": preview["hash"], "consent": "flag" });
+    let response = client.post(format!("{url}/v1/connectors/install")).bearer_auth(token).json(&body).send().unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(response.json::<Value>().unwrap()["error"]["code"], "unsigned_refused");
+    drop(setup.runtime);
+}
+
+#[test]
+fn monorepo_gitlab_hash_pins_and_fetch_failures() {
+    let setup = Setup::new();
+    let (acme_key, acme_pub) = setup.keygen("acme");
+    // Monorepo subpath: tag `connectors/slack/v2.0.0`, `/` escaped; signed by the owner's key.
+    let slack = setup.pack("github://acme/integrations/connectors/slack", "2.0.0", Some(&acme_key));
+    setup.forge.answer("/acme/integrations/releases/download/connectors%2Fslack%2Fv2.0.0/aileron.tar.gz", Answer::Bytes(slack));
+    setup.forge.answer("/acme/.github/HEAD/keys/publisher.pub", Answer::Bytes(acme_pub.into_bytes()));
+    setup.ok(&["keyring", "trust", "github://acme"]);
+    setup.ok(&["connector", "install", "github://acme/integrations/connectors/slack@2.0.0", "--yes"]);
+
+    // GitLab layout, unsigned: --yes needs --allow-unsigned.
+    let linear = setup.pack("gitlab://team/linear", "0.3.1", None);
+    setup.forge.answer("/team/linear/-/releases/v0.3.1/downloads/aileron.tar.gz", Answer::Bytes(linear));
+    let (code, _, stderr) = setup.run(&["connector", "install", "gitlab://team/linear@0.3.1", "--yes"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("--allow-unsigned"), "{stderr}");
+    // A wrong pinned hash is refused.
+    let (code, _, stderr) = setup.run(&["connector", "install", "gitlab://team/linear@0.3.1", "--yes", "--allow-unsigned", "--hash", "sha256:0000000000000000000000000000000000000000000000000000000000000000"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("hash_mismatch"), "{stderr}");
+    let hash = setup.ok(&["connector", "install", "gitlab://team/linear@0.3.1", "--yes", "--allow-unsigned"]);
+    assert!(hash.trim().starts_with("sha256:"));
+
+    // The manifest must be the requested connector.
+    let impostor = setup.pack("github://acme/other", "1.0.0", Some(&acme_key));
+    setup.forge.answer("/acme/widget/releases/download/v1.0.0/aileron.tar.gz", Answer::Bytes(impostor));
+    let (code, _, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.0.0", "--yes"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("fqn_mismatch"), "{stderr}");
+
+    // Fetch failures: 404 (not retriable), 500 (retriable), a redirect to another host, a scheme we do not know.
+    setup.forge.answer("/acme/gone/releases/download/v1.0.0/aileron.tar.gz", Answer::Status(404));
+    let (_, _, stderr) = setup.run(&["connector", "install", "github://acme/gone@1.0.0", "--yes"]);
+    assert!(stderr.contains("fetch_failed") && stderr.contains("404") && stderr.contains("hint: check the name"), "{stderr}");
+    setup.forge.answer("/acme/flaky/releases/download/v1.0.0/aileron.tar.gz", Answer::Status(500));
+    let (_, _, stderr) = setup.run(&["connector", "install", "github://acme/flaky@1.0.0", "--yes"]);
+    assert!(stderr.contains("fetch_failed") && stderr.contains("500") && stderr.contains("try again"), "{stderr}");
+    setup.forge.answer("/acme/moved/releases/download/v1.0.0/aileron.tar.gz", Answer::Redirect("http://127.0.0.2:9/aileron.tar.gz".into()));
+    let (_, _, stderr) = setup.run(&["connector", "install", "github://acme/moved@1.0.0", "--yes"]);
+    assert!(stderr.contains("redirects to another host"), "{stderr}");
+    // A same-host redirect is followed.
+    let here = setup.pack("github://acme/here", "1.0.0", None);
+    setup.forge.answer("/assets/here.tar.gz", Answer::Bytes(here));
+    setup.forge.answer("/acme/here/releases/download/v1.0.0/aileron.tar.gz", Answer::Redirect(format!("{}/assets/here.tar.gz", setup.forge.base_url())));
+    setup.ok(&["connector", "install", "github://acme/here@1.0.0", "--yes", "--allow-unsigned"]);
+    let (code, _, stderr) = setup.run(&["connector", "install", "svn://acme/x@1.0.0", "--yes"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("unknown_scheme"), "{stderr}");
+
+    // The daemon fetches too when an API client gives no source.
+    let info: Value = serde_json::from_str(&std::fs::read_to_string(setup.cli.home.join("daemon.json")).unwrap()).unwrap();
+    let preview: Value = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/connectors/preview", info["url"].as_str().unwrap()))
+        .bearer_auth(info["token"].as_str().unwrap())
+        .json(&json!({ "reference": "gitlab://team/linear@0.3.1" }))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(preview["hash"], hash.trim(), "{preview}");
+    drop(setup.runtime);
+}
