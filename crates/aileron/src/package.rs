@@ -260,12 +260,54 @@ fn kind(entry_type: tar::EntryType) -> &'static str {
     }
 }
 
+/// The action file of an action package.
+pub const ACTION_FILE: &str = "action.md";
+
+/// An action package (`aileron.tar.gz` with `action.md` and, when signed, `signature.sig`), read
+/// as strictly as a connector package.
+pub fn read_action_tarball(path: &Path, bytes: &[u8]) -> Result<(String, Option<Vec<u8>>), PackageError> {
+    let malformed = |reason: String| PackageError::MalformedTarball { path: path.to_path_buf(), reason };
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes).take(MAX_TARBALL_BYTES));
+    let mut found: BTreeMap<&'static str, Vec<u8>> = BTreeMap::new();
+    let entries = archive.entries().map_err(|e| malformed(format!("not a gzip tar archive ({e})")))?.raw(true);
+    for entry in entries {
+        let entry = entry.map_err(|e| malformed(format!("not a gzip tar archive ({e})")))?;
+        let raw_name = entry.path_bytes().into_owned();
+        let shown = String::from_utf8_lossy(&raw_name).into_owned();
+        if !entry.header().entry_type().is_file() {
+            return Err(malformed(format!("entry `{shown}` is a {}, only regular files are allowed", kind(entry.header().entry_type()))));
+        }
+        let Some(name) = [ACTION_FILE, SIGNATURE_FILE].into_iter().find(|n| n.as_bytes() == raw_name) else {
+            return Err(malformed(format!("unexpected entry `{shown}`; an action package holds only {ACTION_FILE} and {SIGNATURE_FILE}")));
+        };
+        if found.contains_key(name) {
+            return Err(malformed(format!("entry `{name}` appears twice")));
+        }
+        let bytes = read_capped(entry, 1024 * 1024)
+            .map_err(|e| malformed(format!("entry `{name}` is truncated or corrupt ({e})")))?
+            .ok_or_else(|| malformed(format!("entry `{name}` is over 1 MiB")))?;
+        found.insert(name, bytes);
+    }
+    let action = found.remove(ACTION_FILE).ok_or_else(|| malformed(format!("{ACTION_FILE} is missing")))?;
+    let action = String::from_utf8(action).map_err(|_| PackageError::ManifestNotUtf8 { path: path.to_path_buf(), file: ACTION_FILE })?;
+    Ok((action, found.remove(SIGNATURE_FILE)))
+}
+
+/// The canonical action package bytes (deterministic, like [`pack_tarball`]).
+pub fn pack_action_tarball(action: &str, signature: Option<&[u8]>) -> io::Result<Vec<u8>> {
+    pack_entries(&[(ACTION_FILE, action.as_bytes())], signature)
+}
+
 /// Builds the canonical `aileron.tar.gz` bytes (publisher tooling, test forges). Deterministic:
 /// fixed order, mode 0644, owner 0, mtime 0, so the same files always give the same tarball.
 pub fn pack_tarball(wasm: &[u8], manifest_text: &str, signature: Option<&[u8]>) -> io::Result<Vec<u8>> {
+    pack_entries(&[(WASM_FILE, wasm), (MANIFEST_FILE, manifest_text.as_bytes())], signature)
+}
+
+fn pack_entries(files: &[(&str, &[u8])], signature: Option<&[u8]>) -> io::Result<Vec<u8>> {
     let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     let mut builder = tar::Builder::new(encoder);
-    let mut entries = vec![(WASM_FILE, wasm), (MANIFEST_FILE, manifest_text.as_bytes())];
+    let mut entries = files.to_vec();
     entries.extend(signature.map(|signature| (SIGNATURE_FILE, signature)));
     for (name, bytes) in entries {
         let mut header = tar::Header::new_ustar();

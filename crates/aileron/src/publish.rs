@@ -69,3 +69,18 @@ pub fn pack(dir: &Path, key: Option<&Path>) -> anyhow::Result<(Vec<u8>, ContentH
     let tarball = package::pack_tarball(&wasm, &manifest_text, signature.as_deref())?;
     Ok((tarball, hash, signer))
 }
+
+/// Packs (and signs, over the file's bytes) an action file into an action package.
+pub fn pack_action(file: &Path, key: Option<&Path>) -> anyhow::Result<(Vec<u8>, Option<PublicKey>)> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let file_name = file.file_name().and_then(|n| n.to_str()).unwrap_or("action.md");
+    aileron_core::action::parse_action(&text, file_name).map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint))?;
+    let (signature, signer) = match key {
+        Some(key) => {
+            let pair = load_private_key(key)?;
+            (Some(pair.sign(text.as_bytes()).as_ref().to_vec()), Some(public_of(&pair)))
+        }
+        None => (None, None),
+    };
+    Ok((package::pack_action_tarball(&text, signature.as_deref())?, signer))
+}

@@ -1,4 +1,7 @@
-//! `aileron action add|list|show|remove|enable|disable|run`.
+//! `aileron action add|pack|list|show|remove|enable|disable|run`. `add` takes a local file, or
+//! `<fqn>@<version>` of a published action package: it fetches the release, installs each
+//! connector the action pins that is not installed yet (same pipeline, one consent each, the
+//! action's hash pinned), then the action, whose signature the daemon verifies.
 
 use std::path::PathBuf;
 
@@ -19,8 +22,29 @@ pub struct ActionArgs {
 
 #[derive(Subcommand)]
 enum ActionCommand {
-    /// Install an action file (Markdown with +++ TOML frontmatter)
-    Add { file: PathBuf },
+    /// Install an action: a local file (Markdown with +++ TOML frontmatter), or a published one
+    /// by `<fqn>@<version>` (e.g. github://acme/widget/actions/post@1.2.0) with its connectors
+    Add {
+        /// A file path, or `<fqn>@<version>`
+        target: String,
+        /// Consent to each connector it installs without a prompt
+        #[arg(long)]
+        yes: bool,
+        /// Accept unsigned packages (the action's and its connectors')
+        #[arg(long)]
+        allow_unsigned: bool,
+        /// Replace a different installed action of the same name
+        #[arg(long)]
+        force: bool,
+    },
+    /// Pack (and sign) an action file into an action package aileron.tar.gz
+    Pack {
+        file: PathBuf,
+        #[arg(long)]
+        key: Option<PathBuf>,
+        #[arg(long, default_value = "aileron.tar.gz")]
+        out: PathBuf,
+    },
     /// List installed actions
     List {
         #[arg(long)]
@@ -53,7 +77,20 @@ enum ActionCommand {
 pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
     let client = DaemonClient::connect(home).await?;
     match args.command {
-        ActionCommand::Add { file } => {
+        ActionCommand::Pack { file, key, out } => {
+            let (tarball, signer) = crate::publish::pack_action(&file, key.as_deref())?;
+            crate::home::write_atomic(&out, &tarball, 0o644).with_context(|| format!("writing {}", out.display()))?;
+            match signer {
+                Some(signer) => eprintln!("wrote {} signed with key {}", out.display(), signer.fingerprint()),
+                None => eprintln!("wrote {} (unsigned: pass --key to sign it)", out.display()),
+            }
+            Ok(EXIT_OK)
+        }
+        ActionCommand::Add { target, yes, allow_unsigned, force } if target.contains("://") => {
+            add_published(home, &client, &target, AddFlags { yes, allow_unsigned, force }).await
+        }
+        ActionCommand::Add { target, .. } => {
+            let file = PathBuf::from(target);
             let content = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let file_name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
             let added = client.post("/v1/actions/install", &json!({ "file_name": file_name, "content": content })).await?;
@@ -198,4 +235,55 @@ fn type_error(key: &str, raw: &str, declared: &str) -> CliError {
     CliError::failure(format!(
         "--arg {key}={raw}: `{key}` is declared as {declared}\nhint: pass a valid {declared} (arrays and objects as JSON)"
     ))
+}
+
+struct AddFlags {
+    yes: bool,
+    allow_unsigned: bool,
+    force: bool,
+}
+
+/// `action add <fqn>@<version>`: fetch, install missing connectors (pinned), install the action.
+async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: AddFlags) -> CliResult {
+    let reference = aileron_core::ConnectorRef::parse(target)
+        .map_err(|e| CliError::failure(format!("{e}\nhint: write it as <scheme>://<owner>/<repo>[/<path>]@<semver>")))?;
+    let url = crate::forge::release_url(&reference.fqn, &reference.version);
+    eprintln!("downloading {url}");
+    let bytes = crate::forge::fetch(&url, 4 * 1024 * 1024, &mut |_, _| {})
+        .await
+        .map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint())))?;
+    let (text, signature) = crate::package::read_action_tarball(std::path::Path::new(&url), &bytes)
+        .map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint())))?;
+    let file_name = format!("{}.md", reference.fqn.subpath.last().unwrap_or(&reference.fqn.repo));
+    let action = aileron_core::action::parse_action(&text, &file_name).map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint)))?;
+    let installed = client.get("/v1/connectors").await?;
+    for required in &action.requires {
+        let present = installed["items"].as_array().into_iter().flatten().any(|item| item["hash"] == required.hash.to_string());
+        if present {
+            continue;
+        }
+        let connector = format!("{}@{}", required.name, required.version);
+        eprintln!("action {} needs connector {connector} ({})", action.name, required.hash.short());
+        let code = super::connector::install_pinned(home, &connector, &required.hash.to_string(), flags.yes, flags.allow_unsigned).await?;
+        if code != EXIT_OK {
+            return Ok(code);
+        }
+    }
+    let body = json!({
+        "file_name": file_name,
+        "content": text,
+        "reference": target,
+        "signature": signature.map(|s| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s)),
+        "allow_unsigned": flags.allow_unsigned,
+        "force": flags.force,
+    });
+    let added = client.post("/v1/actions/install", &body).await?;
+    eprintln!(
+        "added action {} {} from {target} (tool `{}`{})",
+        added["name"].as_str().unwrap_or("?"),
+        added["version"].as_str().unwrap_or("?"),
+        added["tool_name"].as_str().unwrap_or("?"),
+        if added["requires_approval"] == true { ", requires approval" } else { "" }
+    );
+    Ok(EXIT_OK)
 }

@@ -109,6 +109,11 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
     }
 }
 
+/// Installs `<fqn>@<version>` by name with its hash pinned (for `action add`).
+pub(super) async fn install_pinned(home: &Home, reference: &str, hash: &str, yes: bool, allow_unsigned: bool) -> CliResult {
+    install(home, Install { from: None, reference: reference.to_string(), hash: Some(hash.to_string()), yes, allow_unsigned }).await
+}
+
 struct Install {
     from: Option<PathBuf>,
     reference: String,

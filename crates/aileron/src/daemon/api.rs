@@ -213,6 +213,63 @@ async fn delete_action(
 struct InstallAction {
     file_name: String,
     content: String,
+    /// A fetched action package: its `<fqn>@<version>` (checked against the file's `source`),
+    /// its signature (base64, verified against the keyring), and whether an unsigned package
+    /// and replacing a different action of the same name are accepted.
+    #[serde(default)]
+    reference: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    allow_unsigned: bool,
+    #[serde(default)]
+    force: bool,
+}
+
+/// A fetched action package (SPEC §3.4): the file must be the release it claims to be (its
+/// `source` and version), a present signature must verify against the keyring for the action's
+/// FQN, an unsigned one needs `allow_unsigned`, and a different installed action of the same name
+/// is replaced only with `force`.
+fn verify_action_package(
+    state: &AppState,
+    action: &ActionFile,
+    reference: &str,
+    body: &InstallAction,
+) -> Result<aileron_core::signing::SignatureStatus, ApiError> {
+    let parsed = ConnectorRef::parse(reference).map_err(|e| ApiError::bad_request("invalid_reference", e.to_string()))?;
+    if action.source.as_ref() != Some(&parsed) || action.version != parsed.version {
+        let declared = action.source.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "(none)".into());
+        return Err(ApiError::bad_request(
+            "fqn_mismatch",
+            format!("the package's action declares source {declared} and version {}, but {reference} was requested", action.version),
+        )
+        .with_hint("install the reference the action file declares, or ask the publisher to fix `source`"));
+    }
+    let signature = match &body.signature {
+        Some(encoded) => Some(
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded)
+                .map_err(|_| ApiError::bad_request("signature_failure", "the signature is not base64"))?,
+        ),
+        None => None,
+    };
+    let keyring = crate::keyring::load(&state.home.keyring()).map_err(ApiError::internal)?;
+    let status = aileron_core::signing::verify(&keyring, &parsed.fqn, body.content.as_bytes(), signature.as_deref()).map_err(|e| {
+        let [repo, owner] = aileron_core::signing::authorities_of(&parsed.fqn);
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "signature_failure", e.to_string())
+            .with_hint(format!("if you trust the publisher, trust its key first: `aileron keyring trust {repo}` (or {owner})"))
+    })?;
+    if status == aileron_core::signing::SignatureStatus::Unsigned && !body.allow_unsigned {
+        return Err(ApiError::bad_request("unsigned_refused", format!("the action package {reference} is unsigned"))
+            .with_hint("re-run with --allow-unsigned if you trust where it came from"));
+    }
+    if let Some(existing) = state.actions.get(&action.name)
+        && existing.file.source_text() != action.source_text()
+        && !body.force
+    {
+        return Err(ApiError::new(StatusCode::CONFLICT, "action_exists", format!("a different action named `{}` is installed", action.name))
+            .with_hint("compare with `aileron action show`; re-run with --force to replace it"));
+    }
+    Ok(status)
 }
 
 async fn install_action(
@@ -224,6 +281,10 @@ async fn install_action(
     require(&principal, Scope::Admin)?;
     let action = parse_action(&body.content, &body.file_name)
         .map_err(|e| ApiError::bad_request("parse_error", e.to_string()).with_hint(e.hint.clone()))?;
+    let signature_status = match &body.reference {
+        Some(reference) => Some(verify_action_package(&state, &action, reference, &body)?),
+        None => None,
+    };
     for required in &action.requires {
         let reference = format!("{}@{}", required.name, required.version);
         let entry = state.store.find(&required.hash).map_err(ApiError::internal)?.ok_or_else(|| {
@@ -270,6 +331,10 @@ async fn install_action(
             .collect(),
     );
     payload.insert("aileron.action.requires_approval".into(), action.requires_approval().into());
+    if let (Some(status), Some(reference)) = (&signature_status, &body.reference) {
+        payload.insert("aileron.action.reference".into(), reference.clone().into());
+        payload.insert("aileron.action.signature".into(), status.describe().into());
+    }
     let event = AuditEvent {
         event_type: "action.installed".into(),
         actor: caller_for(&principal, &headers).actor,

@@ -43,11 +43,15 @@ impl Setup {
 
     /// A package directory for `fqn@version` (the http_get guest) and its signed tarball.
     fn pack(&self, fqn: &str, version: &str, key: Option<&str>) -> Vec<u8> {
+        self.pack_with_hosts(fqn, version, key, &[])
+    }
+
+    fn pack_with_hosts(&self, fqn: &str, version: &str, key: Option<&str>, hosts: &[String]) -> Vec<u8> {
         let name = fqn.replace("://", "-").replace('/', "-");
         let dir = self.cli.scratch().join(format!("src-{name}-{version}"));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("connector.wasm"), guest_wasm("http_get")).unwrap();
-        let text = manifest("http_get", &[], "")
+        let text = manifest("http_get", hosts, "")
             .replace("github://aileron-tests/http_get", fqn)
             .replace("version = \"1.0.0\"", &format!("version = \"{version}\""));
         std::fs::write(dir.join("manifest.toml"), text).unwrap();
@@ -254,5 +258,65 @@ fn monorepo_gitlab_hash_pins_and_fetch_failures() {
         .json()
         .unwrap();
     assert_eq!(preview["hash"], hash.trim(), "{preview}");
+    drop(setup.runtime);
+}
+
+/// An action file published as a release of its own (`<fqn>/actions/<name>`).
+fn action_text(source: &str, connector: &str, version: &str, hash: &str) -> String {
+    format!(
+        "+++\nname = \"fetch\"\nversion = \"{version}\"\nsource = \"{source}\"\n\n[[requires.connectors]]\nname = \"{connector}\"\n\
+         version = \"{version}\"\nhash = \"{hash}\"\ncapabilities = [\"get\"]\n\n[match]\nintent = \"fetch a page\"\n\n\
+         [[inputs]]\nname = \"url\"\ntype = \"string\"\ndescription = \"the url\"\n\n[[execute]]\nid = \"main\"\n\
+         connector = \"{connector}\"\nop = \"get\"\n+++\n# Fetch\n\nFetches a page.\n"
+    )
+}
+
+/// `keyring trust` + `action add <fqn>@<version>`: from nothing to a running third-party action,
+/// its connector installed on the way with the action's hash pinned.
+#[test]
+fn action_add_by_name_installs_its_connectors_and_runs() {
+    let setup = Setup::new();
+    let upstream = setup.runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    let (key, public_pem) = setup.keygen("acme");
+    let tarball = setup.pack_with_hosts("github://acme/widget", "1.2.0", Some(&key), &[upstream.host_port()]);
+    let (wasm, manifest_bytes, _) = unpack(&tarball);
+    let hash = aileron_core::ContentHash::of_connector(&wasm, &manifest_bytes).to_string();
+    setup.forge.answer("/acme/widget/releases/download/v1.2.0/aileron.tar.gz", Answer::Bytes(tarball));
+    setup.forge.answer("/acme/.github/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.into_bytes()));
+    let source = "github://acme/widget/actions/fetch@1.2.0";
+    let file = setup.cli.scratch().join("fetch.md");
+    std::fs::write(&file, action_text(source, "github://acme/widget", "1.2.0", &hash)).unwrap();
+    let out = setup.cli.scratch().join("fetch.tar.gz");
+    setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
+    setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(std::fs::read(&out).unwrap()));
+
+    setup.ok(&["keyring", "trust", "github://acme"]);
+    let (code, _, stderr) = setup.run(&["action", "add", source, "--yes"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("needs connector github://acme/widget@1.2.0") && stderr.contains("added action fetch"), "{stderr}");
+    let (code, stdout, stderr) = setup.run(&["action", "run", "fetch", "--arg", &format!("url={}/echo", upstream.base_url())]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let installed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
+    assert!(installed["items"][0]["payload"]["aileron.action.signature"].as_str().unwrap().starts_with("signed by github://acme"), "{installed}");
+
+    // Adding again is idempotent; a different action under the same name needs --force.
+    setup.ok(&["action", "add", source, "--yes"]);
+    let changed = action_text(source, "github://acme/widget", "1.2.0", &hash).replace("Fetches a page.", "Fetches a page, differently.");
+    std::fs::write(&file, changed).unwrap();
+    setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
+    setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(std::fs::read(&out).unwrap()));
+    let (code, _, stderr) = setup.run(&["action", "add", source, "--yes"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("action_exists") && stderr.contains("--force"), "{stderr}");
+    setup.ok(&["action", "add", source, "--yes", "--force"]);
+
+    // A tampered action package (edited after signing) is refused.
+    let (_, signature) = aileron::package::read_action_tarball(std::path::Path::new("x"), &std::fs::read(&out).unwrap()).unwrap();
+    let tampered = action_text(source, "github://acme/widget", "1.2.0", &hash).replace("Fetches", "Exfiltrates");
+    let forged = aileron::package::pack_action_tarball(&tampered, signature.as_deref()).unwrap();
+    setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(forged));
+    let (code, _, stderr) = setup.run(&["action", "add", source, "--yes", "--force"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("signature_failure"), "{stderr}");
     drop(setup.runtime);
 }
