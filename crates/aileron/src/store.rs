@@ -200,6 +200,24 @@ impl Store {
         Ok(entry)
     }
 
+    /// Removes an entry (atomically out of sight: renamed, then deleted) and its index lines.
+    /// `false` when there was none.
+    pub fn remove(&self, hash: &ContentHash) -> Result<bool, StoreError> {
+        let _guard = self.commit_lock.lock().expect("store commit lock poisoned");
+        let dest = self.entry_dir(hash);
+        if !dest.exists() {
+            return Ok(false);
+        }
+        let trash = self.connectors_dir().join(format!("{TEMP_PREFIX}removed-{}", uuid::Uuid::new_v4().simple()));
+        fs::rename(&dest, &trash).map_err(io_error("removing", &dest))?;
+        fs::remove_dir_all(&trash).map_err(io_error("removing", &trash))?;
+        let mut index = self.read_index()?;
+        index.retain(|_, indexed| indexed != hash);
+        self.write_index(&index)?;
+        self.verified.lock().expect("verification cache poisoned").remove(hash);
+        Ok(true)
+    }
+
     /// Whether `dest` holds a complete entry whose bytes hash to `hash`. A damaged entry is moved
     /// out of the way so a fresh copy can take its place.
     fn intact(&self, dest: &Path, hash: &ContentHash) -> Result<bool, StoreError> {

@@ -39,6 +39,15 @@ enum ConnectorCommand {
         #[arg(long)]
         allow_unsigned: bool,
     },
+    /// Show one installed connector: versions, hashes, signature, capabilities, the actions using it
+    Show {
+        /// The FQN (every installed version) or `<fqn>@<version>`
+        connector: String,
+    },
+    /// Remove an installed version (refused while an installed action uses it)
+    Remove { reference: String },
+    /// Remove installed connectors no action uses, and stale compiled-module cache files
+    Gc,
     /// Make a publisher key pair: <out>/publisher.key (0600, keep it secret) and <out>/publisher.pub
     Keygen {
         #[arg(long, default_value = ".")]
@@ -66,6 +75,53 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
     match args.command {
         ConnectorCommand::Install { from, reference, hash, yes, allow_unsigned } => {
             install(home, Install { from, reference, hash, yes, allow_unsigned }).await
+        }
+        ConnectorCommand::Show { connector } => {
+            let client = DaemonClient::connect(home).await?;
+            let listing = client.get("/v1/connectors").await?;
+            let actions = client.get("/v1/actions").await?;
+            let matches: Vec<&Value> = listing["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|item| item["fqn"] == connector.as_str() || format!("{}@{}", item["fqn"].as_str().unwrap_or(""), item["version"].as_str().unwrap_or("")) == connector)
+                .collect();
+            if matches.is_empty() {
+                return Err(CliError::failure(format!("{connector} is not installed\nhint: `aileron connector list` shows what is installed")));
+            }
+            for item in matches {
+                println!("{}@{}", item["fqn"].as_str().unwrap_or("?"), item["version"].as_str().unwrap_or("?"));
+                println!("  hash       {}", item["hash"].as_str().unwrap_or("?"));
+                println!("  signature  {}", item["signature"].as_str().unwrap_or("?"));
+                println!("  credential {}", item["credential"].as_str().unwrap_or("none"));
+                for capability in item["capabilities"].as_array().into_iter().flatten() {
+                    println!("  may        {}", super::escape(capability.as_str().unwrap_or("?")));
+                }
+                let users: Vec<&str> = actions["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|a| a["connectors"].as_array().into_iter().flatten().any(|c| c["hash"] == item["hash"]))
+                    .filter_map(|a| a["name"].as_str())
+                    .collect();
+                println!("  used by    {}", if users.is_empty() { "(no action)".to_string() } else { users.join(", ") });
+            }
+            Ok(EXIT_OK)
+        }
+        ConnectorCommand::Remove { reference } => {
+            let client = DaemonClient::connect(home).await?;
+            let removed = client.post("/v1/connectors/remove", &json!({ "reference": reference })).await?;
+            eprintln!("removed {reference} ({})", removed["hash"].as_str().unwrap_or("?"));
+            Ok(EXIT_OK)
+        }
+        ConnectorCommand::Gc => {
+            let client = DaemonClient::connect(home).await?;
+            let collected = client.post("/v1/connectors/gc", &json!({})).await?;
+            for reference in collected["removed"].as_array().into_iter().flatten() {
+                eprintln!("removed {}", reference.as_str().unwrap_or("?"));
+            }
+            eprintln!("{} compiled-cache file(s) removed", collected["compiled_artifacts_removed"]);
+            Ok(EXIT_OK)
         }
         ConnectorCommand::Keygen { out } => {
             let public = crate::publish::keygen(&out)?;

@@ -45,6 +45,8 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/v1/connectors", "installed connectors"),
     ("POST", "/v1/connectors/preview", "install pipeline up to consent {reference, source?, expected_hash?}; without source the release is fetched from its forge; a present signature must verify"),
     ("POST", "/v1/connectors/install", "install pipeline with consent recorded {reference, source?, expected_hash, consent: prompt|flag, allow_unsigned?}"),
+    ("POST", "/v1/connectors/remove", "{reference} removes an installed version; 409 while an installed action needs it (naming the actions)"),
+    ("POST", "/v1/connectors/gc", "removes store entries no installed action uses and compiled-cache files of removed entries"),
     ("GET", "/v1/keyring", "trusted publisher keys {items: [{authority, fingerprint, key}]}"),
     ("POST", "/v1/keyring/trust", "{authority, key} → 201 (200 when already trusted); audited keyring.trusted"),
     ("POST", "/v1/keyring/revoke", "{authority} | {fingerprint}; audited keyring.revoked"),
@@ -99,6 +101,8 @@ pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/v1/connectors", get(list_connectors))
         .route("/v1/connectors/preview", post(preview_connector))
         .route("/v1/connectors/install", post(install_connector))
+        .route("/v1/connectors/remove", post(remove_connector))
+        .route("/v1/connectors/gc", post(gc_connectors))
         .route("/v1/audit", get(list_audit))
         .route("/v1/audit/{id}", get(get_audit))
         .route("/v1/action-approvals", get(list_approvals))
@@ -614,6 +618,80 @@ async fn install_connector(
     view["audit_id"] = record.audit_id.into();
     view["store_path"] = entry.path.display().to_string().into();
     Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemoveConnector {
+    reference: String,
+}
+
+/// The installed actions that pin `hash`.
+fn actions_using(state: &AppState, hash: &aileron_core::ContentHash) -> Vec<String> {
+    let (actions, _) = state.actions.list();
+    actions.iter().filter(|a| a.file.requires.iter().any(|c| c.hash == *hash)).map(|a| a.file.name.clone()).collect()
+}
+
+/// Deletes compiled artifacts (`<hex>-<engine>.cwasm`) of modules no longer in the store.
+fn remove_orphan_artifacts(state: &AppState) -> usize {
+    let present: std::collections::HashSet<String> =
+        state.store.list().unwrap_or_default().iter().map(|e| e.hash.hex().to_string()).collect();
+    let mut removed = 0;
+    for entry in std::fs::read_dir(state.home.cache_dir()).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(hex) = name.strip_suffix(".cwasm").and_then(|stem| stem.split('-').next()) else { continue };
+        if !present.contains(hex) && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+async fn audit_removed(state: &AppState, principal: &Principal, headers: &HeaderMap, entry: &crate::store::StoreEntry, via: &str) -> Result<(), ApiError> {
+    let mut payload = Map::new();
+    payload.insert("aileron.connector.fqn".into(), entry.fqn.to_string().into());
+    payload.insert("aileron.connector.version".into(), entry.version.to_string().into());
+    payload.insert("aileron.connector.hash".into(), entry.hash.to_string().into());
+    payload.insert("aileron.connector.removed_by".into(), via.into());
+    let event = AuditEvent { event_type: "connector.removed".into(), actor: caller_for(principal, headers).actor, session_id: None, payload, audit_id: None };
+    state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
+}
+
+async fn remove_connector(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    Json(body): Json<RemoveConnector>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let reference = ConnectorRef::parse(&body.reference).map_err(|e| ApiError::bad_request("invalid_reference", e.to_string()))?;
+    let entries = state.store.list().map_err(ApiError::internal)?;
+    let entry = entries.into_iter().find(|e| e.fqn == reference.fqn && e.version == reference.version).ok_or_else(|| {
+        ApiError::not_found("connector_not_found", format!("{} is not installed", body.reference)).with_hint("`aileron connector list` shows what is installed")
+    })?;
+    let users = actions_using(&state, &entry.hash);
+    if !users.is_empty() {
+        return Err(ApiError::new(StatusCode::CONFLICT, "connector_in_use", format!("{} is used by: {}", body.reference, users.join(", ")))
+            .with_hint("remove those actions first (`aileron action remove <name>`)"));
+    }
+    state.store.remove(&entry.hash).map_err(ApiError::internal)?;
+    remove_orphan_artifacts(&state);
+    audit_removed(&state, &principal, &headers, &entry, "remove").await?;
+    Ok(Json(json!({ "removed": body.reference, "hash": entry.hash.to_string() })).into_response())
+}
+
+async fn gc_connectors(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, headers: HeaderMap) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let mut removed = Vec::new();
+    for entry in state.store.list().map_err(ApiError::internal)? {
+        if actions_using(&state, &entry.hash).is_empty() {
+            state.store.remove(&entry.hash).map_err(ApiError::internal)?;
+            audit_removed(&state, &principal, &headers, &entry, "gc").await?;
+            removed.push(entry.reference());
+        }
+    }
+    let artifacts = remove_orphan_artifacts(&state);
+    Ok(Json(json!({ "removed": removed, "compiled_artifacts_removed": artifacts })).into_response())
 }
 
 #[derive(Deserialize)]

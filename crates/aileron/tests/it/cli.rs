@@ -278,3 +278,49 @@ fn the_demo_runs_end_to_end_offline() {
         assert!(stdout.contains(step), "the demo shows `{step}`:\n{stdout}");
     }
 }
+
+/// The README's quick tour, run as written in a throwaway home: the first `sh` block under
+/// "## Quick tour", lines joined at a trailing `\`, minus the `cargo` lines (the test binary is
+/// already built, and so are the guests) and the line marked `# needs network`. A broken doc
+/// fails here.
+#[test]
+fn the_readme_quick_tour_runs_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let tour = readme.split("## Quick tour").nth(1).expect("a Quick tour section");
+    let block = tour.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("an sh block");
+    let joined = block.replace("\\\n", " ");
+    let mut script = String::from("set -euo pipefail\n");
+    let mut skipped = Vec::new();
+    for line in joined.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("cargo ") || trimmed.contains("# needs network") {
+            skipped.push(trimmed.to_string());
+            continue;
+        }
+        script.push_str(line);
+        script.push('\n');
+    }
+    assert_eq!(skipped.len(), 3, "exactly the two cargo lines and the network line are skipped: {skipped:?}");
+    let temp = tempfile::tempdir().unwrap();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_aileron")).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&root)
+        .env("HOME", temp.path())
+        .env("AILERON_HOME", temp.path().join("home"))
+        .env("PATH", path)
+        .env_remove("AILERON_URL")
+        .env_remove("AILERON_TOKEN")
+        .env_remove("AILERON_AUDIT_DIR")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the quick tour failed:\n{script}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("signed by github://aileron/github-issues"), "the tour installs a verified package: {stderr}");
+    assert!(stdout.contains("list-issues"), "the action is listed: {stdout}");
+    assert!(stdout.contains("hash chain intact") || stderr.contains("hash chain intact"), "{stdout}{stderr}");
+}

@@ -22,7 +22,7 @@ async fn example_harness(upstream: &FakeGithub) -> (Harness, String) {
     std::fs::write(dir.join("manifest.toml"), example_manifest_for(&upstream.host_port())).unwrap();
     let reference = "github://aileron/github-issues@0.1.0";
     let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
-    let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag"});
+    let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
     let installed = harness.request("POST", "/v1/connectors/install", Some(body)).await;
     let hash = installed.body["hash"].as_str().unwrap().to_string();
     (harness, hash)

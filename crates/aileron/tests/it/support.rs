@@ -157,7 +157,7 @@ impl Harness {
         let reference = format!("github://aileron-tests/{name}@1.0.0");
         let preview = self.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
         assert_eq!(preview.status, StatusCode::OK, "preview: {}", preview.body);
-        let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag"});
+        let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
         let installed = self.request("POST", "/v1/connectors/install", Some(body)).await;
         assert_eq!(installed.status, StatusCode::CREATED, "install: {}", installed.body);
         installed.body["hash"].as_str().unwrap().to_string()

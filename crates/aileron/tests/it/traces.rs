@@ -861,7 +861,7 @@ impl DaemonProcess {
             self.request("POST", "/v1/connectors/preview", Some(json!({"source": package, "reference": reference})));
         assert_eq!(status, 200, "{preview}");
         let body =
-            json!({"source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag"});
+            json!({"source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true});
         let (status, installed) = self.request("POST", "/v1/connectors/install", Some(body));
         assert_eq!(status, 201, "{installed}");
         let hash = installed["hash"].as_str().unwrap();
