@@ -320,3 +320,37 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
     assert!(stderr.contains("signature_failure"), "{stderr}");
     drop(setup.runtime);
 }
+
+/// `connector show | remove | gc`: removing is refused while an action needs the connector (the
+/// error names it); gc removes what no action uses and compiled-cache files of removed modules.
+#[test]
+fn connectors_are_shown_removed_only_when_unused_and_collected() {
+    let setup = Setup::new();
+    let hash = setup.cli.install_guest("http_get", &[]);
+    setup.cli.install_guest("echo", &[]);
+    setup.cli.add_action(&crate::support::ActionSpec::new("fetch", "http_get", &hash, "get"));
+    let shown = setup.ok(&["connector", "show", "github://aileron-tests/http_get"]);
+    assert!(shown.contains(&hash) && shown.contains("used by    fetch"), "{shown}");
+
+    let (code, _, stderr) = setup.run(&["connector", "remove", "github://aileron-tests/http_get@1.0.0"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("connector_in_use") && stderr.contains("fetch") && stderr.contains("hint:"), "{stderr}");
+
+    // A compiled artifact of a module that is not in the store any more.
+    let cache = setup.cli.home.join("store/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join(format!("{}-0000000000000000.cwasm", "ab".repeat(32))), b"stale").unwrap();
+    setup.ok(&["connector", "gc"]);
+    let listing: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
+    let left: Vec<&str> = listing["items"].as_array().unwrap().iter().map(|i| i["fqn"].as_str().unwrap()).collect();
+    assert_eq!(left, ["github://aileron-tests/http_get"], "gc removed the unused echo only");
+    assert!(!cache.join(format!("{}-0000000000000000.cwasm", "ab".repeat(32))).exists(), "the orphan artifact is gone");
+
+    setup.ok(&["action", "remove", "fetch"]);
+    setup.ok(&["connector", "remove", "github://aileron-tests/http_get@1.0.0"]);
+    let listing: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
+    assert!(listing["items"].as_array().unwrap().is_empty());
+    let removed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.removed"])).unwrap();
+    assert_eq!(removed["items"].as_array().unwrap().len(), 2, "{removed}");
+    drop(setup.runtime);
+}
