@@ -51,6 +51,7 @@ pub const AILERON_GITHUB_BASE_URL: &str = "AILERON_GITHUB_BASE_URL";
 pub const AILERON_GITLAB_BASE_URL: &str = "AILERON_GITLAB_BASE_URL";
 pub const AILERON_GITHUB_RAW_BASE_URL: &str = "AILERON_GITHUB_RAW_BASE_URL";
 pub const AILERON_GITLAB_RAW_BASE_URL: &str = "AILERON_GITLAB_RAW_BASE_URL";
+pub const AILERON_GITHUB_API_URL: &str = "AILERON_GITHUB_API_URL";
 
 /// Every variable, with a one-line description, for `aileron --help` and the README.
 pub const ALL: &[(&str, &str)] = &[
@@ -76,6 +77,7 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_GITLAB_BASE_URL, "GitLab base for releases and raw files (default https://gitlab.com)"),
     (AILERON_GITHUB_RAW_BASE_URL, "GitHub raw files base for keys/publisher.pub (default https://raw.githubusercontent.com)"),
     (AILERON_GITLAB_RAW_BASE_URL, "GitLab raw files base (default AILERON_GITLAB_BASE_URL or https://gitlab.com)"),
+    (AILERON_GITHUB_API_URL, "GitHub REST API base for `connector check` (default https://api.github.com)"),
     (AILERON_DAEMON_BIN, "binary used to auto-start the daemon (default: this aileron, or the one beside aileron-mcp)"),
 ];
 

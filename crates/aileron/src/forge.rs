@@ -85,6 +85,48 @@ pub fn publisher_key_url(authority: &str) -> Result<String, String> {
     })
 }
 
+const DEFAULT_GITHUB_API: &str = "https://api.github.com";
+
+/// Where a repository's releases are listed: GitHub's REST API (`AILERON_GITHUB_API_URL`) or
+/// GitLab's v4 API under the GitLab base.
+pub fn releases_url(fqn: &Fqn) -> String {
+    match fqn.scheme {
+        Scheme::Github => format!(
+            "{}/repos/{}/{}/releases?per_page=100",
+            base(env::AILERON_GITHUB_API_URL, DEFAULT_GITHUB_API),
+            fqn.owner,
+            fqn.repo
+        ),
+        Scheme::Gitlab => format!(
+            "{}/api/v4/projects/{}%2F{}/releases?per_page=100",
+            base(env::AILERON_GITLAB_BASE_URL, DEFAULT_GITLAB),
+            fqn.owner,
+            fqn.repo
+        ),
+    }
+}
+
+/// The versions released for `fqn` in a releases listing (tags `v<semver>`, or
+/// `<subpath>/v<semver>` for a monorepo connector; other tags are ignored). Pre-releases (a
+/// SemVer pre-release part, or the forge's own flag) only with `include_pre`.
+pub fn released_versions(fqn: &Fqn, listing: &serde_json::Value, include_pre: bool) -> Vec<semver::Version> {
+    let prefix = if fqn.subpath.is_empty() { "v".to_string() } else { format!("{}/v", fqn.subpath.join("/")) };
+    let mut versions: Vec<semver::Version> = listing
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|release| release["draft"] != true)
+        .filter_map(|release| {
+            let version = semver::Version::parse(release["tag_name"].as_str()?.strip_prefix(&prefix)?).ok()?;
+            let pre = !version.pre.is_empty() || release["prerelease"] == true || release["upcoming_release"] == true;
+            (include_pre || !pre).then_some(version)
+        })
+        .collect();
+    versions.sort();
+    versions.dedup();
+    versions
+}
+
 /// A client that follows redirects only within the same host.
 fn client() -> anyhow::Result<reqwest::Client> {
     crate::daemon::install_crypto_provider();
@@ -157,5 +199,20 @@ mod tests {
         assert_eq!(publisher_key_url("github://acme").unwrap(), "https://raw.githubusercontent.com/acme/.github/HEAD/keys/publisher.pub");
         assert_eq!(publisher_key_url("gitlab://team").unwrap(), "https://gitlab.com/team/gitlab-profile/-/raw/HEAD/keys/publisher.pub");
         assert!(publisher_key_url("ftp://acme").is_err());
+    }
+
+    #[test]
+    fn released_versions_filter_by_subpath_and_pre_release() {
+        let listing = serde_json::json!([
+            {"tag_name": "v1.2.0"}, {"tag_name": "v1.10.0"}, {"tag_name": "v2.0.0-rc.1"}, {"tag_name": "v1.3.0", "prerelease": true},
+            {"tag_name": "connectors/slack/v0.4.0"}, {"tag_name": "release-7"}, {"tag_name": "v9.0.0", "draft": true},
+        ]);
+        let repo = Fqn::parse("github://acme/widget").unwrap();
+        let versions = |pre| released_versions(&repo, &listing, pre).iter().map(|v| v.to_string()).collect::<Vec<_>>();
+        assert_eq!(versions(false), ["1.2.0", "1.10.0"]);
+        assert_eq!(versions(true), ["1.2.0", "1.3.0", "1.10.0", "2.0.0-rc.1"]);
+        let slack = Fqn::parse("github://acme/integrations/connectors/slack").unwrap();
+        assert_eq!(released_versions(&slack, &listing, false), [semver::Version::new(0, 4, 0)]);
+        assert_eq!(releases_url(&repo), "https://api.github.com/repos/acme/widget/releases?per_page=100");
     }
 }

@@ -48,6 +48,13 @@ enum ConnectorCommand {
     Remove { reference: String },
     /// Remove installed connectors no action uses, and stale compiled-module cache files
     Gc,
+    /// List newer releases of the installed connectors (pre-releases only with --pre)
+    Check {
+        #[arg(long)]
+        pre: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Make a publisher key pair: <out>/publisher.key (0600, keep it secret) and <out>/publisher.pub
     Keygen {
         #[arg(long, default_value = ".")]
@@ -112,6 +119,27 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
             let client = DaemonClient::connect(home).await?;
             let removed = client.post("/v1/connectors/remove", &json!({ "reference": reference })).await?;
             eprintln!("removed {reference} ({})", removed["hash"].as_str().unwrap_or("?"));
+            Ok(EXIT_OK)
+        }
+        ConnectorCommand::Check { pre, json } => {
+            let client = DaemonClient::connect(home).await?;
+            let checked = client.get(&format!("/v1/connectors/check?pre={pre}")).await?;
+            if json {
+                print_json(&checked);
+                return Ok(EXIT_OK);
+            }
+            for item in checked["items"].as_array().into_iter().flatten() {
+                let fqn = item["fqn"].as_str().unwrap_or("?");
+                let installed: Vec<&str> = item["installed"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+                match (item["error"].as_str(), item["newer"].as_array()) {
+                    (Some(error), _) => println!("{fqn}: could not check ({error})"),
+                    (None, Some(newer)) if !newer.is_empty() => {
+                        let newer: Vec<&str> = newer.iter().filter_map(|v| v.as_str()).collect();
+                        println!("{fqn}: installed {}, newer: {}", installed.join(", "), newer.join(", "));
+                    }
+                    _ => println!("{fqn}: installed {}, up to date", installed.join(", ")),
+                }
+            }
             Ok(EXIT_OK)
         }
         ConnectorCommand::Gc => {

@@ -46,6 +46,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/connectors/preview", "install pipeline up to consent {reference, source?, expected_hash?}; without source the release is fetched from its forge; a present signature must verify"),
     ("POST", "/v1/connectors/install", "install pipeline with consent recorded {reference, source?, expected_hash, consent: prompt|flag, allow_unsigned?}"),
     ("POST", "/v1/connectors/remove", "{reference} removes an installed version; 409 while an installed action needs it (naming the actions)"),
+    ("GET", "/v1/connectors/check", "?pre=true: newer releases per installed connector {items: [{fqn, installed, newer, error?}]}"),
     ("POST", "/v1/connectors/gc", "removes store entries no installed action uses and compiled-cache files of removed entries"),
     ("GET", "/v1/keyring", "trusted publisher keys {items: [{authority, fingerprint, key}]}"),
     ("POST", "/v1/keyring/trust", "{authority, key} → 201 (200 when already trusted); audited keyring.trusted"),
@@ -103,6 +104,7 @@ pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/v1/connectors/install", post(install_connector))
         .route("/v1/connectors/remove", post(remove_connector))
         .route("/v1/connectors/gc", post(gc_connectors))
+        .route("/v1/connectors/check", get(check_connectors))
         .route("/v1/audit", get(list_audit))
         .route("/v1/audit/{id}", get(get_audit))
         .route("/v1/action-approvals", get(list_approvals))
@@ -618,6 +620,48 @@ async fn install_connector(
     view["audit_id"] = record.audit_id.into();
     view["store_path"] = entry.path.display().to_string().into();
     Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckQuery {
+    #[serde(default)]
+    pre: bool,
+}
+
+/// For each installed connector, the released versions newer than the newest one installed.
+async fn check_connectors(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(query): Query<CheckQuery>,
+) -> ApiResult {
+    require(&principal, Scope::Admin)?;
+    let mut newest: std::collections::BTreeMap<String, (aileron_core::Fqn, Vec<semver::Version>)> = std::collections::BTreeMap::new();
+    for entry in state.store.list().map_err(ApiError::internal)? {
+        newest.entry(entry.fqn.to_string()).or_insert_with(|| (entry.fqn.clone(), Vec::new())).1.push(entry.version);
+    }
+    let mut items = Vec::new();
+    for (name, (fqn, mut installed)) in newest {
+        installed.sort();
+        let latest = installed.last().cloned().expect("one version at least");
+        let url = crate::forge::releases_url(&fqn);
+        let item = match crate::forge::fetch(&url, 4 * 1024 * 1024, &mut |_, _| {}).await {
+            Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+                Ok(listing) => {
+                    let newer: Vec<String> = crate::forge::released_versions(&fqn, &listing, query.pre)
+                        .into_iter()
+                        .filter(|v| *v > latest)
+                        .map(|v| v.to_string())
+                        .collect();
+                    json!({ "fqn": name, "installed": installed.iter().map(|v| v.to_string()).collect::<Vec<_>>(), "newer": newer })
+                }
+                Err(_) => json!({ "fqn": name, "error": format!("{url}: not a releases listing") }),
+            },
+            Err(error) => json!({ "fqn": name, "error": error.to_string() }),
+        };
+        items.push(item);
+    }
+    Ok(Json(json!({ "items": items })).into_response())
 }
 
 #[derive(Deserialize)]

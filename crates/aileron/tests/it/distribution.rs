@@ -115,6 +115,14 @@ fn a_signed_release_installs_by_name_once_its_publisher_is_trusted() {
     assert_eq!((code, stdout.trim()), (0, hash.as_str()), "{stderr}");
     assert_eq!(setup.forge.request_count(), before, "an installed (fqn, version, hash) fetches nothing");
 
+    // `connector check` lists newer releases (pre-releases only with --pre).
+    let listing = json!([{"tag_name": "v1.2.0"}, {"tag_name": "v1.3.0"}, {"tag_name": "v2.0.0-beta.1"}, {"tag_name": "nightly"}]);
+    setup.forge.answer("/repos/acme/widget/releases", Answer::Bytes(listing.to_string().into_bytes()));
+    let checked = setup.ok(&["connector", "check"]);
+    assert!(checked.contains("github://acme/widget: installed 1.2.0, newer: 1.3.0") && !checked.contains("beta"), "{checked}");
+    let checked = setup.ok(&["connector", "check", "--pre"]);
+    assert!(checked.contains("newer: 1.3.0, 2.0.0-beta.1"), "{checked}");
+
     // The audit trail names the signer; the keyring lists the key.
     let installed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.installed"])).unwrap();
     let record = &installed["items"][0]["payload"];
@@ -353,4 +361,32 @@ fn connectors_are_shown_removed_only_when_unused_and_collected() {
     let removed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.removed"])).unwrap();
     assert_eq!(removed["items"].as_array().unwrap().len(), 2, "{removed}");
     drop(setup.runtime);
+}
+
+/// Eight installs of the same package at once: all succeed, one store entry, intact, one index line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_installs_of_one_connector_leave_one_intact_entry() {
+    let harness = std::sync::Arc::new(crate::support::Harness::new());
+    let dir = harness.temp.path().join("pkg-race");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("connector.wasm"), guest_wasm("echo")).unwrap();
+    std::fs::write(dir.join("manifest.toml"), manifest("echo", &[], "")).unwrap();
+    let reference = "github://aileron-tests/echo@1.0.0";
+    let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
+    let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
+    let installs: Vec<_> = (0..8)
+        .map(|_| {
+            let (harness, body) = (harness.clone(), body.clone());
+            tokio::spawn(async move { harness.request("POST", "/v1/connectors/install", Some(body)).await.status })
+        })
+        .collect();
+    for install in installs {
+        assert_eq!(install.await.unwrap(), http::StatusCode::CREATED);
+    }
+    let entries = std::fs::read_dir(harness.home.store_dir().join("connectors/sha256")).unwrap().count();
+    assert_eq!(entries, 1, "one content-addressed entry");
+    let hash = aileron_core::ContentHash::parse(preview.body["hash"].as_str().unwrap()).unwrap();
+    assert!(harness.state.store.load_verified(&hash).is_ok(), "the entry verifies");
+    let index: Value = serde_json::from_slice(&std::fs::read(harness.home.store_dir().join("index/connectors.json")).unwrap()).unwrap();
+    assert_eq!(index.as_object().unwrap().len(), 1, "{index}");
 }

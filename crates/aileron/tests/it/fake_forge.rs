@@ -55,7 +55,7 @@ impl FakeForge {
 
     /// The environment that points every forge base at this server.
     pub fn env(&self) -> Vec<(&'static str, String)> {
-        ["AILERON_GITHUB_BASE_URL", "AILERON_GITLAB_BASE_URL", "AILERON_GITHUB_RAW_BASE_URL", "AILERON_GITLAB_RAW_BASE_URL"]
+        ["AILERON_GITHUB_BASE_URL", "AILERON_GITLAB_BASE_URL", "AILERON_GITHUB_RAW_BASE_URL", "AILERON_GITLAB_RAW_BASE_URL", "AILERON_GITHUB_API_URL"]
             .into_iter()
             .map(|name| (name, self.base_url()))
             .collect()
