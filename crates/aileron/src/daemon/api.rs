@@ -595,7 +595,11 @@ async fn install_connector(
         return Err(ApiError::bad_request("unsigned_refused", "the package is unsigned and consent was given by flag without allow_unsigned")
             .with_hint("review it and re-run with --yes --allow-unsigned if you trust where it came from"));
     }
-    let entry = state.store.commit(&package).map_err(ApiError::internal)?;
+    let entry = state.store.commit(&package).map_err(|error| {
+        eprintln!("aileron daemon: committing {} to the store: {error}", package.hash);
+        ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "store_unwritable", format!("the connector store cannot be written: {error}"))
+            .with_hint(format!("check the permissions and free space of {}; nothing was installed", state.home.store_dir().display()))
+    })?;
     let mut payload = Map::new();
     payload.insert("aileron.connector.fqn".into(), view["fqn"].clone());
     payload.insert("aileron.connector.version".into(), view["version"].clone());

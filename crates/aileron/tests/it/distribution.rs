@@ -390,3 +390,26 @@ async fn racing_installs_of_one_connector_leave_one_intact_entry() {
     let index: Value = serde_json::from_slice(&std::fs::read(harness.home.store_dir().join("index/connectors.json")).unwrap()).unwrap();
     assert_eq!(index.as_object().unwrap().len(), 1, "{index}");
 }
+
+/// A store that cannot be written: a clear error naming the store and a hint; nothing installed,
+/// nothing audited as installed.
+#[tokio::test]
+async fn an_unwritable_store_fails_the_install_cleanly() {
+    let harness = crate::support::Harness::new();
+    let entries = harness.home.store_dir().join("connectors/sha256");
+    std::fs::remove_dir_all(&entries).unwrap();
+    // Running as root, permissions would not stop us: a file where the directory must be does.
+    std::fs::write(&entries, b"not a directory").unwrap();
+    let dir = harness.temp.path().join("pkg");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("connector.wasm"), guest_wasm("echo")).unwrap();
+    std::fs::write(dir.join("manifest.toml"), manifest("echo", &[], "")).unwrap();
+    let reference = "github://aileron-tests/echo@1.0.0";
+    let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
+    let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
+    let install = harness.request("POST", "/v1/connectors/install", Some(body)).await;
+    assert_eq!(install.status.as_u16(), 507, "{}", install.body);
+    assert_eq!(install.body["error"]["code"], "store_unwritable");
+    assert!(install.body["error"]["hint"].as_str().unwrap().contains("nothing was installed"), "{}", install.body);
+    assert!(harness.audit().await.iter().all(|r| r["event_type"] != "connector.installed"));
+}
