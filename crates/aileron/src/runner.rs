@@ -89,12 +89,19 @@ pub enum RunRejection {
 pub const RETRY_DELAYS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
 
 pub async fn run_action(state: &Arc<AppState>, request: RunRequest) -> Result<RunOutcome, RunRejection> {
-    let installed = state.actions.get(&request.action).ok_or_else(|| RunRejection::NotFound(request.action.clone()))?;
+    let Some(installed) = state.actions.get(&request.action) else {
+        audit_rejection(state, &request.caller, &request.action, "not_found", &request.args).await?;
+        return Err(RunRejection::NotFound(request.action.clone()));
+    };
     if !installed.enabled {
+        audit_rejection(state, &request.caller, &request.action, "disabled", &request.args).await?;
         return Err(RunRejection::Disabled(request.action.clone()));
     }
     let action = installed.file;
-    action.validate_call_args(&request.args).map_err(RunRejection::InvalidArgs)?;
+    if let Err(error) = action.validate_call_args(&request.args) {
+        audit_rejection(state, &request.caller, &request.action, "invalid_args", &request.args).await?;
+        return Err(RunRejection::InvalidArgs(error));
+    }
     let audit_id = mint_audit_id();
     match &request.approval {
         None if action.requires_approval() => return request_approval(state, &action, request).await,
@@ -334,7 +341,7 @@ async fn request_approval(
     let audit_id = mint_audit_id();
     append(state, APPROVAL_REQUESTED, &request.caller, requested_payload(&entry), &audit_id).await?;
     let review_url = review_url(&state.base_url(), &entry.id);
-    Ok(RunOutcome::PendingApproval(PendingApproval::new(&entry, review_url)))
+    Ok(RunOutcome::PendingApproval(PendingApproval::new(&entry, review_url, audit_id)))
 }
 
 /// The preview op on the first step's connector, read-only, at most 5 s; a failure never blocks.
@@ -413,6 +420,17 @@ pub async fn execute_approved(state: Arc<AppState>, id: ApprovalId) {
     if let Err(error) = state.approvals.finish(&id, outcome) {
         eprintln!("aileron daemon: recording the outcome of approval {id}: {error}");
     }
+}
+
+/// Audits a call refused before anything ran (SPEC §10): an agent probing for actions, or
+/// sending arguments the action does not take, is exactly what the log must show. Argument
+/// names only, never values. If the log cannot be written the call fails closed.
+pub async fn audit_rejection(state: &AppState, caller: &Caller, action: &str, code: &str, args: &Map<String, Value>) -> Result<(), RunRejection> {
+    let mut payload = Map::new();
+    payload.insert(keys::ACTION_NAME.into(), action.chars().take(200).collect::<String>().into());
+    payload.insert("aileron.rejection.code".into(), code.into());
+    payload.insert("aileron.action.arg_names".into(), json!(args.keys().map(|k| k.chars().take(100).collect::<String>()).collect::<Vec<_>>()));
+    append(state, "action.rejected", caller, payload, &mint_audit_id()).await
 }
 
 /// Runs, once each, the approved entries that waited for the vault. Called after an unlock.

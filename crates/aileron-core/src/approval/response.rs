@@ -24,20 +24,23 @@ pub fn pending_message(action: &str, review_url: &str, id: &ApprovalId) -> Strin
     )
 }
 
-/// The 202 body: `{status: "pending_approval", approval_id, review_url, message}`.
+/// The 202 body: `{status: "pending_approval", approval_id, audit_id, review_url, message}`;
+/// `audit_id` is the id of the `approval.requested` record (SPEC §8).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingApproval {
     pub status: ApprovalState,
     pub approval_id: ApprovalId,
+    pub audit_id: String,
     pub review_url: String,
     pub message: String,
 }
 
 impl PendingApproval {
-    pub fn new(entry: &ApprovalEntry, review_url: String) -> PendingApproval {
+    pub fn new(entry: &ApprovalEntry, review_url: String, audit_id: String) -> PendingApproval {
         PendingApproval {
             status: ApprovalState::PendingApproval,
             approval_id: entry.id.clone(),
+            audit_id,
             message: pending_message(&entry.action, &review_url, &entry.id),
             review_url,
         }

@@ -916,12 +916,13 @@ fn the_pending_message_names_the_action_the_review_url_and_the_shell_alternative
              second approval. Check the outcome with approval id {id}."
         )
     );
-    let body = serde_json::to_value(PendingApproval::new(&entry, url.clone())).unwrap();
+    let body = serde_json::to_value(PendingApproval::new(&entry, url.clone(), "audit-requested-1".into())).unwrap();
     assert_eq!(body["status"], "pending_approval");
     assert_eq!(body["approval_id"], json!(id));
+    assert_eq!(body["audit_id"], "audit-requested-1");
     assert_eq!(body["review_url"], json!(url));
     assert_eq!(body["message"], json!(pending_message("create-issue", &url, &id)));
-    assert_eq!(body.as_object().unwrap().len(), 4);
+    assert_eq!(body.as_object().unwrap().len(), 5);
 }
 
 #[test]

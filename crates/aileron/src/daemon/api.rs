@@ -383,8 +383,11 @@ async fn run(
     headers: HeaderMap,
     body: Option<Json<RunBody>>,
 ) -> ApiResult {
-    require(&principal, Scope::ActionsRun)?;
     let args = body.map(|Json(b)| b.args).unwrap_or_default();
+    if let Err(refused) = require(&principal, Scope::ActionsRun) {
+        crate::runner::audit_rejection(&state, &caller_for(&principal, &headers), &name, "forbidden", &args).await.map_err(rejection_error)?;
+        return Err(refused);
+    }
     let request = RunRequest::new(name, args, caller_for(&principal, &headers));
     match run_action(&state, request).await {
         Ok(RunOutcome::Completed { audit_id, result }) => {
@@ -881,7 +884,16 @@ async fn decide_approval(
     headers: HeaderMap,
     Json(body): Json<DecideBody>,
 ) -> ApiResult {
-    require(&principal, Scope::ApprovalsDecide)?;
+    if let Err(refused) = require(&principal, Scope::ApprovalsDecide) {
+        // A caller without the decide scope (an agent's session token) tried to decide: on record.
+        let mut payload = Map::new();
+        payload.insert("aileron.approval.id".into(), id.chars().take(100).collect::<String>().into());
+        payload.insert("aileron.rejection.code".into(), "forbidden".into());
+        let caller = caller_for(&principal, &headers);
+        let event = AuditEvent { event_type: "approval.decide_refused".into(), actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
+        state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+        return Err(refused);
+    }
     let approval_id = ApprovalId::parse(&id).map_err(|_| approval_not_found(&id))?;
     let caller = caller_for(&principal, &headers);
     let decision = Decision { approved: body.approved, reason: body.reason, by: caller.actor.id.clone() };

@@ -57,6 +57,7 @@ async fn a_gated_action_waits_for_approval_then_runs_once() {
     let requested = events_of(&harness, "approval.requested").await;
     assert_eq!(requested.len(), 1);
     assert_eq!(requested[0]["payload"]["aileron.approval.id"], id.as_str());
+    assert_eq!(requested[0]["audit_id"], pending.body["audit_id"], "the 202 carries the id of its approval.requested record");
 
     let listing = harness.request("GET", "/v1/action-approvals", None).await;
     assert_eq!(listing.body["items"][0]["id"], id.as_str());
@@ -168,6 +169,23 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     let polled = harness.send(as_agent("GET", format!("/v1/action-approvals/{id}/result")), None).await;
     assert_eq!(polled.body["status"], "pending_approval");
     assert_eq!(upstream.recorder.count(), 0);
+
+    // What the agent tried and was refused is on record, as the agent of its session.
+    let refused = events_of(&harness, "approval.decide_refused").await;
+    assert_eq!(refused.len(), 2, "both decide attempts are audited");
+    assert_eq!((refused[0]["actor"]["type"].as_str(), refused[0]["session_id"].as_str()), (Some("agent"), Some("sess-1")));
+    for (action, args, code) in [
+        ("no-such-action", json!({}), "not_found"),
+        ("fetch", json!({"url": "x", "undeclared": 1}), "invalid_args"),
+    ] {
+        let attempt = harness.send(as_agent("POST", format!("/v1/actions/{action}/run")), Some(json!({ "args": args }))).await;
+        assert!(attempt.status.is_client_error(), "{action}: {}", attempt.status);
+        let rejected = events_of(&harness, "action.rejected").await;
+        let record = rejected.iter().find(|r| r["payload"]["aileron.rejection.code"] == code).unwrap_or_else(|| panic!("{code} audited: {rejected:?}"));
+        assert_eq!(record["payload"]["aileron.action.name"], action);
+        assert_eq!(record["actor"]["type"], "agent");
+        assert!(!record.to_string().contains("\"x\""), "argument values are not audited: {record}");
+    }
 }
 
 /// Extracts `aileron_web=<value>` from a Set-Cookie header.
