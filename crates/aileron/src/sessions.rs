@@ -176,6 +176,14 @@ impl SessionRegistry {
         self.sessions.read().expect("session table poisoned").get(session_id).cloned()
     }
 
+    /// Sessions still running, oldest first.
+    pub fn active(&self) -> Vec<Session> {
+        let sessions = self.sessions.read().expect("sessions lock poisoned");
+        let mut active: Vec<Session> = sessions.values().filter(|s| s.status == SessionStatus::Active).cloned().collect();
+        active.sort_by(|a, b| a.started_at.cmp(&b.started_at));
+        active
+    }
+
     pub fn journal_path(&self) -> &Path {
         &self.journal_path
     }

@@ -61,6 +61,15 @@ enum Command {
     Binding(binding::BindingArgs),
     /// Start a coding agent (claude, codex, opencode, goose, pi) wired to Aileron's actions and gateway
     Launch(launch::LaunchArgs),
+    /// One screen: daemon, vault, connectors, actions, pending approvals, live agent sessions
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output
+    Completions {
+        shell: clap_complete::Shell,
+    },
     /// Run the whole product offline in a temporary home
     Demo,
     /// Measure the figures of BENCHMARKS.md (run by `cargo xtask bench`)
@@ -133,6 +142,14 @@ async fn run(cli: Cli) -> CliResult {
     if let Command::Bench(args) = &cli.command {
         return crate::bench::run(args.clone()).await.map_err(CliError::from);
     }
+    if let Command::Completions { shell } = &cli.command {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        let mut script = Vec::new();
+        clap_complete::generate(*shell, &mut command, "aileron", &mut script);
+        // A closed pipe (`| head`) is not an error worth a panic.
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
+        return Ok(EXIT_OK);
+    }
     let home = Home::from_env().map_err(|e| CliError::failure(e.to_string()))?;
     match cli.command {
         Command::Daemon(args) => daemon::run(&home, args).await,
@@ -146,8 +163,46 @@ async fn run(cli: Cli) -> CliResult {
         Command::Secret(args) => vault::run_secret(&home, args).await,
         Command::Binding(args) => binding::run(&home, args).await,
         Command::Launch(args) => launch::run(&home, args).await,
-        Command::Demo | Command::Bench(_) => unreachable!("handled above"),
+        Command::Status { json } => status(&home, json).await,
+        Command::Demo | Command::Bench(_) | Command::Completions { .. } => unreachable!("handled above"),
     }
+}
+
+/// `aileron status`: everything a user checks first, on one screen.
+async fn status(home: &Home, json: bool) -> CliResult {
+    let Some(client) = crate::client::DaemonClient::discover(home).await? else {
+        if json {
+            print_json(&serde_json::json!({ "running": false }));
+        } else {
+            println!("daemon      not running (`aileron daemon start`, or any command starts it)");
+        }
+        return Ok(EXIT_OK);
+    };
+    let mut status = client.get("/v1/status").await?;
+    status["running"] = true.into();
+    status["url"] = client.base_url.clone().into();
+    if json {
+        print_json(&status);
+        return Ok(EXIT_OK);
+    }
+    let counts = &status["counts"];
+    println!("daemon      {} (pid {}, version {}, up {} s)", client.base_url, status["pid"], status["version"].as_str().unwrap_or("?"), status["uptime_seconds"]);
+    println!("vault       {} ({} binding(s){})", status["vault"].as_str().unwrap_or("?"), counts["bindings"], match counts["approvals_awaiting_vault"].as_u64() {
+        Some(n) if n > 0 => format!(", {n} approved run(s) waiting for `aileron vault unlock`"),
+        _ => String::new(),
+    });
+    println!("connectors  {}", counts["connectors"]);
+    println!("actions     {} ({} enabled{})", counts["actions"], counts["actions_enabled"], match counts["action_load_errors"].as_u64() {
+        Some(n) if n > 0 => format!(", {n} file(s) that do not load: `aileron action list`"),
+        _ => String::new(),
+    });
+    println!("approvals   {} pending{}", counts["approvals_pending"], if counts["approvals_pending"].as_u64().unwrap_or(0) > 0 { " (`aileron approval list`)" } else { "" });
+    println!("sessions    {} live", counts["sessions_active"]);
+    for session in status["sessions"].as_array().into_iter().flatten() {
+        println!("  {} {} (pid {}) since {}", session["session_id"].as_str().unwrap_or("?"), escape(session["agent"].as_str().unwrap_or("?")), session["pid"], session["started_at"].as_str().unwrap_or("?"));
+    }
+    println!("audit       {}", status["audit"].as_str().unwrap_or("?"));
+    Ok(EXIT_OK)
 }
 
 /// Prints a JSON value to stdout, pretty.

@@ -124,8 +124,17 @@ async fn health() -> Json<Value> {
     Json(json!({ "status": "ok", "version": super::VERSION }))
 }
 
-async fn status(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+async fn status(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Extension(sessions): Extension<Arc<SessionRegistry>>,
+) -> ApiResult {
     require(&principal, Scope::Admin)?;
+    let active: Vec<Value> = sessions
+        .active()
+        .iter()
+        .map(|s| json!({ "session_id": s.session_id, "agent": s.agent, "pid": s.pid, "started_at": s.started_at }))
+        .collect();
     let (actions, load_errors) = state.actions.list();
     let enabled = actions.iter().filter(|a| a.enabled).count();
     let connectors = state.store.list().map_err(ApiError::internal)?;
@@ -139,7 +148,12 @@ async fn status(State(state): State<Arc<AppState>>, Extension(principal): Extens
             "actions_enabled": enabled,
             "action_load_errors": load_errors.len(),
             "connectors": connectors.len(),
+            "approvals_pending": state.approvals.pending().len(),
+            "approvals_awaiting_vault": state.approvals.awaiting_vault().len(),
+            "bindings": state.bindings.list().len(),
+            "sessions_active": active.len(),
         },
+        "sessions": active,
         "vault": state.vault.state().as_str(),
         "audit": if state.audit.is_durable() { "disk" } else { "memory" },
     }))

@@ -324,3 +324,24 @@ fn the_readme_quick_tour_runs_as_written() {
     assert!(stdout.contains("list-issues"), "the action is listed: {stdout}");
     assert!(stdout.contains("hash chain intact") || stderr.contains("hash chain intact"), "{stdout}{stderr}");
 }
+
+/// `aileron status` on one screen, with and without a daemon, and shell completions.
+#[test]
+fn status_and_completions() {
+    let cli = Cli::new();
+    assert!(cli.ok(&["status"]).contains("not running"));
+    cli.ok(&["daemon", "start"]);
+    let screen = cli.ok(&["status"]);
+    for line in ["daemon      http://127.0.0.1:", "vault       absent", "connectors  0", "approvals   0 pending", "sessions    0 live"] {
+        assert!(screen.contains(line), "{line}: {screen}");
+    }
+    let json: Value = serde_json::from_str(&cli.ok(&["status", "--json"])).unwrap();
+    assert_eq!(json["running"], true);
+    assert_eq!(json["counts"]["sessions_active"], 0);
+    for shell in ["bash", "zsh", "fish"] {
+        let script = cli.ok(&["completions", shell]);
+        assert!(script.contains("aileron") && script.contains("binding"), "{shell} completions cover the commands");
+    }
+    let bad = cli.run(&["completions", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2), "an unknown shell is a usage error");
+}
