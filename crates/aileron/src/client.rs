@@ -56,7 +56,10 @@ impl std::fmt::Display for ApiFailure {
             .map(str::to_string)
             .or_else(|| error["details"]["hint"].as_str().map(str::to_string))
             .or_else(|| error["audit_id"].as_str().map(|id| format!("see the full record: aileron audit show {id}")));
-        if let Some(hint) = hint {
+        // Some messages (parse errors) already end with their hint: print it once.
+        if let Some(hint) = hint
+            && !message.contains("\nhint: ")
+        {
             write!(f, "\nhint: {hint}")?;
         }
         Ok(())
