@@ -13,6 +13,7 @@ pub mod policy;
 pub mod sigv4;
 pub mod signing;
 pub mod template;
+pub mod untrusted_text;
 pub mod vault;
 
 pub use failure::{Boundary, Failure, FailureClass};

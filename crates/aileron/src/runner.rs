@@ -18,6 +18,7 @@ use aileron_core::audit::{Actor, ActorType};
 use aileron_core::manifest::ConnectorManifest;
 use aileron_core::policy::{self, CapabilitySubset};
 use aileron_core::template::{self, step_args};
+use aileron_core::untrusted_text::visible;
 use aileron_core::{Failure, FailureClass};
 use aileron_sandbox::{CallRequest, ImportPolicy, Limits};
 use opentelemetry::context::FutureExt;
@@ -198,7 +199,14 @@ async fn execute_steps(
             limits.wall_time = Duration::from_secs(u64::from(seconds));
         }
         let call = ConnectorCall { action, required, subset, op: &step.op, limits, idempotent: step.idempotent };
-        let Called { output, attempts, bindings } = call_connector(state, call, op_args, caller, audit_id).await.map_err(fail)?;
+        let mut logs = Vec::new();
+        let called = call_connector(state, call, op_args, caller, audit_id, &mut logs).await;
+        let logs: Vec<Value> = logs.into_iter().map(|(level, message)| json!({ "level": level, "message": message })).collect();
+        let Called { output, attempts, bindings } = match called {
+            Ok(called) => called,
+            Err(failure) if logs.is_empty() => return Err(fail(failure)),
+            Err(failure) => return Err(fail(failure.with_detail("logs", Value::Array(logs)))),
+        };
         let mut record = json!({
             "id": step.id,
             "connector": step.connector.to_string(),
@@ -209,6 +217,9 @@ async fn execute_steps(
         });
         if let Some(binding) = bindings.first() {
             record["binding"] = json!({ "name": binding.name, "kind": binding.kind, "identity": binding.identity });
+        }
+        if !logs.is_empty() {
+            record["logs"] = Value::Array(logs);
         }
         steps.push(record);
         outputs.insert(step.id.clone(), output.clone());
@@ -236,6 +247,7 @@ async fn call_connector(
     op_args: Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
+    logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
     let (fqn, hash) = (call.required.name.to_string(), call.required.hash.to_string());
     let check = state.telemetry.capability_check(&call.action.name, &fqn, call.op);
@@ -245,7 +257,13 @@ async fn call_connector(
     }
     check.end();
     let span = state.telemetry.connector_call(&fqn, call.op, &hash);
-    let called = call_verified(state, call, op_args, caller, audit_id).with_context(span.context()).await;
+    let called = call_verified(state, call, op_args, caller, audit_id, logs).with_context(span.context()).await;
+    for (level, message) in logs.iter() {
+        span.add_event("aileron.connector.log", vec![
+            opentelemetry::KeyValue::new("aileron.log.level", level.clone()),
+            opentelemetry::KeyValue::new("aileron.log.message", message.clone()),
+        ]);
+    }
     match &called {
         Ok(_) => span.end(),
         Err(failure) => span.fail(failure, Some(audit_id)),
@@ -269,6 +287,7 @@ async fn call_verified(
     op_args: Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
+    logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
     let ConnectorCall { action, required, subset, op, limits, idempotent } = call;
     let connector = state.store.load_verified(&required.hash)?;
@@ -301,6 +320,13 @@ async fn call_verified(
     loop {
         let request = CallRequest { op: op.to_string(), args: Value::Object(op_args.clone()), limits: limits.clone() };
         let outcome = state.runtime.call(&module, request, egress.clone()).await;
+        // The guest's log lines, bounded and escaped: they reach the audit record, the span and
+        // `aileron action run --verbose`.
+        for line in outcome.logs {
+            if logs.len() < MAX_LOG_LINES_PER_STEP {
+                logs.push((visible(&line.level, 16), visible(&line.message, MAX_LOG_LINE_CHARS)));
+            }
+        }
         match outcome.result {
             Ok(output) => {
                 let bindings = std::mem::take(&mut *egress.used_bindings.lock().expect("used bindings poisoned"));
@@ -371,7 +397,8 @@ async fn evaluate_preview(
         idempotent: Some(false),
     };
     let audit_id = mint_audit_id();
-    let called = tokio::time::timeout(PREVIEW_TIME_LIMIT, call_connector(state, call, preview_args, caller, &audit_id));
+    let mut logs = Vec::new();
+    let called = tokio::time::timeout(PREVIEW_TIME_LIMIT, call_connector(state, call, preview_args, caller, &audit_id, &mut logs));
     match called.await {
         Ok(Ok(called)) => render_preview(preview, &called.output),
         Ok(Err(failure)) => ApprovalPreview::unavailable(format!("{}: {}", failure.class, failure.message)),
@@ -465,6 +492,11 @@ pub async fn audit_recovered(state: Arc<AppState>, id: ApprovalId) {
     }
 }
 
+/// Guest log lines kept per step, and characters per line (the sandbox's own byte budget caps
+/// what a guest can emit; these bound what every audit record and response carries).
+const MAX_LOG_LINES_PER_STEP: usize = 20;
+const MAX_LOG_LINE_CHARS: usize = 300;
+
 /// Preview ops are bounded to 5 s (SPEC §2).
 pub const PREVIEW_TIME_LIMIT: Duration = Duration::from_secs(5);
 
@@ -513,6 +545,9 @@ fn step_summary(step: &Value) -> Value {
     summary.insert(keys::CONNECTOR_HASH.into(), step["hash"].clone());
     summary.insert(keys::CAPABILITY_KIND.into(), step["op"].clone());
     summary.insert("attempts".into(), step["attempts"].clone());
+    if let Some(logs) = step.get("logs") {
+        summary.insert("aileron.connector.logs".into(), logs.clone());
+    }
     if let Some(binding) = step.get("binding") {
         summary.insert("aileron.binding.name".into(), binding["name"].clone());
         summary.insert("aileron.binding.kind".into(), binding["kind"].clone());

@@ -71,6 +71,9 @@ enum ActionCommand {
         /// All arguments as one JSON object
         #[arg(long, value_name = "JSON", conflicts_with = "arg")]
         args: Option<String>,
+        /// Also print the connector's log lines (stderr), per step
+        #[arg(long, short)]
+        verbose: bool,
     },
 }
 
@@ -169,7 +172,7 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
         }
         ActionCommand::Enable { name } => set_enabled(&client, &name, true).await,
         ActionCommand::Disable { name } => set_enabled(&client, &name, false).await,
-        ActionCommand::Run { name, arg, args } => run_action(&client, &name, &arg, args.as_deref()).await,
+        ActionCommand::Run { name, arg, args, verbose } => run_action(&client, &name, &arg, args.as_deref(), verbose).await,
     }
 }
 
@@ -179,7 +182,7 @@ async fn set_enabled(client: &DaemonClient, name: &str, enabled: bool) -> CliRes
     Ok(EXIT_OK)
 }
 
-async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_args: Option<&str>) -> CliResult {
+async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_args: Option<&str>, verbose: bool) -> CliResult {
     let args = match json_args {
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(map)) => map,
@@ -191,6 +194,9 @@ async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_ar
         }
     };
     let (status, body) = client.call_raw(Method::POST, &format!("/v1/actions/{name}/run"), Some(&json!({ "args": args }))).await?;
+    if verbose {
+        print_logs(&body);
+    }
     match status {
         StatusCode::OK => {
             print_json(&body["result"]);
@@ -203,6 +209,25 @@ async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_ar
             Ok(EXIT_PENDING)
         }
         _ => Err(CliError::failure(ApiFailure { status, body }.to_string())),
+    }
+}
+
+/// The connector log lines of a run's answer (each step's, or the failed step's), escaped.
+fn print_logs(body: &Value) {
+    let steps = body["result"]["steps"].as_array().cloned().unwrap_or_default();
+    let mut printed = false;
+    for step in &steps {
+        for line in step["logs"].as_array().into_iter().flatten() {
+            eprintln!("[{}] {}: {}", step["id"].as_str().unwrap_or("?"), line["level"].as_str().unwrap_or("?"), super::escape(line["message"].as_str().unwrap_or("")));
+            printed = true;
+        }
+    }
+    for line in body["error"]["details"]["logs"].as_array().into_iter().flatten() {
+        eprintln!("[failed step] {}: {}", line["level"].as_str().unwrap_or("?"), super::escape(line["message"].as_str().unwrap_or("")));
+        printed = true;
+    }
+    if !printed {
+        eprintln!("(the connector logged nothing)");
     }
 }
 

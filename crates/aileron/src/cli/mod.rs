@@ -210,17 +210,7 @@ pub fn print_json(value: &serde_json::Value) {
     println!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
 }
 
-/// Text from connectors, upstreams and agents, safe for a terminal (SPEC §14): C0/C1 controls and
-/// bidi overrides are shown as visible `\u{..}` escapes instead of acting on the terminal.
+/// Text from connectors, upstreams and agents, safe for a terminal (SPEC §14).
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
-        if c.is_control() || bidi {
-            out.push_str(&c.escape_unicode().to_string());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    aileron_core::untrusted_text::visible(text, usize::MAX)
 }

@@ -46,6 +46,13 @@ impl TracedSpan {
         }
     }
 
+    /// A span event (a connector's log line, for one).
+    pub fn add_event(&self, name: &'static str, attributes: Vec<KeyValue>) {
+        if self.owned {
+            self.cx.span().add_event(name, attributes);
+        }
+    }
+
     /// Ends the span with the default (unset) status.
     pub fn end(self) {
         if self.owned {

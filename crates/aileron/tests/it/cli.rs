@@ -369,3 +369,31 @@ fn errors_print_once_with_one_hint() {
         assert_eq!(stderr.lines().filter(|l| l.starts_with("error:")).count(), 1, "{args:?} prints one error:\n{stderr}");
     }
 }
+
+/// A connector's `aileron_host.log` lines reach the user: in the run's result and audit record,
+/// on `action run --verbose`, for a failed step too, escaped (no terminal control gets through).
+#[test]
+fn connector_logs_are_shown_escaped_in_the_result_the_audit_and_verbose_runs() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("logger", &[]);
+    cli.add_action(&ActionSpec { inputs: &[("lines", "integer", false), ("fail", "boolean", false)], ..ActionSpec::new("logger", "logger", &hash, "log") });
+    let run = cli.run(&["action", "run", "logger", "--verbose", "--arg", "lines=3"]);
+    let err = stderr(&run);
+    assert!(run.status.success(), "{err}");
+    assert!(err.contains("[main] info: step 0 of the work") && err.contains("[main] info: step 1 of the work"), "{err}");
+    assert!(err.contains("\\u{1b}[31mred") && err.contains("\\u{202e}reversed"), "escaped: {err}");
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{202e}'), "no raw control reaches the terminal");
+    let executed: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.executed"])).unwrap();
+    let logs = &executed["items"][0]["payload"]["aileron.action.steps"][0]["aileron.connector.logs"];
+    assert_eq!(logs.as_array().map(Vec::len), Some(3), "{executed}");
+
+    let failed = cli.run(&["action", "run", "logger", "--verbose", "--arg", "fail=true"]);
+    let err = stderr(&failed);
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(err.contains("[failed step] warn: upstream said"), "{err}");
+    let records: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "execution.failed"])).unwrap();
+    assert_eq!(records["items"][0]["payload"]["aileron.failure.details"]["logs"].as_array().map(Vec::len), Some(2), "{records}");
+    // Without --verbose the lines stay out of the way.
+    let quiet = cli.run(&["action", "run", "logger"]);
+    assert!(!stderr(&quiet).contains("step 0"), "{}", stderr(&quiet));
+}

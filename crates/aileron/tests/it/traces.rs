@@ -48,6 +48,8 @@ struct ReceivedSpan {
     resource: BTreeMap<String, Value>,
     start_unix_nano: u64,
     end_unix_nano: u64,
+    /// `(name, attributes)` of each span event.
+    events: Vec<(String, BTreeMap<String, Value>)>,
 }
 
 /// `POST /v1/traces` on a loopback port, served by its own thread so a test may block on
@@ -139,6 +141,7 @@ async fn receive(State(store): State<Store>, body: Bytes) -> (StatusCode, [(&'st
                     resource: resource.clone(),
                     start_unix_nano: span.start_time_unix_nano,
                     end_unix_nano: span.end_time_unix_nano,
+                    events: span.events.iter().map(|e| (e.name.clone(), attributes(&e.attributes))).collect(),
                 });
             }
         }
@@ -1177,4 +1180,22 @@ fn aileron_help_lists_every_trace_variable() {
     ] {
         assert!(help.lines().any(|line| line.trim_start().starts_with(name)), "`{name}` in:\n{help}");
     }
+}
+
+/// A connector's log lines are events of its `aileron.connector.call` span, escaped.
+#[tokio::test]
+async fn connector_log_lines_are_span_events() {
+    let collector = Collector::start();
+    let (harness, telemetry) = traced_harness(&otlp(&collector, "aileron"), |_| {});
+    harness.guest_action("logger", &[], "log", |spec| spec.inputs = &[("lines", "integer", false)]).await;
+    let response = harness.run("logger", json!({ "lines": 2 })).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.body);
+    flush(&telemetry);
+    let spans = collector.all();
+    let call = spans.iter().find(|s| s.name == "aileron.connector.call").expect("a connector call span");
+    let events: Vec<&(String, BTreeMap<String, Value>)> = call.events.iter().filter(|(name, _)| name == "aileron.connector.log").collect();
+    assert_eq!(events.len(), 2, "{:?}", call.events);
+    assert_eq!(events[0].1["aileron.log.message"], "step 0 of the work");
+    let last = events[1].1["aileron.log.message"].as_str().unwrap();
+    assert!(last.contains("\\u{1b}[31mred") && !last.contains('\u{1b}'), "escaped: {last}");
 }
