@@ -51,7 +51,22 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    Router::new().nest_service(PATH, service).layer(axum::middleware::from_fn_with_state(state.clone(), require_bearer))
+    Router::new()
+        .nest_service(PATH, service)
+        .layer(axum::middleware::from_fn(session_end_ok))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), require_bearer))
+}
+
+/// rmcp answers a session's `DELETE` with 202; the official SDKs expect 200 (the Python SDK logs
+/// "Session termination failed: 202" on every clean exit otherwise). The session is ended either
+/// way, so 202 becomes 200.
+async fn session_end_ok(request: Request, next: Next) -> Response {
+    let deleting = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if deleting && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::OK;
+    }
+    response
 }
 
 /// `/mcp` needs a bearer token that may list and run actions: the daemon token or a launch

@@ -943,6 +943,7 @@ fn the_python_sdk_lists_and_calls_tools_over_stdio_and_http() {
                 wait_with_deadline(output, CLIENT_DEADLINE, || format!("the Python client ({transport}/{mode})"));
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert!(output.status.success(), "{transport}/{mode}: {}\n{stderr}", output.status);
+            assert!(!stderr.contains("Session termination failed"), "{transport}/{mode}: the SDK ends its session cleanly:\n{stderr}");
             let report: Value =
                 serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{transport}/{mode}: {e}\n{stderr}"));
             assert_eq!(report["protocol_version"], protocol, "{transport}/{mode}");
