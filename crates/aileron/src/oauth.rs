@@ -357,6 +357,49 @@ impl<'c> AsyncHttpClient<'c> for OAuthHttp {
 mod tests {
     use super::*;
 
+    fn provider() -> OAuth2Provider {
+        OAuth2Provider {
+            authorize_url: "https://auth.example/authorize".into(),
+            token_url: "https://auth.example/token".into(),
+            client_id: "client".into(),
+            client_secret: None,
+            scopes: vec!["read".into()],
+        }
+    }
+
+    fn target() -> Target {
+        Target { connector: "github://acme/widget".into(), identity: "default".into(), rebind: None }
+    }
+
+    /// A session older than 10 minutes is gone: finishing it is `UnknownSession`, nothing is
+    /// exchanged; and a redirect off loopback is refused at the start.
+    #[tokio::test]
+    async fn sessions_expire_after_ten_minutes_and_redirects_stay_on_loopback() {
+        crate::daemon::install_crypto_provider();
+        let flows = OAuthFlows::new().unwrap();
+        let started = flows.start(&provider(), target(), "http://127.0.0.1:1234/callback".into(), Mode::Cli).unwrap();
+        let state = url::Url::parse(&started.authorize_url)
+            .unwrap()
+            .query_pairs()
+            .find(|(k, _)| k == "state")
+            .map(|(_, v)| v.to_string())
+            .unwrap();
+        assert_eq!(flows.pending_count(), 1);
+        {
+            let mut sessions = flows.sessions.lock().unwrap();
+            let pending = sessions.get_mut(&started.session_id).unwrap();
+            pending.created = Instant::now().checked_sub(SESSION_TTL + Duration::from_secs(1)).unwrap();
+        }
+        assert!(matches!(flows.finish(&started.session_id, "code", &state).await, Err(OAuthError::UnknownSession)));
+        assert_eq!(flows.pending_count(), 0);
+        for redirect in ["http://evil.example/callback", "https://127.0.0.1/callback"] {
+            assert!(matches!(flows.start(&provider(), target(), redirect.into(), Mode::Cli), Err(OAuthError::Invalid(_))), "{redirect}");
+        }
+        let mut insecure = provider();
+        insecure.token_url = "http://auth.example/token".into();
+        assert!(matches!(flows.start(&insecure, target(), "http://127.0.0.1:1/callback".into(), Mode::Cli), Err(OAuthError::Invalid(_))));
+    }
+
     #[test]
     fn only_loopback_http_urls_are_loopback() {
         for (url, expected) in [

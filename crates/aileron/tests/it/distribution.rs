@@ -413,3 +413,25 @@ async fn an_unwritable_store_fails_the_install_cleanly() {
     assert!(install.body["error"]["hint"].as_str().unwrap().contains("nothing was installed"), "{}", install.body);
     assert!(harness.audit().await.iter().all(|r| r["event_type"] != "connector.installed"));
 }
+
+/// A manifest's `provenance_hash` must be the SHA-256 of the binary it ships with.
+#[tokio::test]
+async fn a_provenance_hash_that_does_not_match_the_binary_is_refused() {
+    let harness = crate::support::Harness::new();
+    let wasm = guest_wasm("echo");
+    for (label, provenance, expected) in [
+        ("matching", aileron_core::ContentHash::of_connector(&wasm, b"").to_string(), 200),
+        ("wrong", format!("sha256:{}", "00".repeat(32)), 422),
+    ] {
+        let dir = harness.temp.path().join(format!("pkg-{label}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("connector.wasm"), &wasm).unwrap();
+        let text = manifest("echo", &[], "").replace("version = \"1.0.0\"", &format!("version = \"1.0.0\"\nprovenance_hash = \"{provenance}\""));
+        std::fs::write(dir.join("manifest.toml"), text).unwrap();
+        let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": "github://aileron-tests/echo@1.0.0"}))).await;
+        assert_eq!(preview.status.as_u16(), expected, "{label}: {}", preview.body);
+        if expected == 422 {
+            assert_eq!(preview.body["error"]["class"], "hash_mismatch", "{}", preview.body);
+        }
+    }
+}
