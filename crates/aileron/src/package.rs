@@ -202,11 +202,26 @@ fn read_tarball(path: &Path) -> Result<Files, PackageError> {
 
 fn read_tarball_from(path: &Path, reader: impl Read) -> Result<Files, PackageError> {
     let malformed = |reason: String| PackageError::MalformedTarball { path: path.to_path_buf(), reason };
-    // The cap applies to the decompressed bytes, so no header can make us read (or allocate) more.
+    let mut found = read_entries(path, reader, &[WASM_FILE, MANIFEST_FILE, SIGNATURE_FILE], MAX_ENTRY_BYTES)?;
+    let mut take = |name: &'static str| found.remove(name);
+    let wasm = take(WASM_FILE).ok_or_else(|| malformed(format!("{WASM_FILE} is missing")))?;
+    let manifest = take(MANIFEST_FILE).ok_or_else(|| malformed(format!("{MANIFEST_FILE} is missing")))?;
+    Ok(Files { wasm, manifest, signature: take(SIGNATURE_FILE) })
+}
+
+/// The entries of a package tarball, checked strictly: only regular files named in `allowed`,
+/// at the top level, once each, each at most `cap` bytes. Raw entries: PAX and GNU extension
+/// headers are refused without reading their payload; the decompressed stream is capped as a
+/// whole, so no header can make us read (or allocate) more.
+fn read_entries(
+    path: &Path,
+    reader: impl Read,
+    allowed: &[&'static str],
+    cap: u64,
+) -> Result<BTreeMap<&'static str, Vec<u8>>, PackageError> {
+    let malformed = |reason: String| PackageError::MalformedTarball { path: path.to_path_buf(), reason };
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(reader).take(MAX_TARBALL_BYTES));
     let mut found: BTreeMap<&'static str, Vec<u8>> = BTreeMap::new();
-    // Raw entries: PAX and GNU extension headers are not interpreted (and their payloads never
-    // read into memory); they are refused below like every other non-regular entry.
     let entries = archive.entries().map_err(|e| malformed(format!("not a gzip tar archive ({e})")))?.raw(true);
     for entry in entries {
         let entry = entry.map_err(|e| malformed(format!("not a gzip tar archive ({e})")))?;
@@ -214,37 +229,28 @@ fn read_tarball_from(path: &Path, reader: impl Read) -> Result<Files, PackageErr
         let shown = String::from_utf8_lossy(&raw_name).into_owned();
         let entry_type = entry.header().entry_type();
         if !entry_type.is_file() {
-            return Err(malformed(format!(
-                "entry `{shown}` is a {}, only regular files are allowed",
-                kind(entry_type)
-            )));
+            return Err(malformed(format!("entry `{shown}` is a {}, only regular files are allowed", kind(entry_type))));
         }
         if raw_name.contains(&b'/') {
             return Err(malformed(format!("entry `{shown}` has a path; entries must sit at the top level")));
         }
-        let Some(name) = [WASM_FILE, MANIFEST_FILE, SIGNATURE_FILE].into_iter().find(|n| n.as_bytes() == raw_name)
-        else {
-            return Err(malformed(format!(
-                "unexpected entry `{shown}`; only {WASM_FILE}, {MANIFEST_FILE} and {SIGNATURE_FILE} are allowed"
-            )));
+        let Some(name) = allowed.iter().copied().find(|n| n.as_bytes() == raw_name) else {
+            return Err(malformed(format!("unexpected entry `{shown}`; only {} are allowed", allowed.join(", "))));
         };
         if found.contains_key(name) {
             return Err(malformed(format!("entry `{name}` appears twice")));
         }
         let declared = entry.header().size().map_err(|e| malformed(format!("entry `{name}`: bad size ({e})")))?;
-        let too_big = || malformed(format!("entry `{name}` is over the {MAX_ENTRY_BYTES}-byte limit"));
-        if declared > MAX_ENTRY_BYTES {
+        let too_big = || malformed(format!("entry `{name}` is over the {cap}-byte limit"));
+        if declared > cap {
             return Err(too_big());
         }
-        let bytes = read_capped(entry, MAX_ENTRY_BYTES)
+        let bytes = read_capped(entry, cap)
             .map_err(|e| malformed(format!("entry `{name}` is truncated or corrupt ({e})")))?
             .ok_or_else(too_big)?;
         found.insert(name, bytes);
     }
-    let mut take = |name: &'static str| found.remove(name);
-    let wasm = take(WASM_FILE).ok_or_else(|| malformed(format!("{WASM_FILE} is missing")))?;
-    let manifest = take(MANIFEST_FILE).ok_or_else(|| malformed(format!("{MANIFEST_FILE} is missing")))?;
-    Ok(Files { wasm, manifest, signature: take(SIGNATURE_FILE) })
+    Ok(found)
 }
 
 fn kind(entry_type: tar::EntryType) -> &'static str {
@@ -266,29 +272,10 @@ pub const ACTION_FILE: &str = "action.md";
 /// An action package (`aileron.tar.gz` with `action.md` and, when signed, `signature.sig`), read
 /// as strictly as a connector package.
 pub fn read_action_tarball(path: &Path, bytes: &[u8]) -> Result<(String, Option<Vec<u8>>), PackageError> {
-    let malformed = |reason: String| PackageError::MalformedTarball { path: path.to_path_buf(), reason };
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes).take(MAX_TARBALL_BYTES));
-    let mut found: BTreeMap<&'static str, Vec<u8>> = BTreeMap::new();
-    let entries = archive.entries().map_err(|e| malformed(format!("not a gzip tar archive ({e})")))?.raw(true);
-    for entry in entries {
-        let entry = entry.map_err(|e| malformed(format!("not a gzip tar archive ({e})")))?;
-        let raw_name = entry.path_bytes().into_owned();
-        let shown = String::from_utf8_lossy(&raw_name).into_owned();
-        if !entry.header().entry_type().is_file() {
-            return Err(malformed(format!("entry `{shown}` is a {}, only regular files are allowed", kind(entry.header().entry_type()))));
-        }
-        let Some(name) = [ACTION_FILE, SIGNATURE_FILE].into_iter().find(|n| n.as_bytes() == raw_name) else {
-            return Err(malformed(format!("unexpected entry `{shown}`; an action package holds only {ACTION_FILE} and {SIGNATURE_FILE}")));
-        };
-        if found.contains_key(name) {
-            return Err(malformed(format!("entry `{name}` appears twice")));
-        }
-        let bytes = read_capped(entry, 1024 * 1024)
-            .map_err(|e| malformed(format!("entry `{name}` is truncated or corrupt ({e})")))?
-            .ok_or_else(|| malformed(format!("entry `{name}` is over 1 MiB")))?;
-        found.insert(name, bytes);
-    }
-    let action = found.remove(ACTION_FILE).ok_or_else(|| malformed(format!("{ACTION_FILE} is missing")))?;
+    let mut found = read_entries(path, bytes, &[ACTION_FILE, SIGNATURE_FILE], 1024 * 1024)?;
+    let action = found
+        .remove(ACTION_FILE)
+        .ok_or_else(|| PackageError::MalformedTarball { path: path.to_path_buf(), reason: format!("{ACTION_FILE} is missing") })?;
     let action = String::from_utf8(action).map_err(|_| PackageError::ManifestNotUtf8 { path: path.to_path_buf(), file: ACTION_FILE })?;
     Ok((action, found.remove(SIGNATURE_FILE)))
 }
