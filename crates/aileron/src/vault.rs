@@ -107,10 +107,19 @@ pub struct Vault {
 }
 
 impl Vault {
-    /// Reads `secrets.json` if it exists. The daemon starts locked.
+    /// Reads `secrets.json` if it exists. The daemon starts locked. A damaged file does not stop
+    /// the daemon (actions without credentials, approvals and the audit log keep working): the
+    /// vault shows as locked, and unlocking it reports the damage with a hint.
     pub fn open(path: &Path) -> Result<Vault, VaultAccessError> {
-        let file = read_file(path)?;
-        let state = if file.is_some() { VaultState::Locked } else { VaultState::Absent };
+        let file = match read_file(path) {
+            Ok(file) => file,
+            Err(error @ VaultAccessError::File { .. }) => {
+                eprintln!("aileron daemon: warning: {error}\nhint: {}", error.hint());
+                None
+            }
+            Err(error) => return Err(error),
+        };
+        let state = if file.is_some() || path.exists() { VaultState::Locked } else { VaultState::Absent };
         let (sender, _) = tokio::sync::watch::channel(state);
         Ok(Vault { path: path.to_path_buf(), inner: Mutex::new(Inner { file, key: None }), state: sender })
     }

@@ -690,3 +690,25 @@ fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
     assert_eq!(listed["items"][0]["state"], "ok");
     drop(runtime);
 }
+
+/// A damaged vault file does not stop the daemon: it starts, shows the vault locked, runs what
+/// needs no credential, and unlocking names the damage with a hint; nothing overwrites the file.
+#[tokio::test]
+async fn a_damaged_vault_file_is_reported_on_unlock_and_never_overwritten() {
+    let temp = tempfile::tempdir().unwrap();
+    let home = aileron::home::Home::at(temp.path().join("home")).unwrap();
+    std::fs::create_dir_all(home.root()).unwrap();
+    std::fs::write(home.secrets(), b"{\"version\": 1, \"truncated").unwrap();
+    let mut options = StateOptions::new(crate::support::TOKEN.to_string());
+    options.listen_port = crate::support::PORT;
+    let state = aileron::daemon::AppState::open(home.clone(), options).expect("the daemon starts");
+    let router = aileron::daemon::app(state.clone());
+    let harness = crate::support::Harness { temp, home, state, router };
+    assert_eq!(harness.request("GET", "/v1/vault/status", None).await.body["state"], "locked");
+    let unlock = harness.request("POST", "/v1/vault/unlock", Some(json!({ "passphrase": PASSPHRASE }))).await;
+    assert_eq!(unlock.body["error"]["code"], "vault_damaged", "{}", unlock.body);
+    assert!(unlock.body["error"]["hint"].as_str().unwrap().contains("secrets.json"), "{}", unlock.body);
+    let init = harness.request("POST", "/v1/vault/init", Some(json!({ "passphrase": PASSPHRASE }))).await;
+    assert_eq!(init.status, StatusCode::CONFLICT, "a damaged vault is never silently replaced: {}", init.body);
+    assert_eq!(std::fs::read(harness.home.secrets()).unwrap(), b"{\"version\": 1, \"truncated");
+}
