@@ -279,29 +279,35 @@ fn the_demo_runs_end_to_end_offline() {
     }
 }
 
-/// The README's quick tour, run as written in a throwaway home: the first `sh` block under
-/// "## Quick tour", lines joined at a trailing `\`, minus the `cargo` lines (the test binary is
-/// already built, and so are the guests) and the line marked `# needs network`. A broken doc
-/// fails here.
+/// Every `sh` block of README.md, in order, in one throwaway home, run as written: lines joined
+/// at a trailing `\\`; skipped only the `cargo` lines (this test's own build already ran them) and
+/// the lines marked `# needs network:`, `# needs an agent:` or `# foreground:`. The environment
+/// gives what the blocks say they read (`AILERON_VAULT_PASSPHRASE`, `GITHUB_TOKEN`,
+/// `SMTP_PASSWORD`). A broken doc fails here.
 #[test]
-fn the_readme_quick_tour_runs_as_written() {
+fn the_readme_runs_as_written() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let tour = readme.split("## Quick tour").nth(1).expect("a Quick tour section");
-    let block = tour.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("an sh block");
-    let joined = block.replace("\\\n", " ");
+    let blocks: Vec<&str> = readme.split("```sh\n").skip(1).filter_map(|b| b.split("```").next()).collect();
+    assert!(blocks.len() >= 5, "the README's sh blocks: {}", blocks.len());
     let mut script = String::from("set -euo pipefail\n");
-    let mut skipped = Vec::new();
-    for line in joined.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with("cargo ") || trimmed.contains("# needs network") {
-            skipped.push(trimmed.to_string());
-            continue;
+    let (mut run, mut skipped) = (0, Vec::new());
+    for block in &blocks {
+        for line in block.replace("\\\n", " ").lines() {
+            let trimmed = line.trim();
+            let marked = ["# needs network:", "# needs an agent:", "# foreground:"].iter().any(|m| trimmed.contains(m));
+            if trimmed.starts_with("cargo ") || marked {
+                skipped.push(trimmed.to_string());
+                continue;
+            }
+            if !trimmed.is_empty() && !trimmed.starts_with('#') {
+                run += 1;
+            }
+            script.push_str(line);
+            script.push('\n');
         }
-        script.push_str(line);
-        script.push('\n');
     }
-    assert_eq!(skipped.len(), 3, "exactly the two cargo lines and the network line are skipped: {skipped:?}");
+    assert!(run >= 25, "most documented commands run ({run} ran, skipped: {skipped:#?})");
     let temp = tempfile::tempdir().unwrap();
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_aileron")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
@@ -312,6 +318,9 @@ fn the_readme_quick_tour_runs_as_written() {
         .env("HOME", temp.path())
         .env("AILERON_HOME", temp.path().join("home"))
         .env("PATH", path)
+        .env("AILERON_VAULT_PASSPHRASE", "readme test passphrase")
+        .env("GITHUB_TOKEN", "ghp_readmeTestToken000000000000000000000")
+        .env("SMTP_PASSWORD", "readme-smtp-password")
         .env_remove("AILERON_URL")
         .env_remove("AILERON_TOKEN")
         .env_remove("AILERON_AUDIT_DIR")
@@ -319,10 +328,14 @@ fn the_readme_quick_tour_runs_as_written() {
         .output()
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "the quick tour failed:\n{script}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let _ = Command::new(env!("CARGO_BIN_EXE_aileron")).args(["daemon", "stop"]).env("AILERON_HOME", temp.path().join("home")).output();
+    assert!(output.status.success(), "the README failed:\n{script}\nstdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stderr.contains("signed by github://aileron/github-issues"), "the tour installs a verified package: {stderr}");
     assert!(stdout.contains("list-issues"), "the action is listed: {stdout}");
     assert!(stdout.contains("hash chain intact") || stderr.contains("hash chain intact"), "{stdout}{stderr}");
+    assert!(stderr.contains("bound api_key/github:aileron:github-issues/default"), "{stderr}");
+    assert!(stdout.contains("smtp/password") && !stdout.contains("readme-smtp-password"), "{stdout}");
+    assert!(!stdout.contains("ghp_readmeTestToken") && !stderr.contains("ghp_readmeTestToken"), "no output shows the token");
 }
 
 /// `aileron status` on one screen, with and without a daemon, and shell completions.
