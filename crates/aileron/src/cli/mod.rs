@@ -70,6 +70,8 @@ enum Command {
     Completions {
         shell: clap_complete::Shell,
     },
+    /// Print the man page (roff) to standard output: `aileron man > aileron.1`
+    Man,
     /// Run the whole product offline in a temporary home
     Demo,
     /// Measure the figures of BENCHMARKS.md (run by `cargo xtask bench`)
@@ -150,6 +152,14 @@ async fn run(cli: Cli) -> CliResult {
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
         return Ok(EXIT_OK);
     }
+    if let Command::Man = &cli.command {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+            .render(&mut page)
+            .map_err(|e| CliError::failure(format!("rendering the man page: {e}")))?;
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), &page);
+        return Ok(EXIT_OK);
+    }
     let home = Home::from_env().map_err(|e| CliError::failure(e.to_string()))?;
     match cli.command {
         Command::Daemon(args) => daemon::run(&home, args).await,
@@ -164,7 +174,7 @@ async fn run(cli: Cli) -> CliResult {
         Command::Binding(args) => binding::run(&home, args).await,
         Command::Launch(args) => launch::run(&home, args).await,
         Command::Status { json } => status(&home, json).await,
-        Command::Demo | Command::Bench(_) | Command::Completions { .. } => unreachable!("handled above"),
+        Command::Demo | Command::Bench(_) | Command::Completions { .. } | Command::Man => unreachable!("handled above"),
     }
 }
 

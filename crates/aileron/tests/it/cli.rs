@@ -355,6 +355,9 @@ fn status_and_completions() {
         let script = cli.ok(&["completions", shell]);
         assert!(script.contains("aileron") && script.contains("binding"), "{shell} completions cover the commands");
     }
+    let page = cli.ok(&["man"]);
+    assert!(page.starts_with(".ie") || page.contains(".TH aileron"), "a roff man page: {}", &page[..page.len().min(200)]);
+    assert!(page.contains("binding") && page.contains("AILERON_HOME"), "it documents the commands and the environment");
     let bad = cli.run(&["completions", "tcsh"]);
     assert_eq!(bad.status.code(), Some(2), "an unknown shell is a usage error");
 }
