@@ -15,8 +15,11 @@
 //! - goose: `extensions.aileron` (`type: stdio`) in `~/.config/goose/config.yaml`;
 //!   `ANTHROPIC_HOST` / `OPENAI_HOST`.
 //! - pi: Pi has no MCP client of its own; the `pi-mcp-adapter` extension reads `mcpServers` from
-//!   `~/.pi/agent/mcp.json` (`PI_CODING_AGENT_DIR`). Pi has no environment override for provider
-//!   base URLs, so its LLM traffic is not routed through the gateway.
+//!   `~/.pi/agent/mcp.json` (`PI_CODING_AGENT_DIR`). Pi reads no environment variable for provider
+//!   base URLs, but loads an extension for one run with `-e <file>`, and an extension may
+//!   override a built-in provider's `baseUrl` (`pi.registerProvider`, Pi's documented proxy
+//!   route). So a per-launch extension in `AILERON_HOME/launch/` (removed when Pi exits) points
+//!   Pi's `anthropic` and `openai` providers at the gateway; nothing under `~/.pi` changes for it.
 //!
 //! Edits set only our own entry; every other byte of the user's file is kept, a second launch with
 //! the same values changes nothing, and the first edit leaves `<file>.aileron-backup`. A base URL
@@ -300,11 +303,19 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
                         .to_string(),
                 );
             }
-            plan.notes.push(
-                "pi reads provider base URLs only from its models.json, not the environment, so its LLM traffic \
-                 goes to the provider directly (not through the Aileron gateway)"
-                    .to_string(),
+            // Pi's provider base URLs have no environment override; a one-run extension does it.
+            let extension = env.launch_dir.join(format!("{}-pi-gateway.ts", wiring.session_id));
+            let source = format!(
+                "// Written by `aileron launch pi` for one run (removed when pi exits): pi's Anthropic and\n\
+                 // OpenAI traffic goes through the Aileron gateway. Nothing under ~/.pi is changed.\n\
+                 export default function (pi: any) {{\n  \
+                 pi.registerProvider(\"anthropic\", {{ baseUrl: {anthropic} }});\n  \
+                 pi.registerProvider(\"openai\", {{ baseUrl: {openai} }});\n}}\n",
+                anthropic = serde_json::to_string(&url).expect("strings serialize"),
+                openai = serde_json::to_string(&format!("{url}/v1")).expect("strings serialize"),
             );
+            plan.args = [OsString::from("-e"), extension.clone().into_os_string()].into_iter().chain(user_args.iter().cloned()).collect();
+            plan.edits.push(ConfigEdit { path: extension, before: None, after: source, temporary: true });
         }
     }
     Ok(plan)

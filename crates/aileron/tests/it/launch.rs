@@ -236,6 +236,24 @@ fn config_writers_insert_only_our_entry_and_a_second_run_changes_nothing() {
     }
 }
 
+/// Pi: its providers' base URLs have no environment override, so a one-run extension (`-e`)
+/// overrides them with Pi's documented `registerProvider(name, { baseUrl })`; the file is temporary
+/// and lives under AILERON_HOME, never under ~/.pi.
+#[test]
+fn pi_gets_a_one_run_extension_that_points_its_providers_at_the_gateway() {
+    let configs = UserConfigs::new();
+    let env = configs.env();
+    let plan = plan(Agent::Pi, &wiring("token-one"), &env, &[std::ffi::OsString::from("-p"), "hello".into()]).unwrap();
+    let extension = plan.edits.iter().find(|e| e.temporary).expect("a temporary extension file");
+    assert!(extension.path.starts_with(&env.launch_dir), "{}", extension.path.display());
+    assert!(extension.after.contains(r#"pi.registerProvider("anthropic", { baseUrl: "http://127.0.0.1:41234" });"#), "{}", extension.after);
+    assert!(extension.after.contains(r#"pi.registerProvider("openai", { baseUrl: "http://127.0.0.1:41234/v1" });"#), "{}", extension.after);
+    assert!(!extension.after.contains("token-one"), "no token in the extension");
+    let args: Vec<String> = plan.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    assert_eq!(args, ["-e", extension.path.to_str().unwrap(), "-p", "hello"]);
+    assert!(!plan.notes.iter().any(|n| n.contains("not through the Aileron gateway")), "{:?}", plan.notes);
+}
+
 #[test]
 fn claude_gets_a_temporary_mcp_config_and_the_gateway_base_url() {
     let configs = UserConfigs::new();
@@ -771,5 +789,51 @@ mod real_agents {
             .unwrap_or_default();
         assert!(answer.starts_with("The action answered: "), "{answer}");
         assert_eq!(requests.lock().unwrap().len(), 2, "two model turns, both through the gateway");
+    }
+
+    /// An Anthropic Messages stream that says `text`.
+    fn anthropic_text_stream(text: &str) -> String {
+        let events = [
+            ("message_start", json!({"type": "message_start", "message": {"id": "msg_pi", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}})),
+            ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+            ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
+            ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+            ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 5}})),
+            ("message_stop", json!({"type": "message_stop"})),
+        ];
+        events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
+    }
+
+    fn pi_answer(path: &str, _body: &Value) -> Option<(&'static str, String)> {
+        (path == "/v1/messages").then(|| ("text/event-stream", anthropic_text_stream("Hello through the Aileron gateway.")))
+    }
+
+    /// Real Pi, launched by `aileron launch pi`: its Anthropic traffic reaches the scripted model
+    /// only through the daemon's gateway (Pi reads no base-URL variable; the one-run extension
+    /// overrides its provider), and nothing is left under ~/.pi but the MCP registration.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pi_launched_by_aileron_talks_to_its_model_through_the_gateway() {
+        let Some(bin) = agent("tests/agents", "pi") else { return };
+        let requests: Requests = Arc::default();
+        let model = model_server(requests.clone(), pi_answer).await;
+        let rig = LaunchRig::new();
+        let launched = tokio::task::spawn_blocking(move || {
+            let status = rig.run(&["daemon", "start"], &[("AILERON_ANTHROPIC_UPSTREAM", Path::new(&model))]);
+            assert!(status.status.success(), "{}", text(&status));
+            let path = with_path(&bin);
+            let launched = rig.run(
+                &["launch", "pi", "--", "-p", "Say hello.", "--provider", "anthropic", "--model", "claude-sonnet-4-5", "--offline", "--no-session"],
+                &[("PATH", Path::new(&path)), ("ANTHROPIC_API_KEY", Path::new("sk-ant-fake"))],
+            );
+            let leftovers: Vec<_> = std::fs::read_dir(rig.aileron_home().join("launch")).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+            (launched, leftovers)
+        })
+        .await
+        .unwrap();
+        let (launched, leftovers) = launched;
+        assert_eq!(launched.status.code(), Some(0), "{}", text(&launched));
+        assert!(String::from_utf8_lossy(&launched.stdout).contains("Hello through the Aileron gateway."), "{}", text(&launched));
+        assert!(!requests.lock().unwrap().is_empty(), "the model was reached, and only the gateway knows its address");
+        assert!(leftovers.is_empty(), "the one-run extension is removed: {leftovers:?}");
     }
 }
