@@ -29,6 +29,9 @@ pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 pub use crate::bindings::{CredentialSource, ResolvedCredential, Secret};
 use crate::bindings::{BindingEvent, BindingInfo, Injection};
 
+/// The methods a connector may use (SPEC §4.4).
+pub const ALLOWED_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
 /// What replaces an injected secret that an upstream echoed back (SPEC §4.4).
 pub const REDACTED: &str = "[REDACTED]";
 
@@ -61,6 +64,20 @@ impl StepEgress {
             Ok(target) => target,
             Err(failure) => return Err(self.rejected(&request, None, None, failure).await),
         };
+        // SPEC §4.4: only these methods leave (TRACE, CONNECT and inventions never do), checked
+        // before any credential is looked up.
+        let upper = request.method.to_ascii_uppercase();
+        let method = match ALLOWED_METHODS.iter().find(|allowed| **allowed == upper) {
+            Some(allowed) => reqwest::Method::from_bytes(allowed.as_bytes()).expect("a standard method"),
+            None => {
+                let failure = Failure::capability_denied(
+                    Boundary::Sandbox,
+                    format!("HTTP method `{}` is not allowed; use one of {}", request.method.chars().take(32).collect::<String>(), ALLOWED_METHODS.join(", ")),
+                )
+                .with_detail("requested", format!("method:{}", upper.chars().take(32).collect::<String>()));
+                return Err(self.rejected(&request, Some(&target), None, failure).await);
+            }
+        };
         let mut resolved: Option<ResolvedCredential> = None;
         if let Some(requested) = &request.credential {
             let kind = match policy::check_credential(&self.manifest, &self.subset, requested) {
@@ -78,13 +95,6 @@ impl StepEgress {
             }
         }
         let binding = resolved.as_ref().map(|r| &r.binding);
-        let method = match reqwest::Method::from_bytes(request.method.to_ascii_uppercase().as_bytes()) {
-            Ok(method) => method,
-            Err(_) => {
-                let failure = Failure::runtime_error(Boundary::Sandbox, format!("invalid HTTP method `{}`", request.method));
-                return Err(self.rejected(&request, Some(&target), binding, failure).await);
-            }
-        };
         let injected = match resolved.as_ref().map(|r| injection(&self.manifest, r, &method, &target, &request)) {
             Some(Ok(headers)) => headers,
             Some(Err(failure)) => return Err(self.rejected(&request, Some(&target), binding, failure).await),

@@ -1,5 +1,6 @@
-//! GETs `args.url` through the host, optionally with `args.credential` (a credential kind for the
-//! host to inject) and `args.headers` (an object of strings), and returns `{status, body}`.
+//! GETs `args.url` through the host (or sends `args.method` when given), optionally with
+//! `args.credential` (a credential kind for the host to inject) and `args.headers` (an object of
+//! strings), and returns `{status, body}`.
 //! The workhorse of the egress tests: allow-list, injection, body cap, no redirects.
 
 use aileron_connector_sdk::http::{self, Request};
@@ -9,7 +10,10 @@ use serde_json::{Value, json};
 fn main() {
     run(|_, args| {
         let url = args["url"].as_str().ok_or_else(|| ConnectorError::bad_input("`url` (string) is required"))?;
-        let mut request = Request::get(url);
+        let mut request = match args["method"].as_str() {
+            Some(method) => Request::new(method, url),
+            None => Request::get(url),
+        };
         if let Some(kind) = args["credential"].as_str() {
             request = request.credential(kind);
         }

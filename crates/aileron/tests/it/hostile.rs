@@ -123,6 +123,27 @@ async fn network_escapes_are_denied_and_audited() {
     assert_one_failure_record(&harness, &response.body).await;
 }
 
+/// Only GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS leave the host (SPEC §4.4).
+#[tokio::test]
+async fn only_the_allowed_http_methods_leave_the_host() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = harness_with_echo().await;
+    let inputs: &[(&str, &str, bool)] = &[("url", "string", true), ("method", "string", false)];
+    harness.guest_action("http_get", &[upstream.host_port()], "get", |spec| spec.inputs = inputs).await;
+    let url = format!("{}/echo", upstream.base_url());
+    for method in ["TRACE", "CONNECT", "PROPFIND", "get\r\nX-Injected: 1"] {
+        let response = harness.run("http_get", json!({ "url": url, "method": method })).await;
+        assert_eq!(response.body["error"]["class"], "capability_denied", "{method:?}: {}", response.body);
+        assert_eq!(response.body["error"]["boundary"], "sandbox", "{method:?}");
+    }
+    assert_eq!(upstream.recorder.count(), 0, "no refused method reached the upstream");
+    for method in ["GET", "post", "DELETE", "OPTIONS"] {
+        let response = harness.run("http_get", json!({ "url": url, "method": method })).await;
+        assert_eq!(response.status, StatusCode::OK, "{method}: {}", response.body);
+    }
+    assert_eq!(upstream.recorder.count(), 4);
+}
+
 #[tokio::test]
 async fn oversized_response_bodies_are_refused() {
     let upstream = FakeGithub::start().await.unwrap();
