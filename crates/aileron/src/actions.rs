@@ -53,7 +53,7 @@ pub enum RegistryError {
 impl ActionRegistry {
     /// Loads every `*.md` in `dir` and the state overlay.
     pub fn load(dir: &Path, state_path: &Path) -> std::io::Result<ActionRegistry> {
-        std::fs::create_dir_all(dir)?;
+        crate::home::create_private_dir(dir)?;
         let mut inner = Inner::default();
         let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
         entries.sort();

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::os::unix::process::CommandExt as _;
 
 use anyhow::{Context, anyhow, bail};
@@ -212,6 +213,7 @@ pub async fn start_daemon_with(home: &Home, extra_env: &[(&str, &str)]) -> anyho
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(home.daemon_log())
         .with_context(|| format!("opening {}", home.daemon_log().display()))?;
     let previous = read_daemon_info(&home.daemon_json()).map(|info| info.started_at);

@@ -58,6 +58,7 @@ impl Home {
     pub fn at(root: impl Into<PathBuf>) -> Result<Home, HomeError> {
         let root = absolute(root.into());
         create_private_dir(&root).map_err(|source| HomeError::Create { path: root.clone(), source })?;
+        warn_if_lax(&root);
         Ok(Home { audit_parent: Some(root.clone()), traces_parent: Some(root.clone()), root })
     }
 
@@ -142,6 +143,25 @@ fn absolute(path: PathBuf) -> PathBuf {
         return path;
     }
     std::path::absolute(&path).unwrap_or(path)
+}
+
+/// Says so once when an existing home is readable or writable by others (SPEC §1: 0700). It is not
+/// changed behind the user's back: they may have loosened it on purpose.
+fn warn_if_lax(root: &Path) {
+    use std::sync::Once;
+    static WARNED: Once = Once::new();
+    if let Ok(metadata) = std::fs::metadata(root)
+        && metadata.permissions().mode() & 0o077 != 0
+    {
+        WARNED.call_once(|| {
+            eprintln!(
+                "aileron: warning: {} is accessible to other users (mode {:o})\nhint: chmod 700 {}",
+                root.display(),
+                metadata.permissions().mode() & 0o777,
+                root.display()
+            )
+        });
+    }
 }
 
 /// Creates `path` and any missing parents with mode 0700. Existing directories keep their mode:

@@ -9,6 +9,7 @@ pub mod trust;
 pub mod web;
 
 use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -218,6 +219,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o600)
         .open(home.daemon_lock())
         .with_context(|| format!("opening {}", home.daemon_lock().display()))?;
     let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {

@@ -416,3 +416,20 @@ fn connector_logs_are_shown_escaped_in_the_result_the_audit_and_verbose_runs() {
     let quiet = cli.run(&["action", "run", "logger"]);
     assert!(!stderr(&quiet).contains("step 0"), "{}", stderr(&quiet));
 }
+
+/// SPEC §1: files 0600, directories 0700, and a lax existing home is pointed out.
+#[test]
+fn the_home_keeps_private_modes_and_a_lax_home_is_pointed_out() {
+    use std::os::unix::fs::PermissionsExt;
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    let mode = |path: &str| std::fs::metadata(cli.home.join(path)).unwrap().permissions().mode() & 0o777;
+    for (path, expected) in [("", 0o700), ("daemon.lock", 0o600), ("daemon.log", 0o600), ("daemon.json", 0o600), ("actions", 0o700)] {
+        assert_eq!(mode(path), expected, "{path:?} is {:o}", mode(path));
+    }
+    cli.ok(&["daemon", "stop"]);
+    std::fs::set_permissions(&cli.home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let listed = cli.run(&["audit", "verify"]);
+    assert!(stderr(&listed).contains("accessible to other users") && stderr(&listed).contains("chmod 700"), "{}", stderr(&listed));
+    assert_eq!(mode(""), 0o755, "the user's choice is not changed behind their back");
+}
