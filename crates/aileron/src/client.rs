@@ -45,9 +45,13 @@ pub struct ApiFailure {
 
 impl std::fmt::Display for ApiFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Messages may carry a connector's or an upstream's words: controls are shown, not obeyed
+        // (SPEC §14). A parse error's own `\nhint:` line is the one line break kept.
+        let visible = |text: &str| aileron_core::untrusted_text::visible(text, 4000);
         let error = &self.body["error"];
-        let message = error["message"].as_str().unwrap_or("request failed");
-        let kind = error["code"].as_str().or_else(|| error["class"].as_str()).unwrap_or("error");
+        let raw = error["message"].as_str().unwrap_or("request failed");
+        let message = raw.split("\nhint: ").map(visible).collect::<Vec<_>>().join("\nhint: ");
+        let kind = visible(error["code"].as_str().or_else(|| error["class"].as_str()).unwrap_or("error"));
         write!(f, "{kind}: {message}")?;
         if let Some(audit_id) = error["audit_id"].as_str() {
             write!(f, " (audit {audit_id})")?;
@@ -61,7 +65,7 @@ impl std::fmt::Display for ApiFailure {
         if let Some(hint) = hint
             && !message.contains("\nhint: ")
         {
-            write!(f, "\nhint: {hint}")?;
+            write!(f, "\nhint: {}", visible(&hint))?;
         }
         Ok(())
     }

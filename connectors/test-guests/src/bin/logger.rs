@@ -14,7 +14,7 @@ fn main() {
         }
         log(Level::Warn, "upstream said \u{1b}[31mred\u{1b}[0m and \u{202e}reversed");
         if args["fail"] == true {
-            return Err(ConnectorError::new("external_api_error", "the upstream refused"));
+            return Err(ConnectorError::new("external_api_error", "the upstream refused \u{1b}[2J\u{1b}[31mcleared"));
         }
         Ok(json!({ "logged": lines }))
     });

@@ -108,13 +108,14 @@ pub fn summary_line(record: &Value) -> String {
             detail.push(format!("{}={value}", key.trim_start_matches("aileron.")));
         }
     }
-    format!(
+    // Failure messages quote connectors and upstreams: shown escaped, never obeyed by the terminal.
+    super::escape(&format!(
         "{}  {:<26} {}  {}",
         record["timestamp"].as_str().unwrap_or("?"),
         record["event_type"].as_str().unwrap_or("?"),
         record["audit_id"].as_str().unwrap_or("?"),
         detail.join(" ")
-    )
+    ))
 }
 
 fn percent_encode(value: &str) -> String {

@@ -412,6 +412,10 @@ fn connector_logs_are_shown_escaped_in_the_result_the_audit_and_verbose_runs() {
     assert!(err.contains("[failed step] warn: upstream said"), "{err}");
     let records: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "execution.failed"])).unwrap();
     assert_eq!(records["items"][0]["payload"]["aileron.failure.details"]["logs"].as_array().map(Vec::len), Some(2), "{records}");
+    // A connector's error message is shown escaped on the error line and in `audit list`.
+    assert!(err.contains("refused \\u{1b}[2J") && !err.contains('\u{1b}'), "{err}");
+    let listed = cli.ok(&["audit", "list"]);
+    assert!(listed.contains("\\u{1b}[2J") && !listed.contains('\u{1b}'), "{listed}");
     // Without --verbose the lines stay out of the way.
     let quiet = cli.run(&["action", "run", "logger"]);
     assert!(!stderr(&quiet).contains("step 0"), "{}", stderr(&quiet));
