@@ -842,9 +842,21 @@ pub fn http_api_document() -> Value {
     })
 }
 
+/// A session token sees only its own session's approvals (SPEC §8); the local user sees all.
+fn visible_to(principal: &Principal, entry: &aileron_core::approval::ApprovalEntry) -> bool {
+    match principal {
+        Principal::Session { session_id, .. } => entry.session_id.as_deref() == Some(session_id.as_str()),
+        _ => true,
+    }
+}
+
+fn pending_for(state: &AppState, principal: &Principal) -> Vec<aileron_core::approval::ApprovalEntry> {
+    state.approvals.pending().into_iter().filter(|entry| visible_to(principal, entry)).collect()
+}
+
 async fn list_approvals(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
     require(&principal, Scope::ApprovalsPoll)?;
-    Ok(Json(json!({ "items": state.approvals.pending() })).into_response())
+    Ok(Json(json!({ "items": pending_for(&state, &principal) })).into_response())
 }
 
 async fn watch_approvals(
@@ -854,22 +866,26 @@ async fn watch_approvals(
     require(&principal, Scope::ApprovalsPoll)?;
     // Subscribe before taking the snapshot so nothing falls between the two.
     let lagging = state.clone();
-    let events = tokio_stream::wrappers::BroadcastStream::new(state.approvals.subscribe()).map(move |event| {
-        let event = match event {
-            Ok(event) => event,
-            // A watcher that fell behind missed events: send the whole pending list again.
+    let watcher = principal.clone();
+    let events = tokio_stream::wrappers::BroadcastStream::new(state.approvals.subscribe()).filter_map(move |event| {
+        let item = match event {
+            // A watcher that fell behind missed events: send its whole pending list again.
             Err(_lagged) => {
-                let items = json!({ "items": lagging.approvals.pending() }).to_string();
-                return Ok(Event::default().event("snapshot").data(items));
+                let items = json!({ "items": pending_for(&lagging, &watcher) }).to_string();
+                Some(Ok(Event::default().event("snapshot").data(items)))
+            }
+            Ok(event) => {
+                let (name, entry) = match &event {
+                    QueueEvent::Pending { entry } => ("pending", entry),
+                    QueueEvent::Resolved { entry } => ("resolved", entry),
+                };
+                visible_to(&watcher, entry)
+                    .then(|| Ok(Event::default().event(name).data(serde_json::to_string(entry).unwrap_or_default())))
             }
         };
-        let (name, entry) = match &event {
-            QueueEvent::Pending { entry } => ("pending", entry),
-            QueueEvent::Resolved { entry } => ("resolved", entry),
-        };
-        Ok(Event::default().event(name).data(serde_json::to_string(entry).unwrap_or_default()))
+        std::future::ready(item)
     });
-    let snapshot = json!({ "items": state.approvals.pending() }).to_string();
+    let snapshot = json!({ "items": pending_for(&state, &principal) }).to_string();
     let first = futures_util::stream::once(async move { Ok(Event::default().event("snapshot").data(snapshot)) });
     let mut shutdown = state.shutdown.subscribe();
     let stream = first.chain(events).take_until(async move {
@@ -952,7 +968,8 @@ async fn approval_result(
             .with_hint("list pending approvals with: aileron approval list")
     };
     let approval_id = ApprovalId::parse(&id).map_err(|_| unknown())?;
-    let entry = state.approvals.get(&approval_id).ok_or_else(unknown)?;
+    // Another session's approval is as unknown to this token as a made-up id.
+    let entry = state.approvals.get(&approval_id).filter(|entry| visible_to(&principal, entry)).ok_or_else(unknown)?;
     Ok(Json(ResultView::of(&entry)).into_response())
 }
 

@@ -170,6 +170,24 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     assert_eq!(polled.body["status"], "pending_approval");
     assert_eq!(upstream.recorder.count(), 0);
 
+    // Another session sees none of it: not in the list, not by id.
+    let other_token = harness.state.tokens.mint_session("sess-2", SESSION_SCOPES.to_vec());
+    let as_other = |method: &str, path: String| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", format!("127.0.0.1:{PORT}"))
+            .header("authorization", format!("Bearer {other_token}"))
+    };
+    let listed = harness.send(as_other("GET", "/v1/action-approvals".into()), None).await;
+    assert_eq!(listed.body["items"], json!([]), "another session's approvals are not listed: {}", listed.body);
+    let peeked = harness.send(as_other("GET", format!("/v1/action-approvals/{id}/result")), None).await;
+    assert_eq!(peeked.status, StatusCode::NOT_FOUND, "another session's approval is unknown to this token");
+    let own = harness.send(as_agent("GET", "/v1/action-approvals".into()), None).await;
+    assert_eq!(own.body["items"].as_array().map(Vec::len), Some(1), "{}", own.body);
+    let everyone = harness.request("GET", "/v1/action-approvals", None).await;
+    assert_eq!(everyone.body["items"].as_array().map(Vec::len), Some(1), "the local user sees all");
+
     // What the agent tried and was refused is on record, as the agent of its session.
     let refused = events_of(&harness, "approval.decide_refused").await;
     assert_eq!(refused.len(), 2, "both decide attempts are audited");
