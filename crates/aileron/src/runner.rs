@@ -84,7 +84,20 @@ pub enum RunRejection {
     AuditUnavailable(String),
     #[error("approval journal unavailable: {0}")]
     JournalUnavailable(String),
+    /// The arguments of a gated call are too large to register for review.
+    #[error("the arguments are {0} bytes; a call that needs approval may carry at most {MAX_APPROVAL_ARGS_BYTES}")]
+    ArgsTooLarge(usize),
+    /// This session already has as many approvals waiting as it may.
+    #[error("{0} approvals from this session are already waiting; at most {MAX_PENDING_PER_SESSION} may wait at once")]
+    TooManyPending(usize),
 }
+
+/// A gated call's arguments are journaled, shown on the review page and kept until decided:
+/// bounded, so one session cannot flood the journal and the page (SECURITY: agents are
+/// semi-trusted).
+pub const MAX_APPROVAL_ARGS_BYTES: usize = 64 * 1024;
+/// Approvals one session may have waiting at once.
+pub const MAX_PENDING_PER_SESSION: usize = 20;
 
 /// Retry schedule for retriable failures (SPEC §9): 1 s, 2 s, 4 s with jitter.
 pub const RETRY_DELAYS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
@@ -348,6 +361,27 @@ async fn request_approval(
     action: &Arc<ActionFile>,
     request: RunRequest,
 ) -> Result<RunOutcome, RunRejection> {
+    let size = serde_json::to_vec(&request.args).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
+    if size > MAX_APPROVAL_ARGS_BYTES {
+        audit_rejection(state, &request.caller, &action.name, "args_too_large", &request.args).await?;
+        return Err(RunRejection::ArgsTooLarge(size));
+    }
+    let session = request.caller.session_id.clone();
+    let waiting: Vec<ApprovalEntry> = state.approvals.pending().into_iter().filter(|entry| entry.session_id == session).collect();
+    // The same call again while it waits: the agent gets the approval it already has.
+    let repeated = waiting.iter().find(|entry| session.is_some() && entry.action == action.name && entry.args == request.args);
+    if let Some(existing) = repeated {
+        let audit_id = mint_audit_id();
+        let mut payload = requested_payload(existing);
+        payload.insert("aileron.approval.duplicate".into(), true.into());
+        append(state, "approval.repeated", &request.caller, payload, &audit_id).await?;
+        let review_url = review_url(&state.base_url(), &existing.id);
+        return Ok(RunOutcome::PendingApproval(PendingApproval::new(existing, review_url, audit_id)));
+    }
+    if session.is_some() && waiting.len() >= MAX_PENDING_PER_SESSION {
+        audit_rejection(state, &request.caller, &action.name, "too_many_pending", &request.args).await?;
+        return Err(RunRejection::TooManyPending(waiting.len()));
+    }
     let requested_at = approvals::now();
     let id = approvals::mint_id(&requested_at);
     let preview = match &action.approval.preview {

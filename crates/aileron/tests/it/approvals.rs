@@ -170,6 +170,23 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     assert_eq!(polled.body["status"], "pending_approval");
     assert_eq!(upstream.recorder.count(), 0);
 
+    // The same call again from the same session gets the same approval; an oversized or a
+    // 21st different one is refused (and audited).
+    let again = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({"args": {"url": format!("{}/status/200", upstream.base_url())}}))).await;
+    assert_eq!(again.status, StatusCode::ACCEPTED);
+    assert_eq!(again.body["approval_id"], id.as_str(), "an identical pending request returns the existing approval");
+    let huge = "x".repeat(70 * 1024);
+    let oversized = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({"args": {"url": huge}}))).await;
+    assert_eq!(oversized.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", oversized.body);
+    for i in 0..19 {
+        let more = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({"args": {"url": format!("{}/status/200?n={i}", upstream.base_url())}}))).await;
+        assert_eq!(more.status, StatusCode::ACCEPTED, "{i}: {}", more.body);
+    }
+    let flood = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({"args": {"url": format!("{}/status/200?n=20", upstream.base_url())}}))).await;
+    assert_eq!(flood.status, StatusCode::TOO_MANY_REQUESTS, "{}", flood.body);
+    assert_eq!(flood.body["error"]["code"], "too_many_pending");
+    assert_eq!(harness.state.approvals.pending().len(), 20, "one session holds at most 20 waiting approvals");
+
     // Another session sees none of it: not in the list, not by id.
     let other_token = harness.state.tokens.mint_session("sess-2", SESSION_SCOPES.to_vec());
     let as_other = |method: &str, path: String| {
@@ -184,9 +201,9 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     let peeked = harness.send(as_other("GET", format!("/v1/action-approvals/{id}/result")), None).await;
     assert_eq!(peeked.status, StatusCode::NOT_FOUND, "another session's approval is unknown to this token");
     let own = harness.send(as_agent("GET", "/v1/action-approvals".into()), None).await;
-    assert_eq!(own.body["items"].as_array().map(Vec::len), Some(1), "{}", own.body);
+    assert_eq!(own.body["items"].as_array().map(Vec::len), Some(20), "{}", own.body);
     let everyone = harness.request("GET", "/v1/action-approvals", None).await;
-    assert_eq!(everyone.body["items"].as_array().map(Vec::len), Some(1), "the local user sees all");
+    assert_eq!(everyone.body["items"].as_array().map(Vec::len), Some(20), "the local user sees all");
 
     // What the agent tried and was refused is on record, as the agent of its session.
     let refused = events_of(&harness, "approval.decide_refused").await;
