@@ -9,9 +9,10 @@
 //! Verification works on the parsed JSON value rather than on [`AuditRecord`], so a field this
 //! version does not know about is still covered by the hash.
 //!
-//! Invariant: a torn tail (a last line without its newline, or an unparsable last line of the
-//! last file) is reported, never treated as a break: a crash mid-write leaves exactly that, and the
-//! line was never acknowledged to anyone. Anywhere else the same damage is a break.
+//! Invariant: a torn tail (a last line of the last file without its newline) is reported, never
+//! treated as a break: a crash mid-write leaves exactly that, and the line was never acknowledged
+//! to anyone. A complete line that does not parse is a break wherever it is (it was written whole,
+//! so it was changed afterwards).
 
 use std::fmt;
 
@@ -317,12 +318,10 @@ impl ChainVerifier {
             self.torn_tail_skipped = Some(position);
             return Ok(());
         }
+        // Only a final line without its newline is a torn write; a complete line that does not
+        // parse was written whole and then damaged: tampering, wherever it is.
         let mut value: Value = match serde_json::from_str(line.text) {
             Ok(value) => value,
-            Err(_) if line.is_last_line_of_last_file => {
-                self.torn_tail_skipped = Some(position);
-                return Ok(());
-            }
             Err(error) => return Err(brk(BreakReason::UnparsableJson(error.to_string()))),
         };
         let stored_hash = match value.get("hash").and_then(Value::as_str) {
@@ -517,9 +516,9 @@ mod tests {
                 ok(4, 1, Some(("d1", 5))),
             ),
             (
-                "unparsable last line with newline",
+                "an unparsable complete last line is tampering, not a torn write",
                 vec![("d1", format!("{}{torn_half}\n", joined(&lines[..4])))],
-                ok(4, 1, Some(("d1", 5))),
+                Err(ChainBreak { file: "d1".into(), line: 5, reason: BreakReason::UnparsableJson(String::new()) }),
             ),
             (
                 "unparsable line in the middle",

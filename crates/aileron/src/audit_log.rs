@@ -91,6 +91,8 @@ pub enum VerifyError {
     Broken(#[from] ChainBreak),
     #[error("reading {path}: {source}")]
     Read { path: String, source: io::Error },
+    #[error("the log was cut short: {problem}")]
+    Truncated { problem: String },
 }
 
 impl VerifyError {
@@ -100,6 +102,9 @@ impl VerifyError {
                 "the log was modified or damaged at that line; keep a copy of the file for investigation"
             }
             VerifyError::Read { .. } => "check that the audit directory and its files are readable",
+            VerifyError::Truncated { .. } => {
+                "records were removed from the end of the log; keep a copy of the directory for investigation"
+            }
         }
     }
 }
@@ -279,12 +284,21 @@ impl AuditLog {
             )
         })?;
         let head = recover(&audit_dir)?;
+        let head_path = audit_dir.join(HEAD_FILE);
+        let head_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&head_path)
+            .with_context(|| format!("opening {}", head_path.display()))?;
         let (commands, receiver) = mpsc::channel();
         let mut writer = Writer {
             audit_dir: audit_dir.clone(),
             clock,
             head,
             file: None,
+            head_file,
             needs_recovery: false,
             stats: stats.clone(),
         };
@@ -428,7 +442,10 @@ fn verify_audit_dir(audit_dir: &Path) -> Result<VerifyReport, VerifyError> {
             verifier.push(line)?;
         }
     }
-    Ok(verifier.finish())
+    let report = verifier.finish();
+    check_anchored_head(audit_dir, report.last_seq, &report.last_hash)
+        .map_err(|problem| VerifyError::Truncated { problem })?;
+    Ok(report)
 }
 
 fn query_dir(audit_dir: &Path, filter: &AuditFilter) -> Result<Vec<AuditRecord>, AuditError> {
@@ -503,9 +520,9 @@ fn read_text(path: &Path) -> io::Result<String> {
     Ok(String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
-/// What to keep of a log file: the byte length up to the end of the last good record, and that
-/// record. The tail after it — bytes after the last newline, plus a last complete line that does
-/// not parse — is what a crash mid-write leaves, and was never acknowledged.
+/// What to keep of a log file: the byte length up to the last newline, and the last record. Only
+/// the bytes after the last newline are what a crash mid-write leaves (never acknowledged); a
+/// complete line that does not parse was damaged after it was written.
 #[derive(Debug, PartialEq)]
 struct Tail {
     keep: usize,
@@ -515,23 +532,42 @@ struct Tail {
 fn split_tail(bytes: &[u8]) -> Result<Tail, usize> {
     // Line ends (index of each '\n'), newest last.
     let ends: Vec<usize> = bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i).collect();
-    let line_at = |k: usize| {
-        let start = if k == 0 { 0 } else { ends[k - 1] + 1 };
-        serde_json::from_slice::<AuditRecord>(&bytes[start..ends[k]]).ok()
-    };
     let Some(last_index) = ends.len().checked_sub(1) else {
         return Ok(Tail { keep: 0, last: None });
     };
-    if let Some(record) = line_at(last_index) {
-        return Ok(Tail { keep: ends[last_index] + 1, last: Some(record) });
+    let start = if last_index == 0 { 0 } else { ends[last_index - 1] + 1 };
+    match serde_json::from_slice::<AuditRecord>(&bytes[start..ends[last_index]]) {
+        Ok(record) => Ok(Tail { keep: ends[last_index] + 1, last: Some(record) }),
+        // The 1-based line of the damaged complete record.
+        Err(_) => Err(last_index + 1),
     }
-    let Some(before) = last_index.checked_sub(1) else {
-        return Ok(Tail { keep: 0, last: None });
-    };
-    match line_at(before) {
-        Some(record) => Ok(Tail { keep: ends[before] + 1, last: Some(record) }),
-        // Two damaged lines at the end are not a torn write; report the 1-based line.
-        None => Err(before + 1),
+}
+
+/// Where the chain head is anchored outside the log files (SPEC §10): `{"seq":…,"hash":"…"}`,
+/// rewritten in place after every durable batch. Removing records from the end of the log leaves
+/// this head pointing past it, which `verify` and the next start report.
+pub const HEAD_FILE: &str = "chain-head";
+/// The head record is padded to this many bytes and rewritten in place (one `pwrite`).
+const HEAD_RECORD_BYTES: usize = 160;
+
+/// The anchored head, if the file exists and parses. It is written without its own fsync (after
+/// the log's): after a crash it may lag behind the log, never run ahead of it.
+fn read_anchored_head(audit_dir: &Path) -> Option<(u64, String)> {
+    let bytes = fs::read(audit_dir.join(HEAD_FILE)).ok()?;
+    let value: Value = serde_json::from_slice(String::from_utf8_lossy(&bytes).trim().as_bytes()).ok()?;
+    Some((value["seq"].as_u64()?, value["hash"].as_str()?.to_string()))
+}
+
+/// A log whose last record is before the anchored head lost records from its end.
+fn check_anchored_head(audit_dir: &Path, last_seq: u64, last_hash: &str) -> Result<(), String> {
+    match read_anchored_head(audit_dir) {
+        Some((seq, _)) if seq > last_seq => Err(format!(
+            "the log ends at record {last_seq}, but record {seq} was written (records were removed from the end)"
+        )),
+        Some((seq, hash)) if seq == last_seq && hash != last_hash => {
+            Err(format!("record {seq} is not the one that was written (its hash differs from the anchored head)"))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -542,8 +578,9 @@ fn recover(audit_dir: &Path) -> anyhow::Result<ChainHead> {
         let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let tail = split_tail(&bytes).map_err(|line| {
             anyhow::anyhow!(
-                "{} is damaged at line {line}: the last records are not valid JSON\nhint: run `aileron audit \
-                 verify`, keep a copy of the file, and move it out of the audit directory to start a new chain",
+                "{} is damaged at line {line}: a complete record is not valid JSON (changed after it was \
+                 written)\nhint: run `aileron audit verify`, keep a copy of the file, and move it out of the audit \
+                 directory to start a new chain",
                 path.display()
             )
         })?;
@@ -551,8 +588,22 @@ fn recover(audit_dir: &Path) -> anyhow::Result<ChainHead> {
             set_aside_torn_tail(path, &bytes, tail.keep)?;
         }
         if let Some(record) = tail.last {
+            check_anchored_head(audit_dir, record.seq, &record.hash).map_err(|problem| {
+                anyhow::anyhow!(
+                    "the audit log in {} was cut short: {problem}\nhint: run `aileron audit verify`, keep a copy \
+                     of the directory for investigation; the daemon will not extend a truncated chain",
+                    audit_dir.display()
+                )
+            })?;
             return Ok(ChainHead::after(&record));
         }
+    }
+    if let Some((seq, _)) = read_anchored_head(audit_dir).filter(|(seq, _)| *seq > 0) {
+        anyhow::bail!(
+            "the audit log in {} is empty, but {seq} records were written\nhint: restore the log files from a \
+             backup; the daemon will not start a new chain over a removed one",
+            audit_dir.display()
+        );
     }
     Ok(ChainHead::genesis())
 }
@@ -587,6 +638,8 @@ struct Writer {
     clock: Arc<dyn Clock>,
     head: ChainHead,
     file: Option<OpenLog>,
+    /// [`HEAD_FILE`], rewritten in place after each durable batch.
+    head_file: File,
     /// Set after a failed batch: the head is re-read from disk before the next one.
     needs_recovery: bool,
     stats: Arc<Stats>,
@@ -651,6 +704,7 @@ impl Writer {
         match result {
             Ok(()) => {
                 self.stats.batches.fetch_add(1, Ordering::Relaxed);
+                self.anchor_head();
                 for (reply, record) in waiters {
                     let _ = reply.send(Ok(record));
                 }
@@ -704,6 +758,18 @@ impl Writer {
             return Err(error);
         }
         self.write_and_sync(&mut buffer)
+    }
+
+    /// Rewrites [`HEAD_FILE`] in place with the durable head (one `pwrite` of a fixed-size line).
+    /// No fsync of its own: after a crash the anchor may lag behind the log, never run ahead.
+    fn anchor_head(&mut self) {
+        use std::os::unix::fs::FileExt;
+        let mut line = format!("{{\"seq\":{},\"hash\":\"{}\"}}", self.head.seq, self.head.hash).into_bytes();
+        line.resize(HEAD_RECORD_BYTES - 1, b' ');
+        line.push(b'\n');
+        if let Err(error) = self.head_file.write_all_at(&line, 0) {
+            eprintln!("aileron: warning: anchoring the audit chain head: {error}");
+        }
     }
 
     /// Makes the file for `date` current, first committing what is buffered for the previous one:
@@ -866,9 +932,8 @@ mod tests {
     #[tokio::test]
     async fn torn_tail_is_set_aside_at_open_and_the_chain_continues() {
         // (bytes appended after 3 good records, file names expected besides the log)
-        let cases: [(&str, &[u8]); 3] = [
+        let cases: [(&str, &[u8]); 2] = [
             ("half a line", b"{\"audit_id\":\"audit-x\",\"ev"),
-            ("a complete but unparsable last line", b"{\"audit_id\":\0\0\0\n"),
             ("zeros from a crash", b"\0\0\0\0\0\0\0\0"),
         ];
         for (name, torn) in cases {
@@ -901,6 +966,35 @@ mod tests {
         }
     }
 
+    /// Replacing the last complete record with garbage, or removing records from the end, is
+    /// detected by `verify` and refused at the next start (SPEC §10).
+    #[tokio::test]
+    async fn damaging_or_cutting_the_end_of_the_log_is_detected() {
+        for damage in ["garbage last record", "last record removed", "every record removed"] {
+            let temp = tempfile::tempdir().unwrap();
+            let clock = TestClock::at("2026-11-22T10:00:00.000Z");
+            let log = open_disk(temp.path(), &clock);
+            for _ in 0..5 {
+                log.append(event("a", &[])).await.unwrap();
+            }
+            drop(log);
+            let path = temp.path().join("audit/audit-2026-11-22.jsonl");
+            let text = fs::read_to_string(&path).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            let damaged = match damage {
+                "garbage last record" => format!("{}\n{{\"audit_id\": \"not a record\"}}\n", lines[..4].join("\n")),
+                "last record removed" => format!("{}\n", lines[..4].join("\n")),
+                _ => String::new(),
+            };
+            fs::write(&path, damaged).unwrap();
+            let verified = verify(temp.path());
+            assert!(verified.is_err(), "{damage}: verify reports it: {verified:?}");
+            let reopened = AuditLog::open_with_clock(AuditConfig { dir: Some(temp.path().to_path_buf()) }, clock.clone());
+            let error = reopened.err().unwrap_or_else(|| panic!("{damage}: the daemon does not extend a damaged chain"));
+            assert!(format!("{error:#}").contains("hint:"), "{damage}: {error:#}");
+        }
+    }
+
     #[test]
     fn split_tail_table() {
         let record = |seq: u64| {
@@ -923,11 +1017,12 @@ mod tests {
         check(String::new(), Ok((0, None)));
         check(two.clone(), Ok((two.len(), Some(2))));
         check(format!("{two}{{\"torn"), Ok((two.len(), Some(2))));
-        check(format!("{two}garbage\n"), Ok((two.len(), Some(2))));
-        check(format!("{two}garbage\n{{\"torn"), Ok((two.len(), Some(2))));
-        check("garbage\n".into(), Ok((0, None)));
+        // A complete line that does not parse is damage, not a torn write.
+        check(format!("{two}garbage\n"), Err(3));
+        check(format!("{two}garbage\n{{\"torn"), Err(3));
+        check("garbage\n".into(), Err(1));
         check("{\"torn".into(), Ok((0, None)));
-        check(format!("{two}bad\nworse\n"), Err(3));
+        check(format!("{two}bad\nworse\n"), Err(4));
     }
 
     #[tokio::test]
