@@ -106,6 +106,7 @@ impl AppState {
         let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()), ..RuntimeConfig::default() }).context("starting wasmtime")?;
         let egress_client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(crate::egress::PublicOnlyResolver))
             .pool_idle_timeout(std::time::Duration::from_secs(30))
             .build()
             .context("building the egress HTTP client")?;

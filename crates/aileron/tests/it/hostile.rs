@@ -123,6 +123,24 @@ async fn network_escapes_are_denied_and_audited() {
     assert_one_failure_record(&harness, &response.body).await;
 }
 
+/// A manifest that declares a name (`localhost:<port>`) cannot lead a connector to a loopback
+/// service, the daemon itself included; only a literally named local address is reachable.
+#[tokio::test]
+async fn a_host_name_that_resolves_to_a_local_address_is_refused() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = harness_with_echo().await;
+    let port = upstream.host_port().rsplit(':').next().unwrap().to_string();
+    let named = format!("localhost:{port}");
+    let daemon = format!("localhost:{}", crate::support::PORT);
+    harness.guest_action("http_get", &[named.clone(), daemon.clone()], "get", |spec| spec.inputs = &[("url", "string", true)]).await;
+    for target in [format!("http://{named}/echo"), format!("http://{daemon}/v1/health")] {
+        let response = harness.run("http_get", json!({ "url": target })).await;
+        assert_eq!(response.body["error"]["class"], "capability_denied", "{target}: {}", response.body);
+        assert!(response.body["error"]["message"].as_str().unwrap().contains("non-public"), "{}", response.body);
+    }
+    assert_eq!(upstream.recorder.count(), 0, "nothing reached the loopback service");
+}
+
 /// Only GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS leave the host (SPEC §4.4).
 #[tokio::test]
 async fn only_the_allowed_http_methods_leave_the_host() {
