@@ -19,7 +19,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use serde_json::json;
 
 use crate::daemon::AppState;
@@ -69,7 +69,14 @@ pub struct Gateway {
     /// HTTP/1.1 only: an `Upgrade` cannot ride HTTP/2, which ALPN could otherwise pick.
     upgrade_client: reqwest::Client,
     pub vault: Arc<dyn VaultGate>,
+    /// Requests in flight, request bodies buffered and responses streaming, are capped: any local
+    /// process may use the gateway (by design), none may exhaust the daemon with it.
+    permits: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many gateway requests may be in flight at once (each may buffer a request body of up to
+/// [`MAX_REQUEST_BODY_BYTES`]); beyond it the gateway answers 503 in the provider's shape.
+pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 impl Gateway {
     pub fn new(anthropic: String, openai: String, vault: Arc<dyn VaultGate>) -> anyhow::Result<Gateway> {
@@ -83,7 +90,20 @@ impl Gateway {
         let client = builder().build()?;
         let upgrade_client = builder().http1_only().build()?;
         let trim = |base: String| base.trim_end_matches('/').to_string();
-        Ok(Gateway { anthropic: trim(anthropic), openai: trim(openai), client, upgrade_client, vault })
+        Ok(Gateway {
+            anthropic: trim(anthropic),
+            openai: trim(openai),
+            client,
+            upgrade_client,
+            vault,
+            permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
+        })
+    }
+
+    /// The same gateway with another concurrency cap (tests, small machines).
+    pub fn with_max_concurrent(mut self, requests: usize) -> Gateway {
+        self.permits = Arc::new(tokio::sync::Semaphore::new(requests));
+        self
     }
 
     /// From `AILERON_ANTHROPIC_UPSTREAM` / `AILERON_OPENAI_UPSTREAM`, defaulting to the providers.
@@ -151,6 +171,17 @@ async fn proxy(State(state): State<Arc<AppState>>, mut request: Request) -> Resp
         };
         return provider.error(StatusCode::LOCKED, kind, &message);
     }
+    // Held until the response body (or the upgraded connection) is done.
+    let Ok(permit) = gateway.permits.clone().try_acquire_owned() else {
+        let kind = match provider {
+            Provider::Anthropic => "overloaded_error",
+            Provider::OpenAi => "server_error",
+        };
+        let message = "Aileron gateway: too many requests in flight; retry shortly".to_string();
+        let mut response = provider.error(StatusCode::SERVICE_UNAVAILABLE, kind, &message);
+        response.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        return response;
+    };
     let base = match provider {
         Provider::Anthropic => &gateway.anthropic,
         Provider::OpenAi => &gateway.openai,
@@ -202,11 +233,14 @@ async fn proxy(State(state): State<Arc<AppState>>, mut request: Request) -> Resp
         }
     }
     if let (Some((_, client_side)), StatusCode::SWITCHING_PROTOCOLS) = (upgrade, status) {
-        return switch_protocols(builder, response, client_side);
+        return switch_protocols(builder, response, client_side, permit);
     }
     // Each chunk is handed to hyper as it arrives: no buffering, so every SSE event reaches the
-    // agent as soon as the upstream sends it.
-    let stream = response.bytes_stream().map_err(std::io::Error::other);
+    // agent as soon as the upstream sends it. The permit lives as long as the stream.
+    let stream = response.bytes_stream().map_err(std::io::Error::other).map(move |chunk| {
+        let _held = &permit;
+        chunk
+    });
     builder.body(Body::from_stream(stream)).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
 }
 
@@ -216,6 +250,7 @@ fn switch_protocols(
     builder: axum::http::response::Builder,
     response: reqwest::Response,
     client_side: hyper::upgrade::OnUpgrade,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Response {
     let protocol = response.headers().get(header::UPGRADE).cloned();
     let builder = match protocol {
@@ -223,6 +258,7 @@ fn switch_protocols(
         None => builder,
     };
     tokio::spawn(async move {
+        let _held = permit;
         let (client, upstream) = tokio::join!(client_side, response.upgrade());
         match (client, upstream) {
             (Ok(client), Ok(mut upstream)) => {

@@ -76,6 +76,8 @@ pub struct StateOptions {
     pub gateway_upstreams: Option<(String, String)>,
     /// `serve` passes `telemetry::init`'s; tests build theirs from an explicit config.
     pub telemetry: crate::telemetry::Telemetry,
+    /// `None`: [`crate::gateway::MAX_CONCURRENT_REQUESTS`].
+    pub gateway_max_concurrent: Option<usize>,
 }
 
 impl StateOptions {
@@ -87,6 +89,7 @@ impl StateOptions {
             retry_delays: crate::runner::RETRY_DELAYS,
             gateway_upstreams: None,
             telemetry: crate::telemetry::Telemetry::disabled(),
+            gateway_max_concurrent: None,
         }
     }
 }
@@ -134,7 +137,8 @@ impl AppState {
                 Some((anthropic, openai)) => crate::gateway::Gateway::new(anthropic, openai, vault.clone()),
                 None => crate::gateway::Gateway::from_env(vault.clone()),
             }
-            .context("building the LLM gateway client")?,
+            .context("building the LLM gateway client")?
+            .with_max_concurrent(options.gateway_max_concurrent.unwrap_or(crate::gateway::MAX_CONCURRENT_REQUESTS)),
             retry_delays: options.retry_delays,
             egress_client,
             started_at: chrono::Utc::now(),

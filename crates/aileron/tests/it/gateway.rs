@@ -14,6 +14,7 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use futures_util::StreamExt;
+use tower::ServiceExt as _;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
@@ -400,4 +401,48 @@ async fn a_refused_upgrade_comes_back_unchanged_so_the_client_falls_back() {
     let mut body = vec![0u8; 27];
     tokio::io::AsyncReadExt::read_exact(&mut socket, &mut body).await.unwrap();
     assert_eq!(body, br#"{"error":"use HTTP please"}"#);
+}
+
+/// Any local process may use the gateway, none may exhaust the daemon with it: requests in flight
+/// (a response still streaming counts) are capped, and the next one gets a provider-shaped 503
+/// with `retry-after` until one finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_flight_are_capped_with_a_provider_shaped_503() {
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let upstream = axum::Router::new().route(
+        "/v1/messages",
+        axum::routing::post(move || {
+            let held = held.clone();
+            async move {
+                let stream = futures_util::stream::once(async move {
+                    held.notified().await;
+                    Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"event: message_stop\ndata: {}\n\n"))
+                });
+                axum::response::Response::builder().header("content-type", "text/event-stream").body(axum::body::Body::from_stream(stream)).unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, upstream).await.unwrap() });
+    let harness = crate::support::Harness::with_options(|options| {
+        options.gateway_upstreams = Some((base.clone(), base.clone()));
+        options.gateway_max_concurrent = Some(1);
+    });
+    let request = || {
+        http::Request::builder().method("POST").uri("/v1/messages").header("host", format!("127.0.0.1:{}", crate::support::PORT)).header("content-type", "application/json")
+    };
+    let first = harness.router.clone().oneshot(request().body(axum::body::Body::from("{}")).unwrap()).await.unwrap();
+    assert_eq!(first.status(), http::StatusCode::OK, "the first stream is open");
+    let second = harness.send(request(), Some(serde_json::json!({}))).await;
+    assert_eq!(second.status, http::StatusCode::SERVICE_UNAVAILABLE, "{}", second.body);
+    assert_eq!(second.body["error"]["type"], "overloaded_error", "{}", second.body);
+    assert_eq!(second.headers["retry-after"], "1");
+    release.notify_one();
+    let body = axum::body::to_bytes(first.into_body(), 1024).await.unwrap();
+    assert!(String::from_utf8_lossy(&body).contains("message_stop"));
+    let third = harness.router.clone().oneshot(request().body(axum::body::Body::from("{}")).unwrap()).await.unwrap();
+    assert_eq!(third.status(), http::StatusCode::OK, "a finished stream gives its place back");
+    release.notify_one();
 }
