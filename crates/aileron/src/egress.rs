@@ -250,9 +250,10 @@ impl StepEgress {
             payload.insert("aileron.proxy.upstream.path".into(), target.path.clone().into());
         }
         payload.insert("aileron.connector.fqn".into(), self.connector_fqn.clone().into());
-        payload.insert("aileron.connector.operation".into(), self.op.clone().into());
+        payload.insert(crate::telemetry::keys::CONNECTOR_OP.into(), self.op.clone().into());
         payload.insert("aileron.action.name".into(), self.action.clone().into());
-        payload.insert("aileron.audit.run_id".into(), self.audit_id.clone().into());
+        // The run this call belongs to, under the key the run's own spans use.
+        payload.insert(crate::telemetry::keys::AUDIT_ID.into(), self.audit_id.clone().into());
         if let Some(session) = &self.caller.session_id {
             payload.insert("aileron.session.id".into(), session.clone().into());
         }

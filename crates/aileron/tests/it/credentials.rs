@@ -129,6 +129,9 @@ async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_th
     let records = harness.audit().await;
     let proxied = records.iter().find(|r| r["event_type"] == "connector.proxy.proxied").unwrap();
     assert_eq!(proxied["payload"]["aileron.binding.name"], name.as_str(), "{proxied}");
+    // Proxy records use the same keys as the run's records and spans (`audit list` shows the op).
+    assert_eq!(proxied["payload"]["aileron.connector.op"], "get", "{proxied}");
+    assert_eq!(proxied["payload"]["aileron.audit.id"], response.body["audit_id"], "{proxied}");
     let executed = records.iter().find(|r| r["event_type"] == "action.executed").unwrap();
     assert_eq!(executed["payload"]["aileron.action.steps"][0]["aileron.binding.name"], name.as_str(), "{executed}");
     for record in &records {
