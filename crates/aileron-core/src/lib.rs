@@ -5,6 +5,7 @@
 pub mod action;
 pub mod approval;
 pub mod audit;
+pub mod constant_time;
 pub mod failure;
 pub mod identity;
 pub mod manifest;

@@ -417,19 +417,7 @@ fn redact(headers: &mut [(String, String)], body: &mut Vec<u8>, secret: &str) {
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) and headers the client computes itself.
 fn is_hop_by_hop_or_managed(name: &str) -> bool {
-    const SKIPPED: [&str; 10] = [
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    ];
-    SKIPPED.iter().any(|skipped| name.eq_ignore_ascii_case(skipped))
+    crate::headers::is_hop_by_hop(name) || name.eq_ignore_ascii_case("content-length")
 }
 
 /// A reqwest error without the URL (which could carry a query string).

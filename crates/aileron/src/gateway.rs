@@ -135,10 +135,8 @@ async fn root() -> StatusCode {
 /// Headers that belong to one connection, not the message (RFC 9110 §7.6.1), plus `Host`, which
 /// the client sets for the upstream.
 fn is_hop_by_hop(name: &HeaderName, connection_listed: &[String]) -> bool {
-    const HOP_BY_HOP: [&str; 9] =
-        ["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host"];
     let name = name.as_str();
-    HOP_BY_HOP.contains(&name) || name == "proxy-connection" || connection_listed.iter().any(|listed| listed == name)
+    crate::headers::is_hop_by_hop(name) || name == "proxy-connection" || connection_listed.iter().any(|listed| listed == name)
 }
 
 /// Header names a `Connection` header declares hop-by-hop.

@@ -15,6 +15,7 @@ pub mod env;
 pub mod fake_github;
 pub mod forge;
 pub mod gateway;
+pub mod headers;
 pub mod home;
 pub mod keyring;
 pub mod launch;

@@ -145,7 +145,7 @@ impl OAuthFlows {
     /// CLI mode: the CLI caught `code` and `state` on its loopback port.
     pub async fn finish(&self, session_id: &str, code: &str, state: &str) -> Result<Completed, OAuthError> {
         let pending = self.take(|id, _| id == session_id)?;
-        if !constant_time_eq(pending.state.as_bytes(), state.as_bytes()) {
+        if !aileron_core::constant_time::eq(pending.state.as_bytes(), state.as_bytes()) {
             return Err(OAuthError::StateMismatch);
         }
         self.exchange(pending, code).await
@@ -155,7 +155,7 @@ impl OAuthFlows {
     /// (or `error`). The session is found by its state and consumed either way.
     pub async fn callback(&self, state: &str, code: Option<&str>, error: Option<&str>) -> Result<Completed, (OAuthError, Option<Mode>)> {
         let pending = self
-            .take(|_, pending| matches!(pending.mode, Mode::Daemon { .. }) && constant_time_eq(pending.state.as_bytes(), state.as_bytes()))
+            .take(|_, pending| matches!(pending.mode, Mode::Daemon { .. }) && aileron_core::constant_time::eq(pending.state.as_bytes(), state.as_bytes()))
             .map_err(|error| (error, None))?;
         let mode = pending.mode.clone();
         if let Some(error) = error {
@@ -297,10 +297,6 @@ pub fn is_loopback_http(value: &str) -> bool {
     }
 }
 
-/// Compares without an early exit, so timing does not reveal how much of a state matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
-}
 
 /// reqwest 0.13 as the `oauth2` crate's HTTP client (its bundled one is reqwest 0.12): no
 /// redirects (a token endpoint that redirects is not followed), bounded answers.

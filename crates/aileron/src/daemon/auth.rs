@@ -123,15 +123,15 @@ impl TokenRegistry {
     /// The CSRF token of a web session cookie.
     pub fn web_session(&self, cookie: &str) -> Option<String> {
         let sessions = self.web_sessions.read().expect("web sessions poisoned");
-        sessions.iter().find(|(value, _)| constant_time_eq(cookie.as_bytes(), value.as_bytes())).map(|(_, csrf)| csrf.clone())
+        sessions.iter().find(|(value, _)| aileron_core::constant_time::eq(cookie.as_bytes(), value.as_bytes())).map(|(_, csrf)| csrf.clone())
     }
 
     pub fn resolve(&self, presented: &str) -> Option<Principal> {
-        if constant_time_eq(presented.as_bytes(), self.admin_token.as_bytes()) {
+        if aileron_core::constant_time::eq(presented.as_bytes(), self.admin_token.as_bytes()) {
             return Some(Principal::Admin);
         }
         let sessions = self.sessions.read().expect("token registry poisoned");
-        sessions.iter().find(|(token, _)| constant_time_eq(presented.as_bytes(), token.as_bytes())).map(|(_, p)| p.clone())
+        sessions.iter().find(|(token, _)| aileron_core::constant_time::eq(presented.as_bytes(), token.as_bytes())).map(|(_, p)| p.clone())
     }
 }
 
@@ -142,9 +142,6 @@ pub fn random_token() -> String {
     hex::encode(bytes)
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 /// The `Host` values this daemon answers to.
 pub fn allowed_hosts(port: u16) -> Vec<String> {
@@ -212,7 +209,7 @@ fn check(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
                     return Err(ApiError::forbidden("state-changing browser requests must carry an Origin header"));
                 }
                 let presented = request.headers().get(CSRF_HEADER).and_then(|h| h.to_str().ok()).unwrap_or("");
-                if !constant_time_eq(presented.as_bytes(), csrf.as_bytes()) {
+                if !aileron_core::constant_time::eq(presented.as_bytes(), csrf.as_bytes()) {
                     return Err(ApiError::forbidden("missing or wrong CSRF token"));
                 }
             }
