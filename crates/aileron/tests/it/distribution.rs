@@ -363,17 +363,24 @@ fn connectors_are_shown_removed_only_when_unused_and_collected() {
     drop(setup.runtime);
 }
 
-/// Eight installs of the same package at once: all succeed, one store entry, intact, one index line.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn racing_installs_of_one_connector_leave_one_intact_entry() {
-    let harness = std::sync::Arc::new(crate::support::Harness::new());
-    let dir = harness.temp.path().join("pkg-race");
+/// Writes the echo guest as a package directory and previews it; returns the preview and the
+/// install body (consent by flag, unsigned accepted).
+async fn echo_package(harness: &crate::support::Harness, dir_name: &str) -> (crate::support::TestResponse, Value) {
+    let dir = harness.temp.path().join(dir_name);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("connector.wasm"), guest_wasm("echo")).unwrap();
     std::fs::write(dir.join("manifest.toml"), manifest("echo", &[], "")).unwrap();
     let reference = "github://aileron-tests/echo@1.0.0";
     let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
     let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
+    (preview, body)
+}
+
+/// Eight installs of the same package at once: all succeed, one store entry, intact, one index line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_installs_of_one_connector_leave_one_intact_entry() {
+    let harness = std::sync::Arc::new(crate::support::Harness::new());
+    let (preview, body) = echo_package(&harness, "pkg-race").await;
     let installs: Vec<_> = (0..8)
         .map(|_| {
             let (harness, body) = (harness.clone(), body.clone());
@@ -400,13 +407,7 @@ async fn an_unwritable_store_fails_the_install_cleanly() {
     std::fs::remove_dir_all(&entries).unwrap();
     // Running as root, permissions would not stop us: a file where the directory must be does.
     std::fs::write(&entries, b"not a directory").unwrap();
-    let dir = harness.temp.path().join("pkg");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("connector.wasm"), guest_wasm("echo")).unwrap();
-    std::fs::write(dir.join("manifest.toml"), manifest("echo", &[], "")).unwrap();
-    let reference = "github://aileron-tests/echo@1.0.0";
-    let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
-    let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
+    let (_, body) = echo_package(&harness, "pkg").await;
     let install = harness.request("POST", "/v1/connectors/install", Some(body)).await;
     assert_eq!(install.status.as_u16(), 507, "{}", install.body);
     assert_eq!(install.body["error"]["code"], "store_unwritable");
