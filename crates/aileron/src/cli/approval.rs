@@ -148,7 +148,7 @@ pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
     if let Some(focus) = focus {
         url.push_str(&format!("&focus={focus}"));
     }
-    if print || !open_browser(&url) {
+    if print || !open_browser(home, &url) {
         // stdout carries the URL so scripts (and people without a browser here) can use it.
         println!("{url}");
         if !print {
@@ -160,12 +160,39 @@ pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
     Ok(EXIT_OK)
 }
 
-/// Starts the platform's URL opener; false when none is available or it fails.
-pub(super) fn open_browser(url: &str) -> bool {
+/// Opens `url` in the browser without putting it on a command line: a URL carrying a one-time
+/// ticket or an OAuth state would be readable by every local user in `/proc/<pid>/cmdline` for
+/// the opener's lifetime. The opener gets a `file://` page (0600, in the 0700 home) that forwards
+/// the browser to `url`; such pages older than two minutes are removed on the next call. False
+/// when no opener is available or it fails.
+pub(super) fn open_browser(home: &Home, url: &str) -> bool {
+    let dir = home.root().join("launch");
+    if crate::home::create_private_dir(&dir).is_err() {
+        return false;
+    }
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with("open-")
+            && entry.metadata().and_then(|m| m.modified()).is_ok_and(|at| at.elapsed().is_ok_and(|age| age.as_secs() > 120));
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let escaped = url.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
+    let page = format!(
+        "<!doctype html><meta charset=\"utf-8\"><meta name=\"referrer\" content=\"no-referrer\">\
+         <meta http-equiv=\"refresh\" content=\"0;url={escaped}\"><title>Aileron</title><p>Opening Aileron…</p>\n"
+    );
+    let mut random = [0u8; 8];
+    let _ = getrandom::fill(&mut random);
+    let path = dir.join(format!("open-{}.html", hex::encode(random)));
+    if crate::home::write_atomic(&path, page.as_bytes(), 0o600).is_err() {
+        return false;
+    }
+    let target = format!("file://{}", path.display());
     let openers: &[&str] = if cfg!(target_os = "macos") { &["open"] } else { &["xdg-open", "sensible-browser"] };
     openers.iter().any(|opener| {
         std::process::Command::new(opener)
-            .arg(url)
+            .arg(&target)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

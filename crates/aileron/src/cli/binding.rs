@@ -82,7 +82,7 @@ enum BindingCommand {
 pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
     let client = DaemonClient::connect(home).await?;
     match args.command {
-        BindingCommand::Setup { connector, identity, material } => setup(&client, &connector, identity, &material).await,
+        BindingCommand::Setup { connector, identity, material } => setup(home, &client, &connector, identity, &material).await,
         BindingCommand::List { json } => {
             let listing = client.get("/v1/bindings").await?;
             if json {
@@ -114,14 +114,14 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
             let binding = client.get(&format!("/v1/bindings/{}", encode(&name))).await?;
             let kind = binding["kind"].as_str().unwrap_or_default().to_string();
             if kind == "oauth2" {
-                return authorize(&client, json!({ "rebind": name }), material.no_browser).await;
+                return authorize(home, &client, json!({ "rebind": name }), material.no_browser).await;
             }
             let body = material_body(&kind, &material)?;
             let rebound = send(&client, Method::POST, &format!("/v1/bindings/{}/rebind", encode(&name)), body).await?;
             eprintln!("rebound {}", escape(rebound["name"].as_str().unwrap_or(&name)));
             Ok(EXIT_OK)
         }
-        BindingCommand::Reauthorize { name, no_browser } => authorize(&client, json!({ "rebind": name }), no_browser).await,
+        BindingCommand::Reauthorize { name, no_browser } => authorize(home, &client, json!({ "rebind": name }), no_browser).await,
         BindingCommand::Revoke { name } => {
             let (status, body) = client.call_raw(Method::DELETE, &format!("/v1/bindings/{}", encode(&name)), None).await?;
             if !status.is_success() {
@@ -133,7 +133,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
     }
 }
 
-async fn setup(client: &DaemonClient, connector: &str, identity: Option<String>, material: &MaterialArgs) -> CliResult {
+async fn setup(home: &Home, client: &DaemonClient, connector: &str, identity: Option<String>, material: &MaterialArgs) -> CliResult {
     let connectors = client.get("/v1/connectors").await?;
     let installed = connectors["items"].as_array().into_iter().flatten().rfind(|c| c["fqn"] == connector).cloned();
     let Some(installed) = installed else {
@@ -151,7 +151,7 @@ async fn setup(client: &DaemonClient, connector: &str, identity: Option<String>,
         body["identity"] = identity.into();
     }
     if kind == "oauth2" {
-        return authorize(client, body, material.no_browser).await;
+        return authorize(home, client, body, material.no_browser).await;
     }
     let material_body = material_body(&kind, material)?;
     for (key, value) in material_body.as_object().into_iter().flatten() {
@@ -191,7 +191,7 @@ fn material_body(kind: &str, material: &MaterialArgs) -> Result<Value, CliError>
 
 /// OAuth2 in CLI mode: listen on a loopback port, start the flow, open the browser (or print the
 /// URL), catch one redirect, and let the daemon exchange the code.
-async fn authorize(client: &DaemonClient, mut body: Value, no_browser: bool) -> CliResult {
+async fn authorize(home: &Home, client: &DaemonClient, mut body: Value, no_browser: bool) -> CliResult {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(|error| CliError::failure(format!("listening on a loopback port for the OAuth redirect: {error}")))?;
@@ -201,7 +201,7 @@ async fn authorize(client: &DaemonClient, mut body: Value, no_browser: bool) -> 
     let started = send(client, Method::POST, "/v1/bindings/setup/oauth2/init", body).await?;
     let url = started["authorize_url"].as_str().unwrap_or_default().to_string();
     let session_id = started["session_id"].as_str().unwrap_or_default().to_string();
-    if no_browser || !super::approval::open_browser(&url) {
+    if no_browser || !super::approval::open_browser(home, &url) {
         eprintln!("open this URL in a browser to authorize (waiting up to 10 minutes):");
         println!("{url}");
     } else {

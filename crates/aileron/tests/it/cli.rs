@@ -437,3 +437,27 @@ fn the_home_keeps_private_modes_and_a_lax_home_is_pointed_out() {
     assert!(stderr(&listed).contains("accessible to other users") && stderr(&listed).contains("chmod 700"), "{}", stderr(&listed));
     assert_eq!(mode(""), 0o755, "the user's choice is not changed behind their back");
 }
+
+/// `aileron open` never puts the sign-in ticket on a command line (every local user can read
+/// `/proc/<pid>/cmdline`): the opener gets a private `file://` page that forwards to it.
+#[test]
+fn the_login_ticket_never_appears_on_a_command_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    let bin = cli.scratch().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let record = cli.scratch().join("opener-args");
+    let opener = bin.join("xdg-open");
+    std::fs::write(&opener, format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\n", record.display())).unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let opened = cli.run_with(&["open", "approvals"], &[("PATH", path.as_str())], None);
+    assert!(opened.status.success(), "{}", stderr(&opened));
+    let argv = std::fs::read_to_string(&record).unwrap();
+    assert!(argv.trim().starts_with("file://") && !argv.contains("ticket"), "the opener's argv: {argv}");
+    let page = Path::new(argv.trim().trim_start_matches("file://")).to_path_buf();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("/approvals/login?ticket="), "{html}");
+    assert_eq!(std::fs::metadata(&page).unwrap().permissions().mode() & 0o777, 0o600);
+}
