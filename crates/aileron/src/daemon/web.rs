@@ -129,6 +129,8 @@ fn secure_headers_with_nonce(nonce: &str) -> [(header::HeaderName, String); 4] {
     ]
 }
 
+/// HTML-escapes `text` and makes control characters and bidi overrides visible (`\u{202e}`)
+/// instead of letting them reorder or hide what the reviewer reads; line breaks and tabs stay.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -138,7 +140,8 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c => out.push(c),
+            '\n' | '\t' => out.push(c),
+            c => out.push_str(&aileron_core::untrusted_text::visible(&c.to_string(), 1)),
         }
     }
     out
@@ -226,7 +229,9 @@ const SCRIPT: &str = r#"
 const cards = document.getElementById('cards');
 const resolved = document.getElementById('resolved');
 const empty = document.getElementById('empty');
-function el(tag, attrs, text) { const e = document.createElement(tag); Object.assign(e, attrs || {}); if (text !== undefined) e.textContent = text; return e; }
+// Controls and bidi overrides are shown as \\u{..}, never obeyed (the server-rendered cards do the same).
+function visible(s) { return String(s).replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, c => '\\u{' + c.charCodeAt(0).toString(16) + '}'); }
+function el(tag, attrs, text) { const e = document.createElement(tag); Object.assign(e, attrs || {}); if (text !== undefined) e.textContent = visible(text); return e; }
 function shown(v) { return typeof v === 'string' ? v : JSON.stringify(v); }
 function refreshEmpty() { empty.hidden = cards.children.length > 0; }
 function render(entry) {
@@ -239,7 +244,7 @@ function render(entry) {
     card.append(el('p', { className: 'preview-unavailable' }, 'preview unavailable: ' + preview.unavailable.reason));
   } else if (preview && preview.fields) {
     const t = el('table', { className: 'preview' });
-    for (const f of preview.fields) { const r = el('tr'); const v = el('td'); v.append(f.multiline ? el('pre', {}, f.value ?? '—') : document.createTextNode(f.value ?? '—')); r.append(el('th', {}, f.label), v); t.append(r); }
+    for (const f of preview.fields) { const r = el('tr'); const v = el('td'); v.append(f.multiline ? el('pre', {}, f.value ?? '—') : document.createTextNode(visible(f.value ?? '—'))); r.append(el('th', {}, f.label), v); t.append(r); }
     card.append(t);
   }
   card.append(el('h3', {}, 'Arguments'));
@@ -316,3 +321,20 @@ events.addEventListener('resolved', (e) => resolve(JSON.parse(e.data)));
 const focused = document.getElementById('card-' + FOCUS);
 if (focused) focused.scrollIntoView();
 "#;
+
+#[cfg(test)]
+mod escape_tests {
+    use super::escape;
+
+    #[test]
+    fn html_is_escaped_and_bidi_overrides_and_controls_are_shown() {
+        for (input, expected) in [
+            ("<b>&\"'", "&lt;b&gt;&amp;&quot;&#39;"),
+            ("invoice\u{202e}fdp.exe", "invoice\\u{202e}fdp.exe"),
+            ("bell\u{7}", "bell\\u{7}"),
+            ("two\nlines\tand tabs", "two\nlines\tand tabs"),
+        ] {
+            assert_eq!(escape(input), expected, "{input:?}");
+        }
+    }
+}
