@@ -15,7 +15,7 @@ use nix::unistd::Pid;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::daemon::DaemonInfo;
+use crate::process::DaemonInfo;
 use crate::env;
 use crate::home::Home;
 
@@ -89,7 +89,7 @@ impl DaemonClient {
     /// Finds a daemon that answers, without starting one: `AILERON_URL` + `AILERON_TOKEN` (an
     /// error when that daemon does not answer), else `daemon.json` (`None` when it does not).
     pub async fn discover(home: &Home) -> anyhow::Result<Option<DaemonClient>> {
-        crate::daemon::install_crypto_provider();
+        crate::process::install_crypto_provider();
         let http = http_client()?;
         if let (Some(url), Some(token)) = (env::get(env::AILERON_URL), env::get(env::AILERON_TOKEN))
             && !url.is_empty()
@@ -110,7 +110,7 @@ impl DaemonClient {
     /// A client for a daemon at a known address, without discovery or a health check (the
     /// daemon's own `/mcp` endpoint loops back to itself with one).
     pub fn at(base_url: impl Into<String>, token: impl Into<String>) -> anyhow::Result<DaemonClient> {
-        crate::daemon::install_crypto_provider();
+        crate::process::install_crypto_provider();
         Ok(DaemonClient::new(http_client()?, base_url.into(), token.into()))
     }
 

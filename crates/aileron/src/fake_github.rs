@@ -64,7 +64,7 @@ impl FakeGithub {
         let recorder = Recorder::default();
         let app = router(recorder.clone());
         let task = tokio::spawn(async move {
-            let _ = axum::serve(crate::daemon::no_delay(listener), app).await;
+            let _ = axum::serve(crate::process::no_delay(listener), app).await;
         });
         Ok(FakeGithub { addr, recorder, task })
     }

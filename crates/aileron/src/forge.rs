@@ -129,7 +129,7 @@ pub fn released_versions(fqn: &Fqn, listing: &serde_json::Value, include_pre: bo
 
 /// A client that follows redirects only within the same host.
 fn client() -> anyhow::Result<reqwest::Client> {
-    crate::daemon::install_crypto_provider();
+    crate::process::install_crypto_provider();
     let policy = reqwest::redirect::Policy::custom(|attempt| {
         let same_host = attempt.previous().first().map(|first| first.host_str()) == Some(attempt.url().host_str());
         if attempt.previous().len() >= 5 || !same_host { attempt.stop() } else { attempt.follow() }

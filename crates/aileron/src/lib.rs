@@ -22,6 +22,7 @@ pub mod launch;
 pub mod mcp;
 pub mod oauth;
 pub mod package;
+pub mod process;
 pub mod publish;
 pub mod runner;
 pub mod sessions;

@@ -371,7 +371,7 @@ mod tests {
     /// exchanged; and a redirect off loopback is refused at the start.
     #[tokio::test]
     async fn sessions_expire_after_ten_minutes_and_redirects_stay_on_loopback() {
-        crate::daemon::install_crypto_provider();
+        crate::process::install_crypto_provider();
         let flows = OAuthFlows::new().unwrap();
         let started = flows.start(&provider(), target(), "http://127.0.0.1:1234/callback".into(), Mode::Cli).unwrap();
         let state = url::Url::parse(&started.authorize_url)

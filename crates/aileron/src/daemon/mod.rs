@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use aileron_sandbox::{Runtime, RuntimeConfig};
 use anyhow::{Context, bail};
 use axum::Router;
-use serde::{Deserialize, Serialize};
 
 use crate::actions::ActionRegistry;
 use crate::approvals::ApprovalQueue;
@@ -28,7 +27,8 @@ use crate::home::{Home, write_atomic};
 use crate::store::Store;
 use auth::TokenRegistry;
 
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+// Leaf items every layer needs; re-exported here, where callers have always found them.
+pub use crate::process::{DaemonInfo, VERSION, install_crypto_provider, no_delay};
 
 /// Everything a request handler can reach.
 pub struct AppState {
@@ -175,25 +175,6 @@ impl AppState {
     }
 }
 
-/// Accepted connections with `TCP_NODELAY`: the gateway streams SSE events of a few hundred
-/// bytes, and Nagle's algorithm would hold each one until the previous was acknowledged (up to
-/// the client's 40 ms delayed ACK). Every server in the product and its benchmarks uses this.
-pub fn no_delay(
-    listener: tokio::net::TcpListener,
-) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
-    use axum::serve::ListenerExt;
-    fn set(stream: &mut tokio::net::TcpStream) {
-        if let Err(error) = stream.set_nodelay(true) {
-            eprintln!("aileron: cannot set TCP_NODELAY on a connection: {error}");
-        }
-    }
-    listener.tap_io(set as fn(&mut tokio::net::TcpStream))
-}
-
-/// rustls needs one process-wide provider; we use ring (see DEPENDENCIES.md: aws-lc is a slow C build).
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
 
 /// The whole HTTP surface. Tests drive it with `oneshot`.
 pub fn app(state: Arc<AppState>) -> Router {
@@ -208,15 +189,6 @@ pub fn app(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// `daemon.json`: how clients find and authenticate to the running daemon.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DaemonInfo {
-    pub url: String,
-    pub pid: u32,
-    pub version: String,
-    pub started_at: String,
-    pub token: String,
-}
 
 /// Runs the daemon in the foreground until SIGTERM/SIGINT, then drains in-flight requests.
 pub async fn serve(home: Home) -> anyhow::Result<()> {

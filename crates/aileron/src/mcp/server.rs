@@ -244,7 +244,7 @@ tools are missing or calls fail.";
 impl ServerHandler for AileronMcp {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build();
-        let mut implementation = Implementation::new("aileron", crate::daemon::VERSION);
+        let mut implementation = Implementation::new("aileron", crate::process::VERSION);
         implementation.title = Some("Aileron".into());
         ServerConfig::new(capabilities).with_server_info(implementation).with_instructions(INSTRUCTIONS)
     }

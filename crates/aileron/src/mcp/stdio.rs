@@ -32,7 +32,7 @@ pub fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Some("--version" | "-V") => {
-            eprintln!("aileron-mcp {}", crate::daemon::VERSION);
+            eprintln!("aileron-mcp {}", crate::process::VERSION);
             return ExitCode::SUCCESS;
         }
         Some(other) => {
@@ -63,7 +63,7 @@ pub fn main() -> ExitCode {
 
 /// Serves one MCP session on stdin/stdout.
 pub async fn serve() -> anyhow::Result<()> {
-    crate::daemon::install_crypto_provider();
+    crate::process::install_crypto_provider();
     let home = Home::from_env().context("locating AILERON_HOME")?;
     let (changes, followed) = watch::channel(Followed::default());
     let telemetry = telemetry::init(telemetry::DEFAULT_SERVICE_NAME, &home);

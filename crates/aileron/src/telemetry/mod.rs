@@ -215,7 +215,7 @@ impl Telemetry {
             ExporterKind::Otlp => builder.with_span_processor(batch(otlp_exporter(config)?)),
         };
         let provider = builder.build();
-        let scope = InstrumentationScope::builder("aileron").with_version(crate::daemon::VERSION).build();
+        let scope = InstrumentationScope::builder("aileron").with_version(crate::process::VERSION).build();
         let tracer = provider.tracer_with_scope(scope);
         let pipeline = Pipeline { provider, tracer, exporter: kind, approval_parents: Mutex::new(BTreeMap::new()) };
         Ok(Telemetry { pipeline: Some(Arc::new(pipeline)) })
@@ -260,7 +260,7 @@ fn batch<E: opentelemetry_sdk::trace::SpanExporter + 'static>(exporter: E) -> Ba
 fn otlp_exporter(config: &TelemetryConfig) -> Result<opentelemetry_otlp::SpanExporter, TelemetryError> {
     use opentelemetry_otlp::{Protocol, WithExportConfig};
     // reqwest is built without a TLS provider of its own; an https collector needs ours.
-    crate::daemon::install_crypto_provider();
+    crate::process::install_crypto_provider();
     let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary);
     if let Some(endpoint) = &config.otlp_endpoint {
         builder = builder.with_endpoint(endpoint.clone());
