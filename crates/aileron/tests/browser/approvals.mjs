@@ -165,9 +165,13 @@ async function main() {
         break;
       }
       case 'decide': {
-        await page.dblclick(`#card-${command.approve} button.approve`);
+        // Deny first, then approve: a resolved card leaves the list and the cards below move up,
+        // so the second click of the double click (it checks that a decision is sent once) could
+        // otherwise land on the card that still waits (seen on a loaded machine).
         await page.fill(`#card-${command.deny} input.reason`, command.reason);
         await page.click(`#card-${command.deny} button.deny`);
+        await page.waitForSelector(`#card-${command.deny}`, { state: 'detached' });
+        await page.dblclick(`#card-${command.approve} button.approve`);
         await page.waitForFunction(
           ({ ids, finals }) =>
             ids.every((id) => finals.includes(document.getElementById(`resolved-${id}`)?.dataset.status)),
