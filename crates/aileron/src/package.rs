@@ -368,11 +368,10 @@ pub(crate) mod tests {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         encoder.write_all(&raw).unwrap();
         let file = write_temp(&encoder.finish().unwrap());
-        let started = std::time::Instant::now();
         let error = read_tarball(file.path()).err().expect("refused");
         assert_eq!(error.code(), "malformed_tarball");
+        // Refused for what it is, at its header: not as a truncated 1 GiB entry after reading.
         assert!(error.to_string().contains("PAX extended header"), "{error}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(2), "refused without reading 1 GiB");
     }
 
     #[test]
