@@ -13,9 +13,12 @@
 //!   ciphertexts, or renaming a path, is detected when the entry is opened.
 //! - `mac` is HMAC-SHA256 over the canonical serialization of everything else: plaintext
 //!   metadata, KDF parameters and paths are covered too.
-//! - The file is compact JSON with sorted keys and must be byte-identical to what [`VaultFile::to_bytes`]
-//!   writes. Together with the MAC this makes every single-bit flip detectable: it breaks the
-//!   parse, the canonical form, the passphrase check or the MAC.
+//! - The file is compact JSON (no whitespace) with every object's keys sorted, and must be
+//!   byte-identical to what [`VaultFile::to_bytes`] writes. Together with the MAC this makes every
+//!   single-bit flip detectable: it breaks the parse, the canonical form, the passphrase check or
+//!   the MAC. The order is imposed here, not left to serde_json's `Map` (a BTreeMap today, an
+//!   insertion-ordered map if any crate in the build turns on `preserve_order`), so the bytes on
+//!   disk cannot change with the dependency graph.
 //!
 //! Invariant: no type here prints key material, a passphrase or a secret in `Debug` or an error.
 
@@ -29,7 +32,9 @@ use ring::hmac;
 use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
-pub const VAULT_FORMAT_VERSION: u64 = 1;
+use crate::untrusted_text::visible;
+
+pub const VAULT_FORMAT_VERSION: u32 = 1;
 /// Argon2's version 0x13.
 const ARGON2_VERSION: u64 = 19;
 const VERIFIER_PLAINTEXT: &[u8] = b"aileron vault verifier v1";
@@ -47,7 +52,8 @@ pub struct KdfParams {
     pub salt: [u8; 16],
 }
 
-/// The least work a vault may demand of a passphrase guesser.
+/// The least work a vault may demand of a passphrase guesser. Production code only ever passes
+/// [`FLOOR`]; the private `*_against` variants exist so tests can open thousands of cheap vaults.
 #[derive(Clone, Copy, Debug)]
 struct Floor {
     t_cost: u32,
@@ -72,12 +78,16 @@ impl KdfParams {
     }
 
     fn check_against(&self, floor: Floor) -> Result<(), VaultError> {
-        let weak = |field: &str, message: String| Err(VaultError::WeakParameters { field: format!("kdf.{field}"), message });
+        let weak =
+            |field: &str, message: String| Err(VaultError::WeakParameters { field: format!("kdf.{field}"), message });
         if self.t_cost < floor.t_cost || self.t_cost > MAX_T_COST {
             return weak("t_cost", format!("{} is outside {}..={MAX_T_COST}", self.t_cost, floor.t_cost));
         }
         if self.m_cost_kib < floor.m_cost_kib || self.m_cost_kib > MAX_M_COST_KIB {
-            return weak("m_cost_kib", format!("{} KiB is outside {}..={MAX_M_COST_KIB} KiB", self.m_cost_kib, floor.m_cost_kib));
+            return weak(
+                "m_cost_kib",
+                format!("{} KiB is outside {}..={MAX_M_COST_KIB} KiB", self.m_cost_kib, floor.m_cost_kib),
+            );
         }
         if self.p_cost < 1 || self.p_cost > MAX_P_COST {
             return weak("p_cost", format!("{} is outside 1..={MAX_P_COST}", self.p_cost));
@@ -90,7 +100,9 @@ impl KdfParams {
             .map_err(|e| VaultError::Kdf(e.to_string()))?;
         let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
         let mut master = Zeroizing::new([0u8; 32]);
-        argon.hash_password_into(passphrase, &self.salt, master.as_mut()).map_err(|e| VaultError::Kdf(e.to_string()))?;
+        argon
+            .hash_password_into(passphrase, &self.salt, master.as_mut())
+            .map_err(|e| VaultError::Kdf(e.to_string()))?;
         Ok(master)
     }
 }
@@ -130,7 +142,8 @@ impl VaultKey {
     fn open(&self, nonce: [u8; 12], aad: &[u8], ciphertext: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
         let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, self.aead.as_ref()).expect("32-byte AES-256 key"));
         let mut buffer = Zeroizing::new(ciphertext.to_vec());
-        let length = key.open_in_place(Nonce::assume_unique_for_key(nonce), Aad::from(aad), buffer.as_mut_slice()).ok()?.len();
+        let length =
+            key.open_in_place(Nonce::assume_unique_for_key(nonce), Aad::from(aad), buffer.as_mut_slice()).ok()?.len();
         buffer.truncate(length);
         Some(buffer)
     }
@@ -156,7 +169,8 @@ struct Entry {
     sealed: Sealed,
 }
 
-/// The whole vault file. `Debug` shows paths and metadata (plaintext by design), never ciphertext.
+/// The whole vault file. `Debug` shows the KDF parameters and the paths (plaintext by design), not
+/// metadata (a caller may have put something sensitive there) nor ciphertext.
 #[derive(Clone, PartialEq, Eq)]
 pub struct VaultFile {
     kdf: KdfParams,
@@ -167,7 +181,10 @@ pub struct VaultFile {
 
 impl fmt::Debug for VaultFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("VaultFile").field("kdf", &self.kdf).field("paths", &self.entries.keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("VaultFile")
+            .field("kdf", &self.kdf)
+            .field("paths", &self.entries.keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -206,13 +223,22 @@ pub fn validate_path(path: &str) -> Result<(), VaultError> {
 
 impl VaultFile {
     /// A new empty vault sealed under `passphrase` (recommended parameters); returns it and its key.
-    pub fn create(passphrase: &[u8], salt: [u8; 16], verifier_nonce: [u8; 12]) -> Result<(VaultFile, VaultKey), VaultError> {
+    pub fn create(
+        passphrase: &[u8],
+        salt: [u8; 16],
+        verifier_nonce: [u8; 12],
+    ) -> Result<(VaultFile, VaultKey), VaultError> {
         VaultFile::create_with(passphrase, KdfParams::recommended(salt), verifier_nonce)
     }
 
-    fn create_with(passphrase: &[u8], kdf: KdfParams, verifier_nonce: [u8; 12]) -> Result<(VaultFile, VaultKey), VaultError> {
+    fn create_with(
+        passphrase: &[u8],
+        kdf: KdfParams,
+        verifier_nonce: [u8; 12],
+    ) -> Result<(VaultFile, VaultKey), VaultError> {
         let key = VaultKey::from_master(&*kdf.derive(passphrase)?);
-        let verifier = Sealed { nonce: verifier_nonce, ciphertext: key.seal(verifier_nonce, VERIFIER_AAD, VERIFIER_PLAINTEXT) };
+        let verifier =
+            Sealed { nonce: verifier_nonce, ciphertext: key.seal(verifier_nonce, VERIFIER_AAD, VERIFIER_PLAINTEXT) };
         let mut file = VaultFile { kdf, verifier, entries: BTreeMap::new(), mac: Vec::new() };
         file.reseal(&key);
         Ok((file, key))
@@ -228,8 +254,10 @@ impl VaultFile {
     }
 
     fn parse_against(bytes: &[u8], floor: Floor) -> Result<VaultFile, VaultError> {
-        let value: Value = serde_json::from_slice(bytes)
-            .map_err(|e| VaultError::Malformed { field: "(document)".into(), message: format!("not JSON: line {}, column {}", e.line(), e.column()) })?;
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| VaultError::Malformed {
+            field: "(document)".into(),
+            message: format!("not JSON: line {}, column {}", e.line(), e.column()),
+        })?;
         let file = VaultFile::from_value(&value, floor)?;
         if file.to_bytes() != bytes {
             return Err(VaultError::NotCanonical);
@@ -237,11 +265,9 @@ impl VaultFile {
         Ok(file)
     }
 
-    /// Compact JSON with sorted keys (serde_json's map is a BTreeMap here): the one form written.
+    /// Compact JSON with every object's keys sorted: the one form written and the one form read.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut value = self.document_without_mac();
-        value.as_object_mut().expect("object").insert("mac".into(), B64.encode(&self.mac).into());
-        serde_json::to_vec(&value).expect("JSON values serialize")
+        serde_json::to_vec(&self.document(Some(&self.mac))).expect("JSON values serialize")
     }
 
     /// Derives the key, checks the passphrase (verifier), then the whole document (MAC).
@@ -262,8 +288,7 @@ impl VaultFile {
 
     /// Checks the MAC over the whole document with an existing key.
     pub fn verify(&self, key: &VaultKey) -> Result<(), VaultError> {
-        let body = serde_json::to_vec(&self.document_without_mac()).expect("JSON values serialize");
-        if key.verify_mac(&body, &self.mac) {
+        if key.verify_mac(&self.mac_body(), &self.mac) {
             Ok(())
         } else {
             Err(VaultError::Tampered { what: "the document's MAC does not match".into() })
@@ -287,9 +312,20 @@ impl VaultFile {
             .ok_or_else(|| VaultError::Tampered { what: format!("entry `{path}` does not decrypt under its path") })
     }
 
-    /// Stores or replaces a secret. `nonce` must be fresh random bytes: a nonce is never reused
-    /// under one key (96 random bits stay far below the collision bound for a vault's writes).
-    pub fn put(&mut self, key: &VaultKey, path: &str, metadata: Map<String, Value>, secret: &[u8], nonce: [u8; 12]) -> Result<(), VaultError> {
+    /// Stores or replaces a secret. `nonce` must be fresh random bytes from the caller: AES-GCM
+    /// loses both confidentiality and integrity if a nonce repeats under one key, and 96 random
+    /// bits stay far below the collision bound for the number of writes a vault sees.
+    ///
+    /// Every mutation first checks the current MAC, so a tampered document is never re-MACed
+    /// (which would launder the tampering into a valid file).
+    pub fn put(
+        &mut self,
+        key: &VaultKey,
+        path: &str,
+        metadata: Map<String, Value>,
+        secret: &[u8],
+        nonce: [u8; 12],
+    ) -> Result<(), VaultError> {
         validate_path(path)?;
         self.verify(key)?;
         let sealed = Sealed { nonce, ciphertext: key.seal(nonce, &entry_aad(path), secret) };
@@ -316,51 +352,71 @@ impl VaultFile {
     }
 
     fn reseal(&mut self, key: &VaultKey) {
-        let body = serde_json::to_vec(&self.document_without_mac()).expect("JSON values serialize");
-        self.mac = key.mac(&body);
+        self.mac = key.mac(&self.mac_body());
     }
 
-    fn document_without_mac(&self) -> Value {
-        let mut entries = Map::new();
-        for (path, entry) in &self.entries {
-            let mut object = Map::new();
-            object.insert("ciphertext".into(), B64.encode(&entry.sealed.ciphertext).into());
-            object.insert("metadata".into(), Value::Object(entry.metadata.clone()));
-            object.insert("nonce".into(), B64.encode(entry.sealed.nonce).into());
-            entries.insert(path.clone(), Value::Object(object));
+    /// The bytes the MAC covers: the canonical document without its `mac` key.
+    fn mac_body(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.document(None)).expect("JSON values serialize")
+    }
+
+    /// The document as a JSON value whose objects were all built in sorted key order (see the
+    /// module doc for why the order is imposed here).
+    fn document(&self, mac: Option<&[u8]>) -> Value {
+        let entries = self.entries.iter().map(|(path, entry)| {
+            let object = sorted_object([
+                ("ciphertext", B64.encode(&entry.sealed.ciphertext).into()),
+                ("metadata", Value::Object(canonical_map(&entry.metadata))),
+                ("nonce", B64.encode(entry.sealed.nonce).into()),
+            ]);
+            (path.clone(), object)
+        });
+        let kdf = sorted_object([
+            ("algorithm", "argon2id".into()),
+            ("m_cost_kib", self.kdf.m_cost_kib.into()),
+            ("p_cost", self.kdf.p_cost.into()),
+            ("salt", B64.encode(self.kdf.salt).into()),
+            ("t_cost", self.kdf.t_cost.into()),
+            ("version", ARGON2_VERSION.into()),
+        ]);
+        let verifier = sorted_object([
+            ("ciphertext", B64.encode(&self.verifier.ciphertext).into()),
+            ("nonce", B64.encode(self.verifier.nonce).into()),
+        ]);
+        let mut document = vec![
+            // `self.entries` is a BTreeMap: already in sorted order.
+            ("entries", Value::Object(entries.collect())),
+            ("kdf", kdf),
+            ("verifier", verifier),
+            ("version", VAULT_FORMAT_VERSION.into()),
+        ];
+        if let Some(mac) = mac {
+            document.push(("mac", B64.encode(mac).into()));
         }
-        let mut kdf = Map::new();
-        kdf.insert("algorithm".into(), "argon2id".into());
-        kdf.insert("m_cost_kib".into(), self.kdf.m_cost_kib.into());
-        kdf.insert("p_cost".into(), self.kdf.p_cost.into());
-        kdf.insert("salt".into(), B64.encode(self.kdf.salt).into());
-        kdf.insert("t_cost".into(), self.kdf.t_cost.into());
-        kdf.insert("version".into(), ARGON2_VERSION.into());
-        let mut verifier = Map::new();
-        verifier.insert("ciphertext".into(), B64.encode(&self.verifier.ciphertext).into());
-        verifier.insert("nonce".into(), B64.encode(self.verifier.nonce).into());
-        let mut document = Map::new();
-        document.insert("entries".into(), Value::Object(entries));
-        document.insert("kdf".into(), Value::Object(kdf));
-        document.insert("verifier".into(), Value::Object(verifier));
-        document.insert("version".into(), VAULT_FORMAT_VERSION.into());
-        Value::Object(document)
+        sorted_object(document)
     }
 
     fn from_value(value: &Value, floor: Floor) -> Result<VaultFile, VaultError> {
         let document = object(value, "(document)", &["entries", "kdf", "mac", "verifier", "version"])?;
-        if document.get("version").and_then(Value::as_u64) != Some(VAULT_FORMAT_VERSION) {
+        if field(document, "", "version")?.as_u64() != Some(u64::from(VAULT_FORMAT_VERSION)) {
             return Err(malformed("version", format!("must be {VAULT_FORMAT_VERSION}")));
         }
-        let kdf_object = object(field(document, "kdf")?, "kdf", &["algorithm", "m_cost_kib", "p_cost", "salt", "t_cost", "version"])?;
-        if field(kdf_object, "algorithm")?.as_str() != Some("argon2id") {
-            return Err(VaultError::WeakParameters { field: "kdf.algorithm".into(), message: "must be argon2id".into() });
+        let kdf_object = object(
+            field(document, "", "kdf")?,
+            "kdf",
+            &["algorithm", "m_cost_kib", "p_cost", "salt", "t_cost", "version"],
+        )?;
+        if field(kdf_object, "kdf", "algorithm")?.as_str() != Some("argon2id") {
+            return Err(VaultError::WeakParameters {
+                field: "kdf.algorithm".into(),
+                message: "must be argon2id".into(),
+            });
         }
-        if field(kdf_object, "version")?.as_u64() != Some(ARGON2_VERSION) {
+        if field(kdf_object, "kdf", "version")?.as_u64() != Some(ARGON2_VERSION) {
             return Err(malformed("kdf.version", format!("must be {ARGON2_VERSION}")));
         }
         let number = |name: &str| -> Result<u32, VaultError> {
-            field(kdf_object, name)?
+            field(kdf_object, "kdf", name)?
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or_else(|| malformed(&format!("kdf.{name}"), "must be an unsigned 32-bit integer".into()))
@@ -369,32 +425,33 @@ impl VaultFile {
             t_cost: number("t_cost")?,
             m_cost_kib: number("m_cost_kib")?,
             p_cost: number("p_cost")?,
-            salt: fixed(field(kdf_object, "salt")?, "kdf.salt")?,
+            salt: fixed(field(kdf_object, "kdf", "salt")?, "kdf.salt")?,
         };
         kdf.check_against(floor)?;
-        let verifier_object = object(field(document, "verifier")?, "verifier", &["ciphertext", "nonce"])?;
+        let verifier_object = object(field(document, "", "verifier")?, "verifier", &["ciphertext", "nonce"])?;
         let verifier = Sealed {
-            nonce: fixed(field(verifier_object, "nonce")?, "verifier.nonce")?,
-            ciphertext: bytes(field(verifier_object, "ciphertext")?, "verifier.ciphertext")?,
+            nonce: fixed(field(verifier_object, "verifier", "nonce")?, "verifier.nonce")?,
+            ciphertext: bytes(field(verifier_object, "verifier", "ciphertext")?, "verifier.ciphertext")?,
         };
         let mut entries = BTreeMap::new();
-        let Value::Object(entry_map) = field(document, "entries")? else {
+        let Value::Object(entry_map) = field(document, "", "entries")? else {
             return Err(malformed("entries", "must be an object".into()));
         };
         for (path, entry) in entry_map {
-            let at = format!("entries.{path}");
+            // The path is the file's text, not ours: shown escaped and bounded in errors.
+            let at = format!("entries.{}", visible(path, 80));
             validate_path(path).map_err(|_| malformed(&at, "not a valid secret path".into()))?;
             let entry = object(entry, &at, &["ciphertext", "metadata", "nonce"])?;
-            let Value::Object(metadata) = field(entry, "metadata")? else {
+            let Value::Object(metadata) = field(entry, &at, "metadata")? else {
                 return Err(malformed(&format!("{at}.metadata"), "must be an object".into()));
             };
             let sealed = Sealed {
-                nonce: fixed(field(entry, "nonce")?, &format!("{at}.nonce"))?,
-                ciphertext: bytes(field(entry, "ciphertext")?, &format!("{at}.ciphertext"))?,
+                nonce: fixed(field(entry, &at, "nonce")?, &format!("{at}.nonce"))?,
+                ciphertext: bytes(field(entry, &at, "ciphertext")?, &format!("{at}.ciphertext"))?,
             };
             entries.insert(path.clone(), Entry { metadata: metadata.clone(), sealed });
         }
-        let mac = bytes(field(document, "mac")?, "mac")?;
+        let mac = bytes(field(document, "", "mac")?, "mac")?;
         if mac.len() != 32 {
             return Err(malformed("mac", "must be 32 bytes".into()));
         }
@@ -410,25 +467,49 @@ fn malformed(field: &str, message: String) -> VaultError {
     VaultError::Malformed { field: field.to_string(), message }
 }
 
-/// An object with exactly the `allowed` keys (strict decoding: unknown keys are refused).
+/// An object with only the `allowed` keys (strict decoding: unknown keys are refused).
 fn object<'a>(value: &'a Value, at: &str, allowed: &[&str]) -> Result<&'a Map<String, Value>, VaultError> {
     let Value::Object(map) = value else { return Err(malformed(at, "must be an object".into())) };
     if let Some(unknown) = map.keys().find(|key| !allowed.contains(&key.as_str())) {
-        let at = if at == "(document)" { unknown.clone() } else { format!("{at}.{unknown}") };
+        // The key is the file's text: escaped and bounded before it reaches a terminal.
+        let unknown = visible(unknown, 80);
+        let at = if at == "(document)" { unknown } else { format!("{at}.{unknown}") };
         return Err(malformed(&at, "unknown key".into()));
     }
     Ok(map)
 }
 
-fn field<'a>(map: &'a Map<String, Value>, name: &str) -> Result<&'a Value, VaultError> {
-    map.get(name).ok_or_else(|| malformed(name, "missing".into()))
+/// `map[name]`, or `Malformed` naming the missing field's full path (`at` is "" at the top).
+fn field<'a>(map: &'a Map<String, Value>, at: &str, name: &str) -> Result<&'a Value, VaultError> {
+    map.get(name).ok_or_else(|| {
+        let full = if at.is_empty() { name.to_string() } else { format!("{at}.{name}") };
+        malformed(&full, "missing".into())
+    })
+}
+
+/// An object built by inserting `fields` in sorted order, whichever map serde_json uses.
+fn sorted_object<'k>(fields: impl IntoIterator<Item = (&'k str, Value)>) -> Value {
+    let sorted: BTreeMap<&str, Value> = fields.into_iter().collect();
+    Value::Object(sorted.into_iter().map(|(key, value)| (key.to_string(), value)).collect())
+}
+
+/// `map` with every nested object's keys in sorted order (caller metadata may arrive in any
+/// order if serde_json's `preserve_order` is on; the written form must not depend on it).
+fn canonical_map(map: &Map<String, Value>) -> Map<String, Value> {
+    let sorted: BTreeMap<&String, Value> = map.iter().map(|(key, value)| (key, canonical(value))).collect();
+    sorted.into_iter().map(|(key, value)| (key.clone(), value)).collect()
+}
+
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(canonical_map(map)),
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
 }
 
 fn bytes(value: &Value, at: &str) -> Result<Vec<u8>, VaultError> {
-    value
-        .as_str()
-        .and_then(|text| B64.decode(text).ok())
-        .ok_or_else(|| malformed(at, "must be standard base64".into()))
+    value.as_str().and_then(|text| B64.decode(text).ok()).ok_or_else(|| malformed(at, "must be standard base64".into()))
 }
 
 fn fixed<const N: usize>(value: &Value, at: &str) -> Result<[u8; N], VaultError> {

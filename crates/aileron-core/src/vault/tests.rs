@@ -67,11 +67,36 @@ fn put_replace_set_metadata_and_remove_keep_the_mac_valid() {
 }
 
 #[test]
-fn a_wrong_passphrase_is_told_apart_from_damage() {
+fn a_wrong_passphrase_is_told_apart_from_damage_and_changes_nothing() {
     let (file, _) = small_vault();
+    let before = file.to_bytes();
     for wrong in [&b"Correct horse battery staple"[..], b"", b"correct horse battery staple "] {
         assert!(matches!(file.unlock_against(wrong, TEST_FLOOR), Err(VaultError::WrongPassphrase)));
     }
+    assert_eq!(file.to_bytes(), before);
+    assert_eq!(open_all(&before).unwrap().len(), 2, "the right passphrase still opens it afterwards");
+}
+
+#[test]
+fn the_canonical_form_is_compact_with_every_key_sorted() {
+    let (mut file, key) = small_vault();
+    // Metadata handed over in reverse order, nested, must still be written sorted.
+    let mut nested = Map::new();
+    nested.insert("z".into(), json!(1));
+    nested.insert("a".into(), json!([{"y": 1, "b": 2}]));
+    let mut reversed = Map::new();
+    reversed.insert("zeta".into(), Value::Object(nested));
+    reversed.insert("alpha".into(), json!("x"));
+    file.put(&key, "secrets/ordered", reversed, b"v", [8; 12]).unwrap();
+    let text = String::from_utf8(file.to_bytes()).unwrap();
+    assert!(text.contains(r#""metadata":{"alpha":"x","zeta":{"a":[{"b":2,"y":1}],"z":1}}"#), "{text}");
+    assert!(text.starts_with(r#"{"entries":{"bindings/"#), "{text}");
+    assert!(text.contains(r#""kdf":{"algorithm":"argon2id","m_cost_kib":8,"p_cost":1,"salt":"#), "{text}");
+    let (kdf, mac, verifier) =
+        (text.find(r#""kdf":"#).unwrap(), text.find(r#""mac":"#).unwrap(), text.find(r#""verifier":"#).unwrap());
+    assert!(kdf < mac && mac < verifier && text.ends_with(r#","version":1}"#), "{text}");
+    assert!(!text.contains(['\n', ' ']), "compact: no whitespace outside strings: {text}");
+    assert_eq!(VaultFile::parse_against(text.as_bytes(), TEST_FLOOR).unwrap(), file);
 }
 
 #[test]
@@ -85,7 +110,9 @@ fn every_single_bit_flip_of_the_file_is_detected() {
             let mut flipped = bytes.clone();
             flipped[index] ^= 1 << bit;
             let outcome = match open_all(&flipped) {
-                Ok(entries) => panic!("flipping bit {bit} of byte {index} went unnoticed (entries equal: {})", entries == original),
+                Ok(entries) => {
+                    panic!("flipping bit {bit} of byte {index} went unnoticed (entries equal: {})", entries == original)
+                }
                 Err(VaultError::Malformed { .. }) => "malformed",
                 Err(VaultError::NotCanonical) => "not canonical",
                 Err(VaultError::WeakParameters { .. }) => "parameters",
@@ -99,6 +126,7 @@ fn every_single_bit_flip_of_the_file_is_detected() {
     }
     assert_eq!(outcomes.values().sum::<usize>(), bytes.len() * 8);
     assert!(outcomes.contains_key("tampered"), "the MAC catches what parses: {outcomes:?}");
+    assert!(outcomes.contains_key("wrong passphrase"), "a damaged verifier reads as a wrong passphrase: {outcomes:?}");
 }
 
 #[test]
@@ -159,6 +187,38 @@ fn weak_absurd_or_unknown_parameters_are_refused_naming_the_field() {
     let mut value: Value = serde_json::from_slice(&file.to_bytes()).unwrap();
     value["kdf"]["algorithm"] = json!("scrypt");
     assert!(matches!(VaultFile::from_value(&value, TEST_FLOOR), Err(VaultError::WeakParameters { .. })));
+    let mut value: Value = serde_json::from_slice(&file.to_bytes()).unwrap();
+    value["entries"]["secrets/smtp/password"]["\u{1b}[31mextra"] = json!(1);
+    match VaultFile::from_value(&value, TEST_FLOOR) {
+        Err(VaultError::Malformed { field, .. }) => assert_eq!(field, "entries.secrets/smtp/password.\\u{1b}[31mextra"),
+        other => panic!("{other:?}"),
+    }
+    for (mutate, field) in [
+        (&(|v: &mut Value| v["version"] = json!(2)) as &dyn Fn(&mut Value), "version"),
+        (&|v: &mut Value| v["kdf"]["version"] = json!(16), "kdf.version"),
+        (&|v: &mut Value| v["kdf"]["salt"] = json!(B64.encode([1u8; 15])), "kdf.salt"),
+        (&|v: &mut Value| v["kdf"]["t_cost"] = json!(-1), "kdf.t_cost"),
+        (&|v: &mut Value| v["verifier"]["nonce"] = json!("not base64!"), "verifier.nonce"),
+        (&|v: &mut Value| v["mac"] = json!(B64.encode([0u8; 31])), "mac"),
+        (&|v: &mut Value| drop(v["kdf"].as_object_mut().unwrap().remove("p_cost")), "kdf.p_cost"),
+        (&|v: &mut Value| drop(v.as_object_mut().unwrap().remove("verifier")), "verifier"),
+        (
+            &|v: &mut Value| drop(v["entries"]["secrets/smtp/password"].as_object_mut().unwrap().remove("nonce")),
+            "entries.secrets/smtp/password.nonce",
+        ),
+        (
+            &|v: &mut Value| v["entries"]["secrets/smtp/password"]["metadata"] = json!([]),
+            "entries.secrets/smtp/password.metadata",
+        ),
+        (&|v: &mut Value| v["entries"]["Bad Path"] = json!({}), "entries.Bad Path"),
+    ] {
+        let mut value: Value = serde_json::from_slice(&file.to_bytes()).unwrap();
+        mutate(&mut value);
+        match VaultFile::from_value(&value, TEST_FLOOR) {
+            Err(VaultError::Malformed { field: named, .. }) => assert_eq!(named, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
     let pretty = serde_json::to_vec_pretty(&serde_json::from_slice::<Value>(&file.to_bytes()).unwrap()).unwrap();
     assert!(matches!(VaultFile::parse_against(&pretty, TEST_FLOOR), Err(VaultError::NotCanonical)));
 }
@@ -189,7 +249,23 @@ fn no_debug_or_error_shows_a_secret_or_the_passphrase() {
         VaultError::Kdf("k".into()),
     ];
     texts.extend(errors.iter().map(|e| format!("{e} {e:?}")));
-    if let Err(error) = file.unlock_against(b"wrong", TEST_FLOOR) {
+    // And the errors the operations really produce, after the secret went through them.
+    let mut tampered = file.clone();
+    tampered.entries.get_mut("secrets/smtp/password").unwrap().sealed.ciphertext[0] ^= 1;
+    let mut pretty = serde_json::to_vec_pretty(&serde_json::from_slice::<Value>(&file.to_bytes()).unwrap()).unwrap();
+    let real = [
+        file.unlock_against(b"wrong", TEST_FLOOR).map(drop),
+        tampered.get(&key, "secrets/smtp/password").map(drop),
+        tampered.verify(&key),
+        VaultFile::parse_against(&pretty, TEST_FLOOR).map(drop),
+        VaultFile::parse(&file.to_bytes()).map(drop),
+        file.clone().put(&key, "Bad", Map::new(), SECRET, [9; 12]),
+        file.clone().set_metadata(&key, "secrets/none", Map::new()),
+    ];
+    pretty.truncate(pretty.len() / 2);
+    let real = real.into_iter().chain([VaultFile::parse_against(&pretty, TEST_FLOOR).map(drop)]);
+    for error in real {
+        let error = error.expect_err("each of these fails");
         texts.push(format!("{error} {error:?}"));
     }
     for text in &texts {
@@ -208,4 +284,5 @@ fn the_recommended_parameters_work_end_to_end() {
     let key = parsed.unlock(PASSPHRASE).unwrap();
     assert_eq!(parsed.get(&key, "secrets/real").unwrap().unwrap().as_slice(), SECRET);
     assert!(matches!(parsed.unlock(b"nope"), Err(VaultError::WrongPassphrase)));
+    assert!(format!("{parsed:?} {key:?}").contains("VaultKey(****)"));
 }
