@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, HttpBody as _};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -26,7 +26,7 @@ use crate::daemon::AppState;
 
 pub const DEFAULT_ANTHROPIC_UPSTREAM: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_UPSTREAM: &str = "https://api.openai.com";
-/// Request bodies are read whole (to forward an exact `Content-Length`); this bounds them.
+/// Request bodies stream upstream as they arrive; this bounds their total size.
 pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// The paths the gateway serves (exempt from the daemon token).
@@ -74,8 +74,8 @@ pub struct Gateway {
     permits: Arc<tokio::sync::Semaphore>,
 }
 
-/// How many gateway requests may be in flight at once (each may buffer a request body of up to
-/// [`MAX_REQUEST_BODY_BYTES`]); beyond it the gateway answers 503 in the provider's shape.
+/// How many gateway requests may be in flight at once (request bodies stream through, so each
+/// holds only the chunk in hand); beyond it the gateway answers 503 in the provider's shape.
 pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 impl Gateway {
@@ -162,13 +162,6 @@ async fn proxy(State(state): State<Arc<AppState>>, mut request: Request) -> Resp
     let upgrade = requested_upgrade(request.headers()).map(|protocol| (protocol, hyper::upgrade::on(&mut request)));
     let path = request.uri().path().to_string();
     let provider = Provider::of_path(&path);
-    if let Some(message) = gateway.vault.locked() {
-        let kind = match provider {
-            Provider::Anthropic => "permission_error",
-            Provider::OpenAi => "vault_locked",
-        };
-        return provider.error(StatusCode::LOCKED, kind, &message);
-    }
     // Held until the response body (or the upgraded connection) is done.
     let Ok(permit) = gateway.permits.clone().try_acquire_owned() else {
         let kind = match provider {
@@ -178,7 +171,33 @@ async fn proxy(State(state): State<Arc<AppState>>, mut request: Request) -> Resp
         let message = "Aileron gateway: too many requests in flight; retry shortly".to_string();
         let mut response = provider.error(StatusCode::SERVICE_UNAVAILABLE, kind, &message);
         response.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
-        return response;
+        // Without a permit, only a small body is read before answering.
+        return refuse(request.into_body(), REFUSAL_DRAIN_BYTES, response).await;
+    };
+    if let Some(message) = gateway.vault.locked() {
+        let kind = match provider {
+            Provider::Anthropic => "permission_error",
+            Provider::OpenAi => "vault_locked",
+        };
+        let response = provider.error(StatusCode::LOCKED, kind, &message);
+        return refuse(request.into_body(), MAX_REQUEST_BODY_BYTES, response).await;
+    }
+    let declared_length = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .map(|value| value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()));
+    let too_large = || {
+        let message = format!("request body larger than {MAX_REQUEST_BODY_BYTES} bytes");
+        provider.error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", &message)
+    };
+    let declared_length = match declared_length {
+        Some(None) => {
+            let response = provider.error(StatusCode::BAD_REQUEST, "invalid_request_error", "Content-Length is not a number");
+            return close_after(response);
+        }
+        Some(Some(length)) if length > MAX_REQUEST_BODY_BYTES as u64 => return close_after(too_large()),
+        Some(Some(length)) => Some(length),
+        None => None,
     };
     let base = match provider {
         Provider::Anthropic => &gateway.anthropic,
@@ -187,13 +206,6 @@ async fn proxy(State(state): State<Arc<AppState>>, mut request: Request) -> Resp
     let path_and_query = request.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or(path);
     let url = format!("{base}{path_and_query}");
     let (parts, body) = request.into_parts();
-    let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await {
-        Ok(body) => body,
-        Err(_) => {
-            let message = format!("request body larger than {MAX_REQUEST_BODY_BYTES} bytes or unreadable");
-            return provider.error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", &message);
-        }
-    };
     let listed = connection_listed(&parts.headers);
     let client = if upgrade.is_some() { &gateway.upgrade_client } else { &gateway.client };
     let mut upstream = client.request(parts.method.clone(), &url);
@@ -206,12 +218,19 @@ async fn proxy(State(state): State<Arc<AppState>>, mut request: Request) -> Resp
         // Hop-by-hop, but the one thing a proxy must restate to pass an upgrade along.
         upstream = upstream.header(header::CONNECTION, "upgrade").header(header::UPGRADE, protocol);
     }
+    // The body streams upstream as it arrives (never buffered whole), under the size cap. With a
+    // `Content-Length` the exact length goes along; without one the upstream gets it chunked.
     // A bodiless request (a GET, an upgrade) stays bodiless: no invented `Content-Length: 0`.
-    if !body.is_empty() || parts.headers.contains_key(header::CONTENT_LENGTH) {
-        upstream = upstream.body(body);
+    let oversized = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Some(length) = declared_length {
+        upstream = upstream.header(header::CONTENT_LENGTH, length);
+    }
+    if declared_length.is_some_and(|length| length > 0) || (declared_length.is_none() && !body.is_end_stream()) {
+        upstream = upstream.body(reqwest::Body::wrap_stream(capped(body, oversized.clone())));
     }
     let response = match upstream.send().await {
         Ok(response) => response,
+        Err(_) if oversized.load(std::sync::atomic::Ordering::Relaxed) => return close_after(too_large()),
         Err(error) => {
             let reason = if error.is_timeout() { "timed out" } else if error.is_connect() { "connection failed" } else { "request failed" };
             let message = format!("Aileron gateway: the upstream {base} could not be reached ({reason})");
@@ -271,6 +290,59 @@ fn switch_protocols(
         }
     });
     builder.body(Body::empty()).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+}
+
+/// How much of a request body is read (and dropped) before answering 503 without a permit.
+const REFUSAL_DRAIN_BYTES: usize = 256 * 1024;
+/// How long a refused request's body may take to arrive before the connection is closed instead.
+const REFUSAL_DRAIN_TIME: Duration = Duration::from_secs(2);
+
+/// Answers a request that is not forwarded. Its body is read and dropped first (up to `limit`
+/// bytes, within [`REFUSAL_DRAIN_TIME`]): hyper closes a keep-alive connection whose request body
+/// was left unread, and a client that then reuses that connection from its pool fails with
+/// "server disconnected" instead of showing our answer. A body that is larger or slower gets
+/// `Connection: close`, so the client knows not to reuse the connection.
+async fn refuse(body: Body, limit: usize, response: Response) -> Response {
+    let drained = tokio::time::timeout(REFUSAL_DRAIN_TIME, async {
+        let mut stream = body.into_data_stream();
+        let mut seen = 0usize;
+        while let Some(chunk) = stream.next().await {
+            seen += chunk.map_err(|_| ())?.len();
+            if seen > limit {
+                return Err(());
+            }
+        }
+        Ok(())
+    })
+    .await;
+    match drained {
+        Ok(Ok(())) => response,
+        _ => close_after(response),
+    }
+}
+
+/// The response with `Connection: close`: the rest of the request body will not be read.
+fn close_after(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
+}
+
+/// The request body as a stream that fails (setting `oversized`) once it passes
+/// [`MAX_REQUEST_BODY_BYTES`], so a chunked body cannot exceed the cap either.
+fn capped(
+    body: Body,
+    oversized: Arc<std::sync::atomic::AtomicBool>,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
+    let mut seen = 0usize;
+    body.into_data_stream().map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        seen += chunk.len();
+        if seen > MAX_REQUEST_BODY_BYTES {
+            oversized.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(std::io::Error::other("request body over the gateway's cap"));
+        }
+        Ok(chunk)
+    })
 }
 
 /// Whether a request path is served by the gateway (no daemon token needed).

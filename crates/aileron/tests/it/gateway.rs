@@ -83,6 +83,12 @@ async fn upstream(script: Script) -> Upstream {
 
 /// A daemon serving `app()` on a real socket with the gateway pointed at `upstream`.
 async fn daemon(anthropic: String, openai: String) -> (tempfile::TempDir, String) {
+    let (temp, url, _) = daemon_with_state(anthropic, openai).await;
+    (temp, url)
+}
+
+/// The same, also returning the daemon's state (to lock its vault).
+async fn daemon_with_state(anthropic: String, openai: String) -> (tempfile::TempDir, String, Arc<AppState>) {
     let temp = tempfile::tempdir().unwrap();
     let home = Home::at(temp.path().join("home")).unwrap();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
@@ -91,8 +97,9 @@ async fn daemon(anthropic: String, openai: String) -> (tempfile::TempDir, String
     options.listen_port = addr.port();
     options.gateway_upstreams = Some((anthropic, openai));
     let state = AppState::open(home, options).unwrap();
-    tokio::spawn(async move { axum::serve(aileron::daemon::no_delay(listener), app(state)).await.unwrap() });
-    (temp, format!("http://{addr}"))
+    let served = state.clone();
+    tokio::spawn(async move { axum::serve(aileron::daemon::no_delay(listener), app(served)).await.unwrap() });
+    (temp, format!("http://{addr}"), state)
 }
 
 fn sse(events: &[&str]) -> Vec<Vec<u8>> {
@@ -445,4 +452,124 @@ async fn requests_in_flight_are_capped_with_a_provider_shaped_503() {
     let third = harness.router.clone().oneshot(request().body(axum::body::Body::from("{}")).unwrap()).await.unwrap();
     assert_eq!(third.status(), http::StatusCode::OK, "a finished stream gives its place back");
     release.notify_one();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies and refusals
+
+/// Reads one HTTP/1.1 response (head and a `Content-Length` body) from a raw socket.
+async fn read_response(socket: &mut tokio::net::TcpStream) -> (String, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let head = read_head(socket).await.to_ascii_lowercase();
+    let length = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .map_or(0, |value| value.trim().parse::<usize>().unwrap());
+    let mut body = vec![0u8; length];
+    socket.read_exact(&mut body).await.unwrap();
+    (head, body)
+}
+
+/// A request answered without being forwarded (423 while the vault is locked) must leave the
+/// client's keep-alive connection usable, also when the body arrives after the head (SDK clients
+/// write them separately): hyper closes a connection whose request body was left unread, and an
+/// SDK that reuses it from its pool then fails with "server disconnected" instead of showing
+/// the unlock message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_leaves_the_connection_usable_for_the_next_one() {
+    use tokio::io::AsyncWriteExt;
+    let script = Script { status: 200, headers: vec![], chunks: vec![b"{}".to_vec()], paced: false };
+    let up = upstream(script).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, gateway, state) = daemon_with_state(base.clone(), base).await;
+    let vault = state.vault.clone();
+    tokio::task::spawn_blocking(move || vault.init(b"gateway keep-alive passphrase")).await.unwrap().unwrap();
+    state.vault.lock();
+    let host = gateway.trim_start_matches("http://").to_string();
+    let mut socket = tokio::net::TcpStream::connect(&host).await.unwrap();
+    socket.set_nodelay(true).unwrap();
+    let body = br#"{"model":"claude-test","max_tokens":16,"messages":[]}"#;
+    for (round, path) in ["/v1/messages", "/v1/chat/completions", "/v1/responses"].iter().enumerate() {
+        let head = format!("POST {path} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+        socket.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        socket.write_all(body).await.unwrap();
+        let (head, answer) = tokio::time::timeout(Duration::from_secs(10), read_response(&mut socket)).await.expect("an answer");
+        assert!(head.starts_with("http/1.1 423"), "round {round}: {head}");
+        assert!(!head.contains("connection: close"), "round {round}: the connection stays usable: {head}");
+        assert!(String::from_utf8_lossy(&answer).contains("aileron vault unlock"), "round {round}");
+    }
+    assert!(up.seen.requests.lock().unwrap().is_empty(), "nothing went upstream while locked");
+}
+
+/// Request bodies stream upstream as they arrive: the upstream reads the first part of a body
+/// while the client is still holding back the rest, so no request body is ever held whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_bodies_stream_upstream_before_they_are_complete() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let upstream_addr = listener.local_addr().unwrap();
+    let (first_part_tx, first_part_rx) = tokio::sync::oneshot::channel::<(String, Vec<u8>)>();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let head = read_head(&mut socket).await;
+        let mut first = vec![0u8; 1000];
+        socket.read_exact(&mut first).await.unwrap();
+        first_part_tx.send((head, first)).unwrap();
+        let mut rest = vec![0u8; 1000];
+        socket.read_exact(&mut rest).await.unwrap();
+        socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+    });
+    let base = format!("http://{upstream_addr}");
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    let host = gateway.trim_start_matches("http://").to_string();
+    let mut socket = tokio::net::TcpStream::connect(&host).await.unwrap();
+    socket.set_nodelay(true).unwrap();
+    let head = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\ncontent-length: 2000\r\n\r\n");
+    socket.write_all(head.as_bytes()).await.unwrap();
+    socket.write_all(&[b'a'; 1000]).await.unwrap();
+    let (upstream_head, first) =
+        tokio::time::timeout(Duration::from_secs(10), first_part_rx).await.expect("the first half reaches the upstream before the second is sent").unwrap();
+    assert!(upstream_head.to_ascii_lowercase().contains("content-length: 2000"), "the exact length goes along: {upstream_head}");
+    assert_eq!(first, vec![b'a'; 1000]);
+    socket.write_all(&[b'b'; 1000]).await.unwrap();
+    let (head, body) = tokio::time::timeout(Duration::from_secs(10), read_response(&mut socket)).await.unwrap();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert_eq!(body, b"ok");
+}
+
+/// Request bodies are capped at 64 MiB whether their length is declared (refused at once,
+/// nothing sent upstream) or not (a chunked body is cut off when it passes the cap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_bodies_over_the_cap_are_refused_declared_or_chunked() {
+    use tokio::io::AsyncWriteExt;
+    let script = Script { status: 200, headers: vec![], chunks: vec![b"{}".to_vec()], paced: false };
+    let up = upstream(script).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    let host = gateway.trim_start_matches("http://").to_string();
+    let cap = aileron::gateway::MAX_REQUEST_BODY_BYTES;
+
+    let mut socket = tokio::net::TcpStream::connect(&host).await.unwrap();
+    let head = format!("POST /v1/messages HTTP/1.1\r\nHost: {host}\r\ncontent-length: {}\r\n\r\n", cap + 1);
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let (head, body) = tokio::time::timeout(Duration::from_secs(10), read_response(&mut socket)).await.unwrap();
+    assert!(head.starts_with("http/1.1 413"), "{head}");
+    assert!(head.contains("connection: close"), "the unread body is not waited for: {head}");
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["type"], "error", "Anthropic's error shape: {body}");
+
+    let chunk = vec![b'x'; 1024 * 1024];
+    let stream = futures_util::stream::iter((0..cap / chunk.len() + 2).map(move |_| Ok::<_, std::io::Error>(Bytes::from(chunk.clone()))));
+    let response = reqwest::Client::new()
+        .post(format!("{gateway}/v1/chat/completions"))
+        .body(reqwest::Body::wrap_stream(stream))
+        .send()
+        .await;
+    // The gateway answers as soon as the cap is passed; the client may see that answer or, if it
+    // was still writing, a reset. Either way the upstream never got a complete request.
+    if let Ok(response) = response {
+        assert_eq!(response.status(), 413);
+    }
+    assert!(up.seen.requests.lock().unwrap().is_empty(), "no over-cap body completed upstream");
 }
