@@ -174,6 +174,10 @@ impl Material {
             Material::ApiKey { key } => clean("key", key),
             Material::AwsSigv4 { access_key_id, secret_access_key, session_token } => {
                 clean("access key id", access_key_id)?;
+                // It goes into the Authorization header unquoted (`Credential=<id>/<scope>`).
+                if !access_key_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                    return Err("the access key id holds a character other than letters and digits (AWS key ids look like AKIA…)".to_string());
+                }
                 clean("secret access key", secret_access_key)?;
                 session_token.as_deref().map_or(Ok(()), |token| clean("session token", token))
             }

@@ -353,8 +353,16 @@ fn injection(
             let amz_date = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
             let params = aileron_core::sigv4::SigningParams { region: &region, service: &service, amz_date: &amz_date };
             let body = request.body.as_deref().unwrap_or_default();
-            let signed = aileron_core::sigv4::sign(method.as_str(), &url, &headers, body, credentials, &params)
-                .map_err(|e| Failure::new(FailureClass::BindingFailed, Boundary::Runtime, format!("signing the request: {e}")))?;
+            let signed = aileron_core::sigv4::sign(method.as_str(), &url, &headers, body, credentials, &params).map_err(|error| {
+                use aileron_core::sigv4::SigningError;
+                match error {
+                    // The connector's own request is malformed: its bug, not the binding's.
+                    SigningError::BadHeaderName(_) | SigningError::BadHeaderValue(_) | SigningError::NoHost => {
+                        Failure::runtime_error(Boundary::Sandbox, format!("the connector's request cannot be signed: {error}"))
+                    }
+                    _ => Failure::new(FailureClass::BindingFailed, Boundary::Runtime, format!("signing the request: {error}")),
+                }
+            })?;
             Ok(signed.into_iter().map(|(name, value)| (name, Secret::new(value))).collect())
         }
         (None, _) => Err(Failure::capability_denied(Boundary::Sandbox, "the connector's manifest declares no credential")),

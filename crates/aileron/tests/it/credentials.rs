@@ -224,6 +224,53 @@ async fn aws_requests_are_signed_host_side_with_sigv4() {
     assert!(!output.contains(secret) && !output.contains("session-token-SECRET-0042"), "{output}");
 }
 
+/// `aileron binding setup` for an aws_sigv4 connector: the key id on the command line, the secret
+/// key and session token from the environment (never on a command line); a key id that could
+/// not go into the `Authorization` header unquoted is refused at setup with a hint, not at the
+/// first call. The upstream then gets requests signed with the bound key pair.
+#[test]
+fn the_cli_binds_an_aws_key_pair_and_refuses_a_malformed_key_id() {
+    aileron::daemon::install_crypto_provider();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(FakeOAuth::start());
+    let cli = Cli::new();
+    let block = "[capabilities.credential]\nkind = \"aws_sigv4\"\nscope = \"read\"\nservice = \"execute-api\"\nregion = \"eu-west-1\"\n";
+    let hash = cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], block));
+    cli.add_action(&ActionSpec {
+        capabilities: &["get", "aws_sigv4"],
+        inputs: &[("url", "string", true), ("credential", "string", false)],
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
+    assert!(cli.run_with(&["vault", "init"], &[("AILERON_VAULT_PASSPHRASE", PASSPHRASE)], None).status.success());
+    let secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+    let env = [("AWS_SECRET", secret), ("AWS_TOKEN", "cli-session-token-0077")];
+    let bad = cli.run_with(&["binding", "setup", CONNECTOR, "--access-key-id", "AKID/EXAMPLE", "--from-env", "AWS_SECRET"], &env, None);
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("access key id") && stderr.contains("hint:"), "{stderr}");
+    let bound = cli.run_with(
+        &["binding", "setup", CONNECTOR, "--access-key-id", "AKIDEXAMPLE", "--from-env", "AWS_SECRET", "--session-token-from-env", "AWS_TOKEN"],
+        &env,
+        None,
+    );
+    assert!(bound.status.success(), "{}", String::from_utf8_lossy(&bound.stderr));
+    let listed: Value = serde_json::from_str(&cli.ok(&["binding", "list", "--json"])).unwrap();
+    assert_eq!(listed["items"][0]["kind"], "aws_sigv4", "{listed}");
+
+    let url = format!("{}/api/echo", upstream.base_url());
+    let run = cli.run_with(&["action", "run", "fetch", "--arg", &format!("url={url}"), "--arg", "credential=aws_sigv4"], &[], None);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let seen = upstream.state.api_requests.lock().unwrap().clone();
+    let header = |name: &str| seen[0].iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_default();
+    assert!(header("authorization").starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"), "{}", header("authorization"));
+    assert_eq!(header("x-amz-security-token"), "cli-session-token-0077");
+    let output = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(!output.contains(secret) && !output.contains("cli-session-token-0077"), "{output}");
+    cli.run_with(&["daemon", "stop"], &[], None);
+    assert_eq!(files_containing(&cli.home, secret.as_bytes()), Vec::<String>::new());
+    drop(runtime);
+}
+
 /// Runs the OAuth2 authorization as a browser would: GET the authorize URL (the fake provider
 /// answers with a redirect carrying code and state) and return the redirect's query.
 async fn follow_authorize(authorize_url: &str) -> url::Url {
@@ -307,6 +354,15 @@ async fn oauth2_pkce_binds_refreshes_and_goes_stale_with_the_command_to_fix_it()
     assert_eq!(response.body["result"]["output"]["status"], 200, "{}", response.body);
     assert_eq!(provider.state.refreshes.load(Ordering::SeqCst), refreshes_before + 1, "refreshed before injection");
     assert!(harness.audit().await.iter().any(|r| r["event_type"] == "binding.refreshed"));
+
+    // The refreshed envelope was persisted: the provider rotated the refresh token (the old one
+    // is dead), and after the vault is locked and unlocked (nothing kept in memory) the next
+    // refresh succeeds only with the new one read back from the file.
+    harness.request("POST", "/v1/vault/lock", Some(json!({}))).await;
+    harness.request("POST", "/v1/vault/unlock", Some(json!({ "passphrase": PASSPHRASE }))).await;
+    let response = harness.run("fetch", json!({ "url": url, "credential": "oauth2" })).await;
+    assert_eq!(response.body["result"]["output"]["status"], 200, "the rotated refresh token was persisted: {}", response.body);
+    assert_eq!(provider.state.refreshes.load(Ordering::SeqCst), refreshes_before + 2, "refreshed again from the file");
 
     // A failed refresh marks the binding stale with the reason and the exact command.
     provider.state.fail_refresh.store(true, Ordering::SeqCst);
@@ -650,21 +706,13 @@ fn kill_9_during_vault_rewrites_never_corrupts_it_or_loses_an_acknowledged_write
     eprintln!("kill -9 rounds: {rounds}, acknowledged writes: {}", acknowledged.len());
 }
 
-/// `aileron binding setup` for an oauth2 connector, as a user runs it: it prints the consent URL
-/// (no browser here), serves the redirect on its own loopback port once, and the daemon binds.
-#[test]
-fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
+/// Drives an `aileron binding setup|reauthorize … --no-browser` child as a user's browser would:
+/// reads the consent URL it prints, follows the provider's redirect to the CLI's own loopback
+/// callback (after a stray request the CLI must ignore), and waits for the command to finish.
+fn complete_cli_oauth(cli: &Cli, args: &[&str]) {
     use std::io::BufRead;
-    aileron::daemon::install_crypto_provider();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let provider = runtime.block_on(FakeOAuth::start());
-    let cli = Cli::new();
-    let env = [("AILERON_VAULT_PASSPHRASE", PASSPHRASE)];
-    cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[provider.host_port()], &provider.manifest_credential(None)));
-    assert!(cli.run_with(&["vault", "init"], &env, None).status.success());
-
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_aileron"))
-        .args(["binding", "setup", CONNECTOR, "--identity", "me", "--no-browser"])
+        .args(args)
         .env("AILERON_HOME", &cli.home)
         .env_remove("AILERON_URL")
         .env_remove("AILERON_TOKEN")
@@ -688,9 +736,74 @@ fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
     assert!(page.contains("You can close this tab"), "{page}");
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// `aileron binding setup` for an oauth2 connector, as a user runs it: it prints the consent URL
+/// (no browser here), serves the redirect on its own loopback port once, and the daemon binds.
+/// When a refresh later fails the binding goes stale, calls name `aileron binding reauthorize`,
+/// and running exactly that command makes the binding, and the calls, work again.
+#[test]
+fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
+    aileron::daemon::install_crypto_provider();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let provider = runtime.block_on(FakeOAuth::start());
+    let cli = Cli::new();
+    let env = [("AILERON_VAULT_PASSPHRASE", PASSPHRASE)];
+    let hash = cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[provider.host_port()], &provider.manifest_credential(None)));
+    cli.add_action(&ActionSpec {
+        capabilities: &["get", "oauth2"],
+        inputs: &[("url", "string", true), ("credential", "string", false)],
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
+    assert!(cli.run_with(&["vault", "init"], &env, None).status.success());
+
+    complete_cli_oauth(&cli, &["binding", "setup", CONNECTOR, "--identity", "me", "--no-browser"]);
+    let name = "oauth2/github:aileron-tests:http_get/me";
     let listed: Value = serde_json::from_str(&cli.ok(&["binding", "list", "--json"])).unwrap();
-    assert_eq!(listed["items"][0]["name"], "oauth2/github:aileron-tests:http_get/me", "{listed}");
+    assert_eq!(listed["items"][0]["name"], name, "{listed}");
     assert_eq!(listed["items"][0]["state"], "ok");
+    let url = format!("{}/api/echo", provider.base_url());
+    let fetch = |cli: &Cli| -> Value {
+        let run = cli.run_with(&["action", "run", "fetch", "--arg", &format!("url={url}"), "--arg", "credential=oauth2"], &[], None);
+        serde_json::from_slice(&run.stdout).unwrap_or_else(|_| json!({ "stderr": String::from_utf8_lossy(&run.stderr) }))
+    };
+    assert_eq!(fetch(&cli)["output"]["status"], 200, "bound: the API accepts the token");
+
+    // `inspect` shows what the binding is, never what it holds.
+    let token = provider.latest_access_token().unwrap();
+    let inspected: Value = serde_json::from_str(&cli.ok(&["binding", "inspect", name, "--json"])).unwrap();
+    assert_eq!((inspected["name"].as_str(), inspected["kind"].as_str(), inspected["state"].as_str()), (Some(name), Some("oauth2"), Some("ok")), "{inspected}");
+    let text = cli.ok(&["binding", "inspect", name]);
+    assert!(text.contains(name) && text.contains("oauth2"), "{text}");
+    assert!(!inspected.to_string().contains(&token) && !text.contains(&token), "inspect never shows the token");
+
+    // The token nears expiry and the provider refuses the refresh: stale, with the exact command.
+    provider.state.expires_in.store(30, Ordering::SeqCst);
+    complete_cli_oauth(&cli, &["binding", "reauthorize", name, "--no-browser"]);
+    provider.state.fail_refresh.store(true, Ordering::SeqCst);
+    let failed = fetch(&cli);
+    let message = failed.to_string();
+    assert!(message.contains(&format!("aileron binding reauthorize {name}")), "{message}");
+    let inspected: Value = serde_json::from_str(&cli.ok(&["binding", "inspect", name, "--json"])).unwrap();
+    assert_eq!(inspected["state"], "stale", "{inspected}");
+
+    // Exactly the command the error named: the binding is ok again and calls work again.
+    provider.state.fail_refresh.store(false, Ordering::SeqCst);
+    provider.state.expires_in.store(3600, Ordering::SeqCst);
+    complete_cli_oauth(&cli, &["binding", "reauthorize", name, "--no-browser"]);
+    let inspected: Value = serde_json::from_str(&cli.ok(&["binding", "inspect", name, "--json"])).unwrap();
+    assert_eq!(inspected["state"], "ok", "{inspected}");
+    assert_eq!(fetch(&cli)["output"]["status"], 200, "reauthorized: calls work again");
+
+    // Revoked from the CLI: gone, and calls need a binding again.
+    cli.ok(&["binding", "revoke", name]);
+    let listed: Value = serde_json::from_str(&cli.ok(&["binding", "list", "--json"])).unwrap();
+    assert_eq!(listed["items"], json!([]), "{listed}");
+    assert!(fetch(&cli).to_string().contains("binding_required"));
+    cli.run_with(&["daemon", "stop"], &[], None);
+    for token in provider.state.access_tokens_issued() {
+        assert_eq!(files_containing(&cli.home, token.as_bytes()), Vec::<String>::new(), "no file holds an access token in clear");
+    }
     drop(runtime);
 }
 

@@ -39,6 +39,10 @@ pub struct ProviderState {
     pub api_key: Mutex<Option<String>>,
     /// Every `/api/echo` request's headers.
     pub api_requests: Mutex<Vec<Vec<(String, String)>>>,
+    /// The client secret the provider registered for [`CLIENT_ID`] (set by
+    /// [`FakeOAuth::manifest_credential`]): token requests must present exactly this one, and a
+    /// public client (none) must present none.
+    client_secret: Mutex<Option<String>>,
 }
 
 pub struct FakeOAuth {
@@ -79,6 +83,7 @@ impl FakeOAuth {
 
     /// The `[capabilities.credential]` block of an oauth2 connector using this provider.
     pub fn manifest_credential(&self, client_secret: Option<&str>) -> String {
+        *self.state.client_secret.lock().unwrap() = client_secret.map(str::to_string);
         let secret = client_secret.map(|s| format!("client_secret = \"{s}\"\n")).unwrap_or_default();
         format!(
             "[capabilities.credential]\nkind = \"oauth2\"\nscope = \"read your things\"\n\n[capabilities.credential.oauth2]\n\
@@ -89,6 +94,13 @@ impl FakeOAuth {
 
     pub fn latest_access_token(&self) -> Option<String> {
         self.state.access_tokens.lock().unwrap().last().cloned()
+    }
+}
+
+impl ProviderState {
+    /// Every access token this provider issued.
+    pub fn access_tokens_issued(&self) -> Vec<String> {
+        self.access_tokens.lock().unwrap().clone()
     }
 }
 
@@ -137,15 +149,20 @@ async fn token(State(state): State<Arc<ProviderState>>, headers: HeaderMap, body
     state.token_requests.fetch_add(1, Ordering::SeqCst);
     let form: HashMap<String, String> = url::form_urlencoded::parse(body.as_bytes()).into_owned().collect();
     let get = |key: &str| form.get(key).cloned().unwrap_or_default();
-    // The client authenticates in the body (public client) or with HTTP Basic (client_secret).
+    // The client authenticates in the body (public client) or with HTTP Basic (client_secret),
+    // RFC 6749 §2.3.1: a confidential client must prove its secret, a public one has none to send.
     let basic = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Basic "))
         .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    let client_ok = get("client_id") == CLIENT_ID || basic.as_deref().is_some_and(|pair| pair.starts_with(&format!("{CLIENT_ID}:")));
-    if !client_ok {
+    let (presented_id, presented_secret) = match basic.as_deref().and_then(|pair| pair.split_once(':')) {
+        Some((id, secret)) => (id.to_string(), Some(secret.to_string())),
+        None => (get("client_id"), form.get("client_secret").cloned()),
+    };
+    let registered = state.client_secret.lock().unwrap().clone();
+    if presented_id != CLIENT_ID || presented_secret != registered {
         return token_error("invalid_client");
     }
     match get("grant_type").as_str() {

@@ -15,6 +15,7 @@ mod http_doc;
 mod fake_forge;
 mod fake_oauth;
 mod launch;
+mod leaks;
 mod lifecycle;
 mod mcp;
 mod security;

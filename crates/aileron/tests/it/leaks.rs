@@ -1,0 +1,267 @@
+//! Planted secrets, searched for everywhere a user or an agent could see bytes: a real daemon
+//! process with file traces on, a thousand distinct API keys each stored in the vault, bound,
+//! and injected into a real call (the upstream checks it received each one), calls over
+//! `aileron-mcp`, refused calls and errors, and the connector's whole linear memory after an
+//! injected call. Every HTTP answer, MCP result, CLI output, guest memory window and every file
+//! under the test's directory (home, `daemon.log`, audit log, vault, traces) is then searched
+//! for each secret and the passphrase, raw and base64, base64url, hex and percent-encoded.
+
+use std::collections::HashSet;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::cli::Cli;
+use crate::fake_oauth::FakeOAuth;
+use crate::mcp::{Session, StdioSession};
+use crate::support::{ActionSpec, guest_wasm, manifest};
+
+const PASSPHRASE: &str = "leak-scan passphrase 7f3a9c21";
+const CONNECTOR: &str = "github://aileron-tests/http_get";
+const SECRETS: usize = 1000;
+
+/// The secret number `i`: fixed length, a prefix nothing else contains, and `+`, `/`, `=` so
+/// its percent-encoded and base64 forms differ from the raw one.
+fn planted(i: usize) -> String {
+    format!("PLANTED+{i:04}/{:016x}=", 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1))
+}
+
+/// Every form a secret could leak in: raw, base64 (standard and URL-safe without padding), hex
+/// and percent-encoded (what a query string or form body would carry).
+fn encodings(secret: &str) -> Vec<(&'static str, Vec<u8>)> {
+    let bytes = secret.as_bytes();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let percent: String = url::form_urlencoded::byte_serialize(bytes).collect();
+    vec![
+        ("raw", bytes.to_vec()),
+        ("base64", base64::engine::general_purpose::STANDARD.encode(bytes).into_bytes()),
+        ("base64url", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes).into_bytes()),
+        ("hex", hex.into_bytes()),
+        ("percent", percent.into_bytes()),
+    ]
+}
+
+/// Every encoded form of every secret, found in one pass per form: each form's patterns share a
+/// prefix (the secrets do), so the scan looks for the prefix and checks the pattern at each hit.
+struct Needles {
+    forms: Vec<(&'static str, Vec<u8>, HashSet<Vec<u8>>)>,
+}
+
+impl Needles {
+    fn new(secrets: &[String]) -> Needles {
+        let mut forms: Vec<(&'static str, Vec<u8>, HashSet<Vec<u8>>)> = Vec::new();
+        for secret in secrets {
+            for (index, (form, pattern)) in encodings(secret).into_iter().enumerate() {
+                if forms.len() <= index {
+                    forms.push((form, pattern.clone(), HashSet::new()));
+                }
+                let prefix = &mut forms[index].1;
+                let common = prefix.iter().zip(&pattern).take_while(|(a, b)| a == b).count();
+                prefix.truncate(common);
+                forms[index].2.insert(pattern);
+            }
+        }
+        for (form, prefix, _) in &forms {
+            assert!(prefix.len() >= 6, "the {form} forms share a usable prefix");
+        }
+        Needles { forms }
+    }
+
+    /// `(form, pattern)` of every secret found in `haystack`.
+    fn find(&self, haystack: &[u8]) -> Vec<(&'static str, String)> {
+        let mut found = Vec::new();
+        for (form, prefix, patterns) in &self.forms {
+            let length = patterns.iter().next().map_or(0, Vec::len);
+            for start in memchr::memmem::find_iter(haystack, prefix) {
+                if let Some(candidate) = haystack.get(start..start + length)
+                    && patterns.contains(candidate)
+                {
+                    found.push((*form, String::from_utf8_lossy(candidate).into_owned()));
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Every file under `root`, with its bytes.
+fn every_file(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                files.push((path.display().to_string(), bytes));
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn a_thousand_injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
+    aileron::daemon::install_crypto_provider();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let provider = runtime.block_on(FakeOAuth::start());
+    let cli = Cli::new();
+    let traces = cli.scratch().join("traces");
+    let daemon_env = [
+        ("AILERON_OTEL_ENABLED", "true"),
+        ("AILERON_OTEL_EXPORTER", "file"),
+        ("AILERON_TRACES_DIR", traces.to_str().unwrap()),
+    ];
+    let started = cli.run_with(&["daemon", "start"], &daemon_env, None);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test\"\nheader = \"X-Api-Key\"\nformat = \"Token {key}\"\n";
+    let hash = cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[provider.host_port()], credential));
+    cli.add_action(&ActionSpec {
+        capabilities: &["get", "api_key"],
+        inputs: &[("url", "string", true), ("credential", "string", false), ("memory_window", "object", false)],
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
+    let init = cli.run_with(&["vault", "init"], &[("AILERON_VAULT_PASSPHRASE", PASSPHRASE)], None);
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+
+    let secrets: Vec<String> = (0..SECRETS).map(planted).collect();
+    let mut outputs: Vec<Vec<u8>> = Vec::new();
+    let mut record = |output: &std::process::Output| {
+        outputs.push(output.stdout.clone());
+        outputs.push(output.stderr.clone());
+    };
+    let setup = cli.run_with(&["binding", "setup", CONNECTOR, "--from-env", "KEY"], &[("KEY", secrets[0].as_str())], None);
+    assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
+    record(&setup);
+    let binding = "api_key/github:aileron-tests:http_get/default";
+
+    let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    let (base, token) = (info["url"].as_str().unwrap().to_string(), info["token"].as_str().unwrap().to_string());
+    let client = reqwest::blocking::Client::new();
+    let mut answers: Vec<Vec<u8>> = Vec::new();
+    let mut call = |method: reqwest::Method, path: &str, body: Option<Value>| -> Value {
+        let mut request = client.request(method, format!("{base}{path}")).bearer_auth(&token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().unwrap();
+        let mut raw = format!("{:?}\n", response.headers()).into_bytes();
+        let bytes = response.bytes().unwrap();
+        raw.extend_from_slice(&bytes);
+        answers.push(raw);
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    };
+
+    // Each secret: stored in the vault, bound (rebind), and injected into one real call.
+    let url = format!("{}/api/echo", provider.base_url());
+    let encoded_binding = binding.replace('/', "%2F");
+    for (i, secret) in secrets.iter().enumerate() {
+        let stored = call(reqwest::Method::POST, "/v1/secrets", Some(json!({ "path": format!("planted/s{i:04}"), "value": secret })));
+        assert_eq!(stored["path"], format!("planted/s{i:04}"), "{stored}");
+        if i > 0 {
+            let rebound = call(reqwest::Method::POST, &format!("/v1/bindings/{encoded_binding}/rebind"), Some(json!({ "api_key": secret })));
+            assert_eq!(rebound["name"], binding, "{rebound}");
+        }
+        *provider.state.api_key.lock().unwrap() = Some(format!("Token {secret}"));
+        let ran = call(reqwest::Method::POST, "/v1/actions/fetch/run", Some(json!({ "args": { "url": url, "credential": "api_key" } })));
+        assert_eq!(ran["result"]["output"]["status"], 200, "secret {i} was accepted upstream: {ran}");
+    }
+    let upstream_saw: HashSet<String> = provider
+        .state
+        .api_requests
+        .lock()
+        .unwrap()
+        .iter()
+        .flatten()
+        .filter(|(name, _)| name == "x-api-key")
+        .map(|(_, value)| value.trim_start_matches("Token ").to_string())
+        .collect();
+    assert_eq!(upstream_saw.len(), SECRETS, "the upstream received every one of the secrets");
+
+    // The connector's whole memory, window by window, each read right after an injected call.
+    let sized = call(reqwest::Method::POST, "/v1/actions/fetch/run", Some(json!({ "args": { "url": url, "credential": "api_key", "memory_window": { "offset": 0, "len": 0 } } })));
+    let memory_size = sized["result"]["output"]["memory_size"].as_u64().unwrap() as usize;
+    assert!(memory_size >= 65536, "{sized}");
+    let mut guest_memory = Vec::with_capacity(memory_size);
+    const WINDOW: usize = 192 * 1024;
+    for offset in (0..memory_size).step_by(WINDOW) {
+        let window = call(
+            reqwest::Method::POST,
+            "/v1/actions/fetch/run",
+            Some(json!({ "args": { "url": url, "credential": "api_key", "memory_window": { "offset": offset, "len": WINDOW } } })),
+        );
+        let hex = window["result"]["output"]["memory_hex"].as_str().unwrap_or_else(|| panic!("window at {offset}: {window}"));
+        guest_memory.extend((0..hex.len()).step_by(2).map(|at| u8::from_str_radix(&hex[at..at + 2], 16).unwrap()));
+    }
+    assert!(guest_memory.len() >= memory_size, "all {memory_size} bytes of guest memory were read");
+
+    // Refusals and errors, which quote what they refuse.
+    call(reqwest::Method::POST, "/v1/actions/fetch/run", Some(json!({ "args": { "url": "http://undeclared.example/", "credential": "api_key" } })));
+    call(reqwest::Method::POST, "/v1/actions/fetch/run", Some(json!({ "args": { "url": url, "credential": "oauth2" } })));
+    call(reqwest::Method::POST, "/v1/vault/unlock", Some(json!({ "passphrase": "not it" })));
+    for path in ["/v1/status", "/v1/vault/status", "/v1/secrets", "/v1/bindings", &format!("/v1/bindings/{encoded_binding}"), "/v1/audit?limit=10000", "/v1/connectors", "/v1/actions"] {
+        call(reqwest::Method::GET, path, None);
+    }
+
+    // An agent's view: tool calls over aileron-mcp.
+    let mut session = StdioSession::spawn(&[("AILERON_HOME", cli.home.to_str().unwrap())]);
+    session.initialize("2025-06-18");
+    let mut mcp_results = Vec::new();
+    for arguments in [json!({ "url": url, "credential": "api_key" }), json!({ "url": "http://undeclared.example/", "credential": "api_key" })] {
+        mcp_results.push(session.call("fetch", arguments).to_string().into_bytes());
+    }
+    let (_, mcp_stderr) = session.close();
+    mcp_results.push(mcp_stderr.into_bytes());
+
+    // A user's view: the CLI's listings and the audit trail.
+    for args in [
+        &["binding", "list", "--json"][..],
+        &["binding", "inspect", binding],
+        &["secret", "list"],
+        &["status", "--json"],
+        &["audit", "list", "--limit", "10000", "--json"],
+        &["audit", "verify"],
+    ] {
+        record(&cli.run_with(args, &[], None));
+    }
+    record(&cli.run_with(&["daemon", "stop"], &[], None));
+
+    // The search.
+    let needles = Needles::new(&secrets);
+    let passphrase = Needles { forms: encodings(PASSPHRASE).into_iter().map(|(form, p)| (form, p.clone(), HashSet::from([p]))).collect() };
+    // The search itself finds each form, wherever it sits in other bytes.
+    for (form, pattern) in encodings(&secrets[SECRETS / 2]).into_iter().chain(encodings(PASSPHRASE)) {
+        let mut haystack = b"{\"x\":\"".to_vec();
+        haystack.extend_from_slice(&pattern);
+        haystack.extend_from_slice(b"\"}");
+        assert!(needles.find(&haystack).len() + passphrase.find(&haystack).len() >= 1, "the scan finds a {form} form");
+    }
+    let mut haystacks: Vec<(String, Vec<u8>)> = Vec::new();
+    haystacks.extend(answers.into_iter().enumerate().map(|(i, bytes)| (format!("HTTP answer {i}"), bytes)));
+    haystacks.extend(mcp_results.into_iter().enumerate().map(|(i, bytes)| (format!("MCP result {i}"), bytes)));
+    haystacks.extend(outputs.into_iter().enumerate().map(|(i, bytes)| (format!("CLI output {i}"), bytes)));
+    haystacks.push(("guest memory".to_string(), guest_memory));
+    let files = every_file(cli.scratch());
+    let span_files = files.iter().filter(|(path, _)| path.starts_with(traces.to_str().unwrap()) && path.ends_with(".jsonl")).count();
+    assert!(span_files >= 1, "the daemon wrote spans to {}", traces.display());
+    assert!(files.iter().any(|(path, _)| path.ends_with("daemon.log")), "the daemon's log is searched too");
+    let searched_bytes: usize = files.iter().map(|(_, b)| b.len()).sum::<usize>() + haystacks.iter().map(|(_, b)| b.len()).sum::<usize>();
+    haystacks.extend(files);
+    let mut leaks = Vec::new();
+    for (place, bytes) in &haystacks {
+        for (form, pattern) in needles.find(bytes).into_iter().chain(passphrase.find(bytes)) {
+            leaks.push(format!("{place}: {form} {pattern}"));
+        }
+    }
+    assert_eq!(leaks, Vec::<String>::new(), "planted secrets leaked");
+    eprintln!(
+        "leak scan: {} secrets + the passphrase, {} forms each, {} places, {} bytes searched, {} guest memory bytes: 0 found",
+        SECRETS,
+        encodings(PASSPHRASE).len(),
+        haystacks.len(),
+        searched_bytes,
+        memory_size
+    );
+    drop(runtime);
+}
