@@ -3,8 +3,10 @@
 //! `AILERON_GITLAB_BASE_URL`, `AILERON_GITHUB_RAW_BASE_URL`, `AILERON_GITLAB_RAW_BASE_URL`) so
 //! tests run a fake forge on loopback.
 //!
-//! Invariant: a redirect is followed only to the same host (at most 5); the bytes fetched are
-//! never trusted for what they are — the signature, the hash and the user's consent decide.
+//! Invariant: a redirect is followed only to the same origin (scheme, host and port; at most 5),
+//! with one exception: github.com's release downloads, which GitHub always serves by redirecting
+//! to its own asset hosts over https ([`GITHUB_ASSET_HOSTS`]). The bytes fetched are never
+//! trusted for what they are — the signature, the hash and the user's consent decide.
 
 use std::time::Duration;
 
@@ -127,12 +129,32 @@ pub fn released_versions(fqn: &Fqn, listing: &serde_json::Value, include_pre: bo
     versions
 }
 
-/// A client that follows redirects only within the same host.
+/// Where github.com sends a release download (a `302` from `/releases/download/...`), all
+/// GitHub's own. SPEC §3.3 allows same-host redirects only; without these hosts no real GitHub
+/// release could be installed (ARCHITECTURE.md records the decision).
+pub const GITHUB_ASSET_HOSTS: [&str; 3] =
+    ["objects.githubusercontent.com", "release-assets.githubusercontent.com", "github-releases.githubusercontent.com"];
+
+/// Whether a redirect from `first` (the URL asked for) to `next` may be followed: the same
+/// origin, never a downgrade, or github.com to one of its asset hosts over https.
+pub fn may_follow(first: &url::Url, next: &url::Url) -> bool {
+    let same_origin = first.scheme() == next.scheme()
+        && first.host_str() == next.host_str()
+        && first.port_or_known_default() == next.port_or_known_default();
+    let github_asset = first.scheme() == "https"
+        && first.host_str() == Some("github.com")
+        && next.scheme() == "https"
+        && next.port_or_known_default() == Some(443)
+        && next.host_str().is_some_and(|host| GITHUB_ASSET_HOSTS.contains(&host));
+    same_origin || github_asset
+}
+
+/// A client that follows redirects only as [`may_follow`] allows.
 fn client() -> anyhow::Result<reqwest::Client> {
     crate::process::install_crypto_provider();
     let policy = reqwest::redirect::Policy::custom(|attempt| {
-        let same_host = attempt.previous().first().map(|first| first.host_str()) == Some(attempt.url().host_str());
-        if attempt.previous().len() >= 5 || !same_host { attempt.stop() } else { attempt.follow() }
+        let allowed = attempt.previous().first().is_some_and(|first| may_follow(first, attempt.url()));
+        if attempt.previous().len() >= 5 || !allowed { attempt.stop() } else { attempt.follow() }
     });
     Ok(reqwest::Client::builder()
         .redirect(policy)
@@ -152,7 +174,7 @@ pub async fn fetch(url: &str, cap: u64, progress: &mut (dyn FnMut(u64, Option<u6
     let status = response.status();
     if status.is_redirection() {
         let target = response.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("?").to_string();
-        return Err(failed(format!("{url} redirects to another host ({target}); only same-host redirects are followed"), false, Some(status.as_u16())));
+        return Err(failed(format!("{url} redirects to another host ({target}); only same-origin redirects (and github.com's own asset hosts) are followed"), false, Some(status.as_u16())));
     }
     if !status.is_success() {
         let retriable = status.is_server_error() || status.as_u16() == 429;
@@ -178,6 +200,28 @@ pub async fn fetch(url: &str, cap: u64, progress: &mut (dyn FnMut(u64, Option<u6
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn redirects_stay_on_the_origin_or_go_to_githubs_own_asset_hosts() {
+        let check = |first: &str, next: &str, expected: bool| {
+            let (first, next) = (url::Url::parse(first).unwrap(), url::Url::parse(next).unwrap());
+            assert_eq!(super::may_follow(&first, &next), expected, "{first} -> {next}");
+        };
+        let release = "https://github.com/acme/widget/releases/download/v1.2.0/aileron.tar.gz";
+        check(release, "https://github.com/acme/widget/releases/download/v1.2.0/other", true);
+        check(release, "https://objects.githubusercontent.com/github-production-release-asset/1?sig=x", true);
+        check(release, "https://release-assets.githubusercontent.com/github-production-release-asset/1", true);
+        check(release, "http://objects.githubusercontent.com/x", false);
+        check(release, "https://objects.githubusercontent.com:8443/x", false);
+        check(release, "https://evil.example/aileron.tar.gz", false);
+        check(release, "https://githubusercontent.com.evil.example/x", false);
+        check(release, "http://github.com/acme/widget/x", false);
+        // A mirror or a test forge: the same origin only, no asset-host exception.
+        check("http://127.0.0.1:8080/acme/x", "http://127.0.0.1:8080/acme/y", true);
+        check("http://127.0.0.1:8080/acme/x", "http://127.0.0.1:9090/acme/y", false);
+        check("https://mirror.example/acme/x", "https://objects.githubusercontent.com/x", false);
+        check("https://gitlab.com/team/linear/-/releases/v1/downloads/aileron.tar.gz", "https://evil.example/x", false);
+    }
+
     use super::*;
 
     #[test]

@@ -281,6 +281,19 @@ async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: 
         .map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint())))?;
     let file_name = format!("{}.md", reference.fqn.subpath.last().unwrap_or(&reference.fqn.repo));
     let action = aileron_core::action::parse_action(&text, &file_name).map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint)))?;
+    let mut body = json!({
+        "file_name": file_name,
+        "content": text,
+        "reference": target,
+        "signature": signature.map(|s| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s)),
+        "allow_unsigned": flags.allow_unsigned,
+        "force": flags.force,
+        "verify_only": true,
+    });
+    // The daemon checks the package (the release it claims to be, its signature, --force) before
+    // any connector it names is fetched or installed.
+    let verified = client.post("/v1/actions/install", &body).await?;
+    eprintln!("action {} {}: {}", action.name, action.version, verified["signature"].as_str().unwrap_or("checked"));
     let installed = client.get("/v1/connectors").await?;
     for required in &action.requires {
         let present = installed["items"].as_array().into_iter().flatten().any(|item| item["hash"] == required.hash.to_string());
@@ -294,14 +307,7 @@ async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: 
             return Ok(code);
         }
     }
-    let body = json!({
-        "file_name": file_name,
-        "content": text,
-        "reference": target,
-        "signature": signature.map(|s| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s)),
-        "allow_unsigned": flags.allow_unsigned,
-        "force": flags.force,
-    });
+    body["verify_only"] = false.into();
     let added = client.post("/v1/actions/install", &body).await?;
     eprintln!(
         "added action {} {} from {target} (tool `{}`{})",

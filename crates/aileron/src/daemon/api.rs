@@ -244,6 +244,11 @@ struct InstallAction {
     allow_unsigned: bool,
     #[serde(default)]
     force: bool,
+    /// Check the package (its reference, signature, `force`) and answer what it requires, without
+    /// installing: `aileron action add <fqn>` asks this before it installs any connector, so a
+    /// forged or unwanted package cannot make it fetch and install anything.
+    #[serde(default)]
+    verify_only: bool,
 }
 
 /// A fetched action package (SPEC §3.4): the file must be the release it claims to be (its
@@ -299,12 +304,40 @@ async fn install_action(
     Json(body): Json<InstallAction>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
+    let actor = caller_for(&principal, &headers).actor;
+    match add_action(&state, actor.clone(), &body).await {
+        Err(error) if error.code != "audit_unavailable" => {
+            let reference = body.reference.clone().unwrap_or_else(|| body.file_name.clone());
+            let stage = if body.verify_only { "preview" } else { "install" };
+            Ok(refuse_install(&state, actor, "action.install_refused", &reference, stage, error.into()).await)
+        }
+        answered => answered,
+    }
+}
+
+/// `install_action` once the caller may install: every check, then the audit record, then the
+/// registry. Any refusal comes back as an error for the caller to audit.
+async fn add_action(state: &AppState, actor: aileron_core::audit::Actor, body: &InstallAction) -> ApiResult {
     let action = parse_action(&body.content, &body.file_name)
         .map_err(|e| ApiError::bad_request("parse_error", e.to_string()).with_hint(e.hint.clone()))?;
     let signature_status = match &body.reference {
-        Some(reference) => Some(verify_action_package(&state, &action, reference, &body)?),
+        Some(reference) => Some(verify_action_package(state, &action, reference, body)?),
         None => None,
     };
+    if body.verify_only {
+        let requires: Vec<Value> = action
+            .requires
+            .iter()
+            .map(|c| json!({ "name": c.name.to_string(), "version": c.version.to_string(), "hash": c.hash.to_string() }))
+            .collect();
+        return Ok(Json(json!({
+            "name": action.name,
+            "version": action.version.to_string(),
+            "signature": signature_status.map(|status| status.describe()),
+            "requires": requires,
+        }))
+        .into_response());
+    }
     for required in &action.requires {
         let reference = format!("{}@{}", required.name, required.version);
         let entry = state.store.find(&required.hash).map_err(ApiError::internal)?.ok_or_else(|| {
@@ -354,10 +387,18 @@ async fn install_action(
     if let (Some(status), Some(reference)) = (&signature_status, &body.reference) {
         payload.insert("aileron.action.reference".into(), reference.clone().into());
         payload.insert("aileron.action.signature".into(), status.describe().into());
+        if let aileron_core::signing::SignatureStatus::Verified { authority, fingerprint } = status {
+            payload.insert("aileron.action.signer".into(), authority.clone().into());
+            payload.insert("aileron.action.signer_fingerprint".into(), fingerprint.clone().into());
+        }
     }
+    // Adding an action is itself the user's consent: it grants nothing its connectors' consented
+    // manifests did not (checked above), only narrows them.
+    payload.insert("aileron.consent.decision".into(), "approved".into());
+    payload.insert("aileron.consent.via".into(), "command".into());
     let event = AuditEvent {
         event_type: "action.installed".into(),
-        actor: caller_for(&principal, &headers).actor,
+        actor,
         session_id: None,
         payload,
         audit_id: None,
@@ -495,8 +536,59 @@ struct PreviewBody {
 /// download (when no local source is given), check the layout and the manifest's identity,
 /// verify a present signature against the keyring (`signature_failure` otherwise, whatever the
 /// caller says), check `provenance_hash`, compare the expected hash.
-async fn inspect(state: &AppState, body: &PreviewBody) -> Result<(crate::package::Package, Value), Response> {
-    let bad = |e: ApiError| e.into_response();
+/// Why an install (or its preview) was refused: a request error, or a failure envelope
+/// (`signature_failure`, `hash_mismatch`). Every refusal is audited before it is answered.
+enum Refusal {
+    Api(ApiError),
+    Failure(aileron_core::Failure),
+}
+
+impl From<ApiError> for Refusal {
+    fn from(error: ApiError) -> Refusal {
+        Refusal::Api(error)
+    }
+}
+
+impl Refusal {
+    fn code(&self) -> &str {
+        match self {
+            Refusal::Api(error) => error.code,
+            Refusal::Failure(failure) => failure.class.as_str(),
+        }
+    }
+
+    fn message(&self) -> &str {
+        match self {
+            Refusal::Api(error) => &error.message,
+            Refusal::Failure(failure) => &failure.message,
+        }
+    }
+
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::Api(error) => error.into_response(),
+            Refusal::Failure(failure) => failure_response(&failure),
+        }
+    }
+}
+
+/// Audits a refused install (`connector.install_refused` / `action.install_refused`) and answers
+/// the refusal; if the record cannot be written, the answer says so instead (fail closed).
+async fn refuse_install(state: &AppState, actor: aileron_core::audit::Actor, event_type: &str, reference: &str, stage: &str, refusal: Refusal) -> Response {
+    let mut payload = Map::new();
+    payload.insert("aileron.install.reference".into(), reference.into());
+    payload.insert("aileron.install.stage".into(), stage.into());
+    payload.insert("aileron.install.refusal".into(), refusal.code().into());
+    payload.insert("aileron.install.message".into(), aileron_core::untrusted_text::visible(refusal.message(), 500).into());
+    let event = AuditEvent { event_type: event_type.into(), actor, session_id: None, payload, audit_id: None };
+    match state.audit.append(event).await {
+        Ok(_) => refusal.into_response(),
+        Err(error) => ApiError::audit_unavailable(error).into_response(),
+    }
+}
+
+async fn inspect(state: &AppState, body: &PreviewBody) -> Result<(crate::package::Package, Value), Refusal> {
+    let bad = Refusal::Api;
     let reference = ConnectorRef::parse(&body.reference).map_err(|e| {
         let code = if e.to_string().contains("unknown_scheme") { "unknown_scheme" } else { "invalid_reference" };
         bad(ApiError::bad_request(code, e.to_string())
@@ -524,8 +616,9 @@ async fn inspect(state: &AppState, body: &PreviewBody) -> Result<(crate::package
         if *provenance != actual {
             let failure = aileron_core::Failure::hash_mismatch(format!(
                 "the manifest's provenance_hash {provenance} does not match connector.wasm ({actual})"
-            ));
-            return Err(failure_response(&failure));
+            ))
+            .with_detail("hint", "the binary is not the build the manifest names; ask the publisher for a consistent release");
+            return Err(Refusal::Failure(failure));
         }
     }
     let keyring = crate::keyring::load(&state.home.keyring()).map_err(|e| bad(ApiError::internal(e)))?;
@@ -538,7 +631,7 @@ async fn inspect(state: &AppState, body: &PreviewBody) -> Result<(crate::package
                 "hint",
                 format!("if you trust the publisher, trust its key first: `aileron keyring trust {repo}` (or {owner}); never install a package whose signature does not verify"),
             );
-        failure_response(&failure)
+        Refusal::Failure(failure)
     })?;
     if let Some(expected) = &body.expected_hash
         && *expected != package.hash.to_string()
@@ -546,8 +639,12 @@ async fn inspect(state: &AppState, body: &PreviewBody) -> Result<(crate::package
         let failure = aileron_core::Failure::hash_mismatch(format!(
             "package hash {} does not match the expected {expected}",
             package.hash
-        ));
-        return Err(failure_response(&failure));
+        ))
+        .with_detail(
+            "hint",
+            "these are not the bytes you pinned or consented to (the release was replaced, or the download altered); nothing was installed — check the hash with the publisher",
+        );
+        return Err(Refusal::Failure(failure));
     }
     let signer = match &status {
         aileron_core::signing::SignatureStatus::Verified { authority, fingerprint } => json!({ "authority": authority, "fingerprint": fingerprint }),
@@ -570,12 +667,16 @@ async fn inspect(state: &AppState, body: &PreviewBody) -> Result<(crate::package
 async fn preview_connector(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
     Json(body): Json<PreviewBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let (package, mut view) = match inspect(&state, &body).await {
         Ok(inspected) => inspected,
-        Err(response) => return Ok(response),
+        Err(refusal) => {
+            let actor = caller_for(&principal, &headers).actor;
+            return Ok(refuse_install(&state, actor, "connector.install_refused", &body.reference, "preview", refusal).await);
+        }
     };
     view["already_installed"] = state.store.find(&package.hash).map_err(ApiError::internal)?.is_some().into();
     Ok(Json(view).into_response())
@@ -608,13 +709,15 @@ async fn install_connector(
     if body.consent != "prompt" && body.consent != "flag" {
         return Err(ApiError::bad_request("invalid_consent", "consent must be `prompt` or `flag`"));
     }
+    let actor = caller_for(&principal, &headers).actor;
     let (package, view) = match inspect(&state, &body.preview).await {
         Ok(inspected) => inspected,
-        Err(response) => return Ok(response),
+        Err(refusal) => return Ok(refuse_install(&state, actor, "connector.install_refused", &body.preview.reference, "install", refusal).await),
     };
     if view["signed"] == false && body.consent == "flag" && !body.allow_unsigned {
-        return Err(ApiError::bad_request("unsigned_refused", "the package is unsigned and consent was given by flag without allow_unsigned")
-            .with_hint("review it and re-run with --yes --allow-unsigned if you trust where it came from"));
+        let refusal = ApiError::bad_request("unsigned_refused", "the package is unsigned and consent was given by flag without allow_unsigned")
+            .with_hint("review it and re-run with --yes --allow-unsigned if you trust where it came from");
+        return Ok(refuse_install(&state, actor, "connector.install_refused", &body.preview.reference, "install", refusal.into()).await);
     }
     let entry = state.store.commit(&package).map_err(|error| {
         eprintln!("aileron daemon: committing {} to the store: {error}", package.hash);

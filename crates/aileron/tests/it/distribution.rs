@@ -41,6 +41,31 @@ impl Setup {
         stdout
     }
 
+    /// Runs the CLI on a real terminal (a pseudo-terminal from util-linux `script`), typing
+    /// `input` ahead, as a person at a prompt would; returns the exit code and the screen
+    /// (stdout and stderr as the terminal showed them, with the typed answers echoed).
+    fn on_terminal(&self, args: &[&str], input: &str) -> (i32, String) {
+        use std::io::Write;
+        let quote = |word: &str| format!("'{}'", word.replace('\'', r"'\''"));
+        let command_line: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_aileron")).chain(args.iter().copied()).map(quote).collect();
+        let mut child = std::process::Command::new("script")
+            .args(["--quiet", "--return", "--command", &command_line.join(" "), "/dev/null"])
+            .env("AILERON_HOME", &self.cli.home)
+            .env_remove("AILERON_URL")
+            .env_remove("AILERON_TOKEN")
+            .env_remove("AILERON_AUDIT_DIR")
+            .envs(self.env())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("util-linux `script` runs the CLI on a pseudo-terminal");
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        let screen = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        (output.status.code().unwrap_or(-1), screen.replace("\r\n", "\n"))
+    }
+
     /// A package directory for `fqn@version` (the http_get guest) and its signed tarball.
     fn pack(&self, fqn: &str, version: &str, key: Option<&str>) -> Vec<u8> {
         self.pack_with_hosts(fqn, version, key, &[])
@@ -163,8 +188,13 @@ fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
     let mut tampered_manifest = manifest_bytes.clone();
     tampered_manifest.extend_from_slice(b"\n# edited after signing\n");
     let manifest_text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).unwrap();
+    // acme's own key, signing other bytes (the next version's package).
+    let next = setup.pack("github://acme/widget", "2.0.1", Some(&acme_key));
+    let (_, _, next_signature) = unpack(&next);
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("signed by a key of another owner", other),
+        ("acme's valid signature over a swapped binary", aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text(&manifest_bytes), Some(&signature)).unwrap()),
+        ("acme's key, signing other bytes", aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&next_signature.unwrap())).unwrap()),
         ("a corrupted signature", aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap()),
         ("the manifest edited after signing", aileron::package::pack_tarball(&wasm, &manifest_text(&tampered_manifest), Some(&signature)).unwrap()),
         ("a signature over other bytes", aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text(&manifest_bytes), Some(&other_signature.unwrap())).unwrap()),
@@ -202,6 +232,23 @@ fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
     let response = client.post(format!("{url}/v1/connectors/install")).bearer_auth(token).json(&body).send().unwrap();
     assert_eq!(response.status(), 400);
     assert_eq!(response.json::<Value>().unwrap()["error"]["code"], "unsigned_refused");
+
+    // Every refusal is in the audit log (SPEC §0: every failure leaves a record), none installed.
+    let refused: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.install_refused"])).unwrap();
+    let codes: Vec<&str> = refused["items"].as_array().unwrap().iter().map(|r| r["payload"]["aileron.install.refusal"].as_str().unwrap()).collect();
+    assert_eq!(codes.iter().filter(|c| **c == "signature_failure").count(), 7, "six by the CLI, one through the API: {codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == "unsigned_refused").count(), 1, "{codes:?}");
+    assert!(refused["items"].as_array().unwrap().iter().all(|r| r["payload"]["aileron.install.reference"] == "github://acme/widget@2.0.0"));
+    let installed: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
+    assert_eq!(installed["items"], json!([]), "nothing was installed: {installed}");
+
+    // Revoking an authority removes its keys at once, and is audited.
+    setup.ok(&["keyring", "revoke", "github://other"]);
+    let listed = setup.ok(&["keyring", "list"]);
+    assert!(!listed.contains("github://other") && listed.contains("github://acme/widget"), "{listed}");
+    let revoked: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "keyring.revoked"])).unwrap();
+    assert_eq!(revoked["items"].as_array().unwrap().len(), 1, "{revoked}");
+    assert!(revoked.to_string().contains("github://other"), "{revoked}");
     drop(setup.runtime);
 }
 
@@ -225,7 +272,7 @@ fn monorepo_gitlab_hash_pins_and_fetch_failures() {
     // A wrong pinned hash is refused.
     let (code, _, stderr) = setup.run(&["connector", "install", "gitlab://team/linear@0.3.1", "--yes", "--allow-unsigned", "--hash", "sha256:0000000000000000000000000000000000000000000000000000000000000000"]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("hash_mismatch"), "{stderr}");
+    assert!(stderr.contains("hash_mismatch") && stderr.contains("hint: these are not the bytes you pinned"), "{stderr}");
     let hash = setup.ok(&["connector", "install", "gitlab://team/linear@0.3.1", "--yes", "--allow-unsigned"]);
     assert!(hash.trim().starts_with("sha256:"));
 
@@ -326,6 +373,32 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
     let (code, _, stderr) = setup.run(&["action", "add", source, "--yes", "--force"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("signature_failure"), "{stderr}");
+
+    // A forged package naming a connector that is not installed is refused before that connector
+    // is fetched or installed, even with --yes --allow-unsigned: the package is checked first.
+    let lure = setup.pack_with_hosts("github://acme/lure", "6.6.6", None, &[upstream.host_port()]);
+    let (lure_wasm, lure_manifest, _) = unpack(&lure);
+    let lure_hash = aileron_core::ContentHash::of_connector(&lure_wasm, &lure_manifest).to_string();
+    setup.forge.answer("/acme/lure/releases/download/v6.6.6/aileron.tar.gz", Answer::Bytes(lure));
+    let lured = action_text(source, "github://acme/lure", "6.6.6", &lure_hash).replacen("version = \"6.6.6\"", "version = \"1.2.0\"", 1);
+    let forged = aileron::package::pack_action_tarball(&lured, signature.as_deref()).unwrap();
+    setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(forged));
+    let requests_before = setup.forge.requests().len();
+    let (code, _, stderr) = setup.run(&["action", "add", source, "--yes", "--allow-unsigned", "--force"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("signature_failure") && !stderr.contains("needs connector"), "{stderr}");
+    let fetched: Vec<String> = setup.forge.requests()[requests_before..].to_vec();
+    assert!(!fetched.iter().any(|path| path.contains("/acme/lure/")), "the lure connector was never fetched: {fetched:?}");
+    let listing: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
+    assert!(!listing.to_string().contains("github://acme/lure"), "nothing was installed: {listing}");
+    let refused: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.install_refused"])).unwrap();
+    let items = refused["items"].as_array().unwrap();
+    assert!(items.iter().filter(|r| r["payload"]["aileron.install.refusal"] == "signature_failure").count() >= 2, "{refused}");
+    assert!(items.iter().any(|r| r["payload"]["aileron.install.refusal"] == "action_exists"), "{refused}");
+    let installed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
+    let payload = &installed["items"][0]["payload"];
+    assert_eq!(payload["aileron.consent.decision"], "approved", "{payload}");
+    assert!(payload["aileron.action.signer_fingerprint"].as_str().unwrap().starts_with("sha256:"), "{payload}");
     drop(setup.runtime);
 }
 
@@ -435,4 +508,59 @@ async fn a_provenance_hash_that_does_not_match_the_binary_is_refused() {
             assert_eq!(preview.body["error"]["class"], "hash_mismatch", "{}", preview.body);
         }
     }
+}
+
+/// A person at a terminal: a package signed by a publisher whose key is not trusted yet offers
+/// `Trust publisher <authority>? [y/N]` (declining installs nothing), then the consent screen
+/// once; the download shows a progress bar there. `action add` asks one consent per connector it
+/// installs and none for a connector already present.
+#[test]
+fn at_a_terminal_the_user_trusts_the_publisher_and_consents_once_per_missing_connector() {
+    let setup = Setup::new();
+    setup.ok(&["daemon", "start"]);
+    let (key, public_pem) = setup.keygen("acme");
+    setup.forge.answer("/acme/widget/releases/download/v1.2.0/aileron.tar.gz", Answer::Bytes(setup.pack("github://acme/widget", "1.2.0", Some(&key))));
+    setup.forge.answer("/acme/widget/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.clone().into_bytes()));
+
+    let (code, screen) = setup.on_terminal(&["connector", "install", "github://acme/widget@1.2.0"], "n\n");
+    assert_eq!(code, 1, "{screen}");
+    assert!(screen.contains("Trust publisher github://acme/widget? [y/N]") && screen.contains("nothing was installed"), "{screen}");
+    assert!(!setup.ok(&["keyring", "list"]).contains("github://acme/widget"), "declined: not trusted");
+
+    let (code, screen) = setup.on_terminal(&["connector", "install", "github://acme/widget@1.2.0"], "y\ny\n");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("Trust publisher github://acme/widget? [y/N]"), "{screen}");
+    assert!(screen.contains("signed by github://acme/widget (key sha256:"), "the consent screen names the signer: {screen}");
+    assert_eq!(screen.matches("[y/N]").count(), 2, "one trust question, one consent: {screen}");
+    assert!(screen.contains("KiB/") && screen.contains('█'), "a progress bar on the terminal: {screen}");
+    assert!(setup.ok(&["keyring", "list"]).contains("github://acme/widget"));
+
+    // An action needing widget (present) and gadget (missing): one consent, for gadget only.
+    let (gadget_wasm, gadget_manifest, _) = unpack(&setup.pack("github://acme/gadget", "0.3.1", Some(&key)));
+    let gadget_hash = aileron_core::ContentHash::of_connector(&gadget_wasm, &gadget_manifest).to_string();
+    setup.forge.answer("/acme/gadget/releases/download/v0.3.1/aileron.tar.gz", Answer::Bytes(setup.pack("github://acme/gadget", "0.3.1", Some(&key))));
+    setup.forge.answer("/acme/.github/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.into_bytes()));
+    setup.ok(&["keyring", "trust", "github://acme"]);
+    let listing: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
+    let widget_hash = listing["items"][0]["hash"].as_str().unwrap().to_string();
+    let source = "github://acme/widget/actions/both@1.2.0";
+    let text = format!(
+        "+++\nname = \"both\"\nversion = \"1.2.0\"\nsource = \"{source}\"\n\n\
+         [[requires.connectors]]\nname = \"github://acme/widget\"\nversion = \"1.2.0\"\nhash = \"{widget_hash}\"\ncapabilities = [\"get\"]\n\n\
+         [[requires.connectors]]\nname = \"github://acme/gadget\"\nversion = \"0.3.1\"\nhash = \"{gadget_hash}\"\ncapabilities = [\"get\"]\n\n\
+         [match]\nintent = \"fetch twice\"\n\n[[inputs]]\nname = \"url\"\ntype = \"string\"\ndescription = \"the url\"\n\n\
+         [[execute]]\nid = \"one\"\nconnector = \"github://acme/widget\"\nop = \"get\"\n\n\
+         [[execute]]\nid = \"two\"\nconnector = \"github://acme/gadget\"\nop = \"get\"\n+++\nFetches twice.\n"
+    );
+    let file = setup.cli.scratch().join("both.md");
+    std::fs::write(&file, text).unwrap();
+    let out = setup.cli.scratch().join("both.tar.gz");
+    setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
+    setup.forge.answer("/acme/widget/releases/download/actions%2Fboth%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(std::fs::read(&out).unwrap()));
+    let (code, screen) = setup.on_terminal(&["action", "add", source], "y\n");
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(screen.matches("[y/N]").count(), 1, "one consent, for the missing connector: {screen}");
+    assert!(screen.contains("github://acme/gadget@0.3.1") && !screen.contains("needs connector github://acme/widget"), "{screen}");
+    assert!(screen.contains("added action both"), "{screen}");
+    drop(setup.runtime);
 }

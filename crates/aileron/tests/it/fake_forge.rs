@@ -68,6 +68,11 @@ impl FakeForge {
     pub fn request_count(&self) -> usize {
         self.state.requests.lock().unwrap().len()
     }
+
+    /// Every path requested so far, in order.
+    pub fn requests(&self) -> Vec<String> {
+        self.state.requests.lock().unwrap().clone()
+    }
 }
 
 async fn serve(State(state): State<Arc<ForgeState>>, request: Request) -> Response {
