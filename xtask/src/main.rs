@@ -15,7 +15,7 @@
 //!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
 //! - `demo`: the `wasm32-wasip1` target only (the demo needs nothing else), then
 //!   `cargo run --release -p aileron -- demo`.
-//! - `build-guests`: setup, then the same nested build `crates/aileron/build.rs` runs.
+//! - `build-guests`: the guest target only, then the same nested build `crates/aileron/build.rs` runs.
 //! - `bench [ARGS]`: setup, installs LiteLLM's proxy into `target/py-litellm`, builds the release
 //!   `aileron-mcp`, then
 //!   `cargo run --release -p aileron --bin aileron -- bench ARGS`, which
@@ -65,7 +65,7 @@ tasks:
                   (connectors/go -> connectors/target/go/go_connector.wasm)
   test [ARGS]     setup, guest unit tests, then `cargo test --workspace ARGS`
   demo            the wasm32-wasip1 target, then `cargo run --release -p aileron -- demo`
-  build-guests    setup, then build connectors/ for wasm32-wasip1 (release)
+  build-guests    the wasm32-wasip1 target, then build connectors/ (release)
   bench [ARGS]    setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`
                   (figures into BENCHMARKS.md; ARGS: --only call|http|restart, --calls, --clients,
                   --duration, --warmup, --restarts, --markdown PATH)";
@@ -165,7 +165,8 @@ fn run(task: Task) -> Result<(), Failure> {
             execute(cargo(&root).args(["run", "--release", "-p", "aileron", "--", "demo"]))
         }
         Task::BuildGuests => {
-            setup(&root)?;
+            // The README's quick tour starts here: the guests need their target, nothing else.
+            install_guest_target()?;
             execute(
                 cargo(&root)
                     .args(["build", "--release", "--target", GUEST_TARGET, "--manifest-path"])

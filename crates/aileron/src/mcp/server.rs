@@ -125,6 +125,11 @@ impl McpShared {
             Ok(Some(action)) => action,
             Ok(None) => {
                 span.error(format!("unknown tool `{tool}`"));
+                // Through the chokepoint anyway, so the probe is on record (`action.rejected`,
+                // `not_found`, under the caller's own principal); its answer is not needed.
+                let name: String = url::form_urlencoded::byte_serialize(tool.chars().take(200).collect::<String>().as_bytes()).collect();
+                let body = json!({ "args": arguments });
+                let _ = self.link.send(&traced, Method::POST, &format!("/v1/actions/{name}/run"), Some(&body)).await;
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool `{tool}`; list the tools again (tools/list)"),
                     None,

@@ -221,6 +221,14 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
         assert_eq!(record["actor"]["type"], "agent");
         assert!(!record.to_string().contains("\"x\""), "argument values are not audited: {record}");
     }
+    // A disabled action refuses, on record too.
+    let disabled = harness.request("PATCH", "/v1/actions/fetch", Some(json!({ "enabled": false }))).await;
+    assert!(disabled.status.is_success(), "{}", disabled.body);
+    let attempt = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({ "args": { "url": "y" } }))).await;
+    assert!(attempt.status.is_client_error(), "{}", attempt.status);
+    let rejected = events_of(&harness, "action.rejected").await;
+    let record = rejected.iter().find(|r| r["payload"]["aileron.rejection.code"] == "disabled").unwrap_or_else(|| panic!("disabled audited: {rejected:?}"));
+    assert_eq!((record["payload"]["aileron.action.name"].as_str(), record["actor"]["type"].as_str()), (Some("fetch"), Some("agent")));
 }
 
 /// Extracts `aileron_web=<value>` from a Set-Cookie header.
@@ -296,6 +304,19 @@ async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
     // The cookie never grants admin routes.
     let admin = harness.send(Request::builder().uri("/v1/audit").header("host", &host).header("cookie", &cookie), None).await;
     assert_eq!(admin.status, StatusCode::FORBIDDEN);
+    // Nor runs: the page decides, it does not call actions. The attempt is on record.
+    let run = Request::builder()
+        .method("POST")
+        .uri("/v1/actions/fetch/run")
+        .header("host", &host)
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .header("origin", &origin);
+    let refused = harness.send(run, Some(json!({ "args": { "url": "z" } }))).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    let rejected = events_of(&harness, "action.rejected").await;
+    let record = rejected.iter().find(|r| r["payload"]["aileron.rejection.code"] == "forbidden").unwrap_or_else(|| panic!("forbidden audited: {rejected:?}"));
+    assert_eq!((record["actor"]["type"].as_str(), record["actor"]["id"].as_str()), (Some("human"), Some("web")));
 }
 
 #[tokio::test]

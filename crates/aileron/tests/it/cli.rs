@@ -280,23 +280,60 @@ fn the_demo_runs_end_to_end_offline() {
 }
 
 /// Every `sh` block of README.md, in order, in one throwaway home, run as written: lines joined
-/// at a trailing `\\`; skipped only the `cargo` lines (this test's own build already ran them) and
+/// at a trailing `\\`; skipped only the listed `cargo` lines (this test's own build already ran them) and
 /// the lines marked `# needs network:`, `# needs an agent:` or `# foreground:`. The environment
 /// gives what the blocks say they read (`AILERON_VAULT_PASSPHRASE`, `GITHUB_TOKEN`,
 /// `SMTP_PASSWORD`). A broken doc fails here.
 #[test]
 fn the_readme_runs_as_written() {
+    let (stdout, stderr) = run_documentation(
+        "README.md",
+        25,
+        &["cargo xtask demo", "cargo xtask test", "cargo xtask build-guests", "cargo install --path crates/aileron"],
+    );
+    assert!(stderr.contains("signed by github://aileron/github-issues"), "the tour installs a verified package: {stderr}");
+    assert!(stdout.contains("list-issues"), "the action is listed: {stdout}");
+    assert!(stdout.contains("hash chain intact") || stderr.contains("hash chain intact"), "{stdout}{stderr}");
+    assert!(stderr.contains("bound api_key/github:aileron:github-issues/default"), "{stderr}");
+    assert!(stdout.contains("smtp/password") && !stdout.contains("readme-smtp-password"), "{stdout}");
+    assert!(!stdout.contains("ghp_readmeTestToken") && !stderr.contains("ghp_readmeTestToken"), "no output shows the token");
+}
+
+/// The connector author's path in `connectors/README.md`, as written: from a module to an
+/// installed connector, an action pinned to its hash, and a run — offline.
+#[test]
+fn the_connector_readme_runs_as_written() {
+    let (stdout, stderr) = run_documentation("connectors/README.md", 6, &["cargo xtask build-guests"]);
+    let compact: String = stdout.split_whitespace().collect();
+    assert!(compact.contains(r#""text":"hello""#), "the action ran the module: {stdout}\n{stderr}");
+    assert!(stdout.contains("action.executed"), "and the run is in the audit trail: {stdout}");
+}
+
+/// Runs every `sh` block of a document (relative to the repository root), in order, as one bash
+/// script with `set -euo pipefail`, joining continued lines, in a throwaway `HOME` and
+/// `AILERON_HOME`. Skipped: lines marked `# needs network:`, `# needs an agent:` or
+/// `# foreground:`, and `cargo` lines — each of which must be in `cargo_lines` (this test's own
+/// build has already done them), so no line is ever skipped silently. At least `min_run`
+/// commands must run. The environment gives what the blocks say they read
+/// (`AILERON_VAULT_PASSPHRASE`, `GITHUB_TOKEN`, `SMTP_PASSWORD`). Returns stdout and stderr.
+fn run_documentation(document: &str, min_run: usize, cargo_lines: &[&str]) -> (String, String) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let blocks: Vec<&str> = readme.split("```sh\n").skip(1).filter_map(|b| b.split("```").next()).collect();
-    assert!(blocks.len() >= 5, "the README's sh blocks: {}", blocks.len());
+    let text = std::fs::read_to_string(root.join(document)).unwrap();
+    let blocks: Vec<&str> = text.split("```sh\n").skip(1).filter_map(|b| b.split("```").next()).collect();
+    assert!(!blocks.is_empty(), "{document} has sh blocks");
     let mut script = String::from("set -euo pipefail\n");
     let (mut run, mut skipped) = (0, Vec::new());
     for block in &blocks {
         for line in block.replace("\\\n", " ").lines() {
             let trimmed = line.trim();
             let marked = ["# needs network:", "# needs an agent:", "# foreground:"].iter().any(|m| trimmed.contains(m));
-            if trimmed.starts_with("cargo ") || marked {
+            if trimmed.starts_with("cargo ") {
+                let command = trimmed.split('#').next().unwrap().trim();
+                assert!(cargo_lines.contains(&command), "{document}: `{command}` would be skipped silently; run it or list it");
+                skipped.push(trimmed.to_string());
+                continue;
+            }
+            if marked {
                 skipped.push(trimmed.to_string());
                 continue;
             }
@@ -307,7 +344,8 @@ fn the_readme_runs_as_written() {
             script.push('\n');
         }
     }
-    assert!(run >= 25, "most documented commands run ({run} ran, skipped: {skipped:#?})");
+    assert!(run >= min_run, "{document}: most documented commands run ({run} ran, skipped: {skipped:#?})");
+    eprintln!("{document}: {run} lines ran; skipped, as marked: {skipped:#?}");
     let temp = tempfile::tempdir().unwrap();
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_aileron")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
@@ -327,15 +365,10 @@ fn the_readme_runs_as_written() {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned());
     let _ = Command::new(env!("CARGO_BIN_EXE_aileron")).args(["daemon", "stop"]).env("AILERON_HOME", temp.path().join("home")).output();
-    assert!(output.status.success(), "the README failed:\n{script}\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stderr.contains("signed by github://aileron/github-issues"), "the tour installs a verified package: {stderr}");
-    assert!(stdout.contains("list-issues"), "the action is listed: {stdout}");
-    assert!(stdout.contains("hash chain intact") || stderr.contains("hash chain intact"), "{stdout}{stderr}");
-    assert!(stderr.contains("bound api_key/github:aileron:github-issues/default"), "{stderr}");
-    assert!(stdout.contains("smtp/password") && !stdout.contains("readme-smtp-password"), "{stdout}");
-    assert!(!stdout.contains("ghp_readmeTestToken") && !stderr.contains("ghp_readmeTestToken"), "no output shows the token");
+    assert!(output.status.success(), "{document} failed:\n{script}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    (stdout, stderr)
 }
 
 /// `aileron status` on one screen, with and without a daemon, and shell completions.

@@ -459,6 +459,10 @@ fn check_calls(fixture: &Fixture, session: &mut impl Session) {
     }
     let unknown = session.request("tools/call", json!({"name": "no_such_tool", "arguments": {}}));
     assert_eq!(unknown["error"]["code"], -32602, "an unknown tool is a protocol error: {unknown}");
+    // A probe for tools that do not exist is on record, like any refused call.
+    let rejected: Value = serde_json::from_str(&fixture.cli.ok(&["audit", "list", "--json", "--event-type", "action.rejected"])).unwrap();
+    let probes = rejected["items"].as_array().unwrap().iter().filter(|r| r["payload"]["aileron.action.name"] == "no_such_tool").count();
+    assert!(probes >= 1, "the unknown tool call is audited: {rejected}");
 }
 
 /// A gated call is a normal result carrying the daemon's message verbatim; nothing the agent can

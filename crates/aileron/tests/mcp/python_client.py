@@ -7,11 +7,15 @@ and prints one JSON object on stdout for the Rust test to check:
 
 usage: python_client.py (--stdio CMD | --url URL --token TOKEN) [--mode auto|legacy]
                         [--call TOOL --arguments JSON]
+
+Any warning the SDK (or Python) raises while doing so, a logged one such as "Session termination
+failed: 202" included, makes it exit 1 after printing them: a clean session has none.
 """
 
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 
@@ -52,7 +56,21 @@ async def main(args):
     sys.stdout.write("\n")
 
 
+class WarningRecorder(logging.Handler):
+    """Keeps every record at WARNING or above, from any logger (Python warnings included)."""
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(f"{record.name}: {record.getMessage()}")
+
+
 if __name__ == "__main__":
+    recorder = WarningRecorder()
+    logging.getLogger().addHandler(recorder)
+    logging.captureWarnings(True)
     parser = argparse.ArgumentParser()
     parser.add_argument("--stdio")
     parser.add_argument("--url")
@@ -61,3 +79,6 @@ if __name__ == "__main__":
     parser.add_argument("--call")
     parser.add_argument("--arguments", default="{}")
     asyncio.run(main(parser.parse_args()))
+    if recorder.records:
+        print("warnings during the session:\n" + "\n".join(recorder.records), file=sys.stderr)
+        sys.exit(1)
