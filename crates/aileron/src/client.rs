@@ -30,10 +30,6 @@ pub struct DaemonClient {
     pub base_url: String,
     token: String,
     http: reqwest::Client,
-    actor_type: &'static str,
-    actor_id: String,
-    /// Launch session id sent as `x-aileron-session-id` (aileron-mcp forwards `AILERON_SESSION_ID`).
-    session_id: Option<String>,
 }
 
 /// A non-2xx answer from the daemon, already decoded.
@@ -115,7 +111,7 @@ impl DaemonClient {
     }
 
     fn new(http: reqwest::Client, base_url: String, token: String) -> DaemonClient {
-        DaemonClient { base_url, token, http, actor_type: "human", actor_id: "cli".to_string(), session_id: None }
+        DaemonClient { base_url, token, http }
     }
 
     /// The same daemon with another bearer token (the caller's own, for the `/mcp` loopback).
@@ -124,17 +120,11 @@ impl DaemonClient {
         self
     }
 
-    /// Sends `x-aileron-session-id` with every request (a launched agent's session).
-    pub fn with_session_id(mut self, session_id: Option<String>) -> DaemonClient {
-        self.session_id = session_id.filter(|id| !id.is_empty());
-        self
-    }
-
-    /// Names the caller in audit records (`aileron-mcp` is an agent, the CLI a human).
-    pub fn with_actor(mut self, actor_type: &'static str, actor_id: impl Into<String>) -> DaemonClient {
-        self.actor_type = actor_type;
-        self.actor_id = actor_id.into();
-        self
+    /// Whether this client holds the daemon token (found in `daemon.json`, or given as
+    /// `AILERON_TOKEN` with the daemon's own value) rather than a session token: asked of the
+    /// daemon, which alone knows.
+    pub async fn is_admin(&self) -> bool {
+        self.call_raw(Method::GET, "/v1/status", None).await.is_ok_and(|(status, _)| status.is_success())
     }
 
     pub async fn health(&self) -> anyhow::Result<Value> {
@@ -160,19 +150,11 @@ impl DaemonClient {
         }
     }
 
-    /// A request to `path` carrying the token and the caller's identity headers, for callers that
-    /// add headers of their own (`traceparent`) or stream the answer (SSE).
+    /// A request to `path` carrying the token, for callers that add headers of their own
+    /// (`traceparent`) or stream the answer (SSE). The token is the whole identity: the daemon
+    /// derives the audit actor from the principal it authenticates, never from a header.
     pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.base_url))
-            .bearer_auth(&self.token)
-            .header("x-aileron-actor-type", self.actor_type)
-            .header("x-aileron-actor-id", &self.actor_id);
-        if let Some(session_id) = &self.session_id {
-            request = request.header("x-aileron-session-id", session_id);
-        }
-        request
+        self.http.request(method, format!("{}{path}", self.base_url)).bearer_auth(&self.token)
     }
 
     /// Sends a request and returns the status with the decoded body, whatever the status.

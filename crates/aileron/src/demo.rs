@@ -64,7 +64,7 @@ async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<i
 
     let info = start_daemon(home).await?;
     println!("\n== 2. daemon started at {} (pid {})", info.url, info.pid);
-    let client = DaemonClient::connect(home).await?.with_actor("human", "demo");
+    let client = DaemonClient::connect(home).await?;
 
     println!("\n== 3. installing the example connector {EXAMPLE_FQN}@{EXAMPLE_VERSION}");
     let package = scratch.join("github-issues-package");

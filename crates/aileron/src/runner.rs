@@ -35,11 +35,13 @@ use crate::telemetry::keys;
 pub struct Caller {
     pub actor: Actor,
     pub session_id: Option<String>,
+    /// An agent outside launch containment (see [`ApprovalEntry::unconfined`]).
+    pub unconfined: bool,
 }
 
 impl Caller {
     pub fn new(actor_type: ActorType, id: impl Into<String>) -> Caller {
-        Caller { actor: Actor { r#type: actor_type, id: id.into() }, session_id: None }
+        Caller { actor: Actor { r#type: actor_type, id: id.into() }, session_id: None, unconfined: false }
     }
 }
 
@@ -395,6 +397,7 @@ async fn request_approval(
         preview,
         requested_at,
         session_id: request.caller.session_id.clone(),
+        unconfined: request.caller.unconfined,
     });
     state.approvals.register(entry.clone()).map_err(|e| RunRejection::JournalUnavailable(e.to_string()))?;
     state.telemetry.remember_approval(&entry.id);

@@ -42,12 +42,33 @@ pub enum SessionStatus {
     Interrupted,
 }
 
+/// How a session's agent is contained (ARCHITECTURE.md, "Launch containment").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confinement {
+    /// User, mount and PID namespaces: the home masked, no other process visible.
+    Namespaces,
+    /// None: launched with `--unconfined`, or an agent host that started `aileron-mcp` itself.
+    #[default]
+    Unconfined,
+}
+
+impl Confinement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confinement::Namespaces => "namespaces",
+            Confinement::Unconfined => "unconfined",
+        }
+    }
+}
+
 /// What `GET /v1/sessions/{id}` shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Session {
     pub session_id: String,
     pub agent: String,
     pub pid: Option<u32>,
+    pub confinement: Confinement,
     pub started_at: String,
     pub status: SessionStatus,
     pub ended_at: Option<String>,
@@ -67,7 +88,16 @@ pub struct StartedSession {
 #[serde(tag = "event")]
 enum JournalLine {
     #[serde(rename = "session.started")]
-    Started { session_id: String, agent: String, pid: Option<u32>, started_at: String, scopes: Vec<String> },
+    Started {
+        session_id: String,
+        agent: String,
+        pid: Option<u32>,
+        started_at: String,
+        scopes: Vec<String>,
+        /// Absent in journals written before containment existed: those agents were unconfined.
+        #[serde(default)]
+        confinement: Confinement,
+    },
     #[serde(rename = "session.ended")]
     Ended { session_id: String, ended_at: String, exit_code: Option<i32> },
 }
@@ -118,7 +148,13 @@ impl SessionRegistry {
 
     /// Journals a new session, then mints its token: a session whose start could not be recorded
     /// never gets a token.
-    pub fn start(&self, tokens: &TokenRegistry, agent: &str, pid: Option<u32>) -> Result<StartedSession, SessionError> {
+    pub fn start(
+        &self,
+        tokens: &TokenRegistry,
+        agent: &str,
+        pid: Option<u32>,
+        confinement: Confinement,
+    ) -> Result<StartedSession, SessionError> {
         if !valid_agent_name(agent) {
             return Err(SessionError::InvalidAgent(agent.to_string()));
         }
@@ -126,6 +162,7 @@ impl SessionRegistry {
             session_id: new_session_id(),
             agent: agent.to_string(),
             pid,
+            confinement,
             started_at: now(),
             status: SessionStatus::Active,
             ended_at: None,
@@ -138,8 +175,9 @@ impl SessionRegistry {
             pid,
             started_at: session.started_at.clone(),
             scopes: session.scopes.clone(),
+            confinement,
         })?;
-        let token = tokens.mint_session(&session.session_id, SESSION_SCOPES.to_vec());
+        let token = tokens.mint_session(&session.session_id, SESSION_SCOPES.to_vec(), confinement == Confinement::Namespaces);
         self.sessions.write().expect("session table poisoned").insert(session.session_id.clone(), session.clone());
         Ok(StartedSession { session, token })
     }
@@ -207,11 +245,12 @@ impl SessionRegistry {
 
 fn replay(sessions: &mut HashMap<String, Session>, entry: JournalLine) {
     match entry {
-        JournalLine::Started { session_id, agent, pid, started_at, scopes } => {
+        JournalLine::Started { session_id, agent, pid, started_at, scopes, confinement } => {
             let session = Session {
                 session_id: session_id.clone(),
                 agent,
                 pid,
+                confinement,
                 started_at,
                 status: SessionStatus::Interrupted,
                 ended_at: None,
@@ -273,8 +312,8 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let tokens = TokenRegistry::new("admin".into());
         let sessions = registry(temp.path());
-        let ended = sessions.start(&tokens, "codex", Some(41)).unwrap();
-        let active = sessions.start(&tokens, "claude", None).unwrap();
+        let ended = sessions.start(&tokens, "codex", Some(41), Confinement::Namespaces).unwrap();
+        let active = sessions.start(&tokens, "claude", None, Confinement::Unconfined).unwrap();
         assert!(tokens.resolve(&ended.token).is_some());
         sessions.end(&tokens, &ended.session.session_id, Some(3)).unwrap();
         assert!(tokens.resolve(&ended.token).is_none(), "ending revokes the token");
@@ -304,7 +343,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let tokens = TokenRegistry::new("admin".into());
         let sessions = SessionRegistry::open(temp.path().join("missing-dir").join("sessions.jsonl"));
-        let error = sessions.start(&tokens, "claude", None).unwrap_err();
+        let error = sessions.start(&tokens, "claude", None, Confinement::Namespaces).unwrap_err();
         assert!(error.to_string().contains("sessions.jsonl"), "{error}");
         assert!(sessions.sessions.read().unwrap().is_empty());
     }

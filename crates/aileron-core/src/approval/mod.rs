@@ -107,6 +107,11 @@ pub struct ApprovalEntry {
     pub failure: Option<Failure>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// Requested by an agent that runs outside `aileron launch`'s containment (launched with
+    /// `--unconfined`, or an agent host that started `aileron-mcp` itself): it could read the
+    /// user's files, so every surface that shows the approval says so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfined: bool,
     /// The connector of the action's first step, the one the preview op also runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connector_fqn: Option<Fqn>,
@@ -122,12 +127,13 @@ pub struct ApprovalRequest<'a> {
     pub preview: Option<ApprovalPreview>,
     pub requested_at: String,
     pub session_id: Option<String>,
+    pub unconfined: bool,
 }
 
 impl ApprovalEntry {
     /// A new entry in `pending_approval`.
     pub fn pending(request: ApprovalRequest<'_>) -> ApprovalEntry {
-        let ApprovalRequest { id, action, args, preview, requested_at, session_id } = request;
+        let ApprovalRequest { id, action, args, preview, requested_at, session_id, unconfined } = request;
         ApprovalEntry {
             id,
             kind: ApprovalKind::Action,
@@ -145,6 +151,7 @@ impl ApprovalEntry {
             result: None,
             failure: None,
             session_id,
+            unconfined,
             connector_fqn: action.steps.first().map(|step| step.connector.clone()),
         }
     }

@@ -164,7 +164,7 @@ pub(super) async fn run(config: &McpBenchConfig, scratch: &Path) -> anyhow::Resu
 }
 
 async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -> anyhow::Result<McpFigures> {
-    let client = DaemonClient::at(url, token)?.with_actor("service", "mcp-bench");
+    let client = DaemonClient::at(url, token)?;
     install_echo(&client, home, 1).await?;
     let mut mcp = McpProcess::start(&config.mcp_binary, home, url, token)?;
     let arguments = json!({ "text": "hello from the benchmark" });

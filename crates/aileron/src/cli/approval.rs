@@ -78,13 +78,17 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
                 eprintln!("no approvals are waiting");
             }
             for item in items {
+                let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
                 println!(
                     "{}  {:<20} requested {}  args {}",
-                    item["id"].as_str().unwrap_or("?"),
-                    item["action"].as_str().unwrap_or("?"),
-                    item["requested_at"].as_str().unwrap_or("?"),
-                    item["args"]
+                    visible(item["id"].as_str().unwrap_or("?")),
+                    visible(item["action"].as_str().unwrap_or("?")),
+                    visible(item["requested_at"].as_str().unwrap_or("?")),
+                    visible(&item["args"].to_string())
                 );
+                if item["unconfined"] == true {
+                    println!("    ! {}", crate::daemon::web::UNCONFINED_NOTICE);
+                }
             }
             Ok(EXIT_OK)
         }
@@ -120,20 +124,38 @@ async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<
 }
 
 /// One line describing a result view.
+/// One line for `approval status`: the failure message and the denial reason may carry a
+/// connector's, an upstream's or a person's words, so controls and bidi overrides are shown.
 pub fn status_line(view: &Value) -> String {
+    let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
     let status = view["status"].as_str().unwrap_or("?");
     match status {
-        "completed" => format!("completed (audit {})", view["audit_id"].as_str().unwrap_or("?")),
+        "completed" => format!("completed (audit {})", visible(view["audit_id"].as_str().unwrap_or("?"))),
         "denied" => match view["reason"].as_str() {
-            Some(reason) => format!("denied: {reason}"),
+            Some(reason) => format!("denied: {}", visible(reason)),
             None => "denied".to_string(),
         },
         "failed" => format!(
             "failed: {} — {}",
-            view["failure"]["class"].as_str().unwrap_or("?"),
-            view["failure"]["message"].as_str().unwrap_or("?")
+            visible(view["failure"]["class"].as_str().unwrap_or("?")),
+            visible(view["failure"]["message"].as_str().unwrap_or("?"))
         ),
-        other => other.to_string(),
+        other => visible(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn status_lines_show_controls_and_bidi_overrides_instead_of_obeying_them() {
+        let failed = json!({"status": "failed", "failure": {"class": "external_api_error", "message": "boom\u{1b}[2J\u{202e}evil"}});
+        let line = super::status_line(&failed);
+        assert!(!line.contains('\u{1b}') && !line.contains('\u{202e}'), "{line:?}");
+        assert!(line.starts_with("failed: external_api_error — boom"), "{line:?}");
+        let denied = json!({"status": "denied", "reason": "no\u{9b}31m"});
+        assert!(!super::status_line(&denied).contains('\u{9b}'));
     }
 }
 

@@ -10,7 +10,7 @@ use aileron_core::action::{ActionFile, parse_action};
 use aileron_core::audit::ActorType;
 use aileron_core::policy::{CapabilitySubset, check_subset_against_manifest};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -27,7 +27,7 @@ use crate::audit_log::{AuditEvent, AuditFilter};
 use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
 use crate::package::read_package;
 use crate::runner::{Caller, RunOutcome, RunRejection, RunRequest, run_action};
-use crate::sessions::{SessionError, SessionRegistry};
+use crate::sessions::{Confinement, SessionError, SessionRegistry};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -300,11 +300,10 @@ fn verify_action_package(
 async fn install_action(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<InstallAction>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
-    let actor = caller_for(&principal, &headers).actor;
+    let actor = caller_for(&principal).actor;
     match add_action(&state, actor.clone(), &body).await {
         Err(error) if error.code != "audit_unavailable" => {
             let reference = body.reference.clone().unwrap_or_else(|| body.file_name.clone());
@@ -435,15 +434,14 @@ async fn run(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     body: Option<Json<RunBody>>,
 ) -> ApiResult {
     let args = body.map(|Json(b)| b.args).unwrap_or_default();
     if let Err(refused) = require(&principal, Scope::ActionsRun) {
-        crate::runner::audit_rejection(&state, &caller_for(&principal, &headers), &name, "forbidden", &args).await.map_err(rejection_error)?;
+        crate::runner::audit_rejection(&state, &caller_for(&principal), &name, "forbidden", &args).await.map_err(rejection_error)?;
         return Err(refused);
     }
-    let request = RunRequest::new(name, args, caller_for(&principal, &headers));
+    let request = RunRequest::new(name, args, caller_for(&principal));
     match run_action(&state, request).await {
         Ok(RunOutcome::Completed { audit_id, result }) => {
             Ok(Json(json!({ "audit_id": audit_id, "result": result })).into_response())
@@ -478,28 +476,25 @@ fn rejection_error(rejection: RunRejection) -> ApiError {
 
 /// Who the audit record names. Session tokens are agents; the daemon token's callers say what
 /// they are (the CLI is a human at a terminal, `aileron-mcp` an agent).
-pub(super) fn caller_for(principal: &Principal, headers: &HeaderMap) -> Caller {
+/// The audit actor of a request, from the principal bearer or cookie authentication resolved and
+/// nothing else (SPEC §0, invariant 4): no header can choose it.
+pub(super) fn caller_for(principal: &Principal) -> Caller {
     match principal {
-        Principal::Session { session_id, .. } => {
+        Principal::Session { session_id, confined, .. } => {
             let mut caller = Caller::new(ActorType::Agent, session_id.clone());
             caller.session_id = Some(session_id.clone());
+            caller.unconfined = !confined;
             caller
         }
         Principal::Web { .. } => Caller::new(ActorType::Human, "web"),
-        Principal::Admin => {
-            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-            let actor_type = match header("x-aileron-actor-type").as_deref() {
-                Some("human") => ActorType::Human,
-                Some("agent") => ActorType::Agent,
-                _ => ActorType::Service,
-            };
-            let id = header("x-aileron-actor-id").unwrap_or_else(|| "daemon-token".to_string());
-            let mut caller = Caller::new(actor_type, id);
-            caller.session_id = header("x-aileron-session-id");
-            caller
-        }
+        // The daemon token is the local user's own (the CLI reads it from daemon.json; agents
+        // never get it: launched ones are confined, `aileron-mcp` trades it for a session).
+        Principal::Admin => Caller::new(ActorType::Human, LOCAL_USER),
     }
 }
+
+/// The actor id of the daemon token's holder.
+pub const LOCAL_USER: &str = "local-user";
 
 async fn list_connectors(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
     require(&principal, Scope::Admin)?;
@@ -667,14 +662,13 @@ async fn inspect(state: &AppState, body: &PreviewBody) -> Result<(crate::package
 async fn preview_connector(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<PreviewBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let (package, mut view) = match inspect(&state, &body).await {
         Ok(inspected) => inspected,
         Err(refusal) => {
-            let actor = caller_for(&principal, &headers).actor;
+            let actor = caller_for(&principal).actor;
             return Ok(refuse_install(&state, actor, "connector.install_refused", &body.reference, "preview", refusal).await);
         }
     };
@@ -698,7 +692,6 @@ struct InstallBody {
 async fn install_connector(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<InstallBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
@@ -709,7 +702,7 @@ async fn install_connector(
     if body.consent != "prompt" && body.consent != "flag" {
         return Err(ApiError::bad_request("invalid_consent", "consent must be `prompt` or `flag`"));
     }
-    let actor = caller_for(&principal, &headers).actor;
+    let actor = caller_for(&principal).actor;
     let (package, view) = match inspect(&state, &body.preview).await {
         Ok(inspected) => inspected,
         Err(refusal) => return Ok(refuse_install(&state, actor, "connector.install_refused", &body.preview.reference, "install", refusal).await),
@@ -738,7 +731,7 @@ async fn install_connector(
     payload.insert("aileron.connector.capabilities".into(), view["capabilities"].clone());
     let event = AuditEvent {
         event_type: "connector.installed".into(),
-        actor: caller_for(&principal, &headers).actor,
+        actor: caller_for(&principal).actor,
         session_id: None,
         payload,
         audit_id: None,
@@ -819,20 +812,19 @@ fn remove_orphan_artifacts(state: &AppState) -> usize {
     removed
 }
 
-async fn audit_removed(state: &AppState, principal: &Principal, headers: &HeaderMap, entry: &crate::store::StoreEntry, via: &str) -> Result<(), ApiError> {
+async fn audit_removed(state: &AppState, principal: &Principal, entry: &crate::store::StoreEntry, via: &str) -> Result<(), ApiError> {
     let mut payload = Map::new();
     payload.insert("aileron.connector.fqn".into(), entry.fqn.to_string().into());
     payload.insert("aileron.connector.version".into(), entry.version.to_string().into());
     payload.insert("aileron.connector.hash".into(), entry.hash.to_string().into());
     payload.insert("aileron.connector.removed_by".into(), via.into());
-    let event = AuditEvent { event_type: "connector.removed".into(), actor: caller_for(principal, headers).actor, session_id: None, payload, audit_id: None };
+    let event = AuditEvent { event_type: "connector.removed".into(), actor: caller_for(principal).actor, session_id: None, payload, audit_id: None };
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }
 
 async fn remove_connector(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<RemoveConnector>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
@@ -848,17 +840,17 @@ async fn remove_connector(
     }
     state.store.remove(&entry.hash).map_err(ApiError::internal)?;
     remove_orphan_artifacts(&state);
-    audit_removed(&state, &principal, &headers, &entry, "remove").await?;
+    audit_removed(&state, &principal, &entry, "remove").await?;
     Ok(Json(json!({ "removed": body.reference, "hash": entry.hash.to_string() })).into_response())
 }
 
-async fn gc_connectors(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, headers: HeaderMap) -> ApiResult {
+async fn gc_connectors(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let mut removed = Vec::new();
     for entry in state.store.list().map_err(ApiError::internal)? {
         if actions_using(&state, &entry.hash).is_empty() {
             state.store.remove(&entry.hash).map_err(ApiError::internal)?;
-            audit_removed(&state, &principal, &headers, &entry, "gc").await?;
+            audit_removed(&state, &principal, &entry, "gc").await?;
             removed.push(entry.reference());
         }
     }
@@ -1018,7 +1010,6 @@ async fn decide_approval(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
-    headers: HeaderMap,
     Json(body): Json<DecideBody>,
 ) -> ApiResult {
     if let Err(refused) = require(&principal, Scope::ApprovalsDecide) {
@@ -1026,13 +1017,13 @@ async fn decide_approval(
         let mut payload = Map::new();
         payload.insert("aileron.approval.id".into(), id.chars().take(100).collect::<String>().into());
         payload.insert("aileron.rejection.code".into(), "forbidden".into());
-        let caller = caller_for(&principal, &headers);
+        let caller = caller_for(&principal);
         let event = AuditEvent { event_type: "approval.decide_refused".into(), actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
         state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
         return Err(refused);
     }
     let approval_id = ApprovalId::parse(&id).map_err(|_| approval_not_found(&id))?;
-    let caller = caller_for(&principal, &headers);
+    let caller = caller_for(&principal);
     let decision = Decision { approved: body.approved, reason: body.reason, by: caller.actor.id.clone() };
     let entry = match state.approvals.decide(&approval_id, decision) {
         Ok(entry) => entry,
@@ -1093,6 +1084,9 @@ struct StartSession {
     agent: String,
     #[serde(default)]
     pid: Option<u32>,
+    /// How the agent is contained; absent means `unconfined` (a claim of containment is explicit).
+    #[serde(default)]
+    confinement: Confinement,
 }
 
 /// Mints a launch session's token. Only the local user (daemon token) may: a session token asking
@@ -1104,11 +1098,10 @@ async fn start_session(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Extension(sessions): Extension<Arc<SessionRegistry>>,
-    headers: HeaderMap,
     Json(body): Json<StartSession>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
-    let started = sessions.start(&state.tokens, &body.agent, body.pid).map_err(session_error)?;
+    let started = sessions.start(&state.tokens, &body.agent, body.pid, body.confinement).map_err(session_error)?;
     let session = &started.session;
     let mut payload = Map::new();
     payload.insert("aileron.session.agent".into(), session.agent.clone().into());
@@ -1116,7 +1109,8 @@ async fn start_session(
         payload.insert("aileron.session.pid".into(), pid.into());
     }
     payload.insert("aileron.session.scopes".into(), session.scopes.clone().into());
-    if let Err(error) = state.audit.append(session_event("session.started", &principal, &headers, session, payload)).await
+    payload.insert("aileron.session.confinement".into(), session.confinement.as_str().into());
+    if let Err(error) = state.audit.append(session_event("session.started", &principal, session, payload)).await
     {
         let _ = sessions.end(&state.tokens, &session.session_id, None);
         return Err(ApiError::audit_unavailable(error));
@@ -1125,6 +1119,7 @@ async fn start_session(
         "session_id": started.session.session_id,
         "token": started.token,
         "scopes": started.session.scopes,
+        "confinement": started.session.confinement.as_str(),
         "started_at": started.session.started_at,
     });
     Ok((StatusCode::CREATED, Json(view)).into_response())
@@ -1151,7 +1146,6 @@ async fn end_session(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Extension(sessions): Extension<Arc<SessionRegistry>>,
-    headers: HeaderMap,
     Path(id): Path<String>,
     Json(body): Json<EndSession>,
 ) -> ApiResult {
@@ -1160,7 +1154,7 @@ async fn end_session(
     let mut payload = Map::new();
     payload.insert("aileron.session.agent".into(), session.agent.clone().into());
     payload.insert("aileron.session.exit_code".into(), session.exit_code.into());
-    let event = session_event("session.ended", &principal, &headers, &session, payload);
+    let event = session_event("session.ended", &principal, &session, payload);
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Json(session).into_response())
 }
@@ -1169,13 +1163,12 @@ async fn end_session(
 fn session_event(
     event_type: &str,
     principal: &Principal,
-    headers: &HeaderMap,
     session: &crate::sessions::Session,
     payload: Map<String, Value>,
 ) -> AuditEvent {
     AuditEvent {
         event_type: event_type.into(),
-        actor: caller_for(principal, headers).actor,
+        actor: caller_for(principal).actor,
         session_id: Some(session.session_id.clone()),
         payload,
         audit_id: None,

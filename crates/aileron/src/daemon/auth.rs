@@ -42,8 +42,8 @@ pub const TICKET_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 pub enum Principal {
     /// The daemon's own token from `daemon.json`: the local user.
     Admin,
-    /// A launch session token.
-    Session { session_id: String, scopes: Vec<Scope> },
+    /// A launch session token; `confined` when the agent runs inside launch containment.
+    Session { session_id: String, scopes: Vec<Scope>, confined: bool },
     /// The web review page, authenticated by its HttpOnly cookie.
     Web { csrf: String },
 }
@@ -82,9 +82,9 @@ impl TokenRegistry {
         &self.admin_token
     }
 
-    pub fn mint_session(&self, session_id: &str, scopes: Vec<Scope>) -> String {
+    pub fn mint_session(&self, session_id: &str, scopes: Vec<Scope>, confined: bool) -> String {
         let token = random_token();
-        let principal = Principal::Session { session_id: session_id.to_string(), scopes };
+        let principal = Principal::Session { session_id: session_id.to_string(), scopes, confined };
         self.sessions.write().expect("token registry poisoned").insert(token.clone(), principal);
         token
     }

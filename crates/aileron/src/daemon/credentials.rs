@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use aileron_core::manifest::{ConnectorManifest, CredentialKind, CredentialMethod};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -111,7 +111,6 @@ struct PassphraseBody {
 async fn vault_init(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<PassphraseBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
@@ -121,7 +120,7 @@ async fn vault_init(
         .await
         .map_err(ApiError::internal)?
         .map_err(vault_error)?;
-    let caller = caller_for(&principal, &headers);
+    let caller = caller_for(&principal);
     audit(&state, &caller, "vault.initialized", vault_payload(&state)).await?;
     Ok((StatusCode::CREATED, Json(vault_view(&state))).into_response())
 }
@@ -129,13 +128,12 @@ async fn vault_init(
 async fn vault_unlock(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<PassphraseBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let vault = state.vault.clone();
     let unlocked = tokio::task::spawn_blocking(move || vault.unlock(body.passphrase.as_bytes())).await.map_err(ApiError::internal)?;
-    let caller = caller_for(&principal, &headers);
+    let caller = caller_for(&principal);
     if let Err(error) = unlocked {
         if matches!(error, VaultAccessError::WrongPassphrase) {
             let mut payload = vault_payload(&state);
@@ -150,12 +148,12 @@ async fn vault_unlock(
     Ok(Json(vault_view(&state)).into_response())
 }
 
-async fn vault_lock(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, headers: HeaderMap) -> ApiResult {
+async fn vault_lock(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
     require(&principal, Scope::Admin)?;
     match state.vault.lock() {
         VaultState::Absent => return Err(vault_error(VaultAccessError::Absent)),
         VaultState::Unlocked => {
-            let caller = caller_for(&principal, &headers);
+            let caller = caller_for(&principal);
             audit(&state, &caller, "vault.locked", vault_payload(&state)).await?;
         }
         VaultState::Locked => {}
@@ -194,7 +192,6 @@ struct SetSecret {
 async fn set_secret(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<SetSecret>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
@@ -209,7 +206,7 @@ async fn set_secret(
     }
     let path = format!("{SECRETS_PREFIX}{}", body.path);
     state.vault.put(&path, metadata, body.value.as_bytes()).map_err(vault_error)?;
-    let caller = caller_for(&principal, &headers);
+    let caller = caller_for(&principal);
     let mut payload = Map::new();
     payload.insert("aileron.secret.path".into(), body.path.clone().into());
     audit(&state, &caller, "secret.set", payload).await?;
@@ -219,7 +216,6 @@ async fn set_secret(
 async fn remove_secret(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Path(path): Path<String>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
@@ -227,7 +223,7 @@ async fn remove_secret(
         return Err(ApiError::not_found("secret_not_found", format!("no secret at `{path}`"))
             .with_hint("list secrets with `aileron secret list`"));
     }
-    let caller = caller_for(&principal, &headers);
+    let caller = caller_for(&principal);
     let mut payload = Map::new();
     payload.insert("aileron.secret.path".into(), path.into());
     audit(&state, &caller, "secret.removed", payload).await?;
@@ -248,12 +244,11 @@ async fn get_binding(State(state): State<Arc<AppState>>, Extension(principal): E
 async fn revoke_binding(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Path(name): Path<String>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let revoked = state.bindings.revoke(&name).map_err(binding_error)?;
-    audit(&state, &caller_for(&principal, &headers), "binding.revoked", revoked.audit_payload()).await?;
+    audit(&state, &caller_for(&principal), "binding.revoked", revoked.audit_payload()).await?;
     Ok(Json(revoked).into_response())
 }
 
@@ -338,7 +333,6 @@ fn identity_of(identity: Option<String>) -> Result<String, ApiError> {
 async fn setup_binding(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<SetupBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
@@ -348,14 +342,13 @@ async fn setup_binding(
     let material = body.material.into_material(kind)?;
     let info = BindingInfo::new(kind, &body.connector, &identity);
     let created = state.bindings.create(info, &material).map_err(binding_error)?;
-    audit(&state, &caller_for(&principal, &headers), "binding.created", created.audit_payload()).await?;
+    audit(&state, &caller_for(&principal), "binding.created", created.audit_payload()).await?;
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 
 async fn rebind_binding(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Path(name): Path<String>,
     Json(body): Json<MaterialBody>,
 ) -> ApiResult {
@@ -364,7 +357,7 @@ async fn rebind_binding(
     let kind = CredentialKind::parse(&existing.kind).unwrap_or(CredentialKind::ApiKey);
     let material = body.into_material(kind)?;
     let rebound = state.bindings.rebind(&name, &material).map_err(binding_error)?;
-    audit(&state, &caller_for(&principal, &headers), "binding.rebound", rebound.audit_payload()).await?;
+    audit(&state, &caller_for(&principal), "binding.rebound", rebound.audit_payload()).await?;
     Ok(Json(rebound).into_response())
 }
 
@@ -458,12 +451,11 @@ struct OAuthFinish {
 async fn oauth_finish(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<OAuthFinish>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let completed = state.oauth.finish(&body.session_id, &body.code, &body.state).await.map_err(oauth_error)?;
-    let caller = caller_for(&principal, &headers);
+    let caller = caller_for(&principal);
     let (status, binding) = bind_completed(&state, &caller, completed.target, completed.envelope).await?;
     Ok((status, Json(binding)).into_response())
 }

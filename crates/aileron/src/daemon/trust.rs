@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use aileron_core::signing::{PublicKey, parse_authority};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -43,8 +43,8 @@ async fn list_keys(State(state): State<Arc<AppState>>, Extension(principal): Ext
     Ok(Json(listing(&state)?).into_response())
 }
 
-async fn audit(state: &AppState, principal: &Principal, headers: &HeaderMap, event_type: &str, payload: Map<String, Value>) -> Result<(), ApiError> {
-    let caller = caller_for(principal, headers);
+async fn audit(state: &AppState, principal: &Principal, event_type: &str, payload: Map<String, Value>) -> Result<(), ApiError> {
+    let caller = caller_for(principal);
     let event = AuditEvent { event_type: event_type.into(), actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }
@@ -60,7 +60,6 @@ struct TrustBody {
 async fn trust_key(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<TrustBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
@@ -76,7 +75,7 @@ async fn trust_key(
         let mut payload = Map::new();
         payload.insert("aileron.keyring.authority".into(), authority.clone().into());
         payload.insert("aileron.keyring.fingerprint".into(), key.fingerprint().into());
-        audit(&state, &principal, &headers, "keyring.trusted", payload).await?;
+        audit(&state, &principal, "keyring.trusted", payload).await?;
     }
     let status = if added { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(json!({ "authority": authority, "fingerprint": key.fingerprint(), "added": added }))).into_response())
@@ -94,7 +93,6 @@ struct RevokeBody {
 async fn revoke_key(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
     Json(body): Json<RevokeBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
@@ -120,6 +118,6 @@ async fn revoke_key(
     if let Some(fingerprint) = &body.fingerprint {
         payload.insert("aileron.keyring.fingerprint".into(), fingerprint.clone().into());
     }
-    audit(&state, &principal, &headers, "keyring.revoked", payload).await?;
+    audit(&state, &principal, "keyring.revoked", payload).await?;
     Ok(Json(json!({ "removed": removed, "authorities": authorities })).into_response())
 }

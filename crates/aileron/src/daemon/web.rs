@@ -102,9 +102,10 @@ pub async fn approvals_page(
          <div id=\"cards\">{cards}</div><h2>Resolved</h2><ul id=\"resolved\">{focused_elsewhere}</ul>"
     );
     let script = format!(
-        "<script nonce=\"{nonce}\">const CSRF = {csrf}; const FOCUS = {focus};\n{SCRIPT}</script>",
+        "<script nonce=\"{nonce}\">const CSRF = {csrf}; const FOCUS = {focus}; const UNCONFINED_NOTICE = {notice};\n{SCRIPT}</script>",
         csrf = Value::String(csrf),
         focus = Value::String(focus),
+        notice = Value::String(UNCONFINED_NOTICE.to_string()),
     );
     (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(page("Aileron approvals", &body, &script, &nonce)))
         .into_response()
@@ -193,13 +194,14 @@ fn card(entry: &ApprovalEntry, focus: &str) -> String {
     };
     format!(
         "<section class=\"card{focused}\" id=\"card-{id}\" data-id=\"{id}\">\
-         <h2>{action}</h2><p class=\"meta\">{id} · requested {requested}</p>\
+         <h2>{action}</h2><p class=\"meta\">{id} · requested {requested}</p>{unconfined}\
          {preview}<h3>Arguments</h3><table class=\"args\">{args}</table>\
          <div class=\"decide\"><button class=\"approve\" data-id=\"{id}\">Approve</button>\
          <input class=\"reason\" placeholder=\"reason (optional)\" aria-label=\"reason\" maxlength=\"1000\">\
          <button class=\"deny\" data-id=\"{id}\">Deny</button><span class=\"status\"></span></div></section>",
         action = escape(&entry.action),
         requested = escape(&entry.requested_at),
+        unconfined = if entry.unconfined { format!("<p class=\"unconfined\">{UNCONFINED_NOTICE}</p>") } else { String::new() },
     )
 }
 
@@ -212,6 +214,9 @@ fn page(title: &str, body: &str, script: &str, nonce: &str) -> String {
     )
 }
 
+/// Shown on every approval an agent outside launch containment asked for.
+pub const UNCONFINED_NOTICE: &str = "requested by an unconfined agent: it runs with your files and could have read or changed anything you can";
+
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1b1f24}\
 header{background:#1b1f24;color:#fff;padding:12px 24px}h1{font-size:18px;margin:0}main{max-width:900px;margin:24px auto;padding:0 16px}\
 .card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:16px;margin-bottom:16px}\
@@ -222,7 +227,7 @@ th{text-align:left;vertical-align:top;padding:4px 8px;width:30%;color:#57606a}td
 .decide{margin-top:12px;display:flex;gap:8px;align-items:center}.reason{flex:1;padding:4px}\
 button{padding:6px 14px;border-radius:6px;border:1px solid #d0d7de;cursor:pointer}\
 button:disabled{opacity:.5;cursor:default}.approve{background:#1f883d;color:#fff}\
-.deny{background:#cf222e;color:#fff}.notice{background:#fff8c5;padding:12px;border-radius:6px}.preview-unavailable{color:#9a6700}";
+.deny{background:#cf222e;color:#fff}.unconfined{background:#ffebe9;color:#82071e;padding:6px 10px;border-radius:6px;font-size:13px}.notice{background:#fff8c5;padding:12px;border-radius:6px}.preview-unavailable{color:#9a6700}";
 
 /// The page script: renders cards from SSE events and posts decisions with the CSRF token.
 const SCRIPT: &str = r#"
@@ -239,6 +244,7 @@ function render(entry) {
   const card = el('section', { className: 'card' + (entry.id === FOCUS ? ' focused' : ''), id: 'card-' + entry.id });
   card.dataset.id = entry.id;
   card.append(el('h2', {}, entry.action), el('p', { className: 'meta' }, entry.id + ' · requested ' + entry.requested_at));
+  if (entry.unconfined) card.append(el('p', { className: 'unconfined' }, UNCONFINED_NOTICE));
   const preview = entry.preview;
   if (preview && preview.unavailable !== undefined) {
     card.append(el('p', { className: 'preview-unavailable' }, 'preview unavailable: ' + preview.unavailable.reason));

@@ -1,9 +1,15 @@
 //! How the MCP server reaches the daemon's HTTP API. Both servers send every tool call to
 //! `POST /v1/actions/{name}/run`, the one chokepoint:
 //! - `aileron-mcp` finds the daemon like the CLI (`AILERON_URL` + `AILERON_TOKEN`, else
-//!   `daemon.json`, auto-starting it) and finds it again after a connection failure;
+//!   `daemon.json`, auto-starting it) and finds it again after a connection failure. Launched by
+//!   `aileron launch`, it holds the session's token; started by an agent host on its own, it
+//!   finds the daemon token and trades it for a session of its own (agent `aileron-mcp`,
+//!   unconfined), so its calls are audited as an agent's and carry only an agent's scopes;
 //! - the daemon's own `/mcp` loops back to itself over HTTP with the caller's bearer token, so the
 //!   caller's scopes apply to each call exactly as they would to a direct request.
+//!
+//! Either way the token is the caller's whole identity: the daemon derives the audit actor from
+//! the principal it authenticates (SPEC §0, invariant 4).
 
 use std::time::Duration;
 
@@ -14,10 +20,8 @@ use super::catalog::Unreachable;
 use crate::client::DaemonClient;
 use crate::home::Home;
 
-/// The audit actor id `aileron-mcp` sends with the daemon token (its type is `agent`).
-pub const STDIO_ACTOR_ID: &str = "aileron-mcp";
-/// The audit actor id of calls made through the daemon's `/mcp` with the daemon token.
-pub const HTTP_ACTOR_ID: &str = "mcp-http";
+/// The agent name of the session an unlaunched `aileron-mcp` opens for itself.
+pub const OWN_SESSION_AGENT: &str = "aileron-mcp";
 
 /// Bounds every request except runs: the daemon answers these from memory.
 const QUICK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,8 +42,21 @@ pub struct DaemonLink {
 }
 
 enum Mode {
-    Discovered { home: Home, session_id: Option<String>, current: tokio::sync::Mutex<Option<DaemonClient>> },
+    Discovered { home: Home, current: tokio::sync::Mutex<Option<Connected>> },
     Loopback { client: DaemonClient },
+}
+
+/// The daemon `aileron-mcp` talks to, and the session it opened there when it had to.
+struct Connected {
+    /// Carries a session token: the launch's, or the one of `own_session`.
+    client: DaemonClient,
+    own_session: Option<OwnSession>,
+}
+
+/// A session `aileron-mcp` opened for itself with the daemon token, ended when it exits.
+struct OwnSession {
+    admin: DaemonClient,
+    session_id: String,
 }
 
 /// Whether finding the daemon may start one. Tool calls may (like any CLI command); the
@@ -51,22 +68,32 @@ pub enum Autostart {
 }
 
 impl DaemonLink {
-    /// `aileron-mcp`: the daemon of `home`, with the launch session id (if any) on every request.
-    pub fn discovered(home: Home, session_id: Option<String>) -> DaemonLink {
-        DaemonLink { mode: Mode::Discovered { home, session_id, current: tokio::sync::Mutex::new(None) } }
+    /// `aileron-mcp`: the daemon of `home`.
+    pub fn discovered(home: Home) -> DaemonLink {
+        DaemonLink { mode: Mode::Discovered { home, current: tokio::sync::Mutex::new(None) } }
     }
 
     /// The daemon's `/mcp`: requests go to `base_url` with each caller's own token.
     pub fn loopback(base_url: String) -> anyhow::Result<DaemonLink> {
-        let client = DaemonClient::at(base_url, String::new())?.with_actor("agent", HTTP_ACTOR_ID);
+        let client = DaemonClient::at(base_url, String::new())?;
         Ok(DaemonLink { mode: Mode::Loopback { client } })
+    }
+
+    /// Ends the session `aileron-mcp` opened for itself, if it did (the agent host is done).
+    pub async fn close(&self) {
+        if let Mode::Discovered { current, .. } = &self.mode
+            && let Some(Connected { own_session: Some(own), .. }) = current.lock().await.take()
+        {
+            let path = format!("/v1/sessions/{}/end", own.session_id);
+            let _ = own.admin.request(Method::POST, &path).json(&serde_json::json!({ "exit_code": null })).timeout(QUICK_TIMEOUT).send().await;
+        }
     }
 
     /// The daemon's URL as far as it is known (for messages).
     pub async fn daemon_url(&self) -> String {
         match &self.mode {
             Mode::Discovered { current, home, .. } => match &*current.lock().await {
-                Some(client) => client.base_url.clone(),
+                Some(connected) => connected.client.base_url.clone(),
                 None => format!("the daemon of {}", home.root().display()),
             },
             Mode::Loopback { client } => client.base_url.clone(),
@@ -77,10 +104,10 @@ impl DaemonLink {
     pub async fn client(&self, origin: &CallOrigin, autostart: Autostart) -> Result<DaemonClient, Unreachable> {
         match &self.mode {
             Mode::Loopback { client } => Ok(client.clone().with_token(origin.bearer.clone().unwrap_or_default())),
-            Mode::Discovered { home, session_id, current } => {
+            Mode::Discovered { home, current } => {
                 let mut current = current.lock().await;
-                if let Some(client) = &*current {
-                    return Ok(client.clone());
+                if let Some(connected) = &*current {
+                    return Ok(connected.client.clone());
                 }
                 let found = match autostart {
                     Autostart::Allowed => DaemonClient::connect(home).await.map(Some),
@@ -88,8 +115,9 @@ impl DaemonLink {
                 };
                 match found {
                     Ok(Some(client)) => {
-                        let client = client.with_actor("agent", STDIO_ACTOR_ID).with_session_id(session_id.clone());
-                        *current = Some(client.clone());
+                        let connected = with_agent_identity(client).await?;
+                        let client = connected.client.clone();
+                        *current = Some(connected);
                         Ok(client)
                     }
                     Ok(None) => Err(Unreachable {
@@ -118,7 +146,7 @@ impl DaemonLink {
     pub async fn forget(&self, failed: &DaemonClient) {
         if let Mode::Discovered { current, .. } = &self.mode {
             let mut current = current.lock().await;
-            if current.as_ref().is_some_and(|c| c.base_url == failed.base_url) {
+            if current.as_ref().is_some_and(|c| c.client.base_url == failed.base_url) {
                 *current = None;
             }
         }
@@ -167,6 +195,25 @@ impl DaemonLink {
             }
         }
     }
+}
+
+/// A client that acts as an agent: a session token is used as it is; the daemon token (the
+/// local user's, found in `daemon.json` by an `aileron-mcp` no launch started) is traded for a
+/// session of this process's own, so nothing it does is audited as the user or carries the
+/// user's scopes.
+async fn with_agent_identity(client: DaemonClient) -> Result<Connected, Unreachable> {
+    if !client.is_admin().await {
+        return Ok(Connected { client, own_session: None });
+    }
+    let body = serde_json::json!({ "agent": OWN_SESSION_AGENT, "pid": std::process::id(), "confinement": "unconfined" });
+    let started = client.post("/v1/sessions", &body).await.map_err(|error| Unreachable {
+        message: format!("the Aileron daemon at {} refused a session for aileron-mcp: {error:#}", client.base_url),
+    })?;
+    let (Some(token), Some(session_id)) = (started["token"].as_str(), started["session_id"].as_str()) else {
+        return Err(Unreachable { message: format!("the Aileron daemon at {} answered a session without a token", client.base_url) });
+    };
+    let own_session = OwnSession { admin: client.clone(), session_id: session_id.to_string() };
+    Ok(Connected { client: client.with_token(token), own_session: Some(own_session) })
 }
 
 fn unreachable(client: &DaemonClient, error: &reqwest::Error) -> Unreachable {

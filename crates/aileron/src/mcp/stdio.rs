@@ -67,7 +67,7 @@ pub async fn serve() -> anyhow::Result<()> {
     let home = Home::from_env().context("locating AILERON_HOME")?;
     let (changes, followed) = watch::channel(Followed::default());
     let telemetry = telemetry::init(telemetry::DEFAULT_SERVICE_NAME, &home);
-    let link = DaemonLink::discovered(home, env::get(env::AILERON_SESSION_ID));
+    let link = DaemonLink::discovered(home);
     let shared = McpShared::new(link, ActionFeed::followed(followed), telemetry.clone(), "aileron-mcp");
     // Find (or start) the daemon while the client initializes, so `initialize` answers at once.
     let warm = shared.clone();
@@ -77,11 +77,12 @@ pub async fn serve() -> anyhow::Result<()> {
         }
     });
     tokio::spawn(super::changes::follow(shared.clone(), changes));
-    let running = AileronMcp::new(shared)
+    let running = AileronMcp::new(shared.clone())
         .serve(rmcp::transport::stdio_pipes())
         .await
         .context("starting the MCP session on stdin/stdout")?;
     let served = running.waiting().await.context("serving MCP on stdin/stdout");
+    shared.link().close().await;
     // Export the session's spans before the process goes (the batch thread blocks).
     let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     served?;

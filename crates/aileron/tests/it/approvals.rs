@@ -141,7 +141,7 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     let upstream = FakeGithub::start().await.unwrap();
     let harness = Harness::new();
     gated(&harness, &upstream).await;
-    let session_token = harness.state.tokens.mint_session("sess-1", SESSION_SCOPES.to_vec());
+    let session_token = harness.state.tokens.mint_session("sess-1", SESSION_SCOPES.to_vec(), true);
     let as_agent = |method: &str, path: String| {
         Request::builder()
             .method(method)
@@ -188,7 +188,7 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     assert_eq!(harness.state.approvals.pending().len(), 20, "one session holds at most 20 waiting approvals");
 
     // Another session sees none of it: not in the list, not by id.
-    let other_token = harness.state.tokens.mint_session("sess-2", SESSION_SCOPES.to_vec());
+    let other_token = harness.state.tokens.mint_session("sess-2", SESSION_SCOPES.to_vec(), true);
     let as_other = |method: &str, path: String| {
         Request::builder()
             .method(method)
@@ -363,4 +363,48 @@ async fn a_failing_preview_never_blocks_the_approval() {
     let reason = entry["preview"]["unavailable"]["reason"].as_str().unwrap();
     assert!(reason.contains("capability_denied"), "{reason}");
     let _ = TOKEN;
+}
+
+/// The audit actor comes from the principal the token or cookie authenticates, never from a
+/// request header (SPEC §0, invariant 4): an agent claiming to be a human is recorded as the
+/// agent of its session (and still cannot decide), and headers naming an actor or a session are
+/// ignored for the daemon token too. An unconfined session's approval says so.
+#[tokio::test]
+async fn no_header_chooses_the_audit_actor() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    gated(&harness, &upstream).await;
+    let forged = |builder: http::request::Builder| {
+        builder
+            .header("host", format!("127.0.0.1:{PORT}"))
+            .header("x-aileron-actor-type", "human")
+            .header("x-aileron-actor-id", "cli")
+            .header("x-aileron-session-id", "sess-forged")
+    };
+    let agent_token = harness.state.tokens.mint_session("sess-7", SESSION_SCOPES.to_vec(), false);
+    let as_agent = |method: &str, path: String| forged(Request::builder().method(method).uri(path)).header("authorization", format!("Bearer {agent_token}"));
+    let url = format!("{}/status/200", upstream.base_url());
+    let pending = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({ "args": { "url": url } }))).await;
+    assert_eq!(pending.status, StatusCode::ACCEPTED, "{}", pending.body);
+    let id = pending.body["approval_id"].as_str().unwrap().to_string();
+    let decided = harness.send(as_agent("POST", format!("/v1/action-approvals/{id}/decide")), Some(json!({ "approved": true }))).await;
+    assert_eq!(decided.status, StatusCode::FORBIDDEN, "claiming to be a human decides nothing");
+    let requested = events_of(&harness, "approval.requested").await;
+    assert_eq!(requested[0]["actor"], json!({"type": "agent", "id": "sess-7"}), "{}", requested[0]);
+    assert_eq!(requested[0]["session_id"], "sess-7");
+    let refused = events_of(&harness, "approval.decide_refused").await;
+    assert_eq!(refused[0]["actor"], json!({"type": "agent", "id": "sess-7"}), "{}", refused[0]);
+    // The session was not contained: the pending approval says so wherever it is listed.
+    let listed = harness.request("GET", "/v1/action-approvals", None).await;
+    assert_eq!(listed.body["items"][0]["unconfined"], true, "{}", listed.body);
+
+    // The daemon token's holder is the local user, whatever the headers claim.
+    let admin = forged(Request::builder().method("POST").uri(format!("/v1/action-approvals/{id}/decide")))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("x-aileron-actor-type", "agent");
+    assert_eq!(harness.send(admin, Some(json!({ "approved": false, "reason": "no" }))).await.status, StatusCode::NO_CONTENT);
+    let denied = events_of(&harness, "approval.denied").await;
+    assert_eq!(denied[0]["actor"], json!({"type": "human", "id": "local-user"}), "{}", denied[0]);
+    assert_eq!(denied[0]["session_id"], "sess-7", "the approval's own session, never a claimed one: {}", denied[0]);
+    assert!(!harness.audit().await.iter().any(|r| r.to_string().contains("sess-forged")), "no record took the claimed session");
 }

@@ -97,7 +97,7 @@ async fn session_tokens_carry_only_agent_scopes_and_die_with_the_session() {
     assert_eq!(started["session_id"], id.as_str());
     assert_eq!(
         started["payload"],
-        json!({"aileron.session.agent": "claude", "aileron.session.pid": 4242,
+        json!({"aileron.session.agent": "claude", "aileron.session.pid": 4242, "aileron.session.confinement": "unconfined",
                "aileron.session.scopes": ["actions:list", "actions:run", "approvals:poll"]})
     );
     let ended = audited.iter().find(|r| r["event_type"] == "session.ended").unwrap();

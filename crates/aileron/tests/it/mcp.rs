@@ -119,6 +119,19 @@ impl Fixture {
             }
         }
     }
+
+    /// The session an `aileron-mcp` started without a launch opened for itself: exactly one,
+    /// of agent `aileron-mcp`, unconfined. Its id is the audit actor of everything it did.
+    fn own_session_actor(&self) -> Value {
+        let started: Value =
+            serde_json::from_str(&self.cli.ok(&["audit", "list", "--json", "--event-type", "session.started"])).unwrap();
+        let own: Vec<&Value> =
+            started["items"].as_array().unwrap().iter().filter(|r| r["payload"]["aileron.session.agent"] == "aileron-mcp").collect();
+        let record = own.first().unwrap_or_else(|| panic!("aileron-mcp opened a session of its own: {started}"));
+        assert_eq!(record["payload"]["aileron.session.confinement"], "unconfined", "{record}");
+        assert_eq!(record["actor"], json!({"type": "human", "id": "local-user"}), "the daemon token's holder opened it: {record}");
+        json!({"type": "agent", "id": record["session_id"]})
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -572,7 +585,12 @@ fn aileron_mcp_serves_the_catalog_and_runs_calls_through_the_chokepoint() {
     check_gated(&fixture, &mut session);
     let diagnosis = session.call("aileron_diagnostics", json!({}));
     assert!(texts(&diagnosis)[0].starts_with("healthy: daemon "), "{diagnosis}");
-    fixture.check_actors(&json!({"type": "agent", "id": "aileron-mcp"}), &EVERY_AGENT_EVENT);
+    // No launch: it found the daemon token and traded it for an agent session of its own.
+    fixture.check_actors(&fixture.own_session_actor(), &EVERY_AGENT_EVENT);
+    let (clean, stderr) = session.close();
+    assert!(clean, "{stderr}");
+    let ended: Value = serde_json::from_str(&fixture.cli.ok(&["audit", "list", "--json", "--event-type", "session.ended"])).unwrap();
+    assert!(!ended["items"].as_array().unwrap().is_empty(), "its session ends with it: {ended}");
 }
 
 #[test]
@@ -639,7 +657,8 @@ fn the_daemon_serves_the_same_catalog_at_mcp_behind_its_token() {
     check_catalog(&mut session);
     check_calls(&fixture, &mut session);
     check_gated(&fixture, &mut session);
-    fixture.check_actors(&json!({"type": "agent", "id": "mcp-http"}), &EVERY_AGENT_EVENT);
+    // /mcp authenticates the bearer like any route: the daemon token is the local user's.
+    fixture.check_actors(&json!({"type": "human", "id": "local-user"}), &EVERY_AGENT_EVENT);
 
     let stream = session.open_stream();
     let notifications = std::cell::RefCell::new(stream);
@@ -788,7 +807,7 @@ async fn recording_daemon() -> (SocketAddr, Arc<Mutex<Vec<(String, http::HeaderM
 }
 
 #[test]
-fn calls_carry_the_token_actor_session_and_traceparent_to_the_daemon() {
+fn calls_carry_the_token_and_traceparent_to_the_daemon_and_no_actor_claim() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (addr, seen) = runtime.block_on(recording_daemon());
     let temp = tempfile::tempdir().unwrap();
@@ -813,9 +832,9 @@ fn calls_carry_the_token_actor_session_and_traceparent_to_the_daemon() {
         let header = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string());
         assert_eq!(header("traceparent").as_deref(), expected, "{meta}");
         assert_eq!(header("authorization").as_deref(), Some("Bearer session-token-1"));
-        assert_eq!(header("x-aileron-actor-type").as_deref(), Some("agent"));
-        assert_eq!(header("x-aileron-actor-id").as_deref(), Some("aileron-mcp"));
-        assert_eq!(header("x-aileron-session-id").as_deref(), Some("sess-42"));
+        // The token is the whole identity: no header names an actor or a session.
+        let claims: Vec<&str> = headers.keys().map(|name| name.as_str()).filter(|name| name.starts_with("x-aileron-")).collect();
+        assert_eq!(claims, Vec::<&str>::new());
         assert_eq!(header("x-injected"), None);
     }
 }
@@ -1332,7 +1351,7 @@ fn claude_code_calls_actions_through_aileron_mcp_and_waits_for_approval() {
     let (_, last_status) = results.last().unwrap();
     assert!(last_status.starts_with(&format!("completed: {id} ran")), "{last_status}");
     assert_eq!(fixture.upstream.recorder.count(), 2, "one direct call and one approved call reached the upstream");
-    fixture.check_actors(&json!({"type": "agent", "id": "aileron-mcp"}), &["action.executed", "approval.requested"]);
+    fixture.check_actors(&fixture.own_session_actor(), &["action.executed", "approval.requested"]);
 }
 
 /// An action whose connector gets an API key injected, called by an agent over `aileron-mcp`:
