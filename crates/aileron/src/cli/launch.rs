@@ -1,5 +1,5 @@
-//! `aileron launch <agent> [--dry-run] [-- agent args]`: run a coding agent wired to Aileron
-//! (see `crate::launch`). Exits with the agent's own exit code.
+//! `aileron launch <agent> [--dry-run] [--unconfined] [-- agent args]`: run a coding agent wired
+//! to Aileron, confined (see `crate::launch`). Exits with the agent's own exit code.
 
 use std::ffi::OsString;
 
@@ -17,12 +17,17 @@ pub struct LaunchArgs {
     /// Print the config changes, environment and command line, without writing or starting anything
     #[arg(long)]
     dry_run: bool,
+    /// Run the agent without containment: it can then read your Aileron home, take the daemon
+    /// token and approve its own actions. Audited; its approvals say "requested by an unconfined agent"
+    #[arg(long)]
+    unconfined: bool,
     /// Arguments for the agent, after `--` (e.g. `aileron launch claude -- -p "list my issues"`)
     #[arg(last = true, value_name = "AGENT ARGS")]
     agent_args: Vec<OsString>,
 }
 
 pub async fn run(home: &Home, args: LaunchArgs) -> CliResult {
-    let options = LaunchOptions { agent: args.agent, dry_run: args.dry_run, agent_args: args.agent_args };
+    let options =
+        LaunchOptions { agent: args.agent, dry_run: args.dry_run, unconfined: args.unconfined, agent_args: args.agent_args };
     crate::launch::run(home, options).await.map_err(CliError::from)
 }

@@ -107,6 +107,12 @@ pub type CliResult = Result<i32, CliError>;
 
 /// Parses arguments and runs the command; returns the process exit code.
 pub fn main() -> i32 {
+    // The launch containment helper must run while this process has one thread (entering a user
+    // namespace needs that), before anything else starts one.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw.first().is_some_and(|first| first == crate::launch::confine::SUBCOMMAND) {
+        return crate::launch::confine::main(&raw[1..]);
+    }
     crate::daemon::install_crypto_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

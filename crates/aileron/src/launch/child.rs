@@ -20,7 +20,7 @@ pub fn exit_code(status: std::process::ExitStatus) -> i32 {
 }
 
 /// Whether a terminal's Ctrl-C reaches our process group (so the child gets it already).
-fn terminal_delivers_interrupts() -> bool {
+pub fn terminal_delivers_interrupts() -> bool {
     let Ok(tty) = std::fs::File::open("/dev/tty") else {
         return false;
     };
@@ -30,15 +30,20 @@ fn terminal_delivers_interrupts() -> bool {
     }
 }
 
-/// Spawns `program` with `args` and extra `env`, waits for it while forwarding signals, and
-/// returns its exit code.
-pub async fn run(program: &Path, args: &[OsString], env: &[(String, String)]) -> std::io::Result<i32> {
+/// Spawns `program` with `args`, extra `env` and without the `withheld` variables, waits for it
+/// while forwarding signals, and returns its exit code.
+pub async fn run(program: &Path, args: &[OsString], env: &[(String, String)], withheld: &[&str]) -> std::io::Result<i32> {
     let interrupts_reach_child = terminal_delivers_interrupts();
     // Install the handlers before spawning so no signal falls between the two.
     let mut terminate = signal(SignalKind::terminate())?;
     let mut hangup = signal(SignalKind::hangup())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut child = tokio::process::Command::new(program).args(args).envs(env.iter().map(|(k, v)| (k, v))).spawn()?;
+    let mut command = tokio::process::Command::new(program);
+    command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+    for name in withheld {
+        command.env_remove(name);
+    }
+    let mut child = command.spawn()?;
     let pid = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
     let forward = |signal: Signal| {
         if let Some(pid) = pid {

@@ -1,31 +1,40 @@
-//! `aileron launch <agent>` (SPEC §13): ensure the daemon, start a session (a token limited to
-//! listing and running actions and polling approvals), register `aileron-mcp` in the agent's own
-//! MCP config with that session's URL, token and id, point the agent's LLM base URL at the
-//! gateway where the agent reads one from its environment, run the agent in the user's terminal,
-//! and end the session with the agent's exit code.
+//! `aileron launch <agent>` (SPEC §13): ensure the daemon, confine the agent (`confine`: user,
+//! mount and PID namespaces hiding the Aileron home; `--unconfined` opts out, audited), start a
+//! session (a token limited to listing and running actions and polling approvals), register
+//! `aileron-mcp` in the agent's own MCP config, point the agent's LLM base URL at the gateway
+//! where the agent reads one from its environment, run the agent in the user's terminal, and end
+//! the session with the agent's exit code.
 //!
-//! Each agent's format comes from its own documentation (sources in ARCHITECTURE.md):
-//! - claude: a per-launch `--mcp-config` JSON file (`mcpServers`), kept in `AILERON_HOME/launch/`
-//!   and removed when the agent exits; `ANTHROPIC_BASE_URL`.
-//! - codex: `[mcp_servers.aileron]` in `$CODEX_HOME/config.toml` (default `~/.codex`); the base
-//!   URL as a per-process `-c openai_base_url="…/v1"` (current Codex ignores `OPENAI_BASE_URL`).
+//! The session's URL, token and id reach `aileron-mcp` only through the agent's environment
+//! (`AILERON_URL`, `AILERON_TOKEN`, `AILERON_SESSION_ID`): no file we write holds a token or a
+//! per-launch URL, so the entry in a user's config is stable (a second launch changes nothing)
+//! and no token outlives its session on disk. Each agent's way to hand its environment on comes
+//! from its own documentation (sources in ARCHITECTURE.md):
+//! - claude: a per-launch `--mcp-config` JSON file (`mcpServers`) in the launch runtime
+//!   directory, removed when the agent exits; stdio servers inherit Claude Code's environment;
+//!   `ANTHROPIC_BASE_URL`.
+//! - codex: `[mcp_servers.aileron]` in `$CODEX_HOME/config.toml` (default `~/.codex`) with
+//!   `env_vars`, the names Codex passes through from its own environment; the base URL as a
+//!   per-process `-c openai_base_url="…/v1"` (current Codex ignores `OPENAI_BASE_URL`).
 //! - opencode: `mcp.aileron` (`type = "local"`) in `opencode.json[c]` (`OPENCODE_CONFIG`, else
-//!   `~/.config/opencode/`); provider `baseURL`s through `OPENCODE_CONFIG_CONTENT`, the inline
-//!   config OpenCode merges last, so nothing about the gateway is written to the user's file.
-//! - goose: `extensions.aileron` (`type: stdio`) in `~/.config/goose/config.yaml`;
-//!   `ANTHROPIC_HOST` / `OPENAI_HOST`.
+//!   `~/.config/opencode/`) with `{env:NAME}` values, OpenCode's config substitution; provider
+//!   `baseURL`s through `OPENCODE_CONFIG_CONTENT`, the inline config OpenCode merges last.
+//! - goose: `extensions.aileron` (`type: stdio`) in `~/.config/goose/config.yaml` with
+//!   `env_keys`, which Goose resolves from its environment; `ANTHROPIC_HOST` / `OPENAI_HOST`.
 //! - pi: Pi has no MCP client of its own; the `pi-mcp-adapter` extension reads `mcpServers` from
-//!   `~/.pi/agent/mcp.json` (`PI_CODING_AGENT_DIR`). Pi reads no environment variable for provider
-//!   base URLs, but loads an extension for one run with `-e <file>`, and an extension may
-//!   override a built-in provider's `baseUrl` (`pi.registerProvider`, Pi's documented proxy
-//!   route). So a per-launch extension in `AILERON_HOME/launch/` (removed when Pi exits) points
-//!   Pi's `anthropic` and `openai` providers at the gateway; nothing under `~/.pi` changes for it.
+//!   `~/.pi/agent/mcp.json` (`PI_CODING_AGENT_DIR`) and interpolates `${NAME}` from its
+//!   environment. Pi reads no environment variable for provider base URLs, but loads an extension
+//!   for one run with `-e <file>`, and an extension may override a built-in provider's `baseUrl`
+//!   (`pi.registerProvider`, Pi's documented proxy route). So a per-launch extension in the launch
+//!   runtime directory (removed when Pi exits) points Pi's `anthropic` and `openai` providers at
+//!   the gateway; nothing under `~/.pi` changes for it.
 //!
-//! Edits set only our own entry; every other byte of the user's file is kept, a second launch with
-//! the same values changes nothing, and the first edit leaves `<file>.aileron-backup`. A base URL
-//! variable the user already set is kept (their traffic then bypasses the gateway, and we say so).
+//! Edits set only our own entry; every other byte of the user's file is kept, a second launch
+//! changes nothing, and the first edit leaves `<file>.aileron-backup`. A base URL variable the
+//! user already set is kept (their traffic then bypasses the gateway, and we say so).
 
 mod child;
+pub mod confine;
 pub mod config_file;
 pub mod jsonc;
 pub mod toml_table;
@@ -40,6 +49,7 @@ use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::client::DaemonClient;
+use crate::sessions::Confinement;
 use crate::env;
 use crate::home::Home;
 use config_file::{ConfigEdit, read_existing};
@@ -59,7 +69,8 @@ const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
 const ANTHROPIC_HOST: &str = "ANTHROPIC_HOST";
 const OPENAI_HOST: &str = "OPENAI_HOST";
 const PATH: &str = "PATH";
-const FOREIGN_VARIABLES: [&str; 10] = [
+const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
+const FOREIGN_VARIABLES: [&str; 11] = [
     CODEX_HOME,
     XDG_CONFIG_HOME,
     OPENCODE_CONFIG,
@@ -70,6 +81,7 @@ const FOREIGN_VARIABLES: [&str; 10] = [
     ANTHROPIC_HOST,
     OPENAI_HOST,
     PATH,
+    XDG_RUNTIME_DIR,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -113,8 +125,17 @@ impl Agent {
 pub struct McpServer {
     pub command: String,
     pub args: Vec<String>,
+    /// Literal values (none today: every value the server needs is per-launch).
     pub env: Vec<(String, String)>,
+    /// Names the agent passes on from its own environment.
+    pub pass_env: Vec<String>,
 }
+
+/// What `aileron-mcp` reads from the launched agent's environment: the session's wiring.
+pub const SESSION_VARIABLES: [&str; 3] = [env::AILERON_URL, env::AILERON_TOKEN, env::AILERON_SESSION_ID];
+
+/// Variables never handed to a launched agent: the vault passphrase would unlock everything.
+pub const WITHHELD_VARIABLES: [&str; 1] = [env::AILERON_VAULT_PASSPHRASE];
 
 /// The per-launch facts a plan is built from.
 #[derive(Debug, Clone)]
@@ -131,16 +152,23 @@ impl Wiring {
         McpServer {
             command: self.mcp_command.display().to_string(),
             args: vec![],
-            env: vec![
-                (env::AILERON_URL.to_string(), self.daemon_url.clone()),
-                (env::AILERON_TOKEN.to_string(), self.token.clone()),
-                (env::AILERON_SESSION_ID.to_string(), self.session_id.clone()),
-            ],
+            env: vec![],
+            pass_env: SESSION_VARIABLES.iter().map(|name| name.to_string()).collect(),
         }
     }
 
-    fn env_object(&self) -> Value {
-        Value::Object(self.mcp_server().env.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
+    /// The session's wiring, set in the agent's own environment.
+    fn session_env(&self) -> Vec<(String, String)> {
+        vec![
+            (env::AILERON_URL.to_string(), self.daemon_url.clone()),
+            (env::AILERON_TOKEN.to_string(), self.token.clone()),
+            (env::AILERON_SESSION_ID.to_string(), self.session_id.clone()),
+        ]
+    }
+
+    /// `{NAME: <reference to $NAME>}` in an agent's own reference syntax.
+    fn env_references(reference: impl Fn(&str) -> String) -> Value {
+        Value::Object(SESSION_VARIABLES.iter().map(|name| (name.to_string(), Value::String(reference(name)))).collect())
     }
 }
 
@@ -149,18 +177,21 @@ impl Wiring {
 pub struct LaunchEnv {
     pub vars: HashMap<String, String>,
     pub home_dir: PathBuf,
-    /// Private directory (under `AILERON_HOME`) for per-launch files.
+    /// Private directory for per-launch files (none holds a secret), outside `AILERON_HOME`,
+    /// which a confined agent cannot see.
     pub launch_dir: PathBuf,
 }
 
 impl LaunchEnv {
-    pub fn from_process(home: &Home) -> anyhow::Result<LaunchEnv> {
+    pub fn from_process() -> anyhow::Result<LaunchEnv> {
         let vars =
             FOREIGN_VARIABLES.iter().filter_map(|name| env::get(name).map(|value| (name.to_string(), value))).collect();
         let home_dir = std::env::home_dir()
             .filter(|dir| dir.is_absolute())
             .ok_or_else(|| anyhow!("cannot locate your home directory to find the agent's config\nhint: set HOME"))?;
-        Ok(LaunchEnv { vars, home_dir, launch_dir: home.root().join("launch") })
+        let env = LaunchEnv { vars, home_dir, launch_dir: PathBuf::new() };
+        let launch_dir = runtime_dir(env.var(XDG_RUNTIME_DIR))?.join("launch");
+        Ok(LaunchEnv { launch_dir, ..env })
     }
 
     /// A variable's value; unset and empty are the same here.
@@ -201,17 +232,43 @@ fn syntax(path: &Path, detail: impl std::fmt::Display) -> LaunchError {
     LaunchError::Syntax { path: path.to_path_buf(), detail: detail.to_string(), suffix: config_file::BACKUP_SUFFIX }
 }
 
+/// `$XDG_RUNTIME_DIR/aileron`, else `<temp>/aileron-<uid>`: created private (0700) when missing,
+/// refused when it is not a directory of ours that only we can enter (another user could have
+/// planted it in a shared temp directory).
+fn runtime_dir(xdg_runtime_dir: Option<&str>) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = nix::unistd::getuid().as_raw();
+    let dir = match xdg_runtime_dir.map(PathBuf::from).filter(|dir| dir.is_absolute()) {
+        Some(runtime) => runtime.join("aileron"),
+        None => std::env::temp_dir().join(format!("aileron-{uid}")),
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => bail!("creating {}: {error}\nhint: set XDG_RUNTIME_DIR to a private directory", dir.display()),
+    }
+    let meta = std::fs::symlink_metadata(&dir).with_context(|| format!("reading {}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        bail!(
+            "{} is not a private directory of yours (a directory, owned by you, mode 0700)\nhint: remove it, or set \
+             XDG_RUNTIME_DIR to a private directory",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
 /// Computes the launch for `agent`: reads the agent's config, never writes.
 pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsString]) -> Result<LaunchPlan, LaunchError> {
-    let mut plan = LaunchPlan { agent, edits: vec![], env: vec![], args: user_args.to_vec(), notes: vec![] };
+    let mut plan = LaunchPlan { agent, edits: vec![], env: wiring.session_env(), args: user_args.to_vec(), notes: vec![] };
     let url = wiring.daemon_url.trim_end_matches('/').to_string();
     let command = wiring.mcp_command.display().to_string();
     match agent {
         Agent::Claude => {
             let path = env.launch_dir.join(format!("{}-claude-mcp.json", wiring.session_id));
-            let config = json!({ "mcpServers": { SERVER_NAME: {
-                "type": "stdio", "command": command, "args": [], "env": wiring.env_object(),
-            }}});
+            // No `env`: Claude Code starts stdio servers with its own environment, which holds the
+            // session's wiring.
+            let config = json!({ "mcpServers": { SERVER_NAME: { "type": "stdio", "command": command, "args": [] }}});
             let after = serde_json::to_string_pretty(&config).expect("values serialize") + "\n";
             plan.args = with_flag(user_args, "--mcp-config", path.as_os_str());
             plan.edits.push(ConfigEdit { path, before: None, after, temporary: true });
@@ -249,8 +306,8 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
                     if jsonc.exists() { jsonc } else { dir.join("opencode.json") }
                 }
             };
-            let entry =
-                json!({ "type": "local", "command": [command], "environment": wiring.env_object(), "enabled": true });
+            let environment = Wiring::env_references(|name| format!("{{env:{name}}}"));
+            let entry = json!({ "type": "local", "command": [command], "environment": environment, "enabled": true });
             let before = read_existing(&path)?;
             let after = jsonc::upsert(before.as_deref().unwrap_or(""), &["mcp", SERVER_NAME], &entry)
                 .map_err(|e| syntax(&path, e))?;
@@ -264,7 +321,7 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
         Agent::Goose => {
             let path = env.config_home().join("goose").join("config.yaml");
             let text = |value: &str| YamlValue::Str(value.to_string());
-            let envs = wiring.mcp_server().env.into_iter().map(|(k, v)| (k, YamlValue::Str(v))).collect();
+            let keys: Vec<String> = SESSION_VARIABLES.iter().map(|name| name.to_string()).collect();
             let entry = vec![
                 ("enabled".to_string(), YamlValue::Bool(true)),
                 ("type".to_string(), text("stdio")),
@@ -273,8 +330,8 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
                 ("description".to_string(), text("Aileron actions: sandboxed, approved by you, audited")),
                 ("cmd".to_string(), text(&command)),
                 ("args".to_string(), YamlValue::List(vec![])),
-                ("envs".to_string(), YamlValue::Map(envs)),
-                ("env_keys".to_string(), YamlValue::List(vec![])),
+                ("envs".to_string(), YamlValue::Map(vec![])),
+                ("env_keys".to_string(), YamlValue::List(keys)),
                 ("timeout".to_string(), YamlValue::Int(300)),
             ];
             let before = read_existing(&path)?;
@@ -290,7 +347,7 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
                 .map(PathBuf::from)
                 .unwrap_or_else(|| env.home_dir.join(".pi").join("agent"));
             let path = dir.join("mcp.json");
-            let entry = json!({ "command": command, "args": [], "env": wiring.env_object() });
+            let entry = json!({ "command": command, "args": [], "env": Wiring::env_references(|name| format!("${{{name}}}")) });
             let before = read_existing(&path)?;
             let after = jsonc::upsert(before.as_deref().unwrap_or(""), &["mcpServers", SERVER_NAME], &entry)
                 .map_err(|e| syntax(&path, e))?;
@@ -379,13 +436,47 @@ pub fn mcp_server_path() -> anyhow::Result<PathBuf> {
 pub struct LaunchOptions {
     pub agent: Agent,
     pub dry_run: bool,
+    /// Run the agent without containment (it could read the home and approve its own actions).
+    pub unconfined: bool,
     pub agent_args: Vec<OsString>,
+}
+
+/// What the confined agent must not see: the Aileron home, and the audit log when it lives
+/// elsewhere. Canonical paths, so a symlinked home is masked where it really is.
+fn masked_directories(home: &Home) -> Vec<PathBuf> {
+    let mut masks = vec![home.root().to_path_buf()];
+    if let Some(parent) = home.audit_parent() {
+        masks.push(parent.join("audit"));
+    }
+    let mut canonical: Vec<PathBuf> = masks.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();
+    canonical.sort();
+    canonical.dedup();
+    canonical
+}
+
+/// Whether this machine can confine an agent: the helper builds the namespaces and masks once
+/// and exits. `Err` carries its reason.
+async fn probe_containment(masks: &[PathBuf]) -> Result<(), String> {
+    let helper = std::env::current_exe().map_err(|e| format!("locating the aileron executable: {e}"))?;
+    let output = tokio::process::Command::new(&helper)
+        .args(confine::arguments(masks, true, false, Path::new(""), &[]))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .await
+        .map_err(|e| format!("running {}: {e}", helper.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    Err(stderr.trim().trim_start_matches("aileron: cannot confine the agent: ").to_string())
 }
 
 /// Runs `aileron launch`; returns the agent's exit code.
 pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let agent = options.agent;
-    let env = LaunchEnv::from_process(home)?;
+    let env = LaunchEnv::from_process()?;
     let program = find_program(agent.program(), env.var(PATH));
     let mcp_command = mcp_server_path()?;
     if options.dry_run {
@@ -401,6 +492,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         };
         let plan = plan(agent, &wiring, &env, &options.agent_args)?;
         print!("{}", dry_run_report(&plan, program.as_deref(), &mcp_command));
+        if options.unconfined {
+            println!("\nconfinement: none (--unconfined); the session and its approvals are marked unconfined");
+        } else {
+            let masks: Vec<String> = masked_directories(home).iter().map(|dir| dir.display().to_string()).collect();
+            println!("\nconfinement: user, mount and PID namespaces; hidden from the agent: {}", masks.join(", "));
+        }
         return Ok(0);
     }
     let program = program.ok_or_else(|| {
@@ -414,11 +511,30 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             agent.name()
         );
     }
+    let masks = masked_directories(home);
+    let confinement = if options.unconfined {
+        eprintln!(
+            "aileron: warning: {} runs unconfined: it can read {} and use the daemon token in it, so the approval \
+             gate holds only as far as you trust it; its session and approvals are marked unconfined",
+            agent.name(),
+            home.root().display()
+        );
+        Confinement::Unconfined
+    } else {
+        probe_containment(&masks).await.map_err(|reason| {
+            anyhow!(
+                "cannot confine {agent} on this machine: {reason}\nhint: containment needs unprivileged user \
+                 namespaces (Linux; `sysctl kernel.unprivileged_userns_clone=1` or the AppArmor userns restriction \
+                 lifted); `aileron launch --unconfined {agent}` runs it without (it could then read your Aileron \
+                 home and approve its own actions)",
+                agent = agent.name()
+            )
+        })?;
+        Confinement::Namespaces
+    };
     let client = DaemonClient::connect(home).await?;
-    let started = client
-        .post("/v1/sessions", &json!({ "agent": agent.name(), "pid": std::process::id() }))
-        .await
-        .context("starting a session")?;
+    let body = json!({ "agent": agent.name(), "pid": std::process::id(), "confinement": confinement.as_str() });
+    let started = client.post("/v1/sessions", &body).await.context("starting a session")?;
     let field = |name: &str| {
         started[name].as_str().map(str::to_string).ok_or_else(|| anyhow!("the daemon's session has no {name}"))
     };
@@ -428,7 +544,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         session_id: field("session_id")?,
         mcp_command,
     };
-    let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args).await;
+    let containment = (confinement == Confinement::Namespaces).then_some(masks.as_slice());
+    let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment).await;
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
     if let Err(error) = client.post(&end_path, &json!({ "exit_code": exit_code })).await {
@@ -437,12 +554,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     outcome
 }
 
+/// Applies the plan's edits, runs the agent (inside the namespaces when `masks` is given) and
+/// removes the per-launch files.
 async fn launch_session(
     agent: Agent,
     program: &Path,
     wiring: &Wiring,
     env: &LaunchEnv,
     agent_args: &[OsString],
+    masks: Option<&[PathBuf]>,
 ) -> anyhow::Result<i32> {
     let plan = plan(agent, wiring, env, agent_args)?;
     let mut temporary = Vec::new();
@@ -460,8 +580,18 @@ async fn launch_session(
     for note in &plan.notes {
         eprintln!("aileron: note: {note}");
     }
-    eprintln!("aileron: session {} started for {}", wiring.session_id, agent.name());
-    let status = child::run(program, &plan.args, &plan.env).await;
+    let status = match masks {
+        Some(masks) => {
+            eprintln!("aileron: session {} started for {} (confined)", wiring.session_id, agent.name());
+            let helper = std::env::current_exe().context("locating the aileron executable")?;
+            let args = confine::arguments(masks, false, child::terminal_delivers_interrupts(), program, &plan.args);
+            child::run(&helper, &args, &plan.env, &WITHHELD_VARIABLES).await
+        }
+        None => {
+            eprintln!("aileron: session {} started for {} (unconfined)", wiring.session_id, agent.name());
+            child::run(program, &plan.args, &plan.env, &WITHHELD_VARIABLES).await
+        }
+    };
     for path in temporary {
         let _ = std::fs::remove_file(path);
     }
@@ -540,12 +670,14 @@ mod tests {
             session_id: "ses-1".into(),
             mcp_command: "/opt/aileron-mcp".into(),
         };
+        let session_env = wiring.session_env();
         let plan = plan(Agent::Claude, &wiring, &env, &[]).unwrap();
-        assert!(plan.env.is_empty(), "{:?}", plan.env);
+        assert_eq!(plan.env, session_env, "only the session's wiring: {:?}", plan.env);
         assert!(plan.notes[0].contains("ANTHROPIC_BASE_URL is already set"), "{:?}", plan.notes);
         let env = LaunchEnv { vars: HashMap::new(), ..env };
         let plan = super::plan(Agent::Claude, &wiring, &env, &[]).unwrap();
-        assert_eq!(plan.env, [(ANTHROPIC_BASE_URL.to_string(), "http://127.0.0.1:4000".to_string())]);
+        let gateway = (ANTHROPIC_BASE_URL.to_string(), "http://127.0.0.1:4000".to_string());
+        assert_eq!(plan.env, [session_env, vec![gateway]].concat());
     }
 
     #[test]

@@ -51,21 +51,31 @@ fn new_server_item(server: &McpServer, inline: bool) -> Item {
         let mut table = InlineTable::new();
         table.insert("command", Value::from(server.command.as_str()));
         table.insert("args", Value::Array(string_array(&server.args)));
-        let mut env = InlineTable::new();
-        for (key, value) in &server.env {
-            env.insert(key, Value::from(value.as_str()));
+        if !server.pass_env.is_empty() {
+            table.insert("env_vars", Value::Array(string_array(&server.pass_env)));
         }
-        table.insert("env", Value::InlineTable(env));
+        if !server.env.is_empty() {
+            let mut env = InlineTable::new();
+            for (key, value) in &server.env {
+                env.insert(key, Value::from(value.as_str()));
+            }
+            table.insert("env", Value::InlineTable(env));
+        }
         return Item::Value(Value::InlineTable(table));
     }
     let mut table = Table::new();
     table.insert("command", toml_edit::value(server.command.as_str()));
     table.insert("args", Item::Value(Value::Array(string_array(&server.args))));
-    let mut env = Table::new();
-    for (key, value) in &server.env {
-        env.insert(key, toml_edit::value(value.as_str()));
+    if !server.pass_env.is_empty() {
+        table.insert("env_vars", Item::Value(Value::Array(string_array(&server.pass_env))));
     }
-    table.insert("env", Item::Table(env));
+    if !server.env.is_empty() {
+        let mut env = Table::new();
+        for (key, value) in &server.env {
+            env.insert(key, toml_edit::value(value.as_str()));
+        }
+        table.insert("env", Item::Table(env));
+    }
     Item::Table(table)
 }
 
@@ -73,7 +83,9 @@ fn string_array(items: &[String]) -> Array {
     items.iter().map(String::as_str).collect()
 }
 
-/// Sets what differs in an existing server table; returns whether anything changed.
+/// Sets what differs in an existing server table; returns whether anything changed. Values an
+/// earlier Aileron wrote literally into `env` for a variable now passed through (a dead session
+/// token, an old URL) are removed, and an `env` left empty by that goes too.
 fn update_server(table: &mut dyn TableLike, server: &McpServer) -> bool {
     let mut changed = false;
     if table.get("command").and_then(Item::as_str) != Some(server.command.as_str()) {
@@ -88,23 +100,48 @@ fn update_server(table: &mut dyn TableLike, server: &McpServer) -> bool {
         table.insert("args", Item::Value(Value::Array(string_array(&server.args))));
         changed = true;
     }
-    match table.get_mut("env").and_then(Item::as_table_like_mut) {
+    if !server.pass_env.is_empty() {
+        match table.get_mut("env_vars").and_then(Item::as_array_mut) {
+            Some(listed) => {
+                for name in &server.pass_env {
+                    if !listed.iter().any(|value| value.as_str() == Some(name.as_str())) {
+                        listed.push(name.as_str());
+                        changed = true;
+                    }
+                }
+            }
+            None => {
+                table.insert("env_vars", Item::Value(Value::Array(string_array(&server.pass_env))));
+                changed = true;
+            }
+        }
+    }
+    let emptied = match table.get_mut("env").and_then(Item::as_table_like_mut) {
         Some(env) => {
+            for name in &server.pass_env {
+                changed |= env.remove(name).is_some();
+            }
             for (key, value) in &server.env {
                 if env.get(key).and_then(Item::as_str) != Some(value.as_str()) {
                     env.insert(key, toml_edit::value(value.as_str()));
                     changed = true;
                 }
             }
+            env.is_empty()
         }
-        None => {
+        None if !server.env.is_empty() => {
             let mut env = InlineTable::new();
             for (key, value) in &server.env {
                 env.insert(key, Value::from(value.as_str()));
             }
             table.insert("env", Item::Value(Value::InlineTable(env)));
             changed = true;
+            false
         }
+        None => false,
+    };
+    if emptied {
+        table.remove("env");
     }
     changed
 }
@@ -113,22 +150,23 @@ fn update_server(table: &mut dyn TableLike, server: &McpServer) -> bool {
 mod tests {
     use super::*;
 
-    fn server(token: &str) -> McpServer {
+    fn server() -> McpServer {
         McpServer {
             command: "/opt/aileron/bin/aileron-mcp".into(),
             args: vec![],
-            env: vec![("AILERON_URL".into(), "http://127.0.0.1:4000".into()), ("AILERON_TOKEN".into(), token.into())],
+            env: vec![],
+            pass_env: vec!["AILERON_URL".into(), "AILERON_TOKEN".into()],
         }
     }
 
     fn check(before: &str, expected: &str) {
-        let after = upsert_mcp_server(before, "aileron", &server("t1")).unwrap();
+        let after = upsert_mcp_server(before, "aileron", &server()).unwrap();
         assert_eq!(after, expected, "before:\n{before}");
-        assert_eq!(upsert_mcp_server(&after, "aileron", &server("t1")).unwrap(), after, "a second run changes nothing");
+        assert_eq!(upsert_mcp_server(&after, "aileron", &server()).unwrap(), after, "a second run changes nothing");
     }
 
     const USER_CONFIG: &str = "# Codex settings\nmodel = \"gpt-5.1-codex\" # fast\n\n[mcp_servers.docs]\ncommand = \"npx\"  # keep\nargs = [\"-y\", \"docs-mcp\"]\n\n[profiles.work]\nmodel = \"o3\"\n";
-    const AILERON_TABLE: &str = "\n[mcp_servers.aileron]\ncommand = \"/opt/aileron/bin/aileron-mcp\"\nargs = []\n\n[mcp_servers.aileron.env]\nAILERON_URL = \"http://127.0.0.1:4000\"\nAILERON_TOKEN = \"t1\"\n";
+    const AILERON_TABLE: &str = "\n[mcp_servers.aileron]\ncommand = \"/opt/aileron/bin/aileron-mcp\"\nargs = []\nenv_vars = [\"AILERON_URL\", \"AILERON_TOKEN\"]\n";
 
     #[test]
     fn the_server_table_is_added_and_everything_else_is_kept() {
@@ -140,12 +178,20 @@ mod tests {
 
     #[test]
     fn an_existing_entry_is_updated_in_place_keeping_user_keys() {
-        let before = format!("{USER_CONFIG}{AILERON_TABLE}startup_timeout_sec = 20 # mine\n").replace(
-            "[mcp_servers.aileron.env]\nAILERON_URL = \"http://127.0.0.1:4000\"\nAILERON_TOKEN = \"t1\"\nstartup_timeout_sec = 20 # mine\n",
-            "startup_timeout_sec = 20 # mine\n[mcp_servers.aileron.env]\nAILERON_URL = \"http://127.0.0.1:4000\"\nAILERON_TOKEN = \"t0\"\nEXTRA = \"x\"\n",
+        // What an earlier Aileron wrote: the session's values literally, a dead token among them.
+        let before = format!(
+            "{USER_CONFIG}\n[mcp_servers.aileron]\ncommand = \"/opt/aileron/bin/aileron-mcp\"\nargs = []\nstartup_timeout_sec = 20 # mine\n\n\
+             [mcp_servers.aileron.env]\nAILERON_URL = \"http://127.0.0.1:4000\"\nAILERON_TOKEN = \"t0\"\nEXTRA = \"x\"\n"
         );
-        let after = upsert_mcp_server(&before, "aileron", &server("t1")).unwrap();
-        assert_eq!(after, before.replace("\"t0\"", "\"t1\""), "only the token changed");
+        let after = upsert_mcp_server(&before, "aileron", &server()).unwrap();
+        assert!(!after.contains("t0") && !after.contains("AILERON_URL = "), "the literal values are gone:\n{after}");
+        assert!(after.contains("EXTRA = \"x\"") && after.contains("startup_timeout_sec = 20 # mine"), "the user's keys stay:\n{after}");
+        assert!(after.contains("env_vars = [\"AILERON_URL\", \"AILERON_TOKEN\"]"), "{after}");
+        assert_eq!(upsert_mcp_server(&after, "aileron", &server()).unwrap(), after, "then nothing changes");
+        // An env holding only our old values goes entirely.
+        let ours_only = format!("{USER_CONFIG}{AILERON_TABLE}\n[mcp_servers.aileron.env]\nAILERON_TOKEN = \"t0\"\n");
+        let after = upsert_mcp_server(&ours_only, "aileron", &server()).unwrap();
+        assert!(!after.contains("[mcp_servers.aileron.env]") && !after.contains("t0"), "{after}");
     }
 
     #[test]
@@ -153,19 +199,19 @@ mod tests {
         check(
             "mcp_servers = { docs = { command = \"npx\" } }\n",
             // The space before the closing brace stays with `docs`, as written.
-            "mcp_servers = { docs = { command = \"npx\" } , aileron = { command = \"/opt/aileron/bin/aileron-mcp\", args = [], env = { AILERON_URL = \"http://127.0.0.1:4000\", AILERON_TOKEN = \"t1\" } } }\n",
+            "mcp_servers = { docs = { command = \"npx\" } , aileron = { command = \"/opt/aileron/bin/aileron-mcp\", args = [], env_vars = [\"AILERON_URL\", \"AILERON_TOKEN\"] } }\n",
         );
     }
 
     #[test]
     fn files_that_are_not_toml_or_clash_are_errors() {
-        assert!(matches!(upsert_mcp_server("model = \n", "aileron", &server("t")), Err(TomlEditError::Parse(_))));
+        assert!(matches!(upsert_mcp_server("model = \n", "aileron", &server()), Err(TomlEditError::Parse(_))));
         assert_eq!(
-            upsert_mcp_server("mcp_servers = 3\n", "aileron", &server("t")),
+            upsert_mcp_server("mcp_servers = 3\n", "aileron", &server()),
             Err(TomlEditError::NotATable("mcp_servers".into()))
         );
         assert_eq!(
-            upsert_mcp_server("[mcp_servers]\naileron = \"x\"\n", "aileron", &server("t")),
+            upsert_mcp_server("[mcp_servers]\naileron = \"x\"\n", "aileron", &server()),
             Err(TomlEditError::NotATable("mcp_servers.aileron".into()))
         );
     }

@@ -190,18 +190,22 @@ fn inserted_block(before: &str, after: &str) -> Vec<String> {
     new[head..new.len() - tail].iter().map(|s| s.to_string()).collect()
 }
 
+/// Each agent's entry names `aileron-mcp` and how the agent hands it the session's wiring from its
+/// own environment (Codex `env_vars`, OpenCode `{env:…}`, Goose `env_keys`, Pi `${…}`), and holds
+/// no token, session id or per-launch URL: the next launch, with another session, changes
+/// nothing, and no token is ever left in a user's file.
 #[test]
 fn config_writers_insert_only_our_entry_and_a_second_run_changes_nothing() {
     let configs = UserConfigs::new();
     let env = configs.env();
-    // (agent, the config file, a line our entry must contain)
+    // (agent, the config file, a line our entry must contain, how it refers to AILERON_TOKEN)
     let table = [
-        (Agent::Codex, ".codex/config.toml", "[mcp_servers.aileron]"),
-        (Agent::Opencode, ".config/opencode/opencode.json", "\"aileron\": {"),
-        (Agent::Goose, ".config/goose/config.yaml", "  aileron:"),
-        (Agent::Pi, ".pi/agent/mcp.json", "\"aileron\": {"),
+        (Agent::Codex, ".codex/config.toml", "[mcp_servers.aileron]", "\"AILERON_TOKEN\""),
+        (Agent::Opencode, ".config/opencode/opencode.json", "\"aileron\": {", "\"{env:AILERON_TOKEN}\""),
+        (Agent::Goose, ".config/goose/config.yaml", "  aileron:", "AILERON_TOKEN"),
+        (Agent::Pi, ".pi/agent/mcp.json", "\"aileron\": {", "\"${AILERON_TOKEN}\""),
     ];
-    for (agent, file, entry_line) in table {
+    for (agent, file, entry_line, token_reference) in table {
         let path = configs.home().join(file);
         let original = std::fs::read_to_string(&path).unwrap();
         let first = plan(agent, &wiring("token-one"), &env, &[]).unwrap();
@@ -209,30 +213,23 @@ fn config_writers_insert_only_our_entry_and_a_second_run_changes_nothing() {
         assert_eq!(edit.before.as_deref(), Some(original.as_str()));
         let inserted = inserted_block(&original, &edit.after);
         assert!(inserted.iter().any(|line| line.trim() == entry_line.trim()), "{agent:?}: {inserted:#?}");
-        for expected in ["/opt/aileron/bin/aileron-mcp", "token-one", "ses-0123456789abcdef", "http://127.0.0.1:41234"]
-        {
-            assert!(
-                inserted.iter().any(|line| line.contains(expected)),
-                "{agent:?} entry lacks {expected}: {inserted:#?}"
-            );
+        for expected in ["/opt/aileron/bin/aileron-mcp", token_reference] {
+            assert!(inserted.iter().any(|line| line.contains(expected)), "{agent:?} entry lacks {expected}: {inserted:#?}");
+        }
+        for secret in ["token-one", "ses-0123456789abcdef", "http://127.0.0.1:41234"] {
+            assert!(!edit.after.contains(secret), "{agent:?}: the user's file never holds {secret}: {inserted:#?}");
         }
         assert_eq!(edit.apply().unwrap(), Some(edit.backup_path()), "{agent:?}: first write backs up");
         assert_eq!(std::fs::read_to_string(edit.backup_path()).unwrap(), original);
 
-        let second = plan(agent, &wiring("token-one"), &env, &[]).unwrap();
-        let again = second.edits.iter().find(|e| e.path == path).unwrap();
-        assert!(!again.changes_anything(), "{agent:?}: a second run with the same session changes nothing");
-
-        // The next launch (new token) rewrites only the value that changed.
-        let next = plan(agent, &wiring("token-two"), &env, &[]).unwrap();
-        let next_edit = next.edits.iter().find(|e| e.path == path).unwrap();
-        assert_eq!(next_edit.after, edit.after.replace("token-one", "token-two"), "{agent:?}");
-        next_edit.apply().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(edit.backup_path()).unwrap(),
-            original,
-            "{agent:?}: the backup is made once"
-        );
+        // The next launch is another session with another token and port: nothing to change.
+        let mut next_wiring = wiring("token-two");
+        next_wiring.daemon_url = "http://127.0.0.1:45678".into();
+        next_wiring.session_id = "ses-fedcba9876543210".into();
+        let next = plan(agent, &next_wiring, &env, &[]).unwrap();
+        let again = next.edits.iter().find(|e| e.path == path).unwrap();
+        assert!(!again.changes_anything(), "{agent:?}: a second launch changes nothing");
+        assert_eq!(std::fs::read_to_string(edit.backup_path()).unwrap(), original, "{agent:?}: the backup is made once");
     }
 }
 
@@ -262,14 +259,20 @@ fn claude_gets_a_temporary_mcp_config_and_the_gateway_base_url() {
     let [edit] = plan.edits.as_slice() else { panic!("one file: {:?}", plan.edits) };
     assert!(edit.temporary && edit.before.is_none());
     let config: Value = serde_json::from_str(&edit.after).unwrap();
-    assert_eq!(
-        config,
-        json!({"mcpServers": {"aileron": {"type": "stdio", "command": "/opt/aileron/bin/aileron-mcp", "args": [], "env": {
-            "AILERON_URL": "http://127.0.0.1:41234", "AILERON_TOKEN": "tok", "AILERON_SESSION_ID": "ses-0123456789abcdef"}}}})
-    );
+    // No `env`: the server inherits Claude Code's environment, where the session's wiring is.
+    assert_eq!(config, json!({"mcpServers": {"aileron": {"type": "stdio", "command": "/opt/aileron/bin/aileron-mcp", "args": []}}}));
     let expected_args: Vec<OsString> = vec!["-p".into(), "hi".into(), "--mcp-config".into(), edit.path.clone().into()];
     assert_eq!(plan.args, expected_args);
-    assert_eq!(plan.env, [("ANTHROPIC_BASE_URL".to_string(), "http://127.0.0.1:41234".to_string())]);
+    let env: Vec<(&str, &str)> = plan.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(
+        env,
+        [
+            ("AILERON_URL", "http://127.0.0.1:41234"),
+            ("AILERON_TOKEN", "tok"),
+            ("AILERON_SESSION_ID", "ses-0123456789abcdef"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:41234"),
+        ]
+    );
 }
 
 /// Runs the real `aileron` with a private HOME, AILERON_HOME and `bin` first on PATH.
@@ -304,7 +307,7 @@ impl LaunchRig {
     /// A fake agent: records its environment, arguments and config, then exits 3.
     fn fake_agent(&self, name: &str, config_command: &str) {
         let script = format!(
-            "#!/bin/sh\n{{\n  echo \"args: $*\"\n  env | grep -E '^(AILERON_|ANTHROPIC_|OPENAI_|OPENCODE_)' | sort\n  echo '--- config'\n  {config_command}\n  echo '--- token'\n  curl -s -o /dev/null -w '%{{http_code}}\\n' -H \"Authorization: Bearer $(sed -n 's/.*AILERON_TOKEN = \"\\(.*\\)\"/\\1/p' \"$CODEX_HOME/config.toml\" 2>/dev/null)\" \"$(sed -n 's/.*AILERON_URL = \"\\(.*\\)\"/\\1/p' \"$CODEX_HOME/config.toml\" 2>/dev/null)/v1/actions\"\n}} > '{}' 2>&1\nexit 3\n",
+            "#!/bin/sh\n{{\n  echo \"args: $*\"\n  env | grep -E '^(AILERON_|ANTHROPIC_|OPENAI_|OPENCODE_)' | sort\n  echo '--- config'\n  {config_command}\n  echo '--- token'\n  curl -s -o /dev/null -w '%{{http_code}}\\n' -H \"Authorization: Bearer $AILERON_TOKEN\" \"$AILERON_URL/v1/actions\"\n}} > '{}' 2>&1\nexit 3\n",
             self.report().display()
         );
         let path = self.bin().join(name);
@@ -371,7 +374,8 @@ fn dry_run_prints_the_changes_and_writes_and_starts_nothing() {
         ),
         format!("--- {}", codex_home.join("config.toml").display()),
         "+[mcp_servers.aileron]".to_string(),
-        "+AILERON_TOKEN = \"<session token>\"".to_string(),
+        "+env_vars = [\"AILERON_URL\", \"AILERON_TOKEN\", \"AILERON_SESSION_ID\"]".to_string(),
+        "  AILERON_TOKEN=<session token>".to_string(),
         " args = [\"-y\", \"docs-mcp\"] # pinned later".to_string(),
     ] {
         assert!(stdout.lines().any(|line| line == expected), "missing {expected:?} in\n{stdout}");
@@ -407,10 +411,17 @@ fn a_launched_agent_gets_its_wiring_and_its_exit_code_ends_the_session() {
     let server = &parsed["mcp_servers"]["aileron"];
     let mcp = Path::new(env!("CARGO_BIN_EXE_aileron")).with_file_name("aileron-mcp");
     assert_eq!(server["command"].as_str(), Some(mcp.to_str().unwrap()));
-    assert_eq!(server["env"]["AILERON_URL"].as_str(), Some(url));
-    let token = server["env"]["AILERON_TOKEN"].as_str().unwrap();
-    let session_id = server["env"]["AILERON_SESSION_ID"].as_str().unwrap();
+    assert!(server.get("env").is_none(), "no value in the user's file: {config}");
+    let agent_env = |name: &str| {
+        report.lines().find_map(|line| line.strip_prefix(&format!("{name}="))).unwrap_or_else(|| panic!("{name} in\n{report}")).to_string()
+    };
+    assert_eq!(agent_env("AILERON_URL"), url);
+    let token = agent_env("AILERON_TOKEN");
+    let token = token.as_str();
+    let session_id = agent_env("AILERON_SESSION_ID");
+    let session_id = session_id.as_str();
     assert!(session_id.starts_with("ses-"), "{session_id}");
+    assert!(!config.contains(token), "the token is in the agent's environment only");
     assert_eq!(report.split("--- token\n").nth(1).map(str::trim), Some("200"), "the token worked during the session");
 
     aileron::daemon::install_crypto_provider();
@@ -445,12 +456,13 @@ fn claude_is_started_with_a_session_mcp_config_that_is_removed_afterwards() {
     let url = daemon["url"].as_str().unwrap();
     let args_line = report.lines().next().unwrap();
     let config_path = args_line.strip_prefix("args: -p hello --mcp-config ").unwrap_or_else(|| panic!("{report}"));
-    assert!(config_path.starts_with(rig.aileron_home().join("launch").to_str().unwrap()), "{config_path}");
+    assert!(!config_path.starts_with(rig.aileron_home().to_str().unwrap()), "outside the home the agent cannot see: {config_path}");
     assert!(!Path::new(config_path).exists(), "the session's config file is removed when the agent exits");
     assert!(report.contains(&format!("ANTHROPIC_BASE_URL={url}\n")), "{report}");
+    assert!(report.contains(&format!("AILERON_URL={url}\n")), "the wiring is in the agent's environment: {report}");
     let config: Value =
         serde_json::from_str(report.split("--- config\n").nth(1).unwrap().split("--- token").next().unwrap()).unwrap();
-    assert_eq!(config["mcpServers"]["aileron"]["env"]["AILERON_URL"].as_str(), Some(url));
+    assert!(config["mcpServers"]["aileron"].get("env").is_none(), "{config}");
 }
 
 /// Real agents started by `aileron launch` in headless mode, each completing a turn that calls an
