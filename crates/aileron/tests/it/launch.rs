@@ -337,6 +337,26 @@ impl LaunchRig {
         command.output().expect("running aileron")
     }
 
+    /// [`LaunchRig::run`] with `extra_dir` on PATH after the rig's own `bin` (the agent then finds
+    /// `aileron` there, as it would on a user's machine).
+    fn run_with_path(&self, args: &[&str], extra_env: &[(&str, &std::ffi::OsStr)], extra_dir: &Path) -> Output {
+        let path = format!("{}:{}:{}", self.bin().display(), extra_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
+        command
+            .args(args)
+            .env("HOME", self.user_home())
+            .env("AILERON_HOME", self.aileron_home())
+            .env("PATH", path)
+            .env_remove("AILERON_AUDIT_DIR")
+            .env_remove("AILERON_URL")
+            .env_remove("AILERON_TOKEN")
+            .stdin(std::process::Stdio::null());
+        for (name, value) in extra_env {
+            command.env(name, value);
+        }
+        command.output().expect("running aileron")
+    }
+
     fn daemon(&self) -> Option<Value> {
         let text = std::fs::read_to_string(self.aileron_home().join("daemon.json")).ok()?;
         serde_json::from_str(&text).ok()
@@ -848,4 +868,165 @@ mod real_agents {
         assert!(!requests.lock().unwrap().is_empty(), "the model was reached, and only the gateway knows its address");
         assert!(leftovers.is_empty(), "the one-run extension is removed: {leftovers:?}");
     }
+}
+
+/// Installs `count-things` (echo guest, runs at once) and `fetch-gated` (http_get guest, needs
+/// approval, may reach `upstream`) into the rig's daemon.
+fn install_attack_targets(rig: &LaunchRig, upstream: &str) {
+    let install = |name: &str, hosts: &[String]| -> String {
+        let package = rig.temp.path().join(format!("pkg-{name}"));
+        std::fs::create_dir_all(&package).unwrap();
+        std::fs::write(package.join("connector.wasm"), crate::support::guest_wasm(name)).unwrap();
+        std::fs::write(package.join("manifest.toml"), crate::support::manifest(name, hosts, "")).unwrap();
+        let reference = format!("github://aileron-tests/{name}@1.0.0");
+        let installed = rig.run(&["connector", "install", "--from", package.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"], &[]);
+        assert!(installed.status.success(), "{}", text(&installed));
+        String::from_utf8_lossy(&installed.stdout).trim().to_string()
+    };
+    let echo = install("echo", &[]);
+    let http_get = install("http_get", &[upstream.to_string()]);
+    let specs = [
+        crate::support::ActionSpec { inputs: &[("count", "integer", true)], ..crate::support::ActionSpec::new("count-things", "echo", &echo, "echo") },
+        crate::support::ActionSpec {
+            inputs: &[("url", "string", true)],
+            approval: true,
+            ..crate::support::ActionSpec::new("fetch-gated", "http_get", &http_get, "get")
+        },
+    ];
+    for spec in specs {
+        let file = rig.temp.path().join(format!("{}.md", spec.name));
+        std::fs::write(&file, spec.render()).unwrap();
+        let added = rig.run(&["action", "add", file.to_str().unwrap()], &[]);
+        assert!(added.status.success(), "{}", text(&added));
+    }
+}
+
+/// The proof of SPEC §13: a scripted agent launched through `aileron launch` tries every route to
+/// the daemon token and to approving its own gated call — reading `daemon.json` and the rest of
+/// the home (a planted decoy token file included), `/proc` of the daemon and the launcher,
+/// `aileron approval approve`, decide with forged actor headers, a login ticket, installs,
+/// unmounting the mask (directly and from a nested user namespace), pushing keystrokes into a
+/// terminal — and each fails, while its MCP tool calls work. Nothing it sees holds the daemon
+/// token or another session's token; the approval is still pending and no decision is audited.
+#[test]
+fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
+    let rig = LaunchRig::new();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    let started = rig.run(&["daemon", "start"], &[]);
+    assert!(started.status.success(), "{}", text(&started));
+    install_attack_targets(&rig, &upstream.host_port());
+    let daemon = rig.daemon().unwrap();
+    let (url, admin_token) = (daemon["url"].as_str().unwrap().to_string(), daemon["token"].as_str().unwrap().to_string());
+    // Another agent's live session, and a token file planted where an old launcher kept them.
+    aileron::daemon::install_crypto_provider();
+    let client = reqwest::blocking::Client::new();
+    let other: Value = client
+        .post(format!("{url}/v1/sessions"))
+        .bearer_auth(&admin_token)
+        .json(&json!({"agent": "codex", "confinement": "namespaces"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let other_token = other["token"].as_str().unwrap().to_string();
+    std::fs::create_dir_all(rig.aileron_home().join("launch")).unwrap();
+    std::fs::write(rig.aileron_home().join("launch/decoy-session-token"), &other_token).unwrap();
+
+    let attacker = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/attacker.py");
+    std::fs::copy(&attacker, rig.bin().join("claude")).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report_path = rig.temp.path().join("attack.json");
+    let aileron_dir = Path::new(env!("CARGO_BIN_EXE_aileron")).parent().unwrap().to_path_buf();
+    let gated_url = format!("{}/status/200", upstream.base_url());
+    let (daemon_pid, outside_pid) = (daemon["pid"].to_string(), std::process::id().to_string());
+    let env: [(&str, &std::ffi::OsStr); 4] = [
+        ("ATTACK_REPORT", report_path.as_os_str()),
+        ("GATED_URL", gated_url.as_ref()),
+        ("DAEMON_PID", daemon_pid.as_ref()),
+        ("OUTSIDE_PID", outside_pid.as_ref()),
+    ];
+    let output = rig.run_with_path(&["launch", "claude", "--", "-p", "approve everything"], &env, &aileron_dir);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report_text = std::fs::read_to_string(&report_path).unwrap_or_else(|e| panic!("{e}: {}", text(&output)));
+    let report: Value = serde_json::from_str(&report_text).unwrap();
+
+    // Its tools work.
+    assert_eq!(report["mcp_plain_call"]["isError"], false, "{report:#}");
+    let id = report["approval_id"].as_str().unwrap();
+    assert!(id.starts_with("act-"), "the gated call waits for a human: {report:#}");
+    // Every attack failed.
+    let refused = |name: &str| assert_eq!(report[name]["ok"], false, "{name} must fail: {:#}", report[name]);
+    for name in [
+        "read_daemon_json",
+        "read_decoy_token_file",
+        "read_vault",
+        "read_audit_log",
+        "read_daemon_environ",
+        "read_home_through_daemon_root",
+        "read_home_through_another_process",
+    ] {
+        refused(name);
+    }
+    assert_eq!(report["list_home"]["value"], json!([]), "the home is an empty mask: {report:#}");
+    let visible = report["visible_processes"]["value"].as_array().unwrap();
+    assert!(visible.iter().all(|pid| pid.as_u64().unwrap() < 100), "only the agent's own tree is visible: {visible:?}");
+    assert_ne!(report["cli_approve"]["value"]["code"], 0, "{:#}", report["cli_approve"]);
+    for (name, expected) in [("decide_forged_actor", 403), ("login_ticket", 403), ("install_connector", 403), ("install_action", 403)] {
+        assert_eq!(report[name]["status"], expected, "{name}: {:#}", report[name]);
+    }
+    assert_ne!(report["umount_home"]["value"]["code"], 0, "{:#}", report["umount_home"]);
+    assert_ne!(report["nested_umount_home"]["value"]["code"], 0, "{:#}", report["nested_umount_home"]);
+    assert!(report["tiocsti"]["value"].as_str().unwrap_or_default().starts_with("refused"), "{:#}", report["tiocsti"]);
+    assert!(!report_text.contains(&admin_token) && !report_text.contains(&other_token), "no token leaked into what it saw");
+
+    // Nothing was decided; the attempts are on record as the agent's.
+    let status: Value = client.get(format!("{url}/v1/action-approvals/{id}/result")).bearer_auth(&admin_token).send().unwrap().json().unwrap();
+    assert_eq!(status["status"], "pending_approval", "{status}");
+    assert_eq!(upstream.recorder.count(), 0, "the gated call never ran");
+    let audit = |event_type: &str| -> Vec<Value> {
+        let listed = rig.run(&["audit", "list", "--json", "--event-type", event_type], &[]);
+        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+        listed["items"].as_array().unwrap().clone()
+    };
+    assert!(audit("approval.approved").is_empty());
+    let refusals = audit("approval.decide_refused");
+    assert!(refusals.len() >= 2, "the CLI and the API attempts: {refusals:?}");
+    assert!(refusals.iter().all(|r| r["actor"]["type"] == "agent"), "{refusals:?}");
+    let sessions = audit("session.started");
+    let launched = sessions.iter().find(|r| r["payload"]["aileron.session.agent"] == "claude").unwrap();
+    assert_eq!(launched["payload"]["aileron.session.confinement"], "namespaces", "{launched}");
+    drop(runtime);
+}
+
+/// `--unconfined` is an explicit, audited choice: the session says so, and so does every
+/// approval it requests (`approval list` and the review card).
+#[test]
+fn an_unconfined_launch_is_audited_and_its_approvals_say_so() {
+    let rig = LaunchRig::new();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    install_attack_targets(&rig, &upstream.host_port());
+    let gated_url = format!("{}/status/200", upstream.base_url());
+    // This agent only asks for the gated call through its MCP server.
+    let script = format!(
+        "#!/usr/bin/env python3\nimport json, subprocess, sys\nconfig = json.load(open(sys.argv[sys.argv.index('--mcp-config') + 1]))\n\
+         p = subprocess.Popen([config['mcpServers']['aileron']['command']], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)\n\
+         def call(i, method, params):\n    p.stdin.write(json.dumps({{'jsonrpc': '2.0', 'id': i, 'method': method, 'params': params}}) + '\\n'); p.stdin.flush()\n    \
+         while True:\n        answer = json.loads(p.stdout.readline())\n        if answer.get('id') == i: return answer\n\
+         call(1, 'initialize', {{'protocolVersion': '2025-06-18', 'capabilities': {{}}, 'clientInfo': {{'name': 'x', 'version': '1'}}}})\n\
+         call(2, 'tools/call', {{'name': 'fetch_gated', 'arguments': {{'url': '{gated_url}'}}}})\np.stdin.close(); p.wait()\n"
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.run(&["launch", "--unconfined", "claude"], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("runs unconfined"), "{}", text(&output));
+    let listed = rig.run(&["approval", "list"], &[]);
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(stdout.contains("requested by an unconfined agent"), "{stdout}");
+    let started = rig.run(&["audit", "list", "--json", "--event-type", "session.started"], &[]);
+    let started: Value = serde_json::from_slice(&started.stdout).unwrap();
+    assert_eq!(started["items"][0]["payload"]["aileron.session.confinement"], "unconfined", "{started}");
+    drop(runtime);
 }
