@@ -58,12 +58,33 @@ impl Principal {
     }
 }
 
+/// A web session ends after this long without a request.
+pub const WEB_SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+/// A web session ends this long after sign-in, however busy.
+pub const WEB_SESSION_MAX: std::time::Duration = std::time::Duration::from_secs(12 * 60 * 60);
+
+/// A signed-in browser tab. The cookie names it; the `secret`, handed over once at sign-in and
+/// kept by the page in its tab's `sessionStorage` (origin-scoped, never written to disk, never
+/// embedded in a later page), must accompany every change: browsers send cookies to every port
+/// of 127.0.0.1, so a cookie captured by another local service alone decides nothing.
+struct WebSession {
+    secret: String,
+    created: std::time::Instant,
+    last_used: std::time::Instant,
+}
+
+impl WebSession {
+    fn live_at(&self, now: std::time::Instant) -> bool {
+        now.duration_since(self.created) < WEB_SESSION_MAX && now.duration_since(self.last_used) < WEB_SESSION_IDLE
+    }
+}
+
 /// The daemon token plus any session tokens, web sessions and login tickets minted at run time.
 pub struct TokenRegistry {
     admin_token: String,
     sessions: RwLock<HashMap<String, Principal>>,
     /// cookie value → CSRF token
-    web_sessions: RwLock<HashMap<String, String>>,
+    web_sessions: RwLock<HashMap<String, WebSession>>,
     /// one-time login ticket → expiry
     tickets: std::sync::Mutex<HashMap<String, std::time::Instant>>,
 }
@@ -115,15 +136,28 @@ impl TokenRegistry {
         if expires < std::time::Instant::now() {
             return None;
         }
-        let (cookie, csrf) = (random_token(), random_token());
-        self.web_sessions.write().expect("web sessions poisoned").insert(cookie.clone(), csrf.clone());
-        Some((cookie, csrf))
+        let (cookie, secret) = (random_token(), random_token());
+        let now = std::time::Instant::now();
+        let mut sessions = self.web_sessions.write().expect("web sessions poisoned");
+        sessions.retain(|_, session| session.live_at(now));
+        sessions.insert(cookie.clone(), WebSession { secret: secret.clone(), created: now, last_used: now });
+        Some((cookie, secret))
     }
 
-    /// The CSRF token of a web session cookie.
+    /// The page secret of a live web session cookie (and the session's idle clock restarts).
+    /// Expired sessions are pruned here: idle for [`WEB_SESSION_IDLE`], or older than
+    /// [`WEB_SESSION_MAX`] however busy.
     pub fn web_session(&self, cookie: &str) -> Option<String> {
-        let sessions = self.web_sessions.read().expect("web sessions poisoned");
-        sessions.iter().find(|(value, _)| aileron_core::constant_time::eq(cookie.as_bytes(), value.as_bytes())).map(|(_, csrf)| csrf.clone())
+        self.web_session_at(cookie, std::time::Instant::now())
+    }
+
+    fn web_session_at(&self, cookie: &str, now: std::time::Instant) -> Option<String> {
+        let mut sessions = self.web_sessions.write().expect("web sessions poisoned");
+        sessions.retain(|_, session| session.live_at(now));
+        let (_, session) =
+            sessions.iter_mut().find(|(value, _)| aileron_core::constant_time::eq(cookie.as_bytes(), value.as_bytes()))?;
+        session.last_used = now;
+        Some(session.secret.clone())
     }
 
     pub fn resolve(&self, presented: &str) -> Option<Principal> {
@@ -238,5 +272,35 @@ pub fn require(principal: &Principal, scope: Scope) -> Result<(), ApiError> {
         Ok(())
     } else {
         Err(ApiError::forbidden(format!("this token does not grant {scope:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn web_sessions_expire_when_idle_and_at_their_age_limit_and_are_pruned() {
+        let tokens = TokenRegistry::new("admin".into());
+        let ticket = tokens.mint_ticket();
+        let (cookie, secret) = tokens.redeem_ticket(&ticket).unwrap();
+        let start = Instant::now();
+        assert_eq!(tokens.web_session_at(&cookie, start).as_deref(), Some(secret.as_str()));
+        // Kept alive by use, short of the idle limit each time...
+        let mut now = start;
+        while now.duration_since(start) + WEB_SESSION_IDLE < WEB_SESSION_MAX {
+            now += WEB_SESSION_IDLE - Duration::from_secs(60);
+            assert!(tokens.web_session_at(&cookie, now).is_some(), "alive at {:?}", now.duration_since(start));
+        }
+        // ...but never past the age limit.
+        assert_eq!(tokens.web_session_at(&cookie, start + WEB_SESSION_MAX + Duration::from_secs(1)), None);
+        assert!(tokens.web_sessions.read().unwrap().is_empty(), "pruned");
+
+        let (idle, _) = tokens.redeem_ticket(&tokens.mint_ticket()).unwrap();
+        let later = Instant::now() + WEB_SESSION_IDLE + Duration::from_secs(1);
+        assert_eq!(tokens.web_session_at(&idle, later), None, "idle too long");
+        assert_eq!(tokens.redeem_ticket(&ticket), None, "a ticket works once");
     }
 }

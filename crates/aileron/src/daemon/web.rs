@@ -2,10 +2,13 @@
 //! script that keeps the list live (SSE) and submits decisions.
 //!
 //! Authentication: `aileron open approval <id>` mints a one-time login ticket (60 s); the page's
-//! `/approvals/login?ticket=` redeems it for an HttpOnly SameSite=Strict cookie and a CSRF token
-//! embedded in the page. The review URL handed to the agent carries no ticket, so an agent that
-//! fetches it sees only the sign-in notice. Decisions are `fetch` POSTs carrying the CSRF token
-//! and the browser's same-origin `Origin` (checked in `auth`).
+//! `/approvals/login?ticket=` redeems it for an HttpOnly SameSite=Strict cookie and a page secret,
+//! which the sign-in page alone carries and stores in its tab's `sessionStorage`. Later pages never
+//! contain it: browsers send the cookie to every port of 127.0.0.1, so whoever captures the cookie
+//! gets pages, not the secret, and cannot decide. The review URL handed to the agent carries no
+//! ticket, so an agent that fetches it sees only the sign-in notice. Decisions are `fetch` POSTs
+//! carrying the secret as the CSRF header and the browser's same-origin `Origin` (checked in
+//! `auth`); sessions expire when idle and at an age limit (`auth::WEB_SESSION_*`).
 
 use std::sync::Arc;
 
@@ -32,7 +35,7 @@ pub struct LoginQuery {
 
 /// Redeems a login ticket: sets the session cookie and sends the browser on to the page.
 pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<LoginQuery>) -> Response {
-    let Some((cookie, _csrf)) = state.tokens.redeem_ticket(&query.ticket) else {
+    let Some((cookie, secret)) = state.tokens.redeem_ticket(&query.ticket) else {
         // One nonce for the CSP header and the page's <style>, or the browser drops the styles.
         let nonce = random_token();
         let body = page(
@@ -53,12 +56,17 @@ pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<Login
     // mail) keeps that cross-site context through redirects and would withhold the Strict cookie
     // from the page. A navigation started by this same-origin document carries it; `replace`
     // also drops the spent ticket from the history.
+    // The page secret goes into this tab's sessionStorage: scoped to the daemon's origin (port
+    // included), kept in memory only, gone with the tab.
     let nonce = random_token();
     let target_json = serde_json::to_string(&target).expect("a string serializes");
+    let secret_json = serde_json::to_string(&secret).expect("a string serializes");
     let body = page(
         "Signing in",
         &format!("<p id=\"signing-in\">Signed in. <a href=\"{}\">Continue to the approvals</a>.</p>", escape(&target)),
-        &format!("<script nonce=\"{nonce}\">location.replace({target_json});</script>"),
+        &format!(
+            "<script nonce=\"{nonce}\">sessionStorage.setItem({PAGE_SECRET_KEY:?}, {secret_json}); location.replace({target_json});</script>"
+        ),
         &nonce,
     );
     let mut response = (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(body)).into_response();
@@ -75,8 +83,8 @@ pub async fn approvals_page(
     Query(query): Query<PageQuery>,
 ) -> Response {
     let nonce = random_token();
-    let csrf = web_cookie(&headers).and_then(|cookie| state.tokens.web_session(&cookie));
-    let Some(csrf) = csrf else {
+    let signed_in = web_cookie(&headers).and_then(|cookie| state.tokens.web_session(&cookie)).is_some();
+    if !signed_in {
         let body = page(
             "Aileron approvals",
             "<p class=\"notice\" id=\"signed-out\">Not signed in. Open this page with \
@@ -85,7 +93,7 @@ pub async fn approvals_page(
             &nonce,
         );
         return (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(body)).into_response();
-    };
+    }
     let focus = query.focus.filter(|f| is_plain_id(f)).unwrap_or_default();
     let cards: String = state.approvals.pending().iter().map(|entry| card(entry, &focus)).collect();
     let empty = if cards.is_empty() { "" } else { " hidden" };
@@ -97,13 +105,16 @@ pub async fn approvals_page(
         .map(|entry| resolved_item(&entry))
         .unwrap_or_default();
     let body = format!(
-        "<p class=\"notice\" id=\"connection\" hidden></p>\
+        "<p class=\"notice\" id=\"read-only\" hidden>This tab was not signed in by <code>aileron open</code>: \
+         it can show approvals but not decide them. Run <code>aileron open approval &lt;id&gt;</code> to decide.</p>\
+         <p class=\"notice\" id=\"connection\" hidden></p>\
          <p class=\"empty\" id=\"empty\"{empty}>No approvals are waiting.</p>\
          <div id=\"cards\">{cards}</div><h2>Resolved</h2><ul id=\"resolved\">{focused_elsewhere}</ul>"
     );
     let script = format!(
-        "<script nonce=\"{nonce}\">const CSRF = {csrf}; const FOCUS = {focus}; const UNCONFINED_NOTICE = {notice};\n{SCRIPT}</script>",
-        csrf = Value::String(csrf),
+        "<script nonce=\"{nonce}\">const CSRF = sessionStorage.getItem({key}) || ''; const FOCUS = {focus}; \
+         const UNCONFINED_NOTICE = {notice};\n{SCRIPT}</script>",
+        key = Value::String(PAGE_SECRET_KEY.to_string()),
         focus = Value::String(focus),
         notice = Value::String(UNCONFINED_NOTICE.to_string()),
     );
@@ -214,6 +225,9 @@ fn page(title: &str, body: &str, script: &str, nonce: &str) -> String {
     )
 }
 
+/// The `sessionStorage` key of the page secret a sign-in hands the tab.
+const PAGE_SECRET_KEY: &str = "aileron-page-secret";
+
 /// Shown on every approval an agent outside launch containment asked for.
 pub const UNCONFINED_NOTICE: &str = "requested by an unconfined agent: it runs with your files and could have read or changed anything you can";
 
@@ -232,6 +246,9 @@ button:disabled{opacity:.5;cursor:default}.approve{background:#1f883d;color:#fff
 /// The page script: renders cards from SSE events and posts decisions with the CSRF token.
 const SCRIPT: &str = r#"
 const cards = document.getElementById('cards');
+// A tab without the page secret (opened by hand, or after the sign-in tab was closed) shows the
+// approvals but cannot decide them.
+if (!CSRF) document.getElementById('read-only').hidden = false;
 const resolved = document.getElementById('resolved');
 const empty = document.getElementById('empty');
 // Controls and bidi overrides are shown as \\u{..}, never obeyed (the server-rendered cards do the same).

@@ -209,6 +209,25 @@ async function main() {
         await elsewhere.close();
         break;
       }
+      case 'cookie_only': {
+        // Another tab of the signed-in browser: it has the cookie (as any local service on
+        // another port of 127.0.0.1 would) but not the sign-in tab's page secret.
+        const tab = await context.newPage();
+        tab.setDefaultTimeout(WAIT_MS);
+        const tabProblems = problemsOf(tab);
+        await tab.goto(`${origin}/approvals?focus=${command.id}`);
+        await tab.waitForSelector(`#card-${command.id}`);
+        const decided = tab.waitForResponse((r) => r.url().endsWith(`/v1/action-approvals/${command.id}/decide`));
+        await tab.click(`#card-${command.id} .approve`);
+        reply({
+          read_only_notice: await tab.isVisible('#read-only'),
+          decide_status: (await decided).status(),
+          html_has_no_secret: !(await tab.content()).includes('sessionStorage.setItem'),
+          problems: tabProblems.filter((p) => !p.includes('403')),
+        });
+        await tab.close();
+        break;
+      }
       case 'anonymous': {
         const stranger = await browser.newContext();
         const anonymous = await stranger.newPage();

@@ -263,13 +263,15 @@ async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
     assert!(page.contains(&format!("location.replace(\"/approvals?focus={id}\")")), "{page}");
     assert!(login.headers["content-security-policy"].to_str().unwrap().contains("script-src 'nonce-"));
     let cookie = cookie_of(&login);
+    // The page secret travels once, in the sign-in page, into the tab's sessionStorage.
+    let csrf = page.split("sessionStorage.setItem(\"aileron-page-secret\", \"").nth(1).unwrap().split('"').next().unwrap().to_string();
     let reused = harness.send(Request::builder().uri(format!("/approvals/login?ticket={ticket}")).header("host", &host), None).await;
     assert_eq!(reused.status, StatusCode::FORBIDDEN, "a ticket works once");
 
     let signed_in = harness.send(Request::builder().uri(format!("/approvals?focus={id}")).header("host", &host).header("cookie", &cookie), None).await;
     let page = signed_in.body.as_str().unwrap().to_string();
     assert!(page.contains(&format!("card-{id}")) && page.contains("status/200"), "the page shows the card and its arguments");
-    let csrf = page.split("const CSRF = \"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    assert!(!page.contains(&csrf), "no later page carries the secret: a captured cookie gets pages, not the secret");
     assert!(signed_in.headers["content-security-policy"].to_str().unwrap().contains("script-src 'nonce-"));
 
     let decide = |csrf: Option<&str>, origin: Option<&str>, host: &str| {
@@ -283,6 +285,11 @@ async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
         builder
     };
     let body = json!({"approved": true});
+    // Everything a captured cookie yields (every page it can fetch) does not decide.
+    let scraped: Vec<String> = page.split('"').filter(|word| word.len() >= 32 && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')).map(str::to_string).collect();
+    for guess in &scraped {
+        assert_eq!(harness.send(decide(Some(guess), Some(&origin), &host), Some(json!({"approved": true}))).await.status, StatusCode::FORBIDDEN);
+    }
     let cases = [
         ("no csrf", decide(None, Some(&origin), &host), StatusCode::FORBIDDEN),
         ("wrong csrf", decide(Some("nope"), Some(&origin), &host), StatusCode::FORBIDDEN),

@@ -351,6 +351,14 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert_eq!(upstream.recorder.count(), 1, "nothing else ran");
     assert_eq!(audit_events(&cli, "approval.approved").len(), 1);
 
+    // A tab of the signed-in browser that the sign-in did not open holds the cookie (as another
+    // local service on 127.0.0.1 would) but not the page secret: it shows, it cannot decide.
+    let cookie_only = browser.send(json!({"cmd": "cookie_only", "id": third}));
+    assert_eq!(cookie_only["read_only_notice"], true, "{cookie_only}");
+    assert_eq!(cookie_only["decide_status"], 403, "{cookie_only}");
+    assert_eq!(cookie_only["html_has_no_secret"], true, "{cookie_only}");
+    assert_eq!(approval_status(&cli, &third)["status"], "pending_approval", "the cookie alone decided nothing");
+
     let reused = browser.send(json!({"cmd": "visit", "url": login_url, "fresh": true}));
     assert_eq!(reused["status"], 403, "a sign-in link works once");
     assert!(reused["text"].as_str().unwrap().contains("expired or was already used"), "{reused}");
