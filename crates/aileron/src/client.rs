@@ -179,8 +179,10 @@ impl DaemonClient {
     }
 }
 
-fn http_client() -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).build()?)
+/// The daemon is on loopback: a proxy from the environment (`HTTP_PROXY`, common on company
+/// machines) must never carry the daemon token to it.
+pub(crate) fn http_client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).no_proxy().build()?)
 }
 
 pub fn read_daemon_info(path: &Path) -> Option<DaemonInfo> {
@@ -202,6 +204,8 @@ pub async fn start_daemon_with(home: &Home, extra_env: &[(&str, &str)]) -> anyho
         .mode(0o600)
         .open(home.daemon_log())
         .with_context(|| format!("opening {}", home.daemon_log().display()))?;
+    // `mode` applies to a new file only; a log an older version left 0644 is made private too.
+    let _ = log.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600));
     let previous = read_daemon_info(&home.daemon_json()).map(|info| info.started_at);
     let mut command = std::process::Command::new(&binary);
     command
@@ -215,7 +219,7 @@ pub async fn start_daemon_with(home: &Home, extra_env: &[(&str, &str)]) -> anyho
         .process_group(0);
     let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
     let deadline = Instant::now() + AUTOSTART_BUDGET;
-    let http = reqwest::Client::new();
+    let http = http_client()?;
     loop {
         if let Some(info) = read_daemon_info(&home.daemon_json())
             && Some(&info.started_at) != previous.as_ref()

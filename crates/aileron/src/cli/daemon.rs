@@ -89,7 +89,7 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
 /// The daemon's info when it is answering.
 async fn running(home: &Home) -> Option<crate::daemon::DaemonInfo> {
     let info = read_daemon_info(&home.daemon_json())?;
-    let client = reqwest::Client::new();
+    let client = crate::client::http_client().ok()?;
     let answered = client
         .get(format!("{}/v1/health", info.url))
         .timeout(Duration::from_secs(2))

@@ -110,6 +110,9 @@ impl AppState {
         let egress_client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::new(crate::egress::PublicOnlyResolver))
+            // Through a proxy from the environment the connection would go to the proxy, which
+            // resolves the name itself: the address checked would not be the address reached.
+            .no_proxy()
             .pool_idle_timeout(std::time::Duration::from_secs(30))
             .build()
             .context("building the egress HTTP client")?;
@@ -199,6 +202,8 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
         .mode(0o600)
         .open(home.daemon_lock())
         .with_context(|| format!("opening {}", home.daemon_lock().display()))?;
+    // `mode` applies to a new file only; one an older version left 0644 is made private too.
+    let _ = lock_file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600));
     let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
         anyhow::anyhow!("another daemon already holds {}\nhint: `aileron daemon status` shows it", home.daemon_lock().display())
     })?;

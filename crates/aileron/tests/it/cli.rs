@@ -465,6 +465,15 @@ fn the_home_keeps_private_modes_and_a_lax_home_is_pointed_out() {
         assert_eq!(mode(path), expected, "{path:?} is {:o}", mode(path));
     }
     cli.ok(&["daemon", "stop"]);
+    // Files an older version left readable to others are made private on the next start.
+    for file in ["daemon.lock", "daemon.log"] {
+        std::fs::set_permissions(cli.home.join(file), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    cli.ok(&["daemon", "start"]);
+    for file in ["daemon.lock", "daemon.log"] {
+        assert_eq!(mode(file), 0o600, "{file} is {:o} after a restart", mode(file));
+    }
+    cli.ok(&["daemon", "stop"]);
     std::fs::set_permissions(&cli.home, std::fs::Permissions::from_mode(0o755)).unwrap();
     let listed = cli.run(&["audit", "verify"]);
     assert!(stderr(&listed).contains("accessible to other users") && stderr(&listed).contains("chmod 700"), "{}", stderr(&listed));

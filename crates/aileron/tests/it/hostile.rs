@@ -172,3 +172,26 @@ async fn oversized_response_bodies_are_refused() {
     assert_eq!(response.body["error"]["details"]["limit"], "response_body");
     assert_one_failure_record(&harness, &response.body).await;
 }
+
+/// A proxy in the environment (`HTTP_PROXY`, `ALL_PROXY`) is used neither by the CLI to reach
+/// the daemon (the daemon token would go to the proxy) nor for connector traffic (through a proxy,
+/// the address the egress check allowed would not be the address connected to: the proxy resolves
+/// the name itself, past the public-only resolver).
+#[test]
+fn a_proxy_in_the_environment_never_carries_connector_traffic() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let proxy = runtime.block_on(FakeGithub::start()).unwrap();
+    let cli = crate::cli::Cli::new();
+    let proxy_url = proxy.base_url();
+    let env = [("HTTP_PROXY", proxy_url.as_str()), ("http_proxy", proxy_url.as_str()), ("ALL_PROXY", proxy_url.as_str())];
+    let started = cli.run_with(&["daemon", "start"], &env, None);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    // Port 1 on loopback, named literally (allowed for local fakes): nothing listens there.
+    let hash = cli.install_guest("http_get", &["127.0.0.1:1".to_string()]);
+    cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], ..ActionSpec::new("fetch", "http_get", &hash, "get") });
+    let run = cli.run_with(&["action", "run", "fetch", "--arg", "url=http://127.0.0.1:1/through-a-proxy"], &env, None);
+    assert!(!run.status.success(), "nothing answers on port 1: {}", String::from_utf8_lossy(&run.stderr));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("network_error"), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(proxy.recorder.count(), 0, "the request did not go through the proxy");
+    drop(runtime);
+}
