@@ -73,7 +73,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("DELETE", "/v1/bindings/{name}", "revoke: removes the binding and its material"),
     ("POST", "/v1/bindings/{name}/rebind", "{api_key? | aws?} new material for the same binding"),
     ("POST", "/v1/web/login-tickets", "one-time ticket for the web page (used by `aileron open`)"),
-    ("POST", "/v1/sessions", "start a launch session {agent, pid?} → 201 {session_id, token, scopes, started_at}"),
+    ("POST", "/v1/sessions", "start a launch session {agent, pid?, confinement?: namespaces|unconfined} → 201 {session_id, token, scopes, confinement, started_at}"),
     ("GET", "/v1/sessions/{id}", "one launch session {status: active|ended|interrupted, exit_code?, ...}"),
     ("POST", "/v1/sessions/{id}/end", "{exit_code} → the ended session; revokes its token"),
     ("POST", "/mcp", "MCP streamable HTTP: JSON-RPC messages (same tools and chokepoint as aileron-mcp)"),
