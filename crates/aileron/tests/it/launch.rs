@@ -487,8 +487,8 @@ fn claude_is_started_with_a_session_mcp_config_that_is_removed_afterwards() {
 
 /// Real agents started by `aileron launch` in headless mode, each completing a turn that calls an
 /// Aileron action over MCP: Claude Code (npm `@anthropic-ai/claude-code`, the MCP test's install in
-/// `tests/mcp`) and Codex (npm `@openai/codex`, in `tests/agents`), both installed by `cargo xtask
-/// setup`. Their model is a scripted server of ours behind the gateway, speaking the provider's
+/// `tests/mcp`), Codex (npm `@openai/codex`) and OpenCode (npm `opencode-ai`, both in
+/// `tests/agents`), all installed by `cargo xtask setup`, all confined by the launch. Their model is a scripted server of ours behind the gateway, speaking the provider's
 /// real stream shape: the first turn calls the action's tool, the second quotes the tool's result,
 /// so the turn only completes if the agent reached the action through aileron-mcp with the
 /// session's token. Without an agent the test FAILS naming the setup command;
@@ -764,6 +764,112 @@ mod real_agents {
             })
             .collect();
         Some(("text/event-stream", stream))
+    }
+
+    /// OpenCode's `openai` provider (the AI SDK) speaks the Responses API and streams text as
+    /// `response.output_text.delta` and calls as `response.function_call_arguments.delta` events.
+    /// It first asks a small model for a session title (no tools): that gets a plain answer.
+    fn opencode_answer(path: &str, body: &Value) -> Option<(&'static str, String)> {
+        if path != "/v1/responses" {
+            return None;
+        }
+        let tools: Vec<&str> = body["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+        let inputs = body["input"].as_array().cloned().unwrap_or_default();
+        let output = inputs.iter().rev().find(|item| item["type"] == "function_call_output");
+        let (item, deltas): (Value, Vec<(&str, Value)>) = match (output, tools.contains(&"aileron_count_things")) {
+            (None, true) => {
+                let arguments = r#"{"count":7}"#;
+                (
+                    json!({"type": "function_call", "id": "fc_fake", "call_id": "call_fake", "name": "aileron_count_things",
+                        "arguments": arguments, "status": "completed"}),
+                    vec![("response.function_call_arguments.delta", json!({"item_id": "fc_fake", "output_index": 0, "delta": arguments}))],
+                )
+            }
+            (output, _) => {
+                let text = match output.map(|o| &o["output"]) {
+                    Some(Value::String(text)) => format!("The action answered: {text}"),
+                    Some(other) => format!("The action answered: {other}"),
+                    None => "Counting with Aileron".to_string(),
+                };
+                (
+                    json!({"type": "message", "id": "msg_fake", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+                    vec![("response.output_text.delta",
+                        json!({"item_id": "msg_fake", "output_index": 0, "content_index": 0, "delta": text}))],
+                )
+            }
+        };
+        let mut started = item.clone();
+        if started["type"] == "message" {
+            started["content"] = json!([]);
+            started["status"] = json!("in_progress");
+        } else {
+            started["arguments"] = json!("");
+        }
+        let response = |status: &str, output: Value| {
+            json!({"id": "resp_fake", "object": "response", "created_at": 1_700_000_000, "status": status,
+                "model": "gpt-fake", "output": output, "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}})
+        };
+        let mut events = vec![
+            ("response.created", json!({"response": response("in_progress", json!([]))})),
+            ("response.output_item.added", json!({"output_index": 0, "item": started})),
+        ];
+        events.extend(deltas);
+        events.push(("response.output_item.done", json!({"output_index": 0, "item": item})));
+        events.push(("response.completed", json!({"response": response("completed", json!([item]))})));
+        let stream = events
+            .into_iter()
+            .enumerate()
+            .map(|(sequence, (name, mut data))| {
+                data["type"] = json!(name);
+                data["sequence_number"] = json!(sequence);
+                format!("event: {name}\ndata: {data}\n\n")
+            })
+            .collect();
+        Some(("text/event-stream", stream))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn opencode_launched_by_aileron_calls_an_action_over_mcp() {
+        let Some(bin) = agent("tests/agents", "opencode") else { return };
+        let requests: Requests = Arc::default();
+        let model = model_server(requests.clone(), opencode_answer).await;
+        let rig = LaunchRig::new();
+        let launched = tokio::task::spawn_blocking(move || {
+            let status = rig.run(&["daemon", "start"], &[("AILERON_OPENAI_UPSTREAM", Path::new(&model))]);
+            assert!(status.status.success(), "{}", text(&status));
+            install_action(&rig);
+            let path = with_path(&bin);
+            let launched = rig.run(
+                &["launch", "opencode", "--", "run", "--format", "json", "--model", "openai/gpt-4o", "Count to seven with Aileron."],
+                &[
+                    ("PATH", Path::new(&path)),
+                    ("OPENAI_API_KEY", Path::new("sk-fake")),
+                    // No models.dev download (this network reaches package registries only).
+                    ("OPENCODE_DISABLE_MODELS_FETCH", Path::new("1")),
+                    ("OPENCODE_DISABLE_AUTOUPDATE", Path::new("1")),
+                ],
+            );
+            check_session(&rig, &launched, "opencode");
+            launched
+        })
+        .await
+        .unwrap();
+        let events: Vec<Value> =
+            String::from_utf8_lossy(&launched.stdout).lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
+        let call = events
+            .iter()
+            .find(|e| e["type"] == "tool_use" && e["part"]["tool"] == "aileron_count_things")
+            .unwrap_or_else(|| panic!("no aileron tool call in {events:#?}\n{}", String::from_utf8_lossy(&launched.stderr)));
+        assert_eq!(call["part"]["state"]["status"], "completed", "{call}");
+        assert!(call["part"]["state"]["output"].as_str().unwrap_or_default().contains(r#""count":7"#), "{call}");
+        let answer: String = events.iter().filter(|e| e["type"] == "text").filter_map(|e| e["part"]["text"].as_str()).collect();
+        assert!(answer.contains("The action answered: "), "{answer}\n{events:#?}");
+        let offered = requests.lock().unwrap().iter().any(|body| {
+            body["tools"].as_array().is_some_and(|tools| tools.iter().any(|t| t["name"] == "aileron_count_things"))
+        });
+        assert!(offered, "the MCP tool was offered to the model, through the gateway");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
