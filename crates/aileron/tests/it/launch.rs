@@ -488,9 +488,10 @@ fn claude_is_started_with_a_session_mcp_config_that_is_removed_afterwards() {
 /// Real agents started by `aileron launch` in headless mode, each completing a turn that calls an
 /// Aileron action over MCP: Claude Code (npm `@anthropic-ai/claude-code`, the MCP test's install in
 /// `tests/mcp`), Codex (npm `@openai/codex`) and OpenCode (npm `opencode-ai`, both in
-/// `tests/agents`), all installed by `cargo xtask setup`, all confined by the launch. Their model is a scripted server of ours behind the gateway, speaking the provider's
-/// real stream shape: the first turn calls the action's tool, the second quotes the tool's result,
-/// so the turn only completes if the agent reached the action through aileron-mcp with the
+/// `tests/agents`), all installed by `cargo xtask setup`, all confined by the launch. Their model
+/// is a scripted server of ours behind the gateway, speaking the provider's real stream shape:
+/// the first turn calls the action's tool, the second quotes the tool's result, so the turn only
+/// completes if the agent reached the action through aileron-mcp with the
 /// session's token. Without an agent the test FAILS naming the setup command;
 /// `AILERON_SKIP_AGENT_TESTS=1` skips explicitly.
 mod real_agents {
