@@ -487,7 +487,7 @@ fn claude_is_started_with_a_session_mcp_config_that_is_removed_afterwards() {
 
 /// Real agents started by `aileron launch` in headless mode, each completing a turn that calls an
 /// Aileron action over MCP: Claude Code (npm `@anthropic-ai/claude-code`, the MCP test's install in
-/// `tests/mcp`), Codex (npm `@openai/codex`) and OpenCode (npm `opencode-ai`, both in
+/// `tests/mcp`), Codex (npm `@openai/codex`) and OpenCode (npm `opencode-linux-x64`, both in
 /// `tests/agents`), all installed by `cargo xtask setup`, all confined by the launch. Their model
 /// is a scripted server of ours behind the gateway, speaking the provider's real stream shape:
 /// the first turn calls the action's tool, the second quotes the tool's result, so the turn only
@@ -510,9 +510,15 @@ mod real_agents {
     const SKIP_VARIABLE: &str = "AILERON_SKIP_AGENT_TESTS";
     const CLAUDE_TOOL: &str = "mcp__aileron__count_things";
 
-    /// The agent's executable, or `None` when the test is explicitly skipped.
+    /// The directory of the agent's executable, or `None` when the test is explicitly skipped.
     fn agent(dir: &str, name: &str) -> Option<PathBuf> {
-        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join("node_modules/.bin");
+        agent_in(dir, "node_modules/.bin", name)
+    }
+
+    /// [`agent`] for an executable in `bin_dir` of the npm project `dir` (OpenCode's is in its
+    /// platform package, which has no `.bin` link).
+    fn agent_in(dir: &str, bin_dir: &str, name: &str) -> Option<PathBuf> {
+        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(bin_dir);
         if bin.join(name).exists() {
             return Some(bin);
         }
@@ -833,7 +839,7 @@ mod real_agents {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn opencode_launched_by_aileron_calls_an_action_over_mcp() {
-        let Some(bin) = agent("tests/agents", "opencode") else { return };
+        let Some(bin) = agent_in("tests/agents", "node_modules/opencode-linux-x64/bin", "opencode") else { return };
         let requests: Requests = Arc::default();
         let model = model_server(requests.clone(), opencode_answer).await;
         let rig = LaunchRig::new();
