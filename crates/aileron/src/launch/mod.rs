@@ -120,13 +120,12 @@ impl Agent {
     }
 }
 
-/// How an agent starts `aileron-mcp`.
+/// How an agent starts `aileron-mcp`. No literal environment values: every value the server
+/// needs is per-launch, so it comes from the agent's environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServer {
     pub command: String,
     pub args: Vec<String>,
-    /// Literal values (none today: every value the server needs is per-launch).
-    pub env: Vec<(String, String)>,
     /// Names the agent passes on from its own environment.
     pub pass_env: Vec<String>,
 }
@@ -152,7 +151,6 @@ impl Wiring {
         McpServer {
             command: self.mcp_command.display().to_string(),
             args: vec![],
-            env: vec![],
             pass_env: SESSION_VARIABLES.iter().map(|name| name.to_string()).collect(),
         }
     }

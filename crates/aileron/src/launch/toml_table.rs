@@ -51,31 +51,13 @@ fn new_server_item(server: &McpServer, inline: bool) -> Item {
         let mut table = InlineTable::new();
         table.insert("command", Value::from(server.command.as_str()));
         table.insert("args", Value::Array(string_array(&server.args)));
-        if !server.pass_env.is_empty() {
-            table.insert("env_vars", Value::Array(string_array(&server.pass_env)));
-        }
-        if !server.env.is_empty() {
-            let mut env = InlineTable::new();
-            for (key, value) in &server.env {
-                env.insert(key, Value::from(value.as_str()));
-            }
-            table.insert("env", Value::InlineTable(env));
-        }
+        table.insert("env_vars", Value::Array(string_array(&server.pass_env)));
         return Item::Value(Value::InlineTable(table));
     }
     let mut table = Table::new();
     table.insert("command", toml_edit::value(server.command.as_str()));
     table.insert("args", Item::Value(Value::Array(string_array(&server.args))));
-    if !server.pass_env.is_empty() {
-        table.insert("env_vars", Item::Value(Value::Array(string_array(&server.pass_env))));
-    }
-    if !server.env.is_empty() {
-        let mut env = Table::new();
-        for (key, value) in &server.env {
-            env.insert(key, toml_edit::value(value.as_str()));
-        }
-        table.insert("env", Item::Table(env));
-    }
+    table.insert("env_vars", Item::Value(Value::Array(string_array(&server.pass_env))));
     Item::Table(table)
 }
 
@@ -100,20 +82,18 @@ fn update_server(table: &mut dyn TableLike, server: &McpServer) -> bool {
         table.insert("args", Item::Value(Value::Array(string_array(&server.args))));
         changed = true;
     }
-    if !server.pass_env.is_empty() {
-        match table.get_mut("env_vars").and_then(Item::as_array_mut) {
-            Some(listed) => {
-                for name in &server.pass_env {
-                    if !listed.iter().any(|value| value.as_str() == Some(name.as_str())) {
-                        listed.push(name.as_str());
-                        changed = true;
-                    }
+    match table.get_mut("env_vars").and_then(Item::as_array_mut) {
+        Some(listed) => {
+            for name in &server.pass_env {
+                if !listed.iter().any(|value| value.as_str() == Some(name.as_str())) {
+                    listed.push(name.as_str());
+                    changed = true;
                 }
             }
-            None => {
-                table.insert("env_vars", Item::Value(Value::Array(string_array(&server.pass_env))));
-                changed = true;
-            }
+        }
+        None => {
+            table.insert("env_vars", Item::Value(Value::Array(string_array(&server.pass_env))));
+            changed = true;
         }
     }
     let emptied = match table.get_mut("env").and_then(Item::as_table_like_mut) {
@@ -121,22 +101,7 @@ fn update_server(table: &mut dyn TableLike, server: &McpServer) -> bool {
             for name in &server.pass_env {
                 changed |= env.remove(name).is_some();
             }
-            for (key, value) in &server.env {
-                if env.get(key).and_then(Item::as_str) != Some(value.as_str()) {
-                    env.insert(key, toml_edit::value(value.as_str()));
-                    changed = true;
-                }
-            }
             env.is_empty()
-        }
-        None if !server.env.is_empty() => {
-            let mut env = InlineTable::new();
-            for (key, value) in &server.env {
-                env.insert(key, Value::from(value.as_str()));
-            }
-            table.insert("env", Item::Value(Value::InlineTable(env)));
-            changed = true;
-            false
         }
         None => false,
     };
@@ -154,7 +119,6 @@ mod tests {
         McpServer {
             command: "/opt/aileron/bin/aileron-mcp".into(),
             args: vec![],
-            env: vec![],
             pass_env: vec!["AILERON_URL".into(), "AILERON_TOKEN".into()],
         }
     }
