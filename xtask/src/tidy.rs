@@ -1,6 +1,6 @@
 //! Conventions checked by a plain `cargo test` (run by `cargo xtask test`): every Rust file opens
-//! with a `//!` doc, only the env registry reads environment variables, and no module is named
-//! after a non-domain noun.
+//! with a `//!` doc, only the env registry reads environment variables, no module is named after a
+//! non-domain noun, and only the runner calls the sandbox.
 
 use std::path::{Path, PathBuf};
 
@@ -85,4 +85,27 @@ fn modules_are_domain_nouns() {
         .map(|path| relative(&path))
         .collect();
     assert!(offenders.is_empty(), "name modules after what they are: {offenders:#?}");
+}
+
+/// SPEC §0 invariant 1, mechanically: in product code, only the runner executes a connector
+/// (`Runtime::call`), so every action reaches a guest through `run_action`. The benchmark's warm
+/// call (`bench/`) is the one other caller until the benchmark suite leaves the product binary
+/// (issue 10).
+#[test]
+fn only_the_runner_calls_the_sandbox() {
+    let allowed = |path: &str| path == "crates/aileron/src/runner.rs" || path.starts_with("crates/aileron/src/bench/");
+    let offenders: Vec<String> = rust_files()
+        .into_iter()
+        .filter(|path| relative(path).starts_with("crates/aileron/src/"))
+        .filter(|path| !allowed(&relative(path)))
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            text.lines().any(|line| {
+                let code = line.split("//").next().unwrap_or_default();
+                code.contains("runtime.call(") || code.contains("Runtime::call(")
+            })
+        })
+        .map(|path| relative(&path))
+        .collect();
+    assert!(offenders.is_empty(), "files that call the sandbox outside runner.rs: {offenders:#?}");
 }
