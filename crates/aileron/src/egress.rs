@@ -18,7 +18,6 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value};
 
 use crate::audit_log::AuditEvent;
-use crate::daemon::AppState;
 use crate::runner::Caller;
 
 /// Response bodies above this are refused (`resource_limit_exceeded`, limit `response_body`).
@@ -83,9 +82,19 @@ pub const ALLOWED_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "
 /// What replaces an injected secret that an upstream echoed back (SPEC §4.4).
 pub const REDACTED: &str = "[REDACTED]";
 
+/// What egress uses of the daemon: where credentials come from, the OAuth refresher, the HTTP
+/// client (no redirects, public-only resolver, no proxy) and the audit log. Cheap to clone.
+#[derive(Clone)]
+pub struct EgressServices {
+    pub credentials: Arc<dyn CredentialSource>,
+    pub oauth: Arc<crate::oauth::OAuthFlows>,
+    pub client: reqwest::Client,
+    pub audit: Arc<crate::audit_log::AuditLog>,
+}
+
 /// The egress hook for one step of one run.
 pub struct StepEgress {
-    pub state: Arc<AppState>,
+    pub services: EgressServices,
     pub manifest: Arc<ConnectorManifest>,
     pub subset: CapabilitySubset,
     pub connector_fqn: String,
@@ -135,7 +144,7 @@ impl StepEgress {
             if let Err(failure) = check_injection_transport(&target) {
                 return Err(self.rejected(&request, Some(&target), None, failure).await);
             }
-            let credential = self.state.credentials.resolve(&self.connector_fqn, kind, self.state.oauth.as_ref()).await;
+            let credential = self.services.credentials.resolve(&self.connector_fqn, kind, self.services.oauth.as_ref()).await;
             self.audit_binding_events().await?;
             match credential {
                 Ok(credential) => resolved = Some(credential),
@@ -148,7 +157,7 @@ impl StepEgress {
             Some(Err(failure)) => return Err(self.rejected(&request, Some(&target), binding, failure).await),
             None => Vec::new(),
         };
-        let mut builder = self.state.egress_client.request(method, &target.url).timeout(UPSTREAM_TIMEOUT);
+        let mut builder = self.services.client.request(method, &target.url).timeout(UPSTREAM_TIMEOUT);
         for (name, value) in &request.headers {
             if is_hop_by_hop_or_managed(name) || injected.iter().any(|(injected, _)| name.eq_ignore_ascii_case(injected)) {
                 continue;
@@ -268,7 +277,7 @@ impl StepEgress {
 
     /// Audits what happened to bindings while resolving (token refreshed, binding gone stale).
     async fn audit_binding_events(&self) -> Result<(), Failure> {
-        for event in self.state.credentials.take_events() {
+        for event in self.services.credentials.take_events() {
             let (event_type, binding, reason) = match &event {
                 BindingEvent::Refreshed(binding) => ("binding.refreshed", binding, None),
                 BindingEvent::Stale(binding) => ("binding.stale", binding, binding.stale_reason.clone()),
@@ -284,7 +293,7 @@ impl StepEgress {
                 payload,
                 audit_id: None,
             };
-            self.state.audit.append(audit).await.map_err(|error| {
+            self.services.audit.append(audit).await.map_err(|error| {
                 Failure::runtime_error(Boundary::Runtime, format!("audit log unavailable: {error}"))
             })?;
         }
@@ -299,7 +308,7 @@ impl StepEgress {
             payload,
             audit_id: None,
         };
-        self.state.audit.append(event).await.map(|_| ()).map_err(|error| {
+        self.services.audit.append(event).await.map(|_| ()).map_err(|error| {
             // Fail closed: an egress we cannot record does not happen (or its result is withheld).
             Failure::runtime_error(Boundary::Runtime, format!("audit log unavailable: {error}"))
         })

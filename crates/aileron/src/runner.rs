@@ -321,7 +321,7 @@ async fn call_verified(
     };
     let idempotent = idempotent.unwrap_or_else(|| manifest.is_idempotent());
     let egress = Arc::new(StepEgress {
-        state: state.clone(),
+        services: state.egress_services(),
         manifest: manifest.clone(),
         subset,
         connector_fqn: required.name.to_string(),

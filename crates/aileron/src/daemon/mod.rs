@@ -34,7 +34,7 @@ pub use crate::process::{DaemonInfo, VERSION, install_crypto_provider, no_delay}
 pub struct AppState {
     pub home: Home,
     pub tokens: TokenRegistry,
-    pub audit: AuditLog,
+    pub audit: Arc<AuditLog>,
     pub store: Store,
     pub actions: ActionRegistry,
     pub approvals: ApprovalQueue,
@@ -95,6 +95,16 @@ impl StateOptions {
 }
 
 impl AppState {
+    /// What a step's egress hook needs, and nothing more of the daemon.
+    pub fn egress_services(&self) -> crate::egress::EgressServices {
+        crate::egress::EgressServices {
+            credentials: self.credentials.clone(),
+            oauth: self.oauth.clone(),
+            client: self.egress_client.clone(),
+            audit: self.audit.clone(),
+        }
+    }
+
     pub fn open(home: Home, options: StateOptions) -> anyhow::Result<Arc<AppState>> {
         install_crypto_provider();
         let audit = AuditLog::open(AuditConfig { dir: home.audit_parent() }).context("opening the audit log")?;
@@ -125,7 +135,7 @@ impl AppState {
         Ok(Arc::new(AppState {
             home,
             tokens: TokenRegistry::new(options.admin_token),
-            audit,
+            audit: Arc::new(audit),
             store,
             actions,
             approvals,
