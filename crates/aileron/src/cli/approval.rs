@@ -144,21 +144,6 @@ pub fn status_line(view: &Value) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    #[test]
-    fn status_lines_show_controls_and_bidi_overrides_instead_of_obeying_them() {
-        let failed = json!({"status": "failed", "failure": {"class": "external_api_error", "message": "boom\u{1b}[2J\u{202e}evil"}});
-        let line = super::status_line(&failed);
-        assert!(!line.contains('\u{1b}') && !line.contains('\u{202e}'), "{line:?}");
-        assert!(line.starts_with("failed: external_api_error — boom"), "{line:?}");
-        let denied = json!({"status": "denied", "reason": "no\u{9b}31m"});
-        assert!(!super::status_line(&denied).contains('\u{9b}'));
-    }
-}
-
 pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
     let (focus, print) = match args.target {
         OpenTarget::Approval { id, print } => (Some(id), print),
@@ -221,4 +206,19 @@ pub(super) fn open_browser(home: &Home, url: &str) -> bool {
             .status()
             .is_ok_and(|status| status.success())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn status_lines_show_controls_and_bidi_overrides_instead_of_obeying_them() {
+        let failed = json!({"status": "failed", "failure": {"class": "external_api_error", "message": "boom\u{1b}[2J\u{202e}evil"}});
+        let line = super::status_line(&failed);
+        assert!(!line.contains('\u{1b}') && !line.contains('\u{202e}'), "{line:?}");
+        assert!(line.starts_with("failed: external_api_error — boom"), "{line:?}");
+        let denied = json!({"status": "denied", "reason": "no\u{9b}31m"});
+        assert!(!super::status_line(&denied).contains('\u{9b}'));
+    }
 }

@@ -250,7 +250,7 @@ fn terminal_injection_filter() -> Result<seccompiler::BpfProgram, String> {
     use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
     let refused = |request: libc::c_ulong| {
         // The kernel reads the request as a 32-bit `unsigned int`: compare exactly those bits.
-        SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request as u64)
+        SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
             .and_then(|condition| SeccompRule::new(vec![condition]))
     };
     let rules = vec![refused(libc::TIOCSTI).map_err(|e| e.to_string())?, refused(libc::TIOCLINUX).map_err(|e| e.to_string())?];

@@ -44,25 +44,32 @@ fn encodings(secret: &str) -> Vec<(&'static str, Vec<u8>)> {
 /// Every encoded form of every secret, found in one pass per form: each form's patterns share a
 /// prefix (the secrets do), so the scan looks for the prefix and checks the pattern at each hit.
 struct Needles {
-    forms: Vec<(&'static str, Vec<u8>, HashSet<Vec<u8>>)>,
+    forms: Vec<Form>,
+}
+
+/// One encoding of all the secrets: its name, the prefix its patterns share, the patterns.
+struct Form {
+    name: &'static str,
+    prefix: Vec<u8>,
+    patterns: HashSet<Vec<u8>>,
 }
 
 impl Needles {
     fn new(secrets: &[String]) -> Needles {
-        let mut forms: Vec<(&'static str, Vec<u8>, HashSet<Vec<u8>>)> = Vec::new();
+        let mut forms: Vec<Form> = Vec::new();
         for secret in secrets {
-            for (index, (form, pattern)) in encodings(secret).into_iter().enumerate() {
+            for (index, (name, pattern)) in encodings(secret).into_iter().enumerate() {
                 if forms.len() <= index {
-                    forms.push((form, pattern.clone(), HashSet::new()));
+                    forms.push(Form { name, prefix: pattern.clone(), patterns: HashSet::new() });
                 }
-                let prefix = &mut forms[index].1;
-                let common = prefix.iter().zip(&pattern).take_while(|(a, b)| a == b).count();
-                prefix.truncate(common);
-                forms[index].2.insert(pattern);
+                let form = &mut forms[index];
+                let common = form.prefix.iter().zip(&pattern).take_while(|(a, b)| a == b).count();
+                form.prefix.truncate(common);
+                form.patterns.insert(pattern);
             }
         }
-        for (form, prefix, _) in &forms {
-            assert!(prefix.len() >= 6, "the {form} forms share a usable prefix");
+        for form in &forms {
+            assert!(form.prefix.len() >= 6, "the {} forms share a usable prefix", form.name);
         }
         Needles { forms }
     }
@@ -70,13 +77,13 @@ impl Needles {
     /// `(form, pattern)` of every secret found in `haystack`.
     fn find(&self, haystack: &[u8]) -> Vec<(&'static str, String)> {
         let mut found = Vec::new();
-        for (form, prefix, patterns) in &self.forms {
-            let length = patterns.iter().next().map_or(0, Vec::len);
-            for start in memchr::memmem::find_iter(haystack, prefix) {
+        for form in &self.forms {
+            let length = form.patterns.iter().next().map_or(0, Vec::len);
+            for start in memchr::memmem::find_iter(haystack, &form.prefix) {
                 if let Some(candidate) = haystack.get(start..start + length)
-                    && patterns.contains(candidate)
+                    && form.patterns.contains(candidate)
                 {
-                    found.push((*form, String::from_utf8_lossy(candidate).into_owned()));
+                    found.push((form.name, String::from_utf8_lossy(candidate).into_owned()));
                 }
             }
         }
@@ -229,7 +236,9 @@ fn a_thousand_injected_secrets_never_appear_in_any_output_file_span_or_guest_mem
 
     // The search.
     let needles = Needles::new(&secrets);
-    let passphrase = Needles { forms: encodings(PASSPHRASE).into_iter().map(|(form, p)| (form, p.clone(), HashSet::from([p]))).collect() };
+    let passphrase = Needles {
+        forms: encodings(PASSPHRASE).into_iter().map(|(name, p)| Form { name, prefix: p.clone(), patterns: HashSet::from([p]) }).collect(),
+    };
     // The search itself finds each form, wherever it sits in other bytes.
     for (form, pattern) in encodings(&secrets[SECRETS / 2]).into_iter().chain(encodings(PASSPHRASE)) {
         let mut haystack = b"{\"x\":\"".to_vec();
