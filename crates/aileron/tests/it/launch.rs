@@ -750,18 +750,25 @@ mod real_agents {
                 "status": "completed",
                 "input": "const r = await tools.mcp__aileron__count_things({count: 7});\ntext(JSON.stringify(r));"}),
         };
+        Some(("text/event-stream", responses_stream(item.clone(), item, vec![])))
+    }
+
+    /// A Responses API stream of one output item: created, the item added (as `started`), the
+    /// `deltas`, the item done, completed; every event with its `type` and `sequence_number`.
+    fn responses_stream(started: Value, item: Value, deltas: Vec<(&str, Value)>) -> String {
         let response = |status: &str, output: Value| {
             json!({"id": "resp_fake", "object": "response", "created_at": 1_700_000_000, "status": status,
                 "model": "gpt-fake", "output": output, "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
                 "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}})
         };
-        let events = [
+        let mut events = vec![
             ("response.created", json!({"response": response("in_progress", json!([]))})),
-            ("response.output_item.added", json!({"output_index": 0, "item": item})),
-            ("response.output_item.done", json!({"output_index": 0, "item": item})),
-            ("response.completed", json!({"response": response("completed", json!([item]))})),
+            ("response.output_item.added", json!({"output_index": 0, "item": started})),
         ];
-        let stream = events
+        events.extend(deltas);
+        events.push(("response.output_item.done", json!({"output_index": 0, "item": item})));
+        events.push(("response.completed", json!({"response": response("completed", json!([item]))})));
+        events
             .into_iter()
             .enumerate()
             .map(|(sequence, (name, mut data))| {
@@ -769,8 +776,7 @@ mod real_agents {
                 data["sequence_number"] = json!(sequence);
                 format!("event: {name}\ndata: {data}\n\n")
             })
-            .collect();
-        Some(("text/event-stream", stream))
+            .collect()
     }
 
     /// OpenCode's `openai` provider (the AI SDK) speaks the Responses API and streams text as
@@ -813,28 +819,7 @@ mod real_agents {
         } else {
             started["arguments"] = json!("");
         }
-        let response = |status: &str, output: Value| {
-            json!({"id": "resp_fake", "object": "response", "created_at": 1_700_000_000, "status": status,
-                "model": "gpt-fake", "output": output, "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
-                "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}})
-        };
-        let mut events = vec![
-            ("response.created", json!({"response": response("in_progress", json!([]))})),
-            ("response.output_item.added", json!({"output_index": 0, "item": started})),
-        ];
-        events.extend(deltas);
-        events.push(("response.output_item.done", json!({"output_index": 0, "item": item})));
-        events.push(("response.completed", json!({"response": response("completed", json!([item]))})));
-        let stream = events
-            .into_iter()
-            .enumerate()
-            .map(|(sequence, (name, mut data))| {
-                data["type"] = json!(name);
-                data["sequence_number"] = json!(sequence);
-                format!("event: {name}\ndata: {data}\n\n")
-            })
-            .collect();
-        Some(("text/event-stream", stream))
+        Some(("text/event-stream", responses_stream(started, item, deltas)))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

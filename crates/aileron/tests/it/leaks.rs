@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::cli::Cli;
 use crate::fake_oauth::FakeOAuth;
 use crate::mcp::{Session, StdioSession};
-use crate::support::{ActionSpec, guest_wasm, manifest};
+use crate::support::{ActionSpec, every_file, guest_wasm, manifest};
 
 const PASSPHRASE: &str = "leak-scan passphrase 7f3a9c21";
 const CONNECTOR: &str = "github://aileron-tests/http_get";
@@ -89,23 +89,6 @@ impl Needles {
         }
         found
     }
-}
-
-/// Every file under `root`, with its bytes.
-fn every_file(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                files.push((path.display().to_string(), bytes));
-            }
-        }
-    }
-    files
 }
 
 #[test]

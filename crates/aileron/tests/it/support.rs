@@ -215,19 +215,22 @@ impl CredentialSource for PlantedKey {
 
 /// Every file under `root` whose bytes contain `needle` (where a secret must never be).
 pub fn files_containing(root: &std::path::Path, needle: &[u8]) -> Vec<String> {
-    let mut hits = Vec::new();
+    every_file(root).into_iter().filter(|(_, bytes)| bytes.windows(needle.len()).any(|w| w == needle)).map(|(path, _)| path).collect()
+}
+
+/// Every file under `root`, with its bytes.
+pub fn every_file(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path)
-                && bytes.windows(needle.len()).any(|w| w == needle)
-            {
-                hits.push(path.display().to_string());
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                files.push((path.display().to_string(), bytes));
             }
         }
     }
-    hits
+    files
 }
