@@ -182,23 +182,16 @@ async fn proxy(State(state): State<Arc<AppState>>, mut request: Request) -> Resp
         let response = provider.error(StatusCode::LOCKED, kind, &message);
         return refuse(request.into_body(), MAX_REQUEST_BODY_BYTES, response).await;
     }
-    let declared_length = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .map(|value| value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()));
+    // hyper has already refused a malformed or conflicting `Content-Length` (400) before this.
+    let declared_length =
+        request.headers().get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
     let too_large = || {
         let message = format!("request body larger than {MAX_REQUEST_BODY_BYTES} bytes");
         provider.error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", &message)
     };
-    let declared_length = match declared_length {
-        Some(None) => {
-            let response = provider.error(StatusCode::BAD_REQUEST, "invalid_request_error", "Content-Length is not a number");
-            return close_after(response);
-        }
-        Some(Some(length)) if length > MAX_REQUEST_BODY_BYTES as u64 => return close_after(too_large()),
-        Some(Some(length)) => Some(length),
-        None => None,
-    };
+    if declared_length.is_some_and(|length| length > MAX_REQUEST_BODY_BYTES as u64) {
+        return close_after(too_large());
+    }
     let base = match provider {
         Provider::Anthropic => &gateway.anthropic,
         Provider::OpenAi => &gateway.openai,
