@@ -61,12 +61,14 @@ impl Actor {
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnsealedRecord {
     pub audit_id: String,
+    /// An [`EventType`](crate::vocabulary::EventType)'s string.
     pub event_type: String,
     /// UTC RFC 3339 with milliseconds and `Z`, e.g. `2026-11-22T05:37:00.123Z`.
     pub timestamp: String,
     pub actor: Actor,
     pub session_id: Option<String>,
-    /// OTel-style keys (`aileron.connector.fqn`, `aileron.failure.class`, ...).
+    /// OTel-style keys (`aileron.connector.fqn`, `aileron.failure.class`, ...), from
+    /// [`crate::vocabulary::keys`].
     pub payload: Map<String, Value>,
 }
 
@@ -74,6 +76,8 @@ pub struct UnsealedRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
     pub audit_id: String,
+    /// Kept a string, not an [`EventType`](crate::vocabulary::EventType): a log written by
+    /// another version reads and verifies even with event types this one does not know.
     pub event_type: String,
     pub timestamp: String,
     pub actor: Actor,

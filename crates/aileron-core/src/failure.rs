@@ -8,6 +8,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::vocabulary::keys;
+
 /// The closed set of failure classes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -183,12 +185,12 @@ impl Failure {
     /// The OTel-style keys shared by the audit record and the failure span.
     pub fn audit_payload(&self) -> Map<String, Value> {
         let mut payload = Map::new();
-        payload.insert("aileron.failure.class".into(), self.class.as_str().into());
-        payload.insert("aileron.failure.boundary".into(), self.boundary.as_str().into());
-        payload.insert("aileron.failure.retriable".into(), self.retriable.into());
-        payload.insert("aileron.failure.message".into(), self.message.clone().into());
+        payload.insert(keys::FAILURE_CLASS.into(), self.class.as_str().into());
+        payload.insert(keys::FAILURE_BOUNDARY.into(), self.boundary.as_str().into());
+        payload.insert(keys::FAILURE_RETRIABLE.into(), self.retriable.into());
+        payload.insert(keys::FAILURE_MESSAGE.into(), self.message.clone().into());
         if !self.details.is_empty() {
-            payload.insert("aileron.failure.details".into(), Value::Object(self.details.clone()));
+            payload.insert(keys::FAILURE_DETAILS.into(), Value::Object(self.details.clone()));
         }
         payload
     }

@@ -1,5 +1,6 @@
 //! Aileron's pure domain. No IO, no tokio, no wasmtime: action files and connector manifests,
-//! identity types, capability policy decisions, the failure taxonomy and the audit hash chain.
+//! identity types, capability policy decisions, the failure taxonomy, the audit hash chain and the
+//! audit vocabulary (event types and attribute keys).
 //! Every decision here is data (`Result`/enums) that the shell crates act on.
 
 pub mod action;
@@ -16,6 +17,7 @@ pub mod signing;
 pub mod template;
 pub mod untrusted_text;
 pub mod vault;
+pub mod vocabulary;
 
 pub use failure::{Boundary, Failure, FailureClass};
 pub use identity::{ConnectorRef, ContentHash, Fqn, IdentityError};

@@ -27,6 +27,7 @@ use std::thread::JoinHandle;
 use aileron_core::audit::{
     Actor, AuditRecord, ChainBreak, ChainVerifier, GENESIS_PREV, UnsealedRecord, VerifyReport, log_lines, seal,
 };
+use aileron_core::vocabulary::{EventType, keys};
 use anyhow::Context;
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use nix::fcntl::{Flock, FlockArg};
@@ -58,7 +59,7 @@ impl Clock for SystemClock {
 /// What a caller asks to record. The log assigns timestamp, seq, prev and hash.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEvent {
-    pub event_type: String,
+    pub event_type: EventType,
     pub actor: Actor,
     pub session_id: Option<String>,
     pub payload: Map<String, Value>,
@@ -119,6 +120,8 @@ pub struct AuditFilter {
     pub connector_fqn: Option<String>,
     /// Payload key `aileron.failure.class`.
     pub class: Option<String>,
+    /// An [`EventType`]'s string, compared with the record's as text: records keep their event
+    /// type as written, and a string that names no event type simply matches nothing.
     pub event_type: Option<String>,
     /// At most this many records (newest first); `None` = all.
     pub limit: Option<usize>,
@@ -141,8 +144,8 @@ impl<'a> Matcher<'a> {
         let eq = |want: &Option<String>, have: Option<&str>| want.as_deref().is_none_or(|want| have == Some(want));
         eq(&f.audit_id, Some(&record.audit_id))
             && eq(&f.event_type, Some(&record.event_type))
-            && eq(&f.connector_fqn, record.payload_str("aileron.connector.fqn"))
-            && eq(&f.class, record.payload_str("aileron.failure.class"))
+            && eq(&f.connector_fqn, record.payload_str(keys::CONNECTOR_FQN))
+            && eq(&f.class, record.payload_str(keys::FAILURE_CLASS))
             && self.since.is_none_or(|since| parse_timestamp(&record.timestamp).is_some_and(|at| at >= since))
     }
 
@@ -198,7 +201,7 @@ impl ChainHead {
         let at = self.last_timestamp.map_or(now, |last| now.max(last));
         let unsealed = UnsealedRecord {
             audit_id: event.audit_id.unwrap_or_else(mint_audit_id),
-            event_type: event.event_type,
+            event_type: event.event_type.as_str().to_string(),
             timestamp: format_timestamp(at),
             actor: event.actor,
             session_id: event.session_id,
@@ -844,9 +847,9 @@ mod tests {
         }
     }
 
-    fn event(event_type: &str, payload: &[(&str, &str)]) -> AuditEvent {
+    fn event(event_type: EventType, payload: &[(&str, &str)]) -> AuditEvent {
         AuditEvent {
-            event_type: event_type.into(),
+            event_type,
             actor: Actor::new(ActorType::Service, "test"),
             session_id: None,
             payload: payload.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect(),
@@ -873,7 +876,7 @@ mod tests {
         let tasks: Vec<_> = (0..200)
             .map(|i| {
                 let log = log.clone();
-                tokio::spawn(async move { log.append(event("action.executed", &[("n", &i.to_string())])).await })
+                tokio::spawn(async move { log.append(event(EventType::ActionExecuted, &[("n", &i.to_string())])).await })
             })
             .collect();
         let mut seqs = Vec::new();
@@ -896,7 +899,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let clock = TestClock::at("2026-11-22T10:00:00.000Z");
         let log = open_disk(temp.path(), &clock);
-        log.append(event("vault.unlocked", &[])).await.unwrap();
+        log.append(event(EventType::VaultUnlocked, &[])).await.unwrap();
         let mode = |p: PathBuf| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(temp.path().join("audit")), 0o700);
         assert_eq!(mode(temp.path().join("audit/audit-2026-11-22.jsonl")), 0o600);
@@ -908,11 +911,11 @@ mod tests {
         let clock = TestClock::at("2026-11-22T10:00:00.000Z");
         let first = open_disk(temp.path(), &clock);
         for _ in 0..3 {
-            first.append(event("a", &[])).await.unwrap();
+            first.append(event(EventType::ActionExecuted, &[])).await.unwrap();
         }
         drop(first);
         let second = open_disk(temp.path(), &clock);
-        let record = second.append(event("b", &[])).await.unwrap();
+        let record = second.append(event(EventType::ActionExecuted, &[])).await.unwrap();
         assert_eq!(record.seq, 4);
         let report = verify(temp.path()).unwrap();
         assert_eq!((report.records, report.files), (4, 1));
@@ -941,7 +944,7 @@ mod tests {
             let clock = TestClock::at("2026-11-22T10:00:00.000Z");
             let log = open_disk(temp.path(), &clock);
             for _ in 0..3 {
-                log.append(event("a", &[])).await.unwrap();
+                log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
             }
             drop(log);
             let path = temp.path().join("audit/audit-2026-11-22.jsonl");
@@ -960,7 +963,7 @@ mod tests {
                 .collect();
             assert_eq!(sidecars.len(), 1, "{name}");
             assert_eq!(fs::read(temp.path().join("audit").join(&sidecars[0])).unwrap(), torn, "{name}");
-            assert_eq!(log.append(event("b", &[])).await.unwrap().seq, 4, "{name}");
+            assert_eq!(log.append(event(EventType::ActionExecuted, &[])).await.unwrap().seq, 4, "{name}");
             let report = log.verify().unwrap();
             assert_eq!((report.records, report.torn_tail_skipped), (4, None), "{name}");
         }
@@ -975,7 +978,7 @@ mod tests {
             let clock = TestClock::at("2026-11-22T10:00:00.000Z");
             let log = open_disk(temp.path(), &clock);
             for _ in 0..5 {
-                log.append(event("a", &[])).await.unwrap();
+                log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
             }
             drop(log);
             let path = temp.path().join("audit/audit-2026-11-22.jsonl");
@@ -1030,15 +1033,15 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let clock = TestClock::at("2026-11-22T23:59:59.998Z");
         let log = open_disk(temp.path(), &clock);
-        log.append(event("a", &[])).await.unwrap();
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
         clock.set("2026-11-23T00:00:00.001Z");
-        log.append(event("b", &[])).await.unwrap();
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
         // The wall clock steps back across midnight: the record stays in the newest file.
         clock.set("2026-11-22T23:00:00.000Z");
-        let clamped = log.append(event("c", &[])).await.unwrap();
+        let clamped = log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
         assert_eq!(clamped.timestamp, "2026-11-23T00:00:00.001Z");
         clock.set("2026-11-25T08:00:00.000Z");
-        log.append(event("d", &[])).await.unwrap();
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
         let audit_dir = temp.path().join("audit");
         let lines =
             |day: &str| fs::read_to_string(audit_dir.join(format!("audit-{day}.jsonl"))).unwrap().lines().count();
@@ -1048,7 +1051,7 @@ mod tests {
         drop(log);
         // Restart after the roll picks up from the newest file.
         let log = open_disk(temp.path(), &clock);
-        assert_eq!(log.append(event("e", &[])).await.unwrap().seq, 5);
+        assert_eq!(log.append(event(EventType::ActionExecuted, &[])).await.unwrap().seq, 5);
     }
 
     #[tokio::test]
@@ -1057,11 +1060,11 @@ mod tests {
         let clock = TestClock::at("2026-11-22T10:00:00.000Z");
         let log = open_disk(temp.path(), &clock);
         for i in 0..3 {
-            log.append(event("a", &[("n", &i.to_string())])).await.unwrap();
+            log.append(event(EventType::ActionExecuted, &[("n", &i.to_string())])).await.unwrap();
         }
         clock.set("2026-11-23T10:00:00.000Z");
         for i in 3..6 {
-            log.append(event("a", &[("n", &i.to_string())])).await.unwrap();
+            log.append(event(EventType::ActionExecuted, &[("n", &i.to_string())])).await.unwrap();
         }
         drop(log);
         let path = temp.path().join("audit/audit-2026-11-23.jsonl");
@@ -1079,25 +1082,25 @@ mod tests {
     }
 
     /// (timestamp, event type, payload)
-    type PlannedEvent<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+    type PlannedEvent<'a> = (&'a str, EventType, &'a [(&'a str, &'a str)]);
 
     /// Appends a fixed set of events across two days, for the query table.
     async fn populate(log: &AuditLog, clock: &TestClock) -> Vec<AuditRecord> {
         let mut records = Vec::new();
         let plan: [PlannedEvent; 5] = [
-            ("2026-11-21T09:00:00.000Z", "connector.installed", &[("aileron.connector.fqn", "github://acme/slack")]),
-            ("2026-11-21T10:00:00.000Z", "action.executed", &[("aileron.connector.fqn", "github://acme/slack")]),
+            ("2026-11-21T09:00:00.000Z", EventType::ConnectorInstalled, &[(keys::CONNECTOR_FQN, "github://acme/slack")]),
+            ("2026-11-21T10:00:00.000Z", EventType::ActionExecuted, &[(keys::CONNECTOR_FQN, "github://acme/slack")]),
             (
                 "2026-11-22T09:00:00.000Z",
-                "execution.failed",
-                &[("aileron.connector.fqn", "github://acme/slack"), ("aileron.failure.class", "capability_denied")],
+                EventType::ExecutionFailed,
+                &[(keys::CONNECTOR_FQN, "github://acme/slack"), (keys::FAILURE_CLASS, "capability_denied")],
             ),
             (
                 "2026-11-22T10:00:00.000Z",
-                "execution.failed",
-                &[("aileron.connector.fqn", "github://acme/jira"), ("aileron.failure.class", "network_error")],
+                EventType::ExecutionFailed,
+                &[(keys::CONNECTOR_FQN, "github://acme/jira"), (keys::FAILURE_CLASS, "network_error")],
             ),
-            ("2026-11-22T11:00:00.000Z", "approval.requested", &[]),
+            ("2026-11-22T11:00:00.000Z", EventType::ApprovalRequested, &[]),
         ];
         for (at, event_type, payload) in plan {
             clock.set(at);
@@ -1155,7 +1158,7 @@ mod tests {
         let log = AuditLog::open(AuditConfig { dir: None }).unwrap();
         let id = mint_audit_id();
         assert!(id.starts_with("audit-") && uuid::Uuid::parse_str(&id["audit-".len()..]).is_ok(), "{id}");
-        let mut failed = event("execution.failed", &[]);
+        let mut failed = event(EventType::ExecutionFailed, &[]);
         failed.audit_id = Some(id.clone());
         failed.session_id = Some("sess-1".into());
         let record = log.append(failed).await.unwrap();
@@ -1171,20 +1174,20 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let clock = TestClock::at("2026-11-22T10:00:00.000Z");
         let log = open_disk(temp.path(), &clock);
-        log.append(event("a", &[])).await.unwrap();
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
         // A directory where the next day's file must go makes opening it fail (even for root).
         let blocker = temp.path().join("audit/audit-2026-11-23.jsonl");
         fs::create_dir(&blocker).unwrap();
         clock.set("2026-11-23T10:00:00.000Z");
-        let result = log.append(event("b", &[])).await;
+        let result = log.append(event(EventType::ActionExecuted, &[])).await;
         assert!(
             matches!(&result, Err(AuditError::Write(message)) if message.contains("audit-2026-11-23")),
             "{result:?}"
         );
         // Still failing: every append reports it, none is acknowledged.
-        assert!(log.append(event("b2", &[])).await.is_err());
+        assert!(log.append(event(EventType::ActionExecuted, &[])).await.is_err());
         fs::remove_dir(&blocker).unwrap();
-        let record = log.append(event("c", &[])).await.unwrap();
+        let record = log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
         assert_eq!(record.seq, 2, "the failed records were never part of the chain");
         let report = log.verify().unwrap();
         assert_eq!((report.records, report.files), (2, 2));
@@ -1232,7 +1235,7 @@ mod tests {
             assert_eq!(on_disk.get(seq), Some(id), "acknowledged record {seq} is missing after the crash");
         }
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let next = runtime.block_on(log.append(event("after.crash", &[]))).unwrap();
+        let next = runtime.block_on(log.append(event(EventType::ActionExecuted, &[]))).unwrap();
         assert_eq!(next.seq, report.last_seq + 1);
     }
 
@@ -1249,7 +1252,7 @@ mod tests {
                     let filler = "x".repeat(16 * 1024);
                     loop {
                         let record =
-                            log.append(event("crash.test", &[("task", &task.to_string()), ("filler", &filler)]));
+                            log.append(event(EventType::ActionExecuted, &[("task", &task.to_string()), ("filler", &filler)]));
                         let record = record.await.unwrap();
                         let _ = acks.send((record.seq, record.audit_id));
                     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use aileron_core::manifest::{ConnectorManifest, CredentialMethod};
 use aileron_core::policy::{self, CapabilitySubset, EgressTarget};
+use aileron_core::vocabulary::{EventType, keys};
 use aileron_core::{Boundary, Failure, FailureClass};
 use aileron_sandbox::{GuestHttpRequest, HostHooks, HostHttpResponse};
 use futures_util::StreamExt;
@@ -216,8 +217,8 @@ impl StepEgress {
             body.extend_from_slice(&chunk);
         }
         let mut payload = self.proxy_payload(&request, Some(&target), binding);
-        payload.insert("aileron.proxy.upstream.status".into(), status.into());
-        self.audit("connector.proxy.proxied", payload).await?;
+        payload.insert(keys::PROXY_UPSTREAM_STATUS.into(), status.into());
+        self.audit(EventType::ConnectorProxyProxied, payload).await?;
         let (mut headers, mut body) = (headers, body);
         if let Some(resolved) = &resolved {
             // An upstream that echoes the credential back must not hand it to the guest.
@@ -241,9 +242,9 @@ impl StepEgress {
         failure: Failure,
     ) -> Failure {
         let mut payload = self.proxy_payload(request, target, binding);
-        payload.insert("aileron.connector.reject_reason".into(), failure.class.as_str().into());
+        payload.insert(keys::CONNECTOR_REJECT_REASON.into(), failure.class.as_str().into());
         payload.extend(failure.audit_payload());
-        match self.audit("connector.proxy.rejected", payload).await {
+        match self.audit(EventType::ConnectorProxyRejected, payload).await {
             Ok(()) => failure,
             Err(audit_failure) => audit_failure,
         }
@@ -251,23 +252,23 @@ impl StepEgress {
 
     fn proxy_payload(&self, request: &GuestHttpRequest, target: Option<&EgressTarget>, binding: Option<&BindingInfo>) -> Map<String, Value> {
         let mut payload = Map::new();
-        payload.insert("aileron.proxy.source".into(), "daemon_request_boundary".into());
-        payload.insert("aileron.proxy.method".into(), request.method.to_ascii_uppercase().into());
+        payload.insert(keys::PROXY_SOURCE.into(), "daemon_request_boundary".into());
+        payload.insert(keys::PROXY_METHOD.into(), request.method.to_ascii_uppercase().into());
         if let Some(target) = target {
-            payload.insert("aileron.proxy.upstream.scheme".into(), target.scheme.clone().into());
-            payload.insert("aileron.proxy.upstream.host".into(), target.host_port.clone().into());
-            payload.insert("aileron.proxy.upstream.path".into(), target.path.clone().into());
+            payload.insert(keys::PROXY_UPSTREAM_SCHEME.into(), target.scheme.clone().into());
+            payload.insert(keys::PROXY_UPSTREAM_HOST.into(), target.host_port.clone().into());
+            payload.insert(keys::PROXY_UPSTREAM_PATH.into(), target.path.clone().into());
         }
-        payload.insert("aileron.connector.fqn".into(), self.connector_fqn.clone().into());
-        payload.insert(crate::telemetry::keys::CONNECTOR_OP.into(), self.op.clone().into());
-        payload.insert("aileron.action.name".into(), self.action.clone().into());
+        payload.insert(keys::CONNECTOR_FQN.into(), self.connector_fqn.clone().into());
+        payload.insert(keys::CONNECTOR_OP.into(), self.op.clone().into());
+        payload.insert(keys::ACTION_NAME.into(), self.action.clone().into());
         // The run this call belongs to, under the key the run's own spans use.
-        payload.insert(crate::telemetry::keys::AUDIT_ID.into(), self.audit_id.clone().into());
+        payload.insert(keys::AUDIT_ID.into(), self.audit_id.clone().into());
         if let Some(session) = &self.caller.session_id {
-            payload.insert("aileron.session.id".into(), session.clone().into());
+            payload.insert(keys::SESSION_ID.into(), session.clone().into());
         }
         if let Some(kind) = &request.credential {
-            payload.insert("aileron.connector.credential".into(), kind.clone().into());
+            payload.insert(keys::CONNECTOR_CREDENTIAL.into(), kind.clone().into());
         }
         if let Some(binding) = binding {
             payload.extend(binding.audit_payload());
@@ -279,15 +280,15 @@ impl StepEgress {
     async fn audit_binding_events(&self) -> Result<(), Failure> {
         for event in self.services.credentials.take_events() {
             let (event_type, binding, reason) = match &event {
-                BindingEvent::Refreshed(binding) => ("binding.refreshed", binding, None),
-                BindingEvent::Stale(binding) => ("binding.stale", binding, binding.stale_reason.clone()),
+                BindingEvent::Refreshed(binding) => (EventType::BindingRefreshed, binding, None),
+                BindingEvent::Stale(binding) => (EventType::BindingStale, binding, binding.stale_reason.clone()),
             };
             let mut payload = binding.audit_payload();
             if let Some(reason) = reason {
-                payload.insert("aileron.binding.stale_reason".into(), reason.into());
+                payload.insert(keys::BINDING_STALE_REASON.into(), reason.into());
             }
             let audit = AuditEvent {
-                event_type: event_type.to_string(),
+                event_type,
                 actor: aileron_core::audit::Actor { r#type: aileron_core::audit::ActorType::ConnectorRuntime, id: "binding-refresh".into() },
                 session_id: self.caller.session_id.clone(),
                 payload,
@@ -300,9 +301,9 @@ impl StepEgress {
         Ok(())
     }
 
-    async fn audit(&self, event_type: &str, payload: Map<String, Value>) -> Result<(), Failure> {
+    async fn audit(&self, event_type: EventType, payload: Map<String, Value>) -> Result<(), Failure> {
         let event = AuditEvent {
-            event_type: event_type.to_string(),
+            event_type,
             actor: self.caller.actor.clone(),
             session_id: self.caller.session_id.clone(),
             payload,

@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use aileron_core::action::{ActionFile, ArgsError, Preview, RequiredConnector};
 use aileron_core::approval::{
-    APPROVAL_REQUESTED, ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalRequest, Outcome, PendingApproval,
-    render_preview, requested_payload, review_url,
+    ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalRequest, Outcome, PendingApproval, render_preview,
+    requested_payload, review_url,
 };
 use aileron_core::audit::{Actor, ActorType};
 use aileron_core::manifest::ConnectorManifest;
 use aileron_core::policy::{self, CapabilitySubset};
 use aileron_core::template::{self, step_args};
 use aileron_core::untrusted_text::visible;
+use aileron_core::vocabulary::{self, EventType};
 use aileron_core::{Failure, FailureClass};
 use aileron_sandbox::{CallRequest, ImportPolicy, Limits};
 use opentelemetry::context::FutureExt;
@@ -134,8 +135,8 @@ pub async fn run_action(state: &Arc<AppState>, request: RunRequest) -> Result<Ru
             if let Err(failure) = verified {
                 let mut payload = action_payload(&action);
                 payload.extend(failure.audit_payload());
-                payload.insert("aileron.approval.id".into(), grant.entry.id.to_string().into());
-                append(state, "execution.failed", &request.caller, payload, &audit_id).await?;
+                payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
+                append(state, EventType::ExecutionFailed, &request.caller, payload, &audit_id).await?;
                 state.telemetry.action_execute(&action).fail(&failure, Some(&audit_id));
                 return Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)));
             }
@@ -148,27 +149,24 @@ pub async fn run_action(state: &Arc<AppState>, request: RunRequest) -> Result<Ru
         Ok((output, steps)) => {
             let result = json!({ "action": action.name, "output": output, "steps": steps });
             let mut payload = action_payload(&action);
-            payload.insert("aileron.action.steps".into(), Value::Array(steps.iter().map(step_summary).collect()));
-            payload.insert("aileron.action.arg_names".into(), json!(request.args.keys().collect::<Vec<_>>()));
+            payload.insert(keys::ACTION_STEPS.into(), Value::Array(steps.iter().map(step_summary).collect()));
+            payload.insert(keys::ACTION_ARG_NAMES.into(), json!(request.args.keys().collect::<Vec<_>>()));
             if let Some(grant) = &request.approval {
-                payload.insert("aileron.approval.id".into(), grant.entry.id.to_string().into());
+                payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
             }
-            append(state, "action.executed", &request.caller, payload, &audit_id).await?;
+            append(state, EventType::ActionExecuted, &request.caller, payload, &audit_id).await?;
             span.end();
             Ok(RunOutcome::Completed { audit_id, result })
         }
         Err(StepFailure { failure, step_id, connector, op, hash }) => {
             let mut payload = action_payload(&action);
             payload.extend(failure.audit_payload());
-            payload.insert("aileron.action.step_id".into(), step_id.into());
-            payload.insert(keys::CONNECTOR_FQN.into(), connector.into());
-            payload.insert(keys::CAPABILITY_KIND.into(), op.clone().into());
-            payload.insert(keys::CONNECTOR_OP.into(), op.into());
-            payload.insert(keys::CONNECTOR_HASH.into(), hash.into());
+            payload.insert(keys::ACTION_STEP_ID.into(), step_id.into());
+            payload.extend(vocabulary::connector_call(connector, op, hash));
             if let Some(grant) = &request.approval {
-                payload.insert("aileron.approval.id".into(), grant.entry.id.to_string().into());
+                payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
             }
-            append(state, "execution.failed", &request.caller, payload, &audit_id).await?;
+            append(state, EventType::ExecutionFailed, &request.caller, payload, &audit_id).await?;
             span.fail(&failure, Some(&audit_id));
             Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)))
         }
@@ -274,9 +272,9 @@ async fn call_connector(
     let span = state.telemetry.connector_call(&fqn, call.op, &hash);
     let called = call_verified(state, call, op_args, caller, audit_id, logs).with_context(span.context()).await;
     for (level, message) in logs.iter() {
-        span.add_event("aileron.connector.log", vec![
-            opentelemetry::KeyValue::new("aileron.log.level", level.clone()),
-            opentelemetry::KeyValue::new("aileron.log.message", message.clone()),
+        span.add_event(keys::SPAN_EVENT_CONNECTOR_LOG, vec![
+            opentelemetry::KeyValue::new(keys::LOG_LEVEL, level.clone()),
+            opentelemetry::KeyValue::new(keys::LOG_MESSAGE, message.clone()),
         ]);
     }
     match &called {
@@ -375,8 +373,8 @@ async fn request_approval(
     if let Some(existing) = repeated {
         let audit_id = mint_audit_id();
         let mut payload = requested_payload(existing);
-        payload.insert("aileron.approval.duplicate".into(), true.into());
-        append(state, "approval.repeated", &request.caller, payload, &audit_id).await?;
+        payload.insert(keys::APPROVAL_DUPLICATE.into(), true.into());
+        append(state, EventType::ApprovalRepeated, &request.caller, payload, &audit_id).await?;
         let review_url = review_url(&state.base_url(), &existing.id);
         return Ok(RunOutcome::PendingApproval(PendingApproval::new(existing, review_url, audit_id)));
     }
@@ -402,7 +400,7 @@ async fn request_approval(
     state.approvals.register(entry.clone()).map_err(|e| RunRejection::JournalUnavailable(e.to_string()))?;
     state.telemetry.remember_approval(&entry.id);
     let audit_id = mint_audit_id();
-    append(state, APPROVAL_REQUESTED, &request.caller, requested_payload(&entry), &audit_id).await?;
+    append(state, EventType::ApprovalRequested, &request.caller, requested_payload(&entry), &audit_id).await?;
     let review_url = review_url(&state.base_url(), &entry.id);
     Ok(RunOutcome::PendingApproval(PendingApproval::new(&entry, review_url, audit_id)))
 }
@@ -476,8 +474,8 @@ pub async fn execute_approved(state: Arc<AppState>, id: ApprovalId) {
             let audit_id = mint_audit_id();
             let failure = approvals::not_runnable(format!("approved action could not run: {rejection}"));
             let mut payload = failure.audit_payload();
-            payload.insert("aileron.approval.id".into(), id.to_string().into());
-            let _ = append(&state, "execution.failed", &caller, payload, &audit_id).await;
+            payload.insert(keys::APPROVAL_ID.into(), id.to_string().into());
+            let _ = append(&state, EventType::ExecutionFailed, &caller, payload, &audit_id).await;
             Outcome::Failed { failure: failure.with_audit_id(audit_id) }
         }
     };
@@ -492,9 +490,9 @@ pub async fn execute_approved(state: Arc<AppState>, id: ApprovalId) {
 pub async fn audit_rejection(state: &AppState, caller: &Caller, action: &str, code: &str, args: &Map<String, Value>) -> Result<(), RunRejection> {
     let mut payload = Map::new();
     payload.insert(keys::ACTION_NAME.into(), action.chars().take(200).collect::<String>().into());
-    payload.insert("aileron.rejection.code".into(), code.into());
-    payload.insert("aileron.action.arg_names".into(), json!(args.keys().map(|k| k.chars().take(100).collect::<String>()).collect::<Vec<_>>()));
-    append(state, "action.rejected", caller, payload, &mint_audit_id()).await
+    payload.insert(keys::REJECTION_CODE.into(), code.into());
+    payload.insert(keys::ACTION_ARG_NAMES.into(), json!(args.keys().map(|k| k.chars().take(100).collect::<String>()).collect::<Vec<_>>()));
+    append(state, EventType::ActionRejected, caller, payload, &mint_audit_id()).await
 }
 
 /// Runs, once each, the approved entries that waited for the vault. Called after an unlock.
@@ -521,10 +519,10 @@ pub async fn audit_recovered(state: Arc<AppState>, id: ApprovalId) {
     let Some(entry) = state.approvals.get(&id) else { return };
     let failure = entry.failure.clone().unwrap_or_else(|| approvals::not_runnable("interrupted by a daemon restart"));
     let mut payload = failure.audit_payload();
-    payload.insert("aileron.approval.id".into(), id.to_string().into());
-    payload.insert("aileron.action.name".into(), entry.action.clone().into());
+    payload.insert(keys::APPROVAL_ID.into(), id.to_string().into());
+    payload.insert(keys::ACTION_NAME.into(), entry.action.clone().into());
     let caller = Caller::new(ActorType::Service, "daemon-restart");
-    if let Err(error) = append(&state, "execution.failed", &caller, payload, &mint_audit_id()).await {
+    if let Err(error) = append(&state, EventType::ExecutionFailed, &caller, payload, &mint_audit_id()).await {
         eprintln!("aileron daemon: auditing the recovery of approval {id}: {error}");
     }
 }
@@ -567,7 +565,7 @@ fn jittered(delay: Duration) -> Duration {
 fn action_payload(action: &ActionFile) -> Map<String, Value> {
     let mut payload = Map::new();
     payload.insert(keys::ACTION_NAME.into(), action.name.clone().into());
-    payload.insert("aileron.action.version".into(), action.version.to_string().into());
+    payload.insert(keys::ACTION_VERSION.into(), action.version.to_string().into());
     payload.insert(keys::ACTION_STEPS_COUNT.into(), action.steps.len().into());
     payload
 }
@@ -577,31 +575,26 @@ fn action_payload(action: &ActionFile) -> Map<String, Value> {
 fn step_summary(step: &Value) -> Value {
     let mut summary = Map::new();
     summary.insert("id".into(), step["id"].clone());
-    summary.insert(keys::CONNECTOR_FQN.into(), step["connector"].clone());
-    summary.insert(keys::CONNECTOR_OP.into(), step["op"].clone());
-    summary.insert(keys::CONNECTOR_HASH.into(), step["hash"].clone());
-    summary.insert(keys::CAPABILITY_KIND.into(), step["op"].clone());
+    summary.extend(vocabulary::connector_call(step["connector"].clone(), step["op"].clone(), step["hash"].clone()));
     summary.insert("attempts".into(), step["attempts"].clone());
     if let Some(logs) = step.get("logs") {
-        summary.insert("aileron.connector.logs".into(), logs.clone());
+        summary.insert(keys::CONNECTOR_LOGS.into(), logs.clone());
     }
     if let Some(binding) = step.get("binding") {
-        summary.insert("aileron.binding.name".into(), binding["name"].clone());
-        summary.insert("aileron.binding.kind".into(), binding["kind"].clone());
-        summary.insert("aileron.binding.identity".into(), binding["identity"].clone());
+        summary.extend(vocabulary::binding(binding["name"].clone(), binding["kind"].clone(), binding["identity"].clone()));
     }
     Value::Object(summary)
 }
 
 async fn append(
     state: &AppState,
-    event_type: &str,
+    event_type: EventType,
     caller: &Caller,
     payload: Map<String, Value>,
     audit_id: &str,
 ) -> Result<(), RunRejection> {
     let event = AuditEvent {
-        event_type: event_type.to_string(),
+        event_type,
         actor: caller.actor.clone(),
         session_id: caller.session_id.clone(),
         payload,

@@ -51,9 +51,7 @@ pub use id::{ApprovalId, ApprovalIdError};
 pub use journal::{
     ApplyError, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult, replay,
 };
-pub use payload::{
-    APPROVAL_APPROVED, APPROVAL_DENIED, APPROVAL_REQUESTED, ApprovalDecision, decision_payload, keys, requested_payload,
-};
+pub use payload::{ApprovalDecision, decision_payload, keys, requested_payload};
 pub use preview::{ApprovalPreview, MAX_PREVIEW_VALUE_CHARS, PreviewField, render_preview};
 pub use response::{PendingApproval, ResultView, pending_message, review_url};
 pub use state::{ApprovalState, IllegalTransition, RestartAction};

@@ -6,21 +6,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::ApprovalEntry;
+use crate::vocabulary::EventType;
 
-pub const APPROVAL_REQUESTED: &str = "approval.requested";
-pub const APPROVAL_APPROVED: &str = "approval.approved";
-pub const APPROVAL_DENIED: &str = "approval.denied";
-
-/// Payload and span attribute keys.
+/// Payload and span attribute keys: short names for the entries of [`crate::vocabulary::keys`]
+/// an approval record carries.
 pub mod keys {
-    pub const ID: &str = "aileron.approval.id";
-    pub const KIND: &str = "aileron.approval.kind";
-    pub const ACTION: &str = "aileron.approval.action";
-    pub const DECISION: &str = "aileron.approval.decision";
-    pub const WAIT_MS: &str = "aileron.approval.wait_ms";
-    pub const REASON: &str = "aileron.approval.reason";
-    pub const CONNECTOR_FQN: &str = "aileron.connector.fqn";
-    pub const SESSION_ID: &str = "aileron.session.id";
+    pub use crate::vocabulary::keys::{
+        APPROVAL_ACTION as ACTION, APPROVAL_DECISION as DECISION, APPROVAL_ID as ID, APPROVAL_KIND as KIND,
+        APPROVAL_REASON as REASON, APPROVAL_WAIT_MS as WAIT_MS, CONNECTOR_FQN, SESSION_ID,
+    };
 }
 
 /// How a wait ended. `timeout` and `cancelled` occur only on the wait span (daemon shutdown, a
@@ -45,10 +39,10 @@ impl ApprovalDecision {
     }
 
     /// The audit event type recording this decision, if it is recorded.
-    pub fn audit_event_type(self) -> Option<&'static str> {
+    pub fn audit_event_type(self) -> Option<EventType> {
         match self {
-            ApprovalDecision::Approved => Some(APPROVAL_APPROVED),
-            ApprovalDecision::Denied => Some(APPROVAL_DENIED),
+            ApprovalDecision::Approved => Some(EventType::ApprovalApproved),
+            ApprovalDecision::Denied => Some(EventType::ApprovalDenied),
             ApprovalDecision::Timeout | ApprovalDecision::Cancelled => None,
         }
     }

@@ -11,6 +11,7 @@ use crate::action::fixtures::{CREATE_ISSUE, LIST_ISSUES};
 use crate::action::{ActionFile, Preview, parse_action};
 use crate::failure::{Boundary, FailureClass};
 use crate::identity::ContentHash;
+use crate::vocabulary::EventType;
 
 const T0: &str = "2026-11-22T05:37:00.123Z";
 const T1: &str = "2026-11-22T05:37:01.623Z";
@@ -881,8 +882,8 @@ fn audit_payloads_carry_the_observability_keys() {
         (Some(ApprovalDecision::Approved), Some(ApprovalDecision::Denied))
     );
     let types = [
-        (ApprovalDecision::Approved, "approved", Some("approval.approved")),
-        (ApprovalDecision::Denied, "denied", Some("approval.denied")),
+        (ApprovalDecision::Approved, "approved", Some(EventType::ApprovalApproved)),
+        (ApprovalDecision::Denied, "denied", Some(EventType::ApprovalDenied)),
         (ApprovalDecision::Timeout, "timeout", None),
         (ApprovalDecision::Cancelled, "cancelled", None),
     ];
@@ -890,7 +891,6 @@ fn audit_payloads_carry_the_observability_keys() {
         assert_eq!((decision.as_str(), decision.audit_event_type()), (name, event_type));
         assert_eq!(serde_json::to_value(decision).unwrap(), json!(name));
     }
-    assert_eq!(APPROVAL_REQUESTED, "approval.requested");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! `aileron audit list|show|verify`. `verify` reads the files directly, so it works with the
 //! daemon stopped (and after a crash).
 
+use aileron_core::vocabulary::keys;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
@@ -95,13 +96,13 @@ pub fn summary_line(record: &Value) -> String {
     let payload = &record["payload"];
     let mut detail = Vec::new();
     for key in [
-        "aileron.action.name",
-        "aileron.connector.fqn",
-        "aileron.connector.op",
-        "aileron.proxy.upstream.host",
-        "aileron.proxy.upstream.status",
-        "aileron.failure.class",
-        "aileron.failure.message",
+        keys::ACTION_NAME,
+        keys::CONNECTOR_FQN,
+        keys::CONNECTOR_OP,
+        keys::PROXY_UPSTREAM_HOST,
+        keys::PROXY_UPSTREAM_STATUS,
+        keys::FAILURE_CLASS,
+        keys::FAILURE_MESSAGE,
     ] {
         if let Some(value) = payload.get(key) {
             let value = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());

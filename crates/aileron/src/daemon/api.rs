@@ -9,6 +9,7 @@ use aileron_core::ConnectorRef;
 use aileron_core::action::{ActionFile, parse_action};
 use aileron_core::audit::ActorType;
 use aileron_core::policy::{CapabilitySubset, check_subset_against_manifest};
+use aileron_core::vocabulary::EventType;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -308,7 +309,7 @@ async fn install_action(
         Err(error) if error.code != "audit_unavailable" => {
             let reference = body.reference.clone().unwrap_or_else(|| body.file_name.clone());
             let stage = if body.verify_only { "preview" } else { "install" };
-            Ok(refuse_install(&state, actor, "action.install_refused", &reference, stage, error.into()).await)
+            Ok(refuse_install(&state, actor, EventType::ActionInstallRefused, &reference, stage, error.into()).await)
         }
         answered => answered,
     }
@@ -396,7 +397,7 @@ async fn add_action(state: &AppState, actor: aileron_core::audit::Actor, body: &
     payload.insert("aileron.consent.decision".into(), "approved".into());
     payload.insert("aileron.consent.via".into(), "command".into());
     let event = AuditEvent {
-        event_type: "action.installed".into(),
+        event_type: EventType::ActionInstalled,
         actor,
         session_id: None,
         payload,
@@ -569,13 +570,13 @@ impl Refusal {
 
 /// Audits a refused install (`connector.install_refused` / `action.install_refused`) and answers
 /// the refusal; if the record cannot be written, the answer says so instead (fail closed).
-async fn refuse_install(state: &AppState, actor: aileron_core::audit::Actor, event_type: &str, reference: &str, stage: &str, refusal: Refusal) -> Response {
+async fn refuse_install(state: &AppState, actor: aileron_core::audit::Actor, event_type: EventType, reference: &str, stage: &str, refusal: Refusal) -> Response {
     let mut payload = Map::new();
     payload.insert("aileron.install.reference".into(), reference.into());
     payload.insert("aileron.install.stage".into(), stage.into());
     payload.insert("aileron.install.refusal".into(), refusal.code().into());
     payload.insert("aileron.install.message".into(), aileron_core::untrusted_text::visible(refusal.message(), 500).into());
-    let event = AuditEvent { event_type: event_type.into(), actor, session_id: None, payload, audit_id: None };
+    let event = AuditEvent { event_type, actor, session_id: None, payload, audit_id: None };
     match state.audit.append(event).await {
         Ok(_) => refusal.into_response(),
         Err(error) => ApiError::audit_unavailable(error).into_response(),
@@ -669,7 +670,7 @@ async fn preview_connector(
         Ok(inspected) => inspected,
         Err(refusal) => {
             let actor = caller_for(&principal).actor;
-            return Ok(refuse_install(&state, actor, "connector.install_refused", &body.reference, "preview", refusal).await);
+            return Ok(refuse_install(&state, actor, EventType::ConnectorInstallRefused, &body.reference, "preview", refusal).await);
         }
     };
     view["already_installed"] = state.store.find(&package.hash).map_err(ApiError::internal)?.is_some().into();
@@ -705,12 +706,12 @@ async fn install_connector(
     let actor = caller_for(&principal).actor;
     let (package, view) = match inspect(&state, &body.preview).await {
         Ok(inspected) => inspected,
-        Err(refusal) => return Ok(refuse_install(&state, actor, "connector.install_refused", &body.preview.reference, "install", refusal).await),
+        Err(refusal) => return Ok(refuse_install(&state, actor, EventType::ConnectorInstallRefused, &body.preview.reference, "install", refusal).await),
     };
     if view["signed"] == false && body.consent == "flag" && !body.allow_unsigned {
         let refusal = ApiError::bad_request("unsigned_refused", "the package is unsigned and consent was given by flag without allow_unsigned")
             .with_hint("review it and re-run with --yes --allow-unsigned if you trust where it came from");
-        return Ok(refuse_install(&state, actor, "connector.install_refused", &body.preview.reference, "install", refusal.into()).await);
+        return Ok(refuse_install(&state, actor, EventType::ConnectorInstallRefused, &body.preview.reference, "install", refusal.into()).await);
     }
     let entry = state.store.commit(&package).map_err(|error| {
         eprintln!("aileron daemon: committing {} to the store: {error}", package.hash);
@@ -730,7 +731,7 @@ async fn install_connector(
     payload.insert("aileron.consent.via".into(), body.consent.clone().into());
     payload.insert("aileron.connector.capabilities".into(), view["capabilities"].clone());
     let event = AuditEvent {
-        event_type: "connector.installed".into(),
+        event_type: EventType::ConnectorInstalled,
         actor: caller_for(&principal).actor,
         session_id: None,
         payload,
@@ -818,7 +819,7 @@ async fn audit_removed(state: &AppState, principal: &Principal, entry: &crate::s
     payload.insert("aileron.connector.version".into(), entry.version.to_string().into());
     payload.insert("aileron.connector.hash".into(), entry.hash.to_string().into());
     payload.insert("aileron.connector.removed_by".into(), via.into());
-    let event = AuditEvent { event_type: "connector.removed".into(), actor: caller_for(principal).actor, session_id: None, payload, audit_id: None };
+    let event = AuditEvent { event_type: EventType::ConnectorRemoved, actor: caller_for(principal).actor, session_id: None, payload, audit_id: None };
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }
 
@@ -1018,7 +1019,7 @@ async fn decide_approval(
         payload.insert("aileron.approval.id".into(), id.chars().take(100).collect::<String>().into());
         payload.insert("aileron.rejection.code".into(), "forbidden".into());
         let caller = caller_for(&principal);
-        let event = AuditEvent { event_type: "approval.decide_refused".into(), actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
+        let event = AuditEvent { event_type: EventType::ApprovalDecideRefused, actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
         state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
         return Err(refused);
     }
@@ -1037,7 +1038,7 @@ async fn decide_approval(
     };
     let decision = if body.approved { ApprovalDecision::Approved } else { ApprovalDecision::Denied };
     let event = AuditEvent {
-        event_type: decision.audit_event_type().expect("approve and deny are audited").to_string(),
+        event_type: decision.audit_event_type().expect("approve and deny are audited"),
         actor: caller.actor,
         session_id: entry.session_id.clone(),
         payload: decision_payload(&entry, decision),
@@ -1110,7 +1111,7 @@ async fn start_session(
     }
     payload.insert("aileron.session.scopes".into(), session.scopes.clone().into());
     payload.insert("aileron.session.confinement".into(), session.confinement.as_str().into());
-    if let Err(error) = state.audit.append(session_event("session.started", &principal, session, payload)).await
+    if let Err(error) = state.audit.append(session_event(EventType::SessionStarted, &principal, session, payload)).await
     {
         let _ = sessions.end(&state.tokens, &session.session_id, None);
         return Err(ApiError::audit_unavailable(error));
@@ -1154,20 +1155,20 @@ async fn end_session(
     let mut payload = Map::new();
     payload.insert("aileron.session.agent".into(), session.agent.clone().into());
     payload.insert("aileron.session.exit_code".into(), session.exit_code.into());
-    let event = session_event("session.ended", &principal, &session, payload);
+    let event = session_event(EventType::SessionEnded, &principal, &session, payload);
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Json(session).into_response())
 }
 
 /// A session's audit record: the launcher is the actor, the session is the record's `session_id`.
 fn session_event(
-    event_type: &str,
+    event_type: EventType,
     principal: &Principal,
     session: &crate::sessions::Session,
     payload: Map<String, Value>,
 ) -> AuditEvent {
     AuditEvent {
-        event_type: event_type.into(),
+        event_type,
         actor: caller_for(principal).actor,
         session_id: Some(session.session_id.clone()),
         payload,

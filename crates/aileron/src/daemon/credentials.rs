@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use aileron_core::manifest::{ConnectorManifest, CredentialKind, CredentialMethod};
+use aileron_core::vocabulary::{EventType, keys};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -74,9 +75,9 @@ fn binding_error(error: BindingError) -> ApiError {
     }
 }
 
-async fn audit(state: &AppState, caller: &Caller, event_type: &str, payload: Map<String, Value>) -> Result<(), ApiError> {
+async fn audit(state: &AppState, caller: &Caller, event_type: EventType, payload: Map<String, Value>) -> Result<(), ApiError> {
     let event = AuditEvent {
-        event_type: event_type.to_string(),
+        event_type,
         actor: caller.actor.clone(),
         session_id: caller.session_id.clone(),
         payload,
@@ -121,7 +122,7 @@ async fn vault_init(
         .map_err(ApiError::internal)?
         .map_err(vault_error)?;
     let caller = caller_for(&principal);
-    audit(&state, &caller, "vault.initialized", vault_payload(&state)).await?;
+    audit(&state, &caller, EventType::VaultInitialized, vault_payload(&state)).await?;
     Ok((StatusCode::CREATED, Json(vault_view(&state))).into_response())
 }
 
@@ -137,12 +138,12 @@ async fn vault_unlock(
     if let Err(error) = unlocked {
         if matches!(error, VaultAccessError::WrongPassphrase) {
             let mut payload = vault_payload(&state);
-            payload.insert("aileron.vault.reason".into(), "wrong_passphrase".into());
-            audit(&state, &caller, "vault.unlock_failed", payload).await?;
+            payload.insert(keys::VAULT_REASON.into(), "wrong_passphrase".into());
+            audit(&state, &caller, EventType::VaultUnlockFailed, payload).await?;
         }
         return Err(vault_error(error));
     }
-    audit(&state, &caller, "vault.unlocked", vault_payload(&state)).await?;
+    audit(&state, &caller, EventType::VaultUnlocked, vault_payload(&state)).await?;
     // Approved runs that waited for the vault run now, once each.
     crate::runner::resume_awaiting_vault(&state);
     Ok(Json(vault_view(&state)).into_response())
@@ -154,7 +155,7 @@ async fn vault_lock(State(state): State<Arc<AppState>>, Extension(principal): Ex
         VaultState::Absent => return Err(vault_error(VaultAccessError::Absent)),
         VaultState::Unlocked => {
             let caller = caller_for(&principal);
-            audit(&state, &caller, "vault.locked", vault_payload(&state)).await?;
+            audit(&state, &caller, EventType::VaultLocked, vault_payload(&state)).await?;
         }
         VaultState::Locked => {}
     }
@@ -163,7 +164,7 @@ async fn vault_lock(State(state): State<Arc<AppState>>, Extension(principal): Ex
 
 fn vault_payload(state: &AppState) -> Map<String, Value> {
     let mut payload = Map::new();
-    payload.insert("aileron.vault.state".into(), state.vault.state().as_str().into());
+    payload.insert(keys::VAULT_STATE.into(), state.vault.state().as_str().into());
     payload
 }
 
@@ -208,8 +209,8 @@ async fn set_secret(
     state.vault.put(&path, metadata, body.value.as_bytes()).map_err(vault_error)?;
     let caller = caller_for(&principal);
     let mut payload = Map::new();
-    payload.insert("aileron.secret.path".into(), body.path.clone().into());
-    audit(&state, &caller, "secret.set", payload).await?;
+    payload.insert(keys::SECRET_PATH.into(), body.path.clone().into());
+    audit(&state, &caller, EventType::SecretSet, payload).await?;
     Ok((StatusCode::CREATED, Json(json!({ "path": body.path }))).into_response())
 }
 
@@ -225,8 +226,8 @@ async fn remove_secret(
     }
     let caller = caller_for(&principal);
     let mut payload = Map::new();
-    payload.insert("aileron.secret.path".into(), path.into());
-    audit(&state, &caller, "secret.removed", payload).await?;
+    payload.insert(keys::SECRET_PATH.into(), path.into());
+    audit(&state, &caller, EventType::SecretRemoved, payload).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -248,7 +249,7 @@ async fn revoke_binding(
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let revoked = state.bindings.revoke(&name).map_err(binding_error)?;
-    audit(&state, &caller_for(&principal), "binding.revoked", revoked.audit_payload()).await?;
+    audit(&state, &caller_for(&principal), EventType::BindingRevoked, revoked.audit_payload()).await?;
     Ok(Json(revoked).into_response())
 }
 
@@ -342,7 +343,7 @@ async fn setup_binding(
     let material = body.material.into_material(kind)?;
     let info = BindingInfo::new(kind, &body.connector, &identity);
     let created = state.bindings.create(info, &material).map_err(binding_error)?;
-    audit(&state, &caller_for(&principal), "binding.created", created.audit_payload()).await?;
+    audit(&state, &caller_for(&principal), EventType::BindingCreated, created.audit_payload()).await?;
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 
@@ -357,7 +358,7 @@ async fn rebind_binding(
     let kind = CredentialKind::parse(&existing.kind).unwrap_or(CredentialKind::ApiKey);
     let material = body.into_material(kind)?;
     let rebound = state.bindings.rebind(&name, &material).map_err(binding_error)?;
-    audit(&state, &caller_for(&principal), "binding.rebound", rebound.audit_payload()).await?;
+    audit(&state, &caller_for(&principal), EventType::BindingRebound, rebound.audit_payload()).await?;
     Ok(Json(rebound).into_response())
 }
 
@@ -512,10 +513,10 @@ async fn bind_completed(
 ) -> Result<(StatusCode, BindingInfo), ApiError> {
     let material = Material::OAuth2(envelope);
     let (status, event, binding) = match &target.rebind {
-        Some(name) => (StatusCode::OK, "binding.rebound", state.bindings.rebind(name, &material).map_err(binding_error)?),
+        Some(name) => (StatusCode::OK, EventType::BindingRebound, state.bindings.rebind(name, &material).map_err(binding_error)?),
         None => {
             let info = BindingInfo::new(CredentialKind::OAuth2, &target.connector, &target.identity);
-            (StatusCode::CREATED, "binding.created", state.bindings.create(info, &material).map_err(binding_error)?)
+            (StatusCode::CREATED, EventType::BindingCreated, state.bindings.create(info, &material).map_err(binding_error)?)
         }
     };
     audit(state, caller, event, binding.audit_payload()).await?;

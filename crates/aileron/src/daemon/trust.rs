@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use aileron_core::signing::{PublicKey, parse_authority};
+use aileron_core::vocabulary::{EventType, keys};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -43,9 +44,9 @@ async fn list_keys(State(state): State<Arc<AppState>>, Extension(principal): Ext
     Ok(Json(listing(&state)?).into_response())
 }
 
-async fn audit(state: &AppState, principal: &Principal, event_type: &str, payload: Map<String, Value>) -> Result<(), ApiError> {
+async fn audit(state: &AppState, principal: &Principal, event_type: EventType, payload: Map<String, Value>) -> Result<(), ApiError> {
     let caller = caller_for(principal);
-    let event = AuditEvent { event_type: event_type.into(), actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
+    let event = AuditEvent { event_type, actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }
 
@@ -73,9 +74,9 @@ async fn trust_key(
     if added {
         crate::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
         let mut payload = Map::new();
-        payload.insert("aileron.keyring.authority".into(), authority.clone().into());
-        payload.insert("aileron.keyring.fingerprint".into(), key.fingerprint().into());
-        audit(&state, &principal, "keyring.trusted", payload).await?;
+        payload.insert(keys::KEYRING_AUTHORITY.into(), authority.clone().into());
+        payload.insert(keys::KEYRING_FINGERPRINT.into(), key.fingerprint().into());
+        audit(&state, &principal, EventType::KeyringTrusted, payload).await?;
     }
     let status = if added { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(json!({ "authority": authority, "fingerprint": key.fingerprint(), "added": added }))).into_response())
@@ -114,10 +115,10 @@ async fn revoke_key(
     }
     crate::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
     let mut payload = Map::new();
-    payload.insert("aileron.keyring.authorities".into(), json!(authorities));
+    payload.insert(keys::KEYRING_AUTHORITIES.into(), json!(authorities));
     if let Some(fingerprint) = &body.fingerprint {
-        payload.insert("aileron.keyring.fingerprint".into(), fingerprint.clone().into());
+        payload.insert(keys::KEYRING_FINGERPRINT.into(), fingerprint.clone().into());
     }
-    audit(&state, &principal, "keyring.revoked", payload).await?;
+    audit(&state, &principal, EventType::KeyringRevoked, payload).await?;
     Ok(Json(json!({ "removed": removed, "authorities": authorities })).into_response())
 }

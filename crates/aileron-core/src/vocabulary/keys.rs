@@ -1,0 +1,154 @@
+//! Every `aileron.*` key of an audit payload or a span attribute (the observability seed's
+//! tables plus the keys of the records the seed does not cover). A span and the audit record of
+//! the same operation read the same names because both take them from here.
+//!
+//! Span names and the HTTP semantic-convention keys are telemetry-only and live in the binary's
+//! `telemetry::keys`, which re-exports this table. [`crate::approval::keys`] names a subset of it.
+
+/// Declares each key and [`ALL`] from one list, so a key cannot be left out of the table.
+macro_rules! keys {
+    ($($(#[doc = $doc:literal])* $name:ident = $value:literal;)*) => {
+        $($(#[doc = $doc])* pub const $name: &str = $value;)*
+
+        /// Every key above, in declaration order.
+        pub const ALL: &[&str] = &[$($name,)*];
+    };
+}
+
+keys! {
+    // The action a record or span is about.
+    /// The action file's name (also the `aileron.action.execute` and capability-check spans).
+    ACTION_NAME = "aileron.action.name";
+    ACTION_VERSION = "aileron.action.version";
+    /// Number of `[[execute]]` steps.
+    ACTION_STEPS_COUNT = "aileron.action.steps_count";
+    /// `action.executed`: one summary per step (identity and capability, never output).
+    ACTION_STEPS = "aileron.action.steps";
+    /// `execution.failed`: the step that failed.
+    ACTION_STEP_ID = "aileron.action.step_id";
+    /// The argument names of a call, never the values.
+    ACTION_ARG_NAMES = "aileron.action.arg_names";
+    /// `action.installed`: digest of the action file's bytes.
+    ACTION_SHA256 = "aileron.action.sha256";
+    /// `action.installed`: the connectors it pins.
+    ACTION_CONNECTORS = "aileron.action.connectors";
+    ACTION_REQUIRES_APPROVAL = "aileron.action.requires_approval";
+    /// Where an installed action was fetched from, with its signature status and signer.
+    ACTION_REFERENCE = "aileron.action.reference";
+    ACTION_SIGNATURE = "aileron.action.signature";
+    ACTION_SIGNER = "aileron.action.signer";
+    ACTION_SIGNER_FINGERPRINT = "aileron.action.signer_fingerprint";
+
+    // Approvals (records `approval.*` and the `aileron.approval.wait` span).
+    /// Correlates a request and its decision.
+    APPROVAL_ID = "aileron.approval.id";
+    APPROVAL_KIND = "aileron.approval.kind";
+    /// The action the gate covers.
+    APPROVAL_ACTION = "aileron.approval.action";
+    /// `approved` / `denied` (also `timeout` / `cancelled` on the wait span).
+    APPROVAL_DECISION = "aileron.approval.decision";
+    /// Request to decision, in milliseconds.
+    APPROVAL_WAIT_MS = "aileron.approval.wait_ms";
+    APPROVAL_REASON = "aileron.approval.reason";
+    /// `approval.repeated`: always `true`.
+    APPROVAL_DUPLICATE = "aileron.approval.duplicate";
+
+    /// The audit record a span or a proxy record belongs to (the record's `audit_id`).
+    AUDIT_ID = "aileron.audit.id";
+
+    // Credential bindings (never material).
+    BINDING_NAME = "aileron.binding.name";
+    BINDING_KIND = "aileron.binding.kind";
+    BINDING_IDENTITY = "aileron.binding.identity";
+    /// `binding.stale`: why the binding needs the user.
+    BINDING_STALE_REASON = "aileron.binding.stale_reason";
+
+    /// The op an action step attempts, as the capability string (ADR-0003).
+    CAPABILITY_KIND = "aileron.capability.kind";
+
+    // Connectors.
+    /// One name for the connector everywhere: records, spans, approvals, bindings.
+    CONNECTOR_FQN = "aileron.connector.fqn";
+    CONNECTOR_VERSION = "aileron.connector.version";
+    /// The content hash (`sha256:` over wasm and manifest).
+    CONNECTOR_HASH = "aileron.connector.hash";
+    CONNECTOR_OP = "aileron.connector.op";
+    /// `connector.installed`: signature status, signer and the consented capabilities.
+    CONNECTOR_SIGNATURE = "aileron.connector.signature";
+    CONNECTOR_SIGNER = "aileron.connector.signer";
+    CONNECTOR_SIGNER_FINGERPRINT = "aileron.connector.signer_fingerprint";
+    CONNECTOR_CAPABILITIES = "aileron.connector.capabilities";
+    /// `connector.removed`: `remove` or `gc`.
+    CONNECTOR_REMOVED_BY = "aileron.connector.removed_by";
+    /// Proxy records: the credential kind a request asked for, never the credential.
+    CONNECTOR_CREDENTIAL = "aileron.connector.credential";
+    /// `connector.proxy.rejected`: the failure class.
+    CONNECTOR_REJECT_REASON = "aileron.connector.reject_reason";
+    /// A step summary's guest log lines (bounded).
+    CONNECTOR_LOGS = "aileron.connector.logs";
+
+    // Install consent.
+    /// Always `approved` on an install record (a refusal is `*.install_refused`).
+    CONSENT_DECISION = "aileron.consent.decision";
+    /// How consent was given: `prompt`, `flag` (`--yes`), or `command` for an action.
+    CONSENT_VIA = "aileron.consent.via";
+
+    // Failures, from `Failure::audit_payload`. Spans carry class, boundary and retriable only.
+    FAILURE_CLASS = "aileron.failure.class";
+    FAILURE_BOUNDARY = "aileron.failure.boundary";
+    FAILURE_RETRIABLE = "aileron.failure.retriable";
+    FAILURE_MESSAGE = "aileron.failure.message";
+    FAILURE_DETAILS = "aileron.failure.details";
+
+    // Refused installs (`connector.install_refused`, `action.install_refused`).
+    INSTALL_REFERENCE = "aileron.install.reference";
+    /// `preview` or `install`.
+    INSTALL_STAGE = "aileron.install.stage";
+    /// The refusal's code.
+    INSTALL_REFUSAL = "aileron.install.refusal";
+    INSTALL_MESSAGE = "aileron.install.message";
+
+    // Keyring.
+    KEYRING_AUTHORITY = "aileron.keyring.authority";
+    /// `keyring.revoked`: every authority that lost a key.
+    KEYRING_AUTHORITIES = "aileron.keyring.authorities";
+    KEYRING_FINGERPRINT = "aileron.keyring.fingerprint";
+
+    // A guest log line, as an event on the `aileron.connector.call` span.
+    LOG_LEVEL = "aileron.log.level";
+    LOG_MESSAGE = "aileron.log.message";
+
+    /// The tool an MCP client called (only on `aileron.mcp.tool.call`).
+    MCP_TOOL_NAME = "aileron.mcp.tool.name";
+
+    // A connector's outbound request (`connector.proxy.*`): never the query, a header or a body.
+    /// Where the request entered Aileron (`daemon_request_boundary`).
+    PROXY_SOURCE = "aileron.proxy.source";
+    PROXY_METHOD = "aileron.proxy.method";
+    PROXY_UPSTREAM_SCHEME = "aileron.proxy.upstream.scheme";
+    /// Host, with the port when present.
+    PROXY_UPSTREAM_HOST = "aileron.proxy.upstream.host";
+    /// The path only.
+    PROXY_UPSTREAM_PATH = "aileron.proxy.upstream.path";
+    PROXY_UPSTREAM_STATUS = "aileron.proxy.upstream.status";
+
+    /// Why a call was refused before it ran (`action.rejected`, `approval.decide_refused`).
+    REJECTION_CODE = "aileron.rejection.code";
+
+    /// `secret.*`: the secret's path, never its value.
+    SECRET_PATH = "aileron.secret.path";
+
+    // Launch sessions.
+    /// The launch session a request came in under.
+    SESSION_ID = "aileron.session.id";
+    SESSION_AGENT = "aileron.session.agent";
+    SESSION_PID = "aileron.session.pid";
+    SESSION_SCOPES = "aileron.session.scopes";
+    SESSION_CONFINEMENT = "aileron.session.confinement";
+    SESSION_EXIT_CODE = "aileron.session.exit_code";
+
+    // Vault.
+    VAULT_STATE = "aileron.vault.state";
+    /// `vault.unlock_failed`: `wrong_passphrase`.
+    VAULT_REASON = "aileron.vault.reason";
+}

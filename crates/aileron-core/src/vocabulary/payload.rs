@@ -1,0 +1,47 @@
+//! Payload fragments that several records are built from, so the same facts always carry the
+//! same keys. Each returns a map to `extend` a payload with.
+
+use serde_json::{Map, Value};
+
+use super::keys;
+
+/// A connector call's identity and capability: the keys of an `action.executed` step summary, of
+/// the failing step of `execution.failed`, and of the `aileron.connector.call` span. The op is
+/// also the capability string (ADR-0003), so it is recorded under both keys.
+pub fn connector_call(fqn: impl Into<Value>, op: impl Into<Value>, hash: impl Into<Value>) -> Map<String, Value> {
+    let op = op.into();
+    let mut payload = Map::new();
+    payload.insert(keys::CONNECTOR_FQN.into(), fqn.into());
+    payload.insert(keys::CONNECTOR_OP.into(), op.clone());
+    payload.insert(keys::CAPABILITY_KIND.into(), op);
+    payload.insert(keys::CONNECTOR_HASH.into(), hash.into());
+    payload
+}
+
+/// Which release of a connector a record is about (`connector.installed`, `connector.removed`).
+pub fn connector_release(fqn: impl Into<Value>, version: impl Into<Value>, hash: impl Into<Value>) -> Map<String, Value> {
+    let mut payload = Map::new();
+    payload.insert(keys::CONNECTOR_FQN.into(), fqn.into());
+    payload.insert(keys::CONNECTOR_VERSION.into(), version.into());
+    payload.insert(keys::CONNECTOR_HASH.into(), hash.into());
+    payload
+}
+
+/// The consent behind an install record (`connector.installed`, `action.installed`). Only
+/// approved consent is recorded this way; a refusal is a `*.install_refused` record.
+pub fn approved_consent(via: impl Into<Value>) -> Map<String, Value> {
+    let mut payload = Map::new();
+    payload.insert(keys::CONSENT_DECISION.into(), "approved".into());
+    payload.insert(keys::CONSENT_VIA.into(), via.into());
+    payload
+}
+
+/// A credential binding, never its material: on `binding.*` records and on the step summary of
+/// a call that used it.
+pub fn binding(name: impl Into<Value>, kind: impl Into<Value>, identity: impl Into<Value>) -> Map<String, Value> {
+    let mut payload = Map::new();
+    payload.insert(keys::BINDING_NAME.into(), name.into());
+    payload.insert(keys::BINDING_KIND.into(), kind.into());
+    payload.insert(keys::BINDING_IDENTITY.into(), identity.into());
+    payload
+}
