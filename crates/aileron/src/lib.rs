@@ -12,7 +12,6 @@ pub mod daemon;
 pub mod demo;
 pub mod egress;
 pub mod env;
-pub mod fake_github;
 pub mod forge;
 pub mod gateway;
 pub mod headers;

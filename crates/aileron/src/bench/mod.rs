@@ -38,7 +38,9 @@ mod mcp;
 use crate::cli::ExitStatus;
 use crate::daemon::{AppState, StateOptions};
 use crate::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
-use crate::fake_github::FakeGithub;
+#[path = "../demo/stand_in.rs"]
+mod fake_github;
+use fake_github::FakeGithub;
 use crate::home::Home;
 use crate::telemetry::{Telemetry, TelemetryConfig};
 

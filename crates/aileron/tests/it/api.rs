@@ -1,7 +1,7 @@
 //! The HTTP API through `app()` with `oneshot`: admission (Host, Origin, token), the action
 //! lifecycle, argument validation, and runs against a real loopback upstream.
 
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use http::{Request, StatusCode};
 use serde_json::json;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aileron::principal::SESSION_SCOPES;
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use http::{Request, StatusCode};
 use serde_json::{Value, json};
 

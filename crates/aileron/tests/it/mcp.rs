@@ -21,7 +21,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use aileron::mcp::catalog::APPROVAL_PARAGRAPH;
 use serde_json::{Value, json};
 

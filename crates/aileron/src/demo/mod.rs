@@ -5,6 +5,10 @@
 //! creates a vault, binds a demo token, approves the gated action (which waits for the locked
 //! vault, then runs with the token injected host-side), prints the audit trail and verifies it.
 
+mod stand_in;
+
+use stand_in::FakeGithub;
+
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -13,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::cli::ExitStatus;
 use crate::client::{DaemonClient, start_daemon, stop_daemon};
-use crate::fake_github::FakeGithub;
+
 use crate::home::Home;
 
 /// The example connector, built from source by `build.rs`.
