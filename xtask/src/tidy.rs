@@ -1,6 +1,6 @@
 //! Conventions checked by a plain `cargo test` (run by `cargo xtask test`): every Rust file opens
 //! with a `//!` doc, only the env registry reads environment variables, no module is named after a
-//! non-domain noun, and only the runner calls the sandbox.
+//! non-domain noun, only the runner calls the sandbox, and nothing below the daemon imports it.
 
 use std::path::{Path, PathBuf};
 
@@ -108,4 +108,29 @@ fn only_the_runner_calls_the_sandbox() {
         .map(|path| relative(&path))
         .collect();
     assert!(offenders.is_empty(), "files that call the sandbox outside runner.rs: {offenders:#?}");
+}
+
+/// The layering rule of ARCHITECTURE.md: `daemon/` is the HTTP layer on top of the workflows;
+/// nothing below it imports it. Only the entry points above it (the CLI, which starts the daemon,
+/// and the binaries) may.
+#[test]
+fn nothing_below_the_daemon_imports_it() {
+    let above = |path: &str| {
+        ["crates/aileron/src/daemon/", "crates/aileron/src/cli/", "crates/aileron/src/bin/"].iter().any(|dir| path.starts_with(dir))
+            || path == "crates/aileron/src/main.rs"
+            || path == "crates/aileron/src/lib.rs"
+    };
+    let offenders: Vec<String> = rust_files()
+        .into_iter()
+        .filter(|path| relative(path).starts_with("crates/aileron/src/") && !above(&relative(path)))
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            text.lines().any(|line| {
+                let code = line.split("//").next().unwrap_or_default();
+                code.contains("crate::daemon") || code.contains("aileron::daemon")
+            })
+        })
+        .map(|path| relative(&path))
+        .collect();
+    assert!(offenders.is_empty(), "files below daemon/ that import it: {offenders:#?}");
 }

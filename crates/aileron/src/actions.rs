@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::home::write_atomic;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct LoadError {
     pub file: String,
     pub message: String,

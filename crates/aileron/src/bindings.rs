@@ -232,25 +232,7 @@ impl TokenEnvelope {
     }
 }
 
-/// A value to inject. `Debug`/`Display` never print it.
-#[derive(Clone)]
-pub struct Secret(Zeroizing<String>);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(Zeroizing::new(value.into()))
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(****)")
-    }
-}
+pub use crate::secret::Secret;
 
 /// A binding resolved for one outbound request.
 pub struct ResolvedCredential {

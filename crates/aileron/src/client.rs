@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::process::DaemonInfo;
 use crate::env;
 use crate::home::Home;
+use crate::secret::Secret;
 
 /// How long a client waits for an auto-started daemon to answer (SPEC §7).
 pub const AUTOSTART_BUDGET: Duration = Duration::from_secs(5);
@@ -28,7 +29,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub struct DaemonClient {
     pub base_url: String,
-    token: String,
+    token: Secret,
     http: reqwest::Client,
 }
 
@@ -90,7 +91,7 @@ impl DaemonClient {
         if let (Some(url), Some(token)) = (env::get(env::AILERON_URL), env::get(env::AILERON_TOKEN))
             && !url.is_empty()
         {
-            let client = DaemonClient::new(http, url.trim_end_matches('/').to_string(), token);
+            let client = DaemonClient::new(http, url.trim_end_matches('/').to_string(), Secret::new(token));
             client.health().await.with_context(|| format!("the daemon at {} (AILERON_URL) does not answer", client.base_url))?;
             return Ok(Some(client));
         }
@@ -105,18 +106,18 @@ impl DaemonClient {
 
     /// A client for a daemon at a known address, without discovery or a health check (the
     /// daemon's own `/mcp` endpoint loops back to itself with one).
-    pub fn at(base_url: impl Into<String>, token: impl Into<String>) -> anyhow::Result<DaemonClient> {
+    pub fn at(base_url: impl Into<String>, token: Secret) -> anyhow::Result<DaemonClient> {
         crate::process::install_crypto_provider();
-        Ok(DaemonClient::new(http_client()?, base_url.into(), token.into()))
+        Ok(DaemonClient::new(http_client()?, base_url.into(), token))
     }
 
-    fn new(http: reqwest::Client, base_url: String, token: String) -> DaemonClient {
+    fn new(http: reqwest::Client, base_url: String, token: Secret) -> DaemonClient {
         DaemonClient { base_url, token, http }
     }
 
     /// The same daemon with another bearer token (the caller's own, for the `/mcp` loopback).
-    pub fn with_token(mut self, token: impl Into<String>) -> DaemonClient {
-        self.token = token.into();
+    pub fn with_token(mut self, token: Secret) -> DaemonClient {
+        self.token = token;
         self
     }
 
@@ -154,7 +155,7 @@ impl DaemonClient {
     /// (`traceparent`) or stream the answer (SSE). The token is the whole identity: the daemon
     /// derives the audit actor from the principal it authenticates, never from a header.
     pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
-        self.http.request(method, format!("{}{path}", self.base_url)).bearer_auth(&self.token)
+        self.http.request(method, format!("{}{path}", self.base_url)).bearer_auth(self.token.expose())
     }
 
     /// Sends a request and returns the status with the decoded body, whatever the status.
@@ -177,6 +178,20 @@ impl DaemonClient {
     pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
         self.call(Method::POST, path, Some(body)).await
     }
+
+    /// A `GET` whose answer is one of the wire types of [`crate::wire`].
+    pub async fn get_as<R: serde::de::DeserializeOwned>(&self, path: &str) -> anyhow::Result<R> {
+        decode(path, self.get(path).await?)
+    }
+
+    /// A `POST` of a wire type whose answer is one too.
+    pub async fn post_as<B: serde::Serialize, R: serde::de::DeserializeOwned>(&self, path: &str, body: &B) -> anyhow::Result<R> {
+        decode(path, self.post(path, &serde_json::to_value(body)?).await?)
+    }
+}
+
+fn decode<R: serde::de::DeserializeOwned>(path: &str, body: Value) -> anyhow::Result<R> {
+    serde_json::from_value(body).with_context(|| format!("the daemon's answer to {path} is not what this client expects\nhint: the daemon and the CLI may be different versions; restart the daemon (`aileron daemon stop`)"))
 }
 
 /// The daemon is on loopback: a proxy from the environment (`HTTP_PROXY`, common on company

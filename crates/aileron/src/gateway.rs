@@ -22,7 +22,6 @@ use axum::routing::{any, get};
 use futures_util::{StreamExt, TryStreamExt};
 use serde_json::json;
 
-use crate::daemon::AppState;
 
 pub const DEFAULT_ANTHROPIC_UPSTREAM: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_UPSTREAM: &str = "https://api.openai.com";
@@ -119,12 +118,14 @@ impl Gateway {
     }
 }
 
-pub fn routes() -> Router<Arc<AppState>> {
-    let mut router = Router::new().route("/", get(root).head(root));
-    for path in PATHS {
-        router = router.route(path, any(proxy));
+/// The proxy's routes at `paths` (the daemon's route table lists them): `/` answers probes,
+/// every other path goes upstream.
+pub fn routes<S: Clone + Send + Sync + 'static>(gateway: Arc<Gateway>, paths: &[&str]) -> Router<S> {
+    let mut router = Router::new();
+    for path in paths {
+        router = if *path == "/" { router.route(path, get(root).head(root)) } else { router.route(path, any(proxy)) };
     }
-    router
+    router.with_state(gateway)
 }
 
 /// Some agents probe the base URL with `HEAD /` at start.
@@ -157,8 +158,7 @@ fn requested_upgrade(headers: &HeaderMap) -> Option<axum::http::HeaderValue> {
     connection_listed(headers).iter().any(|name| name == "upgrade").then(|| headers.get(header::UPGRADE).cloned())?
 }
 
-async fn proxy(State(state): State<Arc<AppState>>, mut request: Request) -> Response {
-    let gateway = &state.gateway;
+async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Response {
     let upgrade = requested_upgrade(request.headers()).map(|protocol| (protocol, hyper::upgrade::on(&mut request)));
     let path = request.uri().path().to_string();
     let provider = Provider::of_path(&path);

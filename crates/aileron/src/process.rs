@@ -33,5 +33,6 @@ pub struct DaemonInfo {
     pub pid: u32,
     pub version: String,
     pub started_at: String,
-    pub token: String,
+    #[serde(with = "crate::secret::exposed")]
+    pub token: crate::secret::Secret,
 }

@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
 
 use crate::approvals;
 use crate::audit_log::{AuditEvent, mint_audit_id};
-use crate::daemon::AppState;
+use crate::workflows::Services;
 use crate::egress::StepEgress;
 use crate::telemetry::keys;
 
@@ -105,7 +105,7 @@ pub const MAX_PENDING_PER_SESSION: usize = 20;
 /// Retry schedule for retriable failures (SPEC §9): 1 s, 2 s, 4 s with jitter.
 pub const RETRY_DELAYS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
 
-pub async fn run_action(state: &Arc<AppState>, request: RunRequest) -> Result<RunOutcome, RunRejection> {
+pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<RunOutcome, RunRejection> {
     let Some(installed) = state.actions.get(&request.action) else {
         audit_rejection(state, &request.caller, &request.action, "not_found", &request.args).await?;
         return Err(RunRejection::NotFound(request.action.clone()));
@@ -183,7 +183,7 @@ struct StepFailure {
 
 /// Runs the steps in order; the first failure stops the action.
 async fn execute_steps(
-    state: &Arc<AppState>,
+    state: &Arc<Services>,
     action: &Arc<ActionFile>,
     args: &Map<String, Value>,
     caller: &Caller,
@@ -255,7 +255,7 @@ struct ConnectorCall<'a> {
 /// Checks `op` against the action's subset (`aileron.capability.check`), then makes the call
 /// (`aileron.connector.call`); both spans are children of the current context.
 async fn call_connector(
-    state: &Arc<AppState>,
+    state: &Arc<Services>,
     call: ConnectorCall<'_>,
     op_args: Map<String, Value>,
     caller: &Caller,
@@ -295,7 +295,7 @@ struct Called {
 /// Verifies and loads the pinned connector, then calls `op` in the sandbox with the egress hook,
 /// retrying per SPEC §9.
 async fn call_verified(
-    state: &Arc<AppState>,
+    state: &Arc<Services>,
     call: ConnectorCall<'_>,
     op_args: Map<String, Value>,
     caller: &Caller,
@@ -357,7 +357,7 @@ async fn call_verified(
 /// Registers a pending approval for a gated action (preview evaluated first, at most 5 s),
 /// journals it, audits `approval.requested`, and answers at once. Nothing executes.
 async fn request_approval(
-    state: &Arc<AppState>,
+    state: &Arc<Services>,
     action: &Arc<ActionFile>,
     request: RunRequest,
 ) -> Result<RunOutcome, RunRejection> {
@@ -407,7 +407,7 @@ async fn request_approval(
 
 /// The preview op on the first step's connector, read-only, at most 5 s; a failure never blocks.
 async fn evaluate_preview(
-    state: &Arc<AppState>,
+    state: &Arc<Services>,
     action: &ActionFile,
     preview: &Preview,
     args: &Map<String, Value>,
@@ -443,7 +443,7 @@ async fn evaluate_preview(
 
 /// Executes an approved entry exactly once: `started` is journaled (fsync) before the run, the
 /// outcome after it. Called by the decide handler and, at start-up, for entries to resume.
-pub async fn execute_approved(state: Arc<AppState>, id: ApprovalId) {
+pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
     if needs_the_locked_vault(&state, &id) {
         // SPEC §8: approved → awaiting_vault; `resume_awaiting_vault` runs it once on unlock.
         state.approvals.await_vault(&id);
@@ -487,7 +487,7 @@ pub async fn execute_approved(state: Arc<AppState>, id: ApprovalId) {
 /// Audits a call refused before anything ran (SPEC §10): an agent probing for actions, or
 /// sending arguments the action does not take, is exactly what the log must show. Argument
 /// names only, never values. If the log cannot be written the call fails closed.
-pub async fn audit_rejection(state: &AppState, caller: &Caller, action: &str, code: &str, args: &Map<String, Value>) -> Result<(), RunRejection> {
+pub async fn audit_rejection(state: &Services, caller: &Caller, action: &str, code: &str, args: &Map<String, Value>) -> Result<(), RunRejection> {
     let mut payload = Map::new();
     payload.insert(keys::ACTION_NAME.into(), action.chars().take(200).collect::<String>().into());
     payload.insert(keys::REJECTION_CODE.into(), code.into());
@@ -496,7 +496,7 @@ pub async fn audit_rejection(state: &AppState, caller: &Caller, action: &str, co
 }
 
 /// Runs, once each, the approved entries that waited for the vault. Called after an unlock.
-pub fn resume_awaiting_vault(state: &Arc<AppState>) {
+pub fn resume_awaiting_vault(state: &Arc<Services>) {
     for id in state.approvals.awaiting_vault() {
         tokio::spawn(execute_approved(state.clone(), id));
     }
@@ -504,7 +504,7 @@ pub fn resume_awaiting_vault(state: &Arc<AppState>) {
 
 /// Whether an approved entry's action uses a credential while the vault exists and is locked
 /// (an absent vault is not waited for: the run fails `binding_required` with the setup command).
-fn needs_the_locked_vault(state: &AppState, id: &ApprovalId) -> bool {
+fn needs_the_locked_vault(state: &Services, id: &ApprovalId) -> bool {
     if state.vault.state() != crate::vault::VaultState::Locked {
         return false;
     }
@@ -515,7 +515,7 @@ fn needs_the_locked_vault(state: &AppState, id: &ApprovalId) -> bool {
 
 /// Audits an entry that was running when the daemon died: `execution.failed`, with the
 /// recovery explanation. It is never re-run (its side effects may have happened).
-pub async fn audit_recovered(state: Arc<AppState>, id: ApprovalId) {
+pub async fn audit_recovered(state: Arc<Services>, id: ApprovalId) {
     let Some(entry) = state.approvals.get(&id) else { return };
     let failure = entry.failure.clone().unwrap_or_else(|| approvals::not_runnable("interrupted by a daemon restart"));
     let mut payload = failure.audit_payload();
@@ -587,7 +587,7 @@ fn step_summary(step: &Value) -> Value {
 }
 
 async fn append(
-    state: &AppState,
+    state: &Services,
     event_type: EventType,
     caller: &Caller,
     payload: Map<String, Value>,

@@ -16,7 +16,7 @@ use std::sync::{Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::auth::{SESSION_SCOPES, Scope, TokenRegistry};
+use crate::principal::{SESSION_SCOPES, Scope, TokenRegistry};
 
 /// Longest agent name a session may carry (it ends up in audit actor ids and file names).
 pub const MAX_AGENT_NAME: usize = 64;
@@ -43,7 +43,7 @@ pub enum SessionStatus {
 }
 
 /// How a session's agent is contained (ARCHITECTURE.md, "Launch containment").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Confinement {
     /// User, mount and PID namespaces: the home masked, no other process visible.
@@ -80,7 +80,7 @@ pub struct Session {
 #[derive(Debug, Clone)]
 pub struct StartedSession {
     pub session: Session,
-    pub token: String,
+    pub token: crate::secret::Secret,
 }
 
 /// One line of `sessions.jsonl`.
@@ -314,10 +314,10 @@ mod tests {
         let sessions = registry(temp.path());
         let ended = sessions.start(&tokens, "codex", Some(41), Confinement::Namespaces).unwrap();
         let active = sessions.start(&tokens, "claude", None, Confinement::Unconfined).unwrap();
-        assert!(tokens.resolve(&ended.token).is_some());
+        assert!(tokens.resolve(ended.token.expose()).is_some());
         sessions.end(&tokens, &ended.session.session_id, Some(3)).unwrap();
-        assert!(tokens.resolve(&ended.token).is_none(), "ending revokes the token");
-        assert!(tokens.resolve(&active.token).is_some(), "other sessions keep theirs");
+        assert!(tokens.resolve(ended.token.expose()).is_none(), "ending revokes the token");
+        assert!(tokens.resolve(active.token.expose()).is_some(), "other sessions keep theirs");
         assert!(matches!(
             sessions.end(&tokens, &ended.session.session_id, Some(0)),
             Err(SessionError::AlreadyEnded(_))

@@ -448,7 +448,7 @@ impl LiteLlm {
             .arg(&config)
             .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--num_workers", "1"])
             // LiteLLM refuses to start without a master key; the endpoint does not check it.
-            .env("LITELLM_MASTER_KEY", format!("sk-{}", crate::daemon::auth::random_token()))
+            .env("LITELLM_MASTER_KEY", format!("sk-{}", crate::secret::random_token()))
             .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             .env("LITELLM_TELEMETRY", "False")
             .env("LITELLM_LOG", "ERROR")

@@ -158,13 +158,13 @@ pub(super) async fn run(config: &McpBenchConfig, scratch: &Path) -> anyhow::Resu
     }
     let home = Home::at(scratch.join("mcp-bench-home")).context("creating the benchmark home")?;
     let info = crate::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
-    let result = measure(config, &home, &info.url, &info.token).await;
+    let result = measure(config, &home, &info.url, info.token.expose()).await;
     crate::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
     result
 }
 
 async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -> anyhow::Result<McpFigures> {
-    let client = DaemonClient::at(url, token)?;
+    let client = DaemonClient::at(url, crate::secret::Secret::new(token))?;
     install_echo(&client, home, 1).await?;
     let mut mcp = McpProcess::start(&config.mcp_binary, home, url, token)?;
     let arguments = json!({ "text": "hello from the benchmark" });

@@ -35,10 +35,12 @@ use serde_json::{Value, json};
 mod gateway;
 mod mcp;
 
-use crate::cli::EXIT_OK;
+use crate::cli::ExitStatus;
 use crate::daemon::{AppState, StateOptions};
 use crate::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
-use crate::fake_github::FakeGithub;
+#[path = "../demo/stand_in.rs"]
+mod fake_github;
+use fake_github::FakeGithub;
 use crate::home::Home;
 use crate::telemetry::{Telemetry, TelemetryConfig};
 
@@ -188,7 +190,7 @@ fn seconds(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(value))
 }
 
-pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitStatus> {
     let scratch =
         tempfile::Builder::new().prefix("aileron-bench-").tempdir().context("creating a scratch directory")?;
     let machine = Machine::describe(scratch.path());
@@ -281,7 +283,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<i32> {
             eprintln!("{} not refreshed: it holds a full run and this one ran only part of it", path.display());
         }
     }
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -387,8 +389,8 @@ impl BenchDaemon {
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding a loopback port")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let token = crate::daemon::auth::random_token();
-        let mut options = StateOptions::new(token.clone());
+        let token = crate::secret::random_token();
+        let mut options = StateOptions::new(crate::secret::Secret::new(token.clone()));
         options.listen_port = addr.port();
         options.telemetry = telemetry;
         let opening = Instant::now();

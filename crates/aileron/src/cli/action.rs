@@ -10,9 +10,10 @@ use clap::{Args, Subcommand};
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 
-use super::{CliError, CliResult, EXIT_OK, EXIT_PENDING, print_json};
+use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
+use crate::wire::{ActionList, ActionView};
 
 #[derive(Args)]
 pub struct ActionArgs {
@@ -87,7 +88,7 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
                 Some(signer) => eprintln!("wrote {} signed with key {}", out.display(), signer.fingerprint()),
                 None => eprintln!("wrote {} (unsigned: pass --key to sign it)", out.display()),
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ActionCommand::Add { target, yes, allow_unsigned, force } if target.contains("://") => {
             add_published(home, &client, &target, AddFlags { yes, allow_unsigned, force }).await
@@ -104,47 +105,46 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
                 added["tool_name"].as_str().unwrap_or("?"),
                 if added["requires_approval"] == true { ", requires approval" } else { "" }
             );
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ActionCommand::List { json } => {
-            let listing = client.get("/v1/actions").await?;
+            let listing: ActionList = client.get_as("/v1/actions").await?;
             if json {
                 print_json(&listing);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
-            let items = listing["items"].as_array().cloned().unwrap_or_default();
-            if items.is_empty() {
+            if listing.items.is_empty() {
                 eprintln!("no actions installed");
             }
-            for item in &items {
+            for item in &listing.items {
                 println!(
                     "{:<24} {:<10} {:<9} {}",
-                    item["name"].as_str().unwrap_or("?"),
-                    item["version"].as_str().unwrap_or("?"),
-                    if item["enabled"] == true { "enabled" } else { "disabled" },
-                    if item["requires_approval"] == true { "approval required" } else { "" },
+                    item.name,
+                    item.version,
+                    if item.enabled { "enabled" } else { "disabled" },
+                    if item.requires_approval { "approval required" } else { "" },
                 );
             }
-            for error in listing["load_errors"].as_array().into_iter().flatten() {
-                eprintln!("warning: {} failed to load: {}", error["file"].as_str().unwrap_or("?"), error["message"].as_str().unwrap_or("?"));
+            for error in &listing.load_errors {
+                eprintln!("warning: {} failed to load: {}", error.file, error.message);
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ActionCommand::Show { name, json } => {
-            let action = client.get(&format!("/v1/actions/{name}")).await?;
+            let action: ActionView = client.get_as(&format!("/v1/actions/{name}")).await?;
             if json {
                 print_json(&action);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
-            println!("name         {}", action["name"].as_str().unwrap_or("?"));
-            println!("version      {}", action["version"].as_str().unwrap_or("?"));
-            println!("status       {}", if action["enabled"] == true { "enabled" } else { "disabled" });
-            println!("tool         {}", action["tool_name"].as_str().unwrap_or("?"));
-            println!("approval     {}", if action["requires_approval"] == true { "required" } else { "not required" });
+            println!("name         {}", action.name);
+            println!("version      {}", action.version);
+            println!("status       {}", if action.enabled { "enabled" } else { "disabled" });
+            println!("tool         {}", action.tool_name);
+            println!("approval     {}", if action.requires_approval { "required" } else { "not required" });
             println!("inputs:");
             let required: Vec<&str> =
-                action["input_schema"]["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-            for (input, schema) in action["input_schema"]["properties"].as_object().into_iter().flatten() {
+                action.input_schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            for (input, schema) in action.input_schema["properties"].as_object().into_iter().flatten() {
                 println!(
                     "  {input} ({}{}) {}",
                     schema["type"].as_str().unwrap_or("?"),
@@ -153,22 +153,22 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
                 );
             }
             println!("connectors:");
-            for connector in action["connectors"].as_array().into_iter().flatten() {
+            for connector in &action.connectors {
                 println!(
                     "  {}@{} {} capabilities {}",
-                    connector["name"].as_str().unwrap_or("?"),
-                    connector["version"].as_str().unwrap_or("?"),
-                    connector["hash"].as_str().unwrap_or("?"),
-                    connector["capabilities"]
+                    connector.name,
+                    connector.version,
+                    connector.hash,
+                    serde_json::Value::from(connector.capabilities.clone())
                 );
             }
-            println!("\n{}", action["source"].as_str().unwrap_or(""));
-            Ok(EXIT_OK)
+            println!("\n{}", action.source.as_deref().unwrap_or(""));
+            Ok(ExitStatus::Ok)
         }
         ActionCommand::Remove { name } => {
             client.call(Method::DELETE, &format!("/v1/actions/{name}"), None).await?;
             eprintln!("removed action {name}");
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ActionCommand::Enable { name } => set_enabled(&client, &name, true).await,
         ActionCommand::Disable { name } => set_enabled(&client, &name, false).await,
@@ -179,7 +179,7 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
 async fn set_enabled(client: &DaemonClient, name: &str, enabled: bool) -> CliResult {
     client.call(Method::PATCH, &format!("/v1/actions/{name}"), Some(&json!({ "enabled": enabled }))).await?;
     eprintln!("{} action {name}", if enabled { "enabled" } else { "disabled" });
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }
 
 async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_args: Option<&str>, verbose: bool) -> CliResult {
@@ -201,12 +201,12 @@ async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_ar
         StatusCode::OK => {
             print_json(&body["result"]);
             eprintln!("audit {}", body["audit_id"].as_str().unwrap_or("?"));
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         StatusCode::ACCEPTED => {
             eprintln!("{}", body["message"].as_str().unwrap_or("approval pending"));
             print_json(&body);
-            Ok(EXIT_PENDING)
+            Ok(ExitStatus::Pending)
         }
         _ => Err(CliError::failure(ApiFailure { status, body }.to_string())),
     }
@@ -303,7 +303,7 @@ async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: 
         let connector = format!("{}@{}", required.name, required.version);
         eprintln!("action {} needs connector {connector} ({})", action.name, required.hash.short());
         let code = super::connector::install_pinned(home, &connector, &required.hash.to_string(), flags.yes, flags.allow_unsigned).await?;
-        if code != EXIT_OK {
+        if code != ExitStatus::Ok {
             return Ok(code);
         }
     }
@@ -316,5 +316,5 @@ async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: 
         added["tool_name"].as_str().unwrap_or("?"),
         if added["requires_approval"] == true { ", requires approval" } else { "" }
     );
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use super::{CliError, CliResult, EXIT_OK, print_json};
+use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
 
@@ -71,7 +71,7 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
             let listing = client.get("/v1/action-approvals").await?;
             if json {
                 print_json(&listing);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
             let items = listing["items"].as_array().cloned().unwrap_or_default();
             if items.is_empty() {
@@ -90,7 +90,7 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
                     println!("    ! {}", crate::daemon::web::UNCONFINED_NOTICE);
                 }
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ApprovalCommand::Approve { id, reason } => decide(&client, &id, true, reason).await,
         ApprovalCommand::Deny { id, reason } => decide(&client, &id, false, reason).await,
@@ -101,7 +101,7 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
             } else {
                 println!("{}", status_line(&view));
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
     }
 }
@@ -120,7 +120,7 @@ async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<
     } else {
         eprintln!("denied {id}; the action will not run");
     }
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }
 
 /// One line describing a result view.
@@ -164,7 +164,7 @@ pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
     } else {
         eprintln!("opened the review page in your browser");
     }
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }
 
 /// Opens `url` in the browser without putting it on a command line: a URL carrying a one-time

@@ -5,7 +5,7 @@ use aileron_core::vocabulary::keys;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use super::{CliError, CliResult, EXIT_OK, print_json};
+use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::DaemonClient;
 use crate::home::Home;
 
@@ -54,18 +54,18 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
             let listing = client.get(&format!("/v1/audit?{}", query.join("&"))).await?;
             if json {
                 print_json(&listing);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
             for record in listing["items"].as_array().into_iter().flatten() {
                 println!("{}", summary_line(record));
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         AuditCommand::Show { audit_id } => {
             let client = DaemonClient::connect(home).await?;
             let record = client.get(&format!("/v1/audit/{}", percent_encode(&audit_id))).await?;
             print_json(&record);
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         AuditCommand::Verify { json } => {
             let Some(dir) = home.audit_parent() else {
@@ -81,7 +81,7 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                     } else {
                         println!("{report}");
                     }
-                    Ok(EXIT_OK)
+                    Ok(ExitStatus::Ok)
                 }
                 Err(broken) => Err(CliError::failure(format!(
                     "audit chain broken: {broken}\nhint: the file was modified after it was written; keep a copy for investigation"

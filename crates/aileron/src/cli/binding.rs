@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::vault::{read_secret_value, send};
-use super::{CliError, CliResult, EXIT_OK, escape, print_json};
+use super::{CliError, CliResult, escape, print_json, ExitStatus};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
 
@@ -87,7 +87,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
             let listing = client.get("/v1/bindings").await?;
             if json {
                 print_json(&listing);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
             let items = listing["items"].as_array().cloned().unwrap_or_default();
             if items.is_empty() {
@@ -96,7 +96,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
             for item in items {
                 println!("{}", summary_line(&item));
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         BindingCommand::Inspect { name, json } => {
             let binding = client.get(&format!("/v1/bindings/{}", encode(&name))).await?;
@@ -108,7 +108,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
                     println!("{key:<14} {}", escape(&text));
                 }
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         BindingCommand::Rebind { name, material } => {
             let binding = client.get(&format!("/v1/bindings/{}", encode(&name))).await?;
@@ -119,7 +119,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
             let body = material_body(&kind, &material)?;
             let rebound = send(&client, Method::POST, &format!("/v1/bindings/{}/rebind", encode(&name)), body).await?;
             eprintln!("rebound {}", escape(rebound["name"].as_str().unwrap_or(&name)));
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         BindingCommand::Reauthorize { name, no_browser } => authorize(home, &client, json!({ "rebind": name }), no_browser).await,
         BindingCommand::Revoke { name } => {
@@ -128,7 +128,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
                 return Err(CliError::failure(ApiFailure { status, body }.to_string()));
             }
             eprintln!("revoked {name}; its credential is gone from the vault");
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
     }
 }
@@ -163,7 +163,7 @@ async fn setup(home: &Home, client: &DaemonClient, connector: &str, identity: Op
         escape(created["name"].as_str().unwrap_or("?")),
         kind
     );
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }
 
 /// The api_key / aws body, read from the flags, standard input or hidden prompts.
@@ -212,7 +212,7 @@ async fn authorize(home: &Home, client: &DaemonClient, mut body: Value, no_brows
         .map_err(|_| CliError::failure("no authorization arrived within 10 minutes\nhint: run the command again"))??;
     let finished = send(client, Method::POST, "/v1/bindings/setup/oauth2/finish", json!({ "session_id": session_id, "code": code, "state": state })).await?;
     eprintln!("bound {} (oauth2); tokens are refreshed automatically", escape(finished["name"].as_str().unwrap_or("?")));
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }
 
 /// Serves `GET /callback?code=…&state=…` once; other requests (a favicon) get a 404.

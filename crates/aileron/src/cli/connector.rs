@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::{CliError, CliResult, EXIT_OK, print_json};
+use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::DaemonClient;
 use crate::home::Home;
 
@@ -113,20 +113,20 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                     .collect();
                 println!("  used by    {}", if users.is_empty() { "(no action)".to_string() } else { users.join(", ") });
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ConnectorCommand::Remove { reference } => {
             let client = DaemonClient::connect(home).await?;
             let removed = client.post("/v1/connectors/remove", &json!({ "reference": reference })).await?;
             eprintln!("removed {reference} ({})", removed["hash"].as_str().unwrap_or("?"));
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ConnectorCommand::Check { pre, json } => {
             let client = DaemonClient::connect(home).await?;
             let checked = client.get(&format!("/v1/connectors/check?pre={pre}")).await?;
             if json {
                 print_json(&checked);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
             for item in checked["items"].as_array().into_iter().flatten() {
                 let fqn = item["fqn"].as_str().unwrap_or("?");
@@ -140,7 +140,7 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                     _ => println!("{fqn}: installed {}, up to date", installed.join(", ")),
                 }
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ConnectorCommand::Gc => {
             let client = DaemonClient::connect(home).await?;
@@ -149,14 +149,14 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                 eprintln!("removed {}", reference.as_str().unwrap_or("?"));
             }
             eprintln!("{} compiled-cache file(s) removed", collected["compiled_artifacts_removed"]);
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ConnectorCommand::Keygen { out } => {
             let public = crate::publish::keygen(&out)?;
             eprintln!("wrote {} (private, 0600: keep it secret) and {}", out.join("publisher.key").display(), out.join("publisher.pub").display());
             eprintln!("publish publisher.pub as keys/publisher.pub on your repository's default branch; fingerprint {}", public.fingerprint());
             println!("{}", public.fingerprint());
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ConnectorCommand::Pack { dir, key, out } => {
             let (tarball, hash, signer) = crate::publish::pack(&dir, key.as_deref())?;
@@ -166,14 +166,14 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                 None => eprintln!("wrote {} (unsigned: pass --key to sign it)", out.display()),
             }
             println!("{hash}");
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         ConnectorCommand::List { json } => {
             let client = DaemonClient::connect(home).await?;
             let listing = client.get("/v1/connectors").await?;
             if json {
                 print_json(&listing);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
             let items = listing["items"].as_array().cloned().unwrap_or_default();
             if items.is_empty() {
@@ -188,7 +188,7 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                     item["signature"].as_str().unwrap_or("?"),
                 );
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
     }
 }
@@ -225,7 +225,7 @@ async fn install(home: &Home, request: Install) -> CliResult {
             if let Some(same) = same {
                 eprintln!("{} is already installed ({})", request.reference, same["hash"].as_str().unwrap_or("?"));
                 println!("{}", same["hash"].as_str().unwrap_or_default());
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
             let file = download(home, &reference).await?;
             let path = file.path().to_path_buf();
@@ -239,7 +239,7 @@ async fn install(home: &Home, request: Install) -> CliResult {
     }
     let preview = match preview_or_trust(&client, &preview_body).await? {
         Some(preview) => preview,
-        None => return Ok(super::EXIT_FAILURE),
+        None => return Ok(super::ExitStatus::Failure),
     };
     eprint!("{}", consent_text(&preview));
     let unsigned = preview["signed"] != true;
@@ -260,7 +260,7 @@ async fn install(home: &Home, request: Install) -> CliResult {
         }
         if !ask("Install this connector? [y/N] ")? {
             eprintln!("cancelled; nothing was installed");
-            return Ok(super::EXIT_FAILURE);
+            return Ok(super::ExitStatus::Failure);
         }
         "prompt"
     };
@@ -280,7 +280,7 @@ async fn install(home: &Home, request: Install) -> CliResult {
         installed["audit_id"].as_str().unwrap_or("?"),
     );
     println!("{}", installed["hash"].as_str().unwrap_or_default());
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }
 
 /// Fetches the release into a temporary file in the home, with a progress bar on a TTY (plain

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{CliError, CliResult, EXIT_OK, print_json};
+use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::{DaemonClient, read_daemon_info, start_daemon, stop_daemon};
 use crate::home::Home;
 
@@ -36,16 +36,16 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
     match args.command {
         DaemonCommand::Run => {
             crate::daemon::serve(home.clone()).await?;
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         DaemonCommand::Start => {
             if let Some(info) = running(home).await {
                 eprintln!("the daemon is already running at {} (pid {})", info.url, info.pid);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
             let info = start_daemon(home).await?;
             eprintln!("daemon started at {} (pid {})", info.url, info.pid);
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         DaemonCommand::Status { json } => {
             let Some(_) = running(home).await else {
@@ -74,14 +74,14 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
                 println!("audit        {}", status["audit"].as_str().unwrap_or("?"));
                 println!("home         {}", home.root().display());
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         DaemonCommand::Stop => {
             match stop_daemon(home, STOP_BUDGET).await? {
                 Some(pid) => eprintln!("daemon stopped (pid {pid})"),
                 None => eprintln!("the daemon is not running"),
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
     }
 }

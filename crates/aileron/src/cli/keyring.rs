@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::json;
 
-use super::{CliError, CliResult, EXIT_OK, print_json};
+use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
 
@@ -70,7 +70,7 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
             eprintln!("{authority} key {}", key.fingerprint());
             if !yes && std::io::stdin().is_terminal() && !super::connector::ask(&format!("Trust publisher {authority}? [y/N] "))? {
                 eprintln!("not trusted");
-                return Ok(super::EXIT_FAILURE);
+                return Ok(super::ExitStatus::Failure);
             }
             let answer = client.post("/v1/keyring/trust", &json!({ "authority": authority, "key": key.to_base64() })).await?;
             if answer["added"] == true {
@@ -79,13 +79,13 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
                 eprintln!("{authority} ({}) was already trusted", key.fingerprint());
             }
             println!("{}", key.fingerprint());
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         KeyringCommand::List { json } => {
             let listing = client.get("/v1/keyring").await?;
             if json {
                 print_json(&listing);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
             let items = listing["items"].as_array().cloned().unwrap_or_default();
             if items.is_empty() {
@@ -94,20 +94,20 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
             for item in items {
                 println!("{}  {}", item["fingerprint"].as_str().unwrap_or("?"), item["authority"].as_str().unwrap_or("?"));
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         KeyringCommand::Revoke { authority, fingerprint } => {
             let body = match (authority, fingerprint) {
                 (Some(authority), None) => json!({ "authority": authority }),
                 (None, Some(fingerprint)) => json!({ "fingerprint": fingerprint }),
-                _ => return Err(CliError { message: "give an authority or --key <fingerprint>, not both\nhint: aileron keyring revoke github://acme".into(), code: super::EXIT_USAGE }),
+                _ => return Err(CliError { message: "give an authority or --key <fingerprint>, not both\nhint: aileron keyring revoke github://acme".into(), code: super::ExitStatus::Usage }),
             };
             let (status, answer) = client.call_raw(Method::POST, "/v1/keyring/revoke", Some(&body)).await?;
             if !status.is_success() {
                 return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
             }
             eprintln!("revoked {} key(s) of {}", answer["removed"], answer["authorities"]);
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
     }
 }

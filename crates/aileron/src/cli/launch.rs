@@ -5,7 +5,7 @@ use std::ffi::OsString;
 
 use clap::Args;
 
-use super::{CliError, CliResult};
+use super::{CliError, CliResult, ExitStatus};
 use crate::home::Home;
 use crate::launch::{Agent, LaunchOptions};
 
@@ -29,5 +29,5 @@ pub struct LaunchArgs {
 pub async fn run(home: &Home, args: LaunchArgs) -> CliResult {
     let options =
         LaunchOptions { agent: args.agent, dry_run: args.dry_run, unconfined: args.unconfined, agent_args: args.agent_args };
-    crate::launch::run(home, options).await.map_err(CliError::from)
+    crate::launch::run(home, options).await.map(ExitStatus::Agent).map_err(CliError::from)
 }

@@ -20,10 +20,30 @@ use clap::{Parser, Subcommand};
 
 use crate::home::Home;
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FAILURE: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_PENDING: i32 = 75;
+/// How `aileron` exits (SPEC §15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    Ok,
+    Failure,
+    /// The command line did not parse.
+    Usage,
+    /// A gated run is waiting for the user's approval (`EX_TEMPFAIL`).
+    Pending,
+    /// `aileron launch`: the agent's own exit status, passed through.
+    Agent(i32),
+}
+
+impl ExitStatus {
+    pub fn code(self) -> i32 {
+        match self {
+            ExitStatus::Ok => 0,
+            ExitStatus::Failure => 1,
+            ExitStatus::Usage => 2,
+            ExitStatus::Pending => 75,
+            ExitStatus::Agent(code) => code,
+        }
+    }
+}
 
 #[derive(Parser)]
 #[command(name = "aileron", version, about = "Local control plane for AI agents: sandboxed actions, approvals, audit")]
@@ -83,12 +103,12 @@ enum Command {
 #[derive(Debug)]
 pub struct CliError {
     pub message: String,
-    pub code: i32,
+    pub code: ExitStatus,
 }
 
 impl CliError {
     pub fn failure(message: impl Into<String>) -> CliError {
-        CliError { message: message.into(), code: EXIT_FAILURE }
+        CliError { message: message.into(), code: ExitStatus::Failure }
     }
 }
 
@@ -103,7 +123,7 @@ impl From<anyhow::Error> for CliError {
     }
 }
 
-pub type CliResult = Result<i32, CliError>;
+pub type CliResult = Result<ExitStatus, CliError>;
 
 /// Parses arguments and runs the command; returns the process exit code.
 pub fn main() -> i32 {
@@ -113,32 +133,32 @@ pub fn main() -> i32 {
     if raw.first().is_some_and(|first| first == crate::launch::confine::SUBCOMMAND) {
         return crate::launch::confine::main(&raw[1..]);
     }
-    crate::daemon::install_crypto_provider();
+    crate::process::install_crypto_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
-            let code = if error.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let status = if error.use_stderr() { ExitStatus::Usage } else { ExitStatus::Ok };
             let _ = error.print();
-            return code;
+            return status.code();
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");
-            return EXIT_FAILURE;
+            return ExitStatus::Failure.code();
         }
     };
     let result = runtime.block_on(run(cli));
     match result {
-        Ok(code) => code,
+        Ok(status) => status.code(),
         Err(error) => {
             let message = error.message.trim_end();
             eprintln!("error: {message}");
             if !message.contains("\nhint: ") {
                 eprintln!("hint: run the command with --help for usage");
             }
-            error.code
+            error.code.code()
         }
     }
 }
@@ -156,7 +176,7 @@ async fn run(cli: Cli) -> CliResult {
         clap_complete::generate(*shell, &mut command, "aileron", &mut script);
         // A closed pipe (`| head`) is not an error worth a panic.
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
-        return Ok(EXIT_OK);
+        return Ok(ExitStatus::Ok);
     }
     if let Command::Man = &cli.command {
         let mut page = Vec::new();
@@ -164,7 +184,7 @@ async fn run(cli: Cli) -> CliResult {
             .render(&mut page)
             .map_err(|e| CliError::failure(format!("rendering the man page: {e}")))?;
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &page);
-        return Ok(EXIT_OK);
+        return Ok(ExitStatus::Ok);
     }
     let home = Home::from_env().map_err(|e| CliError::failure(e.to_string()))?;
     match cli.command {
@@ -192,14 +212,14 @@ async fn status(home: &Home, json: bool) -> CliResult {
         } else {
             println!("daemon      not running (`aileron daemon start`, or any command starts it)");
         }
-        return Ok(EXIT_OK);
+        return Ok(ExitStatus::Ok);
     };
     let mut status = client.get("/v1/status").await?;
     status["running"] = true.into();
     status["url"] = client.base_url.clone().into();
     if json {
         print_json(&status);
-        return Ok(EXIT_OK);
+        return Ok(ExitStatus::Ok);
     }
     let counts = &status["counts"];
     println!("daemon      {} (pid {}, version {}, up {} s)", client.base_url, status["pid"], status["version"].as_str().unwrap_or("?"), status["uptime_seconds"]);
@@ -218,11 +238,11 @@ async fn status(home: &Home, json: bool) -> CliResult {
         println!("  {} {} (pid {}) since {}", session["session_id"].as_str().unwrap_or("?"), escape(session["agent"].as_str().unwrap_or("?")), session["pid"], session["started_at"].as_str().unwrap_or("?"));
     }
     println!("audit       {}", status["audit"].as_str().unwrap_or("?"));
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }
 
-/// Prints a JSON value to stdout, pretty.
-pub fn print_json(value: &serde_json::Value) {
+/// Prints a JSON value (or a wire type) to stdout, pretty.
+pub fn print_json(value: &impl serde::Serialize) {
     println!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
 }
 

@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use zeroize::Zeroizing;
 
-use super::{CliError, CliResult, EXIT_OK, print_json};
+use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
 
@@ -77,18 +77,18 @@ pub async fn run(home: &Home, args: VaultArgs) -> CliResult {
             let view = send(&client, Method::POST, "/v1/vault/init", json!({ "passphrase": passphrase.as_str() })).await?;
             eprintln!("created the vault at {} (unlocked)", view["path"].as_str().unwrap_or("?"));
             eprintln!("the passphrase is not stored anywhere: keep it safe; `aileron vault unlock` asks for it after each daemon start");
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         VaultCommand::Unlock { passphrase_file } => {
             let passphrase = read_passphrase(passphrase_file.as_ref(), false)?;
             let view = send(&client, Method::POST, "/v1/vault/unlock", json!({ "passphrase": passphrase.as_str() })).await?;
             eprintln!("vault unlocked ({} binding(s), {} secret(s))", view["bindings"], view["secrets"]);
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         VaultCommand::Lock => {
             send(&client, Method::POST, "/v1/vault/lock", json!({})).await?;
             eprintln!("vault locked: credentials and the LLM gateway wait for `aileron vault unlock`");
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         VaultCommand::Status { json } => {
             let view = client.get("/v1/vault/status").await?;
@@ -104,7 +104,7 @@ pub async fn run(home: &Home, args: VaultArgs) -> CliResult {
                     view["awaiting_vault"]
                 );
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
     }
 }
@@ -120,13 +120,13 @@ pub async fn run_secret(home: &Home, args: SecretArgs) -> CliResult {
             }
             send(&client, Method::POST, "/v1/secrets", body).await?;
             eprintln!("stored secret `{path}`");
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         SecretCommand::List { json } => {
             let listing = client.get("/v1/secrets").await?;
             if json {
                 print_json(&listing);
-                return Ok(EXIT_OK);
+                return Ok(ExitStatus::Ok);
             }
             let items = listing["items"].as_array().cloned().unwrap_or_default();
             if items.is_empty() {
@@ -136,7 +136,7 @@ pub async fn run_secret(home: &Home, args: SecretArgs) -> CliResult {
                 let description = item["metadata"]["description"].as_str().unwrap_or("");
                 println!("{}  {}", super::escape(item["path"].as_str().unwrap_or("?")), super::escape(description));
             }
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
         SecretCommand::Remove { path } => {
             let (status, body) = client.call_raw(Method::DELETE, &format!("/v1/secrets/{path}"), None).await?;
@@ -144,7 +144,7 @@ pub async fn run_secret(home: &Home, args: SecretArgs) -> CliResult {
                 return Err(CliError::failure(ApiFailure { status, body }.to_string()));
             }
             eprintln!("removed secret `{path}`");
-            Ok(EXIT_OK)
+            Ok(ExitStatus::Ok)
         }
     }
 }

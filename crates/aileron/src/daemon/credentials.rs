@@ -11,16 +11,16 @@ use aileron_core::vocabulary::{EventType, keys};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use zeroize::Zeroizing;
 
 use super::AppState;
-use super::api::caller_for;
-use super::auth::{Principal, Scope, require};
-use super::error::ApiError;
+use crate::workflows::caller_for;
+use crate::workflows::require;
+use crate::principal::{Principal, Scope};
+use crate::wire::ApiError;
 use crate::audit_log::AuditEvent;
 use crate::bindings::{BINDINGS_PREFIX, BindingError, BindingInfo, DEFAULT_IDENTITY, Material, validate_identity};
 use crate::oauth::{Mode, OAuthError, Target, is_loopback_http};
@@ -34,22 +34,6 @@ pub const OAUTH_CALLBACK_PATH: &str = "/v1/bindings/setup/oauth2/callback";
 /// Vault paths of free-form secrets (`aileron secret set`).
 const SECRETS_PREFIX: &str = "secrets/";
 
-pub fn routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/v1/vault/status", get(vault_status))
-        .route("/v1/vault/init", post(vault_init))
-        .route("/v1/vault/unlock", post(vault_unlock))
-        .route("/v1/vault/lock", post(vault_lock))
-        .route("/v1/secrets", get(list_secrets).post(set_secret))
-        .route("/v1/secrets/{*path}", axum::routing::delete(remove_secret))
-        .route("/v1/bindings", get(list_bindings))
-        .route("/v1/bindings/setup", post(setup_binding))
-        .route("/v1/bindings/setup/oauth2/init", post(oauth_init))
-        .route("/v1/bindings/setup/oauth2/finish", post(oauth_finish))
-        .route(OAUTH_CALLBACK_PATH, get(oauth_callback))
-        .route("/v1/bindings/{name}", get(get_binding).delete(revoke_binding))
-        .route("/v1/bindings/{name}/rebind", post(rebind_binding))
-}
 
 fn vault_error(error: VaultAccessError) -> ApiError {
     let status = match error {
@@ -98,21 +82,22 @@ fn vault_view(state: &AppState) -> Value {
     })
 }
 
-async fn vault_status(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+pub async fn vault_status(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
     require(&principal, Scope::Admin)?;
     Ok(Json(vault_view(&state)).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct PassphraseBody {
+pub struct PassphraseBody {
+    #[schemars(with = "String")]
     passphrase: Zeroizing<String>,
 }
 
-async fn vault_init(
+pub async fn vault_init(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Json(body): Json<PassphraseBody>,
+    crate::wire::Json(body): crate::wire::Json<PassphraseBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let vault = state.vault.clone();
@@ -126,10 +111,10 @@ async fn vault_init(
     Ok((StatusCode::CREATED, Json(vault_view(&state))).into_response())
 }
 
-async fn vault_unlock(
+pub async fn vault_unlock(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Json(body): Json<PassphraseBody>,
+    crate::wire::Json(body): crate::wire::Json<PassphraseBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let vault = state.vault.clone();
@@ -145,11 +130,11 @@ async fn vault_unlock(
     }
     audit(&state, &caller, EventType::VaultUnlocked, vault_payload(&state)).await?;
     // Approved runs that waited for the vault run now, once each.
-    crate::runner::resume_awaiting_vault(&state);
+    crate::runner::resume_awaiting_vault(&state.services);
     Ok(Json(vault_view(&state)).into_response())
 }
 
-async fn vault_lock(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+pub async fn vault_lock(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
     require(&principal, Scope::Admin)?;
     match state.vault.lock() {
         VaultState::Absent => return Err(vault_error(VaultAccessError::Absent)),
@@ -168,7 +153,7 @@ fn vault_payload(state: &AppState) -> Map<String, Value> {
     payload
 }
 
-async fn list_secrets(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+pub async fn list_secrets(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let items: Vec<Value> = state
         .vault
@@ -181,19 +166,20 @@ async fn list_secrets(State(state): State<Arc<AppState>>, Extension(principal): 
     Ok(Json(json!({ "items": items, "vault": state.vault.state().as_str() })).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SetSecret {
+pub struct SetSecret {
     path: String,
+    #[schemars(with = "String")]
     value: Zeroizing<String>,
     #[serde(default)]
     description: Option<String>,
 }
 
-async fn set_secret(
+pub async fn set_secret(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Json(body): Json<SetSecret>,
+    crate::wire::Json(body): crate::wire::Json<SetSecret>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     if body.value.is_empty() {
@@ -214,7 +200,7 @@ async fn set_secret(
     Ok((StatusCode::CREATED, Json(json!({ "path": body.path }))).into_response())
 }
 
-async fn remove_secret(
+pub async fn remove_secret(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Path(path): Path<String>,
@@ -231,18 +217,18 @@ async fn remove_secret(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-async fn list_bindings(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+pub async fn list_bindings(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
     require(&principal, Scope::Admin)?;
     Ok(Json(json!({ "items": state.bindings.list(), "vault": state.vault.state().as_str() })).into_response())
 }
 
-async fn get_binding(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(name): Path<String>) -> ApiResult {
+pub async fn get_binding(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(name): Path<String>) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let binding = state.bindings.get(&name).ok_or_else(|| binding_error(BindingError::NotFound(name)))?;
     Ok(Json(binding).into_response())
 }
 
-async fn revoke_binding(
+pub async fn revoke_binding(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
@@ -254,21 +240,24 @@ async fn revoke_binding(
 }
 
 /// The material of an api_key or aws_sigv4 binding, as the CLI sends it.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct MaterialBody {
+pub struct MaterialBody {
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     api_key: Option<Zeroizing<String>>,
     #[serde(default)]
     aws: Option<AwsBody>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct AwsBody {
+pub struct AwsBody {
     access_key_id: String,
+    #[schemars(with = "String")]
     secret_access_key: Zeroizing<String>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     session_token: Option<Zeroizing<String>>,
 }
 
@@ -294,9 +283,9 @@ impl MaterialBody {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SetupBody {
+pub struct SetupBody {
     connector: String,
     #[serde(default)]
     identity: Option<String>,
@@ -331,10 +320,10 @@ fn identity_of(identity: Option<String>) -> Result<String, ApiError> {
     Ok(identity)
 }
 
-async fn setup_binding(
+pub async fn setup_binding(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Json(body): Json<SetupBody>,
+    crate::wire::Json(body): crate::wire::Json<SetupBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let manifest = installed_manifest(&state, &body.connector)?;
@@ -347,11 +336,11 @@ async fn setup_binding(
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 
-async fn rebind_binding(
+pub async fn rebind_binding(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
-    Json(body): Json<MaterialBody>,
+    crate::wire::Json(body): crate::wire::Json<MaterialBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let existing = state.bindings.get(&name).ok_or_else(|| binding_error(BindingError::NotFound(name.clone())))?;
@@ -362,9 +351,9 @@ async fn rebind_binding(
     Ok(Json(rebound).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct OAuthInit {
+pub struct OAuthInit {
     /// The connector to bind; or `rebind` names an existing binding to reauthorize.
     #[serde(default)]
     connector: Option<String>,
@@ -382,7 +371,7 @@ struct OAuthInit {
     return_to: Option<String>,
 }
 
-async fn oauth_init(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Json(body): Json<OAuthInit>) -> ApiResult {
+pub async fn oauth_init(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, crate::wire::Json(body): crate::wire::Json<OAuthInit>) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let target = match (&body.rebind, &body.connector) {
         (Some(name), _) => {
@@ -441,18 +430,19 @@ fn oauth_error(error: OAuthError) -> ApiError {
     ApiError::new(status, error.code(), error.to_string()).with_hint("start again with `aileron binding setup <connector>`")
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct OAuthFinish {
+pub struct OAuthFinish {
     session_id: String,
+    #[schemars(with = "String")]
     code: Zeroizing<String>,
     state: String,
 }
 
-async fn oauth_finish(
+pub async fn oauth_finish(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Json(body): Json<OAuthFinish>,
+    crate::wire::Json(body): crate::wire::Json<OAuthFinish>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let completed = state.oauth.finish(&body.session_id, &body.code, &body.state).await.map_err(oauth_error)?;
@@ -461,8 +451,8 @@ async fn oauth_finish(
     Ok((status, Json(binding)).into_response())
 }
 
-#[derive(Deserialize)]
-struct CallbackQuery {
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct CallbackQuery {
     #[serde(default)]
     state: Option<String>,
     #[serde(default)]
@@ -473,7 +463,7 @@ struct CallbackQuery {
 
 /// Daemon mode: the provider's redirect. No token (the browser arrives from the provider); the
 /// state is the credential, single-use and matched in constant time.
-async fn oauth_callback(State(state): State<Arc<AppState>>, Query(query): Query<CallbackQuery>) -> Response {
+pub async fn oauth_callback(State(state): State<Arc<AppState>>, Query(query): Query<CallbackQuery>) -> Response {
     let Some(oauth_state) = query.state.as_deref() else {
         return callback_page(StatusCode::BAD_REQUEST, "the provider's redirect carried no state; nothing was bound");
     };
@@ -505,7 +495,7 @@ fn callback_page(status: StatusCode, message: &str) -> Response {
 }
 
 /// Stores an exchanged token as a new binding, or as the new material of the one reauthorized.
-async fn bind_completed(
+pub async fn bind_completed(
     state: &AppState,
     caller: &Caller,
     target: Target,

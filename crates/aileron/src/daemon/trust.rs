@@ -9,25 +9,19 @@ use aileron_core::vocabulary::{EventType, keys};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use super::api::caller_for;
-use super::auth::{Principal, Scope, require};
-use super::error::ApiError;
+use crate::workflows::caller_for;
+use crate::workflows::require;
+use crate::principal::{Principal, Scope};
+use crate::wire::ApiError;
 use crate::audit_log::AuditEvent;
 
 type ApiResult = Result<Response, ApiError>;
 
-pub fn routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/v1/keyring", get(list_keys))
-        .route("/v1/keyring/trust", post(trust_key))
-        .route("/v1/keyring/revoke", post(revoke_key))
-}
 
 fn listing(state: &AppState) -> Result<Value, ApiError> {
     let keyring = crate::keyring::load(&state.home.keyring()).map_err(ApiError::internal)?;
@@ -39,7 +33,7 @@ fn listing(state: &AppState) -> Result<Value, ApiError> {
     Ok(json!({ "items": items }))
 }
 
-async fn list_keys(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+pub async fn list_keys(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
     require(&principal, Scope::Admin)?;
     Ok(Json(listing(&state)?).into_response())
 }
@@ -50,18 +44,18 @@ async fn audit(state: &AppState, principal: &Principal, event_type: EventType, p
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct TrustBody {
+pub struct TrustBody {
     authority: String,
     /// PEM SPKI or base64 of the raw 32 bytes.
     key: String,
 }
 
-async fn trust_key(
+pub async fn trust_key(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Json(body): Json<TrustBody>,
+    crate::wire::Json(body): crate::wire::Json<TrustBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let authority = parse_authority(&body.authority)
@@ -82,19 +76,19 @@ async fn trust_key(
     Ok((status, Json(json!({ "authority": authority, "fingerprint": key.fingerprint(), "added": added }))).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RevokeBody {
+pub struct RevokeBody {
     #[serde(default)]
     authority: Option<String>,
     #[serde(default)]
     fingerprint: Option<String>,
 }
 
-async fn revoke_key(
+pub async fn revoke_key(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Json(body): Json<RevokeBody>,
+    crate::wire::Json(body): crate::wire::Json<RevokeBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let path = state.home.keyring();

@@ -8,7 +8,7 @@
 //! gets pages, not the secret, and cannot decide. The review URL handed to the agent carries no
 //! ticket, so an agent that fetches it sees only the sign-in notice. Decisions are `fetch` POSTs
 //! carrying the secret as the CSRF header and the browser's same-origin `Origin` (checked in
-//! `auth`); sessions expire when idle and at an age limit (`auth::WEB_SESSION_*`).
+//! `auth`); sessions expire when idle and at an age limit (`principal::WEB_SESSION_*`).
 
 use std::sync::Arc;
 
@@ -20,7 +20,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::AppState;
-use super::auth::{WEB_COOKIE, random_token, web_cookie};
+use super::auth::web_cookie;
+use crate::principal::{WEB_COOKIE, random_token};
 
 #[derive(Deserialize)]
 pub struct PageQuery {
@@ -51,7 +52,7 @@ pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<Login
         Some(focus) => format!("/approvals?focus={focus}"),
         None => "/approvals".to_string(),
     };
-    let cookie = format!("{WEB_COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/");
+    let cookie = format!("{WEB_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", cookie.expose());
     // Not a redirect: a browser that followed the sign-in link from another site (a chat, a web
     // mail) keeps that cross-site context through redirects and would withhold the Strict cookie
     // from the page. A navigation started by this same-origin document carries it; `replace`
@@ -60,7 +61,7 @@ pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<Login
     // included), kept in memory only, gone with the tab.
     let nonce = random_token();
     let target_json = serde_json::to_string(&target).expect("a string serializes");
-    let secret_json = serde_json::to_string(&secret).expect("a string serializes");
+    let secret_json = serde_json::to_string(secret.expose()).expect("a string serializes");
     let body = page(
         "Signing in",
         &format!("<p id=\"signing-in\">Signed in. <a href=\"{}\">Continue to the approvals</a>.</p>", escape(&target)),

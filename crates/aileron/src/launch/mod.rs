@@ -50,6 +50,7 @@ use serde_json::{Value, json};
 
 use crate::client::DaemonClient;
 use crate::sessions::Confinement;
+use crate::wire::{EndSession, SessionStarted, StartSession};
 use crate::env;
 use crate::home::Home;
 use config_file::{ConfigEdit, read_existing};
@@ -531,22 +532,19 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         Confinement::Namespaces
     };
     let client = DaemonClient::connect(home).await?;
-    let body = json!({ "agent": agent.name(), "pid": std::process::id(), "confinement": confinement.as_str() });
-    let started = client.post("/v1/sessions", &body).await.context("starting a session")?;
-    let field = |name: &str| {
-        started[name].as_str().map(str::to_string).ok_or_else(|| anyhow!("the daemon's session has no {name}"))
-    };
+    let request = StartSession { agent: agent.name().to_string(), pid: Some(std::process::id()), confinement };
+    let started: SessionStarted = client.post_as("/v1/sessions", &request).await.context("starting a session")?;
     let wiring = Wiring {
         daemon_url: client.base_url.clone(),
-        token: field("token")?,
-        session_id: field("session_id")?,
+        token: started.token.expose().to_string(),
+        session_id: started.session_id,
         mcp_command,
     };
     let containment = (confinement == Confinement::Namespaces).then_some(masks.as_slice());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment).await;
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
-    if let Err(error) = client.post(&end_path, &json!({ "exit_code": exit_code })).await {
+    if let Err(error) = client.post(&end_path, &serde_json::to_value(EndSession { exit_code })?).await {
         eprintln!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);
     }
     outcome

@@ -13,6 +13,8 @@ use aileron_core::approval::{ApprovalState, ResultView};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
+use crate::wire::{ActionList, ActionView};
+
 /// Polls the outcome of a gated call.
 pub const CHECK_ACTION_STATUS: &str = "check_action_status";
 /// Reports whether the daemon is reachable and the catalog complete, with a remediation line.
@@ -56,22 +58,19 @@ impl ToolCatalog {
         ToolCatalog { tools: builtin_tools(), ..ToolCatalog::default() }
     }
 
-    /// Builds the catalog from the body of `GET /v1/actions` (`{items, load_errors}`). Built-in
-    /// names win a collision; between actions the first in name order wins.
-    pub fn from_listing(listing: &Value) -> ToolCatalog {
+    /// Builds the catalog from `GET /v1/actions`. Built-in names win a collision; between
+    /// actions the first in name order wins.
+    pub fn from_listing(listing: &ActionList) -> ToolCatalog {
         let mut catalog = ToolCatalog::default();
         let mut owners: HashMap<String, String> = [CHECK_ACTION_STATUS, DIAGNOSTICS]
             .iter()
             .map(|name| (name.to_string(), format!("built-in {name}")))
             .collect();
-        let mut items: Vec<&Value> =
-            listing["items"].as_array().map(|items| items.iter().collect()).unwrap_or_default();
-        items.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        let mut items: Vec<&ActionView> = listing.items.iter().collect();
+        items.sort_by(|a, b| a.name.cmp(&b.name));
         for item in items {
-            let (Some(action), Some(tool_name)) = (item["name"].as_str(), item["tool_name"].as_str()) else {
-                continue;
-            };
-            if item["enabled"] != Value::Bool(true) {
+            let (action, tool_name) = (item.name.as_str(), item.tool_name.as_str());
+            if !item.enabled {
                 catalog.disabled += 1;
                 continue;
             }
@@ -88,12 +87,7 @@ impl ToolCatalog {
             catalog.tools.push(action_tool(item, tool_name));
         }
         catalog.tools.extend(builtin_tools());
-        catalog.load_errors = listing["load_errors"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| (e["file"].as_str().unwrap_or("?").to_string(), e["message"].as_str().unwrap_or("").to_string()))
-            .collect();
+        catalog.load_errors = listing.load_errors.iter().map(|e| (e.file.clone(), e.message.clone())).collect();
         catalog
     }
 
@@ -108,13 +102,13 @@ impl ToolCatalog {
     }
 }
 
-/// The tool for one action view of `GET /v1/actions` (see `daemon::api::action_view`).
-fn action_tool(view: &Value, tool_name: &str) -> Tool {
-    let mut description = view["description"].as_str().unwrap_or_default().to_string();
-    if view["requires_approval"] == Value::Bool(true) {
+/// The tool for one action of `GET /v1/actions`.
+fn action_tool(view: &ActionView, tool_name: &str) -> Tool {
+    let mut description = view.description.clone();
+    if view.requires_approval {
         description = format!("{}\n\n{APPROVAL_PARAGRAPH}", description.trim_end());
     }
-    let schema = match &view["input_schema"] {
+    let schema = match &view.input_schema {
         Value::Object(schema) => schema.clone(),
         _ => schema_object(json!({ "type": "object", "properties": {} })),
     };
@@ -371,12 +365,20 @@ mod tests {
     fn view(name: &str, enabled: bool, gated: bool) -> Value {
         json!({
             "name": name,
+            "version": "1.0.0",
+            "intent": "read",
+            "connectors": [],
+            "steps": [],
             "tool_name": name.replace(['-', '.'], "_"),
             "enabled": enabled,
             "requires_approval": gated,
             "description": format!("Does {name}."),
             "input_schema": {"type": "object", "properties": {"n": {"type": "integer", "description": "n"}}, "required": ["n"], "additionalProperties": false},
         })
+    }
+
+    fn listing(body: Value) -> ActionList {
+        serde_json::from_value(body).expect("a listing")
     }
 
     fn texts(result: &CallToolResult) -> Vec<String> {
@@ -386,7 +388,7 @@ mod tests {
     #[test]
     fn the_catalog_has_one_tool_per_enabled_action_plus_the_builtins() {
         let check = |items: Vec<Value>, tools: &[&str], shadowed: &[(&str, &str, &str)], disabled: usize| {
-            let catalog = ToolCatalog::from_listing(&json!({ "items": items, "load_errors": [] }));
+            let catalog = ToolCatalog::from_listing(&listing(json!({ "items": items, "load_errors": [] })));
             let names: Vec<&str> = catalog.tools.iter().map(|t| t.name.as_ref()).collect();
             assert_eq!(names, tools);
             let got: Vec<(&str, &str, &str)> =
@@ -415,7 +417,7 @@ mod tests {
     #[test]
     fn tools_carry_the_description_schema_and_approval_paragraph() {
         let catalog =
-            ToolCatalog::from_listing(&json!({ "items": [view("open", true, false), view("gated", true, true)] }));
+            ToolCatalog::from_listing(&listing(json!({ "items": [view("open", true, false), view("gated", true, true)] })));
         let tool = |name: &str| catalog.tools.iter().find(|t| t.name == name).unwrap().clone();
         assert_eq!(tool("open").description.as_deref(), Some("Does open."));
         assert_eq!(tool("gated").description.unwrap(), format!("Does gated.\n\n{APPROVAL_PARAGRAPH}"));
@@ -514,12 +516,12 @@ mod tests {
     #[test]
     fn diagnostics_say_healthy_or_degraded_with_a_remediation() {
         let health = json!({"status": "ok", "version": "0.1.0"});
-        let clean = ToolCatalog::from_listing(&json!({ "items": [view("a", true, false), view("b", false, false)] }));
+        let clean = ToolCatalog::from_listing(&listing(json!({ "items": [view("a", true, false), view("b", false, false)] })));
         let broken = ToolCatalog::from_listing(
-            &json!({ "items": [], "load_errors": [{"file": "x.md", "message": "x.md:3: bad\nmore"}] }),
+            &listing(json!({ "items": [], "load_errors": [{"file": "x.md", "message": "x.md:3: bad\nmore"}] })),
         );
         let clash =
-            ToolCatalog::from_listing(&json!({ "items": [view("a-b", true, false), view("a.b", true, false)] }));
+            ToolCatalog::from_listing(&listing(json!({ "items": [view("a-b", true, false), view("a.b", true, false)] })));
         let down = Unreachable { message: "cannot reach the daemon at http://127.0.0.1:9\nhint: start it".into() };
         let check = |diagnosis: Diagnosis, expected: &str| {
             let result = diagnosis.into_result();

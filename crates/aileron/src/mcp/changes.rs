@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use reqwest::Method;
 use tokio::sync::watch;
 
-use super::link::{Autostart, CallOrigin};
+use super::link::Autostart;
 use super::server::McpShared;
 
 const FIRST_RETRY: Duration = Duration::from_millis(200);
@@ -89,7 +89,7 @@ pub async fn follow(shared: Arc<McpShared>, changes: watch::Sender<Followed>) {
     let mut streams = 0;
     let mut retry = FIRST_RETRY;
     loop {
-        if let Ok(client) = link.client(&CallOrigin::default(), Autostart::Never).await {
+        if let Ok(client) = link.client(Autostart::Never).await {
             let response =
                 client.request(Method::GET, "/v1/actions/watch").header("accept", "text/event-stream").send().await;
             match response {

@@ -5,8 +5,9 @@
 //!   `aileron launch`, it holds the session's token; started by an agent host on its own, it
 //!   finds the daemon token and trades it for a session of its own (agent `aileron-mcp`,
 //!   unconfined), so its calls are audited as an agent's and carry only an agent's scopes;
-//! - the daemon's own `/mcp` loops back to itself over HTTP with the caller's bearer token, so the
-//!   caller's scopes apply to each call exactly as they would to a direct request.
+//! - the daemon's own `/mcp` calls the workflows in-process with the principal its bearer
+//!   authentication resolved, so the caller's scopes apply to each call exactly as they would to
+//!   a direct request, without leaving the process.
 //!
 //! Either way the token is the caller's whole identity: the daemon derives the audit actor from
 //! the principal it authenticates (SPEC §0, invariant 4).
@@ -16,9 +17,17 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::Value;
 
+use std::sync::Arc;
+
+use opentelemetry::context::FutureExt as _;
+use serde_json::Map;
+
 use super::catalog::Unreachable;
 use crate::client::DaemonClient;
 use crate::home::Home;
+use crate::principal::Principal;
+use crate::wire::{Answer, ApiError, Reply, SessionStarted, StartSession};
+use crate::workflows::{self, Services};
 
 /// The agent name of the session an unlaunched `aileron-mcp` opens for itself.
 pub const OWN_SESSION_AGENT: &str = "aileron-mcp";
@@ -31,8 +40,8 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Per-request facts the MCP request carried.
 #[derive(Debug, Clone, Default)]
 pub struct CallOrigin {
-    /// The bearer token the `/mcp` caller presented (loopback only).
-    pub bearer: Option<String>,
+    /// Who the `/mcp` caller authenticated as (in-process only).
+    pub principal: Option<Principal>,
     /// W3C `traceparent` from the MCP request's `_meta`, forwarded as a header.
     pub traceparent: Option<String>,
 }
@@ -43,7 +52,7 @@ pub struct DaemonLink {
 
 enum Mode {
     Discovered { home: Home, current: tokio::sync::Mutex<Option<Connected>> },
-    Loopback { client: DaemonClient },
+    InProcess { services: Arc<Services> },
 }
 
 /// The daemon `aileron-mcp` talks to, and the session it opened there when it had to.
@@ -73,10 +82,9 @@ impl DaemonLink {
         DaemonLink { mode: Mode::Discovered { home, current: tokio::sync::Mutex::new(None) } }
     }
 
-    /// The daemon's `/mcp`: requests go to `base_url` with each caller's own token.
-    pub fn loopback(base_url: String) -> anyhow::Result<DaemonLink> {
-        let client = DaemonClient::at(base_url, String::new())?;
-        Ok(DaemonLink { mode: Mode::Loopback { client } })
+    /// The daemon's `/mcp`: the workflows, called with each caller's own principal.
+    pub fn in_process(services: Arc<Services>) -> DaemonLink {
+        DaemonLink { mode: Mode::InProcess { services } }
     }
 
     /// Ends the session `aileron-mcp` opened for itself, if it did (the agent host is done).
@@ -85,7 +93,7 @@ impl DaemonLink {
             && let Some(Connected { own_session: Some(own), .. }) = current.lock().await.take()
         {
             let path = format!("/v1/sessions/{}/end", own.session_id);
-            let _ = own.admin.request(Method::POST, &path).json(&serde_json::json!({ "exit_code": null })).timeout(QUICK_TIMEOUT).send().await;
+            let _ = own.admin.request(Method::POST, &path).json(&crate::wire::EndSession { exit_code: None }).timeout(QUICK_TIMEOUT).send().await;
         }
     }
 
@@ -96,14 +104,16 @@ impl DaemonLink {
                 Some(connected) => connected.client.base_url.clone(),
                 None => format!("the daemon of {}", home.root().display()),
             },
-            Mode::Loopback { client } => client.base_url.clone(),
+            Mode::InProcess { services } => services.base_url(),
         }
     }
 
     /// A client for one request: the current daemon, found again when there is none yet.
-    pub async fn client(&self, origin: &CallOrigin, autostart: Autostart) -> Result<DaemonClient, Unreachable> {
+    pub async fn client(&self, autostart: Autostart) -> Result<DaemonClient, Unreachable> {
         match &self.mode {
-            Mode::Loopback { client } => Ok(client.clone().with_token(origin.bearer.clone().unwrap_or_default())),
+            Mode::InProcess { services } => Err(Unreachable {
+                message: format!("the daemon at {} serves this MCP session in-process", services.base_url()),
+            }),
             Mode::Discovered { home, current } => {
                 let mut current = current.lock().await;
                 if let Some(connected) = &*current {
@@ -152,10 +162,52 @@ impl DaemonLink {
         }
     }
 
+    /// `GET /v1/actions`.
+    pub async fn list_actions(&self, origin: &CallOrigin) -> Result<(u16, Value), Unreachable> {
+        match &self.mode {
+            Mode::InProcess { services } => Ok(answered(in_process(origin, |principal| workflows::actions::list(services, principal)))),
+            Mode::Discovered { .. } => self.send(origin, Method::GET, "/v1/actions", None).await,
+        }
+    }
+
+    /// `POST /v1/actions/{action}/run` (`action` already URL-safe).
+    pub async fn run(&self, origin: &CallOrigin, action: &str, args: Map<String, Value>) -> Result<(u16, Value), Unreachable> {
+        match &self.mode {
+            Mode::InProcess { services } => {
+                let Some(principal) = &origin.principal else { return Ok(answered(Err(ApiError::unauthorized()))) };
+                let parent = origin.traceparent.as_deref().map(crate::telemetry::context_from_traceparent).unwrap_or_default();
+                let run = workflows::actions::run(services, principal, action.to_string(), args);
+                Ok(answered(run.with_context(parent).await))
+            }
+            Mode::Discovered { .. } => {
+                let body = serde_json::json!({ "args": args });
+                self.send(origin, Method::POST, &format!("/v1/actions/{action}/run"), Some(&body)).await
+            }
+        }
+    }
+
+    /// `GET /v1/action-approvals/{id}/result`.
+    pub async fn approval_result(&self, origin: &CallOrigin, id: &str) -> Result<(u16, Value), Unreachable> {
+        match &self.mode {
+            Mode::InProcess { services } => {
+                Ok(answered(in_process(origin, |principal| workflows::approvals::result(services, principal, id.to_string()))))
+            }
+            Mode::Discovered { .. } => self.send(origin, Method::GET, &format!("/v1/action-approvals/{id}/result"), None).await,
+        }
+    }
+
+    /// `GET /v1/health`.
+    pub async fn health(&self, origin: &CallOrigin) -> Result<(u16, Value), Unreachable> {
+        match &self.mode {
+            Mode::InProcess { .. } => Ok(answered(Ok(Reply::ok(crate::wire::Health::current())))),
+            Mode::Discovered { .. } => self.send(origin, Method::GET, "/v1/health", None).await,
+        }
+    }
+
     /// Sends one request and decodes the answer, whatever its status. A request that never
     /// reached the daemon (connection refused) is retried once against the daemon found again;
     /// nothing else is retried, so a run can never execute twice because of this.
-    pub async fn send(
+    async fn send(
         &self,
         origin: &CallOrigin,
         method: Method,
@@ -165,7 +217,7 @@ impl DaemonLink {
         let timeout = if method == Method::POST && path.ends_with("/run") { RUN_TIMEOUT } else { QUICK_TIMEOUT };
         let mut retried = false;
         loop {
-            let client = self.client(origin, Autostart::Allowed).await?;
+            let client = self.client(Autostart::Allowed).await?;
             let mut request = client.request(method.clone(), path).timeout(timeout);
             if let Some(traceparent) = &origin.traceparent {
                 request = request.header("traceparent", traceparent);
@@ -205,15 +257,30 @@ async fn with_agent_identity(client: DaemonClient) -> Result<Connected, Unreacha
     if !client.is_admin().await {
         return Ok(Connected { client, own_session: None });
     }
-    let body = serde_json::json!({ "agent": OWN_SESSION_AGENT, "pid": std::process::id(), "confinement": "unconfined" });
-    let started = client.post("/v1/sessions", &body).await.map_err(|error| Unreachable {
+    let request = StartSession {
+        agent: OWN_SESSION_AGENT.to_string(),
+        pid: Some(std::process::id()),
+        confinement: crate::sessions::Confinement::Unconfined,
+    };
+    let started: SessionStarted = client.post_as("/v1/sessions", &request).await.map_err(|error| Unreachable {
         message: format!("the Aileron daemon at {} refused a session for aileron-mcp: {error:#}", client.base_url),
     })?;
-    let (Some(token), Some(session_id)) = (started["token"].as_str(), started["session_id"].as_str()) else {
-        return Err(Unreachable { message: format!("the Aileron daemon at {} answered a session without a token", client.base_url) });
-    };
-    let own_session = OwnSession { admin: client.clone(), session_id: session_id.to_string() };
-    Ok(Connected { client: client.with_token(token), own_session: Some(own_session) })
+    let own_session = OwnSession { admin: client.clone(), session_id: started.session_id };
+    Ok(Connected { client: client.with_token(started.token), own_session: Some(own_session) })
+}
+
+/// A workflow's answer for the principal `/mcp` authenticated (401 without one).
+fn in_process(origin: &CallOrigin, workflow: impl FnOnce(&Principal) -> Answer) -> Answer {
+    match &origin.principal {
+        Some(principal) => workflow(principal),
+        None => Err(ApiError::unauthorized()),
+    }
+}
+
+/// The status and body the HTTP API would have sent.
+fn answered(answer: Answer) -> (u16, Value) {
+    let reply = answer.unwrap_or_else(Reply::from);
+    (reply.status.as_u16(), reply.body)
 }
 
 fn unreachable(client: &DaemonClient, error: &reqwest::Error) -> Unreachable {

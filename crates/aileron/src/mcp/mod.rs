@@ -8,7 +8,6 @@
 
 pub mod catalog;
 pub mod changes;
-pub mod http;
 pub mod link;
 pub mod server;
 pub mod stdio;

@@ -9,20 +9,20 @@
 use std::sync::{Arc, RwLock};
 
 use aileron_core::Failure;
-use reqwest::Method;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use super::catalog::{self, CHECK_ACTION_STATUS, DIAGNOSTICS, Diagnosis, ToolCatalog, Unreachable};
 use super::changes::ActionFeed;
 use crate::telemetry::Telemetry;
 use super::link::{CallOrigin, DaemonLink};
+use crate::principal::Principal;
 
 /// The action feed's position a catalog was fetched at (see [`ActionFeed::key`]).
 type FeedKey = (u64, Option<u64>);
@@ -77,11 +77,13 @@ impl McpShared {
     async fn fetch(&self, origin: &CallOrigin) -> Result<Arc<ToolCatalog>, Unreachable> {
         // Read the key first: a change that lands during the fetch leaves the cache stale-marked.
         let generation = self.feed.key();
-        let (status, body) = self.link.send(origin, Method::GET, "/v1/actions", None).await?;
+        let (status, body) = self.link.list_actions(origin).await?;
         if status != 200 {
             return Err(Unreachable { message: format!("GET /v1/actions answered {status}: {body}") });
         }
-        let catalog = Arc::new(ToolCatalog::from_listing(&body));
+        let listing: crate::wire::ActionList = serde_json::from_value(body)
+            .map_err(|error| Unreachable { message: format!("GET /v1/actions answered an unexpected listing: {error}") })?;
+        let catalog = Arc::new(ToolCatalog::from_listing(&listing));
         *self.catalog.write().expect("catalog cache poisoned") = Some((generation, catalog.clone()));
         Ok(catalog)
     }
@@ -120,7 +122,7 @@ impl McpShared {
         arguments: Map<String, Value>,
     ) -> Result<rmcp::model::CallToolResult, ErrorData> {
         let span = self.telemetry.mcp_tool_call(tool, origin.traceparent.as_deref());
-        let traced = CallOrigin { bearer: origin.bearer.clone(), traceparent: span.traceparent() };
+        let traced = CallOrigin { principal: origin.principal.clone(), traceparent: span.traceparent() };
         let action = match self.action_for(&traced, tool).await {
             Ok(Some(action)) => action,
             Ok(None) => {
@@ -128,8 +130,7 @@ impl McpShared {
                 // Through the chokepoint anyway, so the probe is on record (`action.rejected`,
                 // `not_found`, under the caller's own principal); its answer is not needed.
                 let name: String = url::form_urlencoded::byte_serialize(tool.chars().take(200).collect::<String>().as_bytes()).collect();
-                let body = json!({ "args": arguments });
-                let _ = self.link.send(&traced, Method::POST, &format!("/v1/actions/{name}/run"), Some(&body)).await;
+                let _ = self.link.run(&traced, &name, arguments).await;
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool `{tool}`; list the tools again (tools/list)"),
                     None,
@@ -140,8 +141,7 @@ impl McpShared {
                 return Ok(catalog::unreachable_result(&unreachable));
             }
         };
-        let body = json!({ "args": arguments });
-        match self.link.send(&traced, Method::POST, &format!("/v1/actions/{action}/run"), Some(&body)).await {
+        match self.link.run(&traced, &action, arguments).await {
             Ok((status, body)) => {
                 match serde_json::from_value::<Failure>(body["error"].clone()) {
                     Ok(failure) if status >= 400 => span.fail(&failure, None),
@@ -176,14 +176,14 @@ impl McpShared {
                 id.chars().take(80).collect::<String>()
             ))]);
         }
-        match self.link.send(origin, Method::GET, &format!("/v1/action-approvals/{id}/result"), None).await {
+        match self.link.approval_result(origin, id).await {
             Ok((status, body)) => catalog::status_result(id, status, body),
             Err(unreachable) => catalog::unreachable_result(&unreachable),
         }
     }
 
     async fn diagnostics(&self, origin: &CallOrigin) -> rmcp::model::CallToolResult {
-        let health = self.link.send(origin, Method::GET, "/v1/health", None).await.and_then(|(status, body)| {
+        let health = self.link.health(origin).await.and_then(|(status, body)| {
             if status == 200 {
                 Ok(body)
             } else {
@@ -216,7 +216,8 @@ impl AileronMcp {
 fn origin_of(context: &RequestContext<RoleServer>, params_meta: Option<&rmcp::model::RequestMetaObject>) -> CallOrigin {
     let http = context.extensions.get::<http::request::Parts>();
     let header = |name: http::header::HeaderName| http.and_then(|parts| parts.headers.get(name)?.to_str().ok());
-    let bearer = header(http::header::AUTHORIZATION).and_then(|value| value.strip_prefix("Bearer ")).map(str::to_string);
+    // Set by the daemon's `/mcp` admission; `aileron-mcp` (stdio) has none and needs none.
+    let principal = http.and_then(|parts| parts.extensions.get::<Principal>()).cloned();
     // `_meta` first; on `/mcp` the HTTP request's own `traceparent` header is the fallback.
     let traceparent = context
         .meta
@@ -225,7 +226,7 @@ fn origin_of(context: &RequestContext<RoleServer>, params_meta: Option<&rmcp::mo
         .or_else(|| header(http::header::HeaderName::from_static("traceparent")))
         .filter(|value| is_traceparent(value))
         .map(str::to_string);
-    CallOrigin { bearer, traceparent }
+    CallOrigin { principal, traceparent }
 }
 
 /// `version-traceid-parentid-flags` in lowercase hex (W3C Trace Context); anything else is

@@ -9,7 +9,7 @@ use rmcp::ServiceExt;
 use tokio::sync::watch;
 
 use super::changes::{ActionFeed, Followed};
-use super::link::{Autostart, CallOrigin, DaemonLink};
+use super::link::{Autostart, DaemonLink};
 use super::server::{AileronMcp, McpShared};
 use crate::env;
 use crate::telemetry;
@@ -72,7 +72,7 @@ pub async fn serve() -> anyhow::Result<()> {
     // Find (or start) the daemon while the client initializes, so `initialize` answers at once.
     let warm = shared.clone();
     tokio::spawn(async move {
-        if let Err(problem) = warm.link().client(&CallOrigin::default(), Autostart::Allowed).await {
+        if let Err(problem) = warm.link().client(Autostart::Allowed).await {
             eprintln!("aileron-mcp: {}", problem.message.replace('\n', "; "));
         }
     });

@@ -1,7 +1,7 @@
 //! The HTTP API through `app()` with `oneshot`: admission (Host, Origin, token), the action
 //! lifecycle, argument validation, and runs against a real loopback upstream.
 
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use http::{Request, StatusCode};
 use serde_json::json;
 
@@ -196,4 +196,30 @@ async fn an_action_subset_narrows_the_manifest_hosts() {
     assert_eq!(narrowed.body["error"]["boundary"], "action");
     assert!(narrowed.body["error"]["details"]["declared_subset"].is_array());
     assert_eq!(other.recorder.count(), 0);
+}
+
+/// A body that is not the route's JSON gets the API's error shape, naming what was wrong, with
+/// axum's status (400 syntax, 415 content type, 422 a wrong or unknown field).
+#[tokio::test]
+async fn malformed_bodies_get_the_api_error_shape() {
+    let harness = Harness::new();
+    let unknown_field = harness.request("POST", "/v1/sessions", Some(json!({"agent": "codex", "scopes": ["Admin"]}))).await;
+    assert_eq!(unknown_field.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(unknown_field.body["error"]["code"], "invalid_body");
+    assert!(unknown_field.body["error"]["message"].as_str().unwrap().contains("scopes"), "{}", unknown_field.body);
+    assert!(unknown_field.body["error"]["hint"].is_string());
+
+    let not_json = harness
+        .send(
+            http::Request::builder()
+                .method("POST")
+                .uri("/v1/action-approvals/act-x/decide")
+                .header("host", format!("127.0.0.1:{}", crate::support::PORT))
+                .header("authorization", format!("Bearer {}", crate::support::TOKEN))
+                .header("content-type", "text/plain"),
+            None,
+        )
+        .await;
+    assert_eq!(not_json.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(not_json.body["error"]["code"], "invalid_body");
 }

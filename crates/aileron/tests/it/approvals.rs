@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aileron::daemon::auth::SESSION_SCOPES;
-use aileron::fake_github::FakeGithub;
+use aileron::principal::SESSION_SCOPES;
+use crate::fake_github::FakeGithub;
 use http::{Request, StatusCode};
 use serde_json::{Value, json};
 
@@ -147,7 +147,7 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
             .method(method)
             .uri(path)
             .header("host", format!("127.0.0.1:{PORT}"))
-            .header("authorization", format!("Bearer {session_token}"))
+            .header("authorization", format!("Bearer {}", session_token.expose()))
     };
     let body = json!({"args": {"url": format!("{}/status/200", upstream.base_url())}});
     let pending = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(body)).await;
@@ -194,7 +194,7 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
             .method(method)
             .uri(path)
             .header("host", format!("127.0.0.1:{PORT}"))
-            .header("authorization", format!("Bearer {other_token}"))
+            .header("authorization", format!("Bearer {}", other_token.expose()))
     };
     let listed = harness.send(as_other("GET", "/v1/action-approvals".into()), None).await;
     assert_eq!(listed.body["items"], json!([]), "another session's approvals are not listed: {}", listed.body);
@@ -389,7 +389,7 @@ async fn no_header_chooses_the_audit_actor() {
             .header("x-aileron-session-id", "sess-forged")
     };
     let agent_token = harness.state.tokens.mint_session("sess-7", SESSION_SCOPES.to_vec(), false);
-    let as_agent = |method: &str, path: String| forged(Request::builder().method(method).uri(path)).header("authorization", format!("Bearer {agent_token}"));
+    let as_agent = |method: &str, path: String| forged(Request::builder().method(method).uri(path)).header("authorization", format!("Bearer {}", agent_token.expose()));
     let url = format!("{}/status/200", upstream.base_url());
     let pending = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({ "args": { "url": url } }))).await;
     assert_eq!(pending.status, StatusCode::ACCEPTED, "{}", pending.body);

@@ -22,7 +22,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use serde_json::{Value, json};
 
 use crate::cli::Cli;

@@ -221,7 +221,7 @@ fn connectors_install_from_a_release_tarball_and_versions_coexist() {
 #[test]
 fn gated_runs_exit_75_and_the_cli_decides() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
     let hash = cli.install_guest("http_get", &[upstream.host_port()]);
     cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") });

@@ -122,7 +122,7 @@ enum CrashPoint {
 fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     aileron::daemon::install_crypto_provider();
-    let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
     let hash = cli.install_guest("http_get", &[upstream.host_port()]);
     cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") });

@@ -815,7 +815,7 @@ async fn a_damaged_vault_file_is_reported_on_unlock_and_never_overwritten() {
     let home = aileron::home::Home::at(temp.path().join("home")).unwrap();
     std::fs::create_dir_all(home.root()).unwrap();
     std::fs::write(home.secrets(), b"{\"version\": 1, \"truncated").unwrap();
-    let mut options = StateOptions::new(crate::support::TOKEN.to_string());
+    let mut options = StateOptions::new(crate::support::TOKEN.into());
     options.listen_port = crate::support::PORT;
     let state = aileron::daemon::AppState::open(home.clone(), options).expect("the daemon starts");
     let router = aileron::daemon::app(state.clone());

@@ -331,7 +331,7 @@ fn action_text(source: &str, connector: &str, version: &str, hash: &str) -> Stri
 #[test]
 fn action_add_by_name_installs_its_connectors_and_runs() {
     let setup = Setup::new();
-    let upstream = setup.runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    let upstream = setup.runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let (key, public_pem) = setup.keygen("acme");
     let tarball = setup.pack_with_hosts("github://acme/widget", "1.2.0", Some(&key), &[upstream.host_port()]);
     let (wasm, manifest_bytes, _) = unpack(&tarball);

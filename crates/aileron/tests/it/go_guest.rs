@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use aileron_core::ContentHash;
 use aileron_sandbox::{ImportPolicy, Runtime, RuntimeConfig};
 use http::StatusCode;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use aileron_core::ContentHash;
 use aileron_sandbox::ImportPolicy;
 use http::StatusCode;

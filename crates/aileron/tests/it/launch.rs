@@ -1010,7 +1010,7 @@ fn install_attack_targets(rig: &LaunchRig, upstream: &str) {
 fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
     let rig = LaunchRig::new();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let started = rig.run(&["daemon", "start"], &[]);
     assert!(started.status.success(), "{}", text(&started));
     install_attack_targets(&rig, &upstream.host_port());
@@ -1103,7 +1103,7 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
 fn an_unconfined_launch_is_audited_and_its_approvals_say_so() {
     let rig = LaunchRig::new();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let upstream = runtime.block_on(aileron::fake_github::FakeGithub::start()).unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     install_attack_targets(&rig, &upstream.host_port());
     let gated_url = format!("{}/status/200", upstream.base_url());
     // This agent only asks for the gated call through its MCP server.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use aileron::demo::{EXAMPLE_ACTIONS, EXAMPLE_WASM, example_manifest_for, render_action};
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use axum::body::Body;
 use futures_util::StreamExt;
 use http::{Request, StatusCode};

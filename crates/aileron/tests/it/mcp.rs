@@ -21,7 +21,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use aileron::mcp::catalog::APPROVAL_PARAGRAPH;
 use serde_json::{Value, json};
 
@@ -1391,4 +1391,81 @@ fn an_injected_credential_never_reaches_the_agents_tool_result() {
     let seen = provider.state.api_requests.lock().unwrap().clone();
     assert!(seen.iter().flatten().any(|(name, value)| name == "x-api-key" && value == key), "the upstream got the key");
     drop(runtime);
+}
+
+/// The daemon's `/mcp` runs tools in-process, as the principal its bearer token resolved to:
+/// this daemon listens nowhere (the harness drives the router with `oneshot`), so a call that
+/// looped back over TCP would fail. The run is audited as the calling session, and a token that
+/// may not run actions is refused at `/mcp` before any tool is reached.
+#[tokio::test]
+async fn the_daemons_mcp_runs_tools_in_process_as_the_caller() {
+    use aileron::principal::SESSION_SCOPES;
+    use http::{Request, StatusCode};
+
+    use crate::support::{Harness, PORT, guest_wasm, manifest};
+
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let spec = ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
+    assert_eq!(harness.add_action("say-hello.md", &spec.render()).await.status, StatusCode::CREATED);
+    let token = harness.state.tokens.mint_session("sess-mcp", SESSION_SCOPES.to_vec(), true);
+    let post = |body: Value, session: Option<&str>| {
+        let mut builder = Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", format!("127.0.0.1:{PORT}"))
+            .header("authorization", format!("Bearer {}", token.expose()))
+            .header("accept", "application/json, text/event-stream");
+        if let Some(session) = session {
+            builder = builder.header("mcp-session-id", session).header("mcp-protocol-version", "2025-06-18");
+        }
+        harness.send(builder, Some(body))
+    };
+    // The one JSON-RPC message of an SSE (or plain JSON) answer.
+    let message = |body: &Value| -> Value {
+        match body {
+            Value::String(text) => text
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+                .find(|message| message.get("id").is_some())
+                .unwrap_or(Value::Null),
+            other => other.clone(),
+        }
+    };
+
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}});
+    let opened = post(initialize, None).await;
+    assert_eq!(opened.status, StatusCode::OK, "{}", opened.body);
+    let session = opened.headers["mcp-session-id"].to_str().unwrap().to_string();
+    let initialized = post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), Some(&session)).await;
+    assert!(initialized.status.is_success(), "{}", initialized.body);
+
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "say_hello", "arguments": {"message": "in-process"}}});
+    let answered = message(&post(call, Some(&session)).await.body);
+    let result = &answered["result"];
+    assert_eq!(result["isError"], false, "{answered}");
+    assert!(result["content"][0]["text"].as_str().unwrap_or_default().contains("in-process"), "{answered}");
+
+    let executed: Vec<Value> = harness.audit().await.into_iter().filter(|r| r["event_type"] == "action.executed").collect();
+    assert_eq!(executed.len(), 1, "one run, audited once");
+    assert_eq!(executed[0]["actor"], json!({"type": "agent", "id": "sess-mcp"}), "audited as the calling session");
+    assert_eq!(executed[0]["session_id"], "sess-mcp");
+
+    // A token that may poll but not run never reaches a tool.
+    let poll_only = harness.state.tokens.mint_session("sess-poll", vec![aileron::principal::Scope::ApprovalsPoll], true);
+    let refused = harness
+        .send(
+            Request::builder()
+                .method("POST")
+                .uri("/mcp")
+                .header("host", format!("127.0.0.1:{PORT}"))
+                .header("authorization", format!("Bearer {}", poll_only.expose()))
+                .header("accept", "application/json, text/event-stream"),
+            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(refused.body["error"]["code"], "forbidden");
 }

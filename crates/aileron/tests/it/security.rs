@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use aileron::egress::Secret;
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use http::StatusCode;
 use serde_json::json;
 

@@ -116,7 +116,7 @@ impl Harness {
     pub fn with_options(tweak: impl FnOnce(&mut StateOptions)) -> Harness {
         let temp = tempfile::tempdir().expect("tempdir");
         let home = Home::at(temp.path().join("home")).expect("home");
-        let mut options = StateOptions::new(TOKEN.to_string());
+        let mut options = StateOptions::new(TOKEN.into());
         options.listen_port = PORT;
         tweak(&mut options);
         let state = AppState::open(home.clone(), options).expect("daemon state");

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aileron::fake_github::FakeGithub;
+use crate::fake_github::FakeGithub;
 use aileron::telemetry::{Telemetry, TelemetryConfig};
 use axum::body::Bytes;
 use axum::extract::State;

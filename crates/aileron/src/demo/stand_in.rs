@@ -1,6 +1,10 @@
 //! A small loopback server with the shape of GitHub's issues API. `aileron demo` uses it so the
 //! demo runs offline; the test suite uses it as a real upstream that counts and records every
 //! request it receives (method, path, headers).
+//!
+//! One source, compiled into three places by `#[path]` (the demo, the test suite, the benchmark):
+//! each uses a different part of it, hence the `dead_code` allowance.
+#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -64,7 +68,12 @@ impl FakeGithub {
         let recorder = Recorder::default();
         let app = router(recorder.clone());
         let task = tokio::spawn(async move {
-            let _ = axum::serve(crate::process::no_delay(listener), app).await;
+            // TCP_NODELAY like every server here (`process::no_delay`), inline: this file is
+            // also compiled into the tests and the benchmark, which have no `crate::process`.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+                let _ = stream.set_nodelay(true);
+            });
+            let _ = axum::serve(listener, app).await;
         });
         Ok(FakeGithub { addr, recorder, task })
     }

@@ -5,15 +5,19 @@
 //! creates a vault, binds a demo token, approves the gated action (which waits for the locked
 //! vault, then runs with the token injected host-side), prints the audit trail and verifies it.
 
+mod stand_in;
+
+use stand_in::FakeGithub;
+
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::cli::EXIT_OK;
+use crate::cli::ExitStatus;
 use crate::client::{DaemonClient, start_daemon, stop_daemon};
-use crate::fake_github::FakeGithub;
+
 use crate::home::Home;
 
 /// The example connector, built from source by `build.rs`.
@@ -44,7 +48,7 @@ pub fn render_action(template: &str, hash: &str) -> String {
         .replace("{{CONNECTOR_HASH}}", hash)
 }
 
-pub async fn run() -> anyhow::Result<i32> {
+pub async fn run() -> anyhow::Result<ExitStatus> {
     let temp = tempfile::Builder::new().prefix("aileron-demo-").tempdir().context("creating a temporary home")?;
     let home = Home::at(temp.path().join("home"))?;
     let result = walkthrough(&home, temp.path()).await;
@@ -56,7 +60,7 @@ pub async fn run() -> anyhow::Result<i32> {
     result
 }
 
-async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<i32> {
+async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<ExitStatus> {
     println!("== Aileron demo (offline, temporary home {})", home.root().display());
 
     let upstream = FakeGithub::start().await.context("starting the loopback GitHub stand-in")?;
@@ -205,7 +209,7 @@ async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<i
         Ok(report) => println!("   {report}"),
         Err(broken) => bail!("audit chain broken: {broken}"),
     }
-    Ok(EXIT_OK)
+    Ok(ExitStatus::Ok)
 }
 
 async fn run_action(client: &DaemonClient, name: &str, args: &Value) -> anyhow::Result<(StatusCode, Value)> {

@@ -57,13 +57,20 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// `{"error": {"code", "message", "hint"?}}`.
+    pub fn body(&self) -> serde_json::Value {
+        let mut error = json!({ "code": self.code, "message": self.message });
+        if let Some(hint) = &self.hint {
+            error["hint"] = hint.clone().into();
+        }
+        json!({ "error": error })
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut error = json!({ "code": self.code, "message": self.message });
-        if let Some(hint) = self.hint {
-            error["hint"] = hint.into();
-        }
-        (self.status, Json(json!({ "error": error }))).into_response()
+        (self.status, Json(self.body())).into_response()
     }
 }
 

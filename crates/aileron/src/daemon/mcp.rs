@@ -1,7 +1,8 @@
 //! The daemon's `/mcp`: the same [`AileronMcp`] over rmcp's streamable HTTP transport (sessions,
 //! SSE streams), behind the daemon's admission (Host/Origin) plus a bearer token that may list
-//! and run actions. Tool calls loop back to `POST /v1/actions/{name}/run` with the caller's own
-//! token (see [`DaemonLink::loopback`]), so the run is audited with the caller as the actor.
+//! and run actions. Tool calls go to the workflows in-process with the principal that token
+//! resolved to (see [`DaemonLink::in_process`]), so the run is audited with the caller as the actor
+//! and checked against the caller's scopes exactly as `POST /v1/actions/{name}/run` would be.
 
 use std::sync::Arc;
 
@@ -13,12 +14,13 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::changes::ActionFeed;
-use super::link::DaemonLink;
-use super::server::{AileronMcp, McpShared};
+use crate::mcp::changes::ActionFeed;
+use crate::mcp::link::DaemonLink;
+use crate::mcp::server::{AileronMcp, McpShared};
 use crate::daemon::AppState;
-use crate::daemon::auth::{Scope, allowed_hosts};
-use crate::daemon::error::ApiError;
+use crate::daemon::auth::allowed_hosts;
+use crate::principal::Scope;
+use crate::wire::ApiError;
 
 /// Where the endpoint is mounted.
 pub const PATH: &str = "/mcp";
@@ -39,7 +41,7 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
             streams.cancel();
         });
     }
-    let link = DaemonLink::loopback(state.base_url()).expect("building the loopback HTTP client");
+    let link = DaemonLink::in_process(state.services.clone());
     let shared = McpShared::new(
         link,
         ActionFeed::Registry(state.actions.subscribe()),
@@ -71,14 +73,11 @@ async fn session_end_ok(request: Request, next: Next) -> Response {
 
 /// `/mcp` needs a bearer token that may list and run actions: the daemon token or a launch
 /// session token (which can never decide an approval, and neither can anything behind `/mcp`).
-async fn require_bearer(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    match presented.and_then(|token| state.tokens.resolve(token)) {
+async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
+    match super::auth::bearer(request.headers()).and_then(|token| state.tokens.resolve(token)) {
         Some(principal) if principal.allows(Scope::ActionsList) && principal.allows(Scope::ActionsRun) => {
+            // The tools run as this principal, in-process (see `DaemonLink::in_process`).
+            request.extensions_mut().insert(principal);
             next.run(request).await
         }
         Some(_) => ApiError::forbidden("this token may not list and run actions, which /mcp needs").into_response(),

@@ -1,0 +1,292 @@
+//! The HTTP API's wire contract (SPEC §10), shared by the daemon's handlers, the workflows below
+//! them, [`crate::client`], the CLI and the MCP catalog: the error shape and the request and
+//! response bodies.
+
+pub mod error;
+
+pub use error::{ApiError, failure_response};
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::sessions::Confinement;
+
+/// A workflow's answer: the status and the JSON body the HTTP API sends, and the in-process
+/// `/mcp` reads as the same pair.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn new(status: StatusCode, body: impl Serialize) -> Reply {
+        Reply { status, body: serde_json::to_value(body).expect("wire types serialize") }
+    }
+
+    pub fn ok(body: impl Serialize) -> Reply {
+        Reply::new(StatusCode::OK, body)
+    }
+
+    pub fn created(body: impl Serialize) -> Reply {
+        Reply::new(StatusCode::CREATED, body)
+    }
+
+    pub fn no_content() -> Reply {
+        Reply { status: StatusCode::NO_CONTENT, body: Value::Null }
+    }
+
+    /// A failure envelope (SPEC §9) with its class's status.
+    pub fn failure(failure: &aileron_core::Failure) -> Reply {
+        let status = StatusCode::from_u16(failure.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Reply { status, body: failure.envelope() }
+    }
+}
+
+impl From<ApiError> for Reply {
+    fn from(error: ApiError) -> Reply {
+        Reply { status: error.status, body: error.body() }
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        if self.status == StatusCode::NO_CONTENT {
+            return self.status.into_response();
+        }
+        (self.status, axum::Json(self.body)).into_response()
+    }
+}
+
+/// What a workflow answers: a reply, or a request error in the [`ApiError`] shape.
+pub type Answer = Result<Reply, ApiError>;
+
+/// axum's JSON extractor, with its rejections (malformed JSON, an unknown field, a wrong
+/// content type) in the [`ApiError`] shape, naming what was wrong.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+impl<T, S> axum::extract::FromRequest<S> for Json<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(request, state).await {
+            Ok(axum::Json(value)) => Ok(Json(value)),
+            Err(rejection) => Err(ApiError::new(rejection.status(), "invalid_body", rejection.body_text())
+                .with_hint("send a JSON object with the fields docs/http-api.json lists for this route")),
+        }
+    }
+}
+
+impl<T, S> axum::extract::OptionalFromRequest<S> for Json<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    /// No body (no `Content-Type`) is `None`; a body must be valid.
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Option<Self>, ApiError> {
+        if !request.headers().contains_key(axum::http::header::CONTENT_TYPE) {
+            return Ok(None);
+        }
+        <Json<T> as axum::extract::FromRequest<S>>::from_request(request, state).await.map(Some)
+    }
+}
+
+// Response bodies.
+
+/// `GET /v1/health`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+}
+
+impl Health {
+    /// This process's answer.
+    pub fn current() -> Health {
+        Health { status: "ok".into(), version: crate::process::VERSION.into() }
+    }
+}
+
+/// An installed action (`GET /v1/actions/{name}`, an item of `GET /v1/actions`); `source` only
+/// when one action is shown.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ActionView {
+    pub name: String,
+    pub version: String,
+    pub enabled: bool,
+    pub tool_name: String,
+    pub description: String,
+    pub intent: String,
+    pub requires_approval: bool,
+    pub input_schema: Value,
+    pub connectors: Vec<ConnectorPin>,
+    pub steps: Vec<StepView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// A connector an action pins, with the capabilities it narrows the manifest to.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ConnectorPin {
+    pub name: String,
+    pub version: String,
+    pub hash: String,
+    pub capabilities: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StepView {
+    pub id: String,
+    pub connector: String,
+    pub op: String,
+}
+
+/// `GET /v1/actions`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ActionList {
+    pub items: Vec<ActionView>,
+    #[serde(default)]
+    pub load_errors: Vec<LoadError>,
+}
+
+/// An action file that did not load.
+pub use crate::actions::LoadError;
+
+/// `POST /v1/actions/{name}/run` → 200.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RunCompleted {
+    pub audit_id: String,
+    pub result: Value,
+}
+
+/// `POST /v1/sessions` → 201: the session and its token (shown once, to the launcher).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SessionStarted {
+    pub session_id: String,
+    #[serde(with = "crate::secret::exposed")]
+    #[schemars(with = "String")]
+    pub token: crate::secret::Secret,
+    pub scopes: Vec<String>,
+    pub confinement: Confinement,
+    pub started_at: String,
+}
+
+/// `POST /v1/web/login-tickets`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct LoginTicket {
+    pub ticket: String,
+    pub login_url: String,
+    pub expires_in_seconds: u64,
+}
+
+// Request bodies and queries.
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstallAction {
+    pub file_name: String,
+    pub content: String,
+    /// A fetched action package: its `<fqn>@<version>` (checked against the file's `source`),
+    /// its signature (base64, verified against the keyring), and whether an unsigned package
+    /// and replacing a different action of the same name are accepted.
+    #[serde(default)]
+    pub reference: Option<String>,
+    #[serde(default)]
+    pub signature: Option<String>,
+    #[serde(default)]
+    pub allow_unsigned: bool,
+    #[serde(default)]
+    pub force: bool,
+    /// Check the package (its reference, signature, `force`) and answer what it requires, without
+    /// installing: `aileron action add <fqn>` asks this before it installs any connector, so a
+    /// forged or unwanted package cannot make it fetch and install anything.
+    #[serde(default)]
+    pub verify_only: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunBody {
+    #[serde(default)]
+    pub args: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchAction {
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewBody {
+    /// A local package (directory or tarball); absent: fetched from the reference's forge.
+    #[serde(default)]
+    pub source: Option<PathBuf>,
+    pub reference: String,
+    #[serde(default)]
+    pub expected_hash: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstallBody {
+    #[serde(flatten)]
+    pub preview: PreviewBody,
+    /// How consent was given: `prompt` (the user answered y) or `flag` (`--yes`).
+    pub consent: String,
+    /// With `flag`: the caller accepts an unsigned package (`--allow-unsigned`). Enforced here, so
+    /// no client can skip it.
+    #[serde(default)]
+    pub allow_unsigned: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckQuery {
+    #[serde(default)]
+    pub pre: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveConnector {
+    pub reference: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideBody {
+    pub approved: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartSession {
+    pub agent: String,
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// How the agent is contained; absent means `unconfined` (a claim of containment is explicit).
+    #[serde(default)]
+    pub confinement: Confinement,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndSession {
+    pub exit_code: Option<i32>,
+}

@@ -1,0 +1,277 @@
+//! Actions: list, show, enable/disable, remove, install (a local file or a fetched, signed
+//! package) and run (the chokepoint's front door).
+
+use std::sync::Arc;
+
+use aileron_core::ConnectorRef;
+use aileron_core::action::{ActionFile, parse_action};
+use aileron_core::policy::{CapabilitySubset, check_subset_against_manifest};
+use aileron_core::vocabulary::EventType;
+use axum::http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use super::connectors::refuse_install;
+use super::{Services, caller_for, require};
+use crate::audit_log::AuditEvent;
+use crate::principal::{Principal, Scope};
+use crate::runner::{RunOutcome, RunRejection, RunRequest, run_action};
+use crate::wire::{ActionList, ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply, RunCompleted, StepView};
+
+/// The JSON view of an installed action.
+pub fn action_view(action: &ActionFile, enabled: bool) -> ActionView {
+    ActionView {
+        name: action.name.clone(),
+        version: action.version.to_string(),
+        enabled,
+        tool_name: action.tool_name(),
+        description: action.description().to_string(),
+        intent: action.intent.clone(),
+        requires_approval: action.requires_approval(),
+        input_schema: action.input_schema(),
+        connectors: action
+            .requires
+            .iter()
+            .map(|c| ConnectorPin {
+                name: c.name.to_string(),
+                version: c.version.to_string(),
+                hash: c.hash.to_string(),
+                capabilities: CapabilitySubset::from(c).to_strings(),
+            })
+            .collect(),
+        steps: action
+            .steps
+            .iter()
+            .map(|s| StepView { id: s.id.clone(), connector: s.connector.to_string(), op: s.op.clone() })
+            .collect(),
+        source: None,
+    }
+}
+
+/// A fetched action package (SPEC §3.4): the file must be the release it claims to be (its
+/// `source` and version), a present signature must verify against the keyring for the action's
+/// FQN, an unsigned one needs `allow_unsigned`, and a different installed action of the same name
+/// is replaced only with `force`.
+pub fn verify_action_package(
+    state: &Services,
+    action: &ActionFile,
+    reference: &str,
+    body: &InstallAction,
+) -> Result<aileron_core::signing::SignatureStatus, ApiError> {
+    let parsed = ConnectorRef::parse(reference).map_err(|e| ApiError::bad_request("invalid_reference", e.to_string()))?;
+    if action.source.as_ref() != Some(&parsed) || action.version != parsed.version {
+        let declared = action.source.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "(none)".into());
+        return Err(ApiError::bad_request(
+            "fqn_mismatch",
+            format!("the package's action declares source {declared} and version {}, but {reference} was requested", action.version),
+        )
+        .with_hint("install the reference the action file declares, or ask the publisher to fix `source`"));
+    }
+    let signature = match &body.signature {
+        Some(encoded) => Some(
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded)
+                .map_err(|_| ApiError::bad_request("signature_failure", "the signature is not base64"))?,
+        ),
+        None => None,
+    };
+    let keyring = crate::keyring::load(&state.home.keyring()).map_err(ApiError::internal)?;
+    let status = aileron_core::signing::verify(&keyring, &parsed.fqn, body.content.as_bytes(), signature.as_deref()).map_err(|e| {
+        let [repo, owner] = aileron_core::signing::authorities_of(&parsed.fqn);
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "signature_failure", e.to_string())
+            .with_hint(format!("if you trust the publisher, trust its key first: `aileron keyring trust {repo}` (or {owner})"))
+    })?;
+    if status == aileron_core::signing::SignatureStatus::Unsigned && !body.allow_unsigned {
+        return Err(ApiError::bad_request("unsigned_refused", format!("the action package {reference} is unsigned"))
+            .with_hint("re-run with --allow-unsigned if you trust where it came from"));
+    }
+    if let Some(existing) = state.actions.get(&action.name)
+        && existing.file.source_text() != action.source_text()
+        && !body.force
+    {
+        return Err(ApiError::new(StatusCode::CONFLICT, "action_exists", format!("a different action named `{}` is installed", action.name))
+            .with_hint("compare with `aileron action show`; re-run with --force to replace it"));
+    }
+    Ok(status)
+}
+
+pub async fn install(state: &Services, principal: &Principal, body: InstallAction) -> Answer {
+    require(principal, Scope::Admin)?;
+    let actor = caller_for(principal).actor;
+    match add(state, actor.clone(), &body).await {
+        Err(error) if error.code != "audit_unavailable" => {
+            let reference = body.reference.clone().unwrap_or_else(|| body.file_name.clone());
+            let stage = if body.verify_only { "preview" } else { "install" };
+            Ok(refuse_install(state, actor, EventType::ActionInstallRefused, &reference, stage, error.into()).await)
+        }
+        answered => answered,
+    }
+}
+
+/// `install_action` once the caller may install: every check, then the audit record, then the
+/// registry. Any refusal comes back as an error for the caller to audit.
+pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &InstallAction) -> Answer {
+    let action = parse_action(&body.content, &body.file_name)
+        .map_err(|e| ApiError::bad_request("parse_error", e.to_string()).with_hint(e.hint.clone()))?;
+    let signature_status = match &body.reference {
+        Some(reference) => Some(verify_action_package(state, &action, reference, body)?),
+        None => None,
+    };
+    if body.verify_only {
+        let requires: Vec<Value> = action
+            .requires
+            .iter()
+            .map(|c| json!({ "name": c.name.to_string(), "version": c.version.to_string(), "hash": c.hash.to_string() }))
+            .collect();
+        return Ok(Reply::ok(json!({
+            "name": action.name,
+            "version": action.version.to_string(),
+            "signature": signature_status.map(|status| status.describe()),
+            "requires": requires,
+        })));
+    }
+    for required in &action.requires {
+        let reference = format!("{}@{}", required.name, required.version);
+        let entry = state.store.find(&required.hash).map_err(ApiError::internal)?.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "connector_not_installed",
+                format!("action `{}` requires {reference} ({}), which is not installed", action.name, required.hash),
+            )
+            .with_hint(format!("install it first: aileron connector install --from <dir or aileron.tar.gz> {reference}"))
+        })?;
+        if entry.manifest.name != required.name || entry.manifest.version != required.version {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "connector_mismatch",
+                format!(
+                    "hash {} belongs to {}@{}, not {reference}",
+                    required.hash, entry.manifest.name, entry.manifest.version
+                ),
+            )
+            .with_hint("fix the name, version or hash in [[requires.connectors]]"));
+        }
+        let subset = CapabilitySubset::from(required);
+        check_subset_against_manifest(&subset, &entry.manifest).map_err(|e| {
+            ApiError::bad_request("invalid_capabilities", format!("{}: {e}", body.file_name))
+                .with_hint("an action may only narrow what its connector's manifest declares")
+        })?;
+    }
+    let mut payload = Map::new();
+    payload.insert("aileron.action.name".into(), action.name.clone().into());
+    payload.insert("aileron.action.version".into(), action.version.to_string().into());
+    payload.insert("aileron.action.sha256".into(), aileron_core::ContentHash::of_bytes(action.source_text().as_bytes()).to_string().into());
+    payload.insert(
+        "aileron.action.connectors".into(),
+        action
+            .requires
+            .iter()
+            .map(|c| {
+                json!({
+                    "aileron.connector.fqn": c.name.to_string(),
+                    "aileron.connector.hash": c.hash.to_string(),
+                    "capabilities": CapabilitySubset::from(c).to_strings(),
+                })
+            })
+            .collect(),
+    );
+    payload.insert("aileron.action.requires_approval".into(), action.requires_approval().into());
+    if let (Some(status), Some(reference)) = (&signature_status, &body.reference) {
+        payload.insert("aileron.action.reference".into(), reference.clone().into());
+        payload.insert("aileron.action.signature".into(), status.describe().into());
+        if let aileron_core::signing::SignatureStatus::Verified { authority, fingerprint } = status {
+            payload.insert("aileron.action.signer".into(), authority.clone().into());
+            payload.insert("aileron.action.signer_fingerprint".into(), fingerprint.clone().into());
+        }
+    }
+    // Adding an action is itself the user's consent: it grants nothing its connectors' consented
+    // manifests did not (checked above), only narrows them.
+    payload.insert("aileron.consent.decision".into(), "approved".into());
+    payload.insert("aileron.consent.via".into(), "command".into());
+    let event = AuditEvent {
+        event_type: EventType::ActionInstalled,
+        actor,
+        session_id: None,
+        payload,
+        audit_id: None,
+    };
+    state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+    let view = action_view(&action, true);
+    state.actions.install(action).map_err(registry_error)?;
+    Ok(Reply::created(view))
+}
+
+/// The chokepoint's front door: a caller without the run scope is refused on record; everything
+/// else is [`run_action`]'s.
+pub async fn run(state: &Arc<Services>, principal: &Principal, name: String, args: Map<String, Value>) -> Answer {
+    if let Err(refused) = require(principal, Scope::ActionsRun) {
+        crate::runner::audit_rejection(state, &caller_for(principal), &name, "forbidden", &args).await.map_err(rejection_error)?;
+        return Err(refused);
+    }
+    let request = RunRequest::new(name, args, caller_for(principal));
+    match run_action(state, request).await {
+        Ok(RunOutcome::Completed { audit_id, result }) => Ok(Reply::ok(RunCompleted { audit_id, result })),
+        Ok(RunOutcome::Failed(failure)) => Ok(Reply::failure(&failure)),
+        Ok(RunOutcome::PendingApproval(pending)) => Ok(Reply::new(StatusCode::ACCEPTED, pending)),
+        Err(rejection) => Err(rejection_error(rejection)),
+    }
+}
+
+pub fn rejection_error(rejection: RunRejection) -> ApiError {
+    match rejection {
+        RunRejection::NotFound(name) => action_not_found(&name),
+        RunRejection::Disabled(name) => {
+            ApiError::new(StatusCode::CONFLICT, "action_disabled", format!("action `{name}` is disabled"))
+                .with_hint(format!("enable it with: aileron action enable {name}"))
+        }
+        RunRejection::InvalidArgs(error) => ApiError::bad_request("invalid_args", error.to_string())
+            .with_hint("pass only the action's declared inputs (aileron action show <name>)"),
+        RunRejection::AuditUnavailable(cause) => ApiError::audit_unavailable(cause),
+        RunRejection::ArgsTooLarge(_) => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "args_too_large", rejection.to_string())
+            .with_hint("pass smaller arguments (a reference to the data rather than the data)"),
+        RunRejection::TooManyPending(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending", rejection.to_string())
+            .with_hint("wait for the user to decide the approvals already waiting (`aileron approval list`)"),
+        RunRejection::JournalUnavailable(cause) => {
+            eprintln!("aileron daemon: approval journal write failed: {cause}");
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_unavailable", "the approval journal cannot be written")
+                .with_hint("check free disk space and permissions of AILERON_HOME; nothing was executed")
+        }
+    }
+}
+
+pub fn action_not_found(name: &str) -> ApiError {
+    ApiError::not_found("action_not_found", format!("no action named `{name}` is installed"))
+        .with_hint("list installed actions with: aileron action list")
+}
+
+pub fn registry_error(error: crate::actions::RegistryError) -> ApiError {
+    match error {
+        crate::actions::RegistryError::NotFound(name) => action_not_found(&name),
+        other => ApiError::internal(other),
+    }
+}
+
+pub fn list(state: &Services, principal: &Principal) -> Answer {
+    require(principal, Scope::ActionsList)?;
+    let (items, load_errors) = state.actions.list();
+    let items = items.iter().map(|a| action_view(&a.file, a.enabled)).collect();
+    Ok(Reply::ok(ActionList { items, load_errors }))
+}
+
+pub fn get(state: &Services, principal: &Principal, name: String) -> Answer {
+    require(principal, Scope::ActionsList)?;
+    let installed = state.actions.get(&name).ok_or_else(|| action_not_found(&name))?;
+    let view = ActionView { source: Some(installed.file.source_text().to_string()), ..action_view(&installed.file, installed.enabled) };
+    Ok(Reply::ok(view))
+}
+
+pub fn set_enabled(state: &Services, principal: &Principal, name: String, body: PatchAction) -> Answer {
+    require(principal, Scope::Admin)?;
+    state.actions.set_enabled(&name, body.enabled).map_err(registry_error)?;
+    let installed = state.actions.get(&name).ok_or_else(|| action_not_found(&name))?;
+    Ok(Reply::ok(action_view(&installed.file, installed.enabled)))
+}
+
+pub fn remove(state: &Services, principal: &Principal, name: String) -> Answer {
+    require(principal, Scope::Admin)?;
+    state.actions.remove(&name).map_err(registry_error)?;
+    Ok(Reply::no_content())
+}

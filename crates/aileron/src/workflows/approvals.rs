@@ -1,0 +1,93 @@
+//! Approvals: what a principal may see, the decision (journal, audit, wait span, the approved
+//! run in the background) and the result an agent polls.
+
+use std::sync::Arc;
+
+use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
+use aileron_core::vocabulary::EventType;
+use serde_json::{Map, json};
+
+use crate::approvals::QueueError;
+
+use super::{Services, caller_for, require};
+use crate::audit_log::AuditEvent;
+use crate::principal::{Principal, Scope};
+use crate::wire::{Answer, ApiError, DecideBody, Reply};
+
+/// A session token sees only its own session's approvals (SPEC §8); the local user sees all.
+pub fn visible_to(principal: &Principal, entry: &aileron_core::approval::ApprovalEntry) -> bool {
+    match principal {
+        Principal::Session { session_id, .. } => entry.session_id.as_deref() == Some(session_id.as_str()),
+        _ => true,
+    }
+}
+
+pub fn pending_for(state: &Services, principal: &Principal) -> Vec<aileron_core::approval::ApprovalEntry> {
+    state.approvals.pending().into_iter().filter(|entry| visible_to(principal, entry)).collect()
+}
+
+pub fn list(state: &Services, principal: &Principal) -> Answer {
+    require(principal, Scope::ApprovalsPoll)?;
+    Ok(Reply::ok(json!({ "items": pending_for(state, &principal) })))
+}
+
+pub fn approval_not_found(id: &str) -> ApiError {
+    ApiError::not_found("approval_not_found", format!("approval `{id}` is unknown or already decided"))
+        .with_hint("list pending approvals with: aileron approval list")
+}
+
+pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, body: DecideBody) -> Answer {
+    if let Err(refused) = require(principal, Scope::ApprovalsDecide) {
+        // A caller without the decide scope (an agent's session token) tried to decide: on record.
+        let mut payload = Map::new();
+        payload.insert("aileron.approval.id".into(), id.chars().take(100).collect::<String>().into());
+        payload.insert("aileron.rejection.code".into(), "forbidden".into());
+        let caller = caller_for(principal);
+        let event = AuditEvent { event_type: EventType::ApprovalDecideRefused, actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
+        state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+        return Err(refused);
+    }
+    let approval_id = ApprovalId::parse(&id).map_err(|_| approval_not_found(&id))?;
+    let caller = caller_for(principal);
+    let decision = Decision { approved: body.approved, reason: body.reason, by: caller.actor.id.clone() };
+    let entry = match state.approvals.decide(&approval_id, decision) {
+        Ok(entry) => entry,
+        Err(QueueError::Unknown(_)) | Err(QueueError::Decide(DecideError::NotPending { .. })) => {
+            return Err(approval_not_found(&id));
+        }
+        Err(QueueError::Decide(error @ DecideError::ReasonTooLong { .. })) => {
+            return Err(ApiError::bad_request("invalid_reason", error.to_string()));
+        }
+        Err(error) => return Err(ApiError::internal(error)),
+    };
+    let decision = if body.approved { ApprovalDecision::Approved } else { ApprovalDecision::Denied };
+    let event = AuditEvent {
+        event_type: decision.audit_event_type().expect("approve and deny are audited"),
+        actor: caller.actor,
+        session_id: entry.session_id.clone(),
+        payload: decision_payload(&entry, decision),
+        audit_id: None,
+    };
+    // The decision is journaled; if it cannot be audited we answer with an error and do not run
+    // it now (an approved entry resumes, once, at the next start).
+    state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+    // The wait span (request → decision) joins the requester's trace; the approved run follows it.
+    let waited = state.telemetry.approval_wait(&entry, decision);
+    if body.approved {
+        let run = crate::runner::execute_approved(state.clone(), approval_id);
+        tokio::spawn(opentelemetry::context::FutureExt::with_context(run, waited));
+    }
+    Ok(Reply::no_content())
+}
+
+pub fn result(state: &Services, principal: &Principal, id: String) -> Answer {
+    require(principal, Scope::ApprovalsPoll)?;
+    let unknown = || {
+        ApiError::not_found("approval_not_found", format!("approval `{id}` is unknown"))
+            .with_hint("list pending approvals with: aileron approval list")
+    };
+    let approval_id = ApprovalId::parse(&id).map_err(|_| unknown())?;
+    // Another session's approval is as unknown to this token as a made-up id.
+    let entry = state.approvals.get(&approval_id).filter(|entry| visible_to(&principal, entry)).ok_or_else(unknown)?;
+    Ok(Reply::ok(ResultView::of(&entry)))
+}

@@ -1,0 +1,100 @@
+//! Launch sessions: start (token minted, journaled, audited), show, end (token revoked).
+
+use aileron_core::vocabulary::EventType;
+use axum::http::StatusCode;
+use serde_json::{Map, Value};
+
+use super::{Services, caller_for, require};
+use crate::audit_log::AuditEvent;
+use crate::principal::{Principal, Scope};
+use crate::sessions::SessionError;
+use crate::wire::{Answer, ApiError, EndSession, Reply, SessionStarted, StartSession};
+
+/// Mints a launch session's token. Only the local user (daemon token) may: a session token asking
+/// for another session gets 403, so an agent can never widen its own grant.
+///
+/// Audited as `session.started`; a session whose record cannot be written is ended again and
+/// its token revoked before the 503, so no agent holds a grant the log does not show.
+pub async fn start(state: &Services, principal: &Principal, body: StartSession) -> Answer {
+    require(principal, Scope::Admin)?;
+    let started = state.sessions.start(&state.tokens, &body.agent, body.pid, body.confinement).map_err(session_error)?;
+    let session = &started.session;
+    let mut payload = Map::new();
+    payload.insert("aileron.session.agent".into(), session.agent.clone().into());
+    if let Some(pid) = session.pid {
+        payload.insert("aileron.session.pid".into(), pid.into());
+    }
+    payload.insert("aileron.session.scopes".into(), session.scopes.clone().into());
+    payload.insert("aileron.session.confinement".into(), session.confinement.as_str().into());
+    if let Err(error) = state.audit.append(session_event(EventType::SessionStarted, principal, session, payload)).await
+    {
+        let _ = state.sessions.end(&state.tokens, &session.session_id, None);
+        return Err(ApiError::audit_unavailable(error));
+    }
+    let view = SessionStarted {
+        session_id: started.session.session_id.clone(),
+        token: started.token.clone(),
+        scopes: started.session.scopes.clone(),
+        confinement: started.session.confinement,
+        started_at: started.session.started_at.clone(),
+    };
+    Ok(Reply::created(view))
+}
+
+pub fn get(state: &Services, principal: &Principal, id: String) -> Answer {
+    require(principal, Scope::Admin)?;
+    let session = state.sessions.get(&id).ok_or_else(|| session_error(SessionError::NotFound(id)))?;
+    Ok(Reply::ok(session))
+}
+
+/// Revokes the session's token, journals the end and audits it as `session.ended`.
+pub async fn end(
+    state: &Services,
+    principal: &Principal,
+        id: String,
+    body: EndSession,
+) -> Answer {
+    require(principal, Scope::Admin)?;
+    let session = state.sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
+    let mut payload = Map::new();
+    payload.insert("aileron.session.agent".into(), session.agent.clone().into());
+    payload.insert("aileron.session.exit_code".into(), session.exit_code.into());
+    let event = session_event(EventType::SessionEnded, principal, &session, payload);
+    state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+    Ok(Reply::ok(session))
+}
+
+/// A session's audit record: the launcher is the actor, the session is the record's `session_id`.
+pub fn session_event(
+    event_type: EventType,
+    principal: &Principal,
+    session: &crate::sessions::Session,
+    payload: Map<String, Value>,
+) -> AuditEvent {
+    AuditEvent {
+        event_type,
+        actor: caller_for(principal).actor,
+        session_id: Some(session.session_id.clone()),
+        payload,
+        audit_id: None,
+    }
+}
+
+pub fn session_error(error: SessionError) -> ApiError {
+    match error {
+        SessionError::InvalidAgent(_) => ApiError::bad_request("invalid_agent", error.to_string())
+            .with_hint("aileron launch names the agent: claude, codex, opencode, goose or pi"),
+        SessionError::NotFound(_) => ApiError::not_found("session_not_found", error.to_string())
+            .with_hint("session ids are printed by `aileron launch`; a daemon restart keeps only their journal"),
+        SessionError::AlreadyEnded(_) => ApiError::new(StatusCode::CONFLICT, "session_ended", error.to_string()),
+        SessionError::Journal { .. } => {
+            eprintln!("aileron daemon: session journal write failed: {error}");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "journal_unavailable",
+                "the session journal cannot be written",
+            )
+            .with_hint("check free disk space and permissions of AILERON_HOME")
+        }
+    }
+}
