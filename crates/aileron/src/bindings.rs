@@ -11,6 +11,7 @@
 //! hook, whose types never print their bytes. One connector has at most one binding, so a
 //! connector can never be given some other connector's account by a lookup that guesses.
 
+use aileron_core::vocabulary::keys;
 use std::fmt;
 use std::sync::Arc;
 
@@ -80,10 +81,10 @@ impl BindingInfo {
     /// The `aileron.binding.*` keys of audit records and spans.
     pub fn audit_payload(&self) -> Map<String, Value> {
         let mut payload = Map::new();
-        payload.insert("aileron.binding.name".into(), self.name.clone().into());
-        payload.insert("aileron.binding.kind".into(), self.kind.clone().into());
-        payload.insert("aileron.binding.identity".into(), self.identity.clone().into());
-        payload.insert("aileron.connector.fqn".into(), self.connector.clone().into());
+        payload.insert(keys::BINDING_NAME.into(), self.name.clone().into());
+        payload.insert(keys::BINDING_KIND.into(), self.kind.clone().into());
+        payload.insert(keys::BINDING_IDENTITY.into(), self.identity.clone().into());
+        payload.insert(keys::CONNECTOR_FQN.into(), self.connector.clone().into());
         payload
     }
 

@@ -1,12 +1,12 @@
 //! Actions: list, show, enable/disable, remove, install (a local file or a fetched, signed
 //! package) and run (the chokepoint's front door).
 
+use aileron_core::vocabulary::{self, EventType, keys};
 use std::sync::Arc;
 
 use aileron_core::ConnectorRef;
 use aileron_core::action::{ActionFile, parse_action};
 use aileron_core::policy::{CapabilitySubset, check_subset_against_manifest};
-use aileron_core::vocabulary::EventType;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
@@ -156,36 +156,35 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
         })?;
     }
     let mut payload = Map::new();
-    payload.insert("aileron.action.name".into(), action.name.clone().into());
-    payload.insert("aileron.action.version".into(), action.version.to_string().into());
-    payload.insert("aileron.action.sha256".into(), aileron_core::ContentHash::of_bytes(action.source_text().as_bytes()).to_string().into());
+    payload.insert(keys::ACTION_NAME.into(), action.name.clone().into());
+    payload.insert(keys::ACTION_VERSION.into(), action.version.to_string().into());
+    payload.insert(keys::ACTION_SHA256.into(), aileron_core::ContentHash::of_bytes(action.source_text().as_bytes()).to_string().into());
     payload.insert(
-        "aileron.action.connectors".into(),
+        keys::ACTION_CONNECTORS.into(),
         action
             .requires
             .iter()
             .map(|c| {
-                json!({
-                    "aileron.connector.fqn": c.name.to_string(),
-                    "aileron.connector.hash": c.hash.to_string(),
-                    "capabilities": CapabilitySubset::from(c).to_strings(),
-                })
+                let mut pin = Map::new();
+                pin.insert(keys::CONNECTOR_FQN.into(), c.name.to_string().into());
+                pin.insert(keys::CONNECTOR_HASH.into(), c.hash.to_string().into());
+                pin.insert("capabilities".into(), CapabilitySubset::from(c).to_strings().into());
+                Value::Object(pin)
             })
             .collect(),
     );
-    payload.insert("aileron.action.requires_approval".into(), action.requires_approval().into());
+    payload.insert(keys::ACTION_REQUIRES_APPROVAL.into(), action.requires_approval().into());
     if let (Some(status), Some(reference)) = (&signature_status, &body.reference) {
-        payload.insert("aileron.action.reference".into(), reference.clone().into());
-        payload.insert("aileron.action.signature".into(), status.describe().into());
+        payload.insert(keys::ACTION_REFERENCE.into(), reference.clone().into());
+        payload.insert(keys::ACTION_SIGNATURE.into(), status.describe().into());
         if let aileron_core::signing::SignatureStatus::Verified { authority, fingerprint } = status {
-            payload.insert("aileron.action.signer".into(), authority.clone().into());
-            payload.insert("aileron.action.signer_fingerprint".into(), fingerprint.clone().into());
+            payload.insert(keys::ACTION_SIGNER.into(), authority.clone().into());
+            payload.insert(keys::ACTION_SIGNER_FINGERPRINT.into(), fingerprint.clone().into());
         }
     }
     // Adding an action is itself the user's consent: it grants nothing its connectors' consented
     // manifests did not (checked above), only narrows them.
-    payload.insert("aileron.consent.decision".into(), "approved".into());
-    payload.insert("aileron.consent.via".into(), "command".into());
+    payload.extend(vocabulary::approved_consent("command"));
     let event = AuditEvent {
         event_type: EventType::ActionInstalled,
         actor,

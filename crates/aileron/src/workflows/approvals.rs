@@ -1,10 +1,10 @@
 //! Approvals: what a principal may see, the decision (journal, audit, wait span, the approved
 //! run in the background) and the result an agent polls.
 
+use aileron_core::vocabulary::{EventType, keys};
 use std::sync::Arc;
 
 use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
-use aileron_core::vocabulary::EventType;
 use serde_json::{Map, json};
 
 use crate::approvals::QueueError;
@@ -40,8 +40,8 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
     if let Err(refused) = require(principal, Scope::ApprovalsDecide) {
         // A caller without the decide scope (an agent's session token) tried to decide: on record.
         let mut payload = Map::new();
-        payload.insert("aileron.approval.id".into(), id.chars().take(100).collect::<String>().into());
-        payload.insert("aileron.rejection.code".into(), "forbidden".into());
+        payload.insert(keys::APPROVAL_ID.into(), id.chars().take(100).collect::<String>().into());
+        payload.insert(keys::REJECTION_CODE.into(), "forbidden".into());
         let caller = caller_for(principal);
         let event = AuditEvent { event_type: EventType::ApprovalDecideRefused, actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
         state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;

@@ -2,8 +2,8 @@
 //! checks, removal and garbage collection.
 
 
+use aileron_core::vocabulary::{self, EventType, keys};
 use aileron_core::ConnectorRef;
-use aileron_core::vocabulary::EventType;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
@@ -77,10 +77,10 @@ impl Refusal {
 /// the refusal; if the record cannot be written, the answer says so instead (fail closed).
 pub async fn refuse_install(state: &Services, actor: aileron_core::audit::Actor, event_type: EventType, reference: &str, stage: &str, refusal: Refusal) -> Reply {
     let mut payload = Map::new();
-    payload.insert("aileron.install.reference".into(), reference.into());
-    payload.insert("aileron.install.stage".into(), stage.into());
-    payload.insert("aileron.install.refusal".into(), refusal.code().into());
-    payload.insert("aileron.install.message".into(), aileron_core::untrusted_text::visible(refusal.message(), 500).into());
+    payload.insert(keys::INSTALL_REFERENCE.into(), reference.into());
+    payload.insert(keys::INSTALL_STAGE.into(), stage.into());
+    payload.insert(keys::INSTALL_REFUSAL.into(), refusal.code().into());
+    payload.insert(keys::INSTALL_MESSAGE.into(), aileron_core::untrusted_text::visible(refusal.message(), 500).into());
     let event = AuditEvent { event_type, actor, session_id: None, payload, audit_id: None };
     match state.audit.append(event).await {
         Ok(_) => refusal.into_reply(),
@@ -202,18 +202,14 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
         ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "store_unwritable", format!("the connector store cannot be written: {error}"))
             .with_hint(format!("check the permissions and free space of {}; nothing was installed", state.home.store_dir().display()))
     })?;
-    let mut payload = Map::new();
-    payload.insert("aileron.connector.fqn".into(), view["fqn"].clone());
-    payload.insert("aileron.connector.version".into(), view["version"].clone());
-    payload.insert("aileron.connector.hash".into(), view["hash"].clone());
-    payload.insert("aileron.connector.signature".into(), view["signature"].clone());
+    let mut payload = vocabulary::connector_release(view["fqn"].clone(), view["version"].clone(), view["hash"].clone());
+    payload.insert(keys::CONNECTOR_SIGNATURE.into(), view["signature"].clone());
     if let Some(fingerprint) = view["signer"]["fingerprint"].as_str() {
-        payload.insert("aileron.connector.signer".into(), view["signer"]["authority"].clone());
-        payload.insert("aileron.connector.signer_fingerprint".into(), fingerprint.into());
+        payload.insert(keys::CONNECTOR_SIGNER.into(), view["signer"]["authority"].clone());
+        payload.insert(keys::CONNECTOR_SIGNER_FINGERPRINT.into(), fingerprint.into());
     }
-    payload.insert("aileron.consent.decision".into(), "approved".into());
-    payload.insert("aileron.consent.via".into(), body.consent.clone().into());
-    payload.insert("aileron.connector.capabilities".into(), view["capabilities"].clone());
+    payload.extend(vocabulary::approved_consent(body.consent.clone()));
+    payload.insert(keys::CONNECTOR_CAPABILITIES.into(), view["capabilities"].clone());
     let event = AuditEvent {
         event_type: EventType::ConnectorInstalled,
         actor: caller_for(principal).actor,
@@ -281,11 +277,8 @@ pub fn remove_orphan_artifacts(state: &Services) -> usize {
 }
 
 pub async fn audit_removed(state: &Services, principal: &Principal, entry: &crate::store::StoreEntry, via: &str) -> Result<(), ApiError> {
-    let mut payload = Map::new();
-    payload.insert("aileron.connector.fqn".into(), entry.fqn.to_string().into());
-    payload.insert("aileron.connector.version".into(), entry.version.to_string().into());
-    payload.insert("aileron.connector.hash".into(), entry.hash.to_string().into());
-    payload.insert("aileron.connector.removed_by".into(), via.into());
+    let mut payload = vocabulary::connector_release(entry.fqn.to_string(), entry.version.to_string(), entry.hash.to_string());
+    payload.insert(keys::CONNECTOR_REMOVED_BY.into(), via.into());
     let event = AuditEvent { event_type: EventType::ConnectorRemoved, actor: caller_for(principal).actor, session_id: None, payload, audit_id: None };
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }

@@ -1,6 +1,6 @@
 //! Launch sessions: start (token minted, journaled, audited), show, end (token revoked).
 
-use aileron_core::vocabulary::EventType;
+use aileron_core::vocabulary::{EventType, keys};
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
@@ -20,12 +20,12 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
     let started = state.sessions.start(&state.tokens, &body.agent, body.pid, body.confinement).map_err(session_error)?;
     let session = &started.session;
     let mut payload = Map::new();
-    payload.insert("aileron.session.agent".into(), session.agent.clone().into());
+    payload.insert(keys::SESSION_AGENT.into(), session.agent.clone().into());
     if let Some(pid) = session.pid {
-        payload.insert("aileron.session.pid".into(), pid.into());
+        payload.insert(keys::SESSION_PID.into(), pid.into());
     }
-    payload.insert("aileron.session.scopes".into(), session.scopes.clone().into());
-    payload.insert("aileron.session.confinement".into(), session.confinement.as_str().into());
+    payload.insert(keys::SESSION_SCOPES.into(), session.scopes.clone().into());
+    payload.insert(keys::SESSION_CONFINEMENT.into(), session.confinement.as_str().into());
     if let Err(error) = state.audit.append(session_event(EventType::SessionStarted, principal, session, payload)).await
     {
         let _ = state.sessions.end(&state.tokens, &session.session_id, None);
@@ -57,8 +57,8 @@ pub async fn end(
     require(principal, Scope::Admin)?;
     let session = state.sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
     let mut payload = Map::new();
-    payload.insert("aileron.session.agent".into(), session.agent.clone().into());
-    payload.insert("aileron.session.exit_code".into(), session.exit_code.into());
+    payload.insert(keys::SESSION_AGENT.into(), session.agent.clone().into());
+    payload.insert(keys::SESSION_EXIT_CODE.into(), session.exit_code.into());
     let event = session_event(EventType::SessionEnded, principal, &session, payload);
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Reply::ok(session))
