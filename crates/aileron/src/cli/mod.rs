@@ -94,9 +94,6 @@ enum Command {
     Man,
     /// Run the whole product offline in a temporary home
     Demo,
-    /// Measure the figures of BENCHMARKS.md (run by `cargo xtask bench`)
-    #[command(hide = true)]
-    Bench(crate::bench::BenchArgs),
 }
 
 /// A command's failure: what to print and the exit code.
@@ -167,9 +164,6 @@ async fn run(cli: Cli) -> CliResult {
     if let Command::Demo = cli.command {
         return crate::demo::run().await.map_err(CliError::from);
     }
-    if let Command::Bench(args) = &cli.command {
-        return crate::bench::run(args.clone()).await.map_err(CliError::from);
-    }
     if let Command::Completions { shell } = &cli.command {
         let mut command = <Cli as clap::CommandFactory>::command();
         let mut script = Vec::new();
@@ -200,7 +194,7 @@ async fn run(cli: Cli) -> CliResult {
         Command::Binding(args) => binding::run(&home, args).await,
         Command::Launch(args) => launch::run(&home, args).await,
         Command::Status { json } => status(&home, json).await,
-        Command::Demo | Command::Bench(_) | Command::Completions { .. } | Command::Man => unreachable!("handled above"),
+        Command::Demo | Command::Completions { .. } | Command::Man => unreachable!("handled above"),
     }
 }
 

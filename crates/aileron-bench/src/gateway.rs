@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
 use super::{Distribution, SummaryRow, format_count, format_duration, format_rate, format_ratio, ratio};
-use crate::home::Home;
+use aileron::home::Home;
 
 /// Fixed request rates of the latency phases (requests per second). 50/s is one LiteLLM worker
 /// can serve on this machine; the goal is stated at 1,000/s.
@@ -117,9 +117,12 @@ pub(super) async fn run(config: &GatewayBenchConfig, scratch: &Path) -> anyhow::
     let upstream = FakeUpstream::start()?;
     let home = Home::at(scratch.join("gateway-bench-home")).context("creating the benchmark home")?;
     let upstream_url = upstream.base_url.as_str();
-    let info = crate::client::start_daemon_with(
+    let info = aileron::client::start_daemon_with(
         &home,
-        &[(crate::env::AILERON_OPENAI_UPSTREAM, upstream_url), (crate::env::AILERON_ANTHROPIC_UPSTREAM, upstream_url)],
+        &[
+            (aileron::env::AILERON_OPENAI_UPSTREAM, upstream_url),
+            (aileron::env::AILERON_ANTHROPIC_UPSTREAM, upstream_url),
+        ],
     )
     .await
     .context("starting the benchmark daemon")?;
@@ -133,7 +136,7 @@ pub(super) async fn run(config: &GatewayBenchConfig, scratch: &Path) -> anyhow::
     let result = measure(config, &upstream.base_url, &info.url, litellm.as_ref()).await;
     let litellm_version = litellm.as_ref().map(|proxy| proxy.version.clone());
     drop(litellm);
-    crate::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
+    aileron::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
     let targets = result?;
     Ok(GatewayFigures { targets, clients: config.clients, window: config.window, litellm_note, litellm_version })
 }
@@ -356,7 +359,7 @@ impl FakeUpstream {
             runtime.block_on(async move {
                 let app = axum::Router::new().route(PATH, axum::routing::post(complete));
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                let _ = axum::serve(crate::daemon::no_delay(listener), app)
+                let _ = axum::serve(aileron::daemon::no_delay(listener), app)
                     .with_graceful_shutdown(async {
                         let _ = stopped.await;
                     })
@@ -448,7 +451,7 @@ impl LiteLlm {
             .arg(&config)
             .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--num_workers", "1"])
             // LiteLLM refuses to start without a master key; the endpoint does not check it.
-            .env("LITELLM_MASTER_KEY", format!("sk-{}", crate::secret::random_token()))
+            .env("LITELLM_MASTER_KEY", format!("sk-{}", aileron::secret::random_token()))
             .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             .env("LITELLM_TELEMETRY", "False")
             .env("LITELLM_LOG", "ERROR")

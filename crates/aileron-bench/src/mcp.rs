@@ -21,8 +21,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::{Distribution, SummaryRow, format_bytes, format_duration, format_ratio, ratio};
-use crate::client::DaemonClient;
-use crate::home::Home;
+use aileron::client::DaemonClient;
+use aileron::home::Home;
 
 const ECHO_WASM: &[u8] = include_bytes!(concat!(env!("AILERON_GUESTS_DIR"), "/echo.wasm"));
 const ECHO_FQN: &str = "github://aileron-bench/echo";
@@ -157,14 +157,14 @@ pub(super) async fn run(config: &McpBenchConfig, scratch: &Path) -> anyhow::Resu
         );
     }
     let home = Home::at(scratch.join("mcp-bench-home")).context("creating the benchmark home")?;
-    let info = crate::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
+    let info = aileron::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
     let result = measure(config, &home, &info.url, info.token.expose()).await;
-    crate::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
+    aileron::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
     result
 }
 
 async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -> anyhow::Result<McpFigures> {
-    let client = DaemonClient::at(url, crate::secret::Secret::new(token))?;
+    let client = DaemonClient::at(url, aileron::secret::Secret::new(token))?;
     install_echo(&client, home, 1).await?;
     let mut mcp = McpProcess::start(&config.mcp_binary, home, url, token)?;
     let arguments = json!({ "text": "hello from the benchmark" });
@@ -286,10 +286,10 @@ struct McpProcess {
 impl McpProcess {
     fn start(binary: &Path, home: &Home, url: &str, token: &str) -> anyhow::Result<McpProcess> {
         let mut child = Command::new(binary)
-            .env(crate::env::AILERON_HOME, home.root())
-            .env(crate::env::AILERON_URL, url)
-            .env(crate::env::AILERON_TOKEN, token)
-            .env_remove(crate::env::AILERON_SESSION_ID)
+            .env(aileron::env::AILERON_HOME, home.root())
+            .env(aileron::env::AILERON_URL, url)
+            .env(aileron::env::AILERON_TOKEN, token)
+            .env_remove(aileron::env::AILERON_SESSION_ID)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -1,6 +1,6 @@
-//! `aileron bench` (hidden; `cargo xtask bench` runs it from a release build): the benchmarks
-//! behind BENCHMARKS.md. Every figure comes with a baseline measured in the same run, reported as
-//! a ratio and in absolute numbers:
+//! `aileron-bench` (`cargo xtask bench` runs it from a release build, beside the release `aileron`
+//! and `aileron-mcp` it measures): the benchmarks behind BENCHMARKS.md. Every figure comes with a
+//! baseline measured in the same run, reported as a ratio and in absolute numbers:
 //!
 //! - `call`: a warm in-process call of the `echo` test connector through `Runtime::call`, against
 //!   a bare wasmtime instantiate + `_start` of the same module (`aileron_sandbox::baseline`);
@@ -21,6 +21,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,14 +36,14 @@ use serde_json::{Value, json};
 mod gateway;
 mod mcp;
 
-use crate::cli::ExitStatus;
-use crate::daemon::{AppState, StateOptions};
-use crate::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
-#[path = "../demo/stand_in.rs"]
+use aileron::daemon::{AppState, StateOptions};
+use aileron::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
+use aileron::home::Home;
+use aileron::telemetry::{Telemetry, TelemetryConfig};
+/// The demo's loopback GitHub stand-in (not library surface), compiled in from its one source.
+#[path = "../../aileron/src/demo/stand_in.rs"]
 mod fake_github;
 use fake_github::FakeGithub;
-use crate::home::Home;
-use crate::telemetry::{Telemetry, TelemetryConfig};
 
 /// The trivial connector: it answers `{"output": {"op", "args"}}`.
 const ECHO_WASM: &[u8] = include_bytes!(concat!(env!("AILERON_GUESTS_DIR"), "/echo.wasm"));
@@ -109,8 +110,9 @@ const DEFAULT_DURATION: &str = "5";
 const DEFAULT_WARMUP: &str = "1";
 const DEFAULT_RESTARTS: u64 = 5;
 
-#[derive(Debug, Clone, clap::Args)]
-#[command(args_override_self = true)]
+/// Measure the figures of BENCHMARKS.md (run by `cargo xtask bench`)
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "aileron-bench", args_override_self = true)]
 pub struct BenchArgs {
     /// Timed calls of each kind in the call benchmark
     #[arg(long, default_value_t = DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(1..))]
@@ -190,11 +192,33 @@ fn seconds(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(value))
 }
 
-pub async fn run(args: BenchArgs) -> anyhow::Result<ExitStatus> {
+/// Runs the benchmarks on the multi-threaded runtime `aileron` gives its commands; a failure
+/// prints its error chain once and exits 1.
+fn main() -> ExitCode {
+    // The benchmark's HTTP clients and the daemon client use rustls, which needs the process-wide provider.
+    aileron::process::install_crypto_provider();
+    let args = <BenchArgs as clap::Parser>::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let scratch =
         tempfile::Builder::new().prefix("aileron-bench-").tempdir().context("creating a scratch directory")?;
     let machine = Machine::describe(scratch.path());
-    eprintln!("aileron bench: {} (scratch {})", machine.summary(), scratch.path().display());
+    eprintln!("aileron-bench: {} (scratch {})", machine.summary(), scratch.path().display());
 
     let call = if args.runs(Part::Call) {
         eprintln!("(a) warm echo calls: {} through Runtime::call and {} on bare wasmtime", args.calls, args.calls);
@@ -283,7 +307,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitStatus> {
             eprintln!("{} not refreshed: it holds a full run and this one ran only part of it", path.display());
         }
     }
-    Ok(ExitStatus::Ok)
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -389,18 +413,18 @@ impl BenchDaemon {
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding a loopback port")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let token = crate::secret::random_token();
-        let mut options = StateOptions::new(crate::secret::Secret::new(token.clone()));
+        let token = aileron::secret::random_token();
+        let mut options = StateOptions::new(token.as_str().into());
         options.listen_port = addr.port();
         options.telemetry = telemetry;
         let opening = Instant::now();
         let state = AppState::open(home.clone(), options)?;
         let open_time = opening.elapsed();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let app = crate::daemon::app(state.clone());
+        let app = aileron::daemon::app(state.clone());
         let server = executor.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            axum::serve(crate::daemon::no_delay(listener), app)
+            axum::serve(aileron::daemon::no_delay(listener), app)
                 .with_graceful_shutdown(async {
                     let _ = stopped.await;
                 })
@@ -791,7 +815,7 @@ async fn restart_benchmark(restarts: usize, scratch: &Path) -> anyhow::Result<Ve
     // The example connector needs its upstream; it stays up across the daemon restarts because
     // the manifest names its port.
     let upstream = FakeGithub::start().await.context("starting the loopback GitHub stand-in")?;
-    let list_issues = crate::demo::EXAMPLE_ACTIONS
+    let list_issues = aileron::demo::EXAMPLE_ACTIONS
         .iter()
         .find(|(file, _)| *file == "list-issues.md")
         .map(|(_, template)| *template)
@@ -961,7 +985,7 @@ impl SpanReceiver {
         };
         let app = axum::Router::new().route("/v1/traces", axum::routing::post(receive));
         let task = tokio::spawn(async move {
-            let _ = axum::serve(crate::daemon::no_delay(listener), app).await;
+            let _ = axum::serve(aileron::daemon::no_delay(listener), app).await;
         });
         Ok(SpanReceiver { endpoint, spans, task })
     }
