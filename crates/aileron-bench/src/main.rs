@@ -37,11 +37,11 @@ mod gateway;
 mod mcp;
 
 use aileron::daemon::{AppState, StateOptions};
-use aileron::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
+use aileron::cli::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
 use aileron::home::Home;
 use aileron::telemetry::{Telemetry, TelemetryConfig};
 /// The demo's loopback GitHub stand-in (not library surface), compiled in from its one source.
-#[path = "../../aileron/src/demo/stand_in.rs"]
+#[path = "../../aileron/src/cli/demo/stand_in.rs"]
 mod fake_github;
 use fake_github::FakeGithub;
 
@@ -815,7 +815,7 @@ async fn restart_benchmark(restarts: usize, scratch: &Path) -> anyhow::Result<Ve
     // The example connector needs its upstream; it stays up across the daemon restarts because
     // the manifest names its port.
     let upstream = FakeGithub::start().await.context("starting the loopback GitHub stand-in")?;
-    let list_issues = aileron::demo::EXAMPLE_ACTIONS
+    let list_issues = aileron::cli::demo::EXAMPLE_ACTIONS
         .iter()
         .find(|(file, _)| *file == "list-issues.md")
         .map(|(_, template)| *template)

@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value};
 
 use crate::audit_log::AuditEvent;
-use crate::runner::Caller;
+use crate::principal::Caller;
 
 /// Response bodies above this are refused (`resource_limit_exceeded`, limit `response_body`).
 pub const MAX_RESPONSE_BODY_BYTES: usize = 8 * 1024 * 1024;

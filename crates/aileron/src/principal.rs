@@ -6,7 +6,24 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
+use aileron_core::audit::{Actor, ActorType};
+
 use crate::secret::Secret;
+
+/// Who is asking, for the audit record.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub actor: Actor,
+    pub session_id: Option<String>,
+    /// An agent outside launch containment (see `ApprovalEntry::unconfined`).
+    pub unconfined: bool,
+}
+
+impl Caller {
+    pub fn new(actor_type: ActorType, id: impl Into<String>) -> Caller {
+        Caller { actor: Actor { r#type: actor_type, id: id.into() }, session_id: None, unconfined: false }
+    }
+}
 
 /// What a token may do. Session tokens minted for launched agents carry only the first three.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -14,7 +14,7 @@ use aileron_core::approval::{
     ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalRequest, Outcome, PendingApproval, render_preview,
     requested_payload, review_url,
 };
-use aileron_core::audit::{Actor, ActorType};
+use aileron_core::audit::ActorType;
 use aileron_core::manifest::ConnectorManifest;
 use aileron_core::policy::{self, CapabilitySubset};
 use aileron_core::template::{self, step_args};
@@ -26,25 +26,11 @@ use opentelemetry::context::FutureExt;
 use serde_json::{Map, Value, json};
 
 use crate::approvals;
+pub use crate::principal::Caller;
 use crate::audit_log::{AuditEvent, mint_audit_id};
-use crate::workflows::Services;
+use crate::services::Services;
 use crate::egress::StepEgress;
 use crate::telemetry::keys;
-
-/// Who is asking, for the audit record.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub actor: Actor,
-    pub session_id: Option<String>,
-    /// An agent outside launch containment (see [`ApprovalEntry::unconfined`]).
-    pub unconfined: bool,
-}
-
-impl Caller {
-    pub fn new(actor_type: ActorType, id: impl Into<String>) -> Caller {
-        Caller { actor: Actor { r#type: actor_type, id: id.into() }, session_id: None, unconfined: false }
-    }
-}
 
 pub struct RunRequest {
     pub action: String,
@@ -601,4 +587,16 @@ async fn append(
         audit_id: Some(audit_id.to_string()),
     };
     state.audit.append(event).await.map(|_| ()).map_err(|e| RunRejection::AuditUnavailable(e.to_string()))
+}
+
+/// Executes, once each, the approved entries the journal held at start-up, and audits the
+/// entries that were running when the daemon died (failed, never re-run).
+pub fn resume_approvals(services: &Arc<Services>) {
+    let (resume, recovered) = services.take_recovery();
+    for id in recovered {
+        tokio::spawn(audit_recovered(services.clone(), id));
+    }
+    for id in resume {
+        tokio::spawn(execute_approved(services.clone(), id));
+    }
 }

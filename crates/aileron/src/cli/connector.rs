@@ -2,7 +2,7 @@
 //! `--from`), runs the pipeline in the daemon up to consent (preview: layout, identity, signature
 //! against the keyring, hash), asks the user, then installs exactly the bytes consented to.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -258,7 +258,7 @@ async fn install(home: &Home, request: Install) -> CliResult {
                  hint: review the capabilities above and re-run with --yes (plus --allow-unsigned for unsigned packages)",
             ));
         }
-        if !ask("Install this connector? [y/N] ")? {
+        if !super::ask("Install this connector? [y/N] ")? {
             eprintln!("cancelled; nothing was installed");
             return Ok(super::ExitStatus::Failure);
         }
@@ -329,7 +329,7 @@ async fn preview_or_trust(client: &DaemonClient, body: &Value) -> Result<Option<
     for authority in &authorities {
         let Ok(key) = super::keyring::fetch_key(authority).await else { continue };
         eprintln!("{authority} publishes key {}", key.fingerprint());
-        if !ask(&format!("Trust publisher {authority}? [y/N] "))? {
+        if !super::ask(&format!("Trust publisher {authority}? [y/N] "))? {
             eprintln!("not trusted; nothing was installed");
             return Ok(None);
         }
@@ -360,10 +360,3 @@ pub fn consent_text(preview: &Value) -> String {
     text
 }
 
-pub(super) fn ask(question: &str) -> Result<bool, CliError> {
-    eprint!("{question}");
-    std::io::stderr().flush().ok();
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer).map_err(|e| CliError::failure(format!("reading the answer: {e}")))?;
-    Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
-}

@@ -68,7 +68,7 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
                 None => fetch_key(&authority).await?,
             };
             eprintln!("{authority} key {}", key.fingerprint());
-            if !yes && std::io::stdin().is_terminal() && !super::connector::ask(&format!("Trust publisher {authority}? [y/N] "))? {
+            if !yes && std::io::stdin().is_terminal() && !super::ask(&format!("Trust publisher {authority}? [y/N] "))? {
                 eprintln!("not trusted");
                 return Ok(super::ExitStatus::Failure);
             }

@@ -2,6 +2,7 @@
 //! listing), stderr carries messages; errors end with a `hint:` line. Exit codes: 0 ok,
 //! 1 failure, 2 usage, 75 approval pending.
 
+pub mod demo;
 mod action;
 mod approval;
 mod audit;
@@ -162,7 +163,7 @@ pub fn main() -> i32 {
 
 async fn run(cli: Cli) -> CliResult {
     if let Command::Demo = cli.command {
-        return crate::demo::run().await.map_err(CliError::from);
+        return demo::run().await.map_err(CliError::from);
     }
     if let Command::Completions { shell } = &cli.command {
         let mut command = <Cli as clap::CommandFactory>::command();
@@ -243,4 +244,13 @@ pub fn print_json(value: &impl serde::Serialize) {
 /// Text from connectors, upstreams and agents, safe for a terminal (SPEC §14).
 pub fn escape(text: &str) -> String {
     aileron_core::untrusted_text::visible(text, usize::MAX)
+}
+
+/// Asks a yes/no question on stderr; only `y` or `yes` is yes.
+pub fn ask(question: &str) -> Result<bool, CliError> {
+    eprint!("{question}");
+    std::io::Write::flush(&mut std::io::stderr()).ok();
+    let mut answer = String::new();
+    std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut answer).map_err(|e| CliError::failure(format!("reading the answer: {e}")))?;
+    Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
 }

@@ -24,7 +24,7 @@ use crate::wire::ApiError;
 use crate::audit_log::AuditEvent;
 use crate::bindings::{BINDINGS_PREFIX, BindingError, BindingInfo, DEFAULT_IDENTITY, Material, validate_identity};
 use crate::oauth::{Mode, OAuthError, Target, is_loopback_http};
-use crate::runner::Caller;
+use crate::principal::Caller;
 use crate::vault::{VaultAccessError, VaultState};
 
 type ApiResult = Result<Response, ApiError>;

@@ -19,7 +19,7 @@ use axum::Router;
 use crate::bindings::CredentialSource;
 use crate::home::{Home, write_atomic};
 use crate::secret::Secret;
-use crate::workflows::{ServiceOptions, Services};
+use crate::services::{ServiceOptions, Services};
 
 // Leaf items every layer needs; re-exported here, where callers have always found them.
 pub use crate::process::{DaemonInfo, VERSION, install_crypto_provider, no_delay};
@@ -134,7 +134,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     options.telemetry = crate::telemetry::init(crate::telemetry::DEFAULT_SERVICE_NAME, &home);
     let state = AppState::open(home.clone(), options)?;
     state.set_listen_port(addr.port());
-    state.services.resume_approvals();
+    crate::runner::resume_approvals(&state.services);
     let info = DaemonInfo {
         url: format!("http://{addr}"),
         pid: std::process::id(),

@@ -16,8 +16,7 @@ use futures_util::StreamExt;
 use reqwest::Method;
 use tokio::sync::watch;
 
-use super::link::Autostart;
-use super::server::McpShared;
+use super::link::{Autostart, DaemonLink};
 
 const FIRST_RETRY: Duration = Duration::from_millis(200);
 const MAX_RETRY: Duration = Duration::from_secs(2);
@@ -83,9 +82,10 @@ impl ActionFeed {
     }
 }
 
-/// Follows `/v1/actions/watch` for as long as the process runs.
-pub async fn follow(shared: Arc<McpShared>, changes: watch::Sender<Followed>) {
-    let link = shared.link();
+/// Follows `/v1/actions/watch` for as long as the process runs, through the link `owner` holds
+/// (the server's shared state).
+pub async fn follow<Owner: AsRef<DaemonLink>>(owner: Arc<Owner>, changes: watch::Sender<Followed>) {
+    let link = (*owner).as_ref();
     let mut streams = 0;
     let mut retry = FIRST_RETRY;
     loop {

@@ -199,6 +199,12 @@ impl McpShared {
     }
 }
 
+impl AsRef<DaemonLink> for McpShared {
+    fn as_ref(&self) -> &DaemonLink {
+        &self.link
+    }
+}
+
 /// One MCP session's server. Dropping it (the session ended) stops its notification forwarder.
 pub struct AileronMcp {
     shared: Arc<McpShared>,

@@ -120,18 +120,27 @@ impl Health {
 }
 
 /// An installed action (`GET /v1/actions/{name}`, an item of `GET /v1/actions`); `source` only
-/// when one action is shown.
+/// when one action is shown. Reading one, only the name and the tool name are required: an
+/// `aileron-mcp` of another version still builds its catalog from what it understands.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ActionView {
     pub name: String,
-    pub version: String,
-    pub enabled: bool,
     pub tool_name: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
     pub description: String,
+    #[serde(default)]
     pub intent: String,
+    #[serde(default)]
     pub requires_approval: bool,
+    #[serde(default)]
     pub input_schema: Value,
+    #[serde(default)]
     pub connectors: Vec<ConnectorPin>,
+    #[serde(default)]
     pub steps: Vec<StepView>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use aileron::demo::{EXAMPLE_ACTIONS, EXAMPLE_WASM, example_manifest_for, render_action};
+use aileron::cli::demo::{EXAMPLE_ACTIONS, EXAMPLE_WASM, example_manifest_for, render_action};
 use crate::fake_github::FakeGithub;
 use axum::body::Body;
 use futures_util::StreamExt;

@@ -13,7 +13,7 @@ mod go_guest;
 mod hostile;
 mod http_doc;
 /// The demo's loopback GitHub stand-in, compiled in from the demo (it is not library surface).
-#[path = "../../src/demo/stand_in.rs"]
+#[path = "../../src/cli/demo/stand_in.rs"]
 mod fake_github;
 mod fake_forge;
 mod fake_oauth;

@@ -1,0 +1,144 @@
+//! The run context every workflow runs on: [`Services`] (actions, store, runtime, audit,
+//! approvals, vault, bindings, credentials, OAuth, the egress client, telemetry, and the token and
+//! session registries). The daemon builds it once; the workflows, the runner and the in-process
+//! `/mcp` share it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use aileron_sandbox::{Runtime, RuntimeConfig};
+use anyhow::Context;
+
+use crate::actions::ActionRegistry;
+use crate::approvals::ApprovalQueue;
+use crate::audit_log::{AuditConfig, AuditLog};
+use crate::bindings::{Bindings, CredentialSource};
+use crate::home::Home;
+use crate::oauth::OAuthFlows;
+use crate::principal::TokenRegistry;
+use crate::secret::Secret;
+use crate::sessions::SessionRegistry;
+use crate::store::Store;
+use crate::vault::Vault;
+
+/// What the workflows run on: the run context (actions, store, runtime, audit, approvals,
+/// credentials, egress client, telemetry) plus the token and session registries.
+pub struct Services {
+    pub home: Home,
+    pub tokens: TokenRegistry,
+    pub sessions: SessionRegistry,
+    pub audit: Arc<AuditLog>,
+    pub store: Store,
+    pub actions: ActionRegistry,
+    pub approvals: ApprovalQueue,
+    /// Approved entries found in the journal at start-up, executed once `resume_approvals` runs.
+    pending_resume: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
+    /// Entries found running at start-up (now failed); audited by `resume_approvals`.
+    pending_recovered: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
+    pub runtime: Arc<Runtime>,
+    /// The encrypted vault (`secrets.json`); starts locked.
+    pub vault: Arc<Vault>,
+    /// Credential bindings, stored in the vault.
+    pub bindings: Arc<Bindings>,
+    /// Where egress resolves credentials: `bindings`, unless a test substitutes its own.
+    pub credentials: Arc<dyn CredentialSource>,
+    /// Pending OAuth2 authorizations and the client that refreshes tokens.
+    pub oauth: Arc<OAuthFlows>,
+    /// Back-off between retries of retriable failures (SPEC §9: 1 s, 2 s, 4 s).
+    pub retry_delays: [std::time::Duration; 3],
+    /// Client for connector egress: no redirects are ever followed (SPEC §4.2).
+    pub egress_client: reqwest::Client,
+    listen_port: AtomicU16,
+    /// Traces (off unless `AILERON_OTEL_ENABLED`); flushed by `serve` at exit.
+    pub telemetry: crate::telemetry::Telemetry,
+}
+
+/// How to build [`Services`]; the daemon derives it from its own options.
+pub struct ServiceOptions {
+    pub admin_token: Secret,
+    pub credentials: Option<Arc<dyn CredentialSource>>,
+    pub listen_port: u16,
+    pub retry_delays: [std::time::Duration; 3],
+    pub telemetry: crate::telemetry::Telemetry,
+}
+
+impl Services {
+    pub fn open(home: Home, options: ServiceOptions) -> anyhow::Result<Arc<Services>> {
+        crate::process::install_crypto_provider();
+        let audit = AuditLog::open(AuditConfig { dir: home.audit_parent() }).context("opening the audit log")?;
+        let store = Store::open(home.store_dir()).context("opening the connector store")?;
+        let actions = ActionRegistry::load(&home.actions_dir(), &home.action_state())
+            .with_context(|| format!("loading actions from {}", home.actions_dir().display()))?;
+        let (approvals, recovery) =
+            ApprovalQueue::open(&home.approvals_journal()).context("replaying the approval journal")?;
+        for id in &recovery.recovered {
+            eprintln!("aileron daemon: approval {id} was running when the daemon stopped; marked failed, not re-run");
+        }
+        let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()), ..RuntimeConfig::default() }).context("starting wasmtime")?;
+        let egress_client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(crate::egress::PublicOnlyResolver))
+            // Through a proxy from the environment the connection would go to the proxy, which
+            // resolves the name itself: the address checked would not be the address reached.
+            .no_proxy()
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .build()
+            .context("building the egress HTTP client")?;
+        let vault = Arc::new(Vault::open(&home.secrets()).map_err(|error| {
+            anyhow::anyhow!("opening the vault: {error}\nhint: {}", error.hint())
+        })?);
+        let bindings = Arc::new(Bindings::new(vault.clone()));
+        let credentials = options.credentials.unwrap_or_else(|| bindings.clone());
+        Ok(Arc::new(Services {
+            sessions: SessionRegistry::open(home.sessions_journal()),
+            home,
+            tokens: TokenRegistry::new(options.admin_token),
+            audit: Arc::new(audit),
+            store,
+            actions,
+            approvals,
+            pending_resume: std::sync::Mutex::new(recovery.to_resume),
+            pending_recovered: std::sync::Mutex::new(recovery.recovered),
+            runtime: Arc::new(runtime),
+            vault,
+            bindings,
+            credentials,
+            oauth: Arc::new(OAuthFlows::new().context("building the OAuth client")?),
+            retry_delays: options.retry_delays,
+            egress_client,
+            listen_port: AtomicU16::new(options.listen_port),
+            telemetry: options.telemetry,
+        }))
+    }
+
+    /// What a step's egress hook needs, and nothing more.
+    pub fn egress_services(&self) -> crate::egress::EgressServices {
+        crate::egress::EgressServices {
+            credentials: self.credentials.clone(),
+            oauth: self.oauth.clone(),
+            client: self.egress_client.clone(),
+            audit: self.audit.clone(),
+        }
+    }
+
+    pub fn listen_port(&self) -> u16 {
+        self.listen_port.load(Ordering::Relaxed)
+    }
+
+    pub fn set_listen_port(&self, port: u16) {
+        self.listen_port.store(port, Ordering::Relaxed);
+    }
+
+    /// `http://127.0.0.1:<port>`: the origin of the web page and of review URLs.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.listen_port())
+    }
+
+    /// What the journal held at start-up, once: `(approved entries to execute, entries that were
+    /// running when the daemon died)`; `runner::resume_approvals` acts on them.
+    pub fn take_recovery(&self) -> (Vec<aileron_core::approval::ApprovalId>, Vec<aileron_core::approval::ApprovalId>) {
+        let recovered = std::mem::take(&mut *self.pending_recovered.lock().expect("recovered list poisoned"));
+        let resume = std::mem::take(&mut *self.pending_resume.lock().expect("resume list poisoned"));
+        (resume, recovered)
+    }
+}
