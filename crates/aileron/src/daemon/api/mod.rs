@@ -13,7 +13,6 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::Router;
 use axum::extract::State;
-use axum::http::Method;
 use axum::routing::{MethodRouter, delete, get, patch, post};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{Map, Value, json};
@@ -55,22 +54,33 @@ pub enum Serve {
 
 /// One route of the API.
 pub struct Route {
-    pub method: Method,
+    /// The HTTP method (the handler's `MethodRouter` serves it; this names it for the
+    /// description and the tests).
+    pub method: &'static str,
     pub path: &'static str,
     pub auth: Auth,
     pub summary: &'static str,
     /// The JSON Schema of the request body (or query), when it has one.
     pub request: Option<fn(&mut SchemaGenerator) -> Schema>,
+    /// The success status and the JSON Schema of its body, when the body is a wire type.
+    pub response: Option<(u16, fn(&mut SchemaGenerator) -> Schema)>,
     pub serve: Serve,
 }
 
-const fn route(method: Method, path: &'static str, auth: Auth, summary: &'static str, serve: Serve) -> Route {
-    Route { method, path, auth, summary, request: None, serve }
+const fn route(method: &'static str, path: &'static str, auth: Auth, summary: &'static str, serve: Serve) -> Route {
+    Route { method, path, auth, summary, request: None, response: None, serve }
 }
 
-/// A route whose request carries `T` (a JSON body, or the query of a `GET`).
-const fn route_with<T: JsonSchema>(method: Method, path: &'static str, auth: Auth, summary: &'static str, serve: Serve) -> Route {
-    Route { method, path, auth, summary, request: Some(T::json_schema), serve }
+impl Route {
+    /// The request carries `T` (a JSON body, or the query of a `GET`).
+    const fn takes<T: JsonSchema>(self) -> Route {
+        Route { request: Some(T::json_schema), ..self }
+    }
+
+    /// Success is `status` with a `T` body.
+    const fn answers<T: JsonSchema>(self, status: u16) -> Route {
+        Route { response: Some((status, T::json_schema)), ..self }
+    }
 }
 
 use Auth::{LoginTicket, McpBearer, OAuthState, PageCookie, Public, Token, Upstream};
@@ -79,60 +89,60 @@ use Serve::App;
 
 /// Every route the daemon serves.
 pub const ROUTES: &[Route] = &[
-    route(Method::GET, "/v1/health", Public, "liveness; no token needed", App(|| get(health))),
-    route(Method::GET, "/v1/status", Token(Admin), "version, pid, counts, vault state", App(|| get(status))),
-    route(Method::GET, "/v1/actions", Token(ActionsList), "installed actions {items, load_errors}", App(|| get(actions::list))),
-    route_with::<wire::InstallAction>(Method::POST, "/v1/actions/install", Token(Admin), "install an action file {file_name, content}", App(|| post(actions::install))),
-    route(Method::GET, "/v1/actions/watch", Token(ActionsList), "SSE: `changed` when the action set changes", App(|| get(actions::watch))),
-    route(Method::GET, "/v1/actions/{name}", Token(ActionsList), "one action", App(|| get(actions::get))),
-    route_with::<wire::PatchAction>(Method::PATCH, "/v1/actions/{name}", Token(Admin), "{enabled}", App(|| patch(actions::patch))),
-    route(Method::DELETE, "/v1/actions/{name}", Token(Admin), "remove an action", App(|| delete(actions::delete))),
-    route_with::<wire::RunBody>(Method::POST, "/v1/actions/{name}/run", Token(ActionsRun), "{args} → 200 {audit_id, result} | 202 pending approval | failure envelope", App(|| post(actions::run))),
-    route(Method::GET, "/v1/connectors", Token(Admin), "installed connectors", App(|| get(connectors::list))),
-    route_with::<wire::PreviewBody>(Method::POST, "/v1/connectors/preview", Token(Admin), "install pipeline up to consent {reference, source?, expected_hash?}; without source the release is fetched from its forge; a present signature must verify", App(|| post(connectors::preview))),
-    route_with::<wire::InstallBody>(Method::POST, "/v1/connectors/install", Token(Admin), "install pipeline with consent recorded {reference, source?, expected_hash, consent: prompt|flag, allow_unsigned?}", App(|| post(connectors::install))),
-    route_with::<wire::RemoveConnector>(Method::POST, "/v1/connectors/remove", Token(Admin), "{reference} removes an installed version; 409 while an installed action needs it (naming the actions)", App(|| post(connectors::remove))),
-    route_with::<wire::CheckQuery>(Method::GET, "/v1/connectors/check", Token(Admin), "?pre=true: newer releases per installed connector {items: [{fqn, installed, newer, error?}]}", App(|| get(connectors::check))),
-    route(Method::POST, "/v1/connectors/gc", Token(Admin), "removes store entries no installed action uses and compiled-cache files of removed entries", App(|| post(connectors::gc))),
-    route(Method::GET, "/v1/keyring", Token(Admin), "trusted publisher keys {items: [{authority, fingerprint, key}]}", App(|| get(trust::list_keys))),
-    route_with::<trust::TrustBody>(Method::POST, "/v1/keyring/trust", Token(Admin), "{authority, key} → 201 (200 when already trusted); audited keyring.trusted", App(|| post(trust::trust_key))),
-    route_with::<trust::RevokeBody>(Method::POST, "/v1/keyring/revoke", Token(Admin), "{authority} | {fingerprint}; audited keyring.revoked", App(|| post(trust::revoke_key))),
-    route_with::<audit::AuditQuery>(Method::GET, "/v1/audit", Token(Admin), "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)", App(|| get(audit::list))),
-    route(Method::GET, "/v1/audit/{id}", Token(Admin), "one audit record", App(|| get(audit::get))),
-    route(Method::GET, "/v1/action-approvals", Token(ApprovalsPoll), "pending approvals, oldest first", App(|| get(approvals::list))),
-    route(Method::GET, "/v1/action-approvals/watch", Token(ApprovalsPoll), "SSE: `snapshot`, `pending`, `resolved`; 30 s heartbeat", App(|| get(approvals::watch))),
-    route_with::<wire::DecideBody>(Method::POST, "/v1/action-approvals/{id}/decide", Token(ApprovalsDecide), "{approved, reason?} → 204; 404 when unknown or already decided", App(|| post(approvals::decide))),
-    route(Method::GET, "/v1/action-approvals/{id}/result", Token(ApprovalsPoll), "{status, audit_id?, result?, reason?, failure?}", App(|| get(approvals::result))),
-    route(Method::GET, "/v1/vault/status", Token(Admin), "{state: absent|locked|unlocked, path, secrets, bindings, awaiting_vault}", App(|| get(credentials::vault_status))),
-    route_with::<credentials::PassphraseBody>(Method::POST, "/v1/vault/init", Token(Admin), "{passphrase} → 201; creates the vault, unlocked", App(|| post(credentials::vault_init))),
-    route_with::<credentials::PassphraseBody>(Method::POST, "/v1/vault/unlock", Token(Admin), "{passphrase}; 403 wrong_passphrase changes nothing; resumes awaiting_vault runs", App(|| post(credentials::vault_unlock))),
-    route(Method::POST, "/v1/vault/lock", Token(Admin), "forgets the key", App(|| post(credentials::vault_lock))),
-    route(Method::GET, "/v1/secrets", Token(Admin), "free-form secrets: paths and metadata, never values", App(|| get(credentials::list_secrets))),
-    route_with::<credentials::SetSecret>(Method::POST, "/v1/secrets", Token(Admin), "{path, value, description?} → 201", App(|| post(credentials::set_secret))),
-    route(Method::DELETE, "/v1/secrets/{*path}", Token(Admin), "remove a secret", App(|| delete(credentials::remove_secret))),
-    route(Method::GET, "/v1/bindings", Token(Admin), "credential bindings {items} (no secret bytes); works while locked", App(|| get(credentials::list_bindings))),
-    route_with::<credentials::SetupBody>(Method::POST, "/v1/bindings/setup", Token(Admin), "{connector, identity?, api_key? | aws?{access_key_id, secret_access_key, session_token?}} → 201", App(|| post(credentials::setup_binding))),
-    route_with::<credentials::OAuthInit>(Method::POST, "/v1/bindings/setup/oauth2/init", Token(Admin), "{connector | rebind, identity?, mode: cli|daemon, redirect_port?, return_to?} → {session_id, authorize_url, redirect_uri}", App(|| post(credentials::oauth_init))),
-    route_with::<credentials::OAuthFinish>(Method::POST, "/v1/bindings/setup/oauth2/finish", Token(Admin), "{session_id, code, state} → 201 the binding (CLI mode)", App(|| post(credentials::oauth_finish))),
-    route(Method::GET, credentials::OAUTH_CALLBACK_PATH, OAuthState, "daemon-mode OAuth redirect target (the state is single-use) → 303 return_to", App(|| get(credentials::oauth_callback))),
-    route(Method::GET, "/v1/bindings/{name}", Token(Admin), "one binding (name URL-encoded: `/` as %2F)", App(|| get(credentials::get_binding))),
-    route(Method::DELETE, "/v1/bindings/{name}", Token(Admin), "revoke: removes the binding and its material", App(|| delete(credentials::revoke_binding))),
-    route_with::<credentials::MaterialBody>(Method::POST, "/v1/bindings/{name}/rebind", Token(Admin), "{api_key? | aws?} new material for the same binding", App(|| post(credentials::rebind_binding))),
-    route(Method::POST, "/v1/web/login-tickets", Token(Admin), "one-time ticket for the web page (used by `aileron open`)", App(|| post(approvals::mint_login_ticket))),
-    route_with::<wire::StartSession>(Method::POST, "/v1/sessions", Token(Admin), "start a launch session {agent, pid?, confinement?: namespaces|unconfined} → 201 {session_id, token, scopes, confinement, started_at}", App(|| post(sessions::start))),
-    route(Method::GET, "/v1/sessions/{id}", Token(Admin), "one launch session {status: active|ended|interrupted, exit_code?, ...}", App(|| get(sessions::get))),
-    route_with::<wire::EndSession>(Method::POST, "/v1/sessions/{id}/end", Token(Admin), "{exit_code} → the ended session; revokes its token", App(|| post(sessions::end))),
-    route(Method::POST, super::mcp::PATH, McpBearer, "MCP streamable HTTP: JSON-RPC messages (same tools and chokepoint as aileron-mcp)", Serve::Mcp),
-    route(Method::GET, super::mcp::PATH, McpBearer, "MCP streamable HTTP: a session's server-to-client SSE stream", Serve::Mcp),
-    route(Method::DELETE, super::mcp::PATH, McpBearer, "MCP streamable HTTP: end a session", Serve::Mcp),
-    route(Method::GET, "/approvals", PageCookie, "the web review page", App(|| get(web::approvals_page))),
-    route(Method::GET, "/approvals/login", LoginTicket, "redeems a login ticket: sets the session cookie, redirects to /approvals", App(|| get(web::login))),
-    route(Method::POST, "/v1/messages", Upstream, "LLM gateway: transparent proxy to the Anthropic upstream", Serve::Gateway),
-    route(Method::POST, "/v1/messages/count_tokens", Upstream, "LLM gateway: Anthropic", Serve::Gateway),
-    route(Method::POST, "/v1/chat/completions", Upstream, "LLM gateway: transparent proxy to the OpenAI upstream", Serve::Gateway),
-    route(Method::POST, "/v1/responses", Upstream, "LLM gateway: OpenAI", Serve::Gateway),
-    route(Method::GET, "/v1/models", Upstream, "LLM gateway: OpenAI", Serve::Gateway),
-    route(Method::HEAD, "/", Upstream, "answered for agents that probe their base URL", Serve::Gateway),
+    route("GET", "/v1/health", Public, "liveness; no token needed", App(|| get(health))).answers::<wire::Health>(200),
+    route("GET", "/v1/status", Token(Admin), "version, pid, counts, vault state", App(|| get(status))),
+    route("GET", "/v1/actions", Token(ActionsList), "installed actions {items, load_errors}", App(|| get(actions::list))).answers::<wire::ActionList>(200),
+    route("POST", "/v1/actions/install", Token(Admin), "install an action file {file_name, content}", App(|| post(actions::install))).takes::<wire::InstallAction>(),
+    route("GET", "/v1/actions/watch", Token(ActionsList), "SSE: `changed` when the action set changes", App(|| get(actions::watch))),
+    route("GET", "/v1/actions/{name}", Token(ActionsList), "one action", App(|| get(actions::get))).answers::<wire::ActionView>(200),
+    route("PATCH", "/v1/actions/{name}", Token(Admin), "{enabled}", App(|| patch(actions::patch))).takes::<wire::PatchAction>().answers::<wire::ActionView>(200),
+    route("DELETE", "/v1/actions/{name}", Token(Admin), "remove an action", App(|| delete(actions::delete))),
+    route("POST", "/v1/actions/{name}/run", Token(ActionsRun), "{args} → 200 {audit_id, result} | 202 pending approval | failure envelope", App(|| post(actions::run))).takes::<wire::RunBody>().answers::<wire::RunCompleted>(200),
+    route("GET", "/v1/connectors", Token(Admin), "installed connectors", App(|| get(connectors::list))),
+    route("POST", "/v1/connectors/preview", Token(Admin), "install pipeline up to consent {reference, source?, expected_hash?}; without source the release is fetched from its forge; a present signature must verify", App(|| post(connectors::preview))).takes::<wire::PreviewBody>(),
+    route("POST", "/v1/connectors/install", Token(Admin), "install pipeline with consent recorded {reference, source?, expected_hash, consent: prompt|flag, allow_unsigned?}", App(|| post(connectors::install))).takes::<wire::InstallBody>(),
+    route("POST", "/v1/connectors/remove", Token(Admin), "{reference} removes an installed version; 409 while an installed action needs it (naming the actions)", App(|| post(connectors::remove))).takes::<wire::RemoveConnector>(),
+    route("GET", "/v1/connectors/check", Token(Admin), "?pre=true: newer releases per installed connector {items: [{fqn, installed, newer, error?}]}", App(|| get(connectors::check))).takes::<wire::CheckQuery>(),
+    route("POST", "/v1/connectors/gc", Token(Admin), "removes store entries no installed action uses and compiled-cache files of removed entries", App(|| post(connectors::gc))),
+    route("GET", "/v1/keyring", Token(Admin), "trusted publisher keys {items: [{authority, fingerprint, key}]}", App(|| get(trust::list_keys))),
+    route("POST", "/v1/keyring/trust", Token(Admin), "{authority, key} → 201 (200 when already trusted); audited keyring.trusted", App(|| post(trust::trust_key))).takes::<trust::TrustBody>(),
+    route("POST", "/v1/keyring/revoke", Token(Admin), "{authority} | {fingerprint}; audited keyring.revoked", App(|| post(trust::revoke_key))).takes::<trust::RevokeBody>(),
+    route("GET", "/v1/audit", Token(Admin), "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)", App(|| get(audit::list))).takes::<audit::AuditQuery>(),
+    route("GET", "/v1/audit/{id}", Token(Admin), "one audit record", App(|| get(audit::get))),
+    route("GET", "/v1/action-approvals", Token(ApprovalsPoll), "pending approvals, oldest first", App(|| get(approvals::list))),
+    route("GET", "/v1/action-approvals/watch", Token(ApprovalsPoll), "SSE: `snapshot`, `pending`, `resolved`; 30 s heartbeat", App(|| get(approvals::watch))),
+    route("POST", "/v1/action-approvals/{id}/decide", Token(ApprovalsDecide), "{approved, reason?} → 204; 404 when unknown or already decided", App(|| post(approvals::decide))).takes::<wire::DecideBody>(),
+    route("GET", "/v1/action-approvals/{id}/result", Token(ApprovalsPoll), "{status, audit_id?, result?, reason?, failure?}", App(|| get(approvals::result))),
+    route("GET", "/v1/vault/status", Token(Admin), "{state: absent|locked|unlocked, path, secrets, bindings, awaiting_vault}", App(|| get(credentials::vault_status))),
+    route("POST", "/v1/vault/init", Token(Admin), "{passphrase} → 201; creates the vault, unlocked", App(|| post(credentials::vault_init))).takes::<credentials::PassphraseBody>(),
+    route("POST", "/v1/vault/unlock", Token(Admin), "{passphrase}; 403 wrong_passphrase changes nothing; resumes awaiting_vault runs", App(|| post(credentials::vault_unlock))).takes::<credentials::PassphraseBody>(),
+    route("POST", "/v1/vault/lock", Token(Admin), "forgets the key", App(|| post(credentials::vault_lock))),
+    route("GET", "/v1/secrets", Token(Admin), "free-form secrets: paths and metadata, never values", App(|| get(credentials::list_secrets))),
+    route("POST", "/v1/secrets", Token(Admin), "{path, value, description?} → 201", App(|| post(credentials::set_secret))).takes::<credentials::SetSecret>(),
+    route("DELETE", "/v1/secrets/{*path}", Token(Admin), "remove a secret", App(|| delete(credentials::remove_secret))),
+    route("GET", "/v1/bindings", Token(Admin), "credential bindings {items} (no secret bytes); works while locked", App(|| get(credentials::list_bindings))),
+    route("POST", "/v1/bindings/setup", Token(Admin), "{connector, identity?, api_key? | aws?{access_key_id, secret_access_key, session_token?}} → 201", App(|| post(credentials::setup_binding))).takes::<credentials::SetupBody>(),
+    route("POST", "/v1/bindings/setup/oauth2/init", Token(Admin), "{connector | rebind, identity?, mode: cli|daemon, redirect_port?, return_to?} → {session_id, authorize_url, redirect_uri}", App(|| post(credentials::oauth_init))).takes::<credentials::OAuthInit>(),
+    route("POST", "/v1/bindings/setup/oauth2/finish", Token(Admin), "{session_id, code, state} → 201 the binding (CLI mode)", App(|| post(credentials::oauth_finish))).takes::<credentials::OAuthFinish>(),
+    route("GET", credentials::OAUTH_CALLBACK_PATH, OAuthState, "daemon-mode OAuth redirect target (the state is single-use) → 303 return_to", App(|| get(credentials::oauth_callback))),
+    route("GET", "/v1/bindings/{name}", Token(Admin), "one binding (name URL-encoded: `/` as %2F)", App(|| get(credentials::get_binding))),
+    route("DELETE", "/v1/bindings/{name}", Token(Admin), "revoke: removes the binding and its material", App(|| delete(credentials::revoke_binding))),
+    route("POST", "/v1/bindings/{name}/rebind", Token(Admin), "{api_key? | aws?} new material for the same binding", App(|| post(credentials::rebind_binding))).takes::<credentials::MaterialBody>(),
+    route("POST", "/v1/web/login-tickets", Token(Admin), "one-time ticket for the web page (used by `aileron open`)", App(|| post(approvals::mint_login_ticket))).answers::<wire::LoginTicket>(201),
+    route("POST", "/v1/sessions", Token(Admin), "start a launch session {agent, pid?, confinement?: namespaces|unconfined} → 201 {session_id, token, scopes, confinement, started_at}", App(|| post(sessions::start))).takes::<wire::StartSession>().answers::<wire::SessionStarted>(201),
+    route("GET", "/v1/sessions/{id}", Token(Admin), "one launch session {status: active|ended|interrupted, exit_code?, ...}", App(|| get(sessions::get))),
+    route("POST", "/v1/sessions/{id}/end", Token(Admin), "{exit_code} → the ended session; revokes its token", App(|| post(sessions::end))).takes::<wire::EndSession>(),
+    route("POST", super::mcp::PATH, McpBearer, "MCP streamable HTTP: JSON-RPC messages (same tools and chokepoint as aileron-mcp)", Serve::Mcp),
+    route("GET", super::mcp::PATH, McpBearer, "MCP streamable HTTP: a session's server-to-client SSE stream", Serve::Mcp),
+    route("DELETE", super::mcp::PATH, McpBearer, "MCP streamable HTTP: end a session", Serve::Mcp),
+    route("GET", "/approvals", PageCookie, "the web review page", App(|| get(web::approvals_page))),
+    route("GET", "/approvals/login", LoginTicket, "redeems a login ticket: sets the session cookie, redirects to /approvals", App(|| get(web::login))),
+    route("POST", "/v1/messages", Upstream, "LLM gateway: transparent proxy to the Anthropic upstream", Serve::Gateway),
+    route("POST", "/v1/messages/count_tokens", Upstream, "LLM gateway: Anthropic", Serve::Gateway),
+    route("POST", "/v1/chat/completions", Upstream, "LLM gateway: transparent proxy to the OpenAI upstream", Serve::Gateway),
+    route("POST", "/v1/responses", Upstream, "LLM gateway: OpenAI", Serve::Gateway),
+    route("GET", "/v1/models", Upstream, "LLM gateway: OpenAI", Serve::Gateway),
+    route("HEAD", "/", Upstream, "answered for agents that probe their base URL", Serve::Gateway),
 ];
 
 /// The router of [`ROUTES`]: each route's handler, the gateway's proxy, and the `/mcp` service.
@@ -223,15 +233,19 @@ pub fn http_api_document() -> Value {
         if !parameters.is_empty() {
             operation["parameters"] = Value::Array(parameters);
         }
+        if let Some((status, schema)) = route.response {
+            let schema = schema(&mut generator).to_value();
+            operation["responses"] = json!({ status.to_string(): { "description": "success", "content": { "application/json": { "schema": schema } } } });
+        }
         if let Some(schema) = route.request {
             let schema = schema(&mut generator).to_value();
-            if route.method == Method::GET {
+            if route.method == "GET" {
                 operation["x-aileron-query"] = schema;
             } else {
                 operation["requestBody"] = json!({ "content": { "application/json": { "schema": schema } } });
             }
         }
-        entry[route.method.as_str().to_ascii_lowercase()] = operation;
+        entry[route.method.to_ascii_lowercase()] = operation;
     }
     let definitions: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({
