@@ -359,7 +359,7 @@ impl FakeUpstream {
             runtime.block_on(async move {
                 let app = axum::Router::new().route(PATH, axum::routing::post(complete));
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                let _ = axum::serve(aileron::daemon::no_delay(listener), app)
+                let _ = axum::serve(aileron::process::no_delay(listener), app)
                     .with_graceful_shutdown(async {
                         let _ = stopped.await;
                     })

@@ -424,7 +424,7 @@ impl BenchDaemon {
         let app = aileron::daemon::app(state.clone());
         let server = executor.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            axum::serve(aileron::daemon::no_delay(listener), app)
+            axum::serve(aileron::process::no_delay(listener), app)
                 .with_graceful_shutdown(async {
                     let _ = stopped.await;
                 })
@@ -985,7 +985,7 @@ impl SpanReceiver {
         };
         let app = axum::Router::new().route("/v1/traces", axum::routing::post(receive));
         let task = tokio::spawn(async move {
-            let _ = axum::serve(aileron::daemon::no_delay(listener), app).await;
+            let _ = axum::serve(aileron::process::no_delay(listener), app).await;
         });
         Ok(SpanReceiver { endpoint, spans, task })
     }

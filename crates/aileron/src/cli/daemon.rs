@@ -87,7 +87,7 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
 }
 
 /// The daemon's info when it is answering.
-async fn running(home: &Home) -> Option<crate::daemon::DaemonInfo> {
+async fn running(home: &Home) -> Option<crate::process::DaemonInfo> {
     let info = read_daemon_info(&home.daemon_json())?;
     let client = crate::client::http_client().ok()?;
     let answered = client

@@ -21,8 +21,7 @@ use crate::home::{Home, write_atomic};
 use crate::secret::Secret;
 use crate::services::{ServiceOptions, Services};
 
-// Leaf items every layer needs; re-exported here, where callers have always found them.
-pub use crate::process::{DaemonInfo, VERSION, install_crypto_provider, no_delay};
+use crate::process::{DaemonInfo, VERSION, no_delay};
 
 /// Everything a request handler can reach: the workflows' [`Services`] (through `Deref`), plus
 /// what only the HTTP layer uses.

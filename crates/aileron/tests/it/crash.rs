@@ -43,7 +43,7 @@ fn kill_9_during_a_burst_loses_no_acknowledged_record() {
         let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
 
         runtime.block_on(async {
-            aileron::daemon::install_crypto_provider();
+            aileron::process::install_crypto_provider();
             let client = reqwest::Client::new();
             let deadline = Instant::now() + Duration::from_secs(20);
             let mut tasks = Vec::new();
@@ -121,7 +121,7 @@ enum CrashPoint {
 #[test]
 fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
     let hash = cli.install_guest("http_get", &[upstream.host_port()]);

@@ -230,7 +230,7 @@ async fn aws_requests_are_signed_host_side_with_sigv4() {
 /// first call. The upstream then gets requests signed with the bound key pair.
 #[test]
 fn the_cli_binds_an_aws_key_pair_and_refuses_a_malformed_key_id() {
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(FakeOAuth::start());
     let cli = Cli::new();
@@ -581,7 +581,7 @@ fn the_cli_inits_unlocks_binds_and_lists_without_echoing_secrets() {
 #[test]
 fn awaiting_vault_survives_a_restart_and_runs_once() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let upstream = runtime.block_on(FakeOAuth::start());
     let key = "restart-key-2718281828459045";
     *upstream.state.api_key.lock().unwrap() = Some(key.to_string());
@@ -639,7 +639,7 @@ fn awaiting_vault_survives_a_restart_and_runs_once() {
 /// verifies with the passphrase, and every write that was acknowledged is in it.
 #[test]
 fn kill_9_during_vault_rewrites_never_corrupts_it_or_loses_an_acknowledged_write() {
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let cli = Cli::new();
     let env = [("AILERON_VAULT_PASSPHRASE", PASSPHRASE)];
     assert!(cli.run_with(&["vault", "init"], &env, None).status.success());
@@ -744,7 +744,7 @@ fn complete_cli_oauth(cli: &Cli, args: &[&str]) {
 /// and running exactly that command makes the binding, and the calls, work again.
 #[test]
 fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let provider = runtime.block_on(FakeOAuth::start());
     let cli = Cli::new();

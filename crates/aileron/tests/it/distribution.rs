@@ -17,7 +17,7 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
-        aileron::daemon::install_crypto_provider();
+        aileron::process::install_crypto_provider();
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let forge = runtime.block_on(FakeForge::start());
         Setup { cli: Cli::new(), forge, runtime }

@@ -98,7 +98,7 @@ async fn daemon_with_state(anthropic: String, openai: String) -> (tempfile::Temp
     options.gateway_upstreams = Some((anthropic, openai));
     let state = AppState::open(home, options).unwrap();
     let served = state.clone();
-    tokio::spawn(async move { axum::serve(aileron::daemon::no_delay(listener), app(served)).await.unwrap() });
+    tokio::spawn(async move { axum::serve(aileron::process::no_delay(listener), app(served)).await.unwrap() });
     (temp, format!("http://{addr}"), state)
 }
 
@@ -135,7 +135,7 @@ async fn paced_golden(path: &str, events: &[&str]) {
     let up = upstream(script).await;
     let base = format!("http://{}", up.addr);
     let (_temp, gateway) = daemon(base.clone(), base).await;
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let client = reqwest::Client::new();
     let response = client
         .post(format!("{gateway}{path}"))
@@ -189,7 +189,7 @@ async fn requests_go_upstream_unchanged_except_hop_by_hop_headers() {
     let up = upstream(script).await;
     let base = format!("http://{}", up.addr);
     let (_temp, gateway) = daemon(base.clone(), base).await;
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let body: Vec<u8> = (0..5 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
     let response = reqwest::Client::new()
         .post(format!("{gateway}/v1/messages?beta=true&x=1%202"))
@@ -265,7 +265,7 @@ async fn upstream_errors_and_large_bodies_come_back_unchanged() {
     let up = upstream(script).await;
     let base = format!("http://{}", up.addr);
     let (_temp, gateway) = daemon(base.clone(), base).await;
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let response = reqwest::Client::new().post(format!("{gateway}/v1/messages")).body("{}").send().await.unwrap();
     assert_eq!(response.status(), 429);
     assert_eq!(response.headers()["retry-after"], "7");
@@ -285,7 +285,7 @@ async fn upstream_errors_and_large_bodies_come_back_unchanged() {
 async fn an_unreachable_upstream_is_a_502_in_the_providers_shape_and_no_token_is_needed() {
     let dead = "http://127.0.0.1:1".to_string();
     let (_temp, gateway) = daemon(dead.clone(), dead).await;
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let client = reqwest::Client::new();
     let anthropic = client.post(format!("{gateway}/v1/messages")).body("{}").send().await.unwrap();
     assert_eq!(anthropic.status(), 502);

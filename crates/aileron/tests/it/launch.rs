@@ -444,7 +444,7 @@ fn a_launched_agent_gets_its_wiring_and_its_exit_code_ends_the_session() {
     assert!(!config.contains(token), "the token is in the agent's environment only");
     assert_eq!(report.split("--- token\n").nth(1).map(str::trim), Some("200"), "the token worked during the session");
 
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let client = reqwest::blocking::Client::new();
     let actions = client.get(format!("{url}/v1/actions")).bearer_auth(token).send().unwrap();
     assert_eq!(actions.status().as_u16(), 401, "the session's token is revoked once the agent exits");
@@ -1017,7 +1017,7 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
     let daemon = rig.daemon().unwrap();
     let (url, admin_token) = (daemon["url"].as_str().unwrap().to_string(), daemon["token"].as_str().unwrap().to_string());
     // Another agent's live session, and a token file planted where an old launcher kept them.
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let client = reqwest::blocking::Client::new();
     let other: Value = client
         .post(format!("{url}/v1/sessions"))

@@ -93,7 +93,7 @@ impl Needles {
 
 #[test]
 fn a_thousand_injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let provider = runtime.block_on(FakeOAuth::start());
     let cli = Cli::new();

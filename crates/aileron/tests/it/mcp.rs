@@ -46,7 +46,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
-        aileron::daemon::install_crypto_provider();
+        aileron::process::install_crypto_provider();
         let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
         let upstream = runtime.block_on(FakeGithub::start()).expect("fake upstream");
         let cli = Cli::new();
@@ -333,7 +333,7 @@ struct HttpSession {
 
 impl HttpSession {
     fn new(url: &str, token: &str) -> HttpSession {
-        aileron::daemon::install_crypto_provider();
+        aileron::process::install_crypto_provider();
         let http = reqwest::blocking::Client::builder().timeout(REPLY_TIMEOUT).build().unwrap();
         HttpSession { http, url: url.to_string(), token: token.to_string(), session: None, protocol: None, next_id: 1 }
     }
@@ -1359,7 +1359,7 @@ fn claude_code_calls_actions_through_aileron_mcp_and_waits_for_approval() {
 /// connector with no binding tells the agent the exact command for the user to run.
 #[test]
 fn an_injected_credential_never_reaches_the_agents_tool_result() {
-    aileron::daemon::install_crypto_provider();
+    aileron::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let provider = runtime.block_on(crate::fake_oauth::FakeOAuth::start());
     let key = "sk-MCP-PLANTED-5e6f7a8b9c0d1e2f3a4b";
