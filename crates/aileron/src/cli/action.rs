@@ -13,7 +13,8 @@ use serde_json::{Map, Value, json};
 use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
-use crate::wire::{ActionList, ActionView};
+use crate::wire::{ActionList, ActionView, RunBody, RunCompleted};
+use aileron_core::approval::PendingApproval;
 
 #[derive(Args)]
 pub struct ActionArgs {
@@ -97,13 +98,13 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
             let file = PathBuf::from(target);
             let content = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let file_name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-            let added = client.post("/v1/actions/install", &json!({ "file_name": file_name, "content": content })).await?;
+            let added: ActionView = client.post_as("/v1/actions/install", &json!({ "file_name": file_name, "content": content })).await?;
             eprintln!(
                 "added action {} {} (tool `{}`{})",
-                added["name"].as_str().unwrap_or("?"),
-                added["version"].as_str().unwrap_or("?"),
-                added["tool_name"].as_str().unwrap_or("?"),
-                if added["requires_approval"] == true { ", requires approval" } else { "" }
+                added.name,
+                added.version,
+                added.tool_name,
+                if added.requires_approval { ", requires approval" } else { "" }
             );
             Ok(ExitStatus::Ok)
         }
@@ -189,23 +190,26 @@ async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_ar
             _ => return Err(CliError::failure("--args must be a JSON object\nhint: --args '{\"owner\":\"acme\"}'")),
         },
         None => {
-            let action = client.get(&format!("/v1/actions/{name}")).await?;
-            typed_args(pairs, &action["input_schema"])?
+            let action: ActionView = client.get_as(&format!("/v1/actions/{name}")).await?;
+            typed_args(pairs, &action.input_schema)?
         }
     };
-    let (status, body) = client.call_raw(Method::POST, &format!("/v1/actions/{name}/run"), Some(&json!({ "args": args }))).await?;
+    let request = serde_json::to_value(RunBody { args }).map_err(anyhow::Error::from)?;
+    let (status, body) = client.call_raw(Method::POST, &format!("/v1/actions/{name}/run"), Some(&request)).await?;
     if verbose {
         print_logs(&body);
     }
     match status {
         StatusCode::OK => {
-            print_json(&body["result"]);
-            eprintln!("audit {}", body["audit_id"].as_str().unwrap_or("?"));
+            let done: RunCompleted = serde_json::from_value(body).context("the daemon's run answer")?;
+            print_json(&done.result);
+            eprintln!("audit {}", done.audit_id);
             Ok(ExitStatus::Ok)
         }
         StatusCode::ACCEPTED => {
-            eprintln!("{}", body["message"].as_str().unwrap_or("approval pending"));
-            print_json(&body);
+            let pending: PendingApproval = serde_json::from_value(body).context("the daemon's pending-approval answer")?;
+            eprintln!("{}", pending.message);
+            print_json(&pending);
             Ok(ExitStatus::Pending)
         }
         _ => Err(CliError::failure(ApiFailure { status, body }.to_string())),
@@ -308,13 +312,13 @@ async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: 
         }
     }
     body["verify_only"] = false.into();
-    let added = client.post("/v1/actions/install", &body).await?;
+    let added: ActionView = client.post_as("/v1/actions/install", &body).await?;
     eprintln!(
         "added action {} {} from {target} (tool `{}`{})",
-        added["name"].as_str().unwrap_or("?"),
-        added["version"].as_str().unwrap_or("?"),
-        added["tool_name"].as_str().unwrap_or("?"),
-        if added["requires_approval"] == true { ", requires approval" } else { "" }
+        added.name,
+        added.version,
+        added.tool_name,
+        if added.requires_approval { ", requires approval" } else { "" }
     );
     Ok(ExitStatus::Ok)
 }

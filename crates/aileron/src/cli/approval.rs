@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
+use crate::wire::{ApprovalList, LoginTicket};
 
 #[derive(Args)]
 pub struct ApprovalArgs {
@@ -68,25 +69,24 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
     let client = DaemonClient::connect(home).await?;
     match args.command {
         ApprovalCommand::List { json } => {
-            let listing = client.get("/v1/action-approvals").await?;
+            let listing: ApprovalList = client.get_as("/v1/action-approvals").await?;
             if json {
                 print_json(&listing);
                 return Ok(ExitStatus::Ok);
             }
-            let items = listing["items"].as_array().cloned().unwrap_or_default();
-            if items.is_empty() {
+            if listing.items.is_empty() {
                 eprintln!("no approvals are waiting");
             }
-            for item in items {
+            for item in listing.items {
                 let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
                 println!(
                     "{}  {:<20} requested {}  args {}",
-                    visible(item["id"].as_str().unwrap_or("?")),
-                    visible(item["action"].as_str().unwrap_or("?")),
-                    visible(item["requested_at"].as_str().unwrap_or("?")),
-                    visible(&item["args"].to_string())
+                    visible(&item.id.to_string()),
+                    visible(&item.action),
+                    visible(&item.requested_at),
+                    visible(&serde_json::Value::Object(item.args.clone()).to_string())
                 );
-                if item["unconfined"] == true {
+                if item.unconfined {
                     println!("    ! {}", crate::daemon::web::UNCONFINED_NOTICE);
                 }
             }
@@ -150,8 +150,8 @@ pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
         OpenTarget::Approvals { print } => (None, print),
     };
     let client = DaemonClient::connect(home).await?;
-    let ticket = client.post("/v1/web/login-tickets", &json!({})).await?;
-    let mut url = ticket["login_url"].as_str().unwrap_or_default().to_string();
+    let ticket: LoginTicket = client.post_as("/v1/web/login-tickets", &json!({})).await?;
+    let mut url = ticket.login_url;
     if let Some(focus) = focus {
         url.push_str(&format!("&focus={focus}"));
     }

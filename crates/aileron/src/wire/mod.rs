@@ -192,6 +192,12 @@ pub struct SessionStarted {
     pub started_at: String,
 }
 
+/// `GET /v1/action-approvals` (and the `snapshot` event of its watch stream).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApprovalList {
+    pub items: Vec<aileron_core::approval::ApprovalEntry>,
+}
+
 /// `POST /v1/web/login-tickets`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct LoginTicket {

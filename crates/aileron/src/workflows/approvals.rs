@@ -5,14 +5,14 @@ use aileron_core::vocabulary::{EventType, keys};
 use std::sync::Arc;
 
 use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
-use serde_json::{Map, json};
+use serde_json::Map;
 
 use crate::approvals::QueueError;
 
 use super::{Services, caller_for, require};
 use crate::audit_log::AuditEvent;
 use crate::principal::{Principal, Scope};
-use crate::wire::{Answer, ApiError, DecideBody, Reply};
+use crate::wire::{Answer, ApiError, ApprovalList, DecideBody, Reply};
 
 /// A session token sees only its own session's approvals (SPEC §8); the local user sees all.
 pub fn visible_to(principal: &Principal, entry: &aileron_core::approval::ApprovalEntry) -> bool {
@@ -28,7 +28,7 @@ pub fn pending_for(state: &Services, principal: &Principal) -> Vec<aileron_core:
 
 pub fn list(state: &Services, principal: &Principal) -> Answer {
     require(principal, Scope::ApprovalsPoll)?;
-    Ok(Reply::ok(json!({ "items": pending_for(state, &principal) })))
+    Ok(Reply::ok(ApprovalList { items: pending_for(state, principal) }))
 }
 
 pub fn approval_not_found(id: &str) -> ApiError {

@@ -7,7 +7,6 @@ use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Extension;
 use futures_util::{Stream, StreamExt};
-use serde_json::json;
 
 use crate::approvals::QueueEvent;
 use crate::daemon::AppState;
@@ -57,7 +56,7 @@ pub async fn watch(
         let item = match event {
             // A watcher that fell behind missed events: send its whole pending list again.
             Err(_lagged) => {
-                let items = json!({ "items": pending_for(&lagging, &watcher) }).to_string();
+                let items = serde_json::to_string(&wire::ApprovalList { items: pending_for(&lagging, &watcher) }).unwrap_or_default();
                 Some(Ok(Event::default().event("snapshot").data(items)))
             }
             Ok(event) => {
@@ -71,7 +70,7 @@ pub async fn watch(
         };
         std::future::ready(item)
     });
-    let snapshot = json!({ "items": pending_for(&state, &principal) }).to_string();
+    let snapshot = serde_json::to_string(&wire::ApprovalList { items: pending_for(&state, &principal) }).unwrap_or_default();
     let first = futures_util::stream::once(async move { Ok(Event::default().event("snapshot").data(snapshot)) });
     let mut shutdown = state.shutdown.subscribe();
     let stream = first.chain(events).take_until(async move {
