@@ -22,7 +22,49 @@ mod imports {
         pub fn host_http_response_size() -> i32;
         #[link_name = "http_response_read"]
         pub fn host_http_response_read(dst_ptr: *mut u8, dst_len: usize) -> i32;
+        // The spawn functions, handle convention (SPEC §4.2).
+        #[link_name = "spawn"]
+        pub fn host_spawn(envelope_ptr: *const u8, envelope_len: usize) -> i32;
+        #[link_name = "spawn_op"]
+        pub fn host_spawn_op(op_ptr: *const u8, op_len: usize, args_ptr: *const u8, args_len: usize) -> i32;
+        #[link_name = "spawn_status"]
+        pub fn host_spawn_status(handle: i32) -> i32;
+        #[link_name = "spawn_output_size"]
+        pub fn host_spawn_output_size(handle: i32, which: i32) -> i32;
+        #[link_name = "spawn_output_read"]
+        pub fn host_spawn_output_read(handle: i32, which: i32, dst_ptr: *mut u8, dst_len: usize) -> i32;
     }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub fn spawn(envelope: &[u8]) -> i32 {
+    // SAFETY: the slice is valid for its length during the call; the host only reads it.
+    unsafe { imports::host_spawn(envelope.as_ptr(), envelope.len()) }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub fn spawn_op(op: &str, args: &[u8]) -> i32 {
+    // SAFETY: both slices are valid for their lengths during the call; the host only reads them.
+    unsafe { imports::host_spawn_op(op.as_ptr(), op.len(), args.as_ptr(), args.len()) }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub fn spawn_status(handle: i32) -> i32 {
+    // SAFETY: integer arguments only.
+    unsafe { imports::host_spawn_status(handle) }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub fn spawn_output_size(handle: i32, which: i32) -> i32 {
+    // SAFETY: integer arguments only.
+    unsafe { imports::host_spawn_output_size(handle, which) }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub fn spawn_output_read(handle: i32, which: i32, destination: &mut [u8]) -> i32 {
+    // SAFETY: the slice is valid and exclusively borrowed for its length; the host writes at
+    // most `destination.len()` bytes into it.
+    unsafe { imports::host_spawn_output_read(handle, which, destination.as_mut_ptr(), destination.len()) }
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -58,7 +100,10 @@ pub fn http_response_read(destination: &mut [u8]) -> i32 {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use fake_host::{http_request, http_response_read, http_response_size, http_response_status, log};
+pub use fake_host::{
+    http_request, http_response_read, http_response_size, http_response_status, log, spawn, spawn_op, spawn_output_read,
+    spawn_output_size, spawn_status,
+};
 
 /// An in-process stand-in for the `aileron_host` functions, compiled only for non-wasm targets
 /// so that connector logic can be unit-tested natively.
@@ -89,6 +134,10 @@ pub mod fake_host {
         requests: Vec<Value>,
         logs: Vec<(String, String)>,
         last_response: Option<(u16, Vec<u8>)>,
+        /// Scripted spawn results: `Ok((exit code, stdout, stderr))` or `Err(return code)`.
+        spawn_results: VecDeque<Result<(i32, Vec<u8>, Vec<u8>), i32>>,
+        spawned: Vec<Value>,
+        spawn_outputs: Vec<(i32, Vec<u8>, Vec<u8>)>,
     }
 
     thread_local! {
@@ -147,6 +196,84 @@ pub mod fake_host {
                 Some(Outcome::Deny) | None => -1,
             }
         })
+    }
+
+    /// Scripts the next spawn to finish with this exit code and output.
+    pub fn spawn_finishes(exit_code: i32, stdout: impl Into<Vec<u8>>, stderr: impl Into<Vec<u8>>) {
+        STATE.with(|state| state.borrow_mut().spawn_results.push_back(Ok((exit_code, stdout.into(), stderr.into()))));
+    }
+
+    /// Scripts the next spawn to be refused with this return code (−1, −2, −3).
+    pub fn spawn_refused(code: i32) {
+        STATE.with(|state| state.borrow_mut().spawn_results.push_back(Err(code)));
+    }
+
+    /// Every spawn asked for: `{"op", "args"}` or `{"envelope"}`.
+    pub fn spawned() -> Vec<Value> {
+        STATE.with(|state| state.borrow().spawned.clone())
+    }
+
+    fn next_spawn(request: Value) -> i32 {
+        STATE.with(|state| {
+            let mut state = state.borrow_mut();
+            state.spawned.push(request);
+            match state.spawn_results.pop_front() {
+                Some(Ok(output)) => {
+                    state.spawn_outputs.push(output);
+                    i32::try_from(state.spawn_outputs.len() - 1).unwrap_or(i32::MAX)
+                }
+                Some(Err(code)) => code,
+                None => -1,
+            }
+        })
+    }
+
+    pub fn spawn(envelope: &[u8]) -> i32 {
+        match serde_json::from_slice::<Value>(envelope) {
+            Ok(envelope) => next_spawn(serde_json::json!({ "envelope": envelope })),
+            Err(_) => -2,
+        }
+    }
+
+    pub fn spawn_op(op: &str, args: &[u8]) -> i32 {
+        match serde_json::from_slice::<Value>(args) {
+            Ok(args) if args.is_object() => next_spawn(serde_json::json!({ "op": op, "args": args })),
+            _ => -2,
+        }
+    }
+
+    fn with_output<T>(handle: i32, read: impl FnOnce(&(i32, Vec<u8>, Vec<u8>)) -> T) -> Option<T> {
+        STATE.with(|state| {
+            let state = state.borrow();
+            usize::try_from(handle).ok().and_then(|index| state.spawn_outputs.get(index)).map(read)
+        })
+    }
+
+    pub fn spawn_status(handle: i32) -> i32 {
+        with_output(handle, |output| output.0).unwrap_or(-1)
+    }
+
+    pub fn spawn_output_size(handle: i32, which: i32) -> i32 {
+        with_output(handle, |output| match which {
+            0 => i32::try_from(output.1.len()).unwrap_or(i32::MAX),
+            1 => i32::try_from(output.2.len()).unwrap_or(i32::MAX),
+            _ => -1,
+        })
+        .unwrap_or(-1)
+    }
+
+    pub fn spawn_output_read(handle: i32, which: i32, destination: &mut [u8]) -> i32 {
+        with_output(handle, |output| {
+            let bytes = match which {
+                0 => &output.1,
+                1 => &output.2,
+                _ => return -1,
+            };
+            let count = bytes.len().min(destination.len());
+            destination[..count].copy_from_slice(&bytes[..count]);
+            i32::try_from(count).unwrap_or(i32::MAX)
+        })
+        .unwrap_or(-1)
     }
 
     pub fn http_response_status() -> i32 {

@@ -28,6 +28,7 @@ mod abi;
 mod envelope;
 mod error;
 pub mod http;
+pub mod spawn;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use abi::fake_host;

@@ -23,10 +23,13 @@ pub enum FailureClass {
     ExternalApiError,
     HashMismatch,
     SignatureFailure,
+    /// The spawn primitive cannot confine a program on this machine (no user namespaces, no
+    /// Landlock): the program is never run unconfined.
+    SpawnSandboxUnavailable,
 }
 
 impl FailureClass {
-    pub const ALL: [FailureClass; 9] = [
+    pub const ALL: [FailureClass; 10] = [
         FailureClass::CapabilityDenied,
         FailureClass::BindingRequired,
         FailureClass::BindingFailed,
@@ -36,6 +39,7 @@ impl FailureClass {
         FailureClass::ExternalApiError,
         FailureClass::HashMismatch,
         FailureClass::SignatureFailure,
+        FailureClass::SpawnSandboxUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +53,7 @@ impl FailureClass {
             FailureClass::ExternalApiError => "external_api_error",
             FailureClass::HashMismatch => "hash_mismatch",
             FailureClass::SignatureFailure => "signature_failure",
+            FailureClass::SpawnSandboxUnavailable => "spawn_sandbox_unavailable",
         }
     }
 
@@ -65,6 +70,7 @@ impl FailureClass {
             FailureClass::ConnectorRuntimeError => 500,
             FailureClass::NetworkError | FailureClass::ExternalApiError => 502,
             FailureClass::HashMismatch | FailureClass::SignatureFailure => 422,
+            FailureClass::SpawnSandboxUnavailable => 503,
         }
     }
 }

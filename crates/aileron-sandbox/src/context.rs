@@ -1,5 +1,5 @@
 //! The per-call state stored in each wasmtime `Store`: the request on stdin, captured stdout and
-//! stderr, guest logs, the last HTTP response, the failure the host recorded, the memory limiter
+//! stderr, guest logs, the last HTTP response, the spawned programs' output, the failure the host recorded, the memory limiter
 //! and the wall-time deadline. A fresh one is built for every call, so nothing leaks between calls.
 
 use std::collections::VecDeque;
@@ -10,6 +10,7 @@ use aileron_core::Failure;
 
 use crate::host::{GuestLog, HostHooks, HostHttpResponse};
 use crate::limits::{Limits, MemoryLimiter};
+use crate::spawn::SpawnOutput;
 
 /// Total bytes of guest log messages kept per call; a guest logging in a loop must not grow the
 /// daemon's memory without bound. Later lines are dropped and one notice says so.
@@ -23,6 +24,9 @@ pub(crate) struct CallContext {
     pub(crate) stderr: StderrTail,
     pub(crate) logs: GuestLogs,
     pub(crate) last_response: Option<HostHttpResponse>,
+    /// Every program this call spawned (its handle is the index), and the last one.
+    pub(crate) spawns: Vec<SpawnOutput>,
+    pub(crate) last_spawn: Option<usize>,
     /// The first failure the host recorded (a denied or malformed request); it wins over stdout.
     pub(crate) host_failure: Option<Failure>,
     pub(crate) limiter: MemoryLimiter,
@@ -40,6 +44,8 @@ impl CallContext {
             stderr: StderrTail::new(limits.max_stderr_bytes),
             logs: GuestLogs::default(),
             last_response: None,
+            spawns: Vec::new(),
+            last_spawn: None,
             host_failure: None,
             limiter: MemoryLimiter::new(limits),
             hooks,

@@ -1,4 +1,5 @@
-//! The `aileron_host` import module (SPEC §4.2): structured logs and outbound HTTP.
+//! The `aileron_host` import module (SPEC §4.2): structured logs and outbound HTTP (the spawn
+//! functions are in `spawn.rs`).
 //!
 //! The sandbox does not make HTTP requests itself: `http_request` parses the guest's JSON request
 //! and hands it to the embedder's [`HostHooks::send_request`], where the egress policy, credential
@@ -14,6 +15,7 @@ use wasmtime::{Caller, Linker};
 
 use crate::context::CallContext;
 use crate::guest_memory::GuestMemory;
+use crate::spawn::{GuestSpawn, SpawnOutput};
 
 /// The import module name of the host ABI.
 pub(crate) const MODULE: &str = "aileron_host";
@@ -21,10 +23,6 @@ pub(crate) const MODULE: &str = "aileron_host";
 /// The `aileron_host` functions this runtime serves.
 pub(crate) const FUNCTIONS: [&str; 5] =
     ["log", "http_request", "http_response_status", "http_response_size", "http_response_read"];
-
-/// The spawn primitive's functions (SPEC §5): part of the ABI, not served by this runtime yet.
-pub(crate) const SPAWN_FUNCTIONS: [&str; 5] =
-    ["spawn", "spawn_op", "spawn_status", "spawn_output_size", "spawn_output_read"];
 
 /// `http_request` return codes.
 const REQUEST_BUFFERED: i32 = 0;
@@ -71,6 +69,26 @@ pub trait HostHooks: Send + Sync + 'static {
         &self,
         request: GuestHttpRequest,
     ) -> Pin<Box<dyn Future<Output = Result<HostHttpResponse, Failure>> + Send + '_>>;
+
+    /// The embedder's spawn function (SPEC §5): the gate, the confined run, credentials, audit.
+    /// `deadline` is the call's: a program still running then is killed. `Err` = denied or
+    /// failed, recorded like a refused request. Embedders that do not serve
+    /// spawn keep this default, which denies.
+    fn spawn(
+        &self,
+        request: GuestSpawn,
+        deadline: std::time::Instant,
+    ) -> Pin<Box<dyn Future<Output = Result<SpawnOutput, Failure>> + Send + '_>> {
+        let _ = deadline;
+        let requested = match &request {
+            GuestSpawn::Envelope(envelope) => format!("spawn:{}", envelope.program),
+            GuestSpawn::Operation { op, .. } => format!("spawn:{op}"),
+        };
+        Box::pin(async move {
+            Err(Failure::capability_denied(Boundary::Sandbox, "this host does not run programs for connectors")
+                .with_detail("requested", requested))
+        })
+    }
 }
 
 /// The JSON a guest passes to `http_request`. Unknown fields are ignored so that guests built

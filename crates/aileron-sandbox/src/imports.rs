@@ -2,14 +2,13 @@
 //!
 //! A module is refused before it can run when it imports anything this runtime does not serve
 //! (`connector_runtime_error`, naming the import), when it imports an `aileron_host` function its
-//! manifest does not list or one of the spawn functions this runtime does not serve yet
-//! (`capability_denied`, boundary `connector_manifest`), or when it is not a WASI command module
-//! exporting `_start` and `memory`.
+//! manifest does not list (`capability_denied`, boundary `connector_manifest`), or when it is not a
+//! WASI command module exporting `_start` and `memory`.
 
 use aileron_core::{Boundary, Failure};
 use wasmtime::{ExternType, Module};
 
-use crate::{host, wasi};
+use crate::{host, spawn, wasi};
 
 /// Which `aileron_host` functions a module may import: `[capabilities.runtime] imports` of its
 /// manifest. `None` (no such table) allows every function of the ABI.
@@ -46,17 +45,18 @@ pub(crate) fn check_module(module: &Module) -> Result<Vec<String>, Failure> {
             )));
         }
         let known = match namespace {
-            host::MODULE => host::FUNCTIONS.contains(&name) || host::SPAWN_FUNCTIONS.contains(&name),
+            host::MODULE => host::FUNCTIONS.contains(&name) || spawn::FUNCTIONS.contains(&name),
             wasi::MODULE => wasi::defines(name),
             _ => false,
         };
         if !known {
             return Err(refuse(format!(
                 "the module imports `{namespace}.{name}`, which this runtime does not provide (it serves \
-                 `{}` preview 1 and `{}`: {})",
+                 `{}` preview 1 and `{}`: {}, {})",
                 wasi::MODULE,
                 host::MODULE,
-                host::FUNCTIONS.join(", ")
+                host::FUNCTIONS.join(", "),
+                spawn::FUNCTIONS.join(", ")
             )));
         }
         if namespace == host::MODULE && !host_imports.iter().any(|imported| imported == name) {
@@ -79,7 +79,7 @@ pub(crate) fn check_module(module: &Module) -> Result<Vec<String>, Failure> {
     Ok(host_imports)
 }
 
-/// Checks the manifest's allow-list, then refuses the spawn functions this runtime cannot serve.
+/// Checks the manifest's allow-list.
 pub(crate) fn check_policy(host_imports: &[String], policy: &ImportPolicy) -> Result<(), Failure> {
     if let Some(function) = host_imports.iter().find(|function| !policy.allows(function)) {
         let allowed = policy.allowed_host_imports.clone().unwrap_or_default();
@@ -92,17 +92,6 @@ pub(crate) fn check_policy(host_imports: &[String], policy: &ImportPolicy) -> Re
         )
         .with_detail("requested", format!("{}.{function}", host::MODULE))
         .with_detail("granted", allowed));
-    }
-    if let Some(function) = host_imports.iter().find(|function| host::SPAWN_FUNCTIONS.contains(&function.as_str())) {
-        return Err(Failure::capability_denied(
-            Boundary::ConnectorManifest,
-            format!(
-                "the module imports `{}.{function}`, but the spawn primitive is not available in this version \
-                 of aileron yet",
-                host::MODULE
-            ),
-        )
-        .with_detail("requested", format!("{}.{function}", host::MODULE)));
     }
     Ok(())
 }
@@ -132,14 +121,14 @@ mod tests {
     }
 
     #[test]
-    fn policy_is_checked_before_spawn_availability() {
+    fn spawn_functions_are_checked_like_every_other() {
         let imports = vec!["log".to_string(), "spawn".to_string()];
         let only_log = ImportPolicy { allowed_host_imports: Some(vec!["log".into()]) };
         let failure = check_policy(&imports, &only_log).unwrap_err();
         assert!(failure.message.contains("does not list it"), "{}", failure.message);
-        let failure = check_policy(&imports, &ImportPolicy::default()).unwrap_err();
-        assert!(failure.message.contains("spawn primitive is not available"), "{}", failure.message);
         assert_eq!(failure.boundary, Boundary::ConnectorManifest);
-        assert!(check_policy(&["log".to_string()], &only_log).is_ok());
+        assert!(check_policy(&imports, &ImportPolicy::default()).is_ok());
+        let both = ImportPolicy { allowed_host_imports: Some(vec!["log".into(), "aileron_host.spawn".into()]) };
+        assert!(check_policy(&imports, &both).is_ok());
     }
 }

@@ -8,11 +8,12 @@
 //! passes through a deny-by-default WASI shim and the `aileron_host` functions, under memory,
 //! wall-time, fuel and output limits.
 //!
-//! Boundary: outbound HTTP is not made here. `aileron_host.http_request` hands the request to the
-//! embedder's [`HostHooks`], which owns the egress policy, credentials and audit.
+//! Boundary: outbound HTTP is not made and programs are not started here. `aileron_host.http_request`
+//! and the spawn functions hand the request to the embedder's [`HostHooks`], which owns the egress
+//! and spawn policy, the confinement, credentials and audit.
 //!
 //! Modules: `runtime` (engine, epoch ticker, load and call), `cache` (compiled-module caches),
-//! `imports` (load-time import checks), `wasi` and `host` (one per host interface, each with its
+//! `imports` (load-time import checks), `wasi`, `host` and `spawn` (one per host interface, each with its
 //! `add_to_linker`), `limits`, `outcome` (run ending → result), `context` (per-call store data)
 //! and `guest_memory` (bounds-checked guest pointers).
 //! `baseline` (feature `baseline`, for aileron-bench only) is the bare-wasmtime run the benchmark
@@ -28,6 +29,7 @@ mod imports;
 mod limits;
 mod outcome;
 mod runtime;
+mod spawn;
 mod wasi;
 
 pub use cache::CacheStats;
@@ -36,3 +38,4 @@ pub use imports::ImportPolicy;
 pub use limits::{Limits, MAX_MEMORY_BYTES};
 pub use outcome::CallOutcome;
 pub use runtime::{CallRequest, LoadedModule, Runtime, RuntimeConfig};
+pub use spawn::{GuestSpawn, SpawnOutput};

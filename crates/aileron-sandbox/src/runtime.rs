@@ -21,6 +21,7 @@ use crate::host::{self, HostHooks};
 use crate::imports::{self, ImportPolicy};
 use crate::limits::{self, Limits};
 use crate::outcome::{self, CallOutcome, RunEnd, RunRecord};
+use crate::spawn::{self, Convention};
 use crate::wasi;
 
 /// How often the epoch advances: the granularity of wall-time enforcement and of yielding to
@@ -109,7 +110,9 @@ impl std::fmt::Debug for LoadedModule {
 /// The WASM connector runtime. `Send + Sync`; share it in an `Arc`.
 pub struct Runtime {
     engine: Engine,
+    /// One linker per spawn convention (the accessors' signatures differ); chosen per module.
     linker: Linker<CallContext>,
+    single_slot_linker: Linker<CallContext>,
     modules: MemoryCache<LoadedModule>,
     disk: Option<DiskCache>,
     counters: CacheCounters,
@@ -133,9 +136,15 @@ impl Runtime {
         wasm_config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(slots)));
         let engine = Engine::new(&wasm_config).map_err(anyhow::Error::from).context("configuring wasmtime")?;
 
-        let mut linker = Linker::new(&engine);
-        wasi::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking the WASI shim")?;
-        host::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking aileron_host")?;
+        let link = |convention: Convention| -> anyhow::Result<Linker<CallContext>> {
+            let mut linker = Linker::new(&engine);
+            wasi::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking the WASI shim")?;
+            host::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking aileron_host")?;
+            spawn::add_to_linker(&mut linker, convention).map_err(anyhow::Error::from).context("linking the spawn functions")?;
+            Ok(linker)
+        };
+        let linker = link(Convention::Handles)?;
+        let single_slot_linker = link(Convention::SingleSlot)?;
 
         let disk = match &config.cache_dir {
             Some(dir) => Some(DiskCache::open(dir, &engine)?),
@@ -145,6 +154,7 @@ impl Runtime {
         Ok(Runtime {
             engine,
             linker,
+            single_slot_linker,
             modules: MemoryCache::new(),
             disk,
             counters: CacheCounters::default(),
@@ -214,9 +224,12 @@ impl Runtime {
                 self.counters.count(CacheEvent::DiskWriteFailure);
             }
         }
-        // Before pre-instantiation, which would fail on the spawn imports with a vaguer message.
         imports::check_policy(&host_imports, policy)?;
-        let pre = self.linker.instantiate_pre(&module).map_err(|e| {
+        let linker = match Convention::of(&module)? {
+            Convention::Handles => &self.linker,
+            Convention::SingleSlot => &self.single_slot_linker,
+        };
+        let pre = linker.instantiate_pre(&module).map_err(|e| {
             Failure::runtime_error(Boundary::Sandbox, format!("the module's imports do not match the runtime: {e:#}"))
         })?;
         Ok(LoadedModule { hash: hash.clone(), pre, host_imports })

@@ -14,7 +14,7 @@ use aileron_core::manifest::{ConnectorManifest, CredentialMethod};
 use aileron_core::policy::{self, CapabilitySubset, EgressTarget};
 use aileron_core::vocabulary::{EventType, keys};
 use aileron_core::{Boundary, Failure, FailureClass};
-use aileron_sandbox::{GuestHttpRequest, HostHooks, HostHttpResponse};
+use aileron_sandbox::{GuestHttpRequest, GuestSpawn, HostHooks, HostHttpResponse, SpawnOutput};
 use futures_util::StreamExt;
 use serde_json::{Map, Value};
 
@@ -91,6 +91,8 @@ pub struct EgressServices {
     pub oauth: Arc<crate::oauth::OAuthFlows>,
     pub client: reqwest::Client,
     pub audit: Arc<crate::audit_log::AuditLog>,
+    pub spawner: Arc<crate::spawn::Spawner>,
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 /// The egress hook for one step of one run.
@@ -113,6 +115,14 @@ impl HostHooks for StepEgress {
         request: GuestHttpRequest,
     ) -> Pin<Box<dyn Future<Output = Result<HostHttpResponse, Failure>> + Send + '_>> {
         Box::pin(self.send(request))
+    }
+
+    fn spawn(
+        &self,
+        request: GuestSpawn,
+        deadline: std::time::Instant,
+    ) -> Pin<Box<dyn Future<Output = Result<SpawnOutput, Failure>> + Send + '_>> {
+        Box::pin(self.spawn_program(request, deadline))
     }
 }
 
@@ -277,7 +287,7 @@ impl StepEgress {
     }
 
     /// Audits what happened to bindings while resolving (token refreshed, binding gone stale).
-    async fn audit_binding_events(&self) -> Result<(), Failure> {
+    pub(crate) async fn audit_binding_events(&self) -> Result<(), Failure> {
         for event in self.services.credentials.take_events() {
             let (event_type, binding, reason) = match &event {
                 BindingEvent::Refreshed(binding) => (EventType::BindingRefreshed, binding, None),
@@ -301,7 +311,7 @@ impl StepEgress {
         Ok(())
     }
 
-    async fn audit(&self, event_type: EventType, payload: Map<String, Value>) -> Result<(), Failure> {
+    pub(crate) async fn audit(&self, event_type: EventType, payload: Map<String, Value>) -> Result<(), Failure> {
         let event = AuditEvent {
             event_type,
             actor: self.caller.actor.clone(),

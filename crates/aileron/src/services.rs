@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use aileron_sandbox::{Runtime, RuntimeConfig};
 use anyhow::Context;
 
+use crate::spawn::Spawner;
 use crate::actions::ActionRegistry;
 use crate::approvals::ApprovalQueue;
 use crate::audit_log::{AuditConfig, AuditLog};
@@ -51,6 +52,8 @@ pub struct Services {
     listen_port: AtomicU16,
     /// Traces (off unless `AILERON_OTEL_ENABLED`); flushed by `serve` at exit.
     pub telemetry: crate::telemetry::Telemetry,
+    /// Runs connectors' local programs, confined.
+    pub spawner: Arc<Spawner>,
 }
 
 /// How to build [`Services`]; the daemon derives it from its own options.
@@ -60,6 +63,10 @@ pub struct ServiceOptions {
     pub listen_port: u16,
     pub retry_delays: [std::time::Duration; 3],
     pub telemetry: crate::telemetry::Telemetry,
+    /// `None` = this process's own executable.
+    pub spawn_helper: Option<std::path::PathBuf>,
+    /// `None` = `$HOME`.
+    pub spawn_user_home: Option<std::path::PathBuf>,
 }
 
 impl Services {
@@ -89,6 +96,15 @@ impl Services {
         })?);
         let bindings = Arc::new(Bindings::new(vault.clone()));
         let credentials = options.credentials.unwrap_or_else(|| bindings.clone());
+        let helper = match options.spawn_helper {
+            Some(helper) => helper,
+            None => std::env::current_exe().context("finding this executable (it runs spawned programs)")?,
+        };
+        let mut spawner = Spawner::new(helper, crate::confinement::masked_directories(&home));
+        if let Some(user_home) = options.spawn_user_home {
+            spawner.user_home = Some(user_home);
+        }
+        let spawner = Arc::new(spawner);
         Ok(Arc::new(Services {
             sessions: SessionRegistry::open(home.sessions_journal()),
             home,
@@ -108,6 +124,7 @@ impl Services {
             egress_client,
             listen_port: AtomicU16::new(options.listen_port),
             telemetry: options.telemetry,
+            spawner,
         }))
     }
 
@@ -118,6 +135,8 @@ impl Services {
             oauth: self.oauth.clone(),
             client: self.egress_client.clone(),
             audit: self.audit.clone(),
+            spawner: self.spawner.clone(),
+            telemetry: self.telemetry.clone(),
         }
     }
 

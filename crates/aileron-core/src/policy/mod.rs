@@ -6,6 +6,7 @@
 //! record); the shell acts on it. Denials never echo a URL's path, query or any credential.
 
 mod egress;
+mod spawn;
 #[cfg(test)]
 mod tests;
 
@@ -19,6 +20,7 @@ use crate::failure::{Boundary, Failure};
 use crate::manifest::{ConnectorManifest, CredentialKind};
 
 pub use egress::{EgressTarget, check_egress, parse_egress_url};
+pub use spawn::{SpawnEnvelope, SpawnPlan, plan_envelope, plan_operation, spawn_args};
 
 /// One entry of `[[requires.connectors]].capabilities`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

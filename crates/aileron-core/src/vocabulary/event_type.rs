@@ -63,6 +63,12 @@ event_types! {
     ConnectorProxyProxied => "connector.proxy.proxied",
     /// A connector's outbound request was refused or failed (`aileron.connector.reject_reason`).
     ConnectorProxyRejected => "connector.proxy.rejected",
+    /// A connector ran a declared local program (`aileron.spawn.*`: program, argv shape with
+    /// placeholder names instead of values, exit code, output digests; never values or env).
+    Spawn => "spawn",
+    /// A spawned program's connection through its per-spawn proxy, allowed or refused
+    /// (`aileron.proxy.upstream.host`, `aileron.connector.reject_reason`).
+    SpawnNetwork => "spawn.network",
     // Bindings and vault.
     /// A credential binding was created (`aileron.binding.*`).
     BindingCreated => "binding.created",

@@ -135,6 +135,29 @@ keys! {
     /// Why a call was refused before it ran (`action.rejected`, `approval.decide_refused`).
     REJECTION_CODE = "aileron.rejection.code";
 
+    // A spawned program (`spawn`, and the `aileron.connector.spawn` span): never an argument
+    // value, an environment value or output bytes.
+    /// The declared program path, as the manifest writes it.
+    SPAWN_PROGRAM = "aileron.spawn.program";
+    /// The declared operation the argv belongs to.
+    SPAWN_OP = "aileron.spawn.op";
+    /// The argv with each filled placeholder written as `{name}`.
+    SPAWN_ARGV_SHAPE = "aileron.spawn.argv_shape";
+    /// The environment keys set (never their values).
+    SPAWN_ENV_KEYS = "aileron.spawn.env_keys";
+    SPAWN_EXIT_CODE = "aileron.spawn.exit_code";
+    /// Set when the program was killed (wall time) instead of exiting.
+    SPAWN_SIGNAL = "aileron.spawn.signal";
+    SPAWN_DURATION_MS = "aileron.spawn.duration_ms";
+    SPAWN_STDOUT_SHA256 = "aileron.spawn.stdout.sha256";
+    SPAWN_STDOUT_BYTES = "aileron.spawn.stdout.bytes";
+    SPAWN_STDOUT_TRUNCATED = "aileron.spawn.stdout.truncated";
+    SPAWN_STDERR_SHA256 = "aileron.spawn.stderr.sha256";
+    SPAWN_STDERR_BYTES = "aileron.spawn.stderr.bytes";
+    SPAWN_STDERR_TRUNCATED = "aileron.spawn.stderr.truncated";
+    /// How the program was confined (`namespaces+landlock+seccomp`).
+    SPAWN_CONFINEMENT = "aileron.spawn.confinement";
+
     /// `secret.*`: the secret's path, never its value.
     SECRET_PATH = "aileron.secret.path";
 

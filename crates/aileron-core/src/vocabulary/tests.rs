@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 
 /// What is on disk today. Changing a string here is a schema change, not a refactor.
-const WRITTEN: [&str; 30] = [
+const WRITTEN: [&str; 32] = [
     "connector.installed",
     "connector.install_refused",
     "connector.removed",
@@ -23,6 +23,8 @@ const WRITTEN: [&str; 30] = [
     "approval.decide_refused",
     "connector.proxy.proxied",
     "connector.proxy.rejected",
+    "spawn",
+    "spawn.network",
     "binding.created",
     "binding.rebound",
     "binding.revoked",
@@ -68,7 +70,7 @@ fn all_event_types_are_distinct() {
 
 #[test]
 fn unknown_event_types_are_refused_not_guessed() {
-    for text in ["", "nothing", "Action.Executed", "action.executed ", "spawn", "connector.proxy"] {
+    for text in ["", "nothing", "Action.Executed", "action.executed ", "spawn.", "connector.proxy"] {
         assert_eq!(EventType::parse(text), None, "{text:?}");
         assert_eq!(text.parse::<EventType>(), Err(UnknownEventType(text.to_string())), "{text:?}");
         assert!(serde_json::from_value::<EventType>(json!(text)).is_err(), "{text:?}");

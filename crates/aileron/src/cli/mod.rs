@@ -131,6 +131,10 @@ pub fn main() -> i32 {
     if raw.first().is_some_and(|first| first == crate::launch::confine::SUBCOMMAND) {
         return crate::launch::confine::main(&raw[1..]);
     }
+    // Likewise the spawn helper (the daemon runs it once per spawned program).
+    if raw.first().is_some_and(|first| first == crate::spawn::jail::SUBCOMMAND) {
+        return crate::spawn::jail::main();
+    }
     crate::process::install_crypto_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -55,6 +55,10 @@ pub struct StateOptions {
     pub telemetry: crate::telemetry::Telemetry,
     /// `None`: [`crate::gateway::MAX_CONCURRENT_REQUESTS`].
     pub gateway_max_concurrent: Option<usize>,
+    /// The `aileron` executable that runs spawned programs (`__spawn`); `None` = this process's.
+    pub spawn_helper: Option<std::path::PathBuf>,
+    /// The home `~/` means in spawn manifests; `None` = `$HOME`.
+    pub spawn_user_home: Option<std::path::PathBuf>,
 }
 
 impl StateOptions {
@@ -67,6 +71,8 @@ impl StateOptions {
             gateway_upstreams: None,
             telemetry: crate::telemetry::Telemetry::disabled(),
             gateway_max_concurrent: None,
+            spawn_helper: None,
+            spawn_user_home: None,
         }
     }
 }
@@ -81,6 +87,8 @@ impl AppState {
                 listen_port: options.listen_port,
                 retry_delays: options.retry_delays,
                 telemetry: options.telemetry,
+                spawn_helper: options.spawn_helper,
+                spawn_user_home: options.spawn_user_home,
             },
         )?;
         let gateway = match options.gateway_upstreams {

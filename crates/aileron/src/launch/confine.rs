@@ -176,9 +176,9 @@ fn enter(request: &Request) -> Result<i32, String> {
     let (uid, gid) = (getuid(), getgid());
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID)
         .map_err(|e| format!("creating user, mount and PID namespaces: {e} (unprivileged user namespaces may be disabled here)"))?;
-    write_proc("/proc/self/setgroups", "deny")?;
-    write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
-    write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))?;
+    crate::confinement::write_proc("/proc/self/setgroups", "deny")?;
+    crate::confinement::write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
+    crate::confinement::write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))?;
     // SAFETY: this process is single-threaded (the helper runs before anything starts a thread).
     match unsafe { fork() }.map_err(|e| format!("starting the namespace's first process: {e}"))? {
         ForkResult::Child => {
@@ -199,9 +199,6 @@ fn enter(request: &Request) -> Result<i32, String> {
     }
 }
 
-fn write_proc(path: &str, content: &str) -> Result<(), String> {
-    std::fs::write(path, content).map_err(|e| format!("writing {path}: {e}"))
-}
 
 /// PID 1 of the namespace: builds the mounts, starts the agent, reaps until it exits.
 fn init(request: &Request) -> Result<i32, String> {
@@ -272,14 +269,7 @@ fn exec_agent(request: &Request, filter: &seccompiler::BpfProgram) -> String {
         // SAFETY: restores the default disposition.
         let _ = unsafe { signal(restored, SigHandler::SigDfl) };
     }
-    let last_capability = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|text| text.trim().parse::<libc::c_ulong>().ok())
-        .unwrap_or(63);
-    for capability in 0..=last_capability {
-        // SAFETY: prctl with integer arguments; EINVAL for capabilities this kernel lacks is fine.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
-    }
+    crate::confinement::drop_capability_bounding_set();
     if let Err(error) = seccompiler::apply_filter(filter) {
         return format!("installing the terminal filter: {error}");
     }

@@ -440,19 +440,6 @@ pub struct LaunchOptions {
     pub agent_args: Vec<OsString>,
 }
 
-/// What the confined agent must not see: the Aileron home, and the audit log when it lives
-/// elsewhere. Canonical paths, so a symlinked home is masked where it really is.
-fn masked_directories(home: &Home) -> Vec<PathBuf> {
-    let mut masks = vec![home.root().to_path_buf()];
-    if let Some(parent) = home.audit_parent() {
-        masks.push(parent.join("audit"));
-    }
-    let mut canonical: Vec<PathBuf> = masks.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();
-    canonical.sort();
-    canonical.dedup();
-    canonical
-}
-
 /// Whether this machine can confine an agent: the helper builds the namespaces and masks once
 /// and exits. `Err` carries its reason.
 async fn probe_containment(masks: &[PathBuf]) -> Result<(), String> {
@@ -494,7 +481,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         if options.unconfined {
             println!("\nconfinement: none (--unconfined); the session and its approvals are marked unconfined");
         } else {
-            let masks: Vec<String> = masked_directories(home).iter().map(|dir| dir.display().to_string()).collect();
+            let masks: Vec<String> = crate::confinement::masked_directories(home).iter().map(|dir| dir.display().to_string()).collect();
             println!("\nconfinement: user, mount and PID namespaces; hidden from the agent: {}", masks.join(", "));
         }
         return Ok(0);
@@ -510,7 +497,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             agent.name()
         );
     }
-    let masks = masked_directories(home);
+    let masks = crate::confinement::masked_directories(home);
     let confinement = if options.unconfined {
         eprintln!(
             "aileron: warning: {} runs unconfined: it can read {} and use the daemon token in it, so the approval \

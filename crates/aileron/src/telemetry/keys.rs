@@ -10,6 +10,8 @@ pub const SPAN_MCP_TOOL_CALL: &str = "aileron.mcp.tool.call";
 pub const SPAN_ACTION_EXECUTE: &str = "aileron.action.execute";
 pub const SPAN_CAPABILITY_CHECK: &str = "aileron.capability.check";
 pub const SPAN_CONNECTOR_CALL: &str = "aileron.connector.call";
+/// One program a connector spawned, a child of its `aileron.connector.call`.
+pub const SPAN_CONNECTOR_SPAWN: &str = "aileron.connector.spawn";
 pub const SPAN_APPROVAL_WAIT: &str = "aileron.approval.wait";
 /// A guest log line, as an event on the `aileron.connector.call` span ([`LOG_LEVEL`], [`LOG_MESSAGE`]).
 pub const SPAN_EVENT_CONNECTOR_LOG: &str = "aileron.connector.log";

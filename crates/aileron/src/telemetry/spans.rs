@@ -161,6 +161,17 @@ impl Telemetry {
         })
     }
 
+    /// `aileron.connector.spawn`: one program a connector ran (`requested` = `spawn:<op or program>`).
+    pub fn connector_spawn(&self, connector_fqn: &str, requested: &str) -> TracedSpan {
+        self.start(&Context::current(), || {
+            SpanBuilder::from_name(keys::SPAN_CONNECTOR_SPAWN).with_attributes([
+                KeyValue::new(keys::CONNECTOR_FQN, connector_fqn.to_string()),
+                KeyValue::new(keys::CAPABILITY_KIND, requested.to_string()),
+                KeyValue::new(keys::SPAWN_CONFINEMENT, crate::spawn::CONFINEMENT),
+            ])
+        })
+    }
+
     /// `aileron.mcp.tool.call`: a client span for one MCP tool call, the child of the agent's
     /// `traceparent` when it sent one (else a new trace's root). Send [`TracedSpan::traceparent`]
     /// to the daemon so its spans join this trace; end it when the daemon has answered.

@@ -22,5 +22,6 @@ mod leaks;
 mod lifecycle;
 mod mcp;
 mod security;
+mod spawn;
 mod support;
 mod traces;

@@ -1,0 +1,495 @@
+//! The spawn primitive, daemon side (SPEC §5): the one path by which a connector runs a local
+//! program. Order: the gate of `aileron_core::policy` (declared operation or template-matching
+//! envelope, the action's `spawn:<op>`, env keys) → the credential, when the action declares its
+//! kind → the program, directories and scopes resolved on disk (`~/` expanded, symlinks resolved
+//! once) → the per-spawn CONNECT proxy when the manifest names hosts → the confined run through
+//! `aileron __spawn` ([`jail`]) → the `spawn` audit record and the `aileron.connector.spawn` span.
+//!
+//! Invariants: a program never runs unconfined (no namespaces or no Landlock →
+//! `spawn_sandbox_unavailable`); the credential reaches only the child's `credential_env_keys`,
+//! never an audit record, a span, an error or the guest; audit records carry the argv's shape
+//! (placeholder names), never argument or environment values.
+
+pub mod jail;
+mod proxy;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use aileron_core::policy::{self, SpawnPlan};
+use aileron_core::vocabulary::{EventType, keys};
+use aileron_core::{Boundary, Failure, FailureClass};
+use aileron_sandbox::{GuestSpawn, SpawnOutput};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use crate::bindings::Injection;
+use crate::egress::StepEgress;
+use jail::{JailPlan, Report};
+
+/// The environment every program gets before its declared keys.
+const BASE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Address space of a spawned program.
+pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
+/// Largest file a spawned program may write.
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
+/// Time kept back from the step's deadline so the helper's own kill is reported and audited
+/// before the sandbox gives up on the call.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(200);
+/// How the confinement is described in audit records and spans.
+pub const CONFINEMENT: &str = "user+mount+pid+net namespaces, landlock, seccomp, rlimits";
+
+/// What spawning needs of the daemon: the helper binary and the directories to hide.
+#[derive(Debug, Clone)]
+pub struct Spawner {
+    /// The `aileron` executable that serves `__spawn` (the daemon's own by default).
+    pub helper: PathBuf,
+    /// The user's home, for `~/` in manifests and as the program's `HOME`.
+    pub user_home: Option<PathBuf>,
+    /// Covered by an empty tmpfs in every program's view: the Aileron home, the audit directory.
+    pub masks: Vec<PathBuf>,
+}
+
+impl Spawner {
+    pub fn new(helper: PathBuf, masks: Vec<PathBuf>) -> Spawner {
+        Spawner { helper, user_home: std::env::var_os("HOME").map(PathBuf::from).filter(|home| home.is_absolute()), masks }
+    }
+
+    /// `~/x` under the user's home; absolute paths as they are.
+    fn expand(&self, path: &str) -> Result<PathBuf, String> {
+        match path.strip_prefix("~/") {
+            Some(rest) => match &self.user_home {
+                Some(home) => Ok(home.join(rest)),
+                None => Err(format!("`{path}` is relative to a home directory, and HOME is not set for the daemon")),
+            },
+            None => Ok(PathBuf::from(path)),
+        }
+    }
+}
+
+/// A plan that passed the gate, with where it came from.
+struct Gated {
+    plan: SpawnPlan,
+    /// `spawn` with an envelope (credential keys only as listed) or `spawn_op` (all of them, when
+    /// the action declares the credential kind).
+    from_envelope: bool,
+}
+
+/// What one finished run produced, for the guest and the audit record.
+struct Finished {
+    exit_code: i32,
+    signal: Option<i32>,
+    stdout: Captured,
+    stderr: Captured,
+}
+
+/// One output stream, capped.
+#[derive(Default)]
+struct Captured {
+    kept: Vec<u8>,
+    truncated: bool,
+}
+
+impl Captured {
+    /// What the guest reads: the kept bytes and, when cut, a marker saying so.
+    fn for_guest(&self, cap: u64) -> Vec<u8> {
+        let mut bytes = self.kept.clone();
+        if self.truncated {
+            bytes.extend_from_slice(format!("\n[aileron: output truncated after {cap} bytes]\n").as_bytes());
+        }
+        bytes
+    }
+
+    fn audit(&self, payload: &mut Map<String, Value>, sha256: &str, bytes: &str, truncated: &str) {
+        payload.insert(sha256.into(), format!("sha256:{}", hex::encode(Sha256::digest(&self.kept))).into());
+        payload.insert(bytes.into(), self.kept.len().into());
+        payload.insert(truncated.into(), self.truncated.into());
+    }
+}
+
+impl StepEgress {
+    /// The spawn hook: gate, credential, confined run, audit. `deadline` is the step's.
+    pub(crate) async fn spawn_program(&self, request: GuestSpawn, deadline: Instant) -> Result<SpawnOutput, Failure> {
+        let started = Instant::now();
+        let requested = match &request {
+            GuestSpawn::Envelope(envelope) => format!("spawn:{}", envelope.program.chars().take(256).collect::<String>()),
+            GuestSpawn::Operation { op, .. } => format!("spawn:{}", op.chars().take(64).collect::<String>()),
+        };
+        let span = self.services.telemetry.connector_spawn(&self.connector_fqn, &requested);
+        let outcome = self.gate_and_run(request, deadline, started).await;
+        match &outcome {
+            Ok((gated, finished)) => {
+                span.set_attribute(opentelemetry::KeyValue::new(keys::SPAWN_OP, gated.plan.op.clone()));
+                span.set_attribute(opentelemetry::KeyValue::new(keys::SPAWN_PROGRAM, gated.plan.program.clone()));
+                span.set_attribute(opentelemetry::KeyValue::new(keys::SPAWN_EXIT_CODE, i64::from(finished.exit_code)));
+                span.end();
+            }
+            Err(failure) => span.fail(failure, Some(&self.audit_id)),
+        }
+        let (_, finished) = outcome?;
+        let limits = self.manifest.spawn.as_ref().map(|spawn| spawn.limits).unwrap_or_default();
+        Ok(SpawnOutput {
+            exit_code: finished.exit_code,
+            stdout: finished.stdout.for_guest(limits.max_stdout_bytes),
+            stderr: finished.stderr.for_guest(limits.max_stderr_bytes),
+        })
+    }
+
+    async fn gate_and_run(&self, request: GuestSpawn, deadline: Instant, started: Instant) -> Result<(Gated, Finished), Failure> {
+        let gated = match self.gate(request) {
+            Ok(gated) => gated,
+            Err(failure) => return Err(self.spawn_refused(None, failure).await),
+        };
+        let finished = match self.run_gated(&gated, deadline).await {
+            Ok(finished) => finished,
+            Err(failure) => return Err(self.spawn_refused(Some(&gated.plan), failure).await),
+        };
+        let mut payload = self.spawn_payload(Some(&gated.plan));
+        payload.insert(keys::SPAWN_EXIT_CODE.into(), finished.exit_code.into());
+        if let Some(signal) = finished.signal {
+            payload.insert(keys::SPAWN_SIGNAL.into(), signal.into());
+        }
+        payload.insert(keys::SPAWN_DURATION_MS.into(), (started.elapsed().as_millis() as u64).into());
+        finished.stdout.audit(&mut payload, keys::SPAWN_STDOUT_SHA256, keys::SPAWN_STDOUT_BYTES, keys::SPAWN_STDOUT_TRUNCATED);
+        finished.stderr.audit(&mut payload, keys::SPAWN_STDERR_SHA256, keys::SPAWN_STDERR_BYTES, keys::SPAWN_STDERR_TRUNCATED);
+        payload.insert(keys::SPAWN_CONFINEMENT.into(), CONFINEMENT.into());
+        // Fail closed: output of a run that cannot be recorded is withheld.
+        self.spawn_audit(EventType::Spawn, payload).await?;
+        Ok((gated, finished))
+    }
+
+    fn gate(&self, request: GuestSpawn) -> Result<Gated, Failure> {
+        match request {
+            GuestSpawn::Envelope(envelope) => {
+                Ok(Gated { plan: policy::plan_envelope(&self.manifest, &self.subset, envelope)?, from_envelope: true })
+            }
+            GuestSpawn::Operation { op, args } => {
+                let values = policy::spawn_args(&args).map_err(|problem| {
+                    Failure::capability_denied(Boundary::Sandbox, problem)
+                        .with_detail("requested", format!("spawn:{op}"))
+                        .with_detail("boundary_detail", "envelope")
+                })?;
+                Ok(Gated { plan: policy::plan_operation(&self.manifest, &self.subset, &op, &values)?, from_envelope: false })
+            }
+        }
+    }
+
+    /// The credential for the child's environment, when this spawn is to carry one.
+    async fn credential_env(&self, gated: &Gated) -> Result<Vec<(String, String)>, Failure> {
+        let spawn = self.manifest.spawn.as_ref().expect("the gate found [capabilities.spawn]");
+        let Some(kind) = self.manifest.credential_kind() else {
+            return Ok(Vec::new());
+        };
+        let keys = if gated.from_envelope {
+            gated.plan.credential_env_keys.clone()
+        } else if self.subset.declares_credential(kind) {
+            spawn.credential_env_keys.clone()
+        } else {
+            Vec::new()
+        };
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        policy::check_credential(&self.manifest, &self.subset, kind.as_str())?;
+        let resolved = self.services.credentials.resolve(&self.connector_fqn, kind, self.services.oauth.as_ref()).await;
+        self.audit_binding_events().await?;
+        let resolved = resolved?;
+        let value = match &resolved.injection {
+            Injection::Token(secret) => secret.expose().to_string(),
+            Injection::Aws(_) => {
+                return Err(Failure::capability_denied(
+                    Boundary::Sandbox,
+                    "aws_sigv4 credentials are signed host-side and never placed in a program's environment",
+                )
+                .with_detail("requested", format!("{kind}")));
+            }
+        };
+        let mut used = self.used_bindings.lock().expect("used bindings poisoned");
+        if !used.iter().any(|b| b.name == resolved.binding.name) {
+            used.push(resolved.binding.clone());
+        }
+        Ok(keys.into_iter().map(|key| (key, value.clone())).collect())
+    }
+
+    async fn run_gated(&self, gated: &Gated, deadline: Instant) -> Result<Finished, Failure> {
+        let spawner = &self.services.spawner;
+        let spawn = self.manifest.spawn.as_ref().expect("the gate found [capabilities.spawn]");
+        let plan = &gated.plan;
+        let denied = |message: String| {
+            Failure::capability_denied(Boundary::Sandbox, message).with_detail("requested", format!("spawn:{}", plan.op))
+        };
+        let declared = spawn.program(&plan.program).expect("the gate matched a declared program");
+        let program = std::fs::canonicalize(spawner.expand(&declared.path).map_err(denied)?)
+            .map_err(|e| denied(format!("the declared program {} cannot be found: {e}", declared.path)))?;
+        let scopes = |list: &[String]| -> Vec<PathBuf> {
+            list.iter().filter_map(|scope| spawner.expand(scope).ok()).filter_map(|path| std::fs::canonicalize(path).ok()).collect()
+        };
+        let (read, write) = (scopes(&spawn.fs_read), scopes(&spawn.fs_write));
+        let scratch = tempfile::Builder::new()
+            .prefix("aileron-spawn-")
+            .tempdir()
+            .map_err(|e| Failure::runtime_error(Boundary::Runtime, format!("creating the program's scratch directory: {e}")))?;
+        let scratch_path = std::fs::canonicalize(scratch.path()).unwrap_or_else(|_| scratch.path().to_path_buf());
+        let cwd = match (&plan.cwd, &spawn.cwd) {
+            (Some(asked), _) => {
+                let asked_path = std::fs::canonicalize(spawner.expand(asked).map_err(denied)?)
+                    .map_err(|e| denied(format!("the working directory {asked} cannot be used: {e}")))?;
+                if !read.iter().chain(&write).any(|scope| asked_path.starts_with(scope)) {
+                    return Err(denied(format!("the working directory {asked} is not within the manifest's fs_read or fs_write"))
+                        .with_detail("boundary_detail", "envelope"));
+                }
+                asked_path
+            }
+            (None, Some(declared)) => std::fs::canonicalize(spawner.expand(declared).map_err(denied)?)
+                .map_err(|e| denied(format!("the manifest's cwd {declared} cannot be used: {e}")))?,
+            (None, None) => scratch_path.clone(),
+        };
+
+        let mut env: Vec<(String, String)> = vec![("PATH".into(), BASE_PATH.into())];
+        // HOME is the scratch directory: a program reads the user's dotfiles only when the
+        // manifest passes HOME through (and grants the files in fs_read).
+        env.push(("HOME".into(), scratch_path.display().to_string()));
+        env.push(("TMPDIR".into(), scratch_path.display().to_string()));
+        for key in spawn.env_passthrough.iter().filter(|key| !spawn.credential_env_keys.contains(key)) {
+            let value = match (key.as_str(), &spawner.user_home) {
+                ("HOME", Some(home)) => Some(home.display().to_string()),
+                _ => std::env::var(key).ok(),
+            };
+            if let Some(value) = value {
+                set(&mut env, key, value);
+            }
+        }
+        for (key, value) in &plan.env {
+            set(&mut env, key, value.clone());
+        }
+        for (key, value) in self.credential_env(gated).await? {
+            set(&mut env, &key, value);
+        }
+
+        let hosts: Vec<String> = self
+            .manifest
+            .network_hosts()
+            .iter()
+            .filter(|host| self.subset.allows_host(host))
+            .cloned()
+            .collect();
+        let proxy = if hosts.is_empty() {
+            None
+        } else {
+            let proxy = proxy::SpawnProxy::start(self.proxy_context(plan)).await?;
+            let url = format!("http://127.0.0.1:{}", jail::FORWARDER_PORT);
+            for key in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"] {
+                set(&mut env, key, url.clone());
+            }
+            Some(proxy)
+        };
+
+        let wall = deadline.saturating_duration_since(Instant::now()).saturating_sub(DEADLINE_MARGIN);
+        let jail_plan = JailPlan {
+            program,
+            hash: declared.hash.as_ref().map(|hash| hash.to_string()),
+            argv: plan.argv.clone(),
+            env,
+            cwd,
+            read,
+            write: write.into_iter().chain(std::iter::once(scratch_path)).collect(),
+            masks: spawner.masks.clone(),
+            proxy: proxy.as_ref().map(|proxy| proxy.socket().to_path_buf()),
+            wall_time_ms: wall.as_millis().max(1) as u64,
+            max_memory_bytes: MAX_MEMORY_BYTES,
+            max_file_bytes: MAX_FILE_BYTES,
+        };
+        let result = run_helper(&spawner.helper, &jail_plan, plan.stdin.as_deref(), spawn.limits, deadline).await;
+        drop(proxy);
+        drop(scratch);
+        result
+    }
+
+    async fn spawn_refused(&self, plan: Option<&SpawnPlan>, failure: Failure) -> Failure {
+        let mut payload = self.spawn_payload(plan);
+        payload.insert(keys::CONNECTOR_REJECT_REASON.into(), failure.class.as_str().into());
+        payload.extend(failure.audit_payload());
+        match self.spawn_audit(EventType::Spawn, payload).await {
+            Ok(()) => failure,
+            Err(audit_failure) => audit_failure,
+        }
+    }
+
+    fn spawn_payload(&self, plan: Option<&SpawnPlan>) -> Map<String, Value> {
+        let mut payload = Map::new();
+        payload.insert(keys::CONNECTOR_FQN.into(), self.connector_fqn.clone().into());
+        payload.insert(keys::CONNECTOR_OP.into(), self.op.clone().into());
+        payload.insert(keys::ACTION_NAME.into(), self.action.clone().into());
+        payload.insert(keys::AUDIT_ID.into(), self.audit_id.clone().into());
+        if let Some(session) = &self.caller.session_id {
+            payload.insert(keys::SESSION_ID.into(), session.clone().into());
+        }
+        if let Some(plan) = plan {
+            payload.insert(keys::SPAWN_PROGRAM.into(), plan.program.clone().into());
+            payload.insert(keys::SPAWN_OP.into(), plan.op.clone().into());
+            payload.insert(keys::SPAWN_ARGV_SHAPE.into(), plan.shape.clone().into());
+            let env_keys: Vec<&str> = plan.env.iter().map(|(key, _)| key.as_str()).chain(plan.credential_env_keys.iter().map(String::as_str)).collect();
+            payload.insert(keys::SPAWN_ENV_KEYS.into(), env_keys.into());
+        }
+        payload
+    }
+
+    async fn spawn_audit(&self, event_type: EventType, payload: Map<String, Value>) -> Result<(), Failure> {
+        self.audit(event_type, payload).await
+    }
+
+    fn proxy_context(&self, plan: &SpawnPlan) -> proxy::ProxyContext {
+        proxy::ProxyContext {
+            manifest: self.manifest.clone(),
+            subset: self.subset.clone(),
+            audit: self.services.audit.clone(),
+            actor: self.caller.actor.clone(),
+            session_id: self.caller.session_id.clone(),
+            base_payload: self.spawn_payload(Some(plan)),
+        }
+    }
+}
+
+fn set(env: &mut Vec<(String, String)>, key: &str, value: String) {
+    match env.iter_mut().find(|(existing, _)| existing == key) {
+        Some(slot) => slot.1 = value,
+        None => env.push((key.to_string(), value)),
+    }
+}
+
+/// Runs `aileron __spawn` with the plan, collects capped output and the helper's report.
+async fn run_helper(
+    helper: &Path,
+    plan: &JailPlan,
+    stdin: Option<&[u8]>,
+    limits: aileron_core::manifest::SpawnLimits,
+    deadline: Instant,
+) -> Result<Finished, Failure> {
+    use std::os::fd::AsRawFd;
+    let unavailable = |message: String| {
+        Failure::new(FailureClass::SpawnSandboxUnavailable, Boundary::Sandbox, message)
+            .with_detail("hint", "spawned programs need Linux with unprivileged user namespaces and Landlock (5.13 or later)")
+    };
+    let (report_read, report_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| Failure::runtime_error(Boundary::Runtime, format!("creating the report pipe: {e}")))?;
+    let mut command = tokio::process::Command::new(helper);
+    command
+        .arg(jail::SUBCOMMAND)
+        .env_clear()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let write_fd = report_write.as_raw_fd();
+    // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            if write_fd == jail::REPORT_FD {
+                libc::fcntl(write_fd, libc::F_SETFD, 0);
+            } else if libc::dup2(write_fd, jail::REPORT_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|e| unavailable(format!("starting the spawn helper {}: {e}", helper.display())))?;
+    drop(report_write);
+    let mut input = child.stdin.take().expect("piped");
+    let mut feed = jail::plan_frame(plan);
+    feed.extend_from_slice(stdin.unwrap_or_default());
+    let writer = tokio::spawn(async move {
+        // A program that never reads its input must not stall the run: errors are ignored.
+        let _ = input.write_all(&feed).await;
+        drop(input);
+    });
+    let stdout = tokio::spawn(read_capped(child.stdout.take().expect("piped"), limits.max_stdout_bytes));
+    let stderr = tokio::spawn(read_capped(child.stderr.take().expect("piped"), limits.max_stderr_bytes));
+    let reports = tokio::task::spawn_blocking(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::fs::File::from(report_read), &mut text);
+        text
+    });
+    let waited = tokio::time::timeout_at(deadline.into(), child.wait()).await;
+    if waited.is_err() {
+        // The helper's own alarm should have fired first; this is the backstop.
+        let _ = child.kill().await;
+    }
+    writer.abort();
+    let stdout = stdout.await.unwrap_or_default();
+    let stderr = stderr.await.unwrap_or_default();
+    let reports = reports.await.unwrap_or_default();
+    let mut outcome: Option<Report> = None;
+    for line in reports.lines() {
+        if let Ok(report) = serde_json::from_str::<Report>(line) {
+            // The first decisive line wins (a refusal, or the program's end).
+            outcome.get_or_insert(report);
+        }
+    }
+    let time_limit = || {
+        Failure::resource_limit(
+            "time",
+            format!("the spawned program {} ran past the step's wall time and was killed with everything it started", plan.program.display()),
+        )
+    };
+    let finished = |exit_code: i32, signal: Option<i32>| Finished { exit_code, signal, stdout, stderr };
+    match outcome {
+        Some(Report::Exited(code)) => Ok(finished(code, None)),
+        Some(Report::Signaled(signal)) => Ok(finished(128 + signal, Some(signal))),
+        Some(Report::TimedOut) => Err(time_limit()),
+        Some(Report::Unavailable(reason)) => Err(unavailable(format!("the program was not run: {reason}"))),
+        Some(Report::ExecFailed(reason)) => Err(Failure::runtime_error(Boundary::Sandbox, reason)),
+        Some(Report::Refused { class, message }) => {
+            let class = FailureClass::parse(&class).unwrap_or(FailureClass::CapabilityDenied);
+            Err(Failure::new(class, Boundary::Sandbox, message).with_detail("requested", format!("spawn:{}", plan.program.display())))
+        }
+        None if waited.is_err() => Err(time_limit()),
+        None => Err(unavailable("the spawn helper ended without a report".to_string())),
+    }
+}
+
+/// Reads a stream to its end, keeping the first `cap` bytes (the rest is drained, so a chatty
+/// program is never blocked on a full pipe).
+async fn read_capped(mut stream: impl AsyncRead + Unpin, cap: u64) -> Captured {
+    let mut captured = Captured::default();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return captured,
+            Ok(n) => {
+                let room = (cap as usize).saturating_sub(captured.kept.len());
+                captured.kept.extend_from_slice(&buffer[..n.min(room)]);
+                if n > room {
+                    captured.truncated = true;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn capped_reads_keep_the_head_and_mark_the_cut() {
+        let data = vec![b'x'; 100_000];
+        let captured = read_capped(&data[..], 10).await;
+        assert_eq!(captured.kept, vec![b'x'; 10]);
+        assert!(captured.truncated);
+        let shown = captured.for_guest(10);
+        assert!(String::from_utf8_lossy(&shown).ends_with("[aileron: output truncated after 10 bytes]\n"));
+        let whole = read_capped(&b"abc"[..], 10).await;
+        assert_eq!((whole.kept.as_slice(), whole.truncated), (&b"abc"[..], false));
+        assert_eq!(whole.for_guest(10), b"abc");
+    }
+
+    #[test]
+    fn home_relative_paths_expand_under_the_users_home() {
+        let spawner = Spawner { helper: "/x".into(), user_home: Some("/home/u".into()), masks: vec![] };
+        assert_eq!(spawner.expand("~/code").unwrap(), PathBuf::from("/home/u/code"));
+        assert_eq!(spawner.expand("/usr/bin/git").unwrap(), PathBuf::from("/usr/bin/git"));
+        let homeless = Spawner { user_home: None, ..spawner };
+        assert!(homeless.expand("~/code").unwrap_err().contains("HOME"));
+    }
+}

@@ -1,0 +1,412 @@
+//! The spawn primitive end to end (SPEC §5): a real guest (`spawner`) asks the daemon to run
+//! declared programs through the real `aileron __spawn` helper. Most tests here are escape
+//! attempts by a hostile connector that declared a shell (the worst case: the program itself is
+//! the attacker's), each of which must be blocked with the daemon unharmed and no process left.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::support::{ActionSpec, Harness, guest_wasm, manifest};
+
+const GUEST: &str = "spawner";
+const SECRET: &str = "planted-ssh-key-7c1e0f";
+const HOME_SECRET: &str = "planted-in-aileron-home-93ab";
+
+struct Fixture {
+    harness: Harness,
+    user_home: PathBuf,
+}
+
+impl Fixture {
+    /// The spawner guest with `spawn` as its `[capabilities.spawn]` body (`{home}` = the user
+    /// home), extra manifest TOML, and one action `spawner` declaring `capabilities`.
+    async fn new(spawn: &str, extra: &str, capabilities: &[&str], timeout_seconds: Option<u64>) -> Fixture {
+        let harness = Harness::new();
+        let user_home = harness.temp.path().join("user-home");
+        for dir in ["code", "out", ".ssh", "bin"] {
+            std::fs::create_dir_all(user_home.join(dir)).unwrap();
+        }
+        std::fs::write(user_home.join(".ssh/id_rsa"), SECRET).unwrap();
+        std::fs::write(user_home.join("code/README"), "readable\n").unwrap();
+        std::fs::create_dir_all(harness.home.root()).unwrap();
+        std::fs::write(harness.home.root().join("planted"), HOME_SECRET).unwrap();
+        let body = spawn.replace("{home}", &user_home.display().to_string());
+        let text = manifest(GUEST, &[], &format!("{extra}\n[capabilities.spawn]\n{body}"));
+        let hash = harness.install(GUEST, &guest_wasm(GUEST), &text).await;
+        let inputs = [("spawn_op", "string", false), ("values", "object", false), ("envelope", "object", false)];
+        let spec = ActionSpec { capabilities: capabilities, inputs: &inputs, timeout_seconds, ..ActionSpec::new(GUEST, GUEST, &hash, "run") };
+        let added = harness.add_action("spawner.md", &spec.render()).await;
+        assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+        Fixture { harness, user_home }
+    }
+
+    async fn op(&self, op: &str, values: Value) -> crate::support::TestResponse {
+        self.harness.run(GUEST, json!({"spawn_op": op, "values": values})).await
+    }
+
+    /// Runs `script` with the declared `bash -c {script}` operation; the guest's output.
+    async fn bash(&self, script: &str) -> Value {
+        let ran = self.op("sh", json!({"script": script})).await;
+        assert_eq!(ran.status, StatusCode::OK, "{script}: {}", ran.body);
+        ran.body["result"]["output"].clone()
+    }
+
+    async fn spawn_records(&self) -> Vec<Value> {
+        self.harness.audit().await.into_iter().filter(|r| r["event_type"] == "spawn").collect()
+    }
+}
+
+/// A shell and python, declared the way a hostile connector would.
+fn hostile_spawn() -> String {
+    r#"programs = [{ path = "/bin/bash" }, { path = "/usr/bin/python3" }]
+fs_read = ["~/code/"]
+fs_write = ["~/out/"]
+
+[capabilities.spawn.operations.sh]
+argv = "bash -c {script}"
+description = "Run a shell script"
+
+[capabilities.spawn.operations.py]
+argv = "python3 -c {code}"
+description = "Run python"
+"#
+    .to_string()
+}
+
+const HOSTILE_CAPABILITIES: &[&str] = &["run", "spawn:sh", "spawn:py"];
+
+/// Processes whose command line holds `marker` (none may outlive a run).
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let line = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if line.contains(marker) {
+                found.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+fn wait_until_gone(marker: &str) -> Vec<String> {
+    for _ in 0..50 {
+        if processes_with(marker).is_empty() {
+            return Vec::new();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    processes_with(marker)
+}
+
+#[tokio::test]
+async fn a_declared_operation_runs_with_its_output_exit_code_and_an_audit_record() {
+    let fixture = Fixture::new(&hostile_spawn(), "", HOSTILE_CAPABILITIES, None).await;
+    let script = "echo hello; echo oops >&2; cat ~/code/README; exit 3";
+    let output = fixture.bash(&script.replace("~", &fixture.user_home.display().to_string())).await;
+    assert_eq!(output["status"], 3, "{output}");
+    assert_eq!(output["stdout"], "hello\nreadable\n");
+    assert_eq!(output["stderr"], "oops\n");
+
+    let records = fixture.spawn_records().await;
+    let record = records.last().expect("a spawn record");
+    let payload = &record["payload"];
+    assert_eq!(payload["aileron.spawn.program"], "/bin/bash");
+    assert_eq!(payload["aileron.spawn.op"], "sh");
+    assert_eq!(payload["aileron.spawn.argv_shape"], json!(["bash", "-c", "{script}"]));
+    assert_eq!(payload["aileron.spawn.exit_code"], 3);
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(b"hello\nreadable\n")));
+    assert_eq!(payload["aileron.spawn.stdout.sha256"], digest);
+    assert_eq!(payload["aileron.spawn.stdout.bytes"], 15);
+    assert_eq!(payload["aileron.spawn.stderr.bytes"], 5);
+    assert!(!record.to_string().contains("echo hello"), "argument values never reach the audit log: {record}");
+}
+
+#[tokio::test]
+async fn output_beyond_the_caps_is_cut_with_a_marker() {
+    let spawn = format!("{}\n[capabilities.spawn.limits]\nmax_stdout_bytes = 100\nmax_stderr_bytes = 10\n", hostile_spawn());
+    let fixture = Fixture::new(&spawn, "", HOSTILE_CAPABILITIES, None).await;
+    let output = fixture.bash("head -c 1000000 /dev/zero | tr '\\0' a; head -c 50 /dev/zero | tr '\\0' b >&2").await;
+    let stdout = output["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with(&"a".repeat(100)) && !stdout.contains(&"a".repeat(101)), "{stdout}");
+    assert!(stdout.ends_with("[aileron: output truncated after 100 bytes]\n"), "{stdout}");
+    assert!(output["stderr"].as_str().unwrap().starts_with("bbbbbbbbbb\n[aileron"), "{output}");
+    let record = fixture.spawn_records().await.pop().unwrap();
+    assert_eq!(record["payload"]["aileron.spawn.stdout.truncated"], true);
+    assert_eq!(record["payload"]["aileron.spawn.stdout.bytes"], 100);
+}
+
+#[tokio::test]
+async fn the_filesystem_outside_the_declared_scopes_is_out_of_reach() {
+    let fixture = Fixture::new(&hostile_spawn(), "", HOSTILE_CAPABILITIES, None).await;
+    let home = fixture.user_home.display().to_string();
+    let aileron_home = fixture.harness.home.root().display().to_string();
+    let outside = fixture.harness.temp.path().join("pwned");
+    let script = format!(
+        "echo ok > {home}/out/allowed; echo x > {home}/code/pwned; echo x > {outside}; cat {home}/.ssh/id_rsa; \
+         cat /proc/self/root{home}/.ssh/id_rsa; cat {aileron_home}/planted; ls -a {aileron_home}; \
+         cat /proc/1/root{aileron_home}/planted; true",
+        outside = outside.display()
+    );
+    let output = fixture.bash(&script).await;
+    let everything = output.to_string();
+    assert!(!everything.contains(SECRET), "~/.ssh was read: {everything}");
+    assert!(!everything.contains(HOME_SECRET), "AILERON_HOME was read: {everything}");
+    assert_eq!(std::fs::read_to_string(fixture.user_home.join("out/allowed")).unwrap(), "ok\n", "fs_write is writable");
+    assert!(!fixture.user_home.join("code/pwned").exists(), "fs_read is read-only");
+    assert!(!outside.exists(), "outside every scope");
+    assert!(everything.contains("Permission denied"), "{everything}");
+}
+
+#[tokio::test]
+async fn other_processes_and_the_daemon_are_invisible() {
+    let fixture = Fixture::new(&hostile_spawn(), "", HOSTILE_CAPABILITIES, None).await;
+    let daemon = std::process::id();
+    let output = fixture
+        .bash(&format!("test -e /proc/{daemon}/environ && echo DAEMON-VISIBLE; cat /proc/{daemon}/environ; ls /proc | grep -c '^[0-9]'"))
+        .await;
+    let stdout = output["stdout"].as_str().unwrap();
+    assert!(!stdout.contains("DAEMON-VISIBLE"), "{output}");
+    let processes: u32 = stdout.trim().lines().last().unwrap().parse().unwrap();
+    assert!(processes <= 6, "only the namespace's own processes are listed: {output}");
+}
+
+#[tokio::test]
+async fn no_network_without_declared_hosts_not_loopback_not_dns_not_unix_sockets() {
+    let fixture = Fixture::new(&hostile_spawn(), "", HOSTILE_CAPABILITIES, None).await;
+    let canary = TcpListener::bind("127.0.0.1:0").unwrap();
+    canary.set_nonblocking(true).unwrap();
+    let port = canary.local_addr().unwrap().port();
+    let socket_dir = tempfile::tempdir().unwrap();
+    let socket_path = socket_dir.path().join("canary.sock");
+    let unix_canary = std::os::unix::net::UnixListener::bind(&socket_path).unwrap();
+    unix_canary.set_nonblocking(true).unwrap();
+    let daemon_port = crate::support::PORT;
+
+    let output = fixture
+        .bash(&format!(
+            "echo hi > /dev/tcp/127.0.0.1/{port} && echo TCP-CONNECTED; echo hi > /dev/tcp/127.0.0.1/{daemon_port} && echo DAEMON; \
+             echo hi > /dev/tcp/127.0.0.1/3128 && echo FORWARDER; getent hosts example.com && echo DNS-RESOLVED; true"
+        ))
+        .await;
+    let stdout = output["stdout"].as_str().unwrap();
+    for leak in ["TCP-CONNECTED", "DAEMON", "FORWARDER", "DNS-RESOLVED"] {
+        assert!(!stdout.contains(leak), "{leak}: {output}");
+    }
+    assert!(canary.accept().is_err(), "the loopback canary was reached");
+
+    let code = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({:?}); print('UNIX-CONNECTED')\nexcept OSError as e:\n    print('refused', e)",
+        socket_path.display().to_string()
+    );
+    // A newline is refused in a placeholder value, so the program is written with `;` and exec.
+    let one_line = format!("exec({code:?})");
+    let ran = fixture.op("py", json!({"code": one_line})).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    assert!(!ran.body.to_string().contains("UNIX-CONNECTED"), "{}", ran.body);
+    assert!(unix_canary.accept().is_err(), "the Unix-socket canary was reached");
+}
+
+#[tokio::test]
+async fn connections_go_through_the_per_spawn_proxy_to_declared_hosts_only() {
+    // An upstream that answers "pong" to anything; the manifest names it literally.
+    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream_port = upstream.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in upstream.incoming().flatten() {
+            let mut stream = stream;
+            let mut buffer = [0u8; 4];
+            if stream.read_exact(&mut buffer).is_ok() {
+                let _ = std::io::Write::write_all(&mut stream, b"pong");
+            }
+        }
+    });
+    let hosts = format!("[capabilities.network]\nhosts = [\"127.0.0.1:{upstream_port}\"]\n");
+    let fixture = Fixture::new(&hostile_spawn(), &hosts, HOSTILE_CAPABILITIES, None).await;
+    let tunnel = |target: &str| {
+        format!(
+            "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT {target} HTTP/1.1\\r\\nHost: {target}\\r\\n\\r\\n' >&3; \
+             head -c 12 <&3; echo; printf ping >&3; timeout 5 cat <&3 | tail -c 4"
+        )
+    };
+    let allowed = fixture.bash(&tunnel(&format!("127.0.0.1:{upstream_port}"))).await;
+    let stdout = allowed["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with("HTTP/1.1 200"), "{allowed}");
+    assert!(stdout.ends_with("pong"), "{allowed}");
+
+    let refused = fixture.bash(&tunnel("203.0.113.7:443")).await;
+    assert!(refused["stdout"].as_str().unwrap().starts_with("HTTP/1.1 403"), "{refused}");
+
+    let network: Vec<Value> =
+        fixture.harness.audit().await.into_iter().filter(|r| r["event_type"] == "spawn.network").collect();
+    assert_eq!(network.len(), 2, "{network:?}");
+    let (refusals, connections): (Vec<&Value>, Vec<&Value>) =
+        network.iter().partition(|record| record["payload"].get("aileron.connector.reject_reason").is_some());
+    assert_eq!(connections[0]["payload"]["aileron.proxy.upstream.host"], format!("127.0.0.1:{upstream_port}"));
+    assert_eq!(refusals[0]["payload"]["aileron.proxy.upstream.host"], "203.0.113.7:443");
+    assert_eq!(refusals[0]["payload"]["aileron.connector.reject_reason"], "capability_denied");
+    assert_eq!(refusals[0]["payload"]["aileron.spawn.op"], "sh");
+}
+
+#[tokio::test]
+async fn bombs_and_runaways_are_stopped_and_leave_nothing_behind() {
+    let fixture = Fixture::new(&hostile_spawn(), "", HOSTILE_CAPABILITIES, Some(3)).await;
+    // Fork bomb: bounded by the namespace's process limit, killed at the wall time at the latest.
+    let started = std::time::Instant::now();
+    let bomb = fixture.op("sh", json!({"script": "f(){ f|f& }; f; sleep 30 # fork-bomb-4d2a"})).await;
+    assert!(started.elapsed() < Duration::from_secs(20), "the bomb was not stopped");
+    assert!(bomb.status == StatusCode::OK || bomb.body["error"]["class"] == "resource_limit_exceeded", "{}", bomb.body);
+    assert_eq!(wait_until_gone("fork-bomb-4d2a"), Vec::<String>::new());
+
+    // A child that ignores SIGTERM and double-forks a sleeper that outlives it.
+    let runaway = fixture
+        .op("sh", json!({"script": "trap '' TERM; (trap '' TERM; setsid sleep 987654 &) ; sleep 987653"}))
+        .await;
+    assert_eq!(runaway.body["error"]["class"], "resource_limit_exceeded", "{}", runaway.body);
+    assert_eq!(runaway.body["error"]["details"]["limit"], "time", "{}", runaway.body);
+    assert_eq!(wait_until_gone("98765"), Vec::<String>::new());
+
+    // Memory bomb: the address-space limit stops it inside the program.
+    let memory = fixture.op("py", json!({"code": "b = bytearray(16 << 30); print('ALLOCATED')"})).await;
+    assert_eq!(memory.status, StatusCode::OK, "{}", memory.body);
+    assert!(!memory.body.to_string().contains("ALLOCATED"), "{}", memory.body);
+    assert!(memory.body["result"]["output"]["stderr"].as_str().unwrap().contains("MemoryError"), "{}", memory.body);
+
+    // The daemon is unharmed: the next spawn works.
+    let after = fixture.bash("echo alive").await;
+    assert_eq!(after["stdout"], "alive\n");
+}
+
+#[tokio::test]
+async fn values_cannot_become_options_and_undeclared_programs_never_run() {
+    let spawn = r#"programs = [{ path = "/usr/bin/git" }]
+
+[capabilities.spawn.operations.show]
+argv = "git show {rev} -- {path}"
+description = "Show a file"
+"#;
+    let fixture = Fixture::new(spawn, "", &["run", "spawn:show"], None).await;
+    let injected = fixture.op("show", json!({"rev": "--output=/tmp/aileron-pwned", "path": "x"})).await;
+    assert_eq!(injected.body["error"]["class"], "capability_denied", "{}", injected.body);
+    assert_eq!(injected.body["error"]["details"]["boundary_detail"], "envelope", "{}", injected.body);
+    let missing = fixture.op("show", json!({"path": "x"})).await;
+    assert_eq!(missing.body["error"]["details"]["boundary_detail"], "envelope", "{}", missing.body);
+
+    let undeclared = fixture
+        .harness
+        .run(GUEST, json!({"envelope": {"program": "/bin/sh", "argv": ["sh", "-c", "id"]}}))
+        .await;
+    assert_eq!(undeclared.body["error"]["class"], "capability_denied", "{}", undeclared.body);
+    let smuggled = fixture
+        .harness
+        .run(GUEST, json!({"envelope": {"program": "/usr/bin/git", "argv": ["git", "-c", "core.pager=sh", "show", "HEAD", "--", "x"]}}))
+        .await;
+    assert_eq!(smuggled.body["error"]["class"], "capability_denied", "{}", smuggled.body);
+    let undeclared_op = fixture.op("push", json!({})).await;
+    assert_eq!(undeclared_op.body["error"]["class"], "capability_denied", "{}", undeclared_op.body);
+    assert!(!Path::new("/tmp/aileron-pwned").exists());
+    // Every refusal is audited as a spawn record with its reason.
+    let refusals = fixture.spawn_records().await;
+    assert_eq!(refusals.len(), 5, "{refusals:?}");
+    assert!(refusals.iter().all(|r| r["payload"]["aileron.connector.reject_reason"] == "capability_denied"));
+}
+
+#[tokio::test]
+async fn an_undeclared_spawn_operation_is_refused_at_the_action_boundary() {
+    let fixture = Fixture::new(&hostile_spawn(), "", &["run", "spawn:py"], None).await;
+    let ran = fixture.op("sh", json!({"script": "id"})).await;
+    assert_eq!(ran.body["error"]["class"], "capability_denied", "{}", ran.body);
+    assert_eq!(ran.body["error"]["boundary"], "action", "{}", ran.body);
+}
+
+fn sha256_file(path: &Path) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(std::fs::read(path).unwrap())))
+}
+
+#[tokio::test]
+async fn setuid_programs_pinned_hashes_and_swapped_symlinks() {
+    let bin = tempfile::tempdir().unwrap();
+    let setuid = bin.path().join("setuid-true");
+    std::fs::copy("/bin/true", &setuid).unwrap();
+    std::fs::set_permissions(&setuid, std::os::unix::fs::PermissionsExt::from_mode(0o4755)).unwrap();
+    let link = bin.path().join("tool");
+    std::os::unix::fs::symlink("/bin/true", &link).unwrap();
+    let spawn = format!(
+        r#"programs = [{{ path = "{setuid}" }}, {{ path = "{link}", hash = "{pin}" }}, {{ path = "/bin/false", hash = "sha256:{zeros}" }}]
+
+[capabilities.spawn.operations.setuid]
+argv = "{setuid}"
+description = "A setuid program"
+
+[capabilities.spawn.operations.tool]
+argv = "{link}"
+description = "A pinned program behind a symlink"
+
+[capabilities.spawn.operations.wrong]
+argv = "false"
+description = "A program pinned to other bytes"
+"#,
+        setuid = setuid.display(),
+        link = link.display(),
+        pin = sha256_file(Path::new("/bin/true")),
+        zeros = "0".repeat(64),
+    );
+    let fixture = Fixture::new(&spawn, "", &["run", "spawn:setuid", "spawn:tool", "spawn:wrong"], None).await;
+    let refused = fixture.op("setuid", json!({})).await;
+    assert_eq!(refused.body["error"]["class"], "capability_denied", "{}", refused.body);
+    assert!(refused.body["error"]["message"].as_str().unwrap().contains("setuid"), "{}", refused.body);
+
+    let pinned = fixture.op("tool", json!({})).await;
+    assert_eq!(pinned.status, StatusCode::OK, "{}", pinned.body);
+    assert_eq!(pinned.body["result"]["output"]["status"], 0);
+    // The link now leads to other bytes: the pin catches it, whatever the path says.
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("/bin/false", &link).unwrap();
+    let swapped = fixture.op("tool", json!({})).await;
+    assert_eq!(swapped.body["error"]["class"], "hash_mismatch", "{}", swapped.body);
+
+    let wrong = fixture.op("wrong", json!({})).await;
+    assert_eq!(wrong.body["error"]["class"], "hash_mismatch", "{}", wrong.body);
+}
+
+#[tokio::test]
+async fn the_credential_reaches_only_the_childs_declared_environment() {
+    const KEY: &str = "planted-spawn-credential-51f0";
+    let spawn = r#"programs = [{ path = "/bin/bash" }]
+env_passthrough = ["GH_TOKEN"]
+credential_env_keys = ["GH_TOKEN"]
+
+[capabilities.spawn.operations.sh]
+argv = "bash -c {script}"
+description = "Run a shell script"
+"#;
+    let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"push\"\n";
+    let harness_with_key = |declares: bool| async move {
+        let capabilities: &[&str] = if declares { &["run", "spawn:sh", "api_key"] } else { &["run", "spawn:sh"] };
+        let harness = Harness::with_credentials(std::sync::Arc::new(crate::support::PlantedKey(KEY)));
+        let hash = harness.install(GUEST, &guest_wasm(GUEST), &manifest(GUEST, &[], &format!("{credential}[capabilities.spawn]\n{spawn}"))).await;
+        let inputs = [("spawn_op", "string", false), ("values", "object", false)];
+        let spec = ActionSpec { capabilities, inputs: &inputs, ..ActionSpec::new(GUEST, GUEST, &hash, "run") };
+        assert_eq!(harness.add_action("spawner.md", &spec.render()).await.status, StatusCode::CREATED);
+        harness
+    };
+    let harness = harness_with_key(true).await;
+    let ran = harness.run(GUEST, json!({"spawn_op": "sh", "values": {"script": "test \"$GH_TOKEN\" = planted-spawn-credential-51f0 && echo HAS-KEY; env | cut -d= -f1 | sort | tr '\\n' ' '"}})).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    let stdout = ran.body["result"]["output"]["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with("HAS-KEY"), "{stdout}");
+    assert!(!ran.body.to_string().contains(KEY), "the key never comes back through the guest: {}", ran.body);
+    let leaked = crate::support::files_containing(harness.temp.path(), KEY.as_bytes());
+    assert_eq!(leaked, Vec::<String>::new(), "the key is in no file of the home (audit, journals)");
+
+    // Without `api_key` in the action, the program runs without the credential.
+    let harness = harness_with_key(false).await;
+    let ran = harness.run(GUEST, json!({"spawn_op": "sh", "values": {"script": "echo \"[$GH_TOKEN]\""}})).await;
+    assert_eq!(ran.body["result"]["output"]["stdout"], "[]\n", "{}", ran.body);
+}
