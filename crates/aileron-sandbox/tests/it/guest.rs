@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use aileron_core::{ContentHash, Failure};
 use aileron_sandbox::{
-    CallOutcome, CallRequest, GuestHttpRequest, HostHooks, HostHttpResponse, ImportPolicy, Limits, LoadedModule,
-    Runtime, RuntimeConfig,
+    CallOutcome, CallRequest, GuestHttpRequest, GuestSpawn, HostHooks, HostHttpResponse, ImportPolicy, Limits,
+    LoadedModule, Runtime, RuntimeConfig, SpawnOutput,
 };
 use serde_json::{Value, json};
 
@@ -187,6 +187,7 @@ pub fn load_wasm(wasm: &[u8]) -> Arc<LoadedModule> {
 #[derive(Default)]
 pub struct FakeEgress {
     pub requests: Mutex<Vec<GuestHttpRequest>>,
+    pub spawns: Mutex<Vec<GuestSpawn>>,
     pub delay: Duration,
 }
 
@@ -201,6 +202,10 @@ impl FakeEgress {
 
     pub fn seen(&self) -> Vec<GuestHttpRequest> {
         self.requests.lock().unwrap().clone()
+    }
+
+    pub fn spawned(&self) -> Vec<GuestSpawn> {
+        self.spawns.lock().unwrap().clone()
     }
 }
 
@@ -218,6 +223,37 @@ impl HostHooks for FakeEgress {
             }
             let body = format!("{} {}", request.method, request.body.map(|b| b.len()).unwrap_or(0));
             Ok(HostHttpResponse { status: 201, headers: vec![("x-test".into(), "1".into())], body: body.into_bytes() })
+        })
+    }
+
+    /// Operation `denied` is refused, `nosandbox` finds no sandbox; any other operation (or an
+    /// envelope, named by its program) exits with its name's length, printing `out:<name>` and
+    /// `err`.
+    fn spawn(
+        &self,
+        request: GuestSpawn,
+        _deadline: std::time::Instant,
+    ) -> Pin<Box<dyn Future<Output = Result<SpawnOutput, Failure>> + Send + '_>> {
+        Box::pin(async move {
+            self.spawns.lock().unwrap().push(request.clone());
+            let name = match &request {
+                GuestSpawn::Operation { op, .. } => op.clone(),
+                GuestSpawn::Envelope(envelope) => envelope.program.clone(),
+            };
+            match name.as_str() {
+                "denied" => Err(Failure::capability_denied(aileron_core::Boundary::Action, "not declared")
+                    .with_detail("requested", "spawn:denied")),
+                "nosandbox" => Err(Failure::new(
+                    aileron_core::FailureClass::SpawnSandboxUnavailable,
+                    aileron_core::Boundary::Sandbox,
+                    "no user namespaces",
+                )),
+                _ => Ok(SpawnOutput {
+                    exit_code: name.len() as i32,
+                    stdout: format!("out:{name}").into_bytes(),
+                    stderr: b"err".to_vec(),
+                }),
+            }
         })
     }
 }

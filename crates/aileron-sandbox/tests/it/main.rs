@@ -7,4 +7,5 @@ mod http;
 mod limits;
 mod loading;
 mod outcomes;
+mod spawn;
 mod wasi;

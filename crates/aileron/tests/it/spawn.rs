@@ -410,3 +410,25 @@ description = "Run a shell script"
     let ran = harness.run(GUEST, json!({"spawn_op": "sh", "values": {"script": "echo \"[$GH_TOKEN]\""}})).await;
     assert_eq!(ran.body["result"]["output"]["stdout"], "[]\n", "{}", ran.body);
 }
+
+#[tokio::test]
+async fn without_namespaces_nothing_runs_and_the_failure_says_so() {
+    // The helper started in a user namespace where this user has no mapping: a nested user
+    // namespace cannot be created there, as on machines that disable them.
+    let wrapper_dir = tempfile::tempdir().unwrap();
+    let wrapper = wrapper_dir.path().join("helper");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec unshare --user {} \"$@\"\n", env!("CARGO_BIN_EXE_aileron"))).unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let harness = Harness::with_options(|options| options.spawn_helper = Some(wrapper.clone()));
+    let canary = harness.temp.path().join("ran");
+    let spawn = hostile_spawn().replace("~/out/", &format!("{}/", harness.temp.path().display()));
+    let hash = harness.install(GUEST, &guest_wasm(GUEST), &manifest(GUEST, &[], &format!("[capabilities.spawn]\n{spawn}"))).await;
+    let inputs = [("spawn_op", "string", false), ("values", "object", false)];
+    let spec = ActionSpec { capabilities: HOSTILE_CAPABILITIES, inputs: &inputs, ..ActionSpec::new(GUEST, GUEST, &hash, "run") };
+    assert_eq!(harness.add_action("spawner.md", &spec.render()).await.status, StatusCode::CREATED);
+    let ran = harness.run(GUEST, json!({"spawn_op": "sh", "values": {"script": format!("touch {}", canary.display())}})).await;
+    assert_eq!(ran.body["error"]["class"], "spawn_sandbox_unavailable", "{}", ran.body);
+    assert_eq!(ran.status.as_u16(), 503, "{}", ran.body);
+    assert!(ran.body["error"]["message"].as_str().unwrap().contains("namespaces"), "{}", ran.body);
+    assert!(!canary.exists(), "the program ran unconfined");
+}
