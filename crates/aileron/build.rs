@@ -3,7 +3,8 @@
 //! test guests exist before any test runs.
 //!
 //! Emits `AILERON_GUESTS_DIR` (the directory of the built `.wasm` files) and
-//! `AILERON_EXAMPLE_CONNECTOR_DIR` (`connectors/github-issues`: manifest and action templates).
+//! `AILERON_EXAMPLE_CONNECTOR_DIR` (`connectors/github-issues`: manifest and action templates) and
+//! `AILERON_GIT_CONNECTOR_DIR` (`connectors/git`, the spawn example).
 //! The guests live in their own target dir (`connectors/target`): the outer build holds the
 //! lock on its own, and the guests' size-tuned release profile differs from the host's.
 
@@ -13,7 +14,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 const GUEST_TARGET: &str = "wasm32-wasip1";
 /// What `cargo:rerun-if-changed` watches under `connectors/` (never `target/`).
-const GUEST_SOURCES: [&str; 5] = ["Cargo.toml", "Cargo.lock", "sdk", "github-issues", "test-guests"];
+const GUEST_SOURCES: [&str; 6] = ["Cargo.toml", "Cargo.lock", "sdk", "github-issues", "git", "test-guests"];
 const MISSING_TARGET_HINT: &str = "hint: run rustup target add wasm32-wasip1 (cargo xtask test does it for you)";
 
 fn main() -> ExitCode {
@@ -79,6 +80,7 @@ fn main() -> ExitCode {
     }
     println!("cargo:rustc-env=AILERON_GUESTS_DIR={}", guests_dir.display());
     println!("cargo:rustc-env=AILERON_EXAMPLE_CONNECTOR_DIR={}", connectors.join("github-issues").display());
+    println!("cargo:rustc-env=AILERON_GIT_CONNECTOR_DIR={}", connectors.join("git").display());
     ExitCode::SUCCESS
 }
 

@@ -35,6 +35,7 @@ use serde_json::{Value, json};
 
 mod gateway;
 mod mcp;
+mod spawn;
 
 use aileron::daemon::{AppState, StateOptions};
 use aileron::cli::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
@@ -102,6 +103,8 @@ pub enum Part {
     Mcp,
     /// (f) LLM traffic direct, through the gateway and through LiteLLM's proxy
     Gateway,
+    /// (g) spawn of /bin/true through the gate and the confinement against a bare spawn
+    Spawn,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -109,6 +112,8 @@ const DEFAULT_CLIENTS: u64 = 16;
 const DEFAULT_DURATION: &str = "5";
 const DEFAULT_WARMUP: &str = "1";
 const DEFAULT_RESTARTS: u64 = 5;
+/// Timed spawns of each kind in the spawn benchmark.
+const SPAWNS: usize = 300;
 
 /// Measure the figures of BENCHMARKS.md (run by `cargo xtask bench`)
 #[derive(Debug, Clone, clap::Parser)]
@@ -181,6 +186,7 @@ fn part_name(part: Part) -> &'static str {
         Part::Traces => "traces",
         Part::Mcp => "mcp",
         Part::Gateway => "gateway",
+        Part::Spawn => "spawn",
     }
 }
 
@@ -279,6 +285,13 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         None
     };
 
+    let spawn = if args.runs(Part::Spawn) {
+        eprintln!("(g) spawn: {SPAWNS} confined spawns of /bin/true and as many bare ones");
+        Some(spawn::run(SPAWNS, scratch.path()).await?)
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         machine,
@@ -290,6 +303,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         traces,
         mcp,
         gateway,
+        spawn,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {
@@ -1325,6 +1339,7 @@ struct Report {
     traces: Option<TraceFigures>,
     mcp: Option<mcp::McpFigures>,
     gateway: Option<gateway::GatewayFigures>,
+    spawn: Option<spawn::SpawnFigures>,
 }
 
 /// One line of the summary: a figure, its same-run baseline, their ratio and the goal.
@@ -1413,6 +1428,9 @@ impl Report {
         }
         if let Some(gateway) = &self.gateway {
             rows.extend(gateway.summary_rows());
+        }
+        if let Some(spawn) = &self.spawn {
+            rows.extend(spawn.summary_rows());
         }
         for restart in self.restart.iter().flatten() {
             let (kept, emptied) = (median(&restart.kept, |r| r.first), median(&restart.emptied, |r| r.first));
@@ -1530,6 +1548,9 @@ impl Report {
         }
         if let Some(gateway) = &self.gateway {
             gateway.markdown(&mut text, &self.args.command_line(Some(Part::Gateway)));
+        }
+        if let Some(spawn) = &self.spawn {
+            spawn.markdown(&mut text, &self.args.command_line(Some(Part::Spawn)));
         }
         text
     }

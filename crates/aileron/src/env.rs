@@ -52,6 +52,8 @@ pub const AILERON_GITLAB_BASE_URL: &str = "AILERON_GITLAB_BASE_URL";
 pub const AILERON_GITHUB_RAW_BASE_URL: &str = "AILERON_GITHUB_RAW_BASE_URL";
 pub const AILERON_GITLAB_RAW_BASE_URL: &str = "AILERON_GITLAB_RAW_BASE_URL";
 pub const AILERON_GITHUB_API_URL: &str = "AILERON_GITHUB_API_URL";
+/// The user's home: what `~/` means in spawn manifests (not Aileron's own, so not in [`ALL`]).
+pub const HOME: &str = "HOME";
 
 /// Every variable, with a one-line description, for `aileron --help` and the README.
 pub const ALL: &[(&str, &str)] = &[
@@ -84,6 +86,12 @@ pub const ALL: &[(&str, &str)] = &[
 /// The value of a variable; `None` when unset (an explicit empty value is `Some("")`).
 pub fn get(name: &str) -> Option<String> {
     std::env::var(name).ok()
+}
+
+/// A variable a connector's `[capabilities.spawn] env_passthrough` hands to the programs it runs
+/// (the user consented to each key at install).
+pub fn passed_through(name: &str) -> Option<String> {
+    get(name)
 }
 
 /// `aileron --help` footer listing every variable.

@@ -16,7 +16,8 @@ mod proxy;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use aileron_core::policy::{self, SpawnPlan};
+use aileron_core::manifest::ConnectorManifest;
+use aileron_core::policy::{self, CapabilitySubset, SpawnPlan};
 use aileron_core::vocabulary::{EventType, keys};
 use aileron_core::{Boundary, Failure, FailureClass};
 use aileron_sandbox::{GuestSpawn, SpawnOutput};
@@ -53,7 +54,7 @@ pub struct Spawner {
 
 impl Spawner {
     pub fn new(helper: PathBuf, masks: Vec<PathBuf>) -> Spawner {
-        Spawner { helper, user_home: std::env::var_os("HOME").map(PathBuf::from).filter(|home| home.is_absolute()), masks }
+        Spawner { helper, user_home: crate::env::get(crate::env::HOME).map(PathBuf::from).filter(|home| home.is_absolute()), masks }
     }
 
     /// `~/x` under the user's home; absolute paths as they are.
@@ -65,6 +66,121 @@ impl Spawner {
             },
             None => Ok(PathBuf::from(path)),
         }
+    }
+
+    /// Resolves the plan's paths, starts the proxy when the manifest (narrowed by the action)
+    /// names hosts, and runs the program confined. `credential` is already resolved.
+    async fn run(
+        &self,
+        manifest: &ConnectorManifest,
+        subset: &CapabilitySubset,
+        plan: &SpawnPlan,
+        credential: Vec<(String, String)>,
+        proxy_context: Option<proxy::ProxyContext>,
+        deadline: Instant,
+    ) -> Result<Finished, Failure> {
+        let spawner = self;
+        let spawn = manifest.spawn.as_ref().expect("the gate found [capabilities.spawn]");
+        let denied = |message: String| {
+            Failure::capability_denied(Boundary::Sandbox, message).with_detail("requested", format!("spawn:{}", plan.op))
+        };
+        let declared = spawn.program(&plan.program).expect("the gate matched a declared program");
+        let program = std::fs::canonicalize(spawner.expand(&declared.path).map_err(denied)?)
+            .map_err(|e| denied(format!("the declared program {} cannot be found: {e}", declared.path)))?;
+        let scopes = |list: &[String]| -> Vec<PathBuf> {
+            list.iter().filter_map(|scope| spawner.expand(scope).ok()).filter_map(|path| std::fs::canonicalize(path).ok()).collect()
+        };
+        let (read, write) = (scopes(&spawn.fs_read), scopes(&spawn.fs_write));
+        let scratch = tempfile::Builder::new()
+            .prefix("aileron-spawn-")
+            .tempdir()
+            .map_err(|e| Failure::runtime_error(Boundary::Runtime, format!("creating the program's scratch directory: {e}")))?;
+        let scratch_path = std::fs::canonicalize(scratch.path()).unwrap_or_else(|_| scratch.path().to_path_buf());
+        let cwd = match (&plan.cwd, &spawn.cwd) {
+            (Some(asked), _) => {
+                let asked_path = std::fs::canonicalize(spawner.expand(asked).map_err(denied)?)
+                    .map_err(|e| denied(format!("the working directory {asked} cannot be used: {e}")))?;
+                if !read.iter().chain(&write).any(|scope| asked_path.starts_with(scope)) {
+                    return Err(denied(format!("the working directory {asked} is not within the manifest's fs_read or fs_write"))
+                        .with_detail("boundary_detail", "envelope"));
+                }
+                asked_path
+            }
+            (None, Some(declared)) => std::fs::canonicalize(spawner.expand(declared).map_err(denied)?)
+                .map_err(|e| denied(format!("the manifest's cwd {declared} cannot be used: {e}")))?,
+            (None, None) => scratch_path.clone(),
+        };
+
+        let mut env: Vec<(String, String)> = vec![("PATH".into(), BASE_PATH.into())];
+        // HOME is the scratch directory: a program reads the user's dotfiles only when the
+        // manifest passes HOME through (and grants the files in fs_read).
+        env.push(("HOME".into(), scratch_path.display().to_string()));
+        env.push(("TMPDIR".into(), scratch_path.display().to_string()));
+        for key in spawn.env_passthrough.iter().filter(|key| !spawn.credential_env_keys.contains(key)) {
+            let value = match (key.as_str(), &spawner.user_home) {
+                ("HOME", Some(home)) => Some(home.display().to_string()),
+                _ => crate::env::passed_through(key),
+            };
+            if let Some(value) = value {
+                set(&mut env, key, value);
+            }
+        }
+        for (key, value) in &plan.env {
+            set(&mut env, key, value.clone());
+        }
+        for (key, value) in credential {
+            set(&mut env, &key, value);
+        }
+
+        let hosts: Vec<&String> = manifest.network_hosts().iter().filter(|host| subset.allows_host(host)).collect();
+        let proxy = if hosts.is_empty() {
+            None
+        } else {
+            let context = proxy_context.ok_or_else(|| {
+                Failure::capability_denied(Boundary::Sandbox, "this path runs programs without a network")
+            })?;
+            let proxy = proxy::SpawnProxy::start(context).await?;
+            let url = format!("http://127.0.0.1:{}", jail::FORWARDER_PORT);
+            for key in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"] {
+                set(&mut env, key, url.clone());
+            }
+            Some(proxy)
+        };
+
+        let wall = deadline.saturating_duration_since(Instant::now()).saturating_sub(DEADLINE_MARGIN);
+        let jail_plan = JailPlan {
+            program,
+            hash: declared.hash.as_ref().map(|hash| hash.to_string()),
+            argv: plan.argv.clone(),
+            env,
+            cwd,
+            read,
+            write: write.into_iter().chain(std::iter::once(scratch_path)).collect(),
+            masks: spawner.masks.clone(),
+            proxy: proxy.as_ref().map(|proxy| proxy.socket().to_path_buf()),
+            wall_time_ms: wall.as_millis().max(1) as u64,
+            max_memory_bytes: MAX_MEMORY_BYTES,
+            max_file_bytes: MAX_FILE_BYTES,
+        };
+        let result = run_helper(&spawner.helper, &jail_plan, plan.stdin.as_deref(), spawn.limits, deadline).await;
+        drop(proxy);
+        drop(scratch);
+        result
+    }
+
+    /// The gate and the confined run of a declared operation, with no credential, no network and
+    /// no audit record: what `aileron-bench` times against a bare spawn of the same program (the
+    /// product's only path is `StepEgress::spawn_program`, which audits).
+    #[doc(hidden)]
+    pub async fn time_gate_and_confinement(
+        &self,
+        manifest: &ConnectorManifest,
+        subset: &CapabilitySubset,
+        op: &str,
+        deadline: Instant,
+    ) -> Result<i32, Failure> {
+        let plan = policy::plan_operation(manifest, subset, op, &Default::default())?;
+        Ok(self.run(manifest, subset, &plan, Vec::new(), None, deadline).await?.exit_code)
     }
 }
 
@@ -213,97 +329,9 @@ impl StepEgress {
     }
 
     async fn run_gated(&self, gated: &Gated, deadline: Instant) -> Result<Finished, Failure> {
-        let spawner = &self.services.spawner;
-        let spawn = self.manifest.spawn.as_ref().expect("the gate found [capabilities.spawn]");
-        let plan = &gated.plan;
-        let denied = |message: String| {
-            Failure::capability_denied(Boundary::Sandbox, message).with_detail("requested", format!("spawn:{}", plan.op))
-        };
-        let declared = spawn.program(&plan.program).expect("the gate matched a declared program");
-        let program = std::fs::canonicalize(spawner.expand(&declared.path).map_err(denied)?)
-            .map_err(|e| denied(format!("the declared program {} cannot be found: {e}", declared.path)))?;
-        let scopes = |list: &[String]| -> Vec<PathBuf> {
-            list.iter().filter_map(|scope| spawner.expand(scope).ok()).filter_map(|path| std::fs::canonicalize(path).ok()).collect()
-        };
-        let (read, write) = (scopes(&spawn.fs_read), scopes(&spawn.fs_write));
-        let scratch = tempfile::Builder::new()
-            .prefix("aileron-spawn-")
-            .tempdir()
-            .map_err(|e| Failure::runtime_error(Boundary::Runtime, format!("creating the program's scratch directory: {e}")))?;
-        let scratch_path = std::fs::canonicalize(scratch.path()).unwrap_or_else(|_| scratch.path().to_path_buf());
-        let cwd = match (&plan.cwd, &spawn.cwd) {
-            (Some(asked), _) => {
-                let asked_path = std::fs::canonicalize(spawner.expand(asked).map_err(denied)?)
-                    .map_err(|e| denied(format!("the working directory {asked} cannot be used: {e}")))?;
-                if !read.iter().chain(&write).any(|scope| asked_path.starts_with(scope)) {
-                    return Err(denied(format!("the working directory {asked} is not within the manifest's fs_read or fs_write"))
-                        .with_detail("boundary_detail", "envelope"));
-                }
-                asked_path
-            }
-            (None, Some(declared)) => std::fs::canonicalize(spawner.expand(declared).map_err(denied)?)
-                .map_err(|e| denied(format!("the manifest's cwd {declared} cannot be used: {e}")))?,
-            (None, None) => scratch_path.clone(),
-        };
-
-        let mut env: Vec<(String, String)> = vec![("PATH".into(), BASE_PATH.into())];
-        // HOME is the scratch directory: a program reads the user's dotfiles only when the
-        // manifest passes HOME through (and grants the files in fs_read).
-        env.push(("HOME".into(), scratch_path.display().to_string()));
-        env.push(("TMPDIR".into(), scratch_path.display().to_string()));
-        for key in spawn.env_passthrough.iter().filter(|key| !spawn.credential_env_keys.contains(key)) {
-            let value = match (key.as_str(), &spawner.user_home) {
-                ("HOME", Some(home)) => Some(home.display().to_string()),
-                _ => std::env::var(key).ok(),
-            };
-            if let Some(value) = value {
-                set(&mut env, key, value);
-            }
-        }
-        for (key, value) in &plan.env {
-            set(&mut env, key, value.clone());
-        }
-        for (key, value) in self.credential_env(gated).await? {
-            set(&mut env, &key, value);
-        }
-
-        let hosts: Vec<String> = self
-            .manifest
-            .network_hosts()
-            .iter()
-            .filter(|host| self.subset.allows_host(host))
-            .cloned()
-            .collect();
-        let proxy = if hosts.is_empty() {
-            None
-        } else {
-            let proxy = proxy::SpawnProxy::start(self.proxy_context(plan)).await?;
-            let url = format!("http://127.0.0.1:{}", jail::FORWARDER_PORT);
-            for key in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"] {
-                set(&mut env, key, url.clone());
-            }
-            Some(proxy)
-        };
-
-        let wall = deadline.saturating_duration_since(Instant::now()).saturating_sub(DEADLINE_MARGIN);
-        let jail_plan = JailPlan {
-            program,
-            hash: declared.hash.as_ref().map(|hash| hash.to_string()),
-            argv: plan.argv.clone(),
-            env,
-            cwd,
-            read,
-            write: write.into_iter().chain(std::iter::once(scratch_path)).collect(),
-            masks: spawner.masks.clone(),
-            proxy: proxy.as_ref().map(|proxy| proxy.socket().to_path_buf()),
-            wall_time_ms: wall.as_millis().max(1) as u64,
-            max_memory_bytes: MAX_MEMORY_BYTES,
-            max_file_bytes: MAX_FILE_BYTES,
-        };
-        let result = run_helper(&spawner.helper, &jail_plan, plan.stdin.as_deref(), spawn.limits, deadline).await;
-        drop(proxy);
-        drop(scratch);
-        result
+        let credential = self.credential_env(gated).await?;
+        let proxy = Some(self.proxy_context(&gated.plan));
+        self.services.spawner.run(&self.manifest, &self.subset, &gated.plan, credential, proxy, deadline).await
     }
 
     async fn spawn_refused(&self, plan: Option<&SpawnPlan>, failure: Failure) -> Failure {

@@ -272,6 +272,10 @@ fn the_demo_runs_end_to_end_offline() {
         "result: completed",
         "the stand-in received  Authorization: Bearer ghp_demo",
         "no — the connector never saw it",
+        // The spawn example: git log through the confined helper, audited by argv shape.
+        "— Add notes",
+        "audited as `spawn`: argv [\"git\",\"--no-optional-locks\",\"-C\",\"{repo}\"",
+        "the home is hidden from every spawned program",
         "hash chain intact",
         "stopped the daemon",
     ] {

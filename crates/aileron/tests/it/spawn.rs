@@ -432,3 +432,75 @@ async fn without_namespaces_nothing_runs_and_the_failure_says_so() {
     assert!(ran.body["error"]["message"].as_str().unwrap().contains("namespaces"), "{}", ran.body);
     assert!(!canary.exists(), "the program ran unconfined");
 }
+
+/// The shipped git example connector and its actions, through the real helper on a real
+/// repository: log, status and diff --stat; the repository outside its `fs_read` stays unread.
+#[tokio::test]
+async fn the_git_example_connector_reads_a_repository_and_nothing_else() {
+    if !Path::new(aileron::cli::demo::GIT_PROGRAM).exists() {
+        panic!("{} is required by this test (Debian package git)", aileron::cli::demo::GIT_PROGRAM);
+    }
+    let harness = Harness::new();
+    let repos = harness.temp.path().join("code");
+    let repo = repos.join("sample");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("/usr/bin/git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "Ada")
+            .env("GIT_AUTHOR_EMAIL", "ada@example.invalid")
+            .env("GIT_COMMITTER_NAME", "Ada")
+            .env("GIT_COMMITTER_EMAIL", "ada@example.invalid")
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{status:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "First commit"]);
+    std::fs::write(repo.join("a.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(repo.join("new.txt"), "x\n").unwrap();
+
+    let package = harness.temp.path().join("git-package");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(package.join("connector.wasm"), aileron::cli::demo::GIT_WASM).unwrap();
+    std::fs::write(package.join("manifest.toml"), aileron::cli::demo::git_manifest_for(&repos)).unwrap();
+    let reference = "github://aileron/git@0.1.0";
+    let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": package, "reference": reference}))).await;
+    assert_eq!(preview.status, StatusCode::OK, "{}", preview.body);
+    let body = json!({"source": package, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
+    let installed = harness.request("POST", "/v1/connectors/install", Some(body)).await;
+    assert_eq!(installed.status, StatusCode::CREATED, "{}", installed.body);
+    let hash = installed.body["hash"].as_str().unwrap();
+    for (file_name, template) in aileron::cli::demo::GIT_ACTIONS {
+        let added = harness.add_action(file_name, &aileron::cli::demo::render_git_action(template, hash)).await;
+        assert_eq!(added.status, StatusCode::CREATED, "{file_name}: {}", added.body);
+    }
+
+    let log = harness.run("git-log", json!({"repo": repo, "count": 5})).await;
+    assert_eq!(log.status, StatusCode::OK, "{}", log.body);
+    let commits = log.body["result"]["output"].as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{}", log.body);
+    assert_eq!(commits[0]["subject"], "First commit");
+    assert_eq!(commits[0]["author"], "Ada");
+
+    let status = harness.run("git-status", json!({"repo": repo})).await;
+    assert_eq!(status.status, StatusCode::OK, "{}", status.body);
+    assert_eq!(status.body["result"]["output"]["changes"], json!([{"status": "M", "path": "a.txt"}, {"status": "??", "path": "new.txt"}]));
+    assert!(!repo.join(".git/index.lock").exists());
+
+    let diff = harness.run("git-diff-stat", json!({"repo": repo})).await;
+    assert_eq!(diff.status, StatusCode::OK, "{}", diff.body);
+    assert_eq!(diff.body["result"]["output"]["files"], json!([{"path": "a.txt", "changes": "1 +"}]));
+
+    // A repository outside fs_read: Landlock keeps git out, it fails, nothing is read.
+    let outside = harness.temp.path().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::rename(repo.join(".git"), outside.join(".git")).unwrap();
+    let refused = harness.run("git-log", json!({"repo": outside})).await;
+    assert_eq!(refused.body["error"]["class"], "connector_runtime_error", "{}", refused.body);
+    assert!(!refused.body.to_string().contains("First commit"), "{}", refused.body);
+}

@@ -3,7 +3,8 @@
 //! (compiled from `connectors/github-issues` and embedded in this binary) and its actions, runs
 //! one, shows the sandbox denying an undeclared host and a gated action being denied, then
 //! creates a vault, binds a demo token, approves the gated action (which waits for the locked
-//! vault, then runs with the token injected host-side), prints the audit trail and verifies it.
+//! vault, then runs with the token injected host-side), runs `git log` through the spawn example
+//! connector (confined; skipped without git), prints the audit trail and verifies it.
 
 mod stand_in;
 
@@ -30,6 +31,17 @@ pub const EXAMPLE_ACTIONS: [(&str, &str); 3] = [
     ("create-issue.md", include_str!(concat!(env!("AILERON_EXAMPLE_CONNECTOR_DIR"), "/actions/create-issue.md"))),
 ];
 pub const EXAMPLE_FQN: &str = "github://aileron/github-issues";
+/// The spawn example: a connector that runs `/usr/bin/git`, confined.
+pub const GIT_WASM: &[u8] = include_bytes!(concat!(env!("AILERON_GUESTS_DIR"), "/git_connector.wasm"));
+pub const GIT_MANIFEST: &str = include_str!(concat!(env!("AILERON_GIT_CONNECTOR_DIR"), "/manifest.toml"));
+pub const GIT_ACTIONS: [(&str, &str); 3] = [
+    ("git-log.md", include_str!(concat!(env!("AILERON_GIT_CONNECTOR_DIR"), "/actions/git-log.md"))),
+    ("git-status.md", include_str!(concat!(env!("AILERON_GIT_CONNECTOR_DIR"), "/actions/git-status.md"))),
+    ("git-diff-stat.md", include_str!(concat!(env!("AILERON_GIT_CONNECTOR_DIR"), "/actions/git-diff-stat.md"))),
+];
+pub const GIT_FQN: &str = "github://aileron/git";
+/// The program the git example declares.
+pub const GIT_PROGRAM: &str = "/usr/bin/git";
 /// The demo's vault passphrase and the token it binds (both only ever exist in the temporary home).
 const DEMO_PASSPHRASE: &str = "correct horse battery staple (demo)";
 const DEMO_TOKEN: &str = "ghp_demoToken0000000000000000000000000000";
@@ -38,6 +50,17 @@ pub const EXAMPLE_VERSION: &str = "0.1.0";
 /// The example manifest with its GitHub host replaced by a loopback `host:port`.
 pub fn example_manifest_for(host_port: &str) -> String {
     EXAMPLE_MANIFEST.replace("api.github.com:443", host_port)
+}
+
+/// The git example's manifest with its readable directories replaced by `repo_parent`.
+pub fn git_manifest_for(repo_parent: &std::path::Path) -> String {
+    let declared = "fs_read = [\"~/code/\", \"~/src/\", \"~/projects/\", \"~/repos/\", \"~/work/\"]";
+    GIT_MANIFEST.replace(declared, &format!("fs_read = [\"{}/\"]", repo_parent.display()))
+}
+
+/// Fills a git example action template's placeholders.
+pub fn render_git_action(template: &str, hash: &str) -> String {
+    template.replace("{{CONNECTOR_FQN}}", GIT_FQN).replace("{{CONNECTOR_VERSION}}", EXAMPLE_VERSION).replace("{{CONNECTOR_HASH}}", hash)
 }
 
 /// Fills an action template's placeholders.
@@ -197,19 +220,111 @@ async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<E
         bail!("the injected token leaked into the result or the audit log");
     }
 
-    println!("\n== 11. the audit trail (newest first)");
+    spawn_walkthrough(&client, home, scratch).await?;
+
+    println!("\n== 12. the audit trail (newest first)");
     let records = client.get("/v1/audit?limit=50").await?;
     for record in records["items"].as_array().into_iter().flatten() {
         println!("   {}", crate::cli::audit_summary_line(record));
     }
 
-    println!("\n== 12. verifying the audit hash chain");
+    println!("\n== 13. verifying the audit hash chain");
     let dir = home.audit_parent().context("the demo keeps its audit log on disk")?;
     match crate::audit_log::verify(&dir) {
         Ok(report) => println!("   {report}"),
         Err(broken) => bail!("audit chain broken: {broken}"),
     }
     Ok(ExitStatus::Ok)
+}
+
+/// Step 11: a connector that wraps a local CLI. Skipped (with the reason) where git is not
+/// installed; where programs cannot be confined the refusal itself is shown.
+async fn spawn_walkthrough(client: &DaemonClient, home: &Home, scratch: &std::path::Path) -> anyhow::Result<()> {
+    println!("\n== 11. a connector that wraps a local program: {GIT_FQN} runs {GIT_PROGRAM}, confined");
+    if !std::path::Path::new(GIT_PROGRAM).exists() {
+        println!("   skipped: {GIT_PROGRAM} is not installed here");
+        return Ok(());
+    }
+    let repos = scratch.join("code");
+    let repo = repos.join("sample");
+    sample_repository(&repo).context("creating a sample git repository")?;
+    let package = scratch.join("git-package");
+    std::fs::create_dir_all(&package)?;
+    std::fs::write(package.join("connector.wasm"), GIT_WASM)?;
+    std::fs::write(package.join("manifest.toml"), git_manifest_for(&repos))?;
+    let reference = format!("{GIT_FQN}@{EXAMPLE_VERSION}");
+    let preview = client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
+    print!("{}", indent(&crate::cli::connector_consent_text(&preview)));
+    let installed = client
+        .post(
+            "/v1/connectors/install",
+            &json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true }),
+        )
+        .await?;
+    let hash = installed["hash"].as_str().context("install answered without a hash")?.to_string();
+    for (file_name, template) in GIT_ACTIONS {
+        client.post("/v1/actions/install", &json!({ "file_name": file_name, "content": render_git_action(template, &hash) })).await?;
+    }
+    let (status, body) = run_action(client, "git-log", &json!({ "repo": repo, "count": 5 })).await?;
+    if status != StatusCode::OK {
+        let error = &body["error"];
+        if error["class"] == "spawn_sandbox_unavailable" {
+            println!("   refused, never run unconfined: {}", error["message"].as_str().unwrap_or("?"));
+            return Ok(());
+        }
+        bail!("git-log failed: {body}");
+    }
+    println!("   git-log {}:", repo.display());
+    for commit in body["result"]["output"].as_array().into_iter().flatten() {
+        println!("     {} {} — {}", commit["hash"].as_str().unwrap_or("?"), commit["date"].as_str().unwrap_or("?"), commit["subject"].as_str().unwrap_or("?"));
+    }
+    let records = client.get("/v1/audit?event_type=spawn&limit=1").await?;
+    if let Some(record) = records["items"].as_array().and_then(|items| items.first()) {
+        let payload = &record["payload"];
+        println!(
+            "   audited as `spawn`: argv {} · exit {} · stdout {} bytes ({}) — values and environment are never recorded",
+            payload["aileron.spawn.argv_shape"], payload["aileron.spawn.exit_code"], payload["aileron.spawn.stdout.bytes"],
+            payload["aileron.spawn.stdout.sha256"].as_str().unwrap_or("?")
+        );
+    }
+    // An agent points git at the Aileron home: the program's view of it is an empty directory.
+    let (_, body) = run_action(client, "git-log", &json!({ "repo": home.root() })).await?;
+    println!(
+        "   git-log on the Aileron home itself: {} — the home is hidden from every spawned program",
+        body["error"]["message"].as_str().unwrap_or("(no error?)")
+    );
+    Ok(())
+}
+
+/// A repository with two commits, made with the user's git but none of their configuration.
+fn sample_repository(repo: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(repo)?;
+    let git = |args: &[&str]| -> anyhow::Result<()> {
+        let status = std::process::Command::new(GIT_PROGRAM)
+            .args(args)
+            .current_dir(repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Aileron Demo")
+            .env("GIT_AUTHOR_EMAIL", "demo@aileron.invalid")
+            .env("GIT_COMMITTER_NAME", "Aileron Demo")
+            .env("GIT_COMMITTER_EMAIL", "demo@aileron.invalid")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        if !status.success() {
+            bail!("git {} failed", args.join(" "));
+        }
+        Ok(())
+    };
+    git(&["init", "-q", "-b", "main"])?;
+    std::fs::write(repo.join("README.md"), "# sample\n")?;
+    git(&["add", "README.md"])?;
+    git(&["commit", "-q", "-m", "Start the sample"])?;
+    std::fs::write(repo.join("notes.txt"), "confined, audited\n")?;
+    git(&["add", "notes.txt"])?;
+    git(&["commit", "-q", "-m", "Add notes"])?;
+    Ok(())
 }
 
 async fn run_action(client: &DaemonClient, name: &str, args: &Value) -> anyhow::Result<(StatusCode, Value)> {
