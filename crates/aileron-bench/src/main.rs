@@ -1215,6 +1215,22 @@ impl Distribution {
     }
 }
 
+/// One markdown table row per labelled distribution: n, p50, p99, mean, min, max.
+fn distribution_rows(text: &mut String, rows: &[(&str, &Distribution)]) {
+    for (label, samples) in rows {
+        let _ = writeln!(
+            text,
+            "| {label} | {} | {} | {} | {} | {} | {} |",
+            samples.len(),
+            format_duration(samples.p50()),
+            format_duration(samples.p99()),
+            format_duration(samples.mean()),
+            format_duration(samples.min()),
+            format_duration(samples.max()),
+        );
+    }
+}
+
 fn ratio(measured: Duration, baseline: Duration) -> f64 {
     measured.as_secs_f64() / baseline.as_secs_f64().max(f64::MIN_POSITIVE)
 }

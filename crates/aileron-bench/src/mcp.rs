@@ -20,7 +20,7 @@ use anyhow::{Context, bail};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{Distribution, SummaryRow, format_bytes, format_duration, format_ratio, ratio};
+use super::{Distribution, SummaryRow, distribution_rows, format_bytes, format_duration, format_ratio, ratio};
 use aileron::client::DaemonClient;
 use aileron::home::Home;
 
@@ -125,18 +125,7 @@ impl McpFigures {
             ("tools/list via aileron-mcp", &self.list_via_mcp),
             ("GET /v1/actions", &self.list_direct),
         ];
-        for (label, samples) in rows {
-            let _ = writeln!(
-                text,
-                "| {label} | {} | {} | {} | {} | {} | {} |",
-                samples.len(),
-                format_duration(samples.p50()),
-                format_duration(samples.p99()),
-                format_duration(samples.mean()),
-                format_duration(samples.min()),
-                format_duration(samples.max()),
-            );
-        }
+        distribution_rows(text, &rows);
         let _ = writeln!(
             text,
             "\nThe tools/list answer with {} tools is {} of JSON. aileron-mcp answers it from the catalog it \

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use super::{Distribution, SummaryRow, format_duration, format_ratio, ratio};
+use super::{Distribution, SummaryRow, distribution_rows, format_duration, format_ratio, ratio};
 use aileron::spawn::Spawner;
 use aileron_core::policy::CapabilitySubset;
 
@@ -113,18 +113,7 @@ impl SpawnFigures {
              {WARMUP} untimed spawns of each.\n"
         );
         let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
-        for (label, samples) in [("confined (gate + helper + namespaces + Landlock + seccomp)", &self.confined), ("bare posix_spawn", &self.bare)] {
-            let _ = writeln!(
-                text,
-                "| {label} | {} | {} | {} | {} | {} | {} |",
-                samples.len(),
-                format_duration(samples.p50()),
-                format_duration(samples.p99()),
-                format_duration(samples.mean()),
-                format_duration(samples.min()),
-                format_duration(samples.max()),
-            );
-        }
+        distribution_rows(text, &[("confined (gate + helper + namespaces + Landlock + seccomp)", &self.confined), ("bare posix_spawn", &self.bare)]);
         let _ = writeln!(text, "\nConfinement adds {} at p50 (goal ≤ 5 ms).", format_duration(self.added_p50()));
     }
 }

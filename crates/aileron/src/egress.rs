@@ -269,19 +269,26 @@ impl StepEgress {
             payload.insert(keys::PROXY_UPSTREAM_HOST.into(), target.host_port.clone().into());
             payload.insert(keys::PROXY_UPSTREAM_PATH.into(), target.path.clone().into());
         }
-        payload.insert(keys::CONNECTOR_FQN.into(), self.connector_fqn.clone().into());
-        payload.insert(keys::CONNECTOR_OP.into(), self.op.clone().into());
-        payload.insert(keys::ACTION_NAME.into(), self.action.clone().into());
-        // The run this call belongs to, under the key the run's own spans use.
-        payload.insert(keys::AUDIT_ID.into(), self.audit_id.clone().into());
-        if let Some(session) = &self.caller.session_id {
-            payload.insert(keys::SESSION_ID.into(), session.clone().into());
-        }
+        payload.extend(self.step_payload());
         if let Some(kind) = &request.credential {
             payload.insert(keys::CONNECTOR_CREDENTIAL.into(), kind.clone().into());
         }
         if let Some(binding) = binding {
             payload.extend(binding.audit_payload());
+        }
+        payload
+    }
+
+    /// The keys every data-plane record of this step carries: the connector and op, the action,
+    /// the run (under the key the run's own spans use) and the session.
+    pub(crate) fn step_payload(&self) -> Map<String, Value> {
+        let mut payload = Map::new();
+        payload.insert(keys::CONNECTOR_FQN.into(), self.connector_fqn.clone().into());
+        payload.insert(keys::CONNECTOR_OP.into(), self.op.clone().into());
+        payload.insert(keys::ACTION_NAME.into(), self.action.clone().into());
+        payload.insert(keys::AUDIT_ID.into(), self.audit_id.clone().into());
+        if let Some(session) = &self.caller.session_id {
+            payload.insert(keys::SESSION_ID.into(), session.clone().into());
         }
         payload
     }

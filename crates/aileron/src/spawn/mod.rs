@@ -345,14 +345,7 @@ impl StepEgress {
     }
 
     fn spawn_payload(&self, plan: Option<&SpawnPlan>) -> Map<String, Value> {
-        let mut payload = Map::new();
-        payload.insert(keys::CONNECTOR_FQN.into(), self.connector_fqn.clone().into());
-        payload.insert(keys::CONNECTOR_OP.into(), self.op.clone().into());
-        payload.insert(keys::ACTION_NAME.into(), self.action.clone().into());
-        payload.insert(keys::AUDIT_ID.into(), self.audit_id.clone().into());
-        if let Some(session) = &self.caller.session_id {
-            payload.insert(keys::SESSION_ID.into(), session.clone().into());
-        }
+        let mut payload = self.step_payload();
         if let Some(plan) = plan {
             payload.insert(keys::SPAWN_PROGRAM.into(), plan.program.clone().into());
             payload.insert(keys::SPAWN_OP.into(), plan.op.clone().into());

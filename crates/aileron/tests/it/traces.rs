@@ -1199,3 +1199,41 @@ async fn connector_log_lines_are_span_events() {
     let last = events[1].1["aileron.log.message"].as_str().unwrap();
     assert!(last.contains("\\u{1b}[31mred") && !last.contains('\u{1b}'), "escaped: {last}");
 }
+
+/// A spawned program is a span `aileron.connector.spawn` under the connector call, with the
+/// declared operation, program and exit code, never an argument value.
+#[tokio::test]
+async fn a_spawned_program_is_a_span_under_the_connector_call() {
+    let collector = Collector::start();
+    let (harness, telemetry) = traced_harness(&otlp(&collector, "aileron"), |_| {});
+    let spawn = "[capabilities.spawn]\nprograms = [{ path = \"/bin/sh\" }]\n\n[capabilities.spawn.operations.sh]\n\
+                 argv = \"sh -c {script}\"\ndescription = \"Run a script\"\n";
+    let hash = harness
+        .install("spawner", &guest_wasm("spawner"), &manifest("spawner", &[], spawn))
+        .await;
+    let inputs = [("spawn_op", "string", false), ("values", "object", false)];
+    let spec = ActionSpec { capabilities: &["run", "spawn:sh"], inputs: &inputs, ..ActionSpec::new("spawner", "spawner", &hash, "run") };
+    assert_eq!(harness.add_action("spawner.md", &spec.render()).await.status, StatusCode::CREATED);
+    let trace = trace_id();
+    let args = json!({"args": {"spawn_op": "sh", "values": {"script": "exit 4 # secret-value-8d1"}}});
+    let (status, body) = traced_request(&harness, "POST", "/v1/actions/spawner/run", &traceparent(&trace), Some(args)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    flush(&telemetry);
+
+    let spans = collector.trace(&trace);
+    let call = spans.one("aileron.connector.call");
+    let spawned = spans.one("aileron.connector.spawn");
+    assert_eq!(spawned.parent_span_id.as_ref(), Some(&call.span_id), "a child of the connector call");
+    check_attributes(
+        spawned,
+        json!({
+            "aileron.connector.fqn": "github://aileron-tests/spawner",
+            "aileron.capability.kind": "spawn:sh",
+            "aileron.spawn.confinement": aileron::spawn::CONFINEMENT,
+            "aileron.spawn.op": "sh",
+            "aileron.spawn.program": "/bin/sh",
+            "aileron.spawn.exit_code": 4,
+        }),
+    );
+    assert!(!format!("{:?}", spans.0).contains("secret-value-8d1"), "argument values never reach a span");
+}
