@@ -373,6 +373,38 @@ description = "A program pinned to other bytes"
 
     let wrong = fixture.op("wrong", json!({})).await;
     assert_eq!(wrong.body["error"]["class"], "hash_mismatch", "{}", wrong.body);
+
+    // The race: the link flips between the pinned binary and another as fast as it can while
+    // calls run. Each call runs the pinned bytes or is refused; the other binary never runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let (stop, link, dir) = (stop.clone(), link.clone(), bin.path().to_path_buf());
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let target = if flips % 2 == 0 { "/bin/true" } else { "/bin/false" };
+                let staged = dir.join("staged");
+                let _ = std::fs::remove_file(&staged);
+                std::os::unix::fs::symlink(target, &staged).unwrap();
+                std::fs::rename(&staged, &link).unwrap();
+                flips += 1;
+            }
+            flips
+        })
+    };
+    let mut outcomes = std::collections::BTreeMap::new();
+    for _ in 0..40 {
+        let ran = fixture.op("tool", json!({})).await;
+        let outcome = match ran.body["result"]["output"]["status"].as_i64() {
+            Some(code) => format!("exit {code}"),
+            None => ran.body["error"]["class"].as_str().unwrap_or("?").to_string(),
+        };
+        *outcomes.entry(outcome).or_insert(0) += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(flipper.join().unwrap() > 40, "the link flipped during the calls");
+    assert!(!outcomes.contains_key("exit 1"), "the unpinned binary ran: {outcomes:?}");
+    assert!(outcomes.keys().all(|outcome| ["exit 0", "hash_mismatch", "capability_denied"].contains(&outcome.as_str())), "{outcomes:?}");
 }
 
 #[tokio::test]
