@@ -26,7 +26,7 @@ use anyhow::Context as _;
 use wasmtime::{Engine, Linker, Module, Store};
 
 use crate::context::CallContext;
-use crate::host::{GuestHttpRequest, HostHooks, HostHttpResponse};
+use crate::hooks::{GuestHttpRequest, HostHooks, HostHttpResponse};
 use crate::limits::Limits;
 use crate::wasi::{self, GuestExit};
 

@@ -8,9 +8,8 @@ use std::time::Instant;
 
 use aileron_core::Failure;
 
-use crate::host::{GuestLog, HostHooks, HostHttpResponse};
+use crate::hooks::{GuestLog, HostHooks, HostHttpResponse, SpawnOutput};
 use crate::limits::{Limits, MemoryLimiter};
-use crate::spawn::SpawnOutput;
 
 /// Total bytes of guest log messages kept per call; a guest logging in a loop must not grow the
 /// daemon's memory without bound. Later lines are dropped and one notice says so.

@@ -6,19 +6,13 @@
 //! injection, the real request and the audit record live. A denial there is recorded on the call
 //! and wins over whatever the module prints afterwards.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use aileron_core::{Boundary, Failure};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use wasmtime::{Caller, Linker};
 
 use crate::context::CallContext;
 use crate::guest_memory::GuestMemory;
-use crate::spawn::{GuestSpawn, SpawnOutput};
-
-/// The import module name of the host ABI.
-pub(crate) const MODULE: &str = "aileron_host";
+use crate::hooks::{GuestHttpRequest, MODULE};
 
 /// The `aileron_host` functions this runtime serves.
 pub(crate) const FUNCTIONS: [&str; 5] =
@@ -33,63 +27,6 @@ const NO_RESPONSE: i32 = -1;
 
 /// Levels longer than this are cut: a level is a short word, not a channel for data.
 const MAX_LEVEL_LEN: usize = 32;
-
-/// One structured log line a guest emitted through `aileron_host.log`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GuestLog {
-    pub level: String,
-    pub message: String,
-}
-
-/// An outbound request as the guest asked for it, before any policy check. `credential` names a
-/// credential kind (e.g. `api_key`) for the host to inject; the guest never holds the secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestHttpRequest {
-    pub method: String,
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Option<Vec<u8>>,
-    pub credential: Option<String>,
-}
-
-/// The response the host buffers for the guest to read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostHttpResponse {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-/// What the embedder provides to a call.
-pub trait HostHooks: Send + Sync + 'static {
-    /// The embedder's egress function: policy check, credential injection, the real request, audit.
-    /// `Err` = denied or failed; the sandbox records it and that failure wins over whatever the
-    /// module prints.
-    fn send_request(
-        &self,
-        request: GuestHttpRequest,
-    ) -> Pin<Box<dyn Future<Output = Result<HostHttpResponse, Failure>> + Send + '_>>;
-
-    /// The embedder's spawn function (SPEC §5): the gate, the confined run, credentials, audit.
-    /// `deadline` is the call's: a program still running then is killed. `Err` = denied or
-    /// failed, recorded like a refused request. Embedders that do not serve
-    /// spawn keep this default, which denies.
-    fn spawn(
-        &self,
-        request: GuestSpawn,
-        deadline: std::time::Instant,
-    ) -> Pin<Box<dyn Future<Output = Result<SpawnOutput, Failure>> + Send + '_>> {
-        let _ = deadline;
-        let requested = match &request {
-            GuestSpawn::Envelope(envelope) => format!("spawn:{}", envelope.program),
-            GuestSpawn::Operation { op, .. } => format!("spawn:{op}"),
-        };
-        Box::pin(async move {
-            Err(Failure::capability_denied(Boundary::Sandbox, "this host does not run programs for connectors")
-                .with_detail("requested", requested))
-        })
-    }
-}
 
 /// The JSON a guest passes to `http_request`. Unknown fields are ignored so that guests built
 /// against a newer SDK (e.g. one adding a per-request timeout) still work.

@@ -8,7 +8,7 @@
 use aileron_core::{Boundary, Failure};
 use wasmtime::{ExternType, Module};
 
-use crate::{host, spawn, wasi};
+use crate::{hooks, host, spawn, wasi};
 
 /// Which `aileron_host` functions a module may import: `[capabilities.runtime] imports` of its
 /// manifest. `None` (no such table) allows every function of the ABI.
@@ -27,7 +27,7 @@ impl ImportPolicy {
         allowed.iter().any(|entry| {
             let entry = entry.trim();
             entry == function
-                || entry.strip_prefix(host::MODULE).and_then(|rest| rest.strip_prefix('.')) == Some(function)
+                || entry.strip_prefix(hooks::MODULE).and_then(|rest| rest.strip_prefix('.')) == Some(function)
         })
     }
 }
@@ -45,7 +45,7 @@ pub(crate) fn check_module(module: &Module) -> Result<Vec<String>, Failure> {
             )));
         }
         let known = match namespace {
-            host::MODULE => host::FUNCTIONS.contains(&name) || spawn::FUNCTIONS.contains(&name),
+            hooks::MODULE => host::FUNCTIONS.contains(&name) || spawn::FUNCTIONS.contains(&name),
             wasi::MODULE => wasi::defines(name),
             _ => false,
         };
@@ -54,12 +54,12 @@ pub(crate) fn check_module(module: &Module) -> Result<Vec<String>, Failure> {
                 "the module imports `{namespace}.{name}`, which this runtime does not provide (it serves \
                  `{}` preview 1 and `{}`: {}, {})",
                 wasi::MODULE,
-                host::MODULE,
+                hooks::MODULE,
                 host::FUNCTIONS.join(", "),
                 spawn::FUNCTIONS.join(", ")
             )));
         }
-        if namespace == host::MODULE && !host_imports.iter().any(|imported| imported == name) {
+        if namespace == hooks::MODULE && !host_imports.iter().any(|imported| imported == name) {
             host_imports.push(name.to_string());
         }
     }
@@ -87,10 +87,10 @@ pub(crate) fn check_policy(host_imports: &[String], policy: &ImportPolicy) -> Re
             Boundary::ConnectorManifest,
             format!(
                 "the module imports `{}.{function}` but its manifest's [capabilities.runtime] imports does not list it",
-                host::MODULE
+                hooks::MODULE
             ),
         )
-        .with_detail("requested", format!("{}.{function}", host::MODULE))
+        .with_detail("requested", format!("{}.{function}", hooks::MODULE))
         .with_detail("granted", allowed));
     }
     Ok(())

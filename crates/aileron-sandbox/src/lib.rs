@@ -13,7 +13,7 @@
 //! and spawn policy, the confinement, credentials and audit.
 //!
 //! Modules: `runtime` (engine, epoch ticker, load and call), `cache` (compiled-module caches),
-//! `imports` (load-time import checks), `wasi`, `host` and `spawn` (one per host interface, each with its
+//! `imports` (load-time import checks), `hooks` (the types exchanged with the embedder), `wasi`, `host` and `spawn` (one per host interface, each with its
 //! `add_to_linker`), `limits`, `outcome` (run ending → result), `context` (per-call store data)
 //! and `guest_memory` (bounds-checked guest pointers).
 //! `baseline` (feature `baseline`, for aileron-bench only) is the bare-wasmtime run the benchmark
@@ -24,6 +24,7 @@ pub mod baseline;
 mod cache;
 mod context;
 mod guest_memory;
+mod hooks;
 mod host;
 mod imports;
 mod limits;
@@ -33,9 +34,8 @@ mod spawn;
 mod wasi;
 
 pub use cache::CacheStats;
-pub use host::{GuestHttpRequest, GuestLog, HostHooks, HostHttpResponse};
+pub use hooks::{GuestHttpRequest, GuestLog, GuestSpawn, HostHooks, HostHttpResponse, SpawnOutput};
 pub use imports::ImportPolicy;
 pub use limits::{Limits, MAX_MEMORY_BYTES};
 pub use outcome::CallOutcome;
 pub use runtime::{CallRequest, LoadedModule, Runtime, RuntimeConfig};
-pub use spawn::{GuestSpawn, SpawnOutput};

@@ -20,7 +20,7 @@ use aileron_core::{Boundary, Failure, FailureClass};
 use serde_json::{Map, Value};
 
 use crate::guest_memory::GuestFault;
-use crate::host::GuestLog;
+use crate::hooks::GuestLog;
 use crate::limits::{LimitKind, LimitStop, Limits};
 use crate::wasi::GuestExit;
 

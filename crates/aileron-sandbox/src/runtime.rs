@@ -17,7 +17,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, 
 
 use crate::cache::{CacheCounters, CacheEvent, CacheStats, DiskCache, DiskLookup, MemoryCache};
 use crate::context::CallContext;
-use crate::host::{self, HostHooks};
+use crate::hooks::HostHooks;
+use crate::host;
 use crate::imports::{self, ImportPolicy};
 use crate::limits::{self, Limits};
 use crate::outcome::{self, CallOutcome, RunEnd, RunRecord};

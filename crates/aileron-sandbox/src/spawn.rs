@@ -14,7 +14,7 @@ use wasmtime::{Caller, ExternType, Linker, Module};
 
 use crate::context::CallContext;
 use crate::guest_memory::GuestMemory;
-use crate::host::MODULE;
+use crate::hooks::{GuestSpawn, MODULE, SpawnOutput};
 
 /// The spawn functions of the ABI.
 pub(crate) const FUNCTIONS: [&str; 5] = ["spawn", "spawn_op", "spawn_status", "spawn_output_size", "spawn_output_read"];
@@ -28,23 +28,6 @@ const NO_OUTPUT: i32 = -1;
 
 /// Spawns one call may make; each keeps its output until the call ends.
 pub(crate) const MAX_SPAWNS_PER_CALL: usize = 64;
-
-/// What a guest asked to run, parsed but not yet checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GuestSpawn {
-    /// `spawn`: a full envelope; the gate matches its argv against the declared templates.
-    Envelope(SpawnEnvelope),
-    /// `spawn_op`: a declared operation and its placeholder values (a JSON object).
-    Operation { op: String, args: serde_json::Value },
-}
-
-/// A finished program: exit code (128 + signal when killed) and its captured, capped output.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SpawnOutput {
-    pub exit_code: i32,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-}
 
 impl SpawnOutput {
     fn stream(&self, which: i32) -> Option<&[u8]> {

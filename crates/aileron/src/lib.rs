@@ -22,6 +22,7 @@ pub mod oauth;
 pub mod package;
 pub mod principal;
 pub mod process;
+pub mod public_address;
 pub mod publish;
 pub mod runner;
 pub mod secret;

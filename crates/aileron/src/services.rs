@@ -84,7 +84,7 @@ impl Services {
         let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()), ..RuntimeConfig::default() }).context("starting wasmtime")?;
         let egress_client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(crate::egress::PublicOnlyResolver))
+            .dns_resolver(Arc::new(crate::public_address::PublicOnlyResolver))
             // Through a proxy from the environment the connection would go to the proxy, which
             // resolves the name itself: the address checked would not be the address reached.
             .no_proxy()

@@ -89,14 +89,14 @@ async fn serve(context: Arc<ProxyContext>, mut stream: UnixStream) {
     let addresses: Vec<std::net::SocketAddr> = match literal {
         Some(ip) => vec![std::net::SocketAddr::new(ip, target.port)],
         None => match tokio::net::lookup_host((target.host.as_str(), target.port)).await {
-            Ok(found) => found.filter(|address| crate::egress::is_public(address.ip())).collect(),
+            Ok(found) => found.filter(|address| crate::public_address::is_public(address.ip())).collect(),
             Err(_) => Vec::new(),
         },
     };
     if addresses.is_empty() {
         let failure = Failure::capability_denied(
             Boundary::Sandbox,
-            format!("{} {}; a local address must be named literally in the manifest", target.host, crate::egress::NON_PUBLIC_REFUSAL),
+            format!("{} {}; a local address must be named literally in the manifest", target.host, crate::public_address::NON_PUBLIC_REFUSAL),
         )
         .with_detail("requested", format!("network:{}", target.host_port));
         refuse(&context, &mut stream, &target.host_port, failure, "403 Forbidden").await;
