@@ -186,7 +186,7 @@ fn run(task: Task) -> Result<(), Failure> {
             if let Err(failure) = install_litellm(&root) {
                 eprintln!("warning: {}\nthe benchmark runs without the LiteLLM comparison", failure.message);
             }
-            // The benchmark starts the release `aileron` (the daemon) and `aileron-mcp` found beside
+            // The benchmark starts the release `aileron` (the daemon), `aileron-mcp` and `aileron-spawn` found beside
             // its own executable; they are built as the product is, without the sandbox's `baseline`.
             execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins"]))?;
             execute(cargo(&root).args(bench_args(&root, args)))

@@ -39,7 +39,7 @@ pub(super) struct SpawnFigures {
 }
 
 pub(super) async fn run(spawns: usize, scratch: &Path) -> anyhow::Result<SpawnFigures> {
-    let helper = std::env::current_exe().context("locating the running executable")?.with_file_name("aileron");
+    let helper = std::env::current_exe().context("locating the running executable")?.with_file_name("aileron-spawn");
     if !helper.exists() {
         bail!("{} is missing: `cargo xtask bench` builds it in release beside aileron-bench", helper.display());
     }

@@ -98,7 +98,7 @@ impl Services {
         let credentials = options.credentials.unwrap_or_else(|| bindings.clone());
         let helper = match options.spawn_helper {
             Some(helper) => helper,
-            None => std::env::current_exe().context("finding this executable (it runs spawned programs)")?,
+            None => crate::spawn::default_helper().context("finding this executable (it runs spawned programs)")?,
         };
         let mut spawner = Spawner::new(helper, crate::confinement::masked_directories(&home));
         if let Some(user_home) = options.spawn_user_home {

@@ -41,7 +41,9 @@ use sha2::{Digest, Sha256};
 
 /// The hidden subcommand the daemon runs for each spawn.
 pub const SUBCOMMAND: &str = "__spawn";
-/// The descriptor the helper reports on.
+/// The option naming the descriptor the helper reports on (`__spawn --report-fd N`).
+pub const REPORT_FD_FLAG: &str = "--report-fd";
+/// The report descriptor when the option is absent.
 pub const REPORT_FD: RawFd = 3;
 /// The forwarder's port on the namespace's own loopback (`HTTPS_PROXY=http://127.0.0.1:3128`).
 pub const FORWARDER_PORT: u16 = 3128;
@@ -100,10 +102,13 @@ const DEVICES_READ: [&str; 4] = ["/dev/zero", "/dev/urandom", "/dev/random", "/d
 
 /// The helper's entry point: must run before any other thread exists. Returns the exit code.
 pub fn main() -> i32 {
-    // SAFETY: the daemon put the report pipe at fd 3 (see `spawn::start_helper`); nothing else
-    // in this process owns it.
-    let mut report = unsafe { std::fs::File::from_raw_fd(REPORT_FD) };
-    set_cloexec(REPORT_FD);
+    let args: Vec<String> = std::env::args().collect();
+    let named = args.iter().position(|arg| arg == REPORT_FD_FLAG).and_then(|at| args.get(at + 1)?.parse::<RawFd>().ok());
+    let report_fd = named.filter(|fd| *fd > 2).unwrap_or(REPORT_FD);
+    // SAFETY: the daemon handed this process the report pipe's write end under this number
+    // (`spawn::run_helper`); nothing else in this process owns it.
+    let mut report = unsafe { std::fs::File::from_raw_fd(report_fd) };
+    set_cloexec(report_fd);
     let plan = match read_plan() {
         Ok(plan) => plan,
         Err(problem) => {

@@ -49,6 +49,14 @@ pub struct Spawner {
     pub masks: Vec<PathBuf>,
 }
 
+/// The spawn helper beside this executable: `aileron-spawn` when it is there (a small binary,
+/// cheap to exec per spawn), else this executable itself, which serves `__spawn` too.
+pub fn default_helper() -> std::io::Result<PathBuf> {
+    let current = std::env::current_exe()?;
+    let small = current.with_file_name("aileron-spawn");
+    Ok(if small.is_file() { small } else { current })
+}
+
 impl Spawner {
     pub fn new(helper: PathBuf, masks: Vec<PathBuf>) -> Spawner {
         Spawner { helper, user_home: crate::env::get(crate::env::HOME).map(PathBuf::from).filter(|home| home.is_absolute()), masks }
@@ -233,30 +241,27 @@ async fn run_helper(
         Failure::new(FailureClass::SpawnSandboxUnavailable, Boundary::Sandbox, message)
             .with_detail("hint", "spawned programs need Linux with unprivileged user namespaces and Landlock (5.13 or later)")
     };
-    let (report_read, report_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+    // The report pipe's write end is inherited by the helper under its own number (no `pre_exec`:
+    // the helper starts by `posix_spawn`, without forking the daemon). Another spawn starting at
+    // the same moment may inherit it too; that is harmless, because the reports are read once
+    // this helper has exited — everything it wrote is then in the pipe — never until EOF.
+    let (report_read, report_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
         .map_err(|e| Failure::runtime_error(Boundary::Runtime, format!("creating the report pipe: {e}")))?;
+    // SAFETY: clears FD_CLOEXEC on a descriptor we own.
+    unsafe { libc::fcntl(report_write.as_raw_fd(), libc::F_SETFD, 0) };
     let mut command = tokio::process::Command::new(helper);
     command
         .arg(jail::SUBCOMMAND)
+        .arg(jail::REPORT_FD_FLAG)
+        .arg(report_write.as_raw_fd().to_string())
         .env_clear()
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let write_fd = report_write.as_raw_fd();
-    // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe.
-    unsafe {
-        command.pre_exec(move || {
-            if write_fd == jail::REPORT_FD {
-                libc::fcntl(write_fd, libc::F_SETFD, 0);
-            } else if libc::dup2(write_fd, jail::REPORT_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = command.spawn().map_err(|e| unavailable(format!("starting the spawn helper {}: {e}", helper.display())))?;
+    let spawned = command.spawn();
     drop(report_write);
+    let mut child = spawned.map_err(|e| unavailable(format!("starting the spawn helper {}: {e}", helper.display())))?;
     let mut input = child.stdin.take().expect("piped");
     let mut feed = jail::plan_frame(plan);
     feed.extend_from_slice(stdin.unwrap_or_default());
@@ -267,11 +272,6 @@ async fn run_helper(
     });
     let stdout = tokio::spawn(read_capped(child.stdout.take().expect("piped"), limits.max_stdout_bytes));
     let stderr = tokio::spawn(read_capped(child.stderr.take().expect("piped"), limits.max_stderr_bytes));
-    let reports = tokio::task::spawn_blocking(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut std::fs::File::from(report_read), &mut text);
-        text
-    });
     let waited = tokio::time::timeout_at(deadline.into(), child.wait()).await;
     if waited.is_err() {
         // The helper's own alarm should have fired first; this is the backstop.
@@ -280,7 +280,7 @@ async fn run_helper(
     writer.abort();
     let stdout = stdout.await.unwrap_or_default();
     let stderr = stderr.await.unwrap_or_default();
-    let reports = reports.await.unwrap_or_default();
+    let reports = buffered_reports(report_read);
     let mut outcome: Option<Report> = None;
     for line in reports.lines() {
         if let Ok(report) = serde_json::from_str::<Report>(line) {
@@ -308,6 +308,20 @@ async fn run_helper(
         None if waited.is_err() => Err(time_limit()),
         None => Err(unavailable("the spawn helper ended without a report".to_string())),
     }
+}
+
+/// Whatever the (exited) helper wrote on the report pipe.
+fn buffered_reports(read_end: std::os::fd::OwnedFd) -> String {
+    let mut pipe = std::fs::File::from(read_end);
+    let (mut bytes, mut buffer) = (Vec::new(), [0u8; 4096]);
+    // Non-blocking: stops at "nothing more buffered" as well as at EOF.
+    while let Ok(count) = std::io::Read::read(&mut pipe, &mut buffer) {
+        if count == 0 || bytes.len() > 1 << 20 {
+            break;
+        }
+        bytes.extend_from_slice(&buffer[..count]);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Reads a stream to its end, keeping the first `cap` bytes (the rest is drained, so a chatty

@@ -120,7 +120,7 @@ impl Harness {
         options.listen_port = PORT;
         // Spawned programs run through the real `aileron __spawn` helper, with `~/` in the
         // temporary directory.
-        options.spawn_helper = Some(env!("CARGO_BIN_EXE_aileron").into());
+        options.spawn_helper = Some(env!("CARGO_BIN_EXE_aileron-spawn").into());
         options.spawn_user_home = Some(temp.path().join("user-home"));
         tweak(&mut options);
         let state = AppState::open(home.clone(), options).expect("daemon state");
