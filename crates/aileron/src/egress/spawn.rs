@@ -70,7 +70,7 @@ impl StepEgress {
         finished.stderr.audit(&mut payload, keys::SPAWN_STDERR_SHA256, keys::SPAWN_STDERR_BYTES, keys::SPAWN_STDERR_TRUNCATED);
         payload.insert(keys::SPAWN_CONFINEMENT.into(), CONFINEMENT.into());
         // Fail closed: output of a run that cannot be recorded is withheld.
-        self.spawn_audit(EventType::Spawn, payload).await?;
+        self.audit(EventType::Spawn, payload).await?;
         Ok((gated, finished))
     }
 
@@ -137,7 +137,7 @@ impl StepEgress {
         let mut payload = self.spawn_payload(plan);
         payload.insert(keys::CONNECTOR_REJECT_REASON.into(), failure.class.as_str().into());
         payload.extend(failure.audit_payload());
-        match self.spawn_audit(EventType::Spawn, payload).await {
+        match self.audit(EventType::Spawn, payload).await {
             Ok(()) => failure,
             Err(audit_failure) => audit_failure,
         }
@@ -155,9 +155,6 @@ impl StepEgress {
         payload
     }
 
-    async fn spawn_audit(&self, event_type: EventType, payload: Map<String, Value>) -> Result<(), Failure> {
-        self.audit(event_type, payload).await
-    }
 
     fn proxy_context(&self, plan: &SpawnPlan) -> ProxyContext {
         ProxyContext {

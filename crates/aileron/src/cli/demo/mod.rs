@@ -60,13 +60,19 @@ pub fn git_manifest_for(repo_parent: &std::path::Path) -> String {
 
 /// Fills a git example action template's placeholders.
 pub fn render_git_action(template: &str, hash: &str) -> String {
-    template.replace("{{CONNECTOR_FQN}}", GIT_FQN).replace("{{CONNECTOR_VERSION}}", EXAMPLE_VERSION).replace("{{CONNECTOR_HASH}}", hash)
+    fill_action_template(template, GIT_FQN, hash)
 }
 
 /// Fills an action template's placeholders.
 pub fn render_action(template: &str, hash: &str) -> String {
+    fill_action_template(template, EXAMPLE_FQN, hash)
+}
+
+/// `{{CONNECTOR_FQN}}`, `{{CONNECTOR_VERSION}}` (both examples are at [`EXAMPLE_VERSION`]) and
+/// `{{CONNECTOR_HASH}}`.
+fn fill_action_template(template: &str, fqn: &str, hash: &str) -> String {
     template
-        .replace("{{CONNECTOR_FQN}}", EXAMPLE_FQN)
+        .replace("{{CONNECTOR_FQN}}", fqn)
         .replace("{{CONNECTOR_VERSION}}", EXAMPLE_VERSION)
         .replace("{{CONNECTOR_HASH}}", hash)
 }
