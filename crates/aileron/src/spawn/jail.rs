@@ -628,7 +628,7 @@ fn filter() -> Result<seccompiler::BpfProgram, String> {
     rules.insert(libc::SYS_socket, vec![when(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?]);
     rules.insert(
         libc::SYS_ioctl,
-        vec![when(1, SeccompCmpOp::Eq, libc::TIOCSTI as u64)?, when(1, SeccompCmpOp::Eq, libc::TIOCLINUX as u64)?],
+        vec![when(1, SeccompCmpOp::Eq, libc::TIOCSTI)?, when(1, SeccompCmpOp::Eq, libc::TIOCLINUX)?],
     );
     let arch = std::env::consts::ARCH.try_into().map_err(text)?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch).map_err(text)?;

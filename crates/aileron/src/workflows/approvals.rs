@@ -88,6 +88,6 @@ pub fn result(state: &Services, principal: &Principal, id: String) -> Answer {
     };
     let approval_id = ApprovalId::parse(&id).map_err(|_| unknown())?;
     // Another session's approval is as unknown to this token as a made-up id.
-    let entry = state.approvals.get(&approval_id).filter(|entry| visible_to(&principal, entry)).ok_or_else(unknown)?;
+    let entry = state.approvals.get(&approval_id).filter(|entry| visible_to(principal, entry)).ok_or_else(unknown)?;
     Ok(Reply::ok(ResultView::of(&entry)))
 }

@@ -297,7 +297,7 @@ pub async fn remove(state: &Services, principal: &Principal, body: RemoveConnect
     }
     state.store.remove(&entry.hash).map_err(ApiError::internal)?;
     remove_orphan_artifacts(state);
-    audit_removed(state, &principal, &entry, "remove").await?;
+    audit_removed(state, principal, &entry, "remove").await?;
     Ok(Reply::ok(json!({ "removed": body.reference, "hash": entry.hash.to_string() })))
 }
 
@@ -307,7 +307,7 @@ pub async fn gc(state: &Services, principal: &Principal) -> Answer {
     for entry in state.store.list().map_err(ApiError::internal)? {
         if actions_using(state, &entry.hash).is_empty() {
             state.store.remove(&entry.hash).map_err(ApiError::internal)?;
-            audit_removed(state, &principal, &entry, "gc").await?;
+            audit_removed(state, principal, &entry, "gc").await?;
             removed.push(entry.reference());
         }
     }

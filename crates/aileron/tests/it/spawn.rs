@@ -40,7 +40,7 @@ impl Fixture {
         let text = manifest(GUEST, &[], &format!("{extra}\n[capabilities.spawn]\n{body}"));
         let hash = harness.install(GUEST, &guest_wasm(GUEST), &text).await;
         let inputs = [("spawn_op", "string", false), ("values", "object", false), ("envelope", "object", false)];
-        let spec = ActionSpec { capabilities: capabilities, inputs: &inputs, timeout_seconds, ..ActionSpec::new(GUEST, GUEST, &hash, "run") };
+        let spec = ActionSpec { capabilities, inputs: &inputs, timeout_seconds, ..ActionSpec::new(GUEST, GUEST, &hash, "run") };
         let added = harness.add_action("spawner.md", &spec.render()).await;
         assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
         Fixture { harness, user_home }
@@ -382,7 +382,7 @@ description = "A program pinned to other bytes"
         std::thread::spawn(move || {
             let mut flips = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let target = if flips % 2 == 0 { "/bin/true" } else { "/bin/false" };
+                let target = if flips.is_multiple_of(2) { "/bin/true" } else { "/bin/false" };
                 let staged = dir.join("staged");
                 let _ = std::fs::remove_file(&staged);
                 std::os::unix::fs::symlink(target, &staged).unwrap();
