@@ -190,12 +190,17 @@ impl StepEgress {
             for secret in resolved.echo_candidates() {
                 redact(&mut headers, &mut body, secret);
             }
-            let mut used = self.used_bindings.lock().expect("used bindings poisoned");
-            if !used.iter().any(|b| b.name == resolved.binding.name) {
-                used.push(resolved.binding.clone());
-            }
+            self.record_binding_use(&resolved.binding);
         }
         Ok(HostHttpResponse { status, headers, body })
+    }
+
+    /// Remembers that this step used `binding` (once), for the step's audit record.
+    pub(crate) fn record_binding_use(&self, binding: &BindingInfo) {
+        let mut used = self.used_bindings.lock().expect("used bindings poisoned");
+        if !used.iter().any(|b| b.name == binding.name) {
+            used.push(binding.clone());
+        }
     }
 
     /// Audits a rejection and returns the failure to hand back to the sandbox.

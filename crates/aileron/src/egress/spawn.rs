@@ -120,10 +120,7 @@ impl StepEgress {
                 .with_detail("requested", format!("{kind}")));
             }
         };
-        let mut used = self.used_bindings.lock().expect("used bindings poisoned");
-        if !used.iter().any(|b| b.name == resolved.binding.name) {
-            used.push(resolved.binding.clone());
-        }
+        self.record_binding_use(&resolved.binding);
         Ok(keys.into_iter().map(|key| (key, value.clone())).collect())
     }
 
