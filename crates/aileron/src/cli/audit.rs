@@ -5,7 +5,7 @@ use aileron_core::vocabulary::keys;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use super::{CliError, CliResult, print_json, ExitStatus};
+use super::{CliError, CliResult, ExitStatus, print_json};
 use crate::client::DaemonClient;
 use crate::home::Home;
 
@@ -15,23 +15,47 @@ pub struct AuditArgs {
     command: AuditCommand,
 }
 
+/// `aileron audit list`: each filter maps to the `GET /v1/audit` parameter of the same name.
+#[derive(Args)]
+struct ListArgs {
+    /// Only records at or after this RFC 3339 timestamp or YYYY-MM-DD date
+    #[arg(long)]
+    since: Option<String>,
+    /// Only records before this RFC 3339 timestamp or YYYY-MM-DD date
+    #[arg(long)]
+    until: Option<String>,
+    #[arg(long)]
+    event_type: Option<String>,
+    /// Only event types of this family (e.g. approval, connector.proxy)
+    #[arg(long)]
+    family: Option<String>,
+    /// Only failures of this class (e.g. capability_denied)
+    #[arg(long)]
+    class: Option<String>,
+    /// Only records about this action
+    #[arg(long)]
+    action: Option<String>,
+    #[arg(long)]
+    session_id: Option<String>,
+    /// Only this run: its record and its proxied calls and spawns
+    #[arg(long, value_name = "AUDIT_ID")]
+    run: Option<String>,
+    /// Only records before this seq (the last seq of the previous page)
+    #[arg(long)]
+    before_seq: Option<u64>,
+    /// Leave out the records that belong to a run
+    #[arg(long)]
+    top_level: bool,
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Subcommand)]
 enum AuditCommand {
     /// List audit records, newest first
-    List {
-        /// Only records at or after this RFC 3339 timestamp
-        #[arg(long)]
-        since: Option<String>,
-        #[arg(long)]
-        event_type: Option<String>,
-        /// Only failures of this class (e.g. capability_denied)
-        #[arg(long)]
-        class: Option<String>,
-        #[arg(long, default_value_t = 50)]
-        limit: usize,
-        #[arg(long)]
-        json: bool,
-    },
+    List(ListArgs),
     /// Show one record in full
     Show { audit_id: String },
     /// Verify the hash chain across every audit file
@@ -43,10 +67,37 @@ enum AuditCommand {
 
 pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
     match args.command {
-        AuditCommand::List { since, event_type, class, limit, json } => {
+        AuditCommand::List(list) => {
+            let ListArgs {
+                since,
+                until,
+                event_type,
+                family,
+                class,
+                action,
+                session_id,
+                run,
+                before_seq,
+                top_level,
+                limit,
+                json,
+            } = list;
             let client = DaemonClient::connect(home).await?;
             let mut query = vec![format!("limit={limit}")];
-            for (key, value) in [("since", since), ("event_type", event_type), ("class", class)] {
+            let before_seq = before_seq.map(|seq| seq.to_string());
+            let top_level = top_level.then(|| "true".to_string());
+            for (key, value) in [
+                ("since", since),
+                ("until", until),
+                ("event_type", event_type),
+                ("family", family),
+                ("class", class),
+                ("action", action),
+                ("session_id", session_id),
+                ("run", run),
+                ("before_seq", before_seq),
+                ("top_level", top_level),
+            ] {
                 if let Some(value) = value {
                     query.push(format!("{key}={}", percent_encode(&value)));
                 }

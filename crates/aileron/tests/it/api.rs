@@ -81,6 +81,36 @@ async fn action_lifecycle_add_list_disable_enable_remove() {
     assert!(gone.body["error"]["hint"].as_str().unwrap().contains("aileron action list"));
 }
 
+/// `GET /v1/audit` filters by action, pages by seq, and answers a bad time bound with 400.
+#[tokio::test]
+async fn audit_listing_filters_pages_and_rejects_bad_times() {
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let spec = ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
+    assert_eq!(harness.add_action("say-hello.md", &spec.render()).await.status, StatusCode::CREATED);
+    for _ in 0..3 {
+        assert_eq!(harness.run("say-hello", json!({"message": "hi"})).await.status, StatusCode::OK);
+    }
+    async fn list(harness: &Harness, query: &str) -> crate::support::TestResponse {
+        harness.request("GET", &format!("/v1/audit?{query}"), None).await
+    }
+    let seqs = |body: &serde_json::Value| -> Vec<u64> {
+        body["items"].as_array().unwrap().iter().map(|r| r["seq"].as_u64().unwrap()).collect()
+    };
+    let runs = list(&harness, "action=say-hello&family=action.executed&top_level=true").await;
+    assert_eq!(runs.status, StatusCode::OK, "{}", runs.body);
+    let all = seqs(&runs.body);
+    assert_eq!(all.len(), 3, "{}", runs.body);
+    let first = list(&harness, "action=say-hello&family=action.executed&limit=2").await;
+    let rest = list(&harness, &format!("action=say-hello&family=action.executed&limit=2&before_seq={}", seqs(&first.body)[1])).await;
+    assert_eq!([seqs(&first.body), seqs(&rest.body)].concat(), all, "pages are disjoint and cover the runs");
+
+    let bad = list(&harness, "until=tomorrow").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+    assert_eq!(bad.body["error"]["code"], "invalid_query");
+    assert!(bad.body["error"]["message"].as_str().unwrap().contains("`until` value `tomorrow`"), "{}", bad.body);
+}
+
 #[tokio::test]
 async fn adding_an_action_checks_its_connectors_and_parses_strictly() {
     let harness = Harness::new();

@@ -1,0 +1,314 @@
+//! The writer thread: group commit. It drains every queued append, seals the records in chain
+//! order, writes them with one `write` per daily file, syncs once, and only then acknowledges
+//! each waiter. A failed batch is taken back off the disk and nothing of it is acknowledged.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, mpsc};
+
+use aileron_core::audit::AuditRecord;
+use chrono::NaiveDate;
+use tokio::sync::watch;
+
+use super::daily_file::log_file_name;
+use super::recovery::{HEAD_RECORD_BYTES, recover};
+use super::{AuditError, AuditEvent, ChainHead, Clock, Stats, parse_timestamp};
+use crate::home::sync_dir;
+
+pub(super) enum Command {
+    Append(AuditEvent, tokio::sync::oneshot::Sender<Result<AuditRecord, AuditError>>),
+    /// Acknowledged once everything queued before it has been processed.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The writer thread's state.
+pub(super) struct Writer {
+    audit_dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    head: ChainHead,
+    file: Option<OpenLog>,
+    /// [`super::HEAD_FILE`], rewritten in place after each durable batch.
+    head_file: File,
+    /// Set after a failed batch: the head is re-read from disk before the next one.
+    needs_recovery: bool,
+    stats: Arc<Stats>,
+    /// Told the head's seq after each durable batch ([`super::AuditLog::subscribe`]).
+    durable_seq: Arc<watch::Sender<u64>>,
+}
+
+struct OpenLog {
+    date: NaiveDate,
+    path: PathBuf,
+    file: File,
+    /// Bytes known to be in the file (what a failed batch is truncated back to).
+    len: u64,
+}
+
+/// A file touched by the current batch and its length before the batch.
+struct Touched {
+    path: PathBuf,
+    len_before: u64,
+}
+
+type Waiter = (tokio::sync::oneshot::Sender<Result<AuditRecord, AuditError>>, AuditRecord);
+
+impl Writer {
+    pub(super) fn new(
+        audit_dir: PathBuf,
+        clock: Arc<dyn Clock>,
+        head: ChainHead,
+        head_file: File,
+        stats: Arc<Stats>,
+        durable_seq: Arc<watch::Sender<u64>>,
+    ) -> Writer {
+        Writer { audit_dir, clock, head, file: None, head_file, needs_recovery: false, stats, durable_seq }
+    }
+
+    pub(super) fn run(&mut self, commands: mpsc::Receiver<Command>) {
+        while let Ok(first) = commands.recv() {
+            let mut appends = Vec::new();
+            let mut flushes = Vec::new();
+            for command in std::iter::once(first).chain(std::iter::from_fn(|| commands.try_recv().ok())) {
+                match command {
+                    Command::Append(event, reply) => appends.push((event, reply)),
+                    Command::Flush(reply) => flushes.push(reply),
+                }
+            }
+            if !appends.is_empty() {
+                self.commit(appends);
+            }
+            for reply in flushes {
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    fn commit(&mut self, appends: Vec<(AuditEvent, tokio::sync::oneshot::Sender<Result<AuditRecord, AuditError>>)>) {
+        if self.needs_recovery {
+            match recover(&self.audit_dir) {
+                Ok(head) => {
+                    self.head = head;
+                    self.needs_recovery = false;
+                }
+                Err(error) => {
+                    let error = AuditError::Write(format!("{error:#}"));
+                    for (_, reply) in appends {
+                        let _ = reply.send(Err(error.clone()));
+                    }
+                    return;
+                }
+            }
+        }
+        let head_before = self.head.clone();
+        let mut touched: Vec<Touched> = Vec::new();
+        let mut waiters: Vec<Waiter> = Vec::with_capacity(appends.len());
+        let result = self.write_batch(appends, &mut waiters, &mut touched);
+        match result {
+            Ok(()) => {
+                self.stats.batches.fetch_add(1, Ordering::Relaxed);
+                self.anchor_head();
+                // Before the acknowledgements: whoever saw its append succeed and then
+                // subscribes starts at this seq or later.
+                self.durable_seq.send_replace(self.head.seq);
+                for (reply, record) in waiters {
+                    let _ = reply.send(Ok(record));
+                }
+            }
+            Err(error) => {
+                // Nothing of this batch was acknowledged: take it back off the disk so the chain
+                // on disk ends where the last acknowledged record is, and re-read it next time.
+                self.file = None;
+                for file in &touched {
+                    if let Ok(f) = OpenOptions::new().write(true).open(&file.path) {
+                        let _ = f.set_len(file.len_before).and_then(|()| f.sync_all());
+                    }
+                }
+                self.head = head_before;
+                self.needs_recovery = true;
+                let error = AuditError::Write(error.to_string());
+                eprintln!("aileron: {error}");
+                for (reply, _) in waiters {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+
+    fn write_batch(
+        &mut self,
+        appends: Vec<(AuditEvent, tokio::sync::oneshot::Sender<Result<AuditRecord, AuditError>>)>,
+        waiters: &mut Vec<Waiter>,
+        touched: &mut Vec<Touched>,
+    ) -> io::Result<()> {
+        let mut buffer = Vec::new();
+        let mut failure = None;
+        for (event, reply) in appends {
+            let record = self.head.seal_next(event, self.clock.as_ref());
+            // Records are sealed in order even after a failure so every waiter gets an answer.
+            waiters.push((reply, record));
+            if failure.is_some() {
+                continue;
+            }
+            let record = &waiters.last().expect("just pushed").1;
+            let date = parse_timestamp(&record.timestamp).expect("the writer formats valid timestamps").date_naive();
+            let line = record.to_line();
+            if let Err(error) = self.prepare_file(date, &mut buffer, touched) {
+                failure = Some(error);
+                continue;
+            }
+            buffer.extend_from_slice(line.as_bytes());
+            buffer.push(b'\n');
+        }
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        self.write_and_sync(&mut buffer)
+    }
+
+    /// Rewrites [`super::HEAD_FILE`] in place with the durable head (one `pwrite` of a fixed-size line).
+    /// No fsync of its own: after a crash the anchor may lag behind the log, never run ahead.
+    fn anchor_head(&mut self) {
+        use std::os::unix::fs::FileExt;
+        let mut line = format!("{{\"seq\":{},\"hash\":\"{}\"}}", self.head.seq, self.head.hash).into_bytes();
+        line.resize(HEAD_RECORD_BYTES - 1, b' ');
+        line.push(b'\n');
+        if let Err(error) = self.head_file.write_all_at(&line, 0) {
+            eprintln!("aileron: warning: anchoring the audit chain head: {error}");
+        }
+    }
+
+    /// Makes the file for `date` current, first committing what is buffered for the previous one:
+    /// a later file must never hold records whose predecessors are not yet durable.
+    fn prepare_file(&mut self, date: NaiveDate, buffer: &mut Vec<u8>, touched: &mut Vec<Touched>) -> io::Result<()> {
+        if let Some(open) = self.file.as_ref().filter(|open| open.date == date) {
+            if !touched.iter().any(|t| t.path == open.path) {
+                touched.push(Touched { path: open.path.clone(), len_before: open.len });
+            }
+            return Ok(());
+        }
+        if self.file.is_some() {
+            self.write_and_sync(buffer)?;
+        }
+        let path = self.audit_dir.join(log_file_name(date));
+        let existed = path.exists();
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
+        if !existed {
+            sync_dir(&self.audit_dir)?;
+        }
+        let len = file.metadata()?.len();
+        touched.push(Touched { path: path.clone(), len_before: len });
+        self.file = Some(OpenLog { date, path, file, len });
+        Ok(())
+    }
+
+    fn write_and_sync(&mut self, buffer: &mut Vec<u8>) -> io::Result<()> {
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        let open = self.file.as_mut().expect("a file is prepared before lines are buffered");
+        let context =
+            |e: io::Error, doing: &str| io::Error::new(e.kind(), format!("{doing} {}: {e}", open.path.display()));
+        open.file.write_all(buffer).map_err(|e| context(e, "writing"))?;
+        open.file.sync_data().map_err(|e| context(e, "syncing"))?;
+        self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        open.len += buffer.len() as u64;
+        buffer.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use aileron_core::vocabulary::EventType;
+
+    use super::super::tests::{TestClock, event, open_disk};
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_appends_are_chained_durable_and_group_committed() {
+        let temp = tempfile::tempdir().unwrap();
+        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
+        let log = Arc::new(open_disk(temp.path(), &clock));
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let log = log.clone();
+                tokio::spawn(
+                    async move { log.append(event(EventType::ActionExecuted, &[("n", &i.to_string())])).await },
+                )
+            })
+            .collect();
+        let mut seqs = Vec::new();
+        for task in tasks {
+            seqs.push(task.await.unwrap().unwrap().seq);
+        }
+        seqs.sort();
+        assert_eq!(seqs, (1..=200).collect::<Vec<u64>>());
+        let text = fs::read_to_string(temp.path().join("audit/audit-2026-11-22.jsonl")).unwrap();
+        assert_eq!(text.lines().count(), 200);
+        let report = log.verify().unwrap();
+        assert_eq!((report.records, report.last_seq, report.torn_tail_skipped), (200, 200, None));
+        eprintln!("200 concurrent appends: {} fsyncs in {} batches", log.fsync_count(), log.batch_count());
+        assert!(log.fsync_count() < 200, "no batching happened: {} fsyncs", log.fsync_count());
+        assert_eq!(log.fsync_count(), log.batch_count(), "one sync per batch within one day");
+    }
+
+    #[tokio::test]
+    async fn day_roll_continues_the_chain_across_files_and_timestamps_never_go_back() {
+        let temp = tempfile::tempdir().unwrap();
+        let clock = TestClock::at("2026-11-22T23:59:59.998Z");
+        let log = open_disk(temp.path(), &clock);
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
+        clock.set("2026-11-23T00:00:00.001Z");
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
+        // The wall clock steps back across midnight: the record stays in the newest file.
+        clock.set("2026-11-22T23:00:00.000Z");
+        let clamped = log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
+        assert_eq!(clamped.timestamp, "2026-11-23T00:00:00.001Z");
+        clock.set("2026-11-25T08:00:00.000Z");
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
+        let audit_dir = temp.path().join("audit");
+        let lines =
+            |day: &str| fs::read_to_string(audit_dir.join(format!("audit-{day}.jsonl"))).unwrap().lines().count();
+        assert_eq!((lines("2026-11-22"), lines("2026-11-23"), lines("2026-11-25")), (1, 2, 1));
+        let report = log.verify().unwrap();
+        assert_eq!((report.records, report.files), (4, 3));
+        drop(log);
+        // Restart after the roll picks up from the newest file.
+        let log = open_disk(temp.path(), &clock);
+        assert_eq!(log.append(event(EventType::ActionExecuted, &[])).await.unwrap().seq, 5);
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_is_not_acknowledged_and_later_appends_recover() {
+        let temp = tempfile::tempdir().unwrap();
+        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
+        let log = open_disk(temp.path(), &clock);
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
+        // A directory where the next day's file must go makes opening it fail (even for root).
+        let blocker = temp.path().join("audit/audit-2026-11-23.jsonl");
+        fs::create_dir(&blocker).unwrap();
+        clock.set("2026-11-23T10:00:00.000Z");
+        let result = log.append(event(EventType::ActionExecuted, &[])).await;
+        assert!(
+            matches!(&result, Err(AuditError::Write(message)) if message.contains("audit-2026-11-23")),
+            "{result:?}"
+        );
+        // Still failing: every append reports it, none is acknowledged.
+        assert!(log.append(event(EventType::ActionExecuted, &[])).await.is_err());
+        fs::remove_dir(&blocker).unwrap();
+        let record = log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
+        assert_eq!(record.seq, 2, "the failed records were never part of the chain");
+        let report = log.verify().unwrap();
+        assert_eq!((report.records, report.files), (2, 2));
+    }
+}
