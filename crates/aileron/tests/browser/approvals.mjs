@@ -1,4 +1,4 @@
-// Drives the daemon's /approvals page in Debian's chromium for crates/aileron/tests/it/browser.rs.
+// Drives the daemon's /approvals page in Debian's chromium for crates/aileron/tests/it/browser/approvals.rs.
 //
 // The Rust test owns the scenario and every assertion; this script only acts in the browser and
 // reports what it saw. Usage: node approvals.mjs <sign-in URL>
@@ -57,6 +57,10 @@ function problemsOf(page) {
   const problems = [];
   page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
   page.on('console', (message) => {
+    // The browser asks every origin for an icon on its own; the daemon has none (it answers
+    // 401), and that says nothing about the page.
+    const at = message.location()?.url;
+    if (at && new URL(at).pathname === '/favicon.ico') return;
     if (['error', 'warning'].includes(message.type())) {
       problems.push(`console ${message.type()}: ${message.text()}`);
     }
