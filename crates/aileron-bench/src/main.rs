@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 mod gateway;
 mod mcp;
 mod spawn;
+mod console;
 
 use aileron::daemon::{AppState, StateOptions};
 use aileron::cli::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
@@ -105,6 +106,8 @@ pub enum Part {
     Gateway,
     /// (g) spawn of /bin/true through the gate and the confinement against a bare spawn
     Spawn,
+    /// (h) the web console's activity page on 100,000 audit records against the JSON API
+    Console,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -187,6 +190,7 @@ fn part_name(part: Part) -> &'static str {
         Part::Mcp => "mcp",
         Part::Gateway => "gateway",
         Part::Spawn => "spawn",
+        Part::Console => "console",
     }
 }
 
@@ -292,6 +296,13 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         None
     };
 
+    let console = if args.runs(Part::Console) {
+        eprintln!("(h) console: /activity and a filter on {} audit records, against GET /v1/audit", console::RECORDS);
+        Some(console::run(scratch.path()).await?)
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         machine,
@@ -304,6 +315,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         mcp,
         gateway,
         spawn,
+        console,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {
@@ -1356,6 +1368,7 @@ struct Report {
     mcp: Option<mcp::McpFigures>,
     gateway: Option<gateway::GatewayFigures>,
     spawn: Option<spawn::SpawnFigures>,
+    console: Option<console::ConsoleFigures>,
 }
 
 /// One line of the summary: a figure, its same-run baseline, their ratio and the goal.
@@ -1444,6 +1457,9 @@ impl Report {
         }
         if let Some(gateway) = &self.gateway {
             rows.extend(gateway.summary_rows());
+        }
+        if let Some(console) = &self.console {
+            rows.extend(console.summary_rows());
         }
         if let Some(spawn) = &self.spawn {
             rows.extend(spawn.summary_rows());
@@ -1564,6 +1580,9 @@ impl Report {
         }
         if let Some(gateway) = &self.gateway {
             gateway.markdown(&mut text, &self.args.command_line(Some(Part::Gateway)));
+        }
+        if let Some(console) = &self.console {
+            console.markdown(&mut text, &self.args.command_line(Some(Part::Console)));
         }
         if let Some(spawn) = &self.spawn {
             spawn.markdown(&mut text, &self.args.command_line(Some(Part::Spawn)));

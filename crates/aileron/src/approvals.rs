@@ -163,6 +163,12 @@ impl ApprovalQueue {
         inner.entries.values().filter(|e| e.state == ApprovalState::PendingApproval).cloned().collect()
     }
 
+    /// Up to `limit` decided entries, the most recently requested first.
+    pub fn recently_resolved(&self, limit: usize) -> Vec<ApprovalEntry> {
+        let inner = self.inner.lock().expect("approval queue poisoned");
+        inner.entries.values().rev().filter(|e| e.state != ApprovalState::PendingApproval).take(limit).cloned().collect()
+    }
+
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<QueueEvent> {
         self.events.subscribe()
     }

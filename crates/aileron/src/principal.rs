@@ -34,6 +34,11 @@ pub enum Scope {
     /// Approve or deny. Never granted to a session token: only the local user (daemon token, CLI)
     /// and the web page (cookie + CSRF token) decide.
     ApprovalsDecide,
+    /// Supervise from the web console: read the audit log, connectors, bindings, sessions and the
+    /// vault's state; enable or disable actions, remove connectors, bind, rebind and revoke
+    /// accounts, unlock and lock the vault, end sessions. Never granted to a session token; the
+    /// daemon token has it, the web page's cookie session has it (changes need its CSRF secret).
+    Console,
     /// Everything else: install, enable/disable, audit, daemon status, login tickets.
     Admin,
 }
@@ -41,7 +46,7 @@ pub enum Scope {
 /// The scopes of a launched agent's session token.
 pub const SESSION_SCOPES: [Scope; 3] = [Scope::ActionsList, Scope::ActionsRun, Scope::ApprovalsPoll];
 /// The scopes of the web review page's cookie session.
-pub const WEB_SCOPES: [Scope; 3] = [Scope::ActionsList, Scope::ApprovalsPoll, Scope::ApprovalsDecide];
+pub const WEB_SCOPES: [Scope; 4] = [Scope::ActionsList, Scope::ApprovalsPoll, Scope::ApprovalsDecide, Scope::Console];
 
 /// Name of the web page's session cookie.
 pub const WEB_COOKIE: &str = "aileron_web";

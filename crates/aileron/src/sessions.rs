@@ -109,6 +109,7 @@ pub fn scope_name(scope: Scope) -> &'static str {
         Scope::ActionsRun => "actions:run",
         Scope::ApprovalsPoll => "approvals:poll",
         Scope::ApprovalsDecide => "approvals:decide",
+        Scope::Console => "console",
         Scope::Admin => "admin",
     }
 }
@@ -220,6 +221,14 @@ impl SessionRegistry {
         let mut active: Vec<Session> = sessions.values().filter(|s| s.status == SessionStatus::Active).cloned().collect();
         active.sort_by(|a, b| a.started_at.cmp(&b.started_at));
         active
+    }
+
+    /// Every session the journal knows, newest first.
+    pub fn all(&self) -> Vec<Session> {
+        let sessions = self.sessions.read().expect("sessions lock poisoned");
+        let mut all: Vec<Session> = sessions.values().cloned().collect();
+        all.sort_by(|a, b| b.started_at.cmp(&a.started_at).then_with(|| b.session_id.cmp(&a.session_id)));
+        all
     }
 
     pub fn journal_path(&self) -> &Path {

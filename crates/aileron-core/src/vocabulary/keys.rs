@@ -131,6 +131,8 @@ keys! {
     /// The path only.
     PROXY_UPSTREAM_PATH = "aileron.proxy.upstream.path";
     PROXY_UPSTREAM_STATUS = "aileron.proxy.upstream.status";
+    /// Request sent to response body read, in microseconds.
+    PROXY_DURATION_US = "aileron.proxy.duration_us";
 
     /// Why a call was refused before it ran (`action.rejected`, `approval.decide_refused`).
     REJECTION_CODE = "aileron.rejection.code";

@@ -63,6 +63,31 @@ enum OpenTarget {
         #[arg(long)]
         print: bool,
     },
+    /// Open the console's activity page: the audit log as a timeline
+    Activity {
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the console's actions page: installed actions, enable and disable
+    Actions {
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the console's connectors page: installed versions, signatures, remove
+    Connectors {
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the console's accounts page: the vault and credential bindings
+    Accounts {
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the console's agents page: live and past launch sessions
+    Agents {
+        #[arg(long)]
+        print: bool,
+    },
 }
 
 pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
@@ -145,13 +170,21 @@ pub fn status_line(view: &Value) -> String {
 }
 
 pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
-    let (focus, print) = match args.target {
-        OpenTarget::Approval { id, print } => (Some(id), print),
-        OpenTarget::Approvals { print } => (None, print),
+    let (page, focus, print) = match args.target {
+        OpenTarget::Approval { id, print } => ("approvals", Some(id), print),
+        OpenTarget::Approvals { print } => ("approvals", None, print),
+        OpenTarget::Activity { print } => ("activity", None, print),
+        OpenTarget::Actions { print } => ("actions", None, print),
+        OpenTarget::Connectors { print } => ("connectors", None, print),
+        OpenTarget::Accounts { print } => ("accounts", None, print),
+        OpenTarget::Agents { print } => ("agents", None, print),
     };
     let client = DaemonClient::connect(home).await?;
     let ticket: LoginTicket = client.post_as("/v1/web/login-tickets", &json!({})).await?;
     let mut url = ticket.login_url;
+    if page != "approvals" {
+        url.push_str(&format!("&page={page}"));
+    }
     if let Some(focus) = focus {
         url.push_str(&format!("&focus={focus}"));
     }
@@ -162,7 +195,7 @@ pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
             eprintln!("could not start a browser; open the URL above within 60 s (it signs you in once)");
         }
     } else {
-        eprintln!("opened the review page in your browser");
+        eprintln!("opened the {page} page in your browser");
     }
     Ok(ExitStatus::Ok)
 }

@@ -83,7 +83,7 @@ fn vault_view(state: &AppState) -> Value {
 }
 
 pub async fn vault_status(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     Ok(Json(vault_view(&state)).into_response())
 }
 
@@ -116,7 +116,7 @@ pub async fn vault_unlock(
     Extension(principal): Extension<Principal>,
     crate::wire::Json(body): crate::wire::Json<PassphraseBody>,
 ) -> ApiResult {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     let vault = state.vault.clone();
     let unlocked = tokio::task::spawn_blocking(move || vault.unlock(body.passphrase.as_bytes())).await.map_err(ApiError::internal)?;
     let caller = caller_for(&principal);
@@ -135,7 +135,7 @@ pub async fn vault_unlock(
 }
 
 pub async fn vault_lock(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     match state.vault.lock() {
         VaultState::Absent => return Err(vault_error(VaultAccessError::Absent)),
         VaultState::Unlocked => {
@@ -218,12 +218,12 @@ pub async fn remove_secret(
 }
 
 pub async fn list_bindings(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     Ok(Json(json!({ "items": state.bindings.list(), "vault": state.vault.state().as_str() })).into_response())
 }
 
 pub async fn get_binding(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(name): Path<String>) -> ApiResult {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     let binding = state.bindings.get(&name).ok_or_else(|| binding_error(BindingError::NotFound(name)))?;
     Ok(Json(binding).into_response())
 }
@@ -233,7 +233,7 @@ pub async fn revoke_binding(
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
 ) -> ApiResult {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     let revoked = state.bindings.revoke(&name).map_err(binding_error)?;
     audit(&state, &caller_for(&principal), EventType::BindingRevoked, revoked.audit_payload()).await?;
     Ok(Json(revoked).into_response())
@@ -325,7 +325,7 @@ pub async fn setup_binding(
     Extension(principal): Extension<Principal>,
     crate::wire::Json(body): crate::wire::Json<SetupBody>,
 ) -> ApiResult {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     let manifest = installed_manifest(&state, &body.connector)?;
     let kind = credential_kind_of(&manifest, &body.connector)?;
     let identity = identity_of(body.identity)?;
@@ -342,7 +342,7 @@ pub async fn rebind_binding(
     Path(name): Path<String>,
     crate::wire::Json(body): crate::wire::Json<MaterialBody>,
 ) -> ApiResult {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     let existing = state.bindings.get(&name).ok_or_else(|| binding_error(BindingError::NotFound(name.clone())))?;
     let kind = CredentialKind::parse(&existing.kind).unwrap_or(CredentialKind::ApiKey);
     let material = body.into_material(kind)?;
@@ -372,7 +372,7 @@ pub struct OAuthInit {
 }
 
 pub async fn oauth_init(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, crate::wire::Json(body): crate::wire::Json<OAuthInit>) -> ApiResult {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     let target = match (&body.rebind, &body.connector) {
         (Some(name), _) => {
             let existing = state.bindings.get(name).ok_or_else(|| binding_error(BindingError::NotFound(name.clone())))?;

@@ -55,8 +55,9 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     );
     Router::new()
         .nest_service(PATH, service)
-        .layer(axum::middleware::from_fn(session_end_ok))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), require_bearer))
+        // Route layers: they guard `/mcp` only, so an unknown path elsewhere is a 404, not a 401.
+        .route_layer(axum::middleware::from_fn(session_end_ok))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), require_bearer))
 }
 
 /// rmcp answers a session's `DELETE` with 202; the official SDKs expect 200 (the Python SDK logs

@@ -140,6 +140,7 @@ impl StepEgress {
         if let Some(body) = &request.body {
             builder = builder.body(body.clone());
         }
+        let started = std::time::Instant::now();
         let response = match builder.send().await {
             Ok(response) => response,
             Err(error) => {
@@ -183,6 +184,7 @@ impl StepEgress {
         }
         let mut payload = self.proxy_payload(&request, Some(&target), binding);
         payload.insert(keys::PROXY_UPSTREAM_STATUS.into(), status.into());
+        payload.insert(keys::PROXY_DURATION_US.into(), u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX).into());
         self.audit(EventType::ConnectorProxyProxied, payload).await?;
         let (mut headers, mut body) = (headers, body);
         if let Some(resolved) = &resolved {

@@ -263,7 +263,7 @@ pub fn get(state: &Services, principal: &Principal, name: String) -> Answer {
 }
 
 pub fn set_enabled(state: &Services, principal: &Principal, name: String, body: PatchAction) -> Answer {
-    require(principal, Scope::Admin)?;
+    require(principal, Scope::Console)?;
     state.actions.set_enabled(&name, body.enabled).map_err(registry_error)?;
     let installed = state.actions.get(&name).ok_or_else(|| action_not_found(&name))?;
     Ok(Reply::ok(action_view(&installed.file, installed.enabled)))

@@ -14,7 +14,7 @@ use crate::package::read_package;
 use crate::wire::{Answer, ApiError, CheckQuery, InstallBody, PreviewBody, RemoveConnector, Reply};
 
 pub fn list(state: &Services, principal: &Principal) -> Answer {
-    require(principal, Scope::Admin)?;
+    require(principal, Scope::Console)?;
     let entries = state.store.list().map_err(ApiError::internal)?;
     let items: Vec<Value> = entries
         .iter()
@@ -284,7 +284,7 @@ pub async fn audit_removed(state: &Services, principal: &Principal, entry: &crat
 }
 
 pub async fn remove(state: &Services, principal: &Principal, body: RemoveConnector) -> Answer {
-    require(principal, Scope::Admin)?;
+    require(principal, Scope::Console)?;
     let reference = ConnectorRef::parse(&body.reference).map_err(|e| ApiError::bad_request("invalid_reference", e.to_string()))?;
     let entries = state.store.list().map_err(ApiError::internal)?;
     let entry = entries.into_iter().find(|e| e.fqn == reference.fqn && e.version == reference.version).ok_or_else(|| {

@@ -42,9 +42,15 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
 }
 
 pub fn get(state: &Services, principal: &Principal, id: String) -> Answer {
-    require(principal, Scope::Admin)?;
+    require(principal, Scope::Console)?;
     let session = state.sessions.get(&id).ok_or_else(|| session_error(SessionError::NotFound(id)))?;
     Ok(Reply::ok(session))
+}
+
+/// Every launch session, newest first.
+pub fn list(state: &Services, principal: &Principal) -> Answer {
+    require(principal, Scope::Console)?;
+    Ok(Reply::ok(serde_json::json!({ "items": state.sessions.all() })))
 }
 
 /// Revokes the session's token, journals the end and audits it as `session.ended`.
@@ -54,7 +60,7 @@ pub async fn end(
         id: String,
     body: EndSession,
 ) -> Answer {
-    require(principal, Scope::Admin)?;
+    require(principal, Scope::Console)?;
     let session = state.sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
     let mut payload = Map::new();
     payload.insert(keys::SESSION_AGENT.into(), session.agent.clone().into());

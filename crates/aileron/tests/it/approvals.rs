@@ -308,9 +308,13 @@ async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
     let approved = events_of(&harness, "approval.approved").await;
     assert_eq!(approved[0]["actor"]["type"], "human");
 
-    // The cookie never grants admin routes.
-    let admin = harness.send(Request::builder().uri("/v1/audit").header("host", &host).header("cookie", &cookie), None).await;
-    assert_eq!(admin.status, StatusCode::FORBIDDEN);
+    // The cookie never grants admin routes (it reads what the console shows, `/v1/audit` included).
+    for path in ["/v1/status", "/v1/keyring", "/v1/secrets"] {
+        let admin = harness.send(Request::builder().uri(path).header("host", &host).header("cookie", &cookie), None).await;
+        assert_eq!(admin.status, StatusCode::FORBIDDEN, "{path}");
+    }
+    let console = harness.send(Request::builder().uri("/v1/audit").header("host", &host).header("cookie", &cookie), None).await;
+    assert_eq!(console.status, StatusCode::OK, "{}", console.body);
     // Nor runs: the page decides, it does not call actions. The attempt is on record.
     let run = Request::builder()
         .method("POST")

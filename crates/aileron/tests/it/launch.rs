@@ -24,6 +24,64 @@ async fn as_token(harness: &Harness, token: &str, method: &str, path: &str, body
     harness.send(builder, body).await.status
 }
 
+/// The web console is for the person at the browser: an agent's session token reaches no route
+/// the console scope guards, and a console page asked for with it shows the sign-in notice — no
+/// data, no control — whatever the page.
+#[tokio::test]
+async fn a_session_token_reaches_no_console_route_and_no_console_page() {
+    use aileron::daemon::api::{Auth, ROUTES};
+    use aileron::principal::Scope;
+    let harness = Harness::new();
+    let started = harness.request("POST", "/v1/sessions", Some(json!({"agent": "claude"}))).await;
+    let token = started.body["token"].as_str().unwrap().to_string();
+    let id = started.body["session_id"].as_str().unwrap().to_string();
+    let console_reads: Vec<&str> =
+        ROUTES.iter().filter(|r| r.method == "GET" && matches!(r.auth, Auth::Token(Scope::Console))).map(|r| r.path).collect();
+    assert!(console_reads.len() >= 8, "{console_reads:?}");
+    for path in console_reads {
+        let path = path.replace("{id}", &id).replace("{name}", "x");
+        assert_eq!(as_token(&harness, &token, "GET", &path, None).await, StatusCode::FORBIDDEN, "GET {path}");
+    }
+    for (method, path, body) in [
+        ("PATCH", "/v1/actions/x".to_string(), json!({"enabled": false})),
+        ("POST", "/v1/connectors/remove".to_string(), json!({"reference": "github://a/b@1.0.0"})),
+        ("POST", "/v1/vault/unlock".to_string(), json!({"passphrase": "guess"})),
+        ("POST", "/v1/vault/lock".to_string(), json!({})),
+        ("POST", "/v1/bindings/setup".to_string(), json!({"connector": "github://a/b", "api_key": "k"})),
+        ("POST", "/v1/bindings/setup/oauth2/init".to_string(), json!({"connector": "github://a/b", "mode": "daemon"})),
+        ("DELETE", "/v1/bindings/x".to_string(), json!({})),
+        ("POST", format!("/v1/sessions/{id}/end"), json!({})),
+    ] {
+        assert_eq!(as_token(&harness, &token, method, &path, Some(body)).await, StatusCode::FORBIDDEN, "{method} {path}");
+    }
+    assert_eq!(harness.request("GET", &format!("/v1/sessions/{id}"), None).await.body["status"], "active");
+    let pages: Vec<&str> = ROUTES.iter().filter(|r| matches!(r.auth, Auth::PageCookie)).map(|r| r.path).collect();
+    assert_eq!(pages.len(), 6, "{pages:?}");
+    for page in pages {
+        for fragment in [false, true] {
+            let mut builder = Request::builder()
+                .method("GET")
+                .uri(page)
+                .header("host", format!("127.0.0.1:{PORT}"))
+                .header("authorization", format!("Bearer {token}"));
+            if fragment {
+                builder = builder.header("x-aileron-fragment", "1");
+            }
+            let answer = harness.send(builder, None).await;
+            let html = answer.body.as_str().unwrap_or_default().to_string();
+            if fragment {
+                assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{page} fragment: {html}");
+            } else {
+                assert_eq!(answer.status, StatusCode::OK, "{page}");
+                assert!(html.contains("id=\"signed-out\""), "{page}: {html}");
+            }
+            for leak in ["data-path", "id=\"content\"", "claude", &id] {
+                assert!(!html.contains(leak), "{page} (fragment {fragment}) shows `{leak}` to a session token: {html}");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn session_tokens_carry_only_agent_scopes_and_die_with_the_session() {
     let harness = Harness::new();

@@ -47,7 +47,7 @@ pub async fn list(
     Extension(principal): Extension<Principal>,
     Query(query): Query<AuditQuery>,
 ) -> Answer {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     let filter = AuditFilter {
         since: query.since,
         until: query.until,
@@ -78,10 +78,22 @@ pub async fn get(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Answer {
-    require(&principal, Scope::Admin)?;
+    require(&principal, Scope::Console)?;
     match state.audit.get(&id).map_err(ApiError::internal)? {
         Some(record) => Ok(Reply::ok(record)),
         None => Err(ApiError::not_found("audit_not_found", format!("no audit record `{id}`"))
             .with_hint("list recent records with: aileron audit list")),
     }
+}
+
+/// Verifies the whole chain (it reads every file, so it runs on a blocking thread); a broken
+/// chain is an answer (`ok: false` with the problem and what to do), not an error.
+pub async fn verify(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
+    require(&principal, Scope::Console)?;
+    let audit = state.audit.clone();
+    let outcome = tokio::task::spawn_blocking(move || audit.verify()).await.map_err(ApiError::internal)?;
+    Ok(Reply::ok(match outcome {
+        Ok(report) => json!({ "ok": true, "records": report.records, "files": report.files, "last_seq": report.last_seq }),
+        Err(problem) => json!({ "ok": false, "problem": problem.to_string(), "hint": problem.hint() }),
+    }))
 }

@@ -6,6 +6,7 @@ pub mod actions;
 pub mod approvals;
 pub mod audit;
 pub mod connectors;
+pub mod events;
 pub mod sessions;
 
 use std::sync::Arc;
@@ -84,7 +85,7 @@ impl Route {
 }
 
 use Auth::{LoginTicket, McpBearer, OAuthState, PageCookie, Public, Token, Upstream};
-use Scope::{ActionsList, ActionsRun, Admin, ApprovalsDecide, ApprovalsPoll};
+use Scope::{ActionsList, ActionsRun, Admin, ApprovalsDecide, ApprovalsPoll, Console};
 use Serve::App;
 
 /// Every route the daemon serves.
@@ -95,48 +96,57 @@ pub const ROUTES: &[Route] = &[
     route("POST", "/v1/actions/install", Token(Admin), "install an action file {file_name, content}", App(|| post(actions::install))).takes::<wire::InstallAction>(),
     route("GET", "/v1/actions/watch", Token(ActionsList), "SSE: `changed` when the action set changes", App(|| get(actions::watch))),
     route("GET", "/v1/actions/{name}", Token(ActionsList), "one action", App(|| get(actions::get))).answers::<wire::ActionView>(200),
-    route("PATCH", "/v1/actions/{name}", Token(Admin), "{enabled}", App(|| patch(actions::patch))).takes::<wire::PatchAction>().answers::<wire::ActionView>(200),
+    route("PATCH", "/v1/actions/{name}", Token(Console), "{enabled}", App(|| patch(actions::patch))).takes::<wire::PatchAction>().answers::<wire::ActionView>(200),
     route("DELETE", "/v1/actions/{name}", Token(Admin), "remove an action", App(|| delete(actions::delete))),
     route("POST", "/v1/actions/{name}/run", Token(ActionsRun), "{args} → 200 {audit_id, result} | 202 pending approval | failure envelope", App(|| post(actions::run))).takes::<wire::RunBody>().answers::<wire::RunCompleted>(200),
-    route("GET", "/v1/connectors", Token(Admin), "installed connectors", App(|| get(connectors::list))),
+    route("GET", "/v1/connectors", Token(Console), "installed connectors", App(|| get(connectors::list))),
     route("POST", "/v1/connectors/preview", Token(Admin), "install pipeline up to consent {reference, source?, expected_hash?}; without source the release is fetched from its forge; a present signature must verify", App(|| post(connectors::preview))).takes::<wire::PreviewBody>(),
     route("POST", "/v1/connectors/install", Token(Admin), "install pipeline with consent recorded {reference, source?, expected_hash, consent: prompt|flag, allow_unsigned?}", App(|| post(connectors::install))).takes::<wire::InstallBody>(),
-    route("POST", "/v1/connectors/remove", Token(Admin), "{reference} removes an installed version; 409 while an installed action needs it (naming the actions)", App(|| post(connectors::remove))).takes::<wire::RemoveConnector>(),
+    route("POST", "/v1/connectors/remove", Token(Console), "{reference} removes an installed version; 409 while an installed action needs it (naming the actions)", App(|| post(connectors::remove))).takes::<wire::RemoveConnector>(),
     route("GET", "/v1/connectors/check", Token(Admin), "?pre=true: newer releases per installed connector {items: [{fqn, installed, newer, error?}]}", App(|| get(connectors::check))).takes::<wire::CheckQuery>(),
     route("POST", "/v1/connectors/gc", Token(Admin), "removes store entries no installed action uses and compiled-cache files of removed entries", App(|| post(connectors::gc))),
     route("GET", "/v1/keyring", Token(Admin), "trusted publisher keys {items: [{authority, fingerprint, key}]}", App(|| get(trust::list_keys))),
     route("POST", "/v1/keyring/trust", Token(Admin), "{authority, key} → 201 (200 when already trusted); audited keyring.trusted", App(|| post(trust::trust_key))).takes::<trust::TrustBody>(),
     route("POST", "/v1/keyring/revoke", Token(Admin), "{authority} | {fingerprint}; audited keyring.revoked", App(|| post(trust::revoke_key))).takes::<trust::RevokeBody>(),
-    route("GET", "/v1/audit", Token(Admin), "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)", App(|| get(audit::list))).takes::<audit::AuditQuery>(),
-    route("GET", "/v1/audit/{id}", Token(Admin), "one audit record", App(|| get(audit::get))),
+    route("GET", "/v1/audit", Token(Console), "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)", App(|| get(audit::list))).takes::<audit::AuditQuery>(),
+    route("GET", "/v1/audit/verify", Token(Console), "verifies the whole hash chain {ok, records, last_seq, problem?, hint?}", App(|| get(audit::verify))),
+    route("GET", "/v1/audit/{id}", Token(Console), "one audit record", App(|| get(audit::get))),
     route("GET", "/v1/action-approvals", Token(ApprovalsPoll), "pending approvals, oldest first", App(|| get(approvals::list))),
     route("GET", "/v1/action-approvals/watch", Token(ApprovalsPoll), "SSE: `snapshot`, `pending`, `resolved`; 30 s heartbeat", App(|| get(approvals::watch))),
     route("POST", "/v1/action-approvals/{id}/decide", Token(ApprovalsDecide), "{approved, reason?} → 204; 404 when unknown or already decided", App(|| post(approvals::decide))).takes::<wire::DecideBody>(),
     route("GET", "/v1/action-approvals/{id}/result", Token(ApprovalsPoll), "{status, audit_id?, result?, reason?, failure?}", App(|| get(approvals::result))),
-    route("GET", "/v1/vault/status", Token(Admin), "{state: absent|locked|unlocked, path, secrets, bindings, awaiting_vault}", App(|| get(credentials::vault_status))),
+    route("GET", "/v1/vault/status", Token(Console), "{state: absent|locked|unlocked, path, secrets, bindings, awaiting_vault}", App(|| get(credentials::vault_status))),
     route("POST", "/v1/vault/init", Token(Admin), "{passphrase} → 201; creates the vault, unlocked", App(|| post(credentials::vault_init))).takes::<credentials::PassphraseBody>(),
-    route("POST", "/v1/vault/unlock", Token(Admin), "{passphrase}; 403 wrong_passphrase changes nothing; resumes awaiting_vault runs", App(|| post(credentials::vault_unlock))).takes::<credentials::PassphraseBody>(),
-    route("POST", "/v1/vault/lock", Token(Admin), "forgets the key", App(|| post(credentials::vault_lock))),
+    route("POST", "/v1/vault/unlock", Token(Console), "{passphrase}; 403 wrong_passphrase changes nothing; resumes awaiting_vault runs", App(|| post(credentials::vault_unlock))).takes::<credentials::PassphraseBody>(),
+    route("POST", "/v1/vault/lock", Token(Console), "forgets the key", App(|| post(credentials::vault_lock))),
     route("GET", "/v1/secrets", Token(Admin), "free-form secrets: paths and metadata, never values", App(|| get(credentials::list_secrets))),
     route("POST", "/v1/secrets", Token(Admin), "{path, value, description?} → 201", App(|| post(credentials::set_secret))).takes::<credentials::SetSecret>(),
     route("DELETE", "/v1/secrets/{*path}", Token(Admin), "remove a secret", App(|| delete(credentials::remove_secret))),
-    route("GET", "/v1/bindings", Token(Admin), "credential bindings {items} (no secret bytes); works while locked", App(|| get(credentials::list_bindings))),
-    route("POST", "/v1/bindings/setup", Token(Admin), "{connector, identity?, api_key? | aws?{access_key_id, secret_access_key, session_token?}} → 201", App(|| post(credentials::setup_binding))).takes::<credentials::SetupBody>(),
-    route("POST", "/v1/bindings/setup/oauth2/init", Token(Admin), "{connector | rebind, identity?, mode: cli|daemon, redirect_port?, return_to?} → {session_id, authorize_url, redirect_uri}", App(|| post(credentials::oauth_init))).takes::<credentials::OAuthInit>(),
+    route("GET", "/v1/bindings", Token(Console), "credential bindings {items} (no secret bytes); works while locked", App(|| get(credentials::list_bindings))),
+    route("POST", "/v1/bindings/setup", Token(Console), "{connector, identity?, api_key? | aws?{access_key_id, secret_access_key, session_token?}} → 201", App(|| post(credentials::setup_binding))).takes::<credentials::SetupBody>(),
+    route("POST", "/v1/bindings/setup/oauth2/init", Token(Console), "{connector | rebind, identity?, mode: cli|daemon, redirect_port?, return_to?} → {session_id, authorize_url, redirect_uri}", App(|| post(credentials::oauth_init))).takes::<credentials::OAuthInit>(),
     route("POST", "/v1/bindings/setup/oauth2/finish", Token(Admin), "{session_id, code, state} → 201 the binding (CLI mode)", App(|| post(credentials::oauth_finish))).takes::<credentials::OAuthFinish>(),
     route("GET", credentials::OAUTH_CALLBACK_PATH, OAuthState, "daemon-mode OAuth redirect target (the state is single-use) → 303 return_to", App(|| get(credentials::oauth_callback))),
-    route("GET", "/v1/bindings/{name}", Token(Admin), "one binding (name URL-encoded: `/` as %2F)", App(|| get(credentials::get_binding))),
-    route("DELETE", "/v1/bindings/{name}", Token(Admin), "revoke: removes the binding and its material", App(|| delete(credentials::revoke_binding))),
-    route("POST", "/v1/bindings/{name}/rebind", Token(Admin), "{api_key? | aws?} new material for the same binding", App(|| post(credentials::rebind_binding))).takes::<credentials::MaterialBody>(),
+    route("GET", "/v1/bindings/{name}", Token(Console), "one binding (name URL-encoded: `/` as %2F)", App(|| get(credentials::get_binding))),
+    route("DELETE", "/v1/bindings/{name}", Token(Console), "revoke: removes the binding and its material", App(|| delete(credentials::revoke_binding))),
+    route("POST", "/v1/bindings/{name}/rebind", Token(Console), "{api_key? | aws?} new material for the same binding", App(|| post(credentials::rebind_binding))).takes::<credentials::MaterialBody>(),
     route("POST", "/v1/web/login-tickets", Token(Admin), "one-time ticket for the web page (used by `aileron open`)", App(|| post(approvals::mint_login_ticket))).answers::<wire::LoginTicket>(201),
     route("POST", "/v1/sessions", Token(Admin), "start a launch session {agent, pid?, confinement?: namespaces|unconfined} → 201 {session_id, token, scopes, confinement, started_at}", App(|| post(sessions::start))).takes::<wire::StartSession>().answers::<wire::SessionStarted>(201),
-    route("GET", "/v1/sessions/{id}", Token(Admin), "one launch session {status: active|ended|interrupted, exit_code?, ...}", App(|| get(sessions::get))),
-    route("POST", "/v1/sessions/{id}/end", Token(Admin), "{exit_code} → the ended session; revokes its token", App(|| post(sessions::end))).takes::<wire::EndSession>(),
+    route("GET", "/v1/sessions", Token(Console), "every launch session, newest first {items}", App(|| get(sessions::list))),
+    route("GET", "/v1/sessions/{id}", Token(Console), "one launch session {status: active|ended|interrupted, exit_code?, ...}", App(|| get(sessions::get))),
+    route("POST", "/v1/sessions/{id}/end", Token(Console), "{exit_code} → the ended session; revokes its token", App(|| post(sessions::end))).takes::<wire::EndSession>(),
     route("POST", super::mcp::PATH, McpBearer, "MCP streamable HTTP: JSON-RPC messages (same tools and chokepoint as aileron-mcp)", Serve::Mcp),
     route("GET", super::mcp::PATH, McpBearer, "MCP streamable HTTP: a session's server-to-client SSE stream", Serve::Mcp),
     route("DELETE", super::mcp::PATH, McpBearer, "MCP streamable HTTP: end a session", Serve::Mcp),
-    route("GET", "/approvals", PageCookie, "the web review page", App(|| get(web::approvals_page))),
-    route("GET", "/approvals/login", LoginTicket, "redeems a login ticket: sets the session cookie, redirects to /approvals", App(|| get(web::login))),
+    route("GET", "/v1/events/watch", Token(Console), "SSE: `changed` {topic: audit|actions|approvals} whenever what the console shows changes; 30 s heartbeat", App(|| get(events::watch))),
+    route("GET", "/favicon.ico", Public, "the console's icon (SVG)", App(|| get(web::favicon))),
+    route("GET", "/activity", PageCookie, "console: the audit log as a timeline (action, connector, session, family, class, since, until, before, run)", App(|| get(web::activity_page))),
+    route("GET", "/actions", PageCookie, "console: installed actions; enable and disable", App(|| get(web::actions_page))),
+    route("GET", "/connectors", PageCookie, "console: installed connectors; remove", App(|| get(web::connectors_page))),
+    route("GET", "/accounts", PageCookie, "console: the vault and credential bindings; connect, rebind, revoke, unlock", App(|| get(web::accounts_page))),
+    route("GET", "/agents", PageCookie, "console: launch sessions; end one", App(|| get(web::agents_page))),
+    route("GET", "/approvals", PageCookie, "console: pending and resolved approvals; approve and deny", App(|| get(web::approvals_page))),
+    route("GET", "/approvals/login", LoginTicket, "redeems a login ticket (page = activity|actions|connectors|accounts|agents|approvals): sets the session cookie, sends the browser to the page", App(|| get(web::login))),
     route("POST", "/v1/messages", Upstream, "LLM gateway: transparent proxy to the Anthropic upstream", Serve::Gateway),
     route("POST", "/v1/messages/count_tokens", Upstream, "LLM gateway: Anthropic", Serve::Gateway),
     route("POST", "/v1/chat/completions", Upstream, "LLM gateway: transparent proxy to the OpenAI upstream", Serve::Gateway),

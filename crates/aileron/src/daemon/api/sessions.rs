@@ -18,6 +18,10 @@ pub async fn start(
     workflows::sessions::start(&state, &principal, body).await
 }
 
+pub async fn list(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
+    workflows::sessions::list(&state, &principal)
+}
+
 pub async fn get(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(id): Path<String>) -> Answer {
     workflows::sessions::get(&state, &principal, id)
 }
