@@ -253,3 +253,37 @@ async fn malformed_bodies_get_the_api_error_shape() {
     assert_eq!(not_json.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_eq!(not_json.body["error"]["code"], "invalid_body");
 }
+
+/// The console's chain check: intact, then one byte changed in a sealed record makes it name the
+/// broken record and say what to do, without failing the request.
+#[tokio::test]
+async fn the_chain_check_names_the_first_broken_record() {
+    let harness = Harness::new();
+    harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[], "")).await;
+    harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    harness.state.audit.flush().await;
+    let intact = harness.request("GET", "/v1/audit/verify", None).await;
+    assert_eq!(intact.status, StatusCode::OK, "{}", intact.body);
+    assert_eq!(intact.body["ok"], true, "{}", intact.body);
+    let records = intact.body["records"].as_u64().unwrap();
+    assert!(records >= 2, "{}", intact.body);
+    assert_eq!(intact.body["last_seq"].as_u64(), Some(records));
+
+    let dir = harness.state.audit.audit_dir().expect("the harness keeps its log on disk").to_path_buf();
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.file_name().unwrap().to_string_lossy().starts_with("audit-"))
+        .expect("a daily file");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let tampered = text.replacen("aileron-tests/echo", "aileron-tests/ech0", 1);
+    assert_ne!(text, tampered, "the second install is in the file");
+    std::fs::write(&file, tampered).unwrap();
+    let broken = harness.request("GET", "/v1/audit/verify", None).await;
+    assert_eq!(broken.status, StatusCode::OK, "{}", broken.body);
+    assert_eq!(broken.body["ok"], false, "{}", broken.body);
+    let problem = broken.body["problem"].as_str().unwrap();
+    let name = file.file_name().unwrap().to_string_lossy().to_string();
+    assert!(problem.contains(&name), "the problem names the file: {problem}");
+    assert!(broken.body["hint"].as_str().unwrap().contains("keep a copy"), "{}", broken.body);
+}
