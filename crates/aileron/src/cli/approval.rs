@@ -112,7 +112,7 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
                     visible(&serde_json::Value::Object(item.args.clone()).to_string())
                 );
                 if item.unconfined {
-                    println!("    ! {}", crate::daemon::web::UNCONFINED_NOTICE);
+                    println!("    ! {}", crate::daemon::web::approvals::UNCONFINED_NOTICE);
                 }
             }
             Ok(ExitStatus::Ok)

@@ -15,11 +15,11 @@
 //! JSON route the CLI uses, carrying the CSRF secret and the browser's same-origin `Origin`
 //! (checked in `auth`): there is no second path to change state.
 
-mod accounts;
-mod activity;
-mod agents;
-mod approvals;
-mod catalog;
+pub mod accounts;
+pub mod activity;
+pub mod agents;
+pub mod approvals;
+pub mod catalog;
 mod context;
 
 use std::sync::Arc;
@@ -33,12 +33,6 @@ use serde_json::Value;
 use super::AppState;
 use super::auth::web_cookie;
 use crate::principal::{WEB_COOKIE, random_token};
-
-pub use accounts::accounts_page;
-pub use activity::activity_page;
-pub use agents::agents_page;
-pub use approvals::{UNCONFINED_NOTICE, approvals_page};
-pub use catalog::{actions_page, connectors_page};
 
 /// The console's pages, in the order of the navigation bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
