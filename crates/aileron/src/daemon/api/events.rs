@@ -17,13 +17,19 @@ use crate::principal::{Principal, Scope};
 use crate::wire::ApiError;
 use crate::workflows::require;
 
+/// The shortest time between two `audit` events on one stream.
+const AUDIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
 pub async fn watch(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     require(&principal, Scope::Console)?;
     let changed = |topic: &str| Ok(Event::default().event("changed").data(json!({ "topic": topic }).to_string()));
-    let audit = WatchStream::from_changes(state.audit.subscribe()).map(move |_| changed("audit"));
+    // A watch keeps only the newest value, so a busy log (thousands of appends a second) becomes
+    // at most one event per interval, not one per record.
+    let audit = tokio_stream::StreamExt::throttle(WatchStream::from_changes(state.audit.subscribe()), AUDIT_INTERVAL)
+        .map(move |_| changed("audit"));
     let actions = WatchStream::from_changes(state.actions.subscribe()).map(move |_| changed("actions"));
     // A lagging receiver missed events; either way the page refetches itself.
     let approvals = BroadcastStream::new(state.approvals.subscribe()).map(move |_| changed("approvals"));
