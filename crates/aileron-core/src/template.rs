@@ -336,4 +336,6 @@ pub fn walk<'v, S: AsRef<str>>(value: &'v Value, path: &[S]) -> Option<&'v Value
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;

@@ -220,3 +220,5 @@ pub fn not_runnable(message: impl Into<String>) -> Failure {
     Failure::runtime_error(Boundary::Runtime, message)
 }
 
+#[cfg(test)]
+mod properties;

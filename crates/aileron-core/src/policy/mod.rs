@@ -6,6 +6,8 @@
 //! record); the shell acts on it. Denials never echo a URL's path, query or any credential.
 
 mod egress;
+#[cfg(test)]
+mod properties;
 mod spawn;
 #[cfg(test)]
 mod tests;
@@ -304,8 +306,11 @@ pub fn validate_host_port(value: &str) -> Result<(), String> {
             .split_once("]:")
             .ok_or_else(|| format!("`{value}` needs a port after the IPv6 address, e.g. `[::1]:8080`"))?;
         let parsed: Ipv6Addr = address.parse().map_err(|_| format!("`[{address}]` is not a valid IPv6 address"))?;
-        if parsed.to_string() != address {
-            return Err(format!("write the IPv6 address in its canonical form: `[{parsed}]:{port}`"));
+        // Canonical as the URL parser writes it, which is what the egress check compares: std
+        // writes an IPv4-mapped address dotted (`::ffff:127.0.0.1`), the URL parser in hex.
+        let canonical = url::Host::<String>::Ipv6(parsed).to_string();
+        if canonical != format!("[{address}]") {
+            return Err(format!("write the IPv6 address in its canonical form: `{canonical}:{port}`"));
         }
         (None, port)
     } else {
@@ -366,5 +371,11 @@ fn validate_host(host: &str) -> Result<(), String> {
             return Err(format!("`{host}` is not a canonical IPv4 address"));
         }
     }
-    Ok(())
+    // Likewise for what else the URL parser rewrites or refuses: a hexadecimal last label (`0x`,
+    // `a.0x1f`) makes an IPv4 address, and an `xn--` label must be valid punycode.
+    match url::Host::parse(host) {
+        Ok(parsed) if parsed.to_string() == host => Ok(()),
+        Ok(parsed) => Err(format!("a URL with the host `{host}` reaches `{parsed}`: write that instead")),
+        Err(error) => Err(format!("`{host}` is not a host a URL can name ({error})")),
+    }
 }

@@ -50,6 +50,7 @@ fn host_port_validation() {
         "a-b.example:1",
         "example.com:65535",
         "xn--bcher-kva.example:443",
+        "[::ffff:7f00:1]:80",
     ];
     for value in ok {
         assert_eq!(validate_host_port(value), Ok(()), "{value}");
@@ -87,6 +88,14 @@ fn host_port_validation() {
         ("[::g]:80", "`[::g]` is not a valid IPv6 address"),
         ("[0:0:0:0:0:0:0:1]:8080", "write the IPv6 address in its canonical form: `[::1]:8080`"),
         ("[::1]:99999", "`[::1]:99999`: the port must be a number from 1 to 65535"),
+        // Hosts no URL reaches as written (found by `properties::capability_decisions_agree_with_a_set_model`).
+        ("[::ffff:127.0.0.1]:80", "write the IPv6 address in its canonical form: `[::ffff:7f00:1]:80`"),
+        ("0x:443", "`0x:443`: a URL with the host `0x` reaches `0.0.0.0`: write that instead"),
+        ("a.0x1f:443", "`a.0x1f:443`: `a.0x1f` is not a host a URL can name (invalid IPv4 address)"),
+        (
+            "xn--zz.example:443",
+            "`xn--zz.example:443`: `xn--zz.example` is not a host a URL can name (invalid international domain name)",
+        ),
     ];
     for (value, message) in bad {
         assert_eq!(validate_host_port(value), Err(message.to_string()), "{value}");
@@ -365,6 +374,21 @@ fn egress_decisions_at_both_boundaries() {
         "the connector manifest declares no network access, so it cannot reach api.github.com:443",
         json!({"connector": "github://acme/offline@0.1.0", "requested": "network:api.github.com:443", "granted": []}),
     );
+}
+
+/// Regression: std writes an IPv4-mapped IPv6 address dotted and the URL parser in hex, so the
+/// manifest host the validator demanded (`[::ffff:127.0.0.1]:80`) was never what a URL reaches,
+/// and the one it reaches was refused. Now the listed form is reached by every spelling.
+#[test]
+fn an_ipv4_mapped_host_is_reached_as_listed() {
+    let mapped = manifest(
+        "[connector]\nname = \"github://acme/mapped\"\nversion = \"1.0.0\"\n\
+         [capabilities.network]\nhosts = [\"[::ffff:7f00:1]:80\"]\n",
+    );
+    for url in ["http://[::ffff:7f00:1]/x", "http://[::FFFF:127.0.0.1]/x", "http://[0:0:0:0:0:ffff:7f00:1]:80/"] {
+        let target = check_egress(&mapped, &CapabilitySubset::default(), url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(target.host_port, "[::ffff:7f00:1]:80", "{url}");
+    }
 }
 
 #[test]
