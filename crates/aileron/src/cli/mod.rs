@@ -68,7 +68,7 @@ enum Command {
     Action(action::ActionArgs),
     /// List, approve and deny pending approvals
     Approval(approval::ApprovalArgs),
-    /// Open the web review page in a browser, signed in
+    /// Open the web console in a browser, signed in (activity, actions, connectors, accounts, agents, approvals)
     Open(approval::OpenArgs),
     /// Read and verify the audit log
     Audit(audit::AuditArgs),

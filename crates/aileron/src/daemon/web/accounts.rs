@@ -13,7 +13,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::context::{Installed, RECENT_RECORDS, is_run, recent_records};
+use super::context::{Installed, Recent};
 use super::{ConsolePage, Control, Rendered, ago, escape, respond, segment};
 use crate::bindings::BindingInfo;
 use crate::daemon::AppState;
@@ -56,14 +56,15 @@ fn content(state: &Services, query: &AccountsQuery) -> String {
     }
     html.push_str(&vault(state));
     let bindings = state.bindings.list();
-    let last_used = last_used(state);
+    let recent = Recent::read(state);
+    let last_used = last_used(&recent);
     html.push_str("<h3>Bound accounts</h3>");
     if bindings.is_empty() {
         html.push_str("<p class=\"empty\" id=\"no-bindings\">No account is bound yet.</p>");
     } else {
         html.push_str("<table class=\"list bindings\"><tr><th>binding</th><th>kind</th><th>account</th><th>state</th><th>last used</th><th></th></tr>");
         for binding in &bindings {
-            html.push_str(&binding_row(binding, last_used.get(binding.name.as_str()).map(String::as_str), now));
+            html.push_str(&binding_row(binding, last_used.get(binding.name.as_str()).map(String::as_str), &recent, now));
         }
         html.push_str("</table>");
     }
@@ -92,9 +93,9 @@ fn vault(state: &Services) -> String {
 }
 
 /// When each binding was last used by a run, among the recent records.
-fn last_used(state: &Services) -> HashMap<String, String> {
+fn last_used(recent: &Recent) -> HashMap<String, String> {
     let mut used = HashMap::new();
-    for record in recent_records(state).iter().filter(|r| is_run(r)) {
+    for record in recent.runs() {
         for step in record.payload.get(keys::ACTION_STEPS).and_then(Value::as_array).into_iter().flatten() {
             if let Some(name) = step.get(keys::BINDING_NAME).and_then(Value::as_str) {
                 used.entry(name.to_string()).or_insert_with(|| record.timestamp.clone());
@@ -118,7 +119,7 @@ fn material_inputs(kind: &str, id: &str) -> String {
     }
 }
 
-fn binding_row(binding: &BindingInfo, last_used: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> String {
+fn binding_row(binding: &BindingInfo, last_used: Option<&str>, recent: &Recent, now: chrono::DateTime<chrono::Utc>) -> String {
     let id = html_id(&binding.name);
     let state = if binding.is_stale() {
         format!(
@@ -168,7 +169,7 @@ fn binding_row(binding: &BindingInfo, last_used: Option<&str>, now: chrono::Date
         kind = escape(&binding.kind),
         identity = escape(&binding.identity),
         connector = escape(&binding.connector),
-        used = last_used.map(|at| ago(at, now)).unwrap_or_else(|| format!("not in the last {RECENT_RECORDS} records")),
+        used = last_used.map(|at| ago(at, now)).unwrap_or_else(|| recent.none("not used")),
         revoke = revoke.html(),
     )
 }

@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
-use super::context::{RECENT_RECORDS, is_run, recent_records};
+use super::context::Recent;
 use super::{ConsolePage, Control, Rendered, ago, escape, respond};
 use crate::daemon::AppState;
 use crate::services::Services;
@@ -36,7 +36,8 @@ fn content(state: &Services) -> String {
             .to_string();
     }
     let mut counts: HashMap<String, Counts> = HashMap::new();
-    for record in recent_records(state).iter().filter(|r| is_run(r)) {
+    let recent = Recent::read(state);
+    for record in recent.runs() {
         if let Some(session) = &record.session_id {
             let count = counts.entry(session.clone()).or_default();
             count.runs += 1;
@@ -103,7 +104,7 @@ fn content(state: &Services) -> String {
                     count.runs,
                     if count.failed > 0 { format!(", <span class=\"badge bad\">{} failed</span>", count.failed) } else { String::new() }
                 ),
-                None => format!("none in the last {RECENT_RECORDS} records"),
+                None => recent.none("no runs"),
             };
             html.push_str(&format!(
                 "<tr id=\"session-{id}\" class=\"session\" data-status=\"{status}\"><td><strong>{agent}</strong>{pid}</td>\

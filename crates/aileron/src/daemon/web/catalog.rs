@@ -13,7 +13,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::context::{Installed, RECENT_RECORDS, is_run, reach, recent_records};
+use super::context::{Installed, Recent, reach};
 use super::{ConsolePage, Control, Rendered, ago, escape, query_value, respond, segment};
 use crate::daemon::AppState;
 use crate::services::Services;
@@ -35,8 +35,8 @@ fn actions(state: &Services) -> String {
     let (actions, load_errors) = state.actions.list();
     let installed = Installed::read(state);
     let mut runs: HashMap<&str, Vec<&AuditRecord>> = HashMap::new();
-    let recent = recent_records(state);
-    for record in recent.iter().filter(|r| is_run(r)) {
+    let recent = Recent::read(state);
+    for record in recent.runs() {
         if let Some(name) = record.payload_str(keys::ACTION_NAME) {
             runs.entry(name).or_default().push(record);
         }
@@ -79,7 +79,7 @@ fn actions(state: &Services) -> String {
         let action_runs = runs.get(file.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
         let last = action_runs.first().map(|r| format!("last run {}", ago(&r.timestamp, now))).unwrap_or_default();
         let runs_html: String = if action_runs.is_empty() {
-            format!("<p class=\"muted\">No run among the last {RECENT_RECORDS} records.</p>")
+            format!("<p class=\"muted\">{}.</p>", recent.none("No runs"))
         } else {
             let rows: String = action_runs.iter().take(RUNS_SHOWN).map(|r| run_row(r, now)).collect();
             format!(

@@ -39,10 +39,29 @@ impl Installed {
 /// Recent top-level records looked at for "recent runs", "last used" and per-session counts.
 pub const RECENT_RECORDS: usize = 2_000;
 
-/// The newest [`RECENT_RECORDS`] top-level records (runs, approvals, installs…), newest first.
-pub fn recent_records(state: &Services) -> Vec<AuditRecord> {
-    let filter = AuditFilter { top_level: true, limit: Some(RECENT_RECORDS), ..AuditFilter::default() };
-    state.audit.query(&filter).unwrap_or_default()
+/// The newest [`RECENT_RECORDS`] top-level records (runs, approvals, installs…), newest first,
+/// and whether that is the whole log.
+pub struct Recent {
+    pub records: Vec<AuditRecord>,
+    complete: bool,
+}
+
+impl Recent {
+    pub fn read(state: &Services) -> Recent {
+        let filter = AuditFilter { top_level: true, limit: Some(RECENT_RECORDS), ..AuditFilter::default() };
+        let records = state.audit.query(&filter).unwrap_or_default();
+        Recent { complete: records.len() < RECENT_RECORDS, records }
+    }
+
+    /// The runs among them.
+    pub fn runs(&self) -> impl Iterator<Item = &AuditRecord> {
+        self.records.iter().filter(|r| is_run(r))
+    }
+
+    /// What to say when they hold nothing about a thing: "never" when they are the whole log.
+    pub fn none(&self, never: &str) -> String {
+        if self.complete { never.to_string() } else { format!("{never} in the last {RECENT_RECORDS} records") }
+    }
 }
 
 /// Whether `record` is a run's (`action.executed` or `execution.failed`).
