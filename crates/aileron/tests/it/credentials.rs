@@ -489,12 +489,41 @@ async fn a_thousand_planted_secrets_never_appear_in_any_output() {
         outputs.push(harness.request("GET", path, None).await.body);
     }
     outputs.push(harness.request("POST", "/v1/vault/unlock", Some(json!({ "passphrase": "wrong" }))).await.body);
+    // The console, signed in: every page and its live fragment.
+    let ticket = harness.request("POST", "/v1/web/login-tickets", Some(json!({}))).await;
+    let login = format!("/approvals/login?ticket={}", ticket.body["ticket"].as_str().unwrap());
+    let signed_in = harness.send(http::Request::builder().uri(&login).header("host", format!("127.0.0.1:{}", crate::support::PORT)), None).await;
+    let cookie = signed_in.headers["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    for page in ["/activity", "/actions", "/connectors", "/accounts", "/agents", "/approvals"] {
+        for fragment in [false, true] {
+            let mut request = http::Request::builder().uri(page).header("host", format!("127.0.0.1:{}", crate::support::PORT)).header("cookie", &cookie);
+            if fragment {
+                request = request.header("x-aileron-fragment", "1");
+            }
+            let answer = harness.send(request, None).await;
+            assert_eq!(answer.status, StatusCode::OK, "{page}");
+            assert!(answer.body.as_str().unwrap().contains("id=\"nav-accounts\"") || fragment, "{page} is signed in");
+            outputs.push(answer.body);
+        }
+    }
     let text: String = outputs.iter().map(Value::to_string).collect();
     harness.state.audit.flush().await;
     let upstream_saw = upstream.state.api_requests.lock().unwrap().iter().flatten().any(|(_, v)| v.contains(key.as_str()));
     assert!(upstream_saw, "the bound key did reach the upstream");
+    // Raw, and in the encodings a careless path would produce (base64 as in Basic auth, hex).
+    let encodings = |secret: &str| {
+        use base64::Engine as _;
+        [
+            secret.to_string(),
+            base64::engine::general_purpose::STANDARD.encode(secret),
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret),
+            hex::encode(secret),
+        ]
+    };
     for secret in &planted {
-        assert!(!text.contains(secret.as_str()), "an HTTP answer leaked {secret}");
+        for form in encodings(secret) {
+            assert!(!text.contains(form.as_str()), "an HTTP answer or console page leaked {secret} as {form}");
+        }
     }
     // Files: the vault holds them only encrypted; nothing else on disk holds any.
     let all_files = {
@@ -513,7 +542,9 @@ async fn a_thousand_planted_secrets_never_appear_in_any_output() {
         String::from_utf8_lossy(&bytes).into_owned()
     };
     for secret in &planted {
-        assert!(!all_files.contains(secret.as_str()), "a file holds {secret}");
+        for form in encodings(secret) {
+            assert!(!all_files.contains(form.as_str()), "a file holds {secret} as {form}");
+        }
     }
     // Debug of every type that holds one.
     let vault_debug = format!("{:?}", harness.state.bindings.list());
