@@ -24,49 +24,11 @@
 // Anything else on stdout is a bug: the test reads only REPLY/ERROR lines and prints the rest.
 
 import { createInterface } from 'node:readline';
-import { chromium } from 'playwright-core';
+import { fail, launch, problemsOf, reply } from './driver.mjs';
 
 const WAIT_MS = 15_000;
 // States after which an approval's line in the resolved list no longer changes.
 const FINAL_STATES = ['completed', 'failed', 'denied'];
-// The flags this machine needs (see the repository's testing notes): without the background
-// networking ones, chromium keeps dialling Google's hosts, which a closed network refuses.
-const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
-function reply(value) {
-  process.stdout.write(`REPLY ${JSON.stringify(value)}\n`);
-}
-
-function fail(error) {
-  const message = error && error.stack ? error.stack : String(error);
-  // One line, without the colour codes of Playwright's call log.
-  process.stdout.write(`ERROR ${message.replace(/\x1b\[[0-9;]*m/g, '').replace(/\n/g, ' | ')}\n`);
-  process.exit(1);
-}
-
-// Script errors, CSP refusals and failed loads, as the page's console reports them.
-function problemsOf(page) {
-  const problems = [];
-  page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
-  page.on('console', (message) => {
-    // The browser asks every origin for an icon on its own; the daemon has none (it answers
-    // 401), and that says nothing about the page.
-    const at = message.location()?.url;
-    if (at && new URL(at).pathname === '/favicon.ico') return;
-    if (['error', 'warning'].includes(message.type())) {
-      problems.push(`console ${message.type()}: ${message.text()}`);
-    }
-  });
-  return problems;
-}
 
 // What a page shows, for the test to compare.
 async function pageReport(page, problems, response) {
@@ -115,7 +77,7 @@ async function main() {
   if (!loginUrl) throw new Error('usage: node approvals.mjs <sign-in URL>');
   const origin = new URL(loginUrl).origin;
 
-  const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+  const browser = await launch();
   const context = await browser.newContext({ viewport: { width: 1000, height: 800 } });
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT_MS);

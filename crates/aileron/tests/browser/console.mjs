@@ -39,52 +39,13 @@
 // Anything else on stdout is a bug: the test reads only REPLY/ERROR lines and prints the rest.
 
 import { createInterface } from 'node:readline';
-import { chromium } from 'playwright-core';
+import { fail, launch, problemsOf, reply } from './driver.mjs';
 
 const WAIT_MS = 15_000;
 const POLL_MS = 50;
 // A control's `.status` while its request is in flight (console.js); anything else is an outcome.
 const IN_FLIGHT = ['', 'sending…', 'opening the provider…'];
-// The flags this machine needs, as in approvals.mjs: without the background networking ones,
-// chromium keeps dialling Google's hosts, which a closed network refuses.
-const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
-function reply(value) {
-  process.stdout.write(`REPLY ${JSON.stringify(value)}\n`);
-}
-
-function fail(error) {
-  const message = error && error.stack ? error.stack : String(error);
-  // One line, without the colour codes of Playwright's call log.
-  process.stdout.write(`ERROR ${message.replace(/\x1b\[[0-9;]*m/g, '').replace(/\n/g, ' | ')}\n`);
-  process.exit(1);
-}
-
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-// Script errors, CSP refusals and failed loads, as the page's console reports them.
-function problemsOf(page) {
-  const problems = [];
-  page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
-  page.on('console', (message) => {
-    if (!['error', 'warning'].includes(message.type())) return;
-    // The location names the resource a failed load was for.
-    const at = message.location()?.url ?? '';
-    // The browser asks every origin for an icon on its own; the daemon has none (it answers
-    // 401), and that says nothing about the page.
-    if (at && new URL(at).pathname === '/favicon.ico') return;
-    problems.push(`console ${message.type()}: ${message.text()}${at ? ` (${at})` : ''}`);
-  });
-  return problems;
-}
 
 // The asked-for selectors' match counts, texts and visibility.
 async function selectorsOn(page, command) {
@@ -107,7 +68,7 @@ async function main() {
   if (!loginUrl) throw new Error('usage: node console.mjs <sign-in URL>');
   const origin = new URL(loginUrl).origin;
 
-  const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+  const browser = await launch();
   const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT_MS);
