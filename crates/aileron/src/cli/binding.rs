@@ -99,7 +99,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
             Ok(ExitStatus::Ok)
         }
         BindingCommand::Inspect { name, json } => {
-            let binding = client.get(&format!("/v1/bindings/{}", encode(&name))).await?;
+            let binding = client.get(&format!("/v1/bindings/{}", crate::wire::path_segment(&name))).await?;
             if json {
                 print_json(&binding);
             } else {
@@ -111,19 +111,19 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
             Ok(ExitStatus::Ok)
         }
         BindingCommand::Rebind { name, material } => {
-            let binding = client.get(&format!("/v1/bindings/{}", encode(&name))).await?;
+            let binding = client.get(&format!("/v1/bindings/{}", crate::wire::path_segment(&name))).await?;
             let kind = binding["kind"].as_str().unwrap_or_default().to_string();
             if kind == "oauth2" {
                 return authorize(home, &client, json!({ "rebind": name }), material.no_browser).await;
             }
             let body = material_body(&kind, &material)?;
-            let rebound = send(&client, Method::POST, &format!("/v1/bindings/{}/rebind", encode(&name)), body).await?;
+            let rebound = send(&client, Method::POST, &format!("/v1/bindings/{}/rebind", crate::wire::path_segment(&name)), body).await?;
             eprintln!("rebound {}", escape(rebound["name"].as_str().unwrap_or(&name)));
             Ok(ExitStatus::Ok)
         }
         BindingCommand::Reauthorize { name, no_browser } => authorize(home, &client, json!({ "rebind": name }), no_browser).await,
         BindingCommand::Revoke { name } => {
-            let (status, body) = client.call_raw(Method::DELETE, &format!("/v1/bindings/{}", encode(&name)), None).await?;
+            let (status, body) = client.call_raw(Method::DELETE, &format!("/v1/bindings/{}", crate::wire::path_segment(&name)), None).await?;
             if !status.is_success() {
                 return Err(CliError::failure(ApiFailure { status, body }.to_string()));
             }
@@ -272,7 +272,3 @@ pub fn summary_line(binding: &Value) -> String {
     ))
 }
 
-/// A binding name as one URL path segment (`/` → `%2F`).
-fn encode(name: &str) -> String {
-    url::form_urlencoded::byte_serialize(name.as_bytes()).collect::<String>().replace('+', "%20")
-}

@@ -305,3 +305,9 @@ pub struct StartSession {
 pub struct EndSession {
     pub exit_code: Option<i32>,
 }
+
+/// `text` as one URL path segment of a route (a binding name's `/` becomes `%2F`), as the CLI
+/// sends it and the console's buttons name it.
+pub fn path_segment(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>().replace('+', "%20")
+}

@@ -13,10 +13,11 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::context::{Installed, Recent};
-use super::{ConsolePage, Control, Rendered, ago, escape, respond, segment};
+use super::context::Recent;
+use super::{ConsolePage, Control, Rendered, ago, escape, respond};
 use crate::bindings::BindingInfo;
 use crate::daemon::AppState;
+use crate::wire::path_segment;
 use crate::services::Services;
 use crate::vault::VaultState;
 
@@ -130,7 +131,7 @@ fn binding_row(binding: &BindingInfo, last_used: Option<&str>, recent: &Recent, 
         "<span class=\"badge good\">ok</span>".to_string()
     };
     let expires = binding.expires_at.as_deref().map(|at| format!("<br><span class=\"muted\">token expires {}</span>", escape(at))).unwrap_or_default();
-    let path = format!("/v1/bindings/{}", segment(&binding.name));
+    let path = format!("/v1/bindings/{}", path_segment(&binding.name));
     let rebind = if binding.kind == "oauth2" {
         Control {
             label: "Reauthorize",
@@ -176,10 +177,11 @@ fn binding_row(binding: &BindingInfo, last_used: Option<&str>, recent: &Recent, 
 
 /// Connect an account for each installed connector that takes a credential.
 fn connect(state: &Services, bindings: &[BindingInfo]) -> String {
-    let installed = Installed::read(state);
+    // Only the store: the signers (an audit scan) say nothing here.
+    let entries = state.store.list().unwrap_or_default();
     // The newest version of each connector decides the kind, as the setup route does.
     let mut newest: BTreeMap<String, &crate::store::StoreEntry> = BTreeMap::new();
-    for entry in &installed.entries {
+    for entry in &entries {
         let fqn = entry.fqn.to_string();
         if newest.get(&fqn).is_none_or(|current| current.version < entry.version) {
             newest.insert(fqn, entry);

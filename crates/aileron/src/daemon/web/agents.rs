@@ -86,7 +86,7 @@ fn content(state: &Services) -> String {
                 Control {
                     label: "End",
                     method: "POST",
-                    path: format!("/v1/sessions/{}/end", super::segment(&session.session_id)),
+                    path: format!("/v1/sessions/{}/end", crate::wire::path_segment(&session.session_id)),
                     body: json!({}),
                     confirm: Some(format!("End the {} session? Its token stops working at once.", session.agent)),
                     follow: None,

@@ -14,8 +14,9 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::context::{Installed, Recent, reach};
-use super::{ConsolePage, Control, Rendered, ago, escape, query_value, respond, segment};
+use super::{ConsolePage, Control, Rendered, ago, escape, query_value, respond};
 use crate::daemon::AppState;
+use crate::wire::path_segment;
 use crate::services::Services;
 use crate::store::StoreEntry;
 
@@ -69,7 +70,7 @@ fn actions(state: &Services) -> String {
         let toggle = Control {
             label: if action.enabled { "Disable" } else { "Enable" },
             method: "PATCH",
-            path: format!("/v1/actions/{}", segment(&file.name)),
+            path: format!("/v1/actions/{}", path_segment(&file.name)),
             body: json!({ "enabled": !action.enabled }),
             confirm: None,
             follow: None,

@@ -316,11 +316,6 @@ impl Control<'_> {
     }
 }
 
-/// One path segment, percent-encoded (binding names hold `/`).
-pub fn segment(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>().replace('+', "%20")
-}
-
 /// A query string value for a link.
 pub fn query_value(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
