@@ -53,7 +53,7 @@ enum WireHeaders {
 
 /// Why a guest's request JSON was refused (`http_request` returns −2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub(crate) enum MalformedRequest {
+pub enum MalformedRequest {
     #[error("request is not valid JSON of the form {{method, url, headers?, body?, credential?}}: {0}")]
     Json(String),
     #[error("header `{0}` must have a string or a list of strings as its value")]
@@ -62,7 +62,9 @@ pub(crate) enum MalformedRequest {
     EmptyMethod,
 }
 
-pub(crate) fn parse_request(bytes: &[u8]) -> Result<GuestHttpRequest, MalformedRequest> {
+/// Parses the JSON a guest passes to `http_request`. Public (hidden) only for the fuzz targets of
+/// `crates/aileron-fuzz`.
+pub fn parse_request(bytes: &[u8]) -> Result<GuestHttpRequest, MalformedRequest> {
     let wire: WireRequest = serde_json::from_slice(bytes).map_err(|e| MalformedRequest::Json(e.to_string()))?;
     if wire.method.trim().is_empty() {
         return Err(MalformedRequest::EmptyMethod);

@@ -39,3 +39,11 @@ pub use imports::ImportPolicy;
 pub use limits::{Limits, MAX_MEMORY_BYTES};
 pub use outcome::CallOutcome;
 pub use runtime::{CallRequest, LoadedModule, Runtime, RuntimeConfig};
+
+/// The parsers of the JSON a guest writes (its stdout envelope, its `http_request` argument),
+/// reachable for the fuzz targets of `crates/aileron-fuzz`; not API.
+#[doc(hidden)]
+pub mod guest_json {
+    pub use crate::host::{MalformedRequest, parse_request};
+    pub use crate::outcome::{Printed, parse_stdout};
+}

@@ -84,7 +84,7 @@ pub(crate) struct RunRecord<'a> {
 
 /// What the guest printed on stdout.
 #[derive(Debug, PartialEq)]
-enum Printed {
+pub enum Printed {
     Nothing,
     Output(Value),
     Error(Failure),
@@ -150,7 +150,9 @@ pub(crate) fn stderr_tail(tail: &crate::context::StderrTail) -> String {
     tail.last(STDERR_TAIL_BYTES)
 }
 
-fn parse_stdout(stdout: &[u8]) -> Printed {
+/// Reads what a guest printed on stdout: nothing, one `{"output"}` or one `{"error"}` object.
+/// Public (hidden) only for the fuzz targets of `crates/aileron-fuzz`.
+pub fn parse_stdout(stdout: &[u8]) -> Printed {
     if stdout.iter().all(u8::is_ascii_whitespace) {
         return Printed::Nothing;
     }
