@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
@@ -241,8 +241,19 @@ impl SessionRegistry {
         text.push('\n');
         let mut journal = self.journal.lock().expect("session journal poisoned");
         if journal.is_none() {
-            let file =
-                OpenOptions::new().create(true).append(true).mode(0o600).open(&self.journal_path).map_err(error)?;
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .read(true)
+                .mode(0o600)
+                .open(&self.journal_path)
+                .map_err(error)?;
+            // A crash mid-append leaves a last line without its newline; ending it first keeps this
+            // line whole (the torn one stays a skipped line) instead of joining both into one that
+            // no replay can read.
+            if ends_torn(&file).map_err(error)? {
+                text.insert(0, '\n');
+            }
             *journal = Some(file);
         }
         let file = journal.as_mut().expect("opened above");
@@ -250,6 +261,17 @@ impl SessionRegistry {
         file.write_all(text.as_bytes()).map_err(error)?;
         file.sync_data().map_err(error)
     }
+}
+
+/// Whether the file is not empty and its last byte is not a newline.
+fn ends_torn(file: &File) -> io::Result<bool> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(false);
+    }
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, len - 1)?;
+    Ok(last[0] != b'\n')
 }
 
 fn replay(sessions: &mut HashMap<String, Session>, entry: JournalLine) {
