@@ -192,7 +192,12 @@ pub struct StdioSession {
 
 impl StdioSession {
     pub fn spawn(env: &[(&str, &str)]) -> StdioSession {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_aileron-mcp"));
+        StdioSession::spawn_binary(Path::new(env!("CARGO_BIN_EXE_aileron-mcp")), env)
+    }
+
+    /// The same with another `aileron-mcp` (the campaigns' release build).
+    pub fn spawn_binary(binary: &Path, env: &[(&str, &str)]) -> StdioSession {
+        let mut command = Command::new(binary);
         for name in [
             "AILERON_HOME",
             "AILERON_URL",
