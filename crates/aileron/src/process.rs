@@ -36,3 +36,18 @@ pub struct DaemonInfo {
     #[serde(with = "crate::secret::exposed")]
     pub token: crate::secret::Secret,
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::serve::Listener;
+
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = super::no_delay(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (stream, _) = listener.accept().await;
+        assert!(stream.nodelay().unwrap(), "SSE events must not wait for Nagle's algorithm");
+    }
+}

@@ -2,6 +2,7 @@
 //! the single-instance flock, graceful shutdown that finishes in-flight runs).
 
 pub mod api;
+pub mod connections;
 pub mod auth;
 pub mod credentials;
 pub mod mcp;
@@ -21,7 +22,7 @@ use crate::home::{Home, write_atomic};
 use crate::secret::Secret;
 use crate::services::{ServiceOptions, Services};
 
-use crate::process::{DaemonInfo, VERSION, no_delay};
+use crate::process::{DaemonInfo, VERSION};
 
 /// Everything a request handler can reach: the workflows' [`Services`] (through `Deref`), plus
 /// what only the HTTP layer uses.
@@ -107,6 +108,7 @@ impl AppState {
 pub fn app(state: Arc<AppState>) -> Router {
     api::routes(&state)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
+        .layer(axum::middleware::from_fn(connections::refuse_ambiguous_framing))
         // Outermost, so refused requests get their server span too.
         .layer(axum::middleware::from_fn_with_state(state.telemetry.clone(), crate::telemetry::http::server_span))
         .with_state(state)
@@ -153,13 +155,12 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     eprintln!("aileron daemon {VERSION} listening on {} (pid {})", info.url, info.pid);
 
     let shutdown_state = state.clone();
-    let result = axum::serve(no_delay(listener), app(state.clone()))
-        .with_graceful_shutdown(async move {
-            wait_for_signal().await;
-            eprintln!("aileron daemon: shutting down; finishing in-flight requests");
-            shutdown_state.shutdown.send_replace(true);
-        })
-        .await;
+    let result = connections::serve(listener, app(state.clone()), async move {
+        wait_for_signal().await;
+        eprintln!("aileron daemon: shutting down; finishing in-flight requests");
+        shutdown_state.shutdown.send_replace(true);
+    })
+    .await;
     let _ = std::fs::remove_file(home.daemon_json());
     state.audit.flush().await;
     // Exports the last batch of spans; the exporter blocks, so off the async workers.
@@ -177,20 +178,5 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use axum::serve::Listener;
-
-    #[tokio::test]
-    async fn accepted_connections_have_tcp_nodelay() {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut listener = super::no_delay(listener);
-        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (stream, _) = listener.accept().await;
-        assert!(stream.nodelay().unwrap(), "SSE events must not wait for Nagle's algorithm");
     }
 }

@@ -24,7 +24,7 @@ impl Cli {
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_aileron"))
+        Command::new(crate::campaign::binary("aileron"))
             .args(args)
             .env("AILERON_HOME", &self.home)
             .env_remove("AILERON_AUDIT_DIR")
@@ -38,7 +38,7 @@ impl Cli {
     /// Runs with extra environment variables and, when given, this text on standard input.
     pub fn run_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
         use std::io::Write;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
+        let mut command = Command::new(crate::campaign::binary("aileron"));
         command
             .args(args)
             .env("AILERON_HOME", &self.home)

@@ -3,6 +3,7 @@
 mod api;
 mod approvals;
 mod browser;
+mod campaign;
 mod cli;
 mod crash;
 mod credentials;
