@@ -5,8 +5,16 @@
 //! Invariant: every state change goes through [`ApprovalQueue::commit`], which holds the queue
 //! lock across the state-machine check, the journal append + fsync and the in-memory swap. That
 //! ordering is what makes decides and executions exactly-once (see `aileron_core::approval`).
+//!
+//! Retention: an entry that is not finished (pending, approved, awaiting the vault, running) is
+//! never forgotten. Of the finished ones (completed, denied, failed) the [`Retention::finished`]
+//! most recently requested are kept, in memory and in the journal, so an agent polling a result
+//! finds it; older ones live on in the audit log. Once [`Retention::slack`] more have finished,
+//! the journal is compacted: its lines for the forgotten entries are dropped (seq numbers are
+//! kept; replay allows gaps) and the file replaced atomically, so memory, the journal and the
+//! replay at start-up stay bounded however long the daemon runs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -42,10 +50,26 @@ struct Inner {
     entries: BTreeMap<ApprovalId, ApprovalEntry>,
     journal: File,
     seq: u64,
+    /// How many of `entries` are finished (terminal).
+    finished: usize,
+}
+
+/// How many finished entries the queue keeps (see the module doc).
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    pub finished: usize,
+    pub slack: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Retention {
+        Retention { finished: 1_000, slack: 1_000 }
+    }
 }
 
 pub struct ApprovalQueue {
     path: PathBuf,
+    retention: Retention,
     inner: Mutex<Inner>,
     events: tokio::sync::broadcast::Sender<QueueEvent>,
 }
@@ -64,6 +88,11 @@ impl ApprovalQueue {
     /// Replays the journal (truncating a torn tail), journals the recovery of entries that were
     /// running, and returns the work to resume.
     pub fn open(path: &Path) -> anyhow::Result<(ApprovalQueue, Recovery)> {
+        ApprovalQueue::open_with(path, Retention::default())
+    }
+
+    /// [`ApprovalQueue::open`] with a chosen retention.
+    pub fn open_with(path: &Path, retention: Retention) -> anyhow::Result<(ApprovalQueue, Recovery)> {
         let text = match std::fs::read(path) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -85,9 +114,11 @@ impl ApprovalQueue {
             journal.sync_all()?;
         }
         let (events, _) = tokio::sync::broadcast::channel(256);
+        let finished = replayed.entries.values().filter(|e| e.state.is_terminal()).count();
         let queue = ApprovalQueue {
             path: path.to_path_buf(),
-            inner: Mutex::new(Inner { entries: replayed.entries, journal, seq: replayed.last_seq }),
+            retention,
+            inner: Mutex::new(Inner { entries: replayed.entries, journal, seq: replayed.last_seq, finished }),
             events,
         };
         let mut recovered = Vec::new();
@@ -97,6 +128,13 @@ impl ApprovalQueue {
             let mut inner = queue.inner.lock().expect("approval queue poisoned");
             queue.append(&mut inner, &event)?;
             recovered.push(id);
+        }
+        {
+            // A journal written before retention existed, or recoveries just made: bound it now.
+            let mut inner = queue.inner.lock().expect("approval queue poisoned");
+            if inner.finished > retention.finished + retention.slack {
+                queue.compact(&mut inner)?;
+            }
         }
         Ok((queue, Recovery { to_resume: replayed.to_resume, recovered }))
     }
@@ -182,8 +220,18 @@ impl ApprovalQueue {
         let mut inner = self.inner.lock().expect("approval queue poisoned");
         let current = inner.entries.get(id).ok_or_else(|| QueueError::Unknown(id.to_string()))?;
         let (next, event) = step(current)?;
+        let finishes = next.state.is_terminal() && !current.state.is_terminal();
         self.append(&mut inner, &event).map_err(|e| self.journal_error(e))?;
         inner.entries.insert(id.clone(), next.clone());
+        if finishes {
+            inner.finished += 1;
+            if inner.finished > self.retention.finished + self.retention.slack {
+                // The event is durable already; a failed compaction only leaves the journal longer.
+                if let Err(error) = self.compact(&mut inner) {
+                    eprintln!("aileron daemon: warning: compacting {}: {error:#}", self.path.display());
+                }
+            }
+        }
         drop(inner);
         let _ = self.events.send(QueueEvent::Resolved { entry: Box::new(next.clone()) });
         Ok(next)
@@ -195,6 +243,34 @@ impl ApprovalQueue {
         inner.journal.write_all(b"\n")?;
         inner.journal.sync_data()?;
         inner.seq += 1;
+        Ok(())
+    }
+
+    /// Forgets all but the [`Retention::finished`] most recent finished entries: the journal is
+    /// rewritten without their lines (atomically, fsynced) and reopened, then memory follows.
+    fn compact(&self, inner: &mut Inner) -> anyhow::Result<()> {
+        let finished: Vec<&ApprovalId> = inner.entries.iter().filter(|(_, e)| e.state.is_terminal()).map(|(id, _)| id).collect();
+        let forget = finished.len().saturating_sub(self.retention.finished);
+        // Ids sort by request time: the first ones are the oldest.
+        let forgotten: HashSet<ApprovalId> = finished[..forget].iter().map(|id| (*id).clone()).collect();
+        #[derive(serde::Deserialize)]
+        struct Id {
+            id: ApprovalId,
+        }
+        let text = std::fs::read_to_string(&self.path).with_context(|| format!("reading {}", self.path.display()))?;
+        let mut kept = String::with_capacity(text.len());
+        for line in text.lines() {
+            // A line that does not parse is kept: replay reports it, compaction does not judge it.
+            if serde_json::from_str::<Id>(line).is_ok_and(|parsed| forgotten.contains(&parsed.id)) {
+                continue;
+            }
+            kept.push_str(line);
+            kept.push('\n');
+        }
+        crate::home::write_atomic(&self.path, kept.as_bytes(), 0o600)?;
+        inner.journal = OpenOptions::new().append(true).open(&self.path).with_context(|| format!("reopening {}", self.path.display()))?;
+        inner.entries.retain(|id, _| !forgotten.contains(id));
+        inner.finished -= forgotten.len();
         Ok(())
     }
 

@@ -84,7 +84,11 @@ pub fn result(state: &Services, principal: &Principal, id: String) -> Answer {
     require(principal, Scope::ApprovalsPoll)?;
     let unknown = || {
         ApiError::not_found("approval_not_found", format!("approval `{id}` is unknown"))
-            .with_hint("list pending approvals with: aileron approval list")
+            .with_hint(format!(
+                "list pending approvals with: aileron approval list; the daemon keeps the results of the {} most recent \
+                 finished approvals, older ones are in the audit log (aileron audit list --json)",
+                crate::approvals::Retention::default().finished
+            ))
     };
     let approval_id = ApprovalId::parse(&id).map_err(|_| unknown())?;
     // Another session's approval is as unknown to this token as a made-up id.
