@@ -22,6 +22,13 @@
 //!   (the dev-only crate `crates/aileron-bench`), which prints the figures and refreshes
 //!   `BENCHMARKS.md` (a `--markdown PATH` in ARGS writes elsewhere).
 //!
+//! - `campaign NAME [--long]`: a reliability campaign of RELIABILITY.md — `crash`, `load`,
+//!   `surface`, `leaks`, `properties`, `fuzz`, or `all`. Short (the size the test suite runs) by
+//!   default; `--long` is the published figure: release binaries (`AILERON_CAMPAIGN_BIN_DIR`),
+//!   `AILERON_CAMPAIGN=long`, proptest's 10,000 cases, and for `fuzz` the coverage-guided
+//!   libFuzzer run of `fuzz/run.sh` (`SECONDS_PER_TARGET`, default 300). Figures are printed and
+//!   written to `target/campaign/<name>.json` (the load campaign's plot to `load.svg`).
+//!
 //! Every command is printed before it runs; the first failing command's exit code is ours.
 
 use std::ffi::OsString;
@@ -69,7 +76,11 @@ tasks:
   build-guests    the wasm32-wasip1 target, then build connectors/ (release)
   bench [ARGS]    setup, the release aileron binaries, then `cargo run --release -p aileron-bench -- ARGS`
                   (figures into BENCHMARKS.md; ARGS: --only call|http|restart|traces|mcp|gateway,
-                  --calls, --clients, --duration, --warmup, --restarts, --markdown PATH)";
+                  --calls, --clients, --duration, --warmup, --restarts, --markdown PATH)
+  campaign NAME [--long]
+                  a reliability campaign (RELIABILITY.md): crash | load | surface | leaks |
+                  properties | fuzz | all; --long for the published size (release binaries; fuzz:
+                  coverage-guided, SECONDS_PER_TARGET each, default 300); figures in target/campaign/";
 
 #[derive(Debug, PartialEq)]
 enum Task {
@@ -78,7 +89,48 @@ enum Task {
     Demo,
     BuildGuests,
     Bench(Vec<OsString>),
+    Campaign { name: Campaign, long: bool },
     Help,
+}
+
+/// The reliability campaigns (RELIABILITY.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Campaign {
+    Crash,
+    Load,
+    Surface,
+    Leaks,
+    Properties,
+    Fuzz,
+    All,
+}
+
+impl Campaign {
+    const EACH: [Campaign; 6] = [Campaign::Properties, Campaign::Fuzz, Campaign::Surface, Campaign::Leaks, Campaign::Crash, Campaign::Load];
+
+    fn parse(name: &str) -> Option<Campaign> {
+        Some(match name {
+            "crash" => Campaign::Crash,
+            "load" => Campaign::Load,
+            "surface" => Campaign::Surface,
+            "leaks" => Campaign::Leaks,
+            "properties" => Campaign::Properties,
+            "fuzz" => Campaign::Fuzz,
+            "all" => Campaign::All,
+            _ => return None,
+        })
+    }
+
+    /// The integration tests (`crates/aileron/tests/it`) that are this campaign.
+    fn tests(self) -> &'static [&'static str] {
+        match self {
+            Campaign::Crash => &["campaign::crash"],
+            Campaign::Load => &["campaign::load"],
+            Campaign::Surface => &["campaign::surface"],
+            Campaign::Leaks => &["leaks::", "credentials::planted_secrets_never_appear_in_any_output"],
+            Campaign::Properties | Campaign::Fuzz | Campaign::All => &[],
+        }
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -86,6 +138,7 @@ enum UsageError {
     Missing,
     Unknown(String),
     UnexpectedArguments(&'static str),
+    Campaign(String),
 }
 
 impl fmt::Display for UsageError {
@@ -94,6 +147,9 @@ impl fmt::Display for UsageError {
             UsageError::Missing => f.write_str("no task given"),
             UsageError::Unknown(task) => write!(f, "unknown task `{task}`"),
             UsageError::UnexpectedArguments(task) => write!(f, "`{task}` takes no arguments"),
+            UsageError::Campaign(given) => {
+                write!(f, "`campaign {given}`: name one of crash, load, surface, leaks, properties, fuzz, all (then --long, optionally)")
+            }
         }
     }
 }
@@ -111,6 +167,15 @@ impl Task {
             "demo" => no_arguments(Task::Demo, "demo"),
             "build-guests" => no_arguments(Task::BuildGuests, "build-guests"),
             "bench" => Ok(Task::Bench(rest)),
+            "campaign" => {
+                let words: Vec<String> = rest.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+                let long = words.iter().any(|w| w == "--long");
+                let names: Vec<&String> = words.iter().filter(|w| *w != "--long").collect();
+                match names.as_slice() {
+                    [name] => Campaign::parse(name).map(|name| Task::Campaign { name, long }).ok_or_else(|| UsageError::Campaign(words.join(" "))),
+                    _ => Err(UsageError::Campaign(words.join(" "))),
+                }
+            }
             "help" | "--help" | "-h" => Ok(Task::Help),
             other => Err(UsageError::Unknown(other.to_owned())),
         }
@@ -191,7 +256,57 @@ fn run(task: Task) -> Result<(), Failure> {
             execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins"]))?;
             execute(cargo(&root).args(bench_args(&root, args)))
         }
+        Task::Campaign { name, long } => {
+            install_guest_target()?;
+            if long {
+                // The published figures are measured on the binaries users run.
+                execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins"]))?;
+            }
+            let each: &[Campaign] = if name == Campaign::All { &Campaign::EACH } else { std::slice::from_ref(&name) };
+            for campaign in each {
+                execute(&mut campaign_command(&root, *campaign, long))?;
+            }
+            eprintln!("figures: {}", root.join("target/campaign").display());
+            Ok(())
+        }
     }
+}
+
+/// The command that runs one campaign (see the module doc).
+fn campaign_command(root: &Path, campaign: Campaign, long: bool) -> Command {
+    let mut command = match campaign {
+        Campaign::Fuzz if long => {
+            let mut command = Command::new(root.join("fuzz/run.sh"));
+            if std::env::var_os("SECONDS_PER_TARGET").is_none() {
+                command.env("SECONDS_PER_TARGET", "300");
+            }
+            command
+        }
+        Campaign::Fuzz => {
+            let mut command = cargo(root);
+            command.args(["test", "-p", "aileron-fuzz", "--", "--nocapture"]);
+            command
+        }
+        Campaign::Properties => {
+            let mut command = cargo(root);
+            command.args(["test", "-p", "aileron-core", "-p", "aileron", "--lib", "properties", "--", "--nocapture"]);
+            if long {
+                command.env("PROPTEST_CASES", "10000");
+            }
+            command
+        }
+        _ => {
+            let mut command = cargo(root);
+            // Test filters go after `--`: cargo takes one before it, the test harness any number.
+            command.args(["test", "-p", "aileron", "--test", "it", "--"]).args(campaign.tests()).args(["--nocapture", "--test-threads=1"]);
+            command
+        }
+    };
+    command.current_dir(root).env("AILERON_CAMPAIGN_REPORT", root.join("target/campaign"));
+    if long {
+        command.env("AILERON_CAMPAIGN", "long").env("AILERON_CAMPAIGN_BIN_DIR", root.join("target/release"));
+    }
+    command
 }
 
 /// The cargo arguments of `bench`: a release run whose figures go to the repository's
@@ -619,7 +734,7 @@ mod tests {
 
     use std::path::Path;
 
-    use super::{Task, UsageError, bench_args, browser_packages_current, built_after, display, workspace_test_args};
+    use super::{Campaign, Task, UsageError, bench_args, browser_packages_current, built_after, campaign_command, display, workspace_test_args};
 
     fn check(args: &[&str], expected: Result<Task, UsageError>) {
         assert_eq!(Task::parse(args.iter().map(OsString::from)), expected, "args: {args:?}");
@@ -645,6 +760,27 @@ mod tests {
         check(&["deploy"], Err(UsageError::Unknown("deploy".to_owned())));
         check(&["demo", "--fast"], Err(UsageError::UnexpectedArguments("demo")));
         check(&["setup", "x"], Err(UsageError::UnexpectedArguments("setup")));
+    }
+
+    #[test]
+    fn campaigns_parse_and_run_their_tests_long_on_release_binaries() {
+        check(&["campaign", "crash"], Ok(Task::Campaign { name: Campaign::Crash, long: false }));
+        check(&["campaign", "--long", "all"], Ok(Task::Campaign { name: Campaign::All, long: true }));
+        check(&["campaign"], Err(UsageError::Campaign(String::new())));
+        check(&["campaign", "nap"], Err(UsageError::Campaign("nap".into())));
+        let root = Path::new("/r");
+        let shown = |campaign, long| display(&campaign_command(root, campaign, long));
+        assert_eq!(
+            shown(Campaign::Leaks, true),
+            "AILERON_CAMPAIGN_REPORT=/r/target/campaign AILERON_CAMPAIGN_BIN_DIR=/r/target/release AILERON_CAMPAIGN=long cargo test -p aileron --test it -- leaks:: credentials::planted_secrets_never_appear_in_any_output --nocapture --test-threads=1"
+        );
+        assert_eq!(shown(Campaign::Fuzz, false), "AILERON_CAMPAIGN_REPORT=/r/target/campaign cargo test -p aileron-fuzz -- --nocapture");
+        assert!(shown(Campaign::Fuzz, true).ends_with("run.sh"), "the coverage-guided run: {}", shown(Campaign::Fuzz, true));
+        assert!(shown(Campaign::Properties, true).contains("PROPTEST_CASES=10000"));
+        // Every campaign `all` runs has its command.
+        for campaign in Campaign::EACH {
+            assert!(!shown(campaign, false).is_empty());
+        }
     }
 
     #[test]

@@ -465,17 +465,19 @@ async fn the_gateway_answers_423_in_the_providers_shape_while_the_vault_is_locke
 }
 
 #[tokio::test]
-async fn a_thousand_planted_secrets_never_appear_in_any_output() {
+async fn planted_secrets_never_appear_in_any_output() {
     let upstream = FakeOAuth::start().await;
     let harness = Harness::new();
     credential_action(&harness, &[upstream.host_port()], &api_key_credential("X-Api-Key", "Token {key}"), "api_key", false).await;
     init_vault(&harness).await;
-    let planted: Vec<String> = (0..1000).map(|i| format!("PLANTED-{i:04}-{:016x}", 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1))).collect();
+    // 200 in the suite, 1,000 in the leak campaign (`cargo xtask campaign leaks --long`).
+    let count = crate::campaign::scaled(200, 1000);
+    let planted: Vec<String> = (0..count).map(|i| format!("PLANTED-{i:04}-{:016x}", 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1))).collect();
     for (i, secret) in planted.iter().enumerate() {
         let set = harness.request("POST", "/v1/secrets", Some(json!({ "path": format!("planted/s{i:04}"), "value": secret }))).await;
         assert_eq!(set.status, StatusCode::CREATED, "{}", set.body);
     }
-    let key = &planted[999];
+    let key = &planted[count as usize - 1];
     *upstream.state.api_key.lock().unwrap() = Some(format!("Token {key}"));
     harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": key }))).await;
 

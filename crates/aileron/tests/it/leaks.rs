@@ -1,5 +1,5 @@
 //! Planted secrets, searched for everywhere a user or an agent could see bytes: a real daemon
-//! process with file traces on, a thousand distinct API keys each stored in the vault, bound,
+//! process with file traces on, a thousand distinct API keys (250 in the suite) each stored in the vault, bound,
 //! and injected into a real call (the upstream checks it received each one), calls over
 //! `aileron-mcp`, refused calls and errors, and the connector's whole linear memory after an
 //! injected call. Every HTTP answer, MCP result, CLI output, guest memory window and every file
@@ -18,7 +18,6 @@ use crate::support::{ActionSpec, every_file, guest_wasm, manifest};
 
 const PASSPHRASE: &str = "leak-scan passphrase 7f3a9c21";
 const CONNECTOR: &str = "github://aileron-tests/http_get";
-const SECRETS: usize = 1000;
 
 /// The secret number `i`: fixed length, a prefix nothing else contains, and `+`, `/`, `=` so
 /// its percent-encoded and base64 forms differ from the raw one.
@@ -92,7 +91,9 @@ impl Needles {
 }
 
 #[test]
-fn a_thousand_injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
+fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
+    // 250 in the suite, 1,000 in the leak campaign (`cargo xtask campaign leaks --long`).
+    let secrets_count = crate::campaign::scaled(250, 1000);
     aileron::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let provider = runtime.block_on(FakeOAuth::start());
@@ -115,7 +116,7 @@ fn a_thousand_injected_secrets_never_appear_in_any_output_file_span_or_guest_mem
     let init = cli.run_with(&["vault", "init"], &[("AILERON_VAULT_PASSPHRASE", PASSPHRASE)], None);
     assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
 
-    let secrets: Vec<String> = (0..SECRETS).map(planted).collect();
+    let secrets: Vec<String> = (0..secrets_count).map(planted).collect();
     let mut outputs: Vec<Vec<u8>> = Vec::new();
     let mut record = |output: &std::process::Output| {
         outputs.push(output.stdout.clone());
@@ -167,7 +168,7 @@ fn a_thousand_injected_secrets_never_appear_in_any_output_file_span_or_guest_mem
         .filter(|(name, _)| name == "x-api-key")
         .map(|(_, value)| value.trim_start_matches("Token ").to_string())
         .collect();
-    assert_eq!(upstream_saw.len(), SECRETS, "the upstream received every one of the secrets");
+    assert_eq!(upstream_saw.len(), secrets_count, "the upstream received every one of the secrets");
 
     // The connector's whole memory, window by window, each read right after an injected call.
     let sized = call(reqwest::Method::POST, "/v1/actions/fetch/run", Some(json!({ "args": { "url": url, "credential": "api_key", "memory_window": { "offset": 0, "len": 0 } } })));
@@ -223,7 +224,7 @@ fn a_thousand_injected_secrets_never_appear_in_any_output_file_span_or_guest_mem
         forms: encodings(PASSPHRASE).into_iter().map(|(name, p)| Form { name, prefix: p.clone(), patterns: HashSet::from([p]) }).collect(),
     };
     // The search itself finds each form, wherever it sits in other bytes.
-    for (form, pattern) in encodings(&secrets[SECRETS / 2]).into_iter().chain(encodings(PASSPHRASE)) {
+    for (form, pattern) in encodings(&secrets[secrets_count / 2]).into_iter().chain(encodings(PASSPHRASE)) {
         let mut haystack = b"{\"x\":\"".to_vec();
         haystack.extend_from_slice(&pattern);
         haystack.extend_from_slice(b"\"}");
@@ -247,13 +248,14 @@ fn a_thousand_injected_secrets_never_appear_in_any_output_file_span_or_guest_mem
         }
     }
     assert_eq!(leaks, Vec::<String>::new(), "planted secrets leaked");
-    eprintln!(
-        "leak scan: {} secrets + the passphrase, {} forms each, {} places, {} bytes searched, {} guest memory bytes: 0 found",
-        SECRETS,
-        encodings(PASSPHRASE).len(),
-        haystacks.len(),
-        searched_bytes,
-        memory_size
-    );
+    let mut report = crate::campaign::Report::new("leaks");
+    report.set("secrets", secrets_count);
+    report.set("passphrase", 1);
+    report.set("forms", json!(encodings(PASSPHRASE).iter().map(|(name, _)| *name).collect::<Vec<_>>()));
+    report.set("places", haystacks.len());
+    report.set("bytes_searched", searched_bytes);
+    report.set("guest_memory_bytes", memory_size);
+    report.set("found", leaks.len());
+    report.finish();
     drop(runtime);
 }
