@@ -10,7 +10,7 @@
 //! and the bodies of `vault/init` and `vault/unlock` are decoded into their type, not sent (every
 //! well-formed one costs an Argon2id derivation over 64 MiB, which would be all the target measures).
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use aileron::daemon::api::{ROUTES, Serve};
@@ -180,7 +180,8 @@ pub fn mcp_message(data: &[u8]) {
     let daemon = daemon();
     for message in data.split(|&b| b == b'\n').filter(|m| !m.is_empty()).take(8) {
         let session = {
-            let mut slot = daemon.mcp_session.lock().expect("the session slot");
+            // A finding panics with the lock held; the slot itself is still sound.
+            let mut slot = daemon.mcp_session.lock().unwrap_or_else(PoisonError::into_inner);
             slot.get_or_insert_with(|| open_mcp_session(daemon)).clone()
         };
         let request = mcp_request(Some(&session)).body(Body::from(message.to_vec())).expect("a request");
@@ -189,7 +190,7 @@ pub fn mcp_message(data: &[u8]) {
         assert!(!status.is_server_error(), "POST /mcp: {status}: {text}");
         if status == StatusCode::NOT_FOUND {
             // The session ended; the next message opens another.
-            *daemon.mcp_session.lock().expect("the session slot") = None;
+            *daemon.mcp_session.lock().unwrap_or_else(PoisonError::into_inner) = None;
         }
         if content_type.starts_with("text/event-stream") {
             for data in text.lines().filter_map(|line| line.strip_prefix("data:")) {
