@@ -28,6 +28,18 @@ use aileron_core::{Boundary, Failure};
 use anyhow::Context;
 use serde::Serialize;
 
+/// The length in the file's bytes of `intact`, a prefix of whole lines of the file's lossy UTF-8
+/// text. The two differ when the file holds invalid UTF-8 (each bad byte reads as a 3-byte U+FFFD);
+/// the newlines are the same, so the prefix ends after as many of them in the bytes.
+fn intact_bytes(bytes: &[u8], intact: &str) -> usize {
+    let lines = intact.bytes().filter(|&b| b == b'\n').count();
+    if lines == 0 {
+        return 0;
+    }
+    let mut newlines = bytes.iter().enumerate().filter(|&(_, &b)| b == b'\n');
+    newlines.nth(lines - 1).map_or(bytes.len(), |(at, _)| at + 1)
+}
+
 /// What watchers of the queue see.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -93,11 +105,12 @@ impl ApprovalQueue {
 
     /// [`ApprovalQueue::open`] with a chosen retention.
     pub fn open_with(path: &Path, retention: Retention) -> anyhow::Result<(ApprovalQueue, Recovery)> {
-        let text = match std::fs::read(path) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
         };
+        let text = String::from_utf8_lossy(&bytes);
         let replayed = replay(&text);
         for error in &replayed.errors {
             eprintln!("aileron daemon: warning: {error}");
@@ -110,7 +123,8 @@ impl ApprovalQueue {
             .with_context(|| format!("opening {}", path.display()))?;
         if replayed.torn_tail {
             eprintln!("aileron daemon: warning: {} ended with a torn line (a crash mid-append); it was dropped", path.display());
-            journal.set_len(replayed.intact_len as u64).with_context(|| format!("truncating {}", path.display()))?;
+            let intact = intact_bytes(&bytes, &text[..replayed.intact_len]);
+            journal.set_len(intact as u64).with_context(|| format!("truncating {}", path.display()))?;
             journal.sync_all()?;
         }
         let (events, _) = tokio::sync::broadcast::channel(256);
