@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::campaign::kill_9;
 use crate::cli::Cli;
 use crate::support::ActionSpec;
 
@@ -12,14 +13,6 @@ use crate::support::ActionSpec;
 fn daemon_info(cli: &Cli) -> (String, String, i32) {
     let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
     (info["url"].as_str().unwrap().to_string(), info["token"].as_str().unwrap().to_string(), info["pid"].as_i64().unwrap() as i32)
-}
-
-fn kill_9(pid: i32) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
-    let started = Instant::now();
-    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) && started.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Where the daemon is killed in an approval's life.

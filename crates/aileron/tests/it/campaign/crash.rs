@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Report, scaled};
+use super::{Report, kill_9, scaled};
 use crate::cli::Cli;
 use crate::support::{ActionSpec, guest_wasm, manifest};
 
@@ -44,6 +44,9 @@ struct Gated {
     marker: String,
     /// `Some(approved)` once the decision was acknowledged (204).
     decided: Option<bool>,
+    /// The final status a check after a restart saw (the daemon keeps the 1,000 most recent
+    /// finished entries; the final sweep falls back to this for older ones).
+    observed: Option<String>,
 }
 
 /// Everything the daemon acknowledged, across rounds.
@@ -51,10 +54,47 @@ struct Gated {
 struct Acknowledged {
     audit_ids: Vec<String>,
     gated: Vec<Gated>,
+    /// Installs, action adds and secret writes not yet checked; once checked after a restart
+    /// they are removed again (so the store, the action set and the vault keep one size over a
+    /// thousand rounds) and counted.
     installs: Vec<String>,
     actions: Vec<String>,
     secrets: Vec<String>,
+    checked: Checked,
     rebinds: usize,
+}
+
+#[derive(Default)]
+struct Checked {
+    installs: usize,
+    actions: usize,
+    secrets: usize,
+}
+
+/// The audit records on disk, read incrementally: each file from where the last read stopped
+/// (whole lines only, so a torn tail the daemon repairs is read once it is whole).
+#[derive(Default)]
+struct AuditOnDisk {
+    offsets: std::collections::HashMap<std::path::PathBuf, usize>,
+    ids: HashSet<String>,
+}
+
+impl AuditOnDisk {
+    fn refresh(&mut self, home: &std::path::Path) -> &HashSet<String> {
+        for entry in std::fs::read_dir(home.join("audit")).unwrap().flatten() {
+            let bytes = std::fs::read(entry.path()).unwrap_or_default();
+            let offset = self.offsets.entry(entry.path()).or_default();
+            let start = (*offset).min(bytes.len());
+            let Some(end) = bytes[start..].iter().rposition(|b| *b == b'\n').map(|at| start + at + 1) else { continue };
+            for line in bytes[start..end].split(|b| *b == b'\n') {
+                if let Ok(record) = serde_json::from_slice::<Value>(line) {
+                    self.ids.insert(record["audit_id"].as_str().unwrap_or_default().to_string());
+                }
+            }
+            *offset = end;
+        }
+        &self.ids
+    }
 }
 
 /// A tiny deterministic generator (xorshift), so a round's kill delay can be replayed from the seed.
@@ -70,6 +110,7 @@ impl Rng {
 }
 
 struct Daemon {
+    home: std::path::PathBuf,
     url: String,
     token: String,
     pid: i32,
@@ -80,30 +121,11 @@ fn start(cli: &Cli) -> Daemon {
     assert!(started.status.success(), "the daemon restarts on the crashed home: {}", String::from_utf8_lossy(&started.stderr));
     let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
     Daemon {
+        home: cli.home.clone(),
         url: info["url"].as_str().unwrap().to_string(),
         token: info["token"].as_str().unwrap().to_string(),
         pid: info["pid"].as_i64().unwrap() as i32,
     }
-}
-
-fn kill_9(pid: i32) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
-    let started = Instant::now();
-    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) && started.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-fn audit_ids_on_disk(home: &std::path::Path) -> HashSet<String> {
-    let mut ids = HashSet::new();
-    for entry in std::fs::read_dir(home.join("audit")).unwrap().flatten() {
-        for line in std::fs::read_to_string(entry.path()).unwrap_or_default().lines() {
-            if let Ok(record) = serde_json::from_str::<Value>(line) {
-                ids.insert(record["audit_id"].as_str().unwrap_or_default().to_string());
-            }
-        }
-    }
-    ids
 }
 
 /// Marks a phase in flight for the length of one request.
@@ -153,13 +175,15 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
     // Gated entries before this index were checked after an earlier restart (the final sweep
     // checks them all again).
     let mut checked_gated = 0;
+    let mut audit = AuditOnDisk::default();
 
     for round in 0..rounds {
         let daemon = start(&cli);
         // The vault reopens: it unlocks with the passphrase (its file parsed and verified).
         let unlock = client.post(format!("{}/v1/vault/unlock", daemon.url)).bearer_auth(&daemon.token).json(&json!({"passphrase": PASSPHRASE})).send().unwrap();
         assert!(unlock.status().is_success(), "round {round}: the vault unlocks after the crash: {}", unlock.text().unwrap_or_default());
-        checked_gated = check_after_restart(round, &client, &daemon, &cli, &acknowledged.lock().unwrap(), checked_gated, &calls_for, &mut verify_ms_max);
+        checked_gated =
+            check_after_restart(round, &client, &daemon, &mut audit, &mut acknowledged.lock().unwrap(), checked_gated, &calls_for, &mut verify_ms_max);
 
         // A first run after the restart (it loads the compiled connector), acknowledged like any.
         let first: Value = client.post(format!("{}/v1/actions/ping/run", daemon.url)).bearer_auth(&daemon.token).json(&json!({"args": {}})).send().unwrap().json().unwrap();
@@ -210,7 +234,7 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
                 let id = body["approval_id"].as_str().unwrap().to_string();
                 let index = {
                     let mut acks = acks.lock().unwrap();
-                    acks.gated.push(Gated { id: id.clone(), marker, decided: None });
+                    acks.gated.push(Gated { id: id.clone(), marker, decided: None, observed: None });
                     acks.gated.len() - 1
                 };
                 let approve = i % 4 != 3;
@@ -322,23 +346,25 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
     let daemon = start(&cli);
     let unlock = client.post(format!("{}/v1/vault/unlock", daemon.url)).bearer_auth(&daemon.token).json(&json!({"passphrase": PASSPHRASE})).send().unwrap();
     assert!(unlock.status().is_success());
-    let acks = acknowledged.lock().unwrap();
-    check_after_restart(rounds, &client, &daemon, &cli, &acks, checked_gated, &calls_for, &mut verify_ms_max);
+    let mut acks = acknowledged.lock().unwrap();
+    check_after_restart(rounds, &client, &daemon, &mut audit, &mut acks, checked_gated, &calls_for, &mut verify_ms_max);
     // Exactly once, over the whole campaign: a later crash never re-ran an earlier entry.
     let mut completed = 0;
     let mut recovered = 0;
     for gated in &acks.gated {
+        let calls = calls_for(&gated.marker);
+        assert!(calls <= 1, "{} ran {calls} times", gated.id);
         let view: Value = client.get(format!("{}/v1/action-approvals/{}/result", daemon.url, gated.id)).bearer_auth(&daemon.token).send().unwrap().json().unwrap();
-        match view["status"].as_str().unwrap_or_default() {
+        // A finished entry older than the daemon's retention is answered 404: its status is the
+        // one the check after its round saw.
+        let status = view["status"].as_str().map(str::to_string).or_else(|| gated.observed.clone()).unwrap_or_default();
+        match status.as_str() {
             "completed" => {
-                assert_eq!(calls_for(&gated.marker), 1, "{} completed and ran exactly once", gated.id);
+                assert_eq!(calls, 1, "{} completed and ran exactly once", gated.id);
                 completed += 1;
             }
-            "failed" => {
-                assert!(calls_for(&gated.marker) <= 1, "{} was recovered and never re-run", gated.id);
-                recovered += 1;
-            }
-            _ => assert_eq!(calls_for(&gated.marker), 0, "{} ({}) never ran", gated.id, view["status"]),
+            "failed" => recovered += 1,
+            other => assert_eq!(calls, 0, "{} ({other}) never ran", gated.id),
         }
     }
     let _ = cli.run(&["daemon", "stop"]);
@@ -353,9 +379,9 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
     report.set("gated_runs", acks.gated.len());
     report.set("approvals_completed_exactly_once", completed);
     report.set("approvals_recovered_without_rerun", recovered);
-    report.set("installs", acks.installs.len());
-    report.set("action_adds", acks.actions.len());
-    report.set("vault_writes", acks.secrets.len());
+    report.set("installs", acks.checked.installs);
+    report.set("action_adds", acks.checked.actions);
+    report.set("vault_writes", acks.checked.secrets);
     report.set("rebinds", acks.rebinds);
     report.set("lost", 0);
     report.set("audit_verify_ms_max", verify_ms_max as u64);
@@ -365,14 +391,15 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
 }
 
 /// The checks after every restart (see the module doc); gated entries from `gated_from` on.
-/// Returns the index the next round checks from.
+/// Then the checked installs, actions and secrets are removed again. Returns the index the next
+/// round checks gated entries from.
 #[allow(clippy::too_many_arguments)]
 fn check_after_restart(
     round: usize,
     client: &reqwest::blocking::Client,
     daemon: &Daemon,
-    cli: &Cli,
-    acks: &Acknowledged,
+    audit: &mut AuditOnDisk,
+    acks: &mut Acknowledged,
     gated_from: usize,
     calls_for: &dyn Fn(&str) -> usize,
     verify_ms_max: &mut u128,
@@ -386,7 +413,7 @@ fn check_after_restart(
     let verify = get("/v1/audit/verify");
     *verify_ms_max = (*verify_ms_max).max(started.elapsed().as_millis());
     assert_eq!(verify["ok"], true, "round {round}: the audit chain verifies after the crash: {verify}");
-    let on_disk = audit_ids_on_disk(&cli.home);
+    let on_disk = audit.refresh(&daemon.home);
     let lost: Vec<_> = acks.audit_ids.iter().filter(|id| !on_disk.contains(*id)).collect();
     assert!(lost.is_empty(), "round {round}: acknowledged runs missing from the audit log: {lost:?}");
 
@@ -407,7 +434,7 @@ fn check_after_restart(
     let binding = get(&format!("/v1/bindings/{}", aileron::wire::path_segment(BINDING)));
     assert_eq!(binding["name"], BINDING, "round {round}: the binding survived its rebinds");
 
-    for gated in &acks.gated[gated_from..] {
+    for gated in &mut acks.gated[gated_from..] {
         let view = wait_final(client, daemon, &gated.id, gated.decided.is_some());
         let status = view["status"].as_str().unwrap_or_default().to_string();
         let calls = calls_for(&gated.marker);
@@ -421,6 +448,29 @@ fn check_after_restart(
             (None, "pending_approval") => assert_eq!(calls, 0, "round {round}: a pending entry has not run"),
             (decided, other) => panic!("round {round}: {} decided {decided:?} is {other}: {view}", gated.id),
         }
+        gated.observed = Some(status);
+    }
+
+    // Keep the store, the action set and the vault at one size: remove what was just checked.
+    let remove = |method: reqwest::Method, path: String, body: Option<Value>| {
+        let mut request = client.request(method, format!("{}{path}", daemon.url)).bearer_auth(&daemon.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().unwrap();
+        assert!(response.status().is_success(), "round {round}: removing {path}: {}", response.status());
+    };
+    for name in acks.actions.drain(..) {
+        remove(reqwest::Method::DELETE, format!("/v1/actions/{name}"), None);
+        acks.checked.actions += 1;
+    }
+    for path in acks.secrets.drain(..) {
+        remove(reqwest::Method::DELETE, format!("/v1/secrets/{path}"), None);
+        acks.checked.secrets += 1;
+    }
+    for version in acks.installs.drain(..) {
+        remove(reqwest::Method::POST, "/v1/connectors/remove".into(), Some(json!({"reference": format!("github://aileron-tests/echo@{version}")})));
+        acks.checked.installs += 1;
     }
     acks.gated.len()
 }

@@ -80,6 +80,17 @@ impl Report {
     }
 }
 
+/// `kill -9` of a daemon, returning once it is gone (a zombie counts: its lock is released).
+pub fn kill_9(pid: i32) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
+        && started.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// Resident set size and open file descriptors of a process, from `/proc`.
 pub fn rss_and_fds(pid: i32) -> (u64, usize) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

@@ -98,13 +98,7 @@ impl Rig {
 
     /// `GET /v1/health` on a fresh connection: its latency, or why it failed.
     fn health(&self) -> Result<Duration, String> {
-        let started = Instant::now();
-        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)).map_err(|e| format!("connect: {e}"))?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        write!(stream, "GET /v1/health HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.host()).map_err(|e| format!("write: {e}"))?;
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).map_err(|e| format!("read: {e}"))?;
-        if answer.starts_with(b"HTTP/1.1 200") { Ok(started.elapsed()) } else { Err(String::from_utf8_lossy(&answer).into_owned()) }
+        Rig::probe_only(self.addr, self.host())()
     }
 
     fn audit_records(&self) -> usize {
@@ -286,7 +280,14 @@ fn request_smuggling_framings_never_reach_the_upstream_as_a_second_request() {
         if reached.len() > 1 {
             problems.push(format!("{name}: {} requests reached the upstream", reached.len()));
         }
-        outcomes.push(json!({"form": name, "statuses": codes, "upstream_requests": reached.len()}));
+        // Who refused it: hyper's parser (a bare 400), or the daemon's framing check.
+        let refused_by = match codes.first() {
+            Some(400) if answer.windows(17).any(|w| w == b"ambiguous_framing") => "framing check",
+            Some(400) => "hyper",
+            Some(_) => "-",
+            None => "closed",
+        };
+        outcomes.push(json!({"form": name, "statuses": codes, "refused_by": refused_by, "upstream_requests": reached.len()}));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     let seen = rig.upstream.seen.lock().unwrap().len();
