@@ -5,7 +5,7 @@
 //!
 //! Two drivers call [`TARGETS`]: cargo-fuzz (`fuzz/fuzz_targets/<target>.rs`, coverage-guided
 //! libFuzzer) and `tests/replay.rs` (every checked-in corpus and regression file, then a short blind
-//! mutation loop, under a plain `cargo test`). A panic is a finding; see `RESULTS.md`.
+//! mutation loop, under a plain `cargo test`). A panic is a finding; see RELIABILITY.md.
 //!
 //! Targets that read files (package tarballs, the audit log, the journals, the vault) write the bytes
 //! to a temporary file and call the same reader the daemon calls on start-up; the HTTP bodies and MCP

@@ -1,7 +1,7 @@
 //! Replays every checked-in corpus and regression input through its target, then mutates the
 //! corpus blindly for a bounded time per target (`AILERON_FUZZ_SECONDS`, default 1): a plain
 //! `cargo test` run of the fuzz targets, on the stable toolchain, with no new dependency.
-//! Coverage-guided fuzzing is cargo-fuzz's job (`fuzz/`, see `RESULTS.md`); this keeps every
+//! Coverage-guided fuzzing is cargo-fuzz's job (`fuzz/`, see RELIABILITY.md); this keeps every
 //! crash it found fixed and catches the shallow ones on every test run.
 //!
 //! A panic is saved to `target/fuzz-failures/<target>-<hash>` and the test fails naming it.

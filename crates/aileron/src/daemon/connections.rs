@@ -2,20 +2,15 @@
 //! a connection must finish each request head within [`HEADER_READ_TIMEOUT`] (slowloris, and
 //! idle connections, fresh or kept alive, are closed after it), at most [`max_connections`] are
 //! open at once (the rest wait in the kernel's backlog), and shutdown drains in-flight requests.
-//! The request-smuggling check — a request whose framing a front end could read differently is
-//! answered 400 and its connection closed — is [`refuse_ambiguous_framing`].
+//! Ambiguous request framing is hyper's to refuse: it answers 400 to every smuggling form the
+//! surface campaign sends but two, and those (`Content-Length` with `Transfer-Encoding`) it reads
+//! as chunked and closes the connection after its one response, so nothing after it is read.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::Request;
-use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-
-use crate::wire::ApiError;
 
 /// How long a connection may take to send a whole request head, counted from when the daemon
 /// starts waiting for it (a new connection, or the end of the previous response on a kept-alive
@@ -93,30 +88,4 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Router, shutdown: imp
     draining.send_replace(true);
     finished.closed().await;
     Ok(())
-}
-
-/// Refuses a request whose body framing is ambiguous — `Content-Length` together with
-/// `Transfer-Encoding`, a `Transfer-Encoding` other than a single `chunked`, or more than one
-/// `Content-Length` — with 400 and `Connection: close`, so that no byte after it on the
-/// connection is read as another request (RFC 9112 §6.1 asks a server to close after such a
-/// request; hyper answers it and keeps reading).
-pub async fn refuse_ambiguous_framing(request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let encodings: Vec<&HeaderValue> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
-    let lengths = headers.get_all(header::CONTENT_LENGTH).iter().count();
-    let ambiguous = (lengths > 0 && !encodings.is_empty())
-        || lengths > 1
-        || encodings.len() > 1
-        || encodings.first().is_some_and(|value| !value.as_bytes().eq_ignore_ascii_case(b"chunked"));
-    if !ambiguous {
-        return next.run(request).await;
-    }
-    let mut response = ApiError::bad_request(
-        "ambiguous_framing",
-        "the request's body framing is ambiguous: Content-Length with Transfer-Encoding, or a repeated or unknown one",
-    )
-    .with_hint("send either one Content-Length or `Transfer-Encoding: chunked`")
-    .into_response();
-    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
 }

@@ -108,7 +108,6 @@ impl AppState {
 pub fn app(state: Arc<AppState>) -> Router {
     api::routes(&state)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
-        .layer(axum::middleware::from_fn(connections::refuse_ambiguous_framing))
         // Outermost, so refused requests get their server span too.
         .layer(axum::middleware::from_fn_with_state(state.telemetry.clone(), crate::telemetry::http::server_span))
         .with_state(state)
