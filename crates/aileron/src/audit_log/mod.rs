@@ -54,7 +54,7 @@ pub use histogram::Bucket;
 pub use recovery::HEAD_FILE;
 
 use daily_file::{file_name, log_files, read_text};
-use recovery::{check_anchored_head, recover};
+use recovery::{check_against_anchor, read_anchored_head, recover};
 use writer::{Command, Writer};
 
 /// Where the log lives.
@@ -435,6 +435,9 @@ pub fn query(parent: &Path, filter: &AuditFilter) -> Result<Vec<AuditRecord>, Au
 
 fn verify_audit_dir(audit_dir: &Path) -> Result<VerifyReport, VerifyError> {
     let read_error = |path: &Path, source| VerifyError::Read { path: path.display().to_string(), source };
+    // The anchor first: a daemon appending meanwhile anchors a batch only after it is durable in
+    // the log, so the log read next holds at least the anchored head.
+    let anchor = read_anchored_head(audit_dir);
     let files = log_files(audit_dir).map_err(|e| read_error(audit_dir, e))?;
     let mut verifier = ChainVerifier::new();
     for (index, (_, path)) in files.iter().enumerate() {
@@ -444,8 +447,7 @@ fn verify_audit_dir(audit_dir: &Path) -> Result<VerifyReport, VerifyError> {
         }
     }
     let report = verifier.finish();
-    check_anchored_head(audit_dir, report.last_seq, &report.last_hash)
-        .map_err(|problem| VerifyError::Truncated { problem })?;
+    check_against_anchor(anchor, report.last_seq, &report.last_hash).map_err(|problem| VerifyError::Truncated { problem })?;
     Ok(report)
 }
 
@@ -544,6 +546,40 @@ mod tests {
         fs::remove_file(temp.path().join("audit/audit-2026-11-22.jsonl")).unwrap();
         let VerifyError::Broken(brk) = verify(temp.path()).unwrap_err() else { panic!("expected a chain break") };
         assert_eq!((brk.line, brk.reason), (1, BreakReason::PrevDoesNotLink { previous: None }));
+    }
+
+    /// Found by the crash campaign: `verify` read the log, then the anchored head; a batch made
+    /// durable and anchored in between looked like records removed from the end.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn verify_while_records_are_appended_never_reports_a_truncation() {
+        let temp = tempfile::tempdir().unwrap();
+        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
+        let log = Arc::new(open_disk(temp.path(), &clock));
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let appender = {
+            let (log, done) = (log.clone(), done.clone());
+            tokio::spawn(async move {
+                for i in 0..400 {
+                    log.append(event(EventType::ActionExecuted, &[("n", &i.to_string())])).await.unwrap();
+                }
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+            })
+        };
+        let parent = temp.path().to_path_buf();
+        let verifies = tokio::task::spawn_blocking(move || {
+            let mut count = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Err(error) = verify(&parent) {
+                    return Err(format!("after {count} verifies: {error}"));
+                }
+                count += 1;
+            }
+            Ok(count)
+        });
+        appender.await.unwrap();
+        let verifies = verifies.await.unwrap().unwrap();
+        assert!(verifies > 10, "the verifier ran alongside the appends ({verifies})");
     }
 
     #[test]

@@ -46,8 +46,9 @@ pub const HEAD_FILE: &str = "chain-head";
 pub(super) const HEAD_RECORD_BYTES: usize = 160;
 
 /// The anchored head, if the file exists and parses. It is written without its own fsync (after
-/// the log's): after a crash it may lag behind the log, never run ahead of it.
-fn read_anchored_head(audit_dir: &Path) -> Option<(u64, String)> {
+/// the log's): after a crash it may lag behind the log, never run ahead of it. A reader racing a
+/// live writer must read it before the log, so that the log it reads holds at least this head.
+pub(super) fn read_anchored_head(audit_dir: &Path) -> Option<(u64, String)> {
     let bytes = fs::read(audit_dir.join(HEAD_FILE)).ok()?;
     let value: Value = serde_json::from_slice(String::from_utf8_lossy(&bytes).trim().as_bytes()).ok()?;
     Some((value["seq"].as_u64()?, value["hash"].as_str()?.to_string()))
@@ -55,7 +56,12 @@ fn read_anchored_head(audit_dir: &Path) -> Option<(u64, String)> {
 
 /// A log whose last record is before the anchored head lost records from its end.
 pub(super) fn check_anchored_head(audit_dir: &Path, last_seq: u64, last_hash: &str) -> Result<(), String> {
-    match read_anchored_head(audit_dir) {
+    check_against_anchor(read_anchored_head(audit_dir), last_seq, last_hash)
+}
+
+/// [`check_anchored_head`] against an anchor read earlier (before the log).
+pub(super) fn check_against_anchor(anchor: Option<(u64, String)>, last_seq: u64, last_hash: &str) -> Result<(), String> {
+    match anchor {
         Some((seq, _)) if seq > last_seq => Err(format!(
             "the log ends at record {last_seq}, but record {seq} was written (records were removed from the end)"
         )),
