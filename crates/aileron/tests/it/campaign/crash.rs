@@ -203,9 +203,8 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
             }));
         };
         let flag = |phase: Phase| PHASES.iter().position(|p| *p == phase).unwrap();
-        for worker in 0..3 {
+        for _ in 0..3 {
             let (client, url, token, flags, acks) = (client.clone(), daemon.url.clone(), daemon.token.clone(), flags.clone(), acknowledged.clone());
-            let _ = worker;
             spawn(&mut workers, Box::new(move |_| {
                 let _in_flight = InFlight::enter(&flags[flag(Phase::Run)]);
                 let Ok(response) = client.post(format!("{url}/v1/actions/ping/run")).bearer_auth(&token).json(&json!({"args": {}})).send() else { return false };
