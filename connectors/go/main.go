@@ -85,6 +85,11 @@ func main() {
 	writeObject(map[string]any{"output": output})
 }
 
+// extraOps are operations a build adds in other files (big.go, under the
+// `big` build tag, which the benchmark uses to make a connector the size of
+// the original project's).
+var extraOps = map[string]func(json.RawMessage) (any, *connectorError){}
+
 func dispatch(op string, rawArgs json.RawMessage) (any, *connectorError) {
 	switch op {
 	case "echo":
@@ -125,6 +130,9 @@ func dispatch(op string, rawArgs json.RawMessage) (any, *connectorError) {
 			Details: map[string]any{"status": args.Status},
 		}
 	default:
+		if handler, ok := extraOps[op]; ok {
+			return handler(rawArgs)
+		}
 		return nil, &connectorError{Class: "unknown_op", Message: fmt.Sprintf("unknown op %q", op)}
 	}
 }

@@ -55,6 +55,9 @@ const AGENT_TEST_DIR: &str = "crates/aileron/tests/agents";
 const GO_CONNECTOR_DIR: &str = "connectors/go";
 /// Where the Go build writes the guest; `crates/aileron/tests/it/go_guest.rs` reads it from here.
 const GO_CONNECTOR_WASM: &str = "connectors/target/go/go_connector.wasm";
+/// The same sources built with `-tags big` (connectors/go/big.go): a connector the size of the
+/// original project's, for the benchmark only.
+const GO_CONNECTOR_BIG_WASM: &str = "connectors/target/go/go_connector_big.wasm";
 /// Go's build cache, module path and config (telemetry) directory, so nothing lands in `$HOME`.
 const GO_WORK_DIR: &str = "target/go";
 /// Where Debian's chromium package puts the browser the test drives.
@@ -254,6 +257,7 @@ fn run(task: Task) -> Result<(), Failure> {
             // The benchmark starts the release `aileron` (the daemon), `aileron-mcp` and `aileron-spawn` found beside
             // its own executable; they are built as the product is, without the sandbox's `baseline`.
             execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins"]))?;
+            build_go_guest(&root, "big", &root.join(GO_CONNECTOR_BIG_WASM))?;
             execute(cargo(&root).args(bench_args(&root, args)))
         }
         Task::Campaign { name, long } => {
@@ -320,6 +324,11 @@ fn bench_args(root: &Path, args: Vec<OsString>) -> Vec<OsString> {
     if litellm.exists() {
         bench_args.push("--litellm".into());
         bench_args.push(litellm.into_os_string());
+    }
+    let go_guest = root.join(GO_CONNECTOR_BIG_WASM);
+    if go_guest.exists() {
+        bench_args.push("--go-wasm".into());
+        bench_args.push(go_guest.into_os_string());
     }
     bench_args.extend(args);
     bench_args
@@ -397,8 +406,12 @@ fn go_toolchain_record(root: &Path) -> PathBuf {
 /// counters to all under `target/go/`. `-trimpath -buildvcs=false` keep the checkout's path and
 /// git state out of the bytes, so the module's content hash depends on the sources only.
 fn build_go_connector(root: &Path) -> Result<(), Failure> {
+    build_go_guest(root, "", &root.join(GO_CONNECTOR_WASM))
+}
+
+/// [`build_go_connector`] with the build `tags` (comma-separated; empty for none) into `output`.
+fn build_go_guest(root: &Path, tags: &str, output: &Path) -> Result<(), Failure> {
     let go = root.join(PYTHON_VENV).join("bin/go");
-    let output = root.join(GO_CONNECTOR_WASM);
     if !go.exists() {
         eprintln!(
             "warning: {} is missing, so the Go connector guest is not built; the Go guest test will fail\n\
@@ -412,7 +425,7 @@ fn build_go_connector(root: &Path) -> Result<(), Failure> {
     let entries = std::fs::read_dir(&sources)
         .map_err(|error| Failure { message: format!("listing {}: {error}", sources.display()), code: 1 })?;
     inputs.extend(entries.filter_map(Result::ok).map(|entry| entry.path()));
-    if built_after(&output, &inputs) {
+    if built_after(output, &inputs) {
         eprintln!("the Go connector guest is up to date ({})", output.display());
         return Ok(());
     }
@@ -422,8 +435,8 @@ fn build_go_connector(root: &Path) -> Result<(), Failure> {
             .arg("build")
             .arg("-C")
             .arg(&sources)
-            .args(["-trimpath", "-buildvcs=false", "-o"])
-            .arg(&output)
+            .args(["-tags", tags, "-trimpath", "-buildvcs=false", "-o"])
+            .arg(output)
             .arg(".")
             .env("GOOS", "wasip1")
             .env("GOARCH", "wasm")

@@ -37,6 +37,8 @@ mod gateway;
 mod mcp;
 mod spawn;
 mod console;
+mod go_guest;
+mod catalog;
 
 use aileron::daemon::{AppState, StateOptions};
 use aileron::cli::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
@@ -108,6 +110,10 @@ pub enum Part {
     Spawn,
     /// (h) the web console's activity page on 100,000 audit records against the JSON API
     Console,
+    /// (i) a Go connector of real-world size: first call, restart, warm call, Cranelift vs Winch
+    Go,
+    /// (j) catalogs of 1,000 and 10,000 actions, list_changed, and the daemon's memory
+    Catalog,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -146,6 +152,9 @@ pub struct BenchArgs {
     /// The `litellm` executable for the gateway comparison (`cargo xtask bench` installs it)
     #[arg(long, value_name = "PATH")]
     litellm: Option<PathBuf>,
+    /// The big Go guest for (i) (`cargo xtask bench` builds it with `go build -tags big`)
+    #[arg(long, value_name = "PATH")]
+    go_wasm: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -191,6 +200,8 @@ fn part_name(part: Part) -> &'static str {
         Part::Gateway => "gateway",
         Part::Spawn => "spawn",
         Part::Console => "console",
+        Part::Go => "go",
+        Part::Catalog => "catalog",
     }
 }
 
@@ -303,6 +314,23 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         None
     };
 
+    let go = if args.runs(Part::Go) {
+        let Some(wasm) = &args.go_wasm else {
+            bail!("(i) needs the big Go guest: pass --go-wasm PATH (`cargo xtask bench` builds it and passes it)");
+        };
+        eprintln!("(i) a Go connector at real-world size: install, first call, {} restarts, warm calls, Winch", args.restarts);
+        Some(go_guest::run(wasm, (args.calls as usize / 10).max(100), args.restarts as usize, scratch.path()).await?)
+    } else {
+        None
+    };
+
+    let catalog = if args.runs(Part::Catalog) {
+        eprintln!("(j) catalogs of 1,000 and 10,000 actions, list_changed, memory");
+        Some(catalog::run(scratch.path()).await?)
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         machine,
@@ -316,6 +344,8 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         gateway,
         spawn,
         console,
+        go,
+        catalog,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {
@@ -331,6 +361,8 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
             eprintln!("wrote the figures to {}", path.display());
         } else {
             eprintln!("{} not refreshed: it holds a full run and this one ran only part of it", path.display());
+            // The detail of the parts that ran, for the reader to copy or compare.
+            println!("{}", report.markdown());
         }
     }
     Ok(())
@@ -446,6 +478,11 @@ impl BenchDaemon {
         let opening = Instant::now();
         let state = AppState::open(home.clone(), options)?;
         let open_time = opening.elapsed();
+        {
+            // As `aileron daemon run` does once its state is open.
+            let _entered = executor.enter();
+            aileron::runner::warm_up(&state.services);
+        }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let app = aileron::daemon::app(state.clone());
         let server = executor.spawn(async move {
@@ -508,6 +545,19 @@ impl BenchDaemon {
         wasm: &[u8],
         manifest: &str,
     ) -> anyhow::Result<String> {
+        let installed = self.install_answer(client, package, reference, wasm, manifest).await?;
+        installed["hash"].as_str().map(str::to_string).context("the install answer has no hash")
+    }
+
+    /// [`BenchDaemon::install_connector`], returning the daemon's whole answer.
+    async fn install_answer(
+        &self,
+        client: &reqwest::Client,
+        package: &Path,
+        reference: &str,
+        wasm: &[u8],
+        manifest: &str,
+    ) -> anyhow::Result<Value> {
         std::fs::create_dir_all(package)?;
         std::fs::write(package.join("connector.wasm"), wasm)?;
         std::fs::write(package.join("manifest.toml"), manifest)?;
@@ -516,9 +566,7 @@ impl BenchDaemon {
             self.expect(client, Method::POST, "/v1/connectors/preview", Some(&preview), StatusCode::OK).await?;
         let install =
             json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
-        let installed =
-            self.expect(client, Method::POST, "/v1/connectors/install", Some(&install), StatusCode::CREATED).await?;
-        installed["hash"].as_str().map(str::to_string).context("the install answer has no hash")
+        self.expect(client, Method::POST, "/v1/connectors/install", Some(&install), StatusCode::CREATED).await
     }
 
     async fn add_action(&self, client: &reqwest::Client, file_name: &str, content: &str) -> anyhow::Result<()> {
@@ -537,7 +585,8 @@ impl BenchDaemon {
         let _ = stop.send(());
         server.await.context("the daemon task panicked")?.context("serving HTTP")?;
         let deadline = Instant::now() + Duration::from_secs(10);
-        while Arc::strong_count(&state) > 1 {
+        // The start-up warm-up holds the services until it has loaded every pinned module.
+        while Arc::strong_count(&state) > 1 || Arc::strong_count(&state.services) > 1 {
             if Instant::now() > deadline {
                 bail!("the daemon state is still in use 10 s after the server stopped");
             }
@@ -1369,6 +1418,8 @@ struct Report {
     gateway: Option<gateway::GatewayFigures>,
     spawn: Option<spawn::SpawnFigures>,
     console: Option<console::ConsoleFigures>,
+    go: Option<go_guest::GoFigures>,
+    catalog: Option<catalog::CatalogFigures>,
 }
 
 /// One line of the summary: a figure, its same-run baseline, their ratio and the goal.
@@ -1463,6 +1514,12 @@ impl Report {
         }
         if let Some(spawn) = &self.spawn {
             rows.extend(spawn.summary_rows());
+        }
+        if let Some(go) = &self.go {
+            rows.extend(go.summary_rows());
+        }
+        if let Some(catalog) = &self.catalog {
+            rows.extend(catalog.summary_rows());
         }
         for restart in self.restart.iter().flatten() {
             let (kept, emptied) = (median(&restart.kept, |r| r.first), median(&restart.emptied, |r| r.first));
@@ -1583,6 +1640,12 @@ impl Report {
         }
         if let Some(console) = &self.console {
             console.markdown(&mut text, &self.args.command_line(Some(Part::Console)));
+        }
+        if let Some(go) = &self.go {
+            go.markdown(&mut text, &self.args.command_line(Some(Part::Go)));
+        }
+        if let Some(catalog) = &self.catalog {
+            catalog.markdown(&mut text, &self.args.command_line(Some(Part::Catalog)));
         }
         if let Some(spawn) = &self.spawn {
             spawn.markdown(&mut text, &self.args.command_line(Some(Part::Spawn)));

@@ -225,7 +225,7 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
 }
 
 /// Installs the echo connector (once) and actions `echo-0000` … up to `count` of them.
-async fn install_echo(client: &DaemonClient, home: &Home, count: usize) -> anyhow::Result<()> {
+pub(super) async fn install_echo(client: &DaemonClient, home: &Home, count: usize) -> anyhow::Result<()> {
     let (status, installed) = client.call_raw(Method::GET, "/v1/connectors", None).await?;
     let existing = installed["items"].as_array().and_then(|items| items.iter().find(|item| item["fqn"] == ECHO_FQN));
     let hash = match existing {
@@ -245,11 +245,19 @@ async fn install_echo(client: &DaemonClient, home: &Home, count: usize) -> anyho
     };
     let (_, listing) = client.call_raw(Method::GET, "/v1/actions", None).await?;
     let have = listing["items"].as_array().map(Vec::len).unwrap_or(0);
-    for index in have..count {
-        let name = format!("echo-{index:04}");
-        let content = echo_action(&name, &hash);
-        client.post("/v1/actions/install", &json!({ "file_name": format!("{name}.md"), "content": content })).await?;
-    }
+    // A few at a time: thousands of installs, each an atomic file write and an audit record.
+    use futures_util::{StreamExt, TryStreamExt};
+    futures_util::stream::iter(have..count)
+        .map(|index| {
+            let name = format!("echo-{index:04}");
+            let content = echo_action(&name, &hash);
+            async move {
+                client.post("/v1/actions/install", &json!({ "file_name": format!("{name}.md"), "content": content })).await
+            }
+        })
+        .buffer_unordered(4)
+        .try_collect::<Vec<_>>()
+        .await?;
     Ok(())
 }
 
@@ -264,7 +272,7 @@ fn echo_action(name: &str, hash: &str) -> String {
 }
 
 /// `aileron-mcp` as an agent host runs it: a child process spoken to in JSON-RPC lines.
-struct McpProcess {
+pub(super) struct McpProcess {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -273,7 +281,7 @@ struct McpProcess {
 }
 
 impl McpProcess {
-    fn start(binary: &Path, home: &Home, url: &str, token: &str) -> anyhow::Result<McpProcess> {
+    pub(super) fn start(binary: &Path, home: &Home, url: &str, token: &str) -> anyhow::Result<McpProcess> {
         let mut child = Command::new(binary)
             .env(aileron::env::AILERON_HOME, home.root())
             .env(aileron::env::AILERON_URL, url)
@@ -307,9 +315,10 @@ impl McpProcess {
             if self.stdout.read_line(&mut self.line)? == 0 {
                 bail!("aileron-mcp closed its stdout");
             }
+            // To the response's last byte: parsing it is the client's cost, not the server's.
+            let elapsed = started.elapsed();
             let response: Value = serde_json::from_str(&self.line).context("aileron-mcp wrote a non-JSON line")?;
             if response["id"] == id {
-                let elapsed = started.elapsed();
                 if response.get("error").is_some() {
                     bail!("{method} failed: {}", response["error"]);
                 }
@@ -326,8 +335,23 @@ impl McpProcess {
         Ok(elapsed)
     }
 
+    /// Reads lines until the notification `method` arrives; returns when it did.
+    pub(super) fn wait_for_notification(&mut self, method: &str) -> anyhow::Result<Instant> {
+        loop {
+            self.line.clear();
+            if self.stdout.read_line(&mut self.line)? == 0 {
+                bail!("aileron-mcp closed its stdout");
+            }
+            let arrived = Instant::now();
+            let message: Value = serde_json::from_str(&self.line).context("aileron-mcp wrote a non-JSON line")?;
+            if message["method"] == method && message.get("id").is_none() {
+                return Ok(arrived);
+            }
+        }
+    }
+
     /// `(time, tools listed, bytes of the response line)`.
-    fn list_tools(&mut self) -> anyhow::Result<(Duration, usize, usize)> {
+    pub(super) fn list_tools(&mut self) -> anyhow::Result<(Duration, usize, usize)> {
         let (elapsed, response) = self.request("tools/list", &json!({}))?;
         let tools = response["result"]["tools"].as_array().map(Vec::len).unwrap_or(0);
         Ok((elapsed, tools, self.line.len()))

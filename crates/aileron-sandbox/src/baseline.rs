@@ -45,26 +45,68 @@ impl HostHooks for NoEgress {
     }
 }
 
+/// Which of wasmtime's compilers a [`BareCommand`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compiler {
+    /// The optimising compiler the runtime uses.
+    Cranelift,
+    /// wasmtime's baseline compiler: one pass, no optimisation (the `winch` feature, enabled by
+    /// `baseline` only).
+    Winch,
+}
+
+/// How [`BareCommand::compile_with`] builds its engine and linker.
+pub struct BareOptions {
+    pub compiler: Compiler,
+    /// Compile in the checks the runtime's engine compiles in (fuel metering, epoch
+    /// interruption, its stack budget), so that two compilers are compared on the same code.
+    pub metered: bool,
+    /// Hooks behind the `aileron_host` functions, which are linked when given (a guest that
+    /// makes an `http_request` then runs as under the runtime); without, their imports trap.
+    pub host: Option<Arc<dyn HostHooks>>,
+}
+
 /// A module compiled on a default engine with the WASI shim linked, run without the runtime.
 pub struct BareCommand {
     module: Module,
     linker: Linker<CallContext>,
     hooks: Arc<dyn HostHooks>,
+    metered: bool,
 }
 
 impl BareCommand {
-    /// Compiles `wasm` (once; not part of what [`BareCommand::run`] costs).
+    /// Compiles `wasm` (once; not part of what [`BareCommand::run`] costs) with Cranelift on an
+    /// engine with wasmtime's default configuration, `aileron_host` imports trapping.
     pub fn compile(wasm: &[u8]) -> anyhow::Result<BareCommand> {
-        let engine = Engine::default();
+        let options = BareOptions { compiler: Compiler::Cranelift, metered: false, host: None };
+        BareCommand::compile_with(wasm, options).map(|(command, _)| command)
+    }
+
+    /// Compiles `wasm` as `options` say; returns the command and how long compiling took.
+    pub fn compile_with(wasm: &[u8], options: BareOptions) -> anyhow::Result<(BareCommand, Duration)> {
+        let mut config = wasmtime::Config::new();
+        if options.compiler == Compiler::Winch {
+            config.strategy(wasmtime::Strategy::Winch);
+        }
+        if options.metered {
+            config.consume_fuel(true).epoch_interruption(true).max_wasm_stack(1 << 20);
+        }
+        let engine = Engine::new(&config).map_err(anyhow::Error::from).context("configuring the engine")?;
+        let started = Instant::now();
         let module = Module::new(&engine, wasm).map_err(anyhow::Error::from).context("compiling the module")?;
+        let compile_time = started.elapsed();
         let mut linker = Linker::new(&engine);
         wasi::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking the WASI shim")?;
+        if options.host.is_some() {
+            crate::host::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking aileron_host")?;
+        }
         // Guests built with the connector SDK may import `aileron_host` functions they never call.
         linker
             .define_unknown_imports_as_traps(&module)
             .map_err(anyhow::Error::from)
             .context("stubbing the module's other imports")?;
-        Ok(BareCommand { module, linker, hooks: Arc::new(NoEgress) })
+        let hooks = options.host.unwrap_or_else(|| Arc::new(NoEgress));
+        Ok((BareCommand { module, linker, hooks, metered: options.metered }, compile_time))
     }
 
     /// Instantiates the module, feeds `stdin`, runs `_start` and returns what it wrote to stdout.
@@ -74,6 +116,11 @@ impl BareCommand {
         let deadline = Instant::now() + Duration::from_secs(86_400);
         let context = CallContext::new(stdin, &Limits::default(), self.hooks.clone(), deadline);
         let mut store = Store::new(self.module.engine(), context);
+        if self.metered {
+            // Budgets no call reaches: the checks run, they never stop the guest.
+            store.set_fuel(u64::MAX).map_err(anyhow::Error::from)?;
+            store.set_epoch_deadline(1 << 40);
+        }
         let instance = self.linker.instantiate_async(&mut store, &self.module).await.map_err(anyhow::Error::from)?;
         let start = instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(anyhow::Error::from)?;
         match start.call_async(&mut store, ()).await {

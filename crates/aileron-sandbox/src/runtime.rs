@@ -216,6 +216,12 @@ impl Runtime {
                 })?
             }
         };
+        // The copy-on-write image of the module's initial memory (a memfd holding its data
+        // segments: megabytes for a Go guest) is made now, on this blocking thread, instead of
+        // by the first instantiation, which is a call's time.
+        module.initialize_copy_on_write_image().map_err(|e| {
+            Failure::runtime_error(Boundary::Sandbox, format!("preparing the module's initial memory: {e:#}"))
+        })?;
         let host_imports = imports::check_module(&module)?;
         if compiled_now && let Some(disk) = &self.disk {
             // Stored before the policy check: a module refused for its manifest is refused again
@@ -293,6 +299,12 @@ impl Runtime {
             limits: &limits,
         });
         CallOutcome { result, logs: context.logs.into_lines(), elapsed: started.elapsed() }
+    }
+
+    /// Size of `hash`'s compiled artifact in the on-disk cache, if there is one.
+    pub fn artifact_bytes(&self, hash: &ContentHash) -> Option<u64> {
+        let disk = self.disk.as_ref()?;
+        std::fs::metadata(disk.path(hash)).ok().map(|metadata| metadata.len())
     }
 
     pub fn cache_stats(&self) -> CacheStats {

@@ -139,6 +139,11 @@ impl ActionRegistry {
         Ok(())
     }
 
+    /// The generation counter now: it changes with every change of the action set.
+    pub fn generation(&self) -> u64 {
+        *self.changes.borrow()
+    }
+
     /// A receiver that observes every change (generation counter).
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()

@@ -278,6 +278,44 @@ struct Called {
     bindings: Vec<crate::bindings::BindingInfo>,
 }
 
+/// The connector's module from the runtime's memory cache, else its disk cache, else compiled
+/// (on a blocking thread: a 7 MB Go guest takes seconds of CPU), checked against the imports
+/// its manifest grants.
+async fn load_module(
+    state: &Services,
+    hash: &aileron_core::ContentHash,
+    connector: &crate::store::VerifiedConnector,
+) -> Result<Arc<aileron_sandbox::LoadedModule>, Failure> {
+    let import_policy =
+        ImportPolicy { allowed_host_imports: connector.manifest.runtime_imports().map(|imports| imports.to_vec()) };
+    if let Some(loaded) = state.runtime.loaded(hash, &import_policy) {
+        return loaded;
+    }
+    let (runtime, hash, wasm) = (state.runtime.clone(), hash.clone(), connector.wasm.clone());
+    tokio::task::spawn_blocking(move || runtime.load(&hash, &wasm, &import_policy))
+        .await
+        .map_err(|e| Failure::runtime_error(aileron_core::Boundary::Runtime, format!("loading the module: {e}")))?
+}
+
+/// What compiling a connector at install time cost, for the install answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Precompiled {
+    pub elapsed: Duration,
+    /// Size of the compiled artifact in the on-disk cache (`None` when it could not be written).
+    pub artifact_bytes: Option<u64>,
+}
+
+/// Compiles an installed connector (verified against its content hash first, as every run is)
+/// into the runtime's memory and disk caches, so that its first run deserializes nothing and
+/// compiles nothing: install pays the seconds a large Go guest takes, not the agent's first
+/// call. Returns the compile failure a run would report, if any.
+pub async fn precompile(state: &Services, hash: &aileron_core::ContentHash) -> Result<Precompiled, Failure> {
+    let started = std::time::Instant::now();
+    let connector = state.store.load_verified(hash)?;
+    load_module(state, hash, &connector).await?;
+    Ok(Precompiled { elapsed: started.elapsed(), artifact_bytes: state.runtime.artifact_bytes(hash) })
+}
+
 /// Verifies and loads the pinned connector, then calls `op` in the sandbox with the egress hook,
 /// retrying per SPEC §9.
 async fn call_verified(
@@ -292,17 +330,7 @@ async fn call_verified(
     let connector = state.store.load_verified(&required.hash)?;
     let manifest = Arc::new(connector.manifest.clone());
     check_identity(&manifest, required)?;
-    let import_policy = ImportPolicy { allowed_host_imports: manifest.runtime_imports().map(|imports| imports.to_vec()) };
-    let module = match state.runtime.loaded(&required.hash, &import_policy) {
-        Some(loaded) => loaded?,
-        None => {
-            // Compiling a large module takes seconds: keep it off the async executor threads.
-            let (runtime, hash, wasm) = (state.runtime.clone(), required.hash.clone(), connector.wasm.clone());
-            tokio::task::spawn_blocking(move || runtime.load(&hash, &wasm, &import_policy))
-                .await
-                .map_err(|e| Failure::runtime_error(aileron_core::Boundary::Runtime, format!("loading the module: {e}")))??
-        }
-    };
+    let module = load_module(state, &required.hash, &connector).await?;
     let idempotent = idempotent.unwrap_or_else(|| manifest.is_idempotent());
     let egress = Arc::new(StepEgress {
         services: state.egress_services(),
@@ -591,6 +619,30 @@ async fn append(
 
 /// Executes, once each, the approved entries the journal held at start-up, and audits the
 /// entries that were running when the daemon died (failed, never re-run).
+/// Loads, in the background and one at a time, the connectors the enabled actions pin: each
+/// verified against its content hash and taken from the compiled cache (or compiled, after an
+/// engine upgrade or an emptied cache) into memory, so that an agent's first call after a
+/// daemon restart neither hashes, reads nor deserializes tens of MB. Connectors no enabled
+/// action uses are left on disk: memory holds what can run. A connector that fails to load is
+/// left for its first run to report. Returns the task, which ends when every module is loaded.
+pub fn warm_up(services: &Arc<Services>) -> tokio::task::JoinHandle<()> {
+    let services = services.clone();
+    tokio::spawn(async move {
+        let (actions, _) = services.actions.list();
+        let mut pinned: Vec<aileron_core::ContentHash> = actions
+            .iter()
+            .filter(|action| action.enabled)
+            .flat_map(|action| action.file.requires.iter().map(|connector| connector.hash.clone()))
+            .collect();
+        pinned.sort();
+        pinned.dedup();
+        for hash in pinned {
+            let _ = precompile(&services, &hash).await;
+        }
+        services.modules_warm.store(true, std::sync::atomic::Ordering::Release);
+    })
+}
+
 pub fn resume_approvals(services: &Arc<Services>) {
     let (resume, recovered) = services.take_recovery();
     for id in recovered {

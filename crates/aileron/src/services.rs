@@ -31,12 +31,16 @@ pub struct Services {
     pub audit: Arc<AuditLog>,
     pub store: Store,
     pub actions: ActionRegistry,
+    /// `GET /v1/actions` serialized, per generation of `actions`.
+    pub action_listing: crate::workflows::actions::ListingCache,
     pub approvals: ApprovalQueue,
     /// Approved entries found in the journal at start-up, executed once `resume_approvals` runs.
     pending_resume: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
     /// Entries found running at start-up (now failed); audited by `resume_approvals`.
     pending_recovered: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
     pub runtime: Arc<Runtime>,
+    /// Set when `runner::warm_up` has loaded every module the enabled actions pin.
+    pub modules_warm: std::sync::atomic::AtomicBool,
     /// The encrypted vault (`secrets.json`); starts locked.
     pub vault: Arc<Vault>,
     /// Credential bindings, stored in the vault.
@@ -112,10 +116,12 @@ impl Services {
             audit: Arc::new(audit),
             store,
             actions,
+            action_listing: Default::default(),
             approvals,
             pending_resume: std::sync::Mutex::new(recovery.to_resume),
             pending_recovered: std::sync::Mutex::new(recovery.recovered),
             runtime: Arc::new(runtime),
+            modules_warm: std::sync::atomic::AtomicBool::new(false),
             vault,
             bindings,
             credentials,

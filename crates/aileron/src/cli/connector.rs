@@ -279,8 +279,25 @@ async fn install(home: &Home, request: Install) -> CliResult {
         installed["hash"].as_str().unwrap_or("?"),
         installed["audit_id"].as_str().unwrap_or("?"),
     );
+    report_compile(&installed["compiled"]);
     println!("{}", installed["hash"].as_str().unwrap_or_default());
     Ok(ExitStatus::Ok)
+}
+
+/// The daemon compiles a module when it is installed; says what that cost, or warns that the
+/// module will not run.
+fn report_compile(compiled: &Value) {
+    if compiled["ok"] == true {
+        if let (Some(ms), Some(bytes)) = (compiled["milliseconds"].as_u64(), compiled["artifact_bytes"].as_u64()) {
+            eprintln!("compiled in {ms} ms ({} KiB of native code cached)", bytes.div_ceil(1024));
+        }
+    } else if compiled["ok"] == false {
+        eprintln!(
+            "warning: the module does not load, so its actions will fail until it is replaced: {}\n\
+             hint: the connector's author must fix the module or its manifest's [capabilities.runtime] imports",
+            compiled["error"].as_str().unwrap_or("unknown error")
+        );
+    }
 }
 
 /// Fetches the release into a temporary file in the home, with a progress bar on a TTY (plain

@@ -143,6 +143,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     let state = AppState::open(home.clone(), options)?;
     state.set_listen_port(addr.port());
     crate::runner::resume_approvals(&state.services);
+    crate::runner::warm_up(&state.services);
     let info = DaemonInfo {
         url: format!("http://{addr}"),
         pid: std::process::id(),

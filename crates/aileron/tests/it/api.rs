@@ -40,6 +40,105 @@ async fn admission_checks_host_origin_and_token() {
     assert_eq!(forged.status, StatusCode::FORBIDDEN, "even health checks the Host");
 }
 
+/// After a restart the daemon loads, in the background, the modules its enabled actions pin —
+/// verified against their hashes first — so the first call finds them in memory; a module only a
+/// disabled action uses stays on disk, and a module whose stored bytes were changed is not loaded
+/// (its run fails with `hash_mismatch`, as it did before there was a warm-up).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin() {
+    let harness = Harness::new();
+    let echo = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let spare = harness.install("spare", &guest_wasm("echo"), &manifest("spare", &[], "")).await;
+    let tampered = harness.install("tampered", &guest_wasm("echo"), &manifest("tampered", &[], "")).await;
+    for (name, connector, hash) in [("uses-echo", "echo", &echo), ("uses-spare", "spare", &spare), ("uses-tampered", "tampered", &tampered)] {
+        let spec = ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new(name, connector, hash, "echo") };
+        let added = harness.add_action(&format!("{name}.md"), &spec.render()).await;
+        assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+    }
+    let disabled = harness.request("PATCH", "/v1/actions/uses-spare", Some(json!({"enabled": false}))).await;
+    assert_eq!(disabled.status, StatusCode::OK, "{}", disabled.body);
+    let tampered_hash = aileron_core::ContentHash::parse(&tampered).unwrap();
+    let wasm_path = harness.state.store.entry_dir(&tampered_hash).join("connector.wasm");
+    let mut bytes = std::fs::read(&wasm_path).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    std::fs::write(&wasm_path, bytes).unwrap();
+
+    let crate::support::Harness { temp, home, state, router } = harness;
+    drop(router);
+    tokio::task::block_in_place(move || drop(state));
+    let mut options = aileron::daemon::StateOptions::new(crate::support::TOKEN.into());
+    options.listen_port = PORT;
+    let state = aileron::daemon::AppState::open(home.clone(), options).expect("the daemon restarts");
+    assert!(!state.modules_warm.load(std::sync::atomic::Ordering::Acquire));
+    aileron::runner::warm_up(&state.services).await.unwrap();
+    assert!(state.modules_warm.load(std::sync::atomic::Ordering::Acquire));
+    let stats = state.runtime.cache_stats();
+    assert_eq!((stats.disk_hits, stats.compiles), (1, 0), "only the enabled, intact connector was loaded: {stats:?}");
+    let policy = aileron_sandbox::ImportPolicy::default();
+    let loaded = |hash: &str| state.runtime.loaded(&aileron_core::ContentHash::parse(hash).unwrap(), &policy).is_some();
+    assert!(loaded(&echo), "the module an enabled action pins is in memory");
+    assert!(!loaded(&spare), "a module only a disabled action pins stays on disk");
+    assert!(!loaded(&tampered), "a module whose bytes changed is not loaded");
+
+    let harness = crate::support::Harness { temp, home, router: aileron::daemon::app(state.clone()), state };
+    let run = harness.run("uses-echo", json!({"message": "after a restart"})).await;
+    assert_eq!(run.status, StatusCode::OK, "{}", run.body);
+    let stats = harness.state.runtime.cache_stats();
+    assert_eq!((stats.disk_hits, stats.compiles), (1, 0), "the first run took the warmed module: {stats:?}");
+    let refused = harness.run("uses-tampered", json!({"message": "x"})).await;
+    assert_eq!(refused.body["error"]["class"], "hash_mismatch", "{}", refused.body);
+}
+
+/// `GET /v1/actions` is served from a listing kept per generation of the action set, with each
+/// action's view kept per installed file: after every kind of change it must equal a listing
+/// built from scratch, and never answer from before the change.
+#[tokio::test]
+async fn the_cached_action_listing_follows_every_change() {
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let fresh = || {
+        let (items, load_errors) = harness.state.actions.list();
+        let items = items.iter().map(|a| aileron::workflows::actions::action_view(&a.file, a.enabled)).collect();
+        serde_json::to_value(aileron::wire::ActionList { items, load_errors }).unwrap()
+    };
+    let listed = async || {
+        let listing = harness.request("GET", "/v1/actions", None).await;
+        assert_eq!(listing.status, StatusCode::OK, "{}", listing.body);
+        assert_eq!(listing.headers["content-type"], "application/json");
+        listing.body
+    };
+    let add = async |name: &str, intent: &str| {
+        let text = ActionSpec::new(name, "echo", &hash, "echo").render().replace("intent = \"test ", &format!("intent = \"{intent} "));
+        let added = harness.add_action(&format!("{name}.md"), &text).await;
+        assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+    };
+    assert_eq!(listed().await, fresh(), "empty");
+    for name in ["b-action", "a-action", "c-action"] {
+        add(name, "first").await;
+        assert_eq!(listed().await, fresh(), "after adding {name}");
+    }
+    assert_eq!(listed().await["items"].as_array().unwrap().len(), 3);
+    // Replaced in place: same name, new file.
+    add("b-action", "second").await;
+    let listing = listed().await;
+    assert_eq!(listing, fresh(), "after replacing b-action");
+    assert!(listing["items"][1]["intent"].as_str().unwrap().starts_with("second"), "{}", listing["items"][1]);
+    for enabled in [false, true] {
+        let patched = harness.request("PATCH", "/v1/actions/c-action", Some(json!({"enabled": enabled}))).await;
+        assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+        let listing = listed().await;
+        assert_eq!(listing, fresh(), "after enabled = {enabled}");
+        assert_eq!(listing["items"][2]["enabled"], enabled);
+    }
+    let removed = harness.request("DELETE", "/v1/actions/a-action", None).await;
+    assert_eq!(removed.status, StatusCode::NO_CONTENT, "{}", removed.body);
+    let listing = listed().await;
+    assert_eq!(listing, fresh(), "after removing a-action");
+    assert_eq!(listing["items"].as_array().unwrap().len(), 2);
+    // Nothing changed: the same answer again.
+    assert_eq!(listed().await, listing);
+}
+
 #[tokio::test]
 async fn action_lifecycle_add_list_disable_enable_remove() {
     let harness = Harness::new();

@@ -154,6 +154,11 @@ impl Harness {
 
     /// Writes a package directory and installs it through preview + install; returns the hash.
     pub async fn install(&self, name: &str, wasm: &[u8], manifest: &str) -> String {
+        self.install_answer(name, wasm, manifest).await["hash"].as_str().unwrap().to_string()
+    }
+
+    /// Installs as [`Harness::install`] does and returns the daemon's whole answer.
+    pub async fn install_answer(&self, name: &str, wasm: &[u8], manifest: &str) -> Value {
         let dir = self.temp.path().join(format!("pkg-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("connector.wasm"), wasm).unwrap();
@@ -164,7 +169,7 @@ impl Harness {
         let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
         let installed = self.request("POST", "/v1/connectors/install", Some(body)).await;
         assert_eq!(installed.status, StatusCode::CREATED, "install: {}", installed.body);
-        installed.body["hash"].as_str().unwrap().to_string()
+        installed.body
     }
 
     /// Installs a guest under its own name with the given manifest extras and one action for `op`.

@@ -4,6 +4,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
+use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Extension;
 use futures_util::{Stream, StreamExt};
@@ -14,8 +15,13 @@ use crate::principal::{Principal, Scope};
 use crate::wire::{self, Answer, ApiError, Json};
 use crate::workflows::{self, require};
 
-pub async fn list(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
-    workflows::actions::list(&state, &principal)
+/// Answered from the serialized listing kept per generation of the action set.
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+) -> Result<axum::response::Response, ApiError> {
+    let body = workflows::actions::list_json(&state, &principal)?;
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 pub async fn get(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(name): Path<String>) -> Answer {

@@ -211,6 +211,8 @@ async fn status(
         "sessions": active,
         "vault": state.vault.state().as_str(),
         "audit": if state.audit.is_durable() { "disk" } else { "memory" },
+        // Whether the start-up warm-up has loaded every module the enabled actions pin.
+        "modules_warm": state.modules_warm.load(std::sync::atomic::Ordering::Acquire),
     })))
 }
 

@@ -1,0 +1,296 @@
+//! `catalog`: catalogs and memory at real-world sizes (issue 17), on a real `aileron daemon run`
+//! process with the release `aileron-mcp`:
+//!
+//! - `GET /v1/actions` with 1,000 actions, to the answer's last byte, against `GET /v1/health`
+//!   from the same client (the HTTP floor);
+//! - `tools/list` through `aileron-mcp` with 10,000 actions, against the `GET /v1/actions` of
+//!   10,000 it is built from;
+//! - `notifications/tools/list_changed` at 10,000 actions: from an action's install answered to
+//!   the notification on `aileron-mcp`'s stdout, and to the first `tools/list` after it answered
+//!   (which fetches the new listing);
+//! - the daemon's resident memory (`VmRSS`) and address-space reservation (`VmSize`): idle, with
+//!   10,000 actions, with 100 connectors installed (each compiled at install), and the peak under
+//!   16 clients running an action back to back.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use super::mcp::{McpProcess, install_echo};
+use super::{Distribution, SummaryRow, distribution_rows, format_bytes, format_count, format_duration, format_ratio, ratio};
+use aileron::client::DaemonClient;
+use aileron::home::Home;
+
+const SMALL_CATALOG: usize = 1_000;
+const LARGE_CATALOG: usize = 10_000;
+const LISTINGS: usize = 30;
+const CHANGES: usize = 5;
+const CONNECTORS: usize = 100;
+const LOAD_CLIENTS: usize = 16;
+const LOAD_TIME: Duration = Duration::from_secs(5);
+const ECHO_WASM: &[u8] = include_bytes!(concat!(env!("AILERON_GUESTS_DIR"), "/echo.wasm"));
+
+const LIST_1000_GOAL: Duration = Duration::from_millis(5);
+const TOOLS_LIST_GOAL: Duration = Duration::from_millis(20);
+const LIST_CHANGED_GOAL: Duration = Duration::from_secs(1);
+
+/// `VmRSS` and `VmSize` of a process, in bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Memory {
+    resident: u64,
+    reserved: u64,
+}
+
+fn memory_of(pid: u32) -> anyhow::Result<Memory> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).with_context(|| format!("reading /proc/{pid}/status"))?;
+    let field = |name: &str| -> anyhow::Result<u64> {
+        let line = status.lines().find(|line| line.starts_with(name)).with_context(|| format!("no {name} in /proc/{pid}/status"))?;
+        let kib: u64 = line[name.len()..].trim().trim_end_matches("kB").trim().parse().context("a kB figure")?;
+        Ok(kib * 1024)
+    };
+    Ok(Memory { resident: field("VmRSS:")?, reserved: field("VmSize:")? })
+}
+
+pub(super) struct CatalogFigures {
+    list_small: Distribution,
+    health: Distribution,
+    small_bytes: usize,
+    tools_list_large: Distribution,
+    list_large: Distribution,
+    large_bytes: usize,
+    tools_listed: usize,
+    notified: Distribution,
+    relisted: Distribution,
+    idle: Memory,
+    with_actions: Memory,
+    with_connectors: Memory,
+    under_load_peak: Memory,
+    load_runs: u64,
+}
+
+pub(super) async fn run(scratch: &Path) -> anyhow::Result<CatalogFigures> {
+    let mcp_binary = std::env::current_exe().context("locating the running executable")?.with_file_name("aileron-mcp");
+    if !mcp_binary.exists() {
+        bail!("{} is missing: `cargo xtask bench` builds it in release beside aileron-bench", mcp_binary.display());
+    }
+    let home = Home::at(scratch.join("catalog-home")).context("creating the benchmark home")?;
+    let info = aileron::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
+    let result = measure(&home, &info.url, info.token.expose(), info.pid, &mcp_binary).await;
+    aileron::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
+    result
+}
+
+/// One GET timed to the answer's last byte; returns the time and the body's size.
+async fn timed_get(http: &reqwest::Client, url: &str, token: &str) -> anyhow::Result<(Duration, usize)> {
+    let started = Instant::now();
+    let response = http.get(url).bearer_auth(token).send().await.with_context(|| format!("GET {url}"))?;
+    let status = response.status();
+    let body = response.bytes().await?;
+    let elapsed = started.elapsed();
+    if !status.is_success() {
+        bail!("GET {url} answered {status}");
+    }
+    Ok((elapsed, body.len()))
+}
+
+async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Path) -> anyhow::Result<CatalogFigures> {
+    let client = DaemonClient::at(url, aileron::secret::Secret::new(token))?;
+    let http = reqwest::Client::builder().no_proxy().build()?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = memory_of(pid)?;
+
+    eprintln!("    installing {SMALL_CATALOG} actions");
+    install_echo(&client, home, SMALL_CATALOG).await?;
+    let (actions_url, health_url) = (format!("{url}/v1/actions"), format!("{url}/v1/health"));
+    let (mut list_small, mut health, mut small_bytes) = (Vec::new(), Vec::new(), 0);
+    for index in 0..LISTINGS + 5 {
+        let (list_time, bytes) = timed_get(&http, &actions_url, token).await?;
+        let (health_time, _) = timed_get(&http, &health_url, token).await?;
+        if index >= 5 {
+            list_small.push(list_time);
+            health.push(health_time);
+        }
+        small_bytes = bytes;
+    }
+
+    eprintln!("    installing up to {LARGE_CATALOG} actions");
+    install_echo(&client, home, LARGE_CATALOG).await?;
+    let with_actions = memory_of(pid)?;
+    let mut mcp = McpProcess::start(mcp_binary, home, url, token)?;
+    let (mut tools_list_large, mut list_large, mut large_bytes, mut tools_listed) = (Vec::new(), Vec::new(), 0, 0);
+    for index in 0..LISTINGS + 2 {
+        let (list_time, bytes) = timed_get(&http, &actions_url, token).await?;
+        let (tools_time, tools, _) = mcp.list_tools()?;
+        if index >= 2 {
+            list_large.push(list_time);
+            tools_list_large.push(tools_time);
+        }
+        (large_bytes, tools_listed) = (bytes, tools);
+    }
+    if tools_listed != LARGE_CATALOG + 2 {
+        bail!("tools/list listed {tools_listed} tools, expected {LARGE_CATALOG} actions + 2 built-ins");
+    }
+
+    eprintln!("    list_changed at {LARGE_CATALOG} actions");
+    let (mut notified, mut relisted) = (Vec::new(), Vec::new());
+    for change in 0..CHANGES {
+        let count = LARGE_CATALOG + change + 1;
+        let started = Instant::now();
+        install_echo(&client, home, count).await?;
+        let arrived = mcp.wait_for_notification("notifications/tools/list_changed")?;
+        let (_, tools, _) = mcp.list_tools()?;
+        let answered = Instant::now();
+        if tools != count + 2 {
+            bail!("after the change tools/list listed {tools} tools, expected {}", count + 2);
+        }
+        notified.push(arrived.saturating_duration_since(started));
+        relisted.push(answered - started);
+    }
+    drop(mcp);
+
+    eprintln!("    installing {CONNECTORS} connectors");
+    for index in 0..CONNECTORS {
+        let package = home.root().join(format!("connector-{index:03}"));
+        std::fs::create_dir_all(&package)?;
+        std::fs::write(package.join("connector.wasm"), ECHO_WASM)?;
+        let fqn = format!("github://aileron-bench/echo-{index:03}");
+        std::fs::write(package.join("manifest.toml"), format!("[connector]\nname = \"{fqn}\"\nversion = \"1.0.0\"\n"))?;
+        let reference = format!("{fqn}@1.0.0");
+        let preview = client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
+        let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
+        let installed = client.post("/v1/connectors/install", &body).await?;
+        if installed["compiled"]["ok"] != true {
+            bail!("installing {reference} did not compile it: {installed}");
+        }
+    }
+    let with_connectors = memory_of(pid)?;
+
+    eprintln!("    {LOAD_CLIENTS} clients for {} s", LOAD_TIME.as_secs());
+    let until = Instant::now() + LOAD_TIME;
+    let run_url = format!("{url}/v1/actions/echo-0000/run");
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..LOAD_CLIENTS {
+        let (http, run_url, token) = (reqwest::Client::builder().no_proxy().build()?, run_url.clone(), token.to_string());
+        clients.spawn(async move {
+            let mut runs = 0u64;
+            while Instant::now() < until {
+                let response = http.post(&run_url).bearer_auth(&token).json(&json!({ "args": { "text": "load" } })).send().await?;
+                if !response.status().is_success() {
+                    bail!("a run under load answered {}", response.status());
+                }
+                response.bytes().await?;
+                runs += 1;
+            }
+            Ok::<u64, anyhow::Error>(runs)
+        });
+    }
+    let mut under_load_peak = Memory::default();
+    while Instant::now() < until {
+        let now = memory_of(pid)?;
+        under_load_peak.resident = under_load_peak.resident.max(now.resident);
+        under_load_peak.reserved = under_load_peak.reserved.max(now.reserved);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut load_runs = 0;
+    while let Some(joined) = clients.join_next().await {
+        load_runs += joined.context("a load client panicked")??;
+    }
+
+    Ok(CatalogFigures {
+        list_small: Distribution::new(list_small),
+        health: Distribution::new(health),
+        small_bytes,
+        tools_list_large: Distribution::new(tools_list_large),
+        list_large: Distribution::new(list_large),
+        large_bytes,
+        tools_listed,
+        notified: Distribution::new(notified),
+        relisted: Distribution::new(relisted),
+        idle,
+        with_actions,
+        with_connectors,
+        under_load_peak,
+        load_runs,
+    })
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+impl CatalogFigures {
+    pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
+        let (list, health) = (self.list_small.p50(), self.health.p50());
+        let (tools, large) = (self.tools_list_large.p50(), self.list_large.p50());
+        let relisted = self.relisted.max();
+        vec![
+            SummaryRow {
+                figure: format!("(j) GET /v1/actions, {} actions, p50", format_count(SMALL_CATALOG as u64)),
+                measured: format_duration(list),
+                baseline: format!("{} GET /v1/health", format_duration(health)),
+                ratio: format_ratio(ratio(list, health)),
+                goal: "≤ 5 ms",
+                met: Some(list <= LIST_1000_GOAL),
+            },
+            SummaryRow {
+                figure: format!("(j) MCP tools/list, {} actions, p50", format_count(LARGE_CATALOG as u64)),
+                measured: format_duration(tools),
+                baseline: format!("{} GET /v1/actions", format_duration(large)),
+                ratio: format_ratio(ratio(tools, large)),
+                goal: "≤ 20 ms",
+                met: Some(tools <= TOOLS_LIST_GOAL),
+            },
+            SummaryRow {
+                figure: format!("(j) change → new tools/list answered, {} actions, max", format_count(LARGE_CATALOG as u64)),
+                measured: format_duration(relisted),
+                baseline: format!("{} notified", format_duration(self.notified.max())),
+                ratio: String::new(),
+                goal: "≤ 1 s",
+                met: Some(relisted <= LIST_CHANGED_GOAL),
+            },
+            SummaryRow {
+                figure: format!("(j) daemon RSS with {} actions", format_count(LARGE_CATALOG as u64)),
+                measured: mib(self.with_actions.resident),
+                baseline: format!("{} idle", mib(self.idle.resident)),
+                ratio: format_ratio(self.with_actions.resident as f64 / self.idle.resident.max(1) as f64),
+                goal: "reported",
+                met: None,
+            },
+        ]
+    }
+
+    pub(super) fn markdown(&self, text: &mut String, command_line: &str) {
+        let _ = writeln!(text, "\n### (j) Catalogs and memory at real-world sizes\n");
+        let _ = writeln!(
+            text,
+            "Reproduce: `{command_line}`. A real `aileron daemon run` process on a scratch home and the release \
+             `aileron-mcp`. Listings are timed to the answer's last byte (the client's parse is not in them), {LISTINGS} \
+             of each kind alternating after a few untimed.\n"
+        );
+        let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
+        distribution_rows(
+            text,
+            &[
+                (&format!("GET /v1/actions, {SMALL_CATALOG} actions ({})", format_bytes(self.small_bytes)), &self.list_small),
+                ("GET /v1/health", &self.health),
+                (&format!("tools/list via aileron-mcp, {} tools", self.tools_listed), &self.tools_list_large),
+                (&format!("GET /v1/actions, {LARGE_CATALOG} actions ({})", format_bytes(self.large_bytes)), &self.list_large),
+                ("action installed → list_changed on aileron-mcp's stdout", &self.notified),
+                ("action installed → the next tools/list answered", &self.relisted),
+            ],
+        );
+        let _ = writeln!(text, "\n| daemon | resident (VmRSS) | reserved (VmSize) |\n|---|---:|---:|");
+        for (label, memory) in [
+            ("idle, nothing installed", self.idle),
+            ("10,000 actions of one connector", self.with_actions),
+            ("and 100 more connectors, each compiled at install", self.with_connectors),
+            ("peak under 16 clients running an action", self.under_load_peak),
+        ] {
+            let _ = writeln!(text, "| {label} | {} | {} |", mib(memory.resident), mib(memory.reserved));
+        }
+        let _ = writeln!(text, "\nThe load ran {} runs in {} s.", format_count(self.load_runs), LOAD_TIME.as_secs());
+    }
+}
