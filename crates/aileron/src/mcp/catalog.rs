@@ -60,13 +60,13 @@ impl ToolCatalog {
 
     /// Builds the catalog from `GET /v1/actions`. Built-in names win a collision; between
     /// actions the first in name order wins.
-    pub fn from_listing(listing: &ActionList) -> ToolCatalog {
+    pub fn from_listing(listing: ActionList) -> ToolCatalog {
         let mut catalog = ToolCatalog::default();
         let mut owners: HashMap<String, String> = [CHECK_ACTION_STATUS, DIAGNOSTICS]
             .iter()
             .map(|name| (name.to_string(), format!("built-in {name}")))
             .collect();
-        let mut items: Vec<&ActionView> = listing.items.iter().collect();
+        let ActionList { mut items, load_errors } = listing;
         items.sort_by(|a, b| a.name.cmp(&b.name));
         for item in items {
             let (action, tool_name) = (item.name.as_str(), item.tool_name.as_str());
@@ -84,10 +84,10 @@ impl ToolCatalog {
             }
             owners.insert(tool_name.to_string(), format!("action {action}"));
             catalog.actions.insert(tool_name.to_string(), action.to_string());
-            catalog.tools.push(action_tool(item, tool_name));
+            catalog.tools.push(action_tool(item));
         }
         catalog.tools.extend(builtin_tools());
-        catalog.load_errors = listing.load_errors.iter().map(|e| (e.file.clone(), e.message.clone())).collect();
+        catalog.load_errors = load_errors.into_iter().map(|e| (e.file, e.message)).collect();
         catalog
     }
 
@@ -103,16 +103,16 @@ impl ToolCatalog {
 }
 
 /// The tool for one action of `GET /v1/actions`.
-fn action_tool(view: &ActionView, tool_name: &str) -> Tool {
-    let mut description = view.description.clone();
+fn action_tool(view: ActionView) -> Tool {
+    let mut description = view.description;
     if view.requires_approval {
         description = format!("{}\n\n{APPROVAL_PARAGRAPH}", description.trim_end());
     }
-    let schema = match &view.input_schema {
-        Value::Object(schema) => schema.clone(),
+    let schema = match view.input_schema {
+        Value::Object(schema) => schema,
         _ => schema_object(json!({ "type": "object", "properties": {} })),
     };
-    Tool::new(Cow::Owned(tool_name.to_string()), description, Arc::new(schema))
+    Tool::new(Cow::Owned(view.tool_name), description, Arc::new(schema))
 }
 
 fn schema_object(value: Value) -> JsonObject {
@@ -388,7 +388,7 @@ mod tests {
     #[test]
     fn the_catalog_has_one_tool_per_enabled_action_plus_the_builtins() {
         let check = |items: Vec<Value>, tools: &[&str], shadowed: &[(&str, &str, &str)], disabled: usize| {
-            let catalog = ToolCatalog::from_listing(&listing(json!({ "items": items, "load_errors": [] })));
+            let catalog = ToolCatalog::from_listing(listing(json!({ "items": items, "load_errors": [] })));
             let names: Vec<&str> = catalog.tools.iter().map(|t| t.name.as_ref()).collect();
             assert_eq!(names, tools);
             let got: Vec<(&str, &str, &str)> =
@@ -417,7 +417,7 @@ mod tests {
     #[test]
     fn tools_carry_the_description_schema_and_approval_paragraph() {
         let catalog =
-            ToolCatalog::from_listing(&listing(json!({ "items": [view("open", true, false), view("gated", true, true)] })));
+            ToolCatalog::from_listing(listing(json!({ "items": [view("open", true, false), view("gated", true, true)] })));
         let tool = |name: &str| catalog.tools.iter().find(|t| t.name == name).unwrap().clone();
         assert_eq!(tool("open").description.as_deref(), Some("Does open."));
         assert_eq!(tool("gated").description.unwrap(), format!("Does gated.\n\n{APPROVAL_PARAGRAPH}"));
@@ -516,12 +516,12 @@ mod tests {
     #[test]
     fn diagnostics_say_healthy_or_degraded_with_a_remediation() {
         let health = json!({"status": "ok", "version": "0.1.0"});
-        let clean = ToolCatalog::from_listing(&listing(json!({ "items": [view("a", true, false), view("b", false, false)] })));
+        let clean = ToolCatalog::from_listing(listing(json!({ "items": [view("a", true, false), view("b", false, false)] })));
         let broken = ToolCatalog::from_listing(
-            &listing(json!({ "items": [], "load_errors": [{"file": "x.md", "message": "x.md:3: bad\nmore"}] })),
+            listing(json!({ "items": [], "load_errors": [{"file": "x.md", "message": "x.md:3: bad\nmore"}] })),
         );
         let clash =
-            ToolCatalog::from_listing(&listing(json!({ "items": [view("a-b", true, false), view("a.b", true, false)] })));
+            ToolCatalog::from_listing(listing(json!({ "items": [view("a-b", true, false), view("a.b", true, false)] })));
         let down = Unreachable { message: "cannot reach the daemon at http://127.0.0.1:9\nhint: start it".into() };
         let check = |diagnosis: Diagnosis, expected: &str| {
             let result = diagnosis.into_result();

@@ -79,11 +79,12 @@ impl McpShared {
         let generation = self.feed.key();
         let (status, body) = self.link.list_actions(origin).await?;
         if status != 200 {
+            let body = String::from_utf8_lossy(&body);
             return Err(Unreachable { message: format!("GET /v1/actions answered {status}: {body}") });
         }
-        let listing: crate::wire::ActionList = serde_json::from_value(body)
+        let listing: crate::wire::ActionList = serde_json::from_slice(&body)
             .map_err(|error| Unreachable { message: format!("GET /v1/actions answered an unexpected listing: {error}") })?;
-        let catalog = Arc::new(ToolCatalog::from_listing(&listing));
+        let catalog = Arc::new(ToolCatalog::from_listing(listing));
         *self.catalog.write().expect("catalog cache poisoned") = Some((generation, catalog.clone()));
         Ok(catalog)
     }
