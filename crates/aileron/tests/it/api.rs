@@ -40,6 +40,31 @@ async fn admission_checks_host_origin_and_token() {
     assert_eq!(forged.status, StatusCode::FORBIDDEN, "even health checks the Host");
 }
 
+/// Install compiles the module and says what that cost; a module that does not compile stays
+/// installed (its runs fail as they always did) and the answer says why, so the CLI can warn at
+/// install rather than at the first run.
+#[tokio::test]
+async fn install_compiles_the_module_and_reports_one_that_does_not_load() {
+    let harness = Harness::new();
+    let good = harness.install_answer("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    assert_eq!(good["compiled"]["ok"], true, "{good}");
+    assert!(good["compiled"]["artifact_bytes"].as_u64().unwrap() > 0, "{good}");
+    assert!(good["compiled"]["milliseconds"].is_u64(), "{good}");
+    let stats = harness.state.runtime.cache_stats();
+    assert_eq!(stats.compiles, 1, "install compiled the module: {stats:?}");
+
+    let broken = harness.install_answer("broken", b"\0asm\x01\0\0\0 this is not a module", &manifest("broken", &[], "")).await;
+    assert_eq!(broken["compiled"]["ok"], false, "{broken}");
+    let error = broken["compiled"]["error"].as_str().unwrap();
+    assert!(error.contains("does not compile"), "{error}");
+    let hash = broken["hash"].as_str().unwrap();
+    let spec = ActionSpec::new("uses-broken", "broken", hash, "echo");
+    let added = harness.add_action("uses-broken.md", &spec.render()).await;
+    assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+    let run = harness.run("uses-broken", json!({})).await;
+    assert!(run.body["error"]["message"].as_str().unwrap().contains("does not compile"), "{}", run.body);
+}
+
 /// After a restart the daemon loads, in the background, the modules its enabled actions pin —
 /// verified against their hashes first — so the first call finds them in memory; a module only a
 /// disabled action uses stays on disk, and a module whose stored bytes were changed is not loaded
