@@ -283,28 +283,40 @@ async fn warm_calls(wasm: &'static [u8], url: &str, calls: usize) -> anyhow::Res
         check_answer(&output)?;
         Ok(elapsed)
     };
-    let bare_call = async |command: &BareCommand| -> anyhow::Result<Duration> {
-        let started = Instant::now();
-        let stdout = command.run(stdin.clone()).await?;
-        let elapsed = started.elapsed();
-        let printed: Value = serde_json::from_slice(&stdout).context("the bare run printed no JSON")?;
-        check_answer(&printed["output"])?;
-        Ok(elapsed)
-    };
+    alternate(calls, sandboxed, async || bare_get(&bare, &stdin).await).await
+}
+
+/// One timed bare run of `get`, its printed answer checked.
+async fn bare_get(command: &BareCommand, stdin: &[u8]) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let stdout = command.run(stdin.to_vec()).await?;
+    let elapsed = started.elapsed();
+    let printed: Value = serde_json::from_slice(&stdout).context("the bare run printed no JSON")?;
+    check_answer(&printed["output"])?;
+    Ok(elapsed)
+}
+
+/// [`WARMUP`] untimed calls of each kind, then `calls` timed ones of each in alternating rounds
+/// of [`ROUND`], so drift lands on both.
+async fn alternate(
+    calls: usize,
+    mut first: impl AsyncFnMut() -> anyhow::Result<Duration>,
+    mut second: impl AsyncFnMut() -> anyhow::Result<Duration>,
+) -> anyhow::Result<(Distribution, Distribution)> {
     for _ in 0..WARMUP {
-        sandboxed().await?;
-        bare_call(&bare).await?;
+        first().await?;
+        second().await?;
     }
-    let (mut runtime_samples, mut bare_samples) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
-    while runtime_samples.len() < calls {
-        for _ in 0..ROUND.min(calls - runtime_samples.len()) {
-            runtime_samples.push(sandboxed().await?);
+    let (mut first_samples, mut second_samples) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
+    while first_samples.len() < calls {
+        for _ in 0..ROUND.min(calls - first_samples.len()) {
+            first_samples.push(first().await?);
         }
-        for _ in 0..ROUND.min(calls - bare_samples.len()) {
-            bare_samples.push(bare_call(&bare).await?);
+        for _ in 0..ROUND.min(calls - second_samples.len()) {
+            second_samples.push(second().await?);
         }
     }
-    Ok((Distribution::new(runtime_samples), Distribution::new(bare_samples)))
+    Ok((Distribution::new(first_samples), Distribution::new(second_samples)))
 }
 
 /// Winch against Cranelift on the same module with the same checks compiled in.
@@ -312,32 +324,9 @@ async fn winch(wasm: &[u8], url: &str, calls: usize) -> anyhow::Result<WinchFigu
     let (winch, compile) = BareCommand::compile_with(wasm, metered(Compiler::Winch))?;
     let (cranelift, _) = BareCommand::compile_with(wasm, metered(Compiler::Cranelift))?;
     let stdin = serde_json::to_vec(&json!({ "op": "get", "args": { "url": url } })).expect("JSON serializes");
-    let timed = async |command: &BareCommand| -> anyhow::Result<Duration> {
-        let started = Instant::now();
-        let stdout = command.run(stdin.clone()).await?;
-        let elapsed = started.elapsed();
-        let printed: Value = serde_json::from_slice(&stdout).context("the run printed no JSON")?;
-        check_answer(&printed["output"])?;
-        Ok(elapsed)
-    };
-    for _ in 0..WARMUP {
-        timed(&winch).await?;
-        timed(&cranelift).await?;
-    }
-    let (mut winch_samples, mut cranelift_samples) = (Vec::new(), Vec::new());
-    while winch_samples.len() < calls {
-        for _ in 0..ROUND.min(calls - winch_samples.len()) {
-            winch_samples.push(timed(&winch).await?);
-        }
-        for _ in 0..ROUND.min(calls - cranelift_samples.len()) {
-            cranelift_samples.push(timed(&cranelift).await?);
-        }
-    }
-    Ok(WinchFigures {
-        compile,
-        warm: Distribution::new(winch_samples),
-        cranelift_warm: Distribution::new(cranelift_samples),
-    })
+    let (warm, cranelift_warm) =
+        alternate(calls, async || bare_get(&winch, &stdin).await, async || bare_get(&cranelift, &stdin).await).await?;
+    Ok(WinchFigures { compile, warm, cranelift_warm })
 }
 
 impl GoFigures {
