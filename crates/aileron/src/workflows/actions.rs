@@ -15,7 +15,7 @@ use super::{Services, caller_for, require};
 use crate::audit_log::AuditEvent;
 use crate::principal::{Principal, Scope};
 use crate::runner::{RunOutcome, RunRejection, RunRequest, run_action};
-use crate::wire::{ActionList, ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply, RunCompleted, StepView};
+use crate::wire::{ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply, RunCompleted, StepView};
 
 /// The JSON view of an installed action.
 pub fn action_view(action: &ActionFile, enabled: bool) -> ActionView {
@@ -266,7 +266,7 @@ struct Listing {
     views: std::collections::HashMap<String, (Arc<ActionFile>, bool, Arc<str>)>,
 }
 
-/// The `GET /v1/actions` answer as JSON bytes: byte for byte what serializing [`ActionList`]
+/// The `GET /v1/actions` answer as JSON bytes: byte for byte what serializing [`ActionList`](crate::wire::ActionList)
 /// gives (a test holds it to that).
 pub fn list_json(state: &Services, principal: &Principal) -> Result<bytes::Bytes, ApiError> {
     require(principal, Scope::ActionsList)?;
@@ -298,13 +298,6 @@ pub fn list_json(state: &Services, principal: &Principal) -> Result<bytes::Bytes
     listing.body = bytes::Bytes::from(body);
     listing.generation = Some(generation);
     Ok(listing.body.clone())
-}
-
-pub fn list(state: &Services, principal: &Principal) -> Answer {
-    require(principal, Scope::ActionsList)?;
-    let (items, load_errors) = state.actions.list();
-    let items = items.iter().map(|a| action_view(&a.file, a.enabled)).collect();
-    Ok(Reply::ok(ActionList { items, load_errors }))
 }
 
 pub fn get(state: &Services, principal: &Principal, name: String) -> Answer {
