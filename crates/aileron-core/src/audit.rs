@@ -93,7 +93,9 @@ pub struct AuditRecord {
 impl AuditRecord {
     /// The line as written to disk: canonical JSON including `hash`, without the newline.
     pub fn to_line(&self) -> String {
-        canonical_json(&record_value(self))
+        let mut line = Vec::with_capacity(512);
+        write_record(self, Some(&self.hash), &mut line);
+        into_string(line)
     }
 
     /// A payload value as a string, for filters (`aileron.connector.fqn`, `aileron.failure.class`).
@@ -104,63 +106,149 @@ impl AuditRecord {
 
 /// Places `unsealed` in the chain after the record whose hash is `prev`.
 pub fn seal(unsealed: UnsealedRecord, seq: u64, prev: String) -> AuditRecord {
+    seal_to_line(unsealed, seq, prev).0
+}
+
+/// [`seal`], and the record's line ([`AuditRecord::to_line`]) from the same serialization: the
+/// audit writer hashes and writes every record, so it serializes each one once.
+pub fn seal_to_line(unsealed: UnsealedRecord, seq: u64, prev: String) -> (AuditRecord, String) {
     let UnsealedRecord { audit_id, event_type, timestamp, actor, session_id, payload } = unsealed;
     let mut record =
         AuditRecord { audit_id, event_type, timestamp, actor, session_id, payload, seq, prev, hash: String::new() };
-    let mut value = record_value(&record);
-    record.hash = hash_of_value_without_hash(&mut value);
-    record
+    // `hash` sorts between `event_type` and `payload`: the canonical form without it is
+    // `{` head `,` tail `}`, and the line is the same with `"hash":…` between the two.
+    let (mut head, mut tail) = (Vec::with_capacity(128), Vec::with_capacity(512));
+    write_record_head(&record, &mut head);
+    write_record_tail(&record, &mut tail);
+    let mut hasher = Sha256::new();
+    hasher.update(b"{");
+    hasher.update(&head);
+    hasher.update(b",");
+    hasher.update(&tail);
+    hasher.update(b"}");
+    record.hash = format!("sha256:{}", hex::encode(hasher.finalize()));
+    let mut line = Vec::with_capacity(head.len() + tail.len() + 96);
+    line.push(b'{');
+    line.extend_from_slice(&head);
+    line.extend_from_slice(b",\"hash\":");
+    write_str(&record.hash, &mut line);
+    line.push(b',');
+    line.extend_from_slice(&tail);
+    line.push(b'}');
+    (record, into_string(line))
 }
 
-fn record_value(record: &AuditRecord) -> Value {
-    serde_json::to_value(record).expect("an audit record is plain JSON data")
+/// The record's canonical JSON, with `hash` when given. Keys in byte order: `actor`, `audit_id`,
+/// `event_type`, `hash`, `payload`, `prev`, `seq`, `session_id` (only when present), `timestamp`
+/// — exactly what canonicalizing the record's serde serialization gives (a test keeps it so).
+fn write_record(record: &AuditRecord, hash: Option<&str>, out: &mut Vec<u8>) {
+    out.push(b'{');
+    write_record_head(record, out);
+    if let Some(hash) = hash {
+        out.extend_from_slice(b",\"hash\":");
+        write_str(hash, out);
+    }
+    out.push(b',');
+    write_record_tail(record, out);
+    out.push(b'}');
+}
+
+/// The fields that sort before `hash`.
+fn write_record_head(record: &AuditRecord, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"\"actor\":{\"id\":");
+    write_str(&record.actor.id, out);
+    out.extend_from_slice(b",\"type\":");
+    write_str(record.actor.r#type.as_str(), out);
+    out.extend_from_slice(b"},\"audit_id\":");
+    write_str(&record.audit_id, out);
+    out.extend_from_slice(b",\"event_type\":");
+    write_str(&record.event_type, out);
+}
+
+/// The fields that sort after `hash`.
+fn write_record_tail(record: &AuditRecord, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"\"payload\":");
+    write_canonical_map(&record.payload, out);
+    out.extend_from_slice(b",\"prev\":");
+    write_str(&record.prev, out);
+    out.extend_from_slice(b",\"seq\":");
+    out.extend_from_slice(record.seq.to_string().as_bytes());
+    if let Some(session_id) = &record.session_id {
+        out.extend_from_slice(b",\"session_id\":");
+        write_str(session_id, out);
+    }
+    out.extend_from_slice(b",\"timestamp\":");
+    write_str(&record.timestamp, out);
 }
 
 /// Removes `hash` from `value` (a record object) and returns the hash of what remains.
-fn hash_of_value_without_hash(value: &mut Value) -> String {
+fn hash_of_value_without_hash(value: &mut Value, scratch: &mut Vec<u8>) -> String {
     if let Value::Object(map) = value {
         map.remove("hash");
     }
-    format!("sha256:{}", hex::encode(Sha256::digest(canonical_json(value).as_bytes())))
+    scratch.clear();
+    write_canonical(value, scratch);
+    format!("sha256:{}", hex::encode(Sha256::digest(&scratch[..])))
 }
 
 /// JSON with object keys sorted recursively and no whitespace. Sorting is done here rather than
 /// relying on `serde_json::Map` being a `BTreeMap`, because a dependency enabling serde_json's
 /// `preserve_order` feature anywhere in the build would silently change the hashes.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    into_string(out)
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(value, out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_canonical_map(map, out),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        Value::String(text) => write_str(text, out),
+        scalar => serde_json::to_writer(&mut *out, scalar).expect("writing JSON to a Vec cannot fail"),
     }
+}
+
+fn write_canonical_map(map: &Map<String, Value>, out: &mut Vec<u8>) {
+    out.push(b'{');
+    // A `BTreeMap` (serde_json's default) iterates in order already: sort only when it does not.
+    if map.keys().is_sorted() {
+        write_entries(map.iter(), out);
+    } else {
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        write_entries(entries.into_iter(), out);
+    }
+    out.push(b'}');
+}
+
+fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    for (i, (key, value)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(key, out);
+        out.push(b':');
+        write_canonical(value, out);
+    }
+}
+
+/// A JSON string literal, escaped as serde_json escapes it.
+fn write_str(text: &str, out: &mut Vec<u8>) {
+    serde_json::to_writer(&mut *out, text).expect("writing JSON to a Vec cannot fail");
+}
+
+fn into_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).expect("serde_json writes UTF-8")
 }
 
 /// One line of a log file, as handed to the verifier.
@@ -290,6 +378,8 @@ pub struct ChainVerifier {
     files: usize,
     current_file: Option<String>,
     torn_tail_skipped: Option<LinePosition>,
+    /// The canonical form of the line being checked (one buffer for the whole chain).
+    scratch: Vec<u8>,
 }
 
 impl Default for ChainVerifier {
@@ -308,6 +398,7 @@ impl ChainVerifier {
             files: 0,
             current_file: None,
             torn_tail_skipped: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -337,7 +428,7 @@ impl ChainVerifier {
             Some(prev) => prev.to_string(),
             None => return Err(brk(BreakReason::NotARecord("prev"))),
         };
-        if hash_of_value_without_hash(&mut value) != stored_hash {
+        if hash_of_value_without_hash(&mut value, &mut self.scratch) != stored_hash {
             return Err(brk(BreakReason::HashMismatch));
         }
         if prev != self.prev_hash {
@@ -372,6 +463,9 @@ pub fn verify_chain<'a>(lines: impl IntoIterator<Item = LogLine<'a>>) -> Result<
     }
     Ok(verifier.finish())
 }
+
+#[cfg(test)]
+mod properties;
 
 #[cfg(test)]
 mod tests {

@@ -38,8 +38,14 @@ const MAX_WASM_STACK: usize = 1 << 20;
 pub const MAX_CONCURRENT_CALLS: usize = 128;
 /// Bytes of each slot's linear memory and fiber stack kept mapped between calls and reset with
 /// `memset` rather than `madvise`: a small guest's whole footprint, so a warm call maps nothing
-/// and, in a VM, triggers no TLB-shootdown interrupts.
+/// and, in a VM, triggers no TLB-shootdown interrupts. With `PAGEMAP_SCAN` (Linux 6.7+) only the
+/// pages the call dirtied are reset, up to this many bytes; without it, the lowest bytes are.
 const KEEP_RESIDENT: usize = 4 << 20;
+/// The same for each slot's tables. A table is reset after every call; left at wasmtime's
+/// default (0) its pages were decommitted each time, so the next call faulted them back in while
+/// lazily initializing function references, and every decommit sent a TLB-shootdown IPI to the
+/// other core (BENCHMARKS.md, issue 17). A Go guest's function table is a few hundred KiB.
+const TABLE_KEEP_RESIDENT: usize = 1 << 20;
 /// Warm slots kept for reuse beyond those in use; bounds the resident memory an idle daemon keeps.
 const MAX_UNUSED_WARM_SLOTS: u32 = 32;
 /// Table elements a module may declare: a Go guest's function table holds every function of
@@ -62,6 +68,10 @@ fn pooling(slots: usize) -> PoolingAllocationConfig {
         .max_memory_size(limits::MAX_MEMORY_BYTES as usize)
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .async_stack_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(TABLE_KEEP_RESIDENT)
+        // Reset only what a call dirtied (the kernel reports which pages), not the lowest
+        // `KEEP_RESIDENT` bytes whether touched or not: that `memset` was a tenth of the daemon's CPU.
+        .pagemap_scan(wasmtime::Enabled::Auto)
         .max_unused_warm_slots(MAX_UNUSED_WARM_SLOTS);
     pool
 }

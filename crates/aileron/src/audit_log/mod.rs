@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use aileron_core::audit::{
-    Actor, AuditRecord, ChainBreak, ChainVerifier, GENESIS_PREV, UnsealedRecord, VerifyReport, log_lines, seal,
+    Actor, AuditRecord, ChainBreak, ChainVerifier, GENESIS_PREV, UnsealedRecord, VerifyReport, log_lines, seal_to_line,
 };
 use aileron_core::vocabulary::EventType;
 use anyhow::Context;
@@ -183,7 +183,8 @@ impl ChainHead {
     }
 
     /// Seals `event` as the next record and advances.
-    fn seal_next(&mut self, event: AuditEvent, clock: &dyn Clock) -> AuditRecord {
+    /// The next record of the chain and its line (serialized once: see [`seal_to_line`]).
+    fn seal_next(&mut self, event: AuditEvent, clock: &dyn Clock) -> (AuditRecord, String) {
         let now = truncate_to_millis(clock.now());
         let at = self.last_timestamp.map_or(now, |last| now.max(last));
         let unsealed = UnsealedRecord {
@@ -194,11 +195,11 @@ impl ChainHead {
             session_id: event.session_id,
             payload: event.payload,
         };
-        let record = seal(unsealed, self.seq + 1, self.hash.clone());
+        let (record, line) = seal_to_line(unsealed, self.seq + 1, self.hash.clone());
         self.seq = record.seq;
         self.hash = record.hash.clone();
         self.last_timestamp = Some(at);
-        record
+        (record, line)
     }
 }
 
@@ -312,7 +313,7 @@ impl AuditLog {
         match &self.backend {
             Backend::Memory { clock, state } => {
                 let mut state = state.lock().expect("audit memory log poisoned");
-                let record = state.head.seal_next(event, clock.as_ref());
+                let (record, _) = state.head.seal_next(event, clock.as_ref());
                 state.records.push(record.clone());
                 // Under the lock, so concurrent appends publish their seqs in order.
                 self.durable_seq.send_replace(record.seq);
@@ -706,11 +707,11 @@ mod tests {
                 payload: payload.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
                 audit_id: None,
             };
-            let record = head.seal_next(event, clock.as_ref());
+            let (record, line) = head.seal_next(event, clock.as_ref());
             if event_type_is_run(&record.event_type) {
                 last_run = record.audit_id.clone();
             }
-            writeln!(file, "{}", record.to_line()).unwrap();
+            writeln!(file, "{line}").unwrap();
         }
         file.flush().unwrap();
         drop(file);

@@ -146,15 +146,13 @@ impl Writer {
         let mut buffer = Vec::new();
         let mut failure = None;
         for (event, reply) in appends {
-            let record = self.head.seal_next(event, self.clock.as_ref());
+            let (record, line) = self.head.seal_next(event, self.clock.as_ref());
+            let date = parse_timestamp(&record.timestamp).expect("the writer formats valid timestamps").date_naive();
             // Records are sealed in order even after a failure so every waiter gets an answer.
             waiters.push((reply, record));
             if failure.is_some() {
                 continue;
             }
-            let record = &waiters.last().expect("just pushed").1;
-            let date = parse_timestamp(&record.timestamp).expect("the writer formats valid timestamps").date_naive();
-            let line = record.to_line();
             if let Err(error) = self.prepare_file(date, &mut buffer, touched) {
                 failure = Some(error);
                 continue;
