@@ -485,13 +485,14 @@ impl BenchDaemon {
         }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let app = aileron::daemon::app(state.clone());
+        // The product's own accept loop (header-read timeout, connection cap, draining), as
+        // `aileron daemon run` serves.
         let server = executor.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            axum::serve(aileron::process::no_delay(listener), app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
+            aileron::daemon::connections::serve(listener, app, async {
+                let _ = stopped.await;
+            })
+            .await
         });
         let daemon = BenchDaemon { state, base_url: format!("http://{addr}"), token, stop, server, executor };
         Ok((daemon, open_time))
@@ -499,6 +500,11 @@ impl BenchDaemon {
 
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
+    }
+
+    /// The `Authorization` header value of the admin token.
+    fn authorization(&self) -> String {
+        format!("Bearer {}", self.token)
     }
 
     /// One request with the admin token; the body bytes are returned unparsed.
@@ -661,7 +667,8 @@ const TRACE_ROUNDS: usize = 3;
 struct Probe {
     method: Method,
     url: String,
-    token: String,
+    /// `Bearer <token>`.
+    authorization: String,
     body: Option<Bytes>,
 }
 
@@ -687,11 +694,11 @@ async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<Http
     drop(admin);
     let fdatasync = tokio::task::block_in_place(|| fdatasync_floor(&scratch.join("http"), FDATASYNC_APPENDS))?;
 
-    let health = Probe { method: Method::GET, url: daemon.url("/v1/health"), token: daemon.token.clone(), body: None };
+    let health = Probe { method: Method::GET, url: daemon.url("/v1/health"), authorization: daemon.authorization(), body: None };
     let run = Probe {
         method: Method::POST,
         url: daemon.url("/v1/actions/echo/run"),
-        token: daemon.token.clone(),
+        authorization: daemon.authorization(),
         body: Some(Bytes::from(run_body.to_string())),
     };
     // Counted before the phases so the check below does not depend on what setup recorded.
@@ -769,10 +776,10 @@ async fn load_phase(
     let until = measure_from + window;
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..clients {
-        // One client each, so each holds its own keep-alive connection, like separate agents.
-        let client = http_client()?;
+        // One connection each, kept alive, like separate agents.
+        let connection = LoadConnection::open(&probe.url).await?;
         let probe = probe.clone();
-        tasks.spawn(async move { client_loop(client, probe, measure_from, until).await });
+        tasks.spawn(async move { client_loop(connection, probe, measure_from, until).await });
     }
     tokio::time::sleep_until(measure_from.into()).await;
     let before = daemon.audit_counts();
@@ -800,6 +807,58 @@ async fn load_phase(
     Ok(LoadFigures { clients, window, latency: Distribution::new(latencies), answered, audit })
 }
 
+/// One kept-alive HTTP/1.1 connection of the load generator: hyper's connection-level client,
+/// with no pool, no URL parsing per request and no per-request timeout timer. The load generator
+/// shares the daemon's two CPUs, so the less it spends per request, the more of the machine the
+/// daemon gets (reqwest cost about a quarter of the CPU of a loaded phase).
+struct LoadConnection {
+    sender: hyper::client::conn::http1::SendRequest<axum::body::Body>,
+    /// `host:port`, the `Host` header the daemon admits.
+    authority: String,
+}
+
+impl LoadConnection {
+    async fn open(url: &str) -> anyhow::Result<LoadConnection> {
+        let authority = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split('/').next())
+            .with_context(|| format!("not an http:// URL: {url}"))?
+            .to_string();
+        let stream = tokio::net::TcpStream::connect(&authority).await.with_context(|| format!("connecting to {authority}"))?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .context("starting an HTTP/1.1 connection")?;
+        tokio::spawn(connection);
+        Ok(LoadConnection { sender, authority })
+    }
+
+    /// Sends `probe` and reads the whole answer; a daemon that stops answering fails the
+    /// benchmark after [`REQUEST_TIMEOUT`] instead of hanging it.
+    async fn send(&mut self, probe: &Probe, path: &str) -> anyhow::Result<(StatusCode, Bytes)> {
+        let mut request = axum::http::Request::builder()
+            .method(probe.method.as_str())
+            .uri(path)
+            .header(axum::http::header::HOST, &self.authority)
+            .header(axum::http::header::AUTHORIZATION, &probe.authorization);
+        let body = match &probe.body {
+            Some(body) => {
+                request = request.header(axum::http::header::CONTENT_TYPE, "application/json");
+                axum::body::Body::from(body.clone())
+            }
+            None => axum::body::Body::empty(),
+        };
+        let exchange = async {
+            self.sender.ready().await?;
+            let response = self.sender.send_request(request.body(body)?).await?;
+            let status = StatusCode::from_u16(response.status().as_u16())?;
+            let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX).await?;
+            anyhow::Ok((status, bytes))
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, exchange).await.context("no answer within the request timeout")?
+    }
+}
+
 struct ClientOutcome {
     latencies: Vec<Duration>,
     answered: u64,
@@ -808,24 +867,15 @@ struct ClientOutcome {
 
 /// Sends `probe` back to back until `until`; keeps the latencies of requests sent and answered
 /// inside `[measure_from, until]`. Stops at the first failure.
-async fn client_loop(client: reqwest::Client, probe: Probe, measure_from: Instant, until: Instant) -> ClientOutcome {
+async fn client_loop(mut connection: LoadConnection, probe: Probe, measure_from: Instant, until: Instant) -> ClientOutcome {
     let mut outcome = ClientOutcome { latencies: Vec::new(), answered: 0, failure: None };
+    let path = probe.url.split_once(&connection.authority).map_or("/", |(_, path)| path).to_string();
     loop {
         let sent = Instant::now();
         if sent >= until {
             return outcome;
         }
-        let mut builder = client.request(probe.method.clone(), &probe.url).bearer_auth(&probe.token);
-        if let Some(body) = &probe.body {
-            builder = builder.header(reqwest::header::CONTENT_TYPE, "application/json").body(body.clone());
-        }
-        let answer = match builder.send().await {
-            Ok(response) => {
-                let status = response.status();
-                response.bytes().await.map(|bytes| (status, bytes))
-            }
-            Err(error) => Err(error),
-        };
+        let answer = connection.send(&probe, &path).await;
         let done = Instant::now();
         match answer {
             Ok((StatusCode::OK, _)) => {
@@ -1109,7 +1159,7 @@ async fn traces_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<Tr
             }
             let (daemon, _) = BenchDaemon::start_traced(&home, telemetry.clone())?;
             let url = daemon.url("/v1/actions/echo/run");
-            let probe = Probe { method: Method::POST, url, token: daemon.token.clone(), body: Some(body.clone()) };
+            let probe = Probe { method: Method::POST, url, authorization: daemon.authorization(), body: Some(body.clone()) };
             eprintln!("    round {}: tracing {label} with {} client(s)", round + 1, args.clients);
             let load = load_phase(&daemon, &probe, args.clients, args.warmup, window).await?;
             daemon.stop().await?;

@@ -11,3 +11,4 @@ pub mod changes;
 pub mod link;
 pub mod server;
 pub mod stdio;
+pub mod transport;

@@ -42,7 +42,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    // One thread: a tool call is a line in, one HTTP request to the daemon and a line out, and
+    // each hand-off between worker threads is a wake-up of a sleeping thread (tens of
+    // microseconds in a VM) on the agent's path (BENCHMARKS.md, (e)). Compiling or exporting
+    // spans never happens here; the span exporter has its own thread.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("aileron-mcp: error: cannot start the async runtime: {error}");
@@ -78,7 +82,10 @@ pub async fn serve() -> anyhow::Result<()> {
     });
     tokio::spawn(super::changes::follow(shared.clone(), changes));
     let running = AileronMcp::new(shared.clone())
-        .serve(rmcp::transport::stdio_pipes())
+        .serve({
+            let (stdin, stdout) = rmcp::transport::stdio_pipes();
+            super::transport::LineTransport::new(stdin, stdout)
+        })
         .await
         .context("starting the MCP session on stdin/stdout")?;
     let served = running.waiting().await.context("serving MCP on stdin/stdout");
