@@ -5,6 +5,10 @@
 //! - `direct`: the baseline;
 //! - `aileron`: through the gateway of a real `aileron daemon run` process whose
 //!   `AILERON_OPENAI_UPSTREAM` is the fake upstream;
+//! - `bare proxy`: through the least a reverse proxy does — hyper's HTTP/1 server handing each
+//!   request, headers and streamed body as they are, to hyper-util's pooled client, and the
+//!   answer back — on a two-worker runtime of its own in this process: the floor under any proxy
+//!   on this machine, against which the gateway's own cost is read;
 //! - `litellm`: through LiteLLM's proxy (PyPI `litellm[proxy]`, `cargo xtask bench` installs it)
 //!   configured as a pure pass-through of `/v1/chat/completions` (skipped when not installed).
 //!
@@ -71,6 +75,7 @@ pub(super) struct GatewayBenchConfig {
 pub(super) enum Target {
     Direct,
     Aileron,
+    BareProxy,
     LiteLlm,
 }
 
@@ -79,6 +84,7 @@ impl Target {
         match self {
             Target::Direct => "direct",
             Target::Aileron => "aileron gateway",
+            Target::BareProxy => "bare hyper proxy",
             Target::LiteLlm => "LiteLLM proxy",
         }
     }
@@ -133,7 +139,9 @@ pub(super) async fn run(config: &GatewayBenchConfig, scratch: &Path) -> anyhow::
         },
         None => (None, Some("LiteLLM is not installed (`cargo xtask bench` installs it)".to_string())),
     };
-    let result = measure(config, &upstream.base_url, &info.url, litellm.as_ref()).await;
+    let bare = BareProxy::start(&upstream.base_url)?;
+    let result = measure(config, &upstream.base_url, &info.url, &bare.base_url, litellm.as_ref()).await;
+    drop(bare);
     let litellm_version = litellm.as_ref().map(|proxy| proxy.version.clone());
     drop(litellm);
     aileron::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
@@ -145,9 +153,14 @@ async fn measure(
     config: &GatewayBenchConfig,
     direct: &str,
     aileron: &str,
+    bare: &str,
     litellm: Option<&LiteLlm>,
 ) -> anyhow::Result<Vec<TargetFigures>> {
-    let mut bases = vec![(Target::Direct, direct.to_string()), (Target::Aileron, aileron.to_string())];
+    let mut bases = vec![
+        (Target::Direct, direct.to_string()),
+        (Target::Aileron, aileron.to_string()),
+        (Target::BareProxy, bare.to_string()),
+    ];
     if let Some(proxy) = litellm {
         bases.push((Target::LiteLlm, proxy.base_url.clone()));
     }
@@ -168,12 +181,12 @@ async fn measure(
             event_delay: Distribution::new(Vec::new()),
         });
     }
-    // Direct and the gateway take turns inside each phase, so drift lands on both. LiteLLM runs
-    // after them, and its fixed rates last: past its capacity it keeps working through the
-    // requests it queued (after the client gave up on them), which would slow whatever ran next
-    // on these two CPUs.
-    let (ours, theirs) = bases.split_at(2);
-    for (offset, group) in [(0, ours), (2, theirs)] {
+    // Direct, the gateway and the bare proxy take turns inside each phase, so drift lands on all
+    // three. LiteLLM runs after them, and its fixed rates last: past its capacity it keeps
+    // working through the requests it queued (after the client gave up on them), which would
+    // slow whatever ran next on these two CPUs.
+    let (ours, theirs) = bases.split_at(3);
+    for (offset, group) in [(0, ours), (3, theirs)] {
         for (index, (target, base)) in group.iter().enumerate() {
             eprintln!("    {} SSE: {STREAMS} streams of {EVENTS_PER_STREAM} events", target.label());
             let delays = event_delays(&client, &format!("{base}{PATH}")).await?;
@@ -412,6 +425,91 @@ async fn complete(headers: axum::http::HeaderMap, body: Bytes) -> Response {
     });
     ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events))
         .into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bare proxy
+
+/// The floor under a reverse proxy: hyper's HTTP/1 server, each request forwarded as it came
+/// (method, path, headers, streamed body; only the URI's authority replaced) by hyper-util's
+/// pooled client, and the upstream's response handed back as it is. No routing, no admission,
+/// no hop-by-hop filtering, no limits: what the gateway does beyond this is its own cost. It
+/// runs as a process of its own (this executable with `--serve-bare-proxy`), as the daemon does.
+struct BareProxy {
+    child: Child,
+    base_url: String,
+}
+
+impl BareProxy {
+    fn start(upstream: &str) -> anyhow::Result<BareProxy> {
+        let executable = std::env::current_exe().context("locating the benchmark executable")?;
+        let mut child = Command::new(executable)
+            .args(["--serve-bare-proxy", upstream])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the bare proxy")?;
+        let stdout = child.stdout.take().context("the bare proxy's stdout")?;
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).context("reading the bare proxy's address")?;
+        let base_url = line.trim().to_string();
+        if !base_url.starts_with("http://") {
+            bail!("the bare proxy did not start (it printed {line:?})");
+        }
+        Ok(BareProxy { child, base_url })
+    }
+}
+
+impl Drop for BareProxy {
+    fn drop(&mut self) {
+        // Closing its stdin stops it.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+type BareClient = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, hyper::body::Incoming>;
+
+/// `aileron-bench --serve-bare-proxy <upstream>`: serves on a loopback port from a runtime with
+/// the default worker count (as `aileron daemon run` has), prints its URL, and returns when
+/// stdin closes.
+pub(super) fn serve_bare_proxy(upstream: &str) -> anyhow::Result<()> {
+    let authority: axum::http::uri::Authority = upstream.trim_start_matches("http://").parse().context("the upstream's address")?;
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding the bare proxy")?;
+    listener.set_nonblocking(true)?;
+    println!("http://{}", listener.local_addr()?);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        connector.set_nodelay(true);
+        let client: BareClient = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        let mut stdin_closed = tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()));
+        loop {
+            let (stream, _) = tokio::select! {
+                accepted = listener.accept() => accepted?,
+                _ = &mut stdin_closed => return anyhow::Ok(()),
+            };
+            stream.set_nodelay(true)?;
+            let (client, authority) = (client.clone(), authority.clone());
+            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let (client, authority) = (client.clone(), authority.clone());
+                async move {
+                    let (mut parts, body) = request.into_parts();
+                    let mut uri = parts.uri.into_parts();
+                    uri.scheme = Some(axum::http::uri::Scheme::HTTP);
+                    uri.authority = Some(authority);
+                    parts.uri = axum::http::Uri::from_parts(uri)?;
+                    parts.headers.remove(header::HOST);
+                    anyhow::Ok(client.request(hyper::Request::from_parts(parts, body)).await?)
+                }
+            });
+            tokio::spawn(async move {
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

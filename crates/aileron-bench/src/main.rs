@@ -155,6 +155,9 @@ pub struct BenchArgs {
     /// The big Go guest for (i) (`cargo xtask bench` builds it with `go build -tags big`)
     #[arg(long, value_name = "PATH")]
     go_wasm: Option<PathBuf>,
+    /// Internal: serve (f)'s bare proxy to this upstream, print its URL, stop when stdin closes
+    #[arg(long, value_name = "URL", hide = true)]
+    serve_bare_proxy: Option<String>,
 }
 
 impl BenchArgs {
@@ -219,6 +222,15 @@ fn main() -> ExitCode {
     // The benchmark's HTTP clients and the daemon client use rustls, which needs the process-wide provider.
     aileron::process::install_crypto_provider();
     let args = <BenchArgs as clap::Parser>::parse();
+    if let Some(upstream) = &args.serve_bare_proxy {
+        return match gateway::serve_bare_proxy(upstream) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -19,7 +19,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use serde_json::json;
 
 
@@ -64,6 +64,10 @@ pub trait VaultGate: Send + Sync + 'static {
 pub struct Gateway {
     pub anthropic: String,
     pub openai: String,
+    /// The bases parsed once: a request's URL is the base with its path and query set, not a
+    /// string parsed whole (host, IDNA) on every request.
+    anthropic_url: reqwest::Url,
+    openai_url: reqwest::Url,
     client: reqwest::Client,
     /// HTTP/1.1 only: an `Upgrade` cannot ride HTTP/2, which ALPN could otherwise pick.
     upgrade_client: reqwest::Client,
@@ -89,9 +93,18 @@ impl Gateway {
         let client = builder().build()?;
         let upgrade_client = builder().http1_only().build()?;
         let trim = |base: String| base.trim_end_matches('/').to_string();
+        let (anthropic, openai) = (trim(anthropic), trim(openai));
+        let parse = |base: &str, variable: &str| {
+            reqwest::Url::parse(base)
+                .ok()
+                .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
+                .ok_or_else(|| anyhow::anyhow!("{variable} `{base}` is not an http(s) URL\nhint: e.g. https://api.openai.com"))
+        };
         Ok(Gateway {
-            anthropic: trim(anthropic),
-            openai: trim(openai),
+            anthropic_url: parse(&anthropic, crate::env::AILERON_ANTHROPIC_UPSTREAM)?,
+            openai_url: parse(&openai, crate::env::AILERON_OPENAI_UPSTREAM)?,
+            anthropic,
+            openai,
             client,
             upgrade_client,
             vault,
@@ -192,36 +205,38 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     if declared_length.is_some_and(|length| length > MAX_REQUEST_BODY_BYTES as u64) {
         return close_after(too_large());
     }
-    let base = match provider {
-        Provider::Anthropic => &gateway.anthropic,
-        Provider::OpenAi => &gateway.openai,
+    let (base, base_url) = match provider {
+        Provider::Anthropic => (&gateway.anthropic, &gateway.anthropic_url),
+        Provider::OpenAi => (&gateway.openai, &gateway.openai_url),
     };
-    let path_and_query = request.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or(path);
-    let url = format!("{base}{path_and_query}");
     let (parts, body) = request.into_parts();
+    let url = upstream_url(base_url, &parts.uri);
     let listed = connection_listed(&parts.headers);
     let client = if upgrade.is_some() { &gateway.upgrade_client } else { &gateway.client };
-    let mut upstream = client.request(parts.method.clone(), &url);
-    for (name, value) in &parts.headers {
-        if !is_hop_by_hop(name, &listed) && name != header::CONTENT_LENGTH {
-            upstream = upstream.header(name, value);
-        }
+    // The request's own header map goes upstream, hop-by-hop headers taken out in place.
+    let mut headers = parts.headers;
+    remove_hop_by_hop(&mut headers, &listed);
+    // One `Content-Length`, the one hyper validated (repeats of it are allowed on the wire).
+    headers.remove(header::CONTENT_LENGTH);
+    if let Some(length) = declared_length {
+        headers.insert(header::CONTENT_LENGTH, length.into());
     }
     if let Some((protocol, _)) = &upgrade {
         // Hop-by-hop, but the one thing a proxy must restate to pass an upgrade along.
-        upstream = upstream.header(header::CONNECTION, "upgrade").header(header::UPGRADE, protocol);
+        headers.insert(header::CONNECTION, axum::http::HeaderValue::from_static("upgrade"));
+        headers.insert(header::UPGRADE, protocol.clone());
     }
+    let mut upstream = reqwest::Request::new(parts.method, url);
+    *upstream.headers_mut() = headers;
     // The body streams upstream as it arrives (never buffered whole), under the size cap. With a
-    // `Content-Length` the exact length goes along; without one the upstream gets it chunked.
-    // A bodiless request (a GET, an upgrade) stays bodiless: no invented `Content-Length: 0`.
+    // `Content-Length` the exact length goes along; without one the
+    // upstream gets it chunked. A bodiless request (a GET, an upgrade) stays bodiless: no
+    // invented `Content-Length: 0`.
     let oversized = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    if let Some(length) = declared_length {
-        upstream = upstream.header(header::CONTENT_LENGTH, length);
-    }
     if declared_length.is_some_and(|length| length > 0) || (declared_length.is_none() && !body.is_end_stream()) {
-        upstream = upstream.body(reqwest::Body::wrap_stream(capped(body, oversized.clone())));
+        *upstream.body_mut() = Some(reqwest::Body::wrap_stream(capped(body, oversized.clone())));
     }
-    let response = match upstream.send().await {
+    let response = match client.execute(upstream).await {
         Ok(response) => response,
         Err(_) if oversized.load(std::sync::atomic::Ordering::Relaxed) => return close_after(too_large()),
         Err(error) => {
@@ -234,24 +249,72 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
             return provider.error(StatusCode::BAD_GATEWAY, kind, &message);
         }
     };
-    let status = response.status();
-    let upstream_listed = connection_listed(response.headers());
-    let mut builder = Response::builder().status(status);
-    for (name, value) in response.headers() {
-        if !is_hop_by_hop(name, &upstream_listed) {
-            builder = builder.header(name, value);
+    if let (Some((_, client_side)), StatusCode::SWITCHING_PROTOCOLS) = (upgrade, response.status()) {
+        let upstream_listed = connection_listed(response.headers());
+        let mut builder = Response::builder().status(response.status());
+        for (name, value) in response.headers() {
+            if !is_hop_by_hop(name, &upstream_listed) {
+                builder = builder.header(name, value);
+            }
         }
-    }
-    if let (Some((_, client_side)), StatusCode::SWITCHING_PROTOCOLS) = (upgrade, status) {
         return switch_protocols(builder, response, client_side, permit);
     }
+    // Status, headers and body as the upstream sent them (hop-by-hop headers taken out in place).
     // Each chunk is handed to hyper as it arrives: no buffering, so every SSE event reaches the
-    // agent as soon as the upstream sends it. The permit lives as long as the stream.
-    let stream = response.bytes_stream().map_err(std::io::Error::other).map(move |chunk| {
-        let _held = &permit;
-        chunk
-    });
-    builder.body(Body::from_stream(stream)).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+    // agent as soon as the upstream sends it. The permit lives as long as the body.
+    let (mut parts, body) = axum::http::Response::from(response).into_parts();
+    let upstream_listed = connection_listed(&parts.headers);
+    remove_hop_by_hop(&mut parts.headers, &upstream_listed);
+    Response::from_parts(parts, Body::new(Permitted { body, _permit: permit }))
+}
+
+/// `base` with the request's path appended to its own and the request's query: the URL is
+/// built from parts already parsed instead of from a string parsed whole.
+fn upstream_url(base: &reqwest::Url, uri: &axum::http::Uri) -> reqwest::Url {
+    let mut url = base.clone();
+    let prefix = base.path().trim_end_matches('/');
+    if prefix.is_empty() {
+        url.set_path(uri.path());
+    } else {
+        url.set_path(&format!("{prefix}{}", uri.path()));
+    }
+    url.set_query(uri.query());
+    url
+}
+
+/// Takes the hop-by-hop headers (and `Host`, which the client sets for the upstream) out of
+/// `headers`.
+fn remove_hop_by_hop(headers: &mut HeaderMap, connection_listed: &[String]) {
+    let names: Vec<HeaderName> = headers.keys().filter(|name| is_hop_by_hop(name, connection_listed)).cloned().collect();
+    for name in names {
+        headers.remove(name);
+    }
+}
+
+/// A response body that holds the gateway's in-flight permit until it is done or dropped.
+struct Permitted {
+    body: reqwest::Body,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl axum::body::HttpBody for Permitted {
+    type Data = bytes::Bytes;
+    type Error = reqwest::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, reqwest::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(context)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The upstream accepted an upgrade: answer 101 with its headers, then copy bytes both ways
@@ -341,4 +404,49 @@ fn capped(
 /// Whether a request path is served by the gateway (no daemon token needed).
 pub fn is_gateway_path(method: &Method, path: &str) -> bool {
     PATHS.contains(&path) || (path == "/" && (method == Method::HEAD || method == Method::GET))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The URL built from parts is the one parsing the joined string gave (what the gateway did
+    /// before): base paths, queries with escapes, empty queries and dot segments alike.
+    #[test]
+    fn upstream_urls_are_the_joined_strings_parsed() {
+        let bases = ["https://api.openai.com", "http://127.0.0.1:8080", "http://127.0.0.1:9/prefix", "https://proxy.example/a/b"];
+        let requests = [
+            "/v1/messages",
+            "/v1/messages?beta=true&x=1%202",
+            "/v1/models?",
+            "/v1/messages/count_tokens?q=%2F%3F&x&y=",
+            "/v1/chat/completions?a=%22q%22&b=%C3%A9",
+            "/v1/responses/../models",
+            "/v1//responses",
+        ];
+        for base in bases {
+            let parsed = reqwest::Url::parse(base).unwrap();
+            for request in requests {
+                let uri: axum::http::Uri = request.parse().unwrap();
+                let joined = reqwest::Url::parse(&format!("{base}{request}")).unwrap();
+                assert_eq!(upstream_url(&parsed, &uri).as_str(), joined.as_str(), "{base} + {request}");
+            }
+        }
+    }
+
+    /// A base that is not an http(s) URL is refused when the gateway is built, naming the variable.
+    #[test]
+    fn an_unusable_upstream_is_refused_at_start() {
+        struct Open;
+        impl VaultGate for Open {
+            fn locked(&self) -> Option<String> {
+                None
+            }
+        }
+        crate::process::install_crypto_provider();
+        for base in ["api.openai.com", "ftp://example.com", "http://", ""] {
+            let error = Gateway::new(base.into(), DEFAULT_OPENAI_UPSTREAM.into(), Arc::new(Open)).err().unwrap().to_string();
+            assert!(error.contains(crate::env::AILERON_ANTHROPIC_UPSTREAM) && error.contains("hint:"), "{base}: {error}");
+        }
+    }
 }
