@@ -2,9 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use aileron_sandbox::Limits;
+use aileron_core::ContentHash;
+use aileron_sandbox::{CallRequest, ImportPolicy, Limits, Runtime, RuntimeConfig};
 
-use crate::guest::{Wat, call, failure, limits, summary};
+use crate::guest::{FakeEgress, Wat, call, failure, limits, summary};
 
 /// Every limit stop must land within this much of the limit.
 const STOP_SLACK: Duration = Duration::from_millis(50);
@@ -49,6 +50,33 @@ async fn a_computing_guest_stops_at_the_wall_time_limit() {
         assert!(elapsed <= wall_time + STOP_SLACK, "stopped late: {elapsed:?} for a limit of {wall_time:?}");
         assert!(failure(&outcome).message.contains(&format!("{} ms", wall_time.as_millis())));
     }
+}
+
+/// The epoch ticker sleeps while no call runs (an idle daemon is woken by nothing), and a guest
+/// that starts computing after an idle spell is still stopped at its wall time.
+#[tokio::test]
+async fn the_epoch_stands_still_while_no_call_runs_and_limits_hold_after_it() {
+    // A runtime of its own: the shared one has other tests' calls running.
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let wasm = infinite_loop().wasm();
+    let module = runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let idle_ticks = || async {
+        let before = runtime.epoch_ticks();
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        runtime.epoch_ticks() - before
+    };
+    assert_eq!(idle_ticks().await, 0, "the epoch advanced with no call running");
+    let wall_time = Duration::from_millis(150);
+    let started = Instant::now();
+    let request = CallRequest { op: "run".into(), args: serde_json::json!({}), limits: Limits { wall_time, ..limits() } };
+    let outcome = runtime.call(&module, request, FakeEgress::new()).await;
+    let elapsed = started.elapsed();
+    assert_eq!(summary(&outcome), r#"resource_limit_exceeded sandbox "time""#);
+    assert!(elapsed >= wall_time && elapsed <= wall_time + STOP_SLACK, "{elapsed:?}");
+    assert!(runtime.epoch_ticks() >= 10, "the call ran without the ticker: {} ticks", runtime.epoch_ticks());
+    // At most one tick more after the call ended, then none.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(idle_ticks().await, 0, "the epoch kept advancing after the call");
 }
 
 #[tokio::test]
