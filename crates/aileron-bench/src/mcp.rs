@@ -58,6 +58,9 @@ impl McpBenchConfig {
 pub(super) struct McpFigures {
     call_via_mcp: Distribution,
     call_direct: Distribution,
+    /// The same request line written to `cat` and read back: the pipe round trip and process
+    /// wake-up any stdio server adds, whatever it does with the line (the floor under MCP's cost).
+    pipe_echo: Distribution,
     list_via_mcp: Distribution,
     list_direct: Distribution,
     /// Installed actions during the listing (the tools are these plus the two built-ins).
@@ -66,7 +69,9 @@ pub(super) struct McpFigures {
     response_bytes_list: usize,
 }
 
-const ADDED_P50_GOAL: Duration = Duration::from_micros(500);
+/// Issue 17: `tools/call` through `aileron-mcp` adds at most 50 µs at p50 and 100 µs at p99.
+const ADDED_P50_GOAL: Duration = Duration::from_micros(50);
+const ADDED_P99_GOAL: Duration = Duration::from_micros(100);
 const LIST_P50_GOAL: Duration = Duration::from_millis(20);
 
 impl McpFigures {
@@ -78,6 +83,7 @@ impl McpFigures {
     pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
         let added = self.added_p50_micros();
         let (via, direct) = (self.call_via_mcp.p50(), self.call_direct.p50());
+        let added_p99 = (self.call_via_mcp.p99().as_secs_f64() - self.call_direct.p99().as_secs_f64()) * 1e6;
         let list = self.list_via_mcp.p50();
         vec![
             SummaryRow {
@@ -85,14 +91,22 @@ impl McpFigures {
                 measured: format_duration(via),
                 baseline: format!("{} direct POST /run", format_duration(direct)),
                 ratio: format_ratio(ratio(via, direct)),
-                goal: "≤ +0.5 ms",
+                goal: "≤ +50 µs",
                 met: Some(added <= ADDED_P50_GOAL.as_secs_f64() * 1e6),
             },
             SummaryRow {
-                figure: "(e) MCP tools/call of echo, p99".into(),
+                figure: format!("(e) MCP tools/call of echo, p99 ({added_p99:+.0} µs)"),
                 measured: format_duration(self.call_via_mcp.p99()),
                 baseline: format!("{} direct POST /run", format_duration(self.call_direct.p99())),
                 ratio: format_ratio(ratio(self.call_via_mcp.p99(), self.call_direct.p99())),
+                goal: "≤ +100 µs",
+                met: Some(added_p99 <= ADDED_P99_GOAL.as_secs_f64() * 1e6),
+            },
+            SummaryRow {
+                figure: "(e) MCP's added p50 against a pipe round trip through `cat`".into(),
+                measured: format!("{added:+.0} µs"),
+                baseline: format!("{} `cat`", format_duration(self.pipe_echo.p50())),
+                ratio: format_ratio(added / (self.pipe_echo.p50().as_secs_f64() * 1e6).max(f64::MIN_POSITIVE)),
                 goal: "",
                 met: None,
             },
@@ -116,12 +130,15 @@ impl McpFigures {
              binary spoken to over pipes (one JSON-RPC line each way) by the benchmark, as an agent host does; the \
              baseline sends the same `POST /v1/actions/echo-0000/run` over a kept-alive loopback connection. Kinds \
              alternate in rounds of {ROUND} after {WARMUP} untimed round trips of each. The daemon is a real \
-             `aileron daemon run` process on a scratch home.\n"
+             `aileron daemon run` process on a scratch home. A third kind writes the same request line to `cat` \
+             and reads it back: the pipe round trip and process wake-up that any stdio server adds before it does \
+             anything with the line.\n"
         );
         let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
         let rows = [
             ("tools/call via aileron-mcp", &self.call_via_mcp),
             ("POST /v1/actions/echo-0000/run", &self.call_direct),
+            ("the request line through `cat` and back", &self.pipe_echo),
             ("tools/list via aileron-mcp", &self.list_via_mcp),
             ("GET /v1/actions", &self.list_direct),
         ];
@@ -169,25 +186,29 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
         Ok(elapsed)
     };
     let call = json!({ "name": "echo_0000", "arguments": arguments });
+    let mut cat = PipeEcho::start(&mcp.request_line("tools/call", &call))?;
     for _ in 0..WARMUP {
         direct_call().await?;
         mcp.call_tool(&call)?;
+        cat.round_trip()?;
     }
     let (mut via_mcp, mut direct) = (Vec::with_capacity(config.calls), Vec::with_capacity(config.calls));
+    let mut pipe_echo = Vec::with_capacity(config.calls);
     let mut round = 0;
     while via_mcp.len() < config.calls {
         let n = ROUND.min(config.calls - via_mcp.len());
-        for kind in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
+        for kind in [0, 1, 2].into_iter().cycle().skip(round % 3).take(3) {
             for _ in 0..n {
-                if kind == 0 {
-                    via_mcp.push(mcp.call_tool(&call)?);
-                } else {
-                    direct.push(direct_call().await?);
+                match kind {
+                    0 => via_mcp.push(mcp.call_tool(&call)?),
+                    1 => direct.push(direct_call().await?),
+                    _ => pipe_echo.push(cat.round_trip()?),
                 }
             }
         }
         round += 1;
     }
+    drop(cat);
 
     install_echo(&client, home, config.listed_actions).await?;
     let mut list_via_mcp = Vec::with_capacity(config.lists);
@@ -216,6 +237,7 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
     Ok(McpFigures {
         call_via_mcp: Distribution::new(via_mcp),
         call_direct: Distribution::new(direct),
+        pipe_echo: Distribution::new(pipe_echo),
         list_via_mcp: Distribution::new(list_via_mcp),
         list_direct: Distribution::new(list_direct),
         listed_actions: config.listed_actions,
@@ -301,6 +323,11 @@ impl McpProcess {
         Ok(process)
     }
 
+    /// The line a request would be (with the next id), for the pipe floor.
+    fn request_line(&self, method: &str, params: &Value) -> String {
+        json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}).to_string()
+    }
+
     /// One request; returns the time to its response and the response.
     fn request(&mut self, method: &str, params: &Value) -> anyhow::Result<(Duration, Value)> {
         let id = self.next_id;
@@ -359,6 +386,45 @@ impl McpProcess {
 }
 
 impl Drop for McpProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `cat` as a stdio "server" that does nothing with a line but send it back.
+struct PipeEcho {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+    echoed: String,
+}
+
+impl PipeEcho {
+    fn start(line: &str) -> anyhow::Result<PipeEcho> {
+        let mut child = Command::new("cat").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().context("starting cat")?;
+        let stdin = child.stdin.take().context("cat stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("cat stdout")?);
+        Ok(PipeEcho { child, stdin, stdout, line: format!("{line}\n"), echoed: String::new() })
+    }
+
+    /// Writes the line and reads it back.
+    fn round_trip(&mut self) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        self.stdin.write_all(self.line.as_bytes())?;
+        self.stdin.flush()?;
+        self.echoed.clear();
+        self.stdout.read_line(&mut self.echoed)?;
+        let elapsed = started.elapsed();
+        if self.echoed != self.line {
+            bail!("cat sent back {} bytes for {}", self.echoed.len(), self.line.len());
+        }
+        Ok(elapsed)
+    }
+}
+
+impl Drop for PipeEcho {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
