@@ -2025,6 +2025,8 @@ mod tests {
             only: Vec::new(),
             markdown: Some(PathBuf::from("/tmp/B.md")),
             litellm: Some(PathBuf::from("/r/target/py-litellm/bin/litellm")),
+            go_wasm: Some(PathBuf::from("/r/connectors/target/go/go_connector_big.wasm")),
+            serve_bare_proxy: None,
         };
         let changed = BenchArgs {
             calls: 10,
