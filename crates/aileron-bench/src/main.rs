@@ -1771,10 +1771,10 @@ impl Report {
             text,
             "Reproduce: `{}`. Each phase: the clients send the same request back to back for a warm-up, then \
              {window} s measured (requests sent and answered inside the window). The daemon's state is opened on \
-             a temporary home with the audit log on disk (one fdatasync per group commit) and served by axum on \
-             its own tokio runtime; the clients (reqwest, one keep-alive connection each) run on another runtime \
-             in the same process, on the same CPUs. After the phases the audit log held {} records and \
-             verified, one per answered run.\n",
+             a temporary home with the audit log on disk (one fdatasync per group commit) and served by the \
+             daemon's own accept loop on its own tokio runtime; the clients (hyper's connection-level HTTP/1.1 \
+             client, one keep-alive connection each) run on another runtime in the same process, on the same \
+             CPUs. After the phases the audit log held {} records and verified, one per answered run.\n",
             self.args.command_line(Some(Part::Http)),
             format_count(http.audit_records)
         );
