@@ -64,52 +64,130 @@ pub trait VaultGate: Send + Sync + 'static {
 pub struct Gateway {
     pub anthropic: String,
     pub openai: String,
-    /// The bases parsed once: a request's URL is the base with its path and query set, not a
-    /// string parsed whole (host, IDNA) on every request.
-    anthropic_url: reqwest::Url,
-    openai_url: reqwest::Url,
-    client: reqwest::Client,
+    anthropic_route: Route,
+    openai_route: Route,
+    /// hyper-util's pooled client over hyper-rustls (HTTP/2 by ALPN where the upstream offers it).
+    client: UpstreamClient,
     /// HTTP/1.1 only: an `Upgrade` cannot ride HTTP/2, which ALPN could otherwise pick.
-    upgrade_client: reqwest::Client,
+    upgrade_client: UpstreamClient,
+    /// reqwest, for an upstream the proxy environment sends through a proxy ([`Route::ViaProxy`]).
+    proxied: reqwest::Client,
+    proxied_upgrade: reqwest::Client,
     pub vault: Arc<dyn VaultGate>,
     /// Requests in flight, request bodies buffered and responses streaming, are capped: any local
     /// process may use the gateway (by design), none may exhaust the daemon with it.
     permits: Arc<tokio::sync::Semaphore>,
 }
 
+type UpstreamClient =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Body>;
+
+/// How requests reach one provider's upstream, decided once at start.
+enum Route {
+    /// hyper-util's client, the URI made from the base's parts and the request's own path and
+    /// query: nothing parsed per request but what hyper parses anyway.
+    Direct(Base),
+    /// The proxy environment (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, less `NO_PROXY`) names a
+    /// proxy for this upstream: reqwest carries the request through it (a CONNECT tunnel for
+    /// https), as the gateway always did; the URL is the base with the path and query set.
+    ViaProxy(reqwest::Url),
+}
+
+/// An upstream base split once: scheme, authority and the path every request is appended to.
+struct Base {
+    scheme: axum::http::uri::Scheme,
+    authority: axum::http::uri::Authority,
+    /// Without its trailing `/` (empty for a base without a path).
+    prefix: String,
+}
+
+impl Base {
+    /// The absolute URI of `request` upstream: the base's scheme and authority, the base's path
+    /// followed by the request's path and query, byte for byte (nothing normalized).
+    fn uri_for(&self, request: &axum::http::Uri) -> Result<axum::http::Uri, axum::http::Error> {
+        let path_and_query = match (self.prefix.is_empty(), request.path_and_query()) {
+            (true, Some(path_and_query)) => path_and_query.clone(),
+            (_, path_and_query) => {
+                let tail = path_and_query.map_or("/", |p| p.as_str());
+                axum::http::uri::PathAndQuery::try_from(format!("{}{tail}", self.prefix))?
+            }
+        };
+        Ok(axum::http::Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query)
+            .build()?)
+    }
+}
+
 /// How many gateway requests may be in flight at once (request bodies stream through, so each
 /// holds only the chunk in hand); beyond it the gateway answers 503 in the provider's shape.
 pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
+/// How long connecting to an upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an idle pooled upstream connection is kept.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
 impl Gateway {
     pub fn new(anthropic: String, openai: String, vault: Arc<dyn VaultGate>) -> anyhow::Result<Gateway> {
+        Gateway::with_proxy_environment(anthropic, openai, vault, &hyper_util::client::proxy::matcher::Matcher::from_env())
+    }
+
+    /// [`Gateway::new`] deciding each upstream's route by `proxies` (the unit tests give their own;
+    /// reqwest, on the proxied route, reads the same environment `Matcher::from_env` does).
+    fn with_proxy_environment(
+        anthropic: String,
+        openai: String,
+        vault: Arc<dyn VaultGate>,
+        proxies: &hyper_util::client::proxy::matcher::Matcher,
+    ) -> anyhow::Result<Gateway> {
         let builder = || {
             reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
-                .connect_timeout(Duration::from_secs(10))
-                .pool_idle_timeout(Duration::from_secs(90))
+                .connect_timeout(CONNECT_TIMEOUT)
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
                 .tcp_nodelay(true)
         };
-        let client = builder().build()?;
-        let upgrade_client = builder().http1_only().build()?;
+        let proxied = builder().build()?;
+        let proxied_upgrade = builder().http1_only().build()?;
         let trim = |base: String| base.trim_end_matches('/').to_string();
         let (anthropic, openai) = (trim(anthropic), trim(openai));
-        let parse = |base: &str, variable: &str| {
-            reqwest::Url::parse(base)
-                .ok()
-                .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
-                .ok_or_else(|| anyhow::anyhow!("{variable} `{base}` is not an http(s) URL\nhint: e.g. https://api.openai.com"))
+        let route = |base: &str, variable: &str| -> anyhow::Result<Route> {
+            let unusable = || anyhow::anyhow!("{variable} `{base}` is not an http(s) URL\nhint: e.g. https://api.openai.com");
+            let url = reqwest::Url::parse(base).ok().filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some());
+            let url = url.ok_or_else(unusable)?;
+            let uri: axum::http::Uri = url.as_str().parse().map_err(|_| unusable())?;
+            if proxies.intercept(&uri).is_some() {
+                return Ok(Route::ViaProxy(url));
+            }
+            let (Some(scheme), Some(authority)) = (uri.scheme().cloned(), uri.authority().cloned()) else { return Err(unusable()) };
+            Ok(Route::Direct(Base { scheme, authority, prefix: uri.path().trim_end_matches('/').to_string() }))
         };
         Ok(Gateway {
-            anthropic_url: parse(&anthropic, crate::env::AILERON_ANTHROPIC_UPSTREAM)?,
-            openai_url: parse(&openai, crate::env::AILERON_OPENAI_UPSTREAM)?,
+            anthropic_route: route(&anthropic, crate::env::AILERON_ANTHROPIC_UPSTREAM)?,
+            openai_route: route(&openai, crate::env::AILERON_OPENAI_UPSTREAM)?,
             anthropic,
             openai,
-            client,
-            upgrade_client,
+            client: upstream_client(Alpn::Http2AndHttp1)?,
+            upgrade_client: upstream_client(Alpn::Http1)?,
+            proxied,
+            proxied_upgrade,
             vault,
             permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
         })
+    }
+
+    /// Whether `provider`'s upstream is reached through a proxy of the environment.
+    pub fn uses_proxy(&self, provider: Provider) -> bool {
+        matches!(self.route(provider), Route::ViaProxy(_))
+    }
+
+    fn route(&self, provider: Provider) -> &Route {
+        match provider {
+            Provider::Anthropic => &self.anthropic_route,
+            Provider::OpenAi => &self.openai_route,
+        }
     }
 
     /// The same gateway with another concurrency cap (tests, small machines).
@@ -129,6 +207,43 @@ impl Gateway {
             vault,
         )
     }
+}
+
+/// Which protocols the TLS handshake offers.
+#[derive(Clone, Copy)]
+enum Alpn {
+    Http2AndHttp1,
+    Http1,
+}
+
+/// hyper-util's pooled client over hyper-rustls, set up as reqwest sets up its own: rustls with
+/// the platform's certificate verifier and the process's crypto provider, TLS 1.2 and 1.3, ALPN
+/// `h2` then `http/1.1` (HTTP/1.1 alone for upgrades), `TCP_NODELAY`, a 10 s connect timeout,
+/// idle connections kept 90 s, no redirects followed (hyper-util follows none).
+fn upstream_client(alpn: Alpn) -> anyhow::Result<UpstreamClient> {
+    use anyhow::Context as _;
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).context("loading the platform's certificate verifier")?;
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("configuring TLS")?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
+    let https = match alpn {
+        Alpn::Http2AndHttp1 => https.enable_http1().enable_http2().wrap_connector(http),
+        Alpn::Http1 => https.enable_http1().wrap_connector(http),
+    };
+    let mut builder = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
+    builder.pool_idle_timeout(POOL_IDLE_TIMEOUT).pool_timer(hyper_util::rt::TokioTimer::new()).timer(hyper_util::rt::TokioTimer::new());
+    Ok(builder.build(https))
 }
 
 /// The proxy's routes at `paths` (the daemon's route table lists them): `/` answers probes,
@@ -205,14 +320,12 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     if declared_length.is_some_and(|length| length > MAX_REQUEST_BODY_BYTES as u64) {
         return close_after(too_large());
     }
-    let (base, base_url) = match provider {
-        Provider::Anthropic => (&gateway.anthropic, &gateway.anthropic_url),
-        Provider::OpenAi => (&gateway.openai, &gateway.openai_url),
+    let base = match provider {
+        Provider::Anthropic => &gateway.anthropic,
+        Provider::OpenAi => &gateway.openai,
     };
     let (parts, body) = request.into_parts();
-    let url = upstream_url(base_url, &parts.uri);
     let listed = connection_listed(&parts.headers);
-    let client = if upgrade.is_some() { &gateway.upgrade_client } else { &gateway.client };
     // The request's own header map goes upstream, hop-by-hop headers taken out in place.
     let mut headers = parts.headers;
     remove_hop_by_hop(&mut headers, &listed);
@@ -226,21 +339,48 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
         headers.insert(header::CONNECTION, axum::http::HeaderValue::from_static("upgrade"));
         headers.insert(header::UPGRADE, protocol.clone());
     }
-    let mut upstream = reqwest::Request::new(parts.method, url);
-    *upstream.headers_mut() = headers;
     // The body streams upstream as it arrives (never buffered whole), under the size cap. With a
-    // `Content-Length` the exact length goes along; without one the
-    // upstream gets it chunked. A bodiless request (a GET, an upgrade) stays bodiless: no
-    // invented `Content-Length: 0`.
+    // `Content-Length` the exact length goes along; without one the upstream gets it chunked.
+    // A bodiless request (a GET, an upgrade) stays bodiless: no invented `Content-Length: 0`.
     let oversized = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    if declared_length.is_some_and(|length| length > 0) || (declared_length.is_none() && !body.is_end_stream()) {
-        *upstream.body_mut() = Some(reqwest::Body::wrap_stream(capped(body, oversized.clone())));
-    }
-    let response = match client.execute(upstream).await {
+    let has_body = declared_length.is_some_and(|length| length > 0) || (declared_length.is_none() && !body.is_end_stream());
+    let forwarded = match gateway.route(provider) {
+        Route::Direct(base) => {
+            let Ok(uri) = base.uri_for(&parts.uri) else {
+                return provider.error(StatusCode::BAD_REQUEST, "invalid_request_error", "Aileron gateway: the request's path cannot be sent upstream");
+            };
+            let mut upstream = axum::http::Request::new(if has_body { Body::from_stream(capped(body, oversized.clone())) } else { Body::empty() });
+            *upstream.method_mut() = parts.method;
+            *upstream.uri_mut() = uri;
+            *upstream.headers_mut() = headers;
+            let client = if upgrade.is_some() { &gateway.upgrade_client } else { &gateway.client };
+            client.request(upstream).await.map(|response| response.map(Body::new)).map_err(|error| {
+                if error.is_connect() { "connection failed" } else { "request failed" }
+            })
+        }
+        Route::ViaProxy(base_url) => {
+            let mut upstream = reqwest::Request::new(parts.method, upstream_url(base_url, &parts.uri));
+            *upstream.headers_mut() = headers;
+            if has_body {
+                *upstream.body_mut() = Some(reqwest::Body::wrap_stream(capped(body, oversized.clone())));
+            }
+            let client = if upgrade.is_some() { &gateway.proxied_upgrade } else { &gateway.proxied };
+            // As an `http::Response`: the upgrade handle stays in its extensions.
+            client.execute(upstream).await.map(|response| axum::http::Response::from(response).map(Body::new)).map_err(|error| {
+                if error.is_timeout() {
+                    "timed out"
+                } else if error.is_connect() {
+                    "connection failed"
+                } else {
+                    "request failed"
+                }
+            })
+        }
+    };
+    let mut response = match forwarded {
         Ok(response) => response,
         Err(_) if oversized.load(std::sync::atomic::Ordering::Relaxed) => return close_after(too_large()),
-        Err(error) => {
-            let reason = if error.is_timeout() { "timed out" } else if error.is_connect() { "connection failed" } else { "request failed" };
+        Err(reason) => {
             let message = format!("Aileron gateway: the upstream {base} could not be reached ({reason})");
             let kind = match provider {
                 Provider::Anthropic => "api_error",
@@ -249,21 +389,22 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
             return provider.error(StatusCode::BAD_GATEWAY, kind, &message);
         }
     };
+    let upstream_listed = connection_listed(response.headers());
     if let (Some((_, client_side)), StatusCode::SWITCHING_PROTOCOLS) = (upgrade, response.status()) {
-        let upstream_listed = connection_listed(response.headers());
-        let mut builder = Response::builder().status(response.status());
-        for (name, value) in response.headers() {
-            if !is_hop_by_hop(name, &upstream_listed) {
-                builder = builder.header(name, value);
-            }
+        let protocol = response.headers().get(header::UPGRADE).cloned();
+        let upstream_side = hyper::upgrade::on(&mut response);
+        let (mut parts, _) = response.into_parts();
+        remove_hop_by_hop(&mut parts.headers, &upstream_listed);
+        if let Some(protocol) = protocol {
+            parts.headers.insert(header::CONNECTION, axum::http::HeaderValue::from_static("upgrade"));
+            parts.headers.insert(header::UPGRADE, protocol);
         }
-        return switch_protocols(builder, response, client_side, permit);
+        return switch_protocols(parts, client_side, upstream_side, permit);
     }
     // Status, headers and body as the upstream sent them (hop-by-hop headers taken out in place).
     // Each chunk is handed to hyper as it arrives: no buffering, so every SSE event reaches the
     // agent as soon as the upstream sends it. The permit lives as long as the body.
-    let (mut parts, body) = axum::http::Response::from(response).into_parts();
-    let upstream_listed = connection_listed(&parts.headers);
+    let (mut parts, body) = response.into_parts();
     remove_hop_by_hop(&mut parts.headers, &upstream_listed);
     Response::from_parts(parts, Body::new(Permitted { body, _permit: permit }))
 }
@@ -293,18 +434,18 @@ fn remove_hop_by_hop(headers: &mut HeaderMap, connection_listed: &[String]) {
 
 /// A response body that holds the gateway's in-flight permit until it is done or dropped.
 struct Permitted {
-    body: reqwest::Body,
+    body: Body,
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl axum::body::HttpBody for Permitted {
     type Data = bytes::Bytes;
-    type Error = reqwest::Error;
+    type Error = axum::Error;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
         context: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, reqwest::Error>>> {
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::Error>>> {
         std::pin::Pin::new(&mut self.body).poll_frame(context)
     }
 
@@ -317,25 +458,22 @@ impl axum::body::HttpBody for Permitted {
     }
 }
 
-/// The upstream accepted an upgrade: answer 101 with its headers, then copy bytes both ways
-/// between the two upgraded connections until either side closes. The frames are never read.
+/// The upstream accepted an upgrade: answer 101 with its headers (`Connection: upgrade` and its
+/// `Upgrade` restated by the caller), then copy bytes both ways between the two upgraded connections until either
+/// side closes. The frames are never read.
 fn switch_protocols(
-    builder: axum::http::response::Builder,
-    response: reqwest::Response,
+    parts: axum::http::response::Parts,
     client_side: hyper::upgrade::OnUpgrade,
+    upstream_side: hyper::upgrade::OnUpgrade,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Response {
-    let protocol = response.headers().get(header::UPGRADE).cloned();
-    let builder = match protocol {
-        Some(protocol) => builder.header(header::CONNECTION, "upgrade").header(header::UPGRADE, protocol),
-        None => builder,
-    };
     tokio::spawn(async move {
         let _held = permit;
-        let (client, upstream) = tokio::join!(client_side, response.upgrade());
+        let (client, upstream) = tokio::join!(client_side, upstream_side);
         match (client, upstream) {
-            (Ok(client), Ok(mut upstream)) => {
+            (Ok(client), Ok(upstream)) => {
                 let mut client = hyper_util::rt::TokioIo::new(client);
+                let mut upstream = hyper_util::rt::TokioIo::new(upstream);
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
             }
             (client, upstream) => eprintln!(
@@ -345,7 +483,7 @@ fn switch_protocols(
             ),
         }
     });
-    builder.body(Body::empty()).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+    Response::from_parts(parts, Body::empty())
 }
 
 /// How much of a request body is read (and dropped) before answering 503 without a permit.
@@ -410,8 +548,9 @@ pub fn is_gateway_path(method: &Method, path: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// The URL built from parts is the one parsing the joined string gave (what the gateway did
-    /// before): base paths, queries with escapes, empty queries and dot segments alike.
+    /// Through a proxy, the URL built from parts is the one parsing the joined string gives (what
+    /// the gateway always did there): base paths, queries with escapes, empty queries and dot
+    /// segments alike.
     #[test]
     fn upstream_urls_are_the_joined_strings_parsed() {
         let bases = ["https://api.openai.com", "http://127.0.0.1:8080", "http://127.0.0.1:9/prefix", "https://proxy.example/a/b"];
@@ -434,15 +573,58 @@ mod tests {
         }
     }
 
+    /// A direct upstream's URI is the base's scheme and authority with the base's path before the
+    /// request's own path and query, byte for byte: nothing decoded, re-encoded or normalized.
+    #[test]
+    fn direct_upstream_uris_keep_the_requests_path_and_query_as_sent() {
+        let base = |text: &str| {
+            let uri: axum::http::Uri = text.parse().unwrap();
+            Base {
+                scheme: uri.scheme().unwrap().clone(),
+                authority: uri.authority().unwrap().clone(),
+                prefix: uri.path().trim_end_matches('/').to_string(),
+            }
+        };
+        for (base_text, request, expected) in [
+            ("https://api.openai.com", "/v1/messages", "https://api.openai.com/v1/messages"),
+            ("https://api.openai.com/", "/v1/messages?beta=true&x=1%202", "https://api.openai.com/v1/messages?beta=true&x=1%202"),
+            ("http://127.0.0.1:9/prefix/", "/v1/models?", "http://127.0.0.1:9/prefix/v1/models?"),
+            ("http://127.0.0.1:9/a/b", "/v1/responses/../models?q=%2F", "http://127.0.0.1:9/a/b/v1/responses/../models?q=%2F"),
+            ("https://api.anthropic.com", "/v1//messages", "https://api.anthropic.com/v1//messages"),
+        ] {
+            let uri = base(base_text).uri_for(&request.parse().unwrap()).unwrap();
+            assert_eq!(uri.to_string(), expected, "{base_text} + {request}");
+        }
+    }
+
+    struct Open;
+    impl VaultGate for Open {
+        fn locked(&self) -> Option<String> {
+            None
+        }
+    }
+
+    /// An upstream the proxy environment names a proxy for goes through reqwest (which tunnels
+    /// through it); `NO_PROXY` and an environment without proxies keep it direct.
+    #[test]
+    fn only_upstreams_the_proxy_environment_covers_go_through_a_proxy() {
+        use hyper_util::client::proxy::matcher::Matcher;
+        crate::process::install_crypto_provider();
+        let gateway = |proxies: Matcher| {
+            Gateway::with_proxy_environment("https://api.anthropic.com".into(), "http://127.0.0.1:9".into(), Arc::new(Open), &proxies)
+                .unwrap()
+        };
+        let none = gateway(Matcher::builder().build());
+        assert!(!none.uses_proxy(Provider::Anthropic) && !none.uses_proxy(Provider::OpenAi));
+        let https_only = gateway(Matcher::builder().https("http://proxy.example:3128").build());
+        assert!(https_only.uses_proxy(Provider::Anthropic) && !https_only.uses_proxy(Provider::OpenAi));
+        let all_but_loopback = gateway(Matcher::builder().all("http://proxy.example:3128").no("127.0.0.1").build());
+        assert!(all_but_loopback.uses_proxy(Provider::Anthropic) && !all_but_loopback.uses_proxy(Provider::OpenAi));
+    }
+
     /// A base that is not an http(s) URL is refused when the gateway is built, naming the variable.
     #[test]
     fn an_unusable_upstream_is_refused_at_start() {
-        struct Open;
-        impl VaultGate for Open {
-            fn locked(&self) -> Option<String> {
-                None
-            }
-        }
         crate::process::install_crypto_provider();
         for base in ["api.openai.com", "ftp://example.com", "http://", ""] {
             let error = Gateway::new(base.into(), DEFAULT_OPENAI_UPSTREAM.into(), Arc::new(Open)).err().unwrap().to_string();

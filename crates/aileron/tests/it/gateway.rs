@@ -573,3 +573,66 @@ async fn request_bodies_over_the_cap_are_refused_declared_or_chunked() {
     }
     assert!(up.seen.requests.lock().unwrap().is_empty(), "no over-cap body completed upstream");
 }
+
+/// Behind a company proxy: with `HTTP_PROXY` set for the daemon, an upstream the proxy covers is
+/// reached through the proxy (the request arrives there in absolute form, body and end-to-end
+/// headers intact), and the proxy's answer comes back to the client unchanged.
+#[test]
+fn an_upstream_the_proxy_environment_covers_is_reached_through_the_proxy() {
+    aileron::process::install_crypto_provider();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let seen: Arc<Mutex<Vec<(String, String, Vec<u8>)>>> = Arc::default();
+    let recorded = seen.clone();
+    let proxy = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handler = move |request: Request| {
+            let recorded = recorded.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+                let marker = parts.headers.get("x-marker").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+                recorded.lock().unwrap().push((parts.uri.to_string(), marker, body.to_vec()));
+                Response::builder().status(200).header("content-type", "application/json").body(Body::from(r#"{"via":"proxy"}"#)).unwrap()
+            }
+        };
+        tokio::spawn(async move { axum::serve(listener, axum::Router::new().fallback(handler)).await.unwrap() });
+        addr
+    });
+    let cli = crate::cli::Cli::new();
+    let proxy_url = format!("http://{proxy}");
+    let started = cli.run_with(
+        &["daemon", "start"],
+        &[
+            ("HTTP_PROXY", proxy_url.as_str()),
+            ("http_proxy", proxy_url.as_str()),
+            ("NO_PROXY", ""),
+            ("no_proxy", ""),
+            // A name nothing resolves: only the proxy can answer for it.
+            ("AILERON_OPENAI_UPSTREAM", "http://llm.upstream.invalid"),
+        ],
+        None,
+    );
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&std::fs::read(cli.home.join("daemon.json")).unwrap()).unwrap();
+    let url = info["url"].as_str().unwrap().to_string();
+    let response = runtime.block_on(async move {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let response = client
+            .post(format!("{url}/v1/chat/completions?x=1"))
+            .header("x-marker", "through")
+            .header("authorization", "Bearer sk-fake")
+            .body(r#"{"model":"m"}"#)
+            .send()
+            .await
+            .unwrap();
+        (response.status(), response.text().await.unwrap())
+    });
+    cli.ok(&["daemon", "stop"]);
+    assert_eq!(response, (reqwest::StatusCode::OK, r#"{"via":"proxy"}"#.to_string()));
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        *seen,
+        vec![("http://llm.upstream.invalid/v1/chat/completions?x=1".to_string(), "through".to_string(), br#"{"model":"m"}"#.to_vec())]
+    );
+}
