@@ -158,6 +158,15 @@ impl DaemonClient {
         self.http.request(method, format!("{}{path}", self.base_url)).bearer_auth(self.token.expose())
     }
 
+    /// The `Authorization` header this client sends, marked sensitive (for a client of another
+    /// kind speaking for it: `aileron-mcp`'s direct path, `mcp/link.rs`).
+    pub(crate) fn authorization(&self) -> reqwest::header::HeaderValue {
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
+            .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static("Bearer"));
+        value.set_sensitive(true);
+        value
+    }
+
     /// Sends a request and returns the status with the decoded body, whatever the status.
     pub async fn call_raw(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, Value)> {
         let mut request = self.request(method, path);

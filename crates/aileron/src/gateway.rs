@@ -22,6 +22,8 @@ use axum::routing::{any, get};
 use futures_util::StreamExt;
 use serde_json::json;
 
+use crate::pooled_http::{self, Alpn, Base, PooledClient};
+
 
 pub const DEFAULT_ANTHROPIC_UPSTREAM: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_UPSTREAM: &str = "https://api.openai.com";
@@ -67,9 +69,9 @@ pub struct Gateway {
     anthropic_route: Route,
     openai_route: Route,
     /// hyper-util's pooled client over hyper-rustls (HTTP/2 by ALPN where the upstream offers it).
-    client: UpstreamClient,
+    client: PooledClient,
     /// HTTP/1.1 only: an `Upgrade` cannot ride HTTP/2, which ALPN could otherwise pick.
-    upgrade_client: UpstreamClient,
+    upgrade_client: PooledClient,
     /// reqwest, for an upstream the proxy environment sends through a proxy ([`Route::ViaProxy`]).
     proxied: reqwest::Client,
     proxied_upgrade: reqwest::Client,
@@ -78,9 +80,6 @@ pub struct Gateway {
     /// process may use the gateway (by design), none may exhaust the daemon with it.
     permits: Arc<tokio::sync::Semaphore>,
 }
-
-type UpstreamClient =
-    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Body>;
 
 /// How requests reach one provider's upstream, decided once at start.
 enum Route {
@@ -93,40 +92,14 @@ enum Route {
     ViaProxy(reqwest::Url),
 }
 
-/// An upstream base split once: scheme, authority and the path every request is appended to.
-struct Base {
-    scheme: axum::http::uri::Scheme,
-    authority: axum::http::uri::Authority,
-    /// Without its trailing `/` (empty for a base without a path).
-    prefix: String,
-}
-
-impl Base {
-    /// The absolute URI of `request` upstream: the base's scheme and authority, the base's path
-    /// followed by the request's path and query, byte for byte (nothing normalized).
-    fn uri_for(&self, request: &axum::http::Uri) -> Result<axum::http::Uri, axum::http::Error> {
-        let path_and_query = match (self.prefix.is_empty(), request.path_and_query()) {
-            (true, Some(path_and_query)) => path_and_query.clone(),
-            (_, path_and_query) => {
-                let tail = path_and_query.map_or("/", |p| p.as_str());
-                axum::http::uri::PathAndQuery::try_from(format!("{}{tail}", self.prefix))?
-            }
-        };
-        Ok(axum::http::Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query(path_and_query)
-            .build()?)
-    }
-}
-
 /// How many gateway requests may be in flight at once (request bodies stream through, so each
 /// holds only the chunk in hand); beyond it the gateway answers 503 in the provider's shape.
 pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 /// How long connecting to an upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long an idle pooled upstream connection is kept.
+/// How long an idle pooled reqwest connection is kept (the proxied route; the direct one's is
+/// [`crate::pooled_http`]'s, the same).
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 impl Gateway {
@@ -161,16 +134,15 @@ impl Gateway {
             if proxies.intercept(&uri).is_some() {
                 return Ok(Route::ViaProxy(url));
             }
-            let (Some(scheme), Some(authority)) = (uri.scheme().cloned(), uri.authority().cloned()) else { return Err(unusable()) };
-            Ok(Route::Direct(Base { scheme, authority, prefix: uri.path().trim_end_matches('/').to_string() }))
+            Base::parse(url.as_str()).map(Route::Direct).ok_or_else(unusable)
         };
         Ok(Gateway {
             anthropic_route: route(&anthropic, crate::env::AILERON_ANTHROPIC_UPSTREAM)?,
             openai_route: route(&openai, crate::env::AILERON_OPENAI_UPSTREAM)?,
             anthropic,
             openai,
-            client: upstream_client(Alpn::Http2AndHttp1)?,
-            upgrade_client: upstream_client(Alpn::Http1)?,
+            client: pooled_http::client(Alpn::Http2AndHttp1, CONNECT_TIMEOUT)?,
+            upgrade_client: pooled_http::client(Alpn::Http1, CONNECT_TIMEOUT)?,
             proxied,
             proxied_upgrade,
             vault,
@@ -207,43 +179,6 @@ impl Gateway {
             vault,
         )
     }
-}
-
-/// Which protocols the TLS handshake offers.
-#[derive(Clone, Copy)]
-enum Alpn {
-    Http2AndHttp1,
-    Http1,
-}
-
-/// hyper-util's pooled client over hyper-rustls, set up as reqwest sets up its own: rustls with
-/// the platform's certificate verifier and the process's crypto provider, TLS 1.2 and 1.3, ALPN
-/// `h2` then `http/1.1` (HTTP/1.1 alone for upgrades), `TCP_NODELAY`, a 10 s connect timeout,
-/// idle connections kept 90 s, no redirects followed (hyper-util follows none).
-fn upstream_client(alpn: Alpn) -> anyhow::Result<UpstreamClient> {
-    use anyhow::Context as _;
-    let provider = rustls::crypto::CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).context("loading the platform's certificate verifier")?;
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("configuring TLS")?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-    let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
-    let https = match alpn {
-        Alpn::Http2AndHttp1 => https.enable_http1().enable_http2().wrap_connector(http),
-        Alpn::Http1 => https.enable_http1().wrap_connector(http),
-    };
-    let mut builder = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
-    builder.pool_idle_timeout(POOL_IDLE_TIMEOUT).pool_timer(hyper_util::rt::TokioTimer::new()).timer(hyper_util::rt::TokioTimer::new());
-    Ok(builder.build(https))
 }
 
 /// The proxy's routes at `paths` (the daemon's route table lists them): `/` answers probes,
@@ -346,7 +281,7 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     let has_body = declared_length.is_some_and(|length| length > 0) || (declared_length.is_none() && !body.is_end_stream());
     let forwarded = match gateway.route(provider) {
         Route::Direct(base) => {
-            let Ok(uri) = base.uri_for(&parts.uri) else {
+            let Ok(uri) = base.uri_for(parts.uri.path_and_query()) else {
                 return provider.error(StatusCode::BAD_REQUEST, "invalid_request_error", "Aileron gateway: the request's path cannot be sent upstream");
             };
             let mut upstream = axum::http::Request::new(if has_body { Body::from_stream(capped(body, oversized.clone())) } else { Body::empty() });
@@ -570,30 +505,6 @@ mod tests {
                 let joined = reqwest::Url::parse(&format!("{base}{request}")).unwrap();
                 assert_eq!(upstream_url(&parsed, &uri).as_str(), joined.as_str(), "{base} + {request}");
             }
-        }
-    }
-
-    /// A direct upstream's URI is the base's scheme and authority with the base's path before the
-    /// request's own path and query, byte for byte: nothing decoded, re-encoded or normalized.
-    #[test]
-    fn direct_upstream_uris_keep_the_requests_path_and_query_as_sent() {
-        let base = |text: &str| {
-            let uri: axum::http::Uri = text.parse().unwrap();
-            Base {
-                scheme: uri.scheme().unwrap().clone(),
-                authority: uri.authority().unwrap().clone(),
-                prefix: uri.path().trim_end_matches('/').to_string(),
-            }
-        };
-        for (base_text, request, expected) in [
-            ("https://api.openai.com", "/v1/messages", "https://api.openai.com/v1/messages"),
-            ("https://api.openai.com/", "/v1/messages?beta=true&x=1%202", "https://api.openai.com/v1/messages?beta=true&x=1%202"),
-            ("http://127.0.0.1:9/prefix/", "/v1/models?", "http://127.0.0.1:9/prefix/v1/models?"),
-            ("http://127.0.0.1:9/a/b", "/v1/responses/../models?q=%2F", "http://127.0.0.1:9/a/b/v1/responses/../models?q=%2F"),
-            ("https://api.anthropic.com", "/v1//messages", "https://api.anthropic.com/v1//messages"),
-        ] {
-            let uri = base(base_text).uri_for(&request.parse().unwrap()).unwrap();
-            assert_eq!(uri.to_string(), expected, "{base_text} + {request}");
         }
     }
 

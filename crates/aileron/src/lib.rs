@@ -23,6 +23,7 @@ pub mod package;
 pub mod principal;
 pub mod process;
 pub mod public_address;
+pub mod pooled_http;
 pub mod publish;
 pub mod runner;
 pub mod secret;

@@ -59,7 +59,73 @@ enum Mode {
 struct Connected {
     /// Carries a session token: the launch's, or the one of `own_session`.
     client: DaemonClient,
+    /// The same daemon and token for the calls of the MCP session itself.
+    direct: DirectClient,
     own_session: Option<OwnSession>,
+}
+
+/// `aileron-mcp`'s own requests (tool calls, the catalog, approval results) go through
+/// hyper-util's pooled client with the URI made from parts and the `Authorization` header made
+/// once: each tool call is one request after another on a kept-alive connection, and reqwest's
+/// layers (URL parse, request builder, redirect and retry layers) were an eighth of
+/// `aileron-mcp`'s CPU per call (BENCHMARKS.md (e)).
+#[derive(Clone)]
+struct DirectClient {
+    http: crate::pooled_http::PooledClient,
+    base: crate::pooled_http::Base,
+    authorization: reqwest::header::HeaderValue,
+}
+
+/// Why a request got no answer.
+struct NoAnswer {
+    /// The connection was refused (nothing was sent: safe to retry elsewhere).
+    connect: bool,
+    cause: String,
+}
+
+impl DirectClient {
+    fn new(client: &DaemonClient) -> Result<DirectClient, Unreachable> {
+        let base = crate::pooled_http::Base::parse(&client.base_url).ok_or_else(|| Unreachable {
+            message: format!("the daemon's address `{}` is not an http(s) URL\nhint: check AILERON_URL", client.base_url),
+        })?;
+        let http = crate::pooled_http::client(crate::pooled_http::Alpn::Http1, crate::client::CONNECT_TIMEOUT)
+            .map_err(|error| Unreachable { message: format!("cannot set up an HTTP client: {error:#}") })?;
+        Ok(DirectClient { http, base, authorization: client.authorization() })
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        traceparent: Option<&str>,
+        body: Option<bytes::Bytes>,
+        timeout: Duration,
+    ) -> Result<(u16, bytes::Bytes), NoAnswer> {
+        use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+        let no_answer = |cause: String| NoAnswer { connect: false, cause };
+        let path = axum::http::uri::PathAndQuery::try_from(path).map_err(|error| no_answer(error.to_string()))?;
+        let uri = self.base.uri_for(Some(&path)).map_err(|error| no_answer(error.to_string()))?;
+        let mut request = axum::http::Request::new(body.clone().map_or_else(axum::body::Body::empty, axum::body::Body::from));
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.insert(AUTHORIZATION, self.authorization.clone());
+        if body.is_some() {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        if let Some(traceparent) = traceparent.and_then(|value| HeaderValue::from_str(value).ok()) {
+            headers.insert("traceparent", traceparent);
+        }
+        let exchange = async {
+            let response = self.http.request(request).await.map_err(|error| NoAnswer { connect: error.is_connect(), cause: chain(&error) })?;
+            let status = response.status().as_u16();
+            let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX)
+                .await
+                .map_err(|error| no_answer(chain(&error)))?;
+            Ok((status, bytes))
+        };
+        tokio::time::timeout(timeout, exchange).await.unwrap_or_else(|_| Err(no_answer("it did not answer in time".into())))
+    }
 }
 
 /// A session `aileron-mcp` opened for itself with the daemon token, ended when it exits.
@@ -110,6 +176,11 @@ impl DaemonLink {
 
     /// A client for one request: the current daemon, found again when there is none yet.
     pub async fn client(&self, autostart: Autostart) -> Result<DaemonClient, Unreachable> {
+        self.connected(autostart).await.map(|(client, _)| client)
+    }
+
+    /// [`DaemonLink::client`] with the direct client for the same daemon and token.
+    async fn connected(&self, autostart: Autostart) -> Result<(DaemonClient, DirectClient), Unreachable> {
         match &self.mode {
             Mode::InProcess { services } => Err(Unreachable {
                 message: format!("the daemon at {} serves this MCP session in-process", services.base_url()),
@@ -117,7 +188,7 @@ impl DaemonLink {
             Mode::Discovered { home, current } => {
                 let mut current = current.lock().await;
                 if let Some(connected) = &*current {
-                    return Ok(connected.client.clone());
+                    return Ok((connected.client.clone(), connected.direct.clone()));
                 }
                 let found = match autostart {
                     Autostart::Allowed => DaemonClient::connect(home).await.map(Some),
@@ -126,9 +197,9 @@ impl DaemonLink {
                 match found {
                     Ok(Some(client)) => {
                         let connected = with_agent_identity(client).await?;
-                        let client = connected.client.clone();
+                        let found = (connected.client.clone(), connected.direct.clone());
                         *current = Some(connected);
-                        Ok(client)
+                        Ok(found)
                     }
                     Ok(None) => Err(Unreachable {
                         message: format!(
@@ -187,8 +258,8 @@ impl DaemonLink {
                 Ok(answered(run.with_context(parent).await))
             }
             Mode::Discovered { .. } => {
-                let body = serde_json::json!({ "args": args });
-                self.send(origin, Method::POST, &format!("/v1/actions/{action}/run"), Some(&body)).await
+                let body = serde_json::to_vec(&crate::wire::RunBody { args }).expect("JSON values serialize");
+                self.send(origin, Method::POST, &format!("/v1/actions/{action}/run"), Some(body.into())).await
             }
         }
     }
@@ -219,7 +290,7 @@ impl DaemonLink {
         origin: &CallOrigin,
         method: Method,
         path: &str,
-        body: Option<&Value>,
+        body: Option<bytes::Bytes>,
     ) -> Result<(u16, Value), Unreachable> {
         let (status, bytes) = self.send_raw(origin, method, path, body).await?;
         let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
@@ -232,32 +303,21 @@ impl DaemonLink {
         origin: &CallOrigin,
         method: Method,
         path: &str,
-        body: Option<&Value>,
+        body: Option<bytes::Bytes>,
     ) -> Result<(u16, bytes::Bytes), Unreachable> {
         let timeout = if method == Method::POST && path.ends_with("/run") { RUN_TIMEOUT } else { QUICK_TIMEOUT };
         let mut retried = false;
         loop {
-            let client = self.client(Autostart::Allowed).await?;
-            let mut request = client.request(method.clone(), path).timeout(timeout);
-            if let Some(traceparent) = &origin.traceparent {
-                request = request.header("traceparent", traceparent);
-            }
-            if let Some(body) = body {
-                request = request.json(body);
-            }
-            match request.send().await {
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    let bytes = response.bytes().await.map_err(|e| unreachable(&client, &e))?;
-                    return Ok((status, bytes));
-                }
-                Err(error) if error.is_connect() && !retried && matches!(self.mode, Mode::Discovered { .. }) => {
+            let (client, direct) = self.connected(Autostart::Allowed).await?;
+            match direct.send(method.clone(), path, origin.traceparent.as_deref(), body.clone(), timeout).await {
+                Ok(answer) => return Ok(answer),
+                Err(failed) if failed.connect && !retried && matches!(self.mode, Mode::Discovered { .. }) => {
                     self.forget(&client).await;
                     retried = true;
                 }
-                Err(error) => {
+                Err(failed) => {
                     self.forget(&client).await;
-                    return Err(unreachable(&client, &error));
+                    return Err(unreachable(&client, &failed));
                 }
             }
         }
@@ -270,7 +330,7 @@ impl DaemonLink {
 /// user's scopes.
 async fn with_agent_identity(client: DaemonClient) -> Result<Connected, Unreachable> {
     if !client.is_admin().await {
-        return Ok(Connected { client, own_session: None });
+        return Ok(Connected { direct: DirectClient::new(&client)?, client, own_session: None });
     }
     let request = StartSession {
         agent: OWN_SESSION_AGENT.to_string(),
@@ -281,7 +341,8 @@ async fn with_agent_identity(client: DaemonClient) -> Result<Connected, Unreacha
         message: format!("the Aileron daemon at {} refused a session for aileron-mcp: {error:#}", client.base_url),
     })?;
     let own_session = OwnSession { admin: client.clone(), session_id: started.session_id };
-    Ok(Connected { client: client.with_token(started.token), own_session: Some(own_session) })
+    let client = client.with_token(started.token);
+    Ok(Connected { direct: DirectClient::new(&client)?, client, own_session: Some(own_session) })
 }
 
 /// A workflow's answer for the principal `/mcp` authenticated (401 without one).
@@ -303,14 +364,8 @@ fn answered(answer: Answer) -> (u16, Value) {
     (reply.status.as_u16(), reply.body)
 }
 
-fn unreachable(client: &DaemonClient, error: &reqwest::Error) -> Unreachable {
-    let cause = if error.is_timeout() {
-        "it did not answer in time".to_string()
-    } else if error.is_connect() {
-        "connection refused".to_string()
-    } else {
-        chain(error)
-    };
+fn unreachable(client: &DaemonClient, failed: &NoAnswer) -> Unreachable {
+    let cause = if failed.connect { "connection refused" } else { failed.cause.as_str() };
     Unreachable {
         message: format!(
             "cannot reach the Aileron daemon at {}: {cause}\nhint: start it with `aileron daemon start` \

@@ -279,7 +279,9 @@ impl ServerHandler for AileronMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let origin = origin_of(&context, request.meta.as_ref());
         let arguments = request.arguments.unwrap_or_default();
-        self.shared.call(&origin, &request.name, arguments).await.map(CallToolResponse::from)
+        // Boxed: rmcp moves the whole handler future into a task per request, and this one is
+        // large (the run, the link, the span).
+        Box::pin(self.shared.call(&origin, &request.name, arguments)).await.map(CallToolResponse::from)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

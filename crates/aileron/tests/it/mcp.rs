@@ -598,6 +598,27 @@ fn aileron_mcp_serves_the_catalog_and_runs_calls_through_the_chokepoint() {
     assert!(!ended["items"].as_array().unwrap().is_empty(), "its session ends with it: {ended}");
 }
 
+/// The daemon restarts under a running `aileron-mcp` (another port, another token): the next
+/// tool call finds it again from `daemon.json`, opens a session there, and runs exactly once.
+#[test]
+fn aileron_mcp_finds_a_restarted_daemon_on_the_next_call() {
+    let fixture = Fixture::new();
+    let mut session = fixture.stdio();
+    session.initialize("2025-06-18");
+    let call = |session: &mut StdioSession| session.call("fetch", json!({"url": fixture.url("/status/200")}));
+    assert!(!is_error(&call(&mut session)), "before the restart");
+    let (before, _) = fixture.daemon();
+    fixture.cli.ok(&["daemon", "stop"]);
+    fixture.cli.ok(&["daemon", "start"]);
+    let (after, _) = fixture.daemon();
+    let reached = fixture.upstream.recorder.count();
+    let result = call(&mut session);
+    assert!(!is_error(&result), "after the restart ({before} → {after}): {result}");
+    assert_eq!(fixture.upstream.recorder.count(), reached + 1, "the call ran once");
+    let (clean, stderr) = session.close();
+    assert!(clean, "{stderr}");
+}
+
 #[test]
 fn aileron_mcp_notifies_list_changed_within_a_second() {
     let fixture = Fixture::new();
