@@ -105,12 +105,13 @@ impl DirectClient {
         let no_answer = |cause: String| NoAnswer { connect: false, cause };
         let path = axum::http::uri::PathAndQuery::try_from(path).map_err(|error| no_answer(error.to_string()))?;
         let uri = self.base.uri_for(Some(&path)).map_err(|error| no_answer(error.to_string()))?;
-        let mut request = axum::http::Request::new(body.clone().map_or_else(axum::body::Body::empty, axum::body::Body::from));
+        let has_body = body.is_some();
+        let mut request = axum::http::Request::new(body.map_or_else(axum::body::Body::empty, axum::body::Body::from));
         *request.method_mut() = method;
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
         headers.insert(AUTHORIZATION, self.authorization.clone());
-        if body.is_some() {
+        if has_body {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         }
         if let Some(traceparent) = traceparent.and_then(|value| HeaderValue::from_str(value).ok()) {
