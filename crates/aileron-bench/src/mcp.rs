@@ -58,6 +58,9 @@ impl McpBenchConfig {
 pub(super) struct McpFigures {
     call_via_mcp: Distribution,
     call_direct: Distribution,
+    /// The same `POST /run` over hyper's connection-level client: the lightest client there is,
+    /// lighter than the baseline's reqwest (and than `aileron-mcp`'s own pooled hyper client).
+    call_direct_lean: Distribution,
     /// The same request line written to `cat` and read back: the pipe round trip and process
     /// wake-up any stdio server adds, whatever it does with the line (the floor under MCP's cost).
     pipe_echo: Distribution,
@@ -85,6 +88,8 @@ impl McpFigures {
         let (via, direct) = (self.call_via_mcp.p50(), self.call_direct.p50());
         let added_p99 = (self.call_via_mcp.p99().as_secs_f64() - self.call_direct.p99().as_secs_f64()) * 1e6;
         let list = self.list_via_mcp.p50();
+        let lean = self.call_direct_lean.p50();
+        let lean_added = (via.as_secs_f64() - lean.as_secs_f64()) * 1e6;
         vec![
             SummaryRow {
                 figure: format!("(e) MCP tools/call of echo, p50 ({added:+.0} µs)"),
@@ -101,6 +106,14 @@ impl McpFigures {
                 ratio: format_ratio(ratio(self.call_via_mcp.p99(), self.call_direct.p99())),
                 goal: "≤ +100 µs",
                 met: Some(added_p99 <= ADDED_P99_GOAL.as_secs_f64() * 1e6),
+            },
+            SummaryRow {
+                figure: format!("(e) MCP tools/call against the lightest direct client, p50 ({lean_added:+.0} µs)"),
+                measured: format_duration(via),
+                baseline: format!("{} POST /run over hyper's connection-level client", format_duration(lean)),
+                ratio: format_ratio(ratio(via, lean)),
+                goal: "",
+                met: None,
             },
             SummaryRow {
                 figure: "(e) MCP's added p50 against a pipe round trip through `cat`".into(),
@@ -132,12 +145,15 @@ impl McpFigures {
              alternate in rounds of {ROUND} after {WARMUP} untimed round trips of each. The daemon is a real \
              `aileron daemon run` process on a scratch home. A third kind writes the same request line to `cat` \
              and reads it back: the pipe round trip and process wake-up that any stdio server adds before it does \
-             anything with the line.\n"
+             anything with the line. A fourth sends the baseline's request over hyper's connection-level client \
+             (no pool, no layers, the body not parsed): the baseline's reqwest costs more than `aileron-mcp`'s own \
+             client, so this row shows what MCP adds over the lightest direct caller.\n"
         );
         let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
         let rows = [
             ("tools/call via aileron-mcp", &self.call_via_mcp),
             ("POST /v1/actions/echo-0000/run", &self.call_direct),
+            ("the same over hyper's connection-level client", &self.call_direct_lean),
             ("the request line through `cat` and back", &self.pipe_echo),
             ("tools/list via aileron-mcp", &self.list_via_mcp),
             ("GET /v1/actions", &self.list_direct),
@@ -185,23 +201,41 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
         }
         Ok(elapsed)
     };
+    let probe = super::Probe {
+        method: Method::POST,
+        url: url.to_string(),
+        authorization: format!("Bearer {token}"),
+        body: Some(serde_json::to_vec(&run_body)?.into()),
+    };
+    let mut lean = super::LoadConnection::open(url).await?;
+    let mut lean_call = async || -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let (status, body) = lean.send(&probe, "/v1/actions/echo-0000/run").await?;
+        let elapsed = started.elapsed();
+        if status != 200 || !body.windows(b"hello from the benchmark".len()).any(|w| w == b"hello from the benchmark") {
+            bail!("POST /run answered {status}: {}", String::from_utf8_lossy(&body));
+        }
+        Ok(elapsed)
+    };
     let call = json!({ "name": "echo_0000", "arguments": arguments });
     let mut cat = PipeEcho::start(&mcp.request_line("tools/call", &call))?;
     for _ in 0..WARMUP {
         direct_call().await?;
+        lean_call().await?;
         mcp.call_tool(&call)?;
         cat.round_trip()?;
     }
     let (mut via_mcp, mut direct) = (Vec::with_capacity(config.calls), Vec::with_capacity(config.calls));
-    let mut pipe_echo = Vec::with_capacity(config.calls);
+    let (mut pipe_echo, mut direct_lean) = (Vec::with_capacity(config.calls), Vec::with_capacity(config.calls));
     let mut round = 0;
     while via_mcp.len() < config.calls {
         let n = ROUND.min(config.calls - via_mcp.len());
-        for kind in [0, 1, 2].into_iter().cycle().skip(round % 3).take(3) {
+        for kind in [0, 1, 2, 3].into_iter().cycle().skip(round % 4).take(4) {
             for _ in 0..n {
                 match kind {
                     0 => via_mcp.push(mcp.call_tool(&call)?),
                     1 => direct.push(direct_call().await?),
+                    2 => direct_lean.push(lean_call().await?),
                     _ => pipe_echo.push(cat.round_trip()?),
                 }
             }
@@ -237,6 +271,7 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
     Ok(McpFigures {
         call_via_mcp: Distribution::new(via_mcp),
         call_direct: Distribution::new(direct),
+        call_direct_lean: Distribution::new(direct_lean),
         pipe_echo: Distribution::new(pipe_echo),
         list_via_mcp: Distribution::new(list_via_mcp),
         list_direct: Distribution::new(list_direct),
