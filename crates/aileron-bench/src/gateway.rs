@@ -31,7 +31,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
-use super::{Distribution, SummaryRow, format_count, format_duration, format_rate, format_ratio, ratio};
+use super::{Distribution, SummaryRow, added_micros, format_count, format_duration, format_rate, format_ratio, ratio};
 use aileron::home::Home;
 
 /// Fixed request rates of the latency phases (requests per second). 50/s is one LiteLLM worker
@@ -603,11 +603,6 @@ impl TargetFigures {
     fn at(&self, rate: u32) -> Option<&RatePhase> {
         self.rates.iter().find(|phase| phase.rate == rate)
     }
-}
-
-/// `measured − baseline` in microseconds, signed.
-fn added_micros(measured: Duration, baseline: Duration) -> f64 {
-    (measured.as_secs_f64() - baseline.as_secs_f64()) * 1e6
 }
 
 fn format_added(micros: f64) -> String {

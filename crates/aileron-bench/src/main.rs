@@ -1358,6 +1358,11 @@ fn ratio(measured: Duration, baseline: Duration) -> f64 {
     measured.as_secs_f64() / baseline.as_secs_f64().max(f64::MIN_POSITIVE)
 }
 
+/// `measured − baseline` in microseconds, signed.
+fn added_micros(measured: Duration, baseline: Duration) -> f64 {
+    (measured.as_secs_f64() - baseline.as_secs_f64()) * 1e6
+}
+
 fn format_duration(duration: Duration) -> String {
     let micros = duration.as_secs_f64() * 1e6;
     if micros < 1_000.0 {

@@ -20,7 +20,7 @@ use anyhow::{Context, bail};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{Distribution, SummaryRow, distribution_rows, format_bytes, format_duration, format_ratio, ratio};
+use super::{Distribution, SummaryRow, added_micros, distribution_rows, format_bytes, format_duration, format_ratio, ratio};
 use aileron::client::DaemonClient;
 use aileron::home::Home;
 
@@ -80,16 +80,16 @@ const LIST_P50_GOAL: Duration = Duration::from_millis(20);
 impl McpFigures {
     /// MCP's added latency at p50, in microseconds (negative when noise dominates).
     fn added_p50_micros(&self) -> f64 {
-        (self.call_via_mcp.p50().as_secs_f64() - self.call_direct.p50().as_secs_f64()) * 1e6
+        added_micros(self.call_via_mcp.p50(), self.call_direct.p50())
     }
 
     pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
         let added = self.added_p50_micros();
         let (via, direct) = (self.call_via_mcp.p50(), self.call_direct.p50());
-        let added_p99 = (self.call_via_mcp.p99().as_secs_f64() - self.call_direct.p99().as_secs_f64()) * 1e6;
+        let added_p99 = added_micros(self.call_via_mcp.p99(), self.call_direct.p99());
         let list = self.list_via_mcp.p50();
         let lean = self.call_direct_lean.p50();
-        let lean_added = (via.as_secs_f64() - lean.as_secs_f64()) * 1e6;
+        let lean_added = added_micros(via, lean);
         vec![
             SummaryRow {
                 figure: format!("(e) MCP tools/call of echo, p50 ({added:+.0} µs)"),
@@ -192,13 +192,18 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
     let arguments = json!({ "text": "hello from the benchmark" });
     let run_body = json!({ "args": arguments });
 
+    // Both direct kinds must get the echo of the arguments back (checked after the clock stops).
+    let check_echo = |status: u16, body: &Value| -> anyhow::Result<()> {
+        if status != 200 || body["result"]["output"]["args"] != arguments {
+            bail!("POST /run answered {status}: {body}");
+        }
+        Ok(())
+    };
     let direct_call = async || -> anyhow::Result<Duration> {
         let started = Instant::now();
         let (status, body) = client.call_raw(Method::POST, "/v1/actions/echo-0000/run", Some(&run_body)).await?;
         let elapsed = started.elapsed();
-        if status != 200 || body["result"]["output"]["args"] != arguments {
-            bail!("POST /run answered {status}: {body}");
-        }
+        check_echo(status.as_u16(), &body)?;
         Ok(elapsed)
     };
     let probe = super::Probe {
@@ -212,9 +217,7 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
         let started = Instant::now();
         let (status, body) = lean.send(&probe, "/v1/actions/echo-0000/run").await?;
         let elapsed = started.elapsed();
-        if status != 200 || !body.windows(b"hello from the benchmark".len()).any(|w| w == b"hello from the benchmark") {
-            bail!("POST /run answered {status}: {}", String::from_utf8_lossy(&body));
-        }
+        check_echo(status.as_u16(), &serde_json::from_slice(&body).unwrap_or(Value::Null))?;
         Ok(elapsed)
     };
     let call = json!({ "name": "echo_0000", "arguments": arguments });

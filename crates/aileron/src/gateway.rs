@@ -98,9 +98,6 @@ pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 /// How long connecting to an upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long an idle pooled reqwest connection is kept (the proxied route; the direct one's is
-/// [`crate::pooled_http`]'s, the same).
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 impl Gateway {
     pub fn new(anthropic: String, openai: String, vault: Arc<dyn VaultGate>) -> anyhow::Result<Gateway> {
@@ -119,7 +116,7 @@ impl Gateway {
             reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(CONNECT_TIMEOUT)
-                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .pool_idle_timeout(pooled_http::POOL_IDLE_TIMEOUT)
                 .tcp_nodelay(true)
         };
         let proxied = builder().build()?;

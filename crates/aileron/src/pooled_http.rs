@@ -15,8 +15,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 
 pub type PooledClient = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>;
 
-/// How long an idle pooled connection is kept.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long an idle pooled connection is kept (reqwest's clients beside these keep the same).
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Which protocols the TLS handshake offers (a plain-HTTP connection speaks HTTP/1.1 either way).
 #[derive(Clone, Copy)]
