@@ -1,6 +1,17 @@
-//! `aileron-mcp`'s stdio transport: rmcp's own line reader for what the agent host sends (its
-//! bounds, BOM and error handling stay rmcp's), and a writer of ours for what goes back — each
-//! message serialized by one `serde_json::to_vec` and written by one `write_all`.
+//! `aileron-mcp`'s stdio transport: a line reader for what the agent host sends, and a writer of
+//! ours for what goes back — each message serialized by one `serde_json::to_vec` and written by
+//! one `write_all`.
+//!
+//! The reader keeps rmcp's rules for the stdio transport (`rmcp::transport::async_rw`, 3.9):
+//! lines of at most [`MAX_LINE_LENGTH`] (a longer one is dropped whole and reading goes on),
+//! `\r\n` and a UTF-8 byte order mark accepted, blank lines skipped, bytes that are not JSON
+//! ignored without an answer, well-formed JSON that is no message answered with Invalid Request,
+//! and non-MCP notifications ignored. What it changes is the parse of `tools/call`, the one
+//! message an agent sends over and over: rmcp's parse of a line goes through its untagged
+//! message enum (serde buffers the whole line, then tries up to 22 request variants in turn);
+//! a line is first tried as a `tools/call` request of rmcp's own type, which is what the full
+//! parse yields for every line that type accepts (a test holds the two equal), and anything
+//! else goes through the full parse. Measured in BENCHMARKS.md, (e).
 //!
 //! Why not rmcp's writer: its codec serializes through `BytesMut::writer()` token by token into a
 //! buffer that grows as it goes. For the 6.6 MB `tools/list` answer of 10,000 actions that was a
@@ -15,22 +26,28 @@
 //! byte for byte what serializing the whole message gives (a test keeps it so).
 //!
 //! Invariant: lines reach stdout whole and in the order they were sent — one writer task owns the
-//! stream, and both our messages and the reader's own replies (rmcp answers a malformed request
-//! itself) go through its queue.
+//! stream, and both our messages and the reader's own replies (a malformed request is answered
+//! by the reader) go through its queue.
 
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use rmcp::RoleServer;
-use rmcp::model::{JsonRpcMessage, ServerResult, Tool};
+use rmcp::model::{CallToolRequest, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest, ServerResult, Tool};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
+
+/// The longest line read from the agent host, newline included: rmcp's bound for stdio.
+pub const MAX_LINE_LENGTH: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+
+/// How much the reader asks the stream for at a time.
+const READ_CHUNK: usize = 8 * 1024;
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Bytes for the writer task, written in order as one line; `done` asks for a flush and its
 /// outcome.
@@ -40,8 +57,7 @@ struct Job {
 }
 
 pub struct LineTransport<R: AsyncRead> {
-    /// rmcp's transport, used to receive; what it writes itself goes through [`Queued`].
-    reader: AsyncRwTransport<RoleServer, R, Queued>,
+    reader: LineReader<R>,
     jobs: mpsc::UnboundedSender<Job>,
     /// The tools of the last `tools/list` answer and their serialized array.
     listed: Option<(Vec<Tool>, Bytes)>,
@@ -57,14 +73,14 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
     pub fn new<W: AsyncWrite + Send + Unpin + 'static>(read: R, write: W) -> LineTransport<R> {
         let (jobs, queue) = mpsc::unbounded_channel();
         tokio::spawn(write_lines(write, queue));
-        LineTransport { reader: AsyncRwTransport::new(read, Queued { jobs: jobs.clone() }), jobs, listed: None }
+        LineTransport { reader: LineReader::new(read), jobs, listed: None }
     }
 
     /// The message as the parts of one line (newline included).
     fn serialize(&mut self, mut item: TxJsonRpcMessage<RoleServer>) -> Result<Vec<Bytes>, serde_json::Error> {
-        let JsonRpcMessage::Response(response) = &mut item else { return Ok(vec![line(serde_json::to_vec(&item)?)]) };
+        let JsonRpcMessage::Response(response) = &mut item else { return Ok(vec![line_of(serde_json::to_vec(&item)?)]) };
         let ServerResult::ListToolsResult(listing) = &mut response.result else {
-            return Ok(vec![line(serde_json::to_vec(&item)?)]);
+            return Ok(vec![line_of(serde_json::to_vec(&item)?)]);
         };
         let tools = std::mem::take(&mut listing.tools);
         let mut envelope = serde_json::to_vec(&item)?;
@@ -75,7 +91,7 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
             {
                 listing.tools = tools;
             }
-            return Ok(vec![line(serde_json::to_vec(&item)?)]);
+            return Ok(vec![line_of(serde_json::to_vec(&item)?)]);
         }
         let array = match &self.listed {
             Some((listed, array)) if *listed == tools => array.clone(),
@@ -91,7 +107,7 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
     }
 }
 
-fn line(mut bytes: Vec<u8>) -> Bytes {
+fn line_of(mut bytes: Vec<u8>) -> Bytes {
     bytes.push(b'\n');
     Bytes::from(bytes)
 }
@@ -136,12 +152,36 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
         async move { queued?.await.unwrap_or_else(|_| Err(closed())) }
     }
 
+    /// The next message, as rmcp's reader would have read it. Cancel-safe (rmcp polls it inside
+    /// a `select!`): a partly read line stays in the reader's buffer.
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
-        self.reader.receive()
+        async move {
+            loop {
+                let line = self.reader.next_line().await?;
+                let line = line.strip_suffix(b"\r").unwrap_or(&line);
+                if line.is_empty() {
+                    continue;
+                }
+                match parse(line) {
+                    Ok(Some(message)) => return Some(message),
+                    Ok(None) => {}
+                    // Not JSON: no id to answer, and answering can start an error storm with a
+                    // peer that echoes it back; the other official SDKs ignore it too.
+                    Err(error) if error.is_syntax() || error.is_eof() => {}
+                    // Well-formed JSON that is no message: a protocol error, answered.
+                    Err(_) => {
+                        let reply = TxJsonRpcMessage::<RoleServer>::error(ErrorData::invalid_request("Invalid request", None), None);
+                        let reply = serde_json::to_vec(&reply).expect("an error message serializes");
+                        if self.jobs.send(Job { parts: vec![line_of(reply)], done: None }).is_err() {
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     async fn close(&mut self) -> Result<(), io::Error> {
-        self.reader.close().await?;
         // Everything queued before this is written and flushed when it is acknowledged.
         let (done, flushed) = oneshot::channel();
         self.jobs.send(Job { parts: Vec::new(), done: Some(done) }).map_err(|_| closed())?;
@@ -153,24 +193,134 @@ fn closed() -> io::Error {
     io::Error::new(io::ErrorKind::NotConnected, "the MCP output stream is closed")
 }
 
-/// The writer handed to rmcp's transport: every write is queued whole for the writer task.
-struct Queued {
-    jobs: mpsc::UnboundedSender<Job>,
+/// Whole lines from the agent host, bounded as rmcp bounds them.
+struct LineReader<R> {
+    read: R,
+    /// Bytes read and not yet taken as lines.
+    buffer: BytesMut,
+    /// Where the search for the next newline resumes (the bytes before it hold none).
+    searched: usize,
+    /// Set while the rest of a line over `max_line` is being dropped.
+    discarding: bool,
+    /// [`MAX_LINE_LENGTH`] (tests set less).
+    max_line: usize,
 }
 
-impl AsyncWrite for Queued {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
-        let job = Job { parts: vec![Bytes::copy_from_slice(bytes)], done: None };
-        Poll::Ready(self.jobs.send(job).map(|()| bytes.len()).map_err(|_| closed()))
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    fn new(read: R) -> LineReader<R> {
+        LineReader { read, buffer: BytesMut::new(), searched: 0, discarding: false, max_line: MAX_LINE_LENGTH }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+    /// The next line without its `\n`; `None` at the end of the stream (bytes after the last
+    /// newline are an incomplete message, dropped as rmcp drops them) or when it cannot be read.
+    /// A line over [`MAX_LINE_LENGTH`] is dropped whole and reading goes on. Cancel-safe: what
+    /// was read stays in the buffer.
+    async fn next_line(&mut self) -> Option<BytesMut> {
+        loop {
+            if let Some(offset) = self.buffer[self.searched..].iter().position(|&byte| byte == b'\n') {
+                let end = self.searched + offset;
+                let mut line = self.buffer.split_to(end + 1);
+                self.searched = 0;
+                if std::mem::take(&mut self.discarding) {
+                    continue;
+                }
+                if line.len() > self.max_line {
+                    oversized(self.max_line);
+                    continue;
+                }
+                line.truncate(end);
+                return Some(line);
+            }
+            if !self.discarding && self.buffer.len() >= self.max_line {
+                oversized(self.max_line);
+                self.discarding = true;
+            }
+            if self.discarding {
+                self.buffer.clear();
+            }
+            self.searched = self.buffer.len();
+            self.buffer.reserve(READ_CHUNK);
+            match self.read.read_buf(&mut self.buffer).await {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(error) => {
+                    eprintln!("aileron-mcp: reading the agent's messages: {error}");
+                    return None;
+                }
+            }
+        }
     }
+}
 
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+fn oversized(max_line: usize) {
+    eprintln!("aileron-mcp: dropped an incoming message longer than {max_line} bytes");
+}
+
+/// A line as rmcp's stdio reader parses it (a leading byte order mark allowed); `Ok(None)` for
+/// a notification it ignores for compatibility. A `tools/call` request is parsed straight into
+/// its type first.
+fn parse(line: &[u8]) -> Result<Option<RxJsonRpcMessage<RoleServer>>, serde_json::Error> {
+    let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+    if let Ok(call) = serde_json::from_slice::<JsonRpcRequest<CallToolRequest>>(line) {
+        return Ok(Some(JsonRpcMessage::Request(JsonRpcRequest::new(call.id, ClientRequest::CallToolRequest(call.request)))));
     }
+    match serde_json::from_slice(line) {
+        Ok(message) => Ok(Some(message)),
+        Err(error) => match serde_json::from_slice::<Value>(line) {
+            Ok(value) if ignored_for_compatibility(&value) => Ok(None),
+            _ => Err(error),
+        },
+    }
+}
+
+/// rmcp's `should_ignore_notification`: a notification of a method MCP does not define (an
+/// editor's LSP traffic on the same pipe), or any message of an undefined `notifications/`
+/// method.
+fn ignored_for_compatibility(value: &Value) -> bool {
+    let Some(method) = value.get("method").and_then(Value::as_str) else { return false };
+    let notification = value.get("id").is_none();
+    (notification && !is_standard_method(method)) || (method.starts_with("notifications/") && !is_standard_notification(method))
+}
+
+/// The methods of the MCP specification (2026-07-28), as rmcp 3.9 lists them.
+fn is_standard_method(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "server/discover"
+            | "prompts/get"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/read"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+            | "resources/templates/list"
+            | "subscriptions/listen"
+            | "tools/call"
+            | "tools/list"
+            | "completion/complete"
+            | "elicitation/create"
+            | "logging/setLevel"
+            | "roots/list"
+            | "sampling/createMessage"
+    ) || is_standard_notification(method)
+}
+
+fn is_standard_notification(method: &str) -> bool {
+    matches!(
+        method,
+        "notifications/cancelled"
+            | "notifications/initialized"
+            | "notifications/message"
+            | "notifications/progress"
+            | "notifications/prompts/list_changed"
+            | "notifications/resources/list_changed"
+            | "notifications/resources/updated"
+            | "notifications/roots/list_changed"
+            | "notifications/subscriptions/acknowledged"
+            | "notifications/tools/list_changed"
+    )
 }
 
 #[cfg(test)]
@@ -209,7 +359,7 @@ mod tests {
         for sent in sends {
             sent.await.unwrap().unwrap();
         }
-        // Well-formed JSON that is no message: rmcp's reader answers it with an error itself.
+        // Well-formed JSON that is no message: the reader answers it with an error itself.
         agent_write_half.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7}\n").await.unwrap();
         agent_write_half.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"id\":8}\n").await.unwrap();
         let received = transport.receive().await.expect("the ping arrives");
@@ -273,5 +423,127 @@ mod tests {
         for line in &expected {
             assert_eq!(lines.next_line().await.unwrap().as_deref(), Some(line.as_str()));
         }
+    }
+
+    /// Every `tools/call` line the fast path takes becomes exactly the message rmcp's full parse
+    /// makes of it; lines it does not take (another method, an id rmcp refuses, params that are
+    /// no tool call) are left to the full parse.
+    #[test]
+    fn a_tools_call_parsed_straight_is_what_the_full_parse_gives() {
+        let calls = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+            r#"{"id":"a-b","method":"tools/call","jsonrpc":"2.0","params":{"arguments":{"n":1.5,"big":18446744073709551615,"neg":-3,"list":[null,true,{"x":"\u00e9\n"}]},"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":"p1","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}"#,
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t","arguments":{},"task":{"ttl":1000}}}"#,
+        ];
+        for call in calls {
+            let full: RxJsonRpcMessage<RoleServer> = serde_json::from_str(call).unwrap();
+            let fast = serde_json::from_str::<JsonRpcRequest<CallToolRequest>>(call).expect(call);
+            let parsed = parse(call.as_bytes()).unwrap().unwrap();
+            assert!(
+                matches!(&parsed, JsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::CallToolRequest(_))),
+                "{call}"
+            );
+            assert_eq!(serde_json::to_value(&parsed).unwrap(), serde_json::to_value(&full).unwrap(), "{call}");
+            assert_eq!(format!("{parsed:?}"), format!("{full:?}"), "{call}");
+            assert_eq!(serde_json::to_value(&fast.request).unwrap()["params"], serde_json::to_value(&full).unwrap()["params"]);
+        }
+        let others = [
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{}}}"#,
+            r#"{"jsonrpc":"1.0","id":4,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ];
+        for other in others {
+            assert!(serde_json::from_str::<JsonRpcRequest<CallToolRequest>>(other).is_err(), "{other}");
+            let full = serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(other).map(|m| serde_json::to_value(m).unwrap());
+            let ours = parse(other.as_bytes()).map(|m| serde_json::to_value(m.unwrap()).unwrap());
+            assert_eq!(full.as_ref().ok(), ours.as_ref().ok(), "{other}");
+            assert_eq!(full.map_err(|e| e.classify()).err(), ours.map_err(|e| e.classify()).err(), "{other}");
+        }
+    }
+
+    /// What a server transport makes of `input`: the messages received, then the lines it
+    /// wrote back.
+    async fn read_all<T: Transport<RoleServer>>(
+        input: &[u8],
+        transport: impl FnOnce(tokio::io::DuplexStream, tokio::io::DuplexStream) -> T,
+    ) -> (Vec<Value>, Vec<Value>) {
+        let (mut agent_write, server_read) = tokio::io::duplex(1 << 16);
+        let (server_write, agent_read) = tokio::io::duplex(1 << 16);
+        let mut transport = transport(server_read, server_write);
+        // In small pieces: lines split across reads must come out whole.
+        for chunk in input.chunks(7) {
+            agent_write.write_all(chunk).await.unwrap();
+        }
+        drop(agent_write);
+        let mut messages = Vec::new();
+        while let Some(message) = transport.receive().await {
+            messages.push(serde_json::to_value(message).unwrap());
+        }
+        transport.close().await.unwrap();
+        drop(transport);
+        let mut lines = tokio::io::BufReader::new(agent_read).lines();
+        let mut replies = Vec::new();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            replies.push(serde_json::from_str(&line).unwrap());
+        }
+        (messages, replies)
+    }
+
+    /// rmcp's reading rules, kept, checked against rmcp's own reader on the same bytes: what is
+    /// not JSON is skipped without an answer, well-formed JSON that is no message and a request
+    /// whose id cannot be answered get Invalid Request, CRLF, a byte order mark and blank lines
+    /// are accepted, an incomplete last line at the end of the stream is no message.
+    #[tokio::test]
+    async fn lines_are_read_by_rmcps_rules() {
+        let input = concat!(
+            "not json\n",
+            "\n",
+            "{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didOpen\",\"params\":{}}\n",
+            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/aileron-unknown\",\"params\":7}\n",
+            "{\"jsonrpc\":\"2.0\",\"method\":\"$/lsp\",\"params\":7}\n",
+            "{\"foo\":\"bar\"}\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"tools/list\"}\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"arguments\":{}}}\n",
+            "\u{feff}{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\r\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"t\",\"arguments\":{\"a\":[1,2.5]}}}\r\n",
+            "  \n",
+            "{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"result\":{}}\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\"}",
+        );
+        let rmcps = read_all(input.as_bytes(), |read, write| {
+            rmcp::transport::async_rw::AsyncRwTransport::<RoleServer, _, _>::new(read, write)
+        })
+        .await;
+        let ours = read_all(input.as_bytes(), LineTransport::new).await;
+        assert_eq!(ours, rmcps);
+        let methods: Vec<&Value> = ours.0.iter().map(|message| &message["method"]).collect();
+        assert!(methods.contains(&&Value::from("notifications/initialized")) && methods.contains(&&Value::from("tools/call")), "{methods:?}");
+        assert!(!ours.1.is_empty(), "the protocol errors are answered");
+    }
+
+    /// A line over the bound is dropped whole, wherever the reads cut it, and the next line is
+    /// read; the buffer does not grow past the bound while the long line streams in.
+    #[tokio::test]
+    async fn a_line_over_the_bound_is_dropped_and_reading_goes_on() {
+        let (mut agent, server_in) = tokio::io::duplex(1 << 16);
+        let mut reader = LineReader { max_line: 64, ..LineReader::new(server_in) };
+        let writer = tokio::spawn(async move {
+            agent.write_all(b"short\n").await.unwrap();
+            agent.write_all(&[b'x'; 64]).await.unwrap();
+            agent.write_all(b"\n").await.unwrap();
+            agent.write_all(&[b'y'; 63]).await.unwrap();
+            agent.write_all(b"\n").await.unwrap();
+            agent.write_all(&[b'z'; 100_000]).await.unwrap();
+            agent.write_all(b"zz\nafter\n").await.unwrap();
+        });
+        assert_eq!(reader.next_line().await.as_deref(), Some(&b"short"[..]));
+        assert_eq!(reader.next_line().await.as_deref(), Some(&[b'y'; 63][..]), "64 bytes and its newline are over 64");
+        assert_eq!(reader.next_line().await.as_deref(), Some(&b"after"[..]));
+        assert!(reader.buffer.capacity() < 64 + 2 * READ_CHUNK, "{}", reader.buffer.capacity());
+        writer.await.unwrap();
+        assert_eq!(reader.next_line().await, None);
     }
 }
