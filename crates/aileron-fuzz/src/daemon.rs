@@ -16,7 +16,7 @@ use std::time::Duration;
 use aileron::daemon::api::{ROUTES, Serve};
 use aileron::daemon::{AppState, StateOptions, app, credentials::PassphraseBody};
 use aileron::home::Home;
-use axum::Router;
+use aileron::daemon::Surface;
 use axum::body::Body;
 use http::{Request, StatusCode};
 use serde_json::Value;
@@ -30,7 +30,7 @@ const REQUEST_BUDGET: Duration = Duration::from_secs(10);
 
 struct Daemon {
     runtime: tokio::runtime::Runtime,
-    router: Router,
+    router: Surface,
     temp: tempfile::TempDir,
     /// The MCP session the messages are sent in; opened on first use, again when it ends.
     mcp_session: Mutex<Option<String>>,

@@ -13,12 +13,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, HttpBody as _};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -180,12 +178,12 @@ impl Gateway {
 
 /// The proxy's routes at `paths` (the daemon's route table lists them): `/` answers probes,
 /// every other path goes upstream.
-pub fn routes<S: Clone + Send + Sync + 'static>(gateway: Arc<Gateway>, paths: &[&str]) -> Router<S> {
-    let mut router = Router::new();
-    for path in paths {
-        router = if *path == "/" { router.route(path, get(root).head(root)) } else { router.route(path, any(proxy)) };
+/// Serves a request on a gateway path ([`is_gateway_path`]), already admitted.
+pub async fn serve(gateway: &Arc<Gateway>, request: Request) -> Response {
+    if request.uri().path() == "/" {
+        return root().await.into_response();
     }
-    router.with_state(gateway)
+    proxy(State(gateway.clone()), request).await
 }
 
 /// Some agents probe the base URL with `HEAD /` at start.

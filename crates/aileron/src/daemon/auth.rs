@@ -18,22 +18,37 @@ pub fn allowed_hosts(port: u16) -> Vec<String> {
     vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")]
 }
 
-/// Admission for every request: Host, Origin, then (for `/v1/*` except health) the bearer token.
-/// Also stamps `X-Request-ID` on every response.
+/// Admission for every request the router serves: Host, Origin, then (for `/v1/*` except
+/// health) the bearer token. Also stamps `X-Request-ID` on every response.
 pub async fn admit(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
-    // The gateway's answers are the upstream's, headers included: OpenAI's own `x-request-id` is
-    // what its support asks for, so the gateway neither adds nor replaces one.
-    let proxied = crate::gateway::is_gateway_path(request.method(), request.uri().path());
     let mut response = match check(&state, &mut request) {
         Ok(()) => next.run(request).await,
         Err(error) => error.into_response(),
     };
+    stamp_request_id(&mut response, false);
+    response
+}
+
+/// Admission of a gateway request ([`crate::gateway::is_gateway_path`]), which
+/// [`super::Surface`] serves ahead of the router: the same Host and Origin checks as [`admit`]
+/// (no token: the agent's provider key is what it carries), then the gateway.
+pub async fn admit_gateway(state: &AppState, mut request: Request) -> Response {
+    let mut response = match check(state, &mut request) {
+        Ok(()) => crate::gateway::serve(&state.gateway, request).await,
+        Err(error) => error.into_response(),
+    };
+    stamp_request_id(&mut response, true);
+    response
+}
+
+/// Stamps a fresh `X-Request-ID`. The gateway's answers are the upstream's, headers included:
+/// OpenAI's own `x-request-id` is what its support asks for, so a `proxied` answer keeps one.
+fn stamp_request_id(response: &mut Response, proxied: bool) {
     if (!proxied || !response.headers().contains_key("x-request-id"))
         && let Ok(value) = HeaderValue::from_str(&uuid::Uuid::new_v4().to_string())
     {
         response.headers_mut().insert("x-request-id", value);
     }
-    response
 }
 
 fn check(state: &AppState, request: &mut Request) -> Result<(), ApiError> {

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use super::Surface;
 
 /// How long a connection may take to send a whole request head, counted from when the daemon
 /// starts waiting for it (a new connection, or the end of the previous response on a kept-alive
@@ -33,7 +33,7 @@ pub fn max_connections() -> usize {
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish
 /// (idle connections close at once).
-pub async fn serve(listener: tokio::net::TcpListener, app: Router, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+pub async fn serve(listener: tokio::net::TcpListener, app: Surface, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
     let permits = Arc::new(tokio::sync::Semaphore::new(max_connections()));
     // Connections watch `draining` and hold a `finished` receiver until they end.
     let (draining, _) = tokio::sync::watch::channel(false);

@@ -105,12 +105,66 @@ impl AppState {
 
 
 /// The whole HTTP surface. Tests drive it with `oneshot`.
-pub fn app(state: Arc<AppState>) -> Router {
-    api::routes(&state)
+pub fn app(state: Arc<AppState>) -> Surface {
+    let router = api::routes(&state)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
         // Outermost, so refused requests get their server span too.
         .layer(axum::middleware::from_fn_with_state(state.telemetry.clone(), crate::telemetry::http::server_span))
-        .with_state(state)
+        .with_state(state.clone());
+    Surface { state, router }
+}
+
+/// The daemon's service: a request on a gateway path ([`crate::gateway::is_gateway_path`]) is
+/// admitted ([`auth::admit_gateway`]: Host and Origin) and proxied before the router; every
+/// other request goes through the router, its admission and its server span. The agent's LLM
+/// traffic is the daemon's busiest and needs neither routing (its paths are a fixed list), a
+/// token, nor a span (SPEC §11): axum's routing and the two middleware layers were 8 % of the
+/// gateway's samples (BENCHMARKS.md, (f)).
+#[derive(Clone)]
+pub struct Surface {
+    state: Arc<AppState>,
+    router: Router,
+}
+
+type GatewayFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send>>;
+
+impl<B> tower::Service<axum::http::Request<B>> for Surface
+where
+    B: axum::body::HttpBody<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::Either<GatewayFuture, <Router as tower::Service<axum::http::Request<B>>>::Future>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        // Both are always ready (axum's router is).
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
+        if crate::gateway::is_gateway_path(request.method(), request.uri().path()) {
+            let state = self.state.clone();
+            let request = request.map(axum::body::Body::new);
+            return futures_util::future::Either::Left(Box::pin(async move { Ok(auth::admit_gateway(&state, request).await) }));
+        }
+        futures_util::future::Either::Right(tower::Service::call(&mut self.router, request))
+    }
+}
+
+/// A [`Surface`] per connection, so `axum::serve` takes it as it takes a router (tests, the demo).
+impl<L: axum::serve::Listener> tower::Service<axum::serve::IncomingStream<'_, L>> for Surface {
+    type Response = Surface;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Surface, std::convert::Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: axum::serve::IncomingStream<'_, L>) -> Self::Future {
+        std::future::ready(Ok(self.clone()))
+    }
 }
 
 

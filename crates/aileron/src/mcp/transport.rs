@@ -154,27 +154,25 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
 
     /// The next message, as rmcp's reader would have read it. Cancel-safe (rmcp polls it inside
     /// a `select!`): a partly read line stays in the reader's buffer.
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
-        async move {
-            loop {
-                let line = self.reader.next_line().await?;
-                let line = line.strip_suffix(b"\r").unwrap_or(&line);
-                if line.is_empty() {
-                    continue;
-                }
-                match parse(line) {
-                    Ok(Some(message)) => return Some(message),
-                    Ok(None) => {}
-                    // Not JSON: no id to answer, and answering can start an error storm with a
-                    // peer that echoes it back; the other official SDKs ignore it too.
-                    Err(error) if error.is_syntax() || error.is_eof() => {}
-                    // Well-formed JSON that is no message: a protocol error, answered.
-                    Err(_) => {
-                        let reply = TxJsonRpcMessage::<RoleServer>::error(ErrorData::invalid_request("Invalid request", None), None);
-                        let reply = serde_json::to_vec(&reply).expect("an error message serializes");
-                        if self.jobs.send(Job { parts: vec![line_of(reply)], done: None }).is_err() {
-                            return None;
-                        }
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let line = self.reader.next_line().await?;
+            let line = line.strip_suffix(b"\r").unwrap_or(&line);
+            if line.is_empty() {
+                continue;
+            }
+            match parse(line) {
+                Ok(Some(message)) => return Some(message),
+                Ok(None) => {}
+                // Not JSON: no id to answer, and answering can start an error storm with a
+                // peer that echoes it back; the other official SDKs ignore it too.
+                Err(error) if error.is_syntax() || error.is_eof() => {}
+                // Well-formed JSON that is no message: a protocol error, answered.
+                Err(_) => {
+                    let reply = TxJsonRpcMessage::<RoleServer>::error(ErrorData::invalid_request("Invalid request", None), None);
+                    let reply = serde_json::to_vec(&reply).expect("an error message serializes");
+                    if self.jobs.send(Job { parts: vec![line_of(reply)], done: None }).is_err() {
+                        return None;
                     }
                 }
             }

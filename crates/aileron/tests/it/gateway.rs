@@ -183,6 +183,52 @@ async fn responses_streams_arrive_event_by_event_and_byte_for_byte() {
     paced_golden("/v1/responses", &RESPONSES_EVENTS).await;
 }
 
+/// The gateway is served ahead of the router, so its admission is its own: a web page that
+/// rebinds a name to 127.0.0.1 (foreign `Host`), or posts from its own origin, must not reach the
+/// upstream with whatever the browser attaches, on any gateway path or method; the daemon's own
+/// Host and Origin do, each answer carrying an `X-Request-ID`.
+#[tokio::test]
+async fn gateway_paths_refuse_foreign_hosts_and_origins_before_the_upstream() {
+    let script = Script { status: 200, headers: vec![("content-type", "application/json")], chunks: vec![b"{}".to_vec()], paced: false };
+    let up = upstream(script).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    let port = gateway.rsplit(':').next().unwrap().to_string();
+    aileron::process::install_crypto_provider();
+    let client = reqwest::Client::new();
+    let own_host = format!("127.0.0.1:{port}");
+    let own_origin = format!("http://localhost:{port}");
+    let attacks = [
+        ("POST", "/v1/messages", "evil.example", None),
+        ("POST", "/v1/chat/completions", "evil.example:80", None),
+        ("GET", "/v1/models", &*format!("127.0.0.1:{}", port.parse::<u16>().unwrap() - 1), None),
+        ("POST", "/v1/responses", &*own_host, Some("http://evil.example")),
+        ("POST", "/v1/messages/count_tokens", &*own_host, Some("null")),
+        ("HEAD", "/", "attacker.example", None),
+    ];
+    for (method, path, host, origin) in attacks {
+        let mut request = client.request(method.parse().unwrap(), format!("{gateway}{path}")).header("host", host).body("{}");
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 403, "{method} {path} with Host {host}, Origin {origin:?}");
+        assert!(response.headers().contains_key("x-request-id"), "{method} {path}");
+    }
+    assert!(up.seen.requests.lock().unwrap().is_empty(), "a refused request never reaches the upstream");
+    let allowed = [("POST", "/v1/chat/completions", None), ("POST", "/v1/messages", Some(&*own_origin)), ("HEAD", "/", None)];
+    for (method, path, origin) in allowed {
+        let mut request = client.request(method.parse().unwrap(), format!("{gateway}{path}")).header("host", &own_host).body("{}");
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "{method} {path}");
+        assert!(response.headers().contains_key("x-request-id"), "{method} {path}");
+    }
+    assert_eq!(up.seen.requests.lock().unwrap().len(), 2, "the two proxied requests (HEAD / is answered by the daemon)");
+}
+
 #[tokio::test]
 async fn requests_go_upstream_unchanged_except_hop_by_hop_headers() {
     let script = Script { status: 200, headers: vec![("content-type", "application/json")], chunks: vec![b"{}".to_vec()], paced: false };

@@ -8,7 +8,6 @@ use aileron::bindings::{BindingInfo, CredentialSource, Injection, ResolvedCreden
 use aileron_core::manifest::CredentialKind;
 use aileron_core::Failure;
 use aileron::home::Home;
-use axum::Router;
 use axum::body::Body;
 use http::{HeaderMap, Request, StatusCode};
 use serde_json::{Value, json};
@@ -101,7 +100,7 @@ pub struct Harness {
     pub temp: TempDir,
     pub home: Home,
     pub state: Arc<AppState>,
-    pub router: Router,
+    pub router: aileron::daemon::Surface,
 }
 
 impl Harness {

@@ -155,20 +155,18 @@ pub const ROUTES: &[Route] = &[
     route("HEAD", "/", Upstream, "answered for agents that probe their base URL", Serve::Gateway),
 ];
 
-/// The router of [`ROUTES`]: each route's handler, the gateway's proxy, and the `/mcp` service.
+/// The router of [`ROUTES`]: each route's handler and the `/mcp` service. The gateway's paths
+/// are served ahead of it ([`super::Surface`]).
 pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     let mut router = Router::new();
-    let mut gateway_paths = Vec::new();
     let mut mcp = false;
     for route in ROUTES {
         match &route.serve {
             Serve::App(handler) => router = router.route(route.path, handler()),
-            Serve::Gateway => gateway_paths.push(route.path),
+            Serve::Gateway => {}
             Serve::Mcp => mcp = true,
         }
     }
-    gateway_paths.dedup();
-    router = router.merge(crate::gateway::routes(state.gateway.clone(), &gateway_paths));
     if mcp {
         router = router.merge(super::mcp::routes(state));
     }
