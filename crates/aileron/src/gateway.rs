@@ -176,9 +176,8 @@ impl Gateway {
     }
 }
 
-/// The proxy's routes at `paths` (the daemon's route table lists them): `/` answers probes,
-/// every other path goes upstream.
-/// Serves a request on a gateway path ([`is_gateway_path`]), already admitted.
+/// Serves a request on a gateway path ([`is_gateway_path`]; the daemon's route table lists them),
+/// already admitted: `/` answers probes, every other path goes upstream.
 pub async fn serve(gateway: &Arc<Gateway>, request: Request) -> Response {
     if request.uri().path() == "/" {
         return root().await.into_response();

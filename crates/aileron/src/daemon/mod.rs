@@ -152,7 +152,8 @@ where
     }
 }
 
-/// A [`Surface`] per connection, so `axum::serve` takes it as it takes a router (tests, the demo).
+/// A [`Surface`] per connection, so `axum::serve` takes it as it takes a router (the tests serve
+/// it so).
 impl<L: axum::serve::Listener> tower::Service<axum::serve::IncomingStream<'_, L>> for Surface {
     type Response = Surface;
     type Error = std::convert::Infallible;
