@@ -184,7 +184,14 @@ impl ContentHash {
     }
 
     pub fn hex(&self) -> String {
-        hex::encode(self.0)
+        self.hex_digits().as_str().to_owned()
+    }
+
+    /// The 64 hex digits on the stack (display and file names build no intermediate string).
+    fn hex_digits(&self) -> HexDigits {
+        let mut digits = [0u8; 64];
+        hex::encode_to_slice(self.0, &mut digits).expect("64 digits for 32 bytes");
+        HexDigits(digits)
     }
 
     /// First 12 hex digits, for consent prompts and listings.
@@ -199,7 +206,19 @@ impl ContentHash {
 
 impl fmt::Display for ContentHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha256:{}", self.hex())
+        // One write: `to_string` then allocates once.
+        let mut text = [0u8; 71];
+        text[..7].copy_from_slice(b"sha256:");
+        text[7..].copy_from_slice(&self.hex_digits().0);
+        f.write_str(std::str::from_utf8(&text).expect("ASCII"))
+    }
+}
+
+struct HexDigits([u8; 64]);
+
+impl HexDigits {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
     }
 }
 
@@ -270,6 +289,11 @@ mod tests {
         let hash = ContentHash::of_connector(b"wasm", b"manifest");
         assert_eq!(hash, ContentHash::of_bytes(b"wasmmanifest"));
         assert_eq!(ContentHash::parse(&hash.to_string()).unwrap(), hash);
+        // The text is `sha256:` and the lowercase hex of the digest (what sha256sum prints).
+        let digest: [u8; 32] = Sha256::digest(b"wasmmanifest").into();
+        assert_eq!(hash.to_string(), format!("sha256:{}", hex::encode(digest)));
+        assert_eq!(hash.hex(), hex::encode(digest));
+        assert_eq!(format!("{hash:>80}"), format!("sha256:{}", hex::encode(digest)), "one write, no padding");
         assert_eq!(hash.short().len(), "sha256:".len() + 12);
         let upper = format!("sha256:{}", hash.hex().to_uppercase());
         for bad in ["", "sha256:", "sha256:abc", "md5:00", upper.as_str()] {

@@ -133,9 +133,14 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         execute_steps(state, &action, &request.args, &request.caller, &audit_id).with_context(span.context()).await;
     match executed {
         Ok((output, steps)) => {
-            let result = json!({ "action": action.name, "output": output, "steps": steps });
             let mut payload = action_payload(&action);
             payload.insert(keys::ACTION_STEPS.into(), Value::Array(steps.iter().map(step_summary).collect()));
+            // Built by moving the output and the steps in (`json!` would copy each through serde).
+            let mut result = Map::new();
+            result.insert("action".into(), action.name.clone().into());
+            result.insert("output".into(), output);
+            result.insert("steps".into(), Value::Array(steps));
+            let result = Value::Object(result);
             payload.insert(keys::ACTION_ARG_NAMES.into(), json!(request.args.keys().collect::<Vec<_>>()));
             if let Some(grant) = &request.approval {
                 payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
@@ -206,22 +211,24 @@ async fn execute_steps(
             Err(failure) if logs.is_empty() => return Err(fail(failure)),
             Err(failure) => return Err(fail(failure.with_detail("logs", Value::Array(logs)))),
         };
-        let mut record = json!({
-            "id": step.id,
-            "connector": step.connector.to_string(),
-            "op": step.op,
-            "hash": required.hash.to_string(),
-            "attempts": attempts,
-            "output": output,
-        });
+        let mut record = Map::new();
+        record.insert("id".into(), step.id.clone().into());
+        record.insert("connector".into(), step.connector.to_string().into());
+        record.insert("op".into(), step.op.clone().into());
+        record.insert("hash".into(), required.hash.to_string().into());
+        record.insert("attempts".into(), attempts.into());
+        record.insert("output".into(), output.clone());
         if let Some(binding) = bindings.first() {
-            record["binding"] = json!({ "name": binding.name, "kind": binding.kind, "identity": binding.identity });
+            record.insert("binding".into(), json!({ "name": binding.name, "kind": binding.kind, "identity": binding.identity }));
         }
         if !logs.is_empty() {
-            record["logs"] = Value::Array(logs);
+            record.insert("logs".into(), Value::Array(logs));
         }
-        steps.push(record);
-        outputs.insert(step.id.clone(), output.clone());
+        steps.push(Value::Object(record));
+        // Later steps' templates read earlier outputs; after the last step nothing does.
+        if index + 1 < action.steps.len() {
+            outputs.insert(step.id.clone(), output.clone());
+        }
         last_output = output;
     }
     Ok((last_output, steps))
@@ -328,7 +335,7 @@ async fn call_verified(
 ) -> Result<Called, Failure> {
     let ConnectorCall { action, required, subset, op, limits, idempotent } = call;
     let connector = state.store.load_verified(&required.hash)?;
-    let manifest = Arc::new(connector.manifest.clone());
+    let manifest = connector.manifest.clone();
     check_identity(&manifest, required)?;
     let module = load_module(state, &required.hash, &connector).await?;
     let idempotent = idempotent.unwrap_or_else(|| manifest.is_idempotent());

@@ -68,7 +68,8 @@ impl StoreEntry {
 pub struct VerifiedConnector {
     pub hash: ContentHash,
     pub wasm: Arc<Vec<u8>>,
-    pub manifest: ConnectorManifest,
+    /// Shared: every run of the connector hands it to its egress check without a copy.
+    pub manifest: Arc<ConnectorManifest>,
     pub manifest_text: Arc<str>,
 }
 
@@ -117,6 +118,8 @@ impl FileStamp {
 struct CachedVerification {
     stamps: [FileStamp; 2],
     connector: VerifiedConnector,
+    /// The entry's module and manifest files, whose stamps are checked on every load.
+    paths: Arc<[PathBuf; 2]>,
 }
 
 /// The store under `<home>/store`.
@@ -366,6 +369,17 @@ impl Store {
     /// The connector pinned by `hash`, re-hashed unless both files are unchanged since the last
     /// verification. `hash_mismatch` when the bytes on disk do not hash to `hash`.
     pub fn load_verified(&self, hash: &ContentHash) -> Result<VerifiedConnector, Failure> {
+        // Warm: the files' stamps now against those taken when their bytes were hashed. The
+        // paths come from the cache, so this path builds none.
+        let cached = self.verified.lock().expect("store verification cache poisoned").get(hash).map(|cached| {
+            (cached.paths.clone(), cached.stamps, cached.connector.clone())
+        });
+        if let Some((paths, stamps, connector)) = cached
+            && let (Ok(wasm_meta), Ok(manifest_meta)) = (fs::metadata(&paths[0]), fs::metadata(&paths[1]))
+            && [FileStamp::of(&wasm_meta), FileStamp::of(&manifest_meta)] == stamps
+        {
+            return Ok(connector);
+        }
         let dir = self.entry_dir(hash);
         let (wasm_path, manifest_path) = (dir.join(WASM_FILE), dir.join(MANIFEST_FILE));
         let not_installed = |e: io::Error| {
@@ -373,16 +387,6 @@ impl Store {
                 .with_detail("hash", hash.to_string())
                 .with_detail("hint", "install the connector the action pins, then retry")
         };
-        let warm = (fs::metadata(&wasm_path), fs::metadata(&manifest_path));
-        if let (Ok(wasm_meta), Ok(manifest_meta)) = &warm {
-            let stamps = [FileStamp::of(wasm_meta), FileStamp::of(manifest_meta)];
-            let cache = self.verified.lock().expect("store verification cache poisoned");
-            if let Some(cached) = cache.get(hash)
-                && cached.stamps == stamps
-            {
-                return Ok(cached.connector.clone());
-            }
-        }
         // Stamp and read through the same open file, so the stamp describes the bytes hashed.
         let (wasm_stamp, wasm) = read_stamped(&wasm_path).map_err(not_installed)?;
         let (manifest_stamp, manifest_bytes) = read_stamped(&manifest_path).map_err(not_installed)?;
@@ -408,10 +412,14 @@ impl Store {
         let manifest_text: Arc<str> =
             String::from_utf8(manifest_bytes).map_err(|_| damaged(format!("{MANIFEST_FILE} is not UTF-8")))?.into();
         let manifest = parse_manifest(&manifest_text, MANIFEST_FILE).map_err(|e| damaged(e.to_string()))?;
-        let connector = VerifiedConnector { hash: hash.clone(), wasm: Arc::new(wasm), manifest, manifest_text };
+        let connector = VerifiedConnector { hash: hash.clone(), wasm: Arc::new(wasm), manifest: Arc::new(manifest), manifest_text };
         self.verified.lock().expect("store verification cache poisoned").insert(
             hash.clone(),
-            CachedVerification { stamps: [wasm_stamp, manifest_stamp], connector: connector.clone() },
+            CachedVerification {
+                stamps: [wasm_stamp, manifest_stamp],
+                connector: connector.clone(),
+                paths: Arc::new([wasm_path, manifest_path]),
+            },
         );
         Ok(connector)
     }

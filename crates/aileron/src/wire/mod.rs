@@ -180,6 +180,17 @@ pub struct RunCompleted {
     pub result: Value,
 }
 
+impl RunCompleted {
+    /// The 200 answer, the result moved into the body: `Reply::ok` would serialize the whole
+    /// result into a second `Value` and drop the first, on every run.
+    pub fn into_reply(self) -> Reply {
+        let mut body = Map::new();
+        body.insert("audit_id".into(), self.audit_id.into());
+        body.insert("result".into(), self.result);
+        Reply { status: StatusCode::OK, body: Value::Object(body) }
+    }
+}
+
 /// `POST /v1/sessions` → 201: the session and its token (shown once, to the launcher).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStarted {
@@ -310,4 +321,22 @@ pub struct EndSession {
 /// sends it and the console's buttons name it.
 pub fn path_segment(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>().replace('+', "%20")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_completed_run_answers_what_its_serialization_gives() {
+        let completed = RunCompleted {
+            audit_id: "aud_1".into(),
+            result: serde_json::json!({ "action": "echo", "output": { "text": "hi", "n": [1, 2.5, null] }, "steps": [] }),
+        };
+        let expected = Reply::ok(completed.clone());
+        let reply = completed.into_reply();
+        assert_eq!(reply.status, expected.status);
+        assert_eq!(reply.body, expected.body);
+        assert_eq!(serde_json::to_string(&reply.body).unwrap(), serde_json::to_string(&expected.body).unwrap());
+    }
 }

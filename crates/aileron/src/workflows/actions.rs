@@ -207,7 +207,7 @@ pub async fn run(state: &Arc<Services>, principal: &Principal, name: String, arg
     }
     let request = RunRequest::new(name, args, caller_for(principal));
     match run_action(state, request).await {
-        Ok(RunOutcome::Completed { audit_id, result }) => Ok(Reply::ok(RunCompleted { audit_id, result })),
+        Ok(RunOutcome::Completed { audit_id, result }) => Ok(RunCompleted { audit_id, result }.into_reply()),
         Ok(RunOutcome::Failed(failure)) => Ok(Reply::failure(&failure)),
         Ok(RunOutcome::PendingApproval(pending)) => Ok(Reply::new(StatusCode::ACCEPTED, pending)),
         Err(rejection) => Err(rejection_error(rejection)),

@@ -1,0 +1,140 @@
+//! What a phase costs the benchmark's process, clients and daemon together: CPU time (from
+//! `getrusage`) and heap allocations (counted by this binary's global allocator). Both count
+//! work rather than time it, so a change to the run path shows in them even when this VM's speed
+//! moves by tens of per cent between runs and throughput cannot tell it from noise.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The system allocator, with every allocation counted. The counters are spread over cache
+/// lines by thread, so two threads allocating at once do not contend for one line.
+pub struct Counting;
+
+#[repr(align(128))]
+struct Shard {
+    allocations: AtomicU64,
+    bytes: AtomicU64,
+}
+
+const SHARDS: usize = 64;
+
+static COUNTS: [Shard; SHARDS] = [const { Shard { allocations: AtomicU64::new(0), bytes: AtomicU64::new(0) } }; SHARDS];
+
+fn shard() -> &'static Shard {
+    thread_local! {
+        // Only its address is used: each thread's copy lives in that thread's own TLS block.
+        static ANCHOR: u8 = const { 0 };
+    }
+    let address = ANCHOR.with(|anchor| std::ptr::from_ref(anchor) as usize);
+    &COUNTS[(address >> 7) % SHARDS]
+}
+
+fn count(bytes: usize) {
+    let shard = shard();
+    shard.allocations.fetch_add(1, Ordering::Relaxed);
+    shard.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+}
+
+// SAFETY: every call is forwarded unchanged to `System`; counting allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // A growth is an allocation of its new size (it may move every byte).
+        count(new_size);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// The process's work so far: CPU time of all its threads, and heap allocations.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Work {
+    pub cpu: Duration,
+    pub allocations: u64,
+    pub allocated_bytes: u64,
+}
+
+impl Work {
+    pub fn now() -> Work {
+        let cpu = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+            .map(|usage| duration_of(usage.user_time()) + duration_of(usage.system_time()))
+            .unwrap_or_default();
+        let (mut allocations, mut allocated_bytes) = (0, 0);
+        for shard in &COUNTS {
+            allocations += shard.allocations.load(Ordering::Relaxed);
+            allocated_bytes += shard.bytes.load(Ordering::Relaxed);
+        }
+        Work { cpu, allocations, allocated_bytes }
+    }
+
+    /// The work done between `earlier` and `self`.
+    pub fn since(self, earlier: Work) -> Work {
+        Work {
+            cpu: self.cpu.saturating_sub(earlier.cpu),
+            allocations: self.allocations - earlier.allocations,
+            allocated_bytes: self.allocated_bytes - earlier.allocated_bytes,
+        }
+    }
+
+    pub fn plus(self, other: Work) -> Work {
+        Work {
+            cpu: self.cpu + other.cpu,
+            allocations: self.allocations + other.allocations,
+            allocated_bytes: self.allocated_bytes + other.allocated_bytes,
+        }
+    }
+
+    /// Per request, over `requests` answered.
+    pub fn per(self, requests: usize) -> PerRequest {
+        let requests = requests.max(1) as f64;
+        PerRequest {
+            cpu: self.cpu.div_f64(requests),
+            allocations: self.allocations as f64 / requests,
+            allocated_bytes: self.allocated_bytes as f64 / requests,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PerRequest {
+    pub cpu: Duration,
+    pub allocations: f64,
+    pub allocated_bytes: f64,
+}
+
+fn duration_of(time: nix::sys::time::TimeVal) -> Duration {
+    Duration::from_secs(time.tv_sec().max(0) as u64) + Duration::from_micros(time.tv_usec().max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_are_counted_on_every_thread() {
+        let before = Work::now();
+        let kept: Vec<Vec<u8>> = (0..100).map(|n| Vec::with_capacity(1000 + n)).collect();
+        let other = std::thread::spawn(|| (0..50).map(|_| Box::new([0u8; 64])).collect::<Vec<_>>()).join().unwrap();
+        let done = Work::now().since(before);
+        assert!(done.allocations >= 100 + 50 + 1, "{done:?}");
+        assert!(done.allocated_bytes >= 100 * 1000 + 50 * 64, "{done:?}");
+        drop((kept, other));
+    }
+}
