@@ -137,7 +137,6 @@ pub fn web_cookie(headers: &axum::http::HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_string())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
