@@ -263,7 +263,7 @@ async fn call_connector(
     }
     check.end();
     let span = state.telemetry.connector_call(&fqn, call.op, &hash);
-    let called = call_verified(state, call, op_args, caller, audit_id, logs).with_context(span.context()).await;
+    let called = call_verified(state, call, fqn, op_args, caller, audit_id, logs).with_context(span.context()).await;
     for (level, message) in logs.iter() {
         span.add_event(keys::SPAN_EVENT_CONNECTOR_LOG, vec![
             opentelemetry::KeyValue::new(keys::LOG_LEVEL, level.clone()),
@@ -328,6 +328,7 @@ pub async fn precompile(state: &Services, hash: &aileron_core::ContentHash) -> R
 async fn call_verified(
     state: &Arc<Services>,
     call: ConnectorCall<'_>,
+    connector_fqn: String,
     op_args: Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
@@ -343,7 +344,7 @@ async fn call_verified(
         services: state.egress_services(),
         manifest: manifest.clone(),
         subset,
-        connector_fqn: required.name.to_string(),
+        connector_fqn,
         op: op.to_string(),
         action: action.name.clone(),
         caller: caller.clone(),
@@ -351,8 +352,12 @@ async fn call_verified(
         used_bindings: std::sync::Mutex::new(Vec::new()),
     });
     let mut attempt = 0;
+    let mut op_args = Some(op_args);
     loop {
-        let request = CallRequest { op: op.to_string(), args: Value::Object(op_args.clone()), limits: limits.clone() };
+        // A retry needs the arguments again; an attempt no retry can follow takes them.
+        let args = if idempotent && attempt < RETRY_DELAYS.len() { op_args.clone() } else { op_args.take() };
+        let args = Value::Object(args.expect("the arguments are taken only by the last attempt"));
+        let request = CallRequest { op: op.to_string(), args, limits: limits.clone() };
         let outcome = state.runtime.call(&module, request, egress.clone()).await;
         // The guest's log lines, bounded and escaped: they reach the audit record, the span and
         // `aileron action run --verbose`.
