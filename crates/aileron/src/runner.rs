@@ -355,7 +355,7 @@ async fn call_verified(
     let mut op_args = Some(op_args);
     loop {
         // A retry needs the arguments again; an attempt no retry can follow takes them.
-        let args = if idempotent && attempt < RETRY_DELAYS.len() { op_args.clone() } else { op_args.take() };
+        let args = if retry_allowed(idempotent, attempt) { op_args.clone() } else { op_args.take() };
         let args = Value::Object(args.expect("the arguments are taken only by the last attempt"));
         let request = CallRequest { op: op.to_string(), args, limits: limits.clone() };
         let outcome = state.runtime.call(&module, request, egress.clone()).await;
@@ -574,10 +574,15 @@ fn check_identity(manifest: &ConnectorManifest, required: &RequiredConnector) ->
 }
 
 fn should_retry(failure: &Failure, idempotent: bool, attempt: usize) -> bool {
-    idempotent
+    retry_allowed(idempotent, attempt)
         && failure.retriable
         && matches!(failure.class, FailureClass::NetworkError | FailureClass::ExternalApiError)
-        && attempt < RETRY_DELAYS.len()
+}
+
+/// Whether a failure of this attempt may be retried at all: only an idempotent step, and only
+/// while retries remain.
+fn retry_allowed(idempotent: bool, attempt: usize) -> bool {
+    idempotent && attempt < RETRY_DELAYS.len()
 }
 
 fn jittered(delay: Duration) -> Duration {
