@@ -307,7 +307,6 @@ fn log_tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(5)..].join("\n")
 }
 
-
 /// Sends SIGTERM to the running daemon and waits (up to `budget`) until it has exited.
 /// Returns the pid that was stopped, or `None` when no daemon was running.
 pub async fn stop_daemon(home: &Home, budget: Duration) -> anyhow::Result<Option<u32>> {

@@ -22,7 +22,6 @@ use serde_json::json;
 
 use crate::pooled_http::{self, Alpn, Base, PooledClient};
 
-
 pub const DEFAULT_ANTHROPIC_UPSTREAM: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_UPSTREAM: &str = "https://api.openai.com";
 /// Request bodies stream upstream as they arrive; this bounds their total size.

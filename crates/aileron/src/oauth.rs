@@ -297,7 +297,6 @@ pub fn is_loopback_http(value: &str) -> bool {
     }
 }
 
-
 /// reqwest 0.13 as the `oauth2` crate's HTTP client (its bundled one is reqwest 0.12): no
 /// redirects (a token endpoint that redirects is not followed), bounded answers.
 struct OAuthHttp {

@@ -34,7 +34,6 @@ pub const OAUTH_CALLBACK_PATH: &str = "/v1/bindings/setup/oauth2/callback";
 /// Vault paths of free-form secrets (`aileron secret set`).
 const SECRETS_PREFIX: &str = "secrets/";
 
-
 fn vault_error(error: VaultAccessError) -> ApiError {
     let status = match error {
         VaultAccessError::Absent => StatusCode::NOT_FOUND,

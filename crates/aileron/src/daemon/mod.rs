@@ -103,7 +103,6 @@ impl AppState {
     }
 }
 
-
 /// The whole HTTP surface. Tests drive it with `oneshot`.
 pub fn app(state: Arc<AppState>) -> Surface {
     let router = api::routes(&state)
@@ -167,7 +166,6 @@ impl<L: axum::serve::Listener> tower::Service<axum::serve::IncomingStream<'_, L>
         std::future::ready(Ok(self.clone()))
     }
 }
-
 
 /// Runs the daemon in the foreground until SIGTERM/SIGINT, then drains in-flight requests.
 pub async fn serve(home: Home) -> anyhow::Result<()> {

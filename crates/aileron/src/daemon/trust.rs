@@ -22,7 +22,6 @@ use crate::audit_log::AuditEvent;
 
 type ApiResult = Result<Response, ApiError>;
 
-
 fn listing(state: &AppState) -> Result<Value, ApiError> {
     let keyring = crate::keyring::load(&state.home.keyring()).map_err(ApiError::internal)?;
     let items: Vec<Value> = keyring

@@ -152,7 +152,6 @@ impl StepEgress {
         payload
     }
 
-
     fn proxy_context(&self, plan: &SpawnPlan) -> ProxyContext {
         ProxyContext {
             manifest: self.manifest.clone(),

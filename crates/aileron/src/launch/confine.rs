@@ -199,7 +199,6 @@ fn enter(request: &Request) -> Result<i32, String> {
     }
 }
 
-
 /// PID 1 of the namespace: builds the mounts, starts the agent, reaps until it exits.
 fn init(request: &Request) -> Result<i32, String> {
     let none: Option<&str> = None;

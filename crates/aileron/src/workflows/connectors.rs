@@ -1,7 +1,6 @@
 //! Connectors: the install pipeline (preview, consent, install; every refusal audited), update
 //! checks, removal and garbage collection.
 
-
 use aileron_core::vocabulary::{self, EventType, keys};
 use aileron_core::ConnectorRef;
 use axum::http::StatusCode;

@@ -22,7 +22,6 @@ fn api_key_credential(header: &str, format: &str) -> String {
     format!("[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"{header}\"\nformat = \"{format}\"\n")
 }
 
-
 async fn init_vault(harness: &Harness) {
     let created = harness.request("POST", "/v1/vault/init", Some(json!({ "passphrase": PASSPHRASE }))).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);

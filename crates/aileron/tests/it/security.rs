@@ -13,7 +13,6 @@ use crate::support::{ActionSpec, Harness, PlantedKey, files_containing, guest_wa
 
 const PLANTED: &str = "sk-PLANTED-7c1e9a44d2b0f35e";
 
-
 const API_KEY_MANIFEST: &str =
     "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\nformat = \"Token {key}\"\n";
 
