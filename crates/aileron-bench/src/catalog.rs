@@ -19,8 +19,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 
+use super::figures::{
+    Distribution, distribution_rows, format_bytes, format_count, format_duration, format_ratio, ratio,
+};
 use super::mcp::{McpProcess, install_echo};
-use super::{Distribution, SummaryRow, distribution_rows, format_bytes, format_count, format_duration, format_ratio, ratio};
+use super::report::SummaryRow;
 use aileron::client::DaemonClient;
 use aileron::home::Home;
 

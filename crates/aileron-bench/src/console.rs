@@ -18,7 +18,9 @@ use anyhow::{Context, bail};
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 
-use super::{BenchDaemon, Distribution, SummaryRow, distribution_rows, format_duration, format_ratio, http_client, ratio};
+use super::daemon::{BenchDaemon, http_client};
+use super::figures::{Distribution, distribution_rows, format_duration, format_ratio, ratio};
+use super::report::SummaryRow;
 
 /// Records written before the daemon starts: half runs, half their proxied calls.
 pub(super) const RECORDS: usize = 100_000;

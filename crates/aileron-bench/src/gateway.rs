@@ -31,7 +31,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
-use super::{Distribution, SummaryRow, added_micros, format_count, format_duration, format_rate, format_ratio, ratio};
+use super::figures::{Distribution, added_micros, format_count, format_duration, format_rate, format_ratio, ratio};
+use super::report::SummaryRow;
 use aileron::home::Home;
 
 /// Fixed request rates of the latency phases (requests per second). 50/s is one LiteLLM worker

@@ -29,10 +29,11 @@ use anyhow::{Context, bail};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use super::{
-    BenchDaemon, CacheState, Distribution, FakeGithub, FirstRun, RestartGuest, SummaryRow, distribution_rows,
-    empty_dir, first_run_after_restart, format_bytes, format_duration, format_ratio, http_client, median, ratio,
-};
+use super::daemon::{BenchDaemon, http_client};
+use super::fake_github::FakeGithub;
+use super::figures::{Distribution, distribution_rows, format_bytes, format_duration, format_ratio, ratio};
+use super::report::SummaryRow;
+use super::restart::{CacheState, FirstRun, RestartGuest, empty_dir, first_run_after_restart, median};
 
 const FQN: &str = "github://aileron-bench/go";
 const VERSION: &str = "1.0.0";

@@ -20,7 +20,10 @@ use anyhow::{Context, bail};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{Distribution, SummaryRow, added_micros, distribution_rows, format_bytes, format_duration, format_ratio, ratio};
+use super::figures::{
+    Distribution, added_micros, distribution_rows, format_bytes, format_duration, format_ratio, ratio,
+};
+use super::report::SummaryRow;
 use aileron::client::DaemonClient;
 use aileron::home::Home;
 
@@ -201,13 +204,13 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
         check_echo(status.as_u16(), &body)?;
         Ok(elapsed)
     };
-    let probe = super::Probe {
+    let probe = super::http::Probe {
         method: Method::POST,
         url: url.to_string(),
         authorization: format!("Bearer {token}"),
         body: Some(serde_json::to_vec(&run_body)?.into()),
     };
-    let mut lean = super::LoadConnection::open(url).await?;
+    let mut lean = super::http::LoadConnection::open(url).await?;
     let mut lean_call = async || -> anyhow::Result<Duration> {
         let started = Instant::now();
         let (status, body) = lean.send(&probe, "/v1/actions/echo-0000/run").await?;

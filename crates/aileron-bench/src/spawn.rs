@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use super::{Distribution, SummaryRow, distribution_rows, format_duration, format_ratio, ratio};
+use super::figures::{Distribution, distribution_rows, format_duration, format_ratio, ratio};
+use super::report::SummaryRow;
 use aileron::spawn::Spawner;
 use aileron_core::policy::CapabilitySubset;
 

@@ -1,0 +1,464 @@
+//! `http`: `POST /v1/actions/echo/run` over a loopback socket, against `GET /v1/health` (the HTTP
+//! floor), with the daemon's state on a temporary home and its audit log on disk; and the load
+//! generator (hyper's connection-level client, one kept-alive connection per client) that (d) and
+//! `mcp` use too.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use aileron::home::Home;
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use super::daemon::{BenchDaemon, REQUEST_TIMEOUT, http_client};
+use super::figures::{Distribution, format_count, format_duration, format_rate, format_ratio, ratio};
+use super::report::SummaryRow;
+use super::{BenchArgs, ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference, work};
+
+/// Issue 17: 20,000 runs/s at 16 clients with the audit log fsynced, p50 ≤ 1 ms; one client ≤ 250 µs.
+const RUNS_PER_SECOND_GOAL: f64 = 20_000.0;
+const RUN_SINGLE_P50_GOAL: Duration = Duration::from_micros(250);
+const RUN_P50_GOAL: Duration = Duration::from_millis(1);
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct AuditCounts {
+    pub(super) fsyncs: u64,
+    pub(super) batches: u64,
+}
+
+pub(super) struct HttpFigures {
+    health_loaded: LoadFigures,
+    run_loaded: LoadFigures,
+    health_single: LoadFigures,
+    run_single: LoadFigures,
+    /// Records in the audit log after the benchmark, all verified.
+    audit_records: u64,
+    /// Append + fdatasync on the audit log's filesystem: the floor under a durable run.
+    fdatasync: Distribution,
+}
+
+/// One measured phase: `clients` clients sending the same request back to back.
+pub(super) struct LoadFigures {
+    pub(super) clients: u64,
+    pub(super) window: Duration,
+    /// Latencies of the requests sent and answered inside the measured window.
+    pub(super) latency: Distribution,
+    /// Requests answered over the whole phase, warm-up included.
+    pub(super) answered: u64,
+    /// Audit log activity inside the measured window.
+    pub(super) audit: AuditCounts,
+    /// What the window cost this process (clients and daemon): CPU time and allocations.
+    pub(super) work: work::Work,
+}
+
+impl LoadFigures {
+    pub(super) fn throughput(&self) -> f64 {
+        self.latency.len() as f64 / self.window.as_secs_f64()
+    }
+
+    /// The window's work per request answered in it.
+    fn per_request(&self) -> work::PerRequest {
+        self.work.per(self.latency.len())
+    }
+
+    /// Two windows of the same load as one: samples, windows and counts added.
+    pub(super) fn merged(self, other: LoadFigures) -> LoadFigures {
+        let mut samples = self.latency.sorted;
+        samples.extend(other.latency.sorted);
+        LoadFigures {
+            clients: self.clients,
+            window: self.window + other.window,
+            latency: Distribution::new(samples),
+            answered: self.answered + other.answered,
+            audit: AuditCounts {
+                fsyncs: self.audit.fsyncs + other.audit.fsyncs,
+                batches: self.audit.batches + other.audit.batches,
+            },
+            work: self.work.plus(other.work),
+        }
+    }
+}
+
+/// The request a phase sends.
+#[derive(Clone)]
+pub(super) struct Probe {
+    pub(super) method: Method,
+    pub(super) url: String,
+    /// `Bearer <token>`.
+    pub(super) authorization: String,
+    pub(super) body: Option<Bytes>,
+}
+
+pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<HttpFigures> {
+    let home = Home::at(scratch.join("http").join("home"))?;
+    let (daemon, _) = BenchDaemon::start(&home)?;
+    let admin = http_client()?;
+    let hash = daemon
+        .install_connector(
+            &admin,
+            &scratch.join("http").join("echo-package"),
+            &echo_reference(),
+            ECHO_WASM,
+            ECHO_MANIFEST,
+        )
+        .await?;
+    daemon.add_action(&admin, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
+    let run_body = json!({ "args": { "text": "hello from the benchmark" } });
+    let answer = daemon.expect(&admin, Method::POST, "/v1/actions/echo/run", Some(&run_body), StatusCode::OK).await?;
+    if answer["result"]["output"]["args"] != run_body["args"] {
+        bail!("the echo action answered {answer}");
+    }
+    drop(admin);
+    let fdatasync = tokio::task::block_in_place(|| fdatasync_floor(&scratch.join("http"), FDATASYNC_APPENDS))?;
+
+    let health =
+        Probe { method: Method::GET, url: daemon.url("/v1/health"), authorization: daemon.authorization(), body: None };
+    let run = Probe {
+        method: Method::POST,
+        url: daemon.url("/v1/actions/echo/run"),
+        authorization: daemon.authorization(),
+        body: Some(Bytes::from(run_body.to_string())),
+    };
+    // Counted before the phases so the check below does not depend on what setup recorded.
+    daemon.state.audit.flush().await;
+    let records_before = daemon.state.audit.verify().context("verifying the audit log before the benchmark")?.records;
+    let phase = async |probe: &Probe, clients: u64| {
+        eprintln!("    {} {} with {clients} client(s)", probe.method, probe.url);
+        load_phase(&daemon, probe, clients, args.warmup, args.duration).await
+    };
+    let health_loaded = phase(&health, args.clients).await?;
+    let run_loaded = phase(&run, args.clients).await?;
+    let health_single = phase(&health, 1).await?;
+    let run_single = phase(&run, 1).await?;
+
+    // Every run answered 200 must be in the log, sealed and chained: one record per run.
+    daemon.state.audit.flush().await;
+    let report = daemon.state.audit.verify().context("verifying the audit log after the benchmark")?;
+    let expected_records = records_before + run_loaded.answered + run_single.answered;
+    if report.records != expected_records {
+        bail!("the audit log holds {} records, expected {expected_records} (one per answered run)", report.records);
+    }
+    daemon.stop().await?;
+    Ok(HttpFigures { health_loaded, run_loaded, health_single, run_single, audit_records: report.records, fdatasync })
+}
+
+/// Size of one append of the disk floor measurement: about one audit record line.
+const FDATASYNC_APPEND_BYTES: usize = 600;
+const FDATASYNC_APPENDS: usize = 500;
+
+/// Times `appends` appends to a new file in `dir`, each followed by fdatasync, as the audit
+/// writer does once per group commit.
+fn fdatasync_floor(dir: &Path, appends: usize) -> anyhow::Result<Distribution> {
+    use std::io::Write as _;
+    let path = dir.join("fdatasync-floor.log");
+    let mut file = std::fs::OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let mut line = vec![b'x'; FDATASYNC_APPEND_BYTES];
+    line[FDATASYNC_APPEND_BYTES - 1] = b'\n';
+    let mut samples = Vec::with_capacity(appends);
+    for _ in 0..appends {
+        let started = Instant::now();
+        file.write_all(&line)?;
+        file.sync_data()?;
+        samples.push(started.elapsed());
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(Distribution::new(samples))
+}
+
+pub(super) async fn load_phase(
+    daemon: &BenchDaemon,
+    probe: &Probe,
+    clients: u64,
+    warmup: Duration,
+    window: Duration,
+) -> anyhow::Result<LoadFigures> {
+    let measure_from = Instant::now() + warmup;
+    let until = measure_from + window;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..clients {
+        // One connection each, kept alive, like separate agents.
+        let connection = LoadConnection::open(&probe.url).await?;
+        let probe = probe.clone();
+        tasks.spawn(async move { client_loop(connection, probe, measure_from, until).await });
+    }
+    tokio::time::sleep_until(measure_from.into()).await;
+    let before = daemon.audit_counts();
+    let work_before = work::Work::now();
+    tokio::time::sleep_until(until.into()).await;
+    let work = work::Work::now().since(work_before);
+    let after = daemon.audit_counts();
+
+    let mut latencies = Vec::new();
+    let mut answered = 0;
+    let mut failure = None;
+    while let Some(joined) = tasks.join_next().await {
+        let outcome = joined.context("a client task panicked")?;
+        latencies.extend(outcome.latencies);
+        answered += outcome.answered;
+        if failure.is_none() {
+            failure = outcome.failure;
+        }
+    }
+    if let Some(failure) = failure {
+        bail!("{} {} failed: {failure}", probe.method, probe.url);
+    }
+    if latencies.is_empty() {
+        bail!("no {} {} was answered inside the {:?} window", probe.method, probe.url, window);
+    }
+    let audit = AuditCounts { fsyncs: after.fsyncs - before.fsyncs, batches: after.batches - before.batches };
+    Ok(LoadFigures { clients, window, latency: Distribution::new(latencies), answered, audit, work })
+}
+
+/// One kept-alive HTTP/1.1 connection of the load generator: hyper's connection-level client,
+/// with no pool, no URL parsing per request and no per-request timeout timer. The load generator
+/// shares the daemon's two CPUs, so the less it spends per request, the more of the machine the
+/// daemon gets (reqwest cost about a quarter of the CPU of a loaded phase).
+pub(super) struct LoadConnection {
+    sender: hyper::client::conn::http1::SendRequest<axum::body::Body>,
+    /// `host:port`, the `Host` header the daemon admits.
+    authority: String,
+}
+
+impl LoadConnection {
+    pub(super) async fn open(url: &str) -> anyhow::Result<LoadConnection> {
+        let authority = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split('/').next())
+            .with_context(|| format!("not an http:// URL: {url}"))?
+            .to_string();
+        let stream =
+            tokio::net::TcpStream::connect(&authority).await.with_context(|| format!("connecting to {authority}"))?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .context("starting an HTTP/1.1 connection")?;
+        tokio::spawn(connection);
+        Ok(LoadConnection { sender, authority })
+    }
+
+    /// Sends `probe` and reads the whole answer; a daemon that stops answering fails the
+    /// benchmark after [`REQUEST_TIMEOUT`] instead of hanging it.
+    pub(super) async fn send(&mut self, probe: &Probe, path: &str) -> anyhow::Result<(StatusCode, Bytes)> {
+        let mut request = axum::http::Request::builder()
+            .method(probe.method.as_str())
+            .uri(path)
+            .header(axum::http::header::HOST, &self.authority)
+            .header(axum::http::header::AUTHORIZATION, &probe.authorization);
+        let body = match &probe.body {
+            Some(body) => {
+                request = request.header(axum::http::header::CONTENT_TYPE, "application/json");
+                axum::body::Body::from(body.clone())
+            }
+            None => axum::body::Body::empty(),
+        };
+        let exchange = async {
+            self.sender.ready().await?;
+            let response = self.sender.send_request(request.body(body)?).await?;
+            let status = StatusCode::from_u16(response.status().as_u16())?;
+            let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX).await?;
+            anyhow::Ok((status, bytes))
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, exchange).await.context("no answer within the request timeout")?
+    }
+}
+
+struct ClientOutcome {
+    latencies: Vec<Duration>,
+    answered: u64,
+    failure: Option<String>,
+}
+
+/// Sends `probe` back to back until `until`; keeps the latencies of requests sent and answered
+/// inside `[measure_from, until]`. Stops at the first failure.
+async fn client_loop(
+    mut connection: LoadConnection,
+    probe: Probe,
+    measure_from: Instant,
+    until: Instant,
+) -> ClientOutcome {
+    let mut outcome = ClientOutcome { latencies: Vec::new(), answered: 0, failure: None };
+    let path = probe.url.split_once(&connection.authority).map_or("/", |(_, path)| path).to_string();
+    loop {
+        let sent = Instant::now();
+        if sent >= until {
+            return outcome;
+        }
+        let answer = connection.send(&probe, &path).await;
+        let done = Instant::now();
+        match answer {
+            Ok((StatusCode::OK, _)) => {
+                outcome.answered += 1;
+                if sent >= measure_from && done <= until {
+                    outcome.latencies.push(done - sent);
+                }
+            }
+            Ok((status, bytes)) => {
+                let text = String::from_utf8_lossy(&bytes[..bytes.len().min(400)]).into_owned();
+                outcome.failure = Some(format!("HTTP {status}: {text}"));
+                return outcome;
+            }
+            Err(error) => {
+                outcome.failure = Some(format!("{error:#}"));
+                return outcome;
+            }
+        }
+    }
+}
+
+impl HttpFigures {
+    pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
+        let mut rows = Vec::new();
+        let (run, health) = (&self.run_loaded, &self.health_loaded);
+        let clients = run.clients;
+        rows.push(SummaryRow {
+            figure: format!("(b) echo runs/s, {clients} clients"),
+            measured: format_rate(run.throughput()),
+            baseline: format!("{} health", format_rate(health.throughput())),
+            ratio: format_ratio(run.throughput() / health.throughput().max(f64::MIN_POSITIVE)),
+            goal: "≥ 20,000/s",
+            met: Some(run.throughput() >= RUNS_PER_SECOND_GOAL),
+        });
+        for (label, measured, baseline, goal) in [
+            ("p50", run.latency.p50(), health.latency.p50(), Some(RUN_P50_GOAL)),
+            ("p99", run.latency.p99(), health.latency.p99(), None),
+        ] {
+            rows.push(SummaryRow {
+                figure: format!("(b) echo run latency {label}, {clients} clients"),
+                measured: format_duration(measured),
+                baseline: format!("{} health", format_duration(baseline)),
+                ratio: format_ratio(ratio(measured, baseline)),
+                goal: if goal.is_some() { "≤ 1 ms" } else { "" },
+                met: goal.map(|goal| measured <= goal),
+            });
+        }
+        // One client waits for every step in turn: a run cannot answer sooner than the HTTP
+        // floor (health) plus one durable audit append (the disk's fdatasync), both measured
+        // in this run.
+        let (run, health) = (&self.run_single, &self.health_single);
+        let floor = health.latency.p50() + self.fdatasync.p50();
+        rows.push(SummaryRow {
+            figure: "(b) echo run latency p50, 1 client".into(),
+            measured: format_duration(run.latency.p50()),
+            baseline: format!(
+                "{} floor (health {} + fdatasync {})",
+                format_duration(floor),
+                format_duration(health.latency.p50()),
+                format_duration(self.fdatasync.p50())
+            ),
+            ratio: format_ratio(ratio(run.latency.p50(), floor)),
+            goal: "≤ 250 µs",
+            met: Some(run.latency.p50() <= RUN_SINGLE_P50_GOAL),
+        });
+        // What a run costs the process, counted rather than timed (see `work`): the figures
+        // by which a change to the run path is judged when throughput moves with the VM.
+        let (run, health) = (self.run_loaded.per_request(), self.health_loaded.per_request());
+        rows.push(SummaryRow {
+            figure: format!("(b) CPU per run, {clients} clients (process)"),
+            measured: format_duration(run.cpu),
+            baseline: format!("{} health", format_duration(health.cpu)),
+            ratio: format_ratio(ratio(run.cpu, health.cpu)),
+            goal: "",
+            met: None,
+        });
+        let (run, health) = (self.run_single.per_request(), self.health_single.per_request());
+        rows.push(SummaryRow {
+            figure: "(b) heap allocations per run, 1 client (process)".into(),
+            measured: format!("{:.0} ({} B)", run.allocations, format_count(run.allocated_bytes as u64)),
+            baseline: format!("{:.0} health ({} B)", health.allocations, format_count(health.allocated_bytes as u64)),
+            ratio: format_ratio(run.allocations / health.allocations.max(1.0)),
+            goal: "",
+            met: None,
+        });
+        rows
+    }
+
+    /// The line under the text table: how the audit log grouped the runs of the loaded phase.
+    pub(super) fn audit_summary(&self, table: &mut String) {
+        let run = &self.run_loaded;
+        let _ = writeln!(
+            table,
+            "(b) audit at {} clients: {} runs in {} fsyncs / {} batches ({:.1} runs per fsync); \
+             append + fdatasync alone: p50 {}, p99 {}",
+            run.clients,
+            format_count(run.latency.len() as u64),
+            format_count(run.audit.fsyncs),
+            format_count(run.audit.batches),
+            run.latency.len() as f64 / run.audit.fsyncs.max(1) as f64,
+            format_duration(self.fdatasync.p50()),
+            format_duration(self.fdatasync.p99())
+        );
+    }
+
+    pub(super) fn markdown(&self, text: &mut String, command_line: &str) {
+        let window = self.run_loaded.window.as_secs_f64();
+        let _ = writeln!(text, "\n### (b) `POST /v1/actions/echo/run` over loopback HTTP\n");
+        let _ = writeln!(
+            text,
+            "Reproduce: `{}`. Each phase: the clients send the same request back to back for a warm-up, then \
+             {window} s measured (requests sent and answered inside the window). The daemon's state is opened on \
+             a temporary home with the audit log on disk (one fdatasync per group commit) and served by the \
+             daemon's own accept loop on its own tokio runtime; the clients (hyper's connection-level HTTP/1.1 \
+             client, one keep-alive connection each) run on another runtime in the same process, on the same \
+             CPUs. After the phases the audit log held {} records and verified, one per answered run. CPU per request \
+             is the process's CPU time (`getrusage`: clients, daemon and audit writer) over the window divided by \
+             the requests answered in it; allocations per request count the process's heap allocations (the \
+             benchmark's global allocator counts them) the same way. Both count work instead of timing it, so \
+             they move with the run path and not with this VM's speed.\n",
+            command_line,
+            format_count(self.audit_records)
+        );
+        let floor = &self.fdatasync;
+        let _ = writeln!(
+            text,
+            "Disk floor on the same filesystem, idle daemon: {} appends of {FDATASYNC_APPEND_BYTES} B, each \
+             followed by fdatasync: p50 {}, p99 {}, mean {}.\n",
+            format_count(floor.len() as u64),
+            format_duration(floor.p50()),
+            format_duration(floor.p99()),
+            format_duration(floor.mean())
+        );
+        let _ = writeln!(
+            text,
+            "| request | clients | answered in window | throughput | p50 | p99 | mean | max | audit fsyncs | \
+             audit batches | runs per fsync | CPU per request | allocations per request |"
+        );
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (label, phase, audited) in [
+            ("`GET /v1/health`", &self.health_loaded, false),
+            ("`POST /v1/actions/echo/run`", &self.run_loaded, true),
+            ("`GET /v1/health`", &self.health_single, false),
+            ("`POST /v1/actions/echo/run`", &self.run_single, true),
+        ] {
+            let (fsyncs, batches, per_fsync) = if audited {
+                (
+                    format_count(phase.audit.fsyncs),
+                    format_count(phase.audit.batches),
+                    format!("{:.1}", phase.latency.len() as f64 / phase.audit.fsyncs.max(1) as f64),
+                )
+            } else {
+                (format_count(phase.audit.fsyncs), format_count(phase.audit.batches), String::new())
+            };
+            let _ = writeln!(
+                text,
+                "| {label} | {} | {} | {} | {} | {} | {} | {} | {fsyncs} | {batches} | {per_fsync} | {} | {:.0} |",
+                phase.clients,
+                format_count(phase.latency.len() as u64),
+                format_rate(phase.throughput()),
+                format_duration(phase.latency.p50()),
+                format_duration(phase.latency.p99()),
+                format_duration(phase.latency.mean()),
+                format_duration(phase.latency.max()),
+                format_duration(phase.per_request().cpu),
+                phase.per_request().allocations
+            );
+        }
+    }
+}

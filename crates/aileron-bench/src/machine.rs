@@ -1,0 +1,95 @@
+//! The machine a run measured on, as the report describes it: CPUs, memory, kernel, the
+//! scratch directory's filesystem and the load average, read from `/proc`.
+
+use std::path::Path;
+
+pub(super) struct Machine {
+    pub(super) cpus: usize,
+    pub(super) model: String,
+    pub(super) memory: String,
+    pub(super) kernel: String,
+    /// Filesystem of the scratch directory (where the audit log and the caches are written).
+    pub(super) scratch_filesystem: String,
+    /// `/proc/loadavg` when the run started: other work on the machine skews every figure.
+    pub(super) load_at_start: String,
+}
+
+impl Machine {
+    pub(super) fn describe(scratch: &Path) -> Machine {
+        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+        let cpus = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
+        let model = proc_field(&read("/proc/cpuinfo"), "model name").unwrap_or("unknown CPU").to_string();
+        let memory = proc_field(&read("/proc/meminfo"), "MemTotal")
+            .and_then(|value| value.trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or_else(|| "unknown".to_string(), |kib| format!("{:.0} GiB", kib as f64 / (1024.0 * 1024.0)));
+        let kernel = read("/proc/sys/kernel/osrelease").trim().to_string();
+        let scratch = scratch.canonicalize().unwrap_or_else(|_| scratch.to_path_buf());
+        let scratch_filesystem = match mount_of(&read("/proc/self/mounts"), &scratch) {
+            Some(mount) => format!("{} ({} mounted at {})", mount.fstype, mount.device, mount.point),
+            None => "unknown filesystem".to_string(),
+        };
+        Machine { cpus, model, memory, kernel, scratch_filesystem, load_at_start: load_average() }
+    }
+
+    pub(super) fn summary(&self) -> String {
+        format!("{} CPUs, {}, {} RAM, Linux {}", self.cpus, self.model, self.memory, self.kernel)
+    }
+}
+
+/// The 1, 5 and 15 minute load averages.
+pub(super) fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let averages: Vec<&str> = text.split_whitespace().take(3).collect();
+    if averages.len() == 3 { averages.join(" ") } else { "unknown".to_string() }
+}
+
+/// The value of the first `key : value` line of a `/proc` file.
+fn proc_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        (name.trim() == key).then_some(value.trim())
+    })
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Mount<'a> {
+    device: &'a str,
+    point: &'a str,
+    fstype: &'a str,
+}
+
+/// The mount holding `path`: the `/proc/self/mounts` entry with the longest mount point above it.
+fn mount_of<'a>(mounts: &'a str, path: &Path) -> Option<Mount<'a>> {
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            Some(Mount { device: fields.next()?, point: fields.next()?, fstype: fields.next()? })
+        })
+        .filter(|mount| path.starts_with(mount.point))
+        .max_by_key(|mount| mount.point.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_files_and_mounts_are_read() {
+        let cpuinfo = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\nprocessor\t: 1\n";
+        assert_eq!(proc_field(cpuinfo, "model name"), Some("AMD EPYC"));
+        assert_eq!(proc_field("MemTotal:       24582816 kB\n", "MemTotal"), Some("24582816 kB"));
+        assert_eq!(proc_field(cpuinfo, "flags"), None);
+
+        let mounts = "/dev/vda / ext4 rw,relatime 0 0\ntmpfs /tmp tmpfs rw 0 0\ntmpfs /tmpfoo tmpfs rw 0 0\n";
+        // (path, expected mount point)
+        let table = [("/tmp/aileron-bench-x", "/tmp"), ("/tmpfoo/x", "/tmpfoo"), ("/tmpx/y", "/"), ("/", "/")];
+        for (path, point) in table {
+            assert_eq!(mount_of(mounts, Path::new(path)).map(|mount| mount.point), Some(point), "{path}");
+        }
+        assert_eq!(
+            mount_of(mounts, Path::new("/work")),
+            Some(Mount { device: "/dev/vda", point: "/", fstype: "ext4" })
+        );
+    }
+}

@@ -1,0 +1,285 @@
+//! `traces`: `POST /v1/actions/echo/run` with tracing off, against tracing on with the `noop`,
+//! `file` and `otlp` exporters (OTLP/HTTP to an in-process receiver), same home, same run, in
+//! rounds that rotate the order so drift on the machine spreads over every configuration.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use aileron::home::Home;
+use aileron::telemetry::{Telemetry, TelemetryConfig};
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use super::daemon::{BenchDaemon, http_client};
+use super::figures::{format_count, format_duration, format_rate, format_ratio, ratio};
+use super::http::{LoadFigures, Probe, load_phase};
+use super::report::SummaryRow;
+use super::{BenchArgs, ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
+
+/// Rounds of the traces benchmark; each phase of a round measures `--duration` ÷ this.
+pub(super) const TRACE_ROUNDS: usize = 3;
+
+/// Spans one echo run makes: the HTTP root, `aileron.action.execute`, `aileron.capability.check`
+/// and `aileron.connector.call`.
+const SPANS_PER_RUN: u64 = 4;
+/// Issue 6: the OTLP exporter adds at most 10 % at p50 over tracing off.
+const OTLP_P50_GOAL: f64 = 1.10;
+
+pub(super) struct TraceFigures {
+    /// `off` first, then the exporters.
+    phases: Vec<TracePhase>,
+}
+
+struct TracePhase {
+    label: &'static str,
+    load: LoadFigures,
+    /// Spans that reached the destination (file lines, spans the receiver decoded); `None` for
+    /// `off` and `noop`, which export nothing.
+    exported: Option<u64>,
+}
+
+/// An OTLP/HTTP receiver in the benchmark process: decodes every `ExportTraceServiceRequest`
+/// with the official schema and counts its spans.
+struct SpanReceiver {
+    endpoint: String,
+    spans: Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SpanReceiver {
+    async fn start() -> anyhow::Result<SpanReceiver> {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use prost::Message as _;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.context("binding the OTLP receiver")?;
+        let endpoint = format!("http://{}/v1/traces", listener.local_addr()?);
+        let spans = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = spans.clone();
+        let receive = move |body: Bytes| async move {
+            match ExportTraceServiceRequest::decode(body) {
+                Ok(request) => {
+                    let received =
+                        request.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len() as u64);
+                    counted.fetch_add(received.sum(), std::sync::atomic::Ordering::SeqCst);
+                    StatusCode::OK
+                }
+                Err(_) => StatusCode::BAD_REQUEST,
+            }
+        };
+        let app = axum::Router::new().route("/v1/traces", axum::routing::post(receive));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(aileron::process::no_delay(listener), app).await;
+        });
+        Ok(SpanReceiver { endpoint, spans, task })
+    }
+}
+
+impl Drop for SpanReceiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub(super) async fn traces_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<TraceFigures> {
+    let dir = scratch.join("traces");
+    let home = Home::at(dir.join("home"))?;
+    let (daemon, _) = BenchDaemon::start(&home)?;
+    let admin = http_client()?;
+    let hash = daemon
+        .install_connector(&admin, &dir.join("echo-package"), &echo_reference(), ECHO_WASM, ECHO_MANIFEST)
+        .await?;
+    daemon.add_action(&admin, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
+    drop(admin);
+    daemon.stop().await?;
+
+    let receiver = SpanReceiver::start().await?;
+    let spans_dir = dir.join("spans");
+    let otlp =
+        TelemetryConfig { otlp_endpoint: Some(receiver.endpoint.clone()), ..TelemetryConfig::enabled("otlp", None) };
+    let configs = [
+        ("off", TelemetryConfig::disabled()),
+        ("noop", TelemetryConfig::enabled("noop", None)),
+        ("file", TelemetryConfig::enabled("file", Some(spans_dir.clone()))),
+        ("otlp", otlp),
+    ];
+    let body = Bytes::from(json!({ "args": { "text": "hello from the traces benchmark" } }).to_string());
+    // Rounds with the order rotated, so drift on the machine spreads over every configuration
+    // instead of landing on whichever phase ran last.
+    let window = args.duration / TRACE_ROUNDS as u32;
+    let mut measured: Vec<Option<TracePhase>> = configs.iter().map(|_| None).collect();
+    for round in 0..TRACE_ROUNDS {
+        for step in 0..configs.len() {
+            let index = (step + round) % configs.len();
+            let (label, config) = &configs[index];
+            let label = *label;
+            let telemetry = Telemetry::build(config).with_context(|| format!("building the `{label}` exporter"))?;
+            if telemetry.is_enabled() != (label != "off") {
+                bail!(
+                    "the `{label}` phase built telemetry that is {} enabled",
+                    if telemetry.is_enabled() { "" } else { "not" }
+                );
+            }
+            let (daemon, _) = BenchDaemon::start_traced(&home, telemetry.clone())?;
+            let url = daemon.url("/v1/actions/echo/run");
+            let probe =
+                Probe { method: Method::POST, url, authorization: daemon.authorization(), body: Some(body.clone()) };
+            eprintln!("    round {}: tracing {label} with {} client(s)", round + 1, args.clients);
+            let load = load_phase(&daemon, &probe, args.clients, args.warmup, window).await?;
+            daemon.stop().await?;
+            // Exports what is still queued; the exporter blocks its caller.
+            tokio::task::block_in_place(|| telemetry.shutdown());
+            // Cumulative over the rounds: the file and the receiver keep everything.
+            let exported = match label {
+                "file" => Some(count_lines(&spans_dir)?),
+                "otlp" => Some(receiver.spans.load(std::sync::atomic::Ordering::SeqCst)),
+                _ => None,
+            };
+            if exported == Some(0) {
+                bail!("the `{label}` exporter exported no span");
+            }
+            measured[index] = Some(match measured[index].take() {
+                None => TracePhase { label, load, exported },
+                Some(earlier) => TracePhase { label, load: earlier.load.merged(load), exported },
+            });
+        }
+    }
+    let phases = measured.into_iter().map(|phase| phase.expect("every configuration ran")).collect();
+    Ok(TraceFigures { phases })
+}
+
+/// Lines in every file of `dir` (the file exporter writes one span per line).
+fn count_lines(dir: &Path) -> anyhow::Result<u64> {
+    let mut lines = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry?.path();
+        let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        lines += text.iter().filter(|byte| **byte == b'\n').count() as u64;
+    }
+    Ok(lines)
+}
+
+impl TraceFigures {
+    fn off(&self) -> &TracePhase {
+        &self.phases[0]
+    }
+
+    pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
+        let off = &self.off().load;
+        let mut rows = Vec::new();
+        for phase in &self.phases[1..] {
+            let (measured, baseline) = (phase.load.latency.p50(), off.latency.p50());
+            let is_otlp = phase.label == "otlp";
+            rows.push(SummaryRow {
+                figure: format!("(d) echo run latency p50, {} clients, traces `{}`", phase.load.clients, phase.label),
+                measured: format_duration(measured),
+                baseline: format!("{} off", format_duration(baseline)),
+                ratio: format_ratio(ratio(measured, baseline)),
+                goal: if is_otlp { "≤ 1.10× off" } else { "" },
+                met: is_otlp.then(|| ratio(measured, baseline) <= OTLP_P50_GOAL),
+            });
+        }
+        if let Some(otlp) = self.phases.iter().find(|phase| phase.label == "otlp") {
+            rows.push(SummaryRow {
+                figure: format!("(d) echo runs/s, {} clients, traces `otlp`", otlp.load.clients),
+                measured: format_rate(otlp.load.throughput()),
+                baseline: format!("{} off", format_rate(off.throughput())),
+                ratio: format_ratio(otlp.load.throughput() / off.throughput().max(f64::MIN_POSITIVE)),
+                goal: "",
+                met: None,
+            });
+        }
+        rows
+    }
+
+    pub(super) fn markdown(&self, text: &mut String, command_line: &str) {
+        let off = &self.off().load;
+        let _ = writeln!(text, "\n### (d) Traces: `POST /v1/actions/echo/run` with tracing off and on\n");
+        let _ = writeln!(
+            text,
+            "Reproduce: `{command_line}`. The phases of (b) with {} clients on the same home, in {TRACE_ROUNDS} rounds \
+             (each configuration measured for a third of the window per round, the order rotated every round, the \
+             samples pooled), each phase by a daemon restarted with another telemetry: `off` (no SDK: the default), `noop` (the \
+             SDK builds every span and drops it), `file` (JSON lines under a scratch `traces/`) and `otlp` \
+             (OTLP/HTTP protobuf to a receiver in the benchmark process, which decodes every request). Each run \
+             makes {SPANS_PER_RUN} spans; the batch processor keeps at most 2,048 queued and drops the rest, so \
+             \"spans exported\" shows what reached the destination, warm-up included.\n",
+            off.clients
+        );
+        let _ = writeln!(
+            text,
+            "| tracing | answered in window | throughput | p50 | p99 | mean | p50 vs off | throughput vs off | spans \
+             exported |"
+        );
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for phase in &self.phases {
+            let load = &phase.load;
+            let exported = match phase.exported {
+                Some(exported) => {
+                    format!("{} of {}", format_count(exported), format_count(load.answered * SPANS_PER_RUN))
+                }
+                None => String::new(),
+            };
+            let _ = writeln!(
+                text,
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {exported} |",
+                phase.label,
+                format_count(load.latency.len() as u64),
+                format_rate(load.throughput()),
+                format_duration(load.latency.p50()),
+                format_duration(load.latency.p99()),
+                format_duration(load.latency.mean()),
+                format_ratio(ratio(load.latency.p50(), off.latency.p50())),
+                format_ratio(load.throughput() / off.throughput().max(f64::MIN_POSITIVE))
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::figures::Distribution;
+    use crate::http::AuditCounts;
+    use crate::work;
+
+    #[test]
+    fn the_otlp_goal_compares_p50_with_tracing_off() {
+        let phase = |label, p50_micros: u64, exported| TracePhase {
+            label,
+            load: LoadFigures {
+                clients: 16,
+                window: Duration::from_secs(1),
+                latency: Distribution::new(vec![Duration::from_micros(p50_micros); 3]),
+                answered: 10,
+                audit: AuditCounts::default(),
+                work: work::Work::default(),
+            },
+            exported,
+        };
+        // (otlp p50 µs with off at 1000 µs, goal met)
+        for (otlp_p50, met) in [(1_000, true), (1_100, true), (1_101, false), (2_000, false)] {
+            let figures = TraceFigures {
+                phases: vec![phase("off", 1_000, None), phase("noop", 1_050, None), phase("otlp", otlp_p50, Some(40))],
+            };
+            let rows = figures.summary_rows();
+            let verdicts: Vec<(String, Option<bool>)> = rows.iter().map(|r| (r.figure.clone(), r.met)).collect();
+            assert_eq!(
+                verdicts,
+                [
+                    ("(d) echo run latency p50, 16 clients, traces `noop`".to_string(), None),
+                    ("(d) echo run latency p50, 16 clients, traces `otlp`".to_string(), Some(met)),
+                    ("(d) echo runs/s, 16 clients, traces `otlp`".to_string(), None),
+                ],
+                "otlp p50 {otlp_p50} µs"
+            );
+            let mut text = String::new();
+            figures.markdown(&mut text, "cargo xtask bench --only traces");
+            assert!(text.contains("| `otlp` | 3 | 3/s |"), "{text}");
+            assert!(text.contains("| 40 of 40 |"), "spans exported of spans made: {text}");
+        }
+    }
+}
