@@ -156,7 +156,8 @@ impl BenchDaemon {
     }
 
     pub(super) fn audit_counts(&self) -> AuditCounts {
-        AuditCounts { fsyncs: self.state.audit.fsync_count(), batches: self.state.audit.batch_count() }
+        let audit = &self.state.audit;
+        AuditCounts { fsyncs: audit.fsync_count(), batches: audit.batch_count(), sync_time: audit.sync_time() }
     }
 
     /// Stops serving, waits for in-flight requests and closes the state, so that the next daemon

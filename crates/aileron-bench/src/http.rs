@@ -27,6 +27,31 @@ const RUN_P50_GOAL: Duration = Duration::from_millis(1);
 pub(super) struct AuditCounts {
     pub(super) fsyncs: u64,
     pub(super) batches: u64,
+    /// The writer's time in `fdatasync` (what a durable run waits for, inside the daemon).
+    pub(super) sync_time: Duration,
+}
+
+impl AuditCounts {
+    fn since(self, earlier: AuditCounts) -> AuditCounts {
+        AuditCounts {
+            fsyncs: self.fsyncs - earlier.fsyncs,
+            batches: self.batches - earlier.batches,
+            sync_time: self.sync_time.saturating_sub(earlier.sync_time),
+        }
+    }
+
+    fn plus(self, other: AuditCounts) -> AuditCounts {
+        AuditCounts {
+            fsyncs: self.fsyncs + other.fsyncs,
+            batches: self.batches + other.batches,
+            sync_time: self.sync_time + other.sync_time,
+        }
+    }
+
+    /// The mean time of one of the writer's `fdatasync`s.
+    fn mean_sync(&self) -> Duration {
+        self.sync_time / u32::try_from(self.fsyncs.max(1)).unwrap_or(u32::MAX)
+    }
 }
 
 pub(super) struct HttpFigures {
@@ -73,10 +98,7 @@ impl LoadFigures {
             window: self.window + other.window,
             latency: Distribution::new(samples),
             answered: self.answered + other.answered,
-            audit: AuditCounts {
-                fsyncs: self.audit.fsyncs + other.audit.fsyncs,
-                batches: self.audit.batches + other.audit.batches,
-            },
+            audit: self.audit.plus(other.audit),
             work: self.work.plus(other.work),
         }
     }
@@ -213,7 +235,7 @@ pub(super) async fn load_phase(
     if latencies.is_empty() {
         bail!("no {} {} was answered inside the {:?} window", probe.method, probe.url, window);
     }
-    let audit = AuditCounts { fsyncs: after.fsyncs - before.fsyncs, batches: after.batches - before.batches };
+    let audit = after.since(before);
     Ok(LoadFigures { clients, window, latency: Distribution::new(latencies), answered, audit, work })
 }
 
@@ -385,13 +407,16 @@ impl HttpFigures {
         let run = &self.run_loaded;
         let _ = writeln!(
             table,
-            "(b) audit at {} clients: {} runs in {} fsyncs / {} batches ({:.1} runs per fsync); \
-             append + fdatasync alone: p50 {}, p99 {}",
+            "(b) audit at {} clients: {} runs in {} fsyncs / {} batches ({:.1} runs per fsync); the writer's \
+             fdatasync: mean {} at {} clients, {} at 1 client; append + fdatasync alone: p50 {}, p99 {}",
             run.clients,
             format_count(run.latency.len() as u64),
             format_count(run.audit.fsyncs),
             format_count(run.audit.batches),
             run.latency.len() as f64 / run.audit.fsyncs.max(1) as f64,
+            format_duration(run.audit.mean_sync()),
+            run.clients,
+            format_duration(self.run_single.audit.mean_sync()),
             format_duration(self.fdatasync.p50()),
             format_duration(self.fdatasync.p99())
         );
@@ -411,7 +436,9 @@ impl HttpFigures {
              is the process's CPU time (`getrusage`: clients, daemon and audit writer) over the window divided by \
              the requests answered in it; allocations per request count the process's heap allocations (the \
              benchmark's global allocator counts them) the same way. Both count work instead of timing it, so \
-             they move with the run path and not with this VM's speed.\n",
+             they move with the run path and not with this VM's speed. The mean fdatasync is the audit writer's \
+             own, timed inside the daemon around each sync of the phase: what a durable run waits for, against \
+             the floor below measured on an idle daemon.\n",
             command_line,
             format_count(self.audit_records)
         );
@@ -428,27 +455,28 @@ impl HttpFigures {
         let _ = writeln!(
             text,
             "| request | clients | answered in window | throughput | p50 | p99 | mean | max | audit fsyncs | \
-             audit batches | runs per fsync | CPU per request | allocations per request |"
+             audit batches | runs per fsync | mean fdatasync (writer) | CPU per request | allocations per request |"
         );
-        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (label, phase, audited) in [
             ("`GET /v1/health`", &self.health_loaded, false),
             ("`POST /v1/actions/echo/run`", &self.run_loaded, true),
             ("`GET /v1/health`", &self.health_single, false),
             ("`POST /v1/actions/echo/run`", &self.run_single, true),
         ] {
-            let (fsyncs, batches, per_fsync) = if audited {
+            let (fsyncs, batches) = (format_count(phase.audit.fsyncs), format_count(phase.audit.batches));
+            let (per_fsync, mean_sync) = if audited {
                 (
-                    format_count(phase.audit.fsyncs),
-                    format_count(phase.audit.batches),
                     format!("{:.1}", phase.latency.len() as f64 / phase.audit.fsyncs.max(1) as f64),
+                    format_duration(phase.audit.mean_sync()),
                 )
             } else {
-                (format_count(phase.audit.fsyncs), format_count(phase.audit.batches), String::new())
+                (String::new(), String::new())
             };
             let _ = writeln!(
                 text,
-                "| {label} | {} | {} | {} | {} | {} | {} | {} | {fsyncs} | {batches} | {per_fsync} | {} | {:.0} |",
+                "| {label} | {} | {} | {} | {} | {} | {} | {} | {fsyncs} | {batches} | {per_fsync} | {mean_sync} | {} | \
+                 {:.0} |",
                 phase.clients,
                 format_count(phase.latency.len() as u64),
                 format_rate(phase.throughput()),

@@ -214,6 +214,8 @@ fn truncate_to_millis(at: DateTime<Utc>) -> DateTime<Utc> {
 struct Stats {
     fsyncs: AtomicU64,
     batches: AtomicU64,
+    /// Time the writer spent in `fdatasync`, in nanoseconds.
+    sync_nanos: AtomicU64,
 }
 
 /// The audit log. Not `Clone`: share it behind an `Arc`; dropping it stops the writer.
@@ -409,6 +411,11 @@ impl AuditLog {
     /// How many batches the writer committed.
     pub fn batch_count(&self) -> u64 {
         self.stats.batches.load(Ordering::Relaxed)
+    }
+
+    /// The writer's time in `fdatasync` since the log was opened ([`AuditLog::fsync_count`] syncs).
+    pub fn sync_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.stats.sync_nanos.load(Ordering::Relaxed))
     }
 }
 

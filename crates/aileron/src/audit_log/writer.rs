@@ -215,7 +215,10 @@ impl Writer {
         let context =
             |e: io::Error, doing: &str| io::Error::new(e.kind(), format!("{doing} {}: {e}", open.path.display()));
         open.file.write_all(buffer).map_err(|e| context(e, "writing"))?;
+        let syncing = std::time::Instant::now();
         open.file.sync_data().map_err(|e| context(e, "syncing"))?;
+        let synced = u64::try_from(syncing.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.stats.sync_nanos.fetch_add(synced, Ordering::Relaxed);
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         open.len += buffer.len() as u64;
         buffer.clear();
@@ -258,6 +261,7 @@ mod tests {
         eprintln!("200 concurrent appends: {} fsyncs in {} batches", log.fsync_count(), log.batch_count());
         assert!(log.fsync_count() < 200, "no batching happened: {} fsyncs", log.fsync_count());
         assert_eq!(log.fsync_count(), log.batch_count(), "one sync per batch within one day");
+        assert!(log.sync_time() > std::time::Duration::ZERO, "the syncs' time is counted");
     }
 
     #[tokio::test]
