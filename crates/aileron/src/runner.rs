@@ -187,12 +187,14 @@ async fn execute_steps(
         let required = action
             .required_connector(&step.connector)
             .expect("the parser guarantees every step names a required connector");
+        // Formatted once: the span, the step record and a failure all carry it.
+        let hash = required.hash.to_string();
         let fail = |failure: Failure| StepFailure {
             failure,
             step_id: step.id.clone(),
             connector: step.connector.to_string(),
             op: step.op.clone(),
-            hash: required.hash.to_string(),
+            hash: hash.clone(),
         };
         let subset = CapabilitySubset::from(required);
         let op_args = step_args(action, index, args, &outputs).map_err(|e| {
@@ -204,7 +206,7 @@ async fn execute_steps(
         }
         let call = ConnectorCall { action, required, subset, op: &step.op, limits, idempotent: step.idempotent };
         let mut logs = Vec::new();
-        let called = call_connector(state, call, op_args, caller, audit_id, &mut logs).await;
+        let called = call_connector(state, call, &hash, op_args, caller, audit_id, &mut logs).await;
         let logs: Vec<Value> = logs.into_iter().map(|(level, message)| json!({ "level": level, "message": message })).collect();
         let Called { output, attempts, bindings } = match called {
             Ok(called) => called,
@@ -215,7 +217,7 @@ async fn execute_steps(
         record.insert("id".into(), step.id.clone().into());
         record.insert("connector".into(), step.connector.to_string().into());
         record.insert("op".into(), step.op.clone().into());
-        record.insert("hash".into(), required.hash.to_string().into());
+        record.insert("hash".into(), hash.into());
         record.insert("attempts".into(), attempts.into());
         record.insert("output".into(), output.clone());
         if let Some(binding) = bindings.first() {
@@ -250,19 +252,20 @@ struct ConnectorCall<'a> {
 async fn call_connector(
     state: &Arc<Services>,
     call: ConnectorCall<'_>,
+    hash: &str,
     op_args: Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
     logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
-    let (fqn, hash) = (call.required.name.to_string(), call.required.hash.to_string());
+    let fqn = call.required.name.to_string();
     let check = state.telemetry.capability_check(&call.action.name, &fqn, call.op);
     if let Err(failure) = policy::check_op(&call.subset, call.op) {
         check.fail(&failure, Some(audit_id));
         return Err(failure);
     }
     check.end();
-    let span = state.telemetry.connector_call(&fqn, call.op, &hash);
+    let span = state.telemetry.connector_call(&fqn, call.op, hash);
     let called = call_verified(state, call, fqn, op_args, caller, audit_id, logs).with_context(span.context()).await;
     for (level, message) in logs.iter() {
         span.add_event(keys::SPAN_EVENT_CONNECTOR_LOG, vec![
@@ -459,7 +462,9 @@ async fn evaluate_preview(
     };
     let audit_id = mint_audit_id();
     let mut logs = Vec::new();
-    let called = tokio::time::timeout(PREVIEW_TIME_LIMIT, call_connector(state, call, preview_args, caller, &audit_id, &mut logs));
+    let hash = required.hash.to_string();
+    let called =
+        tokio::time::timeout(PREVIEW_TIME_LIMIT, call_connector(state, call, &hash, preview_args, caller, &audit_id, &mut logs));
     match called.await {
         Ok(Ok(called)) => render_preview(preview, &called.output),
         Ok(Err(failure)) => ApprovalPreview::unavailable(format!("{}: {}", failure.class, failure.message)),
