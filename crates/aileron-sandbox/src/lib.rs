@@ -37,7 +37,7 @@ pub use cache::CacheStats;
 pub use hooks::{GuestHttpRequest, GuestLog, GuestSpawn, HostHooks, HostHttpResponse, SpawnOutput};
 pub use imports::ImportPolicy;
 pub use limits::{Limits, MAX_MEMORY_BYTES};
-pub use outcome::CallOutcome;
+pub use outcome::{CallOutcome, Instance};
 pub use runtime::{CallRequest, LoadedModule, Runtime, RuntimeConfig};
 
 /// The parsers of the JSON a guest writes (its stdout envelope, its `http_request` argument),

@@ -37,6 +37,47 @@ pub struct CallOutcome {
     pub elapsed: Duration,
 }
 
+impl CallOutcome {
+    /// A call that ended before it had an instance.
+    pub(crate) fn unstarted(result: Result<Value, Failure>, started: std::time::Instant) -> (CallOutcome, Instance) {
+        (CallOutcome { result, logs: Vec::new(), elapsed: started.elapsed() }, Instance::none())
+    }
+}
+
+/// A finished call's store (its instance, linear memory, tables and fiber stack) and the pooled
+/// slot it occupies. The guest can no longer run. Dropping it resets the slot's pages and frees
+/// the slot for the next call: for a small guest that reset is a tenth of the call's time, so a
+/// caller with something to wait for anyway — the runner, for its audit record's fsync — drops
+/// it while waiting instead of before (BENCHMARKS.md, issue 17). Held, it keeps a slot from
+/// every other call: drop it as soon as the wait it overlaps begins.
+pub struct Instance {
+    // Declared first so it is dropped first: the slot comes free only once the store is gone
+    // (the pool has exactly as many slots as permits).
+    _store: Option<wasmtime::Store<crate::context::CallContext>>,
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Instance {
+    pub(crate) fn held(store: wasmtime::Store<crate::context::CallContext>, slot: tokio::sync::OwnedSemaphorePermit) -> Instance {
+        Instance { _store: Some(store), slot: Some(slot) }
+    }
+
+    pub(crate) fn none() -> Instance {
+        Instance { _store: None, slot: None }
+    }
+
+    /// Whether this still holds a pooled slot.
+    pub fn holds_slot(&self) -> bool {
+        self.slot.is_some()
+    }
+}
+
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instance").field("holds_slot", &self.holds_slot()).finish()
+    }
+}
+
 /// How the guest's run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum RunEnd {

@@ -21,7 +21,7 @@ use crate::hooks::HostHooks;
 use crate::host;
 use crate::imports::{self, ImportPolicy};
 use crate::limits::{self, Limits};
-use crate::outcome::{self, CallOutcome, RunEnd, RunRecord};
+use crate::outcome::{self, CallOutcome, Instance, RunEnd, RunRecord};
 use crate::spawn::{self, Convention};
 use crate::wasi;
 
@@ -256,13 +256,24 @@ impl Runtime {
     /// outcome mapping of `outcome.rs`. Never panics on guest behaviour. Must be polled inside a
     /// tokio runtime with the time driver enabled (sleeps and the wall-time limit use it).
     pub async fn call(&self, module: &LoadedModule, request: CallRequest, hooks: Arc<dyn HostHooks>) -> CallOutcome {
+        self.call_holding(module, request, hooks).await.0
+    }
+
+    /// [`Runtime::call`], with the finished call's instance handed back instead of released:
+    /// the caller chooses when its slot is reset and comes free (see [`Instance`]).
+    pub async fn call_holding(
+        &self,
+        module: &LoadedModule,
+        request: CallRequest,
+        hooks: Arc<dyn HostHooks>,
+    ) -> (CallOutcome, Instance) {
         let started = Instant::now();
         if !Engine::same(module.pre.module().engine(), &self.engine) {
             let failure = Failure::runtime_error(
                 Boundary::Runtime,
                 "the module was loaded by a different aileron runtime than the one asked to run it",
             );
-            return CallOutcome { result: Err(failure), logs: Vec::new(), elapsed: started.elapsed() };
+            return CallOutcome::unstarted(Err(failure), started);
         }
         let limits = request.limits;
         // An unrepresentable deadline (absurd wall time) is capped at a day.
@@ -271,7 +282,7 @@ impl Runtime {
             .expect("a JSON value always serializes");
 
         // A pooled slot, waited for within the call's own wall time.
-        let _slot = match tokio::time::timeout_at(deadline.into(), self.slots.acquire()).await {
+        let slot = match tokio::time::timeout_at(deadline.into(), self.slots.clone().acquire_owned()).await {
             Ok(Ok(permit)) => permit,
             _ => {
                 let failure = Failure::resource_limit(
@@ -283,11 +294,11 @@ impl Runtime {
                         self.slot_count
                     ),
                 );
-                return CallOutcome { result: Err(failure), logs: Vec::new(), elapsed: started.elapsed() };
+                return CallOutcome::unstarted(Err(failure), started);
             }
         };
         // The epoch advances only while some call runs (see [`EpochTicker`]).
-        let _running = self.ticker.running();
+        let running = self.ticker.running();
         let mut store = Store::new(&self.engine, CallContext::new(stdin, &limits, hooks, deadline));
         store.limiter(|context| &mut context.limiter);
         store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).expect("fuel metering is enabled on the engine");
@@ -301,16 +312,20 @@ impl Runtime {
             Err(_elapsed) => RunEnd::Stopped(limits::LimitKind::Time),
         };
 
-        let context = store.into_data();
+        drop(running);
+        let context = store.data_mut();
         let result = outcome::decide(RunRecord {
             end,
             stdout: &context.stdout,
             stderr_tail: outcome::stderr_tail(&context.stderr),
             memory_denied: context.limiter.memory_denied,
-            host_failure: context.host_failure,
+            host_failure: context.host_failure.take(),
             limits: &limits,
         });
-        CallOutcome { result, logs: context.logs.into_lines(), elapsed: started.elapsed() }
+        let logs = std::mem::take(&mut context.logs).into_lines();
+        // The store goes back to the pool (its instance, memory and slot) when the caller drops
+        // the `Instance`, not here.
+        (CallOutcome { result, logs, elapsed: started.elapsed() }, Instance::held(store, slot))
     }
 
     /// Size of `hash`'s compiled artifact in the on-disk cache, if there is one.

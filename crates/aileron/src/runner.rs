@@ -21,7 +21,7 @@ use aileron_core::template::{self, step_args};
 use aileron_core::untrusted_text::visible;
 use aileron_core::vocabulary::{self, EventType};
 use aileron_core::{Failure, FailureClass};
-use aileron_sandbox::{CallRequest, ImportPolicy, Limits};
+use aileron_sandbox::{CallRequest, ImportPolicy, Instance, Limits};
 use opentelemetry::context::FutureExt;
 use serde_json::{Map, Value, json};
 
@@ -132,7 +132,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
     let executed =
         execute_steps(state, &action, &request.args, &request.caller, &audit_id).with_context(span.context()).await;
     match executed {
-        Ok((output, steps)) => {
+        Ok((output, steps, instance)) => {
             let mut payload = action_payload(&action);
             payload.insert(keys::ACTION_STEPS.into(), Value::Array(steps.iter().map(step_summary).collect()));
             // Built by moving the output and the steps in (`json!` would copy each through serde).
@@ -145,7 +145,10 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             if let Some(grant) = &request.approval {
                 payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
             }
-            append(state, EventType::ActionExecuted, &request.caller, payload, &audit_id).await?;
+            let appended = submit(state, EventType::ActionExecuted, &request.caller, payload, &audit_id);
+            // The last guest's instance goes back to the pool while the writer syncs the record.
+            drop(instance);
+            appended.await?;
             span.end();
             Ok(RunOutcome::Completed { audit_id, result })
         }
@@ -179,11 +182,14 @@ async fn execute_steps(
     args: &Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
-) -> Result<(Value, Vec<Value>), StepFailure> {
+) -> Result<(Value, Vec<Value>, Option<Instance>), StepFailure> {
     let mut outputs: BTreeMap<String, Value> = BTreeMap::new();
     let mut steps = Vec::new();
     let mut last_output = Value::Null;
+    // The last finished step's instance: released before the next step, else by the caller.
+    let mut instance = None;
     for (index, step) in action.steps.iter().enumerate() {
+        drop(instance.take());
         let required = action
             .required_connector(&step.connector)
             .expect("the parser guarantees every step names a required connector");
@@ -208,7 +214,7 @@ async fn execute_steps(
         let mut logs = Vec::new();
         let called = call_connector(state, call, &hash, op_args, caller, audit_id, &mut logs).await;
         let logs: Vec<Value> = logs.into_iter().map(|(level, message)| json!({ "level": level, "message": message })).collect();
-        let Called { output, attempts, bindings } = match called {
+        let Called { output, attempts, bindings, instance: held } = match called {
             Ok(called) => called,
             Err(failure) if logs.is_empty() => return Err(fail(failure)),
             Err(failure) => return Err(fail(failure.with_detail("logs", Value::Array(logs)))),
@@ -232,8 +238,9 @@ async fn execute_steps(
             outputs.insert(step.id.clone(), output.clone());
         }
         last_output = output;
+        instance = Some(held);
     }
-    Ok((last_output, steps))
+    Ok((last_output, steps, instance))
 }
 
 /// One connector op call of an action: the pinned connector, the action's subset, the limits.
@@ -286,6 +293,8 @@ struct Called {
     attempts: usize,
     /// The credential bindings its requests used (for the audit record; never secret bytes).
     bindings: Vec<crate::bindings::BindingInfo>,
+    /// The call's instance, still holding its pooled slot (see [`Instance`]).
+    instance: Instance,
 }
 
 /// The connector's module from the runtime's memory cache, else its disk cache, else compiled
@@ -361,7 +370,7 @@ async fn call_verified(
         let args = if retry_allowed(idempotent, attempt) { op_args.clone() } else { op_args.take() };
         let args = Value::Object(args.expect("the arguments are taken only by the last attempt"));
         let request = CallRequest { op: op.to_string(), args, limits: limits.clone() };
-        let outcome = state.runtime.call(&module, request, egress.clone()).await;
+        let (outcome, instance) = state.runtime.call_holding(&module, request, egress.clone()).await;
         // The guest's log lines, bounded and escaped: they reach the audit record, the span and
         // `aileron action run --verbose`.
         for line in outcome.logs {
@@ -372,9 +381,10 @@ async fn call_verified(
         match outcome.result {
             Ok(output) => {
                 let bindings = std::mem::take(&mut *egress.used_bindings.lock().expect("used bindings poisoned"));
-                return Ok(Called { output, attempts: attempt + 1, bindings });
+                return Ok(Called { output, attempts: attempt + 1, bindings, instance });
             }
             Err(failure) if should_retry(&failure, idempotent, attempt) => {
+                drop(instance);
                 tokio::time::sleep(jittered(state.retry_delays[attempt])).await;
                 attempt += 1;
             }
@@ -629,6 +639,17 @@ async fn append(
     payload: Map<String, Value>,
     audit_id: &str,
 ) -> Result<(), RunRejection> {
+    submit(state, event_type, caller, payload, audit_id).await
+}
+
+/// [`append`], with the record handed to the writer before the returned future is first polled.
+fn submit(
+    state: &Services,
+    event_type: EventType,
+    caller: &Caller,
+    payload: Map<String, Value>,
+    audit_id: &str,
+) -> impl Future<Output = Result<(), RunRejection>> + use<> {
     let event = AuditEvent {
         event_type,
         actor: caller.actor.clone(),
@@ -636,7 +657,8 @@ async fn append(
         payload,
         audit_id: Some(audit_id.to_string()),
     };
-    state.audit.append(event).await.map(|_| ()).map_err(|e| RunRejection::AuditUnavailable(e.to_string()))
+    let appending = state.audit.submit(event);
+    async move { appending.await.map(|_| ()).map_err(|e| RunRejection::AuditUnavailable(e.to_string())) }
 }
 
 /// Executes, once each, the approved entries the journal held at start-up, and audits the

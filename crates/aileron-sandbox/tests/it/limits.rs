@@ -236,3 +236,33 @@ async fn calls_beyond_the_pooled_slots_wait_for_one_within_their_wall_time() {
     assert!(failure(&impatient).message.contains("no instance slot came free"), "{}", failure(&impatient).message);
     assert!(started.elapsed() >= Duration::from_millis(600), "the fourth call waited for a slot: {:?}", started.elapsed());
 }
+
+/// A call made with `call_holding` keeps its pooled slot until its instance is dropped (the
+/// runner drops it while its audit record syncs), and the next call gets the slot then.
+#[tokio::test]
+async fn a_held_instance_keeps_its_slot_until_dropped() {
+    use std::sync::Arc;
+
+    use aileron_core::ContentHash;
+    use aileron_sandbox::{CallRequest, ImportPolicy, Runtime, RuntimeConfig};
+
+    let runtime = Runtime::new(RuntimeConfig { concurrent_calls: Some(1), ..RuntimeConfig::default() }).unwrap();
+    let wasm = sleeper(0).wasm();
+    let module = runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let request = || CallRequest {
+        op: "run".into(),
+        args: serde_json::json!({}),
+        limits: Limits { wall_time: Duration::from_millis(200), ..limits() },
+    };
+    let hooks = || crate::guest::FakeEgress::new() as Arc<_>;
+    let (first, instance) = runtime.call_holding(&module, request(), hooks()).await;
+    assert_eq!(summary(&first), "ok [0,77,1]");
+    assert!(instance.holds_slot());
+    let blocked = runtime.call(&module, request(), hooks()).await;
+    assert!(failure(&blocked).message.contains("no instance slot came free"), "{}", failure(&blocked).message);
+    drop(instance);
+    let after = runtime.call(&module, request(), hooks()).await;
+    assert_eq!(summary(&after), "ok [0,77,1]");
+    // `call` releases its own instance before answering.
+    assert_eq!(summary(&runtime.call(&module, request(), hooks()).await), "ok [0,77,1]");
+}

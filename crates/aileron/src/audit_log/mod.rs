@@ -203,6 +203,27 @@ impl ChainHead {
     }
 }
 
+/// An append handed to the writer ([`AuditLog::submit`]): resolves once the record is durable,
+/// or with the error that kept it from being so.
+#[must_use = "a record is acknowledged only once its append is awaited"]
+pub enum Appending {
+    Answered(Option<Result<AuditRecord, AuditError>>),
+    Waiting(tokio::sync::oneshot::Receiver<Result<AuditRecord, AuditError>>),
+}
+
+impl std::future::Future for Appending {
+    type Output = Result<AuditRecord, AuditError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        match &mut *self {
+            Appending::Answered(answer) => std::task::Poll::Ready(answer.take().expect("an append is awaited once")),
+            Appending::Waiting(acknowledged) => std::pin::Pin::new(acknowledged)
+                .poll(context)
+                .map(|answer| answer.map_err(|_| AuditError::WriterStopped).and_then(|answer| answer)),
+        }
+    }
+}
+
 /// The timestamp is written with millisecond precision; comparing at that precision keeps the
 /// monotonic clamp consistent with what a restart reads back.
 fn truncate_to_millis(at: DateTime<Utc>) -> DateTime<Utc> {
@@ -312,6 +333,14 @@ impl AuditLog {
     /// Appends one record; returns after it is durable (fdatasync'ed). On `Err` nothing was
     /// acknowledged and the caller must fail closed; later appends try again.
     pub async fn append(&self, event: AuditEvent) -> Result<AuditRecord, AuditError> {
+        self.submit(event).await
+    }
+
+    /// Hands `event` to the writer now and returns what waits for it to be durable, so the
+    /// caller can do work that need not come before the record (release a finished guest's
+    /// instance) while the writer syncs. Awaited, the same answer as [`AuditLog::append`]; the
+    /// record may become durable even if the answer is never awaited.
+    pub fn submit(&self, event: AuditEvent) -> Appending {
         match &self.backend {
             Backend::Memory { clock, state } => {
                 let mut state = state.lock().expect("audit memory log poisoned");
@@ -319,13 +348,12 @@ impl AuditLog {
                 state.records.push(record.clone());
                 // Under the lock, so concurrent appends publish their seqs in order.
                 self.durable_seq.send_replace(record.seq);
-                Ok(record)
+                Appending::Answered(Some(Ok(record)))
             }
             Backend::Disk(disk) => {
                 let (reply, acknowledged) = tokio::sync::oneshot::channel();
-                let commands = disk.commands.as_ref().ok_or(AuditError::WriterStopped)?;
-                commands.send(Command::Append(event, reply)).map_err(|_| AuditError::WriterStopped)?;
-                acknowledged.await.map_err(|_| AuditError::WriterStopped)?
+                let sent = disk.commands.as_ref().is_some_and(|commands| commands.send(Command::Append(event, reply)).is_ok());
+                if sent { Appending::Waiting(acknowledged) } else { Appending::Answered(Some(Err(AuditError::WriterStopped))) }
             }
         }
     }
@@ -516,6 +544,28 @@ mod tests {
         let mode = |p: PathBuf| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(temp.path().join("audit")), 0o700);
         assert_eq!(mode(temp.path().join("audit/audit-2026-11-22.jsonl")), 0o600);
+    }
+
+    /// `submit` hands the record over when it is called, not when its answer is first awaited:
+    /// the runner releases a guest's instance in between. Awaited, it answers as `append` does,
+    /// and a log whose writer has stopped answers `WriterStopped` rather than hanging.
+    #[tokio::test]
+    async fn submit_hands_the_record_to_the_writer_before_it_is_awaited() {
+        let temp = tempfile::tempdir().unwrap();
+        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
+        let mut log = open_disk(temp.path(), &clock);
+        let appending = log.submit(event(EventType::ActionExecuted, &[("n", "1")]));
+        log.flush().await;
+        let text = fs::read_to_string(temp.path().join("audit/audit-2026-11-22.jsonl")).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let record = appending.await.unwrap();
+        assert_eq!((record.seq, record.payload["n"].as_str()), (1, Some("1")));
+        assert!(text.contains(&record.hash));
+        if let Backend::Disk(disk) = &mut log.backend {
+            drop(disk.commands.take());
+        }
+        let stopped = log.submit(event(EventType::ActionExecuted, &[])).await;
+        assert!(matches!(stopped, Err(AuditError::WriterStopped)), "{stopped:?}");
     }
 
     #[tokio::test]

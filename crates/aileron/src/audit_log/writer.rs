@@ -109,13 +109,15 @@ impl Writer {
         match result {
             Ok(()) => {
                 self.stats.batches.fetch_add(1, Ordering::Relaxed);
-                self.anchor_head();
                 // Before the acknowledgements: whoever saw its append succeed and then
                 // subscribes starts at this seq or later.
                 self.durable_seq.send_replace(self.head.seq);
                 for (reply, record) in waiters {
                     let _ = reply.send(Ok(record));
                 }
+                // After them: the anchor may lag behind the log (never run ahead of it), so no
+                // waiter waits for its `pwrite`.
+                self.anchor_head();
             }
             Err(error) => {
                 // Nothing of this batch was acknowledged: take it back off the disk so the chain
