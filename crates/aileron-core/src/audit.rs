@@ -116,27 +116,32 @@ pub fn seal_to_line(unsealed: UnsealedRecord, seq: u64, prev: String) -> (AuditR
     let mut record =
         AuditRecord { audit_id, event_type, timestamp, actor, session_id, payload, seq, prev, hash: String::new() };
     // `hash` sorts between `event_type` and `payload`: the canonical form without it is
-    // `{` head `,` tail `}`, and the line is the same with `"hash":…` between the two.
-    let (mut head, mut tail) = (Vec::with_capacity(128), Vec::with_capacity(512));
-    write_record_head(&record, &mut head);
-    write_record_tail(&record, &mut tail);
-    let mut hasher = Sha256::new();
-    hasher.update(b"{");
-    hasher.update(&head);
-    hasher.update(b",");
-    hasher.update(&tail);
-    hasher.update(b"}");
-    record.hash = format!("sha256:{}", hex::encode(hasher.finalize()));
-    let mut line = Vec::with_capacity(head.len() + tail.len() + 96);
+    // `{` head `,` tail `}`, and the line is the same with `,"hash":…` after the head. One
+    // buffer: the form without the hash is written and hashed, then the hash goes in after the
+    // head (a move of the tail's bytes, no second buffer).
+    let mut line = Vec::with_capacity(768);
     line.push(b'{');
-    line.extend_from_slice(&head);
-    line.extend_from_slice(b",\"hash\":");
-    write_str(&record.hash, &mut line);
+    write_record_head(&record, &mut line);
+    let head_end = line.len();
     line.push(b',');
-    line.extend_from_slice(&tail);
+    write_record_tail(&record, &mut line);
     line.push(b'}');
+    let digest = Sha256::digest(&line);
+    let mut hex_digest = [0u8; 64];
+    hex::encode_to_slice(digest, &mut hex_digest).expect("64 hex digits for 32 bytes");
+    let hex_digest = std::str::from_utf8(&hex_digest).expect("hex digits are ASCII");
+    let mut hash = String::with_capacity(HASH_PREFIX.len() + hex_digest.len());
+    hash.push_str(HASH_PREFIX);
+    hash.push_str(hex_digest);
+    // `,"hash":"sha256:<hex>"`: nothing in it needs escaping.
+    let field = b",\"hash\":\"".iter().chain(hash.as_bytes()).chain(b"\"").copied();
+    line.splice(head_end..head_end, field);
+    record.hash = hash;
     (record, into_string(line))
 }
+
+/// What a record's `hash` starts with.
+const HASH_PREFIX: &str = "sha256:";
 
 /// The record's canonical JSON, with `hash` when given. Keys in byte order: `actor`, `audit_id`,
 /// `event_type`, `hash`, `payload`, `prev`, `seq`, `session_id` (only when present), `timestamp`
@@ -172,7 +177,7 @@ fn write_record_tail(record: &AuditRecord, out: &mut Vec<u8>) {
     out.extend_from_slice(b",\"prev\":");
     write_str(&record.prev, out);
     out.extend_from_slice(b",\"seq\":");
-    out.extend_from_slice(record.seq.to_string().as_bytes());
+    write_u64(record.seq, out);
     if let Some(session_id) = &record.session_id {
         out.extend_from_slice(b",\"session_id\":");
         write_str(session_id, out);
@@ -245,6 +250,11 @@ fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out
 /// A JSON string literal, escaped as serde_json escapes it.
 fn write_str(text: &str, out: &mut Vec<u8>) {
     serde_json::to_writer(&mut *out, text).expect("writing JSON to a Vec cannot fail");
+}
+
+/// `n` in decimal, as serde_json writes it.
+fn write_u64(n: u64, out: &mut Vec<u8>) {
+    serde_json::to_writer(&mut *out, &n).expect("writing JSON to a Vec cannot fail");
 }
 
 fn into_string(bytes: Vec<u8>) -> String {

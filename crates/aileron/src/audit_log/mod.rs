@@ -195,7 +195,8 @@ impl ChainHead {
             session_id: event.session_id,
             payload: event.payload,
         };
-        let (record, line) = seal_to_line(unsealed, self.seq + 1, self.hash.clone());
+        // The head's hash becomes the record's `prev` (moved, not copied), the record's its new one.
+        let (record, line) = seal_to_line(unsealed, self.seq + 1, std::mem::take(&mut self.hash));
         self.seq = record.seq;
         self.hash = record.hash.clone();
         self.last_timestamp = Some(at);

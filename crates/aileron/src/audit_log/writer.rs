@@ -5,7 +5,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 
@@ -37,11 +37,13 @@ pub(super) struct Writer {
     stats: Arc<Stats>,
     /// Told the head's seq after each durable batch ([`super::AuditLog::subscribe`]).
     durable_seq: Arc<watch::Sender<u64>>,
+    /// The batch's lines, kept between batches so a batch allocates no buffer of its own.
+    lines: Vec<u8>,
 }
 
 struct OpenLog {
     date: NaiveDate,
-    path: PathBuf,
+    path: Arc<Path>,
     file: File,
     /// Bytes known to be in the file (what a failed batch is truncated back to).
     len: u64,
@@ -49,7 +51,7 @@ struct OpenLog {
 
 /// A file touched by the current batch and its length before the batch.
 struct Touched {
-    path: PathBuf,
+    path: Arc<Path>,
     len_before: u64,
 }
 
@@ -64,7 +66,7 @@ impl Writer {
         stats: Arc<Stats>,
         durable_seq: Arc<watch::Sender<u64>>,
     ) -> Writer {
-        Writer { audit_dir, clock, head, file: None, head_file, needs_recovery: false, stats, durable_seq }
+        Writer { audit_dir, clock, head, file: None, head_file, needs_recovery: false, stats, durable_seq, lines: Vec::new() }
     }
 
     pub(super) fn run(&mut self, commands: mpsc::Receiver<Command>) {
@@ -145,7 +147,8 @@ impl Writer {
         waiters: &mut Vec<Waiter>,
         touched: &mut Vec<Touched>,
     ) -> io::Result<()> {
-        let mut buffer = Vec::new();
+        let mut buffer = std::mem::take(&mut self.lines);
+        buffer.clear();
         let mut failure = None;
         for (event, reply) in appends {
             let (record, line) = self.head.seal_next(event, self.clock.as_ref());
@@ -162,20 +165,25 @@ impl Writer {
             buffer.extend_from_slice(line.as_bytes());
             buffer.push(b'\n');
         }
-        if let Some(error) = failure {
-            return Err(error);
-        }
-        self.write_and_sync(&mut buffer)
+        let written = match failure {
+            Some(error) => Err(error),
+            None => self.write_and_sync(&mut buffer),
+        };
+        self.lines = buffer;
+        written
     }
 
     /// Rewrites [`super::HEAD_FILE`] in place with the durable head (one `pwrite` of a fixed-size line).
     /// No fsync of its own: after a crash the anchor may lag behind the log, never run ahead.
     fn anchor_head(&mut self) {
         use std::os::unix::fs::FileExt;
-        let mut line = format!("{{\"seq\":{},\"hash\":\"{}\"}}", self.head.seq, self.head.hash).into_bytes();
-        line.resize(HEAD_RECORD_BYTES - 1, b' ');
-        line.push(b'\n');
-        if let Err(error) = self.head_file.write_all_at(&line, 0) {
+        // Padded with spaces to the fixed size, written from the stack.
+        let mut line = [b' '; HEAD_RECORD_BYTES];
+        line[HEAD_RECORD_BYTES - 1] = b'\n';
+        let mut text = &mut line[..HEAD_RECORD_BYTES - 1];
+        let written = write!(text, "{{\"seq\":{},\"hash\":\"{}\"}}", self.head.seq, self.head.hash)
+            .and_then(|()| self.head_file.write_all_at(&line, 0));
+        if let Err(error) = written {
             eprintln!("aileron: warning: anchoring the audit chain head: {error}");
         }
     }
@@ -192,7 +200,7 @@ impl Writer {
         if self.file.is_some() {
             self.write_and_sync(buffer)?;
         }
-        let path = self.audit_dir.join(log_file_name(date));
+        let path: Arc<Path> = self.audit_dir.join(log_file_name(date)).into();
         let existed = path.exists();
         let file = OpenOptions::new()
             .create(true)
