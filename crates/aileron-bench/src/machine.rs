@@ -43,6 +43,70 @@ pub(super) fn load_average() -> String {
     if averages.len() == 3 { averages.join(" ") } else { "unknown".to_string() }
 }
 
+/// The machine's CPU time so far, from the `cpu` line of `/proc/stat`, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CpuTimes {
+    /// user, nice, system, idle, iowait, irq and softirq: the time the guest saw.
+    seen: u64,
+    /// Time the hypervisor ran something else while this VM had work: invisible to every clock
+    /// in here, it stretches whatever was being timed.
+    stolen: u64,
+}
+
+impl CpuTimes {
+    pub(super) fn read() -> Option<CpuTimes> {
+        CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    fn parse(stat: &str) -> Option<CpuTimes> {
+        let line = stat.lines().find(|line| line.starts_with("cpu "))?;
+        let fields: Vec<u64> = line.split_whitespace().skip(1).map(str::parse).collect::<Result<_, _>>().ok()?;
+        let (seen, stolen) = (fields.get(..7)?.iter().sum(), *fields.get(7)?);
+        Some(CpuTimes { seen, stolen })
+    }
+
+    /// The share of the CPU time between `self` and `later` that was stolen.
+    fn stolen_share(self, later: CpuTimes) -> Option<f64> {
+        let stolen = later.stolen.checked_sub(self.stolen)?;
+        let total = later.seen.checked_sub(self.seen)? + stolen;
+        (total > 0).then(|| stolen as f64 / total as f64)
+    }
+}
+
+/// The share of CPU time stolen during each part of a run: the VM's own noise, beside the figures
+/// it moves.
+pub(super) struct StolenTime {
+    last: Option<CpuTimes>,
+    parts: Vec<(&'static str, Option<f64>)>,
+}
+
+impl StolenTime {
+    pub(super) fn start() -> StolenTime {
+        StolenTime { last: CpuTimes::read(), parts: Vec::new() }
+    }
+
+    /// Ends the part `label` (and starts the next one).
+    pub(super) fn lap(&mut self, label: &'static str) {
+        let now = CpuTimes::read();
+        let share = self.last.zip(now).and_then(|(last, now)| last.stolen_share(now));
+        self.parts.push((label, share));
+        self.last = now;
+    }
+
+    /// `(a) 0.4 %, (b) 12.1 %, …`, or `None` when no part was measured.
+    pub(super) fn describe(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .parts
+            .iter()
+            .map(|(label, share)| match share {
+                Some(share) => format!("{label} {:.1} %", share * 100.0),
+                None => format!("{label} unknown"),
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
 /// The value of the first `key : value` line of a `/proc` file.
 fn proc_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines().find_map(|line| {
@@ -73,6 +137,22 @@ fn mount_of<'a>(mounts: &'a str, path: &Path) -> Option<Mount<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stolen_time_is_the_steal_column_over_all_columns() {
+        let before = CpuTimes::parse("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n").unwrap();
+        assert_eq!(before, CpuTimes { seen: 965, stolen: 35 });
+        let after = CpuTimes::parse("cpu  160 0 80 850 10 0 5 60 0 0\n").unwrap();
+        // 25 of the 165 ticks that passed were stolen.
+        assert_eq!(before.stolen_share(after), Some(25.0 / 165.0));
+        assert_eq!(before.stolen_share(before), None);
+        assert_eq!(CpuTimes::parse("cpu  1 2 3\n"), None);
+        let mut stolen = StolenTime { last: Some(before), parts: Vec::new() };
+        stolen.parts.push(("(b)", before.stolen_share(after)));
+        stolen.parts.push(("(c)", None));
+        assert_eq!(stolen.describe().as_deref(), Some("(b) 15.2 %, (c) unknown"));
+        assert_eq!(StolenTime { last: None, parts: Vec::new() }.describe(), None);
+    }
 
     #[test]
     fn proc_files_and_mounts_are_read() {

@@ -35,7 +35,7 @@ use anyhow::{Context, bail};
 
 use call::call_benchmark;
 use http::http_benchmark;
-use machine::{Machine, load_average};
+use machine::{Machine, StolenTime, load_average};
 use report::{Report, refresh_markdown};
 use restart::restart_benchmark;
 use traces::{TRACE_ROUNDS, traces_benchmark};
@@ -260,10 +260,13 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         tempfile::Builder::new().prefix("aileron-bench-").tempdir().context("creating a scratch directory")?;
     let machine = Machine::describe(scratch.path());
     eprintln!("aileron-bench: {} (scratch {})", machine.summary(), scratch.path().display());
+    let mut stolen = StolenTime::start();
 
     let call = if args.runs(Part::Call) {
         eprintln!("(a) warm echo calls: {} through Runtime::call and {} on bare wasmtime", args.calls, args.calls);
-        Some(call_benchmark(args.calls as usize).await?)
+        let figures = call_benchmark(args.calls as usize).await?;
+        stolen.lap("(a)");
+        Some(figures)
     } else {
         None
     };
@@ -273,13 +276,17 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.warmup.as_secs_f64(),
             args.duration.as_secs_f64()
         );
-        Some(http_benchmark(&args, scratch.path()).await?)
+        let figures = http_benchmark(&args, scratch.path()).await?;
+        stolen.lap("(b)");
+        Some(figures)
     } else {
         None
     };
     let restart = if args.runs(Part::Restart) {
         eprintln!("(c) restarts: {} per guest and cache state", args.restarts);
-        Some(restart_benchmark(args.restarts as usize, scratch.path()).await?)
+        let figures = restart_benchmark(args.restarts as usize, scratch.path()).await?;
+        stolen.lap("(c)");
+        Some(figures)
     } else {
         None
     };
@@ -291,14 +298,18 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.duration.as_secs_f64() / TRACE_ROUNDS as f64,
             args.clients
         );
-        Some(traces_benchmark(&args, scratch.path()).await?)
+        let figures = traces_benchmark(&args, scratch.path()).await?;
+        stolen.lap("(d)");
+        Some(figures)
     } else {
         None
     };
 
     let mcp = if args.runs(Part::Mcp) {
         eprintln!("(e) MCP: {} tools/call through aileron-mcp and as many direct runs; tools/list of 1,000 actions", args.calls);
-        Some(mcp::run(&mcp::McpBenchConfig::standard(args.calls as usize)?, scratch.path()).await?)
+        let figures = mcp::run(&mcp::McpBenchConfig::standard(args.calls as usize)?, scratch.path()).await?;
+        stolen.lap("(e)");
+        Some(figures)
     } else {
         None
     };
@@ -315,21 +326,27 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
             clients: args.clients as usize,
             litellm: args.litellm.clone(),
         };
-        Some(gateway::run(&config, scratch.path()).await?)
+        let figures = gateway::run(&config, scratch.path()).await?;
+        stolen.lap("(f)");
+        Some(figures)
     } else {
         None
     };
 
     let spawn = if args.runs(Part::Spawn) {
         eprintln!("(g) spawn: {SPAWNS} confined spawns of /bin/true and as many bare ones");
-        Some(spawn::run(SPAWNS, scratch.path()).await?)
+        let figures = spawn::run(SPAWNS, scratch.path()).await?;
+        stolen.lap("(g)");
+        Some(figures)
     } else {
         None
     };
 
     let console = if args.runs(Part::Console) {
         eprintln!("(h) console: /activity and a filter on {} audit records, against GET /v1/audit", console::RECORDS);
-        Some(console::run(scratch.path()).await?)
+        let figures = console::run(scratch.path()).await?;
+        stolen.lap("(h)");
+        Some(figures)
     } else {
         None
     };
@@ -339,20 +356,25 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
             bail!("(i) needs the big Go guest: pass --go-wasm PATH (`cargo xtask bench` builds it and passes it)");
         };
         eprintln!("(i) a Go connector at real-world size: install, first call, {} restarts, warm calls, Winch", args.restarts);
-        Some(go_guest::run(wasm, (args.calls as usize / 10).max(100), args.restarts as usize, scratch.path()).await?)
+        let figures = go_guest::run(wasm, (args.calls as usize / 10).max(100), args.restarts as usize, scratch.path()).await?;
+        stolen.lap("(i)");
+        Some(figures)
     } else {
         None
     };
 
     let catalog = if args.runs(Part::Catalog) {
         eprintln!("(j) catalogs of 1,000 and 10,000 actions, list_changed, memory");
-        Some(catalog::run(scratch.path()).await?)
+        let figures = catalog::run(scratch.path()).await?;
+        stolen.lap("(j)");
+        Some(figures)
     } else {
         None
     };
 
     let report = Report {
         load_at_end: load_average(),
+        stolen,
         machine,
         date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
         args: args.clone(),

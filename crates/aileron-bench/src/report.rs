@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::call::CallFigures;
 use super::http::HttpFigures;
-use super::machine::Machine;
+use super::machine::{Machine, StolenTime};
 use super::restart::{self, RestartFigures};
 use super::traces::TraceFigures;
 use super::{BenchArgs, Part, catalog, console, gateway, go_guest, mcp, spawn};
@@ -18,6 +18,8 @@ const END_MARKER: &str = "<!-- bench:end -->";
 pub(super) struct Report {
     pub(super) machine: Machine,
     pub(super) load_at_end: String,
+    /// CPU time stolen by the hypervisor during each part that ran.
+    pub(super) stolen: StolenTime,
     pub(super) date: String,
     pub(super) args: BenchArgs,
     pub(super) call: Option<CallFigures>,
@@ -106,6 +108,9 @@ impl Report {
             self.machine.load_at_start,
             self.load_at_end
         );
+        if let Some(stolen) = self.stolen.describe() {
+            let _ = writeln!(table, "CPU time stolen by the hypervisor: {stolen}");
+        }
         table.push_str(&line(header.to_vec()));
         table.push('\n');
         for row in &rows {
@@ -135,6 +140,13 @@ impl Report {
             "- Load average (1, 5, 15 min) at start: {}; at end: {} (other processes were not stopped)",
             machine.load_at_start, self.load_at_end
         );
+        if let Some(stolen) = self.stolen.describe() {
+            let _ = writeln!(
+                text,
+                "- CPU time stolen by the hypervisor (`/proc/stat`'s steal over all CPU time), per part: {stolen}. \
+                 Stolen time stretches every timed figure of its part and is seen by no clock in the guest."
+            );
+        }
         let _ = writeln!(text, "- Command: `{}`\n", self.args.command_line(None));
 
         let _ = writeln!(text, "### Summary\n");
