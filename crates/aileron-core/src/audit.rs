@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::identity::ContentHash;
+
 /// `prev` of the first record of a log.
 pub const GENESIS_PREV: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -126,13 +128,7 @@ pub fn seal_to_line(unsealed: UnsealedRecord, seq: u64, prev: String) -> (AuditR
     line.push(b',');
     write_record_tail(&record, &mut line);
     line.push(b'}');
-    let digest = Sha256::digest(&line);
-    let mut hex_digest = [0u8; 64];
-    hex::encode_to_slice(digest, &mut hex_digest).expect("64 hex digits for 32 bytes");
-    let hex_digest = std::str::from_utf8(&hex_digest).expect("hex digits are ASCII");
-    let mut hash = String::with_capacity(HASH_PREFIX.len() + hex_digest.len());
-    hash.push_str(HASH_PREFIX);
-    hash.push_str(hex_digest);
+    let hash = record_hash(&line);
     // `,"hash":"sha256:<hex>"`: nothing in it needs escaping.
     let field = b",\"hash\":\"".iter().chain(hash.as_bytes()).chain(b"\"").copied();
     line.splice(head_end..head_end, field);
@@ -140,8 +136,10 @@ pub fn seal_to_line(unsealed: UnsealedRecord, seq: u64, prev: String) -> (AuditR
     (record, into_string(line))
 }
 
-/// What a record's `hash` starts with.
-const HASH_PREFIX: &str = "sha256:";
+/// A record's `hash`: `sha256:` and the hex of `canonical`'s digest.
+fn record_hash(canonical: &[u8]) -> String {
+    ContentHash::from_digest(Sha256::digest(canonical).into()).to_string()
+}
 
 /// The record's canonical JSON, with `hash` when given. Keys in byte order: `actor`, `audit_id`,
 /// `event_type`, `hash`, `payload`, `prev`, `seq`, `session_id` (only when present), `timestamp`
@@ -193,7 +191,7 @@ fn hash_of_value_without_hash(value: &mut Value, scratch: &mut Vec<u8>) -> Strin
     }
     scratch.clear();
     write_canonical(value, scratch);
-    format!("sha256:{}", hex::encode(Sha256::digest(&scratch[..])))
+    record_hash(scratch)
 }
 
 /// JSON with object keys sorted recursively and no whitespace. Sorting is done here rather than
