@@ -51,24 +51,23 @@ impl CallOutcome {
 /// it while waiting instead of before (BENCHMARKS.md, issue 17). Held, it keeps a slot from
 /// every other call: drop it as soon as the wait it overlaps begins.
 pub struct Instance {
-    // Declared first so it is dropped first: the slot comes free only once the store is gone
-    // (the pool has exactly as many slots as permits).
-    _store: Option<wasmtime::Store<crate::context::CallContext>>,
-    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    // The store first: a tuple drops its fields in order, so the slot comes free only once the
+    // store is gone (the pool has exactly as many slots as permits).
+    held: Option<(wasmtime::Store<crate::context::CallContext>, tokio::sync::OwnedSemaphorePermit)>,
 }
 
 impl Instance {
     pub(crate) fn held(store: wasmtime::Store<crate::context::CallContext>, slot: tokio::sync::OwnedSemaphorePermit) -> Instance {
-        Instance { _store: Some(store), slot: Some(slot) }
+        Instance { held: Some((store, slot)) }
     }
 
     pub(crate) fn none() -> Instance {
-        Instance { _store: None, slot: None }
+        Instance { held: None }
     }
 
     /// Whether this still holds a pooled slot.
     pub fn holds_slot(&self) -> bool {
-        self.slot.is_some()
+        self.held.is_some()
     }
 }
 
