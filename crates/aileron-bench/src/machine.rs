@@ -85,12 +85,13 @@ impl StolenTime {
         StolenTime { last: CpuTimes::read(), parts: Vec::new() }
     }
 
-    /// Ends the part `label` (and starts the next one).
-    pub(super) fn lap(&mut self, label: &'static str) {
+    /// Ends the part `label` (and starts the next one); passes its figures through.
+    pub(super) fn after<T>(&mut self, label: &'static str, figures: T) -> T {
         let now = CpuTimes::read();
         let share = self.last.zip(now).and_then(|(last, now)| last.stolen_share(now));
         self.parts.push((label, share));
         self.last = now;
+        figures
     }
 
     /// `(a) 0.4 %, (b) 12.1 %, …`, or `None` when no part was measured.

@@ -264,9 +264,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
 
     let call = if args.runs(Part::Call) {
         eprintln!("(a) warm echo calls: {} through Runtime::call and {} on bare wasmtime", args.calls, args.calls);
-        let figures = call_benchmark(args.calls as usize).await?;
-        stolen.lap("(a)");
-        Some(figures)
+        Some(stolen.after("(a)", call_benchmark(args.calls as usize).await?))
     } else {
         None
     };
@@ -276,17 +274,13 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.warmup.as_secs_f64(),
             args.duration.as_secs_f64()
         );
-        let figures = http_benchmark(&args, scratch.path()).await?;
-        stolen.lap("(b)");
-        Some(figures)
+        Some(stolen.after("(b)", http_benchmark(&args, scratch.path()).await?))
     } else {
         None
     };
     let restart = if args.runs(Part::Restart) {
         eprintln!("(c) restarts: {} per guest and cache state", args.restarts);
-        let figures = restart_benchmark(args.restarts as usize, scratch.path()).await?;
-        stolen.lap("(c)");
-        Some(figures)
+        Some(stolen.after("(c)", restart_benchmark(args.restarts as usize, scratch.path()).await?))
     } else {
         None
     };
@@ -298,9 +292,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.duration.as_secs_f64() / TRACE_ROUNDS as f64,
             args.clients
         );
-        let figures = traces_benchmark(&args, scratch.path()).await?;
-        stolen.lap("(d)");
-        Some(figures)
+        Some(stolen.after("(d)", traces_benchmark(&args, scratch.path()).await?))
     } else {
         None
     };
@@ -308,8 +300,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mcp = if args.runs(Part::Mcp) {
         eprintln!("(e) MCP: {} tools/call through aileron-mcp and as many direct runs; tools/list of 1,000 actions", args.calls);
         let figures = mcp::run(&mcp::McpBenchConfig::standard(args.calls as usize)?, scratch.path()).await?;
-        stolen.lap("(e)");
-        Some(figures)
+        Some(stolen.after("(e)", figures))
     } else {
         None
     };
@@ -326,27 +317,21 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
             clients: args.clients as usize,
             litellm: args.litellm.clone(),
         };
-        let figures = gateway::run(&config, scratch.path()).await?;
-        stolen.lap("(f)");
-        Some(figures)
+        Some(stolen.after("(f)", gateway::run(&config, scratch.path()).await?))
     } else {
         None
     };
 
     let spawn = if args.runs(Part::Spawn) {
         eprintln!("(g) spawn: {SPAWNS} confined spawns of /bin/true and as many bare ones");
-        let figures = spawn::run(SPAWNS, scratch.path()).await?;
-        stolen.lap("(g)");
-        Some(figures)
+        Some(stolen.after("(g)", spawn::run(SPAWNS, scratch.path()).await?))
     } else {
         None
     };
 
     let console = if args.runs(Part::Console) {
         eprintln!("(h) console: /activity and a filter on {} audit records, against GET /v1/audit", console::RECORDS);
-        let figures = console::run(scratch.path()).await?;
-        stolen.lap("(h)");
-        Some(figures)
+        Some(stolen.after("(h)", console::run(scratch.path()).await?))
     } else {
         None
     };
@@ -356,18 +341,16 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
             bail!("(i) needs the big Go guest: pass --go-wasm PATH (`cargo xtask bench` builds it and passes it)");
         };
         eprintln!("(i) a Go connector at real-world size: install, first call, {} restarts, warm calls, Winch", args.restarts);
-        let figures = go_guest::run(wasm, (args.calls as usize / 10).max(100), args.restarts as usize, scratch.path()).await?;
-        stolen.lap("(i)");
-        Some(figures)
+        let calls = (args.calls as usize / 10).max(100);
+        let figures = go_guest::run(wasm, calls, args.restarts as usize, scratch.path()).await?;
+        Some(stolen.after("(i)", figures))
     } else {
         None
     };
 
     let catalog = if args.runs(Part::Catalog) {
         eprintln!("(j) catalogs of 1,000 and 10,000 actions, list_changed, memory");
-        let figures = catalog::run(scratch.path()).await?;
-        stolen.lap("(j)");
-        Some(figures)
+        Some(stolen.after("(j)", catalog::run(scratch.path()).await?))
     } else {
         None
     };
