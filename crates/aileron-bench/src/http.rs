@@ -185,41 +185,33 @@ const FDATASYNC_APPENDS: usize = 500;
 
 /// A new file in `dir` for appends of about an audit record's line; removed when dropped.
 struct FloorLog {
-    path: std::path::PathBuf,
-    file: std::fs::File,
+    file: tempfile::NamedTempFile,
     line: Vec<u8>,
 }
 
 impl FloorLog {
-    fn create(dir: &Path, name: &str) -> anyhow::Result<FloorLog> {
-        let path = dir.join(name);
-        let file = std::fs::OpenOptions::new()
-            .create_new(true)
+    fn create(dir: &Path, prefix: &str) -> anyhow::Result<FloorLog> {
+        let file = tempfile::Builder::new()
+            .prefix(prefix)
             .append(true)
-            .open(&path)
-            .with_context(|| format!("creating {}", path.display()))?;
+            .tempfile_in(dir)
+            .with_context(|| format!("creating a {prefix}… file in {}", dir.display()))?;
         let mut line = vec![b'x'; FDATASYNC_APPEND_BYTES];
         line[FDATASYNC_APPEND_BYTES - 1] = b'\n';
-        Ok(FloorLog { path, file, line })
+        Ok(FloorLog { file, line })
     }
 
     /// One append made durable, as the audit writer makes one per group commit.
     fn append_and_sync(&mut self) -> anyhow::Result<()> {
         use std::io::Write as _;
         self.file.write_all(&self.line)?;
-        Ok(self.file.sync_data()?)
-    }
-}
-
-impl Drop for FloorLog {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        Ok(self.file.as_file().sync_data()?)
     }
 }
 
 /// Times `appends` appends to a new file in `dir`, each followed by fdatasync, back to back.
 fn fdatasync_floor(dir: &Path, appends: usize) -> anyhow::Result<Distribution> {
-    let mut log = FloorLog::create(dir, "fdatasync-floor.log")?;
+    let mut log = FloorLog::create(dir, "fdatasync-floor-")?;
     let mut samples = Vec::with_capacity(appends);
     for _ in 0..appends {
         let started = Instant::now();
@@ -238,7 +230,7 @@ fn fdatasync_floor(dir: &Path, appends: usize) -> anyhow::Result<Distribution> {
 async fn durable_floor(health: &Probe, dir: &Path, rounds: usize) -> anyhow::Result<Distribution> {
     let mut connection = LoadConnection::open(&health.url).await?;
     let path = connection.path_of(health);
-    let mut log = FloorLog::create(dir, "durable-floor.log")?;
+    let mut log = FloorLog::create(dir, "durable-floor-")?;
     let mut samples = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let started = Instant::now();
