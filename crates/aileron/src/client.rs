@@ -206,7 +206,7 @@ fn decode<R: serde::de::DeserializeOwned>(path: &str, body: Value) -> anyhow::Re
 /// The daemon is on loopback: a proxy from the environment (`HTTP_PROXY`, common on company
 /// machines) must never carry the daemon token to it.
 pub(crate) fn http_client() -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).no_proxy().build()?)
+    Ok(crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1).connect_timeout(CONNECT_TIMEOUT).no_proxy().build()?)
 }
 
 pub fn read_daemon_info(path: &Path) -> Option<DaemonInfo> {

@@ -156,7 +156,7 @@ fn client() -> anyhow::Result<reqwest::Client> {
         let allowed = attempt.previous().first().is_some_and(|first| may_follow(first, attempt.url()));
         if attempt.previous().len() >= 5 || !allowed { attempt.stop() } else { attempt.follow() }
     });
-    Ok(reqwest::Client::builder()
+    Ok(crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1)
         .redirect(policy)
         .connect_timeout(Duration::from_secs(15))
         .read_timeout(Duration::from_secs(60))

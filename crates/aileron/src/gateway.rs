@@ -20,7 +20,8 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::json;
 
-use crate::pooled_http::{self, Alpn, Base, PooledClient};
+use crate::pooled_http::{self, Base, PooledClient};
+use crate::tls::Alpn;
 
 pub const DEFAULT_ANTHROPIC_UPSTREAM: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_UPSTREAM: &str = "https://api.openai.com";
@@ -109,15 +110,15 @@ impl Gateway {
         vault: Arc<dyn VaultGate>,
         proxies: &hyper_util::client::proxy::matcher::Matcher,
     ) -> anyhow::Result<Gateway> {
-        let builder = || {
-            reqwest::Client::builder()
+        let builder = |alpn| {
+            crate::tls::reqwest_builder(alpn)
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(CONNECT_TIMEOUT)
                 .pool_idle_timeout(pooled_http::POOL_IDLE_TIMEOUT)
                 .tcp_nodelay(true)
         };
-        let proxied = builder().build()?;
-        let proxied_upgrade = builder().http1_only().build()?;
+        let proxied = builder(Alpn::Http2AndHttp1).build()?;
+        let proxied_upgrade = builder(Alpn::Http1).build()?;
         let trim = |base: String| base.trim_end_matches('/').to_string();
         let (anthropic, openai) = (trim(anthropic), trim(openai));
         let route = |base: &str, variable: &str| -> anyhow::Result<Route> {
@@ -135,8 +136,8 @@ impl Gateway {
             openai_route: route(&openai, crate::env::AILERON_OPENAI_UPSTREAM)?,
             anthropic,
             openai,
-            client: pooled_http::client(Alpn::Http2AndHttp1, CONNECT_TIMEOUT)?,
-            upgrade_client: pooled_http::client(Alpn::Http1, CONNECT_TIMEOUT)?,
+            client: pooled_http::client(Alpn::Http2AndHttp1, CONNECT_TIMEOUT),
+            upgrade_client: pooled_http::client(Alpn::Http1, CONNECT_TIMEOUT),
             proxied,
             proxied_upgrade,
             vault,

@@ -32,6 +32,7 @@ pub mod sessions;
 pub mod spawn;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod vault;
 pub mod wire;
 pub mod workflows;

@@ -305,7 +305,10 @@ struct OAuthHttp {
 
 impl OAuthHttp {
     fn new() -> anyhow::Result<OAuthHttp> {
-        let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(TOKEN_TIMEOUT).build()?;
+        let client = crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1)
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(TOKEN_TIMEOUT)
+            .build()?;
         Ok(OAuthHttp { client })
     }
 }

@@ -1,43 +1,24 @@
-//! hyper-util's pooled HTTP client over hyper-rustls, set up as reqwest sets up its own: rustls
-//! with the platform's certificate verifier and the process's crypto provider, TLS 1.2 and 1.3,
-//! `TCP_NODELAY`, a connect timeout, idle connections kept 90 s, no redirects followed
+//! hyper-util's pooled HTTP client over hyper-rustls, set up as reqwest sets up its own: the
+//! process's TLS configuration ([`crate::tls`]), `TCP_NODELAY`, a connect timeout, idle connections kept 90 s, no redirects followed
 //! (hyper-util follows none). For the two hot paths that send one request after another and need
 //! none of reqwest's layers (its redirect layer parses every URL again, its request builder
 //! another): the LLM gateway's upstream requests and `aileron-mcp`'s calls to the daemon
 //! (BENCHMARKS.md (e), (f)). Everything else uses reqwest.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use axum::body::Body;
 use hyper_util::client::legacy::connect::HttpConnector;
+
+use crate::tls::Alpn;
 
 pub type PooledClient = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>;
 
 /// How long an idle pooled connection is kept (reqwest's clients beside these keep the same).
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Which protocols the TLS handshake offers (a plain-HTTP connection speaks HTTP/1.1 either way).
-#[derive(Clone, Copy)]
-pub enum Alpn {
-    /// `h2` then `http/1.1`.
-    Http2AndHttp1,
-    /// `http/1.1` alone: an `Upgrade` cannot ride HTTP/2.
-    Http1,
-}
-
-pub fn client(alpn: Alpn, connect_timeout: Duration) -> anyhow::Result<PooledClient> {
-    let provider = rustls::crypto::CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).context("loading the platform's certificate verifier")?;
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("configuring TLS")?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
+pub fn client(alpn: Alpn, connect_timeout: Duration) -> PooledClient {
+    let tls = crate::tls::client_config();
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -49,7 +30,7 @@ pub fn client(alpn: Alpn, connect_timeout: Duration) -> anyhow::Result<PooledCli
     };
     let mut builder = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
     builder.pool_idle_timeout(POOL_IDLE_TIMEOUT).pool_timer(hyper_util::rt::TokioTimer::new()).timer(hyper_util::rt::TokioTimer::new());
-    Ok(builder.build(https))
+    builder.build(https)
 }
 
 /// An absolute URL's scheme and authority, split once, and the path every request is appended

@@ -86,7 +86,7 @@ impl Services {
             eprintln!("aileron daemon: approval {id} was running when the daemon stopped; marked failed, not re-run");
         }
         let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()), ..RuntimeConfig::default() }).context("starting wasmtime")?;
-        let egress_client = reqwest::Client::builder()
+        let egress_client = crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1)
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::new(crate::public_address::PublicOnlyResolver))
             // Through a proxy from the environment the connection would go to the proxy, which

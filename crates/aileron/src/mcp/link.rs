@@ -88,8 +88,7 @@ impl DirectClient {
         let base = crate::pooled_http::Base::parse(&client.base_url).ok_or_else(|| Unreachable {
             message: format!("the daemon's address `{}` is not an http(s) URL\nhint: check AILERON_URL", client.base_url),
         })?;
-        let http = crate::pooled_http::client(crate::pooled_http::Alpn::Http1, crate::client::CONNECT_TIMEOUT)
-            .map_err(|error| Unreachable { message: format!("cannot set up an HTTP client: {error:#}") })?;
+        let http = crate::pooled_http::client(crate::tls::Alpn::Http1, crate::client::CONNECT_TIMEOUT);
         Ok(DirectClient { http, base, authorization: client.authorization() })
     }
 

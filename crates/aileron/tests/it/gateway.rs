@@ -681,3 +681,107 @@ fn an_upstream_the_proxy_environment_covers_is_reached_through_the_proxy() {
         vec![("http://llm.upstream.invalid/v1/chat/completions?x=1".to_string(), "through".to_string(), br#"{"model":"m"}"#.to_vec())]
     );
 }
+
+/// A self-signed certificate for `127.0.0.1` and `localhost` (P-256, valid until 2126), and its
+/// key: the HTTPS upstream below, which no system trusts.
+const TEST_UPSTREAM_CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIB1zCCAX2gAwIBAgIUf4s9IpFKXyHwJZhoVeSGITYTkiMwCgYIKoZIzj0EAwIw\nIDEeMBwGA1UEAwwVYWlsZXJvbiB0ZXN0IHVwc3RyZWFtMCAXDTI2MTEyNzE5MTEy\nN1oYDzIxMjYxMTAzMTkxMTI3WjAgMR4wHAYDVQQDDBVhaWxlcm9uIHRlc3QgdXBz\ndHJlYW0wWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATal9/CAib04/pFKM+CN7lM\ncCiG9em0Jpx7iHOQWOKOP3ZTDN/Rbpt8BzqiWETsJunw+5tNFcqo78Z3ng6Lnu2X\no4GSMIGPMB0GA1UdDgQWBBTnyG/tLPZU5pf/EXfe2Ol04wNAqDAfBgNVHSMEGDAW\ngBTnyG/tLPZU5pf/EXfe2Ol04wNAqDAaBgNVHREEEzARgglsb2NhbGhvc3SHBH8A\nAAEwDAYDVR0TAQH/BAIwADAOBgNVHQ8BAf8EBAMCB4AwEwYDVR0lBAwwCgYIKwYB\nBQUHAwEwCgYIKoZIzj0EAwIDSAAwRQIhAOYK1QYjN6eIHAxLxS18/cEQSKGemLXL\nX0liqmn5/dfKAiAL84YxtNniZe4QpUY96QOMQPPinS7JC9oWUT+m1lBstQ==\n-----END CERTIFICATE-----\n";
+const TEST_UPSTREAM_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgInFn5pktxm6igDIZ\nx770eFHeLU7KEj++VFudRtLxRr6hRANCAATal9/CAib04/pFKM+CN7lMcCiG9em0\nJpx7iHOQWOKOP3ZTDN/Rbpt8BzqiWETsJunw+5tNFcqo78Z3ng6Lnu2X\n-----END PRIVATE KEY-----\n";
+
+/// An HTTPS upstream on loopback serving [`TEST_UPSTREAM_CERT`] with rustls, one request per
+/// connection: answers `{"via":"tls"}` and records each request line. A client that refuses the
+/// certificate ends the handshake and is recorded as nothing.
+fn tls_upstream() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::io::{BufRead as _, Read as _, Write as _};
+    aileron::process::install_crypto_provider();
+    let certs = vec![CertificateDer::from_pem_slice(TEST_UPSTREAM_CERT.as_bytes()).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(TEST_UPSTREAM_KEY.as_bytes()).unwrap();
+    let config = Arc::new(rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key).unwrap());
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let recorded = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (config, recorded) = (config.clone(), recorded.clone());
+            std::thread::spawn(move || {
+                let tls = rustls::StreamOwned::new(rustls::ServerConnection::new(config).unwrap(), stream);
+                let mut reader = std::io::BufReader::new(tls);
+                let (mut request_line, mut length) = (String::new(), 0);
+                if reader.read_line(&mut request_line).is_err() {
+                    return;
+                }
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).is_err() || line == "\r\n" || line.is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                recorded.lock().unwrap().push(request_line.trim_end().to_string());
+                let answer = r#"{"via":"tls"}"#;
+                let mut tls = reader.into_inner();
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", answer.len());
+                let _ = tls.write_all(head.as_bytes()).and_then(|()| tls.write_all(answer.as_bytes()));
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// An HTTPS upstream is reached when, and only when, the platform's roots vouch for its
+/// certificate: with the certificate in `SSL_CERT_FILE` (which the platform verifier reads) the
+/// request arrives and the answer comes back; with the system's own roots the handshake is
+/// refused, nothing reaches the upstream, and the client gets a 502 in the provider's shape.
+#[test]
+fn an_https_upstream_is_reached_only_with_a_certificate_the_platform_trusts() {
+    let (upstream, seen) = tls_upstream();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let cert_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(cert_file.path(), TEST_UPSTREAM_CERT).unwrap();
+    let base = format!("https://127.0.0.1:{}", upstream.port());
+    let through = |trusting: Option<&str>| {
+        let cli = crate::cli::Cli::new();
+        let mut env = vec![("AILERON_OPENAI_UPSTREAM", base.as_str())];
+        if let Some(file) = trusting {
+            env.push(("SSL_CERT_FILE", file));
+        }
+        let started = cli.run_with(&["daemon", "start"], &env, None);
+        assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+        let info: serde_json::Value = serde_json::from_slice(&std::fs::read(cli.home.join("daemon.json")).unwrap()).unwrap();
+        let url = info["url"].as_str().unwrap().to_string();
+        let answer = runtime.block_on(async move {
+            let client = reqwest::Client::builder().no_proxy().build().unwrap();
+            let response = client
+                .post(format!("{url}/v1/chat/completions"))
+                .header("authorization", "Bearer sk-fake")
+                .body(r#"{"model":"m"}"#)
+                .send()
+                .await
+                .unwrap();
+            (response.status(), response.text().await.unwrap())
+        });
+        cli.ok(&["daemon", "stop"]);
+        answer
+    };
+
+    let (status, body) = through(None);
+    assert_eq!(status, reqwest::StatusCode::BAD_GATEWAY, "{body}");
+    assert!(body.contains("could not be reached") && body.contains("server_error"), "{body}");
+    assert!(seen.lock().unwrap().is_empty(), "a request reached an upstream whose certificate nothing vouches for");
+
+    let trusted = cert_file.path().to_str().unwrap();
+    assert_eq!(through(Some(trusted)), (reqwest::StatusCode::OK, r#"{"via":"tls"}"#.to_string()));
+    assert_eq!(*seen.lock().unwrap(), vec!["POST /v1/chat/completions HTTP/1.1".to_string()]);
+}
