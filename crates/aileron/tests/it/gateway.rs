@@ -619,6 +619,35 @@ async fn request_bodies_over_the_cap_are_refused_declared_or_chunked() {
     assert!(up.seen.requests.lock().unwrap().is_empty(), "no over-cap body completed upstream");
 }
 
+/// Starts an `aileron daemon` process on a fresh home with `env`, sends it one chat request for
+/// `path_and_query` (`x-marker: through`, a provider key, `{"model":"m"}`), stops it, and
+/// returns the answer's status and body.
+fn chat_through_a_started_daemon(
+    runtime: &tokio::runtime::Runtime,
+    env: &[(&str, &str)],
+    path_and_query: &str,
+) -> (reqwest::StatusCode, String) {
+    let cli = crate::cli::Cli::new();
+    let started = cli.run_with(&["daemon", "start"], env, None);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&std::fs::read(cli.home.join("daemon.json")).unwrap()).unwrap();
+    let url = format!("{}{path_and_query}", info["url"].as_str().unwrap());
+    let answer = runtime.block_on(async move {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let response = client
+            .post(url)
+            .header("x-marker", "through")
+            .header("authorization", "Bearer sk-fake")
+            .body(r#"{"model":"m"}"#)
+            .send()
+            .await
+            .unwrap();
+        (response.status(), response.text().await.unwrap())
+    });
+    cli.ok(&["daemon", "stop"]);
+    answer
+}
+
 /// Behind a company proxy: with `HTTP_PROXY` set for the daemon, an upstream the proxy covers is
 /// reached through the proxy (the request arrives there in absolute form, body and end-to-end
 /// headers intact), and the proxy's answer comes back to the client unchanged.
@@ -644,36 +673,16 @@ fn an_upstream_the_proxy_environment_covers_is_reached_through_the_proxy() {
         tokio::spawn(async move { axum::serve(listener, axum::Router::new().fallback(handler)).await.unwrap() });
         addr
     });
-    let cli = crate::cli::Cli::new();
     let proxy_url = format!("http://{proxy}");
-    let started = cli.run_with(
-        &["daemon", "start"],
-        &[
-            ("HTTP_PROXY", proxy_url.as_str()),
-            ("http_proxy", proxy_url.as_str()),
-            ("NO_PROXY", ""),
-            ("no_proxy", ""),
-            // A name nothing resolves: only the proxy can answer for it.
-            ("AILERON_OPENAI_UPSTREAM", "http://llm.upstream.invalid"),
-        ],
-        None,
-    );
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
-    let info: serde_json::Value = serde_json::from_slice(&std::fs::read(cli.home.join("daemon.json")).unwrap()).unwrap();
-    let url = info["url"].as_str().unwrap().to_string();
-    let response = runtime.block_on(async move {
-        let client = reqwest::Client::builder().no_proxy().build().unwrap();
-        let response = client
-            .post(format!("{url}/v1/chat/completions?x=1"))
-            .header("x-marker", "through")
-            .header("authorization", "Bearer sk-fake")
-            .body(r#"{"model":"m"}"#)
-            .send()
-            .await
-            .unwrap();
-        (response.status(), response.text().await.unwrap())
-    });
-    cli.ok(&["daemon", "stop"]);
+    let env = [
+        ("HTTP_PROXY", proxy_url.as_str()),
+        ("http_proxy", proxy_url.as_str()),
+        ("NO_PROXY", ""),
+        ("no_proxy", ""),
+        // A name nothing resolves: only the proxy can answer for it.
+        ("AILERON_OPENAI_UPSTREAM", "http://llm.upstream.invalid"),
+    ];
+    let response = chat_through_a_started_daemon(&runtime, &env, "/v1/chat/completions?x=1");
     assert_eq!(response, (reqwest::StatusCode::OK, r#"{"via":"proxy"}"#.to_string()));
     let seen = seen.lock().unwrap();
     assert_eq!(
@@ -752,28 +761,11 @@ fn an_https_upstream_is_reached_only_with_a_certificate_the_platform_trusts() {
     std::fs::write(cert_file.path(), TEST_UPSTREAM_CERT).unwrap();
     let base = format!("https://127.0.0.1:{}", upstream.port());
     let through = |trusting: Option<&str>| {
-        let cli = crate::cli::Cli::new();
         let mut env = vec![("AILERON_OPENAI_UPSTREAM", base.as_str())];
         if let Some(file) = trusting {
             env.push(("SSL_CERT_FILE", file));
         }
-        let started = cli.run_with(&["daemon", "start"], &env, None);
-        assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
-        let info: serde_json::Value = serde_json::from_slice(&std::fs::read(cli.home.join("daemon.json")).unwrap()).unwrap();
-        let url = info["url"].as_str().unwrap().to_string();
-        let answer = runtime.block_on(async move {
-            let client = reqwest::Client::builder().no_proxy().build().unwrap();
-            let response = client
-                .post(format!("{url}/v1/chat/completions"))
-                .header("authorization", "Bearer sk-fake")
-                .body(r#"{"model":"m"}"#)
-                .send()
-                .await
-                .unwrap();
-            (response.status(), response.text().await.unwrap())
-        });
-        cli.ok(&["daemon", "stop"]);
-        answer
+        chat_through_a_started_daemon(&runtime, &env, "/v1/chat/completions")
     };
 
     let (status, body) = through(None);
