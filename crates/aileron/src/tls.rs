@@ -60,7 +60,9 @@ fn offering(alpn: Alpn) -> rustls::ClientConfig {
 }
 
 /// A reqwest client builder on [`client_config`]: HTTP/2 or HTTP/1.1 by ALPN, or HTTP/1.1 alone
-/// (the protocols offered and the ones reqwest will speak are set together here).
+/// (the protocols offered and the ones reqwest will speak are set together here). reqwest uses a
+/// preconfigured TLS configuration as given: its own TLS options (extra root certificates,
+/// minimum versions) set on the returned builder would be ignored, so none is.
 pub fn reqwest_builder(alpn: Alpn) -> reqwest::ClientBuilder {
     let builder = reqwest::Client::builder().tls_backend_preconfigured(offering(alpn));
     match alpn {
