@@ -1,9 +1,9 @@
 //! hyper-util's pooled HTTP client over hyper-rustls, set up as reqwest sets up its own: the
-//! process's TLS configuration ([`crate::tls`]), `TCP_NODELAY`, a connect timeout, idle connections kept 90 s, no redirects followed
-//! (hyper-util follows none). For the two hot paths that send one request after another and need
-//! none of reqwest's layers (its redirect layer parses every URL again, its request builder
-//! another): the LLM gateway's upstream requests and `aileron-mcp`'s calls to the daemon
-//! (BENCHMARKS.md (e), (f)). Everything else uses reqwest.
+//! process's TLS configuration ([`crate::tls`]), `TCP_NODELAY`, a connect timeout, idle
+//! connections kept 90 s, no redirects followed (hyper-util follows none). For the two hot paths
+//! that send one request after another and need none of reqwest's layers (its redirect layer
+//! parses every URL again, its request builder another): the LLM gateway's upstream requests and
+//! `aileron-mcp`'s calls to the daemon (BENCHMARKS.md (e), (f)). Everything else uses reqwest.
 
 use std::time::Duration;
 

@@ -77,7 +77,7 @@ pub fn reqwest_builder(alpn: Alpn) -> reqwest::ClientBuilder {
 #[derive(Debug)]
 struct PlatformVerifier;
 
-static PLATFORM: OnceLock<Arc<rustls_platform_verifier::Verifier>> = OnceLock::new();
+static PLATFORM: OnceLock<rustls_platform_verifier::Verifier> = OnceLock::new();
 
 impl PlatformVerifier {
     fn loaded(&self) -> Result<&'static rustls_platform_verifier::Verifier, rustls::Error> {
@@ -88,7 +88,7 @@ impl PlatformVerifier {
             rustls::Error::General(format!("loading the platform's certificate verifier: {error}"))
         })?;
         // Two first handshakes at once may both load it; one copy is kept.
-        Ok(PLATFORM.get_or_init(|| Arc::new(verifier)))
+        Ok(PLATFORM.get_or_init(|| verifier))
     }
 }
 
