@@ -113,6 +113,14 @@ impl<V> MemoryCache<V> {
         slot.clone()
     }
 
+    /// Empties `key`'s slot (after a load in progress on it finishes).
+    pub(crate) fn remove(&self, key: &ContentHash) {
+        let slot = self.slots.lock().unwrap_or_else(PoisonError::into_inner).get(key).cloned();
+        if let Some(slot) = slot {
+            slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+        }
+    }
+
     /// Returns the cached value and `true`, or fills the slot with `make` and returns `false`.
     /// A failed `make` leaves the slot empty so a later load tries again.
     pub(crate) fn get_or_try_insert<E>(

@@ -182,7 +182,7 @@ impl Runtime {
     /// Compiling a large guest takes seconds of CPU: call this from a blocking task
     /// (`tokio::task::spawn_blocking`), not directly on an async executor thread.
     pub fn load(&self, hash: &ContentHash, wasm: &[u8], policy: &ImportPolicy) -> Result<Arc<LoadedModule>, Failure> {
-        let (loaded, hit) = self.modules.get_or_try_insert(hash, || self.prepare(hash, wasm, policy))?;
+        let (loaded, hit) = self.modules.get_or_try_insert(hash, || self.prepare(hash, Some(wasm), Some(policy)))?;
         if hit {
             self.counters.count(CacheEvent::MemoryHit);
             // The cached module is shared by every caller; the policy passed in may differ.
@@ -199,9 +199,27 @@ impl Runtime {
         Some(imports::check_policy(&loaded.host_imports, policy).map(|()| loaded))
     }
 
-    /// Compiles or deserializes, then checks. A refused module is not kept in memory (it is
-    /// recompiled, or taken from disk, if it is loaded again).
-    fn prepare(&self, hash: &ContentHash, wasm: &[u8], policy: &ImportPolicy) -> Result<LoadedModule, Failure> {
+    /// Puts `hash`'s compiled artifact from the disk cache into the memory cache, without the
+    /// module's bytes: the artifact is bound to the content hash it was compiled from, so it can
+    /// be deserialized while the store verifies those bytes (a daemon's warm-up does both at
+    /// once). Compiles nothing: `false` when there is no usable artifact (or no disk cache), and
+    /// then [`Runtime::load`] compiles from the verified bytes. The manifest's import policy is
+    /// not checked here; [`Runtime::load`] and [`Runtime::loaded`] check it on every use.
+    /// Blocking (reads and hashes the artifact): call it from a blocking task.
+    pub fn preload(&self, hash: &ContentHash) -> bool {
+        self.disk.is_some() && self.modules.get_or_try_insert(hash, || self.prepare(hash, None, None)).is_ok()
+    }
+
+    /// Drops `hash`'s module from the memory cache (its bytes in the store no longer verify); a
+    /// later load takes it from disk or compiles it again.
+    pub fn forget(&self, hash: &ContentHash) {
+        self.modules.remove(hash);
+    }
+
+    /// Deserializes from the disk cache, else compiles `wasm`, then checks. A refused module is
+    /// not kept in memory (it is recompiled, or taken from disk, if it is loaded again). Without
+    /// `wasm` a disk miss is an error; without `policy` the manifest's grant is not checked.
+    fn prepare(&self, hash: &ContentHash, wasm: Option<&[u8]>, policy: Option<&ImportPolicy>) -> Result<LoadedModule, Failure> {
         let cached = match &self.disk {
             Some(disk) => match disk.load(&self.engine, hash) {
                 DiskLookup::Hit(module) => {
@@ -220,6 +238,9 @@ impl Runtime {
         let module = match cached {
             Some(module) => module,
             None => {
+                let Some(wasm) = wasm else {
+                    return Err(Failure::runtime_error(Boundary::Runtime, format!("no compiled artifact of {hash} on disk")));
+                };
                 self.counters.count(CacheEvent::Compile);
                 Module::new(&self.engine, wasm).map_err(|e| {
                     Failure::runtime_error(Boundary::Sandbox, format!("the connector module does not compile: {e:#}"))
@@ -241,7 +262,9 @@ impl Runtime {
                 self.counters.count(CacheEvent::DiskWriteFailure);
             }
         }
-        imports::check_policy(&host_imports, policy)?;
+        if let Some(policy) = policy {
+            imports::check_policy(&host_imports, policy)?;
+        }
         let linker = match Convention::of(&module)? {
             Convention::Handles => &self.linker,
             Convention::SingleSlot => &self.single_slot_linker,

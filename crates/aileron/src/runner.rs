@@ -328,11 +328,38 @@ pub struct Precompiled {
 /// into the runtime's memory and disk caches, so that its first run deserializes nothing and
 /// compiles nothing: install pays the seconds a large Go guest takes, not the agent's first
 /// call. Returns the compile failure a run would report, if any.
+///
+/// The compiled artifact, when the disk cache has one, is deserialized on one blocking thread
+/// while the module's bytes are verified on another (a daemon's warm-up after a restart: an
+/// 8 MB Go guest's verification is 8 of its ~50 ms); it is used only once they verify.
 pub async fn precompile(state: &Services, hash: &aileron_core::ContentHash) -> Result<Precompiled, Failure> {
     let started = std::time::Instant::now();
-    let connector = state.store.load_verified(hash)?;
+    let preloaded = {
+        let (runtime, hash) = (state.runtime.clone(), hash.clone());
+        tokio::task::spawn_blocking(move || runtime.preload(&hash))
+    };
+    let verified = verified(state, hash).await;
+    // Done before the module is looked up, so a slot being filled is never taken for a miss.
+    let _ = preloaded.await;
+    let connector = verified.inspect_err(|_| {
+        // Bytes that no longer hash to `hash` leave no module of theirs in memory.
+        state.runtime.forget(hash);
+    })?;
     load_module(state, hash, &connector).await?;
     Ok(Precompiled { elapsed: started.elapsed(), artifact_bytes: state.runtime.artifact_bytes(hash) })
+}
+
+/// The connector pinned by `hash`, verified against it ([`crate::store::Store::load_verified`]):
+/// two `statx` inline when its files are unchanged since the last verification, else read and
+/// hashed on a blocking thread (an 8 MB Go guest takes 8 ms, which would stall an async worker).
+async fn verified(state: &Services, hash: &aileron_core::ContentHash) -> Result<crate::store::VerifiedConnector, Failure> {
+    if let Some(connector) = state.store.verified_unchanged(hash) {
+        return Ok(connector);
+    }
+    let (store, hash) = (state.store.clone(), hash.clone());
+    tokio::task::spawn_blocking(move || store.load_verified(&hash))
+        .await
+        .map_err(|e| Failure::runtime_error(aileron_core::Boundary::Runtime, format!("verifying the module: {e}")))?
 }
 
 /// Verifies and loads the pinned connector, then calls `op` in the sandbox with the egress hook,
@@ -347,7 +374,7 @@ async fn call_verified(
     logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
     let ConnectorCall { action, required, subset, op, limits, idempotent } = call;
-    let connector = state.store.load_verified(&required.hash)?;
+    let connector = verified(state, &required.hash).await?;
     let manifest = connector.manifest.clone();
     check_identity(&manifest, required)?;
     let module = load_module(state, &required.hash, &connector).await?;

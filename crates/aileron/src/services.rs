@@ -29,7 +29,8 @@ pub struct Services {
     pub tokens: TokenRegistry,
     pub sessions: SessionRegistry,
     pub audit: Arc<AuditLog>,
-    pub store: Store,
+    /// Shared so a cold verification (reading and hashing megabytes) can run on a blocking thread.
+    pub store: Arc<Store>,
     pub actions: ActionRegistry,
     /// `GET /v1/actions` serialized, per generation of `actions`.
     pub action_listing: crate::workflows::actions::ListingCache,
@@ -114,7 +115,7 @@ impl Services {
             home,
             tokens: TokenRegistry::new(options.admin_token),
             audit: Arc::new(audit),
-            store,
+            store: Arc::new(store),
             actions,
             action_listing: Default::default(),
             approvals,

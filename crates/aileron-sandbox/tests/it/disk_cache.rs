@@ -141,3 +141,44 @@ async fn a_module_refused_by_its_manifest_is_not_recompiled_on_the_next_attempt(
         assert_eq!(runtime.cache_stats(), expected, "{attempt}");
     }
 }
+
+#[tokio::test]
+async fn preload_takes_the_artifact_from_disk_without_the_module_bytes_and_never_compiles() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("cache");
+    let wasm = Wat::new().host("http_request", "i32 i32", "i32").write(1, r#"{"output":"preloaded"}"#).wasm();
+    let hash = ContentHash::of_bytes(&wasm);
+
+    // Nothing on disk yet: nothing to preload, and nothing is compiled for it.
+    let empty = runtime_at(&dir);
+    assert!(!empty.preload(&hash));
+    assert_eq!(empty.cache_stats(), stats(0, 0, 0));
+    let _ = load_and_run(&empty, &wasm).await;
+
+    let restarted = runtime_at(&dir);
+    assert!(restarted.preload(&hash));
+    assert_eq!(restarted.cache_stats(), stats(1, 0, 0));
+    // A load after it is answered from memory: the bytes given are never looked at.
+    let module = restarted.load(&hash, b"not even wasm", &ImportPolicy::default()).unwrap();
+    let request = CallRequest { op: "run".into(), args: json!({}), limits: limits() };
+    assert_eq!(restarted.call(&module, request, FakeEgress::new()).await.result.unwrap(), json!("preloaded"));
+    assert_eq!(restarted.cache_stats(), CacheStats { memory_hits: 1, ..stats(1, 0, 0) });
+
+    // Preloading skipped the manifest's import policy; every use still applies it.
+    let denied = ImportPolicy { allowed_host_imports: Some(vec!["log".into()]) };
+    let refused = restarted.load(&hash, &wasm, &denied).unwrap_err();
+    assert!(refused.message.contains("http_request"), "{}", refused.message);
+    assert!(restarted.loaded(&hash, &denied).unwrap().is_err());
+    assert!(restarted.loaded(&hash, &ImportPolicy::default()).unwrap().is_ok());
+
+    // An artifact that does not check out is not preloaded (and is deleted).
+    let artifact = artifacts(&dir).remove(0);
+    let mut bytes = fs::read(&artifact).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    fs::write(&artifact, &bytes).unwrap();
+    let damaged = runtime_at(&dir);
+    assert!(!damaged.preload(&hash));
+    assert_eq!(damaged.cache_stats(), stats(0, 0, 1));
+    assert!(!artifact.exists());
+}

@@ -66,9 +66,10 @@ async fn install_compiles_the_module_and_reports_one_that_does_not_load() {
 }
 
 /// After a restart the daemon loads, in the background, the modules its enabled actions pin —
-/// verified against their hashes first — so the first call finds them in memory; a module only a
-/// disabled action uses stays on disk, and a module whose stored bytes were changed is not loaded
-/// (its run fails with `hash_mismatch`, as it did before there was a warm-up).
+/// each compiled artifact read while the connector's bytes are verified against their hash — so
+/// the first call finds them in memory; a module only a disabled action uses stays on disk, and a
+/// module whose stored bytes were changed is not kept (its run fails with `hash_mismatch`, as it
+/// did before there was a warm-up).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin() {
     let harness = Harness::new();
@@ -98,7 +99,9 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     aileron::runner::warm_up(&state.services).await.unwrap();
     assert!(state.modules_warm.load(std::sync::atomic::Ordering::Acquire));
     let stats = state.runtime.cache_stats();
-    assert_eq!((stats.disk_hits, stats.compiles), (1, 0), "only the enabled, intact connector was loaded: {stats:?}");
+    // Each enabled action's artifact is read while its connector's bytes are verified; the
+    // tampered one's is dropped once its bytes fail.
+    assert_eq!((stats.disk_hits, stats.compiles), (2, 0), "only enabled actions' connectors were read: {stats:?}");
     let policy = aileron_sandbox::ImportPolicy::default();
     let loaded = |hash: &str| state.runtime.loaded(&aileron_core::ContentHash::parse(hash).unwrap(), &policy).is_some();
     assert!(loaded(&echo), "the module an enabled action pins is in memory");
@@ -109,7 +112,7 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     let run = harness.run("uses-echo", json!({"message": "after a restart"})).await;
     assert_eq!(run.status, StatusCode::OK, "{}", run.body);
     let stats = harness.state.runtime.cache_stats();
-    assert_eq!((stats.disk_hits, stats.compiles), (1, 0), "the first run took the warmed module: {stats:?}");
+    assert_eq!((stats.disk_hits, stats.compiles), (2, 0), "the first run took the warmed module: {stats:?}");
     let refused = harness.run("uses-tampered", json!({"message": "x"})).await;
     assert_eq!(refused.body["error"]["class"], "hash_mismatch", "{}", refused.body);
 }
