@@ -169,15 +169,29 @@ impl DaemonClient {
 
     /// Sends a request and returns the status with the decoded body, whatever the status.
     pub async fn call_raw(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, Value)> {
+        let (status, bytes) = self.call_bytes(method, path, body).await?;
+        Ok((status, body_value(&bytes)))
+    }
+
+    /// Sends a request and returns the status with the body's bytes, whatever the status.
+    async fn call_bytes(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, bytes::Bytes)> {
         let mut request = self.request(method, path);
         if let Some(body) = body {
             request = request.json(body);
         }
         let response = request.send().await.with_context(|| format!("cannot reach the daemon at {}", self.base_url))?;
         let status = response.status();
-        let bytes = response.bytes().await?;
-        let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
-        Ok((status, value))
+        Ok((status, response.bytes().await?))
+    }
+
+    /// A request whose successful answer is decoded straight into `R` (no [`Value`] tree
+    /// first: a listing of 10,000 actions is megabytes); any other answer is an [`ApiFailure`].
+    async fn call_as<R: serde::de::DeserializeOwned>(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<R> {
+        let (status, bytes) = self.call_bytes(method, path, body).await?;
+        if !status.is_success() {
+            return Err(ApiFailure { status, body: body_value(&bytes) }.into());
+        }
+        serde_json::from_slice(&bytes).with_context(|| format!("the daemon's answer to {path} is not what this client expects\nhint: the daemon and the CLI may be different versions; restart the daemon (`aileron daemon stop`)"))
     }
 
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
@@ -190,17 +204,18 @@ impl DaemonClient {
 
     /// A `GET` whose answer is one of the wire types of [`crate::wire`].
     pub async fn get_as<R: serde::de::DeserializeOwned>(&self, path: &str) -> anyhow::Result<R> {
-        decode(path, self.get(path).await?)
+        self.call_as(Method::GET, path, None).await
     }
 
     /// A `POST` of a wire type whose answer is one too.
     pub async fn post_as<B: serde::Serialize, R: serde::de::DeserializeOwned>(&self, path: &str, body: &B) -> anyhow::Result<R> {
-        decode(path, self.post(path, &serde_json::to_value(body)?).await?)
+        self.call_as(Method::POST, path, Some(&serde_json::to_value(body)?)).await
     }
 }
 
-fn decode<R: serde::de::DeserializeOwned>(path: &str, body: Value) -> anyhow::Result<R> {
-    serde_json::from_value(body).with_context(|| format!("the daemon's answer to {path} is not what this client expects\nhint: the daemon and the CLI may be different versions; restart the daemon (`aileron daemon stop`)"))
+/// An answer's body as JSON; `null` when it is empty or not JSON.
+fn body_value(bytes: &[u8]) -> Value {
+    if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).unwrap_or(Value::Null) }
 }
 
 /// The daemon is on loopback: a proxy from the environment (`HTTP_PROXY`, common on company

@@ -154,6 +154,10 @@ fn the_cli_drives_the_whole_spine_over_a_real_socket() {
     cli.ok(&["action", "add", action_file.to_str().unwrap()]);
     assert!(cli.ok(&["action", "list"]).contains("count-things"));
     assert!(cli.ok(&["action", "show", "count-things"]).contains("count (integer, required)"));
+    // A typed answer's failure is still the daemon's error, with its hint.
+    let missing = cli.run(&["action", "show", "no-such-action"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("action_not_found") && stderr(&missing).contains("hint: "), "{}", stderr(&missing));
 
     let result: Value = serde_json::from_str(&cli.ok(&["action", "run", "count-things", "--arg", "count=3"])).unwrap();
     assert_eq!(result["output"]["args"]["count"], 3, "--arg values are typed by the declared input");
