@@ -117,6 +117,54 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     assert_eq!(refused.body["error"]["class"], "hash_mismatch", "{}", refused.body);
 }
 
+/// The console's actions page renders at most `ACTIONS_SHOWN` actions, and its search (kept in
+/// the URL; name, tool name or description, any case) narrows which: a large catalog stays a
+/// light page instead of megabytes fetched again on every change.
+#[tokio::test]
+async fn the_actions_page_shows_at_most_a_hundred_actions_and_searches_the_rest() {
+    use aileron::daemon::web::catalog::ACTIONS_SHOWN;
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let names: Vec<String> = (0..120).map(|i| format!("alpha-{i:03}")).chain((0..10).map(|i| format!("beta-{i:03}"))).collect();
+    for name in &names {
+        let added = harness.add_action(&format!("{name}.md"), &ActionSpec::new(name, "echo", &hash, "echo").render()).await;
+        assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+    }
+    let host = format!("127.0.0.1:{PORT}");
+    let ticket = harness.request("POST", "/v1/web/login-tickets", Some(json!({}))).await.body["ticket"].as_str().unwrap().to_string();
+    let login = harness.send(Request::builder().uri(format!("/approvals/login?ticket={ticket}")).header("host", &host), None).await;
+    let cookie = login.headers["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let page = async |path: &str, fragment: bool| {
+        let mut request = Request::builder().uri(path).header("host", &host).header("cookie", &cookie);
+        if fragment {
+            request = request.header("x-aileron-fragment", "1");
+        }
+        let response = harness.send(request, None).await;
+        assert_eq!(response.status, StatusCode::OK, "{path}");
+        response.body.as_str().unwrap().to_string()
+    };
+    let shown = |html: &str| -> Vec<String> {
+        html.split("<details id=\"action-").skip(1).map(|rest| rest.split('"').next().unwrap().to_string()).collect()
+    };
+
+    let everything = page("/actions", false).await;
+    assert_eq!(shown(&everything), names[..ACTIONS_SHOWN].to_vec(), "the first hundred, in name order");
+    assert!(everything.contains("130 actions, 130 enabled.") && everything.contains("Showing the first 100"), "{everything}");
+    assert!(everything.contains("id=\"f-q\""), "the search box");
+
+    let beta = page("/actions?q=beta", false).await;
+    assert_eq!(shown(&beta), names[120..].to_vec());
+    assert!(beta.contains("10 match “beta”") && !beta.contains("Showing the first"), "{beta}");
+    assert!(beta.contains("value=\"beta\""), "the box keeps the search");
+    assert_eq!(shown(&page("/actions?q=%20BETA-007%20", true).await), ["beta-007"], "any case, trimmed, as a fragment too");
+    assert_eq!(shown(&page("/actions?q=alpha_011", true).await), ["alpha-011"], "by tool name");
+    assert_eq!(shown(&page("/actions?q=used+by+the+test", true).await).len(), ACTIONS_SHOWN, "by description");
+    let none = page("/actions?q=nothing-like-this", true).await;
+    assert!(shown(&none).is_empty() && none.contains("id=\"no-match\""), "{none}");
+    let hostile = page("/actions?q=%3Cscript%3E", false).await;
+    assert!(!hostile.contains("<script>") && hostile.contains("&lt;script&gt;"), "the search is escaped where it is shown");
+}
+
 /// `GET /v1/actions` is served from a listing kept per generation of the action set, with each
 /// action's view kept per installed file: after every kind of change it must equal a listing
 /// built from scratch, and never answer from before the change.

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use aileron_core::audit::AuditRecord;
 use aileron_core::vocabulary::keys;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::context::{Installed, Recent, reach};
@@ -23,17 +24,65 @@ use crate::store::StoreEntry;
 /// Recent runs listed per action.
 const RUNS_SHOWN: usize = 5;
 
-pub async fn actions_page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    respond(&state, &headers, ConsolePage::Actions, || Ok(Rendered::content(actions(&state))))
+/// Actions rendered at most, the search narrowing which: with 10,000 installed, every action was
+/// 12.5 MB of HTML, fetched and swapped in again on each change (every run is one).
+pub const ACTIONS_SHOWN: usize = 100;
+
+/// `/actions?q=`: actions whose name, tool name or description contains `q`, any case.
+#[derive(Debug, Default, Deserialize)]
+pub struct ActionsQuery {
+    q: Option<String>,
 }
+
+impl ActionsQuery {
+    fn search(&self) -> Option<String> {
+        self.q.as_deref().map(str::trim).filter(|q| !q.is_empty()).map(str::to_lowercase)
+    }
+}
+
+pub async fn actions_page(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(query): Query<ActionsQuery>,
+) -> Response {
+    respond(&state, &headers, ConsolePage::Actions, || {
+        let search = format!(
+            "<div class=\"filters\" id=\"filters\"><input id=\"f-q\" name=\"q\" data-filter=\"q\" \
+             placeholder=\"name, tool or description\" aria-label=\"search actions\" value=\"{}\">\
+             <button id=\"apply-search\">Search</button><a href=\"/actions\" id=\"clear-search\">clear</a></div>",
+            escape(query.q.as_deref().unwrap_or_default())
+        );
+        Ok(Rendered { content: actions(&state, &query), tools: search, script: ACTIONS_SCRIPT, constants: Vec::new() })
+    })
+}
+
+/// The search goes into the URL (a link shares it) and the content is fetched again.
+const ACTIONS_SCRIPT: &str = r#"
+const search = document.getElementById('f-q');
+function applySearch() {
+  const q = search.value.trim();
+  history.replaceState(null, '', q ? '/actions?' + new URLSearchParams({ q }) : '/actions');
+  refresh();
+}
+document.getElementById('apply-search').addEventListener('click', applySearch);
+search.addEventListener('keydown', (e) => { if (e.key === 'Enter') applySearch(); });
+"#;
 
 pub async fn connectors_page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     respond(&state, &headers, ConsolePage::Connectors, || Ok(Rendered::content(connectors(&state))))
 }
 
-fn actions(state: &Services) -> String {
+fn actions(state: &Services, query: &ActionsQuery) -> String {
     let now = chrono::Utc::now();
     let (actions, load_errors) = state.actions.list();
+    let search = query.search();
+    let matches = |action: &&crate::actions::InstalledAction| {
+        let file = &action.file;
+        search.as_deref().is_none_or(|q| {
+            [file.name.as_str(), &file.tool_name(), file.description()].iter().any(|text| text.to_lowercase().contains(q))
+        })
+    };
+    let matching: Vec<_> = actions.iter().filter(matches).collect();
     let installed = Installed::read(state);
     let mut runs: HashMap<&str, Vec<&AuditRecord>> = HashMap::new();
     let recent = Recent::read(state);
@@ -53,8 +102,18 @@ fn actions(state: &Services) -> String {
     if actions.is_empty() {
         html.push_str("<p class=\"empty\" id=\"no-actions\">No actions are installed. Add one with <code>aileron action add &lt;file&gt;</code>.</p>");
     }
-    html.push_str(&format!("<p class=\"muted\">{} actions, {} enabled.</p>", actions.len(), actions.iter().filter(|a| a.enabled).count()));
-    for action in &actions {
+    let mut summary = format!("{} actions, {} enabled.", actions.len(), actions.iter().filter(|a| a.enabled).count());
+    if let Some(q) = query.q.as_deref().filter(|_| search.is_some()) {
+        summary.push_str(&format!(" {} match “{}”.", matching.len(), escape(q.trim())));
+    }
+    if matching.len() > ACTIONS_SHOWN {
+        summary.push_str(&format!(" Showing the first {ACTIONS_SHOWN}: search to find the others."));
+    }
+    html.push_str(&format!("<p class=\"muted\" id=\"actions-summary\">{summary}</p>"));
+    if matching.is_empty() && !actions.is_empty() {
+        html.push_str("<p class=\"empty\" id=\"no-match\">No action matches the search.</p>");
+    }
+    for action in matching.into_iter().take(ACTIONS_SHOWN) {
         let file = &action.file;
         let name = escape(&file.name);
         let state_badge = if action.enabled {

@@ -367,6 +367,16 @@ fn the_console_pages_show_live_state_and_change_it_in_a_real_browser() {
     // 3. Actions: what each takes and may touch, in plain words; disable and enable.
     let action = "#action-check-status";
     console.goto("/actions", None, &[]);
+    // The search (here by description) narrows the list and goes into the URL.
+    console.fill("#f-q", "approves every");
+    console.click("#apply-search", &[]);
+    let searched_url = console.wait_url("q=approves", &[]);
+    assert!(searched_url["url"].as_str().unwrap().ends_with("/actions?q=approves+every"), "{}", searched_url["url"]);
+    let titles = "#content details > summary strong";
+    let searched = console.wait_text_gone("#content", "check-status", &[titles]);
+    assert_live(&searched, "searching");
+    assert_eq!(text_of(&searched, titles), "post-status", "only the action the search finds");
+    console.goto("/actions", None, &[]);
     let opened = console.click(&format!("{action} > summary"), &[action]);
     let shown = text_of(&opened, action);
     for expected in [
