@@ -373,7 +373,7 @@ button:disabled{opacity:.5;cursor:default}.approve,.primary{background:#1f883d;c
 .badge.bad{background:#ffebe9;color:#82071e}.badge.good{background:#dafbe1;color:#116329}.badge.warn{background:#fff8c5;color:#7d4e00}\
 details{background:#fff;border:1px solid #d0d7de;border-radius:6px;margin-bottom:6px}details>summary{padding:8px 12px;cursor:pointer;display:flex;gap:12px;align-items:baseline;flex-wrap:wrap}\
 details>div{padding:4px 12px 12px}.muted{color:#57606a}.mono{font-family:ui-monospace,monospace;font-size:12px}\
-.filters{display:flex;gap:8px;flex-wrap:wrap;margin-bottom:12px}.filters input{width:120px}\
+.filters{display:flex;gap:8px;flex-wrap:wrap;margin-bottom:12px}.filters input{width:120px}.filters #f-q{width:280px}\
 .versions{display:flex;gap:12px;flex-wrap:wrap}.versions .card{flex:1;min-width:280px}\
 ul.plain{margin:4px 0;padding-left:20px}svg.chart{background:#fff;border:1px solid #d0d7de;border-radius:8px}\
 .pager{margin:12px 0}.status{color:#57606a}";
