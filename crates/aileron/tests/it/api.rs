@@ -163,6 +163,25 @@ async fn the_actions_page_shows_at_most_a_hundred_actions_and_searches_the_rest(
     assert!(shown(&none).is_empty() && none.contains("id=\"no-match\""), "{none}");
     let hostile = page("/actions?q=%3Cscript%3E", false).await;
     assert!(!hostile.contains("<script>") && hostile.contains("&lt;script&gt;"), "the search is escaped where it is shown");
+    assert_eq!(shown(&page("/actions?q=aileron-tests/echo", true).await).len(), ACTIONS_SHOWN, "by a required connector");
+
+    // An action named exactly as the search comes first, however many others contain its name.
+    for name in ["alpha-0", "alpha-00"] {
+        let added = harness.add_action(&format!("{name}.md"), &ActionSpec::new(name, "echo", &hash, "echo").render()).await;
+        assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+    }
+    let exact = shown(&page("/actions?q=alpha-0", true).await);
+    assert_eq!((exact.len(), exact[0].as_str(), exact[1].as_str()), (ACTIONS_SHOWN, "alpha-0", "alpha-00"), "{exact:?}");
+
+    // The connectors page names 20 users and links to each (by a search that shows it) and to the rest.
+    let connectors = page("/connectors", true).await;
+    let used_by = connectors.split("<p class=\"used-by\">").nth(1).unwrap().split("</p>").next().unwrap();
+    assert_eq!(used_by.matches("<a href=\"/actions?q=").count(), 20, "{used_by}");
+    assert!(used_by.contains("<a href=\"/actions?q=alpha-0#action-alpha-0\">alpha-0</a>"), "{used_by}");
+    assert!(
+        used_by.contains("and <a class=\"more-users\" href=\"/actions?q=github%3A%2F%2Faileron-tests%2Fecho\">112 more</a>"),
+        "{used_by}"
+    );
 }
 
 /// `GET /v1/actions` is served from a listing kept per generation of the action set, with each

@@ -28,7 +28,11 @@ const RUNS_SHOWN: usize = 5;
 /// 12.5 MB of HTML, fetched and swapped in again on each change (every run is one).
 pub const ACTIONS_SHOWN: usize = 100;
 
-/// `/actions?q=`: actions whose name, tool name or description contains `q`, any case.
+/// Actions named per connector version on the connectors page; the rest are a search away.
+const USERS_SHOWN: usize = 20;
+
+/// `/actions?q=`: actions whose name, tool name, description or a required connector's name
+/// contains `q`, any case; an action named exactly `q` comes first.
 #[derive(Debug, Default, Deserialize)]
 pub struct ActionsQuery {
     q: Option<String>,
@@ -80,9 +84,15 @@ fn actions(state: &Services, query: &ActionsQuery) -> String {
         let file = &action.file;
         search.as_deref().is_none_or(|q| {
             [file.name.as_str(), &file.tool_name(), file.description()].iter().any(|text| text.to_lowercase().contains(q))
+                || file.requires.iter().any(|connector| connector.name.to_string().to_lowercase().contains(q))
         })
     };
-    let matching: Vec<_> = actions.iter().filter(matches).collect();
+    let mut matching: Vec<_> = actions.iter().filter(matches).collect();
+    // A link to one action (`?q=<name>`) always shows it, however many others contain its name.
+    if let Some(exact) = search.as_deref().and_then(|q| matching.iter().position(|action| action.file.name.to_lowercase() == q)) {
+        let action = matching.remove(exact);
+        matching.insert(0, action);
+    }
     let installed = Installed::read(state);
     let mut runs: HashMap<&str, Vec<&AuditRecord>> = HashMap::new();
     let recent = Recent::read(state);
@@ -222,8 +232,19 @@ fn version_card(state: &Services, entry: &StoreEntry, installed: &Installed) -> 
     let used_by = if users.is_empty() {
         "<p class=\"muted used-by\">No installed action uses this version.</p>".to_string()
     } else {
-        let links: Vec<String> = users.iter().map(|name| format!("<a href=\"/actions#action-{n}\">{n}</a>", n = escape(name))).collect();
-        format!("<p class=\"used-by\">Used by {}</p>", links.join(", "))
+        let links: Vec<String> = users
+            .iter()
+            .take(USERS_SHOWN)
+            .map(|name| format!("<a href=\"/actions?q={q}#action-{n}\">{n}</a>", q = query_value(name), n = escape(name)))
+            .collect();
+        let more = match users.len().checked_sub(USERS_SHOWN).filter(|more| *more > 0) {
+            Some(more) => format!(
+                " and <a class=\"more-users\" href=\"/actions?q={q}\">{more} more</a>",
+                q = query_value(&entry.fqn.to_string())
+            ),
+            None => String::new(),
+        };
+        format!("<p class=\"used-by\">Used by {}{more}</p>", links.join(", "))
     };
     let capabilities: String =
         entry.manifest.describe_capabilities().iter().map(|line| format!("<li>{}</li>", escape(line))).collect();
