@@ -55,16 +55,14 @@ impl ActionRegistry {
     pub fn load(dir: &Path, state_path: &Path) -> std::io::Result<ActionRegistry> {
         crate::home::create_private_dir(dir)?;
         let mut inner = Inner::default();
-        let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|path| path.extension().and_then(|e| e.to_str()) == Some("md"))
+            .collect();
         entries.sort();
-        for path in entries {
-            if path.extension().and_then(|e| e.to_str()) != Some("md") {
-                continue;
-            }
-            let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-            let parsed = std::fs::read_to_string(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|text| parse_action(&text, &file_name).map_err(|e| e.to_string()));
+        // In file-name order, however many threads read them: load errors are listed in it.
+        for (file_name, parsed) in read_all(&entries) {
             match parsed {
                 Ok(action) => {
                     inner.actions.insert(action.name.clone(), Arc::new(action));
@@ -168,4 +166,69 @@ struct StateEntry {
 
 fn io_error(path: &Path, source: std::io::Error) -> RegistryError {
     RegistryError::Io { path: path.display().to_string(), source }
+}
+
+/// Files each thread reads at least: below this a directory is read on the calling thread.
+const FILES_PER_THREAD: usize = 256;
+
+/// Reads and parses `paths` on every core (10,000 action files are half a second of TOML on
+/// one), returning each file's name and action, or why it does not load, in `paths`' order.
+fn read_all(paths: &[PathBuf]) -> Vec<(String, Result<ActionFile, String>)> {
+    let read = |path: &PathBuf| {
+        let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let parsed = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| parse_action(&text, &file_name).map_err(|e| e.to_string()));
+        (file_name, parsed)
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = cores.min(paths.len() / FILES_PER_THREAD).max(1);
+    if threads == 1 {
+        return paths.iter().map(read).collect();
+    }
+    std::thread::scope(|scope| {
+        let parts: Vec<_> =
+            paths.chunks(paths.len().div_ceil(threads)).map(|part| scope.spawn(move || part.iter().map(read).collect::<Vec<_>>())).collect();
+        parts
+            .into_iter()
+            .flat_map(|part| part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn action(name: &str, intent: &str) -> String {
+        let hash = format!("sha256:{}", "ab".repeat(32));
+        format!(
+            "+++\nname = \"{name}\"\nversion = \"1.0.0\"\n\n[[requires.connectors]]\nname = \"github://acme/echo\"\n\
+             version = \"1.0.0\"\nhash = \"{hash}\"\ncapabilities = [\"echo\"]\n\n[match]\nintent = \"{intent}\"\n\n\
+             [[execute]]\nid = \"main\"\nconnector = \"github://acme/echo\"\nop = \"echo\"\n+++\n# {name}\n"
+        )
+    }
+
+    /// Enough files to be read on several threads: every good one loads, and the ones that do
+    /// not are reported under their own file names, in file-name order, as when read one by one.
+    #[test]
+    fn a_large_directory_loads_every_file_in_name_order() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("actions");
+        std::fs::create_dir(&dir).unwrap();
+        for index in 0..1_000 {
+            std::fs::write(dir.join(format!("a-{index:04}.md")), action(&format!("a-{index:04}"), "one of many")).unwrap();
+        }
+        std::fs::write(dir.join("a-0500.md"), "+++\nname = \n").unwrap();
+        std::fs::write(dir.join("zz-misnamed.md"), action("a-0001", "declared again")).unwrap();
+        std::fs::write(dir.join("notes.txt"), "not an action").unwrap();
+
+        let registry = ActionRegistry::load(&dir, &temp.path().join("state.json")).unwrap();
+        let (items, errors) = registry.list();
+        assert_eq!(items.len(), 999, "every file but the broken one (the misnamed one is extra)");
+        assert_eq!(errors.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(), ["a-0500.md", "zz-misnamed.md"]);
+        assert!(errors[0].message.contains("never closed") && errors[1].message.contains("does not match the file name"));
+        assert_eq!(registry.get("a-0001").unwrap().file.intent, "one of many");
+        assert_eq!(registry.get("a-0999").unwrap().file.intent, "one of many");
+    }
 }
