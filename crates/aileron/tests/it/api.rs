@@ -131,9 +131,7 @@ async fn the_actions_page_shows_at_most_a_hundred_actions_and_searches_the_rest(
         assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
     }
     let host = format!("127.0.0.1:{PORT}");
-    let ticket = harness.request("POST", "/v1/web/login-tickets", Some(json!({}))).await.body["ticket"].as_str().unwrap().to_string();
-    let login = harness.send(Request::builder().uri(format!("/approvals/login?ticket={ticket}")).header("host", &host), None).await;
-    let cookie = login.headers["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let cookie = harness.console_cookie().await;
     let page = async |path: &str, fragment: bool| {
         let mut request = Request::builder().uri(path).header("host", &host).header("cookie", &cookie);
         if fragment {

@@ -491,10 +491,7 @@ async fn planted_secrets_never_appear_in_any_output() {
     }
     outputs.push(harness.request("POST", "/v1/vault/unlock", Some(json!({ "passphrase": "wrong" }))).await.body);
     // The console, signed in: every page and its live fragment.
-    let ticket = harness.request("POST", "/v1/web/login-tickets", Some(json!({}))).await;
-    let login = format!("/approvals/login?ticket={}", ticket.body["ticket"].as_str().unwrap());
-    let signed_in = harness.send(http::Request::builder().uri(&login).header("host", format!("127.0.0.1:{}", crate::support::PORT)), None).await;
-    let cookie = signed_in.headers["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let cookie = harness.console_cookie().await;
     for page in ["/activity", "/actions", "/connectors", "/accounts", "/agents", "/approvals"] {
         for fragment in [false, true] {
             let mut request = http::Request::builder().uri(page).header("host", format!("127.0.0.1:{}", crate::support::PORT)).header("cookie", &cookie);

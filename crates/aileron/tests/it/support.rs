@@ -186,6 +186,15 @@ impl Harness {
         self.request("POST", "/v1/actions/install", Some(json!({"file_name": file_name, "content": content}))).await
     }
 
+    /// Signs in to the web console as `aileron open` does (a one-time ticket, then its login
+    /// page) and returns the `aileron_web=…` cookie the pages answer to.
+    pub async fn console_cookie(&self) -> String {
+        let ticket = self.request("POST", "/v1/web/login-tickets", Some(json!({}))).await;
+        let login = format!("/approvals/login?ticket={}", ticket.body["ticket"].as_str().unwrap());
+        let signed_in = self.send(Request::builder().uri(&login).header("host", format!("127.0.0.1:{PORT}")), None).await;
+        signed_in.headers["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
+    }
+
     pub async fn run(&self, name: &str, args: Value) -> TestResponse {
         self.request("POST", &format!("/v1/actions/{name}/run"), Some(json!({ "args": args }))).await
     }
