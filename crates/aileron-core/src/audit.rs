@@ -376,8 +376,9 @@ pub struct ChainBreak {
     pub reason: BreakReason,
 }
 
-/// Incremental verifier, so a caller can stream files one at a time.
-#[derive(Debug)]
+/// Incremental verifier, so a caller can stream files one at a time. A clone is the chain's
+/// state after the lines pushed so far: verification can resume from it.
+#[derive(Debug, Clone)]
 pub struct ChainVerifier {
     expected_seq: u64,
     prev_hash: String,

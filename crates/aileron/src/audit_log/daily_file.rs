@@ -37,12 +37,6 @@ pub(super) fn file_name(path: &Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
-/// Invalid UTF-8 can only come from damage; reading it lossily lets the verifier report the line.
-pub(super) fn read_text(path: &Path) -> io::Result<String> {
-    let bytes = fs::read(path)?;
-    Ok(String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
-}
-
 /// How much [`NewestFirstLines`] reads per step: large enough that a page of records costs one
 /// or two reads, small enough that a query's memory does not grow with the file.
 pub(super) const CHUNK_BYTES: usize = 256 * 1024;

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use aileron_core::audit::{
-    Actor, AuditRecord, ChainBreak, ChainVerifier, GENESIS_PREV, UnsealedRecord, VerifyReport, log_lines, seal_to_line,
+    Actor, AuditRecord, ChainBreak, GENESIS_PREV, UnsealedRecord, VerifyReport, log_lines, seal_to_line,
 };
 use aileron_core::vocabulary::EventType;
 use anyhow::Context;
@@ -47,14 +47,14 @@ mod filter;
 mod histogram;
 mod query;
 mod recovery;
+mod verify;
 mod writer;
 
 pub use filter::AuditFilter;
 pub use histogram::Bucket;
 pub use recovery::HEAD_FILE;
 
-use daily_file::{file_name, log_files, read_text};
-use recovery::{check_against_anchor, read_anchored_head, recover};
+use recovery::recover;
 use writer::{Command, Writer};
 
 /// Where the log lives.
@@ -266,6 +266,8 @@ struct DiskLog {
     commands: Option<mpsc::Sender<Command>>,
     writer: Option<JoinHandle<()>>,
     _lock: Flock<File>,
+    /// What the last verification proved ([`verify`]).
+    verified: Mutex<Option<verify::VerifiedPrefix>>,
 }
 
 impl AuditLog {
@@ -314,7 +316,14 @@ impl AuditLog {
             .name("aileron-audit-writer".into())
             .spawn(move || writer.run(receiver))
             .context("starting the audit writer thread")?;
-        let disk = DiskLog { audit_dir, clock, commands: Some(commands), writer: Some(handle), _lock: lock };
+        let disk = DiskLog {
+            audit_dir,
+            clock,
+            commands: Some(commands),
+            writer: Some(handle),
+            _lock: lock,
+            verified: Mutex::new(None),
+        };
         Ok(AuditLog { backend: Backend::Disk(disk), stats, durable_seq })
     }
 
@@ -428,7 +437,8 @@ impl AuditLog {
                 let text = lines.concat();
                 Ok(aileron_core::audit::verify_chain(log_lines("memory", &text, true))?)
             }
-            Backend::Disk(disk) => verify_audit_dir(&disk.audit_dir),
+            // Resumes after what the last verification proved, if those bytes are unchanged.
+            Backend::Disk(disk) => Ok(verify::verify_dir(&disk.audit_dir, Some(&disk.verified))?.report),
         }
     }
 
@@ -462,30 +472,12 @@ impl Drop for AuditLog {
 
 /// Verifies the log under `parent/audit/`, all files in date order.
 pub fn verify(parent: &Path) -> Result<VerifyReport, VerifyError> {
-    verify_audit_dir(&parent.join("audit"))
+    Ok(verify::verify_dir(&parent.join("audit"), None)?.report)
 }
 
 /// Queries the log under `parent/audit/` without opening it for writing (e.g. from the CLI).
 pub fn query(parent: &Path, filter: &AuditFilter) -> Result<Vec<AuditRecord>, AuditError> {
     query::query_dir(&parent.join("audit"), filter)
-}
-
-fn verify_audit_dir(audit_dir: &Path) -> Result<VerifyReport, VerifyError> {
-    let read_error = |path: &Path, source| VerifyError::Read { path: path.display().to_string(), source };
-    // The anchor first: a daemon appending meanwhile anchors a batch only after it is durable in
-    // the log, so the log read next holds at least the anchored head.
-    let anchor = read_anchored_head(audit_dir);
-    let files = log_files(audit_dir).map_err(|e| read_error(audit_dir, e))?;
-    let mut verifier = ChainVerifier::new();
-    for (index, (_, path)) in files.iter().enumerate() {
-        let text = read_text(path).map_err(|e| read_error(path, e))?;
-        for line in log_lines(&file_name(path), &text, index + 1 == files.len()) {
-            verifier.push(line)?;
-        }
-    }
-    let report = verifier.finish();
-    check_against_anchor(anchor, report.last_seq, &report.last_hash).map_err(|problem| VerifyError::Truncated { problem })?;
-    Ok(report)
 }
 
 #[cfg(test)]
