@@ -44,6 +44,8 @@ pub(super) struct ConsoleFigures {
     /// The whole chain without what the daemon remembers (`aileron audit verify`'s way).
     verify_whole: Distribution,
     records: u64,
+    /// Opening the daemon's state on the filled log (finding the chain head among others).
+    open: Duration,
 }
 
 /// Records appended before each later verification (as runs between two views of the page).
@@ -54,7 +56,8 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<ConsoleFigures> {
     let home = Home::at(scratch.join("console").join("home"))?;
     let parent = home.audit_parent().context("the bench home keeps its audit log on disk")?;
     fill(&parent).await?;
-    let (daemon, _) = BenchDaemon::start(&home)?;
+    let (daemon, open) = BenchDaemon::start(&home)?;
+    eprintln!("    the daemon's state opened on the filled log in {}", format_duration(open));
     let client = http_client()?;
     let ticket = daemon.expect(&client, Method::POST, "/v1/web/login-tickets", Some(&json!({})), StatusCode::CREATED).await?;
     let login = client.get(ticket["login_url"].as_str().context("the ticket has no login URL")?).send().await?;
@@ -125,6 +128,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<ConsoleFigures> {
         verify_again: Distribution::new(verify_again),
         verify_whole: Distribution::new(verify_whole),
         records,
+        open,
     })
 }
 
@@ -238,6 +242,12 @@ impl ConsoleFigures {
                 ("GET /v1/audit/verify again, 100 records appended before each", &self.verify_again),
                 ("the whole chain, nothing remembered (`aileron audit verify`'s way)", &self.verify_whole),
             ],
+        );
+        let _ = writeln!(
+            text,
+            "\nOpening the daemon's state on these records (the chain head found at the end of the newest file, \
+             among the rest of the state) took {}.",
+            format_duration(self.open)
         );
     }
 }

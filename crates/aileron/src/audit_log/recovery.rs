@@ -3,7 +3,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 use aileron_core::audit::AuditRecord;
@@ -76,17 +76,21 @@ pub(super) fn check_against_anchor(anchor: Option<(u64, String)>, last_seq: u64,
 pub(super) fn recover(audit_dir: &Path) -> anyhow::Result<ChainHead> {
     let files = log_files(audit_dir).with_context(|| format!("listing {}", audit_dir.display()))?;
     for (_, path) in files.iter().rev() {
-        let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let tail = split_tail(&bytes).map_err(|line| {
+        let reading = || format!("reading {}", path.display());
+        let (end, bytes) = read_end(path).with_context(reading)?;
+        let tail = split_tail(&bytes).map_err(|line_in_end| {
+            // The line's number in the whole file, for the message (a damaged log is rare).
+            let before = fs::read(path).map_or(0, |whole| whole[..end.start].iter().filter(|b| **b == b'\n').count());
             anyhow::anyhow!(
-                "{} is damaged at line {line}: a complete record is not valid JSON (changed after it was \
+                "{} is damaged at line {}: a complete record is not valid JSON (changed after it was \
                  written)\nhint: run `aileron audit verify`, keep a copy of the file, and move it out of the audit \
                  directory to start a new chain",
-                path.display()
+                path.display(),
+                before + line_in_end
             )
         })?;
         if tail.keep < bytes.len() {
-            set_aside_torn_tail(path, &bytes, tail.keep)?;
+            set_aside_torn_tail(path, &bytes, tail.keep, end.start + tail.keep)?;
         }
         if let Some(record) = tail.last {
             check_anchored_head(audit_dir, record.seq, &record.hash).map_err(|problem| {
@@ -109,12 +113,47 @@ pub(super) fn recover(audit_dir: &Path) -> anyhow::Result<ChainHead> {
     Ok(ChainHead::genesis())
 }
 
-fn set_aside_torn_tail(path: &Path, bytes: &[u8], keep: usize) -> anyhow::Result<()> {
-    let torn = &bytes[keep..];
+/// How much of a log file's end [`read_end`] reads at a time.
+const END_CHUNK: u64 = 64 * 1024;
+
+/// Where [`read_end`]'s bytes start in the file.
+struct End {
+    start: usize,
+}
+
+/// The end of the log file at `path`, from where its last complete line starts (or the file's
+/// start) to its end: all [`split_tail`] needs, read backwards in chunks — a day of runs is tens
+/// of megabytes, and the daemon's start waits for this.
+fn read_end(path: &Path) -> io::Result<(End, Vec<u8>)> {
+    let file = fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut start = len;
+    let mut bytes: Vec<u8> = Vec::new();
+    loop {
+        let step = start.min(END_CHUNK);
+        start -= step;
+        let mut chunk = vec![0; step as usize];
+        file.read_exact_at(&mut chunk, start)?;
+        chunk.extend_from_slice(&bytes);
+        bytes = chunk;
+        // Enough once the last newline has another newline (or the file's start) before it.
+        let newlines = bytes.iter().rev().filter(|b| **b == b'\n').take(2).count();
+        if start == 0 || newlines == 2 {
+            break;
+        }
+    }
+    let start = usize::try_from(start).map_err(io::Error::other)?;
+    Ok((End { start }, bytes))
+}
+
+/// Moves the bytes of `end` (read from the file at `path`) after `keep` aside to a sidecar file
+/// and truncates the file at `file_keep` (the same place, counted from the file's start).
+fn set_aside_torn_tail(path: &Path, end: &[u8], keep: usize, file_keep: usize) -> anyhow::Result<()> {
+    let torn = &end[keep..];
     let sidecar = path.with_file_name(format!("{}.torn-{}", file_name(path), Utc::now().timestamp_millis()));
     write_new_file(&sidecar, torn).with_context(|| format!("saving the torn tail to {}", sidecar.display()))?;
     let file = OpenOptions::new().write(true).open(path).with_context(|| format!("opening {}", path.display()))?;
-    file.set_len(keep as u64).with_context(|| format!("truncating {}", path.display()))?;
+    file.set_len(file_keep as u64).with_context(|| format!("truncating {}", path.display()))?;
     file.sync_all().with_context(|| format!("syncing {}", path.display()))?;
     eprintln!(
         "aileron: warning: {} ended with {} bytes of an unfinished record (a crash during a write); they were \
@@ -164,14 +203,19 @@ mod tests {
 
     #[tokio::test]
     async fn torn_tail_is_set_aside_at_open_and_the_chain_continues() {
-        // (bytes appended after 3 good records, file names expected besides the log)
-        let cases: [(&str, &[u8]); 2] =
-            [("half a line", b"{\"audit_id\":\"audit-x\",\"ev"), ("zeros from a crash", b"\0\0\0\0\0\0\0\0")];
+        // (bytes appended after RECORDS good records, which span several of `read_end`'s chunks)
+        const RECORDS: u64 = 500;
+        let long = vec![b'x'; 3 * END_CHUNK as usize / 2];
+        let cases: [(&str, &[u8]); 3] = [
+            ("half a line", b"{\"audit_id\":\"audit-x\",\"ev"),
+            ("zeros from a crash", b"\0\0\0\0\0\0\0\0"),
+            ("a torn line longer than a chunk", &long),
+        ];
         for (name, torn) in cases {
             let temp = tempfile::tempdir().unwrap();
             let clock = TestClock::at("2026-11-22T10:00:00.000Z");
             let log = open_disk(temp.path(), &clock);
-            for _ in 0..3 {
+            for _ in 0..RECORDS {
                 log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
             }
             drop(log);
@@ -180,8 +224,9 @@ mod tests {
             fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(torn).unwrap();
             // Before repair, readers and the verifier already tolerate it.
             let report = verify(temp.path()).unwrap();
-            assert_eq!((report.records, report.torn_tail_skipped.map(|p| p.line)), (3, Some(4)), "{name}");
-            assert_eq!(query(temp.path(), &AuditFilter::default()).unwrap().len(), 3, "{name}");
+            assert_eq!((report.records, report.torn_tail_skipped.map(|p| p.line)), (RECORDS, Some(RECORDS as usize + 1)), "{name}");
+            assert_eq!(query(temp.path(), &AuditFilter::default()).unwrap().len(), RECORDS as usize, "{name}");
+            assert!(good.len() > 2 * END_CHUNK as usize, "{name}: the log spans several chunks");
 
             let log = open_disk(temp.path(), &clock);
             assert_eq!(fs::read(&path).unwrap(), good, "{name}: torn bytes truncated");
@@ -191,9 +236,9 @@ mod tests {
                 .collect();
             assert_eq!(sidecars.len(), 1, "{name}");
             assert_eq!(fs::read(temp.path().join("audit").join(&sidecars[0])).unwrap(), torn, "{name}");
-            assert_eq!(log.append(event(EventType::ActionExecuted, &[])).await.unwrap().seq, 4, "{name}");
+            assert_eq!(log.append(event(EventType::ActionExecuted, &[])).await.unwrap().seq, RECORDS + 1, "{name}");
             let report = log.verify().unwrap();
-            assert_eq!((report.records, report.torn_tail_skipped), (4, None), "{name}");
+            assert_eq!((report.records, report.torn_tail_skipped), (RECORDS + 1, None), "{name}");
         }
     }
 
@@ -205,7 +250,8 @@ mod tests {
             let temp = tempfile::tempdir().unwrap();
             let clock = TestClock::at("2026-11-22T10:00:00.000Z");
             let log = open_disk(temp.path(), &clock);
-            for _ in 0..5 {
+            // Enough records that the end of the file is read in several chunks.
+            for _ in 0..500 {
                 log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
             }
             drop(log);
@@ -213,8 +259,8 @@ mod tests {
             let text = fs::read_to_string(&path).unwrap();
             let lines: Vec<&str> = text.lines().collect();
             let damaged = match damage {
-                "garbage last record" => format!("{}\n{{\"audit_id\": \"not a record\"}}\n", lines[..4].join("\n")),
-                "last record removed" => format!("{}\n", lines[..4].join("\n")),
+                "garbage last record" => format!("{}\n{{\"audit_id\": \"not a record\"}}\n", lines[..499].join("\n")),
+                "last record removed" => format!("{}\n", lines[..499].join("\n")),
                 _ => String::new(),
             };
             fs::write(&path, damaged).unwrap();
@@ -225,6 +271,10 @@ mod tests {
             let error =
                 reopened.err().unwrap_or_else(|| panic!("{damage}: the daemon does not extend a damaged chain"));
             assert!(format!("{error:#}").contains("hint:"), "{damage}: {error:#}");
+            if damage == "garbage last record" {
+                assert!(text.len() > 2 * END_CHUNK as usize, "the log spans several chunks");
+                assert!(format!("{error:#}").contains("damaged at line 500:"), "{damage}: {error:#}");
+            }
         }
     }
 
