@@ -412,34 +412,27 @@ impl ChainVerifier {
     }
 
     pub fn push(&mut self, line: LogLine<'_>) -> Result<(), ChainBreak> {
+        if is_torn(&line) {
+            return self.push_checked(line, Err(BreakReason::NotARecord("hash")));
+        }
+        let checked = check_line(line.text, &mut self.scratch);
+        self.push_checked(line, checked)
+    }
+
+    /// [`ChainVerifier::push`] of a line whose [`check_line`] was done elsewhere (lines are
+    /// checked on their own in any order, on any thread; they are linked here, in order).
+    pub fn push_checked(&mut self, line: LogLine<'_>, checked: Result<CheckedLine, BreakReason>) -> Result<(), ChainBreak> {
         if self.current_file.as_deref() != Some(line.file) {
             self.current_file = Some(line.file.to_string());
             self.files += 1;
         }
         let position = LinePosition { file: line.file.to_string(), line: line.line };
         let brk = |reason| ChainBreak { file: line.file.to_string(), line: line.line, reason };
-        if line.is_last_line_of_last_file && !line.has_trailing_newline {
+        if is_torn(&line) {
             self.torn_tail_skipped = Some(position);
             return Ok(());
         }
-        // Only a final line without its newline is a torn write; a complete line that does not
-        // parse was written whole and then damaged: tampering, wherever it is.
-        let mut value: Value = match serde_json::from_str(line.text) {
-            Ok(value) => value,
-            Err(error) => return Err(brk(BreakReason::UnparsableJson(error.to_string()))),
-        };
-        let stored_hash = match value.get("hash").and_then(Value::as_str) {
-            Some(hash) => hash.to_string(),
-            None => return Err(brk(BreakReason::NotARecord("hash"))),
-        };
-        let seq = value.get("seq").and_then(Value::as_u64).ok_or_else(|| brk(BreakReason::NotARecord("seq")))?;
-        let prev = match value.get("prev").and_then(Value::as_str) {
-            Some(prev) => prev.to_string(),
-            None => return Err(brk(BreakReason::NotARecord("prev"))),
-        };
-        if hash_of_value_without_hash(&mut value, &mut self.scratch) != stored_hash {
-            return Err(brk(BreakReason::HashMismatch));
-        }
+        let CheckedLine { seq, prev, hash } = checked.map_err(brk)?;
         if prev != self.prev_hash {
             return Err(brk(BreakReason::PrevDoesNotLink { previous: self.previous.clone() }));
         }
@@ -447,7 +440,7 @@ impl ChainVerifier {
             return Err(brk(BreakReason::SeqGap { expected: self.expected_seq, found: seq }));
         }
         self.expected_seq += 1;
-        self.prev_hash = stored_hash;
+        self.prev_hash = hash;
         self.previous = Some(position);
         self.records += 1;
         Ok(())
@@ -462,6 +455,33 @@ impl ChainVerifier {
             torn_tail_skipped: self.torn_tail_skipped,
         }
     }
+}
+
+/// Only a final line without its newline is a torn write (skipped); a complete line that does
+/// not parse was written whole and then damaged: tampering, wherever it is.
+fn is_torn(line: &LogLine<'_>) -> bool {
+    line.is_last_line_of_last_file && !line.has_trailing_newline
+}
+
+/// What one line says about the chain, once it parsed and its own hash matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedLine {
+    seq: u64,
+    prev: String,
+    hash: String,
+}
+
+/// Checks one line on its own: a record with its chain fields, whose `hash` is the hash of the
+/// rest of it. `scratch` is a buffer for the canonical form (one per thread).
+pub fn check_line(text: &str, scratch: &mut Vec<u8>) -> Result<CheckedLine, BreakReason> {
+    let mut value: Value = serde_json::from_str(text).map_err(|error| BreakReason::UnparsableJson(error.to_string()))?;
+    let hash = value.get("hash").and_then(Value::as_str).ok_or(BreakReason::NotARecord("hash"))?.to_string();
+    let seq = value.get("seq").and_then(Value::as_u64).ok_or(BreakReason::NotARecord("seq"))?;
+    let prev = value.get("prev").and_then(Value::as_str).ok_or(BreakReason::NotARecord("prev"))?.to_string();
+    if hash_of_value_without_hash(&mut value, scratch) != hash {
+        return Err(BreakReason::HashMismatch);
+    }
+    Ok(CheckedLine { seq, prev, hash })
 }
 
 /// Verifies a whole log given as lines in order (files in date order, lines in file order).

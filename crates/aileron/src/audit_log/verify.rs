@@ -15,7 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use aileron_core::audit::{ChainBreak, ChainVerifier, VerifyReport, log_lines};
+use aileron_core::audit::{BreakReason, ChainBreak, ChainVerifier, CheckedLine, LogLine, VerifyReport, check_line, log_lines};
 use chrono::NaiveDate;
 use sha2::{Digest, Sha256};
 
@@ -140,6 +140,31 @@ impl Unverified {
     }
 }
 
+/// Lines checked on their own (parsed, their hash recomputed) before they are linked in order:
+/// a bound on the checks held at once.
+const BLOCK_LINES: usize = 16 * 1024;
+/// Fewer lines than this per thread are checked on the calling thread.
+const LINES_PER_THREAD: usize = 1024;
+
+/// Checks each line on its own ([`check_line`]), on every core when there are enough of them:
+/// parsing and canonicalising a record is the verification's whole cost, and each line's check
+/// needs nothing from the others (linking them does, and is done in order by the caller).
+fn check_all(lines: &[LogLine<'_>]) -> Vec<Result<CheckedLine, BreakReason>> {
+    let check = |part: &[LogLine<'_>]| {
+        let mut scratch = Vec::new();
+        part.iter().map(|line| check_line(line.text, &mut scratch)).collect::<Vec<_>>()
+    };
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let threads = cores.min(lines.len() / LINES_PER_THREAD).max(1);
+    if threads == 1 {
+        return check(lines);
+    }
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = lines.chunks(lines.len().div_ceil(threads)).map(|part| scope.spawn(move || check(part))).collect();
+        parts.into_iter().flat_map(|part| part.join().expect("a line check panicked")).collect()
+    })
+}
+
 /// One verification's walk over the lines.
 struct Pass {
     verifier: ChainVerifier,
@@ -166,8 +191,11 @@ impl Pass {
         }
         let mut hashed = Some(rest.hashed);
         let (mut len, mut lines) = (0, rest.lines_before);
-        for mut line in log_lines(name, &text, is_last_file) {
-            line.line += rest.lines_before;
+        let all: Vec<LogLine<'_>> = log_lines(name, &text, is_last_file)
+            .map(|line| LogLine { line: line.line + rest.lines_before, ..line })
+            .collect();
+        let checked = all.chunks(BLOCK_LINES).flat_map(|block| block.iter().copied().zip(check_all(block)));
+        for (line, checked) in checked {
             if line.has_trailing_newline {
                 len += line.text.len() + 1;
                 lines += 1;
@@ -179,7 +207,7 @@ impl Pass {
             if line.has_trailing_newline || !line.is_last_line_of_last_file {
                 self.parsed += 1;
             }
-            self.verifier.push(line)?;
+            self.verifier.push_checked(line, checked)?;
         }
         if self.closed.is_none() {
             self.prove(name, &rest.tail[..len], rest.base, hashed.take(), lines);
@@ -323,6 +351,37 @@ mod tests {
             Err(VerifyError::Truncated { .. }) => {}
             other => panic!("expected a truncation, got {other:?}"),
         }
+    }
+
+    /// A log long enough to be checked in parts on several threads verifies as the one-line-at-a-
+    /// time verifier says, and of two damaged lines in different parts the first is reported.
+    #[tokio::test]
+    async fn lines_checked_in_parts_report_the_first_break_in_order() {
+        let temp = tempfile::tempdir().unwrap();
+        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
+        let log = open_disk(temp.path(), &clock);
+        let records = 3 * LINES_PER_THREAD;
+        let pending: Vec<_> =
+            (0..records).map(|i| log.submit(event(EventType::ActionExecuted, &[("n", &format!("m{i}"))]))).collect();
+        for appended in pending {
+            appended.await.unwrap();
+        }
+        let audit_dir = temp.path().join("audit");
+        let path = audit_dir.join("audit-2026-11-22.jsonl");
+        let text = fs::read_to_string(&path).unwrap();
+        let one_at_a_time = aileron_core::audit::verify_chain(log_lines("audit-2026-11-22.jsonl", &text, true)).unwrap();
+        assert_eq!(verify_dir(&audit_dir, None).unwrap().report, one_at_a_time);
+        assert_eq!(one_at_a_time.records, records as u64);
+
+        let damage = |text: &str, n: usize| text.replacen(&format!("\"n\":\"m{n}\""), &format!("\"n\":\"x{n}\""), 1);
+        let line_of = |n: usize| text.lines().position(|line| line.contains(&format!("\"n\":\"m{n}\""))).unwrap() + 1;
+        let (early, late) = (records / 3, records - 20);
+        fs::write(&path, damage(&damage(&text, late), early)).unwrap();
+        let Err(VerifyError::Broken(brk)) = verify_dir(&audit_dir, None) else { panic!("expected a chain break") };
+        assert_eq!((brk.line, brk.reason), (line_of(early), BreakReason::HashMismatch));
+        fs::write(&path, damage(&text, late)).unwrap();
+        let Err(VerifyError::Broken(brk)) = verify_dir(&audit_dir, None) else { panic!("expected a chain break") };
+        assert_eq!((brk.line, brk.reason), (line_of(late), BreakReason::HashMismatch));
     }
 
     /// A record being written (no newline yet) is not remembered as proved: once it is whole, the
