@@ -239,14 +239,26 @@ mod tests {
     use aileron_core::audit::BreakReason;
     use aileron_core::vocabulary::EventType;
 
+    use std::sync::Arc;
+
+    use super::super::AuditLog;
     use super::super::tests::{TestClock, event, open_disk};
     use super::*;
 
     /// Appends `n` records to `log`.
-    async fn append(log: &super::super::AuditLog, n: usize) {
+    async fn append(log: &AuditLog, n: usize) {
         for i in 0..n {
             log.append(event(EventType::ActionExecuted, &[("n", &i.to_string())])).await.unwrap();
         }
+    }
+
+    /// A log on disk in a fresh directory, its clock at 2026-11-22, and its `audit/` directory.
+    fn new_log() -> (tempfile::TempDir, Arc<TestClock>, AuditLog, PathBuf) {
+        let temp = tempfile::tempdir().unwrap();
+        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
+        let log = open_disk(temp.path(), &clock);
+        let audit_dir = temp.path().join("audit");
+        (temp, clock, log, audit_dir)
     }
 
     fn verify_remembering(audit_dir: &Path, remembered: &Mutex<Option<VerifiedPrefix>>) -> Result<Verified, VerifyError> {
@@ -257,10 +269,7 @@ mod tests {
     /// day's file too), and reports what a whole verification reports.
     #[tokio::test]
     async fn a_second_verification_parses_only_what_was_appended_since() {
-        let temp = tempfile::tempdir().unwrap();
-        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
-        let log = open_disk(temp.path(), &clock);
-        let audit_dir = temp.path().join("audit");
+        let (_temp, clock, log, audit_dir) = new_log();
         let remembered = Mutex::new(None);
         append(&log, 30).await;
         let first = verify_remembering(&audit_dir, &remembered).unwrap();
@@ -285,10 +294,7 @@ mod tests {
     /// whole chain again and reports the break where it is.
     #[tokio::test]
     async fn a_change_to_verified_bytes_is_found_by_the_next_verification() {
-        let temp = tempfile::tempdir().unwrap();
-        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
-        let log = open_disk(temp.path(), &clock);
-        let audit_dir = temp.path().join("audit");
+        let (_temp, clock, log, audit_dir) = new_log();
         append(&log, 10).await;
         clock.set("2026-11-23T01:00:00.000Z");
         append(&log, 10).await;
@@ -357,16 +363,13 @@ mod tests {
     /// time verifier says, and of two damaged lines in different parts the first is reported.
     #[tokio::test]
     async fn lines_checked_in_parts_report_the_first_break_in_order() {
-        let temp = tempfile::tempdir().unwrap();
-        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
-        let log = open_disk(temp.path(), &clock);
+        let (_temp, _clock, log, audit_dir) = new_log();
         let records = 3 * LINES_PER_THREAD;
         let pending: Vec<_> =
             (0..records).map(|i| log.submit(event(EventType::ActionExecuted, &[("n", &format!("m{i}"))]))).collect();
         for appended in pending {
             appended.await.unwrap();
         }
-        let audit_dir = temp.path().join("audit");
         let path = audit_dir.join("audit-2026-11-22.jsonl");
         let text = fs::read_to_string(&path).unwrap();
         let one_at_a_time = aileron_core::audit::verify_chain(log_lines("audit-2026-11-22.jsonl", &text, true)).unwrap();
@@ -388,10 +391,7 @@ mod tests {
     /// next verification parses it.
     #[tokio::test]
     async fn a_line_without_its_newline_is_verified_again_once_whole() {
-        let temp = tempfile::tempdir().unwrap();
-        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
-        let log = open_disk(temp.path(), &clock);
-        let audit_dir = temp.path().join("audit");
+        let (_temp, _clock, log, audit_dir) = new_log();
         append(&log, 3).await;
         let path = audit_dir.join("audit-2026-11-22.jsonl");
         let whole = fs::read_to_string(&path).unwrap();
