@@ -2,7 +2,8 @@
 //! filterable by action, connector, session, event family, failure class and time range. Each run
 //! opens to its steps, its proxied calls and spawned programs, its failure envelope and its
 //! approval; a chart shows runs and failures over the last day; the hash chain's state is checked
-//! by `GET /v1/audit/verify` after the page is shown (it reads the whole log).
+//! by `GET /v1/audit/verify` after the page is shown (it reads the whole log; the daemon parses
+//! only what its last check did not prove, `audit_log/verify.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
