@@ -181,19 +181,7 @@ fn read_all(paths: &[PathBuf]) -> Vec<(String, Result<ActionFile, String>)> {
             .and_then(|text| parse_action(&text, &file_name).map_err(|e| e.to_string()));
         (file_name, parsed)
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = cores.min(paths.len() / FILES_PER_THREAD).max(1);
-    if threads == 1 {
-        return paths.iter().map(read).collect();
-    }
-    std::thread::scope(|scope| {
-        let parts: Vec<_> =
-            paths.chunks(paths.len().div_ceil(threads)).map(|part| scope.spawn(move || part.iter().map(read).collect::<Vec<_>>())).collect();
-        parts
-            .into_iter()
-            .flat_map(|part| part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
-    })
+    crate::parallel::map_in_parts(paths, FILES_PER_THREAD, |part| part.iter().map(read).collect())
 }
 
 #[cfg(test)]

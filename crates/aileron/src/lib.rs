@@ -20,6 +20,7 @@ pub mod launch;
 pub mod mcp;
 pub mod oauth;
 pub mod package;
+mod parallel;
 pub mod principal;
 pub mod process;
 pub mod public_address;

@@ -77,10 +77,10 @@ pub(super) fn recover(audit_dir: &Path) -> anyhow::Result<ChainHead> {
     let files = log_files(audit_dir).with_context(|| format!("listing {}", audit_dir.display()))?;
     for (_, path) in files.iter().rev() {
         let reading = || format!("reading {}", path.display());
-        let (end, bytes) = read_end(path).with_context(reading)?;
+        let (start, bytes) = read_end(path).with_context(reading)?;
         let tail = split_tail(&bytes).map_err(|line_in_end| {
             // The line's number in the whole file, for the message (a damaged log is rare).
-            let before = fs::read(path).map_or(0, |whole| whole[..end.start].iter().filter(|b| **b == b'\n').count());
+            let before = fs::read(path).map_or(0, |whole| whole[..start].iter().filter(|b| **b == b'\n').count());
             anyhow::anyhow!(
                 "{} is damaged at line {}: a complete record is not valid JSON (changed after it was \
                  written)\nhint: run `aileron audit verify`, keep a copy of the file, and move it out of the audit \
@@ -90,7 +90,7 @@ pub(super) fn recover(audit_dir: &Path) -> anyhow::Result<ChainHead> {
             )
         })?;
         if tail.keep < bytes.len() {
-            set_aside_torn_tail(path, &bytes, tail.keep, end.start + tail.keep)?;
+            set_aside_torn_tail(path, &bytes, tail.keep, start + tail.keep)?;
         }
         if let Some(record) = tail.last {
             check_anchored_head(audit_dir, record.seq, &record.hash).map_err(|problem| {
@@ -116,15 +116,10 @@ pub(super) fn recover(audit_dir: &Path) -> anyhow::Result<ChainHead> {
 /// How much of a log file's end [`read_end`] reads at a time.
 const END_CHUNK: u64 = 64 * 1024;
 
-/// Where [`read_end`]'s bytes start in the file.
-struct End {
-    start: usize,
-}
-
 /// The end of the log file at `path`, from where its last complete line starts (or the file's
-/// start) to its end: all [`split_tail`] needs, read backwards in chunks — a day of runs is tens
-/// of megabytes, and the daemon's start waits for this.
-fn read_end(path: &Path) -> io::Result<(End, Vec<u8>)> {
+/// start) to its end, and the offset it starts at: all [`split_tail`] needs, read backwards in
+/// chunks — a day of runs is tens of megabytes, and the daemon's start waits for this.
+fn read_end(path: &Path) -> io::Result<(usize, Vec<u8>)> {
     let file = fs::File::open(path)?;
     let len = file.metadata()?.len();
     let mut start = len;
@@ -142,8 +137,7 @@ fn read_end(path: &Path) -> io::Result<(End, Vec<u8>)> {
             break;
         }
     }
-    let start = usize::try_from(start).map_err(io::Error::other)?;
-    Ok((End { start }, bytes))
+    Ok((usize::try_from(start).map_err(io::Error::other)?, bytes))
 }
 
 /// Moves the bytes of `end` (read from the file at `path`) after `keep` aside to a sidecar file

@@ -150,18 +150,9 @@ const LINES_PER_THREAD: usize = 1024;
 /// parsing and canonicalising a record is the verification's whole cost, and each line's check
 /// needs nothing from the others (linking them does, and is done in order by the caller).
 fn check_all(lines: &[LogLine<'_>]) -> Vec<Result<CheckedLine, BreakReason>> {
-    let check = |part: &[LogLine<'_>]| {
+    crate::parallel::map_in_parts(lines, LINES_PER_THREAD, |part| {
         let mut scratch = Vec::new();
-        part.iter().map(|line| check_line(line.text, &mut scratch)).collect::<Vec<_>>()
-    };
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let threads = cores.min(lines.len() / LINES_PER_THREAD).max(1);
-    if threads == 1 {
-        return check(lines);
-    }
-    std::thread::scope(|scope| {
-        let parts: Vec<_> = lines.chunks(lines.len().div_ceil(threads)).map(|part| scope.spawn(move || check(part))).collect();
-        parts.into_iter().flat_map(|part| part.join().expect("a line check panicked")).collect()
+        part.iter().map(|line| check_line(line.text, &mut scratch)).collect()
     })
 }
 
