@@ -182,3 +182,42 @@ async fn preload_takes_the_artifact_from_disk_without_the_module_bytes_and_never
     assert_eq!(damaged.cache_stats(), stats(0, 0, 1));
     assert!(!artifact.exists());
 }
+
+/// A module loaded from disk keeps running the bytes that were verified, whatever later happens
+/// to its artifact file: rewritten in place with other bytes of the same length, or cut short
+/// (were the file mapped, the first would run unverified code and the second kill the process
+/// with SIGBUS). On Linux the verified bytes are held in a sealed memfd.
+#[tokio::test]
+async fn a_loaded_module_does_not_depend_on_its_artifact_file_afterwards() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("cache");
+    let wasm = guest("verified");
+    let hash = ContentHash::of_bytes(&wasm);
+    let _ = load_and_run(&runtime_at(&dir), &wasm).await;
+    let artifact = artifacts(&dir).remove(0);
+
+    let restarted = runtime_at(&dir);
+    let module = restarted.load(&hash, &wasm, &ImportPolicy::default()).unwrap();
+    assert_eq!(restarted.cache_stats(), stats(1, 0, 0));
+    // Named by the module's content hash (other tests' runtimes run in this process too).
+    let name = format!("/memfd:aileron-cwasm-{} (deleted)", hash.hex());
+    let memfds: Vec<PathBuf> = fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|fd| fs::read_link(fd).is_ok_and(|target| target.as_os_str() == name.as_str()))
+        .collect();
+    assert_eq!(memfds.len(), 1, "the verified artifact is held in one memfd");
+    for memfd in &memfds {
+        // Sealed: not even another descriptor of it can change its bytes or its size.
+        let mut reopened = fs::OpenOptions::new().write(true).open(memfd).unwrap();
+        assert!(std::io::Write::write_all(&mut reopened, b"patched").is_err(), "{} is writable", memfd.display());
+        assert!(reopened.set_len(1).is_err(), "{} can shrink", memfd.display());
+    }
+
+    let run = || CallRequest { op: "run".into(), args: json!({}), limits: limits() };
+    let flipped: Vec<u8> = fs::read(&artifact).unwrap().iter().map(|byte| !byte).collect();
+    fs::write(&artifact, &flipped).unwrap();
+    assert_eq!(restarted.call(&module, run(), FakeEgress::new()).await.result.unwrap(), json!("verified"));
+    fs::write(&artifact, b"").unwrap();
+    assert_eq!(restarted.call(&module, run(), FakeEgress::new()).await.result.unwrap(), json!("verified"));
+}
