@@ -419,6 +419,14 @@ fn deserialize(engine: &Engine, artifact: Artifact) -> Option<Module> {
 mod tests {
     use super::*;
 
+    /// An engine and a disk cache for it in a new temporary directory.
+    fn new_cache() -> (Engine, tempfile::TempDir, DiskCache) {
+        let engine = Engine::default();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = DiskCache::open(dir.path(), &engine).unwrap();
+        (engine, dir, cache)
+    }
+
     #[test]
     fn memory_cache_fills_a_slot_once_and_retries_after_failure() {
         let cache = MemoryCache::<u32>::new();
@@ -446,9 +454,7 @@ mod tests {
 
     #[test]
     fn artifacts_with_a_bad_trailer_are_refused_before_wasmtime_sees_them() {
-        let engine = Engine::default();
-        let dir = tempfile::tempdir().unwrap();
-        let cache = DiskCache::open(dir.path(), &engine).unwrap();
+        let (engine, _dir, cache) = new_cache();
         let hash = ContentHash::of_connector(b"wasm", b"manifest");
         for bytes in [&b""[..], &[0u8; 31][..], &[0u8; 32][..], &[0u8; 64][..]] {
             fs::write(cache.path(&hash), bytes).unwrap();
@@ -463,9 +469,7 @@ mod tests {
     /// followed), and a FIFO in an artifact's place is refused without blocking the load.
     #[test]
     fn links_and_fifos_in_an_artifacts_place_are_refused() {
-        let engine = Engine::default();
-        let dir = tempfile::tempdir().unwrap();
-        let cache = DiskCache::open(dir.path(), &engine).unwrap();
+        let (engine, dir, cache) = new_cache();
         let module = Module::new(&engine, wat::parse_str("(module (func (export \"a\")))").unwrap()).unwrap();
         let (hash, linked) = (ContentHash::of_connector(b"a", b""), ContentHash::of_connector(b"linked", b""));
         cache.store(&hash, &module).unwrap();
@@ -487,9 +491,7 @@ mod tests {
     /// bound to the content hash it was compiled from.
     #[test]
     fn a_swapped_artifact_is_refused() {
-        let engine = Engine::default();
-        let dir = tempfile::tempdir().unwrap();
-        let cache = DiskCache::open(dir.path(), &engine).unwrap();
+        let (engine, _dir, cache) = new_cache();
         let module_a = Module::new(&engine, wat::parse_str("(module (func (export \"a\")))").unwrap()).unwrap();
         let module_b = Module::new(&engine, wat::parse_str("(module (func (export \"b\")))").unwrap()).unwrap();
         let (hash_a, hash_b) = (ContentHash::of_connector(b"a", b""), ContentHash::of_connector(b"b", b""));
