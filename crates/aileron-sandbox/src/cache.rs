@@ -330,22 +330,44 @@ enum Artifact {
 /// write, growth or shrinking, and only then hashed: the bytes that matched are the bytes wasmtime
 /// maps, whatever later happens to the file. A 20 MB artifact of a Go guest took about 40 ms to read,
 /// hash and copy into wasmtime's memory (the copy's page faults alone about 18 ms); sealed and
-/// mapped it takes the kernel's copy and the hash.
+/// mapped it takes the kernel's copy and the hash. Where no sealed memfd can be had, the artifact
+/// is read into memory and checked there, as before.
 fn verified_artifact(file: &File, len: u64, hash: &ContentHash) -> Option<Artifact> {
     let artifact_len = len.checked_sub(DIGEST_LEN as u64).filter(|&len| len > 0)?;
     let mut trailer = [0u8; DIGEST_LEN];
     file.read_exact_at(&mut trailer, artifact_len).ok()?;
-    let Some(memfd) = executable_memfd(hash) else {
-        let mut bytes = Vec::new();
-        file.take(artifact_len).read_to_end(&mut bytes).ok()?;
-        let matches = bytes.len() as u64 == artifact_len && bound_digest(hash, &bytes) == trailer;
-        return matches.then_some(Artifact::Bytes(bytes));
-    };
-    if io::copy(&mut file.take(artifact_len), &mut &memfd).ok()? != artifact_len || !seal(&memfd) {
-        return None;
+    // An error here is the file's: it could not be read whole.
+    if let Some(memfd) = sealed_copy(file, artifact_len, hash).ok()?
+        && let Some(matches) = with_mapped(&memfd, artifact_len, |bytes| bound_digest(hash, bytes) == trailer)
+    {
+        return matches.then_some(Artifact::Sealed(memfd));
     }
-    let matches = with_mapped(&memfd, artifact_len, |bytes| bound_digest(hash, bytes) == trailer)?;
-    matches.then_some(Artifact::Sealed(memfd))
+    let bytes = read_whole(file, artifact_len)?;
+    (bound_digest(hash, &bytes) == trailer).then_some(Artifact::Bytes(bytes))
+}
+
+/// The first `len` bytes of `file`, read from its start.
+fn read_whole(file: &File, len: u64) -> Option<Vec<u8>> {
+    let mut bytes = vec![0; usize::try_from(len).ok()?];
+    file.read_exact_at(&mut bytes, 0).ok()?;
+    Some(bytes)
+}
+
+/// A memfd holding the first `len` bytes of `file`, sealed; `Ok(None)` where this kernel (or its
+/// policy) gives no executable memfd or does not seal it. An error is `file`'s: it could not be
+/// read whole.
+fn sealed_copy(file: &File, len: u64, hash: &ContentHash) -> io::Result<Option<File>> {
+    #[cfg(test)]
+    if tests::WITHOUT_MEMFD.get() {
+        return Ok(None);
+    }
+    let Some(memfd) = executable_memfd(hash) else {
+        return Ok(None);
+    };
+    if io::copy(&mut file.take(len), &mut &memfd)? != len {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(seal(&memfd).then_some(memfd))
 }
 
 /// A fresh memfd whose pages may be mapped executable, or `None` where the kernel has no memfds or
@@ -410,7 +432,16 @@ fn deserialize(engine: &Engine, artifact: Artifact) -> Option<Module> {
     // unchanged while the module lives: the memfd is sealed against every change, and no one but
     // this process holds it. `deserialize` copies the bytes into wasmtime's own memory.
     match artifact {
-        Artifact::Sealed(memfd) => unsafe { Module::deserialize_open_file(engine, memfd) }.ok(),
+        Artifact::Sealed(memfd) => {
+            let len = memfd.metadata().ok()?.len();
+            let copy = memfd.try_clone().ok();
+            unsafe { Module::deserialize_open_file(engine, memfd) }.ok().or_else(|| {
+                // Mapping the memfd executable was refused (a security policy can allow
+                // anonymous executable memory but not executable tmpfs files): the same verified
+                // bytes, copied into wasmtime's memory, rather than a recompile on every start.
+                deserialize(engine, Artifact::Bytes(read_whole(&copy?, len)?))
+            })
+        }
         Artifact::Bytes(bytes) => unsafe { Module::deserialize(engine, bytes) }.ok(),
     }
 }
@@ -418,6 +449,36 @@ fn deserialize(engine: &Engine, artifact: Artifact) -> Option<Module> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Set by a test to take the path of a kernel without executable, sealable memfds.
+        pub(super) static WITHOUT_MEMFD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Without a memfd the artifact is read into memory and checked the same way: a good one
+    /// loads and runs, one with a flipped bit is refused and deleted.
+    #[test]
+    fn without_a_memfd_artifacts_are_read_into_memory_and_checked_the_same_way() {
+        let (engine, _dir, cache) = new_cache();
+        let wat = r#"(module (func (export "answer") (result i32) i32.const 42))"#;
+        let module = Module::new(&engine, wat::parse_str(wat).unwrap()).unwrap();
+        let hash = ContentHash::of_connector(b"answer", b"");
+        cache.store(&hash, &module).unwrap();
+        WITHOUT_MEMFD.set(true);
+        let DiskLookup::Hit(loaded) = cache.load(&engine, &hash) else { panic!("a good artifact loads") };
+        let mut store = wasmtime::Store::new(&engine, ());
+        let instance = wasmtime::Instance::new(&mut store, &loaded, &[]).unwrap();
+        let answer = instance.get_typed_func::<(), i32>(&mut store, "answer").unwrap().call(&mut store, ()).unwrap();
+        assert_eq!(answer, 42);
+
+        let mut bytes = fs::read(cache.path(&hash)).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x40;
+        fs::write(cache.path(&hash), &bytes).unwrap();
+        assert!(matches!(cache.load(&engine, &hash), DiskLookup::Rejected));
+        assert!(!cache.path(&hash).exists());
+        WITHOUT_MEMFD.set(false);
+    }
 
     /// An engine and a disk cache for it in a new temporary directory.
     fn new_cache() -> (Engine, tempfile::TempDir, DiskCache) {
