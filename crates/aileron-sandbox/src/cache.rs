@@ -234,7 +234,7 @@ impl DiskCache {
         // made on what was opened, so the file cannot be swapped between the check and the read.
         let file = match fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&path)
         {
             Ok(file) => file,
