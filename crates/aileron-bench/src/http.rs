@@ -438,6 +438,14 @@ impl HttpFigures {
             goal: "",
             met: None,
         });
+        rows.push(SummaryRow {
+            figure: format!("(b) context switches per run, {clients} clients (process)"),
+            measured: format!("{:.2}", run.switches),
+            baseline: format!("{:.2} health", health.switches),
+            ratio: format_ratio(run.switches / health.switches.max(0.01)),
+            goal: "",
+            met: None,
+        });
         let (run, health) = (self.run_single.per_request(), self.health_single.per_request());
         rows.push(SummaryRow {
             figure: "(b) heap allocations per run, 1 client (process)".into(),
@@ -482,9 +490,10 @@ impl HttpFigures {
              client, one keep-alive connection each) run on another runtime in the same process, on the same \
              CPUs. After the phases the audit log held {} records and verified, one per answered run. CPU per request \
              is the process's CPU time (`getrusage`: clients, daemon and audit writer) over the window divided by \
-             the requests answered in it; allocations per request count the process's heap allocations (the \
-             benchmark's global allocator counts them) the same way. Both count work instead of timing it, so \
-             they move with the run path and not with this VM's speed. The mean fdatasync is the audit writer's \
+             the requests answered in it; context switches per request (`getrusage`'s voluntary and involuntary \
+             ones, all threads) and allocations per request (the benchmark's global allocator counts them) the \
+             same way. They count work instead of timing it, so they move with the run path and not with this \
+             VM's speed. The mean fdatasync is the audit writer's \
              own, timed inside the daemon around each sync of the phase: what a durable run waits for, against \
              the floor below measured on an idle daemon.\n",
             command_line,
@@ -510,9 +519,10 @@ impl HttpFigures {
         let _ = writeln!(
             text,
             "| request | clients | answered in window | throughput | p50 | p99 | mean | max | audit fsyncs | \
-             audit batches | runs per fsync | mean fdatasync (writer) | CPU per request | allocations per request |"
+             audit batches | runs per fsync | mean fdatasync (writer) | CPU per request | context switches per request | \
+             allocations per request |"
         );
-        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (label, phase, audited) in [
             ("`GET /v1/health`", &self.health_loaded, false),
             ("`POST /v1/actions/echo/run`", &self.run_loaded, true),
@@ -531,7 +541,7 @@ impl HttpFigures {
             let _ = writeln!(
                 text,
                 "| {label} | {} | {} | {} | {} | {} | {} | {} | {fsyncs} | {batches} | {per_fsync} | {mean_sync} | {} | \
-                 {:.0} |",
+                 {:.2} | {:.0} |",
                 phase.clients,
                 format_count(phase.latency.len() as u64),
                 format_rate(phase.throughput()),
@@ -540,6 +550,7 @@ impl HttpFigures {
                 format_duration(phase.latency.mean()),
                 format_duration(phase.latency.max()),
                 format_duration(phase.per_request().cpu),
+                phase.per_request().switches,
                 phase.per_request().allocations
             );
         }

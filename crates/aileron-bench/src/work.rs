@@ -1,7 +1,9 @@
-//! What a phase costs the benchmark's process, clients and daemon together: CPU time (from
-//! `getrusage`) and heap allocations (counted by this binary's global allocator). Both count
-//! work rather than time it, so a change to the run path shows in them even when this VM's speed
-//! moves by tens of per cent between runs and throughput cannot tell it from noise.
+//! What a phase costs the benchmark's process, clients and daemon together: CPU time and
+//! context switches (from `getrusage`) and heap allocations (counted by this binary's global
+//! allocator). They count work rather than time it, so a change to the run path shows in them
+//! even when this VM's speed moves by tens of per cent between runs and throughput cannot tell
+//! it from noise. Context switches are counted because on this VM they, not the run's own work,
+//! are what a durable run mostly costs (BENCHMARKS.md, "Tenth session").
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,31 +65,40 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
-/// The process's work so far: CPU time of all its threads, and heap allocations.
+/// The process's work so far: CPU time and context switches of all its threads, and heap
+/// allocations.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Work {
     pub cpu: Duration,
+    /// Voluntary (a thread waited: a lock, a futex, I/O, `epoll_wait`) and involuntary (the
+    /// scheduler preempted it) context switches, summed over the process's threads.
+    pub switches: u64,
     pub allocations: u64,
     pub allocated_bytes: u64,
 }
 
 impl Work {
     pub fn now() -> Work {
-        let cpu = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
-            .map(|usage| duration_of(usage.user_time()) + duration_of(usage.system_time()))
+        // `RUSAGE_SELF` sums every thread of the process, the finished ones included.
+        let (cpu, switches) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+            .map(|usage| {
+                let switches = usage.voluntary_context_switches() + usage.involuntary_context_switches();
+                (duration_of(usage.user_time()) + duration_of(usage.system_time()), switches.max(0) as u64)
+            })
             .unwrap_or_default();
         let (mut allocations, mut allocated_bytes) = (0, 0);
         for shard in &COUNTS {
             allocations += shard.allocations.load(Ordering::Relaxed);
             allocated_bytes += shard.bytes.load(Ordering::Relaxed);
         }
-        Work { cpu, allocations, allocated_bytes }
+        Work { cpu, switches, allocations, allocated_bytes }
     }
 
     /// The work done between `earlier` and `self`.
     pub fn since(self, earlier: Work) -> Work {
         Work {
             cpu: self.cpu.saturating_sub(earlier.cpu),
+            switches: self.switches.saturating_sub(earlier.switches),
             allocations: self.allocations - earlier.allocations,
             allocated_bytes: self.allocated_bytes - earlier.allocated_bytes,
         }
@@ -96,6 +107,7 @@ impl Work {
     pub fn plus(self, other: Work) -> Work {
         Work {
             cpu: self.cpu + other.cpu,
+            switches: self.switches + other.switches,
             allocations: self.allocations + other.allocations,
             allocated_bytes: self.allocated_bytes + other.allocated_bytes,
         }
@@ -106,6 +118,7 @@ impl Work {
         let requests = requests.max(1) as f64;
         PerRequest {
             cpu: self.cpu.div_f64(requests),
+            switches: self.switches as f64 / requests,
             allocations: self.allocations as f64 / requests,
             allocated_bytes: self.allocated_bytes as f64 / requests,
         }
@@ -115,6 +128,7 @@ impl Work {
 #[derive(Debug, Clone, Copy)]
 pub struct PerRequest {
     pub cpu: Duration,
+    pub switches: f64,
     pub allocations: f64,
     pub allocated_bytes: f64,
 }
@@ -136,5 +150,14 @@ mod tests {
         assert!(done.allocations >= 100 + 50 + 1, "{done:?}");
         assert!(done.allocated_bytes >= 100 * 1000 + 50 * 64, "{done:?}");
         drop((kept, other));
+    }
+
+    #[test]
+    fn the_switches_of_every_thread_are_counted() {
+        let before = Work::now();
+        // Each sleep parks the thread: one voluntary switch at least, on a thread that ends.
+        std::thread::spawn(|| (0..20).for_each(|_| std::thread::sleep(Duration::from_micros(200)))).join().unwrap();
+        let done = Work::now().since(before);
+        assert!(done.switches >= 20, "{done:?}");
     }
 }
