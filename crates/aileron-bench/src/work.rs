@@ -2,8 +2,9 @@
 //! context switches (from `getrusage`) and heap allocations (counted by this binary's global
 //! allocator). They count work rather than time it, so a change to the run path shows in them
 //! even when this VM's speed moves by tens of per cent between runs and throughput cannot tell
-//! it from noise. Context switches are counted because on this VM they, not the run's own work,
-//! are what a durable run mostly costs (BENCHMARKS.md, "Tenth session").
+//! it from noise. Context switches are counted because a durable run hands off between threads
+//! (client, daemon worker, audit writer) where a health request does not, and each hand-off is a
+//! cost of its own (BENCHMARKS.md, issue 17, "Tenth session").
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
