@@ -530,6 +530,7 @@ impl HttpFigures {
             ("`POST /v1/actions/echo/run`", &self.run_single, true),
         ] {
             let (fsyncs, batches) = (format_count(phase.audit.fsyncs), format_count(phase.audit.batches));
+            let work = phase.per_request();
             let (per_fsync, mean_sync) = if audited {
                 (
                     format!("{:.1}", phase.latency.len() as f64 / phase.audit.fsyncs.max(1) as f64),
@@ -549,9 +550,9 @@ impl HttpFigures {
                 format_duration(phase.latency.p99()),
                 format_duration(phase.latency.mean()),
                 format_duration(phase.latency.max()),
-                format_duration(phase.per_request().cpu),
-                phase.per_request().switches,
-                phase.per_request().allocations
+                format_duration(work.cpu),
+                work.switches,
+                work.allocations
             );
         }
     }
