@@ -6,13 +6,17 @@
 //! (client, daemon worker, audit writer) where a health request does not, and each hand-off is a
 //! cost of its own (BENCHMARKS.md, issue 17, "Tenth session").
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// The system allocator, with every allocation counted. The counters are spread over cache
-/// lines by thread, so two threads allocating at once do not contend for one line.
+/// The allocator the `aileron` executable uses (mimalloc: ARCHITECTURE.md, "Allocator"), with
+/// every allocation counted, so the daemon (b) and (d) serve in this process allocates as the
+/// real one does. The counters are spread over cache lines by thread, so two threads allocating
+/// at once do not contend for one line.
 pub struct Counting;
+
+static INNER: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[repr(align(128))]
 struct Shard {
@@ -39,30 +43,30 @@ fn count(bytes: usize) {
     shard.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
 }
 
-// SAFETY: every call is forwarded unchanged to `System`; counting allocates nothing.
+// SAFETY: every call is forwarded unchanged to `INNER`; counting allocates nothing.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(layout) }
+        // SAFETY: the caller's contract is `INNER`'s.
+        unsafe { INNER.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
         // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { INNER.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { INNER.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // A growth is an allocation of its new size (it may move every byte).
         count(new_size);
         // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { INNER.realloc(ptr, layout, new_size) }
     }
 }
 

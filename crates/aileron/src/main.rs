@@ -1,5 +1,10 @@
 //! The `aileron` executable: parses the command line and exits with the command's code.
 
+/// mimalloc rather than glibc's malloc, without transparent huge pages (ARCHITECTURE.md,
+/// "Allocator"): the daemon's run path spent about a tenth of its CPU in glibc's malloc and free.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     std::process::exit(aileron::cli::main());
 }
