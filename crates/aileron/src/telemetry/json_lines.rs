@@ -20,7 +20,8 @@ use opentelemetry::{Array, KeyValue, Value};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use serde_json::{Map, json};
+use serde::Serialize;
+use serde_json::Map;
 
 /// Today's local date; injectable so tests can cross midnight without waiting for it.
 pub type LocalDate = Arc<dyn Fn() -> NaiveDate + Send + Sync>;
@@ -121,59 +122,140 @@ impl SpanExporter for JsonLinesExporter {
     }
 }
 
-/// One span as a JSON object on one line (no newline).
-pub fn span_line(span: &SpanData, resource: &Map<String, serde_json::Value>) -> String {
+/// One span as a JSON object on one line (no newline). Its keys come in sorted order at every
+/// level, as a `serde_json::Value` of the same span prints them (the format this exporter always
+/// wrote); it is serialized straight from the span, borrowing its names, attributes and the
+/// exporter's resource, with no intermediate tree.
+pub fn span_line<'a>(span: &'a SpanData, resource: &'a Map<String, serde_json::Value>) -> String {
     let context = &span.span_context;
-    let parent =
-        (span.parent_span_id != opentelemetry::trace::SpanId::INVALID).then(|| span.parent_span_id.to_string());
-    let (status, message) = match &span.status {
+    let (code, message) = match &span.status {
         Status::Unset => ("unset", None),
         Status::Ok => ("ok", None),
-        Status::Error { description } => ("error", Some(description.to_string())),
+        Status::Error { description } => ("error", Some(description.as_ref())),
     };
-    let mut line = json!({
-        "name": span.name,
-        "kind": kind_name(&span.span_kind),
-        "trace_id": context.trace_id().to_string(),
-        "span_id": context.span_id().to_string(),
-        "parent_span_id": parent,
-        "start_time": rfc3339(span.start_time),
-        "end_time": rfc3339(span.end_time),
-        "duration_ns": span.end_time.duration_since(span.start_time).map(|d| d.as_nanos() as u64).unwrap_or(0),
-        "status": { "code": status },
-        "attributes": attributes(&span.attributes),
-        "resource": resource,
-        "scope": span.instrumentation_scope.name(),
-    });
-    if let Some(message) = message {
-        line["status"]["message"] = message.into();
-    }
-    if !span.links.is_empty() {
-        line["links"] = span
-            .links
-            .iter()
-            .map(|link| {
-                json!({
-                    "trace_id": link.span_context.trace_id().to_string(),
-                    "span_id": link.span_context.span_id().to_string(),
-                })
-            })
-            .collect();
-    }
-    if !span.events.is_empty() {
-        line["events"] = span
-            .events
-            .iter()
-            .map(|event| {
-                json!({ "name": event.name, "time": rfc3339(event.timestamp), "attributes": attributes(&event.attributes) })
-            })
-            .collect();
-    }
-    line.to_string()
+    let line = SpanLine {
+        attributes: Attributes(&span.attributes),
+        duration_ns: span.end_time.duration_since(span.start_time).map(|d| d.as_nanos() as u64).unwrap_or(0),
+        end_time: rfc3339(span.end_time),
+        events: (!span.events.is_empty()).then(|| {
+            let line = |event: &'a opentelemetry::trace::Event| EventLine {
+                attributes: Attributes(&event.attributes),
+                name: &event.name,
+                time: rfc3339(event.timestamp),
+            };
+            span.events.iter().map(line).collect()
+        }),
+        kind: kind_name(&span.span_kind),
+        links: (!span.links.is_empty()).then(|| {
+            let link = |link: &opentelemetry::trace::Link| LinkLine {
+                span_id: Hex(link.span_context.span_id()),
+                trace_id: Hex(link.span_context.trace_id()),
+            };
+            span.links.iter().map(link).collect()
+        }),
+        name: &span.name,
+        parent_span_id: (span.parent_span_id != opentelemetry::trace::SpanId::INVALID).then_some(Hex(span.parent_span_id)),
+        resource,
+        scope: span.instrumentation_scope.name(),
+        span_id: Hex(context.span_id()),
+        start_time: rfc3339(span.start_time),
+        status: StatusLine { code, message },
+        trace_id: Hex(context.trace_id()),
+    };
+    serde_json::to_string(&line).expect("a span line serializes: every key is a string")
 }
 
-fn attributes(attributes: &[KeyValue]) -> Map<String, serde_json::Value> {
-    attributes.iter().map(|kv| (kv.key.to_string(), json_value(&kv.value))).collect()
+/// A span's line. The fields are in sorted key order: serialized, they read as a
+/// `serde_json::Value` of the same content prints.
+#[derive(Serialize)]
+struct SpanLine<'a> {
+    attributes: Attributes<'a>,
+    duration_ns: u64,
+    end_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<Vec<EventLine<'a>>>,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    links: Option<Vec<LinkLine>>,
+    name: &'a str,
+    /// `null` for a root span.
+    parent_span_id: Option<Hex<opentelemetry::trace::SpanId>>,
+    resource: &'a Map<String, serde_json::Value>,
+    scope: &'a str,
+    span_id: Hex<opentelemetry::trace::SpanId>,
+    start_time: String,
+    status: StatusLine<'a>,
+    trace_id: Hex<opentelemetry::trace::TraceId>,
+}
+
+#[derive(Serialize)]
+struct StatusLine<'a> {
+    code: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct EventLine<'a> {
+    attributes: Attributes<'a>,
+    name: &'a str,
+    time: String,
+}
+
+#[derive(Serialize)]
+struct LinkLine {
+    span_id: Hex<opentelemetry::trace::SpanId>,
+    trace_id: Hex<opentelemetry::trace::TraceId>,
+}
+
+/// A trace or span id as its lowercase hex text, written without a `String` of its own.
+struct Hex<T>(T);
+
+impl<T: std::fmt::Display> Serialize for Hex<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0)
+    }
+}
+
+/// Attributes as a JSON object in key order; of a key given twice, the last value (as
+/// collecting them into a map keeps).
+struct Attributes<'a>(&'a [KeyValue]);
+
+impl Serialize for Attributes<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut sorted: Vec<&KeyValue> = self.0.iter().collect();
+        // Stable: of equal keys the later stays later, and it is the one written.
+        sorted.sort_by(|a, b| a.key.as_str().cmp(b.key.as_str()));
+        let mut map = serializer.serialize_map(None)?;
+        for (index, kv) in sorted.iter().enumerate() {
+            if sorted.get(index + 1).is_some_and(|next| next.key == kv.key) {
+                continue;
+            }
+            map.serialize_entry(kv.key.as_str(), &AttributeValue(&kv.value))?;
+        }
+        map.end()
+    }
+}
+
+/// An attribute's value written as [`json_value`] converts it (a float that is not finite, alone
+/// or in an array, is `null` either way).
+struct AttributeValue<'a>(&'a Value);
+
+impl Serialize for AttributeValue<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Bool(value) => serializer.serialize_bool(*value),
+            Value::I64(value) => serializer.serialize_i64(*value),
+            Value::F64(value) => serializer.serialize_f64(*value),
+            Value::String(value) => serializer.serialize_str(value.as_str()),
+            Value::Array(Array::Bool(values)) => values.serialize(serializer),
+            Value::Array(Array::I64(values)) => values.serialize(serializer),
+            Value::Array(Array::F64(values)) => values.serialize(serializer),
+            Value::Array(Array::String(values)) => serializer.collect_seq(values.iter().map(|v| v.as_str())),
+            other => json_value(other).serialize(serializer),
+        }
+    }
 }
 
 fn json_value(value: &Value) -> serde_json::Value {
@@ -209,6 +291,95 @@ fn rfc3339(time: SystemTime) -> String {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicI64;
+
+    /// A span with every part a line can hold: its line is the span's content with each object's
+    /// keys in sorted order (what printing a `serde_json::Value` of it gives, byte for byte), a
+    /// repeated attribute key keeps its last value, and floats that are not finite are `null`.
+    #[test]
+    fn a_span_line_is_the_span_with_sorted_keys() {
+        use opentelemetry::trace::{Event, Link, SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+        use opentelemetry::{InstrumentationScope, StringValue};
+        use std::time::Duration;
+        let at = |nanos: u64| SystemTime::UNIX_EPOCH + Duration::from_nanos(1_795_000_000_123_456_789 + nanos);
+        let context = |trace: &str, span: &str| {
+            SpanContext::new(
+                TraceId::from_hex(trace).unwrap(),
+                SpanId::from_hex(span).unwrap(),
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            )
+        };
+        let mut events = opentelemetry_sdk::trace::SpanEvents::default();
+        events.events.push(Event::new("log", at(700), vec![KeyValue::new("stream", "stderr"), KeyValue::new("line", "hi")], 0));
+        let mut links = opentelemetry_sdk::trace::SpanLinks::default();
+        links.links.push(Link::with_context(context("11111111111111111111111111111111", "2222222222222222")));
+        let span = SpanData {
+            span_context: context("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"),
+            parent_span_id: SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Server,
+            name: "POST /v1/actions/{name}/run".into(),
+            start_time: at(0),
+            end_time: at(1_500),
+            attributes: vec![
+                KeyValue::new("z.last", "quote \" and \\ and \u{1}"),
+                KeyValue::new("a.count", 7_i64),
+                KeyValue::new("m.ratio", 1.5_f64),
+                KeyValue::new("m.nan", f64::NAN),
+                KeyValue::new("b.flag", true),
+                KeyValue::new("a.count", 8_i64),
+                KeyValue::new("arr.bool", Value::Array(Array::Bool(vec![true, false]))),
+                KeyValue::new("arr.i64", Value::Array(Array::I64(vec![1, -2]))),
+                KeyValue::new("arr.f64", Value::Array(Array::F64(vec![0.25, f64::INFINITY]))),
+                KeyValue::new("arr.str", Value::Array(Array::String(vec![StringValue::from("x"), StringValue::from("é")]))),
+            ],
+            dropped_attributes_count: 0,
+            events,
+            links,
+            status: Status::error("the step failed"),
+            instrumentation_scope: InstrumentationScope::builder("aileron").build(),
+        };
+        let mut resource = Map::new();
+        resource.insert("service.name".into(), "aileron".into());
+        resource.insert("process.pid".into(), 42.into());
+        let line = span_line(&span, &resource);
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed.to_string(), line, "keys in sorted order, nothing but the content");
+        let expected = serde_json::json!({
+            "name": "POST /v1/actions/{name}/run",
+            "kind": "server",
+            "trace_id": "0af7651916cd43dd8448eb211c80319c",
+            "span_id": "b7ad6b7169203331",
+            "parent_span_id": "00f067aa0ba902b7",
+            "start_time": "2026-11-18T11:06:40.123456789Z",
+            "end_time": "2026-11-18T11:06:40.123458289Z",
+            "duration_ns": 1_500,
+            "status": { "code": "error", "message": "the step failed" },
+            "attributes": {
+                "a.count": 8, "arr.bool": [true, false], "arr.f64": [0.25, null], "arr.i64": [1, -2],
+                "arr.str": ["x", "é"], "b.flag": true, "m.nan": null, "m.ratio": 1.5,
+                "z.last": "quote \" and \\ and \u{1}",
+            },
+            "resource": { "process.pid": 42, "service.name": "aileron" },
+            "scope": "aileron",
+            "links": [{ "trace_id": "11111111111111111111111111111111", "span_id": "2222222222222222" }],
+            "events": [{ "name": "log", "time": "2026-11-18T11:06:40.123457489Z", "attributes": { "line": "hi", "stream": "stderr" } }],
+        });
+        assert_eq!(parsed, expected);
+        // A root span with no events or links: `parent_span_id` is null, the two lists absent.
+        let root = SpanData {
+            parent_span_id: SpanId::INVALID,
+            events: Default::default(),
+            links: Default::default(),
+            status: Status::Unset,
+            ..span
+        };
+        let root: serde_json::Value = serde_json::from_str(&span_line(&root, &resource)).unwrap();
+        assert_eq!(root["parent_span_id"], serde_json::Value::Null);
+        assert_eq!(root["status"], serde_json::json!({ "code": "unset" }));
+        assert!(root.get("events").is_none() && root.get("links").is_none(), "{root}");
+    }
 
     #[test]
     fn daily_files_are_named_by_local_date() {
