@@ -88,7 +88,7 @@ impl LoadFigures {
     }
 
     /// The window's work per request answered in it.
-    fn per_request(&self) -> work::PerRequest {
+    pub(super) fn per_request(&self) -> work::PerRequest {
         self.work.per(self.latency.len())
     }
 

@@ -189,6 +189,17 @@ impl TraceFigures {
                 goal: "",
                 met: None,
             });
+            // Work rather than time: what the spans and their export cost each run, whatever this
+            // VM's speed did between the phases.
+            let (measured, baseline) = (otlp.load.per_request().cpu, off.per_request().cpu);
+            rows.push(SummaryRow {
+                figure: format!("(d) CPU per run, {} clients, traces `otlp` (process)", otlp.load.clients),
+                measured: format_duration(measured),
+                baseline: format!("{} off", format_duration(baseline)),
+                ratio: format_ratio(ratio(measured, baseline)),
+                goal: "",
+                met: None,
+            });
         }
         rows
     }
@@ -204,15 +215,19 @@ impl TraceFigures {
              SDK builds every span and drops it), `file` (JSON lines under a scratch `traces/`) and `otlp` \
              (OTLP/HTTP protobuf to a receiver in the benchmark process, which decodes every request). Each run \
              makes {SPANS_PER_RUN} spans; the batch processor keeps at most 2,048 queued and drops the rest, so \
-             \"spans exported\" shows what reached the destination, warm-up included.\n",
+             \"spans exported\" shows what reached the destination, warm-up included. CPU per run is the \
+             process's CPU time (clients, daemon, exporter and receiver) over the window divided by the runs \
+             answered in it: work rather than time, so it moves with what tracing costs and not with this VM's \
+             speed between phases.\n",
             off.clients
         );
         let _ = writeln!(
             text,
-            "| tracing | answered in window | throughput | p50 | p99 | mean | p50 vs off | throughput vs off | spans \
-             exported |"
+            "| tracing | answered in window | throughput | p50 | p99 | mean | p50 vs off | throughput vs off | CPU per \
+             run | CPU vs off | spans exported |"
         );
-        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let off_cpu = off.per_request().cpu;
         for phase in &self.phases {
             let load = &phase.load;
             let exported = match phase.exported {
@@ -221,9 +236,10 @@ impl TraceFigures {
                 }
                 None => String::new(),
             };
+            let cpu = load.per_request().cpu;
             let _ = writeln!(
                 text,
-                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {exported} |",
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {exported} |",
                 phase.label,
                 format_count(load.latency.len() as u64),
                 format_rate(load.throughput()),
@@ -231,7 +247,9 @@ impl TraceFigures {
                 format_duration(load.latency.p99()),
                 format_duration(load.latency.mean()),
                 format_ratio(ratio(load.latency.p50(), off.latency.p50())),
-                format_ratio(load.throughput() / off.throughput().max(f64::MIN_POSITIVE))
+                format_ratio(load.throughput() / off.throughput().max(f64::MIN_POSITIVE)),
+                format_duration(cpu),
+                format_ratio(ratio(cpu, off_cpu))
             );
         }
     }
@@ -248,7 +266,8 @@ mod tests {
 
     #[test]
     fn the_otlp_goal_compares_p50_with_tracing_off() {
-        let phase = |label, p50_micros: u64, exported| TracePhase {
+        // Three runs answered in each phase, costing `cpu_micros` of the process's CPU each.
+        let phase = |label, p50_micros: u64, cpu_micros: u64, exported| TracePhase {
             label,
             load: LoadFigures {
                 clients: 16,
@@ -256,14 +275,18 @@ mod tests {
                 latency: Distribution::new(vec![Duration::from_micros(p50_micros); 3]),
                 answered: 10,
                 audit: AuditCounts::default(),
-                work: work::Work::default(),
+                work: work::Work { cpu: Duration::from_micros(3 * cpu_micros), ..work::Work::default() },
             },
             exported,
         };
         // (otlp p50 µs with off at 1000 µs, goal met)
         for (otlp_p50, met) in [(1_000, true), (1_100, true), (1_101, false), (2_000, false)] {
             let figures = TraceFigures {
-                phases: vec![phase("off", 1_000, None), phase("noop", 1_050, None), phase("otlp", otlp_p50, Some(40))],
+                phases: vec![
+                    phase("off", 1_000, 100, None),
+                    phase("noop", 1_050, 105, None),
+                    phase("otlp", otlp_p50, 120, Some(40)),
+                ],
             };
             let rows = figures.summary_rows();
             let verdicts: Vec<(String, Option<bool>)> = rows.iter().map(|r| (r.figure.clone(), r.met)).collect();
@@ -273,13 +296,16 @@ mod tests {
                     ("(d) echo run latency p50, 16 clients, traces `noop`".to_string(), None),
                     ("(d) echo run latency p50, 16 clients, traces `otlp`".to_string(), Some(met)),
                     ("(d) echo runs/s, 16 clients, traces `otlp`".to_string(), None),
+                    ("(d) CPU per run, 16 clients, traces `otlp` (process)".to_string(), None),
                 ],
                 "otlp p50 {otlp_p50} µs"
             );
+            assert_eq!(rows[3].ratio, "1.20×", "CPU per run against off: {:?}", rows[3].measured);
             let mut text = String::new();
             figures.markdown(&mut text, "cargo xtask bench --only traces");
             assert!(text.contains("| `otlp` | 3 | 3/s |"), "{text}");
-            assert!(text.contains("| 40 of 40 |"), "spans exported of spans made: {text}");
+            assert!(text.contains(" | 1.20× | 40 of 40 |"), "CPU against off, then spans exported of spans made: {text}");
+            assert!(text.contains(" | 1.05× |  |"), "noop's CPU against off, nothing exported: {text}");
         }
     }
 }
