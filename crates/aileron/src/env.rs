@@ -37,6 +37,10 @@ pub const AILERON_TOKEN: &str = "AILERON_TOKEN";
 pub const AILERON_SESSION_ID: &str = "AILERON_SESSION_ID";
 /// Set to `1` to make clients fail instead of auto-starting the daemon.
 pub const AILERON_NO_AUTOSTART: &str = "AILERON_NO_AUTOSTART";
+/// mimalloc's own option, read when the process loads: how long memory it freed waits before it
+/// goes back to the system (default 1000 ms). Aileron starts the daemon with `0` unless it is set
+/// (`client::start_daemon`; ARCHITECTURE.md, "Allocator").
+pub const MIMALLOC_PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
 /// Overrides the binary used to auto-start the daemon (default: the running `aileron`, or the
 /// `aileron` beside `aileron-mcp`).
 pub const AILERON_DAEMON_BIN: &str = "AILERON_DAEMON_BIN";

@@ -130,6 +130,9 @@ fn the_cli_drives_the_whole_spine_over_a_real_socket() {
     assert!(daemon_json["url"].as_str().unwrap().starts_with("http://127.0.0.1:"));
     let mode = std::fs::metadata(cli.home.join("daemon.json")).unwrap();
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777, 0o600);
+    // The daemon's allocator returns freed memory at once (ARCHITECTURE.md, "Allocator").
+    let environ = std::fs::read(format!("/proc/{}/environ", daemon_json["pid"])).unwrap();
+    assert!(environ.split(|byte| *byte == 0).any(|entry| entry == b"MIMALLOC_PURGE_DELAY=0"), "the daemon's environment");
 
     let package = cli.package("echo", &[]);
     let package_arg = package.to_str().unwrap();
