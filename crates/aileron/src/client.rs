@@ -258,7 +258,7 @@ pub async fn start_daemon_with(home: &Home, extra_env: &[(&str, &str)]) -> anyho
         .process_group(0);
     // Read by mimalloc as the daemon loads, before `main` (where setting it has less effect:
     // ARCHITECTURE.md, "Allocator"); a value the user chose is kept.
-    if std::env::var_os(env::MIMALLOC_PURGE_DELAY).is_none() {
+    if env::get(env::MIMALLOC_PURGE_DELAY).is_none() {
         command.env(env::MIMALLOC_PURGE_DELAY, "0");
     }
     let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;

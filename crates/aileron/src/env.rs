@@ -85,6 +85,7 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_GITLAB_RAW_BASE_URL, "GitLab raw files base (default AILERON_GITLAB_BASE_URL or https://gitlab.com)"),
     (AILERON_GITHUB_API_URL, "GitHub REST API base for `connector check` (default https://api.github.com)"),
     (AILERON_DAEMON_BIN, "binary used to auto-start the daemon (default: this aileron, or the one beside aileron-mcp)"),
+    (MIMALLOC_PURGE_DELAY, "ms before the daemon's allocator returns freed memory (set to 0 on a daemon aileron starts)"),
 ];
 
 /// The value of a variable; `None` when unset (an explicit empty value is `Some("")`).
