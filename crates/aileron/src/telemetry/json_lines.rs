@@ -104,7 +104,7 @@ impl SpanExporter for JsonLinesExporter {
     fn export(&self, batch: Vec<SpanData>) -> impl Future<Output = OTelSdkResult> + Send {
         let mut bytes = Vec::with_capacity(batch.len() * 512);
         for span in &batch {
-            bytes.extend_from_slice(span_line(span, &self.resource).as_bytes());
+            write_span_line(&mut bytes, span, &self.resource);
             bytes.push(b'\n');
         }
         let written = self.sink.lock().expect("trace sink poisoned").write(&bytes);
@@ -122,11 +122,11 @@ impl SpanExporter for JsonLinesExporter {
     }
 }
 
-/// One span as a JSON object on one line (no newline). Its keys come in sorted order at every
+/// Appends one span to `out` as a JSON object on one line (no newline). Its keys come in sorted order at every
 /// level, as a `serde_json::Value` of the same span prints them (the format this exporter always
 /// wrote); it is serialized straight from the span, borrowing its names, attributes and the
 /// exporter's resource, with no intermediate tree.
-pub fn span_line<'a>(span: &'a SpanData, resource: &'a Map<String, serde_json::Value>) -> String {
+pub fn write_span_line<'a>(out: &mut Vec<u8>, span: &'a SpanData, resource: &'a Map<String, serde_json::Value>) {
     let context = &span.span_context;
     let (code, message) = match &span.status {
         Status::Unset => ("unset", None),
@@ -162,7 +162,7 @@ pub fn span_line<'a>(span: &'a SpanData, resource: &'a Map<String, serde_json::V
         status: StatusLine { code, message },
         trace_id: Hex(context.trace_id()),
     };
-    serde_json::to_string(&line).expect("a span line serializes: every key is a string")
+    serde_json::to_writer(out, &line).expect("a span line serializes into memory: every key is a string")
 }
 
 /// A span's line. The fields are in sorted key order: serialized, they read as a
@@ -343,7 +343,12 @@ mod tests {
         let mut resource = Map::new();
         resource.insert("service.name".into(), "aileron".into());
         resource.insert("process.pid".into(), 42.into());
-        let line = span_line(&span, &resource);
+        let line_of = |span: &SpanData| {
+            let mut out = Vec::new();
+            write_span_line(&mut out, span, &resource);
+            String::from_utf8(out).unwrap()
+        };
+        let line = line_of(&span);
         let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(parsed.to_string(), line, "keys in sorted order, nothing but the content");
         let expected = serde_json::json!({
@@ -375,7 +380,7 @@ mod tests {
             status: Status::Unset,
             ..span
         };
-        let root: serde_json::Value = serde_json::from_str(&span_line(&root, &resource)).unwrap();
+        let root: serde_json::Value = serde_json::from_str(&line_of(&root)).unwrap();
         assert_eq!(root["parent_span_id"], serde_json::Value::Null);
         assert_eq!(root["status"], serde_json::json!({ "code": "unset" }));
         assert!(root.get("events").is_none() && root.get("links").is_none(), "{root}");
