@@ -61,10 +61,13 @@ pub(super) struct HttpFigures {
     run_single: LoadFigures,
     /// Records in the audit log after the benchmark, all verified.
     audit_records: u64,
-    /// Append + fdatasync on the audit log's filesystem, back to back.
+    /// A line written over a pre-written file + fdatasync on the audit log's filesystem, back to
+    /// back: what the audit writer's journal does per group commit.
     fdatasync: Distribution,
-    /// A health request, then an append + fdatasync, timed together: the floor under a durable
-    /// run at one client.
+    /// The same line appended + fdatasync: what the writer did before the journal.
+    append_fdatasync: Distribution,
+    /// A health request, then a journal write + fdatasync, timed together: the floor under a
+    /// durable run at one client.
     durable_floor: Distribution,
 }
 
@@ -137,7 +140,9 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
         bail!("the echo action answered {answer}");
     }
     drop(admin);
-    let fdatasync = tokio::task::block_in_place(|| fdatasync_floor(&scratch.join("http"), FDATASYNC_APPENDS))?;
+    let floor_dir = scratch.join("http");
+    let fdatasync = tokio::task::block_in_place(|| fdatasync_floor(&floor_dir, FloorWrite::Overwrite, FDATASYNC_APPENDS))?;
+    let append_fdatasync = tokio::task::block_in_place(|| fdatasync_floor(&floor_dir, FloorWrite::Append, FDATASYNC_APPENDS))?;
 
     let health =
         Probe { method: Method::GET, url: daemon.url("/v1/health"), authorization: daemon.authorization(), body: None };
@@ -175,6 +180,7 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
         run_single,
         audit_records: report.records,
         fdatasync,
+        append_fdatasync,
         durable_floor,
     })
 }
@@ -183,39 +189,66 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
 const FDATASYNC_APPEND_BYTES: usize = 600;
 const FDATASYNC_APPENDS: usize = 500;
 
-/// A new file in `dir` for appends of about an audit record's line; removed when dropped.
+/// How [`FloorLog`] writes its lines.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FloorWrite {
+    /// Over a file of zeros written (and synced) beforehand, at a moving offset: the audit
+    /// writer's journal, whose `fdatasync` has no new size or block to write.
+    Overwrite,
+    /// At the end of the file: the daily log file, synced directly.
+    Append,
+}
+
+/// The size of [`FloorWrite::Overwrite`]'s file (the audit journal's).
+const FLOOR_FILE_BYTES: u64 = 1 << 20;
+
+/// A new file in `dir` for durable writes of about an audit record's line; removed when dropped.
 struct FloorLog {
     file: tempfile::NamedTempFile,
     line: Vec<u8>,
+    /// Where the next line goes, for [`FloorWrite::Overwrite`].
+    overwrite_at: Option<u64>,
 }
 
 impl FloorLog {
-    fn create(dir: &Path, prefix: &str) -> anyhow::Result<FloorLog> {
-        let file = tempfile::Builder::new()
+    fn create(dir: &Path, prefix: &str, write: FloorWrite) -> anyhow::Result<FloorLog> {
+        use std::io::Write as _;
+        let mut file = tempfile::Builder::new()
             .prefix(prefix)
-            .append(true)
             .tempfile_in(dir)
             .with_context(|| format!("creating a {prefix}… file in {}", dir.display()))?;
         let mut line = vec![b'x'; FDATASYNC_APPEND_BYTES];
         line[FDATASYNC_APPEND_BYTES - 1] = b'\n';
-        Ok(FloorLog { file, line })
+        let overwrite_at = (write == FloorWrite::Overwrite).then_some(0);
+        if overwrite_at.is_some() {
+            file.write_all(&vec![0; FLOOR_FILE_BYTES as usize])?;
+            file.as_file().sync_all()?;
+        }
+        Ok(FloorLog { file, line, overwrite_at })
     }
 
-    /// One append made durable, as the audit writer makes one per group commit.
-    fn append_and_sync(&mut self) -> anyhow::Result<()> {
+    /// One line made durable, as the audit writer makes one per group commit.
+    fn write_and_sync(&mut self) -> anyhow::Result<()> {
         use std::io::Write as _;
-        self.file.write_all(&self.line)?;
+        use std::os::unix::fs::FileExt as _;
+        match &mut self.overwrite_at {
+            Some(offset) => {
+                self.file.as_file().write_all_at(&self.line, *offset)?;
+                *offset = (*offset + self.line.len() as u64) % (FLOOR_FILE_BYTES - self.line.len() as u64);
+            }
+            None => self.file.write_all(&self.line)?,
+        }
         Ok(self.file.as_file().sync_data()?)
     }
 }
 
-/// Times `appends` appends to a new file in `dir`, each followed by fdatasync, back to back.
-fn fdatasync_floor(dir: &Path, appends: usize) -> anyhow::Result<Distribution> {
-    let mut log = FloorLog::create(dir, "fdatasync-floor-")?;
-    let mut samples = Vec::with_capacity(appends);
-    for _ in 0..appends {
+/// Times `writes` lines written to a new file in `dir`, each followed by fdatasync, back to back.
+fn fdatasync_floor(dir: &Path, write: FloorWrite, writes: usize) -> anyhow::Result<Distribution> {
+    let mut log = FloorLog::create(dir, "fdatasync-floor-", write)?;
+    let mut samples = Vec::with_capacity(writes);
+    for _ in 0..writes {
         let started = Instant::now();
-        log.append_and_sync()?;
+        log.write_and_sync()?;
         samples.push(started.elapsed());
     }
     Ok(Distribution::new(samples))
@@ -230,13 +263,13 @@ fn fdatasync_floor(dir: &Path, appends: usize) -> anyhow::Result<Distribution> {
 async fn durable_floor(health: &Probe, dir: &Path, rounds: usize) -> anyhow::Result<Distribution> {
     let mut connection = LoadConnection::open(&health.url).await?;
     let path = connection.path_of(health);
-    let mut log = FloorLog::create(dir, "durable-floor-")?;
+    let mut log = FloorLog::create(dir, "durable-floor-", FloorWrite::Overwrite)?;
     let mut samples = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let started = Instant::now();
         let (status, _) = connection.send(health, &path).await?;
         // On this task's own thread, as a run's sync would be at best: no hand-off to measure.
-        log.append_and_sync()?;
+        log.write_and_sync()?;
         samples.push(started.elapsed());
         if status != StatusCode::OK {
             bail!("GET {path} answered {status}");
@@ -464,7 +497,8 @@ impl HttpFigures {
         let _ = writeln!(
             table,
             "(b) audit at {} clients: {} runs in {} fsyncs / {} batches ({:.1} runs per fsync); the writer's \
-             fdatasync: mean {} at {} clients, {} at 1 client; append + fdatasync alone: p50 {}, p99 {}",
+             fdatasync: mean {} at {} clients, {} at 1 client; a journal write + fdatasync alone: p50 {}, p99 {} \
+             (an append + fdatasync: p50 {})",
             run.clients,
             format_count(run.latency.len() as u64),
             format_count(run.audit.fsyncs),
@@ -474,7 +508,8 @@ impl HttpFigures {
             run.clients,
             format_duration(self.run_single.audit.mean_sync()),
             format_duration(self.fdatasync.p50()),
-            format_duration(self.fdatasync.p99())
+            format_duration(self.fdatasync.p99()),
+            format_duration(self.append_fdatasync.p50())
         );
     }
 
@@ -485,7 +520,7 @@ impl HttpFigures {
             text,
             "Reproduce: `{}`. Each phase: the clients send the same request back to back for a warm-up, then \
              {window} s measured (requests sent and answered inside the window). The daemon's state is opened on \
-             a temporary home with the audit log on disk (one fdatasync per group commit) and served by the \
+             a temporary home with the audit log on disk (one fdatasync of its journal per group commit) and served by the \
              daemon's own accept loop on its own tokio runtime; the clients (hyper's connection-level HTTP/1.1 \
              client, one keep-alive connection each) run on another runtime in the same process, on the same \
              CPUs. After the phases the audit log held {} records and verified, one per answered run. CPU per request \
@@ -502,15 +537,18 @@ impl HttpFigures {
         let (floor, durable) = (&self.fdatasync, &self.durable_floor);
         let _ = writeln!(
             text,
-            "Disk floor on the same filesystem, idle daemon: {} appends of {FDATASYNC_APPEND_BYTES} B, each \
-             followed by fdatasync, back to back: p50 {}, p99 {}, mean {}. The one-client floor: {} rounds of a \
-             `GET /v1/health` then such an append and fdatasync, one after the other (what a durable run \
-             cannot do without; a sync after a pause costs more than one right after another): p50 {}, p99 {} \
-             (the sum of the two p50s alone: {}).\n",
+            "Disk floor on the same filesystem, idle daemon: {} writes of {FDATASYNC_APPEND_BYTES} B over a \
+             file of zeros written beforehand (as the audit journal is), each followed by fdatasync, back to back: \
+             p50 {}, p99 {}, mean {}; the same lines appended to a file instead (as the daily log file grows), p50 \
+             {}, p99 {}. The one-client floor: {} rounds of a `GET /v1/health` then such a journal write and \
+             fdatasync, one after the other (what a durable run cannot do without; a sync after a pause costs more \
+             than one right after another): p50 {}, p99 {} (the sum of the two p50s alone: {}).\n",
             format_count(floor.len() as u64),
             format_duration(floor.p50()),
             format_duration(floor.p99()),
             format_duration(floor.mean()),
+            format_duration(self.append_fdatasync.p50()),
+            format_duration(self.append_fdatasync.p99()),
             format_count(durable.len() as u64),
             format_duration(durable.p50()),
             format_duration(durable.p99()),

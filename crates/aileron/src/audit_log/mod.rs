@@ -45,6 +45,7 @@ use crate::home::create_private_dir;
 mod daily_file;
 mod filter;
 mod histogram;
+mod journal;
 mod query;
 mod recovery;
 mod verify;
@@ -52,9 +53,10 @@ mod writer;
 
 pub use filter::AuditFilter;
 pub use histogram::Bucket;
+pub use journal::JOURNAL_FILE;
 pub use recovery::HEAD_FILE;
 
-use recovery::recover;
+use journal::Journal;
 use writer::{Command, Writer};
 
 /// Where the log lives.
@@ -276,6 +278,11 @@ impl AuditLog {
     }
 
     pub fn open_with_clock(config: AuditConfig, clock: Arc<dyn Clock>) -> anyhow::Result<AuditLog> {
+        AuditLog::open_with_journal(config, clock, journal::JOURNAL_BYTES)
+    }
+
+    /// [`AuditLog::open_with_clock`] with a journal of `journal_bytes` (tests make it wrap).
+    fn open_with_journal(config: AuditConfig, clock: Arc<dyn Clock>, journal_bytes: u64) -> anyhow::Result<AuditLog> {
         let stats = Arc::new(Stats::default());
         let Some(parent) = config.dir else {
             let state = Mutex::new(MemoryLog { head: ChainHead::genesis(), records: Vec::new() });
@@ -299,7 +306,14 @@ impl AuditLog {
                 audit_dir.display()
             )
         })?;
-        let head = recover(&audit_dir)?;
+        // What a crash of the machine left: a torn tail set aside, then the acknowledged records
+        // the journal holds appended, then the head checked against its anchor. Only then is
+        // everything synced and the journal written over.
+        let last = recovery::recover_tail(&audit_dir)?;
+        let last = journal::replay(&audit_dir, last)?;
+        let head = recovery::checked_head(&audit_dir, last)?;
+        journal::sync_newest_files(&audit_dir)?;
+        let journal = Journal::open(&audit_dir, journal_bytes)?;
         let head_path = audit_dir.join(HEAD_FILE);
         let head_file = OpenOptions::new()
             .create(true)
@@ -311,7 +325,7 @@ impl AuditLog {
         let durable_seq = Arc::new(watch::Sender::new(head.seq));
         let (commands, receiver) = mpsc::channel();
         let mut writer =
-            Writer::new(audit_dir.clone(), clock.clone(), head, head_file, stats.clone(), durable_seq.clone());
+            Writer::new(audit_dir.clone(), clock.clone(), head, head_file, stats.clone(), durable_seq.clone(), journal);
         let handle = std::thread::Builder::new()
             .name("aileron-audit-writer".into())
             .spawn(move || writer.run(receiver))

@@ -72,8 +72,16 @@ pub(super) fn check_against_anchor(anchor: Option<(u64, String)>, last_seq: u64,
     }
 }
 
-/// Finds the chain head on disk, repairing a torn tail of the newest non-empty file.
+/// Finds the chain head on disk, repairing a torn tail of the newest non-empty file, and checks
+/// it against the anchored head.
 pub(super) fn recover(audit_dir: &Path) -> anyhow::Result<ChainHead> {
+    let last = recover_tail(audit_dir)?;
+    checked_head(audit_dir, last)
+}
+
+/// The last complete record of the log, after setting aside a torn tail of the newest non-empty
+/// file.
+pub(super) fn recover_tail(audit_dir: &Path) -> anyhow::Result<Option<AuditRecord>> {
     let files = log_files(audit_dir).with_context(|| format!("listing {}", audit_dir.display()))?;
     for (_, path) in files.iter().rev() {
         let reading = || format!("reading {}", path.display());
@@ -92,16 +100,25 @@ pub(super) fn recover(audit_dir: &Path) -> anyhow::Result<ChainHead> {
         if tail.keep < bytes.len() {
             set_aside_torn_tail(path, &bytes, tail.keep, start + tail.keep)?;
         }
-        if let Some(record) = tail.last {
-            check_anchored_head(audit_dir, record.seq, &record.hash).map_err(|problem| {
-                anyhow::anyhow!(
-                    "the audit log in {} was cut short: {problem}\nhint: run `aileron audit verify`, keep a copy \
-                     of the directory for investigation; the daemon will not extend a truncated chain",
-                    audit_dir.display()
-                )
-            })?;
-            return Ok(ChainHead::after(&record));
+        if tail.last.is_some() {
+            return Ok(tail.last);
         }
+    }
+    Ok(None)
+}
+
+/// The head after `last`, the log's last record, once checked against the anchored head: a log
+/// that ends before it (or is empty though records were written) was cut short.
+pub(super) fn checked_head(audit_dir: &Path, last: Option<AuditRecord>) -> anyhow::Result<ChainHead> {
+    if let Some(record) = last {
+        check_anchored_head(audit_dir, record.seq, &record.hash).map_err(|problem| {
+            anyhow::anyhow!(
+                "the audit log in {} was cut short: {problem}\nhint: run `aileron audit verify`, keep a copy \
+                 of the directory for investigation; the daemon will not extend a truncated chain",
+                audit_dir.display()
+            )
+        })?;
+        return Ok(ChainHead::after(&record));
     }
     if let Some((seq, _)) = read_anchored_head(audit_dir).filter(|(seq, _)| *seq > 0) {
         anyhow::bail!(
@@ -151,7 +168,7 @@ fn set_aside_torn_tail(path: &Path, end: &[u8], keep: usize, file_keep: usize) -
     file.sync_all().with_context(|| format!("syncing {}", path.display()))?;
     eprintln!(
         "aileron: warning: {} ended with {} bytes of an unfinished record (a crash during a write); they were \
-         never acknowledged and were moved to {}",
+         moved to {} (a record that was acknowledged is restored from the journal)",
         path.display(),
         torn.len(),
         sidecar.display()
@@ -176,7 +193,7 @@ mod tests {
     use serde_json::Map;
 
     use super::super::tests::{TestClock, event, file_names, open_disk};
-    use super::super::{AuditConfig, AuditFilter, AuditLog, query, verify};
+    use super::super::{AuditConfig, AuditFilter, AuditLog, VerifyError, query, verify};
     use super::*;
 
     #[tokio::test]
@@ -237,7 +254,8 @@ mod tests {
     }
 
     /// Replacing the last complete record with garbage, or removing records from the end, is
-    /// detected by `verify` and refused at the next start (SPEC §10).
+    /// detected by `verify` and refused at the next start (SPEC §10) — unless the journal still
+    /// holds the removed records, which the next start appends again.
     #[tokio::test]
     async fn damaging_or_cutting_the_end_of_the_log_is_detected() {
         for damage in ["garbage last record", "last record removed", "every record removed"] {
@@ -260,15 +278,27 @@ mod tests {
             fs::write(&path, damaged).unwrap();
             let verified = verify(temp.path());
             assert!(verified.is_err(), "{damage}: verify reports it: {verified:?}");
-            let reopened =
-                AuditLog::open_with_clock(AuditConfig { dir: Some(temp.path().to_path_buf()) }, clock.clone());
-            let error =
-                reopened.err().unwrap_or_else(|| panic!("{damage}: the daemon does not extend a damaged chain"));
+            let journal = temp.path().join("audit").join(super::super::JOURNAL_FILE);
+            // The log was closed cleanly, so the journal's frames may be written over at the next
+            // start; the records it holds are what a crash of the machine would have left.
+            let kept = fs::read(&journal).unwrap();
+            fs::remove_file(&journal).unwrap();
+            let open = || AuditLog::open_with_clock(AuditConfig { dir: Some(temp.path().to_path_buf()) }, clock.clone());
+            let error = open().err().unwrap_or_else(|| panic!("{damage}: the daemon does not extend a damaged chain"));
             assert!(format!("{error:#}").contains("hint:"), "{damage}: {error:#}");
             if damage == "garbage last record" {
                 assert!(text.len() > 2 * END_CHUNK as usize, "the log spans several chunks");
                 assert!(format!("{error:#}").contains("damaged at line 500:"), "{damage}: {error:#}");
+                continue;
             }
+            assert!(format!("{error:#}").contains("500 records were written") || format!("{error:#}").contains("record 500 was written"), "{damage}: {error:#}");
+            // With the journal back, verify says where the records are and a start restores them.
+            fs::write(&journal, kept).unwrap();
+            let Err(VerifyError::Truncated { problem }) = verify(temp.path()) else { panic!("{damage}: still cut short") };
+            assert!(problem.contains("to 500 are in the audit journal"), "{damage}: {problem}");
+            drop(open().unwrap());
+            assert_eq!(fs::read_to_string(&path).unwrap(), text, "{damage}: the log is whole again");
+            assert_eq!(verify(temp.path()).unwrap().records, 500);
         }
     }
 

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::VerifyError;
 use super::daily_file::{file_name, log_files};
+use super::journal::pending_after;
 use super::recovery::{check_against_anchor, read_anchored_head};
 
 /// What a successful verification proved about the log's first bytes.
@@ -76,7 +77,18 @@ pub(super) fn verify_dir(
     }
     let proved = VerifiedPrefix { files: pass.proved, verifier: pass.closed.unwrap_or_else(|| pass.verifier.clone()) };
     let report = pass.verifier.finish();
-    check_against_anchor(anchor, report.last_seq, &report.last_hash).map_err(|problem| VerifyError::Truncated { problem })?;
+    check_against_anchor(anchor, report.last_seq, &report.last_hash).map_err(|problem| {
+        // After the machine stopped, the log may end before the anchor while the journal holds
+        // the rest: the daemon appends it when it starts.
+        let problem = match pending_after(audit_dir, report.last_seq) {
+            Some((first, last)) => format!(
+                "{problem}; records {first} to {last} are in the audit journal, not yet in the log files (the machine \
+                 stopped before they were written back): starting the daemon restores them"
+            ),
+            None => problem,
+        };
+        VerifyError::Truncated { problem }
+    })?;
     if let Some(remembered) = remembered {
         *remembered.lock().unwrap_or_else(PoisonError::into_inner) = Some(proved);
     }
@@ -241,6 +253,8 @@ mod tests {
         for i in 0..n {
             log.append(event(EventType::ActionExecuted, &[("n", &i.to_string())])).await.unwrap();
         }
+        // The head is anchored just after the acknowledgements: wait for it.
+        log.flush().await;
     }
 
     /// A log on disk in a fresh directory, its clock at 2026-11-22, and its `audit/` directory.

@@ -1,6 +1,7 @@
 //! The writer thread: group commit. It drains every queued append, seals the records in chain
-//! order, writes them with one `write` per daily file, syncs once, and only then acknowledges
-//! each waiter. A failed batch is taken back off the disk and nothing of it is acknowledged.
+//! order, writes them with one `write` per daily file and once more, framed, to the journal
+//! ([`super::journal`]), syncs the journal once, and only then acknowledges each waiter. A failed
+//! batch is taken back off the disk and nothing of it is acknowledged.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -14,6 +15,7 @@ use chrono::NaiveDate;
 use tokio::sync::watch;
 
 use super::daily_file::log_file_name;
+use super::journal::Journal;
 use super::recovery::{HEAD_RECORD_BYTES, recover};
 use super::{AuditError, AuditEvent, ChainHead, Clock, Stats, parse_timestamp};
 use crate::home::sync_dir;
@@ -39,6 +41,10 @@ pub(super) struct Writer {
     durable_seq: Arc<watch::Sender<u64>>,
     /// The batch's lines, kept between batches so a batch allocates no buffer of its own.
     lines: Vec<u8>,
+    /// The first and last seq of the lines in `lines`.
+    buffered: Option<(u64, u64)>,
+    /// Where a batch is made durable; its daily file is synced at checkpoints.
+    journal: Journal,
 }
 
 struct OpenLog {
@@ -47,7 +53,13 @@ struct OpenLog {
     file: File,
     /// Bytes known to be in the file (what a failed batch is truncated back to).
     len: u64,
+    /// Where the background writeback [`Writer::start_writeback`] last started ends.
+    written_back: u64,
 }
+
+/// How much of the daily file [`Writer::start_writeback`] lets accumulate before starting to
+/// write it back: an eighth of the journal, so a checkpoint finds little left to write.
+const WRITEBACK_BYTES: u64 = super::journal::JOURNAL_BYTES / 8;
 
 /// A file touched by the current batch and its length before the batch.
 struct Touched {
@@ -65,8 +77,21 @@ impl Writer {
         head_file: File,
         stats: Arc<Stats>,
         durable_seq: Arc<watch::Sender<u64>>,
+        journal: Journal,
     ) -> Writer {
-        Writer { audit_dir, clock, head, file: None, head_file, needs_recovery: false, stats, durable_seq, lines: Vec::new() }
+        Writer {
+            audit_dir,
+            clock,
+            head,
+            file: None,
+            head_file,
+            needs_recovery: false,
+            stats,
+            durable_seq,
+            lines: Vec::new(),
+            buffered: None,
+            journal,
+        }
     }
 
     pub(super) fn run(&mut self, commands: mpsc::Receiver<Command>) {
@@ -85,6 +110,12 @@ impl Writer {
             for reply in flushes {
                 let _ = reply.send(());
             }
+        }
+        // Shutting down: the daily file is made durable, so the journal is not needed to restore it.
+        if let Some(open) = &self.file
+            && let Err(error) = open.file.sync_data()
+        {
+            eprintln!("aileron: warning: syncing {} at shutdown: {error} (the journal holds its records)", open.path.display());
         }
     }
 
@@ -105,6 +136,7 @@ impl Writer {
             }
         }
         let head_before = self.head.clone();
+        self.journal.begin_batch();
         let mut touched: Vec<Touched> = Vec::new();
         let mut waiters: Vec<Waiter> = Vec::with_capacity(appends.len());
         let result = self.write_batch(appends, &mut waiters, &mut touched);
@@ -120,6 +152,7 @@ impl Writer {
                 // After them: the anchor may lag behind the log (never run ahead of it), so no
                 // waiter waits for its `pwrite`.
                 self.anchor_head();
+                self.start_writeback();
             }
             Err(error) => {
                 // Nothing of this batch was acknowledged: take it back off the disk so the chain
@@ -132,6 +165,7 @@ impl Writer {
                 }
                 self.head = head_before;
                 self.needs_recovery = true;
+                self.journal.abandon_batch();
                 let error = AuditError::Write(error.to_string());
                 eprintln!("aileron: {error}");
                 for (reply, _) in waiters {
@@ -149,6 +183,7 @@ impl Writer {
     ) -> io::Result<()> {
         let mut buffer = std::mem::take(&mut self.lines);
         buffer.clear();
+        self.buffered = None;
         let mut failure = None;
         for (event, reply) in appends {
             let (record, line) = self.head.seal_next(event, self.clock.as_ref());
@@ -164,6 +199,8 @@ impl Writer {
             }
             buffer.extend_from_slice(line.as_bytes());
             buffer.push(b'\n');
+            let seq = waiters.last().expect("pushed above").1.seq;
+            self.buffered = Some(self.buffered.map_or((seq, seq), |(first, _)| (first, seq)));
         }
         let written = match failure {
             Some(error) => Err(error),
@@ -188,6 +225,29 @@ impl Writer {
         }
     }
 
+    /// Starts writing the daily file's new whole pages back to the disk without waiting
+    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`) once [`WRITEBACK_BYTES`] have accumulated: the
+    /// journal makes them durable meanwhile, and the checkpoint's `fdatasync` then has only the
+    /// last of them to write instead of stalling every batch behind a megabyte (measured: 1 MiB
+    /// journal, 16 clients, 9.3–9.5k runs/s without it).
+    fn start_writeback(&mut self) {
+        use std::os::fd::AsRawFd;
+        const PAGE: u64 = 4096;
+        let Some(open) = self.file.as_mut() else { return };
+        let end = open.len / PAGE * PAGE;
+        if end < open.written_back + WRITEBACK_BYTES {
+            return;
+        }
+        let (offset, bytes) = (open.written_back, end - open.written_back);
+        // SAFETY: a plain system call on a descriptor `open.file` owns; it touches no memory.
+        let started = unsafe {
+            libc::sync_file_range(open.file.as_raw_fd(), offset as libc::off64_t, bytes as libc::off64_t, libc::SYNC_FILE_RANGE_WRITE)
+        };
+        if started == 0 {
+            open.written_back = end;
+        }
+    }
+
     /// Makes the file for `date` current, first committing what is buffered for the previous one:
     /// a later file must never hold records whose predecessors are not yet durable.
     fn prepare_file(&mut self, date: NaiveDate, buffer: &mut Vec<u8>, touched: &mut Vec<Touched>) -> io::Result<()> {
@@ -199,6 +259,10 @@ impl Writer {
         }
         if self.file.is_some() {
             self.write_and_sync(buffer)?;
+            // A checkpoint syncs only the current file before the journal is written over: the
+            // previous day's file is made durable now.
+            let previous = self.file.as_ref().expect("checked above");
+            previous.file.sync_data().map_err(|e| io::Error::new(e.kind(), format!("syncing {}: {e}", previous.path.display())))?;
         }
         let path: Arc<Path> = self.audit_dir.join(log_file_name(date)).into();
         let existed = path.exists();
@@ -213,20 +277,28 @@ impl Writer {
         }
         let len = file.metadata()?.len();
         touched.push(Touched { path: path.clone(), len_before: len });
-        self.file = Some(OpenLog { date, path, file, len });
+        self.file = Some(OpenLog { date, path, file, len, written_back: len });
         Ok(())
     }
 
+    /// Writes the buffered lines to the current daily file and makes them durable: through the
+    /// journal, or by syncing the daily file when the journal is full (a checkpoint: the journal
+    /// starts over) or the batch is larger than the whole journal.
     fn write_and_sync(&mut self, buffer: &mut Vec<u8>) -> io::Result<()> {
-        if buffer.is_empty() {
+        let Some((first_seq, last_seq)) = self.buffered.take() else {
             return Ok(());
-        }
+        };
         let open = self.file.as_mut().expect("a file is prepared before lines are buffered");
         let context =
             |e: io::Error, doing: &str| io::Error::new(e.kind(), format!("{doing} {}: {e}", open.path.display()));
         open.file.write_all(buffer).map_err(|e| context(e, "writing"))?;
         let syncing = std::time::Instant::now();
-        open.file.sync_data().map_err(|e| context(e, "syncing"))?;
+        if self.journal.fits(buffer.len()) {
+            self.journal.commit(open.date, first_seq, last_seq, buffer)?;
+        } else {
+            open.file.sync_data().map_err(|e| context(e, "syncing"))?;
+            self.journal.checkpointed();
+        }
         let synced = u64::try_from(syncing.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.stats.sync_nanos.fetch_add(synced, Ordering::Relaxed);
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
