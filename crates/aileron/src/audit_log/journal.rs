@@ -115,6 +115,16 @@ impl Journal {
         Ok(())
     }
 
+    /// Everything is in synced daily files (a clean shutdown): the first frame is made invalid,
+    /// so the next start finds no frame to check. A failure only leaves that work to the start.
+    pub(super) fn clear(&mut self) {
+        let cleared = self.file.write_all_at(&[0; MAGIC.len()], 0).and_then(|()| self.file.sync_data());
+        if let Err(error) = cleared {
+            eprintln!("aileron: warning: clearing {}: {error}", self.path.display());
+        }
+        self.checkpointed();
+    }
+
     /// A batch begins: [`Journal::abandon_batch`] takes back the frames written from here on.
     pub(super) fn begin_batch(&mut self) {
         self.batch_frames.clear();
@@ -467,6 +477,26 @@ mod tests {
         let error = format!("{:#}", open_at(&gap, &clock, 2048).err().expect("a gap refuses the start"));
         assert!(error.contains("records are missing from the log") && error.contains("hint:"), "{error}");
         drop(log);
+    }
+
+    /// A clean shutdown syncs the daily file and clears the journal: the next start has nothing
+    /// to check, and the log is whole without it.
+    #[tokio::test]
+    async fn a_clean_shutdown_leaves_nothing_to_replay() {
+        let temp = tempfile::tempdir().unwrap();
+        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
+        let log = open_at(temp.path(), &clock, JOURNAL_BYTES).unwrap();
+        for _ in 0..5 {
+            log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
+        }
+        log.flush().await;
+        let journal = temp.path().join("audit").join(JOURNAL_FILE);
+        assert_eq!(frames(&fs::read(&journal).unwrap()).last().unwrap().last_seq, 5);
+        drop(log);
+        assert!(frames(&fs::read(&journal).unwrap()).is_empty());
+        let reopened = open_at(temp.path(), &clock, JOURNAL_BYTES).unwrap();
+        assert_eq!(reopened.verify().unwrap().records, 5);
+        assert_eq!(reopened.append(event(EventType::ActionExecuted, &[])).await.unwrap().seq, 6);
     }
 
     /// A record changed in the journal is not appended to the log: the start is refused.

@@ -1,16 +1,19 @@
 //! The durable audit log (SPEC §10): a group-commit writer, a torn-tail tolerant reader, query
 //! and verification over `<dir>/audit/audit-YYYY-MM-DD.jsonl`.
 //!
-//! Invariant: `append` returns `Ok` only after the record's line is written and fdatasync'ed.
-//! Callers do risky work (or report an outcome) only after that, and fail closed on `Err`.
+//! Invariant: `append` returns `Ok` only after the record's line is written to its daily file and
+//! fdatasync'ed, in the journal or in that file. Callers do risky work (or report an outcome) only
+//! after that, and fail closed on `Err`.
 //!
 //! Writing is done by one dedicated thread fed by a channel. It drains everything queued, seals
-//! the records in order (seq, prev), writes them with one `write` per file, syncs once and only
-//! then acknowledges each waiter: under load many appends share one fsync. The file is chosen by
-//! the record's UTC date; the chain continues across files. A crash can only leave a torn tail
-//! (bytes after the last newline, never acknowledged): `open` moves it aside to a `.torn-<ms>`
-//! file next to the log and truncates it, so the next record links to the last complete one.
-//! That is also what makes a `kill -9` test possible: after any kill, reopening yields a log that
+//! the records in order (seq, prev), writes them with one `write` per file and a frame of them to
+//! the journal ([`journal`]), syncs the journal once and only then acknowledges each waiter: under
+//! load many appends share one fsync. The file is chosen by the record's UTC date; the chain
+//! continues across files. A killed process leaves at most a torn tail (bytes after the last
+//! newline, never acknowledged): `open` moves it aside to a `.torn-<ms>` file next to the log and
+//! truncates it, so the next record links to the last complete one. A machine that stopped may
+//! also have lost the daily file's last lines: `open` then appends them from the journal. That is
+//! also what makes a `kill -9` test possible: after any kill, reopening yields a log that
 //! verifies, and every acknowledged record is in it.
 //!
 //! One process writes a log directory at a time (an exclusive flock on `audit/.writer.lock`):

@@ -266,6 +266,10 @@ mod tests {
             for _ in 0..500 {
                 log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
             }
+            log.flush().await;
+            // The journal as the machine stopping now would leave it (a clean shutdown clears it).
+            let journal = temp.path().join("audit").join(super::super::JOURNAL_FILE);
+            let kept = fs::read(&journal).unwrap();
             drop(log);
             let path = temp.path().join("audit/audit-2026-11-22.jsonl");
             let text = fs::read_to_string(&path).unwrap();
@@ -278,10 +282,6 @@ mod tests {
             fs::write(&path, damaged).unwrap();
             let verified = verify(temp.path());
             assert!(verified.is_err(), "{damage}: verify reports it: {verified:?}");
-            let journal = temp.path().join("audit").join(super::super::JOURNAL_FILE);
-            // The log was closed cleanly, so the journal's frames may be written over at the next
-            // start; the records it holds are what a crash of the machine would have left.
-            let kept = fs::read(&journal).unwrap();
             fs::remove_file(&journal).unwrap();
             let open = || AuditLog::open_with_clock(AuditConfig { dir: Some(temp.path().to_path_buf()) }, clock.clone());
             let error = open().err().unwrap_or_else(|| panic!("{damage}: the daemon does not extend a damaged chain"));

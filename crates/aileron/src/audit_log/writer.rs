@@ -111,11 +111,14 @@ impl Writer {
                 let _ = reply.send(());
             }
         }
-        // Shutting down: the daily file is made durable, so the journal is not needed to restore it.
-        if let Some(open) = &self.file
-            && let Err(error) = open.file.sync_data()
-        {
-            eprintln!("aileron: warning: syncing {} at shutdown: {error} (the journal holds its records)", open.path.display());
+        // Shutting down: the daily file is made durable, and then the journal holds nothing the
+        // next start must read (it would hash every stale frame to find that out).
+        let synced = self.file.as_ref().map_or(Ok(()), |open| {
+            open.file.sync_data().map_err(|e| io::Error::new(e.kind(), format!("syncing {}: {e}", open.path.display())))
+        });
+        match synced {
+            Ok(()) => self.journal.clear(),
+            Err(error) => eprintln!("aileron: warning: at shutdown: {error} (the journal keeps its records)"),
         }
     }
 
