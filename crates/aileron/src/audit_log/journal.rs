@@ -388,14 +388,20 @@ mod tests {
         AuditLog::open_with_journal(AuditConfig { dir: Some(parent.to_path_buf()) }, clock.clone(), journal_bytes)
     }
 
+    /// A log under `<temp>/live` with a journal of `journal_bytes`, its clock at `at`.
+    fn live_log(temp: &Path, at: &str, journal_bytes: u64) -> (Arc<TestClock>, AuditLog) {
+        let clock = TestClock::at(at);
+        let log = open_at(&temp.join("live"), &clock, journal_bytes).unwrap();
+        (clock, log)
+    }
+
     /// Every acknowledged record survives the machine stopping with none of the daily files'
     /// last writes on the disk (a torn line, a day's file empty), across a day roll: the next
     /// start restores them from the journal, byte for byte, and the chain verifies.
     #[tokio::test]
     async fn acknowledged_records_the_daily_files_lost_are_restored() {
         let temp = tempfile::tempdir().unwrap();
-        let clock = TestClock::at("2026-11-22T23:59:59.000Z");
-        let log = open_at(&temp.path().join("live"), &clock, JOURNAL_BYTES).unwrap();
+        let (clock, log) = live_log(temp.path(), "2026-11-22T23:59:59.000Z", JOURNAL_BYTES);
         for i in 0..30 {
             if i == 20 {
                 clock.set("2026-11-23T00:00:01.000Z");
@@ -441,8 +447,7 @@ mod tests {
     #[tokio::test]
     async fn a_wrapping_journal_checkpoints_the_daily_file() {
         let temp = tempfile::tempdir().unwrap();
-        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
-        let log = open_at(&temp.path().join("live"), &clock, 2048).unwrap();
+        let (clock, log) = live_log(temp.path(), "2026-11-22T10:00:00.000Z", 2048);
         let live_dir = temp.path().join("live/audit");
         // At least 100 records, and on until the last one went through the journal (a batch that
         // checkpoints writes no frame: the journal then holds only records the file has synced).
@@ -503,8 +508,7 @@ mod tests {
     #[tokio::test]
     async fn a_changed_journal_is_refused() {
         let temp = tempfile::tempdir().unwrap();
-        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
-        let log = open_at(&temp.path().join("live"), &clock, JOURNAL_BYTES).unwrap();
+        let (clock, log) = live_log(temp.path(), "2026-11-22T10:00:00.000Z", JOURNAL_BYTES);
         for i in 0..5 {
             log.append(event(EventType::ActionExecuted, &[("n", &format!("m{i}"))])).await.unwrap();
         }
