@@ -8,7 +8,8 @@
 //! framed, to the journal, which is synced before anyone is acknowledged. The daily file itself is
 //! synced when the journal is about to wrap (a checkpoint), at a day roll, at shutdown and at
 //! open. After the machine stopped (power, kernel), [`replay`] appends to the daily files the
-//! acknowledged lines the journal holds that did not reach them.
+//! lines the journal holds that did not reach them: every acknowledged one, and those of a last
+//! batch that was synced but not yet acknowledged.
 //!
 //! A frame: [`MAGIC`], the first and last seq of its lines (u64 LE), the daily file's date (days
 //! from the common era, i32 LE), the payload's length (u32 LE), the SHA-256 of those 32 bytes and
@@ -263,8 +264,8 @@ pub(super) fn replay(audit_dir: &Path, last: Option<AuditRecord>) -> anyhow::Res
     }
     if count > 0 {
         eprintln!(
-            "aileron: restored {count} acknowledged audit record(s) from {} to the log (the machine stopped before \
-             they were written back)",
+            "aileron: restored {count} audit record(s) from {} to the log files, which had lost them (the machine \
+             stopped before they were written back)",
             path.display()
         );
     }
