@@ -69,6 +69,8 @@ impl Journal {
             .read(true)
             .write(true)
             .mode(0o600)
+            // It is truncated and overwritten: never through a link planted in its place.
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| context(e, "opening"))?;
         if file.metadata().map_err(|e| context(e, "reading"))?.len() != capacity {
@@ -362,6 +364,14 @@ mod tests {
         drop(journal);
         Journal::open(temp.path(), 512).unwrap();
         assert!(read().len() == 512 && read().iter().all(|b| *b == 0));
+        // A link in its place is refused, and what it points to is left as it was.
+        let target = temp.path().join("elsewhere");
+        fs::write(&target, b"not the journal").unwrap();
+        fs::remove_file(temp.path().join(JOURNAL_FILE)).unwrap();
+        std::os::unix::fs::symlink(&target, temp.path().join(JOURNAL_FILE)).unwrap();
+        let refused = Journal::open(temp.path(), 512).err().expect("a link is not opened");
+        assert!(refused.to_string().contains(JOURNAL_FILE), "{refused}");
+        assert_eq!(fs::read(&target).unwrap(), b"not the journal");
     }
 
     use std::sync::Arc;
