@@ -1,12 +1,14 @@
 //! The daily files `audit-YYYY-MM-DD.jsonl`: their names, the listing in date order, and reading
 //! one newest line first without loading it whole.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
+
+use crate::home::sync_dir;
 
 /// `audit-YYYY-MM-DD.jsonl` files in date order. Other names (sidecars, the lock) are ignored.
 pub(super) fn log_files(audit_dir: &Path) -> io::Result<Vec<(NaiveDate, PathBuf)>> {
@@ -31,6 +33,23 @@ pub(super) fn date_of_file_name(name: &str) -> Option<NaiveDate> {
 
 pub(super) fn log_file_name(date: NaiveDate) -> String {
     format!("audit-{}.jsonl", date.format("%Y-%m-%d"))
+}
+
+/// Opens the daily file at `path` in `audit_dir` for appending, creating it (mode 0600) if it
+/// is missing; a new file's directory entry is synced, so that the file outlives a crash as soon
+/// as its data does.
+pub(super) fn open_for_append(audit_dir: &Path, path: &Path) -> io::Result<File> {
+    let existed = path.exists();
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
+    if !existed {
+        sync_dir(audit_dir)?;
+    }
+    Ok(file)
 }
 
 pub(super) fn file_name(path: &Path) -> String {

@@ -29,7 +29,7 @@ use anyhow::Context;
 use chrono::{Datelike, NaiveDate};
 use sha2::{Digest, Sha256};
 
-use super::daily_file::{log_file_name, log_files};
+use super::daily_file::{log_file_name, log_files, open_for_append};
 use crate::home::sync_dir;
 
 pub const JOURNAL_FILE: &str = "journal";
@@ -252,17 +252,8 @@ pub(super) fn replay(audit_dir: &Path, last: Option<AuditRecord>) -> anyhow::Res
     }
     for (date, lines) in &restored {
         let file_path = audit_dir.join(log_file_name(*date));
-        let existed = file_path.exists();
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&file_path)
-            .with_context(|| format!("opening {}", file_path.display()))?;
+        let mut file = open_for_append(audit_dir, &file_path)?;
         file.write_all(lines).and_then(|()| file.sync_data()).with_context(|| format!("restoring records to {}", file_path.display()))?;
-        if !existed {
-            sync_dir(audit_dir)?;
-        }
     }
     if count > 0 {
         eprintln!(

@@ -5,7 +5,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
@@ -14,11 +13,10 @@ use aileron_core::audit::AuditRecord;
 use chrono::NaiveDate;
 use tokio::sync::watch;
 
-use super::daily_file::log_file_name;
+use super::daily_file::{log_file_name, open_for_append};
 use super::journal::Journal;
 use super::recovery::{HEAD_RECORD_BYTES, recover};
 use super::{AuditError, AuditEvent, ChainHead, Clock, Stats, parse_timestamp};
-use crate::home::sync_dir;
 
 pub(super) enum Command {
     Append(AuditEvent, tokio::sync::oneshot::Sender<Result<AuditRecord, AuditError>>),
@@ -268,16 +266,7 @@ impl Writer {
             previous.file.sync_data().map_err(|e| io::Error::new(e.kind(), format!("syncing {}: {e}", previous.path.display())))?;
         }
         let path: Arc<Path> = self.audit_dir.join(log_file_name(date)).into();
-        let existed = path.exists();
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
-        if !existed {
-            sync_dir(&self.audit_dir)?;
-        }
+        let file = open_for_append(&self.audit_dir, &path)?;
         let len = file.metadata()?.len();
         touched.push(Touched { path: path.clone(), len_before: len });
         self.file = Some(OpenLog { date, path, file, len, written_back: len });
