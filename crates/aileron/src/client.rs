@@ -256,11 +256,6 @@ pub async fn start_daemon_with(home: &Home, extra_env: &[(&str, &str)]) -> anyho
         .stderr(log)
         .envs(extra_env.iter().copied())
         .process_group(0);
-    // Read by mimalloc as the daemon loads, before `main` (where setting it has less effect:
-    // ARCHITECTURE.md, "Allocator"); a value the user chose is kept.
-    if env::get(env::MIMALLOC_PURGE_DELAY).is_none() {
-        command.env(env::MIMALLOC_PURGE_DELAY, "0");
-    }
     let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
     let deadline = Instant::now() + AUTOSTART_BUDGET;
     let http = http_client()?;

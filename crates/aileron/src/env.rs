@@ -38,8 +38,8 @@ pub const AILERON_SESSION_ID: &str = "AILERON_SESSION_ID";
 /// Set to `1` to make clients fail instead of auto-starting the daemon.
 pub const AILERON_NO_AUTOSTART: &str = "AILERON_NO_AUTOSTART";
 /// mimalloc's own option, read when the process loads: how long memory it freed waits before it
-/// goes back to the system (default 1000 ms). Aileron starts the daemon with `0` unless it is set
-/// (`client::start_daemon`; ARCHITECTURE.md, "Allocator").
+/// goes back to the system (default 1000 ms). The daemon sets it to `0` as it starts unless this is
+/// set (`process::return_freed_memory_at_once`; ARCHITECTURE.md, "Allocator").
 pub const MIMALLOC_PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
 /// Overrides the binary used to auto-start the daemon (default: the running `aileron`, or the
 /// `aileron` beside `aileron-mcp`).
@@ -85,7 +85,7 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_GITLAB_RAW_BASE_URL, "GitLab raw files base (default AILERON_GITLAB_BASE_URL or https://gitlab.com)"),
     (AILERON_GITHUB_API_URL, "GitHub REST API base for `connector check` (default https://api.github.com)"),
     (AILERON_DAEMON_BIN, "binary used to auto-start the daemon (default: this aileron, or the one beside aileron-mcp)"),
-    (MIMALLOC_PURGE_DELAY, "ms before the daemon's allocator returns freed memory (set to 0 on a daemon aileron starts)"),
+    (MIMALLOC_PURGE_DELAY, "ms before the daemon's allocator returns freed memory (the daemon uses 0 unless this is set)"),
 ];
 
 /// The value of a variable; `None` when unset (an explicit empty value is `Some("")`).

@@ -169,6 +169,7 @@ impl<L: axum::serve::Listener> tower::Service<axum::serve::IncomingStream<'_, L>
 
 /// Runs the daemon in the foreground until SIGTERM/SIGINT, then drains in-flight requests.
 pub async fn serve(home: Home) -> anyhow::Result<()> {
+    crate::process::return_freed_memory_at_once();
     let lock_file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

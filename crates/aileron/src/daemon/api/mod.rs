@@ -211,6 +211,8 @@ async fn status(
         "audit": if state.audit.is_durable() { "disk" } else { "memory" },
         // Whether the start-up warm-up has loaded every module the enabled actions pin.
         "modules_warm": state.modules_warm.load(std::sync::atomic::Ordering::Acquire),
+        // How soon freed memory goes back to the system (ARCHITECTURE.md, "Allocator").
+        "allocator": { "purge_delay_ms": crate::process::allocator_purge_delay_ms() },
     })))
 }
 
