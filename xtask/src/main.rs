@@ -258,13 +258,7 @@ fn run(task: Task) -> Result<(), Failure> {
             // its own executable; they are built as the product is, without the sandbox's `baseline`.
             execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins"]))?;
             build_go_guest(&root, "big", &root.join(GO_CONNECTOR_BIG_WASM))?;
-            // The daemon that (b) and (d) serve in the benchmark's own process allocates as one that
-            // `aileron` starts does: mimalloc returning freed memory at once (ARCHITECTURE.md, "Allocator").
-            let mut bench = cargo(&root);
-            if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-                bench.env("MIMALLOC_PURGE_DELAY", "0");
-            }
-            execute(bench.args(bench_args(&root, args)))
+            execute(cargo(&root).args(bench_args(&root, args)))
         }
         Task::Campaign { name, long } => {
             install_guest_target()?;

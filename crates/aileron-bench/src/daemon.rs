@@ -34,6 +34,9 @@ impl BenchDaemon {
 
     /// [`BenchDaemon::start`] with `telemetry` for the daemon's spans.
     pub(super) fn start_traced(home: &Home, telemetry: Telemetry) -> anyhow::Result<(BenchDaemon, Duration)> {
+        // The daemon that (b) and (d) serve in the benchmark's own process allocates as
+        // `aileron daemon run` does: mimalloc returning freed memory at once (ARCHITECTURE.md, "Allocator").
+        aileron::process::return_freed_memory_at_once();
         let executor = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("aileron-bench-daemon")
