@@ -1,6 +1,6 @@
 //! Process-wide facts and setup that every layer needs, kept in a leaf so that nothing below the
-//! daemon has to import it: the version, the TLS crypto provider, `daemon.json`'s format, and the
-//! socket option every server here uses.
+//! daemon has to import it: the version, the TLS crypto provider, `daemon.json`'s format, the
+//! socket option every server here uses, and the allocator's purge delay.
 
 use serde::{Deserialize, Serialize};
 
