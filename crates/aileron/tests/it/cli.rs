@@ -124,30 +124,37 @@ fn stderr(output: &Output) -> String {
 /// the one mimalloc reads that variable into.
 #[test]
 fn the_daemon_returns_freed_memory_at_once_however_it_was_started() {
+    // `aileron` with `args` on `cli`'s home, with `MIMALLOC_PURGE_DELAY` as given and nothing of
+    // the test's own environment.
+    let aileron = |cli: &Cli, args: &[&str], purge_delay: Option<&str>| {
+        let mut command = Command::new(crate::campaign::binary("aileron"));
+        command
+            .args(args)
+            .env("AILERON_HOME", &cli.home)
+            .env_remove("AILERON_AUDIT_DIR")
+            .env_remove("AILERON_LISTEN")
+            .env_remove("AILERON_URL")
+            .env_remove("AILERON_TOKEN")
+            .env_remove("MIMALLOC_PURGE_DELAY")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(value) = purge_delay {
+            command.env("MIMALLOC_PURGE_DELAY", value);
+        }
+        command
+    };
     let purge_delay = |cli: &Cli| -> Value {
         let status: Value = serde_json::from_str(&cli.ok(&["daemon", "status", "--json"])).unwrap();
         status["allocator"]["purge_delay_ms"].clone()
     };
     let started = Cli::new();
-    started.ok(&["daemon", "start"]);
+    assert!(aileron(&started, &["daemon", "start"], None).status().unwrap().success());
     assert_eq!(purge_delay(&started), 0, "auto-started");
 
     for (environment, expected) in [(None, 0), (Some("250"), 250)] {
         let by_hand = Cli::new();
-        let mut command = Command::new(crate::campaign::binary("aileron"));
-        command
-            .args(["daemon", "run"])
-            .env("AILERON_HOME", &by_hand.home)
-            .env_remove("AILERON_AUDIT_DIR")
-            .env_remove("AILERON_LISTEN")
-            .env_remove("MIMALLOC_PURGE_DELAY")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        if let Some(value) = environment {
-            command.env("MIMALLOC_PURGE_DELAY", value);
-        }
-        let mut daemon = command.spawn().expect("spawning aileron daemon run");
+        let mut daemon = aileron(&by_hand, &["daemon", "run"], environment).spawn().expect("spawning aileron daemon run");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while !by_hand.run(&["daemon", "status", "--json"]).status.success() {
             assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited");
