@@ -23,28 +23,27 @@ impl Cli {
         self._temp.path()
     }
 
-    pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(crate::campaign::binary("aileron"))
-            .args(args)
-            .env("AILERON_HOME", &self.home)
-            .env_remove("AILERON_AUDIT_DIR")
-            .env_remove("AILERON_URL")
-            .env_remove("AILERON_TOKEN")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("running aileron")
-    }
-
-    /// Runs with extra environment variables and, when given, this text on standard input.
-    pub fn run_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
-        use std::io::Write;
+    /// `aileron` with `args` on this home, with none of the test environment's daemon pointers.
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(crate::campaign::binary("aileron"));
         command
             .args(args)
             .env("AILERON_HOME", &self.home)
             .env_remove("AILERON_AUDIT_DIR")
             .env_remove("AILERON_URL")
-            .env_remove("AILERON_TOKEN")
+            .env_remove("AILERON_TOKEN");
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).stdin(std::process::Stdio::null()).output().expect("running aileron")
+    }
+
+    /// Runs with extra environment variables and, when given, this text on standard input.
+    pub fn run_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
+        use std::io::Write;
+        let mut command = self.command(args);
+        command
             .env_remove("AILERON_VAULT_PASSPHRASE")
             .envs(env.iter().copied())
             .stdin(std::process::Stdio::piped())
@@ -127,14 +126,9 @@ fn the_daemon_returns_freed_memory_at_once_however_it_was_started() {
     // `aileron` with `args` on `cli`'s home, with `MIMALLOC_PURGE_DELAY` as given and nothing of
     // the test's own environment.
     let aileron = |cli: &Cli, args: &[&str], purge_delay: Option<&str>| {
-        let mut command = Command::new(crate::campaign::binary("aileron"));
+        let mut command = cli.command(args);
         command
-            .args(args)
-            .env("AILERON_HOME", &cli.home)
-            .env_remove("AILERON_AUDIT_DIR")
             .env_remove("AILERON_LISTEN")
-            .env_remove("AILERON_URL")
-            .env_remove("AILERON_TOKEN")
             .env_remove("MIMALLOC_PURGE_DELAY")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
