@@ -55,6 +55,13 @@ struct OpenLog {
     written_back: u64,
 }
 
+impl OpenLog {
+    /// `fdatasync` of the daily file, its error naming it.
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data().map_err(|e| io::Error::new(e.kind(), format!("syncing {}: {e}", self.path.display())))
+    }
+}
+
 /// How much of the daily file [`Writer::start_writeback`] lets accumulate before starting to
 /// write it back: an eighth of the journal, so a checkpoint finds little left to write.
 const WRITEBACK_BYTES: u64 = super::journal::JOURNAL_BYTES / 8;
@@ -111,9 +118,7 @@ impl Writer {
         }
         // Shutting down: the daily file is made durable, and then the journal holds nothing the
         // next start must read (it would hash every stale frame to find that out).
-        let synced = self.file.as_ref().map_or(Ok(()), |open| {
-            open.file.sync_data().map_err(|e| io::Error::new(e.kind(), format!("syncing {}: {e}", open.path.display())))
-        });
+        let synced = self.file.as_ref().map_or(Ok(()), OpenLog::sync);
         match synced {
             Ok(()) => self.journal.clear(),
             Err(error) => eprintln!("aileron: warning: at shutdown: {error} (the journal keeps its records)"),
@@ -262,8 +267,7 @@ impl Writer {
             self.write_and_sync(buffer)?;
             // A checkpoint syncs only the current file before the journal is written over: the
             // previous day's file is made durable now.
-            let previous = self.file.as_ref().expect("checked above");
-            previous.file.sync_data().map_err(|e| io::Error::new(e.kind(), format!("syncing {}: {e}", previous.path.display())))?;
+            self.file.as_ref().expect("checked above").sync()?;
         }
         let path: Arc<Path> = self.audit_dir.join(log_file_name(date)).into();
         let file = open_for_append(&self.audit_dir, &path)?;
@@ -281,14 +285,12 @@ impl Writer {
             return Ok(());
         };
         let open = self.file.as_mut().expect("a file is prepared before lines are buffered");
-        let context =
-            |e: io::Error, doing: &str| io::Error::new(e.kind(), format!("{doing} {}: {e}", open.path.display()));
-        open.file.write_all(buffer).map_err(|e| context(e, "writing"))?;
+        open.file.write_all(buffer).map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", open.path.display())))?;
         let syncing = std::time::Instant::now();
         if self.journal.fits(buffer.len()) {
             self.journal.commit(open.date, first_seq, last_seq, buffer)?;
         } else {
-            open.file.sync_data().map_err(|e| context(e, "syncing"))?;
+            open.sync()?;
             self.journal.checkpointed();
         }
         let synced = u64::try_from(syncing.elapsed().as_nanos()).unwrap_or(u64::MAX);
