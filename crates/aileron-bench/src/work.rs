@@ -35,11 +35,15 @@ static COUNTS: [Shard; SHARDS] = [const { Shard { allocations: AtomicU64::new(0)
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
 
 fn shard() -> &'static Shard {
+    &COUNTS[shard_index()]
+}
+
+fn shard_index() -> usize {
     thread_local! {
         // A `usize` needs no destructor, so its first use registers none and allocates nothing.
         static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
     }
-    &COUNTS[SHARD.with(|shard| *shard)]
+    SHARD.with(|shard| *shard)
 }
 
 fn count(bytes: usize) {
@@ -169,5 +173,24 @@ mod tests {
         std::thread::spawn(|| (0..20).for_each(|_| std::thread::sleep(Duration::from_micros(200)))).join().unwrap();
         let done = Work::now().since(before);
         assert!(done.switches >= 20, "{done:?}");
+    }
+
+    #[test]
+    fn threads_running_at_once_count_on_lines_of_their_own() {
+        let started = std::sync::Barrier::new(8);
+        let lines: Vec<usize> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        // All alive at once, as a daemon's workers, its writer and the clients are.
+                        started.wait();
+                        shard_index()
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|thread| thread.join().unwrap()).collect()
+        });
+        let distinct: std::collections::BTreeSet<_> = lines.iter().collect();
+        assert_eq!(distinct.len(), lines.len(), "threads shared a counter line: {lines:?}");
     }
 }
