@@ -123,41 +123,27 @@ fn stderr(output: &Output) -> String {
 /// the one mimalloc reads that variable into.
 #[test]
 fn the_daemon_returns_freed_memory_at_once_however_it_was_started() {
-    // `aileron` with `args` on `cli`'s home, with `MIMALLOC_PURGE_DELAY` as given and nothing of
-    // the test's own environment.
-    let aileron = |cli: &Cli, args: &[&str], purge_delay: Option<&str>| {
-        let mut command = cli.command(args);
-        command
-            .env_remove("AILERON_LISTEN")
-            .env_remove("MIMALLOC_PURGE_DELAY")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        if let Some(value) = purge_delay {
-            command.env("MIMALLOC_PURGE_DELAY", value);
-        }
-        command
-    };
-    let purge_delay = |cli: &Cli| -> Value {
-        let status: Value = serde_json::from_str(&cli.ok(&["daemon", "status", "--json"])).unwrap();
-        status["allocator"]["purge_delay_ms"].clone()
-    };
     let started = Cli::new();
-    assert!(aileron(&started, &["daemon", "start"], None).status().unwrap().success());
-    assert_eq!(purge_delay(&started), 0, "auto-started");
+    let mut start = started.command(&["daemon", "start"]);
+    start
+        .env_remove("AILERON_LISTEN")
+        .env_remove("MIMALLOC_PURGE_DELAY")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    assert!(start.status().unwrap().success());
+    let status: Value = serde_json::from_str(&started.ok(&["daemon", "status", "--json"])).unwrap();
+    assert_eq!(status["allocator"]["purge_delay_ms"], 0, "auto-started");
 
-    for (environment, expected) in [(None, 0), (Some("250"), 250)] {
-        let by_hand = Cli::new();
-        let mut daemon = aileron(&by_hand, &["daemon", "run"], environment).spawn().expect("spawning aileron daemon run");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !by_hand.run(&["daemon", "status", "--json"]).status.success() {
-            assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited");
-            assert!(std::time::Instant::now() < deadline, "the daemon did not start");
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        assert_eq!(purge_delay(&by_hand), expected, "`aileron daemon run` with MIMALLOC_PURGE_DELAY={environment:?}");
-        by_hand.ok(&["daemon", "stop"]);
-        assert!(daemon.wait().unwrap().success());
+    // By hand, as a service unit runs it (`DaemonProcess` gives it no `MIMALLOC_PURGE_DELAY` of
+    // the test's own).
+    for (environment, expected) in [(vec![], 0), (vec![("MIMALLOC_PURGE_DELAY", "250".to_string())], 250)] {
+        let by_hand = crate::traces::DaemonProcess::spawn(&environment);
+        let (code, status) = by_hand.request("GET", "/v1/status", None);
+        assert_eq!(code, 200, "{status}");
+        assert_eq!(status["allocator"]["purge_delay_ms"], expected, "`aileron daemon run` with {environment:?}");
+        let (stopped, _, stderr) = by_hand.stop();
+        assert!(stopped, "the daemon's exit: {stderr}");
     }
 }
 

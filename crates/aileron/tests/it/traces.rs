@@ -765,7 +765,7 @@ async fn the_file_exporter_writes_one_json_span_per_line_into_daily_files() {
 
 /// `aileron daemon run` in a temporary home, with extra environment, its stdout and stderr
 /// collected by reader threads.
-struct DaemonProcess {
+pub(crate) struct DaemonProcess {
     child: Child,
     home: PathBuf,
     url: String,
@@ -776,7 +776,7 @@ struct DaemonProcess {
 }
 
 impl DaemonProcess {
-    fn spawn(env: &[(&str, String)]) -> DaemonProcess {
+    pub(crate) fn spawn(env: &[(&str, String)]) -> DaemonProcess {
         let temp = tempfile::tempdir().unwrap();
         let home = temp.path().join("home");
         let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
@@ -786,7 +786,7 @@ impl DaemonProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for name in ["AILERON_URL", "AILERON_TOKEN", "AILERON_AUDIT_DIR", "AILERON_TRACES_DIR", "AILERON_LISTEN"] {
+        for name in ["AILERON_URL", "AILERON_TOKEN", "AILERON_AUDIT_DIR", "AILERON_TRACES_DIR", "AILERON_LISTEN", "MIMALLOC_PURGE_DELAY"] {
             command.env_remove(name);
         }
         for name in [
@@ -838,7 +838,7 @@ impl DaemonProcess {
         DaemonProcess { child, home, url, token, stdout, stderr, _temp: temp }
     }
 
-    fn request(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) fn request(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let client = reqwest::blocking::Client::new();
         let mut request = client
             .request(method.parse().unwrap(), format!("{}{path}", self.url))
@@ -880,7 +880,7 @@ impl DaemonProcess {
     }
 
     /// SIGTERM, then the exit status and both outputs.
-    fn stop(mut self) -> (bool, String, String) {
+    pub(crate) fn stop(mut self) -> (bool, String, String) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM)
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
