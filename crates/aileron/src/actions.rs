@@ -70,10 +70,7 @@ impl ActionRegistry {
                 Err(message) => inner.load_errors.push(LoadError { file: file_name, message }),
             }
         }
-        if let Ok(text) = std::fs::read_to_string(state_path) {
-            let state: BTreeMap<String, StateEntry> = serde_json::from_str(&text).unwrap_or_default();
-            inner.enabled = state.into_iter().map(|(name, entry)| (name, entry.enabled)).collect();
-        }
+        inner.enabled = read_state(state_path)?;
         let (changes, _) = tokio::sync::watch::channel(0);
         Ok(ActionRegistry { dir: dir.to_path_buf(), state_path: state_path.to_path_buf(), inner: RwLock::new(inner), changes })
     }
@@ -162,6 +159,29 @@ impl ActionRegistry {
 #[derive(serde::Deserialize, Serialize)]
 struct StateEntry {
     enabled: bool,
+}
+
+/// The enabled/disabled overlay. A missing file means every action is enabled; a damaged one
+/// stops the load: read as empty it would silently re-enable every disabled action, and the next
+/// change would overwrite what the user had disabled.
+fn read_state(path: &Path) -> std::io::Result<BTreeMap<String, bool>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(error) => return Err(std::io::Error::new(error.kind(), format!("reading {}: {error}", path.display()))),
+    };
+    let state: BTreeMap<String, StateEntry> = serde_json::from_str(&text).map_err(|error| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{}: not the actions' enabled/disabled state: {error}\n\
+                 hint: it holds which actions you disabled, as {{\"<action>\": {{\"enabled\": false}}}}; \
+                 repair it (or delete it, which enables every installed action) and start the daemon again",
+                path.display()
+            ),
+        )
+    })?;
+    Ok(state.into_iter().map(|(name, entry)| (name, entry.enabled)).collect())
 }
 
 fn io_error(path: &Path, source: std::io::Error) -> RegistryError {

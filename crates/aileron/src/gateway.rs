@@ -405,7 +405,7 @@ fn switch_protocols(
                 let mut upstream = hyper_util::rt::TokioIo::new(upstream);
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
             }
-            (client, upstream) => eprintln!(
+            (client, upstream) => log_line!(
                 "aileron gateway: an upgraded connection could not be bridged (client: {}, upstream: {})",
                 client.err().map_or("ok".to_string(), |e| e.to_string()),
                 upstream.err().map_or("ok".to_string(), |e| e.to_string()),

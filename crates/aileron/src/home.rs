@@ -154,7 +154,7 @@ fn warn_if_lax(root: &Path) {
         && metadata.permissions().mode() & 0o077 != 0
     {
         WARNED.call_once(|| {
-            eprintln!(
+            log_line!(
                 "aileron: warning: {} is accessible to other users (mode {:o})\nhint: chmod 700 {}",
                 root.display(),
                 metadata.permissions().mode() & 0o777,

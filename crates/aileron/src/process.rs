@@ -15,7 +15,7 @@ pub fn no_delay(
     use axum::serve::ListenerExt;
     fn set(stream: &mut tokio::net::TcpStream) {
         if let Err(error) = stream.set_nodelay(true) {
-            eprintln!("aileron: cannot set TCP_NODELAY on a connection: {error}");
+            log_line!("aileron: cannot set TCP_NODELAY on a connection: {error}");
         }
     }
     listener.tap_io(set as fn(&mut tokio::net::TcpStream))

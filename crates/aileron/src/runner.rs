@@ -60,7 +60,8 @@ pub enum RunOutcome {
     PendingApproval(PendingApproval),
 }
 
-/// Requests refused before anything ran (CRUD-style errors, not failure envelopes).
+/// Requests refused before anything ran (CRUD-style errors, not failure envelopes) — and the one
+/// answer after steps ran that is not an outcome: [`RunRejection::RanUnaudited`].
 #[derive(Debug, thiserror::Error)]
 pub enum RunRejection {
     #[error("no action named `{0}` is installed")]
@@ -71,6 +72,10 @@ pub enum RunRejection {
     InvalidArgs(ArgsError),
     #[error("audit log unavailable: {0}")]
     AuditUnavailable(String),
+    /// The steps ran (their effects happened), and then the record of the run could not be
+    /// written: never reported as "nothing was executed", or a caller would run it again.
+    #[error("the action ran, but its audit record could not be written: {0}")]
+    RanUnaudited(String),
     #[error("approval journal unavailable: {0}")]
     JournalUnavailable(String),
     /// The arguments of a gated call are too large to register for review.
@@ -148,7 +153,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             let appended = submit(state, EventType::ActionExecuted, &request.caller, payload, &audit_id);
             // The last guest's instance goes back to the pool while the writer syncs the record.
             drop(instance);
-            appended.await?;
+            appended.await.map_err(RunRejection::after_steps)?;
             span.end();
             Ok(RunOutcome::Completed { audit_id, result })
         }
@@ -160,9 +165,19 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             if let Some(grant) = &request.approval {
                 payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
             }
-            append(state, EventType::ExecutionFailed, &request.caller, payload, &audit_id).await?;
+            append(state, EventType::ExecutionFailed, &request.caller, payload, &audit_id).await.map_err(RunRejection::after_steps)?;
             span.fail(&failure, Some(&audit_id));
             Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)))
+        }
+    }
+}
+
+impl RunRejection {
+    /// The same rejection, said of a run whose steps already ran (a failed run's earlier steps too).
+    fn after_steps(self) -> RunRejection {
+        match self {
+            RunRejection::AuditUnavailable(cause) => RunRejection::RanUnaudited(cause),
+            other => other,
         }
     }
 }

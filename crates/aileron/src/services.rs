@@ -84,7 +84,7 @@ impl Services {
         let (approvals, recovery) =
             ApprovalQueue::open(&home.approvals_journal()).context("replaying the approval journal")?;
         for id in &recovery.recovered {
-            eprintln!("aileron daemon: approval {id} was running when the daemon stopped; marked failed, not re-run");
+            log_line!("aileron daemon: approval {id} was running when the daemon stopped; marked failed, not re-run");
         }
         let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()), ..RuntimeConfig::default() }).context("starting wasmtime")?;
         let egress_client = crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1)

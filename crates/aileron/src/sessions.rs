@@ -142,7 +142,7 @@ impl SessionRegistry {
             }
         }
         if skipped > 0 {
-            eprintln!("aileron daemon: skipped {skipped} unreadable line(s) of {}", journal_path.display());
+            log_line!("aileron daemon: skipped {skipped} unreadable line(s) of {}", journal_path.display());
         }
         SessionRegistry { journal_path, journal: Mutex::new(None), sessions: RwLock::new(sessions) }
     }

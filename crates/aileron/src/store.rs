@@ -264,7 +264,7 @@ impl Store {
     pub fn list(&self) -> Result<Vec<StoreEntry>, StoreError> {
         let scan = self.scan()?;
         for damaged in &scan.damaged {
-            eprintln!("aileron: warning: {damaged}");
+            log_line!("aileron: warning: {damaged}");
         }
         Ok(scan.entries)
     }
@@ -330,7 +330,7 @@ impl Store {
             Ok(bytes) => match serde_json::from_slice(&bytes) {
                 Ok(index) => Ok(index),
                 Err(error) => {
-                    eprintln!(
+                    log_line!(
                         "aileron: warning: {} is unreadable ({error}); rebuilding it from the store",
                         path.display()
                     );
@@ -668,7 +668,7 @@ mod tests {
             store.load_verified(&pkg.hash).unwrap();
         }
         let warm = started.elapsed() / 100;
-        eprintln!("load_verified of a 7 MiB connector: cold (read + sha256) {cold:?}, warm (2 stats) {warm:?}");
+        log_line!("load_verified of a 7 MiB connector: cold (read + sha256) {cold:?}, warm (2 stats) {warm:?}");
         assert_eq!(store.rehash_count(), 1);
     }
 }

@@ -114,7 +114,7 @@ impl Vault {
         let file = match read_file(path) {
             Ok(file) => file,
             Err(error @ VaultAccessError::File { .. }) => {
-                eprintln!("aileron daemon: warning: {error}\nhint: {}", error.hint());
+                log_line!("aileron daemon: warning: {error}\nhint: {}", error.hint());
                 None
             }
             Err(error) => return Err(error),

@@ -123,7 +123,7 @@ impl Journal {
     pub(super) fn clear(&mut self) {
         let cleared = self.file.write_all_at(&[0; MAGIC.len()], 0).and_then(|()| self.file.sync_data());
         if let Err(error) = cleared {
-            eprintln!("aileron: warning: clearing {}: {error}", self.path.display());
+            log_line!("aileron: warning: clearing {}: {error}", self.path.display());
         }
         self.checkpointed();
     }
@@ -145,7 +145,7 @@ impl Journal {
             .try_for_each(|offset| self.file.write_all_at(&[0; MAGIC.len()], offset))
             .and_then(|()| self.file.sync_data());
         if let Err(error) = invalidated {
-            eprintln!("aileron: warning: invalidating a failed batch in {}: {error}", self.path.display());
+            log_line!("aileron: warning: invalidating a failed batch in {}: {error}", self.path.display());
         }
     }
 }
@@ -256,7 +256,7 @@ pub(super) fn replay(audit_dir: &Path, last: Option<AuditRecord>) -> anyhow::Res
         file.write_all(lines).and_then(|()| file.sync_data()).with_context(|| format!("restoring records to {}", file_path.display()))?;
     }
     if count > 0 {
-        eprintln!(
+        log_line!(
             "aileron: restored {count} audit record(s) from {} to the log files, which had lost them (the machine \
              stopped before they were written back)",
             path.display()

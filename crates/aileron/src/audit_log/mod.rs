@@ -823,7 +823,7 @@ mod tests {
         let chart = best_of(5, &histogram(AuditFilter::default()));
         let chart_by_action =
             best_of(5, &histogram(AuditFilter { action: Some("action-042".into()), ..AuditFilter::default() }));
-        eprintln!("100,000 records, {:.1} MB in one day file:", bytes as f64 / 1e6);
+        log_line!("100,000 records, {:.1} MB in one day file:", bytes as f64 / 1e6);
         for (name, (took, found)) in [
             ("newest page of 50", newest),
             ("page of 50 by action (1% of records)", by_action),
@@ -832,7 +832,7 @@ mod tests {
             ("run histogram, 24 h in 1 h buckets", chart),
             ("run histogram of one action", chart_by_action),
         ] {
-            eprintln!("  {name}: {:.1} ms ({found} records)", took.as_secs_f64() * 1e3);
+            log_line!("  {name}: {:.1} ms ({found} records)", took.as_secs_f64() * 1e3);
         }
         assert_eq!(
             (newest.1, by_action.1, deep.1, nothing.1, chart.1, chart_by_action.1),

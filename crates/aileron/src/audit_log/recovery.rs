@@ -166,7 +166,7 @@ fn set_aside_torn_tail(path: &Path, end: &[u8], keep: usize, file_keep: usize) -
     let file = OpenOptions::new().write(true).open(path).with_context(|| format!("opening {}", path.display()))?;
     file.set_len(file_keep as u64).with_context(|| format!("truncating {}", path.display()))?;
     file.sync_all().with_context(|| format!("syncing {}", path.display()))?;
-    eprintln!(
+    log_line!(
         "aileron: warning: {} ended with {} bytes of an unfinished record (a crash during a write); they were \
          moved to {} (a record that was acknowledged is restored from the journal)",
         path.display(),

@@ -121,7 +121,7 @@ impl Writer {
         let synced = self.file.as_ref().map_or(Ok(()), OpenLog::sync);
         match synced {
             Ok(()) => self.journal.clear(),
-            Err(error) => eprintln!("aileron: warning: at shutdown: {error} (the journal keeps its records)"),
+            Err(error) => log_line!("aileron: warning: at shutdown: {error} (the journal keeps its records)"),
         }
     }
 
@@ -173,7 +173,7 @@ impl Writer {
                 self.needs_recovery = true;
                 self.journal.abandon_batch();
                 let error = AuditError::Write(error.to_string());
-                eprintln!("aileron: {error}");
+                log_line!("aileron: {error}");
                 for (reply, _) in waiters {
                     let _ = reply.send(Err(error.clone()));
                 }
@@ -227,7 +227,7 @@ impl Writer {
         let written = write!(text, "{{\"seq\":{},\"hash\":\"{}\"}}", self.head.seq, self.head.hash)
             .and_then(|()| self.head_file.write_all_at(&line, 0));
         if let Err(error) = written {
-            eprintln!("aileron: warning: anchoring the audit chain head: {error}");
+            log_line!("aileron: warning: anchoring the audit chain head: {error}");
         }
     }
 
@@ -334,7 +334,7 @@ mod tests {
         assert_eq!(text.lines().count(), 200);
         let report = log.verify().unwrap();
         assert_eq!((report.records, report.last_seq, report.torn_tail_skipped), (200, 200, None));
-        eprintln!("200 concurrent appends: {} fsyncs in {} batches", log.fsync_count(), log.batch_count());
+        log_line!("200 concurrent appends: {} fsyncs in {} batches", log.fsync_count(), log.batch_count());
         assert!(log.fsync_count() < 200, "no batching happened: {} fsyncs", log.fsync_count());
         assert_eq!(log.fsync_count(), log.batch_count(), "one sync per batch within one day");
         assert!(log.sync_time() > std::time::Duration::ZERO, "the syncs' time is counted");

@@ -54,7 +54,7 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Surface, shutdown: im
                     // Out of descriptors (EMFILE/ENFILE) or a connection reset before accept:
                     // wait a little rather than spin; the backlog keeps the others.
                     if !told_exhausted {
-                        eprintln!("aileron daemon: accepting a connection failed: {error}");
+                        log_line!("aileron daemon: accepting a connection failed: {error}");
                         told_exhausted = true;
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -65,7 +65,7 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Surface, shutdown: im
         };
         told_exhausted = false;
         if let Err(error) = stream.set_nodelay(true) {
-            eprintln!("aileron: cannot set TCP_NODELAY on a connection: {error}");
+            log_line!("aileron: cannot set TCP_NODELAY on a connection: {error}");
         }
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service).with_upgrades();

@@ -206,12 +206,12 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
         token,
     };
     write_atomic(&home.daemon_json(), &serde_json::to_vec_pretty(&info)?, 0o600)?;
-    eprintln!("aileron daemon {VERSION} listening on {} (pid {})", info.url, info.pid);
+    log_line!("aileron daemon {VERSION} listening on {} (pid {})", info.url, info.pid);
 
     let shutdown_state = state.clone();
     let result = connections::serve(listener, app(state.clone()), async move {
         wait_for_signal().await;
-        eprintln!("aileron daemon: shutting down; finishing in-flight requests");
+        log_line!("aileron daemon: shutting down; finishing in-flight requests");
         shutdown_state.shutdown.send_replace(true);
     })
     .await;
@@ -221,7 +221,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     let telemetry = state.telemetry.clone();
     let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     drop(lock);
-    eprintln!("aileron daemon: stopped");
+    log_line!("aileron daemon: stopped");
     result.context("serving HTTP")
 }
 

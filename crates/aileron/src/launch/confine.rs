@@ -114,14 +114,14 @@ pub fn main(args: &[OsString]) -> i32 {
     let request = match parse(args) {
         Ok(request) => request,
         Err(problem) => {
-            eprintln!("aileron {SUBCOMMAND}: {problem}");
+            log_line!("aileron {SUBCOMMAND}: {problem}");
             return 2;
         }
     };
     match enter(&request) {
         Ok(code) => code,
         Err(reason) => {
-            eprintln!("aileron: cannot confine the agent: {reason}");
+            log_line!("aileron: cannot confine the agent: {reason}");
             SETUP_FAILED
         }
     }
@@ -185,7 +185,7 @@ fn enter(request: &Request) -> Result<i32, String> {
             let code = match init(request) {
                 Ok(code) => code,
                 Err(reason) => {
-                    eprintln!("aileron: cannot confine the agent: {reason}");
+                    log_line!("aileron: cannot confine the agent: {reason}");
                     SETUP_FAILED
                 }
             };
@@ -221,7 +221,7 @@ fn init(request: &Request) -> Result<i32, String> {
     match unsafe { fork() }.map_err(|e| format!("starting the agent: {e}"))? {
         ForkResult::Child => {
             let error = exec_agent(request, &filter);
-            eprintln!("aileron: cannot run {}: {error}", request.program.to_string_lossy());
+            log_line!("aileron: cannot run {}: {error}", request.program.to_string_lossy());
             // SAFETY: see `enter`.
             unsafe { libc::_exit(127) }
         }

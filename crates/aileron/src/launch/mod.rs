@@ -499,7 +499,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     let masks = crate::confinement::masked_directories(home);
     let confinement = if options.unconfined {
-        eprintln!(
+        log_line!(
             "aileron: warning: {} runs unconfined: it can read {} and use the daemon token in it, so the approval \
              gate holds only as far as you trust it; its session and approvals are marked unconfined",
             agent.name(),
@@ -532,7 +532,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
     if let Err(error) = client.post(&end_path, &serde_json::to_value(EndSession { exit_code })?).await {
-        eprintln!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);
+        log_line!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);
     }
     outcome
 }
@@ -554,24 +554,24 @@ async fn launch_session(
         if edit.temporary {
             temporary.push(edit.path.clone());
         } else if edit.changes_anything() {
-            eprintln!("aileron: registered aileron-mcp in {}", edit.path.display());
+            log_line!("aileron: registered aileron-mcp in {}", edit.path.display());
         }
         if let Some(backup) = backup {
-            eprintln!("aileron: your original is kept as {}", backup.display());
+            log_line!("aileron: your original is kept as {}", backup.display());
         }
     }
     for note in &plan.notes {
-        eprintln!("aileron: note: {note}");
+        log_line!("aileron: note: {note}");
     }
     let status = match masks {
         Some(masks) => {
-            eprintln!("aileron: session {} started for {} (confined)", wiring.session_id, agent.name());
+            log_line!("aileron: session {} started for {} (confined)", wiring.session_id, agent.name());
             let helper = std::env::current_exe().context("locating the aileron executable")?;
             let args = confine::arguments(masks, false, child::terminal_delivers_interrupts(), program, &plan.args);
             child::run(&helper, &args, &plan.env, &WITHHELD_VARIABLES).await
         }
         None => {
-            eprintln!("aileron: session {} started for {} (unconfined)", wiring.session_id, agent.name());
+            log_line!("aileron: session {} started for {} (unconfined)", wiring.session_id, agent.name());
             child::run(program, &plan.args, &plan.env, &WITHHELD_VARIABLES).await
         }
     };

@@ -119,7 +119,7 @@ pub async fn follow<Owner: AsRef<DaemonLink>>(owner: Arc<Owner>, changes: watch:
                     link.forget(&client).await;
                 }
                 Ok(response) => {
-                    eprintln!("aileron-mcp: GET /v1/actions/watch answered {}; retrying", response.status());
+                    log_line!("aileron-mcp: GET /v1/actions/watch answered {}; retrying", response.status());
                 }
                 Err(_) => link.forget(&client).await,
             }

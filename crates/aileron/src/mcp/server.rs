@@ -61,7 +61,7 @@ impl McpShared {
         match self.fetch(origin).await {
             Ok(catalog) => catalog,
             Err(problem) => {
-                eprintln!("{}: listing actions: {}", self.log_prefix, problem.message.replace('\n', " "));
+                log_line!("{}: listing actions: {}", self.log_prefix, problem.message.replace('\n', " "));
                 Arc::new(ToolCatalog::builtins_only())
             }
         }

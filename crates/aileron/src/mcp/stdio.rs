@@ -28,15 +28,15 @@ pub fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         None => {}
         Some("--help" | "-h") => {
-            eprintln!("{USAGE}\n\n{}", env::help_text());
+            log_line!("{USAGE}\n\n{}", env::help_text());
             return ExitCode::SUCCESS;
         }
         Some("--version" | "-V") => {
-            eprintln!("aileron-mcp {}", crate::process::VERSION);
+            log_line!("aileron-mcp {}", crate::process::VERSION);
             return ExitCode::SUCCESS;
         }
         Some(other) => {
-            eprintln!(
+            log_line!(
                 "error: unexpected argument `{other}`\nhint: aileron-mcp takes no arguments; see aileron-mcp --help"
             );
             return ExitCode::from(2);
@@ -49,7 +49,7 @@ pub fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("aileron-mcp: error: cannot start the async runtime: {error}");
+            log_line!("aileron-mcp: error: cannot start the async runtime: {error}");
             return ExitCode::FAILURE;
         }
     };
@@ -59,7 +59,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("aileron-mcp: error: {error:#}");
+            log_line!("aileron-mcp: error: {error:#}");
             ExitCode::FAILURE
         }
     }
@@ -77,7 +77,7 @@ pub async fn serve() -> anyhow::Result<()> {
     let warm = shared.clone();
     tokio::spawn(async move {
         if let Err(problem) = warm.link().client(Autostart::Allowed).await {
-            eprintln!("aileron-mcp: {}", problem.message.replace('\n', "; "));
+            log_line!("aileron-mcp: {}", problem.message.replace('\n', "; "));
         }
     });
     tokio::spawn(super::changes::follow(shared.clone(), changes));

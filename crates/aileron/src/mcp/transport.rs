@@ -250,7 +250,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 Ok(0) => return None,
                 Ok(_) => {}
                 Err(error) => {
-                    eprintln!("aileron-mcp: reading the agent's messages: {error}");
+                    log_line!("aileron-mcp: reading the agent's messages: {error}");
                     return None;
                 }
             }
@@ -259,7 +259,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 }
 
 fn oversized(max_line: usize) {
-    eprintln!("aileron-mcp: dropped an incoming message longer than {max_line} bytes");
+    log_line!("aileron-mcp: dropped an incoming message longer than {max_line} bytes");
 }
 
 /// A line as rmcp's stdio reader parses it (a leading byte order mark allowed); `Ok(None)` for

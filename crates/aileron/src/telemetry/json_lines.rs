@@ -110,7 +110,7 @@ impl SpanExporter for JsonLinesExporter {
         let written = self.sink.lock().expect("trace sink poisoned").write(&bytes);
         let result = written.map_err(|error| {
             if !self.warned.swap(true, Ordering::Relaxed) {
-                eprintln!("aileron: warning: writing spans failed: {error}; spans are being dropped");
+                log_line!("aileron: warning: writing spans failed: {error}; spans are being dropped");
             }
             OTelSdkError::InternalFailure(format!("writing spans: {error}"))
         });

@@ -173,7 +173,7 @@ pub fn init(service_default: &str, home: &Home) -> Telemetry {
     install_propagator();
     let config = TelemetryConfig::from_env(service_default, home);
     Telemetry::build(&config).unwrap_or_else(|error| {
-        eprintln!("aileron: warning: traces are not exported: {error}");
+        log_line!("aileron: warning: traces are not exported: {error}");
         Telemetry::disabled()
     })
 }

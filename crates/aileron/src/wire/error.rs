@@ -45,15 +45,27 @@ impl ApiError {
 
     /// An internal failure: the cause is logged, the caller sees a generic message.
     pub fn internal(cause: impl std::fmt::Display) -> ApiError {
-        eprintln!("aileron daemon: internal error: {cause}");
+        log_line!("aileron daemon: internal error: {cause}");
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error; see daemon.log")
     }
 
     /// Risky work fails closed when the audit log cannot be written.
     pub fn audit_unavailable(cause: impl std::fmt::Display) -> ApiError {
-        eprintln!("aileron daemon: audit log write failed: {cause}");
+        log_line!("aileron daemon: audit log write failed: {cause}");
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable", "the audit log cannot be written")
             .with_hint("check free disk space and permissions of the audit directory; nothing was executed")
+    }
+
+    /// The work was done and then its record could not be written: same code (the log is
+    /// unavailable), but the caller must not read it as "nothing happened" and retry.
+    pub fn ran_unaudited(cause: impl std::fmt::Display) -> ApiError {
+        log_line!("aileron daemon: audit log write failed after the action ran: {cause}");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "audit_unavailable",
+            "the action ran, but its audit record could not be written",
+        )
+        .with_hint("check free disk space and permissions of the audit directory; the action's effects happened: check them before running it again")
     }
 }
 

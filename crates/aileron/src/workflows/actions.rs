@@ -224,12 +224,13 @@ pub fn rejection_error(rejection: RunRejection) -> ApiError {
         RunRejection::InvalidArgs(error) => ApiError::bad_request("invalid_args", error.to_string())
             .with_hint("pass only the action's declared inputs (aileron action show <name>)"),
         RunRejection::AuditUnavailable(cause) => ApiError::audit_unavailable(cause),
+        RunRejection::RanUnaudited(cause) => ApiError::ran_unaudited(cause),
         RunRejection::ArgsTooLarge(_) => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "args_too_large", rejection.to_string())
             .with_hint("pass smaller arguments (a reference to the data rather than the data)"),
         RunRejection::TooManyPending(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending", rejection.to_string())
             .with_hint("wait for the user to decide the approvals already waiting (`aileron approval list`)"),
         RunRejection::JournalUnavailable(cause) => {
-            eprintln!("aileron daemon: approval journal write failed: {cause}");
+            log_line!("aileron daemon: approval journal write failed: {cause}");
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_unavailable", "the approval journal cannot be written")
                 .with_hint("check free disk space and permissions of AILERON_HOME; nothing was executed")
         }

@@ -197,7 +197,7 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
         return Ok(refuse_install(state, actor, EventType::ConnectorInstallRefused, &body.preview.reference, "install", refusal.into()).await);
     }
     let entry = state.store.commit(&package).map_err(|error| {
-        eprintln!("aileron daemon: committing {} to the store: {error}", package.hash);
+        log_line!("aileron daemon: committing {} to the store: {error}", package.hash);
         ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "store_unwritable", format!("the connector store cannot be written: {error}"))
             .with_hint(format!("check the permissions and free space of {}; nothing was installed", state.home.store_dir().display()))
     })?;

@@ -94,7 +94,7 @@ pub fn session_error(error: SessionError) -> ApiError {
             .with_hint("session ids are printed by `aileron launch`; a daemon restart keeps only their journal"),
         SessionError::AlreadyEnded(_) => ApiError::new(StatusCode::CONFLICT, "session_ended", error.to_string()),
         SessionError::Journal { .. } => {
-            eprintln!("aileron daemon: session journal write failed: {error}");
+            log_line!("aileron daemon: session journal write failed: {error}");
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "journal_unavailable",

@@ -114,3 +114,123 @@ fn sigterm_finishes_in_flight_runs_before_exiting() {
     assert!(!cli.home.join("daemon.json").exists());
     assert!(cli.run(&["audit", "verify"]).status.success());
 }
+
+/// A damaged `action-state.json` must not be read as "nothing disabled": that re-enabled every
+/// disabled action at start, and the next enable/disable overwrote the rest of the file. The
+/// daemon refuses to start instead, naming the file and the parse error with a hint, and leaves
+/// the file as it was for the user to repair.
+#[test]
+fn a_damaged_action_state_file_stops_the_daemon_instead_of_re_enabling_actions() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("echo", &[]);
+    cli.add_action(&ActionSpec::new("held-back", "echo", &hash, "echo"));
+    cli.ok(&["action", "disable", "held-back"]);
+    cli.ok(&["daemon", "stop"]);
+    let state = cli.home.join("action-state.json");
+    let damaged = r#"{"held-back": {"enabled": false}"#;
+    std::fs::write(&state, damaged).unwrap();
+
+    for args in [&["daemon", "start"][..], &["action", "run", "held-back"][..]] {
+        let output = cli.run(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("action-state.json") && stderr.contains("line 1 column"), "{args:?} names the file and the place: {stderr}");
+        assert!(stderr.contains("hint: ") && stderr.contains("enables every installed action"), "{args:?}: {stderr}");
+        assert!(!String::from_utf8_lossy(&output.stdout).contains("\"output\""), "{args:?} ran the disabled action");
+    }
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), damaged, "the damaged file is left for the user to repair");
+    let executed = std::fs::read_dir(cli.home.join("audit"))
+        .unwrap()
+        .filter_map(|entry| std::fs::read_to_string(entry.unwrap().path()).ok())
+        .any(|text| text.contains("action.executed"));
+    assert!(!executed, "the disabled action never ran");
+
+    std::fs::write(&state, "{\"held-back\": {\"enabled\": false}}\n").unwrap();
+    let refused = cli.run(&["action", "run", "held-back"]);
+    assert_eq!(refused.status.code(), Some(1), "repaired, the action is still disabled");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("disabled"), "{}", String::from_utf8_lossy(&refused.stderr));
+}
+
+/// The daemon's standard error is `daemon.log`; when that write fails (a full disk, here
+/// `/dev/full`) the daemon goes on: a line it cannot log never takes down a request, the audit
+/// writer or the daemon itself (`eprintln!` panicked — at the very first line, so a daemon on a
+/// full disk died at start with status 101).
+#[test]
+fn the_daemon_keeps_serving_when_its_log_cannot_be_written() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("echo", &[]);
+    cli.add_action(&ActionSpec::new("still-here", "echo", &hash, "echo"));
+    cli.ok(&["daemon", "stop"]);
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let mut daemon = cli.command(&["daemon", "run"]).stdin(std::process::Stdio::null()).stdout(full.try_clone().unwrap()).stderr(full).spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !cli.home.join("daemon.json").exists() {
+        assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited at start: {:?}", daemon.try_wait());
+        assert!(std::time::Instant::now() < deadline, "no daemon.json");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..3 {
+        let result: serde_json::Value = serde_json::from_str(&cli.ok(&["action", "run", "still-here"])).unwrap();
+        assert!(result["output"].is_object(), "{result}");
+    }
+    assert!(daemon.try_wait().unwrap().is_none(), "the runs were served by the daemon started on /dev/full");
+    cli.ok(&["daemon", "stop"]);
+    let status = daemon.wait().unwrap();
+    assert!(status.success(), "a clean stop, logging to a full disk: {status}");
+    assert!(cli.ok(&["audit", "verify"]).contains("ok"));
+}
+
+/// A run whose record cannot be written after its steps ran is refused (`audit_unavailable`,
+/// exit 1) — but never with "nothing was executed": its effects happened, and a caller told
+/// otherwise would run it again. The audit directory is a full tmpfs in a mount namespace of
+/// the daemon's own (`unshare`), filled once the daemon has started.
+#[test]
+fn a_run_whose_record_cannot_be_written_does_not_claim_nothing_ran() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("echo", &[]);
+    cli.add_action(&ActionSpec::new("unrecorded", "echo", &hash, "echo"));
+    cli.ok(&["daemon", "stop"]);
+    let audit = cli.scratch().join("small-audit");
+    std::fs::create_dir_all(&audit).unwrap();
+    let script = "mount -t tmpfs -o size=4m tmpfs \"$AILERON_AUDIT_DIR\" && exec \"$0\" daemon run";
+    let aileron = cli.command(&[]).get_program().to_owned();
+    let mut daemon = std::process::Command::new("unshare")
+        .args(["--map-root-user", "--mount", "sh", "-c", script])
+        .arg(&aileron)
+        .env("AILERON_HOME", &cli.home)
+        .env("AILERON_AUDIT_DIR", &audit)
+        .env_remove("AILERON_URL")
+        .env_remove("AILERON_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("unshare");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !cli.home.join("daemon.json").exists() {
+        assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited at start: {:?}", daemon.try_wait());
+        assert!(std::time::Instant::now() < deadline, "no daemon.json");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ran = cli.run(&["action", "run", "unrecorded"]);
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    // The daemon's view of the audit directory: its tmpfs, filled to the last byte.
+    let inside = std::path::PathBuf::from(format!("/proc/{}/root", daemon.id())).join(audit.strip_prefix("/").unwrap());
+    let mut filler = std::fs::File::create(inside.join("filler")).unwrap();
+    while std::io::Write::write_all(&mut filler, &[0u8; 64 * 1024]).is_ok() {}
+    drop(filler);
+
+    // The day file's last page has room for a few more records before it needs another.
+    let refused = (0..100)
+        .map(|_| cli.run(&["action", "run", "unrecorded"]))
+        .find(|output| !output.status.success())
+        .expect("a run on a full disk is refused");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("audit_unavailable") && stderr.contains("the action ran"), "{stderr}");
+    assert!(stderr.contains("hint: ") && !stderr.contains("nothing was executed"), "{stderr}");
+
+    std::fs::remove_file(inside.join("filler")).unwrap();
+    cli.ok(&["daemon", "stop"]);
+    assert!(daemon.wait().unwrap().success());
+}
