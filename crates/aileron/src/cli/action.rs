@@ -118,7 +118,7 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
                 eprintln!("no actions installed");
             }
             for item in &listing.items {
-                println!(
+                outln!(
                     "{:<24} {:<10} {:<9} {}",
                     item.name,
                     item.version,
@@ -137,25 +137,25 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
                 print_json(&action);
                 return Ok(ExitStatus::Ok);
             }
-            println!("name         {}", action.name);
-            println!("version      {}", action.version);
-            println!("status       {}", if action.enabled { "enabled" } else { "disabled" });
-            println!("tool         {}", action.tool_name);
-            println!("approval     {}", if action.requires_approval { "required" } else { "not required" });
-            println!("inputs:");
+            outln!("name         {}", action.name);
+            outln!("version      {}", action.version);
+            outln!("status       {}", if action.enabled { "enabled" } else { "disabled" });
+            outln!("tool         {}", action.tool_name);
+            outln!("approval     {}", if action.requires_approval { "required" } else { "not required" });
+            outln!("inputs:");
             let required: Vec<&str> =
                 action.input_schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             for (input, schema) in action.input_schema["properties"].as_object().into_iter().flatten() {
-                println!(
+                outln!(
                     "  {input} ({}{}) {}",
                     schema["type"].as_str().unwrap_or("?"),
                     if required.contains(&input.as_str()) { ", required" } else { "" },
                     schema["description"].as_str().unwrap_or("")
                 );
             }
-            println!("connectors:");
+            outln!("connectors:");
             for connector in &action.connectors {
-                println!(
+                outln!(
                     "  {}@{} {} capabilities {}",
                     connector.name,
                     connector.version,
@@ -163,7 +163,7 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
                     serde_json::Value::from(connector.capabilities.clone())
                 );
             }
-            println!("\n{}", action.source.as_deref().unwrap_or(""));
+            outln!("\n{}", action.source.as_deref().unwrap_or(""));
             Ok(ExitStatus::Ok)
         }
         ActionCommand::Remove { name } => {

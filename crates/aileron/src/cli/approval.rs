@@ -104,7 +104,7 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
             }
             for item in listing.items {
                 let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
-                println!(
+                outln!(
                     "{}  {:<20} requested {}  args {}",
                     visible(&item.id.to_string()),
                     visible(&item.action),
@@ -112,7 +112,7 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
                     visible(&serde_json::Value::Object(item.args.clone()).to_string())
                 );
                 if item.unconfined {
-                    println!("    ! {}", crate::daemon::web::approvals::UNCONFINED_NOTICE);
+                    outln!("    ! {}", crate::daemon::web::approvals::UNCONFINED_NOTICE);
                 }
             }
             Ok(ExitStatus::Ok)
@@ -124,7 +124,7 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
             if json {
                 print_json(&view);
             } else {
-                println!("{}", status_line(&view));
+                outln!("{}", status_line(&view));
             }
             Ok(ExitStatus::Ok)
         }
@@ -190,7 +190,7 @@ pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
     }
     if print || !open_browser(home, &url) {
         // stdout carries the URL so scripts (and people without a browser here) can use it.
-        println!("{url}");
+        outln!("{url}");
         if !print {
             eprintln!("could not start a browser; open the URL above within 60 s (it signs you in once)");
         }

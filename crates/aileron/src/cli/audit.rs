@@ -108,7 +108,7 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                 return Ok(ExitStatus::Ok);
             }
             for record in listing["items"].as_array().into_iter().flatten() {
-                println!("{}", summary_line(record));
+                outln!("{}", summary_line(record));
             }
             Ok(ExitStatus::Ok)
         }
@@ -130,7 +130,7 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                     if json {
                         print_json(&serde_json::to_value(&report).unwrap_or(Value::Null));
                     } else {
-                        println!("{report}");
+                        outln!("{report}");
                     }
                     Ok(ExitStatus::Ok)
                 }

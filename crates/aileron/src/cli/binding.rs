@@ -94,7 +94,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
                 eprintln!("no bindings; bind a connector with `aileron binding setup <connector>`");
             }
             for item in items {
-                println!("{}", summary_line(&item));
+                outln!("{}", summary_line(&item));
             }
             Ok(ExitStatus::Ok)
         }
@@ -105,7 +105,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
             } else {
                 for (key, value) in binding.as_object().into_iter().flatten() {
                     let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
-                    println!("{key:<14} {}", escape(&text));
+                    outln!("{key:<14} {}", escape(&text));
                 }
             }
             Ok(ExitStatus::Ok)
@@ -203,7 +203,7 @@ async fn authorize(home: &Home, client: &DaemonClient, mut body: Value, no_brows
     let session_id = started["session_id"].as_str().unwrap_or_default().to_string();
     if no_browser || !super::approval::open_browser(home, &url) {
         eprintln!("open this URL in a browser to authorize (waiting up to 10 minutes):");
-        println!("{url}");
+        outln!("{url}");
     } else {
         eprintln!("opened the provider's consent page in your browser; waiting for it to send you back…");
     }

@@ -97,12 +97,12 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                 return Err(CliError::failure(format!("{connector} is not installed\nhint: `aileron connector list` shows what is installed")));
             }
             for item in matches {
-                println!("{}@{}", item["fqn"].as_str().unwrap_or("?"), item["version"].as_str().unwrap_or("?"));
-                println!("  hash       {}", item["hash"].as_str().unwrap_or("?"));
-                println!("  signature  {}", item["signature"].as_str().unwrap_or("?"));
-                println!("  credential {}", item["credential"].as_str().unwrap_or("none"));
+                outln!("{}@{}", item["fqn"].as_str().unwrap_or("?"), item["version"].as_str().unwrap_or("?"));
+                outln!("  hash       {}", item["hash"].as_str().unwrap_or("?"));
+                outln!("  signature  {}", item["signature"].as_str().unwrap_or("?"));
+                outln!("  credential {}", item["credential"].as_str().unwrap_or("none"));
                 for capability in item["capabilities"].as_array().into_iter().flatten() {
-                    println!("  may        {}", super::escape(capability.as_str().unwrap_or("?")));
+                    outln!("  may        {}", super::escape(capability.as_str().unwrap_or("?")));
                 }
                 let users: Vec<&str> = actions["items"]
                     .as_array()
@@ -111,7 +111,7 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                     .filter(|a| a["connectors"].as_array().into_iter().flatten().any(|c| c["hash"] == item["hash"]))
                     .filter_map(|a| a["name"].as_str())
                     .collect();
-                println!("  used by    {}", if users.is_empty() { "(no action)".to_string() } else { users.join(", ") });
+                outln!("  used by    {}", if users.is_empty() { "(no action)".to_string() } else { users.join(", ") });
             }
             Ok(ExitStatus::Ok)
         }
@@ -132,12 +132,12 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                 let fqn = item["fqn"].as_str().unwrap_or("?");
                 let installed: Vec<&str> = item["installed"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
                 match (item["error"].as_str(), item["newer"].as_array()) {
-                    (Some(error), _) => println!("{fqn}: could not check ({error})"),
+                    (Some(error), _) => outln!("{fqn}: could not check ({error})"),
                     (None, Some(newer)) if !newer.is_empty() => {
                         let newer: Vec<&str> = newer.iter().filter_map(|v| v.as_str()).collect();
-                        println!("{fqn}: installed {}, newer: {}", installed.join(", "), newer.join(", "));
+                        outln!("{fqn}: installed {}, newer: {}", installed.join(", "), newer.join(", "));
                     }
-                    _ => println!("{fqn}: installed {}, up to date", installed.join(", ")),
+                    _ => outln!("{fqn}: installed {}, up to date", installed.join(", ")),
                 }
             }
             Ok(ExitStatus::Ok)
@@ -155,7 +155,7 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
             let public = crate::publish::keygen(&out)?;
             eprintln!("wrote {} (private, 0600: keep it secret) and {}", out.join("publisher.key").display(), out.join("publisher.pub").display());
             eprintln!("publish publisher.pub as keys/publisher.pub on your repository's default branch; fingerprint {}", public.fingerprint());
-            println!("{}", public.fingerprint());
+            outln!("{}", public.fingerprint());
             Ok(ExitStatus::Ok)
         }
         ConnectorCommand::Pack { dir, key, out } => {
@@ -165,7 +165,7 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                 Some(signer) => eprintln!("wrote {} signed with key {}", out.display(), signer.fingerprint()),
                 None => eprintln!("wrote {} (unsigned: pass --key to sign it)", out.display()),
             }
-            println!("{hash}");
+            outln!("{hash}");
             Ok(ExitStatus::Ok)
         }
         ConnectorCommand::List { json } => {
@@ -180,7 +180,7 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                 eprintln!("no connectors installed");
             }
             for item in items {
-                println!(
+                outln!(
                     "{}@{}  {}  {}",
                     item["fqn"].as_str().unwrap_or("?"),
                     item["version"].as_str().unwrap_or("?"),
@@ -224,7 +224,7 @@ async fn install(home: &Home, request: Install) -> CliResult {
             });
             if let Some(same) = same {
                 eprintln!("{} is already installed ({})", request.reference, same["hash"].as_str().unwrap_or("?"));
-                println!("{}", same["hash"].as_str().unwrap_or_default());
+                outln!("{}", same["hash"].as_str().unwrap_or_default());
                 return Ok(ExitStatus::Ok);
             }
             let file = download(home, &reference).await?;
@@ -280,7 +280,7 @@ async fn install(home: &Home, request: Install) -> CliResult {
         installed["audit_id"].as_str().unwrap_or("?"),
     );
     report_compile(&installed["compiled"]);
-    println!("{}", installed["hash"].as_str().unwrap_or_default());
+    outln!("{}", installed["hash"].as_str().unwrap_or_default());
     Ok(ExitStatus::Ok)
 }
 

@@ -61,18 +61,18 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
             if json {
                 print_json(&status);
             } else {
-                println!("running      yes");
-                println!("url          {}", client.base_url);
-                println!("pid          {}", status["pid"]);
-                println!("version      {}", status["version"].as_str().unwrap_or("?"));
-                println!("uptime       {} s", status["uptime_seconds"]);
-                println!(
+                outln!("running      yes");
+                outln!("url          {}", client.base_url);
+                outln!("pid          {}", status["pid"]);
+                outln!("version      {}", status["version"].as_str().unwrap_or("?"));
+                outln!("uptime       {} s", status["uptime_seconds"]);
+                outln!(
                     "actions      {} ({} enabled, {} failed to load)",
                     status["counts"]["actions"], status["counts"]["actions_enabled"], status["counts"]["action_load_errors"]
                 );
-                println!("connectors   {}", status["counts"]["connectors"]);
-                println!("audit        {}", status["audit"].as_str().unwrap_or("?"));
-                println!("home         {}", home.root().display());
+                outln!("connectors   {}", status["counts"]["connectors"]);
+                outln!("audit        {}", status["audit"].as_str().unwrap_or("?"));
+                outln!("home         {}", home.root().display());
             }
             Ok(ExitStatus::Ok)
         }

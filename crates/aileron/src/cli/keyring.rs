@@ -78,7 +78,7 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
             } else {
                 eprintln!("{authority} ({}) was already trusted", key.fingerprint());
             }
-            println!("{}", key.fingerprint());
+            outln!("{}", key.fingerprint());
             Ok(ExitStatus::Ok)
         }
         KeyringCommand::List { json } => {
@@ -92,7 +92,7 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
                 eprintln!("no trusted keys; trust a publisher with `aileron keyring trust github://<owner>[/<repo>]`");
             }
             for item in items {
-                println!("{}  {}", item["fingerprint"].as_str().unwrap_or("?"), item["authority"].as_str().unwrap_or("?"));
+                outln!("{}  {}", item["fingerprint"].as_str().unwrap_or("?"), item["authority"].as_str().unwrap_or("?"));
             }
             Ok(ExitStatus::Ok)
         }

@@ -2,6 +2,25 @@
 //! listing), stderr carries messages; errors end with a `hint:` line. Exit codes: 0 ok,
 //! 1 failure, 2 usage, 75 approval pending.
 
+/// `println!` for the data a command prints on stdout. A reader that went away (`| head -1`)
+/// ends the command quietly with status 0 instead of a panic; see [`write_stdout`].
+macro_rules! outln {
+    () => {
+        $crate::cli::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` for data on stdout, like [`outln!`].
+#[allow(unused_macros)]
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!($($arg)*))
+    };
+}
+
 pub mod demo;
 mod action;
 mod approval;
@@ -209,7 +228,7 @@ async fn status(home: &Home, json: bool) -> CliResult {
         if json {
             print_json(&serde_json::json!({ "running": false }));
         } else {
-            println!("daemon      not running (`aileron daemon start`, or any command starts it)");
+            outln!("daemon      not running (`aileron daemon start`, or any command starts it)");
         }
         return Ok(ExitStatus::Ok);
     };
@@ -221,28 +240,46 @@ async fn status(home: &Home, json: bool) -> CliResult {
         return Ok(ExitStatus::Ok);
     }
     let counts = &status["counts"];
-    println!("daemon      {} (pid {}, version {}, up {} s)", client.base_url, status["pid"], status["version"].as_str().unwrap_or("?"), status["uptime_seconds"]);
-    println!("vault       {} ({} binding(s){})", status["vault"].as_str().unwrap_or("?"), counts["bindings"], match counts["approvals_awaiting_vault"].as_u64() {
+    outln!("daemon      {} (pid {}, version {}, up {} s)", client.base_url, status["pid"], status["version"].as_str().unwrap_or("?"), status["uptime_seconds"]);
+    outln!("vault       {} ({} binding(s){})", status["vault"].as_str().unwrap_or("?"), counts["bindings"], match counts["approvals_awaiting_vault"].as_u64() {
         Some(n) if n > 0 => format!(", {n} approved run(s) waiting for `aileron vault unlock`"),
         _ => String::new(),
     });
-    println!("connectors  {}", counts["connectors"]);
-    println!("actions     {} ({} enabled{})", counts["actions"], counts["actions_enabled"], match counts["action_load_errors"].as_u64() {
+    outln!("connectors  {}", counts["connectors"]);
+    outln!("actions     {} ({} enabled{})", counts["actions"], counts["actions_enabled"], match counts["action_load_errors"].as_u64() {
         Some(n) if n > 0 => format!(", {n} file(s) that do not load: `aileron action list`"),
         _ => String::new(),
     });
-    println!("approvals   {} pending{}", counts["approvals_pending"], if counts["approvals_pending"].as_u64().unwrap_or(0) > 0 { " (`aileron approval list`)" } else { "" });
-    println!("sessions    {} live", counts["sessions_active"]);
+    outln!("approvals   {} pending{}", counts["approvals_pending"], if counts["approvals_pending"].as_u64().unwrap_or(0) > 0 { " (`aileron approval list`)" } else { "" });
+    outln!("sessions    {} live", counts["sessions_active"]);
     for session in status["sessions"].as_array().into_iter().flatten() {
-        println!("  {} {} (pid {}) since {}", session["session_id"].as_str().unwrap_or("?"), escape(session["agent"].as_str().unwrap_or("?")), session["pid"], session["started_at"].as_str().unwrap_or("?"));
+        outln!("  {} {} (pid {}) since {}", session["session_id"].as_str().unwrap_or("?"), escape(session["agent"].as_str().unwrap_or("?")), session["pid"], session["started_at"].as_str().unwrap_or("?"));
     }
-    println!("audit       {}", status["audit"].as_str().unwrap_or("?"));
+    outln!("audit       {}", status["audit"].as_str().unwrap_or("?"));
     Ok(ExitStatus::Ok)
 }
 
 /// Prints a JSON value (or a wire type) to stdout, pretty.
 pub fn print_json(value: &impl serde::Serialize) {
-    println!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
+    outln!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
+}
+
+/// Writes a command's data to stdout. When the reader has gone (`aileron audit list | head -1`)
+/// the command has nothing left to do: the process exits at once, status 0, with nothing on
+/// stderr, as tools killed by SIGPIPE appear to a shell pipeline. SIGPIPE itself stays ignored
+/// (ARCHITECTURE.md, "Daemon": the same binary is the daemon and talks to it over sockets).
+/// Any other write error (a full disk) fails the command.
+pub(crate) fn write_stdout(text: std::fmt::Arguments<'_>) {
+    let mut stdout = std::io::stdout().lock();
+    let written = std::io::Write::write_fmt(&mut stdout, text);
+    match written {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(ExitStatus::Ok.code()),
+        Err(error) => {
+            eprintln!("error: writing to standard output: {error}");
+            std::process::exit(ExitStatus::Failure.code());
+        }
+    }
 }
 
 /// Text from connectors, upstreams and agents, safe for a terminal (SPEC §14).

@@ -95,7 +95,7 @@ pub async fn run(home: &Home, args: VaultArgs) -> CliResult {
             if json {
                 print_json(&view);
             } else {
-                println!(
+                outln!(
                     "vault: {} ({}) · {} binding(s), {} secret(s), {} approved run(s) waiting for it",
                     view["state"].as_str().unwrap_or("?"),
                     view["path"].as_str().unwrap_or("?"),
@@ -134,7 +134,7 @@ pub async fn run_secret(home: &Home, args: SecretArgs) -> CliResult {
             }
             for item in items {
                 let description = item["metadata"]["description"].as_str().unwrap_or("");
-                println!("{}  {}", super::escape(item["path"].as_str().unwrap_or("?")), super::escape(description));
+                outln!("{}  {}", super::escape(item["path"].as_str().unwrap_or("?")), super::escape(description));
             }
             Ok(ExitStatus::Ok)
         }

@@ -541,3 +541,19 @@ fn the_login_ticket_never_appears_on_a_command_line() {
     assert!(html.contains("/approvals/login?ticket="), "{html}");
     assert_eq!(std::fs::metadata(&page).unwrap().permissions().mode() & 0o777, 0o600);
 }
+
+/// Data written to a reader that has gone (`aileron audit list | head -1`) ends the command
+/// quietly: status 0, nothing on stderr (no "failed printing to stdout" panic).
+#[test]
+fn output_to_a_closed_pipe_ends_the_command_quietly() {
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    for command in [&["audit", "list", "--limit", "1000"][..], &["audit", "list", "--json"], &["daemon", "status"], &["keyring", "list", "--json"]] {
+        // The read end is closed before the command runs, so its first line meets EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = cli.command(command).stdin(std::process::Stdio::null()).stdout(writer).stderr(std::process::Stdio::piped()).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{command:?}: {}", stderr(&output));
+        assert_eq!(stderr(&output), "", "{command:?}");
+    }
+}
