@@ -325,13 +325,56 @@ fn log_tail(path: &Path) -> String {
 /// Sends SIGTERM to the running daemon and waits (up to `budget`) until it has exited.
 /// Returns the pid that was stopped, or `None` when no daemon was running.
 pub async fn stop_daemon(home: &Home, budget: Duration) -> anyhow::Result<Option<u32>> {
-    let Some(info) = read_daemon_info(&home.daemon_json()) else {
-        return Ok(None);
+    Ok(match stop(home, budget).await? {
+        Stopped::Daemon(pid) => Some(pid),
+        Stopped::NotRunning | Stopped::StaleRecordRemoved { .. } => None,
+    })
+}
+
+/// What [`stop`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// The daemon with this pid held `daemon.lock`, was signalled and has exited.
+    Daemon(u32),
+    NotRunning,
+    /// No daemon held `daemon.lock`; the `daemon.json` left behind (naming `pid`, which was not
+    /// signalled) was removed.
+    StaleRecordRemoved { pid: Option<u32> },
+}
+
+/// Stops this home's daemon: only a process that holds `daemon.lock` is signalled. The pid in
+/// `daemon.json` alone proves nothing: a daemon that crashed leaves the file behind, and its pid
+/// may since belong to any process of the user's.
+pub async fn stop(home: &Home, budget: Duration) -> anyhow::Result<Stopped> {
+    let record = read_daemon_json(&home.daemon_json());
+    if !daemon_lock_is_held(home)? {
+        return Ok(match record {
+            DaemonJson::Absent => Stopped::NotRunning,
+            DaemonJson::Info(info) => {
+                let _ = std::fs::remove_file(home.daemon_json());
+                Stopped::StaleRecordRemoved { pid: Some(info.pid) }
+            }
+            DaemonJson::Unreadable(_) => {
+                let _ = std::fs::remove_file(home.daemon_json());
+                Stopped::StaleRecordRemoved { pid: None }
+            }
+        });
+    }
+    let info = match record {
+        DaemonJson::Info(info) => info,
+        other => return Err(held_lock_without_record(home, &other)),
     };
     let pid = Pid::from_raw(i32::try_from(info.pid).context("pid out of range")?);
-    if kill(pid, None).is_err() {
-        let _ = std::fs::remove_file(home.daemon_json());
-        return Ok(None);
+    // The lock is held but daemon.json may still be the one a crashed daemon left (a new daemon
+    // writes its own only once it listens): signal its pid only when that process is the holder.
+    if kill(pid, None).is_err() || has_file_open(info.pid, &home.daemon_lock()) == Some(false) {
+        return Err(anyhow!(
+            "a daemon holds {}, but {} names pid {}, which is not that daemon\nhint: the daemon may be starting; try again in a moment, else see {}",
+            home.daemon_lock().display(),
+            home.daemon_json().display(),
+            info.pid,
+            home.daemon_log().display()
+        ));
     }
     kill(pid, Signal::SIGTERM).context("signalling the daemon")?;
     let deadline = Instant::now() + budget;
@@ -346,7 +389,83 @@ pub async fn stop_daemon(home: &Home, budget: Duration) -> anyhow::Result<Option
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok(Some(info.pid))
+    Ok(Stopped::Daemon(info.pid))
+}
+
+/// `daemon.json` as found on disk.
+enum DaemonJson {
+    Absent,
+    Info(DaemonInfo),
+    /// Present but unreadable or not a daemon record: why.
+    Unreadable(String),
+}
+
+fn read_daemon_json(path: &Path) -> DaemonJson {
+    match std::fs::read_to_string(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => DaemonJson::Absent,
+        Err(error) => DaemonJson::Unreadable(error.to_string()),
+        Ok(text) => match serde_json::from_str(&text) {
+            Ok(info) => DaemonJson::Info(info),
+            Err(error) => DaemonJson::Unreadable(error.to_string()),
+        },
+    }
+}
+
+/// The error for a daemon that holds `daemon.lock` while `daemon.json` is missing or damaged:
+/// without the token in that file no client can reach it, and nothing can say which pid to stop.
+fn held_lock_without_record(home: &Home, record: &DaemonJson) -> anyhow::Error {
+    let (json, lock) = (home.daemon_json(), home.daemon_lock());
+    match record {
+        DaemonJson::Unreadable(reason) => anyhow!(
+            "a daemon holds {}, but {} is damaged ({reason})\nhint: stop that daemon by hand (`fuser {}` shows its pid; then `kill <pid>`); the next start rewrites daemon.json",
+            lock.display(),
+            json.display(),
+            lock.display()
+        ),
+        _ => anyhow!(
+            "a daemon holds {}, but {} does not exist\nhint: the daemon may be starting; try again in a moment, else see {}",
+            lock.display(),
+            json.display(),
+            home.daemon_log().display()
+        ),
+    }
+}
+
+/// Why a daemon that holds `daemon.lock` cannot be reached through `daemon.json` (missing or
+/// damaged); `None` when no daemon holds the lock or the file reads as a daemon record.
+pub fn unreachable_daemon(home: &Home) -> Option<anyhow::Error> {
+    let record = read_daemon_json(&home.daemon_json());
+    if matches!(record, DaemonJson::Info(_)) || !daemon_lock_is_held(home).unwrap_or(false) {
+        return None;
+    }
+    Some(held_lock_without_record(home, &record))
+}
+
+/// Whether a process holds this home's `daemon.lock` (the daemon takes it, exclusive, for its
+/// whole life). Probing takes the lock for an instant when it is free; a daemon starting in that
+/// instant exits saying another daemon holds it, and the next command starts one again.
+fn daemon_lock_is_held(home: &Home) -> anyhow::Result<bool> {
+    let path = home.daemon_lock();
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(error).with_context(|| format!("opening {}", path.display())),
+    };
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        // Dropping the guard unlocks at once.
+        Ok(_probe) => Ok(false),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
+        Err((_, errno)) => Err(anyhow!("locking {}: {errno}", path.display())),
+    }
+}
+
+/// Whether process `pid` has `path` open; `None` when `/proc` does not tell (no such process,
+/// or no `/proc`).
+fn has_file_open(pid: u32, path: &Path) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt as _;
+    let target = std::fs::metadata(path).ok()?;
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(fds.flatten().any(|fd| std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())))
 }
 
 /// A daemon we started ourselves stays a zombie until reaped; treat that as exited.

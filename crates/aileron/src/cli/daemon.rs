@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::{CliError, CliResult, print_json, ExitStatus};
-use crate::client::{DaemonClient, read_daemon_info, start_daemon, stop_daemon};
+use crate::client::{DaemonClient, Stopped, read_daemon_info, start_daemon, stop, unreachable_daemon};
 use crate::home::Home;
 
 #[derive(Args)]
@@ -43,12 +43,18 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
                 eprintln!("the daemon is already running at {} (pid {})", info.url, info.pid);
                 return Ok(ExitStatus::Ok);
             }
+            if let Some(error) = unreachable_daemon(home) {
+                return Err(error.into());
+            }
             let info = start_daemon(home).await?;
             eprintln!("daemon started at {} (pid {})", info.url, info.pid);
             Ok(ExitStatus::Ok)
         }
         DaemonCommand::Status { json } => {
             let Some(_) = running(home).await else {
+                if let Some(error) = unreachable_daemon(home) {
+                    return Err(error.into());
+                }
                 if json {
                     print_json(&serde_json::json!({ "running": false }));
                 }
@@ -77,9 +83,14 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
             Ok(ExitStatus::Ok)
         }
         DaemonCommand::Stop => {
-            match stop_daemon(home, STOP_BUDGET).await? {
-                Some(pid) => eprintln!("daemon stopped (pid {pid})"),
-                None => eprintln!("the daemon is not running"),
+            match stop(home, STOP_BUDGET).await? {
+                Stopped::Daemon(pid) => eprintln!("daemon stopped (pid {pid})"),
+                Stopped::NotRunning => eprintln!("the daemon is not running"),
+                Stopped::StaleRecordRemoved { pid } => eprintln!(
+                    "the daemon is not running; removed the stale {}{}",
+                    home.daemon_json().display(),
+                    pid.map(|pid| format!(" (pid {pid} in it was not signalled)")).unwrap_or_default()
+                ),
             }
             Ok(ExitStatus::Ok)
         }

@@ -542,6 +542,43 @@ fn the_login_ticket_never_appears_on_a_command_line() {
     assert_eq!(std::fs::metadata(&page).unwrap().permissions().mode() & 0o777, 0o600);
 }
 
+/// `daemon stop` signals only the process that holds `daemon.lock`: a `daemon.json` a crashed
+/// daemon left behind names a pid that may since be any process of the user's. A damaged
+/// `daemon.json` while a daemon runs is named, never reported as "not running".
+#[test]
+fn daemon_stop_signals_only_the_daemon_that_holds_the_lock() {
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    let record = std::fs::read_to_string(cli.home.join("daemon.json")).unwrap();
+    cli.ok(&["daemon", "stop"]);
+
+    let mut bystander = Command::new("sleep").arg("1000").spawn().unwrap();
+    let mut stale: Value = serde_json::from_str(&record).unwrap();
+    stale["pid"] = bystander.id().into();
+    std::fs::write(cli.home.join("daemon.json"), stale.to_string()).unwrap();
+    let stopped = cli.run(&["daemon", "stop"]);
+    let said = stderr(&stopped);
+    assert!(stopped.status.success(), "{said}");
+    assert!(said.contains("not running") && said.contains("stale") && !said.contains("daemon stopped"), "{said}");
+    assert!(bystander.try_wait().unwrap().is_none(), "the process named by a stale daemon.json was signalled: {said}");
+    assert!(!cli.home.join("daemon.json").exists(), "the stale daemon.json is removed");
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
+
+    cli.ok(&["daemon", "start"]);
+    let record = std::fs::read_to_string(cli.home.join("daemon.json")).unwrap();
+    std::fs::write(cli.home.join("daemon.json"), "{garbage").unwrap();
+    for command in [&["daemon", "status"][..], &["daemon", "stop"], &["daemon", "start"]] {
+        let output = cli.run(command);
+        let said = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{command:?}: {said}");
+        assert!(said.contains("daemon.json is damaged") && !said.contains("not running"), "{command:?}: {said}");
+        assert_eq!(said.lines().filter(|l| l.starts_with("hint:")).count(), 1, "{command:?}: {said}");
+    }
+    std::fs::write(cli.home.join("daemon.json"), record).unwrap();
+    assert!(stderr(&cli.run(&["daemon", "stop"])).contains("daemon stopped"));
+}
+
 /// Data written to a reader that has gone (`aileron audit list | head -1`) ends the command
 /// quietly: status 0, nothing on stderr (no "failed printing to stdout" panic).
 #[test]
