@@ -68,9 +68,19 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
                 None => fetch_key(&authority).await?,
             };
             eprintln!("{authority} key {}", key.fingerprint());
-            if !yes && std::io::stdin().is_terminal() && !super::ask(&format!("Trust publisher {authority}? [y/N] "))? {
-                eprintln!("not trusted");
-                return Ok(super::ExitStatus::Failure);
+            // The same consent rule as `connector install`: a person answers at a terminal, a
+            // script says `--yes`; no terminal and no `--yes` is a refusal, not a silent yes.
+            if !yes {
+                if !std::io::stdin().is_terminal() {
+                    return Err(CliError::failure(format!(
+                        "trusting {authority}'s key needs your consent, and there is no terminal to ask on\n\
+                         hint: check the fingerprint above with the publisher and re-run with --yes"
+                    )));
+                }
+                if !super::ask(&format!("Trust publisher {authority}? [y/N] "))? {
+                    eprintln!("not trusted");
+                    return Ok(super::ExitStatus::Failure);
+                }
             }
             let answer = client.post("/v1/keyring/trust", &json!({ "authority": authority, "key": key.to_base64() })).await?;
             if answer["added"] == true {

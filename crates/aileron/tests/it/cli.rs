@@ -594,3 +594,20 @@ fn output_to_a_closed_pipe_ends_the_command_quietly() {
         assert_eq!(stderr(&output), "", "{command:?}");
     }
 }
+
+/// `keyring trust` asks for consent like `connector install`: with no terminal to ask on, only
+/// `--yes` trusts a key.
+#[test]
+fn keyring_trust_without_a_terminal_needs_yes() {
+    let cli = Cli::new();
+    let key = cli.scratch().join("raw.pub");
+    std::fs::write(&key, "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=\n").unwrap();
+    let refused = cli.run(&["keyring", "trust", "github://q", "--key", key.to_str().unwrap()]);
+    let said = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains("no terminal") && said.contains("--yes") && !said.contains("trusted github://q"), "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("hint:")).count(), 1, "{said}");
+    assert!(!cli.ok(&["keyring", "list"]).contains("github://q"), "refused: not trusted");
+    cli.ok(&["keyring", "trust", "github://q", "--key", key.to_str().unwrap(), "--yes"]);
+    assert!(cli.ok(&["keyring", "list"]).contains("github://q"));
+}

@@ -127,7 +127,7 @@ fn a_signed_release_installs_by_name_once_its_publisher_is_trusted() {
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("signature_failure") && stderr.contains("aileron keyring trust github://acme/widget"), "{stderr}");
 
-    let fingerprint = setup.ok(&["keyring", "trust", "github://acme/widget"]);
+    let fingerprint = setup.ok(&["keyring", "trust", "github://acme/widget", "--yes"]);
     assert!(fingerprint.trim().starts_with("sha256:"), "{fingerprint}");
     let (code, stdout, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--yes"]);
     assert_eq!(code, 0, "a verified signature needs no --allow-unsigned: {stderr}");
@@ -174,9 +174,9 @@ fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
     let (other_key, other_pub) = setup.keygen("other");
     setup.forge.answer("/acme/widget/HEAD/keys/publisher.pub", Answer::Bytes(acme_pub.clone().into_bytes()));
     setup.forge.answer("/other/.github/HEAD/keys/publisher.pub", Answer::Bytes(other_pub.into_bytes()));
-    setup.ok(&["keyring", "trust", "github://acme/widget"]);
+    setup.ok(&["keyring", "trust", "github://acme/widget", "--yes"]);
     // A key trusted for another owner never signs for acme.
-    setup.ok(&["keyring", "trust", "github://other"]);
+    setup.ok(&["keyring", "trust", "github://other", "--yes"]);
 
     let good = setup.pack("github://acme/widget", "2.0.0", Some(&acme_key));
     let (wasm, manifest_bytes, signature) = unpack(&good);
@@ -260,7 +260,7 @@ fn monorepo_gitlab_hash_pins_and_fetch_failures() {
     let slack = setup.pack("github://acme/integrations/connectors/slack", "2.0.0", Some(&acme_key));
     setup.forge.answer("/acme/integrations/releases/download/connectors%2Fslack%2Fv2.0.0/aileron.tar.gz", Answer::Bytes(slack));
     setup.forge.answer("/acme/.github/HEAD/keys/publisher.pub", Answer::Bytes(acme_pub.into_bytes()));
-    setup.ok(&["keyring", "trust", "github://acme"]);
+    setup.ok(&["keyring", "trust", "github://acme", "--yes"]);
     setup.ok(&["connector", "install", "github://acme/integrations/connectors/slack@2.0.0", "--yes"]);
 
     // GitLab layout, unsigned: --yes needs --allow-unsigned.
@@ -345,7 +345,7 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
     setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
     setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(std::fs::read(&out).unwrap()));
 
-    setup.ok(&["keyring", "trust", "github://acme"]);
+    setup.ok(&["keyring", "trust", "github://acme", "--yes"]);
     let (code, _, stderr) = setup.run(&["action", "add", source, "--yes"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("needs connector github://acme/widget@1.2.0") && stderr.contains("added action fetch"), "{stderr}");
@@ -540,7 +540,7 @@ fn at_a_terminal_the_user_trusts_the_publisher_and_consents_once_per_missing_con
     let gadget_hash = aileron_core::ContentHash::of_connector(&gadget_wasm, &gadget_manifest).to_string();
     setup.forge.answer("/acme/gadget/releases/download/v0.3.1/aileron.tar.gz", Answer::Bytes(setup.pack("github://acme/gadget", "0.3.1", Some(&key))));
     setup.forge.answer("/acme/.github/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.into_bytes()));
-    setup.ok(&["keyring", "trust", "github://acme"]);
+    setup.ok(&["keyring", "trust", "github://acme", "--yes"]);
     let listing: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
     let widget_hash = listing["items"][0]["hash"].as_str().unwrap().to_string();
     let source = "github://acme/widget/actions/both@1.2.0";
