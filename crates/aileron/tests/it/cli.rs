@@ -611,3 +611,23 @@ fn keyring_trust_without_a_terminal_needs_yes() {
     cli.ok(&["keyring", "trust", "github://q", "--key", key.to_str().unwrap(), "--yes"]);
     assert!(cli.ok(&["keyring", "list"]).contains("github://q"));
 }
+
+/// A damaged `keyring.json` is named with the parse error's position and a way to repair it,
+/// not hidden behind "internal error; see daemon.log".
+#[test]
+fn a_damaged_keyring_is_named_with_where_it_does_not_parse() {
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    std::fs::write(cli.home.join("keyring.json"), "{bad\n").unwrap();
+    for command in [&["keyring", "list"][..], &["keyring", "revoke", "github://q"]] {
+        let output = cli.run(command);
+        let said = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{command:?}: {said}");
+        assert!(said.contains("keyring.json is damaged") && said.contains("line 1 column 2"), "{command:?}: {said}");
+        assert!(!said.contains("internal error"), "{command:?}: {said}");
+        let hints: Vec<&str> = said.lines().filter(|l| l.starts_with("hint:")).collect();
+        assert!(hints.len() == 1 && hints[0].contains("keyring trust"), "{command:?}: {said}");
+    }
+    let log = std::fs::read_to_string(cli.home.join("daemon.log")).unwrap();
+    assert!(log.contains("line 1 column 2"), "daemon.log names the parse error: {log}");
+}
