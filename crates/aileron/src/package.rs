@@ -71,6 +71,8 @@ pub enum PackageError {
     SignatureLength { path: PathBuf, file: &'static str, len: usize },
     #[error("fqn_mismatch: the package's manifest names {found}, but {expected} was requested")]
     FqnMismatch { expected: String, found: String },
+    #[error("{path}: {file} is not a WebAssembly module: {found}")]
+    NotWebAssembly { path: PathBuf, file: &'static str, found: String },
 }
 
 impl PackageError {
@@ -84,6 +86,7 @@ impl PackageError {
             PackageError::Manifest(_) | PackageError::ManifestNotUtf8 { .. } => "parse_error",
             PackageError::SignatureLength { .. } => "signature_failure",
             PackageError::FqnMismatch { .. } => "fqn_mismatch",
+            PackageError::NotWebAssembly { .. } => "malformed_tarball",
         }
     }
 
@@ -103,6 +106,11 @@ impl PackageError {
                  signature does not verify"
                     .into()
             }
+            PackageError::NotWebAssembly { .. } => format!(
+                "put the module the connector's build produces in {WASM_FILE}: `cargo build --release --target \
+                 wasm32-wasip1` (target/wasm32-wasip1/release/<name>.wasm) or `GOOS=wasip1 GOARCH=wasm go build -o \
+                 {WASM_FILE}`"
+            ),
             PackageError::FqnMismatch { found, .. } => format!(
                 "install the reference the manifest declares ({found}) or ask the publisher to fix [connector] name \
                  and version"
@@ -132,6 +140,26 @@ pub fn load_package(path: &Path) -> Result<Package, PackageError> {
     assemble(path, files)
 }
 
+/// The first eight bytes of every WebAssembly core module: `\0asm` and version 1.
+const CORE_MODULE_HEADER: [u8; 8] = *b"\0asm\x01\0\0\0";
+
+/// Why `wasm` cannot be a core module, judged by its header alone (the sandbox validates the rest
+/// when install compiles it): packing or installing a text file, an archive or a component
+/// otherwise succeeded and left a connector no run could load.
+fn not_a_core_module(wasm: &[u8]) -> Option<String> {
+    if wasm.starts_with(&CORE_MODULE_HEADER) {
+        return None;
+    }
+    Some(if wasm.starts_with(b"\0asm") && wasm.len() >= 8 {
+        format!("a WebAssembly binary of version {:02x?} (a component?), where connectors are core modules (version 1)", &wasm[4..8])
+    } else if wasm.is_empty() {
+        "the file is empty".to_string()
+    } else {
+        let start: String = wasm.iter().take(8).map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ");
+        format!("it starts with bytes {start}, not `00 61 73 6d 01 00 00 00` (\\0asm, version 1)")
+    })
+}
+
 /// The raw files of a package.
 struct Files {
     wasm: Vec<u8>,
@@ -143,6 +171,9 @@ fn assemble(path: &Path, files: Files) -> Result<Package, PackageError> {
     let manifest_text = String::from_utf8(files.manifest)
         .map_err(|_| PackageError::ManifestNotUtf8 { path: path.to_path_buf(), file: MANIFEST_FILE })?;
     let manifest = parse_manifest(&manifest_text, MANIFEST_FILE).map_err(|e| PackageError::Manifest(Box::new(e)))?;
+    if let Some(found) = not_a_core_module(&files.wasm) {
+        return Err(PackageError::NotWebAssembly { path: path.to_path_buf(), file: WASM_FILE, found });
+    }
     if let Some(signature) = &files.signature
         && signature.len() != SIGNATURE_BYTES
     {
@@ -384,13 +415,13 @@ pub(crate) mod tests {
         // (case, entries, Ok(signed) or Err(code, message fragment))
         type Case<'a> = (&'a str, Vec<TarEntry<'a>>, Result<bool, (&'a str, &'a str)>);
         let cases: Vec<Case> = vec![
-            ("minimal", vec![("connector.wasm", Regular, b"\0asm"), ("manifest.toml", Regular, m)], Ok(false)),
+            ("minimal", vec![("connector.wasm", Regular, b"\0asm\x01\0\0\0"), ("manifest.toml", Regular, m)], Ok(false)),
             (
                 "signed, any order",
                 vec![
                     ("signature.sig", Regular, &sig),
                     ("manifest.toml", Regular, m),
-                    ("connector.wasm", Regular, b"w"),
+                    ("connector.wasm", Regular, b"\0asm\x01\0\0\0"),
                 ],
                 Ok(true),
             ),
@@ -429,6 +460,21 @@ pub(crate) mod tests {
                 Err(("malformed_tarball", "appears twice")),
             ),
             (
+                "not WebAssembly",
+                vec![("connector.wasm", Regular, b"not wasm\n"), ("manifest.toml", Regular, m)],
+                Err(("malformed_tarball", "connector.wasm is not a WebAssembly module: it starts with bytes 6e 6f 74")),
+            ),
+            (
+                "a component, not a core module",
+                vec![("connector.wasm", Regular, b"\0asm\x0d\0\x01\0"), ("manifest.toml", Regular, m)],
+                Err(("malformed_tarball", "(a component?)")),
+            ),
+            (
+                "empty module",
+                vec![("connector.wasm", Regular, b""), ("manifest.toml", Regular, m)],
+                Err(("malformed_tarball", "the file is empty")),
+            ),
+            (
                 "missing wasm",
                 vec![("manifest.toml", Regular, m)],
                 Err(("malformed_tarball", "connector.wasm is missing")),
@@ -446,7 +492,7 @@ pub(crate) mod tests {
             (
                 "short signature",
                 vec![
-                    ("connector.wasm", Regular, b"w"),
+                    ("connector.wasm", Regular, b"\0asm\x01\0\0\0"),
                     ("manifest.toml", Regular, m),
                     ("signature.sig", Regular, &sig[..63]),
                 ],
@@ -494,7 +540,7 @@ pub(crate) mod tests {
     #[test]
     fn reference_must_match_the_manifest() {
         let manifest = manifest_text("github://acme/slack", "1.2.0");
-        let file = write_temp(&pack_tarball(b"w", &manifest, None).unwrap());
+        let file = write_temp(&pack_tarball(b"\0asm\x01\0\0\0", &manifest, None).unwrap());
         let check = |requested: &str, ok: bool| {
             let got = read_package(file.path(), &reference(requested));
             match got {
