@@ -13,16 +13,23 @@
 //! the journal is compacted: its lines for the forgotten entries are dropped (seq numbers are
 //! kept; replay allows gaps) and the file replaced atomically, so memory, the journal and the
 //! replay at start-up stay bounded however long the daemon runs.
+//!
+//! Invariant: the journal never holds a good line after a damaged one. An append that fails
+//! partway (a full disk, an I/O error, a failed fsync) is cut back off to the last good length
+//! before the error is returned, and until that cut succeeds nothing more is appended. So the
+//! only damage a crash can leave is a torn last line, which start-up drops; a damaged line
+//! anywhere else stops the start-up with an error (see `aileron_core::approval::replay`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use aileron_core::approval::{
-    ApprovalEntry, ApprovalId, ApprovalState, DecideError, Decision, EventKind, JournalEvent, Outcome, decide, replay,
+    Admission, AdmissionRequest, ApprovalEntry, ApprovalId, ApprovalState, DecideError, Decision, EventKind,
+    JournalEvent, Outcome, admit, decide, replay,
 };
 use aileron_core::{Boundary, Failure};
 use anyhow::Context;
@@ -58,9 +65,36 @@ pub struct Recovery {
     pub recovered: Vec<ApprovalId>,
 }
 
+/// The journal file as appending needs it; a test substitutes one whose writes fail partway.
+trait JournalFile: Send {
+    /// Appends `bytes` at the end of the file (the file is opened `O_APPEND`).
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+    fn sync(&mut self) -> io::Result<()>;
+    fn truncate(&mut self, len: u64) -> io::Result<()>;
+}
+
+impl JournalFile for File {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write_all(bytes)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.sync_data()
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.set_len(len)
+    }
+}
+
 struct Inner {
     entries: BTreeMap<ApprovalId, ApprovalEntry>,
-    journal: File,
+    journal: Box<dyn JournalFile>,
+    /// The journal's length after its last good line: where a failed append is cut back to.
+    journal_len: u64,
+    /// Set when a failed append could not be cut back off: the file may end in a damaged line,
+    /// so nothing is appended until a retried cut succeeds.
+    journal_damaged: bool,
     seq: u64,
     /// How many of `entries` are finished (terminal).
     finished: usize,
@@ -94,6 +128,19 @@ pub enum QueueError {
     Unknown(String),
     #[error("approval journal {path}: {message}")]
     Journal { path: String, message: String },
+    /// The session already has this many approvals waiting (SPEC §8 cap).
+    #[error("{0} approvals from this session are already waiting")]
+    TooManyPending(usize),
+}
+
+/// What [`ApprovalQueue::register`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Registered {
+    /// The entry was journaled and now waits.
+    New,
+    /// An identical request from the same session already waits: nothing was registered, the
+    /// caller answers with this entry.
+    Repeat(Box<ApprovalEntry>),
 }
 
 impl ApprovalQueue {
@@ -112,6 +159,21 @@ impl ApprovalQueue {
         };
         let text = String::from_utf8_lossy(&bytes);
         let replayed = replay(&text);
+        if let Some(unreadable) = &replayed.unreadable {
+            // Fail closed: the lost line may be the `decided`, `started` or `finished` that keeps an
+            // action from being approved or run again.
+            anyhow::bail!(
+                "{}:{}: not a journal event ({}), and lines follow it, so it is damage rather than a crash \
+                 mid-append; the approval queue cannot be rebuilt safely\n\
+                 hint: inspect that line and repair it by hand if you can. Deleting it forgets that event: a \
+                 lost `decided` makes the approval pending again, a lost `started` or `finished` can let an \
+                 approved action run a second time, so first check the target system and the audit log \
+                 (`aileron audit list`). Moving the whole file aside forgets every approval in it",
+                path.display(),
+                unreadable.line,
+                unreadable.message,
+            );
+        }
         for error in &replayed.errors {
             eprintln!("aileron daemon: warning: {error}");
         }
@@ -127,12 +189,20 @@ impl ApprovalQueue {
             journal.set_len(intact as u64).with_context(|| format!("truncating {}", path.display()))?;
             journal.sync_all()?;
         }
+        let journal_len = journal.metadata().with_context(|| format!("reading {}", path.display()))?.len();
         let (events, _) = tokio::sync::broadcast::channel(256);
         let finished = replayed.entries.values().filter(|e| e.state.is_terminal()).count();
         let queue = ApprovalQueue {
             path: path.to_path_buf(),
             retention,
-            inner: Mutex::new(Inner { entries: replayed.entries, journal, seq: replayed.last_seq, finished }),
+            inner: Mutex::new(Inner {
+                entries: replayed.entries,
+                journal: Box::new(journal),
+                journal_len,
+                journal_damaged: false,
+                seq: replayed.last_seq,
+                finished,
+            }),
             events,
         };
         let mut recovered = Vec::new();
@@ -153,14 +223,33 @@ impl ApprovalQueue {
         Ok((queue, Recovery { to_resume: replayed.to_resume, recovered }))
     }
 
-    /// Registers a new pending entry (journaled and fsynced) and tells watchers.
-    pub fn register(&self, entry: ApprovalEntry) -> Result<(), QueueError> {
+    /// Registers a new pending entry (journaled and fsynced) and tells watchers — unless the
+    /// session's identical request already waits ([`Registered::Repeat`]) or the session has
+    /// too many waiting ([`QueueError::TooManyPending`]). Both are decided under the queue lock
+    /// with the registration itself, so concurrent requests cannot all slip past them.
+    pub fn register(&self, entry: ApprovalEntry) -> Result<Registered, QueueError> {
         let mut inner = self.inner.lock().expect("approval queue poisoned");
+        match admit(inner.entries.values(), AdmissionRequest::of(&entry)) {
+            Admission::New => {}
+            Admission::Repeat(existing) => return Ok(Registered::Repeat(Box::new(existing.clone()))),
+            Admission::TooManyPending(waiting) => return Err(QueueError::TooManyPending(waiting)),
+        }
         self.append(&mut inner, &JournalEvent::requested(&entry)).map_err(|e| self.journal_error(e))?;
         inner.entries.insert(entry.id.clone(), entry.clone());
         drop(inner);
         let _ = self.events.send(QueueEvent::Pending { entry: Box::new(entry) });
-        Ok(())
+        Ok(Registered::New)
+    }
+
+    /// What [`ApprovalQueue::register`] would decide for `request` now: a cheap first check before
+    /// the preview is evaluated. Registration decides again.
+    pub fn admission(&self, request: AdmissionRequest<'_>) -> Result<Option<ApprovalEntry>, QueueError> {
+        let inner = self.inner.lock().expect("approval queue poisoned");
+        match admit(inner.entries.values(), request) {
+            Admission::New => Ok(None),
+            Admission::Repeat(existing) => Ok(Some(existing.clone())),
+            Admission::TooManyPending(waiting) => Err(QueueError::TooManyPending(waiting)),
+        }
     }
 
     /// Accepts a human decision once; a second decide (or an unknown id) is `NotPending`/`Unknown`.
@@ -251,11 +340,26 @@ impl ApprovalQueue {
         Ok(next)
     }
 
+    /// Appends one line and fsyncs it. On any failure the file is cut back to its last good
+    /// length (and that fsynced) before the error returns, so no later line follows a fragment;
+    /// if even the cut fails, appends are refused until a retried cut succeeds.
     fn append(&self, inner: &mut Inner, event: &JournalEvent) -> anyhow::Result<()> {
-        let line = event.clone().sequenced(inner.seq + 1).to_line();
-        inner.journal.write_all(line.as_bytes())?;
-        inner.journal.write_all(b"\n")?;
-        inner.journal.sync_data()?;
+        if inner.journal_damaged {
+            cut_back(inner).context("the journal still ends in a failed append that could not be removed")?;
+        }
+        let mut line = event.clone().sequenced(inner.seq + 1).to_line();
+        line.push('\n');
+        // An fsync failure counts too: the line may or may not be on disk, and the caller is told
+        // the event did not happen, so it must not be there at the next start.
+        let written = inner.journal.append(line.as_bytes()).and_then(|()| inner.journal.sync());
+        if let Err(error) = written {
+            if let Err(cut) = cut_back(inner) {
+                return Err(anyhow::Error::new(error)
+                    .context(format!("removing the partial line also failed ({cut}); appends are refused until it succeeds")));
+            }
+            return Err(error.into());
+        }
+        inner.journal_len += line.len() as u64;
         inner.seq += 1;
         Ok(())
     }
@@ -282,7 +386,11 @@ impl ApprovalQueue {
             kept.push('\n');
         }
         crate::home::write_atomic(&self.path, kept.as_bytes(), 0o600)?;
-        inner.journal = OpenOptions::new().append(true).open(&self.path).with_context(|| format!("reopening {}", self.path.display()))?;
+        inner.journal = Box::new(
+            OpenOptions::new().append(true).open(&self.path).with_context(|| format!("reopening {}", self.path.display()))?,
+        );
+        inner.journal_len = kept.len() as u64;
+        inner.journal_damaged = false;
         inner.entries.retain(|id, _| !forgotten.contains(id));
         inner.finished -= forgotten.len();
         Ok(())
@@ -291,6 +399,15 @@ impl ApprovalQueue {
     fn journal_error(&self, error: anyhow::Error) -> QueueError {
         QueueError::Journal { path: self.path.display().to_string(), message: error.to_string() }
     }
+}
+
+/// Truncates the journal to its last good length and fsyncs that; marks it damaged until it works.
+fn cut_back(inner: &mut Inner) -> io::Result<()> {
+    inner.journal_damaged = true;
+    inner.journal.truncate(inner.journal_len)?;
+    inner.journal.sync()?;
+    inner.journal_damaged = false;
+    Ok(())
 }
 
 /// UTC RFC 3339 with milliseconds, the timestamp format of the journal and the audit log.
@@ -312,3 +429,229 @@ pub fn not_runnable(message: impl Into<String>) -> Failure {
 
 #[cfg(test)]
 mod properties;
+
+#[cfg(test)]
+mod journal_faults {
+    //! Failed appends (a full disk mid-write, a failed fsync, a failed cut) never leave a good
+    //! line behind a damaged one; a damaged line before the end stops the start-up; concurrent
+    //! registrations respect the dedupe and the per-session cap.
+
+    use std::sync::Arc;
+
+    use aileron_core::ContentHash;
+    use aileron_core::approval::{ApprovalKind, MAX_PENDING_PER_SESSION};
+    use serde_json::json;
+
+    use super::*;
+
+    /// Faults the next journal operations hit; shared between the test and [`FaultyJournal`].
+    #[derive(Default)]
+    struct Faults {
+        /// Bytes the next append writes before it fails as a full disk would.
+        short_write: Option<usize>,
+        fail_sync: bool,
+        fail_truncate: bool,
+    }
+
+    struct FaultyJournal {
+        file: File,
+        faults: Arc<Mutex<Faults>>,
+    }
+
+    fn no_space() -> io::Error {
+        io::Error::from_raw_os_error(28) // ENOSPC
+    }
+
+    impl JournalFile for FaultyJournal {
+        fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+            let budget = self.faults.lock().unwrap().short_write.take();
+            match budget {
+                Some(budget) => {
+                    self.file.write_all(&bytes[..budget.min(bytes.len())])?;
+                    Err(no_space())
+                }
+                None => self.file.write_all(bytes),
+            }
+        }
+
+        fn sync(&mut self) -> io::Result<()> {
+            if std::mem::take(&mut self.faults.lock().unwrap().fail_sync) { Err(no_space()) } else { self.file.sync_data() }
+        }
+
+        fn truncate(&mut self, len: u64) -> io::Result<()> {
+            if self.faults.lock().unwrap().fail_truncate { Err(no_space()) } else { self.file.set_len(len) }
+        }
+    }
+
+    fn faulty(queue: &ApprovalQueue) -> Arc<Mutex<Faults>> {
+        let faults = Arc::new(Mutex::new(Faults::default()));
+        let file = OpenOptions::new().append(true).open(&queue.path).unwrap();
+        queue.inner.lock().unwrap().journal = Box::new(FaultyJournal { file, faults: faults.clone() });
+        faults
+    }
+
+    fn entry(byte: u8, session: Option<&str>, title: &str) -> ApprovalEntry {
+        let requested_at = now();
+        ApprovalEntry {
+            id: ApprovalId::new(&requested_at, [byte; 8]).unwrap(),
+            kind: ApprovalKind::Action,
+            action: "create-issue".into(),
+            action_version: "1.0.0".into(),
+            action_sha256: ContentHash::of_bytes(b"+++\nname = \"create-issue\"\n+++\n"),
+            args: json!({ "title": title }).as_object().unwrap().clone(),
+            preview: None,
+            requested_at,
+            decided_at: None,
+            decided_by: None,
+            reason: None,
+            state: ApprovalState::PendingApproval,
+            audit_id: None,
+            result: None,
+            failure: None,
+            session_id: session.map(str::to_string),
+            unconfined: false,
+            connector_fqn: None,
+        }
+    }
+
+    /// Reopens the journal and checks every line of it is a whole event.
+    fn reopen(path: &Path) -> ApprovalQueue {
+        let text = std::fs::read_to_string(path).unwrap();
+        let replayed = replay(&text);
+        assert!(!replayed.torn_tail && replayed.unreadable.is_none() && replayed.errors.is_empty(), "{text}");
+        ApprovalQueue::open(path).expect("the journal reopens").0
+    }
+
+    #[test]
+    fn a_failed_append_leaves_the_journal_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("approvals.jsonl");
+        let (queue, _) = ApprovalQueue::open(&path).unwrap();
+        let before = entry(1, None, "before");
+        queue.register(before.clone()).unwrap();
+        let faults = faulty(&queue);
+
+        // A full disk mid-line, a failed fsync after a whole line, each answered as an error.
+        let lost = entry(2, None, "lost");
+        faults.lock().unwrap().short_write = Some(40);
+        assert!(matches!(queue.register(lost.clone()), Err(QueueError::Journal { .. })));
+        faults.lock().unwrap().fail_sync = true;
+        assert!(matches!(queue.decide(&before.id, approve()), Err(QueueError::Journal { .. })));
+        assert_eq!(queue.get(&before.id).unwrap().state, ApprovalState::PendingApproval);
+
+        let after = entry(3, None, "after");
+        queue.register(after.clone()).unwrap();
+        drop(queue);
+        let queue = reopen(&path);
+        assert_eq!(queue.get(&before.id).map(|e| e.state), Some(ApprovalState::PendingApproval), "not approved");
+        assert_eq!(queue.get(&after.id).map(|e| e.state), Some(ApprovalState::PendingApproval), "the later entry survives");
+        assert!(queue.get(&lost.id).is_none());
+    }
+
+    #[test]
+    fn appends_wait_until_a_failed_append_is_cut_back_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("approvals.jsonl");
+        let (queue, _) = ApprovalQueue::open(&path).unwrap();
+        let first = entry(1, None, "first");
+        queue.register(first.clone()).unwrap();
+        let faults = faulty(&queue);
+        {
+            let mut faults = faults.lock().unwrap();
+            faults.short_write = Some(40);
+            faults.fail_truncate = true;
+        }
+        let error = queue.register(entry(2, None, "torn")).unwrap_err();
+        assert!(error.to_string().contains("appends are refused"), "{error}");
+        // While the fragment cannot be removed, nothing lands after it.
+        let refused = entry(3, None, "refused");
+        let error = queue.register(refused.clone()).unwrap_err();
+        assert!(error.to_string().contains("could not be removed"), "{error}");
+        assert!(std::fs::read_to_string(&path).unwrap().lines().count() == 2, "only the first line and the fragment");
+
+        faults.lock().unwrap().fail_truncate = false;
+        let last = entry(4, None, "last");
+        queue.register(last.clone()).unwrap();
+        drop(queue);
+        let queue = reopen(&path);
+        assert!(queue.get(&first.id).is_some() && queue.get(&last.id).is_some() && queue.get(&refused.id).is_none());
+    }
+
+    fn approve() -> Decision {
+        Decision { approved: true, reason: None, by: "test".into() }
+    }
+
+    #[test]
+    fn a_damaged_line_before_the_end_stops_the_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("approvals.jsonl");
+        let (queue, _) = ApprovalQueue::open(&path).unwrap();
+        let ran = entry(1, None, "ran");
+        queue.register(ran.clone()).unwrap();
+        queue.decide(&ran.id, approve()).unwrap();
+        queue.start(&ran.id).unwrap();
+        let failure = not_runnable("boom");
+        queue.finish(&ran.id, Outcome::Failed { failure }).unwrap();
+        queue.register(entry(2, None, "later")).unwrap();
+        drop(queue);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for damaged in 1..=3 {
+            let mut edited = lines.clone();
+            edited[damaged] = "{garbage";
+            std::fs::write(&path, format!("{}\n", edited.join("\n"))).unwrap();
+            let error = ApprovalQueue::open(&path).err().unwrap_or_else(|| panic!("line {} damaged: opened", damaged + 1));
+            let message = format!("{error:#}");
+            assert!(message.starts_with(&format!("{}:{}: not a journal event", path.display(), damaged + 1)), "{message}");
+            assert!(message.contains("\nhint: ") && message.contains("Deleting it forgets that event"), "{message}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{}\n", edited.join("\n")), "the file is left as it was");
+        }
+        // Damage on the last line is a crash mid-append: dropped, and the rest opens.
+        let mut edited = lines.clone();
+        *edited.last_mut().unwrap() = "{\"seq\":6,\"at";
+        std::fs::write(&path, format!("{}\n", edited.join("\n"))).unwrap();
+        let (queue, _) = ApprovalQueue::open(&path).expect("a torn last line is dropped");
+        assert_eq!(queue.get(&ran.id).map(|e| e.state), Some(ApprovalState::Failed));
+    }
+
+    #[test]
+    fn concurrent_registrations_respect_the_dedupe_and_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("approvals.jsonl");
+        let queue = Arc::new(ApprovalQueue::open(&path).unwrap().0);
+        let register_all = |entries: Vec<ApprovalEntry>| -> Vec<Result<Registered, QueueError>> {
+            let barrier = Arc::new(std::sync::Barrier::new(entries.len()));
+            let threads: Vec<_> = entries
+                .into_iter()
+                .map(|entry| {
+                    let (queue, barrier) = (queue.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        queue.register(entry)
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|thread| thread.join().unwrap()).collect()
+        };
+
+        // Ten identical calls from one session: one entry, nine answered with it.
+        let identical = register_all((0..10).map(|n| entry(n, Some("sess-1"), "same")).collect());
+        let new = identical.iter().filter(|r| matches!(r, Ok(Registered::New))).count();
+        let repeats: Vec<&ApprovalEntry> =
+            identical.iter().filter_map(|r| if let Ok(Registered::Repeat(e)) = r { Some(&**e) } else { None }).collect();
+        assert_eq!((new, repeats.len()), (1, 9));
+        let pending = queue.pending();
+        assert_eq!(pending.len(), 1);
+        assert!(repeats.iter().all(|e| e.id == pending[0].id));
+
+        // Sixty distinct calls from one session: the cap holds, counting the one already waiting.
+        let distinct = register_all((0..60).map(|n| entry(100 + n, Some("sess-1"), &format!("call {n}"))).collect());
+        let accepted = distinct.iter().filter(|r| matches!(r, Ok(Registered::New))).count();
+        let capped = distinct.iter().filter(|r| matches!(r, Err(QueueError::TooManyPending(MAX_PENDING_PER_SESSION)))).count();
+        assert_eq!((accepted, capped), (MAX_PENDING_PER_SESSION - 1, 60 - (MAX_PENDING_PER_SESSION - 1)));
+        assert_eq!(queue.pending().len(), MAX_PENDING_PER_SESSION);
+        // Other sessions and session-less (CLI) calls are not capped by it.
+        assert!(matches!(queue.register(entry(200, Some("sess-2"), "x")), Ok(Registered::New)));
+        assert!(matches!(queue.register(entry(201, None, "same")), Ok(Registered::New)));
+    }
+}

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use aileron_core::action::{ActionFile, ArgsError, Preview, RequiredConnector};
 use aileron_core::approval::{
-    ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalRequest, Outcome, PendingApproval, render_preview,
-    requested_payload, review_url,
+    AdmissionRequest, ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalRequest, Outcome, PendingApproval,
+    render_preview, requested_payload, review_url,
 };
 use aileron_core::audit::ActorType;
 use aileron_core::manifest::ConnectorManifest;
@@ -90,8 +90,8 @@ pub enum RunRejection {
 /// bounded, so one session cannot flood the journal and the page (SECURITY: agents are
 /// semi-trusted).
 pub const MAX_APPROVAL_ARGS_BYTES: usize = 64 * 1024;
-/// Approvals one session may have waiting at once.
-pub const MAX_PENDING_PER_SESSION: usize = 20;
+/// Approvals one session may have waiting at once (decided with registration, under the queue lock).
+pub use aileron_core::approval::MAX_PENDING_PER_SESSION;
 
 /// Retry schedule for retriable failures (SPEC §9): 1 s, 2 s, 4 s with jitter.
 pub const RETRY_DELAYS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
@@ -447,21 +447,17 @@ async fn request_approval(
         audit_rejection(state, &request.caller, &action.name, "args_too_large", &request.args).await?;
         return Err(RunRejection::ArgsTooLarge(size));
     }
-    let session = request.caller.session_id.clone();
-    let waiting: Vec<ApprovalEntry> = state.approvals.pending().into_iter().filter(|entry| entry.session_id == session).collect();
-    // The same call again while it waits: the agent gets the approval it already has.
-    let repeated = waiting.iter().find(|entry| session.is_some() && entry.action == action.name && entry.args == request.args);
-    if let Some(existing) = repeated {
-        let audit_id = mint_audit_id();
-        let mut payload = requested_payload(existing);
-        payload.insert(keys::APPROVAL_DUPLICATE.into(), true.into());
-        append(state, EventType::ApprovalRepeated, &request.caller, payload, &audit_id).await?;
-        let review_url = review_url(&state.base_url(), &existing.id);
-        return Ok(RunOutcome::PendingApproval(PendingApproval::new(existing, review_url, audit_id)));
-    }
-    if session.is_some() && waiting.len() >= MAX_PENDING_PER_SESSION {
-        audit_rejection(state, &request.caller, &action.name, "too_many_pending", &request.args).await?;
-        return Err(RunRejection::TooManyPending(waiting.len()));
+    // A first, cheap check, so a repeat or a capped session costs no preview; `register` decides
+    // again under the queue lock, since concurrent requests all pass this one.
+    let admission = AdmissionRequest {
+        session_id: request.caller.session_id.as_deref(),
+        action: &action.name,
+        args: &request.args,
+    };
+    match state.approvals.admission(admission) {
+        Ok(None) => {}
+        Ok(Some(existing)) => return answer_repeat(state, &request.caller, &existing).await,
+        Err(error) => return reject_registration(state, action, &request, error).await,
     }
     let requested_at = approvals::now();
     let id = approvals::mint_id(&requested_at);
@@ -472,18 +468,48 @@ async fn request_approval(
     let entry = ApprovalEntry::pending(ApprovalRequest {
         id,
         action,
-        args: request.args,
+        args: request.args.clone(),
         preview,
         requested_at,
         session_id: request.caller.session_id.clone(),
         unconfined: request.caller.unconfined,
     });
-    state.approvals.register(entry.clone()).map_err(|e| RunRejection::JournalUnavailable(e.to_string()))?;
+    match state.approvals.register(entry.clone()) {
+        Ok(approvals::Registered::New) => {}
+        Ok(approvals::Registered::Repeat(existing)) => return answer_repeat(state, &request.caller, &existing).await,
+        Err(error) => return reject_registration(state, action, &request, error).await,
+    }
     state.telemetry.remember_approval(&entry.id);
     let audit_id = mint_audit_id();
     append(state, EventType::ApprovalRequested, &request.caller, requested_payload(&entry), &audit_id).await?;
     let review_url = review_url(&state.base_url(), &entry.id);
     Ok(RunOutcome::PendingApproval(PendingApproval::new(&entry, review_url, audit_id)))
+}
+
+/// The same call again while it waits: the agent gets the approval it already has.
+async fn answer_repeat(state: &Arc<Services>, caller: &Caller, existing: &ApprovalEntry) -> Result<RunOutcome, RunRejection> {
+    let audit_id = mint_audit_id();
+    let mut payload = requested_payload(existing);
+    payload.insert(keys::APPROVAL_DUPLICATE.into(), true.into());
+    append(state, EventType::ApprovalRepeated, caller, payload, &audit_id).await?;
+    let review_url = review_url(&state.base_url(), &existing.id);
+    Ok(RunOutcome::PendingApproval(PendingApproval::new(existing, review_url, audit_id)))
+}
+
+/// A registration the queue refused: the session's cap (audited as a rejection), or the journal.
+async fn reject_registration(
+    state: &Arc<Services>,
+    action: &ActionFile,
+    request: &RunRequest,
+    error: approvals::QueueError,
+) -> Result<RunOutcome, RunRejection> {
+    match error {
+        approvals::QueueError::TooManyPending(waiting) => {
+            audit_rejection(state, &request.caller, &action.name, "too_many_pending", &request.args).await?;
+            Err(RunRejection::TooManyPending(waiting))
+        }
+        error => Err(RunRejection::JournalUnavailable(error.to_string())),
+    }
 }
 
 /// The preview op on the first step's connector, read-only, at most 5 s; a failure never blocks.

@@ -5,7 +5,10 @@
 //! Replay applies events with the same [`ApprovalEntry::apply`] the daemon uses live. An event for
 //! an unknown id or one the state machine forbids (a second decide, a `started` after `finished`)
 //! is reported and not applied. A torn last line (no newline, or unparsable) is the trace of a
-//! crash mid-append; that event was never acted on, so it is dropped.
+//! crash mid-append; that event was never acted on, so it is dropped. An unparsable line with
+//! whole lines after it is no crash trace: it is damage, and replay stops there
+//! ([`ReplayResult::unreadable`]) instead of guessing, because the lost event may be the `decided`,
+//! `started` or `finished` that keeps an action from running again.
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
@@ -191,10 +194,17 @@ fn recovery_failure(reason: &str) -> Failure {
     Failure::runtime_error(Boundary::Runtime, reason).with_detail("recovered", true)
 }
 
+/// A damaged line before the end of the journal: replay stops at it (see the module doc).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line} is not a journal event ({message}) and is not the last line")]
+pub struct UnreadableLine {
+    /// 1-based.
+    pub line: usize,
+    pub message: String,
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ReplayError {
-    #[error("approvals.jsonl line {line}: not a journal event ({message}); the line was skipped")]
-    Malformed { line: usize, message: String },
     #[error("approvals.jsonl line {line}: `{event}` for unknown approval `{id}`; the event was skipped")]
     UnknownId { line: usize, id: ApprovalId, event: &'static str },
     #[error(
@@ -230,15 +240,17 @@ pub struct ReplayResult {
     /// The highest `seq` seen; the next event is numbered `last_seq + 1`.
     pub last_seq: u64,
     pub errors: Vec<ReplayError>,
+    /// Replay stopped at this damaged line: `entries` hold only the lines before it (and
+    /// `intact_len` ends there). The daemon must not start on such a result.
+    pub unreadable: Option<UnreadableLine>,
 }
 
 /// Rebuilds the approval queue from the whole text of `approvals.jsonl`.
 pub fn replay(journal: &str) -> ReplayResult {
     let mut result = ReplayResult::default();
-    let mut segments = journal.split_inclusive('\n').enumerate().peekable();
+    let mut segments = journal.split_inclusive('\n').enumerate();
     while let Some((index, segment)) = segments.next() {
         let line = index + 1;
-        let is_last = segments.peek().is_none();
         let Some(text) = segment.strip_suffix('\n') else {
             // Only the last segment can lack its newline: the append never completed.
             result.torn_tail = true;
@@ -247,11 +259,15 @@ pub fn replay(journal: &str) -> ReplayResult {
         if !text.trim().is_empty() {
             match serde_json::from_str::<JournalLine>(text) {
                 Ok(parsed) => result.apply_line(line, parsed),
-                Err(_) if is_last => {
+                // Blank lines after it carry nothing: it is still the last event written.
+                Err(_) if segments.clone().all(|(_, rest)| rest.trim().is_empty()) => {
                     result.torn_tail = true;
                     break;
                 }
-                Err(error) => result.errors.push(ReplayError::Malformed { line, message: error.to_string() }),
+                Err(error) => {
+                    result.unreadable = Some(UnreadableLine { line, message: error.to_string() });
+                    break;
+                }
             }
         }
         result.intact_len += segment.len();

@@ -20,13 +20,17 @@
 //!      explanation ([`ReplayResult::recovered`]) and never re-runs it, because its side effects
 //!      may already have happened. Such an action ran at most once; the user decides what next.
 //!    - crash after `finished`: the result is served from the journal.
-//! 4. Before appending, the daemon truncates a torn tail to [`ReplayResult::intact_len`]; otherwise
-//!    the next event would be glued to the fragment and lost as a malformed line.
+//! 4. Before appending, the daemon truncates a torn tail to [`ReplayResult::intact_len`], and an
+//!    append that fails partway is cut back off before anything else is appended; otherwise the
+//!    next event would follow a damaged line. A damaged line that is not the last stops the replay
+//!    ([`ReplayResult::unreadable`]) and the daemon refuses to start: skipping it could forget the
+//!    `decided`, `started` or `finished` that keeps an action from running twice.
 //!
 //! The approval binds to the exact arguments registered (`args` is written once, in `requested`,
 //! and no event changes it) and to the exact action file bytes (`action_sha256`, checked by
 //! [`ApprovalEntry::verify_action`] before execution), so neither can change after approval.
 
+mod admission;
 mod decision;
 mod id;
 mod journal;
@@ -46,10 +50,12 @@ use crate::action::ActionFile;
 use crate::failure::Failure;
 use crate::identity::{ContentHash, Fqn};
 
+pub use admission::{Admission, AdmissionRequest, MAX_PENDING_PER_SESSION, admit};
 pub use decision::{DecideError, Decision, MAX_REASON_CHARS, decide};
 pub use id::{ApprovalId, ApprovalIdError};
 pub use journal::{
-    ApplyError, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult, replay,
+    ApplyError, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult, UnreadableLine,
+    replay,
 };
 pub use payload::{ApprovalDecision, decision_payload, keys, requested_payload};
 pub use preview::{ApprovalPreview, MAX_PREVIEW_VALUE_CHARS, PreviewField, render_preview};

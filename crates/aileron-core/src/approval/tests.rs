@@ -455,7 +455,6 @@ struct Expected<'a> {
 
 fn summary(error: &ReplayError) -> String {
     match error {
-        ReplayError::Malformed { line, .. } => format!("{line}: malformed"),
         ReplayError::UnknownId { line, event, .. } => format!("{line}: unknown id ({event})"),
         ReplayError::InvalidRequest { line, .. } => format!("{line}: invalid request"),
         ReplayError::Rejected { line, error: ApplyError::AlreadyRequested(_) } => format!("{line}: already requested"),
@@ -654,21 +653,6 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
             Expected { states: vec![], errors: vec!["1: invalid request"], ..Expected::default() },
         ),
         (
-            "a damaged line in the middle is skipped, the rest applies",
-            Script::new()
-                .push(JournalEvent::requested(&entry_a))
-                .raw("{not json")
-                .raw("")
-                .push(JournalEvent { at: T1.into(), id: a.clone(), kind: approve() })
-                .text(),
-            Expected {
-                states: vec![(&a, A)],
-                to_resume: vec![&a],
-                errors: vec!["2: malformed"],
-                ..Expected::default()
-            },
-        ),
-        (
             "seq going backwards is reported and still applied",
             format!(
                 "{}\n{}\n",
@@ -703,6 +687,87 @@ fn replay_tolerates_torn_tails_and_reports_bad_events_without_applying_them() {
     for (name, journal, expected) in cases {
         check_replay(name, &journal, expected);
     }
+}
+
+/// A damaged line with whole lines after it is not a crash trace: replay stops there instead of
+/// skipping it, since the lost line may be what keeps an action from running again.
+#[test]
+fn replay_stops_at_a_damaged_line_that_is_not_the_last() {
+    let a = id_at(T0, 0xa);
+    let entry_a = pending_entry(a.clone(), T0);
+    let requested = Script::new().push(JournalEvent::requested(&entry_a)).text();
+    let approved_started = Script::new().entry(&entry_a, vec![approve(), EventKind::Started]).text();
+    // Each of `decided`, `started` and `finished` of an action that ran and failed, damaged in turn:
+    // skipping it would leave the entry pending, approved (resumed: run again) or running.
+    let kinds = vec![approve(), EventKind::Started, failed()];
+    for damaged in 1..=3 {
+        let mut script = Script::new();
+        script.push(JournalEvent::requested(&entry_a));
+        for (at, kind) in kinds.iter().enumerate() {
+            if at + 1 == damaged {
+                script.raw("{garbage");
+            } else {
+                script.push(JournalEvent { at: T1.into(), id: a.clone(), kind: kind.clone() });
+            }
+        }
+        // Another approval requested later: the damaged line is not the last.
+        script.push(JournalEvent::requested(&pending_entry(id_at(T2, 0xb), T2)));
+        let journal = script.text();
+        let result = replay(&journal);
+        let name = format!("line {} damaged", damaged + 1);
+        let unreadable = result.unreadable.clone().unwrap_or_else(|| panic!("{name}: replay went on"));
+        assert_eq!(unreadable.line, damaged + 1, "{name}");
+        assert!(unreadable.to_string().starts_with(&format!("line {} is not a journal event", damaged + 1)), "{unreadable}");
+        assert!(!result.torn_tail, "{name}");
+        let before = &journal[..result.intact_len];
+        assert_eq!(before.lines().count(), damaged, "{name}: replay stopped at the damaged line");
+        assert_eq!(replay(before).entries, result.entries, "{name}");
+    }
+    // A damaged line in the middle, then blank lines and an event.
+    let journal = format!("{requested}{{not json\n\n{}\n", JournalEvent { at: T1.into(), id: a.clone(), kind: approve() }.sequenced(2).to_line());
+    let result = replay(&journal);
+    assert_eq!(result.unreadable.map(|u| u.line), Some(2));
+    assert_eq!(result.intact_len, requested.len());
+
+    // The last line damaged, also followed by blank lines only: a torn tail, dropped.
+    for tail in ["{garbage\n", "{garbage\n\n  \n", "{garbage"] {
+        let result = check_replay(
+            &format!("torn tail {tail:?}"),
+            &format!("{approved_started}{tail}"),
+            Expected { states: vec![(&a, F)], recovered: vec![&a], torn_tail: true, ..Expected::default() },
+        );
+        assert_eq!((result.intact_len, result.unreadable), (approved_started.len(), None), "{tail:?}");
+    }
+}
+
+#[test]
+fn admission_dedupes_and_caps_per_session() {
+    let entry = |byte: u8, session: Option<&str>, title: &str, state: ApprovalState| {
+        let mut entry = pending_entry(id_at(T0, byte), T0);
+        entry.session_id = session.map(str::to_string);
+        entry.args.insert("title".into(), title.into());
+        entry.state = state;
+        entry
+    };
+    let mut entries: Vec<ApprovalEntry> = (0..MAX_PENDING_PER_SESSION as u8 - 1)
+        .map(|n| entry(n, Some("sess-1"), &format!("t{n}"), P))
+        .collect();
+    entries.push(entry(200, Some("sess-2"), "other session", P));
+    entries.push(entry(201, Some("sess-1"), "decided already", A));
+    let request = |session, title: &str| entry(250, session, title, P);
+    let check = |entries: &[ApprovalEntry], candidate: &ApprovalEntry, expected: Admission<'_>| {
+        assert_eq!(admit(entries, AdmissionRequest::of(candidate)), expected, "{:?}", candidate.args);
+    };
+    check(&entries, &request(Some("sess-1"), "t3"), Admission::Repeat(&entries[3]));
+    check(&entries, &request(Some("sess-1"), "decided already"), Admission::New);
+    check(&entries, &request(Some("sess-1"), "new"), Admission::New);
+    check(&entries, &request(Some("sess-2"), "t3"), Admission::New);
+    check(&entries, &request(None, "t3"), Admission::New);
+    entries.push(entry(100, Some("sess-1"), "the twentieth", P));
+    check(&entries, &request(Some("sess-1"), "new"), Admission::TooManyPending(MAX_PENDING_PER_SESSION));
+    check(&entries, &request(Some("sess-1"), "t3"), Admission::Repeat(&entries[3]));
+    check(&entries, &request(Some("sess-2"), "new"), Admission::New);
+    check(&entries, &request(None, "new"), Admission::New);
 }
 
 /// The daemon's restart procedure, as the module doc describes it, against an in-memory journal.

@@ -419,3 +419,47 @@ async fn no_header_chooses_the_audit_actor() {
     assert_eq!(denied[0]["session_id"], "sess-7", "the approval's own session, never a claimed one: {}", denied[0]);
     assert!(!harness.audit().await.iter().any(|r| r.to_string().contains("sess-forged")), "no record took the claimed session");
 }
+
+/// The per-session cap and the identical-request dedupe hold for calls that arrive together,
+/// while each waits for a slow preview (they were checked before the preview and the entry
+/// registered after it, so concurrent calls all slipped past both).
+#[tokio::test]
+async fn concurrent_gated_calls_with_a_slow_preview_respect_the_dedupe_and_the_cap() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
+    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("previewed", "http_get", &hash, "get") };
+    let text = spec.render().replace(
+        "[approval]\nrequired = true\n",
+        "[approval]\nrequired = true\n[approval.preview]\nop = \"get\"\nargs = { url = \"${args.url}\" }\nrender = { \"Status\" = \"status\" }\n",
+    );
+    assert_eq!(harness.add_action("previewed.md", &text).await.status, StatusCode::CREATED, "{text}");
+    let session_token = harness.state.tokens.mint_session("sess-1", SESSION_SCOPES.to_vec(), true);
+    let call = |url: String| {
+        let request = Request::builder()
+            .method("POST")
+            .uri("/v1/actions/previewed/run")
+            .header("host", format!("127.0.0.1:{PORT}"))
+            .header("authorization", format!("Bearer {}", session_token.expose()));
+        harness.send(request, Some(json!({ "args": { "url": url } })))
+    };
+
+    let slow = format!("{}/slow/300", upstream.base_url());
+    let identical = futures_util::future::join_all((0..10).map(|_| call(slow.clone()))).await;
+    let ids: std::collections::BTreeSet<String> = identical
+        .iter()
+        .map(|answer| {
+            assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+            answer.body["approval_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "ten identical calls made one approval: {ids:?}");
+    assert_eq!(harness.state.approvals.pending().len(), 1);
+
+    let distinct = futures_util::future::join_all((0..30).map(|n| call(format!("{slow}?n={n}")))).await;
+    let accepted = distinct.iter().filter(|answer| answer.status == StatusCode::ACCEPTED).count();
+    let capped = distinct.iter().filter(|answer| answer.status == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!((accepted, capped), (19, 11), "{:?}", distinct.iter().map(|a| a.status).collect::<Vec<_>>());
+    assert_eq!(harness.state.approvals.pending().len(), 20, "one session holds at most 20 waiting approvals");
+    assert_eq!(events_of(&harness, "approval.requested").await.len(), 20);
+}
