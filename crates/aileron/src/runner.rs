@@ -761,6 +761,6 @@ pub fn resume_approvals(services: &Arc<Services>) {
         tokio::spawn(audit_recovered(services.clone(), id));
     }
     for id in resume {
-        tokio::spawn(execute_approved(services.clone(), id));
+        tokio::spawn(crate::workflows::approvals::resume_approved(services.clone(), id));
     }
 }

@@ -52,6 +52,9 @@ keys! {
     APPROVAL_REASON = "aileron.approval.reason";
     /// `approval.repeated`: always `true`.
     APPROVAL_DUPLICATE = "aileron.approval.duplicate";
+    /// `approval.approved` appended at start-up for a decision the journal held and the log did
+    /// not (its first append failed): always `true`; the record's time is not the decision's.
+    APPROVAL_RECOVERED = "aileron.approval.recovered";
 
     /// The audit record a span or a proxy record belongs to (the record's `audit_id`).
     AUDIT_ID = "aileron.audit.id";

@@ -5,6 +5,7 @@ use aileron_core::vocabulary::{EventType, keys};
 use std::sync::Arc;
 
 use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
+use aileron_core::audit::ActorType;
 use serde_json::Map;
 
 use crate::approvals::QueueError;
@@ -69,7 +70,8 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
         audit_id: None,
     };
     // The decision is journaled; if it cannot be audited we answer with an error and do not run
-    // it now (an approved entry resumes, once, at the next start).
+    // it now (an approved entry resumes, once, at the next start: `resume_approved` audits its
+    // decision first).
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     // The wait span (request → decision) joins the requester's trace; the approved run follows it.
     let waited = state.telemetry.approval_wait(&entry, decision);
@@ -94,4 +96,38 @@ pub fn result(state: &Services, principal: &Principal, id: String) -> Answer {
     // Another session's approval is as unknown to this token as a made-up id.
     let entry = state.approvals.get(&approval_id).filter(|entry| visible_to(principal, entry)).ok_or_else(unknown)?;
     Ok(Reply::ok(ResultView::of(&entry)))
+}
+
+/// Runs, once, an entry the journal held approved but not started at start-up — after making
+/// sure its decision is in the audit log. `decide` journals the decision and then audits it; when
+/// that audit failed (a full disk: the user saw 503) the entry stayed approved, and the restart
+/// ran it with no `approval.approved` record anywhere. The decision is looked up from the time it
+/// was made, appended (by its decider, with `approval.recovered`) if missing, and a decision that
+/// cannot be audited still does not run: it waits for the next start.
+pub async fn resume_approved(state: Arc<Services>, id: ApprovalId) {
+    let Some(entry) = state.approvals.get(&id) else { return };
+    let filter = crate::audit_log::AuditFilter {
+        since: entry.decided_at.clone(),
+        event_type: Some(EventType::ApprovalApproved.as_str().to_string()),
+        action: Some(entry.action.clone()),
+        ..Default::default()
+    };
+    let audited = match state.audit.query(&filter) {
+        Ok(records) => records.iter().any(|record| record.payload.get(keys::APPROVAL_ID).and_then(|v| v.as_str()) == Some(id.as_str())),
+        Err(error) => {
+            log_line!("aileron daemon: approval {id} not resumed: reading the audit log for its decision: {error}");
+            return;
+        }
+    };
+    if !audited {
+        let mut payload = decision_payload(&entry, ApprovalDecision::Approved);
+        payload.insert(keys::APPROVAL_RECOVERED.into(), true.into());
+        let actor = aileron_core::audit::Actor::new(ActorType::Human, entry.decided_by.clone().unwrap_or_else(|| super::LOCAL_USER.to_string()));
+        let event = AuditEvent { event_type: EventType::ApprovalApproved, actor, session_id: entry.session_id.clone(), payload, audit_id: None };
+        if let Err(error) = state.audit.append(event).await {
+            log_line!("aileron daemon: approval {id} not resumed: its decision cannot be audited: {error}");
+            return;
+        }
+    }
+    crate::runner::execute_approved(state, id).await;
 }

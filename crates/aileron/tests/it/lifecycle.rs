@@ -190,47 +190,138 @@ fn a_run_whose_record_cannot_be_written_does_not_claim_nothing_ran() {
     let hash = cli.install_guest("echo", &[]);
     cli.add_action(&ActionSpec::new("unrecorded", "echo", &hash, "echo"));
     cli.ok(&["daemon", "stop"]);
-    let audit = cli.scratch().join("small-audit");
-    std::fs::create_dir_all(&audit).unwrap();
-    let script = "mount -t tmpfs -o size=4m tmpfs \"$AILERON_AUDIT_DIR\" && exec \"$0\" daemon run";
-    let aileron = cli.command(&[]).get_program().to_owned();
-    let mut daemon = std::process::Command::new("unshare")
-        .args(["--map-root-user", "--mount", "sh", "-c", script])
-        .arg(&aileron)
-        .env("AILERON_HOME", &cli.home)
-        .env("AILERON_AUDIT_DIR", &audit)
-        .env_remove("AILERON_URL")
-        .env_remove("AILERON_TOKEN")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("unshare");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !cli.home.join("daemon.json").exists() {
-        assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited at start: {:?}", daemon.try_wait());
-        assert!(std::time::Instant::now() < deadline, "no daemon.json");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut audit = SmallAuditDir::start(&cli, 1);
     let ran = cli.run(&["action", "run", "unrecorded"]);
     assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
-    // The daemon's view of the audit directory: its tmpfs, filled to the last byte.
-    let inside = std::path::PathBuf::from(format!("/proc/{}/root", daemon.id())).join(audit.strip_prefix("/").unwrap());
-    let mut filler = std::fs::File::create(inside.join("filler")).unwrap();
-    while std::io::Write::write_all(&mut filler, &[0u8; 64 * 1024]).is_ok() {}
-    drop(filler);
-
-    // The day file's last page has room for a few more records before it needs another.
-    let refused = (0..100)
-        .map(|_| cli.run(&["action", "run", "unrecorded"]))
-        .find(|output| !output.status.success())
-        .expect("a run on a full disk is refused");
+    audit.fill(&cli);
+    let refused = cli.run(&["action", "run", "unrecorded"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("audit_unavailable") && stderr.contains("the action ran"), "{stderr}");
     assert!(stderr.contains("hint: ") && !stderr.contains("nothing was executed"), "{stderr}");
 
-    std::fs::remove_file(inside.join("filler")).unwrap();
+    audit.free();
     cli.ok(&["daemon", "stop"]);
-    assert!(daemon.wait().unwrap().success());
+    assert!(audit.shell.wait().unwrap().success());
+}
+
+/// Daemons run one after another (`runs` of them, each started when the one before stops) with
+/// their audit directory on a 4 MiB tmpfs in a mount namespace of their own (`unshare`), which
+/// the test fills to the last byte and frees again through `/proc/<pid>/root`.
+struct SmallAuditDir {
+    shell: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl SmallAuditDir {
+    fn start(cli: &Cli, runs: usize) -> SmallAuditDir {
+        let dir = cli.scratch().join("small-audit");
+        std::fs::create_dir_all(&dir).unwrap();
+        let daemons = vec!["\"$0\" daemon run"; runs].join(" && ");
+        let script = format!("mount -t tmpfs -o size=4m tmpfs \"$AILERON_AUDIT_DIR\" && {daemons}");
+        let shell = std::process::Command::new("unshare")
+            .args(["--map-root-user", "--mount", "sh", "-c", &script])
+            .arg(cli.command(&[]).get_program())
+            .env("AILERON_HOME", &cli.home)
+            .env("AILERON_AUDIT_DIR", &dir)
+            .env_remove("AILERON_URL")
+            .env_remove("AILERON_TOKEN")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("unshare");
+        let mut started = SmallAuditDir { shell, dir };
+        started.wait_for_daemon(cli);
+        started
+    }
+
+    fn wait_for_daemon(&mut self, cli: &Cli) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !cli.home.join("daemon.json").exists() {
+            assert!(self.shell.try_wait().unwrap().is_none(), "the daemon exited at start: {:?}", self.shell.try_wait());
+            assert!(std::time::Instant::now() < deadline, "no daemon.json");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The directory as the daemons see it.
+    fn inside(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from(format!("/proc/{}/root", self.shell.id())).join(self.dir.strip_prefix("/").unwrap())
+    }
+
+    /// Fills the tmpfs, then has the daemon audit calls of an action named `x` (small
+    /// `action.rejected` records) until one cannot be written: the day file's last page had room
+    /// for a few, and any record larger than these can no longer be written.
+    fn fill(&self, cli: &Cli) {
+        let mut filler = std::fs::File::create(self.inside().join("filler")).unwrap();
+        while std::io::Write::write_all(&mut filler, &[0u8; 64 * 1024]).is_ok() {}
+        aileron::process::install_crypto_provider();
+        let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+        let (url, token) = (info["url"].as_str().unwrap(), info["token"].as_str().unwrap());
+        let client = reqwest::blocking::Client::new();
+        let refused = (0..100).find(|_| {
+            let answer = client.post(format!("{url}/v1/actions/x/run")).bearer_auth(token).json(&serde_json::json!({"args": {}})).send().unwrap();
+            answer.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE
+        });
+        assert!(refused.is_some(), "the audit directory never filled up");
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.inside().join("filler")).unwrap();
+    }
+}
+
+/// An approval decided while its decision could not be audited (the user saw 503) stays
+/// approved in the journal and runs at the next start — only after its decision is in the log:
+/// the restart appends the missing `approval.approved` (`aileron.approval.recovered`) before the
+/// run's own record. It ran with no decision on record before.
+#[test]
+fn an_approval_decided_while_the_log_was_full_is_audited_before_it_runs_after_a_restart() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("echo", &[]);
+    cli.add_action(&ActionSpec { approval: true, ..ActionSpec::new("gated-echo", "echo", &hash, "echo") });
+    cli.ok(&["daemon", "stop"]);
+    let mut audit = SmallAuditDir::start(&cli, 2);
+    let pending = cli.run(&["action", "run", "gated-echo"]);
+    assert_eq!(pending.status.code(), Some(75), "{}", String::from_utf8_lossy(&pending.stderr));
+    let id = serde_json::from_slice::<serde_json::Value>(&pending.stdout).unwrap()["approval_id"].as_str().unwrap().to_string();
+
+    audit.fill(&cli);
+    let approve = cli.run(&["approval", "approve", &id]);
+    assert_eq!(approve.status.code(), Some(1), "{}", String::from_utf8_lossy(&approve.stderr));
+    assert!(String::from_utf8_lossy(&approve.stderr).contains("audit_unavailable"), "{}", String::from_utf8_lossy(&approve.stderr));
+    audit.free();
+    cli.ok(&["daemon", "stop"]);
+    audit.wait_for_daemon(&cli);
+
+    let mut status = String::new();
+    for _ in 0..500 {
+        status = cli.ok(&["approval", "status", &id]);
+        if status.starts_with("completed") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(status.starts_with("completed"), "{status}");
+    let records: serde_json::Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--limit", "1000"])).unwrap();
+    let records = records["items"].as_array().unwrap();
+    let of_this = |event: &str| {
+        records
+            .iter()
+            .filter(|record| record["event_type"] == event)
+            .filter(|record| record["payload"]["aileron.approval.id"] == id.as_str())
+            .map(|record| record["seq"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let decided = of_this("approval.approved");
+    let executed = of_this("action.executed");
+    assert_eq!(decided.len(), 1, "one decision on record: {records:#?}");
+    assert_eq!(executed.len(), 1, "one run: {records:#?}");
+    assert!(decided[0] < executed[0], "the decision is on record before the run");
+    let decision = records.iter().find(|record| record["seq"] == decided[0]).unwrap();
+    assert_eq!(decision["payload"]["aileron.approval.recovered"], true, "{decision}");
+    assert_eq!(decision["actor"]["id"], "local-user", "{decision}");
+    cli.ok(&["daemon", "stop"]);
+    assert!(audit.shell.wait().unwrap().success());
 }
