@@ -839,6 +839,8 @@ impl DaemonProcess {
     }
 
     pub(crate) fn request(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        // Whichever test runs first in this process: reqwest's rustls needs its provider.
+        aileron::process::install_crypto_provider();
         let client = reqwest::blocking::Client::new();
         let mut request = client
             .request(method.parse().unwrap(), format!("{}{path}", self.url))
