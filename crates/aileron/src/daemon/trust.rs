@@ -27,8 +27,7 @@ type ApiResult = Result<Response, ApiError>;
 pub(crate) fn keyring_load_error(error: crate::keyring::LoadError) -> ApiError {
     match error {
         crate::keyring::LoadError::Damaged { .. } => {
-            // Logged without `eprintln!`: a full disk under daemon.log must not panic a request.
-            let _ = std::io::Write::write_fmt(&mut std::io::stderr().lock(), format_args!("aileron daemon: {error}\n"));
+            log_line!("aileron daemon: {error}");
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "keyring_damaged", error.to_string()).with_hint(
                 "fix the file at that position or restore it from a backup; or remove it and trust your publishers again with `aileron keyring trust <authority>`",
             )

@@ -121,7 +121,7 @@ pub async fn inspect(state: &Services, body: &PreviewBody) -> Result<(crate::pac
             return Err(Refusal::Failure(failure));
         }
     }
-    let keyring = crate::keyring::load(&state.home.keyring()).map_err(|e| bad(ApiError::internal(e)))?;
+    let keyring = crate::keyring::load(&state.home.keyring()).map_err(|e| bad(crate::daemon::trust::keyring_load_error(e)))?;
     let message = [package.wasm.as_slice(), package.manifest_text.as_bytes()].concat();
     let status = aileron_core::signing::verify(&keyring, &reference.fqn, &message, package.signature.as_deref()).map_err(|e| {
         let [repo, owner] = aileron_core::signing::authorities_of(&reference.fqn);

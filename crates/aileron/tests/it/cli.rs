@@ -619,7 +619,9 @@ fn a_damaged_keyring_is_named_with_where_it_does_not_parse() {
     let cli = Cli::new();
     cli.ok(&["daemon", "start"]);
     std::fs::write(cli.home.join("keyring.json"), "{bad\n").unwrap();
-    for command in [&["keyring", "list"][..], &["keyring", "revoke", "github://q"]] {
+    let package = cli.package("echo", &[]);
+    let install = ["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/echo@1.0.0", "--yes", "--allow-unsigned"];
+    for command in [&["keyring", "list"][..], &["keyring", "revoke", "github://q"], &install] {
         let output = cli.run(command);
         let said = stderr(&output);
         assert_eq!(output.status.code(), Some(1), "{command:?}: {said}");
