@@ -175,7 +175,7 @@ impl ApprovalQueue {
             );
         }
         for error in &replayed.errors {
-            eprintln!("aileron daemon: warning: {error}");
+            log_line!("aileron daemon: warning: {error}");
         }
         let journal = OpenOptions::new()
             .create(true)
@@ -184,7 +184,7 @@ impl ApprovalQueue {
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
         if replayed.torn_tail {
-            eprintln!("aileron daemon: warning: {} ended with a torn line (a crash mid-append); it was dropped", path.display());
+            log_line!("aileron daemon: warning: {} ended with a torn line (a crash mid-append); it was dropped", path.display());
             let intact = intact_bytes(&bytes, &text[..replayed.intact_len]);
             journal.set_len(intact as u64).with_context(|| format!("truncating {}", path.display()))?;
             journal.sync_all()?;
@@ -331,7 +331,7 @@ impl ApprovalQueue {
             if inner.finished > self.retention.finished + self.retention.slack {
                 // The event is durable already; a failed compaction only leaves the journal longer.
                 if let Err(error) = self.compact(&mut inner) {
-                    eprintln!("aileron daemon: warning: compacting {}: {error:#}", self.path.display());
+                    log_line!("aileron daemon: warning: compacting {}: {error:#}", self.path.display());
                 }
             }
         }

@@ -579,9 +579,15 @@ pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
         Ok(RunOutcome::Failed(failure)) => Outcome::Failed { failure },
         Ok(RunOutcome::PendingApproval(_)) => unreachable!("a granted run never asks for approval again"),
         Err(rejection) => {
-            // The action was removed, disabled or changed since the request: record why.
+            // The action was removed, disabled or changed since the request: record why. (Or it
+            // ran and its record could not be written: said as such, never as "could not run".)
             let audit_id = mint_audit_id();
-            let failure = approvals::not_runnable(format!("approved action could not run: {rejection}"));
+            let failure = match rejection {
+                RunRejection::RanUnaudited(cause) => {
+                    approvals::not_runnable(format!("the approved action ran, but its audit record could not be written: {cause}"))
+                }
+                _ => approvals::not_runnable(format!("approved action could not run: {rejection}")),
+            };
             let mut payload = failure.audit_payload();
             payload.insert(keys::APPROVAL_ID.into(), id.to_string().into());
             let _ = append(&state, EventType::ExecutionFailed, &caller, payload, &audit_id).await;
@@ -589,7 +595,7 @@ pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
         }
     };
     if let Err(error) = state.approvals.finish(&id, outcome) {
-        eprintln!("aileron daemon: recording the outcome of approval {id}: {error}");
+        log_line!("aileron daemon: recording the outcome of approval {id}: {error}");
     }
 }
 
@@ -632,7 +638,7 @@ pub async fn audit_recovered(state: Arc<Services>, id: ApprovalId) {
     payload.insert(keys::ACTION_NAME.into(), entry.action.clone().into());
     let caller = Caller::new(ActorType::Service, "daemon-restart");
     if let Err(error) = append(&state, EventType::ExecutionFailed, &caller, payload, &mint_audit_id()).await {
-        eprintln!("aileron daemon: auditing the recovery of approval {id}: {error}");
+        log_line!("aileron daemon: auditing the recovery of approval {id}: {error}");
     }
 }
 
