@@ -1,6 +1,7 @@
 //! Accepting and serving the daemon's connections, with the bounds `axum::serve` leaves open:
 //! a connection must finish each request head within [`HEADER_READ_TIMEOUT`] (slowloris, and
-//! idle connections, fresh or kept alive, are closed after it), at most [`max_connections`] are
+//! idle connections, fresh or kept alive, are closed after it), a request body within its
+//! [`BodyDeadline`] (a stalled body is answered 408 and its connection closed), at most [`max_connections`] are
 //! open at once (the rest wait in the kernel's backlog), and shutdown drains in-flight requests.
 //! Ambiguous request framing is hyper's to refuse: it answers 400 to every smuggling form the
 //! surface campaign sends but two, and those (`Content-Length` with `Transfer-Encoding`) it reads
@@ -88,4 +89,170 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Surface, shutdown: im
     draining.send_replace(true);
     finished.closed().await;
     Ok(())
+}
+
+/// How long a request routed to the API (everything but the gateway) may take to send its whole
+/// body, counted from the end of its head. Those bodies are small JSON (axum's 2 MB default cap)
+/// and local clients send them with the head; without a deadline a client that declares a
+/// `Content-Length` and stops held its connection (and a descriptor) for ever, and some 16,000
+/// of them locked the user out of health, approvals and the console.
+pub const API_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a gateway request body may go without a byte. Gateway bodies may be large (64 MiB)
+/// and stream upstream as they arrive, so a total deadline could cut a legitimate upload short;
+/// a body that stops sending is dropped after this much silence instead.
+pub const GATEWAY_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// When a request body must have arrived.
+#[derive(Debug, Clone, Copy)]
+pub enum BodyDeadline {
+    /// The whole body by this instant.
+    Total(tokio::time::Instant),
+    /// At most this long without a frame.
+    Idle(Duration),
+}
+
+/// A request body that fails (and records that it did in `expired`) when the client does not
+/// send it within its [`BodyDeadline`]. The clock runs only while the reader waits for the
+/// client: time the reader spends elsewhere (backpressure upstream) is not counted against it.
+pub struct DeadlineBody {
+    inner: axum::body::Body,
+    deadline: BodyDeadline,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    expired: Arc<std::sync::atomic::AtomicBool>,
+    done: bool,
+}
+
+impl DeadlineBody {
+    pub fn new(inner: axum::body::Body, deadline: BodyDeadline, expired: Arc<std::sync::atomic::AtomicBool>) -> DeadlineBody {
+        DeadlineBody { inner, deadline, sleep: None, expired, done: false }
+    }
+}
+
+/// The error a [`DeadlineBody`] fails with.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive in time")]
+pub struct BodyTimedOut;
+
+impl axum::body::HttpBody for DeadlineBody {
+    type Data = bytes::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::BoxError>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                if matches!(this.deadline, BodyDeadline::Idle(_)) {
+                    this.sleep = None;
+                }
+                Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let deadline = this.deadline;
+                let sleep = this.sleep.get_or_insert_with(|| {
+                    Box::pin(tokio::time::sleep_until(match deadline {
+                        BodyDeadline::Total(at) => at,
+                        BodyDeadline::Idle(quiet) => tokio::time::Instant::now() + quiet,
+                    }))
+                });
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.done = true;
+                this.expired.store(true, std::sync::atomic::Ordering::Relaxed);
+                Poll::Ready(Some(Err(BodyTimedOut.into())))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::HttpBody as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A body fed by the test: `(body, sender)`.
+    fn fed() -> (axum::body::Body, tokio::sync::mpsc::Sender<bytes::Bytes>) {
+        let (sender, receiver) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
+        let stream = tokio_stream::wrappers::ReceiverStream::new(receiver).map(Ok::<_, std::io::Error>);
+        (axum::body::Body::from_stream(stream), sender)
+    }
+
+    async fn read_all(body: DeadlineBody) -> Result<usize, axum::BoxError> {
+        let mut body = std::pin::pin!(body);
+        let mut seen = 0;
+        while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+            seen += frame?.into_data().map(|data| data.len()).unwrap_or(0);
+        }
+        Ok(seen)
+    }
+
+    use tokio_stream::StreamExt as _;
+
+    /// The gateway's idle deadline: a body that keeps sending outlives it in total, one that
+    /// goes quiet for longer fails and says so.
+    #[tokio::test]
+    async fn an_idle_deadline_counts_silence_not_total_time() {
+        let quiet = Duration::from_millis(300);
+        let (inner, sender) = fed();
+        let expired = Arc::new(AtomicBool::new(false));
+        let reading = tokio::spawn(read_all(DeadlineBody::new(inner, BodyDeadline::Idle(quiet), expired.clone())));
+        for _ in 0..8 {
+            sender.send(bytes::Bytes::from_static(b"0123456789")).await.unwrap();
+            tokio::time::sleep(quiet / 3).await;
+        }
+        drop(sender);
+        assert_eq!(reading.await.unwrap().unwrap(), 80, "a body that keeps sending is read whole");
+        assert!(!expired.load(Ordering::Relaxed));
+
+        let (inner, sender) = fed();
+        let expired = Arc::new(AtomicBool::new(false));
+        let reading = tokio::spawn(read_all(DeadlineBody::new(inner, BodyDeadline::Idle(quiet), expired.clone())));
+        sender.send(bytes::Bytes::from_static(b"0123456789")).await.unwrap();
+        let error = tokio::time::timeout(quiet * 4, reading).await.expect("the deadline fires").unwrap().unwrap_err();
+        assert!(error.is::<BodyTimedOut>(), "{error}");
+        assert!(expired.load(Ordering::Relaxed));
+        drop(sender);
+    }
+
+    /// A total deadline fails a body that trickles in past it, and leaves a body already complete alone.
+    #[tokio::test]
+    async fn a_total_deadline_counts_from_the_head() {
+        let (inner, sender) = fed();
+        let expired = Arc::new(AtomicBool::new(false));
+        let at = tokio::time::Instant::now() + Duration::from_millis(300);
+        let reading = tokio::spawn(read_all(DeadlineBody::new(inner, BodyDeadline::Total(at), expired.clone())));
+        let trickle = tokio::spawn(async move {
+            for _ in 0..20 {
+                if sender.send(bytes::Bytes::from_static(b"x")).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        let error = reading.await.unwrap().unwrap_err();
+        assert!(error.is::<BodyTimedOut>(), "{error}");
+        assert!(expired.load(Ordering::Relaxed));
+        trickle.abort();
+
+        let past = tokio::time::Instant::now() - Duration::from_secs(1);
+        let complete = DeadlineBody::new(axum::body::Body::from("{}"), BodyDeadline::Total(past), Arc::new(AtomicBool::new(false)));
+        assert_eq!(read_all(complete).await.unwrap(), 2, "a body already here is never failed");
+    }
 }

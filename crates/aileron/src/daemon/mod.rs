@@ -125,7 +125,7 @@ pub struct Surface {
     router: Router,
 }
 
-type GatewayFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send>>;
+type SurfaceFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send>>;
 
 impl<B> tower::Service<axum::http::Request<B>> for Surface
 where
@@ -134,7 +134,7 @@ where
 {
     type Response = axum::response::Response;
     type Error = std::convert::Infallible;
-    type Future = futures_util::future::Either<GatewayFuture, <Router as tower::Service<axum::http::Request<B>>>::Future>;
+    type Future = SurfaceFuture;
 
     fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
         // Both are always ready (axum's router is).
@@ -142,12 +142,42 @@ where
     }
 
     fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
-        if crate::gateway::is_gateway_path(request.method(), request.uri().path()) {
+        use connections::{API_BODY_READ_TIMEOUT, BodyDeadline, DeadlineBody, GATEWAY_BODY_IDLE_TIMEOUT};
+        let gateway = crate::gateway::is_gateway_path(request.method(), request.uri().path());
+        // Every request body has a deadline (see `connections`): a stalled body is answered 408
+        // with `Connection: close` instead of holding its connection. Responses (SSE streams,
+        // the gateway's streamed answers) have none.
+        let deadline = if gateway {
+            BodyDeadline::Idle(GATEWAY_BODY_IDLE_TIMEOUT)
+        } else {
+            BodyDeadline::Total(tokio::time::Instant::now() + API_BODY_READ_TIMEOUT)
+        };
+        let expired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let provider = gateway.then(|| crate::gateway::Provider::of_request(request.uri().path(), request.headers()));
+        let request = request.map(|body| axum::body::Body::new(DeadlineBody::new(axum::body::Body::new(body), deadline, expired.clone())));
+        let answered: SurfaceFuture = if gateway {
             let state = self.state.clone();
-            let request = request.map(axum::body::Body::new);
-            return futures_util::future::Either::Left(Box::pin(async move { Ok(auth::admit_gateway(&state, request).await) }));
-        }
-        futures_util::future::Either::Right(tower::Service::call(&mut self.router, request))
+            Box::pin(async move { Ok(auth::admit_gateway(&state, request).await) })
+        } else {
+            Box::pin(tower::Service::call(&mut self.router, request))
+        };
+        Box::pin(async move {
+            let response = answered.await?;
+            if !expired.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(response);
+            }
+            let message = "the request body did not arrive in time";
+            let mut response = match provider {
+                Some(provider) => provider.error(axum::http::StatusCode::REQUEST_TIMEOUT, "invalid_request_error", message),
+                None => axum::response::IntoResponse::into_response(crate::wire::error::ApiError::new(
+                    axum::http::StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    message,
+                )),
+            };
+            response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+            Ok(response)
+        })
     }
 }
 

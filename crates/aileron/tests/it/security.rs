@@ -110,3 +110,72 @@ async fn tampered_store_bytes_never_execute() {
         assert_eq!(records[0]["event_type"], "execution.failed");
     }
 }
+
+/// A token holder who opens many `POST /v1/actions/{name}/run` requests, declares a body and
+/// stops after one byte held a connection (and a descriptor) each for ever: enough of them
+/// exhausted the daemon's connection cap and locked the user out of health, approvals and the
+/// console. Every such request is now answered 408 and its connection closed within the body
+/// deadline, health answers meanwhile, and a long-lived SSE response is not cut by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
+    use aileron::daemon::connections::API_BODY_READ_TIMEOUT;
+    use crate::support::{PORT, TOKEN};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let harness = Harness::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(aileron::daemon::connections::serve(listener, harness.router.clone(), std::future::pending()));
+    let head = |method: &str, path: &str, extra: &str| {
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\nAuthorization: Bearer {TOKEN}\r\n{extra}\r\n")
+    };
+
+    let mut events = tokio::net::TcpStream::connect(address).await.unwrap();
+    events.write_all(head("GET", "/v1/events/watch", "").as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut stalled = Vec::new();
+    for _ in 0..300 {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let request = head("POST", "/v1/actions/anything/run", "Content-Type: application/json\r\nContent-Length: 100000\r\n") + "{";
+        stream.write_all(request.as_bytes()).await.unwrap();
+        stalled.push(stream);
+    }
+
+    let health = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream.write_all(head("GET", "/v1/health", "Connection: close\r\n").as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    };
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(3), health).await.expect("health answers while bodies stall");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let limit = API_BODY_READ_TIMEOUT + std::time::Duration::from_secs(5);
+    for (n, mut stream) in stalled.into_iter().enumerate() {
+        let mut answer = Vec::new();
+        let left = limit.saturating_sub(started.elapsed());
+        tokio::time::timeout(left, stream.read_to_end(&mut answer))
+            .await
+            .unwrap_or_else(|_| panic!("stalled connection {n} still open after {limit:?}"))
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 408"), "connection {n}: {answer}");
+        assert!(answer.contains("request_timeout") && answer.to_lowercase().contains("connection: close"), "{answer}");
+    }
+    assert!(started.elapsed() >= API_BODY_READ_TIMEOUT, "not answered before the deadline");
+
+    // The SSE response outlives the body deadline.
+    let mut chunk = [0u8; 4096];
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_millis(200), events.read(&mut chunk)).await {
+            Ok(Ok(0)) => panic!("the event stream was closed: {}", String::from_utf8_lossy(&seen)),
+            Ok(Ok(n)) => seen.extend_from_slice(&chunk[..n]),
+            Ok(Err(error)) => panic!("the event stream failed: {error}"),
+            Err(_) => break,
+        }
+    }
+    assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+}
+
