@@ -39,8 +39,16 @@ pub enum Provider {
 }
 
 impl Provider {
-    pub fn of_path(path: &str) -> Provider {
-        if path.starts_with("/v1/messages") { Provider::Anthropic } else { Provider::OpenAi }
+    /// Whose request this is: `/v1/messages*` is Anthropic's, the other paths OpenAI's — except
+    /// `/v1/models`, which both serve: there an `anthropic-version` header (every Anthropic client
+    /// sends it; OpenAI's never do) says Anthropic. Routed by path alone, an Anthropic SDK's
+    /// `models.list()` went to the OpenAI upstream carrying the user's Anthropic key.
+    pub fn of_request(path: &str, headers: &HeaderMap) -> Provider {
+        if path.starts_with("/v1/messages") || (path.starts_with("/v1/models") && headers.contains_key("anthropic-version")) {
+            Provider::Anthropic
+        } else {
+            Provider::OpenAi
+        }
     }
 
     /// The provider's own error JSON, so agents show our message the way they show theirs.
@@ -218,7 +226,7 @@ fn requested_upgrade(headers: &HeaderMap) -> Option<axum::http::HeaderValue> {
 async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Response {
     let upgrade = requested_upgrade(request.headers()).map(|protocol| (protocol, hyper::upgrade::on(&mut request)));
     let path = request.uri().path().to_string();
-    let provider = Provider::of_path(&path);
+    let provider = Provider::of_request(&path, request.headers());
     // Held until the response body (or the upgraded connection) is done.
     let Ok(permit) = gateway.permits.clone().try_acquire_owned() else {
         let kind = match provider {

@@ -192,6 +192,35 @@ async fn json_upstream_behind_a_daemon() -> (Upstream, tempfile::TempDir, String
     (up, temp, gateway)
 }
 
+/// `/v1/models` is both providers' path: an Anthropic client's listing (it sends
+/// `anthropic-version`, with the user's Anthropic key) goes to the Anthropic upstream, an OpenAI
+/// client's to OpenAI's — routed by path alone, the Anthropic key went to the OpenAI upstream.
+#[tokio::test]
+async fn model_listings_go_to_the_provider_whose_client_asks() {
+    let script = || Script { status: 200, headers: vec![("content-type", "application/json")], chunks: vec![b"{}".to_vec()], paced: false };
+    let (anthropic, openai) = (upstream(script()).await, upstream(script()).await);
+    let (_temp, gateway) = daemon(format!("http://{}", anthropic.addr), format!("http://{}", openai.addr)).await;
+    aileron::process::install_crypto_provider();
+    let client = reqwest::Client::new();
+    let listed = client
+        .get(format!("{gateway}/v1/models?limit=20"))
+        .header("x-api-key", "sk-ant-users-anthropic-key")
+        .header("anthropic-version", "2023-06-01")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+    let listed = client.get(format!("{gateway}/v1/models")).bearer_auth("sk-users-openai-key").send().await.unwrap();
+    assert_eq!(listed.status(), 200);
+    let seen_by = |up: &Upstream| up.seen.requests.lock().unwrap().iter().map(|(_, path, headers, _)| (path.clone(), headers.clone())).collect::<Vec<_>>();
+    let (at_anthropic, at_openai) = (seen_by(&anthropic), seen_by(&openai));
+    assert_eq!(at_anthropic.len(), 1, "{at_anthropic:?}");
+    assert_eq!(at_anthropic[0].0, "/v1/models?limit=20");
+    assert!(at_anthropic[0].1.iter().any(|(n, v)| n == "x-api-key" && v == "sk-ant-users-anthropic-key"));
+    assert_eq!(at_openai.len(), 1, "{at_openai:?}");
+    assert!(at_openai.iter().all(|(_, headers)| !headers.iter().any(|(_, v)| v.contains("sk-ant-"))), "the Anthropic key never reaches OpenAI");
+}
+
 /// The gateway is served ahead of the router, so its admission is its own: a web page that
 /// rebinds a name to 127.0.0.1 (foreign `Host`), or posts from its own origin, must not reach the
 /// upstream with whatever the browser attaches, on any gateway path or method; the daemon's own
