@@ -232,12 +232,32 @@ impl SignatureStatus {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
-    #[error("signature_failure: the package is signed, but no key is trusted for {} or {}", authorities[0], authorities[1])]
+    #[error("the package is signed, but no key is trusted for {} or {}", authorities[0], authorities[1])]
     NoTrustedKey { authorities: [String; 2] },
-    #[error("signature_failure: the signature does not verify with any of the {tried} key(s) trusted for {}", authorities.join(" or "))]
+    #[error("the signature does not verify with any of the {tried} key(s) trusted for {}", authorities.join(" or "))]
     DoesNotVerify { tried: usize, authorities: Vec<String> },
-    #[error("signature_failure: a signature is {SIGNATURE_BYTES} bytes (raw ed25519), found {0}")]
+    #[error("a signature is {SIGNATURE_BYTES} bytes (raw ed25519), found {0}")]
     Length(usize),
+}
+
+impl SignatureError {
+    /// What to do about it. Only an untrusted publisher is fixed by trusting a key; a signature
+    /// that a trusted key does not verify means the contents changed after signing (or the
+    /// package is a forgery), which trusting more keys must never paper over.
+    pub fn hint(&self) -> String {
+        match self {
+            SignatureError::NoTrustedKey { authorities: [repo, owner] } => format!(
+                "if you trust the publisher, trust its key first: `aileron keyring trust {repo}` (or {owner}); never \
+                 install a package whose signature does not verify"
+            ),
+            SignatureError::DoesNotVerify { .. } => "the package's contents changed after it was signed (or another key \
+                 signed it): do not install it; get a fresh package from the publisher"
+                .to_string(),
+            SignatureError::Length(_) => {
+                "the signature is damaged: do not install the package; get a fresh one from the publisher".to_string()
+            }
+        }
+    }
 }
 
 /// Checks a package's signature against the keyring (SPEC §3.4 step 5).

@@ -59,7 +59,7 @@ pub enum PackageError {
     NotFound { path: PathBuf },
     #[error("reading {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("malformed_tarball: {path}: {reason}")]
+    #[error("{path}: {reason}")]
     MalformedTarball { path: PathBuf, reason: String },
     #[error("malformed package directory {path}: {reason}")]
     MalformedDirectory { path: PathBuf, reason: String },
@@ -67,9 +67,9 @@ pub enum PackageError {
     Manifest(Box<ParseError>),
     #[error("{path}: {file} is not valid UTF-8")]
     ManifestNotUtf8 { path: PathBuf, file: &'static str },
-    #[error("signature_failure: {path}: {file} must be {SIGNATURE_BYTES} bytes (raw ed25519), found {len}")]
+    #[error("{path}: {file} must be {SIGNATURE_BYTES} bytes (raw ed25519), found {len}")]
     SignatureLength { path: PathBuf, file: &'static str, len: usize },
-    #[error("fqn_mismatch: the package's manifest names {found}, but {expected} was requested")]
+    #[error("the package's manifest names {found}, but {expected} was requested")]
     FqnMismatch { expected: String, found: String },
     #[error("{path}: {file} is not a WebAssembly module: {found}")]
     NotWebAssembly { path: PathBuf, file: &'static str, found: String },
@@ -87,6 +87,15 @@ impl PackageError {
             PackageError::SignatureLength { .. } => "signature_failure",
             PackageError::FqnMismatch { .. } => "fqn_mismatch",
             PackageError::NotWebAssembly { .. } => "malformed_tarball",
+        }
+    }
+
+    /// The error as the CLI prints it: its code, the message and one `hint:` line (a manifest's
+    /// parse error carries its own).
+    pub fn user_message(&self) -> String {
+        match self {
+            PackageError::Manifest(error) => error.to_string(),
+            other => format!("{}: {other}\nhint: {}", other.code(), other.hint()),
         }
     }
 
@@ -295,6 +304,11 @@ fn kind(entry_type: tar::EntryType) -> &'static str {
         tar::EntryType::GNULongName | tar::EntryType::GNULongLink => "GNU long-name header",
         _ => "special entry",
     }
+}
+
+/// Whether `bytes` start as gzip data does (an `aileron.tar.gz`).
+pub fn is_gzip(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0x1f, 0x8b])
 }
 
 /// The action file of an action package.

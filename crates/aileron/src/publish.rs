@@ -57,7 +57,7 @@ pub fn public_of(pair: &Ed25519KeyPair) -> PublicKey {
 /// Reads the package directory, signs it with `key` (when given) and returns the tarball bytes,
 /// the package's content hash and the signer's public key.
 pub fn pack(dir: &Path, key: Option<&Path>) -> anyhow::Result<(Vec<u8>, ContentHash, Option<PublicKey>)> {
-    let Package { wasm, manifest_text, hash, .. } = package::load_package(dir).map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?;
+    let Package { wasm, manifest_text, hash, .. } = package::load_package(dir).map_err(|e| anyhow::anyhow!(e.user_message()))?;
     let (signature, signer) = match key {
         Some(key) => {
             let pair = load_private_key(key)?;
@@ -74,7 +74,8 @@ pub fn pack(dir: &Path, key: Option<&Path>) -> anyhow::Result<(Vec<u8>, ContentH
 pub fn pack_action(file: &Path, key: Option<&Path>) -> anyhow::Result<(Vec<u8>, Option<PublicKey>)> {
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let file_name = file.file_name().and_then(|n| n.to_str()).unwrap_or("action.md");
-    aileron_core::action::parse_action(&text, file_name).map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint))?;
+    // A parse error's text ends with its hint.
+    aileron_core::action::parse_action(&text, file_name).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (signature, signer) = match key {
         Some(key) => {
             let pair = load_private_key(key)?;

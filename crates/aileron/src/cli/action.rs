@@ -94,18 +94,25 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
         ActionCommand::Add { target, yes, allow_unsigned, force } if target.contains("://") => {
             add_published(home, &client, &target, AddFlags { yes, allow_unsigned, force }).await
         }
-        ActionCommand::Add { target, .. } => {
+        ActionCommand::Add { target, yes, allow_unsigned, force } => {
             let file = PathBuf::from(target);
-            let content = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            if crate::package::is_gzip(&bytes) {
+                return add_local_package(home, &client, &file, &bytes, AddFlags { yes, allow_unsigned, force }).await;
+            }
+            let content = String::from_utf8(bytes).map_err(|_| {
+                CliError::failure(format!(
+                    "{} is neither an action file (UTF-8 Markdown) nor an action package\nhint: pass an action file \
+                     (Markdown with +++ TOML frontmatter) or the aileron.tar.gz `aileron action pack` makes",
+                    file.display()
+                ))
+            })?;
             let file_name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-            let added: ActionView = client.post_as("/v1/actions/install", &json!({ "file_name": file_name, "content": content })).await?;
-            eprintln!(
-                "added action {} {} (tool `{}`{})",
-                added.name,
-                added.version,
-                added.tool_name,
-                if added.requires_approval { ", requires approval" } else { "" }
-            );
+            let stem = file.file_stem().and_then(|n| n.to_str()).unwrap_or_default();
+            let previous = installed_action(&client, stem).await;
+            let body = json!({ "file_name": file_name, "content": content, "force": force });
+            let added: ActionView = client.post_as("/v1/actions/install", &body).await?;
+            report_added(previous.as_ref(), &added, body["content"].as_str().unwrap_or_default(), None);
             Ok(ExitStatus::Ok)
         }
         ActionCommand::List { json } => {
@@ -187,9 +194,25 @@ async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_ar
     let args = match json_args {
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(map)) => map,
-            _ => return Err(CliError::failure("--args must be a JSON object\nhint: --args '{\"owner\":\"acme\"}'")),
+            Ok(other) => {
+                let kind = match other {
+                    Value::Array(_) => "an array",
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    _ => "null",
+                };
+                return Err(CliError::usage(format!("--args must be a JSON object, not {kind}\nhint: --args '{{\"owner\":\"acme\"}}'")));
+            }
+            Err(error) => {
+                return Err(CliError::usage(format!("--args is not valid JSON: {error}\nhint: pass one JSON object, e.g. --args '{{\"owner\":\"acme\"}}'")));
+            }
         },
         None => {
+            // The form of each pair is checked before the daemon is asked for the input types.
+            if let Some(pair) = pairs.iter().find(|pair| !pair.contains('=')) {
+                return Err(CliError::usage(format!("--arg `{pair}` is not key=value\nhint: --arg owner=acme")));
+            }
             let action: ActionView = client.get_as(&format!("/v1/actions/{name}")).await?;
             typed_args(pairs, &action.input_schema)?
         }
@@ -240,7 +263,7 @@ fn typed_args(pairs: &[String], schema: &Value) -> Result<Map<String, Value>, Cl
     let mut args = Map::new();
     for pair in pairs {
         let Some((key, raw)) = pair.split_once('=') else {
-            return Err(CliError::failure(format!("--arg `{pair}` is not key=value\nhint: --arg owner=acme")));
+            return Err(CliError::usage(format!("--arg `{pair}` is not key=value\nhint: --arg owner=acme")));
         };
         let declared = schema["properties"][key]["type"].as_str().unwrap_or("string");
         let value = match declared {
@@ -272,23 +295,69 @@ struct AddFlags {
     force: bool,
 }
 
-/// `action add <fqn>@<version>`: fetch, install missing connectors (pinned), install the action.
+/// `action add <fqn>@<version>`: fetch the release, then [`add_package`].
 async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: AddFlags) -> CliResult {
-    let reference = aileron_core::ConnectorRef::parse(target)
-        .map_err(|e| CliError::failure(format!("{e}\nhint: write it as <scheme>://<owner>/<repo>[/<path>]@<semver>")))?;
+    let reference = aileron_core::ConnectorRef::parse(target).map_err(|e| {
+        let message = format!("{e}\nhint: write it as <scheme>://<owner>/<repo>[/<path>]@<semver>");
+        match e {
+            aileron_core::IdentityError::UnknownScheme(_) => CliError::failure(message),
+            _ => CliError::usage(message),
+        }
+    })?;
     let url = crate::forge::release_url(&reference.fqn, &reference.version);
     eprintln!("downloading {url}");
     let bytes = crate::forge::fetch(&url, 4 * 1024 * 1024, &mut |_, _| {})
         .await
         .map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint())))?;
-    let (text, signature) = crate::package::read_action_tarball(std::path::Path::new(&url), &bytes)
-        .map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint())))?;
+    let (text, signature) =
+        crate::package::read_action_tarball(std::path::Path::new(&url), &bytes).map_err(|e| CliError::failure(e.user_message()))?;
     let file_name = format!("{}.md", reference.fqn.subpath.last().unwrap_or(&reference.fqn.repo));
-    let action = aileron_core::action::parse_action(&text, &file_name).map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint)))?;
+    let package = ActionPackage { text, signature, file_name, reference: target.to_string() };
+    add_package(home, client, package, flags, target).await
+}
+
+/// `action add <file>.tar.gz`: an action package made by `action pack`, installed as the
+/// published release its `source` names would be: same signature check against the keyring for
+/// that FQN, same --allow-unsigned and --force rules, same connector installs.
+async fn add_local_package(home: &Home, client: &DaemonClient, file: &std::path::Path, bytes: &[u8], flags: AddFlags) -> CliResult {
+    let (text, signature) = crate::package::read_action_tarball(file, bytes).map_err(|e| CliError::failure(e.user_message()))?;
+    let label = format!("{}:{}", file.display(), crate::package::ACTION_FILE);
+    let action = aileron_core::action::parse_packaged_action(&text, &label).map_err(|e| CliError::failure(e.to_string()))?;
+    let Some(source) = &action.source else {
+        return Err(CliError::failure(format!(
+            "the action in {} declares no `source`, so its package cannot be checked against a publisher's key\nhint: \
+             add the action file itself (`aileron action add {}.md`), or set `source = \"<fqn>@{}\"` and pack it again",
+            file.display(),
+            action.name,
+            action.version
+        )));
+    };
+    let package = ActionPackage { file_name: format!("{}.md", action.name), reference: source.to_string(), text, signature };
+    add_package(home, client, package, flags, &file.display().to_string()).await
+}
+
+/// An action package's contents and the release it claims to be.
+struct ActionPackage {
+    text: String,
+    signature: Option<Vec<u8>>,
+    /// The name the daemon stores the action file under.
+    file_name: String,
+    /// `<fqn>@<version>`, checked against the file's `source`; the signature is checked for its FQN.
+    reference: String,
+}
+
+/// Installs a fetched or local action package: the daemon checks it first (the release it claims
+/// to be, its signature, --force), then each connector it pins that is not installed is installed
+/// (pinned, one consent each), then the action.
+async fn add_package(home: &Home, client: &DaemonClient, package: ActionPackage, flags: AddFlags, origin: &str) -> CliResult {
+    let ActionPackage { text, signature, file_name, reference } = package;
+    // A parse error's text ends with its hint.
+    let action = aileron_core::action::parse_action(&text, &file_name).map_err(|e| CliError::failure(e.to_string()))?;
+    let previous = installed_action(client, &action.name).await;
     let mut body = json!({
         "file_name": file_name,
         "content": text,
-        "reference": target,
+        "reference": reference,
         "signature": signature.map(|s| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s)),
         "allow_unsigned": flags.allow_unsigned,
         "force": flags.force,
@@ -313,12 +382,34 @@ async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: 
     }
     body["verify_only"] = false.into();
     let added: ActionView = client.post_as("/v1/actions/install", &body).await?;
-    eprintln!(
-        "added action {} {} from {target} (tool `{}`{})",
-        added.name,
-        added.version,
-        added.tool_name,
-        if added.requires_approval { ", requires approval" } else { "" }
-    );
+    report_added(previous.as_ref(), &added, body["content"].as_str().unwrap_or_default(), Some(origin));
     Ok(ExitStatus::Ok)
+}
+
+/// The installed action named `name`, if any (to say what an add replaced).
+async fn installed_action(client: &DaemonClient, name: &str) -> Option<ActionView> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+        return None;
+    }
+    let (status, body) = client.call_raw(Method::GET, &format!("/v1/actions/{name}"), None).await.ok()?;
+    if status != StatusCode::OK {
+        return None;
+    }
+    serde_json::from_value(body).ok()
+}
+
+/// `added action …`, or `replaced action … with …` (and whether it stays disabled).
+fn report_added(previous: Option<&ActionView>, added: &ActionView, content: &str, origin: Option<&str>) {
+    let from = origin.map(|origin| format!(" from {origin}")).unwrap_or_default();
+    let approval = if added.requires_approval { ", requires approval" } else { "" };
+    match previous {
+        Some(previous) if previous.source.as_deref() != Some(content) => eprintln!(
+            "replaced action {} {} with {}{from} (tool `{}`{approval})",
+            added.name, previous.version, added.version, added.tool_name
+        ),
+        _ => eprintln!("added action {} {}{from} (tool `{}`{approval})", added.name, added.version, added.tool_name),
+    }
+    if !added.enabled {
+        eprintln!("action {} stays disabled; enable it with: aileron action enable {}", added.name, added.name);
+    }
 }

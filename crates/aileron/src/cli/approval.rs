@@ -180,6 +180,10 @@ pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
         OpenTarget::Agents { print } => ("agents", None, print),
     };
     let client = DaemonClient::connect(home).await?;
+    if let Some(id) = &focus {
+        // A made-up id is an error, not a sign-in to a page that shows nothing.
+        client.get(&format!("/v1/action-approvals/{id}/result")).await?;
+    }
     let ticket: LoginTicket = client.post_as("/v1/web/login-tickets", &json!({})).await?;
     let mut url = ticket.login_url;
     if page != "approvals" {

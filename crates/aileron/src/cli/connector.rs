@@ -208,7 +208,13 @@ struct Install {
 
 async fn install(home: &Home, request: Install) -> CliResult {
     let reference = aileron_core::ConnectorRef::parse(&request.reference).map_err(|e| {
-        CliError::failure(format!("{e}\nhint: write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0"))
+        let message = format!("{e}\nhint: write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0");
+        // A reference that does not parse is a usage error; an unknown scheme is the hard
+        // `unknown_scheme` error of SPEC §3.2.
+        match e {
+            aileron_core::IdentityError::UnknownScheme(_) => CliError::failure(message),
+            _ => CliError::usage(message),
+        }
     })?;
     let client = DaemonClient::connect(home).await?;
     let _download;

@@ -127,6 +127,11 @@ impl CliError {
     pub fn failure(message: impl Into<String>) -> CliError {
         CliError { message: message.into(), code: ExitStatus::Failure }
     }
+
+    /// An argument clap accepted that our own code finds malformed: exit 2, as clap's own.
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError { message: message.into(), code: ExitStatus::Usage }
+    }
 }
 
 impl From<anyhow::Error> for CliError {

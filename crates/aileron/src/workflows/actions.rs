@@ -47,10 +47,9 @@ pub fn action_view(action: &ActionFile, enabled: bool) -> ActionView {
     }
 }
 
-/// A fetched action package (SPEC §3.4): the file must be the release it claims to be (its
-/// `source` and version), a present signature must verify against the keyring for the action's
-/// FQN, an unsigned one needs `allow_unsigned`, and a different installed action of the same name
-/// is replaced only with `force`.
+/// An action package (SPEC §3.4), fetched or a local file: the file must be the release it
+/// claims to be (its `source` and version), a present signature must verify against the keyring
+/// for the action's FQN, and an unsigned one needs `allow_unsigned`.
 pub fn verify_action_package(
     state: &Services,
     action: &ActionFile,
@@ -74,23 +73,53 @@ pub fn verify_action_package(
         None => None,
     };
     let keyring = crate::keyring::load(&state.home.keyring()).map_err(ApiError::internal)?;
-    let status = aileron_core::signing::verify(&keyring, &parsed.fqn, body.content.as_bytes(), signature.as_deref()).map_err(|e| {
-        let [repo, owner] = aileron_core::signing::authorities_of(&parsed.fqn);
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "signature_failure", e.to_string())
-            .with_hint(format!("if you trust the publisher, trust its key first: `aileron keyring trust {repo}` (or {owner})"))
-    })?;
+    let status = aileron_core::signing::verify(&keyring, &parsed.fqn, body.content.as_bytes(), signature.as_deref())
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "signature_failure", e.to_string()).with_hint(e.hint()))?;
     if status == aileron_core::signing::SignatureStatus::Unsigned && !body.allow_unsigned {
         return Err(ApiError::bad_request("unsigned_refused", format!("the action package {reference} is unsigned"))
             .with_hint("re-run with --allow-unsigned if you trust where it came from"));
     }
-    if let Some(existing) = state.actions.get(&action.name)
-        && existing.file.source_text() != action.source_text()
-        && !body.force
-    {
-        return Err(ApiError::new(StatusCode::CONFLICT, "action_exists", format!("a different action named `{}` is installed", action.name))
-            .with_hint("compare with `aileron action show`; re-run with --force to replace it"));
-    }
     Ok(status)
+}
+
+/// Whether `action` may take its place in the action set: a different installed action of the
+/// same name (another version, or other contents) is replaced only with `force`; the same bytes
+/// again are fine. An action whose MCP tool name another installed action already has is refused
+/// even with `force`: the agent could never reach one of the two.
+fn check_place(state: &Services, action: &ActionFile, force: bool) -> Result<(), ApiError> {
+    let name = &action.name;
+    if let Some(existing) = state.actions.get(name)
+        && existing.file.source_text() != action.source_text()
+        && !force
+    {
+        let (installed, replacing) = (&existing.file.version, &action.version);
+        let this_one = if installed == replacing {
+            format!("{name} {replacing} with different contents")
+        } else {
+            format!("{name} {replacing}")
+        };
+        let disabled = if existing.enabled { "" } else { ", disabled" };
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "action_exists",
+            format!("a different action named `{name}` is installed ({name} {installed}{disabled}); this one is {this_one}"),
+        )
+        .with_hint(format!("compare with `aileron action show {name}`; re-run with --force to replace it")));
+    }
+    let tool = action.tool_name();
+    let (installed, _) = state.actions.list();
+    if let Some(taken) = installed.iter().find(|other| other.file.name != *name && other.file.tool_name() == tool) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "tool_name_taken",
+            format!("action `{name}` would be the MCP tool `{tool}`, which installed action `{}` already is", taken.file.name),
+        )
+        .with_hint(format!(
+            "rename the action (its `name` and file name; `-` and `.` become `_` in tool names), or remove `{}` first",
+            taken.file.name
+        )));
+    }
+    Ok(())
 }
 
 pub async fn install(state: &Services, principal: &Principal, body: InstallAction) -> Answer {
@@ -115,6 +144,7 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
         Some(reference) => Some(verify_action_package(state, &action, reference, body)?),
         None => None,
     };
+    check_place(state, &action, body.force)?;
     if body.verify_only {
         let requires: Vec<Value> = action
             .requires
@@ -193,7 +223,9 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
         audit_id: None,
     };
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
-    let view = action_view(&action, true);
+    // A replaced action keeps its enabled/disabled state.
+    let enabled = state.actions.get(&action.name).is_none_or(|installed| installed.enabled);
+    let view = action_view(&action, enabled);
     state.actions.install(action).map_err(registry_error)?;
     Ok(Reply::created(view))
 }

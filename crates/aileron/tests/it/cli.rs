@@ -441,6 +441,20 @@ fn errors_print_once_with_one_hint() {
     let cli = Cli::new();
     let bad = cli.scratch().join("bad-action.md");
     std::fs::write(&bad, "+++\nname = \"x\"\nversion = \"1.0\"\n+++\n").unwrap();
+    let out = cli.scratch().join("out.tar.gz").to_str().unwrap().to_string();
+    let echo = cli.package("echo", &[]);
+    let unknown_key = cli.scratch().join("unknown-key");
+    std::fs::create_dir_all(&unknown_key).unwrap();
+    std::fs::write(unknown_key.join("connector.wasm"), guest_wasm("echo")).unwrap();
+    std::fs::write(unknown_key.join("manifest.toml"), manifest("echo", &[], "bogus = 1\n")).unwrap();
+    let not_a_tarball = cli.scratch().join("not-a-tarball.tar.gz");
+    std::fs::write(&not_a_tarball, b"plain text").unwrap();
+    let signed_by_nobody = cli.scratch().join("signed-by-nobody.tar.gz");
+    let package = aileron::package::pack_tarball(&guest_wasm("echo"), &manifest("echo", &[], ""), Some(&[7u8; 64])).unwrap();
+    std::fs::write(&signed_by_nobody, package).unwrap();
+    let install = |from: &Path, reference: &str| -> Vec<String> {
+        ["connector", "install", "--from", from.to_str().unwrap(), reference, "--yes", "--allow-unsigned"].map(String::from).to_vec()
+    };
     let cases: Vec<(&str, Vec<String>)> = vec![
         ("action_add_parse_error", vec!["action".into(), "add".into(), bad.to_str().unwrap().into()]),
         ("action_run_unknown", vec!["action".into(), "run".into(), "missing".into()]),
@@ -448,6 +462,11 @@ fn errors_print_once_with_one_hint() {
         ("binding_setup_not_installed", vec!["binding".into(), "setup".into(), "github://nobody/none".into()]),
         ("vault_unlock_no_passphrase", vec!["vault".into(), "unlock".into()]),
         ("keyring_trust_bad_authority", vec!["keyring".into(), "trust".into(), "acme".into()]),
+        ("action_pack_parse_error", vec!["action".into(), "pack".into(), bad.to_str().unwrap().into(), "--out".into(), out.clone()]),
+        ("connector_pack_unknown_key", vec!["connector".into(), "pack".into(), unknown_key.to_str().unwrap().into(), "--out".into(), out.clone()]),
+        ("connector_install_malformed_tarball", install(&not_a_tarball, "github://aileron-tests/echo@1.0.0")),
+        ("connector_install_fqn_mismatch", install(&echo, "github://aileron-tests/other@1.0.0")),
+        ("connector_install_signature_failure", install(&signed_by_nobody, "github://aileron-tests/echo@1.0.0")),
     ];
     for (name, args) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -632,4 +651,94 @@ fn a_damaged_keyring_is_named_with_where_it_does_not_parse() {
     }
     let log = std::fs::read_to_string(cli.home.join("daemon.log")).unwrap();
     assert!(log.contains("line 1 column 2"), "daemon.log names the parse error: {log}");
+}
+
+/// `action add <file>` replaces a different installed action of the same name (a newer or an
+/// older version) only with --force, naming what is installed and what would replace it; the same
+/// bytes again are a no-op success; a forced replacement says the action stays disabled.
+#[test]
+fn action_add_of_a_file_replaces_a_different_action_only_with_force() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("logger", &[]);
+    let spec = ActionSpec::new("logged", "logger", &hash, "log");
+    cli.add_action(&spec);
+    let file = cli.scratch().join("logged.md");
+    let path = file.to_str().unwrap();
+    cli.ok(&["action", "add", path]);
+    cli.ok(&["action", "disable", "logged"]);
+    let version = |cli: &Cli| -> Value { serde_json::from_str(&cli.ok(&["action", "show", "logged", "--json"])).unwrap() };
+
+    std::fs::write(&file, spec.render().replacen("version = \"1.0.0\"", "version = \"2.0.0\"", 1)).unwrap();
+    let refused = cli.run(&["action", "add", path]);
+    let said = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains("action_exists") && said.contains("logged 1.0.0") && said.contains("2.0.0") && said.contains("--force"), "{said}");
+    assert_eq!(version(&cli)["version"], "1.0.0", "nothing replaced");
+    let forced = cli.run(&["action", "add", path, "--force"]);
+    let said = stderr(&forced);
+    assert!(forced.status.success(), "{said}");
+    assert!(said.contains("replaced action logged 1.0.0 with 2.0.0") && said.contains("disabled"), "{said}");
+    let shown = version(&cli);
+    assert_eq!((shown["version"].as_str(), shown["enabled"].as_bool()), (Some("2.0.0"), Some(false)), "{shown}");
+
+    // Going back to 1.0.0 is a replacement too.
+    std::fs::write(&file, spec.render()).unwrap();
+    let refused = cli.run(&["action", "add", path]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("logged 2.0.0"), "{}", stderr(&refused));
+    assert_eq!(version(&cli)["version"], "2.0.0");
+}
+
+/// Two actions whose names map to one MCP tool name (`e-x`, `e.x`, `e_x` → `e_x`) cannot both be
+/// installed: the agent could never reach the second one.
+#[test]
+fn an_action_whose_tool_name_is_taken_is_refused() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("logger", &[]);
+    cli.add_action(&ActionSpec::new("e-x", "logger", &hash, "log"));
+    for name in ["e.x", "e_x"] {
+        let file = cli.scratch().join(format!("{name}.md"));
+        std::fs::write(&file, ActionSpec::new(name, "logger", &hash, "log").render()).unwrap();
+        let refused = cli.run(&["action", "add", file.to_str().unwrap()]);
+        let said = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(1), "{said}");
+        assert!(said.contains("tool_name_taken") && said.contains("`e-x`") && said.contains(&format!("`{name}`")) && said.contains("`e_x`"), "{said}");
+        assert!(said.lines().any(|l| l.starts_with("hint:") && l.contains("rename")), "{said}");
+    }
+    let listing: Value = serde_json::from_str(&cli.ok(&["action", "list", "--json"])).unwrap();
+    let names: Vec<&str> = listing["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["e-x"]);
+    // The installed action itself may be added again.
+    cli.ok(&["action", "add", cli.scratch().join("e-x.md").to_str().unwrap()]);
+}
+
+/// Usage errors our own code finds after clap exit 2, as clap's do; a bad --args names the JSON
+/// error.
+#[test]
+fn usage_errors_found_after_parsing_exit_2() {
+    let cli = Cli::new();
+    let cases: [(&[&str], &str); 4] = [
+        (&["action", "run", "x", "--arg", "s"], "not key=value"),
+        (&["action", "run", "x", "--args", "{bad"], "line 1 column 2"),
+        (&["action", "run", "x", "--args", "[1]"], "JSON object"),
+        (&["connector", "install", "github://a/b"], "expected <fqn>@<version>"),
+    ];
+    for (args, expected) in cases {
+        let output = cli.run(args);
+        let said = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {said}");
+        assert!(said.contains(expected), "{args:?}: {said}");
+        assert_eq!(said.lines().filter(|l| l.starts_with("hint:")).count(), 1, "{args:?}: {said}");
+    }
+}
+
+/// `open approval <id>` for an id the daemon does not know is an error, not a sign-in URL.
+#[test]
+fn open_approval_of_an_unknown_id_is_an_error() {
+    let cli = Cli::new();
+    let output = cli.run(&["open", "approval", "nope", "--print"]);
+    let said = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains("approval_not_found") && said.contains("hint:"), "{said}");
+    assert!(output.stdout.is_empty(), "no URL: {}", String::from_utf8_lossy(&output.stdout));
 }

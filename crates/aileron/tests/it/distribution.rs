@@ -564,3 +564,73 @@ fn at_a_terminal_the_user_trusts_the_publisher_and_consents_once_per_missing_con
     assert!(screen.contains("added action both"), "{screen}");
     drop(setup.runtime);
 }
+
+/// `action add <file>.tar.gz`: a local action package made by `action pack` installs as the
+/// published one would — its signature checked against the keyring for the FQN its `source`
+/// names, an unsigned one only with --allow-unsigned, its missing connectors installed on the way.
+#[test]
+fn action_add_of_a_local_package_is_verified_like_a_published_one() {
+    let setup = Setup::new();
+    let (key, public_pem) = setup.keygen("acme");
+    let tarball = setup.pack("github://acme/widget", "1.2.0", Some(&key));
+    let (wasm, manifest_bytes, _) = unpack(&tarball);
+    let hash = aileron_core::ContentHash::of_connector(&wasm, &manifest_bytes).to_string();
+    setup.forge.answer("/acme/widget/releases/download/v1.2.0/aileron.tar.gz", Answer::Bytes(tarball));
+    setup.forge.answer("/acme/.github/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.into_bytes()));
+    let text = action_text("github://acme/widget/actions/fetch@1.2.0", "github://acme/widget", "1.2.0", &hash);
+    let file = setup.cli.scratch().join("fetch.md");
+    std::fs::write(&file, &text).unwrap();
+    let signed = setup.cli.scratch().join("signed.tar.gz");
+    let unsigned = setup.cli.scratch().join("unsigned.tar.gz");
+    setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", signed.to_str().unwrap()]);
+    setup.ok(&["action", "pack", file.to_str().unwrap(), "--out", unsigned.to_str().unwrap()]);
+
+    let (code, _, stderr) = setup.run(&["action", "add", signed.to_str().unwrap(), "--yes"]);
+    assert_eq!(code, 1, "no key trusted yet: {stderr}");
+    assert!(stderr.contains("signature_failure") && stderr.contains("keyring trust"), "{stderr}");
+    let (code, _, stderr) = setup.run(&["action", "add", unsigned.to_str().unwrap(), "--yes"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("unsigned_refused") && stderr.contains("--allow-unsigned"), "{stderr}");
+
+    setup.ok(&["keyring", "trust", "github://acme", "--yes"]);
+    let (code, _, stderr) = setup.run(&["action", "add", signed.to_str().unwrap(), "--yes"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("needs connector github://acme/widget@1.2.0") && stderr.contains("added action fetch"), "{stderr}");
+    let installed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
+    assert!(installed["items"][0]["payload"]["aileron.action.signature"].as_str().unwrap().starts_with("signed by github://acme"), "{installed}");
+
+    // Edited after signing: refused, whatever the flags.
+    let (_, signature) = aileron::package::read_action_tarball(&signed, &std::fs::read(&signed).unwrap()).unwrap();
+    let forged = setup.cli.scratch().join("forged.tar.gz");
+    std::fs::write(&forged, aileron::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref()).unwrap()).unwrap();
+    let (code, _, stderr) = setup.run(&["action", "add", forged.to_str().unwrap(), "--yes", "--allow-unsigned", "--force"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("signature_failure"), "{stderr}");
+    // The same file unsigned: the same bytes as installed, accepted with --allow-unsigned.
+    setup.ok(&["action", "add", unsigned.to_str().unwrap(), "--allow-unsigned"]);
+    drop(setup.runtime);
+}
+
+/// With the publisher's key trusted, a signature that does not verify means the contents changed
+/// after signing: the hint says so instead of advising to trust a key.
+#[test]
+fn a_package_changed_after_signing_is_named_as_such_when_its_key_is_trusted() {
+    let setup = Setup::new();
+    let (key, public_pem) = setup.keygen("acme");
+    setup.forge.answer("/acme/.github/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.into_bytes()));
+    setup.ok(&["keyring", "trust", "github://acme", "--yes"]);
+    let source = "github://acme/widget/actions/fetch@1.2.0";
+    let text = action_text(source, "github://acme/widget", "1.2.0", &format!("sha256:{}", "0".repeat(64)));
+    let file = setup.cli.scratch().join("fetch.md");
+    std::fs::write(&file, &text).unwrap();
+    let out = setup.cli.scratch().join("fetch.tar.gz");
+    setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
+    let (_, signature) = aileron::package::read_action_tarball(&out, &std::fs::read(&out).unwrap()).unwrap();
+    let forged = aileron::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref()).unwrap();
+    setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(forged));
+    let (code, _, stderr) = setup.run(&["action", "add", source, "--yes"]);
+    assert_eq!(code, 1, "{stderr}");
+    let hints: Vec<&str> = stderr.lines().filter(|l| l.starts_with("hint:")).collect();
+    assert!(stderr.contains("signature_failure") && hints.len() == 1, "{stderr}");
+    assert!(hints[0].contains("changed after it was signed") && !hints[0].contains("trust its key"), "{stderr}");
+}
