@@ -117,6 +117,13 @@ pub fn validate_identity(identity: &str) -> Result<(), String> {
     }
 }
 
+/// The shortest secret a binding accepts (API key, AWS secret key or session token, OAuth access
+/// token). Egress redacts an upstream's echo of an injected secret of any length, but a short one
+/// matches ordinary text (a 3-byte key would blank every `abc` in an answer) and is guessable
+/// through that redaction; real keys and tokens are 20 bytes and more. The access key id is not
+/// a secret (it travels in the clear in the `Authorization` header) and is not held to it.
+pub const MIN_SECRET_BYTES: usize = 8;
+
 /// The sealed part of a binding.
 #[derive(Clone, Serialize, Deserialize, Zeroize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -160,9 +167,9 @@ impl Material {
     }
 
     /// Refuses material that could never be injected (empty, or a control character that would
-    /// break a header).
+    /// break a header) and secrets shorter than [`MIN_SECRET_BYTES`].
     pub fn check(&self) -> Result<(), String> {
-        let clean = |what: &str, value: &str| {
+        let identifier = |what: &str, value: &str| {
             if value.is_empty() {
                 Err(format!("the {what} is empty"))
             } else if value.chars().any(char::is_control) {
@@ -171,10 +178,21 @@ impl Material {
                 Ok(())
             }
         };
+        let clean = |what: &str, value: &str| {
+            identifier(what, value)?;
+            if value.len() < MIN_SECRET_BYTES {
+                Err(format!(
+                    "the {what} is {} bytes long; a secret shorter than {MIN_SECRET_BYTES} bytes is refused (an upstream's echo of it could not be redacted without mangling ordinary text, and it is guessable); check that the whole value was pasted",
+                    value.len()
+                ))
+            } else {
+                Ok(())
+            }
+        };
         match self {
             Material::ApiKey { key } => clean("key", key),
             Material::AwsSigv4 { access_key_id, secret_access_key, session_token } => {
-                clean("access key id", access_key_id)?;
+                identifier("access key id", access_key_id)?;
                 // It goes into the Authorization header unquoted (`Credential=<id>/<scope>`).
                 if !access_key_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
                     return Err("the access key id holds a character other than letters and digits (AWS key ids look like AKIA…)".to_string());

@@ -179,3 +179,64 @@ async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
     assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
 }
 
+/// An injected secret shorter than 8 bytes (a vault an older version wrote, when binding did not
+/// refuse one) was not redacted from the upstream's echo: the connector's output carried it in
+/// clear. It is redacted now whatever its length, and nothing else (audit, traces, any file)
+/// holds it; binding such a short key is refused with the reason.
+#[tokio::test]
+async fn a_short_injected_secret_echoed_by_the_upstream_is_redacted_everywhere() {
+    use aileron::telemetry::{Telemetry, TelemetryConfig};
+    const SHORT: &str = "q7Zk2Wx";
+
+    let upstream = crate::fake_oauth::FakeOAuth::start().await;
+    *upstream.state.api_key.lock().unwrap() = Some(SHORT.to_string());
+    let traces = tempfile::tempdir().unwrap();
+    let telemetry = Telemetry::build(&TelemetryConfig::enabled("file", Some(traces.path().to_path_buf()))).expect("telemetry");
+    let traced = telemetry.clone();
+    let harness = Harness::with_options(move |options| {
+        options.credentials = Some(Arc::new(PlantedKey(SHORT)));
+        options.telemetry = traced;
+    });
+    let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\nformat = \"{key}\"\n";
+    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], credential)).await;
+    let spec = ActionSpec {
+        capabilities: &["get", "api_key"],
+        inputs: &[("url", "string", true), ("credential", "string", false)],
+        ..ActionSpec::new("short-key", "http_get", &hash, "get")
+    };
+    assert_eq!(harness.add_action("short-key.md", &spec.render()).await.status, StatusCode::CREATED);
+
+    let response = harness.run("short-key", json!({"url": format!("{}/api/echo", upstream.base_url()), "credential": "api_key"})).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.body);
+    let sent = upstream.state.api_requests.lock().unwrap().clone();
+    assert!(sent[0].iter().any(|(name, value)| name == "x-api-key" && value == SHORT), "the short key was injected: {sent:?}");
+    let output = response.body.to_string();
+    assert!(output.contains("[REDACTED]"), "the upstream echoed the key: {output}");
+    assert!(!output.contains(SHORT), "the echo reached the guest in clear: {output}");
+    for record in harness.audit().await {
+        assert!(!record.to_string().contains(SHORT), "audit record leaked the key: {record}");
+    }
+    harness.state.audit.flush().await;
+    telemetry.force_flush().expect("traces flushed");
+    assert!(!every_trace_file_is_empty(traces.path()), "spans were written");
+    for root in [harness.temp.path(), traces.path()] {
+        assert_eq!(files_containing(root, SHORT.as_bytes()), Vec::<String>::new(), "no file holds the key");
+    }
+
+    // Binding a key that short is refused, saying why.
+    let init = harness.request("POST", "/v1/vault/init", Some(json!({"passphrase": "short-key test passphrase"}))).await;
+    assert_eq!(init.status, StatusCode::CREATED, "{}", init.body);
+    let connector = "github://aileron-tests/http_get";
+    let refused = harness.request("POST", "/v1/bindings/setup", Some(json!({"connector": connector, "api_key": SHORT}))).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    let message = refused.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("7 bytes long") && message.contains("shorter than 8 bytes"), "{}", refused.body);
+    assert!(!refused.body.to_string().contains(SHORT), "the refusal does not repeat the key");
+    let eight = harness.request("POST", "/v1/bindings/setup", Some(json!({"connector": connector, "api_key": "q7Zk2Wx8"}))).await;
+    assert_eq!(eight.status, StatusCode::CREATED, "{}", eight.body);
+}
+
+/// Whether no file under `root` has any bytes.
+fn every_trace_file_is_empty(root: &std::path::Path) -> bool {
+    crate::support::every_file(root).iter().all(|(_, bytes)| bytes.is_empty())
+}
