@@ -259,6 +259,9 @@ impl DaemonLink {
             }
             Mode::Discovered { .. } => {
                 let body = serde_json::to_vec(&crate::wire::RunBody { args }).expect("JSON values serialize");
+                if body.len() > crate::wire::MAX_API_BODY_BYTES {
+                    return Ok(answered(Err(args_too_large(body.len()))));
+                }
                 self.send(origin, Method::POST, &format!("/v1/actions/{action}/run"), Some(body.into())).await
             }
         }
@@ -387,4 +390,14 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     message
+}
+
+/// A call larger than the daemon reads, refused here with what the daemon would have said.
+fn args_too_large(bytes: usize) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+        "args_too_large",
+        format!("the call is {bytes} bytes; the daemon reads at most {}", crate::wire::MAX_API_BODY_BYTES),
+    )
+    .with_hint("pass smaller arguments (a reference to the data rather than the data)")
 }

@@ -4,6 +4,11 @@
 
 pub mod error;
 
+/// The largest request body an API route reads (axum's default, set explicitly by the router so
+/// that `aileron-mcp` refuses a larger call itself: sent anyway, the daemon answers 413 and
+/// closes while the body is still being written, and the caller sees a broken pipe).
+pub const MAX_API_BODY_BYTES: usize = 2 * 1024 * 1024;
+
 pub use error::{ApiError, failure_response};
 
 use axum::http::StatusCode;

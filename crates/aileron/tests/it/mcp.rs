@@ -587,6 +587,13 @@ fn aileron_mcp_serves_the_catalog_and_runs_calls_through_the_chokepoint() {
     session.initialize("2025-06-18");
     check_catalog(&mut session);
     check_calls(&fixture, &mut session);
+    // A call larger than the daemon reads is refused by aileron-mcp with what the daemon would
+    // say; sent anyway it was a broken pipe, reported as "cannot reach the Aileron daemon".
+    let huge = session.call("fetch", json!({"url": "x".repeat(aileron::wire::MAX_API_BODY_BYTES)}));
+    assert!(is_error(&huge), "{huge}");
+    let envelope: Value = serde_json::from_str(&texts(&huge)[0]).expect("the error text is JSON");
+    assert_eq!(envelope["error"]["code"], "args_too_large", "{envelope}");
+    assert!(session.call("aileron_diagnostics", json!({})).to_string().contains("healthy"), "the link is fine");
     check_gated(&fixture, &mut session);
     let diagnosis = session.call("aileron_diagnostics", json!({}));
     assert!(texts(&diagnosis)[0].starts_with("healthy: daemon "), "{diagnosis}");

@@ -170,7 +170,7 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     if mcp {
         router = router.merge(super::mcp::routes(state));
     }
-    router
+    router.layer(axum::extract::DefaultBodyLimit::max(wire::MAX_API_BODY_BYTES))
 }
 
 async fn health() -> axum::Json<wire::Health> {
