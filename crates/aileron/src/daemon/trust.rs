@@ -22,22 +22,8 @@ use crate::audit_log::AuditEvent;
 
 type ApiResult = Result<Response, ApiError>;
 
-/// A keyring that does not load as an answer the user can act on: a damaged `keyring.json` is
-/// named with the parse error's position and how to repair it; other failures stay internal.
-pub(crate) fn keyring_load_error(error: crate::keyring::LoadError) -> ApiError {
-    match error {
-        crate::keyring::LoadError::Damaged { .. } => {
-            log_line!("aileron daemon: {error}");
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "keyring_damaged", error.to_string()).with_hint(
-                "fix the file at that position or restore it from a backup; or remove it and trust your publishers again with `aileron keyring trust <authority>`",
-            )
-        }
-        crate::keyring::LoadError::Unreadable { .. } => ApiError::internal(error),
-    }
-}
-
 fn listing(state: &AppState) -> Result<Value, ApiError> {
-    let keyring = crate::keyring::load(&state.home.keyring()).map_err(keyring_load_error)?;
+    let keyring = crate::keyring::load(&state.home.keyring()).map_err(crate::workflows::connectors::keyring_load_error)?;
     let items: Vec<Value> = keyring
         .entries()
         .into_iter()
@@ -76,7 +62,7 @@ pub async fn trust_key(
     let key = PublicKey::parse(&body.key)
         .map_err(|e| ApiError::bad_request("invalid_key", e.to_string()).with_hint("keys/publisher.pub holds a PEM SPKI or base64 raw ed25519 key"))?;
     let path = state.home.keyring();
-    let mut keyring = crate::keyring::load(&path).map_err(keyring_load_error)?;
+    let mut keyring = crate::keyring::load(&path).map_err(crate::workflows::connectors::keyring_load_error)?;
     let added = keyring.trust(&authority, &key);
     if added {
         crate::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
@@ -105,7 +91,7 @@ pub async fn revoke_key(
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
     let path = state.home.keyring();
-    let mut keyring = crate::keyring::load(&path).map_err(keyring_load_error)?;
+    let mut keyring = crate::keyring::load(&path).map_err(crate::workflows::connectors::keyring_load_error)?;
     let (removed, authorities) = match (&body.authority, &body.fingerprint) {
         (Some(authority), None) => {
             let authority = parse_authority(authority).map_err(|e| ApiError::bad_request("invalid_authority", e))?;

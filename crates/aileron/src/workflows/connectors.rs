@@ -121,16 +121,13 @@ pub async fn inspect(state: &Services, body: &PreviewBody) -> Result<(crate::pac
             return Err(Refusal::Failure(failure));
         }
     }
-    let keyring = crate::keyring::load(&state.home.keyring()).map_err(|e| bad(crate::daemon::trust::keyring_load_error(e)))?;
+    let keyring = crate::keyring::load(&state.home.keyring()).map_err(|e| bad(keyring_load_error(e)))?;
     let message = [package.wasm.as_slice(), package.manifest_text.as_bytes()].concat();
     let status = aileron_core::signing::verify(&keyring, &reference.fqn, &message, package.signature.as_deref()).map_err(|e| {
         let [repo, owner] = aileron_core::signing::authorities_of(&reference.fqn);
         let failure = aileron_core::Failure::new(aileron_core::FailureClass::SignatureFailure, aileron_core::Boundary::Runtime, e.to_string())
             .with_detail("authorities", json!([repo, owner]))
-            .with_detail(
-                "hint",
-                format!("if you trust the publisher, trust its key first: `aileron keyring trust {repo}` (or {owner}); never install a package whose signature does not verify"),
-            );
+            .with_detail("hint", e.hint());
         Refusal::Failure(failure)
     })?;
     if let Some(expected) = &body.expected_hash
@@ -328,4 +325,18 @@ pub async fn gc(state: &Services, principal: &Principal) -> Answer {
     }
     let artifacts = remove_orphan_artifacts(state);
     Ok(Reply::ok(json!({ "removed": removed, "compiled_artifacts_removed": artifacts })))
+}
+
+/// A keyring that does not load as an answer the user can act on: a damaged `keyring.json` is
+/// named with the parse error's position and how to repair it; other failures stay internal.
+pub fn keyring_load_error(error: crate::keyring::LoadError) -> ApiError {
+    match error {
+        crate::keyring::LoadError::Damaged { .. } => {
+            log_line!("aileron daemon: {error}");
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "keyring_damaged", error.to_string()).with_hint(
+                "fix the file at that position or restore it from a backup; or remove it and trust your publishers again with `aileron keyring trust <authority>`",
+            )
+        }
+        crate::keyring::LoadError::Unreadable { .. } => ApiError::internal(error),
+    }
 }

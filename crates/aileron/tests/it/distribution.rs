@@ -633,4 +633,17 @@ fn a_package_changed_after_signing_is_named_as_such_when_its_key_is_trusted() {
     let hints: Vec<&str> = stderr.lines().filter(|l| l.starts_with("hint:")).collect();
     assert!(stderr.contains("signature_failure") && hints.len() == 1, "{stderr}");
     assert!(hints[0].contains("changed after it was signed") && !hints[0].contains("trust its key"), "{stderr}");
+
+    // A connector package the same way: its manifest edited after signing.
+    let signed = setup.cli.scratch().join("widget-signed.tar.gz");
+    std::fs::write(&signed, setup.pack("github://acme/widget", "1.2.0", Some(&key))).unwrap();
+    let package = aileron::package::load_package(&signed).unwrap();
+    let edited = format!("{}\n# edited after signing\n", package.manifest_text);
+    let forged = setup.cli.scratch().join("widget-forged.tar.gz");
+    std::fs::write(&forged, aileron::package::pack_tarball(&package.wasm, &edited, package.signature.as_deref()).unwrap()).unwrap();
+    let (code, _, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--from", forged.to_str().unwrap(), "--yes"]);
+    assert_eq!(code, 1, "{stderr}");
+    let hints: Vec<&str> = stderr.lines().filter(|l| l.starts_with("hint:")).collect();
+    assert!(stderr.contains("signature_failure") && hints.len() == 1, "{stderr}");
+    assert!(hints[0].contains("changed after it was signed") && !hints[0].contains("trust its key"), "{stderr}");
 }
