@@ -316,6 +316,41 @@ pub struct VerifyReport {
     pub last_hash: String,
     /// The torn last line that was skipped, if any.
     pub torn_tail_skipped: Option<LinePosition>,
+    /// Whether the log's end could be checked against the head anchored outside the log files
+    /// (SPEC §10). The chain verifier cannot see the anchor: it reports [`HeadAnchor::Ok`] and
+    /// whoever reads the anchor sets the others.
+    pub head_anchor: HeadAnchor,
+}
+
+/// The state of the chain-head anchor a verification found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadAnchor {
+    /// The log ends at or after the anchored head (which may lag after a crash), or there is
+    /// nothing to anchor (no records).
+    Ok,
+    /// The log has records but the anchor file is gone: records removed from the end of the log
+    /// cannot be detected.
+    Missing,
+    /// The log has records but the anchor does not parse (emptied or overwritten): records
+    /// removed from the end of the log cannot be detected.
+    Unreadable,
+}
+
+impl VerifyReport {
+    /// What to tell the user besides the `ok` line: the end of the log could not be checked.
+    pub fn warning(&self) -> Option<String> {
+        let state = match self.head_anchor {
+            HeadAnchor::Ok => return None,
+            HeadAnchor::Missing => "missing",
+            HeadAnchor::Unreadable => "unreadable",
+        };
+        Some(format!(
+            "the chain head anchor (audit/chain-head) is {state} although the log holds {} records, so records \
+             removed from the end of the log cannot be detected; the daemon anchors the head again when it starts",
+            self.records
+        ))
+    }
 }
 
 impl fmt::Display for VerifyReport {
@@ -453,6 +488,7 @@ impl ChainVerifier {
             last_seq: self.expected_seq - 1,
             last_hash: self.prev_hash,
             torn_tail_skipped: self.torn_tail_skipped,
+            head_anchor: HeadAnchor::Ok,
         }
     }
 }

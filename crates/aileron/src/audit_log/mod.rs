@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use aileron_core::audit::{
-    Actor, AuditRecord, ChainBreak, GENESIS_PREV, UnsealedRecord, VerifyReport, log_lines, seal_to_line,
+    Actor, AuditRecord, ChainBreak, GENESIS_PREV, HeadAnchor, UnsealedRecord, VerifyReport, log_lines, seal_to_line,
 };
 use aileron_core::vocabulary::EventType;
 use anyhow::Context;
@@ -315,6 +315,18 @@ impl AuditLog {
         let last = recovery::recover_tail(&audit_dir)?;
         let last = journal::replay(&audit_dir, last)?;
         let head = recovery::checked_head(&audit_dir, last)?;
+        if let state @ (HeadAnchor::Missing | HeadAnchor::Unreadable) = recovery::read_anchor(&audit_dir).state(head.seq) {
+            // Verified anyway (see `verify`), but the user should know the end went unchecked.
+            let state = if state == HeadAnchor::Missing { "missing" } else { "unreadable" };
+            log_line!(
+                "aileron: warning: the audit chain head anchor {} was {state} although the log holds {} records: \
+                 records removed from the end of the log before this start cannot be detected; anchored again at \
+                 record {}",
+                audit_dir.join(HEAD_FILE).display(),
+                head.seq,
+                head.seq
+            );
+        }
         journal::sync_newest_files(&audit_dir)?;
         let journal = Journal::open(&audit_dir, journal_bytes)?;
         let head_path = audit_dir.join(HEAD_FILE);
@@ -329,6 +341,7 @@ impl AuditLog {
         let (commands, receiver) = mpsc::channel();
         let mut writer =
             Writer::new(audit_dir.clone(), clock.clone(), head, head_file, stats.clone(), durable_seq.clone(), journal);
+        writer.anchor_at_start();
         let handle = std::thread::Builder::new()
             .name("aileron-audit-writer".into())
             .spawn(move || writer.run(receiver))

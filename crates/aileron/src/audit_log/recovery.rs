@@ -49,9 +49,46 @@ pub(super) const HEAD_RECORD_BYTES: usize = 160;
 /// the log's): after a crash it may lag behind the log, never run ahead of it. A reader racing a
 /// live writer must read it before the log, so that the log it reads holds at least this head.
 pub(super) fn read_anchored_head(audit_dir: &Path) -> Option<(u64, String)> {
-    let bytes = fs::read(audit_dir.join(HEAD_FILE)).ok()?;
-    let value: Value = serde_json::from_slice(String::from_utf8_lossy(&bytes).trim().as_bytes()).ok()?;
-    Some((value["seq"].as_u64()?, value["hash"].as_str()?.to_string()))
+    match read_anchor(audit_dir) {
+        Anchor::Head(seq, hash) => Some((seq, hash)),
+        Anchor::Missing | Anchor::Unreadable => None,
+    }
+}
+
+/// What [`HEAD_FILE`] holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Anchor {
+    Head(u64, String),
+    /// No file (never written, or removed).
+    Missing,
+    /// A file that does not hold a head (emptied, overwritten, unreadable).
+    Unreadable,
+}
+
+impl Anchor {
+    /// How a verification reports this anchor for a log of `records` records: an absent or
+    /// damaged anchor matters only once there is something to anchor.
+    pub(super) fn state(&self, records: u64) -> aileron_core::audit::HeadAnchor {
+        use aileron_core::audit::HeadAnchor;
+        match self {
+            Anchor::Missing if records > 0 => HeadAnchor::Missing,
+            Anchor::Unreadable if records > 0 => HeadAnchor::Unreadable,
+            _ => HeadAnchor::Ok,
+        }
+    }
+}
+
+pub(super) fn read_anchor(audit_dir: &Path) -> Anchor {
+    let bytes = match fs::read(audit_dir.join(HEAD_FILE)) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Anchor::Missing,
+        Err(_) => return Anchor::Unreadable,
+    };
+    let head = || {
+        let value: Value = serde_json::from_slice(String::from_utf8_lossy(&bytes).trim().as_bytes()).ok()?;
+        Some(Anchor::Head(value["seq"].as_u64()?, value["hash"].as_str()?.to_string()))
+    };
+    head().unwrap_or(Anchor::Unreadable)
 }
 
 /// A log whose last record is before the anchored head lost records from its end.

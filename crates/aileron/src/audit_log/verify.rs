@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use super::VerifyError;
 use super::daily_file::{file_name, log_files};
 use super::journal::pending_after;
-use super::recovery::{check_against_anchor, read_anchored_head};
+use super::recovery::{Anchor, check_against_anchor, read_anchor};
 
 /// What a successful verification proved about the log's first bytes.
 #[derive(Debug, Clone)]
@@ -61,7 +61,7 @@ pub(super) fn verify_dir(
     let read_error = |path: &Path, source| VerifyError::Read { path: path.display().to_string(), source };
     // The anchor first: a daemon appending meanwhile anchors a batch only after it is durable in
     // the log, so the log read next holds at least the anchored head.
-    let anchor = read_anchored_head(audit_dir);
+    let anchor = read_anchor(audit_dir);
     let files = log_files(audit_dir).map_err(|e| read_error(audit_dir, e))?;
     let earlier = remembered.and_then(|prefix| prefix.lock().unwrap_or_else(PoisonError::into_inner).clone());
     let (mut pass, first, mut carried) = match earlier.and_then(|prefix| resume(&files, prefix)) {
@@ -76,7 +76,16 @@ pub(super) fn verify_dir(
         pass.file(&file_name(path), rest, index + 1 == files.len())?;
     }
     let proved = VerifiedPrefix { files: pass.proved, verifier: pass.closed.unwrap_or_else(|| pass.verifier.clone()) };
-    let report = pass.verifier.finish();
+    let mut report = pass.verifier.finish();
+    // A log with records and no readable anchor verifies, with the anchor's state reported: the
+    // anchor is written without an fsync of its own, so a power loss (or a version that wrote
+    // none) can legitimately leave it absent, and whoever can remove it can as well write an
+    // older head into it: refusing would raise false alarms without stopping that attacker.
+    report.head_anchor = anchor.state(report.records);
+    let anchor = match anchor {
+        Anchor::Head(seq, hash) => Some((seq, hash)),
+        Anchor::Missing | Anchor::Unreadable => None,
+    };
     check_against_anchor(anchor, report.last_seq, &report.last_hash).map_err(|problem| {
         // After the machine stopped, the log may end before the anchor while the journal holds
         // the rest: the daemon appends it when it starts.
@@ -417,4 +426,64 @@ mod tests {
         let again = verify_remembering(&audit_dir, &remembered).unwrap();
         assert_eq!((again.report.records, again.parsed, again.report.torn_tail_skipped), (3, 1, None));
     }
+
+    /// The attack: the chain-head anchor defeated (overwritten with garbage, emptied, removed) and
+    /// the last five records cut from the day file. Verification used to say `ok` and nothing
+    /// else; it now reports the anchor's state and a warning. A log opened over it (the daemon's
+    /// start) anchors the head again at once, garbage after the fixed-size line cut off, so
+    /// removing records afterwards is detected again.
+    #[tokio::test]
+    async fn a_defeated_anchor_is_reported_and_anchored_again_at_the_next_start() {
+        use aileron_core::audit::HeadAnchor;
+        type Defeat = fn(&Path);
+        let cases: [(&str, Defeat, HeadAnchor); 3] = [
+            ("garbage", |path| fs::write(path, "garbage ".repeat(125)).unwrap(), HeadAnchor::Unreadable),
+            ("emptied", |path| fs::write(path, "").unwrap(), HeadAnchor::Unreadable),
+            ("removed", |path| fs::remove_file(path).unwrap(), HeadAnchor::Missing),
+        ];
+        for (name, defeat, expected) in cases {
+            let (temp, clock, log, audit_dir) = new_log();
+            append(&log, 20).await;
+            drop(log);
+            let day = audit_dir.join("audit-2026-11-22.jsonl");
+            let whole = fs::read_to_string(&day).unwrap();
+            let cut = |lines: usize| {
+                let kept: Vec<&str> = whole.lines().take(lines).collect();
+                fs::write(&day, format!("{}\n", kept.join("\n"))).unwrap();
+            };
+            defeat(&audit_dir.join(super::super::HEAD_FILE));
+            cut(15);
+            let report = verify_dir(&audit_dir, None).map(|verified| verified.report).unwrap();
+            assert_eq!((report.records, report.head_anchor), (15, expected), "{name}");
+            let warning = report.warning().unwrap_or_default();
+            assert!(warning.contains("cannot be detected") && warning.contains("15 records"), "{name}: {warning}");
+            // The API and `--json` carry it too.
+            let json = serde_json::to_value(&report).unwrap();
+            assert_ne!(json["head_anchor"], "ok", "{name}: {json}");
+
+            // The next start anchors the head it starts from, before any append.
+            let log = open_disk(temp.path(), &clock);
+            assert!(matches!(read_anchor(&audit_dir), Anchor::Head(15, _)), "{name}: {:?}", read_anchor(&audit_dir));
+            assert_eq!(fs::metadata(audit_dir.join(super::super::HEAD_FILE)).unwrap().len(), 160, "{name}");
+            append(&log, 1).await;
+            drop(log);
+            assert!(matches!(read_anchor(&audit_dir), Anchor::Head(16, _)), "{name}: {:?}", read_anchor(&audit_dir));
+            let report = verify_dir(&audit_dir, None).unwrap().report;
+            assert_eq!((report.records, report.head_anchor, report.warning()), (16, HeadAnchor::Ok, None), "{name}");
+            let whole = fs::read_to_string(&day).unwrap();
+            let kept: Vec<&str> = whole.lines().take(11).collect();
+            fs::write(&day, format!("{}\n", kept.join("\n"))).unwrap();
+            assert!(matches!(verify_dir(&audit_dir, None), Err(VerifyError::Truncated { .. })), "{name}: cut again, detected");
+        }
+    }
+
+    /// A log with no records needs no anchor: none is no warning.
+    #[test]
+    fn an_empty_log_without_an_anchor_verifies_without_a_warning() {
+        let temp = tempfile::tempdir().unwrap();
+        fs::create_dir(temp.path().join("audit")).unwrap();
+        let report = verify_dir(&temp.path().join("audit"), None).unwrap().report;
+        assert_eq!((report.records, report.warning()), (0, None));
+    }
+
 }

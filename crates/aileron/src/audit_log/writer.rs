@@ -216,6 +216,18 @@ impl Writer {
         written
     }
 
+    /// Anchors the head the daemon starts from, whatever the anchor held: a missing, emptied or
+    /// overwritten anchor (or one that lags after a crash) names the durable head again at once,
+    /// and anything after the fixed-size line is cut off (a longer file of garbage would otherwise
+    /// keep every later anchor from parsing). The log is synced before the writer starts, so the
+    /// anchor does not run ahead of it.
+    pub(super) fn anchor_at_start(&mut self) {
+        self.anchor_head();
+        if let Err(error) = self.head_file.set_len(HEAD_RECORD_BYTES as u64) {
+            log_line!("aileron: warning: anchoring the audit chain head: {error}");
+        }
+    }
+
     /// Rewrites [`super::HEAD_FILE`] in place with the durable head (one `pwrite` of a fixed-size line).
     /// No fsync of its own: after a crash the anchor may lag behind the log, never run ahead.
     fn anchor_head(&mut self) {

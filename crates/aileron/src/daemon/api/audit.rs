@@ -93,7 +93,14 @@ pub async fn verify(State(state): State<Arc<AppState>>, Extension(principal): Ex
     let audit = state.audit.clone();
     let outcome = tokio::task::spawn_blocking(move || audit.verify()).await.map_err(ApiError::internal)?;
     Ok(Reply::ok(match outcome {
-        Ok(report) => json!({ "ok": true, "records": report.records, "files": report.files, "last_seq": report.last_seq }),
+        Ok(report) => json!({
+            "ok": true,
+            "records": report.records,
+            "files": report.files,
+            "last_seq": report.last_seq,
+            "head_anchor": report.head_anchor,
+            "warning": report.warning(),
+        }),
         Err(problem) => json!({ "ok": false, "problem": problem.to_string(), "hint": problem.hint() }),
     }))
 }
