@@ -207,7 +207,13 @@ async fn authorize(home: &Home, client: &DaemonClient, mut body: Value, no_brows
     } else {
         eprintln!("opened the provider's consent page in your browser; waiting for it to send you back…");
     }
-    let (code, state) = tokio::time::timeout(CALLBACK_WAIT, catch_callback(listener))
+    // The redirect to act on is the one carrying the state the daemon put in this URL: any local
+    // process can reach the loopback port, and must not end the wait with a callback of its own.
+    let expected_state = url::Url::parse(&url)
+        .ok()
+        .and_then(|url| url.query_pairs().find(|(key, _)| key == "state").map(|(_, value)| value.into_owned()))
+        .ok_or_else(|| CliError::failure("the daemon's authorization URL carries no state\nhint: run the command again"))?;
+    let (code, state) = tokio::time::timeout(CALLBACK_WAIT, catch_callback(listener, &expected_state))
         .await
         .map_err(|_| CliError::failure("no authorization arrived within 10 minutes\nhint: run the command again"))??;
     let finished = send(client, Method::POST, "/v1/bindings/setup/oauth2/finish", json!({ "session_id": session_id, "code": code, "state": state })).await?;
@@ -215,8 +221,10 @@ async fn authorize(home: &Home, client: &DaemonClient, mut body: Value, no_brows
     Ok(ExitStatus::Ok)
 }
 
-/// Serves `GET /callback?code=…&state=…` once; other requests (a favicon) get a 404.
-async fn catch_callback(listener: tokio::net::TcpListener) -> Result<(String, String), CliError> {
+/// Serves `GET /callback?code=…&state=…` once, for the redirect that carries `expected_state`;
+/// other requests (a favicon) get a 404, and a callback with another state (or none) a 400 while
+/// the wait goes on.
+async fn catch_callback(listener: tokio::net::TcpListener, expected_state: &str) -> Result<(String, String), CliError> {
     loop {
         let (mut stream, _) = listener.accept().await.map_err(|e| CliError::failure(format!("accepting the redirect: {e}")))?;
         let mut buffer = vec![0u8; 8192];
@@ -239,6 +247,16 @@ async fn catch_callback(listener: tokio::net::TcpListener) -> Result<(String, St
             continue;
         }
         let query = |name: &str| url.query_pairs().find(|(key, _)| key == name).map(|(_, value)| value.to_string());
+        let ours = query("state").is_some_and(|state| aileron_core::constant_time::eq(state.as_bytes(), expected_state.as_bytes()));
+        if !ours {
+            let html = "<!doctype html><title>Aileron</title><p>This is not the authorization Aileron is waiting for.</p>";
+            let response = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{html}",
+                html.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+            continue;
+        }
         let (page, result) = match (query("code"), query("state"), query("error")) {
             (_, _, Some(error)) => (
                 "Authorization was refused. You can close this tab.",

@@ -690,6 +690,11 @@ fn complete_cli_oauth(cli: &Cli, args: &[&str]) {
     // A stray request first (a browser's favicon): answered 404, the CLI keeps waiting.
     let origin = callback.split("/callback").next().unwrap();
     assert_eq!(client.get(format!("{origin}/favicon.ico")).send().unwrap().status(), 404);
+    // Any local process can reach the port (a launched agent too): a callback that does not carry
+    // the flow's state is turned away, and the wait goes on for the real one.
+    for forged in [format!("{origin}/callback?code=ATTACKER&state=guess"), format!("{origin}/callback?code=ATTACKER"), format!("{origin}/callback?error=access_denied")] {
+        assert_eq!(client.get(&forged).send().unwrap().status(), 400, "{forged}");
+    }
     let page = client.get(&callback).send().unwrap().text().unwrap();
     assert!(page.contains("You can close this tab"), "{page}");
     let output = child.wait_with_output().unwrap();
