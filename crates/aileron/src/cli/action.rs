@@ -213,8 +213,21 @@ async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_ar
             if let Some(pair) = pairs.iter().find(|pair| !pair.contains('=')) {
                 return Err(CliError::usage(format!("--arg `{pair}` is not key=value\nhint: --arg owner=acme")));
             }
-            let action: ActionView = client.get_as(&format!("/v1/actions/{name}")).await?;
-            typed_args(pairs, &action.input_schema)?
+            let (status, body) = client.call_raw(Method::GET, &format!("/v1/actions/{name}"), None).await?;
+            match status {
+                // No such action: the run is requested anyway (its arguments as strings), so the
+                // daemon's refusal is audited like an agent's (SPEC §10) and answered as usual.
+                StatusCode::NOT_FOUND => pairs
+                    .iter()
+                    .filter_map(|pair| pair.split_once('='))
+                    .map(|(key, value)| (key.to_string(), Value::String(value.to_string())))
+                    .collect(),
+                status if status.is_success() => {
+                    let action: ActionView = serde_json::from_value(body).context("the daemon's action answer")?;
+                    typed_args(pairs, &action.input_schema)?
+                }
+                _ => return Err(CliError::failure(ApiFailure { status, body }.to_string())),
+            }
         }
     };
     let request = serde_json::to_value(RunBody { args }).map_err(anyhow::Error::from)?;

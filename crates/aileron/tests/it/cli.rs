@@ -742,3 +742,16 @@ fn open_approval_of_an_unknown_id_is_an_error() {
     assert!(said.contains("approval_not_found") && said.contains("hint:"), "{said}");
     assert!(output.stdout.is_empty(), "no URL: {}", String::from_utf8_lossy(&output.stdout));
 }
+
+/// `aileron action run` of an action that does not exist is refused by the daemon and on record
+/// (`action.rejected`), as the same call from an agent is: the CLI used to stop at its own lookup.
+#[test]
+fn running_an_unknown_action_from_the_cli_is_audited() {
+    let cli = Cli::new();
+    let output = cli.run(&["action", "run", "no-such-action", "--arg", "a=1"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("action_not_found") && stderr(&output).contains("hint: "), "{}", stderr(&output));
+    let rejected: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.rejected"])).unwrap();
+    let items = rejected["items"].as_array().unwrap();
+    assert!(items.iter().any(|r| r["payload"]["aileron.action.name"] == "no-such-action"), "{rejected}");
+}
