@@ -240,6 +240,12 @@ async fn status(home: &Home, json: bool) -> CliResult {
     let mut status = client.get("/v1/status").await?;
     status["running"] = true.into();
     status["url"] = client.base_url.clone().into();
+    // The chain check the console runs (resumed after the daemon's own at start): a record
+    // damaged before the log's end is reported here, not only by `aileron audit verify`.
+    let chain = if status["audit"] == "disk" { client.get("/v1/audit/verify").await.ok() } else { None };
+    if let Some(chain) = &chain {
+        status["audit_chain"] = chain.clone();
+    }
     if json {
         print_json(&status);
         return Ok(ExitStatus::Ok);
@@ -260,7 +266,18 @@ async fn status(home: &Home, json: bool) -> CliResult {
     for session in status["sessions"].as_array().into_iter().flatten() {
         outln!("  {} {} (pid {}) since {}", session["session_id"].as_str().unwrap_or("?"), escape(session["agent"].as_str().unwrap_or("?")), session["pid"], session["started_at"].as_str().unwrap_or("?"));
     }
-    outln!("audit       {}", status["audit"].as_str().unwrap_or("?"));
+    let chain_line = match &chain {
+        Some(chain) if chain["ok"] == false => format!(
+            ", CHAIN BROKEN: {} (`aileron audit verify`)",
+            escape(chain["problem"].as_str().unwrap_or("?"))
+        ),
+        Some(chain) if chain["warning"].is_string() => {
+            format!(", chain intact ({} records); warning: {}", chain["records"], chain["warning"].as_str().unwrap_or("?"))
+        }
+        Some(chain) => format!(", chain intact ({} records)", chain["records"]),
+        None => String::new(),
+    };
+    outln!("audit       {}{chain_line}", status["audit"].as_str().unwrap_or("?"));
     Ok(ExitStatus::Ok)
 }
 

@@ -237,6 +237,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     };
     write_atomic(&home.daemon_json(), &serde_json::to_vec_pretty(&info)?, 0o600)?;
     log_line!("aileron daemon {VERSION} listening on {} (pid {})", info.url, info.pid);
+    check_audit_chain_in_background(&state);
 
     let shutdown_state = state.clone();
     let result = connections::serve(listener, app(state.clone()), async move {
@@ -253,6 +254,25 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     drop(lock);
     log_line!("aileron daemon: stopped");
     result.context("serving HTTP")
+}
+
+/// Verifies the whole audit chain once the daemon is serving, without delaying its start. At
+/// open only the log's last line is read (a damaged one refuses the start: the head cannot be
+/// found); a record damaged before it is found here and logged, and `aileron status` (which asks
+/// `GET /v1/audit/verify`) shows it. The daemon keeps running: the damage is in records already
+/// written, the records it appends still chain to the last one, and refusing would lock the user
+/// out of approvals over an investigation. The verification is remembered
+/// (`audit_log::verify`), so the console's and `status`'s next ones only re-hash these bytes.
+fn check_audit_chain_in_background(state: &Arc<AppState>) {
+    let audit = state.audit.clone();
+    tokio::task::spawn_blocking(move || match audit.verify() {
+        Ok(_) => {}
+        Err(problem) => log_line!(
+            "aileron: error: the audit chain is broken: {problem}\nhint: {}; `aileron audit verify` names the record; \
+             the daemon keeps appending after the log's last record",
+            problem.hint()
+        ),
+    });
 }
 
 async fn wait_for_signal() {

@@ -126,3 +126,47 @@ fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
     assert!(!recovered["items"].as_array().unwrap().is_empty(), "recoveries are audited");
     drop(runtime);
 }
+
+/// A complete record damaged before the log's last line: the daemon used to find only a damaged
+/// last line at start (ARCHITECTURE.md said "wherever the line is"), so it started and said
+/// nothing. It still starts (only the last line is read before it serves), then verifies the
+/// whole chain in the background: the break is in the daemon's log and on `aileron status`,
+/// named by file and line.
+#[test]
+fn a_record_damaged_before_the_end_is_reported_by_the_daemon_and_status() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("echo", &[]);
+    cli.add_action(&ActionSpec::new("echo", "echo", &hash, "echo"));
+    cli.ok(&["action", "run", "echo"]);
+    cli.ok(&["daemon", "stop"]);
+    let audit_dir = cli.home.join("audit");
+    let day = std::fs::read_dir(&audit_dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .expect("a day file");
+    let text = std::fs::read_to_string(&day).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 3, "{text}");
+    let damaged = lines[1].replacen('{', "{{", 1);
+    lines[1] = &damaged;
+    std::fs::write(&day, format!("{}\n", lines.join("\n"))).unwrap();
+    let name = day.file_name().unwrap().to_string_lossy().to_string();
+
+    cli.ok(&["daemon", "start"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (status, log) = loop {
+        let status = cli.ok(&["status"]);
+        let log = std::fs::read_to_string(cli.home.join("daemon.log")).unwrap_or_default();
+        if (status.contains("CHAIN BROKEN") && log.contains("the audit chain is broken")) || Instant::now() > deadline {
+            break (status, log);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    cli.ok(&["daemon", "stop"]);
+    let audit_line = status.lines().find(|line| line.starts_with("audit")).unwrap_or_default().to_string();
+    assert!(audit_line.contains("CHAIN BROKEN") && audit_line.contains(&name) && audit_line.contains("line 2"), "{status}");
+    assert!(log.contains("the audit chain is broken") && log.contains(&name), "daemon log:\n{log}");
+    let json: Value = serde_json::from_str(&cli.ok(&["status", "--json"])).unwrap();
+    assert_eq!(json["running"], false, "stopped: {json}");
+}
