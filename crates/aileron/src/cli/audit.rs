@@ -139,9 +139,9 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                     }
                     Ok(ExitStatus::Ok)
                 }
-                Err(broken) => Err(CliError::failure(format!(
-                    "audit chain broken: {broken}\nhint: the file was modified after it was written; keep a copy for investigation"
-                ))),
+                // The error says what broke ("audit chain broken at line …", "the log was cut
+                // short: …", "reading …"); its hint what to do about that kind.
+                Err(broken) => Err(CliError::failure(format!("{broken}\nhint: {}", broken.hint()))),
             }
         }
     }

@@ -263,17 +263,25 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
 /// written, the records it appends still chain to the last one, and refusing would lock the user
 /// out of approvals over an investigation. The verification is remembered
 /// (`audit_log::verify`), so the console's and `status`'s next ones only re-hash these bytes.
+/// It waits [`AUDIT_CHECK_DELAY`] first: the first seconds belong to the warm-up and an agent's
+/// first calls (a day of 100,000 records is about 0.4 s of a core to verify).
 fn check_audit_chain_in_background(state: &Arc<AppState>) {
     let audit = state.audit.clone();
-    tokio::task::spawn_blocking(move || match audit.verify() {
-        Ok(_) => {}
-        Err(problem) => log_line!(
-            "aileron: error: the audit chain is broken: {problem}\nhint: {}; `aileron audit verify` names the record; \
-             the daemon keeps appending after the log's last record",
-            problem.hint()
-        ),
+    tokio::spawn(async move {
+        tokio::time::sleep(AUDIT_CHECK_DELAY).await;
+        let checked = tokio::task::spawn_blocking(move || audit.verify()).await;
+        if let Ok(Err(problem)) = checked {
+            log_line!(
+                "aileron: error: the audit chain is broken: {problem}\nhint: {}; `aileron audit verify` names the record; \
+                 the daemon keeps appending after the log's last record",
+                problem.hint()
+            );
+        }
     });
 }
+
+/// How long after start the daemon verifies the whole audit chain.
+const AUDIT_CHECK_DELAY: std::time::Duration = std::time::Duration::from_secs(3);
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};

@@ -169,4 +169,10 @@ fn a_record_damaged_before_the_end_is_reported_by_the_daemon_and_status() {
     assert!(log.contains("the audit chain is broken") && log.contains(&name), "daemon log:\n{log}");
     let json: Value = serde_json::from_str(&cli.ok(&["status", "--json"])).unwrap();
     assert_eq!(json["running"], false, "stopped: {json}");
+    // `aileron audit verify` says it once, with its one hint.
+    let verify = cli.run(&["audit", "verify"]);
+    let said = String::from_utf8_lossy(&verify.stderr);
+    assert_eq!(verify.status.code(), Some(1), "{said}");
+    assert_eq!(said.matches("audit chain broken").count(), 1, "{said}");
+    assert!(said.contains("line 2") && said.lines().filter(|l| l.starts_with("hint: ")).count() == 1, "{said}");
 }
