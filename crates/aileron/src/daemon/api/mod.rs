@@ -109,7 +109,7 @@ pub const ROUTES: &[Route] = &[
     route("POST", "/v1/keyring/trust", Token(Admin), "{authority, key} → 201 (200 when already trusted); audited keyring.trusted", App(|| post(trust::trust_key))).takes::<trust::TrustBody>(),
     route("POST", "/v1/keyring/revoke", Token(Admin), "{authority} | {fingerprint}; audited keyring.revoked", App(|| post(trust::revoke_key))).takes::<trust::RevokeBody>(),
     route("GET", "/v1/audit", Token(Console), "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)", App(|| get(audit::list))).takes::<audit::AuditQuery>(),
-    route("GET", "/v1/audit/verify", Token(Console), "verifies the whole hash chain {ok, records, last_seq, problem?, hint?}", App(|| get(audit::verify))),
+    route("GET", "/v1/audit/verify", Token(Console), "verifies the whole hash chain {ok, records, last_seq, head_anchor?, warning?, problem?, hint?}", App(|| get(audit::verify))),
     route("GET", "/v1/audit/{id}", Token(Console), "one audit record", App(|| get(audit::get))),
     route("GET", "/v1/action-approvals", Token(ApprovalsPoll), "pending approvals, oldest first", App(|| get(approvals::list))),
     route("GET", "/v1/action-approvals/watch", Token(ApprovalsPoll), "SSE: `snapshot`, `pending`, `resolved`; 30 s heartbeat", App(|| get(approvals::watch))),
