@@ -202,7 +202,7 @@ async fn the_cached_action_listing_follows_every_change() {
     };
     let add = async |name: &str, intent: &str| {
         let text = ActionSpec::new(name, "echo", &hash, "echo").render().replace("intent = \"test ", &format!("intent = \"{intent} "));
-        let added = harness.add_action(&format!("{name}.md"), &text).await;
+        let added = harness.replace_action(&format!("{name}.md"), &text).await;
         assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
     };
     assert_eq!(listed().await, fresh(), "empty");

@@ -340,7 +340,7 @@ async fn an_approval_binds_to_the_exact_action_file() {
     // The action file changes (same name) after the request.
     let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") };
     let edited = spec.render().replace("An action used by the test suite.", "Edited after the request.");
-    assert_eq!(harness.add_action("fetch.md", &edited).await.status, StatusCode::CREATED);
+    assert_eq!(harness.replace_action("fetch.md", &edited).await.status, StatusCode::CREATED);
     harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true}))).await;
     let view = wait_for_status(&harness, &id, &["completed", "failed"]).await;
     assert_eq!(view["status"], "failed", "{view}");

@@ -186,6 +186,12 @@ impl Harness {
         self.request("POST", "/v1/actions/install", Some(json!({"file_name": file_name, "content": content}))).await
     }
 
+    /// [`Harness::add_action`] replacing a different installed action of the same name
+    /// (`force`, as `aileron action add --force` sends).
+    pub async fn replace_action(&self, file_name: &str, content: &str) -> TestResponse {
+        self.request("POST", "/v1/actions/install", Some(json!({"file_name": file_name, "content": content, "force": true}))).await
+    }
+
     /// Signs in to the web console as `aileron open` does (a one-time ticket, then its login
     /// page) and returns the `aileron_web=…` cookie the pages answer to.
     pub async fn console_cookie(&self) -> String {

@@ -158,7 +158,7 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
     let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test\"\nheader = \"X-Api-Key\"\nformat = \"Token {key}\"\n";
     let http_get = cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], credential));
     cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &http_get, "get") });
-    let setup = cli.run_with(&["binding", "setup", "github://aileron-tests/http_get", "--from-env", "KEY"], &[("KEY", "key-0")], None);
+    let setup = cli.run_with(&["binding", "setup", "github://aileron-tests/http_get", "--from-env", "KEY"], &[("KEY", "api-key-0")], None);
     assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
     // The package the install worker installs again and again, as new versions of `echo`.
     let package = cli.scratch().join("pkg-versions");
@@ -310,7 +310,7 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
             spawn(&mut workers, Box::new(move |i| {
                 let name = aileron::wire::path_segment(BINDING);
                 let _in_flight = InFlight::enter(&flags[flag(Phase::Rebind)]);
-                let sent = client.post(format!("{url}/v1/bindings/{name}/rebind")).bearer_auth(&token).json(&json!({"api_key": format!("key-{round}-{i}")})).send();
+                let sent = client.post(format!("{url}/v1/bindings/{name}/rebind")).bearer_auth(&token).json(&json!({"api_key": format!("api-key-{round}-{i}")})).send();
                 match sent {
                     Ok(response) if response.status().is_success() => {
                         acks.lock().unwrap().rebinds += 1;
