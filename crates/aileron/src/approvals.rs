@@ -438,8 +438,7 @@ mod journal_faults {
 
     use std::sync::Arc;
 
-    use aileron_core::ContentHash;
-    use aileron_core::approval::{ApprovalKind, MAX_PENDING_PER_SESSION};
+    use aileron_core::approval::MAX_PENDING_PER_SESSION;
     use serde_json::json;
 
     use super::*;
@@ -492,26 +491,10 @@ mod journal_faults {
 
     fn entry(byte: u8, session: Option<&str>, title: &str) -> ApprovalEntry {
         let requested_at = now();
-        ApprovalEntry {
-            id: ApprovalId::new(&requested_at, [byte; 8]).unwrap(),
-            kind: ApprovalKind::Action,
-            action: "create-issue".into(),
-            action_version: "1.0.0".into(),
-            action_sha256: ContentHash::of_bytes(b"+++\nname = \"create-issue\"\n+++\n"),
-            args: json!({ "title": title }).as_object().unwrap().clone(),
-            preview: None,
-            requested_at,
-            decided_at: None,
-            decided_by: None,
-            reason: None,
-            state: ApprovalState::PendingApproval,
-            audit_id: None,
-            result: None,
-            failure: None,
-            session_id: session.map(str::to_string),
-            unconfined: false,
-            connector_fqn: None,
-        }
+        let mut entry = super::properties::pending(ApprovalId::new(&requested_at, [byte; 8]).unwrap(), requested_at);
+        entry.args = json!({ "title": title }).as_object().unwrap().clone();
+        entry.session_id = session.map(str::to_string);
+        entry
     }
 
     /// Reopens the journal and checks every line of it is a whole event.

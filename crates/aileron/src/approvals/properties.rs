@@ -51,7 +51,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn pending(id: ApprovalId, requested_at: String) -> ApprovalEntry {
+/// A pending `create-issue` entry with no arguments (the journal fault tests use it too).
+pub(super) fn pending(id: ApprovalId, requested_at: String) -> ApprovalEntry {
     ApprovalEntry {
         id,
         kind: ApprovalKind::Action,

@@ -20,6 +20,18 @@ pub async fn gated(harness: &Harness, upstream: &FakeGithub) -> String {
     hash
 }
 
+/// Installs `http_get` and a gated action `previewed` whose preview GETs the call's `url`,
+/// rendered by `render` (the `[approval.preview]` lines after `op` and `args`).
+async fn previewed(harness: &Harness, upstream: &FakeGithub, render: &str) {
+    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
+    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("previewed", "http_get", &hash, "get") };
+    let text = spec.render().replace(
+        "[approval]\nrequired = true\n",
+        &format!("[approval]\nrequired = true\n[approval.preview]\nop = \"get\"\nargs = {{ url = \"${{args.url}}\" }}\n{render}"),
+    );
+    assert_eq!(harness.add_action("previewed.md", &text).await.status, StatusCode::CREATED, "{text}");
+}
+
 pub async fn wait_for_status(harness: &Harness, id: &str, wanted: &[&str]) -> Value {
     for _ in 0..500 {
         let view = harness.request("GET", &format!("/v1/action-approvals/{id}/result"), None).await.body;
@@ -352,13 +364,7 @@ async fn an_approval_binds_to_the_exact_action_file() {
 async fn a_failing_preview_never_blocks_the_approval() {
     let upstream = FakeGithub::start().await.unwrap();
     let harness = Harness::new();
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
-    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("previewed", "http_get", &hash, "get") };
-    let text = spec.render().replace(
-        "[approval]\nrequired = true\n",
-        "[approval]\nrequired = true\n[approval.preview]\nop = \"get\"\nargs = { url = \"${args.url}\" }\nrender = { \"Status\" = \"status\", \"Body\" = \"body\" }\nmultiline = [\"Body\"]\n",
-    );
-    assert_eq!(harness.add_action("previewed.md", &text).await.status, StatusCode::CREATED, "{text}");
+    previewed(&harness, &upstream, "render = { \"Status\" = \"status\", \"Body\" = \"body\" }\nmultiline = [\"Body\"]\n").await;
 
     let ok = harness.run("previewed", json!({ "url": format!("{}/status/200", upstream.base_url()) })).await;
     assert_eq!(ok.status, StatusCode::ACCEPTED);
@@ -427,13 +433,7 @@ async fn no_header_chooses_the_audit_actor() {
 async fn concurrent_gated_calls_with_a_slow_preview_respect_the_dedupe_and_the_cap() {
     let upstream = FakeGithub::start().await.unwrap();
     let harness = Harness::new();
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
-    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("previewed", "http_get", &hash, "get") };
-    let text = spec.render().replace(
-        "[approval]\nrequired = true\n",
-        "[approval]\nrequired = true\n[approval.preview]\nop = \"get\"\nargs = { url = \"${args.url}\" }\nrender = { \"Status\" = \"status\" }\n",
-    );
-    assert_eq!(harness.add_action("previewed.md", &text).await.status, StatusCode::CREATED, "{text}");
+    previewed(&harness, &upstream, "render = { \"Status\" = \"status\" }\n").await;
     let session_token = harness.state.tokens.mint_session("sess-1", SESSION_SCOPES.to_vec(), true);
     let call = |url: String| {
         let request = Request::builder()
