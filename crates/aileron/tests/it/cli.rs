@@ -90,6 +90,14 @@ impl Cli {
         hash.trim().to_string()
     }
 
+    /// A home with the `echo` guest installed and an action `name` that calls it.
+    pub fn with_echo_action(name: &str) -> Cli {
+        let cli = Cli::new();
+        let hash = cli.install_guest("echo", &[]);
+        cli.add_action(&ActionSpec::new(name, "echo", &hash, "echo"));
+        cli
+    }
+
     /// Writes the action file and `aileron action add`s it.
     pub fn add_action(&self, spec: &ActionSpec) {
         let file = self.scratch().join(format!("{}.md", spec.name));

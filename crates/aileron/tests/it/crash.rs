@@ -134,9 +134,7 @@ fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
 /// named by file and line.
 #[test]
 fn a_record_damaged_before_the_end_is_reported_by_the_daemon_and_status() {
-    let cli = Cli::new();
-    let hash = cli.install_guest("echo", &[]);
-    cli.add_action(&ActionSpec::new("echo", "echo", &hash, "echo"));
+    let cli = Cli::with_echo_action("echo");
     cli.ok(&["action", "run", "echo"]);
     cli.ok(&["daemon", "stop"]);
     let audit_dir = cli.home.join("audit");

@@ -121,9 +121,7 @@ fn sigterm_finishes_in_flight_runs_before_exiting() {
 /// the file as it was for the user to repair.
 #[test]
 fn a_damaged_action_state_file_stops_the_daemon_instead_of_re_enabling_actions() {
-    let cli = Cli::new();
-    let hash = cli.install_guest("echo", &[]);
-    cli.add_action(&ActionSpec::new("held-back", "echo", &hash, "echo"));
+    let cli = Cli::with_echo_action("held-back");
     cli.ok(&["action", "disable", "held-back"]);
     cli.ok(&["daemon", "stop"]);
     let state = cli.home.join("action-state.json");
@@ -157,9 +155,7 @@ fn a_damaged_action_state_file_stops_the_daemon_instead_of_re_enabling_actions()
 /// full disk died at start with status 101).
 #[test]
 fn the_daemon_keeps_serving_when_its_log_cannot_be_written() {
-    let cli = Cli::new();
-    let hash = cli.install_guest("echo", &[]);
-    cli.add_action(&ActionSpec::new("still-here", "echo", &hash, "echo"));
+    let cli = Cli::with_echo_action("still-here");
     cli.ok(&["daemon", "stop"]);
     let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
     let mut daemon = cli.command(&["daemon", "run"]).stdin(std::process::Stdio::null()).stdout(full.try_clone().unwrap()).stderr(full).spawn().unwrap();
@@ -186,9 +182,7 @@ fn the_daemon_keeps_serving_when_its_log_cannot_be_written() {
 /// the daemon's own (`unshare`), filled once the daemon has started.
 #[test]
 fn a_run_whose_record_cannot_be_written_does_not_claim_nothing_ran() {
-    let cli = Cli::new();
-    let hash = cli.install_guest("echo", &[]);
-    cli.add_action(&ActionSpec::new("unrecorded", "echo", &hash, "echo"));
+    let cli = Cli::with_echo_action("unrecorded");
     cli.ok(&["daemon", "stop"]);
     let mut audit = SmallAuditDir::start(&cli, 1);
     let ran = cli.run(&["action", "run", "unrecorded"]);
