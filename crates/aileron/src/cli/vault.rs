@@ -59,6 +59,9 @@ enum SecretCommand {
         from_env: Option<String>,
         #[arg(long)]
         description: Option<String>,
+        /// Replace a secret already stored at this path (without it, that is refused)
+        #[arg(long)]
+        force: bool,
     },
     /// List secrets (paths and descriptions, never values); works while the vault is locked
     List {
@@ -112,14 +115,23 @@ pub async fn run(home: &Home, args: VaultArgs) -> CliResult {
 pub async fn run_secret(home: &Home, args: SecretArgs) -> CliResult {
     let client = DaemonClient::connect(home).await?;
     match args.command {
-        SecretCommand::Set { path, from_env, description } => {
+        SecretCommand::Set { path, from_env, description, force } => {
+            // Refused before the value is asked for; the daemon checks again when it stores.
+            let listing = client.get("/v1/secrets").await?;
+            let exists = listing["items"].as_array().is_some_and(|items| items.iter().any(|i| i["path"] == path.as_str()));
+            if exists && !force {
+                return Err(CliError::failure(format!(
+                    "secret_exists: a secret is already stored at `{path}`\nhint: pass --force to replace it (the old value is not kept)"
+                )));
+            }
             let value = read_secret_value(from_env.as_deref(), &format!("Value for {path}: "))?;
-            let mut body = json!({ "path": path, "value": value.as_str() });
+            let mut body = json!({ "path": path, "value": value.as_str(), "force": force });
             if let Some(description) = description {
                 body["description"] = description.into();
             }
-            send(&client, Method::POST, "/v1/secrets", body).await?;
-            eprintln!("stored secret `{path}`");
+            let stored = send(&client, Method::POST, "/v1/secrets", body).await?;
+            let verb = if stored["replaced"] == true { "replaced" } else { "stored" };
+            eprintln!("{verb} secret `{path}`");
             Ok(ExitStatus::Ok)
         }
         SecretCommand::List { json } => {

@@ -173,6 +173,19 @@ pub struct SetSecret {
     value: Zeroizing<String>,
     #[serde(default)]
     description: Option<String>,
+    /// Replace a secret already stored at `path` (without it, that is 409 `secret_exists`)
+    // As a second `binding setup` is refused: an overwrite loses a credential, so never silently.
+    #[serde(default)]
+    force: bool,
+}
+
+/// Checks a secret's path as the user wrote it, so an error names their path and not the vault's
+/// internal `secrets/<path>`.
+fn secret_path(path: &str) -> Result<String, ApiError> {
+    aileron_core::vault::validate_path(path).map_err(|error| {
+        ApiError::bad_request("invalid_secret", error.to_string()).with_hint("name it like `smtp/password`")
+    })?;
+    Ok(format!("{SECRETS_PREFIX}{path}"))
 }
 
 pub async fn set_secret(
@@ -190,13 +203,18 @@ pub async fn set_secret(
     if let Some(description) = &body.description {
         metadata.insert("description".into(), description.chars().filter(|c| !c.is_control()).take(200).collect::<String>().into());
     }
-    let path = format!("{SECRETS_PREFIX}{}", body.path);
+    let path = secret_path(&body.path)?;
+    let replaced = state.vault.metadata(&path).is_some();
+    if replaced && !body.force {
+        return Err(ApiError::new(StatusCode::CONFLICT, "secret_exists", format!("a secret is already stored at `{}`", body.path))
+            .with_hint("pass --force to replace it (the old value is not kept)"));
+    }
     state.vault.put(&path, metadata, body.value.as_bytes()).map_err(vault_error)?;
     let caller = caller_for(&principal);
     let mut payload = Map::new();
     payload.insert(keys::SECRET_PATH.into(), body.path.clone().into());
     audit(&state, &caller, EventType::SecretSet, payload).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "path": body.path }))).into_response())
+    Ok((StatusCode::CREATED, Json(json!({ "path": body.path, "replaced": replaced }))).into_response())
 }
 
 pub async fn remove_secret(
@@ -205,7 +223,7 @@ pub async fn remove_secret(
     Path(path): Path<String>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
-    if !state.vault.remove(&format!("{SECRETS_PREFIX}{path}")).map_err(vault_error)? {
+    if !state.vault.remove(&secret_path(&path)?).map_err(vault_error)? {
         return Err(ApiError::not_found("secret_not_found", format!("no secret at `{path}`"))
             .with_hint("list secrets with `aileron secret list`"));
     }

@@ -763,3 +763,30 @@ fn running_an_unknown_action_from_the_cli_is_audited() {
     let items = rejected["items"].as_array().unwrap();
     assert!(items.iter().any(|r| r["payload"]["aileron.action.name"] == "no-such-action"), "{rejected}");
 }
+
+/// `secret set` names the path the user wrote (never the vault's internal `secrets/` prefix), and
+/// replaces an existing secret only with --force, saying so — as a second `binding setup` is
+/// refused rather than overwriting a credential.
+#[test]
+fn secret_set_names_the_users_path_and_replaces_only_with_force() {
+    let cli = Cli::new();
+    let env = [("AILERON_VAULT_PASSPHRASE", "correct horse battery staple")];
+    let init = cli.run_with(&["vault", "init"], &env, None);
+    assert!(init.status.success(), "{}", stderr(&init));
+
+    let bad = cli.run_with(&["secret", "set", "a b"], &[], Some("value-1\n"));
+    let said = stderr(&bad);
+    assert_eq!(bad.status.code(), Some(1), "{said}");
+    assert!(said.contains("`a b`") && !said.contains("secrets/"), "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("hint:")).count(), 1, "{said}");
+
+    let first = cli.run_with(&["secret", "set", "smtp/password"], &[], Some("value-1\n"));
+    assert!(first.status.success() && stderr(&first).contains("stored secret `smtp/password`"), "{}", stderr(&first));
+    let again = cli.run_with(&["secret", "set", "smtp/password"], &[], Some("value-2\n"));
+    let said = stderr(&again);
+    assert_eq!(again.status.code(), Some(1), "{said}");
+    assert!(said.contains("secret_exists") && said.contains("`smtp/password`"), "{said}");
+    assert!(said.lines().any(|l| l.starts_with("hint:") && l.contains("--force")), "{said}");
+    let forced = cli.run_with(&["secret", "set", "smtp/password", "--force"], &[], Some("value-2\n"));
+    assert!(forced.status.success() && stderr(&forced).contains("replaced secret `smtp/password`"), "{}", stderr(&forced));
+}

@@ -120,7 +120,7 @@ pub const ROUTES: &[Route] = &[
     route("POST", "/v1/vault/unlock", Token(Console), "{passphrase}; 403 wrong_passphrase changes nothing; resumes awaiting_vault runs", App(|| post(credentials::vault_unlock))).takes::<credentials::PassphraseBody>(),
     route("POST", "/v1/vault/lock", Token(Console), "forgets the key", App(|| post(credentials::vault_lock))),
     route("GET", "/v1/secrets", Token(Admin), "free-form secrets: paths and metadata, never values", App(|| get(credentials::list_secrets))),
-    route("POST", "/v1/secrets", Token(Admin), "{path, value, description?} → 201", App(|| post(credentials::set_secret))).takes::<credentials::SetSecret>(),
+    route("POST", "/v1/secrets", Token(Admin), "{path, value, description?, force?} → 201 {path, replaced}; an existing path without force is 409 secret_exists", App(|| post(credentials::set_secret))).takes::<credentials::SetSecret>(),
     route("DELETE", "/v1/secrets/{*path}", Token(Admin), "remove a secret", App(|| delete(credentials::remove_secret))),
     route("GET", "/v1/bindings", Token(Console), "credential bindings {items} (no secret bytes); works while locked", App(|| get(credentials::list_bindings))),
     route("POST", "/v1/bindings/setup", Token(Console), "{connector, identity?, api_key? | aws?{access_key_id, secret_access_key, session_token?}} → 201", App(|| post(credentials::setup_binding))).takes::<credentials::SetupBody>(),
