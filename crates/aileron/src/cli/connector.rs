@@ -216,6 +216,16 @@ async fn install(home: &Home, request: Install) -> CliResult {
             _ => CliError::usage(message),
         }
     })?;
+    // A malformed pin can never match: say what a hash looks like rather than `hash_mismatch`.
+    if let Some(hash) = &request.hash
+        && aileron_core::ContentHash::parse(hash).is_err()
+    {
+        return Err(CliError::usage(format!(
+            "`{}` is not a content hash: --hash must be `sha256:` followed by 64 lowercase hex digits\nhint: copy the \
+             hash that `aileron connector pack` or an earlier install printed, or leave out --hash",
+            aileron_core::untrusted_text::visible(hash, 80)
+        )));
+    }
     let client = DaemonClient::connect(home).await?;
     let _download;
     let source = match &request.from {

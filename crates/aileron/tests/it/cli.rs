@@ -790,3 +790,21 @@ fn secret_set_names_the_users_path_and_replaces_only_with_force() {
     let forced = cli.run_with(&["secret", "set", "smtp/password", "--force"], &[], Some("value-2\n"));
     assert!(forced.status.success() && stderr(&forced).contains("replaced secret `smtp/password`"), "{}", stderr(&forced));
 }
+
+/// A `--hash` that is not `sha256:` + 64 hex digits can never match: a usage error saying what a
+/// hash looks like, not a `hash_mismatch` against the package.
+#[test]
+fn connector_install_with_a_malformed_hash_is_a_usage_error() {
+    let cli = Cli::new();
+    let package = cli.package("echo", &[]);
+    let short = format!("sha256:{}", "a".repeat(63));
+    for hash in ["abc", short.as_str()] {
+        let args = ["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/echo@1.0.0", "--hash", hash, "--yes", "--allow-unsigned"];
+        let output = cli.run(&args);
+        let said = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{hash}: {said}");
+        assert!(said.contains(&format!("`{hash}` is not a content hash")) && said.contains("64"), "{said}");
+        assert!(!said.contains("hash_mismatch"), "{said}");
+        assert_eq!(said.lines().filter(|l| l.starts_with("hint:")).count(), 1, "{said}");
+    }
+}
