@@ -40,6 +40,9 @@ impl std::fmt::Debug for PublicKey {
 pub enum KeyError {
     #[error("not an ed25519 public key: {0}")]
     Invalid(String),
+    /// A PEM private key (ours is `publisher.key`): named so, never echoed.
+    #[error("this is a private key; pass the public key (publisher.pub)")]
+    PrivateKey,
 }
 
 impl PublicKey {
@@ -50,6 +53,17 @@ impl PublicKey {
     /// PEM SPKI (`-----BEGIN PUBLIC KEY-----`) or base64 of the raw 32 bytes.
     pub fn parse(text: &str) -> Result<PublicKey, KeyError> {
         let text = text.trim();
+        // `-----BEGIN PRIVATE KEY-----`, `... OPENSSH PRIVATE KEY-----`, `... EC PRIVATE KEY-----`:
+        // the easy mix-up with the file next to publisher.pub.
+        if let Some(label) = text.strip_prefix("-----BEGIN ").and_then(|rest| rest.split_once("-----")).map(|(label, _)| label) {
+            if label.ends_with("PRIVATE KEY") {
+                return Err(KeyError::PrivateKey);
+            }
+            if label != "PUBLIC KEY" {
+                let label: String = label.chars().filter(|c| !c.is_control()).take(40).collect();
+                return Err(KeyError::Invalid(format!("a PEM `{label}` block, not `PUBLIC KEY`")));
+            }
+        }
         let der = if let Some(body) = text.strip_prefix("-----BEGIN PUBLIC KEY-----") {
             let body = body
                 .trim()
@@ -309,6 +323,13 @@ mod tests {
         for bad in ["", "not base64!", &B64.encode([0u8; 31]), "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"] {
             assert!(PublicKey::parse(bad).is_err(), "{bad:?}");
         }
+        // A private key is named as such (and never echoed); another PEM block by its label.
+        let private = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n-----END PRIVATE KEY-----\n";
+        assert_eq!(PublicKey::parse(private), Err(KeyError::PrivateKey));
+        assert_eq!(PublicKey::parse("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbg==\n-----END OPENSSH PRIVATE KEY-----"), Err(KeyError::PrivateKey));
+        assert_eq!(KeyError::PrivateKey.to_string(), "this is a private key; pass the public key (publisher.pub)");
+        let certificate = PublicKey::parse("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----").unwrap_err();
+        assert_eq!(certificate.to_string(), "not an ed25519 public key: a PEM `CERTIFICATE` block, not `PUBLIC KEY`");
         // An RSA SPKI is refused, not misread.
         let rsa = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VuAyEAhSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=\n-----END PUBLIC KEY-----";
         assert!(PublicKey::parse(rsa).is_err(), "an X25519 key is not an ed25519 key");

@@ -103,6 +103,9 @@ pub fn binding_name(kind: CredentialKind, connector: &str, identity: &str) -> St
 }
 
 /// Identities are short lowercase labels (`default`, `work`, `alice@example.com`).
+/// The hint of an identity `validate_identity` refuses.
+pub const IDENTITY_HINT: &str = "name the account in lowercase, e.g. `work` or `me@example.com`";
+
 pub fn validate_identity(identity: &str) -> Result<(), String> {
     let valid = !identity.is_empty()
         && identity.len() <= 64

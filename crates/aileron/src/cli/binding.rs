@@ -134,6 +134,11 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
 }
 
 async fn setup(home: &Home, client: &DaemonClient, connector: &str, identity: Option<String>, material: &MaterialArgs) -> CliResult {
+    // Checked before anything is asked for; the daemon checks again.
+    if let Some(identity) = &identity {
+        crate::bindings::validate_identity(identity)
+            .map_err(|message| CliError::usage(format!("{}\nhint: {}", escape(&message), crate::bindings::IDENTITY_HINT)))?;
+    }
     let connectors = client.get("/v1/connectors").await?;
     let installed = connectors["items"].as_array().into_iter().flatten().rfind(|c| c["fqn"] == connector).cloned();
     let Some(installed) = installed else {

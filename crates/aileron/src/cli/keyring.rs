@@ -5,7 +5,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use aileron_core::signing::PublicKey;
+use aileron_core::signing::{KeyError, PublicKey};
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::json;
@@ -54,6 +54,27 @@ pub async fn fetch_key(authority: &str) -> Result<PublicKey, CliError> {
     PublicKey::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| CliError::failure(format!("{url}: {e}\nhint: ask the publisher to fix keys/publisher.pub")))
 }
 
+/// Reads `--key FILE`; each way it can be wrong gets its own hint.
+fn read_key_file(path: &std::path::Path) -> Result<PublicKey, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::failure(format!(
+            "reading {}: {e}\nhint: pass the publisher's public key file, usually keys/publisher.pub in its repository",
+            path.display()
+        ))
+    })?;
+    PublicKey::parse(&text).map_err(|e| {
+        let hint = match e {
+            KeyError::PrivateKey => {
+                "never share publisher.key; the public key is publisher.pub, written next to it by `aileron connector keygen`"
+            }
+            KeyError::Invalid(_) => {
+                "the file must hold one ed25519 public key: a PEM `-----BEGIN PUBLIC KEY-----` block or base64 of its 32 bytes"
+            }
+        };
+        CliError::failure(format!("{}: {e}\nhint: {hint}", path.display()))
+    })
+}
+
 pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
     let client = DaemonClient::connect(home).await?;
     match args.command {
@@ -61,10 +82,7 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
             let authority = aileron_core::signing::parse_authority(&authority)
                 .map_err(|e| CliError::failure(format!("{e}\nhint: an authority is github://<owner> or github://<owner>/<repo>")))?;
             let key = match key {
-                Some(path) => {
-                    let text = std::fs::read_to_string(&path).map_err(|e| CliError::failure(format!("reading {}: {e}", path.display())))?;
-                    PublicKey::parse(&text).map_err(|e| CliError::failure(format!("{}: {e}", path.display())))?
-                }
+                Some(path) => read_key_file(&path)?,
                 None => fetch_key(&authority).await?,
             };
             eprintln!("{authority} key {}", key.fingerprint());

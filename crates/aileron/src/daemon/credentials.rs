@@ -22,7 +22,7 @@ use crate::workflows::require;
 use crate::principal::{Principal, Scope};
 use crate::wire::ApiError;
 use crate::audit_log::AuditEvent;
-use crate::bindings::{BINDINGS_PREFIX, BindingError, BindingInfo, DEFAULT_IDENTITY, Material, validate_identity};
+use crate::bindings::{BINDINGS_PREFIX, BindingError, BindingInfo, DEFAULT_IDENTITY, IDENTITY_HINT, Material, validate_identity};
 use crate::oauth::{Mode, OAuthError, Target, is_loopback_http};
 use crate::principal::Caller;
 use crate::vault::{VaultAccessError, VaultState};
@@ -333,7 +333,7 @@ fn credential_kind_of(manifest: &ConnectorManifest, connector: &str) -> Result<C
 
 fn identity_of(identity: Option<String>) -> Result<String, ApiError> {
     let identity = identity.unwrap_or_else(|| DEFAULT_IDENTITY.to_string());
-    validate_identity(&identity).map_err(|message| ApiError::bad_request("invalid_identity", message))?;
+    validate_identity(&identity).map_err(|message| ApiError::bad_request("invalid_identity", message).with_hint(IDENTITY_HINT))?;
     Ok(identity)
 }
 

@@ -808,3 +808,46 @@ fn connector_install_with_a_malformed_hash_is_a_usage_error() {
         assert_eq!(said.lines().filter(|l| l.starts_with("hint:")).count(), 1, "{said}");
     }
 }
+
+/// `keyring trust --key` with the private key says so (never echoing it) and points at the public
+/// one; an unreadable or unparsable key file, a relative `--since` and a bad `--identity` each get
+/// their own hint instead of the generic "run the command with --help".
+#[test]
+fn key_files_times_and_identities_get_their_own_hints() {
+    let cli = Cli::new();
+    let keys = cli.scratch().join("keys");
+    cli.ok(&["connector", "keygen", "--out", keys.to_str().unwrap()]);
+    let private = std::fs::read_to_string(keys.join("publisher.key")).unwrap();
+    let garbage = cli.scratch().join("garbage.pub");
+    std::fs::write(&garbage, "not a key!\n").unwrap();
+    let key_arg = |path: &Path| path.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, i32, &str, &str)> = vec![
+        (
+            vec!["keyring".into(), "trust".into(), "github://q".into(), "--key".into(), key_arg(&keys.join("publisher.key")), "--yes".into()],
+            1,
+            "this is a private key; pass the public key (publisher.pub)",
+            "publisher.pub",
+        ),
+        (vec!["keyring".into(), "trust".into(), "github://q".into(), "--key".into(), key_arg(&garbage), "--yes".into()], 1, "not an ed25519 public key", "BEGIN PUBLIC KEY"),
+        (
+            vec!["keyring".into(), "trust".into(), "github://q".into(), "--key".into(), key_arg(&cli.scratch().join("absent.pub")), "--yes".into()],
+            1,
+            "absent.pub",
+            "publisher.pub",
+        ),
+        (vec!["audit".into(), "list".into(), "--since".into(), "yesterday".into()], 1, "`yesterday`", "2025-01-31"),
+        (vec!["binding".into(), "setup".into(), "github://x/y".into(), "--identity".into(), "Bad Id!".into()], 2, "`Bad Id!`", "lowercase"),
+    ];
+    for (args, code, message, hint) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = cli.run(&args);
+        let said = stderr(&output);
+        assert_eq!(output.status.code(), Some(code), "{args:?}: {said}");
+        assert!(said.contains(message), "{args:?}: {said}");
+        let hints: Vec<&str> = said.lines().filter(|l| l.starts_with("hint:")).collect();
+        assert!(hints.len() == 1 && hints[0].contains(hint) && !hints[0].contains("--help"), "{args:?}: {said}");
+        for line in private.lines().filter(|l| !l.starts_with("-----")) {
+            assert!(!said.contains(line), "the private key is never echoed: {said}");
+        }
+    }
+}
