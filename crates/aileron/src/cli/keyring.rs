@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use aileron_core::signing::{KeyError, PublicKey};
 use clap::{Args, Subcommand};
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{CliError, CliResult, print_json, ExitStatus};
 use crate::client::{ApiFailure, DaemonClient};
@@ -128,13 +128,23 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
             let body = match (authority, fingerprint) {
                 (Some(authority), None) => json!({ "authority": authority }),
                 (None, Some(fingerprint)) => json!({ "fingerprint": fingerprint }),
-                _ => return Err(CliError { message: "give an authority or --key <fingerprint>, not both\nhint: aileron keyring revoke github://acme".into(), code: super::ExitStatus::Usage }),
+                (None, None) => {
+                    return Err(CliError::usage(
+                        "say which key to stop trusting: an authority or --key <fingerprint>\nhint: `aileron keyring list` shows the trusted keys; e.g. aileron keyring revoke github://acme",
+                    ));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(CliError::usage(
+                        "give an authority or --key <fingerprint>, not both\nhint: aileron keyring revoke github://acme revokes every key of that authority",
+                    ));
+                }
             };
             let (status, answer) = client.call_raw(Method::POST, "/v1/keyring/revoke", Some(&body)).await?;
             if !status.is_success() {
                 return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
             }
-            eprintln!("revoked {} key(s) of {}", answer["removed"], answer["authorities"]);
+            let authorities: Vec<&str> = answer["authorities"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            eprintln!("revoked {} key(s) of {}", answer["removed"], super::escape(&authorities.join(", ")));
             Ok(ExitStatus::Ok)
         }
     }

@@ -94,7 +94,9 @@ pub async fn revoke_key(
     let mut keyring = crate::keyring::load(&path).map_err(crate::workflows::connectors::keyring_load_error)?;
     let (removed, authorities) = match (&body.authority, &body.fingerprint) {
         (Some(authority), None) => {
-            let authority = parse_authority(authority).map_err(|e| ApiError::bad_request("invalid_authority", e))?;
+            let authority = parse_authority(authority).map_err(|e| {
+                ApiError::bad_request("invalid_authority", e).with_hint("an authority is <scheme>://<owner> or <scheme>://<owner>/<repo>")
+            })?;
             (keyring.revoke_authority(&authority), vec![authority])
         }
         (None, Some(fingerprint)) => {

@@ -851,3 +851,23 @@ fn key_files_times_and_identities_get_their_own_hints() {
         }
     }
 }
+
+/// `keyring revoke` with nothing to revoke says what is missing (not "not both"), and a revoke
+/// names the authorities plainly, not as a debug list.
+#[test]
+fn keyring_revoke_says_what_is_missing_and_names_authorities_plainly() {
+    let cli = Cli::new();
+    let nothing = cli.run(&["keyring", "revoke"]);
+    let said = stderr(&nothing);
+    assert_eq!(nothing.status.code(), Some(2), "{said}");
+    assert!(said.contains("an authority or --key <fingerprint>") && !said.contains("not both"), "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("hint:")).count(), 1, "{said}");
+
+    let key = cli.scratch().join("raw.pub");
+    std::fs::write(&key, "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=\n").unwrap();
+    cli.ok(&["keyring", "trust", "github://aileron/github-issues", "--key", key.to_str().unwrap(), "--yes"]);
+    let revoked = cli.run(&["keyring", "revoke", "github://aileron/github-issues"]);
+    let said = stderr(&revoked);
+    assert!(revoked.status.success(), "{said}");
+    assert!(said.contains("revoked 1 key(s) of github://aileron/github-issues") && !said.contains("[\""), "{said}");
+}
