@@ -133,6 +133,12 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             }
         }
     }
+    if !state.audit.has_room().await {
+        // The log has room left only for records like this refusal's: a run whose record might
+        // not fit is refused before it does anything (SPEC §10, risky work fails closed).
+        audit_rejection(state, &request.caller, &request.action, "audit_low_on_space", &request.args).await?;
+        return Err(RunRejection::AuditUnavailable("the disk holding the audit log is full".into()));
+    }
     let span = state.telemetry.action_execute(&action);
     let executed =
         execute_steps(state, &action, &request.args, &request.caller, &audit_id).with_context(span.context()).await;

@@ -243,6 +243,8 @@ struct Stats {
     batches: AtomicU64,
     /// Time the writer spent in `fdatasync`, in nanoseconds.
     sync_nanos: AtomicU64,
+    /// The disk could not give the daily file its headroom (`writer::HEADROOM`) at the last try.
+    low_on_space: std::sync::atomic::AtomicBool,
 }
 
 /// The audit log. Not `Clone`: share it behind an `Arc`; dropping it stops the writer.
@@ -355,6 +357,22 @@ impl AuditLog {
             verified: Mutex::new(None),
         };
         Ok(AuditLog { backend: Backend::Disk(disk), stats, durable_seq })
+    }
+
+    /// The disk holding the log is (nearly) full: the writer could not keep its headroom
+    /// allocated past the daily file's end. Records still fit in what is left, for a while; risky
+    /// work is refused before it starts (SPEC §10). Cleared by the first batch that gets the room.
+    pub fn low_on_space(&self) -> bool {
+        self.stats.low_on_space.load(Ordering::Relaxed)
+    }
+
+    /// [`AuditLog::low_on_space`], asked again of the disk when it was low (the writer tries to
+    /// take its headroom once more): false when the log has room for a run's record.
+    pub async fn has_room(&self) -> bool {
+        if self.low_on_space() {
+            self.flush().await;
+        }
+        !self.low_on_space()
     }
 
     /// True when records survive a restart (on disk), false for the in-memory log.

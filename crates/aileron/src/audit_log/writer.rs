@@ -53,6 +53,9 @@ struct OpenLog {
     len: u64,
     /// Where the background writeback [`Writer::start_writeback`] last started ends.
     written_back: u64,
+    /// Where the blocks allocated for the file end ([`Writer::keep_headroom`]); `u64::MAX` when
+    /// the file system cannot allocate ahead.
+    reserved_to: u64,
 }
 
 impl OpenLog {
@@ -61,6 +64,12 @@ impl OpenLog {
         self.file.sync_data().map_err(|e| io::Error::new(e.kind(), format!("syncing {}: {e}", self.path.display())))
     }
 }
+
+/// Bytes kept allocated past the daily file's end (`fallocate`, `FALLOC_FL_KEEP_SIZE`: its size
+/// and contents are unchanged), renewed when less than half is left. When the disk cannot give
+/// them the log is low on space ([`super::AuditLog::low_on_space`]): runs are refused before
+/// their steps, and the records of those refusals still fit in what is left.
+const HEADROOM: u64 = 256 * 1024;
 
 /// How much of the daily file [`Writer::start_writeback`] lets accumulate before starting to
 /// write it back: an eighth of the journal, so a checkpoint finds little left to write.
@@ -112,6 +121,11 @@ impl Writer {
             if !appends.is_empty() {
                 self.commit(appends);
             }
+            // A flush while the disk was low asks again whether it has room now
+            // (`AuditLog::has_room`): the space may have been freed since the last batch.
+            if !flushes.is_empty() && self.stats.low_on_space.load(Ordering::Relaxed) {
+                self.keep_headroom();
+            }
             for reply in flushes {
                 let _ = reply.send(());
             }
@@ -119,6 +133,9 @@ impl Writer {
         // Shutting down: the daily file is made durable, and then the journal holds nothing the
         // next start must read (it would hash every stale frame to find that out).
         let synced = self.file.as_ref().map_or(Ok(()), OpenLog::sync);
+        if let Some(open) = &self.file {
+            Self::release_headroom(open);
+        }
         match synced {
             Ok(()) => self.journal.clear(),
             Err(error) => log_line!("aileron: warning: at shutdown: {error} (the journal keeps its records)"),
@@ -159,6 +176,7 @@ impl Writer {
                 // waiter waits for its `pwrite`.
                 self.anchor_head();
                 self.start_writeback();
+                self.keep_headroom();
             }
             Err(error) => {
                 // Nothing of this batch was acknowledged: take it back off the disk so the chain
@@ -266,6 +284,48 @@ impl Writer {
         }
     }
 
+    /// Keeps [`HEADROOM`] bytes allocated past the current file's end, and says whether the disk
+    /// could give them. A file system that cannot allocate ahead is never reported low.
+    fn keep_headroom(&mut self) {
+        use std::os::fd::AsRawFd;
+        let Some(open) = self.file.as_mut() else {
+            // No file open (a failed batch closed it; the next one opens it and allocates):
+            // whether the next batch will find the room is what the file system says is free.
+            if self.stats.low_on_space.load(Ordering::Relaxed) && free_bytes(&self.audit_dir).is_some_and(|free| free >= HEADROOM) {
+                self.stats.low_on_space.store(false, Ordering::Relaxed);
+            }
+            return;
+        };
+        if open.reserved_to >= open.len.saturating_add(HEADROOM / 2) {
+            return;
+        }
+        // SAFETY: a plain system call on a descriptor `open.file` owns; it touches no memory.
+        let reserved = unsafe {
+            libc::fallocate(open.file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, open.len as libc::off_t, HEADROOM as libc::off_t)
+        };
+        let low = if reserved == 0 {
+            open.reserved_to = open.len + HEADROOM;
+            false
+        } else {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::ENOSPC | libc::EDQUOT) => true,
+                _ => {
+                    open.reserved_to = u64::MAX;
+                    false
+                }
+            }
+        };
+        self.stats.low_on_space.store(low, Ordering::Relaxed);
+    }
+
+    /// Gives back the blocks [`Writer::keep_headroom`] allocated past a file's end (a file that
+    /// is done with: the day is over, or the writer stops).
+    fn release_headroom(open: &OpenLog) {
+        if open.reserved_to != u64::MAX && open.reserved_to > open.len {
+            let _ = open.file.set_len(open.len);
+        }
+    }
+
     /// Makes the file for `date` current, first committing what is buffered for the previous one:
     /// a later file must never hold records whose predecessors are not yet durable.
     fn prepare_file(&mut self, date: NaiveDate, buffer: &mut Vec<u8>, touched: &mut Vec<Touched>) -> io::Result<()> {
@@ -279,13 +339,16 @@ impl Writer {
             self.write_and_sync(buffer)?;
             // A checkpoint syncs only the current file before the journal is written over: the
             // previous day's file is made durable now.
-            self.file.as_ref().expect("checked above").sync()?;
+            let previous = self.file.as_ref().expect("checked above");
+            previous.sync()?;
+            Self::release_headroom(previous);
         }
         let path: Arc<Path> = self.audit_dir.join(log_file_name(date)).into();
         let file = open_for_append(&self.audit_dir, &path)?;
         let len = file.metadata()?.len();
         touched.push(Touched { path: path.clone(), len_before: len });
-        self.file = Some(OpenLog { date, path, file, len, written_back: len });
+        self.file = Some(OpenLog { date, path, file, len, written_back: len, reserved_to: len });
+        self.keep_headroom();
         Ok(())
     }
 
@@ -312,6 +375,20 @@ impl Writer {
         buffer.clear();
         Ok(())
     }
+}
+
+/// Bytes an unprivileged writer may still allocate on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string and `stats` a buffer the call fills on success.
+    if unsafe { libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: filled by the successful call above.
+    let stats = unsafe { stats.assume_init() };
+    Some(u64::from(stats.f_bavail).saturating_mul(u64::from(stats.f_frsize)))
 }
 
 #[cfg(test)]

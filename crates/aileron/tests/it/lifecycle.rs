@@ -176,27 +176,52 @@ fn the_daemon_keeps_serving_when_its_log_cannot_be_written() {
     assert!(cli.ok(&["audit", "verify"]).contains("ok"));
 }
 
-/// A run whose record cannot be written after its steps ran is refused (`audit_unavailable`,
-/// exit 1) — but never with "nothing was executed": its effects happened, and a caller told
-/// otherwise would run it again. The audit directory is a full tmpfs in a mount namespace of
+/// While the disk holding the audit log is full, a run is refused before its steps (SPEC §10:
+/// risky work fails closed) — it used to run and then fail to record itself. The log keeps
+/// headroom allocated past its end, so the refusals themselves are on record; once the disk has
+/// room again the next run goes through. The audit directory is a tmpfs in a mount namespace of
 /// the daemon's own (`unshare`), filled once the daemon has started.
 #[test]
-fn a_run_whose_record_cannot_be_written_does_not_claim_nothing_ran() {
-    let cli = Cli::with_echo_action("unrecorded");
+fn runs_are_refused_before_their_steps_while_the_audit_disk_is_full() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(FakeGithub::start()).unwrap();
+    let cli = Cli::new();
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], ..ActionSpec::new("fetch", "http_get", &hash, "get") });
     cli.ok(&["daemon", "stop"]);
+    let url = format!("url={}/status/200", upstream.base_url());
     let mut audit = SmallAuditDir::start(&cli, 1);
-    let ran = cli.run(&["action", "run", "unrecorded"]);
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
-    audit.fill(&cli);
-    let refused = cli.run(&["action", "run", "unrecorded"]);
+    cli.ok(&["action", "run", "fetch", "--arg", &url]);
+    assert_eq!(upstream.recorder.count(), 1);
+
+    // Full, with headroom left: refused before the steps, and the refusal is on record.
+    audit.fill_disk();
+    audit.post_until(&cli, |_, status| status["audit"].as_str().is_some_and(|audit| audit.contains("low on space")));
+    let refused = cli.run(&["action", "run", "fetch", "--arg", &url]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("audit_unavailable") && stderr.contains("the action ran"), "{stderr}");
-    assert!(stderr.contains("hint: ") && !stderr.contains("nothing was executed"), "{stderr}");
+    assert!(stderr.contains("audit_unavailable") && stderr.contains("nothing was executed"), "{stderr}");
+    assert_eq!(upstream.recorder.count(), 1, "the refused run never reached the upstream");
+    let rejected: serde_json::Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.rejected"])).unwrap();
+    assert!(
+        rejected["items"].as_array().unwrap().iter().any(|r| r["payload"]["aileron.action.name"] == "fetch"),
+        "the refusal is on record: {rejected}"
+    );
 
+    // Full to the last byte: still refused, nothing runs.
+    audit.post_until(&cli, |answer, _| answer == reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    let refused = cli.run(&["action", "run", "fetch", "--arg", &url]);
+    assert_eq!(refused.status.code(), Some(1), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert_eq!(upstream.recorder.count(), 1, "nothing ran on a full disk");
+
+    // Room again: the next run goes through.
     audit.free();
+    cli.ok(&["action", "run", "fetch", "--arg", &url]);
+    assert_eq!(upstream.recorder.count(), 2);
+    assert!(!cli.ok(&["status"]).contains("low on space"));
     cli.ok(&["daemon", "stop"]);
     assert!(audit.shell.wait().unwrap().success());
+    drop(runtime);
 }
 
 /// Daemons run one after another (`runs` of them, each started when the one before stops) with
@@ -244,21 +269,32 @@ impl SmallAuditDir {
         std::path::PathBuf::from(format!("/proc/{}/root", self.shell.id())).join(self.dir.strip_prefix("/").unwrap())
     }
 
-    /// Fills the tmpfs, then has the daemon audit calls of an action named `x` (small
-    /// `action.rejected` records) until one cannot be written: the day file's last page had room
-    /// for a few, and any record larger than these can no longer be written.
-    fn fill(&self, cli: &Cli) {
+    /// Fills the tmpfs to its last byte (the log's headroom, allocated before, is left).
+    fn fill_disk(&self) {
         let mut filler = std::fs::File::create(self.inside().join("filler")).unwrap();
         while std::io::Write::write_all(&mut filler, &[0u8; 64 * 1024]).is_ok() {}
+    }
+
+    /// [`SmallAuditDir::fill_disk`], then small `action.rejected` records (calls of an action
+    /// named `x`) until one cannot be written: no record fits any more.
+    fn fill(&self, cli: &Cli) {
+        self.fill_disk();
+        self.post_until(cli, |answer, _| answer == reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    /// Has the daemon audit calls of an action named `x` until `done` holds for an answer's
+    /// status and the daemon's `/v1/status` after it.
+    fn post_until(&self, cli: &Cli, done: impl Fn(reqwest::StatusCode, &serde_json::Value) -> bool) {
         aileron::process::install_crypto_provider();
         let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
         let (url, token) = (info["url"].as_str().unwrap(), info["token"].as_str().unwrap());
         let client = reqwest::blocking::Client::new();
-        let refused = (0..100).find(|_| {
+        let reached = (0..5_000).any(|_| {
             let answer = client.post(format!("{url}/v1/actions/x/run")).bearer_auth(token).json(&serde_json::json!({"args": {}})).send().unwrap();
-            answer.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE
+            let status: serde_json::Value = client.get(format!("{url}/v1/status")).bearer_auth(token).send().unwrap().json().unwrap();
+            done(answer.status(), &status)
         });
-        assert!(refused.is_some(), "the audit directory never filled up");
+        assert!(reached, "the audit directory never reached the state asked for");
     }
 
     fn free(&self) {

@@ -208,7 +208,11 @@ async fn status(
         },
         "sessions": active,
         "vault": state.vault.state().as_str(),
-        "audit": if state.audit.is_durable() { "disk" } else { "memory" },
+        "audit": match (state.audit.is_durable(), state.audit.low_on_space()) {
+            (true, false) => "disk",
+            (true, true) => "disk, low on space: runs are refused until it has room",
+            (false, _) => "memory",
+        },
         // Whether the start-up warm-up has loaded every module the enabled actions pin.
         "modules_warm": state.modules_warm.load(std::sync::atomic::Ordering::Acquire),
         // How soon freed memory goes back to the system (ARCHITECTURE.md, "Allocator").
