@@ -242,7 +242,10 @@ pub fn parse_packaged_action(text: &str, label: &str) -> Result<ActionFile, Pars
 }
 
 fn parse(text: &str, file: &str, expected_stem: Option<&str>) -> Result<ActionFile, ParseError> {
-    let (frontmatter, body) = split_frontmatter(text, file)?;
+    // Editors on Windows may start a UTF-8 file with a byte order mark; it is not part of the
+    // opening fence. The stored text keeps the file's exact bytes.
+    let content = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let (frontmatter, body) = split_frontmatter(content, file)?;
     // The frontmatter starts on line 2, right after the opening fence.
     let source = TomlSource::new(file, frontmatter, 2);
     let raw: raw::RawAction = source.decode()?;

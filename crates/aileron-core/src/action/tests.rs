@@ -191,7 +191,8 @@ fn frontmatter_fences() {
         (String::new(), first),
         (format!("---\n{frontmatter}---\n"), first),
         (format!("+++ \n{frontmatter}+++\n"), first),
-        (format!("\u{feff}+++\n{frontmatter}+++\n"), first),
+        // Two byte order marks are one too many (one is accepted: `a_leading_byte_order_mark_is_accepted`).
+        (format!("\u{feff}\u{feff}+++\n{frontmatter}+++\n"), first),
         (format!("\n+++\n{frontmatter}+++\n"), first),
         (format!("# Title\n+++\n{frontmatter}+++\n"), first),
         (format!("+++\n{frontmatter}"), unclosed),
@@ -1087,4 +1088,17 @@ fn ops_outside_the_declared_capabilities_are_refused() {
     assert!(error.hint.contains("add \"list_issues\" to that [[requires.connectors]] entry's capabilities"), "{error}");
     // No op names at all (only a credential and a host): every op is allowed, as at run time.
     parse_ok(&edit(l, "\"get_repo\", \"list_issues\", ", ""), "list-issues.md");
+}
+
+/// A UTF-8 byte order mark (which editors on Windows add) before the opening fence is accepted;
+/// the action keeps the file's exact bytes and errors keep their lines.
+#[test]
+fn a_leading_byte_order_mark_is_accepted() {
+    let text = format!("\u{feff}{LIST_ISSUES}");
+    let action = parse_ok(&text, "list-issues.md");
+    assert_eq!(action.name, "list-issues");
+    assert_eq!(action.title(), Some("List GitHub issues"));
+    assert_eq!(action.source_text(), text);
+    let broken = edit(&text, "version = \"1.0.0\"", "version = \"1.0\"");
+    assert_eq!(parse_action(&broken, "list-issues.md").unwrap_err().line, Some(3));
 }
