@@ -402,7 +402,7 @@ impl ActionValidator<'_, '_> {
         }
         let inputs = self.inputs(raw.inputs.unwrap_or_default())?;
         let steps = self.steps(raw.execute, &requires, &inputs)?;
-        let approval = self.approval(raw.approval, &inputs, &requires, &steps)?;
+        let approval = self.approval(raw.approval, &inputs)?;
         Ok(ActionFile {
             name,
             version,
@@ -614,7 +614,6 @@ impl ActionValidator<'_, '_> {
                 return Err(self.err(&op_path, "`op` must not be empty", op_hint));
             }
             validate_op_name(&op).map_err(|reason| self.err(&op_path, reason, op_hint))?;
-            self.declared_op(&op, &op_path, requires, &connector, "the step calls")?;
             let timeout_seconds = match step.timeout_seconds {
                 None => None,
                 Some(seconds) if (1..=i64::from(MAX_STEP_TIMEOUT_SECONDS)).contains(&seconds) => Some(seconds as u32),
@@ -729,44 +728,7 @@ impl ActionValidator<'_, '_> {
         })
     }
 
-    /// The rule `check_op` enforces at run time (SPEC §4.5), checked here so an action that could
-    /// only ever fail `capability_denied` is never installed: when the connector's capabilities
-    /// list op names, `op` must be one of them. Credential, `network:` and `spawn:` entries are no
-    /// op names and do not count.
-    fn declared_op(
-        &self,
-        op: &str,
-        op_path: &FieldPath,
-        requires: &[RequiredConnector],
-        connector: &Fqn,
-        caller: &str,
-    ) -> Result<(), ParseError> {
-        let Some(required) = requires.iter().find(|r| &r.name == connector) else {
-            return Ok(());
-        };
-        let subset = required.subset();
-        if subset.allows_op(op) {
-            return Ok(());
-        }
-        let declared: Vec<&str> = subset.ops().collect();
-        Err(self.err(
-            op_path,
-            format!(
-                "{caller} the op `{op}`, but the capabilities of `{connector}` list only the ops {} (every run would \
-                 fail capability_denied)",
-                declared.join(", ")
-            ),
-            format!("add \"{op}\" to that [[requires.connectors]] entry's capabilities, or call a listed op"),
-        ))
-    }
-
-    fn approval(
-        &self,
-        raw: Option<raw::RawApproval>,
-        inputs: &[InputSpec],
-        requires: &[RequiredConnector],
-        steps: &[Step],
-    ) -> Result<Approval, ParseError> {
+    fn approval(&self, raw: Option<raw::RawApproval>, inputs: &[InputSpec]) -> Result<Approval, ParseError> {
         let Some(raw) = raw else {
             return Ok(Approval::default());
         };
@@ -781,10 +743,6 @@ impl ActionValidator<'_, '_> {
                     return Err(self.err(&op_path, "`op` must not be empty", op_hint));
                 }
                 validate_op_name(&op).map_err(|reason| self.err(&op_path, reason, op_hint))?;
-                // The preview runs on the first step's connector, through the same check as a step.
-                if let Some(first) = steps.first() {
-                    self.declared_op(&op, &op_path, requires, &first.connector, "the approval preview calls")?;
-                }
                 let args_path = path.key("args");
                 let args = self.json_table(preview.args.unwrap_or_default(), &args_path)?;
                 for (key, value) in &args {

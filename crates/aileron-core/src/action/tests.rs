@@ -1055,41 +1055,6 @@ fn an_action_without_inputs_takes_no_arguments() {
     assert_eq!(error.problems, [ArgsProblem::Undeclared(vec!["x".into()])]);
 }
 
-/// A step or preview op the connector's capabilities do not list (when they list any op) could
-/// only ever fail `capability_denied` at run time, so it is refused at parse time; credential,
-/// `network:` and `spawn:` entries are not op names, and a list with no op names allows every op.
-#[test]
-fn ops_outside_the_declared_capabilities_are_refused() {
-    let l = LIST_ISSUES;
-    let c = CREATE_ISSUE;
-    let step = "the step calls the op `list_issues`, but the capabilities of `github://aileron/github` list only \
-                the ops get_repo (every run would fail capability_denied)";
-    let preview = "the approval preview calls the op `get_repo`, but the capabilities of `github://aileron/github` \
-                   list only the ops create_issue (every run would fail capability_denied)";
-    check_errors(
-        "list-issues.md",
-        vec![(
-            edit(l, "capabilities = [\"get_repo\", \"list_issues\",", "capabilities = [\"get_repo\","),
-            Some(line_of(l, "op = \"list_issues\"")),
-            Some("execute[1].op"),
-            step,
-        )],
-    );
-    check_errors(
-        "create-issue.md",
-        vec![(
-            edit(c, "capabilities = [\"create_issue\", \"get_repo\",", "capabilities = [\"create_issue\","),
-            Some(line_of(c, "op = \"get_repo\"")),
-            Some("approval.preview.op"),
-            preview,
-        )],
-    );
-    let error = parse_action(&edit(l, "\"list_issues\", ", ""), "list-issues.md").unwrap_err();
-    assert!(error.hint.contains("add \"list_issues\" to that [[requires.connectors]] entry's capabilities"), "{error}");
-    // No op names at all (only a credential and a host): every op is allowed, as at run time.
-    parse_ok(&edit(l, "\"get_repo\", \"list_issues\", ", ""), "list-issues.md");
-}
-
 /// A UTF-8 byte order mark (which editors on Windows add) before the opening fence is accepted;
 /// the action keeps the file's exact bytes and errors keep their lines.
 #[test]
