@@ -182,6 +182,28 @@ impl ActionFile {
         self.approval.required
     }
 
+    /// The calls every run of this action will have denied (`capability_denied`, SPEC §4.5): a
+    /// step, or the approval preview (it runs on the first step's connector), whose op the
+    /// connector's capabilities do not list when they list op names. The file is valid — the rule
+    /// is a run-time denial — so `action add` warns with these: `(which call, op, connector)`.
+    pub fn ops_outside_capabilities(&self) -> Vec<(String, String, Fqn)> {
+        let denied = |op: &str, connector: &Fqn| {
+            self.requires.iter().find(|required| &required.name == connector).is_some_and(|required| !required.subset().allows_op(op))
+        };
+        let mut calls: Vec<(String, String, Fqn)> = self
+            .steps
+            .iter()
+            .filter(|step| denied(&step.op, &step.connector))
+            .map(|step| (format!("step `{}`", step.id), step.op.clone(), step.connector.clone()))
+            .collect();
+        if let (Some(preview), Some(first)) = (&self.approval.preview, self.steps.first())
+            && denied(&preview.op, &first.connector)
+        {
+            calls.push(("the approval preview".to_string(), preview.op.clone(), first.connector.clone()));
+        }
+        calls
+    }
+
     /// The exact text the action was parsed from, for storing byte-for-byte.
     pub fn source_text(&self) -> &str {
         &self.text

@@ -425,4 +425,12 @@ fn report_added(previous: Option<&ActionView>, added: &ActionView, content: &str
     if !added.enabled {
         eprintln!("action {} stays disabled; enable it with: aileron action enable {}", added.name, added.name);
     }
+    // Valid, but denied at every run (SPEC §4.5): said now rather than at the first run.
+    let denied = aileron_core::action::parse_action(content, &format!("{}.md", added.name)).map(|action| action.ops_outside_capabilities()).unwrap_or_default();
+    for (call, op, connector) in denied {
+        eprintln!(
+            "warning: {call} calls the op `{op}`, which the action's capabilities for {connector} do not list: every run \
+             will fail capability_denied\nhint: add \"{op}\" to that [[requires.connectors]] entry's capabilities"
+        );
+    }
 }

@@ -871,3 +871,25 @@ fn keyring_revoke_says_what_is_missing_and_names_authorities_plainly() {
     assert!(revoked.status.success(), "{said}");
     assert!(said.contains("revoked 1 key(s) of github://aileron/github-issues") && !said.contains("[\""), "{said}");
 }
+
+/// An action whose step calls an op its connector's capabilities do not list installs (SPEC
+/// §4.5 makes that a run-time denial) — and `action add` says so at once, with a hint.
+#[test]
+fn action_add_warns_of_an_op_every_run_will_have_denied() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("echo", &[]);
+    let spec = ActionSpec { capabilities: &["something_else"], ..ActionSpec::new("denied-echo", "echo", &hash, "echo") };
+    let file = cli.scratch().join("denied-echo.md");
+    std::fs::write(&file, spec.render()).unwrap();
+    let output = cli.run(&["action", "add", file.to_str().unwrap()]);
+    let said = stderr(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("warning: step `main` calls the op `echo`") && said.contains("capability_denied"), "{said}");
+    assert!(said.contains("hint: add \"echo\""), "{said}");
+    let ran = cli.run(&["action", "run", "denied-echo"]);
+    assert!(stderr(&ran).contains("capability_denied"), "{}", stderr(&ran));
+    let fine = cli.scratch().join("fine.md");
+    std::fs::write(&fine, ActionSpec::new("fine-echo", "echo", &hash, "echo").render()).unwrap();
+    assert!(!stderr(&cli.run(&["action", "add", fine.to_str().unwrap()])).contains("warning"));
+}
+
