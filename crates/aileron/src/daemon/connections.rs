@@ -115,16 +115,18 @@ pub enum BodyDeadline {
 /// A request body that fails (and records that it did in `expired`) when the client does not
 /// send it within its [`BodyDeadline`]. The clock runs only while the reader waits for the
 /// client: time the reader spends elsewhere (backpressure upstream) is not counted against it.
-pub struct DeadlineBody {
-    inner: axum::body::Body,
+pub struct DeadlineBody<B = axum::body::Body> {
+    inner: B,
     deadline: BodyDeadline,
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     expired: Arc<std::sync::atomic::AtomicBool>,
     done: bool,
 }
 
-impl DeadlineBody {
-    pub fn new(inner: axum::body::Body, deadline: BodyDeadline, expired: Arc<std::sync::atomic::AtomicBool>) -> DeadlineBody {
+impl<B> DeadlineBody<B> {
+    /// Wraps the connection's own body type, so the request body is boxed once (by the
+    /// `axum::body::Body` the router takes), not once for it and once more around this.
+    pub fn new(inner: B, deadline: BodyDeadline, expired: Arc<std::sync::atomic::AtomicBool>) -> DeadlineBody<B> {
         DeadlineBody { inner, deadline, sleep: None, expired, done: false }
     }
 }
@@ -134,7 +136,11 @@ impl DeadlineBody {
 #[error("the request body did not arrive in time")]
 pub struct BodyTimedOut;
 
-impl axum::body::HttpBody for DeadlineBody {
+impl<B> axum::body::HttpBody for DeadlineBody<B>
+where
+    B: axum::body::HttpBody<Data = bytes::Bytes> + Unpin,
+    B::Error: Into<axum::BoxError>,
+{
     type Data = bytes::Bytes;
     type Error = axum::BoxError;
 

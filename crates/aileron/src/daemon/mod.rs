@@ -129,7 +129,7 @@ type SurfaceFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<a
 
 impl<B> tower::Service<axum::http::Request<B>> for Surface
 where
-    B: axum::body::HttpBody<Data = bytes::Bytes> + Send + 'static,
+    B: axum::body::HttpBody<Data = bytes::Bytes> + Send + Unpin + 'static,
     B::Error: Into<axum::BoxError>,
 {
     type Response = axum::response::Response;
@@ -154,12 +154,13 @@ where
         };
         let expired = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let provider = gateway.then(|| crate::gateway::Provider::of_request(request.uri().path(), request.headers()));
-        let request = request.map(|body| axum::body::Body::new(DeadlineBody::new(axum::body::Body::new(body), deadline, expired.clone())));
-        let answered: SurfaceFuture = if gateway {
+        let request = request.map(|body| axum::body::Body::new(DeadlineBody::new(body, deadline, expired.clone())));
+        // Boxed once, below: the gateway's answer is an async block, the router's its own future.
+        let answered = if gateway {
             let state = self.state.clone();
-            Box::pin(async move { Ok(auth::admit_gateway(&state, request).await) })
+            futures_util::future::Either::Left(async move { Ok(auth::admit_gateway(&state, request).await) })
         } else {
-            Box::pin(tower::Service::call(&mut self.router, request))
+            futures_util::future::Either::Right(tower::Service::call(&mut self.router, request))
         };
         Box::pin(async move {
             let response = answered.await?;
