@@ -229,10 +229,8 @@ impl ApprovalQueue {
     /// with the registration itself, so concurrent requests cannot all slip past them.
     pub fn register(&self, entry: ApprovalEntry) -> Result<Registered, QueueError> {
         let mut inner = self.inner.lock().expect("approval queue poisoned");
-        match admit(inner.entries.values(), AdmissionRequest::of(&entry)) {
-            Admission::New => {}
-            Admission::Repeat(existing) => return Ok(Registered::Repeat(Box::new(existing.clone()))),
-            Admission::TooManyPending(waiting) => return Err(QueueError::TooManyPending(waiting)),
+        if let Some(existing) = admitted(&inner, AdmissionRequest::of(&entry))? {
+            return Ok(Registered::Repeat(Box::new(existing)));
         }
         self.append(&mut inner, &JournalEvent::requested(&entry)).map_err(|e| self.journal_error(e))?;
         inner.entries.insert(entry.id.clone(), entry.clone());
@@ -244,12 +242,7 @@ impl ApprovalQueue {
     /// What [`ApprovalQueue::register`] would decide for `request` now: a cheap first check before
     /// the preview is evaluated. Registration decides again.
     pub fn admission(&self, request: AdmissionRequest<'_>) -> Result<Option<ApprovalEntry>, QueueError> {
-        let inner = self.inner.lock().expect("approval queue poisoned");
-        match admit(inner.entries.values(), request) {
-            Admission::New => Ok(None),
-            Admission::Repeat(existing) => Ok(Some(existing.clone())),
-            Admission::TooManyPending(waiting) => Err(QueueError::TooManyPending(waiting)),
-        }
+        admitted(&self.inner.lock().expect("approval queue poisoned"), request)
     }
 
     /// Accepts a human decision once; a second decide (or an unknown id) is `NotPending`/`Unknown`.
@@ -398,6 +391,15 @@ impl ApprovalQueue {
 
     fn journal_error(&self, error: anyhow::Error) -> QueueError {
         QueueError::Journal { path: self.path.display().to_string(), message: error.to_string() }
+    }
+}
+
+/// [`admit`] over the queue's entries: `None` to register, the waiting identical entry, or the cap.
+fn admitted(inner: &Inner, request: AdmissionRequest<'_>) -> Result<Option<ApprovalEntry>, QueueError> {
+    match admit(inner.entries.values(), request) {
+        Admission::New => Ok(None),
+        Admission::Repeat(existing) => Ok(Some(existing.clone())),
+        Admission::TooManyPending(waiting) => Err(QueueError::TooManyPending(waiting)),
     }
 }
 
