@@ -337,14 +337,24 @@ pub enum HeadAnchor {
     Unreadable,
 }
 
+impl HeadAnchor {
+    /// As serialized: `ok`, `missing`, `unreadable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeadAnchor::Ok => "ok",
+            HeadAnchor::Missing => "missing",
+            HeadAnchor::Unreadable => "unreadable",
+        }
+    }
+}
+
 impl VerifyReport {
     /// What to tell the user besides the `ok` line: the end of the log could not be checked.
     pub fn warning(&self) -> Option<String> {
-        let state = match self.head_anchor {
-            HeadAnchor::Ok => return None,
-            HeadAnchor::Missing => "missing",
-            HeadAnchor::Unreadable => "unreadable",
-        };
+        if self.head_anchor == HeadAnchor::Ok {
+            return None;
+        }
+        let state = self.head_anchor.as_str();
         Some(format!(
             "the chain head anchor (audit/chain-head) is {state} although the log holds {} records, so records \
              removed from the end of the log cannot be detected; the daemon anchors the head again when it starts",

@@ -319,7 +319,7 @@ impl AuditLog {
         let head = recovery::checked_head(&audit_dir, last)?;
         if let state @ (HeadAnchor::Missing | HeadAnchor::Unreadable) = recovery::read_anchor(&audit_dir).state(head.seq) {
             // Verified anyway (see `verify`), but the user should know the end went unchecked.
-            let state = if state == HeadAnchor::Missing { "missing" } else { "unreadable" };
+            let state = state.as_str();
             log_line!(
                 "aileron: warning: the audit chain head anchor {} was {state} although the log holds {} records: \
                  records removed from the end of the log before this start cannot be detected; anchored again at \

@@ -49,10 +49,7 @@ pub(super) const HEAD_RECORD_BYTES: usize = 160;
 /// the log's): after a crash it may lag behind the log, never run ahead of it. A reader racing a
 /// live writer must read it before the log, so that the log it reads holds at least this head.
 pub(super) fn read_anchored_head(audit_dir: &Path) -> Option<(u64, String)> {
-    match read_anchor(audit_dir) {
-        Anchor::Head(seq, hash) => Some((seq, hash)),
-        Anchor::Missing | Anchor::Unreadable => None,
-    }
+    read_anchor(audit_dir).into_head()
 }
 
 /// What [`HEAD_FILE`] holds.
@@ -66,6 +63,14 @@ pub(super) enum Anchor {
 }
 
 impl Anchor {
+    /// The anchored `(seq, hash)`, if the file holds one.
+    pub(super) fn into_head(self) -> Option<(u64, String)> {
+        match self {
+            Anchor::Head(seq, hash) => Some((seq, hash)),
+            Anchor::Missing | Anchor::Unreadable => None,
+        }
+    }
+
     /// How a verification reports this anchor for a log of `records` records: an absent or
     /// damaged anchor matters only once there is something to anchor.
     pub(super) fn state(&self, records: u64) -> aileron_core::audit::HeadAnchor {

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use super::VerifyError;
 use super::daily_file::{file_name, log_files};
 use super::journal::pending_after;
-use super::recovery::{Anchor, check_against_anchor, read_anchor};
+use super::recovery::{check_against_anchor, read_anchor};
 
 /// What a successful verification proved about the log's first bytes.
 #[derive(Debug, Clone)]
@@ -82,11 +82,7 @@ pub(super) fn verify_dir(
     // none) can legitimately leave it absent, and whoever can remove it can as well write an
     // older head into it: refusing would raise false alarms without stopping that attacker.
     report.head_anchor = anchor.state(report.records);
-    let anchor = match anchor {
-        Anchor::Head(seq, hash) => Some((seq, hash)),
-        Anchor::Missing | Anchor::Unreadable => None,
-    };
-    check_against_anchor(anchor, report.last_seq, &report.last_hash).map_err(|problem| {
+    check_against_anchor(anchor.into_head(), report.last_seq, &report.last_hash).map_err(|problem| {
         // After the machine stopped, the log may end before the anchor while the journal holds
         // the rest: the daemon appends it when it starts.
         let problem = match pending_after(audit_dir, report.last_seq) {
@@ -254,6 +250,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::super::AuditLog;
+    use super::super::recovery::Anchor;
     use super::super::tests::{TestClock, event, open_disk};
     use super::*;
 
