@@ -287,7 +287,6 @@ impl Writer {
     /// Keeps [`HEADROOM`] bytes allocated past the current file's end, and says whether the disk
     /// could give them. A file system that cannot allocate ahead is never reported low.
     fn keep_headroom(&mut self) {
-        use std::os::fd::AsRawFd;
         let Some(open) = self.file.as_mut() else {
             // No file open (a failed batch closed it; the next one opens it and allocates):
             // whether the next batch will find the room is what the file system says is free.
@@ -299,20 +298,21 @@ impl Writer {
         if open.reserved_to >= open.len.saturating_add(HEADROOM / 2) {
             return;
         }
-        // SAFETY: a plain system call on a descriptor `open.file` owns; it touches no memory.
-        let reserved = unsafe {
-            libc::fallocate(open.file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, open.len as libc::off_t, HEADROOM as libc::off_t)
-        };
-        let low = if reserved == 0 {
-            open.reserved_to = open.len + HEADROOM;
-            false
-        } else {
-            match io::Error::last_os_error().raw_os_error() {
-                Some(libc::ENOSPC | libc::EDQUOT) => true,
-                _ => {
-                    open.reserved_to = u64::MAX;
-                    false
-                }
+        let reserved = nix::fcntl::fallocate(
+            &open.file,
+            nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+            open.len as libc::off_t,
+            HEADROOM as libc::off_t,
+        );
+        let low = match reserved {
+            Ok(()) => {
+                open.reserved_to = open.len + HEADROOM;
+                false
+            }
+            Err(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT) => true,
+            Err(_) => {
+                open.reserved_to = u64::MAX;
+                false
             }
         };
         self.stats.low_on_space.store(low, Ordering::Relaxed);
@@ -379,16 +379,8 @@ impl Writer {
 
 /// Bytes an unprivileged writer may still allocate on the file system holding `dir`.
 fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `path` is a NUL-terminated string and `stats` a buffer the call fills on success.
-    if unsafe { libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: filled by the successful call above.
-    let stats = unsafe { stats.assume_init() };
-    Some(u64::from(stats.f_bavail).saturating_mul(u64::from(stats.f_frsize)))
+    let stats = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(u64::from(stats.blocks_available()).saturating_mul(u64::from(stats.fragment_size())))
 }
 
 #[cfg(test)]
