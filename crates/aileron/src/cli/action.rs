@@ -310,13 +310,8 @@ struct AddFlags {
 
 /// `action add <fqn>@<version>`: fetch the release, then [`add_package`].
 async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: AddFlags) -> CliResult {
-    let reference = aileron_core::ConnectorRef::parse(target).map_err(|e| {
-        let message = format!("{e}\nhint: write it as <scheme>://<owner>/<repo>[/<path>]@<semver>");
-        match e {
-            aileron_core::IdentityError::UnknownScheme(_) => CliError::failure(message),
-            _ => CliError::usage(message),
-        }
-    })?;
+    let reference = aileron_core::ConnectorRef::parse(target)
+        .map_err(|e| super::reference_error(e, "write it as <scheme>://<owner>/<repo>[/<path>]@<semver>"))?;
     let url = crate::forge::release_url(&reference.fqn, &reference.version);
     eprintln!("downloading {url}");
     let bytes = crate::forge::fetch(&url, 4 * 1024 * 1024, &mut |_, _| {})
@@ -401,10 +396,11 @@ async fn add_package(home: &Home, client: &DaemonClient, package: ActionPackage,
 
 /// The installed action named `name`, if any (to say what an add replaced).
 async fn installed_action(client: &DaemonClient, name: &str) -> Option<ActionView> {
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+    if name.is_empty() {
         return None;
     }
-    let (status, body) = client.call_raw(Method::GET, &format!("/v1/actions/{name}"), None).await.ok()?;
+    let path = format!("/v1/actions/{}", crate::wire::path_segment(name));
+    let (status, body) = client.call_raw(Method::GET, &path, None).await.ok()?;
     if status != StatusCode::OK {
         return None;
     }

@@ -208,13 +208,7 @@ struct Install {
 
 async fn install(home: &Home, request: Install) -> CliResult {
     let reference = aileron_core::ConnectorRef::parse(&request.reference).map_err(|e| {
-        let message = format!("{e}\nhint: write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0");
-        // A reference that does not parse is a usage error; an unknown scheme is the hard
-        // `unknown_scheme` error of SPEC §3.2.
-        match e {
-            aileron_core::IdentityError::UnknownScheme(_) => CliError::failure(message),
-            _ => CliError::usage(message),
-        }
+        super::reference_error(e, "write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0")
     })?;
     // A malformed pin can never match: say what a hash looks like rather than `hash_mismatch`.
     if let Some(hash) = &request.hash

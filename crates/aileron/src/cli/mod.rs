@@ -281,6 +281,16 @@ async fn status(home: &Home, json: bool) -> CliResult {
     Ok(ExitStatus::Ok)
 }
 
+/// A `<fqn>@<version>` the user typed that does not parse, with `hint`: a usage error (exit 2),
+/// except an unknown scheme, the hard `unknown_scheme` error of SPEC §3.2 (exit 1).
+fn reference_error(error: aileron_core::IdentityError, hint: &str) -> CliError {
+    let message = format!("{error}\nhint: {hint}");
+    match error {
+        aileron_core::IdentityError::UnknownScheme(_) => CliError::failure(message),
+        _ => CliError::usage(message),
+    }
+}
+
 /// Prints a JSON value (or a wire type) to stdout, pretty.
 pub fn print_json(value: &impl serde::Serialize) {
     outln!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));

@@ -72,7 +72,7 @@ pub fn verify_action_package(
         ),
         None => None,
     };
-    let keyring = crate::keyring::load(&state.home.keyring()).map_err(ApiError::internal)?;
+    let keyring = crate::keyring::load(&state.home.keyring()).map_err(super::connectors::keyring_load_error)?;
     let status = aileron_core::signing::verify(&keyring, &parsed.fqn, body.content.as_bytes(), signature.as_deref())
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "signature_failure", e.to_string()).with_hint(e.hint()))?;
     if status == aileron_core::signing::SignatureStatus::Unsigned && !body.allow_unsigned {
