@@ -150,7 +150,7 @@ pub fn load_package(path: &Path) -> Result<Package, PackageError> {
 }
 
 /// The first eight bytes of every WebAssembly core module: `\0asm` and version 1.
-const CORE_MODULE_HEADER: [u8; 8] = *b"\0asm\x01\0\0\0";
+pub(crate) const CORE_MODULE_HEADER: [u8; 8] = *b"\0asm\x01\0\0\0";
 
 /// Why `wasm` cannot be a core module, judged by its header alone (the sandbox validates the rest
 /// when install compiles it): packing or installing a text file, an archive or a component
@@ -429,13 +429,13 @@ pub(crate) mod tests {
         // (case, entries, Ok(signed) or Err(code, message fragment))
         type Case<'a> = (&'a str, Vec<TarEntry<'a>>, Result<bool, (&'a str, &'a str)>);
         let cases: Vec<Case> = vec![
-            ("minimal", vec![("connector.wasm", Regular, b"\0asm\x01\0\0\0"), ("manifest.toml", Regular, m)], Ok(false)),
+            ("minimal", vec![("connector.wasm", Regular, &CORE_MODULE_HEADER), ("manifest.toml", Regular, m)], Ok(false)),
             (
                 "signed, any order",
                 vec![
                     ("signature.sig", Regular, &sig),
                     ("manifest.toml", Regular, m),
-                    ("connector.wasm", Regular, b"\0asm\x01\0\0\0"),
+                    ("connector.wasm", Regular, &CORE_MODULE_HEADER),
                 ],
                 Ok(true),
             ),
@@ -506,7 +506,7 @@ pub(crate) mod tests {
             (
                 "short signature",
                 vec![
-                    ("connector.wasm", Regular, b"\0asm\x01\0\0\0"),
+                    ("connector.wasm", Regular, &CORE_MODULE_HEADER),
                     ("manifest.toml", Regular, m),
                     ("signature.sig", Regular, &sig[..63]),
                 ],
@@ -554,7 +554,7 @@ pub(crate) mod tests {
     #[test]
     fn reference_must_match_the_manifest() {
         let manifest = manifest_text("github://acme/slack", "1.2.0");
-        let file = write_temp(&pack_tarball(b"\0asm\x01\0\0\0", &manifest, None).unwrap());
+        let file = write_temp(&pack_tarball(&CORE_MODULE_HEADER, &manifest, None).unwrap());
         let check = |requested: &str, ok: bool| {
             let got = read_package(file.path(), &reference(requested));
             match got {
@@ -579,7 +579,7 @@ pub(crate) mod tests {
         let dir = temp.path().join("pkg");
         std::fs::create_dir(&dir).unwrap();
         let manifest = manifest_text("github://acme/mono/connectors/x", "0.1.0");
-        std::fs::write(dir.join(WASM_FILE), b"\0asm\x01\0\0\0").unwrap();
+        std::fs::write(dir.join(WASM_FILE), CORE_MODULE_HEADER).unwrap();
         std::fs::write(dir.join(MANIFEST_FILE), &manifest).unwrap();
         std::fs::write(dir.join(SIGNATURE_FILE), [1u8; 64]).unwrap();
         std::fs::write(dir.join("README.md"), b"developer files are ignored in a directory").unwrap();

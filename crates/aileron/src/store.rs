@@ -467,7 +467,7 @@ mod tests {
     /// A package whose module is a core module's header followed by `body`.
     fn package(name: &str, version: &str, body: &[u8], signature: Option<[u8; 64]>) -> Package {
         let temp = tempfile::tempdir().unwrap();
-        fs::write(temp.path().join(WASM_FILE), [b"\0asm\x01\0\0\0".as_slice(), body].concat()).unwrap();
+        fs::write(temp.path().join(WASM_FILE), [crate::package::CORE_MODULE_HEADER.as_slice(), body].concat()).unwrap();
         fs::write(temp.path().join(MANIFEST_FILE), manifest_text(name, version)).unwrap();
         if let Some(signature) = signature {
             fs::write(temp.path().join(SIGNATURE_FILE), signature).unwrap();
