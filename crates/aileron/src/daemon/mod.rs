@@ -155,10 +155,12 @@ where
         let expired = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let provider = gateway.then(|| crate::gateway::Provider::of_request(request.uri().path(), request.headers()));
         let request = request.map(|body| axum::body::Body::new(DeadlineBody::new(body, deadline, expired.clone())));
-        // Boxed once, below: the gateway's answer is an async block, the router's its own future.
+        // The router's future goes inline into the one box below; the gateway's, much larger,
+        // stays boxed on its own so an API request's box is not sized for it.
         let answered = if gateway {
             let state = self.state.clone();
-            futures_util::future::Either::Left(async move { Ok(auth::admit_gateway(&state, request).await) })
+            let admitted: SurfaceFuture = Box::pin(async move { Ok(auth::admit_gateway(&state, request).await) });
+            futures_util::future::Either::Left(admitted)
         } else {
             futures_util::future::Either::Right(tower::Service::call(&mut self.router, request))
         };
