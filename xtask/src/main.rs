@@ -109,7 +109,8 @@ enum Campaign {
 }
 
 impl Campaign {
-    const EACH: [Campaign; 6] = [Campaign::Properties, Campaign::Fuzz, Campaign::Surface, Campaign::Leaks, Campaign::Crash, Campaign::Load];
+    const EACH: [Campaign; 6] =
+        [Campaign::Properties, Campaign::Fuzz, Campaign::Surface, Campaign::Leaks, Campaign::Crash, Campaign::Load];
 
     fn parse(name: &str) -> Option<Campaign> {
         Some(match name {
@@ -151,7 +152,10 @@ impl fmt::Display for UsageError {
             UsageError::Unknown(task) => write!(f, "unknown task `{task}`"),
             UsageError::UnexpectedArguments(task) => write!(f, "`{task}` takes no arguments"),
             UsageError::Campaign(given) => {
-                write!(f, "`campaign {given}`: name one of crash, load, surface, leaks, properties, fuzz, all (then --long, optionally)")
+                write!(
+                    f,
+                    "`campaign {given}`: name one of crash, load, surface, leaks, properties, fuzz, all (then --long, optionally)"
+                )
             }
         }
     }
@@ -175,7 +179,9 @@ impl Task {
                 let long = words.iter().any(|w| w == "--long");
                 let names: Vec<&String> = words.iter().filter(|w| *w != "--long").collect();
                 match names.as_slice() {
-                    [name] => Campaign::parse(name).map(|name| Task::Campaign { name, long }).ok_or_else(|| UsageError::Campaign(words.join(" "))),
+                    [name] => Campaign::parse(name)
+                        .map(|name| Task::Campaign { name, long })
+                        .ok_or_else(|| UsageError::Campaign(words.join(" "))),
                     _ => Err(UsageError::Campaign(words.join(" "))),
                 }
             }
@@ -302,7 +308,10 @@ fn campaign_command(root: &Path, campaign: Campaign, long: bool) -> Command {
         _ => {
             let mut command = cargo(root);
             // Test filters go after `--`: cargo takes one before it, the test harness any number.
-            command.args(["test", "-p", "aileron", "--test", "it", "--"]).args(campaign.tests()).args(["--nocapture", "--test-threads=1"]);
+            command
+                .args(["test", "-p", "aileron", "--test", "it", "--"])
+                .args(campaign.tests())
+                .args(["--nocapture", "--test-threads=1"]);
             command
         }
     };
@@ -511,9 +520,14 @@ fn install_mcp_clients(root: &Path) -> Result<(), Failure> {
         );
     } else {
         eprintln!("installing the MCP test's npm packages in {}", dir.display());
-        execute(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&dir)).map_err(|failure| Failure {
-            message: format!("{}\nhint: the npm registry must be reachable to install the conformance suite", failure.message),
-            code: failure.code,
+        execute(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&dir)).map_err(|failure| {
+            Failure {
+                message: format!(
+                    "{}\nhint: the npm registry must be reachable to install the conformance suite",
+                    failure.message
+                ),
+                code: failure.code,
+            }
         })?;
     }
     install_python_sdk(&root.join(PYTHON_VENV), &dir.join("requirements.txt"))
@@ -597,19 +611,25 @@ fn install_guest_target() -> Result<(), Failure> {
 
 /// The Debian programs the tests drive, each with the packages that provide it: the browser test's
 /// chromium, and the programs the spawn tests confine (git for the example connector, python3
-/// for the escape attempts, util-linux's unshare for the no-namespaces case).
-const DEBIAN_PROGRAMS: [(&str, &[&str], &str); 4] = [
+/// for the escape attempts, util-linux's unshare for the no-namespaces case, a C compiler for the
+/// Unix-socket escapes and the ssh-agent and session bus they aim at).
+const DEBIAN_PROGRAMS: [(&str, &[&str], &str); 8] = [
     (CHROMIUM, &["chromium", "fonts-liberation"], "the browser test (or set AILERON_SKIP_BROWSER_TESTS=1)"),
     ("/usr/bin/git", &["git"], "the spawn tests and the demo's git step"),
     ("/usr/bin/python3", &["python3"], "the spawn escape tests"),
     ("/usr/bin/unshare", &["util-linux"], "the spawn test of a machine without user namespaces"),
+    ("/usr/bin/cc", &["gcc", "libc6-dev"], "the spawn test's Unix-socket escapes (tests/attacks/unix_escape.c)"),
+    ("/usr/include/linux/io_uring.h", &["linux-libc-dev"], "the spawn test's io_uring escape"),
+    ("/usr/bin/ssh-agent", &["openssh-client"], "the spawn test's Unix-socket escapes (a real ssh-agent)"),
+    ("/usr/bin/dbus-daemon", &["dbus-daemon"], "the spawn test's Unix-socket escapes (a real session bus)"),
 ];
 
 /// Installs the Debian packages of [`DEBIAN_PROGRAMS`] that are missing, when we may (root with
 /// apt-get). Otherwise it only says so: the tests that need them then fail naming the program, so
 /// nothing is skipped silently.
 fn install_debian_programs() -> Result<(), Failure> {
-    let missing: Vec<&(&str, &[&str], &str)> = DEBIAN_PROGRAMS.iter().filter(|(path, _, _)| !Path::new(path).exists()).collect();
+    let missing: Vec<&(&str, &[&str], &str)> =
+        DEBIAN_PROGRAMS.iter().filter(|(path, _, _)| !Path::new(path).exists()).collect();
     for (path, _, _) in DEBIAN_PROGRAMS.iter().filter(|(path, _, _)| Path::new(path).exists()) {
         eprintln!("{path} is installed");
     }
@@ -747,7 +767,10 @@ mod tests {
 
     use std::path::Path;
 
-    use super::{Campaign, Task, UsageError, bench_args, browser_packages_current, built_after, campaign_command, display, workspace_test_args};
+    use super::{
+        Campaign, Task, UsageError, bench_args, browser_packages_current, built_after, campaign_command, display,
+        workspace_test_args,
+    };
 
     fn check(args: &[&str], expected: Result<Task, UsageError>) {
         assert_eq!(Task::parse(args.iter().map(OsString::from)), expected, "args: {args:?}");
@@ -787,8 +810,15 @@ mod tests {
             shown(Campaign::Leaks, true),
             "AILERON_CAMPAIGN_REPORT=/r/target/campaign AILERON_CAMPAIGN_BIN_DIR=/r/target/release AILERON_CAMPAIGN=long cargo test -p aileron --test it -- leaks:: credentials::planted_secrets_never_appear_in_any_output --nocapture --test-threads=1"
         );
-        assert_eq!(shown(Campaign::Fuzz, false), "AILERON_CAMPAIGN_REPORT=/r/target/campaign cargo test -p aileron-fuzz -- --nocapture");
-        assert!(shown(Campaign::Fuzz, true).ends_with("run.sh"), "the coverage-guided run: {}", shown(Campaign::Fuzz, true));
+        assert_eq!(
+            shown(Campaign::Fuzz, false),
+            "AILERON_CAMPAIGN_REPORT=/r/target/campaign cargo test -p aileron-fuzz -- --nocapture"
+        );
+        assert!(
+            shown(Campaign::Fuzz, true).ends_with("run.sh"),
+            "the coverage-guided run: {}",
+            shown(Campaign::Fuzz, true)
+        );
         assert!(shown(Campaign::Properties, true).contains("PROPTEST_CASES=10000"));
         // Every campaign `all` runs has its command.
         for campaign in Campaign::EACH {
@@ -827,7 +857,10 @@ mod tests {
         std::fs::write(&litellm, "").unwrap();
         let args = bench_args(root.path(), os(&["--only", "gateway"]));
         let tail: Vec<OsString> = args[args.len() - 4..].to_vec();
-        assert_eq!(tail, vec![OsString::from("--litellm"), litellm.into_os_string(), "--only".into(), "gateway".into()]);
+        assert_eq!(
+            tail,
+            vec![OsString::from("--litellm"), litellm.into_os_string(), "--only".into(), "gateway".into()]
+        );
     }
 
     #[test]

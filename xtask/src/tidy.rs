@@ -115,7 +115,9 @@ fn only_the_runner_calls_the_sandbox() {
 #[test]
 fn nothing_below_the_daemon_imports_it() {
     let above = |path: &str| {
-        ["crates/aileron/src/daemon/", "crates/aileron/src/cli/", "crates/aileron/src/bin/"].iter().any(|dir| path.starts_with(dir))
+        ["crates/aileron/src/daemon/", "crates/aileron/src/cli/", "crates/aileron/src/bin/"]
+            .iter()
+            .any(|dir| path.starts_with(dir))
             || path == "crates/aileron/src/main.rs"
             || path == "crates/aileron/src/lib.rs"
     };

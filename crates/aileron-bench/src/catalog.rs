@@ -53,9 +53,13 @@ struct Memory {
 }
 
 fn memory_of(pid: u32) -> anyhow::Result<Memory> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).with_context(|| format!("reading /proc/{pid}/status"))?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
     let field = |name: &str| -> anyhow::Result<u64> {
-        let line = status.lines().find(|line| line.starts_with(name)).with_context(|| format!("no {name} in /proc/{pid}/status"))?;
+        let line = status
+            .lines()
+            .find(|line| line.starts_with(name))
+            .with_context(|| format!("no {name} in /proc/{pid}/status"))?;
         let kib: u64 = line[name.len()..].trim().trim_end_matches("kB").trim().parse().context("a kB figure")?;
         Ok(kib * 1024)
     };
@@ -173,7 +177,8 @@ async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Pat
         let fqn = format!("github://aileron-bench/echo-{index:03}");
         std::fs::write(package.join("manifest.toml"), format!("[connector]\nname = \"{fqn}\"\nversion = \"1.0.0\"\n"))?;
         let reference = format!("{fqn}@1.0.0");
-        let preview = client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
+        let preview =
+            client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
         let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
         let installed = client.post("/v1/connectors/install", &body).await?;
         if installed["compiled"]["ok"] != true {
@@ -187,11 +192,13 @@ async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Pat
     let run_url = format!("{url}/v1/actions/echo-0000/run");
     let mut clients = tokio::task::JoinSet::new();
     for _ in 0..LOAD_CLIENTS {
-        let (http, run_url, token) = (reqwest::Client::builder().no_proxy().build()?, run_url.clone(), token.to_string());
+        let (http, run_url, token) =
+            (reqwest::Client::builder().no_proxy().build()?, run_url.clone(), token.to_string());
         clients.spawn(async move {
             let mut runs = 0u64;
             while Instant::now() < until {
-                let response = http.post(&run_url).bearer_auth(&token).json(&json!({ "args": { "text": "load" } })).send().await?;
+                let response =
+                    http.post(&run_url).bearer_auth(&token).json(&json!({ "args": { "text": "load" } })).send().await?;
                 if !response.status().is_success() {
                     bail!("a run under load answered {}", response.status());
                 }
@@ -259,7 +266,10 @@ impl CatalogFigures {
                 met: Some(tools <= TOOLS_LIST_GOAL),
             },
             SummaryRow {
-                figure: format!("(j) change → new tools/list answered, {} actions, max", format_count(LARGE_CATALOG as u64)),
+                figure: format!(
+                    "(j) change → new tools/list answered, {} actions, max",
+                    format_count(LARGE_CATALOG as u64)
+                ),
                 measured: format_duration(relisted),
                 baseline: format!("{} notified", format_duration(self.notified.max())),
                 ratio: String::new(),
@@ -289,10 +299,16 @@ impl CatalogFigures {
         distribution_rows(
             text,
             &[
-                (&format!("GET /v1/actions, {SMALL_CATALOG} actions ({})", format_bytes(self.small_bytes)), &self.list_small),
+                (
+                    &format!("GET /v1/actions, {SMALL_CATALOG} actions ({})", format_bytes(self.small_bytes)),
+                    &self.list_small,
+                ),
                 ("GET /v1/health", &self.health),
                 (&format!("tools/list via aileron-mcp, {} tools", self.tools_listed), &self.tools_list_large),
-                (&format!("GET /v1/actions, {LARGE_CATALOG} actions ({})", format_bytes(self.large_bytes)), &self.list_large),
+                (
+                    &format!("GET /v1/actions, {LARGE_CATALOG} actions ({})", format_bytes(self.large_bytes)),
+                    &self.list_large,
+                ),
                 ("action installed → list_changed on aileron-mcp's stdout", &self.notified),
                 ("action installed → the next tools/list answered", &self.relisted),
             ],
@@ -304,7 +320,13 @@ impl CatalogFigures {
             ("and 100 more connectors, each compiled at install", self.with_connectors),
             ("peak under 16 clients running an action", self.under_load_peak),
         ] {
-            let _ = writeln!(text, "| {label} | {} | {} | {} |", mib(memory.resident), mib(memory.in_memfds), mib(memory.reserved));
+            let _ = writeln!(
+                text,
+                "| {label} | {} | {} | {} |",
+                mib(memory.resident),
+                mib(memory.in_memfds),
+                mib(memory.reserved)
+            );
         }
         let _ = writeln!(text, "\nThe load ran {} runs in {} s.", format_count(self.load_runs), LOAD_TIME.as_secs());
     }

@@ -59,7 +59,8 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<ConsoleFigures> {
     let (daemon, open) = BenchDaemon::start(&home)?;
     eprintln!("    the daemon's state opened on the filled log in {}", format_duration(open));
     let client = http_client()?;
-    let ticket = daemon.expect(&client, Method::POST, "/v1/web/login-tickets", Some(&json!({})), StatusCode::CREATED).await?;
+    let ticket =
+        daemon.expect(&client, Method::POST, "/v1/web/login-tickets", Some(&json!({})), StatusCode::CREATED).await?;
     let login = client.get(ticket["login_url"].as_str().context("the ticket has no login URL")?).send().await?;
     let cookie = login
         .headers()
@@ -111,7 +112,11 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<ConsoleFigures> {
         for n in 0..APPENDED_BETWEEN {
             let mut payload = Map::new();
             payload.insert(keys::ACTION_NAME.into(), format!("action-{}", n % ACTIONS).into());
-            daemon.state.audit.append(event(EventType::ActionExecuted, payload, Some(format!("bench-more-{round}-{n}")))).await?;
+            daemon
+                .state
+                .audit
+                .append(event(EventType::ActionExecuted, payload, Some(format!("bench-more-{round}-{n}"))))
+                .await?;
         }
         verify_again.push(time(get("/v1/audit/verify", Some(&cookie), false), "\"ok\":true").await?);
         let started = Instant::now();
@@ -119,8 +124,8 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<ConsoleFigures> {
         verify_whole.push(started.elapsed());
     }
     // The records the pages were measured on: those appended for the later checks came after.
-    let records = daemon.state.audit.verify().context("verifying the filled log")?.records
-        - (VERIFIES * APPENDED_BETWEEN) as u64;
+    let records =
+        daemon.state.audit.verify().context("verifying the filled log")?.records - (VERIFIES * APPENDED_BETWEEN) as u64;
     daemon.stop().await?;
     Ok(ConsoleFigures {
         page: Distribution::new(page),

@@ -58,7 +58,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The non-streaming answer: a typical small chat completion (about 500 bytes).
 const COMPLETION: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1767225600,"model":"gpt-bench","choices":[{"index":0,"message":{"role":"assistant","content":"The gateway passes this through unchanged; the benchmark compares the bytes.","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"completion_tokens":15,"total_tokens":36,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0}},"service_tier":"default","system_fingerprint":"fp_bench"}"#;
-const REQUEST: &str = r#"{"model":"gpt-bench","messages":[{"role":"user","content":"Say something short."}],"max_tokens":32}"#;
+const REQUEST: &str =
+    r#"{"model":"gpt-bench","messages":[{"role":"user","content":"Say something short."}],"max_tokens":32}"#;
 const STREAM_REQUEST: &str = r#"{"model":"gpt-bench","messages":[{"role":"user","content":"Say something short."}],"max_tokens":32,"stream":true}"#;
 const PATH: &str = "/v1/chat/completions";
 /// The agent's own provider key: it must pass through every proxy untouched.
@@ -172,7 +173,8 @@ async fn measure(
     let mut figures = Vec::new();
     for (target, base) in &bases {
         let url = format!("{base}{PATH}");
-        let (status, body) = send(&client, &url, REQUEST).await.with_context(|| format!("{}: {url}", target.label()))?;
+        let (status, body) =
+            send(&client, &url, REQUEST).await.with_context(|| format!("{}: {url}", target.label()))?;
         if status != StatusCode::OK {
             bail!("{} answered {status}: {}", target.label(), String::from_utf8_lossy(&body));
         }
@@ -200,7 +202,12 @@ async fn measure(
         for (index, (target, base)) in group.iter().enumerate() {
             let (throughput, failed) =
                 max_throughput(&format!("{base}{PATH}"), config.clients, config.warmup, config.window).await?;
-            eprintln!("    {} at most, {} clients: {}, {failed} failed", target.label(), config.clients, format_rate(throughput));
+            eprintln!(
+                "    {} at most, {} clients: {}, {failed} failed",
+                target.label(),
+                config.clients,
+                format_rate(throughput)
+            );
             figures[offset + index].max_throughput = throughput;
             figures[offset + index].max_failed = failed;
         }
@@ -455,7 +462,8 @@ impl BareProxy {
             .context("starting the bare proxy")?;
         let stdout = child.stdout.take().context("the bare proxy's stdout")?;
         let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).context("reading the bare proxy's address")?;
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+            .context("reading the bare proxy's address")?;
         let base_url = line.trim().to_string();
         if !base_url.starts_with("http://") {
             bail!("the bare proxy did not start (it printed {line:?})");
@@ -472,13 +480,15 @@ impl Drop for BareProxy {
     }
 }
 
-type BareClient = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, hyper::body::Incoming>;
+type BareClient =
+    hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, hyper::body::Incoming>;
 
 /// `aileron-bench --serve-bare-proxy <upstream>`: serves on a loopback port from a runtime with
 /// the default worker count (as `aileron daemon run` has), prints its URL, and returns when
 /// stdin closes.
 pub(super) fn serve_bare_proxy(upstream: &str) -> anyhow::Result<()> {
-    let authority: axum::http::uri::Authority = upstream.trim_start_matches("http://").parse().context("the upstream's address")?;
+    let authority: axum::http::uri::Authority =
+        upstream.trim_start_matches("http://").parse().context("the upstream's address")?;
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding the bare proxy")?;
     listener.set_nonblocking(true)?;
     println!("http://{}", listener.local_addr()?);
@@ -487,8 +497,10 @@ pub(super) fn serve_bare_proxy(upstream: &str) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
         connector.set_nodelay(true);
-        let client: BareClient = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
-        let mut stdin_closed = tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()));
+        let client: BareClient =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        let mut stdin_closed =
+            tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()));
         loop {
             let (stream, _) = tokio::select! {
                 accepted = listener.accept() => accepted?,
@@ -562,7 +574,8 @@ impl LiteLlm {
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting {}", executable.display()))?;
-        let mut proxy = LiteLlm { child, base_url: format!("http://127.0.0.1:{port}{LITELLM_PREFIX}"), version: String::new() };
+        let mut proxy =
+            LiteLlm { child, base_url: format!("http://127.0.0.1:{port}{LITELLM_PREFIX}"), version: String::new() };
         let health = format!("http://127.0.0.1:{port}/health/liveliness");
         let client = reqwest::Client::new();
         let deadline = Instant::now() + LITELLM_START_BUDGET;
@@ -633,7 +646,11 @@ impl GatewayFigures {
             ] {
                 let added = added_micros(measured, baseline);
                 rows.push(SummaryRow {
-                    figure: format!("(f) LLM gateway at {}/s, {label} ({})", format_count(GOAL_RATE.into()), format_added(added)),
+                    figure: format!(
+                        "(f) LLM gateway at {}/s, {label} ({})",
+                        format_count(GOAL_RATE.into()),
+                        format_added(added)
+                    ),
                     measured: format_duration(measured),
                     baseline: format!("{} direct", format_duration(baseline)),
                     ratio: format_ratio(ratio(measured, baseline)),
@@ -688,7 +705,10 @@ impl GatewayFigures {
                     (Some(phase), Some(ours)) => {
                         let theirs = added_micros(phase.latency.p50(), base.latency.p50());
                         // Ours can measure at or below zero in noise; a floor of 1 µs keeps the ratio finite.
-                        (format!("{} ({})", format_duration(phase.latency.p50()), format_added(theirs)), Some(theirs / ours.max(1.0)))
+                        (
+                            format!("{} ({})", format_duration(phase.latency.p50()), format_added(theirs)),
+                            Some(theirs / ours.max(1.0)),
+                        )
                     }
                     (None, _) => ("failed requests".to_string(), None),
                     _ => ("n/a".to_string(), None),

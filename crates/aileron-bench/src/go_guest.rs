@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use aileron::home::Home;
 use aileron_core::{ContentHash, Failure};
 use aileron_sandbox::baseline::{BareCommand, BareOptions, Compiler};
-use aileron_sandbox::{CallRequest, GuestHttpRequest, HostHooks, HostHttpResponse, ImportPolicy, Limits, Runtime, RuntimeConfig};
+use aileron_sandbox::{
+    CallRequest, GuestHttpRequest, HostHooks, HostHttpResponse, ImportPolicy, Limits, Runtime, RuntimeConfig,
+};
 use anyhow::{Context, bail};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -153,7 +155,8 @@ pub(super) async fn run(wasm_path: &Path, calls: usize, restarts: usize, scratch
     let (daemon, _) = BenchDaemon::start(&home)?;
     let admin = http_client()?;
     let started = Instant::now();
-    let installed = daemon.install_answer(&admin, &dir.join("package"), &guest.reference, wasm, &guest.manifest).await?;
+    let installed =
+        daemon.install_answer(&admin, &dir.join("package"), &guest.reference, wasm, &guest.manifest).await?;
     let install = started.elapsed();
     if installed["compiled"]["ok"] != true {
         bail!("install did not compile the Go guest: {installed}");
@@ -179,8 +182,11 @@ pub(super) async fn run(wasm_path: &Path, calls: usize, restarts: usize, scratch
     // Restarts, the cache kept and emptied alternately.
     let (mut restarts_kept, mut restarts_emptied) = (Vec::new(), Vec::new());
     for round in 0..restarts {
-        let order =
-            if round % 2 == 0 { [CacheState::Kept, CacheState::Emptied] } else { [CacheState::Emptied, CacheState::Kept] };
+        let order = if round % 2 == 0 {
+            [CacheState::Kept, CacheState::Emptied]
+        } else {
+            [CacheState::Emptied, CacheState::Kept]
+        };
         for cache in order {
             if cache == CacheState::Emptied {
                 empty_dir(&home.cache_dir())?;
@@ -238,7 +244,8 @@ async fn first_run_after_warm_up(home: &Home, guest: &RestartGuest) -> anyhow::R
     let mut runs = [Duration::ZERO; 2];
     for run in &mut runs {
         let started = Instant::now();
-        let answer = daemon.expect(&client, Method::POST, &path, Some(&json!({ "args": guest.args })), StatusCode::OK).await?;
+        let answer =
+            daemon.expect(&client, Method::POST, &path, Some(&json!({ "args": guest.args })), StatusCode::OK).await?;
         *run = started.elapsed();
         check_answer(&answer["result"]["output"])?;
     }
@@ -400,7 +407,10 @@ impl GoFigures {
         let rows = [
             ("install (`POST /v1/connectors/install`, compiles)", self.install),
             ("first run after install (new connection, loopback upstream, audited)", self.first_call),
-            ("daemon warm-up after a restart: verify + load the pinned module from disk (median)", self.after_warm_up().0),
+            (
+                "daemon warm-up after a restart: verify + load the pinned module from disk (median)",
+                self.after_warm_up().0,
+            ),
             ("first run after a restart once warmed up (median)", self.after_warm_up().1),
             ("the run after it (median)", self.after_warm_up().2),
             ("first run right after a restart, racing the warm-up, artifact on disk (median)", kept),

@@ -141,8 +141,10 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
     }
     drop(admin);
     let floor_dir = scratch.join("http");
-    let fdatasync = tokio::task::block_in_place(|| fdatasync_floor(&floor_dir, FloorWrite::Overwrite, FDATASYNC_APPENDS))?;
-    let append_fdatasync = tokio::task::block_in_place(|| fdatasync_floor(&floor_dir, FloorWrite::Append, FDATASYNC_APPENDS))?;
+    let fdatasync =
+        tokio::task::block_in_place(|| fdatasync_floor(&floor_dir, FloorWrite::Overwrite, FDATASYNC_APPENDS))?;
+    let append_fdatasync =
+        tokio::task::block_in_place(|| fdatasync_floor(&floor_dir, FloorWrite::Append, FDATASYNC_APPENDS))?;
 
     let health =
         Probe { method: Method::GET, url: daemon.url("/v1/health"), authorization: daemon.authorization(), body: None };

@@ -298,7 +298,10 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
 
     let mcp = if args.runs(Part::Mcp) {
-        eprintln!("(e) MCP: {} tools/call through aileron-mcp and as many direct runs; tools/list of 1,000 actions", args.calls);
+        eprintln!(
+            "(e) MCP: {} tools/call through aileron-mcp and as many direct runs; tools/list of 1,000 actions",
+            args.calls
+        );
         let figures = mcp::run(&mcp::McpBenchConfig::standard(args.calls as usize)?, scratch.path()).await?;
         Some(stolen.after("(e)", figures))
     } else {
@@ -340,7 +343,10 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         let Some(wasm) = &args.go_wasm else {
             bail!("(i) needs the big Go guest: pass --go-wasm PATH (`cargo xtask bench` builds it and passes it)");
         };
-        eprintln!("(i) a Go connector at real-world size: install, first call, {} restarts, warm calls, Winch", args.restarts);
+        eprintln!(
+            "(i) a Go connector at real-world size: install, first call, {} restarts, warm calls, Winch",
+            args.restarts
+        );
         let calls = (args.calls as usize / 10).max(100);
         let figures = go_guest::run(wasm, calls, args.restarts as usize, scratch.path()).await?;
         Some(stolen.after("(i)", figures))

@@ -90,7 +90,12 @@ impl McpFigures {
         let added = self.added_p50_micros();
         let list = self.list_via_mcp.p50();
         // `tools/call` through aileron-mcp against one direct baseline; `most` is what it may add.
-        let call_row = |what: &str, via: Duration, base: Duration, base_label: &str, goal: &'static str, most: Option<Duration>| {
+        let call_row = |what: &str,
+                        via: Duration,
+                        base: Duration,
+                        base_label: &str,
+                        goal: &'static str,
+                        most: Option<Duration>| {
             let added = added_micros(via, base);
             SummaryRow {
                 figure: format!("(e) MCP tools/call {what} ({added:+.0} µs)"),
@@ -310,7 +315,9 @@ pub(super) async fn install_echo(client: &DaemonClient, home: &Home, count: usiz
             let name = format!("echo-{index:04}");
             let content = echo_action(&name, &hash);
             async move {
-                client.post("/v1/actions/install", &json!({ "file_name": format!("{name}.md"), "content": content })).await
+                client
+                    .post("/v1/actions/install", &json!({ "file_name": format!("{name}.md"), "content": content }))
+                    .await
             }
         })
         .buffer_unordered(4)
@@ -439,7 +446,8 @@ struct PipeEcho {
 
 impl PipeEcho {
     fn start(line: &str) -> anyhow::Result<PipeEcho> {
-        let mut child = Command::new("cat").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().context("starting cat")?;
+        let mut child =
+            Command::new("cat").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().context("starting cat")?;
         let stdin = child.stdin.take().context("cat stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("cat stdout")?);
         Ok(PipeEcho { child, stdin, stdout, line: format!("{line}\n"), echoed: String::new() })

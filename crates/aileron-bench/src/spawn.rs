@@ -47,7 +47,8 @@ pub(super) async fn run(spawns: usize, scratch: &Path) -> anyhow::Result<SpawnFi
     let home = scratch.join("spawn-home");
     std::fs::create_dir_all(&home)?;
     let spawner = Spawner::new(helper, vec![home]);
-    let manifest = aileron_core::manifest::parse_manifest(MANIFEST, "manifest.toml").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let manifest =
+        aileron_core::manifest::parse_manifest(MANIFEST, "manifest.toml").map_err(|e| anyhow::anyhow!("{e}"))?;
     let subset = CapabilitySubset::parse(&["spawn:nothing"]).map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let confined = || async {
@@ -114,7 +115,13 @@ impl SpawnFigures {
              {WARMUP} untimed spawns of each.\n"
         );
         let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
-        distribution_rows(text, &[("confined (gate + helper + namespaces + Landlock + seccomp)", &self.confined), ("bare posix_spawn", &self.bare)]);
+        distribution_rows(
+            text,
+            &[
+                ("confined (gate + helper + namespaces + Landlock + seccomp)", &self.confined),
+                ("bare posix_spawn", &self.bare),
+            ],
+        );
         let _ = writeln!(text, "\nConfinement adds {} at p50 (goal ≤ 5 ms).", format_duration(self.added_p50()));
     }
 }

@@ -304,7 +304,10 @@ mod tests {
             let mut text = String::new();
             figures.markdown(&mut text, "cargo xtask bench --only traces");
             assert!(text.contains("| `otlp` | 3 | 3/s |"), "{text}");
-            assert!(text.contains(" | 1.20× | 40 of 40 |"), "CPU against off, then spans exported of spans made: {text}");
+            assert!(
+                text.contains(" | 1.20× | 40 of 40 |"),
+                "CPU against off, then spans exported of spans made: {text}"
+            );
             assert!(text.contains(" | 1.05× |  |"), "noop's CPU against off, nothing exported: {text}");
         }
     }

@@ -466,7 +466,11 @@ impl ChainVerifier {
 
     /// [`ChainVerifier::push`] of a line whose [`check_line`] was done elsewhere (lines are
     /// checked on their own in any order, on any thread; they are linked here, in order).
-    pub fn push_checked(&mut self, line: LogLine<'_>, checked: Result<CheckedLine, BreakReason>) -> Result<(), ChainBreak> {
+    pub fn push_checked(
+        &mut self,
+        line: LogLine<'_>,
+        checked: Result<CheckedLine, BreakReason>,
+    ) -> Result<(), ChainBreak> {
         if self.current_file.as_deref() != Some(line.file) {
             self.current_file = Some(line.file.to_string());
             self.files += 1;
@@ -520,7 +524,8 @@ pub struct CheckedLine {
 /// Checks one line on its own: a record with its chain fields, whose `hash` is the hash of the
 /// rest of it. `scratch` is a buffer for the canonical form (one per thread).
 pub fn check_line(text: &str, scratch: &mut Vec<u8>) -> Result<CheckedLine, BreakReason> {
-    let mut value: Value = serde_json::from_str(text).map_err(|error| BreakReason::UnparsableJson(error.to_string()))?;
+    let mut value: Value =
+        serde_json::from_str(text).map_err(|error| BreakReason::UnparsableJson(error.to_string()))?;
     let hash = value.get("hash").and_then(Value::as_str).ok_or(BreakReason::NotARecord("hash"))?.to_string();
     let seq = value.get("seq").and_then(Value::as_u64).ok_or(BreakReason::NotARecord("seq"))?;
     let prev = value.get("prev").and_then(Value::as_str).ok_or(BreakReason::NotARecord("prev"))?.to_string();

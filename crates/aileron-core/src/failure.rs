@@ -154,8 +154,8 @@ impl Failure {
 
     /// `external_api_error`: retriable iff the upstream answered 429 or 5xx.
     pub fn external_api(status: u16, message: impl Into<String>) -> Failure {
-        let mut failure = Failure::new(FailureClass::ExternalApiError, Boundary::External, message)
-            .with_detail("status", status);
+        let mut failure =
+            Failure::new(FailureClass::ExternalApiError, Boundary::External, message).with_detail("status", status);
         failure.retriable = status == 429 || (500..600).contains(&status);
         failure
     }

@@ -124,10 +124,8 @@ impl<'de> Deserialize<'de> for Fqn {
 
 /// Strict SemVer: `MAJOR.MINOR.PATCH[-pre][+build]`, no ranges, no `latest`, no leading `v`.
 pub fn parse_version(version: &str) -> Result<semver::Version, IdentityError> {
-    semver::Version::parse(version).map_err(|e| IdentityError::InvalidVersion {
-        version: version.to_string(),
-        reason: e.to_string(),
-    })
+    semver::Version::parse(version)
+        .map_err(|e| IdentityError::InvalidVersion { version: version.to_string(), reason: e.to_string() })
 }
 
 /// `<fqn>@<semver>`, split on the last `@`.
@@ -279,7 +277,13 @@ mod tests {
         let r = ConnectorRef::parse("github://acme/slack@1.2.0-rc.1+build.5").unwrap();
         assert_eq!(r.fqn.to_string(), "github://acme/slack");
         assert_eq!(r.version.to_string(), "1.2.0-rc.1+build.5");
-        for bad in ["github://acme/slack", "github://acme/slack@latest", "github://acme/slack@^1.2", "github://acme/slack@v1.2.0", "github://acme/slack@1.2"] {
+        for bad in [
+            "github://acme/slack",
+            "github://acme/slack@latest",
+            "github://acme/slack@^1.2",
+            "github://acme/slack@v1.2.0",
+            "github://acme/slack@1.2",
+        ] {
             assert!(ConnectorRef::parse(bad).is_err(), "{bad}");
         }
     }

@@ -55,7 +55,9 @@ impl PublicKey {
         let text = text.trim();
         // `-----BEGIN PRIVATE KEY-----`, `... OPENSSH PRIVATE KEY-----`, `... EC PRIVATE KEY-----`:
         // the easy mix-up with the file next to publisher.pub.
-        if let Some(label) = text.strip_prefix("-----BEGIN ").and_then(|rest| rest.split_once("-----")).map(|(label, _)| label) {
+        if let Some(label) =
+            text.strip_prefix("-----BEGIN ").and_then(|rest| rest.split_once("-----")).map(|(label, _)| label)
+        {
             if label.ends_with("PRIVATE KEY") {
                 return Err(KeyError::PrivateKey);
             }
@@ -77,9 +79,9 @@ impl PublicKey {
         } else {
             B64.decode(text).map_err(|e| KeyError::Invalid(format!("not PEM and not base64 ({e})")))?
         };
-        let bytes: [u8; 32] = der
-            .try_into()
-            .map_err(|bytes: Vec<u8>| KeyError::Invalid(format!("an ed25519 key is 32 bytes, found {}", bytes.len())))?;
+        let bytes: [u8; 32] = der.try_into().map_err(|bytes: Vec<u8>| {
+            KeyError::Invalid(format!("an ed25519 key is 32 bytes, found {}", bytes.len()))
+        })?;
         Ok(PublicKey(bytes))
     }
 
@@ -113,12 +115,18 @@ pub fn authorities_of(fqn: &Fqn) -> [String; 2] {
 
 /// `<scheme>://<owner>` or `<scheme>://<owner>/<repo>` (no deeper path, no version).
 pub fn parse_authority(text: &str) -> Result<String, String> {
-    let (scheme, rest) = text.split_once("://").ok_or_else(|| format!("`{text}` is not <scheme>://<owner>[/<repo>]"))?;
+    let (scheme, rest) =
+        text.split_once("://").ok_or_else(|| format!("`{text}` is not <scheme>://<owner>[/<repo>]"))?;
     if scheme != "github" && scheme != "gitlab" {
         return Err(format!("unknown_scheme: `{scheme}` (github or gitlab)"));
     }
     let parts: Vec<&str> = rest.split('/').collect();
-    let valid = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) && part != "." && part != "..";
+    let valid = |part: &str| {
+        !part.is_empty()
+            && part.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && part != "."
+            && part != ".."
+    };
     if parts.is_empty() || parts.len() > 2 || !parts.iter().all(|p| valid(p)) {
         return Err(format!("`{text}` is not <scheme>://<owner>[/<repo>]"));
     }
@@ -150,7 +158,10 @@ impl Keyring {
     pub fn parse(bytes: &[u8]) -> Result<Keyring, KeyringError> {
         let keyring: Keyring = serde_json::from_slice(bytes).map_err(|e| KeyringError::Malformed(e.to_string()))?;
         if keyring.version != KEYRING_VERSION {
-            return Err(KeyringError::Malformed(format!("field `version`: must be {KEYRING_VERSION}, found {}", keyring.version)));
+            return Err(KeyringError::Malformed(format!(
+                "field `version`: must be {KEYRING_VERSION}, found {}",
+                keyring.version
+            )));
         }
         for (authority, keys) in keyring.owners.iter().chain(&keyring.publishers) {
             parse_authority(authority).map_err(|e| KeyringError::Malformed(format!("authority `{authority}`: {e}")))?;
@@ -168,7 +179,11 @@ impl Keyring {
     }
 
     fn table(&mut self, authority: &str) -> &mut BTreeMap<String, Vec<String>> {
-        if authority.split("://").nth(1).is_some_and(|rest| rest.contains('/')) { &mut self.publishers } else { &mut self.owners }
+        if authority.split("://").nth(1).is_some_and(|rest| rest.contains('/')) {
+            &mut self.publishers
+        } else {
+            &mut self.owners
+        }
     }
 
     /// Trusts `key` for `authority`; `false` when it already was.
@@ -208,7 +223,9 @@ impl Keyring {
         self.owners
             .iter()
             .chain(&self.publishers)
-            .flat_map(|(authority, keys)| keys.iter().filter_map(move |key| PublicKey::parse(key).ok().map(|k| (authority.clone(), k))))
+            .flat_map(|(authority, keys)| {
+                keys.iter().filter_map(move |key| PublicKey::parse(key).ok().map(|k| (authority.clone(), k)))
+            })
             .collect()
     }
 
@@ -239,7 +256,9 @@ impl SignatureStatus {
     pub fn describe(&self) -> String {
         match self {
             SignatureStatus::Unsigned => "unsigned".to_string(),
-            SignatureStatus::Verified { authority, fingerprint } => format!("signed by {authority} (key {fingerprint})"),
+            SignatureStatus::Verified { authority, fingerprint } => {
+                format!("signed by {authority} (key {fingerprint})")
+            }
         }
     }
 }
@@ -264,9 +283,11 @@ impl SignatureError {
                 "if you trust the publisher, trust its key first: `aileron keyring trust {repo}` (or {owner}); never \
                  install a package whose signature does not verify"
             ),
-            SignatureError::DoesNotVerify { .. } => "the package's contents changed after it was signed (or another key \
+            SignatureError::DoesNotVerify { .. } => {
+                "the package's contents changed after it was signed (or another key \
                  signed it): do not install it; get a fresh package from the publisher"
-                .to_string(),
+                    .to_string()
+            }
             SignatureError::Length(_) => {
                 "the signature is damaged: do not install the package; get a fresh one from the publisher".to_string()
             }
@@ -275,7 +296,12 @@ impl SignatureError {
 }
 
 /// Checks a package's signature against the keyring (SPEC §3.4 step 5).
-pub fn verify(keyring: &Keyring, fqn: &Fqn, message: &[u8], signature: Option<&[u8]>) -> Result<SignatureStatus, SignatureError> {
+pub fn verify(
+    keyring: &Keyring,
+    fqn: &Fqn,
+    message: &[u8],
+    signature: Option<&[u8]>,
+) -> Result<SignatureStatus, SignatureError> {
     let Some(signature) = signature else { return Ok(SignatureStatus::Unsigned) };
     if signature.len() != SIGNATURE_BYTES {
         return Err(SignatureError::Length(signature.len()));
@@ -320,13 +346,18 @@ mod tests {
         assert_eq!(PublicKey::parse(&format!("  {}\n", key.to_base64())).unwrap(), key);
         let fingerprint = key.fingerprint();
         assert!(fingerprint.starts_with("sha256:") && fingerprint.len() == 7 + 22, "{fingerprint}");
-        for bad in ["", "not base64!", &B64.encode([0u8; 31]), "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"] {
+        for bad in
+            ["", "not base64!", &B64.encode([0u8; 31]), "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"]
+        {
             assert!(PublicKey::parse(bad).is_err(), "{bad:?}");
         }
         // A private key is named as such (and never echoed); another PEM block by its label.
         let private = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n-----END PRIVATE KEY-----\n";
         assert_eq!(PublicKey::parse(private), Err(KeyError::PrivateKey));
-        assert_eq!(PublicKey::parse("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbg==\n-----END OPENSSH PRIVATE KEY-----"), Err(KeyError::PrivateKey));
+        assert_eq!(
+            PublicKey::parse("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbg==\n-----END OPENSSH PRIVATE KEY-----"),
+            Err(KeyError::PrivateKey)
+        );
         assert_eq!(KeyError::PrivateKey.to_string(), "this is a private key; pass the public key (publisher.pub)");
         let certificate = PublicKey::parse("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----").unwrap_err();
         assert_eq!(certificate.to_string(), "not an ed25519 public key: a PEM `CERTIFICATE` block, not `PUBLIC KEY`");
@@ -346,16 +377,28 @@ mod tests {
 
         let mut keyring = Keyring::empty();
         assert_eq!(verify(&keyring, &widget, message, None).unwrap(), SignatureStatus::Unsigned);
-        assert!(matches!(verify(&keyring, &widget, message, Some(signature.as_ref())), Err(SignatureError::NoTrustedKey { .. })));
+        assert!(matches!(
+            verify(&keyring, &widget, message, Some(signature.as_ref())),
+            Err(SignatureError::NoTrustedKey { .. })
+        ));
 
         // The key of another owner does not count, even if it is trusted.
         keyring.trust("github://other", &public(&acme));
         keyring.trust("github://acme", &public(&other));
-        assert!(matches!(verify(&keyring, &widget, message, Some(signature.as_ref())), Err(SignatureError::DoesNotVerify { .. })));
+        assert!(matches!(
+            verify(&keyring, &widget, message, Some(signature.as_ref())),
+            Err(SignatureError::DoesNotVerify { .. })
+        ));
 
         keyring.trust("github://acme/widget", &public(&acme));
         let status = verify(&keyring, &widget, message, Some(signature.as_ref())).unwrap();
-        assert_eq!(status, SignatureStatus::Verified { authority: "github://acme/widget".into(), fingerprint: public(&acme).fingerprint() });
+        assert_eq!(
+            status,
+            SignatureStatus::Verified {
+                authority: "github://acme/widget".into(),
+                fingerprint: public(&acme).fingerprint()
+            }
+        );
         assert!(status.describe().starts_with("signed by github://acme/widget (key sha256:"));
         // The repo key does not sign for another repo of the same owner…
         assert!(verify(&keyring, &monorepo, message, Some(signature.as_ref())).is_err());
@@ -371,7 +414,10 @@ mod tests {
         assert!(verify(&keyring, &widget, message, Some(acme.sign(b"other").as_ref())).is_err());
         assert!(matches!(verify(&keyring, &widget, message, Some(&[0u8; 63])), Err(SignatureError::Length(63))));
         // A gitlab package with the same owner name is another authority.
-        assert!(matches!(verify(&keyring, &fqn("gitlab://acme/widget"), message, Some(signature.as_ref())), Err(SignatureError::NoTrustedKey { .. })));
+        assert!(matches!(
+            verify(&keyring, &fqn("gitlab://acme/widget"), message, Some(signature.as_ref())),
+            Err(SignatureError::NoTrustedKey { .. })
+        ));
     }
 
     #[test]
@@ -386,11 +432,19 @@ mod tests {
         let parsed = Keyring::parse(&keyring.to_bytes()).unwrap();
         assert_eq!(parsed, keyring);
         assert_eq!(parsed.entries().len(), 3);
-        assert_eq!(keyring.revoke_key(&b.fingerprint()), vec!["gitlab://team".to_string(), "github://acme/widget".to_string()]);
+        assert_eq!(
+            keyring.revoke_key(&b.fingerprint()),
+            vec!["gitlab://team".to_string(), "github://acme/widget".to_string()]
+        );
         assert_eq!(keyring.entries().len(), 1);
         assert_eq!(keyring.revoke_authority("github://acme"), 1);
         assert!(keyring.entries().is_empty());
-        for bad in [r#"{"version": 1}"#, r#"{"version": 2, "extra": 1}"#, r#"{"version": 2, "owners": {"ftp://x": []}}"#, r#"{"version": 2, "owners": {"github://x": ["nope"]}}"#] {
+        for bad in [
+            r#"{"version": 1}"#,
+            r#"{"version": 2, "extra": 1}"#,
+            r#"{"version": 2, "owners": {"ftp://x": []}}"#,
+            r#"{"version": 2, "owners": {"github://x": ["nope"]}}"#,
+        ] {
             assert!(Keyring::parse(bad.as_bytes()).is_err(), "{bad}");
         }
     }

@@ -201,7 +201,10 @@ pub fn preview_args(
     Some(interpolate_table(&preview.args, &context))
 }
 
-fn interpolate_table(table: &Map<String, Value>, context: &Interpolation<'_>) -> Result<Map<String, Value>, TemplateError> {
+fn interpolate_table(
+    table: &Map<String, Value>,
+    context: &Interpolation<'_>,
+) -> Result<Map<String, Value>, TemplateError> {
     let mut effective = Map::new();
     for (key, value) in table {
         if let Resolved::Value(value) = context.interpolate(value)? {

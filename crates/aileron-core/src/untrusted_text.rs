@@ -10,7 +10,8 @@ pub fn visible(text: &str, max_chars: usize) -> String {
             out.push('…');
             break;
         }
-        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
+        let bidi =
+            matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
         if c.is_control() || bidi {
             out.push_str(&c.escape_unicode().to_string());
         } else {

@@ -13,10 +13,10 @@
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+use aileron::daemon::Surface;
 use aileron::daemon::api::{ROUTES, Serve};
 use aileron::daemon::{AppState, StateOptions, app, credentials::PassphraseBody};
 use aileron::home::Home;
-use aileron::daemon::Surface;
 use axum::body::Body;
 use http::{Request, StatusCode};
 use serde_json::Value;

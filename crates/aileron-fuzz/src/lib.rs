@@ -384,12 +384,20 @@ pub fn approvals_journal(data: &[u8]) {
     if let Some(unreadable) = &replayed.unreadable {
         // A damaged line with events after it: the start is refused (its event may be what keeps
         // an action from running twice), naming the line, with a hint, and the file left as it was.
-        let error = format!("{:#}", aileron::approvals::ApprovalQueue::open(&path).err().expect("a damaged journal is refused"));
+        let error = format!(
+            "{:#}",
+            aileron::approvals::ApprovalQueue::open(&path).err().expect("a damaged journal is refused")
+        );
         assert!(error.contains(&format!(":{}: ", unreadable.line)) && error.contains("\nhint: "), "{error}");
-        assert_eq!(std::fs::read(&path).expect("reading the scratch journal"), data, "a refused journal is left as it was");
+        assert_eq!(
+            std::fs::read(&path).expect("reading the scratch journal"),
+            data,
+            "a refused journal is left as it was"
+        );
         return;
     }
-    let (queue, first) = aileron::approvals::ApprovalQueue::open(&path).expect("the queue opens on any journal it can replay");
+    let (queue, first) =
+        aileron::approvals::ApprovalQueue::open(&path).expect("the queue opens on any journal it can replay");
     for id in first.to_resume.iter().chain(&first.recovered) {
         assert!(queue.get(id).is_some());
     }

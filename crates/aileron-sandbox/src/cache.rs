@@ -232,10 +232,7 @@ impl DiskCache {
         let path = self.path(hash);
         // Opened without following a link and without blocking on a FIFO; the checks below are
         // made on what was opened, so the file cannot be swapped between the check and the read.
-        let file = match fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&path)
+        let file = match fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path)
         {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return DiskLookup::Miss,
@@ -243,8 +240,9 @@ impl DiskCache {
         };
         let module = match file.metadata() {
             // Another user's file, or one others may write, is not ours to execute.
-            Ok(metadata) if owned_and_private(&metadata) => verified_artifact(&file, metadata.len(), hash)
-                .and_then(|artifact| deserialize(engine, artifact)),
+            Ok(metadata) if owned_and_private(&metadata) => {
+                verified_artifact(&file, metadata.len(), hash).and_then(|artifact| deserialize(engine, artifact))
+            }
             _ => None,
         };
         match module {

@@ -86,4 +86,3 @@ pub struct SpawnOutput {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
 }
-

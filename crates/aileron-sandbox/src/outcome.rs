@@ -57,7 +57,10 @@ pub struct Instance {
 }
 
 impl Instance {
-    pub(crate) fn held(store: wasmtime::Store<crate::context::CallContext>, slot: tokio::sync::OwnedSemaphorePermit) -> Instance {
+    pub(crate) fn held(
+        store: wasmtime::Store<crate::context::CallContext>,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) -> Instance {
         Instance { held: Some((store, slot)) }
     }
 

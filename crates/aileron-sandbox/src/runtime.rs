@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use aileron_core::{Boundary, ContentHash, Failure};
 use anyhow::Context as _;
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store,
+};
 
 use crate::cache::{CacheCounters, CacheEvent, CacheStats, DiskCache, DiskLookup, MemoryCache};
 use crate::context::CallContext;
@@ -151,7 +153,9 @@ impl Runtime {
             let mut linker = Linker::new(&engine);
             wasi::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking the WASI shim")?;
             host::add_to_linker(&mut linker).map_err(anyhow::Error::from).context("linking aileron_host")?;
-            spawn::add_to_linker(&mut linker, convention).map_err(anyhow::Error::from).context("linking the spawn functions")?;
+            spawn::add_to_linker(&mut linker, convention)
+                .map_err(anyhow::Error::from)
+                .context("linking the spawn functions")?;
             Ok(linker)
         };
         let linker = link(Convention::Handles)?;
@@ -219,7 +223,12 @@ impl Runtime {
     /// Deserializes from the disk cache, else compiles `wasm`, then checks. A refused module is
     /// not kept in memory (it is recompiled, or taken from disk, if it is loaded again). Without
     /// `wasm` a disk miss is an error; without `policy` the manifest's grant is not checked.
-    fn prepare(&self, hash: &ContentHash, wasm: Option<&[u8]>, policy: Option<&ImportPolicy>) -> Result<LoadedModule, Failure> {
+    fn prepare(
+        &self,
+        hash: &ContentHash,
+        wasm: Option<&[u8]>,
+        policy: Option<&ImportPolicy>,
+    ) -> Result<LoadedModule, Failure> {
         let cached = match &self.disk {
             Some(disk) => match disk.load(&self.engine, hash) {
                 DiskLookup::Hit(module) => {
@@ -239,7 +248,10 @@ impl Runtime {
             Some(module) => module,
             None => {
                 let Some(wasm) = wasm else {
-                    return Err(Failure::runtime_error(Boundary::Runtime, format!("no compiled artifact of {hash} on disk")));
+                    return Err(Failure::runtime_error(
+                        Boundary::Runtime,
+                        format!("no compiled artifact of {hash} on disk"),
+                    ));
                 };
                 self.counters.count(CacheEvent::Compile);
                 Module::new(&self.engine, wasm).map_err(|e| {

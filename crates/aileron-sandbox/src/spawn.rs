@@ -138,7 +138,13 @@ fn size(context: &CallContext, handle: Option<i32>, which: i32) -> i32 {
         .map_or(NO_OUTPUT, |bytes| i32::try_from(bytes.len()).unwrap_or(i32::MAX))
 }
 
-fn read(caller: &mut Caller<'_, CallContext>, handle: Option<i32>, which: i32, dst: i32, len: i32) -> wasmtime::Result<i32> {
+fn read(
+    caller: &mut Caller<'_, CallContext>,
+    handle: Option<i32>,
+    which: i32,
+    dst: i32,
+    len: i32,
+) -> wasmtime::Result<i32> {
     let (mut memory, context) = GuestMemory::of(caller, "spawn_output_read")?;
     let Some(bytes) = output(context, handle).and_then(|output| output.stream(which)) else {
         return Ok(NO_OUTPUT);
@@ -199,9 +205,13 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallContext>, convention: Conven
             linker.func_wrap(MODULE, "spawn_status", |caller: Caller<'_, CallContext>, handle: i32| -> i32 {
                 output(caller.data(), Some(handle)).map_or(NO_OUTPUT, |output| output.exit_code)
             })?;
-            linker.func_wrap(MODULE, "spawn_output_size", |caller: Caller<'_, CallContext>, handle: i32, which: i32| -> i32 {
-                size(caller.data(), Some(handle), which)
-            })?;
+            linker.func_wrap(
+                MODULE,
+                "spawn_output_size",
+                |caller: Caller<'_, CallContext>, handle: i32, which: i32| -> i32 {
+                    size(caller.data(), Some(handle), which)
+                },
+            )?;
             linker.func_wrap(
                 MODULE,
                 "spawn_output_read",
@@ -220,7 +230,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallContext>, convention: Conven
             linker.func_wrap(
                 MODULE,
                 "spawn_output_read",
-                |mut caller: Caller<'_, CallContext>, which: i32, dst: i32, len: i32| read(&mut caller, None, which, dst, len),
+                |mut caller: Caller<'_, CallContext>, which: i32, dst: i32, len: i32| {
+                    read(&mut caller, None, which, dst, len)
+                },
             )?;
         }
     }

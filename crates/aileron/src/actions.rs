@@ -72,7 +72,12 @@ impl ActionRegistry {
         }
         inner.enabled = read_state(state_path)?;
         let (changes, _) = tokio::sync::watch::channel(0);
-        Ok(ActionRegistry { dir: dir.to_path_buf(), state_path: state_path.to_path_buf(), inner: RwLock::new(inner), changes })
+        Ok(ActionRegistry {
+            dir: dir.to_path_buf(),
+            state_path: state_path.to_path_buf(),
+            inner: RwLock::new(inner),
+            changes,
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<InstalledAction> {
@@ -225,7 +230,8 @@ mod tests {
         let dir = temp.path().join("actions");
         std::fs::create_dir(&dir).unwrap();
         for index in 0..1_000 {
-            std::fs::write(dir.join(format!("a-{index:04}.md")), action(&format!("a-{index:04}"), "one of many")).unwrap();
+            std::fs::write(dir.join(format!("a-{index:04}.md")), action(&format!("a-{index:04}"), "one of many"))
+                .unwrap();
         }
         std::fs::write(dir.join("a-0500.md"), "+++\nname = \n").unwrap();
         std::fs::write(dir.join("zz-misnamed.md"), action("a-0001", "declared again")).unwrap();
@@ -235,7 +241,9 @@ mod tests {
         let (items, errors) = registry.list();
         assert_eq!(items.len(), 999, "every file but the broken one (the misnamed one is extra)");
         assert_eq!(errors.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(), ["a-0500.md", "zz-misnamed.md"]);
-        assert!(errors[0].message.contains("never closed") && errors[1].message.contains("does not match the file name"));
+        assert!(
+            errors[0].message.contains("never closed") && errors[1].message.contains("does not match the file name")
+        );
         assert_eq!(registry.get("a-0001").unwrap().file.intent, "one of many");
         assert_eq!(registry.get("a-0999").unwrap().file.intent, "one of many");
     }

@@ -184,7 +184,10 @@ impl ApprovalQueue {
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
         if replayed.torn_tail {
-            log_line!("aileron daemon: warning: {} ended with a torn line (a crash mid-append); it was dropped", path.display());
+            log_line!(
+                "aileron daemon: warning: {} ended with a torn line (a crash mid-append); it was dropped",
+                path.display()
+            );
             let intact = intact_bytes(&bytes, &text[..replayed.intact_len]);
             journal.set_len(intact as u64).with_context(|| format!("truncating {}", path.display()))?;
             journal.sync_all()?;
@@ -300,7 +303,14 @@ impl ApprovalQueue {
     /// Up to `limit` decided entries, the most recently requested first.
     pub fn recently_resolved(&self, limit: usize) -> Vec<ApprovalEntry> {
         let inner = self.inner.lock().expect("approval queue poisoned");
-        inner.entries.values().rev().filter(|e| e.state != ApprovalState::PendingApproval).take(limit).cloned().collect()
+        inner
+            .entries
+            .values()
+            .rev()
+            .filter(|e| e.state != ApprovalState::PendingApproval)
+            .take(limit)
+            .cloned()
+            .collect()
     }
 
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<QueueEvent> {
@@ -347,8 +357,9 @@ impl ApprovalQueue {
         let written = inner.journal.append(line.as_bytes()).and_then(|()| inner.journal.sync());
         if let Err(error) = written {
             if let Err(cut) = cut_back(inner) {
-                return Err(anyhow::Error::new(error)
-                    .context(format!("removing the partial line also failed ({cut}); appends are refused until it succeeds")));
+                return Err(anyhow::Error::new(error).context(format!(
+                    "removing the partial line also failed ({cut}); appends are refused until it succeeds"
+                )));
             }
             return Err(error.into());
         }
@@ -360,7 +371,8 @@ impl ApprovalQueue {
     /// Forgets all but the [`Retention::finished`] most recent finished entries: the journal is
     /// rewritten without their lines (atomically, fsynced) and reopened, then memory follows.
     fn compact(&self, inner: &mut Inner) -> anyhow::Result<()> {
-        let finished: Vec<&ApprovalId> = inner.entries.iter().filter(|(_, e)| e.state.is_terminal()).map(|(id, _)| id).collect();
+        let finished: Vec<&ApprovalId> =
+            inner.entries.iter().filter(|(_, e)| e.state.is_terminal()).map(|(id, _)| id).collect();
         let forget = finished.len().saturating_sub(self.retention.finished);
         // Ids sort by request time: the first ones are the oldest.
         let forgotten: HashSet<ApprovalId> = finished[..forget].iter().map(|id| (*id).clone()).collect();
@@ -380,7 +392,10 @@ impl ApprovalQueue {
         }
         crate::home::write_atomic(&self.path, kept.as_bytes(), 0o600)?;
         inner.journal = Box::new(
-            OpenOptions::new().append(true).open(&self.path).with_context(|| format!("reopening {}", self.path.display()))?,
+            OpenOptions::new()
+                .append(true)
+                .open(&self.path)
+                .with_context(|| format!("reopening {}", self.path.display()))?,
         );
         inner.journal_len = kept.len() as u64;
         inner.journal_damaged = false;
@@ -476,7 +491,11 @@ mod journal_faults {
         }
 
         fn sync(&mut self) -> io::Result<()> {
-            if std::mem::take(&mut self.faults.lock().unwrap().fail_sync) { Err(no_space()) } else { self.file.sync_data() }
+            if std::mem::take(&mut self.faults.lock().unwrap().fail_sync) {
+                Err(no_space())
+            } else {
+                self.file.sync_data()
+            }
         }
 
         fn truncate(&mut self, len: u64) -> io::Result<()> {
@@ -529,7 +548,11 @@ mod journal_faults {
         drop(queue);
         let queue = reopen(&path);
         assert_eq!(queue.get(&before.id).map(|e| e.state), Some(ApprovalState::PendingApproval), "not approved");
-        assert_eq!(queue.get(&after.id).map(|e| e.state), Some(ApprovalState::PendingApproval), "the later entry survives");
+        assert_eq!(
+            queue.get(&after.id).map(|e| e.state),
+            Some(ApprovalState::PendingApproval),
+            "the later entry survives"
+        );
         assert!(queue.get(&lost.id).is_none());
     }
 
@@ -585,11 +608,19 @@ mod journal_faults {
             let mut edited = lines.clone();
             edited[damaged] = "{garbage";
             std::fs::write(&path, format!("{}\n", edited.join("\n"))).unwrap();
-            let error = ApprovalQueue::open(&path).err().unwrap_or_else(|| panic!("line {} damaged: opened", damaged + 1));
+            let error =
+                ApprovalQueue::open(&path).err().unwrap_or_else(|| panic!("line {} damaged: opened", damaged + 1));
             let message = format!("{error:#}");
-            assert!(message.starts_with(&format!("{}:{}: not a journal event", path.display(), damaged + 1)), "{message}");
+            assert!(
+                message.starts_with(&format!("{}:{}: not a journal event", path.display(), damaged + 1)),
+                "{message}"
+            );
             assert!(message.contains("\nhint: ") && message.contains("Deleting it forgets that event"), "{message}");
-            assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{}\n", edited.join("\n")), "the file is left as it was");
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                format!("{}\n", edited.join("\n")),
+                "the file is left as it was"
+            );
         }
         // Damage on the last line is a crash mid-append: dropped, and the rest opens.
         let mut edited = lines.clone();
@@ -622,8 +653,10 @@ mod journal_faults {
         // Ten identical calls from one session: one entry, nine answered with it.
         let identical = register_all((0..10).map(|n| entry(n, Some("sess-1"), "same")).collect());
         let new = identical.iter().filter(|r| matches!(r, Ok(Registered::New))).count();
-        let repeats: Vec<&ApprovalEntry> =
-            identical.iter().filter_map(|r| if let Ok(Registered::Repeat(e)) = r { Some(&**e) } else { None }).collect();
+        let repeats: Vec<&ApprovalEntry> = identical
+            .iter()
+            .filter_map(|r| if let Ok(Registered::Repeat(e)) = r { Some(&**e) } else { None })
+            .collect();
         assert_eq!((new, repeats.len()), (1, 9));
         let pending = queue.pending();
         assert_eq!(pending.len(), 1);
@@ -632,7 +665,8 @@ mod journal_faults {
         // Sixty distinct calls from one session: the cap holds, counting the one already waiting.
         let distinct = register_all((0..60).map(|n| entry(100 + n, Some("sess-1"), &format!("call {n}"))).collect());
         let accepted = distinct.iter().filter(|r| matches!(r, Ok(Registered::New))).count();
-        let capped = distinct.iter().filter(|r| matches!(r, Err(QueueError::TooManyPending(MAX_PENDING_PER_SESSION)))).count();
+        let capped =
+            distinct.iter().filter(|r| matches!(r, Err(QueueError::TooManyPending(MAX_PENDING_PER_SESSION)))).count();
         assert_eq!((accepted, capped), (MAX_PENDING_PER_SESSION - 1, 60 - (MAX_PENDING_PER_SESSION - 1)));
         assert_eq!(queue.pending().len(), MAX_PENDING_PER_SESSION);
         // Other sessions and session-less (CLI) calls are not capped by it.

@@ -336,7 +336,9 @@ impl BindingError {
             BindingError::Vault(error) => error.hint().to_string(),
             BindingError::NotFound(_) => "list bindings with `aileron binding list`".to_string(),
             BindingError::AlreadyBound { name, .. } => {
-                format!("replace its credential with `aileron binding rebind {name}`, or remove it with `aileron binding revoke {name}`")
+                format!(
+                    "replace its credential with `aileron binding rebind {name}`, or remove it with `aileron binding revoke {name}`"
+                )
             }
             BindingError::Invalid(_) => "check the connector's manifest with `aileron connector list`".to_string(),
         }
@@ -468,13 +470,21 @@ impl Bindings {
             Ok(None) => return Err(binding_required(&info.connector, kind_of(info), self.vault.state())),
             Err(VaultAccessError::Locked) => return Err(vault_locked(&info.connector, kind_of(info))),
             Err(error) => {
-                return Err(Failure::new(FailureClass::BindingFailed, Boundary::Runtime, format!("reading binding `{}`: {error}", info.name))
-                    .with_detail("hint", error.hint()));
+                return Err(Failure::new(
+                    FailureClass::BindingFailed,
+                    Boundary::Runtime,
+                    format!("reading binding `{}`: {error}", info.name),
+                )
+                .with_detail("hint", error.hint()));
             }
         };
         Material::from_bytes(&bytes).map_err(|_| {
-            Failure::new(FailureClass::BindingFailed, Boundary::Runtime, format!("binding `{}` holds unreadable material", info.name))
-                .with_detail("hint", format!("bind it again: aileron binding rebind {}", info.name))
+            Failure::new(
+                FailureClass::BindingFailed,
+                Boundary::Runtime,
+                format!("binding `{}` holds unreadable material", info.name),
+            )
+            .with_detail("hint", format!("bind it again: aileron binding rebind {}", info.name))
         })
     }
 
@@ -502,7 +512,11 @@ impl Bindings {
                 describe_material(&mut info, &Material::OAuth2(envelope.clone()));
                 let material = Material::OAuth2(envelope.clone());
                 self.vault.put(&path_of(&info.name), info.to_metadata(), &material.to_bytes()).map_err(|error| {
-                    Failure::new(FailureClass::BindingFailed, Boundary::Runtime, format!("saving the refreshed token: {error}"))
+                    Failure::new(
+                        FailureClass::BindingFailed,
+                        Boundary::Runtime,
+                        format!("saving the refreshed token: {error}"),
+                    )
                 })?;
                 self.push(BindingEvent::Refreshed(info));
                 Ok(envelope)
@@ -569,7 +583,9 @@ pub fn setup_command(connector_fqn: &str) -> String {
 fn binding_required(connector_fqn: &str, kind: CredentialKind, vault: VaultState) -> Failure {
     let command = setup_command(connector_fqn);
     let hint = match vault {
-        VaultState::Absent => format!("create the vault with `aileron vault init`, then bind an account with `{command}`"),
+        VaultState::Absent => {
+            format!("create the vault with `aileron vault init`, then bind an account with `{command}`")
+        }
         _ => format!("bind an account with `{command}`"),
     };
     Failure::new(

@@ -15,9 +15,9 @@ use nix::unistd::Pid;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::process::DaemonInfo;
 use crate::env;
 use crate::home::Home;
+use crate::process::DaemonInfo;
 use crate::secret::Secret;
 
 /// How long a client waits for an auto-started daemon to answer (SPEC §7).
@@ -92,7 +92,10 @@ impl DaemonClient {
             && !url.is_empty()
         {
             let client = DaemonClient::new(http, url.trim_end_matches('/').to_string(), Secret::new(token));
-            client.health().await.with_context(|| format!("the daemon at {} (AILERON_URL) does not answer", client.base_url))?;
+            client
+                .health()
+                .await
+                .with_context(|| format!("the daemon at {} (AILERON_URL) does not answer", client.base_url))?;
             return Ok(Some(client));
         }
         if let Some(info) = read_daemon_info(&home.daemon_json()) {
@@ -129,12 +132,8 @@ impl DaemonClient {
     }
 
     pub async fn health(&self) -> anyhow::Result<Value> {
-        let response = self
-            .http
-            .get(format!("{}/v1/health", self.base_url))
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await?;
+        let response =
+            self.http.get(format!("{}/v1/health", self.base_url)).timeout(Duration::from_secs(2)).send().await?;
         if !response.status().is_success() {
             bail!("health check answered {}", response.status());
         }
@@ -144,11 +143,7 @@ impl DaemonClient {
     /// Sends a request; non-2xx answers become [`ApiFailure`] errors.
     pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
         let (status, value) = self.call_raw(method, path, body).await?;
-        if status.is_success() {
-            Ok(value)
-        } else {
-            Err(ApiFailure { status, body: value }.into())
-        }
+        if status.is_success() { Ok(value) } else { Err(ApiFailure { status, body: value }.into()) }
     }
 
     /// A request to `path` carrying the token, for callers that add headers of their own
@@ -168,13 +163,23 @@ impl DaemonClient {
     }
 
     /// Sends a request and returns the status with the decoded body, whatever the status.
-    pub async fn call_raw(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, Value)> {
+    pub async fn call_raw(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<(StatusCode, Value)> {
         let (status, bytes) = self.call_bytes(method, path, body).await?;
         Ok((status, body_value(&bytes)))
     }
 
     /// Sends a request and returns the status with the body's bytes, whatever the status.
-    async fn call_bytes(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, bytes::Bytes)> {
+    async fn call_bytes(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<(StatusCode, bytes::Bytes)> {
         let mut request = self.request(method, path);
         if let Some(body) = body {
             request = request.json(body);
@@ -186,7 +191,12 @@ impl DaemonClient {
 
     /// A request whose successful answer is decoded straight into `R` (no [`Value`] tree
     /// first: a listing of 10,000 actions is megabytes); any other answer is an [`ApiFailure`].
-    async fn call_as<R: serde::de::DeserializeOwned>(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<R> {
+    async fn call_as<R: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<R> {
         let (status, bytes) = self.call_bytes(method, path, body).await?;
         if !status.is_success() {
             return Err(ApiFailure { status, body: body_value(&bytes) }.into());
@@ -208,7 +218,11 @@ impl DaemonClient {
     }
 
     /// A `POST` of a wire type whose answer is one too.
-    pub async fn post_as<B: serde::Serialize, R: serde::de::DeserializeOwned>(&self, path: &str, body: &B) -> anyhow::Result<R> {
+    pub async fn post_as<B: serde::Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> anyhow::Result<R> {
         self.call_as(Method::POST, path, Some(&serde_json::to_value(body)?)).await
     }
 }
@@ -221,7 +235,10 @@ fn body_value(bytes: &[u8]) -> Value {
 /// The daemon is on loopback: a proxy from the environment (`HTTP_PROXY`, common on company
 /// machines) must never carry the daemon token to it.
 pub(crate) fn http_client() -> anyhow::Result<reqwest::Client> {
-    Ok(crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1).connect_timeout(CONNECT_TIMEOUT).no_proxy().build()?)
+    Ok(crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .no_proxy()
+        .build()?)
 }
 
 pub fn read_daemon_info(path: &Path) -> Option<DaemonInfo> {
@@ -339,7 +356,9 @@ pub enum Stopped {
     NotRunning,
     /// No daemon held `daemon.lock`; the `daemon.json` left behind (naming `pid`, which was not
     /// signalled) was removed.
-    StaleRecordRemoved { pid: Option<u32> },
+    StaleRecordRemoved {
+        pid: Option<u32>,
+    },
 }
 
 /// Stops this home's daemon: only a process that holds `daemon.lock` is signalled. The pid in
@@ -465,7 +484,10 @@ fn has_file_open(pid: u32, path: &Path) -> Option<bool> {
     use std::os::unix::fs::MetadataExt as _;
     let target = std::fs::metadata(path).ok()?;
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-    Some(fds.flatten().any(|fd| std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())))
+    Some(
+        fds.flatten()
+            .any(|fd| std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())),
+    )
 }
 
 /// A daemon we started ourselves stays a zombie until reaped; treat that as exited.

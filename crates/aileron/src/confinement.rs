@@ -13,7 +13,8 @@ pub fn masked_directories(home: &Home) -> Vec<PathBuf> {
     if let Some(parent) = home.audit_parent() {
         masks.push(parent.join("audit"));
     }
-    let mut canonical: Vec<PathBuf> = masks.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();
+    let mut canonical: Vec<PathBuf> =
+        masks.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();
     canonical.sort();
     canonical.dedup();
     canonical

@@ -81,11 +81,17 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_VAULT_PASSPHRASE, "vault passphrase for `aileron vault init|unlock` (else --passphrase-file or a prompt)"),
     (AILERON_GITHUB_BASE_URL, "GitHub releases base (default https://github.com)"),
     (AILERON_GITLAB_BASE_URL, "GitLab base for releases and raw files (default https://gitlab.com)"),
-    (AILERON_GITHUB_RAW_BASE_URL, "GitHub raw files base for keys/publisher.pub (default https://raw.githubusercontent.com)"),
+    (
+        AILERON_GITHUB_RAW_BASE_URL,
+        "GitHub raw files base for keys/publisher.pub (default https://raw.githubusercontent.com)",
+    ),
     (AILERON_GITLAB_RAW_BASE_URL, "GitLab raw files base (default AILERON_GITLAB_BASE_URL or https://gitlab.com)"),
     (AILERON_GITHUB_API_URL, "GitHub REST API base for `connector check` (default https://api.github.com)"),
     (AILERON_DAEMON_BIN, "binary used to auto-start the daemon (default: this aileron, or the one beside aileron-mcp)"),
-    (MIMALLOC_PURGE_DELAY, "ms before the daemon's allocator returns freed memory (the daemon uses 0 unless this is set)"),
+    (
+        MIMALLOC_PURGE_DELAY,
+        "ms before the daemon's allocator returns freed memory (the daemon uses 0 unless this is set)",
+    ),
 ];
 
 /// The value of a variable; `None` when unset (an explicit empty value is `Some("")`).

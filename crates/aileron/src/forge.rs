@@ -56,7 +56,12 @@ pub fn release_url(fqn: &Fqn, version: &semver::Version) -> String {
     let tag = tag(fqn, version).replace('/', "%2F");
     match fqn.scheme {
         Scheme::Github => {
-            format!("{}/{}/{}/releases/download/{tag}/{ASSET}", base(env::AILERON_GITHUB_BASE_URL, DEFAULT_GITHUB), fqn.owner, fqn.repo)
+            format!(
+                "{}/{}/{}/releases/download/{tag}/{ASSET}",
+                base(env::AILERON_GITHUB_BASE_URL, DEFAULT_GITHUB),
+                fqn.owner,
+                fqn.repo
+            )
         }
         Scheme::Gitlab => format!(
             "{}/{}/{}/-/releases/{tag}/downloads/{ASSET}",
@@ -79,7 +84,10 @@ pub fn publisher_key_url(authority: &str) -> Result<String, String> {
         None => (rest.to_string(), profile.to_string()),
     };
     Ok(match scheme {
-        "github" => format!("{}/{owner}/{repo}/HEAD/keys/publisher.pub", base(env::AILERON_GITHUB_RAW_BASE_URL, DEFAULT_GITHUB_RAW)),
+        "github" => format!(
+            "{}/{owner}/{repo}/HEAD/keys/publisher.pub",
+            base(env::AILERON_GITHUB_RAW_BASE_URL, DEFAULT_GITHUB_RAW)
+        ),
         _ => {
             let gitlab = base(env::AILERON_GITLAB_BASE_URL, DEFAULT_GITLAB);
             format!("{}/{owner}/{repo}/-/raw/HEAD/keys/publisher.pub", base(env::AILERON_GITLAB_RAW_BASE_URL, &gitlab))
@@ -165,7 +173,11 @@ fn client() -> anyhow::Result<reqwest::Client> {
 }
 
 /// GETs `url`, at most `cap` bytes, calling `progress(downloaded, total)` as bytes arrive.
-pub async fn fetch(url: &str, cap: u64, progress: &mut (dyn FnMut(u64, Option<u64>) + Send)) -> Result<Vec<u8>, FetchError> {
+pub async fn fetch(
+    url: &str,
+    cap: u64,
+    progress: &mut (dyn FnMut(u64, Option<u64>) + Send),
+) -> Result<Vec<u8>, FetchError> {
     let failed = |message: String, retriable: bool, status: Option<u16>| FetchError { message, retriable, status };
     let client = client().map_err(|e| failed(format!("building the HTTP client: {e}"), false, None))?;
     let response = client.get(url).send().await.map_err(|error| {
@@ -174,7 +186,13 @@ pub async fn fetch(url: &str, cap: u64, progress: &mut (dyn FnMut(u64, Option<u6
     let status = response.status();
     if status.is_redirection() {
         let target = response.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("?").to_string();
-        return Err(failed(format!("{url} redirects to another host ({target}); only same-origin redirects (and github.com's own asset hosts) are followed"), false, Some(status.as_u16())));
+        return Err(failed(
+            format!(
+                "{url} redirects to another host ({target}); only same-origin redirects (and github.com's own asset hosts) are followed"
+            ),
+            false,
+            Some(status.as_u16()),
+        ));
     }
     if !status.is_success() {
         let retriable = status.is_server_error() || status.as_u16() == 429;
@@ -183,7 +201,11 @@ pub async fn fetch(url: &str, cap: u64, progress: &mut (dyn FnMut(u64, Option<u6
     }
     let total = response.content_length();
     if total.is_some_and(|total| total > cap) {
-        return Err(failed(format!("{url}: {} bytes is over the {cap}-byte limit", total.unwrap_or_default()), false, None));
+        return Err(failed(
+            format!("{url}: {} bytes is over the {cap}-byte limit", total.unwrap_or_default()),
+            false,
+            None,
+        ));
     }
     let mut bytes = Vec::new();
     let mut stream = response.bytes_stream();
@@ -235,13 +257,22 @@ mod tests {
         );
         let gitlab = Fqn::parse("gitlab://team/linear").unwrap();
         let version = semver::Version::parse("0.3.1").unwrap();
-        assert_eq!(release_url(&gitlab, &version), "https://gitlab.com/team/linear/-/releases/v0.3.1/downloads/aileron.tar.gz");
+        assert_eq!(
+            release_url(&gitlab, &version),
+            "https://gitlab.com/team/linear/-/releases/v0.3.1/downloads/aileron.tar.gz"
+        );
         assert_eq!(
             publisher_key_url("github://acme/widget").unwrap(),
             "https://raw.githubusercontent.com/acme/widget/HEAD/keys/publisher.pub"
         );
-        assert_eq!(publisher_key_url("github://acme").unwrap(), "https://raw.githubusercontent.com/acme/.github/HEAD/keys/publisher.pub");
-        assert_eq!(publisher_key_url("gitlab://team").unwrap(), "https://gitlab.com/team/gitlab-profile/-/raw/HEAD/keys/publisher.pub");
+        assert_eq!(
+            publisher_key_url("github://acme").unwrap(),
+            "https://raw.githubusercontent.com/acme/.github/HEAD/keys/publisher.pub"
+        );
+        assert_eq!(
+            publisher_key_url("gitlab://team").unwrap(),
+            "https://gitlab.com/team/gitlab-profile/-/raw/HEAD/keys/publisher.pub"
+        );
         assert!(publisher_key_url("ftp://acme").is_err());
     }
 

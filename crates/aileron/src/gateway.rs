@@ -29,7 +29,8 @@ pub const DEFAULT_OPENAI_UPSTREAM: &str = "https://api.openai.com";
 pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// The paths the gateway serves (exempt from the daemon token).
-pub const PATHS: [&str; 5] = ["/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses", "/v1/models"];
+pub const PATHS: [&str; 5] =
+    ["/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses", "/v1/models"];
 
 /// Which provider a path belongs to; its error bodies are shaped accordingly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +45,9 @@ impl Provider {
     /// sends it; OpenAI's never do) says Anthropic. Routed by path alone, an Anthropic SDK's
     /// `models.list()` went to the OpenAI upstream carrying the user's Anthropic key.
     pub fn of_request(path: &str, headers: &HeaderMap) -> Provider {
-        if path.starts_with("/v1/messages") || (path.starts_with("/v1/models") && headers.contains_key("anthropic-version")) {
+        if path.starts_with("/v1/messages")
+            || (path.starts_with("/v1/models") && headers.contains_key("anthropic-version"))
+        {
             Provider::Anthropic
         } else {
             Provider::OpenAi
@@ -107,7 +110,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Gateway {
     pub fn new(anthropic: String, openai: String, vault: Arc<dyn VaultGate>) -> anyhow::Result<Gateway> {
-        Gateway::with_proxy_environment(anthropic, openai, vault, &hyper_util::client::proxy::matcher::Matcher::from_env())
+        Gateway::with_proxy_environment(
+            anthropic,
+            openai,
+            vault,
+            &hyper_util::client::proxy::matcher::Matcher::from_env(),
+        )
     }
 
     /// [`Gateway::new`] deciding each upstream's route by `proxies` (the unit tests give their own;
@@ -130,8 +138,11 @@ impl Gateway {
         let trim = |base: String| base.trim_end_matches('/').to_string();
         let (anthropic, openai) = (trim(anthropic), trim(openai));
         let route = |base: &str, variable: &str| -> anyhow::Result<Route> {
-            let unusable = || anyhow::anyhow!("{variable} `{base}` is not an http(s) URL\nhint: e.g. https://api.openai.com");
-            let url = reqwest::Url::parse(base).ok().filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some());
+            let unusable =
+                || anyhow::anyhow!("{variable} `{base}` is not an http(s) URL\nhint: e.g. https://api.openai.com");
+            let url = reqwest::Url::parse(base)
+                .ok()
+                .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some());
             let url = url.ok_or_else(unusable)?;
             let uri: axum::http::Uri = url.as_str().parse().map_err(|_| unusable())?;
             if proxies.intercept(&uri).is_some() {
@@ -202,7 +213,9 @@ async fn root() -> StatusCode {
 /// the client sets for the upstream.
 fn is_hop_by_hop(name: &HeaderName, connection_listed: &[String]) -> bool {
     let name = name.as_str();
-    crate::headers::is_hop_by_hop(name) || name == "proxy-connection" || connection_listed.iter().any(|listed| listed == name)
+    crate::headers::is_hop_by_hop(name)
+        || name == "proxy-connection"
+        || connection_listed.iter().any(|listed| listed == name)
 }
 
 /// Header names a `Connection` header declares hop-by-hop.
@@ -280,20 +293,31 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     // `Content-Length` the exact length goes along; without one the upstream gets it chunked.
     // A bodiless request (a GET, an upgrade) stays bodiless: no invented `Content-Length: 0`.
     let oversized = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let has_body = declared_length.is_some_and(|length| length > 0) || (declared_length.is_none() && !body.is_end_stream());
+    let has_body =
+        declared_length.is_some_and(|length| length > 0) || (declared_length.is_none() && !body.is_end_stream());
     let forwarded = match gateway.route(provider) {
         Route::Direct(base) => {
             let Ok(uri) = base.uri_for(parts.uri.path_and_query()) else {
-                return provider.error(StatusCode::BAD_REQUEST, "invalid_request_error", "Aileron gateway: the request's path cannot be sent upstream");
+                return provider.error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "Aileron gateway: the request's path cannot be sent upstream",
+                );
             };
-            let mut upstream = axum::http::Request::new(if has_body { Body::from_stream(capped(body, oversized.clone())) } else { Body::empty() });
+            let mut upstream = axum::http::Request::new(if has_body {
+                Body::from_stream(capped(body, oversized.clone()))
+            } else {
+                Body::empty()
+            });
             *upstream.method_mut() = parts.method;
             *upstream.uri_mut() = uri;
             *upstream.headers_mut() = headers;
             let client = if upgrade.is_some() { &gateway.upgrade_client } else { &gateway.client };
-            client.request(upstream).await.map(|response| response.map(Body::new)).map_err(|error| {
-                if error.is_connect() { "connection failed" } else { "request failed" }
-            })
+            client
+                .request(upstream)
+                .await
+                .map(|response| response.map(Body::new))
+                .map_err(|error| if error.is_connect() { "connection failed" } else { "request failed" })
         }
         Route::ViaProxy(base_url) => {
             let mut upstream = reqwest::Request::new(parts.method, upstream_url(base_url, &parts.uri));
@@ -303,15 +327,17 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
             }
             let client = if upgrade.is_some() { &gateway.proxied_upgrade } else { &gateway.proxied };
             // As an `http::Response`: the upgrade handle stays in its extensions.
-            client.execute(upstream).await.map(|response| axum::http::Response::from(response).map(Body::new)).map_err(|error| {
-                if error.is_timeout() {
-                    "timed out"
-                } else if error.is_connect() {
-                    "connection failed"
-                } else {
-                    "request failed"
-                }
-            })
+            client.execute(upstream).await.map(|response| axum::http::Response::from(response).map(Body::new)).map_err(
+                |error| {
+                    if error.is_timeout() {
+                        "timed out"
+                    } else if error.is_connect() {
+                        "connection failed"
+                    } else {
+                        "request failed"
+                    }
+                },
+            )
         }
     };
     let mut response = match forwarded {
@@ -363,7 +389,8 @@ fn upstream_url(base: &reqwest::Url, uri: &axum::http::Uri) -> reqwest::Url {
 /// Takes the hop-by-hop headers (and `Host`, which the client sets for the upstream) out of
 /// `headers`.
 fn remove_hop_by_hop(headers: &mut HeaderMap, connection_listed: &[String]) {
-    let names: Vec<HeaderName> = headers.keys().filter(|name| is_hop_by_hop(name, connection_listed)).cloned().collect();
+    let names: Vec<HeaderName> =
+        headers.keys().filter(|name| is_hop_by_hop(name, connection_listed)).cloned().collect();
     for name in names {
         headers.remove(name);
     }
@@ -490,7 +517,12 @@ mod tests {
     /// segments alike.
     #[test]
     fn upstream_urls_are_the_joined_strings_parsed() {
-        let bases = ["https://api.openai.com", "http://127.0.0.1:8080", "http://127.0.0.1:9/prefix", "https://proxy.example/a/b"];
+        let bases = [
+            "https://api.openai.com",
+            "http://127.0.0.1:8080",
+            "http://127.0.0.1:9/prefix",
+            "https://proxy.example/a/b",
+        ];
         let requests = [
             "/v1/messages",
             "/v1/messages?beta=true&x=1%202",
@@ -524,8 +556,13 @@ mod tests {
         use hyper_util::client::proxy::matcher::Matcher;
         crate::process::install_crypto_provider();
         let gateway = |proxies: Matcher| {
-            Gateway::with_proxy_environment("https://api.anthropic.com".into(), "http://127.0.0.1:9".into(), Arc::new(Open), &proxies)
-                .unwrap()
+            Gateway::with_proxy_environment(
+                "https://api.anthropic.com".into(),
+                "http://127.0.0.1:9".into(),
+                Arc::new(Open),
+                &proxies,
+            )
+            .unwrap()
         };
         let none = gateway(Matcher::builder().build());
         assert!(!none.uses_proxy(Provider::Anthropic) && !none.uses_proxy(Provider::OpenAi));
@@ -540,8 +577,12 @@ mod tests {
     fn an_unusable_upstream_is_refused_at_start() {
         crate::process::install_crypto_provider();
         for base in ["api.openai.com", "ftp://example.com", "http://", ""] {
-            let error = Gateway::new(base.into(), DEFAULT_OPENAI_UPSTREAM.into(), Arc::new(Open)).err().unwrap().to_string();
-            assert!(error.contains(crate::env::AILERON_ANTHROPIC_UPSTREAM) && error.contains("hint:"), "{base}: {error}");
+            let error =
+                Gateway::new(base.into(), DEFAULT_OPENAI_UPSTREAM.into(), Arc::new(Open)).err().unwrap().to_string();
+            assert!(
+                error.contains(crate::env::AILERON_ANTHROPIC_UPSTREAM) && error.contains("hint:"),
+                "{base}: {error}"
+            );
         }
     }
 }

@@ -21,7 +21,8 @@ pub enum LoadError {
 /// The keyring at `path`; empty when the file does not exist.
 pub fn load(path: &Path) -> Result<Keyring, LoadError> {
     match std::fs::read(path) {
-        Ok(bytes) => Keyring::parse(&bytes).map_err(|KeyringError::Malformed(reason)| LoadError::Damaged { path: path.to_path_buf(), reason }),
+        Ok(bytes) => Keyring::parse(&bytes)
+            .map_err(|KeyringError::Malformed(reason)| LoadError::Damaged { path: path.to_path_buf(), reason }),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Keyring::empty()),
         Err(source) => Err(LoadError::Unreadable { path: path.to_path_buf(), source }),
     }

@@ -34,7 +34,9 @@ const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum Mode {
     Cli,
     /// The daemon's callback redirects the browser to this loopback URL when done.
-    Daemon { return_to: url::Url },
+    Daemon {
+        return_to: url::Url,
+    },
 }
 
 /// What the binding will be once the code is exchanged.
@@ -109,7 +111,13 @@ impl OAuthFlows {
     }
 
     /// Starts an authorization: fresh PKCE verifier and state, the provider's authorize URL.
-    pub fn start(&self, provider: &OAuth2Provider, target: Target, redirect_uri: String, mode: Mode) -> Result<Started, OAuthError> {
+    pub fn start(
+        &self,
+        provider: &OAuth2Provider,
+        target: Target,
+        redirect_uri: String,
+        mode: Mode,
+    ) -> Result<Started, OAuthError> {
         check_endpoint("authorize_url", &provider.authorize_url)?;
         check_endpoint("token_url", &provider.token_url)?;
         if !is_loopback_http(&redirect_uri) {
@@ -153,9 +161,17 @@ impl OAuthFlows {
 
     /// Daemon mode: the provider redirected the browser to the daemon with `state` and `code`
     /// (or `error`). The session is found by its state and consumed either way.
-    pub async fn callback(&self, state: &str, code: Option<&str>, error: Option<&str>) -> Result<Completed, (OAuthError, Option<Mode>)> {
+    pub async fn callback(
+        &self,
+        state: &str,
+        code: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<Completed, (OAuthError, Option<Mode>)> {
         let pending = self
-            .take(|_, pending| matches!(pending.mode, Mode::Daemon { .. }) && aileron_core::constant_time::eq(pending.state.as_bytes(), state.as_bytes()))
+            .take(|_, pending| {
+                matches!(pending.mode, Mode::Daemon { .. })
+                    && aileron_core::constant_time::eq(pending.state.as_bytes(), state.as_bytes())
+            })
             .map_err(|error| (error, None))?;
         let mode = pending.mode.clone();
         if let Some(error) = error {
@@ -195,7 +211,10 @@ impl OAuthFlows {
 }
 
 impl TokenRefresher for OAuthFlows {
-    fn refresh<'a>(&'a self, envelope: &'a TokenEnvelope) -> Pin<Box<dyn Future<Output = Result<TokenEnvelope, String>> + Send + 'a>> {
+    fn refresh<'a>(
+        &'a self,
+        envelope: &'a TokenEnvelope,
+    ) -> Pin<Box<dyn Future<Output = Result<TokenEnvelope, String>> + Send + 'a>> {
         Box::pin(async move {
             let refresh_token = envelope.refresh_token.clone().ok_or("no refresh token")?;
             let provider = OAuth2Provider {
@@ -218,17 +237,27 @@ impl TokenRefresher for OAuthFlows {
 }
 
 /// A client with its authorize and token endpoints set.
-type Client = BasicClient<oauth2::EndpointSet, oauth2::EndpointNotSet, oauth2::EndpointNotSet, oauth2::EndpointNotSet, oauth2::EndpointSet>;
+type Client = BasicClient<
+    oauth2::EndpointSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointSet,
+>;
 
 fn client(provider: &OAuth2Provider, redirect_uri: &str) -> Result<Client, OAuthError> {
-    let redirect = RedirectUrl::new(redirect_uri.to_string()).map_err(|e| OAuthError::Invalid(format!("redirect URI: {e}")))?;
+    let redirect =
+        RedirectUrl::new(redirect_uri.to_string()).map_err(|e| OAuthError::Invalid(format!("redirect URI: {e}")))?;
     Ok(client_without_redirect(provider)?.set_redirect_uri(redirect))
 }
 
 fn client_without_redirect(provider: &OAuth2Provider) -> Result<Client, OAuthError> {
-    let authorize = AuthUrl::new(provider.authorize_url.clone()).map_err(|e| OAuthError::Invalid(format!("authorize_url: {e}")))?;
-    let token = TokenUrl::new(provider.token_url.clone()).map_err(|e| OAuthError::Invalid(format!("token_url: {e}")))?;
-    let mut client = BasicClient::new(ClientId::new(provider.client_id.clone())).set_auth_uri(authorize).set_token_uri(token);
+    let authorize =
+        AuthUrl::new(provider.authorize_url.clone()).map_err(|e| OAuthError::Invalid(format!("authorize_url: {e}")))?;
+    let token =
+        TokenUrl::new(provider.token_url.clone()).map_err(|e| OAuthError::Invalid(format!("token_url: {e}")))?;
+    let mut client =
+        BasicClient::new(ClientId::new(provider.client_id.clone())).set_auth_uri(authorize).set_token_uri(token);
     // Only when the manifest has one (SPEC §6): PKCE is what binds the code to this session.
     if let Some(secret) = &provider.client_secret {
         client = client.set_client_secret(ClientSecret::new(secret.clone()));
@@ -236,13 +265,22 @@ fn client_without_redirect(provider: &OAuth2Provider) -> Result<Client, OAuthErr
     Ok(client)
 }
 
-fn envelope_from(response: &oauth2::basic::BasicTokenResponse, provider: &OAuth2Provider, previous_refresh: Option<&str>) -> TokenEnvelope {
+fn envelope_from(
+    response: &oauth2::basic::BasicTokenResponse,
+    provider: &OAuth2Provider,
+    previous_refresh: Option<&str>,
+) -> TokenEnvelope {
     let now = chrono::Utc::now().timestamp();
     TokenEnvelope {
         access_token: response.access_token().secret().clone(),
         // A provider may rotate the refresh token, or keep the old one valid and send none.
-        refresh_token: response.refresh_token().map(|t| t.secret().clone()).or_else(|| previous_refresh.map(str::to_string)),
-        expires_at: response.expires_in().map(|lifetime| now + i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX / 2)),
+        refresh_token: response
+            .refresh_token()
+            .map(|t| t.secret().clone())
+            .or_else(|| previous_refresh.map(str::to_string)),
+        expires_at: response
+            .expires_in()
+            .map(|lifetime| now + i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX / 2)),
         token_type: Some(format!("{:?}", response.token_type()).to_ascii_lowercase()),
         client_id: provider.client_id.clone(),
         client_secret: provider.client_secret.clone(),
@@ -333,14 +371,22 @@ impl<'c> AsyncHttpClient<'c> for OAuthHttp {
                 .body(body)
                 .send()
                 .await
-                .map_err(|error| OAuthHttpError::Request(if error.is_timeout() { "timed out".into() } else { "connection failed".into() }))?;
+                .map_err(|error| {
+                    OAuthHttpError::Request(if error.is_timeout() {
+                        "timed out".into()
+                    } else {
+                        "connection failed".into()
+                    })
+                })?;
             let mut builder = http::Response::builder().status(response.status());
             for (name, value) in response.headers() {
                 builder = builder.header(name, value);
             }
             let mut body = Vec::new();
             let mut response = response;
-            while let Some(chunk) = response.chunk().await.map_err(|_| OAuthHttpError::Request("reading the answer failed".into()))? {
+            while let Some(chunk) =
+                response.chunk().await.map_err(|_| OAuthHttpError::Request("reading the answer failed".into()))?
+            {
                 if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
                     return Err(OAuthHttpError::Request("the token endpoint's answer is too large".into()));
                 }
@@ -391,11 +437,17 @@ mod tests {
         assert!(matches!(flows.finish(&started.session_id, "code", &state).await, Err(OAuthError::UnknownSession)));
         assert_eq!(flows.pending_count(), 0);
         for redirect in ["http://evil.example/callback", "https://127.0.0.1/callback"] {
-            assert!(matches!(flows.start(&provider(), target(), redirect.into(), Mode::Cli), Err(OAuthError::Invalid(_))), "{redirect}");
+            assert!(
+                matches!(flows.start(&provider(), target(), redirect.into(), Mode::Cli), Err(OAuthError::Invalid(_))),
+                "{redirect}"
+            );
         }
         let mut insecure = provider();
         insecure.token_url = "http://auth.example/token".into();
-        assert!(matches!(flows.start(&insecure, target(), "http://127.0.0.1:1/callback".into(), Mode::Cli), Err(OAuthError::Invalid(_))));
+        assert!(matches!(
+            flows.start(&insecure, target(), "http://127.0.0.1:1/callback".into(), Mode::Cli),
+            Err(OAuthError::Invalid(_))
+        ));
     }
 
     #[test]

@@ -160,7 +160,10 @@ fn not_a_core_module(wasm: &[u8]) -> Option<String> {
         return None;
     }
     Some(if wasm.starts_with(b"\0asm") && wasm.len() >= 8 {
-        format!("a WebAssembly binary of version {:02x?} (a component?), where connectors are core modules (version 1)", &wasm[4..8])
+        format!(
+            "a WebAssembly binary of version {:02x?} (a component?), where connectors are core modules (version 1)",
+            &wasm[4..8]
+        )
     } else if wasm.is_empty() {
         "the file is empty".to_string()
     } else {
@@ -269,7 +272,10 @@ fn read_entries(
         let shown = String::from_utf8_lossy(&raw_name).into_owned();
         let entry_type = entry.header().entry_type();
         if !entry_type.is_file() {
-            return Err(malformed(format!("entry `{shown}` is a {}, only regular files are allowed", kind(entry_type))));
+            return Err(malformed(format!(
+                "entry `{shown}` is a {}, only regular files are allowed",
+                kind(entry_type)
+            )));
         }
         if raw_name.contains(&b'/') {
             return Err(malformed(format!("entry `{shown}` has a path; entries must sit at the top level")));
@@ -318,10 +324,12 @@ pub const ACTION_FILE: &str = "action.md";
 /// as strictly as a connector package.
 pub fn read_action_tarball(path: &Path, bytes: &[u8]) -> Result<(String, Option<Vec<u8>>), PackageError> {
     let mut found = read_entries(path, bytes, &[ACTION_FILE, SIGNATURE_FILE], 1024 * 1024)?;
-    let action = found
-        .remove(ACTION_FILE)
-        .ok_or_else(|| PackageError::MalformedTarball { path: path.to_path_buf(), reason: format!("{ACTION_FILE} is missing") })?;
-    let action = String::from_utf8(action).map_err(|_| PackageError::ManifestNotUtf8 { path: path.to_path_buf(), file: ACTION_FILE })?;
+    let action = found.remove(ACTION_FILE).ok_or_else(|| PackageError::MalformedTarball {
+        path: path.to_path_buf(),
+        reason: format!("{ACTION_FILE} is missing"),
+    })?;
+    let action = String::from_utf8(action)
+        .map_err(|_| PackageError::ManifestNotUtf8 { path: path.to_path_buf(), file: ACTION_FILE })?;
     Ok((action, found.remove(SIGNATURE_FILE)))
 }
 
@@ -429,7 +437,11 @@ pub(crate) mod tests {
         // (case, entries, Ok(signed) or Err(code, message fragment))
         type Case<'a> = (&'a str, Vec<TarEntry<'a>>, Result<bool, (&'a str, &'a str)>);
         let cases: Vec<Case> = vec![
-            ("minimal", vec![("connector.wasm", Regular, &CORE_MODULE_HEADER), ("manifest.toml", Regular, m)], Ok(false)),
+            (
+                "minimal",
+                vec![("connector.wasm", Regular, &CORE_MODULE_HEADER), ("manifest.toml", Regular, m)],
+                Ok(false),
+            ),
             (
                 "signed, any order",
                 vec![

@@ -16,7 +16,11 @@ pub(crate) fn map_in_parts<T: Sync, R: Send>(
     }
     let map = &map;
     std::thread::scope(|scope| {
-        let parts: Vec<_> = items.chunks(items.len().div_ceil(threads)).map(|part| scope.spawn(move || map(part))).collect();
-        parts.into_iter().flat_map(|part| part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+        let parts: Vec<_> =
+            items.chunks(items.len().div_ceil(threads)).map(|part| scope.spawn(move || map(part))).collect();
+        parts
+            .into_iter()
+            .flat_map(|part| part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
     })
 }

@@ -29,7 +29,10 @@ pub fn client(alpn: Alpn, connect_timeout: Duration) -> PooledClient {
         Alpn::Http1 => https.enable_http1().wrap_connector(http),
     };
     let mut builder = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
-    builder.pool_idle_timeout(POOL_IDLE_TIMEOUT).pool_timer(hyper_util::rt::TokioTimer::new()).timer(hyper_util::rt::TokioTimer::new());
+    builder
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .timer(hyper_util::rt::TokioTimer::new());
     builder.build(https)
 }
 
@@ -47,7 +50,11 @@ impl Base {
     /// `None` unless `url` is an absolute URL with a scheme and an authority.
     pub fn parse(url: &str) -> Option<Base> {
         let uri: http::Uri = url.parse().ok()?;
-        Some(Base { scheme: uri.scheme()?.clone(), authority: uri.authority()?.clone(), prefix: uri.path().trim_end_matches('/').to_string() })
+        Some(Base {
+            scheme: uri.scheme()?.clone(),
+            authority: uri.authority()?.clone(),
+            prefix: uri.path().trim_end_matches('/').to_string(),
+        })
     }
 
     /// The absolute URI of `path_and_query` (from `/`) under this base: the base's scheme and
@@ -60,7 +67,11 @@ impl Base {
                 http::uri::PathAndQuery::try_from(format!("{}{tail}", self.prefix))?
             }
         };
-        http::Uri::builder().scheme(self.scheme.clone()).authority(self.authority.clone()).path_and_query(path_and_query).build()
+        http::Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query)
+            .build()
     }
 }
 
@@ -74,9 +85,17 @@ mod tests {
     fn uris_keep_the_path_and_query_as_given() {
         for (base, request, expected) in [
             ("https://api.openai.com", "/v1/messages", "https://api.openai.com/v1/messages"),
-            ("https://api.openai.com/", "/v1/messages?beta=true&x=1%202", "https://api.openai.com/v1/messages?beta=true&x=1%202"),
+            (
+                "https://api.openai.com/",
+                "/v1/messages?beta=true&x=1%202",
+                "https://api.openai.com/v1/messages?beta=true&x=1%202",
+            ),
             ("http://127.0.0.1:9/prefix/", "/v1/models?", "http://127.0.0.1:9/prefix/v1/models?"),
-            ("http://127.0.0.1:9/a/b", "/v1/responses/../models?q=%2F", "http://127.0.0.1:9/a/b/v1/responses/../models?q=%2F"),
+            (
+                "http://127.0.0.1:9/a/b",
+                "/v1/responses/../models?q=%2F",
+                "http://127.0.0.1:9/a/b/v1/responses/../models?q=%2F",
+            ),
             ("https://api.anthropic.com", "/v1//messages", "https://api.anthropic.com/v1//messages"),
         ] {
             let request: http::Uri = request.parse().unwrap();

@@ -157,7 +157,8 @@ impl TokenRegistry {
         let now = std::time::Instant::now();
         let mut sessions = self.web_sessions.write().expect("web sessions poisoned");
         sessions.retain(|_, session| session.live_at(now));
-        sessions.insert(cookie.expose().to_string(), WebSession { secret: secret.clone(), created: now, last_used: now });
+        sessions
+            .insert(cookie.expose().to_string(), WebSession { secret: secret.clone(), created: now, last_used: now });
         Some((cookie, secret))
     }
 
@@ -171,8 +172,9 @@ impl TokenRegistry {
     fn web_session_at(&self, cookie: &str, now: std::time::Instant) -> Option<Secret> {
         let mut sessions = self.web_sessions.write().expect("web sessions poisoned");
         sessions.retain(|_, session| session.live_at(now));
-        let (_, session) =
-            sessions.iter_mut().find(|(value, _)| aileron_core::constant_time::eq(cookie.as_bytes(), value.as_bytes()))?;
+        let (_, session) = sessions
+            .iter_mut()
+            .find(|(value, _)| aileron_core::constant_time::eq(cookie.as_bytes(), value.as_bytes()))?;
         session.last_used = now;
         Some(session.secret.clone())
     }
@@ -182,7 +184,10 @@ impl TokenRegistry {
             return Some(Principal::Admin);
         }
         let sessions = self.sessions.read().expect("token registry poisoned");
-        sessions.iter().find(|(token, _)| aileron_core::constant_time::eq(presented.as_bytes(), token.as_bytes())).map(|(_, p)| p.clone())
+        sessions
+            .iter()
+            .find(|(token, _)| aileron_core::constant_time::eq(presented.as_bytes(), token.as_bytes()))
+            .map(|(_, p)| p.clone())
     }
 }
 

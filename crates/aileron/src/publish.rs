@@ -28,10 +28,12 @@ pub fn keygen(dir: &Path) -> anyhow::Result<PublicKey> {
         bail!("{} already exists; a key is never overwritten\nhint: choose another --out directory", private.display());
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).map_err(|_| anyhow::anyhow!("generating an ed25519 key failed"))?;
+    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new())
+        .map_err(|_| anyhow::anyhow!("generating an ed25519 key failed"))?;
     let pem = Zeroizing::new(format!("{PRIVATE_PEM_BEGIN}\n{}\n{PRIVATE_PEM_END}\n", B64.encode(pkcs8.as_ref())));
     write_atomic(&private, pem.as_bytes(), 0o600)?;
-    let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(|_| anyhow::anyhow!("reading back the generated key failed"))?;
+    let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
+        .map_err(|_| anyhow::anyhow!("reading back the generated key failed"))?;
     let public = public_of(&pair);
     write_atomic(&dir.join("publisher.pub"), public.to_pem().as_bytes(), 0o644)?;
     Ok(public)
@@ -39,15 +41,23 @@ pub fn keygen(dir: &Path) -> anyhow::Result<PublicKey> {
 
 /// Reads a PKCS#8 ed25519 private key in PEM (ours, or `openssl genpkey -algorithm ed25519`).
 pub fn load_private_key(path: &Path) -> anyhow::Result<Ed25519KeyPair> {
-    let text = Zeroizing::new(std::fs::read_to_string(path).with_context(|| format!("reading the key {}", path.display()))?);
+    let text =
+        Zeroizing::new(std::fs::read_to_string(path).with_context(|| format!("reading the key {}", path.display()))?);
     let body = text
         .trim()
         .strip_prefix(PRIVATE_PEM_BEGIN)
         .and_then(|rest| rest.trim().strip_suffix(PRIVATE_PEM_END))
-        .with_context(|| format!("{} is not a PEM private key\nhint: make one with `aileron connector keygen`", path.display()))?;
-    let der = Zeroizing::new(B64.decode(body.split_whitespace().collect::<String>()).context("the PEM body is not base64")?);
-    Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der)
-        .map_err(|_| anyhow::anyhow!("{} is not an ed25519 PKCS#8 key\nhint: make one with `aileron connector keygen`", path.display()))
+        .with_context(|| {
+        format!("{} is not a PEM private key\nhint: make one with `aileron connector keygen`", path.display())
+    })?;
+    let der =
+        Zeroizing::new(B64.decode(body.split_whitespace().collect::<String>()).context("the PEM body is not base64")?);
+    Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der).map_err(|_| {
+        anyhow::anyhow!(
+            "{} is not an ed25519 PKCS#8 key\nhint: make one with `aileron connector keygen`",
+            path.display()
+        )
+    })
 }
 
 pub fn public_of(pair: &Ed25519KeyPair) -> PublicKey {
@@ -57,7 +67,8 @@ pub fn public_of(pair: &Ed25519KeyPair) -> PublicKey {
 /// Reads the package directory, signs it with `key` (when given) and returns the tarball bytes,
 /// the package's content hash and the signer's public key.
 pub fn pack(dir: &Path, key: Option<&Path>) -> anyhow::Result<(Vec<u8>, ContentHash, Option<PublicKey>)> {
-    let Package { wasm, manifest_text, hash, .. } = package::load_package(dir).map_err(|e| anyhow::anyhow!(e.user_message()))?;
+    let Package { wasm, manifest_text, hash, .. } =
+        package::load_package(dir).map_err(|e| anyhow::anyhow!(e.user_message()))?;
     let (signature, signer) = match key {
         Some(key) => {
             let pair = load_private_key(key)?;

@@ -26,10 +26,10 @@ use opentelemetry::context::FutureExt;
 use serde_json::{Map, Value, json};
 
 use crate::approvals;
-pub use crate::principal::Caller;
 use crate::audit_log::{AuditEvent, mint_audit_id};
-use crate::services::Services;
 use crate::egress::StepEgress;
+pub use crate::principal::Caller;
+use crate::services::Services;
 use crate::telemetry::keys;
 
 pub struct RunRequest {
@@ -120,7 +120,10 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
                 if grant.entry.args == request.args {
                     Ok(())
                 } else {
-                    Err(Failure::capability_denied(aileron_core::Boundary::Action, "arguments differ from the approved ones"))
+                    Err(Failure::capability_denied(
+                        aileron_core::Boundary::Action,
+                        "arguments differ from the approved ones",
+                    ))
                 }
             });
             if let Err(failure) = verified {
@@ -171,7 +174,9 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             if let Some(grant) = &request.approval {
                 payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
             }
-            append(state, EventType::ExecutionFailed, &request.caller, payload, &audit_id).await.map_err(RunRejection::after_steps)?;
+            append(state, EventType::ExecutionFailed, &request.caller, payload, &audit_id)
+                .await
+                .map_err(RunRejection::after_steps)?;
             span.fail(&failure, Some(&audit_id));
             Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)))
         }
@@ -234,7 +239,8 @@ async fn execute_steps(
         let call = ConnectorCall { action, required, subset, op: &step.op, limits, idempotent: step.idempotent };
         let mut logs = Vec::new();
         let called = call_connector(state, call, &hash, op_args, caller, audit_id, &mut logs).await;
-        let logs: Vec<Value> = logs.into_iter().map(|(level, message)| json!({ "level": level, "message": message })).collect();
+        let logs: Vec<Value> =
+            logs.into_iter().map(|(level, message)| json!({ "level": level, "message": message })).collect();
         let Called { output, attempts, bindings, instance: held } = match called {
             Ok(called) => called,
             Err(failure) if logs.is_empty() => return Err(fail(failure)),
@@ -248,7 +254,10 @@ async fn execute_steps(
         record.insert("attempts".into(), attempts.into());
         record.insert("output".into(), output.clone());
         if let Some(binding) = bindings.first() {
-            record.insert("binding".into(), json!({ "name": binding.name, "kind": binding.kind, "identity": binding.identity }));
+            record.insert(
+                "binding".into(),
+                json!({ "name": binding.name, "kind": binding.kind, "identity": binding.identity }),
+            );
         }
         if !logs.is_empty() {
             record.insert("logs".into(), Value::Array(logs));
@@ -296,10 +305,13 @@ async fn call_connector(
     let span = state.telemetry.connector_call(&fqn, call.op, hash);
     let called = call_verified(state, call, fqn, op_args, caller, audit_id, logs).with_context(span.context()).await;
     for (level, message) in logs.iter() {
-        span.add_event(keys::SPAN_EVENT_CONNECTOR_LOG, vec![
-            opentelemetry::KeyValue::new(keys::LOG_LEVEL, level.clone()),
-            opentelemetry::KeyValue::new(keys::LOG_MESSAGE, message.clone()),
-        ]);
+        span.add_event(
+            keys::SPAN_EVENT_CONNECTOR_LOG,
+            vec![
+                opentelemetry::KeyValue::new(keys::LOG_LEVEL, level.clone()),
+                opentelemetry::KeyValue::new(keys::LOG_MESSAGE, message.clone()),
+            ],
+        );
     }
     match &called {
         Ok(_) => span.end(),
@@ -373,7 +385,10 @@ pub async fn precompile(state: &Services, hash: &aileron_core::ContentHash) -> R
 /// The connector pinned by `hash`, verified against it ([`crate::store::Store::load_verified`]):
 /// two `statx` inline when its files are unchanged since the last verification, else read and
 /// hashed on a blocking thread (an 8 MB Go guest takes 8 ms, which would stall an async worker).
-async fn verified(state: &Services, hash: &aileron_core::ContentHash) -> Result<crate::store::VerifiedConnector, Failure> {
+async fn verified(
+    state: &Services,
+    hash: &aileron_core::ContentHash,
+) -> Result<crate::store::VerifiedConnector, Failure> {
     if let Some(connector) = state.store.verified_unchanged(hash) {
         return Ok(connector);
     }
@@ -493,7 +508,11 @@ async fn request_approval(
 }
 
 /// The same call again while it waits: the agent gets the approval it already has.
-async fn answer_repeat(state: &Arc<Services>, caller: &Caller, existing: &ApprovalEntry) -> Result<RunOutcome, RunRejection> {
+async fn answer_repeat(
+    state: &Arc<Services>,
+    caller: &Caller,
+    existing: &ApprovalEntry,
+) -> Result<RunOutcome, RunRejection> {
     let audit_id = mint_audit_id();
     let mut payload = requested_payload(existing);
     payload.insert(keys::APPROVAL_DUPLICATE.into(), true.into());
@@ -547,8 +566,10 @@ async fn evaluate_preview(
     let audit_id = mint_audit_id();
     let mut logs = Vec::new();
     let hash = required.hash.to_string();
-    let called =
-        tokio::time::timeout(PREVIEW_TIME_LIMIT, call_connector(state, call, &hash, preview_args, caller, &audit_id, &mut logs));
+    let called = tokio::time::timeout(
+        PREVIEW_TIME_LIMIT,
+        call_connector(state, call, &hash, preview_args, caller, &audit_id, &mut logs),
+    );
     match called.await {
         Ok(Ok(called)) => render_preview(preview, &called.output),
         Ok(Err(failure)) => ApprovalPreview::unavailable(format!("{}: {}", failure.class, failure.message)),
@@ -578,8 +599,12 @@ pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
         }
         None => Caller::new(ActorType::Service, format!("approval:{id}")),
     };
-    let request =
-        RunRequest { action: entry.action.clone(), args: entry.args.clone(), caller: caller.clone(), approval: Some(ApprovalGrant { entry }) };
+    let request = RunRequest {
+        action: entry.action.clone(),
+        args: entry.args.clone(),
+        caller: caller.clone(),
+        approval: Some(ApprovalGrant { entry }),
+    };
     let outcome = match run_action(&state, request).await {
         Ok(RunOutcome::Completed { audit_id, result }) => Outcome::Completed { audit_id, result },
         Ok(RunOutcome::Failed(failure)) => Outcome::Failed { failure },
@@ -589,9 +614,9 @@ pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
             // ran and its record could not be written: said as such, never as "could not run".)
             let audit_id = mint_audit_id();
             let failure = match rejection {
-                RunRejection::RanUnaudited(cause) => {
-                    approvals::not_runnable(format!("the approved action ran, but its audit record could not be written: {cause}"))
-                }
+                RunRejection::RanUnaudited(cause) => approvals::not_runnable(format!(
+                    "the approved action ran, but its audit record could not be written: {cause}"
+                )),
                 _ => approvals::not_runnable(format!("approved action could not run: {rejection}")),
             };
             let mut payload = failure.audit_payload();
@@ -608,11 +633,20 @@ pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
 /// Audits a call refused before anything ran (SPEC §10): an agent probing for actions, or
 /// sending arguments the action does not take, is exactly what the log must show. Argument
 /// names only, never values. If the log cannot be written the call fails closed.
-pub async fn audit_rejection(state: &Services, caller: &Caller, action: &str, code: &str, args: &Map<String, Value>) -> Result<(), RunRejection> {
+pub async fn audit_rejection(
+    state: &Services,
+    caller: &Caller,
+    action: &str,
+    code: &str,
+    args: &Map<String, Value>,
+) -> Result<(), RunRejection> {
     let mut payload = Map::new();
     payload.insert(keys::ACTION_NAME.into(), action.chars().take(200).collect::<String>().into());
     payload.insert(keys::REJECTION_CODE.into(), code.into());
-    payload.insert(keys::ACTION_ARG_NAMES.into(), json!(args.keys().map(|k| k.chars().take(100).collect::<String>()).collect::<Vec<_>>()));
+    payload.insert(
+        keys::ACTION_ARG_NAMES.into(),
+        json!(args.keys().map(|k| k.chars().take(100).collect::<String>()).collect::<Vec<_>>()),
+    );
     append(state, EventType::ActionRejected, caller, payload, &mint_audit_id()).await
 }
 
@@ -707,7 +741,11 @@ fn step_summary(step: &Value) -> Value {
         summary.insert(keys::CONNECTOR_LOGS.into(), logs.clone());
     }
     if let Some(binding) = step.get("binding") {
-        summary.extend(vocabulary::binding(binding["name"].clone(), binding["kind"].clone(), binding["identity"].clone()));
+        summary.extend(vocabulary::binding(
+            binding["name"].clone(),
+            binding["kind"].clone(),
+            binding["identity"].clone(),
+        ));
     }
     Value::Object(summary)
 }

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use aileron_sandbox::{Runtime, RuntimeConfig};
 use anyhow::Context;
 
-use crate::spawn::Spawner;
 use crate::actions::ActionRegistry;
 use crate::approvals::ApprovalQueue;
 use crate::audit_log::{AuditConfig, AuditLog};
@@ -19,6 +18,7 @@ use crate::oauth::OAuthFlows;
 use crate::principal::TokenRegistry;
 use crate::secret::Secret;
 use crate::sessions::SessionRegistry;
+use crate::spawn::Spawner;
 use crate::store::Store;
 use crate::vault::Vault;
 
@@ -86,7 +86,8 @@ impl Services {
         for id in &recovery.recovered {
             log_line!("aileron daemon: approval {id} was running when the daemon stopped; marked failed, not re-run");
         }
-        let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()), ..RuntimeConfig::default() }).context("starting wasmtime")?;
+        let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()), ..RuntimeConfig::default() })
+            .context("starting wasmtime")?;
         let egress_client = crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1)
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::new(crate::public_address::PublicOnlyResolver))
@@ -96,9 +97,10 @@ impl Services {
             .pool_idle_timeout(std::time::Duration::from_secs(30))
             .build()
             .context("building the egress HTTP client")?;
-        let vault = Arc::new(Vault::open(&home.secrets()).map_err(|error| {
-            anyhow::anyhow!("opening the vault: {error}\nhint: {}", error.hint())
-        })?);
+        let vault = Arc::new(
+            Vault::open(&home.secrets())
+                .map_err(|error| anyhow::anyhow!("opening the vault: {error}\nhint: {}", error.hint()))?,
+        );
         let bindings = Arc::new(Bindings::new(vault.clone()));
         let credentials = options.credentials.unwrap_or_else(|| bindings.clone());
         let helper = match options.spawn_helper {

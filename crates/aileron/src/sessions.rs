@@ -178,7 +178,8 @@ impl SessionRegistry {
             scopes: session.scopes.clone(),
             confinement,
         })?;
-        let token = tokens.mint_session(&session.session_id, SESSION_SCOPES.to_vec(), confinement == Confinement::Namespaces);
+        let token =
+            tokens.mint_session(&session.session_id, SESSION_SCOPES.to_vec(), confinement == Confinement::Namespaces);
         self.sessions.write().expect("session table poisoned").insert(session.session_id.clone(), session.clone());
         Ok(StartedSession { session, token })
     }
@@ -218,7 +219,8 @@ impl SessionRegistry {
     /// Sessions still running, oldest first.
     pub fn active(&self) -> Vec<Session> {
         let sessions = self.sessions.read().expect("sessions lock poisoned");
-        let mut active: Vec<Session> = sessions.values().filter(|s| s.status == SessionStatus::Active).cloned().collect();
+        let mut active: Vec<Session> =
+            sessions.values().filter(|s| s.status == SessionStatus::Active).cloned().collect();
         active.sort_by(|a, b| a.started_at.cmp(&b.started_at));
         active
     }

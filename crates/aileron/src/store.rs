@@ -406,7 +406,8 @@ impl Store {
         let manifest_text: Arc<str> =
             String::from_utf8(manifest_bytes).map_err(|_| damaged(format!("{MANIFEST_FILE} is not UTF-8")))?.into();
         let manifest = parse_manifest(&manifest_text, MANIFEST_FILE).map_err(|e| damaged(e.to_string()))?;
-        let connector = VerifiedConnector { hash: hash.clone(), wasm: Arc::new(wasm), manifest: Arc::new(manifest), manifest_text };
+        let connector =
+            VerifiedConnector { hash: hash.clone(), wasm: Arc::new(wasm), manifest: Arc::new(manifest), manifest_text };
         self.verified.lock().expect("store verification cache poisoned").insert(
             hash.clone(),
             CachedVerification {

@@ -84,9 +84,8 @@ impl PlatformVerifier {
         if let Some(verifier) = PLATFORM.get() {
             return Ok(verifier);
         }
-        let verifier = rustls_platform_verifier::Verifier::new(provider()).map_err(|error| {
-            rustls::Error::General(format!("loading the platform's certificate verifier: {error}"))
-        })?;
+        let verifier = rustls_platform_verifier::Verifier::new(provider())
+            .map_err(|error| rustls::Error::General(format!("loading the platform's certificate verifier: {error}")))?;
         // Two first handshakes at once may both load it; one copy is kept.
         Ok(PLATFORM.get_or_init(|| verifier))
     }

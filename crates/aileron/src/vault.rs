@@ -231,7 +231,10 @@ impl Vault {
 
     /// Applies `change` to a copy of the file, writes the copy atomically, then makes it current:
     /// if anything fails, memory and disk both keep the old vault.
-    fn modify(&self, change: impl FnOnce(&mut VaultFile, &VaultKey) -> Result<(), VaultError>) -> Result<(), VaultAccessError> {
+    fn modify(
+        &self,
+        change: impl FnOnce(&mut VaultFile, &VaultKey) -> Result<(), VaultError>,
+    ) -> Result<(), VaultAccessError> {
         let mut inner = self.lock_inner();
         let Inner { file, key } = &mut *inner;
         let file = file.as_mut().ok_or(VaultAccessError::Absent)?;
@@ -258,7 +261,9 @@ fn read_file(path: &Path) -> Result<Option<VaultFile>, VaultAccessError> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(VaultAccessError::Io { path: path.display().to_string(), message: error.to_string() }),
+        Err(error) => {
+            return Err(VaultAccessError::Io { path: path.display().to_string(), message: error.to_string() });
+        }
     };
     VaultFile::parse(&bytes)
         .map(Some)

@@ -188,7 +188,10 @@ impl ActionFile {
     /// is a run-time denial — so `action add` warns with these: `(which call, op, connector)`.
     pub fn ops_outside_capabilities(&self) -> Vec<(String, String, Fqn)> {
         let denied = |op: &str, connector: &Fqn| {
-            self.requires.iter().find(|required| &required.name == connector).is_some_and(|required| !required.subset().allows_op(op))
+            self.requires
+                .iter()
+                .find(|required| &required.name == connector)
+                .is_some_and(|required| !required.subset().allows_op(op))
         };
         let mut calls: Vec<(String, String, Fqn)> = self
             .steps

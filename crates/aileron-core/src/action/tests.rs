@@ -1074,10 +1074,17 @@ fn a_leading_byte_order_mark_is_accepted() {
 fn calls_outside_the_declared_ops_are_named() {
     let l = LIST_ISSUES;
     assert!(parse_ok(l, "list-issues.md").ops_outside_capabilities().is_empty());
-    let narrowed = parse_ok(&edit(l, "capabilities = [\"get_repo\", \"list_issues\",", "capabilities = [\"get_repo\","), "list-issues.md");
-    let named: Vec<(String, String)> = narrowed.ops_outside_capabilities().into_iter().map(|(call, op, _)| (call, op)).collect();
+    let narrowed = parse_ok(
+        &edit(l, "capabilities = [\"get_repo\", \"list_issues\",", "capabilities = [\"get_repo\","),
+        "list-issues.md",
+    );
+    let named: Vec<(String, String)> =
+        narrowed.ops_outside_capabilities().into_iter().map(|(call, op, _)| (call, op)).collect();
     assert_eq!(named, [("step `issues`".to_string(), "list_issues".to_string())], "{named:?}");
     // No op names at all (only a credential and a host): every op is allowed, as at run time.
-    assert!(parse_ok(&edit(l, "\"get_repo\", \"list_issues\", ", ""), "list-issues.md").ops_outside_capabilities().is_empty());
+    assert!(
+        parse_ok(&edit(l, "\"get_repo\", \"list_issues\", ", ""), "list-issues.md")
+            .ops_outside_capabilities()
+            .is_empty()
+    );
 }
-

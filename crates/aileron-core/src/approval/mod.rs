@@ -54,8 +54,8 @@ pub use admission::{Admission, AdmissionRequest, MAX_PENDING_PER_SESSION, admit}
 pub use decision::{DecideError, Decision, MAX_REASON_CHARS, decide};
 pub use id::{ApprovalId, ApprovalIdError};
 pub use journal::{
-    ApplyError, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult, UnreadableLine,
-    replay,
+    ApplyError, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult,
+    UnreadableLine, replay,
 };
 pub use payload::{ApprovalDecision, decision_payload, keys, requested_payload};
 pub use preview::{ApprovalPreview, MAX_PREVIEW_VALUE_CHARS, PreviewField, render_preview};

@@ -717,14 +717,20 @@ fn replay_stops_at_a_damaged_line_that_is_not_the_last() {
         let name = format!("line {} damaged", damaged + 1);
         let unreadable = result.unreadable.clone().unwrap_or_else(|| panic!("{name}: replay went on"));
         assert_eq!(unreadable.line, damaged + 1, "{name}");
-        assert!(unreadable.to_string().starts_with(&format!("line {} is not a journal event", damaged + 1)), "{unreadable}");
+        assert!(
+            unreadable.to_string().starts_with(&format!("line {} is not a journal event", damaged + 1)),
+            "{unreadable}"
+        );
         assert!(!result.torn_tail, "{name}");
         let before = &journal[..result.intact_len];
         assert_eq!(before.lines().count(), damaged, "{name}: replay stopped at the damaged line");
         assert_eq!(replay(before).entries, result.entries, "{name}");
     }
     // A damaged line in the middle, then blank lines and an event.
-    let journal = format!("{requested}{{not json\n\n{}\n", JournalEvent { at: T1.into(), id: a.clone(), kind: approve() }.sequenced(2).to_line());
+    let journal = format!(
+        "{requested}{{not json\n\n{}\n",
+        JournalEvent { at: T1.into(), id: a.clone(), kind: approve() }.sequenced(2).to_line()
+    );
     let result = replay(&journal);
     assert_eq!(result.unreadable.map(|u| u.line), Some(2));
     assert_eq!(result.intact_len, requested.len());
@@ -749,9 +755,8 @@ fn admission_dedupes_and_caps_per_session() {
         entry.state = state;
         entry
     };
-    let mut entries: Vec<ApprovalEntry> = (0..MAX_PENDING_PER_SESSION as u8 - 1)
-        .map(|n| entry(n, Some("sess-1"), &format!("t{n}"), P))
-        .collect();
+    let mut entries: Vec<ApprovalEntry> =
+        (0..MAX_PENDING_PER_SESSION as u8 - 1).map(|n| entry(n, Some("sess-1"), &format!("t{n}"), P)).collect();
     entries.push(entry(200, Some("sess-2"), "other session", P));
     entries.push(entry(201, Some("sess-1"), "decided already", A));
     let request = |session, title: &str| entry(250, session, title, P);

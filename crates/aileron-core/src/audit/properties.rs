@@ -30,7 +30,9 @@ fn reference_canonical(value: &Value) -> String {
 /// Text a connector, an agent or an upstream may put in a payload: escapes, controls, quotes,
 /// bidi overrides, astral characters, and sometimes any string at all.
 fn text() -> impl Strategy<Value = String> {
-    let piece = prop::sample::select(vec!["a", "é", "🦀", "\"", "\\", "\n", "\t", "\u{0}", "\u{1f}", "\u{7f}", "\u{202e}", "/", " "]);
+    let piece = prop::sample::select(vec![
+        "a", "é", "🦀", "\"", "\\", "\n", "\t", "\u{0}", "\u{1f}", "\u{7f}", "\u{202e}", "/", " ",
+    ]);
     prop_oneof![
         3 => prop::collection::vec(piece, 0..6).prop_map(|pieces| pieces.concat()),
         1 => any::<String>(),
@@ -59,7 +61,15 @@ fn actor_type() -> impl Strategy<Value = ActorType> {
 }
 
 fn unsealed() -> impl Strategy<Value = UnsealedRecord> {
-    (text(), text(), text(), actor_type(), text(), prop::option::of(text()), prop::collection::btree_map(text(), json(), 0..6))
+    (
+        text(),
+        text(),
+        text(),
+        actor_type(),
+        text(),
+        prop::option::of(text()),
+        prop::collection::btree_map(text(), json(), 0..6),
+    )
         .prop_map(|(audit_id, event_type, timestamp, kind, actor_id, session_id, payload)| UnsealedRecord {
             audit_id,
             event_type,

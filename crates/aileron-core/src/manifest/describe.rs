@@ -69,7 +69,9 @@ pub(super) fn describe(manifest: &ConnectorManifest) -> Vec<String> {
             lines.push(format!("let programs it runs write to {}", spawn.fs_write.join(", ")));
         }
         if let Some(cwd) = &spawn.cwd {
-            lines.push(format!("start programs it runs in {cwd}"));
+            let writable = spawn.fs_write.iter().any(|scope| super::spawn::path_within(cwd, scope));
+            let access = if writable { "which they may write to" } else { "read-only" };
+            lines.push(format!("start programs it runs in {cwd} ({access})"));
         }
     }
     if let Some(imports) = manifest.runtime_imports() {

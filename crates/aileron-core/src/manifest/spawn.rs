@@ -113,6 +113,27 @@ fn path_problem(path: &str) -> Option<String> {
     None
 }
 
+/// `AILERON_*` (any case): the daemon's own variables, which a spawned program never receives.
+fn is_aileron_variable(name: &str) -> bool {
+    name.get(..8).is_some_and(|prefix| prefix.eq_ignore_ascii_case("AILERON_"))
+}
+
+/// Whether `path` lies within `scope`, segment by segment, written the same way (both `~/` or
+/// both absolute; the shell checks again on the resolved paths at run time).
+pub fn path_within(path: &str, scope: &str) -> bool {
+    fn anchored(path: &str) -> Option<(bool, Vec<&str>)> {
+        let (home, rest) = match path.strip_prefix("~/") {
+            Some(rest) => (true, rest),
+            None => (false, path.strip_prefix('/')?),
+        };
+        Some((home, rest.split('/').filter(|segment| !segment.is_empty() && *segment != ".").collect()))
+    }
+    match (anchored(path), anchored(scope)) {
+        (Some((path_home, path)), Some((scope_home, scope))) => path_home == scope_home && path.starts_with(&scope),
+        _ => false,
+    }
+}
+
 fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
@@ -146,6 +167,13 @@ impl ManifestValidator<'_, '_> {
             if env_passthrough[..index].contains(name) {
                 return Err(self.err(&element, format!("`{name}` is listed twice"), "remove the duplicate"));
             }
+            if is_aileron_variable(name) {
+                return Err(self.err(
+                    &element,
+                    format!("`{name}` is Aileron's own setting: the daemon's token, passphrase and configuration never reach a program"),
+                    "remove it; a program that needs a credential declares [capabilities.credential] and credential_env_keys",
+                ));
+            }
         }
         let credential_path = path.key("credential_env_keys");
         let credential_env_keys = raw.credential_env_keys.unwrap_or_default();
@@ -176,6 +204,16 @@ impl ManifestValidator<'_, '_> {
             Some(cwd) => {
                 if let Some(problem) = path_problem(&cwd) {
                     return Err(self.err(&path.key("cwd"), problem, "write e.g. cwd = \"~/code/\""));
+                }
+                // The working directory gets exactly the access of the scope it lies in, so it
+                // must lie in one: a cwd of its own would widen what the program may touch.
+                if !fs_read.iter().chain(&fs_write).any(|scope| path_within(&cwd, scope)) {
+                    return Err(self.err(
+                        &path.key("cwd"),
+                        format!("`{cwd}` is not within any fs_read or fs_write scope"),
+                        "a program's working directory must lie in a directory the manifest lets it read or write: \
+                         list that directory in fs_read (read-only) or fs_write, or remove cwd",
+                    ));
                 }
                 Some(cwd)
             }

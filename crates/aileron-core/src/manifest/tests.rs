@@ -220,7 +220,7 @@ fn capabilities_are_described_in_plain_words() {
                 "give programs it runs your bound credential in the environment variables GITHUB_TOKEN",
                 "let programs it runs read ~/code/, ~/.gitconfig",
                 "let programs it runs write to ~/.cache/aileron/gitcrawl/",
-                "start programs it runs in ~/code/",
+                "start programs it runs in ~/code/ (read-only)",
             ],
         ),
         (
@@ -834,6 +834,32 @@ fn spawn_errors() {
             Some(line_of(s, "cwd = ")),
             Some("capabilities.spawn.cwd"),
             "`code` must be an absolute path or start with `~/`",
+        ),
+        (
+            // H1 of the re-attack: `cwd = "~/"` gave the program read-write to the whole home.
+            edit(s, "cwd = \"~/code/\"", "cwd = \"~/\""),
+            Some(line_of(s, "cwd = ")),
+            Some("capabilities.spawn.cwd"),
+            "`~/` is not within any fs_read or fs_write scope",
+        ),
+        (
+            edit(s, "cwd = \"~/code/\"", "cwd = \"~/codex\""),
+            Some(line_of(s, "cwd = ")),
+            Some("capabilities.spawn.cwd"),
+            "`~/codex` is not within any fs_read or fs_write scope",
+        ),
+        (
+            // M2: the daemon's token or the vault passphrase handed to a program.
+            edit(s, "\"GIT_AUTHOR_EMAIL\", ", "\"AILERON_TOKEN\", "),
+            Some(line_of(s, "env_passthrough")),
+            Some("capabilities.spawn.env_passthrough[1]"),
+            "`AILERON_TOKEN` is Aileron's own setting: the daemon's token, passphrase and configuration never reach a program",
+        ),
+        (
+            edit(s, "\"GIT_AUTHOR_EMAIL\", ", "\"aileron_vault_passphrase\", "),
+            Some(line_of(s, "env_passthrough")),
+            Some("capabilities.spawn.env_passthrough[1]"),
+            "`aileron_vault_passphrase` is Aileron's own setting: the daemon's token, passphrase and configuration never reach a program",
         ),
         (
             edit(s, "max_stdout_bytes = 65536", "max_stdout_bytes = 0"),

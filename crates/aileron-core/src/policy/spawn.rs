@@ -249,7 +249,12 @@ fn render(
 ) -> Result<(Vec<String>, Vec<String>), Failure> {
     let template = parse_template(&operation.argv);
     let group_complete = |group: usize| {
-        template.words.iter().filter(|word| word.group == Some(group)).flat_map(Word::slots).all(|slot| args.contains_key(slot))
+        template
+            .words
+            .iter()
+            .filter(|word| word.group == Some(group))
+            .flat_map(Word::slots)
+            .all(|slot| args.contains_key(slot))
     };
     let (mut argv, mut shape) = (Vec::new(), Vec::new());
     for word in &template.words {
@@ -303,7 +308,10 @@ pub fn plan_envelope(
         return Err(sandbox_denied(
             manifest,
             Some(requested),
-            format!("`{}` is not a program the connector manifest declares", envelope.program.chars().take(256).collect::<String>()),
+            format!(
+                "`{}` is not a program the connector manifest declares",
+                envelope.program.chars().take(256).collect::<String>()
+            ),
         )
         .with_detail("granted", granted));
     }
@@ -340,12 +348,19 @@ pub fn plan_envelope(
             return Err(envelope_denied(
                 manifest,
                 format!("env:{}", key.chars().take(128).collect::<String>()),
-                format!("environment key `{}` is not in the manifest's env_passthrough", key.chars().take(128).collect::<String>()),
+                format!(
+                    "environment key `{}` is not in the manifest's env_passthrough",
+                    key.chars().take(128).collect::<String>()
+                ),
             )
             .with_detail("granted", spawn.env_passthrough.clone()));
         }
         if value.contains('\0') {
-            return Err(envelope_denied(manifest, format!("env:{key}"), format!("the value of `{key}` holds a NUL byte")));
+            return Err(envelope_denied(
+                manifest,
+                format!("env:{key}"),
+                format!("the value of `{key}` holds a NUL byte"),
+            ));
         }
         env.push((key, value));
     }
@@ -426,14 +441,20 @@ fn match_word(word: &Word, value: &str, bound: &mut BTreeMap<String, String>) ->
     false
 }
 
-fn match_pieces(pieces: &[Piece], value: &str, index: usize, after_end: bool, bound: &mut BTreeMap<String, String>) -> bool {
+fn match_pieces(
+    pieces: &[Piece],
+    value: &str,
+    index: usize,
+    after_end: bool,
+    bound: &mut BTreeMap<String, String>,
+) -> bool {
     let Some(piece) = pieces.get(index) else {
         return value.is_empty();
     };
     match piece {
-        Piece::Text(text) => {
-            value.strip_prefix(text.as_str()).is_some_and(|rest| match_pieces(pieces, rest, index + 1, after_end, bound))
-        }
+        Piece::Text(text) => value
+            .strip_prefix(text.as_str())
+            .is_some_and(|rest| match_pieces(pieces, rest, index + 1, after_end, bound)),
         Piece::Slot(name) => {
             let starts_word = index == 0;
             if let Some(previous) = bound.get(name).cloned() {
@@ -507,7 +528,11 @@ description = "Show a file at a revision"
         let (manifest, subset) = (manifest(), subset(&["spawn:log", "spawn:show"]));
         // (args, argv, shape)
         let table: [(&[(&str, &str)], &[&str], &[&str]); 3] = [
-            (&[("count", "5")], &["git", "log", "-n", "5", "--format=%H%x09%s"], &["git", "log", "-n", "{count}", "--format=%H%x09%s"]),
+            (
+                &[("count", "5")],
+                &["git", "log", "-n", "5", "--format=%H%x09%s"],
+                &["git", "log", "-n", "{count}", "--format=%H%x09%s"],
+            ),
             (
                 &[("count", "5"), ("since", "2026-01-01")],
                 &["git", "log", "--since=2026-01-01", "-n", "5", "--format=%H%x09%s"],
@@ -546,13 +571,15 @@ description = "Show a file at a revision"
             assert_eq!(failure.details.get("boundary_detail").and_then(Value::as_str), Some("envelope"), "{call:?}");
         }
         // After `--` a value may start with `-` or hold a line break.
-        let plan = plan_operation(&manifest, &subset, "show", &args(&[("rev", "HEAD"), ("path", "-odd\nname")])).unwrap();
+        let plan =
+            plan_operation(&manifest, &subset, "show", &args(&[("rev", "HEAD"), ("path", "-odd\nname")])).unwrap();
         assert_eq!(plan.argv, strings(&["git", "show", "HEAD", "--", "-odd\nname"]));
     }
 
     #[test]
     fn the_action_must_declare_the_operation() {
-        let failure = plan_operation(&manifest(), &subset(&["spawn:show"]), "log", &args(&[("count", "1")])).unwrap_err();
+        let failure =
+            plan_operation(&manifest(), &subset(&["spawn:show"]), "log", &args(&[("count", "1")])).unwrap_err();
         assert_eq!(failure.boundary, Boundary::Action);
         let failure = plan_operation(&manifest(), &subset(&["spawn:log"]), "push", &args(&[])).unwrap_err();
         assert_eq!(failure.boundary, Boundary::Sandbox);
@@ -565,8 +592,12 @@ description = "Show a file at a revision"
     #[test]
     fn envelopes_must_match_a_declared_template() {
         let (manifest, granted) = (manifest(), subset(&["spawn:log", "spawn:show"]));
-        let plan = plan_envelope(&manifest, &granted, envelope("/usr/bin/git", &["git", "log", "--author=me", "-n", "3", "--format=%H%x09%s"]))
-            .unwrap();
+        let plan = plan_envelope(
+            &manifest,
+            &granted,
+            envelope("/usr/bin/git", &["git", "log", "--author=me", "-n", "3", "--format=%H%x09%s"]),
+        )
+        .unwrap();
         assert_eq!(plan.op, "log");
         assert_eq!(plan.shape, strings(&["git", "log", "--author={author}", "-n", "{count}", "--format=%H%x09%s"]));
         // (envelope, refused because)
@@ -574,7 +605,10 @@ description = "Show a file at a revision"
             (envelope("/bin/sh", &["sh", "-c", "id"]), "not a program the connector manifest declares"),
             (envelope("/usr/bin/git", &["git", "log", "-n", "3"]), "matches none"),
             (envelope("/usr/bin/git", &["git", "log", "-n", "--upload-pack=x", "--format=%H%x09%s"]), "matches none"),
-            (envelope("/usr/bin/git", &["git", "-c", "core.pager=x", "log", "-n", "1", "--format=%H%x09%s"]), "matches none"),
+            (
+                envelope("/usr/bin/git", &["git", "-c", "core.pager=x", "log", "-n", "1", "--format=%H%x09%s"]),
+                "matches none",
+            ),
             (envelope("/usr/bin/git", &[]), "argv is empty"),
         ];
         for (envelope, because) in table {
@@ -582,7 +616,12 @@ description = "Show a file at a revision"
             assert!(failure.message.contains(because), "{envelope:?}: {}", failure.message);
         }
         let show_only = subset(&["spawn:show"]);
-        let failure = plan_envelope(&manifest, &show_only, envelope("/usr/bin/git", &["git", "log", "-n", "1", "--format=%H%x09%s"])).unwrap_err();
+        let failure = plan_envelope(
+            &manifest,
+            &show_only,
+            envelope("/usr/bin/git", &["git", "log", "-n", "1", "--format=%H%x09%s"]),
+        )
+        .unwrap_err();
         assert_eq!(failure.boundary, Boundary::Action);
     }
 
@@ -593,7 +632,10 @@ description = "Show a file at a revision"
             env: Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
             ..envelope("/usr/bin/git", &["git", "show", "HEAD", "--", "README"])
         };
-        assert_eq!(plan_envelope(&manifest, &subset, with_env(&[("GIT_AUTHOR_NAME", "A")])).unwrap().env, vec![("GIT_AUTHOR_NAME".into(), "A".into())]);
+        assert_eq!(
+            plan_envelope(&manifest, &subset, with_env(&[("GIT_AUTHOR_NAME", "A")])).unwrap().env,
+            vec![("GIT_AUTHOR_NAME".into(), "A".into())]
+        );
         for (pairs, because) in [
             (&[("LD_PRELOAD", "/tmp/x.so")][..], "not in the manifest's env_passthrough"),
             (&[("GH_TOKEN", "forged")][..], "set by aileron only"),

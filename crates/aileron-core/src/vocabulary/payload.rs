@@ -19,7 +19,11 @@ pub fn connector_call(fqn: impl Into<Value>, op: impl Into<Value>, hash: impl In
 }
 
 /// Which release of a connector a record is about (`connector.installed`, `connector.removed`).
-pub fn connector_release(fqn: impl Into<Value>, version: impl Into<Value>, hash: impl Into<Value>) -> Map<String, Value> {
+pub fn connector_release(
+    fqn: impl Into<Value>,
+    version: impl Into<Value>,
+    hash: impl Into<Value>,
+) -> Map<String, Value> {
     let mut payload = Map::new();
     payload.insert(keys::CONNECTOR_FQN.into(), fqn.into());
     payload.insert(keys::CONNECTOR_VERSION.into(), version.into());

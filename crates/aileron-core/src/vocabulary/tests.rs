@@ -85,7 +85,9 @@ fn keys_are_unique_and_namespaced() {
     for key in keys::ALL {
         let well_formed = key.strip_prefix("aileron.").is_some_and(|rest| {
             rest.split('.').count() >= 2
-                && rest.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'))
+                && rest.split('.').all(|part| {
+                    !part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+                })
         });
         assert!(well_formed, "{key} is not aileron.<namespace>.<name>");
     }
@@ -128,7 +130,10 @@ fn payload_fragments() {
             "aileron.connector.hash": "sha256:ab",
         }),
     );
-    check(approved_consent("prompt"), json!({ "aileron.consent.decision": "approved", "aileron.consent.via": "prompt" }));
+    check(
+        approved_consent("prompt"),
+        json!({ "aileron.consent.decision": "approved", "aileron.consent.via": "prompt" }),
+    );
     check(
         binding("github-default", "oauth2", "default"),
         json!({ "aileron.binding.name": "github-default", "aileron.binding.kind": "oauth2", "aileron.binding.identity": "default" }),

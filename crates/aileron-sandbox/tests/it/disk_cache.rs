@@ -123,7 +123,9 @@ fn a_cache_directory_that_cannot_be_created_is_an_error() {
     let home = tempfile::tempdir().unwrap();
     let blocker = home.path().join("file");
     fs::write(&blocker, b"").unwrap();
-    let error = Runtime::new(RuntimeConfig { cache_dir: Some(blocker.join("cache")), ..RuntimeConfig::default() }).err().unwrap();
+    let error = Runtime::new(RuntimeConfig { cache_dir: Some(blocker.join("cache")), ..RuntimeConfig::default() })
+        .err()
+        .unwrap();
     assert!(error.to_string().contains("cannot create the compiled-module cache directory"), "{error}");
 }
 

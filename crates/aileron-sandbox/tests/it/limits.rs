@@ -68,7 +68,8 @@ async fn the_epoch_stands_still_while_no_call_runs_and_limits_hold_after_it() {
     assert_eq!(idle_ticks().await, 0, "the epoch advanced with no call running");
     let wall_time = Duration::from_millis(150);
     let started = Instant::now();
-    let request = CallRequest { op: "run".into(), args: serde_json::json!({}), limits: Limits { wall_time, ..limits() } };
+    let request =
+        CallRequest { op: "run".into(), args: serde_json::json!({}), limits: Limits { wall_time, ..limits() } };
     let outcome = runtime.call(&module, request, FakeEgress::new()).await;
     let elapsed = started.elapsed();
     assert_eq!(summary(&outcome), r#"resource_limit_exceeded sandbox "time""#);
@@ -217,7 +218,8 @@ async fn calls_beyond_the_pooled_slots_wait_for_one_within_their_wall_time() {
     let wasm = sleeper(300_000_000).wasm();
     let module = runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
     let call = |wall_time: Duration| {
-        let request = CallRequest { op: "run".into(), args: serde_json::json!({}), limits: Limits { wall_time, ..limits() } };
+        let request =
+            CallRequest { op: "run".into(), args: serde_json::json!({}), limits: Limits { wall_time, ..limits() } };
         runtime.call(&module, request, crate::guest::FakeEgress::new() as Arc<_>)
     };
     let started = Instant::now();
@@ -234,7 +236,11 @@ async fn calls_beyond_the_pooled_slots_wait_for_one_within_their_wall_time() {
     }
     assert_eq!(summary(&impatient), r#"resource_limit_exceeded sandbox "time""#);
     assert!(failure(&impatient).message.contains("no instance slot came free"), "{}", failure(&impatient).message);
-    assert!(started.elapsed() >= Duration::from_millis(600), "the fourth call waited for a slot: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "the fourth call waited for a slot: {:?}",
+        started.elapsed()
+    );
 }
 
 /// A call made with `call_holding` keeps its pooled slot until its instance is dropped (the

@@ -105,10 +105,8 @@ async fn refusals_return_their_codes_and_win_over_stdout() {
         ("ok", "not json", "connector_runtime_error sandbox"),
     ];
     for (op, args, expected) in table {
-        let guest = spawn_op(handles(), "a", op, args)
-            .write(1, r#"{"output":"#)
-            .write_int("(local.get $a)")
-            .write(1, "}");
+        let guest =
+            spawn_op(handles(), "a", op, args).write(1, r#"{"output":"#).write_int("(local.get $a)").write(1, "}");
         let outcome = call_with(&guest.load(), json!({}), limits(), FakeEgress::new()).await;
         assert_eq!(summary(&outcome), expected, "{op} {args}");
         // The guest printed the code it got; the recorded failure replaced it.
@@ -119,9 +117,8 @@ async fn refusals_return_their_codes_and_win_over_stdout() {
     // The codes themselves: the guest traps unless it got the expected one.
     for (op, code) in [("denied", -1), ("nosandbox", -3), ("ok", -2)] {
         let args = if op == "ok" { "[1]" } else { "{}" };
-        let guest = spawn_op(handles(), "a", op, args).run(&format!(
-            "(if (i32.ne (local.get $a) (i32.const {code})) (then unreachable))"
-        ));
+        let guest = spawn_op(handles(), "a", op, args)
+            .run(&format!("(if (i32.ne (local.get $a) (i32.const {code})) (then unreachable))"));
         let outcome = call_with(&guest.load(), json!({}), limits(), FakeEgress::new()).await;
         assert!(!summary(&outcome).contains("trap"), "{op}: {}", summary(&outcome));
         assert!(outcome.result.is_err(), "{op}");

@@ -223,7 +223,9 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                     prop_assert_eq!(entry.state, *state, "after {:?}", op);
                     held_finished += usize::from(state.is_terminal());
                 }
-                None => prop_assert!(state.is_terminal(), "an unfinished entry ({:?}) was forgotten after {:?}", state, op),
+                None => {
+                    prop_assert!(state.is_terminal(), "an unfinished entry ({:?}) was forgotten after {:?}", state, op)
+                }
             }
         }
         prop_assert!(held_finished <= retention.finished + retention.slack, "{} finished entries held", held_finished);

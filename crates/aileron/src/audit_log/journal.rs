@@ -87,7 +87,15 @@ impl Journal {
                 sync_dir(audit_dir)?;
             }
         }
-        Ok(Journal { file, path, capacity, offset: 0, frame: Vec::new(), batch_frames: Vec::new(), checkpoint_due: false })
+        Ok(Journal {
+            file,
+            path,
+            capacity,
+            offset: 0,
+            frame: Vec::new(),
+            batch_frames: Vec::new(),
+            checkpoint_due: false,
+        })
     }
 
     /// Whether the frame of a batch of `payload` bytes goes into the journal now. When not (the
@@ -111,7 +119,8 @@ impl Journal {
         debug_assert!(self.fits(payload.len()));
         encode_frame(&mut self.frame, date, first_seq, last_seq, payload);
         self.batch_frames.push(self.offset);
-        let context = |e: io::Error, doing: &str| io::Error::new(e.kind(), format!("{doing} {}: {e}", self.path.display()));
+        let context =
+            |e: io::Error, doing: &str| io::Error::new(e.kind(), format!("{doing} {}: {e}", self.path.display()));
         self.file.write_all_at(&self.frame, self.offset).map_err(|e| context(e, "writing"))?;
         self.file.sync_data().map_err(|e| context(e, "syncing"))?;
         self.offset += self.frame.len() as u64;
@@ -219,13 +228,16 @@ pub(super) fn replay(audit_dir: &Path, last: Option<AuditRecord>) -> anyhow::Res
     let mut scratch = Vec::new();
     for frame in frames(&bytes) {
         for line in frame.payload.split_inclusive(|b| *b == b'\n') {
-            let text = std::str::from_utf8(line)
-                .ok()
-                .and_then(|text| text.strip_suffix('\n'))
-                .ok_or_else(|| damaged(format!("holds a line that is not a record (records {} to {})", frame.first_seq, frame.last_seq)))?;
+            let text = std::str::from_utf8(line).ok().and_then(|text| text.strip_suffix('\n')).ok_or_else(|| {
+                damaged(format!(
+                    "holds a line that is not a record (records {} to {})",
+                    frame.first_seq, frame.last_seq
+                ))
+            })?;
             let record: AuditRecord = serde_json::from_str(text)
                 .map_err(|error| damaged(format!("holds a line that is not a record: {error}")))?;
-            check_line(text, &mut scratch).map_err(|reason| damaged(format!("holds record {}, which {reason}", record.seq)))?;
+            check_line(text, &mut scratch)
+                .map_err(|reason| damaged(format!("holds record {}, which {reason}", record.seq)))?;
             let (head_seq, head_hash) = last.as_ref().map_or((0, GENESIS_PREV), |last| (last.seq, last.hash.as_str()));
             if record.seq < head_seq {
                 continue;
@@ -253,7 +265,9 @@ pub(super) fn replay(audit_dir: &Path, last: Option<AuditRecord>) -> anyhow::Res
     for (date, lines) in &restored {
         let file_path = audit_dir.join(log_file_name(*date));
         let mut file = open_for_append(audit_dir, &file_path)?;
-        file.write_all(lines).and_then(|()| file.sync_data()).with_context(|| format!("restoring records to {}", file_path.display()))?;
+        file.write_all(lines)
+            .and_then(|()| file.sync_data())
+            .with_context(|| format!("restoring records to {}", file_path.display()))?;
     }
     if count > 0 {
         log_line!(
@@ -432,12 +446,20 @@ mod tests {
         assert_eq!(read(&crashed.join("audit"), "2026-11-23"), second_day);
         assert_eq!(reopened.verify().unwrap().records, 30);
         // The torn bytes were set aside, and the chain goes on.
-        assert!(fs::read_dir(crashed.join("audit")).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains(".torn-")));
+        assert!(
+            fs::read_dir(crashed.join("audit")).unwrap().any(|e| e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".torn-"))
+        );
         assert_eq!(reopened.append(event(EventType::ActionExecuted, &[])).await.unwrap().seq, 31);
 
         // The same machine, the second day's file empty (created, none of its data written back).
         let emptied = temp.path().join("emptied");
-        stopped_machine(&live_dir, &emptied.join("audit"), |name, bytes| if name.contains("2026-11-23") { Vec::new() } else { bytes.to_vec() });
+        stopped_machine(&live_dir, &emptied.join("audit"), |name, bytes| {
+            if name.contains("2026-11-23") { Vec::new() } else { bytes.to_vec() }
+        });
         let reopened = open_at(&emptied, &clock, JOURNAL_BYTES).unwrap();
         assert_eq!(read(&emptied.join("audit"), "2026-11-23"), second_day);
         assert_eq!(reopened.verify().unwrap().records, 30);

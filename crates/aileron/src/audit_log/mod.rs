@@ -317,7 +317,9 @@ impl AuditLog {
         let last = recovery::recover_tail(&audit_dir)?;
         let last = journal::replay(&audit_dir, last)?;
         let head = recovery::checked_head(&audit_dir, last)?;
-        if let state @ (HeadAnchor::Missing | HeadAnchor::Unreadable) = recovery::read_anchor(&audit_dir).state(head.seq) {
+        if let state @ (HeadAnchor::Missing | HeadAnchor::Unreadable) =
+            recovery::read_anchor(&audit_dir).state(head.seq)
+        {
             // Verified anyway (see `verify`), but the user should know the end went unchecked.
             let state = state.as_str();
             log_line!(
@@ -410,8 +412,13 @@ impl AuditLog {
             }
             Backend::Disk(disk) => {
                 let (reply, acknowledged) = tokio::sync::oneshot::channel();
-                let sent = disk.commands.as_ref().is_some_and(|commands| commands.send(Command::Append(event, reply)).is_ok());
-                if sent { Appending::Waiting(acknowledged) } else { Appending::Answered(Some(Err(AuditError::WriterStopped))) }
+                let sent =
+                    disk.commands.as_ref().is_some_and(|commands| commands.send(Command::Append(event, reply)).is_ok());
+                if sent {
+                    Appending::Waiting(acknowledged)
+                } else {
+                    Appending::Answered(Some(Err(AuditError::WriterStopped)))
+                }
             }
         }
     }

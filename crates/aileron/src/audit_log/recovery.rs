@@ -102,7 +102,11 @@ pub(super) fn check_anchored_head(audit_dir: &Path, last_seq: u64, last_hash: &s
 }
 
 /// [`check_anchored_head`] against an anchor read earlier (before the log).
-pub(super) fn check_against_anchor(anchor: Option<(u64, String)>, last_seq: u64, last_hash: &str) -> Result<(), String> {
+pub(super) fn check_against_anchor(
+    anchor: Option<(u64, String)>,
+    last_seq: u64,
+    last_hash: &str,
+) -> Result<(), String> {
     match anchor {
         Some((seq, _)) if seq > last_seq => Err(format!(
             "the log ends at record {last_seq}, but record {seq} was written (records were removed from the end)"
@@ -277,7 +281,11 @@ mod tests {
             fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(torn).unwrap();
             // Before repair, readers and the verifier already tolerate it.
             let report = verify(temp.path()).unwrap();
-            assert_eq!((report.records, report.torn_tail_skipped.map(|p| p.line)), (RECORDS, Some(RECORDS as usize + 1)), "{name}");
+            assert_eq!(
+                (report.records, report.torn_tail_skipped.map(|p| p.line)),
+                (RECORDS, Some(RECORDS as usize + 1)),
+                "{name}"
+            );
             assert_eq!(query(temp.path(), &AuditFilter::default()).unwrap().len(), RECORDS as usize, "{name}");
             assert!(good.len() > 2 * END_CHUNK as usize, "{name}: the log spans several chunks");
 
@@ -325,7 +333,8 @@ mod tests {
             let verified = verify(temp.path());
             assert!(verified.is_err(), "{damage}: verify reports it: {verified:?}");
             fs::remove_file(&journal).unwrap();
-            let open = || AuditLog::open_with_clock(AuditConfig { dir: Some(temp.path().to_path_buf()) }, clock.clone());
+            let open =
+                || AuditLog::open_with_clock(AuditConfig { dir: Some(temp.path().to_path_buf()) }, clock.clone());
             let error = open().err().unwrap_or_else(|| panic!("{damage}: the daemon does not extend a damaged chain"));
             assert!(format!("{error:#}").contains("hint:"), "{damage}: {error:#}");
             if damage == "garbage last record" {
@@ -333,10 +342,16 @@ mod tests {
                 assert!(format!("{error:#}").contains("damaged at line 500:"), "{damage}: {error:#}");
                 continue;
             }
-            assert!(format!("{error:#}").contains("500 records were written") || format!("{error:#}").contains("record 500 was written"), "{damage}: {error:#}");
+            assert!(
+                format!("{error:#}").contains("500 records were written")
+                    || format!("{error:#}").contains("record 500 was written"),
+                "{damage}: {error:#}"
+            );
             // With the journal back, verify says where the records are and a start restores them.
             fs::write(&journal, kept).unwrap();
-            let Err(VerifyError::Truncated { problem }) = verify(temp.path()) else { panic!("{damage}: still cut short") };
+            let Err(VerifyError::Truncated { problem }) = verify(temp.path()) else {
+                panic!("{damage}: still cut short")
+            };
             assert!(problem.contains("to 500 are in the audit journal"), "{damage}: {problem}");
             drop(open().unwrap());
             assert_eq!(fs::read_to_string(&path).unwrap(), text, "{damage}: the log is whole again");

@@ -15,7 +15,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use aileron_core::audit::{BreakReason, ChainBreak, ChainVerifier, CheckedLine, LogLine, VerifyReport, check_line, log_lines};
+use aileron_core::audit::{
+    BreakReason, ChainBreak, ChainVerifier, CheckedLine, LogLine, VerifyReport, check_line, log_lines,
+};
 use chrono::NaiveDate;
 use sha2::{Digest, Sha256};
 
@@ -232,7 +234,12 @@ impl Pass {
             return;
         }
         hashed.update(verified);
-        let proved = VerifiedFile { name: name.to_string(), len: base + verified.len(), lines, digest: hashed.finalize().into() };
+        let proved = VerifiedFile {
+            name: name.to_string(),
+            len: base + verified.len(),
+            lines,
+            digest: hashed.finalize().into(),
+        };
         match self.proved.last_mut() {
             Some(last) if same_file => *last = proved,
             _ => self.proved.push(proved),
@@ -272,7 +279,10 @@ mod tests {
         (temp, clock, log, audit_dir)
     }
 
-    fn verify_remembering(audit_dir: &Path, remembered: &Mutex<Option<VerifiedPrefix>>) -> Result<Verified, VerifyError> {
+    fn verify_remembering(
+        audit_dir: &Path,
+        remembered: &Mutex<Option<VerifiedPrefix>>,
+    ) -> Result<Verified, VerifyError> {
         verify_dir(audit_dir, Some(remembered))
     }
 
@@ -348,16 +358,26 @@ mod tests {
         fs::write(&first_day, format!("{}{next_first}\n", original.0)).unwrap();
         assert_eq!(
             broken(&remembered),
-            ("audit-2026-11-23.jsonl".into(), 1, BreakReason::PrevDoesNotLink {
-                previous: Some(aileron_core::audit::LinePosition { file: "audit-2026-11-22.jsonl".into(), line: 11 })
-            })
+            (
+                "audit-2026-11-23.jsonl".into(),
+                1,
+                BreakReason::PrevDoesNotLink {
+                    previous: Some(aileron_core::audit::LinePosition {
+                        file: "audit-2026-11-22.jsonl".into(),
+                        line: 11
+                    })
+                }
+            )
         );
         fs::write(&first_day, &original.0).unwrap();
 
         // A day's file removed: the next day's first record no longer links.
         verify_remembering(&audit_dir, &remembered).unwrap();
         fs::remove_file(&first_day).unwrap();
-        assert_eq!(broken(&remembered), ("audit-2026-11-23.jsonl".into(), 1, BreakReason::PrevDoesNotLink { previous: None }));
+        assert_eq!(
+            broken(&remembered),
+            ("audit-2026-11-23.jsonl".into(), 1, BreakReason::PrevDoesNotLink { previous: None })
+        );
 
         // The last file cut short before what was proved: a truncation, not a resumed chain.
         fs::write(&first_day, &original.0).unwrap();
@@ -383,7 +403,8 @@ mod tests {
         }
         let path = audit_dir.join("audit-2026-11-22.jsonl");
         let text = fs::read_to_string(&path).unwrap();
-        let one_at_a_time = aileron_core::audit::verify_chain(log_lines("audit-2026-11-22.jsonl", &text, true)).unwrap();
+        let one_at_a_time =
+            aileron_core::audit::verify_chain(log_lines("audit-2026-11-22.jsonl", &text, true)).unwrap();
         assert_eq!(verify_dir(&audit_dir, None).unwrap().report, one_at_a_time);
         assert_eq!(one_at_a_time.records, records as u64);
 
@@ -470,7 +491,10 @@ mod tests {
             let whole = fs::read_to_string(&day).unwrap();
             let kept: Vec<&str> = whole.lines().take(11).collect();
             fs::write(&day, format!("{}\n", kept.join("\n"))).unwrap();
-            assert!(matches!(verify_dir(&audit_dir, None), Err(VerifyError::Truncated { .. })), "{name}: cut again, detected");
+            assert!(
+                matches!(verify_dir(&audit_dir, None), Err(VerifyError::Truncated { .. })),
+                "{name}: cut again, detected"
+            );
         }
     }
 
@@ -482,5 +506,4 @@ mod tests {
         let report = verify_dir(&temp.path().join("audit"), None).unwrap().report;
         assert_eq!((report.records, report.warning()), (0, None));
     }
-
 }

@@ -277,7 +277,12 @@ impl Writer {
         let (offset, bytes) = (open.written_back, end - open.written_back);
         // SAFETY: a plain system call on a descriptor `open.file` owns; it touches no memory.
         let started = unsafe {
-            libc::sync_file_range(open.file.as_raw_fd(), offset as libc::off64_t, bytes as libc::off64_t, libc::SYNC_FILE_RANGE_WRITE)
+            libc::sync_file_range(
+                open.file.as_raw_fd(),
+                offset as libc::off64_t,
+                bytes as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
         };
         if started == 0 {
             open.written_back = end;
@@ -290,7 +295,9 @@ impl Writer {
         let Some(open) = self.file.as_mut() else {
             // No file open (a failed batch closed it; the next one opens it and allocates):
             // whether the next batch will find the room is what the file system says is free.
-            if self.stats.low_on_space.load(Ordering::Relaxed) && free_bytes(&self.audit_dir).is_some_and(|free| free >= HEADROOM) {
+            if self.stats.low_on_space.load(Ordering::Relaxed)
+                && free_bytes(&self.audit_dir).is_some_and(|free| free >= HEADROOM)
+            {
                 self.stats.low_on_space.store(false, Ordering::Relaxed);
             }
             return;
@@ -360,7 +367,9 @@ impl Writer {
             return Ok(());
         };
         let open = self.file.as_mut().expect("a file is prepared before lines are buffered");
-        open.file.write_all(buffer).map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", open.path.display())))?;
+        open.file
+            .write_all(buffer)
+            .map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", open.path.display())))?;
         let syncing = std::time::Instant::now();
         if self.journal.fits(buffer.len()) {
             self.journal.commit(open.date, first_seq, last_seq, buffer)?;

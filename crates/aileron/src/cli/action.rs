@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 
-use super::{CliError, CliResult, print_json, ExitStatus};
+use super::{CliError, CliResult, ExitStatus, print_json};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
 use crate::wire::{ActionList, ActionView, RunBody, RunCompleted};
@@ -180,7 +180,9 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
         }
         ActionCommand::Enable { name } => set_enabled(&client, &name, true).await,
         ActionCommand::Disable { name } => set_enabled(&client, &name, false).await,
-        ActionCommand::Run { name, arg, args, verbose } => run_action(&client, &name, &arg, args.as_deref(), verbose).await,
+        ActionCommand::Run { name, arg, args, verbose } => {
+            run_action(&client, &name, &arg, args.as_deref(), verbose).await
+        }
     }
 }
 
@@ -190,7 +192,13 @@ async fn set_enabled(client: &DaemonClient, name: &str, enabled: bool) -> CliRes
     Ok(ExitStatus::Ok)
 }
 
-async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_args: Option<&str>, verbose: bool) -> CliResult {
+async fn run_action(
+    client: &DaemonClient,
+    name: &str,
+    pairs: &[String],
+    json_args: Option<&str>,
+    verbose: bool,
+) -> CliResult {
     let args = match json_args {
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(map)) => map,
@@ -202,10 +210,14 @@ async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_ar
                     Value::Bool(_) => "a boolean",
                     _ => "null",
                 };
-                return Err(CliError::usage(format!("--args must be a JSON object, not {kind}\nhint: --args '{{\"owner\":\"acme\"}}'")));
+                return Err(CliError::usage(format!(
+                    "--args must be a JSON object, not {kind}\nhint: --args '{{\"owner\":\"acme\"}}'"
+                )));
             }
             Err(error) => {
-                return Err(CliError::usage(format!("--args is not valid JSON: {error}\nhint: pass one JSON object, e.g. --args '{{\"owner\":\"acme\"}}'")));
+                return Err(CliError::usage(format!(
+                    "--args is not valid JSON: {error}\nhint: pass one JSON object, e.g. --args '{{\"owner\":\"acme\"}}'"
+                )));
             }
         },
         None => {
@@ -243,7 +255,8 @@ async fn run_action(client: &DaemonClient, name: &str, pairs: &[String], json_ar
             Ok(ExitStatus::Ok)
         }
         StatusCode::ACCEPTED => {
-            let pending: PendingApproval = serde_json::from_value(body).context("the daemon's pending-approval answer")?;
+            let pending: PendingApproval =
+                serde_json::from_value(body).context("the daemon's pending-approval answer")?;
             eprintln!("{}", pending.message);
             print_json(&pending);
             Ok(ExitStatus::Pending)
@@ -258,12 +271,21 @@ fn print_logs(body: &Value) {
     let mut printed = false;
     for step in &steps {
         for line in step["logs"].as_array().into_iter().flatten() {
-            eprintln!("[{}] {}: {}", step["id"].as_str().unwrap_or("?"), line["level"].as_str().unwrap_or("?"), super::escape(line["message"].as_str().unwrap_or("")));
+            eprintln!(
+                "[{}] {}: {}",
+                step["id"].as_str().unwrap_or("?"),
+                line["level"].as_str().unwrap_or("?"),
+                super::escape(line["message"].as_str().unwrap_or(""))
+            );
             printed = true;
         }
     }
     for line in body["error"]["details"]["logs"].as_array().into_iter().flatten() {
-        eprintln!("[failed step] {}: {}", line["level"].as_str().unwrap_or("?"), super::escape(line["message"].as_str().unwrap_or("")));
+        eprintln!(
+            "[failed step] {}: {}",
+            line["level"].as_str().unwrap_or("?"),
+            super::escape(line["message"].as_str().unwrap_or(""))
+        );
         printed = true;
     }
     if !printed {
@@ -317,8 +339,8 @@ async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: 
     let bytes = crate::forge::fetch(&url, 4 * 1024 * 1024, &mut |_, _| {})
         .await
         .map_err(|e| CliError::failure(format!("{e}\nhint: {}", e.hint())))?;
-    let (text, signature) =
-        crate::package::read_action_tarball(std::path::Path::new(&url), &bytes).map_err(|e| CliError::failure(e.user_message()))?;
+    let (text, signature) = crate::package::read_action_tarball(std::path::Path::new(&url), &bytes)
+        .map_err(|e| CliError::failure(e.user_message()))?;
     let file_name = format!("{}.md", reference.fqn.subpath.last().unwrap_or(&reference.fqn.repo));
     let package = ActionPackage { text, signature, file_name, reference: target.to_string() };
     add_package(home, client, package, flags, target).await
@@ -327,10 +349,18 @@ async fn add_published(home: &Home, client: &DaemonClient, target: &str, flags: 
 /// `action add <file>.tar.gz`: an action package made by `action pack`, installed as the
 /// published release its `source` names would be: same signature check against the keyring for
 /// that FQN, same --allow-unsigned and --force rules, same connector installs.
-async fn add_local_package(home: &Home, client: &DaemonClient, file: &std::path::Path, bytes: &[u8], flags: AddFlags) -> CliResult {
-    let (text, signature) = crate::package::read_action_tarball(file, bytes).map_err(|e| CliError::failure(e.user_message()))?;
+async fn add_local_package(
+    home: &Home,
+    client: &DaemonClient,
+    file: &std::path::Path,
+    bytes: &[u8],
+    flags: AddFlags,
+) -> CliResult {
+    let (text, signature) =
+        crate::package::read_action_tarball(file, bytes).map_err(|e| CliError::failure(e.user_message()))?;
     let label = format!("{}:{}", file.display(), crate::package::ACTION_FILE);
-    let action = aileron_core::action::parse_packaged_action(&text, &label).map_err(|e| CliError::failure(e.to_string()))?;
+    let action =
+        aileron_core::action::parse_packaged_action(&text, &label).map_err(|e| CliError::failure(e.to_string()))?;
     let Some(source) = &action.source else {
         return Err(CliError::failure(format!(
             "the action in {} declares no `source`, so its package cannot be checked against a publisher's key\nhint: \
@@ -340,7 +370,8 @@ async fn add_local_package(home: &Home, client: &DaemonClient, file: &std::path:
             action.version
         )));
     };
-    let package = ActionPackage { file_name: format!("{}.md", action.name), reference: source.to_string(), text, signature };
+    let package =
+        ActionPackage { file_name: format!("{}.md", action.name), reference: source.to_string(), text, signature };
     add_package(home, client, package, flags, &file.display().to_string()).await
 }
 
@@ -357,7 +388,13 @@ struct ActionPackage {
 /// Installs a fetched or local action package: the daemon checks it first (the release it claims
 /// to be, its signature, --force), then each connector it pins that is not installed is installed
 /// (pinned, one consent each), then the action.
-async fn add_package(home: &Home, client: &DaemonClient, package: ActionPackage, flags: AddFlags, origin: &str) -> CliResult {
+async fn add_package(
+    home: &Home,
+    client: &DaemonClient,
+    package: ActionPackage,
+    flags: AddFlags,
+    origin: &str,
+) -> CliResult {
     let ActionPackage { text, signature, file_name, reference } = package;
     // A parse error's text ends with its hint.
     let action = aileron_core::action::parse_action(&text, &file_name).map_err(|e| CliError::failure(e.to_string()))?;
@@ -377,13 +414,21 @@ async fn add_package(home: &Home, client: &DaemonClient, package: ActionPackage,
     eprintln!("action {} {}: {}", action.name, action.version, verified["signature"].as_str().unwrap_or("checked"));
     let installed = client.get("/v1/connectors").await?;
     for required in &action.requires {
-        let present = installed["items"].as_array().into_iter().flatten().any(|item| item["hash"] == required.hash.to_string());
+        let present =
+            installed["items"].as_array().into_iter().flatten().any(|item| item["hash"] == required.hash.to_string());
         if present {
             continue;
         }
         let connector = format!("{}@{}", required.name, required.version);
         eprintln!("action {} needs connector {connector} ({})", action.name, required.hash.short());
-        let code = super::connector::install_pinned(home, &connector, &required.hash.to_string(), flags.yes, flags.allow_unsigned).await?;
+        let code = super::connector::install_pinned(
+            home,
+            &connector,
+            &required.hash.to_string(),
+            flags.yes,
+            flags.allow_unsigned,
+        )
+        .await?;
         if code != ExitStatus::Ok {
             return Ok(code);
         }
@@ -422,7 +467,9 @@ fn report_added(previous: Option<&ActionView>, added: &ActionView, content: &str
         eprintln!("action {} stays disabled; enable it with: aileron action enable {}", added.name, added.name);
     }
     // Valid, but denied at every run (SPEC §4.5): said now rather than at the first run.
-    let denied = aileron_core::action::parse_action(content, &format!("{}.md", added.name)).map(|action| action.ops_outside_capabilities()).unwrap_or_default();
+    let denied = aileron_core::action::parse_action(content, &format!("{}.md", added.name))
+        .map(|action| action.ops_outside_capabilities())
+        .unwrap_or_default();
     for (call, op, connector) in denied {
         eprintln!(
             "warning: {call} calls the op `{op}`, which the action's capabilities for {connector} do not list: every run \

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use super::{CliError, CliResult, print_json, ExitStatus};
+use super::{CliError, CliResult, ExitStatus, print_json};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
 use crate::wire::{ApprovalList, LoginTicket};
@@ -136,7 +136,8 @@ async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<
     if let Some(reason) = reason {
         body["reason"] = reason.into();
     }
-    let (status, answer) = client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/decide"), Some(&body)).await?;
+    let (status, answer) =
+        client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/decide"), Some(&body)).await?;
     if status != StatusCode::NO_CONTENT {
         return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
     }
@@ -216,7 +217,10 @@ pub(super) fn open_browser(home: &Home, url: &str) -> bool {
     }
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let stale = entry.file_name().to_string_lossy().starts_with("open-")
-            && entry.metadata().and_then(|m| m.modified()).is_ok_and(|at| at.elapsed().is_ok_and(|age| age.as_secs() > 120));
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at.elapsed().is_ok_and(|age| age.as_secs() > 120));
         if stale {
             let _ = std::fs::remove_file(entry.path());
         }

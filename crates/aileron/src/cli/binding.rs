@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::vault::{read_secret_value, send};
-use super::{CliError, CliResult, escape, print_json, ExitStatus};
+use super::{CliError, CliResult, ExitStatus, escape, print_json};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
 
@@ -82,7 +82,9 @@ enum BindingCommand {
 pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
     let client = DaemonClient::connect(home).await?;
     match args.command {
-        BindingCommand::Setup { connector, identity, material } => setup(home, &client, &connector, identity, &material).await,
+        BindingCommand::Setup { connector, identity, material } => {
+            setup(home, &client, &connector, identity, &material).await
+        }
         BindingCommand::List { json } => {
             let listing = client.get("/v1/bindings").await?;
             if json {
@@ -117,13 +119,19 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
                 return authorize(home, &client, json!({ "rebind": name }), material.no_browser).await;
             }
             let body = material_body(&kind, &material)?;
-            let rebound = send(&client, Method::POST, &format!("/v1/bindings/{}/rebind", crate::wire::path_segment(&name)), body).await?;
+            let rebound =
+                send(&client, Method::POST, &format!("/v1/bindings/{}/rebind", crate::wire::path_segment(&name)), body)
+                    .await?;
             eprintln!("rebound {}", escape(rebound["name"].as_str().unwrap_or(&name)));
             Ok(ExitStatus::Ok)
         }
-        BindingCommand::Reauthorize { name, no_browser } => authorize(home, &client, json!({ "rebind": name }), no_browser).await,
+        BindingCommand::Reauthorize { name, no_browser } => {
+            authorize(home, &client, json!({ "rebind": name }), no_browser).await
+        }
         BindingCommand::Revoke { name } => {
-            let (status, body) = client.call_raw(Method::DELETE, &format!("/v1/bindings/{}", crate::wire::path_segment(&name)), None).await?;
+            let (status, body) = client
+                .call_raw(Method::DELETE, &format!("/v1/bindings/{}", crate::wire::path_segment(&name)), None)
+                .await?;
             if !status.is_success() {
                 return Err(CliError::failure(ApiFailure { status, body }.to_string()));
             }
@@ -133,11 +141,18 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
     }
 }
 
-async fn setup(home: &Home, client: &DaemonClient, connector: &str, identity: Option<String>, material: &MaterialArgs) -> CliResult {
+async fn setup(
+    home: &Home,
+    client: &DaemonClient,
+    connector: &str,
+    identity: Option<String>,
+    material: &MaterialArgs,
+) -> CliResult {
     // Checked before anything is asked for; the daemon checks again.
     if let Some(identity) = &identity {
-        crate::bindings::validate_identity(identity)
-            .map_err(|message| CliError::usage(format!("{}\nhint: {}", escape(&message), crate::bindings::IDENTITY_HINT)))?;
+        crate::bindings::validate_identity(identity).map_err(|message| {
+            CliError::usage(format!("{}\nhint: {}", escape(&message), crate::bindings::IDENTITY_HINT))
+        })?;
     }
     let connectors = client.get("/v1/connectors").await?;
     let installed = connectors["items"].as_array().into_iter().flatten().rfind(|c| c["fqn"] == connector).cloned();
@@ -180,7 +195,9 @@ fn material_body(kind: &str, material: &MaterialArgs) -> Result<Value, CliError>
         }
         "aws_sigv4" => {
             let Some(access_key_id) = &material.access_key_id else {
-                return Err(CliError::failure("an aws_sigv4 binding needs --access-key-id\nhint: aileron binding setup <connector> --access-key-id AKIA... (the secret key is prompted for)"));
+                return Err(CliError::failure(
+                    "an aws_sigv4 binding needs --access-key-id\nhint: aileron binding setup <connector> --access-key-id AKIA... (the secret key is prompted for)",
+                ));
             };
             let secret = read_secret_value(material.from_env.as_deref(), "AWS secret access key (hidden): ")?;
             let mut aws = json!({ "access_key_id": access_key_id, "secret_access_key": secret.as_str() });
@@ -217,12 +234,23 @@ async fn authorize(home: &Home, client: &DaemonClient, mut body: Value, no_brows
     let expected_state = url::Url::parse(&url)
         .ok()
         .and_then(|url| url.query_pairs().find(|(key, _)| key == "state").map(|(_, value)| value.into_owned()))
-        .ok_or_else(|| CliError::failure("the daemon's authorization URL carries no state\nhint: run the command again"))?;
+        .ok_or_else(|| {
+            CliError::failure("the daemon's authorization URL carries no state\nhint: run the command again")
+        })?;
     let (code, state) = tokio::time::timeout(CALLBACK_WAIT, catch_callback(listener, &expected_state))
         .await
         .map_err(|_| CliError::failure("no authorization arrived within 10 minutes\nhint: run the command again"))??;
-    let finished = send(client, Method::POST, "/v1/bindings/setup/oauth2/finish", json!({ "session_id": session_id, "code": code, "state": state })).await?;
-    eprintln!("bound {} (oauth2); tokens are refreshed automatically", escape(finished["name"].as_str().unwrap_or("?")));
+    let finished = send(
+        client,
+        Method::POST,
+        "/v1/bindings/setup/oauth2/finish",
+        json!({ "session_id": session_id, "code": code, "state": state }),
+    )
+    .await?;
+    eprintln!(
+        "bound {} (oauth2); tokens are refreshed automatically",
+        escape(finished["name"].as_str().unwrap_or("?"))
+    );
     Ok(ExitStatus::Ok)
 }
 
@@ -231,7 +259,8 @@ async fn authorize(home: &Home, client: &DaemonClient, mut body: Value, no_brows
 /// the wait goes on.
 async fn catch_callback(listener: tokio::net::TcpListener, expected_state: &str) -> Result<(String, String), CliError> {
     loop {
-        let (mut stream, _) = listener.accept().await.map_err(|e| CliError::failure(format!("accepting the redirect: {e}")))?;
+        let (mut stream, _) =
+            listener.accept().await.map_err(|e| CliError::failure(format!("accepting the redirect: {e}")))?;
         let mut buffer = vec![0u8; 8192];
         let mut read = 0;
         while read < buffer.len() {
@@ -252,9 +281,11 @@ async fn catch_callback(listener: tokio::net::TcpListener, expected_state: &str)
             continue;
         }
         let query = |name: &str| url.query_pairs().find(|(key, _)| key == name).map(|(_, value)| value.to_string());
-        let ours = query("state").is_some_and(|state| aileron_core::constant_time::eq(state.as_bytes(), expected_state.as_bytes()));
+        let ours = query("state")
+            .is_some_and(|state| aileron_core::constant_time::eq(state.as_bytes(), expected_state.as_bytes()));
         if !ours {
-            let html = "<!doctype html><title>Aileron</title><p>This is not the authorization Aileron is waiting for.</p>";
+            let html =
+                "<!doctype html><title>Aileron</title><p>This is not the authorization Aileron is waiting for.</p>";
             let response = format!(
                 "HTTP/1.1 400 Bad Request\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{html}",
                 html.len()
@@ -265,10 +296,18 @@ async fn catch_callback(listener: tokio::net::TcpListener, expected_state: &str)
         let (page, result) = match (query("code"), query("state"), query("error")) {
             (_, _, Some(error)) => (
                 "Authorization was refused. You can close this tab.",
-                Err(CliError::failure(format!("the provider refused the authorization: {}\nhint: run the command again and approve the request", escape(&error)))),
+                Err(CliError::failure(format!(
+                    "the provider refused the authorization: {}\nhint: run the command again and approve the request",
+                    escape(&error)
+                ))),
             ),
-            (Some(code), Some(state), None) => ("Aileron received the authorization. You can close this tab.", Ok((code, state))),
-            _ => ("The redirect carried no authorization code.", Err(CliError::failure("the provider's redirect carried no code\nhint: run the command again"))),
+            (Some(code), Some(state), None) => {
+                ("Aileron received the authorization. You can close this tab.", Ok((code, state)))
+            }
+            _ => (
+                "The redirect carried no authorization code.",
+                Err(CliError::failure("the provider's redirect carried no code\nhint: run the command again")),
+            ),
         };
         let html = format!("<!doctype html><title>Aileron</title><p>{page}</p>");
         let response = format!(
@@ -294,4 +333,3 @@ pub fn summary_line(binding: &Value) -> String {
         binding["expires_at"].as_str().map(|at| format!("  expires {at}")).unwrap_or_default()
     ))
 }
-

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::{CliError, CliResult, print_json, ExitStatus};
+use super::{CliError, CliResult, ExitStatus, print_json};
 use crate::client::DaemonClient;
 use crate::home::Home;
 
@@ -91,10 +91,16 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter(|item| item["fqn"] == connector.as_str() || format!("{}@{}", item["fqn"].as_str().unwrap_or(""), item["version"].as_str().unwrap_or("")) == connector)
+                .filter(|item| {
+                    item["fqn"] == connector.as_str()
+                        || format!("{}@{}", item["fqn"].as_str().unwrap_or(""), item["version"].as_str().unwrap_or(""))
+                            == connector
+                })
                 .collect();
             if matches.is_empty() {
-                return Err(CliError::failure(format!("{connector} is not installed\nhint: `aileron connector list` shows what is installed")));
+                return Err(CliError::failure(format!(
+                    "{connector} is not installed\nhint: `aileron connector list` shows what is installed"
+                )));
             }
             for item in matches {
                 outln!("{}@{}", item["fqn"].as_str().unwrap_or("?"), item["version"].as_str().unwrap_or("?"));
@@ -130,7 +136,8 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
             }
             for item in checked["items"].as_array().into_iter().flatten() {
                 let fqn = item["fqn"].as_str().unwrap_or("?");
-                let installed: Vec<&str> = item["installed"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+                let installed: Vec<&str> =
+                    item["installed"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
                 match (item["error"].as_str(), item["newer"].as_array()) {
                     (Some(error), _) => outln!("{fqn}: could not check ({error})"),
                     (None, Some(newer)) if !newer.is_empty() => {
@@ -153,8 +160,15 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
         }
         ConnectorCommand::Keygen { out } => {
             let public = crate::publish::keygen(&out)?;
-            eprintln!("wrote {} (private, 0600: keep it secret) and {}", out.join("publisher.key").display(), out.join("publisher.pub").display());
-            eprintln!("publish publisher.pub as keys/publisher.pub on your repository's default branch; fingerprint {}", public.fingerprint());
+            eprintln!(
+                "wrote {} (private, 0600: keep it secret) and {}",
+                out.join("publisher.key").display(),
+                out.join("publisher.pub").display()
+            );
+            eprintln!(
+                "publish publisher.pub as keys/publisher.pub on your repository's default branch; fingerprint {}",
+                public.fingerprint()
+            );
             outln!("{}", public.fingerprint());
             Ok(ExitStatus::Ok)
         }
@@ -194,8 +208,18 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
 }
 
 /// Installs `<fqn>@<version>` by name with its hash pinned (for `action add`).
-pub(super) async fn install_pinned(home: &Home, reference: &str, hash: &str, yes: bool, allow_unsigned: bool) -> CliResult {
-    install(home, Install { from: None, reference: reference.to_string(), hash: Some(hash.to_string()), yes, allow_unsigned }).await
+pub(super) async fn install_pinned(
+    home: &Home,
+    reference: &str,
+    hash: &str,
+    yes: bool,
+    allow_unsigned: bool,
+) -> CliResult {
+    install(
+        home,
+        Install { from: None, reference: reference.to_string(), hash: Some(hash.to_string()), yes, allow_unsigned },
+    )
+    .await
 }
 
 struct Install {
@@ -208,7 +232,10 @@ struct Install {
 
 async fn install(home: &Home, request: Install) -> CliResult {
     let reference = aileron_core::ConnectorRef::parse(&request.reference).map_err(|e| {
-        super::reference_error(e, "write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0")
+        super::reference_error(
+            e,
+            "write the reference as <scheme>://<owner>/<repo>@<semver>, e.g. github://acme/slack@1.2.0",
+        )
     })?;
     // A malformed pin can never match: say what a hash looks like rather than `hash_mismatch`.
     if let Some(hash) = &request.hash
@@ -351,8 +378,12 @@ async fn preview_or_trust(client: &DaemonClient, body: &Value) -> Result<Option<
     if !no_key || !std::io::stdin().is_terminal() {
         return Err(CliError::failure(crate::client::ApiFailure { status, body: answer }.to_string()));
     }
-    let authorities: Vec<String> =
-        answer["error"]["details"]["authorities"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_string)).collect();
+    let authorities: Vec<String> = answer["error"]["details"]["authorities"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
     for authority in &authorities {
         let Ok(key) = super::keyring::fetch_key(authority).await else { continue };
         eprintln!("{authority} publishes key {}", key.fingerprint());
@@ -386,4 +417,3 @@ pub fn consent_text(preview: &Value) -> String {
     }
     text
 }
-

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{CliError, CliResult, print_json, ExitStatus};
+use super::{CliError, CliResult, ExitStatus, print_json};
 use crate::client::{DaemonClient, Stopped, read_daemon_info, start_daemon, stop, unreachable_daemon};
 use crate::home::Home;
 
@@ -74,7 +74,9 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
                 outln!("uptime       {} s", status["uptime_seconds"]);
                 outln!(
                     "actions      {} ({} enabled, {} failed to load)",
-                    status["counts"]["actions"], status["counts"]["actions_enabled"], status["counts"]["action_load_errors"]
+                    status["counts"]["actions"],
+                    status["counts"]["actions_enabled"],
+                    status["counts"]["action_load_errors"]
                 );
                 outln!("connectors   {}", status["counts"]["connectors"]);
                 outln!("audit        {}", status["audit"].as_str().unwrap_or("?"));

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{CliError, CliResult, print_json, ExitStatus};
+use super::{CliError, CliResult, ExitStatus, print_json};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
 
@@ -47,11 +47,16 @@ enum KeyringCommand {
 
 /// Fetches and parses `keys/publisher.pub` of `authority`.
 pub async fn fetch_key(authority: &str) -> Result<PublicKey, CliError> {
-    let url = crate::forge::publisher_key_url(authority).map_err(|e| CliError::failure(format!("{e}\nhint: an authority is github://<owner>[/<repo>] or gitlab://…")))?;
-    let bytes = crate::forge::fetch(&url, 64 * 1024, &mut |_, _| {}).await.map_err(|e| {
-        CliError::failure(format!("{e}\nhint: the publisher must commit its public key as keys/publisher.pub; or pass --key FILE"))
+    let url = crate::forge::publisher_key_url(authority).map_err(|e| {
+        CliError::failure(format!("{e}\nhint: an authority is github://<owner>[/<repo>] or gitlab://…"))
     })?;
-    PublicKey::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| CliError::failure(format!("{url}: {e}\nhint: ask the publisher to fix keys/publisher.pub")))
+    let bytes = crate::forge::fetch(&url, 64 * 1024, &mut |_, _| {}).await.map_err(|e| {
+        CliError::failure(format!(
+            "{e}\nhint: the publisher must commit its public key as keys/publisher.pub; or pass --key FILE"
+        ))
+    })?;
+    PublicKey::parse(&String::from_utf8_lossy(&bytes))
+        .map_err(|e| CliError::failure(format!("{url}: {e}\nhint: ask the publisher to fix keys/publisher.pub")))
 }
 
 /// Reads `--key FILE`; each way it can be wrong gets its own hint.
@@ -79,8 +84,9 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
     let client = DaemonClient::connect(home).await?;
     match args.command {
         KeyringCommand::Trust { authority, key, yes } => {
-            let authority = aileron_core::signing::parse_authority(&authority)
-                .map_err(|e| CliError::failure(format!("{e}\nhint: an authority is github://<owner> or github://<owner>/<repo>")))?;
+            let authority = aileron_core::signing::parse_authority(&authority).map_err(|e| {
+                CliError::failure(format!("{e}\nhint: an authority is github://<owner> or github://<owner>/<repo>"))
+            })?;
             let key = match key {
                 Some(path) => read_key_file(&path)?,
                 None => fetch_key(&authority).await?,
@@ -100,7 +106,8 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
                     return Ok(super::ExitStatus::Failure);
                 }
             }
-            let answer = client.post("/v1/keyring/trust", &json!({ "authority": authority, "key": key.to_base64() })).await?;
+            let answer =
+                client.post("/v1/keyring/trust", &json!({ "authority": authority, "key": key.to_base64() })).await?;
             if answer["added"] == true {
                 eprintln!("trusted {authority} ({})", key.fingerprint());
             } else {
@@ -120,7 +127,11 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
                 eprintln!("no trusted keys; trust a publisher with `aileron keyring trust github://<owner>[/<repo>]`");
             }
             for item in items {
-                outln!("{}  {}", item["fingerprint"].as_str().unwrap_or("?"), item["authority"].as_str().unwrap_or("?"));
+                outln!(
+                    "{}  {}",
+                    item["fingerprint"].as_str().unwrap_or("?"),
+                    item["authority"].as_str().unwrap_or("?")
+                );
             }
             Ok(ExitStatus::Ok)
         }
@@ -143,7 +154,8 @@ pub async fn run(home: &Home, args: KeyringArgs) -> CliResult {
             if !status.is_success() {
                 return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
             }
-            let authorities: Vec<&str> = answer["authorities"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let authorities: Vec<&str> =
+                answer["authorities"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             eprintln!("revoked {} key(s) of {}", answer["removed"], super::escape(&authorities.join(", ")));
             Ok(ExitStatus::Ok)
         }

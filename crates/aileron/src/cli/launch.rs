@@ -27,7 +27,11 @@ pub struct LaunchArgs {
 }
 
 pub async fn run(home: &Home, args: LaunchArgs) -> CliResult {
-    let options =
-        LaunchOptions { agent: args.agent, dry_run: args.dry_run, unconfined: args.unconfined, agent_args: args.agent_args };
+    let options = LaunchOptions {
+        agent: args.agent,
+        dry_run: args.dry_run,
+        unconfined: args.unconfined,
+        agent_args: args.agent_args,
+    };
     crate::launch::run(home, options).await.map(ExitStatus::Agent).map_err(CliError::from)
 }

@@ -21,13 +21,13 @@ macro_rules! out {
     };
 }
 
-pub mod demo;
 mod action;
 mod approval;
 mod audit;
 mod binding;
 mod connector;
 mod daemon;
+pub mod demo;
 mod keyring;
 mod launch;
 mod vault;
@@ -107,9 +107,7 @@ enum Command {
         json: bool,
     },
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output
-    Completions {
-        shell: clap_complete::Shell,
-    },
+    Completions { shell: clap_complete::Shell },
     /// Print the man page (roff) to standard output: `aileron man > aileron.1`
     Man,
     /// Run the whole product offline in a temporary home
@@ -242,7 +240,11 @@ async fn status(home: &Home, json: bool) -> CliResult {
     status["url"] = client.base_url.clone().into();
     // The chain check the console runs (resumed after the daemon's own at start): a record
     // damaged before the log's end is reported here, not only by `aileron audit verify`.
-    let chain = if status["audit"].as_str().is_some_and(|audit| audit.starts_with("disk")) { client.get("/v1/audit/verify").await.ok() } else { None };
+    let chain = if status["audit"].as_str().is_some_and(|audit| audit.starts_with("disk")) {
+        client.get("/v1/audit/verify").await.ok()
+    } else {
+        None
+    };
     if let Some(chain) = &chain {
         status["audit_chain"] = chain.clone();
     }
@@ -251,28 +253,57 @@ async fn status(home: &Home, json: bool) -> CliResult {
         return Ok(ExitStatus::Ok);
     }
     let counts = &status["counts"];
-    outln!("daemon      {} (pid {}, version {}, up {} s)", client.base_url, status["pid"], status["version"].as_str().unwrap_or("?"), status["uptime_seconds"]);
-    outln!("vault       {} ({} binding(s){})", status["vault"].as_str().unwrap_or("?"), counts["bindings"], match counts["approvals_awaiting_vault"].as_u64() {
-        Some(n) if n > 0 => format!(", {n} approved run(s) waiting for `aileron vault unlock`"),
-        _ => String::new(),
-    });
+    outln!(
+        "daemon      {} (pid {}, version {}, up {} s)",
+        client.base_url,
+        status["pid"],
+        status["version"].as_str().unwrap_or("?"),
+        status["uptime_seconds"]
+    );
+    outln!(
+        "vault       {} ({} binding(s){})",
+        status["vault"].as_str().unwrap_or("?"),
+        counts["bindings"],
+        match counts["approvals_awaiting_vault"].as_u64() {
+            Some(n) if n > 0 => format!(", {n} approved run(s) waiting for `aileron vault unlock`"),
+            _ => String::new(),
+        }
+    );
     outln!("connectors  {}", counts["connectors"]);
-    outln!("actions     {} ({} enabled{})", counts["actions"], counts["actions_enabled"], match counts["action_load_errors"].as_u64() {
-        Some(n) if n > 0 => format!(", {n} file(s) that do not load: `aileron action list`"),
-        _ => String::new(),
-    });
-    outln!("approvals   {} pending{}", counts["approvals_pending"], if counts["approvals_pending"].as_u64().unwrap_or(0) > 0 { " (`aileron approval list`)" } else { "" });
+    outln!(
+        "actions     {} ({} enabled{})",
+        counts["actions"],
+        counts["actions_enabled"],
+        match counts["action_load_errors"].as_u64() {
+            Some(n) if n > 0 => format!(", {n} file(s) that do not load: `aileron action list`"),
+            _ => String::new(),
+        }
+    );
+    outln!(
+        "approvals   {} pending{}",
+        counts["approvals_pending"],
+        if counts["approvals_pending"].as_u64().unwrap_or(0) > 0 { " (`aileron approval list`)" } else { "" }
+    );
     outln!("sessions    {} live", counts["sessions_active"]);
     for session in status["sessions"].as_array().into_iter().flatten() {
-        outln!("  {} {} (pid {}) since {}", session["session_id"].as_str().unwrap_or("?"), escape(session["agent"].as_str().unwrap_or("?")), session["pid"], session["started_at"].as_str().unwrap_or("?"));
+        outln!(
+            "  {} {} (pid {}) since {}",
+            session["session_id"].as_str().unwrap_or("?"),
+            escape(session["agent"].as_str().unwrap_or("?")),
+            session["pid"],
+            session["started_at"].as_str().unwrap_or("?")
+        );
     }
     let chain_line = match &chain {
-        Some(chain) if chain["ok"] == false => format!(
-            ", CHAIN BROKEN: {} (`aileron audit verify`)",
-            escape(chain["problem"].as_str().unwrap_or("?"))
-        ),
+        Some(chain) if chain["ok"] == false => {
+            format!(", CHAIN BROKEN: {} (`aileron audit verify`)", escape(chain["problem"].as_str().unwrap_or("?")))
+        }
         Some(chain) if chain["warning"].is_string() => {
-            format!(", chain intact ({} records); warning: {}", chain["records"], chain["warning"].as_str().unwrap_or("?"))
+            format!(
+                ", chain intact ({} records); warning: {}",
+                chain["records"],
+                chain["warning"].as_str().unwrap_or("?")
+            )
         }
         Some(chain) => format!(", chain intact ({} records)", chain["records"]),
         None => String::new(),
@@ -324,6 +355,7 @@ pub fn ask(question: &str) -> Result<bool, CliError> {
     eprint!("{question}");
     std::io::Write::flush(&mut std::io::stderr()).ok();
     let mut answer = String::new();
-    std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut answer).map_err(|e| CliError::failure(format!("reading the answer: {e}")))?;
+    std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut answer)
+        .map_err(|e| CliError::failure(format!("reading the answer: {e}")))?;
     Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
 }

@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use zeroize::Zeroizing;
 
-use super::{CliError, CliResult, print_json, ExitStatus};
+use super::{CliError, CliResult, ExitStatus, print_json};
 use crate::client::{ApiFailure, DaemonClient};
 use crate::home::Home;
 
@@ -77,14 +77,18 @@ pub async fn run(home: &Home, args: VaultArgs) -> CliResult {
     match args.command {
         VaultCommand::Init { passphrase_file } => {
             let passphrase = read_passphrase(passphrase_file.as_ref(), true)?;
-            let view = send(&client, Method::POST, "/v1/vault/init", json!({ "passphrase": passphrase.as_str() })).await?;
+            let view =
+                send(&client, Method::POST, "/v1/vault/init", json!({ "passphrase": passphrase.as_str() })).await?;
             eprintln!("created the vault at {} (unlocked)", view["path"].as_str().unwrap_or("?"));
-            eprintln!("the passphrase is not stored anywhere: keep it safe; `aileron vault unlock` asks for it after each daemon start");
+            eprintln!(
+                "the passphrase is not stored anywhere: keep it safe; `aileron vault unlock` asks for it after each daemon start"
+            );
             Ok(ExitStatus::Ok)
         }
         VaultCommand::Unlock { passphrase_file } => {
             let passphrase = read_passphrase(passphrase_file.as_ref(), false)?;
-            let view = send(&client, Method::POST, "/v1/vault/unlock", json!({ "passphrase": passphrase.as_str() })).await?;
+            let view =
+                send(&client, Method::POST, "/v1/vault/unlock", json!({ "passphrase": passphrase.as_str() })).await?;
             eprintln!("vault unlocked ({} binding(s), {} secret(s))", view["bindings"], view["secrets"]);
             Ok(ExitStatus::Ok)
         }
@@ -118,7 +122,8 @@ pub async fn run_secret(home: &Home, args: SecretArgs) -> CliResult {
         SecretCommand::Set { path, from_env, description, force } => {
             // Refused before the value is asked for; the daemon checks again when it stores.
             let listing = client.get("/v1/secrets").await?;
-            let exists = listing["items"].as_array().is_some_and(|items| items.iter().any(|i| i["path"] == path.as_str()));
+            let exists =
+                listing["items"].as_array().is_some_and(|items| items.iter().any(|i| i["path"] == path.as_str()));
             if exists && !force {
                 return Err(CliError::failure(format!(
                     "secret_exists: a secret is already stored at `{path}`\nhint: pass --force to replace it (the old value is not kept)"
@@ -174,7 +179,10 @@ pub(super) async fn send(client: &DaemonClient, method: Method, path: &str, body
 fn read_passphrase(file: Option<&PathBuf>, confirm: bool) -> Result<Zeroizing<String>, CliError> {
     if let Some(file) = file {
         let text = Zeroizing::new(std::fs::read_to_string(file).map_err(|error| {
-            CliError::failure(format!("reading the passphrase file {}: {error}\nhint: the file's first line is the passphrase", file.display()))
+            CliError::failure(format!(
+                "reading the passphrase file {}: {error}\nhint: the file's first line is the passphrase",
+                file.display()
+            ))
         })?);
         let first = text.lines().next().unwrap_or_default();
         return non_empty(Zeroizing::new(first.to_string()));
@@ -191,7 +199,9 @@ fn read_passphrase(file: Option<&PathBuf>, confirm: bool) -> Result<Zeroizing<St
     if confirm {
         let second = Zeroizing::new(prompt("Repeat the passphrase: ")?);
         if *first != *second {
-            return Err(CliError::failure("the passphrases differ; nothing was created\nhint: run `aileron vault init` again"));
+            return Err(CliError::failure(
+                "the passphrases differ; nothing was created\nhint: run `aileron vault init` again",
+            ));
         }
     }
     non_empty(first)
@@ -214,18 +224,25 @@ pub(super) fn read_secret_value(from_env: Option<&str>, prompt_text: &str) -> Re
     if let Some(var) = from_env {
         return match crate::env::get(var).filter(|v| !v.is_empty()) {
             Some(value) => Ok(Zeroizing::new(value)),
-            None => Err(CliError::failure(format!("environment variable {var} is not set or empty\nhint: export it first, or omit --from-env to be prompted"))),
+            None => Err(CliError::failure(format!(
+                "environment variable {var} is not set or empty\nhint: export it first, or omit --from-env to be prompted"
+            ))),
         };
     }
     let value = if std::io::stdin().is_terminal() {
         Zeroizing::new(prompt(prompt_text)?)
     } else {
         let mut line = Zeroizing::new(String::new());
-        std::io::stdin().lock().read_line(&mut line).map_err(|error| CliError::failure(format!("reading standard input: {error}")))?;
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|error| CliError::failure(format!("reading standard input: {error}")))?;
         Zeroizing::new(line.trim_end_matches(['\r', '\n']).to_string())
     };
     if value.is_empty() {
-        return Err(CliError::failure("the value is empty\nhint: pipe it on standard input, use --from-env VAR, or type it at the prompt"));
+        return Err(CliError::failure(
+            "the value is empty\nhint: pipe it on standard input, use --from-env VAR, or type it at the prompt",
+        ));
     }
     Ok(value)
 }

@@ -65,7 +65,8 @@ pub async fn admit_gateway(state: &AppState, mut request: Request) -> Response {
 /// OpenAI's own `x-request-id` is what its support asks for, so a `proxied` answer keeps one.
 fn stamp_request_id(response: &mut Response, proxied: bool) {
     if (!proxied || !response.headers().contains_key("x-request-id"))
-        && let Ok(value) = HeaderValue::from_str(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()))
+        && let Ok(value) =
+            HeaderValue::from_str(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()))
     {
         response.headers_mut().insert("x-request-id", value);
     }
@@ -147,8 +148,20 @@ mod tests {
     fn host_and_origin_checks_accept_exactly_the_formatted_loopback_authorities() {
         let port = 8473;
         let allowed = allowed_hosts(port);
-        let names = ["127.0.0.1", "LOCALHOST", "localhost", "LocalHost", "[::1]", "[::1", "::1", "127.0.0.2", "evil.com",
-            "localhost.evil.com", "", "127.0.0.1:8473"];
+        let names = [
+            "127.0.0.1",
+            "LOCALHOST",
+            "localhost",
+            "LocalHost",
+            "[::1]",
+            "[::1",
+            "::1",
+            "127.0.0.2",
+            "evil.com",
+            "localhost.evil.com",
+            "",
+            "127.0.0.1:8473",
+        ];
         let ports = ["8473", "08473", "+8473", "8474", "847", "84730", "", "65536", "8473 ", " 8473", "8473:8473"];
         let mut candidates: Vec<String> = Vec::new();
         for name in names {

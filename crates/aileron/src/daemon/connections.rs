@@ -34,7 +34,11 @@ pub fn max_connections() -> usize {
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish
 /// (idle connections close at once).
-pub async fn serve(listener: tokio::net::TcpListener, app: Surface, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Surface,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let permits = Arc::new(tokio::sync::Semaphore::new(max_connections()));
     // Connections watch `draining` and hold a `finished` receiver until they end.
     let (draining, _) = tokio::sync::watch::channel(false);
@@ -258,7 +262,11 @@ mod tests {
         trickle.abort();
 
         let past = tokio::time::Instant::now() - Duration::from_secs(1);
-        let complete = DeadlineBody::new(axum::body::Body::from("{}"), BodyDeadline::Total(past), Arc::new(AtomicBool::new(false)));
+        let complete = DeadlineBody::new(
+            axum::body::Body::from("{}"),
+            BodyDeadline::Total(past),
+            Arc::new(AtomicBool::new(false)),
+        );
         assert_eq!(read_all(complete).await.unwrap(), 2, "a body already here is never failed");
     }
 }

@@ -17,15 +17,17 @@ use serde_json::{Map, Value, json};
 use zeroize::Zeroizing;
 
 use super::AppState;
-use crate::workflows::caller_for;
-use crate::workflows::require;
-use crate::principal::{Principal, Scope};
-use crate::wire::ApiError;
 use crate::audit_log::AuditEvent;
-use crate::bindings::{BINDINGS_PREFIX, BindingError, BindingInfo, DEFAULT_IDENTITY, IDENTITY_HINT, Material, validate_identity};
+use crate::bindings::{
+    BINDINGS_PREFIX, BindingError, BindingInfo, DEFAULT_IDENTITY, IDENTITY_HINT, Material, validate_identity,
+};
 use crate::oauth::{Mode, OAuthError, Target, is_loopback_http};
 use crate::principal::Caller;
+use crate::principal::{Principal, Scope};
 use crate::vault::{VaultAccessError, VaultState};
+use crate::wire::ApiError;
+use crate::workflows::caller_for;
+use crate::workflows::require;
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -53,12 +55,19 @@ fn binding_error(error: BindingError) -> ApiError {
     match error {
         BindingError::Vault(error) => vault_error(error),
         BindingError::NotFound(_) => ApiError::not_found("binding_not_found", error.to_string()).with_hint(hint),
-        BindingError::AlreadyBound { .. } => ApiError::new(StatusCode::CONFLICT, error.code(), error.to_string()).with_hint(hint),
+        BindingError::AlreadyBound { .. } => {
+            ApiError::new(StatusCode::CONFLICT, error.code(), error.to_string()).with_hint(hint)
+        }
         BindingError::Invalid(_) => ApiError::bad_request(error.code(), error.to_string()).with_hint(hint),
     }
 }
 
-async fn audit(state: &AppState, caller: &Caller, event_type: EventType, payload: Map<String, Value>) -> Result<(), ApiError> {
+async fn audit(
+    state: &AppState,
+    caller: &Caller,
+    event_type: EventType,
+    payload: Map<String, Value>,
+) -> Result<(), ApiError> {
     let event = AuditEvent {
         event_type,
         actor: caller.actor.clone(),
@@ -117,7 +126,9 @@ pub async fn vault_unlock(
 ) -> ApiResult {
     require(&principal, Scope::Console)?;
     let vault = state.vault.clone();
-    let unlocked = tokio::task::spawn_blocking(move || vault.unlock(body.passphrase.as_bytes())).await.map_err(ApiError::internal)?;
+    let unlocked = tokio::task::spawn_blocking(move || vault.unlock(body.passphrase.as_bytes()))
+        .await
+        .map_err(ApiError::internal)?;
     let caller = caller_for(&principal);
     if let Err(error) = unlocked {
         if matches!(error, VaultAccessError::WrongPassphrase) {
@@ -201,13 +212,20 @@ pub async fn set_secret(
     metadata.insert("type".into(), "secret".into());
     metadata.insert("updated_at".into(), crate::bindings::now_rfc3339().into());
     if let Some(description) = &body.description {
-        metadata.insert("description".into(), description.chars().filter(|c| !c.is_control()).take(200).collect::<String>().into());
+        metadata.insert(
+            "description".into(),
+            description.chars().filter(|c| !c.is_control()).take(200).collect::<String>().into(),
+        );
     }
     let path = secret_path(&body.path)?;
     let replaced = state.vault.metadata(&path).is_some();
     if replaced && !body.force {
-        return Err(ApiError::new(StatusCode::CONFLICT, "secret_exists", format!("a secret is already stored at `{}`", body.path))
-            .with_hint("pass --force to replace it (the old value is not kept)"));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "secret_exists",
+            format!("a secret is already stored at `{}`", body.path),
+        )
+        .with_hint("pass --force to replace it (the old value is not kept)"));
     }
     state.vault.put(&path, metadata, body.value.as_bytes()).map_err(vault_error)?;
     let caller = caller_for(&principal);
@@ -234,12 +252,19 @@ pub async fn remove_secret(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-pub async fn list_bindings(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> ApiResult {
+pub async fn list_bindings(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+) -> ApiResult {
     require(&principal, Scope::Console)?;
     Ok(Json(json!({ "items": state.bindings.list(), "vault": state.vault.state().as_str() })).into_response())
 }
 
-pub async fn get_binding(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(name): Path<String>) -> ApiResult {
+pub async fn get_binding(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> ApiResult {
     require(&principal, Scope::Console)?;
     let binding = state.bindings.get(&name).ok_or_else(|| binding_error(BindingError::NotFound(name)))?;
     Ok(Json(binding).into_response())
@@ -294,7 +319,11 @@ impl MaterialBody {
             .with_hint("run `aileron binding setup <connector>` (it opens the provider's consent page)")),
             (kind, _, _) => Err(ApiError::bad_request(
                 "invalid_binding",
-                format!("a {} binding needs {}", kind.as_str(), if kind == CredentialKind::ApiKey { "`api_key`" } else { "`aws`" }),
+                format!(
+                    "a {} binding needs {}",
+                    kind.as_str(),
+                    if kind == CredentialKind::ApiKey { "`api_key`" } else { "`aws`" }
+                ),
             )),
         }
     }
@@ -319,8 +348,9 @@ fn installed_manifest(state: &AppState, connector: &str) -> Result<ConnectorMani
         .max_by(|a, b| a.version.cmp(&b.version))
         .map(|entry| entry.manifest)
         .ok_or_else(|| {
-            ApiError::not_found("connector_not_found", format!("connector {connector} is not installed"))
-                .with_hint("install it first with `aileron connector install`; `aileron connector list` shows what is installed")
+            ApiError::not_found("connector_not_found", format!("connector {connector} is not installed")).with_hint(
+                "install it first with `aileron connector install`; `aileron connector list` shows what is installed",
+            )
         })
 }
 
@@ -333,7 +363,8 @@ fn credential_kind_of(manifest: &ConnectorManifest, connector: &str) -> Result<C
 
 fn identity_of(identity: Option<String>) -> Result<String, ApiError> {
     let identity = identity.unwrap_or_else(|| DEFAULT_IDENTITY.to_string());
-    validate_identity(&identity).map_err(|message| ApiError::bad_request("invalid_identity", message).with_hint(IDENTITY_HINT))?;
+    validate_identity(&identity)
+        .map_err(|message| ApiError::bad_request("invalid_identity", message).with_hint(IDENTITY_HINT))?;
     Ok(identity)
 }
 
@@ -388,14 +419,21 @@ pub struct OAuthInit {
     return_to: Option<String>,
 }
 
-pub async fn oauth_init(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, crate::wire::Json(body): crate::wire::Json<OAuthInit>) -> ApiResult {
+pub async fn oauth_init(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    crate::wire::Json(body): crate::wire::Json<OAuthInit>,
+) -> ApiResult {
     require(&principal, Scope::Console)?;
     let target = match (&body.rebind, &body.connector) {
         (Some(name), _) => {
-            let existing = state.bindings.get(name).ok_or_else(|| binding_error(BindingError::NotFound(name.clone())))?;
+            let existing =
+                state.bindings.get(name).ok_or_else(|| binding_error(BindingError::NotFound(name.clone())))?;
             Target { connector: existing.connector, identity: existing.identity, rebind: Some(existing.name) }
         }
-        (None, Some(connector)) => Target { connector: connector.clone(), identity: identity_of(body.identity.clone())?, rebind: None },
+        (None, Some(connector)) => {
+            Target { connector: connector.clone(), identity: identity_of(body.identity.clone())?, rebind: None }
+        }
         (None, None) => return Err(ApiError::bad_request("invalid_request", "give `connector` (or `rebind`)")),
     };
     let manifest = installed_manifest(&state, &target.connector)?;
@@ -413,21 +451,27 @@ pub async fn oauth_init(State(state): State<Arc<AppState>>, Extension(principal)
     }
     let (redirect_uri, mode) = match body.mode.as_deref().unwrap_or("cli") {
         "cli" => {
-            let port = body
-                .redirect_port
-                .ok_or_else(|| ApiError::bad_request("invalid_request", "cli mode needs the `redirect_port` the CLI listens on"))?;
+            let port = body.redirect_port.ok_or_else(|| {
+                ApiError::bad_request("invalid_request", "cli mode needs the `redirect_port` the CLI listens on")
+            })?;
             (format!("http://127.0.0.1:{port}/callback"), Mode::Cli)
         }
         "daemon" => {
             let return_to = body.return_to.as_deref().unwrap_or_default();
             if !is_loopback_http(return_to) {
-                return Err(ApiError::bad_request("invalid_return_to", "return_to must be an http URL on a loopback address")
-                    .with_hint("use the web console's own address (http://127.0.0.1:<port>/...)"));
+                return Err(ApiError::bad_request(
+                    "invalid_return_to",
+                    "return_to must be an http URL on a loopback address",
+                )
+                .with_hint("use the web console's own address (http://127.0.0.1:<port>/...)"));
             }
-            let return_to = url::Url::parse(return_to).map_err(|e| ApiError::bad_request("invalid_return_to", e.to_string()))?;
+            let return_to =
+                url::Url::parse(return_to).map_err(|e| ApiError::bad_request("invalid_return_to", e.to_string()))?;
             (format!("{}{OAUTH_CALLBACK_PATH}", state.base_url()), Mode::Daemon { return_to })
         }
-        other => return Err(ApiError::bad_request("invalid_request", format!("unknown mode `{other}` (cli or daemon)"))),
+        other => {
+            return Err(ApiError::bad_request("invalid_request", format!("unknown mode `{other}` (cli or daemon)")));
+        }
     };
     let started = state.oauth.start(provider, target, redirect_uri, mode).map_err(oauth_error)?;
     Ok(Json(json!({
@@ -444,7 +488,8 @@ fn oauth_error(error: OAuthError) -> ApiError {
         OAuthError::Exchange(_) => StatusCode::BAD_GATEWAY,
         _ => StatusCode::BAD_REQUEST,
     };
-    ApiError::new(status, error.code(), error.to_string()).with_hint("start again with `aileron binding setup <connector>`")
+    ApiError::new(status, error.code(), error.to_string())
+        .with_hint("start again with `aileron binding setup <connector>`")
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -496,7 +541,9 @@ pub async fn oauth_callback(State(state): State<Arc<AppState>>, Query(query): Qu
                 Err(error) => redirect_to(return_to, &[("status", "error"), ("error", error.code)]),
             }
         }
-        Err((error, Some(Mode::Daemon { return_to }))) => redirect_to(return_to, &[("status", "error"), ("error", error.code())]),
+        Err((error, Some(Mode::Daemon { return_to }))) => {
+            redirect_to(return_to, &[("status", "error"), ("error", error.code())])
+        }
         Err((error, _)) => callback_page(StatusCode::BAD_REQUEST, &format!("{error}; nothing was bound")),
     }
 }
@@ -520,10 +567,16 @@ pub async fn bind_completed(
 ) -> Result<(StatusCode, BindingInfo), ApiError> {
     let material = Material::OAuth2(envelope);
     let (status, event, binding) = match &target.rebind {
-        Some(name) => (StatusCode::OK, EventType::BindingRebound, state.bindings.rebind(name, &material).map_err(binding_error)?),
+        Some(name) => {
+            (StatusCode::OK, EventType::BindingRebound, state.bindings.rebind(name, &material).map_err(binding_error)?)
+        }
         None => {
             let info = BindingInfo::new(CredentialKind::OAuth2, &target.connector, &target.identity);
-            (StatusCode::CREATED, EventType::BindingCreated, state.bindings.create(info, &material).map_err(binding_error)?)
+            (
+                StatusCode::CREATED,
+                EventType::BindingCreated,
+                state.bindings.create(info, &material).map_err(binding_error)?,
+            )
         }
     };
     audit(state, caller, event, binding.audit_payload()).await?;

@@ -14,11 +14,11 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
+use crate::daemon::AppState;
+use crate::daemon::auth::allowed_hosts;
 use crate::mcp::changes::ActionFeed;
 use crate::mcp::link::DaemonLink;
 use crate::mcp::server::{AileronMcp, McpShared};
-use crate::daemon::AppState;
-use crate::daemon::auth::allowed_hosts;
 use crate::principal::Scope;
 use crate::wire::ApiError;
 

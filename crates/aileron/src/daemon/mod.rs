@@ -2,8 +2,8 @@
 //! the single-instance flock, graceful shutdown that finishes in-flight runs).
 
 pub mod api;
-pub mod connections;
 pub mod auth;
+pub mod connections;
 pub mod credentials;
 pub mod mcp;
 
@@ -125,7 +125,9 @@ pub struct Surface {
     router: Router,
 }
 
-type SurfaceFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send>>;
+type SurfaceFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send>,
+>;
 
 impl<B> tower::Service<axum::http::Request<B>> for Surface
 where
@@ -171,14 +173,18 @@ where
             }
             let message = "the request body did not arrive in time";
             let mut response = match provider {
-                Some(provider) => provider.error(axum::http::StatusCode::REQUEST_TIMEOUT, "invalid_request_error", message),
+                Some(provider) => {
+                    provider.error(axum::http::StatusCode::REQUEST_TIMEOUT, "invalid_request_error", message)
+                }
                 None => axum::response::IntoResponse::into_response(crate::wire::error::ApiError::new(
                     axum::http::StatusCode::REQUEST_TIMEOUT,
                     "request_timeout",
                     message,
                 )),
             };
-            response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+            response
+                .headers_mut()
+                .insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
             Ok(response)
         })
     }
@@ -213,7 +219,10 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     // `mode` applies to a new file only; one an older version left 0644 is made private too.
     let _ = lock_file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600));
     let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
-        anyhow::anyhow!("another daemon already holds {}\nhint: `aileron daemon status` shows it", home.daemon_lock().display())
+        anyhow::anyhow!(
+            "another daemon already holds {}\nhint: `aileron daemon status` shows it",
+            home.daemon_lock().display()
+        )
     })?;
     let listen: SocketAddr = match crate::env::get(crate::env::AILERON_LISTEN) {
         Some(addr) if !addr.is_empty() => addr.parse().with_context(|| format!("invalid AILERON_LISTEN `{addr}`"))?,

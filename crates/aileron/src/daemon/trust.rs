@@ -14,16 +14,17 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use crate::workflows::caller_for;
-use crate::workflows::require;
+use crate::audit_log::AuditEvent;
 use crate::principal::{Principal, Scope};
 use crate::wire::ApiError;
-use crate::audit_log::AuditEvent;
+use crate::workflows::caller_for;
+use crate::workflows::require;
 
 type ApiResult = Result<Response, ApiError>;
 
 fn listing(state: &AppState) -> Result<Value, ApiError> {
-    let keyring = crate::keyring::load(&state.home.keyring()).map_err(crate::workflows::connectors::keyring_load_error)?;
+    let keyring =
+        crate::keyring::load(&state.home.keyring()).map_err(crate::workflows::connectors::keyring_load_error)?;
     let items: Vec<Value> = keyring
         .entries()
         .into_iter()
@@ -37,7 +38,12 @@ pub async fn list_keys(State(state): State<Arc<AppState>>, Extension(principal):
     Ok(Json(listing(&state)?).into_response())
 }
 
-async fn audit(state: &AppState, principal: &Principal, event_type: EventType, payload: Map<String, Value>) -> Result<(), ApiError> {
+async fn audit(
+    state: &AppState,
+    principal: &Principal,
+    event_type: EventType,
+    payload: Map<String, Value>,
+) -> Result<(), ApiError> {
     let caller = caller_for(principal);
     let event = AuditEvent { event_type, actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
@@ -57,10 +63,14 @@ pub async fn trust_key(
     crate::wire::Json(body): crate::wire::Json<TrustBody>,
 ) -> ApiResult {
     require(&principal, Scope::Admin)?;
-    let authority = parse_authority(&body.authority)
-        .map_err(|e| ApiError::bad_request("invalid_authority", e).with_hint("an authority is <scheme>://<owner> or <scheme>://<owner>/<repo>"))?;
-    let key = PublicKey::parse(&body.key)
-        .map_err(|e| ApiError::bad_request("invalid_key", e.to_string()).with_hint("keys/publisher.pub holds a PEM SPKI or base64 raw ed25519 key"))?;
+    let authority = parse_authority(&body.authority).map_err(|e| {
+        ApiError::bad_request("invalid_authority", e)
+            .with_hint("an authority is <scheme>://<owner> or <scheme>://<owner>/<repo>")
+    })?;
+    let key = PublicKey::parse(&body.key).map_err(|e| {
+        ApiError::bad_request("invalid_key", e.to_string())
+            .with_hint("keys/publisher.pub holds a PEM SPKI or base64 raw ed25519 key")
+    })?;
     let path = state.home.keyring();
     let mut keyring = crate::keyring::load(&path).map_err(crate::workflows::connectors::keyring_load_error)?;
     let added = keyring.trust(&authority, &key);
@@ -72,7 +82,8 @@ pub async fn trust_key(
         audit(&state, &principal, EventType::KeyringTrusted, payload).await?;
     }
     let status = if added { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(json!({ "authority": authority, "fingerprint": key.fingerprint(), "added": added }))).into_response())
+    Ok((status, Json(json!({ "authority": authority, "fingerprint": key.fingerprint(), "added": added })))
+        .into_response())
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -95,7 +106,8 @@ pub async fn revoke_key(
     let (removed, authorities) = match (&body.authority, &body.fingerprint) {
         (Some(authority), None) => {
             let authority = parse_authority(authority).map_err(|e| {
-                ApiError::bad_request("invalid_authority", e).with_hint("an authority is <scheme>://<owner> or <scheme>://<owner>/<repo>")
+                ApiError::bad_request("invalid_authority", e)
+                    .with_hint("an authority is <scheme>://<owner> or <scheme>://<owner>/<repo>")
             })?;
             (keyring.revoke_authority(&authority), vec![authority])
         }
@@ -106,7 +118,8 @@ pub async fn revoke_key(
         _ => return Err(ApiError::bad_request("invalid_request", "give exactly one of `authority` and `fingerprint`")),
     };
     if removed == 0 {
-        return Err(ApiError::not_found("key_not_found", "no trusted key matches").with_hint("`aileron keyring list` shows the trusted keys"));
+        return Err(ApiError::not_found("key_not_found", "no trusted key matches")
+            .with_hint("`aileron keyring list` shows the trusted keys"));
     }
     crate::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
     let mut payload = Map::new();

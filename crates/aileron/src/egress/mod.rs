@@ -19,8 +19,8 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value};
 
 use crate::audit_log::AuditEvent;
-use crate::public_address::NON_PUBLIC_REFUSAL;
 use crate::principal::Caller;
+use crate::public_address::NON_PUBLIC_REFUSAL;
 
 mod spawn;
 
@@ -29,8 +29,8 @@ pub const MAX_RESPONSE_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Per-request upstream timeout; the step's wall-time limit bounds the whole call anyway.
 pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub use crate::bindings::{CredentialSource, ResolvedCredential, Secret};
 use crate::bindings::{BindingEvent, BindingInfo, Injection};
+pub use crate::bindings::{CredentialSource, ResolvedCredential, Secret};
 
 /// The methods a connector may use (SPEC §4.4).
 pub const ALLOWED_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
@@ -95,7 +95,11 @@ impl StepEgress {
             None => {
                 let failure = Failure::capability_denied(
                     Boundary::Sandbox,
-                    format!("HTTP method `{}` is not allowed; use one of {}", request.method.chars().take(32).collect::<String>(), ALLOWED_METHODS.join(", ")),
+                    format!(
+                        "HTTP method `{}` is not allowed; use one of {}",
+                        request.method.chars().take(32).collect::<String>(),
+                        ALLOWED_METHODS.join(", ")
+                    ),
                 )
                 .with_detail("requested", format!("method:{}", upper.chars().take(32).collect::<String>()));
                 return Err(self.rejected(&request, Some(&target), None, failure).await);
@@ -110,7 +114,8 @@ impl StepEgress {
             if let Err(failure) = check_injection_transport(&target) {
                 return Err(self.rejected(&request, Some(&target), None, failure).await);
             }
-            let credential = self.services.credentials.resolve(&self.connector_fqn, kind, self.services.oauth.as_ref()).await;
+            let credential =
+                self.services.credentials.resolve(&self.connector_fqn, kind, self.services.oauth.as_ref()).await;
             self.audit_binding_events().await?;
             match credential {
                 Ok(credential) => resolved = Some(credential),
@@ -125,14 +130,20 @@ impl StepEgress {
         };
         let mut builder = self.services.client.request(method, &target.url).timeout(UPSTREAM_TIMEOUT);
         for (name, value) in &request.headers {
-            if is_hop_by_hop_or_managed(name) || injected.iter().any(|(injected, _)| name.eq_ignore_ascii_case(injected)) {
+            if is_hop_by_hop_or_managed(name)
+                || injected.iter().any(|(injected, _)| name.eq_ignore_ascii_case(injected))
+            {
                 continue;
             }
             builder = builder.header(name.as_str(), value.as_str());
         }
         for (name, value) in &injected {
             let mut value = reqwest::header::HeaderValue::from_str(value.expose()).map_err(|_| {
-                Failure::new(FailureClass::BindingFailed, Boundary::Runtime, "the bound credential is not a valid header value")
+                Failure::new(
+                    FailureClass::BindingFailed,
+                    Boundary::Runtime,
+                    "the bound credential is not a valid header value",
+                )
             })?;
             value.set_sensitive(true);
             builder = builder.header(name.as_str(), value);
@@ -148,7 +159,10 @@ impl StepEgress {
                 let failure = if detail.contains(NON_PUBLIC_REFUSAL) {
                     Failure::capability_denied(
                         Boundary::Sandbox,
-                        format!("{} {NON_PUBLIC_REFUSAL}; a local address must be named literally in the manifest", target.host),
+                        format!(
+                            "{} {NON_PUBLIC_REFUSAL}; a local address must be named literally in the manifest",
+                            target.host
+                        ),
                     )
                     .with_detail("requested", format!("network:{}", target.host_port))
                 } else {
@@ -169,7 +183,11 @@ impl StepEgress {
             let chunk = match chunk {
                 Ok(chunk) => chunk,
                 Err(error) => {
-                    let failure = Failure::network(format!("reading the response from {}: {}", target.host_port, describe(&error)));
+                    let failure = Failure::network(format!(
+                        "reading the response from {}: {}",
+                        target.host_port,
+                        describe(&error)
+                    ));
                     return Err(self.rejected(&request, Some(&target), binding, failure).await);
                 }
             };
@@ -184,7 +202,10 @@ impl StepEgress {
         }
         let mut payload = self.proxy_payload(&request, Some(&target), binding);
         payload.insert(keys::PROXY_UPSTREAM_STATUS.into(), status.into());
-        payload.insert(keys::PROXY_DURATION_US.into(), u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX).into());
+        payload.insert(
+            keys::PROXY_DURATION_US.into(),
+            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX).into(),
+        );
         self.audit(EventType::ConnectorProxyProxied, payload).await?;
         let (mut headers, mut body) = (headers, body);
         if let Some(resolved) = &resolved {
@@ -222,7 +243,12 @@ impl StepEgress {
         }
     }
 
-    fn proxy_payload(&self, request: &GuestHttpRequest, target: Option<&EgressTarget>, binding: Option<&BindingInfo>) -> Map<String, Value> {
+    fn proxy_payload(
+        &self,
+        request: &GuestHttpRequest,
+        target: Option<&EgressTarget>,
+        binding: Option<&BindingInfo>,
+    ) -> Map<String, Value> {
         let mut payload = Map::new();
         payload.insert(keys::PROXY_SOURCE.into(), "daemon_request_boundary".into());
         payload.insert(keys::PROXY_METHOD.into(), request.method.to_ascii_uppercase().into());
@@ -268,7 +294,10 @@ impl StepEgress {
             }
             let audit = AuditEvent {
                 event_type,
-                actor: aileron_core::audit::Actor { r#type: aileron_core::audit::ActorType::ConnectorRuntime, id: "binding-refresh".into() },
+                actor: aileron_core::audit::Actor {
+                    r#type: aileron_core::audit::ActorType::ConnectorRuntime,
+                    id: "binding-refresh".into(),
+                },
                 session_id: self.caller.session_id.clone(),
                 payload,
                 audit_id: None,
@@ -321,17 +350,23 @@ fn injection(
             Ok(vec![("Authorization".to_string(), Secret::new(format!("Bearer {}", secret.expose())))])
         }
         (Some(CredentialMethod::AwsSigv4(signing)), Injection::Aws(credentials)) => {
-            let url = url::Url::parse(&target.url)
-                .map_err(|e| Failure::runtime_error(Boundary::Runtime, format!("signing: the URL does not parse: {e}")))?;
+            let url = url::Url::parse(&target.url).map_err(|e| {
+                Failure::runtime_error(Boundary::Runtime, format!("signing: the URL does not parse: {e}"))
+            })?;
             let (region, service) = match &signing.region {
                 Some(region) => (region.clone(), signing.service.clone()),
-                None => aileron_core::sigv4::region_and_service(&target.host, Some(&signing.service)).ok_or_else(|| {
-                    Failure::new(
-                        FailureClass::BindingFailed,
-                        Boundary::Runtime,
-                        format!("cannot derive the AWS region from host {}; the manifest should declare it", target.host),
-                    )
-                })?,
+                None => {
+                    aileron_core::sigv4::region_and_service(&target.host, Some(&signing.service)).ok_or_else(|| {
+                        Failure::new(
+                            FailureClass::BindingFailed,
+                            Boundary::Runtime,
+                            format!(
+                                "cannot derive the AWS region from host {}; the manifest should declare it",
+                                target.host
+                            ),
+                        )
+                    })?
+                }
             };
             let headers: Vec<(String, String)> = request
                 .headers
@@ -342,31 +377,46 @@ fn injection(
             let amz_date = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
             let params = aileron_core::sigv4::SigningParams { region: &region, service: &service, amz_date: &amz_date };
             let body = request.body.as_deref().unwrap_or_default();
-            let signed = aileron_core::sigv4::sign(method.as_str(), &url, &headers, body, credentials, &params).map_err(|error| {
-                use aileron_core::sigv4::SigningError;
-                match error {
-                    // The connector's own request is malformed: its bug, not the binding's.
-                    SigningError::BadHeaderName(_) | SigningError::BadHeaderValue(_) | SigningError::NoHost => {
-                        Failure::runtime_error(Boundary::Sandbox, format!("the connector's request cannot be signed: {error}"))
+            let signed = aileron_core::sigv4::sign(method.as_str(), &url, &headers, body, credentials, &params)
+                .map_err(|error| {
+                    use aileron_core::sigv4::SigningError;
+                    match error {
+                        // The connector's own request is malformed: its bug, not the binding's.
+                        SigningError::BadHeaderName(_) | SigningError::BadHeaderValue(_) | SigningError::NoHost => {
+                            Failure::runtime_error(
+                                Boundary::Sandbox,
+                                format!("the connector's request cannot be signed: {error}"),
+                            )
+                        }
+                        _ => Failure::new(
+                            FailureClass::BindingFailed,
+                            Boundary::Runtime,
+                            format!("signing the request: {error}"),
+                        ),
                     }
-                    _ => Failure::new(FailureClass::BindingFailed, Boundary::Runtime, format!("signing the request: {error}")),
-                }
-            })?;
+                })?;
             Ok(signed.into_iter().map(|(name, value)| (name, Secret::new(value))).collect())
         }
-        (None, _) => Err(Failure::capability_denied(Boundary::Sandbox, "the connector's manifest declares no credential")),
+        (None, _) => {
+            Err(Failure::capability_denied(Boundary::Sandbox, "the connector's manifest declares no credential"))
+        }
         _ => Err(Failure::new(
             FailureClass::BindingFailed,
             Boundary::Runtime,
             format!("binding `{}` is of another kind than the connector's manifest declares", resolved.binding.name),
         )
-        .with_detail("hint", format!("remove it with `aileron binding revoke {}` and bind again", resolved.binding.name))),
+        .with_detail(
+            "hint",
+            format!("remove it with `aileron binding revoke {}` and bind again", resolved.binding.name),
+        )),
     }
 }
 
 /// Headers the signer computes; a guest's own values for them are dropped.
 fn is_signing_header(name: &str) -> bool {
-    ["authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"].iter().any(|h| name.eq_ignore_ascii_case(h))
+    ["authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"]
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
 }
 
 /// Credentials travel only over TLS, or in the clear to a loopback address the manifest names

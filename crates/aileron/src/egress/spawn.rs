@@ -28,7 +28,9 @@ impl StepEgress {
     pub(crate) async fn spawn_program(&self, request: GuestSpawn, deadline: Instant) -> Result<SpawnOutput, Failure> {
         let started = Instant::now();
         let requested = match &request {
-            GuestSpawn::Envelope(envelope) => format!("spawn:{}", envelope.program.chars().take(256).collect::<String>()),
+            GuestSpawn::Envelope(envelope) => {
+                format!("spawn:{}", envelope.program.chars().take(256).collect::<String>())
+            }
             GuestSpawn::Operation { op, .. } => format!("spawn:{}", op.chars().take(64).collect::<String>()),
         };
         let span = self.services.telemetry.connector_spawn(&self.connector_fqn, &requested);
@@ -51,7 +53,12 @@ impl StepEgress {
         })
     }
 
-    async fn gate_and_run(&self, request: GuestSpawn, deadline: Instant, started: Instant) -> Result<(Gated, Finished), Failure> {
+    async fn gate_and_run(
+        &self,
+        request: GuestSpawn,
+        deadline: Instant,
+        started: Instant,
+    ) -> Result<(Gated, Finished), Failure> {
         let gated = match self.gate(request) {
             Ok(gated) => gated,
             Err(failure) => return Err(self.spawn_refused(None, failure).await),
@@ -66,8 +73,18 @@ impl StepEgress {
             payload.insert(keys::SPAWN_SIGNAL.into(), signal.into());
         }
         payload.insert(keys::SPAWN_DURATION_MS.into(), (started.elapsed().as_millis() as u64).into());
-        finished.stdout.audit(&mut payload, keys::SPAWN_STDOUT_SHA256, keys::SPAWN_STDOUT_BYTES, keys::SPAWN_STDOUT_TRUNCATED);
-        finished.stderr.audit(&mut payload, keys::SPAWN_STDERR_SHA256, keys::SPAWN_STDERR_BYTES, keys::SPAWN_STDERR_TRUNCATED);
+        finished.stdout.audit(
+            &mut payload,
+            keys::SPAWN_STDOUT_SHA256,
+            keys::SPAWN_STDOUT_BYTES,
+            keys::SPAWN_STDOUT_TRUNCATED,
+        );
+        finished.stderr.audit(
+            &mut payload,
+            keys::SPAWN_STDERR_SHA256,
+            keys::SPAWN_STDERR_BYTES,
+            keys::SPAWN_STDERR_TRUNCATED,
+        );
         payload.insert(keys::SPAWN_CONFINEMENT.into(), CONFINEMENT.into());
         // Fail closed: output of a run that cannot be recorded is withheld.
         self.audit(EventType::Spawn, payload).await?;
@@ -85,7 +102,10 @@ impl StepEgress {
                         .with_detail("requested", format!("spawn:{op}"))
                         .with_detail("boundary_detail", "envelope")
                 })?;
-                Ok(Gated { plan: policy::plan_operation(&self.manifest, &self.subset, &op, &values)?, from_envelope: false })
+                Ok(Gated {
+                    plan: policy::plan_operation(&self.manifest, &self.subset, &op, &values)?,
+                    from_envelope: false,
+                })
             }
         }
     }
@@ -146,7 +166,12 @@ impl StepEgress {
             payload.insert(keys::SPAWN_PROGRAM.into(), plan.program.clone().into());
             payload.insert(keys::SPAWN_OP.into(), plan.op.clone().into());
             payload.insert(keys::SPAWN_ARGV_SHAPE.into(), plan.shape.clone().into());
-            let env_keys: Vec<&str> = plan.env.iter().map(|(key, _)| key.as_str()).chain(plan.credential_env_keys.iter().map(String::as_str)).collect();
+            let env_keys: Vec<&str> = plan
+                .env
+                .iter()
+                .map(|(key, _)| key.as_str())
+                .chain(plan.credential_env_keys.iter().map(String::as_str))
+                .collect();
             payload.insert(keys::SPAWN_ENV_KEYS.into(), env_keys.into());
         }
         payload
@@ -163,4 +188,3 @@ impl StepEgress {
         }
     }
 }
-

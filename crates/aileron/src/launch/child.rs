@@ -32,7 +32,12 @@ pub fn terminal_delivers_interrupts() -> bool {
 
 /// Spawns `program` with `args`, extra `env` and without the `withheld` variables, waits for it
 /// while forwarding signals, and returns its exit code.
-pub async fn run(program: &Path, args: &[OsString], env: &[(String, String)], withheld: &[&str]) -> std::io::Result<i32> {
+pub async fn run(
+    program: &Path,
+    args: &[OsString],
+    env: &[(String, String)],
+    withheld: &[&str],
+) -> std::io::Result<i32> {
     let interrupts_reach_child = terminal_delivers_interrupts();
     // Install the handlers before spawning so no signal falls between the two.
     let mut terminate = signal(SignalKind::terminate())?;

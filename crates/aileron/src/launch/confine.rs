@@ -58,7 +58,13 @@ pub struct Request {
 }
 
 /// The helper's command line, for `aileron launch` to run (the inverse of [`parse`]).
-pub fn arguments(masks: &[PathBuf], probe: bool, interrupts_reach_agent: bool, program: &std::path::Path, args: &[OsString]) -> Vec<OsString> {
+pub fn arguments(
+    masks: &[PathBuf],
+    probe: bool,
+    interrupts_reach_agent: bool,
+    program: &std::path::Path,
+    args: &[OsString],
+) -> Vec<OsString> {
     let mut line = vec![OsString::from(SUBCOMMAND)];
     for mask in masks {
         line.push("--mask".into());
@@ -155,7 +161,8 @@ fn forward_signals_to(target: Pid, interrupts_reach_agent: bool) -> Result<(), S
     }
     for signal_kind in forwarded {
         // SAFETY: `forward` only reads an atomic and calls kill(2), both async-signal-safe.
-        unsafe { signal(signal_kind, SigHandler::Handler(forward)) }.map_err(|e| format!("forwarding {signal_kind}: {e}"))?;
+        unsafe { signal(signal_kind, SigHandler::Handler(forward)) }
+            .map_err(|e| format!("forwarding {signal_kind}: {e}"))?;
     }
     Ok(())
 }
@@ -174,8 +181,9 @@ fn wait_for(child: Pid) -> i32 {
 
 fn enter(request: &Request) -> Result<i32, String> {
     let (uid, gid) = (getuid(), getgid());
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID)
-        .map_err(|e| format!("creating user, mount and PID namespaces: {e} (unprivileged user namespaces may be disabled here)"))?;
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID).map_err(|e| {
+        format!("creating user, mount and PID namespaces: {e} (unprivileged user namespaces may be disabled here)")
+    })?;
     crate::confinement::write_proc("/proc/self/setgroups", "deny")?;
     crate::confinement::write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
     crate::confinement::write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))?;
@@ -203,9 +211,11 @@ fn enter(request: &Request) -> Result<i32, String> {
 fn init(request: &Request) -> Result<i32, String> {
     let none: Option<&str> = None;
     // Nothing mounted here propagates back to the user's namespace.
-    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).map_err(|e| format!("making mounts private: {e}"))?;
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+        .map_err(|e| format!("making mounts private: {e}"))?;
     let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(Some("proc"), "/proc", Some("proc"), hardened, none).map_err(|e| format!("mounting /proc for the namespace: {e}"))?;
+    mount(Some("proc"), "/proc", Some("proc"), hardened, none)
+        .map_err(|e| format!("mounting /proc for the namespace: {e}"))?;
     for mask in &request.masks {
         if !mask.is_dir() {
             continue; // nothing there to hide
@@ -249,7 +259,8 @@ fn terminal_injection_filter() -> Result<seccompiler::BpfProgram, String> {
         SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
             .and_then(|condition| SeccompRule::new(vec![condition]))
     };
-    let rules = vec![refused(libc::TIOCSTI).map_err(|e| e.to_string())?, refused(libc::TIOCLINUX).map_err(|e| e.to_string())?];
+    let rules =
+        vec![refused(libc::TIOCSTI).map_err(|e| e.to_string())?, refused(libc::TIOCLINUX).map_err(|e| e.to_string())?];
     let arch = std::env::consts::ARCH.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
     let filter = SeccompFilter::new(
         [(libc::SYS_ioctl, rules)].into_iter().collect(),
@@ -272,7 +283,8 @@ fn exec_agent(request: &Request, filter: &seccompiler::BpfProgram) -> String {
     if let Err(error) = seccompiler::apply_filter(filter) {
         return format!("installing the terminal filter: {error}");
     }
-    let to_c = |text: &std::ffi::OsStr| CString::new(text.as_bytes()).map_err(|_| "an argument holds a NUL byte".to_string());
+    let to_c =
+        |text: &std::ffi::OsStr| CString::new(text.as_bytes()).map_err(|_| "an argument holds a NUL byte".to_string());
     let program = match to_c(&request.program) {
         Ok(program) => program,
         Err(error) => return error,

@@ -34,8 +34,8 @@
 //! user already set is kept (their traffic then bypasses the gateway, and we say so).
 
 mod child;
-pub mod confine;
 pub mod config_file;
+pub mod confine;
 pub mod jsonc;
 pub mod toml_table;
 pub mod yaml_block;
@@ -49,10 +49,10 @@ use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::client::DaemonClient;
-use crate::sessions::Confinement;
-use crate::wire::{EndSession, SessionStarted, StartSession};
 use crate::env;
 use crate::home::Home;
+use crate::sessions::Confinement;
+use crate::wire::{EndSession, SessionStarted, StartSession};
 use config_file::{ConfigEdit, read_existing};
 use yaml_block::YamlValue;
 
@@ -259,7 +259,8 @@ fn runtime_dir(xdg_runtime_dir: Option<&str>) -> anyhow::Result<PathBuf> {
 
 /// Computes the launch for `agent`: reads the agent's config, never writes.
 pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsString]) -> Result<LaunchPlan, LaunchError> {
-    let mut plan = LaunchPlan { agent, edits: vec![], env: wiring.session_env(), args: user_args.to_vec(), notes: vec![] };
+    let mut plan =
+        LaunchPlan { agent, edits: vec![], env: wiring.session_env(), args: user_args.to_vec(), notes: vec![] };
     let url = wiring.daemon_url.trim_end_matches('/').to_string();
     let command = wiring.mcp_command.display().to_string();
     match agent {
@@ -346,7 +347,8 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
                 .map(PathBuf::from)
                 .unwrap_or_else(|| env.home_dir.join(".pi").join("agent"));
             let path = dir.join("mcp.json");
-            let entry = json!({ "command": command, "args": [], "env": Wiring::env_references(|name| format!("${{{name}}}")) });
+            let entry =
+                json!({ "command": command, "args": [], "env": Wiring::env_references(|name| format!("${{{name}}}")) });
             let before = read_existing(&path)?;
             let after = jsonc::upsert(before.as_deref().unwrap_or(""), &["mcpServers", SERVER_NAME], &entry)
                 .map_err(|e| syntax(&path, e))?;
@@ -370,7 +372,10 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
                 anthropic = serde_json::to_string(&url).expect("strings serialize"),
                 openai = serde_json::to_string(&format!("{url}/v1")).expect("strings serialize"),
             );
-            plan.args = [OsString::from("-e"), extension.clone().into_os_string()].into_iter().chain(user_args.iter().cloned()).collect();
+            plan.args = [OsString::from("-e"), extension.clone().into_os_string()]
+                .into_iter()
+                .chain(user_args.iter().cloned())
+                .collect();
             plan.edits.push(ConfigEdit { path: extension, before: None, after: source, temporary: true });
         }
     }
@@ -481,7 +486,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         if options.unconfined {
             println!("\nconfinement: none (--unconfined); the session and its approvals are marked unconfined");
         } else {
-            let masks: Vec<String> = crate::confinement::masked_directories(home).iter().map(|dir| dir.display().to_string()).collect();
+            let masks: Vec<String> =
+                crate::confinement::masked_directories(home).iter().map(|dir| dir.display().to_string()).collect();
             println!("\nconfinement: user, mount and PID namespaces; hidden from the agent: {}", masks.join(", "));
         }
         return Ok(0);

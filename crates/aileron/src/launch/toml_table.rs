@@ -149,7 +149,10 @@ mod tests {
         );
         let after = upsert_mcp_server(&before, "aileron", &server()).unwrap();
         assert!(!after.contains("t0") && !after.contains("AILERON_URL = "), "the literal values are gone:\n{after}");
-        assert!(after.contains("EXTRA = \"x\"") && after.contains("startup_timeout_sec = 20 # mine"), "the user's keys stay:\n{after}");
+        assert!(
+            after.contains("EXTRA = \"x\"") && after.contains("startup_timeout_sec = 20 # mine"),
+            "the user's keys stay:\n{after}"
+        );
         assert!(after.contains("env_vars = [\"AILERON_URL\", \"AILERON_TOKEN\"]"), "{after}");
         assert_eq!(upsert_mcp_server(&after, "aileron", &server()).unwrap(), after, "then nothing changes");
         // An env holding only our old values goes entirely.

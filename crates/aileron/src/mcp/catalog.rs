@@ -416,8 +416,9 @@ mod tests {
 
     #[test]
     fn tools_carry_the_description_schema_and_approval_paragraph() {
-        let catalog =
-            ToolCatalog::from_listing(listing(json!({ "items": [view("open", true, false), view("gated", true, true)] })));
+        let catalog = ToolCatalog::from_listing(listing(
+            json!({ "items": [view("open", true, false), view("gated", true, true)] }),
+        ));
         let tool = |name: &str| catalog.tools.iter().find(|t| t.name == name).unwrap().clone();
         assert_eq!(tool("open").description.as_deref(), Some("Does open."));
         assert_eq!(tool("gated").description.unwrap(), format!("Does gated.\n\n{APPROVAL_PARAGRAPH}"));
@@ -516,12 +517,14 @@ mod tests {
     #[test]
     fn diagnostics_say_healthy_or_degraded_with_a_remediation() {
         let health = json!({"status": "ok", "version": "0.1.0"});
-        let clean = ToolCatalog::from_listing(listing(json!({ "items": [view("a", true, false), view("b", false, false)] })));
-        let broken = ToolCatalog::from_listing(
-            listing(json!({ "items": [], "load_errors": [{"file": "x.md", "message": "x.md:3: bad\nmore"}] })),
-        );
-        let clash =
-            ToolCatalog::from_listing(listing(json!({ "items": [view("a-b", true, false), view("a.b", true, false)] })));
+        let clean =
+            ToolCatalog::from_listing(listing(json!({ "items": [view("a", true, false), view("b", false, false)] })));
+        let broken = ToolCatalog::from_listing(listing(
+            json!({ "items": [], "load_errors": [{"file": "x.md", "message": "x.md:3: bad\nmore"}] }),
+        ));
+        let clash = ToolCatalog::from_listing(listing(
+            json!({ "items": [view("a-b", true, false), view("a.b", true, false)] }),
+        ));
         let down = Unreachable { message: "cannot reach the daemon at http://127.0.0.1:9\nhint: start it".into() };
         let check = |diagnosis: Diagnosis, expected: &str| {
             let result = diagnosis.into_result();

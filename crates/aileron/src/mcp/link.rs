@@ -86,7 +86,10 @@ struct NoAnswer {
 impl DirectClient {
     fn new(client: &DaemonClient) -> Result<DirectClient, Unreachable> {
         let base = crate::pooled_http::Base::parse(&client.base_url).ok_or_else(|| Unreachable {
-            message: format!("the daemon's address `{}` is not an http(s) URL\nhint: check AILERON_URL", client.base_url),
+            message: format!(
+                "the daemon's address `{}` is not an http(s) URL\nhint: check AILERON_URL",
+                client.base_url
+            ),
         })?;
         let http = crate::pooled_http::client(crate::tls::Alpn::Http1, crate::client::CONNECT_TIMEOUT);
         Ok(DirectClient { http, base, authorization: client.authorization() })
@@ -117,14 +120,20 @@ impl DirectClient {
             headers.insert("traceparent", traceparent);
         }
         let exchange = async {
-            let response = self.http.request(request).await.map_err(|error| NoAnswer { connect: error.is_connect(), cause: chain(&error) })?;
+            let response = self
+                .http
+                .request(request)
+                .await
+                .map_err(|error| NoAnswer { connect: error.is_connect(), cause: chain(&error) })?;
             let status = response.status().as_u16();
             let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX)
                 .await
                 .map_err(|error| no_answer(chain(&error)))?;
             Ok((status, bytes))
         };
-        tokio::time::timeout(timeout, exchange).await.unwrap_or_else(|_| Err(no_answer("it did not answer in time".into())))
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or_else(|_| Err(no_answer("it did not answer in time".into())))
     }
 }
 
@@ -159,7 +168,13 @@ impl DaemonLink {
             && let Some(Connected { own_session: Some(own), .. }) = current.lock().await.take()
         {
             let path = format!("/v1/sessions/{}/end", own.session_id);
-            let _ = own.admin.request(Method::POST, &path).json(&crate::wire::EndSession { exit_code: None }).timeout(QUICK_TIMEOUT).send().await;
+            let _ = own
+                .admin
+                .request(Method::POST, &path)
+                .json(&crate::wire::EndSession { exit_code: None })
+                .timeout(QUICK_TIMEOUT)
+                .send()
+                .await;
         }
     }
 
@@ -249,11 +264,17 @@ impl DaemonLink {
     }
 
     /// `POST /v1/actions/{action}/run` (`action` already URL-safe).
-    pub async fn run(&self, origin: &CallOrigin, action: &str, args: Map<String, Value>) -> Result<(u16, Value), Unreachable> {
+    pub async fn run(
+        &self,
+        origin: &CallOrigin,
+        action: &str,
+        args: Map<String, Value>,
+    ) -> Result<(u16, Value), Unreachable> {
         match &self.mode {
             Mode::InProcess { services } => {
                 let Some(principal) = &origin.principal else { return Ok(answered(Err(ApiError::unauthorized()))) };
-                let parent = origin.traceparent.as_deref().map(crate::telemetry::context_from_traceparent).unwrap_or_default();
+                let parent =
+                    origin.traceparent.as_deref().map(crate::telemetry::context_from_traceparent).unwrap_or_default();
                 let run = workflows::actions::run(services, principal, action.to_string(), args);
                 Ok(answered(run.with_context(parent).await))
             }
@@ -270,10 +291,12 @@ impl DaemonLink {
     /// `GET /v1/action-approvals/{id}/result`.
     pub async fn approval_result(&self, origin: &CallOrigin, id: &str) -> Result<(u16, Value), Unreachable> {
         match &self.mode {
-            Mode::InProcess { services } => {
-                Ok(answered(in_process(origin, |principal| workflows::approvals::result(services, principal, id.to_string()))))
+            Mode::InProcess { services } => Ok(answered(in_process(origin, |principal| {
+                workflows::approvals::result(services, principal, id.to_string())
+            }))),
+            Mode::Discovered { .. } => {
+                self.send(origin, Method::GET, &format!("/v1/action-approvals/{id}/result"), None).await
             }
-            Mode::Discovered { .. } => self.send(origin, Method::GET, &format!("/v1/action-approvals/{id}/result"), None).await,
         }
     }
 

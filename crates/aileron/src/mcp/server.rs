@@ -20,9 +20,9 @@ use tokio::sync::watch;
 
 use super::catalog::{self, CHECK_ACTION_STATUS, DIAGNOSTICS, Diagnosis, ToolCatalog, Unreachable};
 use super::changes::ActionFeed;
-use crate::telemetry::Telemetry;
 use super::link::{CallOrigin, DaemonLink};
 use crate::principal::Principal;
+use crate::telemetry::Telemetry;
 
 /// The action feed's position a catalog was fetched at (see [`ActionFeed::key`]).
 type FeedKey = (u64, Option<u64>);
@@ -82,8 +82,9 @@ impl McpShared {
             let body = String::from_utf8_lossy(&body);
             return Err(Unreachable { message: format!("GET /v1/actions answered {status}: {body}") });
         }
-        let listing: crate::wire::ActionList = serde_json::from_slice(&body)
-            .map_err(|error| Unreachable { message: format!("GET /v1/actions answered an unexpected listing: {error}") })?;
+        let listing: crate::wire::ActionList = serde_json::from_slice(&body).map_err(|error| Unreachable {
+            message: format!("GET /v1/actions answered an unexpected listing: {error}"),
+        })?;
         let catalog = Arc::new(ToolCatalog::from_listing(listing));
         *self.catalog.write().expect("catalog cache poisoned") = Some((generation, catalog.clone()));
         Ok(catalog)
@@ -130,7 +131,9 @@ impl McpShared {
                 span.error(format!("unknown tool `{tool}`"));
                 // Through the chokepoint anyway, so the probe is on record (`action.rejected`,
                 // `not_found`, under the caller's own principal); its answer is not needed.
-                let name: String = url::form_urlencoded::byte_serialize(tool.chars().take(200).collect::<String>().as_bytes()).collect();
+                let name: String =
+                    url::form_urlencoded::byte_serialize(tool.chars().take(200).collect::<String>().as_bytes())
+                        .collect();
                 let _ = self.link.run(&traced, &name, arguments).await;
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool `{tool}`; list the tools again (tools/list)"),

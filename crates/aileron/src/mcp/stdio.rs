@@ -12,8 +12,8 @@ use super::changes::{ActionFeed, Followed};
 use super::link::{Autostart, DaemonLink};
 use super::server::{AileronMcp, McpShared};
 use crate::env;
-use crate::telemetry;
 use crate::home::Home;
+use crate::telemetry;
 
 const USAGE: &str = "\
 aileron-mcp: the Aileron MCP server (stdio). An agent host starts it; it speaks MCP on stdin/stdout

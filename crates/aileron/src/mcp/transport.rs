@@ -78,7 +78,9 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
 
     /// The message as the parts of one line (newline included).
     fn serialize(&mut self, mut item: TxJsonRpcMessage<RoleServer>) -> Result<Vec<Bytes>, serde_json::Error> {
-        let JsonRpcMessage::Response(response) = &mut item else { return Ok(vec![line_of(serde_json::to_vec(&item)?)]) };
+        let JsonRpcMessage::Response(response) = &mut item else {
+            return Ok(vec![line_of(serde_json::to_vec(&item)?)]);
+        };
         let ServerResult::ListToolsResult(listing) = &mut response.result else {
             return Ok(vec![line_of(serde_json::to_vec(&item)?)]);
         };
@@ -151,7 +153,10 @@ async fn write_parts<W: AsyncWrite + Unpin>(write: &mut W, parts: &[Bytes]) -> i
 impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransport<R> {
     type Error = io::Error;
 
-    fn send(&mut self, item: TxJsonRpcMessage<RoleServer>) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
         let queued = self.serialize(item).map_err(io::Error::other).and_then(|parts| {
             let (done, written) = oneshot::channel();
             self.jobs.send(Job { parts, done: Some(done) }).map_err(|_| closed())?;
@@ -177,7 +182,10 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
                 Err(error) if error.is_syntax() || error.is_eof() => {}
                 // Well-formed JSON that is no message: a protocol error, answered.
                 Err(_) => {
-                    let reply = TxJsonRpcMessage::<RoleServer>::error(ErrorData::invalid_request("Invalid request", None), None);
+                    let reply = TxJsonRpcMessage::<RoleServer>::error(
+                        ErrorData::invalid_request("Invalid request", None),
+                        None,
+                    );
                     let reply = serde_json::to_vec(&reply).expect("an error message serializes");
                     if self.jobs.send(Job { parts: vec![line_of(reply)], done: None }).is_err() {
                         return None;
@@ -268,7 +276,10 @@ fn oversized(max_line: usize) {
 fn parse(line: &[u8]) -> Result<Option<RxJsonRpcMessage<RoleServer>>, serde_json::Error> {
     let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
     if let Ok(call) = serde_json::from_slice::<JsonRpcRequest<CallToolRequest>>(line) {
-        return Ok(Some(JsonRpcMessage::Request(JsonRpcRequest::new(call.id, ClientRequest::CallToolRequest(call.request)))));
+        return Ok(Some(JsonRpcMessage::Request(JsonRpcRequest::new(
+            call.id,
+            ClientRequest::CallToolRequest(call.request),
+        ))));
     }
     match serde_json::from_slice(line) {
         Ok(message) => Ok(Some(message)),
@@ -285,7 +296,8 @@ fn parse(line: &[u8]) -> Result<Option<RxJsonRpcMessage<RoleServer>>, serde_json
 fn ignored_for_compatibility(value: &Value) -> bool {
     let Some(method) = value.get("method").and_then(Value::as_str) else { return false };
     let notification = value.get("id").is_none();
-    (notification && !is_standard_method(method)) || (method.starts_with("notifications/") && !is_standard_notification(method))
+    (notification && !is_standard_method(method))
+        || (method.starts_with("notifications/") && !is_standard_notification(method))
 }
 
 /// The methods of the MCP specification (2026-07-28), as rmcp 3.9 lists them.
@@ -395,7 +407,9 @@ mod tests {
         let (_agent_side, server_in) = tokio::io::duplex(1 << 10);
         let (server_out, agent_reads) = tokio::io::duplex(1 << 22);
         let mut transport = LineTransport::new(server_in, server_out);
-        let schema = |text: &str| Arc::new(serde_json::json!({ "type": "object", "description": text }).as_object().unwrap().clone());
+        let schema = |text: &str| {
+            Arc::new(serde_json::json!({ "type": "object", "description": text }).as_object().unwrap().clone())
+        };
         let tools: Vec<Tool> = (0..300)
             .map(|i| Tool::new(format!("tool-{i}"), format!("does \"{i}\"\n\u{202e}"), schema(&format!("s{i}"))))
             .collect();
@@ -467,7 +481,10 @@ mod tests {
             );
             assert_eq!(serde_json::to_value(&parsed).unwrap(), serde_json::to_value(&full).unwrap(), "{call}");
             assert_eq!(format!("{parsed:?}"), format!("{full:?}"), "{call}");
-            assert_eq!(serde_json::to_value(&fast.request).unwrap()["params"], serde_json::to_value(&full).unwrap()["params"]);
+            assert_eq!(
+                serde_json::to_value(&fast.request).unwrap()["params"],
+                serde_json::to_value(&full).unwrap()["params"]
+            );
         }
         let others = [
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
@@ -478,7 +495,8 @@ mod tests {
         ];
         for other in others {
             assert!(serde_json::from_str::<JsonRpcRequest<CallToolRequest>>(other).is_err(), "{other}");
-            let full = serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(other).map(|m| serde_json::to_value(m).unwrap());
+            let full =
+                serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(other).map(|m| serde_json::to_value(m).unwrap());
             let ours = parse(other.as_bytes()).map(|m| serde_json::to_value(m.unwrap()).unwrap());
             assert_eq!(full.as_ref().ok(), ours.as_ref().ok(), "{other}");
             assert_eq!(full.map_err(|e| e.classify()).err(), ours.map_err(|e| e.classify()).err(), "{other}");
@@ -541,7 +559,11 @@ mod tests {
         let ours = read_all(input.as_bytes(), LineTransport::new).await;
         assert_eq!(ours, rmcps);
         let methods: Vec<&Value> = ours.0.iter().map(|message| &message["method"]).collect();
-        assert!(methods.contains(&&Value::from("notifications/initialized")) && methods.contains(&&Value::from("tools/call")), "{methods:?}");
+        assert!(
+            methods.contains(&&Value::from("notifications/initialized"))
+                && methods.contains(&&Value::from("tools/call")),
+            "{methods:?}"
+        );
         assert!(!ours.1.is_empty(), "the protocol errors are answered");
     }
 

@@ -13,12 +13,16 @@
 //!   is the namespace's own), the Aileron home and audit directory are covered by empty tmpfs
 //!   mounts, and the only network is a loopback on which, when the manifest names hosts, a
 //!   forwarder takes connections to the per-spawn CONNECT proxy of the daemon;
+//! - every `fs_read`/`fs_write` root opened once inside the mount namespace without following a
+//!   symlink, and the working directory opened beneath the scope it lies in ([`Scopes`]): those
+//!   descriptors are what Landlock grants and where the program starts (`fchdir`);
 //! - in the program's process: no capabilities, `no_new_privs`, Landlock (read-only system
-//!   directories and `fs_read`, read-write `fs_write` and the working directory, TCP only to the
-//!   forwarder, no abstract Unix sockets, no signals out of the domain), a seccomp filter
-//!   (ptrace, mount, namespaces, kernel modules, keyrings, BPF, `socket(AF_UNIX)`, terminal
-//!   injection), rlimits (processes, address space, file size, CPU, open files, no core dumps),
-//!   and no inherited file descriptor beyond stdin, stdout and stderr.
+//!   directories and `fs_read`, read-write `fs_write` and the scratch directory; the working
+//!   directory has its scope's access, no more; TCP only to the forwarder, no abstract Unix
+//!   sockets, no signals out of the domain), a seccomp filter (ptrace, mount, namespaces, kernel
+//!   modules, keyrings, BPF, io_uring, Unix sockets by `socket`, `socketpair` or `sendto`,
+//!   terminal injection), rlimits (processes, address space, file size, CPU, open files, no core
+//!   dumps), and no inherited file descriptor beyond stdin, stdout and stderr.
 //!
 //! Processes: the helper (`P`, in the daemon's PID namespace: enforces the wall time and reports),
 //! PID 1 of the new namespace (`C`: mounts, forwarder, reaps; its exit kills everything left in
@@ -103,7 +107,8 @@ const DEVICES_READ: [&str; 4] = ["/dev/zero", "/dev/urandom", "/dev/random", "/d
 /// The helper's entry point: must run before any other thread exists. Returns the exit code.
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().collect();
-    let named = args.iter().position(|arg| arg == REPORT_FD_FLAG).and_then(|at| args.get(at + 1)?.parse::<RawFd>().ok());
+    let named =
+        args.iter().position(|arg| arg == REPORT_FD_FLAG).and_then(|at| args.get(at + 1)?.parse::<RawFd>().ok());
     let report_fd = named.filter(|fd| *fd > 2).unwrap_or(REPORT_FD);
     // SAFETY: the daemon handed this process the report pipe's write end under this number
     // (`spawn::run_helper`); nothing else in this process owns it.
@@ -181,9 +186,10 @@ fn refused(class: &str, message: String) -> Report {
 
 fn open_program(plan: &JailPlan) -> Result<Program, Report> {
     let shown = plan.program.display().to_string();
-    let path = CString::new(plan.program.as_os_str().as_bytes())
-        .map_err(|_| refused("capability_denied", format!("{shown} holds a NUL byte")))?;
-    let fd = open_without_symlinks(&path).map_err(|errno| {
+    if plan.program.as_os_str().as_bytes().contains(&0) {
+        return Err(refused("capability_denied", format!("{shown} holds a NUL byte")));
+    }
+    let fd = open_path(None, &plan.program, libc::O_RDONLY, libc::RESOLVE_NO_SYMLINKS).map_err(|errno| {
         let message = if errno == libc::ELOOP || errno == libc::EXDEV {
             format!("{shown} changed into a path through a symbolic link after it was checked")
         } else {
@@ -200,16 +206,21 @@ fn open_program(plan: &JailPlan) -> Result<Program, Report> {
         return Err(refused("capability_denied", format!("{shown} is not a regular file")));
     }
     if stat.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
-        return Err(refused("capability_denied", format!("{shown} is setuid or setgid: such programs are never spawned")));
+        return Err(refused(
+            "capability_denied",
+            format!("{shown} is setuid or setgid: such programs are never spawned"),
+        ));
     }
     let mut file = std::fs::File::from(fd);
     let mut head = [0u8; 2];
     let script = file.read(&mut head).map(|n| n == 2 && &head == b"#!").unwrap_or(false);
     if let Some(expected) = &plan.hash {
         use std::io::Seek;
-        file.seek(std::io::SeekFrom::Start(0)).map_err(|e| refused("capability_denied", format!("reading {shown}: {e}")))?;
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| refused("capability_denied", format!("reading {shown}: {e}")))?;
         let mut hasher = Sha256::new();
-        std::io::copy(&mut file, &mut hasher).map_err(|e| refused("capability_denied", format!("reading {shown}: {e}")))?;
+        std::io::copy(&mut file, &mut hasher)
+            .map_err(|e| refused("capability_denied", format!("reading {shown}: {e}")))?;
         let actual = format!("sha256:{}", hex::encode(hasher.finalize()));
         if &actual != expected {
             return Err(refused(
@@ -224,34 +235,6 @@ fn open_program(plan: &JailPlan) -> Result<Program, Report> {
         unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, 0) };
     }
     Ok(Program { fd, script })
-}
-
-/// `openat2(path, O_RDONLY|O_CLOEXEC, RESOLVE_NO_SYMLINKS)`; on kernels without it, `open` with
-/// `O_NOFOLLOW` (the last component only).
-fn open_without_symlinks(path: &CString) -> Result<OwnedFd, i32> {
-    // SAFETY: open_how is plain data; zero is "no flags".
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_NO_SYMLINKS;
-    // SAFETY: openat2 with a valid C string and a properly sized `open_how`.
-    let fd = unsafe {
-        libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, path.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>())
-    } as i32;
-    if fd >= 0 {
-        // SAFETY: a fresh descriptor we own.
-        return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-    }
-    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
-    if errno != libc::ENOSYS {
-        return Err(errno);
-    }
-    // SAFETY: open with a valid C string.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// The process the wall-time alarm kills (`C`, and with it the namespace).
@@ -270,11 +253,15 @@ extern "C" fn on_alarm(_: libc::c_int) {
 fn arm_wall_time(target: Pid, wall_time_ms: u64) -> Result<(), String> {
     KILL_ON_ALARM.store(target.as_raw(), Ordering::Relaxed);
     // SAFETY: the handler only touches atomics and calls kill(2).
-    unsafe { signal(Signal::SIGALRM, SigHandler::Handler(on_alarm)) }.map_err(|e| format!("arming the wall-time limit: {e}"))?;
+    unsafe { signal(Signal::SIGALRM, SigHandler::Handler(on_alarm)) }
+        .map_err(|e| format!("arming the wall-time limit: {e}"))?;
     let wall = wall_time_ms.max(1);
     let timer = libc::itimerval {
         it_interval: libc::timeval { tv_sec: 0, tv_usec: 0 },
-        it_value: libc::timeval { tv_sec: (wall / 1000) as libc::time_t, tv_usec: ((wall % 1000) * 1000) as libc::suseconds_t },
+        it_value: libc::timeval {
+            tv_sec: (wall / 1000) as libc::time_t,
+            tv_usec: ((wall % 1000) * 1000) as libc::suseconds_t,
+        },
     };
     // SAFETY: setitimer with a valid itimerval.
     if unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) } != 0 {
@@ -292,7 +279,9 @@ fn enter(plan: &JailPlan, program: &Program, report: &mut std::fs::File) -> Resu
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS;
     unshare(namespaces).map_err(|e| {
-        format!("creating user, mount, PID and network namespaces: {e} (unprivileged user namespaces may be disabled here)")
+        format!(
+            "creating user, mount, PID and network namespaces: {e} (unprivileged user namespaces may be disabled here)"
+        )
     })?;
     crate::confinement::write_proc("/proc/self/setgroups", "deny")?;
     crate::confinement::write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
@@ -335,9 +324,11 @@ fn enter(plan: &JailPlan, program: &Program, report: &mut std::fs::File) -> Resu
 /// PID 1 of the namespace: mounts, the forwarder, then the program; reaps until it exits.
 fn init(plan: &JailPlan, program: &Program, report: &mut std::fs::File) -> Result<i32, String> {
     let none: Option<&str> = None;
-    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).map_err(|e| format!("making mounts private: {e}"))?;
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+        .map_err(|e| format!("making mounts private: {e}"))?;
     let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(Some("proc"), "/proc", Some("proc"), hardened, none).map_err(|e| format!("mounting /proc for the namespace: {e}"))?;
+    mount(Some("proc"), "/proc", Some("proc"), hardened, none)
+        .map_err(|e| format!("mounting /proc for the namespace: {e}"))?;
     for mask in &plan.masks {
         if mask.is_dir() {
             mount(Some("tmpfs"), mask, Some("tmpfs"), hardened, Some("mode=0700,size=64k"))
@@ -351,7 +342,13 @@ fn init(plan: &JailPlan, program: &Program, report: &mut std::fs::File) -> Resul
         Some(proxy) => Some(start_forwarder(proxy)?),
         None => None,
     };
-    let confinement = Confinement::prepare(plan)?;
+    let confinement = match Confinement::prepare(plan)? {
+        Ok(confinement) => confinement,
+        Err(refusal) => {
+            send(report, &refusal);
+            return Ok(126);
+        }
+    };
     // SAFETY: PID 1 is single-threaded, like the helper it was forked from.
     match unsafe { fork() }.map_err(|e| format!("starting the program: {e}"))? {
         ForkResult::Child => {
@@ -404,7 +401,9 @@ fn forward(listener: &std::net::TcpListener, proxy: &Path) {
         let proxy = proxy.to_path_buf();
         std::thread::spawn(move || {
             let Ok(outbound) = std::os::unix::net::UnixStream::connect(&proxy) else { return };
-            let (Ok(mut inbound_reader), Ok(mut outbound_writer)) = (inbound.try_clone(), outbound.try_clone()) else { return };
+            let (Ok(mut inbound_reader), Ok(mut outbound_writer)) = (inbound.try_clone(), outbound.try_clone()) else {
+                return;
+            };
             let upstream = std::thread::spawn(move || {
                 let _ = std::io::copy(&mut inbound_reader, &mut outbound_writer);
                 let _ = outbound_writer.shutdown(std::net::Shutdown::Write);
@@ -450,11 +449,97 @@ struct Confinement {
     filter: seccompiler::BpfProgram,
     argv: Vec<CString>,
     env: Vec<CString>,
-    cwd: CString,
+    scopes: Scopes,
+}
+
+/// The plan's directories, each opened once, in the namespace, without following a symbolic
+/// link anywhere on its path: the descriptors are what Landlock grants and where the program
+/// starts, so a directory swapped for a link after the daemon resolved it is refused, never
+/// followed (the re-attack's H2: a `renameat2(RENAME_EXCHANGE)` during concurrent runs).
+struct Scopes {
+    read: Vec<OwnedFd>,
+    write: Vec<OwnedFd>,
+    /// The working directory, opened beneath the scope it lies in.
+    cwd: OwnedFd,
+}
+
+impl Scopes {
+    /// `Err(report)`: the plan's paths are not what the daemon checked (nothing runs).
+    fn open(plan: &JailPlan) -> Result<Scopes, Report> {
+        let changed = |path: &Path, errno: i32| {
+            let message = if errno == libc::ELOOP || errno == libc::EXDEV {
+                format!("{} changed into a path through a symbolic link after it was checked", path.display())
+            } else {
+                format!("cannot open {}: {}", path.display(), std::io::Error::from_raw_os_error(errno))
+            };
+            refused("capability_denied", message)
+        };
+        let open_root = |path: &PathBuf| -> Result<(PathBuf, OwnedFd), Report> {
+            let fd =
+                open_path(None, path, libc::O_PATH, libc::RESOLVE_NO_SYMLINKS).map_err(|errno| changed(path, errno))?;
+            Ok((path.clone(), fd))
+        };
+        let read = plan.read.iter().map(open_root).collect::<Result<Vec<_>, _>>()?;
+        let write = plan.write.iter().map(open_root).collect::<Result<Vec<_>, _>>()?;
+        // The deepest scope holding the working directory; it gets that scope's access and no more.
+        let (root, root_fd) = read
+            .iter()
+            .chain(&write)
+            .filter(|(root, _)| plan.cwd.starts_with(root))
+            .max_by_key(|(root, _)| root.components().count())
+            .ok_or_else(|| {
+                refused(
+                    "capability_denied",
+                    format!("the working directory {} is not within a granted scope", plan.cwd.display()),
+                )
+            })?;
+        let below = plan.cwd.strip_prefix(root).expect("the root is a prefix");
+        let below = if below.as_os_str().is_empty() { Path::new(".") } else { below };
+        let cwd = open_path(
+            Some(root_fd),
+            below,
+            libc::O_PATH | libc::O_DIRECTORY,
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS,
+        )
+        .map_err(|errno| changed(&plan.cwd, errno))?;
+        Ok(Scopes {
+            read: read.into_iter().map(|(_, fd)| fd).collect(),
+            write: write.into_iter().map(|(_, fd)| fd).collect(),
+            cwd,
+        })
+    }
+}
+
+/// `openat2(dir or AT_FDCWD, path, flags|O_CLOEXEC, resolve)`. No fallback: a kernel without
+/// `openat2` (before 5.6) has no Landlock either, so a spawn is refused there anyway.
+fn open_path(dir: Option<&OwnedFd>, path: &Path, flags: libc::c_int, resolve: u64) -> Result<OwnedFd, i32> {
+    let path = CString::new(path.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
+    // SAFETY: open_how is plain data; zero is "no flags".
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = resolve;
+    let dir = dir.map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
+    // SAFETY: openat2 with a valid C string and a properly sized `open_how`.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    } as i32;
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 impl Confinement {
-    fn prepare(plan: &JailPlan) -> Result<Confinement, String> {
+    /// `Err`: the confinement cannot be built (`spawn_sandbox_unavailable`); `Ok(Err(report))`:
+    /// the plan's directories are not what was checked (refused).
+    fn prepare(plan: &JailPlan) -> Result<Result<Confinement, Report>, String> {
         let c = |text: &[u8], what: &str| CString::new(text).map_err(|_| format!("{what} holds a NUL byte"));
         let argv = plan.argv.iter().map(|arg| c(arg.as_bytes(), "an argument")).collect::<Result<Vec<_>, _>>()?;
         let env = plan
@@ -462,8 +547,8 @@ impl Confinement {
             .iter()
             .map(|(key, value)| c(format!("{key}={value}").as_bytes(), "an environment value"))
             .collect::<Result<Vec<_>, _>>()?;
-        let cwd = c(plan.cwd.as_os_str().as_bytes(), "the working directory")?;
-        Ok(Confinement { filter: filter()?, argv, env, cwd })
+        let filter = filter()?;
+        Ok(Scopes::open(plan).map(|scopes| Confinement { filter, argv, env, scopes }))
     }
 
     /// In the program's process; returns only on failure.
@@ -471,19 +556,29 @@ impl Confinement {
         if let Err(error) = self.confine(plan, program) {
             return error;
         }
-        let argv: Vec<*mut libc::c_char> =
-            self.argv.iter().map(|a| a.as_ptr() as *mut libc::c_char).chain(std::iter::once(std::ptr::null_mut())).collect();
-        let env: Vec<*mut libc::c_char> =
-            self.env.iter().map(|e| e.as_ptr() as *mut libc::c_char).chain(std::iter::once(std::ptr::null_mut())).collect();
+        let argv: Vec<*mut libc::c_char> = self
+            .argv
+            .iter()
+            .map(|a| a.as_ptr() as *mut libc::c_char)
+            .chain(std::iter::once(std::ptr::null_mut()))
+            .collect();
+        let env: Vec<*mut libc::c_char> = self
+            .env
+            .iter()
+            .map(|e| e.as_ptr() as *mut libc::c_char)
+            .chain(std::iter::once(std::ptr::null_mut()))
+            .collect();
         let empty = c"";
         // SAFETY: execveat with null-terminated arrays of valid C strings that outlive the call.
-        unsafe { libc::execveat(program.fd.as_raw_fd(), empty.as_ptr(), argv.as_ptr(), env.as_ptr(), libc::AT_EMPTY_PATH) };
+        unsafe {
+            libc::execveat(program.fd.as_raw_fd(), empty.as_ptr(), argv.as_ptr(), env.as_ptr(), libc::AT_EMPTY_PATH)
+        };
         format!("cannot execute {}: {}", plan.program.display(), std::io::Error::last_os_error())
     }
 
     fn confine(&self, plan: &JailPlan, program: &Program) -> Result<(), String> {
-        // SAFETY: chdir with a valid C string.
-        if unsafe { libc::chdir(self.cwd.as_ptr()) } != 0 {
+        // SAFETY: fchdir on a directory descriptor we own.
+        if unsafe { libc::fchdir(self.scopes.cwd.as_raw_fd()) } != 0 {
             return Err(format!("cannot enter {}: {}", plan.cwd.display(), std::io::Error::last_os_error()));
         }
         // Every descriptor but stdio (and a script's own) closes at exec.
@@ -495,7 +590,7 @@ impl Confinement {
         }
         set_limits(plan)?;
         crate::confinement::drop_capability_bounding_set();
-        landlock(plan)?;
+        landlock(plan, program, &self.scopes)?;
         seccompiler::apply_filter(&self.filter).map_err(|e| format!("installing the seccomp filter: {e}"))?;
         Ok(())
     }
@@ -518,23 +613,29 @@ fn set_limits(plan: &JailPlan) -> Result<(), String> {
     Ok(())
 }
 
-/// The Landlock domain of the program. Refuses (the run fails closed) when the kernel enforces
-/// no filesystem restriction at all.
-fn landlock(plan: &JailPlan) -> Result<(), String> {
+/// The Landlock domain of the program: the system directories readable, the plan's read scopes
+/// read-only and its write scopes (the scratch directory among them) read-write, by the
+/// descriptors [`Scopes`] opened. The working directory has no rule of its own: it has the access
+/// of the scope it lies in (the re-attack's H1: it was always writable). Refuses (the run fails
+/// closed) when the kernel enforces no filesystem restriction at all.
+fn landlock(plan: &JailPlan, program: &Program, scopes: &Scopes) -> Result<(), String> {
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr,
-        RulesetStatus, Scope, path_beneath_rules,
+        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
+        RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
     };
     let abi = ABI::V6;
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
-    let existing = |paths: &mut dyn Iterator<Item = PathBuf>| -> Vec<PathBuf> { paths.filter(|p| p.exists()).collect() };
-    let mut readable = existing(&mut SYSTEM_READ.iter().chain(DEVICES_READ.iter()).map(PathBuf::from));
-    readable.extend(existing(&mut plan.read.iter().cloned()));
-    readable.push(plan.program.clone());
-    let mut writable = existing(&mut plan.write.iter().cloned());
-    writable.push(plan.cwd.clone());
-    writable.push(PathBuf::from("/dev/null"));
+    // A file gets only the rights a file can have (as `path_beneath_rules` does for paths).
+    fn beneath(fd: &OwnedFd, access: BitFlags<AccessFs>) -> PathBeneath<&OwnedFd> {
+        // SAFETY: fstat fills a zeroed stat for a descriptor we own.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        let is_dir =
+            unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        PathBeneath::new(fd, if is_dir { access } else { access & AccessFs::from_file(ABI::V6) })
+    }
+    let system: Vec<PathBuf> =
+        SYSTEM_READ.iter().chain(DEVICES_READ.iter()).map(PathBuf::from).filter(|path| path.exists()).collect();
     let error = |e: landlock::RulesetError| format!("building the Landlock ruleset: {e}");
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -546,24 +647,34 @@ fn landlock(plan: &JailPlan) -> Result<(), String> {
         .map_err(error)?
         .create()
         .map_err(error)?
-        .add_rules(path_beneath_rules(&readable, read))
+        .add_rules(path_beneath_rules(&system, read))
         .map_err(error)?
-        .add_rules(path_beneath_rules(&writable, all))
+        .add_rules(path_beneath_rules(["/dev/null"], all))
+        .map_err(error)?
+        .add_rule(beneath(&program.fd, read))
+        .map_err(error)?
+        .add_rules(scopes.read.iter().map(|fd| Ok::<_, landlock::RulesetError>(beneath(fd, read))))
+        .map_err(error)?
+        .add_rules(scopes.write.iter().map(|fd| Ok::<_, landlock::RulesetError>(beneath(fd, all))))
         .map_err(error)?;
     if plan.proxy.is_some() {
         ruleset = ruleset.add_rule(NetPort::new(FORWARDER_PORT, AccessNet::ConnectTcp)).map_err(error)?;
     }
     let status = ruleset.restrict_self().map_err(error)?;
     if status.ruleset == RulesetStatus::NotEnforced {
-        return Err("this kernel does not enforce Landlock (Linux 5.13 or later with Landlock enabled is needed)".into());
+        return Err(
+            "this kernel does not enforce Landlock (Linux 5.13 or later with Landlock enabled is needed)".into()
+        );
     }
     Ok(())
 }
 
 /// Refuses, with EPERM, what a confined program never needs and an escape would: tracing other
 /// processes, mounts and namespaces, kernel modules and keyrings, BPF and perf, reading other
-/// processes' memory, Unix sockets (the way to the daemon's or anyone's local services; the
-/// network namespace already cuts TCP), and pushing keystrokes into a terminal.
+/// processes' memory, io_uring, Unix sockets (the way to the daemon's or anyone's local
+/// services; the network namespace already cuts TCP) however made — `socket`, a datagram
+/// `socketpair`, an address in `sendto` —, sockets of families no namespace covers, and pushing
+/// keystrokes into a terminal.
 fn filter() -> Result<seccompiler::BpfProgram, String> {
     use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
     let text = |e: seccompiler::BackendError| e.to_string();
@@ -604,6 +715,12 @@ fn filter() -> Result<seccompiler::BpfProgram, String> {
         libc::SYS_swapoff,
         libc::SYS_reboot,
         libc::SYS_acct,
+        // io_uring performs system calls (a socket, a connect) that this filter never sees: a
+        // program made an AF_UNIX socket with IORING_OP_SOCKET and listed the user's ssh-agent
+        // keys (the re-attack's H3).
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
         // clone3 passes its flags in memory, out of a filter's reach: refused, so the C
         // library falls back to clone, whose flags are checked below.
         libc::SYS_clone3,
@@ -625,13 +742,45 @@ fn filter() -> Result<seccompiler::BpfProgram, String> {
     .map(|flag| when(0, SeccompCmpOp::MaskedEq(flag as u64), flag as u64))
     .collect::<Result<_, _>>()?;
     rules.insert(libc::SYS_clone, per_flag);
-    rules.insert(libc::SYS_socket, vec![when(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?]);
+    // Sockets of the internet families (the namespace's own loopback and the forwarder) and
+    // netlink (the namespace's own interfaces) only: no AF_UNIX (the way to ssh-agent, the
+    // session bus and the daemon), and no family the network namespace does not cover (vsock
+    // reaches the hypervisor's host). One rule whose conditions all hold: none of the allowed.
+    let family_not_allowed = [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK]
+        .into_iter()
+        .map(|family| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64).map_err(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_socket, vec![SeccompRule::new(family_not_allowed).map_err(text)?]);
+    // A datagram or seqpacket pair is an unbound Unix socket that `sendto` can aim at any
+    // named socket (a datagram canary outside was reached that way); a stream pair cannot.
+    let type_bits = |kind: libc::c_int| {
+        SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(0xf), kind as u64).map_err(text)
+    };
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![
+            SeccompRule::new(vec![type_bits(libc::SOCK_DGRAM)?]).map_err(text)?,
+            SeccompRule::new(vec![type_bits(libc::SOCK_SEQPACKET)?]).map_err(text)?,
+        ],
+    );
+    // A destination address in `sendto` (defence in depth: with the rules above no socket here
+    // can carry one anywhere but the namespace's own loopback).
+    rules.insert(
+        libc::SYS_sendto,
+        vec![
+            SeccompRule::new(vec![
+                SeccompCondition::new(4, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0).map_err(text)?,
+            ])
+            .map_err(text)?,
+        ],
+    );
     rules.insert(
         libc::SYS_ioctl,
         vec![when(1, SeccompCmpOp::Eq, libc::TIOCSTI)?, when(1, SeccompCmpOp::Eq, libc::TIOCLINUX)?],
     );
     let arch = std::env::consts::ARCH.try_into().map_err(text)?;
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch).map_err(text)?;
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
+        .map_err(text)?;
     filter.try_into().map_err(text)
 }
 

@@ -59,7 +59,11 @@ pub fn default_helper() -> std::io::Result<PathBuf> {
 
 impl Spawner {
     pub fn new(helper: PathBuf, masks: Vec<PathBuf>) -> Spawner {
-        Spawner { helper, user_home: crate::env::get(crate::env::HOME).map(PathBuf::from).filter(|home| home.is_absolute()), masks }
+        Spawner {
+            helper,
+            user_home: crate::env::get(crate::env::HOME).map(PathBuf::from).filter(|home| home.is_absolute()),
+            masks,
+        }
     }
 
     /// `~/x` under the user's home; absolute paths as they are.
@@ -87,32 +91,37 @@ impl Spawner {
         let spawner = self;
         let spawn = manifest.spawn.as_ref().expect("the gate found [capabilities.spawn]");
         let denied = |message: String| {
-            Failure::capability_denied(Boundary::Sandbox, message).with_detail("requested", format!("spawn:{}", plan.op))
+            Failure::capability_denied(Boundary::Sandbox, message)
+                .with_detail("requested", format!("spawn:{}", plan.op))
         };
         let declared = spawn.program(&plan.program).expect("the gate matched a declared program");
         let program = std::fs::canonicalize(spawner.expand(&declared.path).map_err(denied)?)
             .map_err(|e| denied(format!("the declared program {} cannot be found: {e}", declared.path)))?;
         let scopes = |list: &[String]| -> Vec<PathBuf> {
-            list.iter().filter_map(|scope| spawner.expand(scope).ok()).filter_map(|path| std::fs::canonicalize(path).ok()).collect()
+            list.iter()
+                .filter_map(|scope| spawner.expand(scope).ok())
+                .filter_map(|path| std::fs::canonicalize(path).ok())
+                .collect()
         };
         let (read, write) = (scopes(&spawn.fs_read), scopes(&spawn.fs_write));
-        let scratch = tempfile::Builder::new()
-            .prefix("aileron-spawn-")
-            .tempdir()
-            .map_err(|e| Failure::runtime_error(Boundary::Runtime, format!("creating the program's scratch directory: {e}")))?;
+        let scratch = tempfile::Builder::new().prefix("aileron-spawn-").tempdir().map_err(|e| {
+            Failure::runtime_error(Boundary::Runtime, format!("creating the program's scratch directory: {e}"))
+        })?;
         let scratch_path = std::fs::canonicalize(scratch.path()).unwrap_or_else(|_| scratch.path().to_path_buf());
-        let cwd = match (&plan.cwd, &spawn.cwd) {
-            (Some(asked), _) => {
-                let asked_path = std::fs::canonicalize(spawner.expand(asked).map_err(denied)?)
-                    .map_err(|e| denied(format!("the working directory {asked} cannot be used: {e}")))?;
-                if !read.iter().chain(&write).any(|scope| asked_path.starts_with(scope)) {
-                    return Err(denied(format!("the working directory {asked} is not within the manifest's fs_read or fs_write"))
-                        .with_detail("boundary_detail", "envelope"));
-                }
-                asked_path
+        // The working directory, asked for by the envelope or declared by the manifest, must lie
+        // in a scope: the helper opens it beneath that scope and it gets the scope's access.
+        let within_a_scope = |asked: &str, whose: &str| -> Result<PathBuf, Failure> {
+            let asked_path = std::fs::canonicalize(spawner.expand(asked).map_err(denied)?)
+                .map_err(|e| denied(format!("{whose} {asked} cannot be used: {e}")))?;
+            if !read.iter().chain(&write).any(|scope| asked_path.starts_with(scope)) {
+                return Err(denied(format!("{whose} {asked} is not within the manifest's fs_read or fs_write"))
+                    .with_detail("boundary_detail", "envelope"));
             }
-            (None, Some(declared)) => std::fs::canonicalize(spawner.expand(declared).map_err(denied)?)
-                .map_err(|e| denied(format!("the manifest's cwd {declared} cannot be used: {e}")))?,
+            Ok(asked_path)
+        };
+        let cwd = match (&plan.cwd, &spawn.cwd) {
+            (Some(asked), _) => within_a_scope(asked, "the working directory")?,
+            (None, Some(declared)) => within_a_scope(declared, "the manifest's cwd")?,
             (None, None) => scratch_path.clone(),
         };
 
@@ -238,8 +247,10 @@ async fn run_helper(
 ) -> Result<Finished, Failure> {
     use std::os::fd::AsRawFd;
     let unavailable = |message: String| {
-        Failure::new(FailureClass::SpawnSandboxUnavailable, Boundary::Sandbox, message)
-            .with_detail("hint", "spawned programs need Linux with unprivileged user namespaces and Landlock (5.13 or later)")
+        Failure::new(FailureClass::SpawnSandboxUnavailable, Boundary::Sandbox, message).with_detail(
+            "hint",
+            "spawned programs need Linux with unprivileged user namespaces and Landlock (5.13 or later)",
+        )
     };
     // The report pipe's write end is inherited by the helper under its own number (no `pre_exec`:
     // the helper starts by `posix_spawn`, without forking the daemon). Another spawn starting at
@@ -291,7 +302,10 @@ async fn run_helper(
     let time_limit = || {
         Failure::resource_limit(
             "time",
-            format!("the spawned program {} ran past the step's wall time and was killed with everything it started", plan.program.display()),
+            format!(
+                "the spawned program {} ran past the step's wall time and was killed with everything it started",
+                plan.program.display()
+            ),
         )
     };
     let finished = |exit_code: i32, signal: Option<i32>| Finished { exit_code, signal, stdout, stderr };
@@ -303,7 +317,8 @@ async fn run_helper(
         Some(Report::ExecFailed(reason)) => Err(Failure::runtime_error(Boundary::Sandbox, reason)),
         Some(Report::Refused { class, message }) => {
             let class = FailureClass::parse(&class).unwrap_or(FailureClass::CapabilityDenied);
-            Err(Failure::new(class, Boundary::Sandbox, message).with_detail("requested", format!("spawn:{}", plan.program.display())))
+            Err(Failure::new(class, Boundary::Sandbox, message)
+                .with_detail("requested", format!("spawn:{}", plan.program.display())))
         }
         None if waited.is_err() => Err(time_limit()),
         None => Err(unavailable("the spawn helper ended without a report".to_string())),

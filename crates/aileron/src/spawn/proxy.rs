@@ -43,7 +43,9 @@ pub(crate) struct SpawnProxy {
 
 impl SpawnProxy {
     pub(crate) async fn start(context: ProxyContext) -> Result<SpawnProxy, Failure> {
-        let unavailable = |e: std::io::Error| Failure::runtime_error(Boundary::Runtime, format!("starting the spawn's network proxy: {e}"));
+        let unavailable = |e: std::io::Error| {
+            Failure::runtime_error(Boundary::Runtime, format!("starting the spawn's network proxy: {e}"))
+        };
         let dir = tempfile::Builder::new().prefix("aileron-spawn-proxy-").tempdir().map_err(unavailable)?;
         let socket = dir.path().join("proxy.sock");
         let listener = UnixListener::bind(&socket).map_err(unavailable)?;
@@ -73,8 +75,9 @@ async fn serve(context: Arc<ProxyContext>, mut stream: UnixStream) {
     let (method, authority) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
     let shown: String = authority.chars().take(256).collect();
     if !method.eq_ignore_ascii_case("CONNECT") {
-        let failure = Failure::capability_denied(Boundary::Sandbox, "a spawned program's proxy serves CONNECT only (use https)")
-            .with_detail("requested", format!("method:{}", method.chars().take(32).collect::<String>()));
+        let failure =
+            Failure::capability_denied(Boundary::Sandbox, "a spawned program's proxy serves CONNECT only (use https)")
+                .with_detail("requested", format!("method:{}", method.chars().take(32).collect::<String>()));
         refuse(&context, &mut stream, &shown, failure, "405 Method Not Allowed").await;
         return;
     }
@@ -96,7 +99,11 @@ async fn serve(context: Arc<ProxyContext>, mut stream: UnixStream) {
     if addresses.is_empty() {
         let failure = Failure::capability_denied(
             Boundary::Sandbox,
-            format!("{} {}; a local address must be named literally in the manifest", target.host, crate::public_address::NON_PUBLIC_REFUSAL),
+            format!(
+                "{} {}; a local address must be named literally in the manifest",
+                target.host,
+                crate::public_address::NON_PUBLIC_REFUSAL
+            ),
         )
         .with_detail("requested", format!("network:{}", target.host_port));
         refuse(&context, &mut stream, &target.host_port, failure, "403 Forbidden").await;
@@ -150,7 +157,9 @@ async fn refuse(context: &ProxyContext, stream: &mut UnixStream, authority: &str
     payload.insert(keys::CONNECTOR_REJECT_REASON.into(), failure.class.as_str().into());
     payload.extend(failure.audit_payload());
     let _ = audit(context, payload).await;
-    let _ = stream.write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes()).await;
+    let _ = stream
+        .write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes())
+        .await;
 }
 
 async fn audit(context: &ProxyContext, payload: Map<String, Value>) -> Result<(), ()> {

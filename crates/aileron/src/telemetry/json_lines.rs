@@ -154,7 +154,8 @@ pub fn write_span_line<'a>(out: &mut Vec<u8>, span: &'a SpanData, resource: &'a 
             span.links.iter().map(link).collect()
         }),
         name: &span.name,
-        parent_span_id: (span.parent_span_id != opentelemetry::trace::SpanId::INVALID).then_some(Hex(span.parent_span_id)),
+        parent_span_id: (span.parent_span_id != opentelemetry::trace::SpanId::INVALID)
+            .then_some(Hex(span.parent_span_id)),
         resource,
         scope: span.instrumentation_scope.name(),
         span_id: Hex(context.span_id()),
@@ -311,7 +312,12 @@ mod tests {
             )
         };
         let mut events = opentelemetry_sdk::trace::SpanEvents::default();
-        events.events.push(Event::new("log", at(700), vec![KeyValue::new("stream", "stderr"), KeyValue::new("line", "hi")], 0));
+        events.events.push(Event::new(
+            "log",
+            at(700),
+            vec![KeyValue::new("stream", "stderr"), KeyValue::new("line", "hi")],
+            0,
+        ));
         let mut links = opentelemetry_sdk::trace::SpanLinks::default();
         links.links.push(Link::with_context(context("11111111111111111111111111111111", "2222222222222222")));
         let span = SpanData {
@@ -332,7 +338,10 @@ mod tests {
                 KeyValue::new("arr.bool", Value::Array(Array::Bool(vec![true, false]))),
                 KeyValue::new("arr.i64", Value::Array(Array::I64(vec![1, -2]))),
                 KeyValue::new("arr.f64", Value::Array(Array::F64(vec![0.25, f64::INFINITY]))),
-                KeyValue::new("arr.str", Value::Array(Array::String(vec![StringValue::from("x"), StringValue::from("é")]))),
+                KeyValue::new(
+                    "arr.str",
+                    Value::Array(Array::String(vec![StringValue::from("x"), StringValue::from("é")])),
+                ),
             ],
             dropped_attributes_count: 0,
             events,

@@ -15,7 +15,9 @@ use super::{Services, caller_for, require};
 use crate::audit_log::AuditEvent;
 use crate::principal::{Principal, Scope};
 use crate::runner::{RunOutcome, RunRejection, RunRequest, run_action};
-use crate::wire::{ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply, RunCompleted, StepView};
+use crate::wire::{
+    ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply, RunCompleted, StepView,
+};
 
 /// The JSON view of an installed action.
 pub fn action_view(action: &ActionFile, enabled: bool) -> ActionView {
@@ -56,12 +58,16 @@ pub fn verify_action_package(
     reference: &str,
     body: &InstallAction,
 ) -> Result<aileron_core::signing::SignatureStatus, ApiError> {
-    let parsed = ConnectorRef::parse(reference).map_err(|e| ApiError::bad_request("invalid_reference", e.to_string()))?;
+    let parsed =
+        ConnectorRef::parse(reference).map_err(|e| ApiError::bad_request("invalid_reference", e.to_string()))?;
     if action.source.as_ref() != Some(&parsed) || action.version != parsed.version {
         let declared = action.source.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "(none)".into());
         return Err(ApiError::bad_request(
             "fqn_mismatch",
-            format!("the package's action declares source {declared} and version {}, but {reference} was requested", action.version),
+            format!(
+                "the package's action declares source {declared} and version {}, but {reference} was requested",
+                action.version
+            ),
         )
         .with_hint("install the reference the action file declares, or ask the publisher to fix `source`"));
     }
@@ -74,7 +80,9 @@ pub fn verify_action_package(
     };
     let keyring = crate::keyring::load(&state.home.keyring()).map_err(super::connectors::keyring_load_error)?;
     let status = aileron_core::signing::verify(&keyring, &parsed.fqn, body.content.as_bytes(), signature.as_deref())
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "signature_failure", e.to_string()).with_hint(e.hint()))?;
+        .map_err(|e| {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "signature_failure", e.to_string()).with_hint(e.hint())
+        })?;
     if status == aileron_core::signing::SignatureStatus::Unsigned && !body.allow_unsigned {
         return Err(ApiError::bad_request("unsigned_refused", format!("the action package {reference} is unsigned"))
             .with_hint("re-run with --allow-unsigned if you trust where it came from"));
@@ -102,7 +110,9 @@ fn check_place(state: &Services, action: &ActionFile, force: bool) -> Result<(),
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "action_exists",
-            format!("a different action named `{name}` is installed ({name} {installed}{disabled}); this one is {this_one}"),
+            format!(
+                "a different action named `{name}` is installed ({name} {installed}{disabled}); this one is {this_one}"
+            ),
         )
         .with_hint(format!("compare with `aileron action show {name}`; re-run with --force to replace it")));
     }
@@ -112,7 +122,10 @@ fn check_place(state: &Services, action: &ActionFile, force: bool) -> Result<(),
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "tool_name_taken",
-            format!("action `{name}` would be the MCP tool `{tool}`, which installed action `{}` already is", taken.file.name),
+            format!(
+                "action `{name}` would be the MCP tool `{tool}`, which installed action `{}` already is",
+                taken.file.name
+            ),
         )
         .with_hint(format!(
             "rename the action (its `name` and file name; `-` and `.` become `_` in tool names), or remove `{}` first",
@@ -149,7 +162,9 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
         let requires: Vec<Value> = action
             .requires
             .iter()
-            .map(|c| json!({ "name": c.name.to_string(), "version": c.version.to_string(), "hash": c.hash.to_string() }))
+            .map(
+                |c| json!({ "name": c.name.to_string(), "version": c.version.to_string(), "hash": c.hash.to_string() }),
+            )
             .collect();
         return Ok(Reply::ok(json!({
             "name": action.name,
@@ -166,7 +181,9 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
                 "connector_not_installed",
                 format!("action `{}` requires {reference} ({}), which is not installed", action.name, required.hash),
             )
-            .with_hint(format!("install it first: aileron connector install --from <dir or aileron.tar.gz> {reference}"))
+            .with_hint(format!(
+                "install it first: aileron connector install --from <dir or aileron.tar.gz> {reference}"
+            ))
         })?;
         if entry.manifest.name != required.name || entry.manifest.version != required.version {
             return Err(ApiError::new(
@@ -188,7 +205,10 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
     let mut payload = Map::new();
     payload.insert(keys::ACTION_NAME.into(), action.name.clone().into());
     payload.insert(keys::ACTION_VERSION.into(), action.version.to_string().into());
-    payload.insert(keys::ACTION_SHA256.into(), aileron_core::ContentHash::of_bytes(action.source_text().as_bytes()).to_string().into());
+    payload.insert(
+        keys::ACTION_SHA256.into(),
+        aileron_core::ContentHash::of_bytes(action.source_text().as_bytes()).to_string().into(),
+    );
     payload.insert(
         keys::ACTION_CONNECTORS.into(),
         action
@@ -215,13 +235,7 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
     // Adding an action is itself the user's consent: it grants nothing its connectors' consented
     // manifests did not (checked above), only narrows them.
     payload.extend(vocabulary::approved_consent("command"));
-    let event = AuditEvent {
-        event_type: EventType::ActionInstalled,
-        actor,
-        session_id: None,
-        payload,
-        audit_id: None,
-    };
+    let event = AuditEvent { event_type: EventType::ActionInstalled, actor, session_id: None, payload, audit_id: None };
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     // A replaced action keeps its enabled/disabled state.
     let enabled = state.actions.get(&action.name).is_none_or(|installed| installed.enabled);
@@ -234,7 +248,9 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
 /// else is [`run_action`]'s.
 pub async fn run(state: &Arc<Services>, principal: &Principal, name: String, args: Map<String, Value>) -> Answer {
     if let Err(refused) = require(principal, Scope::ActionsRun) {
-        crate::runner::audit_rejection(state, &caller_for(principal), &name, "forbidden", &args).await.map_err(rejection_error)?;
+        crate::runner::audit_rejection(state, &caller_for(principal), &name, "forbidden", &args)
+            .await
+            .map_err(rejection_error)?;
         return Err(refused);
     }
     let request = RunRequest::new(name, args, caller_for(principal));
@@ -257,14 +273,22 @@ pub fn rejection_error(rejection: RunRejection) -> ApiError {
             .with_hint("pass only the action's declared inputs (aileron action show <name>)"),
         RunRejection::AuditUnavailable(cause) => ApiError::audit_unavailable(cause),
         RunRejection::RanUnaudited(cause) => ApiError::ran_unaudited(cause),
-        RunRejection::ArgsTooLarge(_) => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "args_too_large", rejection.to_string())
-            .with_hint("pass smaller arguments (a reference to the data rather than the data)"),
-        RunRejection::TooManyPending(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending", rejection.to_string())
-            .with_hint("wait for the user to decide the approvals already waiting (`aileron approval list`)"),
+        RunRejection::ArgsTooLarge(_) => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "args_too_large", rejection.to_string())
+                .with_hint("pass smaller arguments (a reference to the data rather than the data)")
+        }
+        RunRejection::TooManyPending(_) => {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending", rejection.to_string())
+                .with_hint("wait for the user to decide the approvals already waiting (`aileron approval list`)")
+        }
         RunRejection::JournalUnavailable(cause) => {
             log_line!("aileron daemon: approval journal write failed: {cause}");
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_unavailable", "the approval journal cannot be written")
-                .with_hint("check free disk space and permissions of AILERON_HOME; nothing was executed")
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "journal_unavailable",
+                "the approval journal cannot be written",
+            )
+            .with_hint("check free disk space and permissions of AILERON_HOME; nothing was executed")
         }
     }
 }
@@ -336,7 +360,10 @@ pub fn list_json(state: &Services, principal: &Principal) -> Result<bytes::Bytes
 pub fn get(state: &Services, principal: &Principal, name: String) -> Answer {
     require(principal, Scope::ActionsList)?;
     let installed = state.actions.get(&name).ok_or_else(|| action_not_found(&name))?;
-    let view = ActionView { source: Some(installed.file.source_text().to_string()), ..action_view(&installed.file, installed.enabled) };
+    let view = ActionView {
+        source: Some(installed.file.source_text().to_string()),
+        ..action_view(&installed.file, installed.enabled)
+    };
     Ok(Reply::ok(view))
 }
 

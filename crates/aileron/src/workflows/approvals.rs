@@ -44,7 +44,13 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
         payload.insert(keys::APPROVAL_ID.into(), id.chars().take(100).collect::<String>().into());
         payload.insert(keys::REJECTION_CODE.into(), "forbidden".into());
         let caller = caller_for(principal);
-        let event = AuditEvent { event_type: EventType::ApprovalDecideRefused, actor: caller.actor, session_id: caller.session_id, payload, audit_id: None };
+        let event = AuditEvent {
+            event_type: EventType::ApprovalDecideRefused,
+            actor: caller.actor,
+            session_id: caller.session_id,
+            payload,
+            audit_id: None,
+        };
         state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
         return Err(refused);
     }
@@ -85,12 +91,11 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
 pub fn result(state: &Services, principal: &Principal, id: String) -> Answer {
     require(principal, Scope::ApprovalsPoll)?;
     let unknown = || {
-        ApiError::not_found("approval_not_found", format!("approval `{id}` is unknown"))
-            .with_hint(format!(
-                "list pending approvals with: aileron approval list; the daemon keeps the results of the {} most recent \
+        ApiError::not_found("approval_not_found", format!("approval `{id}` is unknown")).with_hint(format!(
+            "list pending approvals with: aileron approval list; the daemon keeps the results of the {} most recent \
                  finished approvals, older ones are in the audit log (aileron audit list --json)",
-                crate::approvals::Retention::default().finished
-            ))
+            crate::approvals::Retention::default().finished
+        ))
     };
     let approval_id = ApprovalId::parse(&id).map_err(|_| unknown())?;
     // Another session's approval is as unknown to this token as a made-up id.
@@ -113,7 +118,9 @@ pub async fn resume_approved(state: Arc<Services>, id: ApprovalId) {
         ..Default::default()
     };
     let audited = match state.audit.query(&filter) {
-        Ok(records) => records.iter().any(|record| record.payload.get(keys::APPROVAL_ID).and_then(|v| v.as_str()) == Some(id.as_str())),
+        Ok(records) => records
+            .iter()
+            .any(|record| record.payload.get(keys::APPROVAL_ID).and_then(|v| v.as_str()) == Some(id.as_str())),
         Err(error) => {
             log_line!("aileron daemon: approval {id} not resumed: reading the audit log for its decision: {error}");
             return;
@@ -122,8 +129,17 @@ pub async fn resume_approved(state: Arc<Services>, id: ApprovalId) {
     if !audited {
         let mut payload = decision_payload(&entry, ApprovalDecision::Approved);
         payload.insert(keys::APPROVAL_RECOVERED.into(), true.into());
-        let actor = aileron_core::audit::Actor::new(ActorType::Human, entry.decided_by.clone().unwrap_or_else(|| super::LOCAL_USER.to_string()));
-        let event = AuditEvent { event_type: EventType::ApprovalApproved, actor, session_id: entry.session_id.clone(), payload, audit_id: None };
+        let actor = aileron_core::audit::Actor::new(
+            ActorType::Human,
+            entry.decided_by.clone().unwrap_or_else(|| super::LOCAL_USER.to_string()),
+        );
+        let event = AuditEvent {
+            event_type: EventType::ApprovalApproved,
+            actor,
+            session_id: entry.session_id.clone(),
+            payload,
+            audit_id: None,
+        };
         if let Err(error) = state.audit.append(event).await {
             log_line!("aileron daemon: approval {id} not resumed: its decision cannot be audited: {error}");
             return;

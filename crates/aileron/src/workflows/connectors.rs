@@ -1,15 +1,15 @@
 //! Connectors: the install pipeline (preview, consent, install; every refusal audited), update
 //! checks, removal and garbage collection.
 
-use aileron_core::vocabulary::{self, EventType, keys};
 use aileron_core::ConnectorRef;
+use aileron_core::vocabulary::{self, EventType, keys};
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::{Services, caller_for, require};
 use crate::audit_log::AuditEvent;
-use crate::principal::{Principal, Scope};
 use crate::package::read_package;
+use crate::principal::{Principal, Scope};
 use crate::wire::{Answer, ApiError, CheckQuery, InstallBody, PreviewBody, RemoveConnector, Reply};
 
 pub fn list(state: &Services, principal: &Principal) -> Answer {
@@ -74,7 +74,14 @@ impl Refusal {
 
 /// Audits a refused install (`connector.install_refused` / `action.install_refused`) and answers
 /// the refusal; if the record cannot be written, the answer says so instead (fail closed).
-pub async fn refuse_install(state: &Services, actor: aileron_core::audit::Actor, event_type: EventType, reference: &str, stage: &str, refusal: Refusal) -> Reply {
+pub async fn refuse_install(
+    state: &Services,
+    actor: aileron_core::audit::Actor,
+    event_type: EventType,
+    reference: &str,
+    stage: &str,
+    refusal: Refusal,
+) -> Reply {
     let mut payload = Map::new();
     payload.insert(keys::INSTALL_REFERENCE.into(), reference.into());
     payload.insert(keys::INSTALL_STAGE.into(), stage.into());
@@ -99,12 +106,16 @@ pub async fn inspect(state: &Services, body: &PreviewBody) -> Result<(crate::pac
         Some(source) => source.clone(),
         None => {
             let url = crate::forge::release_url(&reference.fqn, &reference.version);
-            let bytes = crate::forge::fetch(&url, crate::forge::MAX_DOWNLOAD_BYTES, &mut |_, _| {}).await.map_err(|e| {
-                let status = if e.retriable { StatusCode::BAD_GATEWAY } else { StatusCode::NOT_FOUND };
-                let hint = e.hint();
-                bad(ApiError::new(status, "fetch_failed", e.to_string()).with_hint(hint))
-            })?;
-            downloaded = tempfile::Builder::new().suffix(".tar.gz").tempfile_in(state.home.root()).map_err(|e| bad(ApiError::internal(e)))?;
+            let bytes =
+                crate::forge::fetch(&url, crate::forge::MAX_DOWNLOAD_BYTES, &mut |_, _| {}).await.map_err(|e| {
+                    let status = if e.retriable { StatusCode::BAD_GATEWAY } else { StatusCode::NOT_FOUND };
+                    let hint = e.hint();
+                    bad(ApiError::new(status, "fetch_failed", e.to_string()).with_hint(hint))
+                })?;
+            downloaded = tempfile::Builder::new()
+                .suffix(".tar.gz")
+                .tempfile_in(state.home.root())
+                .map_err(|e| bad(ApiError::internal(e)))?;
             std::fs::write(downloaded.path(), &bytes).map_err(|e| bad(ApiError::internal(e)))?;
             downloaded.path().to_path_buf()
         }
@@ -117,19 +128,27 @@ pub async fn inspect(state: &Services, body: &PreviewBody) -> Result<(crate::pac
             let failure = aileron_core::Failure::hash_mismatch(format!(
                 "the manifest's provenance_hash {provenance} does not match connector.wasm ({actual})"
             ))
-            .with_detail("hint", "the binary is not the build the manifest names; ask the publisher for a consistent release");
+            .with_detail(
+                "hint",
+                "the binary is not the build the manifest names; ask the publisher for a consistent release",
+            );
             return Err(Refusal::Failure(failure));
         }
     }
     let keyring = crate::keyring::load(&state.home.keyring()).map_err(|e| bad(keyring_load_error(e)))?;
     let message = [package.wasm.as_slice(), package.manifest_text.as_bytes()].concat();
-    let status = aileron_core::signing::verify(&keyring, &reference.fqn, &message, package.signature.as_deref()).map_err(|e| {
-        let [repo, owner] = aileron_core::signing::authorities_of(&reference.fqn);
-        let failure = aileron_core::Failure::new(aileron_core::FailureClass::SignatureFailure, aileron_core::Boundary::Runtime, e.to_string())
+    let status = aileron_core::signing::verify(&keyring, &reference.fqn, &message, package.signature.as_deref())
+        .map_err(|e| {
+            let [repo, owner] = aileron_core::signing::authorities_of(&reference.fqn);
+            let failure = aileron_core::Failure::new(
+                aileron_core::FailureClass::SignatureFailure,
+                aileron_core::Boundary::Runtime,
+                e.to_string(),
+            )
             .with_detail("authorities", json!([repo, owner]))
             .with_detail("hint", e.hint());
-        Refusal::Failure(failure)
-    })?;
+            Refusal::Failure(failure)
+        })?;
     if let Some(expected) = &body.expected_hash
         && *expected != package.hash.to_string()
     {
@@ -144,7 +163,9 @@ pub async fn inspect(state: &Services, body: &PreviewBody) -> Result<(crate::pac
         return Err(Refusal::Failure(failure));
     }
     let signer = match &status {
-        aileron_core::signing::SignatureStatus::Verified { authority, fingerprint } => json!({ "authority": authority, "fingerprint": fingerprint }),
+        aileron_core::signing::SignatureStatus::Verified { authority, fingerprint } => {
+            json!({ "authority": authority, "fingerprint": fingerprint })
+        }
         aileron_core::signing::SignatureStatus::Unsigned => Value::Null,
     };
     let view = json!({
@@ -167,7 +188,15 @@ pub async fn preview(state: &Services, principal: &Principal, body: PreviewBody)
         Ok(inspected) => inspected,
         Err(refusal) => {
             let actor = caller_for(principal).actor;
-            return Ok(refuse_install(state, actor, EventType::ConnectorInstallRefused, &body.reference, "preview", refusal).await);
+            return Ok(refuse_install(
+                state,
+                actor,
+                EventType::ConnectorInstallRefused,
+                &body.reference,
+                "preview",
+                refusal,
+            )
+            .await);
         }
     };
     view["already_installed"] = state.store.find(&package.hash).map_err(ApiError::internal)?.is_some().into();
@@ -186,17 +215,45 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
     let actor = caller_for(principal).actor;
     let (package, view) = match inspect(state, &body.preview).await {
         Ok(inspected) => inspected,
-        Err(refusal) => return Ok(refuse_install(state, actor, EventType::ConnectorInstallRefused, &body.preview.reference, "install", refusal).await),
+        Err(refusal) => {
+            return Ok(refuse_install(
+                state,
+                actor,
+                EventType::ConnectorInstallRefused,
+                &body.preview.reference,
+                "install",
+                refusal,
+            )
+            .await);
+        }
     };
     if view["signed"] == false && body.consent == "flag" && !body.allow_unsigned {
-        let refusal = ApiError::bad_request("unsigned_refused", "the package is unsigned and consent was given by flag without allow_unsigned")
-            .with_hint("review it and re-run with --yes --allow-unsigned if you trust where it came from");
-        return Ok(refuse_install(state, actor, EventType::ConnectorInstallRefused, &body.preview.reference, "install", refusal.into()).await);
+        let refusal = ApiError::bad_request(
+            "unsigned_refused",
+            "the package is unsigned and consent was given by flag without allow_unsigned",
+        )
+        .with_hint("review it and re-run with --yes --allow-unsigned if you trust where it came from");
+        return Ok(refuse_install(
+            state,
+            actor,
+            EventType::ConnectorInstallRefused,
+            &body.preview.reference,
+            "install",
+            refusal.into(),
+        )
+        .await);
     }
     let entry = state.store.commit(&package).map_err(|error| {
         log_line!("aileron daemon: committing {} to the store: {error}", package.hash);
-        ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "store_unwritable", format!("the connector store cannot be written: {error}"))
-            .with_hint(format!("check the permissions and free space of {}; nothing was installed", state.home.store_dir().display()))
+        ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "store_unwritable",
+            format!("the connector store cannot be written: {error}"),
+        )
+        .with_hint(format!(
+            "check the permissions and free space of {}; nothing was installed",
+            state.home.store_dir().display()
+        ))
     })?;
     let mut payload = vocabulary::connector_release(view["fqn"].clone(), view["version"].clone(), view["hash"].clone());
     payload.insert(keys::CONNECTOR_SIGNATURE.into(), view["signature"].clone());
@@ -239,7 +296,8 @@ async fn compile_now(state: &Services, hash: &aileron_core::ContentHash) -> Valu
 /// For each installed connector, the released versions newer than the newest one installed.
 pub async fn check(state: &Services, principal: &Principal, query: CheckQuery) -> Answer {
     require(principal, Scope::Admin)?;
-    let mut newest: std::collections::BTreeMap<String, (aileron_core::Fqn, Vec<semver::Version>)> = std::collections::BTreeMap::new();
+    let mut newest: std::collections::BTreeMap<String, (aileron_core::Fqn, Vec<semver::Version>)> =
+        std::collections::BTreeMap::new();
     for entry in state.store.list().map_err(ApiError::internal)? {
         newest.entry(entry.fqn.to_string()).or_insert_with(|| (entry.fqn.clone(), Vec::new())).1.push(entry.version);
     }
@@ -288,24 +346,43 @@ pub fn remove_orphan_artifacts(state: &Services) -> usize {
     removed
 }
 
-pub async fn audit_removed(state: &Services, principal: &Principal, entry: &crate::store::StoreEntry, via: &str) -> Result<(), ApiError> {
-    let mut payload = vocabulary::connector_release(entry.fqn.to_string(), entry.version.to_string(), entry.hash.to_string());
+pub async fn audit_removed(
+    state: &Services,
+    principal: &Principal,
+    entry: &crate::store::StoreEntry,
+    via: &str,
+) -> Result<(), ApiError> {
+    let mut payload =
+        vocabulary::connector_release(entry.fqn.to_string(), entry.version.to_string(), entry.hash.to_string());
     payload.insert(keys::CONNECTOR_REMOVED_BY.into(), via.into());
-    let event = AuditEvent { event_type: EventType::ConnectorRemoved, actor: caller_for(principal).actor, session_id: None, payload, audit_id: None };
+    let event = AuditEvent {
+        event_type: EventType::ConnectorRemoved,
+        actor: caller_for(principal).actor,
+        session_id: None,
+        payload,
+        audit_id: None,
+    };
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }
 
 pub async fn remove(state: &Services, principal: &Principal, body: RemoveConnector) -> Answer {
     require(principal, Scope::Console)?;
-    let reference = ConnectorRef::parse(&body.reference).map_err(|e| ApiError::bad_request("invalid_reference", e.to_string()))?;
+    let reference =
+        ConnectorRef::parse(&body.reference).map_err(|e| ApiError::bad_request("invalid_reference", e.to_string()))?;
     let entries = state.store.list().map_err(ApiError::internal)?;
-    let entry = entries.into_iter().find(|e| e.fqn == reference.fqn && e.version == reference.version).ok_or_else(|| {
-        ApiError::not_found("connector_not_found", format!("{} is not installed", body.reference)).with_hint("`aileron connector list` shows what is installed")
-    })?;
+    let entry =
+        entries.into_iter().find(|e| e.fqn == reference.fqn && e.version == reference.version).ok_or_else(|| {
+            ApiError::not_found("connector_not_found", format!("{} is not installed", body.reference))
+                .with_hint("`aileron connector list` shows what is installed")
+        })?;
     let users = actions_using(state, &entry.hash);
     if !users.is_empty() {
-        return Err(ApiError::new(StatusCode::CONFLICT, "connector_in_use", format!("{} is used by: {}", body.reference, users.join(", ")))
-            .with_hint("remove those actions first (`aileron action remove <name>`)"));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "connector_in_use",
+            format!("{} is used by: {}", body.reference, users.join(", ")),
+        )
+        .with_hint("remove those actions first (`aileron action remove <name>`)"));
     }
     state.store.remove(&entry.hash).map_err(ApiError::internal)?;
     remove_orphan_artifacts(state);

@@ -17,7 +17,8 @@ use crate::wire::{Answer, ApiError, EndSession, Reply, SessionStarted, StartSess
 /// its token revoked before the 503, so no agent holds a grant the log does not show.
 pub async fn start(state: &Services, principal: &Principal, body: StartSession) -> Answer {
     require(principal, Scope::Admin)?;
-    let started = state.sessions.start(&state.tokens, &body.agent, body.pid, body.confinement).map_err(session_error)?;
+    let started =
+        state.sessions.start(&state.tokens, &body.agent, body.pid, body.confinement).map_err(session_error)?;
     let session = &started.session;
     let mut payload = Map::new();
     payload.insert(keys::SESSION_AGENT.into(), session.agent.clone().into());
@@ -54,12 +55,7 @@ pub fn list(state: &Services, principal: &Principal) -> Answer {
 }
 
 /// Revokes the session's token, journals the end and audits it as `session.ended`.
-pub async fn end(
-    state: &Services,
-    principal: &Principal,
-        id: String,
-    body: EndSession,
-) -> Answer {
+pub async fn end(state: &Services, principal: &Principal, id: String, body: EndSession) -> Answer {
     require(principal, Scope::Console)?;
     let session = state.sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
     let mut payload = Map::new();

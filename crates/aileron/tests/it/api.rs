@@ -10,7 +10,8 @@ use crate::support::{ActionSpec, Harness, PORT, TOKEN, guest_wasm, manifest};
 #[tokio::test]
 async fn admission_checks_host_origin_and_token() {
     let harness = Harness::new();
-    let health = harness.send(Request::builder().uri("/v1/health").header("host", format!("127.0.0.1:{PORT}")), None).await;
+    let health =
+        harness.send(Request::builder().uri("/v1/health").header("host", format!("127.0.0.1:{PORT}")), None).await;
     assert_eq!(health.status, StatusCode::OK);
     assert!(health.headers.contains_key("x-request-id"), "every response carries X-Request-ID");
 
@@ -19,8 +20,20 @@ async fn admission_checks_host_origin_and_token() {
         ("wrong token", format!("127.0.0.1:{PORT}"), Some("Bearer nope"), None, StatusCode::UNAUTHORIZED),
         ("rebinding host", "evil.example:80".to_string(), Some(TOKEN), None, StatusCode::FORBIDDEN),
         ("other port", "127.0.0.1:1".to_string(), Some(TOKEN), None, StatusCode::FORBIDDEN),
-        ("foreign origin", format!("127.0.0.1:{PORT}"), Some(TOKEN), Some("http://evil.example"), StatusCode::FORBIDDEN),
-        ("own origin", format!("localhost:{PORT}"), Some(TOKEN), Some(&*format!("http://127.0.0.1:{PORT}")), StatusCode::OK),
+        (
+            "foreign origin",
+            format!("127.0.0.1:{PORT}"),
+            Some(TOKEN),
+            Some("http://evil.example"),
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            "own origin",
+            format!("localhost:{PORT}"),
+            Some(TOKEN),
+            Some(&*format!("http://127.0.0.1:{PORT}")),
+            StatusCode::OK,
+        ),
         ("admin token", format!("127.0.0.1:{PORT}"), Some(TOKEN), None, StatusCode::OK),
     ];
     for (label, host, token, origin, expected) in cases {
@@ -53,7 +66,8 @@ async fn install_compiles_the_module_and_reports_one_that_does_not_load() {
     let stats = harness.state.runtime.cache_stats();
     assert_eq!(stats.compiles, 1, "install compiled the module: {stats:?}");
 
-    let broken = harness.install_answer("broken", b"\0asm\x01\0\0\0 this is not a module", &manifest("broken", &[], "")).await;
+    let broken =
+        harness.install_answer("broken", b"\0asm\x01\0\0\0 this is not a module", &manifest("broken", &[], "")).await;
     assert_eq!(broken["compiled"]["ok"], false, "{broken}");
     let error = broken["compiled"]["error"].as_str().unwrap();
     assert!(error.contains("does not compile"), "{error}");
@@ -76,8 +90,11 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     let echo = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
     let spare = harness.install("spare", &guest_wasm("echo"), &manifest("spare", &[], "")).await;
     let tampered = harness.install("tampered", &guest_wasm("echo"), &manifest("tampered", &[], "")).await;
-    for (name, connector, hash) in [("uses-echo", "echo", &echo), ("uses-spare", "spare", &spare), ("uses-tampered", "tampered", &tampered)] {
-        let spec = ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new(name, connector, hash, "echo") };
+    for (name, connector, hash) in
+        [("uses-echo", "echo", &echo), ("uses-spare", "spare", &spare), ("uses-tampered", "tampered", &tampered)]
+    {
+        let spec =
+            ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new(name, connector, hash, "echo") };
         let added = harness.add_action(&format!("{name}.md"), &spec.render()).await;
         assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
     }
@@ -125,9 +142,11 @@ async fn the_actions_page_shows_at_most_a_hundred_actions_and_searches_the_rest(
     use aileron::daemon::web::catalog::ACTIONS_SHOWN;
     let harness = Harness::new();
     let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
-    let names: Vec<String> = (0..120).map(|i| format!("alpha-{i:03}")).chain((0..10).map(|i| format!("beta-{i:03}"))).collect();
+    let names: Vec<String> =
+        (0..120).map(|i| format!("alpha-{i:03}")).chain((0..10).map(|i| format!("beta-{i:03}"))).collect();
     for name in &names {
-        let added = harness.add_action(&format!("{name}.md"), &ActionSpec::new(name, "echo", &hash, "echo").render()).await;
+        let added =
+            harness.add_action(&format!("{name}.md"), &ActionSpec::new(name, "echo", &hash, "echo").render()).await;
         assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
     }
     let host = format!("127.0.0.1:{PORT}");
@@ -147,29 +166,48 @@ async fn the_actions_page_shows_at_most_a_hundred_actions_and_searches_the_rest(
 
     let everything = page("/actions", false).await;
     assert_eq!(shown(&everything), names[..ACTIONS_SHOWN].to_vec(), "the first hundred, in name order");
-    assert!(everything.contains("130 actions, 130 enabled.") && everything.contains("Showing the first 100"), "{everything}");
+    assert!(
+        everything.contains("130 actions, 130 enabled.") && everything.contains("Showing the first 100"),
+        "{everything}"
+    );
     assert!(everything.contains("id=\"f-q\""), "the search box");
 
     let beta = page("/actions?q=beta", false).await;
     assert_eq!(shown(&beta), names[120..].to_vec());
     assert!(beta.contains("10 match “beta”") && !beta.contains("Showing the first"), "{beta}");
     assert!(beta.contains("value=\"beta\""), "the box keeps the search");
-    assert_eq!(shown(&page("/actions?q=%20BETA-007%20", true).await), ["beta-007"], "any case, trimmed, as a fragment too");
+    assert_eq!(
+        shown(&page("/actions?q=%20BETA-007%20", true).await),
+        ["beta-007"],
+        "any case, trimmed, as a fragment too"
+    );
     assert_eq!(shown(&page("/actions?q=alpha_011", true).await), ["alpha-011"], "by tool name");
     assert_eq!(shown(&page("/actions?q=used+by+the+test", true).await).len(), ACTIONS_SHOWN, "by description");
     let none = page("/actions?q=nothing-like-this", true).await;
     assert!(shown(&none).is_empty() && none.contains("id=\"no-match\""), "{none}");
     let hostile = page("/actions?q=%3Cscript%3E", false).await;
-    assert!(!hostile.contains("<script>") && hostile.contains("&lt;script&gt;"), "the search is escaped where it is shown");
-    assert_eq!(shown(&page("/actions?q=aileron-tests/echo", true).await).len(), ACTIONS_SHOWN, "by a required connector");
+    assert!(
+        !hostile.contains("<script>") && hostile.contains("&lt;script&gt;"),
+        "the search is escaped where it is shown"
+    );
+    assert_eq!(
+        shown(&page("/actions?q=aileron-tests/echo", true).await).len(),
+        ACTIONS_SHOWN,
+        "by a required connector"
+    );
 
     // An action named exactly as the search comes first, however many others contain its name.
     for name in ["alpha-0", "alpha-00"] {
-        let added = harness.add_action(&format!("{name}.md"), &ActionSpec::new(name, "echo", &hash, "echo").render()).await;
+        let added =
+            harness.add_action(&format!("{name}.md"), &ActionSpec::new(name, "echo", &hash, "echo").render()).await;
         assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
     }
     let exact = shown(&page("/actions?q=alpha-0", true).await);
-    assert_eq!((exact.len(), exact[0].as_str(), exact[1].as_str()), (ACTIONS_SHOWN, "alpha-0", "alpha-00"), "{exact:?}");
+    assert_eq!(
+        (exact.len(), exact[0].as_str(), exact[1].as_str()),
+        (ACTIONS_SHOWN, "alpha-0", "alpha-00"),
+        "{exact:?}"
+    );
 
     // The connectors page names 20 users and links to each (by a search that shows it) and to the rest.
     let connectors = page("/connectors", true).await;
@@ -177,7 +215,9 @@ async fn the_actions_page_shows_at_most_a_hundred_actions_and_searches_the_rest(
     assert_eq!(used_by.matches("<a href=\"/actions?q=").count(), 20, "{used_by}");
     assert!(used_by.contains("<a href=\"/actions?q=alpha-0#action-alpha-0\">alpha-0</a>"), "{used_by}");
     assert!(
-        used_by.contains("and <a class=\"more-users\" href=\"/actions?q=github%3A%2F%2Faileron-tests%2Fecho\">112 more</a>"),
+        used_by.contains(
+            "and <a class=\"more-users\" href=\"/actions?q=github%3A%2F%2Faileron-tests%2Fecho\">112 more</a>"
+        ),
         "{used_by}"
     );
 }
@@ -201,7 +241,9 @@ async fn the_cached_action_listing_follows_every_change() {
         listing.body
     };
     let add = async |name: &str, intent: &str| {
-        let text = ActionSpec::new(name, "echo", &hash, "echo").render().replace("intent = \"test ", &format!("intent = \"{intent} "));
+        let text = ActionSpec::new(name, "echo", &hash, "echo")
+            .render()
+            .replace("intent = \"test ", &format!("intent = \"{intent} "));
         let added = harness.replace_action(&format!("{name}.md"), &text).await;
         assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
     };
@@ -236,7 +278,8 @@ async fn the_cached_action_listing_follows_every_change() {
 async fn action_lifecycle_add_list_disable_enable_remove() {
     let harness = Harness::new();
     let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
-    let spec = ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
+    let spec =
+        ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
     let added = harness.add_action("say-hello.md", &spec.render()).await;
     assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
     assert_eq!(added.body["tool_name"], "say_hello");
@@ -278,7 +321,8 @@ async fn action_lifecycle_add_list_disable_enable_remove() {
 async fn audit_listing_filters_pages_and_rejects_bad_times() {
     let harness = Harness::new();
     let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
-    let spec = ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
+    let spec =
+        ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
     assert_eq!(harness.add_action("say-hello.md", &spec.render()).await.status, StatusCode::CREATED);
     for _ in 0..3 {
         assert_eq!(harness.run("say-hello", json!({"message": "hi"})).await.status, StatusCode::OK);
@@ -294,7 +338,9 @@ async fn audit_listing_filters_pages_and_rejects_bad_times() {
     let all = seqs(&runs.body);
     assert_eq!(all.len(), 3, "{}", runs.body);
     let first = list(&harness, "action=say-hello&family=action.executed&limit=2").await;
-    let rest = list(&harness, &format!("action=say-hello&family=action.executed&limit=2&before_seq={}", seqs(&first.body)[1])).await;
+    let rest =
+        list(&harness, &format!("action=say-hello&family=action.executed&limit=2&before_seq={}", seqs(&first.body)[1]))
+            .await;
     assert_eq!([seqs(&first.body), seqs(&rest.body)].concat(), all, "pages are disjoint and cover the runs");
 
     let bad = list(&harness, "until=tomorrow").await;
@@ -306,7 +352,12 @@ async fn audit_listing_filters_pages_and_rejects_bad_times() {
 #[tokio::test]
 async fn adding_an_action_checks_its_connectors_and_parses_strictly() {
     let harness = Harness::new();
-    let missing = ActionSpec::new("orphan", "echo", "sha256:0000000000000000000000000000000000000000000000000000000000000000", "echo");
+    let missing = ActionSpec::new(
+        "orphan",
+        "echo",
+        "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        "echo",
+    );
     let response = harness.add_action("orphan.md", &missing.render()).await;
     assert_eq!(response.status, StatusCode::CONFLICT);
     assert_eq!(response.body["error"]["code"], "connector_not_installed");
@@ -320,7 +371,10 @@ async fn adding_an_action_checks_its_connectors_and_parses_strictly() {
     let message = response.body["error"]["message"].as_str().unwrap();
     assert!(message.contains("typo.md:") && message.contains("intnet"), "{message}");
 
-    let widening = ActionSpec { capabilities: &["echo", "network:evil.example:443"], ..ActionSpec::new("wide", "echo", &hash, "echo") };
+    let widening = ActionSpec {
+        capabilities: &["echo", "network:evil.example:443"],
+        ..ActionSpec::new("wide", "echo", &hash, "echo")
+    };
     let response = harness.add_action("wide.md", &widening.render()).await;
     assert_eq!(response.status, StatusCode::BAD_REQUEST, "{}", response.body);
     assert_eq!(response.body["error"]["code"], "invalid_capabilities");
@@ -387,10 +441,12 @@ async fn outbound_http_reaches_declared_hosts_and_is_denied_elsewhere() {
         assert_eq!(records[0]["payload"]["aileron.failure.class"], "capability_denied");
     }
     assert_eq!(upstream.recorder.count(), 1, "denied calls never reach the network");
-    let rejected: Vec<_> = harness.audit().await.into_iter().filter(|r| r["event_type"] == "connector.proxy.rejected").collect();
+    let rejected: Vec<_> =
+        harness.audit().await.into_iter().filter(|r| r["event_type"] == "connector.proxy.rejected").collect();
     assert_eq!(rejected.len(), 2);
     assert!(rejected.iter().all(|r| !r.to_string().contains("token=abc")), "query strings are never audited");
-    let proxied: Vec<_> = harness.audit().await.into_iter().filter(|r| r["event_type"] == "connector.proxy.proxied").collect();
+    let proxied: Vec<_> =
+        harness.audit().await.into_iter().filter(|r| r["event_type"] == "connector.proxy.proxied").collect();
     assert_eq!(proxied.len(), 1);
     assert_eq!(proxied[0]["payload"]["aileron.proxy.upstream.status"], 200);
     assert_eq!(proxied[0]["payload"]["aileron.proxy.upstream.path"], "/repos/a/b/issues");
@@ -425,7 +481,8 @@ async fn an_action_subset_narrows_the_manifest_hosts() {
 #[tokio::test]
 async fn malformed_bodies_get_the_api_error_shape() {
     let harness = Harness::new();
-    let unknown_field = harness.request("POST", "/v1/sessions", Some(json!({"agent": "codex", "scopes": ["Admin"]}))).await;
+    let unknown_field =
+        harness.request("POST", "/v1/sessions", Some(json!({"agent": "codex", "scopes": ["Admin"]}))).await;
     assert_eq!(unknown_field.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(unknown_field.body["error"]["code"], "invalid_body");
     assert!(unknown_field.body["error"]["message"].as_str().unwrap().contains("scopes"), "{}", unknown_field.body);

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aileron::principal::SESSION_SCOPES;
 use crate::fake_github::FakeGithub;
+use aileron::principal::SESSION_SCOPES;
 use http::{Request, StatusCode};
 use serde_json::{Value, json};
 
@@ -14,8 +14,13 @@ use crate::support::{ActionSpec, Harness, PORT, TOKEN, guest_wasm, manifest};
 
 /// A gated action that GETs `url` on the fake upstream.
 pub async fn gated(harness: &Harness, upstream: &FakeGithub) -> String {
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
-    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") };
+    let hash =
+        harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
+    let spec = ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    };
     assert_eq!(harness.add_action("fetch.md", &spec.render()).await.status, StatusCode::CREATED);
     hash
 }
@@ -23,8 +28,13 @@ pub async fn gated(harness: &Harness, upstream: &FakeGithub) -> String {
 /// Installs `http_get` and a gated action `previewed` whose preview GETs the call's `url`,
 /// rendered by `render` (the `[approval.preview]` lines after `op` and `args`).
 async fn previewed(harness: &Harness, upstream: &FakeGithub, render: &str) {
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
-    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("previewed", "http_get", &hash, "get") };
+    let hash =
+        harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], "")).await;
+    let spec = ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("previewed", "http_get", &hash, "get")
+    };
     let text = spec.render().replace(
         "[approval]\nrequired = true\n",
         &format!("[approval]\nrequired = true\n[approval.preview]\nop = \"get\"\nargs = {{ url = \"${{args.url}}\" }}\n{render}"),
@@ -69,14 +79,21 @@ async fn a_gated_action_waits_for_approval_then_runs_once() {
     let requested = events_of(&harness, "approval.requested").await;
     assert_eq!(requested.len(), 1);
     assert_eq!(requested[0]["payload"]["aileron.approval.id"], id.as_str());
-    assert_eq!(requested[0]["audit_id"], pending.body["audit_id"], "the 202 carries the id of its approval.requested record");
+    assert_eq!(
+        requested[0]["audit_id"], pending.body["audit_id"],
+        "the 202 carries the id of its approval.requested record"
+    );
 
     let listing = harness.request("GET", "/v1/action-approvals", None).await;
     assert_eq!(listing.body["items"][0]["id"], id.as_str());
     assert_eq!(listing.body["items"][0]["args"]["url"], url.as_str());
-    assert_eq!(harness.request("GET", &format!("/v1/action-approvals/{id}/result"), None).await.body["status"], "pending_approval");
+    assert_eq!(
+        harness.request("GET", &format!("/v1/action-approvals/{id}/result"), None).await.body["status"],
+        "pending_approval"
+    );
 
-    let decided = harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true}))).await;
+    let decided =
+        harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true}))).await;
     assert_eq!(decided.status, StatusCode::NO_CONTENT, "{}", decided.body);
     let approved = events_of(&harness, "approval.approved").await;
     assert_eq!(approved.len(), 1, "approval.approved is on disk before the 204");
@@ -90,7 +107,8 @@ async fn a_gated_action_waits_for_approval_then_runs_once() {
     assert_eq!(executed[0]["payload"]["aileron.approval.id"], id.as_str());
     assert_eq!(upstream.recorder.count(), 1);
 
-    let again = harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true}))).await;
+    let again =
+        harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true}))).await;
     assert_eq!(again.status, StatusCode::NOT_FOUND, "a decision is accepted once");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(upstream.recorder.count(), 1, "and the action ran exactly once");
@@ -175,7 +193,14 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     }
     for path in ["/v1/web/login-tickets", "/v1/connectors/install", "/v1/actions/install"] {
         let attempt = harness.send(as_agent("POST", path.to_string()), Some(json!({}))).await;
-        assert!(matches!(attempt.status, StatusCode::FORBIDDEN | StatusCode::UNPROCESSABLE_ENTITY | StatusCode::BAD_REQUEST), "{path}: {}", attempt.status);
+        assert!(
+            matches!(
+                attempt.status,
+                StatusCode::FORBIDDEN | StatusCode::UNPROCESSABLE_ENTITY | StatusCode::BAD_REQUEST
+            ),
+            "{path}: {}",
+            attempt.status
+        );
         assert_ne!(attempt.status, StatusCode::CREATED);
     }
     let polled = harness.send(as_agent("GET", format!("/v1/action-approvals/{id}/result")), None).await;
@@ -184,17 +209,33 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
 
     // The same call again from the same session gets the same approval; an oversized or a
     // 21st different one is refused (and audited).
-    let again = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({"args": {"url": format!("{}/status/200", upstream.base_url())}}))).await;
+    let again = harness
+        .send(
+            as_agent("POST", "/v1/actions/fetch/run".into()),
+            Some(json!({"args": {"url": format!("{}/status/200", upstream.base_url())}})),
+        )
+        .await;
     assert_eq!(again.status, StatusCode::ACCEPTED);
     assert_eq!(again.body["approval_id"], id.as_str(), "an identical pending request returns the existing approval");
     let huge = "x".repeat(70 * 1024);
-    let oversized = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({"args": {"url": huge}}))).await;
+    let oversized =
+        harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({"args": {"url": huge}}))).await;
     assert_eq!(oversized.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", oversized.body);
     for i in 0..19 {
-        let more = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({"args": {"url": format!("{}/status/200?n={i}", upstream.base_url())}}))).await;
+        let more = harness
+            .send(
+                as_agent("POST", "/v1/actions/fetch/run".into()),
+                Some(json!({"args": {"url": format!("{}/status/200?n={i}", upstream.base_url())}})),
+            )
+            .await;
         assert_eq!(more.status, StatusCode::ACCEPTED, "{i}: {}", more.body);
     }
-    let flood = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({"args": {"url": format!("{}/status/200?n=20", upstream.base_url())}}))).await;
+    let flood = harness
+        .send(
+            as_agent("POST", "/v1/actions/fetch/run".into()),
+            Some(json!({"args": {"url": format!("{}/status/200?n=20", upstream.base_url())}})),
+        )
+        .await;
     assert_eq!(flood.status, StatusCode::TOO_MANY_REQUESTS, "{}", flood.body);
     assert_eq!(flood.body["error"]["code"], "too_many_pending");
     assert_eq!(harness.state.approvals.pending().len(), 20, "one session holds at most 20 waiting approvals");
@@ -220,15 +261,21 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     // What the agent tried and was refused is on record, as the agent of its session.
     let refused = events_of(&harness, "approval.decide_refused").await;
     assert_eq!(refused.len(), 2, "both decide attempts are audited");
-    assert_eq!((refused[0]["actor"]["type"].as_str(), refused[0]["session_id"].as_str()), (Some("agent"), Some("sess-1")));
-    for (action, args, code) in [
-        ("no-such-action", json!({}), "not_found"),
-        ("fetch", json!({"url": "x", "undeclared": 1}), "invalid_args"),
-    ] {
-        let attempt = harness.send(as_agent("POST", format!("/v1/actions/{action}/run")), Some(json!({ "args": args }))).await;
+    assert_eq!(
+        (refused[0]["actor"]["type"].as_str(), refused[0]["session_id"].as_str()),
+        (Some("agent"), Some("sess-1"))
+    );
+    for (action, args, code) in
+        [("no-such-action", json!({}), "not_found"), ("fetch", json!({"url": "x", "undeclared": 1}), "invalid_args")]
+    {
+        let attempt =
+            harness.send(as_agent("POST", format!("/v1/actions/{action}/run")), Some(json!({ "args": args }))).await;
         assert!(attempt.status.is_client_error(), "{action}: {}", attempt.status);
         let rejected = events_of(&harness, "action.rejected").await;
-        let record = rejected.iter().find(|r| r["payload"]["aileron.rejection.code"] == code).unwrap_or_else(|| panic!("{code} audited: {rejected:?}"));
+        let record = rejected
+            .iter()
+            .find(|r| r["payload"]["aileron.rejection.code"] == code)
+            .unwrap_or_else(|| panic!("{code} audited: {rejected:?}"));
         assert_eq!(record["payload"]["aileron.action.name"], action);
         assert_eq!(record["actor"]["type"], "agent");
         assert!(!record.to_string().contains("\"x\""), "argument values are not audited: {record}");
@@ -236,11 +283,18 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     // A disabled action refuses, on record too.
     let disabled = harness.request("PATCH", "/v1/actions/fetch", Some(json!({ "enabled": false }))).await;
     assert!(disabled.status.is_success(), "{}", disabled.body);
-    let attempt = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({ "args": { "url": "y" } }))).await;
+    let attempt =
+        harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({ "args": { "url": "y" } }))).await;
     assert!(attempt.status.is_client_error(), "{}", attempt.status);
     let rejected = events_of(&harness, "action.rejected").await;
-    let record = rejected.iter().find(|r| r["payload"]["aileron.rejection.code"] == "disabled").unwrap_or_else(|| panic!("disabled audited: {rejected:?}"));
-    assert_eq!((record["payload"]["aileron.action.name"].as_str(), record["actor"]["type"].as_str()), (Some("fetch"), Some("agent")));
+    let record = rejected
+        .iter()
+        .find(|r| r["payload"]["aileron.rejection.code"] == "disabled")
+        .unwrap_or_else(|| panic!("disabled audited: {rejected:?}"));
+    assert_eq!(
+        (record["payload"]["aileron.action.name"].as_str(), record["actor"]["type"].as_str()),
+        (Some("fetch"), Some("agent"))
+    );
 }
 
 /// Extracts `aileron_web=<value>` from a Set-Cookie header.
@@ -261,14 +315,23 @@ async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
     let origin = format!("http://127.0.0.1:{PORT}");
 
     // The review URL the agent got carries no ticket: no data without a session.
-    let anonymous = harness.send(Request::builder().uri(format!("/approvals?focus={id}")).header("host", &host), None).await;
+    let anonymous =
+        harness.send(Request::builder().uri(format!("/approvals?focus={id}")).header("host", &host), None).await;
     let page = anonymous.body.as_str().unwrap_or_default().to_string();
     assert!(page.contains("Not signed in") && !page.contains("status/200") && !page.contains("card-act-"), "{page}");
     let no_cookie = harness.send(Request::builder().uri("/v1/action-approvals").header("host", &host), None).await;
     assert_eq!(no_cookie.status, StatusCode::UNAUTHORIZED);
 
-    let ticket = harness.request("POST", "/v1/web/login-tickets", Some(json!({}))).await.body["ticket"].as_str().unwrap().to_string();
-    let login = harness.send(Request::builder().uri(format!("/approvals/login?ticket={ticket}&focus={id}")).header("host", &host), None).await;
+    let ticket = harness.request("POST", "/v1/web/login-tickets", Some(json!({}))).await.body["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let login = harness
+        .send(
+            Request::builder().uri(format!("/approvals/login?ticket={ticket}&focus={id}")).header("host", &host),
+            None,
+        )
+        .await;
     // A page that moves on by itself (not a redirect, which would keep a cross-site context).
     assert_eq!(login.status, StatusCode::OK);
     let page = login.body.as_str().unwrap();
@@ -276,18 +339,39 @@ async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
     assert!(login.headers["content-security-policy"].to_str().unwrap().contains("script-src 'nonce-"));
     let cookie = cookie_of(&login);
     // The page secret travels once, in the sign-in page, into the tab's sessionStorage.
-    let csrf = page.split("sessionStorage.setItem(\"aileron-page-secret\", \"").nth(1).unwrap().split('"').next().unwrap().to_string();
-    let reused = harness.send(Request::builder().uri(format!("/approvals/login?ticket={ticket}")).header("host", &host), None).await;
+    let csrf = page
+        .split("sessionStorage.setItem(\"aileron-page-secret\", \"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string();
+    let reused = harness
+        .send(Request::builder().uri(format!("/approvals/login?ticket={ticket}")).header("host", &host), None)
+        .await;
     assert_eq!(reused.status, StatusCode::FORBIDDEN, "a ticket works once");
 
-    let signed_in = harness.send(Request::builder().uri(format!("/approvals?focus={id}")).header("host", &host).header("cookie", &cookie), None).await;
+    let signed_in = harness
+        .send(
+            Request::builder().uri(format!("/approvals?focus={id}")).header("host", &host).header("cookie", &cookie),
+            None,
+        )
+        .await;
     let page = signed_in.body.as_str().unwrap().to_string();
-    assert!(page.contains(&format!("card-{id}")) && page.contains("status/200"), "the page shows the card and its arguments");
+    assert!(
+        page.contains(&format!("card-{id}")) && page.contains("status/200"),
+        "the page shows the card and its arguments"
+    );
     assert!(!page.contains(&csrf), "no later page carries the secret: a captured cookie gets pages, not the secret");
     assert!(signed_in.headers["content-security-policy"].to_str().unwrap().contains("script-src 'nonce-"));
 
     let decide = |csrf: Option<&str>, origin: Option<&str>, host: &str| {
-        let mut builder = Request::builder().method("POST").uri(format!("/v1/action-approvals/{id}/decide")).header("host", host).header("cookie", &cookie);
+        let mut builder = Request::builder()
+            .method("POST")
+            .uri(format!("/v1/action-approvals/{id}/decide"))
+            .header("host", host)
+            .header("cookie", &cookie);
         if let Some(csrf) = csrf {
             builder = builder.header("x-csrf-token", csrf);
         }
@@ -298,9 +382,16 @@ async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
     };
     let body = json!({"approved": true});
     // Everything a captured cookie yields (every page it can fetch) does not decide.
-    let scraped: Vec<String> = page.split('"').filter(|word| word.len() >= 32 && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')).map(str::to_string).collect();
+    let scraped: Vec<String> = page
+        .split('"')
+        .filter(|word| word.len() >= 32 && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        .map(str::to_string)
+        .collect();
     for guess in &scraped {
-        assert_eq!(harness.send(decide(Some(guess), Some(&origin), &host), Some(json!({"approved": true}))).await.status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            harness.send(decide(Some(guess), Some(&origin), &host), Some(json!({"approved": true}))).await.status,
+            StatusCode::FORBIDDEN
+        );
     }
     let cases = [
         ("no csrf", decide(None, Some(&origin), &host), StatusCode::FORBIDDEN),
@@ -322,10 +413,12 @@ async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
 
     // The cookie never grants admin routes (it reads what the console shows, `/v1/audit` included).
     for path in ["/v1/status", "/v1/keyring", "/v1/secrets"] {
-        let admin = harness.send(Request::builder().uri(path).header("host", &host).header("cookie", &cookie), None).await;
+        let admin =
+            harness.send(Request::builder().uri(path).header("host", &host).header("cookie", &cookie), None).await;
         assert_eq!(admin.status, StatusCode::FORBIDDEN, "{path}");
     }
-    let console = harness.send(Request::builder().uri("/v1/audit").header("host", &host).header("cookie", &cookie), None).await;
+    let console =
+        harness.send(Request::builder().uri("/v1/audit").header("host", &host).header("cookie", &cookie), None).await;
     assert_eq!(console.status, StatusCode::OK, "{}", console.body);
     // Nor runs: the page decides, it does not call actions. The attempt is on record.
     let run = Request::builder()
@@ -338,7 +431,10 @@ async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
     let refused = harness.send(run, Some(json!({ "args": { "url": "z" } }))).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
     let rejected = events_of(&harness, "action.rejected").await;
-    let record = rejected.iter().find(|r| r["payload"]["aileron.rejection.code"] == "forbidden").unwrap_or_else(|| panic!("forbidden audited: {rejected:?}"));
+    let record = rejected
+        .iter()
+        .find(|r| r["payload"]["aileron.rejection.code"] == "forbidden")
+        .unwrap_or_else(|| panic!("forbidden audited: {rejected:?}"));
     assert_eq!((record["actor"]["type"].as_str(), record["actor"]["id"].as_str()), (Some("human"), Some("web")));
 }
 
@@ -350,7 +446,11 @@ async fn an_approval_binds_to_the_exact_action_file() {
     let pending = harness.run("fetch", json!({ "url": format!("{}/status/200", upstream.base_url()) })).await;
     let id = pending.body["approval_id"].as_str().unwrap().to_string();
     // The action file changes (same name) after the request.
-    let spec = ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") };
+    let spec = ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    };
     let edited = spec.render().replace("An action used by the test suite.", "Edited after the request.");
     assert_eq!(harness.replace_action("fetch.md", &edited).await.status, StatusCode::CREATED);
     harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true}))).await;
@@ -364,7 +464,12 @@ async fn an_approval_binds_to_the_exact_action_file() {
 async fn a_failing_preview_never_blocks_the_approval() {
     let upstream = FakeGithub::start().await.unwrap();
     let harness = Harness::new();
-    previewed(&harness, &upstream, "render = { \"Status\" = \"status\", \"Body\" = \"body\" }\nmultiline = [\"Body\"]\n").await;
+    previewed(
+        &harness,
+        &upstream,
+        "render = { \"Status\" = \"status\", \"Body\" = \"body\" }\nmultiline = [\"Body\"]\n",
+    )
+    .await;
 
     let ok = harness.run("previewed", json!({ "url": format!("{}/status/200", upstream.base_url()) })).await;
     assert_eq!(ok.status, StatusCode::ACCEPTED);
@@ -399,12 +504,18 @@ async fn no_header_chooses_the_audit_actor() {
             .header("x-aileron-session-id", "sess-forged")
     };
     let agent_token = harness.state.tokens.mint_session("sess-7", SESSION_SCOPES.to_vec(), false);
-    let as_agent = |method: &str, path: String| forged(Request::builder().method(method).uri(path)).header("authorization", format!("Bearer {}", agent_token.expose()));
+    let as_agent = |method: &str, path: String| {
+        forged(Request::builder().method(method).uri(path))
+            .header("authorization", format!("Bearer {}", agent_token.expose()))
+    };
     let url = format!("{}/status/200", upstream.base_url());
-    let pending = harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({ "args": { "url": url } }))).await;
+    let pending =
+        harness.send(as_agent("POST", "/v1/actions/fetch/run".into()), Some(json!({ "args": { "url": url } }))).await;
     assert_eq!(pending.status, StatusCode::ACCEPTED, "{}", pending.body);
     let id = pending.body["approval_id"].as_str().unwrap().to_string();
-    let decided = harness.send(as_agent("POST", format!("/v1/action-approvals/{id}/decide")), Some(json!({ "approved": true }))).await;
+    let decided = harness
+        .send(as_agent("POST", format!("/v1/action-approvals/{id}/decide")), Some(json!({ "approved": true })))
+        .await;
     assert_eq!(decided.status, StatusCode::FORBIDDEN, "claiming to be a human decides nothing");
     let requested = events_of(&harness, "approval.requested").await;
     assert_eq!(requested[0]["actor"], json!({"type": "agent", "id": "sess-7"}), "{}", requested[0]);
@@ -419,11 +530,17 @@ async fn no_header_chooses_the_audit_actor() {
     let admin = forged(Request::builder().method("POST").uri(format!("/v1/action-approvals/{id}/decide")))
         .header("authorization", format!("Bearer {TOKEN}"))
         .header("x-aileron-actor-type", "agent");
-    assert_eq!(harness.send(admin, Some(json!({ "approved": false, "reason": "no" }))).await.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        harness.send(admin, Some(json!({ "approved": false, "reason": "no" }))).await.status,
+        StatusCode::NO_CONTENT
+    );
     let denied = events_of(&harness, "approval.denied").await;
     assert_eq!(denied[0]["actor"], json!({"type": "human", "id": "local-user"}), "{}", denied[0]);
     assert_eq!(denied[0]["session_id"], "sess-7", "the approval's own session, never a claimed one: {}", denied[0]);
-    assert!(!harness.audit().await.iter().any(|r| r.to_string().contains("sess-forged")), "no record took the claimed session");
+    assert!(
+        !harness.audit().await.iter().any(|r| r.to_string().contains("sess-forged")),
+        "no record took the claimed session"
+    );
 }
 
 /// The per-session cap and the identical-request dedupe hold for calls that arrive together,

@@ -65,7 +65,9 @@ impl Cli {
         std::fs::write(dir.join("connector.wasm"), wasm).unwrap();
         std::fs::write(dir.join("manifest.toml"), manifest_text).unwrap();
         let reference = format!("github://aileron-tests/{name}@1.0.0");
-        self.ok(&["connector", "install", "--from", dir.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"]).trim().to_string()
+        self.ok(&["connector", "install", "--from", dir.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"])
+            .trim()
+            .to_string()
     }
 
     /// Runs and asserts the exit code; returns stdout.
@@ -86,7 +88,15 @@ impl Cli {
     pub fn install_guest(&self, name: &str, hosts: &[String]) -> String {
         let package = self.package(name, hosts);
         let reference = format!("github://aileron-tests/{name}@1.0.0");
-        let hash = self.ok(&["connector", "install", "--from", package.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"]);
+        let hash = self.ok(&[
+            "connector",
+            "install",
+            "--from",
+            package.to_str().unwrap(),
+            &reference,
+            "--yes",
+            "--allow-unsigned",
+        ]);
         hash.trim().to_string()
     }
 
@@ -164,7 +174,8 @@ fn the_cli_drives_the_whole_spine_over_a_real_socket() {
     cli.ok(&["daemon", "start"]);
     let status: Value = serde_json::from_str(&cli.ok(&["daemon", "status", "--json"])).unwrap();
     assert_eq!(status["running"], true);
-    let daemon_json: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    let daemon_json: Value =
+        serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
     assert!(daemon_json["url"].as_str().unwrap().starts_with("http://127.0.0.1:"));
     let mode = std::fs::metadata(cli.home.join("daemon.json")).unwrap();
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777, 0o600);
@@ -183,10 +194,14 @@ fn the_cli_drives_the_whole_spine_over_a_real_socket() {
     let hash = cli.ok(&["connector", "install", "--from", package_arg, reference, "--yes", "--allow-unsigned"]);
     let hash = hash.trim();
     assert!(hash.starts_with("sha256:"), "{hash}");
-    let mismatch = cli.run(&["connector", "install", "--from", package_arg, "github://aileron-tests/other@1.0.0", "--yes"]);
+    let mismatch =
+        cli.run(&["connector", "install", "--from", package_arg, "github://aileron-tests/other@1.0.0", "--yes"]);
     assert!(stderr(&mismatch).contains("fqn_mismatch"), "{}", stderr(&mismatch));
 
-    let spec = ActionSpec { inputs: &[("count", "integer", true), ("note", "string", false)], ..ActionSpec::new("count-things", "echo", hash, "echo") };
+    let spec = ActionSpec {
+        inputs: &[("count", "integer", true), ("note", "string", false)],
+        ..ActionSpec::new("count-things", "echo", hash, "echo")
+    };
     let action_file = cli.scratch().join("count-things.md");
     std::fs::write(&action_file, spec.render()).unwrap();
     cli.ok(&["action", "add", action_file.to_str().unwrap()]);
@@ -195,11 +210,17 @@ fn the_cli_drives_the_whole_spine_over_a_real_socket() {
     // A typed answer's failure is still the daemon's error, with its hint.
     let missing = cli.run(&["action", "show", "no-such-action"]);
     assert_eq!(missing.status.code(), Some(1));
-    assert!(stderr(&missing).contains("action_not_found") && stderr(&missing).contains("hint: "), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("action_not_found") && stderr(&missing).contains("hint: "),
+        "{}",
+        stderr(&missing)
+    );
 
     let result: Value = serde_json::from_str(&cli.ok(&["action", "run", "count-things", "--arg", "count=3"])).unwrap();
     assert_eq!(result["output"]["args"]["count"], 3, "--arg values are typed by the declared input");
-    let result: Value = serde_json::from_str(&cli.ok(&["action", "run", "count-things", "--args", r#"{"count": 4, "note": "x"}"#])).unwrap();
+    let result: Value =
+        serde_json::from_str(&cli.ok(&["action", "run", "count-things", "--args", r#"{"count": 4, "note": "x"}"#]))
+            .unwrap();
     assert_eq!(result["output"]["args"]["note"], "x");
     let bad = cli.run(&["action", "run", "count-things", "--arg", "count=3", "--arg", "extra=1"]);
     assert_eq!(bad.status.code(), Some(1));
@@ -209,7 +230,8 @@ fn the_cli_drives_the_whole_spine_over_a_real_socket() {
     assert_eq!(cli.run(&["action", "run", "count-things", "--arg", "count=1"]).status.code(), Some(1));
     cli.ok(&["action", "enable", "count-things"]);
 
-    let audit: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.executed"])).unwrap();
+    let audit: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.executed"])).unwrap();
     let items = audit["items"].as_array().unwrap();
     assert_eq!(items.len(), 2);
     let id = items[0]["audit_id"].as_str().unwrap();
@@ -230,23 +252,37 @@ fn connectors_install_from_a_release_tarball_and_versions_coexist() {
     let cli = Cli::new();
     let mut hashes = Vec::new();
     for version in ["1.0.0", "1.1.0"] {
-        let manifest_text = manifest("echo", &[], "").replace("version = \"1.0.0\"", &format!("version = \"{version}\""));
+        let manifest_text =
+            manifest("echo", &[], "").replace("version = \"1.0.0\"", &format!("version = \"{version}\""));
         let tarball = aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text, None).unwrap();
         let path = cli.scratch().join(format!("echo-{version}.tar.gz"));
         std::fs::write(&path, tarball).unwrap();
         let reference = format!("github://aileron-tests/echo@{version}");
-        let hash = cli.ok(&["connector", "install", "--from", path.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"]);
+        let hash = cli.ok(&[
+            "connector",
+            "install",
+            "--from",
+            path.to_str().unwrap(),
+            &reference,
+            "--yes",
+            "--allow-unsigned",
+        ]);
         hashes.push(hash.trim().to_string());
     }
     assert_ne!(hashes[0], hashes[1]);
     let listing: Value = serde_json::from_str(&cli.ok(&["connector", "list", "--json"])).unwrap();
-    let versions: Vec<&str> = listing["items"].as_array().unwrap().iter().map(|i| i["version"].as_str().unwrap()).collect();
+    let versions: Vec<&str> =
+        listing["items"].as_array().unwrap().iter().map(|i| i["version"].as_str().unwrap()).collect();
     assert!(versions.contains(&"1.0.0") && versions.contains(&"1.1.0"), "{versions:?}");
 
     // A tarball with anything besides the two (or three) files is refused with a hint.
     let path = cli.scratch().join("bad.tar.gz");
     let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()));
-    for (name, bytes) in [("connector.wasm", guest_wasm("echo")), ("manifest.toml", manifest("echo", &[], "").into_bytes()), ("extra.sh", b"#!/bin/sh".to_vec())] {
+    for (name, bytes) in [
+        ("connector.wasm", guest_wasm("echo")),
+        ("manifest.toml", manifest("echo", &[], "").into_bytes()),
+        ("extra.sh", b"#!/bin/sh".to_vec()),
+    ] {
         let mut header = tar::Header::new_gnu();
         header.set_size(bytes.len() as u64);
         header.set_mode(0o644);
@@ -254,7 +290,15 @@ fn connectors_install_from_a_release_tarball_and_versions_coexist() {
         builder.append_data(&mut header, name, bytes.as_slice()).unwrap();
     }
     std::fs::write(&path, builder.into_inner().unwrap().finish().unwrap()).unwrap();
-    let refused = cli.run(&["connector", "install", "--from", path.to_str().unwrap(), "github://aileron-tests/echo@1.0.0", "--yes", "--allow-unsigned"]);
+    let refused = cli.run(&[
+        "connector",
+        "install",
+        "--from",
+        path.to_str().unwrap(),
+        "github://aileron-tests/echo@1.0.0",
+        "--yes",
+        "--allow-unsigned",
+    ]);
     assert_eq!(refused.status.code(), Some(1));
     let message = stderr(&refused);
     assert!(message.contains("malformed_tarball") && message.contains("hint: "), "{message}");
@@ -266,7 +310,11 @@ fn gated_runs_exit_75_and_the_cli_decides() {
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
     let hash = cli.install_guest("http_get", &[upstream.host_port()]);
-    cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") });
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
     let url = format!("url={}/status/200", upstream.base_url());
 
     let mut ids = Vec::new();
@@ -280,7 +328,10 @@ fn gated_runs_exit_75_and_the_cli_decides() {
     let listing: Value = serde_json::from_str(&cli.ok(&["approval", "list", "--json"])).unwrap();
     assert_eq!(listing["items"].as_array().unwrap().len(), 2);
     let printed = cli.ok(&["open", "approval", &ids[0], "--print"]);
-    assert!(printed.trim().contains("/approvals/login?ticket=") && printed.contains(&format!("focus={}", ids[0])), "{printed}");
+    assert!(
+        printed.trim().contains("/approvals/login?ticket=") && printed.contains(&format!("focus={}", ids[0])),
+        "{printed}"
+    );
 
     cli.ok(&["approval", "approve", &ids[0]]);
     cli.ok(&["approval", "deny", &ids[1], "--reason", "not today"]);
@@ -303,7 +354,8 @@ fn gated_runs_exit_75_and_the_cli_decides() {
 
 #[test]
 fn the_demo_runs_end_to_end_offline() {
-    let output = Command::new(env!("CARGO_BIN_EXE_aileron")).arg("demo").stdin(std::process::Stdio::null()).output().unwrap();
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_aileron")).arg("demo").stdin(std::process::Stdio::null()).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "demo failed:\n{stdout}\n{}", stderr(&output));
     for step in [
@@ -337,12 +389,18 @@ fn the_readme_runs_as_written() {
         25,
         &["cargo xtask demo", "cargo xtask test", "cargo xtask build-guests", "cargo install --path crates/aileron"],
     );
-    assert!(stderr.contains("signed by github://aileron/github-issues"), "the tour installs a verified package: {stderr}");
+    assert!(
+        stderr.contains("signed by github://aileron/github-issues"),
+        "the tour installs a verified package: {stderr}"
+    );
     assert!(stdout.contains("list-issues"), "the action is listed: {stdout}");
     assert!(stdout.contains("hash chain intact") || stderr.contains("hash chain intact"), "{stdout}{stderr}");
     assert!(stderr.contains("bound api_key/github:aileron:github-issues/default"), "{stderr}");
     assert!(stdout.contains("smtp/password") && !stdout.contains("readme-smtp-password"), "{stdout}");
-    assert!(!stdout.contains("ghp_readmeTestToken") && !stderr.contains("ghp_readmeTestToken"), "no output shows the token");
+    assert!(
+        !stdout.contains("ghp_readmeTestToken") && !stderr.contains("ghp_readmeTestToken"),
+        "no output shows the token"
+    );
 }
 
 /// The connector author's path in `connectors/README.md`, as written: from a module to an
@@ -375,7 +433,10 @@ fn run_documentation(document: &str, min_run: usize, cargo_lines: &[&str]) -> (S
             let marked = ["# needs network:", "# needs an agent:", "# foreground:"].iter().any(|m| trimmed.contains(m));
             if trimmed.starts_with("cargo ") {
                 let command = trimmed.split('#').next().unwrap().trim();
-                assert!(cargo_lines.contains(&command), "{document}: `{command}` would be skipped silently; run it or list it");
+                assert!(
+                    cargo_lines.contains(&command),
+                    "{document}: `{command}` would be skipped silently; run it or list it"
+                );
                 skipped.push(trimmed.to_string());
                 continue;
             }
@@ -411,8 +472,12 @@ fn run_documentation(document: &str, min_run: usize, cargo_lines: &[&str]) -> (S
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned());
-    let _ = Command::new(env!("CARGO_BIN_EXE_aileron")).args(["daemon", "stop"]).env("AILERON_HOME", temp.path().join("home")).output();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned());
+    let _ = Command::new(env!("CARGO_BIN_EXE_aileron"))
+        .args(["daemon", "stop"])
+        .env("AILERON_HOME", temp.path().join("home"))
+        .output();
     assert!(output.status.success(), "{document} failed:\n{script}\nstdout:\n{stdout}\nstderr:\n{stderr}");
     (stdout, stderr)
 }
@@ -424,7 +489,13 @@ fn status_and_completions() {
     assert!(cli.ok(&["status"]).contains("not running"));
     cli.ok(&["daemon", "start"]);
     let screen = cli.ok(&["status"]);
-    for line in ["daemon      http://127.0.0.1:", "vault       absent", "connectors  0", "approvals   0 pending", "sessions    0 live"] {
+    for line in [
+        "daemon      http://127.0.0.1:",
+        "vault       absent",
+        "connectors  0",
+        "approvals   0 pending",
+        "sessions    0 live",
+    ] {
         assert!(screen.contains(line), "{line}: {screen}");
     }
     let json: Value = serde_json::from_str(&cli.ok(&["status", "--json"])).unwrap();
@@ -435,7 +506,11 @@ fn status_and_completions() {
         assert!(script.contains("aileron") && script.contains("binding"), "{shell} completions cover the commands");
     }
     let page = cli.ok(&["man"]);
-    assert!(page.starts_with(".ie") || page.contains(".TH aileron"), "a roff man page: {}", &page[..page.len().min(200)]);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH aileron"),
+        "a roff man page: {}",
+        &page[..page.len().min(200)]
+    );
     assert!(page.contains("binding") && page.contains("AILERON_HOME"), "it documents the commands and the environment");
     let bad = cli.run(&["completions", "tcsh"]);
     assert_eq!(bad.status.code(), Some(2), "an unknown shell is a usage error");
@@ -458,10 +533,13 @@ fn errors_print_once_with_one_hint() {
     let not_a_tarball = cli.scratch().join("not-a-tarball.tar.gz");
     std::fs::write(&not_a_tarball, b"plain text").unwrap();
     let signed_by_nobody = cli.scratch().join("signed-by-nobody.tar.gz");
-    let package = aileron::package::pack_tarball(&guest_wasm("echo"), &manifest("echo", &[], ""), Some(&[7u8; 64])).unwrap();
+    let package =
+        aileron::package::pack_tarball(&guest_wasm("echo"), &manifest("echo", &[], ""), Some(&[7u8; 64])).unwrap();
     std::fs::write(&signed_by_nobody, package).unwrap();
     let install = |from: &Path, reference: &str| -> Vec<String> {
-        ["connector", "install", "--from", from.to_str().unwrap(), reference, "--yes", "--allow-unsigned"].map(String::from).to_vec()
+        ["connector", "install", "--from", from.to_str().unwrap(), reference, "--yes", "--allow-unsigned"]
+            .map(String::from)
+            .to_vec()
     };
     let cases: Vec<(&str, Vec<String>)> = vec![
         ("action_add_parse_error", vec!["action".into(), "add".into(), bad.to_str().unwrap().into()]),
@@ -470,8 +548,14 @@ fn errors_print_once_with_one_hint() {
         ("binding_setup_not_installed", vec!["binding".into(), "setup".into(), "github://nobody/none".into()]),
         ("vault_unlock_no_passphrase", vec!["vault".into(), "unlock".into()]),
         ("keyring_trust_bad_authority", vec!["keyring".into(), "trust".into(), "acme".into()]),
-        ("action_pack_parse_error", vec!["action".into(), "pack".into(), bad.to_str().unwrap().into(), "--out".into(), out.clone()]),
-        ("connector_pack_unknown_key", vec!["connector".into(), "pack".into(), unknown_key.to_str().unwrap().into(), "--out".into(), out.clone()]),
+        (
+            "action_pack_parse_error",
+            vec!["action".into(), "pack".into(), bad.to_str().unwrap().into(), "--out".into(), out.clone()],
+        ),
+        (
+            "connector_pack_unknown_key",
+            vec!["connector".into(), "pack".into(), unknown_key.to_str().unwrap().into(), "--out".into(), out.clone()],
+        ),
         ("connector_install_malformed_tarball", install(&not_a_tarball, "github://aileron-tests/echo@1.0.0")),
         ("connector_install_fqn_mismatch", install(&echo, "github://aileron-tests/other@1.0.0")),
         ("connector_install_signature_failure", install(&signed_by_nobody, "github://aileron-tests/echo@1.0.0")),
@@ -482,7 +566,11 @@ fn errors_print_once_with_one_hint() {
         let stderr = stderr(&output).replace(cli.scratch().to_str().unwrap(), "<scratch>");
         assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
         assert_eq!(stderr.lines().filter(|l| l.starts_with("hint:")).count(), 1, "{args:?} prints one hint:\n{stderr}");
-        assert_eq!(stderr.lines().filter(|l| l.starts_with("error:")).count(), 1, "{args:?} prints one error:\n{stderr}");
+        assert_eq!(
+            stderr.lines().filter(|l| l.starts_with("error:")).count(),
+            1,
+            "{args:?} prints one error:\n{stderr}"
+        );
         insta::assert_snapshot!(name, stderr);
     }
 }
@@ -493,14 +581,21 @@ fn errors_print_once_with_one_hint() {
 fn connector_logs_are_shown_escaped_in_the_result_the_audit_and_verbose_runs() {
     let cli = Cli::new();
     let hash = cli.install_guest("logger", &[]);
-    cli.add_action(&ActionSpec { inputs: &[("lines", "integer", false), ("fail", "boolean", false)], ..ActionSpec::new("logger", "logger", &hash, "log") });
+    cli.add_action(&ActionSpec {
+        inputs: &[("lines", "integer", false), ("fail", "boolean", false)],
+        ..ActionSpec::new("logger", "logger", &hash, "log")
+    });
     let run = cli.run(&["action", "run", "logger", "--verbose", "--arg", "lines=3"]);
     let err = stderr(&run);
     assert!(run.status.success(), "{err}");
-    assert!(err.contains("[main] info: step 0 of the work") && err.contains("[main] info: step 1 of the work"), "{err}");
+    assert!(
+        err.contains("[main] info: step 0 of the work") && err.contains("[main] info: step 1 of the work"),
+        "{err}"
+    );
     assert!(err.contains("\\u{1b}[31mred") && err.contains("\\u{202e}reversed"), "escaped: {err}");
     assert!(!err.contains('\u{1b}') && !err.contains('\u{202e}'), "no raw control reaches the terminal");
-    let executed: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.executed"])).unwrap();
+    let executed: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.executed"])).unwrap();
     let logs = &executed["items"][0]["payload"]["aileron.action.steps"][0]["aileron.connector.logs"];
     assert_eq!(logs.as_array().map(Vec::len), Some(3), "{executed}");
 
@@ -508,8 +603,13 @@ fn connector_logs_are_shown_escaped_in_the_result_the_audit_and_verbose_runs() {
     let err = stderr(&failed);
     assert_eq!(failed.status.code(), Some(1));
     assert!(err.contains("[failed step] warn: upstream said"), "{err}");
-    let records: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "execution.failed"])).unwrap();
-    assert_eq!(records["items"][0]["payload"]["aileron.failure.details"]["logs"].as_array().map(Vec::len), Some(2), "{records}");
+    let records: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "execution.failed"])).unwrap();
+    assert_eq!(
+        records["items"][0]["payload"]["aileron.failure.details"]["logs"].as_array().map(Vec::len),
+        Some(2),
+        "{records}"
+    );
     // A connector's error message is shown escaped on the error line and in `audit list`.
     assert!(err.contains("refused \\u{1b}[2J") && !err.contains('\u{1b}'), "{err}");
     let listed = cli.ok(&["audit", "list"]);
@@ -526,7 +626,9 @@ fn the_home_keeps_private_modes_and_a_lax_home_is_pointed_out() {
     let cli = Cli::new();
     cli.ok(&["daemon", "start"]);
     let mode = |path: &str| std::fs::metadata(cli.home.join(path)).unwrap().permissions().mode() & 0o777;
-    for (path, expected) in [("", 0o700), ("daemon.lock", 0o600), ("daemon.log", 0o600), ("daemon.json", 0o600), ("actions", 0o700)] {
+    for (path, expected) in
+        [("", 0o700), ("daemon.lock", 0o600), ("daemon.log", 0o600), ("daemon.json", 0o600), ("actions", 0o700)]
+    {
         assert_eq!(mode(path), expected, "{path:?} is {:o}", mode(path));
     }
     cli.ok(&["daemon", "stop"]);
@@ -541,7 +643,11 @@ fn the_home_keeps_private_modes_and_a_lax_home_is_pointed_out() {
     cli.ok(&["daemon", "stop"]);
     std::fs::set_permissions(&cli.home, std::fs::Permissions::from_mode(0o755)).unwrap();
     let listed = cli.run(&["audit", "verify"]);
-    assert!(stderr(&listed).contains("accessible to other users") && stderr(&listed).contains("chmod 700"), "{}", stderr(&listed));
+    assert!(
+        stderr(&listed).contains("accessible to other users") && stderr(&listed).contains("chmod 700"),
+        "{}",
+        stderr(&listed)
+    );
     assert_eq!(mode(""), 0o755, "the user's choice is not changed behind their back");
 }
 
@@ -612,11 +718,22 @@ fn daemon_stop_signals_only_the_daemon_that_holds_the_lock() {
 fn output_to_a_closed_pipe_ends_the_command_quietly() {
     let cli = Cli::new();
     cli.ok(&["daemon", "start"]);
-    for command in [&["audit", "list", "--limit", "1000"][..], &["audit", "list", "--json"], &["daemon", "status"], &["keyring", "list", "--json"]] {
+    for command in [
+        &["audit", "list", "--limit", "1000"][..],
+        &["audit", "list", "--json"],
+        &["daemon", "status"],
+        &["keyring", "list", "--json"],
+    ] {
         // The read end is closed before the command runs, so its first line meets EPIPE.
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let output = cli.command(command).stdin(std::process::Stdio::null()).stdout(writer).stderr(std::process::Stdio::piped()).output().unwrap();
+        let output = cli
+            .command(command)
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
         assert_eq!(output.status.code(), Some(0), "{command:?}: {}", stderr(&output));
         assert_eq!(stderr(&output), "", "{command:?}");
     }
@@ -647,7 +764,15 @@ fn a_damaged_keyring_is_named_with_where_it_does_not_parse() {
     cli.ok(&["daemon", "start"]);
     std::fs::write(cli.home.join("keyring.json"), "{bad\n").unwrap();
     let package = cli.package("echo", &[]);
-    let install = ["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/echo@1.0.0", "--yes", "--allow-unsigned"];
+    let install = [
+        "connector",
+        "install",
+        "--from",
+        package.to_str().unwrap(),
+        "github://aileron-tests/echo@1.0.0",
+        "--yes",
+        "--allow-unsigned",
+    ];
     for command in [&["keyring", "list"][..], &["keyring", "revoke", "github://q"], &install] {
         let output = cli.run(command);
         let said = stderr(&output);
@@ -674,13 +799,20 @@ fn action_add_of_a_file_replaces_a_different_action_only_with_force() {
     let path = file.to_str().unwrap();
     cli.ok(&["action", "add", path]);
     cli.ok(&["action", "disable", "logged"]);
-    let version = |cli: &Cli| -> Value { serde_json::from_str(&cli.ok(&["action", "show", "logged", "--json"])).unwrap() };
+    let version =
+        |cli: &Cli| -> Value { serde_json::from_str(&cli.ok(&["action", "show", "logged", "--json"])).unwrap() };
 
     std::fs::write(&file, spec.render().replacen("version = \"1.0.0\"", "version = \"2.0.0\"", 1)).unwrap();
     let refused = cli.run(&["action", "add", path]);
     let said = stderr(&refused);
     assert_eq!(refused.status.code(), Some(1), "{said}");
-    assert!(said.contains("action_exists") && said.contains("logged 1.0.0") && said.contains("2.0.0") && said.contains("--force"), "{said}");
+    assert!(
+        said.contains("action_exists")
+            && said.contains("logged 1.0.0")
+            && said.contains("2.0.0")
+            && said.contains("--force"),
+        "{said}"
+    );
     assert_eq!(version(&cli)["version"], "1.0.0", "nothing replaced");
     let forced = cli.run(&["action", "add", path, "--force"]);
     let said = stderr(&forced);
@@ -710,7 +842,13 @@ fn an_action_whose_tool_name_is_taken_is_refused() {
         let refused = cli.run(&["action", "add", file.to_str().unwrap()]);
         let said = stderr(&refused);
         assert_eq!(refused.status.code(), Some(1), "{said}");
-        assert!(said.contains("tool_name_taken") && said.contains("`e-x`") && said.contains(&format!("`{name}`")) && said.contains("`e_x`"), "{said}");
+        assert!(
+            said.contains("tool_name_taken")
+                && said.contains("`e-x`")
+                && said.contains(&format!("`{name}`"))
+                && said.contains("`e_x`"),
+            "{said}"
+        );
         assert!(said.lines().any(|l| l.starts_with("hint:") && l.contains("rename")), "{said}");
     }
     let listing: Value = serde_json::from_str(&cli.ok(&["action", "list", "--json"])).unwrap();
@@ -759,7 +897,8 @@ fn running_an_unknown_action_from_the_cli_is_audited() {
     let output = cli.run(&["action", "run", "no-such-action", "--arg", "a=1"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("action_not_found") && stderr(&output).contains("hint: "), "{}", stderr(&output));
-    let rejected: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.rejected"])).unwrap();
+    let rejected: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.rejected"])).unwrap();
     let items = rejected["items"].as_array().unwrap();
     assert!(items.iter().any(|r| r["payload"]["aileron.action.name"] == "no-such-action"), "{rejected}");
 }
@@ -788,7 +927,11 @@ fn secret_set_names_the_users_path_and_replaces_only_with_force() {
     assert!(said.contains("secret_exists") && said.contains("`smtp/password`"), "{said}");
     assert!(said.lines().any(|l| l.starts_with("hint:") && l.contains("--force")), "{said}");
     let forced = cli.run_with(&["secret", "set", "smtp/password", "--force"], &[], Some("value-2\n"));
-    assert!(forced.status.success() && stderr(&forced).contains("replaced secret `smtp/password`"), "{}", stderr(&forced));
+    assert!(
+        forced.status.success() && stderr(&forced).contains("replaced secret `smtp/password`"),
+        "{}",
+        stderr(&forced)
+    );
 }
 
 /// A `--hash` that is not `sha256:` + 64 hex digits can never match: a usage error saying what a
@@ -799,7 +942,17 @@ fn connector_install_with_a_malformed_hash_is_a_usage_error() {
     let package = cli.package("echo", &[]);
     let short = format!("sha256:{}", "a".repeat(63));
     for hash in ["abc", short.as_str()] {
-        let args = ["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/echo@1.0.0", "--hash", hash, "--yes", "--allow-unsigned"];
+        let args = [
+            "connector",
+            "install",
+            "--from",
+            package.to_str().unwrap(),
+            "github://aileron-tests/echo@1.0.0",
+            "--hash",
+            hash,
+            "--yes",
+            "--allow-unsigned",
+        ];
         let output = cli.run(&args);
         let said = stderr(&output);
         assert_eq!(output.status.code(), Some(2), "{hash}: {said}");
@@ -823,20 +976,51 @@ fn key_files_times_and_identities_get_their_own_hints() {
     let key_arg = |path: &Path| path.to_str().unwrap().to_string();
     let cases: Vec<(Vec<String>, i32, &str, &str)> = vec![
         (
-            vec!["keyring".into(), "trust".into(), "github://q".into(), "--key".into(), key_arg(&keys.join("publisher.key")), "--yes".into()],
+            vec![
+                "keyring".into(),
+                "trust".into(),
+                "github://q".into(),
+                "--key".into(),
+                key_arg(&keys.join("publisher.key")),
+                "--yes".into(),
+            ],
             1,
             "this is a private key; pass the public key (publisher.pub)",
             "publisher.pub",
         ),
-        (vec!["keyring".into(), "trust".into(), "github://q".into(), "--key".into(), key_arg(&garbage), "--yes".into()], 1, "not an ed25519 public key", "BEGIN PUBLIC KEY"),
         (
-            vec!["keyring".into(), "trust".into(), "github://q".into(), "--key".into(), key_arg(&cli.scratch().join("absent.pub")), "--yes".into()],
+            vec![
+                "keyring".into(),
+                "trust".into(),
+                "github://q".into(),
+                "--key".into(),
+                key_arg(&garbage),
+                "--yes".into(),
+            ],
+            1,
+            "not an ed25519 public key",
+            "BEGIN PUBLIC KEY",
+        ),
+        (
+            vec![
+                "keyring".into(),
+                "trust".into(),
+                "github://q".into(),
+                "--key".into(),
+                key_arg(&cli.scratch().join("absent.pub")),
+                "--yes".into(),
+            ],
             1,
             "absent.pub",
             "publisher.pub",
         ),
         (vec!["audit".into(), "list".into(), "--since".into(), "yesterday".into()], 1, "`yesterday`", "2025-01-31"),
-        (vec!["binding".into(), "setup".into(), "github://x/y".into(), "--identity".into(), "Bad Id!".into()], 2, "`Bad Id!`", "lowercase"),
+        (
+            vec!["binding".into(), "setup".into(), "github://x/y".into(), "--identity".into(), "Bad Id!".into()],
+            2,
+            "`Bad Id!`",
+            "lowercase",
+        ),
     ];
     for (args, code, message, hint) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -878,7 +1062,8 @@ fn keyring_revoke_says_what_is_missing_and_names_authorities_plainly() {
 fn action_add_warns_of_an_op_every_run_will_have_denied() {
     let cli = Cli::new();
     let hash = cli.install_guest("echo", &[]);
-    let spec = ActionSpec { capabilities: &["something_else"], ..ActionSpec::new("denied-echo", "echo", &hash, "echo") };
+    let spec =
+        ActionSpec { capabilities: &["something_else"], ..ActionSpec::new("denied-echo", "echo", &hash, "echo") };
     let file = cli.scratch().join("denied-echo.md");
     std::fs::write(&file, spec.render()).unwrap();
     let output = cli.run(&["action", "add", file.to_str().unwrap()]);
@@ -892,4 +1077,3 @@ fn action_add_warns_of_an_op_every_run_will_have_denied() {
     std::fs::write(&fine, ActionSpec::new("fine-echo", "echo", &hash, "echo").render()).unwrap();
     assert!(!stderr(&cli.run(&["action", "add", fine.to_str().unwrap()])).contains("warning"));
 }
-

@@ -12,7 +12,11 @@ use crate::support::ActionSpec;
 /// The running daemon's URL, token and pid from `daemon.json`.
 fn daemon_info(cli: &Cli) -> (String, String, i32) {
     let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
-    (info["url"].as_str().unwrap().to_string(), info["token"].as_str().unwrap().to_string(), info["pid"].as_i64().unwrap() as i32)
+    (
+        info["url"].as_str().unwrap().to_string(),
+        info["token"].as_str().unwrap().to_string(),
+        info["pid"].as_i64().unwrap() as i32,
+    )
 }
 
 /// Where the daemon is killed in an approval's life.
@@ -33,10 +37,15 @@ fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
     let hash = cli.install_guest("http_get", &[upstream.host_port()]);
-    cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &hash, "get") });
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
 
     let client = reqwest::blocking::Client::new();
-    let calls_for = |marker: &str| upstream.recorder.requests().iter().filter(|r| r.path_and_query.contains(marker)).count();
+    let calls_for =
+        |marker: &str| upstream.recorder.requests().iter().filter(|r| r.path_and_query.contains(marker)).count();
     let status_of = |url: &str, token: &str, id: &str| -> Value {
         client.get(format!("{url}/v1/action-approvals/{id}/result")).bearer_auth(token).send().unwrap().json().unwrap()
     };
@@ -72,7 +81,12 @@ fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
             .unwrap();
         let id = pending["approval_id"].as_str().unwrap().to_string();
         let approve = |url: &str, token: &str| {
-            let response = client.post(format!("{url}/v1/action-approvals/{id}/decide")).bearer_auth(token).json(&json!({"approved": true})).send().unwrap();
+            let response = client
+                .post(format!("{url}/v1/action-approvals/{id}/decide"))
+                .bearer_auth(token)
+                .json(&json!({"approved": true}))
+                .send()
+                .unwrap();
             assert_eq!(response.status(), 204, "{point:?}");
         };
         match point {
@@ -122,7 +136,16 @@ fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
     cli.ok(&["daemon", "start"]);
     let verify = cli.run(&["audit", "verify"]);
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stderr));
-    let recovered: Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--class", "connector_runtime_error", "--limit", "100"])).unwrap();
+    let recovered: Value = serde_json::from_str(&cli.ok(&[
+        "audit",
+        "list",
+        "--json",
+        "--class",
+        "connector_runtime_error",
+        "--limit",
+        "100",
+    ]))
+    .unwrap();
     assert!(!recovered["items"].as_array().unwrap().is_empty(), "recoveries are audited");
     drop(runtime);
 }
@@ -163,7 +186,10 @@ fn a_record_damaged_before_the_end_is_reported_by_the_daemon_and_status() {
     };
     cli.ok(&["daemon", "stop"]);
     let audit_line = status.lines().find(|line| line.starts_with("audit")).unwrap_or_default().to_string();
-    assert!(audit_line.contains("CHAIN BROKEN") && audit_line.contains(&name) && audit_line.contains("line 2"), "{status}");
+    assert!(
+        audit_line.contains("CHAIN BROKEN") && audit_line.contains(&name) && audit_line.contains("line 2"),
+        "{status}"
+    );
     assert!(log.contains("the audit chain is broken") && log.contains(&name), "daemon log:\n{log}");
     let json: Value = serde_json::from_str(&cli.ok(&["status", "--json"])).unwrap();
     assert_eq!(json["running"], false, "stopped: {json}");

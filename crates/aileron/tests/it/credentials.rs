@@ -19,7 +19,9 @@ use crate::support::{ActionSpec, Harness, files_containing, guest_wasm, manifest
 const PASSPHRASE: &str = "correct horse battery staple";
 
 fn api_key_credential(header: &str, format: &str) -> String {
-    format!("[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"{header}\"\nformat = \"{format}\"\n")
+    format!(
+        "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"{header}\"\nformat = \"{format}\"\n"
+    )
 }
 
 async fn init_vault(harness: &Harness) {
@@ -28,8 +30,15 @@ async fn init_vault(harness: &Harness) {
 }
 
 /// Installs `http_get` with `credential_block` for `host` and an action `fetch` declaring `kind`.
-async fn credential_action(harness: &Harness, hosts: &[String], credential_block: &str, kind: &str, approval: bool) -> String {
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", hosts, credential_block)).await;
+async fn credential_action(
+    harness: &Harness,
+    hosts: &[String],
+    credential_block: &str,
+    kind: &str,
+    approval: bool,
+) -> String {
+    let hash =
+        harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", hosts, credential_block)).await;
     let spec = ActionSpec {
         capabilities: &["get", kind],
         inputs: &[("url", "string", true), ("credential", "string", false)],
@@ -57,13 +66,17 @@ async fn the_vault_starts_locked_and_a_wrong_passphrase_changes_nothing() {
     let again = harness.request("POST", "/v1/vault/init", Some(json!({ "passphrase": "other" }))).await;
     assert_eq!(again.status, StatusCode::CONFLICT, "a vault is never overwritten: {}", again.body);
 
-    let set = harness.request("POST", "/v1/secrets", Some(json!({ "path": "smtp/password", "value": "hunter2-hunter2" }))).await;
+    let set = harness
+        .request("POST", "/v1/secrets", Some(json!({ "path": "smtp/password", "value": "hunter2-hunter2" })))
+        .await;
     assert_eq!(set.status, StatusCode::CREATED, "{}", set.body);
     assert_eq!(harness.request("POST", "/v1/vault/lock", Some(json!({}))).await.body["state"], "locked");
 
     let file = harness.home.secrets();
     let before = std::fs::read(&file).unwrap();
-    let wrong = harness.request("POST", "/v1/vault/unlock", Some(json!({ "passphrase": "Correct horse battery staple" }))).await;
+    let wrong = harness
+        .request("POST", "/v1/vault/unlock", Some(json!({ "passphrase": "Correct horse battery staple" })))
+        .await;
     assert_eq!(wrong.status, StatusCode::FORBIDDEN, "{}", wrong.body);
     assert_eq!(wrong.body["error"]["code"], "wrong_passphrase");
     assert_eq!(std::fs::read(&file).unwrap(), before, "a wrong passphrase writes nothing");
@@ -76,13 +89,18 @@ async fn the_vault_starts_locked_and_a_wrong_passphrase_changes_nothing() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
 
-    let events: Vec<String> = harness.audit().await.iter().map(|r| r["event_type"].as_str().unwrap().to_string()).collect();
+    let events: Vec<String> =
+        harness.audit().await.iter().map(|r| r["event_type"].as_str().unwrap().to_string()).collect();
     for expected in ["vault.initialized", "secret.set", "vault.locked", "vault.unlock_failed", "vault.unlocked"] {
         assert!(events.iter().any(|e| e == expected), "{expected} is audited: {events:?}");
     }
     harness.state.audit.flush().await;
     for needle in [PASSPHRASE, "hunter2-hunter2"] {
-        assert_eq!(files_containing(harness.temp.path(), needle.as_bytes()), Vec::<String>::new(), "no file holds {needle}");
+        assert_eq!(
+            files_containing(harness.temp.path(), needle.as_bytes()),
+            Vec::<String>::new(),
+            "no file holds {needle}"
+        );
     }
 }
 
@@ -92,7 +110,14 @@ async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_th
     let key = "lin_api_SECRET-9f8e7d6c5b4a39281706";
     *upstream.state.api_key.lock().unwrap() = Some(key.to_string());
     let harness = Harness::new();
-    credential_action(&harness, &[upstream.host_port()], &api_key_credential("Authorization", "{key}"), "api_key", false).await;
+    credential_action(
+        &harness,
+        &[upstream.host_port()],
+        &api_key_credential("Authorization", "{key}"),
+        "api_key",
+        false,
+    )
+    .await;
     let url = format!("{}/api/echo", upstream.base_url());
 
     // Vault exists, no binding: the failure names the exact command, for the agent to relay.
@@ -107,11 +132,14 @@ async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_th
     );
     assert_eq!(upstream.state.api_requests.lock().unwrap().len(), 0, "nothing leaves without its credential");
 
-    let bound = harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": key }))).await;
+    let bound =
+        harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": key }))).await;
     assert_eq!(bound.status, StatusCode::CREATED, "{}", bound.body);
     let name = bound.body["name"].as_str().unwrap().to_string();
     assert_eq!(name, "api_key/github:aileron-tests:http_get/default");
-    let twice = harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": "other-key-123456" }))).await;
+    let twice = harness
+        .request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": "other-key-123456" })))
+        .await;
     assert_eq!(twice.status, StatusCode::CONFLICT, "{}", twice.body);
     assert!(twice.body["error"]["hint"].as_str().unwrap().contains("aileron binding rebind"));
 
@@ -140,7 +168,13 @@ async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_th
 
     // Rebind and revoke are audited; a revoked binding is required again.
     let encoded = name.replace('/', "%2F");
-    let rebound = harness.request("POST", &format!("/v1/bindings/{encoded}/rebind"), Some(json!({ "api_key": "rotated-key-0000000000" }))).await;
+    let rebound = harness
+        .request(
+            "POST",
+            &format!("/v1/bindings/{encoded}/rebind"),
+            Some(json!({ "api_key": "rotated-key-0000000000" })),
+        )
+        .await;
     assert_eq!(rebound.status, StatusCode::OK, "{}", rebound.body);
     let revoked = harness.request("DELETE", &format!("/v1/bindings/{encoded}"), None).await;
     assert_eq!(revoked.status, StatusCode::OK, "{}", revoked.body);
@@ -149,16 +183,33 @@ async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_th
     let events: Vec<Value> = harness.audit().await.iter().map(|r| r["event_type"].clone()).collect();
     assert!(events.contains(&json!("binding.rebound")) && events.contains(&json!("binding.revoked")), "{events:?}");
     harness.state.audit.flush().await;
-    assert_eq!(files_containing(harness.temp.path(), key.as_bytes()), Vec::<String>::new(), "the vault holds the key encrypted");
+    assert_eq!(
+        files_containing(harness.temp.path(), key.as_bytes()),
+        Vec::<String>::new(),
+        "the vault holds the key encrypted"
+    );
 }
 
 #[tokio::test]
 async fn credentials_are_injected_only_over_https_or_to_a_declared_loopback_address() {
     let harness = Harness::with_options(|_| {});
     // A plain-http host that is not loopback: declared in the manifest, still never sent a key.
-    credential_action(&harness, &["api.example.com:80".to_string()], &api_key_credential("X-Api-Key", "{key}"), "api_key", false).await;
+    credential_action(
+        &harness,
+        &["api.example.com:80".to_string()],
+        &api_key_credential("X-Api-Key", "{key}"),
+        "api_key",
+        false,
+    )
+    .await;
     init_vault(&harness).await;
-    let bound = harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": "plain-http-key-12345" }))).await;
+    let bound = harness
+        .request(
+            "POST",
+            "/v1/bindings/setup",
+            Some(json!({ "connector": CONNECTOR, "api_key": "plain-http-key-12345" })),
+        )
+        .await;
     assert_eq!(bound.status, StatusCode::CREATED);
     let response = harness.run("fetch", json!({ "url": "http://api.example.com/x", "credential": "api_key" })).await;
     assert_eq!(response.body["error"]["class"], "capability_denied", "{}", response.body);
@@ -183,14 +234,22 @@ async fn aws_requests_are_signed_host_side_with_sigv4() {
     assert_eq!(bound.status, StatusCode::CREATED, "{}", bound.body);
     assert_eq!(bound.body["access_key_id"], "AKIDEXAMPLE");
     *upstream.state.api_key.lock().unwrap() = None;
-    let response = harness.run("fetch", json!({ "url": format!("{}/api/echo?b=2&a=1", upstream.base_url()), "credential": "aws_sigv4" })).await;
+    let response = harness
+        .run("fetch", json!({ "url": format!("{}/api/echo?b=2&a=1", upstream.base_url()), "credential": "aws_sigv4" }))
+        .await;
     // The fake API does not know SigV4 (401), but it recorded exactly what was sent.
     assert_eq!(response.status, StatusCode::OK, "{}", response.body);
     let seen = upstream.state.api_requests.lock().unwrap().clone();
     let header = |name: &str| seen[0].iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_default();
     let authorization = header("authorization");
     let amz_date = header("x-amz-date");
-    assert!(authorization.starts_with(&format!("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/{}/eu-west-1/execute-api/aws4_request", &amz_date[..8])), "{authorization}");
+    assert!(
+        authorization.starts_with(&format!(
+            "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/{}/eu-west-1/execute-api/aws4_request",
+            &amz_date[..8]
+        )),
+        "{authorization}"
+    );
     assert_eq!(header("x-amz-security-token"), "session-token-SECRET-0042");
     assert_eq!(header("x-amz-content-sha256"), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     // Recompute the signature over what the upstream received: it must match.
@@ -207,7 +266,9 @@ async fn aws_requests_are_signed_host_side_with_sigv4() {
         .collect();
     let headers: Vec<(String, String)> = signed_names
         .iter()
-        .filter(|n| !["x-amz-date", "x-amz-content-sha256", "x-amz-security-token", "authorization"].contains(&n.as_str()))
+        .filter(|n| {
+            !["x-amz-date", "x-amz-content-sha256", "x-amz-security-token", "authorization"].contains(&n.as_str())
+        })
         .map(|n| (n.clone(), header(n)))
         .collect();
     let credentials = aileron_core::sigv4::AwsCredentials {
@@ -215,9 +276,11 @@ async fn aws_requests_are_signed_host_side_with_sigv4() {
         secret_access_key: zeroize::Zeroizing::new(secret.to_string()),
         session_token: Some(zeroize::Zeroizing::new("session-token-SECRET-0042".to_string())),
     };
-    let params = aileron_core::sigv4::SigningParams { region: "eu-west-1", service: "execute-api", amz_date: &amz_date };
+    let params =
+        aileron_core::sigv4::SigningParams { region: "eu-west-1", service: "execute-api", amz_date: &amz_date };
     let expected = aileron_core::sigv4::sign("GET", &url, &headers, b"", &credentials, &params).unwrap();
-    let expected_authorization = expected.iter().find(|(n, _)| n.eq_ignore_ascii_case("authorization")).unwrap().1.clone();
+    let expected_authorization =
+        expected.iter().find(|(n, _)| n.eq_ignore_ascii_case("authorization")).unwrap().1.clone();
     assert_eq!(authorization, expected_authorization, "the signature verifies over the received request");
     let output = response.body.to_string();
     assert!(!output.contains(secret) && !output.contains("session-token-SECRET-0042"), "{output}");
@@ -234,7 +297,8 @@ fn the_cli_binds_an_aws_key_pair_and_refuses_a_malformed_key_id() {
     let upstream = runtime.block_on(FakeOAuth::start());
     let cli = Cli::new();
     let block = "[capabilities.credential]\nkind = \"aws_sigv4\"\nscope = \"read\"\nservice = \"execute-api\"\nregion = \"eu-west-1\"\n";
-    let hash = cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], block));
+    let hash =
+        cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], block));
     cli.add_action(&ActionSpec {
         capabilities: &["get", "aws_sigv4"],
         inputs: &[("url", "string", true), ("credential", "string", false)],
@@ -243,12 +307,26 @@ fn the_cli_binds_an_aws_key_pair_and_refuses_a_malformed_key_id() {
     assert!(cli.run_with(&["vault", "init"], &[("AILERON_VAULT_PASSPHRASE", PASSPHRASE)], None).status.success());
     let secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
     let env = [("AWS_SECRET", secret), ("AWS_TOKEN", "cli-session-token-0077")];
-    let bad = cli.run_with(&["binding", "setup", CONNECTOR, "--access-key-id", "AKID/EXAMPLE", "--from-env", "AWS_SECRET"], &env, None);
+    let bad = cli.run_with(
+        &["binding", "setup", CONNECTOR, "--access-key-id", "AKID/EXAMPLE", "--from-env", "AWS_SECRET"],
+        &env,
+        None,
+    );
     assert!(!bad.status.success());
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert!(stderr.contains("access key id") && stderr.contains("hint:"), "{stderr}");
     let bound = cli.run_with(
-        &["binding", "setup", CONNECTOR, "--access-key-id", "AKIDEXAMPLE", "--from-env", "AWS_SECRET", "--session-token-from-env", "AWS_TOKEN"],
+        &[
+            "binding",
+            "setup",
+            CONNECTOR,
+            "--access-key-id",
+            "AKIDEXAMPLE",
+            "--from-env",
+            "AWS_SECRET",
+            "--session-token-from-env",
+            "AWS_TOKEN",
+        ],
         &env,
         None,
     );
@@ -257,11 +335,19 @@ fn the_cli_binds_an_aws_key_pair_and_refuses_a_malformed_key_id() {
     assert_eq!(listed["items"][0]["kind"], "aws_sigv4", "{listed}");
 
     let url = format!("{}/api/echo", upstream.base_url());
-    let run = cli.run_with(&["action", "run", "fetch", "--arg", &format!("url={url}"), "--arg", "credential=aws_sigv4"], &[], None);
+    let run = cli.run_with(
+        &["action", "run", "fetch", "--arg", &format!("url={url}"), "--arg", "credential=aws_sigv4"],
+        &[],
+        None,
+    );
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let seen = upstream.state.api_requests.lock().unwrap().clone();
     let header = |name: &str| seen[0].iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_default();
-    assert!(header("authorization").starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"), "{}", header("authorization"));
+    assert!(
+        header("authorization").starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"),
+        "{}",
+        header("authorization")
+    );
     assert_eq!(header("x-amz-security-token"), "cli-session-token-0077");
     let output = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
     assert!(!output.contains(secret) && !output.contains("cli-session-token-0077"), "{output}");
@@ -300,13 +386,21 @@ async fn oauth2_pkce_binds_refreshes_and_goes_stale_with_the_command_to_fix_it()
     let other = harness.request("POST", "/v1/bindings/setup/oauth2/init", Some(init(40002))).await;
     let other_url = url::Url::parse(other.body["authorize_url"].as_str().unwrap()).unwrap();
     assert_ne!(query(&authorize_url, "state"), query(&other_url, "state"), "fresh state per session");
-    assert_ne!(query(&authorize_url, "code_challenge"), query(&other_url, "code_challenge"), "fresh verifier per session");
+    assert_ne!(
+        query(&authorize_url, "code_challenge"),
+        query(&other_url, "code_challenge"),
+        "fresh verifier per session"
+    );
 
     // A forged state is refused, and the session is spent.
     let callback = follow_authorize(authorize_url.as_str()).await;
     let session_id = started.body["session_id"].as_str().unwrap();
     let forged = harness
-        .request("POST", "/v1/bindings/setup/oauth2/finish", Some(json!({ "session_id": session_id, "code": query(&callback, "code"), "state": "forged" })))
+        .request(
+            "POST",
+            "/v1/bindings/setup/oauth2/finish",
+            Some(json!({ "session_id": session_id, "code": query(&callback, "code"), "state": "forged" })),
+        )
         .await;
     assert_eq!(forged.body["error"]["code"], "state_mismatch", "{}", forged.body);
     let replay = harness
@@ -331,14 +425,24 @@ async fn oauth2_pkce_binds_refreshes_and_goes_stale_with_the_command_to_fix_it()
     let url = format!("{}/api/echo", provider.base_url());
     let response = harness.run("fetch", json!({ "url": url, "credential": "oauth2" })).await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.body);
-    assert_eq!(response.body["result"]["output"]["status"], 200, "the API accepted the bearer token: {}", response.body);
+    assert_eq!(
+        response.body["result"]["output"]["status"], 200,
+        "the API accepted the bearer token: {}",
+        response.body
+    );
     let token = provider.latest_access_token().unwrap();
     assert!(!response.body.to_string().contains(&token), "the echoed token is redacted");
 
     // A token about to expire is refreshed first (60 s margin), and the refresh is audited.
     provider.state.expires_in.store(30, Ordering::SeqCst);
     let encoded = name.replace('/', "%2F");
-    let reauthorized = harness.request("POST", "/v1/bindings/setup/oauth2/init", Some(json!({ "rebind": name, "mode": "cli", "redirect_port": 40004 }))).await;
+    let reauthorized = harness
+        .request(
+            "POST",
+            "/v1/bindings/setup/oauth2/init",
+            Some(json!({ "rebind": name, "mode": "cli", "redirect_port": 40004 })),
+        )
+        .await;
     let callback = follow_authorize(reauthorized.body["authorize_url"].as_str().unwrap()).await;
     let rebound = harness
         .request(
@@ -360,14 +464,22 @@ async fn oauth2_pkce_binds_refreshes_and_goes_stale_with_the_command_to_fix_it()
     harness.request("POST", "/v1/vault/lock", Some(json!({}))).await;
     harness.request("POST", "/v1/vault/unlock", Some(json!({ "passphrase": PASSPHRASE }))).await;
     let response = harness.run("fetch", json!({ "url": url, "credential": "oauth2" })).await;
-    assert_eq!(response.body["result"]["output"]["status"], 200, "the rotated refresh token was persisted: {}", response.body);
+    assert_eq!(
+        response.body["result"]["output"]["status"], 200,
+        "the rotated refresh token was persisted: {}",
+        response.body
+    );
     assert_eq!(provider.state.refreshes.load(Ordering::SeqCst), refreshes_before + 2, "refreshed again from the file");
 
     // A failed refresh marks the binding stale with the reason and the exact command.
     provider.state.fail_refresh.store(true, Ordering::SeqCst);
     let response = harness.run("fetch", json!({ "url": url, "credential": "oauth2" })).await;
     assert_eq!(response.body["error"]["class"], "binding_failed", "{}", response.body);
-    assert!(response.body["error"]["message"].as_str().unwrap().contains(&format!("aileron binding reauthorize {name}")), "{}", response.body);
+    assert!(
+        response.body["error"]["message"].as_str().unwrap().contains(&format!("aileron binding reauthorize {name}")),
+        "{}",
+        response.body
+    );
     let binding = harness.request("GET", &format!("/v1/bindings/{encoded}"), None).await;
     assert_eq!(binding.body["state"], "stale", "{}", binding.body);
     assert!(binding.body["stale_reason"].as_str().unwrap().contains("invalid_grant"), "{}", binding.body);
@@ -380,11 +492,24 @@ async fn oauth2_pkce_binds_refreshes_and_goes_stale_with_the_command_to_fix_it()
 async fn daemon_mode_oauth_redirects_to_a_loopback_return_to_only() {
     let provider = FakeOAuth::start().await;
     let harness = Harness::new();
-    credential_action(&harness, &[provider.host_port()], &provider.manifest_credential(Some("bound-at-release")), "oauth2", false).await;
+    credential_action(
+        &harness,
+        &[provider.host_port()],
+        &provider.manifest_credential(Some("bound-at-release")),
+        "oauth2",
+        false,
+    )
+    .await;
     init_vault(&harness).await;
-    for return_to in ["https://evil.example/steal", "http://10.0.0.1/x", "http://127.0.0.1.evil.example/", "javascript:alert(1)"] {
+    for return_to in
+        ["https://evil.example/steal", "http://10.0.0.1/x", "http://127.0.0.1.evil.example/", "javascript:alert(1)"]
+    {
         let refused = harness
-            .request("POST", "/v1/bindings/setup/oauth2/init", Some(json!({ "connector": CONNECTOR, "mode": "daemon", "return_to": return_to })))
+            .request(
+                "POST",
+                "/v1/bindings/setup/oauth2/init",
+                Some(json!({ "connector": CONNECTOR, "mode": "daemon", "return_to": return_to })),
+            )
             .await;
         assert_eq!(refused.body["error"]["code"], "invalid_return_to", "{return_to}: {}", refused.body);
     }
@@ -400,13 +525,22 @@ async fn daemon_mode_oauth_redirects_to_a_loopback_return_to_only() {
     assert_eq!(callback.path(), "/v1/bindings/setup/oauth2/callback");
     // The browser arrives without any token.
     let path = format!("{}?{}", callback.path(), callback.query().unwrap());
-    let request = http::Request::builder().method("GET").uri(&path).header("host", format!("127.0.0.1:{}", crate::support::PORT));
+    let request =
+        http::Request::builder().method("GET").uri(&path).header("host", format!("127.0.0.1:{}", crate::support::PORT));
     let answer = harness.send(request, None).await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{:?}", answer.body);
     let location = answer.headers["location"].to_str().unwrap();
     assert!(location.starts_with("http://127.0.0.1:47123/accounts?status=ok&binding=oauth2"), "{location}");
     // Replaying the same callback binds nothing more.
-    let again = harness.send(http::Request::builder().method("GET").uri(&path).header("host", format!("127.0.0.1:{}", crate::support::PORT)), None).await;
+    let again = harness
+        .send(
+            http::Request::builder()
+                .method("GET")
+                .uri(&path)
+                .header("host", format!("127.0.0.1:{}", crate::support::PORT)),
+            None,
+        )
+        .await;
     assert_eq!(again.status, StatusCode::BAD_REQUEST, "{:?}", again.body);
     assert_eq!(harness.request("GET", "/v1/bindings", None).await.body["items"].as_array().unwrap().len(), 1);
 }
@@ -417,7 +551,8 @@ async fn an_approved_run_waits_for_the_locked_vault_and_runs_once_on_unlock() {
     let key = "waiting-key-3141592653589793";
     *upstream.state.api_key.lock().unwrap() = Some(key.to_string());
     let harness = Harness::new();
-    credential_action(&harness, &[upstream.host_port()], &api_key_credential("X-Api-Key", "{key}"), "api_key", true).await;
+    credential_action(&harness, &[upstream.host_port()], &api_key_credential("X-Api-Key", "{key}"), "api_key", true)
+        .await;
     init_vault(&harness).await;
     harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": key }))).await;
     harness.request("POST", "/v1/vault/lock", Some(json!({}))).await;
@@ -426,7 +561,8 @@ async fn an_approved_run_waits_for_the_locked_vault_and_runs_once_on_unlock() {
     let pending = harness.run("fetch", json!({ "url": url, "credential": "api_key" })).await;
     assert_eq!(pending.status, StatusCode::ACCEPTED, "{}", pending.body);
     let id = pending.body["approval_id"].as_str().unwrap().to_string();
-    let decided = harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({ "approved": true }))).await;
+    let decided =
+        harness.request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({ "approved": true }))).await;
     assert_eq!(decided.status, StatusCode::NO_CONTENT);
     let view = crate::approvals::wait_for_status(&harness, &id, &["awaiting_vault"]).await;
     assert_eq!(view["status"], "awaiting_vault");
@@ -454,7 +590,11 @@ async fn the_gateway_answers_423_in_the_providers_shape_while_the_vault_is_locke
     let anthropic = harness.request("POST", "/v1/messages", Some(json!({ "model": "m", "messages": [] }))).await;
     assert_eq!(anthropic.status, StatusCode::LOCKED);
     assert_eq!(anthropic.body["type"], "error");
-    assert!(anthropic.body["error"]["message"].as_str().unwrap().contains("aileron vault unlock"), "{}", anthropic.body);
+    assert!(
+        anthropic.body["error"]["message"].as_str().unwrap().contains("aileron vault unlock"),
+        "{}",
+        anthropic.body
+    );
     let openai = harness.request("POST", "/v1/chat/completions", Some(json!({ "model": "m", "messages": [] }))).await;
     assert_eq!(openai.status, StatusCode::LOCKED);
     assert!(openai.body["error"]["message"].as_str().unwrap().contains("aileron vault unlock"), "{}", openai.body);
@@ -467,13 +607,23 @@ async fn the_gateway_answers_423_in_the_providers_shape_while_the_vault_is_locke
 async fn planted_secrets_never_appear_in_any_output() {
     let upstream = FakeOAuth::start().await;
     let harness = Harness::new();
-    credential_action(&harness, &[upstream.host_port()], &api_key_credential("X-Api-Key", "Token {key}"), "api_key", false).await;
+    credential_action(
+        &harness,
+        &[upstream.host_port()],
+        &api_key_credential("X-Api-Key", "Token {key}"),
+        "api_key",
+        false,
+    )
+    .await;
     init_vault(&harness).await;
     // 200 in the suite, 1,000 in the leak campaign (`cargo xtask campaign leaks --long`).
     let count = crate::campaign::scaled(200, 1000);
-    let planted: Vec<String> = (0..count).map(|i| format!("PLANTED-{i:04}-{:016x}", 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1))).collect();
+    let planted: Vec<String> =
+        (0..count).map(|i| format!("PLANTED-{i:04}-{:016x}", 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1))).collect();
     for (i, secret) in planted.iter().enumerate() {
-        let set = harness.request("POST", "/v1/secrets", Some(json!({ "path": format!("planted/s{i:04}"), "value": secret }))).await;
+        let set = harness
+            .request("POST", "/v1/secrets", Some(json!({ "path": format!("planted/s{i:04}"), "value": secret })))
+            .await;
         assert_eq!(set.status, StatusCode::CREATED, "{}", set.body);
     }
     let key = &planted[count as usize - 1];
@@ -483,10 +633,19 @@ async fn planted_secrets_never_appear_in_any_output() {
     let mut outputs = Vec::new();
     let url = format!("{}/api/echo", upstream.base_url());
     outputs.push(harness.run("fetch", json!({ "url": url, "credential": "api_key" })).await.body);
-    outputs.push(harness.run("fetch", json!({ "url": "http://undeclared.example/", "credential": "api_key" })).await.body);
+    outputs
+        .push(harness.run("fetch", json!({ "url": "http://undeclared.example/", "credential": "api_key" })).await.body);
     harness.guest_action("secret_probe", &[], "run", |_| {}).await;
     outputs.push(harness.run("secret_probe", json!({})).await.body);
-    for path in ["/v1/status", "/v1/vault/status", "/v1/secrets", "/v1/bindings", "/v1/audit?limit=5000", "/v1/connectors", "/v1/actions"] {
+    for path in [
+        "/v1/status",
+        "/v1/vault/status",
+        "/v1/secrets",
+        "/v1/bindings",
+        "/v1/audit?limit=5000",
+        "/v1/connectors",
+        "/v1/actions",
+    ] {
         outputs.push(harness.request("GET", path, None).await.body);
     }
     outputs.push(harness.request("POST", "/v1/vault/unlock", Some(json!({ "passphrase": "wrong" }))).await.body);
@@ -494,7 +653,10 @@ async fn planted_secrets_never_appear_in_any_output() {
     let cookie = harness.console_cookie().await;
     for page in ["/activity", "/actions", "/connectors", "/accounts", "/agents", "/approvals"] {
         for fragment in [false, true] {
-            let mut request = http::Request::builder().uri(page).header("host", format!("127.0.0.1:{}", crate::support::PORT)).header("cookie", &cookie);
+            let mut request = http::Request::builder()
+                .uri(page)
+                .header("host", format!("127.0.0.1:{}", crate::support::PORT))
+                .header("cookie", &cookie);
             if fragment {
                 request = request.header("x-aileron-fragment", "1");
             }
@@ -506,7 +668,8 @@ async fn planted_secrets_never_appear_in_any_output() {
     }
     let text: String = outputs.iter().map(Value::to_string).collect();
     harness.state.audit.flush().await;
-    let upstream_saw = upstream.state.api_requests.lock().unwrap().iter().flatten().any(|(_, v)| v.contains(key.as_str()));
+    let upstream_saw =
+        upstream.state.api_requests.lock().unwrap().iter().flatten().any(|(_, v)| v.contains(key.as_str()));
     assert!(upstream_saw, "the bound key did reach the upstream");
     // Raw, and in the encodings a careless path would produce (base64 as in Basic auth, hex).
     let encodings = |secret: &str| {
@@ -555,22 +718,33 @@ fn the_cli_inits_unlocks_binds_and_lists_without_echoing_secrets() {
     let env = [("AILERON_VAULT_PASSPHRASE", PASSPHRASE)];
     let init = cli.run_with(&["vault", "init"], &env, None);
     assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
-    let package_manifest = manifest("http_get", &["api.example.com:443".to_string()], &api_key_credential("Authorization", "Bearer {key}"));
+    let package_manifest = manifest(
+        "http_get",
+        &["api.example.com:443".to_string()],
+        &api_key_credential("Authorization", "Bearer {key}"),
+    );
     cli.install_package("http_get", &guest_wasm("http_get"), &package_manifest);
 
     // From standard input (scripts), then list as JSON.
     let key = "ghp_cliKeyFromStdin00000000000000000000";
     let setup = cli.run_with(&["binding", "setup", CONNECTOR, "--identity", "work"], &[], Some(&format!("{key}\n")));
     assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
-    let listed: Value = serde_json::from_slice(&cli.run_with(&["binding", "list", "--json"], &[], None).stdout).unwrap();
+    let listed: Value =
+        serde_json::from_slice(&cli.run_with(&["binding", "list", "--json"], &[], None).stdout).unwrap();
     assert_eq!(listed["items"][0]["name"], "api_key/github:aileron-tests:http_get/work");
     let inspect = cli.run_with(&["binding", "inspect", "api_key/github:aileron-tests:http_get/work"], &[], None);
     assert!(inspect.status.success(), "{}", String::from_utf8_lossy(&inspect.stderr));
 
     // From an environment variable; a second setup for the same connector is refused with the fix.
-    let again = cli.run_with(&["binding", "setup", CONNECTOR, "--from-env", "MY_KEY"], &[("MY_KEY", "another-key-000000000")], None);
+    let again = cli.run_with(
+        &["binding", "setup", CONNECTOR, "--from-env", "MY_KEY"],
+        &[("MY_KEY", "another-key-000000000")],
+        None,
+    );
     assert!(!again.status.success());
-    assert!(String::from_utf8_lossy(&again.stderr).contains("hint: replace its credential with `aileron binding rebind"));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("hint: replace its credential with `aileron binding rebind")
+    );
 
     // Lock, then a wrong passphrase: a clear error with a hint.
     assert!(cli.run_with(&["vault", "lock"], &[], None).status.success());
@@ -593,7 +767,8 @@ fn the_cli_inits_unlocks_binds_and_lists_without_echoing_secrets() {
     assert!(String::from_utf8_lossy(&none.stderr).contains("AILERON_VAULT_PASSPHRASE"));
     // Secrets from standard input.
     cli.run_with(&["vault", "unlock"], &env, None);
-    let set = cli.run_with(&["secret", "set", "smtp/password", "--description", "mail"], &[], Some("s3cr3t-value-xyz\n"));
+    let set =
+        cli.run_with(&["secret", "set", "smtp/password", "--description", "mail"], &[], Some("s3cr3t-value-xyz\n"));
     assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
     let secrets = String::from_utf8_lossy(&cli.run_with(&["secret", "list"], &[], None).stdout).into_owned();
     assert!(secrets.contains("smtp/password") && !secrets.contains("s3cr3t"), "{secrets}");
@@ -616,7 +791,11 @@ fn awaiting_vault_survives_a_restart_and_runs_once() {
     *upstream.state.api_key.lock().unwrap() = Some(key.to_string());
     let cli = Cli::new();
     let env = [("AILERON_VAULT_PASSPHRASE", PASSPHRASE)];
-    let hash = cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], &api_key_credential("X-Api-Key", "{key}")));
+    let hash = cli.install_package(
+        "http_get",
+        &guest_wasm("http_get"),
+        &manifest("http_get", &[upstream.host_port()], &api_key_credential("X-Api-Key", "{key}")),
+    );
     cli.add_action(&ActionSpec {
         capabilities: &["get", "api_key"],
         inputs: &[("url", "string", true), ("credential", "string", false)],
@@ -629,7 +808,11 @@ fn awaiting_vault_survives_a_restart_and_runs_once() {
     cli.ok(&["daemon", "start"]);
 
     let url = format!("{}/api/echo", upstream.base_url());
-    let run = cli.run_with(&["action", "run", "fetch", "--arg", &format!("url={url}"), "--arg", "credential=api_key"], &[], None);
+    let run = cli.run_with(
+        &["action", "run", "fetch", "--arg", &format!("url={url}"), "--arg", "credential=api_key"],
+        &[],
+        None,
+    );
     assert_eq!(run.status.code(), Some(75), "{}", String::from_utf8_lossy(&run.stderr));
     let pending: Value = serde_json::from_str(&cli.ok(&["approval", "list", "--json"])).unwrap();
     let id = pending["items"][0]["id"].as_str().unwrap().to_string();
@@ -692,7 +875,11 @@ fn complete_cli_oauth(cli: &Cli, args: &[&str]) {
     assert_eq!(client.get(format!("{origin}/favicon.ico")).send().unwrap().status(), 404);
     // Any local process can reach the port (a launched agent too): a callback that does not carry
     // the flow's state is turned away, and the wait goes on for the real one.
-    for forged in [format!("{origin}/callback?code=ATTACKER&state=guess"), format!("{origin}/callback?code=ATTACKER"), format!("{origin}/callback?error=access_denied")] {
+    for forged in [
+        format!("{origin}/callback?code=ATTACKER&state=guess"),
+        format!("{origin}/callback?code=ATTACKER"),
+        format!("{origin}/callback?error=access_denied"),
+    ] {
         assert_eq!(client.get(&forged).send().unwrap().status(), 400, "{forged}");
     }
     let page = client.get(&callback).send().unwrap().text().unwrap();
@@ -712,7 +899,11 @@ fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
     let provider = runtime.block_on(FakeOAuth::start());
     let cli = Cli::new();
     let env = [("AILERON_VAULT_PASSPHRASE", PASSPHRASE)];
-    let hash = cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[provider.host_port()], &provider.manifest_credential(None)));
+    let hash = cli.install_package(
+        "http_get",
+        &guest_wasm("http_get"),
+        &manifest("http_get", &[provider.host_port()], &provider.manifest_credential(None)),
+    );
     cli.add_action(&ActionSpec {
         capabilities: &["get", "oauth2"],
         inputs: &[("url", "string", true), ("credential", "string", false)],
@@ -727,15 +918,24 @@ fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
     assert_eq!(listed["items"][0]["state"], "ok");
     let url = format!("{}/api/echo", provider.base_url());
     let fetch = |cli: &Cli| -> Value {
-        let run = cli.run_with(&["action", "run", "fetch", "--arg", &format!("url={url}"), "--arg", "credential=oauth2"], &[], None);
-        serde_json::from_slice(&run.stdout).unwrap_or_else(|_| json!({ "stderr": String::from_utf8_lossy(&run.stderr) }))
+        let run = cli.run_with(
+            &["action", "run", "fetch", "--arg", &format!("url={url}"), "--arg", "credential=oauth2"],
+            &[],
+            None,
+        );
+        serde_json::from_slice(&run.stdout)
+            .unwrap_or_else(|_| json!({ "stderr": String::from_utf8_lossy(&run.stderr) }))
     };
     assert_eq!(fetch(&cli)["output"]["status"], 200, "bound: the API accepts the token");
 
     // `inspect` shows what the binding is, never what it holds.
     let token = provider.latest_access_token().unwrap();
     let inspected: Value = serde_json::from_str(&cli.ok(&["binding", "inspect", name, "--json"])).unwrap();
-    assert_eq!((inspected["name"].as_str(), inspected["kind"].as_str(), inspected["state"].as_str()), (Some(name), Some("oauth2"), Some("ok")), "{inspected}");
+    assert_eq!(
+        (inspected["name"].as_str(), inspected["kind"].as_str(), inspected["state"].as_str()),
+        (Some(name), Some("oauth2"), Some("ok")),
+        "{inspected}"
+    );
     let text = cli.ok(&["binding", "inspect", name]);
     assert!(text.contains(name) && text.contains("oauth2"), "{text}");
     assert!(!inspected.to_string().contains(&token) && !text.contains(&token), "inspect never shows the token");
@@ -765,7 +965,11 @@ fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
     assert!(fetch(&cli).to_string().contains("binding_required"));
     cli.run_with(&["daemon", "stop"], &[], None);
     for token in provider.state.access_tokens_issued() {
-        assert_eq!(files_containing(&cli.home, token.as_bytes()), Vec::<String>::new(), "no file holds an access token in clear");
+        assert_eq!(
+            files_containing(&cli.home, token.as_bytes()),
+            Vec::<String>::new(),
+            "no file holds an access token in clear"
+        );
     }
     drop(runtime);
 }

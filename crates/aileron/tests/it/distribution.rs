@@ -32,7 +32,11 @@ impl Setup {
         let env = self.env();
         let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
         let output = self.cli.run_with(args, &env, None);
-        (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -47,7 +51,8 @@ impl Setup {
     fn on_terminal(&self, args: &[&str], input: &str) -> (i32, String) {
         use std::io::Write;
         let quote = |word: &str| format!("'{}'", word.replace('\'', r"'\''"));
-        let command_line: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_aileron")).chain(args.iter().copied()).map(quote).collect();
+        let command_line: Vec<String> =
+            std::iter::once(env!("CARGO_BIN_EXE_aileron")).chain(args.iter().copied()).map(quote).collect();
         let mut child = std::process::Command::new("script")
             .args(["--quiet", "--return", "--command", &command_line.join(" "), "/dev/null"])
             .env("AILERON_HOME", &self.cli.home)
@@ -123,9 +128,13 @@ fn a_signed_release_installs_by_name_once_its_publisher_is_trusted() {
     setup.forge.answer("/acme/widget/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.into_bytes()));
 
     // Signed by a key nobody trusts yet: refused, whatever the flags, with the command to fix it.
-    let (code, _, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--yes", "--allow-unsigned"]);
+    let (code, _, stderr) =
+        setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--yes", "--allow-unsigned"]);
     assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("signature_failure") && stderr.contains("aileron keyring trust github://acme/widget"), "{stderr}");
+    assert!(
+        stderr.contains("signature_failure") && stderr.contains("aileron keyring trust github://acme/widget"),
+        "{stderr}"
+    );
 
     let fingerprint = setup.ok(&["keyring", "trust", "github://acme/widget", "--yes"]);
     assert!(fingerprint.trim().starts_with("sha256:"), "{fingerprint}");
@@ -136,25 +145,32 @@ fn a_signed_release_installs_by_name_once_its_publisher_is_trusted() {
 
     // Already installed: no network.
     let before = setup.forge.request_count();
-    let (code, stdout, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--yes", "--hash", &hash]);
+    let (code, stdout, stderr) =
+        setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--yes", "--hash", &hash]);
     assert_eq!((code, stdout.trim()), (0, hash.as_str()), "{stderr}");
     assert_eq!(setup.forge.request_count(), before, "an installed (fqn, version, hash) fetches nothing");
 
     // `connector check` lists newer releases (pre-releases only with --pre).
-    let listing = json!([{"tag_name": "v1.2.0"}, {"tag_name": "v1.3.0"}, {"tag_name": "v2.0.0-beta.1"}, {"tag_name": "nightly"}]);
+    let listing =
+        json!([{"tag_name": "v1.2.0"}, {"tag_name": "v1.3.0"}, {"tag_name": "v2.0.0-beta.1"}, {"tag_name": "nightly"}]);
     setup.forge.answer("/repos/acme/widget/releases", Answer::Bytes(listing.to_string().into_bytes()));
     let checked = setup.ok(&["connector", "check"]);
-    assert!(checked.contains("github://acme/widget: installed 1.2.0, newer: 1.3.0") && !checked.contains("beta"), "{checked}");
+    assert!(
+        checked.contains("github://acme/widget: installed 1.2.0, newer: 1.3.0") && !checked.contains("beta"),
+        "{checked}"
+    );
     let checked = setup.ok(&["connector", "check", "--pre"]);
     assert!(checked.contains("newer: 1.3.0, 2.0.0-beta.1"), "{checked}");
 
     // The audit trail names the signer; the keyring lists the key.
-    let installed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.installed"])).unwrap();
+    let installed: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.installed"])).unwrap();
     let record = &installed["items"][0]["payload"];
     assert_eq!(record["aileron.connector.signer_fingerprint"], fingerprint.trim(), "{record}");
     let keys: Value = serde_json::from_str(&setup.ok(&["keyring", "list", "--json"])).unwrap();
     assert_eq!(keys["items"][0]["authority"], "github://acme/widget");
-    let trusted: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "keyring.trusted"])).unwrap();
+    let trusted: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "keyring.trusted"])).unwrap();
     assert_eq!(trusted["items"].as_array().unwrap().len(), 1);
 
     // Revoked, the same signature no longer verifies for a new version.
@@ -193,32 +209,68 @@ fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
     let (_, _, next_signature) = unpack(&next);
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("signed by a key of another owner", other),
-        ("acme's valid signature over a swapped binary", aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text(&manifest_bytes), Some(&signature)).unwrap()),
-        ("acme's key, signing other bytes", aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&next_signature.unwrap())).unwrap()),
-        ("a corrupted signature", aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap()),
-        ("the manifest edited after signing", aileron::package::pack_tarball(&wasm, &manifest_text(&tampered_manifest), Some(&signature)).unwrap()),
-        ("a signature over other bytes", aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text(&manifest_bytes), Some(&other_signature.unwrap())).unwrap()),
+        (
+            "acme's valid signature over a swapped binary",
+            aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text(&manifest_bytes), Some(&signature))
+                .unwrap(),
+        ),
+        (
+            "acme's key, signing other bytes",
+            aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&next_signature.unwrap()))
+                .unwrap(),
+        ),
+        (
+            "a corrupted signature",
+            aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap(),
+        ),
+        (
+            "the manifest edited after signing",
+            aileron::package::pack_tarball(&wasm, &manifest_text(&tampered_manifest), Some(&signature)).unwrap(),
+        ),
+        (
+            "a signature over other bytes",
+            aileron::package::pack_tarball(
+                &guest_wasm("echo"),
+                &manifest_text(&manifest_bytes),
+                Some(&other_signature.unwrap()),
+            )
+            .unwrap(),
+        ),
     ];
     for (case, tarball) in cases {
         setup.forge.answer("/acme/widget/releases/download/v2.0.0/aileron.tar.gz", Answer::Bytes(tarball));
-        let (code, _, stderr) = setup.run(&["connector", "install", "github://acme/widget@2.0.0", "--yes", "--allow-unsigned"]);
+        let (code, _, stderr) =
+            setup.run(&["connector", "install", "github://acme/widget@2.0.0", "--yes", "--allow-unsigned"]);
         assert_eq!(code, 1, "{case}: {stderr}");
         assert!(stderr.contains("signature_failure") && stderr.contains("hint:"), "{case}: {stderr}");
     }
     // Not through the HTTP API either, whatever consent it claims.
     let tarball = setup.cli.scratch().join("forged.tar.gz");
-    std::fs::write(&tarball, aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap()).unwrap();
-    let info: Value = serde_json::from_str(&std::fs::read_to_string(setup.cli.home.join("daemon.json")).unwrap()).unwrap();
+    std::fs::write(
+        &tarball,
+        aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap(),
+    )
+    .unwrap();
+    let info: Value =
+        serde_json::from_str(&std::fs::read_to_string(setup.cli.home.join("daemon.json")).unwrap()).unwrap();
     let client = reqwest::blocking::Client::new();
     let url = info["url"].as_str().unwrap();
     let token = info["token"].as_str().unwrap();
     let body = json!({ "source": tarball, "reference": "github://acme/widget@2.0.0", "expected_hash": "sha256:00", "consent": "flag", "allow_unsigned": true });
-    let answer: Value = client.post(format!("{url}/v1/connectors/install")).bearer_auth(token).json(&body).send().unwrap().json().unwrap();
+    let answer: Value = client
+        .post(format!("{url}/v1/connectors/install"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
     assert_eq!(answer["error"]["class"], "signature_failure", "{answer}");
 
     // An unsigned package with consent by flag needs allow_unsigned, enforced by the daemon.
     let unsigned = setup.cli.scratch().join("unsigned.tar.gz");
-    std::fs::write(&unsigned, aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), None).unwrap()).unwrap();
+    std::fs::write(&unsigned, aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), None).unwrap())
+        .unwrap();
     let preview: Value = client
         .post(format!("{url}/v1/connectors/preview"))
         .bearer_auth(token)
@@ -234,11 +286,28 @@ fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
     assert_eq!(response.json::<Value>().unwrap()["error"]["code"], "unsigned_refused");
 
     // Every refusal is in the audit log (SPEC §0: every failure leaves a record), none installed.
-    let refused: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.install_refused"])).unwrap();
-    let codes: Vec<&str> = refused["items"].as_array().unwrap().iter().map(|r| r["payload"]["aileron.install.refusal"].as_str().unwrap()).collect();
-    assert_eq!(codes.iter().filter(|c| **c == "signature_failure").count(), 7, "six by the CLI, one through the API: {codes:?}");
+    let refused: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.install_refused"]))
+            .unwrap();
+    let codes: Vec<&str> = refused["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["payload"]["aileron.install.refusal"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == "signature_failure").count(),
+        7,
+        "six by the CLI, one through the API: {codes:?}"
+    );
     assert_eq!(codes.iter().filter(|c| **c == "unsigned_refused").count(), 1, "{codes:?}");
-    assert!(refused["items"].as_array().unwrap().iter().all(|r| r["payload"]["aileron.install.reference"] == "github://acme/widget@2.0.0"));
+    assert!(
+        refused["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["payload"]["aileron.install.reference"] == "github://acme/widget@2.0.0")
+    );
     let installed: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
     assert_eq!(installed["items"], json!([]), "nothing was installed: {installed}");
 
@@ -246,7 +315,8 @@ fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
     setup.ok(&["keyring", "revoke", "github://other"]);
     let listed = setup.ok(&["keyring", "list"]);
     assert!(!listed.contains("github://other") && listed.contains("github://acme/widget"), "{listed}");
-    let revoked: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "keyring.revoked"])).unwrap();
+    let revoked: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "keyring.revoked"])).unwrap();
     assert_eq!(revoked["items"].as_array().unwrap().len(), 1, "{revoked}");
     assert!(revoked.to_string().contains("github://other"), "{revoked}");
     drop(setup.runtime);
@@ -258,7 +328,10 @@ fn monorepo_gitlab_hash_pins_and_fetch_failures() {
     let (acme_key, acme_pub) = setup.keygen("acme");
     // Monorepo subpath: tag `connectors/slack/v2.0.0`, `/` escaped; signed by the owner's key.
     let slack = setup.pack("github://acme/integrations/connectors/slack", "2.0.0", Some(&acme_key));
-    setup.forge.answer("/acme/integrations/releases/download/connectors%2Fslack%2Fv2.0.0/aileron.tar.gz", Answer::Bytes(slack));
+    setup.forge.answer(
+        "/acme/integrations/releases/download/connectors%2Fslack%2Fv2.0.0/aileron.tar.gz",
+        Answer::Bytes(slack),
+    );
     setup.forge.answer("/acme/.github/HEAD/keys/publisher.pub", Answer::Bytes(acme_pub.into_bytes()));
     setup.ok(&["keyring", "trust", "github://acme", "--yes"]);
     setup.ok(&["connector", "install", "github://acme/integrations/connectors/slack@2.0.0", "--yes"]);
@@ -270,9 +343,20 @@ fn monorepo_gitlab_hash_pins_and_fetch_failures() {
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("--allow-unsigned"), "{stderr}");
     // A wrong pinned hash is refused.
-    let (code, _, stderr) = setup.run(&["connector", "install", "gitlab://team/linear@0.3.1", "--yes", "--allow-unsigned", "--hash", "sha256:0000000000000000000000000000000000000000000000000000000000000000"]);
+    let (code, _, stderr) = setup.run(&[
+        "connector",
+        "install",
+        "gitlab://team/linear@0.3.1",
+        "--yes",
+        "--allow-unsigned",
+        "--hash",
+        "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+    ]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("hash_mismatch") && stderr.contains("hint: these are not the bytes you pinned"), "{stderr}");
+    assert!(
+        stderr.contains("hash_mismatch") && stderr.contains("hint: these are not the bytes you pinned"),
+        "{stderr}"
+    );
     let hash = setup.ok(&["connector", "install", "gitlab://team/linear@0.3.1", "--yes", "--allow-unsigned"]);
     assert!(hash.trim().starts_with("sha256:"));
 
@@ -286,24 +370,34 @@ fn monorepo_gitlab_hash_pins_and_fetch_failures() {
     // Fetch failures: 404 (not retriable), 500 (retriable), a redirect to another host, a scheme we do not know.
     setup.forge.answer("/acme/gone/releases/download/v1.0.0/aileron.tar.gz", Answer::Status(404));
     let (_, _, stderr) = setup.run(&["connector", "install", "github://acme/gone@1.0.0", "--yes"]);
-    assert!(stderr.contains("fetch_failed") && stderr.contains("404") && stderr.contains("hint: check the name"), "{stderr}");
+    assert!(
+        stderr.contains("fetch_failed") && stderr.contains("404") && stderr.contains("hint: check the name"),
+        "{stderr}"
+    );
     setup.forge.answer("/acme/flaky/releases/download/v1.0.0/aileron.tar.gz", Answer::Status(500));
     let (_, _, stderr) = setup.run(&["connector", "install", "github://acme/flaky@1.0.0", "--yes"]);
     assert!(stderr.contains("fetch_failed") && stderr.contains("500") && stderr.contains("try again"), "{stderr}");
-    setup.forge.answer("/acme/moved/releases/download/v1.0.0/aileron.tar.gz", Answer::Redirect("http://127.0.0.2:9/aileron.tar.gz".into()));
+    setup.forge.answer(
+        "/acme/moved/releases/download/v1.0.0/aileron.tar.gz",
+        Answer::Redirect("http://127.0.0.2:9/aileron.tar.gz".into()),
+    );
     let (_, _, stderr) = setup.run(&["connector", "install", "github://acme/moved@1.0.0", "--yes"]);
     assert!(stderr.contains("redirects to another host"), "{stderr}");
     // A same-host redirect is followed.
     let here = setup.pack("github://acme/here", "1.0.0", None);
     setup.forge.answer("/assets/here.tar.gz", Answer::Bytes(here));
-    setup.forge.answer("/acme/here/releases/download/v1.0.0/aileron.tar.gz", Answer::Redirect(format!("{}/assets/here.tar.gz", setup.forge.base_url())));
+    setup.forge.answer(
+        "/acme/here/releases/download/v1.0.0/aileron.tar.gz",
+        Answer::Redirect(format!("{}/assets/here.tar.gz", setup.forge.base_url())),
+    );
     setup.ok(&["connector", "install", "github://acme/here@1.0.0", "--yes", "--allow-unsigned"]);
     let (code, _, stderr) = setup.run(&["connector", "install", "svn://acme/x@1.0.0", "--yes"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("unknown_scheme"), "{stderr}");
 
     // The daemon fetches too when an API client gives no source.
-    let info: Value = serde_json::from_str(&std::fs::read_to_string(setup.cli.home.join("daemon.json")).unwrap()).unwrap();
+    let info: Value =
+        serde_json::from_str(&std::fs::read_to_string(setup.cli.home.join("daemon.json")).unwrap()).unwrap();
     let preview: Value = reqwest::blocking::Client::new()
         .post(format!("{}/v1/connectors/preview", info["url"].as_str().unwrap()))
         .bearer_auth(info["token"].as_str().unwrap())
@@ -343,30 +437,49 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
     std::fs::write(&file, action_text(source, "github://acme/widget", "1.2.0", &hash)).unwrap();
     let out = setup.cli.scratch().join("fetch.tar.gz");
     setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
-    setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(std::fs::read(&out).unwrap()));
+    setup.forge.answer(
+        "/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz",
+        Answer::Bytes(std::fs::read(&out).unwrap()),
+    );
 
     setup.ok(&["keyring", "trust", "github://acme", "--yes"]);
     let (code, _, stderr) = setup.run(&["action", "add", source, "--yes"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("needs connector github://acme/widget@1.2.0") && stderr.contains("added action fetch"), "{stderr}");
-    let (code, stdout, stderr) = setup.run(&["action", "run", "fetch", "--arg", &format!("url={}/echo", upstream.base_url())]);
+    assert!(
+        stderr.contains("needs connector github://acme/widget@1.2.0") && stderr.contains("added action fetch"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) =
+        setup.run(&["action", "run", "fetch", "--arg", &format!("url={}/echo", upstream.base_url())]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let installed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
-    assert!(installed["items"][0]["payload"]["aileron.action.signature"].as_str().unwrap().starts_with("signed by github://acme"), "{installed}");
+    let installed: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
+    assert!(
+        installed["items"][0]["payload"]["aileron.action.signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("signed by github://acme"),
+        "{installed}"
+    );
 
     // Adding again is idempotent; a different action under the same name needs --force.
     setup.ok(&["action", "add", source, "--yes"]);
-    let changed = action_text(source, "github://acme/widget", "1.2.0", &hash).replace("Fetches a page.", "Fetches a page, differently.");
+    let changed = action_text(source, "github://acme/widget", "1.2.0", &hash)
+        .replace("Fetches a page.", "Fetches a page, differently.");
     std::fs::write(&file, changed).unwrap();
     setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
-    setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(std::fs::read(&out).unwrap()));
+    setup.forge.answer(
+        "/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz",
+        Answer::Bytes(std::fs::read(&out).unwrap()),
+    );
     let (code, _, stderr) = setup.run(&["action", "add", source, "--yes"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("action_exists") && stderr.contains("--force"), "{stderr}");
     setup.ok(&["action", "add", source, "--yes", "--force"]);
 
     // A tampered action package (edited after signing) is refused.
-    let (_, signature) = aileron::package::read_action_tarball(std::path::Path::new("x"), &std::fs::read(&out).unwrap()).unwrap();
+    let (_, signature) =
+        aileron::package::read_action_tarball(std::path::Path::new("x"), &std::fs::read(&out).unwrap()).unwrap();
     let tampered = action_text(source, "github://acme/widget", "1.2.0", &hash).replace("Fetches", "Exfiltrates");
     let forged = aileron::package::pack_action_tarball(&tampered, signature.as_deref()).unwrap();
     setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(forged));
@@ -380,7 +493,11 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
     let (lure_wasm, lure_manifest, _) = unpack(&lure);
     let lure_hash = aileron_core::ContentHash::of_connector(&lure_wasm, &lure_manifest).to_string();
     setup.forge.answer("/acme/lure/releases/download/v6.6.6/aileron.tar.gz", Answer::Bytes(lure));
-    let lured = action_text(source, "github://acme/lure", "6.6.6", &lure_hash).replacen("version = \"6.6.6\"", "version = \"1.2.0\"", 1);
+    let lured = action_text(source, "github://acme/lure", "6.6.6", &lure_hash).replacen(
+        "version = \"6.6.6\"",
+        "version = \"1.2.0\"",
+        1,
+    );
     let forged = aileron::package::pack_action_tarball(&lured, signature.as_deref()).unwrap();
     setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(forged));
     let requests_before = setup.forge.requests().len();
@@ -388,14 +505,23 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
     assert_eq!(code, 1);
     assert!(stderr.contains("signature_failure") && !stderr.contains("needs connector"), "{stderr}");
     let fetched: Vec<String> = setup.forge.requests()[requests_before..].to_vec();
-    assert!(!fetched.iter().any(|path| path.contains("/acme/lure/")), "the lure connector was never fetched: {fetched:?}");
+    assert!(
+        !fetched.iter().any(|path| path.contains("/acme/lure/")),
+        "the lure connector was never fetched: {fetched:?}"
+    );
     let listing: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
     assert!(!listing.to_string().contains("github://acme/lure"), "nothing was installed: {listing}");
-    let refused: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.install_refused"])).unwrap();
+    let refused: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.install_refused"]))
+            .unwrap();
     let items = refused["items"].as_array().unwrap();
-    assert!(items.iter().filter(|r| r["payload"]["aileron.install.refusal"] == "signature_failure").count() >= 2, "{refused}");
+    assert!(
+        items.iter().filter(|r| r["payload"]["aileron.install.refusal"] == "signature_failure").count() >= 2,
+        "{refused}"
+    );
     assert!(items.iter().any(|r| r["payload"]["aileron.install.refusal"] == "action_exists"), "{refused}");
-    let installed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
+    let installed: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
     let payload = &installed["items"][0]["payload"];
     assert_eq!(payload["aileron.consent.decision"], "approved", "{payload}");
     assert!(payload["aileron.action.signer_fingerprint"].as_str().unwrap().starts_with("sha256:"), "{payload}");
@@ -431,7 +557,8 @@ fn connectors_are_shown_removed_only_when_unused_and_collected() {
     setup.ok(&["connector", "remove", "github://aileron-tests/http_get@1.0.0"]);
     let listing: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
     assert!(listing["items"].as_array().unwrap().is_empty());
-    let removed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.removed"])).unwrap();
+    let removed: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.removed"])).unwrap();
     assert_eq!(removed["items"].as_array().unwrap().len(), 2, "{removed}");
     drop(setup.runtime);
 }
@@ -444,7 +571,8 @@ async fn echo_package(harness: &crate::support::Harness, dir_name: &str) -> (cra
     std::fs::write(dir.join("connector.wasm"), guest_wasm("echo")).unwrap();
     std::fs::write(dir.join("manifest.toml"), manifest("echo", &[], "")).unwrap();
     let reference = "github://aileron-tests/echo@1.0.0";
-    let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
+    let preview =
+        harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
     let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
     (preview, body)
 }
@@ -467,7 +595,9 @@ async fn racing_installs_of_one_connector_leave_one_intact_entry() {
     assert_eq!(entries, 1, "one content-addressed entry");
     let hash = aileron_core::ContentHash::parse(preview.body["hash"].as_str().unwrap()).unwrap();
     assert!(harness.state.store.load_verified(&hash).is_ok(), "the entry verifies");
-    let index: Value = serde_json::from_slice(&std::fs::read(harness.home.store_dir().join("index/connectors.json")).unwrap()).unwrap();
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(harness.home.store_dir().join("index/connectors.json")).unwrap())
+            .unwrap();
     assert_eq!(index.as_object().unwrap().len(), 1, "{index}");
 }
 
@@ -500,9 +630,16 @@ async fn a_provenance_hash_that_does_not_match_the_binary_is_refused() {
         let dir = harness.temp.path().join(format!("pkg-{label}"));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("connector.wasm"), &wasm).unwrap();
-        let text = manifest("echo", &[], "").replace("version = \"1.0.0\"", &format!("version = \"1.0.0\"\nprovenance_hash = \"{provenance}\""));
+        let text = manifest("echo", &[], "")
+            .replace("version = \"1.0.0\"", &format!("version = \"1.0.0\"\nprovenance_hash = \"{provenance}\""));
         std::fs::write(dir.join("manifest.toml"), text).unwrap();
-        let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": "github://aileron-tests/echo@1.0.0"}))).await;
+        let preview = harness
+            .request(
+                "POST",
+                "/v1/connectors/preview",
+                Some(json!({"source": dir, "reference": "github://aileron-tests/echo@1.0.0"})),
+            )
+            .await;
         assert_eq!(preview.status.as_u16(), expected, "{label}: {}", preview.body);
         if expected == 422 {
             assert_eq!(preview.body["error"]["class"], "hash_mismatch", "{}", preview.body);
@@ -519,18 +656,27 @@ fn at_a_terminal_the_user_trusts_the_publisher_and_consents_once_per_missing_con
     let setup = Setup::new();
     setup.ok(&["daemon", "start"]);
     let (key, public_pem) = setup.keygen("acme");
-    setup.forge.answer("/acme/widget/releases/download/v1.2.0/aileron.tar.gz", Answer::Bytes(setup.pack("github://acme/widget", "1.2.0", Some(&key))));
+    setup.forge.answer(
+        "/acme/widget/releases/download/v1.2.0/aileron.tar.gz",
+        Answer::Bytes(setup.pack("github://acme/widget", "1.2.0", Some(&key))),
+    );
     setup.forge.answer("/acme/widget/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.clone().into_bytes()));
 
     let (code, screen) = setup.on_terminal(&["connector", "install", "github://acme/widget@1.2.0"], "n\n");
     assert_eq!(code, 1, "{screen}");
-    assert!(screen.contains("Trust publisher github://acme/widget? [y/N]") && screen.contains("nothing was installed"), "{screen}");
+    assert!(
+        screen.contains("Trust publisher github://acme/widget? [y/N]") && screen.contains("nothing was installed"),
+        "{screen}"
+    );
     assert!(!setup.ok(&["keyring", "list"]).contains("github://acme/widget"), "declined: not trusted");
 
     let (code, screen) = setup.on_terminal(&["connector", "install", "github://acme/widget@1.2.0"], "y\ny\n");
     assert_eq!(code, 0, "{screen}");
     assert!(screen.contains("Trust publisher github://acme/widget? [y/N]"), "{screen}");
-    assert!(screen.contains("signed by github://acme/widget (key sha256:"), "the consent screen names the signer: {screen}");
+    assert!(
+        screen.contains("signed by github://acme/widget (key sha256:"),
+        "the consent screen names the signer: {screen}"
+    );
     assert_eq!(screen.matches("[y/N]").count(), 2, "one trust question, one consent: {screen}");
     assert!(screen.contains("KiB/") && screen.contains('█'), "a progress bar on the terminal: {screen}");
     assert!(setup.ok(&["keyring", "list"]).contains("github://acme/widget"));
@@ -538,7 +684,10 @@ fn at_a_terminal_the_user_trusts_the_publisher_and_consents_once_per_missing_con
     // An action needing widget (present) and gadget (missing): one consent, for gadget only.
     let (gadget_wasm, gadget_manifest, _) = unpack(&setup.pack("github://acme/gadget", "0.3.1", Some(&key)));
     let gadget_hash = aileron_core::ContentHash::of_connector(&gadget_wasm, &gadget_manifest).to_string();
-    setup.forge.answer("/acme/gadget/releases/download/v0.3.1/aileron.tar.gz", Answer::Bytes(setup.pack("github://acme/gadget", "0.3.1", Some(&key))));
+    setup.forge.answer(
+        "/acme/gadget/releases/download/v0.3.1/aileron.tar.gz",
+        Answer::Bytes(setup.pack("github://acme/gadget", "0.3.1", Some(&key))),
+    );
     setup.forge.answer("/acme/.github/HEAD/keys/publisher.pub", Answer::Bytes(public_pem.into_bytes()));
     setup.ok(&["keyring", "trust", "github://acme", "--yes"]);
     let listing: Value = serde_json::from_str(&setup.ok(&["connector", "list", "--json"])).unwrap();
@@ -556,11 +705,17 @@ fn at_a_terminal_the_user_trusts_the_publisher_and_consents_once_per_missing_con
     std::fs::write(&file, text).unwrap();
     let out = setup.cli.scratch().join("both.tar.gz");
     setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
-    setup.forge.answer("/acme/widget/releases/download/actions%2Fboth%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(std::fs::read(&out).unwrap()));
+    setup.forge.answer(
+        "/acme/widget/releases/download/actions%2Fboth%2Fv1.2.0/aileron.tar.gz",
+        Answer::Bytes(std::fs::read(&out).unwrap()),
+    );
     let (code, screen) = setup.on_terminal(&["action", "add", source], "y\n");
     assert_eq!(code, 0, "{screen}");
     assert_eq!(screen.matches("[y/N]").count(), 1, "one consent, for the missing connector: {screen}");
-    assert!(screen.contains("github://acme/gadget@0.3.1") && !screen.contains("needs connector github://acme/widget"), "{screen}");
+    assert!(
+        screen.contains("github://acme/gadget@0.3.1") && !screen.contains("needs connector github://acme/widget"),
+        "{screen}"
+    );
     assert!(screen.contains("added action both"), "{screen}");
     drop(setup.runtime);
 }
@@ -595,15 +750,30 @@ fn action_add_of_a_local_package_is_verified_like_a_published_one() {
     setup.ok(&["keyring", "trust", "github://acme", "--yes"]);
     let (code, _, stderr) = setup.run(&["action", "add", signed.to_str().unwrap(), "--yes"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("needs connector github://acme/widget@1.2.0") && stderr.contains("added action fetch"), "{stderr}");
-    let installed: Value = serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
-    assert!(installed["items"][0]["payload"]["aileron.action.signature"].as_str().unwrap().starts_with("signed by github://acme"), "{installed}");
+    assert!(
+        stderr.contains("needs connector github://acme/widget@1.2.0") && stderr.contains("added action fetch"),
+        "{stderr}"
+    );
+    let installed: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
+    assert!(
+        installed["items"][0]["payload"]["aileron.action.signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("signed by github://acme"),
+        "{installed}"
+    );
 
     // Edited after signing: refused, whatever the flags.
     let (_, signature) = aileron::package::read_action_tarball(&signed, &std::fs::read(&signed).unwrap()).unwrap();
     let forged = setup.cli.scratch().join("forged.tar.gz");
-    std::fs::write(&forged, aileron::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref()).unwrap()).unwrap();
-    let (code, _, stderr) = setup.run(&["action", "add", forged.to_str().unwrap(), "--yes", "--allow-unsigned", "--force"]);
+    std::fs::write(
+        &forged,
+        aileron::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref()).unwrap(),
+    )
+    .unwrap();
+    let (code, _, stderr) =
+        setup.run(&["action", "add", forged.to_str().unwrap(), "--yes", "--allow-unsigned", "--force"]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("signature_failure"), "{stderr}");
     // The same file unsigned: the same bytes as installed, accepted with --allow-unsigned.
@@ -626,7 +796,8 @@ fn a_package_changed_after_signing_is_named_as_such_when_its_key_is_trusted() {
     let out = setup.cli.scratch().join("fetch.tar.gz");
     setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
     let (_, signature) = aileron::package::read_action_tarball(&out, &std::fs::read(&out).unwrap()).unwrap();
-    let forged = aileron::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref()).unwrap();
+    let forged =
+        aileron::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref()).unwrap();
     setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(forged));
     let (code, _, stderr) = setup.run(&["action", "add", source, "--yes"]);
     assert_eq!(code, 1, "{stderr}");
@@ -640,8 +811,13 @@ fn a_package_changed_after_signing_is_named_as_such_when_its_key_is_trusted() {
     let package = aileron::package::load_package(&signed).unwrap();
     let edited = format!("{}\n# edited after signing\n", package.manifest_text);
     let forged = setup.cli.scratch().join("widget-forged.tar.gz");
-    std::fs::write(&forged, aileron::package::pack_tarball(&package.wasm, &edited, package.signature.as_deref()).unwrap()).unwrap();
-    let (code, _, stderr) = setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--from", forged.to_str().unwrap(), "--yes"]);
+    std::fs::write(
+        &forged,
+        aileron::package::pack_tarball(&package.wasm, &edited, package.signature.as_deref()).unwrap(),
+    )
+    .unwrap();
+    let (code, _, stderr) =
+        setup.run(&["connector", "install", "github://acme/widget@1.2.0", "--from", forged.to_str().unwrap(), "--yes"]);
     assert_eq!(code, 1, "{stderr}");
     let hints: Vec<&str> = stderr.lines().filter(|l| l.starts_with("hint:")).collect();
     assert!(stderr.contains("signature_failure") && hints.len() == 1, "{stderr}");

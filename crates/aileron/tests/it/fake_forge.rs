@@ -55,10 +55,16 @@ impl FakeForge {
 
     /// The environment that points every forge base at this server.
     pub fn env(&self) -> Vec<(&'static str, String)> {
-        ["AILERON_GITHUB_BASE_URL", "AILERON_GITLAB_BASE_URL", "AILERON_GITHUB_RAW_BASE_URL", "AILERON_GITLAB_RAW_BASE_URL", "AILERON_GITHUB_API_URL"]
-            .into_iter()
-            .map(|name| (name, self.base_url()))
-            .collect()
+        [
+            "AILERON_GITHUB_BASE_URL",
+            "AILERON_GITLAB_BASE_URL",
+            "AILERON_GITHUB_RAW_BASE_URL",
+            "AILERON_GITLAB_RAW_BASE_URL",
+            "AILERON_GITHUB_API_URL",
+        ]
+        .into_iter()
+        .map(|name| (name, self.base_url()))
+        .collect()
     }
 
     pub fn answer(&self, path: &str, answer: Answer) {

@@ -127,7 +127,8 @@ async fn authorize(State(state): State<Arc<ProviderState>>, Query(query): Query<
 }
 
 fn token_error(error: &str) -> Response {
-    (StatusCode::BAD_REQUEST, Json(json!({ "error": error, "error_description": format!("fake provider: {error}") }))).into_response()
+    (StatusCode::BAD_REQUEST, Json(json!({ "error": error, "error_description": format!("fake provider: {error}") })))
+        .into_response()
 }
 
 fn issue(state: &ProviderState) -> Response {
@@ -170,7 +171,8 @@ async fn token(State(state): State<Arc<ProviderState>>, headers: HeaderMap, body
             let Some((challenge, redirect_uri)) = state.codes.lock().unwrap().remove(&get("code")) else {
                 return token_error("invalid_grant");
             };
-            let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(get("code_verifier").as_bytes()));
+            let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(Sha256::digest(get("code_verifier").as_bytes()));
             if computed != challenge || redirect_uri != get("redirect_uri") {
                 return token_error("invalid_grant");
             }
@@ -196,8 +198,10 @@ async fn token(State(state): State<Arc<ProviderState>>, headers: HeaderMap, body
 }
 
 async fn echo(State(state): State<Arc<ProviderState>>, headers: HeaderMap) -> Response {
-    let pairs: Vec<(String, String)> =
-        headers.iter().map(|(n, v)| (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect();
+    let pairs: Vec<(String, String)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
     state.api_requests.lock().unwrap().push(pairs.clone());
     let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     let api_key = headers.get("x-api-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();

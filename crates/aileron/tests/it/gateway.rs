@@ -14,9 +14,9 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use futures_util::StreamExt;
-use tower::ServiceExt as _;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
+use tower::ServiceExt as _;
 
 /// What the scripted upstream answers: status, headers, and body chunks released one at a time.
 #[derive(Clone)]
@@ -54,7 +54,11 @@ async fn upstream(script: Script) -> Upstream {
         async move {
             let (parts, body) = request.into_parts();
             let bytes = axum::body::to_bytes(body, 64 * 1024 * 1024).await.unwrap();
-            let headers = parts.headers.iter().map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect();
+            let headers = parts
+                .headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                .collect();
             let path = parts.uri.path_and_query().unwrap().to_string();
             recorded.requests.lock().unwrap().push((parts.method.to_string(), path, headers, bytes.to_vec()));
             let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
@@ -131,7 +135,12 @@ const RESPONSES_EVENTS: [&str; 3] = [
 
 /// Streams `path` through the gateway and checks each event arrives before the next is sent.
 async fn paced_golden(path: &str, events: &[&str]) {
-    let script = Script { status: 200, headers: vec![("content-type", "text/event-stream"), ("request-id", "req_golden")], chunks: sse(events), paced: true };
+    let script = Script {
+        status: 200,
+        headers: vec![("content-type", "text/event-stream"), ("request-id", "req_golden")],
+        chunks: sse(events),
+        paced: true,
+    };
     let up = upstream(script).await;
     let base = format!("http://{}", up.addr);
     let (_temp, gateway) = daemon(base.clone(), base).await;
@@ -185,7 +194,12 @@ async fn responses_streams_arrive_event_by_event_and_byte_for_byte() {
 
 /// An upstream answering `{}` as JSON, and a daemon whose gateway points both providers at it.
 async fn json_upstream_behind_a_daemon() -> (Upstream, tempfile::TempDir, String) {
-    let script = Script { status: 200, headers: vec![("content-type", "application/json")], chunks: vec![b"{}".to_vec()], paced: false };
+    let script = Script {
+        status: 200,
+        headers: vec![("content-type", "application/json")],
+        chunks: vec![b"{}".to_vec()],
+        paced: false,
+    };
     let up = upstream(script).await;
     let base = format!("http://{}", up.addr);
     let (temp, gateway) = daemon(base.clone(), base).await;
@@ -197,7 +211,12 @@ async fn json_upstream_behind_a_daemon() -> (Upstream, tempfile::TempDir, String
 /// client's to OpenAI's — routed by path alone, the Anthropic key went to the OpenAI upstream.
 #[tokio::test]
 async fn model_listings_go_to_the_provider_whose_client_asks() {
-    let script = || Script { status: 200, headers: vec![("content-type", "application/json")], chunks: vec![b"{}".to_vec()], paced: false };
+    let script = || Script {
+        status: 200,
+        headers: vec![("content-type", "application/json")],
+        chunks: vec![b"{}".to_vec()],
+        paced: false,
+    };
     let (anthropic, openai) = (upstream(script()).await, upstream(script()).await);
     let (_temp, gateway) = daemon(format!("http://{}", anthropic.addr), format!("http://{}", openai.addr)).await;
     aileron::process::install_crypto_provider();
@@ -212,13 +231,24 @@ async fn model_listings_go_to_the_provider_whose_client_asks() {
     assert_eq!(listed.status(), 200);
     let listed = client.get(format!("{gateway}/v1/models")).bearer_auth("sk-users-openai-key").send().await.unwrap();
     assert_eq!(listed.status(), 200);
-    let seen_by = |up: &Upstream| up.seen.requests.lock().unwrap().iter().map(|(_, path, headers, _)| (path.clone(), headers.clone())).collect::<Vec<_>>();
+    let seen_by = |up: &Upstream| {
+        up.seen
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, path, headers, _)| (path.clone(), headers.clone()))
+            .collect::<Vec<_>>()
+    };
     let (at_anthropic, at_openai) = (seen_by(&anthropic), seen_by(&openai));
     assert_eq!(at_anthropic.len(), 1, "{at_anthropic:?}");
     assert_eq!(at_anthropic[0].0, "/v1/models?limit=20");
     assert!(at_anthropic[0].1.iter().any(|(n, v)| n == "x-api-key" && v == "sk-ant-users-anthropic-key"));
     assert_eq!(at_openai.len(), 1, "{at_openai:?}");
-    assert!(at_openai.iter().all(|(_, headers)| !headers.iter().any(|(_, v)| v.contains("sk-ant-"))), "the Anthropic key never reaches OpenAI");
+    assert!(
+        at_openai.iter().all(|(_, headers)| !headers.iter().any(|(_, v)| v.contains("sk-ant-"))),
+        "the Anthropic key never reaches OpenAI"
+    );
 }
 
 /// The gateway is served ahead of the router, so its admission is its own: a web page that
@@ -247,7 +277,8 @@ async fn gateway_paths_refuse_foreign_hosts_and_origins_before_the_upstream() {
     ];
     let mut proxied = 0;
     for (method, path, host, origin, expected) in cases {
-        let mut request = client.request(method.parse().unwrap(), format!("{gateway}{path}")).header("host", host).body("{}");
+        let mut request =
+            client.request(method.parse().unwrap(), format!("{gateway}{path}")).header("host", host).body("{}");
         if let Some(origin) = origin {
             request = request.header("origin", origin);
         }
@@ -256,7 +287,11 @@ async fn gateway_paths_refuse_foreign_hosts_and_origins_before_the_upstream() {
         assert!(response.headers().contains_key("x-request-id"), "{method} {path}");
         // Only an admitted request reaches the upstream (`HEAD /` is the daemon's own answer).
         proxied += usize::from(expected == 200 && path != "/");
-        assert_eq!(up.seen.requests.lock().unwrap().len(), proxied, "{method} {path} with Host {host}, Origin {origin:?}");
+        assert_eq!(
+            up.seen.requests.lock().unwrap().len(),
+            proxied,
+            "{method} {path} with Host {host}, Origin {origin:?}"
+        );
     }
 }
 
@@ -335,7 +370,12 @@ async fn the_client_gets_the_upstreams_headers_including_its_request_id() {
 #[tokio::test]
 async fn upstream_errors_and_large_bodies_come_back_unchanged() {
     let error_body = br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#.to_vec();
-    let script = Script { status: 429, headers: vec![("content-type", "application/json"), ("retry-after", "7")], chunks: vec![error_body.clone()], paced: false };
+    let script = Script {
+        status: 429,
+        headers: vec![("content-type", "application/json"), ("retry-after", "7")],
+        chunks: vec![error_body.clone()],
+        paced: false,
+    };
     let up = upstream(script).await;
     let base = format!("http://{}", up.addr);
     let (_temp, gateway) = daemon(base.clone(), base).await;
@@ -347,7 +387,13 @@ async fn upstream_errors_and_large_bodies_come_back_unchanged() {
 
     let big: Vec<u8> = (0..12 * 1024 * 1024).map(|i| (i % 253) as u8).collect();
     let chunks: Vec<Vec<u8>> = big.chunks(64 * 1024).map(|c| c.to_vec()).collect();
-    let up = upstream(Script { status: 200, headers: vec![("content-type", "application/octet-stream")], chunks, paced: false }).await;
+    let up = upstream(Script {
+        status: 200,
+        headers: vec![("content-type", "application/octet-stream")],
+        chunks,
+        paced: false,
+    })
+    .await;
     let base = format!("http://{}", up.addr);
     let (_temp, gateway) = daemon(base.clone(), base).await;
     let response = reqwest::Client::new().get(format!("{gateway}/v1/models")).send().await.unwrap();
@@ -440,7 +486,12 @@ async fn a_websocket_upgrade_is_passed_through_and_bridged_byte_for_byte() {
     socket.write_all(WEBSOCKET_REQUEST.replace("HOST", host).as_bytes()).await.unwrap();
     let response = read_head(&mut socket).await.to_ascii_lowercase();
     assert!(response.starts_with("http/1.1 101"), "{response}");
-    for expected in ["upgrade: websocket", "connection: upgrade", "sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo=", "openai-version: 2020-10-01"] {
+    for expected in [
+        "upgrade: websocket",
+        "connection: upgrade",
+        "sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo=",
+        "openai-version: 2020-10-01",
+    ] {
         assert!(response.contains(expected), "`{expected}` in {response}");
     }
     let upstream_head = head.await.unwrap().to_ascii_lowercase();
@@ -500,7 +551,10 @@ async fn requests_in_flight_are_capped_with_a_provider_shaped_503() {
                     held.notified().await;
                     Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"event: message_stop\ndata: {}\n\n"))
                 });
-                axum::response::Response::builder().header("content-type", "text/event-stream").body(axum::body::Body::from_stream(stream)).unwrap()
+                axum::response::Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(axum::body::Body::from_stream(stream))
+                    .unwrap()
             }
         }),
     );
@@ -512,7 +566,11 @@ async fn requests_in_flight_are_capped_with_a_provider_shaped_503() {
         options.gateway_max_concurrent = Some(1);
     });
     let request = || {
-        http::Request::builder().method("POST").uri("/v1/messages").header("host", format!("127.0.0.1:{}", crate::support::PORT)).header("content-type", "application/json")
+        http::Request::builder()
+            .method("POST")
+            .uri("/v1/messages")
+            .header("host", format!("127.0.0.1:{}", crate::support::PORT))
+            .header("content-type", "application/json")
     };
     let first = harness.router.clone().oneshot(request().body(axum::body::Body::from("{}")).unwrap()).await.unwrap();
     assert_eq!(first.status(), http::StatusCode::OK, "the first stream is open");
@@ -564,11 +622,15 @@ async fn a_refused_request_leaves_the_connection_usable_for_the_next_one() {
     socket.set_nodelay(true).unwrap();
     let body = br#"{"model":"claude-test","max_tokens":16,"messages":[]}"#;
     for (round, path) in ["/v1/messages", "/v1/chat/completions", "/v1/responses"].iter().enumerate() {
-        let head = format!("POST {path} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
         socket.write_all(head.as_bytes()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(150)).await;
         socket.write_all(body).await.unwrap();
-        let (head, answer) = tokio::time::timeout(Duration::from_secs(10), read_response(&mut socket)).await.expect("an answer");
+        let (head, answer) =
+            tokio::time::timeout(Duration::from_secs(10), read_response(&mut socket)).await.expect("an answer");
         assert!(head.starts_with("http/1.1 423"), "round {round}: {head}");
         assert!(!head.contains("connection: close"), "round {round}: the connection stays usable: {head}");
         assert!(String::from_utf8_lossy(&answer).contains("aileron vault unlock"), "round {round}");
@@ -602,9 +664,14 @@ async fn request_bodies_stream_upstream_before_they_are_complete() {
     let head = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\ncontent-length: 2000\r\n\r\n");
     socket.write_all(head.as_bytes()).await.unwrap();
     socket.write_all(&[b'a'; 1000]).await.unwrap();
-    let (upstream_head, first) =
-        tokio::time::timeout(Duration::from_secs(10), first_part_rx).await.expect("the first half reaches the upstream before the second is sent").unwrap();
-    assert!(upstream_head.to_ascii_lowercase().contains("content-length: 2000"), "the exact length goes along: {upstream_head}");
+    let (upstream_head, first) = tokio::time::timeout(Duration::from_secs(10), first_part_rx)
+        .await
+        .expect("the first half reaches the upstream before the second is sent")
+        .unwrap();
+    assert!(
+        upstream_head.to_ascii_lowercase().contains("content-length: 2000"),
+        "the exact length goes along: {upstream_head}"
+    );
     assert_eq!(first, vec![b'a'; 1000]);
     socket.write_all(&[b'b'; 1000]).await.unwrap();
     let (head, body) = tokio::time::timeout(Duration::from_secs(10), read_response(&mut socket)).await.unwrap();
@@ -634,7 +701,9 @@ async fn request_bodies_over_the_cap_are_refused_declared_or_chunked() {
     assert_eq!(body["type"], "error", "Anthropic's error shape: {body}");
 
     let chunk = vec![b'x'; 1024 * 1024];
-    let stream = futures_util::stream::iter((0..cap / chunk.len() + 2).map(move |_| Ok::<_, std::io::Error>(Bytes::from(chunk.clone()))));
+    let stream = futures_util::stream::iter(
+        (0..cap / chunk.len() + 2).map(move |_| Ok::<_, std::io::Error>(Bytes::from(chunk.clone()))),
+    );
     let response = reqwest::Client::new()
         .post(format!("{gateway}/v1/chat/completions"))
         .body(reqwest::Body::wrap_stream(stream))
@@ -659,7 +728,8 @@ fn chat_through_a_started_daemon(
     let cli = crate::cli::Cli::new();
     let started = cli.run_with(&["daemon", "start"], env, None);
     assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
-    let info: serde_json::Value = serde_json::from_slice(&std::fs::read(cli.home.join("daemon.json")).unwrap()).unwrap();
+    let info: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cli.home.join("daemon.json")).unwrap()).unwrap();
     let url = format!("{}{path_and_query}", info["url"].as_str().unwrap());
     let answer = runtime.block_on(async move {
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
@@ -696,7 +766,11 @@ fn an_upstream_the_proxy_environment_covers_is_reached_through_the_proxy() {
                 let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
                 let marker = parts.headers.get("x-marker").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
                 recorded.lock().unwrap().push((parts.uri.to_string(), marker, body.to_vec()));
-                Response::builder().status(200).header("content-type", "application/json").body(Body::from(r#"{"via":"proxy"}"#)).unwrap()
+                Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(Body::from(r#"{"via":"proxy"}"#))
+                    .unwrap()
             }
         };
         tokio::spawn(async move { axum::serve(listener, axum::Router::new().fallback(handler)).await.unwrap() });
@@ -716,7 +790,11 @@ fn an_upstream_the_proxy_environment_covers_is_reached_through_the_proxy() {
     let seen = seen.lock().unwrap();
     assert_eq!(
         *seen,
-        vec![("http://llm.upstream.invalid/v1/chat/completions?x=1".to_string(), "through".to_string(), br#"{"model":"m"}"#.to_vec())]
+        vec![(
+            "http://llm.upstream.invalid/v1/chat/completions?x=1".to_string(),
+            "through".to_string(),
+            br#"{"model":"m"}"#.to_vec()
+        )]
     );
 }
 
@@ -768,7 +846,10 @@ fn tls_upstream() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                 recorded.lock().unwrap().push(request_line.trim_end().to_string());
                 let answer = r#"{"via":"tls"}"#;
                 let mut tls = reader.into_inner();
-                let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", answer.len());
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    answer.len()
+                );
                 let _ = tls.write_all(head.as_bytes()).and_then(|()| tls.write_all(answer.as_bytes()));
                 tls.conn.send_close_notify();
                 let _ = tls.flush();

@@ -342,16 +342,21 @@ async fn the_official_sdks_surface_the_vault_locked_message() {
     tokio::task::spawn_blocking(move || vault.init(b"gateway test passphrase")).await.unwrap().unwrap();
     state.vault.lock();
     let (python, script) = (venv_python(), script());
-    let output = tokio::task::spawn_blocking(move || std::process::Command::new(python).arg(script).arg("--errors").arg(base).output())
-        .await
-        .unwrap()
-        .expect("running sdk_clients.py");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python).arg(script).arg("--errors").arg(base).output()
+    })
+    .await
+    .unwrap()
+    .expect("running sdk_clients.py");
     assert!(output.status.success(), "sdk_clients.py failed:\n{}", String::from_utf8_lossy(&output.stderr));
     let surfaced: Value = serde_json::from_slice(&output.stdout).unwrap();
     for (call, error) in surfaced.as_object().unwrap() {
         assert_eq!(error["raised"], true, "{call}: {error}");
         assert_eq!(error["status_code"], 423, "{call}: {error}");
-        assert!(error["message"].as_str().unwrap().contains("aileron vault unlock"), "{call} surfaces the unlock command: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains("aileron vault unlock"),
+            "{call} surfaces the unlock command: {error}"
+        );
     }
     assert!(seen.lock().unwrap().is_empty(), "nothing reached the upstream while locked");
 }

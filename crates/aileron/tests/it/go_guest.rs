@@ -201,7 +201,8 @@ async fn check_echo_and_the_module_cache(harness: &Harness, hash: &str) {
 
     // A daemon restart, as far as the module is concerned: a new runtime over the same cache
     // directory, given no wasm bytes at all, so only the compiled artifact can answer.
-    let restarted = Runtime::new(RuntimeConfig { cache_dir: Some(harness.home.cache_dir()), ..RuntimeConfig::default() }).unwrap();
+    let restarted =
+        Runtime::new(RuntimeConfig { cache_dir: Some(harness.home.cache_dir()), ..RuntimeConfig::default() }).unwrap();
     let started = Instant::now();
     restarted
         .load(&ContentHash::parse(hash).unwrap(), &[], &ImportPolicy::default())
@@ -370,13 +371,18 @@ async fn a_go_built_connector_gets_its_api_key_injected_from_the_vault() {
     let created = harness.request("POST", "/v1/vault/init", Some(json!({ "passphrase": "go guest passphrase" }))).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     let connector = format!("github://aileron-tests/{CONNECTOR}");
-    let bound = harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": connector, "api_key": key }))).await;
+    let bound =
+        harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": connector, "api_key": key }))).await;
     assert_eq!(bound.status, StatusCode::CREATED, "{}", bound.body);
 
     let url = format!("{}/api/echo", upstream.base_url());
     let response = harness.run("go_authed_get", json!({ "url": url, "credential": "api_key" })).await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.body);
-    assert_eq!(response.body["result"]["output"]["status"], 200, "the upstream accepted the raw key: {}", response.body);
+    assert_eq!(
+        response.body["result"]["output"]["status"], 200,
+        "the upstream accepted the raw key: {}",
+        response.body
+    );
     let seen = upstream.state.api_requests.lock().unwrap().clone();
     let authorization = seen[0].iter().find(|(name, _)| name == "authorization").map(|(_, value)| value.as_str());
     assert_eq!(authorization, Some(key), "format = \"{{key}}\": the raw key, no Bearer prefix");

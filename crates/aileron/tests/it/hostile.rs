@@ -81,7 +81,10 @@ async fn resource_and_runtime_misbehaviour_is_contained() {
         if !key.is_empty() {
             assert_eq!(response.body["error"]["details"][key], value, "{guest}: {}", response.body);
         }
-        assert!(elapsed < Duration::from_secs(5), "{guest} stopped by its own limit, not the 30 s wall clock: {elapsed:?}");
+        assert!(
+            elapsed < Duration::from_secs(5),
+            "{guest} stopped by its own limit, not the 30 s wall clock: {elapsed:?}"
+        );
         assert_one_failure_record(&harness, &response.body).await;
         assert_unharmed(&harness).await;
     }
@@ -114,7 +117,8 @@ async fn network_escapes_are_denied_and_audited() {
     assert_eq!(upstream.recorder.count(), 0);
 
     let hash = harness.install("redirect", &guest_wasm("redirect"), &manifest("redirect", &hosts, "")).await;
-    let spec = ActionSpec { inputs: &[("url", "string", true)], ..ActionSpec::new("redirect", "redirect", &hash, "run") };
+    let spec =
+        ActionSpec { inputs: &[("url", "string", true)], ..ActionSpec::new("redirect", "redirect", &hash, "run") };
     assert_eq!(harness.add_action("redirect.md", &spec.render()).await.status, StatusCode::CREATED);
     let response = harness.run("redirect", json!({"url": format!("{}/redirect", upstream.base_url())})).await;
     assert_eq!(response.status, StatusCode::FORBIDDEN, "{}", response.body);
@@ -132,7 +136,11 @@ async fn a_host_name_that_resolves_to_a_local_address_is_refused() {
     let port = upstream.host_port().rsplit(':').next().unwrap().to_string();
     let named = format!("localhost:{port}");
     let daemon = format!("localhost:{}", crate::support::PORT);
-    harness.guest_action("http_get", &[named.clone(), daemon.clone()], "get", |spec| spec.inputs = &[("url", "string", true)]).await;
+    harness
+        .guest_action("http_get", &[named.clone(), daemon.clone()], "get", |spec| {
+            spec.inputs = &[("url", "string", true)]
+        })
+        .await;
     for target in [format!("http://{named}/echo"), format!("http://{daemon}/v1/health")] {
         let response = harness.run("http_get", json!({ "url": target })).await;
         assert_eq!(response.body["error"]["class"], "capability_denied", "{target}: {}", response.body);
@@ -166,7 +174,9 @@ async fn only_the_allowed_http_methods_leave_the_host() {
 async fn oversized_response_bodies_are_refused() {
     let upstream = FakeGithub::start().await.unwrap();
     let harness = harness_with_echo().await;
-    harness.guest_action("http_get", &[upstream.host_port()], "get", |spec| spec.inputs = &[("url", "string", true)]).await;
+    harness
+        .guest_action("http_get", &[upstream.host_port()], "get", |spec| spec.inputs = &[("url", "string", true)])
+        .await;
     let response = harness.run("http_get", json!({"url": format!("{}/big", upstream.base_url())})).await;
     assert_eq!(response.status.as_u16(), 507, "{}", response.body);
     assert_eq!(response.body["error"]["details"]["limit"], "response_body");
@@ -183,12 +193,16 @@ fn a_proxy_in_the_environment_never_carries_connector_traffic() {
     let proxy = runtime.block_on(FakeGithub::start()).unwrap();
     let cli = crate::cli::Cli::new();
     let proxy_url = proxy.base_url();
-    let env = [("HTTP_PROXY", proxy_url.as_str()), ("http_proxy", proxy_url.as_str()), ("ALL_PROXY", proxy_url.as_str())];
+    let env =
+        [("HTTP_PROXY", proxy_url.as_str()), ("http_proxy", proxy_url.as_str()), ("ALL_PROXY", proxy_url.as_str())];
     let started = cli.run_with(&["daemon", "start"], &env, None);
     assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
     // Port 1 on loopback, named literally (allowed for local fakes): nothing listens there.
     let hash = cli.install_guest("http_get", &["127.0.0.1:1".to_string()]);
-    cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], ..ActionSpec::new("fetch", "http_get", &hash, "get") });
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
     let run = cli.run_with(&["action", "run", "fetch", "--arg", "url=http://127.0.0.1:1/through-a-proxy"], &env, None);
     assert!(!run.status.success(), "nothing answers on port 1: {}", String::from_utf8_lossy(&run.stderr));
     assert!(String::from_utf8_lossy(&run.stderr).contains("network_error"), "{}", String::from_utf8_lossy(&run.stderr));

@@ -29,11 +29,17 @@ async fn every_described_route_is_served() {
         if path.ends_with("/watch") || aileron::gateway::is_gateway_path(&http::Method::HEAD, path) {
             continue; // SSE streams never end, and gateway paths go upstream; both have their own tests.
         }
-        let concrete = path.replace("{name}", "no-such-action").replace("{id}", "no-such-record").replace("{*path}", "no/such/secret");
+        let concrete = path
+            .replace("{name}", "no-such-action")
+            .replace("{id}", "no-such-record")
+            .replace("{*path}", "no/such/secret");
         let response = harness.request(method, &concrete, None).await;
         assert_ne!(response.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
         if response.status == StatusCode::NOT_FOUND {
-            assert!(response.body["error"]["code"].is_string(), "{method} {path} is routed (our 404, not the fallback)");
+            assert!(
+                response.body["error"]["code"].is_string(),
+                "{method} {path} is routed (our 404, not the fallback)"
+            );
         }
     }
 }

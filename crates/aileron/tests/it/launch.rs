@@ -35,8 +35,11 @@ async fn a_session_token_reaches_no_console_route_and_no_console_page() {
     let started = harness.request("POST", "/v1/sessions", Some(json!({"agent": "claude"}))).await;
     let token = started.body["token"].as_str().unwrap().to_string();
     let id = started.body["session_id"].as_str().unwrap().to_string();
-    let console_reads: Vec<&str> =
-        ROUTES.iter().filter(|r| r.method == "GET" && matches!(r.auth, Auth::Token(Scope::Console))).map(|r| r.path).collect();
+    let console_reads: Vec<&str> = ROUTES
+        .iter()
+        .filter(|r| r.method == "GET" && matches!(r.auth, Auth::Token(Scope::Console)))
+        .map(|r| r.path)
+        .collect();
     assert!(console_reads.len() >= 8, "{console_reads:?}");
     for path in console_reads {
         let path = path.replace("{id}", &id).replace("{name}", "x");
@@ -52,7 +55,11 @@ async fn a_session_token_reaches_no_console_route_and_no_console_page() {
         ("DELETE", "/v1/bindings/x".to_string(), json!({})),
         ("POST", format!("/v1/sessions/{id}/end"), json!({})),
     ] {
-        assert_eq!(as_token(&harness, &token, method, &path, Some(body)).await, StatusCode::FORBIDDEN, "{method} {path}");
+        assert_eq!(
+            as_token(&harness, &token, method, &path, Some(body)).await,
+            StatusCode::FORBIDDEN,
+            "{method} {path}"
+        );
     }
     assert_eq!(harness.request("GET", &format!("/v1/sessions/{id}"), None).await.body["status"], "active");
     let pages: Vec<&str> = ROUTES.iter().filter(|r| matches!(r.auth, Auth::PageCookie)).map(|r| r.path).collect();
@@ -272,7 +279,10 @@ fn config_writers_insert_only_our_entry_and_a_second_run_changes_nothing() {
         let inserted = inserted_block(&original, &edit.after);
         assert!(inserted.iter().any(|line| line.trim() == entry_line.trim()), "{agent:?}: {inserted:#?}");
         for expected in ["/opt/aileron/bin/aileron-mcp", token_reference] {
-            assert!(inserted.iter().any(|line| line.contains(expected)), "{agent:?} entry lacks {expected}: {inserted:#?}");
+            assert!(
+                inserted.iter().any(|line| line.contains(expected)),
+                "{agent:?} entry lacks {expected}: {inserted:#?}"
+            );
         }
         for secret in ["token-one", "ses-0123456789abcdef", "http://127.0.0.1:41234"] {
             assert!(!edit.after.contains(secret), "{agent:?}: the user's file never holds {secret}: {inserted:#?}");
@@ -287,7 +297,11 @@ fn config_writers_insert_only_our_entry_and_a_second_run_changes_nothing() {
         let next = plan(agent, &next_wiring, &env, &[]).unwrap();
         let again = next.edits.iter().find(|e| e.path == path).unwrap();
         assert!(!again.changes_anything(), "{agent:?}: a second launch changes nothing");
-        assert_eq!(std::fs::read_to_string(edit.backup_path()).unwrap(), original, "{agent:?}: the backup is made once");
+        assert_eq!(
+            std::fs::read_to_string(edit.backup_path()).unwrap(),
+            original,
+            "{agent:?}: the backup is made once"
+        );
     }
 }
 
@@ -301,8 +315,16 @@ fn pi_gets_a_one_run_extension_that_points_its_providers_at_the_gateway() {
     let plan = plan(Agent::Pi, &wiring("token-one"), &env, &[std::ffi::OsString::from("-p"), "hello".into()]).unwrap();
     let extension = plan.edits.iter().find(|e| e.temporary).expect("a temporary extension file");
     assert!(extension.path.starts_with(&env.launch_dir), "{}", extension.path.display());
-    assert!(extension.after.contains(r#"pi.registerProvider("anthropic", { baseUrl: "http://127.0.0.1:41234" });"#), "{}", extension.after);
-    assert!(extension.after.contains(r#"pi.registerProvider("openai", { baseUrl: "http://127.0.0.1:41234/v1" });"#), "{}", extension.after);
+    assert!(
+        extension.after.contains(r#"pi.registerProvider("anthropic", { baseUrl: "http://127.0.0.1:41234" });"#),
+        "{}",
+        extension.after
+    );
+    assert!(
+        extension.after.contains(r#"pi.registerProvider("openai", { baseUrl: "http://127.0.0.1:41234/v1" });"#),
+        "{}",
+        extension.after
+    );
     assert!(!extension.after.contains("token-one"), "no token in the extension");
     let args: Vec<String> = plan.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     assert_eq!(args, ["-e", extension.path.to_str().unwrap(), "-p", "hello"]);
@@ -318,7 +340,10 @@ fn claude_gets_a_temporary_mcp_config_and_the_gateway_base_url() {
     assert!(edit.temporary && edit.before.is_none());
     let config: Value = serde_json::from_str(&edit.after).unwrap();
     // No `env`: the server inherits Claude Code's environment, where the session's wiring is.
-    assert_eq!(config, json!({"mcpServers": {"aileron": {"type": "stdio", "command": "/opt/aileron/bin/aileron-mcp", "args": []}}}));
+    assert_eq!(
+        config,
+        json!({"mcpServers": {"aileron": {"type": "stdio", "command": "/opt/aileron/bin/aileron-mcp", "args": []}}})
+    );
     let expected_args: Vec<OsString> = vec!["-p".into(), "hi".into(), "--mcp-config".into(), edit.path.clone().into()];
     assert_eq!(plan.args, expected_args);
     let env: Vec<(&str, &str)> = plan.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -398,7 +423,8 @@ impl LaunchRig {
     /// [`LaunchRig::run`] with `extra_dir` on PATH after the rig's own `bin` (the agent then finds
     /// `aileron` there, as it would on a user's machine).
     fn run_with_path(&self, args: &[&str], extra_env: &[(&str, &std::ffi::OsStr)], extra_dir: &Path) -> Output {
-        let path = format!("{}:{}:{}", self.bin().display(), extra_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let path =
+            format!("{}:{}:{}", self.bin().display(), extra_dir.display(), std::env::var("PATH").unwrap_or_default());
         let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
         command
             .args(args)
@@ -491,7 +517,11 @@ fn a_launched_agent_gets_its_wiring_and_its_exit_code_ends_the_session() {
     assert_eq!(server["command"].as_str(), Some(mcp.to_str().unwrap()));
     assert!(server.get("env").is_none(), "no value in the user's file: {config}");
     let agent_env = |name: &str| {
-        report.lines().find_map(|line| line.strip_prefix(&format!("{name}="))).unwrap_or_else(|| panic!("{name} in\n{report}")).to_string()
+        report
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} in\n{report}"))
+            .to_string()
     };
     assert_eq!(agent_env("AILERON_URL"), url);
     let token = agent_env("AILERON_TOKEN");
@@ -534,7 +564,10 @@ fn claude_is_started_with_a_session_mcp_config_that_is_removed_afterwards() {
     let url = daemon["url"].as_str().unwrap();
     let args_line = report.lines().next().unwrap();
     let config_path = args_line.strip_prefix("args: -p hello --mcp-config ").unwrap_or_else(|| panic!("{report}"));
-    assert!(!config_path.starts_with(rig.aileron_home().to_str().unwrap()), "outside the home the agent cannot see: {config_path}");
+    assert!(
+        !config_path.starts_with(rig.aileron_home().to_str().unwrap()),
+        "outside the home the agent cannot see: {config_path}"
+    );
     assert!(!Path::new(config_path).exists(), "the session's config file is removed when the agent exits");
     assert!(report.contains(&format!("ANTHROPIC_BASE_URL={url}\n")), "{report}");
     assert!(report.contains(&format!("AILERON_URL={url}\n")), "the wiring is in the agent's environment: {report}");
@@ -844,7 +877,8 @@ mod real_agents {
         if path != "/v1/responses" {
             return None;
         }
-        let tools: Vec<&str> = body["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+        let tools: Vec<&str> =
+            body["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
         let inputs = body["input"].as_array().cloned().unwrap_or_default();
         let output = inputs.iter().rev().find(|item| item["type"] == "function_call_output");
         let (item, deltas): (Value, Vec<(&str, Value)>) = match (output, tools.contains(&"aileron_count_things")) {
@@ -853,7 +887,10 @@ mod real_agents {
                 (
                     json!({"type": "function_call", "id": "fc_fake", "call_id": "call_fake", "name": "aileron_count_things",
                         "arguments": arguments, "status": "completed"}),
-                    vec![("response.function_call_arguments.delta", json!({"item_id": "fc_fake", "output_index": 0, "delta": arguments}))],
+                    vec![(
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": "fc_fake", "output_index": 0, "delta": arguments}),
+                    )],
                 )
             }
             (output, _) => {
@@ -865,8 +902,10 @@ mod real_agents {
                 (
                     json!({"type": "message", "id": "msg_fake", "role": "assistant", "status": "completed",
                         "content": [{"type": "output_text", "text": text, "annotations": []}]}),
-                    vec![("response.output_text.delta",
-                        json!({"item_id": "msg_fake", "output_index": 0, "content_index": 0, "delta": text}))],
+                    vec![(
+                        "response.output_text.delta",
+                        json!({"item_id": "msg_fake", "output_index": 0, "content_index": 0, "delta": text}),
+                    )],
                 )
             }
         };
@@ -892,7 +931,17 @@ mod real_agents {
             install_action(&rig);
             let path = with_path(&bin);
             let launched = rig.run(
-                &["launch", "opencode", "--", "run", "--format", "json", "--model", "openai/gpt-4o", "Count to seven with Aileron."],
+                &[
+                    "launch",
+                    "opencode",
+                    "--",
+                    "run",
+                    "--format",
+                    "json",
+                    "--model",
+                    "openai/gpt-4o",
+                    "Count to seven with Aileron.",
+                ],
                 &[
                     ("PATH", Path::new(&path)),
                     ("OPENAI_API_KEY", Path::new("sk-fake")),
@@ -906,15 +955,20 @@ mod real_agents {
         })
         .await
         .unwrap();
-        let events: Vec<Value> =
-            String::from_utf8_lossy(&launched.stdout).lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
+        let events: Vec<Value> = String::from_utf8_lossy(&launched.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
         let call = events
             .iter()
             .find(|e| e["type"] == "tool_use" && e["part"]["tool"] == "aileron_count_things")
-            .unwrap_or_else(|| panic!("no aileron tool call in {events:#?}\n{}", String::from_utf8_lossy(&launched.stderr)));
+            .unwrap_or_else(|| {
+                panic!("no aileron tool call in {events:#?}\n{}", String::from_utf8_lossy(&launched.stderr))
+            });
         assert_eq!(call["part"]["state"]["status"], "completed", "{call}");
         assert!(call["part"]["state"]["output"].as_str().unwrap_or_default().contains(r#""count":7"#), "{call}");
-        let answer: String = events.iter().filter(|e| e["type"] == "text").filter_map(|e| e["part"]["text"].as_str()).collect();
+        let answer: String =
+            events.iter().filter(|e| e["type"] == "text").filter_map(|e| e["part"]["text"].as_str()).collect();
         assert!(answer.contains("The action answered: "), "{answer}\n{events:#?}");
         let offered = requests.lock().unwrap().iter().any(|body| {
             body["tools"].as_array().is_some_and(|tools| tools.iter().any(|t| t["name"] == "aileron_count_things"))
@@ -982,18 +1036,31 @@ mod real_agents {
     /// An Anthropic Messages stream that says `text`.
     fn anthropic_text_stream(text: &str) -> String {
         let events = [
-            ("message_start", json!({"type": "message_start", "message": {"id": "msg_pi", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}})),
-            ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-            ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
+            (
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_pi", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            ),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            ),
             ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-            ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 5}})),
+            (
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+            ),
             ("message_stop", json!({"type": "message_stop"})),
         ];
         events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
     }
 
     fn pi_answer(path: &str, _body: &Value) -> Option<(&'static str, String)> {
-        (path == "/v1/messages").then(|| ("text/event-stream", anthropic_text_stream("Hello through the Aileron gateway.")))
+        (path == "/v1/messages")
+            .then(|| ("text/event-stream", anthropic_text_stream("Hello through the Aileron gateway.")))
     }
 
     /// Real Pi, launched by `aileron launch pi`: its Anthropic traffic reaches the scripted model
@@ -1010,17 +1077,35 @@ mod real_agents {
             assert!(status.status.success(), "{}", text(&status));
             let path = with_path(&bin);
             let launched = rig.run(
-                &["launch", "pi", "--", "-p", "Say hello.", "--provider", "anthropic", "--model", "claude-sonnet-4-5", "--offline", "--no-session"],
+                &[
+                    "launch",
+                    "pi",
+                    "--",
+                    "-p",
+                    "Say hello.",
+                    "--provider",
+                    "anthropic",
+                    "--model",
+                    "claude-sonnet-4-5",
+                    "--offline",
+                    "--no-session",
+                ],
                 &[("PATH", Path::new(&path)), ("ANTHROPIC_API_KEY", Path::new("sk-ant-fake"))],
             );
-            let leftovers: Vec<_> = std::fs::read_dir(rig.aileron_home().join("launch")).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+            let leftovers: Vec<_> = std::fs::read_dir(rig.aileron_home().join("launch"))
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
             (launched, leftovers)
         })
         .await
         .unwrap();
         let (launched, leftovers) = launched;
         assert_eq!(launched.status.code(), Some(0), "{}", text(&launched));
-        assert!(String::from_utf8_lossy(&launched.stdout).contains("Hello through the Aileron gateway."), "{}", text(&launched));
+        assert!(
+            String::from_utf8_lossy(&launched.stdout).contains("Hello through the Aileron gateway."),
+            "{}",
+            text(&launched)
+        );
         assert!(!requests.lock().unwrap().is_empty(), "the model was reached, and only the gateway knows its address");
         assert!(leftovers.is_empty(), "the one-run extension is removed: {leftovers:?}");
     }
@@ -1035,14 +1120,20 @@ fn install_attack_targets(rig: &LaunchRig, upstream: &str) {
         std::fs::write(package.join("connector.wasm"), crate::support::guest_wasm(name)).unwrap();
         std::fs::write(package.join("manifest.toml"), crate::support::manifest(name, hosts, "")).unwrap();
         let reference = format!("github://aileron-tests/{name}@1.0.0");
-        let installed = rig.run(&["connector", "install", "--from", package.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"], &[]);
+        let installed = rig.run(
+            &["connector", "install", "--from", package.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"],
+            &[],
+        );
         assert!(installed.status.success(), "{}", text(&installed));
         String::from_utf8_lossy(&installed.stdout).trim().to_string()
     };
     let echo = install("echo", &[]);
     let http_get = install("http_get", &[upstream.to_string()]);
     let specs = [
-        crate::support::ActionSpec { inputs: &[("count", "integer", true)], ..crate::support::ActionSpec::new("count-things", "echo", &echo, "echo") },
+        crate::support::ActionSpec {
+            inputs: &[("count", "integer", true)],
+            ..crate::support::ActionSpec::new("count-things", "echo", &echo, "echo")
+        },
         crate::support::ActionSpec {
             inputs: &[("url", "string", true)],
             approval: true,
@@ -1073,7 +1164,8 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
     assert!(started.status.success(), "{}", text(&started));
     install_attack_targets(&rig, &upstream.host_port());
     let daemon = rig.daemon().unwrap();
-    let (url, admin_token) = (daemon["url"].as_str().unwrap().to_string(), daemon["token"].as_str().unwrap().to_string());
+    let (url, admin_token) =
+        (daemon["url"].as_str().unwrap().to_string(), daemon["token"].as_str().unwrap().to_string());
     // Another agent's live session, and a token file planted where an old launcher kept them.
     aileron::process::install_crypto_provider();
     let client = reqwest::blocking::Client::new();
@@ -1128,16 +1220,27 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
     let visible = report["visible_processes"]["value"].as_array().unwrap();
     assert!(visible.iter().all(|pid| pid.as_u64().unwrap() < 100), "only the agent's own tree is visible: {visible:?}");
     assert_ne!(report["cli_approve"]["value"]["code"], 0, "{:#}", report["cli_approve"]);
-    for (name, expected) in [("decide_forged_actor", 403), ("login_ticket", 403), ("install_connector", 403), ("install_action", 403)] {
+    for (name, expected) in
+        [("decide_forged_actor", 403), ("login_ticket", 403), ("install_connector", 403), ("install_action", 403)]
+    {
         assert_eq!(report[name]["status"], expected, "{name}: {:#}", report[name]);
     }
     assert_ne!(report["umount_home"]["value"]["code"], 0, "{:#}", report["umount_home"]);
     assert_ne!(report["nested_umount_home"]["value"]["code"], 0, "{:#}", report["nested_umount_home"]);
     assert!(report["tiocsti"]["value"].as_str().unwrap_or_default().starts_with("refused"), "{:#}", report["tiocsti"]);
-    assert!(!report_text.contains(&admin_token) && !report_text.contains(&other_token), "no token leaked into what it saw");
+    assert!(
+        !report_text.contains(&admin_token) && !report_text.contains(&other_token),
+        "no token leaked into what it saw"
+    );
 
     // Nothing was decided; the attempts are on record as the agent's.
-    let status: Value = client.get(format!("{url}/v1/action-approvals/{id}/result")).bearer_auth(&admin_token).send().unwrap().json().unwrap();
+    let status: Value = client
+        .get(format!("{url}/v1/action-approvals/{id}/result"))
+        .bearer_auth(&admin_token)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
     assert_eq!(status["status"], "pending_approval", "{status}");
     assert_eq!(upstream.recorder.count(), 0, "the gated call never ran");
     let audit = |event_type: &str| -> Vec<Value> {

@@ -107,7 +107,11 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
     let started = cli.run_with(&["daemon", "start"], &daemon_env, None);
     assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
     let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test\"\nheader = \"X-Api-Key\"\nformat = \"Token {key}\"\n";
-    let hash = cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[provider.host_port()], credential));
+    let hash = cli.install_package(
+        "http_get",
+        &guest_wasm("http_get"),
+        &manifest("http_get", &[provider.host_port()], credential),
+    );
     cli.add_action(&ActionSpec {
         capabilities: &["get", "api_key"],
         inputs: &[("url", "string", true), ("credential", "string", false), ("memory_window", "object", false)],
@@ -122,7 +126,8 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
         outputs.push(output.stdout.clone());
         outputs.push(output.stderr.clone());
     };
-    let setup = cli.run_with(&["binding", "setup", CONNECTOR, "--from-env", "KEY"], &[("KEY", secrets[0].as_str())], None);
+    let setup =
+        cli.run_with(&["binding", "setup", CONNECTOR, "--from-env", "KEY"], &[("KEY", secrets[0].as_str())], None);
     assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
     record(&setup);
     let binding = "api_key/github:aileron-tests:http_get/default";
@@ -148,14 +153,26 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
     let url = format!("{}/api/echo", provider.base_url());
     let encoded_binding = binding.replace('/', "%2F");
     for (i, secret) in secrets.iter().enumerate() {
-        let stored = call(reqwest::Method::POST, "/v1/secrets", Some(json!({ "path": format!("planted/s{i:04}"), "value": secret })));
+        let stored = call(
+            reqwest::Method::POST,
+            "/v1/secrets",
+            Some(json!({ "path": format!("planted/s{i:04}"), "value": secret })),
+        );
         assert_eq!(stored["path"], format!("planted/s{i:04}"), "{stored}");
         if i > 0 {
-            let rebound = call(reqwest::Method::POST, &format!("/v1/bindings/{encoded_binding}/rebind"), Some(json!({ "api_key": secret })));
+            let rebound = call(
+                reqwest::Method::POST,
+                &format!("/v1/bindings/{encoded_binding}/rebind"),
+                Some(json!({ "api_key": secret })),
+            );
             assert_eq!(rebound["name"], binding, "{rebound}");
         }
         *provider.state.api_key.lock().unwrap() = Some(format!("Token {secret}"));
-        let ran = call(reqwest::Method::POST, "/v1/actions/fetch/run", Some(json!({ "args": { "url": url, "credential": "api_key" } })));
+        let ran = call(
+            reqwest::Method::POST,
+            "/v1/actions/fetch/run",
+            Some(json!({ "args": { "url": url, "credential": "api_key" } })),
+        );
         assert_eq!(ran["result"]["output"]["status"], 200, "secret {i} was accepted upstream: {ran}");
     }
     let upstream_saw: HashSet<String> = provider
@@ -171,7 +188,11 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
     assert_eq!(upstream_saw.len(), secrets_count, "the upstream received every one of the secrets");
 
     // The connector's whole memory, window by window, each read right after an injected call.
-    let sized = call(reqwest::Method::POST, "/v1/actions/fetch/run", Some(json!({ "args": { "url": url, "credential": "api_key", "memory_window": { "offset": 0, "len": 0 } } })));
+    let sized = call(
+        reqwest::Method::POST,
+        "/v1/actions/fetch/run",
+        Some(json!({ "args": { "url": url, "credential": "api_key", "memory_window": { "offset": 0, "len": 0 } } })),
+    );
     let memory_size = sized["result"]["output"]["memory_size"].as_u64().unwrap() as usize;
     assert!(memory_size >= 65536, "{sized}");
     let mut guest_memory = Vec::with_capacity(memory_size);
@@ -180,18 +201,38 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
         let window = call(
             reqwest::Method::POST,
             "/v1/actions/fetch/run",
-            Some(json!({ "args": { "url": url, "credential": "api_key", "memory_window": { "offset": offset, "len": WINDOW } } })),
+            Some(
+                json!({ "args": { "url": url, "credential": "api_key", "memory_window": { "offset": offset, "len": WINDOW } } }),
+            ),
         );
-        let hex = window["result"]["output"]["memory_hex"].as_str().unwrap_or_else(|| panic!("window at {offset}: {window}"));
+        let hex =
+            window["result"]["output"]["memory_hex"].as_str().unwrap_or_else(|| panic!("window at {offset}: {window}"));
         guest_memory.extend((0..hex.len()).step_by(2).map(|at| u8::from_str_radix(&hex[at..at + 2], 16).unwrap()));
     }
     assert!(guest_memory.len() >= memory_size, "all {memory_size} bytes of guest memory were read");
 
     // Refusals and errors, which quote what they refuse.
-    call(reqwest::Method::POST, "/v1/actions/fetch/run", Some(json!({ "args": { "url": "http://undeclared.example/", "credential": "api_key" } })));
-    call(reqwest::Method::POST, "/v1/actions/fetch/run", Some(json!({ "args": { "url": url, "credential": "oauth2" } })));
+    call(
+        reqwest::Method::POST,
+        "/v1/actions/fetch/run",
+        Some(json!({ "args": { "url": "http://undeclared.example/", "credential": "api_key" } })),
+    );
+    call(
+        reqwest::Method::POST,
+        "/v1/actions/fetch/run",
+        Some(json!({ "args": { "url": url, "credential": "oauth2" } })),
+    );
     call(reqwest::Method::POST, "/v1/vault/unlock", Some(json!({ "passphrase": "not it" })));
-    for path in ["/v1/status", "/v1/vault/status", "/v1/secrets", "/v1/bindings", &format!("/v1/bindings/{encoded_binding}"), "/v1/audit?limit=10000", "/v1/connectors", "/v1/actions"] {
+    for path in [
+        "/v1/status",
+        "/v1/vault/status",
+        "/v1/secrets",
+        "/v1/bindings",
+        &format!("/v1/bindings/{encoded_binding}"),
+        "/v1/audit?limit=10000",
+        "/v1/connectors",
+        "/v1/actions",
+    ] {
         call(reqwest::Method::GET, path, None);
     }
 
@@ -199,7 +240,10 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
     let mut session = StdioSession::spawn(&[("AILERON_HOME", cli.home.to_str().unwrap())]);
     session.initialize("2025-06-18");
     let mut mcp_results = Vec::new();
-    for arguments in [json!({ "url": url, "credential": "api_key" }), json!({ "url": "http://undeclared.example/", "credential": "api_key" })] {
+    for arguments in [
+        json!({ "url": url, "credential": "api_key" }),
+        json!({ "url": "http://undeclared.example/", "credential": "api_key" }),
+    ] {
         mcp_results.push(session.call("fetch", arguments).to_string().into_bytes());
     }
     let (_, mcp_stderr) = session.close();
@@ -221,7 +265,10 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
     // The search.
     let needles = Needles::new(&secrets);
     let passphrase = Needles {
-        forms: encodings(PASSPHRASE).into_iter().map(|(name, p)| Form { name, prefix: p.clone(), patterns: HashSet::from([p]) }).collect(),
+        forms: encodings(PASSPHRASE)
+            .into_iter()
+            .map(|(name, p)| Form { name, prefix: p.clone(), patterns: HashSet::from([p]) })
+            .collect(),
     };
     // The search itself finds each form, wherever it sits in other bytes.
     for (form, pattern) in encodings(&secrets[secrets_count / 2]).into_iter().chain(encodings(PASSPHRASE)) {
@@ -236,10 +283,12 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
     haystacks.extend(outputs.into_iter().enumerate().map(|(i, bytes)| (format!("CLI output {i}"), bytes)));
     haystacks.push(("guest memory".to_string(), guest_memory));
     let files = every_file(cli.scratch());
-    let span_files = files.iter().filter(|(path, _)| path.starts_with(traces.to_str().unwrap()) && path.ends_with(".jsonl")).count();
+    let span_files =
+        files.iter().filter(|(path, _)| path.starts_with(traces.to_str().unwrap()) && path.ends_with(".jsonl")).count();
     assert!(span_files >= 1, "the daemon wrote spans to {}", traces.display());
     assert!(files.iter().any(|(path, _)| path.ends_with("daemon.log")), "the daemon's log is searched too");
-    let searched_bytes: usize = files.iter().map(|(_, b)| b.len()).sum::<usize>() + haystacks.iter().map(|(_, b)| b.len()).sum::<usize>();
+    let searched_bytes: usize =
+        files.iter().map(|(_, b)| b.len()).sum::<usize>() + haystacks.iter().map(|(_, b)| b.len()).sum::<usize>();
     haystacks.extend(files);
     let mut leaks = Vec::new();
     for (place, bytes) in &haystacks {

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use aileron::cli::demo::{EXAMPLE_ACTIONS, EXAMPLE_WASM, example_manifest_for, render_action};
 use crate::fake_github::FakeGithub;
+use aileron::cli::demo::{EXAMPLE_ACTIONS, EXAMPLE_WASM, example_manifest_for, render_action};
 use axum::body::Body;
 use futures_util::StreamExt;
 use http::{Request, StatusCode};
@@ -21,7 +21,8 @@ async fn example_harness(upstream: &FakeGithub) -> (Harness, String) {
     std::fs::write(dir.join("connector.wasm"), EXAMPLE_WASM).unwrap();
     std::fs::write(dir.join("manifest.toml"), example_manifest_for(&upstream.host_port())).unwrap();
     let reference = "github://aileron/github-issues@0.1.0";
-    let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
+    let preview =
+        harness.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
     let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
     let installed = harness.request("POST", "/v1/connectors/install", Some(body)).await;
     let hash = installed.body["hash"].as_str().unwrap().to_string();
@@ -45,7 +46,9 @@ async fn retriable_failures_are_retried_three_times_only_for_idempotent_steps() 
     assert_eq!(upstream.recorder.count(), 4, "one call and three retries");
 
     // The same step marked not idempotent is never retried.
-    let once = text.replace("op = \"list_issues\"\n", "op = \"list_issues\"\nidempotent = false\n").replace("list-issues", "list-once");
+    let once = text
+        .replace("op = \"list_issues\"\n", "op = \"list_issues\"\nidempotent = false\n")
+        .replace("list-issues", "list-once");
     assert_eq!(harness.add_action("list-once.md", &once).await.status, StatusCode::CREATED);
     let response = harness.run("list-once", args).await;
     assert_eq!(response.body["error"]["class"], "external_api_error");
@@ -54,7 +57,9 @@ async fn retriable_failures_are_retried_three_times_only_for_idempotent_steps() 
     // A non-retriable upstream answer (404) is not retried either.
     let (file_name, template) = EXAMPLE_ACTIONS[1];
     harness.add_action(file_name, &render_action(template, &hash)).await;
-    let response = harness.run("get-issue", json!({"owner": "a", "repo": "b", "number": 99, "api_base": upstream.base_url()})).await;
+    let response = harness
+        .run("get-issue", json!({"owner": "a", "repo": "b", "number": 99, "api_base": upstream.base_url()}))
+        .await;
     assert_eq!(response.body["error"]["details"]["status"], 404, "{}", response.body);
     assert_eq!(response.body["error"]["retriable"], false);
     assert_eq!(upstream.recorder.count(), 6);
@@ -63,7 +68,8 @@ async fn retriable_failures_are_retried_three_times_only_for_idempotent_steps() 
 #[tokio::test]
 async fn watchers_see_every_change_to_the_action_set() {
     let harness = Harness::new();
-    let hash = harness.install("echo", &crate::support::guest_wasm("echo"), &crate::support::manifest("echo", &[], "")).await;
+    let hash =
+        harness.install("echo", &crate::support::guest_wasm("echo"), &crate::support::manifest("echo", &[], "")).await;
     let request = Request::builder()
         .uri("/v1/actions/watch")
         .header("host", format!("127.0.0.1:{PORT}"))
@@ -93,7 +99,10 @@ async fn watchers_see_every_change_to_the_action_set() {
 fn sigterm_finishes_in_flight_runs_before_exiting() {
     let cli = Cli::new();
     let hash = cli.install_guest("sleep", &[]);
-    cli.add_action(&ActionSpec { inputs: &[("ms", "integer", true)], ..ActionSpec::new("nap", "sleep", &hash, "sleep") });
+    cli.add_action(&ActionSpec {
+        inputs: &[("ms", "integer", true)],
+        ..ActionSpec::new("nap", "sleep", &hash, "sleep")
+    });
 
     let home = cli.home.clone();
     let in_flight = std::thread::spawn(move || {
@@ -132,7 +141,10 @@ fn a_damaged_action_state_file_stops_the_daemon_instead_of_re_enabling_actions()
         let output = cli.run(args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
-        assert!(stderr.contains("action-state.json") && stderr.contains("line 1 column"), "{args:?} names the file and the place: {stderr}");
+        assert!(
+            stderr.contains("action-state.json") && stderr.contains("line 1 column"),
+            "{args:?} names the file and the place: {stderr}"
+        );
         assert!(stderr.contains("hint: ") && stderr.contains("enables every installed action"), "{args:?}: {stderr}");
         assert!(!String::from_utf8_lossy(&output.stdout).contains("\"output\""), "{args:?} ran the disabled action");
     }
@@ -146,7 +158,11 @@ fn a_damaged_action_state_file_stops_the_daemon_instead_of_re_enabling_actions()
     std::fs::write(&state, "{\"held-back\": {\"enabled\": false}}\n").unwrap();
     let refused = cli.run(&["action", "run", "held-back"]);
     assert_eq!(refused.status.code(), Some(1), "repaired, the action is still disabled");
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("disabled"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("disabled"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 }
 
 /// The daemon's standard error is `daemon.log`; when that write fails (a full disk, here
@@ -158,7 +174,13 @@ fn the_daemon_keeps_serving_when_its_log_cannot_be_written() {
     let cli = Cli::with_echo_action("still-here");
     cli.ok(&["daemon", "stop"]);
     let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
-    let mut daemon = cli.command(&["daemon", "run"]).stdin(std::process::Stdio::null()).stdout(full.try_clone().unwrap()).stderr(full).spawn().unwrap();
+    let mut daemon = cli
+        .command(&["daemon", "run"])
+        .stdin(std::process::Stdio::null())
+        .stdout(full.try_clone().unwrap())
+        .stderr(full)
+        .spawn()
+        .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !cli.home.join("daemon.json").exists() {
         assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited at start: {:?}", daemon.try_wait());
@@ -187,7 +209,10 @@ fn runs_are_refused_before_their_steps_while_the_audit_disk_is_full() {
     let upstream = runtime.block_on(FakeGithub::start()).unwrap();
     let cli = Cli::new();
     let hash = cli.install_guest("http_get", &[upstream.host_port()]);
-    cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], ..ActionSpec::new("fetch", "http_get", &hash, "get") });
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
     cli.ok(&["daemon", "stop"]);
     let url = format!("url={}/status/200", upstream.base_url());
     let mut audit = SmallAuditDir::start(&cli, 1);
@@ -202,7 +227,8 @@ fn runs_are_refused_before_their_steps_while_the_audit_disk_is_full() {
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("audit_unavailable") && stderr.contains("nothing was executed"), "{stderr}");
     assert_eq!(upstream.recorder.count(), 1, "the refused run never reached the upstream");
-    let rejected: serde_json::Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.rejected"])).unwrap();
+    let rejected: serde_json::Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.rejected"])).unwrap();
     assert!(
         rejected["items"].as_array().unwrap().iter().any(|r| r["payload"]["aileron.action.name"] == "fetch"),
         "the refusal is on record: {rejected}"
@@ -258,7 +284,11 @@ impl SmallAuditDir {
     fn wait_for_daemon(&mut self, cli: &Cli) {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while !cli.home.join("daemon.json").exists() {
-            assert!(self.shell.try_wait().unwrap().is_none(), "the daemon exited at start: {:?}", self.shell.try_wait());
+            assert!(
+                self.shell.try_wait().unwrap().is_none(),
+                "the daemon exited at start: {:?}",
+                self.shell.try_wait()
+            );
             assert!(std::time::Instant::now() < deadline, "no daemon.json");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -286,12 +316,19 @@ impl SmallAuditDir {
     /// status and the daemon's `/v1/status` after it.
     fn post_until(&self, cli: &Cli, done: impl Fn(reqwest::StatusCode, &serde_json::Value) -> bool) {
         aileron::process::install_crypto_provider();
-        let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+        let info: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
         let (url, token) = (info["url"].as_str().unwrap(), info["token"].as_str().unwrap());
         let client = reqwest::blocking::Client::new();
         let reached = (0..5_000).any(|_| {
-            let answer = client.post(format!("{url}/v1/actions/x/run")).bearer_auth(token).json(&serde_json::json!({"args": {}})).send().unwrap();
-            let status: serde_json::Value = client.get(format!("{url}/v1/status")).bearer_auth(token).send().unwrap().json().unwrap();
+            let answer = client
+                .post(format!("{url}/v1/actions/x/run"))
+                .bearer_auth(token)
+                .json(&serde_json::json!({"args": {}}))
+                .send()
+                .unwrap();
+            let status: serde_json::Value =
+                client.get(format!("{url}/v1/status")).bearer_auth(token).send().unwrap().json().unwrap();
             done(answer.status(), &status)
         });
         assert!(reached, "the audit directory never reached the state asked for");
@@ -315,12 +352,19 @@ fn an_approval_decided_while_the_log_was_full_is_audited_before_it_runs_after_a_
     let mut audit = SmallAuditDir::start(&cli, 2);
     let pending = cli.run(&["action", "run", "gated-echo"]);
     assert_eq!(pending.status.code(), Some(75), "{}", String::from_utf8_lossy(&pending.stderr));
-    let id = serde_json::from_slice::<serde_json::Value>(&pending.stdout).unwrap()["approval_id"].as_str().unwrap().to_string();
+    let id = serde_json::from_slice::<serde_json::Value>(&pending.stdout).unwrap()["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     audit.fill(&cli);
     let approve = cli.run(&["approval", "approve", &id]);
     assert_eq!(approve.status.code(), Some(1), "{}", String::from_utf8_lossy(&approve.stderr));
-    assert!(String::from_utf8_lossy(&approve.stderr).contains("audit_unavailable"), "{}", String::from_utf8_lossy(&approve.stderr));
+    assert!(
+        String::from_utf8_lossy(&approve.stderr).contains("audit_unavailable"),
+        "{}",
+        String::from_utf8_lossy(&approve.stderr)
+    );
     audit.free();
     cli.ok(&["daemon", "stop"]);
     audit.wait_for_daemon(&cli);
@@ -334,7 +378,8 @@ fn an_approval_decided_while_the_log_was_full_is_audited_before_it_runs_after_a_
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(status.starts_with("completed"), "{status}");
-    let records: serde_json::Value = serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--limit", "1000"])).unwrap();
+    let records: serde_json::Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--limit", "1000"])).unwrap();
     let records = records["items"].as_array().unwrap();
     let of_this = |event: &str| {
         records

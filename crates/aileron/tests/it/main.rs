@@ -8,16 +8,16 @@ mod cli;
 mod crash;
 mod credentials;
 mod distribution;
+mod fake_forge;
+/// The demo's loopback GitHub stand-in, compiled in from the demo (it is not library surface).
+#[path = "../../src/cli/demo/stand_in.rs"]
+mod fake_github;
+mod fake_oauth;
 mod gateway;
 mod gateway_clients;
 mod go_guest;
 mod hostile;
 mod http_doc;
-/// The demo's loopback GitHub stand-in, compiled in from the demo (it is not library surface).
-#[path = "../../src/cli/demo/stand_in.rs"]
-mod fake_github;
-mod fake_forge;
-mod fake_oauth;
 mod launch;
 mod leaks;
 mod lifecycle;

@@ -124,12 +124,21 @@ impl Fixture {
     /// of agent `aileron-mcp`, unconfined. Its id is the audit actor of everything it did.
     fn own_session_actor(&self) -> Value {
         let started: Value =
-            serde_json::from_str(&self.cli.ok(&["audit", "list", "--json", "--event-type", "session.started"])).unwrap();
-        let own: Vec<&Value> =
-            started["items"].as_array().unwrap().iter().filter(|r| r["payload"]["aileron.session.agent"] == "aileron-mcp").collect();
+            serde_json::from_str(&self.cli.ok(&["audit", "list", "--json", "--event-type", "session.started"]))
+                .unwrap();
+        let own: Vec<&Value> = started["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["payload"]["aileron.session.agent"] == "aileron-mcp")
+            .collect();
         let record = own.first().unwrap_or_else(|| panic!("aileron-mcp opened a session of its own: {started}"));
         assert_eq!(record["payload"]["aileron.session.confinement"], "unconfined", "{record}");
-        assert_eq!(record["actor"], json!({"type": "human", "id": "local-user"}), "the daemon token's holder opened it: {record}");
+        assert_eq!(
+            record["actor"],
+            json!({"type": "human", "id": "local-user"}),
+            "the daemon token's holder opened it: {record}"
+        );
         json!({"type": "agent", "id": record["session_id"]})
     }
 }
@@ -478,8 +487,14 @@ fn check_calls(fixture: &Fixture, session: &mut impl Session) {
     let unknown = session.request("tools/call", json!({"name": "no_such_tool", "arguments": {}}));
     assert_eq!(unknown["error"]["code"], -32602, "an unknown tool is a protocol error: {unknown}");
     // A probe for tools that do not exist is on record, like any refused call.
-    let rejected: Value = serde_json::from_str(&fixture.cli.ok(&["audit", "list", "--json", "--event-type", "action.rejected"])).unwrap();
-    let probes = rejected["items"].as_array().unwrap().iter().filter(|r| r["payload"]["aileron.action.name"] == "no_such_tool").count();
+    let rejected: Value =
+        serde_json::from_str(&fixture.cli.ok(&["audit", "list", "--json", "--event-type", "action.rejected"])).unwrap();
+    let probes = rejected["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["payload"]["aileron.action.name"] == "no_such_tool")
+        .count();
     assert!(probes >= 1, "the unknown tool call is audited: {rejected}");
 }
 
@@ -601,7 +616,8 @@ fn aileron_mcp_serves_the_catalog_and_runs_calls_through_the_chokepoint() {
     fixture.check_actors(&fixture.own_session_actor(), &EVERY_AGENT_EVENT);
     let (clean, stderr) = session.close();
     assert!(clean, "{stderr}");
-    let ended: Value = serde_json::from_str(&fixture.cli.ok(&["audit", "list", "--json", "--event-type", "session.ended"])).unwrap();
+    let ended: Value =
+        serde_json::from_str(&fixture.cli.ok(&["audit", "list", "--json", "--event-type", "session.ended"])).unwrap();
     assert!(!ended["items"].as_array().unwrap().is_empty(), "its session ends with it: {ended}");
 }
 
@@ -866,7 +882,8 @@ fn calls_carry_the_token_and_traceparent_to_the_daemon_and_no_actor_claim() {
         assert_eq!(header("traceparent").as_deref(), expected, "{meta}");
         assert_eq!(header("authorization").as_deref(), Some("Bearer session-token-1"));
         // The token is the whole identity: no header names an actor or a session.
-        let claims: Vec<&str> = headers.keys().map(|name| name.as_str()).filter(|name| name.starts_with("x-aileron-")).collect();
+        let claims: Vec<&str> =
+            headers.keys().map(|name| name.as_str()).filter(|name| name.starts_with("x-aileron-")).collect();
         assert_eq!(claims, Vec::<&str>::new());
         assert_eq!(header("x-injected"), None);
     }
@@ -999,7 +1016,10 @@ fn the_python_sdk_lists_and_calls_tools_over_stdio_and_http() {
                 wait_with_deadline(output, CLIENT_DEADLINE, || format!("the Python client ({transport}/{mode})"));
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert!(output.status.success(), "{transport}/{mode}: {}\n{stderr}", output.status);
-            assert!(!stderr.contains("Session termination failed"), "{transport}/{mode}: the SDK ends its session cleanly:\n{stderr}");
+            assert!(
+                !stderr.contains("Session termination failed"),
+                "{transport}/{mode}: the SDK ends its session cleanly:\n{stderr}"
+            );
             let report: Value =
                 serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{transport}/{mode}: {e}\n{stderr}"));
             assert_eq!(report["protocol_version"], protocol, "{transport}/{mode}");
@@ -1399,11 +1419,20 @@ fn an_injected_credential_never_reaches_the_agents_tool_result() {
     *provider.state.api_key.lock().unwrap() = Some(key.to_string());
     let cli = Cli::new();
     cli.ok(&["daemon", "start"]);
-    let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test\"\nheader = \"X-Api-Key\"\nformat = \"{key}\"\n";
+    let credential =
+        "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test\"\nheader = \"X-Api-Key\"\nformat = \"{key}\"\n";
     let wasm = crate::support::guest_wasm("http_get");
-    let hash = cli.install_package("http_get", &wasm, &crate::support::manifest("http_get", &[provider.host_port()], credential));
+    let hash = cli.install_package(
+        "http_get",
+        &wasm,
+        &crate::support::manifest("http_get", &[provider.host_port()], credential),
+    );
     let inputs: &[(&str, &str, bool)] = &[("url", "string", true), ("credential", "string", false)];
-    cli.add_action(&ActionSpec { inputs, capabilities: &["get", "api_key"], ..ActionSpec::new("authed", "http_get", &hash, "get") });
+    cli.add_action(&ActionSpec {
+        inputs,
+        capabilities: &["get", "api_key"],
+        ..ActionSpec::new("authed", "http_get", &hash, "get")
+    });
     let url = format!("{}/api/echo", provider.base_url());
 
     let mut session = StdioSession::spawn(&[("AILERON_HOME", cli.home.to_str().unwrap())]);
@@ -1414,7 +1443,11 @@ fn an_injected_credential_never_reaches_the_agents_tool_result() {
 
     let passphrase = [("AILERON_VAULT_PASSPHRASE", "mcp test passphrase")];
     assert!(cli.run_with(&["vault", "init"], &passphrase, None).status.success());
-    let setup = cli.run_with(&["binding", "setup", "github://aileron-tests/http_get", "--from-env", "KEY"], &[("KEY", key)], None);
+    let setup = cli.run_with(
+        &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "KEY"],
+        &[("KEY", key)],
+        None,
+    );
     assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
     let result = session.call("authed", json!({"url": url, "credential": "api_key"}));
     assert!(!is_error(&result), "{result}");
@@ -1439,7 +1472,8 @@ async fn the_daemons_mcp_runs_tools_in_process_as_the_caller() {
 
     let harness = Harness::new();
     let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
-    let spec = ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
+    let spec =
+        ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
     assert_eq!(harness.add_action("say-hello.md", &spec.render()).await.status, StatusCode::CREATED);
     let token = harness.state.tokens.mint_session("sess-mcp", SESSION_SCOPES.to_vec(), true);
     let post = |body: Value, session: Option<&str>| {
@@ -1481,13 +1515,15 @@ async fn the_daemons_mcp_runs_tools_in_process_as_the_caller() {
     assert_eq!(result["isError"], false, "{answered}");
     assert!(result["content"][0]["text"].as_str().unwrap_or_default().contains("in-process"), "{answered}");
 
-    let executed: Vec<Value> = harness.audit().await.into_iter().filter(|r| r["event_type"] == "action.executed").collect();
+    let executed: Vec<Value> =
+        harness.audit().await.into_iter().filter(|r| r["event_type"] == "action.executed").collect();
     assert_eq!(executed.len(), 1, "one run, audited once");
     assert_eq!(executed[0]["actor"], json!({"type": "agent", "id": "sess-mcp"}), "audited as the calling session");
     assert_eq!(executed[0]["session_id"], "sess-mcp");
 
     // A token that may poll but not run never reaches a tool.
-    let poll_only = harness.state.tokens.mint_session("sess-poll", vec![aileron::principal::Scope::ApprovalsPoll], true);
+    let poll_only =
+        harness.state.tokens.mint_session("sess-poll", vec![aileron::principal::Scope::ApprovalsPoll], true);
     let refused = harness
         .send(
             Request::builder()

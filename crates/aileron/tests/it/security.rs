@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use aileron::egress::Secret;
 use crate::fake_github::FakeGithub;
+use aileron::egress::Secret;
 use http::StatusCode;
 use serde_json::json;
 
@@ -13,14 +13,15 @@ use crate::support::{ActionSpec, Harness, PlantedKey, files_containing, guest_wa
 
 const PLANTED: &str = "sk-PLANTED-7c1e9a44d2b0f35e";
 
-const API_KEY_MANIFEST: &str =
-    "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\nformat = \"Token {key}\"\n";
+const API_KEY_MANIFEST: &str = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\nformat = \"Token {key}\"\n";
 
 #[tokio::test]
 async fn a_planted_secret_reaches_the_upstream_header_and_nothing_else() {
     let upstream = FakeGithub::start().await.unwrap();
     let harness = Harness::with_credentials(Arc::new(PlantedKey(PLANTED)));
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST)).await;
+    let hash = harness
+        .install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST))
+        .await;
     let spec = ActionSpec {
         capabilities: &["get", "api_key"],
         inputs: &[("url", "string", true), ("credential", "string", false)],
@@ -28,7 +29,9 @@ async fn a_planted_secret_reaches_the_upstream_header_and_nothing_else() {
     };
     assert_eq!(harness.add_action("authed-get.md", &spec.render()).await.status, StatusCode::CREATED);
 
-    let response = harness.run("authed-get", json!({"url": format!("{}/echo", upstream.base_url()), "credential": "api_key"})).await;
+    let response = harness
+        .run("authed-get", json!({"url": format!("{}/echo", upstream.base_url()), "credential": "api_key"}))
+        .await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.body);
     let requests = upstream.recorder.requests();
     assert_eq!(requests.len(), 1);
@@ -47,7 +50,11 @@ async fn a_planted_secret_reaches_the_upstream_header_and_nothing_else() {
         assert!(!record.to_string().contains(PLANTED), "audit record leaked the secret: {record}");
     }
     harness.state.audit.flush().await;
-    assert_eq!(files_containing(harness.temp.path(), PLANTED.as_bytes()), Vec::<String>::new(), "no file holds the secret");
+    assert_eq!(
+        files_containing(harness.temp.path(), PLANTED.as_bytes()),
+        Vec::<String>::new(),
+        "no file holds the secret"
+    );
     assert!(!format!("{:?}", Secret::new(PLANTED)).contains(PLANTED), "Debug of a Secret is redacted");
 }
 
@@ -58,8 +65,13 @@ async fn credential_use_needs_the_manifest_the_action_and_a_binding() {
 
     // The action does not declare api_key: denied at the action boundary even with a secret available.
     let harness = Harness::with_credentials(Arc::new(PlantedKey(PLANTED)));
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST)).await;
-    let spec = ActionSpec { inputs: &[("url", "string", true), ("credential", "string", false)], ..ActionSpec::new("undeclared", "http_get", &hash, "get") };
+    let hash = harness
+        .install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST))
+        .await;
+    let spec = ActionSpec {
+        inputs: &[("url", "string", true), ("credential", "string", false)],
+        ..ActionSpec::new("undeclared", "http_get", &hash, "get")
+    };
     harness.add_action("undeclared.md", &spec.render()).await;
     let response = harness.run("undeclared", json!({"url": url, "credential": "api_key"})).await;
     assert_eq!(response.body["error"]["class"], "capability_denied", "{}", response.body);
@@ -72,7 +84,9 @@ async fn credential_use_needs_the_manifest_the_action_and_a_binding() {
 
     // No vault: binding_required with a hint.
     let harness = Harness::new();
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST)).await;
+    let hash = harness
+        .install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], API_KEY_MANIFEST))
+        .await;
     let spec = ActionSpec {
         capabilities: &["get", "api_key"],
         inputs: &[("url", "string", true), ("credential", "string", false)],
@@ -118,8 +132,8 @@ async fn tampered_store_bytes_never_execute() {
 /// deadline, health answers meanwhile, and a long-lived SSE response is not cut by it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
-    use aileron::daemon::connections::API_BODY_READ_TIMEOUT;
     use crate::support::{PORT, TOKEN};
+    use aileron::daemon::connections::API_BODY_READ_TIMEOUT;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     let harness = Harness::new();
@@ -136,7 +150,9 @@ async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
     let mut stalled = Vec::new();
     for _ in 0..300 {
         let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-        let request = head("POST", "/v1/actions/anything/run", "Content-Type: application/json\r\nContent-Length: 100000\r\n") + "{";
+        let request =
+            head("POST", "/v1/actions/anything/run", "Content-Type: application/json\r\nContent-Length: 100000\r\n")
+                + "{";
         stream.write_all(request.as_bytes()).await.unwrap();
         stalled.push(stream);
     }
@@ -148,7 +164,9 @@ async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
         stream.read_to_string(&mut answer).await.unwrap();
         answer
     };
-    let answer = tokio::time::timeout(std::time::Duration::from_secs(3), health).await.expect("health answers while bodies stall");
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(3), health)
+        .await
+        .expect("health answers while bodies stall");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 
     let limit = API_BODY_READ_TIMEOUT + std::time::Duration::from_secs(5);
@@ -191,14 +209,17 @@ async fn a_short_injected_secret_echoed_by_the_upstream_is_redacted_everywhere()
     let upstream = crate::fake_oauth::FakeOAuth::start().await;
     *upstream.state.api_key.lock().unwrap() = Some(SHORT.to_string());
     let traces = tempfile::tempdir().unwrap();
-    let telemetry = Telemetry::build(&TelemetryConfig::enabled("file", Some(traces.path().to_path_buf()))).expect("telemetry");
+    let telemetry =
+        Telemetry::build(&TelemetryConfig::enabled("file", Some(traces.path().to_path_buf()))).expect("telemetry");
     let traced = telemetry.clone();
     let harness = Harness::with_options(move |options| {
         options.credentials = Some(Arc::new(PlantedKey(SHORT)));
         options.telemetry = traced;
     });
     let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\nformat = \"{key}\"\n";
-    let hash = harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], credential)).await;
+    let hash = harness
+        .install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], credential))
+        .await;
     let spec = ActionSpec {
         capabilities: &["get", "api_key"],
         inputs: &[("url", "string", true), ("credential", "string", false)],
@@ -206,10 +227,15 @@ async fn a_short_injected_secret_echoed_by_the_upstream_is_redacted_everywhere()
     };
     assert_eq!(harness.add_action("short-key.md", &spec.render()).await.status, StatusCode::CREATED);
 
-    let response = harness.run("short-key", json!({"url": format!("{}/api/echo", upstream.base_url()), "credential": "api_key"})).await;
+    let response = harness
+        .run("short-key", json!({"url": format!("{}/api/echo", upstream.base_url()), "credential": "api_key"}))
+        .await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.body);
     let sent = upstream.state.api_requests.lock().unwrap().clone();
-    assert!(sent[0].iter().any(|(name, value)| name == "x-api-key" && value == SHORT), "the short key was injected: {sent:?}");
+    assert!(
+        sent[0].iter().any(|(name, value)| name == "x-api-key" && value == SHORT),
+        "the short key was injected: {sent:?}"
+    );
     let output = response.body.to_string();
     assert!(output.contains("[REDACTED]"), "the upstream echoed the key: {output}");
     assert!(!output.contains(SHORT), "the echo reached the guest in clear: {output}");
@@ -224,15 +250,19 @@ async fn a_short_injected_secret_echoed_by_the_upstream_is_redacted_everywhere()
     }
 
     // Binding a key that short is refused, saying why.
-    let init = harness.request("POST", "/v1/vault/init", Some(json!({"passphrase": "short-key test passphrase"}))).await;
+    let init =
+        harness.request("POST", "/v1/vault/init", Some(json!({"passphrase": "short-key test passphrase"}))).await;
     assert_eq!(init.status, StatusCode::CREATED, "{}", init.body);
     let connector = "github://aileron-tests/http_get";
-    let refused = harness.request("POST", "/v1/bindings/setup", Some(json!({"connector": connector, "api_key": SHORT}))).await;
+    let refused =
+        harness.request("POST", "/v1/bindings/setup", Some(json!({"connector": connector, "api_key": SHORT}))).await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
     let message = refused.body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("7 bytes long") && message.contains("shorter than 8 bytes"), "{}", refused.body);
     assert!(!refused.body.to_string().contains(SHORT), "the refusal does not repeat the key");
-    let eight = harness.request("POST", "/v1/bindings/setup", Some(json!({"connector": connector, "api_key": "q7Zk2Wx8"}))).await;
+    let eight = harness
+        .request("POST", "/v1/bindings/setup", Some(json!({"connector": connector, "api_key": "q7Zk2Wx8"})))
+        .await;
     assert_eq!(eight.status, StatusCode::CREATED, "{}", eight.body);
 }
 

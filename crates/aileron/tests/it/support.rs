@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use aileron::daemon::{AppState, StateOptions, app};
 use aileron::bindings::{BindingInfo, CredentialSource, Injection, ResolvedCredential, Secret, TokenRefresher};
-use aileron_core::manifest::CredentialKind;
-use aileron_core::Failure;
+use aileron::daemon::{AppState, StateOptions, app};
 use aileron::home::Home;
+use aileron_core::Failure;
+use aileron_core::manifest::CredentialKind;
 use axum::body::Body;
 use http::{HeaderMap, Request, StatusCode};
 use serde_json::{Value, json};
@@ -20,13 +20,15 @@ pub const TOKEN: &str = "test-admin-token-0123456789abcdef";
 
 pub fn guest_wasm(name: &str) -> Vec<u8> {
     let path = std::path::Path::new(env!("AILERON_GUESTS_DIR")).join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("reading guest {}: {e} (build.rs builds connectors/)", path.display()))
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("reading guest {}: {e} (build.rs builds connectors/)", path.display()))
 }
 
 /// A manifest for a test connector `github://aileron-tests/<name>`.
 pub fn manifest(name: &str, hosts: &[String], extra: &str) -> String {
     let hosts = hosts.iter().map(|h| format!("\"{h}\"")).collect::<Vec<_>>().join(", ");
-    let network = if hosts.is_empty() { String::new() } else { format!("\n[capabilities.network]\nhosts = [{hosts}]\n") };
+    let network =
+        if hosts.is_empty() { String::new() } else { format!("\n[capabilities.network]\nhosts = [{hosts}]\n") };
     format!("[connector]\nname = \"github://aileron-tests/{name}\"\nversion = \"1.0.0\"\n{network}{extra}")
 }
 
@@ -147,7 +149,11 @@ impl Harness {
         let status = response.status();
         let headers = response.headers().clone();
         let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024 * 1024).await.expect("body");
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned())) };
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
         TestResponse { status, headers, body }
     }
 
@@ -163,7 +169,8 @@ impl Harness {
         std::fs::write(dir.join("connector.wasm"), wasm).unwrap();
         std::fs::write(dir.join("manifest.toml"), manifest).unwrap();
         let reference = format!("github://aileron-tests/{name}@1.0.0");
-        let preview = self.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
+        let preview =
+            self.request("POST", "/v1/connectors/preview", Some(json!({"source": dir, "reference": reference}))).await;
         assert_eq!(preview.status, StatusCode::OK, "preview: {}", preview.body);
         let body = json!({"source": dir, "reference": reference, "expected_hash": preview.body["hash"], "consent": "flag", "allow_unsigned": true});
         let installed = self.request("POST", "/v1/connectors/install", Some(body)).await;
@@ -172,7 +179,13 @@ impl Harness {
     }
 
     /// Installs a guest under its own name with the given manifest extras and one action for `op`.
-    pub async fn guest_action(&self, guest: &str, hosts: &[String], op: &str, tweak: impl FnOnce(&mut ActionSpec)) -> String {
+    pub async fn guest_action(
+        &self,
+        guest: &str,
+        hosts: &[String],
+        op: &str,
+        tweak: impl FnOnce(&mut ActionSpec),
+    ) -> String {
         let hash = self.install(guest, &guest_wasm(guest), &manifest(guest, hosts, "")).await;
         let mut spec = ActionSpec::new(guest, guest, &hash, op);
         tweak(&mut spec);
@@ -189,7 +202,12 @@ impl Harness {
     /// [`Harness::add_action`] replacing a different installed action of the same name
     /// (`force`, as `aileron action add --force` sends).
     pub async fn replace_action(&self, file_name: &str, content: &str) -> TestResponse {
-        self.request("POST", "/v1/actions/install", Some(json!({"file_name": file_name, "content": content, "force": true}))).await
+        self.request(
+            "POST",
+            "/v1/actions/install",
+            Some(json!({"file_name": file_name, "content": content, "force": true})),
+        )
+        .await
     }
 
     /// Signs in to the web console as `aileron open` does (a one-time ticket, then its login
@@ -197,7 +215,8 @@ impl Harness {
     pub async fn console_cookie(&self) -> String {
         let ticket = self.request("POST", "/v1/web/login-tickets", Some(json!({}))).await;
         let login = format!("/approvals/login?ticket={}", ticket.body["ticket"].as_str().unwrap());
-        let signed_in = self.send(Request::builder().uri(&login).header("host", format!("127.0.0.1:{PORT}")), None).await;
+        let signed_in =
+            self.send(Request::builder().uri(&login).header("host", format!("127.0.0.1:{PORT}")), None).await;
         signed_in.headers["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
     }
 
@@ -238,7 +257,11 @@ impl CredentialSource for PlantedKey {
 
 /// Every file under `root` whose bytes contain `needle` (where a secret must never be).
 pub fn files_containing(root: &std::path::Path, needle: &[u8]) -> Vec<String> {
-    every_file(root).into_iter().filter(|(_, bytes)| bytes.windows(needle.len()).any(|w| w == needle)).map(|(path, _)| path).collect()
+    every_file(root)
+        .into_iter()
+        .filter(|(_, bytes)| bytes.windows(needle.len()).any(|w| w == needle))
+        .map(|(path, _)| path)
+        .collect()
 }
 
 /// Every file under `root`, with its bytes.

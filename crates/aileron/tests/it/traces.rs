@@ -556,8 +556,9 @@ const PLANTED_ARGUMENT: &str = "argument-value-PLANTED-8d41";
 async fn no_secret_argument_value_or_body_is_exported() {
     let upstream = FakeGithub::start().await.unwrap();
     let collector = Collector::start();
-    let (harness, telemetry) =
-        traced_harness(&otlp(&collector, "aileron"), |options| options.credentials = Some(Arc::new(PlantedKey(PLANTED_SECRET))));
+    let (harness, telemetry) = traced_harness(&otlp(&collector, "aileron"), |options| {
+        options.credentials = Some(Arc::new(PlantedKey(PLANTED_SECRET)))
+    });
     let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"X-Api-Key\"\n";
     let hash = harness
         .install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], credential))
@@ -786,7 +787,14 @@ impl DaemonProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for name in ["AILERON_URL", "AILERON_TOKEN", "AILERON_AUDIT_DIR", "AILERON_TRACES_DIR", "AILERON_LISTEN", "MIMALLOC_PURGE_DELAY"] {
+        for name in [
+            "AILERON_URL",
+            "AILERON_TOKEN",
+            "AILERON_AUDIT_DIR",
+            "AILERON_TRACES_DIR",
+            "AILERON_LISTEN",
+            "MIMALLOC_PURGE_DELAY",
+        ] {
             command.env_remove(name);
         }
         for name in [
@@ -865,8 +873,7 @@ impl DaemonProcess {
         let (status, preview) =
             self.request("POST", "/v1/connectors/preview", Some(json!({"source": package, "reference": reference})));
         assert_eq!(status, 200, "{preview}");
-        let body =
-            json!({"source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true});
+        let body = json!({"source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true});
         let (status, installed) = self.request("POST", "/v1/connectors/install", Some(body));
         assert_eq!(status, 201, "{installed}");
         let hash = installed["hash"].as_str().unwrap();
@@ -1195,7 +1202,8 @@ async fn connector_log_lines_are_span_events() {
     flush(&telemetry);
     let spans = collector.all();
     let call = spans.iter().find(|s| s.name == "aileron.connector.call").expect("a connector call span");
-    let events: Vec<&(String, BTreeMap<String, Value>)> = call.events.iter().filter(|(name, _)| name == "aileron.connector.log").collect();
+    let events: Vec<&(String, BTreeMap<String, Value>)> =
+        call.events.iter().filter(|(name, _)| name == "aileron.connector.log").collect();
     assert_eq!(events.len(), 2, "{:?}", call.events);
     assert_eq!(events[0].1["aileron.log.message"], "step 0 of the work");
     let last = events[1].1["aileron.log.message"].as_str().unwrap();
@@ -1210,15 +1218,18 @@ async fn a_spawned_program_is_a_span_under_the_connector_call() {
     let (harness, telemetry) = traced_harness(&otlp(&collector, "aileron"), |_| {});
     let spawn = "[capabilities.spawn]\nprograms = [{ path = \"/bin/sh\" }]\n\n[capabilities.spawn.operations.sh]\n\
                  argv = \"sh -c {script}\"\ndescription = \"Run a script\"\n";
-    let hash = harness
-        .install("spawner", &guest_wasm("spawner"), &manifest("spawner", &[], spawn))
-        .await;
+    let hash = harness.install("spawner", &guest_wasm("spawner"), &manifest("spawner", &[], spawn)).await;
     let inputs = [("spawn_op", "string", false), ("values", "object", false)];
-    let spec = ActionSpec { capabilities: &["run", "spawn:sh"], inputs: &inputs, ..ActionSpec::new("spawner", "spawner", &hash, "run") };
+    let spec = ActionSpec {
+        capabilities: &["run", "spawn:sh"],
+        inputs: &inputs,
+        ..ActionSpec::new("spawner", "spawner", &hash, "run")
+    };
     assert_eq!(harness.add_action("spawner.md", &spec.render()).await.status, StatusCode::CREATED);
     let trace = trace_id();
     let args = json!({"args": {"spawn_op": "sh", "values": {"script": "exit 4 # secret-value-8d1"}}});
-    let (status, body) = traced_request(&harness, "POST", "/v1/actions/spawner/run", &traceparent(&trace), Some(args)).await;
+    let (status, body) =
+        traced_request(&harness, "POST", "/v1/actions/spawner/run", &traceparent(&trace), Some(args)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     flush(&telemetry);
 

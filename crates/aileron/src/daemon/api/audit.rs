@@ -67,8 +67,9 @@ pub async fn list(
     let audit = state.audit.clone();
     let items = tokio::task::spawn_blocking(move || audit.query(&filter)).await.map_err(ApiError::internal)?;
     let items = items.map_err(|error| match error {
-        AuditError::InvalidTime { .. } => ApiError::bad_request("invalid_query", error.to_string())
-            .with_hint("write a date like 2025-01-31 or a timestamp like 2025-01-31T09:00:00Z (relative words are not read)"),
+        AuditError::InvalidTime { .. } => ApiError::bad_request("invalid_query", error.to_string()).with_hint(
+            "write a date like 2025-01-31 or a timestamp like 2025-01-31T09:00:00Z (relative words are not read)",
+        ),
         error => ApiError::internal(error),
     })?;
     Ok(Reply::ok(json!({ "items": items })))

@@ -177,10 +177,7 @@ async fn health() -> axum::Json<wire::Health> {
     axum::Json(wire::Health::current())
 }
 
-async fn status(
-    State(state): State<Arc<AppState>>,
-    Extension(principal): Extension<Principal>,
-) -> Answer {
+async fn status(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
     require(&principal, Scope::Admin)?;
     let active: Vec<Value> = state
         .sessions
@@ -238,7 +235,9 @@ pub fn http_api_document() -> Value {
             Auth::PageCookie => operation["security"] = json!([{ "webCookie": [] }, {}]),
             Auth::LoginTicket => operation["x-aileron-auth"] = "one-time login ticket (query `ticket`)".into(),
             Auth::OAuthState => operation["x-aileron-auth"] = "single-use OAuth2 `state` (query)".into(),
-            Auth::Upstream => operation["x-aileron-auth"] = "the provider key the agent sends goes upstream; no daemon token".into(),
+            Auth::Upstream => {
+                operation["x-aileron-auth"] = "the provider key the agent sends goes upstream; no daemon token".into()
+            }
             Auth::Public => {}
         }
         let parameters: Vec<Value> = path

@@ -22,7 +22,11 @@ pub async fn list(State(state): State<Arc<AppState>>, Extension(principal): Exte
     workflows::sessions::list(&state, &principal)
 }
 
-pub async fn get(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>, Path(id): Path<String>) -> Answer {
+pub async fn get(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Answer {
     workflows::sessions::get(&state, &principal, id)
 }
 

@@ -17,9 +17,9 @@ use super::context::Recent;
 use super::{ConsolePage, Control, Rendered, ago, escape, respond};
 use crate::bindings::BindingInfo;
 use crate::daemon::AppState;
-use crate::wire::path_segment;
 use crate::services::Services;
 use crate::vault::VaultState;
+use crate::wire::path_segment;
 
 /// Where the OAuth callback sends the browser back: `?status=ok&binding=…` or `?status=error&error=…`.
 #[derive(Debug, Default, Deserialize)]
@@ -37,7 +37,13 @@ pub async fn accounts_page(
     respond(&state, &headers, ConsolePage::Accounts, || Ok(Rendered::content(content(&state, &query))))
 }
 
-fn control(label: &'static str, method: &'static str, path: String, body: Value, class: &'static str) -> Control<'static> {
+fn control(
+    label: &'static str,
+    method: &'static str,
+    path: String,
+    body: Value,
+    class: &'static str,
+) -> Control<'static> {
     Control { label, method, path, body, confirm: None, follow: None, origin: None, class }
 }
 
@@ -65,7 +71,12 @@ fn content(state: &Services, query: &AccountsQuery) -> String {
     } else {
         html.push_str("<table class=\"list bindings\"><tr><th>binding</th><th>kind</th><th>account</th><th>state</th><th>last used</th><th></th></tr>");
         for binding in &bindings {
-            html.push_str(&binding_row(binding, last_used.get(binding.name.as_str()).map(String::as_str), &recent, now));
+            html.push_str(&binding_row(
+                binding,
+                last_used.get(binding.name.as_str()).map(String::as_str),
+                &recent,
+                now,
+            ));
         }
         html.push_str("</table>");
     }
@@ -75,9 +86,11 @@ fn content(state: &Services, query: &AccountsQuery) -> String {
 
 fn vault(state: &Services) -> String {
     match state.vault.state() {
-        VaultState::Absent => "<p class=\"notice\" id=\"vault\" data-state=\"absent\">No vault yet: credentials need one. \
+        VaultState::Absent => {
+            "<p class=\"notice\" id=\"vault\" data-state=\"absent\">No vault yet: credentials need one. \
              Create it in a terminal with <code>aileron vault init</code>.</p>"
-            .to_string(),
+                .to_string()
+        }
         VaultState::Locked => format!(
             "<div class=\"card\" id=\"vault\" data-state=\"locked\"><p><span class=\"badge warn\">vault locked</span> \
              Actions that need a credential wait until it is unlocked.</p><div class=\"group control-only\">\
@@ -120,7 +133,12 @@ fn material_inputs(kind: &str, id: &str) -> String {
     }
 }
 
-fn binding_row(binding: &BindingInfo, last_used: Option<&str>, recent: &Recent, now: chrono::DateTime<chrono::Utc>) -> String {
+fn binding_row(
+    binding: &BindingInfo,
+    last_used: Option<&str>,
+    recent: &Recent,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
     let id = html_id(&binding.name);
     let state = if binding.is_stale() {
         format!(
@@ -130,7 +148,11 @@ fn binding_row(binding: &BindingInfo, last_used: Option<&str>, recent: &Recent, 
     } else {
         "<span class=\"badge good\">ok</span>".to_string()
     };
-    let expires = binding.expires_at.as_deref().map(|at| format!("<br><span class=\"muted\">token expires {}</span>", escape(at))).unwrap_or_default();
+    let expires = binding
+        .expires_at
+        .as_deref()
+        .map(|at| format!("<br><span class=\"muted\">token expires {}</span>", escape(at)))
+        .unwrap_or_default();
     let path = format!("/v1/bindings/{}", path_segment(&binding.name));
     let rebind = if binding.kind == "oauth2" {
         Control {
@@ -212,7 +234,8 @@ fn connect(state: &Services, bindings: &[BindingInfo]) -> String {
             format!(
                 "{}{}",
                 material_inputs(kind.as_str(), &id),
-                control("Save", "POST", "/v1/bindings/setup".into(), json!({ "connector": fqn }), "primary connect").html()
+                control("Save", "POST", "/v1/bindings/setup".into(), json!({ "connector": fqn }), "primary connect")
+                    .html()
             )
         };
         rows.push_str(&format!(
@@ -223,7 +246,8 @@ fn connect(state: &Services, bindings: &[BindingInfo]) -> String {
         ));
     }
     if rows.is_empty() {
-        return "<h3>Connect an account</h3><p class=\"muted\">No installed connector takes a credential.</p>".to_string();
+        return "<h3>Connect an account</h3><p class=\"muted\">No installed connector takes a credential.</p>"
+            .to_string();
     }
     format!("<h3>Connect an account</h3><table class=\"list connects control-only\">{rows}</table>")
 }

@@ -46,7 +46,8 @@ pub struct ActivityQuery {
 
 impl ActivityQuery {
     fn filter(&self) -> AuditFilter {
-        let set = |value: &Option<String>| value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+        let set =
+            |value: &Option<String>| value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
         AuditFilter {
             action: set(&self.action),
             connector_fqn: set(&self.connector),
@@ -77,7 +78,9 @@ impl ActivityQuery {
         ];
         let mut query: Vec<String> = pairs
             .iter()
-            .filter_map(|(name, value)| value.as_deref().filter(|v| !v.is_empty()).map(|v| format!("{name}={}", query_value(v))))
+            .filter_map(|(name, value)| {
+                value.as_deref().filter(|v| !v.is_empty()).map(|v| format!("{name}={}", query_value(v)))
+            })
             .collect();
         if let Some(before) = before {
             query.push(format!("before={before}"));
@@ -122,7 +125,9 @@ fn tools(query: &ActivityQuery) -> String {
                 format!("<option value=\"{o}\"{selected}>{o}</option>", o = escape(option))
             })
             .collect();
-        format!("<select id=\"f-{name}\" data-filter=\"{name}\" aria-label=\"{label}\"><option value=\"\">{label}: any</option>{options}</select>")
+        format!(
+            "<select id=\"f-{name}\" data-filter=\"{name}\" aria-label=\"{label}\"><option value=\"\">{label}: any</option>{options}</select>"
+        )
     };
     let classes: Vec<&str> = FailureClass::ALL.iter().map(|c| c.as_str()).collect();
     format!(
@@ -158,7 +163,12 @@ fn content(state: &Services, query: &ActivityQuery) -> Result<String, String> {
     }
     html.push_str("<div id=\"records\">");
     for record in &records {
-        html.push_str(&entry(record, children.get(record.audit_id.as_str()).map(Vec::as_slice).unwrap_or(&[]), now, filter.run.is_some()));
+        html.push_str(&entry(
+            record,
+            children.get(record.audit_id.as_str()).map(Vec::as_slice).unwrap_or(&[]),
+            now,
+            filter.run.is_some(),
+        ));
     }
     html.push_str("</div>");
     html.push_str("<p class=\"pager\">");
@@ -218,7 +228,8 @@ fn svg(buckets: &[Bucket]) -> String {
         let x = index * slot + 2;
         let height = bucket.runs * HEIGHT / most;
         let failed = bucket.failures * HEIGHT / most;
-        let label = format!("{}: {} runs, {} failed", bucket.start.format("%Y-%m-%d %H:00 UTC"), bucket.runs, bucket.failures);
+        let label =
+            format!("{}: {} runs, {} failed", bucket.start.format("%Y-%m-%d %H:00 UTC"), bucket.runs, bucket.failures);
         bars.push_str(&format!(
             "<g><title>{label}</title><rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{height}\" fill=\"#8c959f\"/>\
              <rect x=\"{x}\" y=\"{fy}\" width=\"{w}\" height=\"{failed}\" fill=\"#cf222e\"/></g>",
@@ -287,7 +298,14 @@ fn entry(record: &AuditRecord, children: &[AuditRecord], now: DateTime<Utc>, ope
     if let Some(Value::Array(steps)) = record.payload.get(keys::ACTION_STEPS) {
         body.push_str("<h4>Steps</h4><table class=\"list steps\"><tr><th>step</th><th>connector</th><th>op</th><th>attempts</th><th>account</th></tr>");
         for step in steps {
-            let text = |key: &str| escape(&step.get(key).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).unwrap_or_default());
+            let text = |key: &str| {
+                escape(
+                    &step
+                        .get(key)
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                        .unwrap_or_default(),
+                )
+            };
             body.push_str(&format!(
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 text("id"),
@@ -307,7 +325,8 @@ fn entry(record: &AuditRecord, children: &[AuditRecord], now: DateTime<Utc>, ope
         body.push_str("</table>");
     }
     if let Some(class) = record.payload_str(keys::FAILURE_CLASS) {
-        let details = record.payload.get(keys::FAILURE_DETAILS).map(|d| serde_json::to_string_pretty(d).unwrap_or_default());
+        let details =
+            record.payload.get(keys::FAILURE_DETAILS).map(|d| serde_json::to_string_pretty(d).unwrap_or_default());
         body.push_str(&format!(
             "<h4>Failure</h4><table class=\"kv failure\"><tr><th>class</th><td>{}</td></tr><tr><th>boundary</th><td>{}</td></tr>\
              <tr><th>retriable</th><td>{}</td></tr><tr><th>message</th><td><pre>{}</pre></td></tr>{}</table>",
@@ -319,7 +338,9 @@ fn entry(record: &AuditRecord, children: &[AuditRecord], now: DateTime<Utc>, ope
         ));
     }
     if let Some(approval) = record.payload_str(keys::APPROVAL_ID).filter(|a| is_plain_id(a)) {
-        body.push_str(&format!("<p>Approval: <a href=\"/approvals?focus={approval}\" class=\"mono\">{approval}</a></p>"));
+        body.push_str(&format!(
+            "<p>Approval: <a href=\"/approvals?focus={approval}\" class=\"mono\">{approval}</a></p>"
+        ));
     }
     if is_run(record) && is_plain_id(&record.audit_id) {
         body.push_str(&format!("<p><a href=\"/activity?run={id}\">Every record of this run</a></p>"));
@@ -340,7 +361,12 @@ fn entry(record: &AuditRecord, children: &[AuditRecord], now: DateTime<Utc>, ope
         seq = record.seq,
         subject = escape(&subject(record)),
         outcome = outcome(record),
-        actor_type = escape(&serde_json::to_value(record.actor.r#type).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()),
+        actor_type = escape(
+            &serde_json::to_value(record.actor.r#type)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        ),
         actor = escape(&record.actor.id),
     )
 }
@@ -350,7 +376,11 @@ fn call_row(record: &AuditRecord) -> String {
     let text = |key: &str| record.payload_str(key).unwrap_or_default().to_string();
     let (what, target) = if record.event_type.starts_with("spawn") {
         let program = text(keys::SPAWN_PROGRAM);
-        let target = if program.is_empty() { text(keys::PROXY_UPSTREAM_HOST) } else { format!("{program} {}", text(keys::SPAWN_OP)) };
+        let target = if program.is_empty() {
+            text(keys::PROXY_UPSTREAM_HOST)
+        } else {
+            format!("{program} {}", text(keys::SPAWN_OP))
+        };
         (record.event_type.clone(), target)
     } else {
         (text(keys::PROXY_METHOD), format!("{}{}", text(keys::PROXY_UPSTREAM_HOST), text(keys::PROXY_UPSTREAM_PATH)))

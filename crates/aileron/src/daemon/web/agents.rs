@@ -41,7 +41,8 @@ fn content(state: &Services) -> String {
         if let Some(session) = &record.session_id {
             let count = counts.entry(session.clone()).or_default();
             count.runs += 1;
-            count.failed += usize::from(record.event_type == aileron_core::vocabulary::EventType::ExecutionFailed.as_str());
+            count.failed +=
+                usize::from(record.event_type == aileron_core::vocabulary::EventType::ExecutionFailed.as_str());
         }
     }
     let pending = state.approvals.pending();
@@ -60,10 +61,13 @@ fn content(state: &Services) -> String {
         );
         for session in list {
             let count = counts.get(&session.session_id);
-            let waiting = pending.iter().filter(|e| e.session_id.as_deref() == Some(&session.session_id)).collect::<Vec<_>>();
+            let waiting =
+                pending.iter().filter(|e| e.session_id.as_deref() == Some(&session.session_id)).collect::<Vec<_>>();
             let decided = resolved
                 .iter()
-                .filter(|e| e.session_id.as_deref() == Some(&session.session_id) && e.state != ApprovalState::PendingApproval)
+                .filter(|e| {
+                    e.session_id.as_deref() == Some(&session.session_id) && e.state != ApprovalState::PendingApproval
+                })
                 .count();
             let approvals = match waiting.first() {
                 Some(first) => format!(
@@ -78,9 +82,14 @@ fn content(state: &Services) -> String {
                 SessionStatus::Ended => format!(
                     "{} · {}",
                     session.ended_at.as_deref().map(|at| ago(at, now)).unwrap_or_default(),
-                    session.exit_code.map_or_else(|| "ended without an exit code (from the console or the API)".to_string(), |code| format!("exit {code}"))
+                    session.exit_code.map_or_else(
+                        || "ended without an exit code (from the console or the API)".to_string(),
+                        |code| format!("exit {code}")
+                    )
                 ),
-                SessionStatus::Interrupted => "<span class=\"badge warn\">interrupted</span> (the daemon restarted)".to_string(),
+                SessionStatus::Interrupted => {
+                    "<span class=\"badge warn\">interrupted</span> (the daemon restarted)".to_string()
+                }
             };
             let end = if session.status == SessionStatus::Active {
                 Control {
@@ -102,7 +111,11 @@ fn content(state: &Services) -> String {
                     "<a href=\"/activity?session={}\">{} runs</a>{}",
                     super::query_value(&session.session_id),
                     count.runs,
-                    if count.failed > 0 { format!(", <span class=\"badge bad\">{} failed</span>", count.failed) } else { String::new() }
+                    if count.failed > 0 {
+                        format!(", <span class=\"badge bad\">{} failed</span>", count.failed)
+                    } else {
+                        String::new()
+                    }
                 ),
                 None => recent.none("no runs"),
             };

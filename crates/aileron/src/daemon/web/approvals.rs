@@ -42,7 +42,8 @@ pub async fn approvals_page(
 fn content(state: &Services, focus: &str) -> String {
     let now = chrono::Utc::now();
     let installed = Installed::read(state);
-    let cards: String = state.approvals.pending().iter().map(|entry| card(state, entry, focus, &installed, now)).collect();
+    let cards: String =
+        state.approvals.pending().iter().map(|entry| card(state, entry, focus, &installed, now)).collect();
     let empty = if cards.is_empty() { "" } else { " hidden" };
     let mut resolved = state.approvals.recently_resolved(RESOLVED_SHOWN);
     // A link to an approval decided meanwhile (say, from the CLI) says so even when it is older.
@@ -66,7 +67,9 @@ fn resolved_item(entry: &ApprovalEntry, now: chrono::DateTime<chrono::Utc>) -> S
     let failure = entry.failure.as_ref().map(|failure| format!("{}: {}", failure.class, failure.message));
     let reason = entry.reason.clone().or(failure).map(|reason| format!(" ({reason})")).unwrap_or_default();
     let decided = match (&entry.decided_by, &entry.decided_at) {
-        (Some(by), Some(at)) => format!(" <span class=\"muted decided\">decided by {} {}</span>", escape(by), ago(at, now)),
+        (Some(by), Some(at)) => {
+            format!(" <span class=\"muted decided\">decided by {} {}</span>", escape(by), ago(at, now))
+        }
         (None, Some(at)) => format!(" <span class=\"muted decided\">decided {}</span>", ago(at, now)),
         _ => String::new(),
     };
@@ -87,7 +90,8 @@ fn resolved_item(entry: &ApprovalEntry, now: chrono::DateTime<chrono::Utc>) -> S
 
 /// Who asked: the agent and session (and whether it runs unconfined).
 fn requester(state: &Services, entry: &ApprovalEntry) -> String {
-    let unconfined = if entry.unconfined { format!("<p class=\"unconfined\">{UNCONFINED_NOTICE}</p>") } else { String::new() };
+    let unconfined =
+        if entry.unconfined { format!("<p class=\"unconfined\">{UNCONFINED_NOTICE}</p>") } else { String::new() };
     let who = match entry.session_id.as_deref().and_then(|id| state.sessions.get(id)) {
         Some(session) => format!(
             "asked by <strong>{agent}</strong> in session <a href=\"/agents#session-{id}\" class=\"mono\">{id}</a> ({confinement})",
@@ -107,7 +111,13 @@ fn requester(state: &Services, entry: &ApprovalEntry) -> String {
 }
 
 /// One approval card.
-fn card(state: &Services, entry: &ApprovalEntry, focus: &str, installed: &Installed, now: chrono::DateTime<chrono::Utc>) -> String {
+fn card(
+    state: &Services,
+    entry: &ApprovalEntry,
+    focus: &str,
+    installed: &Installed,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
     let id = escape(entry.id.as_str());
     let focused = if entry.id.as_str() == focus { " focused" } else { "" };
     let args: String = entry
@@ -159,7 +169,8 @@ fn card(state: &Services, entry: &ApprovalEntry, focus: &str, installed: &Instal
 }
 
 /// Shown on every approval an agent outside launch containment asked for.
-pub const UNCONFINED_NOTICE: &str = "requested by an unconfined agent: it runs with your files and could have read or changed anything you can";
+pub const UNCONFINED_NOTICE: &str =
+    "requested by an unconfined agent: it runs with your files and could have read or changed anything you can";
 
 /// The approvals page's own script: decisions (the shared script refreshes the cards).
 const SCRIPT: &str = r#"

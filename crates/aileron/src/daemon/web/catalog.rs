@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use super::context::{Installed, Recent, reach};
 use super::{ConsolePage, Control, Rendered, ago, escape, query_value, respond};
 use crate::daemon::AppState;
-use crate::wire::path_segment;
 use crate::services::Services;
 use crate::store::StoreEntry;
+use crate::wire::path_segment;
 
 /// Recent runs listed per action.
 const RUNS_SHOWN: usize = 5;
@@ -83,13 +83,17 @@ fn actions(state: &Services, query: &ActionsQuery) -> String {
     let matches = |action: &&crate::actions::InstalledAction| {
         let file = &action.file;
         search.as_deref().is_none_or(|q| {
-            [file.name.as_str(), &file.tool_name(), file.description()].iter().any(|text| text.to_lowercase().contains(q))
+            [file.name.as_str(), &file.tool_name(), file.description()]
+                .iter()
+                .any(|text| text.to_lowercase().contains(q))
                 || file.requires.iter().any(|connector| connector.name.to_string().to_lowercase().contains(q))
         })
     };
     let mut matching: Vec<_> = actions.iter().filter(matches).collect();
     // A link to one action (`?q=<name>`) always shows it, however many others contain its name.
-    if let Some(exact) = search.as_deref().and_then(|q| matching.iter().position(|action| action.file.name.to_lowercase() == q)) {
+    if let Some(exact) =
+        search.as_deref().and_then(|q| matching.iter().position(|action| action.file.name.to_lowercase() == q))
+    {
         let action = matching.remove(exact);
         matching.insert(0, action);
     }
@@ -190,7 +194,8 @@ fn inputs(schema: &Value) -> String {
     let Some(properties) = schema.get("properties").and_then(Value::as_object).filter(|p| !p.is_empty()) else {
         return "<p class=\"muted\">none</p>".to_string();
     };
-    let required: Vec<&str> = schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let required: Vec<&str> =
+        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
     let rows: String = properties
         .iter()
         .map(|(name, property)| {
@@ -203,7 +208,9 @@ fn inputs(schema: &Value) -> String {
             )
         })
         .collect();
-    format!("<table class=\"list inputs\"><tr><th>name</th><th>type</th><th></th><th>description</th></tr>{rows}</table>")
+    format!(
+        "<table class=\"list inputs\"><tr><th>name</th><th>type</th><th></th><th>description</th></tr>{rows}</table>"
+    )
 }
 
 fn connectors(state: &Services) -> String {
@@ -235,7 +242,9 @@ fn version_card(state: &Services, entry: &StoreEntry, installed: &Installed) -> 
         let links: Vec<String> = users
             .iter()
             .take(USERS_SHOWN)
-            .map(|name| format!("<a href=\"/actions?q={q}#action-{n}\">{n}</a>", q = query_value(name), n = escape(name)))
+            .map(|name| {
+                format!("<a href=\"/actions?q={q}#action-{n}\">{n}</a>", q = query_value(name), n = escape(name))
+            })
             .collect();
         let more = match users.len().checked_sub(USERS_SHOWN).filter(|more| *more > 0) {
             Some(more) => format!(
@@ -268,12 +277,8 @@ fn version_card(state: &Services, entry: &StoreEntry, installed: &Installed) -> 
         version = escape(&entry.version.to_string()),
         badge = installed.signers.badge(entry),
         hash = escape(&entry.hash.to_string()),
-        publisher = entry
-            .manifest
-            .publisher
-            .as_deref()
-            .map(|p| format!("<p>Publisher {}</p>", escape(p)))
-            .unwrap_or_default(),
+        publisher =
+            entry.manifest.publisher.as_deref().map(|p| format!("<p>Publisher {}</p>", escape(p))).unwrap_or_default(),
         remove = remove.html(),
     )
 }

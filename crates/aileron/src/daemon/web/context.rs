@@ -87,11 +87,13 @@ impl Signers {
         };
         let mut by_hash = HashMap::new();
         for record in state.audit.query(&filter).unwrap_or_default() {
-            let (Some(hash), Some(signer)) = (record.payload_str(keys::CONNECTOR_HASH), record.payload_str(keys::CONNECTOR_SIGNER))
+            let (Some(hash), Some(signer)) =
+                (record.payload_str(keys::CONNECTOR_HASH), record.payload_str(keys::CONNECTOR_SIGNER))
             else {
                 continue;
             };
-            let fingerprint = record.payload_str(keys::CONNECTOR_SIGNER_FINGERPRINT).map(|f| format!(" ({f})")).unwrap_or_default();
+            let fingerprint =
+                record.payload_str(keys::CONNECTOR_SIGNER_FINGERPRINT).map(|f| format!(" ({f})")).unwrap_or_default();
             by_hash.entry(hash.to_string()).or_insert_with(|| format!("{signer}{fingerprint}"));
         }
         Signers { by_hash }
@@ -131,7 +133,8 @@ pub fn reach(state: &Services, action: &ActionFile, installed: &Installed) -> St
             escape(&entry.hash.to_string()),
             escape(&entry.hash.short()),
         ));
-        let words: String = entry.manifest.describe_capabilities().iter().map(|line| format!("<li>{}</li>", escape(line))).collect();
+        let words: String =
+            entry.manifest.describe_capabilities().iter().map(|line| format!("<li>{}</li>", escape(line))).collect();
         html.push_str(&format!("<ul class=\"plain capabilities\">{words}</ul>"));
         let subset = CapabilitySubset::from(required).to_strings();
         if !subset.is_empty() {
@@ -143,7 +146,11 @@ pub fn reach(state: &Services, action: &ActionFile, installed: &Installed) -> St
         if let Some(kind) = entry.manifest.credential_kind() {
             let account = match state.bindings.for_connector(&entry.fqn.to_string(), kind) {
                 Some(binding) if binding.state == "ok" => {
-                    format!("<span class=\"badge good\">{} account “{}”</span>", kind.as_str(), escape(&binding.identity))
+                    format!(
+                        "<span class=\"badge good\">{} account “{}”</span>",
+                        kind.as_str(),
+                        escape(&binding.identity)
+                    )
                 }
                 Some(binding) => format!(
                     "<span class=\"badge bad\">{} account “{}” is stale: {}</span>",

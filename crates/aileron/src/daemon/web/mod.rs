@@ -146,11 +146,8 @@ pub fn respond(
     if wants_fragment(headers) {
         return (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(rendered.content)).into_response();
     }
-    let constants: String = rendered
-        .constants
-        .iter()
-        .map(|(name, value)| format!("const {name} = {};\n", script_json(value)))
-        .collect();
+    let constants: String =
+        rendered.constants.iter().map(|(name, value)| format!("const {name} = {};\n", script_json(value))).collect();
     let script = format!(
         "<script nonce=\"{nonce}\">const CSRF = sessionStorage.getItem({key}) || '';\n{constants}{SCRIPT}\n{page_script}</script>",
         key = script_json(&Value::String(PAGE_SECRET_KEY.to_string())),
@@ -164,7 +161,8 @@ pub fn respond(
         tools = rendered.tools,
         content = rendered.content,
     );
-    (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(frame(page, Some(()), &body, &script, &nonce))).into_response()
+    (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(frame(page, Some(()), &body, &script, &nonce)))
+        .into_response()
 }
 
 /// JSON for a `<script>`: `<`, `>` and `&` escaped so no value can close the element.
@@ -217,7 +215,8 @@ pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<Login
         target = script_json(&Value::String(target.clone())),
     );
     let mut response =
-        (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(frame(page, None, &body, &script, &nonce))).into_response();
+        (StatusCode::OK, secure_headers_with_nonce(&nonce), Html(frame(page, None, &body, &script, &nonce)))
+            .into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
@@ -399,7 +398,14 @@ mod tests {
 
     #[test]
     fn relative_times_read_like_the_script_writes_them() {
-        for (seconds, words) in [(-5, "just now"), (3, "just now"), (42, "42 s ago"), (150, "2 min ago"), (7300, "2 h ago"), (200_000, "2 d ago")] {
+        for (seconds, words) in [
+            (-5, "just now"),
+            (3, "just now"),
+            (42, "42 s ago"),
+            (150, "2 min ago"),
+            (7300, "2 h ago"),
+            (200_000, "2 d ago"),
+        ] {
             assert_eq!(relative_words(seconds), words, "{seconds}");
         }
     }

@@ -34,8 +34,15 @@ enum Phase {
     Rebind,
 }
 
-const PHASES: [Phase; 7] =
-    [Phase::Run, Phase::ApprovalRequest, Phase::ApprovalDecide, Phase::Install, Phase::ActionAdd, Phase::VaultWrite, Phase::Rebind];
+const PHASES: [Phase; 7] = [
+    Phase::Run,
+    Phase::ApprovalRequest,
+    Phase::ApprovalDecide,
+    Phase::Install,
+    Phase::ActionAdd,
+    Phase::VaultWrite,
+    Phase::Rebind,
+];
 
 /// A gated run's last acknowledged step.
 #[derive(Debug, Clone)]
@@ -118,7 +125,11 @@ struct Daemon {
 
 fn start(cli: &Cli) -> Daemon {
     let started = cli.run(&["daemon", "start"]);
-    assert!(started.status.success(), "the daemon restarts on the crashed home: {}", String::from_utf8_lossy(&started.stderr));
+    assert!(
+        started.status.success(),
+        "the daemon restarts on the crashed home: {}",
+        String::from_utf8_lossy(&started.stderr)
+    );
     let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
     Daemon {
         home: cli.home.clone(),
@@ -156,9 +167,21 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
     let echo = cli.install_guest("echo", &[]);
     cli.add_action(&ActionSpec::new("ping", "echo", &echo, "echo"));
     let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"test\"\nheader = \"X-Api-Key\"\nformat = \"Token {key}\"\n";
-    let http_get = cli.install_package("http_get", &guest_wasm("http_get"), &manifest("http_get", &[upstream.host_port()], credential));
-    cli.add_action(&ActionSpec { inputs: &[("url", "string", true)], approval: true, ..ActionSpec::new("fetch", "http_get", &http_get, "get") });
-    let setup = cli.run_with(&["binding", "setup", "github://aileron-tests/http_get", "--from-env", "KEY"], &[("KEY", "api-key-0")], None);
+    let http_get = cli.install_package(
+        "http_get",
+        &guest_wasm("http_get"),
+        &manifest("http_get", &[upstream.host_port()], credential),
+    );
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &http_get, "get")
+    });
+    let setup = cli.run_with(
+        &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "KEY"],
+        &[("KEY", "api-key-0")],
+        None,
+    );
     assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
     // The package the install worker installs again and again, as new versions of `echo`.
     let package = cli.scratch().join("pkg-versions");
@@ -169,7 +192,9 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
     let mut kill_points: BTreeMap<String, usize> = BTreeMap::new();
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
-    let calls_for = |marker: &str| upstream.recorder.requests().iter().filter(|r| r.path_and_query.ends_with(&format!("?{marker}"))).count();
+    let calls_for = |marker: &str| {
+        upstream.recorder.requests().iter().filter(|r| r.path_and_query.ends_with(&format!("?{marker}"))).count()
+    };
     let started_at = Instant::now();
     let mut verify_ms_max = 0u128;
     // Gated entries before this index were checked after an earlier restart (the final sweep
@@ -180,14 +205,42 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
     for round in 0..rounds {
         let daemon = start(&cli);
         // The vault reopens: it unlocks with the passphrase (its file parsed and verified).
-        let unlock = client.post(format!("{}/v1/vault/unlock", daemon.url)).bearer_auth(&daemon.token).json(&json!({"passphrase": PASSPHRASE})).send().unwrap();
-        assert!(unlock.status().is_success(), "round {round}: the vault unlocks after the crash: {}", unlock.text().unwrap_or_default());
-        checked_gated =
-            check_after_restart(round, &client, &daemon, &mut audit, &mut acknowledged.lock().unwrap(), checked_gated, &calls_for, &mut verify_ms_max);
+        let unlock = client
+            .post(format!("{}/v1/vault/unlock", daemon.url))
+            .bearer_auth(&daemon.token)
+            .json(&json!({"passphrase": PASSPHRASE}))
+            .send()
+            .unwrap();
+        assert!(
+            unlock.status().is_success(),
+            "round {round}: the vault unlocks after the crash: {}",
+            unlock.text().unwrap_or_default()
+        );
+        checked_gated = check_after_restart(
+            round,
+            &client,
+            &daemon,
+            &mut audit,
+            &mut acknowledged.lock().unwrap(),
+            checked_gated,
+            &calls_for,
+            &mut verify_ms_max,
+        );
 
         // A first run after the restart (it loads the compiled connector), acknowledged like any.
-        let first: Value = client.post(format!("{}/v1/actions/ping/run", daemon.url)).bearer_auth(&daemon.token).json(&json!({"args": {}})).send().unwrap().json().unwrap();
-        acknowledged.lock().unwrap().audit_ids.push(first["audit_id"].as_str().expect("the first run after a restart succeeds").to_string());
+        let first: Value = client
+            .post(format!("{}/v1/actions/ping/run", daemon.url))
+            .bearer_auth(&daemon.token)
+            .json(&json!({"args": {}}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        acknowledged
+            .lock()
+            .unwrap()
+            .audit_ids
+            .push(first["audit_id"].as_str().expect("the first run after a restart succeeds").to_string());
 
         // The mixed load, until the kill.
         let flags: Arc<Vec<AtomicBool>> = Arc::new(PHASES.iter().map(|_| AtomicBool::new(false)).collect());
@@ -204,128 +257,200 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
         };
         let flag = |phase: Phase| PHASES.iter().position(|p| *p == phase).unwrap();
         for _ in 0..3 {
-            let (client, url, token, flags, acks) = (client.clone(), daemon.url.clone(), daemon.token.clone(), flags.clone(), acknowledged.clone());
-            spawn(&mut workers, Box::new(move |_| {
-                let _in_flight = InFlight::enter(&flags[flag(Phase::Run)]);
-                let Ok(response) = client.post(format!("{url}/v1/actions/ping/run")).bearer_auth(&token).json(&json!({"args": {}})).send() else { return false };
-                if response.status() != 200 {
-                    return false;
-                }
-                let Ok(body) = response.json::<Value>() else { return false };
-                acks.lock().unwrap().audit_ids.push(body["audit_id"].as_str().unwrap().to_string());
-                true
-            }));
+            let (client, url, token, flags, acks) =
+                (client.clone(), daemon.url.clone(), daemon.token.clone(), flags.clone(), acknowledged.clone());
+            spawn(
+                &mut workers,
+                Box::new(move |_| {
+                    let _in_flight = InFlight::enter(&flags[flag(Phase::Run)]);
+                    let Ok(response) = client
+                        .post(format!("{url}/v1/actions/ping/run"))
+                        .bearer_auth(&token)
+                        .json(&json!({"args": {}}))
+                        .send()
+                    else {
+                        return false;
+                    };
+                    if response.status() != 200 {
+                        return false;
+                    }
+                    let Ok(body) = response.json::<Value>() else { return false };
+                    acks.lock().unwrap().audit_ids.push(body["audit_id"].as_str().unwrap().to_string());
+                    true
+                }),
+            );
         }
         for worker in 0..2 {
-            let (client, url, token, flags, acks, base) =
-                (client.clone(), daemon.url.clone(), daemon.token.clone(), flags.clone(), acknowledged.clone(), upstream.base_url());
-            spawn(&mut workers, Box::new(move |i| {
-                let marker = format!("r{round}w{worker}i{i}");
-                let requested = {
-                    let _in_flight = InFlight::enter(&flags[flag(Phase::ApprovalRequest)]);
-                    client.post(format!("{url}/v1/actions/fetch/run")).bearer_auth(&token).json(&json!({"args": {"url": format!("{base}/status/200?{marker}")}})).send()
-                };
-                let Ok(requested) = requested else { return false };
-                if requested.status() != 202 {
-                    return false;
-                }
-                let Ok(body) = requested.json::<Value>() else { return false };
-                let id = body["approval_id"].as_str().unwrap().to_string();
-                let index = {
-                    let mut acks = acks.lock().unwrap();
-                    acks.gated.push(Gated { id: id.clone(), marker, decided: None, observed: None });
-                    acks.gated.len() - 1
-                };
-                let approve = i % 4 != 3;
-                let decided = {
-                    let _in_flight = InFlight::enter(&flags[flag(Phase::ApprovalDecide)]);
-                    client.post(format!("{url}/v1/action-approvals/{id}/decide")).bearer_auth(&token).json(&json!({"approved": approve})).send()
-                };
-                match decided {
-                    Ok(response) if response.status() == 204 => {
-                        acks.lock().unwrap().gated[index].decided = Some(approve);
-                        true
+            let (client, url, token, flags, acks, base) = (
+                client.clone(),
+                daemon.url.clone(),
+                daemon.token.clone(),
+                flags.clone(),
+                acknowledged.clone(),
+                upstream.base_url(),
+            );
+            spawn(
+                &mut workers,
+                Box::new(move |i| {
+                    let marker = format!("r{round}w{worker}i{i}");
+                    let requested = {
+                        let _in_flight = InFlight::enter(&flags[flag(Phase::ApprovalRequest)]);
+                        client
+                            .post(format!("{url}/v1/actions/fetch/run"))
+                            .bearer_auth(&token)
+                            .json(&json!({"args": {"url": format!("{base}/status/200?{marker}")}}))
+                            .send()
+                    };
+                    let Ok(requested) = requested else { return false };
+                    if requested.status() != 202 {
+                        return false;
                     }
-                    _ => false,
-                }
-            }));
+                    let Ok(body) = requested.json::<Value>() else { return false };
+                    let id = body["approval_id"].as_str().unwrap().to_string();
+                    let index = {
+                        let mut acks = acks.lock().unwrap();
+                        acks.gated.push(Gated { id: id.clone(), marker, decided: None, observed: None });
+                        acks.gated.len() - 1
+                    };
+                    let approve = i % 4 != 3;
+                    let decided = {
+                        let _in_flight = InFlight::enter(&flags[flag(Phase::ApprovalDecide)]);
+                        client
+                            .post(format!("{url}/v1/action-approvals/{id}/decide"))
+                            .bearer_auth(&token)
+                            .json(&json!({"approved": approve}))
+                            .send()
+                    };
+                    match decided {
+                        Ok(response) if response.status() == 204 => {
+                            acks.lock().unwrap().gated[index].decided = Some(approve);
+                            true
+                        }
+                        _ => false,
+                    }
+                }),
+            );
         }
         {
-            let (cli_home, package, flags, acks) = (cli.home.clone(), package.clone(), flags.clone(), acknowledged.clone());
-            spawn(&mut workers, Box::new(move |i| {
-                let version = format!("2.{round}.{i}");
-                std::fs::write(package.join("manifest.toml"), manifest("echo", &[], "").replace("1.0.0", &version)).unwrap();
-                let reference = format!("github://aileron-tests/echo@{version}");
-                let output = {
-                    let _in_flight = InFlight::enter(&flags[flag(Phase::Install)]);
-                    std::process::Command::new(super::binary("aileron"))
-                        .args(["connector", "install", "--from", package.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"])
-                        .env("AILERON_HOME", &cli_home)
-                        .env("AILERON_NO_AUTOSTART", "1")
-                        .env_remove("AILERON_URL")
-                        .env_remove("AILERON_TOKEN")
-                        .output()
-                        .unwrap()
-                };
-                if !output.status.success() {
-                    return false;
-                }
-                acks.lock().unwrap().installs.push(version);
-                true
-            }));
+            let (cli_home, package, flags, acks) =
+                (cli.home.clone(), package.clone(), flags.clone(), acknowledged.clone());
+            spawn(
+                &mut workers,
+                Box::new(move |i| {
+                    let version = format!("2.{round}.{i}");
+                    std::fs::write(package.join("manifest.toml"), manifest("echo", &[], "").replace("1.0.0", &version))
+                        .unwrap();
+                    let reference = format!("github://aileron-tests/echo@{version}");
+                    let output = {
+                        let _in_flight = InFlight::enter(&flags[flag(Phase::Install)]);
+                        std::process::Command::new(super::binary("aileron"))
+                            .args([
+                                "connector",
+                                "install",
+                                "--from",
+                                package.to_str().unwrap(),
+                                &reference,
+                                "--yes",
+                                "--allow-unsigned",
+                            ])
+                            .env("AILERON_HOME", &cli_home)
+                            .env("AILERON_NO_AUTOSTART", "1")
+                            .env_remove("AILERON_URL")
+                            .env_remove("AILERON_TOKEN")
+                            .output()
+                            .unwrap()
+                    };
+                    if !output.status.success() {
+                        return false;
+                    }
+                    acks.lock().unwrap().installs.push(version);
+                    true
+                }),
+            );
         }
         {
-            let (client, url, token, flags, acks, echo) = (client.clone(), daemon.url.clone(), daemon.token.clone(), flags.clone(), acknowledged.clone(), echo.clone());
-            spawn(&mut workers, Box::new(move |i| {
-                let name = format!("added_{round}_{i}");
-                let content = ActionSpec::new(&name, "echo", &echo, "echo").render();
-                let _in_flight = InFlight::enter(&flags[flag(Phase::ActionAdd)]);
-                let sent = client.post(format!("{url}/v1/actions/install")).bearer_auth(&token).json(&json!({"file_name": format!("{name}.md"), "content": content})).send();
-                match sent {
-                    Ok(response) if response.status().is_success() => {
-                        acks.lock().unwrap().actions.push(name);
-                        true
+            let (client, url, token, flags, acks, echo) = (
+                client.clone(),
+                daemon.url.clone(),
+                daemon.token.clone(),
+                flags.clone(),
+                acknowledged.clone(),
+                echo.clone(),
+            );
+            spawn(
+                &mut workers,
+                Box::new(move |i| {
+                    let name = format!("added_{round}_{i}");
+                    let content = ActionSpec::new(&name, "echo", &echo, "echo").render();
+                    let _in_flight = InFlight::enter(&flags[flag(Phase::ActionAdd)]);
+                    let sent = client
+                        .post(format!("{url}/v1/actions/install"))
+                        .bearer_auth(&token)
+                        .json(&json!({"file_name": format!("{name}.md"), "content": content}))
+                        .send();
+                    match sent {
+                        Ok(response) if response.status().is_success() => {
+                            acks.lock().unwrap().actions.push(name);
+                            true
+                        }
+                        _ => false,
                     }
-                    _ => false,
-                }
-            }));
+                }),
+            );
         }
         {
-            let (client, url, token, flags, acks) = (client.clone(), daemon.url.clone(), daemon.token.clone(), flags.clone(), acknowledged.clone());
-            spawn(&mut workers, Box::new(move |i| {
-                let path = format!("crash/r{round}/s{i}");
-                let _in_flight = InFlight::enter(&flags[flag(Phase::VaultWrite)]);
-                let sent = client.post(format!("{url}/v1/secrets")).bearer_auth(&token).json(&json!({"path": path, "value": format!("v{i}")})).send();
-                match sent {
-                    Ok(response) if response.status() == 201 => {
-                        acks.lock().unwrap().secrets.push(path);
-                        true
+            let (client, url, token, flags, acks) =
+                (client.clone(), daemon.url.clone(), daemon.token.clone(), flags.clone(), acknowledged.clone());
+            spawn(
+                &mut workers,
+                Box::new(move |i| {
+                    let path = format!("crash/r{round}/s{i}");
+                    let _in_flight = InFlight::enter(&flags[flag(Phase::VaultWrite)]);
+                    let sent = client
+                        .post(format!("{url}/v1/secrets"))
+                        .bearer_auth(&token)
+                        .json(&json!({"path": path, "value": format!("v{i}")}))
+                        .send();
+                    match sent {
+                        Ok(response) if response.status() == 201 => {
+                            acks.lock().unwrap().secrets.push(path);
+                            true
+                        }
+                        _ => false,
                     }
-                    _ => false,
-                }
-            }));
+                }),
+            );
         }
         {
-            let (client, url, token, flags, acks) = (client.clone(), daemon.url.clone(), daemon.token.clone(), flags.clone(), acknowledged.clone());
-            spawn(&mut workers, Box::new(move |i| {
-                let name = aileron::wire::path_segment(BINDING);
-                let _in_flight = InFlight::enter(&flags[flag(Phase::Rebind)]);
-                let sent = client.post(format!("{url}/v1/bindings/{name}/rebind")).bearer_auth(&token).json(&json!({"api_key": format!("api-key-{round}-{i}")})).send();
-                match sent {
-                    Ok(response) if response.status().is_success() => {
-                        acks.lock().unwrap().rebinds += 1;
-                        true
+            let (client, url, token, flags, acks) =
+                (client.clone(), daemon.url.clone(), daemon.token.clone(), flags.clone(), acknowledged.clone());
+            spawn(
+                &mut workers,
+                Box::new(move |i| {
+                    let name = aileron::wire::path_segment(BINDING);
+                    let _in_flight = InFlight::enter(&flags[flag(Phase::Rebind)]);
+                    let sent = client
+                        .post(format!("{url}/v1/bindings/{name}/rebind"))
+                        .bearer_auth(&token)
+                        .json(&json!({"api_key": format!("api-key-{round}-{i}")}))
+                        .send();
+                    match sent {
+                        Ok(response) if response.status().is_success() => {
+                            acks.lock().unwrap().rebinds += 1;
+                            true
+                        }
+                        _ => false,
                     }
-                    _ => false,
-                }
-            }));
+                }),
+            );
         }
 
         // A random point into the load: 20 ms to 500 ms on release binaries; a debug build (the CI
         // portion) runs an approved action in about a second, so its window is wider.
         let (earliest, latest) = scaled((100, 2_000), (20, 500));
         std::thread::sleep(Duration::from_millis(earliest + rng.below(latest - earliest)));
-        let in_flight: Vec<Phase> = PHASES.iter().zip(flags.iter()).filter(|(_, f)| f.load(Ordering::SeqCst)).map(|(p, _)| *p).collect();
+        let in_flight: Vec<Phase> =
+            PHASES.iter().zip(flags.iter()).filter(|(_, f)| f.load(Ordering::SeqCst)).map(|(p, _)| *p).collect();
         kill_9(daemon.pid);
         stop.store(true, Ordering::SeqCst);
         for worker in workers {
@@ -339,11 +464,17 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
         }
         // The vault file parses whatever the kill interrupted.
         let bytes = std::fs::read(cli.home.join("secrets.json")).unwrap();
-        aileron_core::vault::VaultFile::parse(&bytes).unwrap_or_else(|e| panic!("round {round}: the vault file parses after kill -9: {e}"));
+        aileron_core::vault::VaultFile::parse(&bytes)
+            .unwrap_or_else(|e| panic!("round {round}: the vault file parses after kill -9: {e}"));
     }
 
     let daemon = start(&cli);
-    let unlock = client.post(format!("{}/v1/vault/unlock", daemon.url)).bearer_auth(&daemon.token).json(&json!({"passphrase": PASSPHRASE})).send().unwrap();
+    let unlock = client
+        .post(format!("{}/v1/vault/unlock", daemon.url))
+        .bearer_auth(&daemon.token)
+        .json(&json!({"passphrase": PASSPHRASE}))
+        .send()
+        .unwrap();
     assert!(unlock.status().is_success());
     let mut acks = acknowledged.lock().unwrap();
     check_after_restart(rounds, &client, &daemon, &mut audit, &mut acks, checked_gated, &calls_for, &mut verify_ms_max);
@@ -353,7 +484,13 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
     for gated in &acks.gated {
         let calls = calls_for(&gated.marker);
         assert!(calls <= 1, "{} ran {calls} times", gated.id);
-        let view: Value = client.get(format!("{}/v1/action-approvals/{}/result", daemon.url, gated.id)).bearer_auth(&daemon.token).send().unwrap().json().unwrap();
+        let view: Value = client
+            .get(format!("{}/v1/action-approvals/{}/result", daemon.url, gated.id))
+            .bearer_auth(&daemon.token)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
         // A finished entry older than the daemon's retention is answered 404: its status is the
         // one the check after its round saw.
         let status = view["status"].as_str().map(str::to_string).or_else(|| gated.observed.clone()).unwrap_or_default();
@@ -369,7 +506,10 @@ fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_a
     let _ = cli.run(&["daemon", "stop"]);
     assert!(acks.audit_ids.len() > 2 * rounds, "the load ran ({} acknowledged runs)", acks.audit_ids.len());
     assert!(completed > 0, "some approved entries completed between kills ({recovered} were recovered)");
-    assert!(kill_points.keys().filter(|k| *k != "idle").count() >= 3, "kills landed in several phases: {kill_points:?}");
+    assert!(
+        kill_points.keys().filter(|k| *k != "idle").count() >= 3,
+        "kills landed in several phases: {kill_points:?}"
+    );
 
     let mut report = Report::new("crash");
     report.set("kills", rounds);
@@ -418,7 +558,10 @@ fn check_after_restart(
 
     let connectors = get("/v1/connectors").to_string();
     for version in &acks.installs {
-        assert!(connectors.contains(&format!("\"{version}\"")), "round {round}: acknowledged install of echo {version} survived");
+        assert!(
+            connectors.contains(&format!("\"{version}\"")),
+            "round {round}: acknowledged install of echo {version} survived"
+        );
     }
     let actions = get("/v1/actions");
     let names: HashSet<&str> = actions["items"].as_array().unwrap().iter().filter_map(|a| a["name"].as_str()).collect();
@@ -440,7 +583,10 @@ fn check_after_restart(
         match (gated.decided, status.as_str()) {
             (_, "completed") => assert_eq!(calls, 1, "round {round}: {} completed and ran exactly once", gated.id),
             (Some(true) | None, "failed") => {
-                assert_eq!(view["failure"]["details"]["recovered"], true, "round {round}: only a recovery fails an approved entry: {view}");
+                assert_eq!(
+                    view["failure"]["details"]["recovered"], true,
+                    "round {round}: only a recovery fails an approved entry: {view}"
+                );
                 assert!(calls <= 1, "round {round}: a recovered entry ran at most once ({calls})");
             }
             (Some(false) | None, "denied") => assert_eq!(calls, 0, "round {round}: a denied entry never ran"),
@@ -468,7 +614,11 @@ fn check_after_restart(
         acks.checked.secrets += 1;
     }
     for version in acks.installs.drain(..) {
-        remove(reqwest::Method::POST, "/v1/connectors/remove".into(), Some(json!({"reference": format!("github://aileron-tests/echo@{version}")})));
+        remove(
+            reqwest::Method::POST,
+            "/v1/connectors/remove".into(),
+            Some(json!({"reference": format!("github://aileron-tests/echo@{version}")})),
+        );
         acks.checked.installs += 1;
     }
     acks.gated.len()
@@ -478,7 +628,13 @@ fn check_after_restart(
 fn wait_final(client: &reqwest::blocking::Client, daemon: &Daemon, id: &str, decided: bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let view: Value = client.get(format!("{}/v1/action-approvals/{id}/result", daemon.url)).bearer_auth(&daemon.token).send().unwrap().json().unwrap();
+        let view: Value = client
+            .get(format!("{}/v1/action-approvals/{id}/result", daemon.url))
+            .bearer_auth(&daemon.token)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
         let status = view["status"].as_str().unwrap_or_default();
         let settled = matches!(status, "completed" | "failed" | "denied") || (!decided && status == "pending_approval");
         if settled || Instant::now() > deadline {

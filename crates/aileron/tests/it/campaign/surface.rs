@@ -48,7 +48,9 @@ impl Rig {
                 async move {
                     let (parts, body) = request.into_parts();
                     // A body the gateway cut off (over its cap) arrives aborted: recorded as such.
-                    let bytes = axum::body::to_bytes(body, 128 * 1024 * 1024).await.map_or_else(|_| b"<aborted>".to_vec(), |b| b.to_vec());
+                    let bytes = axum::body::to_bytes(body, 128 * 1024 * 1024)
+                        .await
+                        .map_or_else(|_| b"<aborted>".to_vec(), |b| b.to_vec());
                     recorded.seen.lock().unwrap().push((parts.method.to_string(), parts.uri.path().to_string(), bytes));
                     axum::Json(json!({"id": "chatcmpl-surface", "object": "chat.completion", "choices": []}))
                 }
@@ -62,7 +64,8 @@ impl Rig {
         assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
         let hash = cli.install_guest("echo", &[]);
         cli.add_action(&ActionSpec::new("echo", "echo", &hash, "echo"));
-        let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+        let info: Value =
+            serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
         let addr: SocketAddr = info["url"].as_str().unwrap().trim_start_matches("http://").parse().unwrap();
         Rig {
             addr,
@@ -139,7 +142,11 @@ impl Prober {
     fn finish(self, attack: &str) -> (usize, u64, u64) {
         self.stop.store(true, Ordering::Relaxed);
         let (mut latencies, failures) = self.thread.join().unwrap();
-        assert!(failures.is_empty(), "{attack}: the daemon stopped answering /v1/health: {:?}", &failures[..failures.len().min(3)]);
+        assert!(
+            failures.is_empty(),
+            "{attack}: the daemon stopped answering /v1/health: {:?}",
+            &failures[..failures.len().min(3)]
+        );
         assert!(!latencies.is_empty(), "{attack}: no health probe ran");
         latencies.sort_unstable();
         (latencies.len(), percentile(&latencies, 50.0), percentile(&latencies, 99.0))
@@ -150,12 +157,18 @@ impl Rig {
     fn probe_only(addr: SocketAddr, host: String) -> impl Fn() -> Result<Duration, String> {
         move || {
             let started = Instant::now();
-            let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| format!("connect: {e}"))?;
+            let mut stream =
+                TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| format!("connect: {e}"))?;
             stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            write!(stream, "GET /v1/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").map_err(|e| format!("write: {e}"))?;
+            write!(stream, "GET /v1/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .map_err(|e| format!("write: {e}"))?;
             let mut answer = Vec::new();
             stream.read_to_end(&mut answer).map_err(|e| format!("read: {e}"))?;
-            if answer.starts_with(b"HTTP/1.1 200") { Ok(started.elapsed()) } else { Err(String::from_utf8_lossy(&answer).into_owned()) }
+            if answer.starts_with(b"HTTP/1.1 200") {
+                Ok(started.elapsed())
+            } else {
+                Err(String::from_utf8_lossy(&answer).into_owned())
+            }
         }
     }
 }
@@ -183,8 +196,16 @@ fn every_route_refuses_forged_hosts_foreign_origins_and_cross_site_writes() {
     let before = rig.audit_records();
     let client = reqwest::blocking::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let base = format!("http://{}", rig.addr);
-    let login: Value = client.post(format!("{base}/v1/web/login-tickets")).bearer_auth(&rig.token).json(&json!({})).send().unwrap().json().unwrap();
-    let signed_in = client.get(format!("{base}/approvals/login?ticket={}", login["ticket"].as_str().unwrap())).send().unwrap();
+    let login: Value = client
+        .post(format!("{base}/v1/web/login-tickets"))
+        .bearer_auth(&rig.token)
+        .json(&json!({}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let signed_in =
+        client.get(format!("{base}/approvals/login?ticket={}", login["ticket"].as_str().unwrap())).send().unwrap();
     let cookie = signed_in.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
     let own_origin = format!("http://{}", rig.host());
     let forged_hosts = ["evil.example", "127.0.0.1.evil.example", "localhost.evil.example:80", "127.0.0.2", "[::1]:1"];
@@ -205,20 +226,43 @@ fn every_route_refuses_forged_hosts_foreign_origins_and_cross_site_writes() {
         let url = format!("{base}{}", concrete(route.path));
         let body = || json!({"args": {}, "approved": true, "path": "x", "value": "y"});
         for host in forged_hosts {
-            let response = client.request(method.clone(), &url).header("host", host).bearer_auth(&rig.token).json(&body()).send().unwrap();
+            let response = client
+                .request(method.clone(), &url)
+                .header("host", host)
+                .bearer_auth(&rig.token)
+                .json(&body())
+                .send()
+                .unwrap();
             check(format!("{} {} with Host {host}", route.method, route.path), response);
         }
         for origin in foreign_origins {
-            let response = client.request(method.clone(), &url).header("origin", origin).bearer_auth(&rig.token).json(&body()).send().unwrap();
+            let response = client
+                .request(method.clone(), &url)
+                .header("origin", origin)
+                .bearer_auth(&rig.token)
+                .json(&body())
+                .send()
+                .unwrap();
             check(format!("{} {} with Origin {origin}", route.method, route.path), response);
         }
         let cookie_reaches = route.path.starts_with("/v1/")
             && !matches!(route.auth, Auth::Public | Auth::OAuthState | Auth::Upstream | Auth::McpBearer);
         if cookie_reaches && !method.is_safe() {
-            let response = client.request(method.clone(), &url).header("cookie", &cookie).header("origin", &own_origin).json(&body()).send().unwrap();
+            let response = client
+                .request(method.clone(), &url)
+                .header("cookie", &cookie)
+                .header("origin", &own_origin)
+                .json(&body())
+                .send()
+                .unwrap();
             check(format!("{} {} by cookie without the CSRF secret", route.method, route.path), response);
-            let response =
-                client.request(method.clone(), &url).header("cookie", &cookie).header("x-aileron-csrf", "0".repeat(64)).json(&body()).send().unwrap();
+            let response = client
+                .request(method.clone(), &url)
+                .header("cookie", &cookie)
+                .header("x-aileron-csrf", "0".repeat(64))
+                .json(&body())
+                .send()
+                .unwrap();
             check(format!("{} {} by cookie without an Origin", route.method, route.path), response);
         }
     }
@@ -240,29 +284,89 @@ fn every_route_refuses_forged_hosts_foreign_origins_and_cross_site_writes() {
 fn request_smuggling_framings_never_reach_the_upstream_as_a_second_request() {
     let rig = Rig::start();
     let host = rig.host();
-    let hidden = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{{\"SMUGGLED\"}}");
+    let hidden = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{{\"SMUGGLED\"}}"
+    );
     let body = |prefix: &str| format!("{prefix}{hidden}");
-    let head = |extra: &str| format!("POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n{extra}\r\n");
+    let head = |extra: &str| {
+        format!("POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n{extra}\r\n")
+    };
     let zero_chunk = body("0\r\n\r\n");
     let forms: Vec<(&str, String)> = vec![
-        ("CL.TE", format!("{}{zero_chunk}", head(&format!("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", zero_chunk.len())))),
+        (
+            "CL.TE",
+            format!(
+                "{}{zero_chunk}",
+                head(&format!("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", zero_chunk.len()))
+            ),
+        ),
         ("TE.CL", format!("{}{zero_chunk}", head("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n"))),
-        ("TE obfuscated: xchunked", format!("{}{zero_chunk}", head(&format!("Content-Length: {}\r\nTransfer-Encoding: xchunked\r\n", zero_chunk.len())))),
-        ("TE obfuscated: space before colon", format!("{}{zero_chunk}", head(&format!("Content-Length: {}\r\nTransfer-Encoding : chunked\r\n", zero_chunk.len())))),
-        ("TE obfuscated: chunked, identity", format!("{}{zero_chunk}", head(&format!("Content-Length: {}\r\nTransfer-Encoding: chunked, identity\r\n", zero_chunk.len())))),
+        (
+            "TE obfuscated: xchunked",
+            format!(
+                "{}{zero_chunk}",
+                head(&format!("Content-Length: {}\r\nTransfer-Encoding: xchunked\r\n", zero_chunk.len()))
+            ),
+        ),
+        (
+            "TE obfuscated: space before colon",
+            format!(
+                "{}{zero_chunk}",
+                head(&format!("Content-Length: {}\r\nTransfer-Encoding : chunked\r\n", zero_chunk.len()))
+            ),
+        ),
+        (
+            "TE obfuscated: chunked, identity",
+            format!(
+                "{}{zero_chunk}",
+                head(&format!("Content-Length: {}\r\nTransfer-Encoding: chunked, identity\r\n", zero_chunk.len()))
+            ),
+        ),
         ("TE twice", format!("{}{zero_chunk}", head("Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n"))),
-        ("TE tab", format!("{}{zero_chunk}", head(&format!("Content-Length: {}\r\nTransfer-Encoding:\tchunked\r\n", zero_chunk.len())))),
-        ("TE line folding", format!("{}{zero_chunk}", head(&format!("Content-Length: {}\r\nTransfer-Encoding:\r\n chunked\r\n", zero_chunk.len())))),
+        (
+            "TE tab",
+            format!(
+                "{}{zero_chunk}",
+                head(&format!("Content-Length: {}\r\nTransfer-Encoding:\tchunked\r\n", zero_chunk.len()))
+            ),
+        ),
+        (
+            "TE line folding",
+            format!(
+                "{}{zero_chunk}",
+                head(&format!("Content-Length: {}\r\nTransfer-Encoding:\r\n chunked\r\n", zero_chunk.len()))
+            ),
+        ),
         ("CL twice, different", format!("{}{}", head("Content-Length: 2\r\nContent-Length: 200\r\n"), body("{}"))),
         ("CL list", format!("{}{}", head("Content-Length: 2, 200\r\n"), body("{}"))),
         ("CL signed", format!("{}{}", head("Content-Length: +2\r\n"), body("{}"))),
         ("CL hex", format!("{}{}", head("Content-Length: 0x2\r\n"), body("{}"))),
-        ("chunk size overflow", format!("{}{}", head("Transfer-Encoding: chunked\r\n"), body("1000000000000000002\r\n{}\r\n0\r\n\r\n"))),
+        (
+            "chunk size overflow",
+            format!("{}{}", head("Transfer-Encoding: chunked\r\n"), body("1000000000000000002\r\n{}\r\n0\r\n\r\n")),
+        ),
         // The hidden request as chunk data after a chunk extension with a NUL and a bare CR: only
         // a parser that split the chunk line differently would read it as a request.
-        ("chunk extension junk", format!("{}2;\0x\rq\r\n{{}}\r\n{:x}\r\n{hidden}\r\n0\r\n\r\n", head("Transfer-Encoding: chunked\r\n"), hidden.len())),
-        ("bare LF", format!("POST /v1/chat/completions HTTP/1.1\nHost: {host}\nContent-Length: 0\nTransfer-Encoding: chunked\n\n{zero_chunk}")),
-        ("HTTP/1.0 with TE", format!("POST /v1/chat/completions HTTP/1.0\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\n{zero_chunk}")),
+        (
+            "chunk extension junk",
+            format!(
+                "{}2;\0x\rq\r\n{{}}\r\n{:x}\r\n{hidden}\r\n0\r\n\r\n",
+                head("Transfer-Encoding: chunked\r\n"),
+                hidden.len()
+            ),
+        ),
+        (
+            "bare LF",
+            format!(
+                "POST /v1/chat/completions HTTP/1.1\nHost: {host}\nContent-Length: 0\nTransfer-Encoding: chunked\n\n{zero_chunk}"
+            ),
+        ),
+        (
+            "HTTP/1.0 with TE",
+            format!(
+                "POST /v1/chat/completions HTTP/1.0\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\n{zero_chunk}"
+            ),
+        ),
     ];
     let mut outcomes = Vec::new();
     let mut problems = Vec::new();
@@ -273,7 +377,8 @@ fn request_smuggling_framings_never_reach_the_upstream_as_a_second_request() {
         if codes.len() > 1 {
             problems.push(format!("{name}: {} responses on one connection {codes:?}", codes.len()));
         }
-        let reached: Vec<Vec<u8>> = rig.upstream.seen.lock().unwrap()[before..].iter().map(|(_, _, body)| body.clone()).collect();
+        let reached: Vec<Vec<u8>> =
+            rig.upstream.seen.lock().unwrap()[before..].iter().map(|(_, _, body)| body.clone()).collect();
         if reached.iter().any(|body| body.starts_with(b"{\"SMUGGLED")) {
             problems.push(format!("{name}: the hidden request reached the upstream as a request of its own"));
         }
@@ -314,11 +419,23 @@ fn oversized_headers_and_bodies_are_refused_and_memory_stays_bounded() {
         outcomes.push(json!({"attack": name, "statuses": codes}));
     };
     let header_value = "a".repeat(1024 * 1024);
-    attack("1 MiB header", format!("GET /v1/health HTTP/1.1\r\nHost: {host}\r\nX-Big: {header_value}\r\n\r\n").into_bytes(), &[431, 400]);
+    attack(
+        "1 MiB header",
+        format!("GET /v1/health HTTP/1.1\r\nHost: {host}\r\nX-Big: {header_value}\r\n\r\n").into_bytes(),
+        &[431, 400],
+    );
     let many: String = (0..10_000).map(|i| format!("X-H{i}: v\r\n")).collect();
-    attack("10,000 headers", format!("GET /v1/health HTTP/1.1\r\nHost: {host}\r\n{many}\r\n").into_bytes(), &[431, 400]);
+    attack(
+        "10,000 headers",
+        format!("GET /v1/health HTTP/1.1\r\nHost: {host}\r\n{many}\r\n").into_bytes(),
+        &[431, 400],
+    );
     let long_path = "a".repeat(1024 * 1024);
-    attack("1 MiB request target", format!("GET /{long_path} HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes(), &[414, 431, 400]);
+    attack(
+        "1 MiB request target",
+        format!("GET /{long_path} HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes(),
+        &[414, 431, 400],
+    );
     let big = 72 * 1024 * 1024;
     let token = rig.token.clone();
     for (path, auth) in [
@@ -419,11 +536,17 @@ fn idle_connections_by_the_thousand_and_slowloris_are_closed_while_the_daemon_se
     // Every idle connection is closed by the daemon: a read returns 0 or fails with a reset.
     let mut idle_closed_after = Vec::new();
     for mut stream in idle {
-        stream.set_read_timeout(Some(Duration::from_secs(60).saturating_sub(opened.elapsed()).max(Duration::from_millis(1)))).unwrap();
+        stream
+            .set_read_timeout(Some(
+                Duration::from_secs(60).saturating_sub(opened.elapsed()).max(Duration::from_millis(1)),
+            ))
+            .unwrap();
         let mut byte = [0u8; 1];
         match stream.read(&mut byte) {
             Ok(0) => idle_closed_after.push(opened.elapsed().as_millis() as u64),
-            Err(error) if error.kind() != std::io::ErrorKind::WouldBlock && error.kind() != std::io::ErrorKind::TimedOut => {
+            Err(error)
+                if error.kind() != std::io::ErrorKind::WouldBlock && error.kind() != std::io::ErrorKind::TimedOut =>
+            {
                 idle_closed_after.push(opened.elapsed().as_millis() as u64)
             }
             _ => {}
@@ -432,7 +555,11 @@ fn idle_connections_by_the_thousand_and_slowloris_are_closed_while_the_daemon_se
     let trickle_lifetimes: Vec<u64> = trickles.into_iter().map(|t| t.join().unwrap().as_millis() as u64).collect();
     let (probes, p50, p99) = prober.finish("idle connections and slowloris");
     assert_eq!(idle_closed_after.len(), idle_count, "every idle connection is closed by the daemon within 60 s");
-    assert_eq!(closed_trickles.load(Ordering::Relaxed), trickle_count, "every slowloris connection is closed within 60 s");
+    assert_eq!(
+        closed_trickles.load(Ordering::Relaxed),
+        trickle_count,
+        "every slowloris connection is closed within 60 s"
+    );
     // The descriptors come back.
     let mut fds_after = usize::MAX;
     for _ in 0..100 {
@@ -442,7 +569,10 @@ fn idle_connections_by_the_thousand_and_slowloris_are_closed_while_the_daemon_se
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(fds_after <= fds_before + 8, "the daemon holds {fds_after} descriptors after the attack ({fds_before} before)");
+    assert!(
+        fds_after <= fds_before + 8,
+        "the daemon holds {fds_after} descriptors after the attack ({fds_before} before)"
+    );
     idle_closed_after.sort_unstable();
     let mut lifetimes = trickle_lifetimes;
     lifetimes.sort_unstable();
