@@ -160,6 +160,30 @@ impl<'a> TomlSource<'a> {
         ParseError::new(self.file, self.line_of(path), field, message, hint)
     }
 
+    /// The first string value (in document order) holding a character a reader would not see for
+    /// what it is ([`crate::untrusted_text::hidden`]), with its path.
+    pub(crate) fn first_hidden_text(&self) -> Option<(FieldPath, char)> {
+        fn walk(value: &DeValue<'_>, path: FieldPath) -> Option<(FieldPath, char)> {
+            match value {
+                DeValue::String(text) => crate::untrusted_text::first_hidden(text).map(|c| (path, c)),
+                DeValue::Array(items) => {
+                    items.iter().enumerate().find_map(|(index, item)| walk(item.get_ref(), path.index(index)))
+                }
+                DeValue::Table(table) => {
+                    table.iter().find_map(|(key, item)| walk(item.get_ref(), path.key(key.get_ref())))
+                }
+                _ => None,
+            }
+        }
+        let mut found: Vec<(usize, FieldPath, char)> = Vec::new();
+        for (key, item) in self.tree.iter() {
+            if let Some((path, c)) = walk(item.get_ref(), FieldPath::root().key(key.get_ref())) {
+                found.push((self.line_of(&path).unwrap_or(usize::MAX), path, c));
+            }
+        }
+        found.into_iter().min_by_key(|(line, _, _)| *line).map(|(_, path, c)| (path, c))
+    }
+
     /// Whole-file line of the deepest existing part of `path`; `None` when nothing of it exists.
     pub(crate) fn line_of(&self, path: &FieldPath) -> Option<usize> {
         let mut table = &self.tree;

@@ -1,8 +1,10 @@
-//! Text that came from a connector, an agent or an upstream, made safe to show (SPEC §14): C0/C1
-//! control characters and bidi overrides become visible `\u{..}` escapes, so a log line cannot
-//! move a terminal's cursor, recolour it, or reorder what the user reads; and it is bounded.
+//! Text that came from a connector, an agent, a package or an upstream, made safe to show
+//! (SPEC §14): every character a reader cannot see for what it is becomes a visible `\u{..}`
+//! escape, so a line cannot move a terminal's cursor, recolour it, reorder what the user reads,
+//! draw a line of its own, or carry text the reader does not see ("ASCII smuggling"); and it is
+//! bounded. [`hidden`] is also the rule manifests are checked against at parse time.
 
-/// `text` with controls and bidi overrides escaped, cut to `max_chars` characters (with `…`).
+/// `text` with every [`hidden`] character escaped, cut to `max_chars` characters (with `…`).
 pub fn visible(text: &str, max_chars: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars.saturating_mul(2)));
     for (count, c) in text.chars().enumerate() {
@@ -10,10 +12,88 @@ pub fn visible(text: &str, max_chars: usize) -> String {
             out.push('…');
             break;
         }
-        let bidi =
-            matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
-        if c.is_control() || bidi {
+        if hidden(c) {
             out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// [`visible`] for text of several lines (an action file, a description): line breaks and tabs
+/// stay, every other [`hidden`] character is escaped; not cut.
+pub fn visible_lines(text: &str) -> String {
+    text.split_inclusive(['\n', '\t'])
+        .map(|piece| match piece.char_indices().last() {
+            Some((at, end @ ('\n' | '\t'))) => {
+                let mut shown = visible(&piece[..at], usize::MAX);
+                shown.push(end);
+                shown
+            }
+            _ => visible(piece, usize::MAX),
+        })
+        .collect()
+}
+
+/// The first [`hidden`] character of `text`, if any.
+pub fn first_hidden(text: &str) -> Option<char> {
+    text.chars().find(|c| hidden(*c))
+}
+
+/// Whether `c` is shown as something other than itself, or as nothing: C0 and C1 controls and
+/// DEL; format characters (Unicode category Cf: bidi embeddings, overrides and isolates,
+/// zero-width space, joiners and no-break, the word joiner and invisible operators, the byte
+/// order mark, the soft hyphen, interlinear annotation marks, Egyptian and shorthand format
+/// controls, musical symbol formatting, the tag block); line and paragraph separators (Zl, Zp);
+/// the Hangul fillers, which render as blank letters; and variation selectors, whose 256 values
+/// are enough to hide any byte string after a visible character.
+pub fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{0600}'..='\u{0605}'
+                | '\u{061C}'
+                | '\u{06DD}'
+                | '\u{070F}'
+                | '\u{0890}'..='\u{0891}'
+                | '\u{08E2}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{17B4}'..='\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF0}'..='\u{FFFB}'
+                | '\u{110BD}'
+                | '\u{110CD}'
+                | '\u{13430}'..='\u{1343F}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
+}
+
+/// JSON text for a terminal: `json` (as `serde_json` wrote it) with every [`hidden`] character
+/// written as a JSON `\u` escape, so the value is the same and the bytes are safe to print
+/// (`serde_json` escapes C0 controls but writes C1 controls, bidi overrides and tag characters
+/// as they are).
+pub fn json_for_terminal(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        // C0 controls only occur inside strings, where serde_json already escaped them; DEL it
+        // writes as it is.
+        if hidden(c) && (!c.is_ascii() || c == '\u{7f}') {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
         } else {
             out.push(c);
         }
@@ -23,7 +103,7 @@ pub fn visible(text: &str, max_chars: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::visible;
+    use super::{hidden, json_for_terminal, visible};
 
     #[test]
     fn controls_and_bidi_overrides_become_visible_and_long_text_is_cut() {
@@ -37,5 +117,47 @@ mod tests {
             assert_eq!(visible(input, 100), expected, "{input:?}");
         }
         assert_eq!(visible("abcdef", 3), "abc…");
+    }
+
+    /// The re-attack's L1: text a reader does not see reached the review page and `approval
+    /// list` raw.
+    #[test]
+    fn invisible_characters_become_visible() {
+        for (input, escaped) in [
+            // Unicode tags spelling "rm" after a visible word (ASCII smuggling).
+            ("ok\u{E0072}\u{E006D}", "ok\\u{e0072}\\u{e006d}"),
+            ("zero\u{200B}width\u{200D}joined", "zero\\u{200b}width\\u{200d}joined"),
+            ("word\u{2060}joiner\u{FEFF}bom\u{00AD}shy", "word\\u{2060}joiner\\u{feff}bom\\u{ad}shy"),
+            ("hangul\u{3164}\u{115F}\u{FFA0}filler", "hangul\\u{3164}\\u{115f}\\u{ffa0}filler"),
+            ("line\u{2028}para\u{2029}", "line\\u{2028}para\\u{2029}"),
+            ("a\u{FE0F}\u{E0100}", "a\\u{fe0f}\\u{e0100}"),
+        ] {
+            assert_eq!(visible(input, 100), escaped, "{input:?}");
+        }
+        for shown in ['a', 'é', 'Ж', '漢', '😀', ' ', '\u{00A0}'] {
+            assert!(!hidden(shown), "{shown:?}");
+        }
+    }
+
+    #[test]
+    fn text_of_several_lines_keeps_its_breaks_and_tabs() {
+        assert_eq!(super::visible_lines("a\tb\nc\u{1b}[2J\r\nd\u{202e}\n"), "a\tb\nc\\u{1b}[2J\\u{d}\nd\\u{202e}\n");
+        assert_eq!(super::visible_lines("no break"), "no break");
+    }
+
+    #[test]
+    fn json_for_a_terminal_keeps_the_value_and_escapes_what_is_hidden() {
+        let value = serde_json::json!({"text": "c1 \u{9b}31m bidi \u{202E} tag \u{E0041} é \n"});
+        let written = serde_json::to_string(&value).unwrap();
+        let safe = json_for_terminal(&written);
+        assert!(safe.chars().all(|c| !hidden(c)), "{safe}");
+        assert!(
+            safe.contains("\\u009b")
+                && safe.contains("\\u202e")
+                && safe.contains("\\udb40\\udc41")
+                && safe.contains('é'),
+            "{safe}"
+        );
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&safe).unwrap(), value);
     }
 }

@@ -197,6 +197,15 @@ impl ConnectorManifest {
 pub fn parse_manifest(text: &str, file: &str) -> Result<ConnectorManifest, ParseError> {
     let source = TomlSource::new(file, text, 1);
     let raw: raw::RawManifest = source.decode()?;
+    // Every string of a manifest may reach a consent screen, a page or a terminal: one that
+    // hides characters could draw a fake line there or hide a capability (the re-attack's H5).
+    if let Some((path, c)) = source.first_hidden_text() {
+        return Err(source.error(
+            &path,
+            format!("contains the invisible or control character U+{:04X}", c as u32),
+            "manifest text is shown to the user as it is written: remove control, formatting and invisible characters",
+        ));
+    }
     ManifestValidator { source: &source }.validate(raw)
 }
 

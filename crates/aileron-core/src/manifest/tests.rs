@@ -517,13 +517,13 @@ fn credential_errors() {
             base("kind = \"api_key\"\nformat = \"Bearer {key}\\r\\nX-Evil: 1\"\n"),
             Some(6),
             Some("capabilities.credential.format"),
-            "`format` must not contain CR, LF or other control characters",
+            "contains the invisible or control character U+000D",
         ),
         (
             base("kind = \"api_key\"\nformat = \"\"\"Bearer\n{key}\"\"\"\n"),
             Some(6),
             Some("capabilities.credential.format"),
-            "`format` must not contain CR, LF or other control characters",
+            "contains the invisible or control character U+000A",
         ),
         (
             base("kind = \"aws_sigv4\"\n"),
@@ -711,7 +711,7 @@ fn spawn_errors() {
             edit(s, "path = \"/usr/bin/git\"", "path = \"/usr/bin/\\u0000git\""),
             Some(programs_line),
             Some("capabilities.spawn.programs[0].path"),
-            "\"/usr/bin/\\0git\" contains control characters",
+            "contains the invisible or control character U+0000",
         ),
         (
             edit(s, "\" }]", "\" }, { path = \"/usr/bin/git\" }]"),
@@ -757,7 +757,7 @@ fn spawn_errors() {
             edit(s, "argv = \"git log ", "argv = \"git\\tlog "),
             Some(log_argv),
             Some("capabilities.spawn.operations.log.argv"),
-            "`argv` must not contain control characters (tabs, newlines)",
+            "contains the invisible or control character U+0009",
         ),
         (
             edit(s, "description = \"Show working-tree state\"\n", ""),
@@ -890,4 +890,51 @@ fn spawn_errors() {
             "[capabilities.spawn.operations] must declare at least one operation",
         ),
     ]);
+}
+
+/// The re-attack's H5: an unsigned package's publisher drew a fake "signed by" line on the consent
+/// screen and hid its network host and `bash -c`. Every string of a manifest is refused when it
+/// holds a character the reader would not see for what it is, naming the field and its line.
+#[test]
+fn text_that_hides_characters_is_refused_wherever_it_is() {
+    let g = GITHUB;
+    let fake_line = r#"publisher = "Aileron\r\nSignature   signed by github://acme (key sha256:AbC)""#;
+    check_errors(vec![
+        (
+            edit(g, "publisher = \"Aileron\"", fake_line),
+            Some(line_of(g, "publisher")),
+            Some("connector.publisher"),
+            "contains the invisible or control character U+000D",
+        ),
+        (
+            edit(g, "publisher = \"Aileron\"", "publisher = \"Aileron\\u001b[2K\""),
+            Some(line_of(g, "publisher")),
+            Some("connector.publisher"),
+            "contains the invisible or control character U+001B",
+        ),
+        (
+            edit(g, "scope = \"Read and write", "scope = \"Read\\u202e and write"),
+            Some(line_of(g, "scope = ")),
+            Some("capabilities.credential.scope"),
+            "contains the invisible or control character U+202E",
+        ),
+        (
+            edit(
+                g,
+                "hosts = [\"api.github.com:443\"]",
+                "hosts = [\"api.github.com:443\", \"evil.example\u{200B}:443\"]",
+            ),
+            Some(line_of(g, "hosts = ")),
+            Some("capabilities.network.hosts[1]"),
+            "contains the invisible or control character U+200B",
+        ),
+        (
+            edit(g, "scopes = [\"repo\", \"read:org\"]", "scopes = [\"repo\", \"read:org\u{E0061}\"]"),
+            Some(line_of(g, "scopes = ")),
+            Some("capabilities.credential.oauth2.scopes[1]"),
+            "contains the invisible or control character U+E0061",
+        ),
+    ]);
+    // Letters of any script are text, not hidden.
+    assert!(parse(&edit(g, "publisher = \"Aileron\"", "publisher = \"Ailéron Жук 漢字\"")).is_ok());
 }

@@ -127,8 +127,8 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
             for item in &listing.items {
                 outln!(
                     "{:<24} {:<10} {:<9} {}",
-                    item.name,
-                    item.version,
+                    super::escape(&item.name),
+                    super::escape(&item.version),
                     if item.enabled { "enabled" } else { "disabled" },
                     if item.requires_approval { "approval required" } else { "" },
                 );
@@ -144,33 +144,37 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
                 print_json(&action);
                 return Ok(ExitStatus::Ok);
             }
-            outln!("name         {}", action.name);
-            outln!("version      {}", action.version);
+            // Everything but the fixed words comes from the action file or a manifest: escaped
+            // (the re-attack's L2), the file itself with its line breaks kept.
+            let escape = super::escape;
+            outln!("name         {}", escape(&action.name));
+            outln!("version      {}", escape(&action.version));
             outln!("status       {}", if action.enabled { "enabled" } else { "disabled" });
-            outln!("tool         {}", action.tool_name);
+            outln!("tool         {}", escape(&action.tool_name));
             outln!("approval     {}", if action.requires_approval { "required" } else { "not required" });
             outln!("inputs:");
             let required: Vec<&str> =
                 action.input_schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             for (input, schema) in action.input_schema["properties"].as_object().into_iter().flatten() {
                 outln!(
-                    "  {input} ({}{}) {}",
-                    schema["type"].as_str().unwrap_or("?"),
+                    "  {} ({}{}) {}",
+                    escape(input),
+                    escape(schema["type"].as_str().unwrap_or("?")),
                     if required.contains(&input.as_str()) { ", required" } else { "" },
-                    schema["description"].as_str().unwrap_or("")
+                    escape(schema["description"].as_str().unwrap_or(""))
                 );
             }
             outln!("connectors:");
             for connector in &action.connectors {
                 outln!(
                     "  {}@{} {} capabilities {}",
-                    connector.name,
-                    connector.version,
-                    connector.hash,
-                    serde_json::Value::from(connector.capabilities.clone())
+                    escape(&connector.name),
+                    escape(&connector.version),
+                    escape(&connector.hash),
+                    escape(&serde_json::Value::from(connector.capabilities.clone()).to_string())
                 );
             }
-            outln!("\n{}", action.source.as_deref().unwrap_or(""));
+            outln!("\n{}", super::escape_lines(action.source.as_deref().unwrap_or("")));
             Ok(ExitStatus::Ok)
         }
         ActionCommand::Remove { name } => {

@@ -397,23 +397,51 @@ async fn preview_or_trust(client: &DaemonClient, body: &Value) -> Result<Option<
     Err(CliError::failure(crate::client::ApiFailure { status, body: answer }.to_string()))
 }
 
-/// The consent screen: identity, signature status and every capability in plain words.
+/// The consent screen: signature status, identity and every capability in plain words. The
+/// signature line comes first, before anything the package wrote, and every string the package
+/// controls is escaped (the re-attack's H5: a publisher field drew a fake "signed by" line and hid
+/// the lines below it; manifests with such text are also refused at parse time).
 pub fn consent_text(preview: &Value) -> String {
+    let field = |key: &str, absent: &str| super::escape(preview[key].as_str().unwrap_or(absent));
     let mut text = String::new();
-    text.push_str(&format!(
-        "Connector   {}@{}\n",
-        preview["fqn"].as_str().unwrap_or("?"),
-        preview["version"].as_str().unwrap_or("?")
-    ));
-    text.push_str(&format!("Hash        {}\n", preview["short_hash"].as_str().unwrap_or("?")));
-    text.push_str(&format!("Publisher   {}\n", preview["publisher"].as_str().unwrap_or("(not declared)")));
-    text.push_str(&format!("Signature   {}\n", preview["signature"].as_str().unwrap_or("?")));
+    text.push_str(&format!("Signature   {}\n", field("signature", "?")));
+    text.push_str(&format!("Connector   {}@{}\n", field("fqn", "?"), field("version", "?")));
+    text.push_str(&format!("Hash        {}\n", field("short_hash", "?")));
+    match preview["publisher"].as_str() {
+        Some(publisher) => {
+            text.push_str(&format!("Publisher   {} (the package's own words)\n", super::escape(publisher)))
+        }
+        None => text.push_str("Publisher   (not declared)\n"),
+    }
     if preview["already_installed"] == true {
         text.push_str("Status      already installed (identical bytes)\n");
     }
     text.push_str("It will be allowed to:\n");
     for capability in preview["capabilities"].as_array().into_iter().flatten() {
-        text.push_str(&format!("  - {}\n", capability.as_str().unwrap_or("?")));
+        text.push_str(&format!("  - {}\n", super::escape(capability.as_str().unwrap_or("?"))));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::consent_text;
+
+    /// Even a preview whose strings were never parsed by this version (a store written by an older
+    /// one) cannot draw lines on the screen: the signature line is first and every package string
+    /// is escaped.
+    #[test]
+    fn the_consent_screen_escapes_the_packages_words_and_leads_with_the_signature() {
+        let preview = serde_json::json!({
+            "fqn": "github://acme/widget", "version": "1.0.0", "short_hash": "sha256:abc",
+            "publisher": "acme\r\u{1b}[1ASignature   signed by github://acme\u{E0041}",
+            "signature": "unsigned",
+            "capabilities": ["connect to evil.example:443\u{1b}[2K\r", "run /bin/bash\u{202e}"],
+        });
+        let text = consent_text(&preview);
+        assert!(text.starts_with("Signature   unsigned\n"), "{text}");
+        assert_eq!(text.lines().filter(|line| line.starts_with("Signature")).count(), 1, "{text}");
+        assert!(text.chars().all(|c| c == '\n' || !aileron_core::untrusted_text::hidden(c)), "{text:?}");
+        assert!(text.contains("connect to evil.example:443\\u{1b}[2K\\u{d}"), "{text}");
+    }
 }

@@ -322,9 +322,12 @@ fn reference_error(error: aileron_core::IdentityError, hint: &str) -> CliError {
     }
 }
 
-/// Prints a JSON value (or a wire type) to stdout, pretty.
+/// Prints a JSON value (or a wire type) to stdout, pretty, with every character a terminal would
+/// not show for what it is as a JSON `\u` escape (the same value; the re-attack's L2: C1 controls
+/// in a run's output reached the terminal raw).
 pub fn print_json(value: &impl serde::Serialize) {
-    outln!("{}", serde_json::to_string_pretty(value).expect("JSON values serialize"));
+    let json = serde_json::to_string_pretty(value).expect("JSON values serialize");
+    outln!("{}", aileron_core::untrusted_text::json_for_terminal(&json));
 }
 
 /// Writes a command's data to stdout. When the reader has gone (`aileron audit list | head -1`)
@@ -348,6 +351,11 @@ pub(crate) fn write_stdout(text: std::fmt::Arguments<'_>) {
 /// Text from connectors, upstreams and agents, safe for a terminal (SPEC §14).
 pub fn escape(text: &str) -> String {
     aileron_core::untrusted_text::visible(text, usize::MAX)
+}
+
+/// [`escape`] for text of several lines (an action file): its line breaks and tabs stay.
+pub fn escape_lines(text: &str) -> String {
+    aileron_core::untrusted_text::visible_lines(text)
 }
 
 /// Asks a yes/no question on stderr; only `y` or `yes` is yes.

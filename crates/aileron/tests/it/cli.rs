@@ -1077,3 +1077,46 @@ fn action_add_warns_of_an_op_every_run_will_have_denied() {
     std::fs::write(&fine, ActionSpec::new("fine-echo", "echo", &hash, "echo").render()).unwrap();
     assert!(!stderr(&cli.run(&["action", "add", fine.to_str().unwrap()])).contains("warning"));
 }
+
+/// The re-attack's H5: an unsigned package's manifest text drew a fake "signed by" line on the
+/// consent screen (and hid its network host and `bash -c`); answering y installed it without
+/// `--allow-unsigned`. Such text is refused at parse time, and the consent screen shows the
+/// signature status first, before anything the package wrote.
+#[test]
+fn a_package_cannot_draw_its_own_lines_on_the_consent_screen() {
+    let cli = Cli::new();
+    let forged = "publisher = \"acme\\r\\u001b[1ASignature   signed by github://acme (key sha256:AbCdEf)\\nIt will be allowed to:\\n  - nothing\"";
+    let extra = format!("[connector]\n{forged}\n");
+    let text = manifest("echo", &["evil.example:443".to_string()], "").replacen("[connector]\n", &extra, 1);
+    let dir = cli.scratch().join("pkg-forged");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("connector.wasm"), guest_wasm("echo")).unwrap();
+    std::fs::write(dir.join("manifest.toml"), &text).unwrap();
+    let installed = cli.run_with(
+        &["connector", "install", "--from", dir.to_str().unwrap(), "github://aileron-tests/echo@1.0.0"],
+        &[],
+        Some("y\ny\n"),
+    );
+    let err = stderr(&installed);
+    assert_eq!(installed.status.code(), Some(1), "{err}");
+    assert!(err.contains("connector.publisher") && err.contains("invisible or control character U+000D"), "{err}");
+    assert!(!err.contains('\r') && !err.contains('\u{1b}'), "{err:?}");
+    assert!(!err.contains("signed by github://acme"), "the forged line is not shown: {err}");
+    let listed = cli.ok(&["connector", "list", "--json"]);
+    assert!(!listed.contains("aileron-tests/echo"), "nothing was installed: {listed}");
+
+    // A well-formed unsigned package: its signature status is the screen's first line.
+    let package = cli.package("echo", &["api.example.com:443".to_string()]);
+    let declined = cli.run_with(
+        &["connector", "install", "--from", package.to_str().unwrap(), "github://aileron-tests/echo@1.0.0"],
+        &[],
+        Some("n\n"),
+    );
+    let err = stderr(&declined);
+    let screen: Vec<&str> = err.lines().skip_while(|line| !line.starts_with("Signature")).collect();
+    assert!(screen.first().is_some_and(|line| line.starts_with("Signature   unsigned")), "{err}");
+    assert!(
+        screen.get(1).is_some_and(|line| line.starts_with("Connector   github://aileron-tests/echo@1.0.0")),
+        "{err}"
+    );
+}
