@@ -242,6 +242,16 @@ pub(crate) fn http_client() -> anyhow::Result<reqwest::Client> {
 }
 
 pub fn read_daemon_info(path: &Path) -> Option<DaemonInfo> {
+    // A `daemon.json` another user could have written is not the daemon's: its URL would receive
+    // the token, the passphrase and every request (the re-attack's M3).
+    let metadata = std::fs::symlink_metadata(path).ok()?;
+    if !metadata.is_file() || !crate::home::is_ours_and_private(&metadata) {
+        log_line!(
+            "aileron: warning: ignoring {}: it is not a private file of yours\nhint: remove it; the daemon writes a new one",
+            path.display()
+        );
+        return None;
+    }
     let text = std::fs::read_to_string(path).ok()?;
     serde_json::from_str(&text).ok()
 }
@@ -264,14 +274,19 @@ pub async fn start_daemon_with(home: &Home, extra_env: &[(&str, &str)]) -> anyho
     let _ = log.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600));
     let previous = read_daemon_info(&home.daemon_json()).map(|info| info.started_at);
     let mut command = std::process::Command::new(&binary);
+    command.args(["daemon", "run"]).envs(extra_env.iter().copied());
+    // The caller's configuration goes with it, its secrets do not (SPEC §6; the re-attack's M2:
+    // the passphrase stayed in the daemon's environment after `vault lock`, for any program that
+    // could read it there).
+    for secret in env::NEVER_INHERITED {
+        command.env_remove(secret);
+    }
     command
-        .args(["daemon", "run"])
         .env(env::AILERON_HOME, home.root())
         .env(env::AILERON_AUDIT_DIR, home.audit_parent().unwrap_or_default())
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
-        .envs(extra_env.iter().copied())
         .process_group(0);
     let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
     let deadline = Instant::now() + AUTOSTART_BUDGET;

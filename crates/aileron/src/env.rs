@@ -59,6 +59,11 @@ pub const AILERON_GITHUB_API_URL: &str = "AILERON_GITHUB_API_URL";
 /// The user's home: what `~/` means in spawn manifests (not Aileron's own, so not in [`ALL`]).
 pub const HOME: &str = "HOME";
 
+/// Secrets a client holds that a daemon it starts never inherits: the vault passphrase (it would
+/// stay in the daemon's environment after `vault lock`) and a session's wiring (a launched agent's
+/// token is not the daemon's).
+pub const NEVER_INHERITED: [&str; 4] = [AILERON_VAULT_PASSPHRASE, AILERON_TOKEN, AILERON_URL, AILERON_SESSION_ID];
+
 /// Every variable, with a one-line description, for `aileron --help` and the README.
 pub const ALL: &[(&str, &str)] = &[
     (AILERON_HOME, "state directory (default ~/.aileron)"),
@@ -100,8 +105,13 @@ pub fn get(name: &str) -> Option<String> {
 }
 
 /// A variable a connector's `[capabilities.spawn] env_passthrough` hands to the programs it runs
-/// (the user consented to each key at install).
+/// (the user consented to each key at install). Never one of Aileron's own (`AILERON_*`, any
+/// case): manifests naming one are refused at parse time, and one installed before that rule
+/// still passes nothing.
 pub fn passed_through(name: &str) -> Option<String> {
+    if name.get(..8).is_some_and(|prefix| prefix.eq_ignore_ascii_case("AILERON_")) {
+        return None;
+    }
     get(name)
 }
 

@@ -20,6 +20,13 @@ pub enum HomeError {
     NoUserHome { var: &'static str },
     #[error("creating the state directory {path}: {source}\nhint: check that the parent exists and is writable")]
     Create { path: PathBuf, source: io::Error },
+    #[error(
+        "{path} belongs to user {owner}, not to you (user {me}): another user could replace the files Aileron trusts \
+         there\nhint: point AILERON_HOME at a directory of your own (it is created 0700), or remove this one"
+    )]
+    NotOurs { path: PathBuf, owner: u32, me: u32 },
+    #[error("making {path} private: {source}\nhint: chmod go-w {path}")]
+    Tighten { path: PathBuf, source: io::Error },
 }
 
 /// The resolved state directory and the overrides that relocate parts of it.
@@ -38,19 +45,42 @@ impl Home {
         Home::resolve(env::get)
     }
 
-    /// Resolves with `lookup` standing in for the environment (`Some("")` = explicitly empty).
-    pub fn resolve(lookup: impl Fn(&str) -> Option<String>) -> Result<Home, HomeError> {
-        let root = match lookup(env::AILERON_HOME) {
+    /// Resolves from the process environment without creating or checking anything: for a
+    /// process that reaches the daemon through `AILERON_URL` and never touches the home
+    /// (`aileron-mcp` under `aileron launch`, where the home is hidden and the rest of the
+    /// filesystem may be read-only).
+    pub fn locate_from_env() -> Result<Home, HomeError> {
+        let root = Home::root_from(env::get)?;
+        let lookup = env::get;
+        Ok(Home {
+            audit_parent: parent_override(lookup(env::AILERON_AUDIT_DIR), &root),
+            traces_parent: parent_override(lookup(env::AILERON_TRACES_DIR), &root),
+            root,
+        })
+    }
+
+    fn root_from(lookup: impl Fn(&str) -> Option<String>) -> Result<PathBuf, HomeError> {
+        Ok(match lookup(env::AILERON_HOME) {
             Some(value) if value.is_empty() => return Err(HomeError::EmptyHome { var: env::AILERON_HOME }),
             Some(value) => absolute(PathBuf::from(value)),
             None => std::env::home_dir()
                 .filter(|home| home.is_absolute())
                 .ok_or(HomeError::NoUserHome { var: env::AILERON_HOME })?
                 .join(".aileron"),
-        };
+        })
+    }
+
+    /// Resolves with `lookup` standing in for the environment (`Some("")` = explicitly empty).
+    pub fn resolve(lookup: impl Fn(&str) -> Option<String>) -> Result<Home, HomeError> {
+        let root = Home::root_from(&lookup)?;
         let mut home = Home::at(root)?;
         home.audit_parent = parent_override(lookup(env::AILERON_AUDIT_DIR), &home.root);
         home.traces_parent = parent_override(lookup(env::AILERON_TRACES_DIR), &home.root);
+        for dir in home.audit_parent.iter().map(|parent| parent.join("audit")).chain(home.traces_dir()) {
+            if dir.exists() {
+                secure_dir(&dir)?;
+            }
+        }
         Ok(home)
     }
 
@@ -58,6 +88,7 @@ impl Home {
     pub fn at(root: impl Into<PathBuf>) -> Result<Home, HomeError> {
         let root = absolute(root.into());
         create_private_dir(&root).map_err(|source| HomeError::Create { path: root.clone(), source })?;
+        secure_dir(&root)?;
         warn_if_lax(&root);
         Ok(Home { audit_parent: Some(root.clone()), traces_parent: Some(root.clone()), root })
     }
@@ -145,6 +176,81 @@ fn absolute(path: PathBuf) -> PathBuf {
     std::path::absolute(&path).unwrap_or(path)
 }
 
+/// A directory of Aileron's state must be the user's own and writable by nobody else (the
+/// re-attack's M3: another local user swapped `daemon.json` in a world-writable home and received
+/// the vault passphrase). Like ssh's StrictModes for what is not ours: refused; what is ours and
+/// writable by group or others loses those write bits (and says so).
+pub fn secure_dir(path: &Path) -> Result<(), HomeError> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::metadata(path).map_err(|source| HomeError::Create { path: path.to_path_buf(), source })?;
+    let me = nix::unistd::geteuid().as_raw();
+    if metadata.uid() != me {
+        return Err(HomeError::NotOurs { path: path.to_path_buf(), owner: metadata.uid(), me });
+    }
+    let mode = metadata.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        let tightened = mode & !0o022;
+        std::fs::set_permissions(path, Permissions::from_mode(tightened))
+            .map_err(|source| HomeError::Tighten { path: path.to_path_buf(), source })?;
+        log_line!(
+            "aileron: warning: {} was writable by other users (mode {mode:o}); it is now {tightened:o}\nhint: chmod 700 {}",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Whether a file Aileron reads its trust from (`daemon.json`) is the user's own and writable by
+/// nobody else; a file another user could have written is never trusted.
+pub fn is_ours_and_private(metadata: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    metadata.uid() == nix::unistd::geteuid().as_raw() && metadata.permissions().mode() & 0o022 == 0
+}
+
+/// Removes what [`write_atomic`] leaves behind when killed between creating its temporary file and
+/// renaming it (`.secrets.json.Ab12Cd.tmp`): such a file may hold a secret the user has since
+/// removed (the re-attack's L4). Called by the daemon at start, under its lock, for every
+/// directory it writes that way. Returns the files removed.
+pub fn remove_stale_temporaries(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !is_atomic_temporary(name) || !entry.file_type().is_ok_and(|kind| kind.is_file()) {
+            continue;
+        }
+        if std::fs::remove_file(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    if !removed.is_empty() {
+        let _ = sync_dir(dir);
+    }
+    removed
+}
+
+/// `.<file name>.<6 random characters>.tmp`, the names [`write_atomic`] gives its temporary files.
+fn is_atomic_temporary(name: &str) -> bool {
+    let Some(inner) = name.strip_prefix('.').and_then(|rest| rest.strip_suffix(".tmp")) else {
+        return false;
+    };
+    match inner.rsplit_once('.') {
+        Some((file, random)) => {
+            !file.is_empty()
+                && random.len() == TEMPORARY_RANDOM_CHARS
+                && random.chars().all(|c| c.is_ascii_alphanumeric())
+        }
+        None => false,
+    }
+}
+
+/// The random part of [`write_atomic`]'s temporary names (set explicitly, so the sweep knows it).
+const TEMPORARY_RANDOM_CHARS: usize = 6;
+
 /// Says so once when an existing home is readable or writable by others (SPEC §1: 0700). It is not
 /// changed behind the user's back: they may have loosened it on purpose.
 fn warn_if_lax(root: &Path) {
@@ -186,6 +292,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let mut temp = tempfile::Builder::new()
         .prefix(&prefix)
         .suffix(".tmp")
+        .rand_bytes(TEMPORARY_RANDOM_CHARS)
         .permissions(Permissions::from_mode(mode))
         .tempfile_in(dir)
         .map_err(|e| with_path(e, "creating a temporary file next to", path))?;
@@ -243,6 +350,36 @@ mod tests {
         check(&[(env::AILERON_TRACES_DIR, "")], Some(root.clone()), None);
         check(&[(env::AILERON_TRACES_DIR, elsewhere_str)], Some(root.clone()), Some(elsewhere.join("traces")));
         assert_eq!(mode_of(&root).unwrap(), 0o700);
+    }
+
+    #[test]
+    fn only_write_atomic_temporaries_are_swept() {
+        let temp = tempfile::tempdir().unwrap();
+        let secrets = temp.path().join("secrets.json");
+        write_atomic(&secrets, b"{}", 0o600).unwrap();
+        for name in [".secrets.json.Ab12Cd.tmp", ".daemon.json.zzzzzz.tmp"] {
+            std::fs::write(temp.path().join(name), "left by a kill").unwrap();
+        }
+        for name in [".bashrc", "notes.tmp", ".x.tmp", ".secrets.json.tooLong1.tmp", "secrets.json"] {
+            std::fs::write(temp.path().join(name), "kept").unwrap();
+        }
+        let mut removed: Vec<String> = remove_stale_temporaries(temp.path())
+            .iter()
+            .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        removed.sort();
+        assert_eq!(removed, vec![".daemon.json.zzzzzz.tmp", ".secrets.json.Ab12Cd.tmp"]);
+        assert!(temp.path().join(".bashrc").exists() && temp.path().join(".secrets.json.tooLong1.tmp").exists());
+    }
+
+    #[test]
+    fn a_home_writable_by_others_is_tightened() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().join("state");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::set_permissions(&root, Permissions::from_mode(0o777)).unwrap();
+        Home::at(&root).unwrap();
+        assert_eq!(mode_of(&root).unwrap(), 0o755, "write bits for group and others are removed, nothing else");
     }
 
     #[test]

@@ -173,6 +173,9 @@ keys! {
     SESSION_PID = "aileron.session.pid";
     SESSION_SCOPES = "aileron.session.scopes";
     SESSION_CONFINEMENT = "aileron.session.confinement";
+    /// `session.started` of a confined launch: the paths the agent may write (its workspace, its own
+    /// directories, its temp directory, every `--writable`).
+    SESSION_WRITABLE = "aileron.session.writable";
     SESSION_EXIT_CODE = "aileron.session.exit_code";
 
     // Vault.

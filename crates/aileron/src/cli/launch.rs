@@ -21,6 +21,11 @@ pub struct LaunchArgs {
     /// token and approve its own actions. Audited; its approvals say "requested by an unconfined agent"
     #[arg(long)]
     unconfined: bool,
+    /// Let the confined agent write PATH too (repeatable; audited with the session). It may always
+    /// write its workspace (the repository it starts in), its own config and state directories and
+    /// a private temp directory; everything else is read-only to it
+    #[arg(long, value_name = "PATH")]
+    writable: Vec<std::path::PathBuf>,
     /// Arguments for the agent, after `--` (e.g. `aileron launch claude -- -p "list my issues"`)
     #[arg(last = true, value_name = "AGENT ARGS")]
     agent_args: Vec<OsString>,
@@ -31,6 +36,7 @@ pub async fn run(home: &Home, args: LaunchArgs) -> CliResult {
         agent: args.agent,
         dry_run: args.dry_run,
         unconfined: args.unconfined,
+        writable: args.writable,
         agent_args: args.agent_args,
     };
     crate::launch::run(home, options).await.map(ExitStatus::Agent).map_err(CliError::from)

@@ -206,6 +206,24 @@ impl<L: axum::serve::Listener> tower::Service<axum::serve::IncomingStream<'_, L>
     }
 }
 
+/// Removes the temporary files an atomic rewrite left when a process was killed mid-write, in
+/// every directory of the home written that way (the vault's among them: such a file may still
+/// decrypt a secret the user removed). Run under the daemon's lock, so no write is in progress.
+fn remove_stale_temporaries(home: &Home) {
+    let store_entries = std::fs::read_dir(home.store_dir().join("connectors").join("sha256"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path());
+    let index_dir = home.store_index().parent().map(std::path::Path::to_path_buf);
+    let dirs = [home.root().to_path_buf(), home.actions_dir()].into_iter().chain(index_dir).chain(store_entries);
+    for dir in dirs {
+        for removed in crate::home::remove_stale_temporaries(&dir) {
+            log_line!("aileron daemon: removed {}, left by an interrupted write", removed.display());
+        }
+    }
+}
+
 /// Runs the daemon in the foreground until SIGTERM/SIGINT, then drains in-flight requests.
 pub async fn serve(home: Home) -> anyhow::Result<()> {
     crate::process::return_freed_memory_at_once();
@@ -224,6 +242,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
             home.daemon_lock().display()
         )
     })?;
+    remove_stale_temporaries(&home);
     let listen: SocketAddr = match crate::env::get(crate::env::AILERON_LISTEN) {
         Some(addr) if !addr.is_empty() => addr.parse().with_context(|| format!("invalid AILERON_LISTEN `{addr}`"))?,
         _ => SocketAddr::from(([127, 0, 0, 1], 0)),

@@ -15,6 +15,15 @@
 //!   `/proc/<pid>/environ|mem|fd` of the launcher or the daemon can be reached, and when the
 //!   agent exits every process it left behind is killed with the namespace.
 //!
+//! - a write allow-list (Landlock, see [`write_allow_list`]): the agent writes only beneath the
+//!   `--writable` paths (its workspace, its own config and state directories, a private temp
+//!   directory, what the user added with `--writable`); the rest of the filesystem is read-only
+//!   to it, so nothing it leaves behind runs later as the user (`~/.bashrc`, `~/.local/bin`,
+//!   autostart entries, systemd units). Inside the workspace each repository's `.git` is pinned
+//!   (bound onto itself: it cannot be renamed or replaced) and its `hooks` and `config` are bound
+//!   read-only (`--read-only`), so no hook, `core.hooksPath` or `core.fsmonitor` is planted for
+//!   the user's next git command.
+//!
 //! The agent itself runs with an empty capability bounding set (it keeps none of the namespace's
 //! capabilities, so it cannot unmount a mask even when the user is root) and a seccomp filter
 //! that refuses `TIOCSTI` and `TIOCLINUX`, the ioctls that push keystrokes into the terminal's
@@ -44,12 +53,19 @@ pub const SUBCOMMAND: &str = "__confine";
 pub const SETUP_FAILED: i32 = 125;
 
 /// What the helper was asked to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
     /// Directories to cover with an empty tmpfs.
     pub masks: Vec<PathBuf>,
+    /// The agent's write allow-list (Landlock): everything else is read-only to it.
+    pub writable: Vec<PathBuf>,
+    /// Directories bound onto themselves, so they cannot be renamed or removed from under the
+    /// read-only paths inside them (a repository's `.git`).
+    pub pinned: Vec<PathBuf>,
+    /// Files and directories bound read-only inside a writable tree (`.git/hooks`, `.git/config`).
+    pub read_only: Vec<PathBuf>,
     /// Build everything, run nothing, exit 0: `aileron launch` asks this first, so a machine
-    /// without namespaces refuses before any session or config file exists.
+    /// without namespaces or Landlock refuses before any session or config file exists.
     pub probe: bool,
     /// Whether a Ctrl-C at the terminal already reaches the agent (then it is not forwarded).
     pub interrupts_reach_agent: bool,
@@ -57,48 +73,53 @@ pub struct Request {
     pub args: Vec<OsString>,
 }
 
-/// The helper's command line, for `aileron launch` to run (the inverse of [`parse`]).
-pub fn arguments(
-    masks: &[PathBuf],
-    probe: bool,
-    interrupts_reach_agent: bool,
-    program: &std::path::Path,
-    args: &[OsString],
-) -> Vec<OsString> {
-    let mut line = vec![OsString::from(SUBCOMMAND)];
-    for mask in masks {
-        line.push("--mask".into());
-        line.push(mask.clone().into_os_string());
+impl Request {
+    /// The helper's command line, for `aileron launch` to run (the inverse of [`parse`]).
+    pub fn arguments(&self) -> Vec<OsString> {
+        let mut line = vec![OsString::from(SUBCOMMAND)];
+        for (flag, paths) in [
+            ("--mask", &self.masks),
+            ("--writable", &self.writable),
+            ("--pin", &self.pinned),
+            ("--read-only", &self.read_only),
+        ] {
+            for path in paths {
+                line.push(flag.into());
+                line.push(path.clone().into_os_string());
+            }
+        }
+        if self.probe {
+            line.push("--probe".into());
+        }
+        if self.interrupts_reach_agent {
+            line.push("--terminal-interrupts".into());
+        }
+        line.push("--".into());
+        line.push(self.program.clone());
+        line.extend(self.args.iter().cloned());
+        line
     }
-    if probe {
-        line.push("--probe".into());
-    }
-    if interrupts_reach_agent {
-        line.push("--terminal-interrupts".into());
-    }
-    line.push("--".into());
-    line.push(program.as_os_str().to_os_string());
-    line.extend(args.iter().cloned());
-    line
 }
 
-/// `__confine [--probe] [--terminal-interrupts] [--mask DIR]... -- PROGRAM [ARGS...]`
-/// (`PROGRAM` may be absent with `--probe`).
+/// `__confine [--probe] [--terminal-interrupts] [--mask DIR]... [--writable PATH]... [--pin DIR]...
+/// [--read-only PATH]... -- PROGRAM [ARGS...]` (`PROGRAM` may be absent with `--probe`).
 pub fn parse(args: &[OsString]) -> Result<Request, String> {
-    let mut request =
-        Request { masks: vec![], probe: false, interrupts_reach_agent: false, program: OsString::new(), args: vec![] };
+    let mut request = Request::default();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
-        match arg.to_str() {
-            Some("--probe") => request.probe = true,
-            Some("--terminal-interrupts") => request.interrupts_reach_agent = true,
-            Some("--mask") => {
-                let dir = PathBuf::from(rest.next().ok_or("--mask needs a directory")?);
-                if !dir.is_absolute() {
-                    return Err(format!("--mask {} is not an absolute path", dir.display()));
-                }
-                request.masks.push(dir);
+        let list = match arg.to_str() {
+            Some("--probe") => {
+                request.probe = true;
+                continue;
             }
+            Some("--terminal-interrupts") => {
+                request.interrupts_reach_agent = true;
+                continue;
+            }
+            Some("--mask") => &mut request.masks,
+            Some("--writable") => &mut request.writable,
+            Some("--pin") => &mut request.pinned,
+            Some("--read-only") => &mut request.read_only,
             Some("--") => {
                 if let Some(program) = rest.next() {
                     request.program = program.clone();
@@ -107,7 +128,12 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
                 break;
             }
             _ => return Err(format!("unexpected argument {}", arg.to_string_lossy())),
+        };
+        let path = PathBuf::from(rest.next().ok_or_else(|| format!("{} needs a path", arg.to_string_lossy()))?);
+        if !path.is_absolute() {
+            return Err(format!("{} {} is not an absolute path", arg.to_string_lossy(), path.display()));
         }
+        list.push(path);
     }
     if request.program.is_empty() && !request.probe {
         return Err("no program to run after --".to_string());
@@ -223,7 +249,22 @@ fn init(request: &Request) -> Result<i32, String> {
         mount(Some("tmpfs"), mask, Some("tmpfs"), hardened, Some("mode=0700,size=64k"))
             .map_err(|e| format!("masking {}: {e}", mask.display()))?;
     }
+    // A mount point cannot be renamed or removed (EBUSY): `.git` stays where the read-only
+    // `.git/hooks` and `.git/config` inside it are, so a new `.git` cannot take its place.
+    for pinned in request.pinned.iter().filter(|path| path.is_dir()) {
+        mount(Some(pinned), pinned, none, MsFlags::MS_BIND, none)
+            .map_err(|e| format!("pinning {}: {e}", pinned.display()))?;
+    }
+    for path in request.read_only.iter().filter(|path| path.exists()) {
+        mount(Some(path), path, none, MsFlags::MS_BIND, none)
+            .map_err(|e| format!("binding {}: {e}", path.display()))?;
+        let read_only =
+            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        mount(none, path, none, read_only, none).map_err(|e| format!("making {} read-only: {e}", path.display()))?;
+    }
     if request.probe {
+        // The allow-list must be enforceable here: applied to this process, which exits next.
+        write_allow_list(&request.writable)?;
         return Ok(0);
     }
     let filter = terminal_injection_filter()?;
@@ -249,6 +290,38 @@ fn init(request: &Request) -> Result<i32, String> {
             }
         }
     }
+}
+
+/// The agent's write allow-list (the re-attack's H4: a confined agent appended
+/// `aileron approval approve <id>` to `~/.bashrc`, and the user's next shell approved its
+/// requests as the human). Landlock handles every write right (create, write, truncate, remove,
+/// rename, link) and grants them only beneath `writable`; reading and executing stay as they
+/// were. Refuses when the kernel enforces no Landlock at all (the launch then refuses too, unless
+/// `--unconfined`).
+fn write_allow_list(writable: &[PathBuf]) -> Result<(), String> {
+    use landlock::{
+        ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+        path_beneath_rules,
+    };
+    let error = |e: landlock::RulesetError| format!("building the write allow-list: {e}");
+    let writes = AccessFs::from_write(ABI::V3);
+    let existing: Vec<&PathBuf> = writable.iter().filter(|path| path.exists()).collect();
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(writes)
+        .map_err(error)?
+        .create()
+        .map_err(error)?
+        .add_rules(path_beneath_rules(existing, writes))
+        .map_err(error)?
+        .restrict_self()
+        .map_err(error)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err("this kernel does not enforce Landlock, so the agent's writes could not be confined to its \
+                    workspace (Linux 5.13 or later with Landlock enabled is needed)"
+            .into());
+    }
+    Ok(())
 }
 
 /// Refuses `ioctl(fd, TIOCSTI|TIOCLINUX, ...)` with EPERM, allows everything else.
@@ -280,6 +353,9 @@ fn exec_agent(request: &Request, filter: &seccompiler::BpfProgram) -> String {
         let _ = unsafe { signal(restored, SigHandler::SigDfl) };
     }
     crate::confinement::drop_capability_bounding_set();
+    if let Err(error) = write_allow_list(&request.writable) {
+        return error;
+    }
     if let Err(error) = seccompiler::apply_filter(filter) {
         return format!("installing the terminal filter: {error}");
     }
@@ -311,20 +387,21 @@ mod tests {
 
     #[test]
     fn the_command_line_round_trips() {
-        let masks = vec![PathBuf::from("/home/u/.aileron"), PathBuf::from("/var/audit")];
-        let line = arguments(&masks, false, true, "/usr/bin/claude".as_ref(), &os(&["-p", "--", "--mask"]));
-        let parsed = parse(&line[1..]).unwrap();
-        assert_eq!(
-            parsed,
-            Request {
-                masks,
-                probe: false,
-                interrupts_reach_agent: true,
-                program: "/usr/bin/claude".into(),
-                args: os(&["-p", "--", "--mask"]),
-            }
-        );
+        let request = Request {
+            masks: vec![PathBuf::from("/home/u/.aileron"), PathBuf::from("/var/audit")],
+            writable: vec![PathBuf::from("/home/u/project"), PathBuf::from("/home/u/.claude")],
+            pinned: vec![PathBuf::from("/home/u/project/.git")],
+            read_only: vec![PathBuf::from("/home/u/project/.git/hooks"), PathBuf::from("/home/u/project/.git/config")],
+            probe: false,
+            interrupts_reach_agent: true,
+            program: "/usr/bin/claude".into(),
+            args: os(&["-p", "--", "--mask", "--writable", "/"]),
+        };
+        let line = request.arguments();
+        assert_eq!(parse(&line[1..]).unwrap(), request);
         assert!(parse(&os(&["--mask", "relative", "--", "x"])).is_err());
+        assert!(parse(&os(&["--writable", "relative", "--", "x"])).is_err());
+        assert!(parse(&os(&["--read-only"])).is_err(), "a flag without its path");
         assert!(parse(&os(&["--mask", "/a"])).is_err(), "no program");
         assert!(parse(&os(&["--probe", "--mask", "/a"])).unwrap().probe);
     }

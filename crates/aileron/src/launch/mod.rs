@@ -33,6 +33,7 @@
 //! changes nothing, and the first edit leaves `<file>.aileron-backup`. A base URL variable the
 //! user already set is kept (their traffic then bypasses the gateway, and we say so).
 
+pub mod allow_list;
 mod child;
 pub mod config_file;
 pub mod confine;
@@ -71,7 +72,7 @@ const ANTHROPIC_HOST: &str = "ANTHROPIC_HOST";
 const OPENAI_HOST: &str = "OPENAI_HOST";
 const PATH: &str = "PATH";
 const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
-const FOREIGN_VARIABLES: [&str; 11] = [
+const FOREIGN_VARIABLES: [&str; 15] = [
     CODEX_HOME,
     XDG_CONFIG_HOME,
     OPENCODE_CONFIG,
@@ -83,6 +84,10 @@ const FOREIGN_VARIABLES: [&str; 11] = [
     OPENAI_HOST,
     PATH,
     XDG_RUNTIME_DIR,
+    allow_list::XDG_DATA_HOME,
+    allow_list::XDG_STATE_HOME,
+    allow_list::XDG_CACHE_HOME,
+    allow_list::CLAUDE_CONFIG_DIR,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -442,15 +447,18 @@ pub struct LaunchOptions {
     pub dry_run: bool,
     /// Run the agent without containment (it could read the home and approve its own actions).
     pub unconfined: bool,
+    /// More paths the confined agent may write, besides its workspace and its own directories.
+    pub writable: Vec<PathBuf>,
     pub agent_args: Vec<OsString>,
 }
 
 /// Whether this machine can confine an agent: the helper builds the namespaces and masks once
 /// and exits. `Err` carries its reason.
-async fn probe_containment(masks: &[PathBuf]) -> Result<(), String> {
+async fn probe_containment(request: &confine::Request) -> Result<(), String> {
     let helper = std::env::current_exe().map_err(|e| format!("locating the aileron executable: {e}"))?;
+    let probe = confine::Request { probe: true, program: OsString::new(), args: vec![], ..request.clone() };
     let output = tokio::process::Command::new(&helper)
-        .args(confine::arguments(masks, true, false, Path::new(""), &[]))
+        .args(probe.arguments())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -489,6 +497,19 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             let masks: Vec<String> =
                 crate::confinement::masked_directories(home).iter().map(|dir| dir.display().to_string()).collect();
             println!("\nconfinement: user, mount and PID namespaces; hidden from the agent: {}", masks.join(", "));
+            let cwd =
+                std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
+            let access =
+                allow_list::write_access(agent, &env, &cwd, &options.writable, &env.launch_dir.join("<temp>"))?;
+            let shown =
+                |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ");
+            println!("writable by the agent (everything else is read-only to it): {}", shown(&access.writable));
+            if !access.read_only.is_empty() {
+                println!("read-only inside its workspace: {}", shown(&access.read_only));
+            }
+            for note in &access.notes {
+                println!("note: {note}");
+            }
         }
         return Ok(0);
     }
@@ -504,6 +525,29 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         );
     }
     let masks = crate::confinement::masked_directories(home);
+    // The agent keeps its working directory across the mounts that hide the home: started inside
+    // it, it would read daemon.json (and decide its own approvals) through its cwd (the
+    // re-attack's M1). Refused, confined or not: nothing an agent needs lives there.
+    if let Ok(cwd) = std::env::current_dir().and_then(std::fs::canonicalize)
+        && let Some(mask) = masks.iter().find(|mask| cwd.starts_with(mask))
+    {
+        bail!(
+            "{} is inside {}, which a launched agent must not see\nhint: cd to your project (or any directory outside \
+             {}) and launch again",
+            cwd.display(),
+            mask.display(),
+            mask.display()
+        );
+    }
+    // The confined agent's private temp directory (removed with it) and write allow-list.
+    crate::home::create_private_dir(&env.launch_dir)
+        .with_context(|| format!("creating {}", env.launch_dir.display()))?;
+    let temp_dir = tempfile::Builder::new()
+        .prefix("agent-tmp-")
+        .tempdir_in(&env.launch_dir)
+        .with_context(|| format!("creating a temp directory in {}", env.launch_dir.display()))?;
+    let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
+    let mut writable = Vec::new();
     let confinement = if options.unconfined {
         log_line!(
             "aileron: warning: {} runs unconfined: it can read {} and use the daemon token in it, so the approval \
@@ -513,7 +557,17 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         );
         Confinement::Unconfined
     } else {
-        probe_containment(&masks).await.map_err(|reason| {
+        let cwd = std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
+        let access = allow_list::write_access(agent, &env, &cwd, &options.writable, temp_dir.path())?;
+        access.prepare()?;
+        for note in &access.notes {
+            log_line!("aileron: note: {note}");
+        }
+        writable = access.writable.iter().map(|path| path.display().to_string()).collect();
+        request.writable = access.writable;
+        request.pinned = access.pinned;
+        request.read_only = access.read_only;
+        probe_containment(&request).await.map_err(|reason| {
             anyhow!(
                 "cannot confine {agent} on this machine: {reason}\nhint: containment needs unprivileged user \
                  namespaces (Linux; `sysctl kernel.unprivileged_userns_clone=1` or the AppArmor userns restriction \
@@ -525,15 +579,16 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         Confinement::Namespaces
     };
     let client = DaemonClient::connect(home).await?;
-    let request = StartSession { agent: agent.name().to_string(), pid: Some(std::process::id()), confinement };
-    let started: SessionStarted = client.post_as("/v1/sessions", &request).await.context("starting a session")?;
+    let start = StartSession { agent: agent.name().to_string(), pid: Some(std::process::id()), confinement, writable };
+    let started: SessionStarted = client.post_as("/v1/sessions", &start).await.context("starting a session")?;
     let wiring = Wiring {
         daemon_url: client.base_url.clone(),
         token: started.token.expose().to_string(),
         session_id: started.session_id,
         mcp_command,
     };
-    let containment = (confinement == Confinement::Namespaces).then_some(masks.as_slice());
+    let containment =
+        (confinement == Confinement::Namespaces).then_some(Contained { request, temp_dir: temp_dir.path() });
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment).await;
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
@@ -543,17 +598,30 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     outcome
 }
 
-/// Applies the plan's edits, runs the agent (inside the namespaces when `masks` is given) and
-/// removes the per-launch files.
+/// A confined launch: the helper's request (masks and the write allow-list) and the agent's
+/// private temp directory.
+struct Contained<'a> {
+    request: confine::Request,
+    temp_dir: &'a Path,
+}
+
+/// Applies the plan's edits, runs the agent (inside the namespaces when `contained`) and removes
+/// the per-launch files.
 async fn launch_session(
     agent: Agent,
     program: &Path,
     wiring: &Wiring,
     env: &LaunchEnv,
     agent_args: &[OsString],
-    masks: Option<&[PathBuf]>,
+    contained: Option<Contained<'_>>,
 ) -> anyhow::Result<i32> {
-    let plan = plan(agent, wiring, env, agent_args)?;
+    let mut plan = plan(agent, wiring, env, agent_args)?;
+    if let Some(contained) = &contained {
+        // Its temp files go to its private directory, the only temp directory it may write.
+        for name in ["TMPDIR", "TMP", "TEMP"] {
+            plan.env.push((name.to_string(), contained.temp_dir.display().to_string()));
+        }
+    }
     let mut temporary = Vec::new();
     for edit in &plan.edits {
         let backup = edit.apply()?;
@@ -569,12 +637,17 @@ async fn launch_session(
     for note in &plan.notes {
         log_line!("aileron: note: {note}");
     }
-    let status = match masks {
-        Some(masks) => {
+    let status = match contained {
+        Some(contained) => {
             log_line!("aileron: session {} started for {} (confined)", wiring.session_id, agent.name());
             let helper = std::env::current_exe().context("locating the aileron executable")?;
-            let args = confine::arguments(masks, false, child::terminal_delivers_interrupts(), program, &plan.args);
-            child::run(&helper, &args, &plan.env, &WITHHELD_VARIABLES).await
+            let request = confine::Request {
+                interrupts_reach_agent: child::terminal_delivers_interrupts(),
+                program: program.as_os_str().to_os_string(),
+                args: plan.args.clone(),
+                ..contained.request
+            };
+            child::run(&helper, &request.arguments(), &plan.env, &WITHHELD_VARIABLES).await
         }
         None => {
             log_line!("aileron: session {} started for {} (unconfined)", wiring.session_id, agent.name());

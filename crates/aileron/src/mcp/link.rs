@@ -362,6 +362,7 @@ async fn with_agent_identity(client: DaemonClient) -> Result<Connected, Unreacha
         agent: OWN_SESSION_AGENT.to_string(),
         pid: Some(std::process::id()),
         confinement: crate::sessions::Confinement::Unconfined,
+        writable: Vec::new(),
     };
     let started: SessionStarted = client.post_as("/v1/sessions", &request).await.map_err(|error| Unreachable {
         message: format!("the Aileron daemon at {} refused a session for aileron-mcp: {error:#}", client.base_url),

@@ -68,7 +68,14 @@ pub fn main() -> ExitCode {
 /// Serves one MCP session on stdin/stdout.
 pub async fn serve() -> anyhow::Result<()> {
     crate::process::install_crypto_provider();
-    let home = Home::from_env().context("locating AILERON_HOME")?;
+    // Launched (`AILERON_URL` set), the server reaches the daemon through its environment and
+    // never touches the home, which is hidden from the agent and may not be creatable there.
+    let home = if crate::env::get(crate::env::AILERON_URL).is_some_and(|url| !url.is_empty()) {
+        Home::locate_from_env()
+    } else {
+        Home::from_env()
+    }
+    .context("locating AILERON_HOME")?;
     let (changes, followed) = watch::channel(Followed::default());
     let telemetry = telemetry::init(telemetry::DEFAULT_SERVICE_NAME, &home);
     let link = DaemonLink::discovered(home);

@@ -314,6 +314,9 @@ pub struct StartSession {
     /// How the agent is contained; absent means `unconfined` (a claim of containment is explicit).
     #[serde(default)]
     pub confinement: Confinement,
+    /// The paths a confined agent may write (audited with the session's start).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

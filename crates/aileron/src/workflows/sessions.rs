@@ -27,6 +27,9 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
     }
     payload.insert(keys::SESSION_SCOPES.into(), session.scopes.clone().into());
     payload.insert(keys::SESSION_CONFINEMENT.into(), session.confinement.as_str().into());
+    if !body.writable.is_empty() {
+        payload.insert(keys::SESSION_WRITABLE.into(), body.writable.clone().into());
+    }
     if let Err(error) = state.audit.append(session_event(EventType::SessionStarted, principal, session, payload)).await
     {
         let _ = state.sessions.end(&state.tokens, &session.session_id, None);

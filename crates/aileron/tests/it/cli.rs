@@ -1120,3 +1120,68 @@ fn a_package_cannot_draw_its_own_lines_on_the_consent_screen() {
         "{err}"
     );
 }
+
+/// The re-attack's M2: the vault passphrase stayed in the auto-started daemon's environment (after
+/// `vault lock` too), where a spawned program's `env_passthrough` could hand it on. A daemon a
+/// client starts inherits configuration, never the passphrase or a token.
+#[test]
+fn a_daemon_a_client_starts_never_inherits_the_passphrase_or_a_token() {
+    let cli = Cli::new();
+    let secrets = [("AILERON_VAULT_PASSPHRASE", "planted-passphrase-6a1d"), ("AILERON_TOKEN", "planted-token-90ce")];
+    let mut command = cli.command(&["action", "list"]);
+    command.envs(secrets).env("AILERON_OPENAI_UPSTREAM", "http://127.0.0.1:9");
+    let output = command.stdin(std::process::Stdio::null()).output().unwrap();
+    let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    let environ = std::fs::read(format!("/proc/{}/environ", info["pid"])).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    for (name, value) in secrets {
+        assert!(
+            !environ.contains(value) && !environ.contains(&format!("{name}=")),
+            "{name} reached the daemon: {output:?}"
+        );
+    }
+    assert!(environ.contains("AILERON_OPENAI_UPSTREAM=http://127.0.0.1:9"), "configuration is inherited");
+}
+
+/// The re-attack's M3: a group- or world-writable home only warned, and another local user swapped
+/// `daemon.json` (its URL then received the token and the vault passphrase). What is ours is
+/// tightened; a home, or a `daemon.json`, another user owns is refused.
+#[test]
+fn a_home_others_can_write_is_tightened_and_one_they_own_is_refused() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    cli.ok(&["daemon", "stop"]);
+    std::fs::set_permissions(&cli.home, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = cli.run(&["audit", "verify"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("was writable by other users"), "{}", stderr(&output));
+    assert_eq!(std::fs::metadata(&cli.home).unwrap().mode() & 0o777, 0o755);
+
+    // A daemon.json someone else wrote is not trusted: its URL never gets a request.
+    let stranger = 4_242_424;
+    let forged =
+        serde_json::json!({"url": "http://127.0.0.1:9", "pid": 1, "version": "0", "started_at": "x", "token": "t"});
+    std::fs::write(cli.home.join("daemon.json"), forged.to_string()).unwrap();
+    std::os::unix::fs::chown(cli.home.join("daemon.json"), Some(stranger), None).unwrap();
+    let output = cli.run(&["action", "list"]);
+    assert!(
+        stderr(&output).contains("ignoring") && stderr(&output).contains("not a private file of yours"),
+        "{}",
+        stderr(&output)
+    );
+    let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    assert_ne!(info["url"], "http://127.0.0.1:9", "a daemon of ours replaced it");
+    cli.ok(&["daemon", "stop"]);
+
+    // A home that belongs to another user is refused outright, naming both owners.
+    std::os::unix::fs::chown(&cli.home, Some(stranger), None).unwrap();
+    let output = cli.run(&["status"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("belongs to user 4242424") && stderr(&output).contains("hint:"),
+        "{}",
+        stderr(&output)
+    );
+    std::os::unix::fs::chown(&cli.home, Some(nix::unistd::geteuid().as_raw()), None).unwrap();
+}

@@ -368,7 +368,13 @@ impl LaunchRig {
         let rig = LaunchRig { temp: tempfile::tempdir().unwrap() };
         std::fs::create_dir_all(rig.bin()).unwrap();
         std::fs::create_dir_all(rig.user_home()).unwrap();
+        std::fs::create_dir_all(rig.workspace()).unwrap();
         rig
+    }
+
+    /// Where launches start: the agent's workspace, which a confined agent may write.
+    fn workspace(&self) -> PathBuf {
+        self.temp.path().join("work")
     }
 
     fn bin(&self) -> PathBuf {
@@ -384,7 +390,7 @@ impl LaunchRig {
     }
 
     fn report(&self) -> PathBuf {
-        self.temp.path().join("agent-report.txt")
+        self.workspace().join("agent-report.txt")
     }
 
     /// A fake agent: records its environment, arguments and config, then exits 3.
@@ -403,6 +409,7 @@ impl LaunchRig {
         let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
         command
             .args(args)
+            .current_dir(self.workspace())
             .env("HOME", self.user_home())
             .env("AILERON_HOME", self.aileron_home())
             .env("PATH", path)
@@ -428,12 +435,34 @@ impl LaunchRig {
         let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
         command
             .args(args)
+            .current_dir(self.workspace())
             .env("HOME", self.user_home())
             .env("AILERON_HOME", self.aileron_home())
             .env("PATH", path)
             .env_remove("AILERON_AUDIT_DIR")
             .env_remove("AILERON_URL")
             .env_remove("AILERON_TOKEN")
+            .stdin(std::process::Stdio::null());
+        for (name, value) in extra_env {
+            command.env(name, value);
+        }
+        command.output().expect("running aileron")
+    }
+
+    /// [`LaunchRig::run`] started in `dir` (the agent's working directory).
+    fn run_in(&self, dir: &Path, args: &[&str], extra_env: &[(&str, &std::ffi::OsStr)]) -> Output {
+        let path = format!("{}:{}", self.bin().display(), std::env::var("PATH").unwrap_or_default());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
+        command
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", self.user_home())
+            .env("AILERON_HOME", self.aileron_home())
+            .env("PATH", path)
+            .env_remove("AILERON_AUDIT_DIR")
+            .env_remove("AILERON_URL")
+            .env_remove("AILERON_TOKEN")
+            .env_remove("XDG_CONFIG_HOME")
             .stdin(std::process::Stdio::null());
         for (name, value) in extra_env {
             command.env(name, value);
@@ -685,7 +714,7 @@ mod real_agents {
         let audit = rig.run(&["audit", "list", "--json", "--event-type", "action.executed"], &[]);
         let executed: Value = serde_json::from_slice(&audit.stdout).unwrap_or(Value::Null);
         let records = executed["items"].as_array().cloned().unwrap_or_default();
-        assert_eq!(records.len(), 1, "{executed}");
+        assert_eq!(records.len(), 1, "{executed}\n{}", text(launched));
         assert_eq!(records[0]["actor"]["type"], "agent", "{executed}");
         let journal = std::fs::read_to_string(rig.aileron_home().join("sessions.jsonl")).unwrap();
         let lines: Vec<Value> = journal.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
@@ -1184,7 +1213,7 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
     let attacker = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/attacker.py");
     std::fs::copy(&attacker, rig.bin().join("claude")).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let report_path = rig.temp.path().join("attack.json");
+    let report_path = rig.workspace().join("attack.json");
     let aileron_dir = Path::new(env!("CARGO_BIN_EXE_aileron")).parent().unwrap().to_path_buf();
     let gated_url = format!("{}/status/200", upstream.base_url());
     let (daemon_pid, outside_pid) = (daemon["pid"].to_string(), std::process::id().to_string());
@@ -1288,4 +1317,114 @@ fn an_unconfined_launch_is_audited_and_its_approvals_say_so() {
     let started: Value = serde_json::from_slice(&started.stdout).unwrap();
     assert_eq!(started["items"][0]["payload"]["aileron.session.confinement"], "unconfined", "{started}");
     drop(runtime);
+}
+
+/// The re-attack's H4: containment hid only the Aileron home, so a confined agent appended
+/// `aileron approval approve <id>` to `~/.bashrc` and the user's next shell approved its requests
+/// as the human. Now a launched agent writes only its workspace (its repository's hooks and config
+/// read-only, its `.git` pinned), its own directories, its private temp directory and what
+/// `--writable` adds (audited); every place that runs as the user later stays untouched.
+#[test]
+fn a_launched_agent_writes_only_its_allow_list() {
+    let rig = LaunchRig::new();
+    let home = rig.user_home();
+    std::fs::write(home.join(".bashrc"), "# the user's own\n").unwrap();
+    let workspace = rig.temp.path().join("project");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let git = |args: &[&str]| {
+        let done = Command::new("git")
+            .args(args)
+            .current_dir(&workspace)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{done:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    let config_before = std::fs::read_to_string(workspace.join(".git/config")).unwrap();
+    let extra = rig.temp.path().join("extra");
+    std::fs::create_dir_all(&extra).unwrap();
+    let outside = rig.temp.path().join("outside.txt");
+    let planter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/planter.py");
+    std::fs::copy(&planter, rig.bin().join("claude")).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report_path = extra.join("plant.json");
+    let env: [(&str, &std::ffi::OsStr); 3] = [
+        ("PLANT_REPORT", report_path.as_os_str()),
+        ("OUTSIDE_PATH", outside.as_os_str()),
+        ("EXTRA_PATH", extra.as_os_str()),
+    ];
+    let output = rig.run_in(&workspace, &["launch", "--writable", extra.to_str().unwrap(), "claude"], &env);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(&report_path).unwrap_or_else(|e| panic!("{e}: {}", text(&output))),
+    )
+    .unwrap();
+
+    for planted in [
+        "bashrc",
+        "profile",
+        "bash_profile",
+        "zshrc",
+        "local_bin_aileron",
+        "cargo_bin_xdg_open",
+        "autostart",
+        "systemd_unit",
+        "git_hook",
+        "git_config",
+        "git_config_by_git",
+        "git_dir_renamed",
+        "outside_everything",
+    ] {
+        assert!(report[planted].as_str().unwrap_or_default().starts_with("refused"), "{planted}: {report:#}");
+    }
+    for needed in ["workspace_file", "git_commit", "own_state", "temp_dir", "dev_null", "extra_writable"] {
+        assert_eq!(report[needed], "written", "{needed}: {report:#}");
+    }
+    // On disk, as the user's next shell and next commit would find it.
+    assert_eq!(std::fs::read_to_string(home.join(".bashrc")).unwrap(), "# the user's own\n");
+    for absent in [".profile", ".bash_profile", ".zshrc", ".local", ".cargo", ".config/autostart", ".config/systemd"] {
+        assert!(!home.join(absent).exists(), "{absent} was created");
+    }
+    assert!(!workspace.join(".git/hooks/pre-commit").exists());
+    assert_eq!(std::fs::read_to_string(workspace.join(".git/config")).unwrap(), config_before);
+    assert!(workspace.join(".git").is_dir() && !workspace.join(".git-old").exists());
+    assert!(!outside.exists());
+    assert_eq!(std::fs::read_to_string(workspace.join("notes.txt")).unwrap(), "written by the agent\n");
+    assert!(extra.join("granted.txt").exists());
+    // The allow-list is on record with the session.
+    let started = rig.run(&["audit", "list", "--json", "--event-type", "session.started"], &[]);
+    let started: Value = serde_json::from_slice(&started.stdout).unwrap();
+    let writable = &started["items"][0]["payload"]["aileron.session.writable"];
+    let listed: Vec<&str> = writable.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let canonical = |path: &Path| std::fs::canonicalize(path).unwrap().display().to_string();
+    assert!(
+        listed.contains(&canonical(&workspace).as_str()) && listed.contains(&canonical(&extra).as_str()),
+        "{writable}"
+    );
+}
+
+/// The re-attack's M1: launched from a directory inside the Aileron home, the agent kept the
+/// unmasked home through its working directory and read `daemon.json`. Refused before anything
+/// starts.
+#[test]
+fn a_launch_from_inside_the_aileron_home_is_refused() {
+    let rig = LaunchRig::new();
+    rig.fake_agent("claude", "true");
+    let started = rig.run(&["daemon", "start"], &[]);
+    assert!(started.status.success(), "{}", text(&started));
+    let inside = rig.aileron_home().join("actions");
+    std::fs::create_dir_all(&inside).unwrap();
+    for confinement in [&["launch", "claude"][..], &["launch", "--unconfined", "claude"][..]] {
+        let output = rig.run_in(&inside, confinement, &[]);
+        assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            err.contains("which a launched agent must not see") && err.contains("hint: cd to your project"),
+            "{err}"
+        );
+        assert!(!rig.report().exists(), "the agent did not run");
+    }
+    let sessions = std::fs::read_to_string(rig.aileron_home().join("sessions.jsonl")).unwrap_or_default();
+    assert!(sessions.is_empty(), "no session was started: {sessions}");
 }

@@ -391,6 +391,14 @@ mod tests {
             ("invoice\u{202e}fdp.exe", "invoice\\u{202e}fdp.exe"),
             ("bell\u{7}", "bell\\u{7}"),
             ("two\nlines\tand tabs", "two\nlines\tand tabs"),
+            // The re-attack's L1: text the reviewer does not see (tags, zero-width, word joiner,
+            // byte order mark, soft hyphen, Hangul filler, line separator) reached the page raw.
+            ("ok\u{E0072}\u{E006D}", "ok\\u{e0072}\\u{e006d}"),
+            (
+                "a\u{200B}b\u{2060}c\u{FEFF}d\u{00AD}e\u{3164}f\u{2028}",
+                "a\\u{200b}b\\u{2060}c\\u{feff}d\\u{ad}e\\u{3164}f\\u{2028}",
+            ),
+            ("naïve 漢字", "naïve 漢字"),
         ] {
             assert_eq!(escape(input), expected, "{input:?}");
         }
