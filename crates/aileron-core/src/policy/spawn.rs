@@ -286,6 +286,19 @@ fn render(
                 }
             }
         }
+        // The rendered word, not only each value: `{a}{b}` with an empty `a` and `b = "--version"`
+        // starts with `-` although no value that starts the word does (the re-attack's L5).
+        let written_as_option = matches!(word.pieces.first(), Some(Piece::Text(text)) if text.starts_with('-'));
+        if !word.after_end_of_options && !written_as_option && filled.starts_with('-') {
+            return Err(envelope_denied(
+                manifest,
+                format!("spawn:{op}"),
+                format!(
+                    "the values for `{}` of spawn operation `{op}` render `{filled}`, which would be read as an option",
+                    word.shape()
+                ),
+            ));
+        }
         argv.push(filled);
         shape.push(word.shape());
     }
@@ -505,6 +518,10 @@ description = "List commits"
 [capabilities.spawn.operations.show]
 argv = "git show {rev} -- {path}"
 description = "Show a file at a revision"
+
+[capabilities.spawn.operations.glued]
+argv = "git ls-files {a}{b}"
+description = "Two values in one word"
 "#;
 
     fn manifest() -> ConnectorManifest {
@@ -570,6 +587,17 @@ description = "Show a file at a revision"
             assert!(failure.message.contains(because), "{call:?}: {}", failure.message);
             assert_eq!(failure.details.get("boundary_detail").and_then(Value::as_str), Some("envelope"), "{call:?}");
         }
+        // The re-attack's L5: two values glued into one word, the first empty, the second an
+        // option. Neither value starts the word with `-` on its own; the rendered word does.
+        let glued = CapabilitySubset::parse(&["spawn:glued"]).unwrap();
+        let failure = plan_operation(&manifest, &glued, "glued", &args(&[("a", ""), ("b", "--version")])).unwrap_err();
+        assert!(
+            failure.message.contains("render `--version`, which would be read as an option"),
+            "{}",
+            failure.message
+        );
+        let plan = plan_operation(&manifest, &glued, "glued", &args(&[("a", "src/"), ("b", "-x")])).unwrap();
+        assert_eq!(plan.argv, strings(&["git", "ls-files", "src/-x"]));
         // After `--` a value may start with `-` or hold a line break.
         let plan =
             plan_operation(&manifest, &subset, "show", &args(&[("rev", "HEAD"), ("path", "-odd\nname")])).unwrap();

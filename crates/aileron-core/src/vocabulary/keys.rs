@@ -136,6 +136,11 @@ keys! {
     PROXY_UPSTREAM_STATUS = "aileron.proxy.upstream.status";
     /// Request sent to response body read, in microseconds.
     PROXY_DURATION_US = "aileron.proxy.duration_us";
+    /// A spawn's summary `spawn.network` record: how many connections its proxy refused in all,
+    /// and how many of those have no record of their own (each distinct host and reason is
+    /// recorded once; repeats are only counted).
+    PROXY_REFUSED_COUNT = "aileron.proxy.refused_count";
+    PROXY_REFUSED_UNRECORDED = "aileron.proxy.refused_unrecorded";
 
     /// Why a call was refused before it ran (`action.rejected`, `approval.decide_refused`).
     REJECTION_CODE = "aileron.rejection.code";

@@ -254,69 +254,95 @@ async fn authorize(home: &Home, client: &DaemonClient, mut body: Value, no_brows
     Ok(ExitStatus::Ok)
 }
 
+/// How long one connection to the callback port may take to send its request line and headers.
+const CALLBACK_REQUEST_WAIT: Duration = Duration::from_secs(10);
+
 /// Serves `GET /callback?code=…&state=…` once, for the redirect that carries `expected_state`;
 /// other requests (a favicon) get a 404, and a callback with another state (or none) a 400 while
-/// the wait goes on.
+/// the wait goes on. Each connection is served on its own task with a deadline for its request,
+/// so a local process that connects and sends nothing cannot hold the port against the browser's
+/// redirect (the re-attack's L7).
 async fn catch_callback(listener: tokio::net::TcpListener, expected_state: &str) -> Result<(String, String), CliError> {
+    let expected_state: std::sync::Arc<str> = expected_state.into();
+    let (sender, mut outcomes) = tokio::sync::mpsc::channel::<Result<(String, String), CliError>>(1);
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let (mut stream, _) =
-            listener.accept().await.map_err(|e| CliError::failure(format!("accepting the redirect: {e}")))?;
-        let mut buffer = vec![0u8; 8192];
-        let mut read = 0;
-        while read < buffer.len() {
-            let n = stream.read(&mut buffer[read..]).await.unwrap_or(0);
-            if n == 0 {
-                break;
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = accepted.map_err(|e| CliError::failure(format!("accepting the redirect: {e}")))?;
+                let (expected_state, sender) = (expected_state.clone(), sender.clone());
+                connections.spawn(async move {
+                    if let Ok(Some(outcome)) =
+                        tokio::time::timeout(CALLBACK_REQUEST_WAIT, answer_callback(stream, &expected_state)).await
+                    {
+                        let _ = sender.send(outcome).await;
+                    }
+                });
             }
-            read += n;
-            if buffer[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                break;
-            }
+            Some(outcome) = outcomes.recv() => return outcome,
         }
-        let request = String::from_utf8_lossy(&buffer[..read]).to_string();
-        let target = request.lines().next().and_then(|line| line.split_whitespace().nth(1)).unwrap_or("/").to_string();
-        let Ok(url) = url::Url::parse(&format!("http://127.0.0.1{target}")) else { continue };
-        if url.path() != "/callback" {
-            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
-            continue;
+    }
+}
+
+/// Answers one connection to the callback port; `Some` when it carried the awaited redirect.
+async fn answer_callback(
+    mut stream: tokio::net::TcpStream,
+    expected_state: &str,
+) -> Option<Result<(String, String), CliError>> {
+    let mut buffer = vec![0u8; 8192];
+    let mut read = 0;
+    while read < buffer.len() {
+        let n = stream.read(&mut buffer[read..]).await.unwrap_or(0);
+        if n == 0 {
+            break;
         }
-        let query = |name: &str| url.query_pairs().find(|(key, _)| key == name).map(|(_, value)| value.to_string());
-        let ours = query("state")
-            .is_some_and(|state| aileron_core::constant_time::eq(state.as_bytes(), expected_state.as_bytes()));
-        if !ours {
-            let html =
-                "<!doctype html><title>Aileron</title><p>This is not the authorization Aileron is waiting for.</p>";
-            let response = format!(
-                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{html}",
-                html.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-            continue;
+        read += n;
+        if buffer[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
         }
-        let (page, result) = match (query("code"), query("state"), query("error")) {
-            (_, _, Some(error)) => (
-                "Authorization was refused. You can close this tab.",
-                Err(CliError::failure(format!(
-                    "the provider refused the authorization: {}\nhint: run the command again and approve the request",
-                    escape(&error)
-                ))),
-            ),
-            (Some(code), Some(state), None) => {
-                ("Aileron received the authorization. You can close this tab.", Ok((code, state)))
-            }
-            _ => (
-                "The redirect carried no authorization code.",
-                Err(CliError::failure("the provider's redirect carried no code\nhint: run the command again")),
-            ),
-        };
-        let html = format!("<!doctype html><title>Aileron</title><p>{page}</p>");
+    }
+    let request = String::from_utf8_lossy(&buffer[..read]).to_string();
+    let target = request.lines().next().and_then(|line| line.split_whitespace().nth(1)).unwrap_or("/").to_string();
+    let url = url::Url::parse(&format!("http://127.0.0.1{target}")).ok()?;
+    if url.path() != "/callback" {
+        let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+        return None;
+    }
+    let query = |name: &str| url.query_pairs().find(|(key, _)| key == name).map(|(_, value)| value.to_string());
+    let ours = query("state")
+        .is_some_and(|state| aileron_core::constant_time::eq(state.as_bytes(), expected_state.as_bytes()));
+    if !ours {
+        let html = "<!doctype html><title>Aileron</title><p>This is not the authorization Aileron is waiting for.</p>";
         let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{html}",
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{html}",
             html.len()
         );
         let _ = stream.write_all(response.as_bytes()).await;
-        return result;
+        return None;
     }
+    let (page, result) = match (query("code"), query("state"), query("error")) {
+        (_, _, Some(error)) => (
+            "Authorization was refused. You can close this tab.",
+            Err(CliError::failure(format!(
+                "the provider refused the authorization: {}\nhint: run the command again and approve the request",
+                escape(&error)
+            ))),
+        ),
+        (Some(code), Some(state), None) => {
+            ("Aileron received the authorization. You can close this tab.", Ok((code, state)))
+        }
+        _ => (
+            "The redirect carried no authorization code.",
+            Err(CliError::failure("the provider's redirect carried no code\nhint: run the command again")),
+        ),
+    };
+    let html = format!("<!doctype html><title>Aileron</title><p>{page}</p>");
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{html}",
+        html.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    Some(result)
 }
 
 /// One line per binding: name, state, connector.

@@ -177,7 +177,9 @@ impl Spawner {
             max_file_bytes: MAX_FILE_BYTES,
         };
         let result = run_helper(&spawner.helper, &jail_plan, plan.stdin.as_deref(), spawn.limits, deadline).await;
-        drop(proxy);
+        if let Some(proxy) = proxy {
+            proxy.finish().await;
+        }
         drop(scratch);
         result
     }

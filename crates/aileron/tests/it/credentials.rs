@@ -870,8 +870,16 @@ fn complete_cli_oauth(cli: &Cli, args: &[&str]) {
     assert_eq!(consent.status(), 303, "the provider redirects to the CLI");
     let callback = consent.headers()["location"].to_str().unwrap().to_string();
     assert!(callback.starts_with("http://127.0.0.1:") && callback.contains("/callback?"), "{callback}");
-    // A stray request first (a browser's favicon): answered 404, the CLI keeps waiting.
     let origin = callback.split("/callback").next().unwrap();
+    // The re-attack's L7: a local process that connects and sends nothing (here two, one with half
+    // a request line) held the one-at-a-time callback server, and the browser's redirect waited
+    // behind it forever. Each connection is served on its own, so the flow below goes through
+    // while these stay open.
+    let port_address = origin.trim_start_matches("http://");
+    let _idle = std::net::TcpStream::connect(port_address).unwrap();
+    let mut half = std::net::TcpStream::connect(port_address).unwrap();
+    std::io::Write::write_all(&mut half, b"GET /callback?code=x").unwrap();
+    // A stray request first (a browser's favicon): answered 404, the CLI keeps waiting.
     assert_eq!(client.get(format!("{origin}/favicon.ico")).send().unwrap().status(), 404);
     // Any local process can reach the port (a launched agent too): a callback that does not carry
     // the flow's state is turned away, and the wait goes on for the real one.

@@ -773,3 +773,31 @@ async fn unix_sockets_outside_stay_out_of_reach_by_socket_io_uring_and_datagram_
     let mut buffer = [0u8; 16];
     assert!(canary.recv(&mut buffer).is_err(), "the datagram canary received a message");
 }
+
+/// The re-attack's L6: a program looping on a refused CONNECT made one fsynced audit record per
+/// attempt (620 KB a second). Each distinct host and reason is recorded once per spawn, at most
+/// sixteen, and one summary record counts the rest.
+#[tokio::test]
+async fn refused_connects_are_recorded_once_each_and_summarised() {
+    let hosts = "[capabilities.network]\nhosts = [\"127.0.0.1:9\"]\n";
+    let fixture = Fixture::new(&hostile_spawn(), hosts, HOSTILE_CAPABILITIES, Some(60)).await;
+    let code = "import socket\n\
+def knock(target):\n    s = socket.create_connection(('127.0.0.1', 3128))\n    s.sendall(('CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' % (target, target)).encode())\n    answer = s.recv(64)\n    s.close()\n    return answer\n\
+answers = [knock('203.0.113.7:443') for _ in range(300)] + [knock('198.51.100.%d:443' % i) for i in range(20)]\n\
+print(sum(a.startswith(b'HTTP/1.1 403') for a in answers))";
+    let ran = fixture.op("py", json!({"code": format!("exec({code:?})")})).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    assert_eq!(ran.body["result"]["output"]["stdout"], "320\n", "every attempt was refused: {}", ran.body);
+
+    let network: Vec<Value> =
+        fixture.harness.audit().await.into_iter().filter(|r| r["event_type"] == "spawn.network").collect();
+    let (summaries, single): (Vec<&Value>, Vec<&Value>) = network
+        .iter()
+        .partition(|record| record["payload"]["aileron.connector.reject_reason"] == "refusals_summarised");
+    assert_eq!(single.len(), 16, "one record per distinct refusal, at most sixteen: {network:?}");
+    assert_eq!(single.iter().filter(|r| r["payload"]["aileron.proxy.upstream.host"] == "203.0.113.7:443").count(), 1);
+    assert_eq!(summaries.len(), 1, "{network:?}");
+    assert_eq!(summaries[0]["payload"]["aileron.proxy.refused_count"], 320);
+    assert_eq!(summaries[0]["payload"]["aileron.proxy.refused_unrecorded"], 304);
+    assert_eq!(summaries[0]["payload"]["aileron.spawn.op"], "py");
+}
