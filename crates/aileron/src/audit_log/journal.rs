@@ -127,16 +127,6 @@ impl Journal {
         Ok(())
     }
 
-    /// Everything is in synced daily files (a clean shutdown): the first frame is made invalid,
-    /// so the next start finds no frame to check. A failure only leaves that work to the start.
-    pub(super) fn clear(&mut self) {
-        let cleared = self.file.write_all_at(&[0; MAGIC.len()], 0).and_then(|()| self.file.sync_data());
-        if let Err(error) = cleared {
-            log_line!("aileron: warning: clearing {}: {error}", self.path.display());
-        }
-        self.checkpointed();
-    }
-
     /// A batch begins: [`Journal::abandon_batch`] takes back the frames written from here on.
     pub(super) fn begin_batch(&mut self) {
         self.batch_frames.clear();
@@ -288,6 +278,13 @@ pub(super) fn sync_newest_files(audit_dir: &Path) -> anyhow::Result<()> {
         File::open(path).and_then(|file| file.sync_data()).with_context(|| format!("syncing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The last seq of the records the journal holds, if it holds any. Read before the log files by
+/// `verify`: every record in the journal then is in the daily files read after it.
+pub(super) fn last_seq(audit_dir: &Path) -> Option<u64> {
+    let bytes = fs::read(audit_dir.join(JOURNAL_FILE)).ok()?;
+    frames(&bytes).last().map(|frame| frame.last_seq)
 }
 
 /// The seqs the journal holds after `last_seq` (first, last), if any: what [`replay`] would
@@ -508,10 +505,10 @@ mod tests {
         drop(log);
     }
 
-    /// A clean shutdown syncs the daily file and clears the journal: the next start has nothing
-    /// to check, and the log is whole without it.
+    /// A clean shutdown syncs the daily file and keeps the journal's frames (a second copy of the
+    /// newest records, for `verify` and the next start): the next start appends nothing twice.
     #[tokio::test]
-    async fn a_clean_shutdown_leaves_nothing_to_replay() {
+    async fn a_clean_shutdown_keeps_the_journal_and_the_next_start_replays_nothing_twice() {
         let temp = tempfile::tempdir().unwrap();
         let clock = TestClock::at("2026-11-22T10:00:00.000Z");
         let log = open_at(temp.path(), &clock, JOURNAL_BYTES).unwrap();
@@ -522,10 +519,13 @@ mod tests {
         let journal = temp.path().join("audit").join(JOURNAL_FILE);
         assert_eq!(frames(&fs::read(&journal).unwrap()).last().unwrap().last_seq, 5);
         drop(log);
-        assert!(frames(&fs::read(&journal).unwrap()).is_empty());
+        assert_eq!(last_seq(&temp.path().join("audit")), Some(5), "the frames stay");
         let reopened = open_at(temp.path(), &clock, JOURNAL_BYTES).unwrap();
         assert_eq!(reopened.verify().unwrap().records, 5);
         assert_eq!(reopened.append(event(EventType::ActionExecuted, &[])).await.unwrap().seq, 6);
+        drop(reopened);
+        let day = fs::read_to_string(temp.path().join("audit/audit-2026-11-22.jsonl")).unwrap();
+        assert_eq!(day.lines().count(), 6, "{day}");
     }
 
     /// A record changed in the journal is not appended to the log: the start is refused.

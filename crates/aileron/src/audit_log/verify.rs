@@ -64,6 +64,8 @@ pub(super) fn verify_dir(
     // The anchor first: a daemon appending meanwhile anchors a batch only after it is durable in
     // the log, so the log read next holds at least the anchored head.
     let anchor = read_anchor(audit_dir);
+    // The journal too, for the same reason: a record it holds is in the daily file already.
+    let journaled = super::journal::last_seq(audit_dir);
     let files = log_files(audit_dir).map_err(|e| read_error(audit_dir, e))?;
     let earlier = remembered.and_then(|prefix| prefix.lock().unwrap_or_else(PoisonError::into_inner).clone());
     let (mut pass, first, mut carried) = match earlier.and_then(|prefix| resume(&files, prefix)) {
@@ -96,6 +98,20 @@ pub(super) fn verify_dir(
         };
         VerifyError::Truncated { problem }
     })?;
+    // The journal holds the newest records a second time: records there but not in the log were
+    // cut from it, whatever the anchor says (it may have been removed or rewritten with them).
+    if journaled.is_some_and(|last| last > report.last_seq) {
+        let (first, last) =
+            pending_after(audit_dir, report.last_seq).unwrap_or((report.last_seq + 1, journaled.unwrap_or(0)));
+        return Err(VerifyError::Truncated {
+            problem: format!(
+                "the log ends at record {}, but records {first} to {last} are in the audit journal (the chain-head \
+                 anchor is {}); starting the daemon restores them to the log",
+                report.last_seq,
+                report.head_anchor.as_str()
+            ),
+        });
+    }
     if let Some(remembered) = remembered {
         *remembered.lock().unwrap_or_else(PoisonError::into_inner) = Some(proved);
     }
@@ -436,7 +452,9 @@ mod tests {
         // Nothing is remembered from a failed verification; made whole, the log verifies.
         assert!(remembered.lock().unwrap().is_none());
         fs::write(&path, format!("{head}\n{}", &last[..last.len() / 2])).unwrap();
+        // As after a crash of a version without a journal: no anchor, no second copy.
         fs::remove_file(audit_dir.join(super::super::HEAD_FILE)).unwrap();
+        fs::write(audit_dir.join(super::super::journal::JOURNAL_FILE), vec![0u8; 4096]).unwrap();
         let torn = verify_remembering(&audit_dir, &remembered).unwrap();
         assert_eq!((torn.report.records, torn.parsed), (2, 2));
         assert!(torn.report.torn_tail_skipped.is_some());
@@ -446,12 +464,12 @@ mod tests {
     }
 
     /// The attack: the chain-head anchor defeated (overwritten with garbage, emptied, removed) and
-    /// the last five records cut from the day file. Verification used to say `ok` and nothing
-    /// else; it now reports the anchor's state and a warning. A log opened over it (the daemon's
-    /// start) anchors the head again at once, garbage after the fixed-size line cut off, so
-    /// removing records afterwards is detected again.
+    /// the last five records cut from the day file while the daemon was stopped. The journal
+    /// still holds them (the re-attack's L3: a clean shutdown used to clear it, and verification
+    /// said `ok`): verification reports the cut, and the next start restores the records before
+    /// it anchors the head again.
     #[tokio::test]
-    async fn a_defeated_anchor_is_reported_and_anchored_again_at_the_next_start() {
+    async fn records_cut_with_the_anchor_defeated_are_reported_and_restored_from_the_journal() {
         use aileron_core::audit::HeadAnchor;
         type Defeat = fn(&Path);
         let cases: [(&str, Defeat, HeadAnchor); 3] = [
@@ -471,31 +489,57 @@ mod tests {
             };
             defeat(&audit_dir.join(super::super::HEAD_FILE));
             cut(15);
-            let report = verify_dir(&audit_dir, None).map(|verified| verified.report).unwrap();
-            assert_eq!((report.records, report.head_anchor), (15, expected), "{name}");
-            let warning = report.warning().unwrap_or_default();
-            assert!(warning.contains("cannot be detected") && warning.contains("15 records"), "{name}: {warning}");
-            // The API and `--json` carry it too.
-            let json = serde_json::to_value(&report).unwrap();
-            assert_ne!(json["head_anchor"], "ok", "{name}: {json}");
-
-            // The next start anchors the head it starts from, before any append.
-            let log = open_disk(temp.path(), &clock);
-            assert!(matches!(read_anchor(&audit_dir), Anchor::Head(15, _)), "{name}: {:?}", read_anchor(&audit_dir));
-            assert_eq!(fs::metadata(audit_dir.join(super::super::HEAD_FILE)).unwrap().len(), 160, "{name}");
-            append(&log, 1).await;
-            drop(log);
-            assert!(matches!(read_anchor(&audit_dir), Anchor::Head(16, _)), "{name}: {:?}", read_anchor(&audit_dir));
-            let report = verify_dir(&audit_dir, None).unwrap().report;
-            assert_eq!((report.records, report.head_anchor, report.warning()), (16, HeadAnchor::Ok, None), "{name}");
-            let whole = fs::read_to_string(&day).unwrap();
-            let kept: Vec<&str> = whole.lines().take(11).collect();
-            fs::write(&day, format!("{}\n", kept.join("\n"))).unwrap();
+            let Err(VerifyError::Truncated { problem }) = verify_dir(&audit_dir, None) else {
+                panic!("{name}: the cut is reported")
+            };
             assert!(
-                matches!(verify_dir(&audit_dir, None), Err(VerifyError::Truncated { .. })),
-                "{name}: cut again, detected"
+                problem.contains("records 16 to 20 are in the audit journal") && problem.contains(expected.as_str()),
+                "{name}: {problem}"
             );
+
+            // The next start restores them, then anchors the head.
+            let log = open_disk(temp.path(), &clock);
+            assert!(matches!(read_anchor(&audit_dir), Anchor::Head(20, _)), "{name}: {:?}", read_anchor(&audit_dir));
+            assert_eq!(fs::read_to_string(&day).unwrap(), whole, "{name}: restored byte for byte");
+            drop(log);
+            let report = verify_dir(&audit_dir, None).unwrap().report;
+            assert_eq!((report.records, report.head_anchor, report.warning()), (20, HeadAnchor::Ok, None), "{name}");
         }
+    }
+
+    /// What the journal cannot cover: the anchor defeated, records cut and the journal emptied
+    /// too. Verification reports the anchor's state and a warning (the verifiable-receipts work,
+    /// SPEC §17, detects it with a witness); the next start anchors the head again at once, so
+    /// removing records afterwards is detected again.
+    #[tokio::test]
+    async fn with_the_journal_emptied_too_a_defeated_anchor_is_reported_and_anchored_again() {
+        use aileron_core::audit::HeadAnchor;
+        let (temp, clock, log, audit_dir) = new_log();
+        append(&log, 20).await;
+        drop(log);
+        let day = audit_dir.join("audit-2026-11-22.jsonl");
+        let whole = fs::read_to_string(&day).unwrap();
+        let kept: Vec<&str> = whole.lines().take(15).collect();
+        fs::write(&day, format!("{}\n", kept.join("\n"))).unwrap();
+        fs::remove_file(audit_dir.join(super::super::HEAD_FILE)).unwrap();
+        fs::write(audit_dir.join(super::super::journal::JOURNAL_FILE), vec![0u8; 4096]).unwrap();
+        let report = verify_dir(&audit_dir, None).map(|verified| verified.report).unwrap();
+        assert_eq!((report.records, report.head_anchor), (15, HeadAnchor::Missing));
+        let warning = report.warning().unwrap_or_default();
+        assert!(warning.contains("cannot be detected") && warning.contains("15 records"), "{warning}");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_ne!(json["head_anchor"], "ok", "{json}");
+
+        let log = open_disk(temp.path(), &clock);
+        assert!(matches!(read_anchor(&audit_dir), Anchor::Head(15, _)), "{:?}", read_anchor(&audit_dir));
+        assert_eq!(fs::metadata(audit_dir.join(super::super::HEAD_FILE)).unwrap().len(), 160);
+        append(&log, 1).await;
+        drop(log);
+        assert!(matches!(read_anchor(&audit_dir), Anchor::Head(16, _)), "{:?}", read_anchor(&audit_dir));
+        let whole = fs::read_to_string(&day).unwrap();
+        let kept: Vec<&str> = whole.lines().take(11).collect();
+        fs::write(&day, format!("{}\n", kept.join("\n"))).unwrap();
+        assert!(matches!(verify_dir(&audit_dir, None), Err(VerifyError::Truncated { .. })), "cut again, detected");
     }
 
     /// A log with no records needs no anchor: none is no warning.

@@ -130,15 +130,17 @@ impl Writer {
                 let _ = reply.send(());
             }
         }
-        // Shutting down: the daily file is made durable, and then the journal holds nothing the
-        // next start must read (it would hash every stale frame to find that out).
+        // Shutting down: the daily file is made durable. The journal keeps its frames: a second
+        // copy of the newest records, so records cut from the end of the log while the daemon is
+        // stopped are restored at the next start (and `verify` reports them), even with the
+        // chain-head anchor removed or rewritten too (the re-attack's L3). Reading them back
+        // costs the start a few milliseconds.
         let synced = self.file.as_ref().map_or(Ok(()), OpenLog::sync);
         if let Some(open) = &self.file {
             Self::release_headroom(open);
         }
-        match synced {
-            Ok(()) => self.journal.clear(),
-            Err(error) => log_line!("aileron: warning: at shutdown: {error} (the journal keeps its records)"),
+        if let Err(error) = synced {
+            log_line!("aileron: warning: at shutdown: {error} (the journal keeps its records)");
         }
     }
 
