@@ -56,6 +56,19 @@ impl CallContext {
     pub(crate) fn record_failure(&mut self, failure: Failure) {
         self.host_failure.get_or_insert(failure);
     }
+
+    /// Records a failure the host function reports to the guest with `code`; a capability denial
+    /// also stops the call (seed 004: the process is terminated), so no later request of the same
+    /// call goes out — the guest cannot probe host after host, or carry on around a refusal.
+    /// The recorded denial is what the call reports (it wins over the trap).
+    pub(crate) fn fail_host_call(&mut self, failure: Failure, code: i32) -> wasmtime::Result<i32> {
+        let stops = failure.class == aileron_core::FailureClass::CapabilityDenied;
+        self.record_failure(failure);
+        if stops {
+            return Err(wasmtime::Error::msg("the call was stopped: a capability was denied"));
+        }
+        Ok(code)
+    }
 }
 
 /// The last `cap` bytes written to stderr: the end of a crash report is the useful part.

@@ -140,10 +140,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallContext>) -> wasmtime::Resul
                     caller.data_mut().last_response = Some(response);
                     wasmtime::Result::<i32>::Ok(REQUEST_BUFFERED)
                 }
-                Err(failure) => {
-                    caller.data_mut().record_failure(failure);
-                    Ok(REQUEST_FAILED)
-                }
+                Err(failure) => caller.data_mut().fail_host_call(failure, REQUEST_FAILED),
             }
         })
     })?;

@@ -89,14 +89,18 @@ fn malformed(context: &mut CallContext, function: &str, problem: String) -> i32 
 }
 
 /// Hands a parsed request to the embedder and stores what came back; the guest's return code.
-async fn run(caller: &mut Caller<'_, CallContext>, request: GuestSpawn, convention: Convention) -> i32 {
+async fn run(
+    caller: &mut Caller<'_, CallContext>,
+    request: GuestSpawn,
+    convention: Convention,
+) -> wasmtime::Result<i32> {
     let context = caller.data_mut();
     if context.spawns.len() >= MAX_SPAWNS_PER_CALL {
         context.record_failure(Failure::resource_limit(
             "spawns",
             format!("a connector call may spawn at most {MAX_SPAWNS_PER_CALL} programs"),
         ));
-        return SPAWN_FAILED;
+        return Ok(SPAWN_FAILED);
     }
     // The single slot never shows a previous program's output as this one's.
     context.last_spawn = None;
@@ -107,10 +111,10 @@ async fn run(caller: &mut Caller<'_, CallContext>, request: GuestSpawn, conventi
             context.spawns.push(output);
             let handle = context.spawns.len() - 1;
             context.last_spawn = Some(handle);
-            match convention {
+            Ok(match convention {
                 Convention::Handles => handle as i32,
                 Convention::SingleSlot => 0,
-            }
+            })
         }
         Err(failure) => {
             let code = if failure.class == FailureClass::SpawnSandboxUnavailable {
@@ -118,8 +122,7 @@ async fn run(caller: &mut Caller<'_, CallContext>, request: GuestSpawn, conventi
             } else {
                 SPAWN_FAILED
             };
-            caller.data_mut().record_failure(failure);
-            code
+            caller.data_mut().fail_host_call(failure, code)
         }
     }
 }
@@ -170,7 +173,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallContext>, convention: Conven
                     ));
                 }
             };
-            wasmtime::Result::<i32>::Ok(run(&mut caller, GuestSpawn::Envelope(envelope), convention).await)
+            run(&mut caller, GuestSpawn::Envelope(envelope), convention).await
         })
     })?;
 
@@ -195,7 +198,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallContext>, convention: Conven
                         }
                     }
                 };
-                wasmtime::Result::<i32>::Ok(run(&mut caller, GuestSpawn::Operation { op, args }, convention).await)
+                run(&mut caller, GuestSpawn::Operation { op, args }, convention).await
             })
         },
     )?;

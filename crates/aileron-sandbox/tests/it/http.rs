@@ -106,23 +106,25 @@ async fn a_short_read_copies_only_what_fits() {
     assert_eq!(summary(&run(&guest, FakeEgress::new()).await), r#"ok [3,"GET"]"#);
 }
 
+/// A denied request stops the call (seed 004: the connector is terminated): nothing after it runs
+/// — no log line, no further request, no output — and the denial is what the call reports.
 #[tokio::test]
-async fn a_denial_wins_over_what_the_guest_prints_and_clears_the_last_response() {
+async fn a_denial_stops_the_call_and_wins_over_what_the_guest_would_print() {
     let (wat, ok_ptr, ok_len) = with_http_imports().bytes(br#"{"method":"GET","url":"https://api.example/"}"#);
     let (wat, evil_ptr, evil_len) = wat.bytes(br#"{"method":"GET","url":"https://evil.example/"}"#);
-    // The guest logs what it saw after the denied request, then claims success.
+    // After the denied request the guest would log, ask again for an allowed URL, and claim success.
     let wat = wat
         .run(&format!("(drop (call $http_request (i32.const {ok_ptr}) (i32.const {ok_len})))"))
         .run(&format!("(local.set $rc (call $http_request (i32.const {evil_ptr}) (i32.const {evil_len})))"));
-    let wat = log_int(wat, "rc", "(local.get $rc)");
-    let wat = log_int(wat, "status", "(call $http_response_status)");
-    let guest = log_int(wat, "size", "(call $http_response_size)").write(1, r#"{"output":"all good"}"#);
+    let wat = log_int(wat, "rc", "(local.get $rc)")
+        .run(&format!("(drop (call $http_request (i32.const {ok_ptr}) (i32.const {ok_len})))"));
+    let guest = log_int(wat, "status", "(call $http_response_status)").write(1, r#"{"output":"all good"}"#);
     let egress = FakeEgress::new();
     let outcome = run(&guest, egress.clone()).await;
     assert_eq!(summary(&outcome), "capability_denied sandbox");
     assert_eq!(failure(&outcome).details["requested"], "network:evil.example:443");
-    assert_eq!(egress.seen().len(), 2);
-    assert_eq!(outcome.logs, vec![log("rc", "-1"), log("status", "-1"), log("size", "-1")]);
+    assert_eq!(egress.seen().len(), 2, "the allowed request after the denial never reached the host");
+    assert_eq!(outcome.logs, vec![], "nothing ran after the denial");
 }
 
 #[tokio::test]

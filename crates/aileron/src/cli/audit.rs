@@ -56,7 +56,8 @@ struct ListArgs {
 enum AuditCommand {
     /// List audit records, newest first
     List(ListArgs),
-    /// Show one record in full
+    /// Show one record in full (also `audit get`, the observability design's name)
+    #[command(visible_alias = "get")]
     Show { audit_id: String },
     /// Verify the hash chain across every audit file
     Verify {

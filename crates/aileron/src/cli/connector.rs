@@ -107,6 +107,12 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                 outln!("  hash       {}", item["hash"].as_str().unwrap_or("?"));
                 outln!("  signature  {}", item["signature"].as_str().unwrap_or("?"));
                 outln!("  credential {}", item["credential"].as_str().unwrap_or("none"));
+                let intents: Vec<&str> =
+                    item["intents"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                if !intents.is_empty() {
+                    // `[provides] intents`: what the publisher says it is for; it grants nothing.
+                    outln!("  for        {}", super::escape(&intents.join(", ")));
+                }
                 for capability in item["capabilities"].as_array().into_iter().flatten() {
                     outln!("  may        {}", super::escape(capability.as_str().unwrap_or("?")));
                 }
@@ -296,7 +302,17 @@ async fn install(home: &Home, request: Install) -> CliResult {
             ));
         }
         if !super::ask("Install this connector? [y/N] ")? {
-            eprintln!("cancelled; nothing was installed");
+            // The decision is on record too (the hash shown, `consent_declined`).
+            let body = json!({ "source": source, "reference": request.reference, "expected_hash": preview["hash"], "consent": "declined" });
+            match client.post("/v1/connectors/install", &body).await {
+                Ok(recorded) => eprintln!(
+                    "cancelled; nothing was installed (audit {})",
+                    recorded["audit_id"].as_str().unwrap_or("?")
+                ),
+                Err(error) => {
+                    eprintln!("cancelled; nothing was installed (the refusal could not be recorded: {error:#})")
+                }
+            }
             return Ok(super::ExitStatus::Failure);
         }
         "prompt"

@@ -14,11 +14,19 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub hint: Option<String>,
+    /// Whether the same request may succeed if tried again (a forge that failed to answer), where
+    /// the caller would otherwise have to guess from the status.
+    pub retriable: Option<bool>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), hint: None }
+        ApiError { status, code, message: message.into(), hint: None, retriable: None }
+    }
+
+    pub fn with_retriable(mut self, retriable: bool) -> ApiError {
+        self.retriable = Some(retriable);
+        self
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> ApiError {
@@ -70,11 +78,14 @@ impl ApiError {
 }
 
 impl ApiError {
-    /// `{"error": {"code", "message", "hint"?}}`.
+    /// `{"error": {"code", "message", "hint"?, "retriable"?}}`.
     pub fn body(&self) -> serde_json::Value {
         let mut error = json!({ "code": self.code, "message": self.message });
         if let Some(hint) = &self.hint {
             error["hint"] = hint.clone().into();
+        }
+        if let Some(retriable) = self.retriable {
+            error["retriable"] = retriable.into();
         }
         json!({ "error": error })
     }

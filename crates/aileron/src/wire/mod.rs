@@ -276,7 +276,8 @@ pub struct PreviewBody {
 pub struct InstallBody {
     #[serde(flatten)]
     pub preview: PreviewBody,
-    /// How consent was given: `prompt` (the user answered y) or `flag` (`--yes`).
+    /// How consent was given: `prompt` (the user answered y) or `flag` (`--yes`); `declined` records
+    /// that the user saw the consent screen and said no (nothing is installed).
     pub consent: String,
     /// With `flag`: the caller accepts an unsigned package (`--allow-unsigned`). Enforced here, so
     /// no client can skip it.

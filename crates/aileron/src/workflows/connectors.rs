@@ -25,6 +25,7 @@ pub fn list(state: &Services, principal: &Principal) -> Answer {
                 "signature": if e.signed { "signed (verified at install)" } else { "unsigned" },
                 "publisher": e.manifest.publisher,
                 "capabilities": e.manifest.describe_capabilities(),
+                "intents": e.manifest.intents,
                 "credential": e.manifest.credential_kind().map(|kind| kind.as_str()),
             })
         })
@@ -110,7 +111,9 @@ pub async fn inspect(state: &Services, body: &PreviewBody) -> Result<(crate::pac
                 crate::forge::fetch(&url, crate::forge::MAX_DOWNLOAD_BYTES, &mut |_, _| {}).await.map_err(|e| {
                     let status = if e.retriable { StatusCode::BAD_GATEWAY } else { StatusCode::NOT_FOUND };
                     let hint = e.hint();
-                    bad(ApiError::new(status, "fetch_failed", e.to_string()).with_hint(hint))
+                    bad(ApiError::new(status, "fetch_failed", e.to_string())
+                        .with_hint(hint)
+                        .with_retriable(e.retriable))
                 })?;
             downloaded = tempfile::Builder::new()
                 .suffix(".tar.gz")
@@ -209,8 +212,11 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
         return Err(ApiError::bad_request("missing_expected_hash", "install needs the hash the user consented to")
             .with_hint("call /v1/connectors/preview first and pass its hash as expected_hash"));
     }
+    if body.consent == "declined" {
+        return declined(state, principal, &body).await;
+    }
     if body.consent != "prompt" && body.consent != "flag" {
-        return Err(ApiError::bad_request("invalid_consent", "consent must be `prompt` or `flag`"));
+        return Err(ApiError::bad_request("invalid_consent", "consent must be `prompt`, `flag` or `declined`"));
     }
     let actor = caller_for(principal).actor;
     let (package, view) = match inspect(state, &body.preview).await {
@@ -278,6 +284,34 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
     Ok(Reply::created(view))
 }
 
+/// The user saw the consent screen and said no (seed 004: consent is a decision, and every
+/// decision is on record): audited as `connector.install_refused` with the hash they were shown,
+/// `aileron.install.refusal = consent_declined` and `aileron.consent.decision = declined`.
+/// Nothing is read or installed.
+async fn declined(state: &Services, principal: &Principal, body: &InstallBody) -> Answer {
+    let mut payload = Map::new();
+    payload.insert(
+        keys::INSTALL_REFERENCE.into(),
+        aileron_core::untrusted_text::visible(&body.preview.reference, 300).into(),
+    );
+    payload.insert(keys::INSTALL_STAGE.into(), "consent".into());
+    payload.insert(keys::INSTALL_REFUSAL.into(), "consent_declined".into());
+    if let Some(hash) = &body.preview.expected_hash {
+        payload.insert(keys::CONNECTOR_HASH.into(), aileron_core::untrusted_text::visible(hash, 100).into());
+    }
+    payload.insert(keys::CONSENT_DECISION.into(), "declined".into());
+    payload.insert(keys::CONSENT_VIA.into(), "prompt".into());
+    let event = AuditEvent {
+        event_type: EventType::ConnectorInstallRefused,
+        actor: caller_for(principal).actor,
+        session_id: None,
+        payload,
+        audit_id: None,
+    };
+    let record = state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
+    Ok(Reply::ok(json!({ "declined": true, "audit_id": record.audit_id })))
+}
+
 /// Compiles the installed module now (ARCHITECTURE.md, "Compile at install"): the seconds a
 /// 7 MB Go guest takes are paid by the install, not by the agent's first call. A module that
 /// does not compile, or imports what its manifest does not grant, stays installed (a run reports
@@ -318,7 +352,7 @@ pub async fn check(state: &Services, principal: &Principal, query: CheckQuery) -
                 }
                 Err(_) => json!({ "fqn": name, "error": format!("{url}: not a releases listing") }),
             },
-            Err(error) => json!({ "fqn": name, "error": error.to_string() }),
+            Err(error) => json!({ "fqn": name, "error": error.to_string(), "retriable": error.retriable }),
         };
         items.push(item);
     }

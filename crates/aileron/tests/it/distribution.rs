@@ -377,6 +377,31 @@ fn monorepo_gitlab_hash_pins_and_fetch_failures() {
     setup.forge.answer("/acme/flaky/releases/download/v1.0.0/aileron.tar.gz", Answer::Status(500));
     let (_, _, stderr) = setup.run(&["connector", "install", "github://acme/flaky@1.0.0", "--yes"]);
     assert!(stderr.contains("fetch_failed") && stderr.contains("500") && stderr.contains("try again"), "{stderr}");
+    // Over the API the error says so itself: the 404 is final, the 500 may be tried again.
+    let daemon: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(setup.cli.home.join("daemon.json")).unwrap()).unwrap();
+    aileron::process::install_crypto_provider();
+    let preview = |reference: &str| -> serde_json::Value {
+        reqwest::blocking::Client::new()
+            .post(format!("{}/v1/connectors/preview", daemon["url"].as_str().unwrap()))
+            .bearer_auth(daemon["token"].as_str().unwrap())
+            .json(&serde_json::json!({ "reference": reference }))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    let (gone, flaky) = (preview("github://acme/gone@1.0.0"), preview("github://acme/flaky@1.0.0"));
+    assert_eq!(
+        (&gone["error"]["code"], &gone["error"]["retriable"]),
+        (&serde_json::json!("fetch_failed"), &serde_json::json!(false)),
+        "{gone}"
+    );
+    assert_eq!(
+        (&flaky["error"]["code"], &flaky["error"]["retriable"]),
+        (&serde_json::json!("fetch_failed"), &serde_json::json!(true)),
+        "{flaky}"
+    );
     setup.forge.answer(
         "/acme/moved/releases/download/v1.0.0/aileron.tar.gz",
         Answer::Redirect("http://127.0.0.2:9/aileron.tar.gz".into()),
@@ -533,11 +558,18 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
 #[test]
 fn connectors_are_shown_removed_only_when_unused_and_collected() {
     let setup = Setup::new();
-    let hash = setup.cli.install_guest("http_get", &[]);
+    let intents = "[provides]\nintents = [\"fetch a web page\", \"check a URL\"]\n";
+    let hash = setup.cli.install_package(
+        "http_get",
+        &crate::support::guest_wasm("http_get"),
+        &crate::support::manifest("http_get", &[], intents),
+    );
     setup.cli.install_guest("echo", &[]);
     setup.cli.add_action(&crate::support::ActionSpec::new("fetch", "http_get", &hash, "get"));
     let shown = setup.ok(&["connector", "show", "github://aileron-tests/http_get"]);
     assert!(shown.contains(&hash) && shown.contains("used by    fetch"), "{shown}");
+    // What the publisher says it is for (`[provides] intents`, seed 004): shown, granting nothing.
+    assert!(shown.contains("for        fetch a web page, check a URL"), "{shown}");
 
     let (code, _, stderr) = setup.run(&["connector", "remove", "github://aileron-tests/http_get@1.0.0"]);
     assert_eq!(code, 1);
@@ -669,6 +701,26 @@ fn at_a_terminal_the_user_trusts_the_publisher_and_consents_once_per_missing_con
         "{screen}"
     );
     assert!(!setup.ok(&["keyring", "list"]).contains("github://acme/widget"), "declined: not trusted");
+
+    // Trusted, then the consent declined: nothing installed, and the decision is on record with
+    // the hash that was shown (seed 004: consent is a decision like any other).
+    let (code, screen) = setup.on_terminal(&["connector", "install", "github://acme/widget@1.2.0"], "y\nn\n");
+    assert_eq!(code, 1, "{screen}");
+    assert!(screen.contains("cancelled; nothing was installed (audit audit-"), "{screen}");
+    let refused: Value =
+        serde_json::from_str(&setup.ok(&["audit", "list", "--json", "--event-type", "connector.install_refused"]))
+            .unwrap();
+    let declined: Vec<&Value> = refused["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["payload"]["aileron.install.refusal"] == "consent_declined")
+        .collect();
+    assert_eq!(declined.len(), 1, "{refused}");
+    assert_eq!(declined[0]["payload"]["aileron.consent.decision"], "declined");
+    assert_eq!(declined[0]["payload"]["aileron.install.reference"], "github://acme/widget@1.2.0");
+    assert!(declined[0]["payload"]["aileron.connector.hash"].as_str().unwrap().starts_with("sha256:"), "{refused}");
+    setup.ok(&["keyring", "revoke", "github://acme/widget"]);
 
     let (code, screen) = setup.on_terminal(&["connector", "install", "github://acme/widget@1.2.0"], "y\ny\n");
     assert_eq!(code, 0, "{screen}");

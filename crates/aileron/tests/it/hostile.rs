@@ -105,16 +105,25 @@ async fn network_escapes_are_denied_and_audited() {
     let upstream = FakeGithub::start().await.unwrap();
     let harness = harness_with_echo().await;
     let hosts = [upstream.host_port()];
-    for guest in ["undeclared_host", "wrong_scheme"] {
-        harness.guest_action(guest, &hosts, "run", |_| {}).await;
-        let response = harness.run(guest, json!({})).await;
+    // After the denial the guest asks for a declared URL: the denial stopped the call, so that
+    // request never reaches the upstream (seed 004).
+    let then = json!({"then": format!("{}/status/200", upstream.base_url())});
+    for (guest, args) in [("undeclared_host", then), ("wrong_scheme", json!({}))] {
+        harness
+            .guest_action(guest, &hosts, "run", |spec| {
+                if guest == "undeclared_host" {
+                    spec.inputs = &[("then", "string", false)];
+                }
+            })
+            .await;
+        let response = harness.run(guest, args).await;
         assert_eq!(response.status, StatusCode::FORBIDDEN, "{guest}: {}", response.body);
         assert_eq!(response.body["error"]["class"], "capability_denied", "{guest}");
         assert_eq!(response.body["error"]["boundary"], "sandbox", "{guest}");
         assert_one_failure_record(&harness, &response.body).await;
         assert_unharmed(&harness).await;
     }
-    assert_eq!(upstream.recorder.count(), 0);
+    assert_eq!(upstream.recorder.count(), 0, "no request after the denial went out");
 
     let hash = harness.install("redirect", &guest_wasm("redirect"), &manifest("redirect", &hosts, "")).await;
     let spec =

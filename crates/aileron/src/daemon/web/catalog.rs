@@ -269,7 +269,7 @@ fn version_card(state: &Services, entry: &StoreEntry, installed: &Installed) -> 
     };
     format!(
         "<div class=\"card version\" id=\"connector-{id}\" data-reference=\"{reference}\"><h3 class=\"title\">{version}</h3>\
-         <p>{badge}</p><p class=\"mono muted\" title=\"content hash\">{hash}</p>{publisher}\
+         <p>{badge}</p><p class=\"mono muted\" title=\"content hash\">{hash}</p>{publisher}{intents}\
          <h4>It may</h4><ul class=\"plain capabilities\">{capabilities}</ul>{used_by}\
          <div class=\"group\">{remove}<span class=\"status\"></span></div></div>",
         id = entry.hash.hex(),
@@ -279,6 +279,12 @@ fn version_card(state: &Services, entry: &StoreEntry, installed: &Installed) -> 
         hash = escape(&entry.hash.to_string()),
         publisher =
             entry.manifest.publisher.as_deref().map(|p| format!("<p>Publisher {}</p>", escape(p))).unwrap_or_default(),
+        // What it says it is for (`[provides] intents`): discovery only, never a capability.
+        intents = if entry.manifest.intents.is_empty() {
+            String::new()
+        } else {
+            format!("<p class=\"intents\">For: {}</p>", escape(&entry.manifest.intents.join(", ")))
+        },
         remove = remove.html(),
     )
 }
