@@ -77,6 +77,21 @@ pub mod exposed {
     }
 }
 
+/// [`exposed`] for `(name, secret)` pairs: a spawned program's credential variables, on their way
+/// to the spawn helper in its plan frame.
+pub mod exposed_pairs {
+    use super::Secret;
+
+    pub fn serialize<S: serde::Serializer>(pairs: &[(String, Secret)], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(pairs.iter().map(|(name, secret)| (name, secret.expose())))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<(String, Secret)>, D::Error> {
+        let pairs = <Vec<(String, String)> as serde::Deserialize>::deserialize(deserializer)?;
+        Ok(pairs.into_iter().map(|(name, value)| (name, Secret::new(value))).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,7 +111,7 @@ impl StepEgress {
     }
 
     /// The credential for the child's environment, when this spawn is to carry one.
-    async fn credential_env(&self, gated: &Gated) -> Result<Vec<(String, String)>, Failure> {
+    async fn credential_env(&self, gated: &Gated) -> Result<Vec<(String, crate::secret::Secret)>, Failure> {
         let spawn = self.manifest.spawn.as_ref().expect("the gate found [capabilities.spawn]");
         let Some(kind) = self.manifest.credential_kind() else {
             return Ok(Vec::new());
@@ -131,7 +131,7 @@ impl StepEgress {
         self.audit_binding_events().await?;
         let resolved = resolved?;
         let value = match &resolved.injection {
-            Injection::Token(secret) => secret.expose().to_string(),
+            Injection::Token(secret) => secret.clone(),
             Injection::Aws(_) => {
                 return Err(Failure::capability_denied(
                     Boundary::Sandbox,

@@ -42,6 +42,9 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, getgid, getuid};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use zeroize::Zeroize;
+
+use crate::secret::Secret;
 
 /// The hidden subcommand the daemon runs for each spawn.
 pub const SUBCOMMAND: &str = "__spawn";
@@ -65,8 +68,12 @@ pub struct JailPlan {
     /// `sha256:<hex>` when the manifest pins the binary.
     pub hash: Option<String>,
     pub argv: Vec<String>,
-    /// The complete environment of the program.
+    /// The program's environment, but for its credential.
     pub env: Vec<(String, String)>,
+    /// The bound credential under each `credential_env_keys` name: a [`Secret`] (never printed,
+    /// zeroized when dropped) until it becomes the program's environment at exec.
+    #[serde(default, with = "crate::secret::exposed_pairs")]
+    pub credential_env: Vec<(String, Secret)>,
     pub cwd: PathBuf,
     /// Read-only (and executable) for the program, besides the system directories.
     pub read: Vec<PathBuf>,
@@ -164,11 +171,28 @@ fn read_plan() -> Result<JailPlan, String> {
     serde_json::from_slice(&frame).map_err(|e| e.to_string())
 }
 
-/// The frame the daemon writes before the program's stdin.
-pub fn plan_frame(plan: &JailPlan) -> Vec<u8> {
-    let json = serde_json::to_vec(plan).expect("a plan serializes");
-    let mut frame = (json.len() as u32).to_le_bytes().to_vec();
-    frame.extend(json);
+/// The frame the daemon writes before the program's stdin, zeroized when dropped. It is
+/// serialized into a buffer of its exact size, so no reallocation leaves a copy of the credential
+/// behind in freed memory.
+pub fn plan_frame(plan: &JailPlan) -> zeroize::Zeroizing<Vec<u8>> {
+    /// Counts what would be written.
+    struct Length(usize);
+    impl std::io::Write for Length {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut length = Length(0);
+    serde_json::to_writer(&mut length, plan).expect("a plan serializes");
+    let mut frame = zeroize::Zeroizing::new(Vec::with_capacity(4 + length.0));
+    frame.extend_from_slice(&[0; 4]);
+    serde_json::to_writer(&mut *frame, plan).expect("a plan serializes");
+    let length = (frame.len() - 4) as u32;
+    frame[..4].copy_from_slice(&length.to_le_bytes());
     frame
 }
 
@@ -536,16 +560,30 @@ fn open_path(dir: Option<&OwnedFd>, path: &Path, flags: libc::c_int, resolve: u6
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+impl Drop for Confinement {
+    /// PID 1 keeps its copy of the program's environment until the program exits: the credential
+    /// in it is zeroized when it goes.
+    fn drop(&mut self) {
+        for entry in std::mem::take(&mut self.env) {
+            entry.into_bytes_with_nul().zeroize();
+        }
+    }
+}
+
 impl Confinement {
     /// `Err`: the confinement cannot be built (`spawn_sandbox_unavailable`); `Ok(Err(report))`:
     /// the plan's directories are not what was checked (refused).
     fn prepare(plan: &JailPlan) -> Result<Result<Confinement, Report>, String> {
         let c = |text: &[u8], what: &str| CString::new(text).map_err(|_| format!("{what} holds a NUL byte"));
         let argv = plan.argv.iter().map(|arg| c(arg.as_bytes(), "an argument")).collect::<Result<Vec<_>, _>>()?;
-        let env = plan
-            .env
-            .iter()
-            .map(|(key, value)| c(format!("{key}={value}").as_bytes(), "an environment value"))
+        let plain = plan.env.iter().map(|(key, value)| (key.as_str(), value.as_str()));
+        let credential = plan.credential_env.iter().map(|(key, secret)| (key.as_str(), secret.expose()));
+        let env = plain
+            .chain(credential)
+            .map(|(key, value)| {
+                let entry = zeroize::Zeroizing::new(format!("{key}={value}"));
+                c(entry.as_bytes(), "an environment value")
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let filter = filter()?;
         Ok(Scopes::open(plan).map(|scopes| Confinement { filter, argv, env, scopes }))
@@ -811,10 +849,18 @@ mod tests {
 
     #[test]
     fn plan_frames_are_length_prefixed_json() {
-        let plan = JailPlan { program: "/bin/true".into(), argv: vec!["true".into()], ..JailPlan::default() };
+        let plan = JailPlan {
+            program: "/bin/true".into(),
+            argv: vec!["true".into()],
+            credential_env: vec![("GH_TOKEN".into(), Secret::new("planted-frame-credential"))],
+            ..JailPlan::default()
+        };
         let frame = plan_frame(&plan);
         let length = u32::from_le_bytes(frame[..4].try_into().unwrap()) as usize;
         assert_eq!(length, frame.len() - 4);
-        assert_eq!(serde_json::from_slice::<JailPlan>(&frame[4..]).unwrap(), plan);
+        let read = serde_json::from_slice::<JailPlan>(&frame[4..]).unwrap();
+        assert_eq!(read, plan);
+        assert_eq!(read.credential_env[0].1.expose(), "planted-frame-credential", "the helper gets the value");
+        assert!(!format!("{plan:?}").contains("planted-frame-credential"), "a plan never prints it");
     }
 }

@@ -84,7 +84,7 @@ impl Spawner {
         manifest: &ConnectorManifest,
         subset: &CapabilitySubset,
         plan: &SpawnPlan,
-        credential: Vec<(String, String)>,
+        credential: Vec<(String, crate::secret::Secret)>,
         proxy_context: Option<proxy::ProxyContext>,
         deadline: Instant,
     ) -> Result<Finished, Failure> {
@@ -142,9 +142,7 @@ impl Spawner {
         for (key, value) in &plan.env {
             set(&mut env, key, value.clone());
         }
-        for (key, value) in credential {
-            set(&mut env, &key, value);
-        }
+        env.retain(|(key, _)| !credential.iter().any(|(credential_key, _)| credential_key == key));
 
         let hosts: Vec<&String> = manifest.network_hosts().iter().filter(|host| subset.allows_host(host)).collect();
         let proxy = if hosts.is_empty() {
@@ -167,6 +165,7 @@ impl Spawner {
             hash: declared.hash.as_ref().map(|hash| hash.to_string()),
             argv: plan.argv.clone(),
             env,
+            credential_env: credential,
             cwd,
             read,
             write: write.into_iter().chain(std::iter::once(scratch_path)).collect(),
@@ -276,11 +275,15 @@ async fn run_helper(
     drop(report_write);
     let mut child = spawned.map_err(|e| unavailable(format!("starting the spawn helper {}: {e}", helper.display())))?;
     let mut input = child.stdin.take().expect("piped");
-    let mut feed = jail::plan_frame(plan);
-    feed.extend_from_slice(stdin.unwrap_or_default());
+    // The frame (which may hold the credential, zeroized when dropped) and then the program's
+    // stdin, written one after the other rather than joined into a buffer that would grow.
+    let frame = jail::plan_frame(plan);
+    let stdin = stdin.unwrap_or_default().to_vec();
     let writer = tokio::spawn(async move {
         // A program that never reads its input must not stall the run: errors are ignored.
-        let _ = input.write_all(&feed).await;
+        if input.write_all(&frame).await.is_ok() {
+            let _ = input.write_all(&stdin).await;
+        }
         drop(input);
     });
     let stdout = tokio::spawn(read_capped(child.stdout.take().expect("piped"), limits.max_stdout_bytes));
