@@ -175,8 +175,15 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
                 continue;
             }
             match parse(line) {
-                Ok(Some(message)) => return Some(message),
-                Ok(None) => {}
+                Ok(Parsed::Message(message)) => return Some(message),
+                Ok(Parsed::Ignored) => {}
+                Ok(Parsed::Answer(error, id)) => {
+                    let reply = serde_json::to_vec(&TxJsonRpcMessage::<RoleServer>::error(error, id))
+                        .expect("an error message serializes");
+                    if self.jobs.send(Job { parts: vec![line_of(reply)], done: None }).is_err() {
+                        return None;
+                    }
+                }
                 // Not JSON: no id to answer, and answering can start an error storm with a
                 // peer that echoes it back; the other official SDKs ignore it too.
                 Err(error) if error.is_syntax() || error.is_eof() => {}
@@ -270,23 +277,71 @@ fn oversized(max_line: usize) {
     log_line!("aileron-mcp: dropped an incoming message longer than {max_line} bytes");
 }
 
-/// A line as rmcp's stdio reader parses it (a leading byte order mark allowed); `Ok(None)` for
-/// a notification it ignores for compatibility. A `tools/call` request is parsed straight into
-/// its type first.
-fn parse(line: &[u8]) -> Result<Option<RxJsonRpcMessage<RoleServer>>, serde_json::Error> {
+/// What one line is.
+enum Parsed {
+    Message(RxJsonRpcMessage<RoleServer>),
+    /// A notification rmcp ignores for compatibility.
+    Ignored,
+    /// A JSON-RPC error this transport answers itself, with the request's id when it has one.
+    Answer(ErrorData, Option<rmcp::model::RequestId>),
+}
+
+/// A line as rmcp's stdio reader parses it (a leading byte order mark allowed). A `tools/call`
+/// request is parsed straight into its type first. Where rmcp would stay silent or answer the
+/// wrong error, three cases are answered here (JSON-RPC 2.0 §5.1): a `tools/call` request whose
+/// params are not `{name, arguments?}` gets Invalid params (-32602) with its id (rmcp answered
+/// Method not found); JSON the parser cannot represent — a lone UTF-16 surrogate escape, nesting
+/// deeper than 128 levels — gets Parse error (-32700) with a null id (rmcp read it as not JSON and
+/// said nothing, so the agent waited for an answer that never came). Bytes that are not JSON at
+/// all stay unanswered, as rmcp and the other official SDKs leave them (answering can start an
+/// error storm with a peer that echoes).
+fn parse(line: &[u8]) -> Result<Parsed, serde_json::Error> {
     let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
     if let Ok(call) = serde_json::from_slice::<JsonRpcRequest<CallToolRequest>>(line) {
-        return Ok(Some(JsonRpcMessage::Request(JsonRpcRequest::new(
+        return Ok(Parsed::Message(JsonRpcMessage::Request(JsonRpcRequest::new(
             call.id,
             ClientRequest::CallToolRequest(call.request),
         ))));
     }
+    let value = serde_json::from_slice::<Value>(line);
+    if let Ok(value) = &value
+        && value.get("method").and_then(Value::as_str) == Some("tools/call")
+        && value.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
+        && let Some(id) =
+            value.get("id").and_then(|id| serde_json::from_value::<rmcp::model::RequestId>(id.clone()).ok())
+    {
+        let error = ErrorData::invalid_params(
+            "Invalid params: tools/call takes {\"name\": string, \"arguments\"?: object}",
+            None,
+        );
+        return Ok(Parsed::Answer(error, Some(id)));
+    }
+    if let Err(error) = &value
+        && let Some(problem) = unrepresentable(error)
+    {
+        return Ok(Parsed::Answer(ErrorData::parse_error(format!("Parse error: {problem}"), None), None));
+    }
     match serde_json::from_slice(line) {
-        Ok(message) => Ok(Some(message)),
-        Err(error) => match serde_json::from_slice::<Value>(line) {
-            Ok(value) if ignored_for_compatibility(&value) => Ok(None),
+        Ok(message) => Ok(Parsed::Message(message)),
+        Err(error) => match value {
+            Ok(value) if ignored_for_compatibility(&value) => Ok(Parsed::Ignored),
             _ => Err(error),
         },
+    }
+}
+
+/// JSON that is well-formed by the grammar but that the parser will not represent: what to say.
+fn unrepresentable(error: &serde_json::Error) -> Option<&'static str> {
+    let text = error.to_string();
+    if text.starts_with("recursion limit exceeded") {
+        Some("nesting deeper than 128 levels")
+    } else if ["lone leading surrogate", "unexpected end of hex escape", "invalid unicode code point"]
+        .iter()
+        .any(|problem| text.starts_with(problem))
+    {
+        Some("a string holds a lone UTF-16 surrogate escape")
+    } else {
+        None
     }
 }
 
@@ -474,7 +529,7 @@ mod tests {
         for call in calls {
             let full: RxJsonRpcMessage<RoleServer> = serde_json::from_str(call).unwrap();
             let fast = serde_json::from_str::<JsonRpcRequest<CallToolRequest>>(call).expect(call);
-            let parsed = parse(call.as_bytes()).unwrap().unwrap();
+            let Ok(Parsed::Message(parsed)) = parse(call.as_bytes()) else { panic!("{call}") };
             assert!(
                 matches!(&parsed, JsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::CallToolRequest(_))),
                 "{call}"
@@ -489,7 +544,6 @@ mod tests {
         let others = [
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
             r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"t"}}"#,
-            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{}}}"#,
             r#"{"jsonrpc":"1.0","id":4,"method":"tools/call","params":{"name":"t"}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
         ];
@@ -497,7 +551,10 @@ mod tests {
             assert!(serde_json::from_str::<JsonRpcRequest<CallToolRequest>>(other).is_err(), "{other}");
             let full =
                 serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(other).map(|m| serde_json::to_value(m).unwrap());
-            let ours = parse(other.as_bytes()).map(|m| serde_json::to_value(m.unwrap()).unwrap());
+            let ours = parse(other.as_bytes()).map(|parsed| match parsed {
+                Parsed::Message(message) => serde_json::to_value(message).unwrap(),
+                _ => panic!("{other}: rmcp's reading"),
+            });
             assert_eq!(full.as_ref().ok(), ours.as_ref().ok(), "{other}");
             assert_eq!(full.map_err(|e| e.classify()).err(), ours.map_err(|e| e.classify()).err(), "{other}");
         }
@@ -545,7 +602,6 @@ mod tests {
             "{\"jsonrpc\":\"2.0\",\"method\":\"$/lsp\",\"params\":7}\n",
             "{\"foo\":\"bar\"}\n",
             "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"tools/list\"}\n",
-            "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"arguments\":{}}}\n",
             "\u{feff}{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\r\n",
             "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"t\",\"arguments\":{\"a\":[1,2.5]}}}\r\n",
             "  \n",
@@ -565,6 +621,45 @@ mod tests {
             "{methods:?}"
         );
         assert!(!ours.1.is_empty(), "the protocol errors are answered");
+    }
+
+    /// Where this transport answers what rmcp would not (or answers wrongly): a `tools/call` with
+    /// params that are not `{name, arguments?}` gets -32602 with its id; a lone UTF-16 surrogate
+    /// escape and nesting deeper than 128 levels get -32700 with a null id. Plain bytes that are
+    /// not JSON still get no answer.
+    #[tokio::test]
+    async fn malformed_calls_surrogates_and_deep_nesting_are_answered_with_json_rpc_errors() {
+        let deep = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"params\":{}{}}}\n",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let input = [
+            "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"arguments\":{}}}\n".to_string(),
+            "{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"tools/call\",\"params\":{\"name\":5}}\n".to_string(),
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"t\",\"arguments\":\"x\"}}\n".to_string(),
+            "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"\\ud800\"}}\n".to_string(),
+            deep,
+            "not json at all\n".to_string(),
+        ]
+        .concat();
+        let (messages, replies) = read_all(input.as_bytes(), LineTransport::new).await;
+        assert!(messages.is_empty(), "{messages:?}");
+        let answered: Vec<(Value, Value)> =
+            replies.iter().map(|reply| (reply["id"].clone(), reply["error"]["code"].clone())).collect();
+        assert_eq!(
+            answered,
+            vec![
+                (Value::from(2), Value::from(-32602)),
+                (Value::from("s"), Value::from(-32602)),
+                (Value::from(3), Value::from(-32602)),
+                (Value::Null, Value::from(-32700)),
+                (Value::Null, Value::from(-32700)),
+            ],
+            "{replies:?}"
+        );
+        assert!(replies[3]["error"]["message"].as_str().unwrap().contains("surrogate"), "{replies:?}");
+        assert!(replies[4]["error"]["message"].as_str().unwrap().contains("128 levels"), "{replies:?}");
     }
 
     /// A line over the bound is dropped whole, wherever the reads cut it, and the next line is
