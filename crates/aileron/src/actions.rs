@@ -62,11 +62,26 @@ impl ActionRegistry {
             .collect();
         entries.sort();
         // In file-name order, however many threads read them: load errors are listed in it.
+        // Two files put in the directory by hand may give the same MCP tool name (`a-b.md` and
+        // `a_b.md`), which `action add` refuses: the first in file-name order keeps it, the other
+        // is a load error naming both, so no agent ever sees one tool for two actions.
+        let mut tools: BTreeMap<String, String> = BTreeMap::new();
         for (file_name, parsed) in read_all(&entries) {
             match parsed {
-                Ok(action) => {
-                    inner.actions.insert(action.name.clone(), Arc::new(action));
-                }
+                Ok(action) => match tools.get(&action.tool_name()) {
+                    Some(holder) => inner.load_errors.push(LoadError {
+                        message: format!(
+                            "{file_name}: its MCP tool name `{}` is already the tool of action `{holder}`; this file is not \
+                             loaded\nhint: rename one of the two actions (`-` and `.` become `_` in tool names)",
+                            action.tool_name()
+                        ),
+                        file: file_name,
+                    }),
+                    None => {
+                        tools.insert(action.tool_name(), action.name.clone());
+                        inner.actions.insert(action.name.clone(), Arc::new(action));
+                    }
+                },
                 Err(message) => inner.load_errors.push(LoadError { file: file_name, message }),
             }
         }
@@ -246,5 +261,30 @@ mod tests {
         );
         assert_eq!(registry.get("a-0001").unwrap().file.intent, "one of many");
         assert_eq!(registry.get("a-0999").unwrap().file.intent, "one of many");
+    }
+
+    /// Files put in `actions/` by hand whose MCP tool names collide (`a-b`, `a_b`, `a.b` are all
+    /// `a_b`): the first in file-name order loads, the others are load errors naming the holder.
+    #[test]
+    fn colliding_tool_names_among_hand_placed_files_are_reported() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("actions");
+        std::fs::create_dir(&dir).unwrap();
+        for name in ["deploy-site", "deploy.site", "deploy_site", "other"] {
+            std::fs::write(dir.join(format!("{name}.md")), action(name, "deploy")).unwrap();
+        }
+        let registry = ActionRegistry::load(&dir, &temp.path().join("state.json")).unwrap();
+        let (items, errors) = registry.list();
+        let loaded: Vec<&str> = items.iter().map(|item| item.file.name.as_str()).collect();
+        assert_eq!(loaded, ["deploy-site", "other"]);
+        assert_eq!(errors.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(), ["deploy.site.md", "deploy_site.md"]);
+        for error in &errors {
+            assert!(
+                error.message.contains("`deploy_site` is already the tool of action `deploy-site`")
+                    && error.message.contains("hint:"),
+                "{}",
+                error.message
+            );
+        }
     }
 }

@@ -81,6 +81,15 @@ impl Services {
         let store = Store::open(home.store_dir()).context("opening the connector store")?;
         let actions = ActionRegistry::load(&home.actions_dir(), &home.action_state())
             .with_context(|| format!("loading actions from {}", home.actions_dir().display()))?;
+        // Said at start too, not only when someone lists the actions: a file that did not load
+        // (a parse error, a tool name another file already has) is an action an agent cannot call.
+        for error in actions.list().1 {
+            log_line!(
+                "aileron daemon: warning: actions/{} did not load: {}",
+                error.file,
+                error.message.replace('\n', "; ")
+            );
+        }
         let (approvals, recovery) =
             ApprovalQueue::open(&home.approvals_journal()).context("replaying the approval journal")?;
         for id in &recovery.recovered {
