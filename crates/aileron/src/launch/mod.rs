@@ -579,6 +579,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         Confinement::Namespaces
     };
     let client = DaemonClient::connect(home).await?;
+    let tracing = crate::telemetry::TelemetryConfig::from_env(crate::telemetry::DEFAULT_SERVICE_NAME, home);
+    warn_when_the_daemon_ignores_tracing(&client, &tracing).await;
     let start = StartSession { agent: agent.name().to_string(), pid: Some(std::process::id()), confinement, writable };
     let started: SessionStarted = client.post_as("/v1/sessions", &start).await.context("starting a session")?;
     let wiring = Wiring {
@@ -587,9 +589,22 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         session_id: started.session_id,
         mcp_command,
     };
-    let containment =
-        (confinement == Confinement::Namespaces).then_some(Contained { request, temp_dir: temp_dir.path() });
+    // aileron-mcp's file exporter writes under AILERON_TRACES_DIR; the real one is in the hidden
+    // home, so a confined agent's server writes to its temp directory and its spans are moved to
+    // the real traces directory when it exits.
+    let agent_traces = (confinement == Confinement::Namespaces
+        && tracing.enabled
+        && tracing.exporter == crate::telemetry::ExporterKind::File.as_str())
+    .then(|| temp_dir.path().join("traces-parent"));
+    let containment = (confinement == Confinement::Namespaces).then_some(Contained {
+        request,
+        temp_dir: temp_dir.path(),
+        traces_parent: agent_traces.as_deref(),
+    });
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment).await;
+    if let (Some(parent), Some(traces)) = (&agent_traces, home.traces_dir()) {
+        collect_agent_spans(&parent.join("traces"), &traces);
+    }
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
     if let Err(error) = client.post(&end_path, &serde_json::to_value(EndSession { exit_code })?).await {
@@ -603,6 +618,66 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
 struct Contained<'a> {
     request: confine::Request,
     temp_dir: &'a Path,
+    /// Where the agent's `aileron-mcp` writes its spans (`AILERON_TRACES_DIR`), when it traces to files.
+    traces_parent: Option<&'a Path>,
+}
+
+/// Says so when the launcher's environment asks for traces the running daemon was not started
+/// with: `AILERON_OTEL_*` are read when a process starts, so the daemon's spans follow its own.
+async fn warn_when_the_daemon_ignores_tracing(client: &DaemonClient, wanted: &crate::telemetry::TelemetryConfig) {
+    let Ok(status) = client.get("/v1/status").await else { return };
+    let running = &status["traces"];
+    let (enabled, exporter) = (running["enabled"].as_bool().unwrap_or(false), running["exporter"].as_str());
+    let wanted_exporter = crate::telemetry::ExporterKind::parse(&wanted.exporter).map(|kind| kind.as_str());
+    let differs = if wanted.enabled { !enabled || exporter != wanted_exporter } else { enabled };
+    if differs {
+        let has = if enabled { format!("traces on ({})", exporter.unwrap_or("?")) } else { "traces off".to_string() };
+        let asked = if wanted.enabled {
+            format!("traces on ({})", wanted_exporter.unwrap_or("?"))
+        } else {
+            "traces off".to_string()
+        };
+        log_line!(
+            "aileron: warning: your environment asks for {asked}, but the running daemon was started with {has}; \
+             its spans follow its own settings\nhint: `aileron daemon stop`, then launch again: the daemon starts \
+             with this environment"
+        );
+    }
+}
+
+/// Appends the spans a confined agent's `aileron-mcp` wrote (`<dir>/spans-<date>.jsonl`) to the
+/// daily files of the real traces directory, one JSON object a line (anything else the agent may
+/// have put there is left out).
+fn collect_agent_spans(dir: &Path, traces: &Path) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|name| name.starts_with("spans-") && name.ends_with(".jsonl")) else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+        let lines: String = text
+            .lines()
+            .filter(|line| serde_json::from_str::<Value>(line).is_ok_and(|value| value.is_object()))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        if lines.is_empty() {
+            continue;
+        }
+        let appended = crate::home::create_private_dir(traces).and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(traces.join(name))
+                .and_then(|mut file| file.write_all(lines.as_bytes()))
+        });
+        if let Err(error) = appended {
+            log_line!("aileron: warning: keeping the agent's spans in {}: {error}", traces.display());
+        }
+    }
 }
 
 /// Applies the plan's edits, runs the agent (inside the namespaces when `contained`) and removes
@@ -620,6 +695,9 @@ async fn launch_session(
         // Its temp files go to its private directory, the only temp directory it may write.
         for name in ["TMPDIR", "TMP", "TEMP"] {
             plan.env.push((name.to_string(), contained.temp_dir.display().to_string()));
+        }
+        if let Some(parent) = contained.traces_parent {
+            plan.env.push((env::AILERON_TRACES_DIR.to_string(), parent.display().to_string()));
         }
     }
     let mut temporary = Vec::new();

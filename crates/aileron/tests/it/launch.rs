@@ -1428,3 +1428,53 @@ fn a_launch_from_inside_the_aileron_home_is_refused() {
     let sessions = std::fs::read_to_string(rig.aileron_home().join("sessions.jsonl")).unwrap_or_default();
     assert!(sessions.is_empty(), "no session was started: {sessions}");
 }
+
+/// Seed gaps: a confined agent's `aileron-mcp` wrote its spans into the masked home (lost with the
+/// namespace); they now go to the agent's temp directory and are moved to the real traces
+/// directory when it exits. And `launch` says when the running daemon ignores the
+/// `AILERON_OTEL_*` it was given (they are read when a process starts).
+#[test]
+fn a_confined_agents_mcp_spans_reach_the_real_traces_directory() {
+    let rig = LaunchRig::new();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
+    install_attack_targets(&rig, &upstream.host_port());
+    // An agent that calls one tool through the aileron-mcp its --mcp-config names.
+    let script = "#!/usr/bin/env python3\nimport json, subprocess, sys\nconfig = json.load(open(sys.argv[sys.argv.index('--mcp-config') + 1]))\n\
+         p = subprocess.Popen([config['mcpServers']['aileron']['command']], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)\n\
+         def call(i, method, params):\n    p.stdin.write(json.dumps({'jsonrpc': '2.0', 'id': i, 'method': method, 'params': params}) + '\\n'); p.stdin.flush()\n    \
+         while True:\n        answer = json.loads(p.stdout.readline())\n        if answer.get('id') == i: return answer\n\
+         call(1, 'initialize', {'protocolVersion': '2025-06-18', 'capabilities': {}, 'clientInfo': {'name': 'x', 'version': '1'}})\n\
+         print(json.dumps(call(2, 'tools/call', {'name': 'count_things', 'arguments': {'count': 3}})))\np.stdin.close(); p.wait()\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tracing: [(&str, &std::ffi::OsStr); 2] =
+        [("AILERON_OTEL_ENABLED", "true".as_ref()), ("AILERON_OTEL_EXPORTER", "file".as_ref())];
+
+    // The daemon was started without traces: the launch says so.
+    let output = rig.run_in(&rig.workspace(), &["launch", "claude"], &tracing);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("asks for traces on (file), but the running daemon was started with traces off")
+            && err.contains("hint: `aileron daemon stop`"),
+        "{err}"
+    );
+
+    // Started with them: no warning, and the server's spans are in the real directory.
+    assert!(rig.run(&["daemon", "stop"], &[]).status.success());
+    let started = rig.run_in(&rig.workspace(), &["daemon", "start"], &tracing);
+    assert!(started.status.success(), "{}", text(&started));
+    let output = rig.run_in(&rig.workspace(), &["launch", "claude"], &tracing);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("\"isError\": false"), "{}", text(&output));
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("running daemon was started with"), "{}", text(&output));
+    let traces = rig.aileron_home().join("traces");
+    let spans: String = std::fs::read_dir(&traces)
+        .unwrap()
+        .flatten()
+        .map(|entry| std::fs::read_to_string(entry.path()).unwrap())
+        .collect();
+    assert!(spans.contains("aileron.mcp.tool.call"), "the agent's server spans are kept: {spans}");
+    drop(runtime);
+}

@@ -210,6 +210,9 @@ async fn status(State(state): State<Arc<AppState>>, Extension(principal): Extens
             (true, true) => "disk, low on space: runs are refused until it has room",
             (false, _) => "memory",
         },
+        // The daemon's own tracing, as it was started (`aileron launch` compares it with the
+        // launcher's AILERON_OTEL_* and says when the running daemon ignores them).
+        "traces": { "enabled": state.telemetry.is_enabled(), "exporter": state.telemetry.exporter().map(|kind| kind.as_str()) },
         // Whether the start-up warm-up has loaded every module the enabled actions pin.
         "modules_warm": state.modules_warm.load(std::sync::atomic::Ordering::Acquire),
         // How soon freed memory goes back to the system (ARCHITECTURE.md, "Allocator").
