@@ -44,6 +44,24 @@ enum ConnectorCommand {
         /// The FQN (every installed version) or `<fqn>@<version>`
         connector: String,
     },
+    /// Install a newer version and re-pin the actions that use the connector to it (a visible,
+    /// consented edit of each action file: version and hash, nothing else)
+    Upgrade {
+        /// The connector's FQN, without a version, e.g. github://acme/slack
+        fqn: String,
+        /// The version to move to (default: the newest release)
+        #[arg(long, value_name = "VERSION")]
+        to: Option<String>,
+        /// Install this local package of the new version instead of fetching its release
+        #[arg(long = "from", value_name = "DIR|TARBALL")]
+        from: Option<PathBuf>,
+        /// Consent without a prompt, to the install and to the re-pinning
+        #[arg(long)]
+        yes: bool,
+        /// With --yes: accept a package that carries no signature
+        #[arg(long)]
+        allow_unsigned: bool,
+    },
     /// Remove an installed version (refused while an installed action uses it)
     Remove { reference: String },
     /// Remove installed connectors no action uses, and stale compiled-module cache files
@@ -126,6 +144,9 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
                 outln!("  used by    {}", if users.is_empty() { "(no action)".to_string() } else { users.join(", ") });
             }
             Ok(ExitStatus::Ok)
+        }
+        ConnectorCommand::Upgrade { fqn, to, from, yes, allow_unsigned } => {
+            super::upgrade::run(home, super::upgrade::Upgrade { fqn, to, from, yes, allow_unsigned }).await
         }
         ConnectorCommand::Remove { reference } => {
             let client = DaemonClient::connect(home).await?;
@@ -211,6 +232,17 @@ pub async fn run(home: &Home, args: ConnectorArgs) -> CliResult {
             Ok(ExitStatus::Ok)
         }
     }
+}
+
+/// Installs `<fqn>@<version>`, fetched or from a local package, for `connector upgrade`.
+pub(super) async fn install_for_upgrade(
+    home: &Home,
+    reference: &str,
+    from: Option<PathBuf>,
+    yes: bool,
+    allow_unsigned: bool,
+) -> CliResult {
+    install(home, Install { from, reference: reference.to_string(), hash: None, yes, allow_unsigned }).await
 }
 
 /// Installs `<fqn>@<version>` by name with its hash pinned (for `action add`).

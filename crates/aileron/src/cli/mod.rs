@@ -30,6 +30,7 @@ mod daemon;
 pub mod demo;
 mod keyring;
 mod launch;
+mod upgrade;
 mod vault;
 
 pub use approval::status_line as approval_status_line;

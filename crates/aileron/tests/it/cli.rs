@@ -1185,3 +1185,62 @@ fn a_home_others_can_write_is_tightened_and_one_they_own_is_refused() {
     );
     std::os::unix::fs::chown(&cli.home, Some(nix::unistd::geteuid().as_raw()), None).unwrap();
 }
+
+/// Seed 004: "updating a connector is a visible edit to action files". `connector upgrade` installs
+/// the new version through the install pipeline, shows each action file's edit (version and hash
+/// of that connector's entry, nothing else), asks, re-pins, and the daemon audits each.
+#[test]
+fn connector_upgrade_re_pins_the_actions_that_use_it_as_a_visible_edit() {
+    let cli = Cli::with_echo_action("count");
+    let old_hash = cli.ok(&["connector", "list", "--json"]);
+    let old: Value = serde_json::from_str(&old_hash).unwrap();
+    let old_hash = old["items"][0]["hash"].as_str().unwrap().to_string();
+    let newer = cli.scratch().join("echo-1.1.0");
+    std::fs::create_dir_all(&newer).unwrap();
+    std::fs::write(newer.join("connector.wasm"), guest_wasm("echo")).unwrap();
+    std::fs::write(
+        newer.join("manifest.toml"),
+        manifest("echo", &[], "").replace("version = \"1.0.0\"", "version = \"1.1.0\""),
+    )
+    .unwrap();
+    let args =
+        ["connector", "upgrade", "github://aileron-tests/echo", "--to", "1.1.0", "--from", newer.to_str().unwrap()];
+
+    // Without a terminal and without --yes: refused before anything is installed (the install's
+    // own consent comes first).
+    let refused = cli.run(&args);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(!cli.ok(&["connector", "list"]).contains("@1.1.0"), "nothing was installed");
+
+    let upgraded = cli.run(&[&args[..], &["--yes", "--allow-unsigned"]].concat());
+    let err = stderr(&upgraded);
+    assert!(upgraded.status.success(), "{err}");
+    let new_hash = String::from_utf8_lossy(&upgraded.stdout).trim().to_string();
+    assert!(new_hash.starts_with("sha256:") && new_hash != old_hash, "{new_hash}");
+    assert!(
+        err.contains("actions/count.md:")
+            && err.contains("-version = \"1.0.0\"")
+            && err.contains("+version = \"1.1.0\""),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("-hash = \"{old_hash}\"")) && err.contains(&format!("+hash = \"{new_hash}\"")),
+        "{err}"
+    );
+    assert!(err.contains("re-pinned action count to github://aileron-tests/echo@1.1.0"), "{err}");
+
+    let shown: Value = serde_json::from_str(&cli.ok(&["action", "show", "count", "--json"])).unwrap();
+    assert_eq!(
+        (&shown["connectors"][0]["version"], &shown["connectors"][0]["hash"]),
+        (&Value::from("1.1.0"), &Value::from(new_hash.clone())),
+        "{shown}"
+    );
+    let ran = cli.run(&["action", "run", "count"]);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let installed: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.installed"])).unwrap();
+    assert_eq!(installed["items"].as_array().unwrap().len(), 2, "the add and the re-pin: {installed}");
+    // Nothing left to re-pin the second time.
+    let again = cli.run(&[&args[..], &["--yes", "--allow-unsigned"]].concat());
+    assert!(again.status.success() && stderr(&again).contains("nothing to re-pin"), "{}", stderr(&again));
+}
