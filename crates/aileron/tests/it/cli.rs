@@ -1244,3 +1244,26 @@ fn connector_upgrade_re_pins_the_actions_that_use_it_as_a_visible_edit() {
     let again = cli.run(&[&args[..], &["--yes", "--allow-unsigned"]].concat());
     assert!(again.status.success() && stderr(&again).contains("nothing to re-pin"), "{}", stderr(&again));
 }
+
+/// The re-attack's L4: `write_atomic` left `.secrets.json.<random>.tmp` behind after a kill (1 in
+/// 15), a copy that keeps removed secrets decryptable. The daemon removes such files at start,
+/// under its lock, in every directory it writes that way — and nothing else.
+#[test]
+fn temporaries_of_interrupted_atomic_writes_are_removed_at_start() {
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    cli.ok(&["daemon", "stop"]);
+    let planted = [cli.home.join(".secrets.json.Ab12Cd.tmp"), cli.home.join("actions/.count.md.zzzzzz.tmp")];
+    for path in &planted {
+        std::fs::write(path, "a copy left by a kill").unwrap();
+    }
+    let kept = cli.home.join("notes.tmp");
+    std::fs::write(&kept, "the user's").unwrap();
+    cli.ok(&["daemon", "start"]);
+    for path in &planted {
+        assert!(!path.exists(), "{} was left", path.display());
+    }
+    assert!(kept.exists(), "only the temporaries' own names are removed");
+    let log = std::fs::read_to_string(cli.home.join("daemon.log")).unwrap();
+    assert!(log.contains(".secrets.json.Ab12Cd.tmp, left by an interrupted write"), "{log}");
+}
