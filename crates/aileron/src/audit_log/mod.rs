@@ -95,6 +95,13 @@ pub struct AuditEvent {
     pub audit_id: Option<String>,
 }
 
+impl AuditEvent {
+    /// An event outside any launch session, its id minted when it is appended.
+    pub fn new(event_type: EventType, actor: Actor, payload: Map<String, Value>) -> AuditEvent {
+        AuditEvent { event_type, actor, session_id: None, payload, audit_id: None }
+    }
+}
+
 /// `audit-<uuid v4>`.
 pub fn mint_audit_id() -> String {
     format!("audit-{}", uuid::Uuid::new_v4())

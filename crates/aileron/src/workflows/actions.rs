@@ -235,7 +235,7 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
     // Adding an action is itself the user's consent: it grants nothing its connectors' consented
     // manifests did not (checked above), only narrows them.
     payload.extend(vocabulary::approved_consent("command"));
-    let event = AuditEvent { event_type: EventType::ActionInstalled, actor, session_id: None, payload, audit_id: None };
+    let event = AuditEvent::new(EventType::ActionInstalled, actor, payload);
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     // A replaced action keeps its enabled/disabled state.
     let enabled = state.actions.get(&action.name).is_none_or(|installed| installed.enabled);

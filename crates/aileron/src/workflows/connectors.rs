@@ -88,7 +88,7 @@ pub async fn refuse_install(
     payload.insert(keys::INSTALL_STAGE.into(), stage.into());
     payload.insert(keys::INSTALL_REFUSAL.into(), refusal.code().into());
     payload.insert(keys::INSTALL_MESSAGE.into(), aileron_core::untrusted_text::visible(refusal.message(), 500).into());
-    let event = AuditEvent { event_type, actor, session_id: None, payload, audit_id: None };
+    let event = AuditEvent::new(event_type, actor, payload);
     match state.audit.append(event).await {
         Ok(_) => refusal.into_reply(),
         Err(error) => Reply::from(ApiError::audit_unavailable(error)),
@@ -269,13 +269,7 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
     }
     payload.extend(vocabulary::approved_consent(body.consent.clone()));
     payload.insert(keys::CONNECTOR_CAPABILITIES.into(), view["capabilities"].clone());
-    let event = AuditEvent {
-        event_type: EventType::ConnectorInstalled,
-        actor: caller_for(principal).actor,
-        session_id: None,
-        payload,
-        audit_id: None,
-    };
+    let event = AuditEvent::new(EventType::ConnectorInstalled, caller_for(principal).actor, payload);
     let record = state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     let mut view = view;
     view["audit_id"] = record.audit_id.into();
@@ -301,13 +295,7 @@ async fn declined(state: &Services, principal: &Principal, body: &InstallBody) -
     }
     payload.insert(keys::CONSENT_DECISION.into(), "declined".into());
     payload.insert(keys::CONSENT_VIA.into(), "prompt".into());
-    let event = AuditEvent {
-        event_type: EventType::ConnectorInstallRefused,
-        actor: caller_for(principal).actor,
-        session_id: None,
-        payload,
-        audit_id: None,
-    };
+    let event = AuditEvent::new(EventType::ConnectorInstallRefused, caller_for(principal).actor, payload);
     let record = state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Reply::ok(json!({ "declined": true, "audit_id": record.audit_id })))
 }
@@ -389,13 +377,7 @@ pub async fn audit_removed(
     let mut payload =
         vocabulary::connector_release(entry.fqn.to_string(), entry.version.to_string(), entry.hash.to_string());
     payload.insert(keys::CONNECTOR_REMOVED_BY.into(), via.into());
-    let event = AuditEvent {
-        event_type: EventType::ConnectorRemoved,
-        actor: caller_for(principal).actor,
-        session_id: None,
-        payload,
-        audit_id: None,
-    };
+    let event = AuditEvent::new(EventType::ConnectorRemoved, caller_for(principal).actor, payload);
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }
 

@@ -404,12 +404,22 @@ impl LaunchRig {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
-    fn run(&self, args: &[&str], extra_env: &[(&str, &Path)]) -> Output {
-        let path = format!("{}:{}", self.bin().display(), std::env::var("PATH").unwrap_or_default());
+    /// `aileron args` in `dir` with the rig's HOME, AILERON_HOME and `bin` first on PATH (then
+    /// `extra_path`), none of the test environment's daemon pointers or agent settings, and
+    /// `extra_env` last.
+    fn command_in(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        extra_path: Option<&Path>,
+        extra_env: &[(&str, &std::ffi::OsStr)],
+    ) -> Output {
+        let extra_path = extra_path.map(|dir| format!("{}:", dir.display())).unwrap_or_default();
+        let path = format!("{}:{extra_path}{}", self.bin().display(), std::env::var("PATH").unwrap_or_default());
         let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
         command
             .args(args)
-            .current_dir(self.workspace())
+            .current_dir(dir)
             .env("HOME", self.user_home())
             .env("AILERON_HOME", self.aileron_home())
             .env("PATH", path)
@@ -427,47 +437,21 @@ impl LaunchRig {
         command.output().expect("running aileron")
     }
 
+    fn run(&self, args: &[&str], extra_env: &[(&str, &Path)]) -> Output {
+        let extra_env: Vec<(&str, &std::ffi::OsStr)> =
+            extra_env.iter().map(|(name, value)| (*name, value.as_os_str())).collect();
+        self.command_in(&self.workspace(), args, None, &extra_env)
+    }
+
     /// [`LaunchRig::run`] with `extra_dir` on PATH after the rig's own `bin` (the agent then finds
     /// `aileron` there, as it would on a user's machine).
     fn run_with_path(&self, args: &[&str], extra_env: &[(&str, &std::ffi::OsStr)], extra_dir: &Path) -> Output {
-        let path =
-            format!("{}:{}:{}", self.bin().display(), extra_dir.display(), std::env::var("PATH").unwrap_or_default());
-        let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
-        command
-            .args(args)
-            .current_dir(self.workspace())
-            .env("HOME", self.user_home())
-            .env("AILERON_HOME", self.aileron_home())
-            .env("PATH", path)
-            .env_remove("AILERON_AUDIT_DIR")
-            .env_remove("AILERON_URL")
-            .env_remove("AILERON_TOKEN")
-            .stdin(std::process::Stdio::null());
-        for (name, value) in extra_env {
-            command.env(name, value);
-        }
-        command.output().expect("running aileron")
+        self.command_in(&self.workspace(), args, Some(extra_dir), extra_env)
     }
 
     /// [`LaunchRig::run`] started in `dir` (the agent's working directory).
     fn run_in(&self, dir: &Path, args: &[&str], extra_env: &[(&str, &std::ffi::OsStr)]) -> Output {
-        let path = format!("{}:{}", self.bin().display(), std::env::var("PATH").unwrap_or_default());
-        let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
-        command
-            .args(args)
-            .current_dir(dir)
-            .env("HOME", self.user_home())
-            .env("AILERON_HOME", self.aileron_home())
-            .env("PATH", path)
-            .env_remove("AILERON_AUDIT_DIR")
-            .env_remove("AILERON_URL")
-            .env_remove("AILERON_TOKEN")
-            .env_remove("XDG_CONFIG_HOME")
-            .stdin(std::process::Stdio::null());
-        for (name, value) in extra_env {
-            command.env(name, value);
-        }
-        command.output().expect("running aileron")
+        self.command_in(dir, args, None, extra_env)
     }
 
     fn daemon(&self) -> Option<Value> {
