@@ -425,7 +425,7 @@ async fn add_package(
         }
         let connector = format!("{}@{}", required.name, required.version);
         eprintln!("action {} needs connector {connector} ({})", action.name, required.hash.short());
-        let code = super::connector::install_pinned(
+        let code = super::install::install_pinned(
             home,
             &connector,
             &required.hash.to_string(),

@@ -28,6 +28,7 @@ mod binding;
 mod connector;
 mod daemon;
 pub mod demo;
+mod install;
 mod keyring;
 mod launch;
 mod upgrade;
@@ -35,7 +36,7 @@ mod vault;
 
 pub use approval::status_line as approval_status_line;
 pub use audit::summary_line as audit_summary_line;
-pub use connector::consent_text as connector_consent_text;
+pub use install::consent_text as connector_consent_text;
 
 use clap::{Parser, Subcommand};
 

@@ -41,7 +41,7 @@ pub async fn run(home: &Home, request: Upgrade) -> CliResult {
         None => newest_release(&client, &fqn).await?,
     };
     let reference = format!("{fqn}@{version}");
-    let code = super::connector::install_for_upgrade(
+    let code = super::install::install_for_upgrade(
         home,
         &reference,
         request.from.clone(),
