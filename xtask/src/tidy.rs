@@ -1,6 +1,8 @@
 //! Conventions checked by a plain `cargo test` (run by `cargo xtask test`): every Rust file opens
 //! with a `//!` doc, only the env registry reads environment variables, no module is named after a
-//! non-domain noun, only the runner calls the sandbox, and nothing below the daemon imports it.
+//! non-domain noun, only the runner calls the sandbox, nothing below the daemon imports it, no
+//! file of the crate reaches itself through its imports, a module with submodules is a
+//! `mod.rs`, and the code is formatted as rustfmt.toml says.
 
 use std::path::{Path, PathBuf};
 
@@ -134,4 +136,204 @@ fn nothing_below_the_daemon_imports_it() {
         .map(|path| relative(&path))
         .collect();
     assert!(offenders.is_empty(), "files below daemon/ that import it: {offenders:#?}");
+}
+
+/// Module layout, one style: a module with submodules is `foo/mod.rs`, never `foo.rs` beside a
+/// `foo/` directory.
+#[test]
+fn modules_with_submodules_live_in_their_own_mod_rs() {
+    let offenders: Vec<String> = rust_files()
+        .into_iter()
+        .filter(|path| path.file_name().is_some_and(|name| name != "mod.rs" && name != "lib.rs" && name != "main.rs"))
+        .filter(|path| path.with_extension("").is_dir())
+        .map(|path| relative(&path))
+        .collect();
+    assert!(offenders.is_empty(), "move each into <name>/mod.rs: {offenders:#?}");
+}
+
+/// The code is formatted as rustfmt.toml says (`cargo fmt --all --check`).
+#[test]
+fn the_code_is_formatted() {
+    let root = repository_root();
+    let checked = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["fmt", "--all", "--check"])
+        .current_dir(&root)
+        .output()
+        .expect("running cargo fmt (rustup component add rustfmt)");
+    let shown = String::from_utf8_lossy(&checked.stdout);
+    let files: std::collections::BTreeSet<&str> = shown
+        .lines()
+        .filter_map(|line| line.strip_prefix("Diff in "))
+        .map(|rest| rest.split(':').next().unwrap_or(rest))
+        .collect();
+    assert!(
+        checked.status.success(),
+        "run `cargo fmt --all`; unformatted: {files:#?}\n{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
+
+/// The files a `crates/aileron/src` file names through `crate::` and `super::` paths, as paths
+/// relative to `src/` (what it imports, and what it calls by a qualified path).
+fn imports(src: &Path, file: &Path) -> std::collections::BTreeSet<PathBuf> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    // In-file unit tests may reach anything; they are not the module's dependencies.
+    let code: String = text
+        .lines()
+        .take_while(|line| !line.trim_start().starts_with("#[cfg(test)]"))
+        .map(|line| line.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let relative = file.strip_prefix(src).expect("below src");
+    let mut module: Vec<String> =
+        relative.with_extension("").iter().map(|part| part.to_string_lossy().into_owned()).collect();
+    if matches!(module.last().map(String::as_str), Some("mod" | "lib")) {
+        module.pop();
+    }
+    let mut found = std::collections::BTreeSet::new();
+    for (anchor, base) in [("crate::", Vec::new()), ("super::", module[..module.len().saturating_sub(1)].to_vec())] {
+        for (at, _) in code.match_indices(anchor) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            for path in expand(&code[at + anchor.len()..]) {
+                let mut full = base.clone();
+                full.extend(path);
+                if let Some(target) = resolve(src, &full)
+                    && target != relative
+                {
+                    found.insert(target);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The module paths written after `crate::` or `super::`: `a::b::C` gives `[a, b, C]`, a group
+/// `{a::b, c::{d, e}}` each of its members.
+fn expand(rest: &str) -> Vec<Vec<String>> {
+    let rest = rest.trim_start();
+    if let Some(group) = rest.strip_prefix('{') {
+        let mut depth = 0;
+        let mut members = Vec::new();
+        let mut start = 0;
+        for (index, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    members.push(&group[start..index]);
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    members.push(&group[start..index]);
+                    start = index + 1;
+                }
+                _ => {}
+            }
+        }
+        return members.into_iter().flat_map(expand).collect();
+    }
+    let mut path = Vec::new();
+    let mut tail = rest;
+    loop {
+        let end = tail.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(tail.len());
+        if end == 0 {
+            break;
+        }
+        path.push(tail[..end].to_string());
+        tail = &tail[end..];
+        match tail.strip_prefix("::") {
+            Some(next) if next.starts_with('{') => {
+                return expand(next).into_iter().map(|member| path.iter().cloned().chain(member).collect()).collect();
+            }
+            Some(next) => tail = next,
+            None => break,
+        }
+    }
+    vec![path]
+}
+
+/// The file of the longest prefix of `path` that is a module of `src`.
+fn resolve(src: &Path, path: &[String]) -> Option<PathBuf> {
+    (1..=path.len()).rev().find_map(|length| {
+        let module: PathBuf = path[..length].iter().collect();
+        [module.with_extension("rs"), module.join("mod.rs")].into_iter().find(|candidate| src.join(candidate).is_file())
+    })
+}
+
+/// A loop in the import graph of `files` (paths relative to `src`), as the files around it.
+fn a_loop(edges: &std::collections::BTreeMap<PathBuf, std::collections::BTreeSet<PathBuf>>) -> Option<Vec<PathBuf>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done,
+    }
+    fn visit(
+        file: &PathBuf,
+        edges: &std::collections::BTreeMap<PathBuf, std::collections::BTreeSet<PathBuf>>,
+        marks: &mut std::collections::BTreeMap<PathBuf, Mark>,
+        stack: &mut Vec<PathBuf>,
+    ) -> Option<Vec<PathBuf>> {
+        match marks.get(file) {
+            Some(Mark::Done) => return None,
+            Some(Mark::Open) => {
+                let from = stack.iter().position(|entry| entry == file).expect("an open file is on the stack");
+                return Some(stack[from..].iter().cloned().chain(std::iter::once(file.clone())).collect());
+            }
+            None => {}
+        }
+        marks.insert(file.clone(), Mark::Open);
+        stack.push(file.clone());
+        for next in edges.get(file).into_iter().flatten() {
+            if let Some(found) = visit(next, edges, marks, stack) {
+                return Some(found);
+            }
+        }
+        stack.pop();
+        marks.insert(file.clone(), Mark::Done);
+        None
+    }
+    let mut marks = std::collections::BTreeMap::new();
+    edges.keys().find_map(|file| visit(file, edges, &mut marks, &mut Vec::new()))
+}
+
+fn import_graph(src: &Path) -> std::collections::BTreeMap<PathBuf, std::collections::BTreeSet<PathBuf>> {
+    rust_files()
+        .into_iter()
+        .filter(|path| path.starts_with(src))
+        .map(|path| (path.strip_prefix(src).expect("below src").to_path_buf(), imports(src, &path)))
+        .collect()
+}
+
+/// No file of `crates/aileron/src` reaches itself through what it imports (ARCHITECTURE.md: the
+/// layers import downwards only; a loop was how the runner, the services and the workflows came
+/// to depend on each other).
+#[test]
+fn the_crates_files_import_each_other_in_no_loop() {
+    let src = repository_root().join("crates/aileron/src");
+    let graph = import_graph(&src);
+    assert!(graph.len() > 50 && graph.values().map(|targets| targets.len()).sum::<usize>() > 150, "the graph was read");
+    if let Some(found) = a_loop(&graph) {
+        let shown: Vec<String> = found.iter().map(|path| path.display().to_string()).collect();
+        panic!("these files import each other in a loop: {}", shown.join(" -> "));
+    }
+}
+
+/// The loop check on a tree broken on purpose: a workflow imported from the services, as the
+/// listing cache once was, closes a loop through the runner.
+#[test]
+fn the_loop_check_finds_a_loop_planted_in_a_copy_of_the_tree() {
+    let src = repository_root().join("crates/aileron/src");
+    let mut graph = import_graph(&src);
+    graph.get_mut(Path::new("services.rs")).expect("services.rs").insert(PathBuf::from("workflows/actions.rs"));
+    let found = a_loop(&graph).expect("the planted edge closes a loop");
+    assert!(
+        found.contains(&PathBuf::from("services.rs")) && found.contains(&PathBuf::from("workflows/actions.rs")),
+        "{found:?}"
+    );
+    let group = expand("{a::b, c::{d, e::F}, g}");
+    assert_eq!(group, vec![vec!["a", "b"], vec!["c", "d"], vec!["c", "e", "F"], vec!["g"]]);
 }

@@ -804,13 +804,3 @@ pub fn warm_up(services: &Arc<Services>) -> tokio::task::JoinHandle<()> {
         services.modules_warm.store(true, std::sync::atomic::Ordering::Release);
     })
 }
-
-pub fn resume_approvals(services: &Arc<Services>) {
-    let (resume, recovered) = services.take_recovery();
-    for id in recovered {
-        tokio::spawn(audit_recovered(services.clone(), id));
-    }
-    for id in resume {
-        tokio::spawn(crate::workflows::approvals::resume_approved(services.clone(), id));
-    }
-}

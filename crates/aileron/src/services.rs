@@ -33,11 +33,11 @@ pub struct Services {
     pub store: Arc<Store>,
     pub actions: ActionRegistry,
     /// `GET /v1/actions` serialized, per generation of `actions`.
-    pub action_listing: crate::workflows::actions::ListingCache,
+    pub action_listing: crate::actions::ListingCache,
     pub approvals: ApprovalQueue,
-    /// Approved entries found in the journal at start-up, executed once `resume_approvals` runs.
+    /// Approved entries found in the journal at start-up, executed once `workflows::approvals::resume_at_start` runs.
     pending_resume: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
-    /// Entries found running at start-up (now failed); audited by `resume_approvals`.
+    /// Entries found running at start-up (now failed); audited by `workflows::approvals::resume_at_start`.
     pending_recovered: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
     pub runtime: Arc<Runtime>,
     /// Set when `runner::warm_up` has loaded every module the enabled actions pin.
@@ -172,7 +172,7 @@ impl Services {
     }
 
     /// What the journal held at start-up, once: `(approved entries to execute, entries that were
-    /// running when the daemon died)`; `runner::resume_approvals` acts on them.
+    /// running when the daemon died)`; `workflows::approvals::resume_at_start` acts on them.
     pub fn take_recovery(&self) -> (Vec<aileron_core::approval::ApprovalId>, Vec<aileron_core::approval::ApprovalId>) {
         let recovered = std::mem::take(&mut *self.pending_recovered.lock().expect("recovered list poisoned"));
         let resume = std::mem::take(&mut *self.pending_resume.lock().expect("resume list poisoned"));

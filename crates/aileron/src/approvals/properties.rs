@@ -32,7 +32,7 @@ enum Op {
     },
     /// The daemon stops and starts again. `torn`: it died writing a `started` line for that entry
     /// (all but the newline reached the disk). `resume`: it then starts every approved entry the
-    /// journal held, as `runner::resume_approvals` does.
+    /// journal held, as `workflows::approvals::resume_at_start` does.
     Restart {
         torn: Option<usize>,
         resume: bool,

@@ -257,7 +257,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     options.telemetry = crate::telemetry::init(crate::telemetry::DEFAULT_SERVICE_NAME, &home);
     let state = AppState::open(home.clone(), options)?;
     state.set_listen_port(addr.port());
-    crate::runner::resume_approvals(&state.services);
+    crate::workflows::approvals::resume_at_start(&state.services);
     crate::runner::warm_up(&state.services);
     let info = DaemonInfo {
         url: format!("http://{addr}"),

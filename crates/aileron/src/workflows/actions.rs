@@ -305,24 +305,6 @@ pub fn registry_error(error: crate::actions::RegistryError) -> ApiError {
     }
 }
 
-/// `GET /v1/actions` serialized: the whole answer kept per generation of the action set, and each
-/// action's view kept per installed file, so a listing with nothing changed costs a copy of
-/// bytes and one after a change re-serializes only the actions that changed. Before it, every
-/// listing re-derived every action's JSON Schema and description (20 ms for 1,000 actions).
-#[derive(Default)]
-pub struct ListingCache {
-    inner: std::sync::Mutex<Listing>,
-}
-
-#[derive(Default)]
-struct Listing {
-    /// The action set's generation `body` was built at (or later: it is read before listing).
-    generation: Option<u64>,
-    body: bytes::Bytes,
-    /// action name → the file and enabled flag its view was built from, and the view's JSON.
-    views: std::collections::HashMap<String, (Arc<ActionFile>, bool, Arc<str>)>,
-}
-
 /// The `GET /v1/actions` answer as JSON bytes: byte for byte what serializing [`ActionList`](crate::wire::ActionList)
 /// gives (a test holds it to that).
 pub fn list_json(state: &Services, principal: &Principal) -> Result<bytes::Bytes, ApiError> {
@@ -330,7 +312,7 @@ pub fn list_json(state: &Services, principal: &Principal) -> Result<bytes::Bytes
     // Read before listing: a change that lands meanwhile leaves a newer body under an older
     // generation, which the next listing rebuilds; never an older body under a newer one.
     let generation = state.actions.generation();
-    let mut listing = state.action_listing.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut listing = state.action_listing.lock();
     if listing.generation == Some(generation) {
         return Ok(listing.body.clone());
     }

@@ -103,6 +103,18 @@ pub fn result(state: &Services, principal: &Principal, id: String) -> Answer {
     Ok(Reply::ok(ResultView::of(&entry)))
 }
 
+/// Start-up recovery of the approval queue: entries found running when the daemon died are
+/// audited as failed (never re-run), approved ones not yet started run once ([`resume_approved`]).
+pub fn resume_at_start(services: &Arc<Services>) {
+    let (resume, recovered) = services.take_recovery();
+    for id in recovered {
+        tokio::spawn(crate::runner::audit_recovered(services.clone(), id));
+    }
+    for id in resume {
+        tokio::spawn(resume_approved(services.clone(), id));
+    }
+}
+
 /// Runs, once, an entry the journal held approved but not started at start-up — after making
 /// sure its decision is in the audit log. `decide` journals the decision and then audits it; when
 /// that audit failed (a full disk: the user saw 503) the entry stayed approved, and the restart
