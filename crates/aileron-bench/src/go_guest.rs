@@ -170,12 +170,12 @@ pub(super) async fn run(wasm_path: &Path, calls: usize, restarts: usize, scratch
         .await?;
     let first_call = started.elapsed();
     check_answer(&answer["result"]["output"])?;
-    let stats = daemon.state.runtime.cache_stats();
+    let stats = daemon.state.sandbox.cache_stats();
     if stats.compiles != 1 || stats.memory_hits == 0 {
         bail!("the first run after install should take the module install compiled: {stats:?}");
     }
     let content_hash = ContentHash::parse(&hash).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let artifact_bytes = daemon.state.runtime.artifact_bytes(&content_hash).context("no compiled artifact on disk")?;
+    let artifact_bytes = daemon.state.sandbox.artifact_bytes(&content_hash).context("no compiled artifact on disk")?;
     drop((admin, client));
     daemon.stop().await?;
 
@@ -250,7 +250,7 @@ async fn first_run_after_warm_up(home: &Home, guest: &RestartGuest) -> anyhow::R
         check_answer(&answer["result"]["output"])?;
     }
     drop(client);
-    let stats = daemon.state.runtime.cache_stats();
+    let stats = daemon.state.sandbox.cache_stats();
     daemon.stop().await?;
     if stats.disk_hits != 1 || stats.compiles != 0 {
         bail!("the warm-up should have loaded the module from disk once: {stats:?}");

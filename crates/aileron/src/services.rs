@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 
-use aileron_sandbox::{Runtime, RuntimeConfig};
 use anyhow::Context;
 
 use crate::actions::ActionRegistry;
@@ -39,7 +38,8 @@ pub struct Services {
     pending_resume: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
     /// Entries found running at start-up (now failed); audited by `workflows::approvals::resume_at_start`.
     pending_recovered: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
-    pub runtime: Arc<Runtime>,
+    /// The sandbox: modules load here; only the runner runs them.
+    pub sandbox: crate::runner::sandbox::Sandbox,
     /// Set when `runner::warm_up` has loaded every module the enabled actions pin.
     pub modules_warm: std::sync::atomic::AtomicBool,
     /// The encrypted vault (`secrets.json`); starts locked.
@@ -95,8 +95,7 @@ impl Services {
         for id in &recovery.recovered {
             log_line!("aileron daemon: approval {id} was running when the daemon stopped; marked failed, not re-run");
         }
-        let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(home.cache_dir()), ..RuntimeConfig::default() })
-            .context("starting wasmtime")?;
+        let sandbox = crate::runner::sandbox::Sandbox::open(home.cache_dir()).context("starting wasmtime")?;
         let egress_client = crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1)
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::new(crate::public_address::PublicOnlyResolver))
@@ -132,7 +131,7 @@ impl Services {
             approvals,
             pending_resume: std::sync::Mutex::new(recovery.to_resume),
             pending_recovered: std::sync::Mutex::new(recovery.recovered),
-            runtime: Arc::new(runtime),
+            sandbox,
             modules_warm: std::sync::atomic::AtomicBool::new(false),
             vault,
             bindings,

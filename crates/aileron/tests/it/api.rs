@@ -63,7 +63,7 @@ async fn install_compiles_the_module_and_reports_one_that_does_not_load() {
     assert_eq!(good["compiled"]["ok"], true, "{good}");
     assert!(good["compiled"]["artifact_bytes"].as_u64().unwrap() > 0, "{good}");
     assert!(good["compiled"]["milliseconds"].is_u64(), "{good}");
-    let stats = harness.state.runtime.cache_stats();
+    let stats = harness.state.sandbox.cache_stats();
     assert_eq!(stats.compiles, 1, "install compiled the module: {stats:?}");
 
     let broken =
@@ -115,12 +115,12 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     assert!(!state.modules_warm.load(std::sync::atomic::Ordering::Acquire));
     aileron::runner::warm_up(&state.services).await.unwrap();
     assert!(state.modules_warm.load(std::sync::atomic::Ordering::Acquire));
-    let stats = state.runtime.cache_stats();
+    let stats = state.sandbox.cache_stats();
     // Each enabled action's artifact is read while its connector's bytes are verified; the
     // tampered one's is dropped once its bytes fail.
     assert_eq!((stats.disk_hits, stats.compiles), (2, 0), "only enabled actions' connectors were read: {stats:?}");
     let policy = aileron_sandbox::ImportPolicy::default();
-    let loaded = |hash: &str| state.runtime.loaded(&aileron_core::ContentHash::parse(hash).unwrap(), &policy).is_some();
+    let loaded = |hash: &str| state.sandbox.loaded(&aileron_core::ContentHash::parse(hash).unwrap(), &policy).is_some();
     assert!(loaded(&echo), "the module an enabled action pins is in memory");
     assert!(!loaded(&spare), "a module only a disabled action pins stays on disk");
     assert!(!loaded(&tampered), "a module whose bytes changed is not loaded");
@@ -128,7 +128,7 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     let harness = crate::support::Harness { temp, home, router: aileron::daemon::app(state.clone()), state };
     let run = harness.run("uses-echo", json!({"message": "after a restart"})).await;
     assert_eq!(run.status, StatusCode::OK, "{}", run.body);
-    let stats = harness.state.runtime.cache_stats();
+    let stats = harness.state.sandbox.cache_stats();
     assert_eq!((stats.disk_hits, stats.compiles), (2, 0), "the first run took the warmed module: {stats:?}");
     let refused = harness.run("uses-tampered", json!({"message": "x"})).await;
     assert_eq!(refused.body["error"]["class"], "hash_mismatch", "{}", refused.body);

@@ -15,7 +15,7 @@ use crate::support::{ActionSpec, Harness, guest_wasm, manifest};
 fn warm(harness: &Harness, hash: &str) {
     let hash = ContentHash::parse(hash).unwrap();
     let connector = harness.state.store.load_verified(&hash).unwrap();
-    harness.state.runtime.load(&hash, &connector.wasm, &ImportPolicy { allowed_host_imports: None }).unwrap();
+    harness.state.sandbox.load(&hash, &connector.wasm, &ImportPolicy { allowed_host_imports: None }).unwrap();
 }
 
 /// The daemon still answers and still runs a well-behaved connector.

@@ -5,6 +5,8 @@
 //! Invariant: every outcome (success or failure) is audited, fsynced, before it is returned; if
 //! the audit log cannot be written the run fails closed.
 
+pub mod sandbox;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -340,10 +342,10 @@ async fn load_module(
 ) -> Result<Arc<aileron_sandbox::LoadedModule>, Failure> {
     let import_policy =
         ImportPolicy { allowed_host_imports: connector.manifest.runtime_imports().map(|imports| imports.to_vec()) };
-    if let Some(loaded) = state.runtime.loaded(hash, &import_policy) {
+    if let Some(loaded) = state.sandbox.runtime().loaded(hash, &import_policy) {
         return loaded;
     }
-    let (runtime, hash, wasm) = (state.runtime.clone(), hash.clone(), connector.wasm.clone());
+    let (runtime, hash, wasm) = (state.sandbox.runtime().clone(), hash.clone(), connector.wasm.clone());
     tokio::task::spawn_blocking(move || runtime.load(&hash, &wasm, &import_policy))
         .await
         .map_err(|e| Failure::runtime_error(aileron_core::Boundary::Runtime, format!("loading the module: {e}")))?
@@ -368,7 +370,7 @@ pub struct Precompiled {
 pub async fn precompile(state: &Services, hash: &aileron_core::ContentHash) -> Result<Precompiled, Failure> {
     let started = std::time::Instant::now();
     let preloaded = {
-        let (runtime, hash) = (state.runtime.clone(), hash.clone());
+        let (runtime, hash) = (state.sandbox.runtime().clone(), hash.clone());
         tokio::task::spawn_blocking(move || runtime.preload(&hash))
     };
     let verified = verified(state, hash).await;
@@ -376,10 +378,10 @@ pub async fn precompile(state: &Services, hash: &aileron_core::ContentHash) -> R
     let _ = preloaded.await;
     let connector = verified.inspect_err(|_| {
         // Bytes that no longer hash to `hash` leave no module of theirs in memory.
-        state.runtime.forget(hash);
+        state.sandbox.runtime().forget(hash);
     })?;
     load_module(state, hash, &connector).await?;
-    Ok(Precompiled { elapsed: started.elapsed(), artifact_bytes: state.runtime.artifact_bytes(hash) })
+    Ok(Precompiled { elapsed: started.elapsed(), artifact_bytes: state.sandbox.artifact_bytes(hash) })
 }
 
 /// The connector pinned by `hash`, verified against it ([`crate::store::Store::load_verified`]):
@@ -433,7 +435,7 @@ async fn call_verified(
         let args = if retry_allowed(idempotent, attempt) { op_args.clone() } else { op_args.take() };
         let args = Value::Object(args.expect("the arguments are taken only by the last attempt"));
         let request = CallRequest { op: op.to_string(), args, limits: limits.clone() };
-        let (outcome, instance) = state.runtime.call_holding(&module, request, egress.clone()).await;
+        let (outcome, instance) = state.sandbox.runtime().call_holding(&module, request, egress.clone()).await;
         // The guest's log lines, bounded and escaped: they reach the audit record, the span and
         // `aileron action run --verbose`.
         for line in outcome.logs {
