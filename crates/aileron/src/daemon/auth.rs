@@ -90,7 +90,7 @@ fn check(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
     let path = request.uri().path();
     if !path.starts_with("/v1/")
         || path == "/v1/health"
-        || path == super::credentials::OAUTH_CALLBACK_PATH
+        || path == crate::workflows::bindings::OAUTH_CALLBACK_PATH
         || crate::gateway::is_gateway_path(request.method(), path)
     {
         return Ok(());

@@ -4,10 +4,8 @@
 pub mod api;
 pub mod auth;
 pub mod connections;
-pub mod credentials;
 pub mod mcp;
 
-pub mod trust;
 pub mod web;
 
 use std::net::SocketAddr;

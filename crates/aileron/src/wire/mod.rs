@@ -2,6 +2,7 @@
 //! them, [`crate::client`], the CLI and the MCP catalog: the error shape and the request and
 //! response bodies.
 
+mod credentials;
 pub mod error;
 
 /// The largest request body an API route reads (axum's default, set explicitly by the router so
@@ -9,6 +10,10 @@ pub mod error;
 /// closes while the body is still being written, and the caller sees a broken pipe).
 pub const MAX_API_BODY_BYTES: usize = 2 * 1024 * 1024;
 
+pub use credentials::{
+    AwsBody, CallbackQuery, MaterialBody, OAuthFinish, OAuthInit, PassphraseBody, RevokeBody, SetSecret, SetupBody,
+    TrustBody,
+};
 pub use error::{ApiError, failure_response};
 
 use axum::http::StatusCode;

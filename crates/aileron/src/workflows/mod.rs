@@ -1,16 +1,24 @@
 //! The workflows below the HTTP layer: running an action, deciding an approval, installing
-//! connectors and actions, launch sessions. Each takes the [`Services`] it runs on (and the
+//! connectors and actions, launch sessions, the vault and secrets, bindings and OAuth, the
+//! keyring. Each takes the [`Services`] it runs on (and the
 //! [`crate::principal::Principal`] the caller authenticated as) and answers in the wire types of
 //! [`crate::wire`]; the daemon's handlers and its in-process `/mcp` call them alike. Nothing here
 //! imports [`crate::daemon`].
 
 pub mod actions;
 pub mod approvals;
+pub mod bindings;
 pub mod connectors;
+pub mod keyring;
 pub mod sessions;
+pub mod vault;
 
 use aileron_core::audit::ActorType;
 
+use aileron_core::vocabulary::EventType;
+use serde_json::{Map, Value};
+
+use crate::audit_log::AuditEvent;
 use crate::principal::{Caller, Principal, Scope};
 use crate::wire::ApiError;
 
@@ -45,4 +53,22 @@ pub fn require(principal: &Principal, scope: Scope) -> Result<(), ApiError> {
     } else {
         Err(ApiError::forbidden(format!("this token does not grant {scope:?}")))
     }
+}
+
+/// Audits what `caller` did, before the answer that reports it: a record that cannot be written
+/// fails the request (`audit_unavailable`, 503).
+pub async fn audit(
+    state: &Services,
+    caller: &Caller,
+    event_type: EventType,
+    payload: Map<String, Value>,
+) -> Result<(), ApiError> {
+    let event = AuditEvent {
+        event_type,
+        actor: caller.actor.clone(),
+        session_id: caller.session_id.clone(),
+        payload,
+        audit_id: None,
+    };
+    state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }

@@ -6,7 +6,9 @@ pub mod actions;
 pub mod approvals;
 pub mod audit;
 pub mod connectors;
+pub mod credentials;
 pub mod events;
+pub mod keyring;
 pub mod sessions;
 
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use axum::routing::{MethodRouter, delete, get, patch, post};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
-use super::{AppState, credentials, trust, web};
+use super::{AppState, web};
 use crate::principal::{Principal, Scope};
 use crate::wire::{self, Answer, ApiError, Reply};
 use crate::workflows::require;
@@ -105,9 +107,9 @@ pub const ROUTES: &[Route] = &[
     route("POST", "/v1/connectors/remove", Token(Console), "{reference} removes an installed version; 409 while an installed action needs it (naming the actions)", App(|| post(connectors::remove))).takes::<wire::RemoveConnector>(),
     route("GET", "/v1/connectors/check", Token(Admin), "?pre=true: newer releases per installed connector {items: [{fqn, installed, newer, error?}]}", App(|| get(connectors::check))).takes::<wire::CheckQuery>(),
     route("POST", "/v1/connectors/gc", Token(Admin), "removes store entries no installed action uses and compiled-cache files of removed entries", App(|| post(connectors::gc))),
-    route("GET", "/v1/keyring", Token(Admin), "trusted publisher keys {items: [{authority, fingerprint, key}]}", App(|| get(trust::list_keys))),
-    route("POST", "/v1/keyring/trust", Token(Admin), "{authority, key} → 201 (200 when already trusted); audited keyring.trusted", App(|| post(trust::trust_key))).takes::<trust::TrustBody>(),
-    route("POST", "/v1/keyring/revoke", Token(Admin), "{authority} | {fingerprint}; audited keyring.revoked", App(|| post(trust::revoke_key))).takes::<trust::RevokeBody>(),
+    route("GET", "/v1/keyring", Token(Admin), "trusted publisher keys {items: [{authority, fingerprint, key}]}", App(|| get(keyring::list))),
+    route("POST", "/v1/keyring/trust", Token(Admin), "{authority, key} → 201 (200 when already trusted); audited keyring.trusted", App(|| post(keyring::trust))).takes::<wire::TrustBody>(),
+    route("POST", "/v1/keyring/revoke", Token(Admin), "{authority} | {fingerprint}; audited keyring.revoked", App(|| post(keyring::revoke))).takes::<wire::RevokeBody>(),
     route("GET", "/v1/audit", Token(Console), "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)", App(|| get(audit::list))).takes::<audit::AuditQuery>(),
     route("GET", "/v1/audit/verify", Token(Console), "verifies the whole hash chain {ok, records, last_seq, head_anchor?, warning?, problem?, hint?}", App(|| get(audit::verify))),
     route("GET", "/v1/audit/{id}", Token(Console), "one audit record", App(|| get(audit::get))),
@@ -116,20 +118,20 @@ pub const ROUTES: &[Route] = &[
     route("POST", "/v1/action-approvals/{id}/decide", Token(ApprovalsDecide), "{approved, reason?} → 204; 404 when unknown or already decided", App(|| post(approvals::decide))).takes::<wire::DecideBody>(),
     route("GET", "/v1/action-approvals/{id}/result", Token(ApprovalsPoll), "{status, audit_id?, result?, reason?, failure?}", App(|| get(approvals::result))),
     route("GET", "/v1/vault/status", Token(Console), "{state: absent|locked|unlocked, path, secrets, bindings, awaiting_vault}", App(|| get(credentials::vault_status))),
-    route("POST", "/v1/vault/init", Token(Admin), "{passphrase} → 201; creates the vault, unlocked", App(|| post(credentials::vault_init))).takes::<credentials::PassphraseBody>(),
-    route("POST", "/v1/vault/unlock", Token(Console), "{passphrase}; 403 wrong_passphrase changes nothing; resumes awaiting_vault runs", App(|| post(credentials::vault_unlock))).takes::<credentials::PassphraseBody>(),
+    route("POST", "/v1/vault/init", Token(Admin), "{passphrase} → 201; creates the vault, unlocked", App(|| post(credentials::vault_init))).takes::<wire::PassphraseBody>(),
+    route("POST", "/v1/vault/unlock", Token(Console), "{passphrase}; 403 wrong_passphrase changes nothing; resumes awaiting_vault runs", App(|| post(credentials::vault_unlock))).takes::<wire::PassphraseBody>(),
     route("POST", "/v1/vault/lock", Token(Console), "forgets the key", App(|| post(credentials::vault_lock))),
     route("GET", "/v1/secrets", Token(Admin), "free-form secrets: paths and metadata, never values", App(|| get(credentials::list_secrets))),
-    route("POST", "/v1/secrets", Token(Admin), "{path, value, description?, force?} → 201 {path, replaced}; an existing path without force is 409 secret_exists", App(|| post(credentials::set_secret))).takes::<credentials::SetSecret>(),
+    route("POST", "/v1/secrets", Token(Admin), "{path, value, description?, force?} → 201 {path, replaced}; an existing path without force is 409 secret_exists", App(|| post(credentials::set_secret))).takes::<wire::SetSecret>(),
     route("DELETE", "/v1/secrets/{*path}", Token(Admin), "remove a secret", App(|| delete(credentials::remove_secret))),
     route("GET", "/v1/bindings", Token(Console), "credential bindings {items} (no secret bytes); works while locked", App(|| get(credentials::list_bindings))),
-    route("POST", "/v1/bindings/setup", Token(Console), "{connector, identity?, api_key? | aws?{access_key_id, secret_access_key, session_token?}} → 201", App(|| post(credentials::setup_binding))).takes::<credentials::SetupBody>(),
-    route("POST", "/v1/bindings/setup/oauth2/init", Token(Console), "{connector | rebind, identity?, mode: cli|daemon, redirect_port?, return_to?} → {session_id, authorize_url, redirect_uri}", App(|| post(credentials::oauth_init))).takes::<credentials::OAuthInit>(),
-    route("POST", "/v1/bindings/setup/oauth2/finish", Token(Admin), "{session_id, code, state} → 201 the binding (CLI mode)", App(|| post(credentials::oauth_finish))).takes::<credentials::OAuthFinish>(),
-    route("GET", credentials::OAUTH_CALLBACK_PATH, OAuthState, "daemon-mode OAuth redirect target (the state is single-use) → 303 return_to", App(|| get(credentials::oauth_callback))),
+    route("POST", "/v1/bindings/setup", Token(Console), "{connector, identity?, api_key? | aws?{access_key_id, secret_access_key, session_token?}} → 201", App(|| post(credentials::setup_binding))).takes::<wire::SetupBody>(),
+    route("POST", "/v1/bindings/setup/oauth2/init", Token(Console), "{connector | rebind, identity?, mode: cli|daemon, redirect_port?, return_to?} → {session_id, authorize_url, redirect_uri}", App(|| post(credentials::oauth_init))).takes::<wire::OAuthInit>(),
+    route("POST", "/v1/bindings/setup/oauth2/finish", Token(Admin), "{session_id, code, state} → 201 the binding (CLI mode)", App(|| post(credentials::oauth_finish))).takes::<wire::OAuthFinish>(),
+    route("GET", crate::workflows::bindings::OAUTH_CALLBACK_PATH, OAuthState, "daemon-mode OAuth redirect target (the state is single-use) → 303 return_to", App(|| get(credentials::oauth_callback))),
     route("GET", "/v1/bindings/{name}", Token(Console), "one binding (name URL-encoded: `/` as %2F)", App(|| get(credentials::get_binding))),
     route("DELETE", "/v1/bindings/{name}", Token(Console), "revoke: removes the binding and its material", App(|| delete(credentials::revoke_binding))),
-    route("POST", "/v1/bindings/{name}/rebind", Token(Console), "{api_key? | aws?} new material for the same binding", App(|| post(credentials::rebind_binding))).takes::<credentials::MaterialBody>(),
+    route("POST", "/v1/bindings/{name}/rebind", Token(Console), "{api_key? | aws?} new material for the same binding", App(|| post(credentials::rebind_binding))).takes::<wire::MaterialBody>(),
     route("POST", "/v1/web/login-tickets", Token(Admin), "one-time ticket for the web page (used by `aileron open`)", App(|| post(approvals::mint_login_ticket))).answers::<wire::LoginTicket>(201),
     route("POST", "/v1/sessions", Token(Admin), "start a launch session {agent, pid?, confinement?: namespaces|unconfined} → 201 {session_id, token, scopes, confinement, started_at}", App(|| post(sessions::start))).takes::<wire::StartSession>().answers::<wire::SessionStarted>(201),
     route("GET", "/v1/sessions", Token(Console), "every launch session, newest first {items}", App(|| get(sessions::list))),

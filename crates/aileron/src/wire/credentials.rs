@@ -1,0 +1,114 @@
+//! Request bodies of the vault, secret, binding and keyring routes (SPEC §3.5, §6, §7). Secret
+//! values arrive in `Zeroizing` strings: wiped when the request is done with them, never printed.
+
+use serde::Deserialize;
+use zeroize::Zeroizing;
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PassphraseBody {
+    #[schemars(with = "String")]
+    pub passphrase: Zeroizing<String>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetSecret {
+    pub path: String,
+    #[schemars(with = "String")]
+    pub value: Zeroizing<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Replace a secret already stored at `path` (without it, that is 409 `secret_exists`)
+    // As a second `binding setup` is refused: an overwrite loses a credential, so never silently.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// The material of an api_key or aws_sigv4 binding, as the CLI sends it.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MaterialBody {
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub api_key: Option<Zeroizing<String>>,
+    #[serde(default)]
+    pub aws: Option<AwsBody>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AwsBody {
+    pub access_key_id: String,
+    #[schemars(with = "String")]
+    pub secret_access_key: Zeroizing<String>,
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub session_token: Option<Zeroizing<String>>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetupBody {
+    pub connector: String,
+    #[serde(default)]
+    pub identity: Option<String>,
+    #[serde(flatten)]
+    pub material: MaterialBody,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthInit {
+    /// The connector to bind; or `rebind` names an existing binding to reauthorize.
+    #[serde(default)]
+    pub connector: Option<String>,
+    #[serde(default)]
+    pub identity: Option<String>,
+    #[serde(default)]
+    pub rebind: Option<String>,
+    /// `cli` (default): the CLI serves the redirect on `redirect_port`; `daemon`: the daemon does
+    /// and then sends the browser to `return_to`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub redirect_port: Option<u16>,
+    #[serde(default)]
+    pub return_to: Option<String>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthFinish {
+    pub session_id: String,
+    #[schemars(with = "String")]
+    pub code: Zeroizing<String>,
+    pub state: String,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct CallbackQuery {
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrustBody {
+    pub authority: String,
+    /// PEM SPKI or base64 of the raw 32 bytes.
+    pub key: String,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeBody {
+    #[serde(default)]
+    pub authority: Option<String>,
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+}

@@ -1,0 +1,165 @@
+//! The vault and free-form secrets (SPEC §6): status, init, unlock (which resumes the approved
+//! runs that waited for it), lock, and secrets set, listed and removed — every mutation audited
+//! before it is answered. No answer, error or record carries a passphrase or a secret value.
+
+use std::sync::Arc;
+
+use aileron_core::vocabulary::{EventType, keys};
+use axum::http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use super::{Services, audit, caller_for, require};
+use crate::bindings::BINDINGS_PREFIX;
+use crate::principal::{Principal, Scope};
+use crate::vault::{VaultAccessError, VaultState};
+use crate::wire::{Answer, ApiError, PassphraseBody, Reply, SetSecret};
+
+/// Vault paths of free-form secrets (`aileron secret set`).
+const SECRETS_PREFIX: &str = "secrets/";
+
+pub fn vault_error(error: VaultAccessError) -> ApiError {
+    let status = match error {
+        VaultAccessError::Absent => StatusCode::NOT_FOUND,
+        VaultAccessError::AlreadyExists(_) => StatusCode::CONFLICT,
+        VaultAccessError::Locked => StatusCode::LOCKED,
+        VaultAccessError::WrongPassphrase => StatusCode::FORBIDDEN,
+        VaultAccessError::EmptyPassphrase | VaultAccessError::Format(_) => StatusCode::BAD_REQUEST,
+        VaultAccessError::File { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        VaultAccessError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let hint = error.hint();
+    ApiError::new(status, error.code(), error.to_string()).with_hint(hint)
+}
+
+fn view(state: &Services) -> Value {
+    let entries = state.vault.list();
+    let bindings = entries.iter().filter(|(path, _)| path.starts_with(BINDINGS_PREFIX)).count();
+    json!({
+        "state": state.vault.state().as_str(),
+        "path": state.vault.path().display().to_string(),
+        "secrets": entries.len() - bindings,
+        "bindings": bindings,
+        "awaiting_vault": state.approvals.awaiting_vault().len(),
+    })
+}
+
+fn state_payload(state: &Services) -> Map<String, Value> {
+    let mut payload = Map::new();
+    payload.insert(keys::VAULT_STATE.into(), state.vault.state().as_str().into());
+    payload
+}
+
+pub fn status(state: &Services, principal: &Principal) -> Answer {
+    require(principal, Scope::Console)?;
+    Ok(Reply::ok(view(state)))
+}
+
+pub async fn init(state: &Services, principal: &Principal, body: PassphraseBody) -> Answer {
+    require(principal, Scope::Admin)?;
+    let vault = state.vault.clone();
+    // Argon2id takes a few hundred milliseconds of CPU: off the async workers.
+    tokio::task::spawn_blocking(move || vault.init(body.passphrase.as_bytes()))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(vault_error)?;
+    audit(state, &caller_for(principal), EventType::VaultInitialized, state_payload(state)).await?;
+    Ok(Reply::created(view(state)))
+}
+
+/// Unlocks the vault; the approved runs that waited for it run now, once each.
+pub async fn unlock(state: &Arc<Services>, principal: &Principal, body: PassphraseBody) -> Answer {
+    require(principal, Scope::Console)?;
+    let vault = state.vault.clone();
+    let unlocked = tokio::task::spawn_blocking(move || vault.unlock(body.passphrase.as_bytes()))
+        .await
+        .map_err(ApiError::internal)?;
+    let caller = caller_for(principal);
+    if let Err(error) = unlocked {
+        if matches!(error, VaultAccessError::WrongPassphrase) {
+            let mut payload = state_payload(state);
+            payload.insert(keys::VAULT_REASON.into(), "wrong_passphrase".into());
+            audit(state, &caller, EventType::VaultUnlockFailed, payload).await?;
+        }
+        return Err(vault_error(error));
+    }
+    audit(state, &caller, EventType::VaultUnlocked, state_payload(state)).await?;
+    crate::runner::resume_awaiting_vault(state);
+    Ok(Reply::ok(view(state)))
+}
+
+pub async fn lock(state: &Services, principal: &Principal) -> Answer {
+    require(principal, Scope::Console)?;
+    match state.vault.lock() {
+        VaultState::Absent => return Err(vault_error(VaultAccessError::Absent)),
+        VaultState::Unlocked => {
+            audit(state, &caller_for(principal), EventType::VaultLocked, state_payload(state)).await?
+        }
+        VaultState::Locked => {}
+    }
+    Ok(Reply::ok(view(state)))
+}
+
+pub fn list_secrets(state: &Services, principal: &Principal) -> Answer {
+    require(principal, Scope::Admin)?;
+    let items: Vec<Value> = state
+        .vault
+        .list()
+        .into_iter()
+        .filter_map(|(path, metadata)| {
+            path.strip_prefix(SECRETS_PREFIX).map(|name| json!({ "path": name, "metadata": metadata }))
+        })
+        .collect();
+    Ok(Reply::ok(json!({ "items": items, "vault": state.vault.state().as_str() })))
+}
+
+/// Checks a secret's path as the user wrote it, so an error names their path and not the vault's
+/// internal `secrets/<path>`.
+fn secret_path(path: &str) -> Result<String, ApiError> {
+    aileron_core::vault::validate_path(path).map_err(|error| {
+        ApiError::bad_request("invalid_secret", error.to_string()).with_hint("name it like `smtp/password`")
+    })?;
+    Ok(format!("{SECRETS_PREFIX}{path}"))
+}
+
+pub async fn set_secret(state: &Services, principal: &Principal, body: SetSecret) -> Answer {
+    require(principal, Scope::Admin)?;
+    if body.value.is_empty() {
+        return Err(ApiError::bad_request("invalid_secret", "the secret's value is empty"));
+    }
+    let mut metadata = Map::new();
+    metadata.insert("type".into(), "secret".into());
+    metadata.insert("updated_at".into(), crate::bindings::now_rfc3339().into());
+    if let Some(description) = &body.description {
+        metadata.insert(
+            "description".into(),
+            description.chars().filter(|c| !c.is_control()).take(200).collect::<String>().into(),
+        );
+    }
+    let path = secret_path(&body.path)?;
+    let replaced = state.vault.metadata(&path).is_some();
+    if replaced && !body.force {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "secret_exists",
+            format!("a secret is already stored at `{}`", body.path),
+        )
+        .with_hint("pass --force to replace it (the old value is not kept)"));
+    }
+    state.vault.put(&path, metadata, body.value.as_bytes()).map_err(vault_error)?;
+    let mut payload = Map::new();
+    payload.insert(keys::SECRET_PATH.into(), body.path.clone().into());
+    audit(state, &caller_for(principal), EventType::SecretSet, payload).await?;
+    Ok(Reply::created(json!({ "path": body.path, "replaced": replaced })))
+}
+
+pub async fn remove_secret(state: &Services, principal: &Principal, path: String) -> Answer {
+    require(principal, Scope::Admin)?;
+    if !state.vault.remove(&secret_path(&path)?).map_err(vault_error)? {
+        return Err(ApiError::not_found("secret_not_found", format!("no secret at `{path}`"))
+            .with_hint("list secrets with `aileron secret list`"));
+    }
+    let mut payload = Map::new();
+    payload.insert(keys::SECRET_PATH.into(), path.into());
+    audit(state, &caller_for(principal), EventType::SecretRemoved, payload).await?;
+    Ok(Reply::no_content())
+}
