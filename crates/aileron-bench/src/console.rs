@@ -114,6 +114,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<ConsoleFigures> {
             payload.insert(keys::ACTION_NAME.into(), format!("action-{}", n % ACTIONS).into());
             daemon
                 .state
+                .services
                 .audit
                 .append(event(EventType::ActionExecuted, payload, Some(format!("bench-more-{round}-{n}"))))
                 .await?;
@@ -124,8 +125,8 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<ConsoleFigures> {
         verify_whole.push(started.elapsed());
     }
     // The records the pages were measured on: those appended for the later checks came after.
-    let records =
-        daemon.state.audit.verify().context("verifying the filled log")?.records - (VERIFIES * APPENDED_BETWEEN) as u64;
+    let records = daemon.state.services.audit.verify().context("verifying the filled log")?.records
+        - (VERIFIES * APPENDED_BETWEEN) as u64;
     daemon.stop().await?;
     Ok(ConsoleFigures {
         page: Distribution::new(page),

@@ -159,7 +159,7 @@ impl BenchDaemon {
     }
 
     pub(super) fn audit_counts(&self) -> AuditCounts {
-        let audit = &self.state.audit;
+        let audit = &self.state.services.audit;
         AuditCounts { fsyncs: audit.fsync_count(), batches: audit.batch_count(), sync_time: audit.sync_time() }
     }
 

@@ -170,12 +170,13 @@ pub(super) async fn run(wasm_path: &Path, calls: usize, restarts: usize, scratch
         .await?;
     let first_call = started.elapsed();
     check_answer(&answer["result"]["output"])?;
-    let stats = daemon.state.sandbox.cache_stats();
+    let stats = daemon.state.services.sandbox.cache_stats();
     if stats.compiles != 1 || stats.memory_hits == 0 {
         bail!("the first run after install should take the module install compiled: {stats:?}");
     }
     let content_hash = ContentHash::parse(&hash).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let artifact_bytes = daemon.state.sandbox.artifact_bytes(&content_hash).context("no compiled artifact on disk")?;
+    let artifact_bytes =
+        daemon.state.services.sandbox.artifact_bytes(&content_hash).context("no compiled artifact on disk")?;
     drop((admin, client));
     daemon.stop().await?;
 
@@ -232,7 +233,7 @@ pub(super) async fn run(wasm_path: &Path, calls: usize, restarts: usize, scratch
 async fn first_run_after_warm_up(home: &Home, guest: &RestartGuest) -> anyhow::Result<(Duration, Duration, Duration)> {
     let (daemon, _) = BenchDaemon::start(home)?;
     let started = Instant::now();
-    while !daemon.state.modules_warm.load(std::sync::atomic::Ordering::Acquire) {
+    while !daemon.state.services.modules_warm.load(std::sync::atomic::Ordering::Acquire) {
         if started.elapsed() > Duration::from_secs(120) {
             bail!("the daemon's warm-up did not finish in 120 s");
         }
@@ -250,7 +251,7 @@ async fn first_run_after_warm_up(home: &Home, guest: &RestartGuest) -> anyhow::R
         check_answer(&answer["result"]["output"])?;
     }
     drop(client);
-    let stats = daemon.state.sandbox.cache_stats();
+    let stats = daemon.state.services.sandbox.cache_stats();
     daemon.stop().await?;
     if stats.disk_hits != 1 || stats.compiles != 0 {
         bail!("the warm-up should have loaded the module from disk once: {stats:?}");

@@ -155,8 +155,9 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
         body: Some(Bytes::from(run_body.to_string())),
     };
     // Counted before the phases so the check below does not depend on what setup recorded.
-    daemon.state.audit.flush().await;
-    let records_before = daemon.state.audit.verify().context("verifying the audit log before the benchmark")?.records;
+    daemon.state.services.audit.flush().await;
+    let records_before =
+        daemon.state.services.audit.verify().context("verifying the audit log before the benchmark")?.records;
     let phase = async |probe: &Probe, clients: u64| {
         eprintln!("    {} {} with {clients} client(s)", probe.method, probe.url);
         load_phase(&daemon, probe, clients, args.warmup, args.duration).await
@@ -168,8 +169,8 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
     let durable_floor = durable_floor(&health, &scratch.join("http"), FDATASYNC_APPENDS).await?;
 
     // Every run answered 200 must be in the log, sealed and chained: one record per run.
-    daemon.state.audit.flush().await;
-    let report = daemon.state.audit.verify().context("verifying the audit log after the benchmark")?;
+    daemon.state.services.audit.flush().await;
+    let report = daemon.state.services.audit.verify().context("verifying the audit log after the benchmark")?;
     let expected_records = records_before + run_loaded.answered + run_single.answered;
     if report.records != expected_records {
         bail!("the audit log holds {} records, expected {expected_records} (one per answered run)", report.records);

@@ -154,7 +154,7 @@ pub(super) async fn first_run_after_restart(
     let first = timed_run().await?;
     let second = timed_run().await?;
     drop(client);
-    let stats = daemon.state.sandbox.cache_stats();
+    let stats = daemon.state.services.sandbox.cache_stats();
     daemon.stop().await?;
     check_cache_use(cache, &stats).with_context(|| format!("restarting with the {} guest", guest.name))?;
     Ok(FirstRun { open, first, second })

@@ -73,7 +73,7 @@ fn stamp_request_id(response: &mut Response, proxied: bool) {
 }
 
 fn check(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
-    let port = state.listen_port();
+    let port = state.services.listen_port();
     let host = request
         .headers()
         .get(header::HOST)
@@ -98,11 +98,11 @@ fn check(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
     let principal = match request.headers().get(header::AUTHORIZATION) {
         Some(_) => {
             let presented = bearer(request.headers()).ok_or_else(ApiError::unauthorized)?;
-            state.tokens.resolve(presented).ok_or_else(ApiError::unauthorized)?
+            state.services.tokens.resolve(presented).ok_or_else(ApiError::unauthorized)?
         }
         None => {
             let cookie = web_cookie(request.headers()).ok_or_else(ApiError::unauthorized)?;
-            let csrf = state.tokens.web_session(&cookie).ok_or_else(ApiError::unauthorized)?;
+            let csrf = state.services.tokens.web_session(&cookie).ok_or_else(ApiError::unauthorized)?;
             if !request.method().is_safe() {
                 // A state-changing request from the page: same-origin Origin (checked above when
                 // present; required here) and the page's CSRF token.

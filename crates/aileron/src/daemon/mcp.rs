@@ -27,7 +27,7 @@ pub const PATH: &str = "/mcp";
 
 /// The `/mcp` routes, to be merged into the daemon's router (inside its admission layer).
 pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
-    let hosts = allowed_hosts(state.listen_port());
+    let hosts = allowed_hosts(state.services.listen_port());
     let origins: Vec<String> = hosts.iter().map(|host| format!("http://{host}")).collect();
     // The daemon's admission already checks Host and Origin; rmcp checks them again so the
     // endpoint stays safe even if it is ever mounted elsewhere.
@@ -44,8 +44,8 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     let link = DaemonLink::in_process(state.services.clone());
     let shared = McpShared::new(
         link,
-        ActionFeed::Registry(state.actions.subscribe()),
-        state.telemetry.clone(),
+        ActionFeed::Registry(state.services.actions.subscribe()),
+        state.services.telemetry.clone(),
         "aileron daemon: /mcp",
     );
     let service = StreamableHttpService::new(
@@ -75,7 +75,7 @@ async fn session_end_ok(request: Request, next: Next) -> Response {
 /// `/mcp` needs a bearer token that may list and run actions: the daemon token or a launch
 /// session token (which can never decide an approval, and neither can anything behind `/mcp`).
 async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
-    match super::auth::bearer(request.headers()).and_then(|token| state.tokens.resolve(token)) {
+    match super::auth::bearer(request.headers()).and_then(|token| state.services.tokens.resolve(token)) {
         Some(principal) if principal.allows(Scope::ActionsList) && principal.allows(Scope::ActionsRun) => {
             // The tools run as this principal, in-process (see `DaemonLink::in_process`).
             request.extensions_mut().insert(principal);

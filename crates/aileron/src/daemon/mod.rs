@@ -33,14 +33,6 @@ pub struct AppState {
     pub shutdown: tokio::sync::watch::Sender<bool>,
 }
 
-impl std::ops::Deref for AppState {
-    type Target = Services;
-
-    fn deref(&self) -> &Services {
-        &self.services
-    }
-}
-
 /// Knobs for building the state; tests override the credential source and port.
 pub struct StateOptions {
     pub admin_token: Secret,
@@ -106,7 +98,10 @@ pub fn app(state: Arc<AppState>) -> Surface {
     let router = api::routes(&state)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
         // Outermost, so refused requests get their server span too.
-        .layer(axum::middleware::from_fn_with_state(state.telemetry.clone(), crate::telemetry::http::server_span))
+        .layer(axum::middleware::from_fn_with_state(
+            state.services.telemetry.clone(),
+            crate::telemetry::http::server_span,
+        ))
         .with_state(state.clone());
     Surface { state, router }
 }
@@ -254,7 +249,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     let mut options = StateOptions::new(token.clone());
     options.telemetry = crate::telemetry::init(crate::telemetry::DEFAULT_SERVICE_NAME, &home);
     let state = AppState::open(home.clone(), options)?;
-    state.set_listen_port(addr.port());
+    state.services.set_listen_port(addr.port());
     crate::workflows::approvals::resume_at_start(&state.services);
     crate::runner::warm_up(&state.services);
     let info = DaemonInfo {
@@ -276,9 +271,9 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     })
     .await;
     let _ = std::fs::remove_file(home.daemon_json());
-    state.audit.flush().await;
+    state.services.audit.flush().await;
     // Exports the last batch of spans; the exporter blocks, so off the async workers.
-    let telemetry = state.telemetry.clone();
+    let telemetry = state.services.telemetry.clone();
     let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     drop(lock);
     log_line!("aileron daemon: stopped");
@@ -295,7 +290,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
 /// It waits [`AUDIT_CHECK_DELAY`] first: the first seconds belong to the warm-up and an agent's
 /// first calls (a day of 100,000 records is about 0.4 s of a core to verify).
 fn check_audit_chain_in_background(state: &Arc<AppState>) {
-    let audit = state.audit.clone();
+    let audit = state.services.audit.clone();
     tokio::spawn(async move {
         tokio::time::sleep(AUDIT_CHECK_DELAY).await;
         let checked = tokio::task::spawn_blocking(move || audit.verify()).await;

@@ -63,7 +63,7 @@ async fn install_compiles_the_module_and_reports_one_that_does_not_load() {
     assert_eq!(good["compiled"]["ok"], true, "{good}");
     assert!(good["compiled"]["artifact_bytes"].as_u64().unwrap() > 0, "{good}");
     assert!(good["compiled"]["milliseconds"].is_u64(), "{good}");
-    let stats = harness.state.sandbox.cache_stats();
+    let stats = harness.state.services.sandbox.cache_stats();
     assert_eq!(stats.compiles, 1, "install compiled the module: {stats:?}");
 
     let broken =
@@ -101,7 +101,7 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     let disabled = harness.request("PATCH", "/v1/actions/uses-spare", Some(json!({"enabled": false}))).await;
     assert_eq!(disabled.status, StatusCode::OK, "{}", disabled.body);
     let tampered_hash = aileron_core::ContentHash::parse(&tampered).unwrap();
-    let wasm_path = harness.state.store.entry_dir(&tampered_hash).join("connector.wasm");
+    let wasm_path = harness.state.services.store.entry_dir(&tampered_hash).join("connector.wasm");
     let mut bytes = std::fs::read(&wasm_path).unwrap();
     *bytes.last_mut().unwrap() ^= 1;
     std::fs::write(&wasm_path, bytes).unwrap();
@@ -112,15 +112,16 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     let mut options = aileron::daemon::StateOptions::new(crate::support::TOKEN.into());
     options.listen_port = PORT;
     let state = aileron::daemon::AppState::open(home.clone(), options).expect("the daemon restarts");
-    assert!(!state.modules_warm.load(std::sync::atomic::Ordering::Acquire));
+    assert!(!state.services.modules_warm.load(std::sync::atomic::Ordering::Acquire));
     aileron::runner::warm_up(&state.services).await.unwrap();
-    assert!(state.modules_warm.load(std::sync::atomic::Ordering::Acquire));
-    let stats = state.sandbox.cache_stats();
+    assert!(state.services.modules_warm.load(std::sync::atomic::Ordering::Acquire));
+    let stats = state.services.sandbox.cache_stats();
     // Each enabled action's artifact is read while its connector's bytes are verified; the
     // tampered one's is dropped once its bytes fail.
     assert_eq!((stats.disk_hits, stats.compiles), (2, 0), "only enabled actions' connectors were read: {stats:?}");
     let policy = aileron_sandbox::ImportPolicy::default();
-    let loaded = |hash: &str| state.sandbox.loaded(&aileron_core::ContentHash::parse(hash).unwrap(), &policy).is_some();
+    let loaded =
+        |hash: &str| state.services.sandbox.loaded(&aileron_core::ContentHash::parse(hash).unwrap(), &policy).is_some();
     assert!(loaded(&echo), "the module an enabled action pins is in memory");
     assert!(!loaded(&spare), "a module only a disabled action pins stays on disk");
     assert!(!loaded(&tampered), "a module whose bytes changed is not loaded");
@@ -128,7 +129,7 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     let harness = crate::support::Harness { temp, home, router: aileron::daemon::app(state.clone()), state };
     let run = harness.run("uses-echo", json!({"message": "after a restart"})).await;
     assert_eq!(run.status, StatusCode::OK, "{}", run.body);
-    let stats = harness.state.sandbox.cache_stats();
+    let stats = harness.state.services.sandbox.cache_stats();
     assert_eq!((stats.disk_hits, stats.compiles), (2, 0), "the first run took the warmed module: {stats:?}");
     let refused = harness.run("uses-tampered", json!({"message": "x"})).await;
     assert_eq!(refused.body["error"]["class"], "hash_mismatch", "{}", refused.body);
@@ -230,7 +231,7 @@ async fn the_cached_action_listing_follows_every_change() {
     let harness = Harness::new();
     let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
     let fresh = || {
-        let (items, load_errors) = harness.state.actions.list();
+        let (items, load_errors) = harness.state.services.actions.list();
         let items = items.iter().map(|a| aileron::workflows::actions::action_view(&a.file, a.enabled)).collect();
         serde_json::to_value(aileron::wire::ActionList { items, load_errors }).unwrap()
     };
@@ -510,7 +511,7 @@ async fn the_chain_check_names_the_first_broken_record() {
     let harness = Harness::new();
     harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", &[], "")).await;
     harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
-    harness.state.audit.flush().await;
+    harness.state.services.audit.flush().await;
     let intact = harness.request("GET", "/v1/audit/verify", None).await;
     assert_eq!(intact.status, StatusCode::OK, "{}", intact.body);
     assert_eq!(intact.body["ok"], true, "{}", intact.body);
@@ -518,7 +519,7 @@ async fn the_chain_check_names_the_first_broken_record() {
     assert!(records >= 2, "{}", intact.body);
     assert_eq!(intact.body["last_seq"].as_u64(), Some(records));
 
-    let dir = harness.state.audit.audit_dir().expect("the harness keeps its log on disk").to_path_buf();
+    let dir = harness.state.services.audit.audit_dir().expect("the harness keeps its log on disk").to_path_buf();
     let file = std::fs::read_dir(&dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())

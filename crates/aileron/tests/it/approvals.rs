@@ -171,7 +171,7 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
     let upstream = FakeGithub::start().await.unwrap();
     let harness = Harness::new();
     gated(&harness, &upstream).await;
-    let session_token = harness.state.tokens.mint_session("sess-1", SESSION_SCOPES.to_vec(), true);
+    let session_token = harness.state.services.tokens.mint_session("sess-1", SESSION_SCOPES.to_vec(), true);
     let as_agent = |method: &str, path: String| {
         Request::builder()
             .method(method)
@@ -238,10 +238,10 @@ async fn session_tokens_can_run_and_poll_but_never_decide() {
         .await;
     assert_eq!(flood.status, StatusCode::TOO_MANY_REQUESTS, "{}", flood.body);
     assert_eq!(flood.body["error"]["code"], "too_many_pending");
-    assert_eq!(harness.state.approvals.pending().len(), 20, "one session holds at most 20 waiting approvals");
+    assert_eq!(harness.state.services.approvals.pending().len(), 20, "one session holds at most 20 waiting approvals");
 
     // Another session sees none of it: not in the list, not by id.
-    let other_token = harness.state.tokens.mint_session("sess-2", SESSION_SCOPES.to_vec(), true);
+    let other_token = harness.state.services.tokens.mint_session("sess-2", SESSION_SCOPES.to_vec(), true);
     let as_other = |method: &str, path: String| {
         Request::builder()
             .method(method)
@@ -503,7 +503,7 @@ async fn no_header_chooses_the_audit_actor() {
             .header("x-aileron-actor-id", "cli")
             .header("x-aileron-session-id", "sess-forged")
     };
-    let agent_token = harness.state.tokens.mint_session("sess-7", SESSION_SCOPES.to_vec(), false);
+    let agent_token = harness.state.services.tokens.mint_session("sess-7", SESSION_SCOPES.to_vec(), false);
     let as_agent = |method: &str, path: String| {
         forged(Request::builder().method(method).uri(path))
             .header("authorization", format!("Bearer {}", agent_token.expose()))
@@ -551,7 +551,7 @@ async fn concurrent_gated_calls_with_a_slow_preview_respect_the_dedupe_and_the_c
     let upstream = FakeGithub::start().await.unwrap();
     let harness = Harness::new();
     previewed(&harness, &upstream, "render = { \"Status\" = \"status\" }\n").await;
-    let session_token = harness.state.tokens.mint_session("sess-1", SESSION_SCOPES.to_vec(), true);
+    let session_token = harness.state.services.tokens.mint_session("sess-1", SESSION_SCOPES.to_vec(), true);
     let call = |url: String| {
         let request = Request::builder()
             .method("POST")
@@ -571,12 +571,12 @@ async fn concurrent_gated_calls_with_a_slow_preview_respect_the_dedupe_and_the_c
         })
         .collect();
     assert_eq!(ids.len(), 1, "ten identical calls made one approval: {ids:?}");
-    assert_eq!(harness.state.approvals.pending().len(), 1);
+    assert_eq!(harness.state.services.approvals.pending().len(), 1);
 
     let distinct = futures_util::future::join_all((0..30).map(|n| call(format!("{slow}?n={n}")))).await;
     let accepted = distinct.iter().filter(|answer| answer.status == StatusCode::ACCEPTED).count();
     let capped = distinct.iter().filter(|answer| answer.status == StatusCode::TOO_MANY_REQUESTS).count();
     assert_eq!((accepted, capped), (19, 11), "{:?}", distinct.iter().map(|a| a.status).collect::<Vec<_>>());
-    assert_eq!(harness.state.approvals.pending().len(), 20, "one session holds at most 20 waiting approvals");
+    assert_eq!(harness.state.services.approvals.pending().len(), 20, "one session holds at most 20 waiting approvals");
     assert_eq!(events_of(&harness, "approval.requested").await.len(), 20);
 }

@@ -94,7 +94,7 @@ async fn the_vault_starts_locked_and_a_wrong_passphrase_changes_nothing() {
     for expected in ["vault.initialized", "secret.set", "vault.locked", "vault.unlock_failed", "vault.unlocked"] {
         assert!(events.iter().any(|e| e == expected), "{expected} is audited: {events:?}");
     }
-    harness.state.audit.flush().await;
+    harness.state.services.audit.flush().await;
     for needle in [PASSPHRASE, "hunter2-hunter2"] {
         assert_eq!(
             files_containing(harness.temp.path(), needle.as_bytes()),
@@ -182,7 +182,7 @@ async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_th
     assert_eq!(after.body["error"]["class"], "binding_required");
     let events: Vec<Value> = harness.audit().await.iter().map(|r| r["event_type"].clone()).collect();
     assert!(events.contains(&json!("binding.rebound")) && events.contains(&json!("binding.revoked")), "{events:?}");
-    harness.state.audit.flush().await;
+    harness.state.services.audit.flush().await;
     assert_eq!(
         files_containing(harness.temp.path(), key.as_bytes()),
         Vec::<String>::new(),
@@ -484,7 +484,7 @@ async fn oauth2_pkce_binds_refreshes_and_goes_stale_with_the_command_to_fix_it()
     assert_eq!(binding.body["state"], "stale", "{}", binding.body);
     assert!(binding.body["stale_reason"].as_str().unwrap().contains("invalid_grant"), "{}", binding.body);
     assert!(harness.audit().await.iter().any(|r| r["event_type"] == "binding.stale"));
-    harness.state.audit.flush().await;
+    harness.state.services.audit.flush().await;
     assert_eq!(files_containing(harness.temp.path(), token.as_bytes()), Vec::<String>::new());
 }
 
@@ -667,7 +667,7 @@ async fn planted_secrets_never_appear_in_any_output() {
         }
     }
     let text: String = outputs.iter().map(Value::to_string).collect();
-    harness.state.audit.flush().await;
+    harness.state.services.audit.flush().await;
     let upstream_saw =
         upstream.state.api_requests.lock().unwrap().iter().flatten().any(|(_, v)| v.contains(key.as_str()));
     assert!(upstream_saw, "the bound key did reach the upstream");
@@ -708,7 +708,7 @@ async fn planted_secrets_never_appear_in_any_output() {
         }
     }
     // Debug of every type that holds one.
-    let vault_debug = format!("{:?}", harness.state.bindings.list());
+    let vault_debug = format!("{:?}", harness.state.services.bindings.list());
     assert!(!vault_debug.contains(key.as_str()));
 }
 

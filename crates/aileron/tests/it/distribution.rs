@@ -626,7 +626,7 @@ async fn racing_installs_of_one_connector_leave_one_intact_entry() {
     let entries = std::fs::read_dir(harness.home.store_dir().join("connectors/sha256")).unwrap().count();
     assert_eq!(entries, 1, "one content-addressed entry");
     let hash = aileron_core::ContentHash::parse(preview.body["hash"].as_str().unwrap()).unwrap();
-    assert!(harness.state.store.load_verified(&hash).is_ok(), "the entry verifies");
+    assert!(harness.state.services.store.load_verified(&hash).is_ok(), "the entry verifies");
     let index: Value =
         serde_json::from_slice(&std::fs::read(harness.home.store_dir().join("index/connectors.json")).unwrap())
             .unwrap();

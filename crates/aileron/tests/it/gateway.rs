@@ -614,9 +614,9 @@ async fn a_refused_request_leaves_the_connection_usable_for_the_next_one() {
     let up = upstream(script).await;
     let base = format!("http://{}", up.addr);
     let (_temp, gateway, state) = daemon_with_state(base.clone(), base).await;
-    let vault = state.vault.clone();
+    let vault = state.services.vault.clone();
     tokio::task::spawn_blocking(move || vault.init(b"gateway keep-alive passphrase")).await.unwrap().unwrap();
-    state.vault.lock();
+    state.services.vault.lock();
     let host = gateway.trim_start_matches("http://").to_string();
     let mut socket = tokio::net::TcpStream::connect(&host).await.unwrap();
     socket.set_nodelay(true).unwrap();

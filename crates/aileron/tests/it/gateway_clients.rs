@@ -338,9 +338,9 @@ async fn the_official_sdks_surface_the_vault_locked_message() {
     let seen: Seen = Arc::default();
     let upstream = upstream(seen.clone()).await;
     let (_temp, base, state) = daemon_with_state(&upstream).await;
-    let vault = state.vault.clone();
+    let vault = state.services.vault.clone();
     tokio::task::spawn_blocking(move || vault.init(b"gateway test passphrase")).await.unwrap().unwrap();
-    state.vault.lock();
+    state.services.vault.lock();
     let (python, script) = (venv_python(), script());
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(python).arg(script).arg("--errors").arg(base).output()

@@ -170,7 +170,7 @@ fn check_compiled_at_install(harness: &Harness, installed: &Value, install_cpu: 
         .find(|entry| entry.file_name().to_string_lossy().starts_with(&hash.hex()))
         .expect("the compiled artifact is in the cache directory");
     assert_eq!(on_disk.metadata().unwrap().len(), artifact, "the reported size is the artifact's");
-    let stats = harness.state.sandbox.cache_stats();
+    let stats = harness.state.services.sandbox.cache_stats();
     assert_eq!((stats.compiles, stats.disk_hits, stats.memory_hits), (1, 0, 0), "install compiled once: {stats:?}");
     eprintln!(
         "go guest: install compiled in {} ms ({install_cpu:?} process CPU), artifact {artifact} bytes",
@@ -187,7 +187,7 @@ async fn check_echo_and_the_module_cache(harness: &Harness, hash: &str) {
     let first = measured_run(harness, "go_echo", args.clone()).await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.body);
     assert_eq!(first.body["result"]["output"], args, "echo returns its args unchanged");
-    let stats = harness.state.sandbox.cache_stats();
+    let stats = harness.state.services.sandbox.cache_stats();
     assert_eq!((stats.compiles, stats.disk_hits), (1, 0), "the first run does not compile again: {stats:?}");
     assert!(stats.memory_hits >= 1, "the first run took the module install compiled: {stats:?}");
     assert!(first.cpu < MAX_CACHED_RUN_CPU, "the first run took {:?} of CPU", first.cpu);
@@ -195,7 +195,7 @@ async fn check_echo_and_the_module_cache(harness: &Harness, hash: &str) {
     let cached = measured_run(harness, "go_echo", args.clone()).await;
     assert_eq!(cached.status, StatusCode::OK, "{}", cached.body);
     assert_eq!(cached.body["result"]["output"], args);
-    let stats = harness.state.sandbox.cache_stats();
+    let stats = harness.state.services.sandbox.cache_stats();
     assert_eq!(stats.compiles, 1, "later runs do not compile again: {stats:?}");
     assert!(stats.memory_hits >= 1, "later runs hit the memory cache: {stats:?}");
 

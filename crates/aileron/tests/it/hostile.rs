@@ -14,8 +14,8 @@ use crate::support::{ActionSpec, Harness, guest_wasm, manifest};
 /// Compiles the module ahead of the measured run so the wall-time check measures the call only.
 fn warm(harness: &Harness, hash: &str) {
     let hash = ContentHash::parse(hash).unwrap();
-    let connector = harness.state.store.load_verified(&hash).unwrap();
-    harness.state.sandbox.load(&hash, &connector.wasm, &ImportPolicy { allowed_host_imports: None }).unwrap();
+    let connector = harness.state.services.store.load_verified(&hash).unwrap();
+    harness.state.services.sandbox.load(&hash, &connector.wasm, &ImportPolicy { allowed_host_imports: None }).unwrap();
 }
 
 /// The daemon still answers and still runs a well-behaved connector.

@@ -1475,7 +1475,7 @@ async fn the_daemons_mcp_runs_tools_in_process_as_the_caller() {
     let spec =
         ActionSpec { inputs: &[("message", "string", true)], ..ActionSpec::new("say-hello", "echo", &hash, "echo") };
     assert_eq!(harness.add_action("say-hello.md", &spec.render()).await.status, StatusCode::CREATED);
-    let token = harness.state.tokens.mint_session("sess-mcp", SESSION_SCOPES.to_vec(), true);
+    let token = harness.state.services.tokens.mint_session("sess-mcp", SESSION_SCOPES.to_vec(), true);
     let post = |body: Value, session: Option<&str>| {
         let mut builder = Request::builder()
             .method("POST")
@@ -1523,7 +1523,7 @@ async fn the_daemons_mcp_runs_tools_in_process_as_the_caller() {
 
     // A token that may poll but not run never reaches a tool.
     let poll_only =
-        harness.state.tokens.mint_session("sess-poll", vec![aileron::principal::Scope::ApprovalsPoll], true);
+        harness.state.services.tokens.mint_session("sess-poll", vec![aileron::principal::Scope::ApprovalsPoll], true);
     let refused = harness
         .send(
             Request::builder()

@@ -49,7 +49,7 @@ async fn a_planted_secret_reaches_the_upstream_header_and_nothing_else() {
     for record in harness.audit().await {
         assert!(!record.to_string().contains(PLANTED), "audit record leaked the secret: {record}");
     }
-    harness.state.audit.flush().await;
+    harness.state.services.audit.flush().await;
     assert_eq!(
         files_containing(harness.temp.path(), PLANTED.as_bytes()),
         Vec::<String>::new(),
@@ -242,7 +242,7 @@ async fn a_short_injected_secret_echoed_by_the_upstream_is_redacted_everywhere()
     for record in harness.audit().await {
         assert!(!record.to_string().contains(SHORT), "audit record leaked the key: {record}");
     }
-    harness.state.audit.flush().await;
+    harness.state.services.audit.flush().await;
     telemetry.force_flush().expect("traces flushed");
     assert!(!every_trace_file_is_empty(traces.path()), "spans were written");
     for root in [harness.temp.path(), traces.path()] {

@@ -20,7 +20,7 @@ pub async fn list(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
 ) -> Result<axum::response::Response, ApiError> {
-    let body = workflows::actions::list_json(&state, &principal)?;
+    let body = workflows::actions::list_json(&state.services, &principal)?;
     Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
@@ -29,7 +29,7 @@ pub async fn get(
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Answer {
-    workflows::actions::get(&state, &principal, name)
+    workflows::actions::get(&state.services, &principal, name)
 }
 
 pub async fn patch(
@@ -38,7 +38,7 @@ pub async fn patch(
     Path(name): Path<String>,
     Json(body): Json<wire::PatchAction>,
 ) -> Answer {
-    workflows::actions::set_enabled(&state, &principal, name, body)
+    workflows::actions::set_enabled(&state.services, &principal, name, body)
 }
 
 pub async fn delete(
@@ -46,7 +46,7 @@ pub async fn delete(
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Answer {
-    workflows::actions::remove(&state, &principal, name)
+    workflows::actions::remove(&state.services, &principal, name)
 }
 
 pub async fn install(
@@ -54,7 +54,7 @@ pub async fn install(
     Extension(principal): Extension<Principal>,
     Json(body): Json<wire::InstallAction>,
 ) -> Answer {
-    workflows::actions::install(&state, &principal, body).await
+    workflows::actions::install(&state.services, &principal, body).await
 }
 
 /// A run with no body (or an empty one) has no arguments.
@@ -73,7 +73,7 @@ pub async fn watch(
     Extension(principal): Extension<Principal>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     require(&principal, Scope::ActionsList)?;
-    let changes = tokio_stream::wrappers::WatchStream::from_changes(state.actions.subscribe())
+    let changes = tokio_stream::wrappers::WatchStream::from_changes(state.services.actions.subscribe())
         .map(|generation| Ok(Event::default().event("changed").data(json!({ "generation": generation }).to_string())));
     let ready = futures_util::stream::once(async { Ok(Event::default().event("ready").data("{}")) });
     let mut shutdown = state.shutdown.subscribe();

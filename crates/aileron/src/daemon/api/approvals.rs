@@ -16,7 +16,7 @@ use crate::workflows::approvals::{pending_for, visible_to};
 use crate::workflows::{self, require};
 
 pub async fn list(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
-    workflows::approvals::list(&state, &principal)
+    workflows::approvals::list(&state.services, &principal)
 }
 
 pub async fn decide(
@@ -33,7 +33,7 @@ pub async fn result(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Answer {
-    workflows::approvals::result(&state, &principal, id)
+    workflows::approvals::result(&state.services, &principal, id)
 }
 
 /// A one-time ticket for the web page (`aileron open`).
@@ -42,8 +42,8 @@ pub async fn mint_login_ticket(
     Extension(principal): Extension<Principal>,
 ) -> Answer {
     require(&principal, Scope::Admin)?;
-    let ticket = state.tokens.mint_ticket();
-    let login_url = format!("{}/approvals/login?ticket={}", state.base_url(), ticket.expose());
+    let ticket = state.services.tokens.mint_ticket();
+    let login_url = format!("{}/approvals/login?ticket={}", state.services.base_url(), ticket.expose());
     Ok(Reply::created(wire::LoginTicket {
         ticket: ticket.expose().to_string(),
         login_url,
@@ -59,27 +59,30 @@ pub async fn watch(
     // Subscribe before taking the snapshot so nothing falls between the two.
     let lagging = state.clone();
     let watcher = principal.clone();
-    let events = tokio_stream::wrappers::BroadcastStream::new(state.approvals.subscribe()).filter_map(move |event| {
-        let item = match event {
-            // A watcher that fell behind missed events: send its whole pending list again.
-            Err(_lagged) => {
-                let items = serde_json::to_string(&wire::ApprovalList { items: pending_for(&lagging, &watcher) })
-                    .unwrap_or_default();
-                Some(Ok(Event::default().event("snapshot").data(items)))
-            }
-            Ok(event) => {
-                let (name, entry) = match &event {
-                    QueueEvent::Pending { entry } => ("pending", entry),
-                    QueueEvent::Resolved { entry } => ("resolved", entry),
-                };
-                visible_to(&watcher, entry)
-                    .then(|| Ok(Event::default().event(name).data(serde_json::to_string(entry).unwrap_or_default())))
-            }
-        };
-        std::future::ready(item)
-    });
-    let snapshot =
-        serde_json::to_string(&wire::ApprovalList { items: pending_for(&state, &principal) }).unwrap_or_default();
+    let events =
+        tokio_stream::wrappers::BroadcastStream::new(state.services.approvals.subscribe()).filter_map(move |event| {
+            let item = match event {
+                // A watcher that fell behind missed events: send its whole pending list again.
+                Err(_lagged) => {
+                    let items =
+                        serde_json::to_string(&wire::ApprovalList { items: pending_for(&lagging.services, &watcher) })
+                            .unwrap_or_default();
+                    Some(Ok(Event::default().event("snapshot").data(items)))
+                }
+                Ok(event) => {
+                    let (name, entry) = match &event {
+                        QueueEvent::Pending { entry } => ("pending", entry),
+                        QueueEvent::Resolved { entry } => ("resolved", entry),
+                    };
+                    visible_to(&watcher, entry).then(|| {
+                        Ok(Event::default().event(name).data(serde_json::to_string(entry).unwrap_or_default()))
+                    })
+                }
+            };
+            std::future::ready(item)
+        });
+    let snapshot = serde_json::to_string(&wire::ApprovalList { items: pending_for(&state.services, &principal) })
+        .unwrap_or_default();
     let first = futures_util::stream::once(async move { Ok(Event::default().event("snapshot").data(snapshot)) });
     let mut shutdown = state.shutdown.subscribe();
     let stream = first.chain(events).take_until(async move {

@@ -64,7 +64,7 @@ pub async fn list(
         limit: Some(query.limit.unwrap_or(100).min(10_000)),
     };
     // Reading the log is blocking file IO.
-    let audit = state.audit.clone();
+    let audit = state.services.audit.clone();
     let items = tokio::task::spawn_blocking(move || audit.query(&filter)).await.map_err(ApiError::internal)?;
     let items = items.map_err(|error| match error {
         AuditError::InvalidTime { .. } => ApiError::bad_request("invalid_query", error.to_string()).with_hint(
@@ -81,7 +81,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Answer {
     require(&principal, Scope::Console)?;
-    match state.audit.get(&id).map_err(ApiError::internal)? {
+    match state.services.audit.get(&id).map_err(ApiError::internal)? {
         Some(record) => Ok(Reply::ok(record)),
         None => Err(ApiError::not_found("audit_not_found", format!("no audit record `{id}`"))
             .with_hint("list recent records with: aileron audit list")),
@@ -92,7 +92,7 @@ pub async fn get(
 /// chain is an answer (`ok: false` with the problem and what to do), not an error.
 pub async fn verify(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
     require(&principal, Scope::Console)?;
-    let audit = state.audit.clone();
+    let audit = state.services.audit.clone();
     let outcome = tokio::task::spawn_blocking(move || audit.verify()).await.map_err(ApiError::internal)?;
     Ok(Reply::ok(match outcome {
         Ok(report) => json!({

@@ -11,7 +11,7 @@ use crate::wire::{self, Answer, Json};
 use crate::workflows;
 
 pub async fn list(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
-    workflows::connectors::list(&state, &principal)
+    workflows::connectors::list(&state.services, &principal)
 }
 
 pub async fn preview(
@@ -19,7 +19,7 @@ pub async fn preview(
     Extension(principal): Extension<Principal>,
     Json(body): Json<wire::PreviewBody>,
 ) -> Answer {
-    workflows::connectors::preview(&state, &principal, body).await
+    workflows::connectors::preview(&state.services, &principal, body).await
 }
 
 pub async fn install(
@@ -27,7 +27,7 @@ pub async fn install(
     Extension(principal): Extension<Principal>,
     Json(body): Json<wire::InstallBody>,
 ) -> Answer {
-    workflows::connectors::install(&state, &principal, body).await
+    workflows::connectors::install(&state.services, &principal, body).await
 }
 
 pub async fn check(
@@ -35,7 +35,7 @@ pub async fn check(
     Extension(principal): Extension<Principal>,
     Query(query): Query<wire::CheckQuery>,
 ) -> Answer {
-    workflows::connectors::check(&state, &principal, query).await
+    workflows::connectors::check(&state.services, &principal, query).await
 }
 
 pub async fn remove(
@@ -43,9 +43,9 @@ pub async fn remove(
     Extension(principal): Extension<Principal>,
     Json(body): Json<wire::RemoveConnector>,
 ) -> Answer {
-    workflows::connectors::remove(&state, &principal, body).await
+    workflows::connectors::remove(&state.services, &principal, body).await
 }
 
 pub async fn gc(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
-    workflows::connectors::gc(&state, &principal).await
+    workflows::connectors::gc(&state.services, &principal).await
 }

@@ -28,11 +28,12 @@ pub async fn watch(
     let changed = |topic: &str| Ok(Event::default().event("changed").data(json!({ "topic": topic }).to_string()));
     // A watch keeps only the newest value, so a busy log (thousands of appends a second) becomes
     // at most one event per interval, not one per record.
-    let audit = tokio_stream::StreamExt::throttle(WatchStream::from_changes(state.audit.subscribe()), AUDIT_INTERVAL)
-        .map(move |_| changed("audit"));
-    let actions = WatchStream::from_changes(state.actions.subscribe()).map(move |_| changed("actions"));
+    let audit =
+        tokio_stream::StreamExt::throttle(WatchStream::from_changes(state.services.audit.subscribe()), AUDIT_INTERVAL)
+            .map(move |_| changed("audit"));
+    let actions = WatchStream::from_changes(state.services.actions.subscribe()).map(move |_| changed("actions"));
     // A lagging receiver missed events; either way the page refetches itself.
-    let approvals = BroadcastStream::new(state.approvals.subscribe()).map(move |_| changed("approvals"));
+    let approvals = BroadcastStream::new(state.services.approvals.subscribe()).map(move |_| changed("approvals"));
     let merged = futures_util::stream::select(futures_util::stream::select(audit, actions), approvals);
     let ready = futures_util::stream::once(async { Ok(Event::default().event("ready").data("{}")) });
     let mut shutdown = state.shutdown.subscribe();

@@ -15,11 +15,11 @@ pub async fn start(
     Extension(principal): Extension<Principal>,
     Json(body): Json<wire::StartSession>,
 ) -> Answer {
-    workflows::sessions::start(&state, &principal, body).await
+    workflows::sessions::start(&state.services, &principal, body).await
 }
 
 pub async fn list(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
-    workflows::sessions::list(&state, &principal)
+    workflows::sessions::list(&state.services, &principal)
 }
 
 pub async fn get(
@@ -27,7 +27,7 @@ pub async fn get(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Answer {
-    workflows::sessions::get(&state, &principal, id)
+    workflows::sessions::get(&state.services, &principal, id)
 }
 
 pub async fn end(
@@ -36,5 +36,5 @@ pub async fn end(
     Path(id): Path<String>,
     Json(body): Json<wire::EndSession>,
 ) -> Answer {
-    workflows::sessions::end(&state, &principal, id, body).await
+    workflows::sessions::end(&state.services, &principal, id, body).await
 }

@@ -34,7 +34,7 @@ pub async fn accounts_page(
     headers: HeaderMap,
     Query(query): Query<AccountsQuery>,
 ) -> Response {
-    respond(&state, &headers, ConsolePage::Accounts, || Ok(Rendered::content(content(&state, &query))))
+    respond(&state, &headers, ConsolePage::Accounts, || Ok(Rendered::content(content(&state.services, &query))))
 }
 
 fn control(

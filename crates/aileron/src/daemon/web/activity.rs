@@ -95,7 +95,7 @@ pub async fn activity_page(
     Query(query): Query<ActivityQuery>,
 ) -> Response {
     respond(&state, &headers, ConsolePage::Activity, || {
-        let content = content(&state, &query)?;
+        let content = content(&state.services, &query)?;
         Ok(Rendered { content, tools: tools(&query), script: SCRIPT, constants: Vec::new() })
     })
 }

@@ -17,7 +17,7 @@ use crate::services::Services;
 use crate::sessions::{Confinement, Session, SessionStatus};
 
 pub async fn agents_page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    respond(&state, &headers, ConsolePage::Agents, || Ok(Rendered::content(content(&state))))
+    respond(&state, &headers, ConsolePage::Agents, || Ok(Rendered::content(content(&state.services))))
 }
 
 /// Runs and failures per session among the recent records.

@@ -32,7 +32,7 @@ pub async fn approvals_page(
 ) -> Response {
     let focus = query.focus.filter(|f| is_plain_id(f)).unwrap_or_default();
     respond(&state, &headers, ConsolePage::Approvals, || {
-        let mut rendered = Rendered::content(content(&state, &focus));
+        let mut rendered = Rendered::content(content(&state.services, &focus));
         rendered.script = SCRIPT;
         rendered.constants = vec![("FOCUS", Value::String(focus.clone()))];
         Ok(rendered)

@@ -56,7 +56,12 @@ pub async fn actions_page(
              <button id=\"apply-search\">Search</button><a href=\"/actions\" id=\"clear-search\">clear</a></div>",
             escape(query.q.as_deref().unwrap_or_default())
         );
-        Ok(Rendered { content: actions(&state, &query), tools: search, script: ACTIONS_SCRIPT, constants: Vec::new() })
+        Ok(Rendered {
+            content: actions(&state.services, &query),
+            tools: search,
+            script: ACTIONS_SCRIPT,
+            constants: Vec::new(),
+        })
     })
 }
 
@@ -73,7 +78,7 @@ search.addEventListener('keydown', (e) => { if (e.key === 'Enter') applySearch()
 "#;
 
 pub async fn connectors_page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    respond(&state, &headers, ConsolePage::Connectors, || Ok(Rendered::content(connectors(&state))))
+    respond(&state, &headers, ConsolePage::Connectors, || Ok(Rendered::content(connectors(&state.services))))
 }
 
 fn actions(state: &Services, query: &ActionsQuery) -> String {

@@ -90,7 +90,7 @@ impl ConsolePage {
 /// Whether the request carries a live web session cookie. Bearer tokens are not looked at: pages
 /// are for the person at the browser, never for an agent's token.
 pub fn signed_in(state: &AppState, headers: &HeaderMap) -> bool {
-    web_cookie(headers).and_then(|cookie| state.tokens.web_session(&cookie)).is_some()
+    web_cookie(headers).and_then(|cookie| state.services.tokens.web_session(&cookie)).is_some()
 }
 
 /// The script asks for `#content` alone when it refreshes a page in place.
@@ -180,7 +180,7 @@ pub struct LoginQuery {
 /// Redeems a login ticket: sets the session cookie and sends the browser on to the page.
 pub async fn login(State(state): State<Arc<AppState>>, Query(query): Query<LoginQuery>) -> Response {
     let page = query.page.as_deref().and_then(ConsolePage::from_name).unwrap_or(ConsolePage::Approvals);
-    let Some((cookie, secret)) = state.tokens.redeem_ticket(&query.ticket) else {
+    let Some((cookie, secret)) = state.services.tokens.redeem_ticket(&query.ticket) else {
         // One nonce for the CSP header and the page's <style>, or the browser drops the styles.
         let nonce = random_token();
         let body = format!(
