@@ -7,10 +7,12 @@
 
 pub mod actions;
 pub mod approvals;
+pub mod audit;
 pub mod bindings;
 pub mod connectors;
 pub mod keyring;
 pub mod sessions;
+pub mod status;
 pub mod vault;
 
 use aileron_core::audit::ActorType;

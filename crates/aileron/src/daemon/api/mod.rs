@@ -22,8 +22,7 @@ use serde_json::{Map, Value, json};
 
 use super::{AppState, web};
 use crate::principal::{Principal, Scope};
-use crate::wire::{self, Answer, ApiError, Reply};
-use crate::workflows::require;
+use crate::wire::{self, Answer};
 
 /// How a route admits its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +109,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/v1/keyring", Token(Admin), "trusted publisher keys {items: [{authority, fingerprint, key}]}", App(|| get(keyring::list))),
     route("POST", "/v1/keyring/trust", Token(Admin), "{authority, key} → 201 (200 when already trusted); audited keyring.trusted", App(|| post(keyring::trust))).takes::<wire::TrustBody>(),
     route("POST", "/v1/keyring/revoke", Token(Admin), "{authority} | {fingerprint}; audited keyring.revoked", App(|| post(keyring::revoke))).takes::<wire::RevokeBody>(),
-    route("GET", "/v1/audit", Token(Console), "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)", App(|| get(audit::list))).takes::<audit::AuditQuery>(),
+    route("GET", "/v1/audit", Token(Console), "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)", App(|| get(audit::list))).takes::<wire::AuditQuery>(),
     route("GET", "/v1/audit/verify", Token(Console), "verifies the whole hash chain {ok, records, last_seq, head_anchor?, warning?, problem?, hint?}", App(|| get(audit::verify))),
     route("GET", "/v1/audit/{id}", Token(Console), "one audit record", App(|| get(audit::get))),
     route("GET", "/v1/action-approvals", Token(ApprovalsPoll), "pending approvals, oldest first", App(|| get(approvals::list))),
@@ -180,47 +179,7 @@ async fn health() -> axum::Json<wire::Health> {
 }
 
 async fn status(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
-    require(&principal, Scope::Admin)?;
-    let active: Vec<Value> = state
-        .services
-        .sessions
-        .active()
-        .iter()
-        .map(|s| json!({ "session_id": s.session_id, "agent": s.agent, "pid": s.pid, "started_at": s.started_at }))
-        .collect();
-    let (actions, load_errors) = state.services.actions.list();
-    let enabled = actions.iter().filter(|a| a.enabled).count();
-    let connectors = state.services.store.list().map_err(ApiError::internal)?;
-    Ok(Reply::ok(json!({
-        "version": crate::process::VERSION,
-        "pid": std::process::id(),
-        "started_at": state.started_at.to_rfc3339(),
-        "uptime_seconds": (chrono::Utc::now() - state.started_at).num_seconds(),
-        "counts": {
-            "actions": actions.len(),
-            "actions_enabled": enabled,
-            "action_load_errors": load_errors.len(),
-            "connectors": connectors.len(),
-            "approvals_pending": state.services.approvals.pending().len(),
-            "approvals_awaiting_vault": state.services.approvals.awaiting_vault().len(),
-            "bindings": state.services.bindings.list().len(),
-            "sessions_active": active.len(),
-        },
-        "sessions": active,
-        "vault": state.services.vault.state().as_str(),
-        "audit": match (state.services.audit.is_durable(), state.services.audit.low_on_space()) {
-            (true, false) => "disk",
-            (true, true) => "disk, low on space: runs are refused until it has room",
-            (false, _) => "memory",
-        },
-        // The daemon's own tracing, as it was started (`aileron launch` compares it with the
-        // launcher's AILERON_OTEL_* and says when the running daemon ignores them).
-        "traces": { "enabled": state.services.telemetry.is_enabled(), "exporter": state.services.telemetry.exporter().map(|kind| kind.as_str()) },
-        // Whether the start-up warm-up has loaded every module the enabled actions pin.
-        "modules_warm": state.services.modules_warm.load(std::sync::atomic::Ordering::Acquire),
-        // How soon freed memory goes back to the system (ARCHITECTURE.md, "Allocator").
-        "allocator": { "purge_delay_ms": crate::process::allocator_purge_delay_ms() },
-    })))
+    crate::workflows::status::status(&state.services, &principal, state.started_at)
 }
 
 /// An OpenAPI 3.1 description of [`ROUTES`], checked in as `docs/http-api.json` and diffed by a

@@ -1,0 +1,66 @@
+//! Reading the audit log (SPEC §10): records newest first under a filter, one record, and the
+//! whole chain's verification.
+
+use serde_json::json;
+
+use super::{Services, require};
+use crate::audit_log::{AuditError, AuditFilter};
+use crate::principal::{Principal, Scope};
+use crate::wire::{Answer, ApiError, AuditQuery, Reply};
+
+pub async fn list(state: &Services, principal: &Principal, query: AuditQuery) -> Answer {
+    require(principal, Scope::Console)?;
+    let filter = AuditFilter {
+        since: query.since,
+        until: query.until,
+        audit_id: query.audit_id,
+        connector_fqn: query.connector_fqn,
+        class: query.class,
+        event_type: query.event_type,
+        family: query.family,
+        action: query.action,
+        session_id: query.session_id,
+        run: query.run,
+        before_seq: query.before_seq,
+        top_level: query.top_level,
+        limit: Some(query.limit.unwrap_or(100).min(10_000)),
+    };
+    // Reading the log is blocking file IO.
+    let audit = state.audit.clone();
+    let items = tokio::task::spawn_blocking(move || audit.query(&filter)).await.map_err(ApiError::internal)?;
+    let items = items.map_err(|error| match error {
+        AuditError::InvalidTime { .. } => ApiError::bad_request("invalid_query", error.to_string()).with_hint(
+            "write a date like 2025-01-31 or a timestamp like 2025-01-31T09:00:00Z (relative words are not read)",
+        ),
+        error => ApiError::internal(error),
+    })?;
+    Ok(Reply::ok(json!({ "items": items })))
+}
+
+pub fn get(state: &Services, principal: &Principal, id: String) -> Answer {
+    require(principal, Scope::Console)?;
+    match state.audit.get(&id).map_err(ApiError::internal)? {
+        Some(record) => Ok(Reply::ok(record)),
+        None => Err(ApiError::not_found("audit_not_found", format!("no audit record `{id}`"))
+            .with_hint("list recent records with: aileron audit list")),
+    }
+}
+
+/// Verifies the whole chain (it reads every file, so it runs on a blocking thread); a broken
+/// chain is an answer (`ok: false` with the problem and what to do), not an error.
+pub async fn verify(state: &Services, principal: &Principal) -> Answer {
+    require(principal, Scope::Console)?;
+    let audit = state.audit.clone();
+    let outcome = tokio::task::spawn_blocking(move || audit.verify()).await.map_err(ApiError::internal)?;
+    Ok(Reply::ok(match outcome {
+        Ok(report) => json!({
+            "ok": true,
+            "records": report.records,
+            "files": report.files,
+            "last_seq": report.last_seq,
+            "head_anchor": report.head_anchor,
+            "warning": report.warning(),
+        }),
+        Err(problem) => json!({ "ok": false, "problem": problem.to_string(), "hint": problem.hint() }),
+    }))
+}
