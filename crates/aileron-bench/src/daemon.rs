@@ -35,7 +35,7 @@ impl BenchDaemon {
     /// [`BenchDaemon::start`] with `telemetry` for the daemon's spans.
     pub(super) fn start_traced(home: &Home, telemetry: Telemetry) -> anyhow::Result<(BenchDaemon, Duration)> {
         // The daemon that (b) and (d) serve in the benchmark's own process allocates as
-        // `aileron daemon run` does: mimalloc returning freed memory at once (ARCHITECTURE.md, "Allocator").
+        // `aileron daemon run` does: mimalloc returning freed memory at once (docs/decisions/0004-actions-and-runs.md, "Allocator").
         aileron::process::return_freed_memory_at_once();
         let executor = tokio::runtime::Builder::new_multi_thread()
             .enable_all()

@@ -10,7 +10,7 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// The allocator the `aileron` executable uses (mimalloc: ARCHITECTURE.md, "Allocator"), with
+/// The allocator the `aileron` executable uses (mimalloc: docs/decisions/0004-actions-and-runs.md, "Allocator"), with
 /// every allocation counted, so the daemon (b) and (d) serve in this process allocates as the
 /// real one does. Each thread counts on a cache line of its own (while there are no more threads
 /// than lines), so two threads allocating at once do not contend for one line: a contended

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use aileron::daemon::Surface;
 use aileron::daemon::api::{ROUTES, Serve};
-use aileron::daemon::{AppState, StateOptions, app, credentials::PassphraseBody};
+use aileron::daemon::{AppState, StateOptions, app};
+use aileron::wire::PassphraseBody;
 use aileron::home::Home;
 use axum::body::Body;
 use http::{Request, StatusCode};

@@ -39,7 +39,7 @@ pub const AILERON_SESSION_ID: &str = "AILERON_SESSION_ID";
 pub const AILERON_NO_AUTOSTART: &str = "AILERON_NO_AUTOSTART";
 /// mimalloc's own option, read when the process loads: how long memory it freed waits before it
 /// goes back to the system (default 1000 ms). The daemon sets it to `0` as it starts unless this is
-/// set (`process::return_freed_memory_at_once`; ARCHITECTURE.md, "Allocator").
+/// set (`process::return_freed_memory_at_once`; docs/decisions/0004-actions-and-runs.md, "Allocator").
 pub const MIMALLOC_PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
 /// Overrides the binary used to auto-start the daemon (default: the running `aileron`, or the
 /// `aileron` beside `aileron-mcp`).

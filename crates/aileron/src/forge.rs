@@ -139,7 +139,7 @@ pub fn released_versions(fqn: &Fqn, listing: &serde_json::Value, include_pre: bo
 
 /// Where github.com sends a release download (a `302` from `/releases/download/...`), all
 /// GitHub's own. SPEC §3.3 allows same-host redirects only; without these hosts no real GitHub
-/// release could be installed (ARCHITECTURE.md records the decision).
+/// release could be installed (docs/decisions/0005-install.md records the decision).
 pub const GITHUB_ASSET_HOSTS: [&str; 3] =
     ["objects.githubusercontent.com", "release-assets.githubusercontent.com", "github-releases.githubusercontent.com"];
 

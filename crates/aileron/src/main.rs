@@ -1,6 +1,6 @@
 //! The `aileron` executable: parses the command line and exits with the command's code.
 
-/// mimalloc rather than glibc's malloc, without transparent huge pages (ARCHITECTURE.md,
+/// mimalloc rather than glibc's malloc, without transparent huge pages (docs/decisions/0004-actions-and-runs.md,
 /// "Allocator"): the daemon's run path spent about a tenth of its CPU in glibc's malloc and free.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -34,7 +34,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Makes the allocator hand memory back to the system as soon as it is freed, not a second later
 /// and only once the freeing thread allocates again (mimalloc's default): the threads that compile
 /// connectors at install would otherwise go idle holding what they freed (100 installed
-/// connectors: 160 MiB against 136 MiB; ARCHITECTURE.md, "Allocator"). A `MIMALLOC_PURGE_DELAY`
+/// connectors: 160 MiB against 136 MiB; docs/decisions/0004-actions-and-runs.md, "Allocator"). A `MIMALLOC_PURGE_DELAY`
 /// the user set, which mimalloc read as the process loaded, is kept. Called as the daemon starts,
 /// however it was started (auto-start, `aileron daemon start`, or `aileron daemon run` by hand).
 pub fn return_freed_memory_at_once() {

@@ -42,7 +42,7 @@ pub enum SessionStatus {
     Interrupted,
 }
 
-/// How a session's agent is contained (ARCHITECTURE.md, "Launch containment").
+/// How a session's agent is contained (docs/decisions/0013-launch-containment.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Confinement {

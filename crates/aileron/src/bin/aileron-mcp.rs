@@ -1,7 +1,7 @@
 //! `aileron-mcp`: the MCP stdio server agents register (SPEC §0, ADR-0008). All of it lives in
 //! `aileron::mcp`; this file only hands over the exit code.
 
-/// mimalloc rather than glibc's malloc (ARCHITECTURE.md, "Allocator").
+/// mimalloc rather than glibc's malloc (docs/decisions/0004-actions-and-runs.md, "Allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

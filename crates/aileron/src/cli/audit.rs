@@ -134,7 +134,7 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                         outln!("{report}");
                     }
                     // The chain that is there is intact; its end could not be checked (stderr,
-                    // so `--json` stays data only and the exit status stays 0, see ARCHITECTURE.md).
+                    // so `--json` stays data only and the exit status stays 0, see docs/decisions/0006-audit-log.md).
                     if let Some(warning) = report.warning() {
                         eprintln!(
                             "warning: {warning}\nhint: if the daemon was not just upgraded or the machine did not lose power, keep a copy of the audit directory for investigation"

@@ -335,7 +335,7 @@ pub fn print_json(value: &impl serde::Serialize) {
 /// Writes a command's data to stdout. When the reader has gone (`aileron audit list | head -1`)
 /// the command has nothing left to do: the process exits at once, status 0, with nothing on
 /// stderr, as tools killed by SIGPIPE appear to a shell pipeline. SIGPIPE itself stays ignored
-/// (ARCHITECTURE.md, "Daemon": the same binary is the daemon and talks to it over sockets).
+/// (docs/decisions/0007-daemon.md: the same binary is the daemon and talks to it over sockets).
 /// Any other write error (a full disk) fails the command.
 pub(crate) fn write_stdout(text: std::fmt::Arguments<'_>) {
     let mut stdout = std::io::stdout().lock();

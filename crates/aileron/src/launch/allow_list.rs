@@ -3,7 +3,7 @@
 //! Everything else is read-only to it (`confine::write_allow_list`), and inside the workspace a
 //! repository's hooks and config are read-only too (`confine` pins `.git` and binds them).
 //!
-//! Decisions (ARCHITECTURE.md, "Launch containment"):
+//! Decisions (docs/decisions/0013-launch-containment.md):
 //! - The workspace is the repository the agent starts in (the nearest directory above the working
 //!   directory holding `.git`), else the working directory. A workspace that is the user's home,
 //!   or holds it, is not granted: that would make `~/.bashrc` writable again. The agent then

@@ -1,4 +1,4 @@
-//! Containment of a launched agent on Linux (SPEC §13, ARCHITECTURE.md "Launch containment").
+//! Containment of a launched agent on Linux (SPEC §13, docs/decisions/0013-launch-containment.md).
 //!
 //! `aileron launch` runs the agent through `aileron __confine [--mask DIR]... -- PROGRAM ARGS...`,
 //! a helper that runs before any thread exists (a multithreaded process cannot enter a new user

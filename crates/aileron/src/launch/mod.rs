@@ -9,7 +9,7 @@
 //! (`AILERON_URL`, `AILERON_TOKEN`, `AILERON_SESSION_ID`): no file we write holds a token or a
 //! per-launch URL, so the entry in a user's config is stable (a second launch changes nothing)
 //! and no token outlives its session on disk. Each agent's way to hand its environment on comes
-//! from its own documentation (sources in ARCHITECTURE.md):
+//! from its own documentation (sources in docs/decisions/0014-mcp-sessions-launch.md):
 //! - claude: a per-launch `--mcp-config` JSON file (`mcpServers`) in the launch runtime
 //!   directory, removed when the agent exits; stdio servers inherit Claude Code's environment;
 //!   `ANTHROPIC_BASE_URL`.

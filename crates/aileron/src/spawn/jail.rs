@@ -1,4 +1,4 @@
-//! The confined run of one spawned program on Linux (SPEC §5; ARCHITECTURE.md "Spawn").
+//! The confined run of one spawned program on Linux (SPEC §5; docs/decisions/0012-spawn.md).
 //!
 //! The daemon is multithreaded and a multithreaded process cannot enter a new user namespace, so
 //! every spawn goes through `aileron __spawn`, a helper that reads its [`JailPlan`] from stdin (a

@@ -300,7 +300,7 @@ async fn declined(state: &Services, principal: &Principal, body: &InstallBody) -
     Ok(Reply::ok(json!({ "declined": true, "audit_id": record.audit_id })))
 }
 
-/// Compiles the installed module now (ARCHITECTURE.md, "Compile at install"): the seconds a
+/// Compiles the installed module now (docs/decisions/0001-sandbox.md, "Compile at install"): the seconds a
 /// 7 MB Go guest takes are paid by the install, not by the agent's first call. A module that
 /// does not compile, or imports what its manifest does not grant, stays installed (a run reports
 /// the same failure, as it always has) and the answer says why, so the CLI can warn now.

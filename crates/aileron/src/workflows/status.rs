@@ -46,7 +46,7 @@ pub fn status(state: &Services, principal: &Principal, started_at: chrono::DateT
         "traces": { "enabled": state.telemetry.is_enabled(), "exporter": state.telemetry.exporter().map(|kind| kind.as_str()) },
         // Whether the start-up warm-up has loaded every module the enabled actions pin.
         "modules_warm": state.modules_warm.load(std::sync::atomic::Ordering::Acquire),
-        // How soon freed memory goes back to the system (ARCHITECTURE.md, "Allocator").
+        // How soon freed memory goes back to the system (docs/decisions/0004-actions-and-runs.md, "Allocator").
         "allocator": { "purge_delay_ms": crate::process::allocator_purge_delay_ms() },
     })))
 }

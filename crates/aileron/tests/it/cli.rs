@@ -135,7 +135,7 @@ fn stderr(output: &Output) -> String {
 }
 
 /// The daemon's allocator hands freed memory back at once however the daemon was started
-/// (ARCHITECTURE.md, "Allocator"): auto-started, and by hand with `aileron daemon run` (a service
+/// (docs/decisions/0004-actions-and-runs.md, "Allocator"): auto-started, and by hand with `aileron daemon run` (a service
 /// unit's way), where nothing sets its environment. A value the user put in
 /// `MIMALLOC_PURGE_DELAY` is kept — which also proves the option the daemon sets and reports is
 /// the one mimalloc reads that variable into.
