@@ -36,7 +36,7 @@ pub const REFRESH_MARGIN_SECONDS: i64 = 60;
 #[serde(deny_unknown_fields)]
 pub struct BindingInfo {
     pub name: String,
-    pub kind: String,
+    pub kind: CredentialKind,
     pub connector: String,
     pub identity: String,
     /// `ok`, or `stale` when a refresh failed and the user must reauthorize.
@@ -61,7 +61,7 @@ impl BindingInfo {
         let now = now_rfc3339();
         BindingInfo {
             name: binding_name(kind, connector, identity),
-            kind: kind.as_str().to_string(),
+            kind,
             connector: connector.to_string(),
             identity: identity.to_string(),
             state: "ok".to_string(),
@@ -82,7 +82,7 @@ impl BindingInfo {
     pub fn audit_payload(&self) -> Map<String, Value> {
         let mut payload = Map::new();
         payload.insert(keys::BINDING_NAME.into(), self.name.clone().into());
-        payload.insert(keys::BINDING_KIND.into(), self.kind.clone().into());
+        payload.insert(keys::BINDING_KIND.into(), self.kind.as_str().into());
         payload.insert(keys::BINDING_IDENTITY.into(), self.identity.clone().into());
         payload.insert(keys::CONNECTOR_FQN.into(), self.connector.clone().into());
         payload
@@ -387,7 +387,7 @@ impl Bindings {
 
     /// The binding of a connector for a kind, if any.
     pub fn for_connector(&self, connector: &str, kind: CredentialKind) -> Option<BindingInfo> {
-        self.list().into_iter().find(|b| b.connector == connector && b.kind == kind.as_str())
+        self.list().into_iter().find(|b| b.connector == connector && b.kind == kind)
     }
 
     /// Binds `material` to a connector. Refused when the connector already has a binding of that kind.
@@ -406,7 +406,7 @@ impl Bindings {
     pub fn rebind(&self, name: &str, material: &Material) -> Result<BindingInfo, BindingError> {
         material.check().map_err(BindingError::Invalid)?;
         let mut info = self.get(name).ok_or_else(|| BindingError::NotFound(name.to_string()))?;
-        if info.kind != material.kind().as_str() {
+        if info.kind != material.kind() {
             return Err(BindingError::Invalid(format!(
                 "binding `{name}` is of kind {}, not {}",
                 info.kind,
@@ -572,7 +572,7 @@ fn path_of(name: &str) -> String {
 }
 
 fn kind_of(info: &BindingInfo) -> CredentialKind {
-    CredentialKind::parse(&info.kind).unwrap_or(CredentialKind::ApiKey)
+    info.kind
 }
 
 /// The command that binds a connector: this text reaches the agent, so it must be exact.

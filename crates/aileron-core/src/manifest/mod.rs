@@ -19,11 +19,16 @@ use crate::policy::validate_host_port;
 
 pub use spawn::{SpawnCapability, SpawnLimits, SpawnOperation, SpawnProgram};
 
-/// The credential kinds a connector may ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The credential kinds a connector may ask for: one enum the compiler follows wherever a kind
+/// decides something (injection, bindings, the console, the CLI); its string form only on the
+/// wire and on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum CredentialKind {
+    #[serde(rename = "api_key")]
     ApiKey,
+    #[serde(rename = "oauth2")]
     OAuth2,
+    #[serde(rename = "aws_sigv4")]
     AwsSigv4,
 }
 

@@ -3,6 +3,7 @@
 //! `--from-env VAR` or standard input), an AWS key pair, or an OAuth2 authorization in the
 //! browser (PKCE; this command serves `http://127.0.0.1:<port>/callback` once).
 
+use aileron_core::manifest::CredentialKind;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -114,11 +115,11 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
         }
         BindingCommand::Rebind { name, material } => {
             let binding = client.get(&format!("/v1/bindings/{}", crate::wire::path_segment(&name))).await?;
-            let kind = binding["kind"].as_str().unwrap_or_default().to_string();
-            if kind == "oauth2" {
+            let kind = credential_kind(&binding["kind"])?;
+            if kind == CredentialKind::OAuth2 {
                 return authorize(home, &client, json!({ "rebind": name }), material.no_browser).await;
             }
-            let body = material_body(&kind, &material)?;
+            let body = material_body(kind, &material)?;
             let rebound =
                 send(&client, Method::POST, &format!("/v1/bindings/{}/rebind", crate::wire::path_segment(&name)), body)
                     .await?;
@@ -161,7 +162,7 @@ async fn setup(
             "connector {connector} is not installed\nhint: install it with `aileron connector install`; `aileron connector list` shows what is installed"
         )));
     };
-    let Some(kind) = installed["credential"].as_str().map(str::to_string) else {
+    if installed["credential"].is_null() {
         return Err(CliError::failure(format!(
             "connector {connector} declares no credential; nothing to bind\nhint: only connectors whose manifest has [capabilities.credential] take a binding"
         )));
@@ -170,10 +171,11 @@ async fn setup(
     if let Some(identity) = identity {
         body["identity"] = identity.into();
     }
-    if kind == "oauth2" {
+    let kind = credential_kind(&installed["credential"])?;
+    if kind == CredentialKind::OAuth2 {
         return authorize(home, client, body, material.no_browser).await;
     }
-    let material_body = material_body(&kind, material)?;
+    let material_body = material_body(kind, material)?;
     for (key, value) in material_body.as_object().into_iter().flatten() {
         body[key] = value.clone();
     }
@@ -186,14 +188,24 @@ async fn setup(
     Ok(ExitStatus::Ok)
 }
 
+/// A credential kind the daemon named; a kind this CLI does not know (a newer daemon) is an error.
+fn credential_kind(kind: &Value) -> Result<CredentialKind, CliError> {
+    serde_json::from_value(kind.clone()).map_err(|_| {
+        CliError::failure(format!(
+            "the daemon names a credential kind this aileron does not know: {}\nhint: use the aileron that started the daemon",
+            escape(&kind.to_string())
+        ))
+    })
+}
+
 /// The api_key / aws body, read from the flags, standard input or hidden prompts.
-fn material_body(kind: &str, material: &MaterialArgs) -> Result<Value, CliError> {
+fn material_body(kind: CredentialKind, material: &MaterialArgs) -> Result<Value, CliError> {
     match kind {
-        "api_key" => {
+        CredentialKind::ApiKey => {
             let key = read_secret_value(material.from_env.as_deref(), "API key (hidden): ")?;
             Ok(json!({ "api_key": key.as_str() }))
         }
-        "aws_sigv4" => {
+        CredentialKind::AwsSigv4 => {
             let Some(access_key_id) = &material.access_key_id else {
                 return Err(CliError::failure(
                     "an aws_sigv4 binding needs --access-key-id\nhint: aileron binding setup <connector> --access-key-id AKIA... (the secret key is prompted for)",
@@ -207,7 +219,7 @@ fn material_body(kind: &str, material: &MaterialArgs) -> Result<Value, CliError>
             }
             Ok(json!({ "aws": aws }))
         }
-        other => Err(CliError::failure(format!("unknown credential kind `{other}`"))),
+        CredentialKind::OAuth2 => Err(CliError::failure("oauth2 bindings are made through the authorization flow")),
     }
 }
 

@@ -117,7 +117,7 @@ pub async fn setup(state: &Services, principal: &Principal, body: SetupBody) -> 
 pub async fn rebind(state: &Services, principal: &Principal, name: String, body: MaterialBody) -> Answer {
     require(principal, Scope::Console)?;
     let existing = state.bindings.get(&name).ok_or_else(|| binding_error(BindingError::NotFound(name.clone())))?;
-    let kind = CredentialKind::parse(&existing.kind).unwrap_or(CredentialKind::ApiKey);
+    let kind = existing.kind;
     let material = material_of(body, kind)?;
     let rebound = state.bindings.rebind(&name, &material).map_err(binding_error)?;
     audit(state, &caller_for(principal), EventType::BindingRebound, rebound.audit_payload()).await?;

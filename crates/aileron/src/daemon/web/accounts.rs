@@ -3,6 +3,7 @@
 //! installed connector that takes a credential, a way to connect one: an OAuth2 account through
 //! the daemon-mode PKCE flow (the provider returns to this page), an API key or AWS keys.
 
+use aileron_core::manifest::CredentialKind;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -120,16 +121,16 @@ fn last_used(recent: &Recent) -> HashMap<String, String> {
 }
 
 /// The inputs that carry new material for a binding of `kind`.
-fn material_inputs(kind: &str, id: &str) -> String {
+fn material_inputs(kind: CredentialKind, id: &str) -> String {
     match kind {
-        "api_key" => format!(
+        CredentialKind::ApiKey => format!(
             "<input type=\"password\" id=\"key-{id}\" data-field=\"api_key\" placeholder=\"API key\" aria-label=\"API key\" autocomplete=\"off\">"
         ),
-        "aws_sigv4" => format!(
+        CredentialKind::AwsSigv4 => format!(
             "<input id=\"akid-{id}\" data-field=\"aws.access_key_id\" placeholder=\"access key id\" aria-label=\"access key id\">\
              <input type=\"password\" id=\"secret-{id}\" data-field=\"aws.secret_access_key\" placeholder=\"secret access key\" aria-label=\"secret access key\" autocomplete=\"off\">"
         ),
-        _ => String::new(),
+        CredentialKind::OAuth2 => String::new(),
     }
 }
 
@@ -154,7 +155,7 @@ fn binding_row(
         .map(|at| format!("<br><span class=\"muted\">token expires {}</span>", escape(at)))
         .unwrap_or_default();
     let path = format!("/v1/bindings/{}", path_segment(&binding.name));
-    let rebind = if binding.kind == "oauth2" {
+    let rebind = if binding.kind == CredentialKind::OAuth2 {
         Control {
             label: "Reauthorize",
             method: "POST",
@@ -169,7 +170,7 @@ fn binding_row(
     } else {
         format!(
             "{}{}",
-            material_inputs(&binding.kind, &id),
+            material_inputs(binding.kind, &id),
             control("Rebind", "POST", format!("{path}/rebind"), json!({}), "rebind").html()
         )
     };
@@ -189,7 +190,7 @@ fn binding_row(
          <td><div class=\"group\">{rebind}{revoke}<span class=\"status\"></span></div></td></tr>",
         name = escape(&binding.name),
         state_name = escape(&binding.state),
-        kind = escape(&binding.kind),
+        kind = escape(binding.kind.as_str()),
         identity = escape(&binding.identity),
         connector = escape(&binding.connector),
         used = last_used.map(|at| ago(at, now)).unwrap_or_else(|| recent.none("not used")),
@@ -213,12 +214,12 @@ fn connect(state: &Services, bindings: &[BindingInfo]) -> String {
     for (fqn, entry) in &newest {
         let Some(kind) = entry.manifest.credential_kind() else { continue };
         let id = html_id(fqn);
-        let bound = bindings.iter().filter(|b| &b.connector == fqn && b.kind == kind.as_str()).count();
+        let bound = bindings.iter().filter(|b| &b.connector == fqn && b.kind == kind).count();
         let already = if bound > 0 { format!("<span class=\"muted\">{bound} bound</span>") } else { String::new() };
         let identity = format!(
             "<input id=\"identity-{id}\" data-field=\"identity\" placeholder=\"account name (default)\" aria-label=\"account name\">"
         );
-        let button = if kind.as_str() == "oauth2" {
+        let button = if kind == CredentialKind::OAuth2 {
             Control {
                 label: "Connect account",
                 method: "POST",
@@ -233,7 +234,7 @@ fn connect(state: &Services, bindings: &[BindingInfo]) -> String {
         } else {
             format!(
                 "{}{}",
-                material_inputs(kind.as_str(), &id),
+                material_inputs(kind, &id),
                 control("Save", "POST", "/v1/bindings/setup".into(), json!({ "connector": fqn }), "primary connect")
                     .html()
             )
