@@ -5,6 +5,7 @@
 //! Invariant: no tool here decides an approval. The built-ins only read (`check_action_status`
 //! polls the result, `aileron_diagnostics` reads health and the action list).
 
+use crate::wire::RunAnswer;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -171,32 +172,34 @@ fn compact(value: &Value) -> String {
     serde_json::to_string(value).expect("JSON values serialize")
 }
 
-/// The tool result of `POST /v1/actions/{name}/run`: 200 → the result with its audit id; 202 →
-/// a normal result whose first block is the daemon's message verbatim; anything else → an error
-/// result carrying the failure envelope (or CRUD error body) exactly as the daemon sent it.
+/// The tool result of a run: completed → the result with its audit id; pending → a normal result
+/// whose first block is the daemon's message verbatim; a failure or a refusal → an error result
+/// carrying the failure envelope (or CRUD error body) exactly as the HTTP API sends it.
 ///
-/// Only a 200 also carries `structuredContent` (the same JSON as its text, as the spec asks for
-/// structured results). The pending message and approval statuses are text only: a client that
-/// sees structured content may show the model that instead of the text (Claude Code does), which
-/// would turn the message the user must read into a JSON field.
-pub fn run_result(status: u16, body: Value) -> CallToolResult {
-    match status {
-        200 => {
+/// Only a completed run also carries `structuredContent` (the same JSON as its text, as the spec
+/// asks for structured results). The pending message and approval statuses are text only: a
+/// client that sees structured content may show the model that instead of the text (Claude Code
+/// does), which would turn the message the user must read into a JSON field.
+pub fn run_result(answer: RunAnswer) -> CallToolResult {
+    match answer {
+        RunAnswer::Completed(completed) => {
+            let body = completed.into_reply().body;
             let mut result = CallToolResult::success(vec![text(compact(&body))]);
             result.structured_content = Some(body);
             result
         }
-        202 => {
-            let message =
-                body["message"].as_str().unwrap_or("the action is waiting for the user's approval").to_string();
+        RunAnswer::Pending(pending) => {
             let handle = json!({
-                "status": body["status"],
-                "approval_id": body["approval_id"],
-                "review_url": body["review_url"],
+                "status": pending.status,
+                "approval_id": pending.approval_id,
+                "review_url": pending.review_url,
             });
-            CallToolResult::success(vec![text(message), text(compact(&handle))])
+            CallToolResult::success(vec![text(pending.message), text(compact(&handle))])
         }
-        _ => CallToolResult::error(vec![text(compact(&error_body(status, body)))]),
+        RunAnswer::Failed(failure) => CallToolResult::error(vec![text(compact(&failure.envelope()))]),
+        RunAnswer::Refused(reply) => {
+            CallToolResult::error(vec![text(compact(&error_body(reply.status.as_u16(), reply.body)))])
+        }
     }
 }
 
@@ -433,17 +436,18 @@ mod tests {
     #[test]
     fn run_answers_become_tool_results() {
         let check = |status: u16, body: Value, is_error: bool, first: &str| {
-            let result = run_result(status, body.clone());
+            let result = run_result(RunAnswer::from_http(status, body.clone()));
             assert_eq!(result.is_error, Some(is_error), "{status}");
             assert_eq!(texts(&result)[0], first, "{status}");
         };
         let ok = json!({"audit_id": "audit-1", "result": {"output": 1}});
         check(200, ok.clone(), false, &serde_json::to_string(&ok).unwrap());
-        let pending = json!({"status": "pending_approval", "approval_id": "act-1", "review_url": "http://x", "message": "Ask the user."});
+        let id = "act-20261122T053700Z-0123456789abcdef";
+        let pending = json!({"status": "pending_approval", "approval_id": id, "audit_id": "audit-2", "review_url": "http://x", "message": "Ask the user."});
         check(202, pending.clone(), false, "Ask the user.");
         assert_eq!(
-            texts(&run_result(202, pending))[1],
-            r#"{"approval_id":"act-1","review_url":"http://x","status":"pending_approval"}"#
+            texts(&run_result(RunAnswer::from_http(202, pending)))[1],
+            format!(r#"{{"approval_id":"{id}","review_url":"http://x","status":"pending_approval"}}"#)
         );
         let envelope =
             json!({"error": {"class": "network_error", "message": "down", "retriable": true, "boundary": "external"}});
@@ -456,9 +460,13 @@ mod tests {
             true,
             r#"{"error":{"body":null,"code":"http_status","message":"the daemon answered HTTP 500"}}"#,
         );
-        assert_eq!(run_result(200, ok.clone()).structured_content, Some(ok.clone()));
+        assert_eq!(run_result(RunAnswer::from_http(200, ok.clone())).structured_content, Some(ok.clone()));
         for status in [202, 400, 502] {
-            assert_eq!(run_result(status, ok.clone()).structured_content, None, "text only: {status}");
+            assert_eq!(
+                run_result(RunAnswer::from_http(status, ok.clone())).structured_content,
+                None,
+                "text only: {status}"
+            );
         }
         assert_eq!(status_result("act-1", 200, json!({"status": "running"})).structured_content, None);
     }

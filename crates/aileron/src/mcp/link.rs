@@ -26,7 +26,7 @@ use super::catalog::Unreachable;
 use crate::client::DaemonClient;
 use crate::home::Home;
 use crate::principal::Principal;
-use crate::wire::{Answer, ApiError, Reply, SessionStarted, StartSession};
+use crate::wire::{Answer, ApiError, Reply, RunAnswer, SessionStarted, StartSession};
 use crate::workflows::{self, Services};
 
 /// The agent name of the session an unlaunched `aileron-mcp` opens for itself.
@@ -269,21 +269,23 @@ impl DaemonLink {
         origin: &CallOrigin,
         action: &str,
         args: Map<String, Value>,
-    ) -> Result<(u16, Value), Unreachable> {
+    ) -> Result<RunAnswer, Unreachable> {
         match &self.mode {
             Mode::InProcess { services } => {
-                let Some(principal) = &origin.principal else { return Ok(answered(Err(ApiError::unauthorized()))) };
+                let Some(principal) = &origin.principal else { return Ok(ApiError::unauthorized().into()) };
                 let parent =
                     origin.traceparent.as_deref().map(crate::telemetry::context_from_traceparent).unwrap_or_default();
                 let run = workflows::actions::run(services, principal, action.to_string(), args);
-                Ok(answered(run.with_context(parent).await))
+                Ok(run.with_context(parent).await)
             }
             Mode::Discovered { .. } => {
                 let body = serde_json::to_vec(&crate::wire::RunBody { args }).expect("JSON values serialize");
                 if body.len() > crate::wire::MAX_API_BODY_BYTES {
-                    return Ok(answered(Err(args_too_large(body.len()))));
+                    return Ok(args_too_large(body.len()).into());
                 }
-                self.send(origin, Method::POST, &format!("/v1/actions/{action}/run"), Some(body.into())).await
+                let (status, body) =
+                    self.send(origin, Method::POST, &format!("/v1/actions/{action}/run"), Some(body.into())).await?;
+                Ok(RunAnswer::from_http(status, body))
             }
         }
     }

@@ -6,9 +6,9 @@
 //! began with `initialize` get it through their peer, 2026-07-28 sessions through
 //! `subscriptions/listen`.
 
+use crate::wire::RunAnswer;
 use std::sync::{Arc, RwLock};
 
-use aileron_core::Failure;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, SubscriptionFilter,
@@ -146,16 +146,18 @@ impl McpShared {
             }
         };
         match self.link.run(&traced, &action, arguments).await {
-            Ok((status, body)) => {
-                match serde_json::from_value::<Failure>(body["error"].clone()) {
-                    Ok(failure) if status >= 400 => span.fail(&failure, None),
+            Ok(answer) => {
+                match &answer {
+                    RunAnswer::Failed(failure) => span.fail(failure, None),
                     // A request error (`invalid_args`, a revoked token): no failure class applies.
-                    _ if status >= 400 => {
-                        span.error(format!("the daemon answered HTTP {status}: {}", body["error"]["code"]))
-                    }
-                    _ => span.end(),
+                    RunAnswer::Refused(reply) => span.error(format!(
+                        "the daemon answered HTTP {}: {}",
+                        reply.status.as_u16(),
+                        reply.body["error"]["code"]
+                    )),
+                    RunAnswer::Completed(_) | RunAnswer::Pending(_) => span.end(),
                 }
-                Ok(catalog::run_result(status, body))
+                Ok(catalog::run_result(answer))
             }
             Err(unreachable) => {
                 span.error(unreachable.message.clone());

@@ -230,6 +230,56 @@ impl RunCompleted {
     }
 }
 
+/// What a run answers, typed (`POST /v1/actions/{name}/run`): the workflow returns it, the HTTP
+/// handler sends [`RunAnswer::into_reply`] (the one mapping to HTTP), the in-process `/mcp` maps it
+/// to a tool result directly, and `aileron-mcp` reads an HTTP answer back with
+/// [`RunAnswer::from_http`].
+#[derive(Debug)]
+pub enum RunAnswer {
+    /// 200: the steps ran.
+    Completed(RunCompleted),
+    /// 202: registered for a human's decision.
+    Pending(aileron_core::approval::PendingApproval),
+    /// A failure envelope (SPEC §9) with its class's status.
+    Failed(aileron_core::Failure),
+    /// Refused before anything ran (`invalid_args`, `action_not_found`, a missing scope, …), as the
+    /// CRUD error shape with its status.
+    Refused(Reply),
+}
+
+impl RunAnswer {
+    pub fn into_reply(self) -> Reply {
+        match self {
+            RunAnswer::Completed(completed) => completed.into_reply(),
+            RunAnswer::Pending(pending) => Reply::new(StatusCode::ACCEPTED, pending),
+            RunAnswer::Failed(failure) => Reply::failure(&failure),
+            RunAnswer::Refused(reply) => reply,
+        }
+    }
+
+    /// An answer as the HTTP API sent it; one that does not parse as its status says stays a
+    /// [`RunAnswer::Refused`] with the body as it came.
+    pub fn from_http(status: u16, body: Value) -> RunAnswer {
+        let refused = |body: Value| {
+            RunAnswer::Refused(Reply { status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), body })
+        };
+        match status {
+            200 => serde_json::from_value(body.clone()).map_or_else(|_| refused(body), RunAnswer::Completed),
+            202 => serde_json::from_value(body.clone()).map_or_else(|_| refused(body), RunAnswer::Pending),
+            _ => match aileron_core::Failure::from_envelope(&body) {
+                Some(failure) => RunAnswer::Failed(failure),
+                None => refused(body),
+            },
+        }
+    }
+}
+
+impl From<ApiError> for RunAnswer {
+    fn from(error: ApiError) -> RunAnswer {
+        RunAnswer::Refused(Reply::from(error))
+    }
+}
+
 /// `POST /v1/sessions` → 201: the session and its token (shown once, to the launcher).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStarted {

@@ -16,7 +16,7 @@ use crate::audit_log::AuditEvent;
 use crate::principal::{Principal, Scope};
 use crate::runner::{RunOutcome, RunRejection, RunRequest, run_action};
 use crate::wire::{
-    ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply, RunCompleted, StepView,
+    ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply, RunAnswer, RunCompleted, StepView,
 };
 
 /// The JSON view of an installed action.
@@ -246,19 +246,21 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
 
 /// The chokepoint's front door: a caller without the run scope is refused on record; everything
 /// else is [`run_action`]'s.
-pub async fn run(state: &Arc<Services>, principal: &Principal, name: String, args: Map<String, Value>) -> Answer {
+pub async fn run(state: &Arc<Services>, principal: &Principal, name: String, args: Map<String, Value>) -> RunAnswer {
     if let Err(refused) = require(principal, Scope::ActionsRun) {
-        crate::runner::audit_rejection(state, &caller_for(principal), &name, "forbidden", &args)
-            .await
-            .map_err(rejection_error)?;
-        return Err(refused);
+        if let Err(rejection) =
+            crate::runner::audit_rejection(state, &caller_for(principal), &name, "forbidden", &args).await
+        {
+            return rejection_error(rejection).into();
+        }
+        return refused.into();
     }
     let request = RunRequest::new(name, args, caller_for(principal));
     match run_action(state, request).await {
-        Ok(RunOutcome::Completed { audit_id, result }) => Ok(RunCompleted { audit_id, result }.into_reply()),
-        Ok(RunOutcome::Failed(failure)) => Ok(Reply::failure(&failure)),
-        Ok(RunOutcome::PendingApproval(pending)) => Ok(Reply::new(StatusCode::ACCEPTED, pending)),
-        Err(rejection) => Err(rejection_error(rejection)),
+        Ok(RunOutcome::Completed { audit_id, result }) => RunAnswer::Completed(RunCompleted { audit_id, result }),
+        Ok(RunOutcome::Failed(failure)) => RunAnswer::Failed(failure),
+        Ok(RunOutcome::PendingApproval(pending)) => RunAnswer::Pending(pending),
+        Err(rejection) => rejection_error(rejection).into(),
     }
 }
 

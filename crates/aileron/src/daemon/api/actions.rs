@@ -65,7 +65,7 @@ pub async fn run(
     body: Option<Json<wire::RunBody>>,
 ) -> Answer {
     let args = body.map(|Json(body)| body.args).unwrap_or_default();
-    workflows::actions::run(&state.services, &principal, name, args).await
+    Ok(workflows::actions::run(&state.services, &principal, name, args).await.into_reply())
 }
 
 pub async fn watch(
