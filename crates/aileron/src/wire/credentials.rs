@@ -1,7 +1,9 @@
 //! Request bodies of the vault, secret, binding and keyring routes (SPEC §3.5, §6, §7). Secret
 //! values arrive in `Zeroizing` strings: wiped when the request is done with them, never printed.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use zeroize::Zeroizing;
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -111,4 +113,75 @@ pub struct RevokeBody {
     pub authority: Option<String>,
     #[serde(default)]
     pub fingerprint: Option<String>,
+}
+
+/// `GET /v1/vault/status` (and the answer of init, unlock and lock).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct VaultView {
+    /// `absent`, `locked` or `unlocked`.
+    pub state: String,
+    pub path: String,
+    pub secrets: usize,
+    pub bindings: usize,
+    /// Approved runs waiting for the vault to be unlocked.
+    pub awaiting_vault: usize,
+}
+
+/// One free-form secret: its path and metadata, never its value.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SecretEntry {
+    pub path: String,
+    pub metadata: Value,
+}
+
+/// `GET /v1/secrets`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SecretList {
+    pub items: Vec<SecretEntry>,
+    pub vault: String,
+}
+
+/// `POST /v1/secrets` → 201.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SecretStored {
+    pub path: String,
+    pub replaced: bool,
+}
+
+/// `POST /v1/bindings/setup/oauth2/init`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OAuthStarted {
+    pub session_id: String,
+    pub authorize_url: String,
+    pub redirect_uri: String,
+}
+
+/// One trusted publisher key.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct KeyEntry {
+    pub authority: String,
+    pub fingerprint: String,
+    /// Base64 of the raw 32 bytes.
+    pub key: String,
+}
+
+/// `GET /v1/keyring`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct KeyringList {
+    pub items: Vec<KeyEntry>,
+}
+
+/// `POST /v1/keyring/trust` → 201 (200 when the key was trusted already).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct KeyTrusted {
+    pub authority: String,
+    pub fingerprint: String,
+    pub added: bool,
+}
+
+/// `POST /v1/keyring/revoke`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct KeysRevoked {
+    pub removed: usize,
+    pub authorities: Vec<String>,
 }

@@ -11,8 +11,9 @@ pub mod error;
 pub const MAX_API_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 pub use credentials::{
-    AwsBody, CallbackQuery, MaterialBody, OAuthFinish, OAuthInit, PassphraseBody, RevokeBody, SetSecret, SetupBody,
-    TrustBody,
+    AwsBody, CallbackQuery, KeyEntry, KeyTrusted, KeyringList, KeysRevoked, MaterialBody, OAuthFinish, OAuthInit,
+    OAuthStarted, PassphraseBody, RevokeBody, SecretEntry, SecretList, SecretStored, SetSecret, SetupBody, TrustBody,
+    VaultView,
 };
 pub use error::{ApiError, failure_response};
 

@@ -13,7 +13,9 @@ use super::{Services, audit, caller_for, require};
 use crate::bindings::{BindingError, BindingInfo, DEFAULT_IDENTITY, IDENTITY_HINT, Material, validate_identity};
 use crate::oauth::{Mode, OAuthError, Target, is_loopback_http};
 use crate::principal::{Caller, Principal, Scope};
-use crate::wire::{Answer, ApiError, CallbackQuery, MaterialBody, OAuthFinish, OAuthInit, Reply, SetupBody};
+use crate::wire::{
+    Answer, ApiError, CallbackQuery, MaterialBody, OAuthFinish, OAuthInit, OAuthStarted, Reply, SetupBody,
+};
 
 /// Where the provider sends the browser back in daemon mode; needs no token (SPEC §7).
 pub const OAUTH_CALLBACK_PATH: &str = "/v1/bindings/setup/oauth2/callback";
@@ -185,11 +187,11 @@ pub fn oauth_init(state: &Services, principal: &Principal, body: OAuthInit) -> A
         }
     };
     let started = state.oauth.start(provider, target, redirect_uri, mode).map_err(oauth_error)?;
-    Ok(Reply::ok(json!({
-        "session_id": started.session_id,
-        "authorize_url": started.authorize_url,
-        "redirect_uri": started.redirect_uri,
-    })))
+    Ok(Reply::ok(OAuthStarted {
+        session_id: started.session_id,
+        authorize_url: started.authorize_url,
+        redirect_uri: started.redirect_uri,
+    }))
 }
 
 /// CLI mode: the code the CLI's loopback server caught.

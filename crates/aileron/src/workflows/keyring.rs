@@ -5,12 +5,12 @@
 use aileron_core::signing::{PublicKey, parse_authority};
 use aileron_core::vocabulary::{EventType, keys};
 use axum::http::StatusCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
 use super::connectors::keyring_load_error;
 use super::{Services, audit, caller_for, require};
 use crate::principal::{Principal, Scope};
-use crate::wire::{Answer, ApiError, Reply, RevokeBody, TrustBody};
+use crate::wire::{Answer, ApiError, KeyEntry, KeyTrusted, KeyringList, KeysRevoked, Reply, RevokeBody, TrustBody};
 
 fn authority_error(problem: String) -> ApiError {
     ApiError::bad_request("invalid_authority", problem)
@@ -20,12 +20,12 @@ fn authority_error(problem: String) -> ApiError {
 pub fn list(state: &Services, principal: &Principal) -> Answer {
     require(principal, Scope::Admin)?;
     let keyring = crate::keyring::load(&state.home.keyring()).map_err(keyring_load_error)?;
-    let items: Vec<Value> = keyring
+    let items = keyring
         .entries()
         .into_iter()
-        .map(|(authority, key)| json!({ "authority": authority, "fingerprint": key.fingerprint(), "key": key.to_base64() }))
+        .map(|(authority, key)| KeyEntry { authority, fingerprint: key.fingerprint(), key: key.to_base64() })
         .collect();
-    Ok(Reply::ok(json!({ "items": items })))
+    Ok(Reply::ok(KeyringList { items }))
 }
 
 pub async fn trust(state: &Services, principal: &Principal, body: TrustBody) -> Answer {
@@ -46,7 +46,7 @@ pub async fn trust(state: &Services, principal: &Principal, body: TrustBody) -> 
         audit(state, &caller_for(principal), EventType::KeyringTrusted, payload).await?;
     }
     let status = if added { StatusCode::CREATED } else { StatusCode::OK };
-    Ok(Reply::new(status, json!({ "authority": authority, "fingerprint": key.fingerprint(), "added": added })))
+    Ok(Reply::new(status, KeyTrusted { authority, fingerprint: key.fingerprint(), added }))
 }
 
 pub async fn revoke(state: &Services, principal: &Principal, body: RevokeBody) -> Answer {
@@ -75,5 +75,5 @@ pub async fn revoke(state: &Services, principal: &Principal, body: RevokeBody) -
         payload.insert(keys::KEYRING_FINGERPRINT.into(), fingerprint.clone().into());
     }
     audit(state, &caller_for(principal), EventType::KeyringRevoked, payload).await?;
-    Ok(Reply::ok(json!({ "removed": removed, "authorities": authorities })))
+    Ok(Reply::ok(KeysRevoked { removed, authorities }))
 }

@@ -6,13 +6,15 @@ use std::sync::Arc;
 
 use aileron_core::vocabulary::{EventType, keys};
 use axum::http::StatusCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::{Services, audit, caller_for, require};
 use crate::bindings::BINDINGS_PREFIX;
 use crate::principal::{Principal, Scope};
 use crate::vault::{VaultAccessError, VaultState};
-use crate::wire::{Answer, ApiError, PassphraseBody, Reply, SetSecret};
+use crate::wire::{
+    Answer, ApiError, PassphraseBody, Reply, SecretEntry, SecretList, SecretStored, SetSecret, VaultView,
+};
 
 /// Vault paths of free-form secrets (`aileron secret set`).
 const SECRETS_PREFIX: &str = "secrets/";
@@ -31,16 +33,16 @@ pub fn vault_error(error: VaultAccessError) -> ApiError {
     ApiError::new(status, error.code(), error.to_string()).with_hint(hint)
 }
 
-fn view(state: &Services) -> Value {
+fn view(state: &Services) -> VaultView {
     let entries = state.vault.list();
     let bindings = entries.iter().filter(|(path, _)| path.starts_with(BINDINGS_PREFIX)).count();
-    json!({
-        "state": state.vault.state().as_str(),
-        "path": state.vault.path().display().to_string(),
-        "secrets": entries.len() - bindings,
-        "bindings": bindings,
-        "awaiting_vault": state.approvals.awaiting_vault().len(),
-    })
+    VaultView {
+        state: state.vault.state().as_str().to_string(),
+        path: state.vault.path().display().to_string(),
+        secrets: entries.len() - bindings,
+        bindings,
+        awaiting_vault: state.approvals.awaiting_vault().len(),
+    }
 }
 
 fn state_payload(state: &Services) -> Map<String, Value> {
@@ -101,15 +103,16 @@ pub async fn lock(state: &Services, principal: &Principal) -> Answer {
 
 pub fn list_secrets(state: &Services, principal: &Principal) -> Answer {
     require(principal, Scope::Admin)?;
-    let items: Vec<Value> = state
+    let items: Vec<SecretEntry> = state
         .vault
         .list()
         .into_iter()
         .filter_map(|(path, metadata)| {
-            path.strip_prefix(SECRETS_PREFIX).map(|name| json!({ "path": name, "metadata": metadata }))
+            let metadata = serde_json::to_value(metadata).unwrap_or_default();
+            path.strip_prefix(SECRETS_PREFIX).map(|name| SecretEntry { path: name.to_string(), metadata })
         })
         .collect();
-    Ok(Reply::ok(json!({ "items": items, "vault": state.vault.state().as_str() })))
+    Ok(Reply::ok(SecretList { items, vault: state.vault.state().as_str().to_string() }))
 }
 
 /// Checks a secret's path as the user wrote it, so an error names their path and not the vault's
@@ -149,7 +152,7 @@ pub async fn set_secret(state: &Services, principal: &Principal, body: SetSecret
     let mut payload = Map::new();
     payload.insert(keys::SECRET_PATH.into(), body.path.clone().into());
     audit(state, &caller_for(principal), EventType::SecretSet, payload).await?;
-    Ok(Reply::created(json!({ "path": body.path, "replaced": replaced })))
+    Ok(Reply::created(SecretStored { path: body.path, replaced }))
 }
 
 pub async fn remove_secret(state: &Services, principal: &Principal, path: String) -> Answer {
