@@ -94,7 +94,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/v1/health", Public, "liveness; no token needed", App(|| get(health))).answers::<wire::Health>(200),
     route("GET", "/v1/status", Token(Admin), "version, pid, counts, vault state", App(|| get(status))),
     route("GET", "/v1/actions", Token(ActionsList), "installed actions {items, load_errors}", App(|| get(actions::list))).answers::<wire::ActionList>(200),
-    route("POST", "/v1/actions/install", Token(Admin), "install an action file {file_name, content}", App(|| post(actions::install))).takes::<wire::InstallAction>(),
+    route("POST", "/v1/actions/install", Token(Admin), "install an action file {file_name, content}", App(|| post(actions::install))).takes::<wire::InstallAction>().answers::<wire::ActionView>(201),
     route("GET", "/v1/actions/watch", Token(ActionsList), "SSE: `changed` when the action set changes", App(|| get(actions::watch))),
     route("GET", "/v1/actions/{name}", Token(ActionsList), "one action", App(|| get(actions::get))).answers::<wire::ActionView>(200),
     route("PATCH", "/v1/actions/{name}", Token(Console), "{enabled}", App(|| patch(actions::patch))).takes::<wire::PatchAction>().answers::<wire::ActionView>(200),
