@@ -155,7 +155,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             let mut result = Map::new();
             result.insert("action".into(), action.name.clone().into());
             result.insert("output".into(), output);
-            result.insert("steps".into(), Value::Array(steps));
+            result.insert("steps".into(), Value::Array(steps.into_iter().map(StepRecord::into_value).collect()));
             let result = Value::Object(result);
             payload.insert(keys::ACTION_ARG_NAMES.into(), json!(request.args.keys().collect::<Vec<_>>()));
             if let Some(grant) = &request.approval {
@@ -203,6 +203,48 @@ struct StepFailure {
     hash: String,
 }
 
+/// One step of a run as the caller's result shows it (field order is the JSON's: alphabetical,
+/// as a `serde_json::Map` writes keys).
+#[derive(Debug, serde::Serialize)]
+struct StepRecord {
+    attempts: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    binding: Option<StepBinding>,
+    connector: String,
+    hash: String,
+    id: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    logs: Vec<GuestLogLine>,
+    op: String,
+    output: Value,
+}
+
+/// Which binding a step's call used.
+#[derive(Debug, serde::Serialize)]
+struct StepBinding {
+    identity: String,
+    kind: aileron_core::manifest::CredentialKind,
+    name: String,
+}
+
+/// A log line the guest wrote.
+#[derive(Debug, Clone, serde::Serialize)]
+struct GuestLogLine {
+    level: String,
+    message: String,
+}
+
+impl StepRecord {
+    /// The record as the JSON of the result, its output moved rather than copied.
+    fn into_value(self) -> Value {
+        let output = self.output;
+        let mut record =
+            serde_json::to_value(StepRecord { output: Value::Null, ..self }).expect("step records serialize");
+        record["output"] = output;
+        record
+    }
+}
+
 /// Runs the steps in order; the first failure stops the action.
 async fn execute_steps(
     state: &Arc<Services>,
@@ -210,7 +252,7 @@ async fn execute_steps(
     args: &Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
-) -> Result<(Value, Vec<Value>, Option<Instance>), StepFailure> {
+) -> Result<(Value, Vec<StepRecord>, Option<Instance>), StepFailure> {
     let mut outputs: BTreeMap<String, Value> = BTreeMap::new();
     let mut steps = Vec::new();
     let mut last_output = Value::Null;
@@ -241,30 +283,30 @@ async fn execute_steps(
         let call = ConnectorCall { action, required, subset, op: &step.op, limits, idempotent: step.idempotent };
         let mut logs = Vec::new();
         let called = call_connector(state, call, &hash, op_args, caller, audit_id, &mut logs).await;
-        let logs: Vec<Value> =
-            logs.into_iter().map(|(level, message)| json!({ "level": level, "message": message })).collect();
+        let logs: Vec<GuestLogLine> =
+            logs.into_iter().map(|(level, message)| GuestLogLine { level, message }).collect();
         let Called { output, attempts, bindings, instance: held } = match called {
             Ok(called) => called,
             Err(failure) if logs.is_empty() => return Err(fail(failure)),
-            Err(failure) => return Err(fail(failure.with_detail("logs", Value::Array(logs)))),
+            Err(failure) => {
+                let logs = serde_json::to_value(&logs).expect("log lines serialize");
+                return Err(fail(failure.with_detail("logs", logs)));
+            }
         };
-        let mut record = Map::new();
-        record.insert("id".into(), step.id.clone().into());
-        record.insert("connector".into(), step.connector.to_string().into());
-        record.insert("op".into(), step.op.clone().into());
-        record.insert("hash".into(), hash.into());
-        record.insert("attempts".into(), attempts.into());
-        record.insert("output".into(), output.clone());
-        if let Some(binding) = bindings.first() {
-            record.insert(
-                "binding".into(),
-                json!({ "name": binding.name, "kind": binding.kind, "identity": binding.identity }),
-            );
-        }
-        if !logs.is_empty() {
-            record.insert("logs".into(), Value::Array(logs));
-        }
-        steps.push(Value::Object(record));
+        steps.push(StepRecord {
+            attempts,
+            binding: bindings.first().map(|binding| StepBinding {
+                identity: binding.identity.clone(),
+                kind: binding.kind,
+                name: binding.name.clone(),
+            }),
+            connector: step.connector.to_string(),
+            hash,
+            id: step.id.clone(),
+            logs,
+            op: step.op.clone(),
+            output: output.clone(),
+        });
         // Later steps' templates read earlier outputs; after the last step nothing does.
         if index + 1 < action.steps.len() {
             outputs.insert(step.id.clone(), output.clone());
@@ -734,20 +776,16 @@ fn action_payload(action: &ActionFile) -> Map<String, Value> {
 
 /// The audit view of a step: identity and capability, never the output or arguments. Same keys
 /// as the step's `aileron.capability.check` and `aileron.connector.call` spans.
-fn step_summary(step: &Value) -> Value {
+fn step_summary(step: &StepRecord) -> Value {
     let mut summary = Map::new();
-    summary.insert("id".into(), step["id"].clone());
-    summary.extend(vocabulary::connector_call(step["connector"].clone(), step["op"].clone(), step["hash"].clone()));
-    summary.insert("attempts".into(), step["attempts"].clone());
-    if let Some(logs) = step.get("logs") {
-        summary.insert(keys::CONNECTOR_LOGS.into(), logs.clone());
+    summary.insert("id".into(), step.id.clone().into());
+    summary.extend(vocabulary::connector_call(step.connector.clone(), step.op.clone(), step.hash.clone()));
+    summary.insert("attempts".into(), step.attempts.into());
+    if !step.logs.is_empty() {
+        summary.insert(keys::CONNECTOR_LOGS.into(), serde_json::to_value(&step.logs).expect("log lines serialize"));
     }
-    if let Some(binding) = step.get("binding") {
-        summary.extend(vocabulary::binding(
-            binding["name"].clone(),
-            binding["kind"].clone(),
-            binding["identity"].clone(),
-        ));
+    if let Some(binding) = &step.binding {
+        summary.extend(vocabulary::binding(binding.name.clone(), binding.kind.as_str(), binding.identity.clone()));
     }
     Value::Object(summary)
 }
