@@ -1,8 +1,9 @@
 //! Conventions checked by a plain `cargo test` (run by `cargo xtask test`): every Rust file opens
 //! with a `//!` doc, only the env registry reads environment variables, no module is named after a
-//! non-domain noun, only the runner calls the sandbox, nothing below the daemon imports it, no
-//! file of the crate reaches itself through its imports, a module with submodules is a
-//! `mod.rs`, and the code is formatted as rustfmt.toml says.
+//! non-domain noun, only the runner calls the sandbox, nothing below the surfaces imports them, no
+//! file of the crate reaches itself through its imports, no two of its modules share a name unless
+//! a folder's doc says why, a module with submodules is a `mod.rs`, and the code is formatted as
+//! rustfmt.toml says.
 
 use std::path::{Path, PathBuf};
 
@@ -50,9 +51,9 @@ fn every_rust_file_opens_with_a_module_doc() {
 #[test]
 fn only_the_env_registry_reads_environment_variables() {
     // Tests, build scripts and xtask may set or read variables; product code goes through
-    // crates/aileron/src/env.rs so that every variable is documented in one place.
+    // crates/aileron/src/platform/env.rs so that every variable is documented in one place.
     let allowed = |path: &str| {
-        path == "crates/aileron/src/env.rs"
+        path == "crates/aileron/src/platform/env.rs"
             || path.contains("/tests/")
             || path.ends_with("/build.rs")
             || path.starts_with("xtask/")
@@ -75,7 +76,10 @@ fn only_the_env_registry_reads_environment_variables() {
             }
         }
     }
-    assert!(offenders.is_empty(), "read environment variables through crates/aileron/src/env.rs: {offenders:#?}");
+    assert!(
+        offenders.is_empty(),
+        "read environment variables through crates/aileron/src/platform/env.rs: {offenders:#?}"
+    );
 }
 
 #[test]
@@ -117,15 +121,13 @@ fn only_the_runner_calls_the_sandbox() {
     assert!(offenders.is_empty(), "files that call the sandbox outside runner/mod.rs: {offenders:#?}");
 }
 
-/// The layering rule of ARCHITECTURE.md: `daemon/` is the HTTP layer on top of the workflows;
-/// nothing below it imports it. Only the entry points above it (the CLI, which starts the daemon,
-/// and the binaries) may.
+/// The layering rule of ARCHITECTURE.md: `surfaces/` (the daemon's HTTP layer, the CLI, the MCP
+/// server, launch and the client) sits on top of the workflows; nothing below it imports it. Only
+/// the surfaces themselves and the entry points (the binaries, `main.rs`, `lib.rs`) may.
 #[test]
-fn nothing_below_the_daemon_imports_it() {
+fn nothing_below_the_surfaces_imports_them() {
     let above = |path: &str| {
-        ["crates/aileron/src/daemon/", "crates/aileron/src/cli/", "crates/aileron/src/bin/"]
-            .iter()
-            .any(|dir| path.starts_with(dir))
+        ["crates/aileron/src/surfaces/", "crates/aileron/src/bin/"].iter().any(|dir| path.starts_with(dir))
             || path == "crates/aileron/src/main.rs"
             || path == "crates/aileron/src/lib.rs"
     };
@@ -136,12 +138,12 @@ fn nothing_below_the_daemon_imports_it() {
             let text = std::fs::read_to_string(path).unwrap_or_default();
             text.lines().any(|line| {
                 let code = line.split("//").next().unwrap_or_default();
-                code.contains("crate::daemon") || code.contains("aileron::daemon")
+                code.contains("crate::surfaces") || code.contains("aileron::surfaces")
             })
         })
         .map(|path| relative(&path))
         .collect();
-    assert!(offenders.is_empty(), "files below daemon/ that import it: {offenders:#?}");
+    assert!(offenders.is_empty(), "files below surfaces/ that import it: {offenders:#?}");
 }
 
 /// Module layout, one style: a module with submodules is `foo/mod.rs`, never `foo.rs` beside a
@@ -342,4 +344,83 @@ fn the_loop_check_finds_a_loop_planted_in_a_copy_of_the_tree() {
     );
     let group = expand("{a::b, c::{d, e::F}, g}");
     assert_eq!(group, vec![vec!["a", "b"], vec!["c", "d"], vec!["c", "e", "F"], vec!["g"]]);
+}
+
+/// The phrase a folder's `mod.rs` doc says when its files are named after the resources (one file
+/// per resource in each layer: the store, the workflow, the HTTP handler, the CLI command).
+const PER_RESOURCE: &str = "one file per resource";
+
+/// The modules of `crates/aileron/src` that share a name with another and are not excused: a
+/// module's name is its file stem, or its folder's name for a `mod.rs`. A name may repeat when at
+/// most one of its modules sits outside the folders whose doc says [`PER_RESOURCE`].
+fn repeated_names(modules: &[(PathBuf, bool)]) -> Vec<Vec<PathBuf>> {
+    let mut by_name: std::collections::BTreeMap<String, Vec<&(PathBuf, bool)>> = std::collections::BTreeMap::new();
+    for module in modules {
+        let path = &module.0;
+        let name = match path.file_stem().and_then(|stem| stem.to_str()) {
+            Some("mod") => path.parent().and_then(|dir| dir.file_name()).and_then(|name| name.to_str()),
+            Some("lib" | "main") => None,
+            other => other,
+        };
+        if let Some(name) = name {
+            by_name.entry(name.to_string()).or_default().push(module);
+        }
+    }
+    by_name
+        .into_values()
+        .filter(|same| same.len() > 1 && same.iter().filter(|(_, excused)| !excused).count() > 1)
+        .map(|same| same.into_iter().map(|(path, _)| path.clone()).collect())
+        .collect()
+}
+
+/// Each module of `crates/aileron/src` (relative to it), and whether the folder it is a file of says
+/// [`PER_RESOURCE`] in its `mod.rs` doc. A `foo/mod.rs` is judged by the folder holding `foo/`.
+fn modules_and_their_excuse(src: &Path) -> Vec<(PathBuf, bool)> {
+    let says_why = |folder: &Path| {
+        std::fs::read_to_string(folder.join("mod.rs"))
+            .unwrap_or_default()
+            .lines()
+            .take_while(|line| line.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("//! ", "")
+            .contains(PER_RESOURCE)
+    };
+    rust_files()
+        .into_iter()
+        .filter(|path| path.starts_with(src))
+        .map(|path| {
+            let folder = if path.file_name().is_some_and(|name| name == "mod.rs") {
+                path.parent().and_then(Path::parent)
+            } else {
+                path.parent()
+            };
+            let excused = folder.is_some_and(says_why);
+            (path.strip_prefix(src).expect("below src").to_path_buf(), excused)
+        })
+        .collect()
+}
+
+/// Two modules of one name make a reader ask which one a path means (issue 50 counted five
+/// `spawn.rs`); a repeated name needs a folder doc that says why.
+#[test]
+fn no_two_modules_share_a_name_unless_a_folder_says_why() {
+    let src = repository_root().join("crates/aileron/src");
+    let modules = modules_and_their_excuse(&src);
+    assert!(modules.iter().filter(|(_, excused)| *excused).count() > 20, "the per-resource folders were read");
+    let repeated = repeated_names(&modules);
+    assert!(repeated.is_empty(), "rename one of each, or say {PER_RESOURCE:?} in the folder's doc: {repeated:#?}");
+}
+
+/// The same check on a tree broken on purpose: a second `headers.rs` among the platform's files.
+#[test]
+fn the_name_check_finds_a_repeated_name_planted_in_a_copy_of_the_tree() {
+    let src = repository_root().join("crates/aileron/src");
+    let mut modules = modules_and_their_excuse(&src);
+    modules.push((PathBuf::from("platform/headers.rs"), false));
+    let repeated = repeated_names(&modules);
+    assert_eq!(repeated, vec![vec![PathBuf::from("dataplane/headers.rs"), PathBuf::from("platform/headers.rs")]]);
+    modules.pop();
+    modules.push((PathBuf::from("workflows/headers.rs"), true));
+    assert!(repeated_names(&modules).is_empty(), "a copy in a per-resource folder is excused");
 }

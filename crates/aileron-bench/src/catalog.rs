@@ -25,8 +25,8 @@ use super::figures::{
 };
 use super::mcp::{McpProcess, install_echo};
 use super::report::SummaryRow;
-use aileron::client::DaemonClient;
-use aileron::home::Home;
+use aileron::platform::home::Home;
+use aileron::surfaces::client::DaemonClient;
 
 const SMALL_CATALOG: usize = 1_000;
 const LARGE_CATALOG: usize = 10_000;
@@ -95,9 +95,11 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<CatalogFigures> {
         bail!("{} is missing: `cargo xtask bench` builds it in release beside aileron-bench", mcp_binary.display());
     }
     let home = Home::at(scratch.join("catalog-home")).context("creating the benchmark home")?;
-    let info = aileron::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
+    let info = aileron::surfaces::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
     let result = measure(&home, &info.url, info.token.expose(), info.pid, &mcp_binary).await;
-    aileron::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
+    aileron::surfaces::client::stop_daemon(&home, Duration::from_secs(20))
+        .await
+        .context("stopping the benchmark daemon")?;
     result
 }
 
@@ -115,7 +117,7 @@ async fn timed_get(http: &reqwest::Client, url: &str, token: &str) -> anyhow::Re
 }
 
 async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Path) -> anyhow::Result<CatalogFigures> {
-    let client = DaemonClient::at(url, aileron::secret::Secret::new(token))?;
+    let client = DaemonClient::at(url, aileron::platform::secret::Secret::new(token))?;
     let http = reqwest::Client::builder().no_proxy().build()?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = memory_of(pid)?;

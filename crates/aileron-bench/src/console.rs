@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use aileron::audit_log::{AuditConfig, AuditEvent, AuditLog};
-use aileron::home::Home;
+use aileron::platform::home::Home;
+use aileron::stores::audit_log::{AuditConfig, AuditEvent, AuditLog};
 use aileron_core::audit::{Actor, ActorType};
 use aileron_core::vocabulary::{EventType, keys};
 use anyhow::{Context, bail};
@@ -121,7 +121,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<ConsoleFigures> {
         }
         verify_again.push(time(get("/v1/audit/verify", Some(&cookie), false), "\"ok\":true").await?);
         let started = Instant::now();
-        aileron::audit_log::verify(&parent).context("verifying the whole chain")?;
+        aileron::stores::audit_log::verify(&parent).context("verifying the whole chain")?;
         verify_whole.push(started.elapsed());
     }
     // The records the pages were measured on: those appended for the later checks came after.

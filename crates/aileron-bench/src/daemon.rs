@@ -5,9 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aileron::daemon::{AppState, StateOptions};
-use aileron::home::Home;
-use aileron::telemetry::Telemetry;
+use aileron::platform::home::Home;
+use aileron::platform::telemetry::Telemetry;
+use aileron::surfaces::daemon::{AppState, StateOptions};
 use anyhow::{Context, bail};
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
@@ -36,7 +36,7 @@ impl BenchDaemon {
     pub(super) fn start_traced(home: &Home, telemetry: Telemetry) -> anyhow::Result<(BenchDaemon, Duration)> {
         // The daemon that (b) and (d) serve in the benchmark's own process allocates as
         // `aileron daemon run` does: mimalloc returning freed memory at once (docs/decisions/0004-actions-and-runs.md, "Allocator").
-        aileron::process::return_freed_memory_at_once();
+        aileron::platform::process::return_freed_memory_at_once();
         let executor = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("aileron-bench-daemon")
@@ -45,7 +45,7 @@ impl BenchDaemon {
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding a loopback port")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let token = aileron::secret::random_token();
+        let token = aileron::platform::secret::random_token();
         let mut options = StateOptions::new(token.as_str().into());
         options.listen_port = addr.port();
         options.telemetry = telemetry;
@@ -58,12 +58,12 @@ impl BenchDaemon {
             aileron::runner::warm_up(&state.services);
         }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let app = aileron::daemon::app(state.clone());
+        let app = aileron::surfaces::daemon::app(state.clone());
         // The product's own accept loop (header-read timeout, connection cap, draining), as
         // `aileron daemon run` serves.
         let server = executor.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            aileron::daemon::connections::serve(listener, app, async {
+            aileron::surfaces::daemon::connections::serve(listener, app, async {
                 let _ = stopped.await;
             })
             .await

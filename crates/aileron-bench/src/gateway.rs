@@ -33,7 +33,7 @@ use futures_util::StreamExt;
 
 use super::figures::{Distribution, added_micros, format_count, format_duration, format_rate, format_ratio, ratio};
 use super::report::SummaryRow;
-use aileron::home::Home;
+use aileron::platform::home::Home;
 
 /// Fixed request rates of the latency phases (requests per second). 50/s is one LiteLLM worker
 /// can serve on this machine; the goal is stated at 1,000/s.
@@ -128,11 +128,11 @@ pub(super) async fn run(config: &GatewayBenchConfig, scratch: &Path) -> anyhow::
     let upstream = FakeUpstream::start()?;
     let home = Home::at(scratch.join("gateway-bench-home")).context("creating the benchmark home")?;
     let upstream_url = upstream.base_url.as_str();
-    let info = aileron::client::start_daemon_with(
+    let info = aileron::surfaces::client::start_daemon_with(
         &home,
         &[
-            (aileron::env::AILERON_OPENAI_UPSTREAM, upstream_url),
-            (aileron::env::AILERON_ANTHROPIC_UPSTREAM, upstream_url),
+            (aileron::platform::env::AILERON_OPENAI_UPSTREAM, upstream_url),
+            (aileron::platform::env::AILERON_ANTHROPIC_UPSTREAM, upstream_url),
         ],
     )
     .await
@@ -149,7 +149,9 @@ pub(super) async fn run(config: &GatewayBenchConfig, scratch: &Path) -> anyhow::
     drop(bare);
     let litellm_version = litellm.as_ref().map(|proxy| proxy.version.clone());
     drop(litellm);
-    aileron::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
+    aileron::surfaces::client::stop_daemon(&home, Duration::from_secs(20))
+        .await
+        .context("stopping the benchmark daemon")?;
     let targets = result?;
     Ok(GatewayFigures { targets, clients: config.clients, window: config.window, litellm_note, litellm_version })
 }
@@ -383,7 +385,7 @@ impl FakeUpstream {
             runtime.block_on(async move {
                 let app = axum::Router::new().route(PATH, axum::routing::post(complete));
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                let _ = axum::serve(aileron::process::no_delay(listener), app)
+                let _ = axum::serve(aileron::platform::process::no_delay(listener), app)
                     .with_graceful_shutdown(async {
                         let _ = stopped.await;
                     })
@@ -565,7 +567,7 @@ impl LiteLlm {
             .arg(&config)
             .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--num_workers", "1"])
             // LiteLLM refuses to start without a master key; the endpoint does not check it.
-            .env("LITELLM_MASTER_KEY", format!("sk-{}", aileron::secret::random_token()))
+            .env("LITELLM_MASTER_KEY", format!("sk-{}", aileron::platform::secret::random_token()))
             .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             .env("LITELLM_TELEMETRY", "False")
             .env("LITELLM_LOG", "ERROR")

@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aileron::home::Home;
+use aileron::platform::home::Home;
 use aileron_core::{ContentHash, Failure};
 use aileron_sandbox::baseline::{BareCommand, BareOptions, Compiler};
 use aileron_sandbox::{

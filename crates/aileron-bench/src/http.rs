@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use aileron::home::Home;
+use aileron::platform::home::Home;
 use anyhow::{Context, bail};
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};

@@ -60,7 +60,7 @@ mod work;
 static ALLOCATOR: work::Counting = work::Counting;
 
 /// The demo's loopback GitHub stand-in (not library surface), compiled in from its one source.
-#[path = "../../aileron/src/cli/demo/stand_in.rs"]
+#[path = "../../aileron/src/surfaces/cli/demo/stand_in.rs"]
 mod fake_github;
 
 /// The trivial connector: it answers `{"output": {"op", "args"}}`.
@@ -228,7 +228,7 @@ fn seconds(text: &str) -> Result<Duration, String> {
 /// prints its error chain once and exits 1.
 fn main() -> ExitCode {
     // The benchmark's HTTP clients and the daemon client use rustls, which needs the process-wide provider.
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let args = <BenchArgs as clap::Parser>::parse();
     if let Some(upstream) = &args.serve_bare_proxy {
         return match gateway::serve_bare_proxy(upstream) {

@@ -24,8 +24,8 @@ use super::figures::{
     Distribution, added_micros, distribution_rows, format_bytes, format_duration, format_ratio, ratio,
 };
 use super::report::SummaryRow;
-use aileron::client::DaemonClient;
-use aileron::home::Home;
+use aileron::platform::home::Home;
+use aileron::surfaces::client::DaemonClient;
 
 const ECHO_WASM: &[u8] = include_bytes!(concat!(env!("AILERON_GUESTS_DIR"), "/echo.wasm"));
 const ECHO_FQN: &str = "github://aileron-bench/echo";
@@ -182,14 +182,16 @@ pub(super) async fn run(config: &McpBenchConfig, scratch: &Path) -> anyhow::Resu
         );
     }
     let home = Home::at(scratch.join("mcp-bench-home")).context("creating the benchmark home")?;
-    let info = aileron::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
+    let info = aileron::surfaces::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
     let result = measure(config, &home, &info.url, info.token.expose()).await;
-    aileron::client::stop_daemon(&home, Duration::from_secs(20)).await.context("stopping the benchmark daemon")?;
+    aileron::surfaces::client::stop_daemon(&home, Duration::from_secs(20))
+        .await
+        .context("stopping the benchmark daemon")?;
     result
 }
 
 async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -> anyhow::Result<McpFigures> {
-    let client = DaemonClient::at(url, aileron::secret::Secret::new(token))?;
+    let client = DaemonClient::at(url, aileron::platform::secret::Secret::new(token))?;
     install_echo(&client, home, 1).await?;
     let mut mcp = McpProcess::start(&config.mcp_binary, home, url, token)?;
     let arguments = json!({ "text": "hello from the benchmark" });
@@ -348,10 +350,10 @@ pub(super) struct McpProcess {
 impl McpProcess {
     pub(super) fn start(binary: &Path, home: &Home, url: &str, token: &str) -> anyhow::Result<McpProcess> {
         let mut child = Command::new(binary)
-            .env(aileron::env::AILERON_HOME, home.root())
-            .env(aileron::env::AILERON_URL, url)
-            .env(aileron::env::AILERON_TOKEN, token)
-            .env_remove(aileron::env::AILERON_SESSION_ID)
+            .env(aileron::platform::env::AILERON_HOME, home.root())
+            .env(aileron::platform::env::AILERON_URL, url)
+            .env(aileron::platform::env::AILERON_TOKEN, token)
+            .env_remove(aileron::platform::env::AILERON_SESSION_ID)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

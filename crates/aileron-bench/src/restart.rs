@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use aileron::cli::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
-use aileron::home::Home;
+use aileron::platform::home::Home;
+use aileron::surfaces::cli::demo::{EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM, example_manifest_for, render_action};
 use aileron_sandbox::CacheStats;
 use anyhow::{Context, bail};
 use reqwest::{Method, StatusCode};
@@ -61,7 +61,7 @@ pub(super) async fn restart_benchmark(restarts: usize, scratch: &Path) -> anyhow
     // The example connector needs its upstream; it stays up across the daemon restarts because
     // the manifest names its port.
     let upstream = FakeGithub::start().await.context("starting the loopback GitHub stand-in")?;
-    let list_issues = aileron::cli::demo::EXAMPLE_ACTIONS
+    let list_issues = aileron::surfaces::cli::demo::EXAMPLE_ACTIONS
         .iter()
         .find(|(file, _)| *file == "list-issues.md")
         .map(|(_, template)| *template)

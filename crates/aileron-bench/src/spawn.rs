@@ -14,7 +14,7 @@ use anyhow::{Context, bail};
 
 use super::figures::{Distribution, distribution_rows, format_duration, format_ratio, ratio};
 use super::report::SummaryRow;
-use aileron::spawn::Spawner;
+use aileron::dataplane::spawn::Spawner;
 use aileron_core::policy::CapabilitySubset;
 
 /// Untimed spawns of each kind before measuring.

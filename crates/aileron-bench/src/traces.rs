@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use aileron::home::Home;
-use aileron::telemetry::{Telemetry, TelemetryConfig};
+use aileron::platform::home::Home;
+use aileron::platform::telemetry::{Telemetry, TelemetryConfig};
 use anyhow::{Context, bail};
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
@@ -70,7 +70,7 @@ impl SpanReceiver {
         };
         let app = axum::Router::new().route("/v1/traces", axum::routing::post(receive));
         let task = tokio::spawn(async move {
-            let _ = axum::serve(aileron::process::no_delay(listener), app).await;
+            let _ = axum::serve(aileron::platform::process::no_delay(listener), app).await;
         });
         Ok(SpanReceiver { endpoint, spans, task })
     }

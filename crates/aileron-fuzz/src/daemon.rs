@@ -13,10 +13,10 @@
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use aileron::daemon::Surface;
-use aileron::daemon::api::{ROUTES, Serve};
-use aileron::daemon::{AppState, StateOptions, app};
-use aileron::home::Home;
+use aileron::platform::home::Home;
+use aileron::surfaces::daemon::Surface;
+use aileron::surfaces::daemon::api::{ROUTES, Serve};
+use aileron::surfaces::daemon::{AppState, StateOptions, app};
 use aileron::wire::PassphraseBody;
 use axum::body::Body;
 use http::{Request, StatusCode};

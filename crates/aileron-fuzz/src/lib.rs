@@ -15,7 +15,7 @@ mod daemon;
 
 use std::path::{Path, PathBuf};
 
-use aileron::audit_log::AuditFilter;
+use aileron::stores::audit_log::AuditFilter;
 use aileron_core::action::{parse_action, parse_packaged_action};
 use aileron_core::approval::{ApprovalId, replay};
 use aileron_core::audit::{AuditRecord, GENESIS_PREV, UnsealedRecord, log_lines, seal, verify_chain};
@@ -149,21 +149,24 @@ fn scratch(name: &str) -> PathBuf {
 pub fn package_tarball(data: &[u8]) {
     let path = scratch("aileron.tar.gz");
     std::fs::write(&path, data).expect("writing the scratch package");
-    match aileron::package::load_package(&path) {
+    match aileron::stores::package::load_package(&path) {
         Ok(package) => {
             assert_eq!(package.hash, ContentHash::of_connector(&package.wasm, package.manifest_text.as_bytes()));
             if let Some(signature) = &package.signature {
-                assert_eq!(signature.len(), aileron::package::SIGNATURE_BYTES);
+                assert_eq!(signature.len(), aileron::stores::package::SIGNATURE_BYTES);
             }
             let message = [package.wasm.as_slice(), package.manifest_text.as_bytes()].concat();
             let fqn = package.manifest.reference().fqn;
             let _ = aileron_core::signing::verify(&Keyring::empty(), &fqn, &message, package.signature.as_deref());
             // What the packer writes, the reader reads back to the same package.
-            let packed =
-                aileron::package::pack_tarball(&package.wasm, &package.manifest_text, package.signature.as_deref())
-                    .expect("packing in memory");
+            let packed = aileron::stores::package::pack_tarball(
+                &package.wasm,
+                &package.manifest_text,
+                package.signature.as_deref(),
+            )
+            .expect("packing in memory");
             std::fs::write(&path, packed).expect("writing the scratch package");
-            let again = aileron::package::load_package(&path).expect("a packed package reads back");
+            let again = aileron::stores::package::load_package(&path).expect("a packed package reads back");
             assert_eq!(again.hash, package.hash);
             assert_eq!(again.signature, package.signature);
         }
@@ -178,11 +181,12 @@ pub fn package_tarball(data: &[u8]) {
 /// Action packages (`aileron.tar.gz` with `action.md` and `signature.sig`), then the action inside.
 pub fn action_tarball(data: &[u8]) {
     let path = Path::new("aileron.tar.gz");
-    match aileron::package::read_action_tarball(path, data) {
+    match aileron::stores::package::read_action_tarball(path, data) {
         Ok((action, signature)) => {
-            let packed =
-                aileron::package::pack_action_tarball(&action, signature.as_deref()).expect("packing in memory");
-            let again = aileron::package::read_action_tarball(path, &packed).expect("a packed action reads back");
+            let packed = aileron::stores::package::pack_action_tarball(&action, signature.as_deref())
+                .expect("packing in memory");
+            let again =
+                aileron::stores::package::read_action_tarball(path, &packed).expect("a packed action reads back");
             assert_eq!(again, (action.clone(), signature));
             if let Err(error) = parse_packaged_action(&action, "action.md") {
                 check_parse_error(&error, "action.md", &action);
@@ -316,7 +320,7 @@ pub fn audit_log(data: &[u8]) {
     std::fs::write(&file, data).expect("writing the scratch log");
     let text = String::from_utf8_lossy(data);
     let core = verify_chain(log_lines("audit-2026-11-25.jsonl", &text, true));
-    match aileron::audit_log::verify(parent.path()) {
+    match aileron::stores::audit_log::verify(parent.path()) {
         Ok(report) => {
             let core = core.expect("the core verifier agrees with the log's");
             assert_eq!(
@@ -329,7 +333,7 @@ pub fn audit_log(data: &[u8]) {
             assert!(!error.hint().trim().is_empty());
         }
     }
-    if let Err(error) = aileron::audit_log::query(parent.path(), &AuditFilter::default()) {
+    if let Err(error) = aileron::stores::audit_log::query(parent.path(), &AuditFilter::default()) {
         assert!(!error.to_string().trim().is_empty());
     }
 
@@ -355,12 +359,14 @@ pub fn audit_log(data: &[u8]) {
     }
     if count > 0 {
         std::fs::write(&file, &sealed).expect("writing the scratch log");
-        let report = aileron::audit_log::verify(parent.path())
+        let report = aileron::stores::audit_log::verify(parent.path())
             .unwrap_or_else(|error| panic!("a freshly sealed chain does not verify: {error}\n{sealed}"));
         assert_eq!(report.records, count);
-        let listed =
-            aileron::audit_log::query(parent.path(), &AuditFilter { limit: Some(10_000), ..AuditFilter::default() })
-                .unwrap_or_else(|error| panic!("a freshly sealed chain does not list: {error}\n{sealed}"));
+        let listed = aileron::stores::audit_log::query(
+            parent.path(),
+            &AuditFilter { limit: Some(10_000), ..AuditFilter::default() },
+        )
+        .unwrap_or_else(|error| panic!("a freshly sealed chain does not list: {error}\n{sealed}"));
         assert!(listed.len() as u64 <= count);
     }
 }
@@ -386,7 +392,7 @@ pub fn approvals_journal(data: &[u8]) {
         // an action from running twice), naming the line, with a hint, and the file left as it was.
         let error = format!(
             "{:#}",
-            aileron::approvals::ApprovalQueue::open(&path).err().expect("a damaged journal is refused")
+            aileron::stores::approvals::ApprovalQueue::open(&path).err().expect("a damaged journal is refused")
         );
         assert!(error.contains(&format!(":{}: ", unreadable.line)) && error.contains("\nhint: "), "{error}");
         assert_eq!(
@@ -397,12 +403,12 @@ pub fn approvals_journal(data: &[u8]) {
         return;
     }
     let (queue, first) =
-        aileron::approvals::ApprovalQueue::open(&path).expect("the queue opens on any journal it can replay");
+        aileron::stores::approvals::ApprovalQueue::open(&path).expect("the queue opens on any journal it can replay");
     for id in first.to_resume.iter().chain(&first.recovered) {
         assert!(queue.get(id).is_some());
     }
     drop(queue);
-    let (_, second) = aileron::approvals::ApprovalQueue::open(&path).expect("the queue reopens");
+    let (_, second) = aileron::stores::approvals::ApprovalQueue::open(&path).expect("the queue reopens");
     assert!(
         second.recovered.is_empty(),
         "recovered twice: {:?} (the first recovery was not journaled)",
@@ -413,13 +419,13 @@ pub fn approvals_journal(data: &[u8]) {
 
 /// `sessions.jsonl`: replay on start-up, then one session started and the journal replayed again.
 pub fn sessions_journal(data: &[u8]) {
-    use aileron::sessions::{Confinement, SessionRegistry};
+    use aileron::stores::sessions::{Confinement, SessionRegistry};
     let path = scratch("sessions.jsonl");
     std::fs::write(&path, data).expect("writing the scratch journal");
     let registry = SessionRegistry::open(path.clone());
     assert!(registry.active().is_empty(), "a session from a previous daemon is never active");
     let before = registry.all().len();
-    let tokens = aileron::principal::TokenRegistry::new("fuzz-admin-token".into());
+    let tokens = aileron::platform::principal::TokenRegistry::new("fuzz-admin-token".into());
     let started = registry.start(&tokens, "fuzz", None, Confinement::Unconfined).expect("journaling a session");
     drop(registry);
     let reopened = SessionRegistry::open(path);
@@ -443,9 +449,9 @@ pub fn vault_file(data: &[u8]) {
     }
     let path = scratch("secrets.json");
     std::fs::write(&path, data).expect("writing the scratch vault");
-    match aileron::vault::Vault::open(&path) {
+    match aileron::stores::vault::Vault::open(&path) {
         Ok(vault) => {
-            assert_eq!(vault.state(), aileron::vault::VaultState::Locked, "a vault file opens locked");
+            assert_eq!(vault.state(), aileron::stores::vault::VaultState::Locked, "a vault file opens locked");
             let _ = vault.list();
         }
         Err(error) => assert!(!error.to_string().trim().is_empty()),

@@ -6,5 +6,5 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    std::process::exit(aileron::cli::main());
+    std::process::exit(aileron::surfaces::cli::main());
 }

@@ -8,18 +8,18 @@ use std::sync::atomic::{AtomicU16, Ordering};
 
 use anyhow::Context;
 
-use crate::actions::ActionRegistry;
-use crate::approvals::ApprovalQueue;
-use crate::audit_log::{AuditConfig, AuditLog};
-use crate::bindings::{Bindings, CredentialSource};
-use crate::home::Home;
-use crate::oauth::OAuthFlows;
-use crate::principal::TokenRegistry;
-use crate::secret::Secret;
-use crate::sessions::SessionRegistry;
-use crate::spawn::Spawner;
-use crate::store::Store;
-use crate::vault::Vault;
+use crate::dataplane::spawn::Spawner;
+use crate::platform::home::Home;
+use crate::platform::principal::TokenRegistry;
+use crate::platform::secret::Secret;
+use crate::stores::actions::ActionRegistry;
+use crate::stores::approvals::ApprovalQueue;
+use crate::stores::audit_log::{AuditConfig, AuditLog};
+use crate::stores::bindings::{Bindings, CredentialSource};
+use crate::stores::oauth::OAuthFlows;
+use crate::stores::sessions::SessionRegistry;
+use crate::stores::store::Store;
+use crate::stores::vault::Vault;
 
 /// What the workflows run on: the run context (actions, store, runtime, audit, approvals,
 /// credentials, egress client, telemetry) plus the token and session registries.
@@ -32,7 +32,7 @@ pub struct Services {
     pub store: Arc<Store>,
     pub actions: ActionRegistry,
     /// `GET /v1/actions` serialized, per generation of `actions`.
-    pub action_listing: crate::actions::ListingCache,
+    pub action_listing: crate::stores::actions::ListingCache,
     pub approvals: ApprovalQueue,
     /// Approved entries found in the journal at start-up, executed once `workflows::approvals::resume_at_start` runs.
     pending_resume: std::sync::Mutex<Vec<aileron_core::approval::ApprovalId>>,
@@ -56,7 +56,7 @@ pub struct Services {
     pub egress_client: reqwest::Client,
     listen_port: AtomicU16,
     /// Traces (off unless `AILERON_OTEL_ENABLED`); flushed by `serve` at exit.
-    pub telemetry: crate::telemetry::Telemetry,
+    pub telemetry: crate::platform::telemetry::Telemetry,
     /// Runs connectors' local programs, confined.
     pub spawner: Arc<Spawner>,
 }
@@ -67,7 +67,7 @@ pub struct ServiceOptions {
     pub credentials: Option<Arc<dyn CredentialSource>>,
     pub listen_port: u16,
     pub retry_delays: [std::time::Duration; 3],
-    pub telemetry: crate::telemetry::Telemetry,
+    pub telemetry: crate::platform::telemetry::Telemetry,
     /// `None` = this process's own executable.
     pub spawn_helper: Option<std::path::PathBuf>,
     /// `None` = `$HOME`.
@@ -76,7 +76,7 @@ pub struct ServiceOptions {
 
 impl Services {
     pub fn open(home: Home, options: ServiceOptions) -> anyhow::Result<Arc<Services>> {
-        crate::process::install_crypto_provider();
+        crate::platform::process::install_crypto_provider();
         let audit = AuditLog::open(AuditConfig { dir: home.audit_parent() }).context("opening the audit log")?;
         let store = Store::open(home.store_dir()).context("opening the connector store")?;
         let actions = ActionRegistry::load(&home.actions_dir(), &home.action_state())
@@ -96,9 +96,9 @@ impl Services {
             log_line!("aileron daemon: approval {id} was running when the daemon stopped; marked failed, not re-run");
         }
         let sandbox = crate::runner::sandbox::Sandbox::open(home.cache_dir()).context("starting wasmtime")?;
-        let egress_client = crate::tls::reqwest_builder(crate::tls::Alpn::Http2AndHttp1)
+        let egress_client = crate::dataplane::tls::reqwest_builder(crate::dataplane::tls::Alpn::Http2AndHttp1)
             .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(crate::public_address::PublicOnlyResolver))
+            .dns_resolver(Arc::new(crate::dataplane::public_address::PublicOnlyResolver))
             // Through a proxy from the environment the connection would go to the proxy, which
             // resolves the name itself: the address checked would not be the address reached.
             .no_proxy()
@@ -113,9 +113,10 @@ impl Services {
         let credentials = options.credentials.unwrap_or_else(|| bindings.clone());
         let helper = match options.spawn_helper {
             Some(helper) => helper,
-            None => crate::spawn::default_helper().context("finding this executable (it runs spawned programs)")?,
+            None => crate::dataplane::spawn::default_helper()
+                .context("finding this executable (it runs spawned programs)")?,
         };
-        let mut spawner = Spawner::new(helper, crate::confinement::masked_directories(&home));
+        let mut spawner = Spawner::new(helper, crate::platform::confinement::masked_directories(&home));
         if let Some(user_home) = options.spawn_user_home {
             spawner.user_home = Some(user_home);
         }
@@ -146,8 +147,8 @@ impl Services {
     }
 
     /// What a step's egress hook needs, and nothing more.
-    pub fn egress_services(&self) -> crate::egress::EgressServices {
-        crate::egress::EgressServices {
+    pub fn egress_services(&self) -> crate::dataplane::egress::EgressServices {
+        crate::dataplane::egress::EgressServices {
             credentials: self.credentials.clone(),
             oauth: self.oauth.clone(),
             client: self.egress_client.clone(),

@@ -1,10 +1,10 @@
 //! `aileron-mcp`: the MCP stdio server agents register (SPEC §0, ADR-0008). All of it lives in
-//! `aileron::mcp`; this file only hands over the exit code.
+//! `aileron::surfaces::mcp`; this file only hands over the exit code.
 
 /// mimalloc rather than glibc's malloc (docs/decisions/0004-actions-and-runs.md, "Allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    aileron::mcp::stdio::main()
+    aileron::surfaces::mcp::stdio::main()
 }

@@ -27,12 +27,12 @@ use aileron_sandbox::{CallRequest, ImportPolicy, Instance, Limits};
 use opentelemetry::context::FutureExt;
 use serde_json::{Map, Value, json};
 
-use crate::approvals;
-use crate::audit_log::{AuditEvent, mint_audit_id};
-use crate::egress::StepEgress;
-pub use crate::principal::Caller;
+use crate::dataplane::egress::StepEgress;
+pub use crate::platform::principal::Caller;
+use crate::platform::telemetry::keys;
 use crate::services::Services;
-use crate::telemetry::keys;
+use crate::stores::approvals;
+use crate::stores::audit_log::{AuditEvent, mint_audit_id};
 
 pub struct RunRequest {
     pub action: String,
@@ -369,7 +369,7 @@ struct Called {
     output: Value,
     attempts: usize,
     /// The credential bindings its requests used (for the audit record; never secret bytes).
-    bindings: Vec<crate::bindings::BindingInfo>,
+    bindings: Vec<crate::stores::bindings::BindingInfo>,
     /// The call's instance, still holding its pooled slot (see [`Instance`]).
     instance: Instance,
 }
@@ -380,7 +380,7 @@ struct Called {
 async fn load_module(
     state: &Services,
     hash: &aileron_core::ContentHash,
-    connector: &crate::store::VerifiedConnector,
+    connector: &crate::stores::store::VerifiedConnector,
 ) -> Result<Arc<aileron_sandbox::LoadedModule>, Failure> {
     let import_policy =
         ImportPolicy { allowed_host_imports: connector.manifest.runtime_imports().map(|imports| imports.to_vec()) };
@@ -426,13 +426,13 @@ pub async fn precompile(state: &Services, hash: &aileron_core::ContentHash) -> R
     Ok(Precompiled { elapsed: started.elapsed(), artifact_bytes: state.sandbox.artifact_bytes(hash) })
 }
 
-/// The connector pinned by `hash`, verified against it ([`crate::store::Store::load_verified`]):
+/// The connector pinned by `hash`, verified against it ([`crate::stores::store::Store::load_verified`]):
 /// two `statx` inline when its files are unchanged since the last verification, else read and
 /// hashed on a blocking thread (an 8 MB Go guest takes 8 ms, which would stall an async worker).
 async fn verified(
     state: &Services,
     hash: &aileron_core::ContentHash,
-) -> Result<crate::store::VerifiedConnector, Failure> {
+) -> Result<crate::stores::store::VerifiedConnector, Failure> {
     if let Some(connector) = state.store.verified_unchanged(hash) {
         return Ok(connector);
     }
@@ -627,7 +627,7 @@ pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
     if needs_the_locked_vault(&state, &id) {
         // SPEC §8: approved → awaiting_vault; `resume_awaiting_vault` runs it once on unlock.
         state.approvals.await_vault(&id);
-        if state.vault.state() == crate::vault::VaultState::Locked {
+        if state.vault.state() == crate::stores::vault::VaultState::Locked {
             return;
         }
         // Unlocked between the check and the journal entry: go on now (`start` is exactly-once).
@@ -704,7 +704,7 @@ pub fn resume_awaiting_vault(state: &Arc<Services>) {
 /// Whether an approved entry's action uses a credential while the vault exists and is locked
 /// (an absent vault is not waited for: the run fails `binding_required` with the setup command).
 fn needs_the_locked_vault(state: &Services, id: &ApprovalId) -> bool {
-    if state.vault.state() != crate::vault::VaultState::Locked {
+    if state.vault.state() != crate::stores::vault::VaultState::Locked {
         return false;
     }
     let Some(entry) = state.approvals.get(id) else { return false };

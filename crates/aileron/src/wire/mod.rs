@@ -1,6 +1,6 @@
 //! The HTTP API's wire contract (SPEC §10), shared by the daemon's handlers, the workflows below
-//! them, [`crate::client`], the CLI and the MCP catalog: the error shape and the request and
-//! response bodies.
+//! them, [`crate::surfaces::client`], the CLI and the MCP catalog: the error shape and the request and
+//! response bodies. Bodies that grew large move to one file per resource, named as its handler is.
 
 mod credentials;
 pub mod error;
@@ -54,7 +54,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::sessions::Confinement;
+use crate::stores::sessions::Confinement;
 
 /// A workflow's answer: the status and the JSON body the HTTP API sends, and the in-process
 /// `/mcp` reads as the same pair.
@@ -155,7 +155,7 @@ pub struct Health {
 impl Health {
     /// This process's answer.
     pub fn current() -> Health {
-        Health { status: "ok".into(), version: crate::process::VERSION.into() }
+        Health { status: "ok".into(), version: crate::platform::process::VERSION.into() }
     }
 }
 
@@ -211,7 +211,7 @@ pub struct ActionList {
 }
 
 /// An action file that did not load.
-pub use crate::actions::LoadError;
+pub use crate::stores::actions::LoadError;
 
 /// `POST /v1/actions/{name}/run` → 200.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -285,9 +285,9 @@ impl From<ApiError> for RunAnswer {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStarted {
     pub session_id: String,
-    #[serde(with = "crate::secret::exposed")]
+    #[serde(with = "crate::platform::secret::exposed")]
     #[schemars(with = "String")]
-    pub token: crate::secret::Secret,
+    pub token: crate::platform::secret::Secret,
     pub scopes: Vec<String>,
     pub confinement: Confinement,
     pub started_at: String,

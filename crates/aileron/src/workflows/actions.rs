@@ -12,9 +12,9 @@ use serde_json::{Map, Value, json};
 
 use super::connectors::refuse_install;
 use super::{Services, caller_for, require};
-use crate::audit_log::AuditEvent;
-use crate::principal::{Principal, Scope};
+use crate::platform::principal::{Principal, Scope};
 use crate::runner::{RunOutcome, RunRejection, RunRequest, run_action};
+use crate::stores::audit_log::AuditEvent;
 use crate::wire::{
     ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply, RunAnswer, RunCompleted, StepView,
 };
@@ -78,7 +78,7 @@ pub fn verify_action_package(
         ),
         None => None,
     };
-    let keyring = crate::keyring::load(&state.home.keyring()).map_err(super::connectors::keyring_load_error)?;
+    let keyring = crate::stores::keyring::load(&state.home.keyring()).map_err(super::connectors::keyring_load_error)?;
     let status = aileron_core::signing::verify(&keyring, &parsed.fqn, body.content.as_bytes(), signature.as_deref())
         .map_err(|e| {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "signature_failure", e.to_string()).with_hint(e.hint())
@@ -300,9 +300,9 @@ pub fn action_not_found(name: &str) -> ApiError {
         .with_hint("list installed actions with: aileron action list")
 }
 
-pub fn registry_error(error: crate::actions::RegistryError) -> ApiError {
+pub fn registry_error(error: crate::stores::actions::RegistryError) -> ApiError {
     match error {
-        crate::actions::RegistryError::NotFound(name) => action_not_found(&name),
+        crate::stores::actions::RegistryError::NotFound(name) => action_not_found(&name),
         other => ApiError::internal(other),
     }
 }

@@ -8,11 +8,11 @@ use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision
 use aileron_core::audit::ActorType;
 use serde_json::Map;
 
-use crate::approvals::QueueError;
+use crate::stores::approvals::QueueError;
 
 use super::{Services, caller_for, require};
-use crate::audit_log::AuditEvent;
-use crate::principal::{Principal, Scope};
+use crate::platform::principal::{Principal, Scope};
+use crate::stores::audit_log::AuditEvent;
 use crate::wire::{Answer, ApiError, ApprovalList, DecideBody, Reply};
 
 /// A session token sees only its own session's approvals (SPEC §8); the local user sees all.
@@ -94,7 +94,7 @@ pub fn result(state: &Services, principal: &Principal, id: String) -> Answer {
         ApiError::not_found("approval_not_found", format!("approval `{id}` is unknown")).with_hint(format!(
             "list pending approvals with: aileron approval list; the daemon keeps the results of the {} most recent \
                  finished approvals, older ones are in the audit log (aileron audit list --json)",
-            crate::approvals::Retention::default().finished
+            crate::stores::approvals::Retention::default().finished
         ))
     };
     let approval_id = ApprovalId::parse(&id).map_err(|_| unknown())?;
@@ -123,7 +123,7 @@ pub fn resume_at_start(services: &Arc<Services>) {
 /// cannot be audited still does not run: it waits for the next start.
 pub async fn resume_approved(state: Arc<Services>, id: ApprovalId) {
     let Some(entry) = state.approvals.get(&id) else { return };
-    let filter = crate::audit_log::AuditFilter {
+    let filter = crate::stores::audit_log::AuditFilter {
         since: entry.decided_at.clone(),
         event_type: Some(EventType::ApprovalApproved.as_str().to_string()),
         action: Some(entry.action.clone()),

@@ -4,8 +4,8 @@
 use serde_json::json;
 
 use super::{Services, require};
-use crate::audit_log::{AuditError, AuditFilter};
-use crate::principal::{Principal, Scope};
+use crate::platform::principal::{Principal, Scope};
+use crate::stores::audit_log::{AuditError, AuditFilter};
 use crate::wire::{Answer, ApiError, AuditQuery, Reply};
 
 pub async fn list(state: &Services, principal: &Principal, query: AuditQuery) -> Answer {

@@ -10,9 +10,11 @@ use serde_json::json;
 
 use super::vault::vault_error;
 use super::{Services, audit, caller_for, require};
-use crate::bindings::{BindingError, BindingInfo, DEFAULT_IDENTITY, IDENTITY_HINT, Material, validate_identity};
-use crate::oauth::{Mode, OAuthError, Target, is_loopback_http};
-use crate::principal::{Caller, Principal, Scope};
+use crate::platform::principal::{Caller, Principal, Scope};
+use crate::stores::bindings::{
+    BindingError, BindingInfo, DEFAULT_IDENTITY, IDENTITY_HINT, Material, validate_identity,
+};
+use crate::stores::oauth::{Mode, OAuthError, Target, is_loopback_http};
 use crate::wire::{
     Answer, ApiError, CallbackQuery, MaterialBody, OAuthFinish, OAuthInit, OAuthStarted, Reply, SetupBody,
 };
@@ -247,7 +249,7 @@ async fn bind_completed(
     state: &Services,
     caller: &Caller,
     target: Target,
-    envelope: crate::bindings::TokenEnvelope,
+    envelope: crate::stores::bindings::TokenEnvelope,
 ) -> Result<(StatusCode, BindingInfo), ApiError> {
     let material = Material::OAuth2(envelope);
     let (status, event, binding) = match &target.rebind {

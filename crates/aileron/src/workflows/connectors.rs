@@ -7,9 +7,9 @@ use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::{Services, caller_for, require};
-use crate::audit_log::AuditEvent;
-use crate::package::read_package;
-use crate::principal::{Principal, Scope};
+use crate::platform::principal::{Principal, Scope};
+use crate::stores::audit_log::AuditEvent;
+use crate::stores::package::read_package;
 use crate::wire::{Answer, ApiError, CheckQuery, InstallBody, PreviewBody, RemoveConnector, Reply};
 
 pub fn list(state: &Services, principal: &Principal) -> Answer {
@@ -95,7 +95,10 @@ pub async fn refuse_install(
     }
 }
 
-pub async fn inspect(state: &Services, body: &PreviewBody) -> Result<(crate::package::Package, Value), Refusal> {
+pub async fn inspect(
+    state: &Services,
+    body: &PreviewBody,
+) -> Result<(crate::stores::package::Package, Value), Refusal> {
     let bad = Refusal::Api;
     let reference = ConnectorRef::parse(&body.reference).map_err(|e| {
         let code = if e.to_string().contains("unknown_scheme") { "unknown_scheme" } else { "invalid_reference" };
@@ -106,9 +109,10 @@ pub async fn inspect(state: &Services, body: &PreviewBody) -> Result<(crate::pac
     let source = match &body.source {
         Some(source) => source.clone(),
         None => {
-            let url = crate::forge::release_url(&reference.fqn, &reference.version);
-            let bytes =
-                crate::forge::fetch(&url, crate::forge::MAX_DOWNLOAD_BYTES, &mut |_, _| {}).await.map_err(|e| {
+            let url = crate::stores::forge::release_url(&reference.fqn, &reference.version);
+            let bytes = crate::stores::forge::fetch(&url, crate::stores::forge::MAX_DOWNLOAD_BYTES, &mut |_, _| {})
+                .await
+                .map_err(|e| {
                     let status = if e.retriable { StatusCode::BAD_GATEWAY } else { StatusCode::NOT_FOUND };
                     let hint = e.hint();
                     bad(ApiError::new(status, "fetch_failed", e.to_string())
@@ -138,7 +142,7 @@ pub async fn inspect(state: &Services, body: &PreviewBody) -> Result<(crate::pac
             return Err(Refusal::Failure(failure));
         }
     }
-    let keyring = crate::keyring::load(&state.home.keyring()).map_err(|e| bad(keyring_load_error(e)))?;
+    let keyring = crate::stores::keyring::load(&state.home.keyring()).map_err(|e| bad(keyring_load_error(e)))?;
     let message = [package.wasm.as_slice(), package.manifest_text.as_bytes()].concat();
     let status = aileron_core::signing::verify(&keyring, &reference.fqn, &message, package.signature.as_deref())
         .map_err(|e| {
@@ -327,11 +331,11 @@ pub async fn check(state: &Services, principal: &Principal, query: CheckQuery) -
     for (name, (fqn, mut installed)) in newest {
         installed.sort();
         let latest = installed.last().cloned().expect("one version at least");
-        let url = crate::forge::releases_url(&fqn);
-        let item = match crate::forge::fetch(&url, 4 * 1024 * 1024, &mut |_, _| {}).await {
+        let url = crate::stores::forge::releases_url(&fqn);
+        let item = match crate::stores::forge::fetch(&url, 4 * 1024 * 1024, &mut |_, _| {}).await {
             Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
                 Ok(listing) => {
-                    let newer: Vec<String> = crate::forge::released_versions(&fqn, &listing, query.pre)
+                    let newer: Vec<String> = crate::stores::forge::released_versions(&fqn, &listing, query.pre)
                         .into_iter()
                         .filter(|v| *v > latest)
                         .map(|v| v.to_string())
@@ -371,7 +375,7 @@ pub fn remove_orphan_artifacts(state: &Services) -> usize {
 pub async fn audit_removed(
     state: &Services,
     principal: &Principal,
-    entry: &crate::store::StoreEntry,
+    entry: &crate::stores::store::StoreEntry,
     via: &str,
 ) -> Result<(), ApiError> {
     let mut payload =
@@ -422,14 +426,14 @@ pub async fn gc(state: &Services, principal: &Principal) -> Answer {
 
 /// A keyring that does not load as an answer the user can act on: a damaged `keyring.json` is
 /// named with the parse error's position and how to repair it; other failures stay internal.
-pub fn keyring_load_error(error: crate::keyring::LoadError) -> ApiError {
+pub fn keyring_load_error(error: crate::stores::keyring::LoadError) -> ApiError {
     match error {
-        crate::keyring::LoadError::Damaged { .. } => {
+        crate::stores::keyring::LoadError::Damaged { .. } => {
             log_line!("aileron daemon: {error}");
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "keyring_damaged", error.to_string()).with_hint(
                 "fix the file at that position or restore it from a backup; or remove it and trust your publishers again with `aileron keyring trust <authority>`",
             )
         }
-        crate::keyring::LoadError::Unreadable { .. } => ApiError::internal(error),
+        crate::stores::keyring::LoadError::Unreadable { .. } => ApiError::internal(error),
     }
 }

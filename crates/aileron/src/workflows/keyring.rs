@@ -9,7 +9,7 @@ use serde_json::{Map, json};
 
 use super::connectors::keyring_load_error;
 use super::{Services, audit, caller_for, require};
-use crate::principal::{Principal, Scope};
+use crate::platform::principal::{Principal, Scope};
 use crate::wire::{Answer, ApiError, KeyEntry, KeyTrusted, KeyringList, KeysRevoked, Reply, RevokeBody, TrustBody};
 
 fn authority_error(problem: String) -> ApiError {
@@ -19,7 +19,7 @@ fn authority_error(problem: String) -> ApiError {
 
 pub fn list(state: &Services, principal: &Principal) -> Answer {
     require(principal, Scope::Admin)?;
-    let keyring = crate::keyring::load(&state.home.keyring()).map_err(keyring_load_error)?;
+    let keyring = crate::stores::keyring::load(&state.home.keyring()).map_err(keyring_load_error)?;
     let items = keyring
         .entries()
         .into_iter()
@@ -36,10 +36,10 @@ pub async fn trust(state: &Services, principal: &Principal, body: TrustBody) -> 
             .with_hint("keys/publisher.pub holds a PEM SPKI or base64 raw ed25519 key")
     })?;
     let path = state.home.keyring();
-    let mut keyring = crate::keyring::load(&path).map_err(keyring_load_error)?;
+    let mut keyring = crate::stores::keyring::load(&path).map_err(keyring_load_error)?;
     let added = keyring.trust(&authority, &key);
     if added {
-        crate::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
+        crate::stores::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
         let mut payload = Map::new();
         payload.insert(keys::KEYRING_AUTHORITY.into(), authority.clone().into());
         payload.insert(keys::KEYRING_FINGERPRINT.into(), key.fingerprint().into());
@@ -52,7 +52,7 @@ pub async fn trust(state: &Services, principal: &Principal, body: TrustBody) -> 
 pub async fn revoke(state: &Services, principal: &Principal, body: RevokeBody) -> Answer {
     require(principal, Scope::Admin)?;
     let path = state.home.keyring();
-    let mut keyring = crate::keyring::load(&path).map_err(keyring_load_error)?;
+    let mut keyring = crate::stores::keyring::load(&path).map_err(keyring_load_error)?;
     let (removed, authorities) = match (&body.authority, &body.fingerprint) {
         (Some(authority), None) => {
             let authority = parse_authority(authority).map_err(authority_error)?;
@@ -68,7 +68,7 @@ pub async fn revoke(state: &Services, principal: &Principal, body: RevokeBody) -
         return Err(ApiError::not_found("key_not_found", "no trusted key matches")
             .with_hint("`aileron keyring list` shows the trusted keys"));
     }
-    crate::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
+    crate::stores::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
     let mut payload = Map::new();
     payload.insert(keys::KEYRING_AUTHORITIES.into(), json!(authorities));
     if let Some(fingerprint) = &body.fingerprint {

@@ -1,9 +1,10 @@
 //! The workflows below the HTTP layer: running an action, deciding an approval, installing
 //! connectors and actions, launch sessions, the vault and secrets, bindings and OAuth, the
 //! keyring. Each takes the [`Services`] it runs on (and the
-//! [`crate::principal::Principal`] the caller authenticated as) and answers in the wire types of
+//! [`crate::platform::principal::Principal`] the caller authenticated as) and answers in the wire types of
 //! [`crate::wire`]; the daemon's handlers and its in-process `/mcp` call them alike. Nothing here
-//! imports [`crate::daemon`].
+//! imports [`crate::surfaces::daemon`]. There is one file per resource, named as the store below
+//! and the handler above it are.
 
 pub mod actions;
 pub mod approvals;
@@ -20,8 +21,8 @@ use aileron_core::audit::ActorType;
 use aileron_core::vocabulary::EventType;
 use serde_json::{Map, Value};
 
-use crate::audit_log::AuditEvent;
-use crate::principal::{Caller, Principal, Scope};
+use crate::platform::principal::{Caller, Principal, Scope};
+use crate::stores::audit_log::AuditEvent;
 use crate::wire::ApiError;
 
 pub use crate::services::Services;

@@ -5,9 +5,9 @@ use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
 use super::{Services, caller_for, require};
-use crate::audit_log::AuditEvent;
-use crate::principal::{Principal, Scope};
-use crate::sessions::SessionError;
+use crate::platform::principal::{Principal, Scope};
+use crate::stores::audit_log::AuditEvent;
+use crate::stores::sessions::SessionError;
 use crate::wire::{Answer, ApiError, EndSession, Reply, SessionStarted, StartSession};
 
 /// Mints a launch session's token. Only the local user (daemon token) may: a session token asking
@@ -73,7 +73,7 @@ pub async fn end(state: &Services, principal: &Principal, id: String, body: EndS
 pub fn session_event(
     event_type: EventType,
     principal: &Principal,
-    session: &crate::sessions::Session,
+    session: &crate::stores::sessions::Session,
     payload: Map<String, Value>,
 ) -> AuditEvent {
     AuditEvent {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{Services, require};
-use crate::principal::{Principal, Scope};
+use crate::platform::principal::{Principal, Scope};
 use crate::wire::{Answer, ApiError, Reply};
 
 /// The daemon started at `started_at`.
@@ -20,7 +20,7 @@ pub fn status(state: &Services, principal: &Principal, started_at: chrono::DateT
     let enabled = actions.iter().filter(|a| a.enabled).count();
     let connectors = state.store.list().map_err(ApiError::internal)?;
     Ok(Reply::ok(json!({
-        "version": crate::process::VERSION,
+        "version": crate::platform::process::VERSION,
         "pid": std::process::id(),
         "started_at": started_at.to_rfc3339(),
         "uptime_seconds": (chrono::Utc::now() - started_at).num_seconds(),
@@ -47,6 +47,6 @@ pub fn status(state: &Services, principal: &Principal, started_at: chrono::DateT
         // Whether the start-up warm-up has loaded every module the enabled actions pin.
         "modules_warm": state.modules_warm.load(std::sync::atomic::Ordering::Acquire),
         // How soon freed memory goes back to the system (docs/decisions/0004-actions-and-runs.md, "Allocator").
-        "allocator": { "purge_delay_ms": crate::process::allocator_purge_delay_ms() },
+        "allocator": { "purge_delay_ms": crate::platform::process::allocator_purge_delay_ms() },
     })))
 }

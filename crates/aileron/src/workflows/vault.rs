@@ -9,9 +9,9 @@ use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
 use super::{Services, audit, caller_for, require};
-use crate::bindings::BINDINGS_PREFIX;
-use crate::principal::{Principal, Scope};
-use crate::vault::{VaultAccessError, VaultState};
+use crate::platform::principal::{Principal, Scope};
+use crate::stores::bindings::BINDINGS_PREFIX;
+use crate::stores::vault::{VaultAccessError, VaultState};
 use crate::wire::{
     Answer, ApiError, PassphraseBody, Reply, SecretEntry, SecretList, SecretStored, SetSecret, VaultView,
 };
@@ -131,7 +131,7 @@ pub async fn set_secret(state: &Services, principal: &Principal, body: SetSecret
     }
     let mut metadata = Map::new();
     metadata.insert("type".into(), "secret".into());
-    metadata.insert("updated_at".into(), crate::bindings::now_rfc3339().into());
+    metadata.insert("updated_at".into(), crate::stores::bindings::now_rfc3339().into());
     if let Some(description) = &body.description {
         metadata.insert(
             "description".into(),

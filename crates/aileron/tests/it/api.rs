@@ -109,9 +109,9 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     let crate::support::Harness { temp, home, state, router } = harness;
     drop(router);
     tokio::task::block_in_place(move || drop(state));
-    let mut options = aileron::daemon::StateOptions::new(crate::support::TOKEN.into());
+    let mut options = aileron::surfaces::daemon::StateOptions::new(crate::support::TOKEN.into());
     options.listen_port = PORT;
-    let state = aileron::daemon::AppState::open(home.clone(), options).expect("the daemon restarts");
+    let state = aileron::surfaces::daemon::AppState::open(home.clone(), options).expect("the daemon restarts");
     assert!(!state.services.modules_warm.load(std::sync::atomic::Ordering::Acquire));
     aileron::runner::warm_up(&state.services).await.unwrap();
     assert!(state.services.modules_warm.load(std::sync::atomic::Ordering::Acquire));
@@ -126,7 +126,7 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
     assert!(!loaded(&spare), "a module only a disabled action pins stays on disk");
     assert!(!loaded(&tampered), "a module whose bytes changed is not loaded");
 
-    let harness = crate::support::Harness { temp, home, router: aileron::daemon::app(state.clone()), state };
+    let harness = crate::support::Harness { temp, home, router: aileron::surfaces::daemon::app(state.clone()), state };
     let run = harness.run("uses-echo", json!({"message": "after a restart"})).await;
     assert_eq!(run.status, StatusCode::OK, "{}", run.body);
     let stats = harness.state.services.sandbox.cache_stats();
@@ -140,7 +140,7 @@ async fn a_restarted_daemon_warms_up_only_verified_modules_enabled_actions_pin()
 /// light page instead of megabytes fetched again on every change.
 #[tokio::test]
 async fn the_actions_page_shows_at_most_a_hundred_actions_and_searches_the_rest() {
-    use aileron::daemon::web::catalog::ACTIONS_SHOWN;
+    use aileron::surfaces::daemon::web::catalog::ACTIONS_SHOWN;
     let harness = Harness::new();
     let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
     let names: Vec<String> =

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::fake_github::FakeGithub;
-use aileron::principal::SESSION_SCOPES;
+use aileron::platform::principal::SESSION_SCOPES;
 use http::{Request, StatusCode};
 use serde_json::{Value, json};
 

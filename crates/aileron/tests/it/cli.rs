@@ -254,7 +254,7 @@ fn connectors_install_from_a_release_tarball_and_versions_coexist() {
     for version in ["1.0.0", "1.1.0"] {
         let manifest_text =
             manifest("echo", &[], "").replace("version = \"1.0.0\"", &format!("version = \"{version}\""));
-        let tarball = aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text, None).unwrap();
+        let tarball = aileron::stores::package::pack_tarball(&guest_wasm("echo"), &manifest_text, None).unwrap();
         let path = cli.scratch().join(format!("echo-{version}.tar.gz"));
         std::fs::write(&path, tarball).unwrap();
         let reference = format!("github://aileron-tests/echo@{version}");
@@ -534,7 +534,8 @@ fn errors_print_once_with_one_hint() {
     std::fs::write(&not_a_tarball, b"plain text").unwrap();
     let signed_by_nobody = cli.scratch().join("signed-by-nobody.tar.gz");
     let package =
-        aileron::package::pack_tarball(&guest_wasm("echo"), &manifest("echo", &[], ""), Some(&[7u8; 64])).unwrap();
+        aileron::stores::package::pack_tarball(&guest_wasm("echo"), &manifest("echo", &[], ""), Some(&[7u8; 64]))
+            .unwrap();
     std::fs::write(&signed_by_nobody, package).unwrap();
     let install = |from: &Path, reference: &str| -> Vec<String> {
         ["connector", "install", "--from", from.to_str().unwrap(), reference, "--yes", "--allow-unsigned"]

@@ -33,7 +33,7 @@ enum CrashPoint {
 #[test]
 fn approvals_survive_kill_9_at_every_step_and_run_at_most_once() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
     let hash = cli.install_guest("http_get", &[upstream.host_port()]);

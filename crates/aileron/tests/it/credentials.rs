@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use aileron::daemon::StateOptions;
+use aileron::surfaces::daemon::StateOptions;
 use http::StatusCode;
 use serde_json::{Value, json};
 
@@ -292,7 +292,7 @@ async fn aws_requests_are_signed_host_side_with_sigv4() {
 /// first call. The upstream then gets requests signed with the bound key pair.
 #[test]
 fn the_cli_binds_an_aws_key_pair_and_refuses_a_malformed_key_id() {
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(FakeOAuth::start());
     let cli = Cli::new();
@@ -785,7 +785,7 @@ fn the_cli_inits_unlocks_binds_and_lists_without_echoing_secrets() {
 #[test]
 fn awaiting_vault_survives_a_restart_and_runs_once() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let upstream = runtime.block_on(FakeOAuth::start());
     let key = "restart-key-2718281828459045";
     *upstream.state.api_key.lock().unwrap() = Some(key.to_string());
@@ -902,7 +902,7 @@ fn complete_cli_oauth(cli: &Cli, args: &[&str]) {
 /// and running exactly that command makes the binding, and the calls, work again.
 #[test]
 fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let provider = runtime.block_on(FakeOAuth::start());
     let cli = Cli::new();
@@ -987,13 +987,13 @@ fn the_cli_runs_the_oauth_flow_on_its_own_loopback_port() {
 #[tokio::test]
 async fn a_damaged_vault_file_is_reported_on_unlock_and_never_overwritten() {
     let temp = tempfile::tempdir().unwrap();
-    let home = aileron::home::Home::at(temp.path().join("home")).unwrap();
+    let home = aileron::platform::home::Home::at(temp.path().join("home")).unwrap();
     std::fs::create_dir_all(home.root()).unwrap();
     std::fs::write(home.secrets(), b"{\"version\": 1, \"truncated").unwrap();
     let mut options = StateOptions::new(crate::support::TOKEN.into());
     options.listen_port = crate::support::PORT;
-    let state = aileron::daemon::AppState::open(home.clone(), options).expect("the daemon starts");
-    let router = aileron::daemon::app(state.clone());
+    let state = aileron::surfaces::daemon::AppState::open(home.clone(), options).expect("the daemon starts");
+    let router = aileron::surfaces::daemon::app(state.clone());
     let harness = crate::support::Harness { temp, home, state, router };
     assert_eq!(harness.request("GET", "/v1/vault/status", None).await.body["state"], "locked");
     let unlock = harness.request("POST", "/v1/vault/unlock", Some(json!({ "passphrase": PASSPHRASE }))).await;

@@ -17,7 +17,7 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
-        aileron::process::install_crypto_provider();
+        aileron::platform::process::install_crypto_provider();
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let forge = runtime.block_on(FakeForge::start());
         Setup { cli: Cli::new(), forge, runtime }
@@ -211,25 +211,34 @@ fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
         ("signed by a key of another owner", other),
         (
             "acme's valid signature over a swapped binary",
-            aileron::package::pack_tarball(&guest_wasm("echo"), &manifest_text(&manifest_bytes), Some(&signature))
-                .unwrap(),
+            aileron::stores::package::pack_tarball(
+                &guest_wasm("echo"),
+                &manifest_text(&manifest_bytes),
+                Some(&signature),
+            )
+            .unwrap(),
         ),
         (
             "acme's key, signing other bytes",
-            aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&next_signature.unwrap()))
-                .unwrap(),
+            aileron::stores::package::pack_tarball(
+                &wasm,
+                &manifest_text(&manifest_bytes),
+                Some(&next_signature.unwrap()),
+            )
+            .unwrap(),
         ),
         (
             "a corrupted signature",
-            aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap(),
+            aileron::stores::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap(),
         ),
         (
             "the manifest edited after signing",
-            aileron::package::pack_tarball(&wasm, &manifest_text(&tampered_manifest), Some(&signature)).unwrap(),
+            aileron::stores::package::pack_tarball(&wasm, &manifest_text(&tampered_manifest), Some(&signature))
+                .unwrap(),
         ),
         (
             "a signature over other bytes",
-            aileron::package::pack_tarball(
+            aileron::stores::package::pack_tarball(
                 &guest_wasm("echo"),
                 &manifest_text(&manifest_bytes),
                 Some(&other_signature.unwrap()),
@@ -248,7 +257,7 @@ fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
     let tarball = setup.cli.scratch().join("forged.tar.gz");
     std::fs::write(
         &tarball,
-        aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap(),
+        aileron::stores::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), Some(&flipped)).unwrap(),
     )
     .unwrap();
     let info: Value =
@@ -269,8 +278,11 @@ fn tampered_or_foreign_signatures_are_refused_and_never_bypassable() {
 
     // An unsigned package with consent by flag needs allow_unsigned, enforced by the daemon.
     let unsigned = setup.cli.scratch().join("unsigned.tar.gz");
-    std::fs::write(&unsigned, aileron::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), None).unwrap())
-        .unwrap();
+    std::fs::write(
+        &unsigned,
+        aileron::stores::package::pack_tarball(&wasm, &manifest_text(&manifest_bytes), None).unwrap(),
+    )
+    .unwrap();
     let preview: Value = client
         .post(format!("{url}/v1/connectors/preview"))
         .bearer_auth(token)
@@ -380,7 +392,7 @@ fn monorepo_gitlab_hash_pins_and_fetch_failures() {
     // Over the API the error says so itself: the 404 is final, the 500 may be tried again.
     let daemon: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(setup.cli.home.join("daemon.json")).unwrap()).unwrap();
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let preview = |reference: &str| -> serde_json::Value {
         reqwest::blocking::Client::new()
             .post(format!("{}/v1/connectors/preview", daemon["url"].as_str().unwrap()))
@@ -504,9 +516,10 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
 
     // A tampered action package (edited after signing) is refused.
     let (_, signature) =
-        aileron::package::read_action_tarball(std::path::Path::new("x"), &std::fs::read(&out).unwrap()).unwrap();
+        aileron::stores::package::read_action_tarball(std::path::Path::new("x"), &std::fs::read(&out).unwrap())
+            .unwrap();
     let tampered = action_text(source, "github://acme/widget", "1.2.0", &hash).replace("Fetches", "Exfiltrates");
-    let forged = aileron::package::pack_action_tarball(&tampered, signature.as_deref()).unwrap();
+    let forged = aileron::stores::package::pack_action_tarball(&tampered, signature.as_deref()).unwrap();
     setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(forged));
     let (code, _, stderr) = setup.run(&["action", "add", source, "--yes", "--force"]);
     assert_eq!(code, 1);
@@ -523,7 +536,7 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
         "version = \"1.2.0\"",
         1,
     );
-    let forged = aileron::package::pack_action_tarball(&lured, signature.as_deref()).unwrap();
+    let forged = aileron::stores::package::pack_action_tarball(&lured, signature.as_deref()).unwrap();
     setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(forged));
     let requests_before = setup.forge.requests().len();
     let (code, _, stderr) = setup.run(&["action", "add", source, "--yes", "--allow-unsigned", "--force"]);
@@ -817,11 +830,13 @@ fn action_add_of_a_local_package_is_verified_like_a_published_one() {
     );
 
     // Edited after signing: refused, whatever the flags.
-    let (_, signature) = aileron::package::read_action_tarball(&signed, &std::fs::read(&signed).unwrap()).unwrap();
+    let (_, signature) =
+        aileron::stores::package::read_action_tarball(&signed, &std::fs::read(&signed).unwrap()).unwrap();
     let forged = setup.cli.scratch().join("forged.tar.gz");
     std::fs::write(
         &forged,
-        aileron::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref()).unwrap(),
+        aileron::stores::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref())
+            .unwrap(),
     )
     .unwrap();
     let (code, _, stderr) =
@@ -847,9 +862,10 @@ fn a_package_changed_after_signing_is_named_as_such_when_its_key_is_trusted() {
     std::fs::write(&file, &text).unwrap();
     let out = setup.cli.scratch().join("fetch.tar.gz");
     setup.ok(&["action", "pack", file.to_str().unwrap(), "--key", &key, "--out", out.to_str().unwrap()]);
-    let (_, signature) = aileron::package::read_action_tarball(&out, &std::fs::read(&out).unwrap()).unwrap();
+    let (_, signature) = aileron::stores::package::read_action_tarball(&out, &std::fs::read(&out).unwrap()).unwrap();
     let forged =
-        aileron::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref()).unwrap();
+        aileron::stores::package::pack_action_tarball(&text.replace("Fetches", "Exfiltrates"), signature.as_deref())
+            .unwrap();
     setup.forge.answer("/acme/widget/releases/download/actions%2Ffetch%2Fv1.2.0/aileron.tar.gz", Answer::Bytes(forged));
     let (code, _, stderr) = setup.run(&["action", "add", source, "--yes"]);
     assert_eq!(code, 1, "{stderr}");
@@ -860,12 +876,12 @@ fn a_package_changed_after_signing_is_named_as_such_when_its_key_is_trusted() {
     // A connector package the same way: its manifest edited after signing.
     let signed = setup.cli.scratch().join("widget-signed.tar.gz");
     std::fs::write(&signed, setup.pack("github://acme/widget", "1.2.0", Some(&key))).unwrap();
-    let package = aileron::package::load_package(&signed).unwrap();
+    let package = aileron::stores::package::load_package(&signed).unwrap();
     let edited = format!("{}\n# edited after signing\n", package.manifest_text);
     let forged = setup.cli.scratch().join("widget-forged.tar.gz");
     std::fs::write(
         &forged,
-        aileron::package::pack_tarball(&package.wasm, &edited, package.signature.as_deref()).unwrap(),
+        aileron::stores::package::pack_tarball(&package.wasm, &edited, package.signature.as_deref()).unwrap(),
     )
     .unwrap();
     let (code, _, stderr) =

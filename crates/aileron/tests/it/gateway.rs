@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aileron::daemon::{AppState, StateOptions, app};
-use aileron::home::Home;
+use aileron::platform::home::Home;
+use aileron::surfaces::daemon::{AppState, StateOptions, app};
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -102,7 +102,9 @@ async fn daemon_with_state(anthropic: String, openai: String) -> (tempfile::Temp
     options.gateway_upstreams = Some((anthropic, openai));
     let state = AppState::open(home, options).unwrap();
     let served = state.clone();
-    tokio::spawn(async move { axum::serve(aileron::process::no_delay(listener), app(served)).await.unwrap() });
+    tokio::spawn(
+        async move { axum::serve(aileron::platform::process::no_delay(listener), app(served)).await.unwrap() },
+    );
     (temp, format!("http://{addr}"), state)
 }
 
@@ -144,7 +146,7 @@ async fn paced_golden(path: &str, events: &[&str]) {
     let up = upstream(script).await;
     let base = format!("http://{}", up.addr);
     let (_temp, gateway) = daemon(base.clone(), base).await;
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let client = reqwest::Client::new();
     let response = client
         .post(format!("{gateway}{path}"))
@@ -219,7 +221,7 @@ async fn model_listings_go_to_the_provider_whose_client_asks() {
     };
     let (anthropic, openai) = (upstream(script()).await, upstream(script()).await);
     let (_temp, gateway) = daemon(format!("http://{}", anthropic.addr), format!("http://{}", openai.addr)).await;
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let client = reqwest::Client::new();
     let listed = client
         .get(format!("{gateway}/v1/models?limit=20"))
@@ -259,7 +261,7 @@ async fn model_listings_go_to_the_provider_whose_client_asks() {
 async fn gateway_paths_refuse_foreign_hosts_and_origins_before_the_upstream() {
     let (up, _temp, gateway) = json_upstream_behind_a_daemon().await;
     let port = gateway.rsplit(':').next().unwrap().to_string();
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let client = reqwest::Client::new();
     let own_host = format!("127.0.0.1:{port}");
     let own_origin = format!("http://localhost:{port}");
@@ -298,7 +300,7 @@ async fn gateway_paths_refuse_foreign_hosts_and_origins_before_the_upstream() {
 #[tokio::test]
 async fn requests_go_upstream_unchanged_except_hop_by_hop_headers() {
     let (up, _temp, gateway) = json_upstream_behind_a_daemon().await;
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let body: Vec<u8> = (0..5 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
     let response = reqwest::Client::new()
         .post(format!("{gateway}/v1/messages?beta=true&x=1%202"))
@@ -379,7 +381,7 @@ async fn upstream_errors_and_large_bodies_come_back_unchanged() {
     let up = upstream(script).await;
     let base = format!("http://{}", up.addr);
     let (_temp, gateway) = daemon(base.clone(), base).await;
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let response = reqwest::Client::new().post(format!("{gateway}/v1/messages")).body("{}").send().await.unwrap();
     assert_eq!(response.status(), 429);
     assert_eq!(response.headers()["retry-after"], "7");
@@ -405,7 +407,7 @@ async fn upstream_errors_and_large_bodies_come_back_unchanged() {
 async fn an_unreachable_upstream_is_a_502_in_the_providers_shape_and_no_token_is_needed() {
     let dead = "http://127.0.0.1:1".to_string();
     let (_temp, gateway) = daemon(dead.clone(), dead).await;
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let client = reqwest::Client::new();
     let anthropic = client.post(format!("{gateway}/v1/messages")).body("{}").send().await.unwrap();
     assert_eq!(anthropic.status(), 502);
@@ -689,7 +691,7 @@ async fn request_bodies_over_the_cap_are_refused_declared_or_chunked() {
     let base = format!("http://{}", up.addr);
     let (_temp, gateway) = daemon(base.clone(), base).await;
     let host = gateway.trim_start_matches("http://").to_string();
-    let cap = aileron::gateway::MAX_REQUEST_BODY_BYTES;
+    let cap = aileron::dataplane::gateway::MAX_REQUEST_BODY_BYTES;
 
     let mut socket = tokio::net::TcpStream::connect(&host).await.unwrap();
     let head = format!("POST /v1/messages HTTP/1.1\r\nHost: {host}\r\ncontent-length: {}\r\n\r\n", cap + 1);
@@ -752,7 +754,7 @@ fn chat_through_a_started_daemon(
 /// headers intact), and the proxy's answer comes back to the client unchanged.
 #[test]
 fn an_upstream_the_proxy_environment_covers_is_reached_through_the_proxy() {
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let seen: Arc<Mutex<Vec<(String, String, Vec<u8>)>>> = Arc::default();
     let recorded = seen.clone();
@@ -810,7 +812,7 @@ fn tls_upstream() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     use std::io::{BufRead as _, Read as _, Write as _};
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let certs = vec![CertificateDer::from_pem_slice(TEST_UPSTREAM_CERT.as_bytes()).unwrap()];
     let key = PrivateKeyDer::from_pem_slice(TEST_UPSTREAM_KEY.as_bytes()).unwrap();
     let config = Arc::new(rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key).unwrap());

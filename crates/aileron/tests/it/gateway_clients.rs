@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aileron::daemon::{AppState, StateOptions, app};
-use aileron::home::Home;
+use aileron::platform::home::Home;
+use aileron::surfaces::daemon::{AppState, StateOptions, app};
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::response::Response;

@@ -1,7 +1,7 @@
 //! The checked-in HTTP API description (`docs/http-api.json`) matches the served routes.
 //! Regenerate with `UPDATE_HTTP_API=1 cargo xtask test http_doc`.
 
-use aileron::daemon::api::{ROUTES, http_api_document};
+use aileron::surfaces::daemon::api::{ROUTES, http_api_document};
 use http::StatusCode;
 
 use crate::support::Harness;
@@ -26,7 +26,7 @@ async fn every_described_route_is_served() {
     let harness = Harness::new();
     for route in ROUTES {
         let (method, path) = (route.method, route.path);
-        if path.ends_with("/watch") || aileron::gateway::is_gateway_path(&http::Method::HEAD, path) {
+        if path.ends_with("/watch") || aileron::dataplane::gateway::is_gateway_path(&http::Method::HEAD, path) {
             continue; // SSE streams never end, and gateway paths go upstream; both have their own tests.
         }
         let concrete = path

@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use aileron::launch::{Agent, LaunchEnv, Wiring, plan};
+use aileron::surfaces::launch::{Agent, LaunchEnv, Wiring, plan};
 use http::{Request, StatusCode};
 use serde_json::{Value, json};
 
@@ -29,8 +29,8 @@ async fn as_token(harness: &Harness, token: &str, method: &str, path: &str, body
 /// data, no control — whatever the page.
 #[tokio::test]
 async fn a_session_token_reaches_no_console_route_and_no_console_page() {
-    use aileron::daemon::api::{Auth, ROUTES};
-    use aileron::principal::Scope;
+    use aileron::platform::principal::Scope;
+    use aileron::surfaces::daemon::api::{Auth, ROUTES};
     let harness = Harness::new();
     let started = harness.request("POST", "/v1/sessions", Some(json!({"agent": "claude"}))).await;
     let token = started.body["token"].as_str().unwrap().to_string();
@@ -545,7 +545,7 @@ fn a_launched_agent_gets_its_wiring_and_its_exit_code_ends_the_session() {
     assert!(!config.contains(token), "the token is in the agent's environment only");
     assert_eq!(report.split("--- token\n").nth(1).map(str::trim), Some("200"), "the token worked during the session");
 
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let client = reqwest::blocking::Client::new();
     let actions = client.get(format!("{url}/v1/actions")).bearer_auth(token).send().unwrap();
     assert_eq!(actions.status().as_u16(), 401, "the session's token is revoked once the agent exits");
@@ -1180,7 +1180,7 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
     let (url, admin_token) =
         (daemon["url"].as_str().unwrap().to_string(), daemon["token"].as_str().unwrap().to_string());
     // Another agent's live session, and a token file planted where an old launcher kept them.
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let client = reqwest::blocking::Client::new();
     let other: Value = client
         .post(format!("{url}/v1/sessions"))

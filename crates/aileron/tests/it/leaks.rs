@@ -94,7 +94,7 @@ impl Needles {
 fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
     // 250 in the suite, 1,000 in the leak campaign (`cargo xtask campaign leaks --long`).
     let secrets_count = crate::campaign::scaled(250, 1000);
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let provider = runtime.block_on(FakeOAuth::start());
     let cli = Cli::new();

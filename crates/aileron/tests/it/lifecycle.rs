@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::fake_github::FakeGithub;
-use aileron::cli::demo::{EXAMPLE_ACTIONS, EXAMPLE_WASM, example_manifest_for, render_action};
+use aileron::surfaces::cli::demo::{EXAMPLE_ACTIONS, EXAMPLE_WASM, example_manifest_for, render_action};
 use axum::body::Body;
 use futures_util::StreamExt;
 use http::{Request, StatusCode};
@@ -315,7 +315,7 @@ impl SmallAuditDir {
     /// Has the daemon audit calls of an action named `x` until `done` holds for an answer's
     /// status and the daemon's `/v1/status` after it.
     fn post_until(&self, cli: &Cli, done: impl Fn(reqwest::StatusCode, &serde_json::Value) -> bool) {
-        aileron::process::install_crypto_provider();
+        aileron::platform::process::install_crypto_provider();
         let info: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
         let (url, token) = (info["url"].as_str().unwrap(), info["token"].as_str().unwrap());

@@ -10,7 +10,7 @@ mod credentials;
 mod distribution;
 mod fake_forge;
 /// The demo's loopback GitHub stand-in, compiled in from the demo (it is not library surface).
-#[path = "../../src/cli/demo/stand_in.rs"]
+#[path = "../../src/surfaces/cli/demo/stand_in.rs"]
 mod fake_github;
 mod fake_oauth;
 mod gateway;

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::fake_github::FakeGithub;
-use aileron::mcp::catalog::APPROVAL_PARAGRAPH;
+use aileron::surfaces::mcp::catalog::APPROVAL_PARAGRAPH;
 use serde_json::{Value, json};
 
 use crate::cli::Cli;
@@ -46,7 +46,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
-        aileron::process::install_crypto_provider();
+        aileron::platform::process::install_crypto_provider();
         let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
         let upstream = runtime.block_on(FakeGithub::start()).expect("fake upstream");
         let cli = Cli::new();
@@ -347,7 +347,7 @@ struct HttpSession {
 
 impl HttpSession {
     fn new(url: &str, token: &str) -> HttpSession {
-        aileron::process::install_crypto_provider();
+        aileron::platform::process::install_crypto_provider();
         let http = reqwest::blocking::Client::builder().timeout(REPLY_TIMEOUT).build().unwrap();
         HttpSession { http, url: url.to_string(), token: token.to_string(), session: None, protocol: None, next_id: 1 }
     }
@@ -1412,7 +1412,7 @@ fn claude_code_calls_actions_through_aileron_mcp_and_waits_for_approval() {
 /// connector with no binding tells the agent the exact command for the user to run.
 #[test]
 fn an_injected_credential_never_reaches_the_agents_tool_result() {
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let provider = runtime.block_on(crate::fake_oauth::FakeOAuth::start());
     let key = "sk-MCP-PLANTED-5e6f7a8b9c0d1e2f3a4b";
@@ -1465,7 +1465,7 @@ fn an_injected_credential_never_reaches_the_agents_tool_result() {
 /// may not run actions is refused at `/mcp` before any tool is reached.
 #[tokio::test]
 async fn the_daemons_mcp_runs_tools_in_process_as_the_caller() {
-    use aileron::principal::SESSION_SCOPES;
+    use aileron::platform::principal::SESSION_SCOPES;
     use http::{Request, StatusCode};
 
     use crate::support::{Harness, PORT, guest_wasm, manifest};
@@ -1522,8 +1522,11 @@ async fn the_daemons_mcp_runs_tools_in_process_as_the_caller() {
     assert_eq!(executed[0]["session_id"], "sess-mcp");
 
     // A token that may poll but not run never reaches a tool.
-    let poll_only =
-        harness.state.services.tokens.mint_session("sess-poll", vec![aileron::principal::Scope::ApprovalsPoll], true);
+    let poll_only = harness.state.services.tokens.mint_session(
+        "sess-poll",
+        vec![aileron::platform::principal::Scope::ApprovalsPoll],
+        true,
+    );
     let refused = harness
         .send(
             Request::builder()

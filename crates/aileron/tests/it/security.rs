@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::fake_github::FakeGithub;
-use aileron::egress::Secret;
+use aileron::dataplane::egress::Secret;
 use http::StatusCode;
 use serde_json::json;
 
@@ -133,13 +133,17 @@ async fn tampered_store_bytes_never_execute() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
     use crate::support::{PORT, TOKEN};
-    use aileron::daemon::connections::API_BODY_READ_TIMEOUT;
+    use aileron::surfaces::daemon::connections::API_BODY_READ_TIMEOUT;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     let harness = Harness::new();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(aileron::daemon::connections::serve(listener, harness.router.clone(), std::future::pending()));
+    tokio::spawn(aileron::surfaces::daemon::connections::serve(
+        listener,
+        harness.router.clone(),
+        std::future::pending(),
+    ));
     let head = |method: &str, path: &str, extra: &str| {
         format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\nAuthorization: Bearer {TOKEN}\r\n{extra}\r\n")
     };
@@ -203,7 +207,7 @@ async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
 /// holds it; binding such a short key is refused with the reason.
 #[tokio::test]
 async fn a_short_injected_secret_echoed_by_the_upstream_is_redacted_everywhere() {
-    use aileron::telemetry::{Telemetry, TelemetryConfig};
+    use aileron::platform::telemetry::{Telemetry, TelemetryConfig};
     const SHORT: &str = "q7Zk2Wx";
 
     let upstream = crate::fake_oauth::FakeOAuth::start().await;

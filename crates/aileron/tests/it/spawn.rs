@@ -490,8 +490,8 @@ async fn without_namespaces_nothing_runs_and_the_failure_says_so() {
 /// repository: log, status and diff --stat; the repository outside its `fs_read` stays unread.
 #[tokio::test]
 async fn the_git_example_connector_reads_a_repository_and_nothing_else() {
-    if !Path::new(aileron::cli::demo::GIT_PROGRAM).exists() {
-        panic!("{} is required by this test (Debian package git)", aileron::cli::demo::GIT_PROGRAM);
+    if !Path::new(aileron::surfaces::cli::demo::GIT_PROGRAM).exists() {
+        panic!("{} is required by this test (Debian package git)", aileron::surfaces::cli::demo::GIT_PROGRAM);
     }
     let harness = Harness::new();
     let repos = harness.temp.path().join("code");
@@ -519,8 +519,8 @@ async fn the_git_example_connector_reads_a_repository_and_nothing_else() {
 
     let package = harness.temp.path().join("git-package");
     std::fs::create_dir_all(&package).unwrap();
-    std::fs::write(package.join("connector.wasm"), aileron::cli::demo::GIT_WASM).unwrap();
-    std::fs::write(package.join("manifest.toml"), aileron::cli::demo::git_manifest_for(&repos)).unwrap();
+    std::fs::write(package.join("connector.wasm"), aileron::surfaces::cli::demo::GIT_WASM).unwrap();
+    std::fs::write(package.join("manifest.toml"), aileron::surfaces::cli::demo::git_manifest_for(&repos)).unwrap();
     let reference = "github://aileron/git@0.1.0";
     let preview = harness
         .request("POST", "/v1/connectors/preview", Some(json!({"source": package, "reference": reference})))
@@ -530,8 +530,9 @@ async fn the_git_example_connector_reads_a_repository_and_nothing_else() {
     let installed = harness.request("POST", "/v1/connectors/install", Some(body)).await;
     assert_eq!(installed.status, StatusCode::CREATED, "{}", installed.body);
     let hash = installed.body["hash"].as_str().unwrap();
-    for (file_name, template) in aileron::cli::demo::GIT_ACTIONS {
-        let added = harness.add_action(file_name, &aileron::cli::demo::render_git_action(template, hash)).await;
+    for (file_name, template) in aileron::surfaces::cli::demo::GIT_ACTIONS {
+        let added =
+            harness.add_action(file_name, &aileron::surfaces::cli::demo::render_git_action(template, hash)).await;
         assert_eq!(added.status, StatusCode::CREATED, "{file_name}: {}", added.body);
     }
 

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use aileron::bindings::{BindingInfo, CredentialSource, Injection, ResolvedCredential, Secret, TokenRefresher};
-use aileron::daemon::{AppState, StateOptions, app};
-use aileron::home::Home;
+use aileron::platform::home::Home;
+use aileron::stores::bindings::{BindingInfo, CredentialSource, Injection, ResolvedCredential, Secret, TokenRefresher};
+use aileron::surfaces::daemon::{AppState, StateOptions, app};
 use aileron_core::Failure;
 use aileron_core::manifest::CredentialKind;
 use axum::body::Body;
@@ -102,7 +102,7 @@ pub struct Harness {
     pub temp: TempDir,
     pub home: Home,
     pub state: Arc<AppState>,
-    pub router: aileron::daemon::Surface,
+    pub router: aileron::surfaces::daemon::Surface,
 }
 
 impl Harness {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::fake_github::FakeGithub;
-use aileron::telemetry::{Telemetry, TelemetryConfig};
+use aileron::platform::telemetry::{Telemetry, TelemetryConfig};
 use axum::body::Bytes;
 use axum::extract::State;
 use http::{Request, StatusCode};
@@ -212,7 +212,7 @@ fn otlp(collector: &Collector, service: &str) -> TelemetryConfig {
 
 fn traced_harness(
     config: &TelemetryConfig,
-    tweak: impl FnOnce(&mut aileron::daemon::StateOptions),
+    tweak: impl FnOnce(&mut aileron::surfaces::daemon::StateOptions),
 ) -> (Harness, Telemetry) {
     let telemetry = Telemetry::build(config).expect("telemetry builds");
     let traced = telemetry.clone();
@@ -848,7 +848,7 @@ impl DaemonProcess {
 
     pub(crate) fn request(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         // Whichever test runs first in this process: reqwest's rustls needs its provider.
-        aileron::process::install_crypto_provider();
+        aileron::platform::process::install_crypto_provider();
         let client = reqwest::blocking::Client::new();
         let mut request = client
             .request(method.parse().unwrap(), format!("{}{path}", self.url))
@@ -1164,7 +1164,7 @@ fn the_file_exporter_of_a_real_daemon_writes_under_aileron_traces_dir() {
     let dir = traces_parent.path().join("traces");
     // Named by the local date (the day before, should the test straddle midnight).
     let today = chrono::Local::now().date_naive();
-    let days = [today, today - chrono::Days::new(1)].map(aileron::telemetry::json_lines::daily_file_name);
+    let days = [today, today - chrono::Days::new(1)].map(aileron::platform::telemetry::json_lines::daily_file_name);
     let files = spans_files(&dir);
     assert!(!files.is_empty() && files.iter().all(|name| days.contains(name)), "{files:?}");
     let text: String = files.iter().map(|name| std::fs::read_to_string(dir.join(name)).unwrap()).collect();
@@ -1242,7 +1242,7 @@ async fn a_spawned_program_is_a_span_under_the_connector_call() {
         json!({
             "aileron.connector.fqn": "github://aileron-tests/spawner",
             "aileron.capability.kind": "spawn:sh",
-            "aileron.spawn.confinement": aileron::spawn::CONFINEMENT,
+            "aileron.spawn.confinement": aileron::dataplane::spawn::CONFINEMENT,
             "aileron.spawn.op": "sh",
             "aileron.spawn.program": "/bin/sh",
             "aileron.spawn.exit_code": 4,

@@ -220,7 +220,7 @@ fn the_console_pages_show_live_state_and_change_it_in_a_real_browser() {
     if !browser_available() {
         return;
     }
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(FakeGithub::start()).unwrap();
     let provider = runtime.block_on(FakeOAuth::start());

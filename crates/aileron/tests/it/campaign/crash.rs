@@ -157,7 +157,7 @@ impl Drop for InFlight<'_> {
 
 #[test]
 fn kill_9_at_random_points_of_a_mixed_load_loses_nothing_acknowledged_and_runs_approvals_once() {
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let rounds = scaled(6, 1_000);

@@ -603,13 +603,13 @@ fn bucket_figures(recorder: &Recorder) -> BucketFigures {
 #[test]
 fn sixty_four_clients_mixing_every_kind_of_call_keep_rss_fds_and_latency_flat() {
     assert_eq!(Kind::ALL.iter().map(|kind| kind.clients()).sum::<usize>(), CLIENTS);
-    aileron::process::install_crypto_provider();
+    aileron::platform::process::install_crypto_provider();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(llm_upstream());
     let cli = Cli::new();
     let upstreams = [
-        (aileron::env::AILERON_ANTHROPIC_UPSTREAM, upstream.as_str()),
-        (aileron::env::AILERON_OPENAI_UPSTREAM, upstream.as_str()),
+        (aileron::platform::env::AILERON_ANTHROPIC_UPSTREAM, upstream.as_str()),
+        (aileron::platform::env::AILERON_OPENAI_UPSTREAM, upstream.as_str()),
     ];
     let started = cli.run_with(&["daemon", "start"], &upstreams, None);
     assert!(started.status.success(), "daemon start: {}", String::from_utf8_lossy(&started.stderr));

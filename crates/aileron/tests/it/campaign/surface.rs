@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aileron::daemon::api::{Auth, ROUTES};
+use aileron::surfaces::daemon::api::{Auth, ROUTES};
 use serde_json::{Value, json};
 
 use super::{Report, percentile, rss_and_fds, scaled};
@@ -36,7 +36,7 @@ struct Recorder {
 
 impl Rig {
     fn start() -> Rig {
-        aileron::process::install_crypto_provider();
+        aileron::platform::process::install_crypto_provider();
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let upstream = Recorder::default();
         let recorded = upstream.clone();

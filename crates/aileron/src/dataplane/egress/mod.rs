@@ -1,0 +1,491 @@
+//! The egress hook: the one function through which a connector's outbound HTTP leaves the daemon
+//! (SPEC §4.4). Order: manifest allow-list (sandbox boundary) → action subset (action boundary) →
+//! credential kind checks → binding lookup → host-side injection → the request (no redirects,
+//! capped body) → audit `connector.proxy.proxied|rejected`.
+//!
+//! Invariant: credential bytes are only ever placed in the outbound request's header. They are
+//! not returned to the guest, logged, audited or put in an error.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aileron_core::manifest::{ConnectorManifest, CredentialMethod};
+use aileron_core::policy::{self, CapabilitySubset, EgressTarget};
+use aileron_core::vocabulary::{EventType, keys};
+use aileron_core::{Boundary, Failure, FailureClass};
+use aileron_sandbox::{GuestHttpRequest, GuestSpawn, HostHooks, HostHttpResponse, SpawnOutput};
+use futures_util::StreamExt;
+use serde_json::{Map, Value};
+
+use crate::dataplane::public_address::NON_PUBLIC_REFUSAL;
+use crate::platform::principal::Caller;
+use crate::stores::audit_log::AuditEvent;
+
+mod programs;
+
+/// Response bodies above this are refused (`resource_limit_exceeded`, limit `response_body`).
+pub const MAX_RESPONSE_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// Per-request upstream timeout; the step's wall-time limit bounds the whole call anyway.
+pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
+
+use crate::stores::bindings::{BindingEvent, BindingInfo, Injection};
+pub use crate::stores::bindings::{CredentialSource, ResolvedCredential, Secret};
+
+/// The methods a connector may use (SPEC §4.4).
+pub const ALLOWED_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
+/// What replaces an injected secret that an upstream echoed back (SPEC §4.4).
+pub const REDACTED: &str = "[REDACTED]";
+
+/// What egress uses of the daemon: where credentials come from, the OAuth refresher, the HTTP
+/// client (no redirects, public-only resolver, no proxy) and the audit log. Cheap to clone.
+#[derive(Clone)]
+pub struct EgressServices {
+    pub credentials: Arc<dyn CredentialSource>,
+    pub oauth: Arc<crate::stores::oauth::OAuthFlows>,
+    pub client: reqwest::Client,
+    pub audit: Arc<crate::stores::audit_log::AuditLog>,
+    pub spawner: Arc<crate::dataplane::spawn::Spawner>,
+    pub telemetry: crate::platform::telemetry::Telemetry,
+}
+
+/// The egress hook for one step of one run.
+pub struct StepEgress {
+    pub services: EgressServices,
+    pub manifest: Arc<ConnectorManifest>,
+    pub subset: CapabilitySubset,
+    pub connector_fqn: String,
+    pub op: String,
+    pub action: String,
+    pub caller: Caller,
+    pub audit_id: String,
+    /// The bindings this step's requests used, for the step's audit record.
+    pub used_bindings: Mutex<Vec<BindingInfo>>,
+}
+
+impl HostHooks for StepEgress {
+    fn send_request(
+        &self,
+        request: GuestHttpRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<HostHttpResponse, Failure>> + Send + '_>> {
+        Box::pin(self.send(request))
+    }
+
+    fn spawn(
+        &self,
+        request: GuestSpawn,
+        deadline: std::time::Instant,
+    ) -> Pin<Box<dyn Future<Output = Result<SpawnOutput, Failure>> + Send + '_>> {
+        Box::pin(self.spawn_program(request, deadline))
+    }
+}
+
+impl StepEgress {
+    async fn send(&self, request: GuestHttpRequest) -> Result<HostHttpResponse, Failure> {
+        let target = match policy::check_egress(&self.manifest, &self.subset, &request.url) {
+            Ok(target) => target,
+            Err(failure) => return Err(self.rejected(&request, None, None, failure).await),
+        };
+        // SPEC §4.4: only these methods leave (TRACE, CONNECT and inventions never do), checked
+        // before any credential is looked up.
+        let upper = request.method.to_ascii_uppercase();
+        let method = match ALLOWED_METHODS.iter().find(|allowed| **allowed == upper) {
+            Some(allowed) => reqwest::Method::from_bytes(allowed.as_bytes()).expect("a standard method"),
+            None => {
+                let failure = Failure::capability_denied(
+                    Boundary::Sandbox,
+                    format!(
+                        "HTTP method `{}` is not allowed; use one of {}",
+                        request.method.chars().take(32).collect::<String>(),
+                        ALLOWED_METHODS.join(", ")
+                    ),
+                )
+                .with_detail("requested", format!("method:{}", upper.chars().take(32).collect::<String>()));
+                return Err(self.rejected(&request, Some(&target), None, failure).await);
+            }
+        };
+        let mut resolved: Option<ResolvedCredential> = None;
+        if let Some(requested) = &request.credential {
+            let kind = match policy::check_credential(&self.manifest, &self.subset, requested) {
+                Ok(kind) => kind,
+                Err(failure) => return Err(self.rejected(&request, Some(&target), None, failure).await),
+            };
+            if let Err(failure) = check_injection_transport(&target) {
+                return Err(self.rejected(&request, Some(&target), None, failure).await);
+            }
+            let credential =
+                self.services.credentials.resolve(&self.connector_fqn, kind, self.services.oauth.as_ref()).await;
+            self.audit_binding_events().await?;
+            match credential {
+                Ok(credential) => resolved = Some(credential),
+                Err(failure) => return Err(self.rejected(&request, Some(&target), None, failure).await),
+            }
+        }
+        let binding = resolved.as_ref().map(|r| &r.binding);
+        let injected = match resolved.as_ref().map(|r| injection(&self.manifest, r, &method, &target, &request)) {
+            Some(Ok(headers)) => headers,
+            Some(Err(failure)) => return Err(self.rejected(&request, Some(&target), binding, failure).await),
+            None => Vec::new(),
+        };
+        let mut builder = self.services.client.request(method, &target.url).timeout(UPSTREAM_TIMEOUT);
+        for (name, value) in &request.headers {
+            if is_hop_by_hop_or_managed(name)
+                || injected.iter().any(|(injected, _)| name.eq_ignore_ascii_case(injected))
+            {
+                continue;
+            }
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        for (name, value) in &injected {
+            let mut value = reqwest::header::HeaderValue::from_str(value.expose()).map_err(|_| {
+                Failure::new(
+                    FailureClass::BindingFailed,
+                    Boundary::Runtime,
+                    "the bound credential is not a valid header value",
+                )
+            })?;
+            value.set_sensitive(true);
+            builder = builder.header(name.as_str(), value);
+        }
+        if let Some(body) = &request.body {
+            builder = builder.body(body.clone());
+        }
+        let started = std::time::Instant::now();
+        let response = match builder.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                let detail = describe(&error);
+                let failure = if detail.contains(NON_PUBLIC_REFUSAL) {
+                    Failure::capability_denied(
+                        Boundary::Sandbox,
+                        format!(
+                            "{} {NON_PUBLIC_REFUSAL}; a local address must be named literally in the manifest",
+                            target.host
+                        ),
+                    )
+                    .with_detail("requested", format!("network:{}", target.host_port))
+                } else {
+                    Failure::network(format!("request to {} failed: {detail}", target.host_port))
+                };
+                return Err(self.rejected(&request, Some(&target), binding, failure).await);
+            }
+        };
+        let status = response.status().as_u16();
+        let headers: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_string(), v.to_string())))
+            .collect();
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    let failure = Failure::network(format!(
+                        "reading the response from {}: {}",
+                        target.host_port,
+                        describe(&error)
+                    ));
+                    return Err(self.rejected(&request, Some(&target), binding, failure).await);
+                }
+            };
+            if body.len() + chunk.len() > MAX_RESPONSE_BODY_BYTES {
+                let failure = Failure::resource_limit(
+                    "response_body",
+                    format!("response body from {} exceeds {} bytes", target.host_port, MAX_RESPONSE_BODY_BYTES),
+                );
+                return Err(self.rejected(&request, Some(&target), binding, failure).await);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let mut payload = self.proxy_payload(&request, Some(&target), binding);
+        payload.insert(keys::PROXY_UPSTREAM_STATUS.into(), status.into());
+        payload.insert(
+            keys::PROXY_DURATION_US.into(),
+            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX).into(),
+        );
+        self.audit(EventType::ConnectorProxyProxied, payload).await?;
+        let (mut headers, mut body) = (headers, body);
+        if let Some(resolved) = &resolved {
+            // An upstream that echoes the credential back must not hand it to the guest.
+            for secret in resolved.echo_candidates() {
+                redact(&mut headers, &mut body, secret);
+            }
+            self.record_binding_use(&resolved.binding);
+        }
+        Ok(HostHttpResponse { status, headers, body })
+    }
+
+    /// Remembers that this step used `binding` (once), for the step's audit record.
+    pub(crate) fn record_binding_use(&self, binding: &BindingInfo) {
+        let mut used = self.used_bindings.lock().expect("used bindings poisoned");
+        if !used.iter().any(|b| b.name == binding.name) {
+            used.push(binding.clone());
+        }
+    }
+
+    /// Audits a rejection and returns the failure to hand back to the sandbox.
+    async fn rejected(
+        &self,
+        request: &GuestHttpRequest,
+        target: Option<&EgressTarget>,
+        binding: Option<&BindingInfo>,
+        failure: Failure,
+    ) -> Failure {
+        let mut payload = self.proxy_payload(request, target, binding);
+        payload.insert(keys::CONNECTOR_REJECT_REASON.into(), failure.class.as_str().into());
+        payload.extend(failure.audit_payload());
+        match self.audit(EventType::ConnectorProxyRejected, payload).await {
+            Ok(()) => failure,
+            Err(audit_failure) => audit_failure,
+        }
+    }
+
+    fn proxy_payload(
+        &self,
+        request: &GuestHttpRequest,
+        target: Option<&EgressTarget>,
+        binding: Option<&BindingInfo>,
+    ) -> Map<String, Value> {
+        let mut payload = Map::new();
+        payload.insert(keys::PROXY_SOURCE.into(), "daemon_request_boundary".into());
+        payload.insert(keys::PROXY_METHOD.into(), request.method.to_ascii_uppercase().into());
+        if let Some(target) = target {
+            payload.insert(keys::PROXY_UPSTREAM_SCHEME.into(), target.scheme.clone().into());
+            payload.insert(keys::PROXY_UPSTREAM_HOST.into(), target.host_port.clone().into());
+            payload.insert(keys::PROXY_UPSTREAM_PATH.into(), target.path.clone().into());
+        }
+        payload.extend(self.step_payload());
+        if let Some(kind) = &request.credential {
+            payload.insert(keys::CONNECTOR_CREDENTIAL.into(), kind.clone().into());
+        }
+        if let Some(binding) = binding {
+            payload.extend(binding.audit_payload());
+        }
+        payload
+    }
+
+    /// The keys every data-plane record of this step carries: the connector and op, the action,
+    /// the run (under the key the run's own spans use) and the session.
+    pub(crate) fn step_payload(&self) -> Map<String, Value> {
+        let mut payload = Map::new();
+        payload.insert(keys::CONNECTOR_FQN.into(), self.connector_fqn.clone().into());
+        payload.insert(keys::CONNECTOR_OP.into(), self.op.clone().into());
+        payload.insert(keys::ACTION_NAME.into(), self.action.clone().into());
+        payload.insert(keys::AUDIT_ID.into(), self.audit_id.clone().into());
+        if let Some(session) = &self.caller.session_id {
+            payload.insert(keys::SESSION_ID.into(), session.clone().into());
+        }
+        payload
+    }
+
+    /// Audits what happened to bindings while resolving (token refreshed, binding gone stale).
+    pub(crate) async fn audit_binding_events(&self) -> Result<(), Failure> {
+        for event in self.services.credentials.take_events() {
+            let (event_type, binding, reason) = match &event {
+                BindingEvent::Refreshed(binding) => (EventType::BindingRefreshed, binding, None),
+                BindingEvent::Stale(binding) => (EventType::BindingStale, binding, binding.stale_reason.clone()),
+            };
+            let mut payload = binding.audit_payload();
+            if let Some(reason) = reason {
+                payload.insert(keys::BINDING_STALE_REASON.into(), reason.into());
+            }
+            let audit = AuditEvent {
+                event_type,
+                actor: aileron_core::audit::Actor {
+                    r#type: aileron_core::audit::ActorType::ConnectorRuntime,
+                    id: "binding-refresh".into(),
+                },
+                session_id: self.caller.session_id.clone(),
+                payload,
+                audit_id: None,
+            };
+            self.services.audit.append(audit).await.map_err(|error| {
+                Failure::runtime_error(Boundary::Runtime, format!("audit log unavailable: {error}"))
+            })?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn audit(&self, event_type: EventType, payload: Map<String, Value>) -> Result<(), Failure> {
+        let event = AuditEvent {
+            event_type,
+            actor: self.caller.actor.clone(),
+            session_id: self.caller.session_id.clone(),
+            payload,
+            audit_id: None,
+        };
+        self.services.audit.append(event).await.map(|_| ()).map_err(|error| {
+            // Fail closed: an egress we cannot record does not happen (or its result is withheld).
+            Failure::runtime_error(Boundary::Runtime, format!("audit log unavailable: {error}"))
+        })
+    }
+}
+
+/// The headers to add for a resolved credential (SPEC §4.4): the manifest's api_key header, an
+/// OAuth2 bearer token, or an AWS SigV4 signature computed over exactly what will be sent.
+fn injection(
+    manifest: &ConnectorManifest,
+    resolved: &ResolvedCredential,
+    method: &reqwest::Method,
+    target: &EgressTarget,
+    request: &GuestHttpRequest,
+) -> Result<Vec<(String, Secret)>, Failure> {
+    let unusable = || {
+        Failure::new(FailureClass::BindingFailed, Boundary::Runtime, "the bound credential is not a valid header value")
+            .with_detail("hint", format!("bind a valid credential: aileron binding rebind {}", resolved.binding.name))
+    };
+    let method_of_manifest = manifest.credential.as_ref().map(|c| &c.method);
+    match (method_of_manifest, &resolved.injection) {
+        (Some(CredentialMethod::ApiKey(header)), Injection::Token(secret)) => {
+            let value = header.header_value(secret.expose()).ok_or_else(unusable)?;
+            Ok(vec![(header.header.clone(), Secret::new(value))])
+        }
+        (Some(CredentialMethod::OAuth2(_)), Injection::Token(secret)) => {
+            if secret.expose().chars().any(|c| c.is_control()) {
+                return Err(unusable());
+            }
+            Ok(vec![("Authorization".to_string(), Secret::new(format!("Bearer {}", secret.expose())))])
+        }
+        (Some(CredentialMethod::AwsSigv4(signing)), Injection::Aws(credentials)) => {
+            let url = url::Url::parse(&target.url).map_err(|e| {
+                Failure::runtime_error(Boundary::Runtime, format!("signing: the URL does not parse: {e}"))
+            })?;
+            let (region, service) = match &signing.region {
+                Some(region) => (region.clone(), signing.service.clone()),
+                None => {
+                    aileron_core::sigv4::region_and_service(&target.host, Some(&signing.service)).ok_or_else(|| {
+                        Failure::new(
+                            FailureClass::BindingFailed,
+                            Boundary::Runtime,
+                            format!(
+                                "cannot derive the AWS region from host {}; the manifest should declare it",
+                                target.host
+                            ),
+                        )
+                    })?
+                }
+            };
+            let headers: Vec<(String, String)> = request
+                .headers
+                .iter()
+                .filter(|(name, _)| !is_hop_by_hop_or_managed(name) && !is_signing_header(name))
+                .cloned()
+                .collect();
+            let amz_date = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+            let params = aileron_core::sigv4::SigningParams { region: &region, service: &service, amz_date: &amz_date };
+            let body = request.body.as_deref().unwrap_or_default();
+            let signed = aileron_core::sigv4::sign(method.as_str(), &url, &headers, body, credentials, &params)
+                .map_err(|error| {
+                    use aileron_core::sigv4::SigningError;
+                    match error {
+                        // The connector's own request is malformed: its bug, not the binding's.
+                        SigningError::BadHeaderName(_) | SigningError::BadHeaderValue(_) | SigningError::NoHost => {
+                            Failure::runtime_error(
+                                Boundary::Sandbox,
+                                format!("the connector's request cannot be signed: {error}"),
+                            )
+                        }
+                        _ => Failure::new(
+                            FailureClass::BindingFailed,
+                            Boundary::Runtime,
+                            format!("signing the request: {error}"),
+                        ),
+                    }
+                })?;
+            Ok(signed.into_iter().map(|(name, value)| (name, Secret::new(value))).collect())
+        }
+        (None, _) => {
+            Err(Failure::capability_denied(Boundary::Sandbox, "the connector's manifest declares no credential"))
+        }
+        _ => Err(Failure::new(
+            FailureClass::BindingFailed,
+            Boundary::Runtime,
+            format!("binding `{}` is of another kind than the connector's manifest declares", resolved.binding.name),
+        )
+        .with_detail(
+            "hint",
+            format!("remove it with `aileron binding revoke {}` and bind again", resolved.binding.name),
+        )),
+    }
+}
+
+/// Headers the signer computes; a guest's own values for them are dropped.
+fn is_signing_header(name: &str) -> bool {
+    ["authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"]
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// Credentials travel only over TLS, or in the clear to a loopback address the manifest names
+/// literally (a local fake). The egress check already matched `host:port` against the manifest.
+fn check_injection_transport(target: &EgressTarget) -> Result<(), Failure> {
+    if target.scheme == "https" {
+        return Ok(());
+    }
+    let host = target.host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        return Ok(());
+    }
+    Err(Failure::capability_denied(
+        Boundary::Sandbox,
+        format!("a credential is injected only over https; refusing plain http to {}", target.host_port),
+    )
+    .with_detail("requested", format!("http://{}", target.host_port)))
+}
+
+/// Replaces every occurrence of `secret` in the response headers and body with [`REDACTED`],
+/// whatever its length. Binding refuses material shorter than
+/// [`crate::stores::bindings::MIN_SECRET_BYTES`], so a short secret here comes from a vault an older
+/// version wrote (or an OAuth refresh): it is redacted anyway, even where it is ordinary text —
+/// a mangled answer is the lesser harm than a credential in the guest's hands.
+fn redact(headers: &mut [(String, String)], body: &mut Vec<u8>, secret: &str) {
+    if secret.is_empty() {
+        return;
+    }
+    for (_, value) in headers.iter_mut() {
+        if value.contains(secret) {
+            *value = value.replace(secret, REDACTED);
+        }
+    }
+    let needle = secret.as_bytes();
+    if body.windows(needle.len()).any(|window| window == needle) {
+        let mut out = Vec::with_capacity(body.len());
+        let mut rest = &body[..];
+        while let Some(at) = rest.windows(needle.len()).position(|window| window == needle) {
+            out.extend_from_slice(&rest[..at]);
+            out.extend_from_slice(REDACTED.as_bytes());
+            rest = &rest[at + needle.len()..];
+        }
+        out.extend_from_slice(rest);
+        *body = out;
+    }
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) and headers the client computes itself.
+fn is_hop_by_hop_or_managed(name: &str) -> bool {
+    crate::dataplane::headers::is_hop_by_hop(name) || name.eq_ignore_ascii_case("content-length")
+}
+
+/// A reqwest error without the URL (which could carry a query string).
+fn describe(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "connection failed"
+    } else if error.is_body() || error.is_decode() {
+        "body error"
+    } else {
+        "request error"
+    };
+    let mut source = std::error::Error::source(error);
+    let mut detail = String::new();
+    while let Some(cause) = source {
+        detail = cause.to_string();
+        source = cause.source();
+    }
+    if detail.is_empty() { kind.to_string() } else { format!("{kind}: {detail}") }
+}

@@ -1,0 +1,10 @@
+//! The traffic Aileron carries for others: a connector's outbound HTTP and spawned programs
+//! (`egress`, `spawn`), the LLM gateway, and the TLS, pooled-client and address rules they share.
+
+pub mod egress;
+pub mod gateway;
+pub mod headers;
+pub mod pooled_http;
+pub mod public_address;
+pub mod spawn;
+pub mod tls;

@@ -1,0 +1,78 @@
+//! Process-wide facts and setup that every layer needs, kept in a leaf so that nothing below the
+//! daemon has to import it: the version, the TLS crypto provider, `daemon.json`'s format, the
+//! socket option every server here uses, and the allocator's purge delay.
+
+use serde::{Deserialize, Serialize};
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Accepted connections with `TCP_NODELAY`: the gateway streams SSE events of a few hundred
+/// bytes, and Nagle's algorithm would hold each one until the previous was acknowledged (up to
+/// the client's 40 ms delayed ACK). Every server in the product and its benchmarks uses this.
+pub fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    use axum::serve::ListenerExt;
+    fn set(stream: &mut tokio::net::TcpStream) {
+        if let Err(error) = stream.set_nodelay(true) {
+            log_line!("aileron: cannot set TCP_NODELAY on a connection: {error}");
+        }
+    }
+    listener.tap_io(set as fn(&mut tokio::net::TcpStream))
+}
+
+/// rustls needs one process-wide provider; we use ring (see DEPENDENCIES.md: aws-lc is a slow C build).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// mimalloc's `mi_option_purge_delay`: its place in `mi_option_t` (`mimalloc.h`, the same in its v2
+/// and v3), for which `libmimalloc-sys` names no constant. A test starts a daemon with
+/// `MIMALLOC_PURGE_DELAY` set and reads it back through this index (`it cli`).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Makes the allocator hand memory back to the system as soon as it is freed, not a second later
+/// and only once the freeing thread allocates again (mimalloc's default): the threads that compile
+/// connectors at install would otherwise go idle holding what they freed (100 installed
+/// connectors: 160 MiB against 136 MiB; docs/decisions/0004-actions-and-runs.md, "Allocator"). A `MIMALLOC_PURGE_DELAY`
+/// the user set, which mimalloc read as the process loaded, is kept. Called as the daemon starts,
+/// however it was started (auto-start, `aileron daemon start`, or `aileron daemon run` by hand).
+pub fn return_freed_memory_at_once() {
+    if crate::platform::env::get(crate::platform::env::MIMALLOC_PURGE_DELAY).is_none() {
+        // SAFETY: sets one integer option, which mimalloc reads atomically wherever it purges.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+    }
+}
+
+/// The allocator's purge delay in effect, in milliseconds (`/v1/status`'s `allocator`).
+#[allow(clippy::useless_conversion, reason = "`c_long` is `i32` on 32-bit targets")]
+pub fn allocator_purge_delay_ms() -> i64 {
+    // SAFETY: reads one integer option.
+    i64::from(unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) })
+}
+
+/// `daemon.json`: how clients find and authenticate to the running daemon.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DaemonInfo {
+    pub url: String,
+    pub pid: u32,
+    pub version: String,
+    pub started_at: String,
+    #[serde(with = "crate::platform::secret::exposed")]
+    pub token: crate::platform::secret::Secret,
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::serve::Listener;
+
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = super::no_delay(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (stream, _) = listener.accept().await;
+        assert!(stream.nodelay().unwrap(), "SSE events must not wait for Nagle's algorithm");
+    }
+}

@@ -1,0 +1,265 @@
+//! `aileron approval list|approve|deny` and `aileron open approval <id>`: the out-of-band
+//! surfaces where a human decides. Nothing here is reachable by an agent over MCP.
+
+use clap::{Args, Subcommand};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::{CliError, CliResult, ExitStatus, print_json};
+use crate::platform::home::Home;
+use crate::surfaces::client::{ApiFailure, DaemonClient};
+use crate::wire::{ApprovalList, LoginTicket};
+
+#[derive(Args)]
+pub struct ApprovalArgs {
+    #[command(subcommand)]
+    command: ApprovalCommand,
+}
+
+#[derive(Subcommand)]
+enum ApprovalCommand {
+    /// List approvals waiting for a decision, oldest first
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending approval; the action then runs once, in the background
+    Approve {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Deny a pending approval; the action never runs
+    Deny {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Show where an approval stands: pending, running, completed, denied or failed
+    Status {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+pub struct OpenArgs {
+    #[command(subcommand)]
+    target: OpenTarget,
+}
+
+#[derive(Subcommand)]
+enum OpenTarget {
+    /// Open the review page for one approval in the browser (signed in with a one-time ticket)
+    Approval {
+        id: String,
+        /// Print the sign-in URL instead of starting a browser
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the review page listing every pending approval
+    Approvals {
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the console's activity page: the audit log as a timeline
+    Activity {
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the console's actions page: installed actions, enable and disable
+    Actions {
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the console's connectors page: installed versions, signatures, remove
+    Connectors {
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the console's accounts page: the vault and credential bindings
+    Accounts {
+        #[arg(long)]
+        print: bool,
+    },
+    /// Open the console's agents page: live and past launch sessions
+    Agents {
+        #[arg(long)]
+        print: bool,
+    },
+}
+
+pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
+    let client = DaemonClient::connect(home).await?;
+    match args.command {
+        ApprovalCommand::List { json } => {
+            let listing: ApprovalList = client.get_as("/v1/action-approvals").await?;
+            if json {
+                print_json(&listing);
+                return Ok(ExitStatus::Ok);
+            }
+            if listing.items.is_empty() {
+                eprintln!("no approvals are waiting");
+            }
+            for item in listing.items {
+                let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
+                outln!(
+                    "{}  {:<20} requested {}  args {}",
+                    visible(&item.id.to_string()),
+                    visible(&item.action),
+                    visible(&item.requested_at),
+                    visible(&serde_json::Value::Object(item.args.clone()).to_string())
+                );
+                if item.unconfined {
+                    outln!("    ! {}", crate::surfaces::daemon::web::approvals::UNCONFINED_NOTICE);
+                }
+            }
+            Ok(ExitStatus::Ok)
+        }
+        ApprovalCommand::Approve { id, reason } => decide(&client, &id, true, reason).await,
+        ApprovalCommand::Deny { id, reason } => decide(&client, &id, false, reason).await,
+        ApprovalCommand::Status { id, json } => {
+            let view = client.get(&format!("/v1/action-approvals/{id}/result")).await?;
+            if json {
+                print_json(&view);
+            } else {
+                outln!("{}", status_line(&view));
+            }
+            Ok(ExitStatus::Ok)
+        }
+    }
+}
+
+async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<String>) -> CliResult {
+    let mut body = json!({ "approved": approved });
+    if let Some(reason) = reason {
+        body["reason"] = reason.into();
+    }
+    let (status, answer) =
+        client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/decide"), Some(&body)).await?;
+    if status != StatusCode::NO_CONTENT {
+        return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
+    }
+    if approved {
+        eprintln!("approved {id}; the action runs now — follow it with: aileron approval status {id}");
+    } else {
+        eprintln!("denied {id}; the action will not run");
+    }
+    Ok(ExitStatus::Ok)
+}
+
+/// One line describing a result view.
+/// One line for `approval status`: the failure message and the denial reason may carry a
+/// connector's, an upstream's or a person's words, so controls and bidi overrides are shown.
+pub fn status_line(view: &Value) -> String {
+    let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
+    let status = view["status"].as_str().unwrap_or("?");
+    match status {
+        "completed" => format!("completed (audit {})", visible(view["audit_id"].as_str().unwrap_or("?"))),
+        "denied" => match view["reason"].as_str() {
+            Some(reason) => format!("denied: {}", visible(reason)),
+            None => "denied".to_string(),
+        },
+        "failed" => format!(
+            "failed: {} — {}",
+            visible(view["failure"]["class"].as_str().unwrap_or("?")),
+            visible(view["failure"]["message"].as_str().unwrap_or("?"))
+        ),
+        other => visible(other),
+    }
+}
+
+pub async fn open(home: &Home, args: OpenArgs) -> CliResult {
+    let (page, focus, print) = match args.target {
+        OpenTarget::Approval { id, print } => ("approvals", Some(id), print),
+        OpenTarget::Approvals { print } => ("approvals", None, print),
+        OpenTarget::Activity { print } => ("activity", None, print),
+        OpenTarget::Actions { print } => ("actions", None, print),
+        OpenTarget::Connectors { print } => ("connectors", None, print),
+        OpenTarget::Accounts { print } => ("accounts", None, print),
+        OpenTarget::Agents { print } => ("agents", None, print),
+    };
+    let client = DaemonClient::connect(home).await?;
+    if let Some(id) = &focus {
+        // A made-up id is an error, not a sign-in to a page that shows nothing.
+        client.get(&format!("/v1/action-approvals/{id}/result")).await?;
+    }
+    let ticket: LoginTicket = client.post_as("/v1/web/login-tickets", &json!({})).await?;
+    let mut url = ticket.login_url;
+    if page != "approvals" {
+        url.push_str(&format!("&page={page}"));
+    }
+    if let Some(focus) = focus {
+        url.push_str(&format!("&focus={focus}"));
+    }
+    if print || !open_browser(home, &url) {
+        // stdout carries the URL so scripts (and people without a browser here) can use it.
+        outln!("{url}");
+        if !print {
+            eprintln!("could not start a browser; open the URL above within 60 s (it signs you in once)");
+        }
+    } else {
+        eprintln!("opened the {page} page in your browser");
+    }
+    Ok(ExitStatus::Ok)
+}
+
+/// Opens `url` in the browser without putting it on a command line: a URL carrying a one-time
+/// ticket or an OAuth state would be readable by every local user in `/proc/<pid>/cmdline` for
+/// the opener's lifetime. The opener gets a `file://` page (0600, in the 0700 home) that forwards
+/// the browser to `url`; such pages older than two minutes are removed on the next call. False
+/// when no opener is available or it fails.
+pub(super) fn open_browser(home: &Home, url: &str) -> bool {
+    let dir = home.root().join("launch");
+    if crate::platform::home::create_private_dir(&dir).is_err() {
+        return false;
+    }
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with("open-")
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at.elapsed().is_ok_and(|age| age.as_secs() > 120));
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let escaped = url.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
+    let page = format!(
+        "<!doctype html><meta charset=\"utf-8\"><meta name=\"referrer\" content=\"no-referrer\">\
+         <meta http-equiv=\"refresh\" content=\"0;url={escaped}\"><title>Aileron</title><p>Opening Aileron…</p>\n"
+    );
+    let mut random = [0u8; 8];
+    let _ = getrandom::fill(&mut random);
+    let path = dir.join(format!("open-{}.html", hex::encode(random)));
+    if crate::platform::home::write_atomic(&path, page.as_bytes(), 0o600).is_err() {
+        return false;
+    }
+    let target = format!("file://{}", path.display());
+    let openers: &[&str] = if cfg!(target_os = "macos") { &["open"] } else { &["xdg-open", "sensible-browser"] };
+    openers.iter().any(|opener| {
+        std::process::Command::new(opener)
+            .arg(&target)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn status_lines_show_controls_and_bidi_overrides_instead_of_obeying_them() {
+        let failed = json!({"status": "failed", "failure": {"class": "external_api_error", "message": "boom\u{1b}[2J\u{202e}evil"}});
+        let line = super::status_line(&failed);
+        assert!(!line.contains('\u{1b}') && !line.contains('\u{202e}'), "{line:?}");
+        assert!(line.starts_with("failed: external_api_error — boom"), "{line:?}");
+        let denied = json!({"status": "denied", "reason": "no\u{9b}31m"});
+        assert!(!super::status_line(&denied).contains('\u{9b}'));
+    }
+}

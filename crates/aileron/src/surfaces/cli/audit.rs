@@ -1,0 +1,189 @@
+//! `aileron audit list|show|verify`. `verify` reads the files directly, so it works with the
+//! daemon stopped (and after a crash).
+
+use aileron_core::vocabulary::keys;
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use super::{CliError, CliResult, ExitStatus, print_json};
+use crate::platform::home::Home;
+use crate::surfaces::client::DaemonClient;
+
+#[derive(Args)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    command: AuditCommand,
+}
+
+/// `aileron audit list`: each filter maps to the `GET /v1/audit` parameter of the same name.
+#[derive(Args)]
+struct ListArgs {
+    /// Only records at or after this RFC 3339 timestamp or YYYY-MM-DD date
+    #[arg(long)]
+    since: Option<String>,
+    /// Only records before this RFC 3339 timestamp or YYYY-MM-DD date
+    #[arg(long)]
+    until: Option<String>,
+    #[arg(long)]
+    event_type: Option<String>,
+    /// Only event types of this family (e.g. approval, connector.proxy)
+    #[arg(long)]
+    family: Option<String>,
+    /// Only failures of this class (e.g. capability_denied)
+    #[arg(long)]
+    class: Option<String>,
+    /// Only records about this action
+    #[arg(long)]
+    action: Option<String>,
+    #[arg(long)]
+    session_id: Option<String>,
+    /// Only this run: its record and its proxied calls and spawns
+    #[arg(long, value_name = "AUDIT_ID")]
+    run: Option<String>,
+    /// Only records before this seq (the last seq of the previous page)
+    #[arg(long)]
+    before_seq: Option<u64>,
+    /// Leave out the records that belong to a run
+    #[arg(long)]
+    top_level: bool,
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// List audit records, newest first
+    List(ListArgs),
+    /// Show one record in full (also `audit get`, the observability design's name)
+    #[command(visible_alias = "get")]
+    Show { audit_id: String },
+    /// Verify the hash chain across every audit file
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
+    match args.command {
+        AuditCommand::List(list) => {
+            let ListArgs {
+                since,
+                until,
+                event_type,
+                family,
+                class,
+                action,
+                session_id,
+                run,
+                before_seq,
+                top_level,
+                limit,
+                json,
+            } = list;
+            let client = DaemonClient::connect(home).await?;
+            let mut query = vec![format!("limit={limit}")];
+            let before_seq = before_seq.map(|seq| seq.to_string());
+            let top_level = top_level.then(|| "true".to_string());
+            for (key, value) in [
+                ("since", since),
+                ("until", until),
+                ("event_type", event_type),
+                ("family", family),
+                ("class", class),
+                ("action", action),
+                ("session_id", session_id),
+                ("run", run),
+                ("before_seq", before_seq),
+                ("top_level", top_level),
+            ] {
+                if let Some(value) = value {
+                    query.push(format!("{key}={}", percent_encode(&value)));
+                }
+            }
+            let listing = client.get(&format!("/v1/audit?{}", query.join("&"))).await?;
+            if json {
+                print_json(&listing);
+                return Ok(ExitStatus::Ok);
+            }
+            for record in listing["items"].as_array().into_iter().flatten() {
+                outln!("{}", summary_line(record));
+            }
+            Ok(ExitStatus::Ok)
+        }
+        AuditCommand::Show { audit_id } => {
+            let client = DaemonClient::connect(home).await?;
+            let record = client.get(&format!("/v1/audit/{}", percent_encode(&audit_id))).await?;
+            print_json(&record);
+            Ok(ExitStatus::Ok)
+        }
+        AuditCommand::Verify { json } => {
+            let Some(dir) = home.audit_parent() else {
+                return Err(CliError::failure(
+                    "the audit log is in memory (AILERON_AUDIT_DIR is empty); there is nothing on disk to verify\n\
+                     hint: unset AILERON_AUDIT_DIR to keep the log on disk",
+                ));
+            };
+            match crate::stores::audit_log::verify(&dir) {
+                Ok(report) => {
+                    if json {
+                        print_json(&serde_json::to_value(&report).unwrap_or(Value::Null));
+                    } else {
+                        outln!("{report}");
+                    }
+                    // The chain that is there is intact; its end could not be checked (stderr,
+                    // so `--json` stays data only and the exit status stays 0, see docs/decisions/0006-audit-log.md).
+                    if let Some(warning) = report.warning() {
+                        eprintln!(
+                            "warning: {warning}\nhint: if the daemon was not just upgraded or the machine did not lose power, keep a copy of the audit directory for investigation"
+                        );
+                    }
+                    Ok(ExitStatus::Ok)
+                }
+                // The error says what broke ("audit chain broken at line …", "the log was cut
+                // short: …", "reading …"); its hint what to do about that kind.
+                Err(broken) => Err(CliError::failure(format!("{broken}\nhint: {}", broken.hint()))),
+            }
+        }
+    }
+}
+
+/// One line per record: time, event, id, and the most telling payload keys.
+pub fn summary_line(record: &Value) -> String {
+    let payload = &record["payload"];
+    let mut detail = Vec::new();
+    for key in [
+        keys::ACTION_NAME,
+        keys::CONNECTOR_FQN,
+        keys::CONNECTOR_OP,
+        keys::PROXY_UPSTREAM_HOST,
+        keys::PROXY_UPSTREAM_STATUS,
+        keys::FAILURE_CLASS,
+        keys::FAILURE_MESSAGE,
+    ] {
+        if let Some(value) = payload.get(key) {
+            let value = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+            detail.push(format!("{}={value}", key.trim_start_matches("aileron.")));
+        }
+    }
+    // Failure messages quote connectors and upstreams: shown escaped, never obeyed by the terminal.
+    super::escape(&format!(
+        "{}  {:<26} {}  {}",
+        record["timestamp"].as_str().unwrap_or("?"),
+        record["event_type"].as_str().unwrap_or("?"),
+        record["audit_id"].as_str().unwrap_or("?"),
+        detail.join(" ")
+    ))
+}
+
+fn percent_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,43 @@
+//! `aileron launch <agent> [--dry-run] [--unconfined] [-- agent args]`: run a coding agent wired
+//! to Aileron, confined (see `crate::surfaces::launch`). Exits with the agent's own exit code.
+
+use std::ffi::OsString;
+
+use clap::Args;
+
+use super::{CliError, CliResult, ExitStatus};
+use crate::platform::home::Home;
+use crate::surfaces::launch::{Agent, LaunchOptions};
+
+#[derive(Args)]
+pub struct LaunchArgs {
+    /// The agent to start
+    #[arg(value_enum)]
+    agent: Agent,
+    /// Print the config changes, environment and command line, without writing or starting anything
+    #[arg(long)]
+    dry_run: bool,
+    /// Run the agent without containment: it can then read your Aileron home, take the daemon
+    /// token and approve its own actions. Audited; its approvals say "requested by an unconfined agent"
+    #[arg(long)]
+    unconfined: bool,
+    /// Let the confined agent write PATH too (repeatable; audited with the session). It may always
+    /// write its workspace (the repository it starts in), its own config and state directories and
+    /// a private temp directory; everything else is read-only to it
+    #[arg(long, value_name = "PATH")]
+    writable: Vec<std::path::PathBuf>,
+    /// Arguments for the agent, after `--` (e.g. `aileron launch claude -- -p "list my issues"`)
+    #[arg(last = true, value_name = "AGENT ARGS")]
+    agent_args: Vec<OsString>,
+}
+
+pub async fn run(home: &Home, args: LaunchArgs) -> CliResult {
+    let options = LaunchOptions {
+        agent: args.agent,
+        dry_run: args.dry_run,
+        unconfined: args.unconfined,
+        writable: args.writable,
+        agent_args: args.agent_args,
+    };
+    crate::surfaces::launch::run(home, options).await.map(ExitStatus::Agent).map_err(CliError::from)
+}

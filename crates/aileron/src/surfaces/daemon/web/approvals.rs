@@ -1,0 +1,210 @@
+//! The approvals page (`/approvals`): the pending approvals as cards with what a person needs to
+//! decide (who asked, what the action does, what it may touch), and the recently resolved ones
+//! with who decided, when and how it ended. Decisions are `fetch` POSTs to the decide route.
+
+use std::sync::Arc;
+
+use aileron_core::approval::{ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalState};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::context::{Installed, reach};
+use super::{ConsolePage, Rendered, ago, escape, is_plain_id, respond};
+use crate::services::Services;
+use crate::stores::sessions::Confinement;
+use crate::surfaces::daemon::AppState;
+
+/// Resolved approvals listed below the cards.
+const RESOLVED_SHOWN: usize = 20;
+
+#[derive(Deserialize)]
+pub struct PageQuery {
+    focus: Option<String>,
+}
+
+pub async fn approvals_page(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let focus = query.focus.filter(|f| is_plain_id(f)).unwrap_or_default();
+    respond(&state, &headers, ConsolePage::Approvals, || {
+        let mut rendered = Rendered::content(content(&state.services, &focus));
+        rendered.script = SCRIPT;
+        rendered.constants = vec![("FOCUS", Value::String(focus.clone()))];
+        Ok(rendered)
+    })
+}
+
+fn content(state: &Services, focus: &str) -> String {
+    let now = chrono::Utc::now();
+    let installed = Installed::read(state);
+    let cards: String =
+        state.approvals.pending().iter().map(|entry| card(state, entry, focus, &installed, now)).collect();
+    let empty = if cards.is_empty() { "" } else { " hidden" };
+    let mut resolved = state.approvals.recently_resolved(RESOLVED_SHOWN);
+    // A link to an approval decided meanwhile (say, from the CLI) says so even when it is older.
+    if let Some(entry) = ApprovalId::parse(focus).ok().and_then(|id| state.approvals.get(&id))
+        && entry.state != ApprovalState::PendingApproval
+        && !resolved.iter().any(|r| r.id == entry.id)
+    {
+        resolved.insert(0, entry);
+    }
+    let resolved: String = resolved.iter().map(|entry| resolved_item(entry, now)).collect();
+    format!(
+        "<p class=\"empty\" id=\"empty\"{empty}>No approvals are waiting.</p>\
+         <div id=\"cards\">{cards}</div><h2>Resolved</h2><ul id=\"resolved\">{resolved}</ul>"
+    )
+}
+
+/// One line of the resolved list: `action · id · state (reason)` — the reason being the denial's,
+/// or the failure's class and message when an approved run failed — then who decided and when.
+fn resolved_item(entry: &ApprovalEntry, now: chrono::DateTime<chrono::Utc>) -> String {
+    let state = serde_json::to_value(entry.state).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let failure = entry.failure.as_ref().map(|failure| format!("{}: {}", failure.class, failure.message));
+    let reason = entry.reason.clone().or(failure).map(|reason| format!(" ({reason})")).unwrap_or_default();
+    let decided = match (&entry.decided_by, &entry.decided_at) {
+        (Some(by), Some(at)) => {
+            format!(" <span class=\"muted decided\">decided by {} {}</span>", escape(by), ago(at, now))
+        }
+        (None, Some(at)) => format!(" <span class=\"muted decided\">decided {}</span>", ago(at, now)),
+        _ => String::new(),
+    };
+    let run = entry
+        .audit_id
+        .as_deref()
+        .filter(|id| is_plain_id(id))
+        .map(|id| format!(" <a href=\"/activity?run={id}\">run</a>"))
+        .unwrap_or_default();
+    format!(
+        "<li id=\"resolved-{id}\" data-status=\"{state}\"><span class=\"line\">{action} · {id} · {state}{reason}</span>{decided}{run}</li>",
+        id = escape(entry.id.as_str()),
+        action = escape(&entry.action),
+        state = escape(&state),
+        reason = escape(&reason),
+    )
+}
+
+/// Who asked: the agent and session (and whether it runs unconfined).
+fn requester(state: &Services, entry: &ApprovalEntry) -> String {
+    let unconfined =
+        if entry.unconfined { format!("<p class=\"unconfined\">{UNCONFINED_NOTICE}</p>") } else { String::new() };
+    let who = match entry.session_id.as_deref().and_then(|id| state.sessions.get(id)) {
+        Some(session) => format!(
+            "asked by <strong>{agent}</strong> in session <a href=\"/agents#session-{id}\" class=\"mono\">{id}</a> ({confinement})",
+            agent = escape(&session.agent),
+            id = escape(&session.session_id),
+            confinement = match session.confinement {
+                Confinement::Namespaces => "contained by launch",
+                Confinement::Unconfined => "unconfined",
+            },
+        ),
+        None => match &entry.session_id {
+            Some(id) => format!("asked in session <span class=\"mono\">{}</span>", escape(id)),
+            None => "asked with the daemon token (the CLI or an MCP host outside launch)".to_string(),
+        },
+    };
+    format!("<p class=\"requester\">{who}</p>{unconfined}")
+}
+
+/// One approval card.
+fn card(
+    state: &Services,
+    entry: &ApprovalEntry,
+    focus: &str,
+    installed: &Installed,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let id = escape(entry.id.as_str());
+    let focused = if entry.id.as_str() == focus { " focused" } else { "" };
+    let args: String = entry
+        .args
+        .iter()
+        .map(|(key, value)| {
+            let shown = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+            format!("<tr><th>{}</th><td><pre>{}</pre></td></tr>", escape(key), escape(&shown))
+        })
+        .collect();
+    let preview = match &entry.preview {
+        None => String::new(),
+        Some(ApprovalPreview::Unavailable { reason }) => {
+            format!("<p class=\"preview-unavailable\">preview unavailable: {}</p>", escape(reason))
+        }
+        Some(ApprovalPreview::Fields(fields)) => {
+            let rows: String = fields
+                .iter()
+                .map(|field| {
+                    let value = field.value.as_deref().unwrap_or("—");
+                    let value = if field.multiline { format!("<pre>{}</pre>", escape(value)) } else { escape(value) };
+                    format!("<tr><th>{}</th><td>{value}</td></tr>", escape(&field.label))
+                })
+                .collect();
+            format!("<h3>Preview</h3><table class=\"preview kv\">{rows}</table>")
+        }
+    };
+    let (description, reach) = match state.actions.get(&entry.action) {
+        Some(action) => (
+            format!("<p class=\"description\">{}</p>", escape(action.file.description())),
+            format!("<h3>It will be able to</h3><div class=\"reach\">{}</div>", reach(state, &action.file, installed)),
+        ),
+        None => (
+            "<p class=\"error\">This action is no longer installed: approving it fails.</p>".to_string(),
+            String::new(),
+        ),
+    };
+    format!(
+        "<section class=\"card{focused}\" id=\"card-{id}\" data-id=\"{id}\">\
+         <h2>{action}</h2><p class=\"meta\">{id} · requested {requested}</p>{requester}{description}\
+         {preview}<h3>Arguments</h3><table class=\"args kv\">{args}</table>{reach}\
+         <div class=\"decide\"><button class=\"approve\" data-id=\"{id}\" data-busy-key=\"{id}\">Approve</button>\
+         <input class=\"reason\" id=\"reason-{id}\" placeholder=\"reason (optional)\" aria-label=\"reason\" maxlength=\"1000\">\
+         <button class=\"deny\" data-id=\"{id}\" data-busy-key=\"{id}\">Deny</button><span class=\"status\" id=\"status-{id}\"></span></div></section>",
+        action = escape(&entry.action),
+        requested = ago(&entry.requested_at, now),
+        requester = requester(state, entry),
+    )
+}
+
+/// Shown on every approval an agent outside launch containment asked for.
+pub const UNCONFINED_NOTICE: &str =
+    "requested by an unconfined agent: it runs with your files and could have read or changed anything you can";
+
+/// The approvals page's own script: decisions (the shared script refreshes the cards).
+const SCRIPT: &str = r#"
+// The buttons stay disabled until the answer: a double click or Approve-then-Deny sends one decision.
+async function decide(card, approved) {
+  const id = card.dataset.id;
+  const buttons = card.querySelectorAll('button');
+  const status = card.querySelector('.status');
+  const reason = card.querySelector('.reason').value.trim();
+  for (const b of buttons) b.disabled = true;
+  busy.add(id);
+  status.textContent = 'sending…';
+  let outcome;
+  try {
+    const response = await fetch('/v1/action-approvals/' + encodeURIComponent(id) + '/decide', {
+      method: 'POST', credentials: 'same-origin',
+      headers: { 'content-type': 'application/json', 'x-csrf-token': CSRF },
+      body: JSON.stringify(reason ? { approved, reason } : { approved }),
+    });
+    outcome = response.status === 204 ? (approved ? 'approved' : 'denied') : 'failed: HTTP ' + response.status;
+  } catch (error) {
+    outcome = 'failed: the daemon did not answer';
+  }
+  // The card may have been redrawn meanwhile: report on the one shown now.
+  const shown = document.getElementById('card-' + id) || card;
+  shown.querySelector('.status').textContent = outcome;
+  if (outcome.startsWith('failed')) { busy.delete(id); for (const b of shown.querySelectorAll('button')) b.disabled = false; }
+  schedule();
+}
+content.addEventListener('click', (event) => {
+  const button = event.target.closest('button.approve, button.deny');
+  if (!button || button.disabled) return;
+  decide(button.closest('.card'), button.classList.contains('approve'));
+});
+const focused = document.getElementById('card-' + FOCUS);
+if (focused) focused.scrollIntoView();
+"#;

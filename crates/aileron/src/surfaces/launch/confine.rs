@@ -1,0 +1,408 @@
+//! Containment of a launched agent on Linux (SPEC §13, docs/decisions/0013-launch-containment.md).
+//!
+//! `aileron launch` runs the agent through `aileron __confine [--mask DIR]... -- PROGRAM ARGS...`,
+//! a helper that runs before any thread exists (a multithreaded process cannot enter a new user
+//! namespace) and builds, with no privilege at all:
+//!
+//! - a user namespace mapping the user's own uid and gid to themselves (so agents that refuse to
+//!   run as root still run, and files keep their owners);
+//! - a mount namespace in which every `--mask` directory (the Aileron home, and the audit
+//!   directory when it lives elsewhere) is covered by an empty private tmpfs: `daemon.json` and
+//!   its daemon token, the vault, the journals, the audit log and every other session's files are
+//!   not there. The agent's own wiring reaches it through its environment instead;
+//! - a PID namespace with its own `/proc`: no process outside the agent's tree is visible, so
+//!   neither `/proc/<pid>/root` (the unmasked filesystem of any other process of the user) nor
+//!   `/proc/<pid>/environ|mem|fd` of the launcher or the daemon can be reached, and when the
+//!   agent exits every process it left behind is killed with the namespace.
+//!
+//! - a write allow-list (Landlock, see [`write_allow_list`]): the agent writes only beneath the
+//!   `--writable` paths (its workspace, its own config and state directories, a private temp
+//!   directory, what the user added with `--writable`); the rest of the filesystem is read-only
+//!   to it, so nothing it leaves behind runs later as the user (`~/.bashrc`, `~/.local/bin`,
+//!   autostart entries, systemd units). Inside the workspace each repository's `.git` is pinned
+//!   (bound onto itself: it cannot be renamed or replaced) and its `hooks` and `config` are bound
+//!   read-only (`--read-only`), so no hook, `core.hooksPath` or `core.fsmonitor` is planted for
+//!   the user's next git command.
+//!
+//! The agent itself runs with an empty capability bounding set (it keeps none of the namespace's
+//! capabilities, so it cannot unmount a mask even when the user is root) and a seccomp filter
+//! that refuses `TIOCSTI` and `TIOCLINUX`, the ioctls that push keystrokes into the terminal's
+//! input queue (text typed there runs in the user's shell once the agent exits). The network is
+//! untouched: the agent reaches its model through the gateway and its tools through
+//! `aileron-mcp`, both on the daemon's loopback port, with the session's token only.
+//!
+//! Processes: the helper (`P`, which stays in the launcher's PID namespace and forwards
+//! signals), PID 1 of the new namespace (`C`, which mounts, then reaps and forwards), and the
+//! agent (`A`, PID 2). `P` exits with `A`'s exit code. Nothing here is async: the helper never
+//! builds a runtime.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use nix::mount::{MsFlags, mount};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::signal::{SigHandler, Signal, signal};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork, getgid, getuid};
+
+/// The hidden subcommand `aileron launch` runs the agent through.
+pub const SUBCOMMAND: &str = "__confine";
+/// The exit code of a helper that could not build the containment (the agent never ran).
+pub const SETUP_FAILED: i32 = 125;
+
+/// What the helper was asked to do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    /// Directories to cover with an empty tmpfs.
+    pub masks: Vec<PathBuf>,
+    /// The agent's write allow-list (Landlock): everything else is read-only to it.
+    pub writable: Vec<PathBuf>,
+    /// Directories bound onto themselves, so they cannot be renamed or removed from under the
+    /// read-only paths inside them (a repository's `.git`).
+    pub pinned: Vec<PathBuf>,
+    /// Files and directories bound read-only inside a writable tree (`.git/hooks`, `.git/config`).
+    pub read_only: Vec<PathBuf>,
+    /// Build everything, run nothing, exit 0: `aileron launch` asks this first, so a machine
+    /// without namespaces or Landlock refuses before any session or config file exists.
+    pub probe: bool,
+    /// Whether a Ctrl-C at the terminal already reaches the agent (then it is not forwarded).
+    pub interrupts_reach_agent: bool,
+    pub program: OsString,
+    pub args: Vec<OsString>,
+}
+
+impl Request {
+    /// The helper's command line, for `aileron launch` to run (the inverse of [`parse`]).
+    pub fn arguments(&self) -> Vec<OsString> {
+        let mut line = vec![OsString::from(SUBCOMMAND)];
+        for (flag, paths) in [
+            ("--mask", &self.masks),
+            ("--writable", &self.writable),
+            ("--pin", &self.pinned),
+            ("--read-only", &self.read_only),
+        ] {
+            for path in paths {
+                line.push(flag.into());
+                line.push(path.clone().into_os_string());
+            }
+        }
+        if self.probe {
+            line.push("--probe".into());
+        }
+        if self.interrupts_reach_agent {
+            line.push("--terminal-interrupts".into());
+        }
+        line.push("--".into());
+        line.push(self.program.clone());
+        line.extend(self.args.iter().cloned());
+        line
+    }
+}
+
+/// `__confine [--probe] [--terminal-interrupts] [--mask DIR]... [--writable PATH]... [--pin DIR]...
+/// [--read-only PATH]... -- PROGRAM [ARGS...]` (`PROGRAM` may be absent with `--probe`).
+pub fn parse(args: &[OsString]) -> Result<Request, String> {
+    let mut request = Request::default();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let list = match arg.to_str() {
+            Some("--probe") => {
+                request.probe = true;
+                continue;
+            }
+            Some("--terminal-interrupts") => {
+                request.interrupts_reach_agent = true;
+                continue;
+            }
+            Some("--mask") => &mut request.masks,
+            Some("--writable") => &mut request.writable,
+            Some("--pin") => &mut request.pinned,
+            Some("--read-only") => &mut request.read_only,
+            Some("--") => {
+                if let Some(program) = rest.next() {
+                    request.program = program.clone();
+                    request.args = rest.cloned().collect();
+                }
+                break;
+            }
+            _ => return Err(format!("unexpected argument {}", arg.to_string_lossy())),
+        };
+        let path = PathBuf::from(rest.next().ok_or_else(|| format!("{} needs a path", arg.to_string_lossy()))?);
+        if !path.is_absolute() {
+            return Err(format!("{} {} is not an absolute path", arg.to_string_lossy(), path.display()));
+        }
+        list.push(path);
+    }
+    if request.program.is_empty() && !request.probe {
+        return Err("no program to run after --".to_string());
+    }
+    Ok(request)
+}
+
+/// The helper's entry point: must run before any other thread exists. Returns the exit code.
+pub fn main(args: &[OsString]) -> i32 {
+    let request = match parse(args) {
+        Ok(request) => request,
+        Err(problem) => {
+            log_line!("aileron {SUBCOMMAND}: {problem}");
+            return 2;
+        }
+    };
+    match enter(&request) {
+        Ok(code) => code,
+        Err(reason) => {
+            log_line!("aileron: cannot confine the agent: {reason}");
+            SETUP_FAILED
+        }
+    }
+}
+
+/// The process each forwarding handler signals (the child that stands for the agent).
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(signal: libc::c_int) {
+    let target = FORWARD_TO.load(Ordering::Relaxed);
+    if target > 0 {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe { libc::kill(target, signal) };
+    }
+}
+
+/// SIGTERM and SIGHUP go to `target`; so do SIGINT and SIGQUIT unless the terminal already
+/// delivers them to the agent (its process group is the terminal's foreground group), where a
+/// forwarded copy would turn one Ctrl-C into two.
+fn forward_signals_to(target: Pid, interrupts_reach_agent: bool) -> Result<(), String> {
+    FORWARD_TO.store(target.as_raw(), Ordering::Relaxed);
+    let mut forwarded = vec![Signal::SIGTERM, Signal::SIGHUP];
+    let interrupts = [Signal::SIGINT, Signal::SIGQUIT];
+    for interrupt in interrupts {
+        if interrupts_reach_agent {
+            // SAFETY: installs SIG_IGN, no handler code runs.
+            unsafe { signal(interrupt, SigHandler::SigIgn) }.map_err(|e| format!("ignoring {interrupt}: {e}"))?;
+        } else {
+            forwarded.push(interrupt);
+        }
+    }
+    for signal_kind in forwarded {
+        // SAFETY: `forward` only reads an atomic and calls kill(2), both async-signal-safe.
+        unsafe { signal(signal_kind, SigHandler::Handler(forward)) }
+            .map_err(|e| format!("forwarding {signal_kind}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Waits for `child`, retrying when a forwarded signal interrupts the wait; its exit code.
+fn wait_for(child: Pid) -> i32 {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return code,
+            Ok(WaitStatus::Signaled(_, signal, _)) => return 128 + signal as i32,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return SETUP_FAILED,
+        }
+    }
+}
+
+fn enter(request: &Request) -> Result<i32, String> {
+    let (uid, gid) = (getuid(), getgid());
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID).map_err(|e| {
+        format!("creating user, mount and PID namespaces: {e} (unprivileged user namespaces may be disabled here)")
+    })?;
+    crate::platform::confinement::write_proc("/proc/self/setgroups", "deny")?;
+    crate::platform::confinement::write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
+    crate::platform::confinement::write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))?;
+    // SAFETY: this process is single-threaded (the helper runs before anything starts a thread).
+    match unsafe { fork() }.map_err(|e| format!("starting the namespace's first process: {e}"))? {
+        ForkResult::Child => {
+            let code = match init(request) {
+                Ok(code) => code,
+                Err(reason) => {
+                    log_line!("aileron: cannot confine the agent: {reason}");
+                    SETUP_FAILED
+                }
+            };
+            // SAFETY: ends this process without running the parent's atexit handlers twice.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => {
+            forward_signals_to(child, request.interrupts_reach_agent)?;
+            Ok(wait_for(child))
+        }
+    }
+}
+
+/// PID 1 of the namespace: builds the mounts, starts the agent, reaps until it exits.
+fn init(request: &Request) -> Result<i32, String> {
+    let none: Option<&str> = None;
+    // Nothing mounted here propagates back to the user's namespace.
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+        .map_err(|e| format!("making mounts private: {e}"))?;
+    let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("proc"), "/proc", Some("proc"), hardened, none)
+        .map_err(|e| format!("mounting /proc for the namespace: {e}"))?;
+    for mask in &request.masks {
+        if !mask.is_dir() {
+            continue; // nothing there to hide
+        }
+        mount(Some("tmpfs"), mask, Some("tmpfs"), hardened, Some("mode=0700,size=64k"))
+            .map_err(|e| format!("masking {}: {e}", mask.display()))?;
+    }
+    // A mount point cannot be renamed or removed (EBUSY): `.git` stays where the read-only
+    // `.git/hooks` and `.git/config` inside it are, so a new `.git` cannot take its place.
+    for pinned in request.pinned.iter().filter(|path| path.is_dir()) {
+        mount(Some(pinned), pinned, none, MsFlags::MS_BIND, none)
+            .map_err(|e| format!("pinning {}: {e}", pinned.display()))?;
+    }
+    for path in request.read_only.iter().filter(|path| path.exists()) {
+        mount(Some(path), path, none, MsFlags::MS_BIND, none)
+            .map_err(|e| format!("binding {}: {e}", path.display()))?;
+        let read_only =
+            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        mount(none, path, none, read_only, none).map_err(|e| format!("making {} read-only: {e}", path.display()))?;
+    }
+    if request.probe {
+        // The allow-list must be enforceable here: applied to this process, which exits next.
+        write_allow_list(&request.writable)?;
+        return Ok(0);
+    }
+    let filter = terminal_injection_filter()?;
+    // SAFETY: PID 1 is single-threaded, like the helper it was forked from.
+    match unsafe { fork() }.map_err(|e| format!("starting the agent: {e}"))? {
+        ForkResult::Child => {
+            let error = exec_agent(request, &filter);
+            log_line!("aileron: cannot run {}: {error}", request.program.to_string_lossy());
+            // SAFETY: see `enter`.
+            unsafe { libc::_exit(127) }
+        }
+        ForkResult::Parent { child } => {
+            forward_signals_to(child, request.interrupts_reach_agent)?;
+            // Reap every orphan re-parented to us; the agent's exit ends the namespace (the
+            // kernel kills whatever it left running when PID 1 exits).
+            loop {
+                match waitpid(Pid::from_raw(-1), None) {
+                    Ok(WaitStatus::Exited(pid, code)) if pid == child => return Ok(code),
+                    Ok(WaitStatus::Signaled(pid, signal, _)) if pid == child => return Ok(128 + signal as i32),
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                    Err(error) => return Err(format!("waiting for the agent: {error}")),
+                }
+            }
+        }
+    }
+}
+
+/// The agent's write allow-list (the re-attack's H4: a confined agent appended
+/// `aileron approval approve <id>` to `~/.bashrc`, and the user's next shell approved its
+/// requests as the human). Landlock handles every write right (create, write, truncate, remove,
+/// rename, link) and grants them only beneath `writable`; reading and executing stay as they
+/// were. Refuses when the kernel enforces no Landlock at all (the launch then refuses too, unless
+/// `--unconfined`).
+fn write_allow_list(writable: &[PathBuf]) -> Result<(), String> {
+    use landlock::{
+        ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+        path_beneath_rules,
+    };
+    let error = |e: landlock::RulesetError| format!("building the write allow-list: {e}");
+    let writes = AccessFs::from_write(ABI::V3);
+    let existing: Vec<&PathBuf> = writable.iter().filter(|path| path.exists()).collect();
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(writes)
+        .map_err(error)?
+        .create()
+        .map_err(error)?
+        .add_rules(path_beneath_rules(existing, writes))
+        .map_err(error)?
+        .restrict_self()
+        .map_err(error)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err("this kernel does not enforce Landlock, so the agent's writes could not be confined to its \
+                    workspace (Linux 5.13 or later with Landlock enabled is needed)"
+            .into());
+    }
+    Ok(())
+}
+
+/// Refuses `ioctl(fd, TIOCSTI|TIOCLINUX, ...)` with EPERM, allows everything else.
+fn terminal_injection_filter() -> Result<seccompiler::BpfProgram, String> {
+    use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
+    let refused = |request: libc::c_ulong| {
+        // The kernel reads the request as a 32-bit `unsigned int`: compare exactly those bits.
+        SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
+            .and_then(|condition| SeccompRule::new(vec![condition]))
+    };
+    let rules =
+        vec![refused(libc::TIOCSTI).map_err(|e| e.to_string())?, refused(libc::TIOCLINUX).map_err(|e| e.to_string())?];
+    let arch = std::env::consts::ARCH.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let filter = SeccompFilter::new(
+        [(libc::SYS_ioctl, rules)].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| e.to_string())?;
+    filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
+/// In the agent's process: signals back to their defaults, no capabilities across exec, the
+/// terminal filter, then the program. Returns only on failure.
+fn exec_agent(request: &Request, filter: &seccompiler::BpfProgram) -> String {
+    for restored in [Signal::SIGINT, Signal::SIGQUIT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: restores the default disposition.
+        let _ = unsafe { signal(restored, SigHandler::SigDfl) };
+    }
+    crate::platform::confinement::drop_capability_bounding_set();
+    if let Err(error) = write_allow_list(&request.writable) {
+        return error;
+    }
+    if let Err(error) = seccompiler::apply_filter(filter) {
+        return format!("installing the terminal filter: {error}");
+    }
+    let to_c =
+        |text: &std::ffi::OsStr| CString::new(text.as_bytes()).map_err(|_| "an argument holds a NUL byte".to_string());
+    let program = match to_c(&request.program) {
+        Ok(program) => program,
+        Err(error) => return error,
+    };
+    let mut argv = vec![program.clone()];
+    for arg in &request.args {
+        match to_c(arg) {
+            Ok(arg) => argv.push(arg),
+            Err(error) => return error,
+        }
+    }
+    match nix::unistd::execv(&program, &argv) {
+        Err(error) => error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_command_line_round_trips() {
+        let request = Request {
+            masks: vec![PathBuf::from("/home/u/.aileron"), PathBuf::from("/var/audit")],
+            writable: vec![PathBuf::from("/home/u/project"), PathBuf::from("/home/u/.claude")],
+            pinned: vec![PathBuf::from("/home/u/project/.git")],
+            read_only: vec![PathBuf::from("/home/u/project/.git/hooks"), PathBuf::from("/home/u/project/.git/config")],
+            probe: false,
+            interrupts_reach_agent: true,
+            program: "/usr/bin/claude".into(),
+            args: os(&["-p", "--", "--mask", "--writable", "/"]),
+        };
+        let line = request.arguments();
+        assert_eq!(parse(&line[1..]).unwrap(), request);
+        assert!(parse(&os(&["--mask", "relative", "--", "x"])).is_err());
+        assert!(parse(&os(&["--writable", "relative", "--", "x"])).is_err());
+        assert!(parse(&os(&["--read-only"])).is_err(), "a flag without its path");
+        assert!(parse(&os(&["--mask", "/a"])).is_err(), "no program");
+        assert!(parse(&os(&["--probe", "--mask", "/a"])).unwrap().probe);
+    }
+}

@@ -1,0 +1,837 @@
+//! `aileron launch <agent>` (SPEC §13): ensure the daemon, confine the agent (`confine`: user,
+//! mount and PID namespaces hiding the Aileron home; `--unconfined` opts out, audited), start a
+//! session (a token limited to listing and running actions and polling approvals), register
+//! `aileron-mcp` in the agent's own MCP config, point the agent's LLM base URL at the gateway
+//! where the agent reads one from its environment, run the agent in the user's terminal, and end
+//! the session with the agent's exit code.
+//!
+//! The session's URL, token and id reach `aileron-mcp` only through the agent's environment
+//! (`AILERON_URL`, `AILERON_TOKEN`, `AILERON_SESSION_ID`): no file we write holds a token or a
+//! per-launch URL, so the entry in a user's config is stable (a second launch changes nothing)
+//! and no token outlives its session on disk. Each agent's way to hand its environment on comes
+//! from its own documentation (sources in docs/decisions/0014-mcp-sessions-launch.md):
+//! - claude: a per-launch `--mcp-config` JSON file (`mcpServers`) in the launch runtime
+//!   directory, removed when the agent exits; stdio servers inherit Claude Code's environment;
+//!   `ANTHROPIC_BASE_URL`.
+//! - codex: `[mcp_servers.aileron]` in `$CODEX_HOME/config.toml` (default `~/.codex`) with
+//!   `env_vars`, the names Codex passes through from its own environment; the base URL as a
+//!   per-process `-c openai_base_url="…/v1"` (current Codex ignores `OPENAI_BASE_URL`).
+//! - opencode: `mcp.aileron` (`type = "local"`) in `opencode.json[c]` (`OPENCODE_CONFIG`, else
+//!   `~/.config/opencode/`) with `{env:NAME}` values, OpenCode's config substitution; provider
+//!   `baseURL`s through `OPENCODE_CONFIG_CONTENT`, the inline config OpenCode merges last.
+//! - goose: `extensions.aileron` (`type: stdio`) in `~/.config/goose/config.yaml` with
+//!   `env_keys`, which Goose resolves from its environment; `ANTHROPIC_HOST` / `OPENAI_HOST`.
+//! - pi: Pi has no MCP client of its own; the `pi-mcp-adapter` extension reads `mcpServers` from
+//!   `~/.pi/agent/mcp.json` (`PI_CODING_AGENT_DIR`) and interpolates `${NAME}` from its
+//!   environment. Pi reads no environment variable for provider base URLs, but loads an extension
+//!   for one run with `-e <file>`, and an extension may override a built-in provider's `baseUrl`
+//!   (`pi.registerProvider`, Pi's documented proxy route). So a per-launch extension in the launch
+//!   runtime directory (removed when Pi exits) points Pi's `anthropic` and `openai` providers at
+//!   the gateway; nothing under `~/.pi` changes for it.
+//!
+//! Edits set only our own entry; every other byte of the user's file is kept, a second launch
+//! changes nothing, and the first edit leaves `<file>.aileron-backup`. A base URL variable the
+//! user already set is kept (their traffic then bypasses the gateway, and we say so).
+
+pub mod allow_list;
+mod child;
+pub mod config_file;
+pub mod confine;
+pub mod jsonc;
+pub mod toml_table;
+pub mod yaml_block;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow, bail};
+use serde_json::{Value, json};
+
+use crate::platform::env;
+use crate::platform::home::Home;
+use crate::stores::sessions::Confinement;
+use crate::surfaces::client::DaemonClient;
+use crate::wire::{EndSession, SessionStarted, StartSession};
+use config_file::{ConfigEdit, read_existing};
+use yaml_block::YamlValue;
+
+/// The name every agent's config knows us by.
+pub const SERVER_NAME: &str = "aileron";
+
+/// Variables of other programs that the launch plan reads (the agents' own settings).
+const CODEX_HOME: &str = "CODEX_HOME";
+const XDG_CONFIG_HOME: &str = "XDG_CONFIG_HOME";
+const OPENCODE_CONFIG: &str = "OPENCODE_CONFIG";
+const OPENCODE_CONFIG_CONTENT: &str = "OPENCODE_CONFIG_CONTENT";
+const PI_CODING_AGENT_DIR: &str = "PI_CODING_AGENT_DIR";
+const ANTHROPIC_BASE_URL: &str = "ANTHROPIC_BASE_URL";
+const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
+const ANTHROPIC_HOST: &str = "ANTHROPIC_HOST";
+const OPENAI_HOST: &str = "OPENAI_HOST";
+const PATH: &str = "PATH";
+const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
+const FOREIGN_VARIABLES: [&str; 15] = [
+    CODEX_HOME,
+    XDG_CONFIG_HOME,
+    OPENCODE_CONFIG,
+    OPENCODE_CONFIG_CONTENT,
+    PI_CODING_AGENT_DIR,
+    ANTHROPIC_BASE_URL,
+    OPENAI_BASE_URL,
+    ANTHROPIC_HOST,
+    OPENAI_HOST,
+    PATH,
+    XDG_RUNTIME_DIR,
+    allow_list::XDG_DATA_HOME,
+    allow_list::XDG_STATE_HOME,
+    allow_list::XDG_CACHE_HOME,
+    allow_list::CLAUDE_CONFIG_DIR,
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Agent {
+    Claude,
+    Codex,
+    Opencode,
+    Goose,
+    Pi,
+}
+
+impl Agent {
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Opencode => "opencode",
+            Agent::Goose => "goose",
+            Agent::Pi => "pi",
+        }
+    }
+
+    /// The executable looked up on PATH (each agent's own command name).
+    pub fn program(self) -> &'static str {
+        self.name()
+    }
+
+    fn install_hint(self) -> &'static str {
+        match self {
+            Agent::Claude => "npm install -g @anthropic-ai/claude-code",
+            Agent::Codex => "npm install -g @openai/codex",
+            Agent::Opencode => "npm install -g opencode-ai",
+            Agent::Goose => "see https://block.github.io/goose/docs/getting-started/installation",
+            Agent::Pi => "npm install -g @mariozechner/pi-coding-agent",
+        }
+    }
+}
+
+/// How an agent starts `aileron-mcp`. No literal environment values: every value the server
+/// needs is per-launch, so it comes from the agent's environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    pub command: String,
+    pub args: Vec<String>,
+    /// Names the agent passes on from its own environment.
+    pub pass_env: Vec<String>,
+}
+
+/// What `aileron-mcp` reads from the launched agent's environment: the session's wiring.
+pub const SESSION_VARIABLES: [&str; 3] = [env::AILERON_URL, env::AILERON_TOKEN, env::AILERON_SESSION_ID];
+
+/// Variables never handed to a launched agent: the vault passphrase would unlock everything.
+pub const WITHHELD_VARIABLES: [&str; 1] = [env::AILERON_VAULT_PASSPHRASE];
+
+/// The per-launch facts a plan is built from.
+#[derive(Debug, Clone)]
+pub struct Wiring {
+    /// The daemon's base URL, which is also the gateway's.
+    pub daemon_url: String,
+    pub token: String,
+    pub session_id: String,
+    pub mcp_command: PathBuf,
+}
+
+impl Wiring {
+    fn mcp_server(&self) -> McpServer {
+        McpServer {
+            command: self.mcp_command.display().to_string(),
+            args: vec![],
+            pass_env: SESSION_VARIABLES.iter().map(|name| name.to_string()).collect(),
+        }
+    }
+
+    /// The session's wiring, set in the agent's own environment.
+    fn session_env(&self) -> Vec<(String, String)> {
+        vec![
+            (env::AILERON_URL.to_string(), self.daemon_url.clone()),
+            (env::AILERON_TOKEN.to_string(), self.token.clone()),
+            (env::AILERON_SESSION_ID.to_string(), self.session_id.clone()),
+        ]
+    }
+
+    /// `{NAME: <reference to $NAME>}` in an agent's own reference syntax.
+    fn env_references(reference: impl Fn(&str) -> String) -> Value {
+        Value::Object(SESSION_VARIABLES.iter().map(|name| (name.to_string(), Value::String(reference(name)))).collect())
+    }
+}
+
+/// What a plan reads from the outside world, so tests can supply their own.
+#[derive(Debug, Clone)]
+pub struct LaunchEnv {
+    pub vars: HashMap<String, String>,
+    pub home_dir: PathBuf,
+    /// Private directory for per-launch files (none holds a secret), outside `AILERON_HOME`,
+    /// which a confined agent cannot see.
+    pub launch_dir: PathBuf,
+}
+
+impl LaunchEnv {
+    pub fn from_process() -> anyhow::Result<LaunchEnv> {
+        let vars =
+            FOREIGN_VARIABLES.iter().filter_map(|name| env::get(name).map(|value| (name.to_string(), value))).collect();
+        let home_dir = std::env::home_dir()
+            .filter(|dir| dir.is_absolute())
+            .ok_or_else(|| anyhow!("cannot locate your home directory to find the agent's config\nhint: set HOME"))?;
+        let env = LaunchEnv { vars, home_dir, launch_dir: PathBuf::new() };
+        let launch_dir = runtime_dir(env.var(XDG_RUNTIME_DIR))?.join("launch");
+        Ok(LaunchEnv { launch_dir, ..env })
+    }
+
+    /// A variable's value; unset and empty are the same here.
+    fn var(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str).filter(|value| !value.is_empty())
+    }
+
+    fn config_home(&self) -> PathBuf {
+        self.var(XDG_CONFIG_HOME)
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_absolute())
+            .unwrap_or_else(|| self.home_dir.join(".config"))
+    }
+}
+
+/// Everything a launch does, computed before anything is written.
+#[derive(Debug, Clone)]
+pub struct LaunchPlan {
+    pub agent: Agent,
+    pub edits: Vec<ConfigEdit>,
+    /// Variables set for the agent process.
+    pub env: Vec<(String, String)>,
+    /// The agent's arguments (the user's, plus ours where the agent takes config as flags).
+    pub args: Vec<OsString>,
+    /// Things the user should know (kept base URLs, Pi's adapter).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    File(#[from] config_file::ConfigFileError),
+    #[error("{path}: {detail}\nhint: fix the file (or restore {path}{suffix}) and launch again; nothing was changed")]
+    Syntax { path: PathBuf, detail: String, suffix: &'static str },
+}
+
+fn syntax(path: &Path, detail: impl std::fmt::Display) -> LaunchError {
+    LaunchError::Syntax { path: path.to_path_buf(), detail: detail.to_string(), suffix: config_file::BACKUP_SUFFIX }
+}
+
+/// `$XDG_RUNTIME_DIR/aileron`, else `<temp>/aileron-<uid>`: created private (0700) when missing,
+/// refused when it is not a directory of ours that only we can enter (another user could have
+/// planted it in a shared temp directory).
+fn runtime_dir(xdg_runtime_dir: Option<&str>) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = nix::unistd::getuid().as_raw();
+    let dir = match xdg_runtime_dir.map(PathBuf::from).filter(|dir| dir.is_absolute()) {
+        Some(runtime) => runtime.join("aileron"),
+        None => std::env::temp_dir().join(format!("aileron-{uid}")),
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => bail!("creating {}: {error}\nhint: set XDG_RUNTIME_DIR to a private directory", dir.display()),
+    }
+    let meta = std::fs::symlink_metadata(&dir).with_context(|| format!("reading {}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        bail!(
+            "{} is not a private directory of yours (a directory, owned by you, mode 0700)\nhint: remove it, or set \
+             XDG_RUNTIME_DIR to a private directory",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// Computes the launch for `agent`: reads the agent's config, never writes.
+pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsString]) -> Result<LaunchPlan, LaunchError> {
+    let mut plan =
+        LaunchPlan { agent, edits: vec![], env: wiring.session_env(), args: user_args.to_vec(), notes: vec![] };
+    let url = wiring.daemon_url.trim_end_matches('/').to_string();
+    let command = wiring.mcp_command.display().to_string();
+    match agent {
+        Agent::Claude => {
+            let path = env.launch_dir.join(format!("{}-claude-mcp.json", wiring.session_id));
+            // No `env`: Claude Code starts stdio servers with its own environment, which holds the
+            // session's wiring.
+            let config = json!({ "mcpServers": { SERVER_NAME: { "type": "stdio", "command": command, "args": [] }}});
+            let after = serde_json::to_string_pretty(&config).expect("values serialize") + "\n";
+            plan.args = with_flag(user_args, "--mcp-config", path.as_os_str());
+            plan.edits.push(ConfigEdit { path, before: None, after, temporary: true });
+            point(&mut plan, env, ANTHROPIC_BASE_URL, url);
+        }
+        Agent::Codex => {
+            let codex_home = env.var(CODEX_HOME).map(PathBuf::from).unwrap_or_else(|| env.home_dir.join(".codex"));
+            let path = codex_home.join("config.toml");
+            let before = read_existing(&path)?;
+            let after =
+                toml_table::upsert_mcp_server(before.as_deref().unwrap_or(""), SERVER_NAME, &wiring.mcp_server())
+                    .map_err(|e| syntax(&path, e))?;
+            let user_choice = codex_base_url_choice(before.as_deref().unwrap_or(""), env);
+            plan.edits.push(ConfigEdit { path, before, after, temporary: false });
+            match user_choice {
+                // A per-process override: the gateway's address never lands in the user's file.
+                None => {
+                    plan.args = [OsString::from("-c"), format!("openai_base_url=\"{url}/v1\"").into()]
+                        .into_iter()
+                        .chain(user_args.iter().cloned())
+                        .collect()
+                }
+                Some(choice) => plan.notes.push(format!(
+                    "{choice} is kept, so codex's LLM traffic does not go through the Aileron gateway\n\
+                     hint: the daemon's upstream is set by AILERON_OPENAI_UPSTREAM"
+                )),
+            }
+        }
+        Agent::Opencode => {
+            let path = match env.var(OPENCODE_CONFIG) {
+                Some(custom) => PathBuf::from(custom),
+                None => {
+                    let dir = env.config_home().join("opencode");
+                    let jsonc = dir.join("opencode.jsonc");
+                    if jsonc.exists() { jsonc } else { dir.join("opencode.json") }
+                }
+            };
+            let environment = Wiring::env_references(|name| format!("{{env:{name}}}"));
+            let entry = json!({ "type": "local", "command": [command], "environment": environment, "enabled": true });
+            let before = read_existing(&path)?;
+            let after = jsonc::upsert(before.as_deref().unwrap_or(""), &["mcp", SERVER_NAME], &entry)
+                .map_err(|e| syntax(&path, e))?;
+            plan.edits.push(ConfigEdit { path, before, after, temporary: false });
+            let providers = json!({ "provider": {
+                "anthropic": { "options": { "baseURL": format!("{url}/v1") } },
+                "openai": { "options": { "baseURL": format!("{url}/v1") } },
+            }});
+            point(&mut plan, env, OPENCODE_CONFIG_CONTENT, providers.to_string());
+        }
+        Agent::Goose => {
+            let path = env.config_home().join("goose").join("config.yaml");
+            let text = |value: &str| YamlValue::Str(value.to_string());
+            let keys: Vec<String> = SESSION_VARIABLES.iter().map(|name| name.to_string()).collect();
+            let entry = vec![
+                ("enabled".to_string(), YamlValue::Bool(true)),
+                ("type".to_string(), text("stdio")),
+                ("name".to_string(), text(SERVER_NAME)),
+                ("display_name".to_string(), text("Aileron")),
+                ("description".to_string(), text("Aileron actions: sandboxed, approved by you, audited")),
+                ("cmd".to_string(), text(&command)),
+                ("args".to_string(), YamlValue::List(vec![])),
+                ("envs".to_string(), YamlValue::Map(vec![])),
+                ("env_keys".to_string(), YamlValue::List(keys)),
+                ("timeout".to_string(), YamlValue::Int(300)),
+            ];
+            let before = read_existing(&path)?;
+            let after = yaml_block::upsert_entry(before.as_deref().unwrap_or(""), "extensions", SERVER_NAME, &entry)
+                .map_err(|e| syntax(&path, e))?;
+            plan.edits.push(ConfigEdit { path, before, after, temporary: false });
+            point(&mut plan, env, ANTHROPIC_HOST, url.clone());
+            point(&mut plan, env, OPENAI_HOST, url);
+        }
+        Agent::Pi => {
+            let dir = env
+                .var(PI_CODING_AGENT_DIR)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| env.home_dir.join(".pi").join("agent"));
+            let path = dir.join("mcp.json");
+            let entry =
+                json!({ "command": command, "args": [], "env": Wiring::env_references(|name| format!("${{{name}}}")) });
+            let before = read_existing(&path)?;
+            let after = jsonc::upsert(before.as_deref().unwrap_or(""), &["mcpServers", SERVER_NAME], &entry)
+                .map_err(|e| syntax(&path, e))?;
+            plan.edits.push(ConfigEdit { path, before, after, temporary: false });
+            let settings = read_existing(&dir.join("settings.json"))?.unwrap_or_default();
+            if !settings.contains("pi-mcp-adapter") {
+                plan.notes.push(
+                    "pi has no built-in MCP client: Aileron's tools reach it through the pi-mcp-adapter extension, \
+                     which reads mcp.json\nhint: pi install npm:pi-mcp-adapter"
+                        .to_string(),
+                );
+            }
+            // Pi's provider base URLs have no environment override; a one-run extension does it.
+            let extension = env.launch_dir.join(format!("{}-pi-gateway.ts", wiring.session_id));
+            let source = format!(
+                "// Written by `aileron launch pi` for one run (removed when pi exits): pi's Anthropic and\n\
+                 // OpenAI traffic goes through the Aileron gateway. Nothing under ~/.pi is changed.\n\
+                 export default function (pi: any) {{\n  \
+                 pi.registerProvider(\"anthropic\", {{ baseUrl: {anthropic} }});\n  \
+                 pi.registerProvider(\"openai\", {{ baseUrl: {openai} }});\n}}\n",
+                anthropic = serde_json::to_string(&url).expect("strings serialize"),
+                openai = serde_json::to_string(&format!("{url}/v1")).expect("strings serialize"),
+            );
+            plan.args = [OsString::from("-e"), extension.clone().into_os_string()]
+                .into_iter()
+                .chain(user_args.iter().cloned())
+                .collect();
+            plan.edits.push(ConfigEdit { path: extension, before: None, after: source, temporary: true });
+        }
+    }
+    Ok(plan)
+}
+
+/// Where the user already routes Codex's model traffic, if they do: then it is left alone.
+/// Current Codex reads the built-in provider's URL from the `openai_base_url` key (older versions
+/// from `OPENAI_BASE_URL`); a `model_provider` other than `openai` is the user's own endpoint.
+fn codex_base_url_choice(config: &str, env: &LaunchEnv) -> Option<String> {
+    if let Some(value) = env.var(OPENAI_BASE_URL) {
+        return Some(format!("OPENAI_BASE_URL ({value})"));
+    }
+    let document: toml_edit::DocumentMut = config.parse().ok()?;
+    if let Some(value) = document.get("openai_base_url").and_then(toml_edit::Item::as_str) {
+        return Some(format!("openai_base_url ({value}) in config.toml"));
+    }
+    match document.get("model_provider").and_then(toml_edit::Item::as_str) {
+        Some(provider) if provider != "openai" => Some(format!("model_provider \"{provider}\" in config.toml")),
+        _ => None,
+    }
+}
+
+/// Sets `name` for the agent unless the user already chose a value, which wins.
+fn point(plan: &mut LaunchPlan, env: &LaunchEnv, name: &str, value: String) {
+    match env.var(name) {
+        Some(existing) if existing != value => plan.notes.push(format!(
+            "{name} is already set ({existing}) and is kept, so {}'s LLM traffic does not go through the Aileron gateway\n\
+             hint: unset it to route through the gateway; the daemon's upstream is set by AILERON_ANTHROPIC_UPSTREAM / \
+             AILERON_OPENAI_UPSTREAM",
+            plan.agent.name()
+        )),
+        _ => plan.env.push((name.to_string(), value)),
+    }
+}
+
+/// The user's arguments with `flag value` added where an option is still parsed: before a `--`,
+/// else at the end (Claude Code's `--mcp-config` takes several values, so a positional prompt
+/// after it would be read as a config file).
+fn with_flag(user_args: &[OsString], flag: &str, value: &std::ffi::OsStr) -> Vec<OsString> {
+    let at = user_args.iter().position(|arg| arg == "--").unwrap_or(user_args.len());
+    let mut args = user_args[..at].to_vec();
+    args.push(flag.into());
+    args.push(value.to_os_string());
+    args.extend_from_slice(&user_args[at..]);
+    args
+}
+
+/// `program` on `path` (a `PATH` value), if it names an executable file.
+pub fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
+    path?.split(':').filter(|dir| !dir.is_empty()).map(|dir| Path::new(dir).join(program)).find(|candidate| {
+        std::fs::metadata(candidate).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// `aileron-mcp` next to this executable (both are installed together).
+pub fn mcp_server_path() -> anyhow::Result<PathBuf> {
+    let current = std::env::current_exe().context("locating the running executable")?;
+    Ok(current.with_file_name("aileron-mcp"))
+}
+
+pub struct LaunchOptions {
+    pub agent: Agent,
+    pub dry_run: bool,
+    /// Run the agent without containment (it could read the home and approve its own actions).
+    pub unconfined: bool,
+    /// More paths the confined agent may write, besides its workspace and its own directories.
+    pub writable: Vec<PathBuf>,
+    pub agent_args: Vec<OsString>,
+}
+
+/// Whether this machine can confine an agent: the helper builds the namespaces and masks once
+/// and exits. `Err` carries its reason.
+async fn probe_containment(request: &confine::Request) -> Result<(), String> {
+    let helper = std::env::current_exe().map_err(|e| format!("locating the aileron executable: {e}"))?;
+    let probe = confine::Request { probe: true, program: OsString::new(), args: vec![], ..request.clone() };
+    let output = tokio::process::Command::new(&helper)
+        .args(probe.arguments())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .await
+        .map_err(|e| format!("running {}: {e}", helper.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    Err(stderr.trim().trim_start_matches("aileron: cannot confine the agent: ").to_string())
+}
+
+/// Runs `aileron launch`; returns the agent's exit code.
+pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
+    let agent = options.agent;
+    let env = LaunchEnv::from_process()?;
+    let program = find_program(agent.program(), env.var(PATH));
+    let mcp_command = mcp_server_path()?;
+    if options.dry_run {
+        let daemon_url = match DaemonClient::discover(home).await {
+            Ok(Some(client)) => client.base_url,
+            _ => "http://127.0.0.1:<daemon port>".to_string(),
+        };
+        let wiring = Wiring {
+            daemon_url,
+            token: "<session token>".into(),
+            session_id: "<session id>".into(),
+            mcp_command: mcp_command.clone(),
+        };
+        let plan = plan(agent, &wiring, &env, &options.agent_args)?;
+        print!("{}", dry_run_report(&plan, program.as_deref(), &mcp_command));
+        if options.unconfined {
+            println!("\nconfinement: none (--unconfined); the session and its approvals are marked unconfined");
+        } else {
+            let masks: Vec<String> = crate::platform::confinement::masked_directories(home)
+                .iter()
+                .map(|dir| dir.display().to_string())
+                .collect();
+            println!("\nconfinement: user, mount and PID namespaces; hidden from the agent: {}", masks.join(", "));
+            let cwd =
+                std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
+            let access =
+                allow_list::write_access(agent, &env, &cwd, &options.writable, &env.launch_dir.join("<temp>"))?;
+            let shown =
+                |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ");
+            println!("writable by the agent (everything else is read-only to it): {}", shown(&access.writable));
+            if !access.read_only.is_empty() {
+                println!("read-only inside its workspace: {}", shown(&access.read_only));
+            }
+            for note in &access.notes {
+                println!("note: {note}");
+            }
+        }
+        return Ok(0);
+    }
+    let program = program.ok_or_else(|| {
+        anyhow!("`{}` is not on PATH\nhint: install it ({}), then launch again", agent.program(), agent.install_hint())
+    })?;
+    if !mcp_command.exists() {
+        bail!(
+            "{} is missing, so {} could not reach Aileron's actions\nhint: install aileron-mcp next to aileron \
+             (both come from the same release)",
+            mcp_command.display(),
+            agent.name()
+        );
+    }
+    let masks = crate::platform::confinement::masked_directories(home);
+    // The agent keeps its working directory across the mounts that hide the home: started inside
+    // it, it would read daemon.json (and decide its own approvals) through its cwd (the
+    // re-attack's M1). Refused, confined or not: nothing an agent needs lives there.
+    if let Ok(cwd) = std::env::current_dir().and_then(std::fs::canonicalize)
+        && let Some(mask) = masks.iter().find(|mask| cwd.starts_with(mask))
+    {
+        bail!(
+            "{} is inside {}, which a launched agent must not see\nhint: cd to your project (or any directory outside \
+             {}) and launch again",
+            cwd.display(),
+            mask.display(),
+            mask.display()
+        );
+    }
+    // The confined agent's private temp directory (removed with it) and write allow-list.
+    crate::platform::home::create_private_dir(&env.launch_dir)
+        .with_context(|| format!("creating {}", env.launch_dir.display()))?;
+    let temp_dir = tempfile::Builder::new()
+        .prefix("agent-tmp-")
+        .tempdir_in(&env.launch_dir)
+        .with_context(|| format!("creating a temp directory in {}", env.launch_dir.display()))?;
+    let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
+    let mut writable = Vec::new();
+    let confinement = if options.unconfined {
+        log_line!(
+            "aileron: warning: {} runs unconfined: it can read {} and use the daemon token in it, so the approval \
+             gate holds only as far as you trust it; its session and approvals are marked unconfined",
+            agent.name(),
+            home.root().display()
+        );
+        Confinement::Unconfined
+    } else {
+        let cwd = std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
+        let access = allow_list::write_access(agent, &env, &cwd, &options.writable, temp_dir.path())?;
+        access.prepare()?;
+        for note in &access.notes {
+            log_line!("aileron: note: {note}");
+        }
+        writable = access.writable.iter().map(|path| path.display().to_string()).collect();
+        request.writable = access.writable;
+        request.pinned = access.pinned;
+        request.read_only = access.read_only;
+        probe_containment(&request).await.map_err(|reason| {
+            anyhow!(
+                "cannot confine {agent} on this machine: {reason}\nhint: containment needs unprivileged user \
+                 namespaces (Linux; `sysctl kernel.unprivileged_userns_clone=1` or the AppArmor userns restriction \
+                 lifted); `aileron launch --unconfined {agent}` runs it without (it could then read your Aileron \
+                 home and approve its own actions)",
+                agent = agent.name()
+            )
+        })?;
+        Confinement::Namespaces
+    };
+    let client = DaemonClient::connect(home).await?;
+    let tracing =
+        crate::platform::telemetry::TelemetryConfig::from_env(crate::platform::telemetry::DEFAULT_SERVICE_NAME, home);
+    warn_when_the_daemon_ignores_tracing(&client, &tracing).await;
+    let start = StartSession { agent: agent.name().to_string(), pid: Some(std::process::id()), confinement, writable };
+    let started: SessionStarted = client.post_as("/v1/sessions", &start).await.context("starting a session")?;
+    let wiring = Wiring {
+        daemon_url: client.base_url.clone(),
+        token: started.token.expose().to_string(),
+        session_id: started.session_id,
+        mcp_command,
+    };
+    // aileron-mcp's file exporter writes under AILERON_TRACES_DIR; the real one is in the hidden
+    // home, so a confined agent's server writes to its temp directory and its spans are moved to
+    // the real traces directory when it exits.
+    let agent_traces = (confinement == Confinement::Namespaces
+        && tracing.enabled
+        && tracing.exporter == crate::platform::telemetry::ExporterKind::File.as_str())
+    .then(|| temp_dir.path().join("traces-parent"));
+    let containment = (confinement == Confinement::Namespaces).then_some(Contained {
+        request,
+        temp_dir: temp_dir.path(),
+        traces_parent: agent_traces.as_deref(),
+    });
+    let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment).await;
+    if let (Some(parent), Some(traces)) = (&agent_traces, home.traces_dir()) {
+        collect_agent_spans(&parent.join("traces"), &traces);
+    }
+    let exit_code = outcome.as_ref().ok().copied();
+    let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
+    if let Err(error) = client.post(&end_path, &serde_json::to_value(EndSession { exit_code })?).await {
+        log_line!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);
+    }
+    outcome
+}
+
+/// A confined launch: the helper's request (masks and the write allow-list) and the agent's
+/// private temp directory.
+struct Contained<'a> {
+    request: confine::Request,
+    temp_dir: &'a Path,
+    /// Where the agent's `aileron-mcp` writes its spans (`AILERON_TRACES_DIR`), when it traces to files.
+    traces_parent: Option<&'a Path>,
+}
+
+/// Says so when the launcher's environment asks for traces the running daemon was not started
+/// with: `AILERON_OTEL_*` are read when a process starts, so the daemon's spans follow its own.
+async fn warn_when_the_daemon_ignores_tracing(
+    client: &DaemonClient,
+    wanted: &crate::platform::telemetry::TelemetryConfig,
+) {
+    let Ok(status) = client.get("/v1/status").await else { return };
+    let running = &status["traces"];
+    let (enabled, exporter) = (running["enabled"].as_bool().unwrap_or(false), running["exporter"].as_str());
+    let wanted_exporter = crate::platform::telemetry::ExporterKind::parse(&wanted.exporter).map(|kind| kind.as_str());
+    let differs = if wanted.enabled { !enabled || exporter != wanted_exporter } else { enabled };
+    if differs {
+        let has = if enabled { format!("traces on ({})", exporter.unwrap_or("?")) } else { "traces off".to_string() };
+        let asked = if wanted.enabled {
+            format!("traces on ({})", wanted_exporter.unwrap_or("?"))
+        } else {
+            "traces off".to_string()
+        };
+        log_line!(
+            "aileron: warning: your environment asks for {asked}, but the running daemon was started with {has}; \
+             its spans follow its own settings\nhint: `aileron daemon stop`, then launch again: the daemon starts \
+             with this environment"
+        );
+    }
+}
+
+/// Appends the spans a confined agent's `aileron-mcp` wrote (`<dir>/spans-<date>.jsonl`) to the
+/// daily files of the real traces directory, one JSON object a line (anything else the agent may
+/// have put there is left out).
+fn collect_agent_spans(dir: &Path, traces: &Path) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|name| name.starts_with("spans-") && name.ends_with(".jsonl")) else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+        let lines: String = text
+            .lines()
+            .filter(|line| serde_json::from_str::<Value>(line).is_ok_and(|value| value.is_object()))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        if lines.is_empty() {
+            continue;
+        }
+        let appended = crate::platform::home::create_private_dir(traces).and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(traces.join(name))
+                .and_then(|mut file| file.write_all(lines.as_bytes()))
+        });
+        if let Err(error) = appended {
+            log_line!("aileron: warning: keeping the agent's spans in {}: {error}", traces.display());
+        }
+    }
+}
+
+/// Applies the plan's edits, runs the agent (inside the namespaces when `contained`) and removes
+/// the per-launch files.
+async fn launch_session(
+    agent: Agent,
+    program: &Path,
+    wiring: &Wiring,
+    env: &LaunchEnv,
+    agent_args: &[OsString],
+    contained: Option<Contained<'_>>,
+) -> anyhow::Result<i32> {
+    let mut plan = plan(agent, wiring, env, agent_args)?;
+    if let Some(contained) = &contained {
+        // Its temp files go to its private directory, the only temp directory it may write.
+        for name in ["TMPDIR", "TMP", "TEMP"] {
+            plan.env.push((name.to_string(), contained.temp_dir.display().to_string()));
+        }
+        if let Some(parent) = contained.traces_parent {
+            plan.env.push((env::AILERON_TRACES_DIR.to_string(), parent.display().to_string()));
+        }
+    }
+    let mut temporary = Vec::new();
+    for edit in &plan.edits {
+        let backup = edit.apply()?;
+        if edit.temporary {
+            temporary.push(edit.path.clone());
+        } else if edit.changes_anything() {
+            log_line!("aileron: registered aileron-mcp in {}", edit.path.display());
+        }
+        if let Some(backup) = backup {
+            log_line!("aileron: your original is kept as {}", backup.display());
+        }
+    }
+    for note in &plan.notes {
+        log_line!("aileron: note: {note}");
+    }
+    let status = match contained {
+        Some(contained) => {
+            log_line!("aileron: session {} started for {} (confined)", wiring.session_id, agent.name());
+            let helper = std::env::current_exe().context("locating the aileron executable")?;
+            let request = confine::Request {
+                interrupts_reach_agent: child::terminal_delivers_interrupts(),
+                program: program.as_os_str().to_os_string(),
+                args: plan.args.clone(),
+                ..contained.request
+            };
+            child::run(&helper, &request.arguments(), &plan.env, &WITHHELD_VARIABLES).await
+        }
+        None => {
+            log_line!("aileron: session {} started for {} (unconfined)", wiring.session_id, agent.name());
+            child::run(program, &plan.args, &plan.env, &WITHHELD_VARIABLES).await
+        }
+    };
+    for path in temporary {
+        let _ = std::fs::remove_file(path);
+    }
+    status.with_context(|| format!("running {}", program.display()))
+}
+
+fn dry_run_report(plan: &LaunchPlan, program: Option<&Path>, mcp_command: &Path) -> String {
+    let mut out = format!("aileron launch {} --dry-run: nothing is written or started\n\n", plan.agent.name());
+    let program_text = program.map_or_else(|| plan.agent.program().to_string(), |p| p.display().to_string());
+    let args: Vec<String> = plan.args.iter().map(|arg| shell_quote(&arg.to_string_lossy())).collect();
+    out.push_str(&format!(
+        "would run: {}\n",
+        [shell_quote(&program_text)].into_iter().chain(args).collect::<Vec<_>>().join(" ")
+    ));
+    if program.is_none() {
+        out.push_str(&format!(
+            "warning: {} is not on PATH (install it: {})\n",
+            plan.agent.program(),
+            plan.agent.install_hint()
+        ));
+    }
+    if !plan.env.is_empty() {
+        out.push_str("with environment:\n");
+        for (name, value) in &plan.env {
+            out.push_str(&format!("  {name}={value}\n"));
+        }
+    }
+    if !mcp_command.exists() {
+        out.push_str(&format!("warning: {} does not exist\n", mcp_command.display()));
+    }
+    for edit in &plan.edits {
+        out.push('\n');
+        out.push_str(&edit.render());
+    }
+    for note in &plan.notes {
+        out.push_str(&format!("\nnote: {note}\n"));
+    }
+    out
+}
+
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@%+<>".contains(&b)) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn our_flag_goes_where_options_are_still_parsed() {
+        let check =
+            |user: &[&str], expected: &[&str]| assert_eq!(with_flag(&os(user), "--f", "v".as_ref()), os(expected));
+        check(&[], &["--f", "v"]);
+        check(&["fix the bug"], &["fix the bug", "--f", "v"]);
+        check(&["-p", "hi", "--", "--literal"], &["-p", "hi", "--f", "v", "--", "--literal"]);
+    }
+
+    #[test]
+    fn user_base_urls_win_and_are_reported() {
+        let env = LaunchEnv {
+            vars: [(ANTHROPIC_BASE_URL.to_string(), "https://corp.example/anthropic".to_string())].into(),
+            home_dir: "/home/u".into(),
+            launch_dir: "/home/u/.aileron/launch".into(),
+        };
+        let wiring = Wiring {
+            daemon_url: "http://127.0.0.1:4000".into(),
+            token: "t".into(),
+            session_id: "ses-1".into(),
+            mcp_command: "/opt/aileron-mcp".into(),
+        };
+        let session_env = wiring.session_env();
+        let plan = plan(Agent::Claude, &wiring, &env, &[]).unwrap();
+        assert_eq!(plan.env, session_env, "only the session's wiring: {:?}", plan.env);
+        assert!(plan.notes[0].contains("ANTHROPIC_BASE_URL is already set"), "{:?}", plan.notes);
+        let env = LaunchEnv { vars: HashMap::new(), ..env };
+        let plan = super::plan(Agent::Claude, &wiring, &env, &[]).unwrap();
+        let gateway = (ANTHROPIC_BASE_URL.to_string(), "http://127.0.0.1:4000".to_string());
+        assert_eq!(plan.env, [session_env, vec![gateway]].concat());
+    }
+
+    #[test]
+    fn shell_quoting() {
+        let check = |text: &str, expected: &str| assert_eq!(shell_quote(text), expected);
+        check("--mcp-config", "--mcp-config");
+        check("fix the bug", "'fix the bug'");
+        check("it's", "'it'\\''s'");
+        check("", "''");
+    }
+}
