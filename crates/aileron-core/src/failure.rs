@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use crate::vocabulary::keys;
 
 /// The closed set of failure classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureClass {
     CapabilityDenied,
@@ -82,7 +82,7 @@ impl std::fmt::Display for FailureClass {
 }
 
 /// Where a failure was detected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Boundary {
     /// The WASM sandbox / host-function boundary (connector manifest enforcement, limits).
@@ -111,7 +111,7 @@ impl Boundary {
 
 /// One failure, as reported to the caller in the envelope
 /// `{"error": {"class", "message", "retriable", "boundary", "audit_id"?, "details"?}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Failure {
     pub class: FailureClass,
     pub message: String,

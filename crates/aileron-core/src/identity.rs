@@ -122,6 +122,16 @@ impl<'de> Deserialize<'de> for Fqn {
     }
 }
 
+impl schemars::JsonSchema for Fqn {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Fqn".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        string_schema("a connector's name: `github://<owner>/<repo>[/<path>]` or `gitlab://…`", "^(github|gitlab)://")
+    }
+}
+
 /// Strict SemVer: `MAJOR.MINOR.PATCH[-pre][+build]`, no ranges, no `latest`, no leading `v`.
 pub fn parse_version(version: &str) -> Result<semver::Version, IdentityError> {
     semver::Version::parse(version)
@@ -244,6 +254,21 @@ impl<'de> Deserialize<'de> for ContentHash {
         let s = String::deserialize(deserializer)?;
         ContentHash::parse(&s).map_err(serde::de::Error::custom)
     }
+}
+
+impl schemars::JsonSchema for ContentHash {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ContentHash".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        string_schema("SHA-256 of `connector.wasm ‖ manifest.toml` (or of a file)", "^sha256:[0-9a-f]{64}$")
+    }
+}
+
+/// The schema of a type serialized as a string of one syntax (the identities, approval ids).
+pub(crate) fn string_schema(description: &str, pattern: &str) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "description": description, "pattern": pattern })
 }
 
 #[cfg(test)]

@@ -81,6 +81,19 @@ impl Serialize for ApprovalId {
     }
 }
 
+impl schemars::JsonSchema for ApprovalId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ApprovalId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::identity::string_schema(
+            "`act-<YYYYMMDDTHHMMSSZ>-<16 lowercase hex>`",
+            "^act-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{16}$",
+        )
+    }
+}
+
 impl<'de> Deserialize<'de> for ApprovalId {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = String::deserialize(deserializer)?;

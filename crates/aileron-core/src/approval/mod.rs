@@ -63,7 +63,7 @@ pub use response::{PendingApproval, ResultView, pending_message, review_url};
 pub use state::{ApprovalState, IllegalTransition, RestartAction};
 
 /// What a gate covers. Only actions today; the observability seed reserves other kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalKind {
     #[default]
@@ -79,7 +79,7 @@ impl ApprovalKind {
 }
 
 /// One approval, as journaled, shown on the card and served by the result endpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalEntry {
     pub id: ApprovalId,
     pub kind: ApprovalKind,

@@ -16,7 +16,7 @@ pub const MAX_PREVIEW_VALUE_CHARS: usize = 4000;
 const TRUNCATION_MARK: &str = "… (truncated)";
 
 /// One labelled line of the approval card.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PreviewField {
     pub label: String,
     /// `None` when the path is missing from the output (or holds `null`): the card shows a dash.
@@ -25,7 +25,7 @@ pub struct PreviewField {
 }
 
 /// What the approval card shows above the arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalPreview {
     Fields(Vec<PreviewField>),

@@ -26,7 +26,7 @@ pub fn pending_message(action: &str, review_url: &str, id: &ApprovalId) -> Strin
 
 /// The 202 body: `{status: "pending_approval", approval_id, audit_id, review_url, message}`;
 /// `audit_id` is the id of the `approval.requested` record (SPEC §8).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PendingApproval {
     pub status: ApprovalState,
     pub approval_id: ApprovalId,
@@ -48,7 +48,7 @@ impl PendingApproval {
 }
 
 /// `{status, audit_id?, result?, reason?, failure?}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResultView {
     pub status: ApprovalState,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -26,7 +26,7 @@ use crate::identity::ContentHash;
 pub const GENESIS_PREV: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Who caused the event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ActorType {
     Agent,
@@ -47,7 +47,7 @@ impl ActorType {
 }
 
 /// `{"type": ..., "id": ...}` on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Actor {
     pub r#type: ActorType,
     pub id: String,
@@ -75,7 +75,7 @@ pub struct UnsealedRecord {
 }
 
 /// One sealed line of the audit log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditRecord {
     pub audit_id: String,
     /// Kept a string, not an [`EventType`](crate::vocabulary::EventType): a log written by
@@ -323,7 +323,7 @@ pub struct VerifyReport {
 }
 
 /// The state of the chain-head anchor a verification found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HeadAnchor {
     /// The log ends at or after the anchored head (which may lag after a crash), or there is

@@ -22,7 +22,9 @@ pub use spawn::{SpawnCapability, SpawnLimits, SpawnOperation, SpawnProgram};
 /// The credential kinds a connector may ask for: one enum the compiler follows wherever a kind
 /// decides something (injection, bindings, the console, the CLI); its string form only on the
 /// wire and on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub enum CredentialKind {
     #[serde(rename = "api_key")]
     ApiKey,

@@ -32,7 +32,7 @@ pub const DEFAULT_IDENTITY: &str = "default";
 pub const REFRESH_MARGIN_SECONDS: i64 = 60;
 
 /// What anyone may see of a binding: no secret bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindingInfo {
     pub name: String,

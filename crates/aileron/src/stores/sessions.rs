@@ -33,7 +33,7 @@ pub enum SessionError {
     Journal { path: PathBuf, source: io::Error },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     Active,
@@ -63,7 +63,7 @@ impl Confinement {
 }
 
 /// What `GET /v1/sessions/{id}` shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Session {
     pub session_id: String,
     pub agent: String,

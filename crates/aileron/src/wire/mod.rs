@@ -2,6 +2,7 @@
 //! them, [`crate::surfaces::client`], the CLI and the MCP catalog: the error shape and the request and
 //! response bodies. Bodies that grew large move to one file per resource, named as its handler is.
 
+mod connectors;
 mod credentials;
 pub mod error;
 
@@ -10,6 +11,10 @@ pub mod error;
 /// closes while the body is still being written, and the caller sees a broken pipe).
 pub const MAX_API_BODY_BYTES: usize = 2 * 1024 * 1024;
 
+pub use connectors::{
+    Collected, Compiled, ConnectorInstalled, ConnectorList, ConnectorPreview, ConnectorRelease, ConnectorRemoved,
+    InstallDeclined, InstalledConnector, ReleaseCheck, ReleaseCheckItem, Signer,
+};
 pub use credentials::{
     AwsBody, CallbackQuery, KeyEntry, KeyTrusted, KeyringList, KeysRevoked, MaterialBody, OAuthFinish, OAuthInit,
     OAuthStarted, PassphraseBody, RevokeBody, SecretEntry, SecretList, SecretStored, SetSecret, SetupBody, TrustBody,
@@ -144,6 +149,118 @@ where
 }
 
 // Response bodies.
+
+/// `GET /v1/status`: what the daemon is and holds.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StatusView {
+    pub version: String,
+    pub pid: u32,
+    pub started_at: String,
+    pub uptime_seconds: i64,
+    pub counts: StatusCounts,
+    /// The active launch sessions.
+    pub sessions: Vec<ActiveSession>,
+    /// `absent`, `locked` or `unlocked`.
+    pub vault: String,
+    /// `disk`, `memory`, or disk low on space (runs refused until it has room).
+    pub audit: String,
+    /// The daemon's own tracing, as it was started (`aileron launch` compares it with the
+    /// launcher's `AILERON_OTEL_*` and says when the running daemon ignores them).
+    pub traces: TracesView,
+    /// Whether the start-up warm-up has loaded every module the enabled actions pin.
+    pub modules_warm: bool,
+    /// How soon freed memory goes back to the system (docs/decisions/0004-actions-and-runs.md, "Allocator").
+    pub allocator: AllocatorView,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StatusCounts {
+    pub actions: usize,
+    pub actions_enabled: usize,
+    pub action_load_errors: usize,
+    pub connectors: usize,
+    pub approvals_pending: usize,
+    pub approvals_awaiting_vault: usize,
+    pub bindings: usize,
+    pub sessions_active: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ActiveSession {
+    pub session_id: String,
+    pub agent: String,
+    pub pid: Option<u32>,
+    pub started_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TracesView {
+    pub enabled: bool,
+    /// `stdout`, `file`, `otlp` or `noop`; `null` when tracing is off.
+    pub exporter: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AllocatorView {
+    pub purge_delay_ms: i64,
+}
+
+/// `GET /v1/audit`: records, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AuditList {
+    pub items: Vec<aileron_core::audit::AuditRecord>,
+}
+
+/// `GET /v1/audit/verify`: the whole chain verified (`ok`, what was proved), or the first problem
+/// and what to do about it — a broken chain is an answer, not an error.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ChainVerification {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_anchor: Option<aileron_core::audit::HeadAnchor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// `GET /v1/bindings`: the bindings (never their material) and the vault's state.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct BindingList {
+    pub items: Vec<crate::stores::bindings::BindingInfo>,
+    pub vault: String,
+}
+
+/// `GET /v1/sessions`: every launch session, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SessionList {
+    pub items: Vec<crate::stores::sessions::Session>,
+}
+
+/// `POST /v1/actions/install` with `verify_only` → 200: what the package requires, nothing installed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ActionRequirements {
+    pub name: String,
+    pub version: String,
+    /// `unsigned`, or who signed it; absent for a local file.
+    pub signature: Option<String>,
+    pub requires: Vec<RequiredConnector>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RequiredConnector {
+    pub name: String,
+    pub version: String,
+    pub hash: String,
+}
 
 /// `GET /v1/health`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -294,7 +411,7 @@ pub struct SessionStarted {
 }
 
 /// `GET /v1/action-approvals` (and the `snapshot` event of its watch stream).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalList {
     pub items: Vec<aileron_core::approval::ApprovalEntry>,
 }

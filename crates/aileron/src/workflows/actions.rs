@@ -8,7 +8,7 @@ use aileron_core::ConnectorRef;
 use aileron_core::action::{ActionFile, parse_action};
 use aileron_core::policy::{CapabilitySubset, check_subset_against_manifest};
 use axum::http::StatusCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::connectors::refuse_install;
 use super::{Services, caller_for, require};
@@ -16,7 +16,8 @@ use crate::platform::principal::{Principal, Scope};
 use crate::runner::{RunOutcome, RunRejection, RunRequest, run_action};
 use crate::stores::audit_log::AuditEvent;
 use crate::wire::{
-    ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply, RunAnswer, RunCompleted, StepView,
+    ActionRequirements, ActionView, Answer, ApiError, ConnectorPin, InstallAction, PatchAction, Reply,
+    RequiredConnector, RunAnswer, RunCompleted, StepView,
 };
 
 /// The JSON view of an installed action.
@@ -159,19 +160,21 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
     };
     check_place(state, &action, body.force)?;
     if body.verify_only {
-        let requires: Vec<Value> = action
+        let requires = action
             .requires
             .iter()
-            .map(
-                |c| json!({ "name": c.name.to_string(), "version": c.version.to_string(), "hash": c.hash.to_string() }),
-            )
+            .map(|c| RequiredConnector {
+                name: c.name.to_string(),
+                version: c.version.to_string(),
+                hash: c.hash.to_string(),
+            })
             .collect();
-        return Ok(Reply::ok(json!({
-            "name": action.name,
-            "version": action.version.to_string(),
-            "signature": signature_status.map(|status| status.describe()),
-            "requires": requires,
-        })));
+        return Ok(Reply::ok(ActionRequirements {
+            name: action.name.clone(),
+            version: action.version.to_string(),
+            signature: signature_status.map(|status| status.describe()),
+            requires,
+        }));
     }
     for required in &action.requires {
         let reference = format!("{}@{}", required.name, required.version);

@@ -1,12 +1,10 @@
 //! Reading the audit log (SPEC §10): records newest first under a filter, one record, and the
 //! whole chain's verification.
 
-use serde_json::json;
-
 use super::{Services, require};
 use crate::platform::principal::{Principal, Scope};
 use crate::stores::audit_log::{AuditError, AuditFilter};
-use crate::wire::{Answer, ApiError, AuditQuery, Reply};
+use crate::wire::{Answer, ApiError, AuditList, AuditQuery, ChainVerification, Reply};
 
 pub async fn list(state: &Services, principal: &Principal, query: AuditQuery) -> Answer {
     require(principal, Scope::Console)?;
@@ -34,7 +32,7 @@ pub async fn list(state: &Services, principal: &Principal, query: AuditQuery) ->
         ),
         error => ApiError::internal(error),
     })?;
-    Ok(Reply::ok(json!({ "items": items })))
+    Ok(Reply::ok(AuditList { items }))
 }
 
 pub fn get(state: &Services, principal: &Principal, id: String) -> Answer {
@@ -52,15 +50,28 @@ pub async fn verify(state: &Services, principal: &Principal) -> Answer {
     require(principal, Scope::Console)?;
     let audit = state.audit.clone();
     let outcome = tokio::task::spawn_blocking(move || audit.verify()).await.map_err(ApiError::internal)?;
+    let nothing = ChainVerification {
+        ok: false,
+        records: None,
+        files: None,
+        last_seq: None,
+        head_anchor: None,
+        warning: None,
+        problem: None,
+        hint: None,
+    };
     Ok(Reply::ok(match outcome {
-        Ok(report) => json!({
-            "ok": true,
-            "records": report.records,
-            "files": report.files,
-            "last_seq": report.last_seq,
-            "head_anchor": report.head_anchor,
-            "warning": report.warning(),
-        }),
-        Err(problem) => json!({ "ok": false, "problem": problem.to_string(), "hint": problem.hint() }),
+        Ok(report) => ChainVerification {
+            ok: true,
+            records: Some(report.records),
+            files: Some(report.files),
+            last_seq: Some(report.last_seq),
+            head_anchor: Some(report.head_anchor),
+            warning: report.warning(),
+            ..nothing
+        },
+        Err(problem) => {
+            ChainVerification { problem: Some(problem.to_string()), hint: Some(problem.hint().to_string()), ..nothing }
+        }
     }))
 }

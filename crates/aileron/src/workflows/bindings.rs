@@ -6,7 +6,6 @@ use aileron_core::audit::ActorType;
 use aileron_core::manifest::{ConnectorManifest, CredentialKind, CredentialMethod};
 use aileron_core::vocabulary::EventType;
 use axum::http::StatusCode;
-use serde_json::json;
 
 use super::vault::vault_error;
 use super::{Services, audit, caller_for, require};
@@ -16,7 +15,7 @@ use crate::stores::bindings::{
 };
 use crate::stores::oauth::{Mode, OAuthError, Target, is_loopback_http};
 use crate::wire::{
-    Answer, ApiError, CallbackQuery, MaterialBody, OAuthFinish, OAuthInit, OAuthStarted, Reply, SetupBody,
+    Answer, ApiError, BindingList, CallbackQuery, MaterialBody, OAuthFinish, OAuthInit, OAuthStarted, Reply, SetupBody,
 };
 
 /// Where the provider sends the browser back in daemon mode; needs no token (SPEC §7).
@@ -36,7 +35,7 @@ pub fn binding_error(error: BindingError) -> ApiError {
 
 pub fn list(state: &Services, principal: &Principal) -> Answer {
     require(principal, Scope::Console)?;
-    Ok(Reply::ok(json!({ "items": state.bindings.list(), "vault": state.vault.state().as_str() })))
+    Ok(Reply::ok(BindingList { items: state.bindings.list(), vault: state.vault.state().as_str().to_string() }))
 }
 
 pub fn get(state: &Services, principal: &Principal, name: String) -> Answer {

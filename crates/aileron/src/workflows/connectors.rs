@@ -10,27 +10,29 @@ use super::{Services, caller_for, require};
 use crate::platform::principal::{Principal, Scope};
 use crate::stores::audit_log::AuditEvent;
 use crate::stores::package::read_package;
-use crate::wire::{Answer, ApiError, CheckQuery, InstallBody, PreviewBody, RemoveConnector, Reply};
+use crate::wire::{
+    Answer, ApiError, CheckQuery, Collected, Compiled, ConnectorInstalled, ConnectorList, ConnectorPreview,
+    ConnectorRelease, ConnectorRemoved, InstallBody, InstallDeclined, InstalledConnector, PreviewBody, ReleaseCheck,
+    ReleaseCheckItem, RemoveConnector, Reply, Signer,
+};
 
 pub fn list(state: &Services, principal: &Principal) -> Answer {
     require(principal, Scope::Console)?;
     let entries = state.store.list().map_err(ApiError::internal)?;
-    let items: Vec<Value> = entries
+    let items = entries
         .iter()
-        .map(|e| {
-            json!({
-                "fqn": e.fqn.to_string(),
-                "version": e.version.to_string(),
-                "hash": e.hash.to_string(),
-                "signature": if e.signed { "signed (verified at install)" } else { "unsigned" },
-                "publisher": e.manifest.publisher,
-                "capabilities": e.manifest.describe_capabilities(),
-                "intents": e.manifest.intents,
-                "credential": e.manifest.credential_kind().map(|kind| kind.as_str()),
-            })
+        .map(|e| InstalledConnector {
+            fqn: e.fqn.clone(),
+            version: e.version.to_string(),
+            hash: e.hash.clone(),
+            signature: if e.signed { "signed (verified at install)" } else { "unsigned" }.to_string(),
+            publisher: e.manifest.publisher.clone(),
+            capabilities: e.manifest.describe_capabilities(),
+            intents: e.manifest.intents.clone(),
+            credential: e.manifest.credential_kind(),
         })
         .collect();
-    Ok(Reply::ok(json!({ "items": items })))
+    Ok(Reply::ok(ConnectorList { items }))
 }
 
 /// Steps 1–6 of the install pipeline (SPEC §3.4), shared by preview and install: resolve and
@@ -98,7 +100,7 @@ pub async fn refuse_install(
 pub async fn inspect(
     state: &Services,
     body: &PreviewBody,
-) -> Result<(crate::stores::package::Package, Value), Refusal> {
+) -> Result<(crate::stores::package::Package, ConnectorRelease), Refusal> {
     let bad = Refusal::Api;
     let reference = ConnectorRef::parse(&body.reference).map_err(|e| {
         let code = if e.to_string().contains("unknown_scheme") { "unknown_scheme" } else { "invalid_reference" };
@@ -171,27 +173,27 @@ pub async fn inspect(
     }
     let signer = match &status {
         aileron_core::signing::SignatureStatus::Verified { authority, fingerprint } => {
-            json!({ "authority": authority, "fingerprint": fingerprint })
+            Some(Signer { authority: authority.clone(), fingerprint: fingerprint.clone() })
         }
-        aileron_core::signing::SignatureStatus::Unsigned => Value::Null,
+        aileron_core::signing::SignatureStatus::Unsigned => None,
     };
-    let view = json!({
-        "fqn": reference.fqn.to_string(),
-        "version": reference.version.to_string(),
-        "hash": package.hash.to_string(),
-        "short_hash": package.hash.short(),
-        "publisher": package.manifest.publisher,
-        "signature": status.describe(),
-        "signed": signer.is_object(),
-        "signer": signer,
-        "capabilities": package.manifest.describe_capabilities(),
-    });
-    Ok((package, view))
+    let release = ConnectorRelease {
+        fqn: reference.fqn.clone(),
+        version: reference.version.to_string(),
+        hash: package.hash.clone(),
+        short_hash: package.hash.short().to_string(),
+        publisher: package.manifest.publisher.clone(),
+        signature: status.describe(),
+        signed: signer.is_some(),
+        signer,
+        capabilities: package.manifest.describe_capabilities(),
+    };
+    Ok((package, release))
 }
 
 pub async fn preview(state: &Services, principal: &Principal, body: PreviewBody) -> Answer {
     require(principal, Scope::Admin)?;
-    let (package, mut view) = match inspect(state, &body).await {
+    let (package, release) = match inspect(state, &body).await {
         Ok(inspected) => inspected,
         Err(refusal) => {
             let actor = caller_for(principal).actor;
@@ -206,8 +208,8 @@ pub async fn preview(state: &Services, principal: &Principal, body: PreviewBody)
             .await);
         }
     };
-    view["already_installed"] = state.store.find(&package.hash).map_err(ApiError::internal)?.is_some().into();
-    Ok(Reply::ok(view))
+    let already_installed = state.store.find(&package.hash).map_err(ApiError::internal)?.is_some();
+    Ok(Reply::ok(ConnectorPreview { release, already_installed }))
 }
 
 pub async fn install(state: &Services, principal: &Principal, body: InstallBody) -> Answer {
@@ -223,7 +225,7 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
         return Err(ApiError::bad_request("invalid_consent", "consent must be `prompt`, `flag` or `declined`"));
     }
     let actor = caller_for(principal).actor;
-    let (package, view) = match inspect(state, &body.preview).await {
+    let (package, release) = match inspect(state, &body.preview).await {
         Ok(inspected) => inspected,
         Err(refusal) => {
             return Ok(refuse_install(
@@ -237,7 +239,7 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
             .await);
         }
     };
-    if view["signed"] == false && body.consent == "flag" && !body.allow_unsigned {
+    if !release.signed && body.consent == "flag" && !body.allow_unsigned {
         let refusal = ApiError::bad_request(
             "unsigned_refused",
             "the package is unsigned and consent was given by flag without allow_unsigned",
@@ -265,21 +267,23 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
             state.home.store_dir().display()
         ))
     })?;
-    let mut payload = vocabulary::connector_release(view["fqn"].clone(), view["version"].clone(), view["hash"].clone());
-    payload.insert(keys::CONNECTOR_SIGNATURE.into(), view["signature"].clone());
-    if let Some(fingerprint) = view["signer"]["fingerprint"].as_str() {
-        payload.insert(keys::CONNECTOR_SIGNER.into(), view["signer"]["authority"].clone());
-        payload.insert(keys::CONNECTOR_SIGNER_FINGERPRINT.into(), fingerprint.into());
+    let mut payload =
+        vocabulary::connector_release(release.fqn.to_string(), release.version.clone(), release.hash.to_string());
+    payload.insert(keys::CONNECTOR_SIGNATURE.into(), release.signature.clone().into());
+    if let Some(signer) = &release.signer {
+        payload.insert(keys::CONNECTOR_SIGNER.into(), signer.authority.clone().into());
+        payload.insert(keys::CONNECTOR_SIGNER_FINGERPRINT.into(), signer.fingerprint.clone().into());
     }
     payload.extend(vocabulary::approved_consent(body.consent.clone()));
-    payload.insert(keys::CONNECTOR_CAPABILITIES.into(), view["capabilities"].clone());
+    payload.insert(keys::CONNECTOR_CAPABILITIES.into(), release.capabilities.clone().into());
     let event = AuditEvent::new(EventType::ConnectorInstalled, caller_for(principal).actor, payload);
     let record = state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
-    let mut view = view;
-    view["audit_id"] = record.audit_id.into();
-    view["store_path"] = entry.path.display().to_string().into();
-    view["compiled"] = compile_now(state, &package.hash).await;
-    Ok(Reply::created(view))
+    Ok(Reply::created(ConnectorInstalled {
+        release,
+        audit_id: record.audit_id,
+        store_path: entry.path.display().to_string(),
+        compiled: compile_now(state, &package.hash).await,
+    }))
 }
 
 /// The user saw the consent screen and said no (seed 004: consent is a decision, and every
@@ -301,21 +305,29 @@ async fn declined(state: &Services, principal: &Principal, body: &InstallBody) -
     payload.insert(keys::CONSENT_VIA.into(), "prompt".into());
     let event = AuditEvent::new(EventType::ConnectorInstallRefused, caller_for(principal).actor, payload);
     let record = state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
-    Ok(Reply::ok(json!({ "declined": true, "audit_id": record.audit_id })))
+    Ok(Reply::ok(InstallDeclined { declined: true, audit_id: record.audit_id }))
 }
 
 /// Compiles the installed module now (docs/decisions/0001-sandbox.md, "Compile at install"): the seconds a
 /// 7 MB Go guest takes are paid by the install, not by the agent's first call. A module that
 /// does not compile, or imports what its manifest does not grant, stays installed (a run reports
 /// the same failure, as it always has) and the answer says why, so the CLI can warn now.
-async fn compile_now(state: &Services, hash: &aileron_core::ContentHash) -> Value {
+async fn compile_now(state: &Services, hash: &aileron_core::ContentHash) -> Compiled {
     match crate::runner::precompile(state, hash).await {
-        Ok(compiled) => json!({
-            "ok": true,
-            "milliseconds": u64::try_from(compiled.elapsed.as_millis()).unwrap_or(u64::MAX),
-            "artifact_bytes": compiled.artifact_bytes,
-        }),
-        Err(failure) => json!({ "ok": false, "class": failure.class, "error": failure.message }),
+        Ok(compiled) => Compiled {
+            ok: true,
+            milliseconds: Some(u64::try_from(compiled.elapsed.as_millis()).unwrap_or(u64::MAX)),
+            artifact_bytes: compiled.artifact_bytes,
+            class: None,
+            error: None,
+        },
+        Err(failure) => Compiled {
+            ok: false,
+            milliseconds: None,
+            artifact_bytes: None,
+            class: Some(failure.class),
+            error: Some(failure.message),
+        },
     }
 }
 
@@ -340,15 +352,26 @@ pub async fn check(state: &Services, principal: &Principal, query: CheckQuery) -
                         .filter(|v| *v > latest)
                         .map(|v| v.to_string())
                         .collect();
-                    json!({ "fqn": name, "installed": installed.iter().map(|v| v.to_string()).collect::<Vec<_>>(), "newer": newer })
+                    ReleaseCheckItem {
+                        installed: Some(installed.iter().map(|v| v.to_string()).collect()),
+                        newer: Some(newer),
+                        ..ReleaseCheckItem::of(name)
+                    }
                 }
-                Err(_) => json!({ "fqn": name, "error": format!("{url}: not a releases listing") }),
+                Err(_) => ReleaseCheckItem {
+                    error: Some(format!("{url}: not a releases listing")),
+                    ..ReleaseCheckItem::of(name)
+                },
             },
-            Err(error) => json!({ "fqn": name, "error": error.to_string(), "retriable": error.retriable }),
+            Err(error) => ReleaseCheckItem {
+                error: Some(error.to_string()),
+                retriable: Some(error.retriable),
+                ..ReleaseCheckItem::of(name)
+            },
         };
         items.push(item);
     }
-    Ok(Reply::ok(json!({ "items": items })))
+    Ok(Reply::ok(ReleaseCheck { items }))
 }
 
 /// The installed actions that pin `hash`.
@@ -407,7 +430,7 @@ pub async fn remove(state: &Services, principal: &Principal, body: RemoveConnect
     state.store.remove(&entry.hash).map_err(ApiError::internal)?;
     remove_orphan_artifacts(state);
     audit_removed(state, principal, &entry, "remove").await?;
-    Ok(Reply::ok(json!({ "removed": body.reference, "hash": entry.hash.to_string() })))
+    Ok(Reply::ok(ConnectorRemoved { removed: body.reference, hash: entry.hash }))
 }
 
 pub async fn gc(state: &Services, principal: &Principal) -> Answer {
@@ -421,7 +444,7 @@ pub async fn gc(state: &Services, principal: &Principal) -> Answer {
         }
     }
     let artifacts = remove_orphan_artifacts(state);
-    Ok(Reply::ok(json!({ "removed": removed, "compiled_artifacts_removed": artifacts })))
+    Ok(Reply::ok(Collected { removed, compiled_artifacts_removed: artifacts }))
 }
 
 /// A keyring that does not load as an answer the user can act on: a damaged `keyring.json` is

@@ -8,7 +8,7 @@ use super::{Services, caller_for, require};
 use crate::platform::principal::{Principal, Scope};
 use crate::stores::audit_log::AuditEvent;
 use crate::stores::sessions::SessionError;
-use crate::wire::{Answer, ApiError, EndSession, Reply, SessionStarted, StartSession};
+use crate::wire::{Answer, ApiError, EndSession, Reply, SessionList, SessionStarted, StartSession};
 
 /// Mints a launch session's token. Only the local user (daemon token) may: a session token asking
 /// for another session gets 403, so an agent can never widen its own grant.
@@ -54,7 +54,7 @@ pub fn get(state: &Services, principal: &Principal, id: String) -> Answer {
 /// Every launch session, newest first.
 pub fn list(state: &Services, principal: &Principal) -> Answer {
     require(principal, Scope::Console)?;
-    Ok(Reply::ok(serde_json::json!({ "items": state.sessions.all() })))
+    Ok(Reply::ok(SessionList { items: state.sessions.all() }))
 }
 
 /// Revokes the session's token, journals the end and audits it as `session.ended`.

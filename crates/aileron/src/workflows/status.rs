@@ -1,52 +1,50 @@
 //! `aileron status`: what the daemon is and holds — version, uptime, counts, sessions, the vault's
 //! and the audit log's state, its tracing, the warm-up.
 
-use serde_json::{Value, json};
-
 use super::{Services, require};
 use crate::platform::principal::{Principal, Scope};
-use crate::wire::{Answer, ApiError, Reply};
+use crate::wire::{ActiveSession, AllocatorView, Answer, ApiError, Reply, StatusCounts, StatusView, TracesView};
 
 /// The daemon started at `started_at`.
 pub fn status(state: &Services, principal: &Principal, started_at: chrono::DateTime<chrono::Utc>) -> Answer {
     require(principal, Scope::Admin)?;
-    let active: Vec<Value> = state
+    let active: Vec<ActiveSession> = state
         .sessions
         .active()
-        .iter()
-        .map(|s| json!({ "session_id": s.session_id, "agent": s.agent, "pid": s.pid, "started_at": s.started_at }))
+        .into_iter()
+        .map(|s| ActiveSession { session_id: s.session_id, agent: s.agent, pid: s.pid, started_at: s.started_at })
         .collect();
     let (actions, load_errors) = state.actions.list();
     let enabled = actions.iter().filter(|a| a.enabled).count();
     let connectors = state.store.list().map_err(ApiError::internal)?;
-    Ok(Reply::ok(json!({
-        "version": crate::platform::process::VERSION,
-        "pid": std::process::id(),
-        "started_at": started_at.to_rfc3339(),
-        "uptime_seconds": (chrono::Utc::now() - started_at).num_seconds(),
-        "counts": {
-            "actions": actions.len(),
-            "actions_enabled": enabled,
-            "action_load_errors": load_errors.len(),
-            "connectors": connectors.len(),
-            "approvals_pending": state.approvals.pending().len(),
-            "approvals_awaiting_vault": state.approvals.awaiting_vault().len(),
-            "bindings": state.bindings.list().len(),
-            "sessions_active": active.len(),
+    Ok(Reply::ok(StatusView {
+        version: crate::platform::process::VERSION.to_string(),
+        pid: std::process::id(),
+        started_at: started_at.to_rfc3339(),
+        uptime_seconds: (chrono::Utc::now() - started_at).num_seconds(),
+        counts: StatusCounts {
+            actions: actions.len(),
+            actions_enabled: enabled,
+            action_load_errors: load_errors.len(),
+            connectors: connectors.len(),
+            approvals_pending: state.approvals.pending().len(),
+            approvals_awaiting_vault: state.approvals.awaiting_vault().len(),
+            bindings: state.bindings.list().len(),
+            sessions_active: active.len(),
         },
-        "sessions": active,
-        "vault": state.vault.state().as_str(),
-        "audit": match (state.audit.is_durable(), state.audit.low_on_space()) {
+        sessions: active,
+        vault: state.vault.state().as_str().to_string(),
+        audit: match (state.audit.is_durable(), state.audit.low_on_space()) {
             (true, false) => "disk",
             (true, true) => "disk, low on space: runs are refused until it has room",
             (false, _) => "memory",
+        }
+        .to_string(),
+        traces: TracesView {
+            enabled: state.telemetry.is_enabled(),
+            exporter: state.telemetry.exporter().map(|kind| kind.as_str().to_string()),
         },
-        // The daemon's own tracing, as it was started (`aileron launch` compares it with the
-        // launcher's AILERON_OTEL_* and says when the running daemon ignores them).
-        "traces": { "enabled": state.telemetry.is_enabled(), "exporter": state.telemetry.exporter().map(|kind| kind.as_str()) },
-        // Whether the start-up warm-up has loaded every module the enabled actions pin.
-        "modules_warm": state.modules_warm.load(std::sync::atomic::Ordering::Acquire),
-        // How soon freed memory goes back to the system (docs/decisions/0004-actions-and-runs.md, "Allocator").
-        "allocator": { "purge_delay_ms": crate::platform::process::allocator_purge_delay_ms() },
-    })))
+        modules_warm: state.modules_warm.load(std::sync::atomic::Ordering::Acquire),
+        allocator: AllocatorView { purge_delay_ms: crate::platform::process::allocator_purge_delay_ms() },
+    }))
 }

@@ -43,3 +43,39 @@ async fn every_described_route_is_served() {
         }
     }
 }
+
+#[test]
+fn every_route_declares_what_it_answers() {
+    let silent: Vec<String> = ROUTES
+        .iter()
+        .filter(|route| route.answers.is_none())
+        .map(|route| format!("{} {}", route.method, route.path))
+        .collect();
+    assert!(silent.is_empty(), "declare what these answer in the route table: {silent:#?}");
+}
+
+/// The check every harness request runs: a body of the declared type passes; one with a field
+/// missing, a field of the wrong type or a field the type does not have is refused.
+#[tokio::test]
+async fn a_body_that_is_not_the_declared_type_is_refused() {
+    let harness = Harness::new();
+    let (path, status, conforms) = crate::support::declared_answer("GET", "/v1/status").expect("declared");
+    assert_eq!((path, status), ("/v1/status", 200));
+    let served = harness.request("GET", "/v1/status", None).await;
+    assert_eq!(served.status, StatusCode::OK);
+    conforms(&served.body).expect("the served status conforms");
+    let mut missing = served.body.clone();
+    missing.as_object_mut().unwrap().remove("counts");
+    assert!(conforms(&missing).is_err(), "a missing field");
+    let mut mistyped = served.body.clone();
+    mistyped["pid"] = "one".into();
+    assert!(conforms(&mistyped).is_err(), "a mistyped field");
+    let mut extra = served.body.clone();
+    extra["undeclared"] = true.into();
+    assert!(conforms(&extra).is_err(), "a field the type does not have");
+    let of = |method, path| crate::support::declared_answer(method, path).map(|(path, status, _)| (path, status));
+    assert_eq!(of("GET", "/v1/audit/verify"), Some(("/v1/audit/verify", 200)), "the fixed path wins");
+    assert_eq!(of("GET", "/v1/audit/01JD"), Some(("/v1/audit/{id}", 200)));
+    assert_eq!(of("DELETE", "/v1/secrets/a/b"), None, "no body to check");
+    assert_eq!(of("GET", "/v1/audit/01JD/more"), None, "no such route");
+}

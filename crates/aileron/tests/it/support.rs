@@ -92,6 +92,25 @@ impl<'a> ActionSpec<'a> {
     }
 }
 
+/// The route of the table `method path` reaches, with its declared JSON success status and check.
+pub fn declared_answer(method: &str, path: &str) -> Option<(&'static str, u16, fn(&Value) -> Result<(), String>)> {
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    aileron::surfaces::daemon::api::ROUTES
+        .iter()
+        .filter(|route| route.method == method)
+        .find(|route| {
+            let pattern: Vec<&str> = route.path.split('/').collect();
+            let rest = pattern.last().is_some_and(|last| last.starts_with("{*"));
+            let fixed = if rest { pattern.len() - 1 } else { pattern.len() };
+            (if rest { segments.len() > fixed } else { segments.len() == fixed })
+                && pattern[..fixed]
+                    .iter()
+                    .zip(&segments)
+                    .all(|(want, have)| want == have || (want.starts_with('{') && !have.is_empty()))
+        })
+        .and_then(|route| route.answers.as_ref()?.json().map(|(status, conforms)| (route.path, status, conforms)))
+}
+
 pub struct TestResponse {
     pub status: StatusCode,
     pub headers: HeaderMap,
@@ -140,6 +159,10 @@ impl Harness {
     }
 
     pub async fn send(&self, builder: http::request::Builder, body: Option<Value>) -> TestResponse {
+        let declared = builder
+            .method_ref()
+            .zip(builder.uri_ref())
+            .and_then(|(method, uri)| declared_answer(method.as_str(), uri.path()));
         let request = match body {
             Some(body) => builder.header("content-type", "application/json").body(Body::from(body.to_string())),
             None => builder.body(Body::empty()),
@@ -154,6 +177,14 @@ impl Harness {
         } else {
             serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
+        // Every answer a test sees at a route's declared success status is checked against the
+        // wire type the route table declares for it (docs/http-api.json).
+        if let Some((path, success, conforms)) = declared
+            && status.as_u16() == success
+            && let Err(problem) = conforms(&body)
+        {
+            panic!("{path} answered {status} with a body that is not its declared type: {problem}\n{body:#}");
+        }
         TestResponse { status, headers, body }
     }
 
