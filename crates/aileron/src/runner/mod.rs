@@ -129,10 +129,9 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
                 }
             });
             if let Err(failure) = verified {
-                let mut payload = action_payload(&action);
-                payload.extend(failure.audit_payload());
-                payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
-                append(state, EventType::ExecutionFailed, &request.caller, payload, &audit_id).await?;
+                let record =
+                    RunRecord { action: &action, approval: Some(&grant.entry.id), ending: Ending::Refused(&failure) };
+                append(state, record.event_type(), &request.caller, record.payload(), &audit_id).await?;
                 state.telemetry.action_execute(&action).fail(&failure, Some(&audit_id));
                 return Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)));
             }
@@ -149,38 +148,33 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         execute_steps(state, &action, &request.args, &request.caller, &audit_id).with_context(span.context()).await;
     match executed {
         Ok((output, steps, instance)) => {
-            let mut payload = action_payload(&action);
-            payload.insert(keys::ACTION_STEPS.into(), Value::Array(steps.iter().map(step_summary).collect()));
+            let approval = request.approval.as_ref().map(|grant| &grant.entry.id);
+            let record = RunRecord {
+                action: &action,
+                approval,
+                ending: Ending::Executed { steps: &steps, args: &request.args },
+            };
+            let appended = submit(state, record.event_type(), &request.caller, record.payload(), &audit_id);
             // Built by moving the output and the steps in (`json!` would copy each through serde).
             let mut result = Map::new();
             result.insert("action".into(), action.name.clone().into());
             result.insert("output".into(), output);
             result.insert("steps".into(), Value::Array(steps.into_iter().map(StepRecord::into_value).collect()));
             let result = Value::Object(result);
-            payload.insert(keys::ACTION_ARG_NAMES.into(), json!(request.args.keys().collect::<Vec<_>>()));
-            if let Some(grant) = &request.approval {
-                payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
-            }
-            let appended = submit(state, EventType::ActionExecuted, &request.caller, payload, &audit_id);
             // The last guest's instance goes back to the pool while the writer syncs the record.
             drop(instance);
             appended.await.map_err(RunRejection::after_steps)?;
             span.end();
             Ok(RunOutcome::Completed { audit_id, result })
         }
-        Err(StepFailure { failure, step_id, connector, op, hash }) => {
-            let mut payload = action_payload(&action);
-            payload.extend(failure.audit_payload());
-            payload.insert(keys::ACTION_STEP_ID.into(), step_id.into());
-            payload.extend(vocabulary::connector_call(connector, op, hash));
-            if let Some(grant) = &request.approval {
-                payload.insert(keys::APPROVAL_ID.into(), grant.entry.id.to_string().into());
-            }
-            append(state, EventType::ExecutionFailed, &request.caller, payload, &audit_id)
+        Err(failed) => {
+            let approval = request.approval.as_ref().map(|grant| &grant.entry.id);
+            let record = RunRecord { action: &action, approval, ending: Ending::Failed(&failed) };
+            append(state, record.event_type(), &request.caller, record.payload(), &audit_id)
                 .await
                 .map_err(RunRejection::after_steps)?;
-            span.fail(&failure, Some(&audit_id));
-            Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)))
+            span.fail(&failed.failure, Some(&audit_id));
+            Ok(RunOutcome::Failed(failed.failure.with_audit_id(audit_id)))
         }
     }
 }
@@ -766,12 +760,59 @@ fn jittered(delay: Duration) -> Duration {
 }
 
 /// Its keys are the span attribute keys (`telemetry::keys`), so audit and traces share names.
-fn action_payload(action: &ActionFile) -> Map<String, Value> {
-    let mut payload = Map::new();
-    payload.insert(keys::ACTION_NAME.into(), action.name.clone().into());
-    payload.insert(keys::ACTION_VERSION.into(), action.version.to_string().into());
-    payload.insert(keys::ACTION_STEPS_COUNT.into(), action.steps.len().into());
-    payload
+/// The record a run ends with, typed: `action.executed` with its steps, or `execution.failed`
+/// with the failure (and the step it happened in). Its payload is built here only, through the
+/// vocabulary's keys.
+struct RunRecord<'a> {
+    action: &'a ActionFile,
+    /// The approval the run carried out, when the action is gated.
+    approval: Option<&'a aileron_core::approval::ApprovalId>,
+    ending: Ending<'a>,
+}
+
+enum Ending<'a> {
+    /// Every step succeeded: their audit view and the names (never the values) of the arguments.
+    Executed { steps: &'a [StepRecord], args: &'a Map<String, Value> },
+    /// Refused before any step ran (the approved action or arguments no longer match).
+    Refused(&'a Failure),
+    /// A step failed.
+    Failed(&'a StepFailure),
+}
+
+impl RunRecord<'_> {
+    fn event_type(&self) -> EventType {
+        match self.ending {
+            Ending::Executed { .. } => EventType::ActionExecuted,
+            Ending::Refused(_) | Ending::Failed(_) => EventType::ExecutionFailed,
+        }
+    }
+
+    fn payload(&self) -> Map<String, Value> {
+        let mut payload = Map::new();
+        payload.insert(keys::ACTION_NAME.into(), self.action.name.clone().into());
+        payload.insert(keys::ACTION_VERSION.into(), self.action.version.to_string().into());
+        payload.insert(keys::ACTION_STEPS_COUNT.into(), self.action.steps.len().into());
+        match &self.ending {
+            Ending::Executed { steps, args } => {
+                payload.insert(keys::ACTION_STEPS.into(), Value::Array(steps.iter().map(step_summary).collect()));
+                payload.insert(keys::ACTION_ARG_NAMES.into(), args.keys().cloned().map(Value::from).collect());
+            }
+            Ending::Refused(failure) => payload.extend(failure.audit_payload()),
+            Ending::Failed(failed) => {
+                payload.extend(failed.failure.audit_payload());
+                payload.insert(keys::ACTION_STEP_ID.into(), failed.step_id.clone().into());
+                payload.extend(vocabulary::connector_call(
+                    failed.connector.clone(),
+                    failed.op.clone(),
+                    failed.hash.clone(),
+                ));
+            }
+        }
+        if let Some(id) = self.approval {
+            payload.insert(keys::APPROVAL_ID.into(), id.to_string().into());
+        }
+        payload
+    }
 }
 
 /// The audit view of a step: identity and capability, never the output or arguments. Same keys
