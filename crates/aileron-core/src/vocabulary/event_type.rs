@@ -102,6 +102,19 @@ event_types! {
     SessionStarted => "session.started",
     /// A launch session ended (`aileron.session.exit_code`).
     SessionEnded => "session.ended",
+    // A launched agent's own network (SPEC §15).
+    /// A launched agent's connection went out through its session's egress proxy
+    /// (`aileron.proxy.*`: the destination, never a query, header or body).
+    SandboxProxyPassthrough => "sandbox.proxy.passthrough",
+    /// The egress proxy refused a destination (`aileron.proxy.reject_reason`:
+    /// `private_destination` | `egress_policy_denied`).
+    SandboxProxyBlocked => "sandbox.proxy.blocked",
+    /// The egress proxy could not serve a request (`aileron.proxy.reject_reason`:
+    /// `non_connect_proxy_request_unsupported`, `upstream_connect_failed`, `malformed_request`).
+    SandboxProxyRejected => "sandbox.proxy.rejected",
+    /// A launched agent kept the host's network (`aileron.sandbox.egress_reason` = `user_opt_out`):
+    /// its requests go out without the proxy and without records.
+    SandboxEgressUnenforced => "sandbox.egress.unenforced",
 }
 
 impl EventType {

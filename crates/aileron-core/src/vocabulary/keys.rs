@@ -141,6 +141,10 @@ keys! {
     /// recorded once; repeats are only counted).
     PROXY_REFUSED_COUNT = "aileron.proxy.refused_count";
     PROXY_REFUSED_UNRECORDED = "aileron.proxy.refused_unrecorded";
+    /// `sandbox.proxy.blocked|rejected`: why the egress proxy refused a launched agent's request.
+    PROXY_REJECT_REASON = "aileron.proxy.reject_reason";
+    /// `sandbox.proxy.*`: the address the proxy checked and dialled (a name resolves once, on the host).
+    PROXY_UPSTREAM_ADDRESS = "aileron.proxy.upstream.address";
 
     /// Why a call was refused before it ran (`action.rejected`, `approval.decide_refused`).
     REJECTION_CODE = "aileron.rejection.code";
@@ -182,6 +186,15 @@ keys! {
     /// directories, its temp directory, every `--writable`).
     SESSION_WRITABLE = "aileron.session.writable";
     SESSION_EXIT_CODE = "aileron.session.exit_code";
+    /// `session.started`: how the agent's network leaves (`enforced`: only through the session's
+    /// egress proxy; `open`: the host's network, `--network=open`; `unconfined`).
+    SESSION_NETWORK = "aileron.session.network";
+    /// `session.started`: the credential stores hidden from the agent, and those `--expose` kept.
+    SESSION_HIDDEN = "aileron.session.hidden";
+    SESSION_EXPOSED = "aileron.session.exposed";
+    /// `sandbox.egress.unenforced`: why (`user_opt_out`: `--network=open`; `not_requested`: a launcher
+    /// from before §15 started a confined session without saying).
+    SANDBOX_EGRESS_REASON = "aileron.sandbox.egress_reason";
 
     // Vault.
     VAULT_STATE = "aileron.vault.state";

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 
 /// What is on disk today. Changing a string here is a schema change, not a refactor.
-const WRITTEN: [&str; 32] = [
+const WRITTEN: [&str; 36] = [
     "connector.installed",
     "connector.install_refused",
     "connector.removed",
@@ -40,6 +40,10 @@ const WRITTEN: [&str; 32] = [
     "keyring.revoked",
     "session.started",
     "session.ended",
+    "sandbox.proxy.passthrough",
+    "sandbox.proxy.blocked",
+    "sandbox.proxy.rejected",
+    "sandbox.egress.unenforced",
 ];
 
 #[test]

@@ -36,7 +36,7 @@ impl Alpn {
 }
 
 /// The process's crypto provider (`process::install_crypto_provider`), else ring's.
-fn provider() -> Arc<CryptoProvider> {
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     CryptoProvider::get_default().cloned().unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()))
 }
 
@@ -53,7 +53,7 @@ pub fn client_config() -> rustls::ClientConfig {
 
 /// [`client_config`] offering `alpn`'s protocols: a preconfigured reqwest client uses the
 /// configuration as given.
-fn offering(alpn: Alpn) -> rustls::ClientConfig {
+pub(crate) fn offering(alpn: Alpn) -> rustls::ClientConfig {
     let mut config = client_config();
     config.alpn_protocols = alpn.protocols();
     config

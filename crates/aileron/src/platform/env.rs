@@ -58,6 +58,9 @@ pub const AILERON_GITLAB_RAW_BASE_URL: &str = "AILERON_GITLAB_RAW_BASE_URL";
 pub const AILERON_GITHUB_API_URL: &str = "AILERON_GITHUB_API_URL";
 /// The user's home: what `~/` means in spawn manifests (not Aileron's own, so not in [`ALL`]).
 pub const HOME: &str = "HOME";
+/// The certificate bundle OpenSSL-style tools trust: a launched agent's trust bundle starts from
+/// it (else from the system's) and adds the session's CA (not Aileron's own, so not in [`ALL`]).
+pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
 
 /// Secrets a client holds that a daemon it starts never inherits: the vault passphrase (it would
 /// stay in the daemon's environment after `vault lock`) and a session's wiring (a launched agent's

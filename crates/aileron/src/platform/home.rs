@@ -109,6 +109,11 @@ impl Home {
         self.root.join("daemon.log")
     }
 
+    /// The daemon's control socket for confined launches' network namespaces (SPEC §15).
+    pub fn agent_network_socket(&self) -> PathBuf {
+        self.root.join("agent-network.sock")
+    }
+
     /// `actions/<name>.md`.
     pub fn actions_dir(&self) -> PathBuf {
         self.root.join("actions")

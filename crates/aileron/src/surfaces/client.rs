@@ -124,6 +124,12 @@ impl DaemonClient {
         self
     }
 
+    /// The token this client presents (the launcher hands the daemon token over with a confined
+    /// agent's listeners, on the home's own socket).
+    pub fn token(&self) -> &Secret {
+        &self.token
+    }
+
     /// Whether this client holds the daemon token (found in `daemon.json`, or given as
     /// `AILERON_TOKEN` with the daemon's own value) rather than a session token: asked of the
     /// daemon, which alone knows.

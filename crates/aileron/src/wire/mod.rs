@@ -520,6 +520,56 @@ pub struct StartSession {
     /// The paths a confined agent may write (audited with the session's start).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable: Vec<String>,
+    /// How a confined agent's network leaves (absent: unconfined, or a launcher from before §15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<SessionNetwork>,
+    /// The user's credential stores hidden from the agent, and those `--expose` kept visible.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exposed: Vec<String>,
+}
+
+/// What `aileron launch` sends to the daemon's agent-network socket with the two listeners it
+/// made inside a confined agent's network namespace (the API's first, the proxy's second).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkHandover {
+    pub session_id: String,
+    /// The daemon token: only the user's own launcher attaches listeners.
+    pub token: String,
+    /// `HOST:PORT` destinations the proxy may dial although they are not public.
+    #[serde(default)]
+    pub allow_private: Vec<String>,
+}
+
+/// The daemon's one-line JSON answer to a hand-over: the session CA's certificate (PEM) when it
+/// serves the listeners, else why not.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NetworkHandoverAnswer {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_certificate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A confined launch's network (SPEC §15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionNetwork {
+    /// Its own network namespace: out only through the session's egress proxy.
+    Enforced,
+    /// The host's network (`--network=open`): unaudited, recorded as `sandbox.egress.unenforced`.
+    Open,
+}
+
+impl SessionNetwork {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionNetwork::Enforced => "enforced",
+            SessionNetwork::Open => "open",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

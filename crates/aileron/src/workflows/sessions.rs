@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 use super::{Services, caller_for, require};
 use crate::platform::principal::{Principal, Scope};
 use crate::stores::audit_log::AuditEvent;
-use crate::stores::sessions::SessionError;
-use crate::wire::{Answer, ApiError, EndSession, Reply, SessionList, SessionStarted, StartSession};
+use crate::stores::sessions::{Confinement, SessionError};
+use crate::wire::{Answer, ApiError, EndSession, Reply, SessionList, SessionNetwork, SessionStarted, StartSession};
 
 /// Mints a launch session's token. Only the local user (daemon token) may: a session token asking
 /// for another session gets 403, so an agent can never widen its own grant.
@@ -30,10 +30,30 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
     if !body.writable.is_empty() {
         payload.insert(keys::SESSION_WRITABLE.into(), body.writable.clone().into());
     }
-    if let Err(error) = state.audit.append(session_event(EventType::SessionStarted, principal, session, payload)).await
-    {
-        let _ = state.sessions.end(&state.tokens, &session.session_id, None);
-        return Err(ApiError::audit_unavailable(error));
+    // A confined session that does not say (a launcher from before §15) kept the host's network.
+    let network = match body.confinement {
+        Confinement::Namespaces => Some(body.network.unwrap_or(SessionNetwork::Open)),
+        Confinement::Unconfined => None,
+    };
+    payload.insert(keys::SESSION_NETWORK.into(), network.map_or("unconfined", SessionNetwork::as_str).into());
+    for (key, paths) in [(keys::SESSION_HIDDEN, &body.hidden), (keys::SESSION_EXPOSED, &body.exposed)] {
+        if !paths.is_empty() {
+            payload.insert(key.into(), paths.clone().into());
+        }
+    }
+    let mut records = vec![session_event(EventType::SessionStarted, principal, session, payload)];
+    if network == Some(SessionNetwork::Open) {
+        let mut payload = Map::new();
+        payload.insert(keys::SESSION_AGENT.into(), session.agent.clone().into());
+        let reason = if body.network.is_some() { "user_opt_out" } else { "not_requested" };
+        payload.insert(keys::SANDBOX_EGRESS_REASON.into(), reason.into());
+        records.push(session_event(EventType::SandboxEgressUnenforced, principal, session, payload));
+    }
+    for record in records {
+        if let Err(error) = state.audit.append(record).await {
+            let _ = state.sessions.end(&state.tokens, &session.session_id, None);
+            return Err(ApiError::audit_unavailable(error));
+        }
     }
     let view = SessionStarted {
         session_id: started.session.session_id.clone(),

@@ -802,19 +802,24 @@ fn an_upstream_the_proxy_environment_covers_is_reached_through_the_proxy() {
 
 /// A self-signed certificate for `127.0.0.1` and `localhost` (P-256, valid until 2126), and its
 /// key: the HTTPS upstream below, which no system trusts.
-const TEST_UPSTREAM_CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIB1zCCAX2gAwIBAgIUf4s9IpFKXyHwJZhoVeSGITYTkiMwCgYIKoZIzj0EAwIw\nIDEeMBwGA1UEAwwVYWlsZXJvbiB0ZXN0IHVwc3RyZWFtMCAXDTI2MTEyNzE5MTEy\nN1oYDzIxMjYxMTAzMTkxMTI3WjAgMR4wHAYDVQQDDBVhaWxlcm9uIHRlc3QgdXBz\ndHJlYW0wWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATal9/CAib04/pFKM+CN7lM\ncCiG9em0Jpx7iHOQWOKOP3ZTDN/Rbpt8BzqiWETsJunw+5tNFcqo78Z3ng6Lnu2X\no4GSMIGPMB0GA1UdDgQWBBTnyG/tLPZU5pf/EXfe2Ol04wNAqDAfBgNVHSMEGDAW\ngBTnyG/tLPZU5pf/EXfe2Ol04wNAqDAaBgNVHREEEzARgglsb2NhbGhvc3SHBH8A\nAAEwDAYDVR0TAQH/BAIwADAOBgNVHQ8BAf8EBAMCB4AwEwYDVR0lBAwwCgYIKwYB\nBQUHAwEwCgYIKoZIzj0EAwIDSAAwRQIhAOYK1QYjN6eIHAxLxS18/cEQSKGemLXL\nX0liqmn5/dfKAiAL84YxtNniZe4QpUY96QOMQPPinS7JC9oWUT+m1lBstQ==\n-----END CERTIFICATE-----\n";
-const TEST_UPSTREAM_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgInFn5pktxm6igDIZ\nx770eFHeLU7KEj++VFudRtLxRr6hRANCAATal9/CAib04/pFKM+CN7lMcCiG9em0\nJpx7iHOQWOKOP3ZTDN/Rbpt8BzqiWETsJunw+5tNFcqo78Z3ng6Lnu2X\n-----END PRIVATE KEY-----\n";
+pub(crate) const TEST_UPSTREAM_CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIB1zCCAX2gAwIBAgIUf4s9IpFKXyHwJZhoVeSGITYTkiMwCgYIKoZIzj0EAwIw\nIDEeMBwGA1UEAwwVYWlsZXJvbiB0ZXN0IHVwc3RyZWFtMCAXDTI2MTEyNzE5MTEy\nN1oYDzIxMjYxMTAzMTkxMTI3WjAgMR4wHAYDVQQDDBVhaWxlcm9uIHRlc3QgdXBz\ndHJlYW0wWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATal9/CAib04/pFKM+CN7lM\ncCiG9em0Jpx7iHOQWOKOP3ZTDN/Rbpt8BzqiWETsJunw+5tNFcqo78Z3ng6Lnu2X\no4GSMIGPMB0GA1UdDgQWBBTnyG/tLPZU5pf/EXfe2Ol04wNAqDAfBgNVHSMEGDAW\ngBTnyG/tLPZU5pf/EXfe2Ol04wNAqDAaBgNVHREEEzARgglsb2NhbGhvc3SHBH8A\nAAEwDAYDVR0TAQH/BAIwADAOBgNVHQ8BAf8EBAMCB4AwEwYDVR0lBAwwCgYIKwYB\nBQUHAwEwCgYIKoZIzj0EAwIDSAAwRQIhAOYK1QYjN6eIHAxLxS18/cEQSKGemLXL\nX0liqmn5/dfKAiAL84YxtNniZe4QpUY96QOMQPPinS7JC9oWUT+m1lBstQ==\n-----END CERTIFICATE-----\n";
+pub(crate) const TEST_UPSTREAM_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgInFn5pktxm6igDIZ\nx770eFHeLU7KEj++VFudRtLxRr6hRANCAATal9/CAib04/pFKM+CN7lMcCiG9em0\nJpx7iHOQWOKOP3ZTDN/Rbpt8BzqiWETsJunw+5tNFcqo78Z3ng6Lnu2X\n-----END PRIVATE KEY-----\n";
 
 /// An HTTPS upstream on loopback serving [`TEST_UPSTREAM_CERT`] with rustls, one request per
 /// connection: answers `{"via":"tls"}` and records each request line. A client that refuses the
 /// certificate ends the handshake and is recorded as nothing.
-fn tls_upstream() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn tls_upstream() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    tls_upstream_serving(TEST_UPSTREAM_CERT, TEST_UPSTREAM_KEY)
+}
+
+/// [`tls_upstream`] with another certificate and key (PEM).
+pub(crate) fn tls_upstream_serving(cert_pem: &str, key_pem: &str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     use std::io::{BufRead as _, Read as _, Write as _};
     aileron::platform::process::install_crypto_provider();
-    let certs = vec![CertificateDer::from_pem_slice(TEST_UPSTREAM_CERT.as_bytes()).unwrap()];
-    let key = PrivateKeyDer::from_pem_slice(TEST_UPSTREAM_KEY.as_bytes()).unwrap();
+    let certs = vec![CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
     let config = Arc::new(rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key).unwrap());
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let addr = listener.local_addr().unwrap();

@@ -163,6 +163,7 @@ async fn session_tokens_carry_only_agent_scopes_and_die_with_the_session() {
     assert_eq!(
         started["payload"],
         json!({"aileron.session.agent": "claude", "aileron.session.pid": 4242, "aileron.session.confinement": "unconfined",
+               "aileron.session.network": "unconfined",
                "aileron.session.scopes": ["actions:list", "actions:run", "approvals:poll"]})
     );
     let ended = audited.iter().find(|r| r["event_type"] == "session.ended").unwrap();
@@ -1394,7 +1395,7 @@ fn a_launched_agent_writes_only_its_allow_list() {
 #[test]
 fn a_launch_from_inside_the_aileron_home_is_refused() {
     let rig = LaunchRig::new();
-    rig.fake_agent("claude", "true");
+    rig.fake_agent("claude", "env | grep _PROXY= || echo no-proxy-variables");
     let started = rig.run(&["daemon", "start"], &[]);
     assert!(started.status.success(), "{}", text(&started));
     let inside = rig.aileron_home().join("actions");
@@ -1461,4 +1462,283 @@ fn a_confined_agents_mcp_spans_reach_the_real_traces_directory() {
         .collect();
     assert!(spans.contains("aileron.mcp.tool.call"), "the agent's server spans are kept: {spans}");
     drop(runtime);
+}
+
+/// The proof of SPEC §15's enforced network: a scripted agent launched with the default
+/// `--network=enforced` reads each planted credential store, tries raw TCP and UDP to host
+/// loopback canaries and to public addresses, DNS, IPv6, the host's abstract and path Unix
+/// sockets and `/proc/net`, then CONNECTs through its proxy to private, metadata, loopback-named
+/// and daemon-port destinations, with forged proxy credentials and as a plain-HTTP request. Nothing
+/// reaches, every refusal is audited; the one destination the launch allowed (`--allow-private`)
+/// is reached through the proxy by the script and by a real `curl`, each audited as passthrough.
+/// After the launch returns the daemon holds none of the session's listeners.
+#[test]
+fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_stores_are_hidden() {
+    use std::os::linux::net::SocketAddrExt;
+    let rig = LaunchRig::new();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
+    let started = rig.run(&["daemon", "start"], &[]);
+    assert!(started.status.success(), "{}", text(&started));
+    let daemon = rig.daemon().unwrap();
+    let daemon_url = daemon["url"].as_str().unwrap().to_string();
+    let daemon_port = daemon_url.rsplit(':').next().unwrap().to_string();
+    let daemon_pid = daemon["pid"].as_u64().unwrap();
+
+    // The user's credential stores, each holding a secret the agent must never see.
+    const PLANTED: &str = "PLANTED-CREDENTIAL-d41d8cd9";
+    let user = rig.user_home();
+    let stores = [
+        ("aws", ".aws/credentials"),
+        ("gh", ".config/gh/hosts.yml"),
+        ("netrc", ".netrc"),
+        ("ssh", ".ssh/id_ed25519"),
+        ("git_credentials", ".git-credentials"),
+        ("docker", ".docker/config.json"),
+    ];
+    let mut credential_files = serde_json::Map::new();
+    for (name, relative) in stores {
+        let path = user.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, format!("token = {PLANTED}\n")).unwrap();
+        credential_files.insert(name.to_string(), Value::from(path.display().to_string()));
+    }
+    // Canaries on the host: whatever reaches one is read back after the launch.
+    let tcp_canary = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp_canary.set_nonblocking(true).unwrap();
+    let udp_canary = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp_canary.set_nonblocking(true).unwrap();
+    let abstract_name = format!("aileron-canary-{}", std::process::id());
+    let abstract_canary = std::os::unix::net::UnixListener::bind_addr(
+        &std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    abstract_canary.set_nonblocking(true).unwrap();
+    std::fs::create_dir_all(rig.temp.path().join("outside")).unwrap();
+    let path_socket = rig.temp.path().join("outside/canary.sock");
+    let path_canary = std::os::unix::net::UnixListener::bind(&path_socket).unwrap();
+    path_canary.set_nonblocking(true).unwrap();
+    let sockets_of_the_daemon = || {
+        std::fs::read_dir(format!("/proc/{daemon_pid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter(|entry| {
+                std::fs::read_link(entry.path()).is_ok_and(|link| link.to_string_lossy().starts_with("socket:"))
+            })
+            .count()
+    };
+    let sockets_before = sockets_of_the_daemon();
+
+    let attacker = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/network_attacker.py");
+    std::fs::copy(&attacker, rig.bin().join("claude")).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report_path = rig.workspace().join("network-attack.json");
+    let (tcp_port, udp_port) =
+        (tcp_canary.local_addr().unwrap().port().to_string(), udp_canary.local_addr().unwrap().port().to_string());
+    let credential_files = Value::Object(credential_files).to_string();
+    let allowed = upstream.host_port();
+    let env: [(&str, &std::ffi::OsStr); 9] = [
+        ("ATTACK_REPORT", report_path.as_os_str()),
+        ("CREDENTIAL_FILES", credential_files.as_ref()),
+        ("CANARY_PORT", tcp_port.as_ref()),
+        ("UDP_CANARY_PORT", udp_port.as_ref()),
+        ("ABSTRACT_SOCKET", abstract_name.as_ref()),
+        ("PATH_SOCKET", path_socket.as_os_str()),
+        ("ALLOWED_UPSTREAM", allowed.as_ref()),
+        ("DAEMON_PORT", daemon_port.as_ref()),
+        ("SSH_AUTH_SOCK", path_socket.as_os_str()),
+    ];
+    let output = rig.run_with_path(&["launch", "claude", "--allow-private", &allowed], &env, Path::new("/usr/bin"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report_text = std::fs::read_to_string(&report_path).unwrap_or_else(|e| panic!("{e}: {}", text(&output)));
+    let report: Value = serde_json::from_str(&report_text).unwrap();
+
+    // The credential stores are out of sight: an empty directory or an empty file.
+    assert!(!report_text.contains(PLANTED), "a planted credential reached the agent: {report:#}");
+    for (name, _) in stores {
+        let read = &report[format!("read_{name}")];
+        assert!(read["ok"] == false || read["value"] == "", "{name}: {read:#}");
+    }
+    // Nothing leaves the namespace but through the proxy.
+    let refused = |name: &str| assert_eq!(report[name]["ok"], false, "{name} must fail: {:#}", report[name]);
+    for name in ["tcp_host_loopback", "tcp_public", "tcp6_loopback", "tcp6_public", "dns", "abstract_unix", "path_unix"]
+    {
+        refused(name);
+    }
+    assert_eq!(report["tcp_daemon_port_is_the_sessions_own"]["value"], 200, "the API is served inside: {report:#}");
+    let canary_hex = format!(":{:04X}", tcp_canary.local_addr().unwrap().port());
+    assert!(!report["proc_net_tcp"]["value"].as_str().unwrap_or_default().contains(&canary_hex), "{report:#}");
+    assert!(!report["proc_net_unix"]["value"].as_str().unwrap_or_default().contains("canary"), "{report:#}");
+    assert!(tcp_canary.accept().is_err(), "the TCP canary was reached");
+    assert!(udp_canary.recv(&mut [0u8; 64]).is_err(), "the UDP canary was reached");
+    assert!(abstract_canary.accept().is_err(), "the abstract socket was reached");
+    assert!(path_canary.accept().is_err(), "the path socket was reached");
+    // The proxy: the allowed destination goes through, everything else is refused.
+    let connected = report["connect_allowed_private"]["value"].as_str().unwrap_or_default();
+    assert!(connected.starts_with("HTTP/1.1 200") && connected.ends_with("HTTP/1.1 200 OK"), "{report:#}");
+    assert_eq!(report["curl_through_proxy"]["stdout"], "200", "{report:#}");
+    for name in [
+        "connect_private",
+        "connect_name_of_loopback",
+        "connect_daemon_host_port",
+        "connect_metadata",
+        "connect_rfc1918",
+        "connect_ula",
+        "connect_forged_credentials",
+    ] {
+        let status = report[name]["value"].as_str().unwrap_or_default();
+        assert!(status.starts_with("HTTP/1.1 403"), "{name}: {:#}", report[name]);
+    }
+    assert_eq!(report["plain_http_through_proxy"]["value"], 403, "{report:#}");
+    assert_eq!(report["proxy_env"]["NO_PROXY"], "localhost,127.0.0.1,::1", "{report:#}");
+    assert_eq!(upstream.recorder.count(), 2, "the script's tunnel and curl's, nothing else");
+
+    // Every request is on record, as the agent's, with no path.
+    let audit = |event_type: &str| -> Vec<Value> {
+        let listed = rig.run(&["audit", "list", "--json", "--event-type", event_type], &[]);
+        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+        listed["items"].as_array().unwrap().clone()
+    };
+    let passthrough = audit("sandbox.proxy.passthrough");
+    assert_eq!(passthrough.len(), 2, "{passthrough:#?}");
+    for record in &passthrough {
+        assert_eq!(record["payload"]["aileron.proxy.upstream.host"], allowed.as_str(), "{record}");
+        assert_eq!(record["payload"]["aileron.proxy.upstream.scheme"], "http", "{record}");
+        assert_eq!(record["payload"]["aileron.proxy.upstream.path"], "/status/200", "{record}");
+        assert_eq!(record["payload"]["aileron.proxy.upstream.status"], 200, "{record}");
+        assert_eq!(record["actor"]["type"], "agent", "{record}");
+    }
+    let blocked = audit("sandbox.proxy.blocked");
+    let reasons: Vec<(&str, &str)> = blocked
+        .iter()
+        .map(|r| {
+            (
+                r["payload"]["aileron.proxy.upstream.host"].as_str().unwrap(),
+                r["payload"]["aileron.proxy.reject_reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    for destination in [
+        format!("127.0.0.1:{tcp_port}"),
+        format!("localhost:{tcp_port}"),
+        format!("127.0.0.1:{daemon_port}"),
+        "169.254.169.254:80".to_string(),
+        "10.0.0.1:80".to_string(),
+        "[fd00::1]:443".to_string(),
+    ] {
+        assert!(reasons.contains(&(destination.as_str(), "private_destination")), "{destination}: {reasons:?}");
+    }
+    let rejected = audit("sandbox.proxy.rejected");
+    assert!(
+        rejected.iter().any(|r| r["payload"]["aileron.proxy.reject_reason"] == "non_connect_proxy_request_unsupported"),
+        "{rejected:#?}"
+    );
+    let all = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
+    assert!(!String::from_utf8_lossy(&all.stdout).contains("QUERY-SECRET"), "no query is recorded");
+    let sessions = audit("session.started");
+    let launched = sessions.iter().find(|r| r["payload"]["aileron.session.agent"] == "claude").unwrap();
+    assert_eq!(launched["payload"]["aileron.session.network"], "enforced", "{launched}");
+    let hidden = launched["payload"]["aileron.session.hidden"].to_string();
+    assert!(hidden.contains(".aws") && hidden.contains(".netrc"), "{launched}");
+
+    // The session's listeners went with it.
+    let mut sockets_after = sockets_of_the_daemon();
+    for _ in 0..50 {
+        if sockets_after <= sockets_before {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        sockets_after = sockets_of_the_daemon();
+    }
+    assert!(sockets_after <= sockets_before, "the daemon still holds {sockets_after} sockets (was {sockets_before})");
+    drop(runtime);
+}
+
+/// `--network=open` keeps the host's network, and says so: on the session and as its own record.
+#[test]
+fn an_open_network_launch_is_recorded_as_unenforced() {
+    let rig = LaunchRig::new();
+    rig.fake_agent("claude", "env | grep _PROXY= || echo no-proxy-variables");
+    let started = rig.run(&["daemon", "start"], &[]);
+    assert!(started.status.success(), "{}", text(&started));
+    let output = rig.run(&["launch", "claude", "--network", "open"], &[]);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    let report = std::fs::read_to_string(rig.report()).unwrap();
+    assert!(report.contains("no-proxy-variables"), "{report}");
+    let listed = rig.run(&["audit", "list", "--json", "--event-type", "sandbox.egress.unenforced"], &[]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let records = listed["items"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{listed:#}");
+    assert_eq!(records[0]["payload"]["aileron.sandbox.egress_reason"], "user_opt_out");
+}
+
+/// SPEC §15's TLS: inside the tunnel the proxy terminates TLS with the session's CA and
+/// re-originates it verified. Real clients with their default checks — curl (its bundle
+/// variable, and the system bundle path itself), Python's urllib, Node's tls — reach an HTTPS
+/// upstream the daemon trusts; an upstream whose certificate nothing vouches for gets a 502 and
+/// never sees a request. Each request is one `sandbox.proxy.passthrough` record with method,
+/// path and status, and never its query.
+#[test]
+fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
+    let rig = LaunchRig::new();
+    let (trusted, seen) = crate::gateway::tls_upstream();
+    let untrusted_cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (untrusted, untrusted_seen) =
+        crate::gateway::tls_upstream_serving(&untrusted_cert.cert.pem(), &untrusted_cert.signing_key.serialize_pem());
+    let roots = rig.temp.path().join("daemon-roots.pem");
+    std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
+    // The daemon trusts the test upstream's certificate (and nothing else).
+    let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
+    assert!(started.status.success(), "{}", text(&started));
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/tls_clients.py");
+    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report_path = rig.workspace().join("tls-report.json");
+    let (trusted, untrusted) = (format!("localhost:{}", trusted.port()), format!("localhost:{}", untrusted.port()));
+    let env: [(&str, &std::ffi::OsStr); 3] = [
+        ("ATTACK_REPORT", report_path.as_os_str()),
+        ("TRUSTED_UPSTREAM", trusted.as_ref()),
+        ("UNTRUSTED_UPSTREAM", untrusted.as_ref()),
+    ];
+    let args = ["launch", "claude", "--allow-private", &trusted, "--allow-private", &untrusted];
+    let output = rig.run_with_path(&args, &env, Path::new("/usr/bin"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+
+    assert_eq!(report["curl"]["stdout"], r#"{"via":"tls"}"#, "{report:#}");
+    assert_eq!(report["curl_with_only_its_default_bundle"]["stdout"], r#"{"via":"tls"}"#, "{report:#}");
+    assert_eq!(report["python"]["body"], r#"{"via":"tls"}"#, "{report:#}");
+    assert_eq!(report["node"]["stdout"].as_str().unwrap_or_default().trim(), "HTTP/1.1 200 OK", "{report:#}");
+    assert_eq!(report["curl_untrusted_upstream"]["stdout"], "502", "{report:#}");
+    assert!(untrusted_seen.lock().unwrap().is_empty(), "an unverified upstream got a request");
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+
+    let audit = |event_type: &str| -> Vec<Value> {
+        let listed = rig.run(&["audit", "list", "--json", "--event-type", event_type], &[]);
+        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+        listed["items"].as_array().unwrap().clone()
+    };
+    let passthrough = audit("sandbox.proxy.passthrough");
+    let mut paths: Vec<&str> =
+        passthrough.iter().map(|r| r["payload"]["aileron.proxy.upstream.path"].as_str().unwrap()).collect();
+    paths.sort();
+    assert_eq!(paths, ["/bundle", "/curl", "/node", "/python"], "{passthrough:#?}");
+    for record in &passthrough {
+        let payload = &record["payload"];
+        assert_eq!(payload["aileron.proxy.source"], "transparent_connect_tls", "{record}");
+        assert_eq!(payload["aileron.proxy.upstream.scheme"], "https", "{record}");
+        assert_eq!(payload["aileron.proxy.method"], "GET", "{record}");
+        assert_eq!(payload["aileron.proxy.upstream.status"], 200, "{record}");
+        assert_eq!(payload["aileron.proxy.upstream.host"], trusted.as_str(), "{record}");
+    }
+    let rejected = audit("sandbox.proxy.rejected");
+    assert!(
+        rejected.iter().any(|r| r["payload"]["aileron.proxy.reject_reason"] == "upstream_tls_failed"
+            && r["payload"]["aileron.proxy.upstream.host"] == untrusted.as_str()),
+        "{rejected:#?}"
+    );
+    let all = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
+    assert!(!String::from_utf8_lossy(&all.stdout).contains("QUERY-SECRET"), "a query string was recorded");
 }

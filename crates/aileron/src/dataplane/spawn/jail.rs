@@ -405,7 +405,7 @@ fn init(plan: &JailPlan, program: &Program, report: &mut std::fs::File) -> Resul
 /// which relays each connection to the daemon's proxy socket. Returns the listener (closed in
 /// PID 1 once the program has its own copy closed too).
 fn start_forwarder(proxy: &Path) -> Result<std::net::TcpListener, String> {
-    loopback_up()?;
+    crate::platform::confinement::loopback_up()?;
     let listener = std::net::TcpListener::bind(("127.0.0.1", FORWARDER_PORT))
         .map_err(|e| format!("listening on the namespace's loopback: {e}"))?;
     // SAFETY: PID 1 is single-threaded; the forwarder may start threads after the fork.
@@ -438,33 +438,6 @@ fn forward(listener: &std::net::TcpListener, proxy: &Path) {
             let _ = upstream.join();
         });
     }
-}
-
-/// `ip link set lo up`, by ioctl: the namespace's loopback starts down.
-fn loopback_up() -> Result<(), String> {
-    // SAFETY: a plain socket for interface ioctls, closed below.
-    let socket = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if socket < 0 {
-        return Err(format!("bringing the loopback up: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: the descriptor is ours.
-    let socket = unsafe { OwnedFd::from_raw_fd(socket) };
-    // SAFETY: a zeroed ifreq with its name set is a valid argument for SIOCGIFFLAGS/SIOCSIFFLAGS.
-    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
-        *slot = *byte as libc::c_char;
-    }
-    // SAFETY: see above.
-    if unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) } < 0 {
-        return Err(format!("reading the loopback's flags: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: the union's flags member is what SIOCGIFFLAGS filled.
-    unsafe { request.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short };
-    // SAFETY: see above.
-    if unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) } < 0 {
-        return Err(format!("bringing the loopback up: {}", std::io::Error::last_os_error()));
-    }
-    Ok(())
 }
 
 /// What the program's process applies to itself just before exec, prepared in PID 1 so that a

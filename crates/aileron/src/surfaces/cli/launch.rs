@@ -1,4 +1,4 @@
-//! `aileron launch <agent> [--dry-run] [--unconfined] [-- agent args]`: run a coding agent wired
+//! `aileron launch <agent> [--dry-run] [--unconfined] [--network MODE] [-- agent args]`: run a coding agent wired
 //! to Aileron, confined (see `crate::surfaces::launch`). Exits with the agent's own exit code.
 
 use std::ffi::OsString;
@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{CliError, CliResult, ExitStatus};
 use crate::platform::home::Home;
-use crate::surfaces::launch::{Agent, LaunchOptions};
+use crate::surfaces::launch::{Agent, LaunchOptions, NetworkMode};
 
 #[derive(Args)]
 pub struct LaunchArgs {
@@ -26,6 +26,20 @@ pub struct LaunchArgs {
     /// a private temp directory; everything else is read-only to it
     #[arg(long, value_name = "PATH")]
     writable: Vec<std::path::PathBuf>,
+    /// The confined agent's network: `enforced` (its own network namespace; out only through the
+    /// daemon's egress proxy, every connection audited) or `open` (the host's network, unaudited;
+    /// recorded as `sandbox.egress.unenforced`)
+    #[arg(long, value_enum, default_value = "enforced", value_name = "MODE")]
+    network: NetworkMode,
+    /// Let the proxy reach HOST:PORT although it is loopback or private (repeatable; e.g. a local
+    /// test server, `127.0.0.1:8443`)
+    #[arg(long, value_name = "HOST:PORT")]
+    allow_private: Vec<String>,
+    /// Keep one of your credential stores visible to the agent (repeatable; audited): by default
+    /// `~/.aws`, `~/.config/gh`, `~/.ssh`, `~/.netrc`, `~/.git-credentials` and the others of
+    /// SPEC §15 are hidden from it
+    #[arg(long, value_name = "PATH")]
+    expose: Vec<std::path::PathBuf>,
     /// Arguments for the agent, after `--` (e.g. `aileron launch claude -- -p "list my issues"`)
     #[arg(last = true, value_name = "AGENT ARGS")]
     agent_args: Vec<OsString>,
@@ -37,6 +51,9 @@ pub async fn run(home: &Home, args: LaunchArgs) -> CliResult {
         dry_run: args.dry_run,
         unconfined: args.unconfined,
         writable: args.writable,
+        network: args.network,
+        allow_private: args.allow_private,
+        expose: args.expose,
         agent_args: args.agent_args,
     };
     crate::surfaces::launch::run(home, options).await.map(ExitStatus::Agent).map_err(CliError::from)

@@ -5,6 +5,7 @@ pub mod api;
 pub mod auth;
 pub mod connections;
 pub mod mcp_mount;
+pub mod session_network;
 
 pub mod web;
 
@@ -267,6 +268,9 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     write_atomic(&home.daemon_json(), &serde_json::to_vec_pretty(&info)?, 0o600)?;
     log_line!("aileron daemon {VERSION} listening on {} (pid {})", info.url, info.pid);
     check_audit_chain_in_background(&state);
+    let control =
+        session_network::listen(&home).with_context(|| format!("binding {}", home.agent_network_socket().display()))?;
+    tokio::spawn(session_network::serve_control(control, state.clone()));
 
     let shutdown_state = state.clone();
     let result = connections::serve(listener, app(state.clone()), async move {
@@ -276,6 +280,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     })
     .await;
     let _ = std::fs::remove_file(home.daemon_json());
+    let _ = std::fs::remove_file(home.agent_network_socket());
     state.services.audit.flush().await;
     // Exports the last batch of spans; the exporter blocks, so off the async workers.
     let telemetry = state.services.telemetry.clone();

@@ -27,9 +27,15 @@
 //! The agent itself runs with an empty capability bounding set (it keeps none of the namespace's
 //! capabilities, so it cannot unmount a mask even when the user is root) and a seccomp filter
 //! that refuses `TIOCSTI` and `TIOCLINUX`, the ioctls that push keystrokes into the terminal's
-//! input queue (text typed there runs in the user's shell once the agent exits). The network is
-//! untouched: the agent reaches its model through the gateway and its tools through
-//! `aileron-mcp`, both on the daemon's loopback port, with the session's token only.
+//! input queue (text typed there runs in the user's shell once the agent exits).
+//!
+//! The network (SPEC §15, unless `--network=open`): a network namespace with only `lo`, on which
+//! the helper listens at the session's two ports before anything else runs and hands both
+//! listeners to the daemon (through the launcher, over an inherited Unix socket): the daemon
+//! serves its API, `/mcp` and the gateway on one, the session's egress proxy on the other, and is
+//! the only process holding them. Every other destination is unreachable, host loopback and the
+//! host's abstract Unix sockets included. The user's credential stores and the host's listening
+//! path Unix sockets (`--hide`) are covered: a directory by an empty tmpfs, a file by `/dev/null`.
 //!
 //! Processes: the helper (`P`, which stays in the launcher's PID namespace and forwards
 //! signals), PID 1 of the new namespace (`C`, which mounts, then reaps and forwards), and the
@@ -46,6 +52,18 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, getgid, getuid};
+
+/// A launch's network namespace: which ports the daemon serves inside it, and the inherited
+/// socket the listeners go out through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Network {
+    /// A Unix stream socket the launcher keeps the other end of (absent in a probe).
+    pub channel: Option<std::os::fd::RawFd>,
+    /// The API, `/mcp` and the gateway.
+    pub api_port: u16,
+    /// The egress proxy.
+    pub proxy_port: u16,
+}
 
 /// The hidden subcommand `aileron launch` runs the agent through.
 pub const SUBCOMMAND: &str = "__confine";
@@ -64,6 +82,16 @@ pub struct Request {
     pub pinned: Vec<PathBuf>,
     /// Files and directories bound read-only inside a writable tree (`.git/hooks`, `.git/config`).
     pub read_only: Vec<PathBuf>,
+    /// The user's credential stores and the host's Unix sockets, hidden from the agent (SPEC §15):
+    /// a directory is covered by an empty tmpfs, anything else by `/dev/null`.
+    pub hidden: Vec<PathBuf>,
+    /// The agent's own network namespace (SPEC §15): `lo` only, and on it the two listeners the
+    /// daemon serves for this session, made here and handed over through `channel`.
+    pub network: Option<Network>,
+    /// The session's trust bundle (the host's roots and the session CA), bound read-only over
+    /// every system certificate bundle that exists. Written by the launcher once the daemon took
+    /// the listeners, so it exists by the time the mounts are made.
+    pub trust_bundle: Option<PathBuf>,
     /// Build everything, run nothing, exit 0: `aileron launch` asks this first, so a machine
     /// without namespaces or Landlock refuses before any session or config file exists.
     pub probe: bool,
@@ -82,11 +110,24 @@ impl Request {
             ("--writable", &self.writable),
             ("--pin", &self.pinned),
             ("--read-only", &self.read_only),
+            ("--hide", &self.hidden),
         ] {
             for path in paths {
                 line.push(flag.into());
                 line.push(path.clone().into_os_string());
             }
+        }
+        if let Some(network) = &self.network {
+            line.push("--network".into());
+            line.push(format!("{}:{}", network.api_port, network.proxy_port).into());
+            if let Some(channel) = network.channel {
+                line.push("--channel".into());
+                line.push(channel.to_string().into());
+            }
+        }
+        if let Some(bundle) = &self.trust_bundle {
+            line.push("--trust-bundle".into());
+            line.push(bundle.clone().into_os_string());
         }
         if self.probe {
             line.push("--probe".into());
@@ -101,13 +142,37 @@ impl Request {
     }
 }
 
-/// `__confine [--probe] [--terminal-interrupts] [--mask DIR]... [--writable PATH]... [--pin DIR]...
-/// [--read-only PATH]... -- PROGRAM [ARGS...]` (`PROGRAM` may be absent with `--probe`).
+/// `__confine [--probe] [--terminal-interrupts] [--network API:PROXY [--channel FD]] [--mask DIR]...
+/// [--writable PATH]... [--pin DIR]... [--read-only PATH]... [--hide PATH]... -- PROGRAM [ARGS...]`
+/// (`PROGRAM` may be absent with `--probe`).
 pub fn parse(args: &[OsString]) -> Result<Request, String> {
     let mut request = Request::default();
+    let mut channel = None;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         let list = match arg.to_str() {
+            Some("--network") => {
+                let ports = rest.next().and_then(|ports| ports.to_str()).unwrap_or_default();
+                let parsed =
+                    ports.split_once(':').and_then(|(api, proxy)| Some((api.parse().ok()?, proxy.parse().ok()?)));
+                let (api_port, proxy_port) =
+                    parsed.ok_or_else(|| format!("--network needs API:PROXY ports, got `{ports}`"))?;
+                request.network = Some(Network { channel: None, api_port, proxy_port });
+                continue;
+            }
+            Some("--trust-bundle") => {
+                let path = PathBuf::from(rest.next().ok_or("--trust-bundle needs a path")?);
+                if !path.is_absolute() {
+                    return Err(format!("--trust-bundle {} is not an absolute path", path.display()));
+                }
+                request.trust_bundle = Some(path);
+                continue;
+            }
+            Some("--channel") => {
+                let fd = rest.next().and_then(|fd| fd.to_str()).and_then(|fd| fd.parse().ok());
+                channel = Some(fd.ok_or_else(|| "--channel needs a descriptor number".to_string())?);
+                continue;
+            }
             Some("--probe") => {
                 request.probe = true;
                 continue;
@@ -120,6 +185,7 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
             Some("--writable") => &mut request.writable,
             Some("--pin") => &mut request.pinned,
             Some("--read-only") => &mut request.read_only,
+            Some("--hide") => &mut request.hidden,
             Some("--") => {
                 if let Some(program) = rest.next() {
                     request.program = program.clone();
@@ -137,6 +203,14 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
     }
     if request.program.is_empty() && !request.probe {
         return Err("no program to run after --".to_string());
+    }
+    match (&mut request.network, channel) {
+        (Some(network), channel) => network.channel = channel,
+        (None, Some(_)) => return Err("--channel without --network".to_string()),
+        (None, None) => {}
+    }
+    if request.network.is_some_and(|network| network.channel.is_none()) && !request.probe {
+        return Err("--network needs --channel (only a probe runs without one)".to_string());
     }
     Ok(request)
 }
@@ -207,12 +281,24 @@ fn wait_for(child: Pid) -> i32 {
 
 fn enter(request: &Request) -> Result<i32, String> {
     let (uid, gid) = (getuid(), getgid());
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID).map_err(|e| {
-        format!("creating user, mount and PID namespaces: {e} (unprivileged user namespaces may be disabled here)")
+    let mut namespaces = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
+    if request.network.is_some() {
+        namespaces |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(namespaces).map_err(|e| {
+        format!(
+            "creating user, mount, PID and network namespaces: {e} (unprivileged user namespaces may be disabled here)"
+        )
     })?;
     crate::platform::confinement::write_proc("/proc/self/setgroups", "deny")?;
     crate::platform::confinement::write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
     crate::platform::confinement::write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))?;
+    if let Some(network) = &request.network {
+        crate::platform::confinement::loopback_up()?;
+        if let Some(channel) = network.channel {
+            hand_over_listeners(channel, network)?;
+        }
+    }
     // SAFETY: this process is single-threaded (the helper runs before anything starts a thread).
     match unsafe { fork() }.map_err(|e| format!("starting the namespace's first process: {e}"))? {
         ForkResult::Child => {
@@ -233,6 +319,29 @@ fn enter(request: &Request) -> Result<i32, String> {
     }
 }
 
+/// Listens on the namespace's loopback at the session's two ports and sends both listeners out
+/// through `channel` (to the launcher, which hands them to the daemon); waits for the one-byte
+/// answer that the daemon serves them. Nothing of them stays in this process: the daemon's copies
+/// are the only ones, so the agent can neither take a port over nor accept on it.
+fn hand_over_listeners(channel: std::os::fd::RawFd, network: &Network) -> Result<(), String> {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: the launcher passed this descriptor for us alone; owning it closes it at return.
+    let mut channel = unsafe { std::os::unix::net::UnixStream::from_raw_fd(channel) };
+    let listen = |port: u16| {
+        std::net::TcpListener::bind(("127.0.0.1", port))
+            .map_err(|e| format!("listening on 127.0.0.1:{port} inside the agent's network namespace: {e}"))
+    };
+    let (api, proxy) = (listen(network.api_port)?, listen(network.proxy_port)?);
+    crate::platform::confinement::send_fds(&channel, b"listeners\n", &[api.as_raw_fd(), proxy.as_raw_fd()])
+        .map_err(|e| format!("handing the session's listeners to the launcher: {e}"))?;
+    let mut answer = [0u8; 1];
+    match channel.read(&mut answer) {
+        Ok(1) if answer[0] == b'1' => Ok(()),
+        _ => Err("the daemon did not take the session's listeners (the launcher says why)".to_string()),
+    }
+}
+
 /// PID 1 of the namespace: builds the mounts, starts the agent, reaps until it exits.
 fn init(request: &Request) -> Result<i32, String> {
     let none: Option<&str> = None;
@@ -248,6 +357,27 @@ fn init(request: &Request) -> Result<i32, String> {
         }
         mount(Some("tmpfs"), mask, Some("tmpfs"), hardened, Some("mode=0700,size=64k"))
             .map_err(|e| format!("masking {}: {e}", mask.display()))?;
+    }
+    // The user's credential stores and the host's Unix sockets: out of sight, not just unreadable.
+    for hidden in &request.hidden {
+        // A symlinked store is hidden where it leads (mount follows the link).
+        let Ok(metadata) = std::fs::metadata(hidden) else { continue };
+        if metadata.is_dir() {
+            mount(Some("tmpfs"), hidden, Some("tmpfs"), hardened, Some("mode=0500,size=4k"))
+        } else {
+            mount(Some("/dev/null"), hidden, none, MsFlags::MS_BIND, none)
+        }
+        .map_err(|e| format!("hiding {}: {e}", hidden.display()))?;
+    }
+    if let Some(bundle) = &request.trust_bundle {
+        for system in super::network::SYSTEM_BUNDLES.iter().map(std::path::Path::new).filter(|path| path.exists()) {
+            mount(Some(bundle), system, none, MsFlags::MS_BIND, none)
+                .and_then(|()| {
+                    let read_only = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID;
+                    mount(none, system, none, read_only, none)
+                })
+                .map_err(|e| format!("trusting the session's CA at {}: {e}", system.display()))?;
+        }
     }
     // A mount point cannot be renamed or removed (EBUSY): `.git` stays where the read-only
     // `.git/hooks` and `.git/config` inside it are, so a new `.git` cannot take its place.
@@ -392,6 +522,9 @@ mod tests {
             writable: vec![PathBuf::from("/home/u/project"), PathBuf::from("/home/u/.claude")],
             pinned: vec![PathBuf::from("/home/u/project/.git")],
             read_only: vec![PathBuf::from("/home/u/project/.git/hooks"), PathBuf::from("/home/u/project/.git/config")],
+            hidden: vec![PathBuf::from("/home/u/.aws"), PathBuf::from("/home/u/.netrc")],
+            network: Some(Network { channel: Some(5), api_port: 4100, proxy_port: 3128 }),
+            trust_bundle: Some(PathBuf::from("/run/user/1000/aileron/launch/trust-s1.pem")),
             probe: false,
             interrupts_reach_agent: true,
             program: "/usr/bin/claude".into(),
@@ -404,5 +537,9 @@ mod tests {
         assert!(parse(&os(&["--read-only"])).is_err(), "a flag without its path");
         assert!(parse(&os(&["--mask", "/a"])).is_err(), "no program");
         assert!(parse(&os(&["--probe", "--mask", "/a"])).unwrap().probe);
+        assert!(parse(&os(&["--network", "1:2", "--", "x"])).is_err(), "a network without its channel");
+        assert!(parse(&os(&["--channel", "3", "--", "x"])).is_err(), "a channel without a network");
+        assert!(parse(&os(&["--network", "1", "--channel", "3", "--", "x"])).is_err(), "one port");
+        assert!(parse(&os(&["--probe", "--network", "1:2"])).unwrap().network.is_some());
     }
 }

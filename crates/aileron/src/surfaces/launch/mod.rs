@@ -38,6 +38,7 @@ mod child;
 pub mod config_file;
 pub mod confine;
 pub mod jsonc;
+pub mod network;
 pub mod toml_table;
 pub mod yaml_block;
 
@@ -53,8 +54,9 @@ use crate::platform::env;
 use crate::platform::home::Home;
 use crate::stores::sessions::Confinement;
 use crate::surfaces::client::DaemonClient;
-use crate::wire::{EndSession, SessionStarted, StartSession};
+use crate::wire::{EndSession, NetworkHandover, SessionNetwork, SessionStarted, StartSession};
 use config_file::{ConfigEdit, read_existing};
+pub use network::NetworkMode;
 use yaml_block::YamlValue;
 
 /// The name every agent's config knows us by.
@@ -449,7 +451,30 @@ pub struct LaunchOptions {
     pub unconfined: bool,
     /// More paths the confined agent may write, besides its workspace and its own directories.
     pub writable: Vec<PathBuf>,
+    /// `--network`: the agent's own namespace behind the egress proxy, or the host's network.
+    pub network: NetworkMode,
+    /// `--allow-private HOST:PORT`: non-public destinations the proxy may reach.
+    pub allow_private: Vec<String>,
+    /// `--expose PATH`: credential stores left visible.
+    pub expose: Vec<PathBuf>,
     pub agent_args: Vec<OsString>,
+}
+
+/// The credential stores hidden from a confined agent (those `--expose` names excepted) and the
+/// ones kept visible.
+fn hidden_stores(env: &LaunchEnv, expose: &[PathBuf]) -> anyhow::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut exposed = Vec::new();
+    for path in expose {
+        let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
+        exposed.push(canonical(&absolute));
+    }
+    let (kept, hidden): (Vec<PathBuf>, Vec<PathBuf>) =
+        network::credential_stores(&env.home_dir, &env.config_home()).into_iter().partition(|store| {
+            let store = canonical(store);
+            exposed.iter().any(|exposed| store.starts_with(exposed))
+        });
+    Ok((hidden, kept))
 }
 
 /// Whether this machine can confine an agent: the helper builds the namespaces and masks once
@@ -499,6 +524,26 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 .map(|dir| dir.display().to_string())
                 .collect();
             println!("\nconfinement: user, mount and PID namespaces; hidden from the agent: {}", masks.join(", "));
+            match options.network {
+                NetworkMode::Enforced => println!(
+                    "network: its own namespace; out only through the daemon's egress proxy (HTTPS_PROXY), every \
+                     connection audited{}",
+                    if options.allow_private.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; private destinations allowed: {}", options.allow_private.join(", "))
+                    }
+                ),
+                NetworkMode::Open => println!("network: the host's (--network=open): not audited"),
+            }
+            let (hidden, kept) = hidden_stores(&env, &options.expose)?;
+            let shown = |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>();
+            if !hidden.is_empty() {
+                println!("credential stores hidden from the agent: {}", shown(&hidden).join(", "));
+            }
+            if !kept.is_empty() {
+                println!("credential stores kept visible (--expose): {}", shown(&kept).join(", "));
+            }
             let cwd =
                 std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
             let access =
@@ -549,7 +594,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .tempdir_in(&env.launch_dir)
         .with_context(|| format!("creating a temp directory in {}", env.launch_dir.display()))?;
     let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
-    let mut writable = Vec::new();
+    let (mut writable, mut hidden, mut exposed) = (Vec::new(), Vec::new(), Vec::new());
     let confinement = if options.unconfined {
         log_line!(
             "aileron: warning: {} runs unconfined: it can read {} and use the daemon token in it, so the approval \
@@ -566,6 +611,17 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             log_line!("aileron: note: {note}");
         }
         writable = access.writable.iter().map(|path| path.display().to_string()).collect();
+        let (stores, kept) = hidden_stores(&env, &options.expose)?;
+        hidden = stores.iter().map(|path| path.display().to_string()).collect();
+        exposed = kept.iter().map(|path| path.display().to_string()).collect();
+        request.hidden = stores;
+        if options.network == NetworkMode::Enforced {
+            // The host's socket files the agent could still reach through the filesystem.
+            let except: Vec<PathBuf> = access.writable.iter().chain(&masks).cloned().collect();
+            request.hidden.extend(network::host_unix_sockets(&except, MAX_HIDDEN_SOCKETS));
+            // Probed with the namespace too; the real ports are known once the daemon is.
+            request.network = Some(confine::Network { channel: None, api_port: 0, proxy_port: 0 });
+        }
         request.writable = access.writable;
         request.pinned = access.pinned;
         request.read_only = access.read_only;
@@ -574,7 +630,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 "cannot confine {agent} on this machine: {reason}\nhint: containment needs unprivileged user \
                  namespaces (Linux; `sysctl kernel.unprivileged_userns_clone=1` or the AppArmor userns restriction \
                  lifted); `aileron launch --unconfined {agent}` runs it without (it could then read your Aileron \
-                 home and approve its own actions)",
+                 home and approve its own actions); when only the network namespace is missing, \
+                 `--network=open` keeps the host's network (unrecorded)",
                 agent = agent.name()
             )
         })?;
@@ -584,7 +641,19 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let tracing =
         crate::platform::telemetry::TelemetryConfig::from_env(crate::platform::telemetry::DEFAULT_SERVICE_NAME, home);
     warn_when_the_daemon_ignores_tracing(&client, &tracing).await;
-    let start = StartSession { agent: agent.name().to_string(), pid: Some(std::process::id()), confinement, writable };
+    let session_network = (confinement == Confinement::Namespaces).then_some(match options.network {
+        NetworkMode::Enforced => SessionNetwork::Enforced,
+        NetworkMode::Open => SessionNetwork::Open,
+    });
+    let start = StartSession {
+        agent: agent.name().to_string(),
+        pid: Some(std::process::id()),
+        confinement,
+        writable,
+        network: session_network,
+        hidden,
+        exposed,
+    };
     let started: SessionStarted = client.post_as("/v1/sessions", &start).await.context("starting a session")?;
     let wiring = Wiring {
         daemon_url: client.base_url.clone(),
@@ -599,10 +668,21 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         && tracing.enabled
         && tracing.exporter == crate::platform::telemetry::ExporterKind::File.as_str())
     .then(|| temp_dir.path().join("traces-parent"));
+    if let Some(network) = &mut request.network {
+        let port =
+            url::Url::parse(&client.base_url).ok().and_then(|url| url.port()).context("reading the daemon's port")?;
+        (network.api_port, network.proxy_port) = network::ports(port);
+    }
+    let handover = request.network.map(|_| NetworkHandover {
+        session_id: wiring.session_id.clone(),
+        token: client.token().expose().to_string(),
+        allow_private: options.allow_private.clone(),
+    });
     let containment = (confinement == Confinement::Namespaces).then_some(Contained {
         request,
         temp_dir: temp_dir.path(),
         traces_parent: agent_traces.as_deref(),
+        handover: handover.map(|handover| (handover, home.agent_network_socket())),
     });
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment).await;
     if let (Some(parent), Some(traces)) = (&agent_traces, home.traces_dir()) {
@@ -623,7 +703,18 @@ struct Contained<'a> {
     temp_dir: &'a Path,
     /// Where the agent's `aileron-mcp` writes its spans (`AILERON_TRACES_DIR`), when it traces to files.
     traces_parent: Option<&'a Path>,
+    /// With an enforced network: what the launcher sends the daemon with the namespace's
+    /// listeners, and where.
+    handover: Option<(NetworkHandover, PathBuf)>,
 }
+
+/// Where a session's trust bundle is written (outside anything the agent may write).
+fn trust_bundle_path(env: &LaunchEnv, session_id: &str) -> PathBuf {
+    env.launch_dir.join(format!("trust-{session_id}.pem"))
+}
+
+/// Host socket files hidden from an agent at most (mounts cost a little each).
+const MAX_HIDDEN_SOCKETS: usize = 256;
 
 /// Says so when the launcher's environment asks for traces the running daemon was not started
 /// with: `AILERON_OTEL_*` are read when a process starts, so the daemon's spans follow its own.
@@ -705,6 +796,10 @@ async fn launch_session(
         if let Some(parent) = contained.traces_parent {
             plan.env.push((env::AILERON_TRACES_DIR.to_string(), parent.display().to_string()));
         }
+        if let Some(network) = &contained.request.network {
+            plan.env.extend(network::proxy_env(network.proxy_port));
+            plan.env.extend(network::trust_env(&trust_bundle_path(env, &wiring.session_id)));
+        }
     }
     let mut temporary = Vec::new();
     for edit in &plan.edits {
@@ -725,13 +820,41 @@ async fn launch_session(
         Some(contained) => {
             log_line!("aileron: session {} started for {} (confined)", wiring.session_id, agent.name());
             let helper = std::env::current_exe().context("locating the aileron executable")?;
-            let request = confine::Request {
+            let mut request = confine::Request {
                 interrupts_reach_agent: child::terminal_delivers_interrupts(),
                 program: program.as_os_str().to_os_string(),
                 args: plan.args.clone(),
                 ..contained.request
             };
-            child::run(&helper, &request.arguments(), &plan.env, &WITHHELD_VARIABLES).await
+            match contained.handover {
+                None => child::run(&helper, &request.arguments(), &plan.env, &WITHHELD_VARIABLES).await,
+                Some((handover, socket)) => {
+                    let bundle = trust_bundle_path(env, &wiring.session_id);
+                    request.trust_bundle = Some(bundle.clone());
+                    let (ours, theirs) =
+                        std::os::unix::net::UnixStream::pair().context("making the hand-over socket")?;
+                    // The helper inherits its end (and closes it before anything else runs).
+                    nix::fcntl::fcntl(&theirs, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
+                        .context("passing the hand-over socket on")?;
+                    if let Some(network) = &mut request.network {
+                        network.channel = Some(std::os::fd::AsRawFd::as_raw_fd(&theirs));
+                    }
+                    let written = bundle.clone();
+                    let attached =
+                        tokio::task::spawn_blocking(move || network::hand_over(&ours, &socket, &handover, &written));
+                    let status = child::run(&helper, &request.arguments(), &plan.env, &WITHHELD_VARIABLES).await;
+                    // Our copy of the helper's end goes, so a hand-over still waiting sees the end.
+                    drop(theirs);
+                    match attached.await {
+                        Ok(Err(reason)) => log_line!("aileron: cannot give {} its network: {reason}", agent.name()),
+                        // The control connection closes here: the daemon closes the session's listeners.
+                        Ok(Ok(control)) => drop(control),
+                        Err(_) => {}
+                    }
+                    let _ = std::fs::remove_file(&bundle);
+                    status
+                }
+            }
         }
         None => {
             log_line!("aileron: session {} started for {} (unconfined)", wiring.session_id, agent.name());

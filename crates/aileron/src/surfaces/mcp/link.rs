@@ -371,6 +371,9 @@ async fn with_agent_identity(client: DaemonClient) -> Result<Connected, Unreacha
         pid: Some(std::process::id()),
         confinement: crate::stores::sessions::Confinement::Unconfined,
         writable: Vec::new(),
+        network: None,
+        hidden: Vec::new(),
+        exposed: Vec::new(),
     };
     let started: SessionStarted = client.post_as("/v1/sessions", &request).await.map_err(|error| Unreachable {
         message: format!("the Aileron daemon at {} refused a session for aileron-mcp: {error:#}", client.base_url),

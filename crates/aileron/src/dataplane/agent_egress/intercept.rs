@@ -1,0 +1,200 @@
+//! Inside a tunnel the proxy opened (SPEC §15): TLS is terminated with the session CA's leaf for
+//! the CONNECT host and re-originated to the checked address, verified against the host's roots
+//! (and the daemon's `SSL_CERT_FILE`/`SSL_CERT_DIR`); a tunnel that starts with plain HTTP is
+//! served the same way without TLS. Either way each request is read by hyper, sent on one
+//! upstream connection, and recorded once — `sandbox.proxy.passthrough` with the method, the path
+//! (never the query), the status and the time to the response head — before its response goes
+//! back: a response that cannot be recorded is answered 503 instead. Upgrades (WebSocket) are
+//! relayed byte for byte once both sides switched. Anything else in a tunnel is refused.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aileron_core::vocabulary::{EventType, keys};
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use super::EgressSession;
+
+/// `aileron.proxy.source` of a request read inside a tunnel (seed 003's name).
+pub const SOURCE: &str = "transparent_connect_tls";
+/// How long a client may take to start its side of a tunnel (the TLS hello or a request line).
+const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where a tunnel leads: the CONNECT host as asked, its port, the address checked and dialled.
+#[derive(Clone)]
+pub struct Target {
+    pub host: String,
+    pub destination: String,
+    pub address: SocketAddr,
+}
+
+/// Serves one tunnel: `client` has just been told `200 Connection established`, `upstream` is
+/// connected to the checked address.
+pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: TcpStream, target: Target) {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(FIRST_BYTE_TIMEOUT, client.peek(&mut first)).await {
+        Ok(Ok(1)) => {}
+        _ => return,
+    }
+    // 0x16: a TLS handshake record.
+    if first[0] != 0x16 {
+        return serve(session, client, upstream, target, "http").await;
+    }
+    let config = match session.ca.server_config(&target.host) {
+        Ok(config) => config,
+        Err(reason) => {
+            log_line!("aileron daemon: no certificate for {}: {reason}", target.host);
+            return;
+        }
+    };
+    let client = match tokio_rustls::TlsAcceptor::from(config).accept(client).await {
+        Ok(client) => client,
+        Err(_) => {
+            // The client refused the session's certificate (a tool that ignores the trust bundle).
+            session.refusal(&target.destination, "GET", Refusal::ClientTls).await;
+            return;
+        }
+    };
+    let mut tls = crate::dataplane::tls::offering(crate::dataplane::tls::Alpn::Http1);
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = match rustls::pki_types::ServerName::try_from(target.host.clone()) {
+        Ok(name) => name,
+        Err(_) => return,
+    };
+    match tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, upstream).await {
+        Ok(upstream) => serve(session, client, upstream, target, "https").await,
+        Err(error) => {
+            session.refusal(&target.destination, "CONNECT", Refusal::UpstreamTls).await;
+            refuse_every_request(client, format!("upstream_tls_failed: {error}")).await;
+        }
+    }
+}
+
+/// The two refusals a tunnel can end in after its CONNECT was allowed.
+pub enum Refusal {
+    /// The agent's client did not accept the session CA's certificate.
+    ClientTls,
+    /// The upstream's certificate is not one the host's roots vouch for.
+    UpstreamTls,
+    /// The upstream closed or failed before answering.
+    UpstreamRequest,
+    /// What came through the tunnel is not HTTP.
+    NotHttp,
+}
+
+impl Refusal {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::ClientTls => "client_tls_failed",
+            Refusal::UpstreamTls => "upstream_tls_failed",
+            Refusal::UpstreamRequest => "upstream_request_failed",
+            Refusal::NotHttp => "non_http_tunnel",
+        }
+    }
+}
+
+async fn serve<C, U>(session: Arc<EgressSession>, client: C, upstream: U, target: Target, scheme: &'static str)
+where
+    C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok((sender, connection)) = hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(upstream)).await
+    else {
+        return;
+    };
+    tokio::spawn(connection.with_upgrades());
+    let sender = Arc::new(tokio::sync::Mutex::new(sender));
+    let forwarding = session.clone();
+    let destination = target.destination.clone();
+    let service = hyper::service::service_fn(move |request| {
+        forward(forwarding.clone(), sender.clone(), target.clone(), scheme, request)
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(FIRST_BYTE_TIMEOUT)
+        .serve_connection(TokioIo::new(client), service)
+        .with_upgrades()
+        .await;
+    if served.as_ref().is_err_and(|error| error.is_parse()) {
+        session.refusal(&destination, "CONNECT", Refusal::NotHttp).await;
+    }
+}
+
+async fn forward(
+    session: Arc<EgressSession>,
+    sender: Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Incoming>>>,
+    target: Target,
+    scheme: &'static str,
+    mut request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let started = Instant::now();
+    let method = request.method().as_str().to_string();
+    let path = request.uri().path().to_string();
+    let client_upgrade =
+        request.headers().contains_key(hyper::header::UPGRADE).then(|| hyper::upgrade::on(&mut request));
+    let response = {
+        let mut sender = sender.lock().await;
+        match sender.ready().await {
+            Ok(()) => sender.send_request(request).await,
+            Err(error) => Err(error),
+        }
+    };
+    let mut response = match response {
+        Ok(response) => response,
+        Err(_) => {
+            session.refusal(&target.destination, &method, Refusal::UpstreamRequest).await;
+            return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
+        }
+    };
+    let mut payload = session.payload(SOURCE, &method, &target.destination);
+    payload.insert(keys::PROXY_UPSTREAM_SCHEME.into(), scheme.into());
+    payload.insert(keys::PROXY_UPSTREAM_PATH.into(), path.chars().take(2048).collect::<String>().into());
+    payload.insert(keys::PROXY_UPSTREAM_STATUS.into(), response.status().as_u16().into());
+    payload.insert(keys::PROXY_UPSTREAM_ADDRESS.into(), target.address.to_string().into());
+    payload.insert(keys::PROXY_DURATION_US.into(), (started.elapsed().as_micros() as u64).into());
+    // Fail closed: a response whose record cannot be written does not reach the agent.
+    if session.append(EventType::SandboxProxyPassthrough, payload).await.is_err() {
+        return Ok(plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable"));
+    }
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS
+        && let Some(client_upgrade) = client_upgrade
+    {
+        let upstream_upgrade = hyper::upgrade::on(&mut response);
+        tokio::spawn(async move {
+            if let (Ok(client), Ok(upstream)) = (client_upgrade.await, upstream_upgrade.await) {
+                let _ = tokio::io::copy_bidirectional(&mut TokioIo::new(client), &mut TokioIo::new(upstream)).await;
+            }
+        });
+    }
+    Ok(response.map(Body::new))
+}
+
+/// Answers every request of a tunnel whose upstream cannot be reached safely with 502.
+async fn refuse_every_request<C>(client: C, reason: String)
+where
+    C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |_request: Request<Incoming>| {
+        let reason = reason.clone();
+        async move { Ok::<_, Infallible>(plain(StatusCode::BAD_GATEWAY, &reason)) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(FIRST_BYTE_TIMEOUT)
+        .serve_connection(TokioIo::new(client), service)
+        .await;
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(Body::from(format!("{text}\n")));
+    *response.status_mut() = status;
+    response.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain"));
+    response
+}

@@ -1,0 +1,316 @@
+//! A launched agent's egress proxy (SPEC §15): the one way out of its network namespace. The
+//! daemon serves it on a listener the launch made inside the namespace (the accepting listener
+//! is the session: nothing in `HTTPS_PROXY` identifies or authenticates anything).
+//!
+//! Each connection carries one `CONNECT host:port`. The name is resolved once, here on the host
+//! (the namespace has no DNS), loopback, private, link-local, shared (CGNAT), unique-local and
+//! metadata addresses are refused unless the launch said `--allow-private HOST:PORT` for exactly
+//! that destination, and the address that was checked is the one dialled. Inside the tunnel
+//! ([`intercept`]) TLS is terminated with the session's CA ([`session_ca`]) and each request is
+//! recorded as `sandbox.proxy.passthrough` (method, host, path — never a query, a header value or
+//! a body —, status, time). Anything but CONNECT is answered 403 (`sandbox.proxy.rejected`,
+//! `non_connect_proxy_request_unsupported`): a tool that cannot tunnel goes nowhere rather than
+//! out unrecorded.
+//!
+//! Refusals are recorded once per distinct destination and reason ([`MAX_REFUSALS_RECORDED`] a
+//! session), the rest counted and summarised when the session's network closes: an agent looping
+//! on a refused destination cannot fill the disk with fsynced records (the re-attack's L6).
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aileron_core::audit::{Actor, ActorType};
+use aileron_core::vocabulary::{EventType, keys};
+use serde_json::{Map, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::stores::audit_log::{AuditEvent, AuditLog};
+
+mod intercept;
+mod session_ca;
+
+pub use session_ca::SessionCa;
+
+/// Longest request head read.
+const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// How long a client may take to send its request head, and the proxy to resolve and dial.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Distinct refusals (destination and reason) recorded one by one per session.
+pub const MAX_REFUSALS_RECORDED: usize = 32;
+/// `aileron.proxy.source` of a CONNECT the proxy refused.
+pub const CONNECT_SOURCE: &str = "connect";
+
+/// What one session's proxy checks against and records under.
+pub struct EgressSession {
+    pub audit: Arc<AuditLog>,
+    pub session_id: String,
+    /// `HOST:PORT` destinations the launch allowed although they are not public.
+    pub allow_private: BTreeSet<String>,
+    /// The session's certificate authority, in memory only.
+    pub ca: SessionCa,
+    refusals: Mutex<Refusals>,
+}
+
+#[derive(Default)]
+struct Refusals {
+    recorded: BTreeSet<(String, &'static str)>,
+    total: u64,
+    unrecorded: u64,
+}
+
+/// Why a CONNECT was not served: the record's event type and reason, and the status answered.
+struct Refusal {
+    event_type: EventType,
+    reason: &'static str,
+    status: &'static str,
+}
+
+impl Refusal {
+    fn rejected(reason: &'static str, status: &'static str) -> Refusal {
+        Refusal { event_type: EventType::SandboxProxyRejected, reason, status }
+    }
+
+    fn blocked(reason: &'static str) -> Refusal {
+        Refusal { event_type: EventType::SandboxProxyBlocked, reason, status: "403 Forbidden" }
+    }
+}
+
+impl EgressSession {
+    pub fn new(
+        audit: Arc<AuditLog>,
+        session_id: String,
+        allow_private: BTreeSet<String>,
+        ca: SessionCa,
+    ) -> EgressSession {
+        EgressSession { audit, session_id, allow_private, ca, refusals: Mutex::default() }
+    }
+
+    /// Serves `listener` until `closed` completes; every open tunnel ends with it.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, closed: impl std::future::Future<Output = ()>) {
+        let mut tunnels = tokio::task::JoinSet::new();
+        let mut closed = std::pin::pin!(closed);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        tunnels.spawn(self.clone().handle(stream));
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                },
+                Some(_) = tunnels.join_next(), if !tunnels.is_empty() => {}
+                () = &mut closed => break,
+            }
+        }
+        tunnels.abort_all();
+        self.summarise_refusals().await;
+    }
+
+    async fn handle(self: Arc<Self>, mut stream: TcpStream) {
+        let head = match tokio::time::timeout(STEP_TIMEOUT, read_head(&mut stream)).await {
+            Ok(Some(head)) => head,
+            // Closed or stalled before a whole head: nothing was asked, nothing is recorded.
+            _ => return,
+        };
+        let mut words = head.lines().next().unwrap_or_default().split_whitespace();
+        let (method, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+        if !method.eq_ignore_ascii_case("CONNECT") {
+            let shown = shown_destination(target);
+            let refusal = Refusal::rejected("non_connect_proxy_request_unsupported", "403 Forbidden");
+            return self.refuse(&mut stream, method, &shown, refusal).await;
+        }
+        let Some((host, port)) = authority(target) else {
+            let shown: String = target.chars().take(256).collect();
+            return self
+                .refuse(&mut stream, "CONNECT", &shown, Refusal::rejected("malformed_request", "400 Bad Request"))
+                .await;
+        };
+        let destination = format!("{}:{port}", bracketed(&host));
+        let allowed_private = self.allow_private.contains(&destination);
+        let found = match host.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) => match tokio::time::timeout(STEP_TIMEOUT, tokio::net::lookup_host((host.as_str(), port))).await {
+                Ok(Ok(found)) => found.collect(),
+                _ => Vec::new(),
+            },
+        };
+        if found.is_empty() {
+            let refusal = Refusal::rejected("upstream_resolve_failed", "502 Bad Gateway");
+            return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
+        }
+        let checked: Vec<SocketAddr> = found
+            .into_iter()
+            .filter(|address| allowed_private || crate::dataplane::public_address::is_public(address.ip()))
+            .collect();
+        if checked.is_empty() {
+            return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("private_destination")).await;
+        }
+        let mut upstream = None;
+        for address in checked {
+            if let Ok(Ok(connected)) = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(address)).await {
+                upstream = Some((connected, address));
+                break;
+            }
+        }
+        let Some((upstream, address)) = upstream else {
+            let refusal = Refusal::rejected("upstream_connect_failed", "502 Bad Gateway");
+            return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
+        };
+        if stream.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
+            return;
+        }
+        let target = intercept::Target { host, destination, address };
+        intercept::relay(self, stream, upstream, target).await;
+    }
+
+    /// The keys every record of this proxy carries.
+    fn payload(&self, source: &str, method: &str, destination: &str) -> Map<String, Value> {
+        let mut payload = Map::new();
+        payload.insert(keys::PROXY_SOURCE.into(), source.into());
+        payload.insert(keys::PROXY_METHOD.into(), method.chars().take(32).collect::<String>().into());
+        payload.insert(keys::PROXY_UPSTREAM_HOST.into(), destination.into());
+        payload.insert(keys::SESSION_ID.into(), self.session_id.clone().into());
+        payload
+    }
+
+    async fn refuse(&self, stream: &mut TcpStream, method: &str, destination: &str, refusal: Refusal) {
+        self.record_refusal(CONNECT_SOURCE, method, destination, refusal.event_type, refusal.reason).await;
+        let answer = format!(
+            "HTTP/1.1 {}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}\n",
+            refusal.status,
+            refusal.reason.len() + 1,
+            refusal.reason
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
+    }
+
+    /// A refusal inside a tunnel the CONNECT of which was allowed (`sandbox.proxy.rejected`).
+    async fn refusal(&self, destination: &str, method: &str, refusal: intercept::Refusal) {
+        let event_type = EventType::SandboxProxyRejected;
+        self.record_refusal(intercept::SOURCE, method, destination, event_type, refusal.reason()).await;
+    }
+
+    /// Records a refusal the first time its (destination, reason) is seen, else counts it.
+    async fn record_refusal(
+        &self,
+        source: &str,
+        method: &str,
+        destination: &str,
+        event_type: EventType,
+        reason: &'static str,
+    ) {
+        let first_of_its_kind = {
+            let mut refusals = self.refusals.lock().expect("the tally is never poisoned");
+            refusals.total += 1;
+            let key = (destination.to_string(), reason);
+            let seen = refusals.recorded.contains(&key) || refusals.recorded.len() >= MAX_REFUSALS_RECORDED;
+            if seen {
+                refusals.unrecorded += 1;
+            } else {
+                refusals.recorded.insert(key);
+            }
+            !seen
+        };
+        if first_of_its_kind {
+            let mut payload = self.payload(source, method, destination);
+            payload.insert(keys::PROXY_REJECT_REASON.into(), reason.into());
+            let _ = self.append(event_type, payload).await;
+        }
+    }
+
+    /// One record with the totals when some refusals were only counted.
+    async fn summarise_refusals(&self) {
+        let (total, unrecorded) = {
+            let refusals = self.refusals.lock().expect("the tally is never poisoned");
+            (refusals.total, refusals.unrecorded)
+        };
+        if unrecorded == 0 {
+            return;
+        }
+        let mut payload = self.payload(CONNECT_SOURCE, "CONNECT", "*");
+        payload.insert(keys::PROXY_REJECT_REASON.into(), "refusals_summarised".into());
+        payload.insert(keys::PROXY_REFUSED_COUNT.into(), total.into());
+        payload.insert(keys::PROXY_REFUSED_UNRECORDED.into(), unrecorded.into());
+        let _ = self.append(EventType::SandboxProxyBlocked, payload).await;
+    }
+
+    async fn append(&self, event_type: EventType, payload: Map<String, Value>) -> Result<(), ()> {
+        let event = AuditEvent {
+            event_type,
+            actor: Actor { r#type: ActorType::Agent, id: self.session_id.clone() },
+            session_id: Some(self.session_id.clone()),
+            payload,
+            audit_id: None,
+        };
+        self.audit.append(event).await.map(|_| ()).map_err(|_| ())
+    }
+}
+
+/// The request head, up to the blank line; `None` when the client sent none in bounds. Read
+/// byte by byte: nothing after the head (the tunnel's first bytes) may be consumed here.
+async fn read_head(stream: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && !head.ends_with(b"\n\n") {
+        if head.len() >= MAX_HEAD_BYTES || stream.read(&mut byte).await.ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).ok()
+}
+
+/// `host:port` of a CONNECT target (`[v6]:port` for an IPv6 literal); the port is required.
+fn authority(target: &str) -> Option<(String, u16)> {
+    let (host, port) = target.rsplit_once(':')?;
+    let port: u16 = port.parse().ok().filter(|port| *port != 0)?;
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.strip_suffix(']')?.parse::<std::net::Ipv6Addr>().ok()?.to_string(),
+        None => host.to_ascii_lowercase(),
+    };
+    let valid = !host.is_empty()
+        && host.len() <= 253
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
+    valid.then_some((host, port))
+}
+
+fn bracketed(host: &str) -> String {
+    if host.contains(':') { format!("[{host}]") } else { host.to_string() }
+}
+
+/// The destination of a plain-HTTP proxy request (`GET http://host/path`): its host only, so a
+/// refused request's record holds no path or query.
+fn shown_destination(target: &str) -> String {
+    match url::Url::parse(target) {
+        Ok(url) => match (url.host_str(), url.port_or_known_default()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_string(),
+            _ => String::new(),
+        },
+        Err(_) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_targets_are_host_and_port() {
+        assert_eq!(authority("Example.COM:443"), Some(("example.com".into(), 443)));
+        assert_eq!(authority("[::1]:8443"), Some(("::1".into(), 8443)));
+        assert_eq!(authority("10.0.0.1:22"), Some(("10.0.0.1".into(), 22)));
+        for bad in ["example.com", "example.com:0", "example.com:99999", ":443", "[::1:443", "a b:443", "a/b:443"] {
+            assert_eq!(authority(bad), None, "{bad}");
+        }
+        assert_eq!(bracketed("::1"), "[::1]");
+    }
+
+    #[test]
+    fn a_refused_plain_request_is_recorded_by_its_host_alone() {
+        assert_eq!(shown_destination("http://example.com/secret/path?token=abc"), "example.com:80");
+        assert_eq!(shown_destination("/relative"), "");
+    }
+}

@@ -1,0 +1,220 @@
+//! A confined launch's network and credential stores (SPEC §15), the launcher's half: which
+//! ports the daemon serves inside the agent's namespace, the proxy variables the agent gets,
+//! what is hidden from it, and the hand-over of the namespace's listeners to the daemon
+//! (`surfaces/daemon/session_network.rs` is the other end).
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::wire::{NetworkHandover as Handover, NetworkHandoverAnswer};
+
+/// `--network`: how a confined agent's network leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NetworkMode {
+    /// Its own network namespace; out only through the session's egress proxy.
+    #[default]
+    Enforced,
+    /// The host's network, as before §15 (audited as `sandbox.egress.unenforced`).
+    Open,
+}
+
+/// The egress proxy's port inside the namespace (the API keeps the daemon's own port, so every
+/// URL the agent was given before still reads the same).
+pub const PROXY_PORT: u16 = 3128;
+
+/// The two ports the daemon serves inside the namespace: the API (`api_port`, the daemon's own)
+/// and the proxy.
+pub fn ports(api_port: u16) -> (u16, u16) {
+    (api_port, if api_port == PROXY_PORT { PROXY_PORT + 1 } else { PROXY_PORT })
+}
+
+/// The proxy variables of SPEC §15, upper and lower case (tools read one or the other).
+pub fn proxy_env(proxy_port: u16) -> Vec<(String, String)> {
+    let proxy = format!("http://127.0.0.1:{proxy_port}");
+    let mut env = Vec::new();
+    for name in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+        env.push((name.to_string(), proxy.clone()));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push((name.to_string(), "localhost,127.0.0.1,::1".to_string()));
+    }
+    env
+}
+
+/// The system certificate bundles the session's trust bundle is mounted over (those that exist).
+pub const SYSTEM_BUNDLES: [&str; 6] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+    "/etc/pki/tls/cacert.pem",
+];
+
+/// The variables of SPEC §15 that point each kind of tool at the trust bundle (curl, OpenSSL and
+/// Python's `ssl`, Python `requests`, Node, git, the AWS CLI, pip, cargo, Deno; Go reads
+/// `SSL_CERT_FILE`).
+pub fn trust_env(bundle: &Path) -> Vec<(String, String)> {
+    [
+        "SSL_CERT_FILE",
+        "CURL_CA_BUNDLE",
+        "REQUESTS_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO",
+        "AWS_CA_BUNDLE",
+        "PIP_CERT",
+        "CARGO_HTTP_CAINFO",
+        "DENO_CERT",
+    ]
+    .iter()
+    .map(|name| (name.to_string(), bundle.display().to_string()))
+    .collect()
+}
+
+/// Writes the agent's trust bundle: the roots the user's tools trusted until now (the launcher's
+/// `SSL_CERT_FILE`, else the first system bundle) followed by the session CA.
+pub fn write_bundle(path: &Path, ca_pem: &str) -> Result<(), String> {
+    let roots = crate::platform::env::get(crate::platform::env::SSL_CERT_FILE)
+        .filter(|file| !file.is_empty())
+        .into_iter()
+        .chain(SYSTEM_BUNDLES.iter().map(|file| file.to_string()))
+        .find_map(|file| std::fs::read_to_string(file).ok())
+        .unwrap_or_default();
+    let mut bundle = roots;
+    if !bundle.is_empty() && !bundle.ends_with('\n') {
+        bundle.push('\n');
+    }
+    bundle.push_str(ca_pem);
+    crate::platform::home::write_atomic(path, bundle.as_bytes(), 0o644)
+        .map_err(|e| format!("writing the trust bundle {}: {e}", path.display()))
+}
+
+/// The user's credential stores of SPEC §15 (those that exist), relative to the home and the
+/// config home.
+pub fn credential_stores(home: &Path, config_home: &Path) -> Vec<PathBuf> {
+    let in_home = [
+        ".aws",
+        ".config/gh",
+        ".ssh",
+        ".netrc",
+        ".git-credentials",
+        ".docker/config.json",
+        ".kube",
+        ".npmrc",
+        ".pypirc",
+        ".config/gcloud",
+        ".azure",
+        ".terraform.d/credentials.tfrc.json",
+    ];
+    let mut stores: Vec<PathBuf> = in_home.iter().map(|relative| home.join(relative)).collect();
+    stores.push(config_home.join("gh"));
+    stores.push(config_home.join("git/credentials"));
+    stores.push(home.join(".config/git/credentials"));
+    let mut existing: Vec<PathBuf> = stores.into_iter().filter(|path| path.symlink_metadata().is_ok()).collect();
+    existing.sort();
+    existing.dedup();
+    existing
+}
+
+/// The listening path sockets of the host (`/proc/net/unix`, read in the host's network
+/// namespace): the agent's new namespace already cuts it off from abstract sockets, but a
+/// socket file is reached through the filesystem (the user's ssh-agent, the session bus,
+/// docker). Those under `except` (the agent's own writable directories) stay; at most `limit`.
+pub fn host_unix_sockets(except: &[PathBuf], limit: usize) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else { return Vec::new() };
+    let mut sockets: Vec<PathBuf> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            // Num RefCount Protocol Flags Type St Inode Path; Flags 00010000 = listening.
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let listening = fields.get(3).and_then(|flags| u32::from_str_radix(flags, 16).ok())? & 0x0001_0000 != 0;
+            let path = fields.get(7).filter(|path| path.starts_with('/'))?;
+            listening.then(|| PathBuf::from(path))
+        })
+        .filter(|path| !except.iter().any(|dir| path.starts_with(dir)))
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_socket()))
+        .collect();
+    sockets.sort();
+    sockets.dedup();
+    sockets.truncate(limit);
+    sockets
+}
+
+/// The launcher's end of the hand-over: waits for the helper's two listeners on `channel`, sends
+/// them to the daemon's control socket with the session and the daemon token, writes the trust
+/// bundle with the session CA the daemon answers with, and tells the helper whether the daemon
+/// serves them (`1`) or not. Returns the control connection, which must stay open for as long as
+/// the agent runs (closing it closes the session's listeners).
+pub fn hand_over(
+    channel: &UnixStream,
+    control_socket: &Path,
+    handover: &Handover,
+    bundle: &Path,
+) -> Result<UnixStream, String> {
+    let attached = attach(channel, control_socket, handover)
+        .and_then(|(control, ca_pem)| write_bundle(bundle, &ca_pem).map(|()| control));
+    let answer: &[u8] = if attached.is_ok() { b"1" } else { b"0" };
+    let _ = std::io::Write::write_all(&mut &*channel, answer);
+    attached
+}
+
+fn attach(channel: &UnixStream, control_socket: &Path, handover: &Handover) -> Result<(UnixStream, String), String> {
+    let (_, listeners) = crate::platform::confinement::receive_fds(channel)
+        .map_err(|e| format!("receiving the namespace's listeners from the helper: {e}"))?;
+    if listeners.len() != 2 {
+        return Err("the confinement helper ended before handing over its listeners".to_string());
+    }
+    let control = UnixStream::connect(control_socket)
+        .map_err(|e| format!("reaching the daemon at {}: {e}", control_socket.display()))?;
+    control.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let mut message = serde_json::to_vec(handover).map_err(|e| e.to_string())?;
+    message.push(b'\n');
+    let fds: Vec<_> = listeners.iter().map(AsRawFd::as_raw_fd).collect();
+    crate::platform::confinement::send_fds(&control, &message, &fds)
+        .map_err(|e| format!("handing the listeners to the daemon: {e}"))?;
+    let mut answer = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(&control), &mut answer)
+        .map_err(|e| format!("waiting for the daemon to take the listeners: {e}"))?;
+    if answer.trim().is_empty() {
+        return Err("the daemon closed the hand-over without an answer (is it older than this aileron?)".to_string());
+    }
+    let answer: NetworkHandoverAnswer =
+        serde_json::from_str(&answer).map_err(|e| format!("reading the daemon's answer to the hand-over: {e}"))?;
+    match (answer.ca_certificate, answer.error) {
+        (Some(ca_pem), None) => Ok((control, ca_pem)),
+        (_, error) => Err(format!(
+            "the daemon refused the session's listeners: {}",
+            error.unwrap_or_else(|| "no reason given".to_string())
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_proxy_never_takes_the_api_port() {
+        assert_eq!(ports(4000), (4000, PROXY_PORT));
+        assert_eq!(ports(PROXY_PORT), (PROXY_PORT, PROXY_PORT + 1));
+    }
+
+    #[test]
+    fn existing_credential_stores_are_found_in_the_home_and_the_config_home() {
+        let home = tempfile::tempdir().unwrap();
+        let config = home.path().join("xdg");
+        for dir in [".aws", ".config/gh", "xdg/git"] {
+            std::fs::create_dir_all(home.path().join(dir)).unwrap();
+        }
+        std::fs::write(home.path().join(".netrc"), "machine x").unwrap();
+        std::fs::write(home.path().join("xdg/git/credentials"), "https://u:p@x").unwrap();
+        let found = credential_stores(home.path(), &config);
+        let expected: Vec<PathBuf> =
+            [".aws", ".config/gh", ".netrc", "xdg/git/credentials"].iter().map(|p| home.path().join(p)).collect();
+        assert_eq!(found, expected);
+    }
+}

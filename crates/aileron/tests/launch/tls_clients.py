@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""A fake agent that, launched by `aileron launch claude`, reaches HTTPS upstreams through its
+session's egress proxy with real clients and their default certificate checks (no -k, no
+insecure flags): curl, Python's urllib, Node's tls, and git over https. Driven by
+crates/aileron/tests/it/launch.rs; every outcome goes into one JSON object in $ATTACK_REPORT.
+
+The upstreams are on host loopback (`localhost:PORT`, allowed with --allow-private), and
+`localhost` is in NO_PROXY, so each client is told to use the proxy anyway.
+"""
+
+import json
+import os
+import subprocess
+import urllib.request
+
+env = os.environ
+report = {"env": {name: env.get(name) for name in ["SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO"]}}
+trusted, untrusted = env["TRUSTED_UPSTREAM"], env["UNTRUSTED_UPSTREAM"]
+
+
+def run(name, command, **extra):
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, **extra)
+    report[name] = {"code": done.returncode, "stdout": done.stdout[-2000:], "stderr": done.stderr[-2000:]}
+
+
+curl = ["curl", "-sS", "--noproxy", "", "-x", env["HTTPS_PROXY"]]
+run("curl", curl + [f"https://{trusted}/curl?secret=QUERY-SECRET"])
+run("curl_untrusted_upstream", curl + ["-o", "/dev/null", "-w", "%{http_code}", f"https://{untrusted}/bad"])
+run("curl_with_only_its_default_bundle", curl + ["--cacert", "/etc/ssl/certs/ca-certificates.crt", f"https://{trusted}/bundle"])
+
+# Python: the https_proxy variable, the default SSL context (OpenSSL's default paths).
+for name in ["no_proxy", "NO_PROXY"]:
+    env.pop(name, None)
+try:
+    with urllib.request.urlopen(f"https://{trusted}/python", timeout=30) as response:
+        report["python"] = {"status": response.status, "body": response.read().decode()}
+except Exception as error:
+    report["python"] = {"error": f"{type(error).__name__}: {error}"}
+
+# Node: CONNECT through the proxy, then tls.connect on that socket with its default checks
+# (Node's own roots plus NODE_EXTRA_CA_CERTS).
+node = r"""
+const http = require('http'), tls = require('tls');
+const proxy = new URL(process.env.HTTPS_PROXY);
+const [host, port] = process.argv[1].split(':');
+http.request({host: proxy.hostname, port: proxy.port, method: 'CONNECT', path: `${host}:${port}`})
+  .on('connect', (res, socket) => {
+    const secure = tls.connect({socket, servername: host}, () => {
+      secure.write(`GET /node HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    });
+    let answer = '';
+    secure.on('data', d => answer += d).on('end', () => { console.log(answer.split('\r\n')[0]); });
+    secure.on('error', e => { console.log('error ' + e.message); process.exit(1); });
+  }).on('error', e => { console.log('error ' + e.message); process.exit(1); }).end();
+"""
+run("node", ["node", "-e", node, trusted])
+
+with open(env["ATTACK_REPORT"], "w") as out:
+    json.dump(report, out, indent=2)
