@@ -5,6 +5,7 @@
 //! connector do. Every check returns data (`Ok` or a `Failure` ready for the envelope and the audit
 //! record); the shell acts on it. Denials never echo a URL's path, query or any credential.
 
+mod agent_egress;
 mod egress;
 #[cfg(test)]
 mod properties;
@@ -21,6 +22,7 @@ use crate::action::RequiredConnector;
 use crate::failure::{Boundary, Failure};
 use crate::manifest::{ConnectorManifest, CredentialKind};
 
+pub use agent_egress::{AgentEgressPolicy, EgressMode, FILE_NAME as AGENT_EGRESS_FILE};
 pub use egress::{EgressTarget, check_egress, parse_egress_url};
 pub use spawn::{SpawnEnvelope, SpawnPlan, plan_envelope, plan_operation, spawn_args};
 

@@ -1742,3 +1742,44 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     let all = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
     assert!(!String::from_utf8_lossy(&all.stdout).contains("QUERY-SECRET"), "a query string was recorded");
 }
+
+/// `egress.toml` with `policy = "allowlist"`: a host it does not list is refused before anything
+/// is resolved (`egress_policy_denied`), a listed one goes on to resolution; a file that does not
+/// parse stops the launch with its line and a hint, and the agent never runs.
+#[test]
+fn an_allowlist_egress_policy_refuses_unlisted_hosts_and_a_bad_file_stops_the_launch() {
+    let rig = LaunchRig::new();
+    let started = rig.run(&["daemon", "start"], &[]);
+    assert!(started.status.success(), "{}", text(&started));
+    let policy = rig.aileron_home().join("egress.toml");
+    std::fs::write(&policy, "policy = \"allowlist\"\nallow = [\"*.example.org\"]\n").unwrap();
+    let script = format!(
+        "#!/bin/sh\nfor url in https://www.example.org/ https://example.com/; do\n  curl -s -o /dev/null -w \"$url %{{http_connect}}\\n\" \"$url\" || true\ndone > '{}'\n",
+        rig.report().display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.run(&["launch", "claude"], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report = std::fs::read_to_string(rig.report()).unwrap();
+    // Listed: past the policy, then the name does not resolve here (502); not listed: 403.
+    assert!(report.contains("https://example.com/ 403"), "{report}");
+    assert!(!report.contains("https://www.example.org/ 403"), "{report}");
+    let listed = rig.run(&["audit", "list", "--json", "--event-type", "sandbox.proxy.blocked"], &[]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let blocked = listed["items"].as_array().unwrap();
+    assert!(
+        blocked.iter().any(|r| r["payload"]["aileron.proxy.upstream.host"] == "example.com:443"
+            && r["payload"]["aileron.proxy.reject_reason"] == "egress_policy_denied"),
+        "{blocked:#?}"
+    );
+    assert!(blocked.iter().all(|r| r["payload"]["aileron.proxy.upstream.host"] != "www.example.org:443"));
+
+    std::fs::write(&policy, "policy = \"allowlist\"\nallow = [\"https://x.example/\"]\n").unwrap();
+    std::fs::remove_file(rig.report()).unwrap();
+    let output = rig.run(&["launch", "claude"], &[]);
+    assert_ne!(output.status.code(), Some(0), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("egress.toml:2: allow[0]") && stderr.contains("hint:"), "{stderr}");
+    assert!(!rig.report().exists(), "the agent ran without its network");
+}

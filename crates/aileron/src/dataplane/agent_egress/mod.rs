@@ -51,6 +51,8 @@ pub struct EgressSession {
     pub allow_private: BTreeSet<String>,
     /// The session's certificate authority, in memory only.
     pub ca: SessionCa,
+    /// `egress.toml` as it was when the session's network was attached.
+    pub policy: aileron_core::policy::AgentEgressPolicy,
     refusals: Mutex<Refusals>,
 }
 
@@ -84,8 +86,9 @@ impl EgressSession {
         session_id: String,
         allow_private: BTreeSet<String>,
         ca: SessionCa,
+        policy: aileron_core::policy::AgentEgressPolicy,
     ) -> EgressSession {
-        EgressSession { audit, session_id, allow_private, ca, refusals: Mutex::default() }
+        EgressSession { audit, session_id, allow_private, ca, policy, refusals: Mutex::default() }
     }
 
     /// Serves `listener` until `closed` completes; every open tunnel ends with it.
@@ -129,6 +132,10 @@ impl EgressSession {
         };
         let destination = format!("{}:{port}", bracketed(&host));
         let allowed_private = self.allow_private.contains(&destination);
+        // The policy is asked before anything is resolved: a refused name is never looked up.
+        if !allowed_private && !self.policy.allows(&host) {
+            return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("egress_policy_denied")).await;
+        }
         let found = match host.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
             Err(_) => match tokio::time::timeout(STEP_TIMEOUT, tokio::net::lookup_host((host.as_str(), port))).await {

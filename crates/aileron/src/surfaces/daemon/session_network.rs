@@ -19,6 +19,8 @@ use std::time::Duration;
 use tokio::net::UnixStream;
 
 use super::AppState;
+use aileron_core::policy::AgentEgressPolicy;
+
 use crate::dataplane::agent_egress::{EgressSession, SessionCa};
 use crate::platform::home::Home;
 use crate::platform::principal::Scope;
@@ -84,7 +86,7 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
         Ok::<_, std::io::Error>(stream)
     })
     .await;
-    let (Ok(Ok(stream)), Ok((handover, ca, api, proxy))) = (answered, checked) else { return };
+    let (Ok(Ok(stream)), Ok((handover, ca, policy, api, proxy))) = (answered, checked) else { return };
     let Ok(mut control) = UnixStream::from_std(stream) else { return };
     let (closed, _) = tokio::sync::watch::channel(false);
     let when_closed = |closed: &tokio::sync::watch::Sender<bool>| {
@@ -98,6 +100,7 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
         handover.session_id.clone(),
         handover.allow_private.iter().map(|destination| destination.to_ascii_lowercase()).collect(),
         ca,
+        policy,
     ));
     let proxy_task = tokio::spawn(egress.serve(proxy, when_closed(&closed)));
     let api_task = tokio::spawn(super::connections::serve(api, super::app(state.clone()), when_closed(&closed)));
@@ -117,7 +120,7 @@ async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
-type Listeners = (Handover, SessionCa, tokio::net::TcpListener, tokio::net::TcpListener);
+type Listeners = (Handover, SessionCa, AgentEgressPolicy, tokio::net::TcpListener, tokio::net::TcpListener);
 
 fn check(state: &AppState, message: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Result<Listeners, String> {
     let handover: Handover = serde_json::from_slice(message.trim_ascii())
@@ -146,5 +149,17 @@ fn check(state: &AppState, message: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Re
     };
     let (api, proxy) = (listener(api)?, listener(proxy)?);
     let ca = SessionCa::new(&handover.session_id).map_err(|e| format!("making the session's CA: {e}"))?;
-    Ok((handover, ca, api, proxy))
+    let policy = egress_policy(&state.services.home)?;
+    Ok((handover, ca, policy, api, proxy))
+}
+
+/// `$AILERON_HOME/egress.toml`, read for each session (a change applies to the next launch); no
+/// file is the open policy, a file that does not parse refuses the launch with its line.
+fn egress_policy(home: &crate::platform::home::Home) -> Result<AgentEgressPolicy, String> {
+    let path = home.root().join(aileron_core::policy::AGENT_EGRESS_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => AgentEgressPolicy::parse(&path.display().to_string(), &text).map_err(|error| error.to_string()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(AgentEgressPolicy::default()),
+        Err(error) => Err(format!("reading {}: {error}", path.display())),
+    }
 }
