@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
 
 use aileron::surfaces::launch::{Agent, LaunchEnv, Wiring, plan};
 use http::{Request, StatusCode};
@@ -1782,4 +1783,74 @@ fn an_allowlist_egress_policy_refuses_unlisted_hosts_and_a_bad_file_stops_the_la
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("egress.toml:2: allow[0]") && stderr.contains("hint:"), "{stderr}");
     assert!(!rig.report().exists(), "the agent ran without its network");
+}
+
+/// The console shows each session's network: the agents page counts its proxied requests and
+/// refusals and names the hosts it reached; the activity page lists each request as method, host
+/// and path. The records are the egress proxy's own, made by real CONNECTs to a session proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_each_sessions_network_records() {
+    use aileron::dataplane::agent_egress::{EgressSession, SessionCa};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let harness = Harness::new();
+    let started = harness
+        .request(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"agent": "claude", "confinement": "namespaces", "network": "enforced"})),
+        )
+        .await;
+    let session = started.body["session_id"].as_str().unwrap().to_string();
+    let upstream = crate::fake_github::FakeGithub::start().await.unwrap();
+    let allowed = upstream.host_port();
+    let proxy = Arc::new(EgressSession::new(
+        harness.state.services.audit.clone(),
+        session.clone(),
+        [allowed.clone()].into(),
+        SessionCa::new(&session).unwrap(),
+        Default::default(),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (closed, closing) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(proxy.serve(listener, async move {
+        let _ = closing.await;
+    }));
+    let exchange = |request: String| async move {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).to_string()
+    };
+    let tunnelled = exchange(format!(
+        "CONNECT {allowed} HTTP/1.1\r\n\r\nGET /status/200?token=QUERY-SECRET HTTP/1.1\r\nHost: {allowed}\r\nConnection: close\r\n\r\n"
+    ))
+    .await;
+    assert!(tunnelled.contains("HTTP/1.1 200 OK"), "{tunnelled}");
+    let refused = exchange("CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n".to_string()).await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    closed.send(()).unwrap();
+    serving.await.unwrap();
+
+    let cookie = harness.console_cookie().await;
+    let page = |path: String| {
+        let cookie = cookie.clone();
+        let harness = &harness;
+        async move {
+            let request = Request::builder()
+                .uri(path)
+                .header("host", format!("127.0.0.1:{}", crate::support::PORT))
+                .header("cookie", &cookie)
+                .header("x-aileron-fragment", "1");
+            harness.send(request, None).await.body.as_str().unwrap().to_string()
+        }
+    };
+    let agents = page("/agents".to_string()).await;
+    let row = agents.split(&format!("id=\"session-{session}\"")).nth(1).unwrap().split("</tr>").next().unwrap();
+    assert!(row.contains("1 requests") && row.contains("1 refused") && row.contains(&allowed), "{row}");
+    let activity = page(format!("/activity?session={session}&family=sandbox.proxy")).await;
+    assert!(activity.contains(&format!("GET {allowed}/status/200")), "{activity}");
+    assert!(activity.contains("private_destination"), "{activity}");
+    assert!(!activity.contains("QUERY-SECRET") && !agents.contains("QUERY-SECRET"));
 }

@@ -262,12 +262,21 @@ fn subject(record: &AuditRecord) -> String {
             return value.to_string();
         }
     }
+    // A launched agent's own request: method, host and path (never a query).
+    if let Some(host) = record.payload_str(keys::PROXY_UPSTREAM_HOST) {
+        let method = record.payload_str(keys::PROXY_METHOD).unwrap_or_default();
+        return format!("{method} {host}{}", record.payload_str(keys::PROXY_UPSTREAM_PATH).unwrap_or_default());
+    }
     String::new()
 }
 
 /// What became of it: a failure class, a decision, a refusal, an HTTP status.
 fn outcome(record: &AuditRecord) -> String {
-    if let Some(class) = record.payload_str(keys::FAILURE_CLASS).or(record.payload_str(keys::CONNECTOR_REJECT_REASON)) {
+    if let Some(class) = record
+        .payload_str(keys::FAILURE_CLASS)
+        .or(record.payload_str(keys::CONNECTOR_REJECT_REASON))
+        .or(record.payload_str(keys::PROXY_REJECT_REASON))
+    {
         return format!("<span class=\"badge bad outcome\">{}</span>", escape(class));
     }
     if let Some(code) = record.payload_str(keys::REJECTION_CODE).or(record.payload_str(keys::INSTALL_REFUSAL)) {

@@ -1,5 +1,6 @@
-//! The agents page (`/agents`): live and past launch sessions — the agent, its containment, start
-//! and end, exit code, its runs and approvals — and ending a live session (its token is revoked).
+//! The agents page (`/agents`): live and past launch sessions — the agent, its containment, its
+//! network (requests through its egress proxy, refusals, the hosts it reached), start and end,
+//! exit code, its runs and approvals — and ending a live session (its token is revoked).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +28,71 @@ struct Counts {
     failed: usize,
 }
 
+/// A session's network among the recent `sandbox.*` records.
+#[derive(Default)]
+struct Network {
+    requests: usize,
+    refused: usize,
+    /// Hosts reached, most requests first.
+    hosts: HashMap<String, usize>,
+    unenforced: bool,
+}
+
+/// Most `sandbox.*` records read for the page.
+const NETWORK_RECORDS: usize = 5_000;
+
+fn networks(state: &Services) -> HashMap<String, Network> {
+    use aileron_core::vocabulary::{EventType, keys};
+    let filter = crate::stores::audit_log::AuditFilter {
+        family: Some("sandbox".to_string()),
+        limit: Some(NETWORK_RECORDS),
+        ..Default::default()
+    };
+    let mut networks: HashMap<String, Network> = HashMap::new();
+    for record in state.audit.query(&filter).unwrap_or_default() {
+        let Some(session) = &record.session_id else { continue };
+        let network = networks.entry(session.clone()).or_default();
+        match EventType::parse(&record.event_type) {
+            Some(EventType::SandboxProxyPassthrough) => {
+                network.requests += 1;
+                if let Some(host) = record.payload_str(keys::PROXY_UPSTREAM_HOST) {
+                    *network.hosts.entry(host.to_string()).or_default() += 1;
+                }
+            }
+            Some(EventType::SandboxProxyBlocked | EventType::SandboxProxyRejected) => network.refused += 1,
+            Some(EventType::SandboxEgressUnenforced) => network.unenforced = true,
+            _ => {}
+        }
+    }
+    networks
+}
+
+/// The network cell: what went out through the proxy and what was refused, linked to the records.
+fn network_cell(session: &Session, network: Option<&Network>) -> String {
+    if session.confinement == Confinement::Unconfined {
+        return r#"<span class="badge bad">unrecorded</span>"#.to_string();
+    }
+    let Some(network) = network else { return r#"<span class="muted">no requests</span>"#.to_string() };
+    if network.unenforced {
+        return r#"<span class="badge warn">open (not recorded)</span>"#.to_string();
+    }
+    let link = format!("/activity?session={}&amp;family=sandbox.proxy", super::query_value(&session.session_id));
+    let mut hosts: Vec<(&String, &usize)> = network.hosts.iter().collect();
+    hosts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<String> = hosts.iter().take(3).map(|(host, _)| escape(host)).collect();
+    let more = if hosts.len() > 3 { format!(" +{}", hosts.len() - 3) } else { String::new() };
+    format!(
+        r#"<a href="{link}" class="network">{} requests</a>{}<div class="muted mono hosts">{}{more}</div>"#,
+        network.requests,
+        if network.refused > 0 {
+            format!(r#", <span class="badge bad">{} refused</span>"#, network.refused)
+        } else {
+            String::new()
+        },
+        shown.join(", ")
+    )
+}
+
 fn content(state: &Services) -> String {
     let now = chrono::Utc::now();
     let sessions = state.sessions.all();
@@ -45,6 +111,7 @@ fn content(state: &Services) -> String {
                 usize::from(record.event_type == aileron_core::vocabulary::EventType::ExecutionFailed.as_str());
         }
     }
+    let networks = networks(state);
     let pending = state.approvals.pending();
     let resolved = state.approvals.recently_resolved(1_000);
     let (live, past): (Vec<&Session>, Vec<&Session>) = sessions.iter().partition(|s| s.status == SessionStatus::Active);
@@ -56,8 +123,8 @@ fn content(state: &Services) -> String {
             continue;
         }
         html.push_str(
-            "<table class=\"list sessions\"><tr><th>agent</th><th>session</th><th>containment</th><th>started</th>\
-             <th>ended</th><th>runs</th><th>approvals</th><th></th></tr>",
+            "<table class=\"list sessions\"><tr><th>agent</th><th>session</th><th>containment</th><th>network</th>\
+             <th>started</th><th>ended</th><th>runs</th><th>approvals</th><th></th></tr>",
         );
         for session in list {
             let count = counts.get(&session.session_id);
@@ -121,7 +188,7 @@ fn content(state: &Services) -> String {
             };
             html.push_str(&format!(
                 "<tr id=\"session-{id}\" class=\"session\" data-status=\"{status}\"><td><strong>{agent}</strong>{pid}</td>\
-                 <td class=\"mono\">{id}</td><td>{confinement}</td><td>{started}</td><td>{ended}</td><td>{runs}</td><td>{approvals}</td>\
+                 <td class=\"mono\">{id}</td><td>{confinement}</td><td>{network}</td><td>{started}</td><td>{ended}</td><td>{runs}</td><td>{approvals}</td>\
                  <td><div class=\"group\">{end}<span class=\"status\"></span></div></td></tr>",
                 id = escape(&session.session_id),
                 status = match session.status {
@@ -136,6 +203,7 @@ fn content(state: &Services) -> String {
                     Confinement::Unconfined => "<span class=\"badge bad\">unconfined</span>".to_string(),
                 },
                 started = ago(&session.started_at, now),
+                network = network_cell(session, networks.get(&session.session_id)),
             ));
         }
         html.push_str("</table>");
