@@ -40,6 +40,7 @@ use report::{Report, refresh_markdown};
 use restart::restart_benchmark;
 use traces::{TRACE_ROUNDS, traces_benchmark};
 
+mod agent_proxy;
 mod call;
 mod catalog;
 mod console;
@@ -122,6 +123,8 @@ pub enum Part {
     Go,
     /// (j) catalogs of 1,000 and 10,000 actions, list_changed, and the daemon's memory
     Catalog,
+    /// (k) a launched agent's egress proxy (TLS terminated) against direct, and the launch it adds to
+    AgentProxy,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -213,6 +216,7 @@ fn part_name(part: Part) -> &'static str {
         Part::Console => "console",
         Part::Go => "go",
         Part::Catalog => "catalog",
+        Part::AgentProxy => "agent-proxy",
     }
 }
 
@@ -361,6 +365,16 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         None
     };
 
+    let agent_proxy = if args.runs(Part::AgentProxy) {
+        eprintln!("(k) a launched agent's egress proxy against direct, and launches with and without it");
+        let requests = (args.calls as usize / 5).max(200);
+        let figures =
+            agent_proxy::run(requests, args.clients as usize, args.warmup, args.duration, scratch.path()).await?;
+        Some(stolen.after("(k)", figures))
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         stolen,
@@ -377,6 +391,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         console,
         go,
         catalog,
+        agent_proxy,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {

@@ -62,13 +62,11 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: Tcp
             return;
         }
     };
-    let mut tls = crate::dataplane::tls::offering(crate::dataplane::tls::Alpn::Http1);
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
     let name = match rustls::pki_types::ServerName::try_from(target.host.clone()) {
         Ok(name) => name,
         Err(_) => return,
     };
-    match tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, upstream).await {
+    match tokio_rustls::TlsConnector::from(session.upstream_tls.clone()).connect(name, upstream).await {
         Ok(upstream) => serve(session, client, upstream, target, "https").await,
         Err(error) => {
             session.refusal(&target.destination, "CONNECT", Refusal::UpstreamTls).await;

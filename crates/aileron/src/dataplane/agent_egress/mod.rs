@@ -53,6 +53,9 @@ pub struct EgressSession {
     pub ca: SessionCa,
     /// `egress.toml` as it was when the session's network was attached.
     pub policy: aileron_core::policy::AgentEgressPolicy,
+    /// How upstreams are reached: the process's verified TLS client (the platform's roots),
+    /// HTTP/1.1 by ALPN; made once per session.
+    upstream_tls: Arc<rustls::ClientConfig>,
     refusals: Mutex<Refusals>,
 }
 
@@ -88,7 +91,16 @@ impl EgressSession {
         ca: SessionCa,
         policy: aileron_core::policy::AgentEgressPolicy,
     ) -> EgressSession {
-        EgressSession { audit, session_id, allow_private, ca, policy, refusals: Mutex::default() }
+        let mut upstream_tls = crate::dataplane::tls::offering(crate::dataplane::tls::Alpn::Http1);
+        upstream_tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let upstream_tls = Arc::new(upstream_tls);
+        EgressSession { audit, session_id, allow_private, ca, policy, upstream_tls, refusals: Mutex::default() }
+    }
+
+    /// The same session verifying upstreams with `config` instead (a benchmark's own roots).
+    pub fn with_upstream_tls(mut self, config: rustls::ClientConfig) -> EgressSession {
+        self.upstream_tls = Arc::new(config);
+        self
     }
 
     /// Serves `listener` until `closed` completes; every open tunnel ends with it.
@@ -99,6 +111,9 @@ impl EgressSession {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
+                        // Heads and handshakes are small writes each waiting for an answer:
+                        // Nagle's algorithm against delayed ACKs would hold them up to 40 ms.
+                        let _ = stream.set_nodelay(true);
                         tunnels.spawn(self.clone().handle(stream));
                     }
                     Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -157,6 +172,7 @@ impl EgressSession {
         let mut upstream = None;
         for address in checked {
             if let Ok(Ok(connected)) = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(address)).await {
+                let _ = connected.set_nodelay(true);
                 upstream = Some((connected, address));
                 break;
             }

@@ -1,0 +1,476 @@
+//! `agent-proxy`: a launched agent's egress proxy (issue 43, SPEC §15). One HTTPS upstream on
+//! loopback (hyper over rustls, a certificate made for the run, on a runtime of its own) is
+//! reached by the same client two ways in the same run:
+//!
+//! - `direct`: the baseline, trusting the upstream's certificate;
+//! - `proxy`: through `EgressSession` — CONNECT, the destination checked, TLS terminated with the
+//!   session CA's leaf, re-originated to the upstream and verified, one audit record fsynced (group
+//!   commit) per request before its response goes back — on a runtime of its own, trusting the
+//!   session CA as a launched agent does.
+//!
+//! Figures: latency of sequential requests on a kept-alive connection and on a new connection
+//! each (for the proxy: a CONNECT and two TLS handshakes), and the most requests per second a
+//! fixed set of concurrent clients gets. Goal: added p50 ≤ 0.5 ms kept alive, ≥ 0.5× direct
+//! throughput. Also `aileron launch` of an agent that exits at once with `--network=open` and
+//! with the enforced network: the namespace, the hand-over and the CA (goal ≤ +50 ms).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::figures::{Distribution, distribution_rows, format_duration, format_rate, format_ratio, ratio};
+use super::report::SummaryRow;
+use aileron::dataplane::agent_egress::{EgressSession, SessionCa};
+use aileron::stores::audit_log::{AuditConfig, AuditLog};
+
+const ADDED_P50_GOAL: Duration = Duration::from_micros(500);
+const THROUGHPUT_GOAL: f64 = 0.5;
+const LAUNCH_ADDED_GOAL: Duration = Duration::from_millis(50);
+/// Untimed requests of each kind before measuring, and the rounds kinds alternate in.
+const WARMUP: usize = 50;
+const ROUND: usize = 50;
+/// Launches of each kind.
+const LAUNCHES: usize = 10;
+const BODY: &str = "{\"ok\":true}";
+
+pub(super) struct AgentProxyFigures {
+    direct_kept: Distribution,
+    proxy_kept: Distribution,
+    direct_new: Distribution,
+    proxy_new: Distribution,
+    direct_max: f64,
+    proxy_max: f64,
+    /// The proxy recording into an in-memory log (no file, no fsync).
+    memory_max: f64,
+    clients: usize,
+    launch_open: Option<Distribution>,
+    launch_enforced: Option<Distribution>,
+    launch_note: Option<String>,
+}
+
+pub(super) async fn run(
+    requests: usize,
+    clients: usize,
+    warmup: Duration,
+    window: Duration,
+    scratch: &Path,
+) -> anyhow::Result<AgentProxyFigures> {
+    aileron::platform::process::install_crypto_provider();
+    let upstream_cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])?;
+    let upstream_pem = upstream_cert.cert.pem();
+    let upstream = Upstream::start(&upstream_pem, &upstream_cert.signing_key.serialize_pem())?;
+    let destination = format!("localhost:{}", upstream.port);
+
+    // The proxy, with a real audit log on disk.
+    let audit = Arc::new(AuditLog::open(AuditConfig { dir: Some(scratch.join("agent-proxy-audit")) })?);
+    let ca = SessionCa::new("s-bench")?;
+    let ca_pem = ca.certificate_pem().to_string();
+    let session = EgressSession::new(audit, "s-bench".into(), [destination.clone()].into(), ca, Default::default())
+        .with_upstream_tls(client_tls(&[&upstream_pem])?);
+    let proxy = Proxy::start(session)?;
+    // The same proxy recording into an in-memory log: what the fsynced record costs.
+    let memory_ca = SessionCa::new("s-bench-memory")?;
+    let memory_ca_pem = memory_ca.certificate_pem().to_string();
+    let in_memory = EgressSession::new(
+        Arc::new(AuditLog::open(AuditConfig { dir: None })?),
+        "s-bench-memory".into(),
+        [destination.clone()].into(),
+        memory_ca,
+        Default::default(),
+    )
+    .with_upstream_tls(client_tls(&[&upstream_pem])?);
+    let memory_proxy = Proxy::start(in_memory)?;
+
+    let url = format!("https://{destination}/bench");
+    let direct = |pool: bool| client(&[&upstream_pem], None, pool);
+    let proxied = |pool: bool| client(&[&ca_pem], Some(proxy.port), pool);
+    let (direct_client, proxy_client) = (direct(true)?, proxied(true)?);
+    let (direct_fresh, proxy_fresh) = (direct(false)?, proxied(false)?);
+    for (name, client) in [("direct", &direct_client), ("proxy", &proxy_client)] {
+        let body = get(client, &url).await.with_context(|| format!("{name}: {url}"))?;
+        if body != BODY {
+            bail!("{name} answered {body:?}");
+        }
+    }
+    eprintln!("    kept-alive: {requests} sequential requests each");
+    let (direct_kept, proxy_kept) = alternate(&direct_client, &proxy_client, &url, requests).await?;
+    eprintln!(
+        "      direct p50 {}, proxy p50 {}",
+        format_duration(direct_kept.p50()),
+        format_duration(proxy_kept.p50())
+    );
+    let fresh = (requests / 5).max(50);
+    eprintln!("    new connection each: {fresh} sequential requests each");
+    let (direct_new, proxy_new) = alternate(&direct_fresh, &proxy_fresh, &url, fresh).await?;
+    eprintln!("      direct p50 {}, proxy p50 {}", format_duration(direct_new.p50()), format_duration(proxy_new.p50()));
+    let direct_max = max_throughput(&direct_client, &url, clients, warmup, window).await?;
+    let proxy_max = max_throughput(&proxy_client, &url, clients, warmup, window).await?;
+    let memory_client = client(&[&memory_ca_pem], Some(memory_proxy.port), true)?;
+    let memory_max = max_throughput(&memory_client, &url, clients, warmup, window).await?;
+    eprintln!(
+        "    at most, {clients} clients: direct {}, proxy {}, proxy with an in-memory log {}",
+        format_rate(direct_max),
+        format_rate(proxy_max),
+        format_rate(memory_max)
+    );
+    drop(proxy);
+    drop(memory_proxy);
+    drop(upstream);
+
+    let (launch_open, launch_enforced, launch_note) = match launches(scratch).await {
+        Ok((open, enforced)) => (Some(open), Some(enforced), None),
+        Err(error) => (None, None, Some(format!("{error:#}"))),
+    };
+    Ok(AgentProxyFigures {
+        direct_kept,
+        proxy_kept,
+        direct_new,
+        proxy_new,
+        direct_max,
+        proxy_max,
+        memory_max,
+        clients,
+        launch_open,
+        launch_enforced,
+        launch_note,
+    })
+}
+
+/// A rustls client configuration trusting exactly `roots` (PEM), HTTP/1.1 by ALPN.
+fn client_tls(roots: &[&str]) -> anyhow::Result<rustls::ClientConfig> {
+    let mut store = rustls::RootCertStore::empty();
+    for pem in roots {
+        store.add(CertificateDer::from_pem_slice(pem.as_bytes())?)?;
+    }
+    let mut config = rustls::ClientConfig::builder().with_root_certificates(store).with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+fn client(roots: &[&str], proxy_port: Option<u16>, pool: bool) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .tls_backend_preconfigured(client_tls(roots)?)
+        .http1_only()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .timeout(Duration::from_secs(10));
+    if let Some(port) = proxy_port {
+        builder = builder.proxy(reqwest::Proxy::all(format!("http://127.0.0.1:{port}"))?);
+    }
+    if !pool {
+        builder = builder.pool_max_idle_per_host(0);
+    }
+    Ok(builder.build()?)
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    let response = client.get(url).send().await?;
+    if !response.status().is_success() {
+        bail!("status {}", response.status());
+    }
+    Ok(response.text().await?)
+}
+
+/// `n` timed requests of each client, alternating in rounds after untimed warm-up requests.
+async fn alternate(
+    direct: &reqwest::Client,
+    proxy: &reqwest::Client,
+    url: &str,
+    n: usize,
+) -> anyhow::Result<(Distribution, Distribution)> {
+    for _ in 0..WARMUP {
+        get(direct, url).await?;
+        get(proxy, url).await?;
+    }
+    let (mut direct_samples, mut proxy_samples) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    while direct_samples.len() < n {
+        for (client, samples) in [(direct, &mut direct_samples), (proxy, &mut proxy_samples)] {
+            for _ in 0..ROUND.min(n - samples.len()) {
+                let started = Instant::now();
+                get(client, url).await?;
+                samples.push(started.elapsed());
+            }
+        }
+    }
+    Ok((Distribution::new(direct_samples), Distribution::new(proxy_samples)))
+}
+
+async fn max_throughput(
+    client: &reqwest::Client,
+    url: &str,
+    clients: usize,
+    warmup: Duration,
+    window: Duration,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let (measure_from, until) = (started + warmup, started + warmup + window);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..clients {
+        let (client, url) = (client.clone(), url.to_string());
+        tasks.spawn(async move {
+            let mut done = 0u64;
+            loop {
+                let now = Instant::now();
+                if now >= until {
+                    return Ok::<u64, anyhow::Error>(done);
+                }
+                get(&client, &url).await?;
+                if now >= measure_from {
+                    done += 1;
+                }
+            }
+        });
+    }
+    let mut total = 0;
+    while let Some(joined) = tasks.join_next().await {
+        total += joined??;
+    }
+    Ok(total as f64 / window.as_secs_f64())
+}
+
+/// The HTTPS upstream: hyper over rustls on a runtime of its own, one fixed small body.
+struct Upstream {
+    port: u16,
+    _runtime: Background,
+}
+
+/// A runtime of its own, shut down without blocking when dropped (the benchmark drops it from
+/// inside its own async code, where a blocking shutdown is refused).
+struct Background(Option<tokio::runtime::Runtime>);
+
+impl Background {
+    fn new(workers: usize) -> anyhow::Result<Background> {
+        Ok(Background(Some(tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build()?)))
+    }
+
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.0.as_ref().expect("running until dropped").spawn(task);
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// A loopback listener made here, served on another runtime.
+fn loopback_listener() -> anyhow::Result<(std::net::TcpListener, u16)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let port = listener.local_addr()?.port();
+    Ok((listener, port))
+}
+
+impl Upstream {
+    fn start(cert_pem: &str, key_pem: &str) -> anyhow::Result<Upstream> {
+        let runtime = Background::new(1)?;
+        let certs = vec![CertificateDer::from_pem_slice(cert_pem.as_bytes())?];
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())?;
+        let mut config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key)?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let (listener, port) = loopback_listener()?;
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("inside the runtime");
+            while let Ok((stream, _)) = listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else { return };
+                    let service = hyper::service::service_fn(|_request| async {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(axum::body::Body::from(BODY)))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Upstream { port, _runtime: runtime })
+    }
+}
+
+/// The session's proxy on a runtime of its own.
+struct Proxy {
+    port: u16,
+    _runtime: Background,
+}
+
+impl Proxy {
+    fn start(session: EgressSession) -> anyhow::Result<Proxy> {
+        // As many workers as the daemon's runtime has here (one per core).
+        let workers = std::thread::available_parallelism().map_or(2, usize::from);
+        let runtime = Background::new(workers)?;
+        let (listener, port) = loopback_listener()?;
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("inside the runtime");
+            Arc::new(session).serve(listener, std::future::pending()).await;
+        });
+        Ok(Proxy { port, _runtime: runtime })
+    }
+}
+
+/// `aileron launch claude` of an agent that exits at once, with `--network=open` and enforced,
+/// alternating, against a daemon of its own.
+async fn launches(scratch: &Path) -> anyhow::Result<(Distribution, Distribution)> {
+    let aileron = std::env::current_exe()?.with_file_name("aileron");
+    if !aileron.exists() {
+        bail!("{} is missing: `cargo xtask bench` builds it beside aileron-bench", aileron.display());
+    }
+    let root = scratch.join("launch-bench");
+    let (home, user, bin, work) = (root.join("aileron"), root.join("user"), root.join("bin"), root.join("work"));
+    for dir in [&user, &bin, &work] {
+        std::fs::create_dir_all(dir)?;
+    }
+    let agent = bin.join("claude");
+    std::fs::write(&agent, "#!/bin/sh\nexit 0\n")?;
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let command = |args: &[&str]| {
+        let mut command = std::process::Command::new(&aileron);
+        command
+            .args(args)
+            .current_dir(&work)
+            .env("HOME", &user)
+            .env("AILERON_HOME", &home)
+            .env("PATH", &path)
+            .env_remove("AILERON_URL")
+            .env_remove("AILERON_TOKEN")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        command
+    };
+    let started = command(&["daemon", "start"]).output()?;
+    if !started.status.success() {
+        bail!("daemon start: {}", String::from_utf8_lossy(&started.stderr));
+    }
+    let launch = |network: &str| -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let output = command(&["launch", "claude", "--network", network]).output()?;
+        if !output.status.success() {
+            bail!("launch --network={network}: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        Ok(started.elapsed())
+    };
+    let result = (|| {
+        launch("open")?;
+        launch("enforced")?;
+        let (mut open, mut enforced) = (Vec::new(), Vec::new());
+        for _ in 0..LAUNCHES {
+            open.push(launch("open")?);
+            enforced.push(launch("enforced")?);
+        }
+        Ok((Distribution::new(open), Distribution::new(enforced)))
+    })();
+    let _ = command(&["daemon", "stop"]).output();
+    result
+}
+
+impl AgentProxyFigures {
+    fn added_kept_p50(&self) -> Duration {
+        self.proxy_kept.p50().saturating_sub(self.direct_kept.p50())
+    }
+
+    fn throughput_ratio(&self) -> f64 {
+        self.proxy_max / self.direct_max
+    }
+
+    pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
+        let mut rows = vec![
+            SummaryRow {
+                figure: format!("(k) agent egress proxy, kept-alive p50 (+{})", format_duration(self.added_kept_p50())),
+                measured: format_duration(self.proxy_kept.p50()),
+                baseline: format!("{} direct", format_duration(self.direct_kept.p50())),
+                ratio: format_ratio(ratio(self.proxy_kept.p50(), self.direct_kept.p50())),
+                goal: "≤ +0.5 ms",
+                met: Some(self.added_kept_p50() <= ADDED_P50_GOAL),
+            },
+            SummaryRow {
+                figure: "(k) agent egress proxy, new connection p50".to_string(),
+                measured: format_duration(self.proxy_new.p50()),
+                baseline: format!("{} direct", format_duration(self.direct_new.p50())),
+                ratio: format_ratio(ratio(self.proxy_new.p50(), self.direct_new.p50())),
+                goal: "",
+                met: None,
+            },
+            SummaryRow {
+                figure: format!("(k) agent egress proxy max req/s, {} clients", self.clients),
+                measured: format_rate(self.proxy_max),
+                baseline: format!("{} direct", format_rate(self.direct_max)),
+                ratio: format!("{:.2}×", self.throughput_ratio()),
+                goal: "≥ 0.5× direct",
+                met: Some(self.throughput_ratio() >= THROUGHPUT_GOAL),
+            },
+            SummaryRow {
+                figure: "(k) the same proxy with an in-memory audit log, max req/s".to_string(),
+                measured: format_rate(self.memory_max),
+                baseline: format!("{} direct", format_rate(self.direct_max)),
+                ratio: format!("{:.2}×", self.memory_max / self.direct_max),
+                goal: "",
+                met: None,
+            },
+        ];
+        if let (Some(open), Some(enforced)) = (&self.launch_open, &self.launch_enforced) {
+            let added = enforced.p50().saturating_sub(open.p50());
+            rows.push(SummaryRow {
+                figure: format!("(k) launch with the enforced network, p50 (+{})", format_duration(added)),
+                measured: format_duration(enforced.p50()),
+                baseline: format!("{} --network=open", format_duration(open.p50())),
+                ratio: format_ratio(ratio(enforced.p50(), open.p50())),
+                goal: "≤ +50 ms",
+                met: Some(added <= LAUNCH_ADDED_GOAL),
+            });
+        }
+        rows
+    }
+
+    pub(super) fn markdown(&self, text: &mut String, command_line: &str) {
+        let _ = writeln!(text, "\n### (k) A launched agent's egress proxy: through it vs direct\n");
+        let _ = writeln!(
+            text,
+            "Reproduce: `{command_line}`. One HTTPS upstream on loopback (hyper over rustls, its own runtime); the same \
+             reqwest client (HTTP/1.1, rustls) reaches it directly, trusting its certificate, and through \
+             `EgressSession` on a runtime of its own — CONNECT, the destination checked, TLS terminated with the \
+             session CA's leaf and re-originated verified, one `sandbox.proxy.passthrough` record fsynced (group \
+             commit) per request before the response goes back — trusting the session CA. Sequential requests, \
+             kinds alternating in rounds of {ROUND} after {WARMUP} untimed ones each; then the most requests per \
+             second of {} concurrent clients. Launches: `aileron launch claude` of a script that exits at once, \
+             `--network=open` and enforced alternating, {LAUNCHES} each.\n",
+            self.clients
+        );
+        let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
+        let mut rows: Vec<(&str, &Distribution)> = vec![
+            ("direct, kept alive", &self.direct_kept),
+            ("through the proxy, kept alive", &self.proxy_kept),
+            ("direct, new connection each", &self.direct_new),
+            ("through the proxy, new connection each (CONNECT + two handshakes)", &self.proxy_new),
+        ];
+        if let (Some(open), Some(enforced)) = (&self.launch_open, &self.launch_enforced) {
+            rows.push(("launch, --network=open", open));
+            rows.push(("launch, enforced network", enforced));
+        }
+        distribution_rows(text, &rows);
+        let _ = writeln!(
+            text,
+            "\nThe proxy adds {} at p50 kept alive (goal ≤ 0.5 ms); at most {} against {} direct ({:.2}×, goal ≥ \
+             0.5×); {} with its records in an in-memory log instead of fsynced to disk.",
+            format_duration(self.added_kept_p50()),
+            format_rate(self.proxy_max),
+            format_rate(self.direct_max),
+            self.throughput_ratio(),
+            format_rate(self.memory_max),
+        );
+        if let Some(note) = &self.launch_note {
+            let _ = writeln!(text, "\nLaunches not measured: {note}");
+        }
+    }
+}
