@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 const SKIP_VARIABLE: &str = "AILERON_SKIP_PY_CLIENTS";
 
-fn venv_python() -> PathBuf {
+pub(crate) fn venv_python() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/py/bin/python")
 }
 

@@ -1688,6 +1688,7 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
         crate::gateway::tls_upstream_serving(&untrusted_cert.cert.pem(), &untrusted_cert.signing_key.serialize_pem());
     let roots = rig.temp.path().join("daemon-roots.pem");
     std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
+    let git = GitServer::start(rig.temp.path());
     // The daemon trusts the test upstream's certificate (and nothing else).
     let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
     assert!(started.status.success(), "{}", text(&started));
@@ -1697,12 +1698,25 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let report_path = rig.workspace().join("tls-report.json");
     let (trusted, untrusted) = (format!("localhost:{}", trusted.port()), format!("localhost:{}", untrusted.port()));
-    let env: [(&str, &std::ffi::OsStr); 3] = [
+    let git_upstream = format!("localhost:{}", git.port);
+    let venv_python = crate::gateway_clients::venv_python();
+    let env: [(&str, &std::ffi::OsStr); 5] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
         ("TRUSTED_UPSTREAM", trusted.as_ref()),
         ("UNTRUSTED_UPSTREAM", untrusted.as_ref()),
+        ("GIT_UPSTREAM", git_upstream.as_ref()),
+        ("VENV_PYTHON", venv_python.as_os_str()),
     ];
-    let args = ["launch", "claude", "--allow-private", &trusted, "--allow-private", &untrusted];
+    let args = [
+        "launch",
+        "claude",
+        "--allow-private",
+        &trusted,
+        "--allow-private",
+        &untrusted,
+        "--allow-private",
+        &git_upstream,
+    ];
     let output = rig.run_with_path(&args, &env, Path::new("/usr/bin"));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
@@ -1712,9 +1726,16 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     assert_eq!(report["python"]["body"], r#"{"via":"tls"}"#, "{report:#}");
     assert_eq!(report["node"]["stdout"].as_str().unwrap_or_default().trim(), "HTTP/1.1 200 OK", "{report:#}");
     assert_eq!(report["curl_untrusted_upstream"]["stdout"], "502", "{report:#}");
+    assert_eq!(
+        report["python_requests"]["stdout"].as_str().unwrap_or_default().trim(),
+        r#"200 {"via":"tls"}"#,
+        "{report:#}"
+    );
+    assert_eq!(report["git_clone"]["code"], 0, "{report:#}");
+    assert_eq!(report["git_clone"]["readme"], "hello from a real git server", "{report:#}");
     assert!(untrusted_seen.lock().unwrap().is_empty(), "an unverified upstream got a request");
     let requests = seen.lock().unwrap().clone();
-    assert_eq!(requests.len(), 4, "{requests:?}");
+    assert_eq!(requests.len(), 5, "{requests:?}");
 
     let audit = |event_type: &str| -> Vec<Value> {
         let listed = rig.run(&["audit", "list", "--json", "--event-type", event_type], &[]);
@@ -1722,10 +1743,23 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
         listed["items"].as_array().unwrap().clone()
     };
     let passthrough = audit("sandbox.proxy.passthrough");
+    let (to_git, passthrough): (Vec<Value>, Vec<Value>) =
+        passthrough.into_iter().partition(|r| r["payload"]["aileron.proxy.upstream.host"] == git_upstream.as_str());
     let mut paths: Vec<&str> =
         passthrough.iter().map(|r| r["payload"]["aileron.proxy.upstream.path"].as_str().unwrap()).collect();
     paths.sort();
-    assert_eq!(paths, ["/bundle", "/curl", "/node", "/python"], "{passthrough:#?}");
+    assert_eq!(paths, ["/bundle", "/curl", "/node", "/python", "/requests"], "{passthrough:#?}");
+    let git_requests: Vec<(&str, &str)> = to_git
+        .iter()
+        .map(|r| {
+            (
+                r["payload"]["aileron.proxy.method"].as_str().unwrap(),
+                r["payload"]["aileron.proxy.upstream.path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(git_requests.contains(&("GET", "/repo.git/info/refs")), "{git_requests:?}");
+    assert!(git_requests.contains(&("POST", "/repo.git/git-upload-pack")), "{git_requests:?}");
     for record in &passthrough {
         let payload = &record["payload"];
         assert_eq!(payload["aileron.proxy.source"], "transparent_connect_tls", "{record}");
@@ -1853,4 +1887,60 @@ async fn the_console_shows_each_sessions_network_records() {
     assert!(activity.contains(&format!("GET {allowed}/status/200")), "{activity}");
     assert!(activity.contains("private_destination"), "{activity}");
     assert!(!activity.contains("QUERY-SECRET") && !agents.contains("QUERY-SECRET"));
+}
+
+/// A real git smart-HTTP server over TLS (`git http-backend` behind Python's HTTP server,
+/// `tests/launch/git_https_server.py`) serving one repository, `repo.git`, with one commit whose
+/// README says "hello from a real git server". Its certificate is the gateway tests' upstream's.
+struct GitServer {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl GitServer {
+    fn start(dir: &Path) -> GitServer {
+        let root = dir.join("git-server");
+        let source = dir.join("git-source");
+        std::fs::create_dir_all(&source).unwrap();
+        let git = |args: &[&str], cwd: &Path| {
+            let output = Command::new("git")
+                .args(["-c", "user.email=test@aileron", "-c", "user.name=test", "-c", "init.defaultBranch=main"])
+                .args(args)
+                .current_dir(cwd)
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        };
+        git(&["init", "-q", "--bare", root.join("repo.git").to_str().unwrap()], dir);
+        git(&["init", "-q"], &source);
+        std::fs::write(source.join("README"), "hello from a real git server\n").unwrap();
+        git(&["add", "README"], &source);
+        git(&["commit", "-q", "-m", "first"], &source);
+        git(&["push", "-q", root.join("repo.git").to_str().unwrap(), "HEAD:main"], &source);
+        let (cert, key) = (dir.join("git-server-cert.pem"), dir.join("git-server-key.pem"));
+        std::fs::write(&cert, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
+        std::fs::write(&key, crate::gateway::TEST_UPSTREAM_KEY).unwrap();
+        let port_file = dir.join("git-server-port");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/git_https_server.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .args([&cert, &key, &root, &port_file])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..100 {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                return GitServer { port: port.trim().parse().unwrap(), child };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the git server did not start");
+    }
+}
+
+impl Drop for GitServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

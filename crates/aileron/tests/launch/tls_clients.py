@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A fake agent that, launched by `aileron launch claude`, reaches HTTPS upstreams through its
 session's egress proxy with real clients and their default certificate checks (no -k, no
-insecure flags): curl, Python's urllib, Node's tls, and git over https. Driven by
+insecure flags): curl, Python's urllib and `requests`, Node's tls, and `git clone` over https from
+a real smart-HTTP server. Driven by
 crates/aileron/tests/it/launch.rs; every outcome goes into one JSON object in $ATTACK_REPORT.
 
 The upstreams are on host loopback (`localhost:PORT`, allowed with --allow-private), and
@@ -54,6 +55,17 @@ http.request({host: proxy.hostname, port: proxy.port, method: 'CONNECT', path: `
   }).on('error', e => { console.log('error ' + e.message); process.exit(1); }).end();
 """
 run("node", ["node", "-e", node, trusted])
+
+# Python requests: its own certifi bundle unless REQUESTS_CA_BUNDLE says otherwise.
+requests_script = "import requests, sys; r = requests.get(sys.argv[1], timeout=30); print(r.status_code, r.text)"
+run("python_requests", [env["VENV_PYTHON"], "-c", requests_script, f"https://{trusted}/requests"])
+
+# git over https (libcurl: GIT_SSL_CAINFO, and the system bundle path).
+clone = os.path.join(env.get("TMPDIR", "/tmp"), "clone")
+run("git_clone", ["git", "clone", "-q", f"https://{env['GIT_UPSTREAM']}/repo.git", clone])
+if os.path.exists(os.path.join(clone, "README")):
+    with open(os.path.join(clone, "README")) as readme:
+        report["git_clone"]["readme"] = readme.read().strip()
 
 with open(env["ATTACK_REPORT"], "w") as out:
     json.dump(report, out, indent=2)
