@@ -333,7 +333,7 @@ async fn launches(scratch: &Path) -> anyhow::Result<(Distribution, Distribution)
     let agent = bin.join("claude");
     std::fs::write(&agent, "#!/bin/sh\nexit 0\n")?;
     std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!("{}:{}", bin.display(), aileron::platform::env::get("PATH").unwrap_or_default());
     let command = |args: &[&str]| {
         let mut command = std::process::Command::new(&aileron);
         command

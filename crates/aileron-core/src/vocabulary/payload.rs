@@ -18,28 +18,6 @@ pub fn connector_call(fqn: impl Into<Value>, op: impl Into<Value>, hash: impl In
     payload
 }
 
-/// Which release of a connector a record is about (`connector.installed`, `connector.removed`).
-pub fn connector_release(
-    fqn: impl Into<Value>,
-    version: impl Into<Value>,
-    hash: impl Into<Value>,
-) -> Map<String, Value> {
-    let mut payload = Map::new();
-    payload.insert(keys::CONNECTOR_FQN.into(), fqn.into());
-    payload.insert(keys::CONNECTOR_VERSION.into(), version.into());
-    payload.insert(keys::CONNECTOR_HASH.into(), hash.into());
-    payload
-}
-
-/// The consent behind an install record (`connector.installed`, `action.installed`). Only
-/// approved consent is recorded this way; a refusal is a `*.install_refused` record.
-pub fn approved_consent(via: impl Into<Value>) -> Map<String, Value> {
-    let mut payload = Map::new();
-    payload.insert(keys::CONSENT_DECISION.into(), "approved".into());
-    payload.insert(keys::CONSENT_VIA.into(), via.into());
-    payload
-}
-
 /// A credential binding, never its material: on `binding.*` records and on the step summary of
 /// a call that used it.
 pub fn binding(name: impl Into<Value>, kind: impl Into<Value>, identity: impl Into<Value>) -> Map<String, Value> {

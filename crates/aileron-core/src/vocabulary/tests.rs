@@ -127,18 +127,6 @@ fn payload_fragments() {
         }),
     );
     check(
-        connector_release("github://acme/slack", "1.2.0", "sha256:ab"),
-        json!({
-            "aileron.connector.fqn": "github://acme/slack",
-            "aileron.connector.version": "1.2.0",
-            "aileron.connector.hash": "sha256:ab",
-        }),
-    );
-    check(
-        approved_consent("prompt"),
-        json!({ "aileron.consent.decision": "approved", "aileron.consent.via": "prompt" }),
-    );
-    check(
         binding("github-default", "oauth2", "default"),
         json!({ "aileron.binding.name": "github-default", "aileron.binding.kind": "oauth2", "aileron.binding.identity": "default" }),
     );

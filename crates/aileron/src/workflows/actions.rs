@@ -1,7 +1,7 @@
 //! Actions: list, show, enable/disable, remove, install (a local file or a fetched, signed
 //! package) and run (the chokepoint's front door).
 
-use aileron_core::vocabulary::{self, EventType, keys};
+use aileron_core::vocabulary::{EventType, keys, records};
 use std::sync::Arc;
 
 use aileron_core::ConnectorRef;
@@ -205,40 +205,40 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
                 .with_hint("an action may only narrow what its connector's manifest declares")
         })?;
     }
-    let mut payload = Map::new();
-    payload.insert(keys::ACTION_NAME.into(), action.name.clone().into());
-    payload.insert(keys::ACTION_VERSION.into(), action.version.to_string().into());
-    payload.insert(
-        keys::ACTION_SHA256.into(),
-        aileron_core::ContentHash::of_bytes(action.source_text().as_bytes()).to_string().into(),
-    );
-    payload.insert(
-        keys::ACTION_CONNECTORS.into(),
-        action
-            .requires
-            .iter()
-            .map(|c| {
-                let mut pin = Map::new();
-                pin.insert(keys::CONNECTOR_FQN.into(), c.name.to_string().into());
-                pin.insert(keys::CONNECTOR_HASH.into(), c.hash.to_string().into());
-                pin.insert("capabilities".into(), CapabilitySubset::from(c).to_strings().into());
-                Value::Object(pin)
-            })
-            .collect(),
-    );
-    payload.insert(keys::ACTION_REQUIRES_APPROVAL.into(), action.requires_approval().into());
-    if let (Some(status), Some(reference)) = (&signature_status, &body.reference) {
-        payload.insert(keys::ACTION_REFERENCE.into(), reference.clone().into());
-        payload.insert(keys::ACTION_SIGNATURE.into(), status.describe().into());
-        if let aileron_core::signing::SignatureStatus::Verified { authority, fingerprint } = status {
-            payload.insert(keys::ACTION_SIGNER.into(), authority.clone().into());
-            payload.insert(keys::ACTION_SIGNER_FINGERPRINT.into(), fingerprint.clone().into());
+    let connectors = action
+        .requires
+        .iter()
+        .map(|c| {
+            let mut pin = Map::new();
+            pin.insert(keys::CONNECTOR_FQN.into(), c.name.to_string().into());
+            pin.insert(keys::CONNECTOR_HASH.into(), c.hash.to_string().into());
+            pin.insert("capabilities".into(), CapabilitySubset::from(c).to_strings().into());
+            Value::Object(pin)
+        })
+        .collect();
+    let signed = signature_status.as_ref().zip(body.reference.as_ref());
+    let signer = match signature_status.as_ref() {
+        Some(aileron_core::signing::SignatureStatus::Verified { authority, fingerprint }) if signed.is_some() => {
+            Some((authority.clone(), fingerprint.clone()))
         }
-    }
+        _ => None,
+    };
     // Adding an action is itself the user's consent: it grants nothing its connectors' consented
     // manifests did not (checked above), only narrows them.
-    payload.extend(vocabulary::approved_consent("command"));
-    let event = AuditEvent::new(EventType::ActionInstalled, actor, payload);
+    let payload = records::ActionInstalled {
+        name: action.name.clone(),
+        version: action.version.to_string(),
+        sha256: aileron_core::ContentHash::of_bytes(action.source_text().as_bytes()).to_string(),
+        connectors,
+        requires_approval: action.requires_approval(),
+        reference: signed.map(|(_, reference)| reference.clone()),
+        signature: signed.map(|(status, _)| status.describe().to_string()),
+        signer: signer.as_ref().map(|(authority, _)| authority.clone()),
+        signer_fingerprint: signer.map(|(_, fingerprint)| fingerprint),
+        decision: "approved",
+        via: "command",
+    };
+    let event = AuditEvent::new(EventType::ActionInstalled, actor, payload.into_payload());
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     // A replaced action keeps its enabled/disabled state.
     let enabled = state.actions.get(&action.name).is_none_or(|installed| installed.enabled);

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
 use aileron_core::audit::ActorType;
-use serde_json::Map;
 
 use crate::stores::approvals::QueueError;
 
@@ -40,9 +39,11 @@ pub fn approval_not_found(id: &str) -> ApiError {
 pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, body: DecideBody) -> Answer {
     if let Err(refused) = require(principal, Scope::ApprovalsDecide) {
         // A caller without the decide scope (an agent's session token) tried to decide: on record.
-        let mut payload = Map::new();
-        payload.insert(keys::APPROVAL_ID.into(), id.chars().take(100).collect::<String>().into());
-        payload.insert(keys::REJECTION_CODE.into(), "forbidden".into());
+        let payload = aileron_core::vocabulary::records::DecideRefused {
+            approval_id: id.chars().take(100).collect(),
+            code: "forbidden",
+        }
+        .into_payload();
         let caller = caller_for(principal);
         let event = AuditEvent {
             event_type: EventType::ApprovalDecideRefused,

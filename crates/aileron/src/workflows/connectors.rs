@@ -2,9 +2,10 @@
 //! checks, removal and garbage collection.
 
 use aileron_core::ConnectorRef;
-use aileron_core::vocabulary::{self, EventType, keys};
+use aileron_core::vocabulary::EventType;
+use aileron_core::vocabulary::records::{self, InstallRefused};
 use axum::http::StatusCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{Services, caller_for, require};
 use crate::platform::principal::{Principal, Scope};
@@ -85,12 +86,16 @@ pub async fn refuse_install(
     stage: &str,
     refusal: Refusal,
 ) -> Reply {
-    let mut payload = Map::new();
-    payload.insert(keys::INSTALL_REFERENCE.into(), reference.into());
-    payload.insert(keys::INSTALL_STAGE.into(), stage.into());
-    payload.insert(keys::INSTALL_REFUSAL.into(), refusal.code().into());
-    payload.insert(keys::INSTALL_MESSAGE.into(), aileron_core::untrusted_text::visible(refusal.message(), 500).into());
-    let event = AuditEvent::new(event_type, actor, payload);
+    let payload = InstallRefused {
+        reference: reference.to_string(),
+        stage: stage.to_string(),
+        refusal: refusal.code().to_string(),
+        message: Some(aileron_core::untrusted_text::visible(refusal.message(), 500)),
+        hash: None,
+        decision: None,
+        via: None,
+    };
+    let event = AuditEvent::new(event_type, actor, payload.into_payload());
     match state.audit.append(event).await {
         Ok(_) => refusal.into_reply(),
         Err(error) => Reply::from(ApiError::audit_unavailable(error)),
@@ -267,16 +272,18 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
             state.home.store_dir().display()
         ))
     })?;
-    let mut payload =
-        vocabulary::connector_release(release.fqn.to_string(), release.version.clone(), release.hash.to_string());
-    payload.insert(keys::CONNECTOR_SIGNATURE.into(), release.signature.clone().into());
-    if let Some(signer) = &release.signer {
-        payload.insert(keys::CONNECTOR_SIGNER.into(), signer.authority.clone().into());
-        payload.insert(keys::CONNECTOR_SIGNER_FINGERPRINT.into(), signer.fingerprint.clone().into());
-    }
-    payload.extend(vocabulary::approved_consent(body.consent.clone()));
-    payload.insert(keys::CONNECTOR_CAPABILITIES.into(), release.capabilities.clone().into());
-    let event = AuditEvent::new(EventType::ConnectorInstalled, caller_for(principal).actor, payload);
+    let payload = records::ConnectorInstalled {
+        fqn: release.fqn.to_string(),
+        version: release.version.clone(),
+        hash: release.hash.to_string(),
+        signature: release.signature.clone(),
+        signer: release.signer.as_ref().map(|signer| signer.authority.clone()),
+        signer_fingerprint: release.signer.as_ref().map(|signer| signer.fingerprint.clone()),
+        decision: "approved",
+        via: body.consent.clone(),
+        capabilities: release.capabilities.clone(),
+    };
+    let event = AuditEvent::new(EventType::ConnectorInstalled, caller_for(principal).actor, payload.into_payload());
     let record = state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Reply::created(ConnectorInstalled {
         release,
@@ -291,19 +298,17 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallBody)
 /// `aileron.install.refusal = consent_declined` and `aileron.consent.decision = declined`.
 /// Nothing is read or installed.
 async fn declined(state: &Services, principal: &Principal, body: &InstallBody) -> Answer {
-    let mut payload = Map::new();
-    payload.insert(
-        keys::INSTALL_REFERENCE.into(),
-        aileron_core::untrusted_text::visible(&body.preview.reference, 300).into(),
-    );
-    payload.insert(keys::INSTALL_STAGE.into(), "consent".into());
-    payload.insert(keys::INSTALL_REFUSAL.into(), "consent_declined".into());
-    if let Some(hash) = &body.preview.expected_hash {
-        payload.insert(keys::CONNECTOR_HASH.into(), aileron_core::untrusted_text::visible(hash, 100).into());
-    }
-    payload.insert(keys::CONSENT_DECISION.into(), "declined".into());
-    payload.insert(keys::CONSENT_VIA.into(), "prompt".into());
-    let event = AuditEvent::new(EventType::ConnectorInstallRefused, caller_for(principal).actor, payload);
+    let payload = InstallRefused {
+        reference: aileron_core::untrusted_text::visible(&body.preview.reference, 300),
+        stage: "consent".to_string(),
+        refusal: "consent_declined".to_string(),
+        message: None,
+        hash: body.preview.expected_hash.as_deref().map(|hash| aileron_core::untrusted_text::visible(hash, 100)),
+        decision: Some("declined"),
+        via: Some("prompt"),
+    };
+    let event =
+        AuditEvent::new(EventType::ConnectorInstallRefused, caller_for(principal).actor, payload.into_payload());
     let record = state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Reply::ok(InstallDeclined { declined: true, audit_id: record.audit_id }))
 }
@@ -401,10 +406,13 @@ pub async fn audit_removed(
     entry: &crate::stores::store::StoreEntry,
     via: &str,
 ) -> Result<(), ApiError> {
-    let mut payload =
-        vocabulary::connector_release(entry.fqn.to_string(), entry.version.to_string(), entry.hash.to_string());
-    payload.insert(keys::CONNECTOR_REMOVED_BY.into(), via.into());
-    let event = AuditEvent::new(EventType::ConnectorRemoved, caller_for(principal).actor, payload);
+    let payload = records::ConnectorRemoved {
+        fqn: entry.fqn.to_string(),
+        version: entry.version.to_string(),
+        hash: entry.hash.to_string(),
+        removed_by: via.to_string(),
+    };
+    let event = AuditEvent::new(EventType::ConnectorRemoved, caller_for(principal).actor, payload.into_payload());
     state.audit.append(event).await.map(|_| ()).map_err(ApiError::audit_unavailable)
 }
 

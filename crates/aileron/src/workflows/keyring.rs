@@ -3,9 +3,8 @@
 //! audited. Admin scope only: an agent can never add a key.
 
 use aileron_core::signing::{PublicKey, parse_authority};
-use aileron_core::vocabulary::{EventType, keys};
+use aileron_core::vocabulary::{EventType, records};
 use axum::http::StatusCode;
-use serde_json::{Map, json};
 
 use super::connectors::keyring_load_error;
 use super::{Services, audit, caller_for, require};
@@ -40,10 +39,8 @@ pub async fn trust(state: &Services, principal: &Principal, body: TrustBody) -> 
     let added = keyring.trust(&authority, &key);
     if added {
         crate::stores::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
-        let mut payload = Map::new();
-        payload.insert(keys::KEYRING_AUTHORITY.into(), authority.clone().into());
-        payload.insert(keys::KEYRING_FINGERPRINT.into(), key.fingerprint().into());
-        audit(state, &caller_for(principal), EventType::KeyringTrusted, payload).await?;
+        let payload = records::KeyTrusted { authority: authority.clone(), fingerprint: key.fingerprint() };
+        audit(state, &caller_for(principal), EventType::KeyringTrusted, payload.into_payload()).await?;
     }
     let status = if added { StatusCode::CREATED } else { StatusCode::OK };
     Ok(Reply::new(status, KeyTrusted { authority, fingerprint: key.fingerprint(), added }))
@@ -69,11 +66,10 @@ pub async fn revoke(state: &Services, principal: &Principal, body: RevokeBody) -
             .with_hint("`aileron keyring list` shows the trusted keys"));
     }
     crate::stores::keyring::save(&path, &keyring).map_err(ApiError::internal)?;
-    let mut payload = Map::new();
-    payload.insert(keys::KEYRING_AUTHORITIES.into(), json!(authorities));
-    if let Some(fingerprint) = &body.fingerprint {
-        payload.insert(keys::KEYRING_FINGERPRINT.into(), fingerprint.clone().into());
-    }
-    audit(state, &caller_for(principal), EventType::KeyringRevoked, payload).await?;
+    let payload = records::KeysRevoked {
+        authorities: authorities.iter().map(ToString::to_string).collect(),
+        fingerprint: body.fingerprint.clone(),
+    };
+    audit(state, &caller_for(principal), EventType::KeyringRevoked, payload.into_payload()).await?;
     Ok(Reply::ok(KeysRevoked { removed, authorities }))
 }

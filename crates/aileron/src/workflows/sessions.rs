@@ -1,6 +1,7 @@
 //! Launch sessions: start (token minted, journaled, audited), show, end (token revoked).
 
-use aileron_core::vocabulary::{EventType, keys};
+use aileron_core::vocabulary::EventType;
+use aileron_core::vocabulary::records::{EgressUnenforced, SessionEnd, SessionStart};
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
@@ -20,34 +21,27 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
     let started =
         state.sessions.start(&state.tokens, &body.agent, body.pid, body.confinement).map_err(session_error)?;
     let session = &started.session;
-    let mut payload = Map::new();
-    payload.insert(keys::SESSION_AGENT.into(), session.agent.clone().into());
-    if let Some(pid) = session.pid {
-        payload.insert(keys::SESSION_PID.into(), pid.into());
-    }
-    payload.insert(keys::SESSION_SCOPES.into(), session.scopes.clone().into());
-    payload.insert(keys::SESSION_CONFINEMENT.into(), session.confinement.as_str().into());
-    if !body.writable.is_empty() {
-        payload.insert(keys::SESSION_WRITABLE.into(), body.writable.clone().into());
-    }
     // A confined session that does not say (a launcher from before §15) kept the host's network.
     let network = match body.confinement {
         Confinement::Namespaces => Some(body.network.unwrap_or(SessionNetwork::Open)),
         Confinement::Unconfined => None,
     };
-    payload.insert(keys::SESSION_NETWORK.into(), network.map_or("unconfined", SessionNetwork::as_str).into());
-    for (key, paths) in [(keys::SESSION_HIDDEN, &body.hidden), (keys::SESSION_EXPOSED, &body.exposed)] {
-        if !paths.is_empty() {
-            payload.insert(key.into(), paths.clone().into());
-        }
-    }
-    let mut records = vec![session_event(EventType::SessionStarted, principal, session, payload)];
+    let listed = |paths: &Vec<String>| (!paths.is_empty()).then(|| paths.clone());
+    let start = SessionStart {
+        agent: session.agent.clone(),
+        pid: session.pid,
+        scopes: session.scopes.clone(),
+        confinement: session.confinement.as_str(),
+        writable: listed(&body.writable),
+        network: network.map_or("unconfined", SessionNetwork::as_str),
+        hidden: listed(&body.hidden),
+        exposed: listed(&body.exposed),
+    };
+    let mut records = vec![session_event(EventType::SessionStarted, principal, session, start.into_payload())];
     if network == Some(SessionNetwork::Open) {
-        let mut payload = Map::new();
-        payload.insert(keys::SESSION_AGENT.into(), session.agent.clone().into());
         let reason = if body.network.is_some() { "user_opt_out" } else { "not_requested" };
-        payload.insert(keys::SANDBOX_EGRESS_REASON.into(), reason.into());
-        records.push(session_event(EventType::SandboxEgressUnenforced, principal, session, payload));
+        let unenforced = EgressUnenforced { agent: session.agent.clone(), reason };
+        records.push(session_event(EventType::SandboxEgressUnenforced, principal, session, unenforced.into_payload()));
     }
     for record in records {
         if let Err(error) = state.audit.append(record).await {
@@ -81,10 +75,8 @@ pub fn list(state: &Services, principal: &Principal) -> Answer {
 pub async fn end(state: &Services, principal: &Principal, id: String, body: EndSession) -> Answer {
     require(principal, Scope::Console)?;
     let session = state.sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
-    let mut payload = Map::new();
-    payload.insert(keys::SESSION_AGENT.into(), session.agent.clone().into());
-    payload.insert(keys::SESSION_EXIT_CODE.into(), session.exit_code.into());
-    let event = session_event(EventType::SessionEnded, principal, &session, payload);
+    let payload = SessionEnd { agent: session.agent.clone(), exit_code: session.exit_code.into() };
+    let event = session_event(EventType::SessionEnded, principal, &session, payload.into_payload());
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Reply::ok(session))
 }

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use aileron_core::vocabulary::{EventType, keys};
+use aileron_core::vocabulary::EventType;
+use aileron_core::vocabulary::records::{SecretChange, VaultChange};
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
@@ -46,9 +47,7 @@ fn view(state: &Services) -> VaultView {
 }
 
 fn state_payload(state: &Services) -> Map<String, Value> {
-    let mut payload = Map::new();
-    payload.insert(keys::VAULT_STATE.into(), state.vault.state().as_str().into());
-    payload
+    VaultChange { state: state.vault.state().as_str(), reason: None }.into_payload()
 }
 
 pub fn status(state: &Services, principal: &Principal) -> Answer {
@@ -78,9 +77,8 @@ pub async fn unlock(state: &Arc<Services>, principal: &Principal, body: Passphra
     let caller = caller_for(principal);
     if let Err(error) = unlocked {
         if matches!(error, VaultAccessError::WrongPassphrase) {
-            let mut payload = state_payload(state);
-            payload.insert(keys::VAULT_REASON.into(), "wrong_passphrase".into());
-            audit(state, &caller, EventType::VaultUnlockFailed, payload).await?;
+            let payload = VaultChange { state: state.vault.state().as_str(), reason: Some("wrong_passphrase") };
+            audit(state, &caller, EventType::VaultUnlockFailed, payload.into_payload()).await?;
         }
         return Err(vault_error(error));
     }
@@ -149,8 +147,7 @@ pub async fn set_secret(state: &Services, principal: &Principal, body: SetSecret
         .with_hint("pass --force to replace it (the old value is not kept)"));
     }
     state.vault.put(&path, metadata, body.value.as_bytes()).map_err(vault_error)?;
-    let mut payload = Map::new();
-    payload.insert(keys::SECRET_PATH.into(), body.path.clone().into());
+    let payload = SecretChange { path: body.path.clone() }.into_payload();
     audit(state, &caller_for(principal), EventType::SecretSet, payload).await?;
     Ok(Reply::created(SecretStored { path: body.path, replaced }))
 }
@@ -161,8 +158,7 @@ pub async fn remove_secret(state: &Services, principal: &Principal, path: String
         return Err(ApiError::not_found("secret_not_found", format!("no secret at `{path}`"))
             .with_hint("list secrets with `aileron secret list`"));
     }
-    let mut payload = Map::new();
-    payload.insert(keys::SECRET_PATH.into(), path.into());
+    let payload = SecretChange { path: path.to_string() }.into_payload();
     audit(state, &caller_for(principal), EventType::SecretRemoved, payload).await?;
     Ok(Reply::no_content())
 }
