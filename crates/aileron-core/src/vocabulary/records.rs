@@ -1,8 +1,9 @@
-//! Typed audit payloads: one struct per kind of record the workflows write, each field written
-//! under its vocabulary key by [`payloads!`], so a record's shape is a type the compiler checks at
-//! every place that writes one, not a map filled key by key. An `Option` field left `None` leaves
-//! its key out. (A run's records are typed in the runner, `runner::RunRecord`; a binding's and an
-//! approval decision's by their own types, `audit_payload` and [`crate::approval::decision_payload`].)
+//! Typed audit payloads: one struct per kind of record the workflows and the data plane write,
+//! each field written under its vocabulary key by [`payloads!`], so a record's shape is a type the
+//! compiler checks at every place that writes one, not a map filled key by key. An `Option` field
+//! left `None` leaves its key out. (A run's records are typed in the runner, `runner::RunRecord`;
+//! a binding's and an approval decision's by their own types, `audit_payload` and
+//! [`crate::approval::decision_payload`].)
 
 use serde_json::{Map, Value};
 
@@ -23,7 +24,7 @@ macro_rules! always_present {
     };
 }
 
-always_present!(String, bool, u32, u64, i64, usize, Vec<String>, Value);
+always_present!(String, bool, u32, i32, u64, i64, usize, Vec<String>, Value);
 
 impl Entry for &'static str {
     fn entry(self) -> Option<Value> {
@@ -42,7 +43,7 @@ macro_rules! payloads {
     ($($(#[$doc:meta])* pub struct $name:ident { $($(#[$field_doc:meta])* pub $field:ident: $ty:ty => $key:ident,)* })*) => {
         $(
             $(#[$doc])*
-            #[derive(Debug, Clone, PartialEq)]
+            #[derive(Debug, Clone, PartialEq, Default)]
             pub struct $name {
                 $($(#[$field_doc])* pub $field: $ty,)*
             }
@@ -160,6 +161,62 @@ payloads! {
         pub signer_fingerprint: Option<String> => ACTION_SIGNER_FINGERPRINT,
         pub decision: &'static str => CONSENT_DECISION,
         pub via: &'static str => CONSENT_VIA,
+    }
+
+    /// The step a data-plane record belongs to (a connector's request, a spawned program): the
+    /// connector and op, the action, the run (under the key the run's spans use), the session.
+    pub struct StepOrigin {
+        pub fqn: String => CONNECTOR_FQN,
+        pub op: String => CONNECTOR_OP,
+        pub action: String => ACTION_NAME,
+        pub audit_id: String => AUDIT_ID,
+        pub session_id: Option<String> => SESSION_ID,
+    }
+
+    /// One request or connection a proxy carried or refused: `connector.proxy.*` (a connector's
+    /// request), `spawn.network` (a spawned program's CONNECT), `sandbox.proxy.*` (a launched
+    /// agent's request). Never a query, a header value or a body.
+    pub struct ProxiedRequest {
+        /// Where it entered: `daemon_request_boundary`, `spawn_proxy`, `connect`,
+        /// `transparent_connect_tls`.
+        pub source: &'static str => PROXY_SOURCE,
+        pub method: Option<String> => PROXY_METHOD,
+        pub scheme: Option<String> => PROXY_UPSTREAM_SCHEME,
+        pub host: Option<String> => PROXY_UPSTREAM_HOST,
+        pub path: Option<String> => PROXY_UPSTREAM_PATH,
+        pub address: Option<String> => PROXY_UPSTREAM_ADDRESS,
+        pub status: Option<u64> => PROXY_UPSTREAM_STATUS,
+        pub duration_us: Option<u64> => PROXY_DURATION_US,
+        /// The credential kind the connector asked for.
+        pub credential: Option<String> => CONNECTOR_CREDENTIAL,
+        /// A connector's or a spawned program's refused request.
+        pub reject_reason: Option<String> => CONNECTOR_REJECT_REASON,
+        /// A launched agent's refused request.
+        pub proxy_reject_reason: Option<String> => PROXY_REJECT_REASON,
+        pub session_id: Option<String> => SESSION_ID,
+        /// A summary record: refusals in all, and those without a record of their own.
+        pub refused_count: Option<u64> => PROXY_REFUSED_COUNT,
+        pub refused_unrecorded: Option<u64> => PROXY_REFUSED_UNRECORDED,
+    }
+
+    /// `spawn`: a connector's declared program, run or refused — never an argument value, an
+    /// environment value or output bytes.
+    pub struct SpawnedProgram {
+        pub program: Option<String> => SPAWN_PROGRAM,
+        pub op: Option<String> => SPAWN_OP,
+        pub argv_shape: Option<Vec<String>> => SPAWN_ARGV_SHAPE,
+        pub env_keys: Option<Vec<String>> => SPAWN_ENV_KEYS,
+        pub exit_code: Option<i32> => SPAWN_EXIT_CODE,
+        pub signal: Option<i32> => SPAWN_SIGNAL,
+        pub duration_ms: Option<u64> => SPAWN_DURATION_MS,
+        pub stdout_sha256: Option<String> => SPAWN_STDOUT_SHA256,
+        pub stdout_bytes: Option<usize> => SPAWN_STDOUT_BYTES,
+        pub stdout_truncated: Option<bool> => SPAWN_STDOUT_TRUNCATED,
+        pub stderr_sha256: Option<String> => SPAWN_STDERR_SHA256,
+        pub stderr_bytes: Option<usize> => SPAWN_STDERR_BYTES,
+        pub stderr_truncated: Option<bool> => SPAWN_STDERR_TRUNCATED,
+        pub confinement: Option<&'static str> => SPAWN_CONFINEMENT,
+        pub reject_reason: Option<String> => CONNECTOR_REJECT_REASON,
     }
 
     /// `approval.decide_refused`: a decision attempt the caller's grant does not cover.

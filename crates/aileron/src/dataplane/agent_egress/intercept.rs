@@ -12,7 +12,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aileron_core::vocabulary::{EventType, keys};
+use aileron_core::vocabulary::EventType;
+use aileron_core::vocabulary::records::ProxiedRequest;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
@@ -151,14 +152,16 @@ async fn forward(
             return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
         }
     };
-    let mut payload = session.payload(SOURCE, &method, &target.destination);
-    payload.insert(keys::PROXY_UPSTREAM_SCHEME.into(), scheme.into());
-    payload.insert(keys::PROXY_UPSTREAM_PATH.into(), path.chars().take(2048).collect::<String>().into());
-    payload.insert(keys::PROXY_UPSTREAM_STATUS.into(), response.status().as_u16().into());
-    payload.insert(keys::PROXY_UPSTREAM_ADDRESS.into(), target.address.to_string().into());
-    payload.insert(keys::PROXY_DURATION_US.into(), (started.elapsed().as_micros() as u64).into());
+    let record = ProxiedRequest {
+        scheme: Some(scheme.to_string()),
+        path: Some(path.chars().take(2048).collect()),
+        status: Some(u64::from(response.status().as_u16())),
+        address: Some(target.address.to_string()),
+        duration_us: Some(started.elapsed().as_micros() as u64),
+        ..session.request(SOURCE, &method, &target.destination)
+    };
     // Fail closed: a response whose record cannot be written does not reach the agent.
-    if session.append(EventType::SandboxProxyPassthrough, payload).await.is_err() {
+    if session.append(EventType::SandboxProxyPassthrough, record).await.is_err() {
         return Ok(plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable"));
     }
     if response.status() == StatusCode::SWITCHING_PROTOCOLS

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aileron_core::audit::{Actor, ActorType};
-use aileron_core::vocabulary::{EventType, keys};
-use serde_json::{Map, Value};
+use aileron_core::vocabulary::EventType;
+use aileron_core::vocabulary::records::ProxiedRequest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -189,13 +189,14 @@ impl EgressSession {
     }
 
     /// The keys every record of this proxy carries.
-    fn payload(&self, source: &str, method: &str, destination: &str) -> Map<String, Value> {
-        let mut payload = Map::new();
-        payload.insert(keys::PROXY_SOURCE.into(), source.into());
-        payload.insert(keys::PROXY_METHOD.into(), method.chars().take(32).collect::<String>().into());
-        payload.insert(keys::PROXY_UPSTREAM_HOST.into(), destination.into());
-        payload.insert(keys::SESSION_ID.into(), self.session_id.clone().into());
-        payload
+    fn request(&self, source: &'static str, method: &str, destination: &str) -> ProxiedRequest {
+        ProxiedRequest {
+            source,
+            method: Some(method.chars().take(32).collect()),
+            host: Some(destination.to_string()),
+            session_id: Some(self.session_id.clone()),
+            ..ProxiedRequest::default()
+        }
     }
 
     async fn refuse(&self, stream: &mut TcpStream, method: &str, destination: &str, refusal: Refusal) {
@@ -218,7 +219,7 @@ impl EgressSession {
     /// Records a refusal the first time its (destination, reason) is seen, else counts it.
     async fn record_refusal(
         &self,
-        source: &str,
+        source: &'static str,
         method: &str,
         destination: &str,
         event_type: EventType,
@@ -237,9 +238,11 @@ impl EgressSession {
             !seen
         };
         if first_of_its_kind {
-            let mut payload = self.payload(source, method, destination);
-            payload.insert(keys::PROXY_REJECT_REASON.into(), reason.into());
-            let _ = self.append(event_type, payload).await;
+            let refused = ProxiedRequest {
+                proxy_reject_reason: Some(reason.to_string()),
+                ..self.request(source, method, destination)
+            };
+            let _ = self.append(event_type, refused).await;
         }
     }
 
@@ -252,14 +255,17 @@ impl EgressSession {
         if unrecorded == 0 {
             return;
         }
-        let mut payload = self.payload(CONNECT_SOURCE, "CONNECT", "*");
-        payload.insert(keys::PROXY_REJECT_REASON.into(), "refusals_summarised".into());
-        payload.insert(keys::PROXY_REFUSED_COUNT.into(), total.into());
-        payload.insert(keys::PROXY_REFUSED_UNRECORDED.into(), unrecorded.into());
-        let _ = self.append(EventType::SandboxProxyBlocked, payload).await;
+        let summary = ProxiedRequest {
+            proxy_reject_reason: Some("refusals_summarised".to_string()),
+            refused_count: Some(total),
+            refused_unrecorded: Some(unrecorded),
+            ..self.request(CONNECT_SOURCE, "CONNECT", "*")
+        };
+        let _ = self.append(EventType::SandboxProxyBlocked, summary).await;
     }
 
-    async fn append(&self, event_type: EventType, payload: Map<String, Value>) -> Result<(), ()> {
+    async fn append(&self, event_type: EventType, record: ProxiedRequest) -> Result<(), ()> {
+        let payload = record.into_payload();
         let event = AuditEvent {
             event_type,
             actor: Actor { r#type: ActorType::Agent, id: self.session_id.clone() },

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use aileron_core::manifest::{ConnectorManifest, CredentialMethod};
 use aileron_core::policy::{self, CapabilitySubset, EgressTarget};
+use aileron_core::vocabulary::records::{ProxiedRequest, StepOrigin};
 use aileron_core::vocabulary::{EventType, keys};
 use aileron_core::{Boundary, Failure, FailureClass};
 use aileron_sandbox::{GuestHttpRequest, GuestSpawn, HostHooks, HostHttpResponse, SpawnOutput};
@@ -200,13 +201,12 @@ impl StepEgress {
             }
             body.extend_from_slice(&chunk);
         }
-        let mut payload = self.proxy_payload(&request, Some(&target), binding);
-        payload.insert(keys::PROXY_UPSTREAM_STATUS.into(), status.into());
-        payload.insert(
-            keys::PROXY_DURATION_US.into(),
-            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX).into(),
-        );
-        self.audit(EventType::ConnectorProxyProxied, payload).await?;
+        let proxied = ProxiedRequest {
+            status: Some(u64::from(status)),
+            duration_us: Some(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)),
+            ..self.proxied_request(&request, Some(&target))
+        };
+        self.audit(EventType::ConnectorProxyProxied, self.proxy_payload(proxied, binding)).await?;
         let (mut headers, mut body) = (headers, body);
         if let Some(resolved) = &resolved {
             // An upstream that echoes the credential back must not hand it to the guest.
@@ -234,8 +234,11 @@ impl StepEgress {
         binding: Option<&BindingInfo>,
         failure: Failure,
     ) -> Failure {
-        let mut payload = self.proxy_payload(request, target, binding);
-        payload.insert(keys::CONNECTOR_REJECT_REASON.into(), failure.class.as_str().into());
+        let refused = ProxiedRequest {
+            reject_reason: Some(failure.class.as_str().to_string()),
+            ..self.proxied_request(request, target)
+        };
+        let mut payload = self.proxy_payload(refused, binding);
         payload.extend(failure.audit_payload());
         match self.audit(EventType::ConnectorProxyRejected, payload).await {
             Ok(()) => failure,
@@ -243,24 +246,23 @@ impl StepEgress {
         }
     }
 
-    fn proxy_payload(
-        &self,
-        request: &GuestHttpRequest,
-        target: Option<&EgressTarget>,
-        binding: Option<&BindingInfo>,
-    ) -> Map<String, Value> {
-        let mut payload = Map::new();
-        payload.insert(keys::PROXY_SOURCE.into(), "daemon_request_boundary".into());
-        payload.insert(keys::PROXY_METHOD.into(), request.method.to_ascii_uppercase().into());
-        if let Some(target) = target {
-            payload.insert(keys::PROXY_UPSTREAM_SCHEME.into(), target.scheme.clone().into());
-            payload.insert(keys::PROXY_UPSTREAM_HOST.into(), target.host_port.clone().into());
-            payload.insert(keys::PROXY_UPSTREAM_PATH.into(), target.path.clone().into());
+    /// What a connector's request record says of the request itself.
+    fn proxied_request(&self, request: &GuestHttpRequest, target: Option<&EgressTarget>) -> ProxiedRequest {
+        ProxiedRequest {
+            source: "daemon_request_boundary",
+            method: Some(request.method.to_ascii_uppercase()),
+            scheme: target.map(|target| target.scheme.clone()),
+            host: target.map(|target| target.host_port.clone()),
+            path: target.map(|target| target.path.clone()),
+            credential: request.credential.clone(),
+            ..ProxiedRequest::default()
         }
+    }
+
+    /// A `connector.proxy.*` record: the request, the step it belongs to, the binding it used.
+    fn proxy_payload(&self, request: ProxiedRequest, binding: Option<&BindingInfo>) -> Map<String, Value> {
+        let mut payload = request.into_payload();
         payload.extend(self.step_payload());
-        if let Some(kind) = &request.credential {
-            payload.insert(keys::CONNECTOR_CREDENTIAL.into(), kind.clone().into());
-        }
         if let Some(binding) = binding {
             payload.extend(binding.audit_payload());
         }
@@ -270,15 +272,14 @@ impl StepEgress {
     /// The keys every data-plane record of this step carries: the connector and op, the action,
     /// the run (under the key the run's own spans use) and the session.
     pub(crate) fn step_payload(&self) -> Map<String, Value> {
-        let mut payload = Map::new();
-        payload.insert(keys::CONNECTOR_FQN.into(), self.connector_fqn.clone().into());
-        payload.insert(keys::CONNECTOR_OP.into(), self.op.clone().into());
-        payload.insert(keys::ACTION_NAME.into(), self.action.clone().into());
-        payload.insert(keys::AUDIT_ID.into(), self.audit_id.clone().into());
-        if let Some(session) = &self.caller.session_id {
-            payload.insert(keys::SESSION_ID.into(), session.clone().into());
+        StepOrigin {
+            fqn: self.connector_fqn.clone(),
+            op: self.op.clone(),
+            action: self.action.clone(),
+            audit_id: self.audit_id.clone(),
+            session_id: self.caller.session_id.clone(),
         }
-        payload
+        .into_payload()
     }
 
     /// Audits what happened to bindings while resolving (token refreshed, binding gone stale).

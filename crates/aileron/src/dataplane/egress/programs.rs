@@ -5,10 +5,10 @@
 use std::time::Instant;
 
 use aileron_core::policy::{self, SpawnPlan};
+use aileron_core::vocabulary::records::SpawnedProgram;
 use aileron_core::vocabulary::{EventType, keys};
 use aileron_core::{Boundary, Failure};
 use aileron_sandbox::{GuestSpawn, SpawnOutput};
-use serde_json::{Map, Value};
 
 use super::StepEgress;
 use crate::dataplane::spawn::proxy::ProxyContext;
@@ -67,25 +67,22 @@ impl StepEgress {
             Ok(finished) => finished,
             Err(failure) => return Err(self.spawn_refused(Some(&gated.plan), failure).await),
         };
-        let mut payload = self.spawn_payload(Some(&gated.plan));
-        payload.insert(keys::SPAWN_EXIT_CODE.into(), finished.exit_code.into());
-        if let Some(signal) = finished.signal {
-            payload.insert(keys::SPAWN_SIGNAL.into(), signal.into());
-        }
-        payload.insert(keys::SPAWN_DURATION_MS.into(), (started.elapsed().as_millis() as u64).into());
-        finished.stdout.audit(
-            &mut payload,
-            keys::SPAWN_STDOUT_SHA256,
-            keys::SPAWN_STDOUT_BYTES,
-            keys::SPAWN_STDOUT_TRUNCATED,
-        );
-        finished.stderr.audit(
-            &mut payload,
-            keys::SPAWN_STDERR_SHA256,
-            keys::SPAWN_STDERR_BYTES,
-            keys::SPAWN_STDERR_TRUNCATED,
-        );
-        payload.insert(keys::SPAWN_CONFINEMENT.into(), CONFINEMENT.into());
+        let (stdout, stderr) = (finished.stdout.summary(), finished.stderr.summary());
+        let ran = SpawnedProgram {
+            exit_code: Some(finished.exit_code),
+            signal: finished.signal,
+            duration_ms: Some(started.elapsed().as_millis() as u64),
+            stdout_sha256: Some(stdout.0),
+            stdout_bytes: Some(stdout.1),
+            stdout_truncated: Some(stdout.2),
+            stderr_sha256: Some(stderr.0),
+            stderr_bytes: Some(stderr.1),
+            stderr_truncated: Some(stderr.2),
+            confinement: Some(CONFINEMENT),
+            ..spawned(Some(&gated.plan))
+        };
+        let mut payload = self.step_payload();
+        payload.extend(ran.into_payload());
         // Fail closed: output of a run that cannot be recorded is withheld.
         self.audit(EventType::Spawn, payload).await?;
         Ok((gated, finished))
@@ -151,30 +148,14 @@ impl StepEgress {
     }
 
     async fn spawn_refused(&self, plan: Option<&SpawnPlan>, failure: Failure) -> Failure {
-        let mut payload = self.spawn_payload(plan);
-        payload.insert(keys::CONNECTOR_REJECT_REASON.into(), failure.class.as_str().into());
+        let refused = SpawnedProgram { reject_reason: Some(failure.class.as_str().to_string()), ..spawned(plan) };
+        let mut payload = self.step_payload();
+        payload.extend(refused.into_payload());
         payload.extend(failure.audit_payload());
         match self.audit(EventType::Spawn, payload).await {
             Ok(()) => failure,
             Err(audit_failure) => audit_failure,
         }
-    }
-
-    fn spawn_payload(&self, plan: Option<&SpawnPlan>) -> Map<String, Value> {
-        let mut payload = self.step_payload();
-        if let Some(plan) = plan {
-            payload.insert(keys::SPAWN_PROGRAM.into(), plan.program.clone().into());
-            payload.insert(keys::SPAWN_OP.into(), plan.op.clone().into());
-            payload.insert(keys::SPAWN_ARGV_SHAPE.into(), plan.shape.clone().into());
-            let env_keys: Vec<&str> = plan
-                .env
-                .iter()
-                .map(|(key, _)| key.as_str())
-                .chain(plan.credential_env_keys.iter().map(String::as_str))
-                .collect();
-            payload.insert(keys::SPAWN_ENV_KEYS.into(), env_keys.into());
-        }
-        payload
     }
 
     fn proxy_context(&self, plan: &SpawnPlan) -> ProxyContext {
@@ -184,7 +165,26 @@ impl StepEgress {
             audit: self.services.audit.clone(),
             actor: self.caller.actor.clone(),
             session_id: self.caller.session_id.clone(),
-            base_payload: self.spawn_payload(Some(plan)),
+            base_payload: {
+                let mut base = self.step_payload();
+                base.extend(spawned(Some(plan)).into_payload());
+                base
+            },
         }
+    }
+}
+
+/// What a `spawn` record says of the plan (nothing when the call was refused before one existed):
+/// the program, op and argv shape, and the environment's keys (never its values).
+fn spawned(plan: Option<&SpawnPlan>) -> SpawnedProgram {
+    let Some(plan) = plan else { return SpawnedProgram::default() };
+    let env_keys =
+        plan.env.iter().map(|(key, _)| key.clone()).chain(plan.credential_env_keys.iter().cloned()).collect();
+    SpawnedProgram {
+        program: Some(plan.program.clone()),
+        op: Some(plan.op.clone()),
+        argv_shape: Some(plan.shape.clone()),
+        env_keys: Some(env_keys),
+        ..SpawnedProgram::default()
     }
 }

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use aileron_core::manifest::ConnectorManifest;
 use aileron_core::policy::{self, CapabilitySubset, SpawnPlan};
 use aileron_core::{Boundary, Failure, FailureClass};
-use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -226,10 +225,9 @@ impl Captured {
         bytes
     }
 
-    pub(crate) fn audit(&self, payload: &mut Map<String, Value>, sha256: &str, bytes: &str, truncated: &str) {
-        payload.insert(sha256.into(), format!("sha256:{}", hex::encode(Sha256::digest(&self.kept))).into());
-        payload.insert(bytes.into(), self.kept.len().into());
-        payload.insert(truncated.into(), self.truncated.into());
+    /// What a `spawn` record says of this output: its digest, its size, whether it was cut.
+    pub(crate) fn summary(&self) -> (String, usize, bool) {
+        (format!("sha256:{}", hex::encode(Sha256::digest(&self.kept))), self.kept.len(), self.truncated)
     }
 }
 

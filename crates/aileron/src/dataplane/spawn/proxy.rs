@@ -17,13 +17,17 @@ use std::sync::Arc;
 use aileron_core::audit::Actor;
 use aileron_core::manifest::ConnectorManifest;
 use aileron_core::policy::{self, CapabilitySubset};
-use aileron_core::vocabulary::{EventType, keys};
+use aileron_core::vocabulary::EventType;
+use aileron_core::vocabulary::records::ProxiedRequest;
 use aileron_core::{Boundary, Failure};
 use serde_json::{Map, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 
 use crate::stores::audit_log::{AuditEvent, AuditLog};
+
+/// `aileron.proxy.source` of a spawned program's connection.
+const SOURCE: &str = "spawn_proxy";
 
 /// Longest CONNECT request head read.
 const MAX_HEAD_BYTES: usize = 8 * 1024;
@@ -97,10 +101,14 @@ impl SpawnProxy {
             return;
         }
         let mut payload = self.shared.context.base_payload.clone();
-        payload.insert(keys::PROXY_SOURCE.into(), "spawn_proxy".into());
-        payload.insert(keys::CONNECTOR_REJECT_REASON.into(), "refusals_summarised".into());
-        payload.insert(keys::PROXY_REFUSED_COUNT.into(), total.into());
-        payload.insert(keys::PROXY_REFUSED_UNRECORDED.into(), unrecorded.into());
+        let summary = ProxiedRequest {
+            source: SOURCE,
+            reject_reason: Some("refusals_summarised".to_string()),
+            refused_count: Some(total),
+            refused_unrecorded: Some(unrecorded),
+            ..ProxiedRequest::default()
+        };
+        payload.extend(summary.into_payload());
         let _ = audit(&self.shared.context, payload).await;
     }
 }
@@ -165,9 +173,13 @@ async fn serve(shared: Arc<Shared>, mut stream: UnixStream) {
         return;
     };
     let mut payload = context.base_payload.clone();
-    payload.insert(keys::PROXY_SOURCE.into(), "spawn_proxy".into());
-    payload.insert(keys::PROXY_METHOD.into(), "CONNECT".into());
-    payload.insert(keys::PROXY_UPSTREAM_HOST.into(), target.host_port.clone().into());
+    let connected = ProxiedRequest {
+        source: SOURCE,
+        method: Some("CONNECT".to_string()),
+        host: Some(target.host_port.clone()),
+        ..ProxiedRequest::default()
+    };
+    payload.extend(connected.into_payload());
     // Fail closed: a connection that cannot be recorded is not made.
     if audit(context, payload).await.is_err() {
         let _ = stream.write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n").await;
@@ -209,9 +221,13 @@ async fn refuse(shared: &Shared, stream: &mut UnixStream, authority: &str, failu
     if first_of_its_kind {
         let context = &shared.context;
         let mut payload = context.base_payload.clone();
-        payload.insert(keys::PROXY_SOURCE.into(), "spawn_proxy".into());
-        payload.insert(keys::PROXY_UPSTREAM_HOST.into(), authority.into());
-        payload.insert(keys::CONNECTOR_REJECT_REASON.into(), failure.class.as_str().into());
+        let refused = ProxiedRequest {
+            source: SOURCE,
+            host: Some(authority.to_string()),
+            reject_reason: Some(failure.class.as_str().to_string()),
+            ..ProxiedRequest::default()
+        };
+        payload.extend(refused.into_payload());
         payload.extend(failure.audit_payload());
         let _ = audit(context, payload).await;
     }
