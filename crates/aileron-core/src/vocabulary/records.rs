@@ -1,5 +1,5 @@
 //! Typed audit payloads: one struct per kind of record the workflows and the data plane write,
-//! each field written under its vocabulary key by [`payloads!`], so a record's shape is a type the
+//! each field written under its vocabulary key by `payloads!`, so a record's shape is a type the
 //! compiler checks at every place that writes one, not a map filled key by key. An `Option` field
 //! left `None` leaves its key out. (A run's records are typed in the runner, `runner::RunRecord`;
 //! a binding's and an approval decision's by their own types, `audit_payload` and
