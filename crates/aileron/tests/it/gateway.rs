@@ -431,7 +431,7 @@ async fn an_unreachable_upstream_is_a_502_in_the_providers_shape_and_no_token_is
 
 /// A raw-socket upstream: reads one request head, answers `answer`, and when that switches
 /// protocols echoes every byte back prefixed by `up:` until the peer closes.
-async fn upgrade_upstream(answer: &'static str) -> (SocketAddr, tokio::sync::oneshot::Receiver<String>) {
+pub(crate) async fn upgrade_upstream(answer: &'static str) -> (SocketAddr, tokio::sync::oneshot::Receiver<String>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -459,7 +459,7 @@ async fn upgrade_upstream(answer: &'static str) -> (SocketAddr, tokio::sync::one
 }
 
 /// Reads up to the blank line that ends an HTTP head.
-async fn read_head(socket: &mut tokio::net::TcpStream) -> String {
+pub(crate) async fn read_head(socket: &mut tokio::net::TcpStream) -> String {
     use tokio::io::AsyncReadExt;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
@@ -472,7 +472,7 @@ async fn read_head(socket: &mut tokio::net::TcpStream) -> String {
     String::from_utf8(head).unwrap()
 }
 
-const WEBSOCKET_REQUEST: &str = "GET /v1/responses HTTP/1.1\r\nHost: HOST\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+pub(crate) const WEBSOCKET_REQUEST: &str = "GET /v1/responses HTTP/1.1\r\nHost: HOST\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
     Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer sk-user\r\n\r\n";
 
 #[tokio::test]

@@ -1944,3 +1944,55 @@ impl Drop for GitServer {
         let _ = self.child.wait();
     }
 }
+
+/// A WebSocket through a launched agent's proxy: the upgrade request is read, forwarded and
+/// recorded (status 101), and once both sides switched, frames are relayed byte for byte in both
+/// directions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_goes_through_the_agents_proxy_byte_for_byte() {
+    use aileron::dataplane::agent_egress::{EgressSession, SessionCa};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let harness = Harness::new();
+    let answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+        Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+    let (upstream, head) = crate::gateway::upgrade_upstream(answer).await;
+    let destination = upstream.to_string();
+    let proxy = Arc::new(EgressSession::new(
+        harness.state.services.audit.clone(),
+        "s-ws".into(),
+        [destination.clone()].into(),
+        SessionCa::new("s-ws").unwrap(),
+        Default::default(),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(proxy.serve(listener, std::future::pending()));
+
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    socket.write_all(format!("CONNECT {destination} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+    let connected = crate::gateway::read_head(&mut socket).await;
+    assert!(connected.starts_with("HTTP/1.1 200"), "{connected}");
+    socket.write_all(crate::gateway::WEBSOCKET_REQUEST.replace("HOST", &destination).as_bytes()).await.unwrap();
+    let switched = crate::gateway::read_head(&mut socket).await.to_ascii_lowercase();
+    assert!(switched.starts_with("http/1.1 101") && switched.contains("upgrade: websocket"), "{switched}");
+    assert!(head.await.unwrap().to_ascii_lowercase().contains("sec-websocket-key: dghlihnhbxbszsbub25jzq=="));
+    for message in [&b"\x81\x85\x37\xfa\x21\x3d\x7f\x9f\x4d\x51\x58"[..], &[0u8, 255, 13, 10, 13, 10, 7][..]] {
+        socket.write_all(message).await.unwrap();
+        let mut expected = b"up:".to_vec();
+        expected.extend_from_slice(message);
+        let mut received = vec![0u8; expected.len()];
+        tokio::time::timeout(std::time::Duration::from_secs(10), socket.read_exact(&mut received))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(received, expected);
+    }
+    harness.state.services.audit.flush().await;
+    let records = harness.audit().await;
+    let upgrade = records
+        .iter()
+        .find(|r| r["event_type"] == "sandbox.proxy.passthrough")
+        .unwrap_or_else(|| panic!("{records:#?}"));
+    assert_eq!(upgrade["payload"]["aileron.proxy.upstream.status"], 101, "{upgrade}");
+    assert_eq!(upgrade["payload"]["aileron.proxy.upstream.path"], "/v1/responses", "{upgrade}");
+}
