@@ -69,6 +69,10 @@ pub struct Session {
     pub agent: String,
     pub pid: Option<u32>,
     pub confinement: Confinement,
+    /// Whether its network left only through its egress proxy (SPEC §15); false for an
+    /// unconfined agent and for `--network=open`.
+    #[serde(default)]
+    pub network_enforced: bool,
     pub started_at: String,
     pub status: SessionStatus,
     pub ended_at: Option<String>,
@@ -97,6 +101,9 @@ enum JournalLine {
         /// Absent in journals written before containment existed: those agents were unconfined.
         #[serde(default)]
         confinement: Confinement,
+        /// Absent in journals written before SPEC §15: those agents kept the host's network.
+        #[serde(default)]
+        network_enforced: bool,
     },
     #[serde(rename = "session.ended")]
     Ended { session_id: String, ended_at: String, exit_code: Option<i32> },
@@ -155,6 +162,7 @@ impl SessionRegistry {
         agent: &str,
         pid: Option<u32>,
         confinement: Confinement,
+        network_enforced: bool,
     ) -> Result<StartedSession, SessionError> {
         if !valid_agent_name(agent) {
             return Err(SessionError::InvalidAgent(agent.to_string()));
@@ -164,6 +172,7 @@ impl SessionRegistry {
             agent: agent.to_string(),
             pid,
             confinement,
+            network_enforced,
             started_at: now(),
             status: SessionStatus::Active,
             ended_at: None,
@@ -177,6 +186,7 @@ impl SessionRegistry {
             started_at: session.started_at.clone(),
             scopes: session.scopes.clone(),
             confinement,
+            network_enforced,
         })?;
         let token =
             tokens.mint_session(&session.session_id, SESSION_SCOPES.to_vec(), confinement == Confinement::Namespaces);
@@ -278,12 +288,13 @@ fn ends_torn(file: &File) -> io::Result<bool> {
 
 fn replay(sessions: &mut HashMap<String, Session>, entry: JournalLine) {
     match entry {
-        JournalLine::Started { session_id, agent, pid, started_at, scopes, confinement } => {
+        JournalLine::Started { session_id, agent, pid, started_at, scopes, confinement, network_enforced } => {
             let session = Session {
                 session_id: session_id.clone(),
                 agent,
                 pid,
                 confinement,
+                network_enforced,
                 started_at,
                 status: SessionStatus::Interrupted,
                 ended_at: None,
@@ -345,8 +356,8 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let tokens = TokenRegistry::new("admin".into());
         let sessions = registry(temp.path());
-        let ended = sessions.start(&tokens, "codex", Some(41), Confinement::Namespaces).unwrap();
-        let active = sessions.start(&tokens, "claude", None, Confinement::Unconfined).unwrap();
+        let ended = sessions.start(&tokens, "codex", Some(41), Confinement::Namespaces, true).unwrap();
+        let active = sessions.start(&tokens, "claude", None, Confinement::Unconfined, false).unwrap();
         assert!(tokens.resolve(ended.token.expose()).is_some());
         sessions.end(&tokens, &ended.session.session_id, Some(3)).unwrap();
         assert!(tokens.resolve(ended.token.expose()).is_none(), "ending revokes the token");
@@ -376,7 +387,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let tokens = TokenRegistry::new("admin".into());
         let sessions = SessionRegistry::open(temp.path().join("missing-dir").join("sessions.jsonl"));
-        let error = sessions.start(&tokens, "claude", None, Confinement::Namespaces).unwrap_err();
+        let error = sessions.start(&tokens, "claude", None, Confinement::Namespaces, true).unwrap_err();
         assert!(error.to_string().contains("sessions.jsonl"), "{error}");
         assert!(sessions.sessions.read().unwrap().is_empty());
     }

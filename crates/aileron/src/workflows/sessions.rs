@@ -18,8 +18,11 @@ use crate::wire::{Answer, ApiError, EndSession, Reply, SessionList, SessionNetwo
 /// its token revoked before the 503, so no agent holds a grant the log does not show.
 pub async fn start(state: &Services, principal: &Principal, body: StartSession) -> Answer {
     require(principal, Scope::Admin)?;
-    let started =
-        state.sessions.start(&state.tokens, &body.agent, body.pid, body.confinement).map_err(session_error)?;
+    let enforced = body.confinement == Confinement::Namespaces && body.network == Some(SessionNetwork::Enforced);
+    let started = state
+        .sessions
+        .start(&state.tokens, &body.agent, body.pid, body.confinement, enforced)
+        .map_err(session_error)?;
     let session = &started.session;
     // A confined session that does not say (a launcher from before §15) kept the host's network.
     let network = match body.confinement {

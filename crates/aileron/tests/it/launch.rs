@@ -1283,14 +1283,7 @@ fn an_unconfined_launch_is_audited_and_its_approvals_say_so() {
     install_attack_targets(&rig, &upstream.host_port());
     let gated_url = format!("{}/status/200", upstream.base_url());
     // This agent only asks for the gated call through its MCP server.
-    let script = format!(
-        "#!/usr/bin/env python3\nimport json, subprocess, sys\nconfig = json.load(open(sys.argv[sys.argv.index('--mcp-config') + 1]))\n\
-         p = subprocess.Popen([config['mcpServers']['aileron']['command']], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)\n\
-         def call(i, method, params):\n    p.stdin.write(json.dumps({{'jsonrpc': '2.0', 'id': i, 'method': method, 'params': params}}) + '\\n'); p.stdin.flush()\n    \
-         while True:\n        answer = json.loads(p.stdout.readline())\n        if answer.get('id') == i: return answer\n\
-         call(1, 'initialize', {{'protocolVersion': '2025-06-18', 'capabilities': {{}}, 'clientInfo': {{'name': 'x', 'version': '1'}}}})\n\
-         call(2, 'tools/call', {{'name': 'fetch_gated', 'arguments': {{'url': '{gated_url}'}}}})\np.stdin.close(); p.wait()\n"
-    );
+    let script = gated_call_agent(&gated_url);
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let output = rig.run(&["launch", "--unconfined", "claude"], &[]);
@@ -1671,6 +1664,32 @@ fn an_open_network_launch_is_recorded_as_unenforced() {
     let records = listed["items"].as_array().unwrap();
     assert_eq!(records.len(), 1, "{listed:#}");
     assert_eq!(records[0]["payload"]["aileron.sandbox.egress_reason"], "user_opt_out");
+
+    // Its approvals say so, like an unconfined agent's.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
+    install_attack_targets(&rig, &upstream.host_port());
+    let gated_url = format!("{}/status/200", upstream.base_url());
+    std::fs::write(rig.bin().join("claude"), gated_call_agent(&gated_url)).unwrap();
+    let output = rig.run(&["launch", "claude", "--network", "open"], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let listed = rig.run(&["approval", "list"], &[]);
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(stdout.contains("whose network is not confined (--network=open)"), "{stdout}");
+    assert!(!stdout.contains("requested by an unconfined agent"), "{stdout}");
+    drop(runtime);
+}
+
+/// A fake agent that only asks, through its MCP server, for the gated `fetch_gated` call.
+fn gated_call_agent(gated_url: &str) -> String {
+    format!(
+        "#!/usr/bin/env python3\nimport json, subprocess, sys\nconfig = json.load(open(sys.argv[sys.argv.index('--mcp-config') + 1]))\n\
+         p = subprocess.Popen([config['mcpServers']['aileron']['command']], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)\n\
+         def call(i, method, params):\n    p.stdin.write(json.dumps({{'jsonrpc': '2.0', 'id': i, 'method': method, 'params': params}}) + '\\n'); p.stdin.flush()\n    \
+         while True:\n        answer = json.loads(p.stdout.readline())\n        if answer.get('id') == i: return answer\n\
+         call(1, 'initialize', {{'protocolVersion': '2025-06-18', 'capabilities': {{}}, 'clientInfo': {{'name': 'x', 'version': '1'}}}})\n\
+         call(2, 'tools/call', {{'name': 'fetch_gated', 'arguments': {{'url': '{gated_url}'}}}})\np.stdin.close(); p.wait()\n"
+    )
 }
 
 /// SPEC §15's TLS: inside the tunnel the proxy terminates TLS with the session's CA and

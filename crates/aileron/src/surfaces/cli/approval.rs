@@ -102,6 +102,20 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
             if listing.items.is_empty() {
                 eprintln!("no approvals are waiting");
             }
+            // Sessions launched with `--network=open` are marked like unconfined ones.
+            let open_network: Vec<String> = if listing.items.iter().any(|item| item.session_id.is_some()) {
+                let sessions: crate::wire::SessionList = client.get_as("/v1/sessions").await?;
+                sessions
+                    .items
+                    .into_iter()
+                    .filter(|s| {
+                        s.confinement == crate::stores::sessions::Confinement::Namespaces && !s.network_enforced
+                    })
+                    .map(|s| s.session_id)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             for item in listing.items {
                 let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
                 outln!(
@@ -113,6 +127,8 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
                 );
                 if item.unconfined {
                     outln!("    ! {}", crate::surfaces::daemon::web::approvals::UNCONFINED_NOTICE);
+                } else if item.session_id.as_ref().is_some_and(|id| open_network.contains(id)) {
+                    outln!("    ! {}", crate::surfaces::daemon::web::approvals::OPEN_NETWORK_NOTICE);
                 }
             }
             Ok(ExitStatus::Ok)

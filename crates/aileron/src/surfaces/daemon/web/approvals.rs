@@ -90,9 +90,15 @@ fn resolved_item(entry: &ApprovalEntry, now: chrono::DateTime<chrono::Utc>) -> S
 
 /// Who asked: the agent and session (and whether it runs unconfined).
 fn requester(state: &Services, entry: &ApprovalEntry) -> String {
-    let unconfined =
-        if entry.unconfined { format!("<p class=\"unconfined\">{UNCONFINED_NOTICE}</p>") } else { String::new() };
-    let who = match entry.session_id.as_deref().and_then(|id| state.sessions.get(id)) {
+    let session = entry.session_id.as_deref().and_then(|id| state.sessions.get(id));
+    let unconfined = if entry.unconfined {
+        format!("<p class=\"unconfined\">{UNCONFINED_NOTICE}</p>")
+    } else if session.as_ref().is_some_and(|s| s.confinement == Confinement::Namespaces && !s.network_enforced) {
+        format!("<p class=\"unconfined open-network\">{OPEN_NETWORK_NOTICE}</p>")
+    } else {
+        String::new()
+    };
+    let who = match session {
         Some(session) => format!(
             "asked by <strong>{agent}</strong> in session <a href=\"/agents#session-{id}\" class=\"mono\">{id}</a> ({confinement})",
             agent = escape(&session.agent),
@@ -171,6 +177,10 @@ fn card(
 /// Shown on every approval an agent outside launch containment asked for.
 pub const UNCONFINED_NOTICE: &str =
     "requested by an unconfined agent: it runs with your files and could have read or changed anything you can";
+
+/// What an approval card says of an agent launched with `--network=open`.
+pub const OPEN_NETWORK_NOTICE: &str = "requested by an agent whose network is not confined (--network=open): what it \
+     sent outside Aileron's actions went out unrecorded, and it can reach your local network";
 
 /// The approvals page's own script: decisions (the shared script refreshes the cards).
 const SCRIPT: &str = r#"
