@@ -1745,6 +1745,7 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     assert_eq!(report["python"]["body"], r#"{"via":"tls"}"#, "{report:#}");
     assert_eq!(report["node"]["stdout"].as_str().unwrap_or_default().trim(), "HTTP/1.1 200 OK", "{report:#}");
     assert_eq!(report["curl_untrusted_upstream"]["stdout"], "502", "{report:#}");
+    assert_eq!(report["curl_h2"]["stdout"], "2", "h2 by ALPN with the proxy: {report:#}");
     assert_eq!(
         report["python_requests"]["stdout"].as_str().unwrap_or_default().trim(),
         r#"200 {"via":"tls"}"#,
@@ -1754,7 +1755,7 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     assert_eq!(report["git_clone"]["readme"], "hello from a real git server", "{report:#}");
     assert!(untrusted_seen.lock().unwrap().is_empty(), "an unverified upstream got a request");
     let requests = seen.lock().unwrap().clone();
-    assert_eq!(requests.len(), 5, "{requests:?}");
+    assert_eq!(requests.len(), 6, "{requests:?}");
 
     let audit = |event_type: &str| -> Vec<Value> {
         let listed = rig.run(&["audit", "list", "--json", "--event-type", event_type], &[]);
@@ -1767,7 +1768,7 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     let mut paths: Vec<&str> =
         passthrough.iter().map(|r| r["payload"]["aileron.proxy.upstream.path"].as_str().unwrap()).collect();
     paths.sort();
-    assert_eq!(paths, ["/bundle", "/curl", "/node", "/python", "/requests"], "{passthrough:#?}");
+    assert_eq!(paths, ["/bundle", "/curl", "/h2", "/node", "/python", "/requests"], "{passthrough:#?}");
     let git_requests: Vec<(&str, &str)> = to_git
         .iter()
         .map(|r| {

@@ -5,7 +5,8 @@
 //! upstream connection, and recorded once — `sandbox.proxy.passthrough` with the method, the path
 //! (never the query), the status and the time to the response head — before its response goes
 //! back: a response that cannot be recorded is answered 503 instead. Upgrades (WebSocket) are
-//! relayed byte for byte once both sides switched. Anything else in a tunnel is refused.
+//! relayed byte for byte once both sides switched. Anything else in a tunnel is refused. The
+//! client may speak h2 (offered by ALPN with HTTP/1.1); the upstream is spoken to in HTTP/1.1.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -67,11 +68,13 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: Tcp
         Ok(name) => name,
         Err(_) => return,
     };
+    let client_h2 = client.get_ref().1.alpn_protocol() == Some(b"h2");
     match tokio_rustls::TlsConnector::from(session.upstream_tls.clone()).connect(name, upstream).await {
+        Ok(upstream) if client_h2 => serve_h2(session, client, upstream, target).await,
         Ok(upstream) => serve(session, client, upstream, target, "https").await,
         Err(error) => {
             session.refusal(&target.destination, "CONNECT", Refusal::UpstreamTls).await;
-            refuse_every_request(client, format!("upstream_tls_failed: {error}")).await;
+            refuse_every_request(client, client_h2, format!("upstream_tls_failed: {error}")).await;
         }
     }
 }
@@ -126,6 +129,46 @@ where
     }
 }
 
+/// An h2 client (its ALPN chose h2) in front of an HTTP/1.1 upstream: its streams take turns on
+/// the one upstream connection, each read, recorded and answered like an HTTP/1.1 request.
+async fn serve_h2<C, U>(session: Arc<EgressSession>, client: C, upstream: U, target: Target)
+where
+    C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok((sender, connection)) = hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(upstream)).await
+    else {
+        return;
+    };
+    tokio::spawn(connection);
+    let sender = Arc::new(tokio::sync::Mutex::new(sender));
+    let service = hyper::service::service_fn(move |request| {
+        forward(session.clone(), sender.clone(), target.clone(), "https", request)
+    });
+    let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .timer(hyper_util::rt::TokioTimer::new())
+        .serve_connection(TokioIo::new(client), service)
+        .await;
+}
+
+/// The request as an HTTP/1.1 upstream reads it: origin-form target, and a `Host` header (an h2
+/// client names the host in `:authority` instead).
+fn for_http1_upstream(request: &mut Request<Incoming>) {
+    if let Some(authority) = request.uri().authority().cloned()
+        && !request.headers().contains_key(hyper::header::HOST)
+        && let Ok(host) = hyper::header::HeaderValue::from_str(authority.as_str())
+    {
+        request.headers_mut().insert(hyper::header::HOST, host);
+    }
+    if request.uri().authority().is_some() {
+        let origin = request.uri().path_and_query().map_or("/", |path| path.as_str()).to_string();
+        if let Ok(uri) = origin.parse() {
+            *request.uri_mut() = uri;
+        }
+    }
+    *request.version_mut() = hyper::Version::HTTP_11;
+}
+
 async fn forward(
     session: Arc<EgressSession>,
     sender: Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Incoming>>>,
@@ -138,6 +181,7 @@ async fn forward(
     let path = request.uri().path().to_string();
     let client_upgrade =
         request.headers().contains_key(hyper::header::UPGRADE).then(|| hyper::upgrade::on(&mut request));
+    for_http1_upstream(&mut request);
     let response = {
         let mut sender = sender.lock().await;
         match sender.ready().await {
@@ -178,7 +222,7 @@ async fn forward(
 }
 
 /// Answers every request of a tunnel whose upstream cannot be reached safely with 502.
-async fn refuse_every_request<C>(client: C, reason: String)
+async fn refuse_every_request<C>(client: C, h2: bool, reason: String)
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -186,11 +230,20 @@ where
         let reason = reason.clone();
         async move { Ok::<_, Infallible>(plain(StatusCode::BAD_GATEWAY, &reason)) }
     });
-    let _ = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(FIRST_BYTE_TIMEOUT)
-        .serve_connection(TokioIo::new(client), service)
-        .await;
+    let timer = hyper_util::rt::TokioTimer::new();
+    let io = TokioIo::new(client);
+    let _ = if h2 {
+        hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .timer(timer)
+            .serve_connection(io, service)
+            .await
+    } else {
+        hyper::server::conn::http1::Builder::new()
+            .timer(timer)
+            .header_read_timeout(FIRST_BYTE_TIMEOUT)
+            .serve_connection(io, service)
+            .await
+    };
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Body> {

@@ -49,8 +49,8 @@ impl SessionCa {
         &self.certificate_pem
     }
 
-    /// The TLS server configuration presenting `host`'s leaf (a DNS name or an IP address),
-    /// HTTP/1.1 by ALPN.
+    /// The TLS server configuration presenting `host`'s leaf (a DNS name or an IP address), h2
+    /// or HTTP/1.1 by ALPN.
     pub fn server_config(&self, host: &str) -> Result<Arc<rustls::ServerConfig>, String> {
         if let Some(config) = self.leaves.lock().expect("never poisoned").get(host) {
             return Ok(config.clone());
@@ -69,7 +69,7 @@ impl SessionCa {
             .with_no_client_auth()
             .with_single_cert(vec![leaf.der().clone(), self.certificate_der.clone()], key)
             .map_err(|e| e.to_string())?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let config = Arc::new(config);
         let mut leaves = self.leaves.lock().expect("never poisoned");
         if leaves.len() >= MAX_CACHED_LEAVES {
