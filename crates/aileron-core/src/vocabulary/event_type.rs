@@ -115,6 +115,9 @@ event_types! {
     /// A launched agent kept the host's network (`aileron.sandbox.egress_reason` = `user_opt_out`):
     /// its requests go out without the proxy and without records.
     SandboxEgressUnenforced => "sandbox.egress.unenforced",
+    /// A launched agent's connection to a `--allow-tcp` destination, relayed byte for byte
+    /// (`aileron.proxy.upstream.host|address`): non-HTTP traffic the user allowed by name.
+    SandboxEgressTcpForwarded => "sandbox.egress.tcp_forwarded",
 }
 
 impl EventType {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 
 /// What is on disk today. Changing a string here is a schema change, not a refactor.
-const WRITTEN: [&str; 36] = [
+const WRITTEN: [&str; 37] = [
     "connector.installed",
     "connector.install_refused",
     "connector.removed",
@@ -44,6 +44,7 @@ const WRITTEN: [&str; 36] = [
     "sandbox.proxy.blocked",
     "sandbox.proxy.rejected",
     "sandbox.egress.unenforced",
+    "sandbox.egress.tcp_forwarded",
 ];
 
 #[test]

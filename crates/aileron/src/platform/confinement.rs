@@ -86,7 +86,7 @@ pub fn receive_fds(socket: &impl AsRawFd) -> std::io::Result<(Vec<u8>, Vec<Owned
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     const MAX_MESSAGE: usize = 4096;
     let mut buffer = vec![0u8; MAX_MESSAGE];
-    let mut control = nix::cmsg_space!([std::os::fd::RawFd; 4]);
+    let mut control = nix::cmsg_space!([std::os::fd::RawFd; 16]);
     let (length, fds) = {
         let mut iov = [std::io::IoSliceMut::new(&mut buffer)];
         let received = recvmsg::<()>(socket.as_raw_fd(), &mut iov, Some(&mut control), MsgFlags::MSG_CMSG_CLOEXEC)?;

@@ -541,6 +541,9 @@ pub struct NetworkHandover {
     /// `HOST:PORT` destinations the proxy may dial although they are not public.
     #[serde(default)]
     pub allow_private: Vec<String>,
+    /// `--allow-tcp HOST:PORT` destinations, one per listener after the API's and the proxy's.
+    #[serde(default)]
+    pub allow_tcp: Vec<String>,
 }
 
 /// The daemon's one-line JSON answer to a hand-over: the session CA's certificate (PEM) when it

@@ -2016,3 +2016,69 @@ async fn a_websocket_goes_through_the_agents_proxy_byte_for_byte() {
     assert_eq!(upgrade["payload"]["aileron.proxy.upstream.status"], 101, "{upgrade}");
     assert_eq!(upgrade["payload"]["aileron.proxy.upstream.path"], "/v1/responses", "{upgrade}");
 }
+
+/// `--allow-tcp`: a named destination is reached at a loopback alias the agent's `/etc/hosts`
+/// maps it to, a loopback one at its own address; the daemon relays each connection byte for byte
+/// and records it (`sandbox.egress.tcp_forwarded`); the same ports at any other address reach
+/// nothing.
+#[test]
+fn allowed_tcp_destinations_are_relayed_and_recorded() {
+    use std::io::{BufRead, Write};
+    let echo = || {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut line = String::new();
+                    let mut reader = std::io::BufReader::new(&stream);
+                    if reader.read_line(&mut line).is_ok() {
+                        let _ = (&stream).write_all(format!("echo:{line}").as_bytes());
+                    }
+                });
+            }
+        });
+        port
+    };
+    let (named, literal) = (echo(), echo());
+    let rig = LaunchRig::new();
+    let started = rig.run(&["daemon", "start"], &[]);
+    assert!(started.status.success(), "{}", text(&started));
+    let script = format!(
+        "#!/usr/bin/env python3\nimport json, socket\nreport = {{}}\n\
+         def talk(host, port):\n    try:\n        with socket.create_connection((host, port), timeout=5) as s:\n            \
+         s.sendall(b'ping\\n'); return s.recv(100).decode()\n    except Exception as e:\n        return 'error ' + type(e).__name__\n\
+         report['resolved'] = sorted({{a[4][0] for a in socket.getaddrinfo('localhost', 1, socket.AF_INET)}})\n\
+         report['hosts'] = open('/etc/hosts').read().splitlines()[1]\n\
+         report['named'] = talk('localhost', {named})\nreport['literal'] = talk('127.0.0.1', {literal})\n\
+         report['named_elsewhere'] = talk('127.0.0.1', {named})\n\
+         json.dump(report, open('{report}', 'w'))\n",
+        report = rig.report().display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (named_flag, literal_flag) = (format!("localhost:{named}"), format!("127.0.0.1:{literal}"));
+    let output = rig.run(&["launch", "claude", "--allow-tcp", &named_flag, "--allow-tcp", &literal_flag], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(rig.report()).unwrap()).unwrap();
+    assert_eq!(report["hosts"], "127.0.0.10 localhost", "the agent's /etc/hosts maps the name: {report}");
+    assert!(report["resolved"].as_array().unwrap().contains(&json!("127.0.0.10")), "{report}");
+    assert_eq!(report["named"], "echo:ping\n", "{report}");
+    assert_eq!(report["literal"], "echo:ping\n", "{report}");
+    assert!(report["named_elsewhere"].as_str().unwrap().starts_with("error"), "{report}");
+    let listed = rig.run(&["audit", "list", "--json", "--event-type", "sandbox.egress.tcp_forwarded"], &[]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let mut hosts: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["payload"]["aileron.proxy.upstream.host"].as_str().unwrap())
+        .collect();
+    hosts.sort();
+    let mut expected = [literal_flag.as_str(), named_flag.as_str()];
+    expected.sort();
+    assert_eq!(hosts, expected, "{listed:#}");
+    let bad = rig.run(&["launch", "claude", "--allow-tcp", "github.com"], &[]);
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("hint: --allow-tcp takes HOST:PORT"), "{}", text(&bad));
+}

@@ -42,6 +42,8 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_REFUSALS_RECORDED: usize = 32;
 /// `aileron.proxy.source` of a CONNECT the proxy refused.
 pub const CONNECT_SOURCE: &str = "connect";
+/// `aileron.proxy.source` of an `--allow-tcp` connection.
+pub const TCP_SOURCE: &str = "tcp_forward";
 
 /// What one session's proxy checks against and records under.
 pub struct EgressSession {
@@ -124,6 +126,61 @@ impl EgressSession {
         }
         tunnels.abort_all();
         self.summarise_refusals().await;
+    }
+
+    /// Relays every connection on `listener` to `destination`, an `--allow-tcp HOST:PORT` the user
+    /// named at launch (resolved here on the host; a private address is what it names): byte for
+    /// byte, each connection recorded as `sandbox.egress.tcp_forwarded` before it is made.
+    pub async fn forward_tcp(
+        self: Arc<Self>,
+        listener: TcpListener,
+        destination: String,
+        closed: impl std::future::Future<Output = ()>,
+    ) {
+        let mut relays = tokio::task::JoinSet::new();
+        let mut closed = std::pin::pin!(closed);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nodelay(true);
+                        relays.spawn(self.clone().relay_tcp(stream, destination.clone()));
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                },
+                Some(_) = relays.join_next(), if !relays.is_empty() => {}
+                () = &mut closed => break,
+            }
+        }
+        relays.abort_all();
+    }
+
+    async fn relay_tcp(self: Arc<Self>, mut stream: TcpStream, destination: String) {
+        let Some((host, port)) = authority(&destination) else { return };
+        let found: Vec<SocketAddr> =
+            match tokio::time::timeout(STEP_TIMEOUT, tokio::net::lookup_host((host.as_str(), port))).await {
+                Ok(Ok(found)) => found.collect(),
+                _ => Vec::new(),
+            };
+        let mut upstream = None;
+        for address in found {
+            if let Ok(Ok(connected)) = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(address)).await {
+                upstream = Some((connected, address));
+                break;
+            }
+        }
+        let Some((mut upstream, address)) = upstream else {
+            let event_type = EventType::SandboxProxyRejected;
+            return self.record_refusal(TCP_SOURCE, "TCP", &destination, event_type, "upstream_connect_failed").await;
+        };
+        let _ = upstream.set_nodelay(true);
+        let forwarded =
+            ProxiedRequest { address: Some(address.to_string()), ..self.request(TCP_SOURCE, "TCP", &destination) };
+        // Fail closed: a connection that cannot be recorded is not relayed.
+        if self.append(EventType::SandboxEgressTcpForwarded, forwarded).await.is_err() {
+            return;
+        }
+        let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
     }
 
     async fn handle(self: Arc<Self>, mut stream: TcpStream) {

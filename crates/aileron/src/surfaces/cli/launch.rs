@@ -35,6 +35,11 @@ pub struct LaunchArgs {
     /// test server, `127.0.0.1:8443`)
     #[arg(long, value_name = "HOST:PORT")]
     allow_private: Vec<String>,
+    /// Relay one non-HTTP destination as it is (repeatable; e.g. `github.com:22` for git over ssh,
+    /// `127.0.0.1:5432` for a local database): a name is mapped to a loopback address of its own in
+    /// the agent's /etc/hosts; every connection is audited
+    #[arg(long, value_name = "HOST:PORT")]
+    allow_tcp: Vec<String>,
     /// Keep one of your credential stores visible to the agent (repeatable; audited): by default
     /// `~/.aws`, `~/.config/gh`, `~/.ssh`, `~/.netrc`, `~/.git-credentials` and the others of
     /// SPEC §15 are hidden from it
@@ -53,6 +58,7 @@ pub async fn run(home: &Home, args: LaunchArgs) -> CliResult {
         writable: args.writable,
         network: args.network,
         allow_private: args.allow_private,
+        allow_tcp: args.allow_tcp,
         expose: args.expose,
         agent_args: args.agent_args,
     };

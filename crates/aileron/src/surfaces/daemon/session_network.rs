@@ -72,8 +72,8 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
     let Ok(Ok((stream, message, fds))) = received else { return };
     let checked = check(&state, &message, fds);
     let answer = match &checked {
-        Ok((_, ca, ..)) => {
-            NetworkHandoverAnswer { ca_certificate: Some(ca.certificate_pem().to_string()), error: None }
+        Ok(attached) => {
+            NetworkHandoverAnswer { ca_certificate: Some(attached.ca.certificate_pem().to_string()), error: None }
         }
         Err(reason) => NetworkHandoverAnswer { ca_certificate: None, error: Some(reason.clone()) },
     };
@@ -86,7 +86,9 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
         Ok::<_, std::io::Error>(stream)
     })
     .await;
-    let (Ok(Ok(stream)), Ok((handover, ca, policy, api, proxy))) = (answered, checked) else { return };
+    let (Ok(Ok(stream)), Ok(Attached { handover, ca, policy, api, proxy, forwards })) = (answered, checked) else {
+        return;
+    };
     let Ok(mut control) = UnixStream::from_std(stream) else { return };
     let (closed, _) = tokio::sync::watch::channel(false);
     let when_closed = |closed: &tokio::sync::watch::Sender<bool>| {
@@ -102,6 +104,10 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
         ca,
         policy,
     ));
+    let mut relays = tokio::task::JoinSet::new();
+    for (listener, destination) in forwards {
+        relays.spawn(egress.clone().forward_tcp(listener, destination, when_closed(&closed)));
+    }
     let proxy_task = tokio::spawn(egress.serve(proxy, when_closed(&closed)));
     let api_task = tokio::spawn(super::connections::serve(api, super::app(state.clone()), when_closed(&closed)));
     // The launcher sends nothing more: the read ends when its side closes.
@@ -112,7 +118,7 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
         () = stopping(&mut shutdown) => {}
     }
     closed.send_replace(true);
-    let _ = tokio::join!(proxy_task, api_task);
+    let _ = tokio::join!(proxy_task, api_task, relays.join_all());
 }
 
 /// Completes when the daemon starts shutting down.
@@ -120,9 +126,18 @@ async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
-type Listeners = (Handover, SessionCa, AgentEgressPolicy, tokio::net::TcpListener, tokio::net::TcpListener);
+/// A hand-over the daemon serves: the session, its CA and policy, its listeners.
+struct Attached {
+    handover: Handover,
+    ca: SessionCa,
+    policy: AgentEgressPolicy,
+    api: tokio::net::TcpListener,
+    proxy: tokio::net::TcpListener,
+    /// `--allow-tcp`: each listener and the destination it relays to.
+    forwards: Vec<(tokio::net::TcpListener, String)>,
+}
 
-fn check(state: &AppState, message: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Result<Listeners, String> {
+fn check(state: &AppState, message: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Result<Attached, String> {
     let handover: Handover = serde_json::from_slice(message.trim_ascii())
         .map_err(|e| format!("the hand-over is not the expected JSON: {e}"))?;
     let admin = state.services.tokens.resolve(&handover.token).is_some_and(|principal| principal.allows(Scope::Admin));
@@ -137,8 +152,11 @@ fn check(state: &AppState, message: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Re
     if session.status != SessionStatus::Active || session.confinement != Confinement::Namespaces {
         return Err(format!("session `{}` is not an active confined session", handover.session_id));
     }
-    let [api, proxy]: [std::os::fd::OwnedFd; 2] =
-        fds.try_into().map_err(|fds: Vec<_>| format!("expected two listeners, got {}", fds.len()))?;
+    if fds.len() != 2 + handover.allow_tcp.len() {
+        return Err(format!("expected {} listeners, got {}", 2 + handover.allow_tcp.len(), fds.len()));
+    }
+    let mut fds = fds.into_iter();
+    let (api, proxy) = (fds.next().expect("counted"), fds.next().expect("counted"));
     let listener = |fd: std::os::fd::OwnedFd| {
         let listener = std::net::TcpListener::from(fd);
         if !listener.local_addr().is_ok_and(|address| address.ip().is_loopback()) {
@@ -148,9 +166,13 @@ fn check(state: &AppState, message: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Re
         tokio::net::TcpListener::from_std(listener).map_err(|e| format!("{e}"))
     };
     let (api, proxy) = (listener(api)?, listener(proxy)?);
+    let mut forwards = Vec::new();
+    for (fd, destination) in fds.zip(&handover.allow_tcp) {
+        forwards.push((listener(fd)?, destination.to_ascii_lowercase()));
+    }
     let ca = SessionCa::new(&handover.session_id).map_err(|e| format!("making the session's CA: {e}"))?;
     let policy = egress_policy(&state.services.home)?;
-    Ok((handover, ca, policy, api, proxy))
+    Ok(Attached { handover, ca, policy, api, proxy, forwards })
 }
 
 /// `$AILERON_HOME/egress.toml`, read for each session (a change applies to the next launch); no

@@ -92,6 +92,11 @@ pub struct Request {
     /// every system certificate bundle that exists. Written by the launcher once the daemon took
     /// the listeners, so it exists by the time the mounts are made.
     pub trust_bundle: Option<PathBuf>,
+    /// `--allow-tcp`: the loopback addresses inside the namespace whose listeners the daemon
+    /// relays to each allowed destination (handed over after the API's and the proxy's).
+    pub forwards: Vec<std::net::SocketAddrV4>,
+    /// A hosts file bound over `/etc/hosts` (the allowed hosts' names mapped to their addresses).
+    pub hosts_file: Option<PathBuf>,
     /// Build everything, run nothing, exit 0: `aileron launch` asks this first, so a machine
     /// without namespaces or Landlock refuses before any session or config file exists.
     pub probe: bool,
@@ -129,6 +134,14 @@ impl Request {
             line.push("--trust-bundle".into());
             line.push(bundle.clone().into_os_string());
         }
+        for forward in &self.forwards {
+            line.push("--forward".into());
+            line.push(forward.to_string().into());
+        }
+        if let Some(hosts) = &self.hosts_file {
+            line.push("--hosts".into());
+            line.push(hosts.clone().into_os_string());
+        }
         if self.probe {
             line.push("--probe".into());
         }
@@ -158,6 +171,24 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
                 let (api_port, proxy_port) =
                     parsed.ok_or_else(|| format!("--network needs API:PROXY ports, got `{ports}`"))?;
                 request.network = Some(Network { channel: None, api_port, proxy_port });
+                continue;
+            }
+            Some("--forward") => {
+                let address = rest.next().and_then(|address| address.to_str()).unwrap_or_default();
+                let parsed: std::net::SocketAddrV4 =
+                    address.parse().map_err(|_| format!("--forward needs a loopback ADDRESS:PORT, got `{address}`"))?;
+                if !parsed.ip().is_loopback() {
+                    return Err(format!("--forward {parsed} is not a loopback address"));
+                }
+                request.forwards.push(parsed);
+                continue;
+            }
+            Some("--hosts") => {
+                let path = PathBuf::from(rest.next().ok_or("--hosts needs a path")?);
+                if !path.is_absolute() {
+                    return Err(format!("--hosts {} is not an absolute path", path.display()));
+                }
+                request.hosts_file = Some(path);
                 continue;
             }
             Some("--trust-bundle") => {
@@ -296,7 +327,7 @@ fn enter(request: &Request) -> Result<i32, String> {
     if let Some(network) = &request.network {
         crate::platform::confinement::loopback_up()?;
         if let Some(channel) = network.channel {
-            hand_over_listeners(channel, network)?;
+            hand_over_listeners(channel, network, &request.forwards)?;
         }
     }
     // SAFETY: this process is single-threaded (the helper runs before anything starts a thread).
@@ -323,7 +354,11 @@ fn enter(request: &Request) -> Result<i32, String> {
 /// through `channel` (to the launcher, which hands them to the daemon); waits for the one-byte
 /// answer that the daemon serves them. Nothing of them stays in this process: the daemon's copies
 /// are the only ones, so the agent can neither take a port over nor accept on it.
-fn hand_over_listeners(channel: std::os::fd::RawFd, network: &Network) -> Result<(), String> {
+fn hand_over_listeners(
+    channel: std::os::fd::RawFd,
+    network: &Network,
+    forwards: &[std::net::SocketAddrV4],
+) -> Result<(), String> {
     use std::io::Read;
     use std::os::fd::{AsRawFd, FromRawFd};
     // SAFETY: the launcher passed this descriptor for us alone; owning it closes it at return.
@@ -333,7 +368,15 @@ fn hand_over_listeners(channel: std::os::fd::RawFd, network: &Network) -> Result
             .map_err(|e| format!("listening on 127.0.0.1:{port} inside the agent's network namespace: {e}"))
     };
     let (api, proxy) = (listen(network.api_port)?, listen(network.proxy_port)?);
-    crate::platform::confinement::send_fds(&channel, b"listeners\n", &[api.as_raw_fd(), proxy.as_raw_fd()])
+    let mut forwarded = Vec::new();
+    for address in forwards {
+        forwarded.push(std::net::TcpListener::bind(address).map_err(|e| {
+            format!("listening on {address} inside the agent's network namespace (for --allow-tcp): {e}")
+        })?);
+    }
+    let fds: Vec<_> =
+        [api.as_raw_fd(), proxy.as_raw_fd()].into_iter().chain(forwarded.iter().map(AsRawFd::as_raw_fd)).collect();
+    crate::platform::confinement::send_fds(&channel, b"listeners\n", &fds)
         .map_err(|e| format!("handing the session's listeners to the launcher: {e}"))?;
     let mut answer = [0u8; 1];
     match channel.read(&mut answer) {
@@ -368,6 +411,15 @@ fn init(request: &Request) -> Result<i32, String> {
             mount(Some("/dev/null"), hidden, none, MsFlags::MS_BIND, none)
         }
         .map_err(|e| format!("hiding {}: {e}", hidden.display()))?;
+    }
+    if let Some(hosts) = &request.hosts_file {
+        let etc_hosts = std::path::Path::new("/etc/hosts");
+        mount(Some(hosts.as_path()), etc_hosts, none, MsFlags::MS_BIND, none)
+            .and_then(|()| {
+                let read_only = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID;
+                mount(none, etc_hosts, none, read_only, none)
+            })
+            .map_err(|e| format!("mapping the --allow-tcp hosts in /etc/hosts: {e}"))?;
     }
     if let Some(bundle) = &request.trust_bundle {
         for system in super::network::SYSTEM_BUNDLES.iter().map(std::path::Path::new).filter(|path| path.exists()) {
@@ -525,6 +577,8 @@ mod tests {
             hidden: vec![PathBuf::from("/home/u/.aws"), PathBuf::from("/home/u/.netrc")],
             network: Some(Network { channel: Some(5), api_port: 4100, proxy_port: 3128 }),
             trust_bundle: Some(PathBuf::from("/run/user/1000/aileron/launch/trust-s1.pem")),
+            forwards: vec!["127.0.0.10:22".parse().unwrap()],
+            hosts_file: Some(PathBuf::from("/run/user/1000/aileron/launch/hosts-s1")),
             probe: false,
             interrupts_reach_agent: true,
             program: "/usr/bin/claude".into(),
@@ -541,5 +595,6 @@ mod tests {
         assert!(parse(&os(&["--channel", "3", "--", "x"])).is_err(), "a channel without a network");
         assert!(parse(&os(&["--network", "1", "--channel", "3", "--", "x"])).is_err(), "one port");
         assert!(parse(&os(&["--probe", "--network", "1:2"])).unwrap().network.is_some());
+        assert!(parse(&os(&["--forward", "10.0.0.1:22", "--", "x"])).is_err(), "a forward not on loopback");
     }
 }

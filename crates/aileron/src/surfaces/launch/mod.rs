@@ -455,6 +455,8 @@ pub struct LaunchOptions {
     pub network: NetworkMode,
     /// `--allow-private HOST:PORT`: non-public destinations the proxy may reach.
     pub allow_private: Vec<String>,
+    /// `--allow-tcp HOST:PORT`: non-HTTP destinations relayed as they are (git over ssh).
+    pub allow_tcp: Vec<String>,
     /// `--expose PATH`: credential stores left visible.
     pub expose: Vec<PathBuf>,
     pub agent_args: Vec<OsString>,
@@ -571,6 +573,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             agent.name()
         );
     }
+    // Refused before anything starts (the session's own ports are checked again once known).
+    network::tcp_forwards(&options.allow_tcp, &[])
+        .map_err(|problem| anyhow!("{problem}\nhint: --allow-tcp takes HOST:PORT, for example github.com:22"))?;
     let masks = crate::platform::confinement::masked_directories(home);
     // The agent keeps its working directory across the mounts that hide the home: started inside
     // it, it would read daemon.json (and decide its own approvals) through its cwd (the
@@ -668,16 +673,28 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         && tracing.enabled
         && tracing.exporter == crate::platform::telemetry::ExporterKind::File.as_str())
     .then(|| temp_dir.path().join("traces-parent"));
+    let mut forwards = Vec::new();
     if let Some(network) = &mut request.network {
         let port =
             url::Url::parse(&client.base_url).ok().and_then(|url| url.port()).context("reading the daemon's port")?;
         (network.api_port, network.proxy_port) = network::ports(port);
+        forwards = network::tcp_forwards(&options.allow_tcp, &[network.api_port, network.proxy_port])
+            .map_err(|problem| anyhow!("{problem}\nhint: --allow-tcp takes HOST:PORT, for example github.com:22"))?;
+        request.forwards = forwards.iter().map(|forward| forward.inside).collect();
+        if !forwards.is_empty() {
+            let hosts = env.launch_dir.join(format!("hosts-{}", wiring.session_id));
+            crate::platform::home::write_atomic(&hosts, network::hosts_file(&forwards).as_bytes(), 0o644)
+                .with_context(|| format!("writing {}", hosts.display()))?;
+            request.hosts_file = Some(hosts);
+        }
     }
     let handover = request.network.map(|_| NetworkHandover {
         session_id: wiring.session_id.clone(),
         token: client.token().expose().to_string(),
         allow_private: options.allow_private.clone(),
+        allow_tcp: forwards.iter().map(|forward| forward.destination.clone()).collect(),
     });
+    let hosts_file = request.hosts_file.clone();
     let containment = (confinement == Confinement::Namespaces).then_some(Contained {
         request,
         temp_dir: temp_dir.path(),
@@ -685,6 +702,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
     });
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment).await;
+    if let Some(hosts) = hosts_file {
+        let _ = std::fs::remove_file(hosts);
+    }
     if let (Some(parent), Some(traces)) = (&agent_traces, home.traces_dir()) {
         collect_agent_spans(&parent.join("traces"), &traces);
     }

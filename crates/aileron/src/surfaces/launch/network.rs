@@ -43,6 +43,60 @@ pub fn proxy_env(proxy_port: u16) -> Vec<(String, String)> {
     env
 }
 
+/// Most `--allow-tcp` destinations a launch may name.
+pub const MAX_TCP_FORWARDS: usize = 8;
+
+/// One `--allow-tcp HOST:PORT`: the destination the daemon dials (resolved on the host), and the
+/// loopback address inside the namespace the agent connects to instead. A loopback HOST keeps its
+/// own address; a name gets an alias of its own (127.0.0.10, .11, …), mapped in `/etc/hosts`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpForward {
+    pub destination: String,
+    pub host: String,
+    pub inside: std::net::SocketAddrV4,
+}
+
+/// Parses the `--allow-tcp` values: `HOST:PORT` each, at most [`MAX_TCP_FORWARDS`], none on the
+/// session's own ports.
+pub fn tcp_forwards(values: &[String], taken: &[u16]) -> Result<Vec<TcpForward>, String> {
+    if values.len() > MAX_TCP_FORWARDS {
+        return Err(format!("at most {MAX_TCP_FORWARDS} --allow-tcp destinations"));
+    }
+    let mut forwards = Vec::new();
+    for (index, value) in values.iter().enumerate() {
+        let bad = || format!("--allow-tcp `{value}`: write HOST:PORT (e.g. github.com:22 or 127.0.0.1:5432)");
+        let (host, port) = value.rsplit_once(':').ok_or_else(bad)?;
+        let port: u16 = port.parse().ok().filter(|port| *port != 0).ok_or_else(bad)?;
+        let host = host.to_ascii_lowercase();
+        let valid =
+            !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+        if !valid {
+            return Err(bad());
+        }
+        let inside = match host.parse::<std::net::Ipv4Addr>() {
+            Ok(ip) if ip.is_loopback() => {
+                if taken.contains(&port) {
+                    return Err(format!("--allow-tcp {value}: port {port} is the session's own inside the namespace"));
+                }
+                std::net::SocketAddrV4::new(ip, port)
+            }
+            _ => std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(127, 0, 0, 10 + index as u8), port),
+        };
+        forwards.push(TcpForward { destination: format!("{host}:{port}"), host, inside });
+    }
+    Ok(forwards)
+}
+
+/// The agent's `/etc/hosts`: each forwarded name at its alias, ahead of the host's own entries.
+pub fn hosts_file(forwards: &[TcpForward]) -> String {
+    let mut text = String::from("# aileron launch: --allow-tcp names, then this machine's /etc/hosts\n");
+    for forward in forwards.iter().filter(|forward| forward.host.parse::<std::net::Ipv4Addr>().is_err()) {
+        text.push_str(&format!("{} {}\n", forward.inside.ip(), forward.host));
+    }
+    text.push_str(&std::fs::read_to_string("/etc/hosts").unwrap_or_default());
+    text
+}
+
 /// The system certificate bundles the session's trust bundle is mounted over (those that exist).
 pub const SYSTEM_BUNDLES: [&str; 6] = [
     "/etc/ssl/certs/ca-certificates.crt",
@@ -165,7 +219,7 @@ pub fn hand_over(
 fn attach(channel: &UnixStream, control_socket: &Path, handover: &Handover) -> Result<(UnixStream, String), String> {
     let (_, listeners) = crate::platform::confinement::receive_fds(channel)
         .map_err(|e| format!("receiving the namespace's listeners from the helper: {e}"))?;
-    if listeners.len() != 2 {
+    if listeners.len() != 2 + handover.allow_tcp.len() {
         return Err("the confinement helper ended before handing over its listeners".to_string());
     }
     let control = UnixStream::connect(control_socket)
@@ -196,6 +250,20 @@ fn attach(channel: &UnixStream, control_socket: &Path, handover: &Handover) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tcp_forwards_keep_loopback_addresses_and_alias_names() {
+        let forwards = tcp_forwards(&["GitHub.com:22".into(), "127.0.0.1:5432".into()], &[4000, 3128]).unwrap();
+        assert_eq!(forwards[0].destination, "github.com:22");
+        assert_eq!(forwards[0].inside.to_string(), "127.0.0.10:22");
+        assert_eq!(forwards[1].inside.to_string(), "127.0.0.1:5432");
+        assert!(hosts_file(&forwards).starts_with("# aileron launch"));
+        assert!(hosts_file(&forwards).contains("127.0.0.10 github.com\n"));
+        for bad in ["github.com", "github.com:0", "a b:22", "127.0.0.1:3128", "http://x:1"] {
+            assert!(tcp_forwards(&[bad.to_string()], &[4000, 3128]).is_err(), "{bad}");
+        }
+        assert!(tcp_forwards(&vec!["a:1".to_string(); MAX_TCP_FORWARDS + 1], &[]).is_err());
+    }
 
     #[test]
     fn the_proxy_never_takes_the_api_port() {
