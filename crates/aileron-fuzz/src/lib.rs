@@ -426,7 +426,7 @@ pub fn sessions_journal(data: &[u8]) {
     assert!(registry.active().is_empty(), "a session from a previous daemon is never active");
     let before = registry.all().len();
     let tokens = aileron::platform::principal::TokenRegistry::new("fuzz-admin-token".into());
-    let started = registry.start(&tokens, "fuzz", None, Confinement::Unconfined).expect("journaling a session");
+    let started = registry.start(&tokens, "fuzz", None, Confinement::Unconfined, false).expect("journaling a session");
     drop(registry);
     let reopened = SessionRegistry::open(path);
     assert!(

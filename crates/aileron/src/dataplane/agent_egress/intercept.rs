@@ -107,12 +107,7 @@ where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Ok((sender, connection)) = hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(upstream)).await
-    else {
-        return;
-    };
-    tokio::spawn(connection.with_upgrades());
-    let sender = Arc::new(tokio::sync::Mutex::new(sender));
+    let Some(sender) = upstream_connection(upstream).await else { return };
     let forwarding = session.clone();
     let destination = target.destination.clone();
     let service = hyper::service::service_fn(move |request| {
@@ -136,12 +131,7 @@ where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Ok((sender, connection)) = hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(upstream)).await
-    else {
-        return;
-    };
-    tokio::spawn(connection);
-    let sender = Arc::new(tokio::sync::Mutex::new(sender));
+    let Some(sender) = upstream_connection(upstream).await else { return };
     let service = hyper::service::service_fn(move |request| {
         forward(session.clone(), sender.clone(), target.clone(), "https", request)
     });
@@ -149,6 +139,19 @@ where
         .timer(hyper_util::rt::TokioTimer::new())
         .serve_connection(TokioIo::new(client), service)
         .await;
+}
+
+type Upstream = Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Incoming>>>;
+
+/// The tunnel's one HTTP/1.1 connection to its upstream (upgrades allowed), driven on its own task.
+async fn upstream_connection<U>(upstream: U) -> Option<Upstream>
+where
+    U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(upstream)).await.ok()?;
+    tokio::spawn(connection.with_upgrades());
+    Some(Arc::new(tokio::sync::Mutex::new(sender)))
 }
 
 /// The request as an HTTP/1.1 upstream reads it: origin-form target, and a `Host` header (an h2
@@ -171,7 +174,7 @@ fn for_http1_upstream(request: &mut Request<Incoming>) {
 
 async fn forward(
     session: Arc<EgressSession>,
-    sender: Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Incoming>>>,
+    sender: Upstream,
     target: Target,
     scheme: &'static str,
     mut request: Request<Incoming>,

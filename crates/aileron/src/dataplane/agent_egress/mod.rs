@@ -24,7 +24,7 @@ use std::time::Duration;
 use aileron_core::audit::{Actor, ActorType};
 use aileron_core::vocabulary::EventType;
 use aileron_core::vocabulary::records::ProxiedRequest;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::stores::audit_log::{AuditEvent, AuditLog};
@@ -34,8 +34,6 @@ mod session_ca;
 
 pub use session_ca::SessionCa;
 
-/// Longest request head read.
-const MAX_HEAD_BYTES: usize = 8 * 1024;
 /// How long a client may take to send its request head, and the proxy to resolve and dial.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Distinct refusals (destination and reason) recorded one by one per session.
@@ -107,24 +105,8 @@ impl EgressSession {
 
     /// Serves `listener` until `closed` completes; every open tunnel ends with it.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, closed: impl std::future::Future<Output = ()>) {
-        let mut tunnels = tokio::task::JoinSet::new();
-        let mut closed = std::pin::pin!(closed);
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => {
-                        // Heads and handshakes are small writes each waiting for an answer:
-                        // Nagle's algorithm against delayed ACKs would hold them up to 40 ms.
-                        let _ = stream.set_nodelay(true);
-                        tunnels.spawn(self.clone().handle(stream));
-                    }
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                },
-                Some(_) = tunnels.join_next(), if !tunnels.is_empty() => {}
-                () = &mut closed => break,
-            }
-        }
-        tunnels.abort_all();
+        let session = self.clone();
+        accept_until(listener, closed, move |stream| session.clone().handle(stream)).await;
         self.summarise_refusals().await;
     }
 
@@ -137,22 +119,7 @@ impl EgressSession {
         destination: String,
         closed: impl std::future::Future<Output = ()>,
     ) {
-        let mut relays = tokio::task::JoinSet::new();
-        let mut closed = std::pin::pin!(closed);
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => {
-                        let _ = stream.set_nodelay(true);
-                        relays.spawn(self.clone().relay_tcp(stream, destination.clone()));
-                    }
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                },
-                Some(_) = relays.join_next(), if !relays.is_empty() => {}
-                () = &mut closed => break,
-            }
-        }
-        relays.abort_all();
+        accept_until(listener, closed, move |stream| self.clone().relay_tcp(stream, destination.clone())).await;
     }
 
     async fn relay_tcp(self: Arc<Self>, mut stream: TcpStream, destination: String) {
@@ -184,11 +151,12 @@ impl EgressSession {
     }
 
     async fn handle(self: Arc<Self>, mut stream: TcpStream) {
-        let head = match tokio::time::timeout(STEP_TIMEOUT, read_head(&mut stream)).await {
-            Ok(Some(head)) => head,
-            // Closed or stalled before a whole head: nothing was asked, nothing is recorded.
-            _ => return,
-        };
+        let head =
+            match tokio::time::timeout(STEP_TIMEOUT, crate::dataplane::headers::read_connect_head(&mut stream)).await {
+                Ok(Some(head)) => head,
+                // Closed or stalled before a whole head: nothing was asked, nothing is recorded.
+                _ => return,
+            };
         let mut words = head.lines().next().unwrap_or_default().split_whitespace();
         let (method, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
         if !method.eq_ignore_ascii_case("CONNECT") {
@@ -334,18 +302,30 @@ impl EgressSession {
     }
 }
 
-/// The request head, up to the blank line; `None` when the client sent none in bounds. Read
-/// byte by byte: nothing after the head (the tunnel's first bytes) may be consumed here.
-async fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && !head.ends_with(b"\n\n") {
-        if head.len() >= MAX_HEAD_BYTES || stream.read(&mut byte).await.ok()? == 0 {
-            return None;
+/// Accepts on `listener` and runs `handle` for each connection (`TCP_NODELAY` set: heads and
+/// handshakes are small writes each waiting for an answer, which Nagle's algorithm against delayed
+/// ACKs would hold up to 40 ms) until `closed` completes; every connection still open ends with it.
+async fn accept_until<F, Task>(listener: TcpListener, closed: impl std::future::Future<Output = ()>, handle: F)
+where
+    F: Fn(TcpStream) -> Task,
+    Task: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut connections = tokio::task::JoinSet::new();
+    let mut closed = std::pin::pin!(closed);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    connections.spawn(handle(stream));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            () = &mut closed => break,
         }
-        head.push(byte[0]);
     }
-    String::from_utf8(head).ok()
+    connections.abort_all();
 }
 
 /// `host:port` of a CONNECT target (`[v6]:port` for an IPv6 literal); the port is required.

@@ -21,7 +21,7 @@ use aileron_core::vocabulary::EventType;
 use aileron_core::vocabulary::records::ProxiedRequest;
 use aileron_core::{Boundary, Failure};
 use serde_json::{Map, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 
 use crate::stores::audit_log::{AuditEvent, AuditLog};
@@ -29,8 +29,6 @@ use crate::stores::audit_log::{AuditEvent, AuditLog};
 /// `aileron.proxy.source` of a spawned program's connection.
 const SOURCE: &str = "spawn_proxy";
 
-/// Longest CONNECT request head read.
-const MAX_HEAD_BYTES: usize = 8 * 1024;
 /// Distinct refusals (host and reason) recorded one by one per spawn; the rest are counted.
 pub(crate) const MAX_REFUSALS_RECORDED: usize = 16;
 
@@ -121,7 +119,7 @@ impl Drop for SpawnProxy {
 
 async fn serve(shared: Arc<Shared>, mut stream: UnixStream) {
     let context = &shared.context;
-    let Some(head) = read_head(&mut stream).await else { return };
+    let Some(head) = crate::dataplane::headers::read_connect_head(&mut stream).await else { return };
     let mut words = head.lines().next().unwrap_or_default().split_whitespace();
     let (method, authority) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
     let shown: String = authority.chars().take(256).collect();
@@ -189,20 +187,6 @@ async fn serve(shared: Arc<Shared>, mut stream: UnixStream) {
         return;
     }
     let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
-}
-
-/// The request head, up to the blank line; `None` when the client sent none in bounds.
-async fn read_head(stream: &mut UnixStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    // Byte by byte: nothing after the head (the tunnel's first bytes) may be consumed here.
-    while !head.ends_with(b"\r\n\r\n") && !head.ends_with(b"\n\n") {
-        if head.len() >= MAX_HEAD_BYTES || stream.read(&mut byte).await.ok()? == 0 {
-            return None;
-        }
-        head.push(byte[0]);
-    }
-    String::from_utf8(head).ok()
 }
 
 async fn refuse(shared: &Shared, stream: &mut UnixStream, authority: &str, failure: Failure, status: &str) {
