@@ -525,11 +525,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 .iter()
                 .map(|dir| dir.display().to_string())
                 .collect();
-            println!("\nconfinement: user, mount and PID namespaces; hidden from the agent: {}", masks.join(", "));
+            let namespaces = match options.network {
+                NetworkMode::Enforced => "user, mount, PID and network namespaces",
+                NetworkMode::Open => "user, mount and PID namespaces",
+            };
+            println!("\nconfinement: {namespaces}; hidden from the agent: {}", masks.join(", "));
             match options.network {
                 NetworkMode::Enforced => println!(
                     "network: its own namespace; out only through the daemon's egress proxy (HTTPS_PROXY), every \
-                     connection audited{}",
+                     request audited{}",
                     if options.allow_private.is_empty() {
                         String::new()
                     } else {
