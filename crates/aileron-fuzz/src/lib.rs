@@ -48,6 +48,8 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("keyring", keyring),
     ("mcp_message", mcp_message),
     ("http_body", http_body),
+    ("agent_proxy_head", agent_proxy_head),
+    ("egress_policy", egress_policy),
 ];
 
 /// A `ParseError` must say where, what and what to do.
@@ -467,5 +469,49 @@ pub fn keyring(data: &[u8]) {
             let _ = keyring.entries();
         }
         Err(error) => assert!(!error.to_string().trim().is_empty()),
+    }
+}
+
+/// What a launched agent sends its egress proxy first (`dataplane::agent_egress::ProxyHead`): never
+/// panics; a CONNECT it accepts names a host of hostname bytes (or an IPv6 literal) and a non-zero
+/// port, and its destination reads back as the same CONNECT; a refused request's record holds no
+/// path or query.
+pub fn agent_proxy_head(data: &[u8]) {
+    use aileron::dataplane::agent_egress::ProxyHead;
+    let head = String::from_utf8_lossy(data);
+    match ProxyHead::parse(&head) {
+        ProxyHead::Connect { host, port, destination } => {
+            assert_ne!(port, 0);
+            let plain = host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
+            assert!(plain && !host.is_empty() && host.len() <= 253, "{host:?}");
+            assert_eq!(host, host.to_ascii_lowercase());
+            let again = ProxyHead::parse(&format!("CONNECT {destination} HTTP/1.1\r\n\r\n"));
+            assert_eq!(again, ProxyHead::Connect { host, port, destination });
+        }
+        ProxyHead::NotConnect { method, shown } => {
+            assert!(method.chars().count() <= 32);
+            assert!(!shown.contains('/') && !shown.contains('?'), "a path or query in {shown:?}");
+        }
+        ProxyHead::Malformed { shown } => assert!(shown.chars().count() <= 256),
+    }
+}
+
+/// `$AILERON_HOME/egress.toml`: never panics; an error names the file and says what to do; an
+/// accepted allowlist's decisions do not depend on the host's case or a trailing dot.
+pub fn egress_policy(data: &[u8]) {
+    use aileron_core::policy::{AgentEgressPolicy, EgressMode};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    match AgentEgressPolicy::parse("egress.toml", text) {
+        Ok(policy) => {
+            for host in ["api.github.com", "WWW.Example.Org", "example.org", "127.0.0.1", ""] {
+                let allowed = policy.allows(host);
+                assert_eq!(allowed, policy.allows(&host.to_ascii_uppercase()), "{host}");
+                assert_eq!(allowed, policy.allows(&format!("{host}.")), "{host}");
+                if policy.mode == EgressMode::Open {
+                    assert!(allowed);
+                }
+            }
+        }
+        Err(error) => check_parse_error(&error, "egress.toml", text),
     }
 }

@@ -157,20 +157,17 @@ impl EgressSession {
                 // Closed or stalled before a whole head: nothing was asked, nothing is recorded.
                 _ => return,
             };
-        let mut words = head.lines().next().unwrap_or_default().split_whitespace();
-        let (method, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
-        if !method.eq_ignore_ascii_case("CONNECT") {
-            let shown = shown_destination(target);
-            let refusal = Refusal::rejected("non_connect_proxy_request_unsupported", "403 Forbidden");
-            return self.refuse(&mut stream, method, &shown, refusal).await;
-        }
-        let Some((host, port)) = authority(target) else {
-            let shown: String = target.chars().take(256).collect();
-            return self
-                .refuse(&mut stream, "CONNECT", &shown, Refusal::rejected("malformed_request", "400 Bad Request"))
-                .await;
+        let (host, port, destination) = match ProxyHead::parse(&head) {
+            ProxyHead::Connect { host, port, destination } => (host, port, destination),
+            ProxyHead::NotConnect { method, shown } => {
+                let refusal = Refusal::rejected("non_connect_proxy_request_unsupported", "403 Forbidden");
+                return self.refuse(&mut stream, &method, &shown, refusal).await;
+            }
+            ProxyHead::Malformed { shown } => {
+                let refusal = Refusal::rejected("malformed_request", "400 Bad Request");
+                return self.refuse(&mut stream, "CONNECT", &shown, refusal).await;
+            }
         };
-        let destination = format!("{}:{port}", bracketed(&host));
         let allowed_private = self.allow_private.contains(&destination);
         // The policy is asked before anything is resolved: a refused name is never looked up.
         if !allowed_private && !self.policy.allows(&host) {
@@ -328,17 +325,51 @@ where
     connections.abort_all();
 }
 
+/// What a launched agent's first line to its proxy asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyHead {
+    /// `CONNECT host:port`: the host lower-cased (an IPv6 literal without brackets), the port
+    /// non-zero, and `destination` the `host:port` (`[v6]:port`) every record names.
+    Connect { host: String, port: u16, destination: String },
+    /// Anything but CONNECT: the method (at most 32 characters) and the destination's host and
+    /// port alone (never a path or a query).
+    NotConnect { method: String, shown: String },
+    /// A CONNECT whose target is not `host:port`: at most 256 characters of it.
+    Malformed { shown: String },
+}
+
+impl ProxyHead {
+    /// Reads the request line of `head` (the whole head, as the proxy read it).
+    pub fn parse(head: &str) -> ProxyHead {
+        let mut words = head.lines().next().unwrap_or_default().split_whitespace();
+        let (method, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+        if !method.eq_ignore_ascii_case("CONNECT") {
+            return ProxyHead::NotConnect {
+                method: method.chars().take(32).collect(),
+                shown: shown_destination(target),
+            };
+        }
+        match authority(target) {
+            Some((host, port)) => {
+                ProxyHead::Connect { destination: format!("{}:{port}", bracketed(&host)), host, port }
+            }
+            None => ProxyHead::Malformed { shown: target.chars().take(256).collect() },
+        }
+    }
+}
+
 /// `host:port` of a CONNECT target (`[v6]:port` for an IPv6 literal); the port is required.
 fn authority(target: &str) -> Option<(String, u16)> {
     let (host, port) = target.rsplit_once(':')?;
     let port: u16 = port.parse().ok().filter(|port| *port != 0)?;
-    let host = match host.strip_prefix('[') {
-        Some(v6) => v6.strip_suffix(']')?.parse::<std::net::Ipv6Addr>().ok()?.to_string(),
-        None => host.to_ascii_lowercase(),
-    };
+    // A colon belongs to an IPv6 literal only, and that is bracketed.
+    if let Some(v6) = host.strip_prefix('[') {
+        return Some((v6.strip_suffix(']')?.parse::<std::net::Ipv6Addr>().ok()?.to_string(), port));
+    }
+    let host = host.to_ascii_lowercase();
     let valid = !host.is_empty()
         && host.len() <= 253
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
     valid.then_some((host, port))
 }
 
@@ -368,7 +399,16 @@ mod tests {
         assert_eq!(authority("Example.COM:443"), Some(("example.com".into(), 443)));
         assert_eq!(authority("[::1]:8443"), Some(("::1".into(), 8443)));
         assert_eq!(authority("10.0.0.1:22"), Some(("10.0.0.1".into(), 22)));
-        for bad in ["example.com", "example.com:0", "example.com:99999", ":443", "[::1:443", "a b:443", "a/b:443"] {
+        for bad in [
+            "example.com",
+            "example.com:0",
+            "example.com:99999",
+            ":443",
+            "[::1:443",
+            "a b:443",
+            "a/b:443",
+            "a.com:4b.com:443",
+        ] {
             assert_eq!(authority(bad), None, "{bad}");
         }
         assert_eq!(bracketed("::1"), "[::1]");
