@@ -612,8 +612,9 @@ fn install_guest_target() -> Result<(), Failure> {
 /// The Debian programs the tests drive, each with the packages that provide it: the browser test's
 /// chromium, and the programs the spawn tests confine (git for the example connector, python3
 /// for the escape attempts, util-linux's unshare for the no-namespaces case, a C compiler for the
-/// Unix-socket escapes and the ssh-agent and session bus they aim at).
-const DEBIAN_PROGRAMS: [(&str, &[&str], &str); 8] = [
+/// Unix-socket escapes and the ssh-agent and session bus they aim at, curl for the launch tests'
+/// clients of the egress proxy; git's own `git http-backend` serves their git clone).
+const DEBIAN_PROGRAMS: [(&str, &[&str], &str); 9] = [
     (CHROMIUM, &["chromium", "fonts-liberation"], "the browser test (or set AILERON_SKIP_BROWSER_TESTS=1)"),
     ("/usr/bin/git", &["git"], "the spawn tests and the demo's git step"),
     ("/usr/bin/python3", &["python3"], "the spawn escape tests"),
@@ -622,6 +623,7 @@ const DEBIAN_PROGRAMS: [(&str, &[&str], &str); 8] = [
     ("/usr/include/linux/io_uring.h", &["linux-libc-dev"], "the spawn test's io_uring escape"),
     ("/usr/bin/ssh-agent", &["openssh-client"], "the spawn test's Unix-socket escapes (a real ssh-agent)"),
     ("/usr/bin/dbus-daemon", &["dbus-daemon"], "the spawn test's Unix-socket escapes (a real session bus)"),
+    ("/usr/bin/curl", &["curl"], "the launch tests' real clients through a launched agent's egress proxy"),
 ];
 
 /// Installs the Debian packages of [`DEBIAN_PROGRAMS`] that are missing, when we may (root with
