@@ -1003,3 +1003,52 @@ async fn a_damaged_vault_file_is_reported_on_unlock_and_never_overwritten() {
     assert_eq!(init.status, StatusCode::CONFLICT, "a damaged vault is never silently replaced: {}", init.body);
     assert_eq!(std::fs::read(harness.home.secrets()).unwrap(), b"{\"version\": 1, \"truncated");
 }
+
+/// The JSON routes no other harness test reaches answer their declared types as well (the harness
+/// checks every success against its route's declaration, `support::declared_answer`): one audit
+/// record, an action's patch, the secrets list, a binding's revocation, keyring trust and revoke,
+/// and a connector's removal.
+#[tokio::test]
+async fn the_json_routes_other_tests_leave_out_answer_their_declared_types() {
+    let harness = Harness::new();
+    credential_action(
+        &harness,
+        &["127.0.0.1:9".to_string()],
+        &api_key_credential("Authorization", "{key}"),
+        "api_key",
+        false,
+    )
+    .await;
+    init_vault(&harness).await;
+    let ok = |answer: &crate::support::TestResponse, status: u16| {
+        assert_eq!(answer.status.as_u16(), status, "{}", answer.body);
+    };
+    let set =
+        harness.request("POST", "/v1/secrets", Some(json!({ "path": "llm/test", "value": "v-1234567890" }))).await;
+    ok(&set, 201);
+    ok(&harness.request("GET", "/v1/secrets", None).await, 200);
+    let bound = harness
+        .request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": "k-1234567890" })))
+        .await;
+    ok(&bound, 201);
+    let name = aileron::wire::path_segment(bound.body["name"].as_str().unwrap());
+    ok(&harness.request("DELETE", &format!("/v1/bindings/{name}"), None).await, 200);
+    let trusted = harness
+        .request(
+            "POST",
+            "/v1/keyring/trust",
+            Some(json!({ "authority": "github://q", "key": "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=" })),
+        )
+        .await;
+    ok(&trusted, 201);
+    ok(&harness.request("POST", "/v1/keyring/revoke", Some(json!({ "authority": "github://q" }))).await, 200);
+    ok(&harness.request("PATCH", "/v1/actions/fetch", Some(json!({ "enabled": false }))).await, 200);
+    let records = harness.audit().await;
+    let id = records.iter().find_map(|r| r["audit_id"].as_str()).unwrap().to_string();
+    ok(&harness.request("GET", &format!("/v1/audit/{id}"), None).await, 200);
+    ok(&harness.request("DELETE", "/v1/actions/fetch", None).await, 204);
+    let removed = harness
+        .request("POST", "/v1/connectors/remove", Some(json!({ "reference": format!("{CONNECTOR}@1.0.0") })))
+        .await;
+    ok(&removed, 200);
+}
