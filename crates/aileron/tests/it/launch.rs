@@ -1708,6 +1708,8 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     let roots = rig.temp.path().join("daemon-roots.pem");
     std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
     let git = GitServer::start(rig.temp.path());
+    let h2_runtime = tokio::runtime::Runtime::new().unwrap();
+    let h2_upstream = format!("localhost:{}", h2_runtime.block_on(h2_tls_upstream()).port());
     // The daemon trusts the test upstream's certificate (and nothing else).
     let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
     assert!(started.status.success(), "{}", text(&started));
@@ -1719,8 +1721,9 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     let (trusted, untrusted) = (format!("localhost:{}", trusted.port()), format!("localhost:{}", untrusted.port()));
     let git_upstream = format!("localhost:{}", git.port);
     let venv_python = crate::gateway_clients::venv_python();
-    let env: [(&str, &std::ffi::OsStr); 5] = [
+    let env: [(&str, &std::ffi::OsStr); 6] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
+        ("H2_UPSTREAM", h2_upstream.as_ref()),
         ("TRUSTED_UPSTREAM", trusted.as_ref()),
         ("UNTRUSTED_UPSTREAM", untrusted.as_ref()),
         ("GIT_UPSTREAM", git_upstream.as_ref()),
@@ -1735,6 +1738,8 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
         &untrusted,
         "--allow-private",
         &git_upstream,
+        "--allow-private",
+        &h2_upstream,
     ];
     let output = rig.run_with_path(&args, &env, Path::new("/usr/bin"));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
@@ -1746,6 +1751,7 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     assert_eq!(report["node"]["stdout"].as_str().unwrap_or_default().trim(), "HTTP/1.1 200 OK", "{report:#}");
     assert_eq!(report["curl_untrusted_upstream"]["stdout"], "502", "{report:#}");
     assert_eq!(report["curl_h2"]["stdout"], "2", "h2 by ALPN with the proxy: {report:#}");
+    assert_eq!(report["curl_h2_upstream"]["stdout"], "HTTP/2.0 /h2-upstream", "h2 on both sides: {report:#}");
     assert_eq!(
         report["python_requests"]["stdout"].as_str().unwrap_or_default().trim(),
         r#"200 {"via":"tls"}"#,
@@ -1763,6 +1769,11 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
         listed["items"].as_array().unwrap().clone()
     };
     let passthrough = audit("sandbox.proxy.passthrough");
+    let (to_h2, passthrough): (Vec<Value>, Vec<Value>) =
+        passthrough.into_iter().partition(|r| r["payload"]["aileron.proxy.upstream.host"] == h2_upstream.as_str());
+    assert_eq!(to_h2.len(), 1, "{to_h2:#?}");
+    assert_eq!(to_h2[0]["payload"]["aileron.proxy.upstream.path"], "/h2-upstream");
+    assert_eq!(to_h2[0]["payload"]["aileron.proxy.upstream.status"], 200);
     let (to_git, passthrough): (Vec<Value>, Vec<Value>) =
         passthrough.into_iter().partition(|r| r["payload"]["aileron.proxy.upstream.host"] == git_upstream.as_str());
     let mut paths: Vec<&str> =
@@ -2081,4 +2092,35 @@ fn allowed_tcp_destinations_are_relayed_and_recorded() {
     let bad = rig.run(&["launch", "claude", "--allow-tcp", "github.com"], &[]);
     assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("hint: --allow-tcp takes HOST:PORT"), "{}", text(&bad));
+}
+
+/// An HTTPS upstream that speaks h2 only (ALPN `h2`), with the gateway tests' certificate: it
+/// answers each request with the HTTP version and path it received.
+async fn h2_tls_upstream() -> std::net::SocketAddr {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    aileron::platform::process::install_crypto_provider();
+    let certs = vec![CertificateDer::from_pem_slice(crate::gateway::TEST_UPSTREAM_CERT.as_bytes()).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(crate::gateway::TEST_UPSTREAM_KEY.as_bytes()).unwrap();
+    let mut config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key).unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else { return };
+                let service = hyper::service::service_fn(|request: hyper::Request<hyper::body::Incoming>| async move {
+                    let body = format!("{:?} {}", request.version(), request.uri().path());
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(axum::body::Body::from(body)))
+                });
+                let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    address
 }

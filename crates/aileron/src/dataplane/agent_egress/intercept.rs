@@ -6,7 +6,8 @@
 //! (never the query), the status and the time to the response head — before its response goes
 //! back: a response that cannot be recorded is answered 503 instead. Upgrades (WebSocket) are
 //! relayed byte for byte once both sides switched. Anything else in a tunnel is refused. The
-//! client may speak h2 (offered by ALPN with HTTP/1.1); the upstream is spoken to in HTTP/1.1.
+//! client may speak h2 (offered by ALPN with HTTP/1.1); the upstream is offered h2 when the client
+//! chose it, else HTTP/1.1 alone.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -69,7 +70,10 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: Tcp
         Err(_) => return,
     };
     let client_h2 = client.get_ref().1.alpn_protocol() == Some(b"h2");
-    match tokio_rustls::TlsConnector::from(session.upstream_tls.clone()).connect(name, upstream).await {
+    // h2 is offered upstream only to an h2 client: an HTTP/1.1 client may ask for an Upgrade,
+    // which h2 cannot carry.
+    let tls = if client_h2 { session.upstream_tls_h2.clone() } else { session.upstream_tls.clone() };
+    match tokio_rustls::TlsConnector::from(tls).connect(name, upstream).await {
         Ok(upstream) if client_h2 => serve_h2(session, client, upstream, target).await,
         Ok(upstream) => serve(session, client, upstream, target, "https").await,
         Err(error) => {
@@ -124,14 +128,29 @@ where
     }
 }
 
-/// An h2 client (its ALPN chose h2) in front of an HTTP/1.1 upstream: its streams take turns on
-/// the one upstream connection, each read, recorded and answered like an HTTP/1.1 request.
-async fn serve_h2<C, U>(session: Arc<EgressSession>, client: C, upstream: U, target: Target)
-where
+/// An h2 client (its ALPN chose h2): its streams go out on one h2 upstream connection when the
+/// upstream chose h2 too, else take turns on one HTTP/1.1 connection; each is read, recorded and
+/// answered like any request.
+async fn serve_h2<C>(
+    session: Arc<EgressSession>,
+    client: C,
+    upstream: tokio_rustls::client::TlsStream<TcpStream>,
+    target: Target,
+) where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Some(sender) = upstream_connection(upstream).await else { return };
+    let sender = if upstream.get_ref().1.alpn_protocol() == Some(b"h2") {
+        let Ok((sender, connection)) =
+            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), TokioIo::new(upstream)).await
+        else {
+            return;
+        };
+        tokio::spawn(connection);
+        Upstream::Http2(sender)
+    } else {
+        let Some(sender) = upstream_connection(upstream).await else { return };
+        sender
+    };
     let service = hyper::service::service_fn(move |request| {
         forward(session.clone(), sender.clone(), target.clone(), "https", request)
     });
@@ -141,7 +160,32 @@ where
         .await;
 }
 
-type Upstream = Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Incoming>>>;
+/// A tunnel's connection to its upstream: HTTP/1.1 (requests take turns) or h2 (streams at once).
+#[derive(Clone)]
+enum Upstream {
+    Http1(Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Incoming>>>),
+    Http2(hyper::client::conn::http2::SendRequest<Incoming>),
+}
+
+impl Upstream {
+    /// Sends `request` in the form this upstream reads.
+    async fn send(&self, mut request: Request<Incoming>, target: &Target) -> hyper::Result<Response<Incoming>> {
+        match self {
+            Upstream::Http1(sender) => {
+                for_http1_upstream(&mut request);
+                let mut sender = sender.lock().await;
+                sender.ready().await?;
+                sender.send_request(request).await
+            }
+            Upstream::Http2(sender) => {
+                for_h2_upstream(&mut request, target);
+                let mut sender = sender.clone();
+                sender.ready().await?;
+                sender.send_request(request).await
+            }
+        }
+    }
+}
 
 /// The tunnel's one HTTP/1.1 connection to its upstream (upgrades allowed), driven on its own task.
 async fn upstream_connection<U>(upstream: U) -> Option<Upstream>
@@ -151,7 +195,25 @@ where
     let (sender, connection) =
         hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(upstream)).await.ok()?;
     tokio::spawn(connection.with_upgrades());
-    Some(Arc::new(tokio::sync::Mutex::new(sender)))
+    Some(Upstream::Http1(Arc::new(tokio::sync::Mutex::new(sender))))
+}
+
+/// The request as an h2 upstream reads it: an absolute target (`https://` and the authority the
+/// client named, else the CONNECT host) and no `Host` header (`:authority` says it).
+fn for_h2_upstream(request: &mut Request<Incoming>, target: &Target) {
+    let authority = match request.uri().authority() {
+        Some(authority) => authority.to_string(),
+        None => match request.headers().get(hyper::header::HOST).and_then(|host| host.to_str().ok()) {
+            Some(host) => host.to_string(),
+            None => target.destination.clone(),
+        },
+    };
+    let path = request.uri().path_and_query().map_or("/", |path| path.as_str()).to_string();
+    if let Ok(uri) = format!("https://{authority}{path}").parse() {
+        *request.uri_mut() = uri;
+    }
+    request.headers_mut().remove(hyper::header::HOST);
+    *request.version_mut() = hyper::Version::HTTP_2;
 }
 
 /// The request as an HTTP/1.1 upstream reads it: origin-form target, and a `Host` header (an h2
@@ -184,14 +246,7 @@ async fn forward(
     let path = request.uri().path().to_string();
     let client_upgrade =
         request.headers().contains_key(hyper::header::UPGRADE).then(|| hyper::upgrade::on(&mut request));
-    for_http1_upstream(&mut request);
-    let response = {
-        let mut sender = sender.lock().await;
-        match sender.ready().await {
-            Ok(()) => sender.send_request(request).await,
-            Err(error) => Err(error),
-        }
-    };
+    let response = sender.send(request, &target).await;
     let mut response = match response {
         Ok(response) => response,
         Err(_) => {

@@ -56,6 +56,8 @@ pub struct EgressSession {
     /// How upstreams are reached: the process's verified TLS client (the platform's roots),
     /// HTTP/1.1 by ALPN; made once per session.
     upstream_tls: Arc<rustls::ClientConfig>,
+    /// The same, offering h2 first (for an h2 client).
+    upstream_tls_h2: Arc<rustls::ClientConfig>,
     refusals: Mutex<Refusals>,
 }
 
@@ -91,15 +93,22 @@ impl EgressSession {
         ca: SessionCa,
         policy: aileron_core::policy::AgentEgressPolicy,
     ) -> EgressSession {
-        let mut upstream_tls = crate::dataplane::tls::offering(crate::dataplane::tls::Alpn::Http1);
-        upstream_tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let upstream_tls = Arc::new(upstream_tls);
-        EgressSession { audit, session_id, allow_private, ca, policy, upstream_tls, refusals: Mutex::default() }
+        let (upstream_tls, upstream_tls_h2) = upstream_configs(crate::dataplane::tls::client_config());
+        EgressSession {
+            audit,
+            session_id,
+            allow_private,
+            ca,
+            policy,
+            upstream_tls,
+            upstream_tls_h2,
+            refusals: Mutex::default(),
+        }
     }
 
     /// The same session verifying upstreams with `config` instead (a benchmark's own roots).
     pub fn with_upstream_tls(mut self, config: rustls::ClientConfig) -> EgressSession {
-        self.upstream_tls = Arc::new(config);
+        (self.upstream_tls, self.upstream_tls_h2) = upstream_configs(config);
         self
     }
 
@@ -297,6 +306,15 @@ impl EgressSession {
         };
         self.audit.append(event).await.map(|_| ()).map_err(|_| ())
     }
+}
+
+/// `config` offering HTTP/1.1 alone, and h2 then HTTP/1.1.
+fn upstream_configs(config: rustls::ClientConfig) -> (Arc<rustls::ClientConfig>, Arc<rustls::ClientConfig>) {
+    let mut http1 = config.clone();
+    http1.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let mut h2 = config;
+    h2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    (Arc::new(http1), Arc::new(h2))
 }
 
 /// Accepts on `listener` and runs `handle` for each connection (`TCP_NODELAY` set: heads and
