@@ -21,8 +21,23 @@ pub fn masked_directories(home: &Home) -> Vec<PathBuf> {
     canonical
 }
 
+/// Enters new `namespaces` (a user namespace among them) with the user's own uid and gid mapped
+/// to themselves, so files keep their owners and agents that refuse to run as root still run.
+/// The calling process must be single-threaded.
+pub(crate) fn enter_namespaces(namespaces: nix::sched::CloneFlags) -> Result<(), String> {
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    nix::sched::unshare(namespaces).map_err(|e| {
+        format!(
+            "creating user, mount, PID and network namespaces: {e} (unprivileged user namespaces may be disabled here)"
+        )
+    })?;
+    write_proc("/proc/self/setgroups", "deny")?;
+    write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
+    write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))
+}
+
 /// Writes a `/proc/self/*` control file (uid/gid maps, setgroups).
-pub(crate) fn write_proc(path: &str, content: &str) -> Result<(), String> {
+fn write_proc(path: &str, content: &str) -> Result<(), String> {
     std::fs::write(path, content).map_err(|e| format!("writing {path}: {e}"))
 }
 

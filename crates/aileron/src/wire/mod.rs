@@ -22,34 +22,9 @@ pub use credentials::{
 };
 pub use error::{ApiError, failure_response};
 
-/// The query of `GET /v1/audit`: every parameter given must match.
-#[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AuditQuery {
-    /// RFC 3339 timestamp or YYYY-MM-DD (midnight UTC): records at or after it.
-    pub since: Option<String>,
-    /// Same forms as `since`: records strictly before it.
-    pub until: Option<String>,
-    pub audit_id: Option<String>,
-    pub connector_fqn: Option<String>,
-    /// Failure class, e.g. `capability_denied`.
-    pub class: Option<String>,
-    pub event_type: Option<String>,
-    /// An event type or its dotted prefix: `approval` matches `approval.requested`.
-    pub family: Option<String>,
-    /// The action a record is about (`aileron.action.name` or `aileron.approval.action`).
-    pub action: Option<String>,
-    pub session_id: Option<String>,
-    /// A run's audit id: its record and the records carrying it as `aileron.audit.id`.
-    pub run: Option<String>,
-    /// Paging: records with a seq below it (the last seq of the previous page).
-    pub before_seq: Option<u64>,
-    /// `true` skips records that belong to a run (those carrying `aileron.audit.id`).
-    #[serde(default)]
-    pub top_level: bool,
-    /// At most this many records (default 100, at most 10000).
-    pub limit: Option<usize>,
-}
+/// The query of `GET /v1/audit`: the store's own filter, every parameter given must match
+/// (`limit` defaults to 100 and is capped at 10,000 by the workflow).
+pub type AuditQuery = crate::stores::audit_log::AuditFilter;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -556,8 +531,8 @@ pub struct NetworkHandoverAnswer {
     pub error: Option<String>,
 }
 
-/// A confined launch's network (SPEC §15).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// A confined launch's network (SPEC §15); also `aileron launch --network`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionNetwork {
     /// Its own network namespace: out only through the session's egress proxy.

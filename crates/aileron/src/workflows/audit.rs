@@ -8,21 +8,7 @@ use crate::wire::{Answer, ApiError, AuditList, AuditQuery, ChainVerification, Re
 
 pub async fn list(state: &Services, principal: &Principal, query: AuditQuery) -> Answer {
     require(principal, Scope::Console)?;
-    let filter = AuditFilter {
-        since: query.since,
-        until: query.until,
-        audit_id: query.audit_id,
-        connector_fqn: query.connector_fqn,
-        class: query.class,
-        event_type: query.event_type,
-        family: query.family,
-        action: query.action,
-        session_id: query.session_id,
-        run: query.run,
-        before_seq: query.before_seq,
-        top_level: query.top_level,
-        limit: Some(query.limit.unwrap_or(100).min(10_000)),
-    };
+    let filter = AuditFilter { limit: Some(query.limit.unwrap_or(100).min(10_000)), ..query };
     // Reading the log is blocking file IO.
     let audit = state.audit.clone();
     let items = tokio::task::spawn_blocking(move || audit.query(&filter)).await.map_err(ApiError::internal)?;

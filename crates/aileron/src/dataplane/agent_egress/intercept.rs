@@ -48,7 +48,8 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: Tcp
     }
     // 0x16: a TLS handshake record.
     if first[0] != 0x16 {
-        return serve(session, client, upstream, target, "http").await;
+        let Some(upstream) = upstream_connection(upstream, false).await else { return };
+        return serve(session, client, false, upstream, target, "http").await;
     }
     let config = match session.ca.server_config(&target.host) {
         Ok(config) => config,
@@ -74,8 +75,11 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: Tcp
     // which h2 cannot carry.
     let tls = if client_h2 { session.upstream_tls_h2.clone() } else { session.upstream_tls.clone() };
     match tokio_rustls::TlsConnector::from(tls).connect(name, upstream).await {
-        Ok(upstream) if client_h2 => serve_h2(session, client, upstream, target).await,
-        Ok(upstream) => serve(session, client, upstream, target, "https").await,
+        Ok(upstream) => {
+            let upstream_h2 = upstream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let Some(upstream) = upstream_connection(upstream, upstream_h2).await else { return };
+            serve(session, client, client_h2, upstream, target, "https").await
+        }
         Err(error) => {
             session.refusal(&target.destination, "CONNECT", Refusal::UpstreamTls).await;
             refuse_every_request(client, client_h2, format!("upstream_tls_failed: {error}")).await;
@@ -106,58 +110,52 @@ impl Refusal {
     }
 }
 
-async fn serve<C, U>(session: Arc<EgressSession>, client: C, upstream: U, target: Target, scheme: &'static str)
-where
+/// Serves the agent's side of a tunnel: each request it sends is forwarded on `upstream`, recorded
+/// and answered. An h2 client's streams go out at once on an h2 upstream, or take turns on an
+/// HTTP/1.1 one.
+async fn serve<C>(
+    session: Arc<EgressSession>,
+    client: C,
+    client_h2: bool,
+    upstream: Upstream,
+    target: Target,
+    scheme: &'static str,
+) where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Some(sender) = upstream_connection(upstream).await else { return };
     let forwarding = session.clone();
     let destination = target.destination.clone();
     let service = hyper::service::service_fn(move |request| {
-        forward(forwarding.clone(), sender.clone(), target.clone(), scheme, request)
+        forward(forwarding.clone(), upstream.clone(), target.clone(), scheme, request)
     });
-    let served = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(FIRST_BYTE_TIMEOUT)
-        .serve_connection(TokioIo::new(client), service)
-        .with_upgrades()
-        .await;
-    if served.as_ref().is_err_and(|error| error.is_parse()) {
+    let served = serve_client(client, client_h2, service).await;
+    if !client_h2 && served.as_ref().is_err_and(|error| error.is_parse()) {
         session.refusal(&destination, "CONNECT", Refusal::NotHttp).await;
     }
 }
 
-/// An h2 client (its ALPN chose h2): its streams go out on one h2 upstream connection when the
-/// upstream chose h2 too, else take turns on one HTTP/1.1 connection; each is read, recorded and
-/// answered like any request.
-async fn serve_h2<C>(
-    session: Arc<EgressSession>,
-    client: C,
-    upstream: tokio_rustls::client::TlsStream<TcpStream>,
-    target: Target,
-) where
+/// Serves `service` to the agent's side of a tunnel: h2 when its ALPN chose it, else HTTP/1.1 (a
+/// request head within [`FIRST_BYTE_TIMEOUT`], upgrades allowed).
+async fn serve_client<C, S, F>(client: C, h2: bool, service: S) -> hyper::Result<()>
+where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible, Future = F>,
+    F: std::future::Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
 {
-    let sender = if upstream.get_ref().1.alpn_protocol() == Some(b"h2") {
-        let Ok((sender, connection)) =
-            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), TokioIo::new(upstream)).await
-        else {
-            return;
-        };
-        tokio::spawn(connection);
-        Upstream::Http2(sender)
+    let (io, timer) = (TokioIo::new(client), hyper_util::rt::TokioTimer::new());
+    if h2 {
+        hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .timer(timer)
+            .serve_connection(io, service)
+            .await
     } else {
-        let Some(sender) = upstream_connection(upstream).await else { return };
-        sender
-    };
-    let service = hyper::service::service_fn(move |request| {
-        forward(session.clone(), sender.clone(), target.clone(), "https", request)
-    });
-    let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-        .timer(hyper_util::rt::TokioTimer::new())
-        .serve_connection(TokioIo::new(client), service)
-        .await;
+        hyper::server::conn::http1::Builder::new()
+            .timer(timer)
+            .header_read_timeout(FIRST_BYTE_TIMEOUT)
+            .serve_connection(io, service)
+            .with_upgrades()
+            .await
+    }
 }
 
 /// A tunnel's connection to its upstream: HTTP/1.1 (requests take turns) or h2 (streams at once).
@@ -187,13 +185,20 @@ impl Upstream {
     }
 }
 
-/// The tunnel's one HTTP/1.1 connection to its upstream (upgrades allowed), driven on its own task.
-async fn upstream_connection<U>(upstream: U) -> Option<Upstream>
+/// The tunnel's one connection to its upstream, driven on its own task: h2 when the upstream's
+/// ALPN chose it, else HTTP/1.1 (upgrades allowed).
+async fn upstream_connection<U>(upstream: U, h2: bool) -> Option<Upstream>
 where
     U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (sender, connection) =
-        hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(upstream)).await.ok()?;
+    let io = TokioIo::new(upstream);
+    if h2 {
+        let (sender, connection) =
+            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io).await.ok()?;
+        tokio::spawn(connection);
+        return Some(Upstream::Http2(sender));
+    }
+    let (sender, connection) = hyper::client::conn::http1::handshake::<_, Incoming>(io).await.ok()?;
     tokio::spawn(connection.with_upgrades());
     Some(Upstream::Http1(Arc::new(tokio::sync::Mutex::new(sender))))
 }
@@ -288,20 +293,7 @@ where
         let reason = reason.clone();
         async move { Ok::<_, Infallible>(plain(StatusCode::BAD_GATEWAY, &reason)) }
     });
-    let timer = hyper_util::rt::TokioTimer::new();
-    let io = TokioIo::new(client);
-    let _ = if h2 {
-        hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-            .timer(timer)
-            .serve_connection(io, service)
-            .await
-    } else {
-        hyper::server::conn::http1::Builder::new()
-            .timer(timer)
-            .header_read_timeout(FIRST_BYTE_TIMEOUT)
-            .serve_connection(io, service)
-            .await
-    };
+    let _ = serve_client(client, h2, service).await;
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Body> {

@@ -133,23 +133,10 @@ impl EgressSession {
 
     async fn relay_tcp(self: Arc<Self>, mut stream: TcpStream, destination: String) {
         let Some((host, port)) = authority(&destination) else { return };
-        let found: Vec<SocketAddr> =
-            match tokio::time::timeout(STEP_TIMEOUT, tokio::net::lookup_host((host.as_str(), port))).await {
-                Ok(Ok(found)) => found.collect(),
-                _ => Vec::new(),
-            };
-        let mut upstream = None;
-        for address in found {
-            if let Ok(Ok(connected)) = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(address)).await {
-                upstream = Some((connected, address));
-                break;
-            }
-        }
-        let Some((mut upstream, address)) = upstream else {
+        let Some((mut upstream, address)) = dial_first(resolve(&host, port).await).await else {
             let event_type = EventType::SandboxProxyRejected;
             return self.record_refusal(TCP_SOURCE, "TCP", &destination, event_type, "upstream_connect_failed").await;
         };
-        let _ = upstream.set_nodelay(true);
         let forwarded =
             ProxiedRequest { address: Some(address.to_string()), ..self.request(TCP_SOURCE, "TCP", &destination) };
         // Fail closed: a connection that cannot be recorded is not relayed.
@@ -182,13 +169,7 @@ impl EgressSession {
         if !allowed_private && !self.policy.allows(&host) {
             return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("egress_policy_denied")).await;
         }
-        let found = match host.parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => match tokio::time::timeout(STEP_TIMEOUT, tokio::net::lookup_host((host.as_str(), port))).await {
-                Ok(Ok(found)) => found.collect(),
-                _ => Vec::new(),
-            },
-        };
+        let found = resolve(&host, port).await;
         if found.is_empty() {
             let refusal = Refusal::rejected("upstream_resolve_failed", "502 Bad Gateway");
             return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
@@ -200,15 +181,7 @@ impl EgressSession {
         if checked.is_empty() {
             return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("private_destination")).await;
         }
-        let mut upstream = None;
-        for address in checked {
-            if let Ok(Ok(connected)) = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(address)).await {
-                let _ = connected.set_nodelay(true);
-                upstream = Some((connected, address));
-                break;
-            }
-        }
-        let Some((upstream, address)) = upstream else {
+        let Some((upstream, address)) = dial_first(checked).await else {
             let refusal = Refusal::rejected("upstream_connect_failed", "502 Bad Gateway");
             return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
         };
@@ -306,6 +279,29 @@ impl EgressSession {
         };
         self.audit.append(event).await.map(|_| ()).map_err(|_| ())
     }
+}
+
+/// The addresses of `host` (an address itself, or a name resolved here on the host, once); empty
+/// when the name does not resolve within [`STEP_TIMEOUT`].
+async fn resolve(host: &str, port: u16) -> Vec<SocketAddr> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return vec![SocketAddr::new(ip, port)];
+    }
+    match tokio::time::timeout(STEP_TIMEOUT, tokio::net::lookup_host((host, port))).await {
+        Ok(Ok(found)) => found.collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The first of `addresses` that accepts within [`STEP_TIMEOUT`] (`TCP_NODELAY` set), and which.
+async fn dial_first(addresses: Vec<SocketAddr>) -> Option<(TcpStream, SocketAddr)> {
+    for address in addresses {
+        if let Ok(Ok(connected)) = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(address)).await {
+            let _ = connected.set_nodelay(true);
+            return Some((connected, address));
+        }
+    }
+    None
 }
 
 /// `config` offering HTTP/1.1 alone, and h2 then HTTP/1.1.

@@ -36,10 +36,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::mount::{MsFlags, mount};
-use nix::sched::{CloneFlags, unshare};
+use nix::sched::CloneFlags;
 use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::sys::wait::{WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, fork, getgid, getuid};
+use nix::unistd::{ForkResult, Pid, fork};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
@@ -295,21 +295,13 @@ fn arm_wall_time(target: Pid, wall_time_ms: u64) -> Result<(), String> {
 }
 
 fn enter(plan: &JailPlan, program: &Program, report: &mut std::fs::File) -> Result<i32, String> {
-    let (uid, gid) = (getuid(), getgid());
     let namespaces = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWNET
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS;
-    unshare(namespaces).map_err(|e| {
-        format!(
-            "creating user, mount, PID and network namespaces: {e} (unprivileged user namespaces may be disabled here)"
-        )
-    })?;
-    crate::platform::confinement::write_proc("/proc/self/setgroups", "deny")?;
-    crate::platform::confinement::write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
-    crate::platform::confinement::write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))?;
+    crate::platform::confinement::enter_namespaces(namespaces)?;
     // SAFETY: this process is single-threaded (the helper runs before anything starts a thread).
     match unsafe { fork() }.map_err(|e| format!("starting the namespace's first process: {e}"))? {
         ForkResult::Child => {

@@ -18,8 +18,11 @@ use memchr::memmem;
 
 use super::{AuditError, parse_timestamp};
 
-/// Filter for [`super::AuditLog::query`]; every set field must match.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Filter for [`super::AuditLog::query`]; every set field must match. Also the query of
+/// `GET /v1/audit` (`wire::AuditQuery`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(description = "The query of `GET /v1/audit`: every parameter given must match.")]
 pub struct AuditFilter {
     /// RFC 3339 timestamp or `YYYY-MM-DD` (midnight UTC): records at or after it.
     pub since: Option<String>,
@@ -33,6 +36,7 @@ pub struct AuditFilter {
     /// An [`EventType`](aileron_core::vocabulary::EventType)'s string, compared with the record's
     /// as text: records keep their event type as written, and a string that names no event type
     /// simply matches nothing.
+    #[schemars(description = "An event type's string (`approval.requested`); one that names none matches nothing.")]
     pub event_type: Option<String>,
     /// An event type or a dotted prefix of event types: `approval` matches `approval.requested`
     /// and `connector.proxy` matches `connector.proxy.proxied`, but `approval` never matches
@@ -48,8 +52,10 @@ pub struct AuditFilter {
     /// Paging cursor: only records with a `seq` below it (the last seq of the previous page).
     pub before_seq: Option<u64>,
     /// Skips the records that belong to a run (payload `aileron.audit.id`): one row per run.
+    #[serde(default)]
     pub top_level: bool,
     /// At most this many records (newest first); `None` = all.
+    #[schemars(description = "At most this many records (default 100, at most 10000).")]
     pub limit: Option<usize>,
 }
 

@@ -7,7 +7,8 @@ use clap::Args;
 
 use super::{CliError, CliResult, ExitStatus};
 use crate::platform::home::Home;
-use crate::surfaces::launch::{Agent, LaunchOptions, NetworkMode};
+use crate::surfaces::launch::{Agent, LaunchOptions};
+use crate::wire::SessionNetwork;
 
 #[derive(Args)]
 pub struct LaunchArgs {
@@ -27,10 +28,10 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "PATH")]
     writable: Vec<std::path::PathBuf>,
     /// The confined agent's network: `enforced` (its own network namespace; out only through the
-    /// daemon's egress proxy, every connection audited) or `open` (the host's network, unaudited;
+    /// daemon's egress proxy, every request audited) or `open` (the host's network, unaudited;
     /// recorded as `sandbox.egress.unenforced`)
     #[arg(long, value_enum, default_value = "enforced", value_name = "MODE")]
-    network: NetworkMode,
+    network: SessionNetwork,
     /// Let the proxy reach HOST:PORT although it is loopback or private (repeatable; e.g. a local
     /// test server, `127.0.0.1:8443`)
     #[arg(long, value_name = "HOST:PORT")]

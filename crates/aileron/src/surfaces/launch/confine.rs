@@ -48,10 +48,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::mount::{MsFlags, mount};
-use nix::sched::{CloneFlags, unshare};
+use nix::sched::CloneFlags;
 use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::sys::wait::{WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, fork, getgid, getuid};
+use nix::unistd::{ForkResult, Pid, fork};
 
 /// A launch's network namespace: which ports the daemon serves inside it, and the inherited
 /// socket the listeners go out through.
@@ -311,19 +311,11 @@ fn wait_for(child: Pid) -> i32 {
 }
 
 fn enter(request: &Request) -> Result<i32, String> {
-    let (uid, gid) = (getuid(), getgid());
     let mut namespaces = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
     if request.network.is_some() {
         namespaces |= CloneFlags::CLONE_NEWNET;
     }
-    unshare(namespaces).map_err(|e| {
-        format!(
-            "creating user, mount, PID and network namespaces: {e} (unprivileged user namespaces may be disabled here)"
-        )
-    })?;
-    crate::platform::confinement::write_proc("/proc/self/setgroups", "deny")?;
-    crate::platform::confinement::write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
-    crate::platform::confinement::write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))?;
+    crate::platform::confinement::enter_namespaces(namespaces)?;
     if let Some(network) = &request.network {
         crate::platform::confinement::loopback_up()?;
         if let Some(channel) = network.channel {

@@ -56,7 +56,6 @@ use crate::stores::sessions::Confinement;
 use crate::surfaces::client::DaemonClient;
 use crate::wire::{EndSession, NetworkHandover, SessionNetwork, SessionStarted, StartSession};
 use config_file::{ConfigEdit, read_existing};
-pub use network::NetworkMode;
 use yaml_block::YamlValue;
 
 /// The name every agent's config knows us by.
@@ -452,7 +451,7 @@ pub struct LaunchOptions {
     /// More paths the confined agent may write, besides its workspace and its own directories.
     pub writable: Vec<PathBuf>,
     /// `--network`: the agent's own namespace behind the egress proxy, or the host's network.
-    pub network: NetworkMode,
+    pub network: SessionNetwork,
     /// `--allow-private HOST:PORT`: non-public destinations the proxy may reach.
     pub allow_private: Vec<String>,
     /// `--allow-tcp HOST:PORT`: non-HTTP destinations relayed as they are (git over ssh).
@@ -526,12 +525,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 .map(|dir| dir.display().to_string())
                 .collect();
             let namespaces = match options.network {
-                NetworkMode::Enforced => "user, mount, PID and network namespaces",
-                NetworkMode::Open => "user, mount and PID namespaces",
+                SessionNetwork::Enforced => "user, mount, PID and network namespaces",
+                SessionNetwork::Open => "user, mount and PID namespaces",
             };
             println!("\nconfinement: {namespaces}; hidden from the agent: {}", masks.join(", "));
             match options.network {
-                NetworkMode::Enforced => println!(
+                SessionNetwork::Enforced => println!(
                     "network: its own namespace; out only through the daemon's egress proxy (HTTPS_PROXY), every \
                      request audited{}",
                     if options.allow_private.is_empty() {
@@ -540,7 +539,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                         format!("; private destinations allowed: {}", options.allow_private.join(", "))
                     }
                 ),
-                NetworkMode::Open => println!("network: the host's (--network=open): not audited"),
+                SessionNetwork::Open => println!("network: the host's (--network=open): not audited"),
             }
             let (hidden, kept) = hidden_stores(&env, &options.expose)?;
             let shown = |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>();
@@ -578,8 +577,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         );
     }
     // Refused before anything starts (the session's own ports are checked again once known).
-    network::tcp_forwards(&options.allow_tcp, &[])
-        .map_err(|problem| anyhow!("{problem}\nhint: --allow-tcp takes HOST:PORT, for example github.com:22"))?;
+    network::tcp_forwards(&options.allow_tcp, &[])?;
     let masks = crate::platform::confinement::masked_directories(home);
     // The agent keeps its working directory across the mounts that hide the home: started inside
     // it, it would read daemon.json (and decide its own approvals) through its cwd (the
@@ -624,7 +622,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
         exposed = kept.iter().map(|path| path.display().to_string()).collect();
         request.hidden = stores;
-        if options.network == NetworkMode::Enforced {
+        if options.network == SessionNetwork::Enforced {
             // The host's socket files the agent could still reach through the filesystem.
             let except: Vec<PathBuf> = access.writable.iter().chain(&masks).cloned().collect();
             request.hidden.extend(network::host_unix_sockets(&except, MAX_HIDDEN_SOCKETS));
@@ -650,10 +648,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let tracing =
         crate::platform::telemetry::TelemetryConfig::from_env(crate::platform::telemetry::DEFAULT_SERVICE_NAME, home);
     warn_when_the_daemon_ignores_tracing(&client, &tracing).await;
-    let session_network = (confinement == Confinement::Namespaces).then_some(match options.network {
-        NetworkMode::Enforced => SessionNetwork::Enforced,
-        NetworkMode::Open => SessionNetwork::Open,
-    });
+    let session_network = (confinement == Confinement::Namespaces).then_some(options.network);
     let start = StartSession {
         agent: agent.name().to_string(),
         pid: Some(std::process::id()),
@@ -682,8 +677,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         let port =
             url::Url::parse(&client.base_url).ok().and_then(|url| url.port()).context("reading the daemon's port")?;
         (network.api_port, network.proxy_port) = network::ports(port);
-        forwards = network::tcp_forwards(&options.allow_tcp, &[network.api_port, network.proxy_port])
-            .map_err(|problem| anyhow!("{problem}\nhint: --allow-tcp takes HOST:PORT, for example github.com:22"))?;
+        forwards = network::tcp_forwards(&options.allow_tcp, &[network.api_port, network.proxy_port])?;
         request.forwards = forwards.iter().map(|forward| forward.inside).collect();
         if !forwards.is_empty() {
             let hosts = env.launch_dir.join(format!("hosts-{}", wiring.session_id));

@@ -10,16 +10,6 @@ use std::time::Duration;
 
 use crate::wire::{NetworkHandover as Handover, NetworkHandoverAnswer};
 
-/// `--network`: how a confined agent's network leaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum NetworkMode {
-    /// Its own network namespace; out only through the session's egress proxy.
-    #[default]
-    Enforced,
-    /// The host's network, as before §15 (audited as `sandbox.egress.unenforced`).
-    Open,
-}
-
 /// The egress proxy's port inside the namespace (the API keeps the daemon's own port, so every
 /// URL the agent was given before still reads the same).
 pub const PROXY_PORT: u16 = 3128;
@@ -58,7 +48,12 @@ pub struct TcpForward {
 
 /// Parses the `--allow-tcp` values: `HOST:PORT` each, at most [`MAX_TCP_FORWARDS`], none on the
 /// session's own ports.
-pub fn tcp_forwards(values: &[String], taken: &[u16]) -> Result<Vec<TcpForward>, String> {
+pub fn tcp_forwards(values: &[String], taken: &[u16]) -> anyhow::Result<Vec<TcpForward>> {
+    forwards_of(values, taken)
+        .map_err(|problem| anyhow::anyhow!("{problem}\nhint: --allow-tcp takes HOST:PORT, for example github.com:22"))
+}
+
+fn forwards_of(values: &[String], taken: &[u16]) -> Result<Vec<TcpForward>, String> {
     if values.len() > MAX_TCP_FORWARDS {
         return Err(format!("at most {MAX_TCP_FORWARDS} --allow-tcp destinations"));
     }
