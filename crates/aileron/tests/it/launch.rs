@@ -1694,8 +1694,8 @@ fn gated_call_agent(gated_url: &str) -> String {
 
 /// SPEC §15's TLS: inside the tunnel the proxy terminates TLS with the session's CA and
 /// re-originates it verified. Real clients with their default checks — curl (its bundle
-/// variable, and the system bundle path itself), Python's urllib, Node's tls — reach an HTTPS
-/// upstream the daemon trusts; an upstream whose certificate nothing vouches for gets a 502 and
+/// variable, and the system bundle path itself), Python's urllib and `requests`, Node's tls and
+/// fetch, the AWS CLI, `git clone` — reach an HTTPS upstream the daemon trusts; an upstream whose certificate nothing vouches for gets a 502 and
 /// never sees a request. Each request is one `sandbox.proxy.passthrough` record with method,
 /// path and status, and never its query.
 #[test]
@@ -1721,8 +1721,10 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     let (trusted, untrusted) = (format!("localhost:{}", trusted.port()), format!("localhost:{}", untrusted.port()));
     let git_upstream = format!("localhost:{}", git.port);
     let venv_python = crate::gateway_clients::venv_python();
-    let env: [(&str, &std::ffi::OsStr); 6] = [
+    let node22 = crate::mcp::node_bin();
+    let env: [(&str, &std::ffi::OsStr); 7] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
+        ("NODE22_BIN", node22.as_os_str()),
         ("H2_UPSTREAM", h2_upstream.as_ref()),
         ("TRUSTED_UPSTREAM", trusted.as_ref()),
         ("UNTRUSTED_UPSTREAM", untrusted.as_ref()),
@@ -1757,11 +1759,20 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
         r#"200 {"via":"tls"}"#,
         "{report:#}"
     );
+    assert_eq!(
+        report["node_fetch"]["stdout"].as_str().unwrap_or_default().trim(),
+        r#"200 {"via":"tls"}"#,
+        "{report:#}"
+    );
+    let aws_stderr = report["aws"]["stderr"].as_str().unwrap_or_default();
+    assert!(!aws_stderr.contains("SSL") && !aws_stderr.contains("Could not connect"), "{report:#}");
     assert_eq!(report["git_clone"]["code"], 0, "{report:#}");
     assert_eq!(report["git_clone"]["readme"], "hello from a real git server", "{report:#}");
     assert!(untrusted_seen.lock().unwrap().is_empty(), "an unverified upstream got a request");
     let requests = seen.lock().unwrap().clone();
-    assert_eq!(requests.len(), 6, "{requests:?}");
+    let signed_list_buckets = requests.iter().filter(|line| *line == "GET / HTTP/1.1").count();
+    assert!(signed_list_buckets >= 1, "the AWS CLI's request never arrived: {requests:?}");
+    assert_eq!(requests.len() - signed_list_buckets, 7, "{requests:?}");
 
     let audit = |event_type: &str| -> Vec<Value> {
         let listed = rig.run(&["audit", "list", "--json", "--event-type", event_type], &[]);
@@ -1776,10 +1787,13 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     assert_eq!(to_h2[0]["payload"]["aileron.proxy.upstream.status"], 200);
     let (to_git, passthrough): (Vec<Value>, Vec<Value>) =
         passthrough.into_iter().partition(|r| r["payload"]["aileron.proxy.upstream.host"] == git_upstream.as_str());
+    let (from_aws, passthrough): (Vec<Value>, Vec<Value>) =
+        passthrough.into_iter().partition(|r| r["payload"]["aileron.proxy.upstream.path"] == "/");
+    assert_eq!(from_aws.len(), signed_list_buckets, "{from_aws:#?}");
     let mut paths: Vec<&str> =
         passthrough.iter().map(|r| r["payload"]["aileron.proxy.upstream.path"].as_str().unwrap()).collect();
     paths.sort();
-    assert_eq!(paths, ["/bundle", "/curl", "/h2", "/node", "/python", "/requests"], "{passthrough:#?}");
+    assert_eq!(paths, ["/bundle", "/curl", "/fetch", "/h2", "/node", "/python", "/requests"], "{passthrough:#?}");
     let git_requests: Vec<(&str, &str)> = to_git
         .iter()
         .map(|r| {
@@ -1807,6 +1821,74 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     );
     let all = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
     assert!(!String::from_utf8_lossy(&all.stdout).contains("QUERY-SECRET"), "a query string was recorded");
+}
+
+/// Two sessions at once, both told `HTTPS_PROXY=http://127.0.0.1:3128`: each agent's proxy is its
+/// own (the listener is the session: each request recorded under the session that made it), its
+/// CA its own, the other session's processes and listeners out of sight, and one session's end
+/// leaves the other's network working.
+#[test]
+fn two_sessions_at_once_keep_their_networks_their_records_and_their_cas_apart() {
+    let rig = LaunchRig::new();
+    let (upstream, seen) = crate::gateway::tls_upstream();
+    let roots = rig.temp.path().join("daemon-roots.pem");
+    std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
+    let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
+    assert!(started.status.success(), "{}", text(&started));
+    let daemon_port: u16 = rig.daemon().unwrap()["url"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/two_sessions.py");
+    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shared = rig.workspace().join("markers");
+    std::fs::create_dir_all(&shared).unwrap();
+    let upstream = format!("localhost:{}", upstream.port());
+
+    let launch = |role: &str| {
+        let report = rig.workspace().join(format!("{role}.json"));
+        let env: [(&str, &std::ffi::OsStr); 4] = [
+            ("ROLE", role.as_ref()),
+            ("SHARED_DIR", shared.as_os_str()),
+            ("UPSTREAM", upstream.as_ref()),
+            ("ATTACK_REPORT", report.as_os_str()),
+        ];
+        let output =
+            rig.run_with_path(&["launch", "claude", "--allow-private", &upstream], &env, Path::new("/usr/bin"));
+        assert_eq!(output.status.code(), Some(0), "{role}: {}", text(&output));
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&report).unwrap()).unwrap()
+    };
+    let (first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| launch("second"));
+        let first = scope.spawn(|| launch("first"));
+        (first.join().unwrap(), second.join().unwrap())
+    });
+
+    assert_eq!(first["proxy"], second["proxy"], "both agents are told the same proxy URL");
+    for (name, fetched) in [("first", &first["request"]), ("before", &second["before"]), ("after", &second["after"])] {
+        assert_eq!(fetched["stdout"], r#"{"via":"tls"}"#, "{name}: {first:#} {second:#}");
+    }
+    assert_ne!(first["session_ca"], second["session_ca"], "each session has a CA of its own");
+    assert_eq!(first["other_session_seen"], false, "{first:#}");
+    let mut own_ports = vec![daemon_port, 3128];
+    own_ports.sort();
+    assert_eq!(first["listening_ports"], json!(own_ports), "{first:#}");
+    assert_eq!(seen.lock().unwrap().len(), 3);
+
+    let listed = rig.run(&["audit", "list", "--json", "--event-type", "sandbox.proxy.passthrough"], &[]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let session_of = |path: &str| -> String {
+        let records: Vec<&Value> = listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["payload"]["aileron.proxy.upstream.path"] == path)
+            .collect();
+        assert_eq!(records.len(), 1, "{path}: {listed:#}");
+        assert_eq!(records[0]["payload"]["aileron.session.id"], records[0]["session_id"], "{path}");
+        records[0]["session_id"].as_str().unwrap().to_string()
+    };
+    let first_session = session_of("/first");
+    assert_eq!(session_of("/second-before"), session_of("/second-after"));
+    assert_ne!(first_session, session_of("/second-before"), "each request is recorded under its own session");
 }
 
 /// `egress.toml` with `policy = "allowlist"`: a host it does not list is refused before anything

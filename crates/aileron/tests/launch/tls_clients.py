@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A fake agent that, launched by `aileron launch claude`, reaches HTTPS upstreams through its
 session's egress proxy with real clients and their default certificate checks (no -k, no
-insecure flags): curl, Python's urllib and `requests`, Node's tls, and `git clone` over https from
+insecure flags): curl, Python's urllib and `requests`, Node's tls and fetch, the AWS CLI, and `git clone` over https from
 a real smart-HTTP server. Driven by
 crates/aileron/tests/it/launch.rs; every outcome goes into one JSON object in $ATTACK_REPORT.
 
@@ -57,6 +57,21 @@ http.request({host: proxy.hostname, port: proxy.port, method: 'CONNECT', path: `
   }).on('error', e => { console.log('error ' + e.message); process.exit(1); }).end();
 """
 run("node", ["node", "-e", node, trusted])
+
+# Node fetch (undici): it ignores the proxy variables unless NODE_USE_ENV_PROXY is set (Node
+# 22.21 and later; the launcher sets it), and trusts NODE_EXTRA_CA_CERTS.
+fetch = r"""
+fetch(process.argv[1]).then(async r => console.log(r.status, await r.text()))
+  .catch(e => { console.log('error ' + (e.cause ? e.cause.message : e.message)); process.exit(1); });
+"""
+run("node_fetch", [os.path.join(env["NODE22_BIN"], "node"), "-e", fetch, f"https://{trusted}/fetch"])
+
+# The AWS CLI (botocore: HTTPS_PROXY, AWS_CA_BUNDLE): a signed S3 ListBuckets to the endpoint.
+# The fake answers JSON, which botocore cannot parse as S3's XML: what counts is that the signed
+# request reached the upstream through the proxy with its TLS verified.
+aws_env = dict(env, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="not-a-real-key", AWS_CONFIG_FILE="/dev/null")
+aws = [os.path.join(os.path.dirname(env["VENV_PYTHON"]), "aws"), "s3api", "list-buckets", "--region", "us-east-1"]
+run("aws", aws + ["--endpoint-url", f"https://{trusted}"], env=aws_env)
 
 # Python requests: its own certifi bundle unless REQUESTS_CA_BUNDLE says otherwise.
 requests_script = "import requests, sys; r = requests.get(sys.argv[1], timeout=30); print(r.status_code, r.text)"

@@ -30,6 +30,9 @@ pub fn proxy_env(proxy_port: u16) -> Vec<(String, String)> {
     for name in ["NO_PROXY", "no_proxy"] {
         env.push((name.to_string(), "localhost,127.0.0.1,::1".to_string()));
     }
+    // Node's `fetch`, `http` and `https` ignore the variables above unless told (Node 22.21 and
+    // later; older Node fails at once: no route).
+    env.push(("NODE_USE_ENV_PROXY".to_string(), "1".to_string()));
     env
 }
 
