@@ -74,6 +74,30 @@ pub(super) fn describe(manifest: &ConnectorManifest) -> Vec<String> {
             lines.push(format!("start programs it runs in {cwd} ({access})"));
         }
     }
+    if let Some(proxy) = &manifest.proxy {
+        let credentialed = if manifest.credential.is_some() {
+            "with your bound credential"
+        } else {
+            "without a credential (none is declared)"
+        };
+        for operation in &proxy.operations {
+            let (host, port) = operation.host.rsplit_once(':').unwrap_or((operation.host.as_str(), ""));
+            let approval = if operation.approval { ", each one only after you approve it" } else { "" };
+            lines.push(format!(
+                "send a launched agent's {} {}{} requests to {host} (port {port}) {credentialed}{approval} ({})",
+                operation.method,
+                operation.path.as_str(),
+                if operation.path.rest { " (and everything under it)" } else { "" },
+                operation.name
+            ));
+        }
+        if !proxy.placeholder_env.is_empty() {
+            lines.push(format!(
+                "set {} to a placeholder in launched agents, so their own tools send requests the proxy credentials",
+                proxy.placeholder_env.join(", ")
+            ));
+        }
+    }
     if let Some(imports) = manifest.runtime_imports() {
         lines.push(if imports.is_empty() {
             "call no host functions".to_string()

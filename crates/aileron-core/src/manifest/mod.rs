@@ -6,6 +6,7 @@
 //! decisions live in `policy`, spawn enforcement in the shell.
 
 mod describe;
+mod proxy;
 mod raw;
 mod spawn;
 #[cfg(test)]
@@ -17,6 +18,7 @@ use crate::identity::{ConnectorRef, ContentHash, Fqn};
 use crate::parse_error::{FieldPath, ParseError, TomlSource};
 use crate::policy::validate_host_port;
 
+pub use proxy::{PLACEHOLDER, PathTemplate, ProxyOperation, ProxySpec, Segment, normalise_segment};
 pub use spawn::{SpawnCapability, SpawnLimits, SpawnOperation, SpawnProgram};
 
 /// The credential kinds a connector may ask for: one enum the compiler follows wherever a kind
@@ -79,6 +81,8 @@ pub struct ConnectorManifest {
     pub spawn: Option<SpawnCapability>,
     /// `[provides] intents`, for discovery only.
     pub intents: Vec<String>,
+    /// `[proxy]`: requests of a launched agent's own tools this connector credentials (SPEC §15).
+    pub proxy: Option<ProxySpec>,
 }
 
 /// `[capabilities.network]`: exact `host:port` pairs, lowercase host, no wildcards.
@@ -305,6 +309,14 @@ impl ManifestValidator<'_, '_> {
             None => None,
             Some(spawn) => Some(self.spawn(spawn, &capabilities_path.key("spawn"), credential.is_some())?),
         };
+        let proxy = match raw.proxy {
+            None => None,
+            Some(proxy) => Some(self.proxy(
+                proxy,
+                &root().key("proxy"),
+                network.as_ref().map(|n| n.hosts.as_slice()).unwrap_or(&[]),
+            )?),
+        };
         let intents = match raw.provides {
             None => Vec::new(),
             Some(provides) => {
@@ -322,6 +334,7 @@ impl ManifestValidator<'_, '_> {
             runtime,
             spawn,
             intents,
+            proxy,
         })
     }
 

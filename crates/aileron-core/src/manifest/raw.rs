@@ -11,6 +11,24 @@ pub(super) struct RawManifest {
     pub connector: Option<RawConnector>,
     pub capabilities: Option<RawCapabilities>,
     pub provides: Option<RawProvides>,
+    pub proxy: Option<RawProxy>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProxy {
+    pub placeholder_env: Option<Vec<String>>,
+    pub operations: Option<Vec<RawProxyOperation>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProxyOperation {
+    pub name: Option<String>,
+    pub method: Option<String>,
+    pub host: Option<String>,
+    pub path: Option<String>,
+    pub approval: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

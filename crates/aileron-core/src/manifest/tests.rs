@@ -938,3 +938,115 @@ fn text_that_hides_characters_is_refused_wherever_it_is() {
     // Letters of any script are text, not hidden.
     assert!(parse(&edit(g, "publisher = \"Aileron\"", "publisher = \"Ailéron Жук 漢字\"")).is_ok());
 }
+
+/// A spec-only GitHub connector (SPEC §15): an api_key credential for the agent's own `gh`.
+const GH_SPEC: &str = r#"[connector]
+name = "github://aileron/gh-cli"
+version = "1.0.0"
+
+[capabilities.network]
+hosts = ["api.github.com:443", "github.com:443"]
+
+[capabilities.credential]
+kind = "api_key"
+format = "token {key}"
+
+[proxy]
+placeholder_env = ["GH_TOKEN", "GITHUB_TOKEN"]
+
+[[proxy.operations]]
+name = "merge_pull_request"
+method = "PUT"
+host = "api.github.com:443"
+path = "/repos/{owner}/{repo}/pulls/{number}/merge"
+approval = true
+
+[[proxy.operations]]
+name = "rest"
+method = "GET"
+host = "api.github.com:443"
+path = "/**"
+"#;
+
+#[test]
+fn proxy_operations_decode_and_are_described_one_by_one() {
+    let manifest = parse(GH_SPEC).unwrap();
+    let proxy = manifest.proxy.as_ref().unwrap();
+    assert_eq!(proxy.placeholder_env, ["GH_TOKEN", "GITHUB_TOKEN"]);
+    assert_eq!(proxy.operations.len(), 2);
+    let merge = &proxy.operations[0];
+    assert_eq!((merge.name.as_str(), merge.method.as_str(), merge.approval), ("merge_pull_request", "PUT", true));
+    assert_eq!(merge.path.as_str(), "/repos/{owner}/{repo}/pulls/{number}/merge");
+    assert!(!proxy.operations[1].approval && proxy.operations[1].path.rest);
+    let described = manifest.describe_capabilities();
+    assert!(
+        described.contains(
+            &"send a launched agent's PUT /repos/{owner}/{repo}/pulls/{number}/merge requests to api.github.com \
+              (port 443) with your bound credential, each one only after you approve it (merge_pull_request)"
+                .to_string()
+        ),
+        "{described:#?}"
+    );
+    assert!(described.iter().any(|line| line.starts_with("send a launched agent's GET /** ")), "{described:#?}");
+    assert!(
+        described.contains(
+            &"set GH_TOKEN, GITHUB_TOKEN to a placeholder in launched agents, so their own tools send requests the \
+              proxy credentials"
+                .to_string()
+        ),
+        "{described:#?}"
+    );
+}
+
+#[test]
+fn proxy_errors() {
+    let g = GH_SPEC;
+    check_errors(vec![
+        (
+            edit(
+                g,
+                "host = \"api.github.com:443\"\npath = \"/**\"",
+                "host = \"uploads.github.com:443\"\npath = \"/**\"",
+            ),
+            Some(25),
+            Some("proxy.operations[1].host"),
+            "`uploads.github.com:443` is not in [capabilities.network] hosts",
+        ),
+        (
+            edit(g, "method = \"PUT\"", "method = \"put\""),
+            Some(17),
+            Some("proxy.operations[0].method"),
+            "`put` is not a method an operation can name",
+        ),
+        (
+            edit(g, "path = \"/**\"", "path = \"/repos/../**\""),
+            Some(26),
+            Some("proxy.operations[1].path"),
+            "`..` is not a path segment as it would be sent (`.`/`..`, or an encoded `/`, `\\` or `.`)",
+        ),
+        (
+            edit(g, "name = \"rest\"", "name = \"merge_pull_request\""),
+            Some(23),
+            Some("proxy.operations[1].name"),
+            "operation `merge_pull_request` is defined twice",
+        ),
+        (
+            edit(g, "\"GH_TOKEN\", \"GITHUB_TOKEN\"", "\"GH_TOKEN\", \"LD_PRELOAD\""),
+            Some(13),
+            Some("proxy.placeholder_env[1]"),
+            "`LD_PRELOAD` is not a credential variable",
+        ),
+        (
+            edit(g, "\"GH_TOKEN\", \"GITHUB_TOKEN\"", "\"HTTPS_PROXY\""),
+            Some(13),
+            Some("proxy.placeholder_env[0]"),
+            "`HTTPS_PROXY` is not a credential variable",
+        ),
+        (
+            edit(g, "approval = true", "approval = true\nwhen = \"always\""),
+            Some(21),
+            Some("proxy.operations[0].when"),
+            "unknown field `when`, expected one of `name`, `method`, `host`, `path`, `approval`",
+        ),
+    ]);
+}
