@@ -87,6 +87,8 @@ keys! {
     CONNECTOR_CREDENTIAL = "aileron.connector.credential";
     /// `connector.proxy.rejected`: the failure class.
     CONNECTOR_REJECT_REASON = "aileron.connector.reject_reason";
+    /// A launched agent's request matched to a `[[proxy.operations]]` entry: its name (SPEC §15).
+    CONNECTOR_OPERATION = "aileron.connector.operation";
     /// A step summary's guest log lines (bounded).
     CONNECTOR_LOGS = "aileron.connector.logs";
 
@@ -143,6 +145,11 @@ keys! {
     PROXY_REFUSED_UNRECORDED = "aileron.proxy.refused_unrecorded";
     /// `sandbox.proxy.blocked|rejected`: why the egress proxy refused a launched agent's request.
     PROXY_REJECT_REASON = "aileron.proxy.reject_reason";
+    /// A matched request that went out without a credential: none is bound (SPEC §15).
+    PROXY_BINDING_UNRESOLVED = "aileron.proxy.binding_unresolved";
+    /// Equally specific operations a request matched (`fqn/operation` each): it went out
+    /// without a credential.
+    PROXY_OPERATIONS_TIED = "aileron.proxy.operations_tied";
     /// `sandbox.proxy.*`: the address the proxy checked and dialled (a name resolves once, on the host).
     PROXY_UPSTREAM_ADDRESS = "aileron.proxy.upstream.address";
 

@@ -197,6 +197,11 @@ payloads! {
         /// A summary record: refusals in all, and those without a record of their own.
         pub refused_count: Option<u64> => PROXY_REFUSED_COUNT,
         pub refused_unrecorded: Option<u64> => PROXY_REFUSED_UNRECORDED,
+        /// A launched agent's request matched to a connector's operation.
+        pub connector: Option<String> => CONNECTOR_FQN,
+        pub operation: Option<String> => CONNECTOR_OPERATION,
+        pub binding_unresolved: Option<bool> => PROXY_BINDING_UNRESOLVED,
+        pub operations_tied: Option<Vec<String>> => PROXY_OPERATIONS_TIED,
     }
 
     /// `spawn`: a connector's declared program, run or refused — never an argument value, an

@@ -383,6 +383,10 @@ pub struct SessionStarted {
     pub scopes: Vec<String>,
     pub confinement: Confinement,
     pub started_at: String,
+    /// For an enforced network: the variables the agent gets a placeholder in (SPEC §15), the
+    /// proxy putting the bound credential on the requests they are sent with.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub placeholder_env: std::collections::BTreeMap<String, String>,
 }
 
 /// `GET /v1/action-approvals` (and the `snapshot` event of its watch stream).

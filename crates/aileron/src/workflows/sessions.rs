@@ -58,6 +58,11 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
         scopes: started.session.scopes.clone(),
         confinement: started.session.confinement,
         started_at: started.session.started_at.clone(),
+        placeholder_env: if network == Some(SessionNetwork::Enforced) {
+            crate::dataplane::agent_egress::Credentialing::placeholder_env(&state.store, &state.bindings)
+        } else {
+            Default::default()
+        },
     };
     Ok(Reply::created(view))
 }

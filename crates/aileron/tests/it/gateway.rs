@@ -814,6 +814,19 @@ pub(crate) fn tls_upstream() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
 
 /// [`tls_upstream`] with another certificate and key (PEM).
 pub(crate) fn tls_upstream_serving(cert_pem: &str, key_pem: &str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    tls_upstream_answering(cert_pem, key_pem, Arc::new(|_, _| (String::new(), r#"{"via":"tls"}"#.to_string())))
+}
+
+/// What a test upstream answers a request (its line, then its header lines as sent): extra
+/// response header lines (each ending in CRLF) and the body.
+pub(crate) type Answer = Arc<dyn Fn(&str, &[String]) -> (String, String) + Send + Sync>;
+
+/// [`tls_upstream_serving`] answering each request with `answer`.
+pub(crate) fn tls_upstream_answering(
+    cert_pem: &str,
+    key_pem: &str,
+    answer: Answer,
+) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     use std::io::{BufRead as _, Read as _, Write as _};
@@ -827,11 +840,11 @@ pub(crate) fn tls_upstream_serving(cert_pem: &str, key_pem: &str) -> (SocketAddr
     let recorded = seen.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let (config, recorded) = (config.clone(), recorded.clone());
+            let (config, recorded, answer) = (config.clone(), recorded.clone(), answer.clone());
             std::thread::spawn(move || {
                 let tls = rustls::StreamOwned::new(rustls::ServerConnection::new(config).unwrap(), stream);
                 let mut reader = std::io::BufReader::new(tls);
-                let (mut request_line, mut length) = (String::new(), 0);
+                let (mut request_line, mut length, mut header_lines) = (String::new(), 0, Vec::new());
                 if reader.read_line(&mut request_line).is_err() {
                     return;
                 }
@@ -840,6 +853,7 @@ pub(crate) fn tls_upstream_serving(cert_pem: &str, key_pem: &str) -> (SocketAddr
                     if reader.read_line(&mut line).is_err() || line == "\r\n" || line.is_empty() {
                         break;
                     }
+                    header_lines.push(line.trim_end().to_string());
                     if let Some((name, value)) = line.split_once(':')
                         && name.eq_ignore_ascii_case("content-length")
                     {
@@ -851,10 +865,10 @@ pub(crate) fn tls_upstream_serving(cert_pem: &str, key_pem: &str) -> (SocketAddr
                     return;
                 }
                 recorded.lock().unwrap().push(request_line.trim_end().to_string());
-                let answer = r#"{"via":"tls"}"#;
+                let (extra_headers, answer) = answer(request_line.trim_end(), &header_lines);
                 let mut tls = reader.into_inner();
                 let head = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra_headers}connection: close\r\n\r\n",
                     answer.len()
                 );
                 let _ = tls.write_all(head.as_bytes()).and_then(|()| tls.write_all(answer.as_bytes()));

@@ -1823,6 +1823,161 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     assert!(!String::from_utf8_lossy(&all.stdout).contains("QUERY-SECRET"), "a query string was recorded");
 }
 
+/// SPEC §15's sealed credentials, api_key: a connector's `[[proxy.operations]]` put the bound key on
+/// a launched agent's own requests (its curl sends what `gh` sends: `token $GH_TOKEN`), the agent
+/// holding only the placeholder. The upstream sees the real key; an echo of it comes back
+/// redacted; a gated operation is refused (approvals at the proxy are not built yet, so it never
+/// goes out credentialed); a `..` path that a server would read as the gated operation is refused
+/// before anything is sent; an unmatched request keeps the placeholder. Each is recorded with the
+/// connector, the operation and the binding, never the key.
+#[test]
+fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
+    const KEY: &str = "ghp_sealedKeyTheAgentNeverSees0000000001";
+    let rig = LaunchRig::new();
+    let saw: Arc<std::sync::Mutex<Vec<(String, String)>>> = Arc::default();
+    let recorded = saw.clone();
+    let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
+        let authorization = headers
+            .iter()
+            .find_map(|header| header.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("authorization")))
+            .map(|(_, value)| value.trim().to_string())
+            .unwrap_or_default();
+        // A tunnel whose request the proxy refused still opened a connection here, and closes it
+        // without a request.
+        if !line.is_empty() {
+            recorded.lock().unwrap().push((line.to_string(), authorization.clone()));
+        }
+        (format!("x-echo: {authorization}\r\n"), json!({ "saw": authorization }).to_string())
+    });
+    let (upstream, _) = crate::gateway::tls_upstream_answering(
+        crate::gateway::TEST_UPSTREAM_CERT,
+        crate::gateway::TEST_UPSTREAM_KEY,
+        answer,
+    );
+    let upstream = format!("localhost:{}", upstream.port());
+    let roots = rig.temp.path().join("daemon-roots.pem");
+    std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
+    let passphrase = rig.temp.path().join("passphrase");
+    std::fs::write(&passphrase, "correct horse battery staple\n").unwrap();
+    let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
+    assert!(started.status.success(), "{}", text(&started));
+    let init = rig.run(&["vault", "init", "--passphrase-file", passphrase.to_str().unwrap()], &[]);
+    assert!(init.status.success(), "{}", text(&init));
+
+    let package = rig.temp.path().join("pkg-gh");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(package.join("connector.wasm"), crate::support::guest_wasm("http_get")).unwrap();
+    let extra = format!(
+        "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
+         placeholder_env = [\"GH_TOKEN\"]\n\n\
+         [[proxy.operations]]\nname = \"rest\"\nmethod = \"GET\"\nhost = \"{upstream}\"\npath = \"/**\"\n\n\
+         [[proxy.operations]]\nname = \"merge_pull_request\"\nmethod = \"PUT\"\nhost = \"{upstream}\"\n\
+         path = \"/repos/{{owner}}/{{repo}}/pulls/{{number}}/merge\"\napproval = true\n\n\
+         [[proxy.operations]]\nname = \"contents\"\nmethod = \"PUT\"\nhost = \"{upstream}\"\n\
+         path = \"/repos/{{owner}}/{{repo}}/contents/**\"\n"
+    );
+    std::fs::write(package.join("manifest.toml"), crate::support::manifest("http_get", &[upstream.clone()], &extra))
+        .unwrap();
+    let reference = "github://aileron-tests/http_get@1.0.0";
+    let installed = rig.run(
+        &["connector", "install", "--from", package.to_str().unwrap(), reference, "--yes", "--allow-unsigned"],
+        &[],
+    );
+    assert!(installed.status.success(), "{}", text(&installed));
+    let output = rig.command_in(
+        &rig.workspace(),
+        &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "GH_KEY"],
+        None,
+        &[("GH_KEY", KEY.as_ref())],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/sealed_clients.py");
+    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report_path = rig.workspace().join("sealed-report.json");
+    let env: [(&str, &std::ffi::OsStr); 3] = [
+        ("ATTACK_REPORT", report_path.as_os_str()),
+        ("UPSTREAM", upstream.as_ref()),
+        // The user's own token in the environment the launch starts from: the agent gets the
+        // placeholder instead.
+        ("GH_TOKEN", "ghp_theUsersOwnTokenFromTheShell".as_ref()),
+    ];
+    let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report_text = std::fs::read_to_string(&report_path).unwrap();
+    let report: Value = serde_json::from_str(&report_text).unwrap();
+
+    assert_eq!(report["GH_TOKEN"], "aileron-sealed", "{report:#}");
+    assert_eq!(report["rest"]["status"], "200", "{report:#}");
+    assert_eq!(report["rest"]["body"], json!({ "saw": "token [REDACTED]" }).to_string(), "an echo comes back redacted");
+    assert!(report["rest"]["head"].as_str().unwrap().contains("x-echo: token [REDACTED]"), "{report:#}");
+    assert_eq!(report["contents"]["status"], "200", "{report:#}");
+    assert_eq!(report["gated"]["status"], "403", "{report:#}");
+    assert!(report["gated"]["body"].as_str().unwrap().contains("approval_required"), "{report:#}");
+    assert_eq!(report["dot_dot"]["status"], "400", "{report:#}");
+    assert!(report["dot_dot"]["body"].as_str().unwrap().contains("path_not_canonical"), "{report:#}");
+    assert_eq!(report["unmatched"]["status"], "200", "{report:#}");
+    assert!(!report_text.contains(KEY), "the agent saw the key: {report_text}");
+    assert!(!report_text.contains("ghp_theUsersOwnToken"), "the agent saw the user's own token");
+
+    let saw = saw.lock().unwrap().clone();
+    let expected = [
+        ("GET /user HTTP/1.1", format!("token {KEY}")),
+        ("PUT /repos/acme/app/contents/README.md HTTP/1.1", format!("token {KEY}")),
+        ("DELETE /user HTTP/1.1", "token aileron-sealed".to_string()),
+    ];
+    assert_eq!(saw, expected.map(|(line, auth)| (line.to_string(), auth)), "what the upstream saw");
+
+    let listed = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
+    let all = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(!all.contains(KEY), "the key reached the audit log");
+    let listed: Value = serde_json::from_str(&all).unwrap();
+    let records: Vec<&Value> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["payload"]["aileron.proxy.source"] == "transparent_connect_tls")
+        .collect();
+    let summary: Vec<(String, String, String, String)> = records
+        .iter()
+        .map(|r| {
+            let payload = &r["payload"];
+            let field = |key: &str| payload[key].as_str().unwrap_or_default().to_string();
+            (
+                r["event_type"].as_str().unwrap().to_string(),
+                field("aileron.proxy.upstream.path"),
+                field("aileron.connector.operation"),
+                field("aileron.connector.reject_reason"),
+            )
+        })
+        .collect();
+    let row = |event: &str, path: &str, operation: &str, reason: &str| {
+        (event.to_string(), path.to_string(), operation.to_string(), reason.to_string())
+    };
+    for expected in [
+        row("connector.proxy.proxied", "/user", "rest", ""),
+        row("connector.proxy.rejected", "/repos/acme/app/pulls/7/merge", "merge_pull_request", "approval_required"),
+        row("connector.proxy.rejected", "/repos/acme/app/contents/%2e%2e/pulls/7/merge", "", "path_not_canonical"),
+        row("connector.proxy.proxied", "/repos/acme/app/contents/README.md", "contents", ""),
+        row("sandbox.proxy.passthrough", "/user", "", ""),
+    ] {
+        assert!(summary.contains(&expected), "{expected:?} not in {summary:#?}");
+    }
+    let proxied = records
+        .iter()
+        .find(|r| {
+            r["event_type"] == "connector.proxy.proxied" && r["payload"]["aileron.proxy.upstream.path"] == "/user"
+        })
+        .unwrap();
+    assert_eq!(proxied["payload"]["aileron.connector.fqn"], "github://aileron-tests/http_get", "{proxied:#}");
+    assert_eq!(
+        proxied["payload"]["aileron.binding.name"], "api_key/github:aileron-tests:http_get/default",
+        "{proxied:#}"
+    );
+    assert_eq!(proxied["payload"]["aileron.connector.credential"], "api_key", "{proxied:#}");
+}
+
 /// Two sessions at once, both told `HTTPS_PROXY=http://127.0.0.1:3128`: each agent's proxy is its
 /// own (the listener is the session: each request recorded under the session that made it), its
 /// CA its own, the other session's processes and listeners out of sight, and one session's end

@@ -24,6 +24,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::EgressSession;
+use super::sealed::{Decision, RedactedBody};
+use crate::dataplane::egress::REDACTED;
 
 /// `aileron.proxy.source` of a request read inside a tunnel (seed 003's name).
 pub const SOURCE: &str = "transparent_connect_tls";
@@ -249,6 +251,77 @@ async fn forward(
     let started = Instant::now();
     let method = request.method().as_str().to_string();
     let path = request.uri().path().to_string();
+    let mut record = ProxiedRequest {
+        scheme: Some(scheme.to_string()),
+        path: Some(path.chars().take(2048).collect()),
+        address: Some(target.address.to_string()),
+        ..session.request(SOURCE, &method, &target.destination)
+    };
+    let mut event_type = EventType::SandboxProxyPassthrough;
+    let mut binding = None;
+    let mut sealed = None;
+    match session.credentialing.decide(&method, &target.destination, &path) {
+        Decision::Passthrough => {}
+        Decision::Tied(tied) => record.operations_tied = Some(tied),
+        Decision::NotCanonical => {
+            record.reject_reason = Some("path_not_canonical".to_string());
+            let refused = session.append(EventType::ConnectorProxyRejected, record).await;
+            return Ok(refusal(
+                refused,
+                StatusCode::BAD_REQUEST,
+                "path_not_canonical",
+                "this path could reach a different operation than it names (`..`, `.`, an encoded `/` or `\\`, \
+                 an empty segment); send the path as the server should read it",
+            ));
+        }
+        Decision::Matched { connector, operation } => {
+            event_type = EventType::ConnectorProxyProxied;
+            record.connector = Some(connector.fqn.clone());
+            record.operation = Some(operation.name.clone());
+            record.credential = connector.manifest.credential_kind().map(|kind| kind.as_str().to_string());
+            if operation.approval {
+                // Fail closed until approvals reach the proxy: a gated operation never goes out
+                // with the credential unapproved.
+                record.reject_reason = Some("approval_required".to_string());
+                let refused = session.append(EventType::ConnectorProxyRejected, record).await;
+                return Ok(refusal(
+                    refused,
+                    StatusCode::FORBIDDEN,
+                    "approval_required",
+                    &format!(
+                        "{} ({}) needs your approval for each request, which this version cannot ask for at the \
+                         proxy; use an Aileron action for it instead",
+                        operation.name, connector.fqn
+                    ),
+                ));
+            }
+            match session.credentialing.seal(connector).await {
+                Ok(Some(credential)) => {
+                    let (name, value) = &credential.header;
+                    let Ok(name) = hyper::header::HeaderName::from_bytes(name.as_bytes()) else {
+                        return Ok(plain(StatusCode::BAD_GATEWAY, "binding_failed"));
+                    };
+                    let Ok(mut value) = hyper::header::HeaderValue::from_str(value.expose()) else {
+                        return Ok(plain(StatusCode::BAD_GATEWAY, "binding_failed"));
+                    };
+                    value.set_sensitive(true);
+                    // The credential replaces whatever the tool sent (its placeholder).
+                    request.headers_mut().remove(&name);
+                    request.headers_mut().insert(name, value);
+                    binding = Some(credential.resolved.binding.audit_payload());
+                    sealed = Some(credential);
+                }
+                Ok(None) => record.binding_unresolved = Some(true),
+                Err(failure) => {
+                    record.reject_reason = Some(failure.class.as_str().to_string());
+                    let mut payload = record.into_payload();
+                    payload.extend(failure.audit_payload());
+                    let refused = session.append_payload(EventType::ConnectorProxyRejected, payload).await;
+                    return Ok(refusal(refused, StatusCode::BAD_GATEWAY, failure.class.as_str(), &failure.message));
+                }
+            }
+        }
+    }
     let client_upgrade =
         request.headers().contains_key(hyper::header::UPGRADE).then(|| hyper::upgrade::on(&mut request));
     let response = sender.send(request, &target).await;
@@ -259,17 +332,29 @@ async fn forward(
             return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
         }
     };
-    let record = ProxiedRequest {
-        scheme: Some(scheme.to_string()),
-        path: Some(path.chars().take(2048).collect()),
-        status: Some(u64::from(response.status().as_u16())),
-        address: Some(target.address.to_string()),
-        duration_us: Some(started.elapsed().as_micros() as u64),
-        ..session.request(SOURCE, &method, &target.destination)
-    };
+    record.status = Some(u64::from(response.status().as_u16()));
+    record.duration_us = Some(started.elapsed().as_micros() as u64);
+    let mut payload = record.into_payload();
+    payload.extend(binding.unwrap_or_default());
     // Fail closed: a response whose record cannot be written does not reach the agent.
-    if session.append(EventType::SandboxProxyPassthrough, record).await.is_err() {
+    if session.append_payload(event_type, payload).await.is_err() {
         return Ok(plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable"));
+    }
+    if let Some(credential) = sealed {
+        // An upstream that echoes the credential back must not hand it to the agent.
+        let secrets = credential.resolved.echo_candidates();
+        let (mut parts, body) = response.into_parts();
+        for value in parts.headers.values_mut() {
+            let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            if secrets.iter().any(|secret| text.contains(secret)) {
+                let redacted = secrets.iter().fold(text, |text, secret| text.replace(secret, REDACTED));
+                *value = hyper::header::HeaderValue::from_str(&redacted)
+                    .unwrap_or_else(|_| hyper::header::HeaderValue::from_static(REDACTED));
+            }
+        }
+        // The body may shrink or grow by redaction: its length is no longer known up front.
+        parts.headers.remove(hyper::header::CONTENT_LENGTH);
+        return Ok(Response::from_parts(parts, Body::new(RedactedBody::new(body, &secrets))));
     }
     if response.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(client_upgrade) = client_upgrade
@@ -282,6 +367,21 @@ async fn forward(
         });
     }
     Ok(response.map(Body::new))
+}
+
+/// A refusal of a request inside a tunnel, once recorded: SPEC §9's envelope with `class` and
+/// `message`; 503 when the refusal itself could not be recorded.
+fn refusal(recorded: Result<(), ()>, status: StatusCode, class: &str, message: &str) -> Response<Body> {
+    if recorded.is_err() {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable");
+    }
+    let body = serde_json::json!({"error": {"class": class, "message": message}});
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    response
 }
 
 /// Answers every request of a tunnel whose upstream cannot be reached safely with 502.

@@ -30,8 +30,10 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::stores::audit_log::{AuditEvent, AuditLog};
 
 mod intercept;
+mod sealed;
 mod session_ca;
 
+pub use sealed::{Credentialing, SealedConnector};
 pub use session_ca::SessionCa;
 
 /// How long a client may take to send its request head, and the proxy to resolve and dial.
@@ -58,6 +60,8 @@ pub struct EgressSession {
     upstream_tls: Arc<rustls::ClientConfig>,
     /// The same, offering h2 first (for an h2 client).
     upstream_tls_h2: Arc<rustls::ClientConfig>,
+    /// The installed connectors' operations and their credentials (SPEC §15).
+    pub credentialing: Arc<Credentialing>,
     refusals: Mutex<Refusals>,
 }
 
@@ -102,8 +106,15 @@ impl EgressSession {
             policy,
             upstream_tls,
             upstream_tls_h2,
+            credentialing: Arc::new(Credentialing::none()),
             refusals: Mutex::default(),
         }
+    }
+
+    /// The same session matching requests to `credentialing`'s operations.
+    pub fn with_credentialing(mut self, credentialing: Arc<Credentialing>) -> EgressSession {
+        self.credentialing = credentialing;
+        self
     }
 
     /// The same session verifying upstreams with `config` instead (a benchmark's own roots).
@@ -164,7 +175,8 @@ impl EgressSession {
                 return self.refuse(&mut stream, "CONNECT", &shown, refusal).await;
             }
         };
-        let allowed_private = self.allow_private.contains(&destination);
+        // An operation's host is reached although private, and is on the allowlist (SPEC §15).
+        let allowed_private = self.allow_private.contains(&destination) || self.credentialing.names_host(&destination);
         // The policy is asked before anything is resolved: a refused name is never looked up.
         if !allowed_private && !self.policy.allows(&host) {
             return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("egress_policy_denied")).await;
@@ -269,7 +281,14 @@ impl EgressSession {
     }
 
     async fn append(&self, event_type: EventType, record: ProxiedRequest) -> Result<(), ()> {
-        let payload = record.into_payload();
+        self.append_payload(event_type, record.into_payload()).await
+    }
+
+    async fn append_payload(
+        &self,
+        event_type: EventType,
+        payload: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), ()> {
         let event = AuditEvent {
             event_type,
             actor: Actor { r#type: ActorType::Agent, id: self.session_id.clone() },

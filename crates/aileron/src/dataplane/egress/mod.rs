@@ -325,6 +325,34 @@ impl StepEgress {
     }
 }
 
+/// The one header a token credential goes in: the manifest's api_key header and format, or an
+/// OAuth2 bearer token. `None` for a credential that signs the request instead (aws_sigv4).
+pub(crate) fn token_header(
+    manifest: &ConnectorManifest,
+    resolved: &ResolvedCredential,
+) -> Option<Result<(String, Secret), Failure>> {
+    let unusable = || {
+        Failure::new(FailureClass::BindingFailed, Boundary::Runtime, "the bound credential is not a valid header value")
+            .with_detail("hint", format!("bind a valid credential: aileron binding rebind {}", resolved.binding.name))
+    };
+    match (manifest.credential.as_ref().map(|c| &c.method), &resolved.injection) {
+        (Some(CredentialMethod::ApiKey(header)), Injection::Token(secret)) => Some(
+            header
+                .header_value(secret.expose())
+                .map(|value| (header.header.clone(), Secret::new(value)))
+                .ok_or_else(unusable),
+        ),
+        (Some(CredentialMethod::OAuth2(_)), Injection::Token(secret)) => {
+            Some(if secret.expose().chars().any(|c| c.is_control()) {
+                Err(unusable())
+            } else {
+                Ok(("Authorization".to_string(), Secret::new(format!("Bearer {}", secret.expose()))))
+            })
+        }
+        _ => None,
+    }
+}
+
 /// The headers to add for a resolved credential (SPEC §4.4): the manifest's api_key header, an
 /// OAuth2 bearer token, or an AWS SigV4 signature computed over exactly what will be sent.
 fn injection(
@@ -334,22 +362,11 @@ fn injection(
     target: &EgressTarget,
     request: &GuestHttpRequest,
 ) -> Result<Vec<(String, Secret)>, Failure> {
-    let unusable = || {
-        Failure::new(FailureClass::BindingFailed, Boundary::Runtime, "the bound credential is not a valid header value")
-            .with_detail("hint", format!("bind a valid credential: aileron binding rebind {}", resolved.binding.name))
-    };
+    if let Some(header) = token_header(manifest, resolved) {
+        return header.map(|header| vec![header]);
+    }
     let method_of_manifest = manifest.credential.as_ref().map(|c| &c.method);
     match (method_of_manifest, &resolved.injection) {
-        (Some(CredentialMethod::ApiKey(header)), Injection::Token(secret)) => {
-            let value = header.header_value(secret.expose()).ok_or_else(unusable)?;
-            Ok(vec![(header.header.clone(), Secret::new(value))])
-        }
-        (Some(CredentialMethod::OAuth2(_)), Injection::Token(secret)) => {
-            if secret.expose().chars().any(|c| c.is_control()) {
-                return Err(unusable());
-            }
-            Ok(vec![("Authorization".to_string(), Secret::new(format!("Bearer {}", secret.expose())))])
-        }
         (Some(CredentialMethod::AwsSigv4(signing)), Injection::Aws(credentials)) => {
             let url = url::Url::parse(&target.url).map_err(|e| {
                 Failure::runtime_error(Boundary::Runtime, format!("signing: the URL does not parse: {e}"))

@@ -97,13 +97,26 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
             let _ = closed.wait_for(|closed| *closed).await;
         }
     };
-    let egress = Arc::new(EgressSession::new(
-        state.services.audit.clone(),
-        handover.session_id.clone(),
-        handover.allow_private.iter().map(|destination| destination.to_ascii_lowercase()).collect(),
-        ca,
-        policy,
-    ));
+    let services = state.services.clone();
+    let credentialing = tokio::task::spawn_blocking(move || {
+        crate::dataplane::agent_egress::Credentialing::from_store(
+            &services.store,
+            services.credentials.clone(),
+            services.oauth.clone(),
+        )
+    })
+    .await
+    .unwrap_or_else(|_| crate::dataplane::agent_egress::Credentialing::none());
+    let egress = Arc::new(
+        EgressSession::new(
+            state.services.audit.clone(),
+            handover.session_id.clone(),
+            handover.allow_private.iter().map(|destination| destination.to_ascii_lowercase()).collect(),
+            ca,
+            policy,
+        )
+        .with_credentialing(Arc::new(credentialing)),
+    );
     let mut relays = tokio::task::JoinSet::new();
     for (listener, destination) in forwards {
         relays.spawn(egress.clone().forward_tcp(listener, destination, when_closed(&closed)));

@@ -659,6 +659,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         exposed,
     };
     let started: SessionStarted = client.post_as("/v1/sessions", &start).await.context("starting a session")?;
+    let placeholders = started.placeholder_env;
     let wiring = Wiring {
         daemon_url: client.base_url.clone(),
         token: started.token.expose().to_string(),
@@ -698,6 +699,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         temp_dir: temp_dir.path(),
         traces_parent: agent_traces.as_deref(),
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
+        placeholders,
     });
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment).await;
     if let Some(hosts) = hosts_file {
@@ -724,6 +726,9 @@ struct Contained<'a> {
     /// With an enforced network: what the launcher sends the daemon with the namespace's
     /// listeners, and where.
     handover: Option<(NetworkHandover, PathBuf)>,
+    /// The daemon's placeholders for the agent's credential variables (SPEC §15): they replace
+    /// whatever the user's environment holds under those names.
+    placeholders: std::collections::BTreeMap<String, String>,
 }
 
 /// Where a session's trust bundle is written (outside anything the agent may write).
@@ -817,6 +822,7 @@ async fn launch_session(
         if let Some(network) = &contained.request.network {
             plan.env.extend(network::proxy_env(network.proxy_port));
             plan.env.extend(network::trust_env(&trust_bundle_path(env, &wiring.session_id)));
+            plan.env.extend(contained.placeholders.iter().map(|(name, value)| (name.clone(), value.clone())));
         }
     }
     let mut temporary = Vec::new();

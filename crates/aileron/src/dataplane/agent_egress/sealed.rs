@@ -1,0 +1,293 @@
+//! Operation specs at a launched agent's proxy (SPEC §15 "Each request", decision 0017): which
+//! installed connector's `[[proxy.operations]]` a request is, and the credential its binding
+//! puts on it. The agent's tools send a placeholder; the bound credential replaces whatever they
+//! sent in that header, and an upstream that echoes it back has it redacted from the response.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use aileron_core::manifest::ConnectorManifest;
+use aileron_core::policy::{OperationIndex, OperationMatch};
+use aileron_core::{Failure, FailureClass};
+
+use crate::stores::bindings::{CredentialSource, ResolvedCredential, Secret};
+use crate::stores::oauth::OAuthFlows;
+use crate::stores::store::Store;
+
+/// An installed connector with operations: the newest verified version of its FQN.
+#[derive(Debug)]
+pub struct SealedConnector {
+    pub fqn: String,
+    pub manifest: Arc<ConnectorManifest>,
+}
+
+/// The session's view of every installed connector's operations, taken when its network was
+/// attached, and where their credentials come from.
+pub struct Credentialing {
+    index: OperationIndex<Arc<SealedConnector>>,
+    credentials: Option<(Arc<dyn CredentialSource>, Arc<OAuthFlows>)>,
+}
+
+/// What the proxy does with one request.
+pub enum Decision<'a> {
+    /// No operation covers it: forwarded unmodified (`sandbox.proxy.passthrough`).
+    Passthrough,
+    /// Equally specific operations (`fqn/operation` each): forwarded without a credential.
+    Tied(Vec<String>),
+    /// A path a server could read as another path, to an operation's host: refused.
+    NotCanonical,
+    Matched {
+        connector: &'a SealedConnector,
+        operation: &'a aileron_core::manifest::ProxyOperation,
+    },
+}
+
+/// The credential for a matched request: the header it goes in, and what to redact.
+pub struct Sealed {
+    pub resolved: ResolvedCredential,
+    pub header: (String, Secret),
+}
+
+impl Credentialing {
+    /// No operations: every request is a passthrough.
+    pub fn none() -> Credentialing {
+        Credentialing { index: OperationIndex::default(), credentials: None }
+    }
+
+    /// Every installed FQN's newest version whose manifest has `[proxy]`, verified against its
+    /// pinned hash (a manifest edited after install adds no operation); entries that fail to
+    /// verify are left out with a warning.
+    pub fn from_store(store: &Store, credentials: Arc<dyn CredentialSource>, oauth: Arc<OAuthFlows>) -> Credentialing {
+        let entries = match store.list() {
+            Ok(entries) => entries,
+            Err(error) => {
+                log_line!("aileron daemon: warning: reading the connector store for proxy operations: {error}");
+                Vec::new()
+            }
+        };
+        let mut newest: BTreeMap<String, crate::stores::store::StoreEntry> = BTreeMap::new();
+        for entry in entries.into_iter().filter(|entry| entry.manifest.proxy.is_some()) {
+            let fqn = entry.fqn.to_string();
+            if newest.get(&fqn).is_none_or(|kept| kept.version < entry.version) {
+                newest.insert(fqn, entry);
+            }
+        }
+        let mut connectors = Vec::new();
+        for (fqn, entry) in newest {
+            match store.load_verified(&entry.hash) {
+                Ok(verified) => connectors.push(SealedConnector { fqn, manifest: verified.manifest }),
+                Err(failure) => {
+                    log_line!("aileron daemon: warning: {fqn}'s operations are not used: {}", failure.message)
+                }
+            }
+        }
+        Credentialing::new(connectors, Some((credentials, oauth)))
+    }
+
+    /// What a launched agent finds in each connector's `placeholder_env` (SPEC §15): the
+    /// placeholder, for connectors with operations whose credential is bound, so unmodified tools
+    /// send requests the proxy then credentials. Sorted by name; the newest version of each FQN.
+    pub fn placeholder_env(store: &Store, bindings: &crate::stores::bindings::Bindings) -> BTreeMap<String, String> {
+        let mut newest: BTreeMap<String, ConnectorManifest> = BTreeMap::new();
+        for entry in store.list().unwrap_or_default().into_iter().filter(|entry| entry.manifest.proxy.is_some()) {
+            let fqn = entry.fqn.to_string();
+            if newest.get(&fqn).is_none_or(|kept| kept.version < entry.version) {
+                newest.insert(fqn, entry.manifest);
+            }
+        }
+        let mut env = BTreeMap::new();
+        for (fqn, manifest) in newest {
+            let bound = manifest.credential_kind().is_some_and(|kind| bindings.for_connector(&fqn, kind).is_some());
+            for name in manifest.proxy.iter().flat_map(|proxy| proxy.placeholder_env.iter()).filter(|_| bound) {
+                env.insert(name.clone(), aileron_core::manifest::PLACEHOLDER.to_string());
+            }
+        }
+        env
+    }
+
+    pub fn new(
+        connectors: Vec<SealedConnector>,
+        credentials: Option<(Arc<dyn CredentialSource>, Arc<OAuthFlows>)>,
+    ) -> Credentialing {
+        let mut entries = Vec::new();
+        for connector in connectors.into_iter().map(Arc::new) {
+            for operation in connector.manifest.proxy.iter().flat_map(|proxy| proxy.operations.iter()) {
+                entries.push((connector.clone(), operation.clone()));
+            }
+        }
+        Credentialing { index: OperationIndex::new(entries), credentials }
+    }
+
+    /// Whether an operation names `destination` (`host:port`) literally: such a host is reached
+    /// even when private, and is on the allowlist (SPEC §15).
+    pub fn names_host(&self, destination: &str) -> bool {
+        self.index.names_host(destination)
+    }
+
+    pub fn decide(&self, method: &str, destination: &str, path: &str) -> Decision<'_> {
+        match self.index.match_request(method, destination, path) {
+            OperationMatch::None => Decision::Passthrough,
+            OperationMatch::NotCanonical => Decision::NotCanonical,
+            OperationMatch::Ambiguous(tied) => Decision::Tied(
+                tied.iter().map(|(connector, operation)| format!("{}/{}", connector.fqn, operation.name)).collect(),
+            ),
+            OperationMatch::Matched { connector, operation } => Decision::Matched { connector, operation },
+        }
+    }
+
+    /// The credential bound to `connector`: `Ok(None)` when none is bound (the request goes
+    /// without one, SPEC §15), a failure when one is bound but cannot be used (vault locked,
+    /// refresh failed, a value no header can carry).
+    pub async fn seal(&self, connector: &SealedConnector) -> Result<Option<Sealed>, Failure> {
+        let (Some((credentials, oauth)), Some(kind)) = (&self.credentials, connector.manifest.credential_kind()) else {
+            return Ok(None);
+        };
+        let resolved = match credentials.resolve(&connector.fqn, kind, oauth.as_ref()).await {
+            Ok(resolved) => resolved,
+            Err(failure) if failure.class == FailureClass::BindingRequired => return Ok(None),
+            Err(failure) => return Err(failure),
+        };
+        match crate::dataplane::egress::token_header(&connector.manifest, &resolved) {
+            Some(header) => Ok(Some(Sealed { header: header?, resolved })),
+            None => Err(Failure::new(
+                FailureClass::BindingFailed,
+                aileron_core::Boundary::Runtime,
+                format!("{} credentials cannot be injected at the agent's proxy yet", kind),
+            )),
+        }
+    }
+}
+
+/// Replaces each of `secrets` in a response body that arrives in pieces, a secret split across
+/// two pieces included: the last bytes of each piece that could start a secret wait for the next.
+pub struct Redactor {
+    secrets: Vec<Vec<u8>>,
+    held: Vec<u8>,
+    longest: usize,
+}
+
+impl Redactor {
+    pub fn new(secrets: &[&str]) -> Redactor {
+        let mut secrets: Vec<Vec<u8>> =
+            secrets.iter().filter(|secret| !secret.is_empty()).map(|secret| secret.as_bytes().to_vec()).collect();
+        // Longest first: a secret that contains another is redacted whole.
+        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+        let longest = secrets.iter().map(Vec::len).max().unwrap_or(0);
+        Redactor { secrets, held: Vec::new(), longest }
+    }
+
+    /// What of the body so far can go out now.
+    pub fn push(&mut self, piece: &[u8]) -> Vec<u8> {
+        self.held.extend_from_slice(piece);
+        let safe = self.held.len().saturating_sub(self.longest.saturating_sub(1));
+        self.scan(safe)
+    }
+
+    /// The rest, at the end of the body.
+    pub fn finish(&mut self) -> Vec<u8> {
+        self.scan(self.held.len())
+    }
+
+    /// Emits the held bytes up to where no secret can start before `until`, redacting whole
+    /// secrets that start before it; keeps the rest.
+    fn scan(&mut self, until: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.held.len());
+        let mut at = 0;
+        while at < until {
+            let rest = &self.held[at..];
+            if let Some(secret) = self.secrets.iter().find(|secret| rest.starts_with(secret)) {
+                out.extend_from_slice(crate::dataplane::egress::REDACTED.as_bytes());
+                at += secret.len();
+            } else {
+                out.push(self.held[at]);
+                at += 1;
+            }
+        }
+        self.held.drain(..at.min(self.held.len()));
+        out
+    }
+}
+
+/// A response body with the bound credential redacted as it streams.
+pub struct RedactedBody {
+    inner: hyper::body::Incoming,
+    redactor: Redactor,
+    finished: bool,
+}
+
+impl RedactedBody {
+    pub fn new(inner: hyper::body::Incoming, secrets: &[&str]) -> RedactedBody {
+        RedactedBody { inner, redactor: Redactor::new(secrets), finished: false }
+    }
+}
+
+impl hyper::body::Body for RedactedBody {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        loop {
+            if self.finished {
+                return Poll::Ready(None);
+            }
+            match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => {
+                        let out = self.redactor.push(&data);
+                        if !out.is_empty() {
+                            return Poll::Ready(Some(Ok(hyper::body::Frame::data(out.into()))));
+                        }
+                    }
+                    // Trailers: what is held goes first, the trailers are dropped (no credential
+                    // service answers with trailers a tool needs).
+                    Err(_) => {}
+                },
+                Poll::Ready(None) => {
+                    self.finished = true;
+                    let rest = self.redactor.finish();
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(hyper::body::Frame::data(rest.into()))));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redact(pieces: &[&str], secrets: &[&str]) -> String {
+        let mut redactor = Redactor::new(secrets);
+        let mut out = Vec::new();
+        for piece in pieces {
+            out.extend(redactor.push(piece.as_bytes()));
+        }
+        out.extend(redactor.finish());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_secret_is_redacted_wherever_the_pieces_split_it() {
+        let body = "{\"echo\":\"ghp_SECRET123\",\"again\":\"ghp_SECRET123\"}";
+        let expected = "{\"echo\":\"[REDACTED]\",\"again\":\"[REDACTED]\"}";
+        for split in 0..=body.len() {
+            for second in split..=body.len() {
+                let pieces = [&body[..split], &body[split..second], &body[second..]];
+                assert_eq!(redact(&pieces, &["ghp_SECRET123"]), expected, "{pieces:?}");
+            }
+        }
+        assert_eq!(redact(&["ghp_SECRET12"], &["ghp_SECRET123"]), "ghp_SECRET12", "a prefix alone stays");
+        // A secret that contains another is redacted whole, not left with its tail showing.
+        assert_eq!(redact(&["aaSECRET", "bb"], &["SECRET", "SECRETbb"]), "aa[REDACTED]");
+        assert_eq!(redact(&["aaSECRET", "cc"], &["SECRET", "SECRETbb"]), "aa[REDACTED]cc");
+        assert_eq!(redact(&["no secrets here"], &[]), "no secrets here");
+    }
+}
