@@ -381,6 +381,20 @@ async fn load_module(
     if let Some(loaded) = state.sandbox.runtime().loaded(hash, &import_policy) {
         return loaded;
     }
+    if connector.wasm.is_empty() {
+        return Err(Failure::capability_denied(
+            aileron_core::Boundary::Runtime,
+            format!(
+                "{} has no module to run: it is a spec-only connector, whose [[proxy.operations]] credential a \
+                 launched agent's own requests",
+                connector.manifest.reference()
+            ),
+        )
+        .with_detail(
+            "hint",
+            "pin a connector with a connector.wasm in the action, or use this one through `aileron launch`",
+        ));
+    }
     let (runtime, hash, wasm) = (state.sandbox.runtime().clone(), hash.clone(), connector.wasm.clone());
     tokio::task::spawn_blocking(move || runtime.load(&hash, &wasm, &import_policy))
         .await
@@ -416,6 +430,10 @@ pub async fn precompile(state: &Services, hash: &aileron_core::ContentHash) -> R
         // Bytes that no longer hash to `hash` leave no module of theirs in memory.
         state.sandbox.runtime().forget(hash);
     })?;
+    if connector.wasm.is_empty() {
+        // Spec-only: nothing to compile.
+        return Ok(Precompiled { elapsed: started.elapsed(), artifact_bytes: None });
+    }
     load_module(state, hash, &connector).await?;
     Ok(Precompiled { elapsed: started.elapsed(), artifact_bytes: state.sandbox.artifact_bytes(hash) })
 }

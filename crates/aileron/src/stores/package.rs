@@ -32,6 +32,7 @@ const PACK_HINT: &str = "a package is a flat gzip tar made with `aileron connect
 /// A package read from disk and checked; not yet trusted (signature and consent come next).
 #[derive(Clone)]
 pub struct Package {
+    /// Empty for a spec-only connector (no `connector.wasm`: `[proxy]` operations only).
     pub wasm: Vec<u8>,
     pub manifest_text: String,
     pub manifest: ConnectorManifest,
@@ -174,7 +175,8 @@ fn not_a_core_module(wasm: &[u8]) -> Option<String> {
 
 /// The raw files of a package.
 struct Files {
-    wasm: Vec<u8>,
+    /// `None`: no `connector.wasm` (a spec-only connector, when its manifest allows it).
+    wasm: Option<Vec<u8>>,
     manifest: Vec<u8>,
     signature: Option<Vec<u8>>,
 }
@@ -183,9 +185,30 @@ fn assemble(path: &Path, files: Files) -> Result<Package, PackageError> {
     let manifest_text = String::from_utf8(files.manifest)
         .map_err(|_| PackageError::ManifestNotUtf8 { path: path.to_path_buf(), file: MANIFEST_FILE })?;
     let manifest = parse_manifest(&manifest_text, MANIFEST_FILE).map_err(|e| PackageError::Manifest(Box::new(e)))?;
-    if let Some(found) = not_a_core_module(&files.wasm) {
-        return Err(PackageError::NotWebAssembly { path: path.to_path_buf(), file: WASM_FILE, found });
-    }
+    // A spec-only connector (SPEC §15): operations for launched agents, nothing to run. Its hash
+    // is the same formula with an empty module.
+    let spec_only = manifest.proxy.is_some() && manifest.runtime.is_none() && manifest.spawn.is_none();
+    let wasm = match files.wasm {
+        Some(wasm) if wasm.is_empty() && spec_only => wasm,
+        Some(wasm) => {
+            if let Some(found) = not_a_core_module(&wasm) {
+                return Err(PackageError::NotWebAssembly { path: path.to_path_buf(), file: WASM_FILE, found });
+            }
+            wasm
+        }
+        None if spec_only => Vec::new(),
+        None => {
+            let reason = format!(
+                "{WASM_FILE} is missing (only a connector whose manifest declares [proxy] operations and no \
+                 [capabilities.runtime] or [capabilities.spawn] may have none)"
+            );
+            return Err(if path.is_dir() {
+                PackageError::MalformedDirectory { path: path.to_path_buf(), reason }
+            } else {
+                PackageError::MalformedTarball { path: path.to_path_buf(), reason }
+            });
+        }
+    };
     if let Some(signature) = &files.signature
         && signature.len() != SIGNATURE_BYTES
     {
@@ -195,8 +218,8 @@ fn assemble(path: &Path, files: Files) -> Result<Package, PackageError> {
             len: signature.len(),
         });
     }
-    let hash = ContentHash::of_connector(&files.wasm, manifest_text.as_bytes());
-    Ok(Package { wasm: files.wasm, manifest_text, manifest, signature: files.signature, hash })
+    let hash = ContentHash::of_connector(&wasm, manifest_text.as_bytes());
+    Ok(Package { wasm, manifest_text, manifest, signature: files.signature, hash })
 }
 
 fn read_directory(dir: &Path) -> Result<Files, PackageError> {
@@ -225,7 +248,7 @@ fn read_directory(dir: &Path) -> Result<Files, PackageError> {
             .map(Some)
     };
     Ok(Files {
-        wasm: read(WASM_FILE, true)?.expect("required"),
+        wasm: read(WASM_FILE, false)?,
         manifest: read(MANIFEST_FILE, true)?.expect("required"),
         signature: read(SIGNATURE_FILE, false)?,
     })
@@ -247,7 +270,7 @@ fn read_tarball_from(path: &Path, reader: impl Read) -> Result<Files, PackageErr
     let malformed = |reason: String| PackageError::MalformedTarball { path: path.to_path_buf(), reason };
     let mut found = read_entries(path, reader, &[WASM_FILE, MANIFEST_FILE, SIGNATURE_FILE], MAX_ENTRY_BYTES)?;
     let mut take = |name: &'static str| found.remove(name);
-    let wasm = take(WASM_FILE).ok_or_else(|| malformed(format!("{WASM_FILE} is missing")))?;
+    let wasm = take(WASM_FILE);
     let manifest = take(MANIFEST_FILE).ok_or_else(|| malformed(format!("{MANIFEST_FILE} is missing")))?;
     Ok(Files { wasm, manifest, signature: take(SIGNATURE_FILE) })
 }
@@ -340,7 +363,11 @@ pub fn pack_action_tarball(action: &str, signature: Option<&[u8]>) -> io::Result
 
 /// Builds the canonical `aileron.tar.gz` bytes (publisher tooling, test forges). Deterministic:
 /// fixed order, mode 0644, owner 0, mtime 0, so the same files always give the same tarball.
+/// A spec-only connector's package (an empty `wasm`) has no `connector.wasm` entry.
 pub fn pack_tarball(wasm: &[u8], manifest_text: &str, signature: Option<&[u8]>) -> io::Result<Vec<u8>> {
+    if wasm.is_empty() {
+        return pack_entries(&[(MANIFEST_FILE, manifest_text.as_bytes())], signature);
+    }
     pack_entries(&[(WASM_FILE, wasm), (MANIFEST_FILE, manifest_text.as_bytes())], signature)
 }
 
@@ -615,5 +642,41 @@ pub(crate) mod tests {
         );
         let error = read_package(&temp.path().join("nope"), &expected).unwrap_err();
         assert_eq!(error.code(), "package_not_found");
+    }
+
+    /// SPEC §15: a connector of `[proxy]` operations alone has no module; its hash is the same
+    /// formula with an empty one, its tarball has no `connector.wasm` entry, and a manifest that
+    /// asks for a runtime or a spawn still needs its module.
+    #[test]
+    fn a_spec_only_connector_packs_and_reads_without_a_module() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("pkg");
+        std::fs::create_dir(&dir).unwrap();
+        let manifest = format!(
+            "{}[capabilities.network]\nhosts = [\"api.github.com:443\"]\n[capabilities.credential]\nkind = \"api_key\"\n\
+             [[proxy.operations]]\nname = \"rest\"\nmethod = \"GET\"\nhost = \"api.github.com:443\"\npath = \"/**\"\n",
+            manifest_text("github://acme/gh", "1.0.0")
+        );
+        std::fs::write(dir.join(MANIFEST_FILE), &manifest).unwrap();
+        let expected = reference("github://acme/gh@1.0.0");
+        let from_dir = read_package(&dir, &expected).unwrap();
+        assert!(from_dir.wasm.is_empty());
+        assert_eq!(from_dir.hash, ContentHash::of_connector(b"", manifest.as_bytes()));
+        let tarball = pack_tarball(&from_dir.wasm, &from_dir.manifest_text, None).unwrap();
+        let entries =
+            read_entries(&dir, tarball.as_slice(), &[WASM_FILE, MANIFEST_FILE, SIGNATURE_FILE], 1 << 20).unwrap();
+        assert_eq!(entries.keys().copied().collect::<Vec<_>>(), [MANIFEST_FILE]);
+        let tar_path = temp.path().join("aileron.tar.gz");
+        std::fs::write(&tar_path, tarball).unwrap();
+        assert_eq!(read_package(&tar_path, &expected).unwrap().hash, from_dir.hash);
+
+        for extra in [
+            "[capabilities.runtime]\nimports = []\n",
+            "[capabilities.spawn]\nprograms = [{ path = \"/bin/ls\" }]\n[capabilities.spawn.operations.list]\nargv = \"ls\"\ndescription = \"List\"\n",
+        ] {
+            std::fs::write(dir.join(MANIFEST_FILE), format!("{manifest}{extra}")).unwrap();
+            let error = read_package(&dir, &expected).unwrap_err();
+            assert!(error.to_string().contains("connector.wasm is missing"), "{extra}: {error}");
+        }
     }
 }

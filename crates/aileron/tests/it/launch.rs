@@ -1823,7 +1823,8 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     assert!(!String::from_utf8_lossy(&all.stdout).contains("QUERY-SECRET"), "a query string was recorded");
 }
 
-/// SPEC §15's sealed credentials, api_key: a connector's `[[proxy.operations]]` put the bound key on
+/// SPEC §15's sealed credentials, api_key: a spec-only connector (a manifest and no module, packed
+/// and installed like any other) whose `[[proxy.operations]]` put the bound key on
 /// a launched agent's own requests (its curl sends what `gh` sends: `token $GH_TOKEN`), the agent
 /// holding only the placeholder. The upstream sees the real key; an echo of it comes back
 /// redacted; a gated operation is refused (approvals at the proxy are not built yet, so it never
@@ -1864,9 +1865,9 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
     let init = rig.run(&["vault", "init", "--passphrase-file", passphrase.to_str().unwrap()], &[]);
     assert!(init.status.success(), "{}", text(&init));
 
+    // A spec-only connector: a manifest and no module.
     let package = rig.temp.path().join("pkg-gh");
     std::fs::create_dir_all(&package).unwrap();
-    std::fs::write(package.join("connector.wasm"), crate::support::guest_wasm("http_get")).unwrap();
     let extra = format!(
         "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
          placeholder_env = [\"GH_TOKEN\"]\n\n\
@@ -1879,11 +1880,21 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
     std::fs::write(package.join("manifest.toml"), crate::support::manifest("http_get", &[upstream.clone()], &extra))
         .unwrap();
     let reference = "github://aileron-tests/http_get@1.0.0";
+    let tarball = rig.temp.path().join("gh.tar.gz");
+    let packed = rig.run(&["connector", "pack", package.to_str().unwrap(), "--out", tarball.to_str().unwrap()], &[]);
+    assert!(packed.status.success(), "{}", text(&packed));
     let installed = rig.run(
-        &["connector", "install", "--from", package.to_str().unwrap(), reference, "--yes", "--allow-unsigned"],
+        &["connector", "install", "--from", tarball.to_str().unwrap(), reference, "--yes", "--allow-unsigned"],
         &[],
     );
     assert!(installed.status.success(), "{}", text(&installed));
+    let shown = rig.run(&["connector", "show", "github://aileron-tests/http_get"], &[]);
+    assert!(
+        text(&shown)
+            .contains("send a launched agent's PUT /repos/{owner}/{repo}/pulls/{number}/merge requests to localhost"),
+        "the consent names each operation: {}",
+        text(&shown)
+    );
     let output = rig.command_in(
         &rig.workspace(),
         &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "GH_KEY"],
