@@ -185,6 +185,25 @@ pub fn sign_with(
     params: &SigningParams,
     options: SignOptions,
 ) -> Result<Vec<(String, String)>, SigningError> {
+    let payload_hash = hex::encode(Sha256::digest(body));
+    sign_payload_hash(method, url, headers, &payload_hash, credentials, params, options)
+}
+
+/// [`sign_with`] over a payload hash given rather than computed: a body that streams past the
+/// signer (S3's `UNSIGNED-PAYLOAD`, `STREAMING-*` chunked uploads, or a hash the client already
+/// stated in `x-amz-content-sha256`, which the service checks against the body).
+pub fn sign_payload_hash(
+    method: &str,
+    url: &url::Url,
+    headers: &[(String, String)],
+    payload_hash: &str,
+    credentials: &AwsCredentials,
+    params: &SigningParams,
+    options: SignOptions,
+) -> Result<Vec<(String, String)>, SigningError> {
+    if payload_hash.is_empty() || payload_hash.bytes().any(|b| !(b.is_ascii_alphanumeric() || b == b'-')) {
+        return Err(SigningError::BadHeaderValue("x-amz-content-sha256".into()));
+    }
     check_date(params.amz_date)?;
     check_scope_part(params.region, "region")?;
     check_scope_part(params.service, "service")?;
@@ -205,10 +224,9 @@ pub fn sign_with(
         }
     }
 
-    let payload_hash = hex::encode(Sha256::digest(body));
     let mut added: Vec<(String, String)> = vec![("x-amz-date".into(), params.amz_date.into())];
     if options.content_sha256_header {
-        added.push(("x-amz-content-sha256".into(), payload_hash.clone()));
+        added.push(("x-amz-content-sha256".into(), payload_hash.to_string()));
     }
     if let Some(token) = &credentials.session_token {
         if token.bytes().any(|b| b.is_ascii_control()) {
@@ -229,7 +247,7 @@ pub fn sign_with(
         url.path(),
         url.query().unwrap_or(""),
         &signed,
-        &payload_hash,
+        payload_hash,
         PathStyle::for_service(params.service),
     );
     let scope = credential_scope(params);

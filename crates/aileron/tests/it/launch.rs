@@ -1856,18 +1856,7 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
         answer,
     );
     let upstream = format!("localhost:{}", upstream.port());
-    let roots = rig.temp.path().join("daemon-roots.pem");
-    std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
-    let passphrase = rig.temp.path().join("passphrase");
-    std::fs::write(&passphrase, "correct horse battery staple\n").unwrap();
-    let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
-    assert!(started.status.success(), "{}", text(&started));
-    let init = rig.run(&["vault", "init", "--passphrase-file", passphrase.to_str().unwrap()], &[]);
-    assert!(init.status.success(), "{}", text(&init));
-
-    // A spec-only connector: a manifest and no module.
-    let package = rig.temp.path().join("pkg-gh");
-    std::fs::create_dir_all(&package).unwrap();
+    start_with_a_vault(&rig);
     let extra = format!(
         "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
          placeholder_env = [\"GH_TOKEN\"]\n\n\
@@ -1877,17 +1866,7 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
          [[proxy.operations]]\nname = \"contents\"\nmethod = \"PUT\"\nhost = \"{upstream}\"\n\
          path = \"/repos/{{owner}}/{{repo}}/contents/**\"\n"
     );
-    std::fs::write(package.join("manifest.toml"), crate::support::manifest("http_get", &[upstream.clone()], &extra))
-        .unwrap();
-    let reference = "github://aileron-tests/http_get@1.0.0";
-    let tarball = rig.temp.path().join("gh.tar.gz");
-    let packed = rig.run(&["connector", "pack", package.to_str().unwrap(), "--out", tarball.to_str().unwrap()], &[]);
-    assert!(packed.status.success(), "{}", text(&packed));
-    let installed = rig.run(
-        &["connector", "install", "--from", tarball.to_str().unwrap(), reference, "--yes", "--allow-unsigned"],
-        &[],
-    );
-    assert!(installed.status.success(), "{}", text(&installed));
+    install_spec_only(&rig, &upstream, &extra);
     let shown = rig.run(&["connector", "show", "github://aileron-tests/http_get"], &[]);
     assert!(
         text(&shown)
@@ -1987,6 +1966,128 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
         "{proxied:#}"
     );
     assert_eq!(proxied["payload"]["aileron.connector.credential"], "api_key", "{proxied:#}");
+}
+
+/// Starts the rig's daemon trusting the test upstreams' certificate, with a vault.
+fn start_with_a_vault(rig: &LaunchRig) {
+    let roots = rig.temp.path().join("daemon-roots.pem");
+    std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
+    let passphrase = rig.temp.path().join("passphrase");
+    std::fs::write(&passphrase, "correct horse battery staple\n").unwrap();
+    let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
+    assert!(started.status.success(), "{}", text(&started));
+    let init = rig.run(&["vault", "init", "--passphrase-file", passphrase.to_str().unwrap()], &[]);
+    assert!(init.status.success(), "{}", text(&init));
+}
+
+/// Packs and installs `github://aileron-tests/http_get@1.0.0` as a spec-only connector (a
+/// manifest and no module) reaching `upstream`, with `extra` (its credential and `[proxy]`).
+fn install_spec_only(rig: &LaunchRig, upstream: &str, extra: &str) {
+    let package = rig.temp.path().join("pkg-spec");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(package.join("manifest.toml"), crate::support::manifest("http_get", &[upstream.to_string()], extra))
+        .unwrap();
+    let tarball = rig.temp.path().join("spec.tar.gz");
+    let packed = rig.run(&["connector", "pack", package.to_str().unwrap(), "--out", tarball.to_str().unwrap()], &[]);
+    assert!(packed.status.success(), "{}", text(&packed));
+    let reference = "github://aileron-tests/http_get@1.0.0";
+    let installed = rig.run(
+        &["connector", "install", "--from", tarball.to_str().unwrap(), reference, "--yes", "--allow-unsigned"],
+        &[],
+    );
+    assert!(installed.status.success(), "{}", text(&installed));
+}
+
+/// SPEC §15's sealed credentials, aws_sigv4: the unmodified AWS CLI in a launched agent signs with
+/// the placeholder keys the launch gave it; the proxy strips that signature and signs again with
+/// the bound keys. A fake S3 checks every signature with botocore (not Aileron's signer) and the
+/// bound secret: `s3api list-buckets` and an `s3 cp` upload (S3's streaming checksum payload)
+/// succeed, the agent never holds the bound keys, and the records name the operations.
+#[test]
+fn a_launched_agents_aws_cli_is_signed_with_the_bound_keys_it_never_sees() {
+    const KEY_ID: &str = "AKIDSEALEDEXAMPLE123";
+    const SECRET: &str = "sealedSecretAccessKeyTheAgentNeverSees01";
+    let rig = LaunchRig::new();
+    let (cert, key) = (rig.temp.path().join("s3.crt"), rig.temp.path().join("s3.key"));
+    std::fs::write(&cert, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
+    std::fs::write(&key, crate::gateway::TEST_UPSTREAM_KEY).unwrap();
+    let log = rig.temp.path().join("s3.log");
+    let venv_python = crate::gateway_clients::venv_python();
+    let mut fake = Command::new(&venv_python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/fake_s3.py"))
+        .args([cert.as_os_str(), key.as_os_str(), KEY_ID.as_ref(), SECRET.as_ref(), log.as_os_str()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting the fake S3 (cargo xtask setup installs awscli and botocore into target/py)");
+    let mut port = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(fake.stdout.take().unwrap()), &mut port).unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _fake = Kill(fake);
+    let upstream = format!("localhost:{}", port.trim());
+    start_with_a_vault(&rig);
+    let extra = format!(
+        "[capabilities.credential]\nkind = \"aws_sigv4\"\nservice = \"s3\"\nregion = \"us-east-1\"\n\n[proxy]\n\n\
+         [[proxy.operations]]\nname = \"list_buckets\"\nmethod = \"GET\"\nhost = \"{upstream}\"\npath = \"/\"\n\n\
+         [[proxy.operations]]\nname = \"put_object\"\nmethod = \"PUT\"\nhost = \"{upstream}\"\npath = \"/{{bucket}}/**\"\n"
+    );
+    install_spec_only(&rig, &upstream, &extra);
+    let bound = rig.command_in(
+        &rig.workspace(),
+        &["binding", "setup", "github://aileron-tests/http_get", "--access-key-id", KEY_ID, "--from-env", "AWS_SECRET"],
+        None,
+        &[("AWS_SECRET", SECRET.as_ref())],
+    );
+    assert!(bound.status.success(), "{}", text(&bound));
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/aws_clients.py");
+    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report_path = rig.workspace().join("aws-report.json");
+    let env: [(&str, &std::ffi::OsStr); 4] = [
+        ("ATTACK_REPORT", report_path.as_os_str()),
+        ("UPSTREAM", upstream.as_ref()),
+        ("VENV_PYTHON", venv_python.as_os_str()),
+        // The user's own keys in the shell the launch starts from: the agent gets placeholders.
+        ("AWS_SECRET_ACCESS_KEY", "theUsersOwnSecretFromTheShell".as_ref()),
+    ];
+    let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report_text = std::fs::read_to_string(&report_path).unwrap();
+    let report: Value = serde_json::from_str(&report_text).unwrap();
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+
+    assert_eq!(report["AWS_ACCESS_KEY_ID"], "AKIAAILERONSEALED000", "{report:#}");
+    assert_eq!(report["AWS_SECRET_ACCESS_KEY"], "aileron-sealed", "{report:#}");
+    assert_eq!(report["list_buckets"]["code"], 0, "{report:#}\n{log}");
+    assert!(report["list_buckets"]["stdout"].as_str().unwrap().contains("sealed-bucket"), "{report:#}");
+    assert_eq!(report["copy"]["code"], 0, "{report:#}\n{log}");
+    let verdicts: Vec<Value> = log.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert!(verdicts.len() >= 2, "{log}");
+    for verdict in &verdicts {
+        assert_eq!((&verdict["key_id"], &verdict["verdict"]), (&json!(KEY_ID), &json!("ok")), "{log}");
+    }
+    assert!(verdicts.iter().any(|v| v["method"] == "PUT" && v["path"] == "/sealed-bucket/hello.txt"), "{log}");
+    for secret in [KEY_ID, SECRET, "theUsersOwnSecret"] {
+        assert!(!report_text.contains(secret), "the agent saw {secret}");
+    }
+
+    let listed = rig.run(&["audit", "list", "--json", "--event-type", "connector.proxy.proxied"], &[]);
+    let all = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(!all.contains(SECRET), "the secret reached the audit log");
+    let listed: Value = serde_json::from_str(&all).unwrap();
+    let operations: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["payload"]["aileron.connector.operation"].as_str().unwrap_or_default())
+        .collect();
+    assert!(operations.contains(&"list_buckets") && operations.contains(&"put_object"), "{listed:#}");
 }
 
 /// Two sessions at once, both told `HTTPS_PROXY=http://127.0.0.1:3128`: each agent's proxy is its

@@ -24,8 +24,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::EgressSession;
-use super::sealed::{Decision, RedactedBody};
+use super::sealed::{Decision, RedactedBody, SealedInjection, sign_aws};
 use crate::dataplane::egress::REDACTED;
+use crate::stores::bindings::Injection;
 
 /// `aileron.proxy.source` of a request read inside a tunnel (seed 003's name).
 pub const SOURCE: &str = "transparent_connect_tls";
@@ -163,13 +164,13 @@ where
 /// A tunnel's connection to its upstream: HTTP/1.1 (requests take turns) or h2 (streams at once).
 #[derive(Clone)]
 enum Upstream {
-    Http1(Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Incoming>>>),
-    Http2(hyper::client::conn::http2::SendRequest<Incoming>),
+    Http1(Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Body>>>),
+    Http2(hyper::client::conn::http2::SendRequest<Body>),
 }
 
 impl Upstream {
     /// Sends `request` in the form this upstream reads.
-    async fn send(&self, mut request: Request<Incoming>, target: &Target) -> hyper::Result<Response<Incoming>> {
+    async fn send(&self, mut request: Request<Body>, target: &Target) -> hyper::Result<Response<Incoming>> {
         match self {
             Upstream::Http1(sender) => {
                 for_http1_upstream(&mut request);
@@ -200,14 +201,14 @@ where
         tokio::spawn(connection);
         return Some(Upstream::Http2(sender));
     }
-    let (sender, connection) = hyper::client::conn::http1::handshake::<_, Incoming>(io).await.ok()?;
+    let (sender, connection) = hyper::client::conn::http1::handshake::<_, Body>(io).await.ok()?;
     tokio::spawn(connection.with_upgrades());
     Some(Upstream::Http1(Arc::new(tokio::sync::Mutex::new(sender))))
 }
 
 /// The request as an h2 upstream reads it: an absolute target (`https://` and the authority the
 /// client named, else the CONNECT host) and no `Host` header (`:authority` says it).
-fn for_h2_upstream(request: &mut Request<Incoming>, target: &Target) {
+fn for_h2_upstream<B>(request: &mut Request<B>, target: &Target) {
     let authority = match request.uri().authority() {
         Some(authority) => authority.to_string(),
         None => match request.headers().get(hyper::header::HOST).and_then(|host| host.to_str().ok()) {
@@ -225,7 +226,7 @@ fn for_h2_upstream(request: &mut Request<Incoming>, target: &Target) {
 
 /// The request as an HTTP/1.1 upstream reads it: origin-form target, and a `Host` header (an h2
 /// client names the host in `:authority` instead).
-fn for_http1_upstream(request: &mut Request<Incoming>) {
+fn for_http1_upstream<B>(request: &mut Request<B>) {
     if let Some(authority) = request.uri().authority().cloned()
         && !request.headers().contains_key(hyper::header::HOST)
         && let Ok(host) = hyper::header::HeaderValue::from_str(authority.as_str())
@@ -260,6 +261,7 @@ async fn forward(
     let mut event_type = EventType::SandboxProxyPassthrough;
     let mut binding = None;
     let mut sealed = None;
+    let mut aws = None;
     match session.credentialing.decide(&method, &target.destination, &path) {
         Decision::Passthrough => {}
         Decision::Tied(tied) => record.operations_tied = Some(tied),
@@ -295,19 +297,23 @@ async fn forward(
                     ),
                 ));
             }
-            match session.credentialing.seal(connector).await {
+            match session.credentialing.seal(connector, &target.destination).await {
                 Ok(Some(credential)) => {
-                    let (name, value) = &credential.header;
-                    let Ok(name) = hyper::header::HeaderName::from_bytes(name.as_bytes()) else {
-                        return Ok(plain(StatusCode::BAD_GATEWAY, "binding_failed"));
-                    };
-                    let Ok(mut value) = hyper::header::HeaderValue::from_str(value.expose()) else {
-                        return Ok(plain(StatusCode::BAD_GATEWAY, "binding_failed"));
-                    };
-                    value.set_sensitive(true);
-                    // The credential replaces whatever the tool sent (its placeholder).
-                    request.headers_mut().remove(&name);
-                    request.headers_mut().insert(name, value);
+                    match &credential.injection {
+                        SealedInjection::Header(name, value) => {
+                            let Ok(name) = hyper::header::HeaderName::from_bytes(name.as_bytes()) else {
+                                return Ok(plain(StatusCode::BAD_GATEWAY, "binding_failed"));
+                            };
+                            let Ok(mut value) = hyper::header::HeaderValue::from_str(value.expose()) else {
+                                return Ok(plain(StatusCode::BAD_GATEWAY, "binding_failed"));
+                            };
+                            value.set_sensitive(true);
+                            // The credential replaces whatever the tool sent (its placeholder).
+                            request.headers_mut().remove(&name);
+                            request.headers_mut().insert(name, value);
+                        }
+                        SealedInjection::Aws { region, service } => aws = Some((region.clone(), service.clone())),
+                    }
                     binding = Some(credential.resolved.binding.audit_payload());
                     sealed = Some(credential);
                 }
@@ -324,6 +330,23 @@ async fn forward(
     }
     let client_upgrade =
         request.headers().contains_key(hyper::header::UPGRADE).then(|| hyper::upgrade::on(&mut request));
+    let request = match (&aws, sealed.as_ref().map(|sealed| &sealed.resolved.injection)) {
+        (Some((region, service)), Some(Injection::Aws(credentials))) => {
+            match sign_aws(request, credentials, region, service, &target.destination).await {
+                Ok(request) => request,
+                Err(failure) => {
+                    record.reject_reason = Some(failure.class.as_str().to_string());
+                    let mut payload = record.into_payload();
+                    payload.extend(binding.unwrap_or_default());
+                    payload.extend(failure.audit_payload());
+                    let refused = session.append_payload(EventType::ConnectorProxyRejected, payload).await;
+                    let status = StatusCode::from_u16(failure.http_status()).unwrap_or(StatusCode::BAD_GATEWAY);
+                    return Ok(refusal(refused, status, failure.class.as_str(), &failure.message));
+                }
+            }
+        }
+        _ => request.map(Body::new),
+    };
     let response = sender.send(request, &target).await;
     let mut response = match response {
         Ok(response) => response,

@@ -42,11 +42,27 @@ pub enum Decision<'a> {
     },
 }
 
-/// The credential for a matched request: the header it goes in, and what to redact.
+/// The credential for a matched request, and what to redact.
 pub struct Sealed {
     pub resolved: ResolvedCredential,
-    pub header: (String, Secret),
+    pub injection: SealedInjection,
 }
+
+/// How the credential goes on the request.
+pub enum SealedInjection {
+    /// One header (api_key, oauth2), replacing whatever the tool sent in it.
+    Header(String, Secret),
+    /// The tool's AWS signature stripped and the request signed again with the bound keys.
+    Aws { region: String, service: String },
+}
+
+/// The access key id a launched agent's AWS tools sign with (shaped like one: 20 uppercase
+/// letters and digits).
+pub const AWS_PLACEHOLDER_KEY_ID: &str = "AKIAAILERONSEALED000";
+
+/// Bodies the proxy reads whole to hash for a signature (a request that states no
+/// `x-amz-content-sha256`); larger ones are refused with a hint.
+pub const MAX_SIGNED_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 impl Credentialing {
     /// No operations: every request is a passthrough.
@@ -97,9 +113,18 @@ impl Credentialing {
         }
         let mut env = BTreeMap::new();
         for (fqn, manifest) in newest {
-            let bound = manifest.credential_kind().is_some_and(|kind| bindings.for_connector(&fqn, kind).is_some());
-            for name in manifest.proxy.iter().flat_map(|proxy| proxy.placeholder_env.iter()).filter(|_| bound) {
+            let kind = manifest.credential_kind();
+            if !kind.is_some_and(|kind| bindings.for_connector(&fqn, kind).is_some()) {
+                continue;
+            }
+            for name in manifest.proxy.iter().flat_map(|proxy| proxy.placeholder_env.iter()) {
                 env.insert(name.clone(), aileron_core::manifest::PLACEHOLDER.to_string());
+            }
+            if kind == Some(aileron_core::manifest::CredentialKind::AwsSigv4) {
+                // Keys for the AWS tools to sign with; the proxy strips their signature and signs
+                // again with the bound ones.
+                env.insert("AWS_ACCESS_KEY_ID".to_string(), AWS_PLACEHOLDER_KEY_ID.to_string());
+                env.insert("AWS_SECRET_ACCESS_KEY".to_string(), aileron_core::manifest::PLACEHOLDER.to_string());
             }
         }
         env
@@ -138,7 +163,7 @@ impl Credentialing {
     /// The credential bound to `connector`: `Ok(None)` when none is bound (the request goes
     /// without one, SPEC §15), a failure when one is bound but cannot be used (vault locked,
     /// refresh failed, a value no header can carry).
-    pub async fn seal(&self, connector: &SealedConnector) -> Result<Option<Sealed>, Failure> {
+    pub async fn seal(&self, connector: &SealedConnector, destination: &str) -> Result<Option<Sealed>, Failure> {
         let (Some((credentials, oauth)), Some(kind)) = (&self.credentials, connector.manifest.credential_kind()) else {
             return Ok(None);
         };
@@ -147,15 +172,106 @@ impl Credentialing {
             Err(failure) if failure.class == FailureClass::BindingRequired => return Ok(None),
             Err(failure) => return Err(failure),
         };
-        match crate::dataplane::egress::token_header(&connector.manifest, &resolved) {
-            Some(header) => Ok(Some(Sealed { header: header?, resolved })),
-            None => Err(Failure::new(
+        if let Some(header) = crate::dataplane::egress::token_header(&connector.manifest, &resolved) {
+            let (name, value) = header?;
+            return Ok(Some(Sealed { injection: SealedInjection::Header(name, value), resolved }));
+        }
+        let Some(aileron_core::manifest::CredentialMethod::AwsSigv4(signing)) =
+            connector.manifest.credential.as_ref().map(|credential| &credential.method)
+        else {
+            return Err(Failure::new(
                 FailureClass::BindingFailed,
                 aileron_core::Boundary::Runtime,
-                format!("{} credentials cannot be injected at the agent's proxy yet", kind),
-            )),
+                format!(
+                    "binding `{}` is of another kind than {}'s manifest declares",
+                    resolved.binding.name, connector.fqn
+                ),
+            ));
+        };
+        let host = destination.rsplit_once(':').map_or(destination, |(host, _)| host);
+        let (region, service) = match &signing.region {
+            Some(region) => (region.clone(), signing.service.clone()),
+            None => aileron_core::sigv4::region_and_service(host, Some(&signing.service)).ok_or_else(|| {
+                Failure::new(
+                    FailureClass::BindingFailed,
+                    aileron_core::Boundary::Runtime,
+                    format!(
+                        "cannot derive the AWS region from host {host}; {}'s manifest should declare it",
+                        connector.fqn
+                    ),
+                )
+            })?,
+        };
+        Ok(Some(Sealed { injection: SealedInjection::Aws { region, service }, resolved }))
+    }
+}
+
+/// Signs `request` again for AWS with the bound keys: the tool's `authorization`, `x-amz-date`
+/// and `x-amz-security-token` are dropped; the payload hash is the one the tool stated in
+/// `x-amz-content-sha256` (a hex digest, `UNSIGNED-PAYLOAD`, a `STREAMING-*` chunked upload: the
+/// body streams through and the service checks it), else the body is read (at most
+/// [`MAX_SIGNED_BODY_BYTES`]) and hashed. Signed: `host`, every `x-amz-*` header, `content-md5`
+/// and `content-type`.
+pub async fn sign_aws(
+    request: hyper::Request<hyper::body::Incoming>,
+    credentials: &aileron_core::sigv4::AwsCredentials,
+    region: &str,
+    service: &str,
+    destination: &str,
+) -> Result<hyper::Request<axum::body::Body>, Failure> {
+    use aileron_core::sigv4::{SignOptions, SigningParams, sign_payload_hash};
+    let refused = |message: String| Failure::new(FailureClass::BindingFailed, aileron_core::Boundary::Runtime, message);
+    let (mut parts, body) = request.into_parts();
+    for name in ["authorization", "x-amz-date", "x-amz-security-token"] {
+        parts.headers.remove(name);
+    }
+    let stated = parts.headers.remove("x-amz-content-sha256").and_then(|value| value.to_str().ok().map(str::to_string));
+    let (payload_hash, body, hash_header) = match stated {
+        Some(stated) => (stated, axum::body::Body::new(body), true),
+        None => {
+            let bytes = axum::body::to_bytes(axum::body::Body::new(body), MAX_SIGNED_BODY_BYTES).await.map_err(|_| {
+                Failure::resource_limit(
+                    "request_body",
+                    format!("a request to sign may carry at most {MAX_SIGNED_BODY_BYTES} bytes unless it states x-amz-content-sha256"),
+                )
+            })?;
+            let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+            (
+                hash,
+                axum::body::Body::from(bytes),
+                aileron_core::sigv4::PathStyle::for_service(service) == aileron_core::sigv4::PathStyle::S3,
+            )
+        }
+    };
+    let host = parts
+        .headers
+        .get(hyper::header::HOST)
+        .and_then(|host| host.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| parts.uri.authority().map(|authority| authority.to_string()))
+        .unwrap_or_else(|| destination.to_string());
+    let target = parts.uri.path_and_query().map_or("/", |path| path.as_str());
+    let url = url::Url::parse(&format!("https://{host}{target}")).map_err(|e| refused(format!("signing: {e}")))?;
+    let mut signed: Vec<(String, String)> = vec![("host".to_string(), host.clone())];
+    for (name, value) in &parts.headers {
+        let name = name.as_str();
+        if name.starts_with("x-amz-") || name == "content-md5" || name == "content-type" {
+            let value = value.to_str().map_err(|_| refused(format!("signing: header {name} is not text")))?;
+            signed.push((name.to_string(), value.to_string()));
         }
     }
+    let amz_date = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+    let params = SigningParams { region, service, amz_date: &amz_date };
+    let options = SignOptions { content_sha256_header: hash_header };
+    let added = sign_payload_hash(parts.method.as_str(), &url, &signed, &payload_hash, credentials, &params, options)
+        .map_err(|error| refused(format!("signing the request: {error}")))?;
+    for (name, value) in added {
+        let name = hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(|e| refused(e.to_string()))?;
+        let mut value = hyper::header::HeaderValue::from_str(&value).map_err(|e| refused(e.to_string()))?;
+        value.set_sensitive(true);
+        parts.headers.insert(name, value);
+    }
+    Ok(hyper::Request::from_parts(parts, body))
 }
 
 /// Replaces each of `secrets` in a response body that arrives in pieces, a secret split across

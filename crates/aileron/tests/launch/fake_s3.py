@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""A fake S3 over TLS that checks every request's SigV4 signature the way S3 does, with botocore
+(an implementation independent of Aileron's) and the keys the test bound in the vault: a request
+signed with anything else (the placeholder keys a launched agent holds) is refused 403
+SignatureDoesNotMatch. A stated hex `x-amz-content-sha256` must match the body.
+
+Usage: fake_s3.py CERT KEY ACCESS_KEY_ID SECRET LOG. Prints its port, then serves until killed;
+each request is one JSON line in LOG (method, path, key id, verdict), never the secret.
+"""
+
+import hashlib
+import http.server
+import json
+import re
+import ssl
+import sys
+
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+cert, key, access_key_id, secret, log_path = sys.argv[1:6]
+LIST = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListAllMyBucketsResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+        "<Owner><ID>owner</ID></Owner><Buckets><Bucket><Name>sealed-bucket</Name>"
+        "<CreationDate>2026-01-01T00:00:00.000Z</CreationDate></Bucket></Buckets></ListAllMyBucketsResult>")
+
+
+def verdict(method, path, headers, body):
+    authorization = headers.get("authorization", "")
+    found = re.fullmatch(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, "
+                         r"SignedHeaders=([^,]+), Signature=([0-9a-f]{64})", authorization)
+    if not found:
+        return None, "no SigV4 authorization"
+    key_id, _, region, service, signed_headers, signature = found.groups()
+    if key_id != access_key_id:
+        return key_id, "unknown access key id"
+    request = AWSRequest(method=method, url=f"https://{headers['host']}{path}",
+                         headers={name: headers[name] for name in signed_headers.split(";")}, data=body)
+    request.context["timestamp"] = headers["x-amz-date"]
+    signer = S3SigV4Auth(Credentials(access_key_id, secret), service, region)
+    expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
+    if expected != signature:
+        return key_id, "signature does not match"
+    stated = headers.get("x-amz-content-sha256", "")
+    if re.fullmatch(r"[0-9a-f]{64}", stated) and hashlib.sha256(body).hexdigest() != stated:
+        return key_id, "body does not match x-amz-content-sha256"
+    return key_id, "ok"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def body(self):
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                chunk = self.rfile.read(size)
+                self.rfile.readline()
+                if size == 0:
+                    return data
+                data += chunk
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def serve(self):
+        body = self.body()
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        key_id, outcome = verdict(self.command, self.path, headers, body)
+        with open(log_path, "a") as log:
+            log.write(json.dumps({"method": self.command, "path": self.path, "key_id": key_id, "verdict": outcome}) + "\n")
+        if outcome != "ok":
+            answer, status, extra = f"<Error><Code>SignatureDoesNotMatch</Code><Message>{outcome}</Message></Error>", 403, {}
+        elif self.command == "GET":
+            answer, status, extra = LIST, 200, {}
+        else:
+            answer, status, extra = "", 200, {"ETag": f"\"{hashlib.md5(body).hexdigest()}\""}
+        data = answer.encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/xml")
+        self.send_header("content-length", str(len(data)))
+        for name, value in extra.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = serve
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(cert, key)
+server.socket = context.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
