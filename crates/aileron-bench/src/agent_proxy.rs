@@ -31,6 +31,8 @@ use aileron::stores::audit_log::{AuditConfig, AuditLog};
 const ADDED_P50_GOAL: Duration = Duration::from_micros(500);
 const THROUGHPUT_GOAL: f64 = 0.5;
 const LAUNCH_ADDED_GOAL: Duration = Duration::from_millis(50);
+/// Issue 44: matching and injection on a kept-alive connection.
+const SEALED_ADDED_GOAL: Duration = Duration::from_micros(50);
 /// Untimed requests of each kind before measuring, and the rounds kinds alternate in.
 const WARMUP: usize = 50;
 const ROUND: usize = 50;
@@ -43,6 +45,10 @@ pub(super) struct AgentProxyFigures {
     proxy_kept: Distribution,
     direct_new: Distribution,
     proxy_new: Distribution,
+    /// On one kept-alive connection: passed through, credentialed (api_key), signed again (SigV4).
+    passthrough_kept: Distribution,
+    sealed_kept: Distribution,
+    signed_kept: Distribution,
     /// The most requests per second of each, and at how many clients.
     direct_max: (f64, usize),
     proxy_max: (f64, usize),
@@ -105,6 +111,40 @@ pub(super) async fn run(
         format_duration(direct_kept.p50()),
         format_duration(proxy_kept.p50())
     );
+    // Matched and credentialed, or signed again, vs passed through: one client, one connection.
+    let sealed_ca = SessionCa::new("s-bench-sealed")?;
+    let sealed_ca_pem = sealed_ca.certificate_pem().to_string();
+    let sealed_session = EgressSession::new(
+        Arc::new(AuditLog::open(AuditConfig { dir: Some(scratch.join("agent-proxy-sealed-audit")) })?),
+        "s-bench-sealed".into(),
+        [destination.clone()].into(),
+        sealed_ca,
+        Default::default(),
+    )
+    .with_upstream_tls(client_tls(&[&upstream_pem])?)
+    .with_credentialing(Arc::new(credentialing(&destination)?));
+    let sealed_proxy = Proxy::start(sealed_session)?;
+    let sealed_client = client(&[&sealed_ca_pem], Some(sealed_proxy.port), true)?;
+    let (passthrough_url, sealed_url, signed_url) = (
+        format!("https://{destination}/passthrough"),
+        format!("https://{destination}/sealed"),
+        format!("https://{destination}/signed"),
+    );
+    let kinds = [
+        (&sealed_client, passthrough_url.as_str()),
+        (&sealed_client, sealed_url.as_str()),
+        (&sealed_client, signed_url.as_str()),
+    ];
+    let mut sealed_kinds = alternate_each(&kinds, requests).await?.into_iter();
+    let (passthrough_kept, sealed_kept, signed_kept) =
+        (sealed_kinds.next().expect("three"), sealed_kinds.next().expect("three"), sealed_kinds.next().expect("three"));
+    eprintln!(
+        "      one connection: passthrough p50 {}, credentialed {}, signed again {}",
+        format_duration(passthrough_kept.p50()),
+        format_duration(sealed_kept.p50()),
+        format_duration(signed_kept.p50())
+    );
+    drop(sealed_proxy);
     let fresh = (requests / 5).max(50);
     eprintln!("    new connection each: {fresh} sequential requests each");
     let (direct_new, proxy_new) = alternate(&direct_fresh, &proxy_fresh, &url, fresh).await?;
@@ -142,6 +182,9 @@ pub(super) async fn run(
         proxy_kept,
         direct_new,
         proxy_new,
+        passthrough_kept,
+        sealed_kept,
+        signed_kept,
         direct_max,
         proxy_max,
         memory_max,
@@ -202,13 +245,20 @@ async fn alternate(
     url: &str,
     n: usize,
 ) -> anyhow::Result<(Distribution, Distribution)> {
+    let mut kinds = alternate_each(&[(direct, url), (proxy, url)], n).await?.into_iter();
+    Ok((kinds.next().expect("two kinds"), kinds.next().expect("two kinds")))
+}
+
+/// `n` timed requests of each `(client, url)`, alternating in rounds after untimed warm-up ones.
+async fn alternate_each(kinds: &[(&reqwest::Client, &str)], n: usize) -> anyhow::Result<Vec<Distribution>> {
     for _ in 0..WARMUP {
-        get(direct, url).await?;
-        get(proxy, url).await?;
+        for (client, url) in kinds {
+            get(client, url).await?;
+        }
     }
-    let (mut direct_samples, mut proxy_samples) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    while direct_samples.len() < n {
-        for (client, samples) in [(direct, &mut direct_samples), (proxy, &mut proxy_samples)] {
+    let mut samples: Vec<Vec<Duration>> = kinds.iter().map(|_| Vec::with_capacity(n)).collect();
+    while samples[0].len() < n {
+        for ((client, url), samples) in kinds.iter().zip(samples.iter_mut()) {
             for _ in 0..ROUND.min(n - samples.len()) {
                 let started = Instant::now();
                 get(client, url).await?;
@@ -216,7 +266,69 @@ async fn alternate(
             }
         }
     }
-    Ok((Distribution::new(direct_samples), Distribution::new(proxy_samples)))
+    Ok(samples.into_iter().map(Distribution::new).collect())
+}
+
+/// Every connector gets the same keys: a token for api_key, a key pair for aws_sigv4.
+struct BenchKeys;
+
+impl aileron::stores::bindings::CredentialSource for BenchKeys {
+    fn resolve<'a>(
+        &'a self,
+        connector_fqn: &'a str,
+        kind: aileron_core::manifest::CredentialKind,
+        _refresher: &'a dyn aileron::stores::bindings::TokenRefresher,
+    ) -> std::pin::Pin<
+        Box<
+            dyn Future<Output = Result<aileron::stores::bindings::ResolvedCredential, aileron_core::Failure>>
+                + Send
+                + 'a,
+        >,
+    > {
+        use aileron::stores::bindings::{BindingInfo, Injection, ResolvedCredential, Secret};
+        Box::pin(async move {
+            let injection = match kind {
+                aileron_core::manifest::CredentialKind::AwsSigv4 => {
+                    Injection::Aws(aileron_core::sigv4::AwsCredentials {
+                        access_key_id: "AKIDBENCHEXAMPLE0000".to_string(),
+                        secret_access_key: "bench-secret-access-key-0000000000000000".to_string().into(),
+                        session_token: None,
+                    })
+                }
+                _ => Injection::Token(Secret::new("ghp_benchTokenThatTheAgentNeverSees000000")),
+            };
+            Ok(ResolvedCredential { binding: BindingInfo::new(kind, connector_fqn, "bench"), injection })
+        })
+    }
+}
+
+/// A session whose operations credential `GET /sealed` (api_key) and sign `GET /signed`
+/// (aws_sigv4) on `destination`; everything else on it passes through.
+fn credentialing(destination: &str) -> anyhow::Result<aileron::dataplane::agent_egress::Credentialing> {
+    let manifest = |name: &str, credential: &str, operation: &str, path: &str| {
+        aileron_core::manifest::parse_manifest(
+            &format!(
+                "[connector]\nname = \"github://bench/{name}\"\nversion = \"1.0.0\"\n[capabilities.network]\n\
+                 hosts = [\"{destination}\"]\n[capabilities.credential]\n{credential}\n[[proxy.operations]]\n\
+                 name = \"{operation}\"\nmethod = \"GET\"\nhost = \"{destination}\"\npath = \"{path}\"\n"
+            ),
+            "manifest.toml",
+        )
+    };
+    let mut connectors = Vec::new();
+    for (name, credential, operation, path) in [
+        ("sealed", "kind = \"api_key\"\nformat = \"token {key}\"", "sealed", "/sealed"),
+        ("signed", "kind = \"aws_sigv4\"\nservice = \"s3\"\nregion = \"us-east-1\"", "signed", "/signed"),
+    ] {
+        let manifest = manifest(name, credential, operation, path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        connectors.push(aileron::dataplane::agent_egress::SealedConnector {
+            fqn: manifest.name.to_string(),
+            name: manifest.name.clone(),
+            manifest: Arc::new(manifest),
+        });
+    }
+    let oauth = Arc::new(aileron::stores::oauth::OAuthFlows::new()?);
+    Ok(aileron::dataplane::agent_egress::Credentialing::new(connectors, Some((Arc::new(BenchKeys), oauth))))
 }
 
 async fn max_throughput(
@@ -414,6 +526,28 @@ impl AgentProxyFigures {
                 met: Some(self.added_kept_p50() <= ADDED_P50_GOAL),
             },
             SummaryRow {
+                figure: format!(
+                    "(k) a matched, credentialed request, p50 (+{})",
+                    format_duration(self.sealed_kept.p50().saturating_sub(self.passthrough_kept.p50()))
+                ),
+                measured: format_duration(self.sealed_kept.p50()),
+                baseline: format!("{} passthrough, same connection", format_duration(self.passthrough_kept.p50())),
+                ratio: format_ratio(ratio(self.sealed_kept.p50(), self.passthrough_kept.p50())),
+                goal: "≤ +50 µs",
+                met: Some(self.sealed_kept.p50().saturating_sub(self.passthrough_kept.p50()) <= SEALED_ADDED_GOAL),
+            },
+            SummaryRow {
+                figure: format!(
+                    "(k) a request signed again (SigV4), p50 (+{})",
+                    format_duration(self.signed_kept.p50().saturating_sub(self.passthrough_kept.p50()))
+                ),
+                measured: format_duration(self.signed_kept.p50()),
+                baseline: format!("{} passthrough, same connection", format_duration(self.passthrough_kept.p50())),
+                ratio: format_ratio(ratio(self.signed_kept.p50(), self.passthrough_kept.p50())),
+                goal: "",
+                met: None,
+            },
+            SummaryRow {
                 figure: "(k) agent egress proxy, new connection p50".to_string(),
                 measured: format_duration(self.proxy_new.p50()),
                 baseline: format!("{} direct", format_duration(self.direct_new.p50())),
@@ -472,6 +606,9 @@ impl AgentProxyFigures {
             ("through the proxy, kept alive", &self.proxy_kept),
             ("direct, new connection each", &self.direct_new),
             ("through the proxy, new connection each (CONNECT + two handshakes)", &self.proxy_new),
+            ("one connection: passed through", &self.passthrough_kept),
+            ("one connection: matched, api_key credential injected", &self.sealed_kept),
+            ("one connection: matched, signed again with SigV4", &self.signed_kept),
         ];
         if let (Some(open), Some(enforced)) = (&self.launch_open, &self.launch_enforced) {
             rows.push(("launch, --network=open", open));

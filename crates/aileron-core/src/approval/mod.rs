@@ -62,19 +62,53 @@ pub use preview::{ApprovalPreview, MAX_PREVIEW_VALUE_CHARS, PreviewField, render
 pub use response::{PendingApproval, ResultView, pending_message, review_url};
 pub use state::{ApprovalState, IllegalTransition, RestartAction};
 
-/// What a gate covers. Only actions today; the observability seed reserves other kinds.
+/// What a gate covers: an action run, or one request of a launched agent's own tool that matched
+/// an `approval = true` operation at its proxy (SPEC §15).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalKind {
     #[default]
     Action,
+    HttpRequest,
 }
 
 impl ApprovalKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ApprovalKind::Action => "action",
+            ApprovalKind::HttpRequest => "http_request",
         }
+    }
+}
+
+/// Bodies shown on an `http_request` card: the first this many bytes (the hash covers all).
+pub const MAX_HTTP_BODY_PREVIEW_BYTES: usize = 64 * 1024;
+
+/// A launched agent's request held at the proxy, as its approval card shows it.
+#[derive(Debug, Clone)]
+pub struct HttpRequestApproval<'a> {
+    pub id: ApprovalId,
+    pub connector: &'a Fqn,
+    /// The `[[proxy.operations]]` entry it matched.
+    pub operation: &'a str,
+    pub method: &'a str,
+    /// `host:port`.
+    pub host: &'a str,
+    /// Path and query as sent.
+    pub target: &'a str,
+    pub body: &'a [u8],
+    pub requested_at: String,
+    pub session_id: &'a str,
+    pub unconfined: bool,
+}
+
+impl HttpRequestApproval<'_> {
+    /// What a permit is bound to: method, host, path and query, and the body's SHA-256 — an
+    /// approved request is forwarded only if it is this one (SPEC §15's "identical request").
+    pub fn identity(&self) -> ContentHash {
+        let body = ContentHash::of_bytes(self.body);
+        let text = format!("{}\n{}\n{}\n{body}", self.method, self.host, self.target);
+        ContentHash::of_bytes(text.as_bytes())
     }
 }
 
@@ -160,6 +194,42 @@ impl ApprovalEntry {
         }
     }
 
+    /// A new `http_request` entry in `pending_approval`: `action` names the operation
+    /// (`<fqn>#<operation>`), `action_sha256` is the request's identity, `args` what the card
+    /// shows (method, host, path and query, the body's hash and its first 64 KiB as text).
+    pub fn http_request(request: HttpRequestApproval<'_>) -> ApprovalEntry {
+        let mut args = Map::new();
+        args.insert("method".into(), request.method.into());
+        args.insert("host".into(), request.host.into());
+        args.insert("path".into(), request.target.into());
+        args.insert("body_sha256".into(), ContentHash::of_bytes(request.body).to_string().into());
+        args.insert("body_bytes".into(), request.body.len().into());
+        if !request.body.is_empty() {
+            let shown = &request.body[..request.body.len().min(MAX_HTTP_BODY_PREVIEW_BYTES)];
+            args.insert("body".into(), String::from_utf8_lossy(shown).into_owned().into());
+        }
+        ApprovalEntry {
+            id: request.id.clone(),
+            kind: ApprovalKind::HttpRequest,
+            action: format!("{}#{}", request.connector, request.operation),
+            action_version: String::new(),
+            action_sha256: request.identity(),
+            args,
+            preview: None,
+            requested_at: request.requested_at,
+            decided_at: None,
+            decided_by: None,
+            reason: None,
+            state: ApprovalState::PendingApproval,
+            audit_id: None,
+            result: None,
+            failure: None,
+            session_id: Some(request.session_id.to_string()),
+            unconfined: request.unconfined,
+            connector_fqn: Some(request.connector.clone()),
+        }
+    }
+
     /// Checks that `action` is byte for byte the action this entry was approved for. The daemon
     /// calls it right before execution; on error it finishes the entry with the returned failure.
     pub fn verify_action(&self, action: &ActionFile) -> Result<(), Failure> {
@@ -174,6 +244,15 @@ impl ApprovalEntry {
         ))
         .with_detail("approved_sha256", self.action_sha256.to_string())
         .with_detail("current_sha256", current.to_string()))
+    }
+
+    /// Whether this entry was decided at most `window_ms` before `now` (RFC 3339, as the queue
+    /// writes it): how long an approved `http_request` stays a permit for its identical retry.
+    pub fn decided_within(&self, now: &str, window_ms: u64) -> bool {
+        self.decided_at
+            .as_deref()
+            .and_then(|decided| timestamp::millis_between(decided, now))
+            .is_some_and(|ms| ms <= window_ms)
     }
 
     /// Time from request to decision in milliseconds, once decided.

@@ -202,6 +202,8 @@ payloads! {
         pub operation: Option<String> => CONNECTOR_OPERATION,
         pub binding_unresolved: Option<bool> => PROXY_BINDING_UNRESOLVED,
         pub operations_tied: Option<Vec<String>> => PROXY_OPERATIONS_TIED,
+        /// The approval a held request waited on.
+        pub approval_id: Option<String> => APPROVAL_ID,
     }
 
     /// `spawn`: a connector's declared program, run or refused — never an argument value, an

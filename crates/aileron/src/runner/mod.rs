@@ -636,6 +636,10 @@ async fn evaluate_preview(
 /// Executes an approved entry exactly once: `started` is journaled (fsync) before the run, the
 /// outcome after it. Called by the decide handler and, at start-up, for entries to resume.
 pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
+    // An `http_request` approval is a permit the proxy uses; there is no action to run.
+    if state.approvals.get(&id).is_some_and(|entry| entry.kind != aileron_core::approval::ApprovalKind::Action) {
+        return;
+    }
     if needs_the_locked_vault(&state, &id) {
         // SPEC §8: approved → awaiting_vault; `resume_awaiting_vault` runs it once on unlock.
         state.approvals.await_vault(&id);

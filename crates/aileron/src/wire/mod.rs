@@ -523,6 +523,9 @@ pub struct NetworkHandover {
     /// `--allow-tcp HOST:PORT` destinations, one per listener after the API's and the proxy's.
     #[serde(default)]
     pub allow_tcp: Vec<String>,
+    /// `--approval-hold`: how long a request held for approval at the proxy waits (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_hold_seconds: Option<u64>,
 }
 
 /// The daemon's one-line JSON answer to a hand-over: the session CA's certificate (PEM) when it

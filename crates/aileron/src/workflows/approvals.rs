@@ -4,7 +4,14 @@
 use aileron_core::vocabulary::{EventType, keys};
 use std::sync::Arc;
 
-use aileron_core::approval::{ApprovalDecision, ApprovalId, DecideError, Decision, ResultView, decision_payload};
+use aileron_core::approval::{
+    ApprovalDecision, ApprovalEntry, ApprovalId, ApprovalKind, ApprovalState, DecideError, Decision,
+    HttpRequestApproval, Outcome, ResultView, decision_payload, review_url,
+};
+use std::future::Future;
+
+use crate::dataplane::agent_egress::{HeldRequest, HoldOutcome, RequestApprovals};
+use crate::stores::approvals::Registered;
 use aileron_core::audit::ActorType;
 
 use crate::stores::approvals::QueueError;
@@ -82,7 +89,9 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     // The wait span (request → decision) joins the requester's trace; the approved run follows it.
     let waited = state.telemetry.approval_wait(&entry, decision);
-    if body.approved {
+    // An approved `http_request` is used by the request held at the proxy, or by its identical
+    // retry: nothing runs here.
+    if body.approved && entry.kind == ApprovalKind::Action {
         let run = crate::runner::execute_approved(state.clone(), approval_id);
         tokio::spawn(opentelemetry::context::FutureExt::with_context(run, waited));
     }
@@ -112,7 +121,132 @@ pub fn resume_at_start(services: &Arc<Services>) {
         tokio::spawn(crate::runner::audit_recovered(services.clone(), id));
     }
     for id in resume {
+        // An approved `http_request` not yet used stays a permit for its identical retry.
+        if services.approvals.get(&id).is_some_and(|entry| entry.kind == ApprovalKind::HttpRequest) {
+            continue;
+        }
         tokio::spawn(resume_approved(services.clone(), id));
+    }
+}
+
+/// How long an approved `http_request` is a permit for the identical retry (SPEC §15).
+pub const PERMIT_WINDOW: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// The approval queue behind a launched agent's proxy (SPEC §15 "Approval at the proxy"): a held
+/// request registers an `http_request` approval (or joins the identical one already waiting),
+/// audited `approval.requested`, and waits up to `hold` for the decision a human makes in the
+/// console or the CLI; an identical request after a late approval uses it once.
+pub struct ProxyApprovals {
+    pub services: Arc<Services>,
+    pub hold: std::time::Duration,
+    pub unconfined: bool,
+}
+
+impl RequestApprovals for ProxyApprovals {
+    fn hold<'a>(&'a self, request: HeldRequest) -> std::pin::Pin<Box<dyn Future<Output = HoldOutcome> + Send + 'a>> {
+        Box::pin(self.hold_request(request))
+    }
+
+    fn finish(&self, id: &ApprovalId, status: Result<(u16, String), String>) {
+        let outcome = match status {
+            Ok((status, audit_id)) => Outcome::Completed { audit_id, result: serde_json::json!({ "status": status }) },
+            Err(message) => Outcome::Failed { failure: crate::stores::approvals::not_runnable(message) },
+        };
+        if let Err(error) = self.services.approvals.finish(id, outcome) {
+            log_line!("aileron daemon: recording the outcome of approval {id}: {error}");
+        }
+    }
+}
+
+impl ProxyApprovals {
+    async fn hold_request(&self, request: HeldRequest) -> HoldOutcome {
+        let state = &self.services;
+        let requested_at = crate::stores::approvals::now();
+        let approval = HttpRequestApproval {
+            id: crate::stores::approvals::mint_id(&requested_at),
+            connector: &request.connector,
+            operation: &request.operation,
+            method: &request.method,
+            host: &request.host,
+            target: &request.target,
+            body: &request.body,
+            requested_at: requested_at.clone(),
+            session_id: &request.session_id,
+            unconfined: self.unconfined,
+        };
+        let identity = approval.identity();
+        let window = PERMIT_WINDOW.as_millis() as u64;
+        let permit = state.approvals.find(|entry| {
+            entry.kind == ApprovalKind::HttpRequest
+                && entry.session_id.as_deref() == Some(request.session_id.as_str())
+                && entry.action_sha256 == identity
+                && entry.state == ApprovalState::Approved
+                && entry.decided_within(&requested_at, window)
+        });
+        if let Some(permit) = permit {
+            return match state.approvals.start(&permit.id) {
+                Some(_) => HoldOutcome::Approved(permit.id),
+                None => HoldOutcome::Used { id: permit.id },
+            };
+        }
+        let entry = ApprovalEntry::http_request(approval);
+        // Subscribed before registering: no decision can slip between the two.
+        let mut events = state.approvals.subscribe();
+        let mut caller = crate::platform::principal::Caller::new(ActorType::Agent, request.session_id.clone());
+        caller.session_id = Some(request.session_id.clone());
+        let id = match state.approvals.register(entry.clone()) {
+            Ok(Registered::New) => {
+                let event = AuditEvent {
+                    event_type: EventType::ApprovalRequested,
+                    actor: caller.actor.clone(),
+                    session_id: caller.session_id.clone(),
+                    payload: aileron_core::approval::requested_payload(&entry),
+                    audit_id: None,
+                };
+                if let Err(error) = state.audit.append(event).await {
+                    return HoldOutcome::Refused { class: "audit_unavailable", message: error.to_string() };
+                }
+                entry.id
+            }
+            Ok(Registered::Repeat(existing)) => existing.id,
+            Err(QueueError::TooManyPending(waiting)) => {
+                return HoldOutcome::Refused {
+                    class: "too_many_pending",
+                    message: format!(
+                        "this session already has {waiting} approvals waiting; let the user decide them first"
+                    ),
+                };
+            }
+            Err(error) => return HoldOutcome::Refused { class: "approval_unavailable", message: error.to_string() },
+        };
+        let deadline = tokio::time::Instant::now() + self.hold;
+        loop {
+            match state.approvals.get(&id) {
+                Some(entry) => match entry.state {
+                    ApprovalState::PendingApproval => {}
+                    ApprovalState::Approved => {
+                        return match state.approvals.start(&id) {
+                            Some(_) => HoldOutcome::Approved(id),
+                            None => HoldOutcome::Used { id },
+                        };
+                    }
+                    ApprovalState::Denied => return HoldOutcome::Denied { id, reason: entry.reason },
+                    _ => return HoldOutcome::Used { id },
+                },
+                None => {
+                    return HoldOutcome::Refused {
+                        class: "approval_unavailable",
+                        message: format!("approval {id} is gone"),
+                    };
+                }
+            }
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Err(_) | Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => {
+                    return HoldOutcome::Pending { review_url: review_url(&state.base_url(), &id), id };
+                }
+                Ok(_) => {}
+            }
+        }
     }
 }
 

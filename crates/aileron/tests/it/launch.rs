@@ -1827,8 +1827,8 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
 /// and installed like any other) whose `[[proxy.operations]]` put the bound key on
 /// a launched agent's own requests (its curl sends what `gh` sends: `token $GH_TOKEN`), the agent
 /// holding only the placeholder. The upstream sees the real key; an echo of it comes back
-/// redacted; a gated operation is refused (approvals at the proxy are not built yet, so it never
-/// goes out credentialed); a `..` path that a server would read as the gated operation is refused
+/// redacted; a gated operation nobody approves is answered `approval_pending` and never goes out;
+/// a `..` path that a server would read as the gated operation is refused
 /// before anything is sent; an unmatched request keeps the placeholder. Each is recorded with the
 /// connector, the operation and the binding, never the key.
 #[test]
@@ -1893,7 +1893,7 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
         // placeholder instead.
         ("GH_TOKEN", "ghp_theUsersOwnTokenFromTheShell".as_ref()),
     ];
-    let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
+    let output = rig.run_with_path(&["launch", "claude", "--approval-hold", "1"], &env, Path::new("/usr/bin"));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report_text = std::fs::read_to_string(&report_path).unwrap();
     let report: Value = serde_json::from_str(&report_text).unwrap();
@@ -1904,7 +1904,7 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
     assert!(report["rest"]["head"].as_str().unwrap().contains("x-echo: token [REDACTED]"), "{report:#}");
     assert_eq!(report["contents"]["status"], "200", "{report:#}");
     assert_eq!(report["gated"]["status"], "403", "{report:#}");
-    assert!(report["gated"]["body"].as_str().unwrap().contains("approval_required"), "{report:#}");
+    assert!(report["gated"]["body"].as_str().unwrap().contains("approval_pending"), "{report:#}");
     assert_eq!(report["dot_dot"]["status"], "400", "{report:#}");
     assert!(report["dot_dot"]["body"].as_str().unwrap().contains("path_not_canonical"), "{report:#}");
     assert_eq!(report["unmatched"]["status"], "200", "{report:#}");
@@ -1947,7 +1947,7 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
     };
     for expected in [
         row("connector.proxy.proxied", "/user", "rest", ""),
-        row("connector.proxy.rejected", "/repos/acme/app/pulls/7/merge", "merge_pull_request", "approval_required"),
+        row("connector.proxy.rejected", "/repos/acme/app/pulls/7/merge", "merge_pull_request", "approval_pending"),
         row("connector.proxy.rejected", "/repos/acme/app/contents/%2e%2e/pulls/7/merge", "", "path_not_canonical"),
         row("connector.proxy.proxied", "/repos/acme/app/contents/README.md", "contents", ""),
         row("sandbox.proxy.passthrough", "/user", "", ""),
@@ -2088,6 +2088,161 @@ fn a_launched_agents_aws_cli_is_signed_with_the_bound_keys_it_never_sees() {
         .map(|r| r["payload"]["aileron.connector.operation"].as_str().unwrap_or_default())
         .collect();
     assert!(operations.contains(&"list_buckets") && operations.contains(&"put_object"), "{listed:#}");
+}
+
+/// SPEC §15's approval at the proxy: a launched agent's own request matching an `approval = true`
+/// operation waits for the user. Approved in time → forwarded once with the credential; denied →
+/// 403 `approval_denied`; undecided within `--approval-hold` → 403 `approval_pending` with the
+/// approval's id and review URL, and after a late approval the identical request (and not one
+/// with another body) goes through once, a second retry asking anew; two identical requests at
+/// once share one approval and one goes out; the agent's own token cannot decide.
+#[test]
+fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
+    let rig = LaunchRig::new();
+    let saw: Arc<std::sync::Mutex<Vec<(String, String, String)>>> = Arc::default();
+    let recorded = saw.clone();
+    let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
+        let authorization = headers
+            .iter()
+            .find_map(|header| header.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("authorization")))
+            .map(|(_, value)| value.trim().to_string())
+            .unwrap_or_default();
+        if !line.is_empty() {
+            recorded.lock().unwrap().push((line.to_string(), authorization, String::new()));
+        }
+        (String::new(), r#"{"merged":true}"#.to_string())
+    });
+    let (upstream, _) = crate::gateway::tls_upstream_answering(
+        crate::gateway::TEST_UPSTREAM_CERT,
+        crate::gateway::TEST_UPSTREAM_KEY,
+        answer,
+    );
+    let upstream = format!("localhost:{}", upstream.port());
+    start_with_a_vault(&rig);
+    let extra = format!(
+        "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
+         placeholder_env = [\"GH_TOKEN\"]\n\n\
+         [[proxy.operations]]\nname = \"merge_pull_request\"\nmethod = \"PUT\"\nhost = \"{upstream}\"\n\
+         path = \"/repos/{{owner}}/{{repo}}/pulls/{{number}}/merge\"\napproval = true\n\n\
+         [[proxy.operations]]\nname = \"delete_repository\"\nmethod = \"DELETE\"\nhost = \"{upstream}\"\n\
+         path = \"/repos/{{owner}}/{{repo}}\"\napproval = true\n"
+    );
+    install_spec_only(&rig, &upstream, &extra);
+    const KEY: &str = "ghp_gatedKeyTheAgentNeverSees000000000001";
+    let bound = rig.command_in(
+        &rig.workspace(),
+        &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "GH_KEY"],
+        None,
+        &[("GH_KEY", KEY.as_ref())],
+    );
+    assert!(bound.status.success(), "{}", text(&bound));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/gated_clients.py");
+    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shared = rig.workspace().join("markers");
+    std::fs::create_dir_all(&shared).unwrap();
+    let report_path = rig.workspace().join("gated-report.json");
+
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let decisions = std::thread::scope(|scope| {
+        let decider = scope.spawn(|| {
+            let mut decided: Vec<(String, String, &str)> = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let listed = rig.run(&["approval", "list", "--json"], &[]);
+                let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+                for item in listed["items"].as_array().cloned().unwrap_or_default() {
+                    let id = item["id"].as_str().unwrap().to_string();
+                    let (method, path) =
+                        (item["args"]["method"].as_str().unwrap(), item["args"]["path"].as_str().unwrap());
+                    let body = item["args"]["body"].as_str().unwrap_or_default();
+                    let verdict = match (method, path) {
+                        ("PUT", "/repos/acme/app/pulls/7/merge") | ("PUT", "/repos/acme/app/pulls/9/merge") => {
+                            "approve"
+                        }
+                        ("DELETE", "/repos/acme/app") => "deny",
+                        ("PUT", "/repos/acme/app/pulls/8/merge")
+                            if body.contains("\"merge\"")
+                                && shared.join("late-pending").exists()
+                                && !shared.join("late-approved").exists() =>
+                        {
+                            "approve-late"
+                        }
+                        _ => continue,
+                    };
+                    let decided_now = match verdict {
+                        "deny" => rig.run(&["approval", "deny", &id, "--reason", "not this repository"], &[]),
+                        _ => rig.run(&["approval", "approve", &id], &[]),
+                    };
+                    assert!(decided_now.status.success(), "{}", text(&decided_now));
+                    if verdict == "approve-late" {
+                        std::fs::write(shared.join("late-approved"), "").unwrap();
+                    }
+                    decided.push((method.to_string(), path.to_string(), verdict));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            decided
+        });
+        let env: [(&str, &std::ffi::OsStr); 3] = [
+            ("ATTACK_REPORT", report_path.as_os_str()),
+            ("UPSTREAM", upstream.as_ref()),
+            ("SHARED_DIR", shared.as_os_str()),
+        ];
+        let output = rig.run_with_path(&["launch", "claude", "--approval-hold", "3"], &env, Path::new("/usr/bin"));
+        done.store(true, std::sync::atomic::Ordering::Release);
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+        decider.join().unwrap()
+    });
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let status = |name: &str| report[name]["status"].as_str().unwrap_or_default().to_string();
+    let class = |name: &str| report[name]["body"]["error"]["class"].as_str().unwrap_or_default().to_string();
+
+    assert_eq!(status("approved"), "200", "{report:#} {decisions:?}");
+    assert_eq!((status("denied"), class("denied")), ("403".into(), "approval_denied".into()), "{report:#}");
+    assert_eq!((status("late"), class("late")), ("403".into(), "approval_pending".into()), "{report:#}");
+    assert!(
+        report["late"]["body"]["error"]["review_url"].as_str().unwrap().contains("/approvals?focus="),
+        "{report:#}"
+    );
+    assert_eq!(class("retry_other_body"), "approval_pending", "another body is another request: {report:#}");
+    assert_eq!(status("retry"), "200", "the identical request goes once after a late approval: {report:#}");
+    assert_eq!(class("retry_again"), "approval_pending", "a permit is single-use: {report:#}");
+    let concurrent: Vec<String> =
+        report["concurrent"].as_array().unwrap().iter().map(|r| r["status"].as_str().unwrap().to_string()).collect();
+    let mut sorted = concurrent.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["200", "403"], "{report:#}");
+    assert_eq!(report["self_decide"], "403", "the agent's token cannot decide: {report:#}");
+
+    let saw = saw.lock().unwrap().clone();
+    let forwarded: Vec<&str> = saw.iter().map(|(line, _, _)| line.as_str()).collect();
+    assert_eq!(
+        forwarded,
+        [
+            "PUT /repos/acme/app/pulls/7/merge HTTP/1.1",
+            "PUT /repos/acme/app/pulls/8/merge HTTP/1.1",
+            "PUT /repos/acme/app/pulls/9/merge HTTP/1.1"
+        ],
+        "exactly the approved requests, once each"
+    );
+    assert!(saw.iter().all(|(_, authorization, _)| authorization == &format!("token {KEY}")), "{saw:?}");
+    assert_eq!(
+        decisions.iter().filter(|(_, path, _)| path.ends_with("/9/merge")).count(),
+        1,
+        "one approval for the pair"
+    );
+
+    let listed = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
+    let all = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(!all.contains(KEY));
+    let listed: Value = serde_json::from_str(&all).unwrap();
+    let requested = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["event_type"] == "approval.requested" && r["payload"]["aileron.approval.kind"] == "http_request")
+        .count();
+    assert!(requested >= 5, "each held request is an audited approval: {requested}");
 }
 
 /// Two sessions at once, both told `HTTPS_PROXY=http://127.0.0.1:3128`: each agent's proxy is its

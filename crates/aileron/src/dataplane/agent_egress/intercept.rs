@@ -25,6 +25,7 @@ use tokio::net::TcpStream;
 
 use super::EgressSession;
 use super::sealed::{Decision, RedactedBody, SealedInjection, sign_aws};
+use super::{HeldRequest, HoldOutcome};
 use crate::dataplane::egress::REDACTED;
 use crate::stores::bindings::Injection;
 
@@ -252,6 +253,10 @@ async fn forward(
     let started = Instant::now();
     let method = request.method().as_str().to_string();
     let path = request.uri().path().to_string();
+    let client_upgrade =
+        request.headers().contains_key(hyper::header::UPGRADE).then(|| hyper::upgrade::on(&mut request));
+    let mut request = request.map(Body::new);
+    let mut approval = None;
     let mut record = ProxiedRequest {
         scheme: Some(scheme.to_string()),
         path: Some(path.chars().take(2048).collect()),
@@ -282,20 +287,14 @@ async fn forward(
             record.operation = Some(operation.name.clone());
             record.credential = connector.manifest.credential_kind().map(|kind| kind.as_str().to_string());
             if operation.approval {
-                // Fail closed until approvals reach the proxy: a gated operation never goes out
-                // with the credential unapproved.
-                record.reject_reason = Some("approval_required".to_string());
-                let refused = session.append(EventType::ConnectorProxyRejected, record).await;
-                return Ok(refusal(
-                    refused,
-                    StatusCode::FORBIDDEN,
-                    "approval_required",
-                    &format!(
-                        "{} ({}) needs your approval for each request, which this version cannot ask for at the \
-                         proxy; use an Aileron action for it instead",
-                        operation.name, connector.fqn
-                    ),
-                ));
+                let held = match hold(&session, &mut record, connector, operation, request, &target.destination).await {
+                    Ok((held, id)) => {
+                        approval = Some(id);
+                        held
+                    }
+                    Err(refused) => return Ok(refused),
+                };
+                request = held;
             }
             match session.credentialing.seal(connector, &target.destination).await {
                 Ok(Some(credential)) => {
@@ -322,14 +321,12 @@ async fn forward(
                     record.reject_reason = Some(failure.class.as_str().to_string());
                     let mut payload = record.into_payload();
                     payload.extend(failure.audit_payload());
-                    let refused = session.append_payload(EventType::ConnectorProxyRejected, payload).await;
+                    let refused = session.append_payload(EventType::ConnectorProxyRejected, payload).await.map(|_| ());
                     return Ok(refusal(refused, StatusCode::BAD_GATEWAY, failure.class.as_str(), &failure.message));
                 }
             }
         }
     }
-    let client_upgrade =
-        request.headers().contains_key(hyper::header::UPGRADE).then(|| hyper::upgrade::on(&mut request));
     let request = match (&aws, sealed.as_ref().map(|sealed| &sealed.resolved.injection)) {
         (Some((region, service)), Some(Injection::Aws(credentials))) => {
             match sign_aws(request, credentials, region, service, &target.destination).await {
@@ -339,18 +336,24 @@ async fn forward(
                     let mut payload = record.into_payload();
                     payload.extend(binding.unwrap_or_default());
                     payload.extend(failure.audit_payload());
-                    let refused = session.append_payload(EventType::ConnectorProxyRejected, payload).await;
+                    let refused = session.append_payload(EventType::ConnectorProxyRejected, payload).await.map(|_| ());
                     let status = StatusCode::from_u16(failure.http_status()).unwrap_or(StatusCode::BAD_GATEWAY);
                     return Ok(refusal(refused, status, failure.class.as_str(), &failure.message));
                 }
             }
         }
-        _ => request.map(Body::new),
+        _ => request,
     };
     let response = sender.send(request, &target).await;
+    let finish = |outcome: Result<(u16, String), String>| {
+        if let (Some(id), Some(approvals)) = (&approval, &session.credentialing.approvals) {
+            approvals.finish(id, outcome);
+        }
+    };
     let mut response = match response {
         Ok(response) => response,
         Err(_) => {
+            finish(Err("the upstream closed or failed before answering".to_string()));
             session.refusal(&target.destination, &method, Refusal::UpstreamRequest).await;
             return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
         }
@@ -360,8 +363,12 @@ async fn forward(
     let mut payload = record.into_payload();
     payload.extend(binding.unwrap_or_default());
     // Fail closed: a response whose record cannot be written does not reach the agent.
-    if session.append_payload(event_type, payload).await.is_err() {
-        return Ok(plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable"));
+    match session.append_payload(event_type, payload).await {
+        Ok(audit_id) => finish(Ok((response.status().as_u16(), audit_id))),
+        Err(()) => {
+            finish(Err("its record could not be written; the response was withheld".to_string()));
+            return Ok(plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable"));
+        }
     }
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
@@ -392,13 +399,91 @@ async fn forward(
     Ok(response.map(Body::new))
 }
 
+/// Reads a request that matched an `approval = true` operation whole and holds it for a human
+/// (SPEC §15): `Ok` with the request to forward once and its approval, or the answer the agent
+/// gets — denied, still pending (with where to decide), already used, or not registered — each
+/// recorded as `connector.proxy.rejected`.
+async fn hold(
+    session: &EgressSession,
+    record: &mut ProxiedRequest,
+    connector: &super::sealed::SealedConnector,
+    operation: &aileron_core::manifest::ProxyOperation,
+    request: Request<Body>,
+    destination: &str,
+) -> Result<(Request<Body>, aileron_core::approval::ApprovalId), Response<Body>> {
+    let Some(approvals) = &session.credentialing.approvals else {
+        record.reject_reason = Some("approval_required".to_string());
+        let refused = session.append(EventType::ConnectorProxyRejected, record.clone()).await;
+        let message = format!("{} ({}) needs your approval for each request", operation.name, connector.fqn);
+        return Err(refusal(refused, StatusCode::FORBIDDEN, "approval_required", &message));
+    };
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, super::sealed::MAX_SIGNED_BODY_BYTES).await else {
+        record.reject_reason = Some("resource_limit_exceeded".to_string());
+        let refused = session.append(EventType::ConnectorProxyRejected, record.clone()).await;
+        let message =
+            format!("a request held for approval may carry at most {} bytes", super::sealed::MAX_SIGNED_BODY_BYTES);
+        return Err(refusal(refused, StatusCode::PAYLOAD_TOO_LARGE, "resource_limit_exceeded", &message));
+    };
+    let held = HeldRequest {
+        session_id: session.session_id.clone(),
+        connector: connector.name.clone(),
+        operation: operation.name.clone(),
+        method: parts.method.as_str().to_string(),
+        host: destination.to_string(),
+        target: parts.uri.path_and_query().map_or("/", |target| target.as_str()).to_string(),
+        body: bytes.clone(),
+    };
+    let (status, class, message, id, review_url) = match approvals.hold(held).await {
+        HoldOutcome::Approved(id) => {
+            record.approval_id = Some(id.to_string());
+            return Ok((Request::from_parts(parts, Body::from(bytes)), id));
+        }
+        HoldOutcome::Denied { id, reason } => {
+            let message = match reason {
+                Some(reason) => format!("the user denied this request: {reason}"),
+                None => "the user denied this request".to_string(),
+            };
+            (StatusCode::FORBIDDEN, "approval_denied", message, Some(id), None)
+        }
+        HoldOutcome::Pending { id, review_url } => {
+            let message = format!(
+                "{} ({}) waits for the user's approval at {review_url}; nothing was sent. Once approved, the same \
+                 request (method, path, query and body) from this session goes through once within 10 minutes.",
+                operation.name, connector.fqn
+            );
+            (StatusCode::FORBIDDEN, "approval_pending", message, Some(id), Some(review_url))
+        }
+        HoldOutcome::Used { id } => {
+            let message = "this approval was already used by an identical request; send it again to ask anew";
+            (StatusCode::FORBIDDEN, "approval_used", message.to_string(), Some(id), None)
+        }
+        HoldOutcome::Refused { class, message } => (StatusCode::SERVICE_UNAVAILABLE, class, message, None, None),
+    };
+    record.reject_reason = Some(class.to_string());
+    record.approval_id = id.as_ref().map(ToString::to_string);
+    let refused = session.append(EventType::ConnectorProxyRejected, record.clone()).await;
+    let mut error = serde_json::json!({"class": class, "message": message});
+    if let Some(id) = id {
+        error["approval_id"] = id.to_string().into();
+    }
+    if let Some(review_url) = review_url {
+        error["review_url"] = review_url.into();
+    }
+    Err(answer(refused, status, serde_json::json!({ "error": error })))
+}
+
 /// A refusal of a request inside a tunnel, once recorded: SPEC §9's envelope with `class` and
 /// `message`; 503 when the refusal itself could not be recorded.
 fn refusal(recorded: Result<(), ()>, status: StatusCode, class: &str, message: &str) -> Response<Body> {
+    answer(recorded, status, serde_json::json!({"error": {"class": class, "message": message}}))
+}
+
+/// `body` as JSON with `status`, once its record is written.
+fn answer(recorded: Result<(), ()>, status: StatusCode, body: serde_json::Value) -> Response<Body> {
     if recorded.is_err() {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable");
     }
-    let body = serde_json::json!({"error": {"class": class, "message": message}});
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;
     response

@@ -29,10 +29,12 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::stores::audit_log::{AuditEvent, AuditLog};
 
+mod hold;
 mod intercept;
 mod sealed;
 mod session_ca;
 
+pub use hold::{HeldRequest, HoldOutcome, RequestApprovals};
 pub use sealed::{Credentialing, SealedConnector};
 pub use session_ca::SessionCa;
 
@@ -281,14 +283,15 @@ impl EgressSession {
     }
 
     async fn append(&self, event_type: EventType, record: ProxiedRequest) -> Result<(), ()> {
-        self.append_payload(event_type, record.into_payload()).await
+        self.append_payload(event_type, record.into_payload()).await.map(|_| ())
     }
 
+    /// Appends one record; its audit id once durable.
     async fn append_payload(
         &self,
         event_type: EventType,
         payload: serde_json::Map<String, serde_json::Value>,
-    ) -> Result<(), ()> {
+    ) -> Result<String, ()> {
         let event = AuditEvent {
             event_type,
             actor: Actor { r#type: ActorType::Agent, id: self.session_id.clone() },
@@ -296,7 +299,7 @@ impl EgressSession {
             payload,
             audit_id: None,
         };
-        self.audit.append(event).await.map(|_| ()).map_err(|_| ())
+        self.audit.append(event).await.map(|record| record.audit_id).map_err(|_| ())
     }
 }
 

@@ -18,6 +18,7 @@ use crate::stores::store::Store;
 #[derive(Debug)]
 pub struct SealedConnector {
     pub fqn: String,
+    pub name: aileron_core::Fqn,
     pub manifest: Arc<ConnectorManifest>,
 }
 
@@ -26,6 +27,8 @@ pub struct SealedConnector {
 pub struct Credentialing {
     index: OperationIndex<Arc<SealedConnector>>,
     credentials: Option<(Arc<dyn CredentialSource>, Arc<OAuthFlows>)>,
+    /// Where `approval = true` operations wait; without it they are refused.
+    pub approvals: Option<Arc<dyn super::RequestApprovals>>,
 }
 
 /// What the proxy does with one request.
@@ -67,7 +70,7 @@ pub const MAX_SIGNED_BODY_BYTES: usize = 16 * 1024 * 1024;
 impl Credentialing {
     /// No operations: every request is a passthrough.
     pub fn none() -> Credentialing {
-        Credentialing { index: OperationIndex::default(), credentials: None }
+        Credentialing { index: OperationIndex::default(), credentials: None, approvals: None }
     }
 
     /// Every installed FQN's newest version whose manifest has `[proxy]`, verified against its
@@ -91,7 +94,11 @@ impl Credentialing {
         let mut connectors = Vec::new();
         for (fqn, entry) in newest {
             match store.load_verified(&entry.hash) {
-                Ok(verified) => connectors.push(SealedConnector { fqn, manifest: verified.manifest }),
+                Ok(verified) => connectors.push(SealedConnector {
+                    fqn,
+                    name: verified.manifest.name.clone(),
+                    manifest: verified.manifest,
+                }),
                 Err(failure) => {
                     log_line!("aileron daemon: warning: {fqn}'s operations are not used: {}", failure.message)
                 }
@@ -130,6 +137,12 @@ impl Credentialing {
         env
     }
 
+    /// The same operations, holding `approval = true` ones in `approvals`.
+    pub fn with_approvals(mut self, approvals: Arc<dyn super::RequestApprovals>) -> Credentialing {
+        self.approvals = Some(approvals);
+        self
+    }
+
     pub fn new(
         connectors: Vec<SealedConnector>,
         credentials: Option<(Arc<dyn CredentialSource>, Arc<OAuthFlows>)>,
@@ -140,7 +153,7 @@ impl Credentialing {
                 entries.push((connector.clone(), operation.clone()));
             }
         }
-        Credentialing { index: OperationIndex::new(entries), credentials }
+        Credentialing { index: OperationIndex::new(entries), credentials, approvals: None }
     }
 
     /// Whether an operation names `destination` (`host:port`) literally: such a host is reached
@@ -213,7 +226,7 @@ impl Credentialing {
 /// [`MAX_SIGNED_BODY_BYTES`]) and hashed. Signed: `host`, every `x-amz-*` header, `content-md5`
 /// and `content-type`.
 pub async fn sign_aws(
-    request: hyper::Request<hyper::body::Incoming>,
+    request: hyper::Request<axum::body::Body>,
     credentials: &aileron_core::sigv4::AwsCredentials,
     region: &str,
     service: &str,
@@ -227,9 +240,9 @@ pub async fn sign_aws(
     }
     let stated = parts.headers.remove("x-amz-content-sha256").and_then(|value| value.to_str().ok().map(str::to_string));
     let (payload_hash, body, hash_header) = match stated {
-        Some(stated) => (stated, axum::body::Body::new(body), true),
+        Some(stated) => (stated, body, true),
         None => {
-            let bytes = axum::body::to_bytes(axum::body::Body::new(body), MAX_SIGNED_BODY_BYTES).await.map_err(|_| {
+            let bytes = axum::body::to_bytes(body, MAX_SIGNED_BODY_BYTES).await.map_err(|_| {
                 Failure::resource_limit(
                     "request_body",
                     format!("a request to sign may carry at most {MAX_SIGNED_BODY_BYTES} bytes unless it states x-amz-content-sha256"),

@@ -290,6 +290,11 @@ impl ApprovalQueue {
         })
     }
 
+    /// The oldest entry `matches` accepts.
+    pub fn find(&self, matches: impl Fn(&ApprovalEntry) -> bool) -> Option<ApprovalEntry> {
+        self.inner.lock().expect("approval queue poisoned").entries.values().find(|entry| matches(entry)).cloned()
+    }
+
     pub fn get(&self, id: &ApprovalId) -> Option<ApprovalEntry> {
         self.inner.lock().expect("approval queue poisoned").entries.get(id).cloned()
     }

@@ -46,6 +46,11 @@ pub struct LaunchArgs {
     /// SPEC §15 are hidden from it
     #[arg(long, value_name = "PATH")]
     expose: Vec<std::path::PathBuf>,
+    /// How long a request of the agent's own tools that needs your approval waits at the proxy for
+    /// your decision before it is answered `approval_pending` (1–600; the identical request then
+    /// goes through once if you approve within 10 minutes)
+    #[arg(long, value_name = "SECONDS", default_value_t = 55, value_parser = clap::value_parser!(u64).range(1..=600))]
+    approval_hold: u64,
     /// Arguments for the agent, after `--` (e.g. `aileron launch claude -- -p "list my issues"`)
     #[arg(last = true, value_name = "AGENT ARGS")]
     agent_args: Vec<OsString>,
@@ -61,6 +66,7 @@ pub async fn run(home: &Home, args: LaunchArgs) -> CliResult {
         allow_private: args.allow_private,
         allow_tcp: args.allow_tcp,
         expose: args.expose,
+        approval_hold: args.approval_hold,
         agent_args: args.agent_args,
     };
     crate::surfaces::launch::run(home, options).await.map(ExitStatus::Agent).map_err(CliError::from)

@@ -115,7 +115,13 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
             ca,
             policy,
         )
-        .with_credentialing(Arc::new(credentialing)),
+        .with_credentialing(Arc::new(credentialing.with_approvals(Arc::new(
+            crate::workflows::approvals::ProxyApprovals {
+                services: state.services.clone(),
+                hold: std::time::Duration::from_secs(handover.approval_hold_seconds.unwrap_or(55).clamp(1, 600)),
+                unconfined: false,
+            },
+        )))),
     );
     let mut relays = tokio::task::JoinSet::new();
     for (listener, destination) in forwards {

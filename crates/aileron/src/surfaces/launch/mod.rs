@@ -458,6 +458,8 @@ pub struct LaunchOptions {
     pub allow_tcp: Vec<String>,
     /// `--expose PATH`: credential stores left visible.
     pub expose: Vec<PathBuf>,
+    /// `--approval-hold SECONDS`: how long a request held for approval at the proxy waits.
+    pub approval_hold: u64,
     pub agent_args: Vec<OsString>,
 }
 
@@ -691,6 +693,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         session_id: wiring.session_id.clone(),
         token: client.token().expose().to_string(),
         allow_private: options.allow_private.clone(),
+        approval_hold_seconds: Some(options.approval_hold),
         allow_tcp: forwards.iter().map(|forward| forward.destination.clone()).collect(),
     });
     let hosts_file = request.hosts_file.clone();
