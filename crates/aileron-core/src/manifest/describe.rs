@@ -83,8 +83,13 @@ pub(super) fn describe(manifest: &ConnectorManifest) -> Vec<String> {
         for operation in &proxy.operations {
             let (host, port) = operation.host.rsplit_once(':').unwrap_or((operation.host.as_str(), ""));
             let approval = if operation.approval { ", each one only after you approve it" } else { "" };
+            let graphql = operation
+                .graphql
+                .as_deref()
+                .map(|field| format!(" naming the GraphQL field {field}"))
+                .unwrap_or_default();
             lines.push(format!(
-                "send a launched agent's {} {}{} requests to {host} (port {port}) {credentialed}{approval} ({})",
+                "send a launched agent's {} {}{}{graphql} requests to {host} (port {port}) {credentialed}{approval} ({})",
                 operation.method,
                 operation.path.as_str(),
                 if operation.path.rest { " (and everything under it)" } else { "" },

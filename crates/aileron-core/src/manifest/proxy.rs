@@ -31,6 +31,9 @@ pub struct ProxyOperation {
     pub path: PathTemplate,
     /// A human decides each request (an `http_request` approval).
     pub approval: bool,
+    /// A GraphQL field (`mergePullRequest`): the operation covers only requests whose GraphQL
+    /// document names it, and beats an operation of the same path without one (decision 0017).
+    pub graphql: Option<String>,
 }
 
 /// A path template: literal segments, `{name}` for exactly one segment, and a final `/**` for the
@@ -253,6 +256,29 @@ impl ManifestValidator<'_, '_> {
                 "write literal segments, {name} for one segment, and a final /** for the rest",
             )
         })?;
-        Ok(ProxyOperation { name, method, host, path: template, approval: raw.approval.unwrap_or(false) })
+        let graphql = match raw.graphql {
+            None => None,
+            Some(field) => {
+                let graphql_path = path.key("graphql");
+                let valid = field.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && field.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !valid {
+                    return Err(self.err(
+                        &graphql_path,
+                        format!("`{field}` is not a GraphQL field name"),
+                        "name the mutation field, e.g. graphql = \"mergePullRequest\"",
+                    ));
+                }
+                if method != "POST" {
+                    return Err(self.err(
+                        &graphql_path,
+                        format!("a GraphQL operation is sent with POST, not {method}"),
+                        "write method = \"POST\" for a GraphQL operation",
+                    ));
+                }
+                Some(field)
+            }
+        };
+        Ok(ProxyOperation { name, method, host, path: template, approval: raw.approval.unwrap_or(false), graphql })
     }
 }

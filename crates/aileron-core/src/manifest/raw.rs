@@ -29,6 +29,7 @@ pub(super) struct RawProxyOperation {
     pub host: Option<String>,
     pub path: Option<String>,
     pub approval: Option<bool>,
+    pub graphql: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1046,7 +1046,19 @@ fn proxy_errors() {
             edit(g, "approval = true", "approval = true\nwhen = \"always\""),
             Some(21),
             Some("proxy.operations[0].when"),
-            "unknown field `when`, expected one of `name`, `method`, `host`, `path`, `approval`",
+            "unknown field `when`, expected one of `name`, `method`, `host`, `path`, `approval`, `graphql`",
+        ),
+        (
+            edit(g, "approval = true", "approval = true\ngraphql = \"mergePullRequest\""),
+            Some(21),
+            Some("proxy.operations[0].graphql"),
+            "a GraphQL operation is sent with POST, not PUT",
+        ),
+        (
+            edit(g, "path = \"/**\"", "path = \"/**\"\ngraphql = \"merge-pr\""),
+            Some(27),
+            Some("proxy.operations[1].graphql"),
+            "`merge-pr` is not a GraphQL field name",
         ),
     ]);
 }

@@ -8,6 +8,8 @@
 //! or `\`, an empty segment) matches nothing and is refused, so it can never be credentialed under
 //! a less-guarded operation and then land on a guarded one.
 
+use std::collections::BTreeSet;
+
 use crate::manifest::{ProxyOperation, Segment, normalise_segment};
 
 /// Every installed connector's operations; `K` names the connector (its reference).
@@ -56,8 +58,34 @@ impl<K> OperationIndex<K> {
         self.hosts().any(|h| h.eq_ignore_ascii_case(host))
     }
 
+    /// Whether matching `method` `host` `path` depends on the request's GraphQL document: an
+    /// operation with `graphql` covers that path. The caller then reads the body
+    /// ([`graphql_names`]) and calls [`OperationIndex::match_graphql`].
+    pub fn needs_graphql(&self, method: &str, host: &str, path: &str) -> bool {
+        let Some(segments) = request_segments(path) else { return false };
+        self.entries.iter().any(|(_, operation)| {
+            operation.graphql.is_some()
+                && operation.host.eq_ignore_ascii_case(host)
+                && operation.method == method
+                && matches(operation, &segments)
+        })
+    }
+
     /// Matches `method` `host` (`host:port`) `path` (the request target's path, without its query).
     pub fn match_request(&self, method: &str, host: &str, path: &str) -> OperationMatch<'_, K> {
+        self.match_graphql(method, host, path, None)
+    }
+
+    /// [`OperationIndex::match_request`] for a request whose GraphQL document names `graphql`:
+    /// an operation with a `graphql` field matches only when its field is named, and wins over
+    /// the operations of its path without one.
+    pub fn match_graphql(
+        &self,
+        method: &str,
+        host: &str,
+        path: &str,
+        graphql: Option<&BTreeSet<String>>,
+    ) -> OperationMatch<'_, K> {
         let on_host: Vec<&(K, ProxyOperation)> =
             self.entries.iter().filter(|(_, operation)| operation.host.eq_ignore_ascii_case(host)).collect();
         if on_host.is_empty() {
@@ -66,10 +94,21 @@ impl<K> OperationIndex<K> {
         let Some(segments) = request_segments(path) else {
             return OperationMatch::NotCanonical;
         };
+        let named = |operation: &ProxyOperation| match (&operation.graphql, graphql) {
+            (None, _) => true,
+            (Some(field), Some(names)) => names.contains(field),
+            (Some(_), None) => false,
+        };
+        let candidates: Vec<&(K, ProxyOperation)> = on_host
+            .into_iter()
+            .filter(|(_, operation)| operation.method == method && matches(operation, &segments) && named(operation))
+            .collect();
+        // A named GraphQL field makes its operations the only candidates.
+        let any_graphql = candidates.iter().any(|(_, operation)| operation.graphql.is_some());
         let mut best: Vec<&(K, ProxyOperation)> = Vec::new();
-        for entry in on_host {
+        for entry in candidates {
             let operation = &entry.1;
-            if operation.method != method || !matches(operation, &segments) {
+            if any_graphql && operation.graphql.is_none() {
                 continue;
             }
             match best.first().map(|(_, leader)| specificity(operation, leader, segments.len())) {
@@ -84,6 +123,39 @@ impl<K> OperationIndex<K> {
             many => OperationMatch::Ambiguous(many.iter().map(|(k, o)| (k, o)).collect()),
         }
     }
+}
+
+/// The identifiers of a GraphQL request body (`{"query": …}`, or a batch of them): every name the
+/// documents hold, strings and comments included — a wider set only makes more operations match,
+/// which can ask for an approval more often, never less. An error when the body holds no
+/// document (not JSON, no `query`): a request to a gated GraphQL path that cannot be read is
+/// refused rather than guessed.
+pub fn graphql_names(body: &[u8]) -> Result<BTreeSet<String>, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("the GraphQL request is not JSON: {e}"))?;
+    let documents: Vec<&serde_json::Value> = match &value {
+        serde_json::Value::Array(batch) => batch.iter().collect(),
+        single => vec![single],
+    };
+    let mut names = BTreeSet::new();
+    for document in documents {
+        let query = document
+            .get("query")
+            .and_then(serde_json::Value::as_str)
+            .ok_or("the GraphQL request has no `query` document")?;
+        let mut name = String::new();
+        for c in query.chars().chain(std::iter::once(' ')) {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                name.push(c);
+            } else if !name.is_empty() {
+                if !name.starts_with(|c: char| c.is_ascii_digit()) {
+                    names.insert(std::mem::take(&mut name));
+                }
+                name.clear();
+            }
+        }
+    }
+    Ok(names)
 }
 
 /// The request path's segments, normalised; `None` when a server could read it as another path.
@@ -110,7 +182,8 @@ fn matches(operation: &ProxyOperation, segments: &[String]) -> bool {
 }
 
 /// How `a` compares to `b` for a request of `length` segments both match: at the first position
-/// where they differ, literal > parameter > rest.
+/// where they differ, literal > parameter > rest; when every position is alike, a template
+/// without a rest beats one whose rest matched nothing (`/repos/{o}/{r}` over `/repos/{o}/{r}/**`).
 fn specificity(a: &ProxyOperation, b: &ProxyOperation, length: usize) -> std::cmp::Ordering {
     let kind = |operation: &ProxyOperation, index: usize| match operation.path.segments.get(index) {
         Some(Segment::Literal(_)) => 2,
@@ -120,7 +193,7 @@ fn specificity(a: &ProxyOperation, b: &ProxyOperation, length: usize) -> std::cm
     (0..length)
         .map(|index| kind(a, index).cmp(&kind(b, index)))
         .find(|ordering| ordering.is_ne())
-        .unwrap_or(std::cmp::Ordering::Equal)
+        .unwrap_or_else(|| b.path.rest.cmp(&a.path.rest))
 }
 
 #[cfg(test)]
@@ -135,6 +208,36 @@ mod tests {
             host: "api.github.com:443".to_string(),
             path: PathTemplate::parse(path).unwrap(),
             approval,
+            graphql: None,
+        }
+    }
+
+    /// `gh pr merge` sends `mutation … { mergePullRequest(…) }` to `POST /graphql`: the gated
+    /// operation naming that field wins over the plain `graphql` one, whatever the alias, batch
+    /// or spacing; a document that cannot be read is an error, never a silent passthrough.
+    #[test]
+    fn a_graphql_field_selects_its_operation() {
+        let mut merge = operation("merge_pull_request", "POST", "/graphql", true);
+        merge.graphql = Some("mergePullRequest".to_string());
+        let index = OperationIndex::new(vec![("gh", operation("graphql", "POST", "/graphql", false)), ("gh", merge)]);
+        assert!(index.needs_graphql("POST", "api.github.com:443", "/graphql"));
+        assert!(!index.needs_graphql("POST", "api.github.com:443", "/user"));
+        let of = |body: &str| {
+            let names = graphql_names(body.as_bytes()).unwrap();
+            name(index.match_graphql("POST", "api.github.com:443", "/graphql", Some(&names)))
+        };
+        assert_eq!(of(r#"{"query":"query { viewer { login } }"}"#), "graphql");
+        let merging = r#"{"query":"mutation PullRequestMerge($input: MergePullRequestInput!) {\n mergePullRequest(input: $input) { clientMutationId } }","variables":{}}"#;
+        assert_eq!(of(merging), "merge_pull_request");
+        assert_eq!(of(r#"{"query":"mutation{x:mergePullRequest(input:{}){clientMutationId}}"}"#), "merge_pull_request");
+        assert_eq!(
+            of(r#"[{"query":"query{viewer{login}}"},{"query":"mutation{mergePullRequest(input:{}){a}}"}]"#),
+            "merge_pull_request"
+        );
+        assert_eq!(of(r#"{"query":"mutation{mergePullRequestX{a}}"}"#), "graphql", "another field");
+        assert_eq!(name(index.match_request("POST", "api.github.com:443", "/graphql")), "graphql");
+        for unreadable in ["not json", r#"{"operationName":"x"}"#, r#"{"query": 7}"#] {
+            assert!(graphql_names(unreadable.as_bytes()).is_err(), "{unreadable}");
         }
     }
 
@@ -175,6 +278,14 @@ mod tests {
         assert_eq!(of("GET", "/"), "any_get");
         assert_eq!(of("DELETE", "/user"), "none", "the method is part of the match");
         assert_eq!(of("GET", "/repos/acme/app/issues"), "ambiguous:issues,issues_too");
+        assert_eq!(of("PUT", "/repos/acme/app"), "repo_write", "a rest may match nothing");
+        let exact = OperationIndex::new(vec![
+            ("gh", operation("delete_in_repository", "DELETE", "/repos/{owner}/{repo}/**", true)),
+            ("gh", operation("delete_repository", "DELETE", "/repos/{owner}/{repo}", true)),
+        ]);
+        let exact_of = |path| name(exact.match_request("DELETE", "api.github.com:443", path));
+        assert_eq!(exact_of("/repos/acme/app"), "delete_repository", "exact beats a rest that matched nothing");
+        assert_eq!(exact_of("/repos/acme/app/git/refs/heads/x"), "delete_in_repository");
         assert_eq!(name(index.match_request("GET", "example.com:443", "/user")), "none");
         assert_eq!(name(index.match_request("GET", "API.GitHub.com:443", "/user")), "user");
     }

@@ -2125,7 +2125,10 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
          [[proxy.operations]]\nname = \"merge_pull_request\"\nmethod = \"PUT\"\nhost = \"{upstream}\"\n\
          path = \"/repos/{{owner}}/{{repo}}/pulls/{{number}}/merge\"\napproval = true\n\n\
          [[proxy.operations]]\nname = \"delete_repository\"\nmethod = \"DELETE\"\nhost = \"{upstream}\"\n\
-         path = \"/repos/{{owner}}/{{repo}}\"\napproval = true\n"
+         path = \"/repos/{{owner}}/{{repo}}\"\napproval = true\n\n\
+         [[proxy.operations]]\nname = \"graphql\"\nmethod = \"POST\"\nhost = \"{upstream}\"\npath = \"/graphql\"\n\n\
+         [[proxy.operations]]\nname = \"merge_pull_request_graphql\"\nmethod = \"POST\"\nhost = \"{upstream}\"\n\
+         path = \"/graphql\"\ngraphql = \"mergePullRequest\"\napproval = true\n"
     );
     install_spec_only(&rig, &upstream, &extra);
     const KEY: &str = "ghp_gatedKeyTheAgentNeverSees000000000001";
@@ -2159,7 +2162,7 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
                         ("PUT", "/repos/acme/app/pulls/7/merge") | ("PUT", "/repos/acme/app/pulls/9/merge") => {
                             "approve"
                         }
-                        ("DELETE", "/repos/acme/app") => "deny",
+                        ("DELETE", "/repos/acme/app") | ("POST", "/graphql") => "deny",
                         ("PUT", "/repos/acme/app/pulls/8/merge")
                             if body.contains("\"merge\"")
                                 && shared.join("late-pending").exists()
@@ -2213,6 +2216,9 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     sorted.sort();
     assert_eq!(sorted, ["200", "403"], "{report:#}");
     assert_eq!(report["self_decide"], "403", "the agent's token cannot decide: {report:#}");
+    assert_eq!(status("graphql_query"), "200", "{report:#}");
+    assert_eq!(class("graphql_merge"), "approval_denied", "a gated GraphQL mutation waits: {report:#}");
+    assert_eq!(class("graphql_unreadable"), "graphql_unreadable", "{report:#}");
 
     let saw = saw.lock().unwrap().clone();
     let forwarded: Vec<&str> = saw.iter().map(|(line, _, _)| line.as_str()).collect();
@@ -2221,7 +2227,8 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
         [
             "PUT /repos/acme/app/pulls/7/merge HTTP/1.1",
             "PUT /repos/acme/app/pulls/8/merge HTTP/1.1",
-            "PUT /repos/acme/app/pulls/9/merge HTTP/1.1"
+            "PUT /repos/acme/app/pulls/9/merge HTTP/1.1",
+            "POST /graphql HTTP/1.1"
         ],
         "exactly the approved requests, once each"
     );

@@ -53,6 +53,12 @@ for thread in threads:
 for thread in threads:
     thread.join()
 report["concurrent"] = pair
+# GraphQL: a query goes out at once; a document naming the gated mutation field waits (and is
+# denied); a body that is not a GraphQL request is refused unread.
+report["graphql_query"] = curl("POST", "/graphql", '{"query":"query { viewer { login } }"}')
+report["graphql_merge"] = curl("POST", "/graphql",
+                               '{"query":"mutation M { m: mergePullRequest(input: {pullRequestId: \\"1\\"}) { clientMutationId } }"}')
+report["graphql_unreadable"] = curl("POST", "/graphql", "mergePullRequest, but not JSON")
 # The agent's own session token cannot decide its approvals.
 pending_id = report["late"]["body"]["error"]["approval_id"] if isinstance(report["late"]["body"], dict) else "x"
 decide = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",

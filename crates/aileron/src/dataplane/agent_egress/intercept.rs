@@ -31,6 +31,8 @@ use crate::stores::bindings::Injection;
 
 /// `aileron.proxy.source` of a request read inside a tunnel (seed 003's name).
 pub const SOURCE: &str = "transparent_connect_tls";
+/// A credentialed response up to this size is redacted whole and keeps a `Content-Length`.
+const WHOLE_BODY_BYTES: usize = 64 * 1024;
 /// How long a client may take to start its side of a tunnel (the TLS hello or a request line).
 const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -267,7 +269,27 @@ async fn forward(
     let mut binding = None;
     let mut sealed = None;
     let mut aws = None;
-    match session.credentialing.decide(&method, &target.destination, &path) {
+    // A path a GraphQL operation covers: which operation it is depends on the document.
+    let mut graphql = None;
+    if session.credentialing.needs_graphql(&method, &target.destination, &path) {
+        let (parts, body) = request.into_parts();
+        let read = axum::body::to_bytes(body, super::sealed::MAX_GRAPHQL_BODY_BYTES).await;
+        let names = match &read {
+            Ok(bytes) => aileron_core::policy::graphql_names(bytes),
+            Err(_) => Err(format!("the GraphQL request is over {} bytes", super::sealed::MAX_GRAPHQL_BODY_BYTES)),
+        };
+        request = Request::from_parts(parts, Body::from(read.unwrap_or_default()));
+        match names {
+            Ok(names) => graphql = Some(names),
+            Err(reason) => {
+                record.reject_reason = Some("graphql_unreadable".to_string());
+                let refused = session.append(EventType::ConnectorProxyRejected, record).await;
+                let message = format!("{reason}; a request to a GraphQL operation is read to know which it is");
+                return Ok(refusal(refused, StatusCode::BAD_REQUEST, "graphql_unreadable", &message));
+            }
+        }
+    }
+    match session.credentialing.decide(&method, &target.destination, &path, graphql.as_ref()) {
         Decision::Passthrough => {}
         Decision::Tied(tied) => record.operations_tied = Some(tied),
         Decision::NotCanonical => {
@@ -375,14 +397,33 @@ async fn forward(
         let secrets = credential.resolved.echo_candidates();
         let (mut parts, body) = response.into_parts();
         for value in parts.headers.values_mut() {
-            let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-            if secrets.iter().any(|secret| text.contains(secret)) {
+            let bytes = value.as_bytes();
+            if secrets.iter().any(|secret| memchr::memmem::find(bytes, secret.as_bytes()).is_some()) {
+                let text = String::from_utf8_lossy(bytes).into_owned();
                 let redacted = secrets.iter().fold(text, |text, secret| text.replace(secret, REDACTED));
                 *value = hyper::header::HeaderValue::from_str(&redacted)
                     .unwrap_or_else(|_| hyper::header::HeaderValue::from_static(REDACTED));
             }
         }
-        // The body may shrink or grow by redaction: its length is no longer known up front.
+        let small = parts
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|length| length.to_str().ok()?.parse::<usize>().ok())
+            .filter(|length| *length <= WHOLE_BODY_BYTES);
+        // A HEAD's (or a 304's) length describes a body that is not sent: left as it is.
+        let bodiless = method == "HEAD" || parts.status == StatusCode::NOT_MODIFIED;
+        if small.is_some() && !bodiless {
+            // A small body is read whole and answered with its redacted length.
+            let Ok(bytes) = axum::body::to_bytes(Body::new(body), WHOLE_BODY_BYTES).await else {
+                return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
+            };
+            let mut redactor = super::sealed::Redactor::new(&secrets);
+            let mut redacted = redactor.push(&bytes);
+            redacted.extend(redactor.finish());
+            parts.headers.insert(hyper::header::CONTENT_LENGTH, redacted.len().into());
+            return Ok(Response::from_parts(parts, Body::from(redacted)));
+        }
+        // A larger or unsized body streams: redaction may change its length, so none is given.
         parts.headers.remove(hyper::header::CONTENT_LENGTH);
         return Ok(Response::from_parts(parts, Body::new(RedactedBody::new(body, &secrets))));
     }

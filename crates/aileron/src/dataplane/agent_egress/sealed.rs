@@ -63,6 +63,9 @@ pub enum SealedInjection {
 /// letters and digits).
 pub const AWS_PLACEHOLDER_KEY_ID: &str = "AKIAAILERONSEALED000";
 
+/// GraphQL bodies the proxy reads whole to find which operation they are.
+pub const MAX_GRAPHQL_BODY_BYTES: usize = 1024 * 1024;
+
 /// Bodies the proxy reads whole to hash for a signature (a request that states no
 /// `x-amz-content-sha256`); larger ones are refused with a hint.
 pub const MAX_SIGNED_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -162,8 +165,20 @@ impl Credentialing {
         self.index.names_host(destination)
     }
 
-    pub fn decide(&self, method: &str, destination: &str, path: &str) -> Decision<'_> {
-        match self.index.match_request(method, destination, path) {
+    /// Whether deciding this request needs its GraphQL document ([`Credentialing::decide`]).
+    pub fn needs_graphql(&self, method: &str, destination: &str, path: &str) -> bool {
+        self.index.needs_graphql(method, destination, path)
+    }
+
+    /// `graphql`: the names of the request's GraphQL document, when [`Credentialing::needs_graphql`].
+    pub fn decide(
+        &self,
+        method: &str,
+        destination: &str,
+        path: &str,
+        graphql: Option<&std::collections::BTreeSet<String>>,
+    ) -> Decision<'_> {
+        match self.index.match_graphql(method, destination, path, graphql) {
             OperationMatch::None => Decision::Passthrough,
             OperationMatch::NotCanonical => Decision::NotCanonical,
             OperationMatch::Ambiguous(tied) => Decision::Tied(
@@ -323,13 +338,22 @@ impl Redactor {
         let mut out = Vec::with_capacity(self.held.len());
         let mut at = 0;
         while at < until {
-            let rest = &self.held[at..];
-            if let Some(secret) = self.secrets.iter().find(|secret| rest.starts_with(secret)) {
-                out.extend_from_slice(crate::dataplane::egress::REDACTED.as_bytes());
-                at += secret.len();
-            } else {
-                out.push(self.held[at]);
-                at += 1;
+            // The next place any secret starts (longest first at one place), found by memmem.
+            let next = self
+                .secrets
+                .iter()
+                .filter_map(|secret| memchr::memmem::find(&self.held[at..], secret).map(|found| (at + found, secret)))
+                .min_by_key(|(found, secret)| (*found, std::cmp::Reverse(secret.len())));
+            match next {
+                Some((found, secret)) if found < until => {
+                    out.extend_from_slice(&self.held[at..found]);
+                    out.extend_from_slice(crate::dataplane::egress::REDACTED.as_bytes());
+                    at = found + secret.len();
+                }
+                _ => {
+                    out.extend_from_slice(&self.held[at..until]);
+                    at = until;
+                }
             }
         }
         self.held.drain(..at.min(self.held.len()));
