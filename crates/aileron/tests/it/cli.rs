@@ -399,7 +399,7 @@ fn the_readme_runs_as_written() {
     assert!(stdout.contains("smtp/password") && !stdout.contains("readme-smtp-password"), "{stdout}");
     // "Give your agent GitHub without giving it your token": the spec-only connector installs,
     // binds and shows each operation, a GraphQL merge gated like the REST one.
-    assert!(stderr.contains("bound api_key/github:aileron:github-cli/default"), "{stderr}");
+    assert!(stderr.contains("bound api_key/github:aileron:github-cli/gh from $GITHUB_TOKEN"), "{stderr}");
     assert!(
         stdout.contains("send a launched agent's POST /graphql naming the GraphQL field mergePullRequest requests to api.github.com (port 443) with your bound credential, each one only after you approve it"),
         "{stdout}"

@@ -1052,3 +1052,55 @@ async fn the_json_routes_other_tests_leave_out_answer_their_declared_types() {
         .await;
     ok(&removed, 200);
 }
+
+/// `aileron auth import gh` (SPEC §15): the token gh keeps in `~/.config/gh/hosts.yml` goes into the
+/// vault, bound to the bundled spec-only connector `github://aileron/github-cli` (installed with
+/// its consent first); the original file is left as it was; nothing prints the token; a second
+/// import says how to replace the binding; with no token anywhere the error says where to get one.
+#[test]
+fn auth_import_gh_binds_the_token_gh_already_has_to_the_bundled_spec() {
+    const TOKEN: &str = "gho_importedFromGhHosts0000000000000000";
+    let cli = Cli::new();
+    let user = cli.scratch().join("user");
+    let hosts = user.join(".config/gh/hosts.yml");
+    std::fs::create_dir_all(hosts.parent().unwrap()).unwrap();
+    let hosts_text = format!("github.com:\n    user: octocat\n    oauth_token: {TOKEN}\n    git_protocol: https\n");
+    std::fs::write(&hosts, &hosts_text).unwrap();
+    let home = user.to_str().unwrap();
+    let env = [
+        ("HOME", home),
+        ("AILERON_VAULT_PASSPHRASE", PASSPHRASE),
+        ("GH_TOKEN", ""),
+        ("GITHUB_TOKEN", ""),
+        ("GH_CONFIG_DIR", ""),
+        ("XDG_CONFIG_HOME", ""),
+    ];
+    let init = cli.run_with(&["vault", "init"], &env, None);
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+
+    let imported = cli.run_with(&["auth", "import", "gh", "--yes"], &env, None);
+    let (stdout, stderr) = (String::from_utf8_lossy(&imported.stdout), String::from_utf8_lossy(&imported.stderr));
+    assert!(imported.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("bound api_key/github:aileron:github-cli/gh from"), "{stderr}");
+    assert!(stderr.contains(hosts.to_str().unwrap()), "names where the token came from: {stderr}");
+    assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN), "the token is never printed");
+    assert_eq!(std::fs::read_to_string(&hosts).unwrap(), hosts_text, "the original is left as it was");
+    let listed: Value =
+        serde_json::from_slice(&cli.run_with(&["binding", "list", "--json"], &env, None).stdout).unwrap();
+    assert_eq!(listed["items"][0]["name"], "api_key/github:aileron:github-cli/gh", "{listed:#}");
+    let shown = cli.run_with(&["connector", "show", "github://aileron/github-cli"], &env, None);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("mergePullRequest"), "the bundled spec is installed");
+
+    let again = cli.run_with(&["auth", "import", "gh", "--yes"], &env, None);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("aileron binding rebind"), "{again:?}");
+
+    std::fs::remove_file(&hosts).unwrap();
+    let none = cli.run_with(&["auth", "import", "gh", "--yes"], &env, None);
+    assert!(!none.status.success());
+    let stderr = String::from_utf8_lossy(&none.stderr);
+    assert!(
+        stderr.contains("no GitHub token to import") && stderr.contains("hint:") && stderr.contains("gh auth"),
+        "{stderr}"
+    );
+}

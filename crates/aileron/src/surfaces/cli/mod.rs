@@ -25,6 +25,7 @@ macro_rules! out {
 mod action;
 mod approval;
 mod audit;
+mod auth;
 mod binding;
 mod connector;
 mod daemon;
@@ -102,6 +103,8 @@ enum Command {
     Secret(vault::SecretArgs),
     /// Bind accounts to connectors: API keys, AWS keys, OAuth2 (the connector never sees them)
     Binding(binding::BindingArgs),
+    /// Bring a credential a tool of yours already holds (gh) under Aileron for launched agents
+    Auth(auth::AuthArgs),
     /// Start a coding agent (claude, codex, opencode, goose, pi) wired to Aileron's actions and gateway
     Launch(launch::LaunchArgs),
     /// One screen: daemon, vault, connectors, actions, pending approvals, live agent sessions
@@ -222,6 +225,7 @@ async fn run(cli: Cli) -> CliResult {
         Command::Vault(args) => vault::run(&home, args).await,
         Command::Secret(args) => vault::run_secret(&home, args).await,
         Command::Binding(args) => binding::run(&home, args).await,
+        Command::Auth(args) => auth::run(&home, args).await,
         Command::Launch(args) => launch::run(&home, args).await,
         Command::Status { json } => status(&home, json).await,
         Command::Demo | Command::Completions { .. } | Command::Man => unreachable!("handled above"),
