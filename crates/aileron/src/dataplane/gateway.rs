@@ -69,6 +69,12 @@ impl Provider {
 pub trait VaultGate: Send + Sync + 'static {
     /// `Some(message)` when the vault is locked.
     fn locked(&self) -> Option<String>;
+
+    /// The provider key the user keeps in the vault (`llm/anthropic`, `llm/openai`), which the
+    /// gateway puts on that provider's requests in place of whatever the agent sent (SPEC §15).
+    fn provider_key(&self, _provider: &'static str) -> Option<zeroize::Zeroizing<String>> {
+        None
+    }
 }
 
 /// Upstream bases and the pooled clients.
@@ -283,6 +289,28 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     headers.remove(header::CONTENT_LENGTH);
     if let Some(length) = declared_length {
         headers.insert(header::CONTENT_LENGTH, length.into());
+    }
+    // The vault's key for this provider, when the user keeps one there, replaces the agent's
+    // (a launched agent holds only a placeholder).
+    let provider_name = match provider {
+        Provider::Anthropic => "anthropic",
+        Provider::OpenAi => "openai",
+    };
+    if let Some(key) = gateway.vault.provider_key(provider_name) {
+        let (name, value) = match provider {
+            Provider::Anthropic => (axum::http::HeaderName::from_static("x-api-key"), key.to_string()),
+            Provider::OpenAi => (header::AUTHORIZATION, format!("Bearer {}", key.as_str())),
+        };
+        let Ok(mut value) = axum::http::HeaderValue::from_str(&value) else {
+            let message = format!("Aileron gateway: the vault's llm/{provider_name} key cannot be sent as a header");
+            return provider.error(StatusCode::BAD_GATEWAY, "authentication_error", &message);
+        };
+        value.set_sensitive(true);
+        if provider == Provider::Anthropic {
+            // Only the vault's key speaks for the user: not also the agent's own login.
+            headers.remove(header::AUTHORIZATION);
+        }
+        headers.insert(name, value);
     }
     if let Some((protocol, _)) = &upgrade {
         // Hop-by-hop, but the one thing a proxy must restate to pass an upgrade along.

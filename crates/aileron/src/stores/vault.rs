@@ -286,4 +286,17 @@ impl crate::dataplane::gateway::VaultGate for Vault {
                 .to_string()
         })
     }
+
+    fn provider_key(&self, provider: &'static str) -> Option<Zeroizing<String>> {
+        let path = llm_key_path(provider);
+        // Most vaults hold no provider key: the metadata says so without decrypting anything.
+        self.metadata(&path)?;
+        let bytes = self.get(&path).ok()??;
+        String::from_utf8(bytes.to_vec()).ok().map(|key| Zeroizing::new(key.trim().to_string()))
+    }
+}
+
+/// Where `aileron secret set llm/<provider>` keeps a provider's key.
+pub fn llm_key_path(provider: &str) -> String {
+    format!("secrets/llm/{provider}")
 }

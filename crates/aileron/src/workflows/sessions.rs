@@ -58,13 +58,26 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
         scopes: started.session.scopes.clone(),
         confinement: started.session.confinement,
         started_at: started.session.started_at.clone(),
-        placeholder_env: if network == Some(SessionNetwork::Enforced) {
-            crate::dataplane::agent_egress::Credentialing::placeholder_env(&state.store, &state.bindings)
-        } else {
-            Default::default()
-        },
+        placeholder_env: placeholders(state, network),
     };
     Ok(Reply::created(view))
+}
+
+/// What a launched agent gets in place of credentials (SPEC §15): `ANTHROPIC_API_KEY` /
+/// `OPENAI_API_KEY` when the vault holds that provider's key (the gateway sends the real one), and
+/// with an enforced network the variables of each connector with operations and a binding.
+fn placeholders(state: &Services, network: Option<SessionNetwork>) -> std::collections::BTreeMap<String, String> {
+    let mut env = if network == Some(SessionNetwork::Enforced) {
+        crate::dataplane::agent_egress::Credentialing::placeholder_env(&state.store, &state.bindings)
+    } else {
+        Default::default()
+    };
+    for (provider, variable) in [("anthropic", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")] {
+        if state.vault.metadata(&crate::stores::vault::llm_key_path(provider)).is_some() {
+            env.insert(variable.to_string(), aileron_core::manifest::PLACEHOLDER.to_string());
+        }
+    }
+    env
 }
 
 pub fn get(state: &Services, principal: &Principal, id: String) -> Answer {

@@ -2252,6 +2252,66 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     assert!(requested >= 5, "each held request is an audited approval: {requested}");
 }
 
+/// SPEC §15's LLM keys: a provider key in the vault (`aileron secret set llm/anthropic`) is put on
+/// the agent's model requests by the gateway, and the launched agent gets a placeholder instead of
+/// the key in the user's shell. The upstream sees the vault's key; the agent never does.
+#[test]
+fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
+    const KEY: &str = "sk-ant-vaultKeyTheAgentNeverSees000000001";
+    let rig = LaunchRig::new();
+    let saw: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let recorded = saw.clone();
+    let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
+        if !line.is_empty() {
+            let key = headers
+                .iter()
+                .find_map(|header| header.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("x-api-key")))
+                .map(|(_, value)| value.trim().to_string())
+                .unwrap_or_default();
+            recorded.lock().unwrap().push(key);
+        }
+        (String::new(), r#"{"type":"message","content":[]}"#.to_string())
+    });
+    let (upstream, _) = crate::gateway::tls_upstream_answering(
+        crate::gateway::TEST_UPSTREAM_CERT,
+        crate::gateway::TEST_UPSTREAM_KEY,
+        answer,
+    );
+    let roots = rig.temp.path().join("daemon-roots.pem");
+    std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
+    let model = format!("https://localhost:{}", upstream.port());
+    let started =
+        rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots), ("AILERON_ANTHROPIC_UPSTREAM", Path::new(&model))]);
+    assert!(started.status.success(), "{}", text(&started));
+    let passphrase = rig.temp.path().join("passphrase");
+    std::fs::write(&passphrase, "correct horse battery staple\n").unwrap();
+    let init = rig.run(&["vault", "init", "--passphrase-file", passphrase.to_str().unwrap()], &[]);
+    assert!(init.status.success(), "{}", text(&init));
+    let set = rig.command_in(
+        &rig.workspace(),
+        &["secret", "set", "llm/anthropic", "--from-env", "LLM_KEY"],
+        None,
+        &[("LLM_KEY", KEY.as_ref())],
+    );
+    assert!(set.status.success(), "{}", text(&set));
+    let report = rig.workspace().join("llm-report.txt");
+    let script = format!(
+        "#!/bin/sh\n{{ echo \"key=$ANTHROPIC_API_KEY\"; curl -sS \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" \
+         -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' --data '{{}}'; }} > '{}' 2>&1\n",
+        report.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let env: [(&str, &std::ffi::OsStr); 1] = [("ANTHROPIC_API_KEY", "sk-ant-theUsersOwnKeyFromTheShell".as_ref())];
+    let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(report.starts_with("key=aileron-sealed\n"), "{report}");
+    assert!(report.contains(r#"{"type":"message""#), "the model answered: {report}");
+    assert!(!report.contains(KEY) && !report.contains("theUsersOwnKey"), "{report}");
+    assert_eq!(*saw.lock().unwrap(), [KEY.to_string()], "the upstream got the vault's key");
+}
+
 /// Two sessions at once, both told `HTTPS_PROXY=http://127.0.0.1:3128`: each agent's proxy is its
 /// own (the listener is the session: each request recorded under the session that made it), its
 /// CA its own, the other session's processes and listeners out of sight, and one session's end

@@ -702,9 +702,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         temp_dir: temp_dir.path(),
         traces_parent: agent_traces.as_deref(),
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
-        placeholders,
     });
-    let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment).await;
+    let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     if let Some(hosts) = hosts_file {
         let _ = std::fs::remove_file(hosts);
     }
@@ -729,9 +728,6 @@ struct Contained<'a> {
     /// With an enforced network: what the launcher sends the daemon with the namespace's
     /// listeners, and where.
     handover: Option<(NetworkHandover, PathBuf)>,
-    /// The daemon's placeholders for the agent's credential variables (SPEC §15): they replace
-    /// whatever the user's environment holds under those names.
-    placeholders: std::collections::BTreeMap<String, String>,
 }
 
 /// Where a session's trust bundle is written (outside anything the agent may write).
@@ -812,6 +808,7 @@ async fn launch_session(
     env: &LaunchEnv,
     agent_args: &[OsString],
     contained: Option<Contained<'_>>,
+    placeholders: &std::collections::BTreeMap<String, String>,
 ) -> anyhow::Result<i32> {
     let mut plan = plan(agent, wiring, env, agent_args)?;
     if let Some(contained) = &contained {
@@ -825,9 +822,10 @@ async fn launch_session(
         if let Some(network) = &contained.request.network {
             plan.env.extend(network::proxy_env(network.proxy_port));
             plan.env.extend(network::trust_env(&trust_bundle_path(env, &wiring.session_id)));
-            plan.env.extend(contained.placeholders.iter().map(|(name, value)| (name.clone(), value.clone())));
         }
     }
+    // Last: a placeholder replaces whatever the user's environment holds under its name.
+    plan.env.extend(placeholders.iter().map(|(name, value)| (name.clone(), value.clone())));
     let mut temporary = Vec::new();
     for edit in &plan.edits {
         let backup = edit.apply()?;
