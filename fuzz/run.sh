@@ -10,7 +10,7 @@ set -eu
 cd "$(dirname "$0")"
 seconds=${SECONDS_PER_TARGET:-60}
 all="action_file manifest identity package_tarball action_tarball guest_stdout guest_http_request guest_spawn
-audit_log approvals_journal sessions_journal vault_file keyring mcp_message http_body agent_proxy_head egress_policy"
+audit_log approvals_journal sessions_journal vault_file keyring mcp_message http_body agent_proxy_head egress_policy proxy_operation"
 max_len() {
     case "$1" in
         identity) echo 256 ;;

@@ -50,6 +50,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("http_body", http_body),
     ("agent_proxy_head", agent_proxy_head),
     ("egress_policy", egress_policy),
+    ("proxy_operation", proxy_operation),
 ];
 
 /// A `ParseError` must say where, what and what to do.
@@ -513,5 +514,68 @@ pub fn egress_policy(data: &[u8]) {
             }
         }
         Err(error) => check_parse_error(&error, "egress.toml", text),
+    }
+}
+
+/// A launched agent's request against `[[proxy.operations]]` (SPEC §15, decision 0017). The bytes
+/// are a request line's path, then after the first newline a GraphQL body. Never panics; a match
+/// is one that the path, read as a server reads it, really satisfies (so no encoding makes a path
+/// match a template it does not name); the GraphQL reader either errs or finds every field the
+/// document names.
+pub fn proxy_operation(data: &[u8]) {
+    use aileron_core::manifest::{PathTemplate, ProxyOperation, Segment, normalise_segment};
+    use aileron_core::policy::{OperationIndex, OperationMatch, graphql_names};
+    let text = String::from_utf8_lossy(data);
+    let (path, body) = text.split_once('\n').unwrap_or((&text, ""));
+    let operation = |name: &str, method: &str, template: &str, graphql: Option<&str>| ProxyOperation {
+        name: name.to_string(),
+        method: method.to_string(),
+        host: "api.github.com:443".to_string(),
+        path: PathTemplate::parse(template).expect("a valid template"),
+        approval: graphql.is_some() || name.contains("merge"),
+        graphql: graphql.map(str::to_string),
+    };
+    let index = OperationIndex::new(vec![
+        ((), operation("merge", "PUT", "/repos/{owner}/{repo}/pulls/{number}/merge", None)),
+        ((), operation("contents", "PUT", "/repos/{owner}/{repo}/contents/**", None)),
+        ((), operation("write", "PUT", "/**", None)),
+        ((), operation("graphql", "PUT", "/graphql", None)),
+        ((), operation("graphql_merge", "PUT", "/graphql", Some("mergePullRequest"))),
+    ]);
+    let names = graphql_names(body.as_bytes());
+    let _ = PathTemplate::parse(path);
+    let found = index.match_graphql("PUT", "api.github.com:443", path, names.as_ref().ok());
+    let segments: Option<Vec<String>> = {
+        let body = path.strip_prefix('/').map(|body| body.strip_suffix('/').unwrap_or(body));
+        match body {
+            None => None,
+            Some("") => Some(Vec::new()),
+            Some(body) => body.split('/').map(normalise_segment).collect(),
+        }
+    };
+    match found {
+        OperationMatch::NotCanonical => assert!(segments.is_none(), "{path:?} was canonical"),
+        OperationMatch::None => panic!("`/**` covers every canonical path: {path:?}"),
+        OperationMatch::Ambiguous(tied) => panic!("no two operations here tie: {path:?} {tied:?}"),
+        OperationMatch::Matched { operation, .. } => {
+            let segments = segments.expect("a match is canonical");
+            let template = &operation.path;
+            assert!(segments.len() >= template.segments.len(), "{path:?}");
+            assert!(template.rest || segments.len() == template.segments.len(), "{path:?}");
+            for (expected, actual) in template.segments.iter().zip(&segments) {
+                if let Segment::Literal(literal) = expected {
+                    assert_eq!(literal, actual, "{path:?} matched {}", template.as_str());
+                }
+            }
+            if let Some(field) = &operation.graphql {
+                assert!(names.as_ref().is_ok_and(|names| names.contains(field)), "{path:?} {body:?}");
+            }
+        }
+    }
+    if let Ok(names) = names {
+        for name in &names {
+            assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !name.is_empty(), "{name:?}");
+            assert!(body.contains(name.as_str()), "{name:?} not in the body");
+        }
     }
 }
