@@ -534,6 +534,7 @@ pub fn proxy_operation(data: &[u8]) {
         path: PathTemplate::parse(template).expect("a valid template"),
         approval: graphql.is_some() || name.contains("merge"),
         graphql: graphql.map(str::to_string),
+        format: None,
     };
     let index = OperationIndex::new(vec![
         ((), operation("merge", "PUT", "/repos/{owner}/{repo}/pulls/{number}/merge", None)),

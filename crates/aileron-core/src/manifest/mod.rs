@@ -131,10 +131,44 @@ impl ApiKeyHeader {
     /// The header value for a bound key; `None` when the key itself would break the header (CR, LF or
     /// another control character), so a bad binding can never smuggle in extra headers.
     pub fn header_value(&self, key: &str) -> Option<String> {
-        if key.chars().any(|c| c.is_control()) {
-            return None;
-        }
-        Some(self.format.replace("{key}", key))
+        render_key_format(&self.format, key)
+    }
+}
+
+/// `format` with `{key}` replaced by the key and `{basic:USER}` by HTTP Basic credentials for
+/// `USER` and the key (`base64("USER:key")`, what git sends over https); `None` when the key
+/// holds a control character.
+pub fn render_key_format(format: &str, key: &str) -> Option<String> {
+    use base64::Engine as _;
+    if key.chars().any(|c| c.is_control()) {
+        return None;
+    }
+    let mut out = format.replace("{key}", key);
+    while let Some(start) = out.find("{basic:") {
+        let end = start + out[start..].find('}')?;
+        let user = &out[start + "{basic:".len()..end];
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{key}"));
+        out.replace_range(start..=end, &encoded);
+    }
+    Some(out)
+}
+
+/// Whether `format` names where the key goes: `{key}`, or `{basic:USER}` with a user name.
+pub fn key_format_is_valid(format: &str) -> bool {
+    let basic_ok = format.match_indices("{basic:").all(|(at, _)| {
+        format[at + "{basic:".len()..].split_once('}').is_some_and(|(user, _)| {
+            !user.is_empty() && user.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        })
+    });
+    (format.contains("{key}") || format.contains("{basic:"))
+        && basic_ok
+        && !format.chars().any(|c| c.is_control() && c != '\t')
+}
+
+impl ApiKeyHeader {
+    /// The same header with another format (an operation's own, SPEC §15).
+    pub fn with_format(&self, format: &str) -> ApiKeyHeader {
+        ApiKeyHeader { header: self.header.clone(), format: format.to_string() }
     }
 }
 
@@ -317,6 +351,18 @@ impl ManifestValidator<'_, '_> {
                 network.as_ref().map(|n| n.hosts.as_slice()).unwrap_or(&[]),
             )?),
         };
+        if let Some((index, _)) =
+            proxy.iter().flat_map(|proxy| proxy.operations.iter().enumerate()).find(|(_, operation)| {
+                operation.format.is_some()
+                    && credential.as_ref().map(CredentialCapability::kind) != Some(CredentialKind::ApiKey)
+            })
+        {
+            return Err(self.err(
+                &root().key("proxy").key("operations").index(index).key("format"),
+                "an operation's `format` applies only to an api_key credential",
+                "remove `format`, or declare [capabilities.credential] kind = \"api_key\"",
+            ));
+        }
         let intents = match raw.provides {
             None => Vec::new(),
             Some(provides) => {

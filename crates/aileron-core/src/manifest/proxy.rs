@@ -34,6 +34,9 @@ pub struct ProxyOperation {
     /// A GraphQL field (`mergePullRequest`): the operation covers only requests whose GraphQL
     /// document names it, and beats an operation of the same path without one (decision 0017).
     pub graphql: Option<String>,
+    /// api_key only: this operation's own header format (`"Basic {basic:x-access-token}"` for git
+    /// over https), in place of `[capabilities.credential] format`.
+    pub format: Option<String>,
 }
 
 /// A path template: literal segments, `{name}` for exactly one segment, and a final `/**` for the
@@ -279,6 +282,25 @@ impl ManifestValidator<'_, '_> {
                 Some(field)
             }
         };
-        Ok(ProxyOperation { name, method, host, path: template, approval: raw.approval.unwrap_or(false), graphql })
+        let format = match raw.format {
+            None => None,
+            Some(format) if super::key_format_is_valid(&format) => Some(format),
+            Some(format) => {
+                return Err(self.err(
+                    &path.key("format"),
+                    format!("`{format}` does not say where the key goes"),
+                    "write {key} or {basic:USER} in it, e.g. format = \"Basic {basic:x-access-token}\" for git over https",
+                ));
+            }
+        };
+        Ok(ProxyOperation {
+            name,
+            method,
+            host,
+            path: template,
+            approval: raw.approval.unwrap_or(false),
+            graphql,
+            format,
+        })
     }
 }

@@ -1046,7 +1046,7 @@ fn proxy_errors() {
             edit(g, "approval = true", "approval = true\nwhen = \"always\""),
             Some(21),
             Some("proxy.operations[0].when"),
-            "unknown field `when`, expected one of `name`, `method`, `host`, `path`, `approval`, `graphql`",
+            "unknown field `when`, expected one of `name`, `method`, `host`, `path`, `approval`, `graphql`, `format`",
         ),
         (
             edit(g, "approval = true", "approval = true\ngraphql = \"mergePullRequest\""),
@@ -1055,10 +1055,41 @@ fn proxy_errors() {
             "a GraphQL operation is sent with POST, not PUT",
         ),
         (
+            edit(g, "path = \"/**\"", "path = \"/**\"\nformat = \"Basic token\""),
+            Some(27),
+            Some("proxy.operations[1].format"),
+            "`Basic token` does not say where the key goes",
+        ),
+        (
+            edit(
+                &edit(g, "kind = \"api_key\"\nformat = \"token {key}\"", "kind = \"aws_sigv4\"\nservice = \"s3\""),
+                "path = \"/**\"",
+                "path = \"/**\"\nformat = \"Basic {basic:x-access-token}\"",
+            ),
+            Some(27),
+            Some("proxy.operations[1].format"),
+            "an operation's `format` applies only to an api_key credential",
+        ),
+        (
             edit(g, "path = \"/**\"", "path = \"/**\"\ngraphql = \"merge-pr\""),
             Some(27),
             Some("proxy.operations[1].graphql"),
             "`merge-pr` is not a GraphQL field name",
         ),
     ]);
+}
+
+#[test]
+fn a_key_format_renders_the_key_and_basic_credentials() {
+    assert_eq!(render_key_format("token {key}", "k1").as_deref(), Some("token k1"));
+    // base64("x-access-token:k1")
+    assert_eq!(
+        render_key_format("Basic {basic:x-access-token}", "k1").as_deref(),
+        Some("Basic eC1hY2Nlc3MtdG9rZW46azE=")
+    );
+    assert_eq!(render_key_format("token {key}", "k\r\nX-Evil: 1"), None, "a key cannot add a header");
+    assert!(key_format_is_valid("Basic {basic:x-access-token}") && key_format_is_valid("{key}"));
+    for bad in ["Basic", "{basic:}", "{basic:a b}", "{basic:x", "tab\n{key}"] {
+        assert!(!key_format_is_valid(bad), "{bad}");
+    }
 }

@@ -209,6 +209,7 @@ mod tests {
             path: PathTemplate::parse(path).unwrap(),
             approval,
             graphql: None,
+            format: None,
         }
     }
 

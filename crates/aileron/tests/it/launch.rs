@@ -2312,6 +2312,75 @@ fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
     assert_eq!(*saw.lock().unwrap(), [KEY.to_string()], "the upstream got the vault's key");
 }
 
+/// SPEC §15's git over https: an operation's own format (`Basic {basic:x-access-token}`) puts the
+/// bound token on a launched agent's unmodified `git push` as GitHub takes it; a real smart-HTTP
+/// server that accepts pushes only with that header gets the commit. The agent never holds the
+/// token, nor its base64.
+#[test]
+fn a_launched_agents_git_push_over_https_carries_the_bound_token_it_never_sees() {
+    use base64::Engine as _;
+    const KEY: &str = "ghp_gitPushKeyTheAgentNeverSees000000001";
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{KEY}"));
+    let rig = LaunchRig::new();
+    let git = GitServer::start_with(rig.temp.path(), Some(&format!("Basic {basic}")));
+    let upstream = format!("localhost:{}", git.port);
+    start_with_a_vault(&rig);
+    let operations = ["GET /repo.git/info/refs", "POST /repo.git/git-upload-pack", "POST /repo.git/git-receive-pack"]
+        .iter()
+        .enumerate()
+        .map(|(index, operation)| {
+            let (method, path) = operation.split_once(' ').unwrap();
+            format!(
+                "[[proxy.operations]]\nname = \"git{index}\"\nmethod = \"{method}\"\nhost = \"{upstream}\"\n\
+                 path = \"{path}\"\nformat = \"Basic {{basic:x-access-token}}\"\n\n"
+            )
+        })
+        .collect::<String>();
+    let extra = format!(
+        "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
+         placeholder_env = [\"GH_TOKEN\"]\n\n{operations}"
+    );
+    install_spec_only(&rig, &upstream, &extra);
+    let bound = rig.command_in(
+        &rig.workspace(),
+        &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "GH_KEY"],
+        None,
+        &[("GH_KEY", KEY.as_ref())],
+    );
+    assert!(bound.status.success(), "{}", text(&bound));
+    let report = rig.workspace().join("git-report.txt");
+    let script = format!(
+        // `localhost` is in NO_PROXY: git is told to use the proxy anyway.
+        "#!/bin/sh\nunset NO_PROXY no_proxy\ncd \"$TMPDIR\" && {{ git clone -q https://{upstream}/repo.git clone && cd clone && \
+         git -c user.email=agent@example.org -c user.name=agent commit -q --allow-empty -m 'pushed through Aileron' && \
+         git push -q origin HEAD:main && echo pushed; env | grep -E 'TOKEN|KEY'; }} > '{}' 2>&1\n",
+        report.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.run_with_path(&["launch", "claude"], &[], Path::new("/usr/bin"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(report.contains("pushed"), "{report}");
+    assert!(report.contains("GH_TOKEN=aileron-sealed"), "{report}");
+    assert!(!report.contains(KEY) && !report.contains(&basic), "{report}");
+    let log = Command::new("git")
+        .args([
+            "--git-dir",
+            rig.temp.path().join("git-server/repo.git").to_str().unwrap(),
+            "log",
+            "-1",
+            "--format=%s",
+            "main",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "pushed through Aileron", "the server got the push");
+    let listed = rig.run(&["audit", "list", "--json", "--event-type", "connector.proxy.proxied"], &[]);
+    let all = String::from_utf8_lossy(&listed.stdout);
+    assert!(all.contains("/repo.git/git-receive-pack") && !all.contains(KEY) && !all.contains(&basic), "{all}");
+}
+
 /// Two sessions at once, both told `HTTPS_PROXY=http://127.0.0.1:3128`: each agent's proxy is its
 /// own (the listener is the session: each request recorded under the session that made it), its
 /// CA its own, the other session's processes and listeners out of sight, and one session's end
@@ -2501,6 +2570,11 @@ struct GitServer {
 
 impl GitServer {
     fn start(dir: &Path) -> GitServer {
+        GitServer::start_with(dir, None)
+    }
+
+    /// A server that takes pushes only with exactly `push_authorization` as `Authorization`.
+    fn start_with(dir: &Path, push_authorization: Option<&str>) -> GitServer {
         let root = dir.join("git-server");
         let source = dir.join("git-source");
         std::fs::create_dir_all(&source).unwrap();
@@ -2524,12 +2598,12 @@ impl GitServer {
         std::fs::write(&key, crate::gateway::TEST_UPSTREAM_KEY).unwrap();
         let port_file = dir.join("git-server-port");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/git_https_server.py");
-        let child = Command::new("python3")
-            .arg(script)
-            .args([&cert, &key, &root, &port_file])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut command = Command::new("python3");
+        command.arg(script).args([&cert, &key, &root, &port_file]).stderr(std::process::Stdio::null());
+        if let Some(authorization) = push_authorization {
+            command.env("GIT_PUSH_AUTHORIZATION", authorization);
+        }
+        let child = command.spawn().unwrap();
         for _ in 0..100 {
             if let Ok(port) = std::fs::read_to_string(&port_file) {
                 return GitServer { port: port.trim().parse().unwrap(), child };

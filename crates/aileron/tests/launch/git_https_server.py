@@ -3,7 +3,9 @@
 program) behind Python's HTTP server, one thread per connection.
 
 Usage: git_https_server.py CERT KEY PROJECT_ROOT PORT_FILE. Listens on 127.0.0.1, writes its port
-to PORT_FILE once ready, logs each request line to stderr, serves until killed.
+to PORT_FILE once ready, logs each request line to stderr, serves until killed. With
+GIT_PUSH_AUTHORIZATION set, a push (git-receive-pack) is served only to a request carrying exactly
+that Authorization header (as GitHub takes `Basic base64(x-access-token:TOKEN)`); others get 401.
 """
 
 import http.server
@@ -22,12 +24,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def run_backend(self):
         path, _, query = self.path.partition("?")
+        pushing = path.endswith("/git-receive-pack") or "service=git-receive-pack" in query
+        expected = os.environ.get("GIT_PUSH_AUTHORIZATION")
+        remote_user = {}
+        if pushing and expected:
+            if self.headers.get("Authorization") != expected:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="git"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            remote_user = {"REMOTE_USER": "pusher"}
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         env = dict(os.environ, GIT_PROJECT_ROOT=root, GIT_HTTP_EXPORT_ALL="1", PATH_INFO=path,
                    REQUEST_METHOD=self.command, QUERY_STRING=query,
                    CONTENT_TYPE=self.headers.get("Content-Type", ""), CONTENT_LENGTH=str(len(body)),
-                   REMOTE_ADDR="127.0.0.1")
+                   REMOTE_ADDR="127.0.0.1", **remote_user)
         if self.headers.get("Content-Encoding"):
             env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
         if self.headers.get("Git-Protocol"):

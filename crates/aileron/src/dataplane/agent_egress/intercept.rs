@@ -318,7 +318,7 @@ async fn forward(
                 };
                 request = held;
             }
-            match session.credentialing.seal(connector, &target.destination).await {
+            match session.credentialing.seal(connector, operation, &target.destination).await {
                 Ok(Some(credential)) => {
                     match &credential.injection {
                         SealedInjection::Header(name, value) => {
@@ -394,7 +394,7 @@ async fn forward(
     }
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
-        let secrets = credential.resolved.echo_candidates();
+        let secrets = credential.echo_candidates();
         let (mut parts, body) = response.into_parts();
         for value in parts.headers.values_mut() {
             let bytes = value.as_bytes();

@@ -51,6 +51,18 @@ pub struct Sealed {
     pub injection: SealedInjection,
 }
 
+impl Sealed {
+    /// What an upstream must not echo back to the agent: the secret, and the whole header value
+    /// it went in (a `Basic` header's base64 carries the key too).
+    pub fn echo_candidates(&self) -> Vec<&str> {
+        let mut candidates = self.resolved.echo_candidates();
+        if let SealedInjection::Header(_, value) = &self.injection {
+            candidates.push(value.expose());
+        }
+        candidates
+    }
+}
+
 /// How the credential goes on the request.
 pub enum SealedInjection {
     /// One header (api_key, oauth2), replacing whatever the tool sent in it.
@@ -191,7 +203,12 @@ impl Credentialing {
     /// The credential bound to `connector`: `Ok(None)` when none is bound (the request goes
     /// without one, SPEC §15), a failure when one is bound but cannot be used (vault locked,
     /// refresh failed, a value no header can carry).
-    pub async fn seal(&self, connector: &SealedConnector, destination: &str) -> Result<Option<Sealed>, Failure> {
+    pub async fn seal(
+        &self,
+        connector: &SealedConnector,
+        operation: &aileron_core::manifest::ProxyOperation,
+        destination: &str,
+    ) -> Result<Option<Sealed>, Failure> {
         let (Some((credentials, oauth)), Some(kind)) = (&self.credentials, connector.manifest.credential_kind()) else {
             return Ok(None);
         };
@@ -200,6 +217,23 @@ impl Credentialing {
             Err(failure) if failure.class == FailureClass::BindingRequired => return Ok(None),
             Err(failure) => return Err(failure),
         };
+        // An operation's own api_key format (git over https: `Basic {basic:x-access-token}`).
+        if let (
+            Some(format),
+            Some(aileron_core::manifest::CredentialMethod::ApiKey(api_key)),
+            crate::stores::bindings::Injection::Token(secret),
+        ) = (&operation.format, connector.manifest.credential.as_ref().map(|c| &c.method), &resolved.injection)
+        {
+            let Some(value) = api_key.with_format(format).header_value(secret.expose()) else {
+                return Err(Failure::new(
+                    FailureClass::BindingFailed,
+                    aileron_core::Boundary::Runtime,
+                    "the bound credential is not a valid header value",
+                ));
+            };
+            let injection = SealedInjection::Header(api_key.header.clone(), Secret::new(value));
+            return Ok(Some(Sealed { injection, resolved }));
+        }
         if let Some(header) = crate::dataplane::egress::token_header(&connector.manifest, &resolved) {
             let (name, value) = header?;
             return Ok(Some(Sealed { injection: SealedInjection::Header(name, value), resolved }));
