@@ -173,13 +173,28 @@ impl ApprovalEntry {
     pub fn pending(request: ApprovalRequest<'_>) -> ApprovalEntry {
         let ApprovalRequest { id, action, args, preview, requested_at, session_id, unconfined } = request;
         ApprovalEntry {
-            id,
-            kind: ApprovalKind::Action,
             action: action.name.clone(),
             action_version: action.version.to_string(),
             action_sha256: ContentHash::of_bytes(action.source_text().as_bytes()),
             args,
             preview,
+            session_id,
+            unconfined,
+            connector_fqn: action.steps.first().map(|step| step.connector.clone()),
+            ..ApprovalEntry::waiting(id, ApprovalKind::Action, requested_at)
+        }
+    }
+
+    /// What every new entry starts with: no decision, no outcome.
+    fn waiting(id: ApprovalId, kind: ApprovalKind, requested_at: String) -> ApprovalEntry {
+        ApprovalEntry {
+            id,
+            kind,
+            action: String::new(),
+            action_version: String::new(),
+            action_sha256: ContentHash::of_bytes(b""),
+            args: Map::new(),
+            preview: None,
             requested_at,
             decided_at: None,
             decided_by: None,
@@ -188,9 +203,9 @@ impl ApprovalEntry {
             audit_id: None,
             result: None,
             failure: None,
-            session_id,
-            unconfined,
-            connector_fqn: action.steps.first().map(|step| step.connector.clone()),
+            session_id: None,
+            unconfined: false,
+            connector_fqn: None,
         }
     }
 
@@ -209,24 +224,13 @@ impl ApprovalEntry {
             args.insert("body".into(), String::from_utf8_lossy(shown).into_owned().into());
         }
         ApprovalEntry {
-            id: request.id.clone(),
-            kind: ApprovalKind::HttpRequest,
             action: format!("{}#{}", request.connector, request.operation),
-            action_version: String::new(),
             action_sha256: request.identity(),
             args,
-            preview: None,
-            requested_at: request.requested_at,
-            decided_at: None,
-            decided_by: None,
-            reason: None,
-            state: ApprovalState::PendingApproval,
-            audit_id: None,
-            result: None,
-            failure: None,
             session_id: Some(request.session_id.to_string()),
             unconfined: request.unconfined,
             connector_fqn: Some(request.connector.clone()),
+            ..ApprovalEntry::waiting(request.id.clone(), ApprovalKind::HttpRequest, request.requested_at.clone())
         }
     }
 

@@ -1196,9 +1196,7 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
     std::fs::create_dir_all(rig.aileron_home().join("launch")).unwrap();
     std::fs::write(rig.aileron_home().join("launch/decoy-session-token"), &other_token).unwrap();
 
-    let attacker = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/attacker.py");
-    std::fs::copy(&attacker, rig.bin().join("claude")).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    agent_script(&rig, "attacker.py");
     let report_path = rig.workspace().join("attack.json");
     let aileron_dir = Path::new(env!("CARGO_BIN_EXE_aileron")).parent().unwrap().to_path_buf();
     let gated_url = format!("{}/status/200", upstream.base_url());
@@ -1523,9 +1521,7 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
     };
     let sockets_before = sockets_of_the_daemon();
 
-    let attacker = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/network_attacker.py");
-    std::fs::copy(&attacker, rig.bin().join("claude")).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    agent_script(&rig, "network_attacker.py");
     let report_path = rig.workspace().join("network-attack.json");
     let (tcp_port, udp_port) =
         (tcp_canary.local_addr().unwrap().port().to_string(), udp_canary.local_addr().unwrap().port().to_string());
@@ -1714,9 +1710,7 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
     assert!(started.status.success(), "{}", text(&started));
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/tls_clients.py");
-    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    agent_script(&rig, "tls_clients.py");
     let report_path = rig.workspace().join("tls-report.json");
     let (trusted, untrusted) = (format!("localhost:{}", trusted.port()), format!("localhost:{}", untrusted.port()));
     let git_upstream = format!("localhost:{}", git.port);
@@ -1874,17 +1868,9 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
         "the consent names each operation: {}",
         text(&shown)
     );
-    let output = rig.command_in(
-        &rig.workspace(),
-        &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "GH_KEY"],
-        None,
-        &[("GH_KEY", KEY.as_ref())],
-    );
-    assert!(output.status.success(), "{}", text(&output));
+    bind_key(&rig, KEY);
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/sealed_clients.py");
-    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    agent_script(&rig, "sealed_clients.py");
     let report_path = rig.workspace().join("sealed-report.json");
     let env: [(&str, &std::ffi::OsStr); 3] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
@@ -1900,8 +1886,9 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
 
     assert_eq!(report["GH_TOKEN"], "aileron-sealed", "{report:#}");
     assert_eq!(report["rest"]["status"], "200", "{report:#}");
-    assert_eq!(report["rest"]["body"], json!({ "saw": "token [REDACTED]" }).to_string(), "an echo comes back redacted");
-    assert!(report["rest"]["head"].as_str().unwrap().contains("x-echo: token [REDACTED]"), "{report:#}");
+    // The whole header value is redacted, not only the key inside it.
+    assert_eq!(report["rest"]["body"], json!({ "saw": "[REDACTED]" }).to_string(), "an echo comes back redacted");
+    assert!(report["rest"]["head"].as_str().unwrap().contains("x-echo: [REDACTED]"), "{report:#}");
     assert_eq!(report["contents"]["status"], "200", "{report:#}");
     assert_eq!(report["gated"]["status"], "403", "{report:#}");
     assert!(report["gated"]["body"].as_str().unwrap().contains("approval_pending"), "{report:#}");
@@ -1998,6 +1985,24 @@ fn install_spec_only(rig: &LaunchRig, upstream: &str, extra: &str) {
     assert!(installed.status.success(), "{}", text(&installed));
 }
 
+/// Binds `key` to the spec-only test connector (from the environment, never the command line).
+fn bind_key(rig: &LaunchRig, key: &str) {
+    let bound = rig.command_in(
+        &rig.workspace(),
+        &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "GH_KEY"],
+        None,
+        &[("GH_KEY", key.as_ref())],
+    );
+    assert!(bound.status.success(), "{}", text(&bound));
+}
+
+/// `tests/launch/<script>` as the rig's `claude`: the agent a launch starts.
+fn agent_script(rig: &LaunchRig, script: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch").join(script);
+    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// SPEC §15's sealed credentials, aws_sigv4: the unmodified AWS CLI in a launched agent signs with
 /// the placeholder keys the launch gave it; the proxy strips that signature and signs again with
 /// the bound keys. A fake S3 checks every signature with botocore (not Aileron's signer) and the
@@ -2045,9 +2050,7 @@ fn a_launched_agents_aws_cli_is_signed_with_the_bound_keys_it_never_sees() {
     );
     assert!(bound.status.success(), "{}", text(&bound));
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/aws_clients.py");
-    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    agent_script(&rig, "aws_clients.py");
     let report_path = rig.workspace().join("aws-report.json");
     let env: [(&str, &std::ffi::OsStr); 4] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
@@ -2132,16 +2135,8 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     );
     install_spec_only(&rig, &upstream, &extra);
     const KEY: &str = "ghp_gatedKeyTheAgentNeverSees000000000001";
-    let bound = rig.command_in(
-        &rig.workspace(),
-        &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "GH_KEY"],
-        None,
-        &[("GH_KEY", KEY.as_ref())],
-    );
-    assert!(bound.status.success(), "{}", text(&bound));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/gated_clients.py");
-    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    bind_key(&rig, KEY);
+    agent_script(&rig, "gated_clients.py");
     let shared = rig.workspace().join("markers");
     std::fs::create_dir_all(&shared).unwrap();
     let report_path = rig.workspace().join("gated-report.json");
@@ -2341,13 +2336,7 @@ fn a_launched_agents_git_push_over_https_carries_the_bound_token_it_never_sees()
          placeholder_env = [\"GH_TOKEN\"]\n\n{operations}"
     );
     install_spec_only(&rig, &upstream, &extra);
-    let bound = rig.command_in(
-        &rig.workspace(),
-        &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "GH_KEY"],
-        None,
-        &[("GH_KEY", KEY.as_ref())],
-    );
-    assert!(bound.status.success(), "{}", text(&bound));
+    bind_key(&rig, KEY);
     let report = rig.workspace().join("git-report.txt");
     let script = format!(
         // `localhost` is in NO_PROXY: git is told to use the proxy anyway.
@@ -2394,9 +2383,7 @@ fn two_sessions_at_once_keep_their_networks_their_records_and_their_cas_apart() 
     let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
     assert!(started.status.success(), "{}", text(&started));
     let daemon_port: u16 = rig.daemon().unwrap()["url"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/two_sessions.py");
-    std::fs::copy(&script, rig.bin().join("claude")).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    agent_script(&rig, "two_sessions.py");
     let shared = rig.workspace().join("markers");
     std::fs::create_dir_all(&shared).unwrap();
     let upstream = format!("localhost:{}", upstream.port());

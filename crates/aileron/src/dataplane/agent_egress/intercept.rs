@@ -394,7 +394,9 @@ async fn forward(
     }
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
-        let secrets = credential.echo_candidates();
+        let mut secrets = credential.echo_candidates();
+        // Longest first: the whole header value before the key inside it.
+        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
         let (mut parts, body) = response.into_parts();
         for value in parts.headers.values_mut() {
             let bytes = value.as_bytes();
