@@ -2142,12 +2142,20 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     let report_path = rig.workspace().join("gated-report.json");
 
     let done = std::sync::atomic::AtomicBool::new(false);
-    let decisions = std::thread::scope(|scope| {
+    let (decisions, most_flooding) = std::thread::scope(|scope| {
         let decider = scope.spawn(|| {
             let mut decided: Vec<(String, String, &str)> = Vec::new();
+            let mut most_flooding = 0;
             while !done.load(std::sync::atomic::Ordering::Acquire) {
                 let listed = rig.run(&["approval", "list", "--json"], &[]);
                 let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+                let flooding = listed["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|item| item["args"]["path"] == "/repos/acme/app/pulls/10/merge")
+                    .count();
+                most_flooding = most_flooding.max(flooding);
                 for item in listed["items"].as_array().cloned().unwrap_or_default() {
                     let id = item["id"].as_str().unwrap().to_string();
                     let (method, path) =
@@ -2179,7 +2187,7 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
-            decided
+            (decided, most_flooding)
         });
         let env: [(&str, &std::ffi::OsStr); 3] = [
             ("ATTACK_REPORT", report_path.as_os_str()),
@@ -2211,6 +2219,17 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     sorted.sort();
     assert_eq!(sorted, ["200", "403"], "{report:#}");
     assert_eq!(report["self_decide"], "403", "the agent's token cannot decide: {report:#}");
+    let flood: Vec<&str> = report["flood"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["body"]["error"]["class"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(flood, ["approval_pending"; 6], "{report:#}");
+    assert_eq!(most_flooding, 6, "each of the six is an approval left pending");
+    // Four held at once: the last two wait a whole hold (3 s) for a slot, then hold their own.
+    let flood_seconds = report["flood_seconds"].as_f64().unwrap();
+    assert!(flood_seconds >= 5.5, "at most four bodies of one session held at once: six took {flood_seconds:.1} s");
     assert_eq!(status("graphql_query"), "200", "{report:#}");
     assert_eq!(class("graphql_merge"), "approval_denied", "a gated GraphQL mutation waits: {report:#}");
     assert_eq!(class("graphql_unreadable"), "graphql_unreadable", "{report:#}");

@@ -53,6 +53,19 @@ for thread in threads:
 for thread in threads:
     thread.join()
 report["concurrent"] = pair
+# Six gated requests at once, each its own (another body): the proxy holds at most four bodies of
+# one session in memory, so two of them wait for a slot before their own hold: with a 3 s hold the
+# six take two rounds (6 s and more), not one; all six end pending.
+started = time.time()
+flood = [None] * 6
+threads = [threading.Thread(target=lambda i=i: flood.__setitem__(i, curl("PUT", "/repos/acme/app/pulls/10/merge", f'{{"n":{i}}}')))
+           for i in range(6)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+report["flood"] = flood
+report["flood_seconds"] = time.time() - started
 # GraphQL: a query goes out at once; a document naming the gated mutation field waits (and is
 # denied); a body that is not a GraphQL request is refused unread.
 report["graphql_query"] = curl("POST", "/graphql", '{"query":"query { viewer { login } }"}')

@@ -271,7 +271,10 @@ async fn forward(
     let mut aws = None;
     // A path a GraphQL operation covers: which operation it is depends on the document.
     let mut graphql = None;
+    // Held while a body this request's handling reads whole is in memory (until it is answered).
+    let mut _whole_body = None;
     if session.credentialing.needs_graphql(&method, &target.destination, &path) {
+        _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
         let (parts, body) = request.into_parts();
         let read = axum::body::to_bytes(body, super::sealed::MAX_GRAPHQL_BODY_BYTES).await;
         let names = match &read {
@@ -308,6 +311,11 @@ async fn forward(
             record.connector = Some(connector.fqn.clone());
             record.operation = Some(operation.name.clone());
             record.credential = connector.manifest.credential_kind().map(|kind| kind.as_str().to_string());
+            let reads_whole = operation.approval
+                || connector.manifest.credential_kind() == Some(aileron_core::manifest::CredentialKind::AwsSigv4);
+            if reads_whole && _whole_body.is_none() {
+                _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
+            }
             if operation.approval {
                 let held = match hold(&session, &mut record, connector, operation, request, &target.destination).await {
                     Ok((held, id)) => {

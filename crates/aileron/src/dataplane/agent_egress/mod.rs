@@ -64,8 +64,14 @@ pub struct EgressSession {
     upstream_tls_h2: Arc<rustls::ClientConfig>,
     /// The installed connectors' operations and their credentials (SPEC §15).
     pub credentialing: Arc<Credentialing>,
+    /// Requests this session may have read whole at once (a held request, a GraphQL document, a
+    /// body hashed for a signature): memory stays bounded however many the agent sends.
+    whole_bodies: Arc<tokio::sync::Semaphore>,
     refusals: Mutex<Refusals>,
 }
+
+/// How many request bodies one session may hold in memory at once (each ≤ 16 MiB).
+pub const MAX_WHOLE_BODIES: usize = 4;
 
 #[derive(Default)]
 struct Refusals {
@@ -109,6 +115,7 @@ impl EgressSession {
             upstream_tls,
             upstream_tls_h2,
             credentialing: Arc::new(Credentialing::none()),
+            whole_bodies: Arc::new(tokio::sync::Semaphore::new(MAX_WHOLE_BODIES)),
             refusals: Mutex::default(),
         }
     }
