@@ -2142,10 +2142,11 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     let report_path = rig.workspace().join("gated-report.json");
 
     let done = std::sync::atomic::AtomicBool::new(false);
-    let (decisions, most_flooding) = std::thread::scope(|scope| {
+    let (decisions, most_flooding, shown) = std::thread::scope(|scope| {
         let decider = scope.spawn(|| {
             let mut decided: Vec<(String, String, &str)> = Vec::new();
             let mut most_flooding = 0;
+            let mut shown = String::new();
             while !done.load(std::sync::atomic::Ordering::Acquire) {
                 let listed = rig.run(&["approval", "list", "--json"], &[]);
                 let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
@@ -2156,6 +2157,9 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
                     .filter(|item| item["args"]["path"] == "/repos/acme/app/pulls/10/merge")
                     .count();
                 most_flooding = most_flooding.max(flooding);
+                if shown.is_empty() && listed["items"].as_array().is_some_and(|items| !items.is_empty()) {
+                    shown = text(&rig.run(&["approval", "list"], &[]));
+                }
                 for item in listed["items"].as_array().cloned().unwrap_or_default() {
                     let id = item["id"].as_str().unwrap().to_string();
                     let (method, path) =
@@ -2187,7 +2191,7 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
-            (decided, most_flooding)
+            (decided, most_flooding, shown)
         });
         let env: [(&str, &std::ffi::OsStr); 3] = [
             ("ATTACK_REPORT", report_path.as_os_str()),
@@ -2204,6 +2208,12 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     let class = |name: &str| report[name]["body"]["error"]["class"].as_str().unwrap_or_default().to_string();
 
     assert_eq!(status("approved"), "200", "{report:#} {decisions:?}");
+    assert!(
+        shown.contains(&format!(
+            "PUT {upstream}/repos/acme/app/pulls/7/merge  (github://aileron-tests/http_get#merge_pull_request)"
+        )),
+        "`approval list` shows the held request: {shown}"
+    );
     assert_eq!((status("denied"), class("denied")), ("403".into(), "approval_denied".into()), "{report:#}");
     assert_eq!((status("late"), class("late")), ("403".into(), "approval_pending".into()), "{report:#}");
     assert!(

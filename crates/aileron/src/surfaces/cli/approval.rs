@@ -118,13 +118,29 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
             };
             for item in listing.items {
                 let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
-                outln!(
-                    "{}  {:<20} requested {}  args {}",
-                    visible(&item.id.to_string()),
-                    visible(&item.action),
-                    visible(&item.requested_at),
-                    visible(&serde_json::Value::Object(item.args.clone()).to_string())
-                );
+                if item.kind == aileron_core::approval::ApprovalKind::HttpRequest {
+                    // A launched agent's own request held at its proxy: what it would do, then whose.
+                    let arg = |name: &str| item.args.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+                    outln!(
+                        "{}  {} {}{}  ({}) requested {}  body {} bytes {}",
+                        visible(&item.id.to_string()),
+                        visible(&arg("method")),
+                        visible(&arg("host")),
+                        visible(&arg("path")),
+                        visible(&item.action),
+                        visible(&item.requested_at),
+                        item.args.get("body_bytes").and_then(|v| v.as_u64()).unwrap_or(0),
+                        visible(&arg("body_sha256")),
+                    );
+                } else {
+                    outln!(
+                        "{}  {:<20} requested {}  args {}",
+                        visible(&item.id.to_string()),
+                        visible(&item.action),
+                        visible(&item.requested_at),
+                        visible(&serde_json::Value::Object(item.args.clone()).to_string())
+                    );
+                }
                 if item.unconfined {
                     outln!("    ! {}", crate::surfaces::daemon::web::approvals::UNCONFINED_NOTICE);
                 } else if item.session_id.as_ref().is_some_and(|id| open_network.contains(id)) {
@@ -158,9 +174,12 @@ async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<
         return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
     }
     if approved {
-        eprintln!("approved {id}; the action runs now — follow it with: aileron approval status {id}");
+        eprintln!(
+            "approved {id}; it runs now (an action in the background; an agent's held request goes out once) — \
+             follow it with: aileron approval status {id}"
+        );
     } else {
-        eprintln!("denied {id}; the action will not run");
+        eprintln!("denied {id}; it will not run");
     }
     Ok(ExitStatus::Ok)
 }
