@@ -2576,6 +2576,47 @@ async fn the_console_shows_each_sessions_network_records() {
     assert!(!activity.contains("QUERY-SECRET") && !agents.contains("QUERY-SECRET"));
 }
 
+/// The console's card for a request held at an agent's proxy says what it is and what it will
+/// send — method, host, path, the body's hash — and never that an action is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_a_held_request_as_the_request_it_is() {
+    use aileron_core::approval::{ApprovalEntry, HttpRequestApproval};
+    let harness = Harness::new();
+    let connector = aileron_core::Fqn::parse("github://aileron/github-cli").unwrap();
+    let requested_at = aileron::stores::approvals::now();
+    let entry = ApprovalEntry::http_request(HttpRequestApproval {
+        id: aileron::stores::approvals::mint_id(&requested_at),
+        connector: &connector,
+        operation: "merge_pull_request",
+        method: "PUT",
+        host: "api.github.com:443",
+        target: "/repos/acme/app/pulls/7/merge",
+        body: br#"{"merge_method":"squash"}"#,
+        requested_at,
+        session_id: "ses-0123456789abcdef",
+        unconfined: false,
+    });
+    harness.state.services.approvals.register(entry.clone()).unwrap();
+    let cookie = harness.console_cookie().await;
+    let request = Request::builder()
+        .uri("/approvals")
+        .header("host", format!("127.0.0.1:{}", crate::support::PORT))
+        .header("cookie", &cookie)
+        .header("x-aileron-fragment", "1");
+    let page = harness.send(request, None).await.body.as_str().unwrap().to_string();
+    let card =
+        page.split(&format!("id=\"card-{}\"", entry.id)).nth(1).expect("the card").split("</section>").next().unwrap();
+    assert!(card.contains("github://aileron/github-cli#merge_pull_request"), "{card}");
+    assert!(card.contains("PUT api.github.com:443/repos/acme/app/pulls/7/merge"), "{card}");
+    assert!(
+        card.contains("held at its network proxy")
+            && card.contains("with your credential for github://aileron/github-cli"),
+        "{card}"
+    );
+    assert!(card.contains("merge_method") && card.contains("body_sha256"), "the body and its hash: {card}");
+    assert!(!card.contains("no longer installed"), "{card}");
+}
+
 /// A real git smart-HTTP server over TLS (`git http-backend` behind Python's HTTP server,
 /// `tests/launch/git_https_server.py`) serving one repository, `repo.git`, with one commit whose
 /// README says "hello from a real git server". Its certificate is the gateway tests' upstream's.

@@ -151,12 +151,30 @@ fn card(
             format!("<h3>Preview</h3><table class=\"preview kv\">{rows}</table>")
         }
     };
-    let (description, reach) = match state.actions.get(&entry.action) {
-        Some(action) => (
+    let held = (entry.kind == aileron_core::approval::ApprovalKind::HttpRequest).then(|| {
+        let arg = |name: &str| entry.args.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        let connector = entry.connector_fqn.as_ref().map(|fqn| fqn.to_string()).unwrap_or_default();
+        (
+            format!(
+                "<p class=\"description\">A request of the agent's own tool, held at its network proxy: approved, it \
+                 goes out once, with your credential for {}; nothing has been sent yet.</p>",
+                escape(&connector)
+            ),
+            format!(
+                "<h3>It will send</h3><p class=\"reach mono\">{} {}{}</p>",
+                escape(&arg("method")),
+                escape(&arg("host")),
+                escape(&arg("path"))
+            ),
+        )
+    });
+    let (description, reach) = match (held, state.actions.get(&entry.action)) {
+        (Some(held), _) => held,
+        (None, Some(action)) => (
             format!("<p class=\"description\">{}</p>", escape(action.file.description())),
             format!("<h3>It will be able to</h3><div class=\"reach\">{}</div>", reach(state, &action.file, installed)),
         ),
-        None => (
+        (None, None) => (
             "<p class=\"error\">This action is no longer installed: approving it fails.</p>".to_string(),
             String::new(),
         ),
