@@ -1832,11 +1832,7 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
     let saw: Arc<std::sync::Mutex<Vec<(String, String)>>> = Arc::default();
     let recorded = saw.clone();
     let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
-        let authorization = headers
-            .iter()
-            .find_map(|header| header.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("authorization")))
-            .map(|(_, value)| value.trim().to_string())
-            .unwrap_or_default();
+        let authorization = header_value(headers, "authorization");
         // A tunnel whose request the proxy refused still opened a connection here, and closes it
         // without a request.
         if !line.is_empty() {
@@ -1985,6 +1981,15 @@ fn install_spec_only(rig: &LaunchRig, upstream: &str, extra: &str) {
     assert!(installed.status.success(), "{}", text(&installed));
 }
 
+/// The value of header `name` among the header lines a test upstream received (empty if none).
+fn header_value(headers: &[String], name: &str) -> String {
+    headers
+        .iter()
+        .find_map(|header| header.split_once(':').filter(|(found, _)| found.eq_ignore_ascii_case(name)))
+        .map(|(_, value)| value.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// Binds `key` to the spec-only test connector (from the environment, never the command line).
 fn bind_key(rig: &LaunchRig, key: &str) {
     let bound = rig.command_in(
@@ -2105,11 +2110,7 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     let saw: Arc<std::sync::Mutex<Vec<(String, String, String)>>> = Arc::default();
     let recorded = saw.clone();
     let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
-        let authorization = headers
-            .iter()
-            .find_map(|header| header.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("authorization")))
-            .map(|(_, value)| value.trim().to_string())
-            .unwrap_or_default();
+        let authorization = header_value(headers, "authorization");
         if !line.is_empty() {
             recorded.lock().unwrap().push((line.to_string(), authorization, String::new()));
         }
@@ -2287,11 +2288,7 @@ fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
     let recorded = saw.clone();
     let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
         if !line.is_empty() {
-            let key = headers
-                .iter()
-                .find_map(|header| header.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("x-api-key")))
-                .map(|(_, value)| value.trim().to_string())
-                .unwrap_or_default();
+            let key = header_value(headers, "x-api-key");
             recorded.lock().unwrap().push(key);
         }
         (String::new(), r#"{"type":"message","content":[]}"#.to_string())

@@ -16,6 +16,21 @@ upstream, shared = env["UPSTREAM"], env["SHARED_DIR"]
 report = {}
 
 
+def at_once(requests):
+    """Sends `requests` (method, path, body) together; their outcomes in order."""
+    outcomes = [None] * len(requests)
+
+    def send(index):
+        outcomes[index] = curl(*requests[index])
+
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
 def curl(method, path, data=None):
     command = ["curl", "-sS", "--noproxy", "", "-x", env["HTTPS_PROXY"], "-X", method, "-o", "-", "-w", "\n%{http_code}",
                "-H", f"Authorization: token {env.get('GH_TOKEN', '')}", f"https://{upstream}{path}"]
@@ -45,26 +60,12 @@ report["retry_other_body"] = curl("PUT", "/repos/acme/app/pulls/8/merge", '{"mer
 report["retry"] = curl("PUT", "/repos/acme/app/pulls/8/merge", '{"merge_method":"merge"}')
 report["retry_again"] = curl("PUT", "/repos/acme/app/pulls/8/merge", '{"merge_method":"merge"}')
 # Two identical requests at once: one approval, one request forwarded.
-pair = [None, None]
-threads = [threading.Thread(target=lambda i=i: pair.__setitem__(i, curl("PUT", "/repos/acme/app/pulls/9/merge")))
-           for i in range(2)]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-report["concurrent"] = pair
+report["concurrent"] = at_once([("PUT", "/repos/acme/app/pulls/9/merge")] * 2)
 # Six gated requests at once, each its own (another body): the proxy holds at most four bodies of
 # one session in memory, so two of them wait for a slot before their own hold: with a 3 s hold the
 # six take two rounds (6 s and more), not one; all six end pending.
 started = time.time()
-flood = [None] * 6
-threads = [threading.Thread(target=lambda i=i: flood.__setitem__(i, curl("PUT", "/repos/acme/app/pulls/10/merge", f'{{"n":{i}}}')))
-           for i in range(6)]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-report["flood"] = flood
+report["flood"] = at_once([("PUT", "/repos/acme/app/pulls/10/merge", f'{{"n":{i}}}') for i in range(6)])
 report["flood_seconds"] = time.time() - started
 # GraphQL: a query goes out at once; a document naming the gated mutation field waits (and is
 # denied); a body that is not a GraphQL request is refused unread.
