@@ -1840,12 +1840,7 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
         }
         (format!("x-echo: {authorization}\r\n"), json!({ "saw": authorization }).to_string())
     });
-    let (upstream, _) = crate::gateway::tls_upstream_answering(
-        crate::gateway::TEST_UPSTREAM_CERT,
-        crate::gateway::TEST_UPSTREAM_KEY,
-        answer,
-    );
-    let upstream = format!("localhost:{}", upstream.port());
+    let upstream = answering(answer);
     start_with_a_vault(&rig);
     let extra = format!(
         "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
@@ -1979,6 +1974,16 @@ fn install_spec_only(rig: &LaunchRig, upstream: &str, extra: &str) {
         &[],
     );
     assert!(installed.status.success(), "{}", text(&installed));
+}
+
+/// A TLS test upstream (the gateway tests' certificate) answering with `answer`: `localhost:PORT`.
+fn answering(answer: crate::gateway::Answer) -> String {
+    let (address, _) = crate::gateway::tls_upstream_answering(
+        crate::gateway::TEST_UPSTREAM_CERT,
+        crate::gateway::TEST_UPSTREAM_KEY,
+        answer,
+    );
+    format!("localhost:{}", address.port())
 }
 
 /// The value of header `name` among the header lines a test upstream received (empty if none).
@@ -2116,12 +2121,7 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
         }
         (String::new(), r#"{"merged":true}"#.to_string())
     });
-    let (upstream, _) = crate::gateway::tls_upstream_answering(
-        crate::gateway::TEST_UPSTREAM_CERT,
-        crate::gateway::TEST_UPSTREAM_KEY,
-        answer,
-    );
-    let upstream = format!("localhost:{}", upstream.port());
+    let upstream = answering(answer);
     start_with_a_vault(&rig);
     let extra = format!(
         "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
@@ -2293,14 +2293,10 @@ fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
         }
         (String::new(), r#"{"type":"message","content":[]}"#.to_string())
     });
-    let (upstream, _) = crate::gateway::tls_upstream_answering(
-        crate::gateway::TEST_UPSTREAM_CERT,
-        crate::gateway::TEST_UPSTREAM_KEY,
-        answer,
-    );
+    let upstream = answering(answer);
     let roots = rig.temp.path().join("daemon-roots.pem");
     std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
-    let model = format!("https://localhost:{}", upstream.port());
+    let model = format!("https://{upstream}");
     let started =
         rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots), ("AILERON_ANTHROPIC_UPSTREAM", Path::new(&model))]);
     assert!(started.status.success(), "{}", text(&started));
