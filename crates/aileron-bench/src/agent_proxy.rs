@@ -321,11 +321,7 @@ fn credentialing(destination: &str) -> anyhow::Result<aileron::dataplane::agent_
         ("signed", "kind = \"aws_sigv4\"\nservice = \"s3\"\nregion = \"us-east-1\"", "signed", "/signed"),
     ] {
         let manifest = manifest(name, credential, operation, path).map_err(|e| anyhow::anyhow!("{e}"))?;
-        connectors.push(aileron::dataplane::agent_egress::SealedConnector {
-            fqn: manifest.name.to_string(),
-            name: manifest.name.clone(),
-            manifest: Arc::new(manifest),
-        });
+        connectors.push(aileron::dataplane::agent_egress::SealedConnector { manifest: Arc::new(manifest) });
     }
     let oauth = Arc::new(aileron::stores::oauth::OAuthFlows::new()?);
     Ok(aileron::dataplane::agent_egress::Credentialing::new(connectors, Some((Arc::new(BenchKeys), oauth))))

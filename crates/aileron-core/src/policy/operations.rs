@@ -62,13 +62,13 @@ impl<K> OperationIndex<K> {
     /// operation with `graphql` covers that path. The caller then reads the body
     /// ([`graphql_names`]) and calls [`OperationIndex::match_graphql`].
     pub fn needs_graphql(&self, method: &str, host: &str, path: &str) -> bool {
+        let mut candidates = self.entries.iter().map(|(_, operation)| operation).filter(|operation| {
+            operation.graphql.is_some() && operation.method == method && operation.host.eq_ignore_ascii_case(host)
+        });
+        // Most requests meet no GraphQL operation: their path is not read at all.
+        let Some(first) = candidates.next() else { return false };
         let Some(segments) = request_segments(path) else { return false };
-        self.entries.iter().any(|(_, operation)| {
-            operation.graphql.is_some()
-                && operation.host.eq_ignore_ascii_case(host)
-                && operation.method == method
-                && matches(operation, &segments)
-        })
+        std::iter::once(first).chain(candidates).any(|operation| matches(operation, &segments))
     }
 
     /// Matches `method` `host` (`host:port`) `path` (the request target's path, without its query).

@@ -40,6 +40,25 @@ pub enum Provider {
 }
 
 impl Provider {
+    pub const ALL: [Provider; 2] = [Provider::Anthropic, Provider::OpenAi];
+
+    /// The provider's name in the vault (`llm/<name>`, SPEC §15).
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAi => "openai",
+        }
+    }
+
+    /// The variable agents read the provider's key from (a launched agent's holds a placeholder
+    /// when the vault keeps the key).
+    pub fn key_variable(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "ANTHROPIC_API_KEY",
+            Provider::OpenAi => "OPENAI_API_KEY",
+        }
+    }
+
     /// Whose request this is: `/v1/messages*` is Anthropic's, the other paths OpenAI's — except
     /// `/v1/models`, which both serve: there an `anthropic-version` header (every Anthropic client
     /// sends it; OpenAI's never do) says Anthropic. Routed by path alone, an Anthropic SDK's
@@ -72,7 +91,7 @@ pub trait VaultGate: Send + Sync + 'static {
 
     /// The provider key the user keeps in the vault (`llm/anthropic`, `llm/openai`), which the
     /// gateway puts on that provider's requests in place of whatever the agent sent (SPEC §15).
-    fn provider_key(&self, _provider: &'static str) -> Option<zeroize::Zeroizing<String>> {
+    fn provider_key(&self, _provider: Provider) -> Option<zeroize::Zeroizing<String>> {
         None
     }
 }
@@ -292,17 +311,14 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     }
     // The vault's key for this provider, when the user keeps one there, replaces the agent's
     // (a launched agent holds only a placeholder).
-    let provider_name = match provider {
-        Provider::Anthropic => "anthropic",
-        Provider::OpenAi => "openai",
-    };
-    if let Some(key) = gateway.vault.provider_key(provider_name) {
+    if let Some(key) = gateway.vault.provider_key(provider) {
         let (name, value) = match provider {
             Provider::Anthropic => (axum::http::HeaderName::from_static("x-api-key"), key.to_string()),
             Provider::OpenAi => (header::AUTHORIZATION, format!("Bearer {}", key.as_str())),
         };
         let Ok(mut value) = axum::http::HeaderValue::from_str(&value) else {
-            let message = format!("Aileron gateway: the vault's llm/{provider_name} key cannot be sent as a header");
+            let message =
+                format!("Aileron gateway: the vault's llm/{} key cannot be sent as a header", provider.name());
             return provider.error(StatusCode::BAD_GATEWAY, "authentication_error", &message);
         };
         value.set_sensitive(true);

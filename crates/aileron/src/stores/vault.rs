@@ -287,7 +287,7 @@ impl crate::dataplane::gateway::VaultGate for Vault {
         })
     }
 
-    fn provider_key(&self, provider: &'static str) -> Option<Zeroizing<String>> {
+    fn provider_key(&self, provider: crate::dataplane::gateway::Provider) -> Option<Zeroizing<String>> {
         let path = llm_key_path(provider);
         // Most vaults hold no provider key: the metadata says so without decrypting anything.
         self.metadata(&path)?;
@@ -297,6 +297,6 @@ impl crate::dataplane::gateway::VaultGate for Vault {
 }
 
 /// Where `aileron secret set llm/<provider>` keeps a provider's key.
-pub fn llm_key_path(provider: &str) -> String {
-    format!("secrets/llm/{provider}")
+pub fn llm_key_path(provider: crate::dataplane::gateway::Provider) -> String {
+    format!("secrets/llm/{}", provider.name())
 }

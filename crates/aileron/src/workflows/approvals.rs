@@ -192,14 +192,13 @@ impl ProxyApprovals {
         let entry = ApprovalEntry::http_request(approval);
         // Subscribed before registering: no decision can slip between the two.
         let mut events = state.approvals.subscribe();
-        let mut caller = crate::platform::principal::Caller::new(ActorType::Agent, request.session_id.clone());
-        caller.session_id = Some(request.session_id.clone());
         let id = match state.approvals.register(entry.clone()) {
             Ok(Registered::New) => {
+                // Asked by the agent of the session whose proxy holds the request.
                 let event = AuditEvent {
                     event_type: EventType::ApprovalRequested,
-                    actor: caller.actor.clone(),
-                    session_id: caller.session_id.clone(),
+                    actor: aileron_core::audit::Actor::new(ActorType::Agent, request.session_id.clone()),
+                    session_id: Some(request.session_id.clone()),
                     payload: aileron_core::approval::requested_payload(&entry),
                     audit_id: None,
                 };

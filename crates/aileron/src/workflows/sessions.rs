@@ -72,9 +72,9 @@ fn placeholders(state: &Services, network: Option<SessionNetwork>) -> std::colle
     } else {
         Default::default()
     };
-    for (provider, variable) in [("anthropic", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")] {
+    for provider in crate::dataplane::gateway::Provider::ALL {
         if state.vault.metadata(&crate::stores::vault::llm_key_path(provider)).is_some() {
-            env.insert(variable.to_string(), aileron_core::manifest::PLACEHOLDER.to_string());
+            env.insert(provider.key_variable().to_string(), aileron_core::manifest::PLACEHOLDER.to_string());
         }
     }
     env

@@ -24,7 +24,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::EgressSession;
-use super::sealed::{Decision, RedactedBody, SealedInjection, sign_aws};
+use serde_json::{Map, Value, json};
+
+use super::sealed::{Decision, RedactedBody, Redactor, SealedInjection, sign_aws};
 use super::{HeldRequest, HoldOutcome};
 use crate::dataplane::egress::REDACTED;
 use crate::stores::bindings::Injection;
@@ -285,10 +287,9 @@ async fn forward(
         match names {
             Ok(names) => graphql = Some(names),
             Err(reason) => {
-                record.reject_reason = Some("graphql_unreadable".to_string());
-                let refused = session.append(EventType::ConnectorProxyRejected, record).await;
                 let message = format!("{reason}; a request to a GraphQL operation is read to know which it is");
-                return Ok(refusal(refused, StatusCode::BAD_REQUEST, "graphql_unreadable", &message));
+                let error = json!({"class": "graphql_unreadable", "message": message});
+                return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
             }
         }
     }
@@ -296,19 +297,14 @@ async fn forward(
         Decision::Passthrough => {}
         Decision::Tied(tied) => record.operations_tied = Some(tied),
         Decision::NotCanonical => {
-            record.reject_reason = Some("path_not_canonical".to_string());
-            let refused = session.append(EventType::ConnectorProxyRejected, record).await;
-            return Ok(refusal(
-                refused,
-                StatusCode::BAD_REQUEST,
-                "path_not_canonical",
-                "this path could reach a different operation than it names (`..`, `.`, an encoded `/` or `\\`, \
-                 an empty segment); send the path as the server should read it",
-            ));
+            let message = "this path could reach a different operation than it names (`..`, `.`, an encoded `/` \
+                           or `\\`, an empty segment); send the path as the server should read it";
+            let error = json!({"class": "path_not_canonical", "message": message});
+            return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
         }
         Decision::Matched { connector, operation } => {
             event_type = EventType::ConnectorProxyProxied;
-            record.connector = Some(connector.fqn.clone());
+            record.connector = Some(connector.fqn().to_string());
             record.operation = Some(operation.name.clone());
             record.credential = connector.manifest.credential_kind().map(|kind| kind.as_str().to_string());
             let reads_whole = operation.approval
@@ -348,11 +344,9 @@ async fn forward(
                 }
                 Ok(None) => record.binding_unresolved = Some(true),
                 Err(failure) => {
-                    record.reject_reason = Some(failure.class.as_str().to_string());
-                    let mut payload = record.into_payload();
-                    payload.extend(failure.audit_payload());
-                    let refused = session.append_payload(EventType::ConnectorProxyRejected, payload).await.map(|_| ());
-                    return Ok(refusal(refused, StatusCode::BAD_GATEWAY, failure.class.as_str(), &failure.message));
+                    let error = json!({"class": failure.class.as_str(), "message": failure.message});
+                    let response = reject(&session, record, failure.audit_payload(), StatusCode::BAD_GATEWAY, error);
+                    return Ok(response.await);
                 }
             }
         }
@@ -362,13 +356,11 @@ async fn forward(
             match sign_aws(request, credentials, region, service, &target.destination).await {
                 Ok(request) => request,
                 Err(failure) => {
-                    record.reject_reason = Some(failure.class.as_str().to_string());
-                    let mut payload = record.into_payload();
-                    payload.extend(binding.unwrap_or_default());
+                    let mut payload = binding.unwrap_or_default();
                     payload.extend(failure.audit_payload());
-                    let refused = session.append_payload(EventType::ConnectorProxyRejected, payload).await.map(|_| ());
                     let status = StatusCode::from_u16(failure.http_status()).unwrap_or(StatusCode::BAD_GATEWAY);
-                    return Ok(refusal(refused, status, failure.class.as_str(), &failure.message));
+                    let error = json!({"class": failure.class.as_str(), "message": failure.message});
+                    return Ok(reject(&session, record, payload, status, error).await);
                 }
             }
         }
@@ -402,16 +394,12 @@ async fn forward(
     }
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
-        let mut secrets = credential.echo_candidates();
-        // Longest first: the whole header value before the key inside it.
-        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+        let secrets = credential.echo_candidates();
         let (mut parts, body) = response.into_parts();
         for value in parts.headers.values_mut() {
             let bytes = value.as_bytes();
             if secrets.iter().any(|secret| memchr::memmem::find(bytes, secret.as_bytes()).is_some()) {
-                let text = String::from_utf8_lossy(bytes).into_owned();
-                let redacted = secrets.iter().fold(text, |text, secret| text.replace(secret, REDACTED));
-                *value = hyper::header::HeaderValue::from_str(&redacted)
+                *value = hyper::header::HeaderValue::from_bytes(&Redactor::redact_whole(&secrets, bytes))
                     .unwrap_or_else(|_| hyper::header::HeaderValue::from_static(REDACTED));
             }
         }
@@ -427,9 +415,7 @@ async fn forward(
             let Ok(bytes) = axum::body::to_bytes(Body::new(body), WHOLE_BODY_BYTES).await else {
                 return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
             };
-            let mut redactor = super::sealed::Redactor::new(&secrets);
-            let mut redacted = redactor.push(&bytes);
-            redacted.extend(redactor.finish());
+            let redacted = Redactor::redact_whole(&secrets, &bytes);
             parts.headers.insert(hyper::header::CONTENT_LENGTH, redacted.len().into());
             return Ok(Response::from_parts(parts, Body::from(redacted)));
         }
@@ -463,22 +449,20 @@ async fn hold(
     destination: &str,
 ) -> Result<(Request<Body>, aileron_core::approval::ApprovalId), Response<Body>> {
     let Some(approvals) = &session.credentialing.approvals else {
-        record.reject_reason = Some("approval_required".to_string());
-        let refused = session.append(EventType::ConnectorProxyRejected, record.clone()).await;
-        let message = format!("{} ({}) needs your approval for each request", operation.name, connector.fqn);
-        return Err(refusal(refused, StatusCode::FORBIDDEN, "approval_required", &message));
+        let message = format!("{} ({}) needs your approval for each request", operation.name, connector.fqn());
+        let error = json!({"class": "approval_required", "message": message});
+        return Err(reject(session, record.clone(), Map::new(), StatusCode::FORBIDDEN, error).await);
     };
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, super::sealed::MAX_SIGNED_BODY_BYTES).await else {
-        record.reject_reason = Some("resource_limit_exceeded".to_string());
-        let refused = session.append(EventType::ConnectorProxyRejected, record.clone()).await;
         let message =
             format!("a request held for approval may carry at most {} bytes", super::sealed::MAX_SIGNED_BODY_BYTES);
-        return Err(refusal(refused, StatusCode::PAYLOAD_TOO_LARGE, "resource_limit_exceeded", &message));
+        let error = json!({"class": "resource_limit_exceeded", "message": message});
+        return Err(reject(session, record.clone(), Map::new(), StatusCode::PAYLOAD_TOO_LARGE, error).await);
     };
     let held = HeldRequest {
         session_id: session.session_id.clone(),
-        connector: connector.name.clone(),
+        connector: connector.fqn().clone(),
         operation: operation.name.clone(),
         method: parts.method.as_str().to_string(),
         host: destination.to_string(),
@@ -501,7 +485,8 @@ async fn hold(
             let message = format!(
                 "{} ({}) waits for the user's approval at {review_url}; nothing was sent. Once approved, the same \
                  request (method, path, query and body) from this session goes through once within 10 minutes.",
-                operation.name, connector.fqn
+                operation.name,
+                connector.fqn()
             );
             (StatusCode::FORBIDDEN, "approval_pending", message, Some(id), Some(review_url))
         }
@@ -511,23 +496,32 @@ async fn hold(
         }
         HoldOutcome::Refused { class, message } => (StatusCode::SERVICE_UNAVAILABLE, class, message, None, None),
     };
-    record.reject_reason = Some(class.to_string());
     record.approval_id = id.as_ref().map(ToString::to_string);
-    let refused = session.append(EventType::ConnectorProxyRejected, record.clone()).await;
-    let mut error = serde_json::json!({"class": class, "message": message});
+    let mut error = json!({"class": class, "message": message});
     if let Some(id) = id {
         error["approval_id"] = id.to_string().into();
     }
     if let Some(review_url) = review_url {
         error["review_url"] = review_url.into();
     }
-    Err(answer(refused, status, serde_json::json!({ "error": error })))
+    Err(reject(session, record.clone(), Map::new(), status, error).await)
 }
 
-/// A refusal of a request inside a tunnel, once recorded: SPEC §9's envelope with `class` and
-/// `message`; 503 when the refusal itself could not be recorded.
-fn refusal(recorded: Result<(), ()>, status: StatusCode, class: &str, message: &str) -> Response<Body> {
-    answer(recorded, status, serde_json::json!({"error": {"class": class, "message": message}}))
+/// Refuses a request inside a tunnel: `record` (and `extra` keys) as `connector.proxy.rejected`
+/// with `error`'s class as the reason, then SPEC §9's envelope `{"error": error}` with `status`,
+/// or 503 when the record could not be written.
+async fn reject(
+    session: &EgressSession,
+    mut record: ProxiedRequest,
+    extra: Map<String, Value>,
+    status: StatusCode,
+    error: Value,
+) -> Response<Body> {
+    record.reject_reason = error["class"].as_str().map(str::to_string);
+    let mut payload = record.into_payload();
+    payload.extend(extra);
+    let recorded = session.append_payload(EventType::ConnectorProxyRejected, payload).await.map(|_| ());
+    answer(recorded, status, json!({ "error": error }))
 }
 
 /// `body` as JSON with `status`, once its record is written.

@@ -17,9 +17,13 @@ use crate::stores::store::Store;
 /// An installed connector with operations: the newest verified version of its FQN.
 #[derive(Debug)]
 pub struct SealedConnector {
-    pub fqn: String,
-    pub name: aileron_core::Fqn,
     pub manifest: Arc<ConnectorManifest>,
+}
+
+impl SealedConnector {
+    pub fn fqn(&self) -> &aileron_core::Fqn {
+        &self.manifest.name
+    }
 }
 
 /// The session's view of every installed connector's operations, taken when its network was
@@ -92,30 +96,12 @@ impl Credentialing {
     /// pinned hash (a manifest edited after install adds no operation); entries that fail to
     /// verify are left out with a warning.
     pub fn from_store(store: &Store, credentials: Arc<dyn CredentialSource>, oauth: Arc<OAuthFlows>) -> Credentialing {
-        let entries = match store.list() {
-            Ok(entries) => entries,
-            Err(error) => {
-                log_line!("aileron daemon: warning: reading the connector store for proxy operations: {error}");
-                Vec::new()
-            }
-        };
-        let mut newest: BTreeMap<String, crate::stores::store::StoreEntry> = BTreeMap::new();
-        for entry in entries.into_iter().filter(|entry| entry.manifest.proxy.is_some()) {
-            let fqn = entry.fqn.to_string();
-            if newest.get(&fqn).is_none_or(|kept| kept.version < entry.version) {
-                newest.insert(fqn, entry);
-            }
-        }
         let mut connectors = Vec::new();
-        for (fqn, entry) in newest {
+        for entry in newest_with_operations(store) {
             match store.load_verified(&entry.hash) {
-                Ok(verified) => connectors.push(SealedConnector {
-                    fqn,
-                    name: verified.manifest.name.clone(),
-                    manifest: verified.manifest,
-                }),
+                Ok(verified) => connectors.push(SealedConnector { manifest: verified.manifest }),
                 Err(failure) => {
-                    log_line!("aileron daemon: warning: {fqn}'s operations are not used: {}", failure.message)
+                    log_line!("aileron daemon: warning: {}'s operations are not used: {}", entry.fqn, failure.message)
                 }
             }
         }
@@ -126,17 +112,11 @@ impl Credentialing {
     /// placeholder, for connectors with operations whose credential is bound, so unmodified tools
     /// send requests the proxy then credentials. Sorted by name; the newest version of each FQN.
     pub fn placeholder_env(store: &Store, bindings: &crate::stores::bindings::Bindings) -> BTreeMap<String, String> {
-        let mut newest: BTreeMap<String, ConnectorManifest> = BTreeMap::new();
-        for entry in store.list().unwrap_or_default().into_iter().filter(|entry| entry.manifest.proxy.is_some()) {
-            let fqn = entry.fqn.to_string();
-            if newest.get(&fqn).is_none_or(|kept| kept.version < entry.version) {
-                newest.insert(fqn, entry.manifest);
-            }
-        }
         let mut env = BTreeMap::new();
-        for (fqn, manifest) in newest {
+        for entry in newest_with_operations(store) {
+            let (fqn, manifest) = (entry.fqn.to_string(), entry.manifest);
             let kind = manifest.credential_kind();
-            if !kind.is_some_and(|kind| bindings.for_connector(&fqn, kind).is_some()) {
+            if kind.is_none_or(|kind| bindings.for_connector(&fqn, kind).is_none()) {
                 continue;
             }
             for name in manifest.proxy.iter().flat_map(|proxy| proxy.placeholder_env.iter()) {
@@ -194,7 +174,7 @@ impl Credentialing {
             OperationMatch::None => Decision::Passthrough,
             OperationMatch::NotCanonical => Decision::NotCanonical,
             OperationMatch::Ambiguous(tied) => Decision::Tied(
-                tied.iter().map(|(connector, operation)| format!("{}/{}", connector.fqn, operation.name)).collect(),
+                tied.iter().map(|(connector, operation)| format!("{}/{}", connector.fqn(), operation.name)).collect(),
             ),
             OperationMatch::Matched { connector, operation } => Decision::Matched { connector, operation },
         }
@@ -212,7 +192,7 @@ impl Credentialing {
         let (Some((credentials, oauth)), Some(kind)) = (&self.credentials, connector.manifest.credential_kind()) else {
             return Ok(None);
         };
-        let resolved = match credentials.resolve(&connector.fqn, kind, oauth.as_ref()).await {
+        let resolved = match credentials.resolve(&connector.fqn().to_string(), kind, oauth.as_ref()).await {
             Ok(resolved) => resolved,
             Err(failure) if failure.class == FailureClass::BindingRequired => return Ok(None),
             Err(failure) => return Err(failure),
@@ -246,7 +226,8 @@ impl Credentialing {
                 aileron_core::Boundary::Runtime,
                 format!(
                     "binding `{}` is of another kind than {}'s manifest declares",
-                    resolved.binding.name, connector.fqn
+                    resolved.binding.name,
+                    connector.fqn()
                 ),
             ));
         };
@@ -259,7 +240,7 @@ impl Credentialing {
                     aileron_core::Boundary::Runtime,
                     format!(
                         "cannot derive the AWS region from host {host}; {}'s manifest should declare it",
-                        connector.fqn
+                        connector.fqn()
                     ),
                 )
             })?,
@@ -336,6 +317,23 @@ pub async fn sign_aws(
     Ok(hyper::Request::from_parts(parts, body))
 }
 
+/// Each installed FQN's newest version whose manifest has `[proxy]` (a store that cannot be read
+/// has none, with a warning).
+fn newest_with_operations(store: &Store) -> Vec<crate::stores::store::StoreEntry> {
+    let entries = store.list().unwrap_or_else(|error| {
+        log_line!("aileron daemon: warning: reading the connector store for proxy operations: {error}");
+        Vec::new()
+    });
+    let mut newest: BTreeMap<String, crate::stores::store::StoreEntry> = BTreeMap::new();
+    for entry in entries.into_iter().filter(|entry| entry.manifest.proxy.is_some()) {
+        let fqn = entry.fqn.to_string();
+        if newest.get(&fqn).is_none_or(|kept| kept.version < entry.version) {
+            newest.insert(fqn, entry);
+        }
+    }
+    newest.into_values().collect()
+}
+
 /// Replaces each of `secrets` in a response body that arrives in pieces, a secret split across
 /// two pieces included: the last bytes of each piece that could start a secret wait for the next.
 pub struct Redactor {
@@ -364,6 +362,14 @@ impl Redactor {
     /// The rest, at the end of the body.
     pub fn finish(&mut self) -> Vec<u8> {
         self.scan(self.held.len())
+    }
+
+    /// `secrets` redacted from bytes held whole (a header value, a small body).
+    pub fn redact_whole(secrets: &[&str], bytes: &[u8]) -> Vec<u8> {
+        let mut redactor = Redactor::new(secrets);
+        let mut out = redactor.push(bytes);
+        out.extend(redactor.finish());
+        out
     }
 
     /// Emits the held bytes up to where no secret can start before `until`, redacting whole
@@ -424,17 +430,15 @@ impl hyper::body::Body for RedactedBody {
             match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => {
+                // Trailers are dropped (no credential service answers with trailers a tool needs).
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
                         let out = self.redactor.push(&data);
                         if !out.is_empty() {
                             return Poll::Ready(Some(Ok(hyper::body::Frame::data(out.into()))));
                         }
                     }
-                    // Trailers: what is held goes first, the trailers are dropped (no credential
-                    // service answers with trailers a tool needs).
-                    Err(_) => {}
-                },
+                }
                 Poll::Ready(None) => {
                     self.finished = true;
                     let rest = self.redactor.finish();
