@@ -56,6 +56,8 @@ pub const AILERON_GITLAB_BASE_URL: &str = "AILERON_GITLAB_BASE_URL";
 pub const AILERON_GITHUB_RAW_BASE_URL: &str = "AILERON_GITHUB_RAW_BASE_URL";
 pub const AILERON_GITLAB_RAW_BASE_URL: &str = "AILERON_GITLAB_RAW_BASE_URL";
 pub const AILERON_GITHUB_API_URL: &str = "AILERON_GITHUB_API_URL";
+/// `HOST:PORT=IP:PORT,…`: where a launched agent's proxy dials those destinations.
+pub const AILERON_CONNECT_TO: &str = "AILERON_CONNECT_TO";
 /// The user's home: what `~/` means in spawn manifests (not Aileron's own, so not in [`ALL`]).
 pub const HOME: &str = "HOME";
 /// The certificate bundle OpenSSL-style tools trust: a launched agent's trust bundle starts from
@@ -95,6 +97,10 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (AILERON_GITLAB_RAW_BASE_URL, "GitLab raw files base (default AILERON_GITLAB_BASE_URL or https://gitlab.com)"),
     (AILERON_GITHUB_API_URL, "GitHub REST API base for `connector check` (default https://api.github.com)"),
+    (
+        AILERON_CONNECT_TO,
+        "HOST:PORT=IP:PORT,… where the agent proxy dials those names (like curl --connect-to; still address-checked)",
+    ),
     (AILERON_DAEMON_BIN, "binary used to auto-start the daemon (default: this aileron, or the one beside aileron-mcp)"),
     (
         MIMALLOC_PURGE_DELAY,

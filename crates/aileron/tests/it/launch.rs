@@ -1948,11 +1948,18 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
 
 /// Starts the rig's daemon trusting the test upstreams' certificate, with a vault.
 fn start_with_a_vault(rig: &LaunchRig) {
-    let roots = rig.temp.path().join("daemon-roots.pem");
-    std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
+    start_with_a_vault_trusting(rig, crate::gateway::TEST_UPSTREAM_CERT, &[]);
+}
+
+/// Starts the rig's daemon trusting `roots` (PEM) alone, with `env`, and a vault.
+fn start_with_a_vault_trusting(rig: &LaunchRig, roots: &str, env: &[(&str, &std::ffi::OsStr)]) {
+    let roots_file = rig.temp.path().join("daemon-roots.pem");
+    std::fs::write(&roots_file, roots).unwrap();
     let passphrase = rig.temp.path().join("passphrase");
     std::fs::write(&passphrase, "correct horse battery staple\n").unwrap();
-    let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
+    let mut env = env.to_vec();
+    env.push(("SSL_CERT_FILE", roots_file.as_os_str()));
+    let started = rig.run_in(&rig.workspace(), &["daemon", "start"], &env);
     assert!(started.status.success(), "{}", text(&started));
     let init = rig.run(&["vault", "init", "--passphrase-file", passphrase.to_str().unwrap()], &[]);
     assert!(init.status.success(), "{}", text(&init));
@@ -2006,6 +2013,30 @@ fn bind_key(rig: &LaunchRig, key: &str) {
     assert!(bound.status.success(), "{}", text(&bound));
 }
 
+/// A test server `tests/launch/<script>` run by `python` with `args`, killed when the guard drops,
+/// and the port it printed first.
+fn python_fake(python: &Path, script: &str, args: &[&std::ffi::OsStr]) -> (KillOnDrop, u16) {
+    let mut fake = Command::new(python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch").join(script))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {script} with {}: {e}", python.display()));
+    let mut port = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(fake.stdout.take().unwrap()), &mut port).unwrap();
+    let port = port.trim().parse().unwrap_or_else(|_| panic!("{script} printed no port: `{port}`"));
+    (KillOnDrop(fake), port)
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `tests/launch/<script>` as the rig's `claude`: the agent a launch starts.
 fn agent_script(rig: &LaunchRig, script: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch").join(script);
@@ -2028,23 +2059,13 @@ fn a_launched_agents_aws_cli_is_signed_with_the_bound_keys_it_never_sees() {
     std::fs::write(&key, crate::gateway::TEST_UPSTREAM_KEY).unwrap();
     let log = rig.temp.path().join("s3.log");
     let venv_python = crate::gateway_clients::venv_python();
-    let mut fake = Command::new(&venv_python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/fake_s3.py"))
-        .args([cert.as_os_str(), key.as_os_str(), KEY_ID.as_ref(), SECRET.as_ref(), log.as_os_str()])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("starting the fake S3 (cargo xtask setup installs awscli and botocore into target/py)");
-    let mut port = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(fake.stdout.take().unwrap()), &mut port).unwrap();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _fake = Kill(fake);
-    let upstream = format!("localhost:{}", port.trim());
+    // cargo xtask setup installs awscli and botocore into target/py.
+    let (_fake, port) = python_fake(
+        &venv_python,
+        "fake_s3.py",
+        &[cert.as_os_str(), key.as_os_str(), KEY_ID.as_ref(), SECRET.as_ref(), log.as_os_str()],
+    );
+    let upstream = format!("localhost:{port}");
     start_with_a_vault(&rig);
     let extra = format!(
         "[capabilities.credential]\nkind = \"aws_sigv4\"\nservice = \"s3\"\nregion = \"us-east-1\"\n\n[proxy]\n\n\
@@ -2390,6 +2411,132 @@ fn a_launched_agents_git_push_over_https_carries_the_bound_token_it_never_sees()
     let listed = rig.run(&["audit", "list", "--json", "--event-type", "connector.proxy.proxied"], &[]);
     let all = String::from_utf8_lossy(&listed.stdout);
     assert!(all.contains("/repo.git/git-receive-pack") && !all.contains(KEY) && !all.contains(&basic), "{all}");
+}
+
+/// SPEC §15 end to end with the real GitHub CLI (`gh`, the Debian package, unmodified) and the
+/// bundled spec: `aileron auth import gh` takes the user's token, a launched agent's `gh` holds only
+/// the placeholder and reaches github.com (a fake GitHub the daemon dials at a loopback address,
+/// `AILERON_CONNECT_TO`) with the user's token: `gh issue create` goes at once; `gh pr merge`
+/// (GraphQL `mergePullRequest`) waits for the user — approved once (merged), denied once, and
+/// left undecided once (the hold runs out and gh prints where to approve). The fake sees the
+/// token on every request and one merge; nothing the agent could read holds the token.
+#[test]
+fn a_launched_agents_gh_creates_an_issue_and_merges_only_what_the_user_approves() {
+    const TOKEN: &str = "ghp_usersOwnTokenOnlyAileronHolds000000001";
+    let rig = LaunchRig::new();
+    let launch_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch");
+    let log = rig.temp.path().join("github.log");
+    let (_fake, port) = python_fake(
+        Path::new("python3"),
+        "fake_github.py",
+        &[
+            launch_dir.join("github-test.crt").as_os_str(),
+            launch_dir.join("github-test.key").as_os_str(),
+            TOKEN.as_ref(),
+            log.as_os_str(),
+        ],
+    );
+    let connect_to = ["api.github.com", "github.com", "uploads.github.com"]
+        .map(|host| format!("{host}:443=127.0.0.1:{port}"))
+        .join(",");
+    let roots = std::fs::read_to_string(launch_dir.join("github-test.crt")).unwrap();
+    start_with_a_vault_trusting(&rig, &roots, &[("AILERON_CONNECT_TO", connect_to.as_ref())]);
+    let imported = rig.run_in(&rig.workspace(), &["auth", "import", "gh", "--yes"], &[("GH_TOKEN", TOKEN.as_ref())]);
+    assert!(imported.status.success(), "{}", text(&imported));
+    assert!(!text(&imported).contains(TOKEN), "{}", text(&imported));
+
+    agent_script(&rig, "gh_clients.py");
+    let report_path = rig.workspace().join("gh-report.json");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let decided = std::thread::scope(|scope| {
+        let decider = scope.spawn(|| {
+            let mut decided: Vec<(String, &str)> = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let listed = rig.run(&["approval", "list", "--json"], &[]);
+                let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+                for item in listed["items"].as_array().cloned().unwrap_or_default() {
+                    let id = item["id"].as_str().unwrap().to_string();
+                    if decided.iter().any(|(seen, _)| seen == &id) {
+                        continue;
+                    }
+                    // The first merge is approved, the second denied, the third left to wait.
+                    let verdict = ["approve", "deny"].get(decided.len()).copied().unwrap_or("leave");
+                    let outcome = match verdict {
+                        "approve" => rig.run(&["approval", "approve", &id], &[]),
+                        "deny" => rig.run(&["approval", "deny", &id, "--reason", "not today"], &[]),
+                        _ => rig.run(&["approval", "list"], &[]),
+                    };
+                    assert!(outcome.status.success(), "{}", text(&outcome));
+                    decided.push((id, verdict));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            decided
+        });
+        let env: [(&str, &std::ffi::OsStr); 2] =
+            [("ATTACK_REPORT", report_path.as_os_str()), ("GH_TOKEN", TOKEN.as_ref())];
+        let output = rig.run_with_path(&["launch", "claude", "--approval-hold", "5"], &env, Path::new("/usr/bin"));
+        done.store(true, std::sync::atomic::Ordering::Release);
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+        decider.join().unwrap()
+    });
+    let report_text = std::fs::read_to_string(&report_path).unwrap();
+    let report: Value = serde_json::from_str(&report_text).unwrap();
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    let outcome = |name: &str| {
+        let entry = &report[name];
+        (entry["code"].as_i64().unwrap_or(-1), format!("{}{}", entry["stdout"], entry["stderr"]))
+    };
+
+    assert_eq!(report["GH_TOKEN"], "aileron-sealed", "{report:#}");
+    let (code, shown) = outcome("issue");
+    assert_eq!(code, 0, "{shown}\n{log}");
+    assert!(shown.contains("https://github.com/acme/app/issues/1"), "{shown}");
+    let (code, shown) = outcome("merge_approved");
+    assert_eq!(code, 0, "{shown}\n{log}\n{decided:?}");
+    let (code, shown) = outcome("merge_denied");
+    assert_ne!(code, 0, "{shown}");
+    assert!(shown.contains("denied"), "gh shows the refusal: {shown}");
+    let (code, shown) = outcome("merge_timed_out");
+    assert_ne!(code, 0, "{shown}");
+    assert!(shown.contains("waits for the user's approval at http"), "gh shows where to approve: {shown}");
+    assert_eq!(decided.iter().map(|(_, verdict)| *verdict).collect::<Vec<_>>(), ["approve", "deny", "leave"]);
+    assert!(!report_text.contains(TOKEN), "the agent saw the token: {report_text}");
+
+    let requests: Vec<Value> = log.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert!(requests.iter().all(|request| request["authorized"] == true), "every request carried the token: {log}");
+    let merges = requests.iter().filter(|request| request["operation"] == "PullRequestMerge").count();
+    assert_eq!(merges, 1, "only the approved merge reached GitHub: {log}");
+    assert!(requests.iter().any(|request| request["operation"] == "IssueCreate"), "{log}");
+
+    let listed = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
+    let all = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(!all.contains(TOKEN), "the token reached the audit log");
+    let listed: Value = serde_json::from_str(&all).unwrap();
+    let rows: Vec<(String, String, String)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["payload"]["aileron.connector.fqn"] == "github://aileron/github-cli")
+        .map(|r| {
+            let field = |key: &str| r["payload"][key].as_str().unwrap_or_default().to_string();
+            (
+                r["event_type"].as_str().unwrap().to_string(),
+                field("aileron.connector.operation"),
+                field("aileron.connector.reject_reason"),
+            )
+        })
+        .collect();
+    let row =
+        |event: &str, operation: &str, reason: &str| (event.to_string(), operation.to_string(), reason.to_string());
+    for expected in [
+        row("connector.proxy.proxied", "graphql", ""),
+        row("connector.proxy.proxied", "merge_pull_request_graphql", ""),
+        row("connector.proxy.rejected", "merge_pull_request_graphql", "approval_denied"),
+        row("connector.proxy.rejected", "merge_pull_request_graphql", "approval_pending"),
+    ] {
+        assert!(rows.contains(&expected), "{expected:?} not in {rows:#?}");
+    }
 }
 
 /// Two sessions at once, both told `HTTPS_PROXY=http://127.0.0.1:3128`: each agent's proxy is its

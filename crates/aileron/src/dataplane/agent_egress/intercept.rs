@@ -521,7 +521,8 @@ async fn reject(
     let mut payload = record.into_payload();
     payload.extend(extra);
     let recorded = session.append_payload(EventType::ConnectorProxyRejected, payload).await.map(|_| ());
-    answer(recorded, status, json!({ "error": error }))
+    // `message` at the top as well, where GitHub-style APIs put theirs: `gh` and Octokit print it.
+    answer(recorded, status, json!({ "message": error["message"].clone(), "error": error }))
 }
 
 /// `body` as JSON with `status`, once its record is written.

@@ -53,6 +53,9 @@ pub struct EgressSession {
     pub session_id: String,
     /// `HOST:PORT` destinations the launch allowed although they are not public.
     pub allow_private: BTreeSet<String>,
+    /// `HOST:PORT` destinations dialled at a fixed address instead of resolving the name
+    /// (`AILERON_CONNECT_TO`); the address is checked like a resolved one.
+    connect_to: Arc<ConnectTo>,
     /// The session's certificate authority, in memory only.
     pub ca: SessionCa,
     /// `egress.toml` as it was when the session's network was attached.
@@ -110,6 +113,7 @@ impl EgressSession {
             audit,
             session_id,
             allow_private,
+            connect_to: Arc::default(),
             ca,
             policy,
             upstream_tls,
@@ -123,6 +127,12 @@ impl EgressSession {
     /// The same session matching requests to `credentialing`'s operations.
     pub fn with_credentialing(mut self, credentialing: Arc<Credentialing>) -> EgressSession {
         self.credentialing = credentialing;
+        self
+    }
+
+    /// The same session dialling `connect_to`'s destinations at their fixed addresses.
+    pub fn with_connect_to(mut self, connect_to: Arc<ConnectTo>) -> EgressSession {
+        self.connect_to = connect_to;
         self
     }
 
@@ -153,7 +163,7 @@ impl EgressSession {
 
     async fn relay_tcp(self: Arc<Self>, mut stream: TcpStream, destination: String) {
         let Some((host, port)) = authority(&destination) else { return };
-        let Some((mut upstream, address)) = dial_first(resolve(&host, port).await).await else {
+        let Some((mut upstream, address)) = dial_first(self.addresses(&destination, &host, port).await).await else {
             let event_type = EventType::SandboxProxyRejected;
             return self.record_refusal(TCP_SOURCE, "TCP", &destination, event_type, "upstream_connect_failed").await;
         };
@@ -190,7 +200,7 @@ impl EgressSession {
         if !allowed_private && !self.policy.allows(&host) {
             return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("egress_policy_denied")).await;
         }
-        let found = resolve(&host, port).await;
+        let found = self.addresses(&destination, &host, port).await;
         if found.is_empty() {
             let refusal = Refusal::rejected("upstream_resolve_failed", "502 Bad Gateway");
             return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
@@ -211,6 +221,14 @@ impl EgressSession {
         }
         let target = intercept::Target { host, destination, address };
         intercept::relay(self, stream, upstream, target).await;
+    }
+
+    /// Where `destination` (`host:port`) is dialled: its fixed address, else what the name resolves to.
+    async fn addresses(&self, destination: &str, host: &str, port: u16) -> Vec<SocketAddr> {
+        match self.connect_to.get(destination) {
+            Some(address) => vec![*address],
+            None => resolve(host, port).await,
+        }
     }
 
     /// The keys every record of this proxy carries.
@@ -416,6 +434,29 @@ fn authority(target: &str) -> Option<(String, u16)> {
     valid.then_some((host, port))
 }
 
+/// `AILERON_CONNECT_TO`: `HOST:PORT=IP:PORT` pairs, comma-separated, like curl's `--connect-to`
+/// (a name served somewhere its DNS does not say: an enterprise mirror, a local fake).
+pub type ConnectTo = std::collections::BTreeMap<String, SocketAddr>;
+
+/// Parses `AILERON_CONNECT_TO`'s value; the error names the entry at fault.
+pub fn parse_connect_to(value: &str) -> Result<ConnectTo, String> {
+    let mut pairs = ConnectTo::new();
+    for entry in value.split(',').map(str::trim).filter(|entry| !entry.is_empty()) {
+        let parsed = entry.split_once('=').and_then(|(destination, address)| {
+            let (host, port) = authority(destination.trim())?;
+            Some((format!("{}:{port}", bracketed(&host)), address.trim().parse::<SocketAddr>().ok()?))
+        });
+        let Some((destination, address)) = parsed else {
+            return Err(format!(
+                "invalid AILERON_CONNECT_TO entry `{entry}`\nhint: write HOST:PORT=IP:PORT, e.g. \
+                 api.github.com:443=127.0.0.1:8443, comma-separated"
+            ));
+        };
+        pairs.insert(destination, address);
+    }
+    Ok(pairs)
+}
+
 fn bracketed(host: &str) -> String {
     if host.contains(':') { format!("[{host}]") } else { host.to_string() }
 }
@@ -455,6 +496,18 @@ mod tests {
             assert_eq!(authority(bad), None, "{bad}");
         }
         assert_eq!(bracketed("::1"), "[::1]");
+    }
+
+    #[test]
+    fn connect_to_pins_destinations_and_names_a_bad_entry() {
+        let pinned = parse_connect_to(" API.GitHub.com:443=127.0.0.1:8443, [::1]:80=[::1]:9000 ,").unwrap();
+        assert_eq!(pinned.get("api.github.com:443"), Some(&"127.0.0.1:8443".parse().unwrap()));
+        assert_eq!(pinned.get("[::1]:80"), Some(&"[::1]:9000".parse().unwrap()));
+        assert_eq!(parse_connect_to("").unwrap().len(), 0);
+        for bad in ["api.github.com=127.0.0.1:1", "api.github.com:443=localhost:1", "api.github.com:443"] {
+            let error = parse_connect_to(&format!("a.com:1=127.0.0.1:2,{bad}")).unwrap_err();
+            assert!(error.contains(&format!("`{bad}`")) && error.contains("hint:"), "{error}");
+        }
     }
 
     #[test]

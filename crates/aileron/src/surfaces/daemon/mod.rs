@@ -32,6 +32,8 @@ pub struct AppState {
     pub started_at: chrono::DateTime<chrono::Utc>,
     /// Flips to true when shutdown starts; long-lived streams (SSE) end on it.
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// `AILERON_CONNECT_TO`: destinations launched agents' proxies dial at fixed addresses.
+    pub connect_to: Arc<crate::dataplane::agent_egress::ConnectTo>,
 }
 
 /// Knobs for building the state; tests override the credential source and port.
@@ -51,6 +53,8 @@ pub struct StateOptions {
     pub spawn_helper: Option<std::path::PathBuf>,
     /// The home `~/` means in spawn manifests; `None` = `$HOME`.
     pub spawn_user_home: Option<std::path::PathBuf>,
+    /// `AILERON_CONNECT_TO`, parsed (empty: every name is resolved).
+    pub connect_to: crate::dataplane::agent_egress::ConnectTo,
 }
 
 impl StateOptions {
@@ -65,6 +69,7 @@ impl StateOptions {
             gateway_max_concurrent: None,
             spawn_helper: None,
             spawn_user_home: None,
+            connect_to: Default::default(),
         }
     }
 }
@@ -94,7 +99,13 @@ impl AppState {
             options.gateway_max_concurrent.unwrap_or(crate::dataplane::gateway::MAX_CONCURRENT_REQUESTS),
         );
         let (shutdown, _) = tokio::sync::watch::channel(false);
-        Ok(Arc::new(AppState { services, gateway: Arc::new(gateway), started_at: chrono::Utc::now(), shutdown }))
+        Ok(Arc::new(AppState {
+            services,
+            gateway: Arc::new(gateway),
+            started_at: chrono::Utc::now(),
+            shutdown,
+            connect_to: Arc::new(options.connect_to),
+        }))
     }
 }
 
@@ -253,6 +264,9 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let token = Secret::random();
     let mut options = StateOptions::new(token.clone());
+    if let Some(pairs) = crate::platform::env::get(crate::platform::env::AILERON_CONNECT_TO) {
+        options.connect_to = crate::dataplane::agent_egress::parse_connect_to(&pairs).map_err(anyhow::Error::msg)?;
+    }
     options.telemetry = crate::platform::telemetry::init(crate::platform::telemetry::DEFAULT_SERVICE_NAME, &home);
     let state = AppState::open(home.clone(), options)?;
     state.services.set_listen_port(addr.port());

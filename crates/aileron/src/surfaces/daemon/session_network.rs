@@ -115,6 +115,7 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
             ca,
             policy,
         )
+        .with_connect_to(state.connect_to.clone())
         .with_credentialing(Arc::new(credentialing.with_approvals(Arc::new(
             crate::workflows::approvals::ProxyApprovals {
                 services: state.services.clone(),
