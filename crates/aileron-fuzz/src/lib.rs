@@ -535,6 +535,7 @@ pub fn proxy_operation(data: &[u8]) {
         approval: graphql.is_some() || name.contains("merge"),
         graphql: graphql.map(str::to_string),
         format: None,
+        service: None,
     };
     let index = OperationIndex::new(vec![
         ((), operation("merge", "PUT", "/repos/{owner}/{repo}/pulls/{number}/merge", None)),

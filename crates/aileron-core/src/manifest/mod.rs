@@ -363,6 +363,18 @@ impl ManifestValidator<'_, '_> {
                 "remove `format`, or declare [capabilities.credential] kind = \"api_key\"",
             ));
         }
+        if let Some((index, _)) =
+            proxy.iter().flat_map(|proxy| proxy.operations.iter().enumerate()).find(|(_, operation)| {
+                operation.service.is_some()
+                    && credential.as_ref().map(CredentialCapability::kind) != Some(CredentialKind::AwsSigv4)
+            })
+        {
+            return Err(self.err(
+                &root().key("proxy").key("operations").index(index).key("service"),
+                "an operation's `service` applies only to an aws_sigv4 credential",
+                "remove `service`, or declare [capabilities.credential] kind = \"aws_sigv4\"",
+            ));
+        }
         let intents = match raw.provides {
             None => Vec::new(),
             Some(provides) => {

@@ -37,6 +37,9 @@ pub struct ProxyOperation {
     /// api_key only: this operation's own header format (`"Basic {basic:x-access-token}"` for git
     /// over https), in place of `[capabilities.credential] format`.
     pub format: Option<String>,
+    /// aws_sigv4 only: the AWS service this operation's requests are signed for (`sts`), in place
+    /// of `[capabilities.credential] service`: one connector signs for each service it reaches.
+    pub service: Option<String>,
 }
 
 /// A path template: literal segments, `{name}` for exactly one segment, and a final `/**` for the
@@ -293,6 +296,10 @@ impl ManifestValidator<'_, '_> {
                 ));
             }
         };
+        let service = match raw.service {
+            None => None,
+            Some(service) => Some(super::aws_name(service, &path.key("service"), "service", self)?),
+        };
         Ok(ProxyOperation {
             name,
             method,
@@ -301,6 +308,7 @@ impl ManifestValidator<'_, '_> {
             approval: raw.approval.unwrap_or(false),
             graphql,
             format,
+            service,
         })
     }
 }

@@ -31,6 +31,7 @@ pub(super) struct RawProxyOperation {
     pub approval: Option<bool>,
     pub graphql: Option<String>,
     pub format: Option<String>,
+    pub service: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1046,7 +1046,7 @@ fn proxy_errors() {
             edit(g, "approval = true", "approval = true\nwhen = \"always\""),
             Some(21),
             Some("proxy.operations[0].when"),
-            "unknown field `when`, expected one of `name`, `method`, `host`, `path`, `approval`, `graphql`, `format`",
+            "unknown field `when`, expected one of `name`, `method`, `host`, `path`, `approval`, `graphql`, `format`, `service`",
         ),
         (
             edit(g, "approval = true", "approval = true\ngraphql = \"mergePullRequest\""),
@@ -1075,6 +1075,22 @@ fn proxy_errors() {
             Some(27),
             Some("proxy.operations[1].graphql"),
             "`merge-pr` is not a GraphQL field name",
+        ),
+        (
+            edit(g, "path = \"/**\"", "path = \"/**\"\nservice = \"sts\""),
+            Some(27),
+            Some("proxy.operations[1].service"),
+            "an operation's `service` applies only to an aws_sigv4 credential",
+        ),
+        (
+            edit(
+                &edit(g, "kind = \"api_key\"\nformat = \"token {key}\"", "kind = \"aws_sigv4\"\nservice = \"s3\""),
+                "path = \"/**\"",
+                "path = \"/**\"\nservice = \"STS\"",
+            ),
+            Some(27),
+            Some("proxy.operations[1].service"),
+            "`STS` is not a valid AWS service name",
         ),
     ]);
 }

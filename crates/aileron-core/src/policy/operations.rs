@@ -210,6 +210,7 @@ mod tests {
             approval,
             graphql: None,
             format: None,
+            service: None,
         }
     }
 

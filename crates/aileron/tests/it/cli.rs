@@ -381,7 +381,7 @@ fn the_demo_runs_end_to_end_offline() {
 /// at a trailing `\\`; skipped only the listed `cargo` lines (this test's own build already ran them) and
 /// the lines marked `# needs network:`, `# needs an agent:` or `# foreground:`. The environment
 /// gives what the blocks say they read (`AILERON_VAULT_PASSPHRASE`, `GITHUB_TOKEN`,
-/// `SMTP_PASSWORD`). A broken doc fails here.
+/// `SMTP_PASSWORD`, the AWS keys). A broken doc fails here.
 #[test]
 fn the_readme_runs_as_written() {
     let (stdout, stderr) = run_documentation(
@@ -405,9 +405,13 @@ fn the_readme_runs_as_written() {
         "{stdout}"
     );
     assert!(
-        !stdout.contains("ghp_readmeTestToken") && !stderr.contains("ghp_readmeTestToken"),
-        "no output shows the token"
+        stderr
+            .contains("bound aws_sigv4/github:aileron:aws-cli/aws from $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY"),
+        "{stderr}"
     );
+    for secret in ["ghp_readmeTestToken", "readmeTestSecretAccessKey"] {
+        assert!(!stdout.contains(secret) && !stderr.contains(secret), "no output shows {secret}");
+    }
 }
 
 /// The connector author's path in `connectors/README.md`, as written: from a module to an
@@ -472,6 +476,8 @@ fn run_documentation(document: &str, min_run: usize, cargo_lines: &[&str]) -> (S
         .env("PATH", path)
         .env("AILERON_VAULT_PASSPHRASE", "readme test passphrase")
         .env("GITHUB_TOKEN", "ghp_readmeTestToken000000000000000000000")
+        .env("AWS_ACCESS_KEY_ID", "AKIAREADMETEST000000")
+        .env("AWS_SECRET_ACCESS_KEY", "readmeTestSecretAccessKey000000000000000")
         .env("SMTP_PASSWORD", "readme-smtp-password")
         .env_remove("AILERON_URL")
         .env_remove("AILERON_TOKEN")

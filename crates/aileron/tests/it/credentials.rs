@@ -1104,3 +1104,55 @@ fn auth_import_gh_binds_the_token_gh_already_has_to_the_bundled_spec() {
         "{stderr}"
     );
 }
+
+/// `aileron auth import aws`: the keys of the `AWS_PROFILE` profile (with its session token) are
+/// bound to the bundled AWS spec, the credentials file left as it was; a profile without keys, or
+/// no file at all, is refused with a hint.
+#[test]
+fn auth_import_aws_binds_the_profiles_keys_to_the_bundled_spec() {
+    const SECRET: &str = "workProfileSecretAccessKey00000000000000";
+    let cli = Cli::new();
+    let user = cli.scratch().join("user");
+    let credentials = user.join(".aws/credentials");
+    std::fs::create_dir_all(credentials.parent().unwrap()).unwrap();
+    let text = format!(
+        "[default]\naws_access_key_id = AKIADEFAULT000000000\naws_secret_access_key = defaultSecret\n\n[work]\n\
+         aws_access_key_id = AKIAWORK000000000000\naws_secret_access_key = {SECRET}\naws_session_token = IQoJb3JpZ2luX2VjEXAMPLESESSIONTOKEN\n[empty]\n"
+    );
+    std::fs::write(&credentials, &text).unwrap();
+    let home = user.to_str().unwrap();
+    let env = |profile: &'static str| {
+        [
+            ("HOME", home),
+            ("AILERON_VAULT_PASSPHRASE", PASSPHRASE),
+            ("AWS_ACCESS_KEY_ID", ""),
+            ("AWS_SECRET_ACCESS_KEY", ""),
+            ("AWS_SHARED_CREDENTIALS_FILE", ""),
+            ("AWS_PROFILE", profile),
+        ]
+    };
+    let init = cli.run_with(&["vault", "init"], &env("work"), None);
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+
+    let empty = cli.run_with(&["auth", "import", "aws", "--yes"], &env("empty"), None);
+    let stderr = String::from_utf8_lossy(&empty.stderr);
+    assert!(!empty.status.success());
+    assert!(stderr.contains("profile `empty`") && stderr.contains("hint:"), "{stderr}");
+
+    let imported = cli.run_with(&["auth", "import", "aws", "--yes"], &env("work"), None);
+    let (stdout, stderr) = (String::from_utf8_lossy(&imported.stdout), String::from_utf8_lossy(&imported.stderr));
+    assert!(imported.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("bound aws_sigv4/github:aileron:aws-cli/aws from profile work of"), "{stderr}");
+    assert!(stderr.contains("temporary keys"), "a session token is said to expire: {stderr}");
+    assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET), "the secret is never printed");
+    assert_eq!(std::fs::read_to_string(&credentials).unwrap(), text, "the original is left as it was");
+    let shown = cli.run_with(&["connector", "show", "github://aileron/aws-cli"], &env("work"), None);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("DELETE /{bucket}/** (and everything under it) requests to s3.amazonaws.com"), "{shown}");
+
+    std::fs::remove_file(&credentials).unwrap();
+    let none = cli.run_with(&["auth", "import", "aws", "--yes"], &env("work"), None);
+    let stderr = String::from_utf8_lossy(&none.stderr);
+    assert!(!none.status.success());
+    assert!(stderr.contains("no AWS keys to import") && stderr.contains("hint:"), "{stderr}");
+}

@@ -2044,53 +2044,62 @@ fn agent_script(rig: &LaunchRig, script: &str) {
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// SPEC §15's sealed credentials, aws_sigv4: the unmodified AWS CLI in a launched agent signs with
-/// the placeholder keys the launch gave it; the proxy strips that signature and signs again with
-/// the bound keys. A fake S3 checks every signature with botocore (not Aileron's signer) and the
-/// bound secret: `s3api list-buckets` and an `s3 cp` upload (S3's streaming checksum payload)
-/// succeed, the agent never holds the bound keys, and the records name the operations.
+/// SPEC §15's sealed credentials, aws_sigv4, from `aileron auth import aws` to the unmodified AWS
+/// CLI: the keys in the user's `~/.aws/credentials` are bound to the bundled spec (the file is left
+/// as it was); a launched agent's CLI signs with the placeholder keys the launch gave it, and a
+/// config the launch wrote (path-style S3); the proxy strips that signature and signs again with the
+/// bound keys, for S3 or STS as each operation says. A fake S3 and STS on their real names
+/// (`AILERON_CONNECT_TO`) checks every signature with botocore (not Aileron's signer) and the bound
+/// secret: `s3api list-buckets`, an `s3 cp` upload (S3's streaming checksum payload) and
+/// `sts get-caller-identity` succeed; `s3 rm` waits for an approval nobody gives and never reaches
+/// S3; the agent never holds the bound keys, and the records name the operations.
 #[test]
-fn a_launched_agents_aws_cli_is_signed_with_the_bound_keys_it_never_sees() {
+fn a_launched_agents_aws_cli_is_signed_with_the_imported_keys_it_never_sees() {
     const KEY_ID: &str = "AKIDSEALEDEXAMPLE123";
     const SECRET: &str = "sealedSecretAccessKeyTheAgentNeverSees01";
     let rig = LaunchRig::new();
-    let (cert, key) = (rig.temp.path().join("s3.crt"), rig.temp.path().join("s3.key"));
-    std::fs::write(&cert, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
-    std::fs::write(&key, crate::gateway::TEST_UPSTREAM_KEY).unwrap();
+    let launch_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch");
     let log = rig.temp.path().join("s3.log");
     let venv_python = crate::gateway_clients::venv_python();
     // cargo xtask setup installs awscli and botocore into target/py.
     let (_fake, port) = python_fake(
         &venv_python,
         "fake_s3.py",
-        &[cert.as_os_str(), key.as_os_str(), KEY_ID.as_ref(), SECRET.as_ref(), log.as_os_str()],
+        &[
+            launch_dir.join("public-names.crt").as_os_str(),
+            launch_dir.join("public-names.key").as_os_str(),
+            KEY_ID.as_ref(),
+            SECRET.as_ref(),
+            log.as_os_str(),
+        ],
     );
-    let upstream = format!("localhost:{port}");
-    start_with_a_vault(&rig);
-    let extra = format!(
-        "[capabilities.credential]\nkind = \"aws_sigv4\"\nservice = \"s3\"\nregion = \"us-east-1\"\n\n[proxy]\n\n\
-         [[proxy.operations]]\nname = \"list_buckets\"\nmethod = \"GET\"\nhost = \"{upstream}\"\npath = \"/\"\n\n\
-         [[proxy.operations]]\nname = \"put_object\"\nmethod = \"PUT\"\nhost = \"{upstream}\"\npath = \"/{{bucket}}/**\"\n"
+    let connect_to = ["s3.amazonaws.com", "sts.amazonaws.com", "sts.us-east-1.amazonaws.com"]
+        .map(|host| format!("{host}:443=127.0.0.1:{port}"))
+        .join(",");
+    let roots = std::fs::read_to_string(launch_dir.join("public-names.crt")).unwrap();
+    start_with_a_vault_trusting(&rig, &roots, &[("AILERON_CONNECT_TO", connect_to.as_ref())]);
+    let credentials = rig.user_home().join(".aws/credentials");
+    std::fs::create_dir_all(credentials.parent().unwrap()).unwrap();
+    let original = format!(
+        "[default]\naws_access_key_id = {KEY_ID}\naws_secret_access_key = {SECRET}\n\n[other]\n\
+         aws_access_key_id = AKIAOTHERPROFILE0000\naws_secret_access_key = notThisOne\n"
     );
-    install_spec_only(&rig, &upstream, &extra);
-    let bound = rig.command_in(
-        &rig.workspace(),
-        &["binding", "setup", "github://aileron-tests/http_get", "--access-key-id", KEY_ID, "--from-env", "AWS_SECRET"],
-        None,
-        &[("AWS_SECRET", SECRET.as_ref())],
-    );
-    assert!(bound.status.success(), "{}", text(&bound));
+    std::fs::write(&credentials, &original).unwrap();
+    let imported = rig.run_in(&rig.workspace(), &["auth", "import", "aws", "--yes"], &[]);
+    assert!(imported.status.success(), "{}", text(&imported));
+    assert!(text(&imported).contains("profile default of"), "{}", text(&imported));
+    assert!(!text(&imported).contains(SECRET), "{}", text(&imported));
+    assert_eq!(std::fs::read_to_string(&credentials).unwrap(), original, "the original is left where it was");
 
     agent_script(&rig, "aws_clients.py");
     let report_path = rig.workspace().join("aws-report.json");
-    let env: [(&str, &std::ffi::OsStr); 4] = [
+    let env: [(&str, &std::ffi::OsStr); 3] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
-        ("UPSTREAM", upstream.as_ref()),
         ("VENV_PYTHON", venv_python.as_os_str()),
         // The user's own keys in the shell the launch starts from: the agent gets placeholders.
         ("AWS_SECRET_ACCESS_KEY", "theUsersOwnSecretFromTheShell".as_ref()),
     ];
-    let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
+    let output = rig.run_with_path(&["launch", "claude", "--approval-hold", "2"], &env, Path::new("/usr/bin"));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report_text = std::fs::read_to_string(&report_path).unwrap();
     let report: Value = serde_json::from_str(&report_text).unwrap();
@@ -2098,30 +2107,55 @@ fn a_launched_agents_aws_cli_is_signed_with_the_bound_keys_it_never_sees() {
 
     assert_eq!(report["AWS_ACCESS_KEY_ID"], "AKIAAILERONSEALED000", "{report:#}");
     assert_eq!(report["AWS_SECRET_ACCESS_KEY"], "aileron-sealed", "{report:#}");
+    assert!(report["config"].as_str().unwrap().contains("addressing_style = path"), "{report:#}");
     assert_eq!(report["list_buckets"]["code"], 0, "{report:#}\n{log}");
     assert!(report["list_buckets"]["stdout"].as_str().unwrap().contains("sealed-bucket"), "{report:#}");
     assert_eq!(report["copy"]["code"], 0, "{report:#}\n{log}");
+    assert_eq!(report["identity"]["code"], 0, "{report:#}\n{log}");
+    assert!(report["identity"]["stdout"].as_str().unwrap().contains("123456789012"), "{report:#}");
+    assert_ne!(report["remove"]["code"], 0, "{report:#}\n{log}");
     let verdicts: Vec<Value> = log.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
-    assert!(verdicts.len() >= 2, "{log}");
+    assert!(verdicts.len() >= 3, "{log}");
     for verdict in &verdicts {
         assert_eq!((&verdict["key_id"], &verdict["verdict"]), (&json!(KEY_ID), &json!("ok")), "{log}");
     }
-    assert!(verdicts.iter().any(|v| v["method"] == "PUT" && v["path"] == "/sealed-bucket/hello.txt"), "{log}");
+    let seen = |method: &str, host: &str, path: &str| {
+        verdicts.iter().any(|v| v["method"] == method && v["host"] == host && v["path"] == path)
+    };
+    assert!(seen("GET", "s3.amazonaws.com", "/"), "{log}");
+    assert!(seen("PUT", "s3.amazonaws.com", "/sealed-bucket/hello.txt"), "{log}");
+    assert!(verdicts.iter().any(|v| v["service"] == "sts"), "{log}");
+    assert!(!verdicts.iter().any(|v| v["method"] == "DELETE"), "the unapproved delete never reached S3: {log}");
     for secret in [KEY_ID, SECRET, "theUsersOwnSecret"] {
         assert!(!report_text.contains(secret), "the agent saw {secret}");
     }
 
-    let listed = rig.run(&["audit", "list", "--json", "--event-type", "connector.proxy.proxied"], &[]);
+    let listed = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
     let all = String::from_utf8_lossy(&listed.stdout).to_string();
     assert!(!all.contains(SECRET), "the secret reached the audit log");
     let listed: Value = serde_json::from_str(&all).unwrap();
-    let operations: Vec<&str> = listed["items"]
+    let rows: Vec<(String, String, String)> = listed["items"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["payload"]["aileron.connector.operation"].as_str().unwrap_or_default())
+        .filter(|r| r["payload"]["aileron.connector.fqn"] == "github://aileron/aws-cli")
+        .map(|r| {
+            let field = |key: &str| r["payload"][key].as_str().unwrap_or_default().to_string();
+            let event = r["event_type"].as_str().unwrap().to_string();
+            (event, field("aileron.connector.operation"), field("aileron.connector.reject_reason"))
+        })
         .collect();
-    assert!(operations.contains(&"list_buckets") && operations.contains(&"put_object"), "{listed:#}");
+    let row =
+        |event: &str, operation: &str, reason: &str| (event.to_string(), operation.to_string(), reason.to_string());
+    for expected in [
+        row("connector.proxy.proxied", "s3_read", ""),
+        row("connector.proxy.proxied", "s3_put_object", ""),
+        // awscli 1.45 reaches STS at us-east-1's regional endpoint.
+        row("connector.proxy.proxied", "sts_regional", ""),
+        row("connector.proxy.rejected", "s3_delete_object", "approval_pending"),
+    ] {
+        assert!(rows.contains(&expected), "{expected:?} not in {rows:#?}");
+    }
 }
 
 /// SPEC §15's approval at the proxy: a launched agent's own request matching an `approval = true`
@@ -2430,8 +2464,8 @@ fn a_launched_agents_gh_creates_an_issue_and_merges_only_what_the_user_approves(
         Path::new("python3"),
         "fake_github.py",
         &[
-            launch_dir.join("github-test.crt").as_os_str(),
-            launch_dir.join("github-test.key").as_os_str(),
+            launch_dir.join("public-names.crt").as_os_str(),
+            launch_dir.join("public-names.key").as_os_str(),
             TOKEN.as_ref(),
             log.as_os_str(),
         ],
@@ -2439,7 +2473,7 @@ fn a_launched_agents_gh_creates_an_issue_and_merges_only_what_the_user_approves(
     let connect_to = ["api.github.com", "github.com", "uploads.github.com"]
         .map(|host| format!("{host}:443=127.0.0.1:{port}"))
         .join(",");
-    let roots = std::fs::read_to_string(launch_dir.join("github-test.crt")).unwrap();
+    let roots = std::fs::read_to_string(launch_dir.join("public-names.crt")).unwrap();
     start_with_a_vault_trusting(&rig, &roots, &[("AILERON_CONNECT_TO", connect_to.as_ref())]);
     let imported = rig.run_in(&rig.workspace(), &["auth", "import", "gh", "--yes"], &[("GH_TOKEN", TOKEN.as_ref())]);
     assert!(imported.status.success(), "{}", text(&imported));

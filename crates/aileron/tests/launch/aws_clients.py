@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""A fake agent that, launched by `aileron launch claude`, runs the unmodified AWS CLI against an
-S3 endpoint through its session's proxy with whatever keys the launch gave it. Driven by
+"""A fake agent that, launched by `aileron launch claude`, runs the unmodified AWS CLI against
+S3 and STS (their real names, which the daemon dials at a fake) with whatever keys and AWS config
+the launch gave it: `s3api list-buckets`, an `s3 cp` upload, `sts get-caller-identity`, and an
+`s3 rm` that the bundled spec holds for approval (nobody approves it). Driven by
 crates/aileron/tests/it/launch.rs; outcomes go into $ATTACK_REPORT.
 """
 
@@ -9,16 +11,14 @@ import os
 import subprocess
 
 env = os.environ
-# The endpoint is `localhost`, which NO_PROXY lists: told to use the proxy anyway.
-for name in ["no_proxy", "NO_PROXY"]:
-    env.pop(name, None)
-endpoint = f"https://{env['UPSTREAM']}"
-aws = [os.path.join(os.path.dirname(env["VENV_PYTHON"]), "aws"), "--region", "us-east-1", "--endpoint-url", endpoint]
-report = {name: env.get(name) for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]}
+aws = [os.path.join(os.path.dirname(env["VENV_PYTHON"]), "aws")]
+report = {name: env.get(name) for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CONFIG_FILE"]}
+with open(env["AWS_CONFIG_FILE"]) as config:
+    report["config"] = config.read()
 
 
 def run(name, command):
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=dict(env, AWS_CONFIG_FILE="/dev/null"))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
     report[name] = {"code": done.returncode, "stdout": done.stdout[-2000:], "stderr": done.stderr[-2000:]}
 
 
@@ -27,6 +27,8 @@ upload = os.path.join(env.get("TMPDIR", "/tmp"), "hello.txt")
 with open(upload, "w") as out:
     out.write("hello from a sealed agent\n")
 run("copy", aws + ["s3", "cp", upload, "s3://sealed-bucket/hello.txt"])
+run("identity", aws + ["sts", "get-caller-identity"])
+run("remove", aws + ["s3", "rm", "s3://sealed-bucket/hello.txt"])
 with open("/proc/self/environ", "rb") as environ:
     report["environ"] = environ.read().decode(errors="replace")
 

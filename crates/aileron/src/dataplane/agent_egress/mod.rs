@@ -35,7 +35,7 @@ mod sealed;
 mod session_ca;
 
 pub use hold::{HeldRequest, HoldOutcome, RequestApprovals};
-pub use sealed::{Credentialing, SealedConnector};
+pub use sealed::{AWS_PLACEHOLDER_KEY_ID, Credentialing, SealedConnector};
 pub use session_ca::SessionCa;
 
 /// How long a client may take to send its request head, and the proxy to resolve and dial.

@@ -232,9 +232,10 @@ impl Credentialing {
             ));
         };
         let host = destination.rsplit_once(':').map_or(destination, |(host, _)| host);
+        let service = operation.service.as_ref().unwrap_or(&signing.service);
         let (region, service) = match &signing.region {
-            Some(region) => (region.clone(), signing.service.clone()),
-            None => aileron_core::sigv4::region_and_service(host, Some(&signing.service)).ok_or_else(|| {
+            Some(region) => (region.clone(), service.clone()),
+            None => aileron_core::sigv4::region_and_service(host, Some(service)).ok_or_else(|| {
                 Failure::new(
                     FailureClass::BindingFailed,
                     aileron_core::Boundary::Runtime,

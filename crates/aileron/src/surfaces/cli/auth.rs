@@ -1,9 +1,11 @@
-//! `aileron auth import gh`: brings a credential you already have under Aileron (SPEC §15). The
-//! token `gh` uses (`GH_TOKEN`, `GITHUB_TOKEN`, else `oauth_token` for github.com in gh's
-//! `hosts.yml`) is bound to the bundled spec-only connector `github://aileron/github-cli`,
-//! installed first with the consent screen like any other. A launched agent's own `gh`, `curl`
-//! and scripts then reach GitHub's API with it while holding only a placeholder. Nothing is
-//! deleted: the original stays where it was (hidden from launched agents).
+//! `aileron auth import gh|aws`: brings a credential you already have under Aileron (SPEC §15).
+//! The token `gh` uses (`GH_TOKEN`, `GITHUB_TOKEN`, else `oauth_token` for github.com in gh's
+//! `hosts.yml`) is bound to the bundled spec-only connector `github://aileron/github-cli`; the
+//! keys the AWS CLI uses (`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, else the `AWS_PROFILE`
+//! or `default` profile of its shared credentials file) to `github://aileron/aws-cli`. Each is
+//! installed first with the consent screen like any other package. A launched agent's own tools
+//! then reach the service with it while holding only placeholders. Nothing is deleted: the
+//! original stays where it was (hidden from launched agents).
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,9 @@ use crate::surfaces::client::DaemonClient;
 /// The bundled GitHub spec (`connectors/specs/github-cli`), shipped in the binary.
 pub const GITHUB_CLI_MANIFEST: &str = include_str!("../../../../../connectors/specs/github-cli/manifest.toml");
 pub const GITHUB_CLI: &str = "github://aileron/github-cli";
+/// The bundled AWS spec (`connectors/specs/aws-cli`): S3 and STS.
+pub const AWS_CLI_MANIFEST: &str = include_str!("../../../../../connectors/specs/aws-cli/manifest.toml");
+pub const AWS_CLI: &str = "github://aileron/aws-cli";
 
 #[derive(Args)]
 pub struct AuthArgs {
@@ -33,7 +38,7 @@ enum AuthCommand {
     /// Copy a credential a tool of yours already holds into the vault and bind it to the bundled
     /// connector for its service, so launched agents use it without seeing it
     Import {
-        /// Whose credential: `gh` (GitHub CLI)
+        /// Whose credential: `gh` (GitHub CLI) or `aws` (AWS CLI)
         tool: Tool,
         /// Accept the connector's consent screen without asking
         #[arg(long)]
@@ -44,23 +49,52 @@ enum AuthCommand {
 #[derive(Clone, Copy, ValueEnum)]
 enum Tool {
     Gh,
+    Aws,
 }
 
 pub async fn run(home: &Home, args: AuthArgs) -> CliResult {
     match args.command {
-        AuthCommand::Import { tool: Tool::Gh, yes } => import_gh(home, yes).await,
+        AuthCommand::Import { tool: Tool::Gh, yes } => {
+            let (token, source) = gh_token()?;
+            let body = json!({ "connector": GITHUB_CLI, "identity": "gh", "api_key": token.as_str() });
+            let effect =
+                "launched agents' gh, curl and scripts now reach GitHub's API with it and see only a placeholder";
+            import(home, yes, GITHUB_CLI_MANIFEST, body, &source, effect).await
+        }
+        AuthCommand::Import { tool: Tool::Aws, yes } => {
+            let (keys, source) = aws_keys()?;
+            let mut aws = json!({ "access_key_id": keys.access_key_id, "secret_access_key": keys.secret.as_str() });
+            if let Some(token) = &keys.session_token {
+                eprintln!(
+                    "note: {source} holds temporary keys (a session token): they stop working when they expire; \
+                     import again after refreshing them"
+                );
+                aws["session_token"] = token.as_str().into();
+            }
+            let body = json!({ "connector": AWS_CLI, "identity": "aws", "aws": aws });
+            let effect =
+                "launched agents' aws CLI and SDKs now reach S3 and STS with them and hold only placeholder keys";
+            import(home, yes, AWS_CLI_MANIFEST, body, &source, effect).await
+        }
     }
 }
 
-async fn import_gh(home: &Home, yes: bool) -> CliResult {
-    let (token, source) = gh_token()?;
-    // The bundled spec, installed (or found installed) with consent like any package.
+/// Installs (or finds installed) the bundled spec `manifest` with consent like any package, then
+/// binds `body`'s credential to it.
+async fn import(
+    home: &Home,
+    yes: bool,
+    manifest: &str,
+    body: serde_json::Value,
+    source: &str,
+    effect: &str,
+) -> CliResult {
     let package = tempfile::tempdir().map_err(|e| CliError::failure(format!("making a temporary directory: {e}")))?;
-    std::fs::write(package.path().join("manifest.toml"), GITHUB_CLI_MANIFEST)
-        .map_err(|e| CliError::failure(format!("writing the bundled GitHub spec: {e}")))?;
-    let manifest = aileron_core::manifest::parse_manifest(GITHUB_CLI_MANIFEST, "manifest.toml")
-        .map_err(|e| CliError::failure(format!("the bundled GitHub spec does not parse: {e}")))?;
-    let reference = manifest.reference().to_string();
+    std::fs::write(package.path().join("manifest.toml"), manifest)
+        .map_err(|e| CliError::failure(format!("writing the bundled spec: {e}")))?;
+    let parsed = aileron_core::manifest::parse_manifest(manifest, "manifest.toml")
+        .map_err(|e| CliError::failure(format!("the bundled spec does not parse: {e}")))?;
+    let reference = parsed.reference().to_string();
     let installed = install(
         home,
         Install { from: Some(package.path().to_path_buf()), reference, hash: None, yes, allow_unsigned: true },
@@ -70,14 +104,82 @@ async fn import_gh(home: &Home, yes: bool) -> CliResult {
         return Ok(installed);
     }
     let client = DaemonClient::connect(home).await?;
-    let body = json!({ "connector": GITHUB_CLI, "identity": "gh", "api_key": token.as_str() });
     let created = send(&client, Method::POST, "/v1/bindings/setup", body).await?;
     eprintln!(
-        "bound {} from {source}; launched agents' gh, curl and scripts now reach GitHub's API with it and see only \
-         a placeholder (the original is left where it was)",
+        "bound {} from {source}; {effect} (the original is left where it was)",
         escape(created["name"].as_str().unwrap_or("?")),
     );
     Ok(ExitStatus::Ok)
+}
+
+/// AWS keys as the AWS CLI would find them (environment, else shared credentials file).
+struct AwsKeys {
+    access_key_id: String,
+    secret: Zeroizing<String>,
+    session_token: Option<Zeroizing<String>>,
+}
+
+/// The keys the AWS CLI itself would use, and where they were found: `AWS_ACCESS_KEY_ID` and
+/// `AWS_SECRET_ACCESS_KEY` (with `AWS_SESSION_TOKEN`), else the `AWS_PROFILE` (or `default`)
+/// profile of `AWS_SHARED_CREDENTIALS_FILE` (or `~/.aws/credentials`).
+fn aws_keys() -> Result<(AwsKeys, String), CliError> {
+    let get = |name: &str| crate::platform::env::get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    if let (Some(access_key_id), Some(secret)) = (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
+        let keys = AwsKeys {
+            access_key_id,
+            secret: Zeroizing::new(secret),
+            session_token: get("AWS_SESSION_TOKEN").map(Zeroizing::new),
+        };
+        return Ok((keys, "$AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY".to_string()));
+    }
+    let file = get("AWS_SHARED_CREDENTIALS_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(&get("HOME").unwrap_or_default()).join(".aws/credentials"));
+    let profile = get("AWS_PROFILE").unwrap_or_else(|| "default".to_string());
+    let text = Zeroizing::new(std::fs::read_to_string(&file).map_err(|e| {
+        CliError::failure(format!(
+            "no AWS keys to import: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are unset and {} cannot be read \
+             ({e})\nhint: `aws configure` writes it; keys from SSO or a credential process can be set in the \
+             environment for this command (`eval \"$(aws configure export-credentials --format env)\"`)",
+            file.display()
+        ))
+    })?);
+    let section = ini_section(&text, &profile);
+    let value = |key: &str| section.iter().find(|(name, _)| name == key).map(|(_, value)| value.clone());
+    match (value("aws_access_key_id"), value("aws_secret_access_key")) {
+        (Some(access_key_id), Some(secret)) => {
+            let keys = AwsKeys {
+                access_key_id,
+                secret: Zeroizing::new(secret),
+                session_token: value("aws_session_token").map(Zeroizing::new),
+            };
+            Ok((keys, format!("profile {profile} of {}", file.display())))
+        }
+        _ => Err(CliError::failure(format!(
+            "profile `{profile}` of {} holds no aws_access_key_id and aws_secret_access_key\nhint: name another \
+             profile with AWS_PROFILE, or set the keys in the environment for this command",
+            file.display()
+        ))),
+    }
+}
+
+/// `key = value` pairs of `[section]` in an INI file (the AWS shared credentials format).
+fn ini_section(text: &str, section: &str) -> Vec<(String, String)> {
+    let mut inside = false;
+    let mut pairs = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with(['#', ';']) {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')) {
+            inside = name.trim() == section;
+            continue;
+        }
+        if inside && let Some((key, value)) = line.split_once('=') {
+            pairs.push((key.trim().to_ascii_lowercase(), value.trim().to_string()));
+        }
+    }
+    pairs
 }
 
 /// The token gh itself would use, and where it was found.
@@ -140,6 +242,21 @@ fn oauth_token(text: &str, host: &str) -> Option<Zeroizing<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aws_keys_are_read_from_their_profile_only() {
+        let file = "[default]\naws_access_key_id = AKIADEFAULT\naws_secret_access_key = s1\n\n# work\n[work]\n\
+                    AWS_ACCESS_KEY_ID=AKIAWORK\naws_secret_access_key= s2 \naws_session_token = t2\n";
+        let value = |profile: &str, key: &str| {
+            ini_section(file, profile).into_iter().find(|(name, _)| name == key).map(|(_, value)| value)
+        };
+        assert_eq!(value("default", "aws_access_key_id").as_deref(), Some("AKIADEFAULT"));
+        assert_eq!(value("default", "aws_session_token"), None);
+        assert_eq!(value("work", "aws_access_key_id").as_deref(), Some("AKIAWORK"));
+        assert_eq!(value("work", "aws_secret_access_key").as_deref(), Some("s2"));
+        assert_eq!(value("work", "aws_session_token").as_deref(), Some("t2"));
+        assert!(ini_section(file, "missing").is_empty());
+    }
 
     #[test]
     fn the_token_is_read_from_its_host_only() {

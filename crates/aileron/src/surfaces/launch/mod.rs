@@ -799,6 +799,11 @@ fn collect_agent_spans(dir: &Path, traces: &Path) {
     }
 }
 
+/// The AWS config a launched agent's AWS tools read when its AWS keys are sealed (SPEC §15).
+const AWS_AGENT_CONFIG: &str = "# Written by `aileron launch` for this session and removed when it ends: your AWS keys stay \
+with Aileron,\n# which signs the agent's S3 and STS requests; S3 is addressed path-style, as its operations expect.\n\
+[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n";
+
 /// Applies the plan's edits, runs the agent (inside the namespaces when `contained`) and removes
 /// the per-launch files.
 async fn launch_session(
@@ -826,6 +831,21 @@ async fn launch_session(
     }
     // Last: a placeholder replaces whatever the user's environment holds under its name.
     plan.env.extend(placeholders.iter().map(|(name, value)| (name.clone(), value.clone())));
+    if placeholders.get("AWS_ACCESS_KEY_ID").map(String::as_str)
+        == Some(crate::dataplane::agent_egress::AWS_PLACEHOLDER_KEY_ID)
+    {
+        // The AWS tools sign with placeholder keys: this session's config sends S3 requests
+        // path-style, the form operation specs match (a bucket in the host name is not one of
+        // their hosts), in the region the bundled spec signs for unless the environment names one.
+        let path = env.launch_dir.join(format!("{}-aws-config", wiring.session_id));
+        plan.edits.push(ConfigEdit {
+            path: path.clone(),
+            before: None,
+            after: AWS_AGENT_CONFIG.to_string(),
+            temporary: true,
+        });
+        plan.env.push(("AWS_CONFIG_FILE".to_string(), path.display().to_string()));
+    }
     let mut temporary = Vec::new();
     for edit in &plan.edits {
         let backup = edit.apply()?;
