@@ -361,12 +361,12 @@ fn claude_gets_a_temporary_mcp_config_and_the_gateway_base_url() {
 }
 
 /// Runs the real `aileron` with a private HOME, AILERON_HOME and `bin` first on PATH.
-struct LaunchRig {
-    temp: tempfile::TempDir,
+pub(crate) struct LaunchRig {
+    pub(crate) temp: tempfile::TempDir,
 }
 
 impl LaunchRig {
-    fn new() -> LaunchRig {
+    pub(crate) fn new() -> LaunchRig {
         let rig = LaunchRig { temp: tempfile::tempdir().unwrap() };
         std::fs::create_dir_all(rig.bin()).unwrap();
         std::fs::create_dir_all(rig.user_home()).unwrap();
@@ -375,7 +375,7 @@ impl LaunchRig {
     }
 
     /// Where launches start: the agent's workspace, which a confined agent may write.
-    fn workspace(&self) -> PathBuf {
+    pub(crate) fn workspace(&self) -> PathBuf {
         self.temp.path().join("work")
     }
 
@@ -387,7 +387,7 @@ impl LaunchRig {
         self.temp.path().join("user")
     }
 
-    fn aileron_home(&self) -> PathBuf {
+    pub(crate) fn aileron_home(&self) -> PathBuf {
         self.temp.path().join("aileron")
     }
 
@@ -439,7 +439,7 @@ impl LaunchRig {
         command.output().expect("running aileron")
     }
 
-    fn run(&self, args: &[&str], extra_env: &[(&str, &Path)]) -> Output {
+    pub(crate) fn run(&self, args: &[&str], extra_env: &[(&str, &Path)]) -> Output {
         let extra_env: Vec<(&str, &std::ffi::OsStr)> =
             extra_env.iter().map(|(name, value)| (*name, value.as_os_str())).collect();
         self.command_in(&self.workspace(), args, None, &extra_env)
@@ -447,7 +447,12 @@ impl LaunchRig {
 
     /// [`LaunchRig::run`] with `extra_dir` on PATH after the rig's own `bin` (the agent then finds
     /// `aileron` there, as it would on a user's machine).
-    fn run_with_path(&self, args: &[&str], extra_env: &[(&str, &std::ffi::OsStr)], extra_dir: &Path) -> Output {
+    pub(crate) fn run_with_path(
+        &self,
+        args: &[&str],
+        extra_env: &[(&str, &std::ffi::OsStr)],
+        extra_dir: &Path,
+    ) -> Output {
         self.command_in(&self.workspace(), args, Some(extra_dir), extra_env)
     }
 
@@ -468,7 +473,7 @@ impl Drop for LaunchRig {
     }
 }
 
-fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!(
         "stdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stdout),
@@ -1952,7 +1957,7 @@ fn start_with_a_vault(rig: &LaunchRig) {
 }
 
 /// Starts the rig's daemon trusting `roots` (PEM) alone, with `env`, and a vault.
-fn start_with_a_vault_trusting(rig: &LaunchRig, roots: &str, env: &[(&str, &std::ffi::OsStr)]) {
+pub(crate) fn start_with_a_vault_trusting(rig: &LaunchRig, roots: &str, env: &[(&str, &std::ffi::OsStr)]) {
     let roots_file = rig.temp.path().join("daemon-roots.pem");
     std::fs::write(&roots_file, roots).unwrap();
     let passphrase = rig.temp.path().join("passphrase");
@@ -1967,7 +1972,7 @@ fn start_with_a_vault_trusting(rig: &LaunchRig, roots: &str, env: &[(&str, &std:
 
 /// Packs and installs `github://aileron-tests/http_get@1.0.0` as a spec-only connector (a
 /// manifest and no module) reaching `upstream`, with `extra` (its credential and `[proxy]`).
-fn install_spec_only(rig: &LaunchRig, upstream: &str, extra: &str) {
+pub(crate) fn install_spec_only(rig: &LaunchRig, upstream: &str, extra: &str) {
     let package = rig.temp.path().join("pkg-spec");
     std::fs::create_dir_all(&package).unwrap();
     std::fs::write(package.join("manifest.toml"), crate::support::manifest("http_get", &[upstream.to_string()], extra))
@@ -1984,7 +1989,7 @@ fn install_spec_only(rig: &LaunchRig, upstream: &str, extra: &str) {
 }
 
 /// A TLS test upstream (the gateway tests' certificate) answering with `answer`: `localhost:PORT`.
-fn answering(answer: crate::gateway::Answer) -> String {
+pub(crate) fn answering(answer: crate::gateway::Answer) -> String {
     let (address, _) = crate::gateway::tls_upstream_answering(
         crate::gateway::TEST_UPSTREAM_CERT,
         crate::gateway::TEST_UPSTREAM_KEY,
@@ -1994,7 +1999,7 @@ fn answering(answer: crate::gateway::Answer) -> String {
 }
 
 /// The value of header `name` among the header lines a test upstream received (empty if none).
-fn header_value(headers: &[String], name: &str) -> String {
+pub(crate) fn header_value(headers: &[String], name: &str) -> String {
     headers
         .iter()
         .find_map(|header| header.split_once(':').filter(|(found, _)| found.eq_ignore_ascii_case(name)))
@@ -2003,7 +2008,7 @@ fn header_value(headers: &[String], name: &str) -> String {
 }
 
 /// Binds `key` to the spec-only test connector (from the environment, never the command line).
-fn bind_key(rig: &LaunchRig, key: &str) {
+pub(crate) fn bind_key(rig: &LaunchRig, key: &str) {
     let bound = rig.command_in(
         &rig.workspace(),
         &["binding", "setup", "github://aileron-tests/http_get", "--from-env", "GH_KEY"],
@@ -2038,7 +2043,7 @@ impl Drop for KillOnDrop {
 }
 
 /// `tests/launch/<script>` as the rig's `claude`: the agent a launch starts.
-fn agent_script(rig: &LaunchRig, script: &str) {
+pub(crate) fn agent_script(rig: &LaunchRig, script: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch").join(script);
     std::fs::copy(&script, rig.bin().join("claude")).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();

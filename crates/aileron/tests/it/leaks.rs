@@ -308,3 +308,154 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
     report.finish();
     drop(runtime);
 }
+
+/// The leak scan of SPEC §15's sealed credentials: a launched agent's own requests, credentialed
+/// at its proxy with a planted secret that changes before each one (250 in the suite, 1,000 in
+/// the campaign), to an upstream that echoes the credential back in a header and in the body
+/// (every tenth answer 200 KiB with echoes at uneven offsets, so they cross the proxy's reads).
+/// The upstream must receive each secret; nothing the agent received, its environment, no CLI
+/// output, span, record or file under the test's directory may hold any secret in any encoding.
+#[test]
+fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
+    use crate::launch::{LaunchRig, agent_script, answering, header_value, install_spec_only, text};
+    use std::sync::{Arc, Mutex};
+    let secrets_count = crate::campaign::scaled(250, 1000);
+    let secrets: Vec<String> = (0..secrets_count).map(planted).collect();
+    let rig = LaunchRig::new();
+    let saw: Arc<Mutex<Vec<String>>> = Arc::default();
+    let recorded = saw.clone();
+    let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
+        let authorization = header_value(headers, "authorization");
+        if line.is_empty() {
+            return (String::new(), String::new());
+        }
+        recorded.lock().unwrap().push(authorization.clone());
+        let body = if line.starts_with("GET /big/") {
+            let mut body = String::with_capacity(210 * 1024);
+            for at in 0..40 {
+                body.push_str(&"x".repeat(5 * 1024 + at * 37));
+                body.push_str(&authorization);
+            }
+            body
+        } else {
+            json!({ "saw": authorization }).to_string()
+        };
+        (format!("x-echo: {authorization}\r\n"), body)
+    });
+    let upstream = answering(answer);
+    let traces = rig.temp.path().join("traces");
+    let roots = crate::gateway::TEST_UPSTREAM_CERT;
+    crate::launch::start_with_a_vault_trusting(
+        &rig,
+        roots,
+        &[
+            ("AILERON_OTEL_ENABLED", "true".as_ref()),
+            ("AILERON_OTEL_EXPORTER", "file".as_ref()),
+            ("AILERON_TRACES_DIR", traces.as_os_str()),
+        ],
+    );
+    let extra = format!(
+        "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
+         placeholder_env = [\"GH_TOKEN\"]\n\n\
+         [[proxy.operations]]\nname = \"read\"\nmethod = \"GET\"\nhost = \"{upstream}\"\npath = \"/**\"\n"
+    );
+    install_spec_only(&rig, &upstream, &extra);
+    crate::launch::bind_key(&rig, &secrets[0]);
+    let binding = "api_key/github:aileron-tests:http_get/default";
+
+    let info: Value =
+        serde_json::from_str(&std::fs::read_to_string(rig.aileron_home().join("daemon.json")).unwrap()).unwrap();
+    let (base, token) = (info["url"].as_str().unwrap().to_string(), info["token"].as_str().unwrap().to_string());
+    let client = reqwest::blocking::Client::new();
+    let shared = rig.workspace().join("markers");
+    std::fs::create_dir_all(&shared).unwrap();
+    let received = rig.workspace().join("received.bin");
+    agent_script(&rig, "leak_clients.py");
+    let mut answers: Vec<Vec<u8>> = Vec::new();
+    let output = std::thread::scope(|scope| {
+        let launched = scope.spawn(|| {
+            let count = secrets_count.to_string();
+            let env: [(&str, &std::ffi::OsStr); 4] = [
+                ("SHARED_DIR", shared.as_os_str()),
+                ("SECRETS", count.as_ref()),
+                ("UPSTREAM", upstream.as_ref()),
+                ("RECEIVED", received.as_os_str()),
+            ];
+            rig.run_with_path(&["launch", "claude"], &env, std::path::Path::new("/usr/bin"))
+        });
+        let encoded_binding = binding.replace('/', "%2F");
+        for (index, secret) in secrets.iter().enumerate() {
+            if index > 0 {
+                let rebound = client
+                    .post(format!("{base}/v1/bindings/{encoded_binding}/rebind"))
+                    .bearer_auth(&token)
+                    .json(&json!({ "api_key": secret }))
+                    .send()
+                    .unwrap();
+                let status = rebound.status();
+                let bytes = rebound.bytes().unwrap().to_vec();
+                assert!(status.is_success(), "{}", String::from_utf8_lossy(&bytes));
+                answers.push(bytes);
+            }
+            std::fs::write(shared.join(format!("go-{index}")), "").unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !shared.join(format!("done-{index}")).exists() {
+                assert!(!launched.is_finished(), "the agent stopped before request {index}");
+                assert!(std::time::Instant::now() < deadline, "request {index} never came back");
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+        launched.join().unwrap()
+    });
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let upstream_saw = saw.lock().unwrap().clone();
+    let expected: Vec<String> = secrets.iter().map(|secret| format!("token {secret}")).collect();
+    assert_eq!(upstream_saw, expected, "the upstream received each secret, in order, once");
+    let agent_received = std::fs::read(&received).unwrap();
+    let redactions = memchr::memmem::find_iter(&agent_received, b"[REDACTED]").count();
+    // Each answer echoes the credential in a header and at least once in the body.
+    assert!(redactions >= 2 * secrets_count, "every echo came back redacted: {redactions}");
+
+    let mut outputs = vec![output.stdout, output.stderr];
+    for args in [
+        &["audit", "list", "--limit", "10000", "--json"][..],
+        &["binding", "inspect", binding],
+        &["binding", "list", "--json"],
+        &["status", "--json"],
+        &["audit", "verify"],
+        &["daemon", "stop"],
+    ] {
+        let done = rig.run(args, &[]);
+        outputs.push(done.stdout);
+        outputs.push(done.stderr);
+    }
+
+    let needles = Needles::new(&secrets);
+    let mut haystacks: Vec<(String, Vec<u8>)> = vec![("what the agent received".to_string(), agent_received)];
+    haystacks.extend(answers.into_iter().enumerate().map(|(i, bytes)| (format!("HTTP answer {i}"), bytes)));
+    haystacks.extend(outputs.into_iter().enumerate().map(|(i, bytes)| (format!("CLI output {i}"), bytes)));
+    let files = every_file(rig.temp.path());
+    assert!(
+        files.iter().any(|(path, _)| path.starts_with(traces.to_str().unwrap()) && path.ends_with(".jsonl")),
+        "the daemon wrote spans to {}",
+        traces.display()
+    );
+    assert!(files.iter().any(|(path, _)| path.ends_with("daemon.log")), "the daemon's log is searched too");
+    let searched_bytes: usize =
+        files.iter().map(|(_, b)| b.len()).sum::<usize>() + haystacks.iter().map(|(_, b)| b.len()).sum::<usize>();
+    haystacks.extend(files);
+    let mut leaks = Vec::new();
+    for (place, bytes) in &haystacks {
+        for (form, pattern) in needles.find(bytes) {
+            leaks.push(format!("{place}: {form} {pattern}"));
+        }
+    }
+    assert_eq!(leaks, Vec::<String>::new(), "planted secrets leaked");
+    let mut report = crate::campaign::Report::new("leaks-sealed");
+    report.set("secrets", secrets_count);
+    report.set("forms", json!(encodings(&secrets[0]).iter().map(|(name, _)| *name).collect::<Vec<_>>()));
+    report.set("places", haystacks.len());
+    report.set("bytes_searched", searched_bytes);
+    report.set("found", leaks.len());
+    report.finish();
+}
