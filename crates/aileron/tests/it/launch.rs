@@ -2337,6 +2337,73 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     assert!(requested >= 5, "each held request is an audited approval: {requested}");
 }
 
+/// SPEC §15's permit is session-bound: session A's request is approved after its hold ran out,
+/// and A ends without retrying; session B's identical request (same method, path, body, agent)
+/// does not go out on A's permit but waits for an approval of its own.
+#[test]
+fn a_late_approval_is_a_permit_for_its_own_session_only() {
+    let rig = LaunchRig::new();
+    let saw: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let recorded = saw.clone();
+    let answer: crate::gateway::Answer = Arc::new(move |line: &str, _headers: &[String]| {
+        if !line.is_empty() {
+            recorded.lock().unwrap().push(line.to_string());
+        }
+        (String::new(), r#"{"merged":true}"#.to_string())
+    });
+    let upstream = answering(answer);
+    start_with_a_vault(&rig);
+    let extra = format!(
+        "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
+         placeholder_env = [\"GH_TOKEN\"]\n\n\
+         [[proxy.operations]]\nname = \"merge_pull_request\"\nmethod = \"PUT\"\nhost = \"{upstream}\"\n\
+         path = \"/repos/{{owner}}/{{repo}}/pulls/{{number}}/merge\"\napproval = true\n"
+    );
+    install_spec_only(&rig, &upstream, &extra);
+    bind_key(&rig, "ghp_permitKeyTheAgentNeverSees0000000001");
+    agent_script(&rig, "permit_clients.py");
+    let shared = rig.workspace().join("markers");
+    std::fs::create_dir_all(&shared).unwrap();
+    let launch = |step: &str| {
+        let report = rig.workspace().join(format!("permit-{step}.json"));
+        let env: [(&str, &std::ffi::OsStr); 4] = [
+            ("ATTACK_REPORT", report.as_os_str()),
+            ("UPSTREAM", upstream.as_ref()),
+            ("SHARED_DIR", shared.as_os_str()),
+            ("STEP", step.as_ref()),
+        ];
+        let output = rig.run_with_path(&["launch", "claude", "--approval-hold", "1"], &env, Path::new("/usr/bin"));
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&report).unwrap()).unwrap()
+    };
+    let (first, approved) = std::thread::scope(|scope| {
+        let session_a = scope.spawn(|| launch("a"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !shared.join("a-pending").exists() {
+            assert!(std::time::Instant::now() < deadline && !session_a.is_finished(), "session A never asked");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let listed: Value = serde_json::from_slice(&rig.run(&["approval", "list", "--json"], &[]).stdout).unwrap();
+        let items = listed["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1, "{listed:#}");
+        let id = items[0]["id"].as_str().unwrap().to_string();
+        let approved = rig.run(&["approval", "approve", &id], &[]);
+        assert!(approved.status.success(), "{}", text(&approved));
+        std::fs::write(shared.join("a-approved"), "").unwrap();
+        (session_a.join().unwrap(), id)
+    });
+    assert_eq!(first["body"]["error"]["class"], "approval_pending", "{first:#}");
+    assert_eq!(first["body"]["error"]["approval_id"], approved.as_str(), "{first:#}");
+
+    let second = launch("b");
+    assert_eq!(second["body"]["error"]["class"], "approval_pending", "B waits for its own approval: {second:#}");
+    let asked = second["body"]["error"]["approval_id"].as_str().unwrap();
+    assert_ne!(asked, approved, "B's request is a new approval, not A's permit");
+    assert!(saw.lock().unwrap().is_empty(), "nothing went out: {:?}", saw.lock().unwrap());
+    let listed: Value = serde_json::from_slice(&rig.run(&["approval", "list", "--json"], &[]).stdout).unwrap();
+    assert!(listed["items"].as_array().unwrap().iter().any(|item| item["id"] == asked), "{listed:#}");
+}
+
 /// SPEC §15's LLM keys: a provider key in the vault (`aileron secret set llm/anthropic`) is put on
 /// the agent's model requests by the gateway, and the launched agent gets a placeholder instead of
 /// the key in the user's shell. The upstream sees the vault's key; the agent never does.

@@ -313,8 +313,9 @@ fn injected_secrets_never_appear_in_any_output_file_span_or_guest_memory() {
 /// at its proxy with a planted secret that changes before each one (250 in the suite, 1,000 in
 /// the campaign), to an upstream that echoes the credential back in a header and in the body
 /// (every tenth answer 200 KiB with echoes at uneven offsets, so they cross the proxy's reads).
-/// The upstream must receive each secret; nothing the agent received, its environment, no CLI
-/// output, span, record or file under the test's directory may hold any secret in any encoding.
+/// The upstream must receive each secret; nothing the agent received, its environment, its
+/// process's memory, no CLI output, span, record or file under the test's directory may hold any
+/// secret in any encoding.
 #[test]
 fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
     use crate::launch::{LaunchRig, agent_script, answering, header_value, install_spec_only, text};
@@ -370,16 +371,18 @@ fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
     let shared = rig.workspace().join("markers");
     std::fs::create_dir_all(&shared).unwrap();
     let received = rig.workspace().join("received.bin");
+    let memory = rig.workspace().join("memory.bin");
     agent_script(&rig, "leak_clients.py");
     let mut answers: Vec<Vec<u8>> = Vec::new();
     let output = std::thread::scope(|scope| {
         let launched = scope.spawn(|| {
             let count = secrets_count.to_string();
-            let env: [(&str, &std::ffi::OsStr); 4] = [
+            let env: [(&str, &std::ffi::OsStr); 5] = [
                 ("SHARED_DIR", shared.as_os_str()),
                 ("SECRETS", count.as_ref()),
                 ("UPSTREAM", upstream.as_ref()),
                 ("RECEIVED", received.as_os_str()),
+                ("MEMORY", memory.as_os_str()),
             ];
             rig.run_with_path(&["launch", "claude"], &env, std::path::Path::new("/usr/bin"))
         });
@@ -415,6 +418,8 @@ fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
     let redactions = memchr::memmem::find_iter(&agent_received, b"[REDACTED]").count();
     // Each answer echoes the credential in a header and at least once in the body.
     assert!(redactions >= 2 * secrets_count, "every echo came back redacted: {redactions}");
+    let memory_bytes = std::fs::metadata(&memory).unwrap().len();
+    assert!(memory_bytes > 1024 * 1024, "the agent's process memory was read: {memory_bytes} bytes");
 
     let mut outputs = vec![output.stdout, output.stderr];
     for args in [
@@ -456,6 +461,7 @@ fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
     report.set("forms", json!(encodings(&secrets[0]).iter().map(|(name, _)| *name).collect::<Vec<_>>()));
     report.set("places", haystacks.len());
     report.set("bytes_searched", searched_bytes);
+    report.set("agent_memory_bytes", memory_bytes);
     report.set("found", leaks.len());
     report.finish();
 }

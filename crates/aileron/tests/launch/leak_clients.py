@@ -3,8 +3,8 @@
 sends $SECRETS requests through its session's proxy on one kept-alive tunnel (Python's own
 http.client and ssl, trusting the session's CA through SSL_CERT_FILE), each after the test has
 bound the next planted secret ($SHARED_DIR/go-N), with the placeholder it holds in GH_TOKEN.
-Every byte it receives (status line, headers, body) is appended to $RECEIVED, which the test
-searches for every secret. Driven by crates/aileron/tests/it/leaks.rs.
+Every byte it receives (status line, headers, body) is appended to $RECEIVED, and its whole
+readable memory is written to $MEMORY at the end; the test searches both for every secret. Driven by crates/aileron/tests/it/leaks.rs.
 """
 
 import http.client
@@ -50,3 +50,16 @@ with open(env["RECEIVED"], "ab") as received:
         open(os.path.join(shared, f"done-{index}"), "w").close()
     with open("/proc/self/environ", "rb") as environ:
         received.write(environ.read())
+
+# This process's whole readable memory, after every answer went through it: $MEMORY.
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as memory, open(env["MEMORY"], "wb") as out:
+    for line in maps.read().splitlines():
+        fields = line.split()
+        if "r" not in fields[1] or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]", "[vvar_vclock]")):
+            continue
+        start, end = (int(value, 16) for value in fields[0].split("-"))
+        try:
+            memory.seek(start)
+            out.write(memory.read(end - start))
+        except (OSError, ValueError, OverflowError):
+            pass
