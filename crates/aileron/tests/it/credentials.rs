@@ -1105,6 +1105,50 @@ fn auth_import_gh_binds_the_token_gh_already_has_to_the_bundled_spec() {
     );
 }
 
+/// `aileron auth import git` and `netrc`: github.com's password in git's credential store or in
+/// `~/.netrc` is bound to the bundled GitHub spec, the file left as it was; a store without one is
+/// refused with a hint.
+#[test]
+fn auth_import_git_and_netrc_bind_githubs_stored_password() {
+    for (tool, file, text, token) in [
+        (
+            "git",
+            ".git-credentials",
+            "https://octo:glpat-other@gitlab.com\nhttps://octo:ghp_fromGitStore%2F0000000000000000000@github.com\n",
+            "ghp_fromGitStore/0000000000000000000",
+        ),
+        (
+            "netrc",
+            ".netrc",
+            "machine example.com login a password b\nmachine github.com\n  login octo\n  password ghp_fromNetrc00000000000000000000000\n",
+            "ghp_fromNetrc00000000000000000000000",
+        ),
+    ] {
+        let cli = Cli::new();
+        let user = cli.scratch().join("user");
+        std::fs::create_dir_all(&user).unwrap();
+        let home = user.to_str().unwrap();
+        let env = [("HOME", home), ("AILERON_VAULT_PASSPHRASE", PASSPHRASE), ("XDG_CONFIG_HOME", ""), ("NETRC", "")];
+        let init = cli.run_with(&["vault", "init"], &env, None);
+        assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+        let none = cli.run_with(&["auth", "import", tool, "--yes"], &env, None);
+        let stderr = String::from_utf8_lossy(&none.stderr);
+        assert!(!none.status.success() && stderr.contains("hint:"), "{tool}: {stderr}");
+
+        std::fs::write(user.join(file), text).unwrap();
+        let imported = cli.run_with(&["auth", "import", tool, "--yes"], &env, None);
+        let (stdout, stderr) = (String::from_utf8_lossy(&imported.stdout), String::from_utf8_lossy(&imported.stderr));
+        assert!(imported.status.success(), "{tool}: {stdout}{stderr}");
+        assert!(stderr.contains(&format!("bound api_key/github:aileron:github-cli/{tool} from")), "{stderr}");
+        assert!(stderr.contains(file), "names the file: {stderr}");
+        assert!(!stdout.contains(token) && !stderr.contains(token), "the token is never printed");
+        assert_eq!(std::fs::read_to_string(user.join(file)).unwrap(), text, "the original is left as it was");
+        let inspected =
+            cli.run_with(&["binding", "inspect", &format!("api_key/github:aileron:github-cli/{tool}")], &env, None);
+        assert!(inspected.status.success(), "{}", String::from_utf8_lossy(&inspected.stderr));
+    }
+}
+
 /// `aileron auth import aws`: the keys of the `AWS_PROFILE` profile (with its session token) are
 /// bound to the bundled AWS spec, the credentials file left as it was; a profile without keys, or
 /// no file at all, is refused with a hint.

@@ -1,6 +1,7 @@
-//! `aileron auth import gh|aws`: brings a credential you already have under Aileron (SPEC §15).
-//! The token `gh` uses (`GH_TOKEN`, `GITHUB_TOKEN`, else `oauth_token` for github.com in gh's
-//! `hosts.yml`) is bound to the bundled spec-only connector `github://aileron/github-cli`; the
+//! `aileron auth import gh|git|netrc|aws`: brings a credential you already have under Aileron
+//! (SPEC §15). The token `gh` uses (`GH_TOKEN`, `GITHUB_TOKEN`, else `oauth_token` for github.com
+//! in gh's `hosts.yml`), or github.com's password in git's credential store or in `~/.netrc`, is
+//! bound to the bundled spec-only connector `github://aileron/github-cli`; the
 //! keys the AWS CLI uses (`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, else the `AWS_PROFILE`
 //! or `default` profile of its shared credentials file) to `github://aileron/aws-cli`. Each is
 //! installed first with the consent screen like any other package. A launched agent's own tools
@@ -38,7 +39,8 @@ enum AuthCommand {
     /// Copy a credential a tool of yours already holds into the vault and bind it to the bundled
     /// connector for its service, so launched agents use it without seeing it
     Import {
-        /// Whose credential: `gh` (GitHub CLI) or `aws` (AWS CLI)
+        /// Whose credential: `gh` (GitHub CLI), `git` (git's credential store: github.com),
+        /// `netrc` (~/.netrc: github.com) or `aws` (AWS CLI)
         tool: Tool,
         /// Accept the connector's consent screen without asking
         #[arg(long)]
@@ -49,6 +51,8 @@ enum AuthCommand {
 #[derive(Clone, Copy, ValueEnum)]
 enum Tool {
     Gh,
+    Git,
+    Netrc,
     Aws,
 }
 
@@ -59,6 +63,22 @@ pub async fn run(home: &Home, args: AuthArgs) -> CliResult {
             let body = json!({ "connector": GITHUB_CLI, "identity": "gh", "api_key": token.as_str() });
             let effect =
                 "launched agents' gh, curl and scripts now reach GitHub's API with it and see only a placeholder";
+            import(home, yes, GITHUB_CLI_MANIFEST, body, &source, effect).await
+        }
+        AuthCommand::Import { tool: tool @ (Tool::Git | Tool::Netrc), yes } => {
+            let (token, source, identity) = match tool {
+                Tool::Git => {
+                    let (token, source) = git_store_token()?;
+                    (token, source, "git")
+                }
+                _ => {
+                    let (token, source) = netrc_token()?;
+                    (token, source, "netrc")
+                }
+            };
+            let body = json!({ "connector": GITHUB_CLI, "identity": identity, "api_key": token.as_str() });
+            let effect =
+                "launched agents' git, gh, curl and scripts now reach GitHub with it and see only a placeholder";
             import(home, yes, GITHUB_CLI_MANIFEST, body, &source, effect).await
         }
         AuthCommand::Import { tool: Tool::Aws, yes } => {
@@ -208,6 +228,99 @@ fn gh_token() -> Result<(Zeroizing<String>, String), CliError> {
     }
 }
 
+/// The hosts the bundled GitHub spec credentials: a stored password for one of them is the token.
+const GITHUB_HOSTS: [&str; 2] = ["github.com", "api.github.com"];
+
+/// github.com's password in git's credential store (`git credential-store`'s files:
+/// `$XDG_CONFIG_HOME/git/credentials` or `~/.config/git/credentials`, then `~/.git-credentials`),
+/// and the file it was in.
+fn git_store_token() -> Result<(Zeroizing<String>, String), CliError> {
+    let home = PathBuf::from(crate::platform::env::get("HOME").unwrap_or_default());
+    let xdg = crate::platform::env::get("XDG_CONFIG_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| home.join(".config"), PathBuf::from);
+    let files = [xdg.join("git/credentials"), home.join(".git-credentials")];
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file).map(Zeroizing::new) else { continue };
+        if let Some(token) = text.lines().find_map(stored_github_password) {
+            return Ok((token, file.display().to_string()));
+        }
+    }
+    Err(CliError::failure(format!(
+        "no github.com password in git's credential store ({})\nhint: `aileron auth import gh` takes gh's token; \
+         a token in another helper (a keyring, the macOS keychain) can be set in GH_TOKEN for `aileron auth import gh`",
+        files.iter().map(|file| file.display().to_string()).collect::<Vec<_>>().join(", ")
+    )))
+}
+
+/// The password of one `git credential-store` line (`https://user:password@github.com`,
+/// percent-encoded) when its host is GitHub's.
+fn stored_github_password(line: &str) -> Option<Zeroizing<String>> {
+    let url = url::Url::parse(line.trim()).ok()?;
+    let ours = url.scheme() == "https" && url.host_str().is_some_and(|host| GITHUB_HOSTS.contains(&host));
+    let password = url.password().filter(|_| ours)?;
+    let decoded = url::form_urlencoded::parse(format!("p={}", password.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, value)| value.into_owned())?;
+    (!decoded.is_empty()).then(|| Zeroizing::new(decoded))
+}
+
+/// github.com's (or api.github.com's) password in `$NETRC` or `~/.netrc`, and the file.
+fn netrc_token() -> Result<(Zeroizing<String>, String), CliError> {
+    let file = crate::platform::env::get("NETRC").filter(|file| !file.is_empty()).map_or_else(
+        || Path::new(&crate::platform::env::get("HOME").unwrap_or_default()).join(".netrc"),
+        PathBuf::from,
+    );
+    let text = Zeroizing::new(std::fs::read_to_string(&file).map_err(|e| {
+        CliError::failure(format!(
+            "no netrc to import from: {} cannot be read ({e})\nhint: name another file with NETRC",
+            file.display()
+        ))
+    })?);
+    match GITHUB_HOSTS.iter().find_map(|host| netrc_password(&text, host)) {
+        Some(token) => Ok((token, file.display().to_string())),
+        None => Err(CliError::failure(format!(
+            "{} has no `machine github.com` (or api.github.com) with a password\nhint: other machines have no \
+             bundled spec; write one for them (README: \"Give your agent GitHub without giving it your token\")",
+            file.display()
+        ))),
+    }
+}
+
+/// The `password` of `machine <host>` in a netrc file (tokens separated by any whitespace;
+/// `macdef` bodies skipped up to their blank line; `default` is not a host).
+fn netrc_password(text: &str, host: &str) -> Option<Zeroizing<String>> {
+    let mut in_machine = false;
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let mut words = line.split_whitespace();
+        while let Some(word) = words.next() {
+            match word {
+                "machine" => in_machine = words.next() == Some(host),
+                "default" => in_machine = false,
+                "password" if in_machine => {
+                    return words.next().filter(|p| !p.is_empty()).map(|p| Zeroizing::new(p.to_string()));
+                }
+                "login" | "account" | "password" => {
+                    words.next();
+                }
+                "macdef" => {
+                    words.next();
+                    // The macro's body runs to the next blank line.
+                    for body in lines.by_ref() {
+                        if body.trim().is_empty() {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
 /// gh's configuration directory: `$GH_CONFIG_DIR`, `$XDG_CONFIG_HOME/gh`, `~/.config/gh`.
 fn gh_config_dir() -> PathBuf {
     if let Some(dir) = crate::platform::env::get("GH_CONFIG_DIR").filter(|dir| !dir.is_empty()) {
@@ -242,6 +355,29 @@ fn oauth_token(text: &str, host: &str) -> Option<Zeroizing<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_git_credential_is_github_s_only() {
+        let password = |line: &str| stored_github_password(line).map(|p| p.to_string());
+        assert_eq!(password("https://octo:ghp_stored%2Btoken@github.com").as_deref(), Some("ghp_stored+token"));
+        assert_eq!(password("https://x-access-token:ghp_2@api.github.com/").as_deref(), Some("ghp_2"));
+        assert_eq!(password("https://octo:other@gitlab.com"), None);
+        assert_eq!(password("http://octo:plain@github.com"), None, "only https");
+        assert_eq!(password("https://octo@github.com"), None);
+        assert_eq!(password("not a url"), None);
+    }
+
+    #[test]
+    fn a_netrc_password_belongs_to_its_machine() {
+        let text = "machine gitlab.com login a password glpat\nmacdef init\nmachine github.com password trap\n\n\
+                    machine github.com\n  login octo\n  password ghp_netrc\ndefault login anon password anon\n";
+        assert_eq!(netrc_password(text, "github.com").as_deref().map(String::as_str), Some("ghp_netrc"));
+        assert_eq!(netrc_password(text, "gitlab.com").as_deref().map(String::as_str), Some("glpat"));
+        assert_eq!(netrc_password(text, "api.github.com"), None);
+        assert_eq!(netrc_password("machine github.com login password", "github.com"), None);
+        let one_line = "machine github.com login octo password ghp_one";
+        assert_eq!(netrc_password(one_line, "github.com").as_deref().map(String::as_str), Some("ghp_one"));
+    }
 
     #[test]
     fn aws_keys_are_read_from_their_profile_only() {
