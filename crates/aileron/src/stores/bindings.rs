@@ -203,6 +203,13 @@ impl Material {
                 clean("secret access key", secret_access_key)?;
                 session_token.as_deref().map_or(Ok(()), |token| clean("session token", token))
             }
+            // An imported refresh token (another tool's login): no access token until the first
+            // use refreshes it.
+            Material::OAuth2(TokenEnvelope { access_token, refresh_token: Some(refresh_token), .. })
+                if access_token.is_empty() =>
+            {
+                clean("refresh token", refresh_token)
+            }
             Material::OAuth2(envelope) => clean("access token", &envelope.access_token),
         }
     }

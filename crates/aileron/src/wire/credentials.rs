@@ -27,7 +27,8 @@ pub struct SetSecret {
     pub force: bool,
 }
 
-/// The material of an api_key or aws_sigv4 binding, as the CLI sends it.
+/// The material of a binding as the CLI sends it: an api_key, aws_sigv4 keys, or an oauth2
+/// refresh token another tool already holds (the authorization flow is the other way in).
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MaterialBody {
@@ -36,6 +37,23 @@ pub struct MaterialBody {
     pub api_key: Option<Zeroizing<String>>,
     #[serde(default)]
     pub aws: Option<AwsBody>,
+    #[serde(default)]
+    pub oauth2: Option<OAuth2ImportBody>,
+}
+
+/// An OAuth2 refresh token imported instead of running the authorization flow (a login another
+/// tool made, e.g. gcloud's): the first use refreshes it at the connector's token URL. The client
+/// it was issued to, when not the manifest's.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OAuth2ImportBody {
+    #[schemars(with = "String")]
+    pub refresh_token: Zeroizing<String>,
+    #[serde(default)]
+    pub client_id: Option<String>,
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub client_secret: Option<Zeroizing<String>>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]

@@ -16,9 +16,9 @@ pub use connectors::{
     InstallDeclined, InstalledConnector, ReleaseCheck, ReleaseCheckItem, Signer,
 };
 pub use credentials::{
-    AwsBody, CallbackQuery, KeyEntry, KeyTrusted, KeyringList, KeysRevoked, MaterialBody, OAuthFinish, OAuthInit,
-    OAuthStarted, PassphraseBody, RevokeBody, SecretEntry, SecretList, SecretStored, SetSecret, SetupBody, TrustBody,
-    VaultView,
+    AwsBody, CallbackQuery, KeyEntry, KeyTrusted, KeyringList, KeysRevoked, MaterialBody, OAuth2ImportBody,
+    OAuthFinish, OAuthInit, OAuthStarted, PassphraseBody, RevokeBody, SecretEntry, SecretList, SecretStored, SetSecret,
+    SetupBody, TrustBody, VaultView,
 };
 pub use error::{ApiError, failure_response};
 

@@ -11,7 +11,7 @@ use super::vault::vault_error;
 use super::{Services, audit, caller_for, require};
 use crate::platform::principal::{Caller, Principal, Scope};
 use crate::stores::bindings::{
-    BindingError, BindingInfo, DEFAULT_IDENTITY, IDENTITY_HINT, Material, validate_identity,
+    BindingError, BindingInfo, DEFAULT_IDENTITY, IDENTITY_HINT, Material, TokenEnvelope, validate_identity,
 };
 use crate::stores::oauth::{Mode, OAuthError, Target, is_loopback_http};
 use crate::wire::{
@@ -51,21 +51,45 @@ pub async fn revoke(state: &Services, principal: &Principal, name: String) -> An
     Ok(Reply::ok(revoked))
 }
 
-/// The material the body carries, for a binding of `kind`.
-fn material_of(body: MaterialBody, kind: CredentialKind) -> Result<Material, ApiError> {
-    match (kind, body.api_key, body.aws) {
-        (CredentialKind::ApiKey, Some(key), None) => Ok(Material::ApiKey { key: key.to_string() }),
-        (CredentialKind::AwsSigv4, None, Some(aws)) => Ok(Material::AwsSigv4 {
+/// The material the body carries, for a binding of `manifest`'s credential `kind`.
+fn material_of(body: MaterialBody, kind: CredentialKind, manifest: &ConnectorManifest) -> Result<Material, ApiError> {
+    match (kind, body.api_key, body.aws, body.oauth2) {
+        (CredentialKind::ApiKey, Some(key), None, None) => Ok(Material::ApiKey { key: key.to_string() }),
+        (CredentialKind::AwsSigv4, None, Some(aws), None) => Ok(Material::AwsSigv4 {
             access_key_id: aws.access_key_id,
             secret_access_key: aws.secret_access_key.to_string(),
             session_token: aws.session_token.map(|t| t.to_string()),
         }),
-        (CredentialKind::OAuth2, _, _) => Err(ApiError::bad_request(
+        (CredentialKind::OAuth2, None, None, Some(import)) => {
+            let Some(CredentialMethod::OAuth2(provider)) = manifest.credential.as_ref().map(|c| &c.method) else {
+                return Err(ApiError::bad_request("not_oauth2", "the connector declares no oauth2 provider"));
+            };
+            // Expired from the start: the first use refreshes it, so a token that no longer
+            // works shows up as a stale binding with the provider's reason.
+            Ok(Material::OAuth2(TokenEnvelope {
+                access_token: String::new(),
+                refresh_token: Some(import.refresh_token.to_string()),
+                expires_at: Some(0),
+                token_type: None,
+                client_secret: match (&import.client_id, import.client_secret) {
+                    (_, Some(secret)) => Some(secret.to_string()),
+                    (Some(_), None) => None,
+                    (None, None) => provider.client_secret.clone(),
+                },
+                client_id: import.client_id.unwrap_or_else(|| provider.client_id.clone()),
+                token_url: provider.token_url.clone(),
+                scopes: provider.scopes.clone(),
+            }))
+        }
+        (CredentialKind::OAuth2, _, _, _) => Err(ApiError::bad_request(
             "oauth2_flow_required",
             "oauth2 bindings are made through the authorization flow",
         )
-        .with_hint("run `aileron binding setup <connector>` (it opens the provider's consent page)")),
-        (kind, _, _) => Err(ApiError::bad_request(
+        .with_hint(
+            "run `aileron binding setup <connector>` (it opens the provider's consent page), or import a refresh \
+             token you hold with --refresh-token-from-env",
+        )),
+        (kind, _, _, _) => Err(ApiError::bad_request(
             "invalid_binding",
             format!(
                 "a {} binding needs {}",
@@ -110,7 +134,7 @@ pub async fn setup(state: &Services, principal: &Principal, body: SetupBody) -> 
     let manifest = installed_manifest(state, &body.connector)?;
     let kind = credential_kind_of(&manifest, &body.connector)?;
     let identity = identity_of(body.identity)?;
-    let material = material_of(body.material, kind)?;
+    let material = material_of(body.material, kind, &manifest)?;
     let info = BindingInfo::new(kind, &body.connector, &identity);
     let created = state.bindings.create(info, &material).map_err(binding_error)?;
     audit(state, &caller_for(principal), EventType::BindingCreated, created.audit_payload()).await?;
@@ -121,7 +145,8 @@ pub async fn rebind(state: &Services, principal: &Principal, name: String, body:
     require(principal, Scope::Console)?;
     let existing = state.bindings.get(&name).ok_or_else(|| binding_error(BindingError::NotFound(name.clone())))?;
     let kind = existing.kind;
-    let material = material_of(body, kind)?;
+    let manifest = installed_manifest(state, &existing.connector)?;
+    let material = material_of(body, kind, &manifest)?;
     let rebound = state.bindings.rebind(&name, &material).map_err(binding_error)?;
     audit(state, &caller_for(principal), EventType::BindingRebound, rebound.audit_payload()).await?;
     Ok(Reply::ok(rebound))

@@ -92,6 +92,14 @@ impl FakeOAuth {
         )
     }
 
+    /// A refresh token this provider will honour, as if another tool (gcloud, a CLI's own login)
+    /// had completed the authorization flow: what `--refresh-token-from-env` imports.
+    pub fn mint_refresh_token(&self) -> String {
+        let refresh = random_token("rt-");
+        self.state.refresh_tokens.lock().unwrap().push(refresh.clone());
+        refresh
+    }
+
     pub fn latest_access_token(&self) -> Option<String> {
         self.state.access_tokens.lock().unwrap().last().cloned()
     }

@@ -2049,6 +2049,86 @@ pub(crate) fn agent_script(rig: &LaunchRig, script: &str) {
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// SPEC §15's sealed credentials, oauth2 (bearer with refresh): a refresh token another tool
+/// obtained is imported (`binding setup --refresh-token-from-env`), and a launched agent's own
+/// tool, holding only the placeholder, reaches the API with a fresh access token each time the
+/// last one is about to expire — refreshed by the daemon at the provider (rotating the refresh
+/// token), put on the request in place of the placeholder, and redacted where the API echoes it.
+#[test]
+fn a_launched_agents_oauth2_tool_gets_fresh_access_tokens_it_never_sees() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let provider = runtime.block_on(crate::fake_oauth::FakeOAuth::start());
+    // Every token is within the refresh margin at once: each request refreshes.
+    provider.state.expires_in.store(30, std::sync::atomic::Ordering::SeqCst);
+    let rig = LaunchRig::new();
+    let saw: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let recorded = saw.clone();
+    let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
+        let authorization = header_value(headers, "authorization");
+        if !line.is_empty() {
+            recorded.lock().unwrap().push(authorization.clone());
+        }
+        (format!("x-echo: {authorization}\r\n"), json!({ "saw": authorization }).to_string())
+    });
+    let upstream = answering(answer);
+    start_with_a_vault(&rig);
+    let extra = format!(
+        "{}\n[proxy]\nplaceholder_env = [\"SERVICE_TOKEN\"]\n\n\
+         [[proxy.operations]]\nname = \"me\"\nmethod = \"GET\"\nhost = \"{upstream}\"\npath = \"/v1/me/**\"\n",
+        provider.manifest_credential(None)
+    );
+    install_spec_only(&rig, &upstream, &extra);
+    let refresh_token = provider.mint_refresh_token();
+    let bound = rig.run_in(
+        &rig.workspace(),
+        &["binding", "setup", "github://aileron-tests/http_get", "--refresh-token-from-env", "RT"],
+        &[("RT", refresh_token.as_ref())],
+    );
+    assert!(bound.status.success(), "{}", text(&bound));
+
+    agent_script(&rig, "bearer_clients.py");
+    let report_path = rig.workspace().join("bearer-report.json");
+    let env: [(&str, &std::ffi::OsStr); 2] =
+        [("ATTACK_REPORT", report_path.as_os_str()), ("UPSTREAM", upstream.as_ref())];
+    let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report_text = std::fs::read_to_string(&report_path).unwrap();
+    let report: Value = serde_json::from_str(&report_text).unwrap();
+
+    assert_eq!(report["SERVICE_TOKEN"], "aileron-sealed", "{report:#}");
+    for answer in report["answers"].as_array().unwrap() {
+        let shown = answer["stdout"].as_str().unwrap();
+        assert!(shown.starts_with("HTTP/1.1 200 Connection established"), "{answer:#}");
+        assert!(shown.contains("x-echo: [REDACTED]") && shown.contains(r#"{"saw":"[REDACTED]"}"#), "{answer:#}");
+    }
+    let issued = provider.state.access_tokens_issued();
+    let saw = saw.lock().unwrap().clone();
+    assert_eq!(saw.len(), 3, "{saw:?}");
+    assert_eq!(
+        saw,
+        issued.iter().map(|token| format!("Bearer {token}")).collect::<Vec<_>>(),
+        "a fresh token each time"
+    );
+    assert_eq!(provider.state.refreshes.load(std::sync::atomic::Ordering::SeqCst), 3);
+    for token in issued.iter().chain([&refresh_token]) {
+        assert!(!report_text.contains(token.as_str()), "the agent saw {token}");
+    }
+    let listed = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
+    let all = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(issued.iter().all(|token| !all.contains(token.as_str())), "a token reached the audit log");
+    let listed: Value = serde_json::from_str(&all).unwrap();
+    let proxied = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["event_type"] == "connector.proxy.proxied" && r["payload"]["aileron.connector.credential"] == "oauth2"
+        })
+        .count();
+    assert_eq!(proxied, 3, "{listed:#}");
+    drop(runtime);
+}
+
 /// SPEC §15's sealed credentials, aws_sigv4, from `aileron auth import aws` to the unmodified AWS
 /// CLI: the keys in the user's `~/.aws/credentials` are bound to the bundled spec (the file is left
 /// as it was); a launched agent's CLI signs with the placeholder keys the launch gave it, and a

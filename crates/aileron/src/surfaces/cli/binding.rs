@@ -39,6 +39,10 @@ struct MaterialArgs {
     /// oauth2: print the authorization URL instead of starting a browser
     #[arg(long)]
     no_browser: bool,
+    /// oauth2: import a refresh token you already hold (another tool's login) from this
+    /// environment variable instead of running the authorization flow; the first use refreshes it
+    #[arg(long, value_name = "VAR")]
+    refresh_token_from_env: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -116,7 +120,7 @@ pub async fn run(home: &Home, args: BindingArgs) -> CliResult {
         BindingCommand::Rebind { name, material } => {
             let binding = client.get(&format!("/v1/bindings/{}", crate::wire::path_segment(&name))).await?;
             let kind = credential_kind(&binding["kind"])?;
-            if kind == CredentialKind::OAuth2 {
+            if kind == CredentialKind::OAuth2 && material.refresh_token_from_env.is_none() {
                 return authorize(home, &client, json!({ "rebind": name }), material.no_browser).await;
             }
             let body = material_body(kind, &material)?;
@@ -172,7 +176,7 @@ async fn setup(
         body["identity"] = identity.into();
     }
     let kind = credential_kind(&installed["credential"])?;
-    if kind == CredentialKind::OAuth2 {
+    if kind == CredentialKind::OAuth2 && material.refresh_token_from_env.is_none() {
         return authorize(home, client, body, material.no_browser).await;
     }
     let material_body = material_body(kind, material)?;
@@ -219,7 +223,13 @@ fn material_body(kind: CredentialKind, material: &MaterialArgs) -> Result<Value,
             }
             Ok(json!({ "aws": aws }))
         }
-        CredentialKind::OAuth2 => Err(CliError::failure("oauth2 bindings are made through the authorization flow")),
+        CredentialKind::OAuth2 => {
+            let Some(var) = &material.refresh_token_from_env else {
+                return Err(CliError::failure("oauth2 bindings are made through the authorization flow"));
+            };
+            let token = read_secret_value(Some(var), "")?;
+            Ok(json!({ "oauth2": { "refresh_token": token.as_str() } }))
+        }
     }
 }
 
