@@ -1149,6 +1149,69 @@ fn auth_import_git_and_netrc_bind_githubs_stored_password() {
     }
 }
 
+/// `aileron auth import gcloud`: the refresh token of an `authorized_user` Application Default
+/// Credentials file is bound (oauth2) to the bundled Google Cloud spec, the file left as it was; a
+/// service account key, or no file, is refused with a hint.
+#[test]
+fn auth_import_gcloud_binds_the_application_default_login() {
+    const REFRESH: &str = "1//0gcloudRefreshTokenTheAgentNeverSees000000";
+    let cli = Cli::new();
+    let user = cli.scratch().join("user");
+    let adc = user.join(".config/gcloud/application_default_credentials.json");
+    std::fs::create_dir_all(adc.parent().unwrap()).unwrap();
+    let home = user.to_str().unwrap();
+    let env = [
+        ("HOME", home),
+        ("AILERON_VAULT_PASSPHRASE", PASSPHRASE),
+        ("GOOGLE_APPLICATION_CREDENTIALS", ""),
+        ("CLOUDSDK_CONFIG", ""),
+    ];
+    let init = cli.run_with(&["vault", "init"], &env, None);
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let none = cli.run_with(&["auth", "import", "gcloud", "--yes"], &env, None);
+    let stderr = String::from_utf8_lossy(&none.stderr);
+    assert!(!none.status.success() && stderr.contains("gcloud auth application-default login"), "{stderr}");
+
+    std::fs::write(&adc, r#"{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----"}"#).unwrap();
+    let service = cli.run_with(&["auth", "import", "gcloud", "--yes"], &env, None);
+    let stderr = String::from_utf8_lossy(&service.stderr);
+    assert!(!service.status.success() && stderr.contains("service_account") && stderr.contains("hint:"), "{stderr}");
+
+    let login = json!({
+        "account": "",
+        "client_id": "764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur.apps.googleusercontent.com",
+        "client_secret": "d-FL95Q19q7MQmFpd7hHD0Ty",
+        "quota_project_id": "acme-dev",
+        "refresh_token": REFRESH,
+        "type": "authorized_user",
+        "universe_domain": "googleapis.com"
+    })
+    .to_string();
+    std::fs::write(&adc, &login).unwrap();
+    let imported = cli.run_with(&["auth", "import", "gcloud", "--yes"], &env, None);
+    let (stdout, stderr) = (String::from_utf8_lossy(&imported.stdout), String::from_utf8_lossy(&imported.stderr));
+    assert!(imported.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("bound oauth2/github:aileron:google-cloud/gcloud from"), "{stderr}");
+    assert!(stderr.contains("application_default_credentials.json"), "names the file: {stderr}");
+    assert!(!stdout.contains(REFRESH) && !stderr.contains(REFRESH), "the token is never printed");
+    assert_eq!(std::fs::read_to_string(&adc).unwrap(), login, "the original is left as it was");
+    let shown = cli.run_with(&["connector", "show", "github://aileron/google-cloud"], &env, None);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(
+            "DELETE /storage/v1/b/{bucket}/o/** (and everything under it) requests to storage.googleapis.com"
+        ),
+        "{shown}"
+    );
+    let inspected: Value = serde_json::from_slice(
+        &cli.run_with(&["binding", "inspect", "oauth2/github:aileron:google-cloud/gcloud", "--json"], &env, None)
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(inspected["kind"], "oauth2", "{inspected:#}");
+    assert!(!inspected.to_string().contains(REFRESH), "{inspected:#}");
+}
+
 /// `aileron auth import aws`: the keys of the `AWS_PROFILE` profile (with its session token) are
 /// bound to the bundled AWS spec, the credentials file left as it was; a profile without keys, or
 /// no file at all, is refused with a hint.

@@ -3,7 +3,8 @@
 //! in gh's `hosts.yml`), or github.com's password in git's credential store or in `~/.netrc`, is
 //! bound to the bundled spec-only connector `github://aileron/github-cli`; the
 //! keys the AWS CLI uses (`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, else the `AWS_PROFILE`
-//! or `default` profile of its shared credentials file) to `github://aileron/aws-cli`. Each is
+//! or `default` profile of its shared credentials file) to `github://aileron/aws-cli`; the refresh
+//! token of gcloud's Application Default Credentials to `github://aileron/google-cloud`. Each is
 //! installed first with the consent screen like any other package. A launched agent's own tools
 //! then reach the service with it while holding only placeholders. Nothing is deleted: the
 //! original stays where it was (hidden from launched agents).
@@ -27,6 +28,9 @@ pub const GITHUB_CLI: &str = "github://aileron/github-cli";
 /// The bundled AWS spec (`connectors/specs/aws-cli`): S3 and STS.
 pub const AWS_CLI_MANIFEST: &str = include_str!("../../../../../connectors/specs/aws-cli/manifest.toml");
 pub const AWS_CLI: &str = "github://aileron/aws-cli";
+/// The bundled Google Cloud spec (`connectors/specs/google-cloud`): Cloud Storage, OAuth2.
+pub const GOOGLE_CLOUD_MANIFEST: &str = include_str!("../../../../../connectors/specs/google-cloud/manifest.toml");
+pub const GOOGLE_CLOUD: &str = "github://aileron/google-cloud";
 
 #[derive(Args)]
 pub struct AuthArgs {
@@ -40,7 +44,8 @@ enum AuthCommand {
     /// connector for its service, so launched agents use it without seeing it
     Import {
         /// Whose credential: `gh` (GitHub CLI), `git` (git's credential store: github.com),
-        /// `netrc` (~/.netrc: github.com) or `aws` (AWS CLI)
+        /// `netrc` (~/.netrc: github.com), `aws` (AWS CLI) or `gcloud` (Application Default
+        /// Credentials: an OAuth2 refresh token)
         tool: Tool,
         /// Accept the connector's consent screen without asking
         #[arg(long)]
@@ -54,6 +59,7 @@ enum Tool {
     Git,
     Netrc,
     Aws,
+    Gcloud,
 }
 
 pub async fn run(home: &Home, args: AuthArgs) -> CliResult {
@@ -80,6 +86,18 @@ pub async fn run(home: &Home, args: AuthArgs) -> CliResult {
             let effect =
                 "launched agents' git, gh, curl and scripts now reach GitHub with it and see only a placeholder";
             import(home, yes, GITHUB_CLI_MANIFEST, body, &source, effect).await
+        }
+        AuthCommand::Import { tool: Tool::Gcloud, yes } => {
+            let (login, source) = gcloud_login()?;
+            let oauth2 = json!({
+                "refresh_token": login.refresh_token.as_str(),
+                "client_id": login.client_id,
+                "client_secret": login.client_secret.as_ref().map(|secret| secret.as_str()),
+            });
+            let body = json!({ "connector": GOOGLE_CLOUD, "identity": "gcloud", "oauth2": oauth2 });
+            let effect = "launched agents' tools now reach Cloud Storage with fresh access tokens from it and hold \
+                          only a placeholder";
+            import(home, yes, GOOGLE_CLOUD_MANIFEST, body, &source, effect).await
         }
         AuthCommand::Import { tool: Tool::Aws, yes } => {
             let (keys, source) = aws_keys()?;
@@ -226,6 +244,56 @@ fn gh_token() -> Result<(Zeroizing<String>, String), CliError> {
             hosts.display()
         ))),
     }
+}
+
+/// An `authorized_user` Application Default Credentials file: the refresh token and the client
+/// it was issued to.
+#[derive(serde::Deserialize)]
+struct GcloudLogin {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    refresh_token: Zeroizing<String>,
+    #[serde(default)]
+    client_id: String,
+    #[serde(default)]
+    client_secret: Option<Zeroizing<String>>,
+}
+
+/// gcloud's Application Default Credentials (`$GOOGLE_APPLICATION_CREDENTIALS`, else
+/// `$CLOUDSDK_CONFIG/application_default_credentials.json`, else `~/.config/gcloud/…`): an
+/// `authorized_user` login, and the file.
+fn gcloud_login() -> Result<(GcloudLogin, String), CliError> {
+    let get = |name: &str| crate::platform::env::get(name).filter(|value| !value.is_empty());
+    let file = get("GOOGLE_APPLICATION_CREDENTIALS").map(PathBuf::from).unwrap_or_else(|| {
+        get("CLOUDSDK_CONFIG")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(&get("HOME").unwrap_or_default()).join(".config/gcloud"))
+            .join("application_default_credentials.json")
+    });
+    let text = Zeroizing::new(std::fs::read_to_string(&file).map_err(|e| {
+        CliError::failure(format!(
+            "no Google login to import: {} cannot be read ({e})\nhint: `gcloud auth application-default login` \
+             writes it",
+            file.display()
+        ))
+    })?);
+    let login: GcloudLogin = serde_json::from_str(&text).map_err(|e| {
+        CliError::failure(format!(
+            "{} is not an Application Default Credentials file: {e}\nhint: `gcloud auth application-default login` \
+             writes one",
+            file.display()
+        ))
+    })?;
+    if login.kind != "authorized_user" || login.refresh_token.is_empty() || login.client_id.is_empty() {
+        return Err(CliError::failure(format!(
+            "{} holds a `{}` credential, not a user login with a refresh token\nhint: service account keys are not \
+             imported; log in with `gcloud auth application-default login`",
+            file.display(),
+            escape(&login.kind)
+        )));
+    }
+    Ok((login, file.display().to_string()))
 }
 
 /// The hosts the bundled GitHub spec credentials: a stored password for one of them is the token.
