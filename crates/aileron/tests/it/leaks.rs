@@ -446,6 +446,22 @@ fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
         traces.display()
     );
     assert!(files.iter().any(|(path, _)| path.ends_with("daemon.log")), "the daemon's log is searched too");
+    // Each credentialed request is a span with its record's keys (SPEC §15: the same keys on a span).
+    let proxy_spans: Vec<Value> = files
+        .iter()
+        .filter(|(path, _)| path.starts_with(traces.to_str().unwrap()))
+        .flat_map(|(_, bytes)| String::from_utf8_lossy(bytes).lines().map(str::to_string).collect::<Vec<_>>())
+        .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+        .filter(|span| span["name"] == "aileron.proxy.request")
+        .collect();
+    assert_eq!(proxy_spans.len(), secrets_count, "one span per credentialed request");
+    for span in &proxy_spans {
+        let attributes = &span["attributes"];
+        assert_eq!(attributes["aileron.connector.fqn"], "github://aileron-tests/http_get", "{span:#}");
+        assert_eq!(attributes["aileron.connector.operation"], "read", "{span:#}");
+        assert_eq!(attributes["aileron.binding.name"], binding, "{span:#}");
+        assert!(attributes["aileron.audit.id"].as_str().is_some_and(|id| id.starts_with("audit-")), "{span:#}");
+    }
     let searched_bytes: usize =
         files.iter().map(|(_, b)| b.len()).sum::<usize>() + haystacks.iter().map(|(_, b)| b.len()).sum::<usize>();
     haystacks.extend(files);

@@ -71,6 +71,8 @@ pub struct EgressSession {
     /// body hashed for a signature): memory stays bounded however many the agent sends.
     whole_bodies: Arc<tokio::sync::Semaphore>,
     refusals: Mutex<Refusals>,
+    /// Matched requests become `aileron.proxy.request` spans when traces are on.
+    telemetry: crate::platform::telemetry::Telemetry,
 }
 
 /// How many request bodies one session may hold in memory at once (each ≤ 16 MiB).
@@ -121,12 +123,19 @@ impl EgressSession {
             credentialing: Arc::new(Credentialing::none()),
             whole_bodies: Arc::new(tokio::sync::Semaphore::new(MAX_WHOLE_BODIES)),
             refusals: Mutex::default(),
+            telemetry: crate::platform::telemetry::Telemetry::disabled(),
         }
     }
 
     /// The same session matching requests to `credentialing`'s operations.
     pub fn with_credentialing(mut self, credentialing: Arc<Credentialing>) -> EgressSession {
         self.credentialing = credentialing;
+        self
+    }
+
+    /// The same session tracing its matched requests with `telemetry`.
+    pub fn with_telemetry(mut self, telemetry: crate::platform::telemetry::Telemetry) -> EgressSession {
+        self.telemetry = telemetry;
         self
     }
 
@@ -317,6 +326,9 @@ impl EgressSession {
         event_type: EventType,
         payload: serde_json::Map<String, serde_json::Value>,
     ) -> Result<String, ()> {
+        let traced = matches!(event_type, EventType::ConnectorProxyProxied | EventType::ConnectorProxyRejected)
+            .then(|| payload.clone())
+            .filter(|_| self.telemetry.is_enabled());
         let event = AuditEvent {
             event_type,
             actor: Actor { r#type: ActorType::Agent, id: self.session_id.clone() },
@@ -324,7 +336,12 @@ impl EgressSession {
             payload,
             audit_id: None,
         };
-        self.audit.append(event).await.map(|record| record.audit_id).map_err(|_| ())
+        let audit_id = self.audit.append(event).await.map(|record| record.audit_id).map_err(|_| ())?;
+        if let Some(payload) = traced {
+            let refused = payload.get(aileron_core::vocabulary::keys::CONNECTOR_REJECT_REASON).and_then(|v| v.as_str());
+            self.telemetry.proxy_request(&payload, &audit_id, refused);
+        }
+        Ok(audit_id)
     }
 }
 

@@ -13,6 +13,9 @@ pub const SPAN_CONNECTOR_CALL: &str = "aileron.connector.call";
 /// One program a connector spawned, a child of its `aileron.connector.call`.
 pub const SPAN_CONNECTOR_SPAWN: &str = "aileron.connector.spawn";
 pub const SPAN_APPROVAL_WAIT: &str = "aileron.approval.wait";
+/// One request of a launched agent that matched an operation spec (SPEC §15), as its
+/// `connector.proxy.proxied` / `connector.proxy.rejected` record: the same keys.
+pub const SPAN_PROXY_REQUEST: &str = "aileron.proxy.request";
 /// A guest log line, as an event on the `aileron.connector.call` span ([`LOG_LEVEL`], [`LOG_MESSAGE`]).
 pub const SPAN_EVENT_CONNECTOR_LOG: &str = "aileron.connector.log";
 

@@ -161,6 +161,25 @@ impl Telemetry {
         })
     }
 
+    /// `aileron.proxy.request`: a launched agent's matched request, a root span from when it
+    /// arrived (`duration_us` before now) carrying its audit record's keys and id; status Error
+    /// when it was refused (`reject_reason`).
+    pub fn proxy_request(&self, payload: &Map<String, Value>, audit_id: &str, refused: Option<&str>) {
+        let elapsed = payload.get(keys::PROXY_DURATION_US).and_then(Value::as_u64).unwrap_or(0);
+        let span = self.start(&Context::new(), || {
+            let mut attributes = payload_attributes(payload);
+            attributes.push(KeyValue::new(keys::AUDIT_ID, audit_id.to_string()));
+            SpanBuilder::from_name(keys::SPAN_PROXY_REQUEST)
+                .with_kind(SpanKind::Server)
+                .with_start_time(SystemTime::now() - std::time::Duration::from_micros(elapsed))
+                .with_attributes(attributes)
+        });
+        match refused {
+            Some(reason) => span.error(reason.to_string()),
+            None => span.end(),
+        }
+    }
+
     /// `aileron.connector.spawn`: one program a connector ran (`requested` = `spawn:<op or program>`).
     pub fn connector_spawn(&self, connector_fqn: &str, requested: &str) -> TracedSpan {
         self.start(&Context::current(), || {

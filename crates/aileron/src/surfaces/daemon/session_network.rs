@@ -116,6 +116,7 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
             policy,
         )
         .with_connect_to(state.connect_to.clone())
+        .with_telemetry(state.services.telemetry.clone())
         .with_credentialing(Arc::new(credentialing.with_approvals(Arc::new(
             crate::workflows::approvals::ProxyApprovals {
                 services: state.services.clone(),
