@@ -351,29 +351,24 @@ impl ManifestValidator<'_, '_> {
                 network.as_ref().map(|n| n.hosts.as_slice()).unwrap_or(&[]),
             )?),
         };
-        if let Some((index, _)) =
-            proxy.iter().flat_map(|proxy| proxy.operations.iter().enumerate()).find(|(_, operation)| {
-                operation.format.is_some()
-                    && credential.as_ref().map(CredentialCapability::kind) != Some(CredentialKind::ApiKey)
-            })
-        {
-            return Err(self.err(
-                &root().key("proxy").key("operations").index(index).key("format"),
-                "an operation's `format` applies only to an api_key credential",
-                "remove `format`, or declare [capabilities.credential] kind = \"api_key\"",
-            ));
-        }
-        if let Some((index, _)) =
-            proxy.iter().flat_map(|proxy| proxy.operations.iter().enumerate()).find(|(_, operation)| {
-                operation.service.is_some()
-                    && credential.as_ref().map(CredentialCapability::kind) != Some(CredentialKind::AwsSigv4)
-            })
-        {
-            return Err(self.err(
-                &root().key("proxy").key("operations").index(index).key("service"),
-                "an operation's `service` applies only to an aws_sigv4 credential",
-                "remove `service`, or declare [capabilities.credential] kind = \"aws_sigv4\"",
-            ));
+        // An operation's own `format` or `service` refines one credential kind only.
+        let kind = credential.as_ref().map(CredentialCapability::kind);
+        for (field, owner, present) in [
+            (
+                "format",
+                CredentialKind::ApiKey,
+                (|o: &ProxyOperation| o.format.is_some()) as fn(&ProxyOperation) -> bool,
+            ),
+            ("service", CredentialKind::AwsSigv4, |o: &ProxyOperation| o.service.is_some()),
+        ] {
+            let misplaced = proxy.iter().flat_map(|proxy| proxy.operations.iter()).position(present);
+            if let Some(index) = misplaced.filter(|_| kind != Some(owner)) {
+                return Err(self.err(
+                    &root().key("proxy").key("operations").index(index).key(field),
+                    format!("an operation's `{field}` applies only to an {owner} credential"),
+                    format!("remove `{field}`, or declare [capabilities.credential] kind = \"{owner}\""),
+                ));
+            }
         }
         let intents = match raw.provides {
             None => Vec::new(),

@@ -2215,32 +2215,18 @@ fn a_launched_agents_aws_cli_is_signed_with_the_imported_keys_it_never_sees() {
         assert!(!report_text.contains(secret), "the agent saw {secret}");
     }
 
-    let listed = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
-    let all = String::from_utf8_lossy(&listed.stdout).to_string();
-    assert!(!all.contains(SECRET), "the secret reached the audit log");
-    let listed: Value = serde_json::from_str(&all).unwrap();
-    let rows: Vec<(String, String, String)> = listed["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["payload"]["aileron.connector.fqn"] == "github://aileron/aws-cli")
-        .map(|r| {
-            let field = |key: &str| r["payload"][key].as_str().unwrap_or_default().to_string();
-            let event = r["event_type"].as_str().unwrap().to_string();
-            (event, field("aileron.connector.operation"), field("aileron.connector.reject_reason"))
-        })
-        .collect();
-    let row =
-        |event: &str, operation: &str, reason: &str| (event.to_string(), operation.to_string(), reason.to_string());
-    for expected in [
-        row("connector.proxy.proxied", "s3_read", ""),
-        row("connector.proxy.proxied", "s3_put_object", ""),
-        // awscli 1.45 reaches STS at us-east-1's regional endpoint.
-        row("connector.proxy.proxied", "sts_regional", ""),
-        row("connector.proxy.rejected", "s3_delete_object", "approval_pending"),
-    ] {
-        assert!(rows.contains(&expected), "{expected:?} not in {rows:#?}");
-    }
+    assert_audited(
+        &rig,
+        "github://aileron/aws-cli",
+        SECRET,
+        &[
+            ("connector.proxy.proxied", "s3_read", ""),
+            ("connector.proxy.proxied", "s3_put_object", ""),
+            // awscli 1.45 reaches STS at us-east-1's regional endpoint.
+            ("connector.proxy.proxied", "sts_regional", ""),
+            ("connector.proxy.rejected", "s3_delete_object", "approval_pending"),
+        ],
+    );
 }
 
 /// SPEC §15's approval at the proxy: a launched agent's own request matching an `approval = true`
@@ -2695,32 +2681,39 @@ fn a_launched_agents_gh_creates_an_issue_and_merges_only_what_the_user_approves(
     assert_eq!(merges, 1, "only the approved merge reached GitHub: {log}");
     assert!(requests.iter().any(|request| request["operation"] == "IssueCreate"), "{log}");
 
+    assert_audited(
+        &rig,
+        "github://aileron/github-cli",
+        TOKEN,
+        &[
+            ("connector.proxy.proxied", "graphql", ""),
+            ("connector.proxy.proxied", "merge_pull_request_graphql", ""),
+            ("connector.proxy.rejected", "merge_pull_request_graphql", "approval_denied"),
+            ("connector.proxy.rejected", "merge_pull_request_graphql", "approval_pending"),
+        ],
+    );
+}
+
+/// The audit log holds no `secret`, and each `(event type, operation, reject reason)` of
+/// `expected` among the records naming the connector `fqn`.
+fn assert_audited(rig: &LaunchRig, fqn: &str, secret: &str, expected: &[(&str, &str, &str)]) {
     let listed = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
     let all = String::from_utf8_lossy(&listed.stdout).to_string();
-    assert!(!all.contains(TOKEN), "the token reached the audit log");
+    assert!(!all.contains(secret), "the secret reached the audit log");
     let listed: Value = serde_json::from_str(&all).unwrap();
     let rows: Vec<(String, String, String)> = listed["items"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["payload"]["aileron.connector.fqn"] == "github://aileron/github-cli")
+        .filter(|r| r["payload"]["aileron.connector.fqn"] == fqn)
         .map(|r| {
             let field = |key: &str| r["payload"][key].as_str().unwrap_or_default().to_string();
-            (
-                r["event_type"].as_str().unwrap().to_string(),
-                field("aileron.connector.operation"),
-                field("aileron.connector.reject_reason"),
-            )
+            let event = r["event_type"].as_str().unwrap().to_string();
+            (event, field("aileron.connector.operation"), field("aileron.connector.reject_reason"))
         })
         .collect();
-    let row =
-        |event: &str, operation: &str, reason: &str| (event.to_string(), operation.to_string(), reason.to_string());
-    for expected in [
-        row("connector.proxy.proxied", "graphql", ""),
-        row("connector.proxy.proxied", "merge_pull_request_graphql", ""),
-        row("connector.proxy.rejected", "merge_pull_request_graphql", "approval_denied"),
-        row("connector.proxy.rejected", "merge_pull_request_graphql", "approval_pending"),
-    ] {
+    for (event, operation, reason) in expected {
+        let expected = (event.to_string(), operation.to_string(), reason.to_string());
         assert!(rows.contains(&expected), "{expected:?} not in {rows:#?}");
     }
 }

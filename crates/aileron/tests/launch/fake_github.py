@@ -12,8 +12,9 @@ one), never the token itself.
 import http.server
 import json
 import re
-import ssl
 import sys
+
+import tls_server
 
 cert, key, token, log_path = sys.argv[1:5]
 
@@ -90,9 +91,4 @@ class Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = serve
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-context.load_cert_chain(cert, key)
-server.socket = context.wrap_socket(server.socket, server_side=True)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+tls_server.serve_forever(Handler, cert, key)

@@ -13,12 +13,13 @@ import hashlib
 import http.server
 import json
 import re
-import ssl
 import sys
 
 from botocore.auth import S3SigV4Auth, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+
+import tls_server
 
 cert, key, access_key_id, secret, log_path = sys.argv[1:6]
 LIST = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListAllMyBucketsResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
@@ -104,9 +105,4 @@ class Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = serve
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-context.load_cert_chain(cert, key)
-server.socket = context.wrap_socket(server.socket, server_side=True)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+tls_server.serve_forever(Handler, cert, key)
