@@ -148,6 +148,9 @@ impl Step {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Approval {
     pub required: bool,
+    /// `expires_after` in milliseconds: a pending approval older than this ends `expired`.
+    /// `None`: [`crate::approval::DEFAULT_EXPIRY_MS`].
+    pub expires_after_ms: Option<u64>,
     pub preview: Option<Preview>,
 }
 
@@ -808,7 +811,17 @@ impl ActionValidator<'_, '_> {
                 Some(Preview { op, args, render, multiline })
             }
         };
-        Ok(Approval { required: raw.required.unwrap_or(false), preview })
+        let expires_after_ms = match raw.expires_after {
+            None => None,
+            Some(text) => Some(crate::approval::parse_expiry(&text).map_err(|reason| {
+                self.err(
+                    &root().key("approval").key("expires_after"),
+                    reason,
+                    "write a duration from 1m to 7d, e.g. expires_after = \"30m\", \"4h\" or \"2d\"",
+                )
+            })?),
+        };
+        Ok(Approval { required: raw.required.unwrap_or(false), expires_after_ms, preview })
     }
 }
 

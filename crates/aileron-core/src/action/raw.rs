@@ -69,6 +69,7 @@ pub(super) struct RawStep {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawApproval {
     pub required: Option<bool>,
+    pub expires_after: Option<String>,
     pub preview: Option<RawPreview>,
 }
 

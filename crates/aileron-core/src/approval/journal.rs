@@ -1,5 +1,5 @@
 //! The approval journal `approvals.jsonl`: one append-only event per line,
-//! `{"seq", "at", "id", "event": "requested"|"decided"|"awaiting_vault"|"started"|"finished"|"recovered", ...}`,
+//! `{"seq", "at", "id", "event": "requested"|"decided"|"expired"|"cancelled"|"awaiting_vault"|"started"|"finished"|"recovered", ...}`,
 //! and its pure replay.
 //!
 //! Replay applies events with the same [`ApprovalEntry::apply`] the daemon uses live. An event for
@@ -18,6 +18,9 @@ use serde_json::Value;
 
 use super::{ApprovalEntry, ApprovalId, ApprovalState, IllegalTransition, RestartAction};
 use crate::failure::{Boundary, Failure};
+
+/// `decided_by` of an entry that expired.
+pub const EXPIRY: &str = "expiry";
 
 /// Why an entry found `running` at restart is failed instead of re-run.
 pub const RECOVERY_REASON: &str = "the daemon stopped while this action was running; it may or may not have taken \
@@ -51,6 +54,14 @@ pub enum EventKind {
         reason: Option<String>,
         by: String,
     },
+    /// Undecided past its expiry.
+    Expired,
+    /// Withdrawn before a decision; `by` is who withdrew it (`cli`, `web`, `agent`, `session`).
+    Cancelled {
+        by: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// Approved, but the action cannot run until the vault is unlocked.
     AwaitingVault,
     /// Journaled and fsynced before execution begins.
@@ -69,6 +80,8 @@ impl EventKind {
         match self {
             EventKind::Requested { .. } => "requested",
             EventKind::Decided { .. } => "decided",
+            EventKind::Expired => "expired",
+            EventKind::Cancelled { .. } => "cancelled",
             EventKind::AwaitingVault => "awaiting_vault",
             EventKind::Started => "started",
             EventKind::Finished { .. } => "finished",
@@ -82,6 +95,8 @@ impl EventKind {
             EventKind::Requested { .. } => None,
             EventKind::Decided { approved: true, .. } => Some(ApprovalState::Approved),
             EventKind::Decided { approved: false, .. } => Some(ApprovalState::Denied),
+            EventKind::Expired => Some(ApprovalState::Expired),
+            EventKind::Cancelled { .. } => Some(ApprovalState::Cancelled),
             EventKind::AwaitingVault => Some(ApprovalState::AwaitingVault),
             EventKind::Started => Some(ApprovalState::Running),
             EventKind::Finished { outcome: Outcome::Completed { .. } } => Some(ApprovalState::Completed),
@@ -160,10 +175,14 @@ impl ApprovalEntry {
         })?;
         match &event.kind {
             EventKind::Requested { .. } | EventKind::AwaitingVault | EventKind::Started => {}
-            EventKind::Decided { reason, by, .. } => {
+            EventKind::Decided { reason, by, .. } | EventKind::Cancelled { reason, by } => {
                 self.decided_at = Some(event.at.clone());
                 self.decided_by = Some(by.clone());
                 self.reason = reason.clone();
+            }
+            EventKind::Expired => {
+                self.decided_at = Some(event.at.clone());
+                self.decided_by = Some(EXPIRY.to_string());
             }
             EventKind::Finished { outcome: Outcome::Completed { audit_id, result } } => {
                 self.audit_id = Some(audit_id.clone());

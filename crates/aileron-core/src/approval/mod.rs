@@ -54,7 +54,7 @@ pub use admission::{Admission, AdmissionRequest, MAX_PENDING_PER_SESSION, admit}
 pub use decision::{DecideError, Decision, MAX_REASON_CHARS, decide};
 pub use id::{ApprovalId, ApprovalIdError};
 pub use journal::{
-    ApplyError, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult,
+    ApplyError, EXPIRY, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult,
     UnreadableLine, replay,
 };
 pub use payload::{ApprovalDecision, decision_payload, keys, requested_payload};
@@ -79,6 +79,43 @@ impl ApprovalKind {
             ApprovalKind::HttpRequest => "http_request",
         }
     }
+}
+
+/// How long a pending approval waits for a decision unless its action says otherwise (24 h).
+pub const DEFAULT_EXPIRY_MS: u64 = 24 * 60 * 60 * 1000;
+/// The longest `expires_after` an action may ask for (7 days).
+pub const MAX_EXPIRY_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+/// The shortest (1 minute): less would expire before a human could read the card.
+pub const MIN_EXPIRY_MS: u64 = 60 * 1000;
+
+/// `expires_after` (`"30m"`, `"4h"`, `"2d"`, `"1h30m"`, `"90s"`) in milliseconds, within
+/// [`MIN_EXPIRY_MS`]..=[`MAX_EXPIRY_MS`].
+pub fn parse_expiry(text: &str) -> Result<u64, String> {
+    let mut total: u64 = 0;
+    let mut number = String::new();
+    for c in text.trim().chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit: u64 = match c {
+            's' => 1_000,
+            'm' => 60_000,
+            'h' => 3_600_000,
+            'd' => 86_400_000,
+            _ => return Err(format!("`{text}` is not a duration (`{c}` is not one of the units s, m, h, d)")),
+        };
+        let count: u64 = number.parse().map_err(|_| format!("`{text}` is not a duration (a unit without a number)"))?;
+        total = total.saturating_add(count.saturating_mul(unit));
+        number.clear();
+    }
+    if !number.is_empty() || total == 0 {
+        return Err(format!("`{text}` is not a duration (each number needs a unit: s, m, h or d)"));
+    }
+    if !(MIN_EXPIRY_MS..=MAX_EXPIRY_MS).contains(&total) {
+        return Err(format!("`{text}` is outside 1m..7d"));
+    }
+    Ok(total)
 }
 
 /// Bodies shown on an `http_request` card: the first this many bytes (the hash covers all).
@@ -153,6 +190,10 @@ pub struct ApprovalEntry {
     /// The connector of the action's first step, the one the preview op also runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connector_fqn: Option<Fqn>,
+    /// How long it may wait for a decision, from `requested_at`; `None` (entries journaled
+    /// before expiry existed) means [`DEFAULT_EXPIRY_MS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_after_ms: Option<u64>,
 }
 
 /// The inputs of a new approval; [`ApprovalEntry::pending`] derives the rest from the action.
@@ -181,6 +222,7 @@ impl ApprovalEntry {
             session_id,
             unconfined,
             connector_fqn: action.steps.first().map(|step| step.connector.clone()),
+            expires_after_ms: Some(action.approval.expires_after_ms.unwrap_or(DEFAULT_EXPIRY_MS)),
             ..ApprovalEntry::waiting(id, ApprovalKind::Action, requested_at)
         }
     }
@@ -206,6 +248,7 @@ impl ApprovalEntry {
             session_id: None,
             unconfined: false,
             connector_fqn: None,
+            expires_after_ms: Some(DEFAULT_EXPIRY_MS),
         }
     }
 
@@ -259,6 +302,25 @@ impl ApprovalEntry {
             .is_some_and(|ms| ms <= window_ms)
     }
 
+    /// How long this entry may wait for a decision.
+    pub fn expiry_ms(&self) -> u64 {
+        self.expires_after_ms.unwrap_or(DEFAULT_EXPIRY_MS)
+    }
+
+    /// Whether this entry is still pending at `now` (RFC 3339) although its expiry has passed.
+    pub fn is_due_to_expire(&self, now: &str) -> bool {
+        self.state == ApprovalState::PendingApproval
+            && timestamp::millis_between(&self.requested_at, now).is_some_and(|waited| waited >= self.expiry_ms())
+    }
+
+    /// Milliseconds left before expiry at `now` (zero once due), while pending.
+    pub fn expires_in_ms(&self, now: &str) -> Option<u64> {
+        (self.state == ApprovalState::PendingApproval)
+            .then(|| timestamp::millis_between(&self.requested_at, now))
+            .flatten()
+            .map(|waited| self.expiry_ms().saturating_sub(waited))
+    }
+
     /// Time from request to decision in milliseconds, once decided.
     pub fn wait_ms(&self) -> Option<u64> {
         timestamp::millis_between(&self.requested_at, self.decided_at.as_deref()?)
@@ -269,6 +331,8 @@ impl ApprovalEntry {
         match self.state {
             ApprovalState::PendingApproval => None,
             ApprovalState::Denied => Some(ApprovalDecision::Denied),
+            ApprovalState::Expired => Some(ApprovalDecision::Timeout),
+            ApprovalState::Cancelled => Some(ApprovalDecision::Cancelled),
             ApprovalState::Approved
             | ApprovalState::AwaitingVault
             | ApprovalState::Running

@@ -17,8 +17,8 @@ pub mod keys {
     };
 }
 
-/// How a wait ended. `timeout` and `cancelled` occur only on the wait span (daemon shutdown, a
-/// closed request); only a human decision produces an audit record.
+/// How a wait ended: a human decision, an expiry (`timeout`) or a withdrawal (`cancelled`);
+/// each is audited (`approval.approved|denied|expired|cancelled`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalDecision {
@@ -43,7 +43,8 @@ impl ApprovalDecision {
         match self {
             ApprovalDecision::Approved => Some(EventType::ApprovalApproved),
             ApprovalDecision::Denied => Some(EventType::ApprovalDenied),
-            ApprovalDecision::Timeout | ApprovalDecision::Cancelled => None,
+            ApprovalDecision::Timeout => Some(EventType::ApprovalExpired),
+            ApprovalDecision::Cancelled => Some(EventType::ApprovalCancelled),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The approval state machine (SPEC §8) and what a daemon restart does with each state.
 //!
 //! ```text
-//! pending_approval ──► denied
+//! pending_approval ──► denied | expired | cancelled
 //!        │
 //!        ▼
 //!    approved ──► awaiting_vault ──► running ──► completed | failed
@@ -29,10 +29,15 @@ pub enum ApprovalState {
     Completed,
     Denied,
     Failed,
+    /// Nobody decided before its expiry (SPEC §8 `expires_after`).
+    Expired,
+    /// Withdrawn before a decision: its session ended, the user cancelled it, or the asking
+    /// agent withdrew it.
+    Cancelled,
 }
 
 impl ApprovalState {
-    pub const ALL: [ApprovalState; 7] = [
+    pub const ALL: [ApprovalState; 9] = [
         ApprovalState::PendingApproval,
         ApprovalState::Approved,
         ApprovalState::AwaitingVault,
@@ -40,6 +45,8 @@ impl ApprovalState {
         ApprovalState::Completed,
         ApprovalState::Denied,
         ApprovalState::Failed,
+        ApprovalState::Expired,
+        ApprovalState::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -51,6 +58,8 @@ impl ApprovalState {
             ApprovalState::Completed => "completed",
             ApprovalState::Denied => "denied",
             ApprovalState::Failed => "failed",
+            ApprovalState::Expired => "expired",
+            ApprovalState::Cancelled => "cancelled",
         }
     }
 
@@ -59,7 +68,7 @@ impl ApprovalState {
         use ApprovalState::*;
         matches!(
             (self, next),
-            (PendingApproval, Denied | Approved)
+            (PendingApproval, Denied | Approved | Expired | Cancelled)
                 | (Approved, AwaitingVault | Running)
                 | (AwaitingVault, Running)
                 | (Running, Completed | Failed)
@@ -72,7 +81,14 @@ impl ApprovalState {
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, ApprovalState::Completed | ApprovalState::Denied | ApprovalState::Failed)
+        matches!(
+            self,
+            ApprovalState::Completed
+                | ApprovalState::Denied
+                | ApprovalState::Failed
+                | ApprovalState::Expired
+                | ApprovalState::Cancelled
+        )
     }
 
     /// What the daemon does with an entry found in this state when it replays the journal.
@@ -81,7 +97,11 @@ impl ApprovalState {
             ApprovalState::PendingApproval => RestartAction::KeepWaiting,
             ApprovalState::Approved | ApprovalState::AwaitingVault => RestartAction::Resume,
             ApprovalState::Running => RestartAction::RecoverAsFailed,
-            ApprovalState::Completed | ApprovalState::Denied | ApprovalState::Failed => RestartAction::Keep,
+            ApprovalState::Completed
+            | ApprovalState::Denied
+            | ApprovalState::Failed
+            | ApprovalState::Expired
+            | ApprovalState::Cancelled => RestartAction::Keep,
         }
     }
 }

@@ -19,7 +19,8 @@ const T2: &str = "2026-11-22T05:37:02.000Z";
 const T3: &str = "2026-11-22T05:37:03.000Z";
 
 use ApprovalState::{
-    Approved as A, AwaitingVault as V, Completed as C, Denied as D, Failed as F, PendingApproval as P, Running as R,
+    Approved as A, AwaitingVault as V, Cancelled as X, Completed as C, Denied as D, Expired as E, Failed as F,
+    PendingApproval as P, Running as R,
 };
 
 fn create_issue() -> ActionFile {
@@ -57,6 +58,10 @@ fn approve() -> EventKind {
 
 fn deny(reason: &str) -> EventKind {
     EventKind::Decided { approved: false, reason: Some(reason.into()), by: "cli".into() }
+}
+
+fn cancel() -> EventKind {
+    EventKind::Cancelled { by: "session".into(), reason: Some("the session that asked ended".into()) }
 }
 
 fn completed() -> EventKind {
@@ -177,21 +182,69 @@ fn rfc3339_times_map_to_epoch_milliseconds() {
     assert_eq!(UtcTime::parse_compact("20261122T053700Z").map(|t| t.compact()), Some("20261122T053700Z".into()));
 }
 
+#[test]
+fn expiry_is_a_duration_from_a_minute_to_a_week() {
+    for (text, expected) in [
+        ("30m", Ok(1_800_000)),
+        ("4h", Ok(14_400_000)),
+        ("7d", Ok(MAX_EXPIRY_MS)),
+        ("1h30m", Ok(5_400_000)),
+        ("90s", Ok(90_000)),
+        (" 2d ", Ok(172_800_000)),
+    ] {
+        assert_eq!(parse_expiry(text), expected, "{text}");
+    }
+    for (text, says) in [
+        ("59s", "outside 1m..7d"),
+        ("8d", "outside 1m..7d"),
+        ("30", "each number needs a unit"),
+        ("m", "a unit without a number"),
+        ("30 m", "not one of the units"),
+        ("1w", "not one of the units"),
+        ("", "each number needs a unit"),
+    ] {
+        let error = parse_expiry(text).unwrap_err();
+        assert!(error.contains(says), "{text}: {error}");
+    }
+}
+
+#[test]
+fn a_pending_entry_is_due_once_its_expiry_has_passed() {
+    let mut entry = pending_entry(id_at(T0, 1), T0);
+    entry.expires_after_ms = Some(1_000);
+    assert!(!entry.is_due_to_expire(T0));
+    assert_eq!(entry.expires_in_ms(T0), Some(1_000));
+    assert!(entry.is_due_to_expire(T1), "1.5 s after a 1 s expiry");
+    assert_eq!(entry.expires_in_ms(T1), Some(0));
+    // An entry journaled before expiry existed waits the default.
+    entry.expires_after_ms = None;
+    assert_eq!(entry.expiry_ms(), DEFAULT_EXPIRY_MS);
+    assert!(!entry.is_due_to_expire(T3));
+    assert!(entry.is_due_to_expire("2026-11-23T05:37:00.123Z"));
+    // Only a pending entry expires.
+    let (approved, _) = entry.advance(T1, approve()).unwrap();
+    assert!(!approved.is_due_to_expire("2026-12-22T05:37:00.123Z"));
+    assert_eq!(approved.expires_in_ms(T1), None);
+}
+
 // ---------------------------------------------------------------------------------------------
 // the state machine
 
 #[test]
 fn every_pair_of_states_is_either_legal_or_an_illegal_transition_error() {
     // Rows are `from`, columns `to`, both in `ApprovalState::ALL` order:
-    // pending_approval, approved, awaiting_vault, running, completed, denied, failed.
+    // pending_approval, approved, awaiting_vault, running, completed, denied, failed, expired,
+    // cancelled.
     let matrix = [
-        (P, "- y - - - y -"),
-        (A, "- - y y - - -"),
-        (V, "- - - y - - -"),
-        (R, "- - - - y - y"),
-        (C, "- - - - - - -"),
-        (D, "- - - - - - -"),
-        (F, "- - - - - - -"),
+        (P, "- y - - - y - y y"),
+        (A, "- - y y - - - - -"),
+        (V, "- - - y - - - - -"),
+        (R, "- - - - y - y - -"),
+        (C, "- - - - - - - - -"),
+        (D, "- - - - - - - - -"),
+        (F, "- - - - - - - - -"),
+        (E, "- - - - - - - - -"),
+        (X, "- - - - - - - - -"),
     ];
     let mut checked = 0;
     for (from, row) in matrix {
@@ -207,7 +260,7 @@ fn every_pair_of_states_is_either_legal_or_an_illegal_transition_error() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 49);
+    assert_eq!(checked, 81);
 }
 
 #[test]
@@ -220,6 +273,8 @@ fn states_serialize_in_snake_case_and_decide_what_a_restart_does() {
         (C, "completed", true, RestartAction::Keep),
         (D, "denied", true, RestartAction::Keep),
         (F, "failed", true, RestartAction::Keep),
+        (E, "expired", true, RestartAction::Keep),
+        (X, "cancelled", true, RestartAction::Keep),
     ];
     assert_eq!(cases.map(|c| c.0), ApprovalState::ALL);
     for (state, name, terminal, on_restart) in cases {
@@ -241,6 +296,8 @@ fn every_event_applies_from_exactly_the_states_the_machine_allows() {
         (completed(), C),
         (failed(), F),
         (recovered(), F),
+        (EventKind::Expired, E),
+        (cancel(), X),
     ];
     for (kind, target) in events {
         assert_eq!(kind.target(), Some(target));
@@ -288,6 +345,17 @@ fn events_record_the_decision_and_the_outcome_on_the_entry() {
         (FailureClass::ConnectorRuntimeError, Boundary::Runtime, false)
     );
     assert_eq!((failure.message.as_str(), failure.details.get("recovered")), (RECOVERY_REASON, Some(&json!(true))));
+
+    let (expired, _) = entry_in(P).advance(T2, EventKind::Expired).unwrap();
+    assert_eq!((expired.decided_at.as_deref(), expired.decided_by.as_deref()), (Some(T2), Some(EXPIRY)));
+    assert_eq!(expired.decision(), Some(ApprovalDecision::Timeout));
+    let (withdrawn, _) = entry_in(P).advance(T2, cancel()).unwrap();
+    assert_eq!(
+        (withdrawn.decided_by.as_deref(), withdrawn.reason.as_deref(), withdrawn.decision()),
+        (Some("session"), Some("the session that asked ended"), Some(ApprovalDecision::Cancelled))
+    );
+    assert_eq!(ApprovalDecision::Timeout.audit_event_type(), Some(EventType::ApprovalExpired));
+    assert_eq!(ApprovalDecision::Cancelled.audit_event_type(), Some(EventType::ApprovalCancelled));
 
     let mut entry = entry_in(P);
     let foreign = JournalEvent { at: T1.into(), id: id_at(T1, 9), kind: approve() };
@@ -344,6 +412,7 @@ fn entries_round_trip_through_json_with_optional_fields_omitted() {
         "action_version",
         "args",
         "connector_fqn",
+        "expires_after_ms",
         "id",
         "kind",
         "requested_at",
@@ -954,8 +1023,8 @@ fn audit_payloads_carry_the_observability_keys() {
     let types = [
         (ApprovalDecision::Approved, "approved", Some(EventType::ApprovalApproved)),
         (ApprovalDecision::Denied, "denied", Some(EventType::ApprovalDenied)),
-        (ApprovalDecision::Timeout, "timeout", None),
-        (ApprovalDecision::Cancelled, "cancelled", None),
+        (ApprovalDecision::Timeout, "timeout", Some(EventType::ApprovalExpired)),
+        (ApprovalDecision::Cancelled, "cancelled", Some(EventType::ApprovalCancelled)),
     ];
     for (decision, name, event_type) in types {
         assert_eq!((decision.as_str(), decision.audit_event_type()), (name, event_type));

@@ -56,6 +56,11 @@ event_types! {
     ApprovalApproved => "approval.approved",
     /// A human denied.
     ApprovalDenied => "approval.denied",
+    /// Nobody decided before the approval's expiry (`aileron.approval.decision` = `timeout`).
+    ApprovalExpired => "approval.expired",
+    /// Withdrawn before a decision: its session ended, the user cancelled it, or the asking agent
+    /// withdrew it (`aileron.approval.decision` = `cancelled`, `aileron.approval.reason`).
+    ApprovalCancelled => "approval.cancelled",
     /// A caller without the decide scope (an agent's session token) tried to decide.
     ApprovalDecideRefused => "approval.decide_refused",
     // Data plane.

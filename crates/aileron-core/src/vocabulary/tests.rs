@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 
 /// What is on disk today. Changing a string here is a schema change, not a refactor.
-const WRITTEN: [&str; 37] = [
+const WRITTEN: [&str; 39] = [
     "connector.installed",
     "connector.install_refused",
     "connector.removed",
@@ -20,6 +20,8 @@ const WRITTEN: [&str; 37] = [
     "approval.repeated",
     "approval.approved",
     "approval.denied",
+    "approval.expired",
+    "approval.cancelled",
     "approval.decide_refused",
     "connector.proxy.proxied",
     "connector.proxy.rejected",

@@ -487,6 +487,14 @@ pub struct DecideBody {
     pub reason: Option<String>,
 }
 
+/// `POST /v1/action-approvals/{id}/cancel`: withdraw a pending approval.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelBody {
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartSession {

@@ -19,7 +19,7 @@ use crate::stores::approvals::QueueError;
 use super::{Services, caller_for, require};
 use crate::platform::principal::{Principal, Scope};
 use crate::stores::audit_log::AuditEvent;
-use crate::wire::{Answer, ApiError, ApprovalList, DecideBody, Reply};
+use crate::wire::{Answer, ApiError, ApprovalList, CancelBody, DecideBody, Reply};
 
 /// A session token sees only its own session's approvals (SPEC §8); the local user sees all.
 pub fn visible_to(principal: &Principal, entry: &aileron_core::approval::ApprovalEntry) -> bool {
@@ -68,7 +68,7 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
     let entry = match state.approvals.decide(&approval_id, decision) {
         Ok(entry) => entry,
         Err(QueueError::Unknown(_)) | Err(QueueError::Decide(DecideError::NotPending { .. })) => {
-            return Err(approval_not_found(&id));
+            return Err(not_pending(state, &approval_id, &id));
         }
         Err(QueueError::Decide(error @ DecideError::ReasonTooLong { .. })) => {
             return Err(ApiError::bad_request("invalid_reason", error.to_string()));
@@ -96,6 +96,116 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
         tokio::spawn(opentelemetry::context::FutureExt::with_context(run, waited));
     }
     Ok(Reply::no_content())
+}
+
+/// 404 for an approval that cannot be decided or withdrawn: unknown, or already ended — saying
+/// how, when it expired or was withdrawn (nothing ran either way).
+fn not_pending(state: &Services, approval_id: &ApprovalId, id: &str) -> ApiError {
+    let Some(entry) = state.approvals.get(approval_id) else { return approval_not_found(id) };
+    let message = match entry.state {
+        ApprovalState::Expired => format!("approval `{id}` expired before anyone decided it; nothing ran"),
+        ApprovalState::Cancelled => {
+            let by = entry.decided_by.as_deref().unwrap_or("someone");
+            format!("approval `{id}` was withdrawn ({by}) before a decision; nothing ran")
+        }
+        _ => return approval_not_found(id),
+    };
+    ApiError::not_found("approval_not_found", message)
+        .with_hint("the agent asks again if the action is still wanted; aileron approval list shows what waits")
+}
+
+/// Withdraws a pending approval (SPEC §8): the local user (`aileron approval cancel`, the
+/// console) or the agent whose session asked (`cancel_action`). A session token reaches only its
+/// own session's approvals, and withdrawing is not deciding: nothing runs.
+pub async fn cancel(state: &Arc<Services>, principal: &Principal, id: String, body: CancelBody) -> Answer {
+    require(principal, Scope::ApprovalsPoll)?;
+    let approval_id = ApprovalId::parse(&id).map_err(|_| approval_not_found(&id))?;
+    // Another session's approval is as unknown to this token as a made-up id.
+    if !state.approvals.get(&approval_id).is_some_and(|entry| visible_to(principal, &entry)) {
+        return Err(approval_not_found(&id));
+    }
+    let caller = caller_for(principal);
+    let by = match principal {
+        Principal::Session { .. } => "agent".to_string(),
+        _ => caller.actor.id.clone(),
+    };
+    let reason =
+        body.reason.map(|r| r.trim().chars().take(aileron_core::approval::MAX_REASON_CHARS).collect::<String>());
+    let entry = match state.approvals.cancel(&approval_id, &by, reason.filter(|r| !r.is_empty())) {
+        Ok(entry) => entry,
+        Err(QueueError::Unknown(_) | QueueError::NotPending(_)) => return Err(not_pending(state, &approval_id, &id)),
+        Err(error) => return Err(ApiError::internal(error)),
+    };
+    audit_ended(state, &entry, caller.actor).await.map_err(ApiError::audit_unavailable)?;
+    Ok(Reply::no_content())
+}
+
+/// Withdraws every approval still pending for `session_id` (its session ended), each audited.
+pub async fn cancel_session(state: &Services, session_id: &str) {
+    let pending: Vec<ApprovalId> = state
+        .approvals
+        .pending()
+        .into_iter()
+        .filter(|entry| entry.session_id.as_deref() == Some(session_id))
+        .map(|entry| entry.id)
+        .collect();
+    for id in pending {
+        let reason = Some("the session that asked ended".to_string());
+        if let Ok(entry) = state.approvals.cancel(&id, "session", reason) {
+            let actor = aileron_core::audit::Actor::new(ActorType::Agent, session_id.to_string());
+            if let Err(error) = audit_ended(state, &entry, actor).await {
+                log_line!("aileron daemon: approval {id} was cancelled but could not be audited: {error}");
+            }
+        }
+    }
+}
+
+/// Ends every pending approval whose expiry has passed (SPEC §8: `expired`), each audited once:
+/// an expiry racing a decision or a withdrawal loses or wins under the queue lock, never both.
+pub async fn expire_due(state: &Services) {
+    for id in state.approvals.due_to_expire(&crate::stores::approvals::now()) {
+        if let Ok(entry) = state.approvals.expire(&id) {
+            let actor = aileron_core::audit::Actor::new(ActorType::Service, aileron_core::approval::EXPIRY);
+            if let Err(error) = audit_ended(state, &entry, actor).await {
+                log_line!("aileron daemon: approval {id} expired but could not be audited: {error}");
+            }
+        }
+    }
+}
+
+/// How often pending approvals are checked for expiry.
+pub const EXPIRY_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Checks for expired approvals now (start-up: the daemon may have been down past an expiry) and
+/// then every [`EXPIRY_CHECK_INTERVAL`] until shutdown.
+pub async fn expire_in_background(state: Arc<Services>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        expire_due(&state).await;
+        tokio::select! {
+            () = tokio::time::sleep(EXPIRY_CHECK_INTERVAL) => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => return,
+        }
+    }
+}
+
+/// `approval.expired` / `approval.cancelled` for an entry that ended without a decision, and its
+/// wait span (decision `timeout` / `cancelled`).
+async fn audit_ended(
+    state: &Services,
+    entry: &ApprovalEntry,
+    actor: aileron_core::audit::Actor,
+) -> Result<(), crate::stores::audit_log::AuditError> {
+    let decision = entry.decision().expect("an ended entry carries its decision");
+    let event = AuditEvent {
+        event_type: decision.audit_event_type().expect("expiry and withdrawal are audited"),
+        actor,
+        session_id: entry.session_id.clone(),
+        payload: decision_payload(entry, decision),
+        audit_id: None,
+    };
+    state.audit.append(event).await?;
+    state.telemetry.approval_wait(entry, decision);
+    Ok(())
 }
 
 pub fn result(state: &Services, principal: &Principal, id: String) -> Answer {
@@ -230,6 +340,14 @@ impl ProxyApprovals {
                         };
                     }
                     ApprovalState::Denied => return HoldOutcome::Denied { id, reason: entry.reason },
+                    ApprovalState::Expired => {
+                        let message = "nobody decided this request before its approval expired; nothing was sent";
+                        return HoldOutcome::Ended { id, class: "approval_expired", message: message.to_string() };
+                    }
+                    ApprovalState::Cancelled => {
+                        let message = "this request's approval was withdrawn before a decision; nothing was sent";
+                        return HoldOutcome::Ended { id, class: "approval_cancelled", message: message.to_string() };
+                    }
                     _ => return HoldOutcome::Used { id },
                 },
                 None => {

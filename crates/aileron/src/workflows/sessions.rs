@@ -96,6 +96,8 @@ pub fn list(state: &Services, principal: &Principal) -> Answer {
 pub async fn end(state: &Services, principal: &Principal, id: String, body: EndSession) -> Answer {
     require(principal, Scope::Console)?;
     let session = state.sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
+    // What it asked for and nobody decided is withdrawn: no approval outlives its session.
+    super::approvals::cancel_session(state, &session.session_id).await;
     let payload = SessionEnd { agent: session.agent.clone(), exit_code: session.exit_code.into() };
     let event = session_event(EventType::SessionEnded, principal, &session, payload.into_payload());
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;

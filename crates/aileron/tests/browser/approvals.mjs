@@ -11,6 +11,7 @@
 //   {"cmd": "decide", "approve": ID, "deny": ID, "reason": TEXT}
 //                                        double-click Approve on one card, type TEXT and click Deny
 //                                        on the other, wait until both are resolved for good
+//   {"cmd": "withdraw", "id": ID}        click Withdraw on card ID, wait until it is resolved
 //   {"cmd": "cross_site", "url": URL}    a fresh context follows the sign-in URL from a link on
 //                                        another site's page and reports what it shows
 //   {"cmd": "anonymous", "id": ID}       a fresh context without the cookie opens the page and
@@ -28,7 +29,7 @@ import { fail, launch, problemsOf, reply } from './driver.mjs';
 
 const WAIT_MS = 15_000;
 // States after which an approval's line in the resolved list no longer changes.
-const FINAL_STATES = ['completed', 'failed', 'denied'];
+const FINAL_STATES = ['completed', 'failed', 'denied', 'cancelled', 'expired'];
 
 // What a page shows, for the test to compare.
 async function pageReport(page, problems, response) {
@@ -151,6 +152,15 @@ async function main() {
           decide_requests: decideRequests,
           problems,
         });
+        break;
+      }
+      case 'withdraw': {
+        await page.click(`#card-${command.id} button.withdraw`);
+        await page.waitForFunction(
+          ({ id, finals }) => finals.includes(document.getElementById(`resolved-${id}`)?.dataset.status),
+          { id: command.id, finals: FINAL_STATES },
+        );
+        reply({ resolved: await resolvedOn(page), cards: await cardsOn(page), problems });
         break;
       }
       case 'cross_site': {

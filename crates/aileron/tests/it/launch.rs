@@ -1277,7 +1277,8 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
 }
 
 /// `--unconfined` is an explicit, audited choice: the session says so, and so does every
-/// approval it requests (`approval list` and the review card).
+/// approval it requests (`approval list` and the review card). When the session ends, what it
+/// asked for and nobody decided is withdrawn (SPEC §8: `cancelled`, audited).
 #[test]
 fn an_unconfined_launch_is_audited_and_its_approvals_say_so() {
     let rig = LaunchRig::new();
@@ -1285,16 +1286,45 @@ fn an_unconfined_launch_is_audited_and_its_approvals_say_so() {
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     install_attack_targets(&rig, &upstream.host_port());
     let gated_url = format!("{}/status/200", upstream.base_url());
-    // This agent only asks for the gated call through its MCP server.
-    let script = gated_call_agent(&gated_url);
+    // This agent asks for the gated call through its MCP server, then stays until told to end.
+    let ended = rig.workspace().join("end-now");
+    let script = gated_call_agent(&gated_url).replace(
+        "p.stdin.close(); p.wait()\n",
+        &format!(
+            "p.stdin.close(); p.wait()\nimport os, time\nwhile not os.path.exists({:?}): time.sleep(0.05)\n",
+            ended.display().to_string()
+        ),
+    );
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let output = rig.run(&["launch", "--unconfined", "claude"], &[]);
+    let (output, listed) = std::thread::scope(|scope| {
+        let launched = scope.spawn(|| rig.run(&["launch", "--unconfined", "claude"], &[]));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let listed = loop {
+            let listed = String::from_utf8_lossy(&rig.run(&["approval", "list"], &[]).stdout).to_string();
+            if listed.contains("act-") || std::time::Instant::now() > deadline || launched.is_finished() {
+                break listed;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        std::fs::write(&ended, "").unwrap();
+        (launched.join().unwrap(), listed)
+    });
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("runs unconfined"), "{}", text(&output));
-    let listed = rig.run(&["approval", "list"], &[]);
-    let stdout = String::from_utf8_lossy(&listed.stdout);
-    assert!(stdout.contains("requested by an unconfined agent"), "{stdout}");
+    assert!(listed.contains("requested by an unconfined agent"), "{listed}");
+    assert!(listed.contains("expires in 23 h 59 min"), "the default expiry is a day: {listed}");
+    // The session ended with the approval undecided: withdrawn, on record, and gone from the list.
+    let id = listed.split_whitespace().find(|word| word.starts_with("act-")).unwrap().to_string();
+    let status = rig.run(&["approval", "status", &id], &[]);
+    assert_eq!(String::from_utf8_lossy(&status.stdout).trim(), "cancelled: the session that asked ended");
+    assert!(String::from_utf8_lossy(&rig.run(&["approval", "list"], &[]).stderr).contains("no approvals are waiting"));
+    let cancelled = rig.run(&["audit", "list", "--json", "--event-type", "approval.cancelled"], &[]);
+    let cancelled: Value = serde_json::from_slice(&cancelled.stdout).unwrap();
+    let record = &cancelled["items"][0];
+    assert_eq!(record["payload"]["aileron.approval.id"], id.as_str(), "{cancelled:#}");
+    assert_eq!(record["payload"]["aileron.approval.decision"], "cancelled", "{cancelled:#}");
+    assert_eq!(record["payload"]["aileron.approval.reason"], "the session that asked ended", "{cancelled:#}");
     let started = rig.run(&["audit", "list", "--json", "--event-type", "session.started"], &[]);
     let started: Value = serde_json::from_slice(&started.stdout).unwrap();
     assert_eq!(started["items"][0]["payload"]["aileron.session.confinement"], "unconfined", "{started}");

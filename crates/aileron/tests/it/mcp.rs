@@ -435,7 +435,10 @@ impl Session for HttpSession {
 fn check_catalog(session: &mut impl Session) {
     let tools = session.tools();
     let names: Vec<&str> = tools.iter().map(|tool| tool["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["fetch", "fetch_gated", "fetch_more", "check_action_status", "aileron_diagnostics"]);
+    assert_eq!(
+        names,
+        ["fetch", "fetch_gated", "fetch_more", "check_action_status", "cancel_action", "aileron_diagnostics"]
+    );
     let tool = |name: &str| tools.iter().find(|tool| tool["name"] == name).unwrap().clone();
     assert_eq!(tool("fetch")["description"], "An action used by the test suite.");
     assert_eq!(
@@ -499,7 +502,8 @@ fn check_calls(fixture: &Fixture, session: &mut impl Session) {
 }
 
 /// A gated call is a normal result carrying the daemon's message verbatim; nothing the agent can
-/// call decides it; once approved on the CLI, `check_action_status` reports completed.
+/// call decides it; once approved on the CLI, `check_action_status` reports completed. The agent
+/// can withdraw a pending one (`cancel_action`): it never runs and can no longer be approved.
 fn check_gated(fixture: &Fixture, session: &mut impl Session) {
     let before = fixture.upstream.recorder.count();
     let result = session.call("fetch_gated", json!({"url": fixture.url("/status/200")}));
@@ -516,8 +520,9 @@ fn check_gated(fixture: &Fixture, session: &mut impl Session) {
     let status = session.call("check_action_status", json!({"approval_id": id}));
     assert!(!is_error(&status) && texts(&status)[0].starts_with("pending_approval:"), "{status}");
 
-    // Every tool the agent has, called with everything a decision would need, decides nothing.
-    for name in session.tool_names() {
+    // Every tool the agent has, called with everything a decision would need, decides nothing
+    // (withdrawing, `cancel_action`, is checked on its own below).
+    for name in session.tool_names().into_iter().filter(|name| name != "cancel_action") {
         for arguments in [json!({"approval_id": id, "approved": true}), json!({"approval_id": id}), json!({})] {
             session.request("tools/call", json!({"name": name, "arguments": arguments}));
         }
@@ -548,6 +553,21 @@ fn check_gated(fixture: &Fixture, session: &mut impl Session) {
 
     let bad = session.call("check_action_status", json!({"approval_id": "../decide"}));
     assert!(is_error(&bad) && texts(&bad)[0].contains("not an approval id"), "{bad}");
+
+    // Withdrawn by the agent: not decided, never run, and no longer approvable.
+    let again = session.call("fetch_gated", json!({"url": fixture.url("/status/200")}));
+    let handle: Value = serde_json::from_str(&texts(&again)[1]).unwrap();
+    let withdrawn = handle["approval_id"].as_str().unwrap().to_string();
+    let cancelled = session.call("cancel_action", json!({"approval_id": withdrawn}));
+    assert!(!is_error(&cancelled) && texts(&cancelled)[0].starts_with("cancelled:"), "{cancelled}");
+    let status = session.call("check_action_status", json!({"approval_id": withdrawn}));
+    assert!(texts(&status)[0].starts_with("cancelled:"), "{status}");
+    let late = fixture.cli.run_with(&["approval", "approve", &withdrawn], &[], None);
+    assert!(!late.status.success(), "a withdrawn approval cannot be approved");
+    assert!(String::from_utf8_lossy(&late.stderr).contains("was withdrawn ("), "{late:?}");
+    assert_eq!(fixture.upstream.recorder.count(), before + 1, "the withdrawn call never ran");
+    let twice = session.call("cancel_action", json!({"approval_id": id}));
+    assert!(is_error(&twice) && texts(&twice)[0].contains("approval_not_found"), "a finished one stays: {twice}");
 }
 
 /// `aileron action disable|enable|remove|add` each reach the session within a second.
@@ -809,7 +829,11 @@ fn an_unreachable_daemon_gives_a_prompt_clear_error() {
     ]);
     let started = Instant::now();
     session.initialize("2025-06-18");
-    assert_eq!(session.tool_names(), ["check_action_status", "aileron_diagnostics"], "the built-ins stay available");
+    assert_eq!(
+        session.tool_names(),
+        ["check_action_status", "cancel_action", "aileron_diagnostics"],
+        "the built-ins stay available"
+    );
     let result = session.call("check_action_status", json!({"approval_id": "act-20261122T053700Z-0123456789abcdef"}));
     assert!(is_error(&result), "{result}");
     assert!(texts(&result)[0].contains(&url) && texts(&result)[0].contains("hint: "), "{result}");
@@ -1028,7 +1052,7 @@ fn the_python_sdk_lists_and_calls_tools_over_stdio_and_http() {
                 report["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
             assert_eq!(
                 names,
-                ["fetch", "fetch_gated", "fetch_more", "check_action_status", "aileron_diagnostics"],
+                ["fetch", "fetch_gated", "fetch_more", "check_action_status", "cancel_action", "aileron_diagnostics"],
                 "{transport}/{mode}"
             );
             assert_eq!(report["call"]["is_error"], false, "{transport}/{mode}: {report}");

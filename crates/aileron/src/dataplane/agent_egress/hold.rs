@@ -40,6 +40,12 @@ pub enum HoldOutcome {
     Used {
         id: ApprovalId,
     },
+    /// It ended without a decision: expired, or withdrawn (`class` says which).
+    Ended {
+        id: ApprovalId,
+        class: &'static str,
+        message: String,
+    },
     /// Not registered (too many waiting, the queue or the audit log unavailable).
     Refused {
         class: &'static str,

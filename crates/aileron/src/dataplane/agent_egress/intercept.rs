@@ -494,6 +494,7 @@ async fn hold(
             let message = "this approval was already used by an identical request; send it again to ask anew";
             (StatusCode::FORBIDDEN, "approval_used", message.to_string(), Some(id), None)
         }
+        HoldOutcome::Ended { id, class, message } => (StatusCode::FORBIDDEN, class, message, Some(id), None),
         HoldOutcome::Refused { class, message } => (StatusCode::SERVICE_UNAVAILABLE, class, message, None, None),
     };
     record.approval_id = id.as_ref().map(ToString::to_string);

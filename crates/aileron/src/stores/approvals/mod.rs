@@ -126,6 +126,9 @@ pub enum QueueError {
     Decide(#[from] DecideError),
     #[error("approval `{0}` is unknown")]
     Unknown(String),
+    /// No longer pending: decided, expired or withdrawn already.
+    #[error("approval `{0}` is no longer pending")]
+    NotPending(String),
     #[error("approval journal {path}: {message}")]
     Journal { path: String, message: String },
     /// The session already has this many approvals waiting (SPEC §8 cap).
@@ -251,6 +254,36 @@ impl ApprovalQueue {
     /// Accepts a human decision once; a second decide (or an unknown id) is `NotPending`/`Unknown`.
     pub fn decide(&self, id: &ApprovalId, decision: Decision) -> Result<ApprovalEntry, QueueError> {
         self.commit(id, |entry| decide(entry, decision, &now()).map_err(QueueError::from))
+    }
+
+    /// Ends a pending entry whose expiry has passed as `expired`. `NotPending` when a decision,
+    /// a withdrawal or another expiry got there first (decided under the same lock: one wins).
+    pub fn expire(&self, id: &ApprovalId) -> Result<ApprovalEntry, QueueError> {
+        let now = now();
+        self.commit(id, |entry| {
+            if !entry.is_due_to_expire(&now) {
+                return Err(QueueError::NotPending(id.to_string()));
+            }
+            entry.advance(&now, EventKind::Expired).map_err(|_| QueueError::NotPending(id.to_string()))
+        })
+    }
+
+    /// Withdraws a pending entry (`cancelled`, by `by`: `cli`, `web`, `agent`, `session`).
+    /// `NotPending` when it was decided, expired or withdrawn first.
+    pub fn cancel(&self, id: &ApprovalId, by: &str, reason: Option<String>) -> Result<ApprovalEntry, QueueError> {
+        self.commit(id, |entry| {
+            if entry.state != ApprovalState::PendingApproval {
+                return Err(QueueError::NotPending(id.to_string()));
+            }
+            let kind = EventKind::Cancelled { by: by.to_string(), reason };
+            entry.advance(&now(), kind).map_err(|_| QueueError::NotPending(id.to_string()))
+        })
+    }
+
+    /// Pending entries whose expiry has passed at `now`, oldest first.
+    pub fn due_to_expire(&self, now: &str) -> Vec<ApprovalId> {
+        let inner = self.inner.lock().expect("approval queue poisoned");
+        inner.entries.values().filter(|e| e.is_due_to_expire(now)).map(|e| e.id.clone()).collect()
     }
 
     /// Moves an approved entry to `running` (journaled before execution starts). Returns `None`

@@ -1,4 +1,4 @@
-//! `aileron approval list|approve|deny` and `aileron open approval <id>`: the out-of-band
+//! `aileron approval list|approve|deny|cancel|status` and `aileron open approval <id>`: the out-of-band
 //! surfaces where a human decides. Nothing here is reachable by an agent over MCP.
 
 use clap::{Args, Subcommand};
@@ -35,7 +35,14 @@ enum ApprovalCommand {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Show where an approval stands: pending, running, completed, denied or failed
+    /// Withdraw a pending approval without deciding it; nothing runs (the agent is told it was
+    /// withdrawn)
+    Cancel {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Show where an approval stands: pending, running, completed, denied, failed, expired or cancelled
     Status {
         id: String,
         #[arg(long)]
@@ -141,6 +148,9 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
                         visible(&serde_json::Value::Object(item.args.clone()).to_string())
                     );
                 }
+                if let Some(left) = item.expires_in_ms(&crate::stores::approvals::now()) {
+                    outln!("    expires in {}", crate::surfaces::daemon::web::approvals::duration_words(left));
+                }
                 if item.unconfined {
                     outln!("    ! {}", crate::surfaces::daemon::web::approvals::UNCONFINED_NOTICE);
                 } else if item.session_id.as_ref().is_some_and(|id| open_network.contains(id)) {
@@ -151,6 +161,16 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
         }
         ApprovalCommand::Approve { id, reason } => decide(&client, &id, true, reason).await,
         ApprovalCommand::Deny { id, reason } => decide(&client, &id, false, reason).await,
+        ApprovalCommand::Cancel { id, reason } => {
+            let body = json!({ "reason": reason });
+            let (status, answer) =
+                client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/cancel"), Some(&body)).await?;
+            if status != StatusCode::NO_CONTENT {
+                return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
+            }
+            eprintln!("cancelled {id}; it will not run, and the agent is told it was withdrawn");
+            Ok(ExitStatus::Ok)
+        }
         ApprovalCommand::Status { id, json } => {
             let view = client.get(&format!("/v1/action-approvals/{id}/result")).await?;
             if json {
@@ -192,10 +212,11 @@ pub fn status_line(view: &Value) -> String {
     let status = view["status"].as_str().unwrap_or("?");
     match status {
         "completed" => format!("completed (audit {})", visible(view["audit_id"].as_str().unwrap_or("?"))),
-        "denied" => match view["reason"].as_str() {
-            Some(reason) => format!("denied: {}", visible(reason)),
-            None => "denied".to_string(),
+        "denied" | "cancelled" => match view["reason"].as_str() {
+            Some(reason) => format!("{status}: {}", visible(reason)),
+            None => status.to_string(),
         },
+        "expired" => "expired: nobody decided it in time; it did not run".to_string(),
         "failed" => format!(
             "failed: {} — {}",
             visible(view["failure"]["class"].as_str().unwrap_or("?")),

@@ -271,6 +271,9 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     let state = AppState::open(home.clone(), options)?;
     state.services.set_listen_port(addr.port());
     crate::workflows::approvals::resume_at_start(&state.services);
+    // Entries that expired while the daemon was down end first, then the check keeps running.
+    crate::workflows::approvals::expire_due(&state.services).await;
+    tokio::spawn(crate::workflows::approvals::expire_in_background(state.services.clone(), state.shutdown.subscribe()));
     crate::runner::warm_up(&state.services);
     let info = DaemonInfo {
         url: format!("http://{addr}"),

@@ -2,8 +2,9 @@
 //! per enabled action (SPEC §2: name, description, `inputSchema`), the two built-in tools, and the
 //! shaping of `POST /v1/actions/{name}/run` and approval-result answers into MCP tool results.
 //!
-//! Invariant: no tool here decides an approval. The built-ins only read (`check_action_status`
-//! polls the result, `aileron_diagnostics` reads health and the action list).
+//! Invariant: no tool here decides an approval. The built-ins read (`check_action_status` polls
+//! the result, `aileron_diagnostics` reads health and the action list) or withdraw the agent's own
+//! pending approval (`cancel_action`: withdrawing is not deciding, and nothing runs).
 
 use crate::wire::RunAnswer;
 use std::borrow::Cow;
@@ -18,6 +19,8 @@ use crate::wire::{ActionList, ActionView};
 
 /// Polls the outcome of a gated call.
 pub const CHECK_ACTION_STATUS: &str = "check_action_status";
+/// Withdraws a pending approval the agent no longer needs (SPEC §8).
+pub const CANCEL_ACTION: &str = "cancel_action";
 /// Reports whether the daemon is reachable and the catalog complete, with a remediation line.
 pub const DIAGNOSTICS: &str = "aileron_diagnostics";
 
@@ -123,7 +126,8 @@ fn schema_object(value: Value) -> JsonObject {
     }
 }
 
-/// `check_action_status` and `aileron_diagnostics`. Both only read, so they say so.
+/// `check_action_status` and `aileron_diagnostics`, which only read and say so, and
+/// `cancel_action`, which withdraws (never approves).
 pub fn builtin_tools() -> Vec<Tool> {
     let read_only = ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false);
     let status_schema = schema_object(json!({
@@ -139,15 +143,24 @@ pub fn builtin_tools() -> Vec<Tool> {
     }));
     let diagnostics_schema =
         schema_object(json!({ "type": "object", "properties": {}, "additionalProperties": false }));
+    let status_schema = Arc::new(status_schema);
     vec![
         Tool::new(
             CHECK_ACTION_STATUS,
             "Reports the outcome of an action that was waiting for the user's approval: still pending, \
              running, completed (with its result), denied (with the user's reason) or failed (with the \
              failure). Call it with the approval_id the action's call returned. It never approves or denies.",
-            Arc::new(status_schema),
+            status_schema.clone(),
         )
         .annotate(read_only.clone()),
+        Tool::new(
+            CANCEL_ACTION,
+            "Withdraws an action that is still waiting for the user's approval, when it is no longer wanted \
+             (the plan changed, or it was asked for by mistake): it will not run and the user no longer sees it \
+             waiting. Call it with the approval_id the action's call returned. It never approves anything.",
+            status_schema,
+        )
+        .annotate(ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(false)),
         Tool::new(
             DIAGNOSTICS,
             "Checks Aileron itself: whether its daemon answers and whether every installed action loaded. \
@@ -223,6 +236,16 @@ pub fn is_plausible_approval_id(id: &str) -> bool {
     id.starts_with("act-") && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
+/// The tool result of `POST /v1/action-approvals/{id}/cancel`.
+pub fn cancel_result(id: &str, status: u16, body: Value) -> CallToolResult {
+    if status == 204 {
+        return CallToolResult::success(vec![text(format!(
+            "cancelled: approval {id} is withdrawn; the action will not run and the user no longer sees it waiting."
+        ))]);
+    }
+    CallToolResult::error(vec![text(compact(&error_body(status, body)))])
+}
+
 /// The tool result of `GET /v1/action-approvals/{id}/result`, in plain text.
 pub fn status_result(id: &str, status: u16, body: Value) -> CallToolResult {
     if status != 200 {
@@ -286,6 +309,17 @@ fn status_text(id: &str, view: &ResultView) -> (String, bool) {
         ApprovalState::Failed => {
             let message = view.failure.as_ref().map(|f| format!(": {}: {}", f.class, f.message)).unwrap_or_default();
             (format!("failed: {id} was approved but failed{message}"), true)
+        }
+        ApprovalState::Expired => (
+            format!(
+                "expired: nobody decided {id} in time; the action did not run. Call it again only if the user \
+                 still wants it."
+            ),
+            false,
+        ),
+        ApprovalState::Cancelled => {
+            let reason = view.reason.as_deref().map(|r| format!(" Reason: {r}")).unwrap_or_default();
+            (format!("cancelled: {id} was withdrawn before a decision; the action did not run.{reason}"), false)
         }
     }
 }

@@ -308,6 +308,21 @@ impl DaemonLink {
         }
     }
 
+    /// `POST /v1/action-approvals/{id}/cancel`: the agent withdraws its own pending approval.
+    pub async fn cancel_approval(&self, origin: &CallOrigin, id: &str) -> Result<(u16, Value), Unreachable> {
+        let body = crate::wire::CancelBody { reason: Some("withdrawn by the agent".to_string()) };
+        match &self.mode {
+            Mode::InProcess { services } => {
+                let Some(principal) = &origin.principal else { return Ok(answered(Err(ApiError::unauthorized()))) };
+                Ok(answered(workflows::approvals::cancel(services, principal, id.to_string(), body).await))
+            }
+            Mode::Discovered { .. } => {
+                let body = bytes::Bytes::from(serde_json::to_vec(&body).expect("a cancel body serializes"));
+                self.send(origin, Method::POST, &format!("/v1/action-approvals/{id}/cancel"), Some(body)).await
+            }
+        }
+    }
+
     /// `GET /v1/health`.
     pub async fn health(&self, origin: &CallOrigin) -> Result<(u16, Value), Unreachable> {
         match &self.mode {

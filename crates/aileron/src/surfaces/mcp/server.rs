@@ -18,7 +18,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::catalog::{self, CHECK_ACTION_STATUS, DIAGNOSTICS, Diagnosis, ToolCatalog, Unreachable};
+use super::catalog::{self, CANCEL_ACTION, CHECK_ACTION_STATUS, DIAGNOSTICS, Diagnosis, ToolCatalog, Unreachable};
 use super::changes::ActionFeed;
 use super::link::{CallOrigin, DaemonLink};
 use crate::platform::principal::Principal;
@@ -108,6 +108,7 @@ impl McpShared {
     ) -> Result<rmcp::model::CallToolResult, ErrorData> {
         match tool {
             CHECK_ACTION_STATUS => Ok(self.check_action_status(origin, &arguments).await),
+            CANCEL_ACTION => Ok(self.cancel_action(origin, &arguments).await),
             DIAGNOSTICS => Ok(self.diagnostics(origin).await),
             _ => self.run_action(origin, tool, arguments).await,
         }
@@ -171,19 +172,23 @@ impl McpShared {
         origin: &CallOrigin,
         arguments: &Map<String, Value>,
     ) -> rmcp::model::CallToolResult {
-        let Some(id) = arguments.get("approval_id").and_then(Value::as_str) else {
-            return rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
-                "check_action_status needs `approval_id`: the id a gated action's call returned (act-...)",
-            )]);
+        let id = match approval_id_argument(CHECK_ACTION_STATUS, arguments) {
+            Ok(id) => id,
+            Err(refused) => return refused,
         };
-        if !catalog::is_plausible_approval_id(id) {
-            return rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
-                "`{}` is not an approval id; pass the approval_id a gated action's call returned (act-...)",
-                id.chars().take(80).collect::<String>()
-            ))]);
-        }
         match self.link.approval_result(origin, id).await {
             Ok((status, body)) => catalog::status_result(id, status, body),
+            Err(unreachable) => catalog::unreachable_result(&unreachable),
+        }
+    }
+
+    async fn cancel_action(&self, origin: &CallOrigin, arguments: &Map<String, Value>) -> rmcp::model::CallToolResult {
+        let id = match approval_id_argument(CANCEL_ACTION, arguments) {
+            Ok(id) => id,
+            Err(refused) => return refused,
+        };
+        match self.link.cancel_approval(origin, id).await {
+            Ok((status, body)) => catalog::cancel_result(id, status, body),
             Err(unreachable) => catalog::unreachable_result(&unreachable),
         }
     }
@@ -256,8 +261,8 @@ pub fn is_traceparent(value: &str) -> bool {
 
 const INSTRUCTIONS: &str = "Aileron runs the user's installed actions. Each tool is one action; it runs with \
 credentials the agent never sees. Some actions need the user's approval: their call returns `pending_approval` \
-and a message to relay; then poll `check_action_status` with the approval_id. Use `aileron_diagnostics` when \
-tools are missing or calls fail.";
+and a message to relay; then poll `check_action_status` with the approval_id (or withdraw a request no longer \
+wanted with `cancel_action`). Use `aileron_diagnostics` when tools are missing or calls fail.";
 
 impl ServerHandler for AileronMcp {
     fn get_info(&self) -> ServerConfig {
@@ -348,4 +353,23 @@ mod tests {
             assert_eq!(is_traceparent(value), forwarded, "{value:?}");
         }
     }
+}
+
+/// The `approval_id` argument of `tool`, or the error result naming what to pass.
+fn approval_id_argument<'a>(
+    tool: &str,
+    arguments: &'a Map<String, Value>,
+) -> Result<&'a str, rmcp::model::CallToolResult> {
+    let Some(id) = arguments.get("approval_id").and_then(Value::as_str) else {
+        return Err(rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+            "{tool} needs `approval_id`: the id a gated action's call returned (act-...)"
+        ))]));
+    };
+    if !catalog::is_plausible_approval_id(id) {
+        return Err(rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+            "`{}` is not an approval id; pass the approval_id a gated action's call returned (act-...)",
+            id.chars().take(80).collect::<String>()
+        ))]));
+    }
+    Ok(id)
 }

@@ -115,7 +115,7 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert_eq!(signed_in["document_cookie"], "", "the session cookie is HttpOnly: scripts cannot read it");
     assert_eq!(cards(&signed_in), vec![(first.clone(), true, url_of("first"))], "the focused card with its arguments");
     assert_eq!(signed_in["cards"][0]["action"], "fetch");
-    assert_eq!(signed_in["cards"][0]["buttons"], json!(["Approve", "Deny"]));
+    assert_eq!(signed_in["cards"][0]["buttons"], json!(["Approve", "Deny", "Withdraw"]));
     assert_no_page_problems(&signed_in, "sign-in");
 
     // 2. A second request while the page is open appears without a reload.
@@ -171,6 +171,19 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert_eq!(denied[0]["payload"]["aileron.approval.reason"], DENY_REASON);
     assert_eq!(denied[0]["actor"]["type"], "human", "{}", denied[0]);
 
+    // 4b. Withdrawn from the page: not decided, never run, on record as the human's withdrawal.
+    let withdrawn = request_approval(&cli, &url_of("withdrawn"));
+    browser.send(json!({"cmd": "expect_card", "id": withdrawn}));
+    let after = browser.send(json!({"cmd": "withdraw", "id": withdrawn}));
+    assert_no_page_problems(&after, "withdraw");
+    assert_eq!(statuses(&after).get(&withdrawn).map(String::as_str), Some("cancelled"), "{after}");
+    assert_eq!(after["cards"], json!([]), "{after}");
+    assert_eq!(approval_status(&cli, &withdrawn)["status"], "cancelled");
+    let cancelled = audit_events(&cli, "approval.cancelled");
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+    assert_eq!(cancelled[0]["actor"]["type"], "human", "{}", cancelled[0]);
+    assert_eq!(calls_for("withdrawn"), 0, "a withdrawn action never runs");
+
     // 5. A browser without the cookie, on the review URL an agent is given: no data, no decision.
     let third = request_approval(&cli, &url_of("third"));
     let anonymous = browser.send(json!({"cmd": "anonymous", "id": third}));
@@ -211,6 +224,8 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     let base_url = login_url.split("/approvals/login").next().unwrap();
     let focused_decided = browser.send(json!({"cmd": "visit", "url": format!("{base_url}/approvals?focus={first}")}));
     assert_no_page_problems(&focused_decided, "reopened page");
+    let mut expected = expected;
+    expected.insert(withdrawn.clone(), "cancelled".to_string());
     assert_eq!(statuses(&focused_decided), expected, "the decisions, rendered by the server");
     assert_eq!(cards(&focused_decided), vec![(third.clone(), false, url_of("third"))]);
 
@@ -248,7 +263,7 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert!(disconnected["text"].as_str().unwrap().contains("Lost the connection to the daemon"), "{disconnected}");
     let offline = browser.send(json!({"cmd": "try_approve", "id": third}));
     assert_eq!(offline["status"], "failed: the daemon did not answer", "{offline}");
-    assert_eq!(offline["buttons_disabled"], json!([false, false]), "the buttons work again after a failure");
+    assert_eq!(offline["buttons_disabled"], json!([false, false, false]), "the buttons work again after a failure");
     assert_eq!(offline["still_shown"], true);
     assert_eq!(browser.send(json!({"cmd": "quit"}))["closed"], true);
     assert_eq!(approval_status(&cli, &third)["status"], "pending_approval", "still pending after a restart");

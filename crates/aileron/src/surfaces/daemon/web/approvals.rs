@@ -67,6 +67,12 @@ fn resolved_item(entry: &ApprovalEntry, now: chrono::DateTime<chrono::Utc>) -> S
     let failure = entry.failure.as_ref().map(|failure| format!("{}: {}", failure.class, failure.message));
     let reason = entry.reason.clone().or(failure).map(|reason| format!(" ({reason})")).unwrap_or_default();
     let decided = match (&entry.decided_by, &entry.decided_at) {
+        (Some(_), Some(at)) if entry.state == ApprovalState::Expired => {
+            format!(" <span class=\"muted decided\">nobody decided; expired {}</span>", ago(at, now))
+        }
+        (Some(by), Some(at)) if entry.state == ApprovalState::Cancelled => {
+            format!(" <span class=\"muted decided\">withdrawn by {} {}</span>", escape(by), ago(at, now))
+        }
         (Some(by), Some(at)) => {
             format!(" <span class=\"muted decided\">decided by {} {}</span>", escape(by), ago(at, now))
         }
@@ -181,15 +187,33 @@ fn card(
     };
     format!(
         "<section class=\"card{focused}\" id=\"card-{id}\" data-id=\"{id}\">\
-         <h2>{action}</h2><p class=\"meta\">{id} · requested {requested}</p>{requester}{description}\
+         <h2>{action}</h2><p class=\"meta\">{id} · requested {requested}{expires}</p>{requester}{description}\
          {preview}<h3>Arguments</h3><table class=\"args kv\">{args}</table>{reach}\
          <div class=\"decide\"><button class=\"approve\" data-id=\"{id}\" data-busy-key=\"{id}\">Approve</button>\
          <input class=\"reason\" id=\"reason-{id}\" placeholder=\"reason (optional)\" aria-label=\"reason\" maxlength=\"1000\">\
-         <button class=\"deny\" data-id=\"{id}\" data-busy-key=\"{id}\">Deny</button><span class=\"status\" id=\"status-{id}\"></span></div></section>",
+         <button class=\"deny\" data-id=\"{id}\" data-busy-key=\"{id}\">Deny</button>\
+         <button class=\"withdraw\" data-id=\"{id}\" data-busy-key=\"{id}\" title=\"end it without deciding: nothing runs\">Withdraw</button>\
+         <span class=\"status\" id=\"status-{id}\"></span></div></section>",
         action = escape(&entry.action),
+        expires = entry
+            .expires_in_ms(&crate::stores::approvals::now())
+            .map(|left| format!(" · <span class=\"expires\">expires in {}</span>", duration_words(left)))
+            .unwrap_or_default(),
         requested = ago(&entry.requested_at, now),
         requester = requester(state, entry),
     )
+}
+
+/// `ms` in the largest two units a person reads at a glance: `23 h 59 min`, `4 min 10 s`, `42 s`.
+pub fn duration_words(ms: u64) -> String {
+    let seconds = ms / 1000;
+    let (days, hours, minutes, seconds) = (seconds / 86_400, seconds / 3_600 % 24, seconds / 60 % 60, seconds % 60);
+    match (days, hours, minutes) {
+        (0, 0, 0) => format!("{seconds} s"),
+        (0, 0, _) => format!("{minutes} min {seconds} s"),
+        (0, _, _) => format!("{hours} h {minutes} min"),
+        _ => format!("{days} d {hours} h"),
+    }
 }
 
 /// Shown on every approval an agent outside launch containment asked for.
@@ -203,7 +227,7 @@ pub const OPEN_NETWORK_NOTICE: &str = "requested by an agent whose network is no
 /// The approvals page's own script: decisions (the shared script refreshes the cards).
 const SCRIPT: &str = r#"
 // The buttons stay disabled until the answer: a double click or Approve-then-Deny sends one decision.
-async function decide(card, approved) {
+async function decide(card, approved, withdraw) {
   const id = card.dataset.id;
   const buttons = card.querySelectorAll('button');
   const status = card.querySelector('.status');
@@ -213,12 +237,15 @@ async function decide(card, approved) {
   status.textContent = 'sending…';
   let outcome;
   try {
-    const response = await fetch('/v1/action-approvals/' + encodeURIComponent(id) + '/decide', {
+    const verb = withdraw ? '/cancel' : '/decide';
+    const body = withdraw ? (reason ? { reason } : {}) : (reason ? { approved, reason } : { approved });
+    const response = await fetch('/v1/action-approvals/' + encodeURIComponent(id) + verb, {
       method: 'POST', credentials: 'same-origin',
       headers: { 'content-type': 'application/json', 'x-csrf-token': CSRF },
-      body: JSON.stringify(reason ? { approved, reason } : { approved }),
+      body: JSON.stringify(body),
     });
-    outcome = response.status === 204 ? (approved ? 'approved' : 'denied') : 'failed: HTTP ' + response.status;
+    const done = withdraw ? 'withdrawn' : (approved ? 'approved' : 'denied');
+    outcome = response.status === 204 ? done : 'failed: HTTP ' + response.status;
   } catch (error) {
     outcome = 'failed: the daemon did not answer';
   }
@@ -229,9 +256,9 @@ async function decide(card, approved) {
   schedule();
 }
 content.addEventListener('click', (event) => {
-  const button = event.target.closest('button.approve, button.deny');
+  const button = event.target.closest('button.approve, button.deny, button.withdraw');
   if (!button || button.disabled) return;
-  decide(button.closest('.card'), button.classList.contains('approve'));
+  decide(button.closest('.card'), button.classList.contains('approve'), button.classList.contains('withdraw'));
 });
 const focused = document.getElementById('card-' + FOCUS);
 if (focused) focused.scrollIntoView();
