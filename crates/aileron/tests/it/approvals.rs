@@ -580,3 +580,109 @@ async fn concurrent_gated_calls_with_a_slow_preview_respect_the_dedupe_and_the_c
     assert_eq!(harness.state.services.approvals.pending().len(), 20, "one session holds at most 20 waiting approvals");
     assert_eq!(events_of(&harness, "approval.requested").await.len(), 20);
 }
+
+/// SPEC §8's withdrawal: when a session ends, each approval it asked for that nobody decided ends
+/// `cancelled` — three here, each audited once with the reason — while one it asked for and the
+/// user denied keeps its decision and another session's stays pending. A session token withdraws
+/// its own pending approval (never another session's), and a withdrawn one cannot be approved.
+#[tokio::test]
+async fn a_session_ending_withdraws_what_it_asked_for_and_nobody_decided() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    gated(&harness, &upstream).await;
+    let start = |agent: &'static str| {
+        let harness = &harness;
+        async move {
+            let started = harness.request("POST", "/v1/sessions", Some(json!({"agent": agent}))).await;
+            assert_eq!(started.status, StatusCode::CREATED, "{}", started.body);
+            (
+                started.body["session_id"].as_str().unwrap().to_string(),
+                started.body["token"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+    let (session_a, token_a) = start("claude").await;
+    let (_session_b, token_b) = start("codex").await;
+    let as_token = |token: &str, method: &str, path: String| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", format!("127.0.0.1:{PORT}"))
+            .header("authorization", format!("Bearer {token}"))
+    };
+    let ask = |token: String, n: usize| {
+        let (harness, upstream) = (&harness, &upstream);
+        async move {
+            let body = json!({"args": {"url": format!("{}/status/200?n={n}", upstream.base_url())}});
+            let pending = harness.send(as_token(&token, "POST", "/v1/actions/fetch/run".into()), Some(body)).await;
+            assert_eq!(pending.status, StatusCode::ACCEPTED, "{}", pending.body);
+            pending.body["approval_id"].as_str().unwrap().to_string()
+        }
+    };
+    let mut of_a = Vec::new();
+    for n in 0..4 {
+        of_a.push(ask(token_a.clone(), n).await);
+    }
+    let of_b = ask(token_b.clone(), 9).await;
+    let denied = harness
+        .request("POST", &format!("/v1/action-approvals/{}/decide", of_a[3]), Some(json!({"approved": false})))
+        .await;
+    assert_eq!(denied.status, StatusCode::NO_CONTENT);
+    // B's token cannot withdraw A's approval: it is as unknown to it as a made-up id.
+    let foreign = harness
+        .send(as_token(&token_b, "POST", format!("/v1/action-approvals/{}/cancel", of_a[0])), Some(json!({})))
+        .await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.body);
+
+    let ended = harness.request("POST", &format!("/v1/sessions/{session_a}/end"), Some(json!({"exit_code": 0}))).await;
+    assert_eq!(ended.status, StatusCode::OK, "{}", ended.body);
+    for id in &of_a[..3] {
+        let view = harness.request("GET", &format!("/v1/action-approvals/{id}/result"), None).await.body;
+        assert_eq!(view, json!({"status": "cancelled", "reason": "the session that asked ended"}), "{id}");
+        let approve = harness
+            .request("POST", &format!("/v1/action-approvals/{id}/decide"), Some(json!({"approved": true})))
+            .await;
+        assert_eq!(approve.status, StatusCode::NOT_FOUND, "a withdrawn approval cannot be approved");
+        assert!(
+            approve.body["error"]["message"].as_str().unwrap().contains("was withdrawn (session)"),
+            "{}",
+            approve.body
+        );
+    }
+    let view = harness.request("GET", &format!("/v1/action-approvals/{}/result", of_a[3]), None).await.body;
+    assert_eq!(view["status"], "denied", "a decision stands");
+    let cancelled = events_of(&harness, "approval.cancelled").await;
+    let mut ids: Vec<&str> = cancelled.iter().map(|r| r["payload"]["aileron.approval.id"].as_str().unwrap()).collect();
+    ids.sort();
+    let mut expected: Vec<&str> = of_a[..3].iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "each withdrawn once");
+    assert!(cancelled.iter().all(|r| r["session_id"] == session_a.as_str()), "{cancelled:?}");
+    assert_eq!(
+        harness.request("GET", &format!("/v1/action-approvals/{of_b}/result"), None).await.body["status"],
+        "pending_approval"
+    );
+
+    // B withdraws its own: its agent is the one who withdrew, and nothing ran.
+    let withdrawn = harness
+        .send(
+            as_token(&token_b, "POST", format!("/v1/action-approvals/{of_b}/cancel")),
+            Some(json!({"reason": "plan changed"})),
+        )
+        .await;
+    assert_eq!(withdrawn.status, StatusCode::NO_CONTENT, "{}", withdrawn.body);
+    let record = events_of(&harness, "approval.cancelled")
+        .await
+        .into_iter()
+        .find(|r| r["payload"]["aileron.approval.id"] == of_b.as_str())
+        .unwrap();
+    assert_eq!(
+        (record["actor"]["type"].as_str(), record["payload"]["aileron.approval.reason"].as_str()),
+        (Some("agent"), Some("plan changed"))
+    );
+    let twice =
+        harness.send(as_token(&token_b, "POST", format!("/v1/action-approvals/{of_b}/cancel")), Some(json!({}))).await;
+    assert_eq!(twice.status, StatusCode::NOT_FOUND, "withdrawn once");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(upstream.recorder.count(), 0, "nothing ran");
+}

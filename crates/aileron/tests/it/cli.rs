@@ -352,6 +352,64 @@ fn gated_runs_exit_75_and_the_cli_decides() {
     drop(runtime);
 }
 
+/// SPEC §8's expiry, across a restart: an approval whose `expires_after` passed while the daemon
+/// was down ends `expired` as the daemon starts (audited once, never twice over more restarts),
+/// cannot be approved, and its action never runs; a bad `expires_after` is refused naming the
+/// field.
+#[test]
+fn an_approval_that_expired_while_the_daemon_was_down_ends_expired_at_start() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
+    let cli = Cli::new();
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    let spec = ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    };
+    let too_long =
+        spec.render().replace("[approval]\nrequired = true\n", "[approval]\nrequired = true\nexpires_after = \"8d\"\n");
+    std::fs::create_dir_all(cli.scratch().join("too-long")).unwrap();
+    let file = cli.scratch().join("too-long/fetch.md");
+    std::fs::write(&file, &too_long).unwrap();
+    let refused = cli.run(&["action", "add", file.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("approval.expires_after") && stderr(&refused).contains("outside 1m..7d"),
+        "{}",
+        stderr(&refused)
+    );
+    cli.add_action(&spec);
+    let url = format!("url={}/status/200", upstream.base_url());
+    let pending = cli.run(&["action", "run", "fetch", "--arg", &url]);
+    assert_eq!(pending.status.code(), Some(75), "{}", stderr(&pending));
+    let id = serde_json::from_slice::<Value>(&pending.stdout).unwrap()["approval_id"].as_str().unwrap().to_string();
+    assert!(cli.ok(&["approval", "list"]).contains("expires in 23 h 59 min"));
+    cli.ok(&["daemon", "stop"]);
+
+    // Two days pass while the daemon is down: the journaled request is that old.
+    let journal = cli.home.join("approvals.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let line: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let requested_at = line["entry"]["requested_at"].as_str().unwrap().to_string();
+    std::fs::write(&journal, text.replace(&requested_at, "2026-01-01T00:00:00.000Z")).unwrap();
+
+    cli.ok(&["daemon", "start"]);
+    assert_eq!(cli.ok(&["approval", "status", &id]).trim(), "expired: nobody decided it in time; it did not run");
+    let late = cli.run(&["approval", "approve", &id]);
+    assert!(!late.status.success() && stderr(&late).contains("expired before anyone decided it"), "{}", stderr(&late));
+    cli.ok(&["daemon", "stop"]);
+    cli.ok(&["daemon", "start"]);
+    let expired: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "approval.expired"])).unwrap();
+    let records = expired["items"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "audited once over two starts: {expired:#}");
+    assert_eq!(records[0]["payload"]["aileron.approval.decision"], "timeout");
+    assert_eq!(records[0]["actor"]["type"], "service");
+    assert_eq!(upstream.recorder.count(), 0, "an expired approval never runs");
+    drop(runtime);
+}
+
 #[test]
 fn the_demo_runs_end_to_end_offline() {
     let output =

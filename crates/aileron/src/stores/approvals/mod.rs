@@ -711,4 +711,67 @@ mod journal_faults {
         assert!(matches!(queue.register(entry(200, Some("sess-2"), "x")), Ok(Registered::New)));
         assert!(matches!(queue.register(entry(201, None, "same")), Ok(Registered::New)));
     }
+
+    /// SPEC §8's races: a human decision against an expiry, and against a withdrawal, on an entry
+    /// that is due to expire — many times, at once. Exactly one ends it, the others are told it is
+    /// no longer pending, the journal holds exactly one ending event, and a restart agrees.
+    #[test]
+    fn a_decision_racing_an_expiry_or_a_withdrawal_has_exactly_one_outcome() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("approvals.jsonl");
+        let queue = Arc::new(ApprovalQueue::open(&path).unwrap().0);
+        for round in 0..40u8 {
+            let mut due = entry(round, Some("sess-1"), &format!("call {round}"));
+            // Requested long ago with a one-minute expiry: due now.
+            due.requested_at = "2026-01-01T00:00:00.000Z".to_string();
+            due.expires_after_ms = Some(60_000);
+            queue.register(due.clone()).unwrap();
+            let barrier = Arc::new(std::sync::Barrier::new(3));
+            let racers: Vec<std::thread::JoinHandle<Result<ApprovalEntry, QueueError>>> = (0..3)
+                .map(|racer| {
+                    let (queue, barrier, id) = (queue.clone(), barrier.clone(), due.id.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        match racer {
+                            0 => queue.decide(&id, approve()),
+                            1 => queue.expire(&id),
+                            _ => queue.cancel(&id, "agent", None),
+                        }
+                    })
+                })
+                .collect();
+            let results: Vec<_> = racers.into_iter().map(|racer| racer.join().unwrap()).collect();
+            let won: Vec<&ApprovalEntry> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+            assert_eq!(won.len(), 1, "round {round}: {results:?}");
+            let state = queue.get(&due.id).unwrap().state;
+            assert_eq!(won[0].state, state);
+            assert!(matches!(state, ApprovalState::Approved | ApprovalState::Expired | ApprovalState::Cancelled));
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let endings = text.lines().filter(|line| !line.contains("\"event\":\"requested\"")).count();
+        assert_eq!(endings, 40, "one ending event per entry:\n{text}");
+        let reopened = reopen(&path);
+        for entry in queue.recently_resolved(100) {
+            assert_eq!(reopened.get(&entry.id).map(|e| e.state), Some(entry.state), "a restart agrees");
+        }
+    }
+
+    #[test]
+    fn only_a_due_pending_entry_expires_and_only_a_pending_one_is_withdrawn() {
+        let dir = tempfile::tempdir().unwrap();
+        let (queue, _) = ApprovalQueue::open(&dir.path().join("approvals.jsonl")).unwrap();
+        let fresh = entry(1, None, "fresh");
+        queue.register(fresh.clone()).unwrap();
+        assert!(matches!(queue.expire(&fresh.id), Err(QueueError::NotPending(_))), "not due yet");
+        assert!(queue.due_to_expire(&now()).is_empty());
+        queue.decide(&fresh.id, approve()).unwrap();
+        assert!(matches!(queue.cancel(&fresh.id, "cli", None), Err(QueueError::NotPending(_))), "decided already");
+        let mut old = entry(2, None, "old");
+        old.requested_at = "2026-01-01T00:00:00.000Z".to_string();
+        queue.register(old.clone()).unwrap();
+        assert_eq!(queue.due_to_expire(&now()), vec![old.id.clone()]);
+        assert_eq!(queue.expire(&old.id).unwrap().state, ApprovalState::Expired);
+        assert!(matches!(queue.expire(&old.id), Err(QueueError::NotPending(_))), "expired once");
+        assert!(matches!(queue.decide(&old.id, approve()), Err(QueueError::Decide(_))), "not decidable after");
+    }
 }

@@ -72,6 +72,7 @@ pub(super) fn pending(id: ApprovalId, requested_at: String) -> ApprovalEntry {
         session_id: None,
         unconfined: false,
         connector_fqn: None,
+        expires_after_ms: None,
     }
 }
 
