@@ -410,6 +410,70 @@ fn an_approval_that_expired_while_the_daemon_was_down_ends_expired_at_start() {
     drop(runtime);
 }
 
+/// `aileron approval watch`: what already waits, then each new approval as it arrives (the
+/// terminal bell rung for it), then how each ends — until the daemon stops.
+#[test]
+fn approval_watch_prints_requests_as_they_arrive_and_how_they_end() {
+    use std::io::BufRead;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
+    let cli = Cli::new();
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
+    let ask = |n: usize| {
+        let pending =
+            cli.run(&["action", "run", "fetch", "--arg", &format!("url={}/status/200?n={n}", upstream.base_url())]);
+        assert_eq!(pending.status.code(), Some(75), "{}", stderr(&pending));
+        serde_json::from_slice::<Value>(&pending.stdout).unwrap()["approval_id"].as_str().unwrap().to_string()
+    };
+    let waiting = ask(0);
+    let mut watcher = cli
+        .command(&["approval", "watch"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let stdout = watcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let next_with = |needle: &str| -> String {
+        loop {
+            let line = seen
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no line with {needle}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    };
+    assert!(next_with(&waiting).contains("fetch"), "what already waits is shown first");
+    let arrived = ask(1);
+    let line = next_with(&arrived);
+    assert!(line.contains("fetch") && line.contains("n=1"), "{line}");
+    assert!(next_with("expires in").contains("23 h 59 min"));
+    cli.ok(&["approval", "deny", &arrived]);
+    assert_eq!(next_with(&arrived).trim(), format!("{arrived}  denied"));
+    cli.ok(&["approval", "cancel", &waiting]);
+    assert_eq!(next_with(&waiting).trim(), format!("{waiting}  cancelled"));
+    cli.ok(&["daemon", "stop"]);
+    let status = watcher.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut watcher.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert_eq!(err.matches('\x07').count(), 2, "the bell rang once per approval: {err:?}");
+    assert!(err.contains("the daemon closed the stream"), "{err}");
+    drop(runtime);
+}
+
 #[test]
 fn the_demo_runs_end_to_end_offline() {
     let output =

@@ -1,4 +1,4 @@
-//! `aileron approval list|approve|deny|cancel|status` and `aileron open approval <id>`: the out-of-band
+//! `aileron approval list|watch|approve|deny|cancel|status` and `aileron open approval <id>`: the out-of-band
 //! surfaces where a human decides. Nothing here is reachable by an agent over MCP.
 
 use clap::{Args, Subcommand};
@@ -20,6 +20,13 @@ pub struct ApprovalArgs {
 enum ApprovalCommand {
     /// List approvals waiting for a decision, oldest first
     List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print approvals as they arrive (ringing the terminal bell) and as they end, until
+    /// interrupted: for a terminal beside the agent when there is no desktop to notify
+    Watch {
+        /// One JSON object per event: {"event": "snapshot"|"pending"|"resolved", "data": …}
         #[arg(long)]
         json: bool,
     },
@@ -124,42 +131,16 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
                 Vec::new()
             };
             for item in listing.items {
-                let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
-                if item.kind == aileron_core::approval::ApprovalKind::HttpRequest {
-                    // A launched agent's own request held at its proxy: what it would do, then whose.
-                    let arg = |name: &str| item.args.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-                    outln!(
-                        "{}  {} {}{}  ({}) requested {}  body {} bytes {}",
-                        visible(&item.id.to_string()),
-                        visible(&arg("method")),
-                        visible(&arg("host")),
-                        visible(&arg("path")),
-                        visible(&item.action),
-                        visible(&item.requested_at),
-                        item.args.get("body_bytes").and_then(|v| v.as_u64()).unwrap_or(0),
-                        visible(&arg("body_sha256")),
-                    );
-                } else {
-                    outln!(
-                        "{}  {:<20} requested {}  args {}",
-                        visible(&item.id.to_string()),
-                        visible(&item.action),
-                        visible(&item.requested_at),
-                        visible(&serde_json::Value::Object(item.args.clone()).to_string())
-                    );
-                }
-                if let Some(left) = item.expires_in_ms(&crate::stores::approvals::now()) {
-                    outln!("    expires in {}", crate::surfaces::daemon::web::approvals::duration_words(left));
-                }
-                if item.unconfined {
-                    outln!("    ! {}", crate::surfaces::daemon::web::approvals::UNCONFINED_NOTICE);
-                } else if item.session_id.as_ref().is_some_and(|id| open_network.contains(id)) {
-                    outln!("    ! {}", crate::surfaces::daemon::web::approvals::OPEN_NETWORK_NOTICE);
+                let open_network = item.session_id.as_ref().is_some_and(|id| open_network.contains(id));
+                for line in item_lines(&item, open_network) {
+                    outln!("{line}");
                 }
             }
             Ok(ExitStatus::Ok)
         }
+        ApprovalCommand::Watch { json } => watch(&client, json).await,
         ApprovalCommand::Approve { id, reason } => decide(&client, &id, true, reason).await,
+
         ApprovalCommand::Deny { id, reason } => decide(&client, &id, false, reason).await,
         ApprovalCommand::Cancel { id, reason } => {
             let body = json!({ "reason": reason });
@@ -179,6 +160,115 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
                 outln!("{}", status_line(&view));
             }
             Ok(ExitStatus::Ok)
+        }
+    }
+}
+
+/// How `approval list` and `approval watch` show one pending approval: what it would do (an
+/// action and its arguments, or a launched agent's held request), its expiry, and whether its
+/// agent runs unconfined (or with an open network). Text from the agent is shown visibly.
+fn item_lines(item: &aileron_core::approval::ApprovalEntry, open_network: bool) -> Vec<String> {
+    let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
+    let mut lines = Vec::new();
+    if item.kind == aileron_core::approval::ApprovalKind::HttpRequest {
+        // A launched agent's own request held at its proxy: what it would do, then whose.
+        let arg = |name: &str| item.args.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        lines.push(format!(
+            "{}  {} {}{}  ({}) requested {}  body {} bytes {}",
+            visible(&item.id.to_string()),
+            visible(&arg("method")),
+            visible(&arg("host")),
+            visible(&arg("path")),
+            visible(&item.action),
+            visible(&item.requested_at),
+            item.args.get("body_bytes").and_then(|v| v.as_u64()).unwrap_or(0),
+            visible(&arg("body_sha256")),
+        ));
+    } else {
+        lines.push(format!(
+            "{}  {:<20} requested {}  args {}",
+            visible(&item.id.to_string()),
+            visible(&item.action),
+            visible(&item.requested_at),
+            visible(&serde_json::Value::Object(item.args.clone()).to_string())
+        ));
+    }
+    if let Some(left) = item.expires_in_ms(&crate::stores::approvals::now()) {
+        lines.push(format!("    expires in {}", crate::surfaces::daemon::web::approvals::duration_words(left)));
+    }
+    if item.unconfined {
+        lines.push(format!("    ! {}", crate::surfaces::daemon::web::approvals::UNCONFINED_NOTICE));
+    } else if open_network {
+        lines.push(format!("    ! {}", crate::surfaces::daemon::web::approvals::OPEN_NETWORK_NOTICE));
+    }
+    lines
+}
+
+/// `approval watch`: the daemon's approval stream (`GET /v1/action-approvals/watch`, SSE) as
+/// lines — each pending approval once (the bell rung for it), each ending — until the daemon
+/// stops or the user interrupts.
+async fn watch(client: &DaemonClient, json: bool) -> CliResult {
+    let response = client
+        .request(Method::GET, "/v1/action-approvals/watch")
+        .send()
+        .await
+        .map_err(|e| CliError::failure(format!("watching approvals: {e}")))?;
+    if !response.status().is_success() {
+        let status = response.status();
+        let body = response.json::<Value>().await.unwrap_or(Value::Null);
+        return Err(CliError::failure(ApiFailure { status, body }.to_string()));
+    }
+    if !json {
+        eprintln!("watching for approvals (Ctrl-C to stop); decide with `aileron approval approve|deny <id>`");
+    }
+    let mut response = response;
+    let mut buffer = String::new();
+    let mut shown = std::collections::BTreeSet::new();
+    let (mut event, mut data) = (String::new(), String::new());
+    while let Some(chunk) = response.chunk().await.map_err(|e| CliError::failure(format!("watching approvals: {e}")))? {
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(newline) = buffer.find('\n') {
+            let line = buffer[..newline].trim_end_matches('\r').to_string();
+            buffer.drain(..=newline);
+            if let Some(name) = line.strip_prefix("event:") {
+                event = name.trim().to_string();
+            } else if let Some(value) = line.strip_prefix("data:") {
+                data.push_str(value.trim_start());
+            } else if line.is_empty() && !event.is_empty() {
+                show_event(&event, &data, json, &mut shown);
+                (event, data) = (String::new(), String::new());
+            }
+        }
+    }
+    eprintln!("the daemon closed the stream (it stopped)");
+    Ok(ExitStatus::Ok)
+}
+
+/// Prints one watch event; a pending approval already shown is not shown again.
+fn show_event(event: &str, data: &str, json: bool, shown: &mut std::collections::BTreeSet<String>) {
+    let value: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+    if json {
+        outln!("{}", json!({ "event": event, "data": value }));
+        return;
+    }
+    let pending: Vec<aileron_core::approval::ApprovalEntry> = match event {
+        "snapshot" => serde_json::from_value::<ApprovalList>(value).map(|list| list.items).unwrap_or_default(),
+        "pending" => serde_json::from_value(value).into_iter().collect(),
+        "resolved" => {
+            if let Ok(entry) = serde_json::from_value::<aileron_core::approval::ApprovalEntry>(value)
+                && shown.remove(entry.id.as_str())
+            {
+                outln!("{}  {}", aileron_core::untrusted_text::visible(entry.id.as_str(), 200), entry.state);
+            }
+            return;
+        }
+        _ => return,
+    };
+    for item in pending.into_iter().filter(|item| shown.insert(item.id.to_string())) {
+        // The bell: a terminal left beside the agent gets the user's attention.
+        eprint!("\x07");
+        for line in item_lines(&item, false) {
+            outln!("{line}");
         }
     }
 }
