@@ -34,6 +34,7 @@ mod admission;
 mod decision;
 mod id;
 mod journal;
+pub mod notify;
 mod payload;
 mod preview;
 mod response;

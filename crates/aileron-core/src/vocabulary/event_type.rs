@@ -61,6 +61,9 @@ event_types! {
     /// Withdrawn before a decision: its session ended, the user cancelled it, or the asking agent
     /// withdrew it (`aileron.approval.decision` = `cancelled`, `aileron.approval.reason`).
     ApprovalCancelled => "approval.cancelled",
+    /// The user was told an approval waits: one delivery to a webhook or the desktop
+    /// (`aileron.notify.*`), after its retries.
+    ApprovalNotified => "approval.notified",
     /// A caller without the decide scope (an agent's session token) tried to decide.
     ApprovalDecideRefused => "approval.decide_refused",
     // Data plane.

@@ -55,6 +55,19 @@ keys! {
     /// `approval.approved` appended at start-up for a decision the journal held and the log did
     /// not (its first append failed): always `true`; the record's time is not the decision's.
     APPROVAL_RECOVERED = "aileron.approval.recovered";
+    // `approval.notified`: one delivery of a notification that an approval waits.
+    /// `webhook` or `desktop`.
+    NOTIFY_CHANNEL = "aileron.notify.channel";
+    /// Where it went: a webhook's `host:port` (never its path or query, which may hold a token).
+    NOTIFY_TARGET = "aileron.notify.target";
+    /// `delivered` or `failed`.
+    NOTIFY_OUTCOME = "aileron.notify.outcome";
+    /// How many attempts it took (retries with backoff).
+    NOTIFY_ATTEMPTS = "aileron.notify.attempts";
+    /// The receiver's last HTTP status, when it answered.
+    NOTIFY_STATUS = "aileron.notify.status";
+    /// Why the last attempt failed, when it did.
+    NOTIFY_REASON = "aileron.notify.reason";
 
     /// The audit record a span or a proxy record belongs to (the record's `audit_id`).
     AUDIT_ID = "aileron.audit.id";

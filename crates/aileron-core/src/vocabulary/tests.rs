@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 
 /// What is on disk today. Changing a string here is a schema change, not a refactor.
-const WRITTEN: [&str; 39] = [
+const WRITTEN: [&str; 40] = [
     "connector.installed",
     "connector.install_refused",
     "connector.removed",
@@ -22,6 +22,7 @@ const WRITTEN: [&str; 39] = [
     "approval.denied",
     "approval.expired",
     "approval.cancelled",
+    "approval.notified",
     "approval.decide_refused",
     "connector.proxy.proxied",
     "connector.proxy.rejected",

@@ -12,6 +12,7 @@ pub mod audit;
 pub mod bindings;
 pub mod connectors;
 pub mod keyring;
+pub mod notify;
 pub mod sessions;
 pub mod status;
 pub mod vault;

@@ -474,6 +474,104 @@ fn approval_watch_prints_requests_as_they_arrive_and_how_they_end() {
     drop(runtime);
 }
 
+/// SPEC §8's webhooks: an approval registered while `notify.toml` names a webhook is POSTed to
+/// it, signed `X-Aileron-Signature: sha256=<HMAC-SHA256>` with the vault secret the file names,
+/// without the arguments; a receiver that fails first gets it again after a backoff; the delivery
+/// is one `approval.notified` record naming the receiver by host and port only.
+#[test]
+fn a_webhook_gets_each_approval_signed_and_retried_without_its_arguments() {
+    use std::io::{BufRead, Read, Write};
+    const HOOK_SECRET: &str = "hook-signing-secret-0123456789";
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
+    let receiver = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = receiver.local_addr().unwrap().port();
+    let (deliveries, received) = std::sync::mpsc::channel::<(Vec<String>, String)>();
+    std::thread::spawn(move || {
+        for (answered, stream) in receiver.incoming().flatten().enumerate() {
+            let mut reader = std::io::BufReader::new(stream);
+            let mut head = Vec::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push(line.trim_end().to_string());
+            }
+            let length = head
+                .iter()
+                .find_map(|h| h.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .unwrap_or(0);
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            // The first delivery fails as a restarting receiver would; the retry succeeds.
+            let status = if answered == 0 { "500 Internal Server Error" } else { "200 OK" };
+            let mut stream = reader.into_inner();
+            let _ = stream
+                .write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes());
+            let _ = deliveries.send((head, String::from_utf8(body).unwrap()));
+        }
+    });
+    let cli = Cli::new();
+    let init = cli.run_with(&["vault", "init"], &[("AILERON_VAULT_PASSPHRASE", "notify test passphrase")], None);
+    assert!(init.status.success(), "{}", stderr(&init));
+    let set = cli.run_with(&["secret", "set", "notify/hooks"], &[], Some(&format!("{HOOK_SECRET}\n")));
+    assert!(set.status.success(), "{}", stderr(&set));
+    std::fs::write(
+        cli.home.join("notify.toml"),
+        format!("[[webhook]]\nurl = \"http://127.0.0.1:{port}/hook?token=receiverToken\"\nsecret = \"notify/hooks\"\n"),
+    )
+    .unwrap();
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
+    let argument = format!("{}/status/200?secretish=argumentValue", upstream.base_url());
+    let pending = cli.run(&["action", "run", "fetch", "--arg", &format!("url={argument}")]);
+    assert_eq!(pending.status.code(), Some(75), "{}", stderr(&pending));
+    let id = serde_json::from_slice::<Value>(&pending.stdout).unwrap()["approval_id"].as_str().unwrap().to_string();
+
+    let wait = || received.recv_timeout(std::time::Duration::from_secs(20)).expect("a delivery");
+    let (first, second) = (wait(), wait());
+    assert_eq!(first.1, second.1, "the retry sends the same body");
+    let (head, body) = second;
+    assert!(head[0].starts_with("POST /hook?token=receiverToken HTTP/1.1"), "{head:?}");
+    let signed = head
+        .iter()
+        .find_map(|h| h.strip_prefix("x-aileron-signature: ").or_else(|| h.strip_prefix("X-Aileron-Signature: ")))
+        .unwrap_or_else(|| panic!("no signature in {head:?}"));
+    assert_eq!(signed, aileron_core::approval::notify::signature(HOOK_SECRET.as_bytes(), body.as_bytes()));
+    let sent: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (sent["approval_id"].as_str(), sent["kind"].as_str(), sent["action"].as_str()),
+        (Some(id.as_str()), Some("action"), Some("fetch"))
+    );
+    assert!(sent["review_url"].as_str().unwrap().ends_with(&format!("/approvals?focus={id}")), "{sent}");
+    assert!(sent.get("arguments").is_none() && !body.contains("argumentValue"), "no arguments unless asked: {body}");
+
+    let mut notified = Value::Null;
+    for _ in 0..200 {
+        notified =
+            serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "approval.notified"])).unwrap();
+        if !notified["items"].as_array().unwrap().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let record = &notified["items"][0]["payload"];
+    assert_eq!(record["aileron.approval.id"], id.as_str(), "{notified:#}");
+    assert_eq!(record["aileron.notify.channel"], "webhook");
+    assert_eq!(record["aileron.notify.outcome"], "delivered");
+    assert_eq!(record["aileron.notify.attempts"], 2);
+    assert_eq!(record["aileron.notify.status"], 200);
+    assert_eq!(record["aileron.notify.target"], format!("127.0.0.1:{port}"));
+    let all = cli.ok(&["audit", "list", "--json", "--limit", "1000"]);
+    assert!(!all.contains("receiverToken") && !all.contains(HOOK_SECRET), "neither the URL's query nor the key");
+    drop(runtime);
+}
+
 #[test]
 fn the_demo_runs_end_to_end_offline() {
     let output =

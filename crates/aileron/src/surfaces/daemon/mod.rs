@@ -274,6 +274,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     // Entries that expired while the daemon was down end first, then the check keeps running.
     crate::workflows::approvals::expire_due(&state.services).await;
     tokio::spawn(crate::workflows::approvals::expire_in_background(state.services.clone(), state.shutdown.subscribe()));
+    tokio::spawn(crate::workflows::notify::notify_in_background(state.services.clone(), state.shutdown.subscribe()));
     crate::runner::warm_up(&state.services);
     let info = DaemonInfo {
         url: format!("http://{addr}"),
