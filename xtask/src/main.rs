@@ -614,7 +614,7 @@ fn install_guest_target() -> Result<(), Failure> {
 /// for the escape attempts, util-linux's unshare for the no-namespaces case, a C compiler for the
 /// Unix-socket escapes and the ssh-agent and session bus they aim at, curl for the launch tests'
 /// clients of the egress proxy; git's own `git http-backend` serves their git clone).
-const DEBIAN_PROGRAMS: [(&str, &[&str], &str); 10] = [
+const DEBIAN_PROGRAMS: [(&str, &[&str], &str); 11] = [
     (CHROMIUM, &["chromium", "fonts-liberation"], "the browser test (or set AILERON_SKIP_BROWSER_TESTS=1)"),
     ("/usr/bin/git", &["git"], "the spawn tests and the demo's git step"),
     ("/usr/bin/python3", &["python3"], "the spawn escape tests"),
@@ -625,6 +625,7 @@ const DEBIAN_PROGRAMS: [(&str, &[&str], &str); 10] = [
     ("/usr/bin/dbus-daemon", &["dbus-daemon"], "the spawn test's Unix-socket escapes (a real session bus)"),
     ("/usr/bin/curl", &["curl"], "the launch tests' real clients through a launched agent's egress proxy"),
     ("/usr/bin/gh", &["gh"], "the launch test of the GitHub CLI with sealed credentials"),
+    ("/usr/bin/dbus-monitor", &["dbus-bin"], "the desktop notification test (a monitor on a private session bus)"),
 ];
 
 /// Installs the Debian packages of [`DEBIAN_PROGRAMS`] that are missing, when we may (root with

@@ -1,13 +1,14 @@
 //! Telling the user an approval waits (SPEC §8 "Notifications"): each `[[webhook]]` of
 //! `$AILERON_HOME/notify.toml` gets a signed POST (`X-Aileron-Signature: sha256=<HMAC>` keyed by
 //! a vault secret), retried with backoff; every delivery — delivered or given up — is one
-//! `approval.notified` record. The file is read for each approval, so a change applies to the
-//! next one without a restart.
+//! `approval.notified` record. The desktop gets a freedesktop notification over the session bus
+//! when there is one (`[desktop] enabled`, the default). The file is read for each approval, so a
+//! change applies to the next one without a restart.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use aileron_core::approval::notify::{NotifyConfig, Webhook, notified_payload, signature, webhook_body};
+use aileron_core::approval::notify::{NotifyConfig, Webhook, desktop_text, notified_payload, signature, webhook_body};
 use aileron_core::approval::{ApprovalEntry, review_url};
 use aileron_core::audit::{Actor, ActorType};
 use aileron_core::vocabulary::EventType;
@@ -83,7 +84,50 @@ async fn notify(state: Arc<Services>, client: reqwest::Client, entry: ApprovalEn
             record(&state, &entry, "webhook", &hook.target(), outcome).await;
         }
     });
-    futures_util::future::join_all(deliveries).await;
+    let desktop = async {
+        if config.desktop
+            && let Some(outcome) = notify_desktop(&entry, agent.as_deref()).await
+        {
+            record(&state, &entry, "desktop", "session bus", outcome).await;
+        }
+    };
+    futures_util::future::join(futures_util::future::join_all(deliveries), desktop).await;
+}
+
+/// What a delivery came to: `Ok((attempts, status))` or `Err((attempts, last status, why))`.
+type Delivery = Result<(u32, Option<u16>), (u32, Option<u16>, String)>;
+
+/// A freedesktop notification (`org.freedesktop.Notifications.Notify`) on the session bus; `None`
+/// when there is no session bus to reach (no desktop: nothing to record).
+async fn notify_desktop(entry: &ApprovalEntry, agent: Option<&str>) -> Option<Delivery> {
+    let addressed = crate::platform::env::get("DBUS_SESSION_BUS_ADDRESS").is_some_and(|address| !address.is_empty());
+    let socket = crate::platform::env::get("XDG_RUNTIME_DIR")
+        .is_some_and(|dir| !dir.is_empty() && std::path::Path::new(&dir).join("bus").exists());
+    if !addressed && !socket {
+        return None;
+    }
+    let failed = |reason: String| Some(Err((1, None, reason)));
+    let connection = match tokio::time::timeout(ATTEMPT_TIMEOUT, zbus::Connection::session()).await {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(error)) => return failed(format!("connecting to the session bus: {error}")),
+        Err(_) => return failed("the session bus did not answer in time".to_string()),
+    };
+    let (title, body) = desktop_text(entry, agent);
+    let hints: std::collections::HashMap<&str, zbus::zvariant::Value<'_>> = std::collections::HashMap::new();
+    let arguments =
+        ("Aileron", 0u32, "dialog-password", title.as_str(), body.as_str(), Vec::<&str>::new(), hints, -1i32);
+    let called = connection.call_method(
+        Some("org.freedesktop.Notifications"),
+        "/org/freedesktop/Notifications",
+        Some("org.freedesktop.Notifications"),
+        "Notify",
+        &arguments,
+    );
+    match tokio::time::timeout(ATTEMPT_TIMEOUT, called).await {
+        Ok(Ok(_)) => Some(Ok((1, None))),
+        Ok(Err(error)) => failed(format!("the notification service refused: {error}")),
+        Err(_) => failed("the notification service did not answer in time".to_string()),
+    }
 }
 
 /// One webhook delivery with its retries: `Ok((attempts, status))` once a 2xx answers,
@@ -96,7 +140,7 @@ async fn deliver(
     entry: &ApprovalEntry,
     agent: Option<&str>,
     review: &str,
-) -> Result<(u32, Option<u16>), (u32, Option<u16>, String)> {
+) -> Delivery {
     let body = webhook_body(entry, agent, review, hook.include_arguments).to_string();
     let mut attempt = 0;
     let mut delays = WEBHOOK_RETRY_DELAYS.iter();
@@ -146,13 +190,7 @@ fn describe(error: &reqwest::Error) -> String {
 }
 
 /// The `approval.notified` record of one delivery.
-async fn record(
-    state: &Services,
-    entry: &ApprovalEntry,
-    channel: &str,
-    target: &str,
-    outcome: Result<(u32, Option<u16>), (u32, Option<u16>, String)>,
-) {
+async fn record(state: &Services, entry: &ApprovalEntry, channel: &str, target: &str, outcome: Delivery) {
     let event = AuditEvent {
         event_type: EventType::ApprovalNotified,
         actor: Actor::new(ActorType::Service, NOTIFIER),

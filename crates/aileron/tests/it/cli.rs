@@ -572,6 +572,125 @@ fn a_webhook_gets_each_approval_signed_and_retried_without_its_arguments() {
     drop(runtime);
 }
 
+/// SPEC §8's desktop notification: on a private session bus (Debian's `dbus-daemon --session`),
+/// a new approval becomes one `org.freedesktop.Notifications.Notify` call — seen by a
+/// `dbus-monitor` on that bus and answered by a stand-in notification service — naming the action
+/// and how to open it, without the arguments; the delivery is an `approval.notified` record.
+#[test]
+fn a_desktop_notification_is_sent_on_the_session_bus() {
+    use futures_util::StreamExt;
+    use std::io::BufRead;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
+    let cli = Cli::new();
+    let socket = cli.scratch().join("session-bus");
+    let mut bus = Command::new("dbus-daemon")
+        .args(["--session", "--nofork", "--print-address=1", &format!("--address=unix:path={}", socket.display())])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("dbus-daemon (cargo xtask installs Debian's dbus-daemon)");
+    let mut address = String::new();
+    std::io::BufReader::new(bus.stdout.take().unwrap()).read_line(&mut address).unwrap();
+    let address = address.trim().to_string();
+    let mut monitor = Command::new("dbus-monitor")
+        .args(["--address", &address, "type='method_call',interface='org.freedesktop.Notifications'"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("dbus-monitor (cargo xtask installs Debian's dbus-bin)");
+    let (monitored, watched) = std::sync::mpsc::channel::<String>();
+    let monitor_out = monitor.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(monitor_out).lines().map_while(Result::ok) {
+            let _ = monitored.send(line);
+        }
+    });
+    // The stand-in notification service: owns the name, records each Notify, answers an id.
+    let (notified, notifications) = std::sync::mpsc::channel::<(String, String, String)>();
+    let service = runtime.block_on(async {
+        zbus::connection::Builder::address(address.as_str())
+            .unwrap()
+            .name("org.freedesktop.Notifications")
+            .unwrap()
+            .build()
+            .await
+            .unwrap()
+    });
+    let served = service.clone();
+    runtime.spawn(async move {
+        let mut calls = zbus::MessageStream::from(&served);
+        while let Some(Ok(message)) = calls.next().await {
+            let header = message.header();
+            if header.member().map(|member| member.as_str()) != Some("Notify") {
+                continue;
+            }
+            type Notify = (
+                String,
+                u32,
+                String,
+                String,
+                String,
+                Vec<String>,
+                std::collections::HashMap<String, zbus::zvariant::OwnedValue>,
+                i32,
+            );
+            let (app, _, _, title, body, _, _, _): Notify = message.body().deserialize().unwrap();
+            let _ = notified.send((app, title, body));
+            served.reply(&header, &(7u32,)).await.unwrap();
+        }
+    });
+    // Give the monitor a moment to attach before anything is sent.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let started = cli.run_with(&["daemon", "start"], &[("DBUS_SESSION_BUS_ADDRESS", &address)], None);
+    assert!(started.status.success(), "{}", stderr(&started));
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
+    let pending = cli.run(&[
+        "action",
+        "run",
+        "fetch",
+        "--arg",
+        &format!("url={}/status/200?private=argumentValue", upstream.base_url()),
+    ]);
+    assert_eq!(pending.status.code(), Some(75), "{}", stderr(&pending));
+    let id = serde_json::from_slice::<Value>(&pending.stdout).unwrap()["approval_id"].as_str().unwrap().to_string();
+
+    let (app, title, body) = notifications.recv_timeout(std::time::Duration::from_secs(20)).expect("a Notify call");
+    assert_eq!(app, "Aileron");
+    assert!(title.contains("asks for your approval"), "{title}");
+    assert!(body.contains("fetch") && body.contains(&format!("aileron open approval {id}")), "{body}");
+    assert!(!body.contains("argumentValue"), "no arguments on the desktop: {body}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|line: &String| line.contains("member=Notify")) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        seen.push(watched.recv_timeout(left).unwrap_or_else(|_| panic!("the monitor saw no Notify: {seen:#?}")));
+    }
+    let mut record = Value::Null;
+    for _ in 0..200 {
+        let listed: Value =
+            serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "approval.notified"])).unwrap();
+        record = listed["items"][0]["payload"].clone();
+        if !record.is_null() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        (record["aileron.notify.channel"].as_str(), record["aileron.notify.outcome"].as_str()),
+        (Some("desktop"), Some("delivered")),
+        "{record}"
+    );
+    cli.ok(&["daemon", "stop"]);
+    let _ = monitor.kill();
+    let _ = bus.kill();
+    let _ = (monitor.wait(), bus.wait());
+    drop(runtime);
+}
+
 #[test]
 fn the_demo_runs_end_to_end_offline() {
     let output =
