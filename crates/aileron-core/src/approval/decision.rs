@@ -4,6 +4,8 @@
 //! The daemon holds the queue lock across `decide`, the journal append and the in-memory swap,
 //! so two concurrent decides on one entry are ordered and the second sees it already decided.
 
+use serde_json::{Map, Value};
+
 use super::journal::{EventKind, JournalEvent};
 use super::{ApprovalEntry, ApprovalId, ApprovalState};
 
@@ -18,6 +20,9 @@ pub struct Decision {
     pub reason: Option<String>,
     /// Who decided, e.g. `web` or `cli`.
     pub by: String,
+    /// Approved with these arguments instead of the requested ones (SPEC §8 "Edit before
+    /// approve"; already checked against the action's inputs). Never on a denial.
+    pub args: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,13 +32,15 @@ pub enum DecideError {
     NotPending { id: ApprovalId, state: ApprovalState },
     #[error("the reason is {chars} characters long; at most {MAX_REASON_CHARS} are accepted (hint: shorten it)")]
     ReasonTooLong { chars: usize },
+    #[error("arguments are edited only when approving (hint: deny without `args`)")]
+    EditedDenial,
 }
 
 impl DecideError {
     pub fn http_status(&self) -> u16 {
         match self {
             DecideError::NotPending { .. } => 404,
-            DecideError::ReasonTooLong { .. } => 400,
+            DecideError::ReasonTooLong { .. } | DecideError::EditedDenial => 400,
         }
     }
 }
@@ -49,7 +56,12 @@ pub fn decide(
         return Err(not_pending());
     }
     let reason = normalize_reason(decision.reason.as_deref())?;
-    let kind = EventKind::Decided { approved: decision.approved, reason, by: decision.by };
+    if decision.args.is_some() && !decision.approved {
+        return Err(DecideError::EditedDenial);
+    }
+    // Arguments identical to the requested ones are no edit.
+    let args = decision.args.filter(|args| *args != entry.args);
+    let kind = EventKind::Decided { approved: decision.approved, reason, by: decision.by, args };
     // The only illegal move from `pending_approval` would be a non-decision; a `decided` event is
     // always legal here, so any error means the entry stopped being pending.
     entry.advance(now, kind).map_err(|_| not_pending())

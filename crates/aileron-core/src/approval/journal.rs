@@ -53,6 +53,9 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
         by: String,
+        /// The arguments the approver edited in; the requested ones stay in `requested`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        args: Option<serde_json::Map<String, Value>>,
     },
     /// Undecided past its expiry.
     Expired,
@@ -175,7 +178,13 @@ impl ApprovalEntry {
         })?;
         match &event.kind {
             EventKind::Requested { .. } | EventKind::AwaitingVault | EventKind::Started => {}
-            EventKind::Decided { reason, by, .. } | EventKind::Cancelled { reason, by } => {
+            EventKind::Decided { reason, by, args, .. } => {
+                self.decided_at = Some(event.at.clone());
+                self.decided_by = Some(by.clone());
+                self.reason = reason.clone();
+                self.edited_args = args.clone();
+            }
+            EventKind::Cancelled { reason, by } => {
                 self.decided_at = Some(event.at.clone());
                 self.decided_by = Some(by.clone());
                 self.reason = reason.clone();

@@ -195,6 +195,9 @@ pub struct ApprovalEntry {
     /// before expiry existed) means [`DEFAULT_EXPIRY_MS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_after_ms: Option<u64>,
+    /// The arguments the approver edited in (the run uses these; `args` stays what was asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_args: Option<Map<String, Value>>,
 }
 
 /// The inputs of a new approval; [`ApprovalEntry::pending`] derives the rest from the action.
@@ -250,6 +253,7 @@ impl ApprovalEntry {
             unconfined: false,
             connector_fqn: None,
             expires_after_ms: Some(DEFAULT_EXPIRY_MS),
+            edited_args: None,
         }
     }
 
@@ -301,6 +305,11 @@ impl ApprovalEntry {
             .as_deref()
             .and_then(|decided| timestamp::millis_between(decided, now))
             .is_some_and(|ms| ms <= window_ms)
+    }
+
+    /// The arguments an approved run uses: the approver's edit, else the requested ones.
+    pub fn run_args(&self) -> &Map<String, Value> {
+        self.edited_args.as_ref().unwrap_or(&self.args)
     }
 
     /// How long this entry may wait for a decision.

@@ -12,8 +12,9 @@ use crate::vocabulary::EventType;
 /// an approval record carries.
 pub mod keys {
     pub use crate::vocabulary::keys::{
-        APPROVAL_ACTION as ACTION, APPROVAL_DECISION as DECISION, APPROVAL_ID as ID, APPROVAL_KIND as KIND,
-        APPROVAL_REASON as REASON, APPROVAL_WAIT_MS as WAIT_MS, CONNECTOR_FQN, SESSION_ID,
+        APPROVAL_ACTION as ACTION, APPROVAL_ARGS_SHA256 as ARGS_SHA256, APPROVAL_DECISION as DECISION,
+        APPROVAL_EDITED as EDITED, APPROVAL_EDITED_ARGS_SHA256 as EDITED_ARGS_SHA256, APPROVAL_ID as ID,
+        APPROVAL_KIND as KIND, APPROVAL_REASON as REASON, APPROVAL_WAIT_MS as WAIT_MS, CONNECTOR_FQN, SESSION_ID,
     };
 }
 
@@ -74,6 +75,15 @@ pub fn decision_payload(entry: &ApprovalEntry, decision: ApprovalDecision) -> Ma
     }
     if let Some(reason) = &entry.reason {
         payload.insert(keys::REASON.into(), reason.clone().into());
+    }
+    // An edit is on record by the hashes of both argument sets, never their values.
+    if let Some(edited) = &entry.edited_args {
+        let hash = |args: &Map<String, Value>| {
+            crate::identity::ContentHash::of_bytes(Value::Object(args.clone()).to_string().as_bytes()).to_string()
+        };
+        payload.insert(keys::EDITED.into(), true.into());
+        payload.insert(keys::ARGS_SHA256.into(), hash(&entry.args).into());
+        payload.insert(keys::EDITED_ARGS_SHA256.into(), hash(edited).into());
     }
     payload
 }

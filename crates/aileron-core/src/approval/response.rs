@@ -60,6 +60,9 @@ pub struct ResultView {
     /// The failure as in the envelope's `error` object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// The arguments the user edited in before approving: what ran instead of the requested ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_args: Option<serde_json::Map<String, Value>>,
 }
 
 impl ResultView {
@@ -70,6 +73,7 @@ impl ResultView {
             result: entry.result.clone(),
             reason: entry.reason.clone(),
             failure: entry.failure.clone(),
+            edited_args: entry.edited_args.clone(),
         }
     }
 }

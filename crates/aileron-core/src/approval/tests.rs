@@ -53,11 +53,11 @@ fn entry_in(state: ApprovalState) -> ApprovalEntry {
 }
 
 fn approve() -> EventKind {
-    EventKind::Decided { approved: true, reason: None, by: "web".into() }
+    EventKind::Decided { approved: true, reason: None, by: "web".into(), args: None }
 }
 
 fn deny(reason: &str) -> EventKind {
-    EventKind::Decided { approved: false, reason: Some(reason.into()), by: "cli".into() }
+    EventKind::Decided { approved: false, reason: Some(reason.into()), by: "cli".into(), args: None }
 }
 
 fn cancel() -> EventKind {
@@ -599,7 +599,7 @@ fn replay_rebuilds_exactly_the_state_the_daemon_held() {
     let completed_entry = pending_entry(id_at(T1, 2), T1);
     let mut script = Script::new();
     script.push(JournalEvent::requested(&denied)).push(JournalEvent::requested(&completed_entry));
-    let decision = Decision { approved: false, reason: Some("  wrong repo ".into()), by: "web".into() };
+    let decision = Decision { approved: false, reason: Some("  wrong repo ".into()), by: "web".into(), args: None };
     let (denied, event) = decide(&denied, decision, T1).unwrap();
     script.push(event);
     // The live daemon cannot start a denied entry, so nothing is journaled for the attempt.
@@ -928,13 +928,14 @@ fn a_decision_is_accepted_once_from_pending_only() {
     }
     for (from, approved, reason, expected) in cases {
         let entry = entry_in(from);
-        let decision = Decision { approved, reason: reason.map(str::to_string), by: "web".into() };
+        let decision = Decision { approved, reason: reason.map(str::to_string), by: "web".into(), args: None };
         let label = format!("{from} approved={approved} reason={:?}", reason.map(|r| r.len()));
         match (decide(&entry, decision, T1), expected) {
             (Ok((next, event)), Ok((state, stored))) => {
                 assert_eq!((next.state, next.reason.as_deref()), (state, stored), "{label}");
                 assert_eq!((next.decided_at.as_deref(), next.decided_by.as_deref()), (Some(T1), Some("web")));
-                let kind = EventKind::Decided { approved, reason: stored.map(str::to_string), by: "web".into() };
+                let kind =
+                    EventKind::Decided { approved, reason: stored.map(str::to_string), by: "web".into(), args: None };
                 assert_eq!(event, JournalEvent { at: T1.into(), id: entry.id.clone(), kind }, "{label}");
                 assert_eq!(next.args, entry.args);
             }
@@ -960,10 +961,13 @@ fn a_decision_is_accepted_once_from_pending_only() {
 #[test]
 fn concurrent_decides_on_one_entry_accept_only_the_first() {
     let entry = entry_in(P);
-    let (after_first, _) = decide(&entry, Decision { approved: true, reason: None, by: "web".into() }, T1).unwrap();
-    let second = decide(&after_first, Decision { approved: false, reason: Some("no".into()), by: "cli".into() }, T2);
+    let (after_first, _) =
+        decide(&entry, Decision { approved: true, reason: None, by: "web".into(), args: None }, T1).unwrap();
+    let second =
+        decide(&after_first, Decision { approved: false, reason: Some("no".into()), by: "cli".into(), args: None }, T2);
     assert_eq!(second, Err(DecideError::NotPending { id: entry.id.clone(), state: A }));
-    let double_click = decide(&after_first, Decision { approved: true, reason: None, by: "web".into() }, T2);
+    let double_click =
+        decide(&after_first, Decision { approved: true, reason: None, by: "web".into(), args: None }, T2);
     assert_eq!(double_click.map_err(|e| e.http_status()), Err(404));
 }
 
@@ -986,11 +990,15 @@ fn audit_payloads_carry_the_observability_keys() {
         map.extend(extra.as_object().unwrap().clone());
         Value::Object(map)
     };
-    let approved = decide(&requested, Decision { approved: true, reason: None, by: "web".into() }, T1).unwrap().0;
-    let denied =
-        decide(&requested, Decision { approved: false, reason: Some("wrong repo".into()), by: "cli".into() }, T2)
-            .unwrap()
-            .0;
+    let approved =
+        decide(&requested, Decision { approved: true, reason: None, by: "web".into(), args: None }, T1).unwrap().0;
+    let denied = decide(
+        &requested,
+        Decision { approved: false, reason: Some("wrong repo".into()), by: "cli".into(), args: None },
+        T2,
+    )
+    .unwrap()
+    .0;
     let anonymous = ApprovalEntry { session_id: None, connector_fqn: None, ..requested.clone() };
     let cases = [
         (Value::Object(requested_payload(&requested)), base.clone()),
@@ -1184,4 +1192,35 @@ fn preview_values_and_unavailable_reasons_are_capped() {
     }
     let json = serde_json::to_value(ApprovalPreview::unavailable("timed out after 5 s")).unwrap();
     assert_eq!(json, json!({"unavailable": {"reason": "timed out after 5 s"}}));
+}
+
+#[test]
+fn an_edit_is_kept_beside_the_request_and_recorded_by_its_hashes() {
+    let entry = entry_in(P);
+    let mut edited = entry.args.clone();
+    edited.insert("title".into(), json!("a better title"));
+    let decision =
+        |approved: bool, args: Option<Map<String, Value>>| Decision { approved, reason: None, by: "cli".into(), args };
+    let (approved, event) = decide(&entry, decision(true, Some(edited.clone())), T1).unwrap();
+    assert_eq!(approved.args, entry.args, "the requested arguments stay as asked");
+    assert_eq!(approved.run_args(), &edited, "the run uses the edit");
+    assert!(matches!(event.kind, EventKind::Decided { args: Some(_), .. }));
+    let payload = decision_payload(&approved, ApprovalDecision::Approved);
+    assert_eq!(payload["aileron.approval.edited"], json!(true));
+    let hash = |args: &Map<String, Value>| {
+        ContentHash::of_bytes(Value::Object(args.clone()).to_string().as_bytes()).to_string()
+    };
+    assert_eq!(payload["aileron.approval.args_sha256"], json!(hash(&entry.args)));
+    assert_eq!(payload["aileron.approval.edited_args_sha256"], json!(hash(&edited)));
+    assert!(!Value::Object(payload).to_string().contains("a better title"), "never the values");
+    assert_eq!(ResultView::of(&approved).edited_args, Some(edited.clone()));
+    // Replayed from the journal line, the edit is there again.
+    let mut replayed = entry.clone();
+    replayed.apply(&serde_json::from_str::<JournalLine>(&event.clone().sequenced(2).to_line()).unwrap().event).unwrap();
+    assert_eq!(replayed, approved);
+
+    let (same, _) = decide(&entry, decision(true, Some(entry.args.clone())), T1).unwrap();
+    assert_eq!(same.edited_args, None, "the requested arguments again are no edit");
+    assert!(!decision_payload(&same, ApprovalDecision::Approved).contains_key("aileron.approval.edited"));
+    assert_eq!(decide(&entry, decision(false, Some(edited)), T1).unwrap_err(), DecideError::EditedDenial);
 }

@@ -55,6 +55,11 @@ keys! {
     /// `approval.approved` appended at start-up for a decision the journal held and the log did
     /// not (its first append failed): always `true`; the record's time is not the decision's.
     APPROVAL_RECOVERED = "aileron.approval.recovered";
+    /// `approval.approved`: the approver edited the arguments (seed 003's `aileron.approval.edited`).
+    APPROVAL_EDITED = "aileron.approval.edited";
+    /// SHA-256 of the requested arguments (compact JSON), beside the edited ones' on an edit.
+    APPROVAL_ARGS_SHA256 = "aileron.approval.args_sha256";
+    APPROVAL_EDITED_ARGS_SHA256 = "aileron.approval.edited_args_sha256";
     // `approval.notified`: one delivery of a notification that an approval waits.
     /// `webhook` or `desktop`.
     NOTIFY_CHANNEL = "aileron.notify.channel";

@@ -119,7 +119,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         Some(grant) => {
             // The approval binds to the exact action bytes and arguments that were registered.
             let verified = grant.entry.verify_action(&action).and_then(|()| {
-                if grant.entry.args == request.args {
+                if grant.entry.run_args() == &request.args {
                     Ok(())
                 } else {
                     Err(Failure::capability_denied(
@@ -593,6 +593,18 @@ async fn reject_registration(
     }
 }
 
+/// The action's preview with `args` (`None` when it declares none): what an approver sees again
+/// after editing the arguments.
+pub async fn preview_for(
+    state: &Arc<Services>,
+    action: &ActionFile,
+    args: &Map<String, Value>,
+    caller: &Caller,
+) -> Option<ApprovalPreview> {
+    let preview = action.approval.preview.as_ref()?;
+    Some(evaluate_preview(state, action, preview, args, caller).await)
+}
+
 /// The preview op on the first step's connector, read-only, at most 5 s; a failure never blocks.
 async fn evaluate_preview(
     state: &Arc<Services>,
@@ -661,7 +673,8 @@ pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
     };
     let request = RunRequest {
         action: entry.action.clone(),
-        args: entry.args.clone(),
+        // The approver's edit when there was one (SPEC §8), else what was asked.
+        args: entry.run_args().clone(),
         caller: caller.clone(),
         approval: Some(ApprovalGrant { entry }),
     };

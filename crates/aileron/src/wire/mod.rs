@@ -485,6 +485,25 @@ pub struct DecideBody {
     pub approved: bool,
     #[serde(default)]
     pub reason: Option<String>,
+    /// Approve with these arguments instead (an action's approval only): checked against the
+    /// action's inputs; the run uses them and the agent is told.
+    #[serde(default)]
+    pub args: Option<Map<String, Value>>,
+}
+
+/// `POST /v1/action-approvals/{id}/preview`: the preview of a pending action approval with
+/// edited arguments, before approving with them.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditPreviewBody {
+    pub args: Map<String, Value>,
+}
+
+/// The arguments as checked and the action's preview with them (`null` when it declares none).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct EditPreview {
+    pub args: Map<String, Value>,
+    pub preview: Option<aileron_core::approval::ApprovalPreview>,
 }
 
 /// `POST /v1/action-approvals/{id}/cancel`: withdraw a pending approval.

@@ -63,8 +63,12 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
         return Err(refused);
     }
     let approval_id = ApprovalId::parse(&id).map_err(|_| approval_not_found(&id))?;
+    if let Some(args) = &body.args {
+        edited_args_allowed(state, &approval_id, &id, args)?;
+    }
     let caller = caller_for(principal);
-    let decision = Decision { approved: body.approved, reason: body.reason, by: caller.actor.id.clone() };
+    let decision =
+        Decision { approved: body.approved, reason: body.reason, by: caller.actor.id.clone(), args: body.args };
     let entry = match state.approvals.decide(&approval_id, decision) {
         Ok(entry) => entry,
         Err(QueueError::Unknown(_)) | Err(QueueError::Decide(DecideError::NotPending { .. })) => {
@@ -72,6 +76,9 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
         }
         Err(QueueError::Decide(error @ DecideError::ReasonTooLong { .. })) => {
             return Err(ApiError::bad_request("invalid_reason", error.to_string()));
+        }
+        Err(QueueError::Decide(error @ DecideError::EditedDenial)) => {
+            return Err(ApiError::bad_request("invalid_args", error.to_string()));
         }
         Err(error) => return Err(ApiError::internal(error)),
     };
@@ -96,6 +103,52 @@ pub async fn decide(state: &Arc<Services>, principal: &Principal, id: String, bo
         tokio::spawn(opentelemetry::context::FutureExt::with_context(run, waited));
     }
     Ok(Reply::no_content())
+}
+
+/// Whether `args` may replace the arguments of approval `id` (SPEC §8 "Edit before approve"): it
+/// is a pending action approval (a held request's bytes are what they are) and they satisfy the
+/// action's inputs. The action, its steps and its capabilities are unchanged, so an edit cannot
+/// widen what the run may touch: the same checks apply to whatever the arguments name.
+fn edited_args_allowed(
+    state: &Services,
+    approval_id: &ApprovalId,
+    id: &str,
+    args: &serde_json::Map<String, serde_json::Value>,
+) -> Result<std::sync::Arc<aileron_core::action::ActionFile>, ApiError> {
+    let entry = state.approvals.get(approval_id).ok_or_else(|| approval_not_found(id))?;
+    if entry.kind != ApprovalKind::Action {
+        return Err(ApiError::bad_request(
+            "invalid_args",
+            "a held request is approved or denied as sent; its arguments cannot be edited",
+        ));
+    }
+    if entry.state != ApprovalState::PendingApproval {
+        return Err(not_pending(state, approval_id, id));
+    }
+    let installed = state.actions.get(&entry.action).ok_or_else(|| {
+        ApiError::bad_request("invalid_args", format!("action `{}` is no longer installed", entry.action))
+    })?;
+    installed.file.validate_call_args(args).map_err(|error| {
+        ApiError::bad_request("invalid_args", format!("the edited arguments: {}", error.message()))
+            .with_hint(error.hint())
+    })?;
+    Ok(installed.file.clone())
+}
+
+/// The preview of a pending action approval with edited arguments (SPEC §8: the preview is shown
+/// again before approving with them); nothing is decided.
+pub async fn edit_preview(
+    state: &Arc<Services>,
+    principal: &Principal,
+    id: String,
+    body: crate::wire::EditPreviewBody,
+) -> Answer {
+    require(principal, Scope::ApprovalsDecide)?;
+    let approval_id = ApprovalId::parse(&id).map_err(|_| approval_not_found(&id))?;
+    let action = edited_args_allowed(state, &approval_id, &id, &body.args)?;
+    let caller = caller_for(principal);
+    let preview = crate::runner::preview_for(state, &action, &body.args, &caller).await;
+    Ok(Reply::ok(crate::wire::EditPreview { args: body.args, preview }))
 }
 
 /// 404 for an approval that cannot be decided or withdrawn: unknown, or already ended — saying

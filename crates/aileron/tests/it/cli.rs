@@ -691,6 +691,60 @@ fn a_desktop_notification_is_sent_on_the_session_bus() {
     drop(runtime);
 }
 
+/// SPEC §8's edit before approve: `approval approve --set` shows the edited arguments, checks them
+/// against the action's inputs, and the run uses them (the upstream sees the edit, never the
+/// request); the decision is audited with `aileron.approval.edited` and both argument hashes (no
+/// values), the agent's result says the arguments were edited, and without a terminal an edit
+/// needs `--yes`.
+#[test]
+fn an_approver_edits_the_arguments_and_the_run_uses_them() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
+    let cli = Cli::new();
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
+    let asked = format!("{}/status/200?asked=yes", upstream.base_url());
+    let pending = cli.run(&["action", "run", "fetch", "--arg", &format!("url={asked}")]);
+    assert_eq!(pending.status.code(), Some(75), "{}", stderr(&pending));
+    let id = serde_json::from_slice::<Value>(&pending.stdout).unwrap()["approval_id"].as_str().unwrap().to_string();
+
+    let unknown = cli.run(&["approval", "approve", &id, "--set", "branch=main", "--yes"]);
+    assert!(!unknown.status.success(), "an argument the action does not take");
+    assert!(stderr(&unknown).contains("invalid_args") && stderr(&unknown).contains("hint:"), "{}", stderr(&unknown));
+    let edited = format!("{}/status/200?edited=yes", upstream.base_url());
+    let no_terminal = cli.run(&["approval", "approve", &id, "--set", &format!("url={edited}")]);
+    assert!(!no_terminal.status.success() && stderr(&no_terminal).contains("--yes"), "{}", stderr(&no_terminal));
+    assert_eq!(upstream.recorder.count(), 0, "nothing ran yet");
+
+    let approved = cli.run(&["approval", "approve", &id, "--set", &format!("url={edited}"), "--yes"]);
+    assert!(approved.status.success(), "{}", stderr(&approved));
+    assert!(String::from_utf8_lossy(&approved.stdout).contains(&format!("edited arguments: {{\"url\":\"{edited}\"}}")));
+    let mut view = Value::Null;
+    for _ in 0..300 {
+        view = serde_json::from_str(&cli.ok(&["approval", "status", &id, "--json"])).unwrap();
+        if view["status"] == "completed" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(view["status"], "completed", "{view}");
+    assert_eq!(view["edited_args"], serde_json::json!({ "url": edited }), "the agent is told what ran: {view}");
+    let ran: Vec<String> = upstream.recorder.requests().into_iter().map(|r| r.path_and_query).collect();
+    assert_eq!(ran, ["/status/200?edited=yes"], "the run used the edit, once");
+    let decided: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "approval.approved"])).unwrap();
+    let payload = &decided["items"][0]["payload"];
+    assert_eq!(payload["aileron.approval.edited"], true, "{decided:#}");
+    assert!(payload["aileron.approval.args_sha256"].as_str().unwrap().starts_with("sha256:"));
+    assert_ne!(payload["aileron.approval.args_sha256"], payload["aileron.approval.edited_args_sha256"]);
+    assert!(!decided.to_string().contains("edited=yes"), "hashes, never the values");
+    drop(runtime);
+}
+
 #[test]
 fn the_demo_runs_end_to_end_offline() {
     let output =

@@ -624,7 +624,7 @@ mod journal_faults {
     }
 
     fn approve() -> Decision {
-        Decision { approved: true, reason: None, by: "test".into() }
+        Decision { approved: true, reason: None, by: "test".into(), args: None }
     }
 
     #[test]
@@ -753,6 +753,42 @@ mod journal_faults {
         let reopened = reopen(&path);
         for entry in queue.recently_resolved(100) {
             assert_eq!(reopened.get(&entry.id).map(|e| e.state), Some(entry.state), "a restart agrees");
+        }
+    }
+
+    /// An edit racing a plain approval (two approvers at once): one decision wins, and the
+    /// arguments the run will use are the winner's, live and after a reopen.
+    #[test]
+    fn an_edit_racing_a_plain_approval_has_one_outcome() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("approvals.jsonl");
+        let queue = Arc::new(ApprovalQueue::open(&path).unwrap().0);
+        for round in 0..30u8 {
+            let asked = entry(round, None, &format!("asked {round}"));
+            queue.register(asked.clone()).unwrap();
+            let edit = json!({ "title": format!("edited {round}") }).as_object().unwrap().clone();
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let racers: Vec<_> = [None, Some(edit.clone())]
+                .into_iter()
+                .map(|args| {
+                    let (queue, barrier, id) = (queue.clone(), barrier.clone(), asked.id.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        let edited = args.is_some();
+                        (edited, queue.decide(&id, Decision { args, ..approve() }))
+                    })
+                })
+                .collect();
+            let results: Vec<_> = racers.into_iter().map(|racer| racer.join().unwrap()).collect();
+            let winners: Vec<bool> = results.iter().filter(|(_, r)| r.is_ok()).map(|(edited, _)| *edited).collect();
+            assert_eq!(winners.len(), 1, "round {round}");
+            let held = queue.get(&asked.id).unwrap();
+            let expected = if winners[0] { &edit } else { &asked.args };
+            assert_eq!(held.run_args(), expected, "round {round}");
+        }
+        let reopened = reopen(&path);
+        for entry in queue.recently_resolved(100) {
+            assert_eq!(reopened.get(&entry.id).unwrap().run_args(), entry.run_args());
         }
     }
 

@@ -73,6 +73,7 @@ pub(super) fn pending(id: ApprovalId, requested_at: String) -> ApprovalEntry {
         unconfined: false,
         connector_fqn: None,
         expires_after_ms: None,
+        edited_args: None,
     }
 }
 
@@ -155,7 +156,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Decide { entry, approved } => {
                 let id = model.pick(entry);
-                let decision = Decision { approved, reason: None, by: "web".into() };
+                let decision = Decision { approved, reason: None, by: "web".into(), args: None };
                 match queue.decide(&id, decision) {
                     Ok(entry) => {
                         prop_assert_eq!(model.state(&id), Some(ApprovalState::PendingApproval), "decided twice");

@@ -299,7 +299,7 @@ fn print_logs(body: &Value) {
 }
 
 /// Converts `key=value` pairs to the types the action declares.
-fn typed_args(pairs: &[String], schema: &Value) -> Result<Map<String, Value>, CliError> {
+pub(super) fn typed_args(pairs: &[String], schema: &Value) -> Result<Map<String, Value>, CliError> {
     let mut args = Map::new();
     for pair in pairs {
         let Some((key, raw)) = pair.split_once('=') else {

@@ -30,11 +30,21 @@ enum ApprovalCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Approve a pending approval; the action then runs once, in the background
+    /// Approve a pending approval; the action then runs once, in the background. With `--set`
+    /// or `--args-file` it runs with the arguments you edit in, after showing their preview
     Approve {
         id: String,
         #[arg(long)]
         reason: Option<String>,
+        /// Replace one argument: KEY=VALUE, typed as the action declares (repeatable)
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Replace the arguments with this JSON object file's
+        #[arg(long, value_name = "FILE", conflicts_with = "set")]
+        args_file: Option<std::path::PathBuf>,
+        /// Approve the edited arguments without asking after their preview
+        #[arg(long)]
+        yes: bool,
     },
     /// Deny a pending approval; the action never runs
     Deny {
@@ -139,9 +149,28 @@ pub async fn run(home: &Home, args: ApprovalArgs) -> CliResult {
             Ok(ExitStatus::Ok)
         }
         ApprovalCommand::Watch { json } => watch(&client, json).await,
-        ApprovalCommand::Approve { id, reason } => decide(&client, &id, true, reason).await,
+        ApprovalCommand::Approve { id, reason, set, args_file, yes } => {
+            if set.is_empty() && args_file.is_none() {
+                return decide(&client, &id, true, reason, None).await;
+            }
+            let Some(args) = edited_args(&client, &id, &set, args_file.as_deref()).await? else {
+                return decide(&client, &id, true, reason, None).await;
+            };
+            let preview = client
+                .call_raw(Method::POST, &format!("/v1/action-approvals/{id}/preview"), Some(&json!({ "args": args })))
+                .await?;
+            if preview.0 != StatusCode::OK {
+                return Err(CliError::failure(ApiFailure { status: preview.0, body: preview.1 }.to_string()));
+            }
+            show_edit(&preview.1);
+            if !yes && !confirmed("approve with these arguments? [y/N] ")? {
+                eprintln!("not approved; {id} still waits");
+                return Ok(ExitStatus::Ok);
+            }
+            decide(&client, &id, true, reason, Some(args)).await
+        }
 
-        ApprovalCommand::Deny { id, reason } => decide(&client, &id, false, reason).await,
+        ApprovalCommand::Deny { id, reason } => decide(&client, &id, false, reason, None).await,
         ApprovalCommand::Cancel { id, reason } => {
             let body = json!({ "reason": reason });
             let (status, answer) =
@@ -273,17 +302,102 @@ fn show_event(event: &str, data: &str, json: bool, shown: &mut std::collections:
     }
 }
 
-async fn decide(client: &DaemonClient, id: &str, approved: bool, reason: Option<String>) -> CliResult {
+/// The pending approval's arguments with `--set` pairs (typed as the action declares) or the
+/// `--args-file` object in their place; `None` when they equal the requested ones.
+async fn edited_args(
+    client: &DaemonClient,
+    id: &str,
+    set: &[String],
+    args_file: Option<&std::path::Path>,
+) -> Result<Option<serde_json::Map<String, Value>>, CliError> {
+    let listing: ApprovalList = client.get_as("/v1/action-approvals").await?;
+    let Some(entry) = listing.items.into_iter().find(|entry| entry.id.as_str() == id) else {
+        return Err(CliError::failure(format!(
+            "approval `{id}` is not waiting\nhint: aileron approval list shows what waits; aileron approval status {id} how it ended"
+        )));
+    };
+    let args = match args_file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| CliError::usage(format!("reading {}: {e}", file.display())))?;
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(args)) => args,
+                _ => {
+                    return Err(CliError::usage(format!(
+                        "{} is not one JSON object\nhint: write the arguments as {{\"key\": value, ...}}",
+                        file.display()
+                    )));
+                }
+            }
+        }
+        None => {
+            let action: crate::wire::ActionView = client.get_as(&format!("/v1/actions/{}", entry.action)).await?;
+            let mut args = entry.args.clone();
+            args.extend(super::action::typed_args(set, &action.input_schema)?);
+            args
+        }
+    };
+    Ok((args != entry.args).then_some(args))
+}
+
+/// The edited arguments and their preview, before the user confirms.
+fn show_edit(answer: &Value) {
+    let visible = |text: &str| aileron_core::untrusted_text::visible(text, 2000);
+    outln!("edited arguments: {}", visible(&answer["args"].to_string()));
+    match &answer["preview"] {
+        Value::Null => outln!("(this action shows no preview)"),
+        preview => match serde_json::from_value::<aileron_core::approval::ApprovalPreview>(preview.clone()) {
+            Ok(aileron_core::approval::ApprovalPreview::Fields(fields)) => {
+                outln!("preview with them:");
+                for field in fields {
+                    outln!("  {}: {}", visible(&field.label), visible(field.value.as_deref().unwrap_or("—")));
+                }
+            }
+            Ok(aileron_core::approval::ApprovalPreview::Unavailable { reason }) => {
+                outln!("preview unavailable: {}", visible(&reason));
+            }
+            Err(_) => outln!("preview: {}", visible(&preview.to_string())),
+        },
+    }
+}
+
+/// Asks on the terminal; no terminal is a refusal with the way out.
+fn confirmed(question: &str) -> Result<bool, CliError> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::usage(
+            "approving edited arguments asks for confirmation after their preview, and there is no terminal\nhint: add --yes to approve them as shown",
+        ));
+    }
+    eprint!("{question}");
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).map_err(|e| CliError::failure(e.to_string()))?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+async fn decide(
+    client: &DaemonClient,
+    id: &str,
+    approved: bool,
+    reason: Option<String>,
+    args: Option<serde_json::Map<String, Value>>,
+) -> CliResult {
     let mut body = json!({ "approved": approved });
     if let Some(reason) = reason {
         body["reason"] = reason.into();
+    }
+    let edited = args.is_some();
+    if let Some(args) = args {
+        body["args"] = Value::Object(args);
     }
     let (status, answer) =
         client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/decide"), Some(&body)).await?;
     if status != StatusCode::NO_CONTENT {
         return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
     }
-    if approved {
+    if edited {
+        eprintln!("approved {id} with the edited arguments; it runs with them now, and the agent is told");
+    } else if approved {
         eprintln!(
             "approved {id}; it runs now (an action in the background; an agent's held request goes out once) — \
              follow it with: aileron approval status {id}"

@@ -296,7 +296,17 @@ fn status_text(id: &str, view: &ResultView) -> (String, bool) {
         }
         ApprovalState::Completed => {
             let audit = view.audit_id.as_deref().map(|a| format!(" (audit {a})")).unwrap_or_default();
-            (format!("completed: {id} ran{audit}. Its result follows."), false)
+            let edited = view
+                .edited_args
+                .as_ref()
+                .map(|args| {
+                    format!(
+                        " The user edited the arguments before approving; it ran with {} instead of what you asked.",
+                        compact(&Value::Object(args.clone()))
+                    )
+                })
+                .unwrap_or_default();
+            (format!("completed: {id} ran{audit}.{edited} Its result follows."), false)
         }
         ApprovalState::Denied => {
             let reason = view

@@ -28,6 +28,15 @@ pub async fn decide(
     workflows::approvals::decide(&state.services, &principal, id, body).await
 }
 
+pub async fn edit_preview(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Json(body): Json<wire::EditPreviewBody>,
+) -> Answer {
+    workflows::approvals::edit_preview(&state.services, &principal, id, body).await
+}
+
 pub async fn cancel(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,

@@ -173,6 +173,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/v1/action-approvals", Token(ApprovalsPoll), "pending approvals, oldest first", App(|| get(approvals::list))).answers::<wire::ApprovalList>(200),
     route("GET", "/v1/action-approvals/watch", Token(ApprovalsPoll), "SSE: `snapshot`, `pending`, `resolved`; 30 s heartbeat", App(|| get(approvals::watch))).streams(),
     route("POST", "/v1/action-approvals/{id}/decide", Token(ApprovalsDecide), "{approved, reason?} → 204; 404 when unknown or already decided", App(|| post(approvals::decide))).takes::<wire::DecideBody>().empty(204),
+    route("POST", "/v1/action-approvals/{id}/preview", Token(ApprovalsDecide), "{args} → {args, preview}: a pending action approval's preview with edited arguments; decides nothing", App(|| post(approvals::edit_preview))).takes::<wire::EditPreviewBody>().answers::<wire::EditPreview>(200),
     route("POST", "/v1/action-approvals/{id}/cancel", Token(ApprovalsPoll), "{reason?} → 204: withdraw a pending approval (a session token: its own session's only); 404 when not pending", App(|| post(approvals::cancel))).takes::<wire::CancelBody>().empty(204),
     route("GET", "/v1/action-approvals/{id}/result", Token(ApprovalsPoll), "{status, audit_id?, result?, reason?, failure?}", App(|| get(approvals::result))).answers::<aileron_core::approval::ResultView>(200),
     route("GET", "/v1/vault/status", Token(Console), "{state: absent|locked|unlocked, path, secrets, bindings, awaiting_vault}", App(|| get(credentials::vault_status))).answers::<wire::VaultView>(200),
