@@ -12,6 +12,8 @@
 //                                        double-click Approve on one card, type TEXT and click Deny
 //                                        on the other, wait until both are resolved for good
 //   {"cmd": "withdraw", "id": ID}        click Withdraw on card ID, wait until it is resolved
+//   {"cmd": "edit", "id": ID, "args": {…}} open "Edit arguments", type the JSON, Preview, report the
+//                                        preview rows, then approve with them and wait until resolved
 //   {"cmd": "cross_site", "url": URL}    a fresh context follows the sign-in URL from a link on
 //                                        another site's page and reports what it shows
 //   {"cmd": "anonymous", "id": ID}       a fresh context without the cookie opens the page and
@@ -58,7 +60,7 @@ async function cardsOn(page) {
           row.querySelector('td')?.textContent ?? '',
         ]),
       ),
-      buttons: [...card.querySelectorAll('button')].map((button) => button.textContent),
+      buttons: [...card.querySelectorAll('.decide button')].map((button) => button.textContent),
     })),
   );
 }
@@ -161,6 +163,22 @@ async function main() {
           { id: command.id, finals: FINAL_STATES },
         );
         reply({ resolved: await resolvedOn(page), cards: await cardsOn(page), problems });
+        break;
+      }
+      case 'edit': {
+        await page.click(`#card-${command.id} details.edit summary`);
+        await page.fill(`#card-${command.id} textarea.edit-args`, JSON.stringify(command.args));
+        const approveBefore = await page.isDisabled(`#card-${command.id} button.approve-edited`);
+        await page.click(`#card-${command.id} button.preview-edit`);
+        await page.waitForSelector(`#card-${command.id} .edit-preview table`);
+        const rows = await page.$$eval(`#card-${command.id} .edit-preview tr`, (trs) =>
+          trs.map((tr) => [tr.querySelector('th').textContent, tr.querySelector('td').textContent]));
+        await page.click(`#card-${command.id} button.approve-edited`);
+        await page.waitForFunction(
+          ({ id, finals }) => finals.includes(document.getElementById(`resolved-${id}`)?.dataset.status),
+          { id: command.id, finals: FINAL_STATES },
+        );
+        reply({ approve_disabled_before_preview: approveBefore, preview_rows: rows, resolved: await resolvedOn(page), problems });
         break;
       }
       case 'cross_site': {
@@ -280,7 +298,7 @@ async function main() {
         );
         reply({
           status: await page.innerText(`${card} .status`),
-          buttons_disabled: await page.$$eval(`${card} button`, (buttons) => buttons.map((b) => b.disabled)),
+          buttons_disabled: await page.$$eval(`${card} .decide button`, (buttons) => buttons.map((b) => b.disabled)),
           still_shown: await page.isVisible(card),
         });
         break;

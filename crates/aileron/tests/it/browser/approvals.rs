@@ -257,6 +257,21 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert!(cross_site["url"].as_str().unwrap().ends_with(&format!("/approvals?focus={third}")), "{cross_site}");
     assert_eq!(cards(&cross_site), vec![(third.clone(), true, url_of("third"))]);
 
+    // 8b. Edited before approving: previewed first, then the run uses the edit, never the request.
+    let to_edit = request_approval(&cli, &url_of("asked"));
+    browser.send(json!({"cmd": "expect_card", "id": to_edit}));
+    let edited = browser.send(json!({"cmd": "edit", "id": to_edit, "args": {"url": url_of("edited")}}));
+    assert_no_page_problems(&edited, "edit");
+    assert_eq!(edited["approve_disabled_before_preview"], true, "an edit is approved only after its preview");
+    assert!(!edited["preview_rows"].as_array().unwrap().is_empty(), "{edited}");
+    let view = wait_for_status(&cli, &to_edit, &["completed", "failed"]);
+    assert_eq!(view["status"], "completed", "{view}");
+    assert_eq!(view["edited_args"], json!({"url": url_of("edited")}), "{view}");
+    assert_eq!((calls_for("asked"), calls_for("edited")), (0, 1), "the edit ran, the request did not");
+    let approved = audit_events(&cli, "approval.approved");
+    let record = approved.iter().find(|r| r["payload"]["aileron.approval.id"] == to_edit.as_str()).unwrap();
+    assert_eq!(record["payload"]["aileron.approval.edited"], true, "{record}");
+
     // 9. The daemon goes away: the page says so, and a decision it cannot deliver is reported.
     cli.ok(&["daemon", "stop"]);
     let disconnected = browser.send(json!({"cmd": "wait_disconnected"}));
@@ -267,5 +282,5 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert_eq!(offline["still_shown"], true);
     assert_eq!(browser.send(json!({"cmd": "quit"}))["closed"], true);
     assert_eq!(approval_status(&cli, &third)["status"], "pending_approval", "still pending after a restart");
-    assert_eq!(upstream.recorder.count(), 1);
+    assert_eq!(upstream.recorder.count(), 2, "the first approval's run and the edited one's");
 }

@@ -174,6 +174,21 @@ fn card(
             ),
         )
     });
+    // An action's arguments can be edited before approving (SPEC §8); a held request's cannot.
+    let edit = if entry.kind == aileron_core::approval::ApprovalKind::Action {
+        let pretty = serde_json::to_string_pretty(&entry.args).unwrap_or_default();
+        format!(
+            "<details class=\"edit\" id=\"edit-{id}\"><summary>Edit arguments</summary>\
+             <textarea class=\"edit-args\" id=\"edit-args-{id}\" rows=\"6\" spellcheck=\"false\" \
+             aria-label=\"edited arguments (JSON)\">{args}</textarea><div class=\"edit-actions\">\
+             <button class=\"preview-edit\" data-id=\"{id}\">Preview</button>\
+             <button class=\"approve-edited\" data-id=\"{id}\" data-busy-key=\"{id}\" disabled>Approve with these arguments</button>\
+             </div><div class=\"edit-preview\" id=\"edit-preview-{id}\"></div></details>",
+            args = escape(&pretty),
+        )
+    } else {
+        String::new()
+    };
     let (description, reach) = match (held, state.actions.get(&entry.action)) {
         (Some(held), _) => held,
         (None, Some(action)) => (
@@ -188,7 +203,7 @@ fn card(
     format!(
         "<section class=\"card{focused}\" id=\"card-{id}\" data-id=\"{id}\">\
          <h2>{action}</h2><p class=\"meta\">{id} · requested {requested}{expires}</p>{requester}{description}\
-         {preview}<h3>Arguments</h3><table class=\"args kv\">{args}</table>{reach}\
+         {preview}<h3>Arguments</h3><table class=\"args kv\">{args}</table>{edit}{reach}\
          <div class=\"decide\"><button class=\"approve\" data-id=\"{id}\" data-busy-key=\"{id}\">Approve</button>\
          <input class=\"reason\" id=\"reason-{id}\" placeholder=\"reason (optional)\" aria-label=\"reason\" maxlength=\"1000\">\
          <button class=\"deny\" data-id=\"{id}\" data-busy-key=\"{id}\">Deny</button>\
@@ -227,7 +242,7 @@ pub const OPEN_NETWORK_NOTICE: &str = "requested by an agent whose network is no
 /// The approvals page's own script: decisions (the shared script refreshes the cards).
 const SCRIPT: &str = r#"
 // The buttons stay disabled until the answer: a double click or Approve-then-Deny sends one decision.
-async function decide(card, approved, withdraw) {
+async function decide(card, approved, withdraw, edited) {
   const id = card.dataset.id;
   const buttons = card.querySelectorAll('button');
   const status = card.querySelector('.status');
@@ -239,12 +254,13 @@ async function decide(card, approved, withdraw) {
   try {
     const verb = withdraw ? '/cancel' : '/decide';
     const body = withdraw ? (reason ? { reason } : {}) : (reason ? { approved, reason } : { approved });
+    if (edited) body.args = edited;
     const response = await fetch('/v1/action-approvals/' + encodeURIComponent(id) + verb, {
       method: 'POST', credentials: 'same-origin',
       headers: { 'content-type': 'application/json', 'x-csrf-token': CSRF },
       body: JSON.stringify(body),
     });
-    const done = withdraw ? 'withdrawn' : (approved ? 'approved' : 'denied');
+    const done = withdraw ? 'withdrawn' : (edited ? 'approved with edited arguments' : (approved ? 'approved' : 'denied'));
     outcome = response.status === 204 ? done : 'failed: HTTP ' + response.status;
   } catch (error) {
     outcome = 'failed: the daemon did not answer';
@@ -255,7 +271,46 @@ async function decide(card, approved, withdraw) {
   if (outcome.startsWith('failed')) { busy.delete(id); for (const b of shown.querySelectorAll('button')) b.disabled = false; }
   schedule();
 }
+// Edited arguments are previewed first (the daemon checks them against the action's inputs);
+// only what was previewed can be approved.
+async function previewEdit(card) {
+  const id = card.dataset.id;
+  const out = card.querySelector('.edit-preview');
+  const approveEdited = card.querySelector('button.approve-edited');
+  approveEdited.disabled = true;
+  let args;
+  try { args = JSON.parse(card.querySelector('.edit-args').value); } catch (error) { out.textContent = 'not JSON: ' + error.message; return; }
+  out.textContent = 'previewing…';
+  let response, answer = {};
+  try {
+    response = await fetch('/v1/action-approvals/' + encodeURIComponent(id) + '/preview', {
+      method: 'POST', credentials: 'same-origin',
+      headers: { 'content-type': 'application/json', 'x-csrf-token': CSRF },
+      body: JSON.stringify({ args }),
+    });
+    answer = await response.json().catch(() => ({}));
+  } catch (error) { out.textContent = 'failed: the daemon did not answer'; return; }
+  if (response.status !== 200) { out.textContent = (answer.error && answer.error.message) || 'failed: HTTP ' + response.status; return; }
+  out.replaceChildren();
+  const table = document.createElement('table');
+  table.className = 'kv edit-fields';
+  const row = (label, value) => {
+    const tr = table.insertRow(); const th = document.createElement('th'); th.textContent = label; tr.append(th);
+    tr.insertCell().textContent = value;
+  };
+  const preview = answer.preview;
+  if (!preview) row('preview', 'this action shows no preview');
+  else if (preview.unavailable) row('preview unavailable', preview.unavailable.reason);
+  else for (const field of preview.fields) row(field.label, field.value ?? '—');
+  out.append(table);
+  approveEdited.dataset.args = JSON.stringify(answer.args);
+  approveEdited.disabled = false;
+}
 content.addEventListener('click', (event) => {
+  const preview = event.target.closest('button.preview-edit');
+  if (preview) { previewEdit(preview.closest('.card')); return; }
+  const edited = event.target.closest('button.approve-edited');
+  if (edited && !edited.disabled) { decide(edited.closest('.card'), true, false, JSON.parse(edited.dataset.args)); return; }
   const button = event.target.closest('button.approve, button.deny, button.withdraw');
   if (!button || button.disabled) return;
   decide(button.closest('.card'), button.classList.contains('approve'), button.classList.contains('withdraw'));

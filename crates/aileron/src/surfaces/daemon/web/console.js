@@ -27,7 +27,7 @@ setInterval(tick, 15000);
 function swap(html) {
   const open = new Set([...content.querySelectorAll('details[open][id]')].map((d) => d.id));
   const values = {};
-  for (const input of content.querySelectorAll('input[id], select[id]')) values[input.id] = input.value;
+  for (const input of content.querySelectorAll('input[id], select[id], textarea[id]')) values[input.id] = input.value;
   const focused = document.activeElement && content.contains(document.activeElement) ? document.activeElement.id : '';
   content.innerHTML = html;
   for (const id of open) { const d = document.getElementById(id); if (d) d.open = true; }
