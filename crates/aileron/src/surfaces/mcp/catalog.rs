@@ -66,7 +66,7 @@ impl ToolCatalog {
     /// actions the first in name order wins.
     pub fn from_listing(listing: ActionList) -> ToolCatalog {
         let mut catalog = ToolCatalog::default();
-        let mut owners: HashMap<String, String> = [CHECK_ACTION_STATUS, DIAGNOSTICS]
+        let mut owners: HashMap<String, String> = [CHECK_ACTION_STATUS, CANCEL_ACTION, DIAGNOSTICS]
             .iter()
             .map(|name| (name.to_string(), format!("built-in {name}")))
             .collect();
@@ -443,16 +443,16 @@ mod tests {
             assert_eq!(got, shadowed);
             assert_eq!(catalog.disabled, disabled);
         };
-        check(vec![], &[CHECK_ACTION_STATUS, DIAGNOSTICS], &[], 0);
+        check(vec![], &[CHECK_ACTION_STATUS, CANCEL_ACTION, DIAGNOSTICS], &[], 0);
         check(
             vec![view("list-issues", true, false), view("create.issue", true, true), view("off", false, false)],
-            &["create_issue", "list_issues", CHECK_ACTION_STATUS, DIAGNOSTICS],
+            &["create_issue", "list_issues", CHECK_ACTION_STATUS, CANCEL_ACTION, DIAGNOSTICS],
             &[],
             1,
         );
         check(
             vec![view("a_b", true, false), view("a-b", true, false), view("check-action-status", true, false)],
-            &["a_b", CHECK_ACTION_STATUS, DIAGNOSTICS],
+            &["a_b", CHECK_ACTION_STATUS, CANCEL_ACTION, DIAGNOSTICS],
             &[
                 ("a_b", "a_b", "action a-b"),
                 ("check-action-status", "check_action_status", "built-in check_action_status"),
