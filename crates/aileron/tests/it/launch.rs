@@ -1259,7 +1259,8 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
         .unwrap()
         .json()
         .unwrap();
-    assert_eq!(status["status"], "pending_approval", "{status}");
+    // The agent's session ended undecided: withdrawn, never approved.
+    assert_eq!(status["status"], "cancelled", "{status}");
     assert_eq!(upstream.recorder.count(), 0, "the gated call never ran");
     let audit = |event_type: &str| -> Vec<Value> {
         let listed = rig.run(&["audit", "list", "--json", "--event-type", event_type], &[]);
@@ -1286,30 +1287,7 @@ fn an_unconfined_launch_is_audited_and_its_approvals_say_so() {
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     install_attack_targets(&rig, &upstream.host_port());
     let gated_url = format!("{}/status/200", upstream.base_url());
-    // This agent asks for the gated call through its MCP server, then stays until told to end.
-    let ended = rig.workspace().join("end-now");
-    let script = gated_call_agent(&gated_url).replace(
-        "p.stdin.close(); p.wait()\n",
-        &format!(
-            "p.stdin.close(); p.wait()\nimport os, time\nwhile not os.path.exists({:?}): time.sleep(0.05)\n",
-            ended.display().to_string()
-        ),
-    );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (output, listed) = std::thread::scope(|scope| {
-        let launched = scope.spawn(|| rig.run(&["launch", "--unconfined", "claude"], &[]));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let listed = loop {
-            let listed = String::from_utf8_lossy(&rig.run(&["approval", "list"], &[]).stdout).to_string();
-            if listed.contains("act-") || std::time::Instant::now() > deadline || launched.is_finished() {
-                break listed;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        };
-        std::fs::write(&ended, "").unwrap();
-        (launched.join().unwrap(), listed)
-    });
+    let (output, listed) = list_while_the_agent_waits(&rig, &gated_url, &["launch", "--unconfined", "claude"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("runs unconfined"), "{}", text(&output));
     assert!(listed.contains("requested by an unconfined agent"), "{listed}");
@@ -1329,6 +1307,35 @@ fn an_unconfined_launch_is_audited_and_its_approvals_say_so() {
     let started: Value = serde_json::from_slice(&started.stdout).unwrap();
     assert_eq!(started["items"][0]["payload"]["aileron.session.confinement"], "unconfined", "{started}");
     drop(runtime);
+}
+
+/// Launches (`args`) an agent that asks for the gated call at `gated_url` through its MCP server
+/// and stays until told to end; returns the launch's output and `approval list` as it read while
+/// the approval waited (the session's end withdraws it).
+fn list_while_the_agent_waits(rig: &LaunchRig, gated_url: &str, args: &[&str]) -> (Output, String) {
+    let ended = rig.workspace().join("end-now");
+    let script = gated_call_agent(gated_url).replace(
+        "p.stdin.close(); p.wait()\n",
+        &format!(
+            "p.stdin.close(); p.wait()\nimport os, time\nwhile not os.path.exists({:?}): time.sleep(0.05)\n",
+            ended.display().to_string()
+        ),
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::thread::scope(|scope| {
+        let launched = scope.spawn(|| rig.run(args, &[]));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let listed = loop {
+            let listed = String::from_utf8_lossy(&rig.run(&["approval", "list"], &[]).stdout).to_string();
+            if listed.contains("act-") || std::time::Instant::now() > deadline || launched.is_finished() {
+                break listed;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        std::fs::write(&ended, "").unwrap();
+        (launched.join().unwrap(), listed)
+    })
 }
 
 /// The re-attack's H4: containment hid only the Aileron home, so a confined agent appended
@@ -1701,11 +1708,8 @@ fn an_open_network_launch_is_recorded_as_unenforced() {
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     install_attack_targets(&rig, &upstream.host_port());
     let gated_url = format!("{}/status/200", upstream.base_url());
-    std::fs::write(rig.bin().join("claude"), gated_call_agent(&gated_url)).unwrap();
-    let output = rig.run(&["launch", "claude", "--network", "open"], &[]);
+    let (output, stdout) = list_while_the_agent_waits(&rig, &gated_url, &["launch", "claude", "--network", "open"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
-    let listed = rig.run(&["approval", "list"], &[]);
-    let stdout = String::from_utf8_lossy(&listed.stdout);
     assert!(stdout.contains("whose network is not confined (--network=open)"), "{stdout}");
     assert!(!stdout.contains("requested by an unconfined agent"), "{stdout}");
     drop(runtime);
@@ -2496,8 +2500,11 @@ fn a_late_approval_is_a_permit_for_its_own_session_only() {
     let asked = second["body"]["error"]["approval_id"].as_str().unwrap();
     assert_ne!(asked, approved, "B's request is a new approval, not A's permit");
     assert!(saw.lock().unwrap().is_empty(), "nothing went out: {:?}", saw.lock().unwrap());
-    let listed: Value = serde_json::from_slice(&rig.run(&["approval", "list", "--json"], &[]).stdout).unwrap();
-    assert!(listed["items"].as_array().unwrap().iter().any(|item| item["id"] == asked), "{listed:#}");
+    // B's own approval was withdrawn when B's session ended; A's stays an unused permit.
+    let status =
+        |id: &str| String::from_utf8_lossy(&rig.run(&["approval", "status", id], &[]).stdout).trim().to_string();
+    assert_eq!(status(asked), "cancelled: the session that asked ended");
+    assert_eq!(status(&approved), "approved");
 }
 
 /// SPEC §15's LLM keys: a provider key in the vault (`aileron secret set llm/anthropic`) is put on
