@@ -41,6 +41,7 @@ use restart::restart_benchmark;
 use traces::{TRACE_ROUNDS, traces_benchmark};
 
 mod agent_proxy;
+mod approvals;
 mod call;
 mod catalog;
 mod console;
@@ -125,6 +126,8 @@ pub enum Part {
     Catalog,
     /// (k) a launched agent's egress proxy (TLS terminated) against direct, and the launch it adds to
     AgentProxy,
+    /// (l) from a human's decision to the approved run, against a direct run
+    Approvals,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -134,6 +137,8 @@ const DEFAULT_WARMUP: &str = "1";
 const DEFAULT_RESTARTS: u64 = 5;
 /// Timed spawns of each kind in the spawn benchmark.
 const SPAWNS: usize = 300;
+/// Timed approvals in the approvals benchmark (the 200).
+const APPROVALS: usize = 200;
 
 /// Measure the figures of BENCHMARKS.md (run by `cargo xtask bench`)
 #[derive(Debug, Clone, clap::Parser)]
@@ -217,6 +222,7 @@ fn part_name(part: Part) -> &'static str {
         Part::Go => "go",
         Part::Catalog => "catalog",
         Part::AgentProxy => "agent-proxy",
+        Part::Approvals => "approvals",
     }
 }
 
@@ -375,6 +381,15 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         None
     };
 
+    let approvals = if args.runs(Part::Approvals) {
+        eprintln!(
+            "(l) approvals: {APPROVALS} decisions timed to the run started and completed, and as many direct runs"
+        );
+        Some(stolen.after("(l)", approvals::run(APPROVALS, scratch.path()).await?))
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         stolen,
@@ -392,6 +407,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         go,
         catalog,
         agent_proxy,
+        approvals,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {
