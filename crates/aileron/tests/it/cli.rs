@@ -304,17 +304,27 @@ fn connectors_install_from_a_release_tarball_and_versions_coexist() {
     assert!(message.contains("malformed_tarball") && message.contains("hint: "), "{message}");
 }
 
+/// The gated action `fetch` (input `url`) on `http_get`: its spec for the connector `hash`.
+fn gated_fetch(hash: &str) -> ActionSpec<'_> {
+    ActionSpec {
+        inputs: &[("url", "string", true)],
+        approval: true,
+        ..ActionSpec::new("fetch", "http_get", hash, "get")
+    }
+}
+
+/// Installs `http_get` reaching `upstream` and adds [`gated_fetch`].
+fn add_gated_fetch(cli: &Cli, upstream: &crate::fake_github::FakeGithub) {
+    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
+    cli.add_action(&gated_fetch(&hash));
+}
+
 #[test]
 fn gated_runs_exit_75_and_the_cli_decides() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
-    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
-    cli.add_action(&ActionSpec {
-        inputs: &[("url", "string", true)],
-        approval: true,
-        ..ActionSpec::new("fetch", "http_get", &hash, "get")
-    });
+    add_gated_fetch(&cli, &upstream);
     let url = format!("url={}/status/200", upstream.base_url());
 
     let mut ids = Vec::new();
@@ -362,11 +372,7 @@ fn an_approval_that_expired_while_the_daemon_was_down_ends_expired_at_start() {
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
     let hash = cli.install_guest("http_get", &[upstream.host_port()]);
-    let spec = ActionSpec {
-        inputs: &[("url", "string", true)],
-        approval: true,
-        ..ActionSpec::new("fetch", "http_get", &hash, "get")
-    };
+    let spec = gated_fetch(&hash);
     let too_long =
         spec.render().replace("[approval]\nrequired = true\n", "[approval]\nrequired = true\nexpires_after = \"8d\"\n");
     std::fs::create_dir_all(cli.scratch().join("too-long")).unwrap();
@@ -418,12 +424,7 @@ fn approval_watch_prints_requests_as_they_arrive_and_how_they_end() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
-    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
-    cli.add_action(&ActionSpec {
-        inputs: &[("url", "string", true)],
-        approval: true,
-        ..ActionSpec::new("fetch", "http_get", &hash, "get")
-    });
+    add_gated_fetch(&cli, &upstream);
     let ask = |n: usize| {
         let pending =
             cli.run(&["action", "run", "fetch", "--arg", &format!("url={}/status/200?n={n}", upstream.base_url())]);
@@ -522,12 +523,7 @@ fn a_webhook_gets_each_approval_signed_and_retried_without_its_arguments() {
         format!("[[webhook]]\nurl = \"http://127.0.0.1:{port}/hook?token=receiverToken\"\nsecret = \"notify/hooks\"\n"),
     )
     .unwrap();
-    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
-    cli.add_action(&ActionSpec {
-        inputs: &[("url", "string", true)],
-        approval: true,
-        ..ActionSpec::new("fetch", "http_get", &hash, "get")
-    });
+    add_gated_fetch(&cli, &upstream);
     let argument = format!("{}/status/200?secretish=argumentValue", upstream.base_url());
     let pending = cli.run(&["action", "run", "fetch", "--arg", &format!("url={argument}")]);
     assert_eq!(pending.status.code(), Some(75), "{}", stderr(&pending));
@@ -642,12 +638,7 @@ fn a_desktop_notification_is_sent_on_the_session_bus() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let started = cli.run_with(&["daemon", "start"], &[("DBUS_SESSION_BUS_ADDRESS", &address)], None);
     assert!(started.status.success(), "{}", stderr(&started));
-    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
-    cli.add_action(&ActionSpec {
-        inputs: &[("url", "string", true)],
-        approval: true,
-        ..ActionSpec::new("fetch", "http_get", &hash, "get")
-    });
+    add_gated_fetch(&cli, &upstream);
     let pending = cli.run(&[
         "action",
         "run",
@@ -701,12 +692,7 @@ fn an_approver_edits_the_arguments_and_the_run_uses_them() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
-    let hash = cli.install_guest("http_get", &[upstream.host_port()]);
-    cli.add_action(&ActionSpec {
-        inputs: &[("url", "string", true)],
-        approval: true,
-        ..ActionSpec::new("fetch", "http_get", &hash, "get")
-    });
+    add_gated_fetch(&cli, &upstream);
     let asked = format!("{}/status/200?asked=yes", upstream.base_url());
     let pending = cli.run(&["action", "run", "fetch", "--arg", &format!("url={asked}")]);
     assert_eq!(pending.status.code(), Some(75), "{}", stderr(&pending));

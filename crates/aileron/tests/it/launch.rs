@@ -2067,6 +2067,27 @@ fn python_fake(python: &Path, script: &str, args: &[&std::ffi::OsStr]) -> (KillO
     (KillOnDrop(fake), port)
 }
 
+/// Serves the fake `script` (run by `python` with the public-names test certificate and key, then
+/// `args`) for `hosts` (each `HOST:443`), and starts the rig's daemon with a vault, trusting that
+/// certificate and dialling those names at the fake (`AILERON_CONNECT_TO`).
+fn serve_public_names(
+    rig: &LaunchRig,
+    python: &Path,
+    script: &str,
+    args: &[&std::ffi::OsStr],
+    hosts: &[&str],
+) -> KillOnDrop {
+    let launch_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch");
+    let (cert, key) = (launch_dir.join("public-names.crt"), launch_dir.join("public-names.key"));
+    let mut all = vec![cert.as_os_str(), key.as_os_str()];
+    all.extend_from_slice(args);
+    let (fake, port) = python_fake(python, script, &all);
+    let connect_to: Vec<String> = hosts.iter().map(|host| format!("{host}:443=127.0.0.1:{port}")).collect();
+    let roots = std::fs::read_to_string(&cert).unwrap();
+    start_with_a_vault_trusting(rig, &roots, &[("AILERON_CONNECT_TO", connect_to.join(",").as_ref())]);
+    fake
+}
+
 struct KillOnDrop(std::process::Child);
 
 impl Drop for KillOnDrop {
@@ -2177,26 +2198,16 @@ fn a_launched_agents_aws_cli_is_signed_with_the_imported_keys_it_never_sees() {
     const KEY_ID: &str = "AKIDSEALEDEXAMPLE123";
     const SECRET: &str = "sealedSecretAccessKeyTheAgentNeverSees01";
     let rig = LaunchRig::new();
-    let launch_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch");
     let log = rig.temp.path().join("s3.log");
     let venv_python = crate::gateway_clients::venv_python();
     // cargo xtask setup installs awscli and botocore into target/py.
-    let (_fake, port) = python_fake(
+    let _fake = serve_public_names(
+        &rig,
         &venv_python,
         "fake_s3.py",
-        &[
-            launch_dir.join("public-names.crt").as_os_str(),
-            launch_dir.join("public-names.key").as_os_str(),
-            KEY_ID.as_ref(),
-            SECRET.as_ref(),
-            log.as_os_str(),
-        ],
+        &[KEY_ID.as_ref(), SECRET.as_ref(), log.as_os_str()],
+        &["s3.amazonaws.com", "sts.amazonaws.com", "sts.us-east-1.amazonaws.com"],
     );
-    let connect_to = ["s3.amazonaws.com", "sts.amazonaws.com", "sts.us-east-1.amazonaws.com"]
-        .map(|host| format!("{host}:443=127.0.0.1:{port}"))
-        .join(",");
-    let roots = std::fs::read_to_string(launch_dir.join("public-names.crt")).unwrap();
-    start_with_a_vault_trusting(&rig, &roots, &[("AILERON_CONNECT_TO", connect_to.as_ref())]);
     let credentials = rig.user_home().join(".aws/credentials");
     std::fs::create_dir_all(credentials.parent().unwrap()).unwrap();
     let original = format!(
@@ -2633,23 +2644,14 @@ fn a_launched_agents_git_push_over_https_carries_the_bound_token_it_never_sees()
 fn a_launched_agents_gh_creates_an_issue_and_merges_only_what_the_user_approves() {
     const TOKEN: &str = "ghp_usersOwnTokenOnlyAileronHolds000000001";
     let rig = LaunchRig::new();
-    let launch_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch");
     let log = rig.temp.path().join("github.log");
-    let (_fake, port) = python_fake(
+    let _fake = serve_public_names(
+        &rig,
         Path::new("python3"),
         "fake_github.py",
-        &[
-            launch_dir.join("public-names.crt").as_os_str(),
-            launch_dir.join("public-names.key").as_os_str(),
-            TOKEN.as_ref(),
-            log.as_os_str(),
-        ],
+        &[TOKEN.as_ref(), log.as_os_str()],
+        &["api.github.com", "github.com", "uploads.github.com"],
     );
-    let connect_to = ["api.github.com", "github.com", "uploads.github.com"]
-        .map(|host| format!("{host}:443=127.0.0.1:{port}"))
-        .join(",");
-    let roots = std::fs::read_to_string(launch_dir.join("public-names.crt")).unwrap();
-    start_with_a_vault_trusting(&rig, &roots, &[("AILERON_CONNECT_TO", connect_to.as_ref())]);
     let imported = rig.run_in(&rig.workspace(), &["auth", "import", "gh", "--yes"], &[("GH_TOKEN", TOKEN.as_ref())]);
     assert!(imported.status.success(), "{}", text(&imported));
     assert!(!text(&imported).contains(TOKEN), "{}", text(&imported));
