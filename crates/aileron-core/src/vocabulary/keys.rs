@@ -207,6 +207,8 @@ keys! {
     SESSION_PID = "aileron.session.pid";
     SESSION_SCOPES = "aileron.session.scopes";
     SESSION_CONFINEMENT = "aileron.session.confinement";
+    /// `session.started` of a session resumed after a daemon restart (same id, a new token).
+    SESSION_RESUMED = "aileron.session.resumed";
     /// `session.started` of a confined launch: the paths the agent may write (its workspace, its own
     /// directories, its temp directory, every `--writable`).
     SESSION_WRITABLE = "aileron.session.writable";

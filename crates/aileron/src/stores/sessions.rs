@@ -29,6 +29,8 @@ pub enum SessionError {
     NotFound(String),
     #[error("session `{0}` has already ended")]
     AlreadyEnded(String),
+    #[error("session `{0}` cannot be resumed: only an unconfined session a daemon restart interrupted can")]
+    NotResumable(String),
     #[error("writing {path}: {source}")]
     Journal { path: PathBuf, source: io::Error },
 }
@@ -107,6 +109,10 @@ enum JournalLine {
     },
     #[serde(rename = "session.ended")]
     Ended { session_id: String, ended_at: String, exit_code: Option<i32> },
+    /// A new token for a session a restart interrupted. At the next replay it is interrupted again
+    /// (that token died with that daemon), so the line only records when it happened.
+    #[serde(rename = "session.resumed")]
+    Resumed { session_id: String, resumed_at: String },
 }
 
 /// The wire name of a scope, as shown to clients.
@@ -192,6 +198,29 @@ impl SessionRegistry {
             tokens.mint_session(&session.session_id, SESSION_SCOPES.to_vec(), confinement == Confinement::Namespaces);
         self.sessions.write().expect("session table poisoned").insert(session.session_id.clone(), session.clone());
         Ok(StartedSession { session, token })
+    }
+
+    /// Gives an unconfined session a daemon restart interrupted a new token and makes it active
+    /// again, so the process that held it (`aileron-mcp`'s own session) keeps its identity and its
+    /// approvals across the restart. A confined session is never resumed: its token belonged to a
+    /// launch whose namespaces are gone.
+    pub fn resume(&self, tokens: &TokenRegistry, session_id: &str) -> Result<StartedSession, SessionError> {
+        {
+            let sessions = self.sessions.read().expect("session table poisoned");
+            let session = sessions.get(session_id).ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
+            if session.status != SessionStatus::Interrupted || session.confinement != Confinement::Unconfined {
+                return Err(SessionError::NotResumable(session_id.to_string()));
+            }
+        }
+        self.append(&JournalLine::Resumed { session_id: session_id.to_string(), resumed_at: now() })?;
+        let mut sessions = self.sessions.write().expect("session table poisoned");
+        let session = sessions.get_mut(session_id).ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
+        if session.status != SessionStatus::Interrupted {
+            return Err(SessionError::NotResumable(session_id.to_string()));
+        }
+        session.status = SessionStatus::Active;
+        let token = tokens.mint_session(session_id, SESSION_SCOPES.to_vec(), false);
+        Ok(StartedSession { session: session.clone(), token })
     }
 
     /// Revokes the session's token, then journals the end. The token is gone even when the
@@ -310,6 +339,7 @@ fn replay(sessions: &mut HashMap<String, Session>, entry: JournalLine) {
                 session.exit_code = exit_code;
             }
         }
+        JournalLine::Resumed { .. } => {}
     }
 }
 
@@ -380,6 +410,37 @@ mod tests {
         let active_view = replayed.get(&active.session.session_id).unwrap();
         assert_eq!(active_view.status, SessionStatus::Interrupted, "a restart ends sessions that were active");
         assert_eq!(active_view.scopes, ["actions:list", "actions:run", "approvals:poll"]);
+    }
+
+    #[test]
+    fn only_an_unconfined_session_a_restart_interrupted_is_resumed() {
+        let temp = tempfile::tempdir().unwrap();
+        let tokens = TokenRegistry::new("admin".into());
+        let sessions = registry(temp.path());
+        let own = sessions.start(&tokens, "aileron-mcp", None, Confinement::Unconfined, false).unwrap();
+        let confined = sessions.start(&tokens, "claude", None, Confinement::Namespaces, true).unwrap();
+        let ended = sessions.start(&tokens, "codex", None, Confinement::Unconfined, false).unwrap();
+        sessions.end(&tokens, &ended.session.session_id, Some(0)).unwrap();
+        let refused =
+            |result: Result<StartedSession, SessionError>| matches!(result, Err(SessionError::NotResumable(_)));
+        assert!(refused(sessions.resume(&tokens, &own.session.session_id)), "still active: it has its token");
+        // The daemon restarts: every token is gone, the sessions read back interrupted.
+        let tokens = TokenRegistry::new("admin".into());
+        let sessions = registry(temp.path());
+        assert!(refused(sessions.resume(&tokens, &confined.session.session_id)), "a launch's namespaces are gone");
+        assert!(refused(sessions.resume(&tokens, &ended.session.session_id)));
+        assert!(matches!(sessions.resume(&tokens, "ses-unknown"), Err(SessionError::NotFound(_))));
+        let resumed = sessions.resume(&tokens, &own.session.session_id).unwrap();
+        assert_eq!(resumed.session.status, SessionStatus::Active);
+        let principal = tokens.resolve(resumed.token.expose()).expect("the new token works");
+        assert!(
+            matches!(&principal, crate::platform::principal::Principal::Session { session_id, .. } if *session_id == own.session.session_id),
+            "the same session"
+        );
+        assert!(refused(sessions.resume(&tokens, &own.session.session_id)), "once");
+        // The journal line is read back at the next start, which interrupts it again.
+        let again = registry(temp.path());
+        assert_eq!(again.get(&own.session.session_id).unwrap().status, SessionStatus::Interrupted);
     }
 
     #[test]

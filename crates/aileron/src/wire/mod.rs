@@ -534,6 +534,10 @@ pub struct StartSession {
     pub hidden: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exposed: Vec<String>,
+    /// Continue this session, which a daemon restart interrupted, instead of starting another
+    /// (an unconfined one only: `aileron-mcp`'s own, reconnecting). Its approvals stay its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<String>,
 }
 
 /// What `aileron launch` sends to the daemon's agent-network socket with the two listeners it

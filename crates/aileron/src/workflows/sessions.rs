@@ -19,10 +19,11 @@ use crate::wire::{Answer, ApiError, EndSession, Reply, SessionList, SessionNetwo
 pub async fn start(state: &Services, principal: &Principal, body: StartSession) -> Answer {
     require(principal, Scope::Admin)?;
     let enforced = body.confinement == Confinement::Namespaces && body.network == Some(SessionNetwork::Enforced);
-    let started = state
-        .sessions
-        .start(&state.tokens, &body.agent, body.pid, body.confinement, enforced)
-        .map_err(session_error)?;
+    let started = match &body.resume {
+        Some(id) => state.sessions.resume(&state.tokens, id),
+        None => state.sessions.start(&state.tokens, &body.agent, body.pid, body.confinement, enforced),
+    }
+    .map_err(session_error)?;
     let session = &started.session;
     // A confined session that does not say (a launcher from before §15) kept the host's network.
     let network = match body.confinement {
@@ -40,7 +41,11 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
         hidden: listed(&body.hidden),
         exposed: listed(&body.exposed),
     };
-    let mut records = vec![session_event(EventType::SessionStarted, principal, session, start.into_payload())];
+    let mut payload = start.into_payload();
+    if body.resume.is_some() {
+        payload.insert(aileron_core::vocabulary::keys::SESSION_RESUMED.into(), true.into());
+    }
+    let mut records = vec![session_event(EventType::SessionStarted, principal, session, payload)];
     if network == Some(SessionNetwork::Open) {
         let reason = if body.network.is_some() { "user_opt_out" } else { "not_requested" };
         let unenforced = EgressUnenforced { agent: session.agent.clone(), reason };
@@ -127,6 +132,10 @@ pub fn session_error(error: SessionError) -> ApiError {
         SessionError::NotFound(_) => ApiError::not_found("session_not_found", error.to_string())
             .with_hint("session ids are printed by `aileron launch`; a daemon restart keeps only their journal"),
         SessionError::AlreadyEnded(_) => ApiError::new(StatusCode::CONFLICT, "session_ended", error.to_string()),
+        SessionError::NotResumable(_) => {
+            ApiError::new(StatusCode::CONFLICT, "session_not_resumable", error.to_string())
+                .with_hint("start a new session instead (leave out `resume`)")
+        }
         SessionError::Journal { .. } => {
             log_line!("aileron daemon: session journal write failed: {error}");
             ApiError::new(

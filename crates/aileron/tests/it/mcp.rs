@@ -1566,3 +1566,72 @@ async fn the_daemons_mcp_runs_tools_in_process_as_the_caller() {
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     assert_eq!(refused.body["error"]["code"], "forbidden");
 }
+
+/// SPEC §8's MCP Tasks (SEP-2663, the extension rmcp 3.9 serves): a client that declares the
+/// extension gets, for a gated call, a task whose id is the approval's; `tasks/get` follows the
+/// approval — `working` while it waits, also after the daemon restarted (the task is the durable
+/// approval, not an in-memory one) — and `completed` with the run's result once the user
+/// approved; `tasks/cancel` withdraws a waiting one (nothing runs, nothing is decided). A client
+/// without the extension keeps the text result (the other tests).
+#[test]
+fn a_tasks_client_follows_a_gated_call_across_a_daemon_restart() {
+    let fixture = Fixture::new();
+    let mut session = fixture.stdio();
+    let init = session.request(
+        "initialize",
+        json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": { "extensions": { "io.modelcontextprotocol/tasks": {} } },
+            "clientInfo": { "name": "aileron-it-tasks", "version": "1" }
+        }),
+    );
+    assert!(init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(), "{init}");
+    session.notify("notifications/initialized");
+    let before = fixture.upstream.recorder.count();
+
+    let answer =
+        session.request("tools/call", json!({"name": "fetch_gated", "arguments": {"url": fixture.url("/status/200")}}));
+    let task = &answer["result"];
+    assert_eq!(task["resultType"], "task", "{answer}");
+    assert_eq!(task["status"], "working", "{answer}");
+    let id = task["taskId"].as_str().unwrap().to_string();
+    assert!(id.starts_with("act-"), "the task is the approval: {answer}");
+    assert!(task["statusMessage"].as_str().unwrap().contains(&format!("aileron open approval {id}")), "{answer}");
+    assert_eq!(fixture.approval_status(&id), "pending_approval");
+
+    let get = |session: &mut StdioSession| session.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(get(&mut session)["result"]["status"], "working");
+    fixture.cli.ok(&["daemon", "stop"]);
+    fixture.cli.ok(&["daemon", "start"]);
+    let after_restart = get(&mut session);
+    assert_eq!(after_restart["result"]["status"], "working", "the task survives the restart: {after_restart}");
+    assert_eq!(fixture.upstream.recorder.count(), before, "nothing ran before the decision");
+
+    fixture.cli.ok(&["approval", "approve", &id]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let done = loop {
+        let got = get(&mut session);
+        if got["result"]["status"] == "completed" {
+            break got;
+        }
+        assert!(Instant::now() < deadline, "never completed: {got}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let result = &done["result"]["result"];
+    assert_eq!(result["isError"], false, "{done}");
+    assert!(result["content"][0]["text"].as_str().unwrap().starts_with("completed:"), "{done}");
+    assert_eq!(fixture.upstream.recorder.count(), before + 1, "the approved call ran once");
+
+    // Withdrawn through the task: cancelled, never run, never decided.
+    let second =
+        session.request("tools/call", json!({"name": "fetch_gated", "arguments": {"url": fixture.url("/status/201")}}));
+    let withdrawn = second["result"]["taskId"].as_str().unwrap().to_string();
+    let cancelled = session.request("tasks/cancel", json!({"taskId": withdrawn}));
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    let got = session.request("tasks/get", json!({"taskId": withdrawn}));
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+    assert_eq!(fixture.approval_status(&withdrawn), "cancelled");
+    assert_eq!(fixture.upstream.recorder.count(), before + 1);
+    let unknown = session.request("tasks/get", json!({"taskId": "act-20260101T000000Z-0123456789abcdef"}));
+    assert!(unknown.get("error").is_some(), "{unknown}");
+}

@@ -652,6 +652,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     warn_when_the_daemon_ignores_tracing(&client, &tracing).await;
     let session_network = (confinement == Confinement::Namespaces).then_some(options.network);
     let start = StartSession {
+        resume: None,
         agent: agent.name().to_string(),
         pid: Some(std::process::id()),
         confinement,

@@ -236,6 +236,47 @@ pub fn is_plausible_approval_id(id: &str) -> bool {
     id.starts_with("act-") && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
+/// How often a Tasks client is asked to poll a waiting approval (a human decides in seconds to
+/// minutes).
+pub const TASK_POLL_INTERVAL_MS: u64 = 2000;
+
+/// The task a gated call answers with for a client that declared Tasks (SEP-2663): its id is
+/// the approval's, `working` while it waits, the pending message as its status message.
+pub fn task_created(pending: &aileron_core::approval::PendingApproval) -> rmcp::model::CreateTaskResult {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let task = rmcp::model::Task::new(pending.approval_id.as_str(), rmcp::model::TaskStatus::Working, now.clone(), now)
+        .with_status_message(pending.message.clone())
+        .with_poll_interval_ms(TASK_POLL_INTERVAL_MS);
+    rmcp::model::CreateTaskResult::new(task)
+}
+
+/// `tasks/get` for the approval `id` whose result view is `body`: waiting, approved or running
+/// → `working` (the status sentence as its message); completed, denied or failed → `completed`
+/// with the tool result the call would have had (a failure as an error result, as a direct call
+/// answers); expired or withdrawn → `cancelled`. `None` when `body` is no result view.
+pub fn task_of(id: &str, body: &Value) -> Option<rmcp::model::GetTaskResult> {
+    use rmcp::model::{DetailedTask, GetTaskResult, Task, TaskPayload, TaskStatus};
+    let view: ResultView = serde_json::from_value(body.clone()).ok()?;
+    let (sentence, _) = status_text(id, &view);
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let payload = match view.status {
+        ApprovalState::PendingApproval
+        | ApprovalState::Approved
+        | ApprovalState::AwaitingVault
+        | ApprovalState::Running => TaskPayload::Working,
+        ApprovalState::Completed | ApprovalState::Denied | ApprovalState::Failed => {
+            let result = status_result(id, 200, body.clone());
+            let Value::Object(result) = serde_json::to_value(result).ok()? else { return None };
+            TaskPayload::Completed { result }
+        }
+        ApprovalState::Expired | ApprovalState::Cancelled => TaskPayload::Cancelled,
+    };
+    let task = Task::new(id, TaskStatus::Working, now.clone(), now)
+        .with_status_message(sentence)
+        .with_poll_interval_ms(TASK_POLL_INTERVAL_MS);
+    Some(GetTaskResult::new(DetailedTask::new(task, payload)))
+}
+
 /// The tool result of `POST /v1/action-approvals/{id}/cancel`.
 pub fn cancel_result(id: &str, status: u16, body: Value) -> CallToolResult {
     if status == 204 {

@@ -51,8 +51,16 @@ pub struct DaemonLink {
 }
 
 enum Mode {
-    Discovered { home: Home, current: tokio::sync::Mutex<Option<Connected>> },
-    InProcess { services: Arc<Services> },
+    /// `resumable`: the own session of the last connection, continued after a daemon restart so
+    /// the approvals (and tasks) it asked for stay its own.
+    Discovered {
+        home: Home,
+        current: tokio::sync::Mutex<Option<Connected>>,
+        resumable: std::sync::Mutex<Option<String>>,
+    },
+    InProcess {
+        services: Arc<Services>,
+    },
 }
 
 /// The daemon `aileron-mcp` talks to, and the session it opened there when it had to.
@@ -157,7 +165,13 @@ pub enum Autostart {
 impl DaemonLink {
     /// `aileron-mcp`: the daemon of `home`.
     pub fn discovered(home: Home) -> DaemonLink {
-        DaemonLink { mode: Mode::Discovered { home, current: tokio::sync::Mutex::new(None) } }
+        DaemonLink {
+            mode: Mode::Discovered {
+                home,
+                current: tokio::sync::Mutex::new(None),
+                resumable: std::sync::Mutex::new(None),
+            },
+        }
     }
 
     /// The daemon's `/mcp`: the workflows, called with each caller's own principal.
@@ -203,7 +217,7 @@ impl DaemonLink {
             Mode::InProcess { services } => Err(Unreachable {
                 message: format!("the daemon at {} serves this MCP session in-process", services.base_url()),
             }),
-            Mode::Discovered { home, current } => {
+            Mode::Discovered { home, current, resumable } => {
                 let mut current = current.lock().await;
                 if let Some(connected) = &*current {
                     return Ok((connected.client.clone(), connected.direct.clone()));
@@ -214,7 +228,11 @@ impl DaemonLink {
                 };
                 match found {
                     Ok(Some(client)) => {
-                        let connected = with_agent_identity(client).await?;
+                        let previous = resumable.lock().expect("resumable session poisoned").clone();
+                        let connected = with_agent_identity(client, previous).await?;
+                        if let Some(own) = &connected.own_session {
+                            *resumable.lock().expect("resumable session poisoned") = Some(own.session_id.clone());
+                        }
                         let found = (connected.client.clone(), connected.direct.clone());
                         *current = Some(connected);
                         Ok(found)
@@ -377,11 +395,12 @@ impl DaemonLink {
 /// local user's, found in `daemon.json` by an `aileron-mcp` no launch started) is traded for a
 /// session of this process's own, so nothing it does is audited as the user or carries the
 /// user's scopes.
-async fn with_agent_identity(client: DaemonClient) -> Result<Connected, Unreachable> {
+async fn with_agent_identity(client: DaemonClient, resume: Option<String>) -> Result<Connected, Unreachable> {
     if !client.is_admin().await {
         return Ok(Connected { direct: DirectClient::new(&client)?, client, own_session: None });
     }
-    let request = StartSession {
+    let mut request = StartSession {
+        resume,
         agent: OWN_SESSION_AGENT.to_string(),
         pid: Some(std::process::id()),
         confinement: crate::stores::sessions::Confinement::Unconfined,
@@ -390,9 +409,19 @@ async fn with_agent_identity(client: DaemonClient) -> Result<Connected, Unreacha
         hidden: Vec::new(),
         exposed: Vec::new(),
     };
-    let started: SessionStarted = client.post_as("/v1/sessions", &request).await.map_err(|error| Unreachable {
-        message: format!("the Aileron daemon at {} refused a session for aileron-mcp: {error:#}", client.base_url),
-    })?;
+    // The session of the last connection first (a daemon restart interrupted it); a new one when
+    // it cannot be continued.
+    let resumed = match request.resume.is_some() {
+        true => client.post_as::<_, SessionStarted>("/v1/sessions", &request).await.ok(),
+        false => None,
+    };
+    request.resume = None;
+    let started: SessionStarted = match resumed {
+        Some(started) => started,
+        None => client.post_as("/v1/sessions", &request).await.map_err(|error| Unreachable {
+            message: format!("the Aileron daemon at {} refused a session for aileron-mcp: {error:#}", client.base_url),
+        })?,
+    };
     let own_session = OwnSession { admin: client.clone(), session_id: started.session_id };
     let client = client.with_token(started.token);
     Ok(Connected { direct: DirectClient::new(&client)?, client, own_session: Some(own_session) })

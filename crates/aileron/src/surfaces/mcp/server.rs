@@ -10,8 +10,8 @@ use crate::wire::RunAnswer;
 use std::sync::{Arc, RwLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -106,11 +106,53 @@ impl McpShared {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<rmcp::model::CallToolResult, ErrorData> {
+        match self.call_answering(origin, tool, arguments, false).await? {
+            CallToolResponse::Complete(result) => Ok(result),
+            other => Err(ErrorData::internal_error(format!("unexpected tool answer {other:?}"), None)),
+        }
+    }
+
+    /// [`Self::call`] for a client that declared the Tasks extension (SEP-2663) when `tasks`: a
+    /// gated call then answers with a task whose id is the approval's.
+    pub async fn call_answering(
+        &self,
+        origin: &CallOrigin,
+        tool: &str,
+        arguments: Map<String, Value>,
+        tasks: bool,
+    ) -> Result<CallToolResponse, ErrorData> {
         match tool {
-            CHECK_ACTION_STATUS => Ok(self.check_action_status(origin, &arguments).await),
-            CANCEL_ACTION => Ok(self.cancel_action(origin, &arguments).await),
-            DIAGNOSTICS => Ok(self.diagnostics(origin).await),
-            _ => self.run_action(origin, tool, arguments).await,
+            CHECK_ACTION_STATUS => Ok(self.check_action_status(origin, &arguments).await.into()),
+            CANCEL_ACTION => Ok(self.cancel_action(origin, &arguments).await.into()),
+            DIAGNOSTICS => Ok(self.diagnostics(origin).await.into()),
+            _ => self.run_action(origin, tool, arguments, tasks).await,
+        }
+    }
+
+    /// `tasks/get`: the task is the durable approval (its id), so it survives daemon restarts;
+    /// its state is the approval's, and a completed run's result is the tool call's result.
+    pub async fn task(&self, origin: &CallOrigin, id: &str) -> Result<GetTaskResult, ErrorData> {
+        if !catalog::is_plausible_approval_id(id) {
+            return Err(ErrorData::invalid_params(
+                format!("`{}` is not a task of this server", id.chars().take(80).collect::<String>()),
+                None,
+            ));
+        }
+        match self.link.approval_result(origin, id).await {
+            Ok((200, body)) => catalog::task_of(id, &body)
+                .ok_or_else(|| ErrorData::internal_error(format!("unexpected approval result: {body}"), None)),
+            Ok((404, _)) => Err(ErrorData::invalid_params(format!("no task `{id}`"), None)),
+            Ok((status, body)) => Err(ErrorData::internal_error(format!("the daemon answered {status}: {body}"), None)),
+            Err(unreachable) => Err(ErrorData::internal_error(unreachable.message, None)),
+        }
+    }
+
+    /// `tasks/cancel`: withdraws the approval (never decides it); a task already past waiting
+    /// keeps its course.
+    pub async fn cancel_task(&self, origin: &CallOrigin, id: &str) -> Result<(), ErrorData> {
+        match self.link.cancel_approval(origin, id).await {
+            Ok(_) => Ok(()),
+            Err(unreachable) => Err(ErrorData::internal_error(unreachable.message, None)),
         }
     }
 
@@ -123,7 +165,8 @@ impl McpShared {
         origin: &CallOrigin,
         tool: &str,
         arguments: Map<String, Value>,
-    ) -> Result<rmcp::model::CallToolResult, ErrorData> {
+        tasks: bool,
+    ) -> Result<CallToolResponse, ErrorData> {
         let span = self.telemetry.mcp_tool_call(tool, origin.traceparent.as_deref());
         let traced = CallOrigin { principal: origin.principal.clone(), traceparent: span.traceparent() };
         let action = match self.action_for(&traced, tool).await {
@@ -143,7 +186,7 @@ impl McpShared {
             }
             Err(unreachable) => {
                 span.error(unreachable.message.clone());
-                return Ok(catalog::unreachable_result(&unreachable));
+                return Ok(catalog::unreachable_result(&unreachable).into());
             }
         };
         match self.link.run(&traced, &action, arguments).await {
@@ -158,11 +201,14 @@ impl McpShared {
                     )),
                     RunAnswer::Completed(_) | RunAnswer::Pending(_) => span.end(),
                 }
-                Ok(catalog::run_result(answer))
+                match answer {
+                    RunAnswer::Pending(pending) if tasks => Ok(CallToolResponse::Task(catalog::task_created(&pending))),
+                    answer => Ok(catalog::run_result(answer).into()),
+                }
             }
             Err(unreachable) => {
                 span.error(unreachable.message.clone());
-                Ok(catalog::unreachable_result(&unreachable))
+                Ok(catalog::unreachable_result(&unreachable).into())
             }
         }
     }
@@ -266,7 +312,8 @@ wanted with `cancel_action`). Use `aileron_diagnostics` when tools are missing o
 
 impl ServerHandler for AileronMcp {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build();
+        let capabilities =
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_tasks().build();
         let mut implementation = Implementation::new("aileron", crate::platform::process::VERSION);
         implementation.title = Some("Aileron".into());
         ServerConfig::new(capabilities).with_server_info(implementation).with_instructions(INSTRUCTIONS)
@@ -289,9 +336,28 @@ impl ServerHandler for AileronMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let origin = origin_of(&context, request.meta.as_ref());
         let arguments = request.arguments.unwrap_or_default();
+        let tasks = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
         // Boxed: rmcp moves the whole handler future into a task per request, and this one is
         // large (the run, the link, the span).
-        Box::pin(self.shared.call(&origin, &request.name, arguments)).await.map(CallToolResponse::from)
+        Box::pin(self.shared.call_answering(&origin, &request.name, arguments, tasks)).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let origin = origin_of(&context, request.meta.as_ref());
+        self.shared.task(&origin, &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let origin = origin_of(&context, request.meta.as_ref());
+        self.shared.cancel_task(&origin, &request.task_id).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
