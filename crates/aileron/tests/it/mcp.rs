@@ -317,7 +317,9 @@ impl Session for StdioSession {
             let message = self
                 .receive(REPLY_TIMEOUT)
                 .unwrap_or_else(|| panic!("no answer to {method}; stderr:\n{}", self.stderr.lock().unwrap()));
-            if message["id"] == id {
+            // A request of the server's own (elicitation) may carry the same id: only a response
+            // answers ours.
+            if message["id"] == id && message.get("method").is_none() {
                 return message;
             }
             self.notifications.push_back((message, Instant::now()));
@@ -1634,4 +1636,46 @@ fn a_tasks_client_follows_a_gated_call_across_a_daemon_restart() {
     assert_eq!(fixture.upstream.recorder.count(), before + 1);
     let unknown = session.request("tasks/get", json!({"taskId": "act-20260101T000000Z-0123456789abcdef"}));
     assert!(unknown.get("error").is_some(), "{unknown}");
+}
+
+/// SPEC §8's URL-mode elicitation: a client that offers it gets, with a gated call's pending
+/// result, an `elicitation/create` asking it to open the approval's review page; the client
+/// accepting it decides nothing (the approval still waits, nothing ran).
+#[test]
+fn a_client_offering_url_elicitation_is_asked_to_open_the_review_page_and_accepting_decides_nothing() {
+    let fixture = Fixture::new();
+    let mut session = fixture.stdio();
+    let init = session.request(
+        "initialize",
+        json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": { "elicitation": { "url": {} } },
+            "clientInfo": { "name": "aileron-it-elicitation", "version": "1" }
+        }),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    session.notify("notifications/initialized");
+    let before = fixture.upstream.recorder.count();
+    let result = session.call("fetch_gated", json!({"url": fixture.url("/status/200")}));
+    let handle: Value = serde_json::from_str(&texts(&result)[1]).unwrap();
+    let id = handle["approval_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let elicitation = loop {
+        if let Some(index) = session.notifications.iter().position(|(m, _)| m["method"] == "elicitation/create") {
+            break session.notifications.remove(index).unwrap().0;
+        }
+        let left = deadline.checked_duration_since(Instant::now()).expect("an elicitation/create request");
+        if let Some(message) = session.receive(left) {
+            session.notifications.push_back((message, Instant::now()));
+        }
+    };
+    let params = &elicitation["params"];
+    assert_eq!(params["mode"], "url", "{elicitation}");
+    assert_eq!(params["url"], handle["review_url"], "{elicitation}");
+    assert_eq!(params["elicitationId"], id.as_str(), "{elicitation}");
+    assert!(params["message"].as_str().unwrap().contains(&format!("aileron open approval {id}")), "{elicitation}");
+    session.send(json!({"jsonrpc": "2.0", "id": elicitation["id"], "result": {"action": "accept"}}));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(fixture.approval_status(&id), "pending_approval", "accepting the elicitation decides nothing");
+    assert_eq!(fixture.upstream.recorder.count(), before, "nothing ran");
 }

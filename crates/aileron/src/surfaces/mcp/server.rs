@@ -106,26 +106,28 @@ impl McpShared {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<rmcp::model::CallToolResult, ErrorData> {
-        match self.call_answering(origin, tool, arguments, false).await? {
+        match self.call_answering(origin, tool, arguments, false, None).await? {
             CallToolResponse::Complete(result) => Ok(result),
             other => Err(ErrorData::internal_error(format!("unexpected tool answer {other:?}"), None)),
         }
     }
 
     /// [`Self::call`] for a client that declared the Tasks extension (SEP-2663) when `tasks`: a
-    /// gated call then answers with a task whose id is the approval's.
+    /// gated call then answers with a task whose id is the approval's. `elicit`: the client offers
+    /// URL-mode elicitation, and a gated call asks it to open the review page.
     pub async fn call_answering(
         &self,
         origin: &CallOrigin,
         tool: &str,
         arguments: Map<String, Value>,
         tasks: bool,
+        elicit: Option<rmcp::Peer<RoleServer>>,
     ) -> Result<CallToolResponse, ErrorData> {
         match tool {
             CHECK_ACTION_STATUS => Ok(self.check_action_status(origin, &arguments).await.into()),
             CANCEL_ACTION => Ok(self.cancel_action(origin, &arguments).await.into()),
             DIAGNOSTICS => Ok(self.diagnostics(origin).await.into()),
-            _ => self.run_action(origin, tool, arguments, tasks).await,
+            _ => self.run_action(origin, tool, arguments, tasks, elicit).await,
         }
     }
 
@@ -166,6 +168,7 @@ impl McpShared {
         tool: &str,
         arguments: Map<String, Value>,
         tasks: bool,
+        elicit: Option<rmcp::Peer<RoleServer>>,
     ) -> Result<CallToolResponse, ErrorData> {
         let span = self.telemetry.mcp_tool_call(tool, origin.traceparent.as_deref());
         let traced = CallOrigin { principal: origin.principal.clone(), traceparent: span.traceparent() };
@@ -203,6 +206,12 @@ impl McpShared {
                 }
                 match answer {
                     RunAnswer::Pending(pending) if tasks => Ok(CallToolResponse::Task(catalog::task_created(&pending))),
+                    RunAnswer::Pending(pending) => {
+                        if let Some(peer) = elicit {
+                            ask_to_open(peer, &pending);
+                        }
+                        Ok(catalog::run_result(RunAnswer::Pending(pending)).into())
+                    }
                     answer => Ok(catalog::run_result(answer).into()),
                 }
             }
@@ -336,10 +345,16 @@ impl ServerHandler for AileronMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let origin = origin_of(&context, request.meta.as_ref());
         let arguments = request.arguments.unwrap_or_default();
-        let tasks = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
+        let capabilities = context.client_capabilities();
+        let tasks = capabilities.as_ref().is_some_and(|capabilities| capabilities.supports_tasks());
+        let url_elicitation = capabilities
+            .as_ref()
+            .and_then(|capabilities| capabilities.elicitation.as_ref())
+            .is_some_and(|elicitation| elicitation.url.is_some());
+        let elicit = url_elicitation.then(|| context.peer.clone());
         // Boxed: rmcp moves the whole handler future into a task per request, and this one is
         // large (the run, the link, the span).
-        Box::pin(self.shared.call_answering(&origin, &request.name, arguments, tasks)).await
+        Box::pin(self.shared.call_answering(&origin, &request.name, arguments, tasks, elicit)).await
     }
 
     async fn get_task(
@@ -419,6 +434,25 @@ mod tests {
             assert_eq!(is_traceparent(value), forwarded, "{value:?}");
         }
     }
+}
+
+/// How long the client may take to answer a URL elicitation (the user reads the page meanwhile).
+const ELICITATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Asks a client that offers URL-mode elicitation to open the approval's review page, in the
+/// background: the tool result does not wait for it, and whatever the client answers (accept,
+/// decline, cancel) decides nothing — only the user's decision on that page does.
+fn ask_to_open(peer: rmcp::Peer<RoleServer>, pending: &aileron_core::approval::PendingApproval) {
+    let Ok(url) = url::Url::parse(&pending.review_url) else { return };
+    let message = format!(
+        "Aileron: `{}` waits for your approval. Open the review page to approve or deny it (sign in with \
+         `aileron open approval {}` if it asks).",
+        pending.approval_id, pending.approval_id
+    );
+    let id = pending.approval_id.to_string();
+    tokio::spawn(async move {
+        let _ = peer.elicit_url_with_timeout(message, url, id, Some(ELICITATION_TIMEOUT)).await;
+    });
 }
 
 /// The `approval_id` argument of `tool`, or the error result naming what to pass.
