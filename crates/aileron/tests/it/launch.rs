@@ -620,6 +620,7 @@ mod real_agents {
 
     const SKIP_VARIABLE: &str = "AILERON_SKIP_AGENT_TESTS";
     const CLAUDE_TOOL: &str = "mcp__aileron__count_things";
+    const CLAUDE_STATUS_TOOL: &str = "mcp__aileron__check_action_status";
 
     /// The directory of the agent's executable, or `None` when the test is explicitly skipped.
     fn agent(dir: &str, name: &str) -> Option<PathBuf> {
@@ -677,6 +678,11 @@ mod real_agents {
 
     /// Installs the `echo` guest and the `count-things` action (tool `count_things`).
     fn install_action(rig: &LaunchRig) {
+        install_action_gated(rig, false);
+    }
+
+    /// [`install_action`], the action needing the user's approval when `gated`.
+    fn install_action_gated(rig: &LaunchRig, gated: bool) {
         let package = rig.temp.path().join("pkg-echo");
         std::fs::create_dir_all(&package).unwrap();
         std::fs::write(package.join("connector.wasm"), guest_wasm("echo")).unwrap();
@@ -690,6 +696,7 @@ mod real_agents {
         let hash = String::from_utf8_lossy(&installed.stdout).trim().to_string();
         let spec = ActionSpec {
             inputs: &[("count", "integer", true)],
+            approval: gated,
             ..ActionSpec::new("count-things", "echo", &hash, "echo")
         };
         let action = rig.temp.path().join("count-things.md");
@@ -720,32 +727,72 @@ mod real_agents {
 
     /// Claude Code: Anthropic Messages, SSE with an `event:` line on every event.
     fn claude_answer(path: &str, body: &Value) -> Option<(&'static str, String)> {
-        if path == "/v1/messages/count_tokens" {
-            return Some(("application/json", r#"{"input_tokens":10}"#.to_string()));
-        }
-        if path != "/v1/messages" {
-            return None;
-        }
+        claude_reply(path, body, claude_turn)
+    }
+
+    /// The text of the last message's tool result, when the last message carries one.
+    fn last_tool_result(body: &Value) -> Option<String> {
         let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
-        let tool_result =
-            last["content"].as_array().and_then(|blocks| blocks.iter().find(|b| b["type"] == "tool_result").cloned());
+        let result = last["content"]
+            .as_array()
+            .and_then(|blocks| blocks.iter().rev().find(|b| b["type"] == "tool_result").cloned())?;
+        Some(match &result["content"] {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
+            other => other.to_string(),
+        })
+    }
+
+    /// The scripted model's turn: call the action once, then report what it answered.
+    fn claude_turn(body: &Value) -> (&'static str, Value) {
         let offers_tool = body["tools"].as_array().is_some_and(|tools| tools.iter().any(|t| t["name"] == CLAUDE_TOOL));
-        let (stop_reason, content) = match tool_result {
-            Some(result) => {
-                let text = match &result["content"] {
-                    Value::String(text) => text.clone(),
-                    Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
-                    other => other.to_string(),
-                };
-                ("end_turn", json!([{"type": "text", "text": format!("The action answered: {text}")}]))
-            }
+        match last_tool_result(body) {
+            Some(text) => ("end_turn", json!([{"type": "text", "text": format!("The action answered: {text}")}])),
             None if offers_tool => (
                 "tool_use",
                 json!([{"type": "text", "text": "Counting with Aileron."},
                        {"type": "tool_use", "id": "toolu_aileron_1", "name": CLAUDE_TOOL, "input": {"count": 7}}]),
             ),
             None => ("end_turn", json!([{"type": "text", "text": "ok"}])),
-        };
+        }
+    }
+
+    /// The scripted model's turn for a gated action: call it, relay the pending message, then poll
+    /// `check_action_status` with the approval id until the user has decided, and report the result.
+    fn claude_gated_turn(body: &Value) -> (&'static str, Value) {
+        let Some(text) = last_tool_result(body) else { return claude_turn(body) };
+        // Each tool use needs its own id.
+        static POLLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let polls = POLLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if text.contains("needs the user's approval")
+            || text.starts_with("pending_approval:")
+            || text.starts_with("approved:")
+            || text.starts_with("running:")
+        {
+            let at = text.find("act-").expect("the pending answer names the approval");
+            let id: String = text[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+            return (
+                "tool_use",
+                json!([{"type": "text", "text": "Waiting for the user's decision."},
+                       {"type": "tool_use", "id": format!("toolu_aileron_poll_{polls}"), "name": CLAUDE_STATUS_TOOL,
+                        "input": {"approval_id": id}}]),
+            );
+        }
+        ("end_turn", json!([{"type": "text", "text": format!("The approved action answered: {text}")}]))
+    }
+
+    fn claude_reply(
+        path: &str,
+        body: &Value,
+        turn: fn(&Value) -> (&'static str, Value),
+    ) -> Option<(&'static str, String)> {
+        if path == "/v1/messages/count_tokens" {
+            return Some(("application/json", r#"{"input_tokens":10}"#.to_string()));
+        }
+        if path != "/v1/messages" {
+            return None;
+        }
+        let (stop_reason, content) = turn(body);
         if body["stream"] != true {
             let message = json!({"id": "msg_fake", "type": "message", "role": "assistant", "model": "claude-fake",
                 "content": content, "stop_reason": stop_reason, "stop_sequence": null,
@@ -834,6 +881,79 @@ mod real_agents {
             .iter()
             .any(|body| body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == CLAUDE_TOOL)));
         assert!(offered, "the MCP tool was offered to the model");
+    }
+
+    fn claude_gated_answer(path: &str, body: &Value) -> Option<(&'static str, String)> {
+        claude_reply(path, body, claude_gated_turn)
+    }
+
+    /// Real Claude Code and a gated action (SPEC §8): the agent relays the pending message, polls
+    /// `check_action_status` while the user decides, and finishes its turn with the action's
+    /// result once the user approved — the run audited once, as the session's agent.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claude_code_waits_for_the_users_approval_then_finishes_its_turn() {
+        let Some(bin) = agent("tests/mcp", "claude") else { return };
+        let requests: Requests = Arc::default();
+        let model = model_server(requests.clone(), claude_gated_answer).await;
+        let rig = LaunchRig::new();
+        let launched = tokio::task::spawn_blocking(move || {
+            let upstream = [("AILERON_ANTHROPIC_UPSTREAM", Path::new(&model))];
+            let status = rig.run(&["daemon", "start"], &upstream);
+            assert!(status.status.success(), "{}", text(&status));
+            install_action_gated(&rig, true);
+            let path = with_path(&bin);
+            let args = ["launch", "claude", "--", "-p", "Count to seven with Aileron."];
+            let tools = format!("{CLAUDE_TOOL},{CLAUDE_STATUS_TOOL}");
+            let flags = ["--allowedTools", tools.as_str(), "--output-format", "stream-json", "--verbose"];
+            let done = std::sync::atomic::AtomicBool::new(false);
+            let (launched, approved) = std::thread::scope(|scope| {
+                // The user, in another terminal, approves what waits.
+                let user = scope.spawn(|| {
+                    let mut approved = Vec::new();
+                    while !done.load(std::sync::atomic::Ordering::Acquire) {
+                        let listed = rig.run(&["approval", "list", "--json"], &[]);
+                        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+                        for item in listed["items"].as_array().cloned().unwrap_or_default() {
+                            let id = item["id"].as_str().unwrap().to_string();
+                            std::thread::sleep(std::time::Duration::from_millis(500));
+                            assert!(rig.run(&["approval", "approve", &id], &[]).status.success());
+                            approved.push(id);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                    approved
+                });
+                let launched = rig.run(
+                    &[&args[..], &flags[..]].concat(),
+                    &[
+                        ("PATH", Path::new(&path)),
+                        ("ANTHROPIC_API_KEY", Path::new("sk-ant-fake")),
+                        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", Path::new("1")),
+                        ("ENABLE_TOOL_SEARCH", Path::new("false")),
+                        ("DISABLE_AUTOUPDATER", Path::new("1")),
+                    ],
+                );
+                done.store(true, std::sync::atomic::Ordering::Release);
+                (launched, user.join().unwrap())
+            });
+            assert_eq!(approved.len(), 1, "one approval, approved once: {approved:?}\n{}", text(&launched));
+            check_session(&rig, &launched, "claude");
+            launched
+        })
+        .await
+        .unwrap();
+        let transcript = String::from_utf8_lossy(&launched.stdout).to_string();
+        let result = transcript
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|event| event["type"] == "result")
+            .unwrap_or_else(|| panic!("no result event in\n{transcript}"));
+        let answer = result["result"].as_str().unwrap_or_default();
+        assert!(answer.starts_with("The approved action answered: completed:"), "{result}");
+        assert!(answer.contains(r#""output":{"args":{"count":7}"#), "the approved run's result: {answer}");
+        let seen = requests.lock().unwrap().clone();
+        let relayed = seen.iter().filter_map(last_tool_result).any(|text| text.contains("needs the user's approval"));
+        assert!(relayed, "the model was given the pending message");
     }
 
     /// Codex: the Responses API, SSE events with `type` and `sequence_number`. Codex 0.169 offers
