@@ -385,7 +385,8 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         eprintln!(
             "(l) approvals: {APPROVALS} decisions timed to the run started and completed, and as many direct runs"
         );
-        Some(stolen.after("(l)", approvals::run(APPROVALS, scratch.path()).await?))
+        let mcp_binary = std::env::current_exe()?.with_file_name("aileron-mcp");
+        Some(stolen.after("(l)", approvals::run(APPROVALS, &mcp_binary, scratch.path()).await?))
     } else {
         None
     };

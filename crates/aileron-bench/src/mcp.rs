@@ -349,6 +349,17 @@ pub(super) struct McpProcess {
 
 impl McpProcess {
     pub(super) fn start(binary: &Path, home: &Home, url: &str, token: &str) -> anyhow::Result<McpProcess> {
+        McpProcess::start_declaring(binary, home, url, token, json!({}))
+    }
+
+    /// [`McpProcess::start`] as a client declaring `capabilities` (the Tasks extension, say).
+    pub(super) fn start_declaring(
+        binary: &Path,
+        home: &Home,
+        url: &str,
+        token: &str,
+        capabilities: Value,
+    ) -> anyhow::Result<McpProcess> {
         let mut child = Command::new(binary)
             .env(aileron::platform::env::AILERON_HOME, home.root())
             .env(aileron::platform::env::AILERON_URL, url)
@@ -362,7 +373,7 @@ impl McpProcess {
         let stdin = child.stdin.take().context("aileron-mcp stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("aileron-mcp stdout")?);
         let mut process = McpProcess { child, stdin, stdout, next_id: 1, line: String::new() };
-        let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "aileron-bench", "version": "1"}});
+        let init = json!({"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "aileron-bench", "version": "1"}});
         process.request("initialize", &init)?;
         writeln!(process.stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
         Ok(process)
@@ -374,7 +385,7 @@ impl McpProcess {
     }
 
     /// One request; returns the time to its response and the response.
-    fn request(&mut self, method: &str, params: &Value) -> anyhow::Result<(Duration, Value)> {
+    pub(super) fn request(&mut self, method: &str, params: &Value) -> anyhow::Result<(Duration, Value)> {
         let id = self.next_id;
         self.next_id += 1;
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
