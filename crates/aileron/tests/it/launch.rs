@@ -908,21 +908,7 @@ mod real_agents {
             let done = std::sync::atomic::AtomicBool::new(false);
             let (launched, approved) = std::thread::scope(|scope| {
                 // The user, in another terminal, approves what waits.
-                let user = scope.spawn(|| {
-                    let mut approved = Vec::new();
-                    while !done.load(std::sync::atomic::Ordering::Acquire) {
-                        let listed = rig.run(&["approval", "list", "--json"], &[]);
-                        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
-                        for item in listed["items"].as_array().cloned().unwrap_or_default() {
-                            let id = item["id"].as_str().unwrap().to_string();
-                            std::thread::sleep(std::time::Duration::from_millis(500));
-                            assert!(rig.run(&["approval", "approve", &id], &[]).status.success());
-                            approved.push(id);
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(100));
-                    }
-                    approved
-                });
+                let user = scope.spawn(|| approve_what_waits(&rig, &done));
                 let launched = rig.run(
                     &[&args[..], &flags[..]].concat(),
                     &[
@@ -1171,6 +1157,104 @@ mod real_agents {
             .unwrap_or_default();
         assert!(answer.starts_with("The action answered: "), "{answer}");
         assert_eq!(requests.lock().unwrap().len(), 2, "two model turns, both through the gateway");
+    }
+
+    /// Codex and a gated action: its `exec` script calls the action, then polls
+    /// `check_action_status` with the approval id until the user has decided.
+    fn codex_gated_answer(path: &str, body: &Value) -> Option<(&'static str, String)> {
+        let answered = body["input"].as_array().is_some_and(|inputs| {
+            inputs
+                .iter()
+                .any(|item| item["type"] == "custom_tool_call_output" || item["type"] == "function_call_output")
+        });
+        if path != "/v1/responses" || answered {
+            return codex_answer(path, body);
+        }
+        let script = "const asked = await tools.mcp__aileron__count_things({count: 7});\n\
+                      const id = JSON.stringify(asked).match(/act-[0-9A-Za-z-]+/)[0];\n\
+                      let status = null;\n\
+                      for (let i = 0; i < 3000; i++) {\n\
+                        status = await tools.mcp__aileron__check_action_status({approval_id: id});\n\
+                        if (!/pending_approval:|approved:|running:/.test(JSON.stringify(status))) break;\n\
+                      }\n\
+                      text(JSON.stringify(status));";
+        let item = json!({"type": "custom_tool_call", "id": "ctc_fake", "call_id": "call_fake", "name": "exec",
+            "status": "completed", "input": script});
+        Some(("text/event-stream", responses_stream(item.clone(), item, vec![])))
+    }
+
+    /// Real Codex and a gated action (SPEC §8): its tool script sees the pending answer, polls
+    /// `check_action_status` while the user decides, and the turn ends with the approved run's
+    /// result.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_waits_for_the_users_approval_then_finishes_its_turn() {
+        let Some(bin) = agent("tests/agents", "codex") else { return };
+        let requests: Requests = Arc::default();
+        let model = model_server(requests.clone(), codex_gated_answer).await;
+        let rig = LaunchRig::new();
+        let launched = tokio::task::spawn_blocking(move || {
+            let status = rig.run(&["daemon", "start"], &[("AILERON_OPENAI_UPSTREAM", Path::new(&model))]);
+            assert!(status.status.success(), "{}", text(&status));
+            install_action_gated(&rig, true);
+            let codex_home = rig.user_home().join(".codex");
+            std::fs::create_dir_all(&codex_home).unwrap();
+            let path = with_path(&bin);
+            let exec = [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--ephemeral",
+                "--dangerously-bypass-approvals-and-sandbox",
+            ];
+            let done = std::sync::atomic::AtomicBool::new(false);
+            let (launched, approved) = std::thread::scope(|scope| {
+                let user = scope.spawn(|| approve_what_waits(&rig, &done));
+                let launched = rig.run(
+                    &[&["launch", "codex", "--"][..], &exec[..], &["Count to seven with Aileron."][..]].concat(),
+                    &[("PATH", Path::new(&path)), ("CODEX_HOME", &codex_home), ("CODEX_API_KEY", Path::new("sk-fake"))],
+                );
+                done.store(true, std::sync::atomic::Ordering::Release);
+                (launched, user.join().unwrap())
+            });
+            assert_eq!(approved.len(), 1, "one approval, approved once: {approved:?}\n{}", text(&launched));
+            check_session(&rig, &launched, "codex");
+            launched
+        })
+        .await
+        .unwrap();
+        let events: Vec<Value> = String::from_utf8_lossy(&launched.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        let answer = events
+            .iter()
+            .rev()
+            .find(|e| e["item"]["type"] == "agent_message")
+            .and_then(|e| e["item"]["text"].as_str())
+            .unwrap_or_default();
+        assert!(answer.starts_with("The action answered: ") && answer.contains("completed:"), "{answer}\n{events:#?}");
+        assert!(
+            answer.contains(r#"\"count\":7"#) || answer.contains(r#""count":7"#),
+            "the approved run's result: {answer}"
+        );
+    }
+
+    /// The user in another terminal: approves each approval that waits (after half a second, as a
+    /// person would), until `done`; the ids approved.
+    fn approve_what_waits(rig: &LaunchRig, done: &std::sync::atomic::AtomicBool) -> Vec<String> {
+        let mut approved = Vec::new();
+        while !done.load(std::sync::atomic::Ordering::Acquire) {
+            let listed = rig.run(&["approval", "list", "--json"], &[]);
+            let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+            for item in listed["items"].as_array().cloned().unwrap_or_default() {
+                let id = item["id"].as_str().unwrap().to_string();
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                assert!(rig.run(&["approval", "approve", &id], &[]).status.success());
+                approved.push(id);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        approved
     }
 
     /// An Anthropic Messages stream that says `text`.
