@@ -846,30 +846,13 @@ mod real_agents {
             let status = rig.run(&["daemon", "start"], &upstream);
             assert!(status.status.success(), "{}", text(&status));
             install_action(&rig);
-            let path = with_path(&bin);
-            let args = ["launch", "claude", "--", "-p", "Count to seven with Aileron."];
-            let flags = ["--allowedTools", CLAUDE_TOOL, "--output-format", "stream-json", "--verbose"];
-            let launched = rig.run(
-                &[&args[..], &flags[..]].concat(),
-                &[
-                    ("PATH", Path::new(&path)),
-                    ("ANTHROPIC_API_KEY", Path::new("sk-ant-fake")),
-                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", Path::new("1")),
-                    ("ENABLE_TOOL_SEARCH", Path::new("false")),
-                    ("DISABLE_AUTOUPDATER", Path::new("1")),
-                ],
-            );
+            let launched = run_claude(&rig, &bin, CLAUDE_TOOL);
             check_session(&rig, &launched, "claude");
             launched
         })
         .await
         .unwrap();
-        let transcript = String::from_utf8_lossy(&launched.stdout).to_string();
-        let result = transcript
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .find(|event| event["type"] == "result")
-            .unwrap_or_else(|| panic!("no result event in\n{transcript}"));
+        let result = claude_result(&launched);
         let answer = result["result"].as_str().unwrap_or_default();
         assert!(answer.starts_with("The action answered: "), "{result}");
         assert!(
@@ -881,6 +864,63 @@ mod real_agents {
             .iter()
             .any(|body| body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == CLAUDE_TOOL)));
         assert!(offered, "the MCP tool was offered to the model");
+    }
+
+    /// `aileron launch claude -p …` with the scripted model's key, `tools` (comma-separated)
+    /// allowed, and a stream-json transcript on stdout.
+    fn run_claude(rig: &LaunchRig, bin: &Path, tools: &str) -> Output {
+        let path = with_path(bin);
+        let args = ["launch", "claude", "--", "-p", "Count to seven with Aileron."];
+        let flags = ["--allowedTools", tools, "--output-format", "stream-json", "--verbose"];
+        rig.run(
+            &[&args[..], &flags[..]].concat(),
+            &[
+                ("PATH", Path::new(&path)),
+                ("ANTHROPIC_API_KEY", Path::new("sk-ant-fake")),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", Path::new("1")),
+                ("ENABLE_TOOL_SEARCH", Path::new("false")),
+                ("DISABLE_AUTOUPDATER", Path::new("1")),
+            ],
+        )
+    }
+
+    /// The `result` event of a Claude Code stream-json transcript.
+    fn claude_result(launched: &Output) -> Value {
+        json_lines(launched)
+            .into_iter()
+            .find(|event| event["type"] == "result")
+            .unwrap_or_else(|| panic!("no result event in\n{}", String::from_utf8_lossy(&launched.stdout)))
+    }
+
+    /// Each line of the launch's stdout that is JSON (an agent's event stream).
+    fn json_lines(launched: &Output) -> Vec<Value> {
+        String::from_utf8_lossy(&launched.stdout).lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+    }
+
+    /// Runs `launch` while the user, in another terminal, approves what waits
+    /// ([`approve_what_waits`]); the launch's output and the ids approved.
+    fn while_the_user_approves(rig: &LaunchRig, launch: impl FnOnce() -> Output) -> (Output, Vec<String>) {
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let user = scope.spawn(|| approve_what_waits(rig, &done));
+            let launched = launch();
+            done.store(true, std::sync::atomic::Ordering::Release);
+            (launched, user.join().unwrap())
+        })
+    }
+
+    /// `aileron launch codex -- exec --json …` with the scripted model's key and its own home.
+    fn run_codex(rig: &LaunchRig, bin: &Path) -> Output {
+        let codex_home = rig.user_home().join(".codex");
+        std::fs::create_dir_all(&codex_home).unwrap();
+        let path = with_path(bin);
+        // Aileron gates its own actions; Codex's separate per-tool prompt has no one to ask here.
+        let exec =
+            ["exec", "--json", "--skip-git-repo-check", "--ephemeral", "--dangerously-bypass-approvals-and-sandbox"];
+        rig.run(
+            &[&["launch", "codex", "--"][..], &exec[..], &["Count to seven with Aileron."][..]].concat(),
+            &[("PATH", Path::new(&path)), ("CODEX_HOME", &codex_home), ("CODEX_API_KEY", Path::new("sk-fake"))],
+        )
     }
 
     fn claude_gated_answer(path: &str, body: &Value) -> Option<(&'static str, String)> {
@@ -901,39 +941,15 @@ mod real_agents {
             let status = rig.run(&["daemon", "start"], &upstream);
             assert!(status.status.success(), "{}", text(&status));
             install_action_gated(&rig, true);
-            let path = with_path(&bin);
-            let args = ["launch", "claude", "--", "-p", "Count to seven with Aileron."];
             let tools = format!("{CLAUDE_TOOL},{CLAUDE_STATUS_TOOL}");
-            let flags = ["--allowedTools", tools.as_str(), "--output-format", "stream-json", "--verbose"];
-            let done = std::sync::atomic::AtomicBool::new(false);
-            let (launched, approved) = std::thread::scope(|scope| {
-                // The user, in another terminal, approves what waits.
-                let user = scope.spawn(|| approve_what_waits(&rig, &done));
-                let launched = rig.run(
-                    &[&args[..], &flags[..]].concat(),
-                    &[
-                        ("PATH", Path::new(&path)),
-                        ("ANTHROPIC_API_KEY", Path::new("sk-ant-fake")),
-                        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", Path::new("1")),
-                        ("ENABLE_TOOL_SEARCH", Path::new("false")),
-                        ("DISABLE_AUTOUPDATER", Path::new("1")),
-                    ],
-                );
-                done.store(true, std::sync::atomic::Ordering::Release);
-                (launched, user.join().unwrap())
-            });
+            let (launched, approved) = while_the_user_approves(&rig, || run_claude(&rig, &bin, &tools));
             assert_eq!(approved.len(), 1, "one approval, approved once: {approved:?}\n{}", text(&launched));
             check_session(&rig, &launched, "claude");
             launched
         })
         .await
         .unwrap();
-        let transcript = String::from_utf8_lossy(&launched.stdout).to_string();
-        let result = transcript
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .find(|event| event["type"] == "result")
-            .unwrap_or_else(|| panic!("no result event in\n{transcript}"));
+        let result = claude_result(&launched);
         let answer = result["result"].as_str().unwrap_or_default();
         assert!(answer.starts_with("The approved action answered: completed:"), "{result}");
         assert!(answer.contains(r#""output":{"args":{"count":7}"#), "the approved run's result: {answer}");
@@ -1081,10 +1097,7 @@ mod real_agents {
         })
         .await
         .unwrap();
-        let events: Vec<Value> = String::from_utf8_lossy(&launched.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect();
+        let events = json_lines(&launched);
         let call = events
             .iter()
             .find(|e| e["type"] == "tool_use" && e["part"]["tool"] == "aileron_count_things")
@@ -1112,30 +1125,13 @@ mod real_agents {
             let status = rig.run(&["daemon", "start"], &[("AILERON_OPENAI_UPSTREAM", Path::new(&model))]);
             assert!(status.status.success(), "{}", text(&status));
             install_action(&rig);
-            let codex_home = rig.user_home().join(".codex");
-            std::fs::create_dir_all(&codex_home).unwrap();
-            let path = with_path(&bin);
-            // Aileron gates its own actions; Codex's separate per-tool prompt has no one to ask here.
-            let exec = [
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "--ephemeral",
-                "--dangerously-bypass-approvals-and-sandbox",
-            ];
-            let launched = rig.run(
-                &[&["launch", "codex", "--"][..], &exec[..], &["Count to seven with Aileron."][..]].concat(),
-                &[("PATH", Path::new(&path)), ("CODEX_HOME", &codex_home), ("CODEX_API_KEY", Path::new("sk-fake"))],
-            );
+            let launched = run_codex(&rig, &bin);
             check_session(&rig, &launched, "codex");
             launched
         })
         .await
         .unwrap();
-        let events: Vec<Value> = String::from_utf8_lossy(&launched.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect();
+        let events = json_lines(&launched);
         let call = events
             .iter()
             .find(|e| e["type"] == "item.completed" && e["item"]["type"] == "mcp_tool_call")
@@ -1196,36 +1192,14 @@ mod real_agents {
             let status = rig.run(&["daemon", "start"], &[("AILERON_OPENAI_UPSTREAM", Path::new(&model))]);
             assert!(status.status.success(), "{}", text(&status));
             install_action_gated(&rig, true);
-            let codex_home = rig.user_home().join(".codex");
-            std::fs::create_dir_all(&codex_home).unwrap();
-            let path = with_path(&bin);
-            let exec = [
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "--ephemeral",
-                "--dangerously-bypass-approvals-and-sandbox",
-            ];
-            let done = std::sync::atomic::AtomicBool::new(false);
-            let (launched, approved) = std::thread::scope(|scope| {
-                let user = scope.spawn(|| approve_what_waits(&rig, &done));
-                let launched = rig.run(
-                    &[&["launch", "codex", "--"][..], &exec[..], &["Count to seven with Aileron."][..]].concat(),
-                    &[("PATH", Path::new(&path)), ("CODEX_HOME", &codex_home), ("CODEX_API_KEY", Path::new("sk-fake"))],
-                );
-                done.store(true, std::sync::atomic::Ordering::Release);
-                (launched, user.join().unwrap())
-            });
+            let (launched, approved) = while_the_user_approves(&rig, || run_codex(&rig, &bin));
             assert_eq!(approved.len(), 1, "one approval, approved once: {approved:?}\n{}", text(&launched));
             check_session(&rig, &launched, "codex");
             launched
         })
         .await
         .unwrap();
-        let events: Vec<Value> = String::from_utf8_lossy(&launched.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect();
+        let events = json_lines(&launched);
         let answer = events
             .iter()
             .rev()
