@@ -152,7 +152,12 @@ pub trait Session {
     fn request(&mut self, method: &str, params: Value) -> Value;
 
     fn initialize(&mut self, version: &str) -> Value {
-        let params = json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "aileron-it", "version": "1"}});
+        self.initialize_declaring(version, json!({}))
+    }
+
+    /// [`Session::initialize`] as a client declaring `capabilities`.
+    fn initialize_declaring(&mut self, version: &str, capabilities: Value) -> Value {
+        let params = json!({"protocolVersion": version, "capabilities": capabilities, "clientInfo": {"name": "aileron-it", "version": "1"}});
         let response = self.request("initialize", params);
         self.notify("notifications/initialized");
         response
@@ -1579,16 +1584,9 @@ async fn the_daemons_mcp_runs_tools_in_process_as_the_caller() {
 fn a_tasks_client_follows_a_gated_call_across_a_daemon_restart() {
     let fixture = Fixture::new();
     let mut session = fixture.stdio();
-    let init = session.request(
-        "initialize",
-        json!({
-            "protocolVersion": "2025-11-25",
-            "capabilities": { "extensions": { "io.modelcontextprotocol/tasks": {} } },
-            "clientInfo": { "name": "aileron-it-tasks", "version": "1" }
-        }),
-    );
+    let init =
+        session.initialize_declaring("2025-11-25", json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } }));
     assert!(init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(), "{init}");
-    session.notify("notifications/initialized");
     let before = fixture.upstream.recorder.count();
 
     let answer =
@@ -1645,16 +1643,8 @@ fn a_tasks_client_follows_a_gated_call_across_a_daemon_restart() {
 fn a_client_offering_url_elicitation_is_asked_to_open_the_review_page_and_accepting_decides_nothing() {
     let fixture = Fixture::new();
     let mut session = fixture.stdio();
-    let init = session.request(
-        "initialize",
-        json!({
-            "protocolVersion": "2025-11-25",
-            "capabilities": { "elicitation": { "url": {} } },
-            "clientInfo": { "name": "aileron-it-elicitation", "version": "1" }
-        }),
-    );
+    let init = session.initialize_declaring("2025-11-25", json!({ "elicitation": { "url": {} } }));
     assert!(init.get("result").is_some(), "{init}");
-    session.notify("notifications/initialized");
     let before = fixture.upstream.recorder.count();
     let result = session.call("fetch_gated", json!({"url": fixture.url("/status/200")}));
     let handle: Value = serde_json::from_str(&texts(&result)[1]).unwrap();
