@@ -1634,6 +1634,8 @@ fn a_tasks_client_follows_a_gated_call_across_a_daemon_restart() {
     assert_eq!(fixture.upstream.recorder.count(), before + 1);
     let unknown = session.request("tasks/get", json!({"taskId": "act-20260101T000000Z-0123456789abcdef"}));
     assert!(unknown.get("error").is_some(), "{unknown}");
+    let forged = session.request("tasks/cancel", json!({"taskId": "act-x/../../decide"}));
+    assert!(forged.get("error").is_some(), "a task id never reaches a URL path unchecked: {forged}");
 }
 
 /// SPEC §8's URL-mode elicitation: a client that offers it gets, with a gated call's pending

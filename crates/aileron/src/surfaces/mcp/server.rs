@@ -134,12 +134,7 @@ impl McpShared {
     /// `tasks/get`: the task is the durable approval (its id), so it survives daemon restarts;
     /// its state is the approval's, and a completed run's result is the tool call's result.
     pub async fn task(&self, origin: &CallOrigin, id: &str) -> Result<GetTaskResult, ErrorData> {
-        if !catalog::is_plausible_approval_id(id) {
-            return Err(ErrorData::invalid_params(
-                format!("`{}` is not a task of this server", id.chars().take(80).collect::<String>()),
-                None,
-            ));
-        }
+        plausible_task(id)?;
         match self.link.approval_result(origin, id).await {
             Ok((200, body)) => catalog::task_of(id, &body)
                 .ok_or_else(|| ErrorData::internal_error(format!("unexpected approval result: {body}"), None)),
@@ -152,6 +147,7 @@ impl McpShared {
     /// `tasks/cancel`: withdraws the approval (never decides it); a task already past waiting
     /// keeps its course.
     pub async fn cancel_task(&self, origin: &CallOrigin, id: &str) -> Result<(), ErrorData> {
+        plausible_task(id)?;
         match self.link.cancel_approval(origin, id).await {
             Ok(_) => Ok(()),
             Err(unreachable) => Err(ErrorData::internal_error(unreachable.message, None)),
@@ -453,6 +449,15 @@ fn ask_to_open(peer: rmcp::Peer<RoleServer>, pending: &aileron_core::approval::P
     tokio::spawn(async move {
         let _ = peer.elicit_url_with_timeout(message, url, id, Some(ELICITATION_TIMEOUT)).await;
     });
+}
+
+/// A task id is an approval id; anything else is refused before it reaches a URL path.
+fn plausible_task(id: &str) -> Result<(), ErrorData> {
+    if catalog::is_plausible_approval_id(id) {
+        return Ok(());
+    }
+    let shown: String = id.chars().take(80).collect();
+    Err(ErrorData::invalid_params(format!("`{shown}` is not a task of this server"), None))
 }
 
 /// The `approval_id` argument of `tool`, or the error result naming what to pass.
