@@ -67,7 +67,9 @@ pub fn decide(
     entry.advance(now, kind).map_err(|_| not_pending())
 }
 
-fn normalize_reason(reason: Option<&str>) -> Result<Option<String>, DecideError> {
+/// A reason as kept: trimmed, blank as none, refused past [`MAX_REASON_CHARS`] (a decision's
+/// and a withdrawal's alike).
+pub fn normalize_reason(reason: Option<&str>) -> Result<Option<String>, DecideError> {
     let Some(reason) = reason.map(str::trim).filter(|r| !r.is_empty()) else {
         return Ok(None);
     };

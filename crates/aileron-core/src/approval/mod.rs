@@ -52,7 +52,7 @@ use crate::failure::Failure;
 use crate::identity::{ContentHash, Fqn};
 
 pub use admission::{Admission, AdmissionRequest, MAX_PENDING_PER_SESSION, admit};
-pub use decision::{DecideError, Decision, MAX_REASON_CHARS, decide};
+pub use decision::{DecideError, Decision, MAX_REASON_CHARS, decide, normalize_reason};
 pub use id::{ApprovalId, ApprovalIdError};
 pub use journal::{
     ApplyError, EXPIRY, EventKind, JournalEvent, JournalLine, Outcome, RECOVERY_REASON, ReplayError, ReplayResult,

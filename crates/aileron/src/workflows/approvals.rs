@@ -182,9 +182,9 @@ pub async fn cancel(state: &Arc<Services>, principal: &Principal, id: String, bo
         Principal::Session { .. } => "agent".to_string(),
         _ => caller.actor.id.clone(),
     };
-    let reason =
-        body.reason.map(|r| r.trim().chars().take(aileron_core::approval::MAX_REASON_CHARS).collect::<String>());
-    let entry = match state.approvals.cancel(&approval_id, &by, reason.filter(|r| !r.is_empty())) {
+    let reason = aileron_core::approval::normalize_reason(body.reason.as_deref())
+        .map_err(|error| ApiError::bad_request("invalid_reason", error.to_string()))?;
+    let entry = match state.approvals.cancel(&approval_id, &by, reason) {
         Ok(entry) => entry,
         Err(QueueError::Unknown(_) | QueueError::NotPending(_)) => return Err(not_pending(state, &approval_id, &id)),
         Err(error) => return Err(ApiError::internal(error)),

@@ -663,6 +663,14 @@ async fn a_session_ending_withdraws_what_it_asked_for_and_nobody_decided() {
         "pending_approval"
     );
 
+    // A reason past the limit is refused as a decision's is, and the request still waits.
+    let long = "x".repeat(aileron_core::approval::MAX_REASON_CHARS + 1);
+    let refused = harness
+        .send(as_token(&token_b, "POST", format!("/v1/action-approvals/{of_b}/cancel")), Some(json!({"reason": long})))
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "invalid_reason", "{}", refused.body);
+
     // B withdraws its own: its agent is the one who withdrew, and nothing ran.
     let withdrawn = harness
         .send(

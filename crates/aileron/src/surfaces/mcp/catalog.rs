@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use aileron_core::approval::{ApprovalState, ResultView};
+use aileron_core::failure::{Failure, FailureClass};
+use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
@@ -251,9 +253,11 @@ pub fn task_created(pending: &aileron_core::approval::PendingApproval) -> rmcp::
 }
 
 /// `tasks/get` for the approval `id` whose result view is `body`: waiting, approved or running
-/// → `working` (the status sentence as its message); completed, denied or failed → `completed`
-/// with the tool result the call would have had (a failure as an error result, as a direct call
-/// answers); expired or withdrawn → `cancelled`. `None` when `body` is no result view.
+/// → `working` (the status sentence as its message); completed, denied, or failed with an error
+/// the tool reported → `completed` with the tool result the call would have had (the failure as
+/// an error result, as a direct call answers); failed because the run itself broke → `failed`
+/// with a JSON-RPC error (SEP-2663 reserves `failed` for that; see [`tool_reported`]); expired or
+/// withdrawn → `cancelled`. `None` when `body` is no result view.
 pub fn task_of(id: &str, body: &Value) -> Option<rmcp::model::GetTaskResult> {
     use rmcp::model::{DetailedTask, GetTaskResult, Task, TaskPayload, TaskStatus};
     let view: ResultView = serde_json::from_value(body.clone()).ok()?;
@@ -264,6 +268,12 @@ pub fn task_of(id: &str, body: &Value) -> Option<rmcp::model::GetTaskResult> {
         | ApprovalState::Approved
         | ApprovalState::AwaitingVault
         | ApprovalState::Running => TaskPayload::Working,
+        ApprovalState::Failed if !view.failure.as_ref().is_some_and(tool_reported) => {
+            let failure = view.failure.as_ref().map(Failure::envelope).unwrap_or(Value::Null);
+            let error = ErrorData::internal_error(sentence.clone(), Some(failure));
+            let Value::Object(error) = serde_json::to_value(error).ok()? else { return None };
+            TaskPayload::Failed { error }
+        }
         ApprovalState::Completed | ApprovalState::Denied | ApprovalState::Failed => {
             let result = status_result(id, 200, body.clone());
             let Value::Object(result) = serde_json::to_value(result).ok()? else { return None };
@@ -275,6 +285,25 @@ pub fn task_of(id: &str, body: &Value) -> Option<rmcp::model::GetTaskResult> {
         .with_status_message(sentence)
         .with_poll_interval_ms(TASK_POLL_INTERVAL_MS);
     Some(GetTaskResult::new(DetailedTask::new(task, payload)))
+}
+
+/// Whether `failure` is an error the tool reported about its work — the external API's or the
+/// network's answer, a refusal the agent can act on (a capability, a binding), or an error the
+/// connector itself printed (`connector_class`) — rather than the run breaking: a connector that
+/// trapped, exited or printed garbage, a limit, a tampered or unsigned module, no sandbox.
+pub fn tool_reported(failure: &Failure) -> bool {
+    match failure.class {
+        FailureClass::ExternalApiError
+        | FailureClass::NetworkError
+        | FailureClass::CapabilityDenied
+        | FailureClass::BindingRequired
+        | FailureClass::BindingFailed => true,
+        FailureClass::ConnectorRuntimeError => failure.details.contains_key("connector_class"),
+        FailureClass::ResourceLimitExceeded
+        | FailureClass::HashMismatch
+        | FailureClass::SignatureFailure
+        | FailureClass::SpawnSandboxUnavailable => false,
+    }
 }
 
 /// The tool result of `POST /v1/action-approvals/{id}/cancel`.

@@ -145,11 +145,19 @@ impl McpShared {
     }
 
     /// `tasks/cancel`: withdraws the approval (never decides it); a task already past waiting
-    /// keeps its course.
+    /// keeps its course and the cancel is acknowledged all the same (SEP-2663: idempotent; only
+    /// an unknown id, or another session's, is an error).
     pub async fn cancel_task(&self, origin: &CallOrigin, id: &str) -> Result<(), ErrorData> {
         plausible_task(id)?;
         match self.link.cancel_approval(origin, id).await {
-            Ok(_) => Ok(()),
+            Ok((status, _)) if status < 300 => Ok(()),
+            // Not waiting any more: acknowledged when the task exists (it ended or was decided).
+            Ok((404, _)) => match self.link.approval_result(origin, id).await {
+                Ok((200, _)) => Ok(()),
+                Ok(_) => Err(ErrorData::invalid_params(format!("no task `{id}`"), None)),
+                Err(unreachable) => Err(ErrorData::internal_error(unreachable.message, None)),
+            },
+            Ok((status, body)) => Err(ErrorData::internal_error(format!("the daemon answered {status}: {body}"), None)),
             Err(unreachable) => Err(ErrorData::internal_error(unreachable.message, None)),
         }
     }
