@@ -37,7 +37,11 @@ impl Scheme {
     }
 }
 
-/// `<scheme>://<owner>/<repo>[/<subpath>...]`.
+/// `<scheme>://<owner>/<repo>[/<subpath>...]`, in its canonical form: ASCII lowercase. GitHub
+/// and GitLab resolve owners and repositories case-insensitively, so `github://ALRubinger/x`
+/// (the original project's spelling) and `github://alrubinger/x` are one connector; every name
+/// is lowercased when parsed, so the store, bindings (and their vault paths), the keyring and
+/// the audit log all see one spelling.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Fqn {
     pub scheme: Scheme,
@@ -75,9 +79,9 @@ impl Fqn {
         }
         Ok(Fqn {
             scheme,
-            owner: segments[0].to_string(),
-            repo: segments[1].to_string(),
-            subpath: segments[2..].iter().map(|s| s.to_string()).collect(),
+            owner: segments[0].to_ascii_lowercase(),
+            repo: segments[1].to_ascii_lowercase(),
+            subpath: segments[2..].iter().map(|s| s.to_ascii_lowercase()).collect(),
         })
     }
 
@@ -292,6 +296,14 @@ mod tests {
         for bad in ["github://a", "github://a//b", "github://a/b@1.0.0", "github://a/../b", "slack", "github://a/b c"] {
             assert!(matches!(Fqn::parse(bad), Err(IdentityError::InvalidFqn { .. })), "{bad}");
         }
+        // Canonical: the original project's spelling is the same connector, in lowercase.
+        let original = Fqn::parse("github://ALRubinger/aileron-connector-Linear/Connectors/X").unwrap();
+        assert_eq!(original.to_string(), "github://alrubinger/aileron-connector-linear/connectors/x");
+        assert_eq!(original, Fqn::parse("github://alrubinger/aileron-connector-linear/connectors/x").unwrap());
+        assert_eq!(
+            ConnectorRef::parse("github://ALRubinger/aileron-connector-linear@0.0.0-dev").unwrap().to_string(),
+            "github://alrubinger/aileron-connector-linear@0.0.0-dev"
+        );
         let fqn = Fqn::parse("github://acme/mono/connectors/x").unwrap();
         assert_eq!(fqn.owner_authority(), "github://acme");
         assert_eq!(fqn.repo_authority(), "github://acme/mono");

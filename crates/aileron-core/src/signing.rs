@@ -130,7 +130,8 @@ pub fn parse_authority(text: &str) -> Result<String, String> {
     if parts.is_empty() || parts.len() > 2 || !parts.iter().all(|p| valid(p)) {
         return Err(format!("`{text}` is not <scheme>://<owner>[/<repo>]"));
     }
-    Ok(format!("{scheme}://{}", parts.join("/")))
+    // Canonical, as FQNs are (`Fqn`): owners and repositories are case-insensitive.
+    Ok(format!("{scheme}://{}", parts.join("/").to_ascii_lowercase()))
 }
 
 /// `keyring.json` v2: trusted keys per owner and per repository authority.
@@ -163,13 +164,18 @@ impl Keyring {
                 keyring.version
             )));
         }
+        let mut canonical = Keyring::empty();
         for (authority, keys) in keyring.owners.iter().chain(&keyring.publishers) {
-            parse_authority(authority).map_err(|e| KeyringError::Malformed(format!("authority `{authority}`: {e}")))?;
+            let name = parse_authority(authority)
+                .map_err(|e| KeyringError::Malformed(format!("authority `{authority}`: {e}")))?;
             for key in keys {
-                PublicKey::parse(key).map_err(|e| KeyringError::Malformed(format!("a key of `{authority}`: {e}")))?;
+                let key = PublicKey::parse(key)
+                    .map_err(|e| KeyringError::Malformed(format!("a key of `{authority}`: {e}")))?;
+                // A file written before names were canonical may spell one authority twice.
+                canonical.trust(&name, &key);
             }
         }
-        Ok(keyring)
+        Ok(canonical)
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -188,7 +194,8 @@ impl Keyring {
 
     /// Trusts `key` for `authority`; `false` when it already was.
     pub fn trust(&mut self, authority: &str, key: &PublicKey) -> bool {
-        let keys = self.table(authority).entry(authority.to_string()).or_default();
+        let authority = authority.to_ascii_lowercase();
+        let keys = self.table(&authority).entry(authority.clone()).or_default();
         let encoded = key.to_base64();
         if keys.contains(&encoded) {
             return false;
@@ -199,7 +206,8 @@ impl Keyring {
 
     /// Forgets every key of `authority`; returns how many.
     pub fn revoke_authority(&mut self, authority: &str) -> usize {
-        self.table(authority).remove(authority).map_or(0, |keys| keys.len())
+        let authority = authority.to_ascii_lowercase();
+        self.table(&authority).remove(&authority).map_or(0, |keys| keys.len())
     }
 
     /// Forgets the key with `fingerprint` wherever it is trusted; returns the authorities it left.
@@ -364,6 +372,23 @@ mod tests {
         // An RSA SPKI is refused, not misread.
         let rsa = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VuAyEAhSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=\n-----END PUBLIC KEY-----";
         assert!(PublicKey::parse(rsa).is_err(), "an X25519 key is not an ed25519 key");
+    }
+
+    #[test]
+    fn authorities_are_canonical_like_fqns() {
+        assert_eq!(parse_authority("github://ALRubinger").unwrap(), "github://alrubinger");
+        let key = PublicKey::parse(&B64.encode(key_pair(7).public_key().as_ref())).unwrap();
+        let file = format!(
+            "{{\"version\": 2, \"owners\": {{\"github://ALRubinger\": [\"{0}\"], \"github://alrubinger\": [\"{0}\"]}}}}",
+            key.to_base64()
+        );
+        let keyring = Keyring::parse(file.as_bytes()).unwrap();
+        assert_eq!(keyring.owners.len(), 1, "one authority, one key: {keyring:?}");
+        let keys = keyring.keys_for(&Fqn::parse("github://ALRubinger/aileron-connector-linear").unwrap());
+        assert_eq!(keys.len(), 1);
+        let mut keyring = keyring;
+        assert!(!keyring.trust("github://ALRUBINGER", &key), "already trusted");
+        assert_eq!(keyring.revoke_authority("github://AlRubinger"), 1);
     }
 
     #[test]

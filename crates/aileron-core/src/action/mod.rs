@@ -60,7 +60,8 @@ impl RequiredConnector {
     }
 }
 
-/// The JSON types an input may have.
+/// The JSON types an input may have. The first six are the names an author writes; the last
+/// two come only from the original project's generated files ([`GraphqlType`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InputType {
     String,
@@ -69,9 +70,15 @@ pub enum InputType {
     Boolean,
     Array,
     Object,
+    /// Any JSON value (GraphQL's `JSON` scalar).
+    Any,
+    /// An object or a list of them, passed through as given (a GraphQL input object or
+    /// comparator such as `IssueFilter` or `DateComparator`).
+    Structured,
 }
 
 impl InputType {
+    /// The types an author may name.
     pub const ALL: [InputType; 6] = [
         InputType::String,
         InputType::Integer,
@@ -89,6 +96,8 @@ impl InputType {
             InputType::Boolean => "boolean",
             InputType::Array => "array",
             InputType::Object => "object",
+            InputType::Any => "JSON value",
+            InputType::Structured => "object or array",
         }
     }
 
@@ -105,6 +114,74 @@ impl InputType {
             InputType::Boolean => value.is_boolean(),
             InputType::Array => value.is_array(),
             InputType::Object => value.is_object(),
+            InputType::Any => true,
+            InputType::Structured => value.is_object() || value.is_array(),
+        }
+    }
+
+    /// The JSON Schema `type` of an input of this type (`None`: any value).
+    fn schema_type(self) -> Option<Value> {
+        match self {
+            InputType::Any => None,
+            InputType::Structured => Some(serde_json::json!(["object", "array"])),
+            other => Some(other.as_str().into()),
+        }
+    }
+}
+
+/// How an `inputSchema` property's type reads to a person: `string`, `object or array` (a
+/// GraphQL input object), `any JSON value` (no `type`).
+pub fn schema_type_label(property: &Value) -> String {
+    match property.get("type") {
+        Some(Value::String(kind)) => kind.clone(),
+        Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" or "),
+        _ => "any JSON value".to_string(),
+    }
+}
+
+/// An input type written the way the original project's code generator writes them: GraphQL
+/// type names (`String`, `Int`, `DateTime`, `IssueFilter`, `[String!]!`). Its scalars map onto
+/// JSON Schema types (with a `format` where one fits); any other name is an input object or a
+/// comparator, taken as an object or array and passed to the connector as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphqlType {
+    pub kind: InputType,
+    pub items_type: Option<InputType>,
+    pub format: Option<&'static str>,
+    /// Said in the tool's description: the name as written, when no JSON type says it all.
+    pub named: Option<String>,
+}
+
+impl GraphqlType {
+    pub fn parse(name: &str) -> Option<GraphqlType> {
+        let name = name.trim_end_matches('!');
+        if let Some(item) = name.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')) {
+            let item = GraphqlType::parse(item)?;
+            let items_type =
+                matches!(item.kind, InputType::String | InputType::Integer | InputType::Number | InputType::Boolean)
+                    .then_some(item.kind);
+            let named = Some(format!("[{}]", item.named.unwrap_or_else(|| item.kind.as_str().to_string())));
+            return Some(GraphqlType { kind: InputType::Array, items_type, format: None, named });
+        }
+        let scalar = |kind| Some(GraphqlType { kind, items_type: None, format: None, named: None });
+        let formatted =
+            |format| Some(GraphqlType { kind: InputType::String, items_type: None, format: Some(format), named: None });
+        let named = |kind| Some(GraphqlType { kind, items_type: None, format: None, named: Some(name.to_string()) });
+        match name {
+            "String" | "ID" => scalar(InputType::String),
+            "Boolean" => scalar(InputType::Boolean),
+            "Int" => scalar(InputType::Integer),
+            "Float" => scalar(InputType::Number),
+            "DateTime" => formatted("date-time"),
+            "TimelessDate" | "Date" => formatted("date"),
+            "JSONObject" => named(InputType::Object),
+            "JSON" => named(InputType::Any),
+            _ if name.starts_with(|c: char| c.is_ascii_uppercase())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                named(InputType::Structured)
+            }
+            _ => None,
         }
     }
 }
@@ -121,6 +198,10 @@ pub struct InputSpec {
     pub multiline: bool,
     /// Arrays only: the type of every element.
     pub items_type: Option<InputType>,
+    /// JSON Schema `format` (`date-time`, `date`): only from a GraphQL type name.
+    pub format: Option<&'static str>,
+    /// The GraphQL type name as written, when the JSON type alone does not say it.
+    pub graphql_name: Option<String>,
 }
 
 /// `[[execute]]`.
@@ -233,8 +314,17 @@ impl ActionFile {
         let mut properties = Map::new();
         for input in &self.inputs {
             let mut property = Map::new();
-            property.insert("type".into(), input.kind.as_str().into());
-            property.insert("description".into(), input.description.clone().into());
+            if let Some(kind) = input.kind.schema_type() {
+                property.insert("type".into(), kind);
+            }
+            let description = match &input.graphql_name {
+                Some(name) => format!("{} (GraphQL `{name}`: passed to the connector as given)", input.description),
+                None => input.description.clone(),
+            };
+            property.insert("description".into(), description.into());
+            if let Some(format) = input.format {
+                property.insert("format".into(), format.into());
+            }
             if let Some(items) = input.items_type {
                 property.insert("items".into(), serde_json::json!({ "type": items.as_str() }));
             }
@@ -339,10 +429,11 @@ fn is_action_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
 }
 
+/// snake_case as we write them, or camelCase as the original project's generator does
+/// (`issueId`): an ASCII letter, then letters, digits and `_`.
 fn is_input_name(name: &str) -> bool {
     let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Step ids appear as the first segment of `${<step_id>.<path>}`, so they exclude `.` and `args`.
@@ -360,7 +451,8 @@ fn root() -> FieldPath {
     FieldPath::root()
 }
 
-const TYPES_HINT: &str = "use one of string, integer, number, boolean, array, object";
+const TYPES_HINT: &str = "use one of string, integer, number, boolean, array, object (or a GraphQL type name such \
+                          as String, Int, DateTime, IssueFilter)";
 
 impl ActionValidator<'_, '_> {
     fn err(&self, path: &FieldPath, message: impl Into<String>, hint: impl Into<String>) -> ParseError {
@@ -477,8 +569,9 @@ impl ActionValidator<'_, '_> {
             let version = self.required(entry.version, &version_path, "add version = \"<exact version>\"")?;
             let version = self.version(&version, &version_path, "the connector version")?;
             let hash_path = element.key("hash");
-            let hash_hint =
-                "pin the connector with hash = \"sha256:<64 hex digits>\" (aileron connector install prints it)";
+            let hash_hint = "pin it to the installed connector with `aileron action add <file> --pin` (it shows the \
+                             hash and asks), or write hash = \"sha256:<64 hex digits>\" (aileron connector install \
+                             prints it)";
             let hash = self.required(entry.hash, &hash_path, hash_hint)?;
             let hash = ContentHash::parse(&hash).map_err(|e| self.err(&hash_path, e.to_string(), hash_hint))?;
             let capabilities = self.capabilities(entry.capabilities, &element.key("capabilities"))?;
@@ -516,10 +609,7 @@ impl ActionValidator<'_, '_> {
             if !is_input_name(&name) {
                 return Err(self.err(
                     &name_path,
-                    format!(
-                        "`{name}` is not a valid input name: use lowercase letters, digits and `_`, starting with a \
-                         letter"
-                    ),
+                    format!("`{name}` is not a valid input name: use letters, digits and `_`, starting with a letter"),
                     "e.g. name = \"issue_title\"",
                 ));
             }
@@ -532,8 +622,12 @@ impl ActionValidator<'_, '_> {
             }
             let type_path = element.key("type");
             let kind_text = self.required(input.kind, &type_path, TYPES_HINT)?;
-            let kind = InputType::parse(&kind_text)
-                .ok_or_else(|| self.err(&type_path, format!("`{kind_text}` is not an input type"), TYPES_HINT))?;
+            let graphql = match InputType::parse(&kind_text) {
+                Some(kind) => GraphqlType { kind, items_type: None, format: None, named: None },
+                None => GraphqlType::parse(&kind_text)
+                    .ok_or_else(|| self.err(&type_path, format!("`{kind_text}` is not an input type"), TYPES_HINT))?,
+            };
+            let kind = graphql.kind;
             let description_path = element.key("description");
             let description_hint = "describe the input for the model, e.g. description = \"Repository owner\"";
             let description = self.required(input.description, &description_path, description_hint)?;
@@ -557,7 +651,7 @@ impl ActionValidator<'_, '_> {
                 ));
             }
             let items_type = match input.items_type {
-                None => None,
+                None => graphql.items_type,
                 Some(_) if kind != InputType::Array => {
                     return Err(self.err(
                         &element.key("items_type"),
@@ -577,6 +671,8 @@ impl ActionValidator<'_, '_> {
                 label: input.label,
                 multiline: input.multiline.unwrap_or(false),
                 items_type,
+                format: graphql.format,
+                graphql_name: graphql.named,
             });
         }
         Ok(inputs)

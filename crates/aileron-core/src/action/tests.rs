@@ -568,23 +568,16 @@ fn inputs_rules() {
                 "missing required key `name`",
             ),
             (
-                edit(l, "name = \"state\"", "name = \"State\""),
-                Some(state_header + 1),
-                Some("inputs[2].name"),
-                "`State` is not a valid input name: use lowercase letters, digits and `_`, starting with a letter",
-            ),
-            (
                 edit(l, "name = \"state\"", "name = \"1st\""),
                 Some(state_header + 1),
                 Some("inputs[2].name"),
-                "`1st` is not a valid input name: use lowercase letters, digits and `_`, starting with a letter",
+                "`1st` is not a valid input name: use letters, digits and `_`, starting with a letter",
             ),
             (
                 edit(l, "name = \"state\"", "name = \"issue-state\""),
                 Some(state_header + 1),
                 Some("inputs[2].name"),
-                "`issue-state` is not a valid input name: use lowercase letters, digits and `_`, starting with a \
-                 letter",
+                "`issue-state` is not a valid input name: use letters, digits and `_`, starting with a letter",
             ),
             (
                 edit(l, "name = \"state\"", "name = \"owner\""),
@@ -603,6 +596,12 @@ fn inputs_rules() {
                 Some(state_header + 2),
                 Some("inputs[2].type"),
                 "`str` is not an input type",
+            ),
+            (
+                edit(l, "name = \"state\"\ntype = \"string\"", "name = \"state\"\ntype = \"Issue Filter\""),
+                Some(state_header + 2),
+                Some("inputs[2].type"),
+                "`Issue Filter` is not an input type",
             ),
             (
                 edit(l, "description = \"open, closed or all (default open)\"\n", ""),
@@ -1087,4 +1086,79 @@ fn calls_outside_the_declared_ops_are_named() {
             .ops_outside_capabilities()
             .is_empty()
     );
+}
+
+/// The original project's generated actions: camelCase input names and GraphQL type names. The
+/// scalars become JSON Schema types (with `format`), `JSON` any value, every other name an
+/// object or array passed through, its name in the description; calls are checked the same way.
+#[test]
+fn graphql_type_names_of_the_original_generator_map_onto_json_schema() {
+    let inputs = [
+        ("issueId", "ID!"),
+        ("title", "String"),
+        ("includeArchived", "Boolean"),
+        ("first", "Int"),
+        ("estimate", "Float"),
+        ("createdAt", "DateTime"),
+        ("dueDate", "TimelessDate"),
+        ("metadata", "JSONObject"),
+        ("data", "JSON"),
+        ("filter", "IssueFilter"),
+        ("labelIds", "[String!]"),
+        ("orderBy", "PaginationOrderBy"),
+    ];
+    let declared: String = inputs
+        .iter()
+        .map(|(name, kind)| {
+            format!(
+                "\n[[inputs]]\nname = \"{name}\"\ntype = \"{kind}\"\ndescription = \"the {name}\"\nrequired = false\n"
+            )
+        })
+        .collect();
+    let text = LIST_ISSUES.replacen("\n[[inputs]]", &format!("{declared}\n[[inputs]]"), 1);
+    let action = parse_action(&text, "list-issues.md").unwrap();
+    let schema = action.input_schema();
+    let property = |name: &str| schema["properties"][name].clone();
+    assert_eq!(property("issueId")["type"], "string");
+    assert_eq!(property("includeArchived")["type"], "boolean");
+    assert_eq!(property("first")["type"], "integer");
+    assert_eq!(property("estimate")["type"], "number");
+    assert_eq!(
+        (property("createdAt")["type"].clone(), property("createdAt")["format"].clone()),
+        (json!("string"), json!("date-time"))
+    );
+    assert_eq!(property("dueDate")["format"], "date");
+    assert_eq!(property("metadata")["type"], "object");
+    assert!(property("data").get("type").is_none(), "JSON is any value: {}", property("data"));
+    assert_eq!(property("filter")["type"], json!(["object", "array"]));
+    assert_eq!(
+        property("filter")["description"],
+        "the filter (GraphQL `IssueFilter`: passed to the connector as given)"
+    );
+    assert_eq!(property("title")["description"], "the title", "a plain scalar needs no note");
+    assert_eq!(
+        (property("labelIds")["type"].clone(), property("labelIds")["items"].clone()),
+        (json!("array"), json!({"type": "string"}))
+    );
+    assert_eq!(crate::action::schema_type_label(&property("filter")), "object or array");
+    assert_eq!(crate::action::schema_type_label(&property("data")), "any JSON value");
+
+    let base = || {
+        let mut args = serde_json::Map::new();
+        args.insert("owner".into(), json!("acme"));
+        args.insert("repo".into(), json!("widget"));
+        args
+    };
+    let mut good = base();
+    good.insert("filter".into(), json!({"title": {"contains": "bug"}, "and": [{"priority": {"eq": 1}}]}));
+    good.insert("orderBy".into(), json!([{"updatedAt": "desc"}]));
+    good.insert("data".into(), json!("any value at all"));
+    good.insert("first".into(), json!(50));
+    assert!(action.validate_call_args(&good).is_ok(), "{:?}", action.validate_call_args(&good));
+    let mut bad = base();
+    bad.insert("filter".into(), json!("title contains bug"));
+    bad.insert("labelIds".into(), json!(["a", 2]));
+    let error = action.validate_call_args(&bad).unwrap_err().to_string();
+    assert!(error.contains("filter") && error.contains("object or array"), "{error}");
+    assert!(error.contains("labelIds"), "{error}");
 }

@@ -235,6 +235,19 @@ pub struct RequiredConnector {
     pub name: String,
     pub version: String,
     pub hash: String,
+    /// `pin`: the placeholder this hash replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_from: Option<String>,
+    /// `grant_credentials`: the credential kind added to the action's capabilities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted: Option<String>,
+    /// The installed connector injects this credential kind and the action's capabilities do
+    /// not list it: every run that uses it fails `capability_denied`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_credential: Option<String>,
+    /// Whether the installed connector was signed (absent when it is not installed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<bool>,
 }
 
 /// `GET /v1/health`.
@@ -426,6 +439,15 @@ pub struct InstallAction {
     /// forged or unwanted package cannot make it fetch and install anything.
     #[serde(default)]
     pub verify_only: bool,
+    /// A local file only: pin each `[[requires.connectors]]` whose hash is a placeholder (the
+    /// original project's `sha256:bound-at-release`) to the installed connector of that name and
+    /// version (`aileron action add --pin`, after the user saw the hash).
+    #[serde(default)]
+    pub pin: bool,
+    /// A local file only: add each connector's credential kind to the action's capabilities
+    /// where they lack it (the user's explicit yes is the declaration).
+    #[serde(default)]
+    pub grant_credentials: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default)]

@@ -152,23 +152,41 @@ pub async fn install(state: &Services, principal: &Principal, body: InstallActio
 /// `install_action` once the caller may install: every check, then the audit record, then the
 /// registry. Any refusal comes back as an error for the caller to audit.
 pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &InstallAction) -> Answer {
-    let action = parse_action(&body.content, &body.file_name)
+    if (body.pin || body.grant_credentials) && body.reference.is_some() {
+        return Err(ApiError::bad_request(
+            "invalid_pin",
+            "a published action package is installed as signed; it is never pinned or widened",
+        )
+        .with_hint("pin a local action file: aileron action add <file or directory> --pin"));
+    }
+    let pinned = super::pinning::pin(state, &body.content, body.pin, body.grant_credentials)?;
+    let action = parse_action(&pinned.text, &body.file_name)
         .map_err(|e| ApiError::bad_request("parse_error", e.to_string()).with_hint(e.hint.clone()))?;
+    let change_of = |fqn: &aileron_core::Fqn| pinned.changes.iter().find(|change| &change.connector == fqn);
     let signature_status = match &body.reference {
         Some(reference) => Some(verify_action_package(state, &action, reference, body)?),
         None => None,
     };
     check_place(state, &action, body.force)?;
     if body.verify_only {
-        let requires = action
-            .requires
-            .iter()
-            .map(|c| RequiredConnector {
+        let mut requires = Vec::new();
+        for c in &action.requires {
+            let installed = state.store.find(&c.hash).map_err(ApiError::internal)?;
+            let missing_credential = installed
+                .as_ref()
+                .and_then(|entry| entry.manifest.credential_kind())
+                .filter(|kind| !c.subset().declares_credential(*kind))
+                .map(|kind| kind.as_str().to_string());
+            requires.push(RequiredConnector {
                 name: c.name.to_string(),
                 version: c.version.to_string(),
                 hash: c.hash.to_string(),
-            })
-            .collect();
+                pinned_from: change_of(&c.name).and_then(|change| change.pinned_from.clone()),
+                granted: change_of(&c.name).and_then(|change| change.granted.clone()),
+                missing_credential,
+                signed: installed.map(|entry| entry.signed),
+            });
+        }
         return Ok(Reply::ok(ActionRequirements {
             name: action.name.clone(),
             version: action.version.to_string(),
@@ -213,6 +231,15 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
             pin.insert(keys::CONNECTOR_FQN.into(), c.name.to_string().into());
             pin.insert(keys::CONNECTOR_HASH.into(), c.hash.to_string().into());
             pin.insert("capabilities".into(), CapabilitySubset::from(c).to_strings().into());
+            if let Some(change) = change_of(&c.name) {
+                // The user's `--pin` consent, on record: what the file said and what it was given.
+                if let Some(placeholder) = &change.pinned_from {
+                    pin.insert("pinned_from".into(), placeholder.clone().into());
+                }
+                if let Some(kind) = &change.granted {
+                    pin.insert("granted".into(), kind.clone().into());
+                }
+            }
             Value::Object(pin)
         })
         .collect();

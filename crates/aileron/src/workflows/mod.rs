@@ -13,6 +13,7 @@ pub mod bindings;
 pub mod connectors;
 pub mod keyring;
 pub mod notify;
+pub mod pinning;
 pub mod sessions;
 pub mod status;
 pub mod vault;

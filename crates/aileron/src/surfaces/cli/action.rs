@@ -38,6 +38,10 @@ enum ActionCommand {
         /// Replace a different installed action of the same name
         #[arg(long)]
         force: bool,
+        /// Pin placeholder connector hashes (the original project's `sha256:bound-at-release`)
+        /// to the installed connector of that name and version, after showing it and asking
+        #[arg(long)]
+        pin: bool,
     },
     /// Pack (and sign) an action file into an action package aileron.tar.gz
     Pack {
@@ -92,29 +96,23 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
             }
             Ok(ExitStatus::Ok)
         }
-        ActionCommand::Add { target, yes, allow_unsigned, force } if target.contains("://") => {
+        ActionCommand::Add { pin: true, target, .. } if target.contains("://") => Err(CliError::usage(format!(
+            "--pin applies to local action files; {target} is a published package, installed as signed\nhint: \
+             aileron action add {target}"
+        ))),
+        ActionCommand::Add { target, yes, allow_unsigned, force, .. } if target.contains("://") => {
             add_published(home, &client, &target, AddFlags { yes, allow_unsigned, force }).await
         }
-        ActionCommand::Add { target, yes, allow_unsigned, force } => {
-            let file = PathBuf::from(target);
-            let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-            if crate::stores::package::is_gzip(&bytes) {
-                return add_local_package(home, &client, &file, &bytes, AddFlags { yes, allow_unsigned, force }).await;
+        ActionCommand::Add { target, yes, allow_unsigned, force, pin } => {
+            let path = PathBuf::from(target);
+            if !path.is_dir() {
+                let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                if crate::stores::package::is_gzip(&bytes) {
+                    let flags = AddFlags { yes, allow_unsigned, force };
+                    return add_local_package(home, &client, &path, &bytes, flags).await;
+                }
             }
-            let content = String::from_utf8(bytes).map_err(|_| {
-                CliError::failure(format!(
-                    "{} is neither an action file (UTF-8 Markdown) nor an action package\nhint: pass an action file \
-                     (Markdown with +++ TOML frontmatter) or the aileron.tar.gz `aileron action pack` makes",
-                    file.display()
-                ))
-            })?;
-            let file_name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-            let stem = file.file_stem().and_then(|n| n.to_str()).unwrap_or_default();
-            let previous = installed_action(&client, stem).await;
-            let body = json!({ "file_name": file_name, "content": content, "force": force });
-            let added: ActionView = client.post_as("/v1/actions/install", &body).await?;
-            report_added(previous.as_ref(), &added, body["content"].as_str().unwrap_or_default(), None);
-            Ok(ExitStatus::Ok)
+            super::action_files::add_files(&client, &path, super::action_files::LocalAdd { yes, force, pin }).await
         }
         ActionCommand::List { json } => {
             let listing: ActionList = client.get_as("/v1/actions").await?;
@@ -160,7 +158,7 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
                 outln!(
                     "  {} ({}{}) {}",
                     escape(input),
-                    escape(schema["type"].as_str().unwrap_or("?")),
+                    escape(&aileron_core::action::schema_type_label(schema)),
                     if required.contains(&input.as_str()) { ", required" } else { "" },
                     escape(schema["description"].as_str().unwrap_or(""))
                 );
@@ -305,7 +303,17 @@ pub(super) fn typed_args(pairs: &[String], schema: &Value) -> Result<Map<String,
         let Some((key, raw)) = pair.split_once('=') else {
             return Err(CliError::usage(format!("--arg `{pair}` is not key=value\nhint: --arg owner=acme")));
         };
-        let declared = schema["properties"][key]["type"].as_str().unwrap_or("string");
+        let property = &schema["properties"][key];
+        let declared = match &property["type"] {
+            Value::String(declared) => declared.as_str(),
+            // GraphQL input objects: `["object", "array"]`; `JSON`: no type, any value.
+            Value::Array(_) => "object or array",
+            _ if property.is_object() => {
+                args.insert(key.to_string(), serde_json::from_str(raw).unwrap_or_else(|_| Value::from(raw)));
+                continue;
+            }
+            _ => "string",
+        };
         let value = match declared {
             "string" => Value::String(raw.to_string()),
             "integer" => raw.parse::<i64>().map(Value::from).map_err(|_| type_error(key, raw, declared))?,
@@ -441,11 +449,17 @@ async fn add_package(
     body["verify_only"] = false.into();
     let added: ActionView = client.post_as("/v1/actions/install", &body).await?;
     report_added(previous.as_ref(), &added, body["content"].as_str().unwrap_or_default(), Some(origin));
+    for required in verified["requires"].as_array().into_iter().flatten() {
+        if let (Some(connector), Some(kind)) = (required["name"].as_str(), required["missing_credential"].as_str()) {
+            let fix = " (the publisher's signed file cannot be changed here: ask them to declare it)";
+            super::action_files::warn_missing_credential(&added.name, connector, kind, fix);
+        }
+    }
     Ok(ExitStatus::Ok)
 }
 
 /// The installed action named `name`, if any (to say what an add replaced).
-async fn installed_action(client: &DaemonClient, name: &str) -> Option<ActionView> {
+pub(super) async fn installed_action(client: &DaemonClient, name: &str) -> Option<ActionView> {
     if name.is_empty() {
         return None;
     }
@@ -458,7 +472,7 @@ async fn installed_action(client: &DaemonClient, name: &str) -> Option<ActionVie
 }
 
 /// `added action …`, or `replaced action … with …` (and whether it stays disabled).
-fn report_added(previous: Option<&ActionView>, added: &ActionView, content: &str, origin: Option<&str>) {
+pub(super) fn report_added(previous: Option<&ActionView>, added: &ActionView, content: &str, origin: Option<&str>) {
     let from = origin.map(|origin| format!(" from {origin}")).unwrap_or_default();
     let approval = if added.requires_approval { ", requires approval" } else { "" };
     match previous {

@@ -136,7 +136,10 @@ pub(super) async fn install(home: &Home, request: Install) -> CliResult {
         "consent": via,
         "allow_unsigned": request.allow_unsigned,
     });
-    let installed = client.post("/v1/connectors/install", &body).await?;
+    let compiling = compiling_spinner();
+    let installed = client.post("/v1/connectors/install", &body).await;
+    compiling.finish_and_clear();
+    let installed = installed?;
     eprintln!(
         "installed {}@{} ({}); audit {}",
         installed["fqn"].as_str().unwrap_or("?"),
@@ -147,6 +150,25 @@ pub(super) async fn install(home: &Home, request: Install) -> CliResult {
     report_compile(&installed["compiled"]);
     outln!("{}", installed["hash"].as_str().unwrap_or_default());
     Ok(ExitStatus::Ok)
+}
+
+/// What the user sees while the daemon installs: it compiles the module to native code then,
+/// which takes seconds for a large (Go) module. A spinner with the elapsed time on a terminal,
+/// one line otherwise.
+fn compiling_spinner() -> indicatif::ProgressBar {
+    const WHY: &str = "compiling the connector to native code (once, at install: every run starts from the \
+                       cached result; a large module, such as a Go one, takes several seconds)";
+    if !std::io::stderr().is_terminal() {
+        eprintln!("{WHY}");
+        return indicatif::ProgressBar::hidden();
+    }
+    let spinner = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+        spinner.set_style(style);
+    }
+    spinner.set_message(WHY);
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    spinner
 }
 
 /// The daemon compiles a module when it is installed; says what that cost, or warns that the

@@ -23,6 +23,7 @@ macro_rules! out {
 }
 
 mod action;
+mod action_files;
 mod approval;
 mod audit;
 mod auth;

@@ -207,7 +207,7 @@ fn inputs(schema: &Value) -> String {
             format!(
                 "<tr><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(name),
-                escape(property.get("type").and_then(Value::as_str).unwrap_or("any")),
+                escape(&aileron_core::action::schema_type_label(property)),
                 if required.contains(&name.as_str()) { "required" } else { "optional" },
                 escape(property.get("description").and_then(Value::as_str).unwrap_or_default()),
             )
