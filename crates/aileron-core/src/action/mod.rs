@@ -60,8 +60,8 @@ impl RequiredConnector {
     }
 }
 
-/// The JSON types an input may have. The first six are the names an author writes; the last
-/// two come only from the original project's generated files ([`GraphqlType`]).
+/// The JSON types an input may have. The first six are the names an author writes; `Any` comes
+/// only from the original project's generated files ([`GraphqlType`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InputType {
     String,
@@ -70,11 +70,10 @@ pub enum InputType {
     Boolean,
     Array,
     Object,
-    /// Any JSON value (GraphQL's `JSON` scalar).
+    /// Any JSON value, passed through as given: GraphQL's `JSON` scalar, and every type name
+    /// that is no scalar — an input object or comparator (`IssueFilter`, `DateComparator`) or an
+    /// enum (`PaginationOrderBy`, whose values are strings), which a name alone cannot tell apart.
     Any,
-    /// An object or a list of them, passed through as given (a GraphQL input object or
-    /// comparator such as `IssueFilter` or `DateComparator`).
-    Structured,
 }
 
 impl InputType {
@@ -97,7 +96,6 @@ impl InputType {
             InputType::Array => "array",
             InputType::Object => "object",
             InputType::Any => "JSON value",
-            InputType::Structured => "object or array",
         }
     }
 
@@ -115,7 +113,6 @@ impl InputType {
             InputType::Array => value.is_array(),
             InputType::Object => value.is_object(),
             InputType::Any => true,
-            InputType::Structured => value.is_object() || value.is_array(),
         }
     }
 
@@ -123,14 +120,13 @@ impl InputType {
     fn schema_type(self) -> Option<Value> {
         match self {
             InputType::Any => None,
-            InputType::Structured => Some(serde_json::json!(["object", "array"])),
             other => Some(other.as_str().into()),
         }
     }
 }
 
-/// How an `inputSchema` property's type reads to a person: `string`, `object or array` (a
-/// GraphQL input object), `any JSON value` (no `type`).
+/// How an `inputSchema` property's type reads to a person: `string`, or `any JSON value` (no
+/// `type`: a GraphQL input object, comparator or enum).
 pub fn schema_type_label(property: &Value) -> String {
     match property.get("type") {
         Some(Value::String(kind)) => kind.clone(),
@@ -141,8 +137,9 @@ pub fn schema_type_label(property: &Value) -> String {
 
 /// An input type written the way the original project's code generator writes them: GraphQL
 /// type names (`String`, `Int`, `DateTime`, `IssueFilter`, `[String!]!`). Its scalars map onto
-/// JSON Schema types (with a `format` where one fits); any other name is an input object or a
-/// comparator, taken as an object or array and passed to the connector as given.
+/// JSON Schema types (with a `format` where one fits); any other name (an input object, a
+/// comparator, an enum) is any JSON value, passed to the connector as given, its name said in
+/// the tool's description.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GraphqlType {
     pub kind: InputType,
@@ -179,7 +176,7 @@ impl GraphqlType {
             _ if name.starts_with(|c: char| c.is_ascii_uppercase())
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
             {
-                named(InputType::Structured)
+                named(InputType::Any)
             }
             _ => None,
         }

@@ -129,13 +129,23 @@ fn identity_of(identity: Option<String>) -> Result<String, ApiError> {
     Ok(identity)
 }
 
+/// A connector as the user wrote it, in its canonical form (`github://ALRubinger/x` is
+/// `github://alrubinger/x`): bindings, their vault paths and lookups all use that one.
+fn canonical(connector: &str) -> Result<String, ApiError> {
+    aileron_core::Fqn::parse(connector).map(|fqn| fqn.to_string()).map_err(|e| {
+        ApiError::bad_request("invalid_fqn", e.to_string())
+            .with_hint("name the connector as `aileron connector list` shows it, e.g. github://acme/linear")
+    })
+}
+
 pub async fn setup(state: &Services, principal: &Principal, body: SetupBody) -> Answer {
     require(principal, Scope::Console)?;
-    let manifest = installed_manifest(state, &body.connector)?;
-    let kind = credential_kind_of(&manifest, &body.connector)?;
+    let connector = canonical(&body.connector)?;
+    let manifest = installed_manifest(state, &connector)?;
+    let kind = credential_kind_of(&manifest, &connector)?;
     let identity = identity_of(body.identity)?;
     let material = material_of(body.material, kind, &manifest)?;
-    let info = BindingInfo::new(kind, &body.connector, &identity);
+    let info = BindingInfo::new(kind, &connector, &identity);
     let created = state.bindings.create(info, &material).map_err(binding_error)?;
     audit(state, &caller_for(principal), EventType::BindingCreated, created.audit_payload()).await?;
     Ok(Reply::created(created))
@@ -171,7 +181,7 @@ pub fn oauth_init(state: &Services, principal: &Principal, body: OAuthInit) -> A
             Target { connector: existing.connector, identity: existing.identity, rebind: Some(existing.name) }
         }
         (None, Some(connector)) => {
-            Target { connector: connector.clone(), identity: identity_of(body.identity.clone())?, rebind: None }
+            Target { connector: canonical(connector)?, identity: identity_of(body.identity.clone())?, rebind: None }
         }
         (None, None) => return Err(ApiError::bad_request("invalid_request", "give `connector` (or `rebind`)")),
     };

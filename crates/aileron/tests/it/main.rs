@@ -22,6 +22,7 @@ mod launch;
 mod leaks;
 mod lifecycle;
 mod mcp;
+mod original_actions;
 mod security;
 mod spawn;
 mod support;

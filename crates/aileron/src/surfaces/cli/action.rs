@@ -306,8 +306,7 @@ pub(super) fn typed_args(pairs: &[String], schema: &Value) -> Result<Map<String,
         let property = &schema["properties"][key];
         let declared = match &property["type"] {
             Value::String(declared) => declared.as_str(),
-            // GraphQL input objects: `["object", "array"]`; `JSON`: no type, any value.
-            Value::Array(_) => "object or array",
+            // No type: any JSON value (GraphQL input objects, enums, `JSON`); else the text.
             _ if property.is_object() => {
                 args.insert(key.to_string(), serde_json::from_str(raw).unwrap_or_else(|_| Value::from(raw)));
                 continue;

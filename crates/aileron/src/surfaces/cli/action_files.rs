@@ -106,7 +106,14 @@ pub(super) async fn add_files(client: &DaemonClient, path: &Path, flags: LocalAd
         let body = body(&file, &flags, flags.pin && grant, false);
         match client.post_as::<_, ActionView>("/v1/actions/install", &body).await {
             Ok(added) => {
-                super::action::report_added(previous.as_ref(), &added, &file.content, None);
+                // What the daemon stored: pinned, perhaps with a capability added.
+                let stored = super::action::installed_action(client, &added.name).await.and_then(|view| view.source);
+                super::action::report_added(
+                    previous.as_ref(),
+                    &added,
+                    stored.as_deref().unwrap_or(&file.content),
+                    None,
+                );
                 let missing = requirements.requires.iter().filter_map(|required| {
                     let kind = required.missing_credential.as_ref().or(required.granted.as_ref().filter(|_| !grant))?;
                     Some((required, kind))

@@ -159,6 +159,9 @@ async fn setup(
             CliError::usage(format!("{}\nhint: {}", escape(&message), crate::stores::bindings::IDENTITY_HINT))
         })?;
     }
+    // The canonical spelling (lowercase), as the connector list has it.
+    let canonical = aileron_core::Fqn::parse(connector).map(|fqn| fqn.to_string());
+    let connector = canonical.as_deref().unwrap_or(connector);
     let connectors = client.get("/v1/connectors").await?;
     let installed = connectors["items"].as_array().into_iter().flatten().rfind(|c| c["fqn"] == connector).cloned();
     let Some(installed) = installed else {
