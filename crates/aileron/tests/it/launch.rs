@@ -513,6 +513,31 @@ fn dry_run_prints_the_changes_and_writes_and_starts_nothing() {
     assert!(!rig.report().exists(), "the agent did not run");
 }
 
+/// An agent whose config lives in a directory the launch hides from it (here a credential store,
+/// `~/.config/gh`) would start without Aileron's tools: refused before anything is written or
+/// run, with where to move it; `--expose` of that store lets it through.
+#[test]
+fn a_registration_the_agent_could_not_read_is_refused() {
+    let rig = LaunchRig::new();
+    let codex_home = rig.user_home().join(".config/gh/codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(codex_home.join("config.toml"), CODEX_CONFIG).unwrap();
+    rig.fake_agent("codex", "cat \"$CODEX_HOME/config.toml\"");
+    let output = rig.run(&["launch", "codex", "--", "exec", "hi"], &[("CODEX_HOME", &codex_home)]);
+    let said = text(&output);
+    assert_ne!(output.status.code(), Some(3), "the agent did not run\n{said}");
+    assert!(said.contains("hidden from the launched agent") && said.contains("--expose"), "{said}");
+    assert_eq!(std::fs::read_to_string(codex_home.join("config.toml")).unwrap(), CODEX_CONFIG, "nothing written");
+    assert!(!rig.report().exists(), "the agent did not run");
+    let gh = rig.user_home().join(".config/gh");
+    let exposed = rig.run(
+        &["launch", "codex", "--expose", gh.to_str().unwrap(), "--", "exec", "hi"],
+        &[("CODEX_HOME", &codex_home)],
+    );
+    assert_eq!(exposed.status.code(), Some(3), "exposed, the agent runs and reads it\n{}", text(&exposed));
+    assert!(std::fs::read_to_string(rig.report()).unwrap().contains("[mcp_servers.aileron]"));
+}
+
 #[test]
 fn a_launched_agent_gets_its_wiring_and_its_exit_code_ends_the_session() {
     let rig = LaunchRig::new();

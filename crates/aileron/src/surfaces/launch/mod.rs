@@ -805,6 +805,44 @@ const AWS_AGENT_CONFIG: &str = "# Written by `aileron launch` for this session a
 with Aileron,\n# which signs the agent's S3 and STS requests; S3 is addressed path-style, as its operations expect.\n\
 [default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n";
 
+/// The agent reads Aileron's MCP registration from its own config file; a file inside a
+/// directory hidden from it (the Aileron home, a credential store) would leave it without
+/// Aileron's tools and nobody told. Refused before anything is written, with where to move it.
+fn refuse_registration_in_hidden(agent: Agent, plan: &LaunchPlan, request: &confine::Request) -> anyhow::Result<()> {
+    for edit in plan.edits.iter().filter(|edit| !edit.temporary) {
+        // The file may not exist yet: its nearest existing ancestor says where it really is.
+        let real = edit
+            .path
+            .ancestors()
+            .find_map(|dir| Some(std::fs::canonicalize(dir).ok()?.join(edit.path.strip_prefix(dir).ok()?)))
+            .unwrap_or_else(|| edit.path.clone());
+        let inside = |dir: &PathBuf| edit.path.starts_with(dir) || real.starts_with(dir);
+        let hint = if let Some(dir) = request.masks.iter().find(|dir| inside(dir)) {
+            format!(
+                "keep {}'s configuration outside {} (Aileron's own, never shown to an agent)",
+                agent.name(),
+                dir.display()
+            )
+        } else if let Some(dir) = request.hidden.iter().find(|dir| inside(dir)) {
+            format!(
+                "keep {}'s configuration outside {}, or launch with --expose {} if the agent may read that                  credential store",
+                agent.name(),
+                dir.display(),
+                dir.display()
+            )
+        } else {
+            continue;
+        };
+        bail!(
+            "{} would read Aileron's registration from {}, which is hidden from the launched agent: it would start              without Aileron's tools
+hint: {hint}",
+            agent.name(),
+            edit.path.display()
+        );
+    }
+    Ok(())
+}
+
 /// Applies the plan's edits, runs the agent (inside the namespaces when `contained`) and removes
 /// the per-launch files.
 async fn launch_session(
@@ -846,6 +884,9 @@ async fn launch_session(
             temporary: true,
         });
         plan.env.push(("AWS_CONFIG_FILE".to_string(), path.display().to_string()));
+    }
+    if let Some(contained) = &contained {
+        refuse_registration_in_hidden(agent, &plan, &contained.request)?;
     }
     let mut temporary = Vec::new();
     for edit in &plan.edits {
