@@ -331,6 +331,8 @@ fn pi_gets_a_one_run_extension_that_points_its_providers_at_the_gateway() {
     let args: Vec<String> = plan.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     assert_eq!(args, ["-e", extension.path.to_str().unwrap(), "-p", "hello"]);
     assert!(!plan.notes.iter().any(|n| n.contains("not through the Aileron gateway")), "{:?}", plan.notes);
+    // Without the adapter, the hint names the one that loads in the Pi the tests run (0.73).
+    assert!(plan.notes.iter().any(|n| n.contains("pi install npm:pi-mcp-adapter@2.11.0")), "{:?}", plan.notes);
 }
 
 #[test]
@@ -1299,6 +1301,11 @@ mod real_agents {
             let status = rig.run(&["daemon", "start"], &[("AILERON_ANTHROPIC_UPSTREAM", Path::new(&model))]);
             assert!(status.status.success(), "{}", text(&status));
             let path = with_path(&bin);
+            // The launch's runtime directory, private to this test, where the one-run extension is
+            // written (not the home: a check there could never fail).
+            let runtime = rig.temp.path().join("runtime");
+            std::fs::create_dir_all(&runtime).unwrap();
+            std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
             let launched = rig.run(
                 &[
                     "launch",
@@ -1313,11 +1320,20 @@ mod real_agents {
                     "--offline",
                     "--no-session",
                 ],
-                &[("PATH", Path::new(&path)), ("ANTHROPIC_API_KEY", Path::new("sk-ant-fake"))],
+                &[
+                    ("PATH", Path::new(&path)),
+                    ("ANTHROPIC_API_KEY", Path::new("sk-ant-fake")),
+                    ("XDG_RUNTIME_DIR", &runtime),
+                ],
             );
-            let leftovers: Vec<_> = std::fs::read_dir(rig.aileron_home().join("launch"))
-                .map(|d| d.flatten().map(|e| e.path()).collect())
-                .unwrap_or_default();
+            let launch_dir = runtime.join("aileron/launch");
+            assert!(launch_dir.is_dir(), "the launch used {}", launch_dir.display());
+            let leftovers: Vec<_> = std::fs::read_dir(&launch_dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|path| path.to_string_lossy().ends_with("-pi-gateway.ts"))
+                .collect();
             (launched, leftovers)
         })
         .await

@@ -263,6 +263,14 @@ fn runtime_dir(xdg_runtime_dir: Option<&str>) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// Pi reaches MCP servers only through the `pi-mcp-adapter` extension, and its versions follow
+/// Pi's package scope: 2.11.0 is the last for `@mariozechner/pi-coding-agent` (0.73, the Pi the
+/// launch tests run); 2.12 and later need the `@earendil-works` Pi's packages and do not load in it.
+const PI_ADAPTER_HINT: &str = "pi has no built-in MCP client: Aileron's tools reach it through the pi-mcp-adapter \
+extension, which reads mcp.json\nhint: for @mariozechner/pi-coding-agent (0.73 and before): pi install \
+npm:pi-mcp-adapter@2.11.0; for the @earendil-works Pi: pi install npm:pi-mcp-adapter (later versions need its \
+packages)";
+
 /// Computes the launch for `agent`: reads the agent's config, never writes.
 pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsString]) -> Result<LaunchPlan, LaunchError> {
     let mut plan =
@@ -361,11 +369,7 @@ pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsStrin
             plan.edits.push(ConfigEdit { path, before, after, temporary: false });
             let settings = read_existing(&dir.join("settings.json"))?.unwrap_or_default();
             if !settings.contains("pi-mcp-adapter") {
-                plan.notes.push(
-                    "pi has no built-in MCP client: Aileron's tools reach it through the pi-mcp-adapter extension, \
-                     which reads mcp.json\nhint: pi install npm:pi-mcp-adapter"
-                        .to_string(),
-                );
+                plan.notes.push(PI_ADAPTER_HINT.to_string());
             }
             // Pi's provider base URLs have no environment override; a one-run extension does it.
             let extension = env.launch_dir.join(format!("{}-pi-gateway.ts", wiring.session_id));
