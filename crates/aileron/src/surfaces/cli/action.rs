@@ -410,7 +410,7 @@ async fn add_package(
     let ActionPackage { text, signature, file_name, reference } = package;
     // A parse error's text ends with its hint.
     let action = aileron_core::action::parse_action(&text, &file_name).map_err(|e| CliError::failure(e.to_string()))?;
-    let previous = installed_action(client, &action.name).await;
+    let previous = super::action_files::installed_action(client, &action.name).await;
     let mut body = json!({
         "file_name": file_name,
         "content": text,
@@ -447,7 +447,12 @@ async fn add_package(
     }
     body["verify_only"] = false.into();
     let added: ActionView = client.post_as("/v1/actions/install", &body).await?;
-    report_added(previous.as_ref(), &added, body["content"].as_str().unwrap_or_default(), Some(origin));
+    super::action_files::report_added(
+        previous.as_ref(),
+        &added,
+        body["content"].as_str().unwrap_or_default(),
+        Some(origin),
+    );
     for required in verified["requires"].as_array().into_iter().flatten() {
         if let (Some(connector), Some(kind)) = (required["name"].as_str(), required["missing_credential"].as_str()) {
             let fix = " (the publisher's signed file cannot be changed here: ask them to declare it)";
@@ -455,43 +460,4 @@ async fn add_package(
         }
     }
     Ok(ExitStatus::Ok)
-}
-
-/// The installed action named `name`, if any (to say what an add replaced).
-pub(super) async fn installed_action(client: &DaemonClient, name: &str) -> Option<ActionView> {
-    if name.is_empty() {
-        return None;
-    }
-    let path = format!("/v1/actions/{}", crate::wire::path_segment(name));
-    let (status, body) = client.call_raw(Method::GET, &path, None).await.ok()?;
-    if status != StatusCode::OK {
-        return None;
-    }
-    serde_json::from_value(body).ok()
-}
-
-/// `added action …`, or `replaced action … with …` (and whether it stays disabled).
-pub(super) fn report_added(previous: Option<&ActionView>, added: &ActionView, content: &str, origin: Option<&str>) {
-    let from = origin.map(|origin| format!(" from {origin}")).unwrap_or_default();
-    let approval = if added.requires_approval { ", requires approval" } else { "" };
-    match previous {
-        Some(previous) if previous.source.as_deref() != Some(content) => eprintln!(
-            "replaced action {} {} with {}{from} (tool `{}`{approval})",
-            added.name, previous.version, added.version, added.tool_name
-        ),
-        _ => eprintln!("added action {} {}{from} (tool `{}`{approval})", added.name, added.version, added.tool_name),
-    }
-    if !added.enabled {
-        eprintln!("action {} stays disabled; enable it with: aileron action enable {}", added.name, added.name);
-    }
-    // Valid, but denied at every run (SPEC §4.5): said now rather than at the first run.
-    let denied = aileron_core::action::parse_action(content, &format!("{}.md", added.name))
-        .map(|action| action.ops_outside_capabilities())
-        .unwrap_or_default();
-    for (call, op, connector) in denied {
-        eprintln!(
-            "warning: {call} calls the op `{op}`, which the action's capabilities for {connector} do not list: every run \
-             will fail capability_denied\nhint: add \"{op}\" to that [[requires.connectors]] entry's capabilities"
-        );
-    }
 }

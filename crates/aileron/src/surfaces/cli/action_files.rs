@@ -10,6 +10,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use super::{CliError, CliResult, ExitStatus};
@@ -102,18 +103,13 @@ pub(super) async fn add_files(client: &DaemonClient, path: &Path, flags: LocalAd
             .iter()
             .filter(|required| required.granted.is_some())
             .all(|required| !declined_grants.contains(&reference(required)));
-        let previous = super::action::installed_action(client, &requirements.name).await;
+        let previous = installed_action(client, &requirements.name).await;
         let body = body(&file, &flags, flags.pin && grant, false);
         match client.post_as::<_, ActionView>("/v1/actions/install", &body).await {
             Ok(added) => {
                 // What the daemon stored: pinned, perhaps with a capability added.
-                let stored = super::action::installed_action(client, &added.name).await.and_then(|view| view.source);
-                super::action::report_added(
-                    previous.as_ref(),
-                    &added,
-                    stored.as_deref().unwrap_or(&file.content),
-                    None,
-                );
+                let stored = installed_action(client, &added.name).await.and_then(|view| view.source);
+                report_added(previous.as_ref(), &added, stored.as_deref().unwrap_or(&file.content), None);
                 let missing = requirements.requires.iter().filter_map(|required| {
                     let kind = required.missing_credential.as_ref().or(required.granted.as_ref().filter(|_| !grant))?;
                     Some((required, kind))
@@ -250,4 +246,43 @@ fn read(path: &Path) -> Result<LocalFile, CliError> {
         _ => file_name.to_string(),
     };
     Ok(LocalFile { path: path.to_path_buf(), file_name, content })
+}
+
+/// The installed action named `name`, if any (to say what an add replaced).
+pub(super) async fn installed_action(client: &DaemonClient, name: &str) -> Option<ActionView> {
+    if name.is_empty() {
+        return None;
+    }
+    let path = format!("/v1/actions/{}", crate::wire::path_segment(name));
+    let (status, body) = client.call_raw(Method::GET, &path, None).await.ok()?;
+    if status != StatusCode::OK {
+        return None;
+    }
+    serde_json::from_value(body).ok()
+}
+
+/// `added action …`, or `replaced action … with …` (and whether it stays disabled).
+pub(super) fn report_added(previous: Option<&ActionView>, added: &ActionView, content: &str, origin: Option<&str>) {
+    let from = origin.map(|origin| format!(" from {origin}")).unwrap_or_default();
+    let approval = if added.requires_approval { ", requires approval" } else { "" };
+    match previous {
+        Some(previous) if previous.source.as_deref() != Some(content) => eprintln!(
+            "replaced action {} {} with {}{from} (tool `{}`{approval})",
+            added.name, previous.version, added.version, added.tool_name
+        ),
+        _ => eprintln!("added action {} {}{from} (tool `{}`{approval})", added.name, added.version, added.tool_name),
+    }
+    if !added.enabled {
+        eprintln!("action {} stays disabled; enable it with: aileron action enable {}", added.name, added.name);
+    }
+    // Valid, but denied at every run (SPEC §4.5): said now rather than at the first run.
+    let denied = aileron_core::action::parse_action(content, &format!("{}.md", added.name))
+        .map(|action| action.ops_outside_capabilities())
+        .unwrap_or_default();
+    for (call, op, connector) in denied {
+        eprintln!(
+            "warning: {call} calls the op `{op}`, which the action's capabilities for {connector} do not list: every run \
+             will fail capability_denied\nhint: add \"{op}\" to that [[requires.connectors]] entry's capabilities"
+        );
+    }
 }

@@ -263,13 +263,14 @@ fn runtime_dir(xdg_runtime_dir: Option<&str>) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Pi reaches MCP servers only through the `pi-mcp-adapter` extension, and its versions follow
-/// Pi's package scope: 2.11.0 is the last for `@mariozechner/pi-coding-agent` (0.73, the Pi the
-/// launch tests run); 2.12 and later need the `@earendil-works` Pi's packages and do not load in it.
+/// Pi reaches MCP servers only through the `pi-mcp-adapter` extension, whose versions follow
+/// Pi's: every adapter on npm (2.11.0 and later) imports the `@earendil-works/pi-*` packages Pi
+/// was renamed to at 0.74, so none loads in `@mariozechner/pi-coding-agent` 0.73 and before; the
+/// newest, 2.36.0, declares `@earendil-works/pi-ai` 0.84–0.86 (npm metadata, 2026-11-29).
 const PI_ADAPTER_HINT: &str = "pi has no built-in MCP client: Aileron's tools reach it through the pi-mcp-adapter \
-extension, which reads mcp.json\nhint: for @mariozechner/pi-coding-agent (0.73 and before): pi install \
-npm:pi-mcp-adapter@2.11.0; for the @earendil-works Pi: pi install npm:pi-mcp-adapter (later versions need its \
-packages)";
+extension, which reads mcp.json\nhint: pi install npm:pi-mcp-adapter@2.36.0 (for @earendil-works/pi-coding-agent \
+0.84 to 0.86); no adapter loads in the older @mariozechner/pi-coding-agent (0.73 and before): upgrade pi first with \
+npm install -g @earendil-works/pi-coding-agent@0.86";
 
 /// Computes the launch for `agent`: reads the agent's config, never writes.
 pub fn plan(agent: Agent, wiring: &Wiring, env: &LaunchEnv, user_args: &[OsString]) -> Result<LaunchPlan, LaunchError> {
