@@ -1259,49 +1259,45 @@ mod real_agents {
         approved
     }
 
-    /// An Anthropic Messages stream that says `text`.
-    fn anthropic_text_stream(text: &str) -> String {
-        let events = [
-            (
-                "message_start",
-                json!({"type": "message_start", "message": {"id": "msg_pi", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    /// Pi through `pi-mcp-adapter`, whose one `mcp` tool proxies the MCP servers of mcp.json: the
+    /// model calls `count_things` through it, then reports what the tool answered.
+    fn pi_turn(body: &Value) -> (&'static str, Value) {
+        let last = body["messages"].as_array().and_then(|messages| messages.last()).cloned().unwrap_or_default();
+        let result = last["content"].as_array().into_iter().flatten().find(|block| block["type"] == "tool_result");
+        match result {
+            None => (
+                "tool_use",
+                json!([{"type": "tool_use", "id": "toolu_aileron_pi_1", "name": "mcp",
+                        "input": {"tool": "count_things", "server": "aileron", "args": "{\"count\": 3}"}}]),
             ),
-            (
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ),
-            (
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
-            ),
-            ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-            (
-                "message_delta",
-                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 5}}),
-            ),
-            ("message_stop", json!({"type": "message_stop"})),
-        ];
-        events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
+            Some(result) => {
+                ("end_turn", json!([{"type": "text", "text": format!("The tool answered: {}", result["content"])}]))
+            }
+        }
     }
 
-    fn pi_answer(path: &str, _body: &Value) -> Option<(&'static str, String)> {
-        (path == "/v1/messages")
-            .then(|| ("text/event-stream", anthropic_text_stream("Hello through the Aileron gateway.")))
+    fn pi_answer(path: &str, body: &Value) -> Option<(&'static str, String)> {
+        claude_reply(path, body, pi_turn)
     }
 
-    /// Real Pi, launched by `aileron launch pi`: its Anthropic traffic reaches the scripted model
-    /// only through the daemon's gateway (Pi reads no base-URL variable; the one-run extension
-    /// overrides its provider), and nothing is left under ~/.pi but the MCP registration.
+    /// Real Pi (with Node 22, which it needs), launched by `aileron launch pi` with the
+    /// `pi-mcp-adapter` extension: its Anthropic traffic reaches the scripted model only through
+    /// the daemon's gateway (Pi reads no base-URL variable; the one-run extension overrides its
+    /// provider), the model's call of the action reaches the daemon through the adapter and
+    /// `aileron-mcp` and is audited as the session's agent, and the one-run extension is gone from
+    /// the launch's runtime directory afterwards.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn pi_launched_by_aileron_talks_to_its_model_through_the_gateway() {
+    async fn pi_launched_by_aileron_calls_an_action_through_its_mcp_adapter() {
         let Some(bin) = agent("tests/agents", "pi") else { return };
+        let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/node_modules/pi-mcp-adapter/index.ts");
         let requests: Requests = Arc::default();
         let model = model_server(requests.clone(), pi_answer).await;
         let rig = LaunchRig::new();
         let launched = tokio::task::spawn_blocking(move || {
             let status = rig.run(&["daemon", "start"], &[("AILERON_ANTHROPIC_UPSTREAM", Path::new(&model))]);
             assert!(status.status.success(), "{}", text(&status));
-            let path = with_path(&bin);
+            install_action(&rig);
+            let path = format!("{}:{}", crate::mcp::node_bin().display(), with_path(&bin));
             // The launch's runtime directory, private to this test, where the one-run extension is
             // written (not the home: a check there could never fail).
             let runtime = rig.temp.path().join("runtime");
@@ -1312,8 +1308,10 @@ mod real_agents {
                     "launch",
                     "pi",
                     "--",
+                    "-e",
+                    adapter.to_str().unwrap(),
                     "-p",
-                    "Say hello.",
+                    "Count three things.",
                     "--provider",
                     "anthropic",
                     "--model",
@@ -1335,18 +1333,22 @@ mod real_agents {
                 .map(|e| e.path())
                 .filter(|path| path.to_string_lossy().ends_with("-pi-gateway.ts"))
                 .collect();
-            (launched, leftovers)
+            let executed = rig.run(&["audit", "list", "--json", "--event-type", "action.executed"], &[]);
+            let executed: Value = serde_json::from_slice(&executed.stdout).unwrap_or_default();
+            (launched, leftovers, executed)
         })
         .await
         .unwrap();
-        let (launched, leftovers) = launched;
+        let (launched, leftovers, executed) = launched;
         assert_eq!(launched.status.code(), Some(0), "{}", text(&launched));
-        assert!(
-            String::from_utf8_lossy(&launched.stdout).contains("Hello through the Aileron gateway."),
-            "{}",
-            text(&launched)
-        );
-        assert!(!requests.lock().unwrap().is_empty(), "the model was reached, and only the gateway knows its address");
+        let said = String::from_utf8_lossy(&launched.stdout).to_string();
+        assert!(said.contains("The tool answered:") && said.contains("count"), "{}", text(&launched));
+        let requests = requests.lock().unwrap().clone();
+        assert!(requests.len() >= 2, "the model was reached twice, through the gateway: {}", requests.len());
+        let records = executed["items"].as_array().cloned().unwrap_or_default();
+        let run = records.iter().find(|r| r["payload"]["aileron.action.name"] == "count-things");
+        let run = run.unwrap_or_else(|| panic!("the action ran through the adapter: {executed}"));
+        assert_eq!(run["actor"]["type"], "agent", "audited as the launched agent: {run}");
         assert!(leftovers.is_empty(), "the one-run extension is removed: {leftovers:?}");
     }
 }

@@ -122,7 +122,7 @@ impl Agent {
             Agent::Codex => "npm install -g @openai/codex",
             Agent::Opencode => "npm install -g opencode-ai",
             Agent::Goose => "see https://block.github.io/goose/docs/getting-started/installation",
-            Agent::Pi => "npm install -g @mariozechner/pi-coding-agent",
+            Agent::Pi => "npm install -g @earendil-works/pi-coding-agent; it needs Node 22 or later",
         }
     }
 }
