@@ -327,8 +327,16 @@ impl Store {
     pub fn read_index(&self) -> Result<BTreeMap<String, ContentHash>, StoreError> {
         let path = self.index_path();
         match fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice(&bytes) {
-                Ok(index) => Ok(index),
+            Ok(bytes) => match serde_json::from_slice::<BTreeMap<String, ContentHash>>(&bytes) {
+                // Written before names were canonical (lowercase): rebuilt from the entries.
+                Ok(index)
+                    if index.keys().all(|key| {
+                        aileron_core::ConnectorRef::parse(key).is_ok_and(|reference| reference.to_string() == *key)
+                    }) =>
+                {
+                    Ok(index)
+                }
+                Ok(_) => self.rebuild_index(),
                 Err(error) => {
                     log_line!(
                         "aileron: warning: {} is unreadable ({error}); rebuilding it from the store",
@@ -534,10 +542,16 @@ mod tests {
         let expected: BTreeMap<String, ContentHash> =
             [&v1, &v2, &other].iter().map(|p| (p.manifest.reference().to_string(), p.hash.clone())).collect();
         assert_eq!(store.read_index().unwrap(), expected);
-        for state in ["deleted", "garbage"] {
+        for state in ["deleted", "garbage", "old spelling"] {
             let index_path = temp.path().join("store/index/connectors.json");
             match state {
                 "deleted" => fs::remove_file(&index_path).unwrap(),
+                // An index written before FQNs were canonical (lowercase), e.g. the original
+                // project's `github://ALRubinger/...`: rebuilt under the canonical names.
+                "old spelling" => {
+                    let old = format!("{{\"github://Acme/Slack@1.0.0\": \"{}\"}}", v1.hash);
+                    fs::write(&index_path, old).unwrap()
+                }
                 _ => fs::write(&index_path, b"{not json").unwrap(),
             }
             let reference = ConnectorRef::parse("github://acme/slack@1.0.0").unwrap();

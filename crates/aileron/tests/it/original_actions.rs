@@ -227,6 +227,14 @@ fn the_original_projects_action_files_install_with_pin_and_run_through_mcp() {
     );
     assert!(text.contains("containsIgnoreCase") && !text.contains(KEY), "{text}");
 
+    // F4: the op whose capability is named unlike it was warned about at add time, and that
+    // warning is true: its run is denied before anything is sent.
+    let before = seen.lock().unwrap().len();
+    let viewer = session.call("viewer", json!({}));
+    assert_eq!(viewer["isError"], true, "{viewer}");
+    assert!(viewer.to_string().contains("capability_denied"), "{viewer}");
+    assert_eq!(seen.lock().unwrap().len(), before, "nothing was sent");
+
     // A gated mutation: pending, approved by the user, then it ran once.
     let before = seen.lock().unwrap().len();
     let pending = session.call("comment_create", json!({"body": "Fixed in **main**.", "issueId": "ISS-1"}));
