@@ -64,10 +64,19 @@ impl Cli {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("connector.wasm"), wasm).unwrap();
         std::fs::write(dir.join("manifest.toml"), manifest_text).unwrap();
-        let reference = format!("github://aileron-tests/{name}@1.0.0");
-        self.ok(&["connector", "install", "--from", dir.to_str().unwrap(), &reference, "--yes", "--allow-unsigned"])
-            .trim()
-            .to_string()
+        self.installed_from(&dir, &format!("github://aileron-tests/{name}@1.0.0"))
+    }
+
+    /// `connector install --from <dir> <reference> --yes --allow-unsigned`, as it ran.
+    pub fn install_from(&self, dir: &Path, reference: &str) -> Output {
+        self.run(&["connector", "install", "--from", dir.to_str().unwrap(), reference, "--yes", "--allow-unsigned"])
+    }
+
+    /// [`Cli::install_from`], which must succeed; the content hash it printed.
+    fn installed_from(&self, dir: &Path, reference: &str) -> String {
+        let output = self.install_from(dir, reference);
+        assert!(output.status.success(), "installing {reference}: {}", stderr(&output));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
     }
 
     /// Runs and asserts the exit code; returns stdout.
@@ -87,17 +96,7 @@ impl Cli {
     /// `--yes --allow-unsigned`) and returns its content hash.
     pub fn install_guest(&self, name: &str, hosts: &[String]) -> String {
         let package = self.package(name, hosts);
-        let reference = format!("github://aileron-tests/{name}@1.0.0");
-        let hash = self.ok(&[
-            "connector",
-            "install",
-            "--from",
-            package.to_str().unwrap(),
-            &reference,
-            "--yes",
-            "--allow-unsigned",
-        ]);
-        hash.trim().to_string()
+        self.installed_from(&package, &format!("github://aileron-tests/{name}@1.0.0"))
     }
 
     /// A home with the `echo` guest installed and an action `name` that calls it.

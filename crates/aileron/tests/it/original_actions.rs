@@ -101,15 +101,7 @@ fn the_original_projects_action_files_install_with_pin_and_run_through_mcp() {
     );
     std::fs::write(package.join("manifest.toml"), manifest).unwrap();
     let reference = format!("{CONNECTOR}@0.0.0-dev");
-    let install = cli.run(&[
-        "connector",
-        "install",
-        "--from",
-        package.to_str().unwrap(),
-        &reference,
-        "--yes",
-        "--allow-unsigned",
-    ]);
+    let install = cli.install_from(&package, &reference);
     assert!(install.status.success(), "{}", stderr(&install));
     assert!(stderr(&install).contains("compiling the connector to native code"), "{}", stderr(&install));
     let hash = String::from_utf8_lossy(&install.stdout).trim().to_string();
