@@ -15,6 +15,7 @@ pub mod policy;
 pub mod signing;
 pub mod sigv4;
 pub mod template;
+pub mod tlog;
 pub mod untrusted_text;
 pub mod vault;
 pub mod vocabulary;

@@ -1,0 +1,320 @@
+//! C2SP signed notes (c2sp.org/signed-note) with Ed25519 keys, the checkpoints they carry
+//! (c2sp.org/tlog-checkpoint) and offline proofs (c2sp.org/tlog-proof), as SPEC §17 uses them.
+//!
+//! - A note is a body of non-empty lines, each ending in `\n`, a blank line, then one line per
+//!   signature: `— <key name> <base64(key hash ‖ signature)>`. The signature covers the body.
+//! - An Ed25519 key's hash is the first 4 bytes of SHA-256(name ‖ `\n` ‖ 0x01 ‖ public key); its
+//!   verifier key is written `<name>+<hash as 8 hex digits>+<base64(0x01 ‖ public key)>`.
+//! - A checkpoint body is `<origin>\n<size>\n<base64 root>\n` (then optional extension lines); the
+//!   log's key name is its origin.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
+use sha2::{Digest, Sha256};
+
+use super::merkle::Hash;
+
+/// The signature algorithm byte of Ed25519 in C2SP signed notes.
+const ED25519_ALGORITHM: u8 = 0x01;
+/// The first line of a C2SP tlog-proof.
+pub const PROOF_HEADER: &str = "c2sp.org/tlog-proof@v1";
+const SIGNATURE_PREFIX: &str = "\u{2014} ";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoteError {
+    #[error("not a signed note: {0}")]
+    Malformed(String),
+    #[error("not a checkpoint: {0}")]
+    Checkpoint(String),
+    #[error("not a verifier key: {0}")]
+    VerifierKey(String),
+    #[error("not a tlog-proof: {0}")]
+    Proof(String),
+}
+
+/// 4 bytes of SHA-256(name ‖ `\n` ‖ 0x01 ‖ public key).
+fn key_hash(name: &str, public: &[u8]) -> [u8; 4] {
+    let mut hasher = Sha256::new();
+    hasher.update(name.as_bytes());
+    hasher.update(b"\n");
+    hasher.update([ED25519_ALGORITHM]);
+    hasher.update(public);
+    let digest = hasher.finalize();
+    [digest[0], digest[1], digest[2], digest[3]]
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('+') && !name.chars().any(char::is_whitespace)
+}
+
+/// A signing key: its name and its Ed25519 seed.
+pub struct NoteSigner {
+    name: String,
+    pair: Ed25519KeyPair,
+}
+
+impl NoteSigner {
+    pub fn new(name: &str, seed: &[u8; 32]) -> Result<NoteSigner, NoteError> {
+        if !valid_name(name) {
+            return Err(NoteError::VerifierKey(format!("`{name}` is not a key name (no spaces, no `+`)")));
+        }
+        let pair = Ed25519KeyPair::from_seed_unchecked(seed)
+            .map_err(|_| NoteError::VerifierKey("the seed is not an Ed25519 seed".into()))?;
+        Ok(NoteSigner { name: name.to_string(), pair })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn public_key(&self) -> [u8; 32] {
+        self.pair.public_key().as_ref().try_into().expect("Ed25519 public keys are 32 bytes")
+    }
+
+    /// `<name>+<hash>+<base64 key>`, what a verifier is given.
+    pub fn verifier_key(&self) -> String {
+        let public = self.public_key();
+        let mut encoded = vec![ED25519_ALGORITHM];
+        encoded.extend_from_slice(&public);
+        format!("{}+{}+{}", self.name, hex::encode(key_hash(&self.name, &public)), B64.encode(encoded))
+    }
+
+    /// The signature line for `body`: `— <name> <base64(key hash ‖ signature)>\n`.
+    pub fn signature_line(&self, body: &str) -> String {
+        let mut bytes = key_hash(&self.name, &self.public_key()).to_vec();
+        bytes.extend_from_slice(self.pair.sign(body.as_bytes()).as_ref());
+        format!("{SIGNATURE_PREFIX}{} {}\n", self.name, B64.encode(bytes))
+    }
+
+    /// `body`, a blank line and this key's signature.
+    pub fn sign(&self, body: &str) -> String {
+        format!("{body}\n{}", self.signature_line(body))
+    }
+}
+
+/// A parsed verifier key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteVerifier {
+    pub name: String,
+    hash: [u8; 4],
+    public: [u8; 32],
+}
+
+impl NoteVerifier {
+    pub fn parse(text: &str) -> Result<NoteVerifier, NoteError> {
+        let bad = |why: &str| NoteError::VerifierKey(why.to_string());
+        // The base64 key may itself hold `+`: the name and the hash never do.
+        let mut parts = text.trim().splitn(3, '+');
+        let (Some(name), Some(hash), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(bad("expected <name>+<key hash>+<base64 key>"));
+        };
+        let hash: [u8; 4] = hex::decode(hash)
+            .ok()
+            .and_then(|bytes| bytes.try_into().ok())
+            .ok_or_else(|| bad("the key hash is not 8 hex digits"))?;
+        let key = B64.decode(key).map_err(|_| bad("the key is not base64"))?;
+        let (Some(&ED25519_ALGORITHM), Ok(public)) = (key.first(), <[u8; 32]>::try_from(&key[1.min(key.len())..]))
+        else {
+            return Err(bad("only Ed25519 keys (algorithm 1, 32 bytes) are supported"));
+        };
+        if !valid_name(name) || key_hash(name, &public) != hash {
+            return Err(bad("the key hash does not match the name and key"));
+        }
+        Ok(NoteVerifier { name: name.to_string(), hash, public })
+    }
+
+    /// Whether one of `note`'s signatures is this key's over its body.
+    pub fn verifies(&self, note: &SignedNote) -> bool {
+        note.signatures.iter().any(|signature| {
+            signature.name == self.name
+                && signature.key_hash == self.hash
+                && UnparsedPublicKey::new(&ED25519, self.public)
+                    .verify(note.body.as_bytes(), &signature.signature)
+                    .is_ok()
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteSignature {
+    pub name: String,
+    pub key_hash: [u8; 4],
+    pub signature: Vec<u8>,
+}
+
+/// A signed note as read: its body (with its final newline) and its signature lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedNote {
+    pub body: String,
+    pub signatures: Vec<NoteSignature>,
+}
+
+impl SignedNote {
+    pub fn parse(text: &str) -> Result<SignedNote, NoteError> {
+        let bad = |why: &str| NoteError::Malformed(why.to_string());
+        let split = text.find("\n\n").ok_or_else(|| bad("no blank line before the signatures"))?;
+        let (body, signatures) = (&text[..split + 1], &text[split + 2..]);
+        if body.split_terminator('\n').any(str::is_empty) {
+            return Err(bad("an empty line in the body"));
+        }
+        if !signatures.ends_with('\n') {
+            return Err(bad("the last signature line has no newline"));
+        }
+        let mut parsed = Vec::new();
+        for line in signatures.split_terminator('\n') {
+            let rest =
+                line.strip_prefix(SIGNATURE_PREFIX).ok_or_else(|| bad("a signature line must start with `— `"))?;
+            let (name, encoded) =
+                rest.split_once(' ').ok_or_else(|| bad("a signature line is `— <name> <signature>`"))?;
+            let bytes = B64.decode(encoded).map_err(|_| bad("a signature is not base64"))?;
+            if bytes.len() < 5 || !valid_name(name) {
+                return Err(bad("a signature is too short or its name invalid"));
+            }
+            let key_hash = [bytes[0], bytes[1], bytes[2], bytes[3]];
+            parsed.push(NoteSignature { name: name.to_string(), key_hash, signature: bytes[4..].to_vec() });
+        }
+        if parsed.is_empty() {
+            return Err(bad("no signature"));
+        }
+        Ok(SignedNote { body: body.to_string(), signatures: parsed })
+    }
+}
+
+/// A checkpoint's body: the log (origin), the tree size and root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub origin: String,
+    pub size: u64,
+    pub root: Hash,
+}
+
+impl Checkpoint {
+    pub fn body(&self) -> String {
+        format!("{}\n{}\n{}\n", self.origin, self.size, B64.encode(self.root))
+    }
+
+    pub fn parse(body: &str) -> Result<Checkpoint, NoteError> {
+        let bad = |why: &str| NoteError::Checkpoint(why.to_string());
+        let mut lines = body.split_terminator('\n');
+        let origin = lines.next().filter(|origin| !origin.is_empty()).ok_or_else(|| bad("no origin line"))?;
+        let size = lines.next().and_then(|size| size.parse::<u64>().ok()).ok_or_else(|| bad("no tree size line"))?;
+        let root = lines
+            .next()
+            .and_then(|root| B64.decode(root).ok())
+            .and_then(|root| <Hash>::try_from(root).ok())
+            .ok_or_else(|| bad("no base64 SHA-256 root line"))?;
+        Ok(Checkpoint { origin: origin.to_string(), size, root })
+    }
+}
+
+/// A C2SP tlog-proof: a leaf's index, its inclusion proof and the signed checkpoint it is in;
+/// `extra` carries the record line itself (unauthenticated until its leaf hash is proven).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlogProof {
+    pub extra: Option<Vec<u8>>,
+    pub index: u64,
+    pub hashes: Vec<Hash>,
+    /// The signed checkpoint, verbatim.
+    pub checkpoint: String,
+}
+
+impl TlogProof {
+    pub fn format(&self) -> String {
+        let mut text = format!("{PROOF_HEADER}\n");
+        if let Some(extra) = &self.extra {
+            text.push_str(&format!("extra {}\n", B64.encode(extra)));
+        }
+        text.push_str(&format!("index {}\n", self.index));
+        for hash in &self.hashes {
+            text.push_str(&B64.encode(hash));
+            text.push('\n');
+        }
+        text.push('\n');
+        text.push_str(&self.checkpoint);
+        text
+    }
+
+    pub fn parse(text: &str) -> Result<TlogProof, NoteError> {
+        let bad = |why: &str| NoteError::Proof(why.to_string());
+        let mut rest = text
+            .strip_prefix(PROOF_HEADER)
+            .and_then(|r| r.strip_prefix('\n'))
+            .ok_or_else(|| bad("the first line must be c2sp.org/tlog-proof@v1"))?;
+        let mut line = || -> Result<&str, NoteError> {
+            let (line, after) = rest.split_once('\n').ok_or_else(|| bad("the proof ends early"))?;
+            rest = after;
+            Ok(line)
+        };
+        let mut next = line()?;
+        let extra = match next.strip_prefix("extra ") {
+            Some(encoded) => {
+                let extra = B64.decode(encoded).map_err(|_| bad("`extra` is not base64"))?;
+                next = line()?;
+                Some(extra)
+            }
+            None => None,
+        };
+        let index = next
+            .strip_prefix("index ")
+            .filter(|digits| !digits.starts_with('0') || *digits == "0")
+            .and_then(|digits| digits.parse::<u64>().ok())
+            .ok_or_else(|| bad("expected `index <n>`"))?;
+        let mut hashes = Vec::new();
+        loop {
+            let next = line()?;
+            if next.is_empty() {
+                break;
+            }
+            let hash = B64
+                .decode(next)
+                .ok()
+                .and_then(|h| <Hash>::try_from(h).ok())
+                .ok_or_else(|| bad("a proof line is not a base64 SHA-256 hash"))?;
+            hashes.push(hash);
+        }
+        Ok(TlogProof { extra, index, hashes, checkpoint: rest.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_signed_with_a_key_verifies_with_its_verifier_key_only() {
+        let signer = NoteSigner::new("aileron.local/0123456789abcdef", &[7; 32]).unwrap();
+        let body = Checkpoint { origin: signer.name().to_string(), size: 3, root: [9; 32] }.body();
+        let note = signer.sign(&body);
+        let parsed = SignedNote::parse(&note).unwrap();
+        assert_eq!(parsed.body, body);
+        let verifier = NoteVerifier::parse(&signer.verifier_key()).unwrap();
+        assert!(verifier.verifies(&parsed));
+        let other = NoteVerifier::parse(&NoteSigner::new(signer.name(), &[8; 32]).unwrap().verifier_key()).unwrap();
+        assert!(!other.verifies(&parsed), "another key");
+        let tampered = SignedNote::parse(&note.replace("\n3\n", "\n4\n")).unwrap();
+        assert!(!verifier.verifies(&tampered), "another body");
+        assert_eq!(Checkpoint::parse(&parsed.body).unwrap().size, 3);
+        for bad in ["", "a\n", "a\n\n", "a\n\n— x\n", "a\n\nx y\n"] {
+            assert!(SignedNote::parse(bad).is_err(), "{bad:?}");
+        }
+        let mut wrong_hash = signer.verifier_key();
+        wrong_hash.replace_range(wrong_hash.find('+').unwrap() + 1..wrong_hash.find('+').unwrap() + 3, "zz");
+        assert!(NoteVerifier::parse(&wrong_hash).is_err());
+    }
+
+    #[test]
+    fn a_proof_round_trips_through_its_text() {
+        let proof = TlogProof {
+            extra: Some(b"{\"seq\":1}".to_vec()),
+            index: 0,
+            hashes: vec![[1; 32], [2; 32]],
+            checkpoint: "o\n1\nAAAA\n\n— o AAAA\n".into(),
+        };
+        let text = proof.format();
+        assert!(text.starts_with("c2sp.org/tlog-proof@v1\nextra "));
+        assert_eq!(TlogProof::parse(&text).unwrap(), proof);
+        assert!(TlogProof::parse(&text.replace("index 0", "index 01")).is_err());
+        assert!(TlogProof::parse("c2sp.org/tlog-proof@v2\nindex 0\n\n").is_err());
+    }
+}
