@@ -23,6 +23,7 @@ mod leaks;
 mod lifecycle;
 mod mcp;
 mod original_actions;
+mod receipts;
 mod security;
 mod spawn;
 mod support;

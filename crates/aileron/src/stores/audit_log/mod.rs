@@ -51,6 +51,7 @@ mod histogram;
 mod journal;
 mod query;
 mod recovery;
+pub mod tree;
 mod verify;
 mod writer;
 
@@ -350,8 +351,15 @@ impl AuditLog {
             .with_context(|| format!("opening {}", head_path.display()))?;
         let durable_seq = Arc::new(watch::Sender::new(head.seq));
         let (commands, receiver) = mpsc::channel();
+        // The Merkle tree and its checkpoints (SPEC §17): never in the way of the log itself.
+        let tree = tree::TreeState::open(&audit_dir, head.seq)
+            .inspect_err(|error| {
+                log_line!("aileron: warning: the audit log's Merkle tree is unavailable ({error:#}); no checkpoints are issued")
+            })
+            .ok();
         let mut writer =
-            Writer::new(audit_dir.clone(), clock.clone(), head, head_file, stats.clone(), durable_seq.clone(), journal);
+            Writer::new(audit_dir.clone(), clock.clone(), head, head_file, stats.clone(), durable_seq.clone(), journal)
+                .with_tree(tree);
         writer.anchor_at_start();
         let handle = std::thread::Builder::new()
             .name("aileron-audit-writer".into())

@@ -43,6 +43,11 @@ pub(super) struct Writer {
     buffered: Option<(u64, u64)>,
     /// Where a batch is made durable; its daily file is synced at checkpoints.
     journal: Journal,
+    /// The batch's sealed lines, for the Merkle tree once the batch is acknowledged.
+    sealed: Vec<u8>,
+    /// The Merkle tree and its checkpoints (SPEC §17); `None` when they could not be opened or
+    /// written (warned once; the log itself goes on).
+    tree: Option<super::tree::TreeState>,
 }
 
 struct OpenLog {
@@ -105,11 +110,50 @@ impl Writer {
             lines: Vec::new(),
             buffered: None,
             journal,
+            sealed: Vec::new(),
+            tree: None,
+        }
+    }
+
+    /// Keeps the Merkle tree and issues its checkpoints (SPEC §17).
+    pub(super) fn with_tree(mut self, tree: Option<super::tree::TreeState>) -> Writer {
+        self.tree = tree;
+        self
+    }
+
+    /// A tree that cannot be written is dropped with a warning: the log never waits on it, and
+    /// `aileron audit verify` names what the checkpoints no longer cover.
+    fn tree_failed(&mut self, doing: &str, error: impl std::fmt::Display) {
+        log_line!(
+            "aileron: warning: {doing} the audit log's Merkle tree failed ({error}); no more checkpoints until the daemon restarts"
+        );
+        self.tree = None;
+    }
+
+    fn checkpoint(&mut self) {
+        if let Some(Err(error)) = self.tree.as_mut().map(super::tree::TreeState::checkpoint) {
+            self.tree_failed("checkpointing", error);
         }
     }
 
     pub(super) fn run(&mut self, commands: mpsc::Receiver<Command>) {
-        while let Ok(first) = commands.recv() {
+        loop {
+            // A checkpoint is due after enough records or enough time with any: waiting for the
+            // next command ends then.
+            let first = match self.tree.as_ref().and_then(super::tree::TreeState::due_in) {
+                Some(wait) => match commands.recv_timeout(wait) {
+                    Ok(command) => command,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.checkpoint();
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                },
+                None => match commands.recv() {
+                    Ok(command) => command,
+                    Err(_) => break,
+                },
+            };
             let mut appends = Vec::new();
             let mut flushes = Vec::new();
             for command in std::iter::once(first).chain(std::iter::from_fn(|| commands.try_recv().ok())) {
@@ -135,6 +179,7 @@ impl Writer {
         // stopped are restored at the next start (and `verify` reports them), even with the
         // chain-head anchor removed or rewritten too (the re-attack's L3). Reading them back
         // costs the start a few milliseconds.
+        self.checkpoint();
         let synced = self.file.as_ref().map_or(Ok(()), OpenLog::sync);
         if let Some(open) = &self.file {
             Self::release_headroom(open);
@@ -150,6 +195,9 @@ impl Writer {
                 Ok(head) => {
                     self.head = head;
                     self.needs_recovery = false;
+                    if let Some(Err(error)) = self.tree.as_mut().map(|tree| tree.resync(self.head.seq)) {
+                        self.tree_failed("catching up", error);
+                    }
                 }
                 Err(error) => {
                     let error = AuditError::Write(format!("{error:#}"));
@@ -179,6 +227,14 @@ impl Writer {
                 self.anchor_head();
                 self.start_writeback();
                 self.keep_headroom();
+                let sealed = std::mem::take(&mut self.sealed);
+                if let Some(Err(error)) = self.tree.as_mut().map(|tree| tree.extend(&sealed)) {
+                    self.tree_failed("extending", error);
+                }
+                self.sealed = sealed;
+                if self.tree.as_ref().and_then(super::tree::TreeState::due_in) == Some(std::time::Duration::ZERO) {
+                    self.checkpoint();
+                }
             }
             Err(error) => {
                 // Nothing of this batch was acknowledged: take it back off the disk so the chain
@@ -209,6 +265,7 @@ impl Writer {
     ) -> io::Result<()> {
         let mut buffer = std::mem::take(&mut self.lines);
         buffer.clear();
+        self.sealed.clear();
         self.buffered = None;
         let mut failure = None;
         for (event, reply) in appends {
@@ -225,6 +282,10 @@ impl Writer {
             }
             buffer.extend_from_slice(line.as_bytes());
             buffer.push(b'\n');
+            if self.tree.is_some() {
+                self.sealed.extend_from_slice(line.as_bytes());
+                self.sealed.push(b'\n');
+            }
             let seq = waiters.last().expect("pushed above").1.seq;
             self.buffered = Some(self.buffered.map_or((seq, seq), |(first, _)| (first, seq)));
         }

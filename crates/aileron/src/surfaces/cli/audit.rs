@@ -1,5 +1,5 @@
-//! `aileron audit list|show|verify`. `verify` reads the files directly, so it works with the
-//! daemon stopped (and after a crash).
+//! `aileron audit list|show|verify|key|checkpoint|receipt`. `verify`, `key`, `checkpoint` and
+//! `receipt` read the files directly, so they work with the daemon stopped (and after a crash).
 
 use aileron_core::vocabulary::keys;
 use clap::{Args, Subcommand};
@@ -59,11 +59,43 @@ enum AuditCommand {
     /// Show one record in full (also `audit get`, the observability design's name)
     #[command(visible_alias = "get")]
     Show { audit_id: String },
-    /// Verify the hash chain across every audit file
+    /// Verify the hash chain across every audit file and the signed checkpoints of its Merkle
+    /// tree; with --receipt, check one receipt offline against a log's verifier key instead
     Verify {
         #[arg(long)]
         json: bool,
+        /// A receipt (`aileron audit receipt`) to check without the log
+        #[arg(long, requires = "key")]
+        receipt: Option<std::path::PathBuf>,
+        /// The log's verifier key (`aileron audit key` prints it)
+        #[arg(long, requires = "receipt")]
+        key: Option<String>,
     },
+    /// Print the log's verifier key (C2SP signed-note form), what a receipt is checked with
+    Key,
+    /// Sign a checkpoint of the log's Merkle tree now and print it
+    Checkpoint,
+    /// Write a receipt for one record: a C2SP tlog-proof anyone can check offline
+    Receipt {
+        audit_id: String,
+        /// Write it here instead of standard output
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+}
+
+/// `<home>/audit` (or the configured audit directory), or the error of a log kept in memory.
+fn audit_dir(home: &Home) -> Result<std::path::PathBuf, CliError> {
+    home.audit_parent().map(|parent| parent.join("audit")).ok_or_else(|| {
+        CliError::failure(
+            "the audit log is in memory (AILERON_AUDIT_DIR is empty); there is nothing on disk\n\
+             hint: unset AILERON_AUDIT_DIR to keep the log on disk",
+        )
+    })
+}
+
+fn tree_error(error: impl std::fmt::Display) -> CliError {
+    CliError::failure(format!("{error}\nhint: `aileron audit verify` checks the log and its checkpoints"))
 }
 
 pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
@@ -119,7 +151,81 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
             print_json(&record);
             Ok(ExitStatus::Ok)
         }
-        AuditCommand::Verify { json } => {
+        AuditCommand::Verify { receipt: Some(file), key: Some(key), json } => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| CliError::failure(format!("reading {}: {e}", file.display())))?;
+            let (line, checkpoint) = crate::stores::audit_log::tree::check_receipt(&text, &key).map_err(|e| {
+                CliError::failure(format!(
+                    "{}: {e}\nhint: the receipt does not prove its record was in the log that key signs",
+                    file.display()
+                ))
+            })?;
+            let record: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
+            if json {
+                print_json(&serde_json::json!({ "ok": true, "tree_size": checkpoint.size, "record": record }));
+            } else {
+                outln!(
+                    "ok: record {} ({}, audit id {}) is entry {} of {}'s signed tree of {} records",
+                    record["seq"],
+                    record["event_type"].as_str().unwrap_or("?"),
+                    record["audit_id"].as_str().unwrap_or("?"),
+                    record["seq"].as_u64().map_or(0, |seq| seq.saturating_sub(1)),
+                    checkpoint.origin,
+                    checkpoint.size
+                );
+            }
+            Ok(ExitStatus::Ok)
+        }
+        AuditCommand::Key => {
+            let signer = crate::stores::audit_log::tree::log_signer(&audit_dir(home)?).map_err(tree_error)?;
+            outln!("{}", signer.verifier_key());
+            Ok(ExitStatus::Ok)
+        }
+        AuditCommand::Checkpoint => {
+            let dir = audit_dir(home)?;
+            let signer = crate::stores::audit_log::tree::log_signer(&dir).map_err(tree_error)?;
+            let tree = crate::stores::audit_log::tree::Tree::read_only(&dir).map_err(tree_error)?;
+            if tree.size() == 0 {
+                return Err(CliError::failure(
+                    "the log's Merkle tree is empty: nothing to checkpoint\nhint: the daemon builds the tree as \
+                     records are written; start it first",
+                ));
+            }
+            let note = crate::stores::audit_log::tree::issue_checkpoint(&dir, &tree, &signer, tree.size())
+                .map_err(tree_error)?;
+            out!("{note}");
+            Ok(ExitStatus::Ok)
+        }
+        AuditCommand::Receipt { audit_id, out } => {
+            let dir = audit_dir(home)?;
+            let filter = crate::stores::audit_log::AuditFilter {
+                audit_id: Some(audit_id.clone()),
+                limit: Some(1),
+                ..Default::default()
+            };
+            let parent = dir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+            let record = crate::stores::audit_log::query(&parent, &filter)
+                .map_err(|e| CliError::failure(e.to_string()))?
+                .into_iter()
+                .next()
+                .ok_or_else(|| {
+                    CliError::failure(format!(
+                        "no audit record has the id `{audit_id}`\nhint: `aileron audit list` shows the ids"
+                    ))
+                })?;
+            let proof = crate::stores::audit_log::tree::receipt(&dir, record.seq).map_err(tree_error)?;
+            let text = proof.format();
+            match out {
+                Some(path) => {
+                    crate::platform::home::write_atomic(&path, text.as_bytes(), 0o644)
+                        .map_err(|e| CliError::failure(format!("writing {}: {e}", path.display())))?;
+                    eprintln!("wrote the receipt for record {} to {}", record.seq, path.display());
+                }
+                None => out!("{text}"),
+            }
+            Ok(ExitStatus::Ok)
+        }
+        AuditCommand::Verify { json, .. } => {
             let Some(dir) = home.audit_parent() else {
                 return Err(CliError::failure(
                     "the audit log is in memory (AILERON_AUDIT_DIR is empty); there is nothing on disk to verify\n\
@@ -128,10 +234,27 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
             };
             match crate::stores::audit_log::verify(&dir) {
                 Ok(report) => {
+                    // Then the tree: every signed checkpoint must match the log as it is now.
+                    let checkpoints =
+                        crate::stores::audit_log::tree::verify_checkpoints(&dir.join("audit")).map_err(|broken| {
+                            CliError::failure(format!(
+                                "{broken}\nhint: the log no longer matches a checkpoint its key signed; keep a copy \
+                                 of the audit directory for investigation"
+                            ))
+                        })?;
                     if json {
-                        print_json(&serde_json::to_value(&report).unwrap_or(Value::Null));
+                        let mut value = serde_json::to_value(&report).unwrap_or(Value::Null);
+                        value["checkpoints"] = serde_json::to_value(&checkpoints).unwrap_or(Value::Null);
+                        print_json(&value);
                     } else {
                         outln!("{report}");
+                        match checkpoints.verified {
+                            0 => outln!("no signed checkpoint yet"),
+                            n => outln!(
+                                "{n} signed checkpoint(s) match the log; the newest covers its first {} records",
+                                checkpoints.newest
+                            ),
+                        }
                     }
                     // The chain that is there is intact; its end could not be checked (stderr,
                     // so `--json` stays data only and the exit status stays 0, see docs/decisions/0006-audit-log.md).

@@ -1,0 +1,517 @@
+//! The Merkle tree over the log's record lines and its signed checkpoints (SPEC §17).
+//!
+//! - `audit/tree/level-<k>`: the hashes of the complete subtrees at level `k`, 32 bytes each, in
+//!   order (level 0: one leaf per record, record seq `i + 1` at index `i`). The writer appends a
+//!   batch's leaves and the parents they complete after the batch is acknowledged; nothing is
+//!   synced: the tree is derived data, and at open it is checked against the log's length and
+//!   caught up from the log's lines (a crash loses only a tail that is re-hashed), so a restart
+//!   never re-hashes history.
+//! - `audit/log.key`: the log's Ed25519 seed (0600, made at first open), in the audit directory
+//!   so that it is masked from launched agents with it; its key name is the log's origin,
+//!   `aileron.local/<16 hex digits of SHA-256(public key)>`.
+//! - `audit/checkpoints/<size, 20 digits>.checkpoint`: C2SP signed checkpoints, at most every
+//!   [`CHECKPOINT_EVERY_RECORDS`] records or [`CHECKPOINT_EVERY`], at shutdown, and on request.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, Read};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use aileron_core::tlog::merkle::{self, Hash, Hashes, leaf_hash};
+use aileron_core::tlog::{Checkpoint, NoteSigner, NoteVerifier, SignedNote};
+use anyhow::Context;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use sha2::Digest;
+
+use crate::platform::home::{create_private_dir, write_atomic};
+
+pub const TREE_DIR: &str = "tree";
+pub const CHECKPOINTS_DIR: &str = "checkpoints";
+pub const KEY_FILE: &str = "log.key";
+const KEY_HEADER: &str = "aileron audit log key v1";
+/// A checkpoint is issued once this many records are past the last one, or [`CHECKPOINT_EVERY`]
+/// after it when any are.
+pub const CHECKPOINT_EVERY_RECORDS: u64 = 1000;
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
+const HASH_BYTES: u64 = 32;
+
+/// The stored levels of the tree.
+pub struct Tree {
+    dir: PathBuf,
+    levels: Vec<File>,
+    /// Leaves stored: the tree's size.
+    size: u64,
+}
+
+impl Tree {
+    /// Opens (creating) `audit/tree` for writing; [`Tree::catch_up`] then matches it to the log.
+    pub fn open(audit_dir: &Path) -> anyhow::Result<Tree> {
+        let dir = audit_dir.join(TREE_DIR);
+        create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut tree = Tree { dir, levels: Vec::new(), size: 0 };
+        tree.size = tree.stored_len(0)?;
+        Ok(tree)
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The stored tree as another process reads it while the writer appends: its levels opened
+    /// read-only, its size the longest prefix every level covers.
+    pub fn read_only(audit_dir: &Path) -> anyhow::Result<Tree> {
+        let dir = audit_dir.join(TREE_DIR);
+        let mut tree = Tree { dir, levels: Vec::new(), size: 0 };
+        while let Ok(file) = File::open(tree.level_path(tree.levels.len() as u32)) {
+            tree.levels.push(file);
+        }
+        let len = |tree: &Tree, level: usize| -> io::Result<u64> {
+            Ok(tree.levels.get(level).map(|f| f.metadata().map(|m| m.len() / HASH_BYTES)).transpose()?.unwrap_or(0))
+        };
+        let mut size = len(&tree, 0)?;
+        let mut level = 1;
+        while (size >> level) > 0 {
+            size = size.min(((len(&tree, level)? + 1) << level) - 1);
+            level += 1;
+        }
+        tree.size = size;
+        Ok(tree)
+    }
+
+    fn level_path(&self, level: u32) -> PathBuf {
+        self.dir.join(format!("level-{level}"))
+    }
+
+    fn level(&mut self, level: u32) -> io::Result<&File> {
+        while self.levels.len() <= level as usize {
+            let path = self.level_path(self.levels.len() as u32);
+            let file =
+                OpenOptions::new().create(true).truncate(false).read(true).write(true).mode(0o600).open(&path)?;
+            self.levels.push(file);
+        }
+        Ok(&self.levels[level as usize])
+    }
+
+    /// Whole hashes stored at `level`.
+    fn stored_len(&mut self, level: u32) -> io::Result<u64> {
+        Ok(self.level(level)?.metadata()?.len() / HASH_BYTES)
+    }
+
+    /// Makes the stored tree exactly the first `records` leaves of the log: longer levels are
+    /// cut, a torn hash dropped, missing parents recomputed and missing leaves hashed from the
+    /// log's lines (only the lines past what is stored are read).
+    pub fn catch_up(&mut self, audit_dir: &Path, records: u64) -> anyhow::Result<()> {
+        let mut keep = self.stored_len(0)?.min(records);
+        // A level that lags (a crash between a leaf and its parents) limits what is kept:
+        // level k must hold `keep >> k` hashes.
+        let mut level = 1;
+        while (keep >> level) > 0 {
+            let stored = self.stored_len(level)?;
+            keep = keep.min(((stored + 1) << level) - 1);
+            level += 1;
+        }
+        // Every level file there is, so no hash of a longer, older tree stays past the end.
+        let mut level = 0;
+        while level == 0 || self.level_path(level).exists() {
+            self.level(level)?.set_len((keep >> level) * HASH_BYTES)?;
+            level += 1;
+        }
+        self.size = keep;
+        if keep < records {
+            let mut next = keep;
+            for_each_line(audit_dir, keep, |line| {
+                if next < records {
+                    self.append(line)?;
+                    next += 1;
+                }
+                Ok(next < records)
+            })?;
+            anyhow::ensure!(next == records, "the log has {next} lines, not {records}");
+        }
+        Ok(())
+    }
+
+    /// Appends one record line (without its newline) and the parents it completes.
+    pub fn append(&mut self, line: &[u8]) -> io::Result<()> {
+        let stored = merkle::completed_by(self.size, leaf_hash(line), |level, index| {
+            self.hash(level, index).map_err(|e| e.to_string())
+        })
+        .map_err(io::Error::other)?;
+        for (level, index, hash) in stored {
+            self.level(level)?.write_all_at(&hash, index * HASH_BYTES)?;
+        }
+        self.size += 1;
+        Ok(())
+    }
+
+    pub fn root(&self, size: u64) -> Result<Hash, String> {
+        merkle::tree_hash(self, size)
+    }
+}
+
+impl Hashes for Tree {
+    fn hash(&self, level: u32, index: u64) -> Result<Hash, String> {
+        let file = self.levels.get(level as usize).ok_or_else(|| format!("no level {level} in the tree"))?;
+        let mut hash = [0u8; 32];
+        file.read_exact_at(&mut hash, index * HASH_BYTES)
+            .map_err(|e| format!("reading the tree at {level}/{index}: {e}"))?;
+        Ok(hash)
+    }
+}
+
+/// The writer's part: the tree, the log key, and where the last checkpoint left off.
+pub(super) struct TreeState {
+    audit_dir: PathBuf,
+    tree: Tree,
+    signer: NoteSigner,
+    /// The size of the newest checkpoint, and when it was issued.
+    checkpointed: u64,
+    at: std::time::Instant,
+}
+
+impl TreeState {
+    /// Opens the tree, catches it up to the log's `records` and loads (or makes) the log key.
+    pub(super) fn open(audit_dir: &Path, records: u64) -> anyhow::Result<TreeState> {
+        let mut tree = Tree::open(audit_dir)?;
+        tree.catch_up(audit_dir, records)?;
+        let signer = log_signer(audit_dir)?;
+        let checkpointed = checkpoints(audit_dir)?.last().map_or(0, |(size, _)| *size).min(records);
+        Ok(TreeState { audit_dir: audit_dir.to_path_buf(), tree, signer, checkpointed, at: std::time::Instant::now() })
+    }
+
+    /// After a recovery: the tree matches the log's `records` again.
+    pub(super) fn resync(&mut self, records: u64) -> anyhow::Result<()> {
+        self.tree.catch_up(&self.audit_dir, records)?;
+        self.checkpointed = self.checkpointed.min(records);
+        Ok(())
+    }
+
+    /// Appends a batch's lines (each ending in `\n`).
+    pub(super) fn extend(&mut self, lines: &[u8]) -> io::Result<()> {
+        for line in lines.split(|b| *b == b'\n').filter(|line| !line.is_empty()) {
+            self.tree.append(line)?;
+        }
+        Ok(())
+    }
+
+    /// How long until a checkpoint is due (`None`: nothing to checkpoint; zero: now).
+    pub(super) fn due_in(&self) -> Option<Duration> {
+        let pending = self.tree.size().saturating_sub(self.checkpointed);
+        match pending {
+            0 => None,
+            n if n >= CHECKPOINT_EVERY_RECORDS => Some(Duration::ZERO),
+            _ => Some(CHECKPOINT_EVERY.saturating_sub(self.at.elapsed())),
+        }
+    }
+
+    /// Issues a checkpoint of the whole tree when it grew since the last one.
+    pub(super) fn checkpoint(&mut self) -> anyhow::Result<()> {
+        let size = self.tree.size();
+        if size > self.checkpointed {
+            issue_checkpoint(&self.audit_dir, &self.tree, &self.signer, size)?;
+            self.checkpointed = size;
+            self.at = std::time::Instant::now();
+        }
+        Ok(())
+    }
+}
+
+/// Calls `each` with every record line (no newline) from the `skip`-th on, in order, until it
+/// answers `false`.
+fn for_each_line(audit_dir: &Path, skip: u64, mut each: impl FnMut(&[u8]) -> io::Result<bool>) -> anyhow::Result<()> {
+    let mut seen = 0u64;
+    for (_, path) in super::daily_file::log_files(audit_dir)? {
+        let mut reader = io::BufReader::with_capacity(256 * 1024, File::open(&path)?);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if reader.read_until(b'\n', &mut line)? == 0 {
+                break;
+            }
+            if line.last() != Some(&b'\n') {
+                break;
+            }
+            seen += 1;
+            if seen > skip && !each(&line[..line.len() - 1])? {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The log's signing key, made (0600) at first use.
+pub fn log_signer(audit_dir: &Path) -> anyhow::Result<NoteSigner> {
+    let path = audit_dir.join(KEY_FILE);
+    let seed: [u8; 32] = match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .strip_prefix(KEY_HEADER)
+            .and_then(|rest| B64.decode(rest.trim()).ok())
+            .and_then(|seed| seed.try_into().ok())
+            .with_context(|| format!("{} is not an audit log key", path.display()))?,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            let mut seed = [0u8; 32];
+            File::open("/dev/urandom")
+                .and_then(|mut random| random.read_exact(&mut seed))
+                .context("reading /dev/urandom")?;
+            let text = format!("{KEY_HEADER}\n{}\n", B64.encode(seed));
+            // Made once: whoever loses a race to make it reads the winner's.
+            match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
+                Ok(mut file) => {
+                    std::io::Write::write_all(&mut file, text.as_bytes()).and_then(|()| file.sync_all())?;
+                    seed
+                }
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => return log_signer(audit_dir),
+                Err(error) => return Err(error).with_context(|| format!("creating {}", path.display())),
+            }
+        }
+        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+    };
+    let public = NoteSigner::new("x", &seed)?.public_key();
+    let id = hex::encode(&sha2::Sha256::digest(public)[..8]);
+    Ok(NoteSigner::new(&format!("aileron.local/{id}"), &seed)?)
+}
+
+fn checkpoint_path(audit_dir: &Path, size: u64) -> PathBuf {
+    audit_dir.join(CHECKPOINTS_DIR).join(format!("{size:020}.checkpoint"))
+}
+
+/// Signs and stores the checkpoint of the tree's first `size` records; its text.
+pub fn issue_checkpoint(audit_dir: &Path, tree: &Tree, signer: &NoteSigner, size: u64) -> anyhow::Result<String> {
+    let root = tree.root(size).map_err(anyhow::Error::msg)?;
+    let note = signer.sign(&Checkpoint { origin: signer.name().to_string(), size, root }.body());
+    let dir = audit_dir.join(CHECKPOINTS_DIR);
+    create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = checkpoint_path(audit_dir, size);
+    write_atomic(&path, note.as_bytes(), 0o600).with_context(|| format!("writing {}", path.display()))?;
+    Ok(note)
+}
+
+/// Every stored checkpoint, smallest first: `(size, note text)`.
+pub fn checkpoints(audit_dir: &Path) -> anyhow::Result<Vec<(u64, String)>> {
+    let dir = audit_dir.join(CHECKPOINTS_DIR);
+    let mut found = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(found),
+        Err(error) => return Err(error).with_context(|| format!("reading {}", dir.display())),
+    };
+    for entry in entries {
+        let path = entry?.path();
+        let Some(size) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".checkpoint"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        found.push((size, std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?));
+    }
+    found.sort_by_key(|(size, _)| *size);
+    Ok(found)
+}
+
+/// A stored checkpoint, checked: signed by `verifier`, of the size its file name says.
+pub fn open_checkpoint(verifier: &NoteVerifier, size: u64, text: &str) -> Result<Checkpoint, String> {
+    let note = SignedNote::parse(text).map_err(|e| format!("checkpoint {size}: {e}"))?;
+    if !verifier.verifies(&note) {
+        return Err(format!("checkpoint {size} is not signed by the log's key {}", verifier.name));
+    }
+    let checkpoint = Checkpoint::parse(&note.body).map_err(|e| format!("checkpoint {size}: {e}"))?;
+    if checkpoint.size != size || checkpoint.origin != verifier.name {
+        return Err(format!("checkpoint {size} names size {} of {}", checkpoint.size, checkpoint.origin));
+    }
+    Ok(checkpoint)
+}
+
+/// The record line of `seq` (1-based), as the log holds it.
+pub fn line_of(audit_dir: &Path, seq: u64) -> anyhow::Result<Option<Vec<u8>>> {
+    let mut found = None;
+    if seq > 0 {
+        for_each_line(audit_dir, seq - 1, |line| {
+            found = Some(line.to_vec());
+            Ok(false)
+        })?;
+    }
+    Ok(found)
+}
+
+/// A receipt for the record `seq` (C2SP tlog-proof, the record line as its `extra`): against the
+/// newest checkpoint that covers it, issuing one of the stored tree when none does yet.
+pub fn receipt(audit_dir: &Path, seq: u64) -> anyhow::Result<aileron_core::tlog::TlogProof> {
+    let line = line_of(audit_dir, seq)?.with_context(|| format!("the log holds no record {seq}"))?;
+    let tree = Tree::read_only(audit_dir)?;
+    let index = seq - 1;
+    anyhow::ensure!(
+        index < tree.size(),
+        "the Merkle tree does not cover record {seq} yet (it holds {}); start the daemon, which catches it up",
+        tree.size()
+    );
+    let signer = log_signer(audit_dir)?;
+    let verifier = NoteVerifier::parse(&signer.verifier_key())?;
+    let newest = checkpoints(audit_dir)?.into_iter().rev().find(|(size, _)| *size > index && *size <= tree.size());
+    let (size, note) = match newest {
+        Some(found) => found,
+        None => (tree.size(), issue_checkpoint(audit_dir, &tree, &signer, tree.size())?),
+    };
+    let checkpoint = open_checkpoint(&verifier, size, &note).map_err(anyhow::Error::msg)?;
+    let hashes = merkle::inclusion_proof(&tree, index, size).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(
+        merkle::verify_inclusion(&leaf_hash(&line), index, size, &hashes, &checkpoint.root),
+        "record {seq} is not in checkpoint {size} as the stored tree says: run `aileron audit verify`"
+    );
+    Ok(aileron_core::tlog::TlogProof { extra: Some(line), index, hashes, checkpoint: note })
+}
+
+/// What an offline receipt check found: the record line it proves and the checkpoint.
+pub fn check_receipt(text: &str, verifier_key: &str) -> Result<(Vec<u8>, Checkpoint), String> {
+    let proof = aileron_core::tlog::TlogProof::parse(text).map_err(|e| e.to_string())?;
+    let verifier = NoteVerifier::parse(verifier_key).map_err(|e| e.to_string())?;
+    let note = SignedNote::parse(&proof.checkpoint).map_err(|e| e.to_string())?;
+    if !verifier.verifies(&note) {
+        return Err(format!("the receipt's checkpoint is not signed by {}", verifier.name));
+    }
+    let checkpoint = Checkpoint::parse(&note.body).map_err(|e| e.to_string())?;
+    if checkpoint.origin != verifier.name {
+        return Err(format!("the checkpoint is of {}, not {}", checkpoint.origin, verifier.name));
+    }
+    let line = proof.extra.ok_or("the receipt carries no record (`extra`)")?;
+    if !merkle::verify_inclusion(&leaf_hash(&line), proof.index, checkpoint.size, &proof.hashes, &checkpoint.root) {
+        return Err(format!("the record is not entry {} of the signed tree of {}", proof.index, checkpoint.size));
+    }
+    Ok((line, checkpoint))
+}
+
+/// What `aileron audit verify` adds for the tree (SPEC §17).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CheckpointReport {
+    /// Stored checkpoints, each signed by the log's key and matching the log.
+    pub verified: usize,
+    /// The size of the newest one (0: none yet).
+    pub newest: u64,
+}
+
+/// Recomputes the tree from the log's lines (one pass, a frontier in memory) and checks every
+/// stored checkpoint against it: a record edited, removed or re-chained below a checkpoint, or a
+/// log shorter than one (truncated, rolled back), is named. Checkpoints are checked with the key
+/// in the audit directory: someone who holds it can sign a rewritten log's checkpoints too, which
+/// only a witness or a published copy can catch.
+pub fn verify_checkpoints(audit_dir: &Path) -> Result<CheckpointReport, String> {
+    let stored = checkpoints(audit_dir).map_err(|e| format!("{e:#}"))?;
+    if stored.is_empty() {
+        return Ok(CheckpointReport { verified: 0, newest: 0 });
+    }
+    let signer = log_signer(audit_dir).map_err(|e| format!("{e:#}"))?;
+    let verifier = NoteVerifier::parse(&signer.verifier_key()).map_err(|e| e.to_string())?;
+    let mut signed = Vec::new();
+    for (size, text) in &stored {
+        signed.push(open_checkpoint(&verifier, *size, text)?);
+    }
+    // The frontier: the roots of the perfect subtrees of the leaves so far, largest first.
+    let mut frontier: Vec<(u32, Hash)> = Vec::new();
+    let mut count = 0u64;
+    let mut next = signed.iter().peekable();
+    let mut failure = None;
+    for_each_line(audit_dir, 0, |line| {
+        let (mut level, mut hash) = (0u32, leaf_hash(line));
+        while frontier.last().is_some_and(|(top, _)| *top == level) {
+            let (_, left) = frontier.pop().expect("checked");
+            hash = merkle::node_hash(&left, &hash);
+            level += 1;
+        }
+        frontier.push((level, hash));
+        count += 1;
+        while let Some(checkpoint) = next.next_if(|checkpoint| checkpoint.size == count) {
+            let mut root = frontier.last().expect("one leaf at least").1;
+            for (_, left) in frontier.iter().rev().skip(1) {
+                root = merkle::node_hash(left, &root);
+            }
+            if root != checkpoint.root {
+                failure = Some(format!(
+                    "the log's first {count} records are not what checkpoint {count} signed: a record at or before \
+                     {count} was edited, removed or re-chained"
+                ));
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })
+    .map_err(|e| format!("{e:#}"))?;
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
+    if let Some(missing) = next.next() {
+        return Err(format!(
+            "the log holds {count} records but checkpoint {} covers more: records were cut from its end or the log \
+             was rolled back",
+            missing.size
+        ));
+    }
+    Ok(CheckpointReport { verified: signed.len(), newest: signed.last().map_or(0, |c| c.size) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_log(audit_dir: &Path, lines: &[String]) {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(audit_dir.join("audit-2026-01-01.jsonl"), text).unwrap();
+    }
+
+    #[test]
+    fn the_stored_tree_catches_up_from_the_log_and_repairs_a_torn_or_longer_tree() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        let lines: Vec<String> = (1..=37).map(|seq| format!("{{\"seq\":{seq}}}")).collect();
+        write_log(dir, &lines);
+        let leaves: Vec<Hash> = lines.iter().map(|l| leaf_hash(l.as_bytes())).collect();
+        let mut tree = Tree::open(dir).unwrap();
+        tree.catch_up(dir, 20).unwrap();
+        let root20 = tree.root(20).unwrap();
+        tree.catch_up(dir, 37).unwrap();
+        assert_eq!(tree.size(), 37);
+        let root37 = tree.root(37).unwrap();
+        assert_eq!(tree.root(20).unwrap(), root20, "a prefix keeps its root");
+        let proof = merkle::inclusion_proof(&tree, 5, 37).unwrap();
+        assert!(merkle::verify_inclusion(&leaves[5], 5, 37, &proof, &root37));
+        // Torn: half a leaf and a lost parent; reopened, it is repaired to the same root.
+        drop(tree);
+        let level0 = dir.join(TREE_DIR).join("level-0");
+        let len = std::fs::metadata(&level0).unwrap().len();
+        OpenOptions::new().write(true).open(&level0).unwrap().set_len(len - 48).unwrap();
+        let level2 = dir.join(TREE_DIR).join("level-2");
+        let len = std::fs::metadata(&level2).unwrap().len();
+        OpenOptions::new().write(true).open(&level2).unwrap().set_len(len - 64).unwrap();
+        let mut tree = Tree::open(dir).unwrap();
+        tree.catch_up(dir, 37).unwrap();
+        assert_eq!(tree.root(37).unwrap(), root37);
+        // The log cut to 30 (a recovery): the tree follows.
+        tree.catch_up(dir, 30).unwrap();
+        assert_eq!(tree.size(), 30);
+        tree.catch_up(dir, 37).unwrap();
+        assert_eq!(tree.root(37).unwrap(), root37);
+    }
+
+    #[test]
+    fn checkpoints_are_signed_by_the_logs_key_and_read_back_checked() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        let lines: Vec<String> = (1..=3).map(|seq| format!("{{\"seq\":{seq}}}")).collect();
+        write_log(dir, &lines);
+        let mut tree = Tree::open(dir).unwrap();
+        tree.catch_up(dir, 3).unwrap();
+        let signer = log_signer(dir).unwrap();
+        assert_eq!(log_signer(dir).unwrap().verifier_key(), signer.verifier_key(), "the key is kept");
+        issue_checkpoint(dir, &tree, &signer, 3).unwrap();
+        let verifier = NoteVerifier::parse(&signer.verifier_key()).unwrap();
+        let stored = checkpoints(dir).unwrap();
+        assert_eq!(stored.len(), 1);
+        let checkpoint = open_checkpoint(&verifier, 3, &stored[0].1).unwrap();
+        assert_eq!(checkpoint.root, tree.root(3).unwrap());
+        assert!(open_checkpoint(&verifier, 4, &stored[0].1).is_err(), "named for another size");
+    }
+}

@@ -1,0 +1,123 @@
+//! Receipts anyone can verify (SPEC §17): the daemon keeps an RFC 6962 tree over the audit
+//! log's lines and signs C2SP checkpoints; `aileron audit receipt` writes a C2SP tlog-proof that
+//! `aileron audit verify --receipt --key` checks with no access to the log — and so do
+//! independent implementations of the formats from crates.io (`signed_note`, `tlog_tiles`).
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde_json::Value;
+
+use crate::cli::Cli;
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The parts of a tlog-proof, read by hand (not with our parser): `(record line, index, proof
+/// hashes, signed checkpoint)`.
+fn read_proof(text: &str) -> (Vec<u8>, u64, Vec<[u8; 32]>, String) {
+    let (head, checkpoint) = text.split_once("\n\n").expect("a blank line before the checkpoint");
+    let mut lines = head.lines();
+    assert_eq!(lines.next(), Some("c2sp.org/tlog-proof@v1"));
+    let extra = B64.decode(lines.next().unwrap().strip_prefix("extra ").expect("the record as extra")).unwrap();
+    let index = lines.next().unwrap().strip_prefix("index ").unwrap().parse().unwrap();
+    let hashes = lines.map(|line| B64.decode(line).unwrap().try_into().unwrap()).collect();
+    (extra, index, hashes, checkpoint.to_string())
+}
+
+#[test]
+fn a_receipt_proves_a_record_offline_to_us_and_to_independent_verifiers() {
+    let cli = Cli::with_echo_action("count");
+    cli.ok(&["daemon", "start"]);
+    for _ in 0..6 {
+        cli.ok(&["action", "run", "count"]);
+    }
+    let key = cli.ok(&["audit", "key"]).trim().to_string();
+    assert!(key.starts_with("aileron.local/") && key.split('+').count() >= 3, "{key}");
+    let listed: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", "action.executed"])).unwrap();
+    let run = &listed["items"][2];
+    let audit_id = run["audit_id"].as_str().unwrap();
+    let receipt = cli.scratch().join("run.tlog-proof");
+    cli.ok(&["audit", "receipt", audit_id, "--out", receipt.to_str().unwrap()]);
+
+    // Offline: only the receipt and the key. The daemon is stopped and the home is gone from
+    // the picture (the check reads neither).
+    cli.ok(&["daemon", "stop"]);
+    let offline = Cli::new();
+    let checked = offline.ok(&["audit", "verify", "--receipt", receipt.to_str().unwrap(), "--key", &key]);
+    assert!(checked.starts_with("ok: record") && checked.contains(audit_id), "{checked}");
+
+    // Independently: the note verifies with `signed_note`, the checkpoint parses with
+    // `tlog_tiles`, and its record proof checks with `tlog_tiles::check_record`.
+    let text = std::fs::read_to_string(&receipt).unwrap();
+    let (line, index, hashes, checkpoint) = read_proof(&text);
+    let record: Value = serde_json::from_slice(&line).unwrap();
+    assert_eq!(record["audit_id"], audit_id);
+    assert_eq!(index, record["seq"].as_u64().unwrap() - 1);
+    let verifier = signed_note::StandardVerifier::new(&key).expect("our verifier key parses");
+    let note = signed_note::Note::from_bytes(checkpoint.as_bytes()).expect("our note parses");
+    let verifiers = signed_note::VerifierList::new(vec![Box::new(verifier)]);
+    note.verify(&verifiers).expect("our signature verifies");
+    let parsed = tlog_tiles::Checkpoint::from_bytes(note.text()).expect("our checkpoint parses");
+    assert_eq!(parsed.origin(), key.split('+').next().unwrap());
+    let proof: Vec<tlog_tiles::Hash> = hashes.iter().map(|h| tlog_tiles::Hash(*h)).collect();
+    tlog_tiles::check_record(&proof, parsed.size(), *parsed.hash(), index, tlog_tiles::record_hash(&line))
+        .expect("our inclusion proof checks");
+
+    // A receipt whose record was changed, or checked with another log's key, fails.
+    let forged_line = String::from_utf8(line.clone()).unwrap().replace(audit_id, "aud-forged");
+    assert_ne!(forged_line.as_bytes(), line.as_slice());
+    let forged = text.replacen(&B64.encode(&line), &B64.encode(forged_line.as_bytes()), 1);
+    std::fs::write(cli.scratch().join("forged.tlog-proof"), forged).unwrap();
+    let refused = offline.run(&[
+        "audit",
+        "verify",
+        "--receipt",
+        cli.scratch().join("forged.tlog-proof").to_str().unwrap(),
+        "--key",
+        &key,
+    ]);
+    assert!(!refused.status.success() && stderr(&refused).contains("not entry"), "{}", stderr(&refused));
+    let other_key = {
+        let other = Cli::with_echo_action("other");
+        other.ok(&["daemon", "start"]);
+        other.ok(&["audit", "key"]).trim().to_string()
+    };
+    let wrong = offline.run(&["audit", "verify", "--receipt", receipt.to_str().unwrap(), "--key", &other_key]);
+    assert!(!wrong.status.success() && stderr(&wrong).contains("not signed by"), "{}", stderr(&wrong));
+}
+
+/// Records cut from the log's end with the chain's own safeguards removed too (the head anchor
+/// and the journal, which the chain check relies on to see a cut end) are still caught: a signed
+/// checkpoint covers more records than the log then holds.
+#[test]
+fn a_log_cut_below_a_signed_checkpoint_fails_verification() {
+    let cli = Cli::with_echo_action("count");
+    cli.ok(&["daemon", "start"]);
+    for _ in 0..4 {
+        cli.ok(&["action", "run", "count"]);
+    }
+    cli.ok(&["daemon", "stop"]);
+    let checkpoint = cli.ok(&["audit", "checkpoint"]);
+    let size: u64 = checkpoint.lines().nth(1).unwrap().parse().unwrap();
+    let verified = cli.ok(&["audit", "verify"]);
+    assert!(verified.contains("signed checkpoint(s) match the log"), "{verified}");
+
+    let audit = cli.home.join("audit");
+    let daily = std::fs::read_dir(&audit)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let text = std::fs::read_to_string(&daily).unwrap();
+    let kept: Vec<&str> = text.lines().collect();
+    let cut = kept[..kept.len() - 2].iter().map(|l| format!("{l}\n")).collect::<String>();
+    std::fs::write(&daily, cut).unwrap();
+    std::fs::remove_file(audit.join("chain-head")).unwrap();
+    std::fs::remove_file(audit.join("journal")).unwrap();
+    let broken = cli.run(&["audit", "verify"]);
+    assert!(!broken.status.success(), "the cut end is caught");
+    assert!(stderr(&broken).contains(&format!("checkpoint {size} covers more")), "{}", stderr(&broken));
+}
