@@ -74,7 +74,7 @@ pub(super) async fn run(
     let destination = format!("localhost:{}", upstream.port);
 
     // The proxy, with a real audit log on disk.
-    let audit = Arc::new(AuditLog::open(AuditConfig { dir: Some(scratch.join("agent-proxy-audit")) })?);
+    let audit = Arc::new(AuditLog::open(AuditConfig { dir: Some(scratch.join("agent-proxy-audit")), witness: None })?);
     let ca = SessionCa::new("s-bench")?;
     let ca_pem = ca.certificate_pem().to_string();
     let session = EgressSession::new(audit, "s-bench".into(), [destination.clone()].into(), ca, Default::default())
@@ -84,7 +84,7 @@ pub(super) async fn run(
     let memory_ca = SessionCa::new("s-bench-memory")?;
     let memory_ca_pem = memory_ca.certificate_pem().to_string();
     let in_memory = EgressSession::new(
-        Arc::new(AuditLog::open(AuditConfig { dir: None })?),
+        Arc::new(AuditLog::open(AuditConfig { dir: None, witness: None })?),
         "s-bench-memory".into(),
         [destination.clone()].into(),
         memory_ca,
@@ -115,7 +115,7 @@ pub(super) async fn run(
     let sealed_ca = SessionCa::new("s-bench-sealed")?;
     let sealed_ca_pem = sealed_ca.certificate_pem().to_string();
     let sealed_session = EgressSession::new(
-        Arc::new(AuditLog::open(AuditConfig { dir: Some(scratch.join("agent-proxy-sealed-audit")) })?),
+        Arc::new(AuditLog::open(AuditConfig { dir: Some(scratch.join("agent-proxy-sealed-audit")), witness: None })?),
         "s-bench-sealed".into(),
         [destination.clone()].into(),
         sealed_ca,

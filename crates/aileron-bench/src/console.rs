@@ -143,7 +143,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<ConsoleFigures> {
 /// Writes [`RECORDS`] records shaped like runs: for each run a proxied call carrying the run's
 /// audit id, then the run (one in ten failed), spread over 100 action names.
 async fn fill(parent: &Path) -> anyhow::Result<()> {
-    let log = std::sync::Arc::new(AuditLog::open(AuditConfig { dir: Some(parent.to_path_buf()) })?);
+    let log = std::sync::Arc::new(AuditLog::open(AuditConfig { dir: Some(parent.to_path_buf()), witness: None })?);
     let runs = RECORDS / 2;
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..APPENDERS {

@@ -77,7 +77,8 @@ pub struct ServiceOptions {
 impl Services {
     pub fn open(home: Home, options: ServiceOptions) -> anyhow::Result<Arc<Services>> {
         crate::platform::process::install_crypto_provider();
-        let audit = AuditLog::open(AuditConfig { dir: home.audit_parent() }).context("opening the audit log")?;
+        let audit = AuditLog::open(AuditConfig { dir: home.audit_parent(), witness: Some(home.witness_dir()) })
+            .context("opening the audit log")?;
         let store = Store::open(home.store_dir()).context("opening the connector store")?;
         let actions = ActionRegistry::load(&home.actions_dir(), &home.action_state())
             .with_context(|| format!("loading actions from {}", home.actions_dir().display()))?;

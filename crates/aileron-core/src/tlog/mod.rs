@@ -5,4 +5,4 @@ pub mod merkle;
 pub mod note;
 
 pub use merkle::{Hash, Hashes, leaf_hash, node_hash};
-pub use note::{Checkpoint, NoteSigner, NoteVerifier, SignedNote, TlogProof};
+pub use note::{Checkpoint, CosignatureVerifier, Cosigner, NoteSigner, NoteVerifier, SignedNote, TlogProof};

@@ -33,15 +33,120 @@ pub enum NoteError {
     Proof(String),
 }
 
+/// The key ID algorithm byte of Ed25519 cosignatures (c2sp.org/tlog-cosignature, v1).
+const COSIGNATURE_ALGORITHM: u8 = 0x04;
+
 /// 4 bytes of SHA-256(name ‖ `\n` ‖ 0x01 ‖ public key).
 fn key_hash(name: &str, public: &[u8]) -> [u8; 4] {
+    key_id(name, ED25519_ALGORITHM, public)
+}
+
+fn key_id(name: &str, algorithm: u8, public: &[u8]) -> [u8; 4] {
     let mut hasher = Sha256::new();
     hasher.update(name.as_bytes());
     hasher.update(b"\n");
-    hasher.update([ED25519_ALGORITHM]);
+    hasher.update([algorithm]);
     hasher.update(public);
     let digest = hasher.finalize();
     [digest[0], digest[1], digest[2], digest[3]]
+}
+
+/// What an Ed25519 cosigner signs: `cosignature/v1`, `time <t>`, then the checkpoint's body.
+fn cosigned_message(body: &str, timestamp: u64) -> String {
+    format!("cosignature/v1\ntime {timestamp}\n{body}")
+}
+
+/// A witness's key (c2sp.org/tlog-cosignature, Ed25519 v1): it cosigns checkpoints it has
+/// checked are consistent with what it cosigned before.
+pub struct Cosigner {
+    name: String,
+    pair: Ed25519KeyPair,
+}
+
+impl Cosigner {
+    pub fn new(name: &str, seed: &[u8; 32]) -> Result<Cosigner, NoteError> {
+        if !valid_name(name) {
+            return Err(NoteError::VerifierKey(format!("`{name}` is not a key name (no spaces, no `+`)")));
+        }
+        let pair = Ed25519KeyPair::from_seed_unchecked(seed)
+            .map_err(|_| NoteError::VerifierKey("the seed is not an Ed25519 seed".into()))?;
+        Ok(Cosigner { name: name.to_string(), pair })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn public_key(&self) -> [u8; 32] {
+        self.pair.public_key().as_ref().try_into().expect("Ed25519 public keys are 32 bytes")
+    }
+
+    /// `<name>+<key id>+<base64(0x04 ‖ public key)>`.
+    pub fn verifier_key(&self) -> String {
+        let public = self.public_key();
+        let mut encoded = vec![COSIGNATURE_ALGORITHM];
+        encoded.extend_from_slice(&public);
+        format!(
+            "{}+{}+{}",
+            self.name,
+            hex::encode(key_id(&self.name, COSIGNATURE_ALGORITHM, &public)),
+            B64.encode(encoded)
+        )
+    }
+
+    /// The cosignature line for a checkpoint's `body` at `timestamp` (seconds since the epoch).
+    pub fn cosignature_line(&self, body: &str, timestamp: u64) -> String {
+        let mut bytes = key_id(&self.name, COSIGNATURE_ALGORITHM, &self.public_key()).to_vec();
+        bytes.extend_from_slice(&timestamp.to_be_bytes());
+        bytes.extend_from_slice(self.pair.sign(cosigned_message(body, timestamp).as_bytes()).as_ref());
+        format!("{SIGNATURE_PREFIX}{} {}\n", self.name, B64.encode(bytes))
+    }
+}
+
+/// A witness's verifier key, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CosignatureVerifier {
+    pub name: String,
+    id: [u8; 4],
+    public: [u8; 32],
+}
+
+impl CosignatureVerifier {
+    pub fn parse(text: &str) -> Result<CosignatureVerifier, NoteError> {
+        let bad = |why: &str| NoteError::VerifierKey(why.to_string());
+        let mut parts = text.trim().splitn(3, '+');
+        let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(bad("expected <name>+<key id>+<base64 key>"));
+        };
+        let id: [u8; 4] = hex::decode(id)
+            .ok()
+            .and_then(|bytes| bytes.try_into().ok())
+            .ok_or_else(|| bad("the key id is not 8 hex digits"))?;
+        let key = B64.decode(key).map_err(|_| bad("the key is not base64"))?;
+        let (Some(&COSIGNATURE_ALGORITHM), Ok(public)) = (key.first(), <[u8; 32]>::try_from(&key[1.min(key.len())..]))
+        else {
+            return Err(bad("not an Ed25519 cosignature key (algorithm 4, 32 bytes)"));
+        };
+        if !valid_name(name) || key_id(name, COSIGNATURE_ALGORITHM, &public) != id {
+            return Err(bad("the key id does not match the name and key"));
+        }
+        Ok(CosignatureVerifier { name: name.to_string(), id, public })
+    }
+
+    /// The timestamp of this witness's valid cosignature on `note`, if it has one.
+    pub fn cosigned_at(&self, note: &SignedNote) -> Option<u64> {
+        note.signatures.iter().find_map(|signature| {
+            if signature.name != self.name || signature.key_hash != self.id || signature.signature.len() != 72 {
+                return None;
+            }
+            let timestamp = u64::from_be_bytes(signature.signature[..8].try_into().ok()?);
+            let message = cosigned_message(&note.body, timestamp);
+            UnparsedPublicKey::new(&ED25519, self.public)
+                .verify(message.as_bytes(), &signature.signature[8..])
+                .ok()
+                .map(|()| timestamp)
+        })
+    }
 }
 
 fn valid_name(name: &str) -> bool {
@@ -301,6 +406,36 @@ mod tests {
         let mut wrong_hash = signer.verifier_key();
         wrong_hash.replace_range(wrong_hash.find('+').unwrap() + 1..wrong_hash.find('+').unwrap() + 3, "zz");
         assert!(NoteVerifier::parse(&wrong_hash).is_err());
+    }
+
+    /// The Go `sumdb/note` documentation's example, also used by other implementations' tests:
+    /// a published vector our verifier must accept.
+    #[test]
+    fn the_published_example_note_verifies() {
+        let verifier =
+            NoteVerifier::parse("example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k").unwrap();
+        let note = "This is an example message.\n\n\u{2014} example.com/foo \
+                    Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n";
+        assert!(verifier.verifies(&SignedNote::parse(note).unwrap()));
+        assert!(!verifier.verifies(&SignedNote::parse(&note.replace("example message", "other message")).unwrap()));
+    }
+
+    #[test]
+    fn a_cosignature_verifies_with_the_witness_key_and_carries_its_time() {
+        let log = NoteSigner::new("aileron.local/x", &[1; 32]).unwrap();
+        let witness = Cosigner::new("aileron.local/witness/x", &[2; 32]).unwrap();
+        let body = Checkpoint { origin: log.name().to_string(), size: 5, root: [3; 32] }.body();
+        let note = format!("{}{}", log.sign(&body), witness.cosignature_line(&body, 1_700_000_000));
+        let parsed = SignedNote::parse(&note).unwrap();
+        let verifier = CosignatureVerifier::parse(&witness.verifier_key()).unwrap();
+        assert_eq!(verifier.cosigned_at(&parsed), Some(1_700_000_000));
+        assert!(
+            NoteVerifier::parse(&log.verifier_key()).unwrap().verifies(&parsed),
+            "the log's signature still verifies"
+        );
+        assert!(NoteVerifier::parse(&witness.verifier_key()).is_err(), "a cosignature key is not a note key");
+        let other = SignedNote::parse(&note.replace("\n5\n", "\n6\n")).unwrap();
+        assert_eq!(verifier.cosigned_at(&other), None);
     }
 
     #[test]

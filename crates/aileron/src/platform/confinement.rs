@@ -14,6 +14,8 @@ pub fn masked_directories(home: &Home) -> Vec<PathBuf> {
     if let Some(parent) = home.audit_parent() {
         masks.push(parent.join("audit"));
     }
+    // The audit witness's key: an agent that could read it could cosign a rewritten log.
+    masks.push(home.witness_dir());
     let mut canonical: Vec<PathBuf> =
         masks.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();
     canonical.sort();

@@ -7,6 +7,7 @@ pub const AILERON_HOME: &str = "AILERON_HOME";
 pub const AILERON_AUDIT_DIR: &str = "AILERON_AUDIT_DIR";
 /// Overrides the parent of `traces/` for the file trace exporter; empty = exporter disabled.
 pub const AILERON_TRACES_DIR: &str = "AILERON_TRACES_DIR";
+pub const AILERON_WITNESS_DIR: &str = "AILERON_WITNESS_DIR";
 /// `true` (or `1`) turns traces on; anything else, or unset, leaves the OTel SDK unconstructed.
 pub const AILERON_OTEL_ENABLED: &str = "AILERON_OTEL_ENABLED";
 /// The `service.name` resource attribute of every span (default `aileron`).
@@ -74,6 +75,7 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_HOME, "state directory (default ~/.aileron)"),
     (AILERON_AUDIT_DIR, "parent of audit/ (default AILERON_HOME; empty = in-memory audit log)"),
     (AILERON_TRACES_DIR, "parent of traces/ for the file trace exporter (empty = disabled)"),
+    (AILERON_WITNESS_DIR, "the audit witness's key and state (default: <home>-witness beside the home)"),
     (AILERON_OTEL_ENABLED, "true = emit OpenTelemetry traces (default false: no SDK at all)"),
     (AILERON_OTEL_SERVICE_NAME, "service.name of every span (default aileron)"),
     (AILERON_OTEL_EXPORTER, "noop | stdout (JSON lines, stderr) | file (daily JSONL) | otlp"),

@@ -37,6 +37,8 @@ pub struct Home {
     audit_parent: Option<PathBuf>,
     /// `None` = the file trace exporter is disabled (`AILERON_TRACES_DIR` explicitly empty).
     traces_parent: Option<PathBuf>,
+    /// The audit witness's directory (SPEC §17): outside the home, masked like it.
+    witness: PathBuf,
 }
 
 impl Home {
@@ -55,6 +57,7 @@ impl Home {
         Ok(Home {
             audit_parent: parent_override(lookup(env::AILERON_AUDIT_DIR), &root),
             traces_parent: parent_override(lookup(env::AILERON_TRACES_DIR), &root),
+            witness: witness_override(lookup(env::AILERON_WITNESS_DIR), &root),
             root,
         })
     }
@@ -76,6 +79,7 @@ impl Home {
         let mut home = Home::at(root)?;
         home.audit_parent = parent_override(lookup(env::AILERON_AUDIT_DIR), &home.root);
         home.traces_parent = parent_override(lookup(env::AILERON_TRACES_DIR), &home.root);
+        home.witness = witness_override(lookup(env::AILERON_WITNESS_DIR), &home.root);
         for dir in home.audit_parent.iter().map(|parent| parent.join("audit")).chain(home.traces_dir()) {
             if dir.exists() {
                 secure_dir(&dir)?;
@@ -90,7 +94,12 @@ impl Home {
         create_private_dir(&root).map_err(|source| HomeError::Create { path: root.clone(), source })?;
         secure_dir(&root)?;
         warn_if_lax(&root);
-        Ok(Home { audit_parent: Some(root.clone()), traces_parent: Some(root.clone()), root })
+        Ok(Home {
+            audit_parent: Some(root.clone()),
+            traces_parent: Some(root.clone()),
+            witness: witness_override(None, &root),
+            root,
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -158,9 +167,27 @@ impl Home {
         self.audit_parent.clone()
     }
 
+    /// The audit witness's directory: `AILERON_WITNESS_DIR`, else `<home>-witness` beside the
+    /// home (`~/.aileron-witness`), so that whoever holds the home does not hold its key.
+    pub fn witness_dir(&self) -> PathBuf {
+        self.witness.clone()
+    }
+
     /// `<traces parent>/traces`; `None` means the file trace exporter is disabled.
     pub fn traces_dir(&self) -> Option<PathBuf> {
         self.traces_parent.as_ref().map(|parent| parent.join("traces"))
+    }
+}
+
+/// `AILERON_WITNESS_DIR` when set and not empty, else `<root>-witness`.
+fn witness_override(value: Option<String>, root: &Path) -> PathBuf {
+    match value.filter(|value| !value.is_empty()) {
+        Some(value) => absolute(PathBuf::from(value)),
+        None => {
+            let mut name = root.file_name().map(|name| name.to_os_string()).unwrap_or_else(|| "aileron".into());
+            name.push("-witness");
+            root.with_file_name(name)
+        }
     }
 }
 

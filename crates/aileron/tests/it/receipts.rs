@@ -104,20 +104,95 @@ fn a_log_cut_below_a_signed_checkpoint_fails_verification() {
     let verified = cli.ok(&["audit", "verify"]);
     assert!(verified.contains("signed checkpoint(s) match the log"), "{verified}");
 
-    let audit = cli.home.join("audit");
-    let daily = std::fs::read_dir(&audit)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .unwrap();
-    let text = std::fs::read_to_string(&daily).unwrap();
-    let kept: Vec<&str> = text.lines().collect();
-    let cut = kept[..kept.len() - 2].iter().map(|l| format!("{l}\n")).collect::<String>();
-    std::fs::write(&daily, cut).unwrap();
-    std::fs::remove_file(audit.join("chain-head")).unwrap();
-    std::fs::remove_file(audit.join("journal")).unwrap();
+    cut_last_records(&cli.home.join("audit"), 2);
     let broken = cli.run(&["audit", "verify"]);
     assert!(!broken.status.success(), "the cut end is caught");
     assert!(stderr(&broken).contains(&format!("checkpoint {size} covers more")), "{}", stderr(&broken));
+}
+
+/// Someone holding the home cuts the log and, to cover it, removes the checkpoints and the tree
+/// and lets the daemon sign new ones with the log's key: the witness refuses to cosign them (it
+/// cosigned a longer tree), so `verify` names the uncosigned checkpoint.
+#[test]
+fn a_cut_log_signed_again_with_the_logs_key_lacks_the_witness() {
+    let cli = Cli::with_echo_action("count");
+    cli.ok(&["daemon", "start"]);
+    for _ in 0..4 {
+        cli.ok(&["action", "run", "count"]);
+    }
+    cli.ok(&["daemon", "stop"]);
+    assert!(cli.ok(&["audit", "verify"]).contains("signed checkpoint(s) match the log"));
+    let audit = cli.home.join("audit");
+    cut_last_records(&audit, 2);
+    std::fs::remove_dir_all(audit.join("checkpoints")).unwrap();
+    std::fs::remove_dir_all(audit.join("tree")).unwrap();
+    // The daemon rebuilds the tree from the cut log and checkpoints it at shutdown.
+    cli.ok(&["daemon", "start"]);
+    cli.ok(&["daemon", "stop"]);
+    let daemon_log = std::fs::read_to_string(cli.home.join("daemon.log")).unwrap_or_default();
+    assert!(daemon_log.contains("witness did not cosign"), "{daemon_log}");
+    let caught = cli.run(&["audit", "verify"]);
+    assert!(!caught.status.success());
+    assert!(stderr(&caught).contains("not cosigned by the witness"), "{}", stderr(&caught));
+}
+
+/// A home rolled back whole — log, anchor, journal, checkpoints — is consistent with itself, so
+/// only a copy kept elsewhere shows it: `audit publish` copies the cosigned checkpoints out, and
+/// `verify --published` finds the log shorter than one of them.
+#[test]
+fn a_home_rolled_back_whole_is_caught_by_its_published_checkpoints() {
+    let cli = Cli::with_echo_action("count");
+    let runs = |n: usize| {
+        cli.ok(&["daemon", "start"]);
+        for _ in 0..n {
+            cli.ok(&["action", "run", "count"]);
+        }
+        cli.ok(&["daemon", "stop"]);
+    };
+    runs(3);
+    let audit = cli.home.join("audit");
+    let saved = cli.scratch().join("audit-earlier");
+    copy_dir(&audit, &saved);
+    runs(3);
+    let published = cli.scratch().join("published");
+    cli.ok(&["audit", "publish", "--to", published.to_str().unwrap()]);
+    let checked = cli.ok(&["audit", "verify", "--published", published.to_str().unwrap()]);
+    assert!(checked.contains("published, cosigned checkpoint(s) match the log"), "{checked}");
+
+    std::fs::remove_dir_all(&audit).unwrap();
+    copy_dir(&saved, &audit);
+    assert!(cli.run(&["audit", "verify"]).status.success(), "the rolled-back home agrees with itself");
+    let caught = cli.run(&["audit", "verify", "--published", published.to_str().unwrap()]);
+    assert!(!caught.status.success());
+    assert!(stderr(&caught).contains("covers more"), "{}", stderr(&caught));
+}
+
+/// Cuts the last `n` records from the newest daily file, with the chain's own safeguards (head
+/// anchor, journal) removed as someone covering a cut would.
+fn cut_last_records(audit: &std::path::Path, n: usize) {
+    let mut daily: Vec<_> = std::fs::read_dir(audit)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    daily.sort();
+    let newest = daily.last().unwrap();
+    let text = std::fs::read_to_string(newest).unwrap();
+    let kept: Vec<&str> = text.lines().collect();
+    std::fs::write(newest, kept[..kept.len() - n].iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    std::fs::remove_file(audit.join("chain-head")).unwrap();
+    std::fs::remove_file(audit.join("journal")).unwrap();
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

@@ -169,7 +169,8 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         for dir in [Some(temp.path().to_path_buf()), None] {
             let clock = TestClock::at("2026-11-21T23:00:00.000Z");
-            let log = AuditLog::open_with_clock(AuditConfig { dir: dir.clone() }, clock.clone()).unwrap();
+            let log =
+                AuditLog::open_with_clock(AuditConfig { dir: dir.clone(), witness: None }, clock.clone()).unwrap();
             let plan: [(&str, EventType, &str); 9] = [
                 ("2026-11-21T23:30:00.000Z", EventType::ActionExecuted, "post"), // before since
                 ("2026-11-22T00:00:00.000Z", EventType::ActionExecuted, "post"), // first instant

@@ -403,7 +403,11 @@ mod tests {
     }
 
     fn open_at(parent: &Path, clock: &Arc<TestClock>, journal_bytes: u64) -> anyhow::Result<AuditLog> {
-        AuditLog::open_with_journal(AuditConfig { dir: Some(parent.to_path_buf()) }, clock.clone(), journal_bytes)
+        AuditLog::open_with_journal(
+            AuditConfig { dir: Some(parent.to_path_buf()), witness: None },
+            clock.clone(),
+            journal_bytes,
+        )
     }
 
     /// A log under `<temp>/live` with a journal of `journal_bytes`, its clock at `at`.

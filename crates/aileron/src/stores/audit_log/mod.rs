@@ -53,6 +53,7 @@ mod query;
 mod recovery;
 pub mod tree;
 mod verify;
+pub mod witness;
 mod writer;
 
 pub use filter::AuditFilter;
@@ -68,6 +69,8 @@ use writer::{Command, Writer};
 pub struct AuditConfig {
     /// The parent of `audit/`; `None` keeps the log in memory (`AILERON_AUDIT_DIR` explicitly empty).
     pub dir: Option<PathBuf>,
+    /// The witness's directory (SPEC §17); `None`: checkpoints are not cosigned.
+    pub witness: Option<PathBuf>,
 }
 
 /// The source of record timestamps; injectable so tests can cross midnight.
@@ -352,7 +355,7 @@ impl AuditLog {
         let durable_seq = Arc::new(watch::Sender::new(head.seq));
         let (commands, receiver) = mpsc::channel();
         // The Merkle tree and its checkpoints (SPEC §17): never in the way of the log itself.
-        let tree = tree::TreeState::open(&audit_dir, head.seq)
+        let tree = tree::TreeState::open(&audit_dir, head.seq, config.witness.as_deref())
             .inspect_err(|error| {
                 log_line!("aileron: warning: the audit log's Merkle tree is unavailable ({error:#}); no checkpoints are issued")
             })
@@ -588,7 +591,8 @@ mod tests {
     }
 
     pub(super) fn open_disk(parent: &Path, clock: &Arc<TestClock>) -> AuditLog {
-        AuditLog::open_with_clock(AuditConfig { dir: Some(parent.to_path_buf()) }, clock.clone()).unwrap()
+        AuditLog::open_with_clock(AuditConfig { dir: Some(parent.to_path_buf()), witness: None }, clock.clone())
+            .unwrap()
     }
 
     pub(super) fn file_names(audit_dir: &Path) -> Vec<String> {
@@ -636,9 +640,10 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let clock = TestClock::at("2026-11-22T10:00:00.000Z");
         let _first = open_disk(temp.path(), &clock);
-        let error = AuditLog::open_with_clock(AuditConfig { dir: Some(temp.path().into()) }, clock.clone())
-            .err()
-            .expect("second writer must be refused");
+        let error =
+            AuditLog::open_with_clock(AuditConfig { dir: Some(temp.path().into()), witness: None }, clock.clone())
+                .err()
+                .expect("second writer must be refused");
         assert!(error.to_string().contains("hint:"), "{error}");
     }
 
@@ -729,7 +734,7 @@ mod tests {
 
     #[tokio::test]
     async fn pre_minted_ids_and_sessions_are_kept() {
-        let log = AuditLog::open(AuditConfig { dir: None }).unwrap();
+        let log = AuditLog::open(AuditConfig { dir: None, witness: None }).unwrap();
         let id = mint_audit_id();
         assert!(id.starts_with("audit-") && uuid::Uuid::parse_str(&id["audit-".len()..]).is_ok(), "{id}");
         let mut failed = event(EventType::ExecutionFailed, &[]);
@@ -750,7 +755,8 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         for dir in [Some(temp.path().to_path_buf()), None] {
             let clock = TestClock::at("2026-11-22T10:00:00.000Z");
-            let log = AuditLog::open_with_clock(AuditConfig { dir: dir.clone() }, clock.clone()).unwrap();
+            let log =
+                AuditLog::open_with_clock(AuditConfig { dir: dir.clone(), witness: None }, clock.clone()).unwrap();
             let mut changes = log.subscribe();
             assert_eq!(*changes.borrow_and_update(), 0, "{dir:?}");
             for expected in 1..=3 {

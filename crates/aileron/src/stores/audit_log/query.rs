@@ -143,7 +143,8 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         for dir in [Some(temp.path().to_path_buf()), None] {
             let clock = TestClock::at("2026-11-21T00:00:00.000Z");
-            let log = AuditLog::open_with_clock(AuditConfig { dir: dir.clone() }, clock.clone()).unwrap();
+            let log =
+                AuditLog::open_with_clock(AuditConfig { dir: dir.clone(), witness: None }, clock.clone()).unwrap();
             let records = populate(&log, &clock).await;
             let ids = |indices: &[usize]| indices.iter().map(|&i| records[i].audit_id.clone()).collect::<Vec<_>>();
             let filter = |f: fn(&mut AuditFilter)| {
@@ -216,7 +217,8 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         for dir in [Some(temp.path().to_path_buf()), None] {
             let clock = TestClock::at("2026-11-20T00:00:00.000Z");
-            let log = AuditLog::open_with_clock(AuditConfig { dir: dir.clone() }, clock.clone()).unwrap();
+            let log =
+                AuditLog::open_with_clock(AuditConfig { dir: dir.clone(), witness: None }, clock.clone()).unwrap();
             let records = populate_runs(&log, &clock).await;
             let a_run = &records[4];
             let payload = |r: &AuditRecord, key| r.payload_str(key).map(str::to_string);
@@ -307,7 +309,8 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         for dir in [Some(temp.path().to_path_buf()), None] {
             let clock = TestClock::at("2026-11-20T00:00:00.000Z");
-            let log = AuditLog::open_with_clock(AuditConfig { dir: dir.clone() }, clock.clone()).unwrap();
+            let log =
+                AuditLog::open_with_clock(AuditConfig { dir: dir.clone(), witness: None }, clock.clone()).unwrap();
             let records = populate_runs(&log, &clock).await;
             for (base, expected) in [
                 (AuditFilter::default(), records.iter().rev().map(|r| r.seq).collect::<Vec<_>>()),

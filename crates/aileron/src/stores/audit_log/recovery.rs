@@ -333,8 +333,12 @@ mod tests {
             let verified = verify(temp.path());
             assert!(verified.is_err(), "{damage}: verify reports it: {verified:?}");
             fs::remove_file(&journal).unwrap();
-            let open =
-                || AuditLog::open_with_clock(AuditConfig { dir: Some(temp.path().to_path_buf()) }, clock.clone());
+            let open = || {
+                AuditLog::open_with_clock(
+                    AuditConfig { dir: Some(temp.path().to_path_buf()), witness: None },
+                    clock.clone(),
+                )
+            };
             let error = open().err().unwrap_or_else(|| panic!("{damage}: the daemon does not extend a damaged chain"));
             assert!(format!("{error:#}").contains("hint:"), "{damage}: {error:#}");
             if damage == "garbage last record" {
@@ -423,7 +427,7 @@ mod tests {
         child.wait().unwrap();
         assert_eq!(acknowledged.len(), 300, "the child stopped acknowledging early");
 
-        let log = AuditLog::open(AuditConfig { dir: Some(temp.path().to_path_buf()) }).unwrap();
+        let log = AuditLog::open(AuditConfig { dir: Some(temp.path().to_path_buf()), witness: None }).unwrap();
         let report = log.verify().unwrap();
         let on_disk: std::collections::HashMap<u64, String> =
             log.query(&AuditFilter::default()).unwrap().into_iter().map(|r| (r.seq, r.audit_id)).collect();
@@ -440,7 +444,7 @@ mod tests {
     fn crash_child(dir: PathBuf) -> ! {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         runtime.block_on(async {
-            let log = Arc::new(AuditLog::open(AuditConfig { dir: Some(dir) }).unwrap());
+            let log = Arc::new(AuditLog::open(AuditConfig { dir: Some(dir), witness: None }).unwrap());
             let (acks, mut acked) = tokio::sync::mpsc::unbounded_channel();
             for task in 0..8 {
                 let (log, acks) = (log.clone(), acks.clone());

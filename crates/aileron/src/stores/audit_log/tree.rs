@@ -166,6 +166,8 @@ pub(super) struct TreeState {
     audit_dir: PathBuf,
     tree: Tree,
     signer: NoteSigner,
+    /// Cosigns each checkpoint it finds consistent ([`super::witness`]).
+    witness: Option<super::witness::Witness>,
     /// The size of the newest checkpoint, and when it was issued.
     checkpointed: u64,
     at: std::time::Instant,
@@ -173,12 +175,14 @@ pub(super) struct TreeState {
 
 impl TreeState {
     /// Opens the tree, catches it up to the log's `records` and loads (or makes) the log key.
-    pub(super) fn open(audit_dir: &Path, records: u64) -> anyhow::Result<TreeState> {
+    pub(super) fn open(audit_dir: &Path, records: u64, witness: Option<&Path>) -> anyhow::Result<TreeState> {
         let mut tree = Tree::open(audit_dir)?;
         tree.catch_up(audit_dir, records)?;
         let signer = log_signer(audit_dir)?;
         let checkpointed = checkpoints(audit_dir)?.last().map_or(0, |(size, _)| *size).min(records);
-        Ok(TreeState { audit_dir: audit_dir.to_path_buf(), tree, signer, checkpointed, at: std::time::Instant::now() })
+        let witness = witness.map(super::witness::Witness::open).transpose()?;
+        let at = std::time::Instant::now();
+        Ok(TreeState { audit_dir: audit_dir.to_path_buf(), tree, signer, witness, checkpointed, at })
     }
 
     /// After a recovery: the tree matches the log's `records` again.
@@ -210,7 +214,7 @@ impl TreeState {
     pub(super) fn checkpoint(&mut self) -> anyhow::Result<()> {
         let size = self.tree.size();
         if size > self.checkpointed {
-            issue_checkpoint(&self.audit_dir, &self.tree, &self.signer, size)?;
+            issue_checkpoint(&self.audit_dir, &self.tree, &self.signer, size, self.witness.as_ref())?;
             self.checkpointed = size;
             self.at = std::time::Instant::now();
         }
@@ -279,9 +283,25 @@ fn checkpoint_path(audit_dir: &Path, size: u64) -> PathBuf {
 }
 
 /// Signs and stores the checkpoint of the tree's first `size` records; its text.
-pub fn issue_checkpoint(audit_dir: &Path, tree: &Tree, signer: &NoteSigner, size: u64) -> anyhow::Result<String> {
+/// `witness`: cosigns it when it finds it consistent; a refusal leaves the log's signature only
+/// (warned: `aileron audit verify` then names the checkpoint).
+pub fn issue_checkpoint(
+    audit_dir: &Path,
+    tree: &Tree,
+    signer: &NoteSigner,
+    size: u64,
+    witness: Option<&super::witness::Witness>,
+) -> anyhow::Result<String> {
     let root = tree.root(size).map_err(anyhow::Error::msg)?;
-    let note = signer.sign(&Checkpoint { origin: signer.name().to_string(), size, root }.body());
+    let mut note = signer.sign(&Checkpoint { origin: signer.name().to_string(), size, root }.body());
+    if let Some(witness) = witness {
+        match witness.cosign(&note, &NoteVerifier::parse(&signer.verifier_key())?, tree) {
+            Ok(cosigned) => note = cosigned,
+            Err(refused) => {
+                log_line!("aileron: warning: the audit witness did not cosign checkpoint {size}: {refused:#}")
+            }
+        }
+    }
     let dir = audit_dir.join(CHECKPOINTS_DIR);
     create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = checkpoint_path(audit_dir, size);
@@ -341,7 +361,11 @@ pub fn line_of(audit_dir: &Path, seq: u64) -> anyhow::Result<Option<Vec<u8>>> {
 
 /// A receipt for the record `seq` (C2SP tlog-proof, the record line as its `extra`): against the
 /// newest checkpoint that covers it, issuing one of the stored tree when none does yet.
-pub fn receipt(audit_dir: &Path, seq: u64) -> anyhow::Result<aileron_core::tlog::TlogProof> {
+pub fn receipt(
+    audit_dir: &Path,
+    seq: u64,
+    witness: Option<&super::witness::Witness>,
+) -> anyhow::Result<aileron_core::tlog::TlogProof> {
     let line = line_of(audit_dir, seq)?.with_context(|| format!("the log holds no record {seq}"))?;
     let tree = Tree::read_only(audit_dir)?;
     let index = seq - 1;
@@ -355,7 +379,7 @@ pub fn receipt(audit_dir: &Path, seq: u64) -> anyhow::Result<aileron_core::tlog:
     let newest = checkpoints(audit_dir)?.into_iter().rev().find(|(size, _)| *size > index && *size <= tree.size());
     let (size, note) = match newest {
         Some(found) => found,
-        None => (tree.size(), issue_checkpoint(audit_dir, &tree, &signer, tree.size())?),
+        None => (tree.size(), issue_checkpoint(audit_dir, &tree, &signer, tree.size(), witness)?),
     };
     let checkpoint = open_checkpoint(&verifier, size, &note).map_err(anyhow::Error::msg)?;
     let hashes = merkle::inclusion_proof(&tree, index, size).map_err(anyhow::Error::msg)?;
@@ -399,16 +423,40 @@ pub struct CheckpointReport {
 /// log shorter than one (truncated, rolled back), is named. Checkpoints are checked with the key
 /// in the audit directory: someone who holds it can sign a rewritten log's checkpoints too, which
 /// only a witness or a published copy can catch.
-pub fn verify_checkpoints(audit_dir: &Path) -> Result<CheckpointReport, String> {
+pub fn verify_checkpoints(
+    audit_dir: &Path,
+    witness: Option<&aileron_core::tlog::CosignatureVerifier>,
+) -> Result<CheckpointReport, String> {
     let stored = checkpoints(audit_dir).map_err(|e| format!("{e:#}"))?;
     if stored.is_empty() {
         return Ok(CheckpointReport { verified: 0, newest: 0 });
     }
     let signer = log_signer(audit_dir).map_err(|e| format!("{e:#}"))?;
     let verifier = NoteVerifier::parse(&signer.verifier_key()).map_err(|e| e.to_string())?;
+    verify_against(audit_dir, &stored, &verifier, witness)
+}
+
+/// [`verify_checkpoints`] against `stored` checkpoints (a published copy, say), each signed by
+/// `log` and, when given, cosigned by `witness`.
+pub fn verify_against(
+    audit_dir: &Path,
+    stored: &[(u64, String)],
+    verifier: &NoteVerifier,
+    witness: Option<&aileron_core::tlog::CosignatureVerifier>,
+) -> Result<CheckpointReport, String> {
     let mut signed = Vec::new();
-    for (size, text) in &stored {
-        signed.push(open_checkpoint(&verifier, *size, text)?);
+    for (size, text) in stored {
+        signed.push(open_checkpoint(verifier, *size, text)?);
+        if let Some(witness) = witness {
+            let note = SignedNote::parse(text).map_err(|e| e.to_string())?;
+            if witness.cosigned_at(&note).is_none() {
+                return Err(format!(
+                    "checkpoint {size} is not cosigned by the witness {}: it was signed again by someone holding the \
+                     log's key, or the witness refused it as inconsistent",
+                    witness.name
+                ));
+            }
+        }
     }
     // The frontier: the roots of the perfect subtrees of the leaves so far, largest first.
     let mut frontier: Vec<(u32, Hash)> = Vec::new();
@@ -506,7 +554,7 @@ mod tests {
         tree.catch_up(dir, 3).unwrap();
         let signer = log_signer(dir).unwrap();
         assert_eq!(log_signer(dir).unwrap().verifier_key(), signer.verifier_key(), "the key is kept");
-        issue_checkpoint(dir, &tree, &signer, 3).unwrap();
+        issue_checkpoint(dir, &tree, &signer, 3, None).unwrap();
         let verifier = NoteVerifier::parse(&signer.verifier_key()).unwrap();
         let stored = checkpoints(dir).unwrap();
         assert_eq!(stored.len(), 1);

@@ -1,6 +1,7 @@
 //! `aileron audit list|show|verify|key|checkpoint|receipt`. `verify`, `key`, `checkpoint` and
 //! `receipt` read the files directly, so they work with the daemon stopped (and after a crash).
 
+use aileron_core::tlog::{CosignatureVerifier, NoteVerifier};
 use aileron_core::vocabulary::keys;
 use clap::{Args, Subcommand};
 use serde_json::Value;
@@ -70,11 +71,20 @@ enum AuditCommand {
         /// The log's verifier key (`aileron audit key` prints it)
         #[arg(long, requires = "receipt")]
         key: Option<String>,
+        /// Also check the log against the checkpoints `aileron audit publish` copied to DIR
+        #[arg(long, value_name = "DIR", conflicts_with = "receipt")]
+        published: Option<std::path::PathBuf>,
     },
     /// Print the log's verifier key (C2SP signed-note form), what a receipt is checked with
     Key,
     /// Sign a checkpoint of the log's Merkle tree now and print it
     Checkpoint,
+    /// Copy the witness-cosigned checkpoints, with the log's and the witness's verifier keys,
+    /// to a directory kept elsewhere; `verify --published DIR` later checks the log against it
+    Publish {
+        #[arg(long)]
+        to: std::path::PathBuf,
+    },
     /// Write a receipt for one record: a C2SP tlog-proof anyone can check offline
     Receipt {
         audit_id: String,
@@ -92,6 +102,39 @@ fn audit_dir(home: &Home) -> Result<std::path::PathBuf, CliError> {
              hint: unset AILERON_AUDIT_DIR to keep the log on disk",
         )
     })
+}
+
+/// The witness of this home (making its key at first use).
+fn witness(home: &Home) -> Result<crate::stores::audit_log::witness::Witness, CliError> {
+    crate::stores::audit_log::witness::Witness::open(&home.witness_dir()).map_err(tree_error)
+}
+
+const PUBLISHED_LOG_KEY: &str = "log.vkey";
+const PUBLISHED_WITNESS_KEY: &str = "witness.vkey";
+
+/// The published copy in `dir`: its checkpoints and the two verifier keys beside them.
+fn read_published(dir: &std::path::Path) -> Result<(Vec<(u64, String)>, NoteVerifier, CosignatureVerifier), CliError> {
+    let read = |path: std::path::PathBuf| {
+        std::fs::read_to_string(&path).map_err(|e| {
+            CliError::failure(format!(
+                "reading {}: {e}\nhint: `aileron audit publish --to {}` writes it",
+                path.display(),
+                dir.display()
+            ))
+        })
+    };
+    let log = NoteVerifier::parse(&read(dir.join(PUBLISHED_LOG_KEY))?).map_err(tree_error)?;
+    let witness = CosignatureVerifier::parse(&read(dir.join(PUBLISHED_WITNESS_KEY))?).map_err(tree_error)?;
+    let mut checkpoints = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| CliError::failure(format!("reading {}: {e}", dir.display())))? {
+        let path = entry.map_err(|e| CliError::failure(e.to_string()))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if let Some(size) = name.strip_suffix(".checkpoint").and_then(|n| n.parse::<u64>().ok()) {
+            checkpoints.push((size, read(path)?));
+        }
+    }
+    checkpoints.sort_by_key(|(size, _)| *size);
+    Ok((checkpoints, log, witness))
 }
 
 fn tree_error(error: impl std::fmt::Display) -> CliError {
@@ -151,7 +194,7 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
             print_json(&record);
             Ok(ExitStatus::Ok)
         }
-        AuditCommand::Verify { receipt: Some(file), key: Some(key), json } => {
+        AuditCommand::Verify { receipt: Some(file), key: Some(key), json, .. } => {
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| CliError::failure(format!("reading {}: {e}", file.display())))?;
             let (line, checkpoint) = crate::stores::audit_log::tree::check_receipt(&text, &key).map_err(|e| {
@@ -191,9 +234,34 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                      records are written; start it first",
                 ));
             }
-            let note = crate::stores::audit_log::tree::issue_checkpoint(&dir, &tree, &signer, tree.size())
-                .map_err(tree_error)?;
+            let witness = witness(home)?;
+            let note =
+                crate::stores::audit_log::tree::issue_checkpoint(&dir, &tree, &signer, tree.size(), Some(&witness))
+                    .map_err(tree_error)?;
             out!("{note}");
+            Ok(ExitStatus::Ok)
+        }
+        AuditCommand::Publish { to } => {
+            let dir = audit_dir(home)?;
+            let witness = witness(home)?;
+            let cosigner = CosignatureVerifier::parse(&witness.verifier_key()).map_err(tree_error)?;
+            let log = crate::stores::audit_log::tree::log_signer(&dir).map_err(tree_error)?;
+            std::fs::create_dir_all(&to).map_err(|e| CliError::failure(format!("creating {}: {e}", to.display())))?;
+            let write = |name: &str, text: &str| {
+                crate::platform::home::write_atomic(&to.join(name), text.as_bytes(), 0o644)
+                    .map_err(|e| CliError::failure(format!("writing {}: {e}", to.join(name).display())))
+            };
+            write(PUBLISHED_LOG_KEY, &format!("{}\n", log.verifier_key()))?;
+            write(PUBLISHED_WITNESS_KEY, &format!("{}\n", witness.verifier_key()))?;
+            let mut copied = 0;
+            for (size, text) in crate::stores::audit_log::tree::checkpoints(&dir).map_err(tree_error)? {
+                let note = aileron_core::tlog::SignedNote::parse(&text).ok();
+                if note.is_some_and(|note| cosigner.cosigned_at(&note).is_some()) {
+                    write(&format!("{size:020}.checkpoint"), &text)?;
+                    copied += 1;
+                }
+            }
+            eprintln!("published {copied} cosigned checkpoint(s) and both verifier keys to {}", to.display());
             Ok(ExitStatus::Ok)
         }
         AuditCommand::Receipt { audit_id, out } => {
@@ -213,7 +281,9 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                         "no audit record has the id `{audit_id}`\nhint: `aileron audit list` shows the ids"
                     ))
                 })?;
-            let proof = crate::stores::audit_log::tree::receipt(&dir, record.seq).map_err(tree_error)?;
+            let witness = witness(home)?;
+            let proof =
+                crate::stores::audit_log::tree::receipt(&dir, record.seq, Some(&witness)).map_err(tree_error)?;
             let text = proof.format();
             match out {
                 Some(path) => {
@@ -225,7 +295,7 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
             }
             Ok(ExitStatus::Ok)
         }
-        AuditCommand::Verify { json, .. } => {
+        AuditCommand::Verify { json, published, .. } => {
             let Some(dir) = home.audit_parent() else {
                 return Err(CliError::failure(
                     "the audit log is in memory (AILERON_AUDIT_DIR is empty); there is nothing on disk to verify\n\
@@ -235,23 +305,33 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
             match crate::stores::audit_log::verify(&dir) {
                 Ok(report) => {
                     // Then the tree: every signed checkpoint must match the log as it is now.
-                    let checkpoints =
-                        crate::stores::audit_log::tree::verify_checkpoints(&dir.join("audit")).map_err(|broken| {
-                            CliError::failure(format!(
-                                "{broken}\nhint: the log no longer matches a checkpoint its key signed; keep a copy \
-                                 of the audit directory for investigation"
-                            ))
-                        })?;
+                    let audit = dir.join("audit");
+                    let cosigner =
+                        crate::stores::audit_log::witness::verifier_key(&home.witness_dir()).map_err(tree_error)?;
+                    let checked = match &published {
+                        Some(copy) => {
+                            let (stored, log, witness) = read_published(copy)?;
+                            crate::stores::audit_log::tree::verify_against(&audit, &stored, &log, Some(&witness))
+                        }
+                        None => crate::stores::audit_log::tree::verify_checkpoints(&audit, cosigner.as_ref()),
+                    };
+                    let checkpoints = checked.map_err(|broken| {
+                        CliError::failure(format!(
+                            "{broken}\nhint: the log no longer matches a checkpoint its key signed; keep a copy of \
+                             the audit directory for investigation"
+                        ))
+                    })?;
                     if json {
                         let mut value = serde_json::to_value(&report).unwrap_or(Value::Null);
                         value["checkpoints"] = serde_json::to_value(&checkpoints).unwrap_or(Value::Null);
                         print_json(&value);
                     } else {
                         outln!("{report}");
+                        let whose = if published.is_some() { "published, cosigned" } else { "signed" };
                         match checkpoints.verified {
-                            0 => outln!("no signed checkpoint yet"),
+                            0 => outln!("no {whose} checkpoint yet"),
                             n => outln!(
-                                "{n} signed checkpoint(s) match the log; the newest covers its first {} records",
+                                "{n} {whose} checkpoint(s) match the log; the newest covers its first {} records",
                                 checkpoints.newest
                             ),
                         }

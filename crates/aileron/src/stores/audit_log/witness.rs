@@ -1,0 +1,183 @@
+//! The witness (SPEC §17): a second key, kept outside the home (`<home>-witness` beside it, or
+//! `AILERON_WITNESS_DIR`; masked from launched agents like the home), that cosigns a checkpoint
+//! (c2sp.org/tlog-cosignature, Ed25519 v1) only after checking it is consistent with the last one
+//! it cosigned: its own record of that (`witness.state`) and an RFC 6962 consistency proof from
+//! the tree. Someone who holds the home — and so the log's key — can re-sign a rewritten log's
+//! checkpoints, but not cosign them; a copy of cosigned checkpoints kept elsewhere
+//! (`aileron audit publish`) then shows a rolled-back or rewritten log.
+
+use std::fs::OpenOptions;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use aileron_core::tlog::merkle;
+use aileron_core::tlog::{Checkpoint, CosignatureVerifier, Cosigner, NoteVerifier, SignedNote};
+use anyhow::Context;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+
+use super::tree::Tree;
+use crate::platform::home::{create_private_dir, write_atomic};
+
+const KEY_FILE: &str = "witness.key";
+const STATE_FILE: &str = "witness.state";
+const KEY_HEADER: &str = "aileron audit witness key v1";
+
+pub struct Witness {
+    dir: PathBuf,
+    cosigner: Cosigner,
+}
+
+impl Witness {
+    /// Opens the witness in `dir`, making its key (0600) at first use.
+    pub fn open(dir: &Path) -> anyhow::Result<Witness> {
+        create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(KEY_FILE);
+        let seed: [u8; 32] = match std::fs::read_to_string(&path) {
+            Ok(text) => text
+                .strip_prefix(KEY_HEADER)
+                .and_then(|rest| B64.decode(rest.trim()).ok())
+                .and_then(|seed| seed.try_into().ok())
+                .with_context(|| format!("{} is not a witness key", path.display()))?,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                let mut seed = [0u8; 32];
+                std::fs::File::open("/dev/urandom")
+                    .and_then(|mut random| random.read_exact(&mut seed))
+                    .context("reading /dev/urandom")?;
+                match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
+                    Ok(mut file) => {
+                        file.write_all(format!("{KEY_HEADER}\n{}\n", B64.encode(seed)).as_bytes())?;
+                        file.sync_all()?;
+                        seed
+                    }
+                    Err(error) if error.kind() == io::ErrorKind::AlreadyExists => return Witness::open(dir),
+                    Err(error) => return Err(error).with_context(|| format!("creating {}", path.display())),
+                }
+            }
+            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+        };
+        let public = Cosigner::new("x", &seed)?.public_key();
+        let id = hex::encode(&<sha2::Sha256 as sha2::Digest>::digest(public)[..8]);
+        let cosigner = Cosigner::new(&format!("aileron.local/witness/{id}"), &seed)?;
+        Ok(Witness { dir: dir.to_path_buf(), cosigner })
+    }
+
+    pub fn verifier_key(&self) -> String {
+        self.cosigner.verifier_key()
+    }
+
+    /// The last checkpoint this witness cosigned for `origin`: `(size, root)`.
+    fn last(&self, origin: &str) -> anyhow::Result<Option<(u64, merkle::Hash)>> {
+        let path = self.dir.join(STATE_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+        };
+        for line in text.lines() {
+            let mut fields = line.split(' ');
+            if let (Some(of), Some(size), Some(root)) = (fields.next(), fields.next(), fields.next())
+                && of == origin
+            {
+                let size = size.parse().with_context(|| format!("{}: a size", path.display()))?;
+                let root = B64.decode(root).ok().and_then(|r| r.try_into().ok());
+                return Ok(Some((size, root.with_context(|| format!("{}: a root", path.display()))?)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Cosigns the log's signed checkpoint `note` when it is signed by `log` and consistent with
+    /// the last one this witness cosigned (proved from `tree`); the note with its cosignature.
+    pub fn cosign(&self, note: &str, log: &NoteVerifier, tree: &Tree) -> anyhow::Result<String> {
+        let signed = SignedNote::parse(note)?;
+        anyhow::ensure!(log.verifies(&signed), "the checkpoint is not signed by the log's key {}", log.name);
+        let checkpoint = Checkpoint::parse(&signed.body)?;
+        if let Some((size, root)) = self.last(&checkpoint.origin)? {
+            let consistent = if checkpoint.size == size {
+                checkpoint.root == root
+            } else if checkpoint.size > size {
+                let proof = merkle::consistency_proof(tree, size, checkpoint.size).map_err(anyhow::Error::msg)?;
+                merkle::verify_consistency(size, checkpoint.size, &root, &checkpoint.root, &proof)
+            } else {
+                false
+            };
+            anyhow::ensure!(
+                consistent,
+                "checkpoint {} is not consistent with checkpoint {size}, which this witness cosigned: the log was \
+                 rewritten or rolled back",
+                checkpoint.size
+            );
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let line = self.cosigner.cosignature_line(&signed.body, now);
+        let state = format!("{} {} {}\n", checkpoint.origin, checkpoint.size, B64.encode(checkpoint.root));
+        let path = self.dir.join(STATE_FILE);
+        write_atomic(&path, state.as_bytes(), 0o600).with_context(|| format!("writing {}", path.display()))?;
+        Ok(format!("{note}{line}"))
+    }
+}
+
+/// The witness's verifier key as this machine knows it (none yet: `None`).
+pub fn verifier_key(dir: &Path) -> anyhow::Result<Option<CosignatureVerifier>> {
+    if !dir.join(KEY_FILE).exists() {
+        return Ok(None);
+    }
+    Ok(Some(CosignatureVerifier::parse(&Witness::open(dir)?.verifier_key())?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tree::{Tree, issue_checkpoint, log_signer};
+    use super::*;
+
+    /// The log holding `lines`, its tree built from them (as someone rewriting the log would).
+    fn log_of(audit_dir: &Path, lines: &[String]) -> Tree {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(audit_dir.join("audit-2026-01-01.jsonl"), text).unwrap();
+        let _ = std::fs::remove_dir_all(audit_dir.join(super::super::tree::TREE_DIR));
+        let mut tree = Tree::open(audit_dir).unwrap();
+        tree.catch_up(audit_dir, lines.len() as u64).unwrap();
+        tree
+    }
+
+    /// The witness cosigns a growing log, and refuses a checkpoint of a log rewritten below what
+    /// it cosigned or rolled back — even one the log's own key signed.
+    #[test]
+    fn the_witness_cosigns_only_consistent_checkpoints() {
+        let temp = tempfile::tempdir().unwrap();
+        let (audit, witness_dir) = (temp.path().join("audit"), temp.path().join("witness"));
+        std::fs::create_dir_all(&audit).unwrap();
+        let witness = Witness::open(&witness_dir).unwrap();
+        let cosigner = CosignatureVerifier::parse(&witness.verifier_key()).unwrap();
+        let signer = log_signer(&audit).unwrap();
+        let mut lines: Vec<String> = (1..=5).map(|seq| format!("{{\"seq\":{seq}}}")).collect();
+        let tree = log_of(&audit, &lines);
+        let first = issue_checkpoint(&audit, &tree, &signer, 5, Some(&witness)).unwrap();
+        assert!(cosigner.cosigned_at(&SignedNote::parse(&first).unwrap()).is_some());
+        lines.extend((6..=9).map(|seq| format!("{{\"seq\":{seq}}}")));
+        let tree = log_of(&audit, &lines);
+        let grown = issue_checkpoint(&audit, &tree, &signer, 9, Some(&witness)).unwrap();
+        assert!(cosigner.cosigned_at(&SignedNote::parse(&grown).unwrap()).is_some(), "consistent growth");
+
+        // Rewritten below the cosigned size, then signed with the log's key: refused.
+        lines[2] = "{\"seq\":3,\"rewritten\":true}".to_string();
+        lines.push("{\"seq\":10}".to_string());
+        let tree = log_of(&audit, &lines);
+        let log = NoteVerifier::parse(&signer.verifier_key()).unwrap();
+        let note =
+            signer.sign(&Checkpoint { origin: signer.name().into(), size: 10, root: tree.root(10).unwrap() }.body());
+        let refused = witness.cosign(&note, &log, &tree).unwrap_err().to_string();
+        assert!(refused.contains("not consistent"), "{refused}");
+        // Rolled back to an earlier size: refused too.
+        let older =
+            signer.sign(&Checkpoint { origin: signer.name().into(), size: 5, root: tree.root(5).unwrap() }.body());
+        assert!(witness.cosign(&older, &log, &tree).is_err());
+        // And nothing the log's key did not sign.
+        let other = aileron_core::tlog::NoteSigner::new(signer.name(), &[9; 32]).unwrap();
+        let forged =
+            other.sign(&Checkpoint { origin: signer.name().into(), size: 10, root: tree.root(10).unwrap() }.body());
+        assert!(witness.cosign(&forged, &log, &tree).is_err());
+    }
+}
