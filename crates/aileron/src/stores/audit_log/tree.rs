@@ -563,3 +563,59 @@ mod tests {
         assert!(open_checkpoint(&verifier, 4, &stored[0].1).is_err(), "named for another size");
     }
 }
+
+#[cfg(test)]
+mod witness_tests {
+    use super::super::witness::Witness;
+    use super::*;
+    use aileron_core::tlog::CosignatureVerifier;
+
+    /// The log holding `lines`, its tree built from them (as someone rewriting the log would).
+    fn log_of(audit_dir: &Path, lines: &[String]) -> Tree {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(audit_dir.join("audit-2026-01-01.jsonl"), text).unwrap();
+        let _ = std::fs::remove_dir_all(audit_dir.join(TREE_DIR));
+        let mut tree = Tree::open(audit_dir).unwrap();
+        tree.catch_up(audit_dir, lines.len() as u64).unwrap();
+        tree
+    }
+
+    /// The witness cosigns a growing log, and refuses a checkpoint of a log rewritten below what
+    /// it cosigned or rolled back — even one the log's own key signed.
+    #[test]
+    fn the_witness_cosigns_only_consistent_checkpoints() {
+        let temp = tempfile::tempdir().unwrap();
+        let (audit, witness_dir) = (temp.path().join("audit"), temp.path().join("witness"));
+        std::fs::create_dir_all(&audit).unwrap();
+        let witness = Witness::open(&witness_dir).unwrap();
+        let cosigner = CosignatureVerifier::parse(&witness.verifier_key()).unwrap();
+        let signer = log_signer(&audit).unwrap();
+        let mut lines: Vec<String> = (1..=5).map(|seq| format!("{{\"seq\":{seq}}}")).collect();
+        let tree = log_of(&audit, &lines);
+        let first = issue_checkpoint(&audit, &tree, &signer, 5, Some(&witness)).unwrap();
+        assert!(cosigner.cosigned_at(&SignedNote::parse(&first).unwrap()).is_some());
+        lines.extend((6..=9).map(|seq| format!("{{\"seq\":{seq}}}")));
+        let tree = log_of(&audit, &lines);
+        let grown = issue_checkpoint(&audit, &tree, &signer, 9, Some(&witness)).unwrap();
+        assert!(cosigner.cosigned_at(&SignedNote::parse(&grown).unwrap()).is_some(), "consistent growth");
+
+        // Rewritten below the cosigned size, then signed with the log's key: refused.
+        lines[2] = "{\"seq\":3,\"rewritten\":true}".to_string();
+        lines.push("{\"seq\":10}".to_string());
+        let tree = log_of(&audit, &lines);
+        let log = NoteVerifier::parse(&signer.verifier_key()).unwrap();
+        let note =
+            signer.sign(&Checkpoint { origin: signer.name().into(), size: 10, root: tree.root(10).unwrap() }.body());
+        let refused = witness.cosign(&note, &log, &tree).unwrap_err().to_string();
+        assert!(refused.contains("not consistent"), "{refused}");
+        // Rolled back to an earlier size: refused too.
+        let older =
+            signer.sign(&Checkpoint { origin: signer.name().into(), size: 5, root: tree.root(5).unwrap() }.body());
+        assert!(witness.cosign(&older, &log, &tree).is_err());
+        // And nothing the log's key did not sign.
+        let other = aileron_core::tlog::NoteSigner::new(signer.name(), &[9; 32]).unwrap();
+        let forged =
+            other.sign(&Checkpoint { origin: signer.name().into(), size: 10, root: tree.root(10).unwrap() }.body());
+        assert!(witness.cosign(&forged, &log, &tree).is_err());
+    }
+}
