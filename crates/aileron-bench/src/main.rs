@@ -42,6 +42,7 @@ use traces::{TRACE_ROUNDS, traces_benchmark};
 
 mod agent_proxy;
 mod approvals;
+mod audit_tree;
 mod call;
 mod catalog;
 mod console;
@@ -128,6 +129,8 @@ pub enum Part {
     AgentProxy,
     /// (l) from a human's decision to the approved run, against a direct run
     Approvals,
+    /// (m) the verifiable audit log: tree cost per record, checkpoints, receipts on 1,000,000 records
+    AuditTree,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -223,6 +226,7 @@ fn part_name(part: Part) -> &'static str {
         Part::Catalog => "catalog",
         Part::AgentProxy => "agent-proxy",
         Part::Approvals => "approvals",
+        Part::AuditTree => "audit-tree",
     }
 }
 
@@ -391,6 +395,13 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         None
     };
 
+    let audit_tree = if args.runs(Part::AuditTree) {
+        eprintln!("(m) the audit log's Merkle tree, checkpoints and receipts on {} records", audit_tree::RECORDS);
+        Some(stolen.after("(m)", audit_tree::run(scratch.path()).await?))
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         stolen,
@@ -409,6 +420,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         catalog,
         agent_proxy,
         approvals,
+        audit_tree,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {

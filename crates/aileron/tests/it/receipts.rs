@@ -196,3 +196,64 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// A record removed from the middle of the log breaks the chain at the next one.
+#[test]
+fn a_record_removed_mid_log_fails_verification() {
+    let cli = Cli::with_echo_action("count");
+    cli.ok(&["daemon", "start"]);
+    for _ in 0..4 {
+        cli.ok(&["action", "run", "count"]);
+    }
+    cli.ok(&["daemon", "stop"]);
+    let audit = cli.home.join("audit");
+    let daily = std::fs::read_dir(&audit)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let text = std::fs::read_to_string(&daily).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.remove(lines.len() / 2);
+    std::fs::write(&daily, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let broken = cli.run(&["audit", "verify"]);
+    assert!(!broken.status.success());
+    assert!(stderr(&broken).contains("broken"), "{}", stderr(&broken));
+}
+
+/// The console's run view offers the run's receipt as a file; it checks offline with the log's
+/// key, and a request without the console's cookie is refused.
+#[tokio::test]
+async fn the_console_offers_a_runs_receipt_for_download() {
+    use crate::support::{ActionSpec, Harness, PORT, guest_wasm, manifest};
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let added = harness.add_action("count.md", &ActionSpec::new("count", "echo", &hash, "echo").render()).await;
+    assert_eq!(added.status, http::StatusCode::CREATED, "{}", added.body);
+    let ran = harness.run("count", serde_json::json!({})).await;
+    let audit_id = ran.body["audit_id"].as_str().unwrap().to_string();
+    let cookie = harness.console_cookie().await;
+    let get = |path: String, cookie: Option<String>| {
+        let harness = &harness;
+        async move {
+            let mut request = http::Request::builder().uri(path).header("host", format!("127.0.0.1:{PORT}"));
+            if let Some(cookie) = cookie {
+                request = request.header("cookie", cookie);
+            }
+            harness.send(request, None).await
+        }
+    };
+    let page = get(format!("/activity?run={audit_id}"), Some(cookie.clone())).await;
+    assert!(page.body.as_str().unwrap_or_default().contains(&format!("/activity/receipt/{audit_id}")));
+    let download = get(format!("/activity/receipt/{audit_id}"), Some(cookie)).await;
+    assert_eq!(download.status, http::StatusCode::OK, "{:?}", download.body);
+    assert!(download.headers["content-disposition"].to_str().unwrap().contains(".tlog-proof"));
+    let text = download.body.as_str().unwrap().to_string();
+    let audit_dir = harness.home.audit_parent().unwrap().join("audit");
+    let key = aileron::stores::audit_log::tree::log_signer(&audit_dir).unwrap().verifier_key();
+    let (line, _) = aileron::stores::audit_log::tree::check_receipt(&text, &key).unwrap();
+    assert!(String::from_utf8(line).unwrap().contains(&audit_id));
+    let refused = get(format!("/activity/receipt/{audit_id}"), None).await;
+    assert_ne!(refused.status, http::StatusCode::OK, "the console's cookie is needed");
+}

@@ -202,6 +202,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/v1/events/watch", Token(Console), "SSE: `changed` {topic: audit|actions|approvals} whenever what the console shows changes; 30 s heartbeat", App(|| get(events::watch))).streams(),
     route("GET", "/favicon.ico", Public, "the console's icon (SVG)", App(|| get(web::favicon))).page(),
     route("GET", "/activity", PageCookie, "console: the audit log as a timeline (action, connector, session, family, class, since, until, before, run)", App(|| get(web::activity::activity_page))).page(),
+    route("GET", "/activity/receipt/{id}", PageCookie, "console: a record's receipt (C2SP tlog-proof, text) to download and check offline", App(|| get(web::activity::receipt))).page(),
     route("GET", "/actions", PageCookie, "console: installed actions; enable and disable", App(|| get(web::catalog::actions_page))).page(),
     route("GET", "/connectors", PageCookie, "console: installed connectors; remove", App(|| get(web::catalog::connectors_page))).page(),
     route("GET", "/accounts", PageCookie, "console: the vault and credential bindings; connect, rebind, revoke, unlock", App(|| get(web::accounts::accounts_page))).page(),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use aileron_core::FailureClass;
 use aileron_core::audit::AuditRecord;
 use aileron_core::vocabulary::{EventType, keys};
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
@@ -98,6 +98,51 @@ pub async fn activity_page(
         let content = content(&state.services, &query)?;
         Ok(Rendered { content, tools: tools(&query), script: SCRIPT, constants: Vec::new() })
     })
+}
+
+/// `GET /activity/receipt/{id}`: the record's receipt (a C2SP tlog-proof) as a file to download,
+/// for `aileron audit verify --receipt FILE --key KEY` anywhere, without the log.
+/// Only for a browser the console signed in: a receipt carries its record.
+pub async fn receipt(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if !super::signed_in(&state, &headers) {
+        let text = "not signed in: open the console with `aileron open activity`";
+        return Response::builder()
+            .status(401)
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(axum::body::Body::from(text))
+            .unwrap_or_default();
+    }
+    let services = state.services.clone();
+    let made = tokio::task::spawn_blocking(move || -> Result<(u64, String), (u16, String)> {
+        let record = services.audit.get(&id).map_err(|e| (500, e.to_string()))?;
+        let record = record.ok_or((404, format!("no audit record has the id {id}")))?;
+        let dir = services.audit.audit_dir().ok_or((404, "the audit log is kept in memory".to_string()))?.to_path_buf();
+        let witness = crate::stores::audit_log::witness::Witness::open(&services.home.witness_dir())
+            .map_err(|e| (500, format!("{e:#}")))?;
+        let proof = crate::stores::audit_log::tree::receipt(&dir, record.seq, Some(&witness))
+            .map_err(|e| (409, format!("{e:#}")))?;
+        Ok((record.seq, proof.format()))
+    })
+    .await;
+    let (status, headers, body) = match made {
+        Ok(Ok((seq, text))) => (
+            200,
+            vec![
+                ("content-type", "text/plain; charset=utf-8".to_string()),
+                ("content-disposition", format!("attachment; filename=\"aileron-record-{seq}.tlog-proof\"")),
+            ],
+            text,
+        ),
+        Ok(Err((status, message))) => {
+            (status, vec![("content-type", "text/plain; charset=utf-8".to_string())], message)
+        }
+        Err(error) => (500, vec![("content-type", "text/plain; charset=utf-8".to_string())], error.to_string()),
+    };
+    let mut response = Response::builder().status(status);
+    for (name, value) in headers {
+        response = response.header(name, value);
+    }
+    response.body(axum::body::Body::from(body)).unwrap_or_default()
 }
 
 /// The event families of the filter: each event type's string up to its last dot.
@@ -352,7 +397,12 @@ fn entry(record: &AuditRecord, children: &[AuditRecord], now: DateTime<Utc>, ope
         ));
     }
     if is_run(record) && is_plain_id(&record.audit_id) {
-        body.push_str(&format!("<p><a href=\"/activity?run={id}\">Every record of this run</a></p>"));
+        body.push_str(&format!(
+            "<p><a href=\"/activity?run={id}\">Every record of this run</a> · <a class=\"receipt\" \
+             href=\"/activity/receipt/{id}\" download>Download its receipt</a> <span class=\"muted\">(check it \
+             anywhere: <code>aileron audit verify --receipt FILE --key KEY</code>, the key from <code>aileron audit \
+             key</code>)</span></p>"
+        ));
     }
     body.push_str(&format!(
         "<details class=\"raw\"><summary>record #{seq} · {hash}</summary><pre>{payload}</pre></details>",

@@ -1,0 +1,185 @@
+//! `audit-tree`: what the verifiable audit log costs (issue 47, SPEC §17). Counted work, in
+//! process, on a log of 1,000,000 synthetic record lines: the tree's cost per record (leaf and
+//! completed parents hashed and written, what the writer does after each batch's
+//! acknowledgement), a checkpoint (root, sign, write), a receipt's proof (inclusion proof from the
+//! stored tree against the newest checkpoint) and an offline check of a receipt. Baseline in the
+//! same run: a run of the echo action over loopback HTTP (its p50), what one record costs today.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use aileron::platform::home::Home;
+use aileron::stores::audit_log::tree::{self, Tree};
+use aileron_core::tlog::merkle;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use super::daemon::{BenchDaemon, http_client};
+use super::figures::{Distribution, distribution_rows, format_duration, format_ratio, ratio};
+use super::report::SummaryRow;
+use super::{ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
+
+/// The log size the issue's goals are stated for.
+pub(super) const RECORDS: u64 = 1_000_000;
+const SAMPLES: usize = 200;
+const RUNS: usize = 300;
+const PROOF_GOAL: Duration = Duration::from_millis(5);
+
+pub(super) struct TreeFigures {
+    records: u64,
+    /// Building the stored tree from the log's lines, per record.
+    per_record: Duration,
+    checkpoint: Distribution,
+    proof: Distribution,
+    check: Distribution,
+    run: Distribution,
+}
+
+pub(super) async fn run(scratch: &Path) -> anyhow::Result<TreeFigures> {
+    let dir = scratch.join("audit-tree").join("audit");
+    std::fs::create_dir_all(&dir)?;
+    // Lines of a realistic size (an action.executed record is 600–900 bytes).
+    let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("audit-2026-01-01.jsonl"))?);
+    let padding = "x".repeat(600);
+    for seq in 1..=RECORDS {
+        writeln!(file, "{{\"event_type\":\"action.executed\",\"pad\":\"{padding}\",\"seq\":{seq}}}")?;
+    }
+    file.into_inner()?.sync_all()?;
+
+    let mut tree = Tree::open(&dir)?;
+    let started = Instant::now();
+    tree.catch_up(&dir, RECORDS)?;
+    let per_record = started.elapsed() / RECORDS as u32;
+    let signer = tree::log_signer(&dir)?;
+    let verifier = aileron_core::tlog::NoteVerifier::parse(&signer.verifier_key())?;
+
+    let mut checkpoint = Vec::new();
+    let mut note = String::new();
+    for _ in 0..SAMPLES {
+        let at = Instant::now();
+        note = tree::issue_checkpoint(&dir, &tree, &signer, RECORDS, None)?;
+        checkpoint.push(at.elapsed());
+    }
+    let signed = aileron_core::tlog::Checkpoint::parse(&aileron_core::tlog::SignedNote::parse(&note)?.body)?;
+    let (mut proof, mut check) = (Vec::new(), Vec::new());
+    for sample in 0..SAMPLES as u64 {
+        // Spread over the log, the oldest records included.
+        let index = sample * (RECORDS / SAMPLES as u64) + sample % 7;
+        let line = format!("{{\"event_type\":\"action.executed\",\"pad\":\"{padding}\",\"seq\":{}}}", index + 1);
+        let at = Instant::now();
+        let hashes = merkle::inclusion_proof(&tree, index, RECORDS).map_err(anyhow::Error::msg)?;
+        let receipt =
+            aileron_core::tlog::TlogProof { extra: Some(line.into_bytes()), index, hashes, checkpoint: note.clone() }
+                .format();
+        proof.push(at.elapsed());
+        let at = Instant::now();
+        let (_, checked) = tree::check_receipt(&receipt, &signer.verifier_key()).map_err(anyhow::Error::msg)?;
+        check.push(at.elapsed());
+        anyhow::ensure!(checked.root == signed.root, "the receipt's checkpoint changed");
+    }
+    anyhow::ensure!(verifier.verifies(&aileron_core::tlog::SignedNote::parse(&note)?), "the checkpoint verifies");
+    drop(tree);
+    std::fs::remove_dir_all(scratch.join("audit-tree"))?;
+
+    Ok(TreeFigures {
+        records: RECORDS,
+        per_record,
+        checkpoint: Distribution::new(checkpoint),
+        proof: Distribution::new(proof),
+        check: Distribution::new(check),
+        run: direct_runs(scratch).await?,
+    })
+}
+
+fn format_count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Runs of the echo action over loopback HTTP: the baseline a record's added cost is set against.
+async fn direct_runs(scratch: &Path) -> anyhow::Result<Distribution> {
+    let home = Home::at(scratch.join("audit-tree-runs").join("home"))?;
+    let (daemon, _) = BenchDaemon::start(&home)?;
+    let client = http_client()?;
+    let package = scratch.join("audit-tree-runs").join("echo-package");
+    let hash = daemon.install_connector(&client, &package, &echo_reference(), ECHO_WASM, ECHO_MANIFEST).await?;
+    daemon.add_action(&client, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
+    let mut runs = Vec::with_capacity(RUNS);
+    for sample in 0..RUNS + 20 {
+        let body = json!({ "args": { "text": format!("run {sample}") } });
+        let at = Instant::now();
+        daemon.expect(&client, Method::POST, "/v1/actions/echo/run", Some(&body), StatusCode::OK).await?;
+        if sample >= 20 {
+            runs.push(at.elapsed());
+        }
+    }
+    daemon.stop().await?;
+    Ok(Distribution::new(runs))
+}
+
+impl TreeFigures {
+    pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
+        let run = self.run.p50();
+        vec![
+            SummaryRow {
+                figure: "(m) audit tree, added work per record".to_string(),
+                measured: format_duration(self.per_record),
+                baseline: format!("{} run p50", format_duration(run)),
+                ratio: format!("{:.2} %", ratio(self.per_record, run) * 100.0),
+                goal: "≤ +5 % of a run",
+                met: Some(self.per_record.as_secs_f64() <= run.as_secs_f64() * 0.05),
+            },
+            SummaryRow {
+                figure: "(m) receipt proof / offline check, 1,000,000 records, p99".to_string(),
+                measured: format!("{} / {}", format_duration(self.proof.p99()), format_duration(self.check.p99())),
+                baseline: format!("{} run p50", format_duration(run)),
+                ratio: format_ratio(ratio(self.proof.p99().max(self.check.p99()), run)),
+                goal: "≤ 5 ms each",
+                met: Some(self.proof.p99() <= PROOF_GOAL && self.check.p99() <= PROOF_GOAL),
+            },
+        ]
+    }
+
+    pub(super) fn markdown(&self, text: &mut String, command_line: &str) {
+        let _ = writeln!(text, "\n### (m) The verifiable audit log: tree, checkpoints, receipts\n");
+        let _ = writeln!(
+            text,
+            "Reproduce: `{command_line}`. In process, on a log of {} synthetic record lines of ~650 bytes: the \
+             stored Merkle tree built from the lines (per record: the leaf and the parents it completes, hashed and \
+             written — the writer's work after each batch's acknowledgement), {SAMPLES} checkpoints of the whole \
+             tree (root from the stored levels, Ed25519 signature, atomic write), {SAMPLES} receipts' proofs \
+             (inclusion proof from the stored tree, tlog-proof text) for records spread over the log, and their \
+             offline checks (note signature, inclusion). Baseline in the same run: {RUNS} runs of the echo action \
+             over loopback HTTP.\n",
+            format_count(self.records)
+        );
+        let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
+        distribution_rows(
+            text,
+            &[
+                ("checkpoint (1,000,000 records)", &self.checkpoint),
+                ("receipt proof", &self.proof),
+                ("offline receipt check", &self.check),
+                ("run of the echo action (baseline)", &self.run),
+            ],
+        );
+        let _ = writeln!(
+            text,
+            "\nThe tree adds {} of work per record, {:.2} % of a run's p50 ({}), done after the batch is acknowledged. \
+             The receipt figures are the proof and its text; finding the record's line in the log (a query by \
+             audit id, newest first) comes on top.",
+            format_duration(self.per_record),
+            ratio(self.per_record, self.run.p50()) * 100.0,
+            format_duration(self.run.p50())
+        );
+    }
+}
