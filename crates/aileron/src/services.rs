@@ -28,6 +28,8 @@ pub struct Services {
     pub tokens: TokenRegistry,
     pub sessions: SessionRegistry,
     pub audit: Arc<AuditLog>,
+    /// The audit export to an OTLP collector (`AILERON_AUDIT_EXPORT=otlp`), when on.
+    pub audit_export: Option<Arc<crate::stores::audit_log::export::ExportStatus>>,
     /// Shared so a cold verification (reading and hashing megabytes) can run on a blocking thread.
     pub store: Arc<Store>,
     pub actions: ActionRegistry,
@@ -79,6 +81,16 @@ impl Services {
         crate::platform::process::install_crypto_provider();
         let audit = AuditLog::open(AuditConfig { dir: home.audit_parent(), witness: Some(home.witness_dir()) })
             .context("opening the audit log")?;
+        let audit_export = match crate::stores::audit_log::export::ExportConfig::from_env()
+            .map_err(anyhow::Error::msg)?
+        {
+            Some(config) => {
+                let dir = audit.audit_dir().context("AILERON_AUDIT_EXPORT needs the audit log on disk")?.to_path_buf();
+                anyhow::ensure!(tokio::runtime::Handle::try_current().is_ok(), "the audit export runs in the daemon");
+                Some(crate::stores::audit_log::export::start(config, dir, audit.subscribe()))
+            }
+            None => None,
+        };
         let store = Store::open(home.store_dir()).context("opening the connector store")?;
         let actions = ActionRegistry::load(&home.actions_dir(), &home.action_state())
             .with_context(|| format!("loading actions from {}", home.actions_dir().display()))?;
@@ -127,6 +139,7 @@ impl Services {
             home,
             tokens: TokenRegistry::new(options.admin_token),
             audit: Arc::new(audit),
+            audit_export,
             store: Arc::new(store),
             actions,
             action_listing: Default::default(),

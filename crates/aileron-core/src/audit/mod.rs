@@ -516,9 +516,9 @@ fn is_torn(line: &LogLine<'_>) -> bool {
 /// What one line says about the chain, once it parsed and its own hash matched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedLine {
-    seq: u64,
-    prev: String,
-    hash: String,
+    pub seq: u64,
+    pub prev: String,
+    pub hash: String,
 }
 
 /// Checks one line on its own: a record with its chain fields, whose `hash` is the hash of the

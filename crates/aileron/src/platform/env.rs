@@ -17,6 +17,9 @@ pub const AILERON_OTEL_EXPORTER: &str = "AILERON_OTEL_EXPORTER";
 /// Standard OTel collector URL for the `otlp` exporter (default `http://localhost:4318`; `/v1/traces`
 /// is appended). Read by the OTel SDK itself, as are the three below; listed here for the docs.
 pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+pub const OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT";
+pub const OTEL_EXPORTER_OTLP_LOGS_HEADERS: &str = "OTEL_EXPORTER_OTLP_LOGS_HEADERS";
+pub const AILERON_AUDIT_EXPORT: &str = "AILERON_AUDIT_EXPORT";
 /// Standard: comma-separated `key=value` headers added to every export request (API keys).
 pub const OTEL_EXPORTER_OTLP_HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
 /// Standard: allow plain HTTP. The HTTP exporter follows the endpoint's scheme (`http://` is
@@ -81,6 +84,12 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_OTEL_EXPORTER, "noop | stdout (JSON lines, stderr) | file (daily JSONL) | otlp"),
     (OTEL_EXPORTER_OTLP_ENDPOINT, "otlp: collector URL (default http://localhost:4318; OTel SDK)"),
     (OTEL_EXPORTER_OTLP_HEADERS, "otlp: k=v,k2=v2 headers on every export (API keys; OTel SDK)"),
+    (AILERON_AUDIT_EXPORT, "otlp: ship every audit record to the OTLP collector as a log record (SPEC §17)"),
+    (
+        OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
+        "the audit export's full logs URL (default OTEL_EXPORTER_OTLP_ENDPOINT + /v1/logs)",
+    ),
+    (OTEL_EXPORTER_OTLP_LOGS_HEADERS, "the audit export's headers (default OTEL_EXPORTER_OTLP_HEADERS)"),
     (OTEL_EXPORTER_OTLP_INSECURE, "otlp: plain HTTP allowed (HTTP follows the URL scheme; OTel SDK)"),
     (OTEL_EXPORTER_OTLP_TIMEOUT, "otlp: export timeout in ms (default 10000; OTel SDK)"),
     (AILERON_ANTHROPIC_UPSTREAM, "LLM gateway upstream for /v1/messages* (default https://api.anthropic.com)"),

@@ -139,6 +139,9 @@ pub struct StatusView {
     pub vault: String,
     /// `disk`, `memory`, or disk low on space (runs refused until it has room).
     pub audit: String,
+    /// The audit export to an OTLP collector, when on (SPEC §17).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_export: Option<AuditExportView>,
     /// The daemon's own tracing, as it was started (`aileron launch` compares it with the
     /// launcher's `AILERON_OTEL_*` and says when the running daemon ignores them).
     pub traces: TracesView,
@@ -146,6 +149,18 @@ pub struct StatusView {
     pub modules_warm: bool,
     /// How soon freed memory goes back to the system (docs/decisions/0004-actions-and-runs.md, "Allocator").
     pub allocator: AllocatorView,
+}
+
+/// `StatusView::audit_export`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AuditExportView {
+    pub endpoint: String,
+    /// The last record seq the collector acknowledged.
+    pub exported_seq: u64,
+    /// Durable records not yet acknowledged.
+    pub lag: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -40,6 +40,15 @@ pub fn status(state: &Services, principal: &Principal, started_at: chrono::DateT
             (false, _) => "memory",
         }
         .to_string(),
+        audit_export: state.audit_export.as_ref().map(|export| {
+            let exported = export.exported.load(std::sync::atomic::Ordering::Acquire);
+            crate::wire::AuditExportView {
+                endpoint: export.endpoint.clone(),
+                exported_seq: exported,
+                lag: (*state.audit.subscribe().borrow()).saturating_sub(exported),
+                last_error: export.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            }
+        }),
         traces: TracesView {
             enabled: state.telemetry.is_enabled(),
             exporter: state.telemetry.exporter().map(|kind| kind.as_str().to_string()),

@@ -8,6 +8,7 @@ mod cli;
 mod crash;
 mod credentials;
 mod distribution;
+mod export;
 mod fake_forge;
 /// The demo's loopback GitHub stand-in, compiled in from the demo (it is not library surface).
 #[path = "../../src/surfaces/cli/demo/stand_in.rs"]

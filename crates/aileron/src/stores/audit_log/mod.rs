@@ -46,6 +46,7 @@ use tokio::sync::watch;
 use crate::platform::home::create_private_dir;
 
 mod daily_file;
+pub mod export;
 mod filter;
 mod histogram;
 mod journal;

@@ -74,6 +74,9 @@ enum AuditCommand {
         /// Also check the log against the checkpoints `aileron audit publish` copied to DIR
         #[arg(long, value_name = "DIR", conflicts_with = "receipt")]
         published: Option<std::path::PathBuf>,
+        /// Instead, check the records an OTLP collector's file exporter wrote (AILERON_AUDIT_EXPORT)
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["receipt", "published"])]
+        otlp_json: Option<std::path::PathBuf>,
     },
     /// Print the log's verifier key (C2SP signed-note form), what a receipt is checked with
     Key,
@@ -215,6 +218,29 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                     record["seq"].as_u64().map_or(0, |seq| seq.saturating_sub(1)),
                     checkpoint.origin,
                     checkpoint.size
+                );
+            }
+            Ok(ExitStatus::Ok)
+        }
+        AuditCommand::Verify { otlp_json: Some(file), json, .. } => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| CliError::failure(format!("reading {}: {e}", file.display())))?;
+            let report = crate::stores::audit_log::export::check_otlp_json(&text).map_err(|broken| {
+                CliError::failure(format!(
+                    "{}: {broken}\nhint: a collector that dropped or altered records, or a file exporter that rotated \
+                     the file; compare with `aileron audit verify` on this machine",
+                    file.display()
+                ))
+            })?;
+            if json {
+                print_json(&serde_json::to_value(&report).unwrap_or(Value::Null));
+            } else {
+                outln!(
+                    "ok: records {}–{} ({}) arrived whole and chained, none missing; {} duplicate(s) (at-least-once)",
+                    report.first_seq,
+                    report.last_seq,
+                    report.records,
+                    report.duplicates
                 );
             }
             Ok(ExitStatus::Ok)

@@ -80,6 +80,14 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
                 );
                 outln!("connectors   {}", status["counts"]["connectors"]);
                 outln!("audit        {}", status["audit"].as_str().unwrap_or("?"));
+                if let Some(export) = status.get("audit_export") {
+                    outln!(
+                        "audit export {} record(s) behind {}{}",
+                        export["lag"],
+                        export["endpoint"].as_str().unwrap_or("?"),
+                        export["last_error"].as_str().map(|e| format!(" (last error: {e})")).unwrap_or_default()
+                    );
+                }
                 outln!("home         {}", home.root().display());
             }
             Ok(ExitStatus::Ok)

@@ -1,0 +1,404 @@
+//! The audit export (SPEC §17): with `AILERON_AUDIT_EXPORT=otlp`, every durable record goes to an
+//! OpenTelemetry collector as an OTLP LogRecord (OTLP/HTTP, protobuf, the official schema): body
+//! the record's line, attributes its payload keys plus `aileron.audit.seq|hash|id` and
+//! `event.name`. From a durable cursor (`audit/export.cursor`, the last seq the collector
+//! acknowledged, written after each acknowledged batch): in order, at least once (a batch resent
+//! after a crash between the collector's answer and the cursor write is a duplicate, which
+//! `aileron audit verify --otlp-json` reports), across restarts and outages (retried with backoff),
+//! and never in a run's way: it reads the daily files behind the writer, on its own task.
+
+use std::fs::File;
+use std::io::{self, BufRead, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
+use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use prost::Message;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::platform::env;
+use crate::platform::home::write_atomic;
+
+pub const CURSOR_FILE: &str = "export.cursor";
+/// Records per request.
+const BATCH: usize = 512;
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Where the records go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportConfig {
+    /// The full OTLP/HTTP logs URL (`…/v1/logs`).
+    pub endpoint: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl ExportConfig {
+    /// `AILERON_AUDIT_EXPORT=otlp` and the OTel SDK's variables: `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`
+    /// (the whole URL), else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/logs` (default
+    /// `http://localhost:4318`); `OTEL_EXPORTER_OTLP_LOGS_HEADERS`, else `..._HEADERS`.
+    pub fn from_env() -> Result<Option<ExportConfig>, String> {
+        match env::get(env::AILERON_AUDIT_EXPORT).as_deref() {
+            None | Some("") | Some("none") => return Ok(None),
+            Some("otlp") => {}
+            Some(other) => {
+                return Err(format!(
+                    "AILERON_AUDIT_EXPORT={other} is not an export\nhint: set it to `otlp` (or unset it)"
+                ));
+            }
+        }
+        let endpoint = match env::get(env::OTEL_EXPORTER_OTLP_LOGS_ENDPOINT).filter(|url| !url.is_empty()) {
+            Some(url) => url,
+            None => {
+                let base = env::get(env::OTEL_EXPORTER_OTLP_ENDPOINT).filter(|url| !url.is_empty());
+                format!("{}/v1/logs", base.as_deref().unwrap_or("http://localhost:4318").trim_end_matches('/'))
+            }
+        };
+        url::Url::parse(&endpoint).map_err(|e| {
+            format!("the OTLP logs endpoint `{endpoint}` is not a URL: {e}\nhint: e.g. http://localhost:4318")
+        })?;
+        let headers = env::get(env::OTEL_EXPORTER_OTLP_LOGS_HEADERS)
+            .or_else(|| env::get(env::OTEL_EXPORTER_OTLP_HEADERS))
+            .unwrap_or_default();
+        let headers = headers
+            .split(',')
+            .filter(|pair| !pair.trim().is_empty())
+            .map(|pair| {
+                let (name, value) = pair.split_once('=').ok_or_else(|| {
+                    format!(
+                        "OTLP header `{pair}` is not name=value\nhint: OTEL_EXPORTER_OTLP_HEADERS=api-key=…,other=…"
+                    )
+                })?;
+                let value = percent_decode(value.trim());
+                Ok((name.trim().to_string(), value))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Some(ExportConfig { endpoint, headers }))
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(byte) = text.get(i + 1..i + 3).and_then(|hex| u8::from_str_radix(hex, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What `aileron status` shows of the export.
+#[derive(Debug)]
+pub struct ExportStatus {
+    pub endpoint: String,
+    /// The last seq the collector acknowledged.
+    pub exported: AtomicU64,
+    pub last_error: std::sync::Mutex<Option<String>>,
+}
+
+/// The last seq the collector acknowledged, from `audit/export.cursor` (0: none yet).
+pub fn read_cursor(audit_dir: &Path) -> u64 {
+    std::fs::read_to_string(audit_dir.join(CURSOR_FILE)).ok().and_then(|text| text.trim().parse().ok()).unwrap_or(0)
+}
+
+/// Starts the exporter on the current runtime; its status.
+pub fn start(config: ExportConfig, audit_dir: PathBuf, durable: watch::Receiver<u64>) -> Arc<ExportStatus> {
+    let status = Arc::new(ExportStatus {
+        endpoint: config.endpoint.clone(),
+        exported: AtomicU64::new(read_cursor(&audit_dir)),
+        last_error: std::sync::Mutex::new(None),
+    });
+    tokio::spawn(run(config, audit_dir, durable, status.clone()));
+    status
+}
+
+async fn run(config: ExportConfig, audit_dir: PathBuf, mut durable: watch::Receiver<u64>, status: Arc<ExportStatus>) {
+    let client = match reqwest::Client::builder().timeout(Duration::from_secs(10)).build() {
+        Ok(client) => client,
+        Err(error) => {
+            *status.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error.to_string());
+            return;
+        }
+    };
+    let mut reader = None;
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        let exported = status.exported.load(Ordering::Acquire);
+        let head = *durable.borrow_and_update();
+        if exported >= head {
+            if durable.changed().await.is_err() {
+                return;
+            }
+            continue;
+        }
+        // The lines past the cursor, read behind the writer on a blocking thread.
+        let dir = audit_dir.clone();
+        let taken = reader.take();
+        let read = tokio::task::spawn_blocking(move || {
+            let mut reader = match taken {
+                Some(reader) => reader,
+                None => LineReader::at(&dir, exported)?,
+            };
+            let lines = reader.next_lines(head - exported, BATCH)?;
+            Ok::<_, io::Error>((reader, lines))
+        })
+        .await;
+        let (next_reader, lines) = match read {
+            Ok(Ok(read)) => read,
+            Ok(Err(error)) => {
+                fail(&status, format!("reading the audit log: {error}"), &mut backoff).await;
+                continue;
+            }
+            Err(error) => {
+                fail(&status, error.to_string(), &mut backoff).await;
+                continue;
+            }
+        };
+        if lines.is_empty() {
+            reader = None;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let body = request(&lines).encode_to_vec();
+        let mut post = client.post(&config.endpoint).header("content-type", "application/x-protobuf").body(body);
+        for (name, value) in &config.headers {
+            post = post.header(name, value);
+        }
+        let sent = match post.send().await {
+            Ok(response) if response.status().is_success() => Ok(()),
+            Ok(response) => Err(format!("the collector answered {}", response.status())),
+            Err(error) => Err(format!("sending to {}: {error}", config.endpoint)),
+        };
+        match sent {
+            Ok(()) => {
+                let last = exported + lines.len() as u64;
+                let dir = audit_dir.clone();
+                let written = tokio::task::spawn_blocking(move || {
+                    write_atomic(&dir.join(CURSOR_FILE), format!("{last}\n").as_bytes(), 0o600)
+                })
+                .await;
+                if let Ok(Err(error)) | Err(error) = written.map_err(io::Error::other) {
+                    // The records were delivered: they may be sent again after a restart.
+                    log_line!("aileron: warning: writing the audit export cursor failed: {error}");
+                }
+                status.exported.store(last, Ordering::Release);
+                *status.last_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                backoff = Duration::from_millis(250);
+                reader = Some(next_reader);
+            }
+            Err(error) => fail(&status, error, &mut backoff).await,
+        }
+    }
+}
+
+async fn fail(status: &ExportStatus, error: String, backoff: &mut Duration) {
+    *status.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
+    tokio::time::sleep(*backoff).await;
+    *backoff = (*backoff * 2).min(MAX_BACKOFF);
+}
+
+/// Reads record lines forward from a position in the daily files.
+struct LineReader {
+    dir: PathBuf,
+    /// The file being read and the byte offset of its next line.
+    file: Option<(PathBuf, u64)>,
+}
+
+impl LineReader {
+    /// Positioned after the first `skip` lines of the log (one forward pass, at start only).
+    fn at(dir: &Path, skip: u64) -> io::Result<LineReader> {
+        let mut seen = 0u64;
+        for (_, path) in super::daily_file::log_files(dir)? {
+            let mut reader = io::BufReader::new(File::open(&path)?);
+            let mut offset = 0u64;
+            let mut line = Vec::new();
+            loop {
+                if seen == skip {
+                    return Ok(LineReader { dir: dir.to_path_buf(), file: Some((path, offset)) });
+                }
+                line.clear();
+                let read = reader.read_until(b'\n', &mut line)?;
+                if read == 0 || line.last() != Some(&b'\n') {
+                    break;
+                }
+                offset += read as u64;
+                seen += 1;
+            }
+        }
+        Ok(LineReader { dir: dir.to_path_buf(), file: None })
+    }
+
+    /// Up to `max` (and at most `available`) whole lines, moving to the next daily file at the end
+    /// of one.
+    fn next_lines(&mut self, available: u64, max: usize) -> io::Result<Vec<Vec<u8>>> {
+        let wanted = (max as u64).min(available) as usize;
+        let mut lines = Vec::new();
+        while lines.len() < wanted {
+            let files = super::daily_file::log_files(&self.dir)?;
+            let (path, offset) = match &self.file {
+                Some(at) => at.clone(),
+                None => match files.first() {
+                    Some((_, first)) => (first.clone(), 0),
+                    None => return Ok(lines),
+                },
+            };
+            let mut file = File::open(&path)?;
+            file.seek(SeekFrom::Start(offset))?;
+            let mut reader = io::BufReader::new(file);
+            let mut at = offset;
+            let mut line = Vec::new();
+            while lines.len() < wanted {
+                line.clear();
+                let read = reader.read_until(b'\n', &mut line)?;
+                if read == 0 || line.last() != Some(&b'\n') {
+                    break;
+                }
+                at += read as u64;
+                lines.push(line[..line.len() - 1].to_vec());
+            }
+            self.file = Some((path.clone(), at));
+            if lines.len() < wanted {
+                // At this file's end: on to the next day's file, if there is one.
+                match files.iter().position(|(_, p)| *p == path).and_then(|i| files.get(i + 1)) {
+                    Some((_, next)) => self.file = Some((next.clone(), 0)),
+                    None => break,
+                }
+            }
+        }
+        Ok(lines)
+    }
+}
+
+fn text(value: impl Into<String>) -> Option<AnyValue> {
+    Some(AnyValue { value: Some(any_value::Value::StringValue(value.into())) })
+}
+
+fn attribute(key: &str, value: &Value) -> KeyValue {
+    let value = match value {
+        Value::String(s) => any_value::Value::StringValue(s.clone()),
+        Value::Bool(b) => any_value::Value::BoolValue(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => any_value::Value::IntValue(i),
+            None => any_value::Value::DoubleValue(n.as_f64().unwrap_or_default()),
+        },
+        other => any_value::Value::StringValue(other.to_string()),
+    };
+    KeyValue { key: key.to_string(), value: Some(AnyValue { value: Some(value) }), ..KeyValue::default() }
+}
+
+/// One request of the batch's records.
+fn request(lines: &[Vec<u8>]) -> ExportLogsServiceRequest {
+    let records = lines
+        .iter()
+        .map(|line| {
+            let record: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+            let time = record["timestamp"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .and_then(|t| t.timestamp_nanos_opt())
+                .map_or(0, |nanos| nanos as u64);
+            let mut attributes: Vec<KeyValue> =
+                record["payload"].as_object().into_iter().flatten().map(|(key, value)| attribute(key, value)).collect();
+            attributes.push(attribute("aileron.audit.seq", &record["seq"]));
+            attributes.push(attribute("aileron.audit.hash", &record["hash"]));
+            attributes.push(attribute("aileron.audit.id", &record["audit_id"]));
+            attributes.push(attribute("event.name", &record["event_type"]));
+            LogRecord {
+                time_unix_nano: time,
+                observed_time_unix_nano: time,
+                body: text(String::from_utf8_lossy(line)),
+                attributes,
+                event_name: record["event_type"].as_str().unwrap_or_default().to_string(),
+                ..LogRecord::default()
+            }
+        })
+        .collect();
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(Resource {
+                attributes: vec![attribute("service.name", &Value::from("aileron"))],
+                ..Resource::default()
+            }),
+            scope_logs: vec![ScopeLogs {
+                scope: Some(InstrumentationScope {
+                    name: "aileron.audit".to_string(),
+                    version: crate::platform::process::VERSION.to_string(),
+                    ..InstrumentationScope::default()
+                }),
+                log_records: records,
+                ..ScopeLogs::default()
+            }],
+            ..ResourceLogs::default()
+        }],
+    }
+}
+
+/// What `aileron audit verify --otlp-json` found in a collector's file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OtlpReport {
+    pub records: u64,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// Records the collector holds more than once (at-least-once delivery).
+    pub duplicates: u64,
+}
+
+/// Checks the records an OTLP collector's file exporter wrote (one OTLP/JSON export request per
+/// line, the record line as each log record's string body): every record's own hash, the chain
+/// between consecutive records, no gap between the first and the last, and duplicates counted (a
+/// second copy with another hash is a conflict, not a duplicate).
+pub fn check_otlp_json(text: &str) -> Result<OtlpReport, String> {
+    let mut by_seq: std::collections::BTreeMap<u64, (String, String)> = std::collections::BTreeMap::new();
+    let mut duplicates = 0u64;
+    let mut scratch = Vec::new();
+    for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
+        let request: Value = serde_json::from_str(line).map_err(|e| format!("line {}: not JSON: {e}", number + 1))?;
+        let bodies = request["resourceLogs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|resource| resource["scopeLogs"].as_array().into_iter().flatten())
+            .flat_map(|scope| scope["logRecords"].as_array().into_iter().flatten())
+            .filter_map(|record| record["body"]["stringValue"].as_str());
+        for body in bodies {
+            let checked = aileron_core::audit::check_line(body, &mut scratch)
+                .map_err(|reason| format!("line {}: a record does not match its hash: {reason:?}", number + 1))?;
+            match by_seq.get(&checked.seq) {
+                Some((hash, _)) if *hash == checked.hash => duplicates += 1,
+                Some(_) => return Err(format!("record {} arrived twice with different contents", checked.seq)),
+                None => {
+                    by_seq.insert(checked.seq, (checked.hash, checked.prev));
+                }
+            }
+        }
+    }
+    let (Some(&first), Some(&last)) = (by_seq.keys().next(), by_seq.keys().next_back()) else {
+        return Err("the file holds no audit records".to_string());
+    };
+    let held = by_seq.len() as u64;
+    if held != last - first + 1 {
+        let missing = (first..=last).find(|seq| !by_seq.contains_key(seq)).unwrap_or(first);
+        return Err(format!("records are missing between {first} and {last}, the first being {missing}"));
+    }
+    let mut previous: Option<&String> = None;
+    for (seq, (hash, prev)) in &by_seq {
+        if previous.is_some_and(|before| prev != before) {
+            return Err(format!("record {seq} does not follow record {} (the chain breaks)", seq - 1));
+        }
+        previous = Some(hash);
+    }
+    Ok(OtlpReport { records: held, first_seq: first, last_seq: last, duplicates })
+}
