@@ -775,6 +775,9 @@ fn the_readme_runs_as_written() {
     assert!(stdout.contains("hash chain intact") || stderr.contains("hash chain intact"), "{stdout}{stderr}");
     assert!(stderr.contains("bound api_key/github:aileron:github-issues/default"), "{stderr}");
     assert!(stdout.contains("smtp/password") && !stdout.contains("readme-smtp-password"), "{stdout}");
+    // "Receipts and the audit log elsewhere": a receipt checked offline, a published copy checked.
+    assert!(stdout.contains("ok: record") && stdout.contains("signed tree of"), "{stdout}");
+    assert!(stdout.contains("published, cosigned checkpoint(s) match the log"), "{stdout}");
     // "Give your agent GitHub without giving it your token": the spec-only connector installs,
     // binds and shows each operation, a GraphQL merge gated like the REST one.
     assert!(stderr.contains("bound api_key/github:aileron:github-cli/gh from $GITHUB_TOKEN"), "{stderr}");

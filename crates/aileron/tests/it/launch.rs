@@ -64,8 +64,15 @@ async fn a_session_token_reaches_no_console_route_and_no_console_page() {
     }
     assert_eq!(harness.request("GET", &format!("/v1/sessions/{id}"), None).await.body["status"], "active");
     let pages: Vec<&str> = ROUTES.iter().filter(|r| matches!(r.auth, Auth::PageCookie)).map(|r| r.path).collect();
-    assert_eq!(pages.len(), 6, "{pages:?}");
-    for page in pages {
+    assert_eq!(pages.len(), 7, "{pages:?}");
+    // A record's receipt (it carries the record): refused outright.
+    let receipt = Request::builder()
+        .method("GET")
+        .uri(format!("/activity/receipt/{id}"))
+        .header("host", format!("127.0.0.1:{PORT}"))
+        .header("authorization", format!("Bearer {token}"));
+    assert_eq!(harness.send(receipt, None).await.status, StatusCode::UNAUTHORIZED);
+    for page in pages.into_iter().filter(|page| !page.contains('{')) {
         for fragment in [false, true] {
             let mut builder = Request::builder()
                 .method("GET")

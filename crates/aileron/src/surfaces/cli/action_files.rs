@@ -200,8 +200,8 @@ fn confirm(question: &str, yes: bool) -> Result<bool, CliError> {
 pub(super) fn warn_missing_credential(action: &str, connector: &str, kind: &str, fix: &str) {
     eprintln!(
         "warning: action {action}: {connector} injects an {kind} credential, which the action's capabilities do not \
-         list: every run that uses it will fail capability_denied\nhint: add \"{kind}\" to that [[requires.connectors]] \
-         entry's capabilities{fix}"
+         list: a run whose op asks for it fails capability_denied (an op that needs no credential runs)\nhint: add \
+         \"{kind}\" to that [[requires.connectors]] entry's capabilities{fix}"
     );
 }
 
