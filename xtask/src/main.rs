@@ -23,7 +23,7 @@
 //!   `BENCHMARKS.md` (a `--markdown PATH` in ARGS writes elsewhere).
 //!
 //! - `campaign NAME [--long]`: a reliability campaign of RELIABILITY.md — `crash`, `load`,
-//!   `surface`, `leaks`, `properties`, `fuzz`, or `all`. Short (the size the test suite runs) by
+//!   `surface`, `tamper`, `leaks`, `properties`, `fuzz`, or `all`. Short (the size the test suite runs) by
 //!   default; `--long` is the published figure: release binaries (`AILERON_CAMPAIGN_BIN_DIR`),
 //!   `AILERON_CAMPAIGN=long`, proptest's 10,000 cases, and for `fuzz` the coverage-guided
 //!   libFuzzer run of `fuzz/run.sh` (`SECONDS_PER_TARGET`, default 300). Figures are printed and
@@ -81,7 +81,7 @@ tasks:
                   (figures into BENCHMARKS.md; ARGS: --only call|http|restart|traces|mcp|gateway,
                   --calls, --clients, --duration, --warmup, --restarts, --markdown PATH)
   campaign NAME [--long]
-                  a reliability campaign (RELIABILITY.md): crash | load | surface | leaks |
+                  a reliability campaign (RELIABILITY.md): crash | load | surface | tamper | leaks |
                   properties | fuzz | all; --long for the published size (release binaries; fuzz:
                   coverage-guided, SECONDS_PER_TARGET each, default 300); figures in target/campaign/";
 
@@ -102,6 +102,7 @@ enum Campaign {
     Crash,
     Load,
     Surface,
+    Tamper,
     Leaks,
     Properties,
     Fuzz,
@@ -109,14 +110,22 @@ enum Campaign {
 }
 
 impl Campaign {
-    const EACH: [Campaign; 6] =
-        [Campaign::Properties, Campaign::Fuzz, Campaign::Surface, Campaign::Leaks, Campaign::Crash, Campaign::Load];
+    const EACH: [Campaign; 7] = [
+        Campaign::Properties,
+        Campaign::Fuzz,
+        Campaign::Surface,
+        Campaign::Tamper,
+        Campaign::Leaks,
+        Campaign::Crash,
+        Campaign::Load,
+    ];
 
     fn parse(name: &str) -> Option<Campaign> {
         Some(match name {
             "crash" => Campaign::Crash,
             "load" => Campaign::Load,
             "surface" => Campaign::Surface,
+            "tamper" => Campaign::Tamper,
             "leaks" => Campaign::Leaks,
             "properties" => Campaign::Properties,
             "fuzz" => Campaign::Fuzz,
@@ -131,6 +140,7 @@ impl Campaign {
             Campaign::Crash => &["campaign::crash"],
             Campaign::Load => &["campaign::load"],
             Campaign::Surface => &["campaign::surface"],
+            Campaign::Tamper => &["campaign::tamper"],
             Campaign::Leaks => &["leaks::", "credentials::planted_secrets_never_appear_in_any_output"],
             Campaign::Properties | Campaign::Fuzz | Campaign::All => &[],
         }
@@ -154,7 +164,7 @@ impl fmt::Display for UsageError {
             UsageError::Campaign(given) => {
                 write!(
                     f,
-                    "`campaign {given}`: name one of crash, load, surface, leaks, properties, fuzz, all (then --long, optionally)"
+                    "`campaign {given}`: name one of crash, load, surface, tamper, leaks, properties, fuzz, all (then --long, optionally)"
                 )
             }
         }

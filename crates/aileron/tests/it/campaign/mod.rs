@@ -7,6 +7,7 @@
 pub mod crash;
 pub mod load;
 pub mod surface;
+pub mod tamper;
 
 use std::path::PathBuf;
 
