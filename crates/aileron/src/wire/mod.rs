@@ -220,6 +220,27 @@ pub struct ChainVerification {
     pub problem: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// With `?checkpoints=true`: the signed checkpoints that match the log (SPEC §17).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<CheckpointsVerified>,
+}
+
+/// `ChainVerification::checkpoints`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CheckpointsVerified {
+    /// Stored checkpoints, each signed by the log's key (and cosigned by the witness when this
+    /// machine has one), whose root is the log's at that size.
+    pub verified: usize,
+    /// The newest one's size (0: none yet).
+    pub newest: u64,
+}
+
+/// `GET /v1/audit/verify` query.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct VerifyQuery {
+    /// Also check every signed checkpoint against the log (one more pass over it).
+    #[serde(default)]
+    pub checkpoints: bool,
 }
 
 /// `GET /v1/bindings`: the bindings (never their material) and the vault's state.

@@ -32,10 +32,26 @@ pub fn get(state: &Services, principal: &Principal, id: String) -> Answer {
 
 /// Verifies the whole chain (it reads every file, so it runs on a blocking thread); a broken
 /// chain is an answer (`ok: false` with the problem and what to do), not an error.
-pub async fn verify(state: &Services, principal: &Principal) -> Answer {
+pub async fn verify(state: &Services, principal: &Principal, query: crate::wire::VerifyQuery) -> Answer {
     require(principal, Scope::Console)?;
     let audit = state.audit.clone();
-    let outcome = tokio::task::spawn_blocking(move || audit.verify()).await.map_err(ApiError::internal)?;
+    let witness = state.home.witness_dir();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let report = audit.verify()?;
+        let checkpoints = match (query.checkpoints, audit.audit_dir()) {
+            (true, Some(dir)) => {
+                let cosigner = crate::stores::audit_log::witness::verifier_key(&witness)
+                    .map_err(|e| crate::stores::audit_log::VerifyError::Checkpoints { problem: format!("{e:#}") })?;
+                let checked = crate::stores::audit_log::tree::verify_checkpoints(dir, cosigner.as_ref())
+                    .map_err(|problem| crate::stores::audit_log::VerifyError::Checkpoints { problem })?;
+                Some(crate::wire::CheckpointsVerified { verified: checked.verified, newest: checked.newest })
+            }
+            _ => None,
+        };
+        Ok::<_, crate::stores::audit_log::VerifyError>((report, checkpoints))
+    })
+    .await
+    .map_err(ApiError::internal)?;
     let nothing = ChainVerification {
         ok: false,
         records: None,
@@ -45,15 +61,17 @@ pub async fn verify(state: &Services, principal: &Principal) -> Answer {
         warning: None,
         problem: None,
         hint: None,
+        checkpoints: None,
     };
     Ok(Reply::ok(match outcome {
-        Ok(report) => ChainVerification {
+        Ok((report, checkpoints)) => ChainVerification {
             ok: true,
             records: Some(report.records),
             files: Some(report.files),
             last_seq: Some(report.last_seq),
             head_anchor: Some(report.head_anchor),
             warning: report.warning(),
+            checkpoints,
             ..nothing
         },
         Err(problem) => {

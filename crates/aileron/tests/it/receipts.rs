@@ -257,3 +257,33 @@ async fn the_console_offers_a_runs_receipt_for_download() {
     let refused = get(format!("/activity/receipt/{audit_id}"), None).await;
     assert_ne!(refused.status, http::StatusCode::OK, "the console's cookie is needed");
 }
+
+/// The daemon's `GET /v1/audit/verify?checkpoints=true` checks the signed checkpoints too (the
+/// crash campaign asks it after every kill); without the parameter it stays the chain check.
+#[tokio::test]
+async fn the_daemons_verification_checks_the_checkpoints_when_asked() {
+    use crate::support::{ActionSpec, Harness, guest_wasm, manifest};
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    harness.add_action("count.md", &ActionSpec::new("count", "echo", &hash, "echo").render()).await;
+    for _ in 0..3 {
+        harness.run("count", serde_json::json!({})).await;
+    }
+    let audit = harness.home.audit_parent().unwrap().join("audit");
+    let witness = aileron::stores::audit_log::witness::Witness::open(&harness.home.witness_dir()).unwrap();
+    let tree = aileron::stores::audit_log::tree::Tree::read_only(&audit).unwrap();
+    let signer = aileron::stores::audit_log::tree::log_signer(&audit).unwrap();
+    aileron::stores::audit_log::tree::issue_checkpoint(&audit, &tree, &signer, tree.size(), Some(&witness)).unwrap();
+    let plain = harness.request("GET", "/v1/audit/verify", None).await;
+    assert_eq!((plain.body["ok"].as_bool(), plain.body.get("checkpoints")), (Some(true), None), "{}", plain.body);
+    let checked = harness.request("GET", "/v1/audit/verify?checkpoints=true", None).await;
+    assert_eq!(checked.body["ok"], true, "{}", checked.body);
+    assert_eq!(checked.body["checkpoints"]["verified"], 1, "{}", checked.body);
+    assert_eq!(checked.body["checkpoints"]["newest"], tree.size(), "{}", checked.body);
+    // A checkpoint someone signed with the log's key alone (no witness) fails it.
+    std::fs::remove_dir_all(audit.join(aileron::stores::audit_log::tree::CHECKPOINTS_DIR)).unwrap();
+    aileron::stores::audit_log::tree::issue_checkpoint(&audit, &tree, &signer, tree.size(), None).unwrap();
+    let refused = harness.request("GET", "/v1/audit/verify?checkpoints=true", None).await;
+    assert_eq!(refused.body["ok"], false, "{}", refused.body);
+    assert!(refused.body["problem"].as_str().unwrap().contains("not cosigned"), "{}", refused.body);
+}

@@ -137,6 +137,9 @@ pub enum VerifyError {
     Read { path: String, source: io::Error },
     #[error("the log was cut short: {problem}")]
     Truncated { problem: String },
+    /// A signed checkpoint does not match the log (SPEC §17).
+    #[error("{problem}")]
+    Checkpoints { problem: String },
 }
 
 impl VerifyError {
@@ -148,6 +151,9 @@ impl VerifyError {
             VerifyError::Read { .. } => "check that the audit directory and its files are readable",
             VerifyError::Truncated { .. } => {
                 "records were removed from the end of the log; keep a copy of the directory for investigation"
+            }
+            VerifyError::Checkpoints { .. } => {
+                "the log no longer matches a checkpoint its key signed; keep a copy of the audit directory for                  investigation"
             }
         }
     }

@@ -549,9 +549,10 @@ fn check_after_restart(
         response.json().unwrap()
     };
     let started = Instant::now();
-    let verify = get("/v1/audit/verify");
+    let verify = get("/v1/audit/verify?checkpoints=true");
     *verify_ms_max = (*verify_ms_max).max(started.elapsed().as_millis());
     assert_eq!(verify["ok"], true, "round {round}: the audit chain verifies after the crash: {verify}");
+    assert!(verify["checkpoints"].is_object(), "round {round}: and its checkpoints match it: {verify}");
     let on_disk = audit.refresh(&daemon.home);
     let lost: Vec<_> = acks.audit_ids.iter().filter(|id| !on_disk.contains(*id)).collect();
     assert!(lost.is_empty(), "round {round}: acknowledged runs missing from the audit log: {lost:?}");

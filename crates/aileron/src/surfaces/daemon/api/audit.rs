@@ -27,6 +27,10 @@ pub async fn get(
 }
 
 /// Verifies the whole chain; a broken chain is an answer (`ok: false`), not an error.
-pub async fn verify(State(state): State<Arc<AppState>>, Extension(principal): Extension<Principal>) -> Answer {
-    audit::verify(&state.services, &principal).await
+pub async fn verify(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(query): Query<crate::wire::VerifyQuery>,
+) -> Answer {
+    audit::verify(&state.services, &principal, query).await
 }

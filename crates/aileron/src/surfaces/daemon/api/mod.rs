@@ -168,7 +168,7 @@ pub const ROUTES: &[Route] = &[
     route("POST", "/v1/keyring/trust", Token(Admin), "{authority, key} → 201 (200 when already trusted); audited keyring.trusted", App(|| post(keyring::trust))).takes::<wire::TrustBody>().answers::<wire::KeyTrusted>(201),
     route("POST", "/v1/keyring/revoke", Token(Admin), "{authority} | {fingerprint}; audited keyring.revoked", App(|| post(keyring::revoke))).takes::<wire::RevokeBody>().answers::<wire::KeysRevoked>(200),
     route("GET", "/v1/audit", Token(Console), "audit records, newest first (since, audit_id, connector_fqn, class, event_type, limit)", App(|| get(audit::list))).takes::<wire::AuditQuery>().answers::<wire::AuditList>(200),
-    route("GET", "/v1/audit/verify", Token(Console), "verifies the whole hash chain {ok, records, last_seq, head_anchor?, warning?, problem?, hint?}", App(|| get(audit::verify))).answers::<wire::ChainVerification>(200),
+    route("GET", "/v1/audit/verify", Token(Console), "verifies the whole hash chain {ok, records, last_seq, head_anchor?, warning?, problem?, hint?}; ?checkpoints=true also every signed checkpoint {checkpoints}", App(|| get(audit::verify))).takes::<wire::VerifyQuery>().answers::<wire::ChainVerification>(200),
     route("GET", "/v1/audit/{id}", Token(Console), "one audit record", App(|| get(audit::get))).answers::<aileron_core::audit::AuditRecord>(200),
     route("GET", "/v1/action-approvals", Token(ApprovalsPoll), "pending approvals, oldest first", App(|| get(approvals::list))).answers::<wire::ApprovalList>(200),
     route("GET", "/v1/action-approvals/watch", Token(ApprovalsPoll), "SSE: `snapshot`, `pending`, `resolved`; 30 s heartbeat", App(|| get(approvals::watch))).streams(),
