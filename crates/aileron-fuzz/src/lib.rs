@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use aileron::stores::audit_log::AuditFilter;
 use aileron_core::action::{parse_action, parse_packaged_action};
 use aileron_core::approval::{ApprovalId, replay};
-use aileron_core::audit::{AuditRecord, GENESIS_PREV, UnsealedRecord, log_lines, seal, verify_chain};
+use aileron_core::audit::{AuditRecord, GENESIS_PREV, log_lines, seal, verify_chain};
 use aileron_core::identity::parse_version;
 use aileron_core::manifest::parse_manifest;
 use aileron_core::parse_error::ParseError;
@@ -347,15 +347,7 @@ pub fn audit_log(data: &[u8]) {
     for line in text.lines() {
         let Ok(record) = serde_json::from_str::<AuditRecord>(line) else { continue };
         count += 1;
-        let unsealed = UnsealedRecord {
-            audit_id: record.audit_id,
-            event_type: record.event_type,
-            timestamp: record.timestamp,
-            actor: record.actor,
-            session_id: record.session_id,
-            payload: record.payload,
-        };
-        let record = seal(unsealed, count, prev);
+        let record = seal(record.unsealed(), count, prev);
         prev = record.hash.clone();
         sealed.push_str(&record.to_line());
         sealed.push('\n');

@@ -100,6 +100,19 @@ impl AuditRecord {
         into_string(line)
     }
 
+    /// What the record says before its place in the chain (to seal it elsewhere: fuzzing,
+    /// tamper tests).
+    pub fn unsealed(self) -> UnsealedRecord {
+        UnsealedRecord {
+            audit_id: self.audit_id,
+            event_type: self.event_type,
+            timestamp: self.timestamp,
+            actor: self.actor,
+            session_id: self.session_id,
+            payload: self.payload,
+        }
+    }
+
     /// A payload value as a string, for filters (`aileron.connector.fqn`, `aileron.failure.class`).
     pub fn payload_str(&self, key: &str) -> Option<&str> {
         self.payload.get(key).and_then(Value::as_str)

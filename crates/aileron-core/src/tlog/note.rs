@@ -36,11 +36,8 @@ pub enum NoteError {
 /// The key ID algorithm byte of Ed25519 cosignatures (c2sp.org/tlog-cosignature, v1).
 const COSIGNATURE_ALGORITHM: u8 = 0x04;
 
-/// 4 bytes of SHA-256(name ‖ `\n` ‖ 0x01 ‖ public key).
-fn key_hash(name: &str, public: &[u8]) -> [u8; 4] {
-    key_id(name, ED25519_ALGORITHM, public)
-}
-
+/// 4 bytes of SHA-256(name ‖ `\n` ‖ algorithm ‖ public key): 0x01 for a note's Ed25519 key,
+/// 0x04 for a cosigner's.
 fn key_id(name: &str, algorithm: u8, public: &[u8]) -> [u8; 4] {
     let mut hasher = Sha256::new();
     hasher.update(name.as_bytes());
@@ -58,48 +55,32 @@ fn cosigned_message(body: &str, timestamp: u64) -> String {
 
 /// A witness's key (c2sp.org/tlog-cosignature, Ed25519 v1): it cosigns checkpoints it has
 /// checked are consistent with what it cosigned before.
-pub struct Cosigner {
-    name: String,
-    pair: Ed25519KeyPair,
-}
+pub struct Cosigner(NamedKey);
 
 impl Cosigner {
     pub fn new(name: &str, seed: &[u8; 32]) -> Result<Cosigner, NoteError> {
-        if !valid_name(name) {
-            return Err(NoteError::VerifierKey(format!("`{name}` is not a key name (no spaces, no `+`)")));
-        }
-        let pair = Ed25519KeyPair::from_seed_unchecked(seed)
-            .map_err(|_| NoteError::VerifierKey("the seed is not an Ed25519 seed".into()))?;
-        Ok(Cosigner { name: name.to_string(), pair })
+        NamedKey::new(name, seed).map(Cosigner)
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 
     pub fn public_key(&self) -> [u8; 32] {
-        self.pair.public_key().as_ref().try_into().expect("Ed25519 public keys are 32 bytes")
+        self.0.public_key()
     }
 
     /// `<name>+<key id>+<base64(0x04 ‖ public key)>`.
     pub fn verifier_key(&self) -> String {
-        let public = self.public_key();
-        let mut encoded = vec![COSIGNATURE_ALGORITHM];
-        encoded.extend_from_slice(&public);
-        format!(
-            "{}+{}+{}",
-            self.name,
-            hex::encode(key_id(&self.name, COSIGNATURE_ALGORITHM, &public)),
-            B64.encode(encoded)
-        )
+        self.0.verifier_key(COSIGNATURE_ALGORITHM)
     }
 
     /// The cosignature line for a checkpoint's `body` at `timestamp` (seconds since the epoch).
     pub fn cosignature_line(&self, body: &str, timestamp: u64) -> String {
-        let mut bytes = key_id(&self.name, COSIGNATURE_ALGORITHM, &self.public_key()).to_vec();
+        let mut bytes = self.0.id(COSIGNATURE_ALGORITHM).to_vec();
         bytes.extend_from_slice(&timestamp.to_be_bytes());
-        bytes.extend_from_slice(self.pair.sign(cosigned_message(body, timestamp).as_bytes()).as_ref());
-        format!("{SIGNATURE_PREFIX}{} {}\n", self.name, B64.encode(bytes))
+        bytes.extend_from_slice(self.0.pair.sign(cosigned_message(body, timestamp).as_bytes()).as_ref());
+        format!("{SIGNATURE_PREFIX}{} {}\n", self.0.name, B64.encode(bytes))
     }
 }
 
@@ -113,24 +94,8 @@ pub struct CosignatureVerifier {
 
 impl CosignatureVerifier {
     pub fn parse(text: &str) -> Result<CosignatureVerifier, NoteError> {
-        let bad = |why: &str| NoteError::VerifierKey(why.to_string());
-        let mut parts = text.trim().splitn(3, '+');
-        let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(bad("expected <name>+<key id>+<base64 key>"));
-        };
-        let id: [u8; 4] = hex::decode(id)
-            .ok()
-            .and_then(|bytes| bytes.try_into().ok())
-            .ok_or_else(|| bad("the key id is not 8 hex digits"))?;
-        let key = B64.decode(key).map_err(|_| bad("the key is not base64"))?;
-        let (Some(&COSIGNATURE_ALGORITHM), Ok(public)) = (key.first(), <[u8; 32]>::try_from(&key[1.min(key.len())..]))
-        else {
-            return Err(bad("not an Ed25519 cosignature key (algorithm 4, 32 bytes)"));
-        };
-        if !valid_name(name) || key_id(name, COSIGNATURE_ALGORITHM, &public) != id {
-            return Err(bad("the key id does not match the name and key"));
-        }
-        Ok(CosignatureVerifier { name: name.to_string(), id, public })
+        let (name, id, public) = parse_verifier_key(text, COSIGNATURE_ALGORITHM)?;
+        Ok(CosignatureVerifier { name, id, public })
     }
 
     /// The timestamp of this witness's valid cosignature on `note`, if it has one.
@@ -153,43 +118,89 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty() && !name.contains('+') && !name.chars().any(char::is_whitespace)
 }
 
-/// A signing key: its name and its Ed25519 seed.
-pub struct NoteSigner {
+/// A named Ed25519 key, what a note signer and a cosigner both are.
+struct NamedKey {
     name: String,
     pair: Ed25519KeyPair,
 }
 
-impl NoteSigner {
-    pub fn new(name: &str, seed: &[u8; 32]) -> Result<NoteSigner, NoteError> {
+impl NamedKey {
+    fn new(name: &str, seed: &[u8; 32]) -> Result<NamedKey, NoteError> {
         if !valid_name(name) {
             return Err(NoteError::VerifierKey(format!("`{name}` is not a key name (no spaces, no `+`)")));
         }
         let pair = Ed25519KeyPair::from_seed_unchecked(seed)
             .map_err(|_| NoteError::VerifierKey("the seed is not an Ed25519 seed".into()))?;
-        Ok(NoteSigner { name: name.to_string(), pair })
+        Ok(NamedKey { name: name.to_string(), pair })
+    }
+
+    fn public_key(&self) -> [u8; 32] {
+        self.pair.public_key().as_ref().try_into().expect("Ed25519 public keys are 32 bytes")
+    }
+
+    fn id(&self, algorithm: u8) -> [u8; 4] {
+        key_id(&self.name, algorithm, &self.public_key())
+    }
+
+    /// `<name>+<key id as 8 hex digits>+<base64(algorithm ‖ public key)>`.
+    fn verifier_key(&self, algorithm: u8) -> String {
+        let mut encoded = vec![algorithm];
+        encoded.extend_from_slice(&self.public_key());
+        format!("{}+{}+{}", self.name, hex::encode(self.id(algorithm)), B64.encode(encoded))
+    }
+}
+
+/// Parses `<name>+<id>+<base64(algorithm ‖ 32-byte key)>` for `algorithm`: `(name, id, key)`.
+fn parse_verifier_key(text: &str, algorithm: u8) -> Result<(String, [u8; 4], [u8; 32]), NoteError> {
+    let bad = |why: &str| NoteError::VerifierKey(why.to_string());
+    // The base64 key may itself hold `+`: the name and the id never do.
+    let mut parts = text.trim().splitn(3, '+');
+    let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad("expected <name>+<key id>+<base64 key>"));
+    };
+    let id: [u8; 4] = hex::decode(id)
+        .ok()
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or_else(|| bad("the key id is not 8 hex digits"))?;
+    let key = B64.decode(key).map_err(|_| bad("the key is not base64"))?;
+    let (Some(&found), Ok(public)) = (key.first(), <[u8; 32]>::try_from(&key[1.min(key.len())..])) else {
+        return Err(bad("not an Ed25519 key of 32 bytes"));
+    };
+    if found != algorithm {
+        return Err(bad(&format!("a key of algorithm {found}, not {algorithm}")));
+    }
+    if !valid_name(name) || key_id(name, algorithm, &public) != id {
+        return Err(bad("the key id does not match the name and key"));
+    }
+    Ok((name.to_string(), id, public))
+}
+
+/// A signing key: its name and its Ed25519 seed.
+pub struct NoteSigner(NamedKey);
+
+impl NoteSigner {
+    pub fn new(name: &str, seed: &[u8; 32]) -> Result<NoteSigner, NoteError> {
+        NamedKey::new(name, seed).map(NoteSigner)
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 
     pub fn public_key(&self) -> [u8; 32] {
-        self.pair.public_key().as_ref().try_into().expect("Ed25519 public keys are 32 bytes")
+        self.0.public_key()
     }
 
     /// `<name>+<hash>+<base64 key>`, what a verifier is given.
     pub fn verifier_key(&self) -> String {
-        let public = self.public_key();
-        let mut encoded = vec![ED25519_ALGORITHM];
-        encoded.extend_from_slice(&public);
-        format!("{}+{}+{}", self.name, hex::encode(key_hash(&self.name, &public)), B64.encode(encoded))
+        self.0.verifier_key(ED25519_ALGORITHM)
     }
 
     /// The signature line for `body`: `— <name> <base64(key hash ‖ signature)>\n`.
     pub fn signature_line(&self, body: &str) -> String {
-        let mut bytes = key_hash(&self.name, &self.public_key()).to_vec();
-        bytes.extend_from_slice(self.pair.sign(body.as_bytes()).as_ref());
-        format!("{SIGNATURE_PREFIX}{} {}\n", self.name, B64.encode(bytes))
+        let mut bytes = self.0.id(ED25519_ALGORITHM).to_vec();
+        bytes.extend_from_slice(self.0.pair.sign(body.as_bytes()).as_ref());
+        format!("{SIGNATURE_PREFIX}{} {}\n", self.0.name, B64.encode(bytes))
     }
 
     /// `body`, a blank line and this key's signature.
@@ -208,25 +219,8 @@ pub struct NoteVerifier {
 
 impl NoteVerifier {
     pub fn parse(text: &str) -> Result<NoteVerifier, NoteError> {
-        let bad = |why: &str| NoteError::VerifierKey(why.to_string());
-        // The base64 key may itself hold `+`: the name and the hash never do.
-        let mut parts = text.trim().splitn(3, '+');
-        let (Some(name), Some(hash), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(bad("expected <name>+<key hash>+<base64 key>"));
-        };
-        let hash: [u8; 4] = hex::decode(hash)
-            .ok()
-            .and_then(|bytes| bytes.try_into().ok())
-            .ok_or_else(|| bad("the key hash is not 8 hex digits"))?;
-        let key = B64.decode(key).map_err(|_| bad("the key is not base64"))?;
-        let (Some(&ED25519_ALGORITHM), Ok(public)) = (key.first(), <[u8; 32]>::try_from(&key[1.min(key.len())..]))
-        else {
-            return Err(bad("only Ed25519 keys (algorithm 1, 32 bytes) are supported"));
-        };
-        if !valid_name(name) || key_hash(name, &public) != hash {
-            return Err(bad("the key hash does not match the name and key"));
-        }
-        Ok(NoteVerifier { name: name.to_string(), hash, public })
+        let (name, hash, public) = parse_verifier_key(text, ED25519_ALGORITHM)?;
+        Ok(NoteVerifier { name, hash, public })
     }
 
     /// Whether one of `note`'s signatures is this key's over its body.

@@ -107,6 +107,16 @@ impl Cli {
         cli
     }
 
+    /// A daemon session: started, `action` run `n` times, stopped (its shutdown checkpoint
+    /// signed and cosigned: the receipt and tamper tests' log).
+    pub fn session_of_runs(&self, action: &str, n: usize) {
+        self.ok(&["daemon", "start"]);
+        for _ in 0..n {
+            self.ok(&["action", "run", action]);
+        }
+        self.ok(&["daemon", "stop"]);
+    }
+
     /// Writes the action file and `aileron action add`s it.
     pub fn add_action(&self, spec: &ActionSpec) {
         let file = self.scratch().join(format!("{}.md", spec.name));

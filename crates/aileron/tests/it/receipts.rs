@@ -8,6 +8,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::Value;
 
 use crate::cli::Cli;
+use crate::support::copy_dir;
 
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -142,13 +143,7 @@ fn a_cut_log_signed_again_with_the_logs_key_lacks_the_witness() {
 #[test]
 fn a_home_rolled_back_whole_is_caught_by_its_published_checkpoints() {
     let cli = Cli::with_echo_action("count");
-    let runs = |n: usize| {
-        cli.ok(&["daemon", "start"]);
-        for _ in 0..n {
-            cli.ok(&["action", "run", "count"]);
-        }
-        cli.ok(&["daemon", "stop"]);
-    };
+    let runs = |n: usize| cli.session_of_runs("count", n);
     runs(3);
     let audit = cli.home.join("audit");
     let saved = cli.scratch().join("audit-earlier");
@@ -183,18 +178,6 @@ fn cut_last_records(audit: &std::path::Path, n: usize) {
     std::fs::write(newest, kept[..kept.len() - n].iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
     std::fs::remove_file(audit.join("chain-head")).unwrap();
     std::fs::remove_file(audit.join("journal")).unwrap();
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// A record removed from the middle of the log breaks the chain at the next one.

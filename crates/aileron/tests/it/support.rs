@@ -311,3 +311,16 @@ pub fn every_file(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     }
     files
 }
+
+/// Copies a directory tree (the tamper tests' snapshots of an audit directory).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

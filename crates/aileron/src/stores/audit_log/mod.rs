@@ -50,6 +50,7 @@ pub mod export;
 mod filter;
 mod histogram;
 mod journal;
+mod keys;
 mod query;
 mod recovery;
 pub mod tree;

@@ -13,7 +13,7 @@
 //!   [`CHECKPOINT_EVERY_RECORDS`] records or [`CHECKPOINT_EVERY`], at shutdown, and on request.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,8 +21,6 @@ use std::time::Duration;
 use aileron_core::tlog::merkle::{self, Hash, Hashes, leaf_hash};
 use aileron_core::tlog::{Checkpoint, NoteSigner, NoteVerifier, SignedNote};
 use anyhow::Context;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as B64;
 use sha2::Digest;
 
 use crate::platform::home::{create_private_dir, write_atomic};
@@ -248,31 +246,7 @@ fn for_each_line(audit_dir: &Path, skip: u64, mut each: impl FnMut(&[u8]) -> io:
 
 /// The log's signing key, made (0600) at first use.
 pub fn log_signer(audit_dir: &Path) -> anyhow::Result<NoteSigner> {
-    let path = audit_dir.join(KEY_FILE);
-    let seed: [u8; 32] = match std::fs::read_to_string(&path) {
-        Ok(text) => text
-            .strip_prefix(KEY_HEADER)
-            .and_then(|rest| B64.decode(rest.trim()).ok())
-            .and_then(|seed| seed.try_into().ok())
-            .with_context(|| format!("{} is not an audit log key", path.display()))?,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            let mut seed = [0u8; 32];
-            File::open("/dev/urandom")
-                .and_then(|mut random| random.read_exact(&mut seed))
-                .context("reading /dev/urandom")?;
-            let text = format!("{KEY_HEADER}\n{}\n", B64.encode(seed));
-            // Made once: whoever loses a race to make it reads the winner's.
-            match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
-                Ok(mut file) => {
-                    std::io::Write::write_all(&mut file, text.as_bytes()).and_then(|()| file.sync_all())?;
-                    seed
-                }
-                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => return log_signer(audit_dir),
-                Err(error) => return Err(error).with_context(|| format!("creating {}", path.display())),
-            }
-        }
-        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
-    };
+    let seed = super::keys::seed(&audit_dir.join(KEY_FILE), KEY_HEADER, "an audit log key")?;
     let public = NoteSigner::new("x", &seed)?.public_key();
     let id = hex::encode(&sha2::Sha256::digest(public)[..8]);
     Ok(NoteSigner::new(&format!("aileron.local/{id}"), &seed)?)

@@ -6,9 +6,7 @@
 //! checkpoints, but not cosign them; a copy of cosigned checkpoints kept elsewhere
 //! (`aileron audit publish`) then shows a rolled-back or rewritten log.
 
-use std::fs::OpenOptions;
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use aileron_core::tlog::merkle;
@@ -32,30 +30,7 @@ impl Witness {
     /// Opens the witness in `dir`, making its key (0600) at first use.
     pub fn open(dir: &Path) -> anyhow::Result<Witness> {
         create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let path = dir.join(KEY_FILE);
-        let seed: [u8; 32] = match std::fs::read_to_string(&path) {
-            Ok(text) => text
-                .strip_prefix(KEY_HEADER)
-                .and_then(|rest| B64.decode(rest.trim()).ok())
-                .and_then(|seed| seed.try_into().ok())
-                .with_context(|| format!("{} is not a witness key", path.display()))?,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                let mut seed = [0u8; 32];
-                std::fs::File::open("/dev/urandom")
-                    .and_then(|mut random| random.read_exact(&mut seed))
-                    .context("reading /dev/urandom")?;
-                match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
-                    Ok(mut file) => {
-                        file.write_all(format!("{KEY_HEADER}\n{}\n", B64.encode(seed)).as_bytes())?;
-                        file.sync_all()?;
-                        seed
-                    }
-                    Err(error) if error.kind() == io::ErrorKind::AlreadyExists => return Witness::open(dir),
-                    Err(error) => return Err(error).with_context(|| format!("creating {}", path.display())),
-                }
-            }
-            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
-        };
+        let seed = super::keys::seed(&dir.join(KEY_FILE), KEY_HEADER, "a witness key")?;
         let public = Cosigner::new("x", &seed)?.public_key();
         let id = hex::encode(&<sha2::Sha256 as sha2::Digest>::digest(public)[..8]);
         let cosigner = Cosigner::new(&format!("aileron.local/witness/{id}"), &seed)?;

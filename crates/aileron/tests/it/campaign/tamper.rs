@@ -9,10 +9,11 @@
 
 use std::path::Path;
 
-use aileron_core::audit::{AuditRecord, UnsealedRecord, seal_to_line};
+use aileron_core::audit::{AuditRecord, seal_to_line};
 
 use super::{Report, scaled};
 use crate::cli::Cli;
+use crate::support::copy_dir;
 
 const KINDS: [&str; 6] = ["edit", "remove", "cut", "cut_resigned", "rollback", "rechain"];
 
@@ -25,18 +26,6 @@ impl Rng {
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 
@@ -82,13 +71,7 @@ fn every_kind_of_damage_under_a_checkpoint_is_detected() {
     // The log: runs, a stop (a cosigned checkpoint), a snapshot for the rollback, more runs, a
     // stop, and the cosigned checkpoints published elsewhere.
     let cli = Cli::with_echo_action("count");
-    let runs = |n: usize| {
-        cli.ok(&["daemon", "start"]);
-        for _ in 0..n {
-            cli.ok(&["action", "run", "count"]);
-        }
-        cli.ok(&["daemon", "stop"]);
-    };
+    let runs = |n: usize| cli.session_of_runs("count", n);
     runs(5);
     let audit = cli.home.join("audit");
     let earlier = cli.scratch().join("audit-earlier");
@@ -147,19 +130,12 @@ fn every_kind_of_damage_under_a_checkpoint_is_detected() {
                 };
                 for (index, line) in lines.iter_mut().enumerate().skip(at) {
                     let record: AuditRecord = serde_json::from_str(line).unwrap();
-                    let mut payload = record.payload;
+                    let seq = record.seq;
+                    let mut unsealed = record.unsealed();
                     if index == at {
-                        payload.insert("tampered".into(), serde_json::Value::from(round as u64));
+                        unsealed.payload.insert("tampered".into(), serde_json::Value::from(round as u64));
                     }
-                    let unsealed = UnsealedRecord {
-                        audit_id: record.audit_id,
-                        event_type: record.event_type,
-                        timestamp: record.timestamp,
-                        actor: record.actor,
-                        session_id: record.session_id,
-                        payload,
-                    };
-                    let (sealed, text) = seal_to_line(unsealed, record.seq, prev);
+                    let (sealed, text) = seal_to_line(unsealed, seq, prev);
                     prev = sealed.hash;
                     *line = text;
                 }
