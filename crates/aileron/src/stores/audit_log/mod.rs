@@ -50,7 +50,7 @@ pub mod export;
 mod filter;
 mod histogram;
 mod journal;
-mod keys;
+mod key_file;
 mod query;
 mod recovery;
 pub mod tree;

@@ -246,7 +246,7 @@ fn for_each_line(audit_dir: &Path, skip: u64, mut each: impl FnMut(&[u8]) -> io:
 
 /// The log's signing key, made (0600) at first use.
 pub fn log_signer(audit_dir: &Path) -> anyhow::Result<NoteSigner> {
-    let seed = super::keys::seed(&audit_dir.join(KEY_FILE), KEY_HEADER, "an audit log key")?;
+    let seed = super::key_file::seed(&audit_dir.join(KEY_FILE), KEY_HEADER, "an audit log key")?;
     let public = NoteSigner::new("x", &seed)?.public_key();
     let id = hex::encode(&sha2::Sha256::digest(public)[..8]);
     Ok(NoteSigner::new(&format!("aileron.local/{id}"), &seed)?)

@@ -30,7 +30,7 @@ impl Witness {
     /// Opens the witness in `dir`, making its key (0600) at first use.
     pub fn open(dir: &Path) -> anyhow::Result<Witness> {
         create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let seed = super::keys::seed(&dir.join(KEY_FILE), KEY_HEADER, "a witness key")?;
+        let seed = super::key_file::seed(&dir.join(KEY_FILE), KEY_HEADER, "a witness key")?;
         let public = Cosigner::new("x", &seed)?.public_key();
         let id = hex::encode(&<sha2::Sha256 as sha2::Digest>::digest(public)[..8]);
         let cosigner = Cosigner::new(&format!("aileron.local/witness/{id}"), &seed)?;
