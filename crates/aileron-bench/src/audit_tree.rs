@@ -32,6 +32,9 @@ pub(super) struct TreeFigures {
     /// The OTLP export: records delivered per second, and the process CPU per record.
     export_per_second: f64,
     export_cpu_per_record: Duration,
+    /// Runs under load without and with the export on.
+    runs_without_export: super::http::LoadFigures,
+    runs_with_export: super::http::LoadFigures,
     /// Building the stored tree from the log's lines, per record.
     per_record: Duration,
     checkpoint: Distribution,
@@ -40,7 +43,12 @@ pub(super) struct TreeFigures {
     run: Distribution,
 }
 
-pub(super) async fn run(scratch: &Path) -> anyhow::Result<TreeFigures> {
+pub(super) async fn run(
+    scratch: &Path,
+    clients: u64,
+    warmup: Duration,
+    window: Duration,
+) -> anyhow::Result<TreeFigures> {
     let dir = scratch.join("audit-tree").join("audit");
     std::fs::create_dir_all(&dir)?;
     // Lines of a realistic size (an action.executed record is 600–900 bytes).
@@ -85,6 +93,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<TreeFigures> {
     anyhow::ensure!(verifier.verifies(&aileron_core::tlog::SignedNote::parse(&note)?), "the checkpoint verifies");
     drop(tree);
     let (export_per_second, export_cpu_per_record) = export_throughput(&dir).await?;
+    let (runs_without_export, runs_with_export) = export_under_load(scratch, clients, warmup, window).await?;
     std::fs::remove_dir_all(scratch.join("audit-tree"))?;
 
     Ok(TreeFigures {
@@ -96,6 +105,8 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<TreeFigures> {
         proof: Distribution::new(proof),
         check: Distribution::new(check),
         run: direct_runs(scratch).await?,
+        runs_without_export,
+        runs_with_export,
     })
 }
 
@@ -199,6 +210,14 @@ impl TreeFigures {
                 met: Some(self.export_per_second >= 5000.0),
             },
             SummaryRow {
+                figure: format!("(m) runs/s at {} clients with the audit export on", self.runs_with_export.clients),
+                measured: format!("{:.0}", self.runs_with_export.throughput()),
+                baseline: format!("{:.0} runs/s without it", self.runs_without_export.throughput()),
+                ratio: format_ratio(self.runs_with_export.throughput() / self.runs_without_export.throughput()),
+                goal: "runs never wait on the export",
+                met: None,
+            },
+            SummaryRow {
                 figure: "(m) receipt proof / offline check, 1,000,000 records, p99".to_string(),
                 measured: format!("{} / {}", format_duration(self.proof.p99()), format_duration(self.check.p99())),
                 baseline: format!("{} run p50", format_duration(run)),
@@ -230,7 +249,21 @@ impl TreeFigures {
                 ("receipt proof", &self.proof),
                 ("offline receipt check", &self.check),
                 ("run of the echo action (baseline)", &self.run),
+                ("run under load, export off", &self.runs_without_export.latency),
+                ("run under load, export on", &self.runs_with_export.latency),
             ],
+        );
+        let cpu = |figures: &super::http::LoadFigures| figures.work.cpu.div_f64(figures.latency.len().max(1) as f64);
+        let _ = writeln!(
+            text,
+            "\nUnder load ({} clients, {} s): {:.0} runs/s and {} of process CPU per run without the export, {:.0} \
+             runs/s and {} with it (the receiver's decoding included).",
+            self.runs_with_export.clients,
+            self.runs_with_export.window.as_secs(),
+            self.runs_without_export.throughput(),
+            format_duration(cpu(&self.runs_without_export)),
+            self.runs_with_export.throughput(),
+            format_duration(cpu(&self.runs_with_export)),
         );
         let _ = writeln!(
             text,
@@ -246,4 +279,78 @@ impl TreeFigures {
             format_duration(self.export_cpu_per_record)
         );
     }
+}
+
+/// Runs under load (the (b) probe: `POST /v1/actions/echo/run`, `clients` connections) on two
+/// daemons, one without and one with the audit export to a local OTLP receiver: what the export
+/// costs the runs while they go on. `(without, with)`.
+pub(super) async fn export_under_load(
+    scratch: &Path,
+    clients: u64,
+    warmup: Duration,
+    window: Duration,
+) -> anyhow::Result<(super::http::LoadFigures, super::http::LoadFigures)> {
+    let (url, server) = counting_receiver().await?;
+    let mut figures = Vec::new();
+    for export in [false, true] {
+        let name = if export { "with-export" } else { "without-export" };
+        if export {
+            // SAFETY: set while no other thread reads the environment: the daemon reads these
+            // in `AppState::open`, below, and nothing else of the benchmark reads them.
+            unsafe {
+                std::env::set_var("AILERON_AUDIT_EXPORT", "otlp");
+                std::env::set_var("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", &url);
+            }
+        }
+        let home = Home::at(scratch.join("audit-export-load").join(name).join("home"))?;
+        let started = BenchDaemon::start(&home);
+        if export {
+            // SAFETY: as above.
+            unsafe {
+                std::env::remove_var("AILERON_AUDIT_EXPORT");
+                std::env::remove_var("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT");
+            }
+        }
+        let (daemon, _) = started?;
+        anyhow::ensure!(
+            daemon.state.services.audit_export.is_some() == export,
+            "the export is {}",
+            if export { "off" } else { "on" }
+        );
+        let client = http_client()?;
+        let package = scratch.join("audit-export-load").join(name).join("echo-package");
+        let hash = daemon.install_connector(&client, &package, &echo_reference(), ECHO_WASM, ECHO_MANIFEST).await?;
+        daemon.add_action(&client, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
+        let probe = super::http::Probe {
+            method: Method::POST,
+            url: daemon.url("/v1/actions/echo/run"),
+            authorization: daemon.authorization(),
+            body: Some(bytes::Bytes::from(json!({ "args": { "text": "export under load" } }).to_string())),
+        };
+        eprintln!("    runs with {clients} clients, {name}");
+        figures.push(super::http::load_phase(&daemon, &probe, clients, warmup, window).await?);
+        daemon.stop().await?;
+    }
+    server.abort();
+    let with = figures.pop().expect("two phases");
+    let without = figures.pop().expect("two phases");
+    Ok((without, with))
+}
+
+/// An OTLP/HTTP logs receiver that decodes each request and answers 200.
+async fn counting_receiver() -> anyhow::Result<(String, tokio::task::JoinHandle<std::io::Result<()>>)> {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use prost::Message;
+    let app = axum::Router::new().route(
+        "/v1/logs",
+        axum::routing::post(|body: axum::body::Bytes| async move {
+            match ExportLogsServiceRequest::decode(body) {
+                Ok(_) => axum::http::StatusCode::OK,
+                Err(_) => axum::http::StatusCode::BAD_REQUEST,
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/v1/logs", listener.local_addr()?);
+    Ok((url, tokio::spawn(async move { axum::serve(listener, app).await })))
 }

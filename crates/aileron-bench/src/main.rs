@@ -397,7 +397,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
 
     let audit_tree = if args.runs(Part::AuditTree) {
         eprintln!("(m) the audit log's Merkle tree, checkpoints and receipts on {} records", audit_tree::RECORDS);
-        Some(stolen.after("(m)", audit_tree::run(scratch.path()).await?))
+        Some(stolen.after("(m)", audit_tree::run(scratch.path(), args.clients, args.warmup, args.duration).await?))
     } else {
         None
     };

@@ -28,6 +28,10 @@ use crate::platform::home::write_atomic;
 pub const CURSOR_FILE: &str = "export.cursor";
 /// Records per request.
 const BATCH: usize = 512;
+/// After a request that was not full, how long the exporter lets records gather before the next
+/// (as the OTel SDK's batch processors wait out an interval): a run per request would cost every
+/// run a request, a cursor write and its fsync. The collector is at most this far behind.
+const LINGER: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Where the records go.
@@ -198,6 +202,9 @@ async fn run(config: ExportConfig, audit_dir: PathBuf, mut durable: watch::Recei
                 *status.last_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 backoff = Duration::from_millis(250);
                 reader = Some(next_reader);
+                if lines.len() < BATCH {
+                    tokio::time::sleep(LINGER).await;
+                }
             }
             Err(error) => fail(&status, error, &mut backoff).await,
         }
