@@ -77,11 +77,16 @@ impl Setup {
     }
 
     fn pack_with_hosts(&self, fqn: &str, version: &str, key: Option<&str>, hosts: &[String]) -> Vec<u8> {
+        self.pack_with(fqn, version, key, hosts, "")
+    }
+
+    /// [`Setup::pack_with_hosts`] with `extra` manifest text (a credential, say).
+    fn pack_with(&self, fqn: &str, version: &str, key: Option<&str>, hosts: &[String], extra: &str) -> Vec<u8> {
         let name = fqn.replace("://", "-").replace('/', "-");
         let dir = self.cli.scratch().join(format!("src-{name}-{version}"));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("connector.wasm"), guest_wasm("http_get")).unwrap();
-        let text = manifest("http_get", hosts, "")
+        let text = manifest("http_get", hosts, extra)
             .replace("github://aileron-tests/http_get", fqn)
             .replace("version = \"1.0.0\"", &format!("version = \"{version}\""));
         std::fs::write(dir.join("manifest.toml"), text).unwrap();
@@ -464,7 +469,10 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
     let setup = Setup::new();
     let upstream = setup.runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let (key, public_pem) = setup.keygen("acme");
-    let tarball = setup.pack_with_hosts("github://acme/widget", "1.2.0", Some(&key), &[upstream.host_port()]);
+    // The connector takes an API key the action's capabilities do not list (a run of its `get`
+    // without one still runs; one that asked for the key would be denied): said at add time.
+    let credential = "[capabilities.credential]\nkind = \"api_key\"\nscope = \"your widgets\"\n";
+    let tarball = setup.pack_with("github://acme/widget", "1.2.0", Some(&key), &[upstream.host_port()], credential);
     let (wasm, manifest_bytes, _) = unpack(&tarball);
     let hash = aileron_core::ContentHash::of_connector(&wasm, &manifest_bytes).to_string();
     setup.forge.answer("/acme/widget/releases/download/v1.2.0/aileron.tar.gz", Answer::Bytes(tarball));
@@ -486,6 +494,8 @@ fn action_add_by_name_installs_its_connectors_and_runs() {
         stderr.contains("needs connector github://acme/widget@1.2.0") && stderr.contains("added action fetch"),
         "{stderr}"
     );
+    // Checked once its connector is installed, so the warning is there for a package too.
+    assert!(stderr.contains("injects an api_key credential") && stderr.contains("ask them to declare it"), "{stderr}");
     let (code, stdout, stderr) =
         setup.run(&["action", "run", "fetch", "--arg", &format!("url={}/echo", upstream.base_url())]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");

@@ -453,7 +453,10 @@ async fn add_package(
         body["content"].as_str().unwrap_or_default(),
         Some(origin),
     );
-    for required in verified["requires"].as_array().into_iter().flatten() {
+    // Checked again now that its connectors are installed: what they inject is known.
+    body["verify_only"] = true.into();
+    let requirements = client.post("/v1/actions/install", &body).await.unwrap_or(verified);
+    for required in requirements["requires"].as_array().into_iter().flatten() {
         if let (Some(connector), Some(kind)) = (required["name"].as_str(), required["missing_credential"].as_str()) {
             let fix = " (the publisher's signed file cannot be changed here: ask them to declare it)";
             super::action_files::warn_missing_credential(&added.name, connector, kind, fix);
