@@ -117,11 +117,13 @@ pub struct TestResponse {
     pub body: Value,
 }
 
+/// Fields drop in order: the daemon's state (its audit writer's shutdown checkpoint) before the
+/// temporary directory it writes in.
 pub struct Harness {
-    pub temp: TempDir,
     pub home: Home,
     pub state: Arc<AppState>,
     pub router: aileron::surfaces::daemon::Surface,
+    pub temp: TempDir,
 }
 
 impl Harness {
