@@ -2,7 +2,7 @@
 //! one newest line first without loading it whole.
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, BufRead, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -270,5 +270,81 @@ mod tests {
         check("audit-2026-13-01.jsonl", None);
         let date = Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0).unwrap().date_naive();
         assert_eq!(log_file_name(date), "audit-2026-01-02.jsonl");
+    }
+}
+
+/// Reads record lines forward from a position in the daily files, moving to the next day's file
+/// at the end of one (the audit export, the Merkle tree's catch-up and checks).
+pub(super) struct ForwardLines {
+    dir: PathBuf,
+    /// The file being read and the byte offset of its next line.
+    file: Option<(PathBuf, u64)>,
+}
+
+impl ForwardLines {
+    /// Positioned after the first `skip` lines of the log (one forward pass, at start only).
+    /// A log of fewer lines leaves it at the log's end.
+    pub(super) fn at(dir: &Path, skip: u64) -> io::Result<ForwardLines> {
+        let mut seen = 0u64;
+        let mut end = None;
+        for (_, path) in log_files(dir)? {
+            let mut reader = io::BufReader::new(File::open(&path)?);
+            let mut offset = 0u64;
+            let mut line = Vec::new();
+            loop {
+                if seen == skip {
+                    return Ok(ForwardLines { dir: dir.to_path_buf(), file: Some((path, offset)) });
+                }
+                line.clear();
+                let read = reader.read_until(b'\n', &mut line)?;
+                if read == 0 || line.last() != Some(&b'\n') {
+                    break;
+                }
+                offset += read as u64;
+                seen += 1;
+            }
+            end = Some((path, offset));
+        }
+        Ok(ForwardLines { dir: dir.to_path_buf(), file: end })
+    }
+
+    /// Up to `max` (and at most `available`) whole lines, moving to the next daily file at the end
+    /// of one.
+    pub(super) fn next_lines(&mut self, available: u64, max: usize) -> io::Result<Vec<Vec<u8>>> {
+        let wanted = (max as u64).min(available) as usize;
+        let mut lines = Vec::new();
+        while lines.len() < wanted {
+            let files = log_files(&self.dir)?;
+            let (path, offset) = match &self.file {
+                Some(at) => at.clone(),
+                None => match files.first() {
+                    Some((_, first)) => (first.clone(), 0),
+                    None => return Ok(lines),
+                },
+            };
+            let mut file = File::open(&path)?;
+            file.seek(SeekFrom::Start(offset))?;
+            let mut reader = io::BufReader::new(file);
+            let mut at = offset;
+            let mut line = Vec::new();
+            while lines.len() < wanted {
+                line.clear();
+                let read = reader.read_until(b'\n', &mut line)?;
+                if read == 0 || line.last() != Some(&b'\n') {
+                    break;
+                }
+                at += read as u64;
+                lines.push(line[..line.len() - 1].to_vec());
+            }
+            self.file = Some((path.clone(), at));
+            if lines.len() < wanted {
+                // At this file's end: on to the next day's file, if there is one.
+                match files.iter().position(|(_, p)| *p == path).and_then(|i| files.get(i + 1)) {
+                    Some((_, next)) => self.file = Some((next.clone(), 0)),
+                    None => break,
+                }
+            }
+        }
+        Ok(lines)
     }
 }

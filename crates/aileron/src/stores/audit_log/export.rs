@@ -7,8 +7,7 @@
 //! `aileron audit verify --otlp-json` reports), across restarts and outages (retried with backoff),
 //! and never in a run's way: it reads the daily files behind the writer, on its own task.
 
-use std::fs::File;
-use std::io::{self, BufRead, Seek, SeekFrom};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +21,7 @@ use prost::Message;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::daily_file::ForwardLines;
 use crate::platform::env;
 use crate::platform::home::write_atomic;
 
@@ -154,7 +154,7 @@ async fn run(config: ExportConfig, audit_dir: PathBuf, mut durable: watch::Recei
         let read = tokio::task::spawn_blocking(move || {
             let mut reader = match taken {
                 Some(reader) => reader,
-                None => LineReader::at(&dir, exported)?,
+                None => ForwardLines::at(&dir, exported)?,
             };
             let lines = reader.next_lines(head - exported, BATCH)?;
             Ok::<_, io::Error>((reader, lines))
@@ -215,78 +215,6 @@ async fn fail(status: &ExportStatus, error: String, backoff: &mut Duration) {
     *status.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
     tokio::time::sleep(*backoff).await;
     *backoff = (*backoff * 2).min(MAX_BACKOFF);
-}
-
-/// Reads record lines forward from a position in the daily files.
-struct LineReader {
-    dir: PathBuf,
-    /// The file being read and the byte offset of its next line.
-    file: Option<(PathBuf, u64)>,
-}
-
-impl LineReader {
-    /// Positioned after the first `skip` lines of the log (one forward pass, at start only).
-    fn at(dir: &Path, skip: u64) -> io::Result<LineReader> {
-        let mut seen = 0u64;
-        for (_, path) in super::daily_file::log_files(dir)? {
-            let mut reader = io::BufReader::new(File::open(&path)?);
-            let mut offset = 0u64;
-            let mut line = Vec::new();
-            loop {
-                if seen == skip {
-                    return Ok(LineReader { dir: dir.to_path_buf(), file: Some((path, offset)) });
-                }
-                line.clear();
-                let read = reader.read_until(b'\n', &mut line)?;
-                if read == 0 || line.last() != Some(&b'\n') {
-                    break;
-                }
-                offset += read as u64;
-                seen += 1;
-            }
-        }
-        Ok(LineReader { dir: dir.to_path_buf(), file: None })
-    }
-
-    /// Up to `max` (and at most `available`) whole lines, moving to the next daily file at the end
-    /// of one.
-    fn next_lines(&mut self, available: u64, max: usize) -> io::Result<Vec<Vec<u8>>> {
-        let wanted = (max as u64).min(available) as usize;
-        let mut lines = Vec::new();
-        while lines.len() < wanted {
-            let files = super::daily_file::log_files(&self.dir)?;
-            let (path, offset) = match &self.file {
-                Some(at) => at.clone(),
-                None => match files.first() {
-                    Some((_, first)) => (first.clone(), 0),
-                    None => return Ok(lines),
-                },
-            };
-            let mut file = File::open(&path)?;
-            file.seek(SeekFrom::Start(offset))?;
-            let mut reader = io::BufReader::new(file);
-            let mut at = offset;
-            let mut line = Vec::new();
-            while lines.len() < wanted {
-                line.clear();
-                let read = reader.read_until(b'\n', &mut line)?;
-                if read == 0 || line.last() != Some(&b'\n') {
-                    break;
-                }
-                at += read as u64;
-                lines.push(line[..line.len() - 1].to_vec());
-            }
-            self.file = Some((path.clone(), at));
-            if lines.len() < wanted {
-                // At this file's end: on to the next day's file, if there is one.
-                match files.iter().position(|(_, p)| *p == path).and_then(|i| files.get(i + 1)) {
-                    Some((_, next)) => self.file = Some((next.clone(), 0)),
-                    None => break,
-                }
-            }
-        }
-        Ok(lines)
-    }
 }
 
 fn text(value: impl Into<String>) -> Option<AnyValue> {

@@ -13,7 +13,7 @@
 //!   [`CHECKPOINT_EVERY_RECORDS`] records or [`CHECKPOINT_EVERY`], at shutdown, and on request.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead};
+use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -223,25 +223,18 @@ impl TreeState {
 /// Calls `each` with every record line (no newline) from the `skip`-th on, in order, until it
 /// answers `false`.
 fn for_each_line(audit_dir: &Path, skip: u64, mut each: impl FnMut(&[u8]) -> io::Result<bool>) -> anyhow::Result<()> {
-    let mut seen = 0u64;
-    for (_, path) in super::daily_file::log_files(audit_dir)? {
-        let mut reader = io::BufReader::with_capacity(256 * 1024, File::open(&path)?);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            if reader.read_until(b'\n', &mut line)? == 0 {
-                break;
-            }
-            if line.last() != Some(&b'\n') {
-                break;
-            }
-            seen += 1;
-            if seen > skip && !each(&line[..line.len() - 1])? {
+    let mut lines = super::daily_file::ForwardLines::at(audit_dir, skip)?;
+    loop {
+        let batch = lines.next_lines(u64::MAX, 4096)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        for line in &batch {
+            if !each(line)? {
                 return Ok(());
             }
         }
     }
-    Ok(())
 }
 
 /// The log's signing key, made (0600) at first use.
