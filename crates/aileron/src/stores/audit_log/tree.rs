@@ -65,16 +65,10 @@ impl Tree {
         while let Ok(file) = File::open(tree.level_path(tree.levels.len() as u32)) {
             tree.levels.push(file);
         }
-        let len = |tree: &Tree, level: usize| -> io::Result<u64> {
-            Ok(tree.levels.get(level).map(|f| f.metadata().map(|m| m.len() / HASH_BYTES)).transpose()?.unwrap_or(0))
-        };
-        let mut size = len(&tree, 0)?;
-        let mut level = 1;
-        while (size >> level) > 0 {
-            size = size.min(((len(&tree, level)? + 1) << level) - 1);
-            level += 1;
-        }
-        tree.size = size;
+        tree.size = covered(u64::MAX, |level| {
+            let file = tree.levels.get(level as usize);
+            Ok(file.map(|f| f.metadata().map(|m| m.len() / HASH_BYTES)).transpose()?.unwrap_or(0))
+        })?;
         Ok(tree)
     }
 
@@ -101,15 +95,7 @@ impl Tree {
     /// cut, a torn hash dropped, missing parents recomputed and missing leaves hashed from the
     /// log's lines (only the lines past what is stored are read).
     pub fn catch_up(&mut self, audit_dir: &Path, records: u64) -> anyhow::Result<()> {
-        let mut keep = self.stored_len(0)?.min(records);
-        // A level that lags (a crash between a leaf and its parents) limits what is kept:
-        // level k must hold `keep >> k` hashes.
-        let mut level = 1;
-        while (keep >> level) > 0 {
-            let stored = self.stored_len(level)?;
-            keep = keep.min(((stored + 1) << level) - 1);
-            level += 1;
-        }
+        let keep = covered(records, |level| self.stored_len(level))?;
         // Every level file there is, so no hash of a longer, older tree stays past the end.
         let mut level = 0;
         while level == 0 || self.level_path(level).exists() {
@@ -147,6 +133,19 @@ impl Tree {
     pub fn root(&self, size: u64) -> Result<Hash, String> {
         merkle::tree_hash(self, size)
     }
+}
+
+/// The longest prefix of at most `limit` leaves every stored level covers, `stored(k)` being the
+/// hashes level `k` holds: level k must hold `size >> k` of them, so a level that lags (a crash
+/// between a leaf and its parents, or a writer still appending) limits it.
+fn covered(limit: u64, mut stored: impl FnMut(u32) -> io::Result<u64>) -> io::Result<u64> {
+    let mut size = stored(0)?.min(limit);
+    let mut level = 1;
+    while (size >> level) > 0 {
+        size = size.min(((stored(level)? + 1) << level) - 1);
+        level += 1;
+    }
+    Ok(size)
 }
 
 impl Hashes for Tree {
