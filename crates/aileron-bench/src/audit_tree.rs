@@ -64,7 +64,7 @@ pub(super) async fn run(
     tree.catch_up(&dir, RECORDS)?;
     let per_record = started.elapsed() / RECORDS as u32;
     let signer = tree::log_signer(&dir)?;
-    let verifier = aileron_core::tlog::NoteVerifier::parse(&signer.verifier_key())?;
+    let verifier = signer.verifier();
 
     let mut checkpoint = Vec::new();
     let mut note = String::new();

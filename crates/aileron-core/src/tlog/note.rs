@@ -75,6 +75,15 @@ impl Cosigner {
         self.0.verifier_key(COSIGNATURE_ALGORITHM)
     }
 
+    /// This key's verifier, without going through its text.
+    pub fn verifier(&self) -> CosignatureVerifier {
+        CosignatureVerifier {
+            name: self.0.name.clone(),
+            id: self.0.id(COSIGNATURE_ALGORITHM),
+            public: self.0.public_key(),
+        }
+    }
+
     /// The cosignature line for a checkpoint's `body` at `timestamp` (seconds since the epoch).
     pub fn cosignature_line(&self, body: &str, timestamp: u64) -> String {
         let mut bytes = self.0.id(COSIGNATURE_ALGORITHM).to_vec();
@@ -194,6 +203,11 @@ impl NoteSigner {
     /// `<name>+<hash>+<base64 key>`, what a verifier is given.
     pub fn verifier_key(&self) -> String {
         self.0.verifier_key(ED25519_ALGORITHM)
+    }
+
+    /// This key's verifier, without going through its text.
+    pub fn verifier(&self) -> NoteVerifier {
+        NoteVerifier { name: self.0.name.clone(), hash: self.0.id(ED25519_ALGORITHM), public: self.0.public_key() }
     }
 
     /// The signature line for `body`: `— <name> <base64(key hash ‖ signature)>\n`.
@@ -388,6 +402,7 @@ mod tests {
         let parsed = SignedNote::parse(&note).unwrap();
         assert_eq!(parsed.body, body);
         let verifier = NoteVerifier::parse(&signer.verifier_key()).unwrap();
+        assert_eq!(signer.verifier(), verifier, "the same verifier, with or without its text");
         assert!(verifier.verifies(&parsed));
         let other = NoteVerifier::parse(&NoteSigner::new(signer.name(), &[8; 32]).unwrap().verifier_key()).unwrap();
         assert!(!other.verifies(&parsed), "another key");
@@ -422,6 +437,7 @@ mod tests {
         let note = format!("{}{}", log.sign(&body), witness.cosignature_line(&body, 1_700_000_000));
         let parsed = SignedNote::parse(&note).unwrap();
         let verifier = CosignatureVerifier::parse(&witness.verifier_key()).unwrap();
+        assert_eq!(witness.verifier(), verifier);
         assert_eq!(verifier.cosigned_at(&parsed), Some(1_700_000_000));
         assert!(
             NoteVerifier::parse(&log.verifier_key()).unwrap().verifies(&parsed),

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aileron_core::tlog::merkle::{self, Hash, Hashes, leaf_hash};
-use aileron_core::tlog::{Checkpoint, NoteSigner, NoteVerifier, SignedNote};
+use aileron_core::tlog::{Checkpoint, CosignatureVerifier, NoteSigner, NoteVerifier, SignedNote};
 use anyhow::Context;
 use sha2::Digest;
 
@@ -176,7 +176,7 @@ impl TreeState {
         let mut tree = Tree::open(audit_dir)?;
         tree.catch_up(audit_dir, records)?;
         let signer = log_signer(audit_dir)?;
-        let checkpointed = checkpoints(audit_dir)?.last().map_or(0, |(size, _)| *size).min(records);
+        let checkpointed = newest_checkpoint(audit_dir)?.min(records);
         let witness = witness.map(super::witness::Witness::open).transpose()?;
         let at = std::time::Instant::now();
         Ok(TreeState { audit_dir: audit_dir.to_path_buf(), tree, signer, witness, checkpointed, at })
@@ -261,7 +261,7 @@ pub fn issue_checkpoint(
     let root = tree.root(size).map_err(anyhow::Error::msg)?;
     let mut note = signer.sign(&Checkpoint { origin: signer.name().to_string(), size, root }.body());
     if let Some(witness) = witness {
-        match witness.cosign(&note, &NoteVerifier::parse(&signer.verifier_key())?, tree) {
+        match witness.cosign(&note, &signer.verifier(), tree) {
             Ok(cosigned) => note = cosigned,
             Err(refused) => {
                 log_line!("aileron: warning: the audit witness did not cosign checkpoint {size}: {refused:#}")
@@ -277,34 +277,61 @@ pub fn issue_checkpoint(
 
 /// Every stored checkpoint, smallest first: `(size, note text)`.
 pub fn checkpoints(audit_dir: &Path) -> anyhow::Result<Vec<(u64, String)>> {
+    checkpoint_files(audit_dir)?
+        .into_iter()
+        .map(|(size, path)| {
+            let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            Ok((size, text))
+        })
+        .collect()
+}
+
+/// The size of the newest stored checkpoint (0: none), from the file names alone: what the
+/// writer needs at start, without reading every checkpoint there is.
+fn newest_checkpoint(audit_dir: &Path) -> anyhow::Result<u64> {
+    Ok(checkpoint_files(audit_dir)?.last().map_or(0, |(size, _)| *size))
+}
+
+/// The checkpoint files, smallest size first.
+fn checkpoint_files(audit_dir: &Path) -> anyhow::Result<Vec<(u64, PathBuf)>> {
     let dir = audit_dir.join(CHECKPOINTS_DIR);
-    let mut found = Vec::new();
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(found),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => return Err(error).with_context(|| format!("reading {}", dir.display())),
     };
+    let mut found = Vec::new();
     for entry in entries {
         let path = entry?.path();
-        let Some(size) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".checkpoint"))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        found.push((size, std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?));
+        let size = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".checkpoint"));
+        if let Some(size) = size.and_then(|n| n.parse::<u64>().ok()) {
+            found.push((size, path));
+        }
     }
     found.sort_by_key(|(size, _)| *size);
     Ok(found)
 }
 
-/// A stored checkpoint, checked: signed by `verifier`, of the size its file name says.
-pub fn open_checkpoint(verifier: &NoteVerifier, size: u64, text: &str) -> Result<Checkpoint, String> {
+/// A stored checkpoint, checked: signed by `verifier`, cosigned by `witness` when given, of the
+/// size its file name says.
+pub fn open_checkpoint(
+    verifier: &NoteVerifier,
+    witness: Option<&CosignatureVerifier>,
+    size: u64,
+    text: &str,
+) -> Result<Checkpoint, String> {
     let note = SignedNote::parse(text).map_err(|e| format!("checkpoint {size}: {e}"))?;
     if !verifier.verifies(&note) {
         return Err(format!("checkpoint {size} is not signed by the log's key {}", verifier.name));
+    }
+    if let Some(witness) = witness
+        && witness.cosigned_at(&note).is_none()
+    {
+        return Err(format!(
+            "checkpoint {size} is not cosigned by the witness {}: it was signed again by someone holding the log's \
+             key, or the witness refused it as inconsistent",
+            witness.name
+        ));
     }
     let checkpoint = Checkpoint::parse(&note.body).map_err(|e| format!("checkpoint {size}: {e}"))?;
     if checkpoint.size != size || checkpoint.origin != verifier.name {
@@ -341,13 +368,13 @@ pub fn receipt(
         tree.size()
     );
     let signer = log_signer(audit_dir)?;
-    let verifier = NoteVerifier::parse(&signer.verifier_key())?;
+    let verifier = signer.verifier();
     let newest = checkpoints(audit_dir)?.into_iter().rev().find(|(size, _)| *size > index && *size <= tree.size());
     let (size, note) = match newest {
         Some(found) => found,
         None => (tree.size(), issue_checkpoint(audit_dir, &tree, &signer, tree.size(), witness)?),
     };
-    let checkpoint = open_checkpoint(&verifier, size, &note).map_err(anyhow::Error::msg)?;
+    let checkpoint = open_checkpoint(&verifier, None, size, &note).map_err(anyhow::Error::msg)?;
     let hashes = merkle::inclusion_proof(&tree, index, size).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(
         merkle::verify_inclusion(&leaf_hash(&line), index, size, &hashes, &checkpoint.root),
@@ -389,17 +416,13 @@ pub struct CheckpointReport {
 /// log shorter than one (truncated, rolled back), is named. Checkpoints are checked with the key
 /// in the audit directory: someone who holds it can sign a rewritten log's checkpoints too, which
 /// only a witness or a published copy can catch.
-pub fn verify_checkpoints(
-    audit_dir: &Path,
-    witness: Option<&aileron_core::tlog::CosignatureVerifier>,
-) -> Result<CheckpointReport, String> {
+pub fn verify_checkpoints(audit_dir: &Path, witness: Option<&CosignatureVerifier>) -> Result<CheckpointReport, String> {
     let stored = checkpoints(audit_dir).map_err(|e| format!("{e:#}"))?;
     if stored.is_empty() {
         return Ok(CheckpointReport { verified: 0, newest: 0 });
     }
     let signer = log_signer(audit_dir).map_err(|e| format!("{e:#}"))?;
-    let verifier = NoteVerifier::parse(&signer.verifier_key()).map_err(|e| e.to_string())?;
-    verify_against(audit_dir, &stored, &verifier, witness)
+    verify_against(audit_dir, &stored, &signer.verifier(), witness)
 }
 
 /// [`verify_checkpoints`] against `stored` checkpoints (a published copy, say), each signed by
@@ -408,21 +431,11 @@ pub fn verify_against(
     audit_dir: &Path,
     stored: &[(u64, String)],
     verifier: &NoteVerifier,
-    witness: Option<&aileron_core::tlog::CosignatureVerifier>,
+    witness: Option<&CosignatureVerifier>,
 ) -> Result<CheckpointReport, String> {
     let mut signed = Vec::new();
     for (size, text) in stored {
-        signed.push(open_checkpoint(verifier, *size, text)?);
-        if let Some(witness) = witness {
-            let note = SignedNote::parse(text).map_err(|e| e.to_string())?;
-            if witness.cosigned_at(&note).is_none() {
-                return Err(format!(
-                    "checkpoint {size} is not cosigned by the witness {}: it was signed again by someone holding the \
-                     log's key, or the witness refused it as inconsistent",
-                    witness.name
-                ));
-            }
-        }
+        signed.push(open_checkpoint(verifier, witness, *size, text)?);
     }
     // The frontier: the roots of the perfect subtrees of the leaves so far, largest first.
     let mut frontier: Vec<(u32, Hash)> = Vec::new();
@@ -524,9 +537,9 @@ mod tests {
         let verifier = NoteVerifier::parse(&signer.verifier_key()).unwrap();
         let stored = checkpoints(dir).unwrap();
         assert_eq!(stored.len(), 1);
-        let checkpoint = open_checkpoint(&verifier, 3, &stored[0].1).unwrap();
+        let checkpoint = open_checkpoint(&verifier, None, 3, &stored[0].1).unwrap();
         assert_eq!(checkpoint.root, tree.root(3).unwrap());
-        assert!(open_checkpoint(&verifier, 4, &stored[0].1).is_err(), "named for another size");
+        assert!(open_checkpoint(&verifier, None, 4, &stored[0].1).is_err(), "named for another size");
     }
 }
 

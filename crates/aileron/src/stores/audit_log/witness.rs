@@ -41,6 +41,10 @@ impl Witness {
         self.cosigner.verifier_key()
     }
 
+    pub fn verifier(&self) -> CosignatureVerifier {
+        self.cosigner.verifier()
+    }
+
     /// The last checkpoint this witness cosigned for `origin`: `(size, root)`.
     fn last(&self, origin: &str) -> anyhow::Result<Option<(u64, merkle::Hash)>> {
         let path = self.dir.join(STATE_FILE);
@@ -98,5 +102,5 @@ pub fn verifier_key(dir: &Path) -> anyhow::Result<Option<CosignatureVerifier>> {
     if !dir.join(KEY_FILE).exists() {
         return Ok(None);
     }
-    Ok(Some(CosignatureVerifier::parse(&Witness::open(dir)?.verifier_key())?))
+    Ok(Some(Witness::open(dir)?.verifier()))
 }

@@ -270,8 +270,8 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
         AuditCommand::Publish { to } => {
             let dir = audit_dir(home)?;
             let witness = witness(home)?;
-            let cosigner = CosignatureVerifier::parse(&witness.verifier_key()).map_err(tree_error)?;
             let log = crate::stores::audit_log::tree::log_signer(&dir).map_err(tree_error)?;
+            let (signed_by, cosigned_by) = (log.verifier(), witness.verifier());
             std::fs::create_dir_all(&to).map_err(|e| CliError::failure(format!("creating {}: {e}", to.display())))?;
             let write = |name: &str, text: &str| {
                 crate::platform::home::write_atomic(&to.join(name), text.as_bytes(), 0o644)
@@ -281,8 +281,9 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
             write(PUBLISHED_WITNESS_KEY, &format!("{}\n", witness.verifier_key()))?;
             let mut copied = 0;
             for (size, text) in crate::stores::audit_log::tree::checkpoints(&dir).map_err(tree_error)? {
-                let note = aileron_core::tlog::SignedNote::parse(&text).ok();
-                if note.is_some_and(|note| cosigner.cosigned_at(&note).is_some()) {
+                let checked =
+                    crate::stores::audit_log::tree::open_checkpoint(&signed_by, Some(&cosigned_by), size, &text);
+                if checked.is_ok() {
                     write(&format!("{size:020}.checkpoint"), &text)?;
                     copied += 1;
                 }
