@@ -376,34 +376,64 @@ fn parse(text: &str, file: &str, expected_stem: Option<&str>) -> Result<ActionFi
 /// `(frontmatter, body)`: the text between the first line `+++` and the next line `+++`, and
 /// everything after that closing line.
 fn split_frontmatter<'t>(text: &'t str, file: &str) -> Result<(&'t str, &'t str), ParseError> {
-    let is_fence = |line: &str| line.trim_end_matches('\n').trim_end_matches('\r') == "+++";
-    let mut lines = text.split_inclusive('\n');
-    let first = lines.next().unwrap_or_default();
-    if !is_fence(first) {
-        return Err(ParseError::new(
+    match fences(text) {
+        Fences::Closed { frontmatter, body } => Ok((&text[frontmatter], &text[body..])),
+        Fences::NoOpening => Err(ParseError::new(
             file,
             Some(1),
             None,
             "the first line must be exactly `+++` (the start of the TOML frontmatter)",
             "start the file with a `+++` line, then the TOML frontmatter, then another `+++` line, then the \
              description",
-        ));
+        )),
+        Fences::NotClosed => Err(ParseError::new(
+            file,
+            Some(1),
+            None,
+            "the frontmatter opened by `+++` on line 1 is never closed",
+            "add a line that is exactly `+++` after the TOML frontmatter",
+        )),
+    }
+}
+
+/// Where the `+++` fences put an action file's TOML frontmatter.
+enum Fences {
+    /// The frontmatter's bytes, and where the body starts (after the closing fence's line).
+    Closed {
+        frontmatter: std::ops::Range<usize>,
+        body: usize,
+    },
+    NoOpening,
+    NotClosed,
+}
+
+fn fences(text: &str) -> Fences {
+    let is_fence = |line: &str| line.trim_end_matches('\n').trim_end_matches('\r') == "+++";
+    let mut lines = text.split_inclusive('\n');
+    let first = lines.next().unwrap_or_default();
+    if !is_fence(first) {
+        return Fences::NoOpening;
     }
     let start = first.len();
     let mut offset = start;
     for line in lines {
         if is_fence(line) {
-            return Ok((&text[start..offset], &text[offset + line.len()..]));
+            return Fences::Closed { frontmatter: start..offset, body: offset + line.len() };
         }
         offset += line.len();
     }
-    Err(ParseError::new(
-        file,
-        Some(1),
-        None,
-        "the frontmatter opened by `+++` on line 1 is never closed",
-        "add a line that is exactly `+++` after the TOML frontmatter",
-    ))
+    Fences::NotClosed
+}
+
+/// The byte range of an action file's TOML frontmatter in `text` (after a leading byte order
+/// mark and the opening `+++` line, up to the closing one), as the parser splits it; `None` when
+/// the fences are not there. For tools that edit the frontmatter and keep the rest.
+pub fn frontmatter_range(text: &str) -> Option<std::ops::Range<usize>> {
+    let bom = if text.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
+    match fences(&text[bom..]) {
+        Fences::Closed { frontmatter, .. } => Some(frontmatter.start + bom..frontmatter.end + bom),
+        Fences::NoOpening | Fences::NotClosed => None,
+    }
 }
 
 /// `(title, description)`: a leading `# Title` line is the title; the rest, trimmed, the description.

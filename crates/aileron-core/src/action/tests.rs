@@ -1161,3 +1161,13 @@ fn graphql_type_names_of_the_original_generator_map_onto_json_schema() {
     assert!(error.contains("`first` must be an integer"), "{error}");
     assert!(error.contains("labelIds"), "{error}");
 }
+
+#[test]
+fn the_frontmatter_range_is_what_the_fences_enclose() {
+    let text = "+++\nname = \"x\"\n+++\n# X\n";
+    assert_eq!(frontmatter_range(text).map(|r| &text[r]), Some("name = \"x\"\n"));
+    let crlf = "\u{feff}+++\r\nname = 1\r\n+++\r\n";
+    assert_eq!(frontmatter_range(crlf).map(|r| &crlf[r]), Some("name = 1\r\n"));
+    assert_eq!(frontmatter_range("name = 1\n+++\n"), None);
+    assert_eq!(frontmatter_range("+++\nname = 1\n"), None);
+}

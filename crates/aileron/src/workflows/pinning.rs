@@ -32,7 +32,8 @@ pub struct Pinned {
 /// cannot read are left for the action parser to report with their line.
 pub fn pin(state: &Services, text: &str, pin: bool, grant_credentials: bool) -> Result<Pinned, ApiError> {
     let unchanged = || Pinned { text: text.to_string(), changes: Vec::new() };
-    let Some((head, frontmatter, tail)) = split(text) else { return Ok(unchanged()) };
+    let Some(range) = aileron_core::action::frontmatter_range(text) else { return Ok(unchanged()) };
+    let (head, frontmatter, tail) = (&text[..range.start], &text[range.clone()], &text[range.end..]);
     let Ok(mut document) = frontmatter.parse::<toml_edit::DocumentMut>() else { return Ok(unchanged()) };
     let Some(entries) = document
         .get_mut("requires")
@@ -90,42 +91,4 @@ pub fn pin(state: &Services, text: &str, pin: bool, grant_credentials: bool) -> 
         return Ok(unchanged());
     }
     Ok(Pinned { text: format!("{head}{document}{tail}"), changes })
-}
-
-/// `(opening fence line, frontmatter, closing fence line and body)`, as the action parser splits
-/// them (a leading byte order mark stays with the opening fence).
-fn split(text: &str) -> Option<(&str, &str, &str)> {
-    let is_fence = |line: &str| line.trim_end_matches('\n').trim_end_matches('\r') == "+++";
-    let start = usize::from(text.starts_with('\u{feff}')) * '\u{feff}'.len_utf8();
-    let mut offset = start;
-    let mut fences = Vec::new();
-    for line in text[start..].split_inclusive('\n') {
-        if is_fence(line) {
-            fences.push(offset);
-            if fences.len() == 2 {
-                break;
-            }
-        } else if fences.is_empty() {
-            return None;
-        }
-        offset += line.len();
-    }
-    let [open, close] = fences[..] else { return None };
-    let body = open + text[open..].find('\n')? + 1;
-    Some((&text[..body], &text[body..close], &text[close..]))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::split;
-
-    #[test]
-    fn the_frontmatter_is_what_the_fences_enclose() {
-        let text = "+++\nname = \"x\"\n+++\n# X\n";
-        assert_eq!(split(text), Some(("+++\n", "name = \"x\"\n", "+++\n# X\n")));
-        let crlf = "\u{feff}+++\r\nname = 1\r\n+++\r\n";
-        assert_eq!(split(crlf), Some(("\u{feff}+++\r\n", "name = 1\r\n", "+++\r\n")));
-        assert_eq!(split("name = 1\n+++\n"), None);
-        assert_eq!(split("+++\nname = 1\n"), None);
-    }
 }
