@@ -78,30 +78,12 @@ impl ExportConfig {
                         "OTLP header `{pair}` is not name=value\nhint: OTEL_EXPORTER_OTLP_HEADERS=api-key=…,other=…"
                     )
                 })?;
-                let value = percent_decode(value.trim());
+                let value = percent_encoding::percent_decode_str(value.trim()).decode_utf8_lossy().into_owned();
                 Ok((name.trim().to_string(), value))
             })
             .collect::<Result<Vec<_>, String>>()?;
         Ok(Some(ExportConfig { endpoint, headers }))
     }
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(byte) = text.get(i + 1..i + 3).and_then(|hex| u8::from_str_radix(hex, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// What `aileron status` shows of the export.
