@@ -310,16 +310,15 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                 })?;
             let witness = witness(home)?;
             // A record just written: the daemon adds it to the tree a moment after acknowledging it.
-            let mut waited = 0;
-            let proof = loop {
-                match crate::stores::audit_log::tree::receipt(&dir, record.seq, Some(&witness)) {
-                    Err(error) if waited < 40 && error.to_string().contains("does not cover") => {
-                        waited += 1;
-                        std::thread::sleep(std::time::Duration::from_millis(50));
-                    }
-                    answer => break answer.map_err(tree_error)?,
+            for _ in 0..40 {
+                let tree = crate::stores::audit_log::tree::Tree::read_only(&dir).map_err(tree_error)?;
+                if tree.size() >= record.seq {
+                    break;
                 }
-            };
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let proof =
+                crate::stores::audit_log::tree::receipt(&dir, record.seq, Some(&witness)).map_err(tree_error)?;
             let text = proof.format();
             match out {
                 Some(path) => {
