@@ -32,7 +32,9 @@ pub(super) struct TreeFigures {
     /// The OTLP export: records delivered per second, and the process CPU per record.
     export_per_second: f64,
     export_cpu_per_record: Duration,
-    /// Runs under load without and with the export on.
+    /// Runs under load with the tree made unavailable, with it (the product), and with the
+    /// export on as well.
+    runs_without_tree: super::http::LoadFigures,
     runs_without_export: super::http::LoadFigures,
     runs_with_export: super::http::LoadFigures,
     /// Building the stored tree from the log's lines, per record.
@@ -93,7 +95,8 @@ pub(super) async fn run(
     anyhow::ensure!(verifier.verifies(&aileron_core::tlog::SignedNote::parse(&note)?), "the checkpoint verifies");
     drop(tree);
     let (export_per_second, export_cpu_per_record) = export_throughput(&dir).await?;
-    let (runs_without_export, runs_with_export) = export_under_load(scratch, clients, warmup, window).await?;
+    let [runs_without_tree, runs_without_export, runs_with_export] =
+        runs_under_load(scratch, clients, warmup, window).await?;
     std::fs::remove_dir_all(scratch.join("audit-tree"))?;
 
     Ok(TreeFigures {
@@ -105,6 +108,7 @@ pub(super) async fn run(
         proof: Distribution::new(proof),
         check: Distribution::new(check),
         run: direct_runs(scratch).await?,
+        runs_without_tree,
         runs_without_export,
         runs_with_export,
     })
@@ -210,6 +214,20 @@ impl TreeFigures {
                 met: Some(self.export_per_second >= 5000.0),
             },
             SummaryRow {
+                figure: format!("(m) run p99 at {} clients, tree and checkpoints on", self.runs_without_tree.clients),
+                measured: format_duration(self.runs_without_export.latency.p99()),
+                baseline: format!("{} with the tree off", format_duration(self.runs_without_tree.latency.p99())),
+                ratio: format_ratio(ratio(
+                    self.runs_without_export.latency.p99(),
+                    self.runs_without_tree.latency.p99(),
+                )),
+                goal: "p99 ≤ +5 %",
+                met: Some(
+                    self.runs_without_export.latency.p99().as_secs_f64()
+                        <= self.runs_without_tree.latency.p99().as_secs_f64() * 1.05,
+                ),
+            },
+            SummaryRow {
                 figure: format!("(m) runs/s at {} clients with the audit export on", self.runs_with_export.clients),
                 measured: format!("{:.0}", self.runs_with_export.throughput()),
                 baseline: format!("{:.0} runs/s without it", self.runs_without_export.throughput()),
@@ -249,17 +267,21 @@ impl TreeFigures {
                 ("receipt proof", &self.proof),
                 ("offline receipt check", &self.check),
                 ("run of the echo action (baseline)", &self.run),
-                ("run under load, export off", &self.runs_without_export.latency),
+                ("run under load, tree off", &self.runs_without_tree.latency),
+                ("run under load, tree on (export off)", &self.runs_without_export.latency),
                 ("run under load, export on", &self.runs_with_export.latency),
             ],
         );
         let cpu = |figures: &super::http::LoadFigures| figures.work.cpu.div_f64(figures.latency.len().max(1) as f64);
         let _ = writeln!(
             text,
-            "\nUnder load ({} clients, {} s): {:.0} runs/s and {} of process CPU per run without the export, {:.0} \
-             runs/s and {} with it (the receiver's decoding included).",
+            "\nUnder load ({} clients, {} s, three daemons one after the other): {:.0} runs/s and {} of process CPU \
+             per run with the tree off (its directory made unusable, as a broken disk would), {:.0} runs/s and {} \
+             with it on; {:.0} runs/s and {} with the export on as well (the receiver's decoding included).",
             self.runs_with_export.clients,
             self.runs_with_export.window.as_secs(),
+            self.runs_without_tree.throughput(),
+            format_duration(cpu(&self.runs_without_tree)),
             self.runs_without_export.throughput(),
             format_duration(cpu(&self.runs_without_export)),
             self.runs_with_export.throughput(),
@@ -281,19 +303,22 @@ impl TreeFigures {
     }
 }
 
-/// Runs under load (the (b) probe: `POST /v1/actions/echo/run`, `clients` connections) on two
-/// daemons, one without and one with the audit export to a local OTLP receiver: what the export
-/// costs the runs while they go on. `(without, with)`.
-pub(super) async fn export_under_load(
+/// Runs under load (the (b) probe: `POST /v1/actions/echo/run`, `clients` connections) on three
+/// daemons one after the other: with the Merkle tree unavailable (`audit/tree` a file, so the
+/// writer keeps no tree and issues no checkpoints, as after a disk fault), as shipped, and with
+/// the audit export to a local OTLP receiver as well: what the tree and the export cost the runs
+/// while they go on.
+async fn runs_under_load(
     scratch: &Path,
     clients: u64,
     warmup: Duration,
     window: Duration,
-) -> anyhow::Result<(super::http::LoadFigures, super::http::LoadFigures)> {
+) -> anyhow::Result<[super::http::LoadFigures; 3]> {
     let (url, server) = counting_receiver().await?;
     let mut figures = Vec::new();
-    for export in [false, true] {
-        let name = if export { "with-export" } else { "without-export" };
+    for (name, tree, export) in
+        [("without-tree", false, false), ("with-tree", true, false), ("with-export", true, true)]
+    {
         if export {
             // SAFETY: set while no other thread reads the environment: the daemon reads these
             // in `AppState::open`, below, and nothing else of the benchmark reads them.
@@ -302,7 +327,12 @@ pub(super) async fn export_under_load(
                 std::env::set_var("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", &url);
             }
         }
-        let home = Home::at(scratch.join("audit-export-load").join(name).join("home"))?;
+        let home_dir = scratch.join("audit-export-load").join(name).join("home");
+        if !tree {
+            std::fs::create_dir_all(home_dir.join("audit"))?;
+            std::fs::write(home_dir.join("audit").join("tree"), "not a directory")?;
+        }
+        let home = Home::at(home_dir.clone())?;
         let started = BenchDaemon::start(&home);
         if export {
             // SAFETY: as above.
@@ -325,16 +355,16 @@ pub(super) async fn export_under_load(
             method: Method::POST,
             url: daemon.url("/v1/actions/echo/run"),
             authorization: daemon.authorization(),
-            body: Some(bytes::Bytes::from(json!({ "args": { "text": "export under load" } }).to_string())),
+            body: Some(bytes::Bytes::from(json!({ "args": { "text": "the audit log under load" } }).to_string())),
         };
         eprintln!("    runs with {clients} clients, {name}");
         figures.push(super::http::load_phase(&daemon, &probe, clients, warmup, window).await?);
         daemon.stop().await?;
+        let checkpoints = home_dir.join("audit").join("checkpoints");
+        anyhow::ensure!(checkpoints.exists() == tree, "the tree is {}", if tree { "off" } else { "on" });
     }
     server.abort();
-    let with = figures.pop().expect("two phases");
-    let without = figures.pop().expect("two phases");
-    Ok((without, with))
+    figures.try_into().map_err(|_| anyhow::anyhow!("three phases"))
 }
 
 /// An OTLP/HTTP logs receiver that decodes each request and answers 200.

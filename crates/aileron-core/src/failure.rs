@@ -26,10 +26,12 @@ pub enum FailureClass {
     /// The spawn primitive cannot confine a program on this machine (no user namespaces, no
     /// Landlock): the program is never run unconfined.
     SpawnSandboxUnavailable,
+    /// A policy rule refused the call (SPEC §16); retriable when a rate limit will let it through.
+    PolicyDenied,
 }
 
 impl FailureClass {
-    pub const ALL: [FailureClass; 10] = [
+    pub const ALL: [FailureClass; 11] = [
         FailureClass::CapabilityDenied,
         FailureClass::BindingRequired,
         FailureClass::BindingFailed,
@@ -40,6 +42,7 @@ impl FailureClass {
         FailureClass::HashMismatch,
         FailureClass::SignatureFailure,
         FailureClass::SpawnSandboxUnavailable,
+        FailureClass::PolicyDenied,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +57,7 @@ impl FailureClass {
             FailureClass::HashMismatch => "hash_mismatch",
             FailureClass::SignatureFailure => "signature_failure",
             FailureClass::SpawnSandboxUnavailable => "spawn_sandbox_unavailable",
+            FailureClass::PolicyDenied => "policy_denied",
         }
     }
 
@@ -64,7 +68,7 @@ impl FailureClass {
     /// HTTP status of the failure envelope for this class (SPEC §9 table).
     pub fn http_status(self) -> u16 {
         match self {
-            FailureClass::CapabilityDenied => 403,
+            FailureClass::CapabilityDenied | FailureClass::PolicyDenied => 403,
             FailureClass::BindingRequired | FailureClass::BindingFailed => 412,
             FailureClass::ResourceLimitExceeded => 507,
             FailureClass::ConnectorRuntimeError => 500,
@@ -95,6 +99,8 @@ pub enum Boundary {
     Runtime,
     /// An external system the connector talked to.
     External,
+    /// The user's policy rules (SPEC §16).
+    Policy,
 }
 
 impl Boundary {
@@ -105,6 +111,7 @@ impl Boundary {
             Boundary::Action => "action",
             Boundary::Runtime => "runtime",
             Boundary::External => "external",
+            Boundary::Policy => "policy",
         }
     }
 }

@@ -61,6 +61,8 @@ pub struct Services {
     pub telemetry: crate::platform::telemetry::Telemetry,
     /// Runs connectors' local programs, confined.
     pub spawner: Arc<Spawner>,
+    /// The policy rules in force and the run counters they read (SPEC §16).
+    pub rules: crate::stores::rules::LiveRules,
 }
 
 /// How to build [`Services`]; the daemon derives it from its own options.
@@ -134,6 +136,34 @@ impl Services {
             spawner.user_home = Some(user_home);
         }
         let spawner = Arc::new(spawner);
+        let rules = {
+            let (installed, _) = actions.list();
+            crate::stores::rules::LiveRules::open(
+                home.root(),
+                actions.generation(),
+                installed.iter().map(|action| action.file.as_ref()),
+            )
+        };
+        match rules.problem() {
+            Some(problem) => {
+                log_line!("aileron daemon: warning: the policy files do not load, so every run is refused: {problem}")
+            }
+            None if !rules.current().is_empty() => {
+                let current = rules.current();
+                log_line!(
+                    "aileron daemon: policy {} in force: {} rule(s) from {}",
+                    current.hash,
+                    current.rules.len(),
+                    current.files.join(", ")
+                );
+            }
+            None => {}
+        }
+        if let Err(error) = rules.counters.rebuild(&audit, chrono::Utc::now()) {
+            log_line!(
+                "aileron daemon: warning: the policy run counters could not be read back from the audit log: {error}"
+            );
+        }
         Ok(Arc::new(Services {
             sessions: SessionRegistry::open(home.sessions_journal()),
             home,
@@ -157,6 +187,7 @@ impl Services {
             listen_port: AtomicU16::new(options.listen_port),
             telemetry: options.telemetry,
             spawner,
+            rules,
         }))
     }
 

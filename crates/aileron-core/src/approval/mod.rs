@@ -198,6 +198,9 @@ pub struct ApprovalEntry {
     /// The arguments the approver edited in (the run uses these; `args` stays what was asked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_args: Option<Map<String, Value>>,
+    /// Why a policy rule asks a human (its `@ask("...")`, SPEC §16), when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_reason: Option<String>,
 }
 
 /// The inputs of a new approval; [`ApprovalEntry::pending`] derives the rest from the action.
@@ -211,12 +214,15 @@ pub struct ApprovalRequest<'a> {
     pub requested_at: String,
     pub session_id: Option<String>,
     pub unconfined: bool,
+    /// Why a policy rule asks for this approval, when one does.
+    pub policy_reason: Option<String>,
 }
 
 impl ApprovalEntry {
     /// A new entry in `pending_approval`.
     pub fn pending(request: ApprovalRequest<'_>) -> ApprovalEntry {
-        let ApprovalRequest { id, action, args, preview, requested_at, session_id, unconfined } = request;
+        let ApprovalRequest { id, action, args, preview, requested_at, session_id, unconfined, policy_reason } =
+            request;
         ApprovalEntry {
             action: action.name.clone(),
             action_version: action.version.to_string(),
@@ -225,6 +231,7 @@ impl ApprovalEntry {
             preview,
             session_id,
             unconfined,
+            policy_reason,
             connector_fqn: action.steps.first().map(|step| step.connector.clone()),
             expires_after_ms: Some(action.approval.expires_after_ms.unwrap_or(DEFAULT_EXPIRY_MS)),
             ..ApprovalEntry::waiting(id, ApprovalKind::Action, requested_at)
@@ -254,6 +261,7 @@ impl ApprovalEntry {
             connector_fqn: None,
             expires_after_ms: Some(DEFAULT_EXPIRY_MS),
             edited_args: None,
+            policy_reason: None,
         }
     }
 

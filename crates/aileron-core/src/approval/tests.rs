@@ -45,6 +45,7 @@ fn pending_entry(id: ApprovalId, requested_at: &str) -> ApprovalEntry {
         requested_at: requested_at.to_string(),
         session_id: Some("sess-1".to_string()),
         unconfined: false,
+        policy_reason: None,
     })
 }
 

@@ -126,6 +126,15 @@ event_types! {
     /// A launched agent's connection to a `--allow-tcp` destination, relayed byte for byte
     /// (`aileron.proxy.upstream.host|address`): non-HTTP traffic the user allowed by name.
     SandboxEgressTcpForwarded => "sandbox.egress.tcp_forwarded",
+    // Policy (SPEC §16).
+    /// A policy set came into force (`aileron.policy.hash`, `aileron.policy.files`).
+    PolicyLoaded => "policy.loaded",
+    /// A rule refused a call (`aileron.policy.rules`, `aileron.failure.*`).
+    PolicyDenied => "policy.denied",
+    /// A shadow rule would have refused or asked (`aileron.policy.outcome`, `aileron.policy.rules`).
+    PolicyShadow => "policy.shadow",
+    /// A call was admitted under rules that count runs: counted again when the daemon restarts.
+    PolicyAdmitted => "policy.admitted",
 }
 
 impl EventType {

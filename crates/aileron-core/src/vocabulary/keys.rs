@@ -223,6 +223,19 @@ keys! {
     /// from before §15 started a confined session without saying).
     SANDBOX_EGRESS_REASON = "aileron.sandbox.egress_reason";
 
+    // Policy (SPEC §16).
+    /// The policy set in force (`sha256:` over its files): on `policy.*` records and every run
+    /// record while policy files exist.
+    POLICY_HASH = "aileron.policy.hash";
+    /// The ids of the rules that decided (`policy.denied`, `policy.shadow`).
+    POLICY_RULES = "aileron.policy.rules";
+    /// `policy.shadow`: what the shadow rules would have done (`forbid`, `ask`).
+    POLICY_OUTCOME = "aileron.policy.outcome";
+    /// `policy.loaded`: the files of the set, by name.
+    POLICY_FILES = "aileron.policy.files";
+    /// Whose runs a rule counts: `agent:<session id>` or `human:<id>`.
+    POLICY_SUBJECT = "aileron.policy.subject";
+
     // Vault.
     VAULT_STATE = "aileron.vault.state";
     /// `vault.unlock_failed`: `wrong_passphrase`.

@@ -10,6 +10,9 @@ use aileron_core::audit::{Actor, ActorType};
 
 use crate::platform::secret::Secret;
 
+/// The actor id of the daemon token's holder.
+pub const LOCAL_USER: &str = "local-user";
+
 /// Who is asking, for the audit record.
 #[derive(Debug, Clone)]
 pub struct Caller {

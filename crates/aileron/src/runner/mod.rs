@@ -5,6 +5,7 @@
 //! Invariant: every outcome (success or failure) is audited, fsynced, before it is returned; if
 //! the audit log cannot be written the run fails closed.
 
+mod gate;
 pub mod sandbox;
 
 use std::collections::BTreeMap;
@@ -113,8 +114,17 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         return Err(RunRejection::InvalidArgs(error));
     }
     let audit_id = mint_audit_id();
+    let policy = match gate::check(state, &action, &request, &audit_id).await? {
+        gate::Gate::Pass { hash } => hash,
+        gate::Gate::Refused(failure) => {
+            state.telemetry.action_execute(&action).fail(&failure, Some(&audit_id));
+            return Ok(RunOutcome::Failed(failure));
+        }
+        gate::Gate::Ask { reasons, .. } => return request_approval(state, &action, request, Some(reasons)).await,
+    };
+    let policy = policy.as_deref();
     match &request.approval {
-        None if action.requires_approval() => return request_approval(state, &action, request).await,
+        None if action.requires_approval() => return request_approval(state, &action, request, None).await,
         None => {}
         Some(grant) => {
             // The approval binds to the exact action bytes and arguments that were registered.
@@ -129,8 +139,12 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
                 }
             });
             if let Err(failure) = verified {
-                let record =
-                    RunRecord { action: &action, approval: Some(&grant.entry.id), ending: Ending::Refused(&failure) };
+                let record = RunRecord {
+                    action: &action,
+                    approval: Some(&grant.entry.id),
+                    policy,
+                    ending: Ending::Refused(&failure),
+                };
                 append(state, record.event_type(), &request.caller, record.payload(), &audit_id).await?;
                 state.telemetry.action_execute(&action).fail(&failure, Some(&audit_id));
                 return Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)));
@@ -152,6 +166,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             let record = RunRecord {
                 action: &action,
                 approval,
+                policy,
                 ending: Ending::Executed { steps: &steps, args: &request.args },
             };
             let appended = submit(state, record.event_type(), &request.caller, record.payload(), &audit_id);
@@ -169,7 +184,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         }
         Err(failed) => {
             let approval = request.approval.as_ref().map(|grant| &grant.entry.id);
-            let record = RunRecord { action: &action, approval, ending: Ending::Failed(&failed) };
+            let record = RunRecord { action: &action, approval, policy, ending: Ending::Failed(&failed) };
             append(state, record.event_type(), &request.caller, record.payload(), &audit_id)
                 .await
                 .map_err(RunRejection::after_steps)?;
@@ -518,6 +533,7 @@ async fn request_approval(
     state: &Arc<Services>,
     action: &Arc<ActionFile>,
     request: RunRequest,
+    policy_reasons: Option<Vec<String>>,
 ) -> Result<RunOutcome, RunRejection> {
     let size = serde_json::to_vec(&request.args).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
     if size > MAX_APPROVAL_ARGS_BYTES {
@@ -550,6 +566,7 @@ async fn request_approval(
         requested_at,
         session_id: request.caller.session_id.clone(),
         unconfined: request.caller.unconfined,
+        policy_reason: policy_reasons.map(|reasons| reasons.join("; ")),
     });
     match state.approvals.register(entry.clone()) {
         Ok(approvals::Registered::New) => {}
@@ -802,6 +819,8 @@ struct RunRecord<'a> {
     action: &'a ActionFile,
     /// The approval the run carried out, when the action is gated.
     approval: Option<&'a aileron_core::approval::ApprovalId>,
+    /// The hash of the policy set that admitted the run, while policy files exist.
+    policy: Option<&'a str>,
     ending: Ending<'a>,
 }
 
@@ -845,6 +864,9 @@ impl RunRecord<'_> {
         }
         if let Some(id) = self.approval {
             payload.insert(keys::APPROVAL_ID.into(), id.to_string().into());
+        }
+        if let Some(hash) = self.policy {
+            payload.insert(keys::POLICY_HASH.into(), hash.into());
         }
         payload
     }

@@ -142,6 +142,9 @@ pub struct StatusView {
     /// The audit export to an OTLP collector, when on (SPEC §17).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_export: Option<AuditExportView>,
+    /// The policy rules in force (SPEC §16), when there are policy files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyView>,
     /// The daemon's own tracing, as it was started (`aileron launch` compares it with the
     /// launcher's `AILERON_OTEL_*` and says when the running daemon ignores them).
     pub traces: TracesView,
@@ -149,6 +152,21 @@ pub struct StatusView {
     pub modules_warm: bool,
     /// How soon freed memory goes back to the system (docs/decisions/0004-actions-and-runs.md, "Allocator").
     pub allocator: AllocatorView,
+}
+
+/// `StatusView::policy`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PolicyView {
+    /// The hash of the set in force (`unloaded`: the files failed to load at start, every run is
+    /// refused).
+    pub hash: String,
+    /// Its files, by name.
+    pub files: Vec<String>,
+    /// Its rules, by id.
+    pub rules: usize,
+    /// Why the files on disk are not the set in force, when they failed to load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// `StatusView::audit_export`.

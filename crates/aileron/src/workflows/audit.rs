@@ -37,17 +37,14 @@ pub async fn verify(state: &Services, principal: &Principal, query: crate::wire:
     let audit = state.audit.clone();
     let witness = state.home.witness_dir();
     let outcome = tokio::task::spawn_blocking(move || {
-        let report = audit.verify()?;
-        let checkpoints = match (query.checkpoints, audit.audit_dir()) {
-            (true, Some(dir)) => {
-                let cosigner = crate::stores::audit_log::witness::verifier_key(&witness)
-                    .map_err(|e| crate::stores::audit_log::VerifyError::Checkpoints { problem: format!("{e:#}") })?;
-                let checked = crate::stores::audit_log::tree::verify_checkpoints(dir, cosigner.as_ref())
-                    .map_err(|problem| crate::stores::audit_log::VerifyError::Checkpoints { problem })?;
-                Some(crate::wire::CheckpointsVerified { verified: checked.verified, newest: checked.newest })
-            }
-            _ => None,
-        };
+        if !query.checkpoints || audit.audit_dir().is_none() {
+            return Ok((audit.verify()?, None));
+        }
+        let cosigner = crate::stores::audit_log::witness::verifier_key(&witness)
+            .map_err(|e| crate::stores::audit_log::VerifyError::Checkpoints { problem: format!("{e:#}") })?;
+        let (report, checked) = audit.verify_with_checkpoints(cosigner.as_ref())?;
+        let checkpoints = checked
+            .map(|checked| crate::wire::CheckpointsVerified { verified: checked.verified, newest: checked.newest });
         Ok::<_, crate::stores::audit_log::VerifyError>((report, checkpoints))
     })
     .await

@@ -14,6 +14,7 @@ pub mod connectors;
 pub mod keyring;
 pub mod notify;
 pub mod pinning;
+pub mod policy;
 pub mod sessions;
 pub mod status;
 pub mod vault;
@@ -48,8 +49,7 @@ pub fn caller_for(principal: &Principal) -> Caller {
     }
 }
 
-/// The actor id of the daemon token's holder.
-pub const LOCAL_USER: &str = "local-user";
+pub use crate::platform::principal::LOCAL_USER;
 
 /// Refuses a principal whose grant does not cover `scope`.
 pub fn require(principal: &Principal, scope: Scope) -> Result<(), ApiError> {

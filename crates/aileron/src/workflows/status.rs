@@ -49,6 +49,16 @@ pub fn status(state: &Services, principal: &Principal, started_at: chrono::DateT
                 last_error: export.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             }
         }),
+        policy: {
+            let rules = state.rules.current();
+            let problem = state.rules.problem();
+            (!rules.is_empty() || problem.is_some()).then(|| crate::wire::PolicyView {
+                hash: rules.hash.clone(),
+                files: rules.files.clone(),
+                rules: rules.rules.len(),
+                problem,
+            })
+        },
         traces: TracesView {
             enabled: state.telemetry.is_enabled(),
             exporter: state.telemetry.exporter().map(|kind| kind.as_str().to_string()),

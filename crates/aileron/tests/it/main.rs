@@ -24,6 +24,7 @@ mod leaks;
 mod lifecycle;
 mod mcp;
 mod original_actions;
+mod policy;
 mod receipts;
 mod security;
 mod spawn;

@@ -74,6 +74,7 @@ pub(super) fn pending(id: ApprovalId, requested_at: String) -> ApprovalEntry {
         connector_fqn: None,
         expires_after_ms: None,
         edited_args: None,
+        policy_reason: None,
     }
 }
 

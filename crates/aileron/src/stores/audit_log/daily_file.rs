@@ -308,6 +308,16 @@ impl ForwardLines {
         Ok(ForwardLines { dir: dir.to_path_buf(), file: end })
     }
 
+    /// Positioned where [`ForwardLines::position`] said an earlier reader was (no pass at all).
+    pub(super) fn resume(dir: &Path, position: Option<(PathBuf, u64)>) -> ForwardLines {
+        ForwardLines { dir: dir.to_path_buf(), file: position }
+    }
+
+    /// The file being read and the byte offset of its next line (`None`: at the log's start).
+    pub(super) fn position(&self) -> Option<(PathBuf, u64)> {
+        self.file.clone()
+    }
+
     /// Up to `max` (and at most `available`) whole lines, moving to the next daily file at the end
     /// of one.
     pub(super) fn next_lines(&mut self, available: u64, max: usize) -> io::Result<Vec<Vec<u8>>> {

@@ -30,12 +30,13 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::JoinHandle;
 
 use aileron_core::audit::{
     Actor, AuditRecord, ChainBreak, GENESIS_PREV, HeadAnchor, UnsealedRecord, VerifyReport, log_lines, seal_to_line,
 };
+use aileron_core::tlog::CosignatureVerifier;
 use aileron_core::vocabulary::EventType;
 use anyhow::Context;
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
@@ -294,6 +295,8 @@ struct DiskLog {
     _lock: Flock<File>,
     /// What the last verification proved ([`verify`]).
     verified: Mutex<Option<verify::VerifiedPrefix>>,
+    /// How far the last verification of the checkpoints got, over lines it proved.
+    checkpoints_verified: Mutex<Option<tree::CheckpointProgress>>,
 }
 
 impl AuditLog {
@@ -383,6 +386,7 @@ impl AuditLog {
             writer: Some(handle),
             _lock: lock,
             verified: Mutex::new(None),
+            checkpoints_verified: Mutex::new(None),
         };
         Ok(AuditLog { backend: Backend::Disk(disk), stats, durable_seq })
     }
@@ -523,6 +527,29 @@ impl AuditLog {
         }
     }
 
+    /// Verifies this log's whole chain and then its stored checkpoints against it, cosigned by
+    /// `witness` when given; both resume after what the last verification proved, for the lines
+    /// whose bytes it finds unchanged. The checkpoints' report is `None` for a log in memory.
+    pub fn verify_with_checkpoints(
+        &self,
+        witness: Option<&CosignatureVerifier>,
+    ) -> Result<(VerifyReport, Option<tree::CheckpointReport>), VerifyError> {
+        let Backend::Disk(disk) = &self.backend else { return Ok((self.verify()?, None)) };
+        let verified = verify::verify_dir(&disk.audit_dir, Some(&disk.verified))?;
+        let failed = |problem: String| VerifyError::Checkpoints { problem };
+        let stored = tree::checkpoints(&disk.audit_dir).map_err(|e| failed(format!("{e:#}")))?;
+        if stored.is_empty() {
+            return Ok((verified.report, Some(tree::CheckpointReport { verified: 0, newest: 0 })));
+        }
+        let signer = tree::log_signer(&disk.audit_dir).map_err(|e| failed(format!("{e:#}")))?;
+        let earlier = disk.checkpoints_verified.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let resume = tree::Resume { earlier, unchanged: verified.unchanged, remember_at: verified.proved };
+        let (report, progress) =
+            tree::verify_resuming(&disk.audit_dir, &stored, &signer.verifier(), witness, resume).map_err(failed)?;
+        *disk.checkpoints_verified.lock().unwrap_or_else(PoisonError::into_inner) = progress;
+        Ok((verified.report, Some(report)))
+    }
+
     /// How many times the writer synced a log file (fewer than appends under load: group commit).
     pub fn fsync_count(&self) -> u64 {
         self.stats.fsyncs.load(Ordering::Relaxed)
@@ -559,6 +586,12 @@ pub fn verify(parent: &Path) -> Result<VerifyReport, VerifyError> {
 /// Queries the log under `parent/audit/` without opening it for writing (e.g. from the CLI).
 pub fn query(parent: &Path, filter: &AuditFilter) -> Result<Vec<AuditRecord>, AuditError> {
     query::query_dir(&parent.join("audit"), filter)
+}
+
+/// The newest record with this id under `audit_dir` and its line as the log holds it (what a
+/// receipt proves); reads the files newest first, without opening the log for writing.
+pub fn record_line(audit_dir: &Path, audit_id: &str) -> Result<Option<(AuditRecord, Vec<u8>)>, AuditError> {
+    query::record_line(audit_dir, audit_id)
 }
 
 #[cfg(test)]

@@ -32,11 +32,28 @@ pub(super) fn query_dir(audit_dir: &Path, filter: &AuditFilter) -> Result<Vec<Au
     query_dir_in_chunks(audit_dir, filter, CHUNK_BYTES)
 }
 
+/// The newest record with this `audit_id` and its line exactly as the log holds it (what a
+/// receipt proves), found in the same one newest-first pass as [`query_dir`].
+pub(super) fn record_line(audit_dir: &Path, audit_id: &str) -> Result<Option<(AuditRecord, Vec<u8>)>, AuditError> {
+    let filter = AuditFilter { audit_id: Some(audit_id.to_string()), limit: Some(1), ..AuditFilter::default() };
+    Ok(matching(audit_dir, &filter, CHUNK_BYTES, |record, line| (record, line.to_vec()))?.into_iter().next())
+}
+
 fn query_dir_in_chunks(
     audit_dir: &Path,
     filter: &AuditFilter,
     chunk_bytes: usize,
 ) -> Result<Vec<AuditRecord>, AuditError> {
+    matching(audit_dir, filter, chunk_bytes, |record, _| record)
+}
+
+/// What `keep` makes of each record matching `filter` (and its line), newest first.
+fn matching<T>(
+    audit_dir: &Path,
+    filter: &AuditFilter,
+    chunk_bytes: usize,
+    keep: impl Fn(AuditRecord, &[u8]) -> T,
+) -> Result<Vec<T>, AuditError> {
     let matcher = Matcher::new(filter)?;
     let mut found = Vec::new();
     for (date, path) in newest_first_files(audit_dir)? {
@@ -54,7 +71,7 @@ fn query_dir_in_chunks(
                 && let Some(record) = parse_line(line)
                 && matcher.matches(&record)
             {
-                found.push(record);
+                found.push(keep(record, line));
             }
         }
     }

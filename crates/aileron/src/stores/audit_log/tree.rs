@@ -21,7 +21,7 @@ use std::time::Duration;
 use aileron_core::tlog::merkle::{self, Hash, Hashes, leaf_hash};
 use aileron_core::tlog::{Checkpoint, CosignatureVerifier, NoteSigner, NoteVerifier, SignedNote};
 use anyhow::Context;
-use sha2::Digest;
+use sha2::{Digest, Sha256};
 
 use crate::platform::home::{create_private_dir, write_atomic};
 
@@ -158,28 +158,44 @@ impl Hashes for Tree {
     }
 }
 
-/// The writer's part: the tree, the log key, and where the last checkpoint left off.
+/// The writer's part: the tree, where the last checkpoint left off, and the thread that issues
+/// checkpoints. Signing, cosigning and writing a checkpoint syncs files (the note, the
+/// witness's state): on the writer's thread that would hold up the next batch, so the writer
+/// only says which size is due and goes on; the checkpointer issues the newest size it was
+/// told (skipping any it fell behind on) from the stored tree, as `aileron audit checkpoint`
+/// does, and is waited for when the log closes, so the shutdown checkpoint is written.
 pub(super) struct TreeState {
     audit_dir: PathBuf,
     tree: Tree,
-    signer: NoteSigner,
-    /// Cosigns each checkpoint it finds consistent ([`super::witness`]).
-    witness: Option<super::witness::Witness>,
-    /// The size of the newest checkpoint, and when it was issued.
+    /// The size of the newest checkpoint asked for, and when.
     checkpointed: u64,
     at: std::time::Instant,
+    checkpointer: Option<(std::sync::mpsc::Sender<u64>, std::thread::JoinHandle<()>)>,
 }
 
 impl TreeState {
-    /// Opens the tree, catches it up to the log's `records` and loads (or makes) the log key.
+    /// Opens the tree, catches it up to the log's `records`, loads (or makes) the log key and
+    /// starts the checkpointer.
     pub(super) fn open(audit_dir: &Path, records: u64, witness: Option<&Path>) -> anyhow::Result<TreeState> {
         let mut tree = Tree::open(audit_dir)?;
         tree.catch_up(audit_dir, records)?;
         let signer = log_signer(audit_dir)?;
         let checkpointed = newest_checkpoint(audit_dir)?.min(records);
         let witness = witness.map(super::witness::Witness::open).transpose()?;
+        let (sizes, due) = std::sync::mpsc::channel();
+        let dir = audit_dir.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("aileron-audit-checkpointer".into())
+            .spawn(move || issue_in_background(&dir, &signer, witness.as_ref(), &due))
+            .context("starting the audit checkpointer thread")?;
         let at = std::time::Instant::now();
-        Ok(TreeState { audit_dir: audit_dir.to_path_buf(), tree, signer, witness, checkpointed, at })
+        Ok(TreeState {
+            audit_dir: audit_dir.to_path_buf(),
+            tree,
+            checkpointed,
+            at,
+            checkpointer: Some((sizes, thread)),
+        })
     }
 
     /// After a recovery: the tree matches the log's `records` again.
@@ -207,15 +223,45 @@ impl TreeState {
         }
     }
 
-    /// Issues a checkpoint of the whole tree when it grew since the last one.
+    /// Asks for a checkpoint of the whole tree when it grew since the last one.
     pub(super) fn checkpoint(&mut self) -> anyhow::Result<()> {
         let size = self.tree.size();
         if size > self.checkpointed {
-            issue_checkpoint(&self.audit_dir, &self.tree, &self.signer, size, self.witness.as_ref())?;
+            let (sizes, _) = self.checkpointer.as_ref().context("the checkpointer has stopped")?;
+            sizes.send(size).map_err(|_| anyhow::anyhow!("the checkpointer has stopped"))?;
             self.checkpointed = size;
             self.at = std::time::Instant::now();
         }
         Ok(())
+    }
+}
+
+impl Drop for TreeState {
+    fn drop(&mut self) {
+        if let Some((sizes, thread)) = self.checkpointer.take() {
+            drop(sizes);
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The checkpointer's loop: the newest size due, from the tree as stored (the writer stored its
+/// levels before asking), until the writer hangs up.
+fn issue_in_background(
+    audit_dir: &Path,
+    signer: &NoteSigner,
+    witness: Option<&super::witness::Witness>,
+    due: &std::sync::mpsc::Receiver<u64>,
+) {
+    while let Ok(mut size) = due.recv() {
+        while let Ok(later) = due.try_recv() {
+            size = later;
+        }
+        let issued =
+            Tree::read_only(audit_dir).and_then(|tree| issue_checkpoint(audit_dir, &tree, signer, size, witness));
+        if let Err(error) = issued {
+            log_line!("aileron: warning: audit checkpoint {size} was not issued: {error:#}");
+        }
     }
 }
 
@@ -272,7 +318,30 @@ pub fn issue_checkpoint(
     create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = checkpoint_path(audit_dir, size);
     write_atomic(&path, note.as_bytes(), 0o600).with_context(|| format!("writing {}", path.display()))?;
+    prune_checkpoints(audit_dir)?;
     Ok(note)
+}
+
+/// Checkpoints kept whatever their age: the newest.
+const NEWEST_KEPT: usize = 64;
+
+/// Keeps the newest [`NEWEST_KEPT`] checkpoints and, of the older ones, the largest in each
+/// power-of-two range of sizes (a ladder back to the first records), so the directory stays
+/// small and `verify` quick on a log of any age. The newest checkpoint alone covers every record
+/// (its root is over all of them) and the witness remembers what it cosigned, so a pruned
+/// checkpoint takes no detection away; receipts already written carry their own checkpoint.
+fn prune_checkpoints(audit_dir: &Path) -> anyhow::Result<()> {
+    let files = checkpoint_files(audit_dir)?;
+    let Some(older) = files.len().checked_sub(NEWEST_KEPT) else { return Ok(()) };
+    let range = |size: u64| u64::BITS - size.leading_zeros();
+    for (index, (size, path)) in files[..older].iter().enumerate() {
+        // The largest of its range among the older ones is kept.
+        let largest_of_range = files[..older].get(index + 1).is_none_or(|(next, _)| range(*next) != range(*size));
+        if !largest_of_range {
+            std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Every stored checkpoint, smallest first: `(size, note text)`.
@@ -340,26 +409,16 @@ pub fn open_checkpoint(
     Ok(checkpoint)
 }
 
-/// The record line of `seq` (1-based), as the log holds it.
-pub fn line_of(audit_dir: &Path, seq: u64) -> anyhow::Result<Option<Vec<u8>>> {
-    let mut found = None;
-    if seq > 0 {
-        for_each_line(audit_dir, seq - 1, |line| {
-            found = Some(line.to_vec());
-            Ok(false)
-        })?;
-    }
-    Ok(found)
-}
-
-/// A receipt for the record `seq` (C2SP tlog-proof, the record line as its `extra`): against the
-/// newest checkpoint that covers it, issuing one of the stored tree when none does yet.
+/// A receipt for the record `seq` whose `line` the log holds (C2SP tlog-proof, the line as its
+/// `extra`): against the newest checkpoint that covers it, issuing one of the stored tree when
+/// none does yet. The line is checked against the tree, so a line that is not the record's fails.
 pub fn receipt(
     audit_dir: &Path,
     seq: u64,
+    line: Vec<u8>,
     witness: Option<&super::witness::Witness>,
 ) -> anyhow::Result<aileron_core::tlog::TlogProof> {
-    let line = line_of(audit_dir, seq)?.with_context(|| format!("the log holds no record {seq}"))?;
+    anyhow::ensure!(seq > 0, "records are numbered from 1");
     let tree = Tree::read_only(audit_dir)?;
     let index = seq - 1;
     anyhow::ensure!(
@@ -433,51 +492,108 @@ pub fn verify_against(
     verifier: &NoteVerifier,
     witness: Option<&CosignatureVerifier>,
 ) -> Result<CheckpointReport, String> {
+    verify_resuming(audit_dir, stored, verifier, witness, Resume::default()).map(|(report, _)| report)
+}
+
+/// How far a checkpoint verification got: the tree's frontier (the roots of the perfect subtrees
+/// of the leaves so far, largest first) after the log's first `lines` lines, where the next line
+/// starts, and the checkpoints among those lines it checked (size, SHA-256 of the note).
+#[derive(Debug, Clone)]
+pub struct CheckpointProgress {
+    lines: u64,
+    position: Option<(PathBuf, u64)>,
+    frontier: Vec<(u32, Hash)>,
+    checked: Vec<(u64, [u8; 32])>,
+}
+
+/// What a checkpoint verification may start from and what it should remember.
+#[derive(Debug, Default)]
+pub(super) struct Resume {
+    /// What an earlier verification got to.
+    pub earlier: Option<CheckpointProgress>,
+    /// The log's first lines vouched for as unchanged since then (by the chain's verification,
+    /// which hashes their bytes again): `earlier` is used only when it covers no more than these.
+    pub unchanged: u64,
+    /// The line count to remember the progress at: what the chain's verification proved now,
+    /// so that the next one can vouch for it.
+    pub remember_at: u64,
+}
+
+/// [`verify_against`], resuming from `resume.earlier` when the lines it covers are vouched for
+/// and every stored checkpoint among them is one it checked, unchanged (a changed, added or
+/// re-signed one, and the tree is recomputed from the first line). The progress at
+/// `resume.remember_at` comes back for the next verification.
+pub(super) fn verify_resuming(
+    audit_dir: &Path,
+    stored: &[(u64, String)],
+    verifier: &NoteVerifier,
+    witness: Option<&CosignatureVerifier>,
+    resume: Resume,
+) -> Result<(CheckpointReport, Option<CheckpointProgress>), String> {
+    let digest = |text: &str| -> [u8; 32] { Sha256::digest(text.as_bytes()).into() };
+    let start = resume.earlier.filter(|earlier| {
+        earlier.lines <= resume.unchanged
+            && stored
+                .iter()
+                .filter(|(size, _)| *size <= earlier.lines)
+                .all(|(size, text)| earlier.checked.contains(&(*size, digest(text))))
+    });
+    let mut progress =
+        start.unwrap_or(CheckpointProgress { lines: 0, position: None, frontier: Vec::new(), checked: Vec::new() });
+    // Those checked before and still stored (an older one may have been pruned).
+    progress.checked.retain(|checked| stored.iter().any(|(size, text)| (*size, digest(text)) == *checked));
     let mut signed = Vec::new();
-    for (size, text) in stored {
-        signed.push(open_checkpoint(verifier, witness, *size, text)?);
+    for (size, text) in stored.iter().filter(|(size, _)| *size > progress.lines) {
+        signed.push((open_checkpoint(verifier, witness, *size, text)?, digest(text)));
     }
-    // The frontier: the roots of the perfect subtrees of the leaves so far, largest first.
-    let mut frontier: Vec<(u32, Hash)> = Vec::new();
-    let mut count = 0u64;
     let mut next = signed.iter().peekable();
-    let mut failure = None;
-    for_each_line(audit_dir, 0, |line| {
-        let (mut level, mut hash) = (0u32, leaf_hash(line));
-        while frontier.last().is_some_and(|(top, _)| *top == level) {
-            let (_, left) = frontier.pop().expect("checked");
-            hash = merkle::node_hash(&left, &hash);
-            level += 1;
+    let mut lines = super::daily_file::ForwardLines::resume(audit_dir, progress.position.clone());
+    let mut remembered = (progress.lines <= resume.remember_at).then(|| progress.clone());
+    loop {
+        // A batch ends where the progress is to be remembered.
+        let available = resume.remember_at.checked_sub(progress.lines).filter(|left| *left > 0).unwrap_or(u64::MAX);
+        let batch = lines.next_lines(available, 4096).map_err(|e| format!("reading the log: {e}"))?;
+        if batch.is_empty() {
+            break;
         }
-        frontier.push((level, hash));
-        count += 1;
-        while let Some(checkpoint) = next.next_if(|checkpoint| checkpoint.size == count) {
-            let mut root = frontier.last().expect("one leaf at least").1;
-            for (_, left) in frontier.iter().rev().skip(1) {
-                root = merkle::node_hash(left, &root);
+        for line in &batch {
+            let (mut level, mut hash) = (0u32, leaf_hash(line));
+            while progress.frontier.last().is_some_and(|(top, _)| *top == level) {
+                let (_, left) = progress.frontier.pop().expect("checked");
+                hash = merkle::node_hash(&left, &hash);
+                level += 1;
             }
-            if root != checkpoint.root {
-                failure = Some(format!(
-                    "the log's first {count} records are not what checkpoint {count} signed: a record at or before \
-                     {count} was edited, removed or re-chained"
-                ));
-                return Ok(false);
+            progress.frontier.push((level, hash));
+            progress.lines += 1;
+            let count = progress.lines;
+            while let Some((checkpoint, digest)) = next.next_if(|(checkpoint, _)| checkpoint.size == count) {
+                let mut root = progress.frontier.last().expect("one leaf at least").1;
+                for (_, left) in progress.frontier.iter().rev().skip(1) {
+                    root = merkle::node_hash(left, &root);
+                }
+                if root != checkpoint.root {
+                    return Err(format!(
+                        "the log's first {count} records are not what checkpoint {count} signed: a record at or \
+                         before {count} was edited, removed or re-chained"
+                    ));
+                }
+                progress.checked.push((count, *digest));
             }
         }
-        Ok(true)
-    })
-    .map_err(|e| format!("{e:#}"))?;
-    if let Some(failure) = failure {
-        return Err(failure);
+        if progress.lines <= resume.remember_at {
+            progress.position = lines.position();
+            remembered = Some(progress.clone());
+        }
     }
-    if let Some(missing) = next.next() {
+    if let Some((missing, _)) = next.next() {
         return Err(format!(
-            "the log holds {count} records but checkpoint {} covers more: records were cut from its end or the log \
+            "the log holds {} records but checkpoint {} covers more: records were cut from its end or the log \
              was rolled back",
-            missing.size
+            progress.lines, missing.size
         ));
     }
-    Ok(CheckpointReport { verified: signed.len(), newest: signed.last().map_or(0, |c| c.size) })
+    let newest = stored.last().map_or(0, |(size, _)| *size);
+    Ok((CheckpointReport { verified: progress.checked.len(), newest }, remembered))
 }
 
 #[cfg(test)]
@@ -540,6 +656,84 @@ mod tests {
         let checkpoint = open_checkpoint(&verifier, None, 3, &stored[0].1).unwrap();
         assert_eq!(checkpoint.root, tree.root(3).unwrap());
         assert!(open_checkpoint(&verifier, None, 4, &stored[0].1).is_err(), "named for another size");
+    }
+
+    /// Old checkpoints are pruned to a ladder, the newest all kept; what is left still verifies.
+    #[test]
+    fn old_checkpoints_are_pruned_to_one_per_power_of_two() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        let lines: Vec<String> = (1..=300).map(|seq| format!("{{\"seq\":{seq}}}")).collect();
+        write_log(dir, &lines);
+        let mut tree = Tree::open(dir).unwrap();
+        tree.catch_up(dir, 300).unwrap();
+        let signer = log_signer(dir).unwrap();
+        for size in 1..=300 {
+            issue_checkpoint(dir, &tree, &signer, size, None).unwrap();
+        }
+        let sizes: Vec<u64> = checkpoints(dir).unwrap().iter().map(|(size, _)| *size).collect();
+        let ladder = [1, 3, 7, 15, 31, 63, 127, 236];
+        let expected: Vec<u64> = ladder.into_iter().chain(237..=300).collect();
+        assert_eq!(sizes, expected);
+        assert_eq!(verify_checkpoints(dir, None).unwrap().verified, expected.len());
+    }
+}
+
+#[cfg(test)]
+mod resume_tests {
+    use super::*;
+
+    fn signed_log(dir: &Path, lines: &[String], sizes: &[u64]) -> NoteSigner {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(dir.join("audit-2026-01-01.jsonl"), text).unwrap();
+        let mut tree = Tree::open(dir).unwrap();
+        tree.catch_up(dir, lines.len() as u64).unwrap();
+        let signer = log_signer(dir).unwrap();
+        for size in sizes {
+            issue_checkpoint(dir, &tree, &signer, *size, None).unwrap();
+        }
+        signer
+    }
+
+    /// A second verification starts where the first stopped for the lines vouched unchanged —
+    /// shown by a line edited behind its back going unseen — and recomputes from the first line
+    /// when they are not vouched for, or when a checkpoint it checked was replaced.
+    #[test]
+    fn a_verification_resumes_only_over_lines_vouched_unchanged() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        let mut lines: Vec<String> = (1..=9000).map(|seq| format!("{{\"seq\":{seq}}}")).collect();
+        let signer = signed_log(dir, &lines, &[1000, 5000]);
+        let verifier = signer.verifier();
+        let stored = checkpoints(dir).unwrap();
+        let resume = Resume { earlier: None, unchanged: 0, remember_at: 6000 };
+        let (report, progress) = verify_resuming(dir, &stored, &verifier, None, resume).unwrap();
+        assert_eq!((report.verified, report.newest), (2, 5000));
+        let progress = progress.unwrap();
+        assert_eq!(progress.lines, 6000, "remembered where the chain's proof ends");
+
+        // The log grows, a checkpoint covers the growth; then line 10 is edited (its length kept:
+        // the remembered position is a byte offset, vouched for with the bytes before it).
+        lines.extend((9001..=9500).map(|seq| format!("{{\"seq\":{seq}}}")));
+        signed_log(dir, &lines, &[9500]);
+        lines[9] = "{\"seq\":99}".to_string();
+        std::fs::remove_dir_all(dir.join(TREE_DIR)).unwrap();
+        signed_log(dir, &lines, &[]);
+        let stored = checkpoints(dir).unwrap();
+        let vouched = |unchanged| Resume { earlier: Some(progress.clone()), unchanged, remember_at: 9500 };
+        let (resumed, _) = verify_resuming(dir, &stored, &verifier, None, vouched(6000)).unwrap();
+        assert_eq!((resumed.verified, resumed.newest), (3, 9500), "resumed: line 10 was not read again");
+        let error = verify_resuming(dir, &stored, &verifier, None, vouched(5999)).unwrap_err();
+        assert!(error.contains("checkpoint 1000"), "not vouched for: recomputed, the edit found: {error}");
+
+        // A checkpoint it checked, replaced (signed again over the edited log): recomputed too.
+        std::fs::remove_file(checkpoint_path(dir, 1000)).unwrap();
+        let mut tree = Tree::open(dir).unwrap();
+        tree.catch_up(dir, lines.len() as u64).unwrap();
+        issue_checkpoint(dir, &tree, &signer, 1000, None).unwrap();
+        let stored = checkpoints(dir).unwrap();
+        let error = verify_resuming(dir, &stored, &verifier, None, vouched(6000)).unwrap_err();
+        assert!(error.contains("checkpoint 5000"), "{error}");
     }
 }
 

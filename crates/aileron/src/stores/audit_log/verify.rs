@@ -45,10 +45,22 @@ struct VerifiedFile {
     digest: [u8; 32],
 }
 
+impl VerifiedPrefix {
+    /// The whole lines proved, in all files.
+    fn lines(&self) -> u64 {
+        self.files.iter().map(|file| file.lines as u64).sum()
+    }
+}
+
 /// A verification's report and how many lines it parsed (the others it resumed over).
 #[derive(Debug)]
 pub(super) struct Verified {
     pub report: VerifyReport,
+    /// The log's first lines this verification found byte for byte as an earlier one proved them
+    /// (0 when it did not resume): whatever was computed from those lines then still holds.
+    pub unchanged: u64,
+    /// The log's first lines this verification proved (what the next one can find unchanged).
+    pub proved: u64,
     #[cfg_attr(not(test), allow(dead_code, reason = "what the tests check that a verification resumed"))]
     pub parsed: u64,
 }
@@ -68,9 +80,10 @@ pub(super) fn verify_dir(
     let journaled = super::journal::last_seq(audit_dir);
     let files = log_files(audit_dir).map_err(|e| read_error(audit_dir, e))?;
     let earlier = remembered.and_then(|prefix| prefix.lock().unwrap_or_else(PoisonError::into_inner).clone());
-    let (mut pass, first, mut carried) = match earlier.and_then(|prefix| resume(&files, prefix)) {
-        Some((pass, index, rest)) => (pass, index, Some(rest)),
-        None => (Pass::new(), 0, None),
+    let earlier_lines = earlier.as_ref().map_or(0, VerifiedPrefix::lines);
+    let (mut pass, first, mut carried, unchanged) = match earlier.and_then(|prefix| resume(&files, prefix)) {
+        Some((pass, index, rest)) => (pass, index, Some(rest), earlier_lines),
+        None => (Pass::new(), 0, None, 0),
     };
     for (index, (_, path)) in files.iter().enumerate().skip(first) {
         let rest = match carried.take() {
@@ -112,10 +125,11 @@ pub(super) fn verify_dir(
             ),
         });
     }
+    let proved_lines = proved.lines();
     if let Some(remembered) = remembered {
         *remembered.lock().unwrap_or_else(PoisonError::into_inner) = Some(proved);
     }
-    Ok(Verified { report, parsed: pass.parsed })
+    Ok(Verified { report, parsed: pass.parsed, unchanged, proved: proved_lines })
 }
 
 /// How much of a proved file is read and hashed at a time.

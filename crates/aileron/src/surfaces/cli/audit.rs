@@ -293,16 +293,8 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
         }
         AuditCommand::Receipt { audit_id, out } => {
             let dir = audit_dir(home)?;
-            let filter = crate::stores::audit_log::AuditFilter {
-                audit_id: Some(audit_id.clone()),
-                limit: Some(1),
-                ..Default::default()
-            };
-            let parent = dir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-            let record = crate::stores::audit_log::query(&parent, &filter)
+            let (record, line) = crate::stores::audit_log::record_line(&dir, &audit_id)
                 .map_err(|e| CliError::failure(e.to_string()))?
-                .into_iter()
-                .next()
                 .ok_or_else(|| {
                     CliError::failure(format!(
                         "no audit record has the id `{audit_id}`\nhint: `aileron audit list` shows the ids"
@@ -318,7 +310,7 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
             let proof =
-                crate::stores::audit_log::tree::receipt(&dir, record.seq, Some(&witness)).map_err(tree_error)?;
+                crate::stores::audit_log::tree::receipt(&dir, record.seq, line, Some(&witness)).map_err(tree_error)?;
             let text = proof.format();
             match out {
                 Some(path) => {

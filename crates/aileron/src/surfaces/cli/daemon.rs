@@ -88,6 +88,17 @@ pub async fn run(home: &Home, args: DaemonArgs) -> CliResult {
                         export["last_error"].as_str().map(|e| format!(" (last error: {e})")).unwrap_or_default()
                     );
                 }
+                if let Some(policy) = status.get("policy") {
+                    outln!(
+                        "policy       {} rule(s) from {} file(s), {}",
+                        policy["rules"],
+                        policy["files"].as_array().map_or(0, Vec::len),
+                        policy["hash"].as_str().unwrap_or("?")
+                    );
+                    if let Some(problem) = policy["problem"].as_str() {
+                        outln!("policy error {}", problem.replace('\n', "\n             "));
+                    }
+                }
                 outln!("home         {}", home.root().display());
             }
             Ok(ExitStatus::Ok)

@@ -34,6 +34,7 @@ pub mod demo;
 mod install;
 mod keyring;
 mod launch;
+mod policy;
 mod upgrade;
 mod vault;
 
@@ -96,6 +97,8 @@ enum Command {
     Open(approval::OpenArgs),
     /// Read and verify the audit log
     Audit(audit::AuditArgs),
+    /// Check the policy rules (policy/*.cedar) and try them on a call
+    Policy(policy::PolicyArgs),
     /// Trust, list and revoke the publisher keys that may sign connectors
     Keyring(keyring::KeyringArgs),
     /// Create, unlock and lock the encrypted vault that holds credentials
@@ -222,6 +225,7 @@ async fn run(cli: Cli) -> CliResult {
         Command::Approval(args) => approval::run(&home, args).await,
         Command::Open(args) => approval::open(&home, args).await,
         Command::Audit(args) => audit::run(&home, args).await,
+        Command::Policy(args) => policy::run(&home, args).await,
         Command::Keyring(args) => keyring::run(&home, args).await,
         Command::Vault(args) => vault::run(&home, args).await,
         Command::Secret(args) => vault::run_secret(&home, args).await,

@@ -275,6 +275,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     crate::workflows::approvals::expire_due(&state.services).await;
     tokio::spawn(crate::workflows::approvals::expire_in_background(state.services.clone(), state.shutdown.subscribe()));
     tokio::spawn(crate::workflows::notify::notify_in_background(state.services.clone(), state.shutdown.subscribe()));
+    tokio::spawn(crate::workflows::policy::reload_in_background(state.services.clone(), state.shutdown.subscribe()));
     crate::runner::warm_up(&state.services);
     let info = DaemonInfo {
         url: format!("http://{addr}"),

@@ -297,7 +297,8 @@ pub fn tool_reported(failure: &Failure) -> bool {
         | FailureClass::NetworkError
         | FailureClass::CapabilityDenied
         | FailureClass::BindingRequired
-        | FailureClass::BindingFailed => true,
+        | FailureClass::BindingFailed
+        | FailureClass::PolicyDenied => true,
         FailureClass::ConnectorRuntimeError => failure.details.contains_key("connector_class"),
         FailureClass::ResourceLimitExceeded
         | FailureClass::HashMismatch

@@ -114,12 +114,12 @@ pub async fn receipt(State(state): State<Arc<AppState>>, headers: HeaderMap, Pat
     }
     let services = state.services.clone();
     let made = tokio::task::spawn_blocking(move || -> Result<(u64, String), (u16, String)> {
-        let record = services.audit.get(&id).map_err(|e| (500, e.to_string()))?;
-        let record = record.ok_or((404, format!("no audit record has the id {id}")))?;
         let dir = services.audit.audit_dir().ok_or((404, "the audit log is kept in memory".to_string()))?.to_path_buf();
+        let found = crate::stores::audit_log::record_line(&dir, &id).map_err(|e| (500, e.to_string()))?;
+        let (record, line) = found.ok_or((404, format!("no audit record has the id {id}")))?;
         let witness = crate::stores::audit_log::witness::Witness::open(&services.home.witness_dir())
             .map_err(|e| (500, format!("{e:#}")))?;
-        let proof = crate::stores::audit_log::tree::receipt(&dir, record.seq, Some(&witness))
+        let proof = crate::stores::audit_log::tree::receipt(&dir, record.seq, line, Some(&witness))
             .map_err(|e| (409, format!("{e:#}")))?;
         Ok((record.seq, proof.format()))
     })

@@ -119,7 +119,11 @@ fn requester(state: &Services, entry: &ApprovalEntry) -> String {
             None => "asked with the daemon token (the CLI or an MCP host outside launch)".to_string(),
         },
     };
-    format!("<p class=\"requester\">{who}</p>{unconfined}")
+    let policy = match &entry.policy_reason {
+        Some(reason) => format!("<p class=\"policy-reason\">asked by a policy rule: {}</p>", escape(reason)),
+        None => String::new(),
+    };
+    format!("<p class=\"requester\">{who}</p>{unconfined}{policy}")
 }
 
 /// One approval card.

@@ -1,0 +1,225 @@
+//! The Cedar schema of SPEC §16, generated from the installed actions' inputs: what makes a rule
+//! that names an argument no action has, or compares one as the wrong type, an error when the
+//! set loads rather than a rule that silently never applies.
+//!
+//! `context.args` is one record for every action (Cedar types a context per Cedar action, and
+//! every run is `Aileron::Action::"run"`): each argument name any action declares is an optional
+//! attribute of the type that action gives it, so a rule must test `context.args has x` before it
+//! reads `x` (strict validation insists, and a rule cannot then fail at evaluation). A name two
+//! actions type differently is left out, and named in [`ArgTypes::conflicts`] for the error's hint.
+
+use std::collections::BTreeMap;
+
+use aileron_core::action::{ActionFile, InputType};
+use serde_json::{Value, json};
+
+/// What a rule may compare an argument as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgType {
+    String,
+    Long,
+    /// A JSON number with a fraction: Cedar's `decimal` (four places).
+    Decimal,
+    Bool,
+    Set(ArgScalar),
+}
+
+/// The element of a set argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgScalar {
+    String,
+    Long,
+    Decimal,
+    Bool,
+}
+
+impl ArgScalar {
+    fn of(kind: InputType) -> Option<ArgScalar> {
+        match kind {
+            InputType::String => Some(ArgScalar::String),
+            InputType::Integer => Some(ArgScalar::Long),
+            InputType::Number => Some(ArgScalar::Decimal),
+            InputType::Boolean => Some(ArgScalar::Bool),
+            InputType::Array | InputType::Object | InputType::Any => None,
+        }
+    }
+
+    fn schema(self) -> Value {
+        match self {
+            ArgScalar::String => json!({ "type": "String" }),
+            ArgScalar::Long => json!({ "type": "Long" }),
+            ArgScalar::Decimal => json!({ "type": "Extension", "name": "decimal" }),
+            ArgScalar::Bool => json!({ "type": "Boolean" }),
+        }
+    }
+
+    /// The argument's JSON value as Cedar's JSON entity/context form expects it; `None` when it
+    /// is not of this type (the action's own validation ran first, so only by design).
+    fn value(self, value: &Value) -> Option<Value> {
+        match (self, value) {
+            (ArgScalar::String, Value::String(_)) | (ArgScalar::Bool, Value::Bool(_)) => Some(value.clone()),
+            (ArgScalar::Long, Value::Number(n)) => n.as_i64().map(Value::from),
+            (ArgScalar::Decimal, Value::Number(n)) => {
+                let n = n.as_f64()?;
+                // Cedar's decimal holds four places and an i64 of them.
+                (n.abs() < 9.0e14).then(|| json!({ "__extn": { "fn": "decimal", "arg": format!("{n:.4}") } }))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl ArgType {
+    fn of(kind: InputType, items: Option<InputType>) -> Option<ArgType> {
+        match kind {
+            InputType::Array => ArgScalar::of(items?).map(ArgType::Set),
+            scalar => Some(match ArgScalar::of(scalar)? {
+                ArgScalar::String => ArgType::String,
+                ArgScalar::Long => ArgType::Long,
+                ArgScalar::Decimal => ArgType::Decimal,
+                ArgScalar::Bool => ArgType::Bool,
+            }),
+        }
+    }
+
+    fn scalar(self) -> ArgScalar {
+        match self {
+            ArgType::String => ArgScalar::String,
+            ArgType::Long => ArgScalar::Long,
+            ArgType::Decimal => ArgScalar::Decimal,
+            ArgType::Bool => ArgScalar::Bool,
+            ArgType::Set(item) => item,
+        }
+    }
+
+    fn schema(self) -> Value {
+        match self {
+            ArgType::Set(item) => json!({ "type": "Set", "element": item.schema() }),
+            scalar => scalar.scalar().schema(),
+        }
+    }
+
+    fn value(self, value: &Value) -> Option<Value> {
+        match (self, value) {
+            (ArgType::Set(item), Value::Array(items)) => {
+                items.iter().map(|v| item.value(v)).collect::<Option<Vec<_>>>().map(Value::Array)
+            }
+            (ArgType::Set(_), _) => None,
+            (scalar, value) => scalar.scalar().value(value),
+        }
+    }
+}
+
+/// The argument names rules can see, with their types, across every installed action.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ArgTypes {
+    pub types: BTreeMap<String, ArgType>,
+    /// Names two actions type differently (left out of the schema), with those actions.
+    pub conflicts: BTreeMap<String, Vec<String>>,
+    /// Names of a type no rule can compare (objects, any JSON), with an action declaring them.
+    pub opaque: BTreeMap<String, String>,
+}
+
+impl ArgTypes {
+    pub fn of<'a>(actions: impl IntoIterator<Item = &'a ActionFile>) -> ArgTypes {
+        let mut found = ArgTypes::default();
+        let mut declared: BTreeMap<String, (ArgType, String)> = BTreeMap::new();
+        for action in actions {
+            for input in &action.inputs {
+                let Some(kind) = ArgType::of(input.kind, input.items_type) else {
+                    found.opaque.entry(input.name.clone()).or_insert_with(|| action.name.clone());
+                    continue;
+                };
+                match declared.get(&input.name) {
+                    Some((earlier, _)) if *earlier == kind => {}
+                    Some((_, first)) => {
+                        let first = first.clone();
+                        let conflict = found.conflicts.entry(input.name.clone()).or_insert_with(|| vec![first]);
+                        conflict.push(action.name.clone());
+                    }
+                    None => {
+                        declared.insert(input.name.clone(), (kind, action.name.clone()));
+                    }
+                }
+            }
+        }
+        for (name, (kind, _)) in declared {
+            if !found.conflicts.contains_key(&name) {
+                found.types.insert(name, kind);
+            }
+        }
+        found
+    }
+
+    /// The Cedar schema (JSON form) of SPEC §16's entities, actions and context.
+    pub fn schema_json(&self) -> Value {
+        let args: serde_json::Map<String, Value> = self
+            .types
+            .iter()
+            .map(|(name, kind)| {
+                let mut attribute = kind.schema();
+                attribute["required"] = false.into();
+                (name.clone(), attribute)
+            })
+            .collect();
+        let context = json!({
+            "type": "Record",
+            "attributes": {
+                "args": { "type": "Record", "attributes": args },
+                "now": { "type": "Extension", "name": "datetime" },
+                "runs_last_hour": { "type": "Long" },
+                "runs_last_day": { "type": "Long" },
+                "session_runs": { "type": "Long" },
+            }
+        });
+        let applies = json!({ "principalTypes": ["Agent", "Human"], "resourceTypes": ["Tool"], "context": context });
+        json!({
+            "Aileron": {
+                "entityTypes": {
+                    "Agent": { "shape": { "type": "Record", "attributes": {
+                        "agent": { "type": "String" },
+                        "contained": { "type": "Boolean" },
+                    } } },
+                    "Human": {},
+                    "Tool": { "shape": { "type": "Record", "attributes": {
+                        "connector": { "type": "String" },
+                        "approval_required": { "type": "Boolean" },
+                    } } },
+                },
+                "actions": {
+                    "run": { "appliesTo": applies },
+                    "http_request": { "appliesTo": applies },
+                }
+            }
+        })
+    }
+
+    /// A call's arguments as the context's `args` record: those of a type rules can see.
+    pub fn args_value(&self, args: &serde_json::Map<String, Value>) -> Value {
+        let typed: serde_json::Map<String, Value> =
+            args.iter().filter_map(|(name, value)| Some((name.clone(), self.types.get(name)?.value(value)?))).collect();
+        Value::Object(typed)
+    }
+
+    /// Why a rule naming `name` does not validate, when the schema left it out on purpose.
+    pub fn hint_for(&self, message: &str) -> Option<String> {
+        for (name, actions) in &self.conflicts {
+            if message.contains(&format!("`{name}`")) || message.contains(&format!("attribute {name}")) {
+                return Some(format!(
+                    "the argument `{name}` has different types in {}: rules cannot compare it; rename it in one \
+                     of them",
+                    actions.join(" and ")
+                ));
+            }
+        }
+        for (name, action) in &self.opaque {
+            if message.contains(&format!("`{name}`")) || message.contains(&format!("attribute {name}")) {
+                return Some(format!(
+                    "the argument `{name}` of {action} is an object or any JSON value: rules compare strings, \
+                     integers, numbers, booleans and arrays of them"
+                ));
+            }
+        }
+        None
+    }
+}

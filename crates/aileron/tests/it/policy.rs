@@ -1,0 +1,136 @@
+//! Policy at the chokepoint (SPEC §16), end to end through the CLI and the daemon's HTTP run
+//! path: an org restriction refuses, an `@ask` rule turns a call into an approval with its reason
+//! on the card, a rate limit counts admitted runs (across a `kill -9`) and says when to retry,
+//! shadow rules are audited and never enforced, and a set that stops loading keeps the one in force.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::cli::Cli;
+use crate::support::ActionSpec;
+
+const ORG: &str = "@id(\"example-org-only\")\nforbid(principal, action == Aileron::Action::\"run\", resource == \
+                   Aileron::Tool::\"send\")\nwhen { context.args has to && !(context.args.to like \"*@example.com\") };\n";
+const ASK: &str = "@id(\"big-amounts\")\n@ask(\"amounts over 100 need a human\")\nforbid(principal, action, resource)\n\
+                   when { context.args has amount && context.args.amount > 100 };\n";
+const LIMIT: &str = "@id(\"three-an-hour\")\nforbid(principal, action, resource == Aileron::Tool::\"send\")\nwhen { context.runs_last_hour >= 3 };\n";
+const SHADOW: &str = "@id(\"no-agents-at-all\")\nforbid(principal, action, resource);\n";
+
+fn send_action(cli: &Cli) {
+    let hash = cli.install_guest("echo", &[]);
+    let mut spec = ActionSpec::new("send", "echo", &hash, "echo");
+    spec.inputs = &[("to", "string", true), ("amount", "integer", false)];
+    cli.add_action(&spec);
+}
+
+fn policy_dir(cli: &Cli) -> std::path::PathBuf {
+    let dir = cli.home.join("policy");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn audit_of(cli: &Cli, event_type: &str) -> Vec<Value> {
+    let listed: Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--json", "--event-type", event_type, "--limit", "1000"]))
+            .unwrap();
+    listed["items"].as_array().unwrap().clone()
+}
+
+fn run_send(cli: &Cli, args: &str) -> std::process::Output {
+    cli.run(&["action", "run", "send", "--args", args])
+}
+
+/// `aileron daemon status` once it says `needle` (the daemon looks at the files twice a second).
+fn status_saying(cli: &Cli, needle: &str) -> String {
+    let mut status = String::new();
+    for _ in 0..100 {
+        status = cli.ok(&["daemon", "status"]);
+        if status.contains(needle) {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the daemon's status never said {needle:?}:\n{status}");
+}
+
+#[test]
+fn rules_refuse_ask_and_limit_runs_through_the_daemon() {
+    let cli = Cli::new();
+    send_action(&cli);
+    let dir = policy_dir(&cli);
+    std::fs::write(dir.join("org.cedar"), ORG).unwrap();
+    std::fs::write(dir.join("ask.cedar"), ASK).unwrap();
+    std::fs::write(dir.join("limit.cedar"), LIMIT).unwrap();
+    std::fs::write(dir.join("watch.shadow.cedar"), SHADOW).unwrap();
+    let checked = cli.ok(&["policy", "check"]);
+    for id in ["example-org-only", "big-amounts", "three-an-hour", "no-agents-at-all"] {
+        assert!(checked.contains(id), "{checked}");
+    }
+    let tested = cli.ok(&["policy", "test", "--action", "send", "--args", r#"{"to":"a@evil.test"}"#]);
+    assert!(tested.starts_with("forbid by example-org-only"), "{tested}");
+    cli.ok(&["daemon", "start"]);
+    // `action add` started the daemon before the files were written: it reloads them within
+    // half a second.
+    status_saying(&cli, "4 rule(s) from 4 file(s)");
+
+    // The org restriction: refused with the class, the rule and the audit record.
+    let refused = run_send(&cli, r#"{"to":"someone@evil.test"}"#);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("policy_denied") && stderr.contains("example-org-only"), "{stderr}");
+    let denied = audit_of(&cli, "policy.denied");
+    assert_eq!(denied.len(), 1);
+    assert_eq!(denied[0]["payload"]["aileron.policy.rules"][0], "example-org-only");
+    assert_eq!(denied[0]["payload"]["aileron.failure.boundary"], "policy");
+
+    // The ask: an approval, its reason on the entry; approved, it runs.
+    let asked = run_send(&cli, r#"{"to":"a@example.com","amount":500}"#);
+    assert_eq!(asked.status.code(), Some(75), "{}", String::from_utf8_lossy(&asked.stderr));
+    let pending: Value = serde_json::from_str(&cli.ok(&["approval", "list", "--json"])).unwrap();
+    let entry = &pending["items"][0];
+    assert_eq!(entry["policy_reason"], "amounts over 100 need a human", "{pending}");
+    cli.ok(&["approval", "approve", entry["id"].as_str().unwrap()]);
+    for _ in 0..100 {
+        if !audit_of(&cli, "action.executed").is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(audit_of(&cli, "action.executed").len(), 1, "the approved call ran");
+
+    // The limit: the approved run counted; two more pass, the fourth is refused with a retry time.
+    for _ in 0..2 {
+        let ran = run_send(&cli, r#"{"to":"b@example.com"}"#);
+        assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    }
+    let limited = run_send(&cli, r#"{"to":"b@example.com"}"#);
+    let stderr = String::from_utf8_lossy(&limited.stderr);
+    assert!(stderr.contains("three-an-hour") && stderr.contains("allowed again in"), "{stderr}");
+    let executed = audit_of(&cli, "action.executed");
+    assert_eq!(executed.len(), 3);
+    let hash = executed[0]["payload"]["aileron.policy.hash"].as_str().unwrap().to_string();
+    assert!(hash.starts_with("sha256:"), "every run record names the policy set");
+    assert_eq!(audit_of(&cli, "policy.loaded")[0]["payload"]["aileron.policy.hash"], hash.as_str());
+    // The shadow rule refused everything: audited, never enforced.
+    assert!(audit_of(&cli, "policy.shadow").len() >= 3);
+
+    // Killed and restarted: the counts come back from the audit log.
+    let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    crate::campaign::kill_9(info["pid"].as_i64().unwrap() as i32);
+    cli.ok(&["daemon", "start"]);
+    let still = run_send(&cli, r#"{"to":"b@example.com"}"#);
+    assert!(String::from_utf8_lossy(&still.stderr).contains("three-an-hour"), "the limit held across the restart");
+
+    // A set that stops loading: the rules in force stay, and status says why.
+    std::fs::write(dir.join("limit.cedar"), "forbid(principal, action, resource) when { context.args.nope == 1 };")
+        .unwrap();
+    let status = status_saying(&cli, "policy error");
+    assert!(status.contains("limit.cedar"), "{status}");
+    let kept = run_send(&cli, r#"{"to":"someone@evil.test"}"#);
+    assert!(String::from_utf8_lossy(&kept.stderr).contains("example-org-only"), "the previous set still refuses");
+    let check = cli.run(&["policy", "check"]);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(!check.status.success() && stderr.contains("limit.cedar") && stderr.contains("hint:"), "{stderr}");
+    cli.ok(&["daemon", "stop"]);
+}
