@@ -53,6 +53,7 @@ mod go_guest;
 mod http;
 mod machine;
 mod mcp;
+mod policy;
 mod report;
 mod restart;
 mod spawn;
@@ -131,6 +132,8 @@ pub enum Part {
     Approvals,
     /// (m) the verifiable audit log: tree cost per record, checkpoints, receipts on 1,000,000 records
     AuditTree,
+    /// (n) policy at the chokepoint: the decision, and runs without and with 100 rules
+    Policy,
 }
 
 const DEFAULT_CALLS: u64 = 5000;
@@ -227,6 +230,7 @@ fn part_name(part: Part) -> &'static str {
         Part::AgentProxy => "agent-proxy",
         Part::Approvals => "approvals",
         Part::AuditTree => "audit-tree",
+        Part::Policy => "policy",
     }
 }
 
@@ -402,6 +406,13 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         None
     };
 
+    let policy = if args.runs(Part::Policy) {
+        eprintln!("(n) policy: decisions against 100 rules, and runs without and with them");
+        Some(stolen.after("(n)", policy::run(scratch.path()).await?))
+    } else {
+        None
+    };
+
     let report = Report {
         load_at_end: load_average(),
         stolen,
@@ -421,6 +432,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         agent_proxy,
         approvals,
         audit_tree,
+        policy,
     };
     println!("{}", report.text_table());
     if let Some(path) = &args.markdown {

@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::cli::Cli;
+use crate::mcp::{Session, StdioSession};
 use crate::support::ActionSpec;
 
 const ORG: &str = "@id(\"example-org-only\")\nforbid(principal, action == Aileron::Action::\"run\", resource == \
@@ -114,6 +115,26 @@ fn rules_refuse_ask_and_limit_runs_through_the_daemon() {
     assert_eq!(audit_of(&cli, "policy.loaded")[0]["payload"]["aileron.policy.hash"], hash.as_str());
     // The shadow rule refused everything: audited, never enforced.
     assert!(audit_of(&cli, "policy.shadow").len() >= 3);
+
+    // Through MCP: an agent's session (aileron-mcp trades the daemon token for one) has counts of
+    // its own; the envelope names the class, the rule and when to retry.
+    let mut session = StdioSession::spawn(&[("AILERON_HOME", cli.home.to_str().unwrap())]);
+    session.initialize("2025-06-18");
+    let refused = session.call("send", json!({"to": "someone@evil.test"}));
+    assert_eq!(refused["isError"], true);
+    let text = refused["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(text.contains("policy_denied") && text.contains("example-org-only"), "{text}");
+    for _ in 0..3 {
+        let ran = session.call("send", json!({"to": "c@example.com"}));
+        assert_ne!(ran["isError"], true, "{ran}");
+    }
+    let limited = session.call("send", json!({"to": "c@example.com"}));
+    let envelope: Value = serde_json::from_str(limited["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(envelope["error"]["class"], "policy_denied", "{envelope}");
+    assert_eq!(envelope["error"]["retriable"], true);
+    let retry = envelope["error"]["details"]["retry_after_seconds"].as_i64().unwrap();
+    assert!((3590..=3600).contains(&retry), "an hour after the first of the three: {retry}");
+    drop(session);
 
     // Killed and restarted: the counts come back from the audit log.
     let info: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();

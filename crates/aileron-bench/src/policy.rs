@@ -1,0 +1,180 @@
+//! `policy`: what policy at the chokepoint costs (issue 48, SPEC §16). Two figures, each against
+//! its baseline in the same run: the decision alone, in process (100 rules over the action's
+//! arguments and counters, 10,000 admissions in the window: decide and count under the lock),
+//! and runs of the echo action over loopback HTTP on one daemon, first with no policy files,
+//! then with the 100 rules loaded (the same process, reloaded as a file change would).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use aileron::platform::home::Home;
+use aileron::stores::rules::counters::Counters;
+use aileron::stores::rules::{Call, RuleSet, Subject, Verdict};
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use super::daemon::{BenchDaemon, http_client};
+use super::figures::{Distribution, distribution_rows, format_duration, format_ratio, ratio};
+use super::report::SummaryRow;
+use super::{ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
+
+const RULES: usize = 100;
+const WINDOW_RUNS: usize = 10_000;
+const DECISIONS: usize = 5_000;
+const RUNS: usize = 1_000;
+const DECISION_GOAL: Duration = Duration::from_micros(50);
+
+pub(super) struct PolicyFigures {
+    decision: Distribution,
+    runs_without: Distribution,
+    runs_with: Distribution,
+}
+
+/// 100 rules of the kinds users write, none of which refuses the measured call: argument
+/// matches, counter limits, principal checks, an ask over a threshold.
+fn rules() -> String {
+    let mut text = String::new();
+    for i in 0..RULES {
+        let rule = match i % 4 {
+            0 => format!(
+                "forbid(principal, action, resource) when {{ context.args has text && context.args.text == \"blocked {i}\" }};"
+            ),
+            1 => format!(
+                "forbid(principal, action, resource == Aileron::Tool::\"echo\") when {{ context.runs_last_hour >= {} }};",
+                1_000_000 + i
+            ),
+            2 => format!(
+                "forbid(principal is Aileron::Agent, action, resource) when {{ principal.agent == \"agent-{i}\" }};"
+            ),
+            _ => format!(
+                "@ask(\"rule {i}\")\nforbid(principal, action, resource) when {{ context.args has text && context.args.text like \"*ask {i}*\" && context.session_runs > 1 }};"
+            ),
+        };
+        let _ = writeln!(text, "@id(\"rule-{i}\")\n{rule}");
+    }
+    text
+}
+
+pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
+    let home = Home::at(scratch.join("policy").join("home"))?;
+    let (daemon, _) = BenchDaemon::start(&home)?;
+    let client = http_client()?;
+    let package = scratch.join("policy").join("echo-package");
+    let hash = daemon.install_connector(&client, &package, &echo_reference(), ECHO_WASM, ECHO_MANIFEST).await?;
+    daemon.add_action(&client, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
+
+    // The decision alone.
+    let services = &daemon.state.services;
+    let action = services.actions.get("echo").ok_or_else(|| anyhow::anyhow!("no echo action"))?.file;
+    let source = (scratch.join("policy").join("bench.cedar"), rules());
+    let set =
+        RuleSet::from_sources(std::slice::from_ref(&source), [action.as_ref()]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    anyhow::ensure!(set.rules.len() == RULES, "{} rules", set.rules.len());
+    let counters = Counters::default();
+    let subject = Subject::Agent { session_id: "bench".into(), agent: "claude".into(), contained: true };
+    let start = chrono::Utc::now() - chrono::Duration::minutes(50);
+    for n in 0..WINDOW_RUNS {
+        counters.record(&subject.key(), "echo", start + chrono::Duration::milliseconds(n as i64 * 250));
+    }
+    let args = json!({ "text": "hello" }).as_object().cloned().unwrap_or_default();
+    let mut decision = Vec::with_capacity(DECISIONS);
+    for _ in 0..DECISIONS + 200 {
+        let at = Instant::now();
+        let now = chrono::Utc::now();
+        let admitted = counters.admit(
+            &subject.key(),
+            "echo",
+            now,
+            |counts| {
+                set.decide(&Call {
+                    subject: &subject,
+                    verb: "run",
+                    tool: "echo",
+                    connector: "github://aileron-bench/echo",
+                    approval_required: false,
+                    args: &args,
+                    now,
+                    counts,
+                })
+            },
+            |decided| decided.enforced == Verdict::Allow,
+        );
+        decision.push(at.elapsed());
+        anyhow::ensure!(admitted.counted, "the measured call is allowed: {:?}", admitted.decided);
+    }
+    let decision = Distribution::new(decision.split_off(200));
+
+    // Runs on the same daemon, without and then with the rules.
+    let runs_without = runs(&daemon, &client).await?;
+    let dir = home.root().join("policy");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("bench.cedar"), rules())?;
+    let reloaded = aileron::workflows::policy::reload(services).await;
+    anyhow::ensure!(
+        matches!(reloaded, aileron::stores::rules::Reloaded::Loaded { .. }),
+        "the rules load: {reloaded:?}"
+    );
+    let runs_with = runs(&daemon, &client).await?;
+    daemon.stop().await?;
+    std::fs::remove_dir_all(scratch.join("policy"))?;
+    Ok(PolicyFigures { decision, runs_without, runs_with })
+}
+
+async fn runs(daemon: &BenchDaemon, client: &reqwest::Client) -> anyhow::Result<Distribution> {
+    let mut runs = Vec::with_capacity(RUNS);
+    for sample in 0..RUNS + 50 {
+        let body = json!({ "args": { "text": format!("run {sample}") } });
+        let at = Instant::now();
+        daemon.expect(client, Method::POST, "/v1/actions/echo/run", Some(&body), StatusCode::OK).await?;
+        if sample >= 50 {
+            runs.push(at.elapsed());
+        }
+    }
+    Ok(Distribution::new(runs))
+}
+
+impl PolicyFigures {
+    pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
+        let added = self.runs_with.p99().saturating_sub(self.runs_without.p99());
+        vec![
+            SummaryRow {
+                figure: format!("(n) policy decision, {RULES} rules, {WINDOW_RUNS} runs in the window, p99"),
+                measured: format_duration(self.decision.p99()),
+                baseline: format!("{} run p50 without policy", format_duration(self.runs_without.p50())),
+                ratio: format!("{:.1} %", ratio(self.decision.p99(), self.runs_without.p50()) * 100.0),
+                goal: "≤ 50 µs added to a run",
+                met: Some(self.decision.p99() <= DECISION_GOAL),
+            },
+            SummaryRow {
+                figure: format!("(n) run p99 with {RULES} rules loaded"),
+                measured: format!("{} (+{})", format_duration(self.runs_with.p99()), format_duration(added)),
+                baseline: format!("{} without policy files", format_duration(self.runs_without.p99())),
+                ratio: format_ratio(ratio(self.runs_with.p99(), self.runs_without.p99())),
+                goal: "(the added p99; noisy)",
+                met: None,
+            },
+        ]
+    }
+
+    pub(super) fn markdown(&self, text: &mut String, command_line: &str) {
+        let _ = writeln!(text, "\n### (n) Policy at the chokepoint\n");
+        let _ = writeln!(
+            text,
+            "Reproduce: `{command_line}`. In process: {DECISIONS} decisions of a call of the echo action against {RULES} \
+             rules (argument matches, counter limits, principal checks, asks; none refuses it) with {WINDOW_RUNS} \
+             admissions of its caller in the counters' window — the decision and the count under the lock, what \
+             `run_action` adds. Over loopback HTTP on one daemon: {RUNS} runs of the echo action with no policy \
+             files, then {RUNS} with the {RULES} rules loaded (reloaded as a change of the files would be).\n"
+        );
+        let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
+        distribution_rows(
+            text,
+            &[
+                ("decision (in process)", &self.decision),
+                ("run, no policy files", &self.runs_without),
+                ("run, 100 rules", &self.runs_with),
+            ],
+        );
+    }
+}
