@@ -155,3 +155,80 @@ fn rules_refuse_ask_and_limit_runs_through_the_daemon() {
     assert!(!check.status.success() && stderr.contains("limit.cedar") && stderr.contains("hint:"), "{stderr}");
     cli.ok(&["daemon", "stop"]);
 }
+
+/// `aileron policy replay`: the rules as they are now over the runs the log holds — a limit
+/// added after six runs would have refused the last two; a rule over arguments is named as not
+/// replayable (the log keeps argument names only).
+#[test]
+fn replay_prints_the_runs_the_current_rules_would_decide_differently() {
+    let cli = Cli::new();
+    send_action(&cli);
+    cli.ok(&["daemon", "start"]);
+    for _ in 0..6 {
+        cli.ok(&["action", "run", "send", "--args", r#"{"to":"a@example.com"}"#]);
+    }
+    cli.ok(&["daemon", "stop"]);
+    let dir = policy_dir(&cli);
+    std::fs::write(dir.join("limit.cedar"), LIMIT.replace(">= 3", ">= 4")).unwrap();
+    std::fs::write(dir.join("org.cedar"), ORG).unwrap();
+    let output = cli.run(&["policy", "replay"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{stderr}");
+    let changed: Vec<&str> = stdout.lines().collect();
+    assert_eq!(changed.len(), 2, "{stdout}");
+    assert!(changed.iter().all(|line| line.contains("was allow, now forbid by three-an-hour")), "{stdout}");
+    assert!(stderr.contains("6 run(s) replayed") && stderr.contains("2 would be decided differently"), "{stderr}");
+    assert!(stderr.contains("not replayed: example-org-only"), "{stderr}");
+}
+
+/// Over HTTP a refusal is a 403 failure envelope (class, boundary, rules); the console's Actions
+/// page lists the rules that may apply to each action: those naming it, and those naming none.
+#[tokio::test]
+async fn http_refuses_with_403_and_the_console_shows_the_rules_of_each_action() {
+    use crate::support::{Harness, guest_wasm, manifest};
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let mut send = ActionSpec::new("send", "echo", &hash, "echo");
+    send.inputs = &[("to", "string", true), ("amount", "integer", false)];
+    assert!(harness.add_action("send.md", &send.render()).await.status.is_success());
+    assert!(
+        harness
+            .add_action("other.md", &ActionSpec::new("other", "echo", &hash, "echo").render())
+            .await
+            .status
+            .is_success()
+    );
+    let dir = harness.home.root().join("policy");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("org.cedar"), ORG).unwrap();
+    std::fs::write(dir.join("ask.cedar"), ASK).unwrap();
+    let reloaded = aileron::workflows::policy::reload(&harness.state.services).await;
+    assert!(matches!(reloaded, aileron::stores::rules::Reloaded::Loaded { .. }), "{reloaded:?}");
+
+    let refused = harness.run("send", json!({"to": "x@evil.test"})).await;
+    assert_eq!(refused.status, http::StatusCode::FORBIDDEN, "{}", refused.body);
+    let error = &refused.body["error"];
+    assert_eq!((error["class"].as_str(), error["boundary"].as_str()), (Some("policy_denied"), Some("policy")));
+    assert_eq!(error["details"]["rules"], json!(["example-org-only"]));
+    assert!(error["audit_id"].is_string(), "the refusal is audited under the envelope's id");
+    assert_eq!(harness.run("other", json!({})).await.status, http::StatusCode::OK, "no rule refuses it");
+
+    let cookie = harness.console_cookie().await;
+    let request = http::Request::builder()
+        .uri("/actions")
+        .header("host", format!("127.0.0.1:{}", crate::support::PORT))
+        .header("cookie", &cookie);
+    let page = harness.send(request, None).await.body.as_str().unwrap().to_string();
+    let card = |name: &str| {
+        page.split(&format!("<details id=\"action-{name}\""))
+            .nth(1)
+            .unwrap()
+            .split("</details>")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (send_card, other_card) = (card("send"), card("other"));
+    assert!(send_card.contains("example-org-only") && send_card.contains("big-amounts"), "{send_card}");
+    assert!(!other_card.contains("example-org-only") && other_card.contains("big-amounts"), "{other_card}");
+}

@@ -11,6 +11,7 @@
 //! is allowed as before.
 
 pub mod counters;
+pub mod replay;
 pub mod schema;
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,7 +25,7 @@ use cedar_policy::{
     ValidationMode, Validator,
 };
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 pub use schema::ArgTypes;
@@ -64,6 +65,8 @@ pub struct RuleInfo {
     pub shadow: bool,
     /// The rule's text, as Cedar prints it.
     pub text: String,
+    /// The one tool its scope names (`resource == Aileron::Tool::"x"`); `None`: it may apply to any.
+    pub tool: Option<String>,
 }
 
 struct Compiled {
@@ -74,6 +77,8 @@ struct Compiled {
     asks: HashMap<PolicyId, String>,
     schema: Schema,
     args: ArgTypes,
+    authorizer: std::sync::Arc<Authorizer>,
+    types: Types,
 }
 
 /// Who is calling, as the rules see them.
@@ -86,13 +91,6 @@ pub enum Subject {
 }
 
 impl Subject {
-    fn uid(&self) -> Value {
-        match self {
-            Subject::Agent { session_id, .. } => json!({ "type": "Aileron::Agent", "id": session_id }),
-            Subject::Human { id } => json!({ "type": "Aileron::Human", "id": id }),
-        }
-    }
-
     /// The key runs are counted under.
     pub fn key(&self) -> String {
         match self {
@@ -162,6 +160,11 @@ impl RuleSet {
             counts_runs: false,
             rules: Vec::new(),
         }
+    }
+
+    /// The rules that may apply to `tool`: those whose scope names it, and those that name none.
+    pub fn rules_for<'a>(&'a self, tool: &'a str) -> impl Iterator<Item = &'a RuleInfo> + 'a {
+        self.rules.iter().filter(move |rule| rule.tool.as_deref().is_none_or(|named| named == tool))
     }
 
     /// Whether there is anything to evaluate.
@@ -268,6 +271,12 @@ impl RuleSet {
                     },
                     shadow: is_shadow,
                     text: policy.to_string(),
+                    tool: match policy.resource_constraint() {
+                        cedar_policy::ResourceConstraint::Eq(uid) | cedar_policy::ResourceConstraint::In(uid) => {
+                            Some(uid.id().unescaped().to_string())
+                        }
+                        _ => None,
+                    },
                 });
                 let entry = (policy, ask, shown.clone(), text.clone());
                 if is_shadow { shadow.push(entry) } else { enforced.push(entry) }
@@ -296,6 +305,39 @@ impl RuleSet {
             None => Verdict::Allow,
         };
         Decided { enforced, shadow: self.shadow.as_ref().map(|compiled| compiled.decide(call)) }
+    }
+}
+
+impl RuleSet {
+    /// This set's enforced rules without those that read `context.args` (for a replay over the
+    /// audit log, which keeps no argument values), and the ids left out.
+    pub fn without_argument_rules(&self) -> (RuleSet, Vec<String>) {
+        let mut skipped = Vec::new();
+        let enforced = self.enforced.as_ref().and_then(|compiled| {
+            let mut entries = Vec::new();
+            for policy in compiled.all.policies() {
+                let id = policy.id().to_string();
+                if id == IMPLICIT_PERMIT {
+                    continue;
+                }
+                if policy.to_string().contains("context.args") {
+                    skipped.push(id);
+                    continue;
+                }
+                let ask = compiled.asks.get(policy.id()).cloned();
+                entries.push((policy.clone(), ask, String::new(), String::new()));
+            }
+            compile(entries, &compiled.schema, &compiled.args).ok().flatten()
+        });
+        let set = RuleSet {
+            hash: self.hash.clone(),
+            files: self.files.clone(),
+            enforced,
+            shadow: None,
+            counts_runs: self.counts_runs,
+            rules: Vec::new(),
+        };
+        (set, skipped)
     }
 }
 
@@ -388,7 +430,15 @@ fn compile(entries: Vec<Entry>, schema: &Schema, args: &ArgTypes) -> Result<Opti
         all.add(permit.clone()).expect("a reserved id");
         without_asks.add(permit).expect("a reserved id");
     }
-    Ok(Some(Compiled { all, without_asks, asks, schema: schema.clone(), args: args.clone() }))
+    Ok(Some(Compiled {
+        all,
+        without_asks,
+        asks,
+        schema: schema.clone(),
+        args: args.clone(),
+        authorizer: std::sync::Arc::new(Authorizer::new()),
+        types: Types::new(),
+    }))
 }
 
 impl Compiled {
@@ -398,7 +448,7 @@ impl Compiled {
             // Fails closed: a call the rules cannot be asked about is not run.
             Err(error) => return Verdict::Forbid { rules: Vec::new(), errors: vec![error] },
         };
-        let authorizer = Authorizer::new();
+        let authorizer = &self.authorizer;
         let response = authorizer.is_authorized(&request, &self.all, &entities);
         // A rule that errs (it cannot, once validated, but a forbid that might have refused
         // is never read as silence): the call is refused.
@@ -432,43 +482,75 @@ impl Compiled {
         }
     }
 
+    /// The request and entities of `call`, built with Cedar's constructors rather than parsed
+    /// from JSON, and not validated against the schema each time: the set was (strictly) when it
+    /// loaded, and every value here has the schema's type by construction (the arguments through
+    /// [`ArgTypes::args_expression`], which keeps only those it types).
     fn request(&self, call: &Call<'_>) -> Result<(Request, Entities), String> {
-        let principal: EntityUid =
-            EntityUid::from_json(call.subject.uid()).map_err(|e| format!("the principal: {e}"))?;
-        let action = EntityUid::from_json(json!({ "type": "Aileron::Action", "id": call.verb }))
-            .map_err(|e| format!("the action: {e}"))?;
-        let resource = EntityUid::from_json(json!({ "type": "Aileron::Tool", "id": call.tool }))
-            .map_err(|e| format!("the resource: {e}"))?;
-        let now = call.now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        let context = json!({
-            "args": self.args.args_value(call.args),
-            "now": { "__extn": { "fn": "datetime", "arg": now } },
-            "runs_last_hour": call.counts.last_hour,
-            "runs_last_day": call.counts.last_day,
-            "session_runs": call.counts.session,
-        });
-        let context = Context::from_json_value(context, Some((&self.schema, &action)))
-            .map_err(|e| format!("the context: {e}"))?;
-        let mut entities = vec![json!({
-            "uid": { "type": "Aileron::Tool", "id": call.tool },
-            "attrs": { "connector": call.connector, "approval_required": call.approval_required },
-            "parents": [],
-        })];
-        entities.push(match call.subject {
-            Subject::Agent { session_id, agent, contained } => json!({
-                "uid": { "type": "Aileron::Agent", "id": session_id },
-                "attrs": { "agent": agent, "contained": contained },
-                "parents": [],
-            }),
-            Subject::Human { id } => {
-                json!({ "uid": { "type": "Aileron::Human", "id": id }, "attrs": {}, "parents": [] })
-            }
-        });
-        let entities = Entities::from_json_value(Value::Array(entities), Some(&self.schema))
-            .map_err(|e| format!("the entities: {e}"))?;
-        let request = Request::new(principal, action, resource, context, Some(&self.schema))
-            .map_err(|e| format!("the request: {e}"))?;
+        use cedar_policy::{Entity, EntityId, RestrictedExpression as Expr};
+        let uid = |kind: &cedar_policy::EntityTypeName, id: &str| {
+            EntityUid::from_type_name_and_id(kind.clone(), EntityId::new(id))
+        };
+        let (principal, attrs) = match call.subject {
+            Subject::Agent { session_id, agent, contained } => (
+                uid(&self.types.agent, session_id),
+                HashMap::from([
+                    ("agent".to_string(), Expr::new_string(agent.clone())),
+                    ("contained".to_string(), Expr::new_bool(*contained)),
+                ]),
+            ),
+            Subject::Human { id } => (uid(&self.types.human, id), HashMap::new()),
+        };
+        let action = if call.verb == "run" { self.types.run.clone() } else { self.types.http_request.clone() };
+        let resource = uid(&self.types.tool, call.tool);
+        let tool = Entity::new(
+            resource.clone(),
+            HashMap::from([
+                ("connector".to_string(), Expr::new_string(call.connector.to_string())),
+                ("approval_required".to_string(), Expr::new_bool(call.approval_required)),
+            ]),
+            std::collections::HashSet::new(),
+        )
+        .map_err(|e| format!("the tool: {e}"))?;
+        let caller = Entity::new(principal.clone(), attrs, std::collections::HashSet::new())
+            .map_err(|e| format!("the principal: {e}"))?;
+        let entities = Entities::from_entities([tool, caller], None).map_err(|e| format!("the entities: {e}"))?;
+        let context = Context::from_pairs([
+            ("args".to_string(), self.args.args_expression(call.args).map_err(|e| format!("the arguments: {e}"))?),
+            ("now".to_string(), Expr::new_datetime(call.now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))),
+            ("runs_last_hour".to_string(), Expr::new_long(call.counts.last_hour)),
+            ("runs_last_day".to_string(), Expr::new_long(call.counts.last_day)),
+            ("session_runs".to_string(), Expr::new_long(call.counts.session)),
+        ])
+        .map_err(|e| format!("the context: {e}"))?;
+        let request =
+            Request::new(principal, action, resource, context, None).map_err(|e| format!("the request: {e}"))?;
         Ok((request, entities))
+    }
+}
+
+/// The entity types and actions of SPEC §16, parsed once.
+#[derive(Clone)]
+struct Types {
+    agent: cedar_policy::EntityTypeName,
+    human: cedar_policy::EntityTypeName,
+    tool: cedar_policy::EntityTypeName,
+    run: EntityUid,
+    http_request: EntityUid,
+}
+
+impl Types {
+    fn new() -> Types {
+        let kind = |name: &str| cedar_policy::EntityTypeName::from_str(name).expect("a constant type name");
+        let action =
+            |id: &str| EntityUid::from_type_name_and_id(kind("Aileron::Action"), cedar_policy::EntityId::new(id));
+        Types {
+            agent: kind("Aileron::Agent"),
+            human: kind("Aileron::Human"),
+            tool: kind("Aileron::Tool"),
+            run: action("run"),
+            http_request: action("http_request"),
+        }
     }
 }
 
@@ -582,8 +664,15 @@ impl RuleSet {
                 .expect("a constant rule parses");
         let mut all = PolicySet::new();
         all.add(forbid).expect("one rule");
-        let compiled =
-            Compiled { without_asks: all.clone(), all, asks: HashMap::new(), schema, args: ArgTypes::default() };
+        let compiled = Compiled {
+            without_asks: all.clone(),
+            all,
+            asks: HashMap::new(),
+            schema,
+            args: ArgTypes::default(),
+            authorizer: std::sync::Arc::new(Authorizer::new()),
+            types: Types::new(),
+        };
         RuleSet {
             hash: "unloaded".into(),
             files: Vec::new(),
@@ -596,6 +685,7 @@ impl RuleSet {
                 effect: "forbid",
                 shadow: false,
                 text: format!("every call is refused until the policy files load: {error}"),
+                tool: None,
             }],
         }
     }
@@ -604,6 +694,8 @@ impl RuleSet {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use serde_json::json;
 
     use super::counters::{Counters, Counts};
     use super::*;

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use aileron_core::action::{ActionFile, InputType};
+use cedar_policy::RestrictedExpression;
 use serde_json::{Value, json};
 
 /// What a rule may compare an argument as.
@@ -53,16 +54,17 @@ impl ArgScalar {
         }
     }
 
-    /// The argument's JSON value as Cedar's JSON entity/context form expects it; `None` when it
-    /// is not of this type (the action's own validation ran first, so only by design).
-    fn value(self, value: &Value) -> Option<Value> {
+    /// The argument's value as a Cedar expression of this type; `None` when it is not of this
+    /// type (the action's own validation ran first, so only by design).
+    fn expression(self, value: &Value) -> Option<RestrictedExpression> {
         match (self, value) {
-            (ArgScalar::String, Value::String(_)) | (ArgScalar::Bool, Value::Bool(_)) => Some(value.clone()),
-            (ArgScalar::Long, Value::Number(n)) => n.as_i64().map(Value::from),
+            (ArgScalar::String, Value::String(text)) => Some(RestrictedExpression::new_string(text.clone())),
+            (ArgScalar::Bool, Value::Bool(flag)) => Some(RestrictedExpression::new_bool(*flag)),
+            (ArgScalar::Long, Value::Number(n)) => n.as_i64().map(RestrictedExpression::new_long),
             (ArgScalar::Decimal, Value::Number(n)) => {
                 let n = n.as_f64()?;
                 // Cedar's decimal holds four places and an i64 of them.
-                (n.abs() < 9.0e14).then(|| json!({ "__extn": { "fn": "decimal", "arg": format!("{n:.4}") } }))
+                (n.abs() < 9.0e14).then(|| RestrictedExpression::new_decimal(format!("{n:.4}")))
             }
             _ => None,
         }
@@ -99,13 +101,13 @@ impl ArgType {
         }
     }
 
-    fn value(self, value: &Value) -> Option<Value> {
+    fn expression(self, value: &Value) -> Option<RestrictedExpression> {
         match (self, value) {
             (ArgType::Set(item), Value::Array(items)) => {
-                items.iter().map(|v| item.value(v)).collect::<Option<Vec<_>>>().map(Value::Array)
+                items.iter().map(|v| item.expression(v)).collect::<Option<Vec<_>>>().map(RestrictedExpression::new_set)
             }
             (ArgType::Set(_), _) => None,
-            (scalar, value) => scalar.scalar().value(value),
+            (scalar, value) => scalar.scalar().expression(value),
         }
     }
 }
@@ -195,10 +197,13 @@ impl ArgTypes {
     }
 
     /// A call's arguments as the context's `args` record: those of a type rules can see.
-    pub fn args_value(&self, args: &serde_json::Map<String, Value>) -> Value {
-        let typed: serde_json::Map<String, Value> =
-            args.iter().filter_map(|(name, value)| Some((name.clone(), self.types.get(name)?.value(value)?))).collect();
-        Value::Object(typed)
+    pub fn args_expression(
+        &self,
+        args: &serde_json::Map<String, Value>,
+    ) -> Result<RestrictedExpression, cedar_policy::ExpressionConstructionError> {
+        RestrictedExpression::new_record(
+            args.iter().filter_map(|(name, value)| Some((name.clone(), self.types.get(name)?.expression(value)?))),
+        )
     }
 
     /// Why a rule naming `name` does not validate, when the schema left it out on purpose.

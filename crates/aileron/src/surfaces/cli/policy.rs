@@ -42,6 +42,12 @@ enum PolicyCommand {
         #[arg(long, default_value_t = 0)]
         session_runs: i64,
     },
+    /// Evaluate the rules as they are now over the runs in the audit log; print what would change
+    Replay {
+        /// Only runs at or after this RFC 3339 timestamp or YYYY-MM-DD date (default: all)
+        #[arg(long)]
+        since: Option<String>,
+    },
 }
 
 pub async fn run(home: &Home, args: PolicyArgs) -> CliResult {
@@ -99,7 +105,72 @@ pub async fn run(home: &Home, args: PolicyArgs) -> CliResult {
             }
             Ok(ExitStatus::Ok)
         }
+        PolicyCommand::Replay { since } => replay(home, &rules, &installed, since),
     }
+}
+
+/// `aileron policy replay`: reads the log directly (the daemon may be stopped).
+fn replay(
+    home: &Home,
+    rules: &RuleSet,
+    installed: &[crate::stores::actions::InstalledAction],
+    since: Option<String>,
+) -> CliResult {
+    use aileron_core::vocabulary::EventType;
+    let Some(parent) = home.audit_parent() else {
+        return Err(CliError::failure(
+            "the audit log is kept in memory (AILERON_AUDIT_DIR is empty): nothing to replay",
+        ));
+    };
+    let mut records = Vec::new();
+    for event_type in [EventType::ActionExecuted, EventType::ExecutionFailed, EventType::PolicyDenied] {
+        let filter = crate::stores::audit_log::AuditFilter {
+            since: since.clone(),
+            event_type: Some(event_type.as_str().to_string()),
+            ..Default::default()
+        };
+        records
+            .extend(crate::stores::audit_log::query(&parent, &filter).map_err(|e| CliError::failure(e.to_string()))?);
+    }
+    let actions: crate::stores::rules::replay::ActionFacts = installed
+        .iter()
+        .map(|action| {
+            let connector = action.file.steps.first().map(|s| s.connector.to_string()).unwrap_or_default();
+            (action.file.name.clone(), (connector, action.file.requires_approval()))
+        })
+        .collect();
+    let agents = crate::stores::sessions::SessionRegistry::open(home.sessions_journal())
+        .all()
+        .into_iter()
+        .map(|session| (session.session_id, session.agent))
+        .collect();
+    let started = std::time::Instant::now();
+    let replayed = crate::stores::rules::replay::replay(rules, &records, &actions, &agents);
+    for change in &replayed.changed {
+        outln!(
+            "{}  {:<24} {:<28} was {}, now {}  ({})",
+            change.timestamp,
+            change.action,
+            change.subject,
+            change.was,
+            change.now,
+            change.audit_id
+        );
+    }
+    eprintln!(
+        "{} run(s) replayed in {} ms against policy {}: {} would be decided differently",
+        replayed.runs,
+        started.elapsed().as_millis(),
+        rules.hash,
+        replayed.changed.len()
+    );
+    if !replayed.skipped.is_empty() {
+        eprintln!(
+            "not replayed: {} (they read arguments, and the audit log keeps argument names only)",
+            replayed.skipped.join(", ")
+        );
+    }
+    Ok(ExitStatus::Ok)
 }
 
 fn describe(verdict: &Verdict) -> String {

@@ -132,6 +132,7 @@ fn actions(state: &Services, query: &ActionsQuery) -> String {
     if matching.is_empty() && !actions.is_empty() {
         html.push_str("<p class=\"empty\" id=\"no-match\">No action matches the search.</p>");
     }
+    let policy = state.rules.current();
     for action in matching.into_iter().take(ACTIONS_SHOWN) {
         let file = &action.file;
         let name = escape(&file.name);
@@ -171,15 +172,40 @@ fn actions(state: &Services, query: &ActionsQuery) -> String {
              <span class=\"mono muted\">tool {tool}</span>{state_badge}{approval}<span class=\"muted\">{last}</span></summary><div>\
              <p class=\"description\">{description}</p>\
              <div class=\"group\">{toggle}<span class=\"status\"></span></div>\
-             <h4>Inputs</h4>{inputs}<h4>It may</h4>{reach}<h4>Recent runs</h4>{runs_html}</div></details>",
+             <h4>Inputs</h4>{inputs}<h4>It may</h4>{reach}{rules}<h4>Recent runs</h4>{runs_html}</div></details>",
             tool = escape(&file.tool_name()),
             description = escape(file.description()),
             toggle = toggle.html(),
             inputs = inputs(&file.input_schema()),
             reach = reach(state, file, &installed),
+            rules = policy_rules(&policy, &file.name),
         ));
     }
     html
+}
+
+/// The policy rules that may apply to an action (SPEC §16): those whose scope names it and
+/// those that name no tool; nothing without policy files.
+fn policy_rules(policy: &crate::stores::rules::RuleSet, action: &str) -> String {
+    let rows: String = policy
+        .rules_for(action)
+        .map(|rule| {
+            let shadow = if rule.shadow { " <span class=\"badge\">shadow</span>" } else { "" };
+            format!(
+                "<li class=\"rule\" title=\"{text}\"><span class=\"badge {class}\">{effect}</span> \
+                 <span class=\"mono\">{id}</span> <span class=\"muted\">{file}</span>{shadow}</li>",
+                text = escape(&rule.text),
+                class = if rule.effect == "permit" { "good" } else { "warn" },
+                effect = rule.effect,
+                id = escape(&rule.id),
+                file = escape(&rule.file),
+            )
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!("<h4>Policy rules that may apply</h4><ul class=\"policy-rules\">{rows}</ul>")
 }
 
 fn run_row(record: &AuditRecord, now: chrono::DateTime<chrono::Utc>) -> String {

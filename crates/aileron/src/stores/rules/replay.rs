@@ -1,0 +1,132 @@
+//! `aileron policy replay` (SPEC §16): the rules as they are now, evaluated over the runs the
+//! audit log holds, oldest first, with the counters rebuilt as the replay goes — what would have
+//! been decided differently.
+//!
+//! A run record keeps its arguments' names, never their values (SPEC §10), so a rule that reads
+//! `context.args` cannot be replayed: it is left out, and named, rather than evaluated over
+//! arguments that are not there (which would read as "never fires").
+
+use std::collections::HashMap;
+
+use aileron_core::audit::{ActorType, AuditRecord};
+use aileron_core::vocabulary::{EventType, keys};
+use chrono::{DateTime, Utc};
+use serde_json::Map;
+
+use super::counters::Counters;
+use super::{Call, RuleSet, Subject, Verdict};
+
+/// What a replay found.
+#[derive(Debug, Default)]
+pub struct Replayed {
+    /// Runs evaluated.
+    pub runs: usize,
+    /// The runs whose decision would change, oldest first.
+    pub changed: Vec<Change>,
+    /// Rules left out: they read arguments, which the log does not keep.
+    pub skipped: Vec<String>,
+}
+
+/// One run decided differently now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub timestamp: String,
+    pub audit_id: String,
+    pub action: String,
+    /// `agent:<session>` or `human:<id>`.
+    pub subject: String,
+    /// `allow` (it ran) or `forbid` (a rule refused it then).
+    pub was: &'static str,
+    /// `allow`, `forbid by …` or `ask by …`.
+    pub now: String,
+}
+
+/// What the replay needs to know of an action: its first step's connector and whether it is gated.
+pub type ActionFacts = HashMap<String, (String, bool)>;
+
+/// Replays `records` (any order; runs are taken oldest first) against `rules`. `agents` names each
+/// session's agent (from the sessions journal).
+pub fn replay(
+    rules: &RuleSet,
+    records: &[AuditRecord],
+    actions: &ActionFacts,
+    agents: &HashMap<String, String>,
+) -> Replayed {
+    let (rules, skipped) = rules.without_argument_rules();
+    let mut runs: Vec<&AuditRecord> = records
+        .iter()
+        .filter(|record| {
+            matches!(
+                EventType::parse(&record.event_type),
+                Some(EventType::ActionExecuted | EventType::ExecutionFailed | EventType::PolicyDenied)
+            )
+        })
+        .collect();
+    runs.sort_by_key(|record| record.seq);
+    let counters = Counters::default();
+    let no_args = Map::new();
+    let mut replayed = Replayed { skipped, ..Replayed::default() };
+    for record in runs {
+        let Some(action) = record.payload.get(keys::ACTION_NAME).and_then(|v| v.as_str()) else { continue };
+        let Ok(at) = DateTime::parse_from_rfc3339(&record.timestamp) else { continue };
+        let at = at.with_timezone(&Utc);
+        let approved = record.payload.contains_key(keys::APPROVAL_ID);
+        let subject = match (record.actor.r#type, &record.session_id) {
+            (ActorType::Agent, session) => {
+                let session_id = session.clone().unwrap_or_else(|| record.actor.id.clone());
+                let agent = agents.get(&session_id).cloned().unwrap_or_default();
+                Subject::Agent { session_id, agent, contained: true }
+            }
+            (ActorType::Service, None) if approved => {
+                Subject::Human { id: crate::platform::principal::LOCAL_USER.into() }
+            }
+            _ => Subject::Human { id: record.actor.id.clone() },
+        };
+        let (connector, approval_required) = actions.get(action).cloned().unwrap_or_default();
+        let was =
+            if EventType::parse(&record.event_type) == Some(EventType::PolicyDenied) { "forbid" } else { "allow" };
+        let admitted = counters.admit(
+            &subject.key(),
+            action,
+            at,
+            |counts| {
+                rules
+                    .decide(&Call {
+                        subject: &subject,
+                        verb: "run",
+                        tool: action,
+                        connector: &connector,
+                        approval_required,
+                        args: &no_args,
+                        now: at,
+                        counts,
+                    })
+                    .enforced
+            },
+            |verdict| matches!(verdict, Verdict::Allow) || (approved && matches!(verdict, Verdict::Ask { .. })),
+        );
+        replayed.runs += 1;
+        let now = match &admitted.decided {
+            Verdict::Allow => "allow".to_string(),
+            Verdict::Ask { rules, .. } if approved => format!("ask by {} (it was approved)", rules.join(", ")),
+            Verdict::Ask { rules, .. } => format!("ask by {}", rules.join(", ")),
+            Verdict::Forbid { rules, .. } if rules.is_empty() => "forbid (no permit matches)".to_string(),
+            Verdict::Forbid { rules, .. } => format!("forbid by {}", rules.join(", ")),
+        };
+        let same = match was {
+            "allow" => admitted.counted,
+            _ => matches!(admitted.decided, Verdict::Forbid { .. }),
+        };
+        if !same {
+            replayed.changed.push(Change {
+                timestamp: record.timestamp.clone(),
+                audit_id: record.audit_id.clone(),
+                action: action.to_string(),
+                subject: subject.key(),
+                was,
+                now,
+            });
+        }
+    }
+    replayed
+}
