@@ -158,55 +158,133 @@ impl Hashes for Tree {
     }
 }
 
-/// The writer's part: the tree, where the last checkpoint left off, and the thread that issues
-/// checkpoints. Signing, cosigning and writing a checkpoint syncs files (the note, the
-/// witness's state): on the writer's thread that would hold up the next batch, so the writer
-/// only says which size is due and goes on; the checkpointer issues the newest size it was
-/// told (skipping any it fell behind on) from the stored tree, as `aileron audit checkpoint`
-/// does, and is waited for when the log closes, so the shutdown checkpoint is written.
+/// The writer's handle on the tree's thread. Hashing the leaves, writing the levels and issuing
+/// checkpoints (signing, cosigning, two synced files) all happen there, so the writer, between
+/// two batches, only hands over the batch's lines — nothing of the tree delays the next batch.
+/// Messages are handled in order, so the tree follows the log exactly (a recovery's cut
+/// included); dropping the handle waits for the thread, which issues the shutdown checkpoint.
 pub(super) struct TreeState {
+    work: Option<(std::sync::mpsc::Sender<TreeWork>, std::thread::JoinHandle<()>)>,
+}
+
+enum TreeWork {
+    /// A committed batch's lines, each ending in `\n`.
+    Lines(Vec<u8>),
+    /// The log was recovered to this many records: the tree follows.
+    Resync(u64),
+}
+
+/// The tree's thread's state: the tree, the log key, the witness, the last checkpoint.
+struct TreeKeeper {
     audit_dir: PathBuf,
     tree: Tree,
-    /// The size of the newest checkpoint asked for, and when.
+    signer: NoteSigner,
+    witness: Option<super::witness::Witness>,
+    /// The size of the newest checkpoint, and when it was issued.
     checkpointed: u64,
     at: std::time::Instant,
-    checkpointer: Option<(std::sync::mpsc::Sender<u64>, std::thread::JoinHandle<()>)>,
 }
 
 impl TreeState {
-    /// Opens the tree, catches it up to the log's `records`, loads (or makes) the log key and
-    /// starts the checkpointer.
+    /// Opens the tree and catches it up to the log's `records` (here, before the writer starts),
+    /// loads (or makes) the log key and starts the tree's thread.
     pub(super) fn open(audit_dir: &Path, records: u64, witness: Option<&Path>) -> anyhow::Result<TreeState> {
         let mut tree = Tree::open(audit_dir)?;
         tree.catch_up(audit_dir, records)?;
         let signer = log_signer(audit_dir)?;
         let checkpointed = newest_checkpoint(audit_dir)?.min(records);
         let witness = witness.map(super::witness::Witness::open).transpose()?;
-        let (sizes, due) = std::sync::mpsc::channel();
-        let dir = audit_dir.to_path_buf();
-        let thread = std::thread::Builder::new()
-            .name("aileron-audit-checkpointer".into())
-            .spawn(move || issue_in_background(&dir, &signer, witness.as_ref(), &due))
-            .context("starting the audit checkpointer thread")?;
-        let at = std::time::Instant::now();
-        Ok(TreeState {
+        let mut keeper = TreeKeeper {
             audit_dir: audit_dir.to_path_buf(),
             tree,
+            signer,
+            witness,
             checkpointed,
-            at,
-            checkpointer: Some((sizes, thread)),
-        })
+            at: std::time::Instant::now(),
+        };
+        let (work, received) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("aileron-audit-tree".into())
+            .spawn(move || keeper.run(&received))
+            .context("starting the audit tree thread")?;
+        Ok(TreeState { work: Some((work, thread)) })
     }
 
     /// After a recovery: the tree matches the log's `records` again.
-    pub(super) fn resync(&mut self, records: u64) -> anyhow::Result<()> {
+    pub(super) fn resync(&self, records: u64) {
+        self.send(TreeWork::Resync(records));
+    }
+
+    /// Hands over a committed batch's lines (each ending in `\n`).
+    pub(super) fn extend(&self, lines: Vec<u8>) {
+        self.send(TreeWork::Lines(lines));
+    }
+
+    fn send(&self, work: TreeWork) {
+        // A thread that stopped has said why; the log goes on without it.
+        if let Some((sender, _)) = &self.work {
+            let _ = sender.send(work);
+        }
+    }
+}
+
+impl Drop for TreeState {
+    fn drop(&mut self) {
+        if let Some((sender, thread)) = self.work.take() {
+            drop(sender);
+            let _ = thread.join();
+        }
+    }
+}
+
+impl TreeKeeper {
+    /// Until the writer hangs up: each message in order; a checkpoint once due (after enough
+    /// records, or enough time with any); the shutdown checkpoint at the end. A tree that cannot
+    /// be written is given up with a warning (the log never waits on it; `verify` then names the
+    /// checkpoints that no longer cover the log).
+    fn run(&mut self, received: &std::sync::mpsc::Receiver<TreeWork>) {
+        loop {
+            let work = match self.due_in() {
+                Some(wait) => match received.recv_timeout(wait) {
+                    Ok(work) => work,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        if !self.checkpoint() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                },
+                None => match received.recv() {
+                    Ok(work) => work,
+                    Err(_) => break,
+                },
+            };
+            let done = match work {
+                TreeWork::Lines(lines) => self.extend(&lines).map_err(|e| ("extending", anyhow::Error::from(e))),
+                TreeWork::Resync(records) => self.resync(records).map_err(|e| ("catching up", e)),
+            };
+            if let Err((doing, error)) = done {
+                log_line!(
+                    "aileron: warning: {doing} the audit log's Merkle tree failed ({error:#}); no more checkpoints \
+                     until the daemon restarts"
+                );
+                return;
+            }
+            if self.due_in() == Some(Duration::ZERO) && !self.checkpoint() {
+                return;
+            }
+        }
+        self.checkpoint();
+    }
+
+    fn resync(&mut self, records: u64) -> anyhow::Result<()> {
         self.tree.catch_up(&self.audit_dir, records)?;
         self.checkpointed = self.checkpointed.min(records);
         Ok(())
     }
 
-    /// Appends a batch's lines (each ending in `\n`).
-    pub(super) fn extend(&mut self, lines: &[u8]) -> io::Result<()> {
+    fn extend(&mut self, lines: &[u8]) -> io::Result<()> {
         for line in lines.split(|b| *b == b'\n').filter(|line| !line.is_empty()) {
             self.tree.append(line)?;
         }
@@ -214,7 +292,7 @@ impl TreeState {
     }
 
     /// How long until a checkpoint is due (`None`: nothing to checkpoint; zero: now).
-    pub(super) fn due_in(&self) -> Option<Duration> {
+    fn due_in(&self) -> Option<Duration> {
         let pending = self.tree.size().saturating_sub(self.checkpointed);
         match pending {
             0 => None,
@@ -223,45 +301,23 @@ impl TreeState {
         }
     }
 
-    /// Asks for a checkpoint of the whole tree when it grew since the last one.
-    pub(super) fn checkpoint(&mut self) -> anyhow::Result<()> {
+    /// Issues a checkpoint of the whole tree when it grew since the last one; `false` when that
+    /// failed (warned).
+    fn checkpoint(&mut self) -> bool {
         let size = self.tree.size();
         if size > self.checkpointed {
-            let (sizes, _) = self.checkpointer.as_ref().context("the checkpointer has stopped")?;
-            sizes.send(size).map_err(|_| anyhow::anyhow!("the checkpointer has stopped"))?;
+            if let Err(error) = issue_checkpoint(&self.audit_dir, &self.tree, &self.signer, size, self.witness.as_ref())
+            {
+                log_line!(
+                    "aileron: warning: checkpointing the audit log's Merkle tree failed ({error:#}); no more \
+                     checkpoints until the daemon restarts"
+                );
+                return false;
+            }
             self.checkpointed = size;
             self.at = std::time::Instant::now();
         }
-        Ok(())
-    }
-}
-
-impl Drop for TreeState {
-    fn drop(&mut self) {
-        if let Some((sizes, thread)) = self.checkpointer.take() {
-            drop(sizes);
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The checkpointer's loop: the newest size due, from the tree as stored (the writer stored its
-/// levels before asking), until the writer hangs up.
-fn issue_in_background(
-    audit_dir: &Path,
-    signer: &NoteSigner,
-    witness: Option<&super::witness::Witness>,
-    due: &std::sync::mpsc::Receiver<u64>,
-) {
-    while let Ok(mut size) = due.recv() {
-        while let Ok(later) = due.try_recv() {
-            size = later;
-        }
-        let issued =
-            Tree::read_only(audit_dir).and_then(|tree| issue_checkpoint(audit_dir, &tree, signer, size, witness));
-        if let Err(error) = issued {
-            log_line!("aileron: warning: audit checkpoint {size} was not issued: {error:#}");
-        }
+        true
     }
 }
 

@@ -121,39 +121,9 @@ impl Writer {
         self
     }
 
-    /// A tree that cannot be written is dropped with a warning: the log never waits on it, and
-    /// `aileron audit verify` names what the checkpoints no longer cover.
-    fn tree_failed(&mut self, doing: &str, error: impl std::fmt::Display) {
-        log_line!(
-            "aileron: warning: {doing} the audit log's Merkle tree failed ({error}); no more checkpoints until the daemon restarts"
-        );
-        self.tree = None;
-    }
-
-    fn checkpoint(&mut self) {
-        if let Some(Err(error)) = self.tree.as_mut().map(super::tree::TreeState::checkpoint) {
-            self.tree_failed("checkpointing", error);
-        }
-    }
-
     pub(super) fn run(&mut self, commands: mpsc::Receiver<Command>) {
         loop {
-            // A checkpoint is due after enough records or enough time with any: waiting for the
-            // next command ends then.
-            let first = match self.tree.as_ref().and_then(super::tree::TreeState::due_in) {
-                Some(wait) => match commands.recv_timeout(wait) {
-                    Ok(command) => command,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        self.checkpoint();
-                        continue;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                },
-                None => match commands.recv() {
-                    Ok(command) => command,
-                    Err(_) => break,
-                },
-            };
+            let Ok(first) = commands.recv() else { break };
             let mut appends = Vec::new();
             let mut flushes = Vec::new();
             for command in std::iter::once(first).chain(std::iter::from_fn(|| commands.try_recv().ok())) {
@@ -179,7 +149,8 @@ impl Writer {
         // stopped are restored at the next start (and `verify` reports them), even with the
         // chain-head anchor removed or rewritten too (the re-attack's L3). Reading them back
         // costs the start a few milliseconds.
-        self.checkpoint();
+        // The tree's thread issues the shutdown checkpoint; waited for here.
+        drop(self.tree.take());
         let synced = self.file.as_ref().map_or(Ok(()), OpenLog::sync);
         if let Some(open) = &self.file {
             Self::release_headroom(open);
@@ -195,8 +166,8 @@ impl Writer {
                 Ok(head) => {
                     self.head = head;
                     self.needs_recovery = false;
-                    if let Some(Err(error)) = self.tree.as_mut().map(|tree| tree.resync(self.head.seq)) {
-                        self.tree_failed("catching up", error);
+                    if let Some(tree) = &self.tree {
+                        tree.resync(self.head.seq);
                     }
                 }
                 Err(error) => {
@@ -227,13 +198,8 @@ impl Writer {
                 self.anchor_head();
                 self.start_writeback();
                 self.keep_headroom();
-                let sealed = std::mem::take(&mut self.sealed);
-                if let Some(Err(error)) = self.tree.as_mut().map(|tree| tree.extend(&sealed)) {
-                    self.tree_failed("extending", error);
-                }
-                self.sealed = sealed;
-                if self.tree.as_ref().and_then(super::tree::TreeState::due_in) == Some(std::time::Duration::ZERO) {
-                    self.checkpoint();
+                if let Some(tree) = &self.tree {
+                    tree.extend(std::mem::take(&mut self.sealed));
                 }
             }
             Err(error) => {
