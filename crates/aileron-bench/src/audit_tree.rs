@@ -37,6 +37,9 @@ pub(super) struct TreeFigures {
     runs_without_tree: super::http::LoadFigures,
     runs_without_export: super::http::LoadFigures,
     runs_with_export: super::http::LoadFigures,
+    /// The latencies of the two tree-off and the two tree-on phases, pooled: the p99 compared.
+    pooled_without_tree: Distribution,
+    pooled_with_tree: Distribution,
     /// Building the stored tree from the log's lines, per record.
     per_record: Duration,
     checkpoint: Distribution,
@@ -95,8 +98,13 @@ pub(super) async fn run(
     anyhow::ensure!(verifier.verifies(&aileron_core::tlog::SignedNote::parse(&note)?), "the checkpoint verifies");
     drop(tree);
     let (export_per_second, export_cpu_per_record) = export_throughput(&dir).await?;
-    let [runs_without_tree, runs_without_export, runs_with_export] =
+    let [runs_without_tree, runs_without_export, again_without_tree, again_with_tree, runs_with_export] =
         runs_under_load(scratch, clients, warmup, window).await?;
+    let pooled = |a: &super::http::LoadFigures, b: &super::http::LoadFigures| {
+        Distribution::new(a.latency.sorted.iter().chain(&b.latency.sorted).copied().collect())
+    };
+    let pooled_without_tree = pooled(&runs_without_tree, &again_without_tree);
+    let pooled_with_tree = pooled(&runs_without_export, &again_with_tree);
     std::fs::remove_dir_all(scratch.join("audit-tree"))?;
 
     Ok(TreeFigures {
@@ -111,6 +119,8 @@ pub(super) async fn run(
         runs_without_tree,
         runs_without_export,
         runs_with_export,
+        pooled_without_tree,
+        pooled_with_tree,
     })
 }
 
@@ -215,16 +225,12 @@ impl TreeFigures {
             },
             SummaryRow {
                 figure: format!("(m) run p99 at {} clients, tree and checkpoints on", self.runs_without_tree.clients),
-                measured: format_duration(self.runs_without_export.latency.p99()),
-                baseline: format!("{} with the tree off", format_duration(self.runs_without_tree.latency.p99())),
-                ratio: format_ratio(ratio(
-                    self.runs_without_export.latency.p99(),
-                    self.runs_without_tree.latency.p99(),
-                )),
+                measured: format_duration(self.pooled_with_tree.p99()),
+                baseline: format!("{} with the tree off", format_duration(self.pooled_without_tree.p99())),
+                ratio: format_ratio(ratio(self.pooled_with_tree.p99(), self.pooled_without_tree.p99())),
                 goal: "p99 ≤ +5 %",
                 met: Some(
-                    self.runs_without_export.latency.p99().as_secs_f64()
-                        <= self.runs_without_tree.latency.p99().as_secs_f64() * 1.05,
+                    self.pooled_with_tree.p99().as_secs_f64() <= self.pooled_without_tree.p99().as_secs_f64() * 1.05,
                 ),
             },
             SummaryRow {
@@ -267,15 +273,16 @@ impl TreeFigures {
                 ("receipt proof", &self.proof),
                 ("offline receipt check", &self.check),
                 ("run of the echo action (baseline)", &self.run),
-                ("run under load, tree off", &self.runs_without_tree.latency),
-                ("run under load, tree on (export off)", &self.runs_without_export.latency),
+                ("run under load, tree off (two phases pooled)", &self.pooled_without_tree),
+                ("run under load, tree on (two phases pooled)", &self.pooled_with_tree),
                 ("run under load, export on", &self.runs_with_export.latency),
             ],
         );
         let cpu = |figures: &super::http::LoadFigures| figures.work.cpu.div_f64(figures.latency.len().max(1) as f64);
         let _ = writeln!(
             text,
-            "\nUnder load ({} clients, {} s, three daemons one after the other): {:.0} runs/s and {} of process CPU \
+            "\nUnder load ({} clients, {} s, five daemons one after the other — tree off, on, off, on, then on with \
+             the export; the first two here, both pairs pooled above): {:.0} runs/s and {} of process CPU \
              per run with the tree off (its directory made unusable, as a broken disk would), {:.0} runs/s and {} \
              with it on; {:.0} runs/s and {} with the export on as well (the receiver's decoding included).",
             self.runs_with_export.clients,
@@ -289,7 +296,7 @@ impl TreeFigures {
         );
         let _ = writeln!(
             text,
-            "\nThe tree adds {} of work per record, {:.2} % of a run's p50 ({}), done after the batch is acknowledged. \
+            "\nThe tree adds {} of work per record, {:.2} % of a run's p50 ({}), done on its own thread after the batch is acknowledged. \
              The audit export delivered {EXPORTED} records to a local OTLP/HTTP receiver (decoding each \
              request) at {:.0} records/s, {} of process CPU per record (receiver included). \
              The receipt figures are the proof and its text; finding the record's line in the log (a query by \
@@ -303,7 +310,7 @@ impl TreeFigures {
     }
 }
 
-/// Runs under load (the (b) probe: `POST /v1/actions/echo/run`, `clients` connections) on three
+/// Runs under load (the (b) probe: `POST /v1/actions/echo/run`, `clients` connections) on five
 /// daemons one after the other: with the Merkle tree unavailable (`audit/tree` a file, so the
 /// writer keeps no tree and issues no checkpoints, as after a disk fault), as shipped, and with
 /// the audit export to a local OTLP receiver as well: what the tree and the export cost the runs
@@ -313,12 +320,17 @@ async fn runs_under_load(
     clients: u64,
     warmup: Duration,
     window: Duration,
-) -> anyhow::Result<[super::http::LoadFigures; 3]> {
+) -> anyhow::Result<[super::http::LoadFigures; 5]> {
     let (url, server) = counting_receiver().await?;
     let mut figures = Vec::new();
-    for (name, tree, export) in
-        [("without-tree", false, false), ("with-tree", true, false), ("with-export", true, true)]
-    {
+    let phases = [
+        ("without-tree", false, false),
+        ("with-tree", true, false),
+        ("without-tree-again", false, false),
+        ("with-tree-again", true, false),
+        ("with-export", true, true),
+    ];
+    for (name, tree, export) in phases {
         if export {
             // SAFETY: set while no other thread reads the environment: the daemon reads these
             // in `AppState::open`, below, and nothing else of the benchmark reads them.
@@ -364,7 +376,7 @@ async fn runs_under_load(
         anyhow::ensure!(checkpoints.exists() == tree, "the tree is {}", if tree { "off" } else { "on" });
     }
     server.abort();
-    figures.try_into().map_err(|_| anyhow::anyhow!("three phases"))
+    figures.try_into().map_err(|_| anyhow::anyhow!("five phases"))
 }
 
 /// An OTLP/HTTP logs receiver that decodes each request and answers 200.

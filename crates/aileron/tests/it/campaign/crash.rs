@@ -644,3 +644,103 @@ fn wait_final(client: &reqwest::blocking::Client, daemon: &Daemon, id: &str, dec
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// The crash campaign's policy phase (SPEC §16): each round raises a rate limit by a random `k`,
+/// fires 12 racing runs and `kill -9`s the daemon at a random moment among them, restarts it and
+/// fires 12 more. A run is admitted only once its `policy.admitted` record is durable, so after
+/// every round the log holds exactly as many admissions as the limit allows — none lost to the
+/// kill, none past the limit however the calls raced — and no more runs than admissions.
+#[test]
+fn kill_9_among_racing_calls_never_admits_past_a_limit() {
+    aileron::platform::process::install_crypto_provider();
+    let rounds = scaled(12, 120);
+    let cli = Cli::new();
+    let echo = cli.install_guest("echo", &[]);
+    cli.add_action(&ActionSpec::new("limited", "echo", &echo, "echo"));
+    let policy = cli.home.join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let mut rng = Rng(0x5eed_0f_11a1 ^ rounds as u64);
+    let count = |event_type: &str| -> usize {
+        std::fs::read_dir(cli.home.join("audit"))
+            .unwrap()
+            .flatten()
+            .filter(|entry| entry.file_name().to_string_lossy().ends_with(".jsonl"))
+            .map(|entry| std::fs::read_to_string(entry.path()).unwrap_or_default())
+            .map(|text| text.lines().filter(|line| line.contains(&format!("\"event_type\":\"{event_type}\""))).count())
+            .sum()
+    };
+    let (mut limit, mut killed_while_running) = (0usize, 0usize);
+    for round in 0..rounds {
+        limit += 1 + rng.below(8) as usize;
+        let rule = format!("forbid(principal, action, resource) when {{ context.runs_last_day >= {limit} }};");
+        std::fs::write(policy.join("limit.cedar"), rule).unwrap();
+        // The daemon (re)loads the files at start, and within half a second of a change.
+        let mut daemon = start(&cli);
+        let wanted = format!("policy       1 rule(s) from 1 file(s), {}", policy_hash(&policy));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cli.ok(&["daemon", "status"]).contains(&wanted) {
+            assert!(Instant::now() < deadline, "round {round}: the new limit never loaded");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for stage in ["before the kill", "after the restart"] {
+            let answered = Arc::new(Mutex::new(Vec::new()));
+            let calls: Vec<_> = (0..12)
+                .map(|_| {
+                    let (client, url, token, answered) =
+                        (client.clone(), daemon.url.clone(), daemon.token.clone(), answered.clone());
+                    std::thread::spawn(move || {
+                        let sent = client
+                            .post(format!("{url}/v1/actions/limited/run"))
+                            .bearer_auth(token)
+                            .json(&json!({ "args": {} }))
+                            .send();
+                        if let Ok(response) = sent {
+                            answered.lock().unwrap().push(response.status().as_u16());
+                        }
+                    })
+                })
+                .collect();
+            if stage == "before the kill" {
+                std::thread::sleep(Duration::from_micros(rng.below(20_000)));
+                killed_while_running += usize::from(answered.lock().unwrap().len() < 12);
+                kill_9(daemon.pid);
+            }
+            for call in calls {
+                call.join().unwrap();
+            }
+            if stage == "before the kill" {
+                daemon = start(&cli);
+            } else {
+                let statuses = answered.lock().unwrap().clone();
+                assert!(statuses.iter().all(|s| *s == 200 || *s == 403), "round {round}: {statuses:?}");
+            }
+        }
+        cli.ok(&["daemon", "stop"]);
+        let (admitted, ran) = (count("policy.admitted"), count("action.executed"));
+        assert_eq!(admitted, limit, "round {round}: exactly the limit was admitted");
+        assert!(ran <= admitted, "round {round}: {ran} runs but {admitted} admissions");
+    }
+    let mut report = Report::new("crash-policy");
+    report.set("rounds", rounds as u64);
+    report.set("admissions", limit as u64);
+    report.set("kills_with_calls_in_flight", killed_while_running as u64);
+    report.finish();
+}
+
+/// The hash `aileron daemon status` shows for the files in `dir` (SPEC §16: over each file's
+/// name and bytes, in name order).
+fn policy_hash(dir: &std::path::Path) -> String {
+    use sha2::Digest;
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+    files.sort();
+    let mut hash = sha2::Sha256::new();
+    for path in files {
+        let (name, text) = (path.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&path).unwrap());
+        hash.update((name.len() as u64).to_be_bytes());
+        hash.update(name.as_bytes());
+        hash.update((text.len() as u64).to_be_bytes());
+        hash.update(&text);
+    }
+    format!("sha256:{}", hex::encode(hash.finalize()))
+}
