@@ -116,7 +116,9 @@ impl std::error::Error for ArgsError {}
 
 pub(super) fn validate(action: &ActionFile, args: &Map<String, Value>) -> Result<(), ArgsError> {
     let mut problems = Vec::new();
-    let undeclared: Vec<String> = args.keys().filter(|name| action.input(name).is_none()).cloned().collect();
+    let mut undeclared: Vec<String> = args.keys().filter(|name| action.input(name).is_none()).cloned().collect();
+    // Named in order whatever order the call's object kept.
+    undeclared.sort();
     if !undeclared.is_empty() {
         problems.push(ArgsProblem::Undeclared(undeclared));
     }

@@ -288,7 +288,9 @@ impl Interpolation<'_> {
                 TemplatePart::Reference(reference) => match self.resolve(reference)? {
                     None => {}
                     Some(Value::String(s)) => out.push_str(s),
-                    Some(other) => out.push_str(&other.to_string()),
+                    // Keys sorted, whatever order the value's object kept (serde_json's
+                    // `preserve_order` is on in the workspace: Cedar turns it on).
+                    Some(other) => out.push_str(&crate::audit::canonical_json(other)),
                 },
             }
         }

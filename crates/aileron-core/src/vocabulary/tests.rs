@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 
 /// What is on disk today. Changing a string here is a schema change, not a refactor.
-const WRITTEN: [&str; 40] = [
+const WRITTEN: [&str; 44] = [
     "connector.installed",
     "connector.install_refused",
     "connector.removed",
@@ -48,6 +48,10 @@ const WRITTEN: [&str; 40] = [
     "sandbox.proxy.rejected",
     "sandbox.egress.unenforced",
     "sandbox.egress.tcp_forwarded",
+    "policy.loaded",
+    "policy.denied",
+    "policy.shadow",
+    "policy.admitted",
 ];
 
 #[test]
