@@ -24,9 +24,15 @@ const WINDOW_RUNS: usize = 10_000;
 const DECISIONS: usize = 5_000;
 const RUNS: usize = 1_000;
 const DECISION_GOAL: Duration = Duration::from_micros(50);
+const REPLAYED: usize = 100_000;
+const REPLAY_GOAL: Duration = Duration::from_secs(2);
 
 pub(super) struct PolicyFigures {
     decision: Distribution,
+    /// `policy replay` over 100,000 runs in memory.
+    replay: Duration,
+    /// Rules the replay left out (they read arguments).
+    replay_skipped: usize,
     runs_without: Distribution,
     /// With the 100 rules, none reading a counter (no admission record).
     runs_uncounted: Distribution,
@@ -110,6 +116,33 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     }
     let decision = Distribution::new(decision.split_off(200));
 
+    // Replay: the rules over 100,000 audited runs of the last week (in memory, the log's reading
+    // aside), counters rebuilt as it goes.
+    let week_ago = chrono::Utc::now() - chrono::Duration::days(7);
+    let records: Vec<aileron_core::audit::AuditRecord> = (0..REPLAYED as u64)
+        .map(|seq| {
+            let mut payload = serde_json::Map::new();
+            payload.insert(aileron_core::vocabulary::keys::ACTION_NAME.into(), "echo".into());
+            let at = week_ago + chrono::Duration::milliseconds(seq as i64 * 6_000);
+            aileron_core::audit::AuditRecord {
+                audit_id: format!("audit-{seq}"),
+                event_type: "action.executed".into(),
+                timestamp: at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                actor: aileron_core::audit::Actor::new(aileron_core::audit::ActorType::Agent, format!("s{}", seq % 50)),
+                session_id: Some(format!("s{}", seq % 50)),
+                payload,
+                seq: seq + 1,
+                prev: String::new(),
+                hash: String::new(),
+            }
+        })
+        .collect();
+    let facts = [("echo".to_string(), ("github://aileron-bench/echo".to_string(), false))].into_iter().collect();
+    let at = Instant::now();
+    let replayed = aileron::stores::rules::replay::replay(&set, &records, &facts, &Default::default());
+    let replay = at.elapsed();
+    anyhow::ensure!(replayed.runs == REPLAYED, "{} runs replayed", replayed.runs);
+
     // Runs on the same daemon, without and then with the rules.
     let runs_without = runs(&daemon, &client).await?;
     let dir = home.root().join("policy");
@@ -129,7 +162,14 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     let runs_uncounted = phases.pop().expect("two phases");
     daemon.stop().await?;
     std::fs::remove_dir_all(scratch.join("policy"))?;
-    Ok(PolicyFigures { decision, runs_without, runs_uncounted, runs_with })
+    Ok(PolicyFigures {
+        decision,
+        replay,
+        replay_skipped: replayed.skipped.len(),
+        runs_without,
+        runs_uncounted,
+        runs_with,
+    })
 }
 
 async fn runs(daemon: &BenchDaemon, client: &reqwest::Client) -> anyhow::Result<Distribution> {
@@ -156,6 +196,14 @@ impl PolicyFigures {
                 ratio: format!("{:.1} %", ratio(self.decision.p99(), self.runs_without.p50()) * 100.0),
                 goal: "≤ 50 µs added to a run",
                 met: Some(self.decision.p99() <= DECISION_GOAL),
+            },
+            SummaryRow {
+                figure: format!("(n) policy replay of {REPLAYED} runs (in memory)"),
+                measured: format!("{:.2} s", self.replay.as_secs_f64()),
+                baseline: format!("{} rules, {} over arguments left out", RULES, self.replay_skipped),
+                ratio: format!("{:.1} µs per run", self.replay.as_secs_f64() * 1e6 / REPLAYED as f64),
+                goal: "≤ 2 s",
+                met: Some(self.replay <= REPLAY_GOAL),
             },
             SummaryRow {
                 figure: format!("(n) run p50 with {RULES} rules, none counting runs"),
