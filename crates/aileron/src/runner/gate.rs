@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use aileron_core::action::ActionFile;
-use aileron_core::audit::ActorType;
 use aileron_core::vocabulary::EventType;
 use aileron_core::vocabulary::keys::{ACTION_NAME, POLICY_HASH, POLICY_OUTCOME, POLICY_RULES, POLICY_SUBJECT};
 use aileron_core::{Boundary, Failure, FailureClass};
@@ -29,22 +28,13 @@ pub(super) enum Gate {
 /// Who the rules see calling.
 fn subject(state: &Services, request: &RunRequest) -> Subject {
     let caller = &request.caller;
-    match (&caller.actor.r#type, &caller.session_id) {
-        (ActorType::Agent, Some(session_id)) => Subject::Agent {
-            session_id: session_id.clone(),
-            agent: state.sessions.get(session_id).map(|s| s.agent).unwrap_or_default(),
-            contained: !caller.unconfined,
-        },
-        (ActorType::Agent, None) => {
-            Subject::Agent { session_id: caller.actor.id.clone(), agent: String::new(), contained: !caller.unconfined }
-        }
-        // An approved entry asked for without a session is carried out by the approval executor
-        // (a service actor): it was the local user's call, and counts as theirs.
-        (ActorType::Service, None) if request.approval.is_some() => {
-            Subject::Human { id: crate::platform::principal::LOCAL_USER.to_string() }
-        }
-        _ => Subject::Human { id: caller.actor.id.clone() },
-    }
+    Subject::of(
+        &caller.actor,
+        caller.session_id.as_deref(),
+        request.approval.is_some(),
+        !caller.unconfined,
+        |session| state.sessions.get(session).map(|s| s.agent).unwrap_or_default(),
+    )
 }
 
 pub(super) async fn check(

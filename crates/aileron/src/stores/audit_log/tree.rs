@@ -9,8 +9,9 @@
 //! - `audit/log.key`: the log's Ed25519 seed (0600, made at first open), in the audit directory
 //!   so that it is masked from launched agents with it; its key name is the log's origin,
 //!   `aileron.local/<16 hex digits of SHA-256(public key)>`.
-//! - `audit/checkpoints/<size, 20 digits>.checkpoint`: C2SP signed checkpoints, at most every
-//!   [`CHECKPOINT_EVERY_RECORDS`] records or [`CHECKPOINT_EVERY`], at shutdown, and on request.
+//! - `audit/checkpoints/<size, 20 digits>.checkpoint`: C2SP signed checkpoints, every
+//!   [`CHECKPOINT_EVERY_RECORDS`] records (at most one per [`CHECKPOINT_MIN_GAP`]) or
+//!   [`CHECKPOINT_EVERY`], at shutdown, and on request.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -29,10 +30,14 @@ pub const TREE_DIR: &str = "tree";
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
 pub const KEY_FILE: &str = "log.key";
 const KEY_HEADER: &str = "aileron audit log key v1";
-/// A checkpoint is issued once this many records are past the last one, or [`CHECKPOINT_EVERY`]
-/// after it when any are.
+/// A checkpoint is issued once this many records are past the last one (but not sooner than
+/// [`CHECKPOINT_MIN_GAP`] after it), or [`CHECKPOINT_EVERY`] after it when any are.
 pub const CHECKPOINT_EVERY_RECORDS: u64 = 1000;
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
+/// However fast records come, checkpoints are at least this far apart: each costs a few synced
+/// files (the note, the witness's state), which at 1,000 records apiece would compete a dozen
+/// times a second with the log's own syncs under load.
+pub const CHECKPOINT_MIN_GAP: Duration = Duration::from_secs(1);
 const HASH_BYTES: u64 = 32;
 
 /// The stored levels of the tree.
@@ -296,7 +301,7 @@ impl TreeKeeper {
         let pending = self.tree.size().saturating_sub(self.checkpointed);
         match pending {
             0 => None,
-            n if n >= CHECKPOINT_EVERY_RECORDS => Some(Duration::ZERO),
+            n if n >= CHECKPOINT_EVERY_RECORDS => Some(CHECKPOINT_MIN_GAP.saturating_sub(self.at.elapsed())),
             _ => Some(CHECKPOINT_EVERY.saturating_sub(self.at.elapsed())),
         }
     }

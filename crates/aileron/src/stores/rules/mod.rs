@@ -91,6 +91,29 @@ pub enum Subject {
 }
 
 impl Subject {
+    /// Who the rules see calling: an agent's session (its id, the agent `agent_of` names, and
+    /// whether launch contained it), or a human. An approved entry asked for without a session
+    /// is carried out by the approval executor (a service actor): it was the local user's call.
+    pub fn of(
+        actor: &aileron_core::audit::Actor,
+        session_id: Option<&str>,
+        approved: bool,
+        contained: bool,
+        agent_of: impl FnOnce(&str) -> String,
+    ) -> Subject {
+        use aileron_core::audit::ActorType;
+        match (actor.r#type, session_id) {
+            (ActorType::Agent, session) => {
+                let session_id = session.unwrap_or(&actor.id).to_string();
+                Subject::Agent { agent: agent_of(&session_id), session_id, contained }
+            }
+            (ActorType::Service, None) if approved => {
+                Subject::Human { id: crate::platform::principal::LOCAL_USER.to_string() }
+            }
+            _ => Subject::Human { id: actor.id.clone() },
+        }
+    }
+
     /// The key runs are counted under.
     pub fn key(&self) -> String {
         match self {

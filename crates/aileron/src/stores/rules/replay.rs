@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use aileron_core::audit::{ActorType, AuditRecord};
+use aileron_core::audit::AuditRecord;
 use aileron_core::vocabulary::{EventType, keys};
 use chrono::{DateTime, Utc};
 use serde_json::Map;
@@ -71,17 +71,10 @@ pub fn replay(
         let Ok(at) = DateTime::parse_from_rfc3339(&record.timestamp) else { continue };
         let at = at.with_timezone(&Utc);
         let approved = record.payload.contains_key(keys::APPROVAL_ID);
-        let subject = match (record.actor.r#type, &record.session_id) {
-            (ActorType::Agent, session) => {
-                let session_id = session.clone().unwrap_or_else(|| record.actor.id.clone());
-                let agent = agents.get(&session_id).cloned().unwrap_or_default();
-                Subject::Agent { session_id, agent, contained: true }
-            }
-            (ActorType::Service, None) if approved => {
-                Subject::Human { id: crate::platform::principal::LOCAL_USER.into() }
-            }
-            _ => Subject::Human { id: record.actor.id.clone() },
-        };
+        // Launched sessions are contained; the log does not say otherwise for older records.
+        let subject = Subject::of(&record.actor, record.session_id.as_deref(), approved, true, |session| {
+            agents.get(session).cloned().unwrap_or_default()
+        });
         let (connector, approval_required) = actions.get(action).cloned().unwrap_or_default();
         let was =
             if EventType::parse(&record.event_type) == Some(EventType::PolicyDenied) { "forbid" } else { "allow" };
