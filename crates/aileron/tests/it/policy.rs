@@ -148,6 +148,8 @@ fn rules_refuse_ask_and_limit_runs_through_the_daemon() {
         .unwrap();
     let status = status_saying(&cli, "policy error");
     assert!(status.contains("limit.cedar"), "{status}");
+    let top = cli.ok(&["status"]);
+    assert!(top.contains("the files do not load") && top.contains("limit.cedar"), "{top}");
     let kept = run_send(&cli, r#"{"to":"someone@evil.test"}"#);
     assert!(String::from_utf8_lossy(&kept.stderr).contains("example-org-only"), "the previous set still refuses");
     let check = cli.run(&["policy", "check"]);

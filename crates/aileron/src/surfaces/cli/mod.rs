@@ -321,6 +321,23 @@ async fn status(home: &Home, json: bool) -> CliResult {
         None => String::new(),
     };
     outln!("audit       {}{chain_line}", status["audit"].as_str().unwrap_or("?"));
+    if let Some(policy) = status.get("policy") {
+        match policy["problem"].as_str() {
+            // The files on disk are not in force: what is, and why (SPEC §16).
+            Some(problem) => outln!(
+                "policy      {} rule(s) in force ({}); the files do not load: {}",
+                policy["rules"],
+                policy["hash"].as_str().unwrap_or("?"),
+                escape(&problem.replace('\n', " "))
+            ),
+            None => outln!(
+                "policy      {} rule(s) from {} file(s) ({})",
+                policy["rules"],
+                policy["files"].as_array().map_or(0, Vec::len),
+                policy["hash"].as_str().unwrap_or("?")
+            ),
+        }
+    }
     Ok(ExitStatus::Ok)
 }
 
