@@ -29,6 +29,8 @@ const REPLAY_GOAL: Duration = Duration::from_secs(2);
 
 pub(super) struct PolicyFigures {
     decision: Distribution,
+    /// The same number of rules spread over 20 tools (24 can apply).
+    decision_spread: Distribution,
     /// `policy replay` over 100,000 runs in memory.
     replay: Duration,
     /// Rules the replay left out (they read arguments).
@@ -89,32 +91,13 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
         counters.record(&subject.key(), "echo", start + chrono::Duration::milliseconds(n as i64 * 250));
     }
     let args = json!({ "text": "hello" }).as_object().cloned().unwrap_or_default();
-    let mut decision = Vec::with_capacity(DECISIONS);
-    for _ in 0..DECISIONS + 200 {
-        let at = Instant::now();
-        let now = chrono::Utc::now();
-        let admitted = counters.admit(
-            &subject.key(),
-            "echo",
-            now,
-            |counts| {
-                set.decide(&Call {
-                    subject: &subject,
-                    verb: "run",
-                    tool: "echo",
-                    connector: "github://aileron-bench/echo",
-                    approval_required: false,
-                    args: &args,
-                    now,
-                    counts,
-                })
-            },
-            |decided| decided.enforced == Verdict::Allow,
-        );
-        decision.push(at.elapsed());
-        anyhow::ensure!(admitted.counted, "the measured call is allowed: {:?}", admitted.decided);
-    }
-    let decision = Distribution::new(decision.split_off(200));
+    let decision = decisions(&set, &counters, &subject, &args)?;
+    // The same 100 rules spread the way a policy for many tools reads: 80 name one of 20 tools
+    // (echo among them), 20 name none — 24 can apply to the call.
+    let spread = (scratch.join("policy").join("spread.cedar"), rules_spread());
+    let spread =
+        RuleSet::from_sources(std::slice::from_ref(&spread), [action.as_ref()]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let decision_spread = decisions(&spread, &Counters::default(), &subject, &args)?;
 
     // Replay: the rules over 100,000 audited runs of the last week (in memory, the log's reading
     // aside), counters rebuilt as it goes.
@@ -164,12 +147,73 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     std::fs::remove_dir_all(scratch.join("policy"))?;
     Ok(PolicyFigures {
         decision,
+        decision_spread,
         replay,
         replay_skipped: replayed.skipped.len(),
         runs_without,
         runs_uncounted,
         runs_with,
     })
+}
+
+/// [`DECISIONS`] admissions of the echo call against `set`, each timed (decide and count).
+fn decisions(
+    set: &RuleSet,
+    counters: &Counters,
+    subject: &Subject,
+    args: &serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<Distribution> {
+    let mut decision = Vec::with_capacity(DECISIONS + 200);
+    for _ in 0..DECISIONS + 200 {
+        let at = Instant::now();
+        let now = chrono::Utc::now();
+        let admitted = counters.admit(
+            &subject.key(),
+            "echo",
+            now,
+            |counts| {
+                set.decide(&Call {
+                    subject,
+                    verb: "run",
+                    tool: "echo",
+                    connector: "github://aileron-bench/echo",
+                    approval_required: false,
+                    args,
+                    now,
+                    counts,
+                })
+            },
+            |decided| decided.enforced == Verdict::Allow,
+        );
+        decision.push(at.elapsed());
+        anyhow::ensure!(admitted.counted, "the measured call is allowed: {:?}", admitted.decided);
+    }
+    Ok(Distribution::new(decision.split_off(200)))
+}
+
+/// [`rules`]'s kinds over 20 tools: rule `i` names tool `i % 25` when that is below 20 (tool 0
+/// is echo), none otherwise.
+fn rules_spread() -> String {
+    let mut text = String::new();
+    for i in 0..RULES {
+        let tool = match i % 25 {
+            0 => Some("echo".to_string()),
+            k if k < 20 => Some(format!("tool-{k}")),
+            _ => None,
+        };
+        let resource = match &tool {
+            Some(tool) => format!("resource == Aileron::Tool::\"{tool}\""),
+            None => "resource".to_string(),
+        };
+        let when = match i % 3 {
+            0 => format!("context.args has text && context.args.text == \"blocked {i}\""),
+            1 => format!("context.runs_last_hour >= {}", 1_000_000 + i),
+            _ => format!("principal.agent == \"agent-{i}\""),
+        };
+        let principal = if i % 3 == 2 { "principal is Aileron::Agent" } else { "principal" };
+        let _ = writeln!(text, "@id(\"spread-{i}\")\nforbid({principal}, action, {resource}) when {{ {when} }};");
+    }
+    text
 }
 
 async fn runs(daemon: &BenchDaemon, client: &reqwest::Client) -> anyhow::Result<Distribution> {
@@ -196,6 +240,14 @@ impl PolicyFigures {
                 ratio: format!("{:.1} %", ratio(self.decision.p99(), self.runs_without.p50()) * 100.0),
                 goal: "≤ 50 µs added to a run",
                 met: Some(self.decision.p99() <= DECISION_GOAL),
+            },
+            SummaryRow {
+                figure: format!("(n) policy decision, {RULES} rules over 20 tools (24 can apply), p99"),
+                measured: format_duration(self.decision_spread.p99()),
+                baseline: format!("{} run p50 without policy", format_duration(self.runs_without.p50())),
+                ratio: format!("{:.1} %", ratio(self.decision_spread.p99(), self.runs_without.p50()) * 100.0),
+                goal: "≤ 50 µs added to a run",
+                met: Some(self.decision_spread.p99() <= DECISION_GOAL),
             },
             SummaryRow {
                 figure: format!("(n) policy replay of {REPLAYED} runs (in memory)"),
@@ -231,7 +283,8 @@ impl PolicyFigures {
             "Reproduce: `{command_line}`. In process: {DECISIONS} decisions of a call of the echo action against {RULES} \
              rules (argument matches, counter limits, principal checks, asks; none refuses it) with {WINDOW_RUNS} \
              admissions of its caller in the counters' window — the decision and the count under the lock, what \
-             `run_action` adds. Over loopback HTTP on one daemon: {RUNS} runs of the echo action with no policy \
+             `run_action` adds; and the same against 100 rules spread as a policy for many tools reads (80 name one of \
+             20 tools, echo among them; 20 name none: 24 can apply — the daemon asks Cedar only those). Over loopback HTTP on one daemon: {RUNS} runs of the echo action with no policy \
              files, then {RUNS} with {RULES} rules none of which reads a counter, then {RUNS} with the {RULES} rules above \
              (each reloaded as a change of the files would be). Rules that read a counter make each admission \
              durable (`policy.admitted`, fsynced) before the run starts.\n"
@@ -240,7 +293,8 @@ impl PolicyFigures {
         distribution_rows(
             text,
             &[
-                ("decision (in process)", &self.decision),
+                ("decision (in process), all 100 rules can apply", &self.decision),
+                ("decision (in process), 100 rules over 20 tools", &self.decision_spread),
                 ("run, no policy files", &self.runs_without),
                 ("run, 100 rules, none counting", &self.runs_uncounted),
                 ("run, 100 rules, counting (durable admission)", &self.runs_with),

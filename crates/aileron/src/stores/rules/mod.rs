@@ -71,14 +71,18 @@ pub struct RuleInfo {
 
 struct Compiled {
     all: PolicySet,
-    /// `all` without the `@ask` forbids: what decides whether an ask would be allowed at all.
-    without_asks: PolicySet,
     /// The `@ask` forbids' reasons.
     asks: HashMap<PolicyId, String>,
     schema: Schema,
     args: ArgTypes,
     authorizer: std::sync::Arc<Authorizer>,
     types: Types,
+    /// Per tool and kind of caller, the rules whose scope can match (built on first use): Cedar
+    /// walks every rule of a set for each request, so one that names another tool or another
+    /// kind of principal is left out of the set asked — it could not apply anyway.
+    /// Each entry: those rules, and the same without the `@ask` forbids (what decides whether
+    /// an ask would be allowed at all).
+    scoped: std::sync::Mutex<HashMap<(String, bool), std::sync::Arc<(PolicySet, PolicySet)>>>,
 }
 
 /// Who is calling, as the rules see them.
@@ -414,17 +418,13 @@ fn compile(entries: Vec<Entry>, schema: &Schema, args: &ArgTypes) -> Result<Opti
         return Ok(None);
     }
     let mut all = PolicySet::new();
-    let mut without_asks = PolicySet::new();
     let mut asks = HashMap::new();
     let mut sources = HashMap::new();
     let has_permit = entries.iter().any(|(policy, ..)| policy.effect() == Effect::Permit);
     for (policy, ask, file, text) in entries {
         sources.insert(policy.id().clone(), (file, text));
-        match ask {
-            Some(reason) => {
-                asks.insert(policy.id().clone(), reason);
-            }
-            None => without_asks.add(policy.clone()).expect("ids are unique"),
+        if let Some(reason) = ask {
+            asks.insert(policy.id().clone(), reason);
         }
         all.add(policy).expect("ids are unique");
     }
@@ -450,17 +450,16 @@ fn compile(entries: Vec<Entry>, schema: &Schema, args: &ArgTypes) -> Result<Opti
     if !has_permit {
         let permit = Policy::parse(Some(PolicyId::new(IMPLICIT_PERMIT)), "permit(principal, action, resource);")
             .expect("a constant rule parses");
-        all.add(permit.clone()).expect("a reserved id");
-        without_asks.add(permit).expect("a reserved id");
+        all.add(permit).expect("a reserved id");
     }
     Ok(Some(Compiled {
         all,
-        without_asks,
         asks,
         schema: schema.clone(),
         args: args.clone(),
         authorizer: std::sync::Arc::new(Authorizer::new()),
         types: Types::new(),
+        scoped: Default::default(),
     }))
 }
 
@@ -472,7 +471,9 @@ impl Compiled {
             Err(error) => return Verdict::Forbid { rules: Vec::new(), errors: vec![error] },
         };
         let authorizer = &self.authorizer;
-        let response = authorizer.is_authorized(&request, &self.all, &entities);
+        let scoped = self.scoped_for(call);
+        let (all, without_asks) = (&scoped.0, &scoped.1);
+        let response = authorizer.is_authorized(&request, all, &entities);
         // A rule that errs (it cannot, once validated, but a forbid that might have refused
         // is never read as silence): the call is refused.
         let errors: Vec<String> = response.diagnostics().errors().map(|error| error.to_string()).collect();
@@ -480,29 +481,53 @@ impl Compiled {
             .diagnostics()
             .errors()
             .map(|cedar_policy::AuthorizationError::PolicyEvaluationError(error)| error.policy_id().clone())
-            .find(|id| self.all.policy(id).is_some_and(|p| p.effect() == Effect::Forbid));
+            .find(|id| all.policy(id).is_some_and(|p| p.effect() == Effect::Forbid));
         if let Some(id) = erring_forbid {
             return Verdict::Forbid { rules: vec![id.to_string()], errors };
         }
-        let reasons: Vec<PolicyId> = response.diagnostics().reason().cloned().collect();
+        // In id order: Cedar's reasons are a set.
+        let mut reasons: Vec<PolicyId> = response.diagnostics().reason().cloned().collect();
+        reasons.sort_by_key(ToString::to_string);
         match response.decision() {
             Decision::Allow => Verdict::Allow,
             Decision::Deny if !reasons.is_empty() && reasons.iter().all(|id| self.asks.contains_key(id)) => {
                 // Only asks stand in the way: allowed with approval, if the rest allows it.
-                let rest = authorizer.is_authorized(&request, &self.without_asks, &entities);
+                let rest = authorizer.is_authorized(&request, without_asks, &entities);
                 match rest.decision() {
                     Decision::Allow => Verdict::Ask {
                         reasons: reasons.iter().map(|id| self.asks[id].clone()).collect(),
                         rules: reasons.iter().map(ToString::to_string).collect(),
                     },
-                    Decision::Deny => Verdict::Forbid {
-                        rules: rest.diagnostics().reason().map(ToString::to_string).collect(),
-                        errors,
-                    },
+                    Decision::Deny => {
+                        let mut rules: Vec<String> = rest.diagnostics().reason().map(ToString::to_string).collect();
+                        rules.sort();
+                        Verdict::Forbid { rules, errors }
+                    }
                 }
             }
             Decision::Deny => Verdict::Forbid { rules: reasons.iter().map(ToString::to_string).collect(), errors },
         }
+    }
+
+    /// The sets of rules whose scope can match `call`'s tool and kind of caller.
+    fn scoped_for(&self, call: &Call<'_>) -> std::sync::Arc<(PolicySet, PolicySet)> {
+        let agent = matches!(call.subject, Subject::Agent { .. });
+        let key = (call.tool.to_string(), agent);
+        let mut scoped = self.scoped.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(sets) = scoped.get(&key) {
+            return sets.clone();
+        }
+        let principal = if agent { &self.types.agent } else { &self.types.human };
+        let mut sets = (PolicySet::new(), PolicySet::new());
+        for policy in self.all.policies().filter(|p| may_match(p, principal, &self.types.tool, call.tool)) {
+            if !self.asks.contains_key(policy.id()) {
+                sets.1.add(policy.clone()).expect("ids are unique");
+            }
+            sets.0.add(policy.clone()).expect("ids are unique");
+        }
+        let sets = std::sync::Arc::new(sets);
+        scoped.insert(key, sets.clone());
+        sets
     }
 
     /// The request and entities of `call`, built with Cedar's constructors rather than parsed
@@ -550,6 +575,30 @@ impl Compiled {
             Request::new(principal, action, resource, context, None).map_err(|e| format!("the request: {e}"))?;
         Ok((request, entities))
     }
+}
+
+/// Whether `policy`'s scope can match a call of `tool` by a principal of type `principal`
+/// (entities here have no parents, so `in` matches only the entity itself).
+fn may_match(
+    policy: &Policy,
+    principal: &cedar_policy::EntityTypeName,
+    tool_type: &cedar_policy::EntityTypeName,
+    tool: &str,
+) -> bool {
+    use cedar_policy::{PrincipalConstraint as P, ResourceConstraint as R};
+    let principal_ok = match policy.principal_constraint() {
+        P::Any => true,
+        P::Is(kind) | P::IsIn(kind, _) => &kind == principal,
+        P::Eq(uid) | P::In(uid) => uid.type_name() == principal,
+    };
+    let names_tool = |uid: &EntityUid| uid.type_name() == tool_type && uid.id().unescaped() == tool;
+    let resource_ok = match policy.resource_constraint() {
+        R::Any => true,
+        R::Is(kind) => &kind == tool_type,
+        R::Eq(uid) | R::In(uid) => names_tool(&uid),
+        R::IsIn(kind, uid) => &kind == tool_type && names_tool(&uid),
+    };
+    principal_ok && resource_ok
 }
 
 /// The entity types and actions of SPEC §16, parsed once.
@@ -688,13 +737,13 @@ impl RuleSet {
         let mut all = PolicySet::new();
         all.add(forbid).expect("one rule");
         let compiled = Compiled {
-            without_asks: all.clone(),
             all,
             asks: HashMap::new(),
             schema,
             args: ArgTypes::default(),
             authorizer: std::sync::Arc::new(Authorizer::new()),
             types: Types::new(),
+            scoped: Default::default(),
         };
         RuleSet {
             hash: "unloaded".into(),
@@ -816,6 +865,37 @@ mod tests {
         assert!(matches!(decided.shadow, Some(Verdict::Forbid { .. })));
         assert!(rules.decide(&call(&human, &ok, Counts::default())).shadow == Some(Verdict::Allow));
         assert_eq!(rules.rules.iter().map(|r| r.effect).collect::<Vec<_>>(), ["forbid", "ask", "forbid"]);
+    }
+
+    /// Only the rules whose scope can match are asked (per tool and kind of caller); what they
+    /// decide is what the whole set would.
+    #[test]
+    fn rules_scoped_to_another_tool_or_kind_of_caller_are_left_out_and_the_verdicts_stand() {
+        let text = "@id(\"other-tool\") forbid(principal, action, resource == Aileron::Tool::\"other\");\n\
+                    @id(\"humans\") forbid(principal is Aileron::Human, action, resource == Aileron::Tool::\"send\");\n\
+                    @id(\"agents-ask\") @ask(\"agents ask\") forbid(principal is Aileron::Agent, action, resource is Aileron::Tool);";
+        let rules = set(&[("scoped.cedar", text)]).unwrap();
+        let human = Subject::Human { id: "local-user".into() };
+        let agent = Subject::Agent { session_id: "s1".into(), agent: "claude".into(), contained: true };
+        let none = Map::new();
+        let verdict = |subject: &Subject, tool: &str| {
+            rules.decide(&Call { tool, ..call(subject, &none, Counts::default()) }).enforced
+        };
+        assert_eq!(verdict(&human, "send"), Verdict::Forbid { rules: vec!["humans".into()], errors: vec![] });
+        assert_eq!(verdict(&human, "other"), Verdict::Forbid { rules: vec!["other-tool".into()], errors: vec![] });
+        assert_eq!(verdict(&human, "third"), Verdict::Allow);
+        let asked = Verdict::Ask { rules: vec!["agents-ask".into()], reasons: vec!["agents ask".into()] };
+        assert_eq!(verdict(&agent, "send"), asked);
+        assert_eq!(verdict(&agent, "third"), asked);
+        assert_eq!(
+            verdict(&agent, "other"),
+            Verdict::Forbid { rules: vec!["agents-ask".into(), "other-tool".into()], errors: vec![] },
+            "a forbid beside an ask refuses"
+        );
+        let scoped = rules.enforced.as_ref().unwrap().scoped.lock().unwrap();
+        let asked: Vec<String> =
+            scoped[&("third".to_string(), false)].0.policies().map(|p| p.id().to_string()).collect();
+        assert_eq!(asked, [IMPLICIT_PERMIT], "none of the file's rules can apply to a human's call of `third`");
     }
 
     /// The property of SPEC §16's counters: however many calls race, a limit of `k` admits
