@@ -591,21 +591,20 @@ pub(super) fn verify_resuming(
     witness: Option<&CosignatureVerifier>,
     resume: Resume,
 ) -> Result<(CheckpointReport, Option<CheckpointProgress>), String> {
-    let digest = |text: &str| -> [u8; 32] { Sha256::digest(text.as_bytes()).into() };
+    // Each stored note hashed once: `(size, SHA-256 of the note)`, in `stored`'s order.
+    let digests: Vec<(u64, [u8; 32])> =
+        stored.iter().map(|(size, text)| (*size, Sha256::digest(text.as_bytes()).into())).collect();
     let start = resume.earlier.filter(|earlier| {
         earlier.lines <= resume.unchanged
-            && stored
-                .iter()
-                .filter(|(size, _)| *size <= earlier.lines)
-                .all(|(size, text)| earlier.checked.contains(&(*size, digest(text))))
+            && digests.iter().filter(|(size, _)| *size <= earlier.lines).all(|stored| earlier.checked.contains(stored))
     });
     let mut progress =
         start.unwrap_or(CheckpointProgress { lines: 0, position: None, frontier: Vec::new(), checked: Vec::new() });
     // Those checked before and still stored (an older one may have been pruned).
-    progress.checked.retain(|checked| stored.iter().any(|(size, text)| (*size, digest(text)) == *checked));
+    progress.checked.retain(|checked| digests.contains(checked));
     let mut signed = Vec::new();
-    for (size, text) in stored.iter().filter(|(size, _)| *size > progress.lines) {
-        signed.push((open_checkpoint(verifier, witness, *size, text)?, digest(text)));
+    for ((size, text), (_, digest)) in stored.iter().zip(&digests).filter(|((size, _), _)| *size > progress.lines) {
+        signed.push((open_checkpoint(verifier, witness, *size, text)?, *digest));
     }
     let mut next = signed.iter().peekable();
     let mut lines = super::daily_file::ForwardLines::resume(audit_dir, progress.position.clone());
