@@ -68,7 +68,7 @@ pub(super) async fn check(
         &action.name,
         now,
         |counts| rules.decide(&call(counts, now)),
-        |decided| admits(&decided.enforced, approved),
+        |decided| decided.enforced.admits(approved),
     );
     let decided = admission.decided;
     if let Some(shadow) = &decided.shadow
@@ -80,7 +80,7 @@ pub(super) async fn check(
         append(state, EventType::PolicyShadow, &request.caller, payload, &super::mint_audit_id()).await?;
     }
     match decided.enforced {
-        verdict if admits(&verdict, approved) => {
+        verdict if verdict.admits(approved) => {
             if admission.counted && rules.counts_runs {
                 // Durable before the run starts: a run killed mid-flight still counts after a restart.
                 let payload = policy_payload(&rules, &action.name, &key);
@@ -91,7 +91,8 @@ pub(super) async fn check(
         Verdict::Ask { reasons, .. } => Ok(Gate::Ask { reasons }),
         Verdict::Allow => unreachable!("an allow admits"),
         Verdict::Forbid { rules: ids, errors } => {
-            let retry_at = if rules.counts_runs { retry_at(state, &rules, &key, now, &call) } else { None };
+            let retry_at =
+                if rules.counts_runs { retry_at(state, &rules, &key, &action.name, now, &call) } else { None };
             let mut message = match ids.as_slice() {
                 [] => "no policy rule permits this call".to_string(),
                 ids => format!("refused by policy rule {}", ids.join(", ")),
@@ -115,11 +116,6 @@ pub(super) async fn check(
     }
 }
 
-/// Whether a verdict lets the run go on (and so counts it): an allow, or an ask a human approved.
-fn admits(verdict: &Verdict, approved: bool) -> bool {
-    matches!(verdict, Verdict::Allow) || (approved && matches!(verdict, Verdict::Ask { .. }))
-}
-
 fn message_retry(failure: &mut Failure, at: DateTime<Utc>, seconds: i64) {
     failure.retriable = true;
     failure.message.push_str(&format!("; a call is allowed again in {seconds} s"));
@@ -134,12 +130,13 @@ fn retry_at<'a>(
     state: &Services,
     rules: &RuleSet,
     key: &str,
+    tool: &str,
     now: DateTime<Utc>,
     call: &impl Fn(crate::stores::rules::counters::Counts, DateTime<Utc>) -> Call<'a>,
 ) -> Option<DateTime<Utc>> {
-    let moments = state.rules.counters.releases(key, call(Default::default(), now).tool, now);
+    let moments = state.rules.counters.releases(key, tool, now);
     let lets_through = |at: DateTime<Utc>| {
-        let counts = state.rules.counters.counts_at(key, call(Default::default(), now).tool, at);
+        let counts = state.rules.counters.counts(key, tool, at);
         !matches!(rules.decide(&call(counts, at)).enforced, Verdict::Forbid { .. })
     };
     let first = moments.partition_point(|at| !lets_through(*at));

@@ -83,7 +83,8 @@ impl Counters {
         Admission { decided, counts, counted }
     }
 
-    /// The counts of `(subject, tool)` at `now`, without counting anything.
+    /// The counts of `(subject, tool)` at `now` (a later moment too: nothing admitted meanwhile),
+    /// without counting anything.
     pub fn counts(&self, subject: &str, tool: &str, now: DateTime<Utc>) -> Counts {
         let windows = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         windows.get(&(subject.to_string(), tool.to_string())).map(|w| w.counts(now)).unwrap_or_default()
@@ -104,11 +105,6 @@ impl Counters {
         moments.sort();
         moments.dedup();
         moments
-    }
-
-    /// The counts `(subject, tool)` would have at a later `at`, nothing admitted meanwhile.
-    pub fn counts_at(&self, subject: &str, tool: &str, at: DateTime<Utc>) -> Counts {
-        self.counts(subject, tool, at)
     }
 
     /// Counts an admission recorded earlier (a starting daemon reading the audit log).
@@ -170,6 +166,6 @@ mod tests {
                 at("2026-11-30T09:10:00Z")
             ]
         );
-        assert_eq!(counters.counts_at("agent:s", "send", at("2026-11-29T09:45:00Z")).last_hour, 1);
+        assert_eq!(counters.counts("agent:s", "send", at("2026-11-29T09:45:00Z")).last_hour, 1);
     }
 }

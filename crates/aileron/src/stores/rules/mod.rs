@@ -166,6 +166,24 @@ impl Verdict {
             Verdict::Ask { .. } => "ask",
         }
     }
+
+    /// Whether the call goes on (and so is counted): an allow, or an ask a human approved.
+    pub fn admits(&self, approved: bool) -> bool {
+        matches!(self, Verdict::Allow) || (approved && matches!(self, Verdict::Ask { .. }))
+    }
+}
+
+/// `allow`, `forbid by <rules>` (or `forbid: no permit rule matches`), `ask (<reasons>) by <rules>`:
+/// how `aileron policy test` and `replay` say it.
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Allow => f.write_str("allow"),
+            Verdict::Forbid { rules, .. } if rules.is_empty() => f.write_str("forbid: no permit rule matches"),
+            Verdict::Forbid { rules, .. } => write!(f, "forbid by {}", rules.join(", ")),
+            Verdict::Ask { rules, reasons } => write!(f, "ask ({}) by {}", reasons.join("; "), rules.join(", ")),
+        }
+    }
 }
 
 /// Enforced and shadow verdicts of one call.

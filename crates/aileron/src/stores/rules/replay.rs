@@ -96,15 +96,12 @@ pub fn replay(
                     })
                     .enforced
             },
-            |verdict| matches!(verdict, Verdict::Allow) || (approved && matches!(verdict, Verdict::Ask { .. })),
+            |verdict| verdict.admits(approved),
         );
         replayed.runs += 1;
         let now = match &admitted.decided {
-            Verdict::Allow => "allow".to_string(),
-            Verdict::Ask { rules, .. } if approved => format!("ask by {} (it was approved)", rules.join(", ")),
-            Verdict::Ask { rules, .. } => format!("ask by {}", rules.join(", ")),
-            Verdict::Forbid { rules, .. } if rules.is_empty() => "forbid (no permit matches)".to_string(),
-            Verdict::Forbid { rules, .. } => format!("forbid by {}", rules.join(", ")),
+            ask @ Verdict::Ask { .. } if approved => format!("{ask} (it was approved)"),
+            verdict => verdict.to_string(),
         };
         let same = match was {
             "allow" => admitted.counted,

@@ -9,7 +9,7 @@ use super::{CliError, CliResult, ExitStatus};
 use crate::platform::home::Home;
 use crate::stores::actions::ActionRegistry;
 use crate::stores::rules::counters::Counts;
-use crate::stores::rules::{Call, POLICY_DIR, RuleSet, Subject, Verdict};
+use crate::stores::rules::{Call, POLICY_DIR, RuleSet, Subject};
 
 #[derive(Args)]
 pub struct PolicyArgs {
@@ -99,9 +99,9 @@ pub async fn run(home: &Home, args: PolicyArgs) -> CliResult {
                 counts: Counts { last_hour: runs_last_hour, last_day: runs_last_day, session: session_runs },
             };
             let decided = rules.decide(&call);
-            outln!("{}", describe(&decided.enforced));
+            outln!("{}", decided.enforced);
             if let Some(shadow) = decided.shadow {
-                outln!("shadow: {}", describe(&shadow));
+                outln!("shadow: {shadow}");
             }
             Ok(ExitStatus::Ok)
         }
@@ -171,13 +171,4 @@ fn replay(
         );
     }
     Ok(ExitStatus::Ok)
-}
-
-fn describe(verdict: &Verdict) -> String {
-    match verdict {
-        Verdict::Allow => "allow".to_string(),
-        Verdict::Forbid { rules, .. } if rules.is_empty() => "forbid: no permit rule matches".to_string(),
-        Verdict::Forbid { rules, .. } => format!("forbid by {}", rules.join(", ")),
-        Verdict::Ask { rules, reasons } => format!("ask ({}) by {}", reasons.join("; "), rules.join(", ")),
-    }
 }
