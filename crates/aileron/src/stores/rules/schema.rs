@@ -14,22 +14,19 @@ use aileron_core::action::{ActionFile, InputType};
 use cedar_policy::RestrictedExpression;
 use serde_json::{Value, json};
 
-/// What a rule may compare an argument as.
+/// What a rule may compare an argument as: one value, or a set of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgType {
-    String,
-    Long,
-    /// A JSON number with a fraction: Cedar's `decimal` (four places).
-    Decimal,
-    Bool,
+    Scalar(ArgScalar),
     Set(ArgScalar),
 }
 
-/// The element of a set argument.
+/// A value a rule can compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgScalar {
     String,
     Long,
+    /// A JSON number (a fraction allowed): Cedar's `decimal` (four places).
     Decimal,
     Bool,
 }
@@ -75,39 +72,24 @@ impl ArgType {
     fn of(kind: InputType, items: Option<InputType>) -> Option<ArgType> {
         match kind {
             InputType::Array => ArgScalar::of(items?).map(ArgType::Set),
-            scalar => Some(match ArgScalar::of(scalar)? {
-                ArgScalar::String => ArgType::String,
-                ArgScalar::Long => ArgType::Long,
-                ArgScalar::Decimal => ArgType::Decimal,
-                ArgScalar::Bool => ArgType::Bool,
-            }),
-        }
-    }
-
-    fn scalar(self) -> ArgScalar {
-        match self {
-            ArgType::String => ArgScalar::String,
-            ArgType::Long => ArgScalar::Long,
-            ArgType::Decimal => ArgScalar::Decimal,
-            ArgType::Bool => ArgScalar::Bool,
-            ArgType::Set(item) => item,
+            scalar => ArgScalar::of(scalar).map(ArgType::Scalar),
         }
     }
 
     fn schema(self) -> Value {
         match self {
+            ArgType::Scalar(scalar) => scalar.schema(),
             ArgType::Set(item) => json!({ "type": "Set", "element": item.schema() }),
-            scalar => scalar.scalar().schema(),
         }
     }
 
     fn expression(self, value: &Value) -> Option<RestrictedExpression> {
         match (self, value) {
+            (ArgType::Scalar(scalar), value) => scalar.expression(value),
             (ArgType::Set(item), Value::Array(items)) => {
                 items.iter().map(|v| item.expression(v)).collect::<Option<Vec<_>>>().map(RestrictedExpression::new_set)
             }
             (ArgType::Set(_), _) => None,
-            (scalar, value) => scalar.scalar().expression(value),
         }
     }
 }
