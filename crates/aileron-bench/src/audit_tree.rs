@@ -13,13 +13,12 @@ use std::time::{Duration, Instant};
 use aileron::platform::home::Home;
 use aileron::stores::audit_log::tree::{self, Tree};
 use aileron_core::tlog::merkle;
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 use serde_json::json;
 
 use super::daemon::{BenchDaemon, http_client};
 use super::figures::{Distribution, distribution_rows, format_duration, format_ratio, ratio};
 use super::report::SummaryRow;
-use super::{ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
 
 /// The log size the goals are stated for.
 pub(super) const RECORDS: u64 = 1_000_000;
@@ -187,20 +186,10 @@ async fn direct_runs(scratch: &Path) -> anyhow::Result<Distribution> {
     let home = Home::at(scratch.join("audit-tree-runs").join("home"))?;
     let (daemon, _) = BenchDaemon::start(&home)?;
     let client = http_client()?;
-    let package = scratch.join("audit-tree-runs").join("echo-package");
-    let hash = daemon.install_connector(&client, &package, &echo_reference(), ECHO_WASM, ECHO_MANIFEST).await?;
-    daemon.add_action(&client, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
-    let mut runs = Vec::with_capacity(RUNS);
-    for sample in 0..RUNS + 20 {
-        let body = json!({ "args": { "text": format!("run {sample}") } });
-        let at = Instant::now();
-        daemon.expect(&client, Method::POST, "/v1/actions/echo/run", Some(&body), StatusCode::OK).await?;
-        if sample >= 20 {
-            runs.push(at.elapsed());
-        }
-    }
+    daemon.add_echo_action(&client, &scratch.join("audit-tree-runs").join("echo-package")).await?;
+    let runs = daemon.echo_runs(&client, RUNS, 20).await?;
     daemon.stop().await?;
-    Ok(Distribution::new(runs))
+    Ok(runs)
 }
 
 impl TreeFigures {
@@ -360,9 +349,7 @@ async fn runs_under_load(
             if export { "off" } else { "on" }
         );
         let client = http_client()?;
-        let package = scratch.join("audit-export-load").join(name).join("echo-package");
-        let hash = daemon.install_connector(&client, &package, &echo_reference(), ECHO_WASM, ECHO_MANIFEST).await?;
-        daemon.add_action(&client, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
+        daemon.add_echo_action(&client, &scratch.join("audit-export-load").join(name).join("echo-package")).await?;
         let probe = super::http::Probe {
             method: Method::POST,
             url: daemon.url("/v1/actions/echo/run"),

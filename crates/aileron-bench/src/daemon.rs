@@ -158,6 +158,33 @@ impl BenchDaemon {
         self.expect(client, Method::POST, "/v1/actions/install", Some(&body), StatusCode::CREATED).await.map(|_| ())
     }
 
+    /// The echo connector installed from `package` (a directory it writes) and the `echo` action
+    /// pinned to it: what most parts measure runs of.
+    pub(super) async fn add_echo_action(&self, client: &reqwest::Client, package: &Path) -> anyhow::Result<()> {
+        use super::{ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
+        let hash = self.install_connector(client, package, &echo_reference(), ECHO_WASM, ECHO_MANIFEST).await?;
+        self.add_action(client, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await
+    }
+
+    /// `runs` timed runs of the `echo` action, one at a time, after `warmup` untimed ones.
+    pub(super) async fn echo_runs(
+        &self,
+        client: &reqwest::Client,
+        runs: usize,
+        warmup: usize,
+    ) -> anyhow::Result<super::figures::Distribution> {
+        let mut timed = Vec::with_capacity(runs);
+        for sample in 0..runs + warmup {
+            let body = json!({ "args": { "text": format!("run {sample}") } });
+            let at = Instant::now();
+            self.expect(client, Method::POST, "/v1/actions/echo/run", Some(&body), StatusCode::OK).await?;
+            if sample >= warmup {
+                timed.push(at.elapsed());
+            }
+        }
+        Ok(super::figures::Distribution::new(timed))
+    }
+
     pub(super) fn audit_counts(&self) -> AuditCounts {
         let audit = &self.state.services.audit;
         AuditCounts { fsyncs: audit.fsync_count(), batches: audit.batch_count(), sync_time: audit.sync_time() }

@@ -11,13 +11,11 @@ use std::time::{Duration, Instant};
 use aileron::platform::home::Home;
 use aileron::stores::rules::counters::Counters;
 use aileron::stores::rules::{Call, RuleSet, Subject, Verdict};
-use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use super::daemon::{BenchDaemon, http_client};
 use super::figures::{Distribution, distribution_rows, format_duration, format_ratio, ratio};
 use super::report::SummaryRow;
-use super::{ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
 
 const RULES: usize = 100;
 const WINDOW_RUNS: usize = 10_000;
@@ -73,9 +71,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     let home = Home::at(scratch.join("policy").join("home"))?;
     let (daemon, _) = BenchDaemon::start(&home)?;
     let client = http_client()?;
-    let package = scratch.join("policy").join("echo-package");
-    let hash = daemon.install_connector(&client, &package, &echo_reference(), ECHO_WASM, ECHO_MANIFEST).await?;
-    daemon.add_action(&client, "echo.md", &ECHO_ACTION.replace("{{CONNECTOR_HASH}}", &hash)).await?;
+    daemon.add_echo_action(&client, &scratch.join("policy").join("echo-package")).await?;
 
     // The decision alone.
     let services = &daemon.state.services;
@@ -127,7 +123,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     anyhow::ensure!(replayed.runs == REPLAYED, "{} runs replayed", replayed.runs);
 
     // Runs on the same daemon, without and then with the rules.
-    let runs_without = runs(&daemon, &client).await?;
+    let runs_without = daemon.echo_runs(&client, RUNS, 50).await?;
     let dir = home.root().join("policy");
     std::fs::create_dir_all(&dir)?;
     let mut phases = Vec::new();
@@ -139,7 +135,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
             "the rules load: {reloaded:?}"
         );
         anyhow::ensure!(services.rules.current().counts_runs == counting, "the rules count runs: {counting}");
-        phases.push(runs(&daemon, &client).await?);
+        phases.push(daemon.echo_runs(&client, RUNS, 50).await?);
     }
     let runs_with = phases.pop().expect("two phases");
     let runs_uncounted = phases.pop().expect("two phases");
@@ -214,19 +210,6 @@ fn rules_spread() -> String {
         let _ = writeln!(text, "@id(\"spread-{i}\")\nforbid({principal}, action, {resource}) when {{ {when} }};");
     }
     text
-}
-
-async fn runs(daemon: &BenchDaemon, client: &reqwest::Client) -> anyhow::Result<Distribution> {
-    let mut runs = Vec::with_capacity(RUNS);
-    for sample in 0..RUNS + 50 {
-        let body = json!({ "args": { "text": format!("run {sample}") } });
-        let at = Instant::now();
-        daemon.expect(client, Method::POST, "/v1/actions/echo/run", Some(&body), StatusCode::OK).await?;
-        if sample >= 50 {
-            runs.push(at.elapsed());
-        }
-    }
-    Ok(Distribution::new(runs))
 }
 
 impl PolicyFigures {
