@@ -62,7 +62,7 @@ pub struct Services {
     /// Runs connectors' local programs, confined.
     pub spawner: Arc<Spawner>,
     /// The policy rules in force and the run counters they read (SPEC §16).
-    pub rules: crate::stores::rules::LiveRules,
+    pub rules: Arc<crate::stores::rules::LiveRules>,
 }
 
 /// How to build [`Services`]; the daemon derives it from its own options.
@@ -187,7 +187,7 @@ impl Services {
             listen_port: AtomicU16::new(options.listen_port),
             telemetry: options.telemetry,
             spawner,
-            rules,
+            rules: Arc::new(rules),
         }))
     }
 

@@ -235,6 +235,9 @@ keys! {
     POLICY_FILES = "aileron.policy.files";
     /// Whose runs a rule counts: `agent:<session id>` or `human:<id>`.
     POLICY_SUBJECT = "aileron.policy.subject";
+    /// The Cedar action that was decided: `run` (an action's run) or `http_request` (a launched
+    /// agent's request matched to a connector's operation).
+    POLICY_ACTION = "aileron.policy.action";
 
     // Vault.
     VAULT_STATE = "aileron.vault.state";

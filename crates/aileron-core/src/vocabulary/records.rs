@@ -204,6 +204,8 @@ payloads! {
         pub operations_tied: Option<Vec<String>> => PROXY_OPERATIONS_TIED,
         /// The approval a held request waited on.
         pub approval_id: Option<String> => APPROVAL_ID,
+        /// The policy set that let a matched request through (SPEC §16), while policy files exist.
+        pub policy_hash: Option<String> => POLICY_HASH,
     }
 
     /// `spawn`: a connector's declared program, run or refused — never an argument value, an

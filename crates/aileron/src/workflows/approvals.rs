@@ -352,7 +352,8 @@ impl ProxyApprovals {
                 None => HoldOutcome::Used { id: permit.id },
             };
         }
-        let entry = ApprovalEntry::http_request(approval);
+        let entry =
+            ApprovalEntry { policy_reason: request.policy_reason.clone(), ..ApprovalEntry::http_request(approval) };
         // Subscribed before registering: no decision can slip between the two.
         let mut events = state.approvals.subscribe();
         let id = match state.approvals.register(entry.clone()) {

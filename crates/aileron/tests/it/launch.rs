@@ -2215,7 +2215,7 @@ fn a_launched_agents_own_tool_gets_the_bound_key_it_never_sees() {
 }
 
 /// Starts the rig's daemon trusting the test upstreams' certificate, with a vault.
-fn start_with_a_vault(rig: &LaunchRig) {
+pub(crate) fn start_with_a_vault(rig: &LaunchRig) {
     start_with_a_vault_trusting(rig, crate::gateway::TEST_UPSTREAM_CERT, &[]);
 }
 

@@ -234,3 +234,150 @@ async fn http_refuses_with_403_and_the_console_shows_the_rules_of_each_action() 
     assert!(send_card.contains("example-org-only") && send_card.contains("big-amounts"), "{send_card}");
     assert!(!other_card.contains("example-org-only") && other_card.contains("big-amounts"), "{other_card}");
 }
+
+/// SPEC §16 at the agent's own network: a launched agent's request matched to a connector's
+/// operation is decided by the same rules as a run. Under a limit of two merges an hour the third
+/// is refused 403 `policy_denied` with the rule and when to retry (also as `Retry-After`); a
+/// forbidden deletion never leaves; an `@ask` rule holds the new issue until the user approves it,
+/// the reason on the card; a shadow rule is audited and changes nothing. Each decision is in the
+/// audit log with the request it was about.
+#[test]
+fn a_launched_agents_own_requests_are_decided_by_the_same_rules() {
+    use crate::launch::{LaunchRig, agent_script, answering, bind_key, install_spec_only, start_with_a_vault, text};
+    use std::path::Path;
+    use std::sync::Arc;
+
+    let rig = LaunchRig::new();
+    let saw: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let recorded = saw.clone();
+    let answer: crate::gateway::Answer = Arc::new(move |line: &str, _headers: &[String]| {
+        if !line.is_empty() {
+            recorded.lock().unwrap().push(line.to_string());
+        }
+        (String::new(), r#"{"ok":true}"#.to_string())
+    });
+    let upstream = answering(answer);
+    let policy = rig.aileron_home().join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    std::fs::write(
+        policy.join("requests.cedar"),
+        "@id(\"two-merges-an-hour\")\nforbid(principal is Aileron::Agent, action == Aileron::Action::\"http_request\", \
+         resource == Aileron::Tool::\"merge_pull_request\")\nwhen { context.runs_last_hour >= 2 };\n\n\
+         @id(\"never-delete-repositories\")\nforbid(principal, action, resource == Aileron::Tool::\"delete_repository\");\n\n\
+         @id(\"issues-need-a-look\")\n@ask(\"a new issue needs a look\")\nforbid(principal, action == \
+         Aileron::Action::\"http_request\", resource == Aileron::Tool::\"create_issue\");\n",
+    )
+    .unwrap();
+    std::fs::write(
+        policy.join("strict.shadow.cedar"),
+        "@id(\"no-listing\")\nforbid(principal, action, resource == Aileron::Tool::\"list_issues\");\n",
+    )
+    .unwrap();
+    start_with_a_vault(&rig);
+    let operation = |name: &str, method: &str, path: &str| {
+        format!(
+            "[[proxy.operations]]\nname = \"{name}\"\nmethod = \"{method}\"\nhost = \"{upstream}\"\npath = \"{path}\"\n\n"
+        )
+    };
+    let extra = format!(
+        "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
+         placeholder_env = [\"GH_TOKEN\"]\n\n{}{}{}{}",
+        operation("merge_pull_request", "PUT", "/repos/{owner}/{repo}/pulls/{number}/merge"),
+        operation("delete_repository", "DELETE", "/repos/{owner}/{repo}"),
+        operation("create_issue", "POST", "/repos/{owner}/{repo}/issues"),
+        operation("list_issues", "GET", "/repos/{owner}/{repo}/issues"),
+    );
+    install_spec_only(&rig, &upstream, &extra);
+    bind_key(&rig, "ghp_policyKeyTheAgentNeverSees000000001");
+    agent_script(&rig, "policy_clients.py");
+    let report_path = rig.workspace().join("policy-report.json");
+
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let card = std::thread::scope(|scope| {
+        let decider = scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let listed = rig.run(&["approval", "list", "--json"], &[]);
+                let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+                if let Some(item) = listed["items"].as_array().and_then(|items| items.first()) {
+                    let shown = text(&rig.run(&["approval", "list"], &[]));
+                    assert!(shown.contains("asked by a policy rule: a new issue needs a look"), "{shown}");
+                    let approved = rig.run(&["approval", "approve", item["id"].as_str().unwrap()], &[]);
+                    assert!(approved.status.success(), "{}", text(&approved));
+                    return item.clone();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Value::Null
+        });
+        let env: [(&str, &std::ffi::OsStr); 2] =
+            [("ATTACK_REPORT", report_path.as_os_str()), ("UPSTREAM", upstream.as_ref())];
+        let output = rig.run_with_path(&["launch", "claude", "--approval-hold", "20"], &env, Path::new("/usr/bin"));
+        done.store(true, std::sync::atomic::Ordering::Release);
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+        decider.join().unwrap()
+    });
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let merges = report["merges"].as_array().unwrap();
+    assert_eq!((merges[0]["status"].as_str(), merges[1]["status"].as_str()), (Some("200"), Some("200")), "{report:#}");
+    let refused = &merges[2];
+    assert_eq!(refused["status"], "403", "{report:#}");
+    assert_eq!(refused["body"]["error"]["class"], "policy_denied", "{report:#}");
+    assert_eq!(refused["body"]["error"]["boundary"], "policy", "{report:#}");
+    assert_eq!(refused["body"]["error"]["details"]["rules"], json!(["two-merges-an-hour"]), "{report:#}");
+    let retry: i64 = refused["retry_after"].as_str().unwrap().parse().unwrap();
+    assert!((3590..=3600).contains(&retry), "the first merge leaves the hour in about an hour: {report:#}");
+    assert_eq!(refused["body"]["error"]["details"]["retry_after_seconds"], retry, "{report:#}");
+    assert_eq!(report["delete"]["status"], "403", "{report:#}");
+    assert_eq!(report["delete"]["body"]["error"]["details"]["rules"], json!(["never-delete-repositories"]));
+    assert_eq!(report["issue"]["status"], "200", "the asked request goes once approved: {report:#}");
+    assert_eq!(card["policy_reason"], "a new issue needs a look", "{card:#}");
+    assert_eq!(card["args"]["path"], "/repos/acme/app/issues", "{card:#}");
+    assert_eq!(report["listing"]["status"], "200", "a shadow rule changes nothing: {report:#}");
+    assert_eq!(
+        *saw.lock().unwrap(),
+        [
+            "PUT /repos/acme/app/pulls/1/merge HTTP/1.1",
+            "PUT /repos/acme/app/pulls/2/merge HTTP/1.1",
+            "POST /repos/acme/app/issues HTTP/1.1",
+            "GET /repos/acme/app/issues HTTP/1.1",
+        ],
+        "exactly what the rules let through"
+    );
+
+    let listed = rig.run(&["audit", "list", "--json", "--limit", "1000"], &[]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let records = listed["items"].as_array().unwrap();
+    let of = |event_type: &str| -> Vec<&Value> { records.iter().filter(|r| r["event_type"] == event_type).collect() };
+    let denied: Vec<(&str, &str)> = of("policy.denied")
+        .iter()
+        .map(|r| {
+            assert_eq!(r["payload"]["aileron.policy.action"], "http_request", "{r:#}");
+            assert_eq!(r["payload"]["aileron.failure.class"], "policy_denied", "{r:#}");
+            (
+                r["payload"]["aileron.action.name"].as_str().unwrap(),
+                r["payload"]["aileron.proxy.upstream.path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        denied,
+        [("delete_repository", "/repos/acme/app"), ("merge_pull_request", "/repos/acme/app/pulls/3/merge")],
+        "newest first"
+    );
+    let admitted = of("policy.admitted");
+    let mut counted: Vec<&str> =
+        admitted.iter().map(|r| r["payload"]["aileron.action.name"].as_str().unwrap()).collect();
+    counted.sort();
+    assert_eq!(
+        counted,
+        ["create_issue", "list_issues", "merge_pull_request", "merge_pull_request"],
+        "every request let through is counted durably while rules count (the issue once, when approved)"
+    );
+    let shadow = of("policy.shadow");
+    assert_eq!(shadow.len(), 1, "{shadow:#?}");
+    assert_eq!(shadow[0]["payload"]["aileron.policy.rules"], json!(["no-listing"]));
+    let hash = admitted[0]["payload"]["aileron.policy.hash"].clone();
+    let proxied = of("connector.proxy.proxied");
+    assert_eq!(proxied.len(), 4, "{proxied:#?}");
+    assert!(proxied.iter().all(|r| r["payload"]["aileron.policy.hash"] == hash), "{proxied:#?}");
+}

@@ -20,6 +20,8 @@ pub struct HeldRequest {
     /// Path and query as sent.
     pub target: String,
     pub body: bytes::Bytes,
+    /// Why a policy rule asks a human (its `@ask`, SPEC §16), when it is held for that.
+    pub policy_reason: Option<String>,
 }
 
 /// How a hold ended.

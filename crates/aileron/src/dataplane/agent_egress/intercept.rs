@@ -26,8 +26,9 @@ use tokio::net::TcpStream;
 use super::EgressSession;
 use serde_json::{Map, Value, json};
 
+use super::admit::{Admitted, admit};
 use super::sealed::{Decision, RedactedBody, Redactor, SealedInjection, sign_aws};
-use super::{HeldRequest, HoldOutcome};
+use super::{HeldRequest, HoldOutcome, answer, plain};
 use crate::dataplane::egress::REDACTED;
 use crate::stores::bindings::Injection;
 
@@ -307,19 +308,31 @@ async fn forward(
             record.connector = Some(connector.fqn().to_string());
             record.operation = Some(operation.name.clone());
             record.credential = connector.manifest.credential_kind().map(|kind| kind.as_str().to_string());
+            let asks = match admit(&session, &mut record, connector, operation, false).await {
+                Ok(Admitted::Go) => None,
+                Ok(Admitted::Ask(reason)) => Some(reason),
+                Err(refused) => return Ok(refused),
+            };
             let reads_whole = operation.approval
+                || asks.is_some()
                 || connector.manifest.credential_kind() == Some(aileron_core::manifest::CredentialKind::AwsSigv4);
             if reads_whole && _whole_body.is_none() {
                 _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
             }
-            if operation.approval {
-                let held = match hold(&session, &mut record, connector, operation, request, &target.destination).await {
-                    Ok((held, id)) => {
-                        approval = Some(id);
-                        held
-                    }
+            if operation.approval || asks.is_some() {
+                let held = hold(&session, &mut record, connector, operation, request, &target.destination, asks);
+                let (held, id) = match held.await {
+                    Ok(held) => held,
                     Err(refused) => return Ok(refused),
                 };
+                // Decided again once approved (a limit may have filled meanwhile), and counted.
+                if let Err(refused) = admit(&session, &mut record, connector, operation, true).await {
+                    if let Some(approvals) = &session.credentialing.approvals {
+                        approvals.finish(&id, Err("refused by policy when it was approved".to_string()));
+                    }
+                    return Ok(refused);
+                }
+                approval = Some(id);
                 request = held;
             }
             match session.credentialing.seal(connector, operation, &target.destination).await {
@@ -447,6 +460,7 @@ async fn hold(
     operation: &aileron_core::manifest::ProxyOperation,
     request: Request<Body>,
     destination: &str,
+    policy_reason: Option<String>,
 ) -> Result<(Request<Body>, aileron_core::approval::ApprovalId), Response<Body>> {
     let Some(approvals) = &session.credentialing.approvals else {
         let message = format!("{} ({}) needs your approval for each request", operation.name, connector.fqn());
@@ -468,6 +482,7 @@ async fn hold(
         host: destination.to_string(),
         target: parts.uri.path_and_query().map_or("/", |target| target.as_str()).to_string(),
         body: bytes.clone(),
+        policy_reason,
     };
     let (status, class, message, id, review_url) = match approvals.hold(held).await {
         HoldOutcome::Approved(id) => {
@@ -526,19 +541,6 @@ async fn reject(
     answer(recorded, status, json!({ "message": error["message"].clone(), "error": error }))
 }
 
-/// `body` as JSON with `status`, once its record is written.
-fn answer(recorded: Result<(), ()>, status: StatusCode, body: serde_json::Value) -> Response<Body> {
-    if recorded.is_err() {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable");
-    }
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
-    response
-}
-
 /// Answers every request of a tunnel whose upstream cannot be reached safely with 502.
 async fn refuse_every_request<C>(client: C, h2: bool, reason: String)
 where
@@ -549,11 +551,4 @@ where
         async move { Ok::<_, Infallible>(plain(StatusCode::BAD_GATEWAY, &reason)) }
     });
     let _ = serve_client(client, h2, service).await;
-}
-
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    let mut response = Response::new(Body::from(format!("{text}\n")));
-    *response.status_mut() = status;
-    response.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain"));
-    response
 }

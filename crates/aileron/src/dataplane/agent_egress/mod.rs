@@ -29,11 +29,13 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::stores::audit_log::{AuditEvent, AuditLog};
 
+mod admit;
 mod hold;
 mod intercept;
 mod sealed;
 mod session_ca;
 
+pub use admit::SessionRules;
 pub use hold::{HeldRequest, HoldOutcome, RequestApprovals};
 pub use sealed::{AWS_PLACEHOLDER_KEY_ID, Credentialing, SealedConnector};
 pub use session_ca::SessionCa;
@@ -73,6 +75,8 @@ pub struct EgressSession {
     refusals: Mutex<Refusals>,
     /// Matched requests become `aileron.proxy.request` spans when traces are on.
     telemetry: crate::platform::telemetry::Telemetry,
+    /// The user's rules over matched requests (SPEC §16); none: no rules are asked.
+    rules: Option<SessionRules>,
 }
 
 /// How many request bodies one session may hold in memory at once (each ≤ 16 MiB).
@@ -124,7 +128,14 @@ impl EgressSession {
             whole_bodies: Arc::new(tokio::sync::Semaphore::new(MAX_WHOLE_BODIES)),
             refusals: Mutex::default(),
             telemetry: crate::platform::telemetry::Telemetry::disabled(),
+            rules: None,
         }
+    }
+
+    /// The same session deciding its matched requests with `rules` (SPEC §16).
+    pub fn with_rules(mut self, rules: SessionRules) -> EgressSession {
+        self.rules = Some(rules);
+        self
     }
 
     /// The same session matching requests to `credentialing`'s operations.
@@ -489,6 +500,31 @@ fn shown_destination(target: &str) -> String {
         },
         Err(_) => String::new(),
     }
+}
+
+/// `body` as JSON with `status`, once its record is written.
+fn answer(
+    recorded: Result<(), ()>,
+    status: hyper::StatusCode,
+    body: serde_json::Value,
+) -> hyper::Response<axum::body::Body> {
+    if recorded.is_err() {
+        return plain(hyper::StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable");
+    }
+    let mut response = hyper::Response::new(axum::body::Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    response
+}
+
+/// `text` and a newline as `text/plain` with `status`.
+fn plain(status: hyper::StatusCode, text: &str) -> hyper::Response<axum::body::Body> {
+    let mut response = hyper::Response::new(axum::body::Body::from(format!("{text}\n")));
+    *response.status_mut() = status;
+    response.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain"));
+    response
 }
 
 #[cfg(test)]

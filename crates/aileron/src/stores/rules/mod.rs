@@ -10,6 +10,7 @@
 //! evaluated and audited but never enforced. With no files at all, nothing changes: every run
 //! is allowed as before.
 
+pub mod admission;
 pub mod counters;
 pub mod replay;
 pub mod schema;
@@ -327,8 +328,8 @@ impl RuleSet {
                 if is_shadow { shadow.push(entry) } else { enforced.push(entry) }
             }
         }
-        let counts_runs = sources.iter().any(|(_, text)| {
-            ["runs_last_hour", "runs_last_day", "session_runs"].iter().any(|counter| text.contains(counter))
+        let counts_runs = enforced.iter().chain(&shadow).any(|(policy, ..)| {
+            ["runs_last_hour", "runs_last_day", "session_runs"].iter().any(|counter| reads(policy, counter))
         });
         Ok(RuleSet {
             hash: format!("sha256:{}", hex::encode(hash.finalize())),
@@ -365,7 +366,7 @@ impl RuleSet {
                 if id == IMPLICIT_PERMIT {
                     continue;
                 }
-                if policy.to_string().contains("context.args") {
+                if reads(policy, "args") {
                     skipped.push(id);
                     continue;
                 }
@@ -384,6 +385,24 @@ impl RuleSet {
         };
         (set, skipped)
     }
+}
+
+/// Whether `policy` reads `context.<name>` anywhere (`context.name`, `context has name`): looked
+/// for in Cedar's JSON form of the rule, where a comment is gone, a string literal cannot pass
+/// for an attribute and `context.args.name` is another thing.
+fn reads(policy: &Policy, name: &str) -> bool {
+    fn walk(json: &Value, name: &str) -> bool {
+        match json {
+            Value::Object(object) => {
+                let on_context = object.get("left").and_then(|left| left.get("Var")).is_some_and(|v| v == "context");
+                (on_context && object.get("attr").is_some_and(|attr| attr == name))
+                    || object.values().any(|value| walk(value, name))
+            }
+            Value::Array(items) => items.iter().any(|item| walk(item, name)),
+            _ => false,
+        }
+    }
+    policy.to_json().is_ok_and(|json| walk(&json, name))
 }
 
 /// The policy files in `dir`, in name order; none when it does not exist.
@@ -452,7 +471,7 @@ fn compile(entries: Vec<Entry>, schema: &Schema, args: &ArgTypes) -> Result<Opti
         let (line, message) = first_diagnostic(&text, error);
         let hint = args.hint_for(&message).unwrap_or_else(|| {
             "rules see principal (Aileron::Agent with agent and contained, or Aileron::Human), action \
-             (Aileron::Action::\"run\"), resource (Aileron::Tool with connector and approval_required) and context \
+             (Aileron::Action::\"run\" or \"http_request\"), resource (Aileron::Tool with connector and approval_required) and context \
              (args, now, runs_last_hour, runs_last_day, session_runs); an argument is read after `context.args has \
              <name>`"
                 .to_string()

@@ -222,6 +222,9 @@ fn item_lines(item: &aileron_core::approval::ApprovalEntry, open_network: bool) 
             visible(&serde_json::Value::Object(item.args.clone()).to_string())
         ));
     }
+    if let Some(reason) = &item.policy_reason {
+        lines.push(format!("    asked by a policy rule: {}", visible(reason)));
+    }
     if let Some(left) = item.expires_in_ms(&crate::stores::approvals::now()) {
         lines.push(format!("    expires in {}", crate::surfaces::daemon::web::approvals::duration_words(left)));
     }

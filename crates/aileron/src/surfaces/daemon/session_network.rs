@@ -21,9 +21,10 @@ use tokio::net::UnixStream;
 use super::AppState;
 use aileron_core::policy::AgentEgressPolicy;
 
-use crate::dataplane::agent_egress::{EgressSession, SessionCa};
+use crate::dataplane::agent_egress::{EgressSession, SessionCa, SessionRules};
 use crate::platform::home::Home;
 use crate::platform::principal::Scope;
+use crate::stores::rules::Subject;
 use crate::stores::sessions::{Confinement, SessionStatus};
 use crate::wire::{NetworkHandover as Handover, NetworkHandoverAnswer};
 
@@ -107,6 +108,13 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
     })
     .await
     .unwrap_or_else(|_| crate::dataplane::agent_egress::Credentialing::none());
+    // The agent's own requests are decided by the user's rules as its runs are (SPEC §16).
+    let subject = Subject::Agent {
+        agent: state.services.sessions.get(&handover.session_id).map(|session| session.agent).unwrap_or_default(),
+        session_id: handover.session_id.clone(),
+        contained: true,
+    };
+    let rules = SessionRules { rules: state.services.rules.clone(), subject };
     let egress = Arc::new(
         EgressSession::new(
             state.services.audit.clone(),
@@ -116,6 +124,7 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
             policy,
         )
         .with_connect_to(state.connect_to.clone())
+        .with_rules(rules)
         .with_telemetry(state.services.telemetry.clone())
         .with_credentialing(Arc::new(credentialing.with_approvals(Arc::new(
             crate::workflows::approvals::ProxyApprovals {
