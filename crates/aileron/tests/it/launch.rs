@@ -1430,6 +1430,10 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
     std::fs::create_dir_all(rig.aileron_home().join("launch")).unwrap();
     std::fs::write(rig.aileron_home().join("launch/decoy-session-token"), &other_token).unwrap();
 
+    let policy = rig.aileron_home().join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    let guard = "@id(\"guard\") forbid(principal, action, resource == Aileron::Tool::\"never-installed\");\n";
+    std::fs::write(policy.join("guard.cedar"), guard).unwrap();
     agent_script(&rig, "attacker.py");
     let report_path = rig.workspace().join("attack.json");
     let aileron_dir = Path::new(env!("CARGO_BIN_EXE_aileron")).parent().unwrap().to_path_buf();
@@ -1460,9 +1464,16 @@ fn a_launched_agent_cannot_reach_the_daemon_token_or_decide_its_own_approval() {
         "read_daemon_environ",
         "read_home_through_daemon_root",
         "read_home_through_another_process",
+        "read_policy",
+        "plant_policy",
     ] {
         refused(name);
     }
+    assert_eq!(
+        std::fs::read_dir(&policy).unwrap().count(),
+        1,
+        "the policy folder holds the user's file alone: {report:#}"
+    );
     assert_eq!(report["list_home"]["value"], json!([]), "the home is an empty mask: {report:#}");
     let visible = report["visible_processes"]["value"].as_array().unwrap();
     assert!(visible.iter().all(|pid| pid.as_u64().unwrap() < 100), "only the agent's own tree is visible: {visible:?}");

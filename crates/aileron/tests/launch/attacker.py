@@ -93,6 +93,16 @@ attempt("list_home", lambda: os.listdir(home))
 attempt("read_decoy_token_file", lambda: read(os.path.join(home, "launch", "decoy-session-token")))
 attempt("read_vault", lambda: read(os.path.join(home, "secrets.json")))
 attempt("read_audit_log", lambda: os.listdir(os.path.join(home, "audit")))
+
+
+def plant_policy():
+    # A permit-everything rule would undo the user's forbids (SPEC §16): the policy folder is the home's.
+    with open(os.path.join(home, "policy", "zz-agent.cedar"), "w") as handle:
+        handle.write("permit(principal, action, resource);\n")
+
+
+attempt("read_policy", lambda: read(os.path.join(home, "policy", "guard.cedar")))
+attempt("plant_policy", plant_policy)
 # Other processes: the daemon's environment and its view of the filesystem.
 daemon_pid = os.environ["DAEMON_PID"]
 attempt("read_daemon_environ", lambda: read(f"/proc/{daemon_pid}/environ"))
