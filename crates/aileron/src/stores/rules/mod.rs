@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod counters;
+mod native;
 pub mod replay;
 pub mod schema;
 
@@ -81,9 +82,18 @@ struct Compiled {
     /// Per tool and kind of caller, the rules whose scope can match (built on first use): Cedar
     /// walks every rule of a set for each request, so one that names another tool or another
     /// kind of principal is left out of the set asked — it could not apply anyway.
-    /// Each entry: those rules, and the same without the `@ask` forbids (what decides whether
-    /// an ask would be allowed at all).
-    scoped: std::sync::Mutex<HashMap<(String, bool), std::sync::Arc<(PolicySet, PolicySet)>>>,
+    scoped: std::sync::Mutex<HashMap<(String, bool), std::sync::Arc<Scoped>>>,
+    /// The rules [`native`] evaluates, by id (those in its subset).
+    natives: HashMap<PolicyId, std::sync::Arc<native::NativeRule>>,
+}
+
+/// The rules that can match one tool and kind of caller.
+struct Scoped {
+    all: PolicySet,
+    /// The same without the `@ask` forbids (what decides whether an ask would be allowed at all).
+    without_asks: PolicySet,
+    /// Each of them compiled (id, rule, whether it asks), when every one is in the subset.
+    native: Option<Vec<(String, std::sync::Arc<native::NativeRule>, bool)>>,
 }
 
 /// Who is calling, as the rules see them.
@@ -490,6 +500,7 @@ fn compile(entries: Vec<Entry>, schema: &Schema, args: &ArgTypes) -> Result<Opti
         all.add(permit).expect("a reserved id");
     }
     Ok(Some(Compiled {
+        natives: natives(&all),
         all,
         asks,
         schema: schema.clone(),
@@ -502,14 +513,32 @@ fn compile(entries: Vec<Entry>, schema: &Schema, args: &ArgTypes) -> Result<Opti
 
 impl Compiled {
     fn decide(&self, call: &Call<'_>) -> Verdict {
-        let (request, entities) = match self.request(call) {
+        let scoped = self.scoped_for(call);
+        let args = self.args.native_args(call.args);
+        self.decide_natively(call, &scoped, &args).unwrap_or_else(|| self.decide_with_cedar(call, &scoped, &args))
+    }
+
+    /// What [`native`] decides, when every rule that can match is in its subset and none gave up.
+    fn decide_natively(&self, call: &Call<'_>, scoped: &Scoped, args: &[(&str, native::Val<'_>)]) -> Option<Verdict> {
+        let verdict = decide_native(scoped.native.as_ref()?, &native::Facts::new(call, args)).ok()?;
+        Some(match verdict {
+            Verdict::Ask { rules, .. } => {
+                Verdict::Ask { reasons: rules.iter().map(|id| self.asks[&PolicyId::new(id)].clone()).collect(), rules }
+            }
+            verdict => verdict,
+        })
+    }
+
+    /// What Cedar decides: for a call whose rules are not all in [`native`]'s subset, or one it
+    /// gave up on.
+    fn decide_with_cedar(&self, call: &Call<'_>, scoped: &Scoped, args: &[(&str, native::Val<'_>)]) -> Verdict {
+        let (request, entities) = match self.request(call, args) {
             Ok(built) => built,
             // Fails closed: a call the rules cannot be asked about is not run.
             Err(error) => return Verdict::Forbid { rules: Vec::new(), errors: vec![error] },
         };
         let authorizer = &self.authorizer;
-        let scoped = self.scoped_for(call);
-        let (all, without_asks) = (&scoped.0, &scoped.1);
+        let (all, without_asks) = (&scoped.all, &scoped.without_asks);
         let response = authorizer.is_authorized(&request, all, &entities);
         // A rule that errs (it cannot, once validated, but a forbid that might have refused
         // is never read as silence): the call is refused.
@@ -547,7 +576,7 @@ impl Compiled {
     }
 
     /// The sets of rules whose scope can match `call`'s tool and kind of caller.
-    fn scoped_for(&self, call: &Call<'_>) -> std::sync::Arc<(PolicySet, PolicySet)> {
+    fn scoped_for(&self, call: &Call<'_>) -> std::sync::Arc<Scoped> {
         let agent = matches!(call.subject, Subject::Agent { .. });
         let key = (call.tool.to_string(), agent);
         let mut scoped = self.scoped.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -555,12 +584,20 @@ impl Compiled {
             return sets.clone();
         }
         let principal = if agent { &self.types.agent } else { &self.types.human };
-        let mut sets = (PolicySet::new(), PolicySet::new());
+        let mut sets = Scoped { all: PolicySet::new(), without_asks: PolicySet::new(), native: Some(Vec::new()) };
         for policy in self.all.policies().filter(|p| may_match(p, principal, &self.types.tool, call.tool)) {
-            if !self.asks.contains_key(policy.id()) {
-                sets.1.add(policy.clone()).expect("ids are unique");
+            let ask = self.asks.contains_key(policy.id());
+            if !ask {
+                sets.without_asks.add(policy.clone()).expect("ids are unique");
             }
-            sets.0.add(policy.clone()).expect("ids are unique");
+            sets.native = match (sets.native.take(), self.natives.get(policy.id())) {
+                (Some(mut rules), Some(rule)) => {
+                    rules.push((policy.id().to_string(), rule.clone(), ask));
+                    Some(rules)
+                }
+                _ => None,
+            };
+            sets.all.add(policy.clone()).expect("ids are unique");
         }
         let sets = std::sync::Arc::new(sets);
         scoped.insert(key, sets.clone());
@@ -570,8 +607,8 @@ impl Compiled {
     /// The request and entities of `call`, built with Cedar's constructors rather than parsed
     /// from JSON, and not validated against the schema each time: the set was (strictly) when it
     /// loaded, and every value here has the schema's type by construction (the arguments through
-    /// [`ArgTypes::args_expression`], which keeps only those it types).
-    fn request(&self, call: &Call<'_>) -> Result<(Request, Entities), String> {
+    /// [`ArgTypes::native_args`], which keeps only those it types).
+    fn request(&self, call: &Call<'_>, args: &[(&str, native::Val<'_>)]) -> Result<(Request, Entities), String> {
         use cedar_policy::{Entity, EntityId, RestrictedExpression as Expr};
         let uid = |kind: &cedar_policy::EntityTypeName, id: &str| {
             EntityUid::from_type_name_and_id(kind.clone(), EntityId::new(id))
@@ -601,7 +638,7 @@ impl Compiled {
             .map_err(|e| format!("the principal: {e}"))?;
         let entities = Entities::from_entities([tool, caller], None).map_err(|e| format!("the entities: {e}"))?;
         let context = Context::from_pairs([
-            ("args".to_string(), self.args.args_expression(call.args).map_err(|e| format!("the arguments: {e}"))?),
+            ("args".to_string(), ArgTypes::args_expression(args).map_err(|e| format!("the arguments: {e}"))?),
             ("now".to_string(), Expr::new_datetime(call.now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))),
             ("runs_last_hour".to_string(), Expr::new_long(call.counts.last_hour)),
             ("runs_last_day".to_string(), Expr::new_long(call.counts.last_day)),
@@ -612,6 +649,43 @@ impl Compiled {
             Request::new(principal, action, resource, context, None).map_err(|e| format!("the request: {e}"))?;
         Ok((request, entities))
     }
+}
+
+/// The rules of `all` that [`native`] can evaluate.
+fn natives(all: &PolicySet) -> HashMap<PolicyId, std::sync::Arc<native::NativeRule>> {
+    all.policies()
+        .filter_map(|policy| Some((policy.id().clone(), std::sync::Arc::new(native::NativeRule::compile(policy)?))))
+        .collect()
+}
+
+/// What `rules` (compiled, all those that can match) decide on `facts`: Cedar's semantics —
+/// any satisfied forbid refuses, unless every satisfied forbid is an `@ask`, then a satisfied
+/// permit makes it an ask; no permit, no call.
+fn decide_native(
+    rules: &[(String, std::sync::Arc<native::NativeRule>, bool)],
+    facts: &native::Facts<'_>,
+) -> Result<Verdict, native::GiveUp> {
+    let (mut forbids, mut only_asks, mut permitted) = (Vec::new(), true, false);
+    // Every rule is evaluated, as Cedar does: one that cannot be is a reason to ask Cedar.
+    for (id, rule, ask) in rules {
+        if rule.satisfied(facts)? {
+            match rule.effect {
+                Effect::Permit => permitted = true,
+                Effect::Forbid => {
+                    forbids.push((id, *ask));
+                    only_asks &= *ask;
+                }
+            }
+        }
+    }
+    forbids.sort();
+    let ids = |forbids: &[(&String, bool)]| forbids.iter().map(|(id, _)| id.to_string()).collect::<Vec<_>>();
+    Ok(match (forbids.is_empty(), only_asks, permitted) {
+        (true, _, true) => Verdict::Allow,
+        (false, true, true) => Verdict::Ask { rules: ids(&forbids), reasons: Vec::new() },
+        (false, false, _) => Verdict::Forbid { rules: ids(&forbids), errors: Vec::new() },
+        (_, _, false) => Verdict::Forbid { rules: Vec::new(), errors: Vec::new() },
+    })
 }
 
 /// Whether `policy`'s scope can match a call of `tool` by a principal of type `principal`
@@ -774,6 +848,7 @@ impl RuleSet {
         let mut all = PolicySet::new();
         all.add(forbid).expect("one rule");
         let compiled = Compiled {
+            natives: natives(&all),
             all,
             asks: HashMap::new(),
             schema,
@@ -797,6 +872,17 @@ impl RuleSet {
                 tool: None,
             }],
         }
+    }
+}
+
+#[cfg(test)]
+impl RuleSet {
+    /// The enforced verdict [`native`] gives (`None`: it leaves the call to Cedar) and Cedar's.
+    fn decide_both_ways(&self, call: &Call<'_>) -> (Option<Verdict>, Verdict) {
+        let compiled = self.enforced.as_ref().expect("rules");
+        let scoped = compiled.scoped_for(call);
+        let args = compiled.args.native_args(call.args);
+        (compiled.decide_natively(call, &scoped, &args), compiled.decide_with_cedar(call, &scoped, &args))
     }
 }
 
@@ -931,7 +1017,7 @@ mod tests {
         );
         let scoped = rules.enforced.as_ref().unwrap().scoped.lock().unwrap();
         let asked: Vec<String> =
-            scoped[&("third".to_string(), false)].0.policies().map(|p| p.id().to_string()).collect();
+            scoped[&("third".to_string(), false)].all.policies().map(|p| p.id().to_string()).collect();
         assert_eq!(asked, [IMPLICIT_PERMIT], "none of the file's rules can apply to a human's call of `third`");
     }
 

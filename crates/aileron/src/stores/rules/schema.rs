@@ -14,6 +14,8 @@ use aileron_core::action::{ActionFile, InputType};
 use cedar_policy::RestrictedExpression;
 use serde_json::{Value, json};
 
+use super::native::{Val, decimal};
+
 /// What a rule may compare an argument as: one value, or a set of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgType {
@@ -51,17 +53,17 @@ impl ArgScalar {
         }
     }
 
-    /// The argument's value as a Cedar expression of this type; `None` when it is not of this
-    /// type (the action's own validation ran first, so only by design).
-    fn expression(self, value: &Value) -> Option<RestrictedExpression> {
+    /// A JSON argument as the value rules see, `None` when it is not of this type (the
+    /// action's own validation ran first, so only by design).
+    fn native(self, value: &Value) -> Option<Val<'_>> {
         match (self, value) {
-            (ArgScalar::String, Value::String(text)) => Some(RestrictedExpression::new_string(text.clone())),
-            (ArgScalar::Bool, Value::Bool(flag)) => Some(RestrictedExpression::new_bool(*flag)),
-            (ArgScalar::Long, Value::Number(n)) => n.as_i64().map(RestrictedExpression::new_long),
+            (ArgScalar::String, Value::String(text)) => Some(Val::Str(text)),
+            (ArgScalar::Bool, Value::Bool(flag)) => Some(Val::Bool(*flag)),
+            (ArgScalar::Long, Value::Number(n)) => n.as_i64().map(Val::Long),
             (ArgScalar::Decimal, Value::Number(n)) => {
                 let n = n.as_f64()?;
-                // Cedar's decimal holds four places and an i64 of them.
-                (n.abs() < 9.0e14).then(|| RestrictedExpression::new_decimal(format!("{n:.4}")))
+                // Cedar's decimal holds four places and an i64 of them; rounded as `{:.4}` prints.
+                (n.abs() < 9.0e14).then(|| decimal(&format!("{n:.4}"))).flatten().map(Val::Decimal)
             }
             _ => None,
         }
@@ -83,14 +85,32 @@ impl ArgType {
         }
     }
 
-    fn expression(self, value: &Value) -> Option<RestrictedExpression> {
+    /// [`ArgScalar::native`] of a scalar, or of each item of a set.
+    fn native(self, value: &Value) -> Option<Val<'_>> {
         match (self, value) {
-            (ArgType::Scalar(scalar), value) => scalar.expression(value),
+            (ArgType::Scalar(scalar), value) => scalar.native(value),
             (ArgType::Set(item), Value::Array(items)) => {
-                items.iter().map(|v| item.expression(v)).collect::<Option<Vec<_>>>().map(RestrictedExpression::new_set)
+                items.iter().map(|v| item.native(v)).collect::<Option<Vec<_>>>().map(Val::Set)
             }
             (ArgType::Set(_), _) => None,
         }
+    }
+}
+
+/// A typed argument as Cedar's expression.
+fn expression(value: &Val<'_>) -> RestrictedExpression {
+    match value {
+        Val::Str(text) => RestrictedExpression::new_string(text.to_string()),
+        Val::Bool(flag) => RestrictedExpression::new_bool(*flag),
+        Val::Long(n) => RestrictedExpression::new_long(*n),
+        Val::Decimal(n) => {
+            let sign = if *n < 0 { "-" } else { "" };
+            let magnitude = n.unsigned_abs();
+            RestrictedExpression::new_decimal(format!("{sign}{}.{:04}", magnitude / 10_000, magnitude % 10_000))
+        }
+        Val::Set(items) => RestrictedExpression::new_set(items.iter().map(expression)),
+        // Arguments are strings, numbers, booleans and sets of them.
+        Val::Entity(_) | Val::Record(_) => RestrictedExpression::new_bool(false),
     }
 }
 
@@ -178,14 +198,16 @@ impl ArgTypes {
         })
     }
 
-    /// A call's arguments as the context's `args` record: those of a type rules can see.
+    /// A call's arguments as rules see them: those of a type rules can see, typed.
+    pub fn native_args<'a>(&self, args: &'a serde_json::Map<String, Value>) -> Vec<(&'a str, Val<'a>)> {
+        args.iter().filter_map(|(name, value)| Some((name.as_str(), self.types.get(name)?.native(value)?))).collect()
+    }
+
+    /// The same as the context's `args` record.
     pub fn args_expression(
-        &self,
-        args: &serde_json::Map<String, Value>,
+        args: &[(&str, Val<'_>)],
     ) -> Result<RestrictedExpression, cedar_policy::ExpressionConstructionError> {
-        RestrictedExpression::new_record(
-            args.iter().filter_map(|(name, value)| Some((name.clone(), self.types.get(name)?.expression(value)?))),
-        )
+        RestrictedExpression::new_record(args.iter().map(|(name, value)| (name.to_string(), expression(value))))
     }
 
     /// Why a rule naming `name` does not validate, when the schema left it out on purpose.
