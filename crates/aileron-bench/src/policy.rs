@@ -122,23 +122,34 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     let replay = at.elapsed();
     anyhow::ensure!(replayed.runs == REPLAYED, "{} runs replayed", replayed.runs);
 
-    // Runs on the same daemon, without and then with the rules.
-    let runs_without = daemon.echo_runs(&client, RUNS, 50).await?;
+    // Runs on the same daemon: without rules, with the rules none counting, with counting rules
+    // (each reloaded as a change of the files would be), twice over in that order, each kind's
+    // two halves pooled — a daemon that drifts over the run moves every kind alike.
     let dir = home.root().join("policy");
     std::fs::create_dir_all(&dir)?;
-    let mut phases = Vec::new();
-    for counting in [false, true] {
-        std::fs::write(dir.join("bench.cedar"), rules(counting))?;
-        let reloaded = aileron::workflows::policy::reload(services).await;
-        anyhow::ensure!(
-            matches!(reloaded, aileron::stores::rules::Reloaded::Loaded { .. }),
-            "the rules load: {reloaded:?}"
-        );
-        anyhow::ensure!(services.rules.current().counts_runs == counting, "the rules count runs: {counting}");
-        phases.push(daemon.echo_runs(&client, RUNS, 50).await?);
+    let mut phases: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..2 {
+        for (phase, rules_text) in [None, Some(rules(false)), Some(rules(true))].into_iter().enumerate() {
+            match &rules_text {
+                Some(text) => std::fs::write(dir.join("bench.cedar"), text)?,
+                None => {
+                    let _ = std::fs::remove_file(dir.join("bench.cedar"));
+                }
+            }
+            let reloaded = aileron::workflows::policy::reload(services).await;
+            anyhow::ensure!(
+                matches!(
+                    reloaded,
+                    aileron::stores::rules::Reloaded::Loaded { .. } | aileron::stores::rules::Reloaded::Unchanged
+                ),
+                "the rules load: {reloaded:?}"
+            );
+            anyhow::ensure!(services.rules.current().is_empty() == rules_text.is_none(), "phase {phase}'s rules");
+            anyhow::ensure!(services.rules.current().counts_runs == (phase == 2), "phase {phase} counts runs");
+            phases[phase].extend(daemon.echo_runs(&client, RUNS / 2, 50).await?.sorted);
+        }
     }
-    let runs_with = phases.pop().expect("two phases");
-    let runs_uncounted = phases.pop().expect("two phases");
+    let [runs_without, runs_uncounted, runs_with] = phases.map(Distribution::new);
     daemon.stop().await?;
     std::fs::remove_dir_all(scratch.join("policy"))?;
     Ok(PolicyFigures {
@@ -267,10 +278,12 @@ impl PolicyFigures {
              rules (argument matches, counter limits, principal checks, asks; none refuses it) with {WINDOW_RUNS} \
              admissions of its caller in the counters' window — the decision and the count under the lock, what \
              `run_action` adds; and the same against 100 rules spread as a policy for many tools reads (80 name one of \
-             20 tools, echo among them; 20 name none: 24 can apply — the daemon asks Cedar only those). Over loopback HTTP on one daemon: {RUNS} runs of the echo action with no policy \
-             files, then {RUNS} with {RULES} rules none of which reads a counter, then {RUNS} with the {RULES} rules above \
-             (each reloaded as a change of the files would be). Rules that read a counter make each admission \
-             durable (`policy.admitted`, fsynced) before the run starts.\n"
+             20 tools, echo among them; 20 name none: 24 can apply — only those are evaluated; all of these rules \
+             are in the subset evaluated directly, not by Cedar's interpreter). Over loopback HTTP on one daemon: \
+             {RUNS} runs of the echo action with no policy files, {RUNS} with {RULES} rules none of which reads a \
+             counter, {RUNS} with the {RULES} rules above — in halves, none / uncounted / counting twice over, each \
+             reloaded as a change of the files would be, each kind's halves pooled. Rules that read a counter make \
+             each admission durable (`policy.admitted`, fsynced) before the run starts.\n"
         );
         let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
         distribution_rows(

@@ -28,7 +28,8 @@ pub struct NativeRule {
     action: Scope,
     resource: Scope,
     /// `when` (true) and `unless` (false) bodies.
-    conditions: Vec<(bool, Expr)>,
+    conditions: Vec<(bool, Node)>,
+    nodes: Vec<Expr>,
 }
 
 /// A scope constraint: any, `is T`, `== E`/`in E`/`in [E…]` (our entities have no parents, so
@@ -41,29 +42,34 @@ enum Scope {
     IsIn(String, (String, String)),
 }
 
+/// A node's index in its rule's [`NativeRule::nodes`].
+type Node = u32;
+
+/// An expression node: its operands are other nodes of the same rule (one vector per rule,
+/// walked without chasing a heap pointer per node).
 #[derive(Debug)]
 enum Expr {
     Lit(Lit),
     Var(Var),
-    Attr(Box<Expr>, String),
-    Has(Box<Expr>, String),
-    Not(Box<Expr>),
-    And(Box<Expr>, Box<Expr>),
-    Or(Box<Expr>, Box<Expr>),
-    Eq(Box<Expr>, Box<Expr>),
-    Ne(Box<Expr>, Box<Expr>),
+    Attr(Node, String),
+    Has(Node, String),
+    Not(Node),
+    And(Node, Node),
+    Or(Node, Node),
+    Eq(Node, Node),
+    Ne(Node, Node),
     /// `<`, `<=`, `>`, `>=` and the `decimal` methods: `(less, or_equal, left, right)` after
     /// swapping `>` into `<`.
-    Less(bool, Box<Expr>, Box<Expr>),
-    Like(Box<Expr>, Vec<Pattern>),
-    Is(Box<Expr>, String, Option<Box<Expr>>),
-    In(Box<Expr>, Box<Expr>),
-    If(Box<Expr>, Box<Expr>, Box<Expr>),
-    Contains(Box<Expr>, Box<Expr>),
-    ContainsAll(Box<Expr>, Box<Expr>),
-    ContainsAny(Box<Expr>, Box<Expr>),
-    IsEmpty(Box<Expr>),
-    Set(Vec<Expr>),
+    Less(bool, Node, Node),
+    Like(Node, Vec<Pattern>),
+    Is(Node, String, Option<Node>),
+    In(Node, Node),
+    If(Node, Node, Node),
+    Contains(Node, Node),
+    ContainsAll(Node, Node),
+    ContainsAny(Node, Node),
+    IsEmpty(Node),
+    Set(Vec<Node>),
 }
 
 #[derive(Debug, Clone)]
@@ -126,6 +132,7 @@ impl NativeRule {
     pub fn compile(policy: &Policy) -> Option<NativeRule> {
         let json = policy.to_json().ok()?;
         let effect = policy.effect();
+        let mut nodes = Vec::new();
         let conditions = json
             .get("conditions")?
             .as_array()?
@@ -136,7 +143,7 @@ impl NativeRule {
                     "unless" => false,
                     _ => return None,
                 };
-                Some((when, expr(condition.get("body")?)?))
+                Some((when, expr(condition.get("body")?, &mut nodes)?))
             })
             .collect::<Option<Vec<_>>>()?;
         Some(NativeRule {
@@ -145,6 +152,7 @@ impl NativeRule {
             action: scope(json.get("action")?)?,
             resource: scope(json.get("resource")?)?,
             conditions,
+            nodes,
         })
     }
 
@@ -158,7 +166,7 @@ impl NativeRule {
             return Ok(false);
         }
         for (when, body) in &self.conditions {
-            if truth(&eval(body, call)?)? != *when {
+            if truth(&eval(self, *body, call)?)? != *when {
                 return Ok(false);
             }
         }
@@ -287,22 +295,23 @@ fn scope(json: &Json) -> Option<Scope> {
     }
 }
 
-fn expr(json: &Json) -> Option<Expr> {
+/// Compiles `json` into `nodes`: the index of its root.
+fn expr(json: &Json, nodes: &mut Vec<Expr>) -> Option<Node> {
     let object = json.as_object()?;
     if object.len() != 1 {
         return None;
     }
     let (key, body) = object.iter().next()?;
-    let pair = |body: &Json| -> Option<(Box<Expr>, Box<Expr>)> {
-        Some((Box::new(expr(body.get("left")?)?), Box::new(expr(body.get("right")?)?)))
+    let pair = |body: &Json, nodes: &mut Vec<Expr>| -> Option<(Node, Node)> {
+        Some((expr(body.get("left")?, nodes)?, expr(body.get("right")?, nodes)?))
     };
-    let method = |body: &Json| -> Option<(Box<Expr>, Box<Expr>)> {
+    let method = |body: &Json, nodes: &mut Vec<Expr>| -> Option<(Node, Node)> {
         match body.as_array()?.as_slice() {
-            [left, right] => Some((Box::new(expr(left)?), Box::new(expr(right)?))),
+            [left, right] => Some((expr(left, nodes)?, expr(right, nodes)?)),
             _ => None,
         }
     };
-    Some(match key.as_str() {
+    let node = match key.as_str() {
         "Value" => Expr::Lit(literal(body)?),
         "Var" => Expr::Var(match body.as_str()? {
             "principal" => Var::Principal,
@@ -311,26 +320,26 @@ fn expr(json: &Json) -> Option<Expr> {
             "context" => Var::Context,
             _ => return None,
         }),
-        "." => Expr::Attr(Box::new(expr(body.get("left")?)?), body.get("attr")?.as_str()?.to_string()),
-        "has" => Expr::Has(Box::new(expr(body.get("left")?)?), body.get("attr")?.as_str()?.to_string()),
-        "!" => Expr::Not(Box::new(expr(body.get("arg")?)?)),
-        "&&" => pair(body).map(|(l, r)| Expr::And(l, r))?,
-        "||" => pair(body).map(|(l, r)| Expr::Or(l, r))?,
-        "==" => pair(body).map(|(l, r)| Expr::Eq(l, r))?,
-        "!=" => pair(body).map(|(l, r)| Expr::Ne(l, r))?,
-        "<" => pair(body).map(|(l, r)| Expr::Less(false, l, r))?,
-        "<=" => pair(body).map(|(l, r)| Expr::Less(true, l, r))?,
-        ">" => pair(body).map(|(l, r)| Expr::Less(false, r, l))?,
-        ">=" => pair(body).map(|(l, r)| Expr::Less(true, r, l))?,
-        "lessThan" => method(body).map(|(l, r)| Expr::Less(false, l, r))?,
-        "lessThanOrEqual" => method(body).map(|(l, r)| Expr::Less(true, l, r))?,
-        "greaterThan" => method(body).map(|(l, r)| Expr::Less(false, r, l))?,
-        "greaterThanOrEqual" => method(body).map(|(l, r)| Expr::Less(true, r, l))?,
-        "in" => pair(body).map(|(l, r)| Expr::In(l, r))?,
-        "contains" => pair(body).map(|(l, r)| Expr::Contains(l, r))?,
-        "containsAll" => pair(body).map(|(l, r)| Expr::ContainsAll(l, r))?,
-        "containsAny" => pair(body).map(|(l, r)| Expr::ContainsAny(l, r))?,
-        "isEmpty" => Expr::IsEmpty(Box::new(expr(body.get("arg")?)?)),
+        "." => Expr::Attr(expr(body.get("left")?, nodes)?, body.get("attr")?.as_str()?.to_string()),
+        "has" => Expr::Has(expr(body.get("left")?, nodes)?, body.get("attr")?.as_str()?.to_string()),
+        "!" => Expr::Not(expr(body.get("arg")?, nodes)?),
+        "&&" => pair(body, nodes).map(|(l, r)| Expr::And(l, r))?,
+        "||" => pair(body, nodes).map(|(l, r)| Expr::Or(l, r))?,
+        "==" => pair(body, nodes).map(|(l, r)| Expr::Eq(l, r))?,
+        "!=" => pair(body, nodes).map(|(l, r)| Expr::Ne(l, r))?,
+        "<" => pair(body, nodes).map(|(l, r)| Expr::Less(false, l, r))?,
+        "<=" => pair(body, nodes).map(|(l, r)| Expr::Less(true, l, r))?,
+        ">" => pair(body, nodes).map(|(l, r)| Expr::Less(false, r, l))?,
+        ">=" => pair(body, nodes).map(|(l, r)| Expr::Less(true, r, l))?,
+        "lessThan" => method(body, nodes).map(|(l, r)| Expr::Less(false, l, r))?,
+        "lessThanOrEqual" => method(body, nodes).map(|(l, r)| Expr::Less(true, l, r))?,
+        "greaterThan" => method(body, nodes).map(|(l, r)| Expr::Less(false, r, l))?,
+        "greaterThanOrEqual" => method(body, nodes).map(|(l, r)| Expr::Less(true, r, l))?,
+        "in" => pair(body, nodes).map(|(l, r)| Expr::In(l, r))?,
+        "contains" => pair(body, nodes).map(|(l, r)| Expr::Contains(l, r))?,
+        "containsAll" => pair(body, nodes).map(|(l, r)| Expr::ContainsAll(l, r))?,
+        "containsAny" => pair(body, nodes).map(|(l, r)| Expr::ContainsAny(l, r))?,
+        "isEmpty" => Expr::IsEmpty(expr(body.get("arg")?, nodes)?),
         "like" => {
             let mut pattern = Vec::new();
             for element in body.get("pattern")?.as_array()? {
@@ -342,29 +351,29 @@ fn expr(json: &Json) -> Option<Expr> {
                     _ => return None,
                 }
             }
-            Expr::Like(Box::new(expr(body.get("left")?)?), pattern)
+            Expr::Like(expr(body.get("left")?, nodes)?, pattern)
         }
         "is" => Expr::Is(
-            Box::new(expr(body.get("left")?)?),
+            expr(body.get("left")?, nodes)?,
             body.get("entity_type")?.as_str()?.to_string(),
             match body.get("in") {
-                Some(within) => Some(Box::new(expr(within)?)),
+                Some(within) => Some(expr(within, nodes)?),
                 None => None,
             },
         ),
-        "if-then-else" => Expr::If(
-            Box::new(expr(body.get("if")?)?),
-            Box::new(expr(body.get("then")?)?),
-            Box::new(expr(body.get("else")?)?),
-        ),
-        "Set" => Expr::Set(body.as_array()?.iter().map(expr).collect::<Option<Vec<_>>>()?),
+        "if-then-else" => {
+            Expr::If(expr(body.get("if")?, nodes)?, expr(body.get("then")?, nodes)?, expr(body.get("else")?, nodes)?)
+        }
+        "Set" => Expr::Set(body.as_array()?.iter().map(|item| expr(item, nodes)).collect::<Option<Vec<_>>>()?),
         "decimal" => match body.as_array()?.as_slice() {
             [only] => Expr::Lit(Lit::Decimal(decimal(only.get("Value")?.as_str()?)?)),
             _ => return None,
         },
         // Arithmetic (it can overflow), datetime, tags, records, other extensions: Cedar's.
         _ => return None,
-    })
+    };
+    nodes.push(node);
+    Some(nodes.len() as Node - 1)
 }
 
 fn literal(json: &Json) -> Option<Lit> {
@@ -387,8 +396,9 @@ fn truth(value: &Val<'_>) -> Result<bool, GiveUp> {
     }
 }
 
-fn eval<'a>(expr: &'a Expr, facts: &Facts<'a>) -> Result<Val<'a>, GiveUp> {
-    Ok(match expr {
+fn eval<'a>(rule: &'a NativeRule, node: Node, facts: &Facts<'a>) -> Result<Val<'a>, GiveUp> {
+    let eval = |node: &Node| eval(rule, *node, facts);
+    Ok(match &rule.nodes[node as usize] {
         Expr::Lit(Lit::Bool(flag)) => Val::Bool(*flag),
         Expr::Lit(Lit::Long(n)) => Val::Long(*n),
         Expr::Lit(Lit::Str(text)) => Val::Str(text),
@@ -398,60 +408,60 @@ fn eval<'a>(expr: &'a Expr, facts: &Facts<'a>) -> Result<Val<'a>, GiveUp> {
         Expr::Var(Var::Action) => Val::Entity(Entity::Action),
         Expr::Var(Var::Resource) => Val::Entity(Entity::Resource),
         Expr::Var(Var::Context) => Val::Record(Record::Context),
-        Expr::Attr(of, name) => facts.attr(&eval(of, facts)?, name).ok_or(GiveUp)?,
-        Expr::Has(of, name) => Val::Bool(facts.has(&eval(of, facts)?, name)?),
-        Expr::Not(arg) => Val::Bool(!truth(&eval(arg, facts)?)?),
-        Expr::And(left, right) => Val::Bool(truth(&eval(left, facts)?)? && truth(&eval(right, facts)?)?),
-        Expr::Or(left, right) => Val::Bool(truth(&eval(left, facts)?)? || truth(&eval(right, facts)?)?),
-        Expr::Eq(left, right) => Val::Bool(equal(facts, &eval(left, facts)?, &eval(right, facts)?)),
-        Expr::Ne(left, right) => Val::Bool(!equal(facts, &eval(left, facts)?, &eval(right, facts)?)),
+        Expr::Attr(of, name) => facts.attr(&eval(of)?, name).ok_or(GiveUp)?,
+        Expr::Has(of, name) => Val::Bool(facts.has(&eval(of)?, name)?),
+        Expr::Not(arg) => Val::Bool(!truth(&eval(arg)?)?),
+        Expr::And(left, right) => Val::Bool(truth(&eval(left)?)? && truth(&eval(right)?)?),
+        Expr::Or(left, right) => Val::Bool(truth(&eval(left)?)? || truth(&eval(right)?)?),
+        Expr::Eq(left, right) => Val::Bool(equal(facts, &eval(left)?, &eval(right)?)),
+        Expr::Ne(left, right) => Val::Bool(!equal(facts, &eval(left)?, &eval(right)?)),
         Expr::Less(or_equal, left, right) => {
-            let ordering = match (eval(left, facts)?, eval(right, facts)?) {
+            let ordering = match (eval(left)?, eval(right)?) {
                 (Val::Long(a), Val::Long(b)) | (Val::Decimal(a), Val::Decimal(b)) => a.cmp(&b),
                 _ => return Err(GiveUp),
             };
             Val::Bool(ordering.is_lt() || (*or_equal && ordering.is_eq()))
         }
-        Expr::Like(of, pattern) => match eval(of, facts)? {
+        Expr::Like(of, pattern) => match eval(of)? {
             Val::Str(text) => Val::Bool(like(text, pattern)),
             _ => return Err(GiveUp),
         },
-        Expr::Is(of, kind, within) => match eval(of, facts)? {
+        Expr::Is(of, kind, within) => match eval(of)? {
             Val::Entity(entity) => {
                 let (actual, _) = facts.entity(entity);
                 let is = actual == kind;
                 match within {
-                    Some(within) if is => Val::Bool(member(facts, entity, &eval(within, facts)?)?),
+                    Some(within) if is => Val::Bool(member(facts, entity, &eval(within)?)?),
                     _ => Val::Bool(is),
                 }
             }
             _ => return Err(GiveUp),
         },
-        Expr::In(left, right) => match eval(left, facts)? {
-            Val::Entity(entity) => Val::Bool(member(facts, entity, &eval(right, facts)?)?),
+        Expr::In(left, right) => match eval(left)? {
+            Val::Entity(entity) => Val::Bool(member(facts, entity, &eval(right)?)?),
             _ => return Err(GiveUp),
         },
         Expr::If(condition, then, otherwise) => {
-            if truth(&eval(condition, facts)?)? {
-                eval(then, facts)?
+            if truth(&eval(condition)?)? {
+                eval(then)?
             } else {
-                eval(otherwise, facts)?
+                eval(otherwise)?
             }
         }
         Expr::Contains(set, item) => {
-            let (set, item) = (set_of(eval(set, facts)?)?, eval(item, facts)?);
+            let (set, item) = (set_of(eval(set)?)?, eval(item)?);
             Val::Bool(set.iter().any(|v| equal(facts, v, &item)))
         }
         Expr::ContainsAll(set, other) => {
-            let (set, other) = (set_of(eval(set, facts)?)?, set_of(eval(other, facts)?)?);
+            let (set, other) = (set_of(eval(set)?)?, set_of(eval(other)?)?);
             Val::Bool(other.iter().all(|o| set.iter().any(|v| equal(facts, v, o))))
         }
         Expr::ContainsAny(set, other) => {
-            let (set, other) = (set_of(eval(set, facts)?)?, set_of(eval(other, facts)?)?);
+            let (set, other) = (set_of(eval(set)?)?, set_of(eval(other)?)?);
             Val::Bool(other.iter().any(|o| set.iter().any(|v| equal(facts, v, o))))
         }
-        Expr::IsEmpty(set) => Val::Bool(set_of(eval(set, facts)?)?.is_empty()),
-        Expr::Set(items) => Val::Set(items.iter().map(|item| eval(item, facts)).collect::<Result<Vec<_>, _>>()?),
+        Expr::IsEmpty(set) => Val::Bool(set_of(eval(set)?)?.is_empty()),
+        Expr::Set(items) => Val::Set(items.iter().map(|item| eval(item)).collect::<Result<Vec<_>, _>>()?),
     })
 }
 
@@ -490,27 +500,28 @@ fn equal<'a>(facts: &Facts<'a>, left: &Val<'a>, right: &Val<'a>) -> bool {
     }
 }
 
-/// Cedar's `like`: `*` matches any run of characters, everything else itself.
+/// Cedar's `like`: `*` matches any run of characters, everything else itself. Greedy with one
+/// backtrack point (the last `*`), over the text's characters in place.
 fn like(text: &str, pattern: &[Pattern]) -> bool {
-    let text: Vec<char> = text.chars().collect();
+    let next = |at: usize| text[at..].chars().next();
     let (mut t, mut p) = (0, 0);
-    // Where the last wildcard was, and the text position it has swallowed up to.
+    // Where the last wildcard was, and the text position it has swallowed up to (bytes).
     let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
+    while let Some(c) = next(t) {
         match pattern.get(p) {
             Some(Pattern::Wildcard) => {
                 star = Some((p, t));
                 p += 1;
             }
-            Some(Pattern::Char(c)) if *c == text[t] => {
-                t += 1;
+            Some(Pattern::Char(expected)) if *expected == c => {
+                t += c.len_utf8();
                 p += 1;
             }
             _ => match star {
                 Some((star_p, star_t)) => {
-                    p = star_p + 1;
-                    t = star_t + 1;
-                    star = Some((star_p, star_t + 1));
+                    let swallowed = star_t + next(star_t).map_or(1, char::len_utf8);
+                    (p, t) = (star_p + 1, swallowed);
+                    star = Some((star_p, swallowed));
                 }
                 None => return false,
             },
