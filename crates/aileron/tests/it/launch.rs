@@ -2272,6 +2272,20 @@ pub(crate) fn answering(answer: crate::gateway::Answer) -> String {
     format!("localhost:{}", address.port())
 }
 
+/// A TLS test upstream answering every request with `body` (see [`answering`]), and the request
+/// lines it received, in order.
+pub(crate) fn recording_upstream(body: &'static str) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    let saw: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let recorded = saw.clone();
+    let answer: crate::gateway::Answer = Arc::new(move |line: &str, _headers: &[String]| {
+        if !line.is_empty() {
+            recorded.lock().unwrap().push(line.to_string());
+        }
+        (String::new(), body.to_string())
+    });
+    (answering(answer), saw)
+}
+
 /// The value of header `name` among the header lines a test upstream received (empty if none).
 pub(crate) fn header_value(headers: &[String], name: &str) -> String {
     headers
@@ -2694,15 +2708,7 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
 #[test]
 fn a_late_approval_is_a_permit_for_its_own_session_only() {
     let rig = LaunchRig::new();
-    let saw: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
-    let recorded = saw.clone();
-    let answer: crate::gateway::Answer = Arc::new(move |line: &str, _headers: &[String]| {
-        if !line.is_empty() {
-            recorded.lock().unwrap().push(line.to_string());
-        }
-        (String::new(), r#"{"merged":true}"#.to_string())
-    });
-    let upstream = answering(answer);
+    let (upstream, saw) = recording_upstream(r#"{"merged":true}"#);
     start_with_a_vault(&rig);
     let extra = format!(
         "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\

@@ -243,20 +243,13 @@ async fn http_refuses_with_403_and_the_console_shows_the_rules_of_each_action() 
 /// audit log with the request it was about.
 #[test]
 fn a_launched_agents_own_requests_are_decided_by_the_same_rules() {
-    use crate::launch::{LaunchRig, agent_script, answering, bind_key, install_spec_only, start_with_a_vault, text};
+    use crate::launch::{
+        LaunchRig, agent_script, bind_key, install_spec_only, recording_upstream, start_with_a_vault, text,
+    };
     use std::path::Path;
-    use std::sync::Arc;
 
     let rig = LaunchRig::new();
-    let saw: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
-    let recorded = saw.clone();
-    let answer: crate::gateway::Answer = Arc::new(move |line: &str, _headers: &[String]| {
-        if !line.is_empty() {
-            recorded.lock().unwrap().push(line.to_string());
-        }
-        (String::new(), r#"{"ok":true}"#.to_string())
-    });
-    let upstream = answering(answer);
+    let (upstream, saw) = recording_upstream(r#"{"ok":true}"#);
     let policy = rig.aileron_home().join("policy");
     std::fs::create_dir_all(&policy).unwrap();
     std::fs::write(

@@ -895,11 +895,15 @@ mod tests {
     use super::counters::{Counters, Counts};
     use super::*;
 
-    const SEND: &str = "+++\nname = \"send\"\nversion = \"1.0.0\"\n\n[[requires.connectors]]\nname = \
+    /// The `send` action the rules' tests decide calls of: `to` (string, required), `amount`
+    /// (number), `count` (integer), `tags` (array of strings).
+    pub(super) const SEND: &str = "+++\nname = \"send\"\nversion = \"1.0.0\"\n\n[[requires.connectors]]\nname = \
         \"github://acme/mail\"\nversion = \"1.0.0\"\nhash = \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"\n\
         capabilities = [\"send\"]\n\n[match]\nintent = \"send mail\"\n\n[[inputs]]\nname = \"to\"\ntype = \"string\"\n\
         required = true\ndescription = \"to\"\n\n[[inputs]]\nname = \"amount\"\ntype = \"number\"\nrequired = false\n\
-        description = \"amount\"\n\n[[execute]]\nid = \"main\"\nconnector = \"github://acme/mail\"\nop = \"send\"\n+++\n# Send\n";
+        description = \"amount\"\n\n[[inputs]]\nname = \"count\"\ntype = \"integer\"\nrequired = false\n\
+        description = \"count\"\n\n[[inputs]]\nname = \"tags\"\ntype = \"array\"\nitems_type = \"string\"\n\
+        required = false\ndescription = \"tags\"\n\n[[execute]]\nid = \"main\"\nconnector = \"github://acme/mail\"\nop = \"send\"\n+++\n# Send\n";
 
     fn send() -> ActionFile {
         aileron_core::action::parse_action(SEND, "send.md").unwrap()

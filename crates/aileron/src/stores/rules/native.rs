@@ -540,14 +540,6 @@ mod tests {
     use super::super::counters::Counts;
     use super::super::{Call, RuleSet, Subject, Verdict};
 
-    const ACTION: &str = "+++\nname = \"send\"\nversion = \"1.0.0\"\n\n[[requires.connectors]]\nname = \
-        \"github://acme/mail\"\nversion = \"1.0.0\"\nhash = \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"\n\
-        capabilities = [\"send\"]\n\n[match]\nintent = \"send mail\"\n\n[[inputs]]\nname = \"to\"\ntype = \"string\"\n\
-        required = true\ndescription = \"to\"\n\n[[inputs]]\nname = \"amount\"\ntype = \"number\"\nrequired = false\n\
-        description = \"amount\"\n\n[[inputs]]\nname = \"count\"\ntype = \"integer\"\nrequired = false\n\
-        description = \"count\"\n\n[[inputs]]\nname = \"tags\"\ntype = \"array\"\nitems_type = \"string\"\n\
-        required = false\ndescription = \"tags\"\n\n[[execute]]\nid = \"main\"\nconnector = \"github://acme/mail\"\nop = \"send\"\n+++\n# Send\n";
-
     /// Conditions of the shapes users write (and two Cedar alone evaluates: `now`, arithmetic).
     fn atom() -> impl Strategy<Value = String> {
         let text = prop::sample::select(vec!["a@example.com", "b@evil.test", "", "abc", "ünï@example.com"]);
@@ -642,7 +634,7 @@ mod tests {
             counts in (0i64..4, 0i64..4, 0i64..4),
         ) {
             let text = rules.join("\n");
-            let action = aileron_core::action::parse_action(ACTION, "send.md").unwrap();
+            let action = aileron_core::action::parse_action(super::super::tests::SEND, "send.md").unwrap();
             let set = RuleSet::from_sources(&[(PathBuf::from("policy/p.cedar"), text.clone())], [&action]);
             // Some generated rules do not validate (e.g. `principal.agent` on a Human scope): skipped.
             let Ok(set) = set else { return Ok(()) };
