@@ -29,6 +29,7 @@ use opentelemetry::context::FutureExt;
 use serde_json::{Map, Value, json};
 
 use crate::dataplane::egress::StepEgress;
+pub use crate::dataplane::egress::UpstreamWait;
 pub use crate::platform::principal::Caller;
 use crate::platform::telemetry::keys;
 use crate::services::Services;
@@ -41,11 +42,14 @@ pub struct RunRequest {
     pub caller: Caller,
     /// Present only when the approval queue executes an approved entry (see [`execute_approved`]).
     pub approval: Option<ApprovalGrant>,
+    /// Where the run's steps add the time they wait on upstreams (read for
+    /// `x-aileron-overhead-us`).
+    pub waited: Arc<UpstreamWait>,
 }
 
 impl RunRequest {
     pub fn new(action: impl Into<String>, args: Map<String, Value>, caller: Caller) -> RunRequest {
-        RunRequest { action: action.into(), args, caller, approval: None }
+        RunRequest { action: action.into(), args, caller, approval: None, waited: Arc::default() }
     }
 }
 
@@ -158,8 +162,9 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         return Err(RunRejection::AuditUnavailable("the disk holding the audit log is full".into()));
     }
     let span = state.telemetry.action_execute(&action);
-    let executed =
-        execute_steps(state, &action, &request.args, &request.caller, &audit_id).with_context(span.context()).await;
+    let executed = execute_steps(state, &action, &request.args, &request.caller, &audit_id, &request.waited)
+        .with_context(span.context())
+        .await;
     match executed {
         Ok((output, steps, instance)) => {
             let approval = request.approval.as_ref().map(|grant| &grant.entry.id);
@@ -261,6 +266,7 @@ async fn execute_steps(
     args: &Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
+    waited: &Arc<UpstreamWait>,
 ) -> Result<(Value, Vec<StepRecord>, Option<Instance>), StepFailure> {
     let mut outputs: BTreeMap<String, Value> = BTreeMap::new();
     let mut steps = Vec::new();
@@ -289,7 +295,15 @@ async fn execute_steps(
         if let Some(seconds) = step.timeout_seconds {
             limits.wall_time = Duration::from_secs(u64::from(seconds));
         }
-        let call = ConnectorCall { action, required, subset, op: &step.op, limits, idempotent: step.idempotent };
+        let call = ConnectorCall {
+            action,
+            required,
+            subset,
+            op: &step.op,
+            limits,
+            idempotent: step.idempotent,
+            waited: waited.clone(),
+        };
         let mut logs = Vec::new();
         let called = call_connector(state, call, &hash, op_args, caller, audit_id, &mut logs).await;
         let logs: Vec<GuestLogLine> =
@@ -335,6 +349,8 @@ struct ConnectorCall<'a> {
     limits: Limits,
     /// The step's override of the manifest's idempotency default.
     idempotent: Option<bool>,
+    /// The run's upstream wait (see [`RunRequest::waited`]).
+    waited: Arc<UpstreamWait>,
 }
 
 /// Checks `op` against the action's subset (`aileron.capability.check`), then makes the call
@@ -480,7 +496,7 @@ async fn call_verified(
     audit_id: &str,
     logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
-    let ConnectorCall { action, required, subset, op, limits, idempotent } = call;
+    let ConnectorCall { action, required, subset, op, limits, idempotent, waited } = call;
     let connector = verified(state, &required.hash).await?;
     let manifest = connector.manifest.clone();
     check_identity(&manifest, required)?;
@@ -496,6 +512,7 @@ async fn call_verified(
         caller: caller.clone(),
         audit_id: audit_id.to_string(),
         used_bindings: std::sync::Mutex::new(Vec::new()),
+        waited: waited.clone(),
     });
     let mut attempt = 0;
     let mut op_args = Some(op_args);
@@ -519,7 +536,7 @@ async fn call_verified(
             }
             Err(failure) if should_retry(&failure, idempotent, attempt) => {
                 drop(instance);
-                tokio::time::sleep(jittered(state.retry_delays[attempt])).await;
+                waited.during(tokio::time::sleep(jittered(state.retry_delays[attempt]))).await;
                 attempt += 1;
             }
             Err(failure) => return Err(failure),
@@ -647,6 +664,7 @@ async fn evaluate_preview(
         op: &preview.op,
         limits,
         idempotent: Some(false),
+        waited: Arc::default(),
     };
     let audit_id = mint_audit_id();
     let mut logs = Vec::new();
@@ -694,6 +712,7 @@ pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
         args: entry.run_args().clone(),
         caller: caller.clone(),
         approval: Some(ApprovalGrant { entry }),
+        waited: Arc::default(),
     };
     let outcome = match run_action(&state, request).await {
         Ok(RunOutcome::Completed { audit_id, result }) => Outcome::Completed { audit_id, result },

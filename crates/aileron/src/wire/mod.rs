@@ -86,6 +86,11 @@ impl IntoResponse for Reply {
 /// What a workflow answers: a reply, or a request error in the [`ApiError`] shape.
 pub type Answer = Result<Reply, ApiError>;
 
+/// On every answer of `POST /v1/actions/{name}/run`: the microseconds the daemon spent on the
+/// run itself — from its handler's start to the answer, less the time the steps waited on their
+/// upstream HTTP requests, spawned programs and retry back-offs.
+pub const OVERHEAD_HEADER: &str = "x-aileron-overhead-us";
+
 /// axum's JSON extractor, with its rejections (malformed JSON, an unknown field, a wrong
 /// content type) in the [`ApiError`] shape, naming what was wrong.
 #[derive(Debug, Clone, Copy, Default)]

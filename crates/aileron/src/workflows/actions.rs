@@ -276,7 +276,14 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
 
 /// The chokepoint's front door: a caller without the run scope is refused on record; everything
 /// else is [`run_action`]'s.
-pub async fn run(state: &Arc<Services>, principal: &Principal, name: String, args: Map<String, Value>) -> RunAnswer {
+/// Runs `name` for `principal`; the steps add their time waiting on upstreams to `waited`.
+pub async fn run(
+    state: &Arc<Services>,
+    principal: &Principal,
+    name: String,
+    args: Map<String, Value>,
+    waited: &Arc<crate::runner::UpstreamWait>,
+) -> RunAnswer {
     if let Err(refused) = require(principal, Scope::ActionsRun) {
         if let Err(rejection) =
             crate::runner::audit_rejection(state, &caller_for(principal), &name, "forbidden", &args).await
@@ -285,7 +292,7 @@ pub async fn run(state: &Arc<Services>, principal: &Principal, name: String, arg
         }
         return refused.into();
     }
-    let request = RunRequest::new(name, args, caller_for(principal));
+    let request = RunRequest { waited: waited.clone(), ..RunRequest::new(name, args, caller_for(principal)) };
     match run_action(state, request).await {
         Ok(RunOutcome::Completed { audit_id, result }) => RunAnswer::Completed(RunCompleted { audit_id, result }),
         Ok(RunOutcome::Failed(failure)) => RunAnswer::Failed(failure),

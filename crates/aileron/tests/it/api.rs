@@ -537,3 +537,37 @@ async fn the_chain_check_names_the_first_broken_record() {
     assert!(problem.contains(&name), "the problem names the file: {problem}");
     assert!(broken.body["hint"].as_str().unwrap().contains("keep a copy"), "{}", broken.body);
 }
+
+/// `x-aileron-overhead-us` on every run answer (issue 49): the daemon's own time, the steps'
+/// waits on their upstreams left out. The upstream sleeps 400 ms, so the daemon's handler took
+/// at least that long and its own share is at most what the caller saw less those 400 ms; a
+/// refused run says it too.
+#[tokio::test]
+async fn run_answers_give_the_daemons_own_time_without_the_upstreams_wait() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    harness
+        .guest_action("http_get", &[upstream.host_port()], "get", |spec| spec.inputs = &[("url", "string", true)])
+        .await;
+    let overhead = |response: &crate::support::TestResponse| -> u128 {
+        let header = response.headers.get("x-aileron-overhead-us").expect("the header on every run answer");
+        header.to_str().unwrap().parse().unwrap()
+    };
+    let warm = harness.run("http_get", json!({"url": format!("{}/status/200", upstream.base_url())})).await;
+    assert_eq!(warm.status, StatusCode::OK, "{}", warm.body);
+
+    let at = std::time::Instant::now();
+    let slow = harness.run("http_get", json!({"url": format!("{}/slow/400", upstream.base_url())})).await;
+    let took = at.elapsed();
+    assert_eq!(slow.status, StatusCode::OK, "{}", slow.body);
+    let own = overhead(&slow);
+    assert!(own > 0, "the daemon did some work");
+    assert!(
+        own <= took.as_micros().saturating_sub(400_000),
+        "the 400 ms the upstream took is not the daemon's: {own} µs reported of {took:?}"
+    );
+
+    let missing = harness.run("no-such-action", json!({})).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(overhead(&missing) > 0);
+}

@@ -63,6 +63,33 @@ pub struct StepEgress {
     pub audit_id: String,
     /// The bindings this step's requests used, for the step's audit record.
     pub used_bindings: Mutex<Vec<BindingInfo>>,
+    /// The run's time waiting on what is not the daemon's: upstreams and spawned programs.
+    pub waited: Arc<UpstreamWait>,
+}
+
+/// How long a run waited on its upstreams — HTTP requests from sent to the last body byte,
+/// spawned programs from start to exit, retry back-offs — in nanoseconds: what
+/// `x-aileron-overhead-us` leaves out of the daemon's own time.
+#[derive(Debug, Default)]
+pub struct UpstreamWait(std::sync::atomic::AtomicU64);
+
+impl UpstreamWait {
+    /// `work`, its time counted as waiting.
+    pub async fn during<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        let started = std::time::Instant::now();
+        let done = work.await;
+        self.add(started.elapsed());
+        done
+    }
+
+    pub fn add(&self, waited: Duration) {
+        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn total(&self) -> Duration {
+        Duration::from_nanos(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl HostHooks for StepEgress {
@@ -153,54 +180,11 @@ impl StepEgress {
             builder = builder.body(body.clone());
         }
         let started = std::time::Instant::now();
-        let response = match builder.send().await {
-            Ok(response) => response,
-            Err(error) => {
-                let detail = describe(&error);
-                let failure = if detail.contains(NON_PUBLIC_REFUSAL) {
-                    Failure::capability_denied(
-                        Boundary::Sandbox,
-                        format!(
-                            "{} {NON_PUBLIC_REFUSAL}; a local address must be named literally in the manifest",
-                            target.host
-                        ),
-                    )
-                    .with_detail("requested", format!("network:{}", target.host_port))
-                } else {
-                    Failure::network(format!("request to {} failed: {detail}", target.host_port))
-                };
-                return Err(self.rejected(&request, Some(&target), binding, failure).await);
-            }
+        let fetched = self.waited.during(fetch(builder, &target)).await;
+        let (status, headers, body) = match fetched {
+            Ok(fetched) => fetched,
+            Err(failure) => return Err(self.rejected(&request, Some(&target), binding, failure).await),
         };
-        let status = response.status().as_u16();
-        let headers: Vec<(String, String)> = response
-            .headers()
-            .iter()
-            .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_string(), v.to_string())))
-            .collect();
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = match chunk {
-                Ok(chunk) => chunk,
-                Err(error) => {
-                    let failure = Failure::network(format!(
-                        "reading the response from {}: {}",
-                        target.host_port,
-                        describe(&error)
-                    ));
-                    return Err(self.rejected(&request, Some(&target), binding, failure).await);
-                }
-            };
-            if body.len() + chunk.len() > MAX_RESPONSE_BODY_BYTES {
-                let failure = Failure::resource_limit(
-                    "response_body",
-                    format!("response body from {} exceeds {} bytes", target.host_port, MAX_RESPONSE_BODY_BYTES),
-                );
-                return Err(self.rejected(&request, Some(&target), binding, failure).await);
-            }
-            body.extend_from_slice(&chunk);
-        }
         let proxied = ProxiedRequest {
             status: Some(u64::from(status)),
             duration_us: Some(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)),
@@ -435,6 +419,53 @@ fn is_signing_header(name: &str) -> bool {
     ["authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"]
         .iter()
         .any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// Sends `builder`'s request to `target` and reads the whole answer: its status, headers and
+/// body (at most [`MAX_RESPONSE_BODY_BYTES`]), or why not.
+async fn fetch(
+    builder: reqwest::RequestBuilder,
+    target: &EgressTarget,
+) -> Result<(u16, Vec<(String, String)>, Vec<u8>), Failure> {
+    let response = match builder.send().await {
+        Ok(response) => response,
+        Err(error) => {
+            let detail = describe(&error);
+            return Err(if detail.contains(NON_PUBLIC_REFUSAL) {
+                Failure::capability_denied(
+                    Boundary::Sandbox,
+                    format!(
+                        "{} {NON_PUBLIC_REFUSAL}; a local address must be named literally in the manifest",
+                        target.host
+                    ),
+                )
+                .with_detail("requested", format!("network:{}", target.host_port))
+            } else {
+                Failure::network(format!("request to {} failed: {detail}", target.host_port))
+            });
+        }
+    };
+    let status = response.status().as_u16();
+    let headers: Vec<(String, String)> = response
+        .headers()
+        .iter()
+        .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_string(), v.to_string())))
+        .collect();
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| {
+            Failure::network(format!("reading the response from {}: {}", target.host_port, describe(&error)))
+        })?;
+        if body.len() + chunk.len() > MAX_RESPONSE_BODY_BYTES {
+            return Err(Failure::resource_limit(
+                "response_body",
+                format!("response body from {} exceeds {} bytes", target.host_port, MAX_RESPONSE_BODY_BYTES),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((status, headers, body))
 }
 
 /// Credentials travel only over TLS, or in the clear to a loopback address the manifest names

@@ -144,7 +144,8 @@ impl StepEgress {
     async fn run_gated(&self, gated: &Gated, deadline: Instant) -> Result<Finished, Failure> {
         let credential = self.credential_env(gated).await?;
         let proxy = Some(self.proxy_context(&gated.plan));
-        self.services.spawner.run(&self.manifest, &self.subset, &gated.plan, credential, proxy, deadline).await
+        let run = self.services.spawner.run(&self.manifest, &self.subset, &gated.plan, credential, proxy, deadline);
+        self.waited.during(run).await
     }
 
     async fn spawn_refused(&self, plan: Option<&SpawnPlan>, failure: Failure) -> Failure {

@@ -299,7 +299,8 @@ impl DaemonLink {
                     .as_deref()
                     .map(crate::platform::telemetry::context_from_traceparent)
                     .unwrap_or_default();
-                let run = workflows::actions::run(services, principal, action.to_string(), args);
+                let waited = Arc::default();
+                let run = workflows::actions::run(services, principal, action.to_string(), args, &waited);
                 Ok(run.with_context(parent).await)
             }
             Mode::Discovered { .. } => {

@@ -57,15 +57,21 @@ pub async fn install(
     workflows::actions::install(&state.services, &principal, body).await
 }
 
-/// A run with no body (or an empty one) has no arguments.
+/// A run with no body (or an empty one) has no arguments. Every answer says how long the daemon
+/// itself took ([`wire::OVERHEAD_HEADER`]): from here to the answer, less the steps' waits on
+/// their upstreams.
 pub async fn run(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
     body: Option<Json<wire::RunBody>>,
-) -> Answer {
+) -> impl axum::response::IntoResponse {
+    let started = std::time::Instant::now();
+    let waited = Arc::default();
     let args = body.map(|Json(body)| body.args).unwrap_or_default();
-    Ok(workflows::actions::run(&state.services, &principal, name, args).await.into_reply())
+    let reply = workflows::actions::run(&state.services, &principal, name, args, &waited).await.into_reply();
+    let overhead = started.elapsed().saturating_sub(waited.total());
+    ([(wire::OVERHEAD_HEADER, overhead.as_micros().to_string())], reply)
 }
 
 pub async fn watch(
