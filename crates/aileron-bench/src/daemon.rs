@@ -173,16 +173,44 @@ impl BenchDaemon {
         runs: usize,
         warmup: usize,
     ) -> anyhow::Result<super::figures::Distribution> {
-        let mut timed = Vec::with_capacity(runs);
+        Ok(self.echo_runs_with_overhead(client, runs, warmup).await?.0)
+    }
+
+    /// [`BenchDaemon::echo_runs`], and what each answer's `x-aileron-overhead-us` said (the
+    /// daemon's own time for the run).
+    pub(super) async fn echo_runs_with_overhead(
+        &self,
+        client: &reqwest::Client,
+        runs: usize,
+        warmup: usize,
+    ) -> anyhow::Result<(super::figures::Distribution, super::figures::Distribution)> {
+        let (mut timed, mut overheads) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
         for sample in 0..runs + warmup {
             let body = json!({ "args": { "text": format!("run {sample}") } });
             let at = Instant::now();
-            self.expect(client, Method::POST, "/v1/actions/echo/run", Some(&body), StatusCode::OK).await?;
+            let response = client
+                .post(self.url("/v1/actions/echo/run"))
+                .bearer_auth(&self.token)
+                .json(&body)
+                .send()
+                .await
+                .context("running echo")?;
+            let status = response.status();
+            let overhead = response
+                .headers()
+                .get("x-aileron-overhead-us")
+                .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+                .context("a run answer without x-aileron-overhead-us")?;
+            let bytes = response.bytes().await.context("reading a run answer")?;
+            if status != StatusCode::OK {
+                bail!("a run of echo answered {status}: {}", String::from_utf8_lossy(&bytes));
+            }
             if sample >= warmup {
                 timed.push(at.elapsed());
+                overheads.push(Duration::from_micros(overhead));
             }
         }
-        Ok(super::figures::Distribution::new(timed))
+        Ok((super::figures::Distribution::new(timed), super::figures::Distribution::new(overheads)))
     }
 
     pub(super) fn audit_counts(&self) -> AuditCounts {

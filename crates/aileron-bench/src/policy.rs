@@ -21,6 +21,8 @@ const RULES: usize = 100;
 const WINDOW_RUNS: usize = 10_000;
 const DECISIONS: usize = 5_000;
 const RUNS: usize = 1_000;
+/// The run phases (none, uncounted, counting) are interleaved in this many rounds.
+const ROUNDS: usize = 10;
 const DECISION_GOAL: Duration = Duration::from_micros(50);
 const REPLAYED: usize = 100_000;
 const REPLAY_GOAL: Duration = Duration::from_secs(2);
@@ -38,6 +40,10 @@ pub(super) struct PolicyFigures {
     runs_uncounted: Distribution,
     /// With the 100 rules, some reading counters: each admission is made durable before the run.
     runs_with: Distribution,
+    /// The same runs' `x-aileron-overhead-us`: the daemon's own time, client and HTTP noise aside.
+    overhead_without: Distribution,
+    overhead_uncounted: Distribution,
+    overhead_with: Distribution,
 }
 
 /// 100 rules of the kinds users write, none of which refuses the measured call: argument
@@ -123,13 +129,18 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     anyhow::ensure!(replayed.runs == REPLAYED, "{} runs replayed", replayed.runs);
 
     // Runs on the same daemon: without rules, with the rules none counting, with counting rules
-    // (each reloaded as a change of the files would be), twice over in that order, each kind's
-    // two halves pooled — a daemon that drifts over the run moves every kind alike.
+    // (each reloaded as a change of the files would be), interleaved in rounds and each kind's
+    // slices pooled — a daemon that drifts over the run moves every kind alike.
     let dir = home.root().join("policy");
     std::fs::create_dir_all(&dir)?;
     let mut phases: [Vec<Duration>; 3] = Default::default();
-    for _ in 0..2 {
-        for (phase, rules_text) in [None, Some(rules(false)), Some(rules(true))].into_iter().enumerate() {
+    let mut overheads: [Vec<Duration>; 3] = Default::default();
+    let texts = [None, Some(rules(false)), Some(rules(true))];
+    for round in 0..ROUNDS {
+        // Each round starts with another kind: the audit tree's checkpoints (one per 1,000
+        // records, at least a second apart, a few synced files each) fall on every kind alike.
+        for phase in (0..3).map(|k| (k + round) % 3) {
+            let rules_text = &texts[phase];
             match &rules_text {
                 Some(text) => std::fs::write(dir.join("bench.cedar"), text)?,
                 None => {
@@ -146,10 +157,13 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
             );
             anyhow::ensure!(services.rules.current().is_empty() == rules_text.is_none(), "phase {phase}'s rules");
             anyhow::ensure!(services.rules.current().counts_runs == (phase == 2), "phase {phase} counts runs");
-            phases[phase].extend(daemon.echo_runs(&client, RUNS / 2, 50).await?.sorted);
+            let (wall, overhead) = daemon.echo_runs_with_overhead(&client, RUNS / ROUNDS, 10).await?;
+            phases[phase].extend(wall.sorted);
+            overheads[phase].extend(overhead.sorted);
         }
     }
     let [runs_without, runs_uncounted, runs_with] = phases.map(Distribution::new);
+    let [overhead_without, overhead_uncounted, overhead_with] = overheads.map(Distribution::new);
     daemon.stop().await?;
     std::fs::remove_dir_all(scratch.join("policy"))?;
     Ok(PolicyFigures {
@@ -160,6 +174,9 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
         runs_without,
         runs_uncounted,
         runs_with,
+        overhead_without,
+        overhead_uncounted,
+        overhead_with,
     })
 }
 
@@ -244,6 +261,21 @@ impl PolicyFigures {
                 met: Some(self.decision_spread.p99() <= DECISION_GOAL),
             },
             SummaryRow {
+                figure: format!("(n) daemon's own time per run with {RULES} rules (none counting), p99 added"),
+                measured: format!(
+                    "+{} (p50 +{})",
+                    format_duration(self.overhead_uncounted.p99().saturating_sub(self.overhead_without.p99())),
+                    format_duration(self.overhead_uncounted.p50().saturating_sub(self.overhead_without.p50()))
+                ),
+                baseline: format!(
+                    "{} p99 without policy files (`x-aileron-overhead-us`)",
+                    format_duration(self.overhead_without.p99())
+                ),
+                ratio: format_ratio(ratio(self.overhead_uncounted.p99(), self.overhead_without.p99())),
+                goal: "≤ 50 µs added to a run",
+                met: Some(self.overhead_uncounted.p99().saturating_sub(self.overhead_without.p99()) <= DECISION_GOAL),
+            },
+            SummaryRow {
                 figure: format!("(n) policy replay of {REPLAYED} runs (in memory)"),
                 measured: format!("{:.2} s", self.replay.as_secs_f64()),
                 baseline: format!("{} rules, {} over arguments left out", RULES, self.replay_skipped),
@@ -281,8 +313,10 @@ impl PolicyFigures {
              20 tools, echo among them; 20 name none: 24 can apply — only those are evaluated; all of these rules \
              are in the subset evaluated directly, not by Cedar's interpreter). Over loopback HTTP on one daemon: \
              {RUNS} runs of the echo action with no policy files, {RUNS} with {RULES} rules none of which reads a \
-             counter, {RUNS} with the {RULES} rules above — in halves, none / uncounted / counting twice over, each \
-             reloaded as a change of the files would be, each kind's halves pooled. Rules that read a counter make \
+             counter, {RUNS} with the {RULES} rules above — in {ROUNDS} rounds of a slice of each kind, each round \
+             starting with another kind (the audit tree's checkpoints fall on every kind alike), each reloaded as a \
+             change of the files would be, each kind's slices pooled; each run's `x-aileron-overhead-us` (the \
+             daemon's own time) is kept beside its wall time. Rules that read a counter make \
              each admission durable (`policy.admitted`, fsynced) before the run starts.\n"
         );
         let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
@@ -294,6 +328,9 @@ impl PolicyFigures {
                 ("run, no policy files", &self.runs_without),
                 ("run, 100 rules, none counting", &self.runs_uncounted),
                 ("run, 100 rules, counting (durable admission)", &self.runs_with),
+                ("daemon's own time (x-aileron-overhead-us), no policy files", &self.overhead_without),
+                ("daemon's own time, 100 rules, none counting", &self.overhead_uncounted),
+                ("daemon's own time, 100 rules, counting", &self.overhead_with),
             ],
         );
     }
