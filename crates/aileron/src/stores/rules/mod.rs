@@ -83,8 +83,8 @@ struct Compiled {
     /// walks every rule of a set for each request, so one that names another tool or another
     /// kind of principal is left out of the set asked — it could not apply anyway.
     scoped: std::sync::Mutex<HashMap<(String, bool), std::sync::Arc<Scoped>>>,
-    /// The rules [`native`] evaluates, by id (those in its subset).
-    natives: HashMap<PolicyId, std::sync::Arc<native::NativeRule>>,
+    /// The rules [`native`] can evaluate (those in its subset).
+    natives: std::collections::HashSet<PolicyId>,
 }
 
 /// The rules that can match one tool and kind of caller.
@@ -92,8 +92,8 @@ struct Scoped {
     all: PolicySet,
     /// The same without the `@ask` forbids (what decides whether an ask would be allowed at all).
     without_asks: PolicySet,
-    /// Each of them compiled (id, rule, whether it asks), when every one is in the subset.
-    native: Option<Vec<(String, std::sync::Arc<native::NativeRule>, bool)>>,
+    /// All of them compiled for direct evaluation, when every one is in the subset.
+    native: Option<native::NativeSet>,
 }
 
 /// Who is calling, as the rules see them.
@@ -520,12 +520,18 @@ impl Compiled {
 
     /// What [`native`] decides, when every rule that can match is in its subset and none gave up.
     fn decide_natively(&self, call: &Call<'_>, scoped: &Scoped, args: &[(&str, native::Val<'_>)]) -> Option<Verdict> {
-        let verdict = decide_native(scoped.native.as_ref()?, &native::Facts::new(call, args)).ok()?;
-        Some(match verdict {
-            Verdict::Ask { rules, .. } => {
-                Verdict::Ask { reasons: rules.iter().map(|id| self.asks[&PolicyId::new(id)].clone()).collect(), rules }
-            }
-            verdict => verdict,
+        let (forbids, only_asks, permitted) = scoped.native.as_ref()?.decide(&native::Facts::new(call, args)).ok()?;
+        let ids = || forbids.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+        // Cedar's semantics: a satisfied forbid refuses, unless every one is an `@ask` and a
+        // permit is satisfied (then it asks); no permit, no call.
+        Some(match (forbids.is_empty(), only_asks, permitted) {
+            (true, _, true) => Verdict::Allow,
+            (false, true, true) => Verdict::Ask {
+                reasons: forbids.iter().map(|id| self.asks[&PolicyId::new(*id)].clone()).collect(),
+                rules: ids(),
+            },
+            (false, false, _) => Verdict::Forbid { rules: ids(), errors: Vec::new() },
+            (_, _, false) => Verdict::Forbid { rules: Vec::new(), errors: Vec::new() },
         })
     }
 
@@ -584,19 +590,21 @@ impl Compiled {
             return sets.clone();
         }
         let principal = if agent { &self.types.agent } else { &self.types.human };
-        let mut sets = Scoped { all: PolicySet::new(), without_asks: PolicySet::new(), native: Some(Vec::new()) };
+        let mut sets = Scoped {
+            all: PolicySet::new(),
+            without_asks: PolicySet::new(),
+            native: Some(native::NativeSet::default()),
+        };
         for policy in self.all.policies().filter(|p| may_match(p, principal, &self.types.tool, call.tool)) {
             let ask = self.asks.contains_key(policy.id());
             if !ask {
                 sets.without_asks.add(policy.clone()).expect("ids are unique");
             }
-            sets.native = match (sets.native.take(), self.natives.get(policy.id())) {
-                (Some(mut rules), Some(rule)) => {
-                    rules.push((policy.id().to_string(), rule.clone(), ask));
-                    Some(rules)
-                }
-                _ => None,
-            };
+            let compiled = self.natives.contains(policy.id())
+                && sets.native.as_mut().is_some_and(|rules| rules.add(&policy.id().to_string(), policy, ask));
+            if !compiled {
+                sets.native = None;
+            }
             sets.all.add(policy.clone()).expect("ids are unique");
         }
         let sets = std::sync::Arc::new(sets);
@@ -652,40 +660,8 @@ impl Compiled {
 }
 
 /// The rules of `all` that [`native`] can evaluate.
-fn natives(all: &PolicySet) -> HashMap<PolicyId, std::sync::Arc<native::NativeRule>> {
-    all.policies()
-        .filter_map(|policy| Some((policy.id().clone(), std::sync::Arc::new(native::NativeRule::compile(policy)?))))
-        .collect()
-}
-
-/// What `rules` (compiled, all those that can match) decide on `facts`: Cedar's semantics —
-/// any satisfied forbid refuses, unless every satisfied forbid is an `@ask`, then a satisfied
-/// permit makes it an ask; no permit, no call.
-fn decide_native(
-    rules: &[(String, std::sync::Arc<native::NativeRule>, bool)],
-    facts: &native::Facts<'_>,
-) -> Result<Verdict, native::GiveUp> {
-    let (mut forbids, mut only_asks, mut permitted) = (Vec::new(), true, false);
-    // Every rule is evaluated, as Cedar does: one that cannot be is a reason to ask Cedar.
-    for (id, rule, ask) in rules {
-        if rule.satisfied(facts)? {
-            match rule.effect {
-                Effect::Permit => permitted = true,
-                Effect::Forbid => {
-                    forbids.push((id, *ask));
-                    only_asks &= *ask;
-                }
-            }
-        }
-    }
-    forbids.sort();
-    let ids = |forbids: &[(&String, bool)]| forbids.iter().map(|(id, _)| id.to_string()).collect::<Vec<_>>();
-    Ok(match (forbids.is_empty(), only_asks, permitted) {
-        (true, _, true) => Verdict::Allow,
-        (false, true, true) => Verdict::Ask { rules: ids(&forbids), reasons: Vec::new() },
-        (false, false, _) => Verdict::Forbid { rules: ids(&forbids), errors: Vec::new() },
-        (_, _, false) => Verdict::Forbid { rules: Vec::new(), errors: Vec::new() },
-    })
+fn natives(all: &PolicySet) -> std::collections::HashSet<PolicyId> {
+    all.policies().filter(|policy| native::NativeSet::covers(policy)).map(|policy| policy.id().clone()).collect()
 }
 
 /// Whether `policy`'s scope can match a call of `tool` by a principal of type `principal`

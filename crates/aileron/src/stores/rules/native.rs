@@ -4,6 +4,11 @@
 //! request (~1 µs a rule). Compiled once per set from Cedar's own JSON form of each rule (so the
 //! parser and the strict validator stay Cedar's).
 //!
+//! Each scoped set of rules (those that can match one tool and kind of caller) is compiled into
+//! one [`NativeSet`]: every rule's nodes, strings, patterns and entities in a few flat vectors,
+//! operands by index — walked between runs that evict it from the cache, so one rule must not
+//! cost a dozen scattered heap objects.
+//!
 //! Exactness over coverage: a rule with anything outside this subset (arithmetic, `datetime`,
 //! tags, record literals) is not compiled, and a call whose rules are not all compiled is decided
 //! by Cedar. An evaluation that meets what Cedar would call an error (a missing attribute, a
@@ -20,65 +25,86 @@ const HUMAN: &str = "Aileron::Human";
 const ACTION: &str = "Aileron::Action";
 const TOOL: &str = "Aileron::Tool";
 
-/// One rule, compiled.
+/// A node's index in [`NativeSet::nodes`].
+type Node = u32;
+
+/// A string of [`NativeSet::text`]: its byte range.
+#[derive(Debug, Clone, Copy)]
+struct Str(u32, u32);
+
+/// A run of one of the set's vectors: its start and length.
+#[derive(Debug, Clone, Copy)]
+struct Run(u32, u32);
+
+/// Rules compiled for direct evaluation: all of one scoped set, in flat vectors.
+#[derive(Debug, Default)]
+pub struct NativeSet {
+    rules: Vec<Rule>,
+    nodes: Vec<Expr>,
+    /// `when` (true) and `unless` (false) bodies, each rule's a run.
+    conditions: Vec<(bool, Node)>,
+    /// The members of set literals.
+    items: Vec<Node>,
+    /// Entities a scope names (`in [..]`).
+    entities: Vec<(Str, Str)>,
+    patterns: Vec<Pattern>,
+    text: String,
+    /// Each rule's id.
+    ids: Vec<String>,
+}
+
 #[derive(Debug)]
-pub struct NativeRule {
-    pub effect: Effect,
+struct Rule {
+    forbid: bool,
+    ask: bool,
     principal: Scope,
     action: Scope,
     resource: Scope,
-    /// `when` (true) and `unless` (false) bodies.
-    conditions: Vec<(bool, Node)>,
-    nodes: Vec<Expr>,
+    conditions: Run,
 }
 
 /// A scope constraint: any, `is T`, `== E`/`in E`/`in [E…]` (our entities have no parents, so
 /// `in` is equality), `is T in E`.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 enum Scope {
     Any,
-    Is(String),
-    In(Vec<(String, String)>),
-    IsIn(String, (String, String)),
+    Is(Str),
+    In(Run),
+    IsIn(Str, Str, Str),
 }
 
-/// A node's index in its rule's [`NativeRule::nodes`].
-type Node = u32;
-
-/// An expression node: its operands are other nodes of the same rule (one vector per rule,
-/// walked without chasing a heap pointer per node).
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 enum Expr {
     Lit(Lit),
     Var(Var),
-    Attr(Node, String),
-    Has(Node, String),
+    Attr(Node, Str),
+    Has(Node, Str),
     Not(Node),
     And(Node, Node),
     Or(Node, Node),
     Eq(Node, Node),
     Ne(Node, Node),
-    /// `<`, `<=`, `>`, `>=` and the `decimal` methods: `(less, or_equal, left, right)` after
-    /// swapping `>` into `<`.
+    /// `<`, `<=`, `>`, `>=` and the `decimal` methods: `(or_equal, left, right)` after swapping
+    /// `>` into `<`.
     Less(bool, Node, Node),
-    Like(Node, Vec<Pattern>),
-    Is(Node, String, Option<Node>),
+    Like(Node, Run),
+    Is(Node, Str, Option<Node>),
     In(Node, Node),
     If(Node, Node, Node),
     Contains(Node, Node),
     ContainsAll(Node, Node),
     ContainsAny(Node, Node),
     IsEmpty(Node),
-    Set(Vec<Node>),
+    Set(Run),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 enum Lit {
     Bool(bool),
     Long(i64),
-    Str(String),
+    Str(Str),
     Decimal(i64),
-    Entity(String, String),
+    Entity(Str, Str),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -127,61 +153,326 @@ pub enum Record {
 #[derive(Debug)]
 pub struct GiveUp;
 
-impl NativeRule {
-    /// `policy` compiled, or `None` when it uses anything outside the subset.
-    pub fn compile(policy: &Policy) -> Option<NativeRule> {
-        let json = policy.to_json().ok()?;
-        let effect = policy.effect();
-        let mut nodes = Vec::new();
-        let conditions = json
-            .get("conditions")?
-            .as_array()?
-            .iter()
-            .map(|condition| {
-                let when = match condition.get("kind")?.as_str()? {
-                    "when" => true,
-                    "unless" => false,
-                    _ => return None,
-                };
-                Some((when, expr(condition.get("body")?, &mut nodes)?))
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(NativeRule {
-            effect,
-            principal: scope(json.get("principal")?)?,
-            action: scope(json.get("action")?)?,
-            resource: scope(json.get("resource")?)?,
-            conditions,
-            nodes,
-        })
+impl NativeSet {
+    /// Adds `policy` (with its id, and whether it is an `@ask` forbid); `false` when it uses
+    /// anything outside the subset — the set must then not be used.
+    pub fn add(&mut self, id: &str, policy: &Policy, ask: bool) -> bool {
+        self.compile(id, policy, ask).is_some()
     }
 
-    /// Whether the rule applies to `call` (scope and conditions).
-    pub fn satisfied(&self, call: &Facts<'_>) -> Result<bool, GiveUp> {
-        let (principal_type, principal_id) = call.principal();
-        if !self.principal.matches(principal_type, principal_id)
-            || !self.action.matches(ACTION, call.call.verb)
-            || !self.resource.matches(TOOL, call.call.tool)
+    /// Whether `policy` is in the subset.
+    pub fn covers(policy: &Policy) -> bool {
+        NativeSet::default().add("", policy, false)
+    }
+
+    fn compile(&mut self, id: &str, policy: &Policy, ask: bool) -> Option<()> {
+        let json = policy.to_json().ok()?;
+        let mut conditions = Vec::new();
+        for condition in json.get("conditions")?.as_array()? {
+            let when = match condition.get("kind")?.as_str()? {
+                "when" => true,
+                "unless" => false,
+                _ => return None,
+            };
+            conditions.push((when, self.expr(condition.get("body")?)?));
+        }
+        let (principal, action, resource) =
+            (self.scope(json.get("principal")?)?, self.scope(json.get("action")?)?, self.scope(json.get("resource")?)?);
+        let start = self.conditions.len() as u32;
+        self.conditions.extend(conditions);
+        self.rules.push(Rule {
+            forbid: policy.effect() == Effect::Forbid,
+            ask,
+            principal,
+            action,
+            resource,
+            conditions: Run(start, self.conditions.len() as u32 - start),
+        });
+        self.ids.push(id.to_string());
+        Some(())
+    }
+
+    fn str(&mut self, text: &str) -> Str {
+        let start = self.text.len() as u32;
+        self.text.push_str(text);
+        Str(start, self.text.len() as u32)
+    }
+
+    fn text(&self, s: Str) -> &str {
+        &self.text[s.0 as usize..s.1 as usize]
+    }
+
+    fn entity(&mut self, json: &Json) -> Option<(Str, Str)> {
+        Some((self.str(json.get("type")?.as_str()?), self.str(json.get("id")?.as_str()?)))
+    }
+
+    fn scope(&mut self, json: &Json) -> Option<Scope> {
+        match json.get("op")?.as_str()? {
+            "All" => Some(Scope::Any),
+            "is" => {
+                let kind = self.str(json.get("entity_type")?.as_str()?);
+                match json.get("in") {
+                    None => Some(Scope::Is(kind)),
+                    Some(within) => {
+                        let (t, i) = self.entity(within.get("entity")?)?;
+                        Some(Scope::IsIn(kind, t, i))
+                    }
+                }
+            }
+            "==" | "in" => {
+                let named: Vec<&Json> = match (json.get("entity"), json.get("entities")) {
+                    (Some(one), None) => vec![one],
+                    (None, Some(many)) => many.as_array()?.iter().collect(),
+                    _ => return None,
+                };
+                let entities = named.into_iter().map(|json| self.entity(json)).collect::<Option<Vec<_>>>()?;
+                let start = self.entities.len() as u32;
+                self.entities.extend(entities);
+                Some(Scope::In(Run(start, self.entities.len() as u32 - start)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Compiles `json` into the set's nodes: the index of its root.
+    fn expr(&mut self, json: &Json) -> Option<Node> {
+        let object = json.as_object()?;
+        if object.len() != 1 {
+            return None;
+        }
+        let (key, body) = object.iter().next()?;
+        let node = match key.as_str() {
+            "Value" => Expr::Lit(self.literal(body)?),
+            "Var" => Expr::Var(match body.as_str()? {
+                "principal" => Var::Principal,
+                "action" => Var::Action,
+                "resource" => Var::Resource,
+                "context" => Var::Context,
+                _ => return None,
+            }),
+            "." => {
+                let of = self.expr(body.get("left")?)?;
+                Expr::Attr(of, self.str(body.get("attr")?.as_str()?))
+            }
+            "has" => {
+                let of = self.expr(body.get("left")?)?;
+                Expr::Has(of, self.str(body.get("attr")?.as_str()?))
+            }
+            "!" => Expr::Not(self.expr(body.get("arg")?)?),
+            "isEmpty" => Expr::IsEmpty(self.expr(body.get("arg")?)?),
+            "&&" | "||" | "==" | "!=" | "<" | "<=" | ">" | ">=" | "in" | "contains" | "containsAll" | "containsAny" => {
+                let (left, right) = (self.expr(body.get("left")?)?, self.expr(body.get("right")?)?);
+                binary(key, left, right)?
+            }
+            "lessThan" | "lessThanOrEqual" | "greaterThan" | "greaterThanOrEqual" => {
+                let [left, right] = body.as_array()?.as_slice() else { return None };
+                let (left, right) = (self.expr(left)?, self.expr(right)?);
+                binary(key, left, right)?
+            }
+            "like" => {
+                let of = self.expr(body.get("left")?)?;
+                let start = self.patterns.len() as u32;
+                for element in body.get("pattern")?.as_array()? {
+                    match element {
+                        Json::String(wildcard) if wildcard == "Wildcard" => self.patterns.push(Pattern::Wildcard),
+                        Json::Object(literal) => {
+                            self.patterns.extend(literal.get("Literal")?.as_str()?.chars().map(Pattern::Char));
+                        }
+                        _ => return None,
+                    }
+                }
+                Expr::Like(of, Run(start, self.patterns.len() as u32 - start))
+            }
+            "is" => {
+                let of = self.expr(body.get("left")?)?;
+                let kind = self.str(body.get("entity_type")?.as_str()?);
+                let within = match body.get("in") {
+                    Some(within) => Some(self.expr(within)?),
+                    None => None,
+                };
+                Expr::Is(of, kind, within)
+            }
+            "if-then-else" => {
+                let condition = self.expr(body.get("if")?)?;
+                let (then, otherwise) = (self.expr(body.get("then")?)?, self.expr(body.get("else")?)?);
+                Expr::If(condition, then, otherwise)
+            }
+            "Set" => {
+                let members = body.as_array()?.iter().map(|item| self.expr(item)).collect::<Option<Vec<_>>>()?;
+                let start = self.items.len() as u32;
+                self.items.extend(members);
+                Expr::Set(Run(start, self.items.len() as u32 - start))
+            }
+            "decimal" => match body.as_array()?.as_slice() {
+                [only] => Expr::Lit(Lit::Decimal(decimal(only.get("Value")?.as_str()?)?)),
+                _ => return None,
+            },
+            // Arithmetic (it can overflow), datetime, tags, records, other extensions: Cedar's.
+            _ => return None,
+        };
+        self.nodes.push(node);
+        Some(self.nodes.len() as Node - 1)
+    }
+
+    fn literal(&mut self, json: &Json) -> Option<Lit> {
+        match json {
+            Json::Bool(flag) => Some(Lit::Bool(*flag)),
+            Json::Number(n) => n.as_i64().map(Lit::Long),
+            Json::String(text) => Some(Lit::Str(self.str(text))),
+            Json::Object(object) => {
+                let (t, i) = self.entity(object.get("__entity")?)?;
+                Some(Lit::Entity(t, i))
+            }
+            _ => None,
+        }
+    }
+
+    /// What the rules decide on `facts`, as Cedar would: the satisfied forbids (ids, sorted),
+    /// whether every one of them is an `@ask`, and whether a permit is satisfied. Every rule is
+    /// evaluated (as Cedar does): one that cannot be is a reason to ask Cedar.
+    pub fn decide(&self, facts: &Facts<'_>) -> Result<(Vec<&str>, bool, bool), GiveUp> {
+        let (mut forbids, mut only_asks, mut permitted) = (Vec::new(), true, false);
+        for (rule, id) in self.rules.iter().zip(&self.ids) {
+            if self.satisfied(rule, facts)? {
+                if rule.forbid {
+                    forbids.push(id.as_str());
+                    only_asks &= rule.ask;
+                } else {
+                    permitted = true;
+                }
+            }
+        }
+        forbids.sort_unstable();
+        Ok((forbids, only_asks, permitted))
+    }
+
+    fn satisfied(&self, rule: &Rule, facts: &Facts<'_>) -> Result<bool, GiveUp> {
+        let (principal_type, principal_id) = facts.principal();
+        if !self.matches(rule.principal, principal_type, principal_id)
+            || !self.matches(rule.action, ACTION, facts.call.verb)
+            || !self.matches(rule.resource, TOOL, facts.call.tool)
         {
             return Ok(false);
         }
-        for (when, body) in &self.conditions {
-            if truth(&eval(self, *body, call)?)? != *when {
+        let Run(start, length) = rule.conditions;
+        for (when, body) in &self.conditions[start as usize..(start + length) as usize] {
+            if truth(&self.eval(*body, facts)?)? != *when {
                 return Ok(false);
             }
         }
         Ok(true)
     }
+
+    fn matches(&self, scope: Scope, kind: &str, id: &str) -> bool {
+        match scope {
+            Scope::Any => true,
+            Scope::Is(expected) => self.text(expected) == kind,
+            Scope::In(Run(start, length)) => self.entities[start as usize..(start + length) as usize]
+                .iter()
+                .any(|(t, i)| self.text(*t) == kind && self.text(*i) == id),
+            Scope::IsIn(expected, t, i) => self.text(expected) == kind && self.text(t) == kind && self.text(i) == id,
+        }
+    }
+
+    fn eval<'a>(&'a self, node: Node, facts: &Facts<'a>) -> Result<Val<'a>, GiveUp> {
+        let eval = |node: Node| self.eval(node, facts);
+        Ok(match self.nodes[node as usize] {
+            Expr::Lit(Lit::Bool(flag)) => Val::Bool(flag),
+            Expr::Lit(Lit::Long(n)) => Val::Long(n),
+            Expr::Lit(Lit::Str(text)) => Val::Str(self.text(text)),
+            Expr::Lit(Lit::Decimal(n)) => Val::Decimal(n),
+            Expr::Lit(Lit::Entity(kind, id)) => Val::Entity(Entity::Named(self.text(kind), self.text(id))),
+            Expr::Var(Var::Principal) => Val::Entity(Entity::Principal),
+            Expr::Var(Var::Action) => Val::Entity(Entity::Action),
+            Expr::Var(Var::Resource) => Val::Entity(Entity::Resource),
+            Expr::Var(Var::Context) => Val::Record(Record::Context),
+            Expr::Attr(of, name) => facts.attr(&eval(of)?, self.text(name)).ok_or(GiveUp)?,
+            Expr::Has(of, name) => Val::Bool(facts.has(&eval(of)?, self.text(name))?),
+            Expr::Not(arg) => Val::Bool(!truth(&eval(arg)?)?),
+            Expr::And(left, right) => Val::Bool(truth(&eval(left)?)? && truth(&eval(right)?)?),
+            Expr::Or(left, right) => Val::Bool(truth(&eval(left)?)? || truth(&eval(right)?)?),
+            Expr::Eq(left, right) => Val::Bool(equal(facts, &eval(left)?, &eval(right)?)),
+            Expr::Ne(left, right) => Val::Bool(!equal(facts, &eval(left)?, &eval(right)?)),
+            Expr::Less(or_equal, left, right) => {
+                let ordering = match (eval(left)?, eval(right)?) {
+                    (Val::Long(a), Val::Long(b)) | (Val::Decimal(a), Val::Decimal(b)) => a.cmp(&b),
+                    _ => return Err(GiveUp),
+                };
+                Val::Bool(ordering.is_lt() || (or_equal && ordering.is_eq()))
+            }
+            Expr::Like(of, Run(start, length)) => match eval(of)? {
+                Val::Str(text) => Val::Bool(like(text, &self.patterns[start as usize..(start + length) as usize])),
+                _ => return Err(GiveUp),
+            },
+            Expr::Is(of, kind, within) => match eval(of)? {
+                Val::Entity(entity) => {
+                    let (actual, _) = facts.entity(entity);
+                    let is = actual == self.text(kind);
+                    match within {
+                        Some(within) if is => Val::Bool(member(facts, entity, &eval(within)?)?),
+                        _ => Val::Bool(is),
+                    }
+                }
+                _ => return Err(GiveUp),
+            },
+            Expr::In(left, right) => match eval(left)? {
+                Val::Entity(entity) => Val::Bool(member(facts, entity, &eval(right)?)?),
+                _ => return Err(GiveUp),
+            },
+            Expr::If(condition, then, otherwise) => {
+                if truth(&eval(condition)?)? {
+                    eval(then)?
+                } else {
+                    eval(otherwise)?
+                }
+            }
+            Expr::Contains(set, item) => {
+                let (set, item) = (set_of(eval(set)?)?, eval(item)?);
+                Val::Bool(set.iter().any(|v| equal(facts, v, &item)))
+            }
+            Expr::ContainsAll(set, other) => {
+                let (set, other) = (set_of(eval(set)?)?, set_of(eval(other)?)?);
+                Val::Bool(other.iter().all(|o| set.iter().any(|v| equal(facts, v, o))))
+            }
+            Expr::ContainsAny(set, other) => {
+                let (set, other) = (set_of(eval(set)?)?, set_of(eval(other)?)?);
+                Val::Bool(other.iter().any(|o| set.iter().any(|v| equal(facts, v, o))))
+            }
+            Expr::IsEmpty(set) => Val::Bool(set_of(eval(set)?)?.is_empty()),
+            Expr::Set(Run(start, length)) => Val::Set(
+                self.items[start as usize..(start + length) as usize].iter().map(|item| eval(*item)).collect::<Result<
+                    Vec<_>,
+                    _,
+                >>(
+                )?,
+            ),
+        })
+    }
 }
 
-impl Scope {
-    fn matches(&self, kind: &str, id: &str) -> bool {
-        match self {
-            Scope::Any => true,
-            Scope::Is(expected) => expected == kind,
-            Scope::In(entities) => entities.iter().any(|(t, i)| t == kind && i == id),
-            Scope::IsIn(expected, (t, i)) => expected == kind && t == kind && i == id,
-        }
+/// The node of a two-operand operator or method, `>` and its kin swapped into `<`.
+fn binary(key: &str, left: Node, right: Node) -> Option<Expr> {
+    Some(match key {
+        "&&" => Expr::And(left, right),
+        "||" => Expr::Or(left, right),
+        "==" => Expr::Eq(left, right),
+        "!=" => Expr::Ne(left, right),
+        "<" | "lessThan" => Expr::Less(false, left, right),
+        "<=" | "lessThanOrEqual" => Expr::Less(true, left, right),
+        ">" | "greaterThan" => Expr::Less(false, right, left),
+        ">=" | "greaterThanOrEqual" => Expr::Less(true, right, left),
+        "in" => Expr::In(left, right),
+        "contains" => Expr::Contains(left, right),
+        "containsAll" => Expr::ContainsAll(left, right),
+        "containsAny" => Expr::ContainsAny(left, right),
+        _ => return None,
+    })
+}
+
+fn truth(value: &Val<'_>) -> Result<bool, GiveUp> {
+    match value {
+        Val::Bool(flag) => Ok(*flag),
+        _ => Err(GiveUp),
     }
 }
 
@@ -271,198 +562,6 @@ pub fn decimal(text: &str) -> Option<i64> {
         .checked_mul(10_000)?
         .checked_add(fraction.parse::<i64>().ok()?.checked_mul(scale)?)?;
     Some(if negative { -magnitude } else { magnitude })
-}
-
-fn scope(json: &Json) -> Option<Scope> {
-    let entity = |json: &Json| -> Option<(String, String)> {
-        Some((json.get("type")?.as_str()?.to_string(), json.get("id")?.as_str()?.to_string()))
-    };
-    match json.get("op")?.as_str()? {
-        "All" => Some(Scope::Any),
-        "is" => {
-            let kind = json.get("entity_type")?.as_str()?.to_string();
-            match json.get("in") {
-                None => Some(Scope::Is(kind)),
-                Some(within) => Some(Scope::IsIn(kind, entity(within.get("entity")?)?)),
-            }
-        }
-        "==" | "in" => match (json.get("entity"), json.get("entities")) {
-            (Some(one), None) => Some(Scope::In(vec![entity(one)?])),
-            (None, Some(many)) => Some(Scope::In(many.as_array()?.iter().map(entity).collect::<Option<Vec<_>>>()?)),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// Compiles `json` into `nodes`: the index of its root.
-fn expr(json: &Json, nodes: &mut Vec<Expr>) -> Option<Node> {
-    let object = json.as_object()?;
-    if object.len() != 1 {
-        return None;
-    }
-    let (key, body) = object.iter().next()?;
-    let pair = |body: &Json, nodes: &mut Vec<Expr>| -> Option<(Node, Node)> {
-        Some((expr(body.get("left")?, nodes)?, expr(body.get("right")?, nodes)?))
-    };
-    let method = |body: &Json, nodes: &mut Vec<Expr>| -> Option<(Node, Node)> {
-        match body.as_array()?.as_slice() {
-            [left, right] => Some((expr(left, nodes)?, expr(right, nodes)?)),
-            _ => None,
-        }
-    };
-    let node = match key.as_str() {
-        "Value" => Expr::Lit(literal(body)?),
-        "Var" => Expr::Var(match body.as_str()? {
-            "principal" => Var::Principal,
-            "action" => Var::Action,
-            "resource" => Var::Resource,
-            "context" => Var::Context,
-            _ => return None,
-        }),
-        "." => Expr::Attr(expr(body.get("left")?, nodes)?, body.get("attr")?.as_str()?.to_string()),
-        "has" => Expr::Has(expr(body.get("left")?, nodes)?, body.get("attr")?.as_str()?.to_string()),
-        "!" => Expr::Not(expr(body.get("arg")?, nodes)?),
-        "&&" => pair(body, nodes).map(|(l, r)| Expr::And(l, r))?,
-        "||" => pair(body, nodes).map(|(l, r)| Expr::Or(l, r))?,
-        "==" => pair(body, nodes).map(|(l, r)| Expr::Eq(l, r))?,
-        "!=" => pair(body, nodes).map(|(l, r)| Expr::Ne(l, r))?,
-        "<" => pair(body, nodes).map(|(l, r)| Expr::Less(false, l, r))?,
-        "<=" => pair(body, nodes).map(|(l, r)| Expr::Less(true, l, r))?,
-        ">" => pair(body, nodes).map(|(l, r)| Expr::Less(false, r, l))?,
-        ">=" => pair(body, nodes).map(|(l, r)| Expr::Less(true, r, l))?,
-        "lessThan" => method(body, nodes).map(|(l, r)| Expr::Less(false, l, r))?,
-        "lessThanOrEqual" => method(body, nodes).map(|(l, r)| Expr::Less(true, l, r))?,
-        "greaterThan" => method(body, nodes).map(|(l, r)| Expr::Less(false, r, l))?,
-        "greaterThanOrEqual" => method(body, nodes).map(|(l, r)| Expr::Less(true, r, l))?,
-        "in" => pair(body, nodes).map(|(l, r)| Expr::In(l, r))?,
-        "contains" => pair(body, nodes).map(|(l, r)| Expr::Contains(l, r))?,
-        "containsAll" => pair(body, nodes).map(|(l, r)| Expr::ContainsAll(l, r))?,
-        "containsAny" => pair(body, nodes).map(|(l, r)| Expr::ContainsAny(l, r))?,
-        "isEmpty" => Expr::IsEmpty(expr(body.get("arg")?, nodes)?),
-        "like" => {
-            let mut pattern = Vec::new();
-            for element in body.get("pattern")?.as_array()? {
-                match element {
-                    Json::String(wildcard) if wildcard == "Wildcard" => pattern.push(Pattern::Wildcard),
-                    Json::Object(literal) => {
-                        pattern.extend(literal.get("Literal")?.as_str()?.chars().map(Pattern::Char));
-                    }
-                    _ => return None,
-                }
-            }
-            Expr::Like(expr(body.get("left")?, nodes)?, pattern)
-        }
-        "is" => Expr::Is(
-            expr(body.get("left")?, nodes)?,
-            body.get("entity_type")?.as_str()?.to_string(),
-            match body.get("in") {
-                Some(within) => Some(expr(within, nodes)?),
-                None => None,
-            },
-        ),
-        "if-then-else" => {
-            Expr::If(expr(body.get("if")?, nodes)?, expr(body.get("then")?, nodes)?, expr(body.get("else")?, nodes)?)
-        }
-        "Set" => Expr::Set(body.as_array()?.iter().map(|item| expr(item, nodes)).collect::<Option<Vec<_>>>()?),
-        "decimal" => match body.as_array()?.as_slice() {
-            [only] => Expr::Lit(Lit::Decimal(decimal(only.get("Value")?.as_str()?)?)),
-            _ => return None,
-        },
-        // Arithmetic (it can overflow), datetime, tags, records, other extensions: Cedar's.
-        _ => return None,
-    };
-    nodes.push(node);
-    Some(nodes.len() as Node - 1)
-}
-
-fn literal(json: &Json) -> Option<Lit> {
-    match json {
-        Json::Bool(flag) => Some(Lit::Bool(*flag)),
-        Json::Number(n) => n.as_i64().map(Lit::Long),
-        Json::String(text) => Some(Lit::Str(text.clone())),
-        Json::Object(object) => {
-            let entity = object.get("__entity")?;
-            Some(Lit::Entity(entity.get("type")?.as_str()?.to_string(), entity.get("id")?.as_str()?.to_string()))
-        }
-        _ => None,
-    }
-}
-
-fn truth(value: &Val<'_>) -> Result<bool, GiveUp> {
-    match value {
-        Val::Bool(flag) => Ok(*flag),
-        _ => Err(GiveUp),
-    }
-}
-
-fn eval<'a>(rule: &'a NativeRule, node: Node, facts: &Facts<'a>) -> Result<Val<'a>, GiveUp> {
-    let eval = |node: &Node| eval(rule, *node, facts);
-    Ok(match &rule.nodes[node as usize] {
-        Expr::Lit(Lit::Bool(flag)) => Val::Bool(*flag),
-        Expr::Lit(Lit::Long(n)) => Val::Long(*n),
-        Expr::Lit(Lit::Str(text)) => Val::Str(text),
-        Expr::Lit(Lit::Decimal(n)) => Val::Decimal(*n),
-        Expr::Lit(Lit::Entity(kind, id)) => Val::Entity(Entity::Named(kind, id)),
-        Expr::Var(Var::Principal) => Val::Entity(Entity::Principal),
-        Expr::Var(Var::Action) => Val::Entity(Entity::Action),
-        Expr::Var(Var::Resource) => Val::Entity(Entity::Resource),
-        Expr::Var(Var::Context) => Val::Record(Record::Context),
-        Expr::Attr(of, name) => facts.attr(&eval(of)?, name).ok_or(GiveUp)?,
-        Expr::Has(of, name) => Val::Bool(facts.has(&eval(of)?, name)?),
-        Expr::Not(arg) => Val::Bool(!truth(&eval(arg)?)?),
-        Expr::And(left, right) => Val::Bool(truth(&eval(left)?)? && truth(&eval(right)?)?),
-        Expr::Or(left, right) => Val::Bool(truth(&eval(left)?)? || truth(&eval(right)?)?),
-        Expr::Eq(left, right) => Val::Bool(equal(facts, &eval(left)?, &eval(right)?)),
-        Expr::Ne(left, right) => Val::Bool(!equal(facts, &eval(left)?, &eval(right)?)),
-        Expr::Less(or_equal, left, right) => {
-            let ordering = match (eval(left)?, eval(right)?) {
-                (Val::Long(a), Val::Long(b)) | (Val::Decimal(a), Val::Decimal(b)) => a.cmp(&b),
-                _ => return Err(GiveUp),
-            };
-            Val::Bool(ordering.is_lt() || (*or_equal && ordering.is_eq()))
-        }
-        Expr::Like(of, pattern) => match eval(of)? {
-            Val::Str(text) => Val::Bool(like(text, pattern)),
-            _ => return Err(GiveUp),
-        },
-        Expr::Is(of, kind, within) => match eval(of)? {
-            Val::Entity(entity) => {
-                let (actual, _) = facts.entity(entity);
-                let is = actual == kind;
-                match within {
-                    Some(within) if is => Val::Bool(member(facts, entity, &eval(within)?)?),
-                    _ => Val::Bool(is),
-                }
-            }
-            _ => return Err(GiveUp),
-        },
-        Expr::In(left, right) => match eval(left)? {
-            Val::Entity(entity) => Val::Bool(member(facts, entity, &eval(right)?)?),
-            _ => return Err(GiveUp),
-        },
-        Expr::If(condition, then, otherwise) => {
-            if truth(&eval(condition)?)? {
-                eval(then)?
-            } else {
-                eval(otherwise)?
-            }
-        }
-        Expr::Contains(set, item) => {
-            let (set, item) = (set_of(eval(set)?)?, eval(item)?);
-            Val::Bool(set.iter().any(|v| equal(facts, v, &item)))
-        }
-        Expr::ContainsAll(set, other) => {
-            let (set, other) = (set_of(eval(set)?)?, set_of(eval(other)?)?);
-            Val::Bool(other.iter().all(|o| set.iter().any(|v| equal(facts, v, o))))
-        }
-        Expr::ContainsAny(set, other) => {
-            let (set, other) = (set_of(eval(set)?)?, set_of(eval(other)?)?);
-            Val::Bool(other.iter().any(|o| set.iter().any(|v| equal(facts, v, o))))
-        }
-        Expr::IsEmpty(set) => Val::Bool(set_of(eval(set)?)?.is_empty()),
-        Expr::Set(items) => Val::Set(items.iter().map(|item| eval(item)).collect::<Result<Vec<_>, _>>()?),
-    })
 }
 
 fn set_of(value: Val<'_>) -> Result<Vec<Val<'_>>, GiveUp> {
