@@ -83,8 +83,8 @@ struct Compiled {
     /// walks every rule of a set for each request, so one that names another tool or another
     /// kind of principal is left out of the set asked — it could not apply anyway.
     scoped: std::sync::Mutex<HashMap<(String, bool), std::sync::Arc<Scoped>>>,
-    /// The rules [`native`] can evaluate (those in its subset).
-    natives: std::collections::HashSet<PolicyId>,
+    /// Cedar's JSON form of each rule [`native`] can evaluate (those in its subset).
+    natives: HashMap<PolicyId, serde_json::Value>,
 }
 
 /// The rules that can match one tool and kind of caller.
@@ -600,8 +600,11 @@ impl Compiled {
             if !ask {
                 sets.without_asks.add(policy.clone()).expect("ids are unique");
             }
-            let compiled = self.natives.contains(policy.id())
-                && sets.native.as_mut().is_some_and(|rules| rules.add(&policy.id().to_string(), policy, ask));
+            let compiled = self.natives.get(policy.id()).is_some_and(|json| {
+                sets.native
+                    .as_mut()
+                    .is_some_and(|rules| rules.add(&policy.id().to_string(), policy.effect(), json, ask))
+            });
             if !compiled {
                 sets.native = None;
             }
@@ -660,8 +663,8 @@ impl Compiled {
 }
 
 /// The rules of `all` that [`native`] can evaluate.
-fn natives(all: &PolicySet) -> std::collections::HashSet<PolicyId> {
-    all.policies().filter(|policy| native::NativeSet::covers(policy)).map(|policy| policy.id().clone()).collect()
+fn natives(all: &PolicySet) -> HashMap<PolicyId, serde_json::Value> {
+    all.policies().filter_map(|policy| Some((policy.id().clone(), native::NativeSet::json(policy)?))).collect()
 }
 
 /// Whether `policy`'s scope can match a call of `tool` by a principal of type `principal`

@@ -154,19 +154,21 @@ pub enum Record {
 pub struct GiveUp;
 
 impl NativeSet {
-    /// Adds `policy` (with its id, and whether it is an `@ask` forbid); `false` when it uses
-    /// anything outside the subset — the set must then not be used.
-    pub fn add(&mut self, id: &str, policy: &Policy, ask: bool) -> bool {
-        self.compile(id, policy, ask).is_some()
+    /// Adds a rule — its id, effect, Cedar's JSON form of it ([`NativeSet::json`]) and whether
+    /// it is an `@ask` forbid; `false` when it uses anything outside the subset (the set must
+    /// then not be used).
+    pub fn add(&mut self, id: &str, effect: Effect, json: &Json, ask: bool) -> bool {
+        self.compile(id, effect, json, ask).is_some()
     }
 
-    /// Whether `policy` is in the subset.
-    pub fn covers(policy: &Policy) -> bool {
-        NativeSet::default().add("", policy, false)
-    }
-
-    fn compile(&mut self, id: &str, policy: &Policy, ask: bool) -> Option<()> {
+    /// Cedar's JSON form of `policy` when it is in the subset (what [`NativeSet::add`] compiles
+    /// from: made once per rule, as a set loads).
+    pub fn json(policy: &Policy) -> Option<Json> {
         let json = policy.to_json().ok()?;
+        NativeSet::default().add("", policy.effect(), &json, false).then_some(json)
+    }
+
+    fn compile(&mut self, id: &str, effect: Effect, json: &Json, ask: bool) -> Option<()> {
         let mut conditions = Vec::new();
         for condition in json.get("conditions")?.as_array()? {
             let when = match condition.get("kind")?.as_str()? {
@@ -181,7 +183,7 @@ impl NativeSet {
         let start = self.conditions.len() as u32;
         self.conditions.extend(conditions);
         self.rules.push(Rule {
-            forbid: policy.effect() == Effect::Forbid,
+            forbid: effect == Effect::Forbid,
             ask,
             principal,
             action,
