@@ -373,4 +373,26 @@ fn a_launched_agents_own_requests_are_decided_by_the_same_rules() {
     let proxied = of("connector.proxy.proxied");
     assert_eq!(proxied.len(), 4, "{proxied:#?}");
     assert!(proxied.iter().all(|r| r["payload"]["aileron.policy.hash"] == hash), "{proxied:#?}");
+
+    // Replay over the agent's requests: a rule added now would have refused the listing; the
+    // merges replay as they went (two allowed, the third refused by the limit).
+    std::fs::write(
+        policy.join("zz-no-listing.cedar"),
+        "@id(\"no-listing-now\")\nforbid(principal, action == Aileron::Action::\"http_request\", resource == \
+         Aileron::Tool::\"list_issues\");\n",
+    )
+    .unwrap();
+    let replayed = rig.run(&["policy", "replay"], &[]);
+    assert!(replayed.status.success(), "{}", text(&replayed));
+    let (stdout, stderr) = (String::from_utf8_lossy(&replayed.stdout), String::from_utf8_lossy(&replayed.stderr));
+    let changed: Vec<&str> = stdout.lines().collect();
+    assert_eq!(changed.len(), 1, "{stdout}\n{stderr}");
+    assert!(
+        changed[0].contains("list_issues") && changed[0].contains("was allow, now forbid by no-listing-now"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("6 run(s) replayed"),
+        "the three merges, the deletion, the issue and the listing: {stderr}"
+    );
 }

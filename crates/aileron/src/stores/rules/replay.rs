@@ -1,6 +1,6 @@
 //! `aileron policy replay` (SPEC §16): the rules as they are now, evaluated over the runs the
-//! audit log holds, oldest first, with the counters rebuilt as the replay goes — what would have
-//! been decided differently.
+//! audit log holds — and a launched agent's requests matched to an operation — oldest first, with
+//! the counters rebuilt as the replay goes: what would have been decided differently.
 //!
 //! A run record keeps its arguments' names, never their values (SPEC §10), so a rule that reads
 //! `context.args` cannot be replayed: it is left out, and named, rather than evaluated over
@@ -55,11 +55,11 @@ pub fn replay(
     let (rules, skipped) = rules.without_argument_rules();
     let mut runs: Vec<&AuditRecord> = records
         .iter()
-        .filter(|record| {
-            matches!(
-                EventType::parse(&record.event_type),
-                Some(EventType::ActionExecuted | EventType::ExecutionFailed | EventType::PolicyDenied)
-            )
+        .filter(|record| match EventType::parse(&record.event_type) {
+            Some(EventType::ActionExecuted | EventType::ExecutionFailed | EventType::PolicyDenied) => true,
+            // A launched agent's own request matched to an operation (SPEC §15): decided too.
+            Some(EventType::ConnectorProxyProxied) => record.payload.contains_key(keys::CONNECTOR_OPERATION),
+            _ => false,
         })
         .collect();
     runs.sort_by_key(|record| record.seq);
@@ -67,7 +67,11 @@ pub fn replay(
     let no_args = Map::new();
     let mut replayed = Replayed { skipped, ..Replayed::default() };
     for record in runs {
-        let Some(action) = record.payload.get(keys::ACTION_NAME).and_then(|v| v.as_str()) else { continue };
+        let text = |key: &str| record.payload.get(key).and_then(|v| v.as_str());
+        let proxied = EventType::parse(&record.event_type) == Some(EventType::ConnectorProxyProxied);
+        let verb = if proxied || text(keys::POLICY_ACTION) == Some("http_request") { "http_request" } else { "run" };
+        let tool = if proxied { text(keys::CONNECTOR_OPERATION) } else { text(keys::ACTION_NAME) };
+        let Some(action) = tool else { continue };
         let Ok(at) = DateTime::parse_from_rfc3339(&record.timestamp) else { continue };
         let at = at.with_timezone(&Utc);
         let approved = record.payload.contains_key(keys::APPROVAL_ID);
@@ -75,7 +79,11 @@ pub fn replay(
         let subject = Subject::of(&record.actor, record.session_id.as_deref(), approved, true, |session| {
             agents.get(session).cloned().unwrap_or_default()
         });
-        let (connector, approval_required) = actions.get(action).cloned().unwrap_or_default();
+        let (connector, approval_required) = match verb {
+            // A request's connector is on its record; whether it was held is whether it waited.
+            "http_request" => (text(keys::CONNECTOR_FQN).unwrap_or_default().to_string(), approved),
+            _ => actions.get(action).cloned().unwrap_or_default(),
+        };
         let was =
             if EventType::parse(&record.event_type) == Some(EventType::PolicyDenied) { "forbid" } else { "allow" };
         let admitted = counters.admit(
@@ -86,7 +94,7 @@ pub fn replay(
                 rules
                     .decide(&Call {
                         subject: &subject,
-                        verb: "run",
+                        verb,
                         tool: action,
                         connector: &connector,
                         approval_required,

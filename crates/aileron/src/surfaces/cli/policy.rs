@@ -123,7 +123,12 @@ fn replay(
         ));
     };
     let mut records = Vec::new();
-    for event_type in [EventType::ActionExecuted, EventType::ExecutionFailed, EventType::PolicyDenied] {
+    for event_type in [
+        EventType::ActionExecuted,
+        EventType::ExecutionFailed,
+        EventType::PolicyDenied,
+        EventType::ConnectorProxyProxied,
+    ] {
         let filter = crate::stores::audit_log::AuditFilter {
             since: since.clone(),
             event_type: Some(event_type.as_str().to_string()),
