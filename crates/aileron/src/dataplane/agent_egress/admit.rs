@@ -12,7 +12,7 @@ use aileron_core::vocabulary::EventType;
 use aileron_core::vocabulary::records::ProxiedRequest;
 use axum::body::Body;
 use hyper::{Response, StatusCode};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::EgressSession;
 use super::sealed::SealedConnector;
@@ -78,9 +78,8 @@ pub async fn admit(
             let audit_id = append(session, EventType::PolicyDenied, described(denied)).await?;
             let retry_after = failure.details.get("retry_after_seconds").and_then(Value::as_i64);
             let failure = failure.with_audit_id(audit_id);
-            // `message` at the top as well, where GitHub-style APIs put theirs: `gh` and Octokit print it.
-            let body = json!({ "message": failure.message.clone(), "error": failure });
-            let mut response = super::answer(Ok(()), StatusCode::FORBIDDEN, body);
+            let error = serde_json::to_value(&failure).expect("a failure serializes");
+            let mut response = super::answer(Ok(()), StatusCode::FORBIDDEN, super::envelope(error));
             if let Some(seconds) = retry_after {
                 response.headers_mut().insert(hyper::header::RETRY_AFTER, seconds.into());
             }

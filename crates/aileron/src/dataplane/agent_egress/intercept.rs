@@ -28,7 +28,7 @@ use serde_json::{Map, Value, json};
 
 use super::admit::{Admitted, admit};
 use super::sealed::{Decision, RedactedBody, Redactor, SealedInjection, sign_aws};
-use super::{HeldRequest, HoldOutcome, answer, plain};
+use super::{HeldRequest, HoldOutcome, answer, envelope, plain};
 use crate::dataplane::egress::REDACTED;
 use crate::stores::bindings::Injection;
 
@@ -537,8 +537,7 @@ async fn reject(
     let mut payload = record.into_payload();
     payload.extend(extra);
     let recorded = session.append_payload(EventType::ConnectorProxyRejected, payload).await.map(|_| ());
-    // `message` at the top as well, where GitHub-style APIs put theirs: `gh` and Octokit print it.
-    answer(recorded, status, json!({ "message": error["message"].clone(), "error": error }))
+    answer(recorded, status, envelope(error))
 }
 
 /// Answers every request of a tunnel whose upstream cannot be reached safely with 502.

@@ -502,6 +502,12 @@ fn shown_destination(target: &str) -> String {
     }
 }
 
+/// SPEC §9's envelope `{"error": error}` of a refusal inside a tunnel, with the error's `message`
+/// at the top as well, where GitHub-style APIs put theirs: `gh` and Octokit print it.
+fn envelope(error: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({ "message": error["message"].clone(), "error": error })
+}
+
 /// `body` as JSON with `status`, once its record is written.
 fn answer(
     recorded: Result<(), ()>,

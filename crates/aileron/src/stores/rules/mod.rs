@@ -338,9 +338,10 @@ impl RuleSet {
                 if is_shadow { shadow.push(entry) } else { enforced.push(entry) }
             }
         }
-        let counts_runs = enforced.iter().chain(&shadow).any(|(policy, ..)| {
-            ["runs_last_hour", "runs_last_day", "session_runs"].iter().any(|counter| reads(policy, counter))
-        });
+        let counts_runs = enforced
+            .iter()
+            .chain(&shadow)
+            .any(|(policy, ..)| reads(policy, &["runs_last_hour", "runs_last_day", "session_runs"]));
         Ok(RuleSet {
             hash: format!("sha256:{}", hex::encode(hash.finalize())),
             files: sources
@@ -376,7 +377,7 @@ impl RuleSet {
                 if id == IMPLICIT_PERMIT {
                     continue;
                 }
-                if reads(policy, "args") {
+                if reads(policy, &["args"]) {
                     skipped.push(id);
                     continue;
                 }
@@ -397,22 +398,23 @@ impl RuleSet {
     }
 }
 
-/// Whether `policy` reads `context.<name>` anywhere (`context.name`, `context has name`): looked
-/// for in Cedar's JSON form of the rule, where a comment is gone, a string literal cannot pass
-/// for an attribute and `context.args.name` is another thing.
-fn reads(policy: &Policy, name: &str) -> bool {
-    fn walk(json: &Value, name: &str) -> bool {
+/// Whether `policy` reads `context.<name>` for any of `names` (`context.name`, `context has
+/// name`): looked for in Cedar's JSON form of the rule (made once), where a comment is gone, a
+/// string literal cannot pass for an attribute and `context.args.name` is another thing.
+fn reads(policy: &Policy, names: &[&str]) -> bool {
+    fn walk(json: &Value, names: &[&str]) -> bool {
         match json {
             Value::Object(object) => {
                 let on_context = object.get("left").and_then(|left| left.get("Var")).is_some_and(|v| v == "context");
-                (on_context && object.get("attr").is_some_and(|attr| attr == name))
-                    || object.values().any(|value| walk(value, name))
+                let attr = object.get("attr").and_then(Value::as_str);
+                (on_context && attr.is_some_and(|attr| names.contains(&attr)))
+                    || object.values().any(|value| walk(value, names))
             }
-            Value::Array(items) => items.iter().any(|item| walk(item, name)),
+            Value::Array(items) => items.iter().any(|item| walk(item, names)),
             _ => false,
         }
     }
-    policy.to_json().is_ok_and(|json| walk(&json, name))
+    policy.to_json().is_ok_and(|json| walk(&json, names))
 }
 
 /// The policy files in `dir`, in name order; none when it does not exist.

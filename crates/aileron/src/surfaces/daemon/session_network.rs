@@ -87,7 +87,8 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
         Ok::<_, std::io::Error>(stream)
     })
     .await;
-    let (Ok(Ok(stream)), Ok(Attached { handover, ca, policy, api, proxy, forwards })) = (answered, checked) else {
+    let (Ok(Ok(stream)), Ok(Attached { handover, agent, ca, policy, api, proxy, forwards })) = (answered, checked)
+    else {
         return;
     };
     let Ok(mut control) = UnixStream::from_std(stream) else { return };
@@ -109,11 +110,7 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
     .await
     .unwrap_or_else(|_| crate::dataplane::agent_egress::Credentialing::none());
     // The agent's own requests are decided by the user's rules as its runs are (SPEC §16).
-    let subject = Subject::Agent {
-        agent: state.services.sessions.get(&handover.session_id).map(|session| session.agent).unwrap_or_default(),
-        session_id: handover.session_id.clone(),
-        contained: true,
-    };
+    let subject = Subject::Agent { agent, session_id: handover.session_id.clone(), contained: true };
     let rules = SessionRules { rules: state.services.rules.clone(), subject };
     let egress = Arc::new(
         EgressSession::new(
@@ -159,6 +156,8 @@ async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
 /// A hand-over the daemon serves: the session, its CA and policy, its listeners.
 struct Attached {
     handover: Handover,
+    /// The session's agent, as the session registry names it.
+    agent: String,
     ca: SessionCa,
     policy: AgentEgressPolicy,
     api: tokio::net::TcpListener,
@@ -202,7 +201,7 @@ fn check(state: &AppState, message: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Re
     }
     let ca = SessionCa::new(&handover.session_id).map_err(|e| format!("making the session's CA: {e}"))?;
     let policy = egress_policy(&state.services.home)?;
-    Ok(Attached { handover, ca, policy, api, proxy, forwards })
+    Ok(Attached { handover, agent: session.agent, ca, policy, api, proxy, forwards })
 }
 
 /// `$AILERON_HOME/egress.toml`, read for each session (a change applies to the next launch); no
