@@ -186,31 +186,42 @@ impl BenchDaemon {
     ) -> anyhow::Result<(super::figures::Distribution, super::figures::Distribution)> {
         let (mut timed, mut overheads) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
         for sample in 0..runs + warmup {
-            let body = json!({ "args": { "text": format!("run {sample}") } });
-            let at = Instant::now();
-            let response = client
-                .post(self.url("/v1/actions/echo/run"))
-                .bearer_auth(&self.token)
-                .json(&body)
-                .send()
-                .await
-                .context("running echo")?;
-            let status = response.status();
-            let overhead = response
-                .headers()
-                .get("x-aileron-overhead-us")
-                .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-                .context("a run answer without x-aileron-overhead-us")?;
-            let bytes = response.bytes().await.context("reading a run answer")?;
-            if status != StatusCode::OK {
-                bail!("a run of echo answered {status}: {}", String::from_utf8_lossy(&bytes));
-            }
+            let (wall, overhead) = self.echo_run(client, sample).await?;
             if sample >= warmup {
-                timed.push(at.elapsed());
-                overheads.push(Duration::from_micros(overhead));
+                timed.push(wall);
+                overheads.push(overhead);
             }
         }
         Ok((super::figures::Distribution::new(timed), super::figures::Distribution::new(overheads)))
+    }
+
+    /// One run of the `echo` action (its text naming `sample`): the caller's time and what the
+    /// answer's `x-aileron-overhead-us` said.
+    pub(super) async fn echo_run(
+        &self,
+        client: &reqwest::Client,
+        sample: usize,
+    ) -> anyhow::Result<(Duration, Duration)> {
+        let body = json!({ "args": { "text": format!("run {sample}") } });
+        let at = Instant::now();
+        let response = client
+            .post(self.url("/v1/actions/echo/run"))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .context("running echo")?;
+        let status = response.status();
+        let overhead = response
+            .headers()
+            .get("x-aileron-overhead-us")
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+            .context("a run answer without x-aileron-overhead-us")?;
+        let bytes = response.bytes().await.context("reading a run answer")?;
+        if status != StatusCode::OK {
+            bail!("a run of echo answered {status}: {}", String::from_utf8_lossy(&bytes));
+        }
+        Ok((at.elapsed(), Duration::from_micros(overhead)))
     }
 
     pub(super) fn audit_counts(&self) -> AuditCounts {

@@ -14,15 +14,15 @@ use aileron::stores::rules::{Call, RuleSet, Subject, Verdict};
 use serde_json::json;
 
 use super::daemon::{BenchDaemon, http_client};
-use super::figures::{Distribution, distribution_rows, format_duration, format_ratio, ratio};
+use super::figures::{Distribution, added_micros, distribution_rows, format_duration, format_ratio, ratio};
 use super::report::SummaryRow;
 
 const RULES: usize = 100;
 const WINDOW_RUNS: usize = 10_000;
 const DECISIONS: usize = 5_000;
-const RUNS: usize = 1_000;
-/// The run phases (none, uncounted, counting) are interleaved in this many rounds.
-const ROUNDS: usize = 10;
+/// Runs of each kind (no policy files, rules none counting, counting rules), after [`WARMUP`].
+const RUNS: usize = 5_000;
+const WARMUP: usize = 200;
 const DECISION_GOAL: Duration = Duration::from_micros(50);
 const REPLAYED: usize = 100_000;
 const REPLAY_GOAL: Duration = Duration::from_secs(2);
@@ -44,6 +44,13 @@ pub(super) struct PolicyFigures {
     overhead_without: Distribution,
     overhead_uncounted: Distribution,
     overhead_with: Distribution,
+    /// How far the two daemons without policy files were apart (p99, p50): the measure's noise.
+    overhead_noise: (Duration, Duration),
+    /// The decision right after a run, on that daemon's live rules (caches as a run left them).
+    decision_between: Distribution,
+    /// Its floor: the in-process decision (the bench's own copy of the rules and counters) timed
+    /// at the same moment after a run on a daemon without policy files.
+    between_floor: Distribution,
 }
 
 /// 100 rules of the kinds users write, none of which refuses the measured call: argument
@@ -128,43 +135,93 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     let replay = at.elapsed();
     anyhow::ensure!(replayed.runs == REPLAYED, "{} runs replayed", replayed.runs);
 
-    // Runs on the same daemon: without rules, with the rules none counting, with counting rules
-    // (each reloaded as a change of the files would be), interleaved in rounds and each kind's
-    // slices pooled — a daemon that drifts over the run moves every kind alike.
-    let dir = home.root().join("policy");
-    std::fs::create_dir_all(&dir)?;
-    let mut phases: [Vec<Duration>; 3] = Default::default();
-    let mut overheads: [Vec<Duration>; 3] = Default::default();
-    let texts = [None, Some(rules(false)), Some(rules(true))];
-    for round in 0..ROUNDS {
-        // Each round starts with another kind: the audit tree's checkpoints (one per 1,000
-        // records, at least a second apart, a few synced files each) fall on every kind alike.
-        for phase in (0..3).map(|k| (k + round) % 3) {
-            let rules_text = &texts[phase];
-            match &rules_text {
-                Some(text) => std::fs::write(dir.join("bench.cedar"), text)?,
-                None => {
-                    let _ = std::fs::remove_file(dir.join("bench.cedar"));
-                }
+    // Runs on four daemons alive together in this process: two with no policy files (the
+    // baseline, pooled, and their difference the noise of the measure), one with the rules none
+    // counting, one with counting rules; one run of each in turn, the order rotating — what the
+    // VM does meanwhile (another process, a slow fsync, the audit tree's checkpoints) falls on
+    // every kind alike, and each kind's rules stay loaded as a user's do.
+    let texts = [None, None, Some(rules(false)), Some(rules(true))];
+    let mut daemons = vec![daemon];
+    for kind in 1..texts.len() {
+        let home = Home::at(scratch.join("policy").join(format!("home-{kind}")))?;
+        let (other, _) = BenchDaemon::start(&home)?;
+        other.add_echo_action(&client, &scratch.join("policy").join(format!("echo-package-{kind}"))).await?;
+        daemons.push(other);
+    }
+    for ((kind, daemon), text) in daemons.iter().enumerate().zip(&texts) {
+        let services = &daemon.state.services;
+        if let Some(text) = text {
+            let dir = services.home.root().join("policy");
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("bench.cedar"), text)?;
+        }
+        let reloaded = aileron::workflows::policy::reload(services).await;
+        anyhow::ensure!(
+            matches!(
+                reloaded,
+                aileron::stores::rules::Reloaded::Loaded { .. } | aileron::stores::rules::Reloaded::Unchanged
+            ),
+            "the rules load: {reloaded:?}"
+        );
+        anyhow::ensure!(services.rules.current().is_empty() == text.is_none(), "kind {kind}'s rules");
+        anyhow::ensure!(services.rules.current().counts_runs == (kind == 3), "kind {kind} counts runs");
+    }
+    let mut walls: [Vec<Duration>; 4] = Default::default();
+    let mut overheads: [Vec<Duration>; 4] = Default::default();
+    // And the decision as a run meets it: right after each run on the daemon with the rules
+    // none counting, the same call judged once more by that daemon's live rules and counters —
+    // its caches as a run left them, not warm from a loop of decisions.
+    let mut between = Vec::with_capacity(RUNS);
+    // Its floor: the same work on the bench's own copy of the rules and counters, timed right
+    // after each run on a daemon without policy files — what the moment after a run adds to any
+    // decision (the process's other threads are tearing a run down: memory maps change, and a
+    // thread that allocates then can stall ~150 µs, wherever it is).
+    let mut floor = Vec::with_capacity(RUNS);
+    let live = &daemons[2].state.services.rules;
+    for sample in 0..WARMUP + RUNS {
+        for kind in (0..4).map(|k| (k + sample) % 4) {
+            let (wall, overhead) = daemons[kind].echo_run(&client, sample).await?;
+            if sample >= WARMUP {
+                walls[kind].push(wall);
+                overheads[kind].push(overhead);
             }
-            let reloaded = aileron::workflows::policy::reload(services).await;
-            anyhow::ensure!(
-                matches!(
-                    reloaded,
-                    aileron::stores::rules::Reloaded::Loaded { .. } | aileron::stores::rules::Reloaded::Unchanged
-                ),
-                "the rules load: {reloaded:?}"
-            );
-            anyhow::ensure!(services.rules.current().is_empty() == rules_text.is_none(), "phase {phase}'s rules");
-            anyhow::ensure!(services.rules.current().counts_runs == (phase == 2), "phase {phase} counts runs");
-            let (wall, overhead) = daemon.echo_runs_with_overhead(&client, RUNS / ROUNDS, 10).await?;
-            phases[phase].extend(wall.sorted);
-            overheads[phase].extend(overhead.sorted);
+            if kind == 0 && sample >= WARMUP {
+                floor.push(decide_once(&set, &counters, &subject, &args)?);
+            }
+            if kind == 2 && sample >= WARMUP {
+                let args = json!({ "text": format!("run {sample}") }).as_object().cloned().unwrap_or_default();
+                let at = Instant::now();
+                let call = Call {
+                    subject: &subject,
+                    verb: "run",
+                    tool: "echo",
+                    connector: "github://aileron-bench/echo",
+                    approval_required: false,
+                    args: &args,
+                    now: chrono::Utc::now(),
+                    counts: Default::default(),
+                };
+                let judged = live.judge(&call, false);
+                between.push(at.elapsed());
+                let passed = judged.is_some_and(|judged| {
+                    matches!(judged.outcome, aileron::stores::rules::admission::Judged::Pass { .. })
+                });
+                anyhow::ensure!(passed, "the call judged between runs passes");
+            }
         }
     }
-    let [runs_without, runs_uncounted, runs_with] = phases.map(Distribution::new);
-    let [overhead_without, overhead_uncounted, overhead_with] = overheads.map(Distribution::new);
-    daemon.stop().await?;
+    let decision_between = Distribution::new(between);
+    let between_floor = Distribution::new(floor);
+    let [without, control, uncounted, with] = walls;
+    let (runs_without, runs_uncounted, runs_with) =
+        (Distribution::new([without, control].concat()), Distribution::new(uncounted), Distribution::new(with));
+    let [without, control, uncounted, with] = overheads.map(Distribution::new);
+    let overhead_without = Distribution::new([without.sorted.clone(), control.sorted.clone()].concat());
+    let overhead_noise = (without.p99().abs_diff(control.p99()), without.p50().abs_diff(control.p50()));
+    let (overhead_uncounted, overhead_with) = (uncounted, with);
+    for daemon in daemons {
+        daemon.stop().await?;
+    }
     std::fs::remove_dir_all(scratch.join("policy"))?;
     Ok(PolicyFigures {
         decision,
@@ -177,6 +234,9 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
         overhead_without,
         overhead_uncounted,
         overhead_with,
+        overhead_noise,
+        decision_between,
+        between_floor,
     })
 }
 
@@ -189,30 +249,41 @@ fn decisions(
 ) -> anyhow::Result<Distribution> {
     let mut decision = Vec::with_capacity(DECISIONS + 200);
     for _ in 0..DECISIONS + 200 {
-        let at = Instant::now();
-        let now = chrono::Utc::now();
-        let admitted = counters.admit(
-            &subject.key(),
-            "echo",
-            now,
-            |counts| {
-                set.decide(&Call {
-                    subject,
-                    verb: "run",
-                    tool: "echo",
-                    connector: "github://aileron-bench/echo",
-                    approval_required: false,
-                    args,
-                    now,
-                    counts,
-                })
-            },
-            |decided| decided.enforced == Verdict::Allow,
-        );
-        decision.push(at.elapsed());
-        anyhow::ensure!(admitted.counted, "the measured call is allowed: {:?}", admitted.decided);
+        decision.push(decide_once(set, counters, subject, args)?);
     }
     Ok(Distribution::new(decision.split_off(200)))
+}
+
+/// One admission of the echo call against `set` (decide and count), timed.
+fn decide_once(
+    set: &RuleSet,
+    counters: &Counters,
+    subject: &Subject,
+    args: &serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<Duration> {
+    let at = Instant::now();
+    let now = chrono::Utc::now();
+    let admitted = counters.admit(
+        &subject.key(),
+        "echo",
+        now,
+        |counts| {
+            set.decide(&Call {
+                subject,
+                verb: "run",
+                tool: "echo",
+                connector: "github://aileron-bench/echo",
+                approval_required: false,
+                args,
+                now,
+                counts,
+            })
+        },
+        |decided| decided.enforced == Verdict::Allow,
+    );
+    let took = at.elapsed();
+    anyhow::ensure!(admitted.counted, "the measured call is allowed: {:?}", admitted.decided);
+    Ok(took)
 }
 
 /// [`rules`]'s kinds over 20 tools: rule `i` names tool `i % 25` when that is below 20 (tool 0
@@ -253,6 +324,21 @@ impl PolicyFigures {
                 met: Some(self.decision.p99() <= DECISION_GOAL),
             },
             SummaryRow {
+                figure: format!("(n) policy decision between runs (caches as a run leaves them), {RULES} rules, p99"),
+                measured: format!(
+                    "{} (p50 {})",
+                    format_duration(self.decision_between.p99()),
+                    format_duration(self.decision_between.p50())
+                ),
+                baseline: format!(
+                    "{} p99 of the in-process decision at the same moment, no policy files",
+                    format_duration(self.between_floor.p99())
+                ),
+                ratio: format!("{:+.0} µs", added_micros(self.decision_between.p99(), self.between_floor.p99())),
+                goal: "(where a decision's tail comes from)",
+                met: None,
+            },
+            SummaryRow {
                 figure: format!("(n) policy decision, {RULES} rules over 20 tools (24 can apply), p99"),
                 measured: format_duration(self.decision_spread.p99()),
                 baseline: format!("{} run p50 without policy", format_duration(self.runs_without.p50())),
@@ -263,13 +349,15 @@ impl PolicyFigures {
             SummaryRow {
                 figure: format!("(n) daemon's own time per run with {RULES} rules (none counting), p99 added"),
                 measured: format!(
-                    "+{} (p50 +{})",
-                    format_duration(self.overhead_uncounted.p99().saturating_sub(self.overhead_without.p99())),
-                    format_duration(self.overhead_uncounted.p50().saturating_sub(self.overhead_without.p50()))
+                    "{:+.0} µs (p50 {:+.0} µs)",
+                    added_micros(self.overhead_uncounted.p99(), self.overhead_without.p99()),
+                    added_micros(self.overhead_uncounted.p50(), self.overhead_without.p50())
                 ),
                 baseline: format!(
-                    "{} p99 without policy files (`x-aileron-overhead-us`)",
-                    format_duration(self.overhead_without.p99())
+                    "{} p99 without policy files (`x-aileron-overhead-us`; two such daemons {} apart at p99, {} at p50)",
+                    format_duration(self.overhead_without.p99()),
+                    format_duration(self.overhead_noise.0),
+                    format_duration(self.overhead_noise.1),
                 ),
                 ratio: format_ratio(ratio(self.overhead_uncounted.p99(), self.overhead_without.p99())),
                 goal: "≤ 50 µs added to a run",
@@ -311,12 +399,12 @@ impl PolicyFigures {
              admissions of its caller in the counters' window — the decision and the count under the lock, what \
              `run_action` adds; and the same against 100 rules spread as a policy for many tools reads (80 name one of \
              20 tools, echo among them; 20 name none: 24 can apply — only those are evaluated; all of these rules \
-             are in the subset evaluated directly, not by Cedar's interpreter). Over loopback HTTP on one daemon: \
-             {RUNS} runs of the echo action with no policy files, {RUNS} with {RULES} rules none of which reads a \
-             counter, {RUNS} with the {RULES} rules above — in {ROUNDS} rounds of a slice of each kind, each round \
-             starting with another kind (the audit tree's checkpoints fall on every kind alike), each reloaded as a \
-             change of the files would be, each kind's slices pooled; each run's `x-aileron-overhead-us` (the \
-             daemon's own time) is kept beside its wall time. Rules that read a counter make \
+             are in the subset evaluated directly, not by Cedar's interpreter). Over loopback HTTP on four daemons \
+             alive together in this process, two with no policy files (pooled as the baseline; how far apart they \
+             are is the measure's noise), one with {RULES} rules none of which reads a counter, one with the {RULES} \
+             rules above: one run of the echo action on each in turn, the order rotating, {WARMUP} of each untimed, \
+             then {RUNS} of each — what the machine does meanwhile falls on every kind alike; each run's \
+             `x-aileron-overhead-us` (the daemon's own time) is kept beside its wall time. Rules that read a counter make \
              each admission durable (`policy.admitted`, fsynced) before the run starts.\n"
         );
         let _ = writeln!(text, "| | n | p50 | p99 | mean | min | max |\n|---|---:|---:|---:|---:|---:|---:|");
@@ -325,10 +413,15 @@ impl PolicyFigures {
             &[
                 ("decision (in process), all 100 rules can apply", &self.decision),
                 ("decision (in process), 100 rules over 20 tools", &self.decision_spread),
-                ("run, no policy files", &self.runs_without),
+                ("decision right after a run, on that daemon's live rules", &self.decision_between),
+                ("the in-process decision at the same moment after a run, no policy files", &self.between_floor),
+                ("run, no policy files (two daemons pooled)", &self.runs_without),
                 ("run, 100 rules, none counting", &self.runs_uncounted),
                 ("run, 100 rules, counting (durable admission)", &self.runs_with),
-                ("daemon's own time (x-aileron-overhead-us), no policy files", &self.overhead_without),
+                (
+                    "daemon's own time (x-aileron-overhead-us), no policy files (two daemons pooled)",
+                    &self.overhead_without,
+                ),
                 ("daemon's own time, 100 rules, none counting", &self.overhead_uncounted),
                 ("daemon's own time, 100 rules, counting", &self.overhead_with),
             ],
