@@ -11,7 +11,9 @@
 //! - the daemon's resident memory (`VmRSS`), the memory in its memfds (compiled modules and memory
 //!   images, counted in `VmRSS` only where touched) and address-space reservation (`VmSize`): idle, with
 //!   10,000 actions, with 100 connectors installed (each compiled at install), and the peak under
-//!   16 clients running an action back to back.
+//!   16 clients running an action back to back;
+//! - a daemon's start with 50 connectors and 1,000 actions installed, from `aileron daemon` spawned
+//!   to its first run answered, against the same with one action of one connector (issue 49).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -23,7 +25,7 @@ use serde_json::json;
 use super::figures::{
     Distribution, distribution_rows, format_bytes, format_count, format_duration, format_ratio, ratio,
 };
-use super::mcp::{McpProcess, install_echo};
+use super::mcp::{McpProcess, builtin_tools, install_echo};
 use super::report::SummaryRow;
 use aileron::platform::home::Home;
 use aileron::surfaces::client::DaemonClient;
@@ -40,6 +42,11 @@ const ECHO_WASM: &[u8] = include_bytes!(concat!(env!("AILERON_GUESTS_DIR"), "/ec
 const LIST_1000_GOAL: Duration = Duration::from_millis(5);
 const TOOLS_LIST_GOAL: Duration = Duration::from_millis(20);
 const LIST_CHANGED_GOAL: Duration = Duration::from_secs(1);
+/// The installed sizes a start is timed at, how many starts of each, and the goal.
+const START_CONNECTORS: usize = 50;
+const START_ACTIONS: usize = 1_000;
+const STARTS: usize = 5;
+const START_GOAL: Duration = Duration::from_millis(300);
 
 /// `VmRSS` and `VmSize` of a process, and the size of the memfds it holds, in bytes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -87,6 +94,10 @@ pub(super) struct CatalogFigures {
     with_connectors: Memory,
     under_load_peak: Memory,
     load_runs: u64,
+    /// From `aileron daemon` spawned to its first run answered: with [`START_CONNECTORS`]
+    /// connectors and [`START_ACTIONS`] actions, and with one action of one connector.
+    start_full: Distribution,
+    start_floor: Distribution,
 }
 
 pub(super) async fn run(scratch: &Path) -> anyhow::Result<CatalogFigures> {
@@ -94,13 +105,66 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<CatalogFigures> {
     if !mcp_binary.exists() {
         bail!("{} is missing: `cargo xtask bench` builds it in release beside aileron-bench", mcp_binary.display());
     }
+    let (start_full, start_floor) = starts(scratch).await?;
     let home = Home::at(scratch.join("catalog-home")).context("creating the benchmark home")?;
     let info = aileron::surfaces::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
     let result = measure(&home, &info.url, info.token.expose(), info.pid, &mcp_binary).await;
     aileron::surfaces::client::stop_daemon(&home, Duration::from_secs(20))
         .await
         .context("stopping the benchmark daemon")?;
-    result
+    Ok(CatalogFigures { start_full, start_floor, ..result? })
+}
+
+/// [`STARTS`] starts of a daemon on a home with [`START_CONNECTORS`] connectors and
+/// [`START_ACTIONS`] actions, alternating with starts on a home with one action of one connector:
+/// each from `aileron daemon` spawned (the product's own auto-start) to the first run of an
+/// action answered, the daemon stopped after.
+async fn starts(scratch: &Path) -> anyhow::Result<(Distribution, Distribution)> {
+    let full = Home::at(scratch.join("start-full"))?;
+    let floor = Home::at(scratch.join("start-floor"))?;
+    for (home, actions, connectors) in [(&full, START_ACTIONS, START_CONNECTORS - 1), (&floor, 1, 0)] {
+        let info = aileron::surfaces::client::start_daemon(home).await.context("starting a daemon to install into")?;
+        let client = DaemonClient::at(&info.url, info.token.clone())?;
+        eprintln!("    installing {actions} actions and {} connectors", connectors + 1);
+        install_echo(&client, home, actions).await?;
+        install_connectors(&client, home, connectors).await?;
+        aileron::surfaces::client::stop_daemon(home, Duration::from_secs(20)).await?;
+    }
+    let (mut timed_full, mut timed_floor) = (Vec::new(), Vec::new());
+    for _ in 0..STARTS {
+        for (home, timed) in [(&full, &mut timed_full), (&floor, &mut timed_floor)] {
+            let started = Instant::now();
+            let info = aileron::surfaces::client::start_daemon(home).await.context("starting a daemon")?;
+            let client = DaemonClient::at(&info.url, info.token.clone())?;
+            let ran = client.post("/v1/actions/echo-0000/run", &json!({ "args": { "text": "first" } })).await?;
+            timed.push(started.elapsed());
+            if ran["result"]["action"] != "echo-0000" {
+                bail!("the first run after a start answered {ran}");
+            }
+            aileron::surfaces::client::stop_daemon(home, Duration::from_secs(20)).await?;
+        }
+    }
+    Ok((Distribution::new(timed_full), Distribution::new(timed_floor)))
+}
+
+/// `count` connectors (`echo-000`, …), each installed and compiled as `aileron connector install` does.
+async fn install_connectors(client: &DaemonClient, home: &Home, count: usize) -> anyhow::Result<()> {
+    for index in 0..count {
+        let package = home.root().join(format!("connector-{index:03}"));
+        std::fs::create_dir_all(&package)?;
+        std::fs::write(package.join("connector.wasm"), ECHO_WASM)?;
+        let fqn = format!("github://aileron-bench/echo-{index:03}");
+        std::fs::write(package.join("manifest.toml"), format!("[connector]\nname = \"{fqn}\"\nversion = \"1.0.0\"\n"))?;
+        let reference = format!("{fqn}@1.0.0");
+        let preview =
+            client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
+        let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
+        let installed = client.post("/v1/connectors/install", &body).await?;
+        if installed["compiled"]["ok"] != true {
+            bail!("installing {reference} did not compile it: {installed}");
+        }
+    }
+    Ok(())
 }
 
 /// One GET timed to the answer's last byte; returns the time and the body's size.
@@ -150,8 +214,11 @@ async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Pat
         }
         (large_bytes, tools_listed) = (bytes, tools);
     }
-    if tools_listed != LARGE_CATALOG + 2 {
-        bail!("tools/list listed {tools_listed} tools, expected {LARGE_CATALOG} actions + 2 built-ins");
+    if tools_listed != LARGE_CATALOG + builtin_tools() {
+        bail!(
+            "tools/list listed {tools_listed} tools, expected {LARGE_CATALOG} actions + {} built-ins",
+            builtin_tools()
+        );
     }
 
     eprintln!("    list_changed at {LARGE_CATALOG} actions");
@@ -163,8 +230,8 @@ async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Pat
         let arrived = mcp.wait_for_notification("notifications/tools/list_changed")?;
         let (_, tools, _) = mcp.list_tools()?;
         let answered = Instant::now();
-        if tools != count + 2 {
-            bail!("after the change tools/list listed {tools} tools, expected {}", count + 2);
+        if tools != count + builtin_tools() {
+            bail!("after the change tools/list listed {tools} tools, expected {}", count + builtin_tools());
         }
         notified.push(arrived.saturating_duration_since(started));
         relisted.push(answered - started);
@@ -172,21 +239,7 @@ async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Pat
     drop(mcp);
 
     eprintln!("    installing {CONNECTORS} connectors");
-    for index in 0..CONNECTORS {
-        let package = home.root().join(format!("connector-{index:03}"));
-        std::fs::create_dir_all(&package)?;
-        std::fs::write(package.join("connector.wasm"), ECHO_WASM)?;
-        let fqn = format!("github://aileron-bench/echo-{index:03}");
-        std::fs::write(package.join("manifest.toml"), format!("[connector]\nname = \"{fqn}\"\nversion = \"1.0.0\"\n"))?;
-        let reference = format!("{fqn}@1.0.0");
-        let preview =
-            client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
-        let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
-        let installed = client.post("/v1/connectors/install", &body).await?;
-        if installed["compiled"]["ok"] != true {
-            bail!("installing {reference} did not compile it: {installed}");
-        }
-    }
+    install_connectors(&client, home, CONNECTORS).await?;
     let with_connectors = memory_of(pid)?;
 
     eprintln!("    {LOAD_CLIENTS} clients for {} s", LOAD_TIME.as_secs());
@@ -238,6 +291,8 @@ async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Pat
         with_connectors,
         under_load_peak,
         load_runs,
+        start_full: Distribution::new(Vec::new()),
+        start_floor: Distribution::new(Vec::new()),
     })
 }
 
@@ -279,6 +334,21 @@ impl CatalogFigures {
                 met: Some(relisted <= LIST_CHANGED_GOAL),
             },
             SummaryRow {
+                figure: format!(
+                    "(j) daemon start to first answered run, {START_CONNECTORS} connectors and {} actions, p50 of {STARTS}",
+                    format_count(START_ACTIONS as u64)
+                ),
+                measured: format!(
+                    "{} (max {})",
+                    format_duration(self.start_full.p50()),
+                    format_duration(self.start_full.max())
+                ),
+                baseline: format!("{} with one action of one connector", format_duration(self.start_floor.p50())),
+                ratio: format_ratio(ratio(self.start_full.p50(), self.start_floor.p50())),
+                goal: "≤ 300 ms",
+                met: Some(self.start_full.p50() <= START_GOAL),
+            },
+            SummaryRow {
                 figure: format!("(j) daemon RSS with {} actions", format_count(LARGE_CATALOG as u64)),
                 measured: mib(self.with_actions.resident),
                 baseline: format!("{} idle", mib(self.idle.resident)),
@@ -313,6 +383,11 @@ impl CatalogFigures {
                 ),
                 ("action installed → list_changed on aileron-mcp's stdout", &self.notified),
                 ("action installed → the next tools/list answered", &self.relisted),
+                (
+                    &format!("start to first run answered, {START_CONNECTORS} connectors and {START_ACTIONS} actions"),
+                    &self.start_full,
+                ),
+                ("start to first run answered, one action of one connector", &self.start_floor),
             ],
         );
         let _ = writeln!(text, "\n| daemon | resident (VmRSS) | in memfds | reserved (VmSize) |\n|---|---:|---:|---:|");

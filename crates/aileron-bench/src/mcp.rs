@@ -273,8 +273,12 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
         listed_tools = tools;
         response_bytes_list = bytes;
     }
-    if listed_tools != config.listed_actions + 2 {
-        bail!("tools/list listed {listed_tools} tools, expected {} actions + 2 built-ins", config.listed_actions);
+    if listed_tools != config.listed_actions + builtin_tools() {
+        bail!(
+            "tools/list listed {listed_tools} tools, expected {} actions + {} built-ins",
+            config.listed_actions,
+            builtin_tools()
+        );
     }
     Ok(McpFigures {
         call_via_mcp: Distribution::new(via_mcp),
@@ -290,6 +294,11 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
 }
 
 /// Installs the echo connector (once) and actions `echo-0000` … up to `count` of them.
+/// How many tools `aileron-mcp` lists besides the actions.
+pub(super) fn builtin_tools() -> usize {
+    aileron::surfaces::mcp::catalog::ToolCatalog::builtins_only().tools.len()
+}
+
 pub(super) async fn install_echo(client: &DaemonClient, home: &Home, count: usize) -> anyhow::Result<()> {
     let (status, installed) = client.call_raw(Method::GET, "/v1/connectors", None).await?;
     let existing = installed["items"].as_array().and_then(|items| items.iter().find(|item| item["fqn"] == ECHO_FQN));
