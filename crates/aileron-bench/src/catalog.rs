@@ -13,7 +13,9 @@
 //!   10,000 actions, with 100 connectors installed (each compiled at install), and the peak under
 //!   16 clients running an action back to back;
 //! - a daemon's start with 50 connectors and 1,000 actions installed, from `aileron daemon` spawned
-//!   to its first run answered, against the same with one action of one connector (issue 49).
+//!   to its first run answered, against the same with one action of one connector (issue 49);
+//! - its resident memory with 1,000 runs in flight at once, each of the GitHub example connector
+//!   waiting on an upstream that answers after 3 s, against the same daemon after one run (issue 49).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -47,6 +49,10 @@ const START_CONNECTORS: usize = 50;
 const START_ACTIONS: usize = 1_000;
 const STARTS: usize = 5;
 const START_GOAL: Duration = Duration::from_millis(300);
+/// Runs in flight at once, how long the upstream makes each wait, and the goal for the peak.
+const IN_FLIGHT: usize = 1_000;
+const UPSTREAM_WAIT: Duration = Duration::from_secs(3);
+const IN_FLIGHT_GOAL: u64 = 256 * 1024 * 1024;
 
 /// `VmRSS` and `VmSize` of a process, and the size of the memfds it holds, in bytes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -98,6 +104,13 @@ pub(super) struct CatalogFigures {
     /// connectors and [`START_ACTIONS`] actions, and with one action of one connector.
     start_full: Distribution,
     start_floor: Distribution,
+    /// The daemon after one run of the example connector, and its peak with [`IN_FLIGHT`] in
+    /// flight; how many of those answered with the upstream's listing.
+    in_flight_before: Memory,
+    in_flight_peak: Memory,
+    in_flight_answered: usize,
+    /// From the first of them sent to the last answered (the upstream holds each [`UPSTREAM_WAIT`]).
+    in_flight_took: Duration,
 }
 
 pub(super) async fn run(scratch: &Path) -> anyhow::Result<CatalogFigures> {
@@ -106,13 +119,107 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<CatalogFigures> {
         bail!("{} is missing: `cargo xtask bench` builds it in release beside aileron-bench", mcp_binary.display());
     }
     let (start_full, start_floor) = starts(scratch).await?;
+    let (in_flight_before, in_flight_peak, in_flight_answered, in_flight_took) = in_flight(scratch).await?;
     let home = Home::at(scratch.join("catalog-home")).context("creating the benchmark home")?;
     let info = aileron::surfaces::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
     let result = measure(&home, &info.url, info.token.expose(), info.pid, &mcp_binary).await;
     aileron::surfaces::client::stop_daemon(&home, Duration::from_secs(20))
         .await
         .context("stopping the benchmark daemon")?;
-    Ok(CatalogFigures { start_full, start_floor, ..result? })
+    Ok(CatalogFigures {
+        start_full,
+        start_floor,
+        in_flight_before,
+        in_flight_peak,
+        in_flight_answered,
+        in_flight_took,
+        ..result?
+    })
+}
+
+/// A daemon's memory with [`IN_FLIGHT`] runs of the example connector's `list-issues` in flight
+/// at once, each held by an upstream (in this process) that answers after [`UPSTREAM_WAIT`]:
+/// its memory after one run, the peak sampled every 50 ms while they are in flight, and how many
+/// answered with the listing.
+async fn in_flight(scratch: &Path) -> anyhow::Result<(Memory, Memory, usize, Duration)> {
+    use aileron::surfaces::cli::demo::{EXAMPLE_ACTIONS, EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM};
+    // The upstream's and the clients' ends of a thousand connections each.
+    let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard)?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let upstream = listener.local_addr()?;
+    let slow = axum::Router::new().fallback(|| async {
+        tokio::time::sleep(UPSTREAM_WAIT).await;
+        axum::Json(json!([{ "number": 1, "title": "held", "state": "open", "html_url": "http://example/1" }]))
+    });
+    let server = tokio::spawn(async move { axum::serve(listener, slow).await });
+    let home = Home::at(scratch.join("in-flight"))?;
+    let info = aileron::surfaces::client::start_daemon(&home).await.context("starting the in-flight daemon")?;
+    let measured = async {
+        let client = DaemonClient::at(&info.url, info.token.clone())?;
+        let package = home.root().join("example-package");
+        std::fs::create_dir_all(&package)?;
+        std::fs::write(package.join("connector.wasm"), EXAMPLE_WASM)?;
+        std::fs::write(
+            package.join("manifest.toml"),
+            aileron::surfaces::cli::demo::example_manifest_for(&upstream.to_string()),
+        )?;
+        let reference = format!("{EXAMPLE_FQN}@{EXAMPLE_VERSION}");
+        let preview =
+            client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
+        let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
+        let installed = client.post("/v1/connectors/install", &body).await?;
+        let hash = installed["hash"].as_str().context("the install answer has no hash")?;
+        let template = EXAMPLE_ACTIONS
+            .iter()
+            .find(|(file, _)| *file == "list-issues.md")
+            .map(|(_, template)| *template)
+            .context("the example connector ships no list-issues action")?;
+        let action = aileron::surfaces::cli::demo::render_action(template, hash);
+        client.post("/v1/actions/install", &json!({ "file_name": "list-issues.md", "content": action })).await?;
+        let args = json!({ "args": { "owner": "aileron", "repo": "bench", "api_base": format!("http://{upstream}") } });
+        client.post("/v1/actions/list-issues/run", &args).await?;
+        let before = memory_of(info.pid)?;
+        eprintln!("    {IN_FLIGHT} runs in flight, each waiting {} s on the upstream", UPSTREAM_WAIT.as_secs());
+        let http = reqwest::Client::builder().no_proxy().build()?;
+        let mut runs = tokio::task::JoinSet::new();
+        let started = Instant::now();
+        for _ in 0..IN_FLIGHT {
+            let (http, url, token, args) = (
+                http.clone(),
+                format!("{}/v1/actions/list-issues/run", info.url),
+                info.token.expose().to_string(),
+                args.clone(),
+            );
+            runs.spawn(async move {
+                let response = http.post(&url).bearer_auth(&token).json(&args).send().await?;
+                let status = response.status();
+                let body: serde_json::Value = response.json().await?;
+                Ok::<bool, anyhow::Error>(status.is_success() && body.to_string().contains("held"))
+            });
+        }
+        let mut peak = Memory::default();
+        let mut answered = 0;
+        while !runs.is_empty() {
+            let now = memory_of(info.pid)?;
+            peak.resident = peak.resident.max(now.resident);
+            peak.reserved = peak.reserved.max(now.reserved);
+            peak.in_memfds = peak.in_memfds.max(now.in_memfds);
+            tokio::select! {
+                joined = runs.join_next() => {
+                    if let Some(joined) = joined {
+                        answered += usize::from(joined.context("an in-flight run panicked")??);
+                    }
+                }
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        Ok::<_, anyhow::Error>((before, peak, answered, started.elapsed()))
+    }
+    .await;
+    aileron::surfaces::client::stop_daemon(&home, Duration::from_secs(20)).await?;
+    server.abort();
+    measured
 }
 
 /// [`STARTS`] starts of a daemon on a home with [`START_CONNECTORS`] connectors and
@@ -293,6 +400,10 @@ async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Pat
         load_runs,
         start_full: Distribution::new(Vec::new()),
         start_floor: Distribution::new(Vec::new()),
+        in_flight_before: Memory::default(),
+        in_flight_peak: Memory::default(),
+        in_flight_answered: 0,
+        in_flight_took: Duration::ZERO,
     })
 }
 
@@ -301,6 +412,12 @@ fn mib(bytes: u64) -> String {
 }
 
 impl CatalogFigures {
+    /// How many runs waited on the upstream at a time, on average: each holds one
+    /// [`UPSTREAM_WAIT`], so [`IN_FLIGHT`] of them over the time they took.
+    fn waiting_at_once(&self) -> f64 {
+        IN_FLIGHT as f64 * UPSTREAM_WAIT.as_secs_f64() / self.in_flight_took.as_secs_f64().max(f64::MIN_POSITIVE)
+    }
+
     pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
         let (list, health) = (self.list_small.p50(), self.health.p50());
         let (tools, large) = (self.tools_list_large.p50(), self.list_large.p50());
@@ -347,6 +464,27 @@ impl CatalogFigures {
                 ratio: format_ratio(ratio(self.start_full.p50(), self.start_floor.p50())),
                 goal: "≤ 300 ms",
                 met: Some(self.start_full.p50() <= START_GOAL),
+            },
+            SummaryRow {
+                figure: format!(
+                    "(j) daemon RSS, {} runs sent at once on a {} s upstream ({} answered within {:.1} s: ≈{:.0} waiting \
+                     upstream at a time)",
+                    format_count(IN_FLIGHT as u64),
+                    UPSTREAM_WAIT.as_secs(),
+                    format_count(self.in_flight_answered as u64),
+                    self.in_flight_took.as_secs_f64(),
+                    self.waiting_at_once()
+                ),
+                measured: mib(self.in_flight_peak.resident),
+                baseline: format!("{} after one run", mib(self.in_flight_before.resident)),
+                ratio: format_ratio(self.in_flight_peak.resident as f64 / self.in_flight_before.resident.max(1) as f64),
+                goal: "≤ 256 MiB with all 1,000 waiting at once",
+                // All waiting at once: every answer within two of the upstream's waits.
+                met: Some(
+                    self.in_flight_peak.resident <= IN_FLIGHT_GOAL
+                        && self.in_flight_answered == IN_FLIGHT
+                        && self.in_flight_took < 2 * UPSTREAM_WAIT,
+                ),
             },
             SummaryRow {
                 figure: format!("(j) daemon RSS with {} actions", format_count(LARGE_CATALOG as u64)),
@@ -396,6 +534,8 @@ impl CatalogFigures {
             ("10,000 actions of one connector", self.with_actions),
             ("and 100 more connectors, each compiled at install", self.with_connectors),
             ("peak under 16 clients running an action", self.under_load_peak),
+            ("the GitHub example after one run (another daemon)", self.in_flight_before),
+            ("peak with 1,000 of its runs sent at once on a 3 s upstream", self.in_flight_peak),
         ] {
             let _ = writeln!(
                 text,
