@@ -191,17 +191,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
             if kind == 2 && sample >= WARMUP {
                 let args = json!({ "text": format!("run {sample}") }).as_object().cloned().unwrap_or_default();
                 let at = Instant::now();
-                let call = Call {
-                    subject: &subject,
-                    verb: "run",
-                    tool: "echo",
-                    connector: "github://aileron-bench/echo",
-                    approval_required: false,
-                    args: &args,
-                    now: chrono::Utc::now(),
-                    counts: Default::default(),
-                };
-                let judged = live.judge(&call, false);
+                let judged = live.judge(&echo_call(&subject, &args, chrono::Utc::now(), Default::default()), false);
                 between.push(at.elapsed());
                 let passed = judged.is_some_and(|judged| {
                     matches!(judged.outcome, aileron::stores::rules::admission::Judged::Pass { .. })
@@ -267,23 +257,31 @@ fn decide_once(
         &subject.key(),
         "echo",
         now,
-        |counts| {
-            set.decide(&Call {
-                subject,
-                verb: "run",
-                tool: "echo",
-                connector: "github://aileron-bench/echo",
-                approval_required: false,
-                args,
-                now,
-                counts,
-            })
-        },
+        |counts| set.decide(&echo_call(subject, args, now, counts)),
         |decided| decided.enforced == Verdict::Allow,
     );
     let took = at.elapsed();
     anyhow::ensure!(admitted.counted, "the measured call is allowed: {:?}", admitted.decided);
     Ok(took)
+}
+
+/// A run of the echo action as the rules see it.
+fn echo_call<'a>(
+    subject: &'a Subject,
+    args: &'a serde_json::Map<String, serde_json::Value>,
+    now: chrono::DateTime<chrono::Utc>,
+    counts: aileron::stores::rules::counters::Counts,
+) -> Call<'a> {
+    Call {
+        subject,
+        verb: "run",
+        tool: "echo",
+        connector: "github://aileron-bench/echo",
+        approval_required: false,
+        args,
+        now,
+        counts,
+    }
 }
 
 /// [`rules`]'s kinds over 20 tools: rule `i` names tool `i % 25` when that is below 20 (tool 0
