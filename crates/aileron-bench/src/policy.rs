@@ -169,8 +169,9 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     let mut walls: [Vec<Duration>; 4] = Default::default();
     let mut overheads: [Vec<Duration>; 4] = Default::default();
     // And the decision as a run meets it: right after each run on the daemon with the rules
-    // none counting, the same call judged once more by that daemon's live rules and counters —
-    // its caches as a run left them, not warm from a loop of decisions.
+    // none counting, a call of the echo action (an agent session's, as the decisions in a loop
+    // are) judged by that daemon's live rules and counters — its caches as a run left them, not
+    // warm from a loop of decisions.
     let mut between = Vec::with_capacity(RUNS);
     // Its floor: the same work on the bench's own copy of the rules and counters, timed right
     // after each run on a daemon without policy files — what the moment after a run adds to any
