@@ -100,17 +100,35 @@ pub(super) struct CatalogFigures {
     with_connectors: Memory,
     under_load_peak: Memory,
     load_runs: u64,
+    scale: AtScale,
+}
+
+/// (j)'s figures at issue 49's sizes, each on daemons of their own.
+struct AtScale {
     /// From `aileron daemon` spawned to its first run answered: with [`START_CONNECTORS`]
     /// connectors and [`START_ACTIONS`] actions, and with one action of one connector.
     start_full: Distribution,
     start_floor: Distribution,
-    /// The daemon after one run of the example connector, and its peak with [`IN_FLIGHT`] in
-    /// flight; how many of those answered with the upstream's listing.
-    in_flight_before: Memory,
-    in_flight_peak: Memory,
-    in_flight_answered: usize,
-    /// From the first of them sent to the last answered (the upstream holds each [`UPSTREAM_WAIT`]).
-    in_flight_took: Duration,
+    in_flight: InFlight,
+}
+
+/// [`IN_FLIGHT`] runs sent at once to an upstream that holds each [`UPSTREAM_WAIT`].
+struct InFlight {
+    /// The daemon after one run of the example connector, and its peak while they were in flight.
+    before: Memory,
+    peak: Memory,
+    /// How many answered with the upstream's listing.
+    answered: usize,
+    /// From the first of them sent to the last answered.
+    took: Duration,
+}
+
+impl InFlight {
+    /// How many runs waited on the upstream at a time, on average: each holds one
+    /// [`UPSTREAM_WAIT`], so [`IN_FLIGHT`] of them over the time they took.
+    fn waiting_at_once(&self) -> f64 {
+        IN_FLIGHT as f64 * UPSTREAM_WAIT.as_secs_f64() / self.took.as_secs_f64().max(f64::MIN_POSITIVE)
+    }
 }
 
 pub(super) async fn run(scratch: &Path) -> anyhow::Result<CatalogFigures> {
@@ -119,29 +137,21 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<CatalogFigures> {
         bail!("{} is missing: `cargo xtask bench` builds it in release beside aileron-bench", mcp_binary.display());
     }
     let (start_full, start_floor) = starts(scratch).await?;
-    let (in_flight_before, in_flight_peak, in_flight_answered, in_flight_took) = in_flight(scratch).await?;
+    let scale = AtScale { start_full, start_floor, in_flight: in_flight(scratch).await? };
     let home = Home::at(scratch.join("catalog-home")).context("creating the benchmark home")?;
     let info = aileron::surfaces::client::start_daemon(&home).await.context("starting the benchmark daemon")?;
-    let result = measure(&home, &info.url, info.token.expose(), info.pid, &mcp_binary).await;
+    let result = measure(&home, &info.url, info.token.expose(), info.pid, &mcp_binary, scale).await;
     aileron::surfaces::client::stop_daemon(&home, Duration::from_secs(20))
         .await
         .context("stopping the benchmark daemon")?;
-    Ok(CatalogFigures {
-        start_full,
-        start_floor,
-        in_flight_before,
-        in_flight_peak,
-        in_flight_answered,
-        in_flight_took,
-        ..result?
-    })
+    result
 }
 
 /// A daemon's memory with [`IN_FLIGHT`] runs of the example connector's `list-issues` in flight
 /// at once, each held by an upstream (in this process) that answers after [`UPSTREAM_WAIT`]:
 /// its memory after one run, the peak sampled every 50 ms while they are in flight, and how many
 /// answered with the listing.
-async fn in_flight(scratch: &Path) -> anyhow::Result<(Memory, Memory, usize, Duration)> {
+async fn in_flight(scratch: &Path) -> anyhow::Result<InFlight> {
     use aileron::surfaces::cli::demo::{EXAMPLE_ACTIONS, EXAMPLE_FQN, EXAMPLE_VERSION, EXAMPLE_WASM};
     // The upstream's and the clients' ends of a thousand connections each.
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
@@ -214,7 +224,7 @@ async fn in_flight(scratch: &Path) -> anyhow::Result<(Memory, Memory, usize, Dur
                 () = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
         }
-        Ok::<_, anyhow::Error>((before, peak, answered, started.elapsed()))
+        Ok::<_, anyhow::Error>(InFlight { before, peak, answered, took: started.elapsed() })
     }
     .await;
     aileron::surfaces::client::stop_daemon(&home, Duration::from_secs(20)).await?;
@@ -287,7 +297,14 @@ async fn timed_get(http: &reqwest::Client, url: &str, token: &str) -> anyhow::Re
     Ok((elapsed, body.len()))
 }
 
-async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Path) -> anyhow::Result<CatalogFigures> {
+async fn measure(
+    home: &Home,
+    url: &str,
+    token: &str,
+    pid: u32,
+    mcp_binary: &Path,
+    scale: AtScale,
+) -> anyhow::Result<CatalogFigures> {
     let client = DaemonClient::at(url, aileron::platform::secret::Secret::new(token))?;
     let http = reqwest::Client::builder().no_proxy().build()?;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -398,12 +415,7 @@ async fn measure(home: &Home, url: &str, token: &str, pid: u32, mcp_binary: &Pat
         with_connectors,
         under_load_peak,
         load_runs,
-        start_full: Distribution::new(Vec::new()),
-        start_floor: Distribution::new(Vec::new()),
-        in_flight_before: Memory::default(),
-        in_flight_peak: Memory::default(),
-        in_flight_answered: 0,
-        in_flight_took: Duration::ZERO,
+        scale,
     })
 }
 
@@ -412,12 +424,6 @@ fn mib(bytes: u64) -> String {
 }
 
 impl CatalogFigures {
-    /// How many runs waited on the upstream at a time, on average: each holds one
-    /// [`UPSTREAM_WAIT`], so [`IN_FLIGHT`] of them over the time they took.
-    fn waiting_at_once(&self) -> f64 {
-        IN_FLIGHT as f64 * UPSTREAM_WAIT.as_secs_f64() / self.in_flight_took.as_secs_f64().max(f64::MIN_POSITIVE)
-    }
-
     pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
         let (list, health) = (self.list_small.p50(), self.health.p50());
         let (tools, large) = (self.tools_list_large.p50(), self.list_large.p50());
@@ -457,13 +463,13 @@ impl CatalogFigures {
                 ),
                 measured: format!(
                     "{} (max {})",
-                    format_duration(self.start_full.p50()),
-                    format_duration(self.start_full.max())
+                    format_duration(self.scale.start_full.p50()),
+                    format_duration(self.scale.start_full.max())
                 ),
-                baseline: format!("{} with one action of one connector", format_duration(self.start_floor.p50())),
-                ratio: format_ratio(ratio(self.start_full.p50(), self.start_floor.p50())),
+                baseline: format!("{} with one action of one connector", format_duration(self.scale.start_floor.p50())),
+                ratio: format_ratio(ratio(self.scale.start_full.p50(), self.scale.start_floor.p50())),
                 goal: "≤ 300 ms",
-                met: Some(self.start_full.p50() <= START_GOAL),
+                met: Some(self.scale.start_full.p50() <= START_GOAL),
             },
             SummaryRow {
                 figure: format!(
@@ -471,19 +477,21 @@ impl CatalogFigures {
                      upstream at a time)",
                     format_count(IN_FLIGHT as u64),
                     UPSTREAM_WAIT.as_secs(),
-                    format_count(self.in_flight_answered as u64),
-                    self.in_flight_took.as_secs_f64(),
-                    self.waiting_at_once()
+                    format_count(self.scale.in_flight.answered as u64),
+                    self.scale.in_flight.took.as_secs_f64(),
+                    self.scale.in_flight.waiting_at_once()
                 ),
-                measured: mib(self.in_flight_peak.resident),
-                baseline: format!("{} after one run", mib(self.in_flight_before.resident)),
-                ratio: format_ratio(self.in_flight_peak.resident as f64 / self.in_flight_before.resident.max(1) as f64),
+                measured: mib(self.scale.in_flight.peak.resident),
+                baseline: format!("{} after one run", mib(self.scale.in_flight.before.resident)),
+                ratio: format_ratio(
+                    self.scale.in_flight.peak.resident as f64 / self.scale.in_flight.before.resident.max(1) as f64,
+                ),
                 goal: "≤ 256 MiB with all 1,000 waiting at once",
                 // All waiting at once: every answer within two of the upstream's waits.
                 met: Some(
-                    self.in_flight_peak.resident <= IN_FLIGHT_GOAL
-                        && self.in_flight_answered == IN_FLIGHT
-                        && self.in_flight_took < 2 * UPSTREAM_WAIT,
+                    self.scale.in_flight.peak.resident <= IN_FLIGHT_GOAL
+                        && self.scale.in_flight.answered == IN_FLIGHT
+                        && self.scale.in_flight.took < 2 * UPSTREAM_WAIT,
                 ),
             },
             SummaryRow {
@@ -523,9 +531,9 @@ impl CatalogFigures {
                 ("action installed → the next tools/list answered", &self.relisted),
                 (
                     &format!("start to first run answered, {START_CONNECTORS} connectors and {START_ACTIONS} actions"),
-                    &self.start_full,
+                    &self.scale.start_full,
                 ),
-                ("start to first run answered, one action of one connector", &self.start_floor),
+                ("start to first run answered, one action of one connector", &self.scale.start_floor),
             ],
         );
         let _ = writeln!(text, "\n| daemon | resident (VmRSS) | in memfds | reserved (VmSize) |\n|---|---:|---:|---:|");
@@ -534,8 +542,8 @@ impl CatalogFigures {
             ("10,000 actions of one connector", self.with_actions),
             ("and 100 more connectors, each compiled at install", self.with_connectors),
             ("peak under 16 clients running an action", self.under_load_peak),
-            ("the GitHub example after one run (another daemon)", self.in_flight_before),
-            ("peak with 1,000 of its runs sent at once on a 3 s upstream", self.in_flight_peak),
+            ("the GitHub example after one run (another daemon)", self.scale.in_flight.before),
+            ("peak with 1,000 of its runs sent at once on a 3 s upstream", self.scale.in_flight.peak),
         ] {
             let _ = writeln!(
                 text,

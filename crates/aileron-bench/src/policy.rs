@@ -206,10 +206,9 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     let [without, control, uncounted, with] = walls;
     let (runs_without, runs_uncounted, runs_with) =
         (Distribution::new([without, control].concat()), Distribution::new(uncounted), Distribution::new(with));
-    let [without, control, uncounted, with] = overheads.map(Distribution::new);
-    let overhead_without = Distribution::new([without.sorted.clone(), control.sorted.clone()].concat());
+    let [without, control, overhead_uncounted, overhead_with] = overheads.map(Distribution::new);
     let overhead_noise = (without.p99().abs_diff(control.p99()), without.p50().abs_diff(control.p50()));
-    let (overhead_uncounted, overhead_with) = (uncounted, with);
+    let overhead_without = Distribution::new([without.sorted, control.sorted].concat());
     for daemon in daemons {
         daemon.stop().await?;
     }

@@ -275,8 +275,7 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
 }
 
 /// The chokepoint's front door: a caller without the run scope is refused on record; everything
-/// else is [`run_action`]'s.
-/// Runs `name` for `principal`; the steps add their time waiting on upstreams to `waited`.
+/// else is [`run_action`]'s, its steps adding their time waiting on upstreams to `waited`.
 pub async fn run(
     state: &Arc<Services>,
     principal: &Principal,

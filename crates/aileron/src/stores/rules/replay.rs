@@ -68,7 +68,8 @@ pub fn replay(
     let mut replayed = Replayed { skipped, ..Replayed::default() };
     for record in runs {
         let text = |key: &str| record.payload.get(key).and_then(|v| v.as_str());
-        let proxied = EventType::parse(&record.event_type) == Some(EventType::ConnectorProxyProxied);
+        let event = EventType::parse(&record.event_type);
+        let proxied = event == Some(EventType::ConnectorProxyProxied);
         let verb = if proxied || text(keys::POLICY_ACTION) == Some("http_request") { "http_request" } else { "run" };
         let tool = if proxied { text(keys::CONNECTOR_OPERATION) } else { text(keys::ACTION_NAME) };
         let Some(action) = tool else { continue };
@@ -84,8 +85,7 @@ pub fn replay(
             "http_request" => (text(keys::CONNECTOR_FQN).unwrap_or_default().to_string(), approved),
             _ => actions.get(action).cloned().unwrap_or_default(),
         };
-        let was =
-            if EventType::parse(&record.event_type) == Some(EventType::PolicyDenied) { "forbid" } else { "allow" };
+        let was = if event == Some(EventType::PolicyDenied) { "forbid" } else { "allow" };
         let admitted = counters.admit(
             &subject.key(),
             action,
