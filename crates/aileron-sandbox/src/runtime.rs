@@ -36,8 +36,11 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 const MAX_WASM_STACK: usize = 1 << 20;
 
 /// Calls that may hold an instance at once: the pooling allocator's slots. Further calls wait
-/// for a slot (inside their own wall-time limit) instead of failing.
-pub const MAX_CONCURRENT_CALLS: usize = 128;
+/// for a slot (inside their own wall-time limit) instead of failing. A guest keeps its slot while
+/// it waits on the network, so this is also how many runs may wait on slow upstreams at once:
+/// 1,000 of them fit in 256 MiB (BENCHMARKS.md, issue 49). Each slot reserves (does not commit)
+/// [`limits::MAX_MEMORY_BYTES`] of address space plus a guard: about 1 TiB for all of them.
+pub const MAX_CONCURRENT_CALLS: usize = 1024;
 /// Bytes of each slot's linear memory and fiber stack kept mapped between calls and reset with
 /// `memset` rather than `madvise`: a small guest's whole footprint, so a warm call maps nothing
 /// and, in a VM, triggers no TLB-shootdown interrupts. With `PAGEMAP_SCAN` (Linux 6.7+) only the
@@ -145,6 +148,12 @@ impl Runtime {
         // calls without one get an unreachable budget.
         wasm_config.consume_fuel(true);
         wasm_config.max_wasm_stack(MAX_WASM_STACK);
+        // A slot reserves the largest memory a call may have, not wasmtime's default 4 GiB: with
+        // 1,024 slots that is 1 TiB of address space rather than 4 (several daemons in one test
+        // or benchmark process would otherwise run out of the 128 TiB). Accesses are then
+        // checked against a constant bound — two instructions; the warm echo call measured the
+        // same (BENCHMARKS.md, issue 49).
+        wasm_config.memory_reservation(limits::MAX_MEMORY_BYTES);
         let slots = config.concurrent_calls.unwrap_or(MAX_CONCURRENT_CALLS).max(1);
         wasm_config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(slots)));
         let engine = Engine::new(&wasm_config).map_err(anyhow::Error::from).context("configuring wasmtime")?;
