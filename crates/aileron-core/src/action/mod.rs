@@ -572,7 +572,9 @@ impl ActionValidator<'_, '_> {
         if raw.is_empty() {
             return Err(self.err(&path, "an action must require at least one connector", hint));
         }
-        let mut required: Vec<RequiredConnector> = Vec::new();
+        // Sized exactly, as the other lists of a parsed action: an action stays in memory for as
+        // long as it is installed, and a `Vec` grown by `push` keeps room for four.
+        let mut required: Vec<RequiredConnector> = Vec::with_capacity(raw.len());
         for (index, entry) in raw.into_iter().enumerate() {
             let element = path.index(index);
             let name_path = element.key("name");
@@ -614,7 +616,7 @@ impl ActionValidator<'_, '_> {
         if raw.is_empty() {
             return Err(self.err(path, "`capabilities` must list at least one entry", hint));
         }
-        let mut entries = Vec::new();
+        let mut entries = Vec::with_capacity(raw.len());
         for (index, text) in raw.iter().enumerate() {
             let element = path.index(index);
             let entry = CapabilityEntry::parse(text).map_err(|reason| self.err(&element, reason, hint))?;
@@ -628,7 +630,7 @@ impl ActionValidator<'_, '_> {
 
     fn inputs(&self, raw: Vec<raw::RawInput>) -> Result<Vec<InputSpec>, ParseError> {
         let path = root().key("inputs");
-        let mut inputs: Vec<InputSpec> = Vec::new();
+        let mut inputs: Vec<InputSpec> = Vec::with_capacity(raw.len());
         for (index, input) in raw.into_iter().enumerate() {
             let element = path.index(index);
             let name_path = element.key("name");
@@ -721,7 +723,7 @@ impl ActionValidator<'_, '_> {
             ));
         }
         let all_ids: Vec<Option<&str>> = raw.iter().map(|s| s.id.as_deref()).collect();
-        let mut steps: Vec<Step> = Vec::new();
+        let mut steps: Vec<Step> = Vec::with_capacity(raw.len());
         for (index, step) in raw.iter().enumerate() {
             let element = path.index(index);
             let id_path = element.key("id");

@@ -356,22 +356,29 @@ pub fn list_json(state: &Services, principal: &Principal) -> Result<bytes::Bytes
     }
     let (items, load_errors) = state.actions.list();
     let mut previous = std::mem::take(&mut listing.views);
-    let mut body = Vec::with_capacity(listing.body.len() + 1024);
+    let previous_body = std::mem::take(&mut listing.body);
+    let mut body = Vec::with_capacity(previous_body.len() + 1024);
     body.extend_from_slice(b"{\"items\":[");
     for (index, item) in items.iter().enumerate() {
         if index > 0 {
             body.push(b',');
         }
-        let view = match previous.remove(&item.file.name) {
-            Some((file, enabled, view)) if Arc::ptr_eq(&file, &item.file) && enabled == item.enabled => view,
-            _ => Arc::from(serde_json::to_string(&action_view(&item.file, item.enabled)).expect("views serialize")),
-        };
-        body.extend_from_slice(view.as_bytes());
-        listing.views.insert(item.file.name.clone(), (item.file.clone(), item.enabled, view));
+        let start = body.len();
+        let unchanged = previous
+            .remove(&item.file.name)
+            .filter(|(file, enabled, _)| Arc::ptr_eq(file, &item.file) && *enabled == item.enabled)
+            .and_then(|(_, _, view)| previous_body.get(view));
+        match unchanged {
+            Some(view) => body.extend_from_slice(view),
+            None => serde_json::to_writer(&mut body, &action_view(&item.file, item.enabled)).expect("views serialize"),
+        }
+        listing.views.insert(item.file.name.clone(), (item.file.clone(), item.enabled, start..body.len()));
     }
     body.extend_from_slice(b"],\"load_errors\":");
     serde_json::to_writer(&mut body, &load_errors).expect("load errors serialize");
     body.push(b'}');
+    // Kept until the action set changes: no room left over from growing it.
+    body.shrink_to_fit();
     listing.body = bytes::Bytes::from(body);
     listing.generation = Some(generation);
     Ok(listing.body.clone())
