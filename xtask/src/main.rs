@@ -58,6 +58,38 @@ const GO_CONNECTOR_WASM: &str = "connectors/target/go/go_connector.wasm";
 /// The same sources built with `-tags big` (connectors/go/big.go): a connector the size of the
 /// original project's, for the benchmark only.
 const GO_CONNECTOR_BIG_WASM: &str = "connectors/target/go/go_connector_big.wasm";
+/// The regression guard's reference ratios (`bench-guard`; `aileron-bench`'s `guard` module).
+const GUARD_REFERENCE: &str = "xtask/bench/guard.json";
+/// The benchmark's parts and smallest sizes the regression guard runs: the parts that need
+/// neither LiteLLM, the big Go guest nor minutes of set-up.
+const GUARD_ARGS: &[&str] = &[
+    "--only",
+    "call",
+    "--only",
+    "http",
+    "--only",
+    "traces",
+    "--only",
+    "mcp",
+    "--only",
+    "gateway",
+    "--only",
+    "spawn",
+    "--only",
+    "approvals",
+    "--only",
+    "policy",
+    "--only",
+    "catalog",
+    "--calls",
+    "500",
+    "--clients",
+    "4",
+    "--duration",
+    "0.5",
+    "--warmup",
+    "0.2",
+];
 /// Go's build cache, module path and config (telemetry) directory, so nothing lands in `$HOME`.
 const GO_WORK_DIR: &str = "target/go";
 /// Where Debian's chromium package puts the browser the test drives.
@@ -80,6 +112,10 @@ tasks:
   bench [ARGS]    setup, the release aileron binaries, then `cargo run --release -p aileron-bench -- ARGS`
                   (figures into BENCHMARKS.md; ARGS: --only call|http|restart|traces|mcp|gateway,
                   --calls, --clients, --duration, --warmup, --restarts, --markdown PATH)
+  bench-guard [--write]
+                  the regression guard CI runs: the release binaries, then the benchmark's smallest
+                  sizes, each summary ratio held against xtask/bench/guard.json (fails beyond 2×
+                  either way; --write records this run's ratios there instead)
   campaign NAME [--long]
                   a reliability campaign (RELIABILITY.md): crash | load | surface | tamper | leaks |
                   properties | fuzz | all; --long for the published size (release binaries; fuzz:
@@ -92,7 +128,14 @@ enum Task {
     Demo,
     BuildGuests,
     Bench(Vec<OsString>),
-    Campaign { name: Campaign, long: bool },
+    /// `bench-guard [--write]`: the benchmark's smallest sizes held against [`GUARD_REFERENCE`].
+    BenchGuard {
+        write: bool,
+    },
+    Campaign {
+        name: Campaign,
+        long: bool,
+    },
     Help,
 }
 
@@ -184,6 +227,11 @@ impl Task {
             "demo" => no_arguments(Task::Demo, "demo"),
             "build-guests" => no_arguments(Task::BuildGuests, "build-guests"),
             "bench" => Ok(Task::Bench(rest)),
+            "bench-guard" => match rest.as_slice() {
+                [] => Ok(Task::BenchGuard { write: false }),
+                [write] if write == "--write" => Ok(Task::BenchGuard { write: true }),
+                _ => Err(UsageError::UnexpectedArguments("bench-guard")),
+            },
             "campaign" => {
                 let words: Vec<String> = rest.iter().map(|a| a.to_string_lossy().into_owned()).collect();
                 let long = words.iter().any(|w| w == "--long");
@@ -275,6 +323,17 @@ fn run(task: Task) -> Result<(), Failure> {
             execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins"]))?;
             build_go_guest(&root, "big", &root.join(GO_CONNECTOR_BIG_WASM))?;
             execute(cargo(&root).args(bench_args(&root, args)))
+        }
+        Task::BenchGuard { write } => {
+            setup(&root)?;
+            execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins"]))?;
+            let mut guard = cargo(&root);
+            guard.args(["run", "--release", "-p", "aileron-bench", "--"]).args(GUARD_ARGS);
+            guard.arg("--guard").arg(root.join(GUARD_REFERENCE));
+            if write {
+                guard.arg("--guard-write");
+            }
+            execute(&mut guard)
         }
         Task::Campaign { name, long } => {
             install_guest_target()?;
@@ -805,6 +864,9 @@ mod tests {
         check(&["demo"], Ok(Task::Demo));
         check(&["build-guests"], Ok(Task::BuildGuests));
         check(&["bench", "--calls", "1000"], Ok(Task::Bench(os(&["--calls", "1000"]))));
+        check(&["bench-guard"], Ok(Task::BenchGuard { write: false }));
+        check(&["bench-guard", "--write"], Ok(Task::BenchGuard { write: true }));
+        check(&["bench-guard", "--calls", "9"], Err(UsageError::UnexpectedArguments("bench-guard")));
         check(&["--help"], Ok(Task::Help));
         check(&[], Err(UsageError::Missing));
         check(&["deploy"], Err(UsageError::Unknown("deploy".to_owned())));

@@ -50,6 +50,7 @@ mod daemon;
 mod figures;
 mod gateway;
 mod go_guest;
+mod guard;
 mod http;
 mod machine;
 mod mcp;
@@ -171,6 +172,13 @@ pub struct BenchArgs {
     /// Write the figures into this file, between its bench markers (appended if it has none)
     #[arg(long, value_name = "PATH")]
     markdown: Option<PathBuf>,
+    /// Hold each summary ratio against this reference file and fail on one moved beyond 2× (the
+    /// CI regression guard: `cargo xtask bench-guard`)
+    #[arg(long, value_name = "PATH")]
+    guard: Option<PathBuf>,
+    /// With --guard: write the reference file from this run instead of checking against it
+    #[arg(long, requires = "guard")]
+    guard_write: bool,
     /// The `litellm` executable for the gateway comparison (`cargo xtask bench` installs it)
     #[arg(long, value_name = "PATH")]
     litellm: Option<PathBuf>,
@@ -435,6 +443,15 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         policy,
     };
     println!("{}", report.text_table());
+    if let Some(path) = &args.guard {
+        let rows = report.summary_rows();
+        let command = args.command_line(None);
+        if args.guard_write {
+            guard::write(path, &command, &rows)?;
+        } else {
+            guard::check(path, &command, &rows)?;
+        }
+    }
     if let Some(path) = &args.markdown {
         if args.only.is_empty() {
             let existing = match std::fs::read_to_string(path) {
@@ -487,6 +504,8 @@ mod tests {
             restarts: DEFAULT_RESTARTS,
             only: Vec::new(),
             markdown: Some(PathBuf::from("/tmp/B.md")),
+            guard: None,
+            guard_write: false,
             litellm: Some(PathBuf::from("/r/target/py-litellm/bin/litellm")),
             go_wasm: Some(PathBuf::from("/r/connectors/target/go/go_connector_big.wasm")),
             serve_bare_proxy: None,

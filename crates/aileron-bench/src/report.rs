@@ -52,7 +52,7 @@ pub(super) struct SummaryRow {
 }
 
 impl Report {
-    fn summary_rows(&self) -> Vec<SummaryRow> {
+    pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
         let mut rows = Vec::new();
         if let Some(call) = &self.call {
             rows.extend(call.summary_rows());
