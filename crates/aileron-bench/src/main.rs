@@ -188,6 +188,9 @@ pub struct BenchArgs {
     /// Internal: serve (f)'s bare proxy to this upstream, print its URL, stop when stdin closes
     #[arg(long, value_name = "URL", hide = true)]
     serve_bare_proxy: Option<String>,
+    /// Internal: serve (d)'s OTLP/HTTP receiver, print its URL, stop when stdin closes
+    #[arg(long, hide = true)]
+    serve_otlp_receiver: bool,
 }
 
 impl BenchArgs {
@@ -256,8 +259,13 @@ fn main() -> ExitCode {
     // The benchmark's HTTP clients and the daemon client use rustls, which needs the process-wide provider.
     aileron::platform::process::install_crypto_provider();
     let args = <BenchArgs as clap::Parser>::parse();
-    if let Some(upstream) = &args.serve_bare_proxy {
-        return match gateway::serve_bare_proxy(upstream) {
+    let helper = match (&args.serve_bare_proxy, args.serve_otlp_receiver) {
+        (Some(upstream), _) => Some(gateway::serve_bare_proxy(upstream)),
+        (None, true) => Some(traces::serve_otlp_receiver()),
+        (None, false) => None,
+    };
+    if let Some(served) = helper {
+        return match served {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("error: {error:#}");
@@ -509,6 +517,7 @@ mod tests {
             litellm: Some(PathBuf::from("/r/target/py-litellm/bin/litellm")),
             go_wasm: Some(PathBuf::from("/r/connectors/target/go/go_connector_big.wasm")),
             serve_bare_proxy: None,
+            serve_otlp_receiver: false,
         };
         let changed = BenchArgs {
             calls: 10,
