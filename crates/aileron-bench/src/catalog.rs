@@ -131,7 +131,7 @@ struct AtScale {
 /// waiting on it together (or [`UPSTREAM_HOLD`] has passed).
 struct InFlight {
     /// The daemon after one run of the example connector, and its peak while they were in flight
-    /// (sampled every 50 ms, and once more at the moment the most of them were waiting).
+    /// (sampled every 50 ms, and once more at the moment all of them were waiting).
     before: Memory,
     peak: Memory,
     /// Its memory a second after the last answered: the slots' pages it keeps.
