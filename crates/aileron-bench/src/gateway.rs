@@ -32,6 +32,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
 use super::figures::{Distribution, added_micros, format_count, format_duration, format_rate, format_ratio, ratio};
+use super::helper::HelperProcess;
 use super::report::SummaryRow;
 use aileron::platform::home::Home;
 
@@ -145,7 +146,7 @@ pub(super) async fn run(config: &GatewayBenchConfig, scratch: &Path) -> anyhow::
         None => (None, Some("LiteLLM is not installed (`cargo xtask bench` installs it)".to_string())),
     };
     let bare = BareProxy::start(&upstream.base_url)?;
-    let result = measure(config, &upstream.base_url, &info.url, &bare.base_url, litellm.as_ref()).await;
+    let result = measure(config, &upstream.base_url, &info.url, bare.base_url(), litellm.as_ref()).await;
     drop(bare);
     let litellm_version = litellm.as_ref().map(|proxy| proxy.version.clone());
     drop(litellm);
@@ -448,37 +449,15 @@ async fn complete(headers: axum::http::HeaderMap, body: Bytes) -> Response {
 /// pooled client, and the upstream's response handed back as it is. No routing, no admission,
 /// no hop-by-hop filtering, no limits: what the gateway does beyond this is its own cost. It
 /// runs as a process of its own (this executable with `--serve-bare-proxy`), as the daemon does.
-struct BareProxy {
-    child: Child,
-    base_url: String,
-}
+struct BareProxy(HelperProcess);
 
 impl BareProxy {
     fn start(upstream: &str) -> anyhow::Result<BareProxy> {
-        let executable = std::env::current_exe().context("locating the benchmark executable")?;
-        let mut child = Command::new(executable)
-            .args(["--serve-bare-proxy", upstream])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("starting the bare proxy")?;
-        let stdout = child.stdout.take().context("the bare proxy's stdout")?;
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
-            .context("reading the bare proxy's address")?;
-        let base_url = line.trim().to_string();
-        if !base_url.starts_with("http://") {
-            bail!("the bare proxy did not start (it printed {line:?})");
-        }
-        Ok(BareProxy { child, base_url })
+        Ok(BareProxy(HelperProcess::start(&["--serve-bare-proxy", upstream], "bare proxy")?))
     }
-}
 
-impl Drop for BareProxy {
-    fn drop(&mut self) {
-        // Closing its stdin stops it.
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
+    fn base_url(&self) -> &str {
+        &self.0.base_url
     }
 }
 

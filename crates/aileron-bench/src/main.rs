@@ -51,6 +51,7 @@ mod figures;
 mod gateway;
 mod go_guest;
 mod guard;
+mod helper;
 mod http;
 mod machine;
 mod mcp;

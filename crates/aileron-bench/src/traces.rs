@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::daemon::{BenchDaemon, http_client};
 use super::figures::{format_count, format_duration, format_rate, format_ratio, ratio};
+use super::helper::HelperProcess;
 use super::http::{LoadFigures, Probe, load_phase};
 use super::report::SummaryRow;
 use super::{BenchArgs, ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
@@ -48,43 +49,20 @@ struct TracePhase {
 /// `--serve-otlp-receiver`), as a collector would: its decoding is not the daemon's work, so it
 /// must not count in the process CPU per run the phases compare.
 struct SpanReceiver {
-    child: std::process::Child,
-    base_url: String,
+    process: HelperProcess,
     endpoint: String,
 }
 
 impl SpanReceiver {
     fn start() -> anyhow::Result<SpanReceiver> {
-        let executable = std::env::current_exe().context("locating the benchmark executable")?;
-        let mut child = std::process::Command::new(executable)
-            .arg("--serve-otlp-receiver")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .context("starting the OTLP receiver")?;
-        let stdout = child.stdout.take().context("the OTLP receiver's stdout")?;
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
-            .context("reading the OTLP receiver's address")?;
-        let base_url = line.trim().to_string();
-        if !base_url.starts_with("http://") {
-            bail!("the OTLP receiver did not start (it printed {line:?})");
-        }
-        Ok(SpanReceiver { child, endpoint: format!("{base_url}/v1/traces"), base_url })
+        let process = HelperProcess::start(&["--serve-otlp-receiver"], "OTLP receiver")?;
+        Ok(SpanReceiver { endpoint: format!("{}/v1/traces", process.base_url), process })
     }
 
     /// The spans it has decoded so far.
     async fn spans(&self) -> anyhow::Result<u64> {
-        let answer = http_client()?.get(format!("{}/count", self.base_url)).send().await?.error_for_status()?;
+        let answer = http_client()?.get(format!("{}/count", self.process.base_url)).send().await?.error_for_status()?;
         answer.text().await?.trim().parse().context("the OTLP receiver's count")
-    }
-}
-
-impl Drop for SpanReceiver {
-    fn drop(&mut self) {
-        // Closing its stdin stops it.
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
     }
 }
 
