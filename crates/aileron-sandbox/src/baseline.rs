@@ -114,7 +114,13 @@ impl BareCommand {
     pub async fn run(&self, stdin: Vec<u8>) -> anyhow::Result<Vec<u8>> {
         // The shim reads the deadline only in `poll_oneoff`, which is not timed out here.
         let deadline = Instant::now() + Duration::from_secs(86_400);
-        let context = CallContext::new(stdin, &Limits::default(), self.hooks.clone(), deadline);
+        let context = CallContext::new(
+            stdin,
+            &Limits::default(),
+            crate::limits::MemoryBudget::new(u64::MAX),
+            self.hooks.clone(),
+            deadline,
+        );
         let mut store = Store::new(self.module.engine(), context);
         if self.metered {
             // Budgets no call reaches: the checks run, they never stop the guest.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use aileron_core::Failure;
 
 use crate::hooks::{GuestLog, HostHooks, HostHttpResponse, SpawnOutput};
-use crate::limits::{Limits, MemoryLimiter};
+use crate::limits::{Limits, MemoryBudget, MemoryLimiter};
 
 /// Total bytes of guest log messages kept per call; a guest logging in a loop must not grow the
 /// daemon's memory without bound. Later lines are dropped and one notice says so.
@@ -34,7 +34,13 @@ pub(crate) struct CallContext {
 }
 
 impl CallContext {
-    pub(crate) fn new(stdin: Vec<u8>, limits: &Limits, hooks: Arc<dyn HostHooks>, deadline: Instant) -> CallContext {
+    pub(crate) fn new(
+        stdin: Vec<u8>,
+        limits: &Limits,
+        budget: Arc<MemoryBudget>,
+        hooks: Arc<dyn HostHooks>,
+        deadline: Instant,
+    ) -> CallContext {
         CallContext {
             stdin,
             stdin_offset: 0,
@@ -46,7 +52,7 @@ impl CallContext {
             spawns: Vec::new(),
             last_spawn: None,
             host_failure: None,
-            limiter: MemoryLimiter::new(limits),
+            limiter: MemoryLimiter::new(limits, budget),
             hooks,
             deadline,
         }

@@ -6,12 +6,47 @@
 //! callback while wasm code runs, and by a tokio timeout around the whole call for time spent
 //! inside asynchronous host calls (sleeping, HTTP). Fuel is optional.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use wasmtime::{ResourceLimiter, StoreContextMut, UpdateDeadline};
 
 /// Largest linear memory a call may ever ask for (SPEC §4.3).
 pub const MAX_MEMORY_BYTES: u64 = 1 << 30;
+
+/// Linear memory all the calls running at once may hold together, under each call's own cap.
+/// Up to [`crate::runtime::MAX_CONCURRENT_CALLS`] calls run at once (a guest waiting on the
+/// network keeps its memory): at the default 64 MiB cap they could hold 64 GiB, so a burst of
+/// runs of a memory-hungry connector could exhaust the machine. 8 GiB is where the 128 slots of
+/// the pool before issue 49 left the worst case; a typical guest holds well under a MiB.
+pub const GUEST_MEMORY_BUDGET: u64 = 8 << 30;
+
+/// The bytes of linear memory the running calls hold, against [`GUEST_MEMORY_BUDGET`]: a grow
+/// that would pass it is refused like one past the call's own cap.
+#[derive(Debug)]
+pub(crate) struct MemoryBudget {
+    held: AtomicUsize,
+    limit: usize,
+}
+
+impl MemoryBudget {
+    pub(crate) fn new(limit: u64) -> Arc<MemoryBudget> {
+        Arc::new(MemoryBudget { held: AtomicUsize::new(0), limit: usize::try_from(limit).unwrap_or(usize::MAX) })
+    }
+
+    fn take(&self, bytes: usize) -> bool {
+        self.held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                held.checked_add(bytes).filter(|total| *total <= self.limit)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, bytes: usize) {
+        self.held.fetch_sub(bytes, Ordering::SeqCst);
+    }
+}
 
 /// Per-call limits. `Default` gives the SPEC defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,10 +108,15 @@ impl LimitKind {
 pub(crate) struct LimitStop(pub(crate) LimitKind);
 
 /// Caps linear memory and tables, and records whether a memory grow was refused because of the
-/// cap (a grow refused only by the module's own declared maximum is not our limit).
+/// cap or of the runtime's [`MemoryBudget`] (a grow refused only by the module's own declared
+/// maximum is not our limit). What the call holds goes back to the budget when its store drops.
 pub(crate) struct MemoryLimiter {
     memory_bytes: usize,
     pub(crate) memory_denied: bool,
+    /// The budget's limit, when it (not the call's cap) refused a grow.
+    pub(crate) budget_denied: Option<usize>,
+    budget: Arc<MemoryBudget>,
+    taken: usize,
 }
 
 /// Generous for real guests (Go's function table holds a few thousand entries) while stopping a
@@ -84,9 +124,15 @@ pub(crate) struct MemoryLimiter {
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 impl MemoryLimiter {
-    pub(crate) fn new(limits: &Limits) -> MemoryLimiter {
+    pub(crate) fn new(limits: &Limits, budget: Arc<MemoryBudget>) -> MemoryLimiter {
         let memory_bytes = usize::try_from(limits.effective_memory_bytes()).unwrap_or(usize::MAX);
-        MemoryLimiter { memory_bytes, memory_denied: false }
+        MemoryLimiter { memory_bytes, memory_denied: false, budget_denied: None, budget, taken: 0 }
+    }
+}
+
+impl Drop for MemoryLimiter {
+    fn drop(&mut self) {
+        self.budget.give_back(self.taken);
     }
 }
 
@@ -96,7 +142,16 @@ impl ResourceLimiter for MemoryLimiter {
             self.memory_denied = true;
             return Ok(false);
         }
-        Ok(maximum.is_none_or(|max| desired <= max))
+        if maximum.is_some_and(|max| desired > max) {
+            return Ok(false);
+        }
+        if !self.budget.take(desired.saturating_sub(self.taken)) {
+            self.memory_denied = true;
+            self.budget_denied = Some(self.budget.limit);
+            return Ok(false);
+        }
+        self.taken = self.taken.max(desired);
+        Ok(true)
     }
 
     fn table_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
@@ -146,10 +201,30 @@ mod tests {
             (1 << 19, Some(1 << 18), false, false),
         ];
         for (desired, maximum, allowed, denied) in table {
-            let mut limiter = MemoryLimiter::new(&limits);
+            let mut limiter = MemoryLimiter::new(&limits, MemoryBudget::new(GUEST_MEMORY_BUDGET));
             assert_eq!(limiter.memory_growing(0, desired, maximum).unwrap(), allowed, "{desired}");
             assert_eq!(limiter.memory_denied, denied, "{desired}");
         }
+    }
+
+    /// Calls share the budget: a grow that would pass it is refused (and said to be the
+    /// budget's), and what a call held comes back when its limiter (its store) drops.
+    #[test]
+    fn the_memory_budget_is_shared_and_given_back() {
+        let limits = Limits { memory_bytes: 4 << 20, ..Limits::default() };
+        let budget = MemoryBudget::new(5 << 20);
+        let mut first = MemoryLimiter::new(&limits, budget.clone());
+        assert!(first.memory_growing(0, 2 << 20, None).unwrap());
+        assert!(first.memory_growing(2 << 20, 3 << 20, None).unwrap(), "a grow takes only what is new");
+        let mut second = MemoryLimiter::new(&limits, budget.clone());
+        assert!(!second.memory_growing(0, 3 << 20, None).unwrap());
+        assert_eq!((second.memory_denied, second.budget_denied), (true, Some(5 << 20)));
+        assert!(second.memory_growing(0, 2 << 20, None).unwrap(), "what is left may still be taken");
+        drop(first);
+        let mut third = MemoryLimiter::new(&limits, budget.clone());
+        assert!(third.memory_growing(0, 3 << 20, None).unwrap(), "the first call's 3 MiB came back");
+        drop((second, third));
+        assert_eq!(budget.held.load(Ordering::SeqCst), 0);
     }
 
     #[test]

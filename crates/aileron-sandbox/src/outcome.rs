@@ -121,6 +121,8 @@ pub(crate) struct RunRecord<'a> {
     pub(crate) stdout: &'a [u8],
     pub(crate) stderr_tail: String,
     pub(crate) memory_denied: bool,
+    /// The runtime's memory budget, when it (not the call's cap) refused a grow.
+    pub(crate) memory_budget_denied: Option<usize>,
     pub(crate) host_failure: Option<Failure>,
     pub(crate) limits: &'a Limits,
 }
@@ -147,7 +149,17 @@ pub(crate) fn decide(record: RunRecord<'_>) -> Result<Value, Failure> {
     }
     let failed = matches!(record.end, RunEnd::Trapped(_) | RunEnd::Exited(_));
     if failed && record.memory_denied {
-        return Err(limit_failure(LimitKind::Memory, record.limits));
+        return Err(match record.memory_budget_denied {
+            Some(budget) => Failure::resource_limit(
+                LimitKind::Memory.as_str(),
+                format!(
+                    "the connector's memory could not grow: the calls running at once already hold the {} MiB of \
+                     memory the daemon allows its connectors together; retry when fewer run",
+                    budget >> 20
+                ),
+            ),
+            None => limit_failure(LimitKind::Memory, record.limits),
+        });
     }
     match record.end {
         RunEnd::Trapped(trap) => {
@@ -383,6 +395,7 @@ mod tests {
             stdout: stdout.as_bytes(),
             stderr_tail: "panic: oops".into(),
             memory_denied,
+            memory_budget_denied: None,
             host_failure,
             limits: &LIMITS,
         }

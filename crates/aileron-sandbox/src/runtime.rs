@@ -89,6 +89,9 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// Calls that may hold an instance at once (pooled slots); `None` = [`MAX_CONCURRENT_CALLS`].
     pub concurrent_calls: Option<usize>,
+    /// Bytes of linear memory all running calls may hold together; `None` =
+    /// [`limits::GUEST_MEMORY_BUDGET`].
+    pub memory_budget: Option<u64>,
 }
 
 /// One call of a connector operation.
@@ -135,6 +138,7 @@ pub struct Runtime {
     /// One permit per pooled slot: held from instantiation until the call's store is dropped.
     slots: Arc<tokio::sync::Semaphore>,
     slot_count: usize,
+    memory_budget: Arc<limits::MemoryBudget>,
     ticker: EpochTicker,
 }
 
@@ -184,6 +188,7 @@ impl Runtime {
             counters: CacheCounters::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             slot_count: slots,
+            memory_budget: limits::MemoryBudget::new(config.memory_budget.unwrap_or(limits::GUEST_MEMORY_BUDGET)),
             ticker,
         })
     }
@@ -343,7 +348,8 @@ impl Runtime {
         };
         // The epoch advances only while some call runs (see [`EpochTicker`]).
         let running = self.ticker.running();
-        let mut store = Store::new(&self.engine, CallContext::new(stdin, &limits, hooks, deadline));
+        let mut store =
+            Store::new(&self.engine, CallContext::new(stdin, &limits, self.memory_budget.clone(), hooks, deadline));
         store.limiter(|context| &mut context.limiter);
         store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).expect("fuel metering is enabled on the engine");
         store.set_epoch_deadline(1);
@@ -363,6 +369,7 @@ impl Runtime {
             stdout: &context.stdout,
             stderr_tail: outcome::stderr_tail(&context.stderr),
             memory_denied: context.limiter.memory_denied,
+            memory_budget_denied: context.limiter.budget_denied,
             host_failure: context.host_failure.take(),
             limits: &limits,
         });

@@ -243,6 +243,37 @@ async fn calls_beyond_the_pooled_slots_wait_for_one_within_their_wall_time() {
     );
 }
 
+/// The pool lets 1,024 calls run at once, so their memory together has a ceiling of its own:
+/// while two calls hold 2 MiB each of a 5 MiB budget, a third cannot take its 2 MiB and fails with
+/// a memory limit that names the budget (not its own cap); once they end, the memory is back.
+#[tokio::test]
+async fn calls_running_at_once_share_one_memory_budget() {
+    use std::sync::Arc;
+
+    use aileron_core::ContentHash;
+    use aileron_sandbox::{CallRequest, ImportPolicy, Runtime, RuntimeConfig};
+
+    let runtime = Runtime::new(RuntimeConfig { memory_budget: Some(5 << 20), ..RuntimeConfig::default() }).unwrap();
+    let wasm = sleeper(300_000_000).memory(r#"(memory (export "memory") 32)"#).wasm();
+    let module = runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let call = || {
+        let request = CallRequest { op: "run".into(), args: serde_json::json!({}), limits: limits() };
+        runtime.call(&module, request, crate::guest::FakeEgress::new() as Arc<_>)
+    };
+    let late = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        call().await
+    };
+    let (first, second, third) = tokio::join!(call(), call(), late);
+    for outcome in [&first, &second] {
+        assert_eq!(summary(outcome), "ok [0,77,1]");
+    }
+    assert_eq!(summary(&third), r#"resource_limit_exceeded sandbox "memory""#);
+    let message = &failure(&third).message;
+    assert!(message.contains("5 MiB of memory the daemon allows its connectors together"), "{message}");
+    assert_eq!(summary(&call().await), "ok [0,77,1]", "the first two calls gave their memory back");
+}
+
 /// A call made with `call_holding` keeps its pooled slot until its instance is dropped (the
 /// runner drops it while its audit record syncs), and the next call gets the slot then.
 #[tokio::test]
