@@ -32,8 +32,8 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
 use super::figures::{Distribution, added_micros, format_count, format_duration, format_rate, format_ratio, ratio};
-use super::helper::HelperProcess;
 use super::report::SummaryRow;
+use super::sidecar::Sidecar;
 use aileron::platform::home::Home;
 
 /// Fixed request rates of the latency phases (requests per second). 50/s is one LiteLLM worker
@@ -449,11 +449,11 @@ async fn complete(headers: axum::http::HeaderMap, body: Bytes) -> Response {
 /// pooled client, and the upstream's response handed back as it is. No routing, no admission,
 /// no hop-by-hop filtering, no limits: what the gateway does beyond this is its own cost. It
 /// runs as a process of its own (this executable with `--serve-bare-proxy`), as the daemon does.
-struct BareProxy(HelperProcess);
+struct BareProxy(Sidecar);
 
 impl BareProxy {
     fn start(upstream: &str) -> anyhow::Result<BareProxy> {
-        Ok(BareProxy(HelperProcess::start(&["--serve-bare-proxy", upstream], "bare proxy")?))
+        Ok(BareProxy(Sidecar::start(&["--serve-bare-proxy", upstream], "bare proxy")?))
     }
 
     fn base_url(&self) -> &str {

@@ -51,13 +51,13 @@ mod figures;
 mod gateway;
 mod go_guest;
 mod guard;
-mod helper;
 mod http;
 mod machine;
 mod mcp;
 mod policy;
 mod report;
 mod restart;
+mod sidecar;
 mod spawn;
 mod traces;
 mod work;
@@ -260,12 +260,12 @@ fn main() -> ExitCode {
     // The benchmark's HTTP clients and the daemon client use rustls, which needs the process-wide provider.
     aileron::platform::process::install_crypto_provider();
     let args = <BenchArgs as clap::Parser>::parse();
-    let helper = match (&args.serve_bare_proxy, args.serve_otlp_receiver) {
+    let serving = match (&args.serve_bare_proxy, args.serve_otlp_receiver) {
         (Some(upstream), _) => Some(gateway::serve_bare_proxy(upstream)),
         (None, true) => Some(traces::serve_otlp_receiver()),
         (None, false) => None,
     };
-    if let Some(served) = helper {
+    if let Some(served) = serving {
         return match served {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

@@ -15,9 +15,9 @@ use serde_json::json;
 
 use super::daemon::{BenchDaemon, http_client};
 use super::figures::{format_count, format_duration, format_rate, format_ratio, ratio};
-use super::helper::HelperProcess;
 use super::http::{LoadFigures, Probe, load_phase};
 use super::report::SummaryRow;
+use super::sidecar::Sidecar;
 use super::{BenchArgs, ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
 
 /// Rounds of the traces benchmark; each phase of a round measures `--duration` ÷ this.
@@ -49,13 +49,13 @@ struct TracePhase {
 /// `--serve-otlp-receiver`), as a collector would: its decoding is not the daemon's work, so it
 /// must not count in the process CPU per run the phases compare.
 struct SpanReceiver {
-    process: HelperProcess,
+    process: Sidecar,
     endpoint: String,
 }
 
 impl SpanReceiver {
     fn start() -> anyhow::Result<SpanReceiver> {
-        let process = HelperProcess::start(&["--serve-otlp-receiver"], "OTLP receiver")?;
+        let process = Sidecar::start(&["--serve-otlp-receiver"], "OTLP receiver")?;
         Ok(SpanReceiver { endpoint: format!("{}/v1/traces", process.base_url), process })
     }
 

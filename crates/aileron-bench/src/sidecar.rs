@@ -1,4 +1,4 @@
-//! Helper processes: this executable started again with a hidden flag (`--serve-bare-proxy`,
+//! Sidecars: this executable started again with a hidden flag (`--serve-bare-proxy`,
 //! `--serve-otlp-receiver`) to serve what a part measures against from a process of its own, so
 //! that its work is not counted as the daemon's. It prints its URL on its first line and stops
 //! when its stdin closes.
@@ -8,15 +8,15 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, bail};
 
-pub(super) struct HelperProcess {
+pub(super) struct Sidecar {
     child: Child,
     /// `http://127.0.0.1:<port>`, as it printed it.
     pub(super) base_url: String,
 }
 
-impl HelperProcess {
+impl Sidecar {
     /// Starts this executable with `args` and reads the URL it serves on; `what` names it in errors.
-    pub(super) fn start(args: &[&str], what: &str) -> anyhow::Result<HelperProcess> {
+    pub(super) fn start(args: &[&str], what: &str) -> anyhow::Result<Sidecar> {
         let executable = std::env::current_exe().context("locating the benchmark executable")?;
         let mut child = Command::new(executable)
             .args(args)
@@ -33,11 +33,11 @@ impl HelperProcess {
         if !base_url.starts_with("http://") {
             bail!("the {what} did not start (it printed {line:?})");
         }
-        Ok(HelperProcess { child, base_url })
+        Ok(Sidecar { child, base_url })
     }
 }
 
-impl Drop for HelperProcess {
+impl Drop for Sidecar {
     fn drop(&mut self) {
         // Closing its stdin stops it.
         drop(self.child.stdin.take());
