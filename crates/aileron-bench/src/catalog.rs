@@ -27,7 +27,7 @@ use serde_json::json;
 use super::figures::{
     Distribution, distribution_rows, format_bytes, format_count, format_duration, format_ratio, ratio,
 };
-use super::mcp::{McpProcess, builtin_tools, install_echo};
+use super::mcp::{McpProcess, builtin_tools, install_echo, install_package};
 use super::report::SummaryRow;
 use aileron::platform::home::Home;
 use aileron::surfaces::client::DaemonClient;
@@ -230,18 +230,10 @@ async fn in_flight(scratch: &Path) -> anyhow::Result<InFlight> {
     let server = tokio::spawn(async move { axum::serve(listener, slow).await });
     let measured = async {
         let client = DaemonClient::at(&info.url, info.token.clone())?;
-        let package = home.root().join("example-package");
-        std::fs::create_dir_all(&package)?;
-        std::fs::write(package.join("connector.wasm"), EXAMPLE_WASM)?;
-        std::fs::write(
-            package.join("manifest.toml"),
-            aileron::surfaces::cli::demo::example_manifest_for(&upstream.to_string()),
-        )?;
+        let manifest = aileron::surfaces::cli::demo::example_manifest_for(&upstream.to_string());
         let reference = format!("{EXAMPLE_FQN}@{EXAMPLE_VERSION}");
-        let preview =
-            client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
-        let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
-        let installed = client.post("/v1/connectors/install", &body).await?;
+        let package = home.root().join("example-package");
+        let installed = install_package(&client, &package, &reference, EXAMPLE_WASM, &manifest).await?;
         let hash = installed["hash"].as_str().context("the install answer has no hash")?;
         let template = EXAMPLE_ACTIONS
             .iter()
@@ -340,15 +332,10 @@ async fn starts(scratch: &Path) -> anyhow::Result<(Distribution, Distribution)> 
 async fn install_connectors(client: &DaemonClient, home: &Home, count: usize) -> anyhow::Result<()> {
     for index in 0..count {
         let package = home.root().join(format!("connector-{index:03}"));
-        std::fs::create_dir_all(&package)?;
-        std::fs::write(package.join("connector.wasm"), ECHO_WASM)?;
         let fqn = format!("github://aileron-bench/echo-{index:03}");
-        std::fs::write(package.join("manifest.toml"), format!("[connector]\nname = \"{fqn}\"\nversion = \"1.0.0\"\n"))?;
+        let manifest = format!("[connector]\nname = \"{fqn}\"\nversion = \"1.0.0\"\n");
         let reference = format!("{fqn}@1.0.0");
-        let preview =
-            client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
-        let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
-        let installed = client.post("/v1/connectors/install", &body).await?;
+        let installed = install_package(client, &package, &reference, ECHO_WASM, &manifest).await?;
         if installed["compiled"]["ok"] != true {
             bail!("installing {reference} did not compile it: {installed}");
         }

@@ -464,29 +464,17 @@ impl BareProxy {
 type BareClient =
     hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, hyper::body::Incoming>;
 
-/// `aileron-bench --serve-bare-proxy <upstream>`: serves on a loopback port from a runtime with
-/// the default worker count (as `aileron daemon run` has), prints its URL, and returns when
-/// stdin closes.
+/// `aileron-bench --serve-bare-proxy <upstream>`: the bare proxy as a [`super::sidecar`].
 pub(super) fn serve_bare_proxy(upstream: &str) -> anyhow::Result<()> {
     let authority: axum::http::uri::Authority =
         upstream.trim_start_matches("http://").parse().context("the upstream's address")?;
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding the bare proxy")?;
-    listener.set_nonblocking(true)?;
-    println!("http://{}", listener.local_addr()?);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
+    super::sidecar::serve(|listener| async move {
         let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
         connector.set_nodelay(true);
         let client: BareClient =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
-        let mut stdin_closed =
-            tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()));
         loop {
-            let (stream, _) = tokio::select! {
-                accepted = listener.accept() => accepted?,
-                _ = &mut stdin_closed => return anyhow::Ok(()),
-            };
+            let (stream, _) = listener.accept().await?;
             stream.set_nodelay(true)?;
             let (client, authority) = (client.clone(), authority.clone());
             let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {

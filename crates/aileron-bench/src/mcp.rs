@@ -293,12 +293,30 @@ async fn measure(config: &McpBenchConfig, home: &Home, url: &str, token: &str) -
     })
 }
 
-/// Installs the echo connector (once) and actions `echo-0000` … up to `count` of them.
 /// How many tools `aileron-mcp` lists besides the actions.
 pub(super) fn builtin_tools() -> usize {
     aileron::surfaces::mcp::catalog::ToolCatalog::builtins_only().tools.len()
 }
 
+/// Writes a connector package (`connector.wasm`, `manifest.toml`) into `package` and installs it
+/// through the daemon as `aileron connector install --from` does: previewed, then installed with
+/// the previewed hash, unsigned accepted. Returns the install answer.
+pub(super) async fn install_package(
+    client: &DaemonClient,
+    package: &Path,
+    reference: &str,
+    wasm: &[u8],
+    manifest: &str,
+) -> anyhow::Result<serde_json::Value> {
+    std::fs::create_dir_all(package)?;
+    std::fs::write(package.join("connector.wasm"), wasm)?;
+    std::fs::write(package.join("manifest.toml"), manifest)?;
+    let preview = client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
+    let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
+    client.post("/v1/connectors/install", &body).await
+}
+
+/// Installs the echo connector (once) and actions `echo-0000` … up to `count` of them.
 pub(super) async fn install_echo(client: &DaemonClient, home: &Home, count: usize) -> anyhow::Result<()> {
     let (status, installed) = client.call_raw(Method::GET, "/v1/connectors", None).await?;
     let existing = installed["items"].as_array().and_then(|items| items.iter().find(|item| item["fqn"] == ECHO_FQN));
@@ -306,14 +324,8 @@ pub(super) async fn install_echo(client: &DaemonClient, home: &Home, count: usiz
         Some(item) if status == 200 => item["hash"].as_str().unwrap_or_default().to_string(),
         _ => {
             let package = home.root().join("echo-package");
-            std::fs::create_dir_all(&package)?;
-            std::fs::write(package.join("connector.wasm"), ECHO_WASM)?;
-            std::fs::write(package.join("manifest.toml"), ECHO_MANIFEST)?;
             let reference = format!("{ECHO_FQN}@1.0.0");
-            let preview =
-                client.post("/v1/connectors/preview", &json!({ "source": package, "reference": reference })).await?;
-            let body = json!({ "source": package, "reference": reference, "expected_hash": preview["hash"], "consent": "flag", "allow_unsigned": true });
-            let installed = client.post("/v1/connectors/install", &body).await?;
+            let installed = install_package(client, &package, &reference, ECHO_WASM, ECHO_MANIFEST).await?;
             installed["hash"].as_str().context("the install answer has no hash")?.to_string()
         }
     };

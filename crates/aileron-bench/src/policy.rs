@@ -182,14 +182,15 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
     for sample in 0..WARMUP + RUNS {
         for kind in (0..4).map(|k| (k + sample) % 4) {
             let (wall, overhead) = daemons[kind].echo_run(&client, sample).await?;
-            if sample >= WARMUP {
-                walls[kind].push(wall);
-                overheads[kind].push(overhead);
+            if sample < WARMUP {
+                continue;
             }
-            if kind == 0 && sample >= WARMUP {
+            walls[kind].push(wall);
+            overheads[kind].push(overhead);
+            if kind == 0 {
                 floor.push(decide_once(&set, &counters, &subject, &args)?);
             }
-            if kind == 2 && sample >= WARMUP {
+            if kind == 2 {
                 let args = json!({ "text": format!("run {sample}") }).as_object().cloned().unwrap_or_default();
                 let at = Instant::now();
                 let judged = live.judge(&echo_call(&subject, &args, chrono::Utc::now(), Default::default()), false);

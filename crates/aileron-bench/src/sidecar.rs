@@ -1,7 +1,7 @@
 //! Sidecars: this executable started again with a hidden flag (`--serve-bare-proxy`,
 //! `--serve-otlp-receiver`) to serve what a part measures against from a process of its own, so
 //! that its work is not counted as the daemon's. It prints its URL on its first line and stops
-//! when its stdin closes.
+//! when its stdin closes: [`Sidecar`] is the benchmark's side, [`serve`] the sidecar's.
 
 use std::io::BufRead as _;
 use std::process::{Child, Command, Stdio};
@@ -43,4 +43,26 @@ impl Drop for Sidecar {
         drop(self.child.stdin.take());
         let _ = self.child.wait();
     }
+}
+
+/// The sidecar's own side: binds a loopback port, prints its URL (what [`Sidecar::start`] reads),
+/// and runs `serve` on it, on a runtime with the default worker count (as `aileron daemon run`
+/// has), until `serve` ends or stdin closes.
+pub(super) fn serve<F, Fut>(serve: F) -> anyhow::Result<()>
+where
+    F: FnOnce(tokio::net::TcpListener) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding a loopback port")?;
+    listener.set_nonblocking(true)?;
+    println!("http://{}", listener.local_addr()?);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let stdin_closed = tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()));
+        tokio::select! {
+            served = serve(listener) => served,
+            _ = stdin_closed => Ok(()),
+        }
+    })
 }

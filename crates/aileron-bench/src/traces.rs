@@ -71,9 +71,6 @@ impl SpanReceiver {
 pub(super) fn serve_otlp_receiver() -> anyhow::Result<()> {
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use prost::Message as _;
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding the OTLP receiver")?;
-    listener.set_nonblocking(true)?;
-    println!("http://{}", listener.local_addr()?);
     let spans = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counted = spans.clone();
     let receive = move |body: Bytes| async move {
@@ -90,15 +87,9 @@ pub(super) fn serve_otlp_receiver() -> anyhow::Result<()> {
     let app = axum::Router::new()
         .route("/v1/traces", axum::routing::post(receive))
         .route("/count", axum::routing::get(count));
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        let stdin_closed = tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()));
-        tokio::select! {
-            served = axum::serve(aileron::platform::process::no_delay(listener), app) => served?,
-            _ = stdin_closed => {}
-        }
-        anyhow::Ok(())
+    super::sidecar::serve(|listener| async move {
+        axum::serve(aileron::platform::process::no_delay(listener), app).await?;
+        Ok(())
     })
 }
 
