@@ -2,6 +2,8 @@
 //! scratch directory's filesystem and the load average, read from `/proc`.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub(super) struct Machine {
     pub(super) cpus: usize,
@@ -74,15 +76,42 @@ impl CpuTimes {
 }
 
 /// The share of CPU time stolen during each part of a run: the VM's own noise, beside the figures
-/// it moves.
+/// it moves. Also each part's wall time, printed as it ends, and — for a guard run — a watchdog
+/// that stops the process when one part runs past its limit (a hang must name itself, not eat
+/// CI's time).
 pub(super) struct StolenTime {
     last: Option<CpuTimes>,
     parts: Vec<(&'static str, Option<f64>)>,
+    /// When the running part started; the watchdog reads it.
+    started: Arc<Mutex<Instant>>,
 }
 
 impl StolenTime {
-    pub(super) fn start() -> StolenTime {
-        StolenTime { last: CpuTimes::read(), parts: Vec::new() }
+    /// Starts the first part; with a `limit`, a watchdog thread ends the process with an error
+    /// when a part runs longer (the thread ends with this value).
+    pub(super) fn start(limit: Option<Duration>) -> StolenTime {
+        let started = Arc::new(Mutex::new(Instant::now()));
+        if let Some(limit) = limit {
+            let watched = Arc::downgrade(&started);
+            std::thread::spawn(move || {
+                while let Some(started) = watched.upgrade() {
+                    let running = started.lock().map(|started| started.elapsed()).unwrap_or_default();
+                    drop(started);
+                    if running > limit {
+                        eprintln!(
+                            "error: the part started last (its line is the last `(x)` line above) has run for {} s, \
+                             longer than the {} s a part may take: taken for hung, the run stops\nhint: run that part \
+                             alone with `cargo xtask bench --only <part>` to see where it waits",
+                            running.as_secs(),
+                            limit.as_secs()
+                        );
+                        std::process::exit(1);
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            });
+        }
+        StolenTime { last: CpuTimes::read(), parts: Vec::new(), started }
     }
 
     /// Ends the part `label` (and starts the next one); passes its figures through.
@@ -91,6 +120,10 @@ impl StolenTime {
         let share = self.last.zip(now).and_then(|(last, now)| last.stolen_share(now));
         self.parts.push((label, share));
         self.last = now;
+        if let Ok(mut started) = self.started.lock() {
+            eprintln!("    {label} took {:.1} s", started.elapsed().as_secs_f64());
+            *started = Instant::now();
+        }
         figures
     }
 
@@ -148,11 +181,11 @@ mod tests {
         assert_eq!(before.stolen_share(after), Some(25.0 / 165.0));
         assert_eq!(before.stolen_share(before), None);
         assert_eq!(CpuTimes::parse("cpu  1 2 3\n"), None);
-        let mut stolen = StolenTime { last: Some(before), parts: Vec::new() };
+        let mut stolen = StolenTime { last: Some(before), ..StolenTime::start(None) };
         stolen.parts.push(("(b)", before.stolen_share(after)));
         stolen.parts.push(("(c)", None));
         assert_eq!(stolen.describe().as_deref(), Some("(b) 15.2 %, (c) unknown"));
-        assert_eq!(StolenTime { last: None, parts: Vec::new() }.describe(), None);
+        assert_eq!(StolenTime { last: None, ..StolenTime::start(None) }.describe(), None);
     }
 
     #[test]
