@@ -57,6 +57,11 @@ pub struct AuditFilter {
     /// At most this many records (newest first); `None` = all.
     #[schemars(description = "At most this many records (default 100, at most 10000).")]
     pub limit: Option<usize>,
+    /// Any one of these event types (empty: any): for a reader that wants several in one pass
+    /// (`aileron policy replay`). Not a query parameter.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub event_types: Vec<String>,
 }
 
 /// A parsed [`AuditFilter`].
@@ -81,6 +86,7 @@ impl<'a> Matcher<'a> {
         let payload = |key| record.payload_str(key);
         eq(&f.audit_id, Some(&record.audit_id))
             && eq(&f.event_type, Some(&record.event_type))
+            && (f.event_types.is_empty() || f.event_types.contains(&record.event_type))
             && f.family.as_deref().is_none_or(|family| is_in_family(&record.event_type, family))
             && eq(&f.connector_fqn, payload(keys::CONNECTOR_FQN))
             && eq(&f.class, payload(keys::FAILURE_CLASS))
@@ -118,6 +124,7 @@ impl<'a> Matcher<'a> {
             .iter()
             .any(|field| field.is_some())
             || f.top_level
+            || !f.event_types.is_empty()
     }
 
     /// Records are filed by their UTC date: a file dated before `since`'s day holds none at or
@@ -163,6 +170,9 @@ fn needles(filter: &AuditFilter) -> Vec<Vec<memmem::Finder<'static>>> {
         let mut prefix = pair("event_type", family);
         prefix.pop();
         groups.push(vec![prefix]);
+    }
+    if !filter.event_types.is_empty() {
+        groups.push(filter.event_types.iter().map(|event_type| pair("event_type", event_type)).collect());
     }
     groups
         .into_iter()

@@ -259,6 +259,16 @@ mod tests {
                     newest_first_ids(&records, |r| r.event_type == "connector.proxy.proxied"),
                 ),
                 (
+                    "any of two event types",
+                    AuditFilter {
+                        event_types: vec!["connector.proxy.proxied".into(), "approval.requested".into()],
+                        ..AuditFilter::default()
+                    },
+                    newest_first_ids(&records, |r| {
+                        r.event_type == "connector.proxy.proxied" || r.event_type == "approval.requested"
+                    }),
+                ),
+                (
                     "until",
                     AuditFilter { until: Some("2026-11-21T09:00:00Z".into()), ..AuditFilter::default() },
                     newest_first_ids(&records, |r| r.timestamp.as_str() < "2026-11-21T09:00:00.000Z"),

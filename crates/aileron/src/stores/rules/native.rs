@@ -14,6 +14,12 @@
 //! by Cedar. An evaluation that meets what Cedar would call an error (a missing attribute, a
 //! type mismatch) gives up, and Cedar decides that call too, with its own error reporting. A
 //! property test holds the two to the same verdicts (`tests::native_and_cedar_agree`).
+//!
+//! Rules that open with `path == "literal"` (an argument, `principal.agent`,
+//! `resource.connector`) are grouped by path and sorted by literal: a call evaluates each path
+//! once and walks only the rules whose literal is its value. Exact, not a heuristic: a skipped
+//! rule's first test is false without error, so walking it could neither satisfy it nor make it
+//! give up; where the path is missing every rule of the group is walked (and gives up as before).
 
 use cedar_policy::{Effect, Policy};
 use serde_json::Value as Json;
@@ -51,6 +57,17 @@ pub struct NativeSet {
     text: String,
     /// Each rule's id.
     ids: Vec<String>,
+    /// Rules that open with `path == "literal"`, one group per path.
+    keyed: Vec<Keyed>,
+    /// The other rules, by index.
+    plain: Vec<u32>,
+}
+
+/// The rules whose first test is `path == "literal"` for one path, sorted by literal.
+#[derive(Debug)]
+struct Keyed {
+    path: Node,
+    rules: Vec<(Str, u32)>,
 }
 
 #[derive(Debug)]
@@ -107,7 +124,7 @@ enum Lit {
     Entity(Str, Str),
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Var {
     Principal,
     Action,
@@ -191,7 +208,65 @@ impl NativeSet {
             conditions: Run(start, self.conditions.len() as u32 - start),
         });
         self.ids.push(id.to_string());
+        self.index(self.rules.len() as u32 - 1);
         Some(())
+    }
+
+    /// Files rule `rule` under the path its first test compares to a string literal, if it
+    /// opens with one (the leftmost operand of a `when`'s `&&` chain), else with the plain rules.
+    fn index(&mut self, rule: u32) {
+        let Run(start, length) = self.rules[rule as usize].conditions;
+        let key = (length > 0).then(|| self.conditions[start as usize]).and_then(|(when, mut node)| {
+            while let Expr::And(left, _) = self.nodes[node as usize] {
+                node = left;
+            }
+            let Expr::Eq(left, right) = self.nodes[node as usize] else { return None };
+            let literal = |node: Node| match self.nodes[node as usize] {
+                Expr::Lit(Lit::Str(text)) => Some(text),
+                _ => None,
+            };
+            let keyed = match (literal(left), literal(right)) {
+                (None, Some(text)) if self.is_path(left) => (left, text),
+                (Some(text), None) if self.is_path(right) => (right, text),
+                _ => return None,
+            };
+            when.then_some(keyed)
+        });
+        let Some((path, literal)) = key else {
+            self.plain.push(rule);
+            return;
+        };
+        let group = match self.keyed.iter().position(|keyed| self.same_path(keyed.path, path)) {
+            Some(group) => group,
+            None => {
+                self.keyed.push(Keyed { path, rules: Vec::new() });
+                self.keyed.len() - 1
+            }
+        };
+        let text = self.text(literal);
+        let at = self.keyed[group].rules.partition_point(|(other, _)| self.text(*other) <= text);
+        self.keyed[group].rules.insert(at, (literal, rule));
+    }
+
+    /// An attribute chain from `principal`, `resource` or `context`.
+    fn is_path(&self, node: Node) -> bool {
+        match self.nodes[node as usize] {
+            Expr::Attr(of, _) => {
+                matches!(self.nodes[of as usize], Expr::Var(Var::Principal | Var::Resource | Var::Context))
+                    || self.is_path(of)
+            }
+            _ => false,
+        }
+    }
+
+    fn same_path(&self, a: Node, b: Node) -> bool {
+        match (self.nodes[a as usize], self.nodes[b as usize]) {
+            (Expr::Var(a), Expr::Var(b)) => a == b,
+            (Expr::Attr(a, name_a), Expr::Attr(b, name_b)) => {
+                self.text(name_a) == self.text(name_b) && self.same_path(a, b)
+            }
+            _ => false,
+        }
     }
 
     fn str(&mut self, text: &str) -> Str {
@@ -334,18 +409,45 @@ impl NativeSet {
     /// evaluated (as Cedar does): one that cannot be is a reason to ask Cedar.
     pub fn decide(&self, facts: &Facts<'_>) -> Result<(Vec<&str>, bool, bool), GiveUp> {
         let (mut forbids, mut only_asks, mut permitted) = (Vec::new(), true, false);
-        for (rule, id) in self.rules.iter().zip(&self.ids) {
+        self.each_candidate(facts, |index| {
+            let rule = &self.rules[index as usize];
             if self.satisfied(rule, facts)? {
                 if rule.forbid {
-                    forbids.push(id.as_str());
+                    forbids.push(self.ids[index as usize].as_str());
                     only_asks &= rule.ask;
                 } else {
                     permitted = true;
                 }
             }
-        }
+            Ok(())
+        })?;
         forbids.sort_unstable();
         Ok((forbids, only_asks, permitted))
+    }
+
+    /// Calls `walk` with each rule that may be satisfied by the call: every plain rule, and of
+    /// each keyed group those whose literal is the path's value — none when the value is not a
+    /// string (Cedar's `==` is false across types), all when the path is missing.
+    fn each_candidate(&self, facts: &Facts<'_>, mut walk: impl FnMut(u32) -> Result<(), GiveUp>) -> Result<(), GiveUp> {
+        for rule in &self.plain {
+            walk(*rule)?;
+        }
+        for keyed in &self.keyed {
+            let rules = match self.eval(keyed.path, facts) {
+                Ok(Val::Str(value)) => {
+                    let start = keyed.rules.partition_point(|(literal, _)| self.text(*literal) < value);
+                    let length =
+                        keyed.rules[start..].iter().take_while(|(literal, _)| self.text(*literal) == value).count();
+                    &keyed.rules[start..start + length]
+                }
+                Ok(_) => &[],
+                Err(GiveUp) => &keyed.rules[..],
+            };
+            for (_, rule) in rules {
+                walk(*rule)?;
+            }
+        }
+        Ok(())
     }
 
     fn satisfied(&self, rule: &Rule, facts: &Facts<'_>) -> Result<bool, GiveUp> {
@@ -640,6 +742,7 @@ mod tests {
 
     use super::super::counters::Counts;
     use super::super::{Call, RuleSet, Subject, Verdict};
+    use super::{Facts, NativeSet, Val};
 
     /// Conditions of the shapes users write (and two Cedar alone evaluates: `now`, arithmetic).
     fn atom() -> impl Strategy<Value = String> {
@@ -665,6 +768,11 @@ mod tests {
             Just("principal in [Aileron::Human::\"web\", Aileron::Human::\"local-user\"]".to_string()),
             Just("principal in Aileron::Agent::\"s1\"".to_string()),
             Just("resource.connector == \"github://acme/mail\"".to_string()),
+            // Bare equalities on a path: what the index keys rules by (`to` is always given).
+            text.clone().prop_map(|t| format!("context.args.to == \"{t}\"")),
+            text.clone().prop_map(|t| format!("\"{t}\" == context.args.to")),
+            Just("resource.connector == \"github://acme/other\"".to_string()),
+            Just("(context.args.to == \"abc\" && context.args.count > 1)".to_string()),
             Just("resource.approval_required".to_string()),
             Just("action == Aileron::Action::\"http_request\"".to_string()),
             Just("context.args has amount".to_string()),
@@ -764,6 +872,65 @@ mod tests {
                 prop_assert!(erred || args.get("amount") == Some(&json!(1e20)), "native left {} to Cedar: {:?}", text, cedar);
             }
         }
+    }
+
+    #[test]
+    fn a_call_walks_only_the_rules_whose_literal_its_argument_equals() {
+        use std::str::FromStr;
+        let mut text = String::new();
+        for i in 0..50 {
+            text += &format!(
+                "forbid(principal, action, resource) when {{ context.args.text == \"blocked {i}\" && context.args.n > {i} }};\n"
+            );
+        }
+        text += "forbid(principal, action, resource) when { context.args.text like \"*x*\" };\n";
+        text += "permit(principal, action, resource);\n";
+        let cedar = cedar_policy::PolicySet::from_str(&text).unwrap();
+        let mut set = NativeSet::default();
+        for policy in cedar.policies() {
+            let json = NativeSet::json(policy).unwrap();
+            assert!(set.add(&policy.id().to_string(), policy.effect(), &json, false));
+        }
+        let subject = Subject::Human { id: "local-user".into() };
+        let no_args = serde_json::Map::new();
+        let call = Call {
+            subject: &subject,
+            verb: "run",
+            tool: "echo",
+            connector: "github://acme/echo",
+            approval_required: false,
+            args: &no_args,
+            now: chrono::Utc::now(),
+            counts: Counts::default(),
+        };
+        let walked = |args: &[(&str, Val<'_>)]| {
+            let mut walked = 0;
+            set.each_candidate(&Facts::new(&call, args), |_| {
+                walked += 1;
+                Ok(())
+            })
+            .unwrap();
+            walked
+        };
+        assert_eq!(walked(&[("text", Val::Str("blocked 7"))]), 3, "the two plain rules and `blocked 7`'s");
+        assert_eq!(walked(&[("text", Val::Str("other"))]), 2, "no literal is the value");
+        assert_eq!(walked(&[("text", Val::Long(7))]), 2, "`==` is false across types");
+        assert_eq!(walked(&[]), 52, "the argument is missing: every rule is walked, to give up as Cedar errs");
+
+        let decide = |args: &[(&str, Val<'_>)]| {
+            set.decide(&Facts::new(&call, args))
+                .map(|(forbids, _, permitted)| (forbids.iter().map(|id| id.to_string()).collect::<Vec<_>>(), permitted))
+        };
+        assert_eq!(
+            decide(&[("text", Val::Str("blocked 7")), ("n", Val::Long(8))]).unwrap(),
+            (vec!["policy7".to_string()], true)
+        );
+        assert_eq!(decide(&[("text", Val::Str("blocked 7")), ("n", Val::Long(7))]).unwrap(), (vec![], true));
+        assert_eq!(
+            decide(&[("text", Val::Str("a box")), ("n", Val::Long(0))]).unwrap(),
+            (vec!["policy50".to_string()], true)
+        );
+        assert!(decide(&[("n", Val::Long(8))]).is_err(), "a missing argument gives up, as before");
     }
 
     #[test]

@@ -122,21 +122,21 @@ fn replay(
             "the audit log is kept in memory (AILERON_AUDIT_DIR is empty): nothing to replay",
         ));
     };
-    let mut records = Vec::new();
-    for event_type in [
-        EventType::ActionExecuted,
-        EventType::ExecutionFailed,
-        EventType::PolicyDenied,
-        EventType::ConnectorProxyProxied,
-    ] {
-        let filter = crate::stores::audit_log::AuditFilter {
-            since: since.clone(),
-            event_type: Some(event_type.as_str().to_string()),
-            ..Default::default()
-        };
-        records
-            .extend(crate::stores::audit_log::query(&parent, &filter).map_err(|e| CliError::failure(e.to_string()))?);
-    }
+    // The records a replay decides again, read in one pass.
+    let filter = crate::stores::audit_log::AuditFilter {
+        since,
+        event_types: [
+            EventType::ActionExecuted,
+            EventType::ExecutionFailed,
+            EventType::PolicyDenied,
+            EventType::ConnectorProxyProxied,
+        ]
+        .iter()
+        .map(|event_type| event_type.as_str().to_string())
+        .collect(),
+        ..Default::default()
+    };
+    let records = crate::stores::audit_log::query(&parent, &filter).map_err(|e| CliError::failure(e.to_string()))?;
     let actions: crate::stores::rules::replay::ActionFacts = installed
         .iter()
         .map(|action| {
