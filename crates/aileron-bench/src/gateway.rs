@@ -50,6 +50,11 @@ const LITELLM_COMPARE_RATES: [u32; 2] = [50, 100];
 const MAX_RATIO_GOAL: f64 = 0.75;
 /// Issue 17: each SSE event gains at most 50 µs at p99.
 const SSE_ADDED_P99_GOAL: Duration = Duration::from_micros(50);
+/// Issue 49: the gateway's most requests/s are at least 0.95× the bare proxy's.
+const BARE_MAX_RATIO_GOAL: f64 = 0.95;
+/// Issue 49: at 1,000/s, and for each SSE event, the gateway's p99 is at most the bare proxy's
+/// + 100 µs (both measured in the same phase, taking turns).
+const BARE_ADDED_P99_GOAL: Duration = Duration::from_micros(100);
 /// Streams measured for the SSE figure, events per stream and the upstream's gap between them.
 const STREAMS: usize = 40;
 const EVENTS_PER_STREAM: usize = 10;
@@ -646,13 +651,42 @@ impl GatewayFigures {
                 goal: "",
                 met: None,
             });
+            let bare_ratio = aileron.max_throughput / bare.max_throughput.max(f64::MIN_POSITIVE);
             rows.push(SummaryRow {
                 figure: "(f) LLM gateway max req/s against the bare proxy".into(),
                 measured: format_rate(aileron.max_throughput),
                 baseline: format!("{} bare proxy", format_rate(bare.max_throughput)),
-                ratio: format_ratio(aileron.max_throughput / bare.max_throughput.max(f64::MIN_POSITIVE)),
-                goal: "",
-                met: None,
+                ratio: format_ratio(bare_ratio),
+                goal: "≥ 0.95× bare proxy",
+                met: Some(bare_ratio >= BARE_MAX_RATIO_GOAL && aileron.max_failed == 0),
+            });
+            // Against the floor measured at the same rate and on the same streams (issue 49).
+            let goal = BARE_ADDED_P99_GOAL.as_secs_f64() * 1e6;
+            if let (Some(phase), Some(floor)) = (aileron.at(GOAL_RATE), bare.at(GOAL_RATE)) {
+                let (measured, baseline) = (phase.latency.p99(), floor.latency.p99());
+                let over = added_micros(measured, baseline);
+                rows.push(SummaryRow {
+                    figure: format!(
+                        "(f) LLM gateway at {}/s, p99 against the bare proxy's ({})",
+                        format_count(GOAL_RATE.into()),
+                        format_added(over)
+                    ),
+                    measured: format_duration(measured),
+                    baseline: format!("{} bare proxy", format_duration(baseline)),
+                    ratio: format_ratio(ratio(measured, baseline)),
+                    goal: "≤ bare proxy + 100 µs",
+                    met: Some(phase.failed == 0 && over <= goal),
+                });
+            }
+            let (measured, baseline) = (aileron.event_delay.p99(), bare.event_delay.p99());
+            let over = added_micros(measured, baseline);
+            rows.push(SummaryRow {
+                figure: format!("(f) SSE event delay p99 against the bare proxy's ({})", format_added(over)),
+                measured: format_duration(measured),
+                baseline: format!("{} bare proxy", format_duration(baseline)),
+                ratio: format_ratio(ratio(measured, baseline)),
+                goal: "≤ bare proxy + 100 µs",
+                met: Some(over <= goal),
             });
         }
         let (measured, baseline) = (aileron.event_delay.p99(), direct.event_delay.p99());
@@ -772,5 +806,48 @@ impl GatewayFigures {
              delay is its arrival at the client minus the moment the upstream handed it to hyper.",
             EVENT_GAP.as_millis()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(target: Target, p99_micros: u64, max_throughput: f64, event_micros: u64) -> TargetFigures {
+        let micros = |n: u64| Distribution::new(vec![Duration::from_micros(n); 100]);
+        TargetFigures {
+            target,
+            identical: true,
+            rates: vec![RatePhase { rate: GOAL_RATE, due: 100, failed: 0, latency: micros(p99_micros) }],
+            max_throughput,
+            max_failed: 0,
+            event_delay: micros(event_micros),
+        }
+    }
+
+    fn verdicts(gateway: TargetFigures) -> Vec<(String, Option<bool>)> {
+        let figures = GatewayFigures {
+            targets: vec![target(Target::Direct, 100, 1000.0, 50), gateway, target(Target::BareProxy, 200, 600.0, 100)],
+            clients: 4,
+            window: Duration::from_secs(1),
+            litellm_note: None,
+            litellm_version: None,
+        };
+        figures
+            .summary_rows()
+            .into_iter()
+            .filter(|row| row.figure.contains("bare proxy") && row.goal.contains("bare proxy"))
+            .map(|row| (row.figure, row.met))
+            .collect()
+    }
+
+    #[test]
+    fn the_gateway_is_held_against_the_bare_proxy_at_the_same_rate_and_on_the_same_streams() {
+        let within = verdicts(target(Target::Aileron, 290, 580.0, 190));
+        assert_eq!(within.len(), 3, "{within:?}");
+        assert!(within.iter().all(|(_, met)| *met == Some(true)), "{within:?}");
+        let beyond = verdicts(target(Target::Aileron, 310, 560.0, 210));
+        assert!(beyond.iter().all(|(_, met)| *met == Some(false)), "{beyond:?}");
+        assert!(beyond[1].0.contains("(+110 µs)"), "the margin is named: {}", beyond[1].0);
     }
 }
