@@ -9,15 +9,17 @@ use aileron_core::action::ActionFile;
 use aileron_core::vocabulary::EventType;
 use chrono::Utc;
 
-use super::{RunRejection, RunRequest, append};
+use super::{RunRejection, RunRequest, append, submit};
+use crate::dataplane::egress::Admission;
 use crate::services::Services;
 use crate::stores::rules::admission::Judged;
 use crate::stores::rules::{Call, Subject};
 
 /// What the gate lets through.
 pub(super) enum Gate {
-    /// On to the approval gate; the hash of the set that decided (none without policy files).
-    Pass { hash: Option<String> },
+    /// On to the approval gate; the hash of the set that decided (none without policy files),
+    /// and the run's `policy.admitted` record on its way to disk when the rules count runs.
+    Pass { hash: Option<String>, admission: Option<Admission> },
     /// Only with a human's approval, for these reasons.
     Ask { reasons: Vec<String> },
     /// Refused (audited): the failure to answer with.
@@ -43,7 +45,7 @@ pub(super) async fn check(
     audit_id: &str,
 ) -> Result<Gate, RunRejection> {
     if state.rules.current().is_empty() {
-        return Ok(Gate::Pass { hash: None });
+        return Ok(Gate::Pass { hash: None, admission: None });
     }
     let subject = subject(state, request);
     let connector = action.steps.first().map(|step| step.connector.to_string()).unwrap_or_default();
@@ -58,17 +60,20 @@ pub(super) async fn check(
         counts: Default::default(),
     };
     let Some(judgment) = state.rules.judge(&call, request.approval.is_some()) else {
-        return Ok(Gate::Pass { hash: None });
+        return Ok(Gate::Pass { hash: None, admission: None });
     };
     if let Some(payload) = judgment.shadow {
         append(state, EventType::PolicyShadow, &request.caller, payload, &super::mint_audit_id()).await?;
     }
     match judgment.outcome {
         Judged::Pass { hash, admitted } => {
-            if let Some(payload) = admitted {
-                append(state, EventType::PolicyAdmitted, &request.caller, payload, &super::mint_audit_id()).await?;
-            }
-            Ok(Gate::Pass { hash: Some(hash) })
+            // Handed to the writer now, awaited before the run's first effect (see `Admission`).
+            let admission = admitted.map(|payload| {
+                let appended =
+                    submit(state, EventType::PolicyAdmitted, &request.caller, payload, &super::mint_audit_id());
+                Admission::new(async move { appended.await.map_err(|rejection| rejection.to_string()) })
+            });
+            Ok(Gate::Pass { hash: Some(hash), admission })
         }
         Judged::Ask { reasons } => Ok(Gate::Ask { reasons }),
         Judged::Refused { failure, denied } => {

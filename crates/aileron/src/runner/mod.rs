@@ -28,6 +28,7 @@ use aileron_sandbox::{CallRequest, ImportPolicy, Instance, Limits};
 use opentelemetry::context::FutureExt;
 use serde_json::{Map, Value, json};
 
+use crate::dataplane::egress::Admission;
 use crate::dataplane::egress::StepEgress;
 pub use crate::dataplane::egress::UpstreamWait;
 pub use crate::platform::principal::Caller;
@@ -118,8 +119,8 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         return Err(RunRejection::InvalidArgs(error));
     }
     let audit_id = mint_audit_id();
-    let policy = match gate::check(state, &action, &request, &audit_id).await? {
-        gate::Gate::Pass { hash } => hash,
+    let (policy, admission) = match gate::check(state, &action, &request, &audit_id).await? {
+        gate::Gate::Pass { hash, admission } => (hash, admission),
         gate::Gate::Refused(failure) => {
             state.telemetry.action_execute(&action).fail(&failure, Some(&audit_id));
             return Ok(RunOutcome::Failed(failure));
@@ -150,6 +151,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
                     ending: Ending::Refused(&failure),
                 };
                 append(state, record.event_type(), &request.caller, record.payload(), &audit_id).await?;
+                admitted(admission.as_ref()).await?;
                 state.telemetry.action_execute(&action).fail(&failure, Some(&audit_id));
                 return Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)));
             }
@@ -162,9 +164,10 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         return Err(RunRejection::AuditUnavailable("the disk holding the audit log is full".into()));
     }
     let span = state.telemetry.action_execute(&action);
-    let executed = execute_steps(state, &action, &request.args, &request.caller, &audit_id, &request.waited)
-        .with_context(span.context())
-        .await;
+    let executed =
+        execute_steps(state, &action, &request.args, &request.caller, &audit_id, &request.waited, admission.as_ref())
+            .with_context(span.context())
+            .await;
     match executed {
         Ok((output, steps, instance)) => {
             let approval = request.approval.as_ref().map(|grant| &grant.entry.id);
@@ -184,6 +187,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             // The last guest's instance goes back to the pool while the writer syncs the record.
             drop(instance);
             appended.await.map_err(RunRejection::after_steps)?;
+            admitted(admission.as_ref()).await?;
             span.end();
             Ok(RunOutcome::Completed { audit_id, result })
         }
@@ -193,6 +197,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             append(state, record.event_type(), &request.caller, record.payload(), &audit_id)
                 .await
                 .map_err(RunRejection::after_steps)?;
+            admitted(admission.as_ref()).await?;
             span.fail(&failed.failure, Some(&audit_id));
             Ok(RunOutcome::Failed(failed.failure.with_audit_id(audit_id)))
         }
@@ -267,6 +272,7 @@ async fn execute_steps(
     caller: &Caller,
     audit_id: &str,
     waited: &Arc<UpstreamWait>,
+    admission: Option<&Admission>,
 ) -> Result<(Value, Vec<StepRecord>, Option<Instance>), StepFailure> {
     let mut outputs: BTreeMap<String, Value> = BTreeMap::new();
     let mut steps = Vec::new();
@@ -303,6 +309,7 @@ async fn execute_steps(
             limits,
             idempotent: step.idempotent,
             waited: waited.clone(),
+            admission: admission.cloned(),
         };
         let mut logs = Vec::new();
         let called = call_connector(state, call, &hash, op_args, caller, audit_id, &mut logs).await;
@@ -351,6 +358,8 @@ struct ConnectorCall<'a> {
     idempotent: Option<bool>,
     /// The run's upstream wait (see [`RunRequest::waited`]).
     waited: Arc<UpstreamWait>,
+    /// The run's admission record, durable before the call's first effect.
+    admission: Option<Admission>,
 }
 
 /// Checks `op` against the action's subset (`aileron.capability.check`), then makes the call
@@ -496,7 +505,7 @@ async fn call_verified(
     audit_id: &str,
     logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
-    let ConnectorCall { action, required, subset, op, limits, idempotent, waited } = call;
+    let ConnectorCall { action, required, subset, op, limits, idempotent, waited, admission } = call;
     let connector = verified(state, &required.hash).await?;
     let manifest = connector.manifest.clone();
     check_identity(&manifest, required)?;
@@ -513,6 +522,7 @@ async fn call_verified(
         audit_id: audit_id.to_string(),
         used_bindings: std::sync::Mutex::new(Vec::new()),
         waited: waited.clone(),
+        admission,
     });
     let mut attempt = 0;
     let mut op_args = Some(op_args);
@@ -665,6 +675,8 @@ async fn evaluate_preview(
         limits,
         idempotent: Some(false),
         waited: Arc::default(),
+        // A preview is not a run: the rules have not counted it.
+        admission: None,
     };
     let audit_id = mint_audit_id();
     let mut logs = Vec::new();
@@ -905,6 +917,15 @@ fn step_summary(step: &StepRecord) -> Value {
         summary.extend(vocabulary::binding(binding.name.clone(), binding.kind.as_str(), binding.identity.clone()));
     }
     Value::Object(summary)
+}
+
+/// The run's admission record (when the rules count runs), durable by the time the run's own
+/// record is: one that never became durable fails the run closed, though nothing of it left.
+async fn admitted(admission: Option<&Admission>) -> Result<(), RunRejection> {
+    match admission {
+        Some(admission) => admission.recorded().await.map_err(RunRejection::AuditUnavailable),
+        None => Ok(()),
+    }
 }
 
 async fn append(

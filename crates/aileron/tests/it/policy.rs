@@ -396,3 +396,55 @@ fn a_launched_agents_own_requests_are_decided_by_the_same_rules() {
         "the three merges, the deletion, the issue and the listing: {stderr}"
     );
 }
+
+/// A run the rules count acts only once its admission is on record (SPEC §16): its
+/// `policy.admitted` record is handed to the writer at admission and awaited before the first
+/// request leaves, not before the run starts. The upstream, as each request arrives, reads the
+/// audit log: the run's admission is always there already.
+#[test]
+fn a_counted_runs_request_reaches_the_upstream_only_after_its_admission_is_recorded() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let cli = Cli::new();
+    let audit_dir = cli.home.join("audit");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let listener = runtime.block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0))).unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/fetch",
+        axum::routing::get({
+            let (audit_dir, seen) = (audit_dir.clone(), seen.clone());
+            move || async move {
+                // What a crash at this moment would leave: the admissions written so far.
+                let admitted: usize = std::fs::read_dir(&audit_dir)
+                    .unwrap()
+                    .flatten()
+                    .filter(|entry| entry.file_name().to_string_lossy().ends_with(".jsonl"))
+                    .map(|entry| std::fs::read_to_string(entry.path()).unwrap_or_default())
+                    .map(|text| text.matches("\"event_type\":\"policy.admitted\"").count())
+                    .sum();
+                seen.lock().unwrap().push(admitted);
+                "fetched"
+            }
+        }),
+    );
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    let hash = cli.install_guest("http_get", &[upstream.to_string()]);
+    cli.add_action(&ActionSpec {
+        inputs: &[("url", "string", true)],
+        ..ActionSpec::new("fetch", "http_get", &hash, "get")
+    });
+    // A rule that counts runs (and never refuses at these numbers).
+    std::fs::write(
+        policy_dir(&cli).join("count.cedar"),
+        "forbid(principal, action, resource) when { context.runs_last_hour >= 1000 };\n",
+    )
+    .unwrap();
+    status_saying(&cli, "1 rule(s) from 1 file(s)");
+    let url = format!("url=http://{upstream}/fetch");
+    for run in 1..=5 {
+        let ran = cli.run(&["action", "run", "fetch", "--arg", &url]);
+        assert!(ran.status.success(), "run {run}: {}", String::from_utf8_lossy(&ran.stderr));
+    }
+    assert_eq!(*seen.lock().unwrap(), [1, 2, 3, 4, 5], "each request found its own run's admission on record");
+    assert_eq!(audit_of(&cli, "policy.admitted").len(), 5);
+}

@@ -65,6 +65,43 @@ pub struct StepEgress {
     pub used_bindings: Mutex<Vec<BindingInfo>>,
     /// The run's time waiting on what is not the daemon's: upstreams and spawned programs.
     pub waited: Arc<UpstreamWait>,
+    /// The run's `policy.admitted` record, when the rules count runs: durable before anything
+    /// of this step leaves.
+    pub admission: Option<Admission>,
+}
+
+/// A run's `policy.admitted` record on its way to disk (SPEC §16). The run is counted (in
+/// memory, under the counters' lock) when it is admitted; the record must be durable before the
+/// run's first effect — an outbound request, a spawned program — so that a run killed after
+/// acting still counts after a restart. Waiting there rather than before the run lets the write
+/// overlap the guest's start; a run that never acts is covered by its own record, written after.
+#[derive(Clone)]
+pub struct Admission(futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<(), String>>>);
+
+impl Admission {
+    /// `appended`: the append of the record, handed to the writer already.
+    pub fn new(appended: impl std::future::Future<Output = Result<(), String>> + Send + 'static) -> Admission {
+        use futures_util::FutureExt;
+        Admission(appended.boxed().shared())
+    }
+
+    /// Waits until the record is durable; `Err` when it will not be (the run must not act).
+    pub async fn recorded(&self) -> Result<(), String> {
+        self.0.clone().await
+    }
+
+    /// [`Admission::recorded`], as the failure a host call answers with.
+    async fn before_effect(admission: Option<&Admission>) -> Result<(), Failure> {
+        match admission {
+            Some(admission) => admission.recorded().await.map_err(|error| {
+                Failure::runtime_error(
+                    Boundary::Runtime,
+                    format!("the run's admission could not be recorded, so nothing of it may leave: {error}"),
+                )
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// How long a run waited on its upstreams — HTTP requests from sent to the last body byte,
@@ -111,6 +148,7 @@ impl HostHooks for StepEgress {
 
 impl StepEgress {
     async fn send(&self, request: GuestHttpRequest) -> Result<HostHttpResponse, Failure> {
+        Admission::before_effect(self.admission.as_ref()).await?;
         let target = match policy::check_egress(&self.manifest, &self.subset, &request.url) {
             Ok(target) => target,
             Err(failure) => return Err(self.rejected(&request, None, None, failure).await),
@@ -537,4 +575,37 @@ fn describe(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     if detail.is_empty() { kind.to_string() } else { format!("{kind}: {detail}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The gate every effect of a counted run passes: it waits for the admission record, and an
+    /// admission that will never be durable refuses the effect (every waiter sees the same answer).
+    #[tokio::test]
+    async fn an_effect_waits_for_the_admission_record_and_never_follows_a_failed_one() {
+        assert!(Admission::before_effect(None).await.is_ok(), "rules that count nothing: no wait");
+
+        let (durable, appended) = tokio::sync::oneshot::channel::<Result<(), String>>();
+        let admission = Admission::new(async move { appended.await.unwrap_or(Err("writer gone".into())) });
+        let waiting = tokio::spawn({
+            let admission = admission.clone();
+            async move { Admission::before_effect(Some(&admission)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "the effect waits while the record is on its way");
+        durable.send(Ok(())).unwrap();
+        assert!(waiting.await.unwrap().is_ok());
+        assert!(Admission::before_effect(Some(&admission)).await.is_ok(), "a later effect passes at once");
+
+        let failed = Admission::new(async { Err("audit log unavailable: disk full".to_string()) });
+        for _ in 0..2 {
+            let refused = Admission::before_effect(Some(&failed)).await.expect_err("no effect after a failed record");
+            assert!(
+                refused.message.contains("nothing of it may leave: audit log unavailable: disk full"),
+                "{refused:?}"
+            );
+        }
+    }
 }

@@ -26,6 +26,7 @@ struct Gated {
 impl StepEgress {
     /// The spawn hook: gate, credential, confined run, audit. `deadline` is the step's.
     pub(crate) async fn spawn_program(&self, request: GuestSpawn, deadline: Instant) -> Result<SpawnOutput, Failure> {
+        super::Admission::before_effect(self.admission.as_ref()).await?;
         let started = Instant::now();
         let requested = match &request {
             GuestSpawn::Envelope(envelope) => {
