@@ -38,6 +38,10 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 /// files (the note, the witness's state), which at 1,000 records apiece would compete a dozen
 /// times a second with the log's own syncs under load.
 pub const CHECKPOINT_MIN_GAP: Duration = Duration::from_secs(1);
+/// How long a receipt waits for the tree to take in a record the log already holds: the tree's
+/// thread extends it just after the writer acknowledges a batch (the log never waits on it), so
+/// a receipt asked for right after a run may be a moment ahead of it.
+const TREE_CATCH_UP: Duration = Duration::from_secs(2);
 const HASH_BYTES: u64 = 32;
 
 /// The stored levels of the tree.
@@ -480,8 +484,15 @@ pub fn receipt(
     witness: Option<&super::witness::Witness>,
 ) -> anyhow::Result<aileron_core::tlog::TlogProof> {
     anyhow::ensure!(seq > 0, "records are numbered from 1");
-    let tree = Tree::read_only(audit_dir)?;
     let index = seq - 1;
+    let deadline = std::time::Instant::now() + TREE_CATCH_UP;
+    let tree = loop {
+        let tree = Tree::read_only(audit_dir)?;
+        if index < tree.size() || std::time::Instant::now() >= deadline {
+            break tree;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     anyhow::ensure!(
         index < tree.size(),
         "the Merkle tree does not cover record {seq} yet (it holds {}); start the daemon, which catches it up",
