@@ -101,6 +101,27 @@ impl Target {
     }
 }
 
+/// A latency held against another target's: `figure` gains the difference in brackets, and the
+/// row is met when every request was answered (`measured.1`) and the difference is within the
+/// goal's limit.
+fn added_row(
+    figure: String,
+    measured: (Duration, bool),
+    baseline: (Duration, &str),
+    goal: Option<(&'static str, Duration)>,
+) -> SummaryRow {
+    let ((measured, answered), (baseline, against)) = (measured, baseline);
+    let added = added_micros(measured, baseline);
+    SummaryRow {
+        figure: format!("{figure} ({})", format_added(added)),
+        measured: format_duration(measured),
+        baseline: format!("{} {against}", format_duration(baseline)),
+        ratio: format_ratio(ratio(measured, baseline)),
+        goal: goal.map_or("", |(text, _)| text),
+        met: goal.map(|(_, limit)| answered && added <= limit.as_secs_f64() * 1e6),
+    }
+}
+
 /// One fixed-rate phase of one target.
 pub(super) struct RatePhase {
     rate: u32,
@@ -616,21 +637,10 @@ impl GatewayFigures {
         if let (Some(base), Some(phase)) = (direct.at(GOAL_RATE), aileron.at(GOAL_RATE)) {
             for (label, measured, baseline, goal) in [
                 ("p50", phase.latency.p50(), base.latency.p50(), None),
-                ("p99", phase.latency.p99(), base.latency.p99(), Some(ADDED_P99_GOAL)),
+                ("p99", phase.latency.p99(), base.latency.p99(), Some(("≤ +100 µs p99", ADDED_P99_GOAL))),
             ] {
-                let added = added_micros(measured, baseline);
-                rows.push(SummaryRow {
-                    figure: format!(
-                        "(f) LLM gateway at {}/s, {label} ({})",
-                        format_count(GOAL_RATE.into()),
-                        format_added(added)
-                    ),
-                    measured: format_duration(measured),
-                    baseline: format!("{} direct", format_duration(baseline)),
-                    ratio: format_ratio(ratio(measured, baseline)),
-                    goal: if goal.is_some() { "≤ +100 µs p99" } else { "" },
-                    met: goal.map(|goal| phase.failed == 0 && added <= goal.as_secs_f64() * 1e6),
-                });
+                let figure = format!("(f) LLM gateway at {}/s, {label}", format_count(GOAL_RATE.into()));
+                rows.push(added_row(figure, (measured, phase.failed == 0), (baseline, "direct"), goal));
             }
         }
         let max_ratio = aileron.max_throughput / direct.max_throughput.max(f64::MIN_POSITIVE);
@@ -661,44 +671,24 @@ impl GatewayFigures {
                 met: Some(bare_ratio >= BARE_MAX_RATIO_GOAL && aileron.max_failed == 0),
             });
             // Against the floor measured at the same rate and on the same streams (issue 49).
-            let goal = BARE_ADDED_P99_GOAL.as_secs_f64() * 1e6;
+            let goal = Some(("≤ bare proxy + 100 µs", BARE_ADDED_P99_GOAL));
             if let (Some(phase), Some(floor)) = (aileron.at(GOAL_RATE), bare.at(GOAL_RATE)) {
-                let (measured, baseline) = (phase.latency.p99(), floor.latency.p99());
-                let over = added_micros(measured, baseline);
-                rows.push(SummaryRow {
-                    figure: format!(
-                        "(f) LLM gateway at {}/s, p99 against the bare proxy's ({})",
-                        format_count(GOAL_RATE.into()),
-                        format_added(over)
-                    ),
-                    measured: format_duration(measured),
-                    baseline: format!("{} bare proxy", format_duration(baseline)),
-                    ratio: format_ratio(ratio(measured, baseline)),
-                    goal: "≤ bare proxy + 100 µs",
-                    met: Some(phase.failed == 0 && over <= goal),
-                });
+                let figure =
+                    format!("(f) LLM gateway at {}/s, p99 against the bare proxy's", format_count(GOAL_RATE.into()));
+                let measured = (phase.latency.p99(), phase.failed == 0);
+                rows.push(added_row(figure, measured, (floor.latency.p99(), "bare proxy"), goal));
             }
-            let (measured, baseline) = (aileron.event_delay.p99(), bare.event_delay.p99());
-            let over = added_micros(measured, baseline);
-            rows.push(SummaryRow {
-                figure: format!("(f) SSE event delay p99 against the bare proxy's ({})", format_added(over)),
-                measured: format_duration(measured),
-                baseline: format!("{} bare proxy", format_duration(baseline)),
-                ratio: format_ratio(ratio(measured, baseline)),
-                goal: "≤ bare proxy + 100 µs",
-                met: Some(over <= goal),
-            });
+            let figure = "(f) SSE event delay p99 against the bare proxy's".to_string();
+            rows.push(added_row(
+                figure,
+                (aileron.event_delay.p99(), true),
+                (bare.event_delay.p99(), "bare proxy"),
+                goal,
+            ));
         }
-        let (measured, baseline) = (aileron.event_delay.p99(), direct.event_delay.p99());
-        let sse_added = added_micros(measured, baseline);
-        rows.push(SummaryRow {
-            figure: format!("(f) SSE event delay p99 ({})", format_added(sse_added)),
-            measured: format_duration(measured),
-            baseline: format!("{} direct", format_duration(baseline)),
-            ratio: format_ratio(ratio(measured, baseline)),
-            goal: "≤ +50 µs",
-            met: Some(sse_added <= SSE_ADDED_P99_GOAL.as_secs_f64() * 1e6),
-        });
+        let measured = (aileron.event_delay.p99(), true);
+        let goal = Some(("≤ +50 µs", SSE_ADDED_P99_GOAL));
+        rows.push(added_row("(f) SSE event delay p99".into(), measured, (direct.event_delay.p99(), "direct"), goal));
         if let Some(litellm) = self.target(Target::LiteLlm) {
             for rate in LITELLM_COMPARE_RATES {
                 let Some(base) = direct.at(rate) else { continue };
