@@ -405,8 +405,9 @@ impl NativeSet {
     }
 
     /// What the rules decide on `facts`, as Cedar would: the satisfied forbids (ids, sorted),
-    /// whether every one of them is an `@ask`, and whether a permit is satisfied. Every rule is
-    /// evaluated (as Cedar does): one that cannot be is a reason to ask Cedar.
+    /// whether every one of them is an `@ask`, and whether a permit is satisfied. Every rule that
+    /// may be satisfied is evaluated (as Cedar evaluates all; the index skips only rules whose
+    /// first test is false without error): one that cannot be is a reason to ask Cedar.
     pub fn decide(&self, facts: &Facts<'_>) -> Result<(Vec<&str>, bool, bool), GiveUp> {
         let (mut forbids, mut only_asks, mut permitted) = (Vec::new(), true, false);
         self.each_candidate(facts, |index| {
