@@ -138,11 +138,8 @@ impl Services {
         let spawner = Arc::new(spawner);
         let rules = {
             let (installed, _) = actions.list();
-            crate::stores::rules::LiveRules::open(
-                home.root(),
-                actions.generation(),
-                installed.iter().map(|action| action.file.as_ref()),
-            )
+            let installed = installed.into_iter().map(|action| action.file).collect();
+            crate::stores::rules::LiveRules::open(home.root(), actions.generation(), installed)
         };
         match rules.problem() {
             Some(problem) => {

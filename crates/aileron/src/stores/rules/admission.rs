@@ -143,15 +143,37 @@ fn rule_ids(verdict: &Verdict) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stores::rules::Subject;
+    use crate::stores::rules::{Reloaded, Subject};
 
     fn live(rules: &str) -> (tempfile::TempDir, LiveRules) {
         let home = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(home.path().join("policy")).unwrap();
         std::fs::write(home.path().join("policy/limit.cedar"), rules).unwrap();
-        let live = LiveRules::open(home.path(), 0, []);
+        let live = LiveRules::open(home.path(), 0, Vec::new());
         assert!(live.problem().is_none(), "{:?}", live.problem());
         (home, live)
+    }
+
+    /// The daemon looks twice a second: the installed actions are listed only when the files or
+    /// the actions changed since the last look.
+    #[test]
+    fn a_reload_lists_the_actions_only_when_the_files_or_the_actions_changed() {
+        let (home, live) = live("forbid(principal, action, resource) when { context.runs_last_hour >= 3 };");
+        let listed = std::cell::Cell::new(0);
+        let list = || {
+            listed.set(listed.get() + 1);
+            Vec::new()
+        };
+        assert!(matches!(live.reload(0, list), Reloaded::Unchanged));
+        assert_eq!(listed.get(), 0, "nothing changed since the set was opened");
+        live.reload(1, list);
+        assert_eq!(listed.get(), 1, "an action changed");
+        live.reload(1, list);
+        assert_eq!(listed.get(), 1);
+        std::fs::write(home.path().join("policy/more.cedar"), "forbid(principal, action, resource) when { false };")
+            .unwrap();
+        assert!(matches!(live.reload(1, list), Reloaded::Loaded { .. }));
+        assert_eq!(listed.get(), 2, "a file changed");
     }
 
     /// A call that needs an approval anyway is decided when asked (a forbid refuses it at once)

@@ -752,7 +752,7 @@ impl LiveRules {
     /// The policy of `home_dir/policy`, loaded now against `actions`. Files that do not load at
     /// start leave no earlier set to keep: every run is refused until they are fixed (a rule
     /// meant to forbid must never be dropped by a typo).
-    pub fn open<'a>(home_dir: &Path, generation: u64, actions: impl IntoIterator<Item = &'a ActionFile>) -> LiveRules {
+    pub fn open(home_dir: &Path, generation: u64, actions: Vec<std::sync::Arc<ActionFile>>) -> LiveRules {
         let live = LiveRules {
             dir: home_dir.join(POLICY_DIR),
             current: std::sync::RwLock::new(std::sync::Arc::new(RuleSet::empty())),
@@ -760,7 +760,7 @@ impl LiveRules {
             seen: std::sync::Mutex::new(None),
             counters: counters::Counters::default(),
         };
-        if let Reloaded::Refused(error) = live.reload(generation, actions) {
+        if let Reloaded::Refused(error) = live.reload(generation, || actions) {
             *live.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
                 std::sync::Arc::new(RuleSet::refusing(&error));
         }
@@ -782,15 +782,18 @@ impl LiveRules {
         &self.dir
     }
 
-    /// Loads the files again if they (or the actions) changed since the last look.
-    pub fn reload<'a>(&self, generation: u64, actions: impl IntoIterator<Item = &'a ActionFile>) -> Reloaded {
+    /// Loads the files again if they (or the actions) changed since the last look. `actions`
+    /// lists the installed actions, and is called only then: the daemon looks twice a second,
+    /// and listing 10,000 actions each time for nothing would walk them all.
+    pub fn reload(&self, generation: u64, actions: impl FnOnce() -> Vec<std::sync::Arc<ActionFile>>) -> Reloaded {
         let fingerprint = Fingerprint { files: fingerprint(&self.dir), actions: generation };
         let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if seen.as_ref() == Some(&fingerprint) {
             return Reloaded::Unchanged;
         }
         *seen = Some(fingerprint);
-        match RuleSet::load(&self.dir, actions) {
+        let actions = actions();
+        match RuleSet::load(&self.dir, actions.iter().map(|action| action.as_ref())) {
             Ok(set) => {
                 let reloaded = Reloaded::Loaded { hash: set.hash.clone(), files: set.files.clone() };
                 let unchanged = self.current().hash == set.hash && self.problem().is_none();
