@@ -71,7 +71,13 @@ pub(super) async fn check(
             let admission = admitted.map(|payload| {
                 let appended =
                     submit(state, EventType::PolicyAdmitted, &request.caller, payload, &super::mint_audit_id());
-                Admission::new(async move { appended.await.map_err(|rejection| rejection.to_string()) })
+                // The audit log's own reason: the runner says "audit log unavailable" around it.
+                Admission::new(async move {
+                    appended.await.map_err(|rejection| match rejection {
+                        RunRejection::AuditUnavailable(cause) => cause,
+                        other => other.to_string(),
+                    })
+                })
             });
             Ok(Gate::Pass { hash: Some(hash), admission })
         }

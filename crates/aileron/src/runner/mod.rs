@@ -922,10 +922,7 @@ fn step_summary(step: &StepRecord) -> Value {
 /// The run's admission record (when the rules count runs), durable by the time the run's own
 /// record is: one that never became durable fails the run closed, though nothing of it left.
 async fn admitted(admission: Option<&Admission>) -> Result<(), RunRejection> {
-    match admission {
-        Some(admission) => admission.recorded().await.map_err(RunRejection::AuditUnavailable),
-        None => Ok(()),
-    }
+    Admission::recorded(admission).await.map_err(RunRejection::AuditUnavailable)
 }
 
 async fn append(

@@ -85,22 +85,23 @@ impl Admission {
         Admission(appended.boxed().shared())
     }
 
-    /// Waits until the record is durable; `Err` when it will not be (the run must not act).
-    pub async fn recorded(&self) -> Result<(), String> {
-        self.0.clone().await
+    /// Waits until the run's record is durable (at once for a run without one: the rules count
+    /// nothing); `Err` with the audit log's reason when it will not be (the run must not act).
+    pub async fn recorded(admission: Option<&Admission>) -> Result<(), String> {
+        match admission {
+            Some(admission) => admission.0.clone().await,
+            None => Ok(()),
+        }
     }
 
     /// [`Admission::recorded`], as the failure a host call answers with.
     async fn before_effect(admission: Option<&Admission>) -> Result<(), Failure> {
-        match admission {
-            Some(admission) => admission.recorded().await.map_err(|error| {
-                Failure::runtime_error(
-                    Boundary::Runtime,
-                    format!("the run's admission could not be recorded, so nothing of it may leave: {error}"),
-                )
-            }),
-            None => Ok(()),
-        }
+        Admission::recorded(admission).await.map_err(|error| {
+            Failure::runtime_error(
+                Boundary::Runtime,
+                format!("the run's admission could not be recorded, so nothing of it may leave: {error}"),
+            )
+        })
     }
 }
 
