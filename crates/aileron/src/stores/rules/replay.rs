@@ -41,6 +41,11 @@ pub struct Change {
     pub now: String,
 }
 
+/// The records a replay decides again: runs, refusals, and a launched agent's requests (those
+/// matched to an operation). A reader of the log asks for these.
+pub const REPLAYED: [EventType; 4] =
+    [EventType::ActionExecuted, EventType::ExecutionFailed, EventType::PolicyDenied, EventType::ConnectorProxyProxied];
+
 /// What the replay needs to know of an action: its first step's connector and whether it is gated.
 pub type ActionFacts = HashMap<String, (String, bool)>;
 
@@ -56,10 +61,10 @@ pub fn replay(
     let mut runs: Vec<&AuditRecord> = records
         .iter()
         .filter(|record| match EventType::parse(&record.event_type) {
-            Some(EventType::ActionExecuted | EventType::ExecutionFailed | EventType::PolicyDenied) => true,
             // A launched agent's own request matched to an operation (SPEC §15): decided too.
             Some(EventType::ConnectorProxyProxied) => record.payload.contains_key(keys::CONNECTOR_OPERATION),
-            _ => false,
+            Some(event) => REPLAYED.contains(&event),
+            None => false,
         })
         .collect();
     runs.sort_by_key(|record| record.seq);

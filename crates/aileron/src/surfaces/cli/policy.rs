@@ -116,7 +116,7 @@ fn replay(
     installed: &[crate::stores::actions::InstalledAction],
     since: Option<String>,
 ) -> CliResult {
-    use aileron_core::vocabulary::EventType;
+    use crate::stores::rules::replay::REPLAYED;
     let Some(parent) = home.audit_parent() else {
         return Err(CliError::failure(
             "the audit log is kept in memory (AILERON_AUDIT_DIR is empty): nothing to replay",
@@ -125,15 +125,7 @@ fn replay(
     // The records a replay decides again, read in one pass.
     let filter = crate::stores::audit_log::AuditFilter {
         since,
-        event_types: [
-            EventType::ActionExecuted,
-            EventType::ExecutionFailed,
-            EventType::PolicyDenied,
-            EventType::ConnectorProxyProxied,
-        ]
-        .iter()
-        .map(|event_type| event_type.as_str().to_string())
-        .collect(),
+        event_types: REPLAYED.iter().map(|event_type| event_type.as_str().to_string()).collect(),
         ..Default::default()
     };
     let records = crate::stores::audit_log::query(&parent, &filter).map_err(|e| CliError::failure(e.to_string()))?;
