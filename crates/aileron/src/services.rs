@@ -136,11 +136,7 @@ impl Services {
             spawner.user_home = Some(user_home);
         }
         let spawner = Arc::new(spawner);
-        let rules = {
-            let (installed, _) = actions.list();
-            let installed = installed.into_iter().map(|action| action.file).collect();
-            crate::stores::rules::LiveRules::open(home.root(), actions.generation(), installed)
-        };
+        let rules = crate::stores::rules::LiveRules::open(home.root(), actions.generation(), actions.files());
         match rules.problem() {
             Some(problem) => {
                 log_line!("aileron daemon: warning: the policy files do not load, so every run is refused: {problem}")

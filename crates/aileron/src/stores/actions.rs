@@ -115,6 +115,12 @@ impl ActionRegistry {
         (items, inner.load_errors.clone())
     }
 
+    /// Every installed action's file (enabled or not), for what is built over all of them (the
+    /// policy schema).
+    pub fn files(&self) -> Vec<Arc<ActionFile>> {
+        self.inner.read().expect("action registry poisoned").actions.values().cloned().collect()
+    }
+
     /// Writes the exact bytes of an already validated action file and publishes it.
     pub fn install(&self, action: ActionFile) -> Result<(), RegistryError> {
         let path = self.dir.join(format!("{}.md", action.name));

@@ -22,8 +22,7 @@ const POLICY_WATCHER: &str = "policy-watcher";
 
 /// Loads the files again if they (or the actions) changed; audits a set that came into force.
 pub async fn reload(state: &Services) -> Reloaded {
-    let installed = || state.actions.list().0.into_iter().map(|action| action.file).collect();
-    let reloaded = state.rules.reload(state.actions.generation(), installed);
+    let reloaded = state.rules.reload(state.actions.generation(), || state.actions.files());
     match &reloaded {
         Reloaded::Loaded { hash, files } => audit_loaded(state, hash, files).await,
         Reloaded::Refused(error) => {
