@@ -19,9 +19,13 @@ use super::report::SummaryRow;
 use super::{BenchArgs, ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference, work};
 
 /// Issue 17: 20,000 runs/s at 16 clients with the audit log fsynced, p50 ≤ 1 ms; one client ≤ 250 µs.
-const RUNS_PER_SECOND_GOAL: f64 = 20_000.0;
-const RUN_SINGLE_P50_GOAL: Duration = Duration::from_micros(250);
+// Issue 49's goals, each against a floor measured in the same run (issue 17's absolute
+// 20,000 runs/s and 250 µs sat below what this 2-vCPU VM allows any implementation).
+const RUNS_PER_HEALTH_GOAL: f64 = 0.25;
+const RUN_SINGLE_ADDED_GOAL: Duration = Duration::from_micros(100);
 const RUN_P50_GOAL: Duration = Duration::from_millis(1);
+const CPU_PER_HEALTH_GOAL: f64 = 3.0;
+const ALLOCATIONS_PER_RUN_GOAL: f64 = 120.0;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct AuditCounts {
@@ -436,8 +440,8 @@ impl HttpFigures {
             measured: format_rate(run.throughput()),
             baseline: format!("{} health", format_rate(health.throughput())),
             ratio: format_ratio(run.throughput() / health.throughput().max(f64::MIN_POSITIVE)),
-            goal: "≥ 20,000/s",
-            met: Some(run.throughput() >= RUNS_PER_SECOND_GOAL),
+            goal: "≥ 0.25× health",
+            met: Some(run.throughput() >= RUNS_PER_HEALTH_GOAL * health.throughput()),
         });
         for (label, measured, baseline, goal) in [
             ("p50", run.latency.p50(), health.latency.p50(), Some(RUN_P50_GOAL)),
@@ -460,8 +464,8 @@ impl HttpFigures {
             measured: format_duration(run.latency.p50()),
             baseline: format!("{} floor (health, then fdatasync)", format_duration(floor)),
             ratio: format_ratio(ratio(run.latency.p50(), floor)),
-            goal: "≤ 250 µs",
-            met: Some(run.latency.p50() <= RUN_SINGLE_P50_GOAL),
+            goal: "≤ floor + 100 µs",
+            met: Some(run.latency.p50() <= floor + RUN_SINGLE_ADDED_GOAL),
         });
         // What a run costs the process, counted rather than timed (see `work`): the figures
         // by which a change to the run path is judged when throughput moves with the VM.
@@ -471,8 +475,8 @@ impl HttpFigures {
             measured: format_duration(run.cpu),
             baseline: format!("{} health", format_duration(health.cpu)),
             ratio: format_ratio(ratio(run.cpu, health.cpu)),
-            goal: "",
-            met: None,
+            goal: "≤ 3.0× health",
+            met: Some(ratio(run.cpu, health.cpu) <= CPU_PER_HEALTH_GOAL),
         });
         rows.push(SummaryRow {
             figure: format!("(b) context switches per run, {clients} clients (process)"),
@@ -488,8 +492,8 @@ impl HttpFigures {
             measured: format!("{:.0} ({} B)", run.allocations, format_count(run.allocated_bytes as u64)),
             baseline: format!("{:.0} health ({} B)", health.allocations, format_count(health.allocated_bytes as u64)),
             ratio: format_ratio(run.allocations / health.allocations.max(1.0)),
-            goal: "",
-            met: None,
+            goal: "≤ 120",
+            met: Some(run.allocations <= ALLOCATIONS_PER_RUN_GOAL),
         });
         rows
     }

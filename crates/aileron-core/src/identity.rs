@@ -98,10 +98,43 @@ impl Fqn {
 
 impl fmt::Display for Fqn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}/{}", self.scheme.as_str(), self.owner, self.repo)?;
-        for segment in &self.subpath {
-            write!(f, "/{segment}")?;
+        // Written in one piece when it fits on the stack: `to_string` then allocates once, where
+        // five pieces grew its string three times (on every step of every run).
+        let mut text = StackText { bytes: [0; 256], len: 0 };
+        match self.write_to(&mut text) {
+            Ok(()) => f.write_str(text.as_str()),
+            Err(_) => self.write_to(f),
         }
+    }
+}
+
+impl Fqn {
+    fn write_to(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        write!(out, "{}://{}/{}", self.scheme.as_str(), self.owner, self.repo)?;
+        for segment in &self.subpath {
+            write!(out, "/{segment}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Text gathered on the stack; a write past its end fails (the caller writes piece by piece).
+struct StackText {
+    bytes: [u8; 256],
+    len: usize,
+}
+
+impl StackText {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).expect("only whole `str`s are written")
+    }
+}
+
+impl fmt::Write for StackText {
+    fn write_str(&mut self, piece: &str) -> fmt::Result {
+        let end = self.len + piece.len();
+        self.bytes.get_mut(self.len..end).ok_or(fmt::Error)?.copy_from_slice(piece.as_bytes());
+        self.len = end;
         Ok(())
     }
 }
@@ -300,6 +333,11 @@ mod tests {
         let original = Fqn::parse("github://ALRubinger/aileron-connector-Linear/Connectors/X").unwrap();
         assert_eq!(original.to_string(), "github://alrubinger/aileron-connector-linear/connectors/x");
         assert_eq!(original, Fqn::parse("github://alrubinger/aileron-connector-linear/connectors/x").unwrap());
+        // Written in one piece up to the stack buffer's 256 bytes, in pieces past it: the same text.
+        for length in [250, 256, 257, 600] {
+            let name = format!("github://acme/{}", "x".repeat(length - "github://acme/".len()));
+            assert_eq!(Fqn::parse(&name).unwrap().to_string(), name, "{length} bytes");
+        }
         assert_eq!(
             ConnectorRef::parse("github://ALRubinger/aileron-connector-linear@0.0.0-dev").unwrap().to_string(),
             "github://alrubinger/aileron-connector-linear@0.0.0-dev"

@@ -102,6 +102,13 @@ pub struct CallRequest {
     pub limits: Limits,
 }
 
+/// What a guest reads on stdin: `{"op", "args"}`, written from the request without copying it.
+#[derive(serde::Serialize)]
+struct Stdin<'a> {
+    op: &'a str,
+    args: &'a serde_json::Value,
+}
+
 /// A compiled, import-checked and pre-instantiated module.
 pub struct LoadedModule {
     hash: ContentHash,
@@ -305,15 +312,16 @@ impl Runtime {
     /// outcome mapping of `outcome.rs`. Never panics on guest behaviour. Must be polled inside a
     /// tokio runtime with the time driver enabled (sleeps and the wall-time limit use it).
     pub async fn call(&self, module: &LoadedModule, request: CallRequest, hooks: Arc<dyn HostHooks>) -> CallOutcome {
-        self.call_holding(module, request, hooks).await.0
+        self.call_holding(module, &request, hooks).await.0
     }
 
     /// [`Runtime::call`], with the finished call's instance handed back instead of released:
-    /// the caller chooses when its slot is reset and comes free (see [`Instance`]).
+    /// the caller chooses when its slot is reset and comes free (see [`Instance`]). Borrows the
+    /// request, so a caller that may retry keeps it for the next attempt.
     pub async fn call_holding(
         &self,
         module: &LoadedModule,
-        request: CallRequest,
+        request: &CallRequest,
         hooks: Arc<dyn HostHooks>,
     ) -> (CallOutcome, Instance) {
         let started = Instant::now();
@@ -324,10 +332,10 @@ impl Runtime {
             );
             return CallOutcome::unstarted(Err(failure), started);
         }
-        let limits = request.limits;
+        let limits = request.limits.clone();
         // An unrepresentable deadline (absurd wall time) is capped at a day.
         let deadline = started.checked_add(limits.wall_time).unwrap_or(started + Duration::from_secs(86_400));
-        let stdin = serde_json::to_vec(&serde_json::json!({ "op": request.op, "args": request.args }))
+        let stdin = serde_json::to_vec(&Stdin { op: &request.op, args: &request.args })
             .expect("a JSON value always serializes");
 
         // A pooled slot, waited for within the call's own wall time.

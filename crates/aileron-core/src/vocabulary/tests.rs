@@ -124,9 +124,13 @@ fn approval_keys_are_entries_of_the_table() {
 
 #[test]
 fn payload_fragments() {
-    let check = |got: serde_json::Map<String, Value>, expected: Value| assert_eq!(Value::Object(got), expected);
+    let check = |write: &dyn Fn(&mut serde_json::Map<String, Value>), expected: Value| {
+        let mut payload = serde_json::Map::new();
+        write(&mut payload);
+        assert_eq!(Value::Object(payload), expected);
+    };
     check(
-        connector_call("github://acme/slack", "post_message", "sha256:ab"),
+        &|payload| connector_call(payload, "github://acme/slack", "post_message", "sha256:ab"),
         json!({
             "aileron.connector.fqn": "github://acme/slack",
             "aileron.connector.op": "post_message",
@@ -135,12 +139,12 @@ fn payload_fragments() {
         }),
     );
     check(
-        binding("github-default", "oauth2", "default"),
+        &|payload| binding(payload, "github-default", "oauth2", "default"),
         json!({ "aileron.binding.name": "github-default", "aileron.binding.kind": "oauth2", "aileron.binding.identity": "default" }),
     );
     // Values pass through as they are (a step summary copies them from the step's JSON).
     check(
-        connector_call(Value::Null, json!("op"), json!(1)),
+        &|payload| connector_call(payload, Value::Null, json!("op"), json!(1)),
         json!({ "aileron.connector.fqn": null, "aileron.connector.op": "op", "aileron.capability.kind": "op", "aileron.connector.hash": 1 }),
     );
 }

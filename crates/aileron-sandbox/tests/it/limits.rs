@@ -292,7 +292,7 @@ async fn a_held_instance_keeps_its_slot_until_dropped() {
         limits: Limits { wall_time: Duration::from_millis(200), ..limits() },
     };
     let hooks = || crate::guest::FakeEgress::new() as Arc<_>;
-    let (first, instance) = runtime.call_holding(&module, request(), hooks()).await;
+    let (first, instance) = runtime.call_holding(&module, &request(), hooks()).await;
     assert_eq!(summary(&first), "ok [0,77,1]");
     assert!(instance.holds_slot());
     let blocked = runtime.call(&module, request(), hooks()).await;

@@ -36,6 +36,7 @@ use crate::platform::telemetry::keys;
 use crate::services::Services;
 use crate::stores::approvals;
 use crate::stores::audit_log::{AuditEvent, mint_audit_id};
+use crate::wire::{GuestLogLine, RunResult, StepBinding, StepResult};
 
 pub struct RunRequest {
     pub action: String,
@@ -63,7 +64,7 @@ pub struct ApprovalGrant {
 /// What a run produced. Every variant has been audited (and, for a pending approval, journaled).
 #[derive(Debug)]
 pub enum RunOutcome {
-    Completed { audit_id: String, result: Value },
+    Completed { audit_id: String, result: RunResult },
     Failed(Failure),
     PendingApproval(PendingApproval),
 }
@@ -169,7 +170,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
             .with_context(span.context())
             .await;
     match executed {
-        Ok((output, steps, instance)) => {
+        Ok((steps, instance)) => {
             let approval = request.approval.as_ref().map(|grant| &grant.entry.id);
             let record = RunRecord {
                 action: &action,
@@ -178,12 +179,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
                 ending: Ending::Executed { steps: &steps, args: &request.args },
             };
             let appended = submit(state, record.event_type(), &request.caller, record.payload(), &audit_id);
-            // Built by moving the output and the steps in (`json!` would copy each through serde).
-            let mut result = Map::new();
-            result.insert("action".into(), action.name.clone().into());
-            result.insert("output".into(), output);
-            result.insert("steps".into(), Value::Array(steps.into_iter().map(StepRecord::into_value).collect()));
-            let result = Value::Object(result);
+            let result = RunResult::Ran { action: action.name.clone(), steps };
             // The last guest's instance goes back to the pool while the writer syncs the record.
             drop(instance);
             appended.await.map_err(RunRejection::after_steps)?;
@@ -222,49 +218,8 @@ struct StepFailure {
     hash: String,
 }
 
-/// One step of a run as the caller's result shows it (field order is the JSON's: alphabetical,
-/// as a `serde_json::Map` writes keys).
-#[derive(Debug, serde::Serialize)]
-struct StepRecord {
-    attempts: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    binding: Option<StepBinding>,
-    connector: String,
-    hash: String,
-    id: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    logs: Vec<GuestLogLine>,
-    op: String,
-    output: Value,
-}
-
-/// Which binding a step's call used.
-#[derive(Debug, serde::Serialize)]
-struct StepBinding {
-    identity: String,
-    kind: aileron_core::manifest::CredentialKind,
-    name: String,
-}
-
-/// A log line the guest wrote.
-#[derive(Debug, Clone, serde::Serialize)]
-struct GuestLogLine {
-    level: String,
-    message: String,
-}
-
-impl StepRecord {
-    /// The record as the JSON of the result, its output moved rather than copied.
-    fn into_value(self) -> Value {
-        let output = self.output;
-        let mut record =
-            serde_json::to_value(StepRecord { output: Value::Null, ..self }).expect("step records serialize");
-        record["output"] = output;
-        record
-    }
-}
-
-/// Runs the steps in order; the first failure stops the action.
+/// Runs the steps in order; the first failure stops the action. The run's output is the last
+/// step's.
 async fn execute_steps(
     state: &Arc<Services>,
     action: &Arc<ActionFile>,
@@ -273,10 +228,9 @@ async fn execute_steps(
     audit_id: &str,
     waited: &Arc<UpstreamWait>,
     admission: Option<&Admission>,
-) -> Result<(Value, Vec<StepRecord>, Option<Instance>), StepFailure> {
+) -> Result<(Vec<StepResult>, Option<Instance>), StepFailure> {
     let mut outputs: BTreeMap<String, Value> = BTreeMap::new();
-    let mut steps = Vec::new();
-    let mut last_output = Value::Null;
+    let mut steps = Vec::with_capacity(action.steps.len());
     // The last finished step's instance: released before the next step, else by the caller.
     let mut instance = None;
     for (index, step) in action.steps.iter().enumerate() {
@@ -323,7 +277,11 @@ async fn execute_steps(
                 return Err(fail(failure.with_detail("logs", logs)));
             }
         };
-        steps.push(StepRecord {
+        // Later steps' templates read earlier outputs; after the last step nothing does.
+        if index + 1 < action.steps.len() {
+            outputs.insert(step.id.clone(), output.clone());
+        }
+        steps.push(StepResult {
             attempts,
             binding: bindings.first().map(|binding| StepBinding {
                 identity: binding.identity.clone(),
@@ -335,16 +293,11 @@ async fn execute_steps(
             id: step.id.clone(),
             logs,
             op: step.op.clone(),
-            output: output.clone(),
+            output,
         });
-        // Later steps' templates read earlier outputs; after the last step nothing does.
-        if index + 1 < action.steps.len() {
-            outputs.insert(step.id.clone(), output.clone());
-        }
-        last_output = output;
         instance = Some(held);
     }
-    Ok((last_output, steps, instance))
+    Ok((steps, instance))
 }
 
 /// One connector op call of an action: the pinned connector, the action's subset, the limits.
@@ -525,13 +478,10 @@ async fn call_verified(
         admission,
     });
     let mut attempt = 0;
-    let mut op_args = Some(op_args);
+    // Built once: every attempt (a retry too) sends the same request.
+    let request = CallRequest { op: op.to_string(), args: Value::Object(op_args), limits };
     loop {
-        // A retry needs the arguments again; an attempt no retry can follow takes them.
-        let args = if retry_allowed(idempotent, attempt) { op_args.clone() } else { op_args.take() };
-        let args = Value::Object(args.expect("the arguments are taken only by the last attempt"));
-        let request = CallRequest { op: op.to_string(), args, limits: limits.clone() };
-        let (outcome, instance) = state.sandbox.runtime().call_holding(&module, request, egress.clone()).await;
+        let (outcome, instance) = state.sandbox.runtime().call_holding(&module, &request, egress.clone()).await;
         // The guest's log lines, bounded and escaped: they reach the audit record, the span and
         // `aileron action run --verbose`.
         for line in outcome.logs {
@@ -727,7 +677,7 @@ pub async fn execute_approved(state: Arc<Services>, id: ApprovalId) {
         waited: Arc::default(),
     };
     let outcome = match run_action(&state, request).await {
-        Ok(RunOutcome::Completed { audit_id, result }) => Outcome::Completed { audit_id, result },
+        Ok(RunOutcome::Completed { audit_id, result }) => Outcome::Completed { audit_id, result: result.into_value() },
         Ok(RunOutcome::Failed(failure)) => Outcome::Failed { failure },
         Ok(RunOutcome::PendingApproval(_)) => unreachable!("a granted run never asks for approval again"),
         Err(rejection) => {
@@ -823,16 +773,12 @@ fn check_identity(manifest: &ConnectorManifest, required: &RequiredConnector) ->
     Ok(())
 }
 
+/// Only an idempotent step's retriable network or upstream failure, and only while retries remain.
 fn should_retry(failure: &Failure, idempotent: bool, attempt: usize) -> bool {
-    retry_allowed(idempotent, attempt)
+    idempotent
+        && attempt < RETRY_DELAYS.len()
         && failure.retriable
         && matches!(failure.class, FailureClass::NetworkError | FailureClass::ExternalApiError)
-}
-
-/// Whether a failure of this attempt may be retried at all: only an idempotent step, and only
-/// while retries remain.
-fn retry_allowed(idempotent: bool, attempt: usize) -> bool {
-    idempotent && attempt < RETRY_DELAYS.len()
 }
 
 fn jittered(delay: Duration) -> Duration {
@@ -857,7 +803,7 @@ struct RunRecord<'a> {
 
 enum Ending<'a> {
     /// Every step succeeded: their audit view and the names (never the values) of the arguments.
-    Executed { steps: &'a [StepRecord], args: &'a Map<String, Value> },
+    Executed { steps: &'a [StepResult], args: &'a Map<String, Value> },
     /// Refused before any step ran (the approved action or arguments no longer match).
     Refused(&'a Failure),
     /// A step failed.
@@ -873,7 +819,8 @@ impl RunRecord<'_> {
     }
 
     fn payload(&self) -> Map<String, Value> {
-        let mut payload = Map::new();
+        // Room for the longest ending's keys: a map grown key by key reallocates as it goes.
+        let mut payload = Map::with_capacity(16);
         payload.insert(keys::ACTION_NAME.into(), self.action.name.clone().into());
         payload.insert(keys::ACTION_VERSION.into(), self.action.version.to_string().into());
         payload.insert(keys::ACTION_STEPS_COUNT.into(), self.action.steps.len().into());
@@ -886,11 +833,12 @@ impl RunRecord<'_> {
             Ending::Failed(failed) => {
                 payload.extend(failed.failure.audit_payload());
                 payload.insert(keys::ACTION_STEP_ID.into(), failed.step_id.clone().into());
-                payload.extend(vocabulary::connector_call(
+                vocabulary::connector_call(
+                    &mut payload,
                     failed.connector.clone(),
                     failed.op.clone(),
                     failed.hash.clone(),
-                ));
+                );
             }
         }
         if let Some(id) = self.approval {
@@ -905,16 +853,16 @@ impl RunRecord<'_> {
 
 /// The audit view of a step: identity and capability, never the output or arguments. Same keys
 /// as the step's `aileron.capability.check` and `aileron.connector.call` spans.
-fn step_summary(step: &StepRecord) -> Value {
-    let mut summary = Map::new();
+fn step_summary(step: &StepResult) -> Value {
+    let mut summary = Map::with_capacity(10);
     summary.insert("id".into(), step.id.clone().into());
-    summary.extend(vocabulary::connector_call(step.connector.clone(), step.op.clone(), step.hash.clone()));
+    vocabulary::connector_call(&mut summary, step.connector.clone(), step.op.clone(), step.hash.clone());
     summary.insert("attempts".into(), step.attempts.into());
     if !step.logs.is_empty() {
         summary.insert(keys::CONNECTOR_LOGS.into(), serde_json::to_value(&step.logs).expect("log lines serialize"));
     }
     if let Some(binding) = &step.binding {
-        summary.extend(vocabulary::binding(binding.name.clone(), binding.kind.as_str(), binding.identity.clone()));
+        vocabulary::binding(&mut summary, binding.name.clone(), binding.kind.as_str(), binding.identity.clone());
     }
     Value::Object(summary)
 }

@@ -381,18 +381,97 @@ pub use crate::stores::actions::LoadError;
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RunCompleted {
     pub audit_id: String,
-    pub result: Value,
+    #[schemars(with = "Value")]
+    pub result: RunResult,
 }
 
 impl RunCompleted {
-    /// The 200 answer, the result moved into the body: `Reply::ok` would serialize the whole
-    /// result into a second `Value` and drop the first, on every run.
+    /// The 200 answer as a [`Reply`] (the in-process `/mcp` reads its body); the HTTP handler
+    /// sends [`RunAnswer::into_response`], which writes the result without building it as a `Value`.
     pub fn into_reply(self) -> Reply {
         let mut body = Map::new();
         body.insert("audit_id".into(), self.audit_id.into());
-        body.insert("result".into(), self.result);
+        body.insert("result".into(), self.result.into_value());
         Reply { status: StatusCode::OK, body: Value::Object(body) }
     }
+}
+
+/// A completed run's result, `{"action", "output", "steps"}`: as the runner made it (written
+/// straight to the answer's bytes: the run's output is its last step's, held once) or as read
+/// back from an answer.
+#[derive(Debug, Clone)]
+pub enum RunResult {
+    Ran { action: String, steps: Vec<StepResult> },
+    Read(Value),
+}
+
+impl RunResult {
+    /// The run's output: its last step's (`null` when it had none).
+    pub fn output(&self) -> Option<&Value> {
+        match self {
+            RunResult::Ran { steps, .. } => Some(steps.last().map_or(&Value::Null, |step| &step.output)),
+            RunResult::Read(value) => value.get("output"),
+        }
+    }
+
+    pub fn into_value(self) -> Value {
+        match self {
+            RunResult::Read(value) => value,
+            ran => serde_json::to_value(&ran).expect("a run result serializes"),
+        }
+    }
+}
+
+impl Serialize for RunResult {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            RunResult::Read(value) => value.serialize(serializer),
+            RunResult::Ran { action, steps } => {
+                let mut map = serializer.serialize_map(Some(3))?;
+                map.serialize_entry("action", action)?;
+                map.serialize_entry("output", self.output().unwrap_or(&Value::Null))?;
+                map.serialize_entry("steps", steps)?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RunResult {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(RunResult::Read)
+    }
+}
+
+/// One step of a run as the caller's result shows it (fields in the JSON's order: alphabetical).
+#[derive(Debug, Clone, Serialize)]
+pub struct StepResult {
+    pub attempts: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binding: Option<StepBinding>,
+    pub connector: String,
+    pub hash: String,
+    pub id: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<GuestLogLine>,
+    pub op: String,
+    pub output: Value,
+}
+
+/// Which binding a step's call used.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepBinding {
+    pub identity: String,
+    pub kind: aileron_core::manifest::CredentialKind,
+    pub name: String,
+}
+
+/// A log line the guest wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuestLogLine {
+    pub level: String,
+    pub message: String,
 }
 
 /// What a run answers, typed (`POST /v1/actions/{name}/run`): the workflow returns it, the HTTP
@@ -413,6 +492,20 @@ pub enum RunAnswer {
 }
 
 impl RunAnswer {
+    /// The HTTP answer: a completed run's body written from its typed result, into a buffer with
+    /// room for a typical answer at once (axum's `Json` starts at 128 bytes and doubles).
+    pub fn into_response(self) -> Response {
+        match self {
+            RunAnswer::Completed(completed) => {
+                let mut body = Vec::with_capacity(4096);
+                serde_json::to_writer(&mut body, &completed).expect("a run answer serializes");
+                let json = axum::http::HeaderValue::from_static("application/json");
+                (StatusCode::OK, [(axum::http::header::CONTENT_TYPE, json)], body).into_response()
+            }
+            other => other.into_reply().into_response(),
+        }
+    }
+
     pub fn into_reply(self) -> Reply {
         match self {
             RunAnswer::Completed(completed) => completed.into_reply(),
@@ -684,17 +777,49 @@ pub fn path_segment(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
+    fn step(id: &str, output: Value) -> StepResult {
+        StepResult {
+            attempts: 1,
+            binding: None,
+            connector: "github://acme/echo".into(),
+            hash: "sha256:ab".into(),
+            id: id.into(),
+            logs: Vec::new(),
+            op: "echo".into(),
+            output,
+        }
+    }
+
+    /// The runner's typed result writes the JSON the answer always had (the output is the last
+    /// step's, written twice though held once), key for key and in the same order, and the
+    /// `Reply` the in-process `/mcp` reads holds the same.
     #[test]
-    fn a_completed_run_answers_what_its_serialization_gives() {
-        let completed = RunCompleted {
+    fn a_completed_run_answers_its_result_as_the_json_it_always_was() {
+        let mut first = step("fetch", json!({ "n": [1, 2.5, null] }));
+        first.binding = Some(StepBinding {
+            identity: "octocat".into(),
+            kind: aileron_core::manifest::CredentialKind::OAuth2,
+            name: "github".into(),
+        });
+        first.logs = vec![GuestLogLine { level: "info".into(), message: "hi".into() }];
+        let ran = RunCompleted {
             audit_id: "aud_1".into(),
-            result: serde_json::json!({ "action": "echo", "output": { "text": "hi", "n": [1, 2.5, null] }, "steps": [] }),
+            result: RunResult::Ran { action: "echo".into(), steps: vec![first, step("post", json!({ "text": "hi" }))] },
         };
-        let expected = Reply::ok(completed.clone());
-        let reply = completed.into_reply();
-        assert_eq!(reply.status, expected.status);
-        assert_eq!(reply.body, expected.body);
-        assert_eq!(serde_json::to_string(&reply.body).unwrap(), serde_json::to_string(&expected.body).unwrap());
+        let expected = r#"{"audit_id":"aud_1","result":{"action":"echo","output":{"text":"hi"},"steps":[{"attempts":1,"binding":{"identity":"octocat","kind":"oauth2","name":"github"},"connector":"github://acme/echo","hash":"sha256:ab","id":"fetch","logs":[{"level":"info","message":"hi"}],"op":"echo","output":{"n":[1,2.5,null]}},{"attempts":1,"connector":"github://acme/echo","hash":"sha256:ab","id":"post","op":"echo","output":{"text":"hi"}}]}}"#;
+        assert_eq!(serde_json::to_string(&ran).unwrap(), expected);
+        let reply = ran.clone().into_reply();
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(serde_json::to_string(&reply.body).unwrap(), expected);
+        // Read back (as `aileron-mcp` and the CLI read an answer), it writes the same bytes.
+        let read: RunCompleted = serde_json::from_str(expected).unwrap();
+        assert!(matches!(read.result, RunResult::Read(_)));
+        assert_eq!(read.result.output(), Some(&json!({ "text": "hi" })));
+        assert_eq!(serde_json::to_string(&read).unwrap(), expected);
+        // No steps: the output is null.
+        let empty = RunResult::Ran { action: "none".into(), steps: Vec::new() };
+        assert_eq!(serde_json::to_string(&empty).unwrap(), r#"{"action":"none","output":null,"steps":[]}"#);
     }
 }

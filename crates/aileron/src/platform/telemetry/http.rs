@@ -5,8 +5,7 @@
 //! and forwards the agent's own `traceparent` upstream untouched. With tracing off the layer only
 //! makes an inbound trace context current, so the handlers' work still belongs to it.
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
+use axum::extract::{MatchedPath, Request};
 use axum::response::Response;
 use opentelemetry::KeyValue;
 use opentelemetry::context::FutureExt;
@@ -14,19 +13,18 @@ use opentelemetry::trace::{SpanBuilder, SpanKind, Status, TraceContextExt};
 
 use super::{Telemetry, keys};
 
-/// Middleware: `axum::middleware::from_fn_with_state(telemetry, server_span)`, added with
-/// `Router::layer` so `MatchedPath` is known.
-pub async fn server_span(State(telemetry): State<Telemetry>, request: Request, next: Next) -> Response {
+/// `serve(request)` inside the request's server span: called by the daemon's one middleware
+/// layer (`auth::admit`), added with `Router::layer` so `MatchedPath` is known.
+pub async fn server_span<F>(telemetry: &Telemetry, request: Request, serve: impl FnOnce(Request) -> F) -> Response
+where
+    F: Future<Output = Response>,
+{
     if crate::dataplane::gateway::is_gateway_path(request.method(), request.uri().path()) {
-        return next.run(request).await;
+        return serve(request).await;
     }
     let parent = super::extract(request.headers());
     if !telemetry.is_enabled() {
-        return if parent.has_active_span() {
-            next.run(request).with_context(parent).await
-        } else {
-            next.run(request).await
-        };
+        return if parent.has_active_span() { serve(request).with_context(parent).await } else { serve(request).await };
     }
     let method = request.method().as_str().to_string();
     let route = request.extensions().get::<MatchedPath>().map(|path| path.as_str().to_string());
@@ -42,7 +40,7 @@ pub async fn server_span(State(telemetry): State<Telemetry>, request: Request, n
         }
         SpanBuilder::from_name(name).with_kind(SpanKind::Server).with_attributes(attributes)
     });
-    let response = next.run(request).with_context(span.context()).await;
+    let response = serve(request).with_context(span.context()).await;
     let status = response.status();
     span.set_attribute(KeyValue::new(keys::HTTP_RESPONSE_STATUS_CODE, i64::from(status.as_u16())));
     if status.is_server_error() {

@@ -39,14 +39,20 @@ fn is_own_origin(origin: &str, port: u16) -> bool {
 }
 
 /// Admission for every request the router serves: Host, Origin, then (for `/v1/*` except
-/// health) the bearer token. Also stamps `X-Request-ID` on every response.
-pub async fn admit(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
-    let mut response = match check(&state, &mut request) {
-        Ok(()) => next.run(request).await,
-        Err(error) => error.into_response(),
-    };
-    stamp_request_id(&mut response, false);
-    response
+/// health) the bearer token. Also stamps `X-Request-ID` on every response. Inside the request's
+/// server span, so refused requests get theirs too: one middleware layer, not two, since each
+/// layer added with `Router::layer` costs every request boxed copies of its route's service.
+pub async fn admit(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let telemetry = &state.services.telemetry;
+    crate::platform::telemetry::http::server_span(telemetry, request, |mut request| async {
+        let mut response = match check(&state, &mut request) {
+            Ok(()) => next.run(request).await,
+            Err(error) => error.into_response(),
+        };
+        stamp_request_id(&mut response, false);
+        response
+    })
+    .await
 }
 
 /// Admission of a gateway request ([`crate::dataplane::gateway::is_gateway_path`]), which

@@ -111,14 +111,12 @@ impl AppState {
 
 /// The whole HTTP surface. Tests drive it with `oneshot`.
 pub fn app(state: Arc<AppState>) -> Surface {
-    let router = api::routes(&state)
+    // One `Router::layer` call: each wraps every route's service in a box of its own, which every
+    // request then copies (11 allocations a request per layer, BENCHMARKS.md, issue 49).
+    let middleware = tower::ServiceBuilder::new()
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
-        // Outermost, so refused requests get their server span too.
-        .layer(axum::middleware::from_fn_with_state(
-            state.services.telemetry.clone(),
-            crate::platform::telemetry::http::server_span,
-        ))
-        .with_state(state.clone());
+        .layer(axum::extract::DefaultBodyLimit::max(crate::wire::MAX_API_BODY_BYTES));
+    let router = api::routes(&state).layer(middleware).with_state(state.clone());
     Surface { state, router }
 }
 

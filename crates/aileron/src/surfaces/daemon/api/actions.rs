@@ -69,9 +69,9 @@ pub async fn run(
     let started = std::time::Instant::now();
     let waited = Arc::default();
     let args = body.map(|Json(body)| body.args).unwrap_or_default();
-    let reply = workflows::actions::run(&state.services, &principal, name, args, &waited).await.into_reply();
+    let response = workflows::actions::run(&state.services, &principal, name, args, &waited).await.into_response();
     let overhead = started.elapsed().saturating_sub(waited.total());
-    ([(wire::OVERHEAD_HEADER, overhead.as_micros().to_string())], reply)
+    ([(wire::OVERHEAD_HEADER, overhead.as_micros().to_string())], response)
 }
 
 pub async fn watch(

@@ -218,7 +218,7 @@ pub const ROUTES: &[Route] = &[
 ];
 
 /// The router of [`ROUTES`]: each route's handler and the `/mcp` service. The gateway's paths
-/// are served ahead of it ([`super::Surface`]).
+/// are served ahead of it ([`super::Surface`]); [`super::app`] adds the middleware.
 pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     let mut router = Router::new();
     let mut mcp = false;
@@ -232,7 +232,7 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     if mcp {
         router = router.merge(super::mcp_mount::routes(state));
     }
-    router.layer(axum::extract::DefaultBodyLimit::max(wire::MAX_API_BODY_BYTES))
+    router
 }
 
 async fn health() -> axum::Json<wire::Health> {
