@@ -43,6 +43,8 @@ pub const CHECKPOINT_MIN_GAP: Duration = Duration::from_secs(1);
 /// a receipt asked for right after a run may be a moment ahead of it.
 const TREE_CATCH_UP: Duration = Duration::from_secs(2);
 const HASH_BYTES: u64 = 32;
+/// How long the tree's thread lets batches gather after taking one (see [`TreeKeeper::run`]).
+const TREE_GATHER: Duration = Duration::from_millis(5);
 
 /// The stored levels of the tree.
 pub struct Tree {
@@ -251,7 +253,14 @@ impl TreeKeeper {
     /// records, or enough time with any); the shutdown checkpoint at the end. A tree that cannot
     /// be written is given up with a warning (the log never waits on it; `verify` then names the
     /// checkpoints that no longer cover the log).
+    ///
+    /// When batches come less than [`TREE_GATHER`] apart, it sleeps that long after taking one and
+    /// then takes every batch that came meanwhile: under load the writer's batches wait in the
+    /// channel instead of each waking this thread (a wake-up, and the writer preempted by it, per
+    /// batch: a third of a run's context switches; BENCHMARKS.md, issue 49). The tree then lags
+    /// the log by at most that much; slower batches are each taken as they come.
     fn run(&mut self, received: &std::sync::mpsc::Receiver<TreeWork>) {
+        let mut woken = std::time::Instant::now().checked_sub(TREE_GATHER).unwrap_or_else(std::time::Instant::now);
         loop {
             let work = match self.due_in() {
                 Some(wait) => match received.recv_timeout(wait) {
@@ -269,22 +278,40 @@ impl TreeKeeper {
                     Err(_) => break,
                 },
             };
-            let done = match work {
-                TreeWork::Lines(lines) => self.extend(&lines).map_err(|e| ("extending", anyhow::Error::from(e))),
-                TreeWork::Resync(records) => self.resync(records).map_err(|e| ("catching up", e)),
-            };
-            if let Err((doing, error)) = done {
-                log_line!(
-                    "aileron: warning: {doing} the audit log's Merkle tree failed ({error:#}); no more checkpoints \
-                     until the daemon restarts"
-                );
+            let busy = woken.elapsed() < TREE_GATHER;
+            if !self.take(work) {
                 return;
             }
+            if busy {
+                std::thread::sleep(TREE_GATHER);
+                // Empty, or the writer hung up: the next wait above sees which.
+                while let Ok(work) = received.try_recv() {
+                    if !self.take(work) {
+                        return;
+                    }
+                }
+            }
+            woken = std::time::Instant::now();
             if self.due_in() == Some(Duration::ZERO) && !self.checkpoint() {
                 return;
             }
         }
         self.checkpoint();
+    }
+
+    /// Takes one message; `false` when the tree could not be written (warned: given up).
+    fn take(&mut self, work: TreeWork) -> bool {
+        let done = match work {
+            TreeWork::Lines(lines) => self.extend(&lines).map_err(|e| ("extending", anyhow::Error::from(e))),
+            TreeWork::Resync(records) => self.resync(records).map_err(|e| ("catching up", e)),
+        };
+        if let Err((doing, error)) = &done {
+            log_line!(
+                "aileron: warning: {doing} the audit log's Merkle tree failed ({error:#}); no more checkpoints until \
+                 the daemon restarts"
+            );
+        }
+        done.is_ok()
     }
 
     fn resync(&mut self, records: u64) -> anyhow::Result<()> {
