@@ -249,6 +249,13 @@ impl ActionFile {
         self.name.replace(['-', '.'], "_")
     }
 
+    /// Whether [`ActionFile::tool_name`] is `tool`, compared without building it (an install
+    /// holds its tool name against every installed action's).
+    pub fn has_tool_name(&self, tool: &str) -> bool {
+        let mapped = |c: char| if c == '-' || c == '.' { '_' } else { c };
+        self.name.len() == tool.len() && self.name.chars().map(mapped).eq(tool.chars())
+    }
+
     /// The LLM-facing description: the body without a leading `# Title` line, else `match.intent`.
     pub fn description(&self) -> &str {
         &self.description

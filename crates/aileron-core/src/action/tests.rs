@@ -145,7 +145,13 @@ fn tool_names_map_dashes_and_dots() {
         [("list-issues", "list_issues"), ("gh.issues.list", "gh_issues_list"), ("a_b-c.d", "a_b_c_d"), ("x1", "x1")];
     for (name, tool) in cases {
         let text = edit(LIST_ISSUES, "name = \"list-issues\"", &format!("name = \"{name}\""));
-        assert_eq!(parse_ok(&text, &format!("{name}.md")).tool_name(), tool);
+        let action = parse_ok(&text, &format!("{name}.md"));
+        assert_eq!(action.tool_name(), tool);
+        // The comparison an install makes against every installed action agrees with it.
+        assert!(action.has_tool_name(tool), "{name}");
+        for other in ["list_issue", "list_issues_", "list-issues", "gh_issues_lisT", "a_b_c_", "x2", ""] {
+            assert_eq!(action.has_tool_name(other), other == tool, "{name} against {other}");
+        }
     }
 }
 

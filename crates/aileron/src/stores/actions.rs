@@ -115,6 +115,15 @@ impl ActionRegistry {
         (items, inner.load_errors.clone())
     }
 
+    /// The installed action other than `except` whose MCP tool name is `tool`. Scans under the
+    /// read lock without copying or building anything: each install asks, and at 10,000 actions
+    /// a listing and a tool name per action made every install allocate ~10,000 times
+    /// (BENCHMARKS.md, issue 49, "Start and memory at scale").
+    pub fn with_tool_name(&self, tool: &str, except: &str) -> Option<Arc<ActionFile>> {
+        let inner = self.inner.read().expect("action registry poisoned");
+        inner.actions.values().find(|file| file.name != except && file.has_tool_name(tool)).cloned()
+    }
+
     /// Every installed action's file (enabled or not), for what is built over all of them (the
     /// policy schema).
     pub fn files(&self) -> Vec<Arc<ActionFile>> {

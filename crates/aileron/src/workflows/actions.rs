@@ -118,19 +118,18 @@ fn check_place(state: &Services, action: &ActionFile, force: bool) -> Result<(),
         .with_hint(format!("compare with `aileron action show {name}`; re-run with --force to replace it")));
     }
     let tool = action.tool_name();
-    let (installed, _) = state.actions.list();
-    if let Some(taken) = installed.iter().find(|other| other.file.name != *name && other.file.tool_name() == tool) {
+    if let Some(taken) = state.actions.with_tool_name(&tool, name) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "tool_name_taken",
             format!(
                 "action `{name}` would be the MCP tool `{tool}`, which installed action `{}` already is",
-                taken.file.name
+                taken.name
             ),
         )
         .with_hint(format!(
             "rename the action (its `name` and file name; `-` and `.` become `_` in tool names), or remove `{}` first",
-            taken.file.name
+            taken.name
         )));
     }
     Ok(())
