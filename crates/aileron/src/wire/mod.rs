@@ -406,14 +406,6 @@ pub enum RunResult {
 }
 
 impl RunResult {
-    /// The run's output: its last step's (`null` when it had none).
-    pub fn output(&self) -> Option<&Value> {
-        match self {
-            RunResult::Ran { steps, .. } => Some(steps.last().map_or(&Value::Null, |step| &step.output)),
-            RunResult::Read(value) => value.get("output"),
-        }
-    }
-
     pub fn into_value(self) -> Value {
         match self {
             RunResult::Read(value) => value,
@@ -428,9 +420,11 @@ impl Serialize for RunResult {
         match self {
             RunResult::Read(value) => value.serialize(serializer),
             RunResult::Ran { action, steps } => {
+                // The run's output is its last step's (`null` when it had none).
+                let output = steps.last().map_or(&Value::Null, |step| &step.output);
                 let mut map = serializer.serialize_map(Some(3))?;
                 map.serialize_entry("action", action)?;
-                map.serialize_entry("output", self.output().unwrap_or(&Value::Null))?;
+                map.serialize_entry("output", output)?;
                 map.serialize_entry("steps", steps)?;
                 map.end()
             }
@@ -475,7 +469,7 @@ pub struct GuestLogLine {
 }
 
 /// What a run answers, typed (`POST /v1/actions/{name}/run`): the workflow returns it, the HTTP
-/// handler sends [`RunAnswer::into_reply`] (the one mapping to HTTP), the in-process `/mcp` maps it
+/// handler sends [`RunAnswer::into_response`] (the one mapping to HTTP), the in-process `/mcp` maps it
 /// to a tool result directly, and `aileron-mcp` reads an HTTP answer back with
 /// [`RunAnswer::from_http`].
 #[derive(Debug)]
@@ -815,8 +809,8 @@ mod tests {
         assert_eq!(serde_json::to_string(&reply.body).unwrap(), expected);
         // Read back (as `aileron-mcp` and the CLI read an answer), it writes the same bytes.
         let read: RunCompleted = serde_json::from_str(expected).unwrap();
-        assert!(matches!(read.result, RunResult::Read(_)));
-        assert_eq!(read.result.output(), Some(&json!({ "text": "hi" })));
+        let RunResult::Read(value) = &read.result else { panic!("an answer reads back as its JSON") };
+        assert_eq!(value["output"], json!({ "text": "hi" }));
         assert_eq!(serde_json::to_string(&read).unwrap(), expected);
         // No steps: the output is null.
         let empty = RunResult::Ran { action: "none".into(), steps: Vec::new() };
