@@ -243,17 +243,21 @@ pub struct Preview {
     pub multiline: Vec<String>,
 }
 
+/// A character of an action's name as its MCP tool name has it: `-` and `.` become `_`.
+fn tool_char(c: char) -> char {
+    if c == '-' || c == '.' { '_' } else { c }
+}
+
 impl ActionFile {
     /// The MCP tool name: `name` with `-` and `.` mapped to `_`.
     pub fn tool_name(&self) -> String {
-        self.name.replace(['-', '.'], "_")
+        self.name.chars().map(tool_char).collect()
     }
 
     /// Whether [`ActionFile::tool_name`] is `tool`, compared without building it (an install
     /// holds its tool name against every installed action's).
     pub fn has_tool_name(&self, tool: &str) -> bool {
-        let mapped = |c: char| if c == '-' || c == '.' { '_' } else { c };
-        self.name.len() == tool.len() && self.name.chars().map(mapped).eq(tool.chars())
+        self.name.chars().map(tool_char).eq(tool.chars())
     }
 
     /// The LLM-facing description: the body without a leading `# Title` line, else `match.intent`.
