@@ -260,7 +260,8 @@ impl TreeKeeper {
     /// batch: a third of a run's context switches; BENCHMARKS.md, issue 49). The tree then lags
     /// the log by at most that much; slower batches are each taken as they come.
     fn run(&mut self, received: &std::sync::mpsc::Receiver<TreeWork>) {
-        let mut woken = std::time::Instant::now().checked_sub(TREE_GATHER).unwrap_or_else(std::time::Instant::now);
+        // When the thread last finished taking work (none yet: the first batch is taken as it comes).
+        let mut finished: Option<std::time::Instant> = None;
         loop {
             let work = match self.due_in() {
                 Some(wait) => match received.recv_timeout(wait) {
@@ -278,7 +279,7 @@ impl TreeKeeper {
                     Err(_) => break,
                 },
             };
-            let busy = woken.elapsed() < TREE_GATHER;
+            let busy = finished.is_some_and(|at| at.elapsed() < TREE_GATHER);
             if !self.take(work) {
                 return;
             }
@@ -291,7 +292,7 @@ impl TreeKeeper {
                     }
                 }
             }
-            woken = std::time::Instant::now();
+            finished = Some(std::time::Instant::now());
             if self.due_in() == Some(Duration::ZERO) && !self.checkpoint() {
                 return;
             }

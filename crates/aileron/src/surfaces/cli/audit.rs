@@ -302,7 +302,7 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                 })?;
             let witness = witness(home)?;
             // A record just written is in the tree a moment after the daemon acknowledged it:
-            // `receipt` waits that out (up to 2 s; this command waited 2 s more of its own).
+            // `receipt` waits that out (up to 2 s).
             let proof =
                 crate::stores::audit_log::tree::receipt(&dir, record.seq, line, Some(&witness)).map_err(tree_error)?;
             let text = proof.format();
