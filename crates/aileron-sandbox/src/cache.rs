@@ -257,10 +257,10 @@ impl DiskCache {
         DiskLookup::Rejected
     }
 
-    /// Writes the artifact atomically (temporary file + rename, mode 0600) and removes artifacts
-    /// of the same module made by other engine configurations.
-    pub(crate) fn store(&self, hash: &ContentHash, module: &Module) -> io::Result<()> {
-        let mut bytes = module.serialize().map_err(|e| io::Error::other(e.to_string()))?;
+    /// Writes the artifact (`Module::serialize`'s bytes, as `Engine::precompile_module` makes
+    /// them) atomically (temporary file + rename, mode 0600) and removes artifacts of the same
+    /// module made by other engine configurations.
+    pub(crate) fn store(&self, hash: &ContentHash, mut bytes: Vec<u8>) -> io::Result<()> {
         let digest = bound_digest(hash, &bytes);
         bytes.extend_from_slice(&digest);
         let path = self.path(hash);
@@ -461,7 +461,7 @@ mod tests {
         let wat = r#"(module (func (export "answer") (result i32) i32.const 42))"#;
         let module = Module::new(&engine, wat::parse_str(wat).unwrap()).unwrap();
         let hash = ContentHash::of_connector(b"answer", b"");
-        cache.store(&hash, &module).unwrap();
+        cache.store(&hash, module.serialize().unwrap()).unwrap();
         WITHOUT_MEMFD.set(true);
         let DiskLookup::Hit(loaded) = cache.load(&engine, &hash) else { panic!("a good artifact loads") };
         let mut store = wasmtime::Store::new(&engine, ());
@@ -531,7 +531,7 @@ mod tests {
         let (engine, dir, cache) = new_cache();
         let module = Module::new(&engine, wat::parse_str("(module (func (export \"a\")))").unwrap()).unwrap();
         let (hash, linked) = (ContentHash::of_connector(b"a", b""), ContentHash::of_connector(b"linked", b""));
-        cache.store(&hash, &module).unwrap();
+        cache.store(&hash, module.serialize().unwrap()).unwrap();
         let elsewhere = dir.path().join("elsewhere");
         fs::rename(cache.path(&hash), &elsewhere).unwrap();
         std::os::unix::fs::symlink(&elsewhere, cache.path(&hash)).unwrap();
@@ -554,13 +554,13 @@ mod tests {
         let module_a = Module::new(&engine, wat::parse_str("(module (func (export \"a\")))").unwrap()).unwrap();
         let module_b = Module::new(&engine, wat::parse_str("(module (func (export \"b\")))").unwrap()).unwrap();
         let (hash_a, hash_b) = (ContentHash::of_connector(b"a", b""), ContentHash::of_connector(b"b", b""));
-        cache.store(&hash_a, &module_a).unwrap();
-        cache.store(&hash_b, &module_b).unwrap();
+        cache.store(&hash_a, module_a.serialize().unwrap()).unwrap();
+        cache.store(&hash_b, module_b.serialize().unwrap()).unwrap();
         assert!(matches!(cache.load(&engine, &hash_a), DiskLookup::Hit(_)));
         fs::copy(cache.path(&hash_a), cache.path(&hash_b)).unwrap();
         assert!(matches!(cache.load(&engine, &hash_b), DiskLookup::Rejected), "a swapped artifact never loads");
         // A file others may write is refused too, even when its bytes are right.
-        cache.store(&hash_a, &module_a).unwrap();
+        cache.store(&hash_a, module_a.serialize().unwrap()).unwrap();
         fs::set_permissions(cache.path(&hash_a), fs::Permissions::from_mode(0o666)).unwrap();
         assert!(matches!(cache.load(&engine, &hash_a), DiskLookup::Rejected));
     }

@@ -92,6 +92,9 @@ pub struct RuntimeConfig {
     /// Bytes of linear memory all running calls may hold together; `None` =
     /// [`limits::GUEST_MEMORY_BUDGET`].
     pub memory_budget: Option<u64>,
+    /// Called on the compiling thread right after each compile (not after a cache hit): the
+    /// daemon hands the memory the compile freed back to the system there.
+    pub after_compile: Option<fn()>,
 }
 
 /// One call of a connector operation.
@@ -136,6 +139,10 @@ impl std::fmt::Debug for LoadedModule {
 /// The WASM connector runtime. `Send + Sync`; share it in an `Arc`.
 pub struct Runtime {
     engine: Engine,
+    /// The engine's configuration without the pooling allocator: each compile builds an engine
+    /// of its own from it and drops it after (see [`Runtime::compile`]).
+    compile_config: Config,
+    after_compile: Option<fn()>,
     /// One linker per spawn convention (the accessors' signatures differ); chosen per module.
     linker: Linker<CallContext>,
     single_slot_linker: Linker<CallContext>,
@@ -165,6 +172,7 @@ impl Runtime {
         // checked against a constant bound — two instructions; the warm echo call measured the
         // same (BENCHMARKS.md, issue 49).
         wasm_config.memory_reservation(limits::MAX_MEMORY_BYTES);
+        let compile_config = wasm_config.clone();
         let slots = config.concurrent_calls.unwrap_or(MAX_CONCURRENT_CALLS).max(1);
         wasm_config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(slots)));
         let engine = Engine::new(&wasm_config).map_err(anyhow::Error::from).context("configuring wasmtime")?;
@@ -188,6 +196,8 @@ impl Runtime {
         let ticker = EpochTicker::start(&engine)?;
         Ok(Runtime {
             engine,
+            compile_config,
+            after_compile: config.after_compile,
             linker,
             single_slot_linker,
             modules: MemoryCache::new(),
@@ -264,9 +274,9 @@ impl Runtime {
             },
             None => None,
         };
-        let compiled_now = cached.is_none();
-        let module = match cached {
-            Some(module) => module,
+        // The artifact of a compile made now, for the disk cache.
+        let (module, compiled) = match cached {
+            Some(module) => (module, None),
             None => {
                 let Some(wasm) = wasm else {
                     return Err(Failure::runtime_error(
@@ -275,9 +285,8 @@ impl Runtime {
                     ));
                 };
                 self.counters.count(CacheEvent::Compile);
-                Module::new(&self.engine, wasm).map_err(|e| {
-                    Failure::runtime_error(Boundary::Sandbox, format!("the connector module does not compile: {e:#}"))
-                })?
+                let (module, artifact) = self.compile(wasm)?;
+                (module, Some(artifact))
             }
         };
         // The copy-on-write image of the module's initial memory (a memfd holding its data
@@ -287,11 +296,11 @@ impl Runtime {
             Failure::runtime_error(Boundary::Sandbox, format!("preparing the module's initial memory: {e:#}"))
         })?;
         let host_imports = imports::check_module(&module)?;
-        if compiled_now && let Some(disk) = &self.disk {
+        if let (Some(artifact), Some(disk)) = (compiled, &self.disk) {
             // Stored before the policy check: a module refused for its manifest is refused again
             // on the next attempt from the disk artifact instead of being recompiled each time.
             // A cache that cannot be written costs a recompile after restart, nothing more.
-            if disk.store(hash, &module).is_err() {
+            if disk.store(hash, artifact).is_err() {
                 self.counters.count(CacheEvent::DiskWriteFailure);
             }
         }
@@ -306,6 +315,30 @@ impl Runtime {
             Failure::runtime_error(Boundary::Sandbox, format!("the module's imports do not match the runtime: {e:#}"))
         })?;
         Ok(LoadedModule { hash: hash.clone(), pre, host_imports })
+    }
+
+    /// Compiles `wasm` on an engine of its own, configured as the runtime's (but for the pooling
+    /// allocator, which compiled code does not depend on), and loads the result into the runtime's
+    /// engine. An engine keeps Cranelift's compilation contexts for its next compile — megabytes
+    /// held for the daemon's life after its first install (BENCHMARKS.md, issue 49, "Start and
+    /// memory at scale"): dropped with the compiling engine, they are returned at once. Returns
+    /// the module and its artifact (`Module::serialize`'s bytes, for the disk cache).
+    fn compile(&self, wasm: &[u8]) -> Result<(Module, Vec<u8>), Failure> {
+        let does_not_compile = |e: wasmtime::Error| {
+            Failure::runtime_error(Boundary::Sandbox, format!("the connector module does not compile: {e:#}"))
+        };
+        let compiled = Engine::new(&self.compile_config)
+            .and_then(|engine| engine.precompile_module(wasm))
+            .map_err(does_not_compile)?;
+        // SAFETY: `Module::deserialize` runs the machine code it is given, so it must only see
+        // what `precompile_module` of a compatible engine produced: these bytes are that, made
+        // just above in this process from the same configuration, and never left its memory.
+        // wasmtime checks the artifact's compatibility with this engine besides.
+        let module = unsafe { Module::deserialize(&self.engine, &compiled) }.map_err(does_not_compile);
+        if let Some(after_compile) = self.after_compile {
+            after_compile();
+        }
+        Ok((module?, compiled))
     }
 
     /// Runs one operation: a fresh instance, stdin = `{"op", "args"}`, `_start`, then the

@@ -223,3 +223,39 @@ async fn a_loaded_module_does_not_depend_on_its_artifact_file_afterwards() {
     fs::write(&artifact, b"").unwrap();
     assert_eq!(restarted.call(&module, run(), FakeEgress::new()).await.result.unwrap(), json!("verified"));
 }
+
+/// Compiles on the runtimes of [`after_compile_runs_once_per_compile_on_the_compiling_thread`].
+static COMPILES_SEEN: std::sync::Mutex<Vec<std::thread::ThreadId>> = std::sync::Mutex::new(Vec::new());
+
+fn note_compile() {
+    COMPILES_SEEN.lock().unwrap().push(std::thread::current().id());
+}
+
+/// The hook the daemon hands a compile's freed memory back with runs after each compile, on the
+/// thread that compiled — not after a memory or disk cache hit. The module a compile made (on an
+/// engine of its own, dropped after) runs on the runtime's engine, and its artifact loads from
+/// disk in the next runtime.
+#[tokio::test]
+async fn after_compile_runs_once_per_compile_on_the_compiling_thread() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("store/cache");
+    let config = || RuntimeConfig {
+        cache_dir: Some(dir.clone()),
+        after_compile: Some(note_compile),
+        ..RuntimeConfig::default()
+    };
+    let wasm = guest("hooked");
+    let first = Runtime::new(config()).unwrap();
+    let compiling_thread = std::thread::current().id();
+    assert_eq!(load_and_run(&first, &wasm).await, (json!("hooked"), stats(0, 1, 0)));
+    assert_eq!(load_and_run(&first, &wasm).await.0, json!("hooked"));
+    assert_eq!(
+        *COMPILES_SEEN.lock().unwrap(),
+        vec![compiling_thread],
+        "one compile, one call, on the compiling thread"
+    );
+
+    let second = Runtime::new(config()).unwrap();
+    assert_eq!(load_and_run(&second, &wasm).await, (json!("hooked"), stats(1, 0, 0)));
+    assert_eq!(COMPILES_SEEN.lock().unwrap().len(), 1, "a disk hit compiles nothing and calls nothing");
+}

@@ -1,6 +1,6 @@
 //! Process-wide facts and setup that every layer needs, kept in a leaf so that nothing below the
 //! daemon has to import it: the version, the TLS crypto provider, `daemon.json`'s format, the
-//! socket option every server here uses, and the allocator's purge delay.
+//! socket option every server here uses, and the allocator's purge delay and collection.
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +42,18 @@ pub fn return_freed_memory_at_once() {
         // SAFETY: sets one integer option, which mimalloc reads atomically wherever it purges.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
     }
+}
+
+/// Hands back to the system what a connector's compile freed, on the threads that compiled it:
+/// this one and rayon's, on which wasmtime compiles a module's functions in parallel. mimalloc
+/// keeps a thread's freed pages for that thread's own next allocations, however short the purge
+/// delay, and those threads may not allocate again for the daemon's life: installing one small
+/// connector left 8 MiB resident that way (BENCHMARKS.md, issue 49, "Start and memory at
+/// scale"). The sandbox calls it right after each compile (`RuntimeConfig::after_compile`).
+pub fn return_compile_memory() {
+    // SAFETY: `mi_collect` frees and purges only what the calling thread's heap no longer uses.
+    unsafe { libmimalloc_sys::mi_collect(true) };
+    rayon::broadcast(|_| unsafe { libmimalloc_sys::mi_collect(true) });
 }
 
 /// The allocator's purge delay in effect, in milliseconds (`/v1/status`'s `allocator`).

@@ -30,7 +30,11 @@ pub struct Sandbox {
 impl Sandbox {
     /// The daemon's wasmtime runtime, its compiled modules cached on disk under `cache_dir`.
     pub fn open(cache_dir: std::path::PathBuf) -> anyhow::Result<Sandbox> {
-        let runtime = Runtime::new(RuntimeConfig { cache_dir: Some(cache_dir), ..RuntimeConfig::default() })?;
+        let runtime = Runtime::new(RuntimeConfig {
+            cache_dir: Some(cache_dir),
+            after_compile: Some(crate::platform::process::return_compile_memory),
+            ..RuntimeConfig::default()
+        })?;
         Ok(Sandbox { runtime: Arc::new(runtime) })
     }
 
