@@ -28,8 +28,9 @@ pub const MAX_STEP_TIMEOUT_SECONDS: u32 = 300;
 pub struct ActionFile {
     pub name: String,
     pub version: semver::Version,
-    /// Provenance only: `<scheme>://<owner>/<path>@<semver>`.
-    pub source: Option<ConnectorRef>,
+    /// Provenance only: `<scheme>://<owner>/<path>@<semver>`. Boxed, as the approval's preview:
+    /// most actions have neither, and inline they were half of every installed action's struct.
+    pub source: Option<Box<ConnectorRef>>,
     pub requires: Vec<RequiredConnector>,
     /// `[match] intent`.
     pub intent: String,
@@ -38,7 +39,11 @@ pub struct ActionFile {
     pub approval: Approval,
     title: Option<String>,
     description: String,
-    text: String,
+    /// SHA-256 of the exact text the action was parsed from. The text itself is not kept: an
+    /// installed action stays in memory for as long as it is installed, and at 10,000 actions
+    /// their texts were 5 MB of the daemon's heap (BENCHMARKS.md, issue 49, "Start and memory at
+    /// scale"); the file on disk holds it.
+    sha256: ContentHash,
 }
 
 /// `[[requires.connectors]]`.
@@ -229,7 +234,7 @@ pub struct Approval {
     /// `expires_after` in milliseconds: a pending approval older than this ends `expired`.
     /// `None`: [`crate::approval::DEFAULT_EXPIRY_MS`].
     pub expires_after_ms: Option<u64>,
-    pub preview: Option<Preview>,
+    pub preview: Option<Box<Preview>>,
 }
 
 /// `[approval.preview]`.
@@ -299,9 +304,10 @@ impl ActionFile {
         calls
     }
 
-    /// The exact text the action was parsed from, for storing byte-for-byte.
-    pub fn source_text(&self) -> &str {
-        &self.text
+    /// SHA-256 of the exact text the action was parsed from: what an approval binds to, and how
+    /// a stored file is known to still be this action.
+    pub fn sha256(&self) -> &ContentHash {
+        &self.sha256
     }
 
     pub fn input(&self, name: &str) -> Option<&InputSpec> {
@@ -369,7 +375,7 @@ pub fn parse_packaged_action(text: &str, label: &str) -> Result<ActionFile, Pars
 
 fn parse(text: &str, file: &str, expected_stem: Option<&str>) -> Result<ActionFile, ParseError> {
     // Editors on Windows may start a UTF-8 file with a byte order mark; it is not part of the
-    // opening fence. The stored text keeps the file's exact bytes.
+    // opening fence. The hash is of the file's exact bytes.
     let content = text.strip_prefix('\u{feff}').unwrap_or(text);
     let (frontmatter, body) = split_frontmatter(content, file)?;
     // The frontmatter starts on line 2, right after the opening fence.
@@ -380,7 +386,7 @@ fn parse(text: &str, file: &str, expected_stem: Option<&str>) -> Result<ActionFi
     let (title, description) = split_body(body);
     action.title = title;
     action.description = if description.is_empty() { action.intent.clone() } else { description };
-    action.text = text.to_string();
+    action.sha256 = ContentHash::of_bytes(text.as_bytes());
     Ok(action)
 }
 
@@ -543,13 +549,13 @@ impl ActionValidator<'_, '_> {
         let version = self.version(&version, &version_path, "the action's version")?;
         let source = match raw.source {
             None => None,
-            Some(source) => Some(ConnectorRef::parse(&source).map_err(|e| {
+            Some(source) => Some(Box::new(ConnectorRef::parse(&source).map_err(|e| {
                 self.err(
                     &root().key("source"),
                     format!("`{source}` is not a valid source ({e})"),
                     "write <scheme>://<owner>/<path>@<semver>, e.g. \"github://acme/actions/list-issues@1.0.0\"",
                 )
-            })?),
+            })?)),
         };
         let requires = self.requires(raw.requires)?;
         let match_path = root().key("match");
@@ -572,7 +578,7 @@ impl ActionValidator<'_, '_> {
             approval,
             title: None,
             description: String::new(),
-            text: String::new(),
+            sha256: ContentHash::from_digest([0; 32]),
         })
     }
 
@@ -944,7 +950,7 @@ impl ActionValidator<'_, '_> {
                         ));
                     }
                 }
-                Some(Preview { op, args, render, multiline })
+                Some(Box::new(Preview { op, args, render, multiline }))
             }
         };
         let expires_after_ms = match raw.expires_after {

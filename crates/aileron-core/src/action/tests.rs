@@ -38,7 +38,11 @@ fn list_issues_fixture_parses_completely() {
     assert_eq!(action.intent, "list open issues in a GitHub repository");
     assert!(!action.requires_approval());
     assert_eq!(action.approval, Approval::default());
-    assert_eq!(action.source_text(), LIST_ISSUES);
+    assert_eq!(
+        *action.sha256(),
+        ContentHash::of_bytes(LIST_ISSUES.as_bytes()),
+        "the hash is of the file's exact bytes"
+    );
 
     assert_eq!(action.requires.len(), 1);
     let github = &action.requires[0];
@@ -183,7 +187,7 @@ fn frontmatter_fences() {
     let crlf = LIST_ISSUES.replace('\n', "\r\n");
     let parsed = parse_ok(&crlf, "list-issues.md");
     assert_eq!(parsed.title(), Some("List GitHub issues"));
-    assert_eq!(parsed.source_text(), crlf);
+    assert_eq!(*parsed.sha256(), ContentHash::of_bytes(crlf.as_bytes()));
     // A `+++` later in the body is body text.
     let with_rule = format!("+++\n{frontmatter}+++\nBody\n+++\nmore\n");
     assert_eq!(parse_ok(&with_rule, "list-issues.md").description(), "Body\n+++\nmore");
@@ -1061,14 +1065,14 @@ fn an_action_without_inputs_takes_no_arguments() {
 }
 
 /// A UTF-8 byte order mark (which editors on Windows add) before the opening fence is accepted;
-/// the action keeps the file's exact bytes and errors keep their lines.
+/// the action's hash is of the file's exact bytes and errors keep their lines.
 #[test]
 fn a_leading_byte_order_mark_is_accepted() {
     let text = format!("\u{feff}{LIST_ISSUES}");
     let action = parse_ok(&text, "list-issues.md");
     assert_eq!(action.name, "list-issues");
     assert_eq!(action.title(), Some("List GitHub issues"));
-    assert_eq!(action.source_text(), text);
+    assert_eq!(*action.sha256(), ContentHash::of_bytes(text.as_bytes()));
     let broken = edit(&text, "version = \"1.0.0\"", "version = \"1.0\"");
     assert_eq!(parse_action(&broken, "list-issues.md").unwrap_err().line, Some(3));
 }

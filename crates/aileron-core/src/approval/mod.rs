@@ -226,7 +226,7 @@ impl ApprovalEntry {
         ApprovalEntry {
             action: action.name.clone(),
             action_version: action.version.to_string(),
-            action_sha256: ContentHash::of_bytes(action.source_text().as_bytes()),
+            action_sha256: action.sha256().clone(),
             args,
             preview,
             session_id,
@@ -293,8 +293,7 @@ impl ApprovalEntry {
     /// Checks that `action` is byte for byte the action this entry was approved for. The daemon
     /// calls it right before execution; on error it finishes the entry with the returned failure.
     pub fn verify_action(&self, action: &ActionFile) -> Result<(), Failure> {
-        let current = ContentHash::of_bytes(action.source_text().as_bytes());
-        if action.name == self.action && current == self.action_sha256 {
+        if action.name == self.action && *action.sha256() == self.action_sha256 {
             return Ok(());
         }
         Err(Failure::hash_mismatch(format!(
@@ -303,7 +302,7 @@ impl ApprovalEntry {
             self.action, self.id
         ))
         .with_detail("approved_sha256", self.action_sha256.to_string())
-        .with_detail("current_sha256", current.to_string()))
+        .with_detail("current_sha256", action.sha256().to_string()))
     }
 
     /// Whether this entry was decided at most `window_ms` before `now` (RFC 3339, as the queue

@@ -124,16 +124,25 @@ impl ActionRegistry {
         inner.actions.values().find(|file| file.name != except && file.has_tool_name(tool)).cloned()
     }
 
+    /// The text `action` was parsed from, read from its file: `None` when the file no longer holds
+    /// those bytes (edited, or removed, by hand since the daemon loaded it — what runs is still
+    /// what was loaded). Texts are not kept in memory (`ActionFile::sha256`).
+    pub fn source_text(&self, action: &ActionFile) -> Option<String> {
+        let text = std::fs::read_to_string(self.dir.join(format!("{}.md", action.name))).ok()?;
+        (aileron_core::ContentHash::of_bytes(text.as_bytes()) == *action.sha256()).then_some(text)
+    }
+
     /// Every installed action's file (enabled or not), for what is built over all of them (the
     /// policy schema).
     pub fn files(&self) -> Vec<Arc<ActionFile>> {
         self.inner.read().expect("action registry poisoned").actions.values().cloned().collect()
     }
 
-    /// Writes the exact bytes of an already validated action file and publishes it.
-    pub fn install(&self, action: ActionFile) -> Result<(), RegistryError> {
+    /// Writes `text`, the exact bytes `action` was parsed from, and publishes the action.
+    pub fn install(&self, action: ActionFile, text: &str) -> Result<(), RegistryError> {
+        debug_assert_eq!(*action.sha256(), aileron_core::ContentHash::of_bytes(text.as_bytes()));
         let path = self.dir.join(format!("{}.md", action.name));
-        write_atomic(&path, action.source_text().as_bytes(), 0o600).map_err(|source| io_error(&path, source))?;
+        write_atomic(&path, text.as_bytes(), 0o600).map_err(|source| io_error(&path, source))?;
         let mut inner = self.inner.write().expect("action registry poisoned");
         inner.load_errors.retain(|e| e.file != format!("{}.md", action.name));
         inner.actions.insert(action.name.clone(), Arc::new(action));

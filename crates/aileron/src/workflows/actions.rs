@@ -61,7 +61,7 @@ pub fn verify_action_package(
 ) -> Result<aileron_core::signing::SignatureStatus, ApiError> {
     let parsed =
         ConnectorRef::parse(reference).map_err(|e| ApiError::bad_request("invalid_reference", e.to_string()))?;
-    if action.source.as_ref() != Some(&parsed) || action.version != parsed.version {
+    if action.source.as_deref() != Some(&parsed) || action.version != parsed.version {
         let declared = action.source.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "(none)".into());
         return Err(ApiError::bad_request(
             "fqn_mismatch",
@@ -98,7 +98,7 @@ pub fn verify_action_package(
 fn check_place(state: &Services, action: &ActionFile, force: bool) -> Result<(), ApiError> {
     let name = &action.name;
     if let Some(existing) = state.actions.get(name)
-        && existing.file.source_text() != action.source_text()
+        && existing.file.sha256() != action.sha256()
         && !force
     {
         let (installed, replacing) = (&existing.file.version, &action.version);
@@ -254,7 +254,7 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
     let payload = records::ActionInstalled {
         name: action.name.clone(),
         version: action.version.to_string(),
-        sha256: aileron_core::ContentHash::of_bytes(action.source_text().as_bytes()).to_string(),
+        sha256: action.sha256().to_string(),
         connectors,
         requires_approval: action.requires_approval(),
         reference: signed.map(|(_, reference)| reference.clone()),
@@ -269,7 +269,7 @@ pub async fn add(state: &Services, actor: aileron_core::audit::Actor, body: &Ins
     // A replaced action keeps its enabled/disabled state.
     let enabled = state.actions.get(&action.name).is_none_or(|installed| installed.enabled);
     let view = action_view(&action, enabled);
-    state.actions.install(action).map_err(registry_error)?;
+    state.actions.install(action, &pinned.text).map_err(registry_error)?;
     Ok(Reply::created(view))
 }
 
@@ -387,7 +387,7 @@ pub fn get(state: &Services, principal: &Principal, name: String) -> Answer {
     require(principal, Scope::ActionsList)?;
     let installed = state.actions.get(&name).ok_or_else(|| action_not_found(&name))?;
     let view = ActionView {
-        source: Some(installed.file.source_text().to_string()),
+        source: state.actions.source_text(&installed.file),
         ..action_view(&installed.file, installed.enabled)
     };
     Ok(Reply::ok(view))

@@ -216,6 +216,16 @@ fn the_cli_drives_the_whole_spine_over_a_real_socket() {
     cli.ok(&["action", "add", action_file.to_str().unwrap()]);
     assert!(cli.ok(&["action", "list"]).contains("count-things"));
     assert!(cli.ok(&["action", "show", "count-things"]).contains("count (integer, required)"));
+    // The text shown is the file's, read from it (the daemon keeps only its hash); a file edited
+    // by hand since the daemon loaded it is not shown as the action, which still runs as loaded.
+    let shown: Value = serde_json::from_str(&cli.ok(&["action", "show", "count-things", "--json"])).unwrap();
+    assert_eq!(shown["source"], spec.render().as_str());
+    let stored = cli.home.join("actions/count-things.md");
+    std::fs::write(&stored, format!("{}\nEdited by hand.\n", spec.render())).unwrap();
+    let shown: Value = serde_json::from_str(&cli.ok(&["action", "show", "count-things", "--json"])).unwrap();
+    assert_eq!(shown.get("source"), None, "{shown}");
+    assert!(cli.ok(&["action", "show", "count-things"]).contains("changed on disk since the daemon loaded it"));
+    std::fs::write(&stored, spec.render()).unwrap();
     // A typed answer's failure is still the daemon's error, with its hint.
     let missing = cli.run(&["action", "show", "no-such-action"]);
     assert_eq!(missing.status.code(), Some(1));

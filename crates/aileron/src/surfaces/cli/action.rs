@@ -173,7 +173,13 @@ pub async fn run(home: &Home, args: ActionArgs) -> CliResult {
                     escape(&serde_json::Value::from(connector.capabilities.clone()).to_string())
                 );
             }
-            outln!("\n{}", super::escape_lines(action.source.as_deref().unwrap_or("")));
+            match &action.source {
+                Some(text) => outln!("\n{}", super::escape_lines(text)),
+                None => outln!(
+                    "\n(the file of this action changed on disk since the daemon loaded it; what runs is what was \
+                     loaded)\nhint: `aileron action add <file> --force` loads the edited file"
+                ),
+            }
             Ok(ExitStatus::Ok)
         }
         ActionCommand::Remove { name } => {

@@ -68,7 +68,13 @@ pub async fn run(home: &Home, request: Upgrade) -> CliResult {
     let mut edits = Vec::new();
     for item in listing.items.iter().filter(|item| item.connectors.iter().any(|c| c.name == fqn.to_string())) {
         let view: ActionView = client.get_as(&format!("/v1/actions/{}", crate::wire::path_segment(&item.name))).await?;
-        let Some(source) = view.source.clone() else { continue };
+        let Some(source) = view.source.clone() else {
+            eprintln!(
+                "warning: action {} is left as it is: its file changed on disk since the daemon loaded it",
+                escape(&view.name)
+            );
+            continue;
+        };
         match repin(&source, &fqn.to_string(), &version.to_string(), &hash) {
             Ok(Some(after)) => edits.push((view.name.clone(), source, after)),
             Ok(None) => {}
