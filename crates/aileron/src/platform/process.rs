@@ -51,9 +51,12 @@ pub fn return_freed_memory_at_once() {
 /// connector left 8 MiB resident that way (BENCHMARKS.md, issue 49, "Start and memory at
 /// scale"). The sandbox calls it right after each compile (`RuntimeConfig::after_compile`).
 pub fn return_compile_memory() {
-    // SAFETY: `mi_collect` frees and purges only what the calling thread's heap no longer uses.
-    unsafe { libmimalloc_sys::mi_collect(true) };
-    rayon::broadcast(|_| unsafe { libmimalloc_sys::mi_collect(true) });
+    fn collect() {
+        // SAFETY: `mi_collect` frees and purges only what the calling thread's heap no longer uses.
+        unsafe { libmimalloc_sys::mi_collect(true) };
+    }
+    collect();
+    rayon::broadcast(|_| collect());
 }
 
 /// The allocator's purge delay in effect, in milliseconds (`/v1/status`'s `allocator`).
