@@ -124,11 +124,16 @@ impl ActionRegistry {
         inner.actions.values().find(|file| file.name != except && file.has_tool_name(tool)).cloned()
     }
 
+    /// `actions/<name>.md`: where the action named `name` is stored.
+    fn file_of(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.md"))
+    }
+
     /// The text `action` was parsed from, read from its file: `None` when the file no longer holds
     /// those bytes (edited, or removed, by hand since the daemon loaded it — what runs is still
     /// what was loaded). Texts are not kept in memory (`ActionFile::sha256`).
     pub fn source_text(&self, action: &ActionFile) -> Option<String> {
-        let text = std::fs::read_to_string(self.dir.join(format!("{}.md", action.name))).ok()?;
+        let text = std::fs::read_to_string(self.file_of(&action.name)).ok()?;
         (aileron_core::ContentHash::of_bytes(text.as_bytes()) == *action.sha256()).then_some(text)
     }
 
@@ -141,7 +146,7 @@ impl ActionRegistry {
     /// Writes `text`, the exact bytes `action` was parsed from, and publishes the action.
     pub fn install(&self, action: ActionFile, text: &str) -> Result<(), RegistryError> {
         debug_assert_eq!(*action.sha256(), aileron_core::ContentHash::of_bytes(text.as_bytes()));
-        let path = self.dir.join(format!("{}.md", action.name));
+        let path = self.file_of(&action.name);
         write_atomic(&path, text.as_bytes(), 0o600).map_err(|source| io_error(&path, source))?;
         let mut inner = self.inner.write().expect("action registry poisoned");
         inner.load_errors.retain(|e| e.file != format!("{}.md", action.name));
@@ -152,7 +157,7 @@ impl ActionRegistry {
     }
 
     pub fn remove(&self, name: &str) -> Result<(), RegistryError> {
-        let path = self.dir.join(format!("{name}.md"));
+        let path = self.file_of(name);
         let mut inner = self.inner.write().expect("action registry poisoned");
         if inner.actions.remove(name).is_none() {
             return Err(RegistryError::NotFound(name.to_string()));
