@@ -91,15 +91,19 @@ impl<'a> GuestMemory<'a> {
         self.write(ptr, &value.to_le_bytes())
     }
 
-    /// Reads an array of `count` WASI iovecs (`{buf: u32, len: u32}`) at `ptr`, as guest ranges.
-    pub(crate) fn iovecs(&self, ptr: u32, count: u32) -> Result<Vec<(u32, u32)>, GuestFault> {
+    /// Checks that an array of `count` WASI iovecs (`{buf: u32, len: u32}`) at `ptr` lies in
+    /// memory, and gives the indexes of its entries, each read with [`GuestMemory::iovec`]: no
+    /// list is built (every write a guest makes to stdout reads one), and a call that writes into
+    /// the buffers they name (`fd_read`) can while it goes through them.
+    pub(crate) fn iovecs(&self, ptr: u32, count: u32) -> Result<Range<u32>, GuestFault> {
         self.range(ptr, u64::from(count) * 8)?;
-        (0..count)
-            .map(|i| {
-                let at = ptr + i * 8;
-                Ok((self.read_u32(at)?, self.read_u32(at + 4)?))
-            })
-            .collect()
+        Ok(0..count)
+    }
+
+    /// Entry `index` of the iovec array at `ptr` (see [`GuestMemory::iovecs`]), as a guest range.
+    pub(crate) fn iovec(&self, ptr: u32, index: u32) -> Result<(u32, u32), GuestFault> {
+        let at = ptr + index * 8;
+        Ok((self.read_u32(at)?, self.read_u32(at + 4)?))
     }
 }
 
@@ -128,7 +132,8 @@ mod tests {
         backing[0..8].copy_from_slice(&[4, 0, 0, 0, 2, 0, 0, 0]);
         backing[8..16].copy_from_slice(&[9, 0, 0, 0, 3, 0, 0, 0]);
         let memory = memory(&mut backing);
-        assert_eq!(memory.iovecs(0, 2).unwrap(), vec![(4, 2), (9, 3)]);
+        let entries: Vec<_> = memory.iovecs(0, 2).unwrap().map(|i| memory.iovec(0, i).unwrap()).collect();
+        assert_eq!(entries, vec![(4, 2), (9, 3)]);
         assert!(memory.iovecs(0, 4).is_err());
         assert!(memory.iovecs(20, 1).is_err());
         assert!(memory.iovecs(0, u32::MAX).is_err());

@@ -211,25 +211,73 @@ pub fn parse_stdout(stdout: &[u8]) -> Printed {
     if stdout.iter().all(u8::is_ascii_whitespace) {
         return Printed::Nothing;
     }
-    let value: Value = match serde_json::from_slice(stdout) {
-        Ok(value) => value,
+    let envelope: Envelope = match serde_json::from_slice(stdout) {
+        Ok(envelope) => envelope,
         Err(e) => return Printed::Malformed(e.to_string()),
     };
-    let Value::Object(mut object) = value else {
-        return Printed::Malformed("expected a JSON object".into());
-    };
-    if object.len() != 1 {
-        return Printed::Malformed(format!("expected exactly one key, found {}", object.len()));
+    let keys = usize::from(envelope.output.is_some()) + usize::from(envelope.error.is_some()) + envelope.others;
+    if keys != 1 {
+        return Printed::Malformed(format!("expected exactly one key, found {keys}"));
     }
-    if let Some(output) = object.remove("output") {
+    if let Some(output) = envelope.output {
         return Printed::Output(output);
     }
-    match object.remove("error") {
+    match envelope.error {
         Some(error) => match guest_failure(error) {
             Ok(failure) => Printed::Error(failure),
             Err(reason) => Printed::Malformed(reason),
         },
         None => Printed::Malformed("the only key must be `output` or `error`".into()),
+    }
+}
+
+/// The object a guest prints, read key by key: its `output` or `error` value, and how many other
+/// keys it has. Only the value becomes a [`Value`] (every call's output is read through here): no
+/// map of the envelope, no string of its key. A key given twice counts once, its last value
+/// kept, as a map of it would.
+struct Envelope {
+    output: Option<Value>,
+    error: Option<Value>,
+    others: usize,
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Envelope, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(field_identifier, rename_all = "lowercase")]
+        enum Key {
+            Output,
+            Error,
+            #[serde(other)]
+            Other,
+        }
+
+        struct EnvelopeVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
+            type Value = Envelope;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+                let mut envelope = Envelope { output: None, error: None, others: 0 };
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Output => envelope.output = Some(map.next_value()?),
+                        Key::Error => envelope.error = Some(map.next_value()?),
+                        Key::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            envelope.others += 1;
+                        }
+                    }
+                }
+                Ok(envelope)
+            }
+        }
+
+        deserializer.deserialize_map(EnvelopeVisitor)
     }
 }
 
@@ -296,6 +344,11 @@ mod tests {
         malformed(r#"{"error": {"message": "no class"}}"#);
         malformed(r#"{"error": {"class": "network_error"}}"#);
         malformed(r#"{"error": {"class": "network_error", "message": "m", "details": 3}}"#);
+        malformed(r#"{"output": 1, "error": {"class": "network_error", "message": "m"}}"#);
+        malformed("{}");
+        // A key given twice is one key, its last value kept (as a map of it keeps it).
+        check(r#"{"output": 1, "output": {"n": 2}}"#, Printed::Output(json!({"n": 2})));
+        check(r#"{"\u006futput": 3}"#, Printed::Output(json!(3)));
     }
 
     #[test]

@@ -239,7 +239,8 @@ fn add_streams(linker: &mut Linker<CallContext>) -> wasmtime::Result<()> {
             }
             let (mut memory, context) = GuestMemory::of(&mut caller, "fd_write")?;
             let mut written: u32 = 0;
-            for (buf, len) in memory.iovecs(iovs as u32, iovs_len as u32)? {
+            for index in memory.iovecs(iovs as u32, iovs_len as u32)? {
+                let (buf, len) = memory.iovec(iovs as u32, index)?;
                 let data = memory.bytes(buf, len)?;
                 if fd == STDOUT {
                     if context.stdout.len() + data.len() > context.max_stdout_bytes {
@@ -264,7 +265,8 @@ fn add_streams(linker: &mut Linker<CallContext>) -> wasmtime::Result<()> {
             }
             let (mut memory, context) = GuestMemory::of(&mut caller, "fd_read")?;
             let mut read: u32 = 0;
-            for (buf, len) in memory.iovecs(iovs as u32, iovs_len as u32)? {
+            for index in memory.iovecs(iovs as u32, iovs_len as u32)? {
+                let (buf, len) = memory.iovec(iovs as u32, index)?;
                 let remaining = &context.stdin[context.stdin_offset..];
                 let count = remaining.len().min(len as usize);
                 memory.write(buf, &remaining[..count])?;

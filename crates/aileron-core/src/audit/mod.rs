@@ -14,8 +14,13 @@
 //! to anyone. A complete line that does not parse is a break wherever it is (it was written whole,
 //! so it was changed afterwards).
 
-use std::fmt;
+mod canonical;
 
+use std::fmt;
+use std::io::Write as _;
+
+pub use canonical::{CanonicalObject, canonical_json};
+use canonical::{into_string, write_canonical, write_canonical_map, write_str, write_u64};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -124,29 +129,90 @@ pub fn seal(unsealed: UnsealedRecord, seq: u64, prev: String) -> AuditRecord {
     seal_to_line(unsealed, seq, prev).0
 }
 
-/// [`seal`], and the record's line ([`AuditRecord::to_line`]) from the same serialization: the
-/// audit writer hashes and writes every record, so it serializes each one once.
+/// [`seal`], and the record's line ([`AuditRecord::to_line`]) from the same serialization.
 pub fn seal_to_line(unsealed: UnsealedRecord, seq: u64, prev: String) -> (AuditRecord, String) {
     let UnsealedRecord { audit_id, event_type, timestamp, actor, session_id, payload } = unsealed;
-    let mut record =
-        AuditRecord { audit_id, event_type, timestamp, actor, session_id, payload, seq, prev, hash: String::new() };
-    // `hash` sorts between `event_type` and `payload`: the canonical form without it is
-    // `{` head `,` tail `}`, and the line is the same with `,"hash":…` after the head. One
-    // buffer: the form without the hash is written and hashed, then the hash goes in after the
-    // head (a move of the tail's bytes, no second buffer).
-    let mut line = Vec::with_capacity(768);
-    line.push(b'{');
-    write_record_head(&record, &mut line);
-    let head_end = line.len();
-    line.push(b',');
-    write_record_tail(&record, &mut line);
-    line.push(b'}');
-    let hash = record_hash(&line);
-    // `,"hash":"sha256:<hex>"`: nothing in it needs escaping.
-    let field = b",\"hash\":\"".iter().chain(hash.as_bytes()).chain(b"\"").copied();
-    line.splice(head_end..head_end, field);
-    record.hash = hash;
+    let prepared = PreparedRecord::with_payload(&actor, &audit_id, &event_type, session_id.as_deref(), &payload);
+    let mut line = Vec::with_capacity(prepared.bytes.len() + 256);
+    let hash = prepared.seal(seq, &prev, &timestamp, &mut line).to_string();
+    let record = AuditRecord { audit_id, event_type, timestamp, actor, session_id, payload, seq, prev, hash };
     (record, into_string(line))
+}
+
+/// A record's own fields in canonical form, written ahead by whoever appends it — on its own
+/// thread, and for a typed payload with no map built ([`PreparedRecord::new`]): everything but
+/// `prev`, `seq` and `timestamp`, which only the log's writer knows, and `hash`, taken over all.
+#[derive(Debug, Clone)]
+pub struct PreparedRecord {
+    /// The fields that sort before `hash` (`"actor":{…},"audit_id":"…","event_type":"…"`), then
+    /// `"payload":{…}`, then `,"session_id":"…"` when there is one.
+    bytes: Vec<u8>,
+    head_end: usize,
+    payload_end: usize,
+}
+
+impl PreparedRecord {
+    /// A record whose payload `payload` writes, entry by entry in key order.
+    pub fn new(
+        actor: &Actor,
+        audit_id: &str,
+        event_type: &str,
+        session_id: Option<&str>,
+        payload: impl FnOnce(&mut CanonicalObject<'_>),
+    ) -> PreparedRecord {
+        PreparedRecord::written(actor, audit_id, event_type, session_id, |out| CanonicalObject::write(out, payload))
+    }
+
+    /// A record whose payload is a map, canonicalized.
+    pub fn with_payload(
+        actor: &Actor,
+        audit_id: &str,
+        event_type: &str,
+        session_id: Option<&str>,
+        payload: &Map<String, Value>,
+    ) -> PreparedRecord {
+        PreparedRecord::written(actor, audit_id, event_type, session_id, |out| write_canonical_map(payload, out))
+    }
+
+    fn written(
+        actor: &Actor,
+        audit_id: &str,
+        event_type: &str,
+        session_id: Option<&str>,
+        payload: impl FnOnce(&mut Vec<u8>),
+    ) -> PreparedRecord {
+        let mut bytes = Vec::with_capacity(512);
+        write_record_head(actor, audit_id, event_type, &mut bytes);
+        let head_end = bytes.len();
+        bytes.extend_from_slice(b"\"payload\":");
+        payload(&mut bytes);
+        let payload_end = bytes.len();
+        write_session_field(session_id, &mut bytes);
+        PreparedRecord { bytes, head_end, payload_end }
+    }
+
+    /// Appends the record's line (canonical JSON with `hash`, no newline) to `out` as record `seq`
+    /// after `prev`, stamped `timestamp`, and returns its hash. Written once: the form without
+    /// `hash` is hashed where it lies, then the hash goes in after the head (`hash` sorts between
+    /// `event_type` and `payload`), moving only this line's tail.
+    pub fn seal(&self, seq: u64, prev: &str, timestamp: &str, out: &mut Vec<u8>) -> ContentHash {
+        let start = out.len();
+        out.push(b'{');
+        out.extend_from_slice(&self.bytes[..self.head_end]);
+        let head_end = out.len();
+        out.push(b',');
+        out.extend_from_slice(&self.bytes[self.head_end..self.payload_end]);
+        write_chain_fields(prev, seq, out);
+        out.extend_from_slice(&self.bytes[self.payload_end..]);
+        write_timestamp_field(timestamp, out);
+        out.push(b'}');
+        let hash = ContentHash::from_digest(Sha256::digest(&out[start..]).into());
+        // `,"hash":"sha256:<hex>"`, from the stack: nothing in it needs escaping.
+        let mut field = *b",\"hash\":\"sha256:0000000000000000000000000000000000000000000000000000000000000000\"";
+        write!(&mut field[9..80], "{hash}").expect("a content hash is 71 bytes");
+        out.splice(head_end..head_end, field);
+        hash
+    }
 }
 
 /// A record's `hash`: `sha256:` and the hex of `canonical`'s digest.
@@ -159,42 +225,49 @@ fn record_hash(canonical: &[u8]) -> String {
 /// — exactly what canonicalizing the record's serde serialization gives (a test keeps it so).
 fn write_record(record: &AuditRecord, hash: Option<&str>, out: &mut Vec<u8>) {
     out.push(b'{');
-    write_record_head(record, out);
+    write_record_head(&record.actor, &record.audit_id, &record.event_type, out);
     if let Some(hash) = hash {
         out.extend_from_slice(b",\"hash\":");
         write_str(hash, out);
     }
-    out.push(b',');
-    write_record_tail(record, out);
+    out.extend_from_slice(b",\"payload\":");
+    write_canonical_map(&record.payload, out);
+    write_chain_fields(&record.prev, record.seq, out);
+    write_session_field(record.session_id.as_deref(), out);
+    write_timestamp_field(&record.timestamp, out);
     out.push(b'}');
 }
 
 /// The fields that sort before `hash`.
-fn write_record_head(record: &AuditRecord, out: &mut Vec<u8>) {
+fn write_record_head(actor: &Actor, audit_id: &str, event_type: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\"actor\":{\"id\":");
-    write_str(&record.actor.id, out);
+    write_str(&actor.id, out);
     out.extend_from_slice(b",\"type\":");
-    write_str(record.actor.r#type.as_str(), out);
+    write_str(actor.r#type.as_str(), out);
     out.extend_from_slice(b"},\"audit_id\":");
-    write_str(&record.audit_id, out);
+    write_str(audit_id, out);
     out.extend_from_slice(b",\"event_type\":");
-    write_str(&record.event_type, out);
+    write_str(event_type, out);
 }
 
-/// The fields that sort after `hash`.
-fn write_record_tail(record: &AuditRecord, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"\"payload\":");
-    write_canonical_map(&record.payload, out);
+/// `,"prev":…,"seq":…`: what sorts between `payload` and `session_id`.
+fn write_chain_fields(prev: &str, seq: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(b",\"prev\":");
-    write_str(&record.prev, out);
+    write_str(prev, out);
     out.extend_from_slice(b",\"seq\":");
-    write_u64(record.seq, out);
-    if let Some(session_id) = &record.session_id {
+    write_u64(seq, out);
+}
+
+fn write_session_field(session_id: Option<&str>, out: &mut Vec<u8>) {
+    if let Some(session_id) = session_id {
         out.extend_from_slice(b",\"session_id\":");
         write_str(session_id, out);
     }
+}
+
+fn write_timestamp_field(timestamp: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b",\"timestamp\":");
-    write_str(&record.timestamp, out);
+    write_str(timestamp, out);
 }
 
 /// Removes `hash` from `value` (a record object) and returns the hash of what remains.
@@ -205,71 +278,6 @@ fn hash_of_value_without_hash(value: &mut Value, scratch: &mut Vec<u8>) -> Strin
     scratch.clear();
     write_canonical(value, scratch);
     record_hash(scratch)
-}
-
-/// JSON with object keys sorted recursively and no whitespace. Sorting is done here rather than
-/// relying on `serde_json::Map` being a `BTreeMap`, because a dependency enabling serde_json's
-/// `preserve_order` feature anywhere in the build would silently change the hashes.
-pub fn canonical_json(value: &Value) -> String {
-    let mut out = Vec::new();
-    write_canonical(value, &mut out);
-    into_string(out)
-}
-
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
-    match value {
-        Value::Object(map) => write_canonical_map(map, out),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
-        Value::String(text) => write_str(text, out),
-        scalar => serde_json::to_writer(&mut *out, scalar).expect("writing JSON to a Vec cannot fail"),
-    }
-}
-
-fn write_canonical_map(map: &Map<String, Value>, out: &mut Vec<u8>) {
-    out.push(b'{');
-    // A `BTreeMap` (serde_json's default) iterates in order already: sort only when it does not.
-    if map.keys().is_sorted() {
-        write_entries(map.iter(), out);
-    } else {
-        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-        entries.sort_by(|a, b| a.0.cmp(b.0));
-        write_entries(entries.into_iter(), out);
-    }
-    out.push(b'}');
-}
-
-fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
-    for (i, (key, value)) in entries.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_str(key, out);
-        out.push(b':');
-        write_canonical(value, out);
-    }
-}
-
-/// A JSON string literal, escaped as serde_json escapes it.
-fn write_str(text: &str, out: &mut Vec<u8>) {
-    serde_json::to_writer(&mut *out, text).expect("writing JSON to a Vec cannot fail");
-}
-
-/// `n` in decimal, as serde_json writes it.
-fn write_u64(n: u64, out: &mut Vec<u8>) {
-    serde_json::to_writer(&mut *out, &n).expect("writing JSON to a Vec cannot fail");
-}
-
-fn into_string(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).expect("serde_json writes UTF-8")
 }
 
 /// One line of a log file, as handed to the verifier.
@@ -599,12 +607,6 @@ mod tests {
 
     fn joined(lines: &[String]) -> String {
         lines.iter().map(|l| format!("{l}\n")).collect()
-    }
-
-    #[test]
-    fn canonical_json_sorts_keys_recursively_without_whitespace() {
-        let value = serde_json::json!({"b": {"y": 1, "x": [true, {"d": "é\"", "c": 1.5}]}, "a": null});
-        assert_eq!(canonical_json(&value), r#"{"a":null,"b":{"x":[true,{"c":1.5,"d":"é\""}],"y":1}}"#);
     }
 
     #[test]

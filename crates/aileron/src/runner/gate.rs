@@ -9,7 +9,7 @@ use aileron_core::action::ActionFile;
 use aileron_core::vocabulary::EventType;
 use chrono::Utc;
 
-use super::{RunRejection, RunRequest, append, submit};
+use super::{RunRejection, RunRequest, append, prepared, submit};
 use crate::dataplane::egress::Admission;
 use crate::services::Services;
 use crate::stores::rules::admission::Judged;
@@ -69,8 +69,8 @@ pub(super) async fn check(
         Judged::Pass { hash, admitted } => {
             // Handed to the writer now, awaited before the run's first effect (see `Admission`).
             let admission = admitted.map(|payload| {
-                let appended =
-                    submit(state, EventType::PolicyAdmitted, &request.caller, payload, &super::mint_audit_id());
+                let record = prepared(EventType::PolicyAdmitted, &request.caller, &payload, &super::mint_audit_id());
+                let appended = submit(state, record);
                 // The audit log's own reason: the runner says "audit log unavailable" around it.
                 Admission::new(async move {
                     appended.await.map_err(|rejection| match rejection {

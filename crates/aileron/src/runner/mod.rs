@@ -6,6 +6,7 @@
 //! the audit log cannot be written the run fails closed.
 
 mod gate;
+mod record;
 pub mod sandbox;
 
 use std::collections::BTreeMap;
@@ -17,12 +18,12 @@ use aileron_core::approval::{
     AdmissionRequest, ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalRequest, Outcome, PendingApproval,
     render_preview, requested_payload, review_url,
 };
-use aileron_core::audit::ActorType;
+use aileron_core::audit::{ActorType, PreparedRecord};
 use aileron_core::manifest::ConnectorManifest;
 use aileron_core::policy::{self, CapabilitySubset};
 use aileron_core::template::{self, step_args};
 use aileron_core::untrusted_text::visible;
-use aileron_core::vocabulary::{self, EventType};
+use aileron_core::vocabulary::EventType;
 use aileron_core::{Failure, FailureClass};
 use aileron_sandbox::{CallRequest, ImportPolicy, Instance, Limits};
 use opentelemetry::context::FutureExt;
@@ -35,8 +36,9 @@ pub use crate::platform::principal::Caller;
 use crate::platform::telemetry::keys;
 use crate::services::Services;
 use crate::stores::approvals;
-use crate::stores::audit_log::{AuditEvent, mint_audit_id};
+use crate::stores::audit_log::mint_audit_id;
 use crate::wire::{GuestLogLine, RunResult, StepBinding, StepResult};
+use record::{Ending, RunRecord, prepared};
 
 pub struct RunRequest {
     pub action: String,
@@ -151,7 +153,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
                     policy,
                     ending: Ending::Refused(&failure),
                 };
-                append(state, record.event_type(), &request.caller, record.payload(), &audit_id).await?;
+                submit(state, record.prepared(&request.caller, &audit_id)).await?;
                 admitted(admission.as_ref()).await?;
                 state.telemetry.action_execute(&action).fail(&failure, Some(&audit_id));
                 return Ok(RunOutcome::Failed(failure.with_audit_id(audit_id)));
@@ -178,7 +180,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
                 policy,
                 ending: Ending::Executed { steps: &steps, args: &request.args },
             };
-            let appended = submit(state, record.event_type(), &request.caller, record.payload(), &audit_id);
+            let appended = submit(state, record.prepared(&request.caller, &audit_id));
             let result = RunResult::Ran { action: action.name.clone(), steps };
             // The last guest's instance goes back to the pool while the writer syncs the record.
             drop(instance);
@@ -190,9 +192,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         Err(failed) => {
             let approval = request.approval.as_ref().map(|grant| &grant.entry.id);
             let record = RunRecord { action: &action, approval, policy, ending: Ending::Failed(&failed) };
-            append(state, record.event_type(), &request.caller, record.payload(), &audit_id)
-                .await
-                .map_err(RunRejection::after_steps)?;
+            submit(state, record.prepared(&request.caller, &audit_id)).await.map_err(RunRejection::after_steps)?;
             admitted(admission.as_ref()).await?;
             span.fail(&failed.failure, Some(&audit_id));
             Ok(RunOutcome::Failed(failed.failure.with_audit_id(audit_id)))
@@ -210,7 +210,7 @@ impl RunRejection {
     }
 }
 
-struct StepFailure {
+pub(crate) struct StepFailure {
     failure: Failure,
     step_id: String,
     connector: String,
@@ -788,85 +788,6 @@ fn jittered(delay: Duration) -> Duration {
     delay.mul_f64(0.75 + f64::from(byte[0]) / 512.0)
 }
 
-/// Its keys are the span attribute keys (`telemetry::keys`), so audit and traces share names.
-/// The record a run ends with, typed: `action.executed` with its steps, or `execution.failed`
-/// with the failure (and the step it happened in). Its payload is built here only, through the
-/// vocabulary's keys.
-struct RunRecord<'a> {
-    action: &'a ActionFile,
-    /// The approval the run carried out, when the action is gated.
-    approval: Option<&'a aileron_core::approval::ApprovalId>,
-    /// The hash of the policy set that admitted the run, while policy files exist.
-    policy: Option<&'a str>,
-    ending: Ending<'a>,
-}
-
-enum Ending<'a> {
-    /// Every step succeeded: their audit view and the names (never the values) of the arguments.
-    Executed { steps: &'a [StepResult], args: &'a Map<String, Value> },
-    /// Refused before any step ran (the approved action or arguments no longer match).
-    Refused(&'a Failure),
-    /// A step failed.
-    Failed(&'a StepFailure),
-}
-
-impl RunRecord<'_> {
-    fn event_type(&self) -> EventType {
-        match self.ending {
-            Ending::Executed { .. } => EventType::ActionExecuted,
-            Ending::Refused(_) | Ending::Failed(_) => EventType::ExecutionFailed,
-        }
-    }
-
-    fn payload(&self) -> Map<String, Value> {
-        // Room for the longest ending's keys: a map grown key by key reallocates as it goes.
-        let mut payload = Map::with_capacity(16);
-        payload.insert(keys::ACTION_NAME.into(), self.action.name.clone().into());
-        payload.insert(keys::ACTION_VERSION.into(), self.action.version.to_string().into());
-        payload.insert(keys::ACTION_STEPS_COUNT.into(), self.action.steps.len().into());
-        match &self.ending {
-            Ending::Executed { steps, args } => {
-                payload.insert(keys::ACTION_STEPS.into(), Value::Array(steps.iter().map(step_summary).collect()));
-                payload.insert(keys::ACTION_ARG_NAMES.into(), args.keys().cloned().map(Value::from).collect());
-            }
-            Ending::Refused(failure) => payload.extend(failure.audit_payload()),
-            Ending::Failed(failed) => {
-                payload.extend(failed.failure.audit_payload());
-                payload.insert(keys::ACTION_STEP_ID.into(), failed.step_id.clone().into());
-                vocabulary::connector_call(
-                    &mut payload,
-                    failed.connector.clone(),
-                    failed.op.clone(),
-                    failed.hash.clone(),
-                );
-            }
-        }
-        if let Some(id) = self.approval {
-            payload.insert(keys::APPROVAL_ID.into(), id.to_string().into());
-        }
-        if let Some(hash) = self.policy {
-            payload.insert(keys::POLICY_HASH.into(), hash.into());
-        }
-        payload
-    }
-}
-
-/// The audit view of a step: identity and capability, never the output or arguments. Same keys
-/// as the step's `aileron.capability.check` and `aileron.connector.call` spans.
-fn step_summary(step: &StepResult) -> Value {
-    let mut summary = Map::with_capacity(10);
-    summary.insert("id".into(), step.id.clone().into());
-    vocabulary::connector_call(&mut summary, step.connector.clone(), step.op.clone(), step.hash.clone());
-    summary.insert("attempts".into(), step.attempts.into());
-    if !step.logs.is_empty() {
-        summary.insert(keys::CONNECTOR_LOGS.into(), serde_json::to_value(&step.logs).expect("log lines serialize"));
-    }
-    if let Some(binding) = &step.binding {
-        vocabulary::binding(&mut summary, binding.name.clone(), binding.kind.as_str(), binding.identity.clone());
-    }
-    Value::Object(summary)
-}
-
 /// The run's admission record (when the rules count runs), durable by the time the run's own
 /// record is: one that never became durable fails the run closed, though nothing of it left.
 async fn admitted(admission: Option<&Admission>) -> Result<(), RunRejection> {
@@ -880,25 +801,13 @@ async fn append(
     payload: Map<String, Value>,
     audit_id: &str,
 ) -> Result<(), RunRejection> {
-    submit(state, event_type, caller, payload, audit_id).await
+    submit(state, prepared(event_type, caller, &payload, audit_id)).await
 }
 
-/// [`append`], with the record handed to the writer before the returned future is first polled.
-fn submit(
-    state: &Services,
-    event_type: EventType,
-    caller: &Caller,
-    payload: Map<String, Value>,
-    audit_id: &str,
-) -> impl Future<Output = Result<(), RunRejection>> + use<> {
-    let event = AuditEvent {
-        event_type,
-        actor: caller.actor.clone(),
-        session_id: caller.session_id.clone(),
-        payload,
-        audit_id: Some(audit_id.to_string()),
-    };
-    let appending = state.audit.submit(event);
+/// Hands `record` to the writer before the returned future is first polled; it resolves once
+/// the record is durable.
+fn submit(state: &Services, record: PreparedRecord) -> impl Future<Output = Result<(), RunRejection>> + use<> {
+    let appending = state.audit.submit(record);
     async move { appending.await.map(|_| ()).map_err(|e| RunRejection::AuditUnavailable(e.to_string())) }
 }
 

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::JoinHandle;
 
 use aileron_core::audit::{
-    Actor, AuditRecord, ChainBreak, GENESIS_PREV, HeadAnchor, UnsealedRecord, VerifyReport, log_lines, seal_to_line,
+    Actor, AuditRecord, ChainBreak, GENESIS_PREV, HeadAnchor, PreparedRecord, VerifyReport, log_lines,
 };
 use aileron_core::tlog::CosignatureVerifier;
 use aileron_core::vocabulary::EventType;
@@ -107,11 +107,65 @@ impl AuditEvent {
     pub fn new(event_type: EventType, actor: Actor, payload: Map<String, Value>) -> AuditEvent {
         AuditEvent { event_type, actor, session_id: None, payload, audit_id: None }
     }
+
+    /// Its fields written ahead for the writer, its id minted when it has none.
+    fn prepare(&mut self) -> PreparedRecord {
+        let audit_id = self.audit_id.get_or_insert_with(mint_audit_id);
+        PreparedRecord::with_payload(
+            &self.actor,
+            audit_id,
+            self.event_type.as_str(),
+            self.session_id.as_deref(),
+            &self.payload,
+        )
+    }
+
+    /// The record it became, sealed with its chain fields ([`AuditEvent::prepare`] came first).
+    fn into_record(self, sealed: Sealed) -> AuditRecord {
+        let ChainFields { prev, hash, timestamp } = sealed.fields.expect("the chain fields were asked for");
+        AuditRecord {
+            audit_id: self.audit_id.expect("prepared"),
+            event_type: self.event_type.as_str().to_string(),
+            timestamp,
+            actor: self.actor,
+            session_id: self.session_id,
+            payload: self.payload,
+            seq: sealed.seq,
+            prev,
+            hash,
+        }
+    }
 }
 
-/// `audit-<uuid v4>`.
+/// `audit-<uuid v4>`, in one allocation.
 pub fn mint_audit_id() -> String {
-    format!("audit-{}", uuid::Uuid::new_v4())
+    let mut id = String::with_capacity(AUDIT_ID_LEN);
+    id.push_str("audit-");
+    id.push_str(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()));
+    id
+}
+
+const AUDIT_ID_LEN: usize = "audit-".len() + uuid::fmt::Hyphenated::LENGTH;
+
+/// A record the writer sealed: its seq, and its chain fields when its appender asked for them.
+#[derive(Debug)]
+pub struct Sealed {
+    seq: u64,
+    fields: Option<ChainFields>,
+}
+
+impl Sealed {
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+/// What the log gave a record: its place in the chain and its time.
+#[derive(Debug)]
+struct ChainFields {
+    prev: String,
+    hash: String,
+    timestamp: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -207,25 +261,81 @@ impl ChainHead {
         ChainHead { seq: record.seq, hash: record.hash.clone(), last_timestamp: parse_timestamp(&record.timestamp) }
     }
 
-    /// Seals `event` as the next record and advances.
-    /// The next record of the chain and its line (serialized once: see [`seal_to_line`]).
-    fn seal_next(&mut self, event: AuditEvent, clock: &dyn Clock) -> (AuditRecord, String) {
+    /// The next record's timestamp: now, never before the last record's.
+    fn next_timestamp(&self, clock: &dyn Clock) -> DateTime<Utc> {
         let now = truncate_to_millis(clock.now());
-        let at = self.last_timestamp.map_or(now, |last| now.max(last));
-        let unsealed = UnsealedRecord {
-            audit_id: event.audit_id.unwrap_or_else(mint_audit_id),
-            event_type: event.event_type.as_str().to_string(),
-            timestamp: format_timestamp(at),
-            actor: event.actor,
-            session_id: event.session_id,
-            payload: event.payload,
-        };
-        // The head's hash becomes the record's `prev` (moved, not copied), the record's its new one.
-        let (record, line) = seal_to_line(unsealed, self.seq + 1, std::mem::take(&mut self.hash));
-        self.seq = record.seq;
-        self.hash = record.hash.clone();
+        self.last_timestamp.map_or(now, |last| now.max(last))
+    }
+
+    /// Seals `record` as the next record of the chain, stamped `at`, and advances: its line is
+    /// appended to `out` (serialized once, straight into the writer's batch), its chain fields
+    /// returned when `fields` (an append that returns the whole record).
+    fn seal_next(&mut self, record: &PreparedRecord, at: DateTime<Utc>, out: &mut Vec<u8>, fields: bool) -> Sealed {
+        use std::fmt::Write as _;
+        let stamp = Stamp::new(at);
+        let seq = self.seq + 1;
+        let hash = record.seal(seq, &self.hash, stamp.as_str(), out);
+        let fields = fields.then(|| ChainFields {
+            prev: self.hash.clone(),
+            hash: hash.to_string(),
+            timestamp: stamp.as_str().to_string(),
+        });
+        // The head's hash rewritten in place: no string of its own per record.
+        self.hash.clear();
+        write!(self.hash, "{hash}").expect("writing to a String cannot fail");
+        self.seq = seq;
         self.last_timestamp = Some(at);
-        (record, line)
+        Sealed { seq, fields }
+    }
+
+    /// `event` sealed whole as the next record: the record and its line.
+    #[cfg(test)]
+    fn seal_event(&mut self, mut event: AuditEvent, clock: &dyn Clock) -> (AuditRecord, String) {
+        let prepared = event.prepare();
+        let mut line = Vec::with_capacity(1024);
+        let sealed = self.seal_next(&prepared, self.next_timestamp(clock), &mut line, true);
+        (event.into_record(sealed), String::from_utf8(line).expect("records are written as UTF-8"))
+    }
+}
+
+/// A record's timestamp as [`format_timestamp`] writes it, on the stack (the writer stamps every
+/// record): a year outside 0–9999 or a leap second takes chrono's own formatting.
+enum Stamp {
+    Written([u8; 24]),
+    Formatted(String),
+}
+
+impl Stamp {
+    fn new(at: DateTime<Utc>) -> Stamp {
+        use std::io::Write as _;
+
+        use chrono::{Datelike, Timelike};
+        let millis = at.timestamp_subsec_millis();
+        if (0..=9999).contains(&at.year()) && millis < 1000 {
+            let mut text = [0u8; 24];
+            let (date, time) = (at.date_naive(), at.time());
+            let written = write!(
+                &mut text[..],
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+                date.year(),
+                date.month(),
+                date.day(),
+                time.hour(),
+                time.minute(),
+                time.second()
+            );
+            if written.is_ok() {
+                return Stamp::Written(text);
+            }
+        }
+        Stamp::Formatted(format_timestamp(at))
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            Stamp::Written(text) => std::str::from_utf8(text).expect("ASCII"),
+            Stamp::Formatted(text) => text,
+        }
     }
 }
 
@@ -233,12 +343,12 @@ impl ChainHead {
 /// or with the error that kept it from being so.
 #[must_use = "a record is acknowledged only once its append is awaited"]
 pub enum Appending {
-    Answered(Option<Result<AuditRecord, AuditError>>),
-    Waiting(tokio::sync::oneshot::Receiver<Result<AuditRecord, AuditError>>),
+    Answered(Option<Result<Sealed, AuditError>>),
+    Waiting(tokio::sync::oneshot::Receiver<Result<Sealed, AuditError>>),
 }
 
 impl std::future::Future for Appending {
-    type Output = Result<AuditRecord, AuditError>;
+    type Output = Result<Sealed, AuditError>;
 
     fn poll(mut self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
         match &mut *self {
@@ -422,28 +532,39 @@ impl AuditLog {
 
     /// Appends one record; returns after it is durable (fdatasync'ed). On `Err` nothing was
     /// acknowledged and the caller must fail closed; later appends try again.
-    pub async fn append(&self, event: AuditEvent) -> Result<AuditRecord, AuditError> {
-        self.submit(event).await
+    pub async fn append(&self, mut event: AuditEvent) -> Result<AuditRecord, AuditError> {
+        let prepared = event.prepare();
+        let sealed = self.send(prepared, true).await?;
+        Ok(event.into_record(sealed))
     }
 
-    /// Hands `event` to the writer now and returns what waits for it to be durable, so the
-    /// caller can do work that need not come before the record (release a finished guest's
-    /// instance) while the writer syncs. Awaited, the same answer as [`AuditLog::append`]; the
-    /// record may become durable even if the answer is never awaited.
-    pub fn submit(&self, event: AuditEvent) -> Appending {
+    /// Hands `record` (written ahead by the caller: [`PreparedRecord`]) to the writer now and
+    /// returns what waits for it to be durable, so the caller can do work that need not come
+    /// before the record (release a finished guest's instance) while the writer syncs. Awaited,
+    /// the record's seq, or the error [`AuditLog::append`] would give; the record may become
+    /// durable even if the answer is never awaited.
+    pub fn submit(&self, record: PreparedRecord) -> Appending {
+        self.send(record, false)
+    }
+
+    fn send(&self, record: PreparedRecord, fields: bool) -> Appending {
         match &self.backend {
             Backend::Memory { clock, state } => {
                 let mut state = state.lock().expect("audit memory log poisoned");
-                let (record, _) = state.head.seal_next(event, clock.as_ref());
-                state.records.push(record.clone());
+                let mut line = Vec::with_capacity(1024);
+                let at = state.head.next_timestamp(clock.as_ref());
+                let sealed = state.head.seal_next(&record, at, &mut line, fields);
+                state.records.push(serde_json::from_slice(&line).expect("a sealed line reads back as its record"));
                 // Under the lock, so concurrent appends publish their seqs in order.
-                self.durable_seq.send_replace(record.seq);
-                Appending::Answered(Some(Ok(record)))
+                self.durable_seq.send_replace(sealed.seq);
+                Appending::Answered(Some(Ok(sealed)))
             }
             Backend::Disk(disk) => {
                 let (reply, acknowledged) = tokio::sync::oneshot::channel();
-                let sent =
-                    disk.commands.as_ref().is_some_and(|commands| commands.send(Command::Append(event, reply)).is_ok());
+                let sent = disk
+                    .commands
+                    .as_ref()
+                    .is_some_and(|commands| commands.send(Command::Append { record, fields, reply }).is_ok());
                 if sent {
                     Appending::Waiting(acknowledged)
                 } else {
@@ -631,6 +752,11 @@ mod tests {
         }
     }
 
+    /// `event` written ahead, as a run's record is ([`AuditLog::submit`]).
+    pub(super) fn prepared(mut event: AuditEvent) -> PreparedRecord {
+        event.prepare()
+    }
+
     pub(super) fn open_disk(parent: &Path, clock: &Arc<TestClock>) -> AuditLog {
         AuditLog::open_with_clock(AuditConfig { dir: Some(parent.to_path_buf()), witness: None }, clock.clone())
             .unwrap()
@@ -662,18 +788,30 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let clock = TestClock::at("2026-11-22T10:00:00.000Z");
         let mut log = open_disk(temp.path(), &clock);
-        let appending = log.submit(event(EventType::ActionExecuted, &[("n", "1")]));
+        let appending = log.submit(prepared(event(EventType::ActionExecuted, &[("n", "1")])));
         log.flush().await;
         let text = fs::read_to_string(temp.path().join("audit/audit-2026-11-22.jsonl")).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");
-        let record = appending.await.unwrap();
+        assert_eq!(appending.await.unwrap().seq(), 1);
+        let record: AuditRecord = serde_json::from_str(text.trim_end()).unwrap();
         assert_eq!((record.seq, record.payload["n"].as_str()), (1, Some("1")));
-        assert!(text.contains(&record.hash));
         if let Backend::Disk(disk) = &mut log.backend {
             drop(disk.commands.take());
         }
-        let stopped = log.submit(event(EventType::ActionExecuted, &[])).await;
+        let stopped = log.submit(prepared(event(EventType::ActionExecuted, &[]))).await;
         assert!(matches!(stopped, Err(AuditError::WriterStopped)), "{stopped:?}");
+    }
+
+    /// The timestamp the writer writes from the stack is chrono's RFC 3339 with milliseconds.
+    #[test]
+    fn stamps_are_rfc_3339_with_milliseconds() {
+        for at in ["2026-11-22T10:00:00.000Z", "2026-01-02T03:04:05.067Z", "0999-12-31T23:59:59.999Z"] {
+            let at = parse_timestamp(at).unwrap();
+            assert_eq!(Stamp::new(at).as_str(), format_timestamp(at));
+            assert!(matches!(Stamp::new(at), Stamp::Written(_)));
+        }
+        let far = DateTime::from_timestamp_millis(400_000_000_000_000).unwrap();
+        assert_eq!(Stamp::new(far).as_str(), format_timestamp(far));
     }
 
     #[tokio::test]
@@ -874,7 +1012,7 @@ mod tests {
                 payload: payload.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
                 audit_id: None,
             };
-            let (record, line) = head.seal_next(event, clock.as_ref());
+            let (record, line) = head.seal_event(event, clock.as_ref());
             if event_type_is_run(&record.event_type) {
                 last_run = record.audit_id.clone();
             }

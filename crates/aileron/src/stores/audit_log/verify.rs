@@ -288,7 +288,7 @@ mod tests {
 
     use super::super::AuditLog;
     use super::super::recovery::Anchor;
-    use super::super::tests::{TestClock, event, open_disk};
+    use super::super::tests::{TestClock, event, open_disk, prepared};
     use super::*;
 
     /// Appends `n` records to `log`.
@@ -426,8 +426,9 @@ mod tests {
     async fn lines_checked_in_parts_report_the_first_break_in_order() {
         let (_temp, _clock, log, audit_dir) = new_log();
         let records = 3 * LINES_PER_THREAD;
-        let pending: Vec<_> =
-            (0..records).map(|i| log.submit(event(EventType::ActionExecuted, &[("n", &format!("m{i}"))]))).collect();
+        let pending: Vec<_> = (0..records)
+            .map(|i| log.submit(prepared(event(EventType::ActionExecuted, &[("n", &format!("m{i}"))]))))
+            .collect();
         for appended in pending {
             appended.await.unwrap();
         }

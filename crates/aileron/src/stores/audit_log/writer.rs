@@ -9,17 +9,18 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 
-use aileron_core::audit::AuditRecord;
+use aileron_core::audit::PreparedRecord;
 use chrono::NaiveDate;
 use tokio::sync::watch;
 
 use super::daily_file::{log_file_name, open_for_append};
 use super::journal::Journal;
 use super::recovery::{HEAD_RECORD_BYTES, recover};
-use super::{AuditError, AuditEvent, ChainHead, Clock, Stats, parse_timestamp};
+use super::{AuditError, ChainHead, Clock, Sealed, Stats};
 
 pub(super) enum Command {
-    Append(AuditEvent, tokio::sync::oneshot::Sender<Result<AuditRecord, AuditError>>),
+    /// A record written ahead by its appender; `fields`: its chain fields are wanted back.
+    Append { record: PreparedRecord, fields: bool, reply: Reply },
     /// Acknowledged once everything queued before it has been processed.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -48,6 +49,9 @@ pub(super) struct Writer {
     /// The Merkle tree and its checkpoints (SPEC §17); `None` when they could not be opened or
     /// written (warned once; the log itself goes on).
     tree: Option<super::tree::TreeState>,
+    /// A batch's waiters and touched files, kept between batches like `lines`.
+    waiters: Vec<Waiter>,
+    touched: Vec<Touched>,
 }
 
 struct OpenLog {
@@ -86,7 +90,13 @@ struct Touched {
     len_before: u64,
 }
 
-type Waiter = (tokio::sync::oneshot::Sender<Result<AuditRecord, AuditError>>, AuditRecord);
+pub(super) type Reply = tokio::sync::oneshot::Sender<Result<Sealed, AuditError>>;
+
+/// An append of the batch: its reply, and what it was sealed as (`None` once the batch failed).
+type Waiter = (Reply, Option<Sealed>);
+
+/// An append as the writer takes it off the channel.
+type Append = (PreparedRecord, bool, Reply);
 
 impl Writer {
     pub(super) fn new(
@@ -112,6 +122,8 @@ impl Writer {
             journal,
             sealed: Vec::new(),
             tree: None,
+            waiters: Vec::new(),
+            touched: Vec::new(),
         }
     }
 
@@ -122,18 +134,19 @@ impl Writer {
     }
 
     pub(super) fn run(&mut self, commands: mpsc::Receiver<Command>) {
+        // Kept between batches: a batch allocates no list of its own.
+        let mut appends: Vec<Append> = Vec::new();
         loop {
             let Ok(first) = commands.recv() else { break };
-            let mut appends = Vec::new();
             let mut flushes = Vec::new();
             for command in std::iter::once(first).chain(std::iter::from_fn(|| commands.try_recv().ok())) {
                 match command {
-                    Command::Append(event, reply) => appends.push((event, reply)),
+                    Command::Append { record, fields, reply } => appends.push((record, fields, reply)),
                     Command::Flush(reply) => flushes.push(reply),
                 }
             }
             if !appends.is_empty() {
-                self.commit(appends);
+                self.commit(&mut appends);
             }
             // A flush while the disk was low asks again whether it has room now
             // (`AuditLog::has_room`): the space may have been freed since the last batch.
@@ -160,7 +173,7 @@ impl Writer {
         }
     }
 
-    fn commit(&mut self, appends: Vec<(AuditEvent, tokio::sync::oneshot::Sender<Result<AuditRecord, AuditError>>)>) {
+    fn commit(&mut self, appends: &mut Vec<Append>) {
         if self.needs_recovery {
             match recover(&self.audit_dir) {
                 Ok(head) => {
@@ -172,7 +185,7 @@ impl Writer {
                 }
                 Err(error) => {
                     let error = AuditError::Write(format!("{error:#}"));
-                    for (_, reply) in appends {
+                    for (_, _, reply) in appends.drain(..) {
                         let _ = reply.send(Err(error.clone()));
                     }
                     return;
@@ -181,8 +194,7 @@ impl Writer {
         }
         let head_before = self.head.clone();
         self.journal.begin_batch();
-        let mut touched: Vec<Touched> = Vec::new();
-        let mut waiters: Vec<Waiter> = Vec::with_capacity(appends.len());
+        let (mut waiters, mut touched) = (std::mem::take(&mut self.waiters), std::mem::take(&mut self.touched));
         let result = self.write_batch(appends, &mut waiters, &mut touched);
         match result {
             Ok(()) => {
@@ -190,8 +202,8 @@ impl Writer {
                 // Before the acknowledgements: whoever saw its append succeed and then
                 // subscribes starts at this seq or later.
                 self.durable_seq.send_replace(self.head.seq);
-                for (reply, record) in waiters {
-                    let _ = reply.send(Ok(record));
+                for (reply, sealed) in waiters.drain(..) {
+                    let _ = reply.send(Ok(sealed.expect("a durable batch sealed every record")));
                 }
                 // After them: the anchor may lag behind the log (never run ahead of it), so no
                 // waiter waits for its `pwrite`.
@@ -216,16 +228,18 @@ impl Writer {
                 self.journal.abandon_batch();
                 let error = AuditError::Write(error.to_string());
                 log_line!("aileron: {error}");
-                for (reply, _) in waiters {
+                for (reply, _) in waiters.drain(..) {
                     let _ = reply.send(Err(error.clone()));
                 }
             }
         }
+        touched.clear();
+        (self.waiters, self.touched) = (waiters, touched);
     }
 
     fn write_batch(
         &mut self,
-        appends: Vec<(AuditEvent, tokio::sync::oneshot::Sender<Result<AuditRecord, AuditError>>)>,
+        appends: &mut Vec<Append>,
         waiters: &mut Vec<Waiter>,
         touched: &mut Vec<Touched>,
     ) -> io::Result<()> {
@@ -234,26 +248,27 @@ impl Writer {
         self.sealed.clear();
         self.buffered = None;
         let mut failure = None;
-        for (event, reply) in appends {
-            let (record, line) = self.head.seal_next(event, self.clock.as_ref());
-            let date = parse_timestamp(&record.timestamp).expect("the writer formats valid timestamps").date_naive();
-            // Records are sealed in order even after a failure so every waiter gets an answer.
-            waiters.push((reply, record));
+        for (record, fields, reply) in appends.drain(..) {
+            // After a failure every waiter still gets its answer: the batch's error.
             if failure.is_some() {
+                waiters.push((reply, None));
                 continue;
             }
-            if let Err(error) = self.prepare_file(date, &mut buffer, touched) {
+            let at = self.head.next_timestamp(self.clock.as_ref());
+            if let Err(error) = self.prepare_file(at.date_naive(), &mut buffer, touched) {
                 failure = Some(error);
+                waiters.push((reply, None));
                 continue;
             }
-            buffer.extend_from_slice(line.as_bytes());
+            let start = buffer.len();
+            let sealed = self.head.seal_next(&record, at, &mut buffer, fields);
             buffer.push(b'\n');
             if self.tree.is_some() {
-                self.sealed.extend_from_slice(line.as_bytes());
-                self.sealed.push(b'\n');
+                self.sealed.extend_from_slice(&buffer[start..]);
             }
-            let seq = waiters.last().expect("pushed above").1.seq;
+            let seq = sealed.seq;
             self.buffered = Some(self.buffered.map_or((seq, seq), |(first, _)| (first, seq)));
+            waiters.push((reply, Some(sealed)));
         }
         let written = match failure {
             Some(error) => Err(error),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderName, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -70,13 +70,16 @@ pub async fn admit_gateway(state: &AppState, mut request: Request) -> Response {
 /// Stamps a fresh `X-Request-ID`. The gateway's answers are the upstream's, headers included:
 /// OpenAI's own `x-request-id` is what its support asks for, so a `proxied` answer keeps one.
 fn stamp_request_id(response: &mut Response, proxied: bool) {
-    if (!proxied || !response.headers().contains_key("x-request-id"))
+    if (!proxied || !response.headers().contains_key(&X_REQUEST_ID))
         && let Ok(value) =
             HeaderValue::from_str(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()))
     {
-        response.headers_mut().insert("x-request-id", value);
+        response.headers_mut().insert(X_REQUEST_ID, value);
     }
 }
+
+/// A constant: a name given as a `&str` is copied into a new one on every insert.
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 fn check(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
     let port = state.services.listen_port();

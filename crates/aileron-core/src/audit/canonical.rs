@@ -1,0 +1,213 @@
+//! Canonical JSON (keys in byte order, recursively; no whitespace; strings and numbers as
+//! serde_json writes them): the form a record's hash is taken over. Written from a
+//! [`serde_json::Value`] ([`canonical_json`]), or straight from typed fields
+//! ([`CanonicalObject`]), which builds no map of `String` keys for a record written on every run.
+
+use serde_json::{Map, Value};
+
+/// JSON with object keys sorted recursively and no whitespace. Sorting is done here rather than
+/// relying on `serde_json::Map` being a `BTreeMap`, because a dependency enabling serde_json's
+/// `preserve_order` feature anywhere in the build would silently change the hashes.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = Vec::new();
+    write_canonical(value, &mut out);
+    into_string(out)
+}
+
+pub(super) fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => write_canonical_map(map, out),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        Value::String(text) => write_str(text, out),
+        scalar => serde_json::to_writer(&mut *out, scalar).expect("writing JSON to a Vec cannot fail"),
+    }
+}
+
+/// Entries of a map small enough to sort on the stack (a payload's, a step summary's).
+const SORTED_ON_STACK: usize = 24;
+
+pub(super) fn write_canonical_map(map: &Map<String, Value>, out: &mut Vec<u8>) {
+    out.push(b'{');
+    // A `BTreeMap` (serde_json's default) iterates in order already: sort only when it does not
+    // (this build's serde_json keeps insertion order), on the stack when the map is small.
+    if map.keys().is_sorted() {
+        write_entries(map.iter(), out);
+    } else if map.len() <= SORTED_ON_STACK {
+        let mut entries: [Option<(&String, &Value)>; SORTED_ON_STACK] = [None; SORTED_ON_STACK];
+        for (slot, entry) in entries.iter_mut().zip(map.iter()) {
+            *slot = Some(entry);
+        }
+        let entries = &mut entries[..map.len()];
+        entries.sort_unstable_by(|a, b| a.map(|a| a.0).cmp(&b.map(|b| b.0)));
+        write_entries(entries.iter().flatten().copied(), out);
+    } else {
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        write_entries(entries.into_iter(), out);
+    }
+    out.push(b'}');
+}
+
+fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    for (i, (key, value)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(key, out);
+        out.push(b':');
+        write_canonical(value, out);
+    }
+}
+
+/// A JSON string literal, escaped as serde_json escapes it.
+pub(super) fn write_str(text: &str, out: &mut Vec<u8>) {
+    serde_json::to_writer(&mut *out, text).expect("writing JSON to a Vec cannot fail");
+}
+
+/// `n` in decimal, as serde_json writes it.
+pub(super) fn write_u64(n: u64, out: &mut Vec<u8>) {
+    serde_json::to_writer(&mut *out, &n).expect("writing JSON to a Vec cannot fail");
+}
+
+pub(super) fn into_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).expect("serde_json writes UTF-8")
+}
+
+/// One JSON object written in canonical form straight from typed fields, entry by entry, its keys
+/// the vocabulary's (`&'static str`) given in byte order — what [`canonical_json`] of the same
+/// object as a `Value` gives (debug builds check the order; a test of each writer holds it to the
+/// `Value` form).
+pub struct CanonicalObject<'a> {
+    out: &'a mut Vec<u8>,
+    last: Option<&'static str>,
+}
+
+impl CanonicalObject<'_> {
+    /// Writes `{`, the entries `entries` adds, `}` to `out`.
+    pub fn write(out: &mut Vec<u8>, entries: impl FnOnce(&mut CanonicalObject<'_>)) {
+        out.push(b'{');
+        let mut object = CanonicalObject { out, last: None };
+        entries(&mut object);
+        object.out.push(b'}');
+    }
+
+    fn key(&mut self, key: &'static str) -> &mut Vec<u8> {
+        debug_assert!(
+            self.last.is_none_or(|last| last < key),
+            "canonical JSON keys go in byte order: `{key}` came after `{}`",
+            self.last.unwrap_or_default()
+        );
+        if self.last.is_some() {
+            self.out.push(b',');
+        }
+        self.last = Some(key);
+        write_str(key, self.out);
+        self.out.push(b':');
+        self.out
+    }
+
+    pub fn str(&mut self, key: &'static str, value: &str) -> &mut Self {
+        let out = self.key(key);
+        write_str(value, out);
+        self
+    }
+
+    pub fn u64(&mut self, key: &'static str, value: u64) -> &mut Self {
+        let out = self.key(key);
+        write_u64(value, out);
+        self
+    }
+
+    /// Any value, canonicalized.
+    pub fn value(&mut self, key: &'static str, value: &Value) -> &mut Self {
+        let out = self.key(key);
+        write_canonical(value, out);
+        self
+    }
+
+    /// An array of strings.
+    pub fn strs<'s>(&mut self, key: &'static str, items: impl IntoIterator<Item = &'s str>) -> &mut Self {
+        let out = self.key(key);
+        out.push(b'[');
+        for (i, item) in items.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_str(item, out);
+        }
+        out.push(b']');
+        self
+    }
+
+    /// An array of objects, each written by `each`.
+    pub fn objects<T>(
+        &mut self,
+        key: &'static str,
+        items: impl IntoIterator<Item = T>,
+        mut each: impl FnMut(&mut CanonicalObject<'_>, T),
+    ) -> &mut Self {
+        let out = self.key(key);
+        out.push(b'[');
+        for (i, item) in items.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            CanonicalObject::write(out, |object| each(object, item));
+        }
+        out.push(b']');
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_recursively_without_whitespace() {
+        let value = json!({"b": {"y": 1, "x": [true, {"d": "é\"", "c": 1.5}]}, "a": null});
+        assert_eq!(canonical_json(&value), r#"{"a":null,"b":{"x":[true,{"c":1.5,"d":"é\""}],"y":1}}"#);
+        // Larger than the stack's room for sorting: the same order.
+        let wide: Map<String, Value> = (0..40).rev().map(|i| (format!("k{i:02}"), Value::from(i))).collect();
+        let written = canonical_json(&Value::Object(wide));
+        assert!(written.starts_with(r#"{"k00":0,"k01":1,"#) && written.ends_with(r#""k39":39}"#), "{written}");
+    }
+
+    #[test]
+    fn an_object_written_from_fields_is_the_canonical_form_of_its_value() {
+        let mut written = Vec::new();
+        CanonicalObject::write(&mut written, |object| {
+            object
+                .u64("a.count", 3)
+                .strs("a.names", ["x", "é\"\n"])
+                .objects("b", [1u64, 2], |item, n| {
+                    item.str("id", &format!("s{n}")).value("v", &json!({"z": null, "a": [1.5, {"d": 1, "c": 2}]}));
+                })
+                .str("c", "\u{202e}\u{0}");
+        });
+        let value: Value = serde_json::from_slice(&written).unwrap();
+        assert_eq!(canonical_json(&value).as_bytes(), written.as_slice());
+        assert_eq!(value["b"][1]["id"], "s2");
+    }
+
+    #[test]
+    #[should_panic(expected = "canonical JSON keys go in byte order")]
+    #[cfg(debug_assertions)]
+    fn keys_out_of_order_are_caught_in_debug_builds() {
+        let mut out = Vec::new();
+        CanonicalObject::write(&mut out, |object| {
+            object.str("b", "").str("a", "");
+        });
+    }
+}
