@@ -368,7 +368,9 @@ impl Runtime {
         let limits = request.limits.clone();
         // An unrepresentable deadline (absurd wall time) is capped at a day.
         let deadline = started.checked_add(limits.wall_time).unwrap_or(started + Duration::from_secs(86_400));
-        let stdin = serde_json::to_vec(&Stdin { op: &request.op, args: &request.args })
+        // Room for a typical call's arguments at once (`to_vec` starts at 128 bytes and doubles).
+        let mut stdin = Vec::with_capacity(1024);
+        serde_json::to_writer(&mut stdin, &Stdin { op: &request.op, args: &request.args })
             .expect("a JSON value always serializes");
 
         // A pooled slot, waited for within the call's own wall time.

@@ -121,6 +121,14 @@ impl CanonicalObject<'_> {
         self
     }
 
+    /// A string written from `value`'s `Display`, escaped as it goes (no string of it built).
+    pub fn display(&mut self, key: &'static str, value: &impl std::fmt::Display) -> &mut Self {
+        let out = self.key(key);
+        serde::Serializer::collect_str(&mut serde_json::Serializer::new(&mut *out), value)
+            .expect("writing JSON to a Vec cannot fail");
+        self
+    }
+
     pub fn u64(&mut self, key: &'static str, value: u64) -> &mut Self {
         let out = self.key(key);
         write_u64(value, out);
@@ -194,7 +202,8 @@ mod tests {
                 .objects("b", [1u64, 2], |item, n| {
                     item.str("id", &format!("s{n}")).value("v", &json!({"z": null, "a": [1.5, {"d": 1, "c": 2}]}));
                 })
-                .str("c", "\u{202e}\u{0}");
+                .str("c", "\u{202e}\u{0}")
+                .display("d", &format_args!("{}\"{}", 1, "é\n"));
         });
         let value: Value = serde_json::from_slice(&written).unwrap();
         assert_eq!(canonical_json(&value).as_bytes(), written.as_slice());

@@ -181,7 +181,8 @@ impl PreparedRecord {
         session_id: Option<&str>,
         payload: impl FnOnce(&mut Vec<u8>),
     ) -> PreparedRecord {
-        let mut bytes = Vec::with_capacity(512);
+        // Room for a run's record with a step or two at once.
+        let mut bytes = Vec::with_capacity(1024);
         write_record_head(actor, audit_id, event_type, &mut bytes);
         let head_end = bytes.len();
         bytes.extend_from_slice(b"\"payload\":");

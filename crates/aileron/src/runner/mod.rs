@@ -181,7 +181,7 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
                 ending: Ending::Executed { steps: &steps, args: &request.args },
             };
             let appended = submit(state, record.prepared(&request.caller, &audit_id));
-            let result = RunResult::Ran { action: action.name.clone(), steps };
+            let result = RunResult::Ran { action: action.clone(), steps };
             // The last guest's instance goes back to the pool while the writer syncs the record.
             drop(instance);
             appended.await.map_err(RunRejection::after_steps)?;
@@ -238,14 +238,12 @@ async fn execute_steps(
         let required = action
             .required_connector(&step.connector)
             .expect("the parser guarantees every step names a required connector");
-        // Formatted once: the span, the step record and a failure all carry it.
-        let hash = required.hash.to_string();
         let fail = |failure: Failure| StepFailure {
             failure,
             step_id: step.id.clone(),
             connector: step.connector.to_string(),
             op: step.op.clone(),
-            hash: hash.clone(),
+            hash: required.hash.to_string(),
         };
         let subset = CapabilitySubset::from(required);
         let op_args = step_args(action, index, args, &outputs).map_err(|e| {
@@ -266,7 +264,7 @@ async fn execute_steps(
             admission: admission.cloned(),
         };
         let mut logs = Vec::new();
-        let called = call_connector(state, call, &hash, op_args, caller, audit_id, &mut logs).await;
+        let called = call_connector(state, call, op_args, caller, audit_id, &mut logs).await;
         let logs: Vec<GuestLogLine> =
             logs.into_iter().map(|(level, message)| GuestLogLine { level, message }).collect();
         let Called { output, attempts, bindings, instance: held } = match called {
@@ -282,17 +280,14 @@ async fn execute_steps(
             outputs.insert(step.id.clone(), output.clone());
         }
         steps.push(StepResult {
+            index,
             attempts,
             binding: bindings.first().map(|binding| StepBinding {
                 identity: binding.identity.clone(),
                 kind: binding.kind,
                 name: binding.name.clone(),
             }),
-            connector: step.connector.to_string(),
-            hash,
-            id: step.id.clone(),
             logs,
-            op: step.op.clone(),
             output,
         });
         instance = Some(held);
@@ -320,7 +315,6 @@ struct ConnectorCall<'a> {
 async fn call_connector(
     state: &Arc<Services>,
     call: ConnectorCall<'_>,
-    hash: &str,
     op_args: Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
@@ -333,7 +327,7 @@ async fn call_connector(
         return Err(failure);
     }
     check.end();
-    let span = state.telemetry.connector_call(&fqn, call.op, hash);
+    let span = state.telemetry.connector_call(&fqn, call.op, &call.required.hash);
     let called = call_verified(state, call, fqn, op_args, caller, audit_id, logs).with_context(span.context()).await;
     for (level, message) in logs.iter() {
         span.add_event(
@@ -630,10 +624,9 @@ async fn evaluate_preview(
     };
     let audit_id = mint_audit_id();
     let mut logs = Vec::new();
-    let hash = required.hash.to_string();
     let called = tokio::time::timeout(
         PREVIEW_TIME_LIMIT,
-        call_connector(state, call, &hash, preview_args, caller, &audit_id, &mut logs),
+        call_connector(state, call, preview_args, caller, &audit_id, &mut logs),
     );
     match called.await {
         Ok(Ok(called)) => render_preview(preview, &called.output),

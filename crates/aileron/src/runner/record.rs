@@ -65,7 +65,7 @@ impl RunRecord<'_> {
         payload
             .strs(keys::ACTION_ARG_NAMES, args.keys().map(String::as_str))
             .str(keys::ACTION_NAME, &self.action.name)
-            .objects(keys::ACTION_STEPS, steps, write_step_summary)
+            .objects(keys::ACTION_STEPS, steps, |summary, step| write_step_summary(summary, self.action, step))
             .u64(keys::ACTION_STEPS_COUNT, self.action.steps.len() as u64)
             .str(keys::ACTION_VERSION, &self.action.version.to_string());
         self.write_approval_and_policy(payload);
@@ -115,8 +115,9 @@ impl RunRecord<'_> {
 /// or arguments. The keys of the step's `aileron.capability.check` and `aileron.connector.call`
 /// spans, as [`vocabulary::connector_call`] and [`vocabulary::binding`] give them to a map (a
 /// test holds the two to the same record).
-fn write_step_summary(summary: &mut CanonicalObject<'_>, step: &StepResult) {
-    if let Some(binding) = &step.binding {
+fn write_step_summary(summary: &mut CanonicalObject<'_>, action: &ActionFile, result: &StepResult) {
+    let (step, required) = result.step(action);
+    if let Some(binding) = &result.binding {
         summary
             .str(keys::BINDING_IDENTITY, &binding.identity)
             .str(keys::BINDING_KIND, binding.kind.as_str())
@@ -124,14 +125,14 @@ fn write_step_summary(summary: &mut CanonicalObject<'_>, step: &StepResult) {
     }
     summary
         .str(keys::CAPABILITY_KIND, &step.op)
-        .str(keys::CONNECTOR_FQN, &step.connector)
-        .str(keys::CONNECTOR_HASH, &step.hash);
-    if !step.logs.is_empty() {
-        summary.objects(keys::CONNECTOR_LOGS, &step.logs, |line, log| {
+        .display(keys::CONNECTOR_FQN, &step.connector)
+        .display(keys::CONNECTOR_HASH, &required.hash);
+    if !result.logs.is_empty() {
+        summary.objects(keys::CONNECTOR_LOGS, &result.logs, |line, log| {
             line.str("level", &log.level).str("message", &log.message);
         });
     }
-    summary.str(keys::CONNECTOR_OP, &step.op).u64("attempts", step.attempts as u64).str("id", &step.id);
+    summary.str(keys::CONNECTOR_OP, &step.op).u64("attempts", result.attempts as u64).str("id", &step.id);
 }
 
 /// A record of `caller`'s with a map payload, written ahead for the log's writer.
@@ -179,27 +180,29 @@ op = "post"
 
 [execute.inputs]
 text = "${args.text}"
+
+[[execute]]
+id = "again"
+connector = "github://acme/slack"
+op = "post"
 +++
 Posts a message.
 "#;
 
-    fn step(binding: bool, logs: bool) -> StepResult {
+    fn step(index: usize, binding: bool, logs: bool) -> StepResult {
         StepResult {
+            index,
             attempts: 2,
             binding: binding.then(|| StepBinding {
                 identity: "bot@acme \"quoted\"".into(),
                 kind: CredentialKind::ApiKey,
                 name: "slack".into(),
             }),
-            connector: "github://acme/slack".into(),
-            hash: "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
-            id: "post".into(),
             logs: if logs {
                 vec![GuestLogLine { level: "info".into(), message: "sent\n\u{202e}é".into() }]
             } else {
                 Vec::new()
             },
-            op: "post".into(),
             output: json!({"never": "recorded"}),
         }
     }
@@ -214,9 +217,15 @@ Posts a message.
         policy: Option<&str>,
     ) -> Map<String, Value> {
         let summaries = steps.iter().map(|step| {
+            let (declared, required) = step.step(action);
             let mut summary = Map::new();
-            summary.insert("id".into(), step.id.clone().into());
-            vocabulary::connector_call(&mut summary, step.connector.clone(), step.op.clone(), step.hash.clone());
+            summary.insert("id".into(), declared.id.clone().into());
+            vocabulary::connector_call(
+                &mut summary,
+                declared.connector.to_string(),
+                declared.op.clone(),
+                required.hash.to_string(),
+            );
             summary.insert("attempts".into(), step.attempts.into());
             if !step.logs.is_empty() {
                 summary.insert(keys::CONNECTOR_LOGS.into(), serde_json::to_value(&step.logs).unwrap());
@@ -263,7 +272,7 @@ Posts a message.
             (false, true, true, false),
         ] {
             caller.session_id = approved.then(|| "sess-1".to_string());
-            let steps = [step(binding, logs), step(!binding, !logs)];
+            let steps = [step(0, binding, logs), step(1, !binding, !logs)];
             let approval = approved.then_some(&approval);
             let policy = policy.then_some("sha256:policy");
             let record = RunRecord {

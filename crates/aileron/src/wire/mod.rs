@@ -29,6 +29,9 @@ pub type AuditQuery = crate::stores::audit_log::AuditFilter;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use aileron_core::action::{ActionFile, Step};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -397,11 +400,11 @@ impl RunCompleted {
 }
 
 /// A completed run's result, `{"action", "output", "steps"}`: as the runner made it (written
-/// straight to the answer's bytes: the run's output is its last step's, held once) or as read
-/// back from an answer.
+/// straight to the answer's bytes: the run's output is its last step's, held once, and each
+/// step's identity read from the action it ran) or as read back from an answer.
 #[derive(Debug, Clone)]
 pub enum RunResult {
-    Ran { action: String, steps: Vec<StepResult> },
+    Ran { action: Arc<ActionFile>, steps: Vec<StepResult> },
     Read(Value),
 }
 
@@ -423,9 +426,9 @@ impl Serialize for RunResult {
                 // The run's output is its last step's (`null` when it had none).
                 let output = steps.last().map_or(&Value::Null, |step| &step.output);
                 let mut map = serializer.serialize_map(Some(3))?;
-                map.serialize_entry("action", action)?;
+                map.serialize_entry("action", &action.name)?;
                 map.serialize_entry("output", output)?;
-                map.serialize_entry("steps", steps)?;
+                map.serialize_entry("steps", &StepResults { action, steps })?;
                 map.end()
             }
         }
@@ -438,19 +441,74 @@ impl<'de> Deserialize<'de> for RunResult {
     }
 }
 
-/// One step of a run as the caller's result shows it (fields in the JSON's order: alphabetical).
-#[derive(Debug, Clone, Serialize)]
+/// One step of a run: what its call produced. Its id, connector, pinned hash and op are the
+/// action's step at `index` (see [`StepResult::step`]): read from there, not copied per run.
+#[derive(Debug, Clone)]
 pub struct StepResult {
+    pub index: usize,
     pub attempts: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub binding: Option<StepBinding>,
-    pub connector: String,
-    pub hash: String,
-    pub id: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub logs: Vec<GuestLogLine>,
-    pub op: String,
     pub output: Value,
+}
+
+impl StepResult {
+    /// The action's step this is the result of, and the connector it pinned.
+    pub fn step<'a>(&self, action: &'a ActionFile) -> (&'a Step, &'a aileron_core::action::RequiredConnector) {
+        let step = &action.steps[self.index];
+        let required = action
+            .required_connector(&step.connector)
+            .expect("the parser guarantees every step names a required connector");
+        (step, required)
+    }
+}
+
+/// A run's steps as its answer shows them.
+struct StepResults<'a> {
+    action: &'a ActionFile,
+    steps: &'a [StepResult],
+}
+
+impl Serialize for StepResults<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.steps.iter().map(|result| StepAnswer { action: self.action, result }))
+    }
+}
+
+/// One step as its answer shows it, fields in the JSON's order (alphabetical).
+struct StepAnswer<'a> {
+    action: &'a ActionFile,
+    result: &'a StepResult,
+}
+
+impl Serialize for StepAnswer<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (step, required) = self.result.step(self.action);
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("attempts", &self.result.attempts)?;
+        if let Some(binding) = &self.result.binding {
+            map.serialize_entry("binding", binding)?;
+        }
+        map.serialize_entry("connector", &Displayed(&step.connector))?;
+        map.serialize_entry("hash", &Displayed(&required.hash))?;
+        map.serialize_entry("id", &step.id)?;
+        if !self.result.logs.is_empty() {
+            map.serialize_entry("logs", &self.result.logs)?;
+        }
+        map.serialize_entry("op", &step.op)?;
+        map.serialize_entry("output", &self.result.output)?;
+        map.end()
+    }
+}
+
+/// A JSON string written from its `Display` (serde_json escapes it as it goes: no string built).
+struct Displayed<'a, T: std::fmt::Display>(&'a T);
+
+impl<T: std::fmt::Display> Serialize for Displayed<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self.0)
+    }
 }
 
 /// Which binding a step's call used.
@@ -773,17 +831,34 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn step(id: &str, output: Value) -> StepResult {
-        StepResult {
-            attempts: 1,
-            binding: None,
-            connector: "github://acme/echo".into(),
-            hash: "sha256:ab".into(),
-            id: id.into(),
-            logs: Vec::new(),
-            op: "echo".into(),
-            output,
-        }
+    const ACTION: &str = r#"+++
+name = "echo"
+version = "1.0.0"
+
+[[requires.connectors]]
+name = "github://acme/echo"
+version = "1.0.0"
+hash = "sha256:abababababababababababababababababababababababababababababababab"
+capabilities = ["echo"]
+
+[match]
+intent = "echo"
+
+[[execute]]
+id = "fetch"
+connector = "github://acme/echo"
+op = "echo"
+
+[[execute]]
+id = "post"
+connector = "github://acme/echo"
+op = "echo"
++++
+Echoes.
+"#;
+
+    fn step(index: usize, output: Value) -> StepResult {
+        StepResult { index, attempts: 1, binding: None, logs: Vec::new(), output }
     }
 
     /// The runner's typed result writes the JSON the answer always had (the output is the last
@@ -791,7 +866,8 @@ mod tests {
     /// `Reply` the in-process `/mcp` reads holds the same.
     #[test]
     fn a_completed_run_answers_its_result_as_the_json_it_always_was() {
-        let mut first = step("fetch", json!({ "n": [1, 2.5, null] }));
+        let action = Arc::new(aileron_core::action::parse_action(ACTION, "echo.md").unwrap());
+        let mut first = step(0, json!({ "n": [1, 2.5, null] }));
         first.binding = Some(StepBinding {
             identity: "octocat".into(),
             kind: aileron_core::manifest::CredentialKind::OAuth2,
@@ -800,9 +876,9 @@ mod tests {
         first.logs = vec![GuestLogLine { level: "info".into(), message: "hi".into() }];
         let ran = RunCompleted {
             audit_id: "aud_1".into(),
-            result: RunResult::Ran { action: "echo".into(), steps: vec![first, step("post", json!({ "text": "hi" }))] },
+            result: RunResult::Ran { action: action.clone(), steps: vec![first, step(1, json!({ "text": "hi" }))] },
         };
-        let expected = r#"{"audit_id":"aud_1","result":{"action":"echo","output":{"text":"hi"},"steps":[{"attempts":1,"binding":{"identity":"octocat","kind":"oauth2","name":"github"},"connector":"github://acme/echo","hash":"sha256:ab","id":"fetch","logs":[{"level":"info","message":"hi"}],"op":"echo","output":{"n":[1,2.5,null]}},{"attempts":1,"connector":"github://acme/echo","hash":"sha256:ab","id":"post","op":"echo","output":{"text":"hi"}}]}}"#;
+        let expected = r#"{"audit_id":"aud_1","result":{"action":"echo","output":{"text":"hi"},"steps":[{"attempts":1,"binding":{"identity":"octocat","kind":"oauth2","name":"github"},"connector":"github://acme/echo","hash":"sha256:abababababababababababababababababababababababababababababababab","id":"fetch","logs":[{"level":"info","message":"hi"}],"op":"echo","output":{"n":[1,2.5,null]}},{"attempts":1,"connector":"github://acme/echo","hash":"sha256:abababababababababababababababababababababababababababababababab","id":"post","op":"echo","output":{"text":"hi"}}]}}"#;
         assert_eq!(serde_json::to_string(&ran).unwrap(), expected);
         let reply = ran.clone().into_reply();
         assert_eq!(reply.status, StatusCode::OK);
@@ -813,7 +889,7 @@ mod tests {
         assert_eq!(value["output"], json!({ "text": "hi" }));
         assert_eq!(serde_json::to_string(&read).unwrap(), expected);
         // No steps: the output is null.
-        let empty = RunResult::Ran { action: "none".into(), steps: Vec::new() };
-        assert_eq!(serde_json::to_string(&empty).unwrap(), r#"{"action":"none","output":null,"steps":[]}"#);
+        let empty = RunResult::Ran { action, steps: Vec::new() };
+        assert_eq!(serde_json::to_string(&empty).unwrap(), r#"{"action":"echo","output":null,"steps":[]}"#);
     }
 }

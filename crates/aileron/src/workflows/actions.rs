@@ -290,7 +290,8 @@ pub async fn run(
         }
         return refused.into();
     }
-    let request = RunRequest { waited: waited.clone(), ..RunRequest::new(name, args, caller_for(principal)) };
+    let request =
+        RunRequest { action: name, args, caller: caller_for(principal), approval: None, waited: waited.clone() };
     match run_action(state, request).await {
         Ok(RunOutcome::Completed { audit_id, result }) => RunAnswer::Completed(RunCompleted { audit_id, result }),
         Ok(RunOutcome::Failed(failure)) => RunAnswer::Failed(failure),

@@ -151,7 +151,7 @@ impl Telemetry {
     }
 
     /// `aileron.connector.call`: one step's call into the sandbox, retries included.
-    pub fn connector_call(&self, connector_fqn: &str, op: &str, hash: &str) -> TracedSpan {
+    pub fn connector_call(&self, connector_fqn: &str, op: &str, hash: &aileron_core::ContentHash) -> TracedSpan {
         self.start(&Context::current(), || {
             SpanBuilder::from_name(keys::SPAN_CONNECTOR_CALL).with_attributes([
                 KeyValue::new(keys::CONNECTOR_FQN, connector_fqn.to_string()),

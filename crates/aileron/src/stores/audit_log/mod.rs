@@ -243,13 +243,26 @@ fn format_timestamp(at: DateTime<Utc>) -> String {
 }
 
 /// Where the chain stands: the next record gets `seq + 1` and `prev = hash`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 struct ChainHead {
     seq: u64,
     hash: String,
     /// Timestamps never go backwards along the chain, so daily files stay in chain order even if
     /// the wall clock steps back (NTP, a VM resumed): a record is stamped no earlier than this.
     last_timestamp: Option<DateTime<Utc>>,
+}
+
+impl Clone for ChainHead {
+    fn clone(&self) -> ChainHead {
+        ChainHead { seq: self.seq, hash: self.hash.clone(), last_timestamp: self.last_timestamp }
+    }
+
+    /// Into this head's own string: the writer saves its head before every batch.
+    fn clone_from(&mut self, source: &ChainHead) {
+        self.seq = source.seq;
+        self.hash.clone_from(&source.hash);
+        self.last_timestamp = source.last_timestamp;
+    }
 }
 
 impl ChainHead {

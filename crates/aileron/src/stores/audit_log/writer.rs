@@ -30,6 +30,8 @@ pub(super) struct Writer {
     audit_dir: PathBuf,
     clock: Arc<dyn Clock>,
     head: ChainHead,
+    /// The head before the current batch, put back if the batch fails (kept between batches).
+    head_before: ChainHead,
     file: Option<OpenLog>,
     /// [`super::HEAD_FILE`], rewritten in place after each durable batch.
     head_file: File,
@@ -111,6 +113,7 @@ impl Writer {
         Writer {
             audit_dir,
             clock,
+            head_before: head.clone(),
             head,
             file: None,
             head_file,
@@ -192,7 +195,7 @@ impl Writer {
                 }
             }
         }
-        let head_before = self.head.clone();
+        self.head_before.clone_from(&self.head);
         self.journal.begin_batch();
         let (mut waiters, mut touched) = (std::mem::take(&mut self.waiters), std::mem::take(&mut self.touched));
         let result = self.write_batch(appends, &mut waiters, &mut touched);
@@ -223,7 +226,7 @@ impl Writer {
                         let _ = f.set_len(file.len_before).and_then(|()| f.sync_all());
                     }
                 }
-                self.head = head_before;
+                self.head.clone_from(&self.head_before);
                 self.needs_recovery = true;
                 self.journal.abandon_batch();
                 let error = AuditError::Write(error.to_string());
