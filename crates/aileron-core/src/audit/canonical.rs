@@ -17,19 +17,22 @@ pub fn canonical_json(value: &Value) -> String {
 pub(super) fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => write_canonical_map(map, out),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
+        Value::Array(items) => write_array(out, items, |out, item| write_canonical(item, out)),
         Value::String(text) => write_str(text, out),
         scalar => serde_json::to_writer(&mut *out, scalar).expect("writing JSON to a Vec cannot fail"),
     }
+}
+
+/// `[`, each item as `each` writes it, `,` between them, `]`.
+fn write_array<T>(out: &mut Vec<u8>, items: impl IntoIterator<Item = T>, mut each: impl FnMut(&mut Vec<u8>, T)) {
+    out.push(b'[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        each(out, item);
+    }
+    out.push(b']');
 }
 
 /// Entries of a map small enough to sort on the stack (a payload's, a step summary's).
@@ -144,15 +147,7 @@ impl CanonicalObject<'_> {
 
     /// An array of strings.
     pub fn strs<'s>(&mut self, key: &'static str, items: impl IntoIterator<Item = &'s str>) -> &mut Self {
-        let out = self.key(key);
-        out.push(b'[');
-        for (i, item) in items.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str(item, out);
-        }
-        out.push(b']');
+        write_array(self.key(key), items, |out, item| write_str(item, out));
         self
     }
 
@@ -163,15 +158,7 @@ impl CanonicalObject<'_> {
         items: impl IntoIterator<Item = T>,
         mut each: impl FnMut(&mut CanonicalObject<'_>, T),
     ) -> &mut Self {
-        let out = self.key(key);
-        out.push(b'[');
-        for (i, item) in items.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            CanonicalObject::write(out, |object| each(object, item));
-        }
-        out.push(b']');
+        write_array(self.key(key), items, |out, item| CanonicalObject::write(out, |object| each(object, item)));
         self
     }
 }

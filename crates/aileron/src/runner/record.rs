@@ -155,40 +155,6 @@ mod tests {
     use super::*;
     use crate::wire::{GuestLogLine, StepBinding};
 
-    const ACTION: &str = r#"+++
-name = "post"
-version = "1.2.0"
-
-[[requires.connectors]]
-name = "github://acme/slack"
-version = "1.0.0"
-hash = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-capabilities = ["post", "api_key", "network:slack.com:443"]
-
-[match]
-intent = "post a message"
-
-[[inputs]]
-name = "text"
-type = "string"
-description = "What to say"
-
-[[execute]]
-id = "post"
-connector = "github://acme/slack"
-op = "post"
-
-[execute.inputs]
-text = "${args.text}"
-
-[[execute]]
-id = "again"
-connector = "github://acme/slack"
-op = "post"
-+++
-Posts a message.
-"#;
-
     fn step(index: usize, binding: bool, logs: bool) -> StepResult {
         StepResult {
             index,
@@ -260,7 +226,7 @@ Posts a message.
     /// approval and a policy hash.
     #[test]
     fn an_executed_record_written_from_its_steps_is_the_canonical_form_of_its_map() {
-        let action = parse_action(ACTION, "post.md").unwrap();
+        let action = parse_action(crate::wire::TWO_STEP_ACTION, "post.md").unwrap();
         let approval = ApprovalId::parse("act-20261122T053700Z-0123456789abcdef").unwrap();
         let mut caller = Caller::new(ActorType::Agent, "claude");
         let args: Map<String, Value> =

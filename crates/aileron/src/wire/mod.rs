@@ -826,36 +826,47 @@ pub fn path_segment(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>().replace('+', "%20")
 }
 
+/// A two-step action (one input; both steps call one pinned connector) for the run-result and
+/// audit-record tests.
+#[cfg(test)]
+pub(crate) const TWO_STEP_ACTION: &str = r#"+++
+name = "post"
+version = "1.2.0"
+
+[[requires.connectors]]
+name = "github://acme/slack"
+version = "1.0.0"
+hash = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+capabilities = ["post", "api_key", "network:slack.com:443"]
+
+[match]
+intent = "post a message"
+
+[[inputs]]
+name = "text"
+type = "string"
+description = "What to say"
+
+[[execute]]
+id = "post"
+connector = "github://acme/slack"
+op = "post"
+
+[execute.inputs]
+text = "${args.text}"
+
+[[execute]]
+id = "again"
+connector = "github://acme/slack"
+op = "post"
++++
+Posts a message.
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    const ACTION: &str = r#"+++
-name = "echo"
-version = "1.0.0"
-
-[[requires.connectors]]
-name = "github://acme/echo"
-version = "1.0.0"
-hash = "sha256:abababababababababababababababababababababababababababababababab"
-capabilities = ["echo"]
-
-[match]
-intent = "echo"
-
-[[execute]]
-id = "fetch"
-connector = "github://acme/echo"
-op = "echo"
-
-[[execute]]
-id = "post"
-connector = "github://acme/echo"
-op = "echo"
-+++
-Echoes.
-"#;
 
     fn step(index: usize, output: Value) -> StepResult {
         StepResult { index, attempts: 1, binding: None, logs: Vec::new(), output }
@@ -866,7 +877,7 @@ Echoes.
     /// `Reply` the in-process `/mcp` reads holds the same.
     #[test]
     fn a_completed_run_answers_its_result_as_the_json_it_always_was() {
-        let action = Arc::new(aileron_core::action::parse_action(ACTION, "echo.md").unwrap());
+        let action = Arc::new(aileron_core::action::parse_action(TWO_STEP_ACTION, "post.md").unwrap());
         let mut first = step(0, json!({ "n": [1, 2.5, null] }));
         first.binding = Some(StepBinding {
             identity: "octocat".into(),
@@ -878,7 +889,7 @@ Echoes.
             audit_id: "aud_1".into(),
             result: RunResult::Ran { action: action.clone(), steps: vec![first, step(1, json!({ "text": "hi" }))] },
         };
-        let expected = r#"{"audit_id":"aud_1","result":{"action":"echo","output":{"text":"hi"},"steps":[{"attempts":1,"binding":{"identity":"octocat","kind":"oauth2","name":"github"},"connector":"github://acme/echo","hash":"sha256:abababababababababababababababababababababababababababababababab","id":"fetch","logs":[{"level":"info","message":"hi"}],"op":"echo","output":{"n":[1,2.5,null]}},{"attempts":1,"connector":"github://acme/echo","hash":"sha256:abababababababababababababababababababababababababababababababab","id":"post","op":"echo","output":{"text":"hi"}}]}}"#;
+        let expected = r#"{"audit_id":"aud_1","result":{"action":"post","output":{"text":"hi"},"steps":[{"attempts":1,"binding":{"identity":"octocat","kind":"oauth2","name":"github"},"connector":"github://acme/slack","hash":"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","id":"post","logs":[{"level":"info","message":"hi"}],"op":"post","output":{"n":[1,2.5,null]}},{"attempts":1,"connector":"github://acme/slack","hash":"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","id":"again","op":"post","output":{"text":"hi"}}]}}"#;
         assert_eq!(serde_json::to_string(&ran).unwrap(), expected);
         let reply = ran.clone().into_reply();
         assert_eq!(reply.status, StatusCode::OK);
@@ -890,6 +901,6 @@ Echoes.
         assert_eq!(serde_json::to_string(&read).unwrap(), expected);
         // No steps: the output is null.
         let empty = RunResult::Ran { action, steps: Vec::new() };
-        assert_eq!(serde_json::to_string(&empty).unwrap(), r#"{"action":"echo","output":null,"steps":[]}"#);
+        assert_eq!(serde_json::to_string(&empty).unwrap(), r#"{"action":"post","output":null,"steps":[]}"#);
     }
 }
