@@ -100,8 +100,15 @@ pub struct AuditRecord {
 impl AuditRecord {
     /// The line as written to disk: canonical JSON including `hash`, without the newline.
     pub fn to_line(&self) -> String {
-        let mut line = Vec::with_capacity(512);
-        write_record(self, Some(&self.hash), &mut line);
+        let prepared = PreparedRecord::with_payload(
+            &self.actor,
+            &self.audit_id,
+            &self.event_type,
+            self.session_id.as_deref(),
+            &self.payload,
+        );
+        let mut line = Vec::with_capacity(prepared.bytes.len() + 256);
+        prepared.write_line(self.seq, &self.prev, &self.timestamp, Some(&self.hash), &mut line);
         into_string(line)
     }
 
@@ -198,15 +205,7 @@ impl PreparedRecord {
     /// `event_type` and `payload`), moving only this line's tail.
     pub fn seal(&self, seq: u64, prev: &str, timestamp: &str, out: &mut Vec<u8>) -> ContentHash {
         let start = out.len();
-        out.push(b'{');
-        out.extend_from_slice(&self.bytes[..self.head_end]);
-        let head_end = out.len();
-        out.push(b',');
-        out.extend_from_slice(&self.bytes[self.head_end..self.payload_end]);
-        write_chain_fields(prev, seq, out);
-        out.extend_from_slice(&self.bytes[self.payload_end..]);
-        write_timestamp_field(timestamp, out);
-        out.push(b'}');
+        let head_end = self.write_line(seq, prev, timestamp, None, out);
         let hash = ContentHash::from_digest(Sha256::digest(&out[start..]).into());
         // `,"hash":"sha256:<hex>"`, from the stack: nothing in it needs escaping.
         let mut field = *b",\"hash\":\"sha256:0000000000000000000000000000000000000000000000000000000000000000\"";
@@ -214,29 +213,37 @@ impl PreparedRecord {
         out.splice(head_end..head_end, field);
         hash
     }
+
+    /// Appends the record's line as record `seq` after `prev`, stamped `timestamp`, with `hash`
+    /// when given, and returns where its head ends in `out` (where `hash` goes). Keys in byte
+    /// order: `actor`, `audit_id`, `event_type`, `hash`, `payload`, `prev`, `seq`, `session_id`
+    /// (only when present), `timestamp` — exactly what canonicalizing the record's serde
+    /// serialization gives (a test keeps it so).
+    fn write_line(&self, seq: u64, prev: &str, timestamp: &str, hash: Option<&str>, out: &mut Vec<u8>) -> usize {
+        out.push(b'{');
+        out.extend_from_slice(&self.bytes[..self.head_end]);
+        let head_end = out.len();
+        if let Some(hash) = hash {
+            out.extend_from_slice(b",\"hash\":");
+            write_str(hash, out);
+        }
+        out.push(b',');
+        out.extend_from_slice(&self.bytes[self.head_end..self.payload_end]);
+        out.extend_from_slice(b",\"prev\":");
+        write_str(prev, out);
+        out.extend_from_slice(b",\"seq\":");
+        write_u64(seq, out);
+        out.extend_from_slice(&self.bytes[self.payload_end..]);
+        out.extend_from_slice(b",\"timestamp\":");
+        write_str(timestamp, out);
+        out.push(b'}');
+        head_end
+    }
 }
 
 /// A record's `hash`: `sha256:` and the hex of `canonical`'s digest.
 fn record_hash(canonical: &[u8]) -> String {
     ContentHash::from_digest(Sha256::digest(canonical).into()).to_string()
-}
-
-/// The record's canonical JSON, with `hash` when given. Keys in byte order: `actor`, `audit_id`,
-/// `event_type`, `hash`, `payload`, `prev`, `seq`, `session_id` (only when present), `timestamp`
-/// — exactly what canonicalizing the record's serde serialization gives (a test keeps it so).
-fn write_record(record: &AuditRecord, hash: Option<&str>, out: &mut Vec<u8>) {
-    out.push(b'{');
-    write_record_head(&record.actor, &record.audit_id, &record.event_type, out);
-    if let Some(hash) = hash {
-        out.extend_from_slice(b",\"hash\":");
-        write_str(hash, out);
-    }
-    out.extend_from_slice(b",\"payload\":");
-    write_canonical_map(&record.payload, out);
-    write_chain_fields(&record.prev, record.seq, out);
-    write_session_field(record.session_id.as_deref(), out);
-    write_timestamp_field(&record.timestamp, out);
-    out.push(b'}');
 }
 
 /// The fields that sort before `hash`.
@@ -251,24 +258,11 @@ fn write_record_head(actor: &Actor, audit_id: &str, event_type: &str, out: &mut 
     write_str(event_type, out);
 }
 
-/// `,"prev":…,"seq":…`: what sorts between `payload` and `session_id`.
-fn write_chain_fields(prev: &str, seq: u64, out: &mut Vec<u8>) {
-    out.extend_from_slice(b",\"prev\":");
-    write_str(prev, out);
-    out.extend_from_slice(b",\"seq\":");
-    write_u64(seq, out);
-}
-
 fn write_session_field(session_id: Option<&str>, out: &mut Vec<u8>) {
     if let Some(session_id) = session_id {
         out.extend_from_slice(b",\"session_id\":");
         write_str(session_id, out);
     }
-}
-
-fn write_timestamp_field(timestamp: &str, out: &mut Vec<u8>) {
-    out.extend_from_slice(b",\"timestamp\":");
-    write_str(timestamp, out);
 }
 
 /// Removes `hash` from `value` (a record object) and returns the hash of what remains.
