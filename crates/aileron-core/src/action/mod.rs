@@ -322,6 +322,11 @@ impl ActionFile {
         self.requires.iter().find(|r| &r.name == name)
     }
 
+    /// The pinned connector `step` (one of this action's) calls.
+    pub fn connector_of(&self, step: &Step) -> &RequiredConnector {
+        self.required_connector(&step.connector).expect("the parser guarantees every step names a required connector")
+    }
+
     /// The MCP `inputSchema`: `{type: object, properties, required (declaration order),
     /// additionalProperties: false}`.
     pub fn input_schema(&self) -> Value {

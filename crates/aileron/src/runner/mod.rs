@@ -235,9 +235,7 @@ async fn execute_steps(
     let mut instance = None;
     for (index, step) in action.steps.iter().enumerate() {
         drop(instance.take());
-        let required = action
-            .required_connector(&step.connector)
-            .expect("the parser guarantees every step names a required connector");
+        let required = action.connector_of(step);
         let fail = |failure: Failure| StepFailure {
             failure,
             step_id: step.id.clone(),

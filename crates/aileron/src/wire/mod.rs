@@ -456,10 +456,7 @@ impl StepResult {
     /// The action's step this is the result of, and the connector it pinned.
     pub fn step<'a>(&self, action: &'a ActionFile) -> (&'a Step, &'a aileron_core::action::RequiredConnector) {
         let step = &action.steps[self.index];
-        let required = action
-            .required_connector(&step.connector)
-            .expect("the parser guarantees every step names a required connector");
-        (step, required)
+        (step, action.connector_of(step))
     }
 }
 
