@@ -210,7 +210,7 @@ impl RunRejection {
     }
 }
 
-pub(crate) struct StepFailure {
+struct StepFailure {
     failure: Failure,
     step_id: String,
     connector: String,

@@ -46,15 +46,18 @@ impl RunRecord<'_> {
     /// The record, written ahead for the log's writer: a run's `action.executed` straight from
     /// its typed steps (no map of `String` keys on every run), a failure's through its map.
     pub fn prepared(&self, caller: &Caller, audit_id: &str) -> PreparedRecord {
-        let (actor, session_id, event_type) = (&caller.actor, caller.session_id.as_deref(), self.event_type().as_str());
+        let event_type = self.event_type();
         match &self.ending {
-            Ending::Executed { steps, args } => {
-                PreparedRecord::new(actor, audit_id, event_type, session_id, |payload| {
-                    self.write_executed(payload, steps, args);
-                })
-            }
-            Ending::Refused(_) | Ending::Failed(_) => {
-                prepared(self.event_type(), caller, &self.failure_payload(), audit_id)
+            Ending::Executed { steps, args } => PreparedRecord::new(
+                &caller.actor,
+                audit_id,
+                event_type.as_str(),
+                caller.session_id.as_deref(),
+                |payload| self.write_executed(payload, steps, args),
+            ),
+            Ending::Refused(failure) => prepared(event_type, caller, &self.failure_payload(failure, None), audit_id),
+            Ending::Failed(failed) => {
+                prepared(event_type, caller, &self.failure_payload(&failed.failure, Some(failed)), audit_id)
             }
         }
     }
@@ -67,11 +70,7 @@ impl RunRecord<'_> {
             .str(keys::ACTION_NAME, &self.action.name)
             .objects(keys::ACTION_STEPS, steps, |summary, step| write_step_summary(summary, self.action, step))
             .u64(keys::ACTION_STEPS_COUNT, self.action.steps.len() as u64)
-            .str(keys::ACTION_VERSION, &self.action.version.to_string());
-        self.write_approval_and_policy(payload);
-    }
-
-    fn write_approval_and_policy(&self, payload: &mut CanonicalObject<'_>) {
+            .display(keys::ACTION_VERSION, &self.action.version);
         if let Some(id) = self.approval {
             payload.str(keys::APPROVAL_ID, id.as_str());
         }
@@ -80,26 +79,18 @@ impl RunRecord<'_> {
         }
     }
 
-    /// An `execution.failed` payload: the failure's own keys, the step it happened in.
-    fn failure_payload(&self) -> Map<String, Value> {
+    /// An `execution.failed` payload: the failure's own keys, and the step it happened in when
+    /// one did.
+    fn failure_payload(&self, failure: &Failure, step: Option<&StepFailure>) -> Map<String, Value> {
         // Room for the longest ending's keys: a map grown key by key reallocates as it goes.
         let mut payload = Map::with_capacity(16);
         payload.insert(keys::ACTION_NAME.into(), self.action.name.clone().into());
         payload.insert(keys::ACTION_VERSION.into(), self.action.version.to_string().into());
         payload.insert(keys::ACTION_STEPS_COUNT.into(), self.action.steps.len().into());
-        match &self.ending {
-            Ending::Executed { .. } => {}
-            Ending::Refused(failure) => payload.extend(failure.audit_payload()),
-            Ending::Failed(failed) => {
-                payload.extend(failed.failure.audit_payload());
-                payload.insert(keys::ACTION_STEP_ID.into(), failed.step_id.clone().into());
-                vocabulary::connector_call(
-                    &mut payload,
-                    failed.connector.clone(),
-                    failed.op.clone(),
-                    failed.hash.clone(),
-                );
-            }
+        payload.extend(failure.audit_payload());
+        if let Some(failed) = step {
+            payload.insert(keys::ACTION_STEP_ID.into(), failed.step_id.clone().into());
+            vocabulary::connector_call(&mut payload, failed.connector.clone(), failed.op.clone(), failed.hash.clone());
         }
         if let Some(id) = self.approval {
             payload.insert(keys::APPROVAL_ID.into(), id.to_string().into());
