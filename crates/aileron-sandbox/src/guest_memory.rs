@@ -92,17 +92,16 @@ impl<'a> GuestMemory<'a> {
     }
 
     /// Checks that an array of `count` WASI iovecs (`{buf: u32, len: u32}`) at `ptr` lies in
-    /// memory, and gives the indexes of its entries, each read with [`GuestMemory::iovec`]: no
-    /// list is built (every write a guest makes to stdout reads one), and a call that writes into
-    /// the buffers they name (`fd_read`) can while it goes through them.
-    pub(crate) fn iovecs(&self, ptr: u32, count: u32) -> Result<Range<u32>, GuestFault> {
+    /// memory, and gives the address of each entry, read with [`GuestMemory::iovec`]: no list is
+    /// built (every write a guest makes to stdout reads one), and a call that writes into the
+    /// buffers they name (`fd_read`) can while it goes through them.
+    pub(crate) fn iovecs(&self, ptr: u32, count: u32) -> Result<impl Iterator<Item = u32> + use<>, GuestFault> {
         self.range(ptr, u64::from(count) * 8)?;
-        Ok(0..count)
+        Ok((0..count).map(move |index| ptr + index * 8))
     }
 
-    /// Entry `index` of the iovec array at `ptr` (see [`GuestMemory::iovecs`]), as a guest range.
-    pub(crate) fn iovec(&self, ptr: u32, index: u32) -> Result<(u32, u32), GuestFault> {
-        let at = ptr + index * 8;
+    /// The iovec at `at` (an address [`GuestMemory::iovecs`] gave), as a guest range.
+    pub(crate) fn iovec(&self, at: u32) -> Result<(u32, u32), GuestFault> {
         Ok((self.read_u32(at)?, self.read_u32(at + 4)?))
     }
 }
@@ -132,7 +131,7 @@ mod tests {
         backing[0..8].copy_from_slice(&[4, 0, 0, 0, 2, 0, 0, 0]);
         backing[8..16].copy_from_slice(&[9, 0, 0, 0, 3, 0, 0, 0]);
         let memory = memory(&mut backing);
-        let entries: Vec<_> = memory.iovecs(0, 2).unwrap().map(|i| memory.iovec(0, i).unwrap()).collect();
+        let entries: Vec<_> = memory.iovecs(0, 2).unwrap().map(|at| memory.iovec(at).unwrap()).collect();
         assert_eq!(entries, vec![(4, 2), (9, 3)]);
         assert!(memory.iovecs(0, 4).is_err());
         assert!(memory.iovecs(20, 1).is_err());

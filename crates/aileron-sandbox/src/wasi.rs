@@ -239,8 +239,8 @@ fn add_streams(linker: &mut Linker<CallContext>) -> wasmtime::Result<()> {
             }
             let (mut memory, context) = GuestMemory::of(&mut caller, "fd_write")?;
             let mut written: u32 = 0;
-            for index in memory.iovecs(iovs as u32, iovs_len as u32)? {
-                let (buf, len) = memory.iovec(iovs as u32, index)?;
+            for at in memory.iovecs(iovs as u32, iovs_len as u32)? {
+                let (buf, len) = memory.iovec(at)?;
                 let data = memory.bytes(buf, len)?;
                 if fd == STDOUT {
                     if context.stdout.len() + data.len() > context.max_stdout_bytes {
@@ -265,8 +265,8 @@ fn add_streams(linker: &mut Linker<CallContext>) -> wasmtime::Result<()> {
             }
             let (mut memory, context) = GuestMemory::of(&mut caller, "fd_read")?;
             let mut read: u32 = 0;
-            for index in memory.iovecs(iovs as u32, iovs_len as u32)? {
-                let (buf, len) = memory.iovec(iovs as u32, index)?;
+            for at in memory.iovecs(iovs as u32, iovs_len as u32)? {
+                let (buf, len) = memory.iovec(at)?;
                 let remaining = &context.stdin[context.stdin_offset..];
                 let count = remaining.len().min(len as usize);
                 memory.write(buf, &remaining[..count])?;
