@@ -53,8 +53,35 @@ const TREE_GATHER: Duration = Duration::from_millis(1);
 pub struct Tree {
     dir: PathBuf,
     levels: Vec<File>,
-    /// Leaves stored: the tree's size.
+    /// Leaves appended: the tree's size (those not yet flushed included).
     size: u64,
+    /// Per level, what [`Tree::append`] added since the last [`Tree::flush`], and the level's
+    /// newest hash.
+    tails: Vec<LevelTail>,
+}
+
+/// The end of one level as the appending tree holds it. Its newest hash is the left sibling the
+/// level's next parent is made from, so an append reads nothing back from the files; its unwritten
+/// hashes are written in one `pwrite` per level at [`Tree::flush`] (a syscall or two per record
+/// before: BENCHMARKS.md, issue 49).
+#[derive(Default)]
+struct LevelTail {
+    /// Index of the first hash in `unwritten`.
+    from: u64,
+    unwritten: Vec<u8>,
+    newest: Option<(u64, Hash)>,
+}
+
+impl LevelTail {
+    fn get(&self, index: u64) -> Option<Hash> {
+        if let Some((at, hash)) = self.newest
+            && at == index
+        {
+            return Some(hash);
+        }
+        let start = usize::try_from(index.checked_sub(self.from)? * HASH_BYTES).ok()?;
+        self.unwritten.get(start..start + HASH_BYTES as usize).map(|bytes| bytes.try_into().expect("32 bytes"))
+    }
 }
 
 impl Tree {
@@ -62,7 +89,7 @@ impl Tree {
     pub fn open(audit_dir: &Path) -> anyhow::Result<Tree> {
         let dir = audit_dir.join(TREE_DIR);
         create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut tree = Tree { dir, levels: Vec::new(), size: 0 };
+        let mut tree = Tree { dir, levels: Vec::new(), size: 0, tails: Vec::new() };
         tree.size = tree.stored_len(0)?;
         Ok(tree)
     }
@@ -75,7 +102,7 @@ impl Tree {
     /// read-only, its size the longest prefix every level covers.
     pub fn read_only(audit_dir: &Path) -> anyhow::Result<Tree> {
         let dir = audit_dir.join(TREE_DIR);
-        let mut tree = Tree { dir, levels: Vec::new(), size: 0 };
+        let mut tree = Tree { dir, levels: Vec::new(), size: 0, tails: Vec::new() };
         while let Ok(file) = File::open(tree.level_path(tree.levels.len() as u32)) {
             tree.levels.push(file);
         }
@@ -109,6 +136,9 @@ impl Tree {
     /// cut, a torn hash dropped, missing parents recomputed and missing leaves hashed from the
     /// log's lines (only the lines past what is stored are read).
     pub fn catch_up(&mut self, audit_dir: &Path, records: u64) -> anyhow::Result<()> {
+        self.flush()?;
+        // Cut below, a level's newest hash may be gone: the next append reads it from the file.
+        self.tails.clear();
         let keep = covered(records, |level| self.stored_len(level))?;
         // Every level file there is, so no hash of a longer, older tree stays past the end.
         let mut level = 0;
@@ -128,19 +158,46 @@ impl Tree {
             })?;
             anyhow::ensure!(next == records, "the log has {next} lines, not {records}");
         }
+        Ok(self.flush()?)
+    }
+
+    /// Appends one record line (without its newline) and the parents it completes; they reach
+    /// the files at the next [`Tree::flush`] (this tree answers them meanwhile).
+    pub fn append(&mut self, line: &[u8]) -> io::Result<()> {
+        let stored = merkle::completed_by(self.size, leaf_hash(line), |level, index| self.hash(level, index))
+            .map_err(io::Error::other)?;
+        for (level, index, hash) in stored {
+            let level = level as usize;
+            if self.tails.len() <= level {
+                self.tails.resize_with(level + 1, LevelTail::default);
+            }
+            let tail = &mut self.tails[level];
+            if tail.unwritten.is_empty() {
+                tail.from = index;
+            }
+            debug_assert_eq!(tail.from + tail.unwritten.len() as u64 / HASH_BYTES, index, "a level grows in order");
+            tail.unwritten.extend_from_slice(&hash);
+            tail.newest = Some((index, hash));
+        }
+        self.size += 1;
         Ok(())
     }
 
-    /// Appends one record line (without its newline) and the parents it completes.
-    pub fn append(&mut self, line: &[u8]) -> io::Result<()> {
-        let stored = merkle::completed_by(self.size, leaf_hash(line), |level, index| {
-            self.hash(level, index).map_err(|e| e.to_string())
-        })
-        .map_err(io::Error::other)?;
-        for (level, index, hash) in stored {
-            self.level(level)?.write_all_at(&hash, index * HASH_BYTES)?;
+    /// Writes what was appended since the last flush: one `pwrite` per level, the leaves first,
+    /// so a level on disk never runs ahead of the one below it.
+    pub fn flush(&mut self) -> io::Result<()> {
+        for level in 0..self.tails.len() {
+            let tail = &mut self.tails[level];
+            if tail.unwritten.is_empty() {
+                continue;
+            }
+            let (from, unwritten) = (tail.from, std::mem::take(&mut tail.unwritten));
+            let written = self.level(level as u32)?.write_all_at(&unwritten, from * HASH_BYTES);
+            let tail = &mut self.tails[level];
+            tail.unwritten = unwritten;
+            written?;
+            tail.unwritten.clear();
         }
-        self.size += 1;
         Ok(())
     }
 
@@ -164,6 +221,9 @@ fn covered(limit: u64, mut stored: impl FnMut(u32) -> io::Result<u64>) -> io::Re
 
 impl Hashes for Tree {
     fn hash(&self, level: u32, index: u64) -> Result<Hash, String> {
+        if let Some(hash) = self.tails.get(level as usize).and_then(|tail| tail.get(index)) {
+            return Ok(hash);
+        }
         let file = self.levels.get(level as usize).ok_or_else(|| format!("no level {level} in the tree"))?;
         let mut hash = [0u8; 32];
         file.read_exact_at(&mut hash, index * HASH_BYTES)
@@ -295,6 +355,10 @@ impl TreeKeeper {
                     }
                 }
             }
+            // What was taken reaches the files together: a `pwrite` per level, not per hash.
+            if !kept(self.tree.flush().map_err(|e| ("writing", anyhow::Error::from(e)))) {
+                return;
+            }
             finished = Some(std::time::Instant::now());
             if self.due_in() == Some(Duration::ZERO) && !self.checkpoint() {
                 return;
@@ -309,13 +373,7 @@ impl TreeKeeper {
             TreeWork::Lines(lines) => self.extend(&lines).map_err(|e| ("extending", anyhow::Error::from(e))),
             TreeWork::Resync(records) => self.resync(records).map_err(|e| ("catching up", e)),
         };
-        if let Err((doing, error)) = &done {
-            log_line!(
-                "aileron: warning: {doing} the audit log's Merkle tree failed ({error:#}); no more checkpoints until \
-                 the daemon restarts"
-            );
-        }
-        done.is_ok()
+        kept(done)
     }
 
     fn resync(&mut self, records: u64) -> anyhow::Result<()> {
@@ -359,6 +417,18 @@ impl TreeKeeper {
         }
         true
     }
+}
+
+/// Whether the tree's thread goes on after a step: a failed one is warned about and gives the
+/// tree up.
+fn kept(done: Result<(), (&str, anyhow::Error)>) -> bool {
+    if let Err((doing, error)) = &done {
+        log_line!(
+            "aileron: warning: {doing} the audit log's Merkle tree failed ({error:#}); no more checkpoints until the \
+             daemon restarts"
+        );
+    }
+    done.is_ok()
 }
 
 /// Calls `each` with every record line (no newline) from the `skip`-th on, in order, until it
@@ -739,6 +809,52 @@ mod tests {
         assert_eq!(tree.size(), 30);
         tree.catch_up(dir, 37).unwrap();
         assert_eq!(tree.root(37).unwrap(), root37);
+    }
+
+    fn level_files(dir: &Path) -> Vec<Vec<u8>> {
+        (0..).map(|k| std::fs::read(dir.join(TREE_DIR).join(format!("level-{k}")))).map_while(Result::ok).collect()
+    }
+
+    #[test]
+    fn appends_held_until_a_flush_answer_from_memory_and_are_written_as_one_at_a_time_would_be() {
+        let (one, held) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let lines: Vec<String> = (1..=70).map(|seq| format!("{{\"seq\":{seq}}}")).collect();
+        let leaves: Vec<Hash> = lines.iter().map(|l| leaf_hash(l.as_bytes())).collect();
+        let mut each = Tree::open(one.path()).unwrap();
+        let mut roots = Vec::new();
+        for line in &lines {
+            each.append(line.as_bytes()).unwrap();
+            each.flush().unwrap();
+            roots.push(each.root(each.size()).unwrap());
+        }
+        let mut tree = Tree::open(held.path()).unwrap();
+        let mut at = 0;
+        for batch in [1, 2, 5, 13, 16, 1, 32] {
+            for line in &lines[at..at + batch] {
+                tree.append(line.as_bytes()).unwrap();
+            }
+            at += batch;
+            // Unflushed: the files lag, this tree answers from what it holds.
+            assert_eq!(Tree::read_only(held.path()).unwrap().size(), at as u64 - batch as u64);
+            assert_eq!(tree.root(at as u64).unwrap(), roots[at - 1], "root of {at} before the flush");
+            let proof = merkle::inclusion_proof(&tree, at as u64 - 1, at as u64).unwrap();
+            assert!(merkle::verify_inclusion(&leaves[at - 1], at as u64 - 1, at as u64, &proof, &roots[at - 1]));
+            tree.flush().unwrap();
+            let stored = Tree::read_only(held.path()).unwrap();
+            assert_eq!((stored.size(), stored.root(at as u64).unwrap()), (at as u64, roots[at - 1]));
+        }
+        assert_eq!(level_files(held.path()), level_files(one.path()), "the same bytes at every level");
+        // Cut back (a recovery) with appends unflushed: they are written, then cut, and the
+        // tree grows again from what is stored, not from the newest hashes it held.
+        write_log(held.path(), &lines[..40]);
+        tree.append(b"{\"seq\":71}").unwrap();
+        tree.catch_up(held.path(), 40).unwrap();
+        assert_eq!((tree.size(), tree.root(40).unwrap()), (40, roots[39]));
+        for line in &lines[40..] {
+            tree.append(line.as_bytes()).unwrap();
+        }
+        tree.flush().unwrap();
+        assert_eq!(level_files(held.path()), level_files(one.path()));
     }
 
     #[test]
