@@ -166,8 +166,25 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
         eprintln!("    {} {} with {clients} client(s)", probe.method, probe.url);
         load_phase(&daemon, probe, clients, args.warmup, args.duration).await
     };
-    let health_loaded = phase(&health, args.clients).await?;
-    let run_loaded = phase(&run, args.clients).await?;
+    // The loaded phases in rounds, each of health and run in turn (the order swapped every round),
+    // their windows pooled: the ratios between them are what (b)'s goals read, and drift on this
+    // VM (another tenant's load moves a whole phase by 15 %) then lands on both sides of them.
+    let window = args.duration / LOAD_ROUNDS as u32;
+    let (mut health_loaded, mut run_loaded): (Option<LoadFigures>, Option<LoadFigures>) = (None, None);
+    for round in 0..LOAD_ROUNDS {
+        for step in 0..2 {
+            let (probe, pooled) =
+                if (step + round) % 2 == 0 { (&health, &mut health_loaded) } else { (&run, &mut run_loaded) };
+            eprintln!("    round {}: {} {} with {} client(s)", round + 1, probe.method, probe.url, args.clients);
+            let load = load_phase(&daemon, probe, args.clients, args.warmup, window).await?;
+            *pooled = Some(match pooled.take() {
+                None => load,
+                Some(earlier) => earlier.merged(load),
+            });
+        }
+    }
+    let (health_loaded, run_loaded) =
+        (health_loaded.expect("every round measured health"), run_loaded.expect("every round measured runs"));
     let health_single = phase(&health, 1).await?;
     let run_single = phase(&run, 1).await?;
     let durable_floor = durable_floor(&health, &scratch.join("http"), FDATASYNC_APPENDS).await?;
@@ -191,6 +208,9 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
         durable_floor,
     })
 }
+
+/// Rounds of the loaded phases (see [`http_benchmark`]).
+pub(super) const LOAD_ROUNDS: usize = 3;
 
 /// Size of one append of the disk floor measurement: about one audit record line.
 const FDATASYNC_APPEND_BYTES: usize = 600;
@@ -526,7 +546,9 @@ impl HttpFigures {
         let _ = writeln!(
             text,
             "Reproduce: `{}`. Each phase: the clients send the same request back to back for a warm-up, then \
-             {window} s measured (requests sent and answered inside the window). The daemon's state is opened on \
+             {window} s measured (requests sent and answered inside the window); the {} client phases in {LOAD_ROUNDS} \
+             rounds of health and run in turn (the order swapped each round), each round's window a third of that \
+             and the rounds pooled, so drift on the machine lands on both sides of their ratios. The daemon's state is opened on \
              a temporary home with the audit log on disk (one fdatasync of its journal per group commit) and served by the \
              daemon's own accept loop on its own tokio runtime; the clients (hyper's connection-level HTTP/1.1 \
              client, one keep-alive connection each) run on another runtime in the same process, on the same \
@@ -539,6 +561,7 @@ impl HttpFigures {
              own, timed inside the daemon around each sync of the phase: what a durable run waits for, against \
              the floor below measured on an idle daemon.\n",
             command_line,
+            self.run_loaded.clients,
             format_count(self.audit_records)
         );
         let (floor, durable) = (&self.fdatasync, &self.durable_floor);
