@@ -327,8 +327,8 @@ async fn fixed_rate(client: &reqwest::Client, url: &str, rate: u32, warmup: Dura
     RatePhase { rate, due, failed, latency: Distribution::new(latencies) }
 }
 
-/// Closed loop: `clients` connections sending back to back; answered requests per second.
-/// Requests answered and failed inside `window` with `clients` sending back to back.
+/// Closed loop: `clients` connections sending back to back; the requests answered and failed
+/// inside `window`.
 async fn max_throughput(url: &str, clients: usize, warmup: Duration, window: Duration) -> anyhow::Result<(u64, u64)> {
     let measure_from = Instant::now() + warmup;
     let until = measure_from + window;
@@ -747,8 +747,8 @@ impl GatewayFigures {
              `aileron daemon run` process, through a bare hyper reverse proxy (hyper's server and hyper-util's \
              pooled client in a process of their own, forwarding as-is: the floor under any proxy on this \
              machine) and through LiteLLM's proxy as a pure pass-through. The most requests/s of direct, the gateway \
-             and the bare proxy are measured in {MAX_RATE_ROUNDS} rounds, the order rotated, each a third of the \
-             window, the rounds added up. Fixed rates are an \
+             and the bare proxy are measured in {MAX_RATE_ROUNDS} rounds, the order rotated, each an equal share of \
+             the window, the rounds added up. Fixed rates are an \
              open loop: requests are sent on schedule whether or not earlier ones were answered. Every target \
              had to return the upstream's bytes and pass the provider key through.\n",
             COMPLETION.len()
