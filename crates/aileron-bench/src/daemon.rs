@@ -23,7 +23,27 @@ pub(super) struct BenchDaemon {
     pub(super) token: String,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
-    executor: tokio::runtime::Runtime,
+    executor: Executor,
+}
+
+/// The daemon's runtime, shut down without waiting when dropped: a `Runtime` dropped inside the
+/// benchmark's own (the daemon left behind by an error's early return) panics over the error.
+struct Executor(Option<tokio::runtime::Runtime>);
+
+impl std::ops::Deref for Executor {
+    type Target = tokio::runtime::Runtime;
+
+    fn deref(&self) -> &tokio::runtime::Runtime {
+        self.0.as_ref().expect("the runtime is there until the executor is dropped")
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl BenchDaemon {
@@ -37,11 +57,6 @@ impl BenchDaemon {
         // The daemon that (b) and (d) serve in the benchmark's own process allocates as
         // `aileron daemon run` does: mimalloc returning freed memory at once (docs/decisions/0004-actions-and-runs.md, "Allocator").
         aileron::platform::process::return_freed_memory_at_once();
-        let executor = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name("aileron-bench-daemon")
-            .build()
-            .context("starting the daemon's tokio runtime")?;
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding a loopback port")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -50,8 +65,15 @@ impl BenchDaemon {
         options.listen_port = addr.port();
         options.telemetry = telemetry;
         let opening = Instant::now();
-        let state = AppState::open(home.clone(), options)?;
+        let state = AppState::open(home.clone(), options).context("opening the daemon's state")?;
         let open_time = opening.elapsed();
+        let executor = Executor(Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("aileron-bench-daemon")
+                .build()
+                .context("starting the daemon's tokio runtime")?,
+        ));
         {
             // As `aileron daemon run` does once its state is open.
             let _entered = executor.enter();
@@ -245,7 +267,7 @@ impl BenchDaemon {
         }
         // Dropping the state joins the audit writer and the epoch ticker threads.
         tokio::task::block_in_place(move || drop(state));
-        executor.shutdown_background();
+        drop(executor);
         Ok(())
     }
 }
