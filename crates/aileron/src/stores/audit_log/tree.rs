@@ -194,15 +194,13 @@ impl Tree {
     /// so a level on disk never runs ahead of the one below it.
     pub fn flush(&mut self) -> io::Result<()> {
         for level in 0..self.tails.len() {
-            let tail = &mut self.tails[level];
-            if tail.unwritten.is_empty() {
+            if self.tails[level].unwritten.is_empty() {
                 continue;
             }
-            let (from, unwritten) = (tail.from, std::mem::take(&mut tail.unwritten));
-            let written = self.level(level as u32)?.write_all_at(&unwritten, from * HASH_BYTES);
+            // Opened (created) at its first hash.
+            self.level(level as u32)?;
             let tail = &mut self.tails[level];
-            tail.unwritten = unwritten;
-            written?;
+            self.levels[level].write_all_at(&tail.unwritten, tail.from * HASH_BYTES)?;
             tail.unwritten.clear();
         }
         Ok(())
