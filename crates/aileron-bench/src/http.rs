@@ -5,6 +5,8 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aileron::platform::home::Home;
@@ -61,6 +63,9 @@ impl AuditCounts {
 pub(super) struct HttpFigures {
     health_loaded: LoadFigures,
     run_loaded: LoadFigures,
+    /// `GET /v1/health`, then an append made durable by [`GroupCommit`]: the floor under a durable
+    /// run at as many clients.
+    durable_loaded: LoadFigures,
     health_single: LoadFigures,
     run_single: LoadFigures,
     /// Records in the audit log after the benchmark, all verified.
@@ -166,26 +171,32 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
         eprintln!("    {} {} with {clients} client(s)", probe.method, probe.url);
         load_phase(&daemon, probe, clients, args.warmup, args.duration).await
     };
-    // The loaded phases in rounds, each of health and run in turn (the order swapped every round),
-    // their windows pooled: the ratios between them are what (b)'s goals read, and drift on this
-    // VM (health's requests/s measured 112,000 and 138,000 in two runs of one hour) then lands on
-    // both sides of them.
+    // The loaded phases in rounds, each of health, run and the durable floor in turn (the order
+    // rotated every round), their windows pooled: the ratios between them are what (b)'s goals
+    // read, and drift on this VM (health's requests/s measured 112,000 and 138,000 in two runs of
+    // one hour) then lands on every side of them.
     let window = args.duration / LOAD_ROUNDS as u32;
-    let (mut health_loaded, mut run_loaded): (Option<LoadFigures>, Option<LoadFigures>) = (None, None);
+    let group_commit = GroupCommit::start(&floor_dir)?;
+    let mut pooled: [Option<LoadFigures>; 3] = [None, None, None];
     for round in 0..LOAD_ROUNDS {
-        for step in 0..2 {
-            let (probe, pooled) =
-                if (step + round) % 2 == 0 { (&health, &mut health_loaded) } else { (&run, &mut run_loaded) };
-            eprintln!("    round {}: {} {} with {} client(s)", round + 1, probe.method, probe.url, args.clients);
-            let load = load_phase(&daemon, probe, args.clients, args.warmup, window).await?;
-            *pooled = Some(match pooled.take() {
+        for step in 0..pooled.len() {
+            let kind = (step + round) % pooled.len();
+            let (probe, durable) = match kind {
+                0 => (&health, None),
+                1 => (&run, None),
+                _ => (&health, Some(&group_commit)),
+            };
+            let then = if durable.is_some() { ", then a group-committed fdatasync" } else { "" };
+            eprintln!("    round {}: {} {}{then} with {} client(s)", round + 1, probe.method, probe.url, args.clients);
+            let load = load_phase_with(&daemon, probe, args.clients, args.warmup, window, durable).await?;
+            pooled[kind] = Some(match pooled[kind].take() {
                 None => load,
                 Some(earlier) => earlier.merged(load),
             });
         }
     }
-    let (health_loaded, run_loaded) =
-        (health_loaded.expect("every round measured health"), run_loaded.expect("every round measured runs"));
+    group_commit.stop()?;
+    let [health_loaded, run_loaded, durable_loaded] = pooled.map(|load| load.expect("every round measured each kind"));
     let health_single = phase(&health, 1).await?;
     let run_single = phase(&run, 1).await?;
     let durable_floor = durable_floor(&health, &scratch.join("http"), FDATASYNC_APPENDS).await?;
@@ -201,6 +212,7 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
     Ok(HttpFigures {
         health_loaded,
         run_loaded,
+        durable_loaded,
         health_single,
         run_single,
         audit_records: report.records,
@@ -234,6 +246,8 @@ const FLOOR_FILE_BYTES: u64 = 1 << 20;
 struct FloorLog {
     file: tempfile::NamedTempFile,
     line: Vec<u8>,
+    /// `line` repeated, for writing several at once (kept between writes).
+    batch: Vec<u8>,
     /// Where the next line goes, for [`FloorWrite::Overwrite`].
     overwrite_at: Option<u64>,
 }
@@ -252,19 +266,29 @@ impl FloorLog {
             file.write_all(&vec![0; FLOOR_FILE_BYTES as usize])?;
             file.as_file().sync_all()?;
         }
-        Ok(FloorLog { file, line, overwrite_at })
+        Ok(FloorLog { file, line, batch: Vec::new(), overwrite_at })
     }
 
-    /// One line made durable, as the audit writer makes one per group commit.
-    fn write_and_sync(&mut self) -> anyhow::Result<()> {
+    /// `lines` lines made durable with one write and one `fdatasync`, as the audit writer makes
+    /// a group commit's.
+    fn write_and_sync(&mut self, lines: usize) -> anyhow::Result<()> {
         use std::io::Write as _;
         use std::os::unix::fs::FileExt as _;
+        let bytes = self.line.len() * lines;
+        while self.batch.len() < bytes {
+            self.batch.extend_from_slice(&self.line);
+        }
+        let batch = &self.batch[..bytes];
         match &mut self.overwrite_at {
             Some(offset) => {
-                self.file.as_file().write_all_at(&self.line, *offset)?;
-                *offset = (*offset + self.line.len() as u64) % (FLOOR_FILE_BYTES - self.line.len() as u64);
+                // Always inside the file written beforehand, as the journal's frames are.
+                if *offset + bytes as u64 > FLOOR_FILE_BYTES {
+                    *offset = 0;
+                }
+                self.file.as_file().write_all_at(batch, *offset)?;
+                *offset += bytes as u64;
             }
-            None => self.file.write_all(&self.line)?,
+            None => self.file.write_all(batch)?,
         }
         Ok(self.file.as_file().sync_data()?)
     }
@@ -276,7 +300,7 @@ fn fdatasync_floor(dir: &Path, write: FloorWrite, writes: usize) -> anyhow::Resu
     let mut samples = Vec::with_capacity(writes);
     for _ in 0..writes {
         let started = Instant::now();
-        log.write_and_sync()?;
+        log.write_and_sync(1)?;
         samples.push(started.elapsed());
     }
     Ok(Distribution::new(samples))
@@ -297,13 +321,76 @@ async fn durable_floor(health: &Probe, dir: &Path, rounds: usize) -> anyhow::Res
         let started = Instant::now();
         let (status, _) = connection.send(health, &path).await?;
         // On this task's own thread, as a run's sync would be at best: no hand-off to measure.
-        log.write_and_sync()?;
+        log.write_and_sync(1)?;
         samples.push(started.elapsed());
         if status != StatusCode::OK {
             bail!("GET {path} answered {status}");
         }
     }
     Ok(Distribution::new(samples))
+}
+
+/// The floor under a durable run at many clients: a thread that takes every append queued, writes
+/// them with one `pwrite` over a file of zeros written beforehand (as the audit journal is), syncs
+/// it once and only then acknowledges each. The audit writer's group commit with nothing else to
+/// do: no sealing, no daily file, no tree. A client of the floor sends `GET /v1/health`, then
+/// appends and waits for the acknowledgement, as a run's answer waits for its record.
+pub(super) struct GroupCommit {
+    appends: std::sync::mpsc::Sender<Acknowledge>,
+    counts: Arc<GroupCommitCounts>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// How an append learns that it is durable (or why it is not).
+type Acknowledge = tokio::sync::oneshot::Sender<Result<(), String>>;
+
+#[derive(Default)]
+struct GroupCommitCounts {
+    batches: AtomicU64,
+    sync_nanos: AtomicU64,
+}
+
+impl GroupCommit {
+    fn start(dir: &Path) -> anyhow::Result<GroupCommit> {
+        let mut log = FloorLog::create(dir, "group-commit-floor-", FloorWrite::Overwrite)?;
+        let (appends, queued) = std::sync::mpsc::channel::<Acknowledge>();
+        let counts = Arc::new(GroupCommitCounts::default());
+        let counted = counts.clone();
+        let thread = std::thread::Builder::new().name("group-commit-floor".into()).spawn(move || {
+            let mut batch = Vec::new();
+            while let Ok(first) = queued.recv() {
+                batch.push(first);
+                batch.extend(std::iter::from_fn(|| queued.try_recv().ok()));
+                let started = Instant::now();
+                let written = log.write_and_sync(batch.len()).map_err(|error| format!("{error:#}"));
+                counted.sync_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                counted.batches.fetch_add(1, Ordering::Relaxed);
+                for acknowledge in batch.drain(..) {
+                    let _ = acknowledge.send(written.clone());
+                }
+            }
+        })?;
+        Ok(GroupCommit { appends, counts, thread })
+    }
+
+    /// One append, answered once it is durable.
+    async fn append(appends: &std::sync::mpsc::Sender<Acknowledge>) -> anyhow::Result<()> {
+        let (acknowledge, durable) = tokio::sync::oneshot::channel();
+        appends.send(acknowledge).map_err(|_| anyhow::anyhow!("the group commit floor's thread stopped"))?;
+        durable.await.context("the group commit floor's thread stopped")?.map_err(|error| anyhow::anyhow!(error))
+    }
+
+    /// Batches and time in `write` + `fdatasync` so far, as the audit writer's counts read.
+    fn counts(&self) -> AuditCounts {
+        let batches = self.counts.batches.load(Ordering::Relaxed);
+        let sync_time = Duration::from_nanos(self.counts.sync_nanos.load(Ordering::Relaxed));
+        AuditCounts { fsyncs: batches, batches, sync_time }
+    }
+
+    fn stop(self) -> anyhow::Result<()> {
+        drop(self.appends);
+        self.thread.join().map_err(|_| anyhow::anyhow!("the group commit floor's thread panicked"))
+    }
 }
 
 pub(super) async fn load_phase(
@@ -313,21 +400,35 @@ pub(super) async fn load_phase(
     warmup: Duration,
     window: Duration,
 ) -> anyhow::Result<LoadFigures> {
+    load_phase_with(daemon, probe, clients, warmup, window, None).await
+}
+
+/// [`load_phase`], each answer followed by an append to `durable` when there is one (the
+/// window's counts are then the group commit's instead of the audit log's).
+async fn load_phase_with(
+    daemon: &BenchDaemon,
+    probe: &Probe,
+    clients: u64,
+    warmup: Duration,
+    window: Duration,
+    durable: Option<&GroupCommit>,
+) -> anyhow::Result<LoadFigures> {
+    let counts = || durable.map_or_else(|| daemon.audit_counts(), GroupCommit::counts);
     let measure_from = Instant::now() + warmup;
     let until = measure_from + window;
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..clients {
         // One connection each, kept alive, like separate agents.
         let connection = LoadConnection::open(&probe.url).await?;
-        let probe = probe.clone();
-        tasks.spawn(async move { client_loop(connection, probe, measure_from, until).await });
+        let (probe, durable) = (probe.clone(), durable.map(|commit| commit.appends.clone()));
+        tasks.spawn(async move { client_loop(connection, probe, durable, measure_from, until).await });
     }
     tokio::time::sleep_until(measure_from.into()).await;
-    let before = daemon.audit_counts();
+    let before = counts();
     let work_before = work::Work::now();
     tokio::time::sleep_until(until.into()).await;
     let work = work::Work::now().since(work_before);
-    let after = daemon.audit_counts();
+    let after = counts();
 
     let mut latencies = Vec::new();
     let mut answered = 0;
@@ -414,11 +515,13 @@ struct ClientOutcome {
     failure: Option<String>,
 }
 
-/// Sends `probe` back to back until `until`; keeps the latencies of requests sent and answered
-/// inside `[measure_from, until]`. Stops at the first failure.
+/// Sends `probe` back to back until `until`, each answer followed by an append made durable by
+/// `durable`'s group commit when there is one; keeps the latencies of requests sent and answered
+/// (and appended) inside `[measure_from, until]`. Stops at the first failure.
 async fn client_loop(
     mut connection: LoadConnection,
     probe: Probe,
+    durable: Option<std::sync::mpsc::Sender<Acknowledge>>,
     measure_from: Instant,
     until: Instant,
 ) -> ClientOutcome {
@@ -429,7 +532,10 @@ async fn client_loop(
         if sent >= until {
             return outcome;
         }
-        let answer = connection.send(&probe, &path).await;
+        let mut answer = connection.send(&probe, &path).await;
+        if let (Ok((StatusCode::OK, _)), Some(appends)) = (&answer, &durable) {
+            answer = GroupCommit::append(appends).await.and(answer);
+        }
         let done = Instant::now();
         match answer {
             Ok((StatusCode::OK, _)) => {
@@ -499,6 +605,35 @@ impl HttpFigures {
             goal: "≤ 3.0× health",
             met: Some(ratio(run.cpu, health.cpu) <= CPU_PER_HEALTH_GOAL),
         });
+        // The same against the floor under any durable run at as many clients (health, then a
+        // group commit with nothing else to do): how much of the goal's 3.0× the durability
+        // itself takes on this machine, and how much the run path adds to it.
+        let floor = self.durable_loaded.per_request();
+        rows.push(SummaryRow {
+            figure: format!("(b) CPU per request of the durable floor, {clients} clients (process)"),
+            measured: format_duration(floor.cpu),
+            baseline: format!("{} health", format_duration(health.cpu)),
+            ratio: format_ratio(ratio(floor.cpu, health.cpu)),
+            goal: "",
+            met: None,
+        });
+        rows.push(SummaryRow {
+            figure: format!("(b) CPU per run against the durable floor, {clients} clients (process)"),
+            measured: format_duration(run.cpu),
+            baseline: format!("{} floor (health, then a group-committed fdatasync)", format_duration(floor.cpu)),
+            ratio: format_ratio(ratio(run.cpu, floor.cpu)),
+            goal: "",
+            met: None,
+        });
+        let (runs, durable) = (self.run_loaded.throughput(), self.durable_loaded.throughput());
+        rows.push(SummaryRow {
+            figure: format!("(b) echo runs/s against the durable floor, {clients} clients"),
+            measured: format_rate(runs),
+            baseline: format!("{} floor", format_rate(durable)),
+            ratio: format_ratio(runs / durable.max(f64::MIN_POSITIVE)),
+            goal: "",
+            met: None,
+        });
         rows.push(SummaryRow {
             figure: format!("(b) context switches per run, {clients} clients (process)"),
             measured: format!("{:.2}", run.switches),
@@ -548,8 +683,14 @@ impl HttpFigures {
             text,
             "Reproduce: `{}`. Each phase: the clients send the same request back to back for a warm-up, then \
              {window} s measured (requests sent and answered inside the window); the {} client phases in {LOAD_ROUNDS} \
-             rounds of health and run in turn (the order swapped each round), each round's window an equal share of that \
-             and the rounds pooled, so drift on the machine lands on both sides of their ratios. The daemon's state is opened on \
+             rounds of health, run and the durable floor in turn (the order rotated each round), each round's window an \
+             equal share of that and the rounds pooled, so drift on the machine lands on every side of their ratios. \
+             The durable floor is what any run made durable before its answer cannot do without at as many clients: \
+             each client sends `GET /v1/health`, then hands an append of {FDATASYNC_APPEND_BYTES} B to a thread of \
+             this process that takes every append queued, writes them with one `pwrite` over a file of zeros written \
+             beforehand on the audit log's filesystem, syncs it once and only then acknowledges each (the audit \
+             writer's group commit with nothing else to do: no sealing, no daily file, no tree); its rows' fsync \
+             columns are that thread's. The daemon's state is opened on \
              a temporary home with the audit log on disk (one fdatasync of its journal per group commit) and served by the \
              daemon's own accept loop on its own tokio runtime; the clients (hyper's connection-level HTTP/1.1 \
              client, one keep-alive connection each) run on another runtime in the same process, on the same \
@@ -595,6 +736,7 @@ impl HttpFigures {
         for (label, phase, audited) in [
             ("`GET /v1/health`", &self.health_loaded, false),
             ("`POST /v1/actions/echo/run`", &self.run_loaded, true),
+            ("`GET /v1/health`, then a group-committed fdatasync (the durable floor)", &self.durable_loaded, true),
             ("`GET /v1/health`", &self.health_single, false),
             ("`POST /v1/actions/echo/run`", &self.run_single, true),
         ] {
