@@ -1,5 +1,6 @@
 //! `http`: `POST /v1/actions/echo/run` over a loopback socket, against `GET /v1/health` (the HTTP
-//! floor), with the daemon's state on a temporary home and its audit log on disk; and the load
+//! floor) and against health followed by a bare group commit ([`GroupCommit`], the durable floor),
+//! with the daemon's state on a temporary home and its audit log on disk; and the load
 //! generator (hyper's connection-level client, one kept-alive connection per client) that (d) and
 //! `mcp` use too.
 
