@@ -769,3 +769,67 @@ impl HttpFigures {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The floor's file: every line an append made durable, the rest still the zeros written
+    /// beforehand.
+    fn floor_file(dir: &Path, prefix: &str) -> Vec<u8> {
+        let entries = std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path());
+        let files: Vec<_> =
+            entries.filter(|path| path.file_name().unwrap().to_string_lossy().starts_with(prefix)).collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        std::fs::read(&files[0]).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_group_commit_floor_acknowledges_every_append_written_and_takes_them_in_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let commit = GroupCommit::start(dir.path()).unwrap();
+        let (clients, appends_each) = (16, 40);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..clients {
+            let appends = commit.appends.clone();
+            tasks.spawn(async move {
+                for _ in 0..appends_each {
+                    GroupCommit::append(&appends).await.unwrap();
+                }
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined.unwrap();
+        }
+        let appended = clients * appends_each;
+        let counts = commit.counts();
+        assert!(
+            (1..=appended as u64).contains(&counts.batches) && counts.fsyncs == counts.batches,
+            "{appended} appends in {} batches",
+            counts.batches
+        );
+        let bytes = floor_file(dir.path(), "group-commit-floor-");
+        let written = appended * FDATASYNC_APPEND_BYTES;
+        assert_eq!(bytes.len() as u64, FLOOR_FILE_BYTES, "written over the file, never past it");
+        let line = &bytes[..FDATASYNC_APPEND_BYTES];
+        assert!(line[..FDATASYNC_APPEND_BYTES - 1].iter().all(|&b| b == b'x') && line.ends_with(b"\n"));
+        assert!(bytes[..written].chunks(FDATASYNC_APPEND_BYTES).all(|chunk| chunk == line), "one line per append");
+        assert!(bytes[written..].iter().all(|&b| b == 0), "nothing beyond the appends");
+        commit.stop().unwrap();
+        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "the floor's file is removed");
+    }
+
+    #[test]
+    fn floor_writes_of_several_lines_start_over_at_the_file_start_rather_than_grow_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = FloorLog::create(dir.path(), "floor-", FloorWrite::Overwrite).unwrap();
+        let lines_per_write = 7;
+        let bytes_per_write = (lines_per_write * FDATASYNC_APPEND_BYTES) as u64;
+        let writes = FLOOR_FILE_BYTES / bytes_per_write + 2;
+        for _ in 0..writes {
+            log.write_and_sync(lines_per_write).unwrap();
+        }
+        assert_eq!(log.overwrite_at, Some(2 * bytes_per_write), "two writes after starting over");
+        assert_eq!(floor_file(dir.path(), "floor-").len() as u64, FLOOR_FILE_BYTES);
+    }
+}
