@@ -610,22 +610,24 @@ impl HttpFigures {
         // group commit with nothing else to do): how much of the goal's 3.0× the durability
         // itself takes on this machine, and how much the run path adds to it.
         let floor = self.durable_loaded.per_request();
-        rows.push(SummaryRow {
-            figure: format!("(b) CPU per request of the durable floor, {clients} clients (process)"),
-            measured: format_duration(floor.cpu),
-            baseline: format!("{} health", format_duration(health.cpu)),
-            ratio: format_ratio(ratio(floor.cpu, health.cpu)),
-            goal: "",
-            met: None,
-        });
-        rows.push(SummaryRow {
-            figure: format!("(b) CPU per run against the durable floor, {clients} clients (process)"),
-            measured: format_duration(run.cpu),
-            baseline: format!("{} floor (health, then a group-committed fdatasync)", format_duration(floor.cpu)),
-            ratio: format_ratio(ratio(run.cpu, floor.cpu)),
-            goal: "",
-            met: None,
-        });
+        for (figure, measured, baseline, baseline_name) in [
+            ("CPU per request of the durable floor", floor.cpu, health.cpu, "health"),
+            (
+                "CPU per run against the durable floor",
+                run.cpu,
+                floor.cpu,
+                "floor (health, then a group-committed fdatasync)",
+            ),
+        ] {
+            rows.push(SummaryRow {
+                figure: format!("(b) {figure}, {clients} clients (process)"),
+                measured: format_duration(measured),
+                baseline: format!("{} {baseline_name}", format_duration(baseline)),
+                ratio: format_ratio(ratio(measured, baseline)),
+                goal: "",
+                met: None,
+            });
+        }
         let (runs, durable) = (self.run_loaded.throughput(), self.durable_loaded.throughput());
         rows.push(SummaryRow {
             figure: format!("(b) echo runs/s against the durable floor, {clients} clients"),
