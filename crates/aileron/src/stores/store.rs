@@ -4,9 +4,13 @@
 //! from the entries.
 //!
 //! Invariant: [`Store::load_verified`] hands out only bytes whose SHA-256 matches the pinned hash
-//! (SPEC invariant 6). It re-hashes whenever either file's identity (device, inode, size, mtime,
-//! ctime) differs from the last verification, and otherwise returns the very bytes it verified
-//! then — never fresh, unverified reads — so an edit the stat cache cannot see still never executes.
+//! (SPEC invariant 6). It keeps the entry's directory and both files open from the verification
+//! on, and re-hashes whenever one of them is no longer what it was then — its device, inode, size,
+//! mtime or ctime differ (an edit, an append, a file unlinked or renamed over, the directory's
+//! entries changed or the directory renamed) — and otherwise returns the very bytes it verified
+//! then: never fresh, unverified reads, so an edit the check cannot see still never executes.
+//! (Decision 0021: a directory above the entry replaced while the daemon runs is seen at the next
+//! start.)
 //!
 //! Entries are committed by writing a temp directory inside `store/connectors/` and renaming it
 //! into place, so a crash leaves either no entry or a complete one (stale temp directories are
@@ -15,6 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use aileron_core::manifest::{ConnectorManifest, parse_manifest};
 use aileron_core::{Boundary, ContentHash, Failure, Fqn};
+use nix::fcntl::OFlag;
 use sha2::{Digest, Sha256};
 
 use crate::platform::home::{create_private_dir, sync_dir, write_atomic};
@@ -92,34 +98,49 @@ pub struct StoreScan {
     pub damaged: Vec<StoreError>,
 }
 
-/// `(dev, inode, size, mtime ns, ctime ns)` of a file: any write or replacement changes it.
+/// `(dev, inode, size, mtime ns, ctime ns)` of an open file or directory: any write, unlink,
+/// rename or change of its entries changes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FileStamp {
     dev: u64,
     inode: u64,
-    size: u64,
+    size: i64,
     mtime_ns: i128,
     ctime_ns: i128,
 }
 
 impl FileStamp {
-    fn of(metadata: &fs::Metadata) -> FileStamp {
-        let ns = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
-        FileStamp {
-            dev: metadata.dev(),
-            inode: metadata.ino(),
-            size: metadata.size(),
-            mtime_ns: ns(metadata.mtime(), metadata.mtime_nsec()),
-            ctime_ns: ns(metadata.ctime(), metadata.ctime_nsec()),
-        }
+    /// The stamp of what `fd` is open on now (one `fstat`: no path to walk).
+    fn of(fd: &OwnedFd) -> io::Result<FileStamp> {
+        let stat = nix::sys::stat::fstat(fd)?;
+        Ok(FileStamp {
+            dev: stat.st_dev,
+            inode: stat.st_ino,
+            size: stat.st_size,
+            mtime_ns: nanoseconds(stat.st_mtime, stat.st_mtime_nsec),
+            ctime_ns: nanoseconds(stat.st_ctime, stat.st_ctime_nsec),
+        })
+    }
+}
+
+fn nanoseconds(secs: i64, nanos: i64) -> i128 {
+    i128::from(secs) * 1_000_000_000 + i128::from(nanos)
+}
+
+/// An entry as it was verified: its directory, module and manifest, each held open with its
+/// stamp from before its bytes were read.
+struct HeldEntry([(OwnedFd, FileStamp); 3]);
+
+impl HeldEntry {
+    /// Whether all three are still what they were (three `fstat`s).
+    fn unchanged(&self) -> bool {
+        self.0.iter().all(|(fd, stamp)| FileStamp::of(fd).is_ok_and(|now| now == *stamp))
     }
 }
 
 struct CachedVerification {
-    stamps: [FileStamp; 2],
+    held: Arc<HeldEntry>,
     connector: VerifiedConnector,
-    /// The entry's module and manifest files, whose stamps are checked on every load.
-    paths: Arc<[PathBuf; 2]>,
 }
 
 /// The store under `<home>/store`.
@@ -356,7 +377,7 @@ impl Store {
         let mut newest: BTreeMap<String, (i128, ContentHash)> = BTreeMap::new();
         for entry in self.list()? {
             let metadata = fs::metadata(&entry.path).map_err(io_error("reading", &entry.path))?;
-            let committed = FileStamp::of(&metadata).ctime_ns;
+            let committed = nanoseconds(metadata.ctime(), metadata.ctime_nsec());
             let key = entry.reference();
             if newest.get(&key).is_none_or(|(at, _)| committed > *at) {
                 newest.insert(key, (committed, entry.hash));
@@ -382,16 +403,23 @@ impl Store {
         if let Some(connector) = self.verified_unchanged(hash) {
             return Ok(connector);
         }
-        let dir = self.entry_dir(hash);
-        let (wasm_path, manifest_path) = (dir.join(WASM_FILE), dir.join(MANIFEST_FILE));
         let not_installed = |e: io::Error| {
             Failure::runtime_error(Boundary::Runtime, format!("connector {hash} is not in the store ({e})"))
                 .with_detail("hash", hash.to_string())
                 .with_detail("hint", "install the connector the action pins, then retry")
         };
-        // Stamp and read through the same open file, so the stamp describes the bytes hashed.
-        let (wasm_stamp, wasm) = read_stamped(&wasm_path).map_err(not_installed)?;
-        let (manifest_stamp, manifest_bytes) = read_stamped(&manifest_path).map_err(not_installed)?;
+        // The directory is stamped before its files are opened through it, so a file swapped in
+        // after that changes the directory's stamp; each file is stamped and read through the
+        // same open file, so its stamp describes the bytes hashed.
+        let dir = nix::fcntl::open(
+            &self.entry_dir(hash),
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| not_installed(e.into()))?;
+        let dir_stamp = FileStamp::of(&dir).map_err(not_installed)?;
+        let (wasm_file, wasm) = read_stamped(&dir, WASM_FILE).map_err(not_installed)?;
+        let (manifest_file, manifest_bytes) = read_stamped(&dir, MANIFEST_FILE).map_err(not_installed)?;
         self.rehashes.fetch_add(1, Ordering::Relaxed);
         let mut hasher = Sha256::new();
         hasher.update(&wasm);
@@ -419,27 +447,25 @@ impl Store {
         self.verified.lock().expect("store verification cache poisoned").insert(
             hash.clone(),
             CachedVerification {
-                stamps: [wasm_stamp, manifest_stamp],
+                held: Arc::new(HeldEntry([(dir, dir_stamp), wasm_file, manifest_file])),
                 connector: connector.clone(),
-                paths: Arc::new([wasm_path, manifest_path]),
             },
         );
         Ok(connector)
     }
 
-    /// The connector pinned by `hash` if it was verified before and both its files are unchanged
-    /// since (two `statx`, no read): the files' stamps now against those taken when their bytes
-    /// were hashed. The paths come from the cache, so this builds none. `None` means
-    /// [`Store::load_verified`] must read and hash them.
+    /// The connector pinned by `hash` if it was verified before and its entry is unchanged since
+    /// (three `fstat`s of what the verification held open, no path walked, no read): the stamps
+    /// now against those taken when its bytes were hashed. `None` means [`Store::load_verified`]
+    /// must read and hash them.
     pub fn verified_unchanged(&self, hash: &ContentHash) -> Option<VerifiedConnector> {
-        let (paths, stamps, connector) = self
+        let (held, connector) = self
             .verified
             .lock()
             .expect("store verification cache poisoned")
             .get(hash)
-            .map(|cached| (cached.paths.clone(), cached.stamps, cached.connector.clone()))?;
-        let (wasm_meta, manifest_meta) = (fs::metadata(&paths[0]).ok()?, fs::metadata(&paths[1]).ok()?);
-        ([FileStamp::of(&wasm_meta), FileStamp::of(&manifest_meta)] == stamps).then_some(connector)
+            .map(|cached| (cached.held.clone(), cached.connector.clone()))?;
+        held.unchanged().then_some(connector)
     }
 
     /// How many times `load_verified` hashed the bytes (the warm path does not).
@@ -448,12 +474,14 @@ impl Store {
     }
 }
 
-fn read_stamped(path: &Path) -> io::Result<(FileStamp, Vec<u8>)> {
-    let mut file = File::open(path)?;
-    let metadata = file.metadata()?;
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+/// `name` in `dir`, opened, stamped, then read: the open file (to hold) with its stamp, and its bytes.
+fn read_stamped(dir: &OwnedFd, name: &str) -> io::Result<((OwnedFd, FileStamp), Vec<u8>)> {
+    let fd = nix::fcntl::openat(dir, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())?;
+    let stamp = FileStamp::of(&fd)?;
+    let mut file = File::from(fd);
+    let mut bytes = Vec::with_capacity(usize::try_from(stamp.size).unwrap_or(0));
     file.read_to_end(&mut bytes)?;
-    Ok((FileStamp::of(&metadata), bytes))
+    Ok(((OwnedFd::from(file), stamp), bytes))
 }
 
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
@@ -572,6 +600,7 @@ mod tests {
             ("manifest.toml", Tamper::FlipFirstByte),
             ("connector.wasm", Tamper::Append),
             ("manifest.toml", Tamper::ReplaceSameSize),
+            ("connector.wasm", Tamper::RenameOver),
         ];
         for (file, tamper) in cases {
             let (_temp, store) = store();
@@ -602,6 +631,8 @@ mod tests {
         Append,
         /// A new file (new inode) of the same size.
         ReplaceSameSize,
+        /// A new file written beside it and renamed over it.
+        RenameOver,
     }
 
     impl Tamper {
@@ -618,6 +649,46 @@ mod tests {
                     fs::remove_file(path).unwrap();
                     fs::write(path, bytes).unwrap();
                 }
+                Tamper::RenameOver => {
+                    bytes[0] ^= 1;
+                    let beside = path.with_extension("new");
+                    fs::write(&beside, bytes).unwrap();
+                    fs::rename(&beside, path).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_entry_directory_replaced_after_a_verification_is_hashed_again() {
+        for tampered in [false, true] {
+            let (temp, store) = store();
+            let pkg = package("github://acme/slack", "1.2.0", b"\0asm-slack-connector", None);
+            let entry = store.commit(&pkg).unwrap();
+            store.load_verified(&pkg.hash).unwrap();
+            assert_eq!(store.rehash_count(), 1);
+
+            // The verified directory is moved aside (still whole, its files still open) and
+            // another takes its place.
+            next_timestamp_tick();
+            let aside = temp.path().join("aside");
+            fs::rename(&entry.path, &aside).unwrap();
+            fs::create_dir(&entry.path).unwrap();
+            for file in [WASM_FILE, MANIFEST_FILE] {
+                let mut bytes = fs::read(aside.join(file)).unwrap();
+                if tampered && file == WASM_FILE {
+                    bytes[0] ^= 1;
+                }
+                fs::write(entry.path.join(file), bytes).unwrap();
+            }
+            let loaded = store.load_verified(&pkg.hash);
+            assert_eq!(store.rehash_count(), 2, "tampered: {tampered}: the new directory was hashed");
+            if tampered {
+                assert_eq!(loaded.unwrap_err().class, FailureClass::HashMismatch);
+            } else {
+                assert_eq!(*loaded.unwrap().wasm, pkg.wasm);
+                store.load_verified(&pkg.hash).unwrap();
+                assert_eq!(store.rehash_count(), 2, "and is held from then on");
             }
         }
     }
@@ -685,7 +756,7 @@ mod tests {
             store.load_verified(&pkg.hash).unwrap();
         }
         let warm = started.elapsed() / 100;
-        log_line!("load_verified of a 7 MiB connector: cold (read + sha256) {cold:?}, warm (2 stats) {warm:?}");
+        log_line!("load_verified of a 7 MiB connector: cold (read + sha256) {cold:?}, warm (3 fstats) {warm:?}");
         assert_eq!(store.rehash_count(), 1);
     }
 }
