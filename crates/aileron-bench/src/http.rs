@@ -178,7 +178,7 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
     // one hour) then lands on every side of them.
     let window = args.duration / LOAD_ROUNDS as u32;
     let group_commit = GroupCommit::start(&floor_dir)?;
-    let mut pooled: [Option<LoadFigures>; 3] = [None, None, None];
+    let mut pooled: [Option<LoadFigures>; LOAD_KINDS] = std::array::from_fn(|_| None);
     for round in 0..LOAD_ROUNDS {
         for step in 0..pooled.len() {
             let kind = (step + round) % pooled.len();
@@ -225,6 +225,8 @@ pub(super) async fn http_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::
 
 /// Rounds of the loaded phases (see [`http_benchmark`]).
 pub(super) const LOAD_ROUNDS: usize = 3;
+/// Loaded phases in each round: health, run and the durable floor.
+pub(super) const LOAD_KINDS: usize = 3;
 
 /// Size of one append of the disk floor measurement: about one audit record line.
 const FDATASYNC_APPEND_BYTES: usize = 600;

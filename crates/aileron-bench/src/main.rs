@@ -34,7 +34,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use call::call_benchmark;
-use http::{LOAD_ROUNDS, http_benchmark};
+use http::{LOAD_KINDS, LOAD_ROUNDS, http_benchmark};
 use machine::{Machine, StolenTime, load_average};
 use report::{Report, refresh_markdown};
 use restart::restart_benchmark;
@@ -364,7 +364,7 @@ async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     };
     let http = if args.runs(Part::Http) {
         eprintln!(
-            "(b) loopback HTTP: {LOAD_ROUNDS} rounds of 2 loaded phases of {:.1} s warm-up + {:.2} s measured, then 2 \
+            "(b) loopback HTTP: {LOAD_ROUNDS} rounds of {LOAD_KINDS} loaded phases (health, run, the durable floor) of {:.1} s warm-up + {:.2} s measured, then 2 \
              phases of one client of {:.1} s + {:.1} s",
             args.warmup.as_secs_f64(),
             args.duration.as_secs_f64() / LOAD_ROUNDS as f64,
