@@ -639,6 +639,20 @@ impl HttpFigures {
             goal: "",
             met: None,
         });
+        // Whether the CPUs had anything to run at all: a phase whose clients all wait for a sync
+        // leaves them idle, and then runs/s is bound by the sync rather than by CPU per run.
+        rows.push(SummaryRow {
+            figure: format!("(b) CPUs idle while runs load them, {clients} clients (machine)"),
+            measured: format_idle(&self.run_loaded.work),
+            baseline: format!(
+                "{} health, {} floor",
+                format_idle(&self.health_loaded.work),
+                format_idle(&self.durable_loaded.work)
+            ),
+            ratio: String::new(),
+            goal: "",
+            met: None,
+        });
         rows.push(SummaryRow {
             figure: format!("(b) context switches per run, {clients} clients (process)"),
             measured: format!("{:.2}", run.switches),
@@ -687,7 +701,7 @@ impl HttpFigures {
         let _ = writeln!(
             text,
             "Reproduce: `{}`. Each phase: the clients send the same request back to back for a warm-up, then \
-             {window} s measured (requests sent and answered inside the window); the {} client phases in {LOAD_ROUNDS} \
+             {window:.1} s measured (requests sent and answered inside the window); the {} client phases in {LOAD_ROUNDS} \
              rounds of health, run and the durable floor in turn (the order rotated each round), each round's window an \
              equal share of that and the rounds pooled, so drift on the machine lands on every side of their ratios. \
              The durable floor is what any run made durable before its answer cannot do without at as many clients: \
@@ -704,7 +718,9 @@ impl HttpFigures {
              the requests answered in it; context switches per request (`getrusage`'s voluntary and involuntary \
              ones, all threads) and allocations per request (the benchmark's global allocator counts them) the \
              same way. They count work instead of timing it, so they move with the run path and not with this \
-             VM's speed. The mean fdatasync is the audit writer's \
+             VM's speed. CPUs idle is the whole machine's (`/proc/stat`'s idle and iowait over the window): time in \
+             which no CPU had anything to run, as when every client waits for a sync; a phase with idle CPUs is \
+             bound by that wait, not by its CPU per request. The mean fdatasync is the audit writer's \
              own, timed inside the daemon around each sync of the phase: what a durable run waits for, against \
              the floor below measured on an idle daemon.\n",
             command_line,
@@ -735,9 +751,9 @@ impl HttpFigures {
             text,
             "| request | clients | answered in window | throughput | p50 | p99 | mean | max | audit fsyncs | \
              audit batches | runs per fsync | mean fdatasync (writer) | CPU per request | context switches per request | \
-             allocations per request |"
+             allocations per request | CPUs idle (machine) |"
         );
-        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (label, phase, audited) in [
             ("`GET /v1/health`", &self.health_loaded, false),
             ("`POST /v1/actions/echo/run`", &self.run_loaded, true),
@@ -758,7 +774,7 @@ impl HttpFigures {
             let _ = writeln!(
                 text,
                 "| {label} | {} | {} | {} | {} | {} | {} | {} | {fsyncs} | {batches} | {per_fsync} | {mean_sync} | {} | \
-                 {:.2} | {:.0} |",
+                 {:.2} | {:.0} | {} |",
                 phase.clients,
                 format_count(phase.latency.len() as u64),
                 format_rate(phase.throughput()),
@@ -768,10 +784,17 @@ impl HttpFigures {
                 format_duration(phase.latency.max()),
                 format_duration(work.cpu),
                 work.switches,
-                work.allocations
+                work.allocations,
+                format_idle(&phase.work)
             );
         }
     }
+}
+
+/// The share of a phase's time in which no CPU of the machine had anything to run (`/proc/stat`'s
+/// idle and iowait), or `unknown`.
+fn format_idle(work: &work::Work) -> String {
+    work.machine.idle_share().map_or_else(|| "unknown".to_string(), |share| format!("{:.1} %", share * 100.0))
 }
 
 #[cfg(test)]

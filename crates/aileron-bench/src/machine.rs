@@ -45,14 +45,17 @@ pub(super) fn load_average() -> String {
     if averages.len() == 3 { averages.join(" ") } else { "unknown".to_string() }
 }
 
-/// The machine's CPU time so far, from the `cpu` line of `/proc/stat`, in clock ticks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The machine's CPU time so far, from the `cpu` line of `/proc/stat`, in clock ticks (or, from
+/// [`CpuTimes::since`], over an interval).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct CpuTimes {
     /// user, nice, system, idle, iowait, irq and softirq: the time the guest saw.
     seen: u64,
     /// Time the hypervisor ran something else while this VM had work: invisible to every clock
     /// in here, it stretches whatever was being timed.
     stolen: u64,
+    /// idle and iowait: no CPU had anything to run (iowait: while some task waited on a disk).
+    idle: u64,
 }
 
 impl CpuTimes {
@@ -64,7 +67,26 @@ impl CpuTimes {
         let line = stat.lines().find(|line| line.starts_with("cpu "))?;
         let fields: Vec<u64> = line.split_whitespace().skip(1).map(str::parse).collect::<Result<_, _>>().ok()?;
         let (seen, stolen) = (fields.get(..7)?.iter().sum(), *fields.get(7)?);
-        Some(CpuTimes { seen, stolen })
+        Some(CpuTimes { seen, stolen, idle: fields[3] + fields[4] })
+    }
+
+    /// The time between `earlier` and `self`.
+    pub(super) fn since(self, earlier: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            seen: self.seen.saturating_sub(earlier.seen),
+            stolen: self.stolen.saturating_sub(earlier.stolen),
+            idle: self.idle.saturating_sub(earlier.idle),
+        }
+    }
+
+    pub(super) fn plus(self, other: CpuTimes) -> CpuTimes {
+        CpuTimes { seen: self.seen + other.seen, stolen: self.stolen + other.stolen, idle: self.idle + other.idle }
+    }
+
+    /// Of an interval's time, the share in which no CPU had anything to run; `None` when the
+    /// interval is empty (or `/proc/stat` could not be read).
+    pub(super) fn idle_share(self) -> Option<f64> {
+        (self.seen > 0).then(|| self.idle as f64 / self.seen as f64)
     }
 
     /// The share of the CPU time between `self` and `later` that was stolen.
@@ -175,7 +197,7 @@ mod tests {
     #[test]
     fn stolen_time_is_the_steal_column_over_all_columns() {
         let before = CpuTimes::parse("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n").unwrap();
-        assert_eq!(before, CpuTimes { seen: 965, stolen: 35 });
+        assert_eq!(before, CpuTimes { seen: 965, stolen: 35, idle: 810 });
         let after = CpuTimes::parse("cpu  160 0 80 850 10 0 5 60 0 0\n").unwrap();
         // 25 of the 165 ticks that passed were stolen.
         assert_eq!(before.stolen_share(after), Some(25.0 / 165.0));
@@ -186,6 +208,20 @@ mod tests {
         stolen.parts.push(("(c)", None));
         assert_eq!(stolen.describe().as_deref(), Some("(b) 15.2 %, (c) unknown"));
         assert_eq!(StolenTime { last: None, ..StolenTime::start(None) }.describe(), None);
+    }
+
+    #[test]
+    fn idle_time_is_idle_and_iowait_over_the_time_the_guest_saw() {
+        let before = CpuTimes::parse("cpu  100 0 50 800 10 0 5 35 0 0\n").unwrap();
+        let after = CpuTimes::parse("cpu  160 0 80 850 30 0 10 60 0 0\n").unwrap();
+        // 50 idle and 20 iowait of the 165 ticks the guest saw (the 25 stolen are not among them).
+        let interval = after.since(before);
+        assert_eq!(interval, CpuTimes { seen: 165, stolen: 25, idle: 70 });
+        assert_eq!(interval.idle_share(), Some(70.0 / 165.0));
+        // Intervals add up (the rounds of a phase are pooled), and an empty one has no share.
+        assert_eq!(interval.plus(interval).idle_share(), Some(70.0 / 165.0));
+        assert_eq!(CpuTimes::default().idle_share(), None);
+        assert_eq!(before.since(after), CpuTimes::default());
     }
 
     #[test]

@@ -10,6 +10,8 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use super::machine::CpuTimes;
+
 /// The allocator the `aileron` executable uses (mimalloc: docs/decisions/0004-actions-and-runs.md, "Allocator"), with
 /// every allocation counted, so the daemon (b) and (d) serve in this process allocates as the
 /// real one does. Each thread counts on a cache line of its own (while there are no more threads
@@ -89,6 +91,9 @@ pub struct Work {
     pub switches: u64,
     pub allocations: u64,
     pub allocated_bytes: u64,
+    /// The whole machine's CPU time (every process's, and the idle time): whether the CPUs had
+    /// work to do at all, which the process's own figures cannot say.
+    pub machine: CpuTimes,
 }
 
 impl Work {
@@ -105,7 +110,7 @@ impl Work {
             allocations += shard.allocations.load(Ordering::Relaxed);
             allocated_bytes += shard.bytes.load(Ordering::Relaxed);
         }
-        Work { cpu, switches, allocations, allocated_bytes }
+        Work { cpu, switches, allocations, allocated_bytes, machine: CpuTimes::read().unwrap_or_default() }
     }
 
     /// The work done between `earlier` and `self`.
@@ -115,6 +120,7 @@ impl Work {
             switches: self.switches.saturating_sub(earlier.switches),
             allocations: self.allocations - earlier.allocations,
             allocated_bytes: self.allocated_bytes - earlier.allocated_bytes,
+            machine: self.machine.since(earlier.machine),
         }
     }
 
@@ -124,6 +130,7 @@ impl Work {
             switches: self.switches + other.switches,
             allocations: self.allocations + other.allocations,
             allocated_bytes: self.allocated_bytes + other.allocated_bytes,
+            machine: self.machine.plus(other.machine),
         }
     }
 
