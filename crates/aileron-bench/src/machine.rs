@@ -59,14 +59,23 @@ pub(super) struct CpuTimes {
 }
 
 impl CpuTimes {
+    /// Reads the `cpu` line (the file's first) into a buffer on the stack: a load phase's
+    /// [`super::work::Work`] snapshots take this, and the window between them counts allocations.
     pub(super) fn read() -> Option<CpuTimes> {
-        CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+        use std::io::Read as _;
+        let mut head = [0u8; 512];
+        let read = std::fs::File::open("/proc/stat").ok()?.read(&mut head).ok()?;
+        CpuTimes::parse(std::str::from_utf8(&head[..read]).ok()?)
     }
 
     fn parse(stat: &str) -> Option<CpuTimes> {
         let line = stat.lines().find(|line| line.starts_with("cpu "))?;
-        let fields: Vec<u64> = line.split_whitespace().skip(1).map(str::parse).collect::<Result<_, _>>().ok()?;
-        let (seen, stolen) = (fields.get(..7)?.iter().sum(), *fields.get(7)?);
+        let mut numbers = line.split_whitespace().skip(1);
+        let mut fields = [0u64; 8];
+        for field in &mut fields {
+            *field = numbers.next()?.parse().ok()?;
+        }
+        let (seen, stolen) = (fields[..7].iter().sum(), fields[7]);
         Some(CpuTimes { seen, stolen, idle: fields[3] + fields[4] })
     }
 
