@@ -794,7 +794,7 @@ impl HttpFigures {
 /// The share of a phase's time in which no CPU of the machine had anything to run (`/proc/stat`'s
 /// idle and iowait), or `unknown`.
 fn format_idle(work: &work::Work) -> String {
-    work.machine.idle_share().map_or_else(|| "unknown".to_string(), |share| format!("{:.1} %", share * 100.0))
+    super::machine::format_share(work.machine.idle_share())
 }
 
 #[cfg(test)]

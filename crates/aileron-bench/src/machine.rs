@@ -45,6 +45,11 @@ pub(super) fn load_average() -> String {
     if averages.len() == 3 { averages.join(" ") } else { "unknown".to_string() }
 }
 
+/// A share of CPU time as `12.1 %`, or `unknown` when it could not be measured.
+pub(super) fn format_share(share: Option<f64>) -> String {
+    share.map_or_else(|| "unknown".to_string(), |share| format!("{:.1} %", share * 100.0))
+}
+
 /// The machine's CPU time so far, from the `cpu` line of `/proc/stat`, in clock ticks (or, from
 /// [`CpuTimes::since`], over an interval).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -160,14 +165,8 @@ impl StolenTime {
 
     /// `(a) 0.4 %, (b) 12.1 %, …`, or `None` when no part was measured.
     pub(super) fn describe(&self) -> Option<String> {
-        let parts: Vec<String> = self
-            .parts
-            .iter()
-            .map(|(label, share)| match share {
-                Some(share) => format!("{label} {:.1} %", share * 100.0),
-                None => format!("{label} unknown"),
-            })
-            .collect();
+        let parts: Vec<String> =
+            self.parts.iter().map(|(label, share)| format!("{label} {}", format_share(*share))).collect();
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 }
