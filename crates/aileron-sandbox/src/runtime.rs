@@ -81,6 +81,31 @@ fn pooling(slots: usize) -> PoolingAllocationConfig {
     pool
 }
 
+/// `build` with `wanted` slots, else with half as many, and so on down to one: the pool reserves
+/// its slots' address space up front, which an address-space limit (`ulimit -v`), a kernel with a
+/// 39-bit address space (512 GiB for the whole process) or a tool such as valgrind refuses for
+/// 1,024 slots of 1 GiB. Returns what was built and with how many slots; when even one slot
+/// cannot be reserved, the error of the first attempt.
+fn largest_pool<T>(wanted: usize, mut build: impl FnMut(usize) -> anyhow::Result<T>) -> anyhow::Result<(T, usize)> {
+    let first = match build(wanted) {
+        Ok(built) => return Ok((built, wanted)),
+        Err(error) => error,
+    };
+    let mut slots = wanted / 2;
+    while slots >= 1 {
+        if let Ok(built) = build(slots) {
+            return Ok((built, slots));
+        }
+        slots /= 2;
+    }
+    // The hint last, where the command line looks for it, whatever context callers add before.
+    Err(anyhow::anyhow!(
+        "not even one call's slot could be reserved ({} GiB of address space): {first:#}\nhint: raise the process's \
+         address-space limit (`ulimit -v`)",
+        limits::MAX_MEMORY_BYTES >> 30
+    ))
+}
+
 /// Configuration of a [`Runtime`].
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
@@ -173,9 +198,12 @@ impl Runtime {
         // same (BENCHMARKS.md, issue 49).
         wasm_config.memory_reservation(limits::MAX_MEMORY_BYTES);
         let compile_config = wasm_config.clone();
-        let slots = config.concurrent_calls.unwrap_or(MAX_CONCURRENT_CALLS).max(1);
-        wasm_config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(slots)));
-        let engine = Engine::new(&wasm_config).map_err(anyhow::Error::from).context("configuring wasmtime")?;
+        let wanted = config.concurrent_calls.unwrap_or(MAX_CONCURRENT_CALLS).max(1);
+        let (engine, slots) = largest_pool(wanted, |slots| {
+            wasm_config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(slots)));
+            Engine::new(&wasm_config).map_err(anyhow::Error::from)
+        })
+        .context("configuring wasmtime")?;
 
         let link = |convention: Convention| -> anyhow::Result<Linker<CallContext>> {
             let mut linker = Linker::new(&engine);
@@ -208,6 +236,12 @@ impl Runtime {
             memory_budget: limits::MemoryBudget::new(config.memory_budget.unwrap_or(limits::GUEST_MEMORY_BUDGET)),
             ticker,
         })
+    }
+
+    /// Calls that may hold an instance at once: what [`RuntimeConfig::concurrent_calls`] asked
+    /// for, or fewer when the process could not reserve the address space for that many slots.
+    pub fn concurrent_calls(&self) -> usize {
+        self.slot_count
     }
 
     /// Compiles `wasm` (or takes it from the memory cache, else the disk cache), checks its
@@ -527,5 +561,31 @@ impl Drop for EpochTicker {
             thread.thread().unpark();
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_shrinks_by_halves_to_what_the_address_space_allows() {
+        let fits_at_most = |limit: usize| {
+            let mut tried = Vec::new();
+            let built = largest_pool(1024, |slots| {
+                tried.push(slots);
+                if slots <= limit { Ok(slots) } else { anyhow::bail!("cannot reserve {slots} slots") }
+            });
+            (built.map(|(built, slots)| (built, slots)).map_err(|error| format!("{error:#}")), tried)
+        };
+        assert_eq!(fits_at_most(2048), (Ok((1024, 1024)), vec![1024]));
+        assert_eq!(fits_at_most(100), (Ok((64, 64)), vec![1024, 512, 256, 128, 64]));
+        assert_eq!(fits_at_most(1).0, Ok((1, 1)));
+        let (refused, tried) = fits_at_most(0);
+        assert_eq!(tried, vec![1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1]);
+        let refused = refused.unwrap_err();
+        assert!(refused.contains("not even one call's slot could be reserved (1 GiB of address space)"), "{refused}");
+        assert!(refused.contains("hint: raise the process's address-space limit"), "{refused}");
+        assert!(refused.contains("cannot reserve 1024 slots"), "the first attempt's error: {refused}");
     }
 }

@@ -35,6 +35,16 @@ impl Sandbox {
             after_compile: Some(crate::platform::process::return_compile_memory),
             ..RuntimeConfig::default()
         })?;
+        let slots = runtime.concurrent_calls();
+        if slots < aileron_sandbox::MAX_CONCURRENT_CALLS {
+            log_line!(
+                "aileron daemon: warning: at most {slots} connector calls can run at once, not {}: this process may \
+                 not reserve the address space for more (each call's slot reserves {} GiB); further calls wait for a \
+                 free slot\nhint: raise the address-space limit (`ulimit -v unlimited`) before starting the daemon",
+                aileron_sandbox::MAX_CONCURRENT_CALLS,
+                aileron_sandbox::MAX_MEMORY_BYTES >> 30
+            );
+        }
         Ok(Sandbox { runtime: Arc::new(runtime) })
     }
 

@@ -775,6 +775,62 @@ fn the_demo_runs_end_to_end_offline() {
     }
 }
 
+/// A process that may not reserve the pool's 1 TiB of address space (`ulimit -v`, a kernel with a
+/// 39-bit address space, valgrind) still starts and runs actions: the pool shrinks by halves to
+/// what fits and the daemon says so, with the limit to raise. Before, the daemon refused to start.
+#[test]
+fn the_daemon_runs_actions_under_an_address_space_limit() {
+    // 64 GiB: room for the process and 32 slots of 1 GiB, not for 1,024.
+    const LIMIT_KIB: &str = "67108864";
+    let limited = |args: &str| {
+        let mut command = Command::new("sh");
+        command.args(["-c", &format!("ulimit -v {LIMIT_KIB} && exec \"$0\" {args}"), env!("CARGO_BIN_EXE_aileron")]);
+        command
+    };
+    let output = limited("demo").stdin(std::process::Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "demo failed under ulimit -v:\n{stdout}\n{}", stderr(&output));
+    for step in ["result: completed", "hash chain intact", "stopped the daemon"] {
+        assert!(stdout.contains(step), "the demo shows `{step}`:\n{stdout}");
+    }
+
+    let cli = Cli::new();
+    let mut daemon = limited("daemon run")
+        .env("AILERON_HOME", &cli.home)
+        .env_remove("AILERON_URL")
+        .env_remove("AILERON_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its stderr read on a thread of its own, so a daemon that never warns fails the test in time.
+    let (lines, received) = std::sync::mpsc::channel();
+    let stream = daemon.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stream)).map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut said = Vec::new();
+    while let Ok(line) = received.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+        let warned = line.contains("connector calls can run at once, not 1024");
+        said.push(line);
+        if warned {
+            break;
+        }
+    }
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let said = said.join("\n");
+    // 64 GiB holds 32 slots of 1 GiB and their guards, not 64.
+    assert!(said.contains("warning: at most 32 connector calls can run at once, not 1024"), "{said}");
+    assert!(said.contains("each call's slot reserves 1 GiB"), "{said}");
+}
+
 /// Every `sh` block of README.md, in order, in one throwaway home, run as written: lines joined
 /// at a trailing `\\`; skipped only the listed `cargo` lines (this test's own build already ran them) and
 /// the lines marked `# needs network:`, `# needs an agent:` or `# foreground:`. The environment
