@@ -11,7 +11,7 @@
 //! - the warm call, `Runtime::call` against the same module on bare wasmtime, both answering the
 //!   guest's `http_request` from the same in-process hook (no network: this is the sandbox's cost);
 //! - wasmtime's two compilers on this module: Cranelift (what the runtime uses) and Winch (the
-//!   baseline tier), both with the runtime's fuel and epoch checks compiled in: compile time, and
+//!   baseline tier), both with the runtime's epoch checks compiled in: compile time, and
 //!   the warm call each one's code gives;
 //! - the compiled artifact's size on disk.
 
@@ -440,15 +440,15 @@ impl GoFigures {
             ("bare wasmtime (default engine, Cranelift)", &self.warm_bare),
         ];
         if let Ok(winch) = &self.winch {
-            rows.push(("bare, Cranelift with fuel + epoch checks", &winch.cranelift_warm));
-            rows.push(("bare, Winch with fuel + epoch checks", &winch.warm));
+            rows.push(("bare, Cranelift with epoch checks", &winch.cranelift_warm));
+            rows.push(("bare, Winch with epoch checks", &winch.warm));
         }
         distribution_rows(text, &rows);
         match &self.winch {
             Ok(winch) => {
                 let _ = writeln!(
                     text,
-                    "\nCompilers, same module, fuel and epoch checks compiled in: Cranelift {} , Winch {} ({}); \
+                    "\nCompilers, same module, epoch checks compiled in: Cranelift {} , Winch {} ({}); \
                      Winch's code runs this call at {} of Cranelift's time at p50.",
                     format_duration(self.cranelift_compile),
                     format_duration(winch.compile),

@@ -55,7 +55,8 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Wall-time limit of the whole call, including time spent in host calls (default 30 s).
     pub wall_time: Duration,
-    /// Optional fuel budget (roughly one unit per wasm instruction); `None` = unlimited.
+    /// Optional fuel budget (roughly one unit per wasm instruction); `None` = unlimited. Needs a
+    /// runtime with [`crate::RuntimeConfig::fuel_metering`]; on one without, the call fails.
     pub fuel: Option<u64>,
     /// Maximum bytes the guest may write to stdout (default 1 MiB); more stops the call.
     pub max_stdout_bytes: usize,

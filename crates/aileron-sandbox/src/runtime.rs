@@ -120,6 +120,11 @@ pub struct RuntimeConfig {
     /// Called on the compiling thread right after each compile (not after a cache hit): the
     /// daemon hands the memory the compile freed back to the system there.
     pub after_compile: Option<fn()>,
+    /// Compile fuel checks into every module, so a call may set [`Limits::fuel`]. Off by
+    /// default: the checks are ~15 % of a guest's own instructions (BENCHMARKS.md, issue 49),
+    /// and the daemon sets no fuel budget — its calls are bounded by wall time (SPEC §4.3). On a
+    /// runtime without them a call that asks for a fuel budget fails; it is never run unmetered.
+    pub fuel_metering: bool,
 }
 
 /// One call of a connector operation.
@@ -177,19 +182,20 @@ pub struct Runtime {
     /// One permit per pooled slot: held from instantiation until the call's store is dropped.
     slots: Arc<tokio::sync::Semaphore>,
     slot_count: usize,
+    fuel_metering: bool,
     memory_budget: Arc<limits::MemoryBudget>,
     ticker: EpochTicker,
 }
 
 impl Runtime {
-    /// Builds the engine (epoch interruption, fuel metering, stack budget), links the host
-    /// interfaces, prepares the disk cache directory and starts the epoch ticker thread.
+    /// Builds the engine (epoch interruption, fuel metering when configured, stack budget), links
+    /// the host interfaces, prepares the disk cache directory and starts the epoch ticker thread.
     pub fn new(config: RuntimeConfig) -> anyhow::Result<Runtime> {
         let mut wasm_config = Config::new();
         wasm_config.epoch_interruption(true);
-        // Fuel metering is compiled into every module so a call can opt into a fuel budget;
-        // calls without one get an unreachable budget.
-        wasm_config.consume_fuel(true);
+        // Part of the disk cache's engine key: artifacts compiled with the other setting are
+        // not used (they are compiled again).
+        wasm_config.consume_fuel(config.fuel_metering);
         wasm_config.max_wasm_stack(MAX_WASM_STACK);
         // A slot reserves the largest memory a call may have, not wasmtime's default 4 GiB: with
         // 1,024 slots that is 1 TiB of address space rather than 4 (several daemons in one test
@@ -233,6 +239,7 @@ impl Runtime {
             counters: CacheCounters::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             slot_count: slots,
+            fuel_metering: config.fuel_metering,
             memory_budget: limits::MemoryBudget::new(config.memory_budget.unwrap_or(limits::GUEST_MEMORY_BUDGET)),
             ticker,
         })
@@ -399,6 +406,14 @@ impl Runtime {
             );
             return CallOutcome::unstarted(Err(failure), started);
         }
+        if request.limits.fuel.is_some() && !self.fuel_metering {
+            // Run unmetered, the budget would be silently ignored.
+            let failure = Failure::runtime_error(
+                Boundary::Runtime,
+                "the call sets a fuel budget, but this runtime compiles no fuel checks (RuntimeConfig::fuel_metering)",
+            );
+            return CallOutcome::unstarted(Err(failure), started);
+        }
         let limits = request.limits.clone();
         // An unrepresentable deadline (absurd wall time) is capped at a day.
         let deadline = started.checked_add(limits.wall_time).unwrap_or(started + Duration::from_secs(86_400));
@@ -428,7 +443,10 @@ impl Runtime {
         let mut store =
             Store::new(&self.engine, CallContext::new(stdin, &limits, self.memory_budget.clone(), hooks, deadline));
         store.limiter(|context| &mut context.limiter);
-        store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).expect("fuel metering is enabled on the engine");
+        if self.fuel_metering {
+            // A call without a budget gets one it cannot reach.
+            store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).expect("fuel metering is enabled on the engine");
+        }
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(limits::epoch_deadline_check(deadline));
 

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use aileron_core::ContentHash;
-use aileron_sandbox::{CallRequest, ImportPolicy, Limits, Runtime, RuntimeConfig};
+use aileron_sandbox::{CallRequest, ImportPolicy, Limits, LoadedModule, Runtime, RuntimeConfig};
 
 use crate::guest::{FakeEgress, Wat, call, failure, limits, summary};
 
@@ -186,9 +186,18 @@ async fn stdout_is_capped_and_stderr_keeps_its_tail() {
 
 #[tokio::test]
 async fn fuel_limits_computation_when_set() {
-    let module = infinite_loop().load();
+    let metered = Runtime::new(RuntimeConfig { fuel_metering: true, ..RuntimeConfig::default() }).unwrap();
+    let load = |runtime: &Runtime, wasm: Vec<u8>| {
+        runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap()
+    };
+    async fn call_on(runtime: &Runtime, module: &LoadedModule, fuel: Option<u64>) -> aileron_sandbox::CallOutcome {
+        let request =
+            CallRequest { op: "run".into(), args: serde_json::json!({}), limits: Limits { fuel, ..limits() } };
+        runtime.call(module, request, FakeEgress::new()).await
+    }
+    let module = load(&metered, infinite_loop().wasm());
     let started = Instant::now();
-    let outcome = call(&module, Limits { fuel: Some(100_000), ..limits() }).await;
+    let outcome = call_on(&metered, &module, Some(100_000)).await;
     assert_eq!(summary(&outcome), r#"resource_limit_exceeded sandbox "fuel""#);
     assert!(started.elapsed() < Duration::from_secs(1));
 
@@ -200,11 +209,19 @@ async fn fuel_limits_computation_when_set() {
                (br_if $again (i32.lt_u (local.get $i) (i32.const 1000))))",
         )
         .write(1, r#"{"output":"done"}"#);
-    let module = counted.load();
-    let plenty = call(&module, Limits { fuel: Some(1_000_000), ..limits() }).await;
+    let module = load(&metered, counted.wasm());
+    let plenty = call_on(&metered, &module, Some(1_000_000)).await;
     assert_eq!(summary(&plenty), r#"ok "done""#);
-    let scarce = call(&module, Limits { fuel: Some(500), ..limits() }).await;
+    let scarce = call_on(&metered, &module, Some(500)).await;
     assert_eq!(summary(&scarce), r#"resource_limit_exceeded sandbox "fuel""#);
+    assert_eq!(summary(&call_on(&metered, &module, None).await), r#"ok "done""#, "no budget: unmetered");
+
+    // The default runtime (the daemon's) compiles no fuel checks: a budget is refused before the
+    // guest starts, never ignored.
+    let module = counted.load();
+    let refused = call(&module, Limits { fuel: Some(1_000_000), ..limits() }).await;
+    assert_eq!(summary(&refused), "connector_runtime_error runtime");
+    assert!(failure(&refused).message.contains("compiles no fuel checks"), "{:?}", failure(&refused));
 }
 
 #[tokio::test]
