@@ -84,8 +84,8 @@ fn pooling(slots: usize) -> PoolingAllocationConfig {
 /// `build` with `wanted` slots, else with half as many, and so on down to one: the pool reserves
 /// its slots' address space up front, which an address-space limit (`ulimit -v`), a kernel with a
 /// 39-bit address space (512 GiB for the whole process) or a tool such as valgrind refuses for
-/// 1,024 slots of 1 GiB. Returns what was built and with how many slots; when even one slot
-/// cannot be reserved, the error of the first attempt.
+/// 1,024 slots of 1 GiB. Returns what was built and with how many slots; when not even one slot
+/// builds, the first attempt's error, with what was tried and a hint.
 fn largest_pool<T>(wanted: usize, mut build: impl FnMut(usize) -> anyhow::Result<T>) -> anyhow::Result<(T, usize)> {
     let first = match build(wanted) {
         Ok(built) => return Ok((built, wanted)),
@@ -98,10 +98,11 @@ fn largest_pool<T>(wanted: usize, mut build: impl FnMut(usize) -> anyhow::Result
         }
         slots /= 2;
     }
-    // The hint last, where the command line looks for it, whatever context callers add before.
+    // Every attempt failed, so the cause may be the configuration rather than the address space:
+    // the message says what was tried. The hint last, where the command line looks for it.
     Err(anyhow::anyhow!(
-        "not even one call's slot could be reserved ({} GiB of address space): {first:#}\nhint: raise the process's \
-         address-space limit (`ulimit -v`)",
+        "the engine could not be built even with one call's slot ({} GiB of address space): {first:#}\nhint: if \
+         this process's address space is limited (`ulimit -v`), raise the limit",
         limits::MAX_MEMORY_BYTES >> 30
     ))
 }
@@ -594,7 +595,7 @@ mod tests {
                 tried.push(slots);
                 if slots <= limit { Ok(slots) } else { anyhow::bail!("cannot reserve {slots} slots") }
             });
-            (built.map(|(built, slots)| (built, slots)).map_err(|error| format!("{error:#}")), tried)
+            (built.map_err(|error| format!("{error:#}")), tried)
         };
         assert_eq!(fits_at_most(2048), (Ok((1024, 1024)), vec![1024]));
         assert_eq!(fits_at_most(100), (Ok((64, 64)), vec![1024, 512, 256, 128, 64]));
@@ -602,8 +603,8 @@ mod tests {
         let (refused, tried) = fits_at_most(0);
         assert_eq!(tried, vec![1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1]);
         let refused = refused.unwrap_err();
-        assert!(refused.contains("not even one call's slot could be reserved (1 GiB of address space)"), "{refused}");
-        assert!(refused.contains("hint: raise the process's address-space limit"), "{refused}");
+        assert!(refused.contains("could not be built even with one call's slot (1 GiB of address space)"), "{refused}");
+        assert!(refused.ends_with("hint: if this process's address space is limited (`ulimit -v`), raise the limit"));
         assert!(refused.contains("cannot reserve 1024 slots"), "the first attempt's error: {refused}");
     }
 }
