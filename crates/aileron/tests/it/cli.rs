@@ -35,6 +35,18 @@ impl Cli {
         command
     }
 
+    /// [`Cli::command`], exec'd by `sh` after `setup` (a `ulimit`, say), which the process inherits.
+    pub fn command_after(&self, setup: &str, args: &[&str]) -> Command {
+        let aileron = self.command(&[]);
+        let mut command = Command::new("sh");
+        command.args(["-c", &format!("{setup} && exec \"$0\" \"$@\"")]).arg(aileron.get_program()).args(args);
+        command.envs(aileron.get_envs().filter_map(|(key, value)| Some((key, value?))));
+        for (key, _) in aileron.get_envs().filter(|(_, value)| value.is_none()) {
+            command.env_remove(key);
+        }
+        command
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         self.command(args).stdin(std::process::Stdio::null()).output().expect("running aileron")
     }
@@ -137,6 +149,20 @@ impl Drop for Cli {
     fn drop(&mut self) {
         let _ = self.run(&["daemon", "stop"]);
     }
+}
+
+/// The lines `stream` yields, read on a thread of their own, so a test can wait for one with a
+/// deadline instead of blocking on a child that never writes it.
+fn lines_on_a_thread(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stream)).map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    received
 }
 
 fn stderr(output: &Output) -> String {
@@ -439,7 +465,6 @@ fn an_approval_that_expired_while_the_daemon_was_down_ends_expired_at_start() {
 /// terminal bell rung for it), then how each ends — until the daemon stops.
 #[test]
 fn approval_watch_prints_requests_as_they_arrive_and_how_they_end() {
-    use std::io::BufRead;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let upstream = runtime.block_on(crate::fake_github::FakeGithub::start()).unwrap();
     let cli = Cli::new();
@@ -458,13 +483,7 @@ fn approval_watch_prints_requests_as_they_arrive_and_how_they_end() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let (lines, seen) = std::sync::mpsc::channel();
-    let stdout = watcher.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
+    let seen = lines_on_a_thread(watcher.stdout.take().unwrap());
     let next_with = |needle: &str| -> String {
         loop {
             let line = seen
@@ -781,39 +800,23 @@ fn the_demo_runs_end_to_end_offline() {
 #[test]
 fn the_daemon_runs_actions_under_an_address_space_limit() {
     // 64 GiB: room for the process and 32 slots of 1 GiB, not for 1,024.
-    const LIMIT_KIB: &str = "67108864";
-    let limited = |args: &str| {
-        let mut command = Command::new("sh");
-        command.args(["-c", &format!("ulimit -v {LIMIT_KIB} && exec \"$0\" {args}"), env!("CARGO_BIN_EXE_aileron")]);
-        command
-    };
-    let output = limited("demo").stdin(std::process::Stdio::null()).output().unwrap();
+    const LIMIT: &str = "ulimit -v 67108864";
+    let cli = Cli::new();
+    let output = cli.command_after(LIMIT, &["demo"]).stdin(std::process::Stdio::null()).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "demo failed under ulimit -v:\n{stdout}\n{}", stderr(&output));
+    assert!(output.status.success(), "demo failed under {LIMIT}:\n{stdout}\n{}", stderr(&output));
     for step in ["result: completed", "hash chain intact", "stopped the daemon"] {
         assert!(stdout.contains(step), "the demo shows `{step}`:\n{stdout}");
     }
 
-    let cli = Cli::new();
-    let mut daemon = limited("daemon run")
-        .env("AILERON_HOME", &cli.home)
-        .env_remove("AILERON_URL")
-        .env_remove("AILERON_TOKEN")
+    let mut daemon = cli
+        .command_after(LIMIT, &["daemon", "run"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Its stderr read on a thread of its own, so a daemon that never warns fails the test in time.
-    let (lines, received) = std::sync::mpsc::channel();
-    let stream = daemon.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stream)).map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let received = lines_on_a_thread(daemon.stderr.take().unwrap());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut said = Vec::new();
     while let Ok(line) = received.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
