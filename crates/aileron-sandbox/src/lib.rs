@@ -38,7 +38,7 @@ pub use hooks::{GuestHttpRequest, GuestLog, GuestSpawn, HostHooks, HostHttpRespo
 pub use imports::ImportPolicy;
 pub use limits::{Limits, MAX_MEMORY_BYTES};
 pub use outcome::{CallOutcome, Instance};
-pub use runtime::{CallRequest, LoadedModule, MAX_CONCURRENT_CALLS, Runtime, RuntimeConfig};
+pub use runtime::{CallRequest, LoadedModule, MAX_CONCURRENT_CALLS, Runtime, RuntimeConfig, SLOT_RESERVATION_BYTES};
 
 /// The parsers of the JSON a guest writes (its stdout envelope, its `http_request` argument),
 /// reachable for the fuzz targets of `crates/aileron-fuzz`; not API.

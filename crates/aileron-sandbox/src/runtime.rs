@@ -39,8 +39,14 @@ const MAX_WASM_STACK: usize = 1 << 20;
 /// for a slot (inside their own wall-time limit) instead of failing. A guest keeps its slot while
 /// it waits on the network, so this is also how many runs may wait on slow upstreams at once:
 /// 1,000 of them fit in 256 MiB (BENCHMARKS.md, issue 49). Each slot reserves (does not commit)
-/// [`limits::MAX_MEMORY_BYTES`] of address space plus a guard: about 1 TiB for all of them.
+/// [`SLOT_RESERVATION_BYTES`] of address space plus a guard: about 4 TiB for all of them, of the
+/// 128 TiB a process has; where less is allowed the pool shrinks (`largest_pool`).
 pub const MAX_CONCURRENT_CALLS: usize = 1024;
+/// Address space each slot reserves for its linear memory: the whole 4 GiB a 32-bit wasm address
+/// can reach (wasmtime's own default), so compiled code checks no bounds on a memory access: an
+/// access past what the call may use lands in memory that is not mapped and traps. A call still
+/// grows to at most [`limits::MAX_MEMORY_BYTES`]. Reserved, not committed: it costs no memory.
+pub const SLOT_RESERVATION_BYTES: u64 = 4 << 30;
 /// Bytes of each slot's linear memory and fiber stack kept mapped between calls and reset with
 /// `memset` rather than `madvise`: a small guest's whole footprint, so a warm call maps nothing
 /// and, in a VM, triggers no TLB-shootdown interrupts. With `PAGEMAP_SCAN` (Linux 6.7+) only the
@@ -84,7 +90,7 @@ fn pooling(slots: usize) -> PoolingAllocationConfig {
 /// `build` with `wanted` slots, else with half as many, and so on down to one: the pool reserves
 /// its slots' address space up front, which an address-space limit (`ulimit -v`), a kernel with a
 /// 39-bit address space (512 GiB for the whole process) or a tool such as valgrind refuses for
-/// 1,024 slots of 1 GiB. Returns what was built and with how many slots; when not even one slot
+/// 1,024 slots of 4 GiB. Returns what was built and with how many slots; when not even one slot
 /// builds, the first attempt's error, with what was tried and a hint.
 fn largest_pool<T>(wanted: usize, mut build: impl FnMut(usize) -> anyhow::Result<T>) -> anyhow::Result<(T, usize)> {
     let first = match build(wanted) {
@@ -103,7 +109,7 @@ fn largest_pool<T>(wanted: usize, mut build: impl FnMut(usize) -> anyhow::Result
     Err(anyhow::anyhow!(
         "the engine could not be built even with one call's slot ({} GiB of address space): {first:#}\nhint: if \
          this process's address space is limited (`ulimit -v`), raise the limit",
-        limits::MAX_MEMORY_BYTES >> 30
+        SLOT_RESERVATION_BYTES >> 30
     ))
 }
 
@@ -198,12 +204,10 @@ impl Runtime {
         // not used (they are compiled again).
         wasm_config.consume_fuel(config.fuel_metering);
         wasm_config.max_wasm_stack(MAX_WASM_STACK);
-        // A slot reserves the largest memory a call may have, not wasmtime's default 4 GiB: with
-        // 1,024 slots that is 1 TiB of address space rather than 4 (several daemons in one test
-        // or benchmark process would otherwise run out of the 128 TiB). Accesses are then
-        // checked against a constant bound — two instructions; the warm echo call measured the
-        // same (BENCHMARKS.md, issue 49).
-        wasm_config.memory_reservation(limits::MAX_MEMORY_BYTES);
+        // No bounds checks compiled in (see [`SLOT_RESERVATION_BYTES`]): with the 1 GiB of the
+        // largest memory a call may have reserved instead, every access was checked, and a Go
+        // guest's call ran 16 % slower and compiled 21 % slower (BENCHMARKS.md, issue 49).
+        wasm_config.memory_reservation(SLOT_RESERVATION_BYTES);
         let compile_config = wasm_config.clone();
         let wanted = config.concurrent_calls.unwrap_or(MAX_CONCURRENT_CALLS).max(1);
         let (engine, slots) = largest_pool(wanted, |slots| {
@@ -603,7 +607,7 @@ mod tests {
         let (refused, tried) = fits_at_most(0);
         assert_eq!(tried, vec![1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1]);
         let refused = refused.unwrap_err();
-        assert!(refused.contains("could not be built even with one call's slot (1 GiB of address space)"), "{refused}");
+        assert!(refused.contains("could not be built even with one call's slot (4 GiB of address space)"), "{refused}");
         assert!(refused.ends_with("hint: if this process's address space is limited (`ulimit -v`), raise the limit"));
         assert!(refused.contains("cannot reserve 1024 slots"), "the first attempt's error: {refused}");
     }

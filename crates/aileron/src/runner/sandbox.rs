@@ -42,7 +42,7 @@ impl Sandbox {
                  not reserve the address space for more (each call's slot reserves {} GiB); further calls wait for a \
                  free slot\nhint: raise the address-space limit (`ulimit -v unlimited`) before starting the daemon",
                 aileron_sandbox::MAX_CONCURRENT_CALLS,
-                aileron_sandbox::MAX_MEMORY_BYTES >> 30
+                aileron_sandbox::SLOT_RESERVATION_BYTES >> 30
             );
         }
         Ok(Sandbox { runtime: Arc::new(runtime) })

@@ -799,8 +799,8 @@ fn the_demo_runs_end_to_end_offline() {
 /// what fits and the daemon says so, with the limit to raise. Before, the daemon refused to start.
 #[test]
 fn the_daemon_runs_actions_under_an_address_space_limit() {
-    // 64 GiB: room for the process and 32 slots of 1 GiB, not for 1,024.
-    const LIMIT: &str = "ulimit -v 67108864";
+    // 256 GiB: room for the process and 32 slots of 4 GiB, not for 1,024.
+    const LIMIT: &str = "ulimit -v 268435456";
     let cli = Cli::new();
     let output = cli.command_after(LIMIT, &["demo"]).stdin(std::process::Stdio::null()).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -829,9 +829,9 @@ fn the_daemon_runs_actions_under_an_address_space_limit() {
     let _ = daemon.kill();
     let _ = daemon.wait();
     let said = said.join("\n");
-    // 64 GiB holds 32 slots of 1 GiB and their guards, not 64.
+    // 256 GiB holds 32 slots of 4 GiB and their guards, not 64.
     assert!(said.contains("warning: at most 32 connector calls can run at once, not 1024"), "{said}");
-    assert!(said.contains("each call's slot reserves 1 GiB"), "{said}");
+    assert!(said.contains("each call's slot reserves 4 GiB"), "{said}");
 }
 
 /// Every `sh` block of README.md, in order, in one throwaway home, run as written: lines joined
