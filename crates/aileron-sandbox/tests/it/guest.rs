@@ -178,7 +178,12 @@ impl Wat {
 }
 
 pub fn load_wasm(wasm: &[u8]) -> Arc<LoadedModule> {
-    runtime()
+    load_into(runtime(), wasm)
+}
+
+/// Compiles and loads into `runtime` (a test's own, configured as it needs).
+pub fn load_into(runtime: &Runtime, wasm: &[u8]) -> Arc<LoadedModule> {
+    runtime
         .load(&ContentHash::of_bytes(wasm), wasm, &ImportPolicy::default())
         .unwrap_or_else(|failure| panic!("guest refused: {failure}"))
 }
@@ -267,8 +272,18 @@ pub async fn call(module: &LoadedModule, limits: Limits) -> CallOutcome {
 }
 
 pub async fn call_with(module: &LoadedModule, args: Value, limits: Limits, hooks: Arc<FakeEgress>) -> CallOutcome {
-    let request = CallRequest { op: "run".into(), args, limits };
-    runtime().call(module, request, hooks).await
+    call_on(runtime(), module, args, limits, hooks).await
+}
+
+/// [`call_with`] on `runtime` (the one `module` was loaded into).
+pub async fn call_on(
+    runtime: &Runtime,
+    module: &LoadedModule,
+    args: Value,
+    limits: Limits,
+    hooks: Arc<FakeEgress>,
+) -> CallOutcome {
+    runtime.call(module, CallRequest { op: "run".into(), args, limits }, hooks).await
 }
 
 /// `ok <json>` or `<class> <boundary> [<details.limit | details.exit_code>]` — what tables compare.

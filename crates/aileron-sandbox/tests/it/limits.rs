@@ -2,10 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use aileron_core::ContentHash;
-use aileron_sandbox::{CallRequest, ImportPolicy, Limits, LoadedModule, Runtime, RuntimeConfig};
+use aileron_sandbox::{CallRequest, Limits, Runtime, RuntimeConfig};
 
-use crate::guest::{FakeEgress, Wat, call, failure, limits, summary};
+use crate::guest::{FakeEgress, Wat, call, failure, limits, load_into, summary};
 
 /// Every limit stop must land within this much of the limit.
 const STOP_SLACK: Duration = Duration::from_millis(50);
@@ -59,7 +58,7 @@ async fn the_epoch_stands_still_while_no_call_runs_and_limits_hold_after_it() {
     // A runtime of its own: the shared one has other tests' calls running.
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let wasm = infinite_loop().wasm();
-    let module = runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let module = load_into(&runtime, &wasm);
     let idle_ticks = || async {
         let before = runtime.epoch_ticks();
         tokio::time::sleep(Duration::from_millis(60)).await;
@@ -187,17 +186,12 @@ async fn stdout_is_capped_and_stderr_keeps_its_tail() {
 #[tokio::test]
 async fn fuel_limits_computation_when_set() {
     let metered = Runtime::new(RuntimeConfig { fuel_metering: true, ..RuntimeConfig::default() }).unwrap();
-    let load = |runtime: &Runtime, wasm: Vec<u8>| {
-        runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap()
+    let call_on = |module, fuel| {
+        crate::guest::call_on(&metered, module, serde_json::json!({}), Limits { fuel, ..limits() }, FakeEgress::new())
     };
-    async fn call_on(runtime: &Runtime, module: &LoadedModule, fuel: Option<u64>) -> aileron_sandbox::CallOutcome {
-        let request =
-            CallRequest { op: "run".into(), args: serde_json::json!({}), limits: Limits { fuel, ..limits() } };
-        runtime.call(module, request, FakeEgress::new()).await
-    }
-    let module = load(&metered, infinite_loop().wasm());
+    let module = load_into(&metered, &infinite_loop().wasm());
     let started = Instant::now();
-    let outcome = call_on(&metered, &module, Some(100_000)).await;
+    let outcome = call_on(&module, Some(100_000)).await;
     assert_eq!(summary(&outcome), r#"resource_limit_exceeded sandbox "fuel""#);
     assert!(started.elapsed() < Duration::from_secs(1));
 
@@ -209,12 +203,12 @@ async fn fuel_limits_computation_when_set() {
                (br_if $again (i32.lt_u (local.get $i) (i32.const 1000))))",
         )
         .write(1, r#"{"output":"done"}"#);
-    let module = load(&metered, counted.wasm());
-    let plenty = call_on(&metered, &module, Some(1_000_000)).await;
+    let module = load_into(&metered, &counted.wasm());
+    let plenty = call_on(&module, Some(1_000_000)).await;
     assert_eq!(summary(&plenty), r#"ok "done""#);
-    let scarce = call_on(&metered, &module, Some(500)).await;
+    let scarce = call_on(&module, Some(500)).await;
     assert_eq!(summary(&scarce), r#"resource_limit_exceeded sandbox "fuel""#);
-    assert_eq!(summary(&call_on(&metered, &module, None).await), r#"ok "done""#, "no budget: unmetered");
+    assert_eq!(summary(&call_on(&module, None).await), r#"ok "done""#, "no budget: unmetered");
 
     // The default runtime (the daemon's) compiles no fuel checks: a budget is refused before the
     // guest starts, never ignored.
@@ -228,12 +222,11 @@ async fn fuel_limits_computation_when_set() {
 async fn calls_beyond_the_pooled_slots_wait_for_one_within_their_wall_time() {
     use std::sync::Arc;
 
-    use aileron_core::ContentHash;
-    use aileron_sandbox::{CallRequest, ImportPolicy, Runtime, RuntimeConfig};
+    use aileron_sandbox::{CallRequest, Runtime, RuntimeConfig};
 
     let runtime = Runtime::new(RuntimeConfig { concurrent_calls: Some(2), ..RuntimeConfig::default() }).unwrap();
     let wasm = sleeper(300_000_000).wasm();
-    let module = runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let module = load_into(&runtime, &wasm);
     let call = |wall_time: Duration| {
         let request =
             CallRequest { op: "run".into(), args: serde_json::json!({}), limits: Limits { wall_time, ..limits() } };
@@ -267,12 +260,11 @@ async fn calls_beyond_the_pooled_slots_wait_for_one_within_their_wall_time() {
 async fn calls_running_at_once_share_one_memory_budget() {
     use std::sync::Arc;
 
-    use aileron_core::ContentHash;
-    use aileron_sandbox::{CallRequest, ImportPolicy, Runtime, RuntimeConfig};
+    use aileron_sandbox::{CallRequest, Runtime, RuntimeConfig};
 
     let runtime = Runtime::new(RuntimeConfig { memory_budget: Some(5 << 20), ..RuntimeConfig::default() }).unwrap();
     let wasm = sleeper(300_000_000).memory(r#"(memory (export "memory") 32)"#).wasm();
-    let module = runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let module = load_into(&runtime, &wasm);
     let call = || {
         let request = CallRequest { op: "run".into(), args: serde_json::json!({}), limits: limits() };
         runtime.call(&module, request, crate::guest::FakeEgress::new() as Arc<_>)
@@ -297,12 +289,11 @@ async fn calls_running_at_once_share_one_memory_budget() {
 async fn a_held_instance_keeps_its_slot_until_dropped() {
     use std::sync::Arc;
 
-    use aileron_core::ContentHash;
-    use aileron_sandbox::{CallRequest, ImportPolicy, Runtime, RuntimeConfig};
+    use aileron_sandbox::{CallRequest, Runtime, RuntimeConfig};
 
     let runtime = Runtime::new(RuntimeConfig { concurrent_calls: Some(1), ..RuntimeConfig::default() }).unwrap();
     let wasm = sleeper(0).wasm();
-    let module = runtime.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let module = load_into(&runtime, &wasm);
     let request = || CallRequest {
         op: "run".into(),
         args: serde_json::json!({}),

@@ -4,7 +4,7 @@
 use aileron_core::{Boundary, ContentHash, FailureClass};
 use aileron_sandbox::{ImportPolicy, Runtime, RuntimeConfig};
 
-use crate::guest::{Wat, call, limits, runtime, summary};
+use crate::guest::{Wat, call, limits, load_into, load_wasm, runtime, summary};
 
 fn load(wasm: &[u8], policy: &ImportPolicy) -> Result<(), (FailureClass, Boundary, String)> {
     runtime()
@@ -235,7 +235,7 @@ fn the_whole_abi_can_be_imported() {
     }
     source += r#"(memory (export "memory") 1) (func (export "_start")))"#;
     let wasm = wat::parse_str(&source).unwrap();
-    let module = runtime().load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let module = load_wasm(&wasm);
     let mut imported = module.host_imports().to_vec();
     imported.sort();
     assert_eq!(imported, ["http_request", "http_response_read", "http_response_size", "http_response_status", "log"]);
@@ -245,7 +245,7 @@ fn the_whole_abi_can_be_imported() {
 async fn a_module_from_another_runtime_is_refused_not_run() {
     let other = Runtime::new(RuntimeConfig::default()).unwrap();
     let wasm = Wat::new().write(1, r#"{"output":1}"#).wasm();
-    let foreign = other.load(&ContentHash::of_bytes(&wasm), &wasm, &ImportPolicy::default()).unwrap();
+    let foreign = load_into(&other, &wasm);
     let outcome = call(&foreign, limits()).await;
     assert_eq!(summary(&outcome), "connector_runtime_error runtime");
 }
