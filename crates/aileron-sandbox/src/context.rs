@@ -31,6 +31,9 @@ pub(crate) struct CallContext {
     pub(crate) limiter: MemoryLimiter,
     pub(crate) hooks: Arc<dyn HostHooks>,
     pub(crate) deadline: Instant,
+    /// The instance's exported memory, found by name at the call's first host call
+    /// ([`crate::guest_memory::GuestMemory::of`]); a store runs one instance.
+    pub(crate) memory: Option<wasmtime::Memory>,
 }
 
 impl CallContext {
@@ -55,6 +58,7 @@ impl CallContext {
             limiter: MemoryLimiter::new(limits, budget),
             hooks,
             deadline,
+            memory: None,
         }
     }
 

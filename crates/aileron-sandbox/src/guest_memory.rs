@@ -9,6 +9,8 @@ use std::ops::Range;
 
 use wasmtime::{Caller, Extern};
 
+use crate::context::CallContext;
+
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum GuestFault {
     #[error("{function}: the module exports no `memory`")]
@@ -25,13 +27,23 @@ pub(crate) struct GuestMemory<'a> {
 
 impl<'a> GuestMemory<'a> {
     /// Borrows the exported `memory` together with the store data (they are disjoint borrows).
-    /// `function` names the host function in fault messages.
-    pub(crate) fn of<T: 'static>(
-        caller: &'a mut Caller<'_, T>,
+    /// `function` names the host function in fault messages. The export is looked up by name
+    /// once a call: a run makes several host calls, and each lookup cost ~550 instructions.
+    pub(crate) fn of(
+        caller: &'a mut Caller<'_, CallContext>,
         function: &'static str,
-    ) -> Result<(GuestMemory<'a>, &'a mut T), GuestFault> {
-        let memory =
-            caller.get_export("memory").and_then(Extern::into_memory).ok_or(GuestFault::NoMemory { function })?;
+    ) -> Result<(GuestMemory<'a>, &'a mut CallContext), GuestFault> {
+        let memory = match caller.data().memory {
+            Some(memory) => memory,
+            None => {
+                let memory = caller
+                    .get_export("memory")
+                    .and_then(Extern::into_memory)
+                    .ok_or(GuestFault::NoMemory { function })?;
+                caller.data_mut().memory = Some(memory);
+                memory
+            }
+        };
         let (bytes, data) = memory.data_and_store_mut(caller);
         Ok((GuestMemory { bytes, function }, data))
     }

@@ -26,7 +26,6 @@ use aileron_core::untrusted_text::visible;
 use aileron_core::vocabulary::EventType;
 use aileron_core::{Failure, FailureClass};
 use aileron_sandbox::{CallRequest, ImportPolicy, Instance, Limits};
-use opentelemetry::context::FutureExt;
 use serde_json::{Map, Value, json};
 
 use crate::dataplane::egress::Admission;
@@ -167,10 +166,17 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         return Err(RunRejection::AuditUnavailable("the disk holding the audit log is full".into()));
     }
     let span = state.telemetry.action_execute(&action);
-    let executed =
-        execute_steps(state, &action, &request.args, &request.caller, &audit_id, &request.waited, admission.as_ref())
-            .with_context(span.context())
-            .await;
+    let executed = span
+        .run(execute_steps(
+            state,
+            &action,
+            &request.args,
+            &request.caller,
+            &audit_id,
+            &request.waited,
+            admission.as_ref(),
+        ))
+        .await;
     match executed {
         Ok((steps, instance)) => {
             let approval = request.approval.as_ref().map(|grant| &grant.entry.id);
@@ -326,7 +332,7 @@ async fn call_connector(
     }
     check.end();
     let span = state.telemetry.connector_call(&fqn, call.op, &call.required.hash);
-    let called = call_verified(state, call, fqn, op_args, caller, audit_id, logs).with_context(span.context()).await;
+    let called = span.run(call_verified(state, call, fqn, op_args, caller, audit_id, logs)).await;
     for (level, message) in logs.iter() {
         span.add_event(
             keys::SPAN_EVENT_CONNECTOR_LOG,

@@ -2,11 +2,14 @@
 //! call site ends (or fails). With tracing off every constructor returns the parent context
 //! untouched and builds nothing — not even the attribute list.
 
+use std::future::Future;
 use std::time::SystemTime;
 
 use aileron_core::Failure;
 use aileron_core::action::ActionFile;
 use aileron_core::approval::{ApprovalDecision, ApprovalEntry, ApprovalId, decision_payload};
+use futures_util::future::Either;
+use opentelemetry::context::{FutureExt, WithContext};
 use opentelemetry::trace::{Link, SpanBuilder, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 use serde_json::{Map, Value};
@@ -22,12 +25,22 @@ pub struct TracedSpan {
     cx: Context,
     /// False when no span was started: ending must not touch the parent's span.
     owned: bool,
+    /// `cx` is the context that was current when the span was asked for (no span started, and
+    /// the parent was the current context): work run in it needs no context of its own.
+    current: bool,
 }
 
 impl TracedSpan {
     /// The context to run the span's work in (`opentelemetry::context::FutureExt::with_context`).
     pub fn context(&self) -> Context {
         self.cx.clone()
+    }
+
+    /// `work` run in this span's context. With tracing off, a span asked for under the current
+    /// context leaves `work` as it is: the task already polls it in that context, and attaching
+    /// it again on every poll cost a run ~1,700 instructions (BENCHMARKS.md, issue 49).
+    pub fn run<F: Future>(&self, work: F) -> Either<WithContext<F>, F> {
+        if self.current { Either::Right(work) } else { Either::Left(work.with_context(self.cx.clone())) }
     }
 
     /// The `traceparent` header value naming this span (or the carried parent with tracing off).
@@ -121,17 +134,24 @@ impl Telemetry {
     /// never called.
     pub fn start(&self, parent: &Context, build: impl FnOnce() -> SpanBuilder) -> TracedSpan {
         match self.tracer() {
-            None => TracedSpan { cx: parent.clone(), owned: false },
+            None => TracedSpan { cx: parent.clone(), owned: false, current: false },
             Some(tracer) => {
                 let span = tracer.build_with_context(build(), parent);
-                TracedSpan { cx: parent.with_span(span), owned: true }
+                TracedSpan { cx: parent.with_span(span), owned: true, current: false }
             }
         }
     }
 
+    /// [`Telemetry::start`] as a child of the current context.
+    fn start_here(&self, build: impl FnOnce() -> SpanBuilder) -> TracedSpan {
+        let mut span = self.start(&Context::current(), build);
+        span.current = !span.owned;
+        span
+    }
+
     /// `aileron.action.execute`, a child of the current context, around one run of `action`.
     pub fn action_execute(&self, action: &ActionFile) -> TracedSpan {
-        self.start(&Context::current(), || {
+        self.start_here(|| {
             SpanBuilder::from_name(keys::SPAN_ACTION_EXECUTE).with_attributes([
                 KeyValue::new(keys::ACTION_NAME, action.name.clone()),
                 KeyValue::new(keys::ACTION_STEPS_COUNT, action.steps.len() as i64),
@@ -141,7 +161,7 @@ impl Telemetry {
 
     /// `aileron.capability.check`: the action-boundary check of one step's op.
     pub fn capability_check(&self, action: &str, connector_fqn: &str, op: &str) -> TracedSpan {
-        self.start(&Context::current(), || {
+        self.start_here(|| {
             SpanBuilder::from_name(keys::SPAN_CAPABILITY_CHECK).with_attributes([
                 KeyValue::new(keys::ACTION_NAME, action.to_string()),
                 KeyValue::new(keys::CONNECTOR_FQN, connector_fqn.to_string()),
@@ -152,7 +172,7 @@ impl Telemetry {
 
     /// `aileron.connector.call`: one step's call into the sandbox, retries included.
     pub fn connector_call(&self, connector_fqn: &str, op: &str, hash: &aileron_core::ContentHash) -> TracedSpan {
-        self.start(&Context::current(), || {
+        self.start_here(|| {
             SpanBuilder::from_name(keys::SPAN_CONNECTOR_CALL).with_attributes([
                 KeyValue::new(keys::CONNECTOR_FQN, connector_fqn.to_string()),
                 KeyValue::new(keys::CONNECTOR_OP, op.to_string()),
@@ -182,7 +202,7 @@ impl Telemetry {
 
     /// `aileron.connector.spawn`: one program a connector ran (`requested` = `spawn:<op or program>`).
     pub fn connector_spawn(&self, connector_fqn: &str, requested: &str) -> TracedSpan {
-        self.start(&Context::current(), || {
+        self.start_here(|| {
             SpanBuilder::from_name(keys::SPAN_CONNECTOR_SPAWN).with_attributes([
                 KeyValue::new(keys::CONNECTOR_FQN, connector_fqn.to_string()),
                 KeyValue::new(keys::CAPABILITY_KIND, requested.to_string()),

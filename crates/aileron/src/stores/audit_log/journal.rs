@@ -12,12 +12,19 @@
 //! batch that was synced but not yet acknowledged.
 //!
 //! A frame: [`MAGIC`], the first and last seq of its lines (u64 LE), the daily file's date (days
-//! from the common era, i32 LE), the payload's length (u32 LE), the SHA-256 of those 32 bytes and
-//! of the payload, then the payload: the batch's lines, each ending in a newline. Frames follow
-//! each other from offset 0. The valid ones are those from the start whose digests match and whose
-//! seqs continue each other: a torn frame (never acknowledged) ends them, and so do the frames a
-//! wrap left behind (their seqs are lower). Every record of a frame written before the last
-//! checkpoint is in a synced daily file, so [`replay`] skips what the log already holds.
+//! from the common era, i32 LE), the payload's length (u32 LE), the CRC-32 of those 32 bytes and
+//! of the payload (u32 LE), four zero bytes, then the payload: the batch's lines, each ending in a
+//! newline. Frames follow each other from offset 0. The valid ones are those from the start whose
+//! checksums match and whose seqs continue each other: a torn frame (never acknowledged) ends
+//! them, and so do the frames a wrap left behind (their seqs are lower). Every record of a frame
+//! written before the last checkpoint is in a synced daily file, so [`replay`] skips what the log
+//! already holds.
+//!
+//! The checksum finds a torn write, as a database's log checksum does; it is not what makes the
+//! records trustworthy: anyone who can write the file can recompute it, and [`replay`] checks
+//! every record's own hash and the chain. It was a SHA-256 (frames of [`MAGIC_V1`], a 64-byte
+//! header), one more hash of every record on the writer's path; those frames are still read, so
+//! a journal left by an older daemon is replayed.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -36,9 +43,12 @@ pub const JOURNAL_FILE: &str = "journal";
 /// The journal's size: about 1,700 records of 600 bytes between checkpoints.
 pub(super) const JOURNAL_BYTES: u64 = 1 << 20;
 
-const MAGIC: [u8; 8] = *b"AILJRNL1";
-/// Magic, two seqs, date, length (32 bytes), then their and the payload's SHA-256.
-const HEADER_BYTES: usize = 64;
+const MAGIC: [u8; 8] = *b"AILJRNL2";
+/// Magic, two seqs, date, length (32 bytes), then their and the payload's CRC-32 and four zeros.
+const HEADER_BYTES: usize = 40;
+/// The frames of older daemons: the same 32 bytes, then their and the payload's SHA-256.
+const MAGIC_V1: [u8; 8] = *b"AILJRNL1";
+const HEADER_BYTES_V1: usize = 64;
 
 /// The writer's handle on the journal.
 pub(super) struct Journal {
@@ -156,9 +166,17 @@ fn encode_frame(out: &mut Vec<u8>, date: NaiveDate, first_seq: u64, last_seq: u6
     out.extend_from_slice(&last_seq.to_le_bytes());
     out.extend_from_slice(&date.num_days_from_ce().to_le_bytes());
     out.extend_from_slice(&u32::try_from(payload.len()).expect("a frame fits the journal").to_le_bytes());
-    let digest = Sha256::new().chain_update(&out[..32]).chain_update(payload).finalize();
-    out.extend_from_slice(&digest);
+    let checksum = frame_checksum(&out[..32], payload);
+    out.extend_from_slice(&checksum.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(payload);
+}
+
+fn frame_checksum(fields: &[u8], payload: &[u8]) -> u32 {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(fields);
+    crc.update(payload);
+    crc.finalize()
 }
 
 /// One valid frame of the journal.
@@ -174,22 +192,33 @@ struct Frame<'a> {
 fn frames(bytes: &[u8]) -> Vec<Frame<'_>> {
     let mut frames: Vec<Frame<'_>> = Vec::new();
     let mut offset = 0;
-    while let Some(header) = bytes.get(offset..offset + HEADER_BYTES) {
+    while let Some(magic) = bytes.get(offset..offset + MAGIC.len()) {
+        let header_bytes = match magic {
+            m if m == MAGIC => HEADER_BYTES,
+            m if m == MAGIC_V1 => HEADER_BYTES_V1,
+            _ => break,
+        };
+        let Some(header) = bytes.get(offset..offset + header_bytes) else { break };
         let word = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("eight bytes"));
         let (first_seq, last_seq) = (word(8), word(16));
         let days = i32::from_le_bytes(header[24..28].try_into().expect("four bytes"));
         let len = u32::from_le_bytes(header[28..32].try_into().expect("four bytes")) as usize;
-        let Some(payload) = bytes.get(offset + HEADER_BYTES..offset + HEADER_BYTES + len) else { break };
+        let Some(payload) = bytes.get(offset + header_bytes..offset + header_bytes + len) else { break };
         let continues = frames.last().is_none_or(|previous| previous.last_seq.checked_add(1) == Some(first_seq));
-        if header[..8] != MAGIC || first_seq == 0 || last_seq < first_seq || !continues {
+        if first_seq == 0 || last_seq < first_seq || !continues {
             break;
         }
-        if Sha256::new().chain_update(&header[..32]).chain_update(payload).finalize()[..] != header[32..] {
+        let intact = if header_bytes == HEADER_BYTES {
+            header[32..36] == frame_checksum(&header[..32], payload).to_le_bytes() && header[36..] == [0; 4]
+        } else {
+            Sha256::new().chain_update(&header[..32]).chain_update(payload).finalize()[..] == header[32..]
+        };
+        if !intact {
             break;
         }
         let Some(date) = NaiveDate::from_num_days_from_ce_opt(days) else { break };
         frames.push(Frame { date, first_seq, last_seq, payload });
-        offset += HEADER_BYTES + len;
+        offset += header_bytes + len;
     }
     frames
 }
@@ -330,10 +359,46 @@ mod tests {
         assert_eq!(frames(&bytes[..HEADER_BYTES - 1]).len(), 0);
         // Zeros (a new journal) hold no frame.
         assert!(frames(&vec![0; 4096]).is_empty());
-        // A changed seq in a header breaks its digest.
+        // A changed seq in a header breaks its checksum; so does a changed padding byte.
         let mut changed = bytes.clone();
         changed[8] ^= 1;
         assert!(frames(&changed).is_empty());
+        let mut padded = bytes.clone();
+        padded[HEADER_BYTES - 1] = 1;
+        assert!(frames(&padded).is_empty());
+    }
+
+    /// A frame as daemons before the CRC-32 wrote it: the same fields, then their and the
+    /// payload's SHA-256.
+    fn v1_frame_bytes(first: u64, last: u64, payload: &[u8]) -> Vec<u8> {
+        let mut out = frame_bytes(first, last, payload)[..32].to_vec();
+        out[..8].copy_from_slice(&MAGIC_V1);
+        let digest = Sha256::new().chain_update(&out).chain_update(payload).finalize();
+        out.extend_from_slice(&digest);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// A journal an older daemon left (an upgrade after a power cut) is read; after the first
+    /// batch of the new daemon overwrote its start, what it left behind is stale as before.
+    #[test]
+    fn frames_of_an_older_daemon_are_read_back() {
+        let mut old = v1_frame_bytes(1, 2, b"a\nb\n");
+        old.extend(v1_frame_bytes(3, 3, b"c\n"));
+        let read = frames(&old);
+        assert_eq!(
+            read.iter().map(|f| (f.first_seq, f.last_seq, f.payload)).collect::<Vec<_>>(),
+            vec![(1, 2, &b"a\nb\n"[..]), (3, 3, &b"c\n"[..])]
+        );
+        let mut torn = old.clone();
+        *torn.last_mut().unwrap() ^= 1;
+        assert_eq!(frames(&torn).len(), 1);
+        // The new daemon's frames from offset 0, then the old ones' remains: a v1 frame that
+        // continues the seqs is read, one that does not ends them.
+        let mut mixed = frame_bytes(4, 4, b"d\n");
+        mixed.extend(v1_frame_bytes(5, 5, b"e\n"));
+        mixed.extend(v1_frame_bytes(3, 3, b"c\n"));
+        assert_eq!(frames(&mixed).iter().map(|f| f.first_seq).collect::<Vec<_>>(), vec![4, 5]);
     }
 
     #[test]
