@@ -794,7 +794,7 @@ fn the_demo_runs_end_to_end_offline() {
     }
 }
 
-/// A process that may not reserve the pool's 1 TiB of address space (`ulimit -v`, a kernel with a
+/// A process that may not reserve the pool's ~4 TiB of address space (`ulimit -v`, a kernel with a
 /// 39-bit address space, valgrind) still starts and runs actions: the pool shrinks by halves to
 /// what fits and the daemon says so, with the limit to raise. Before, the daemon refused to start.
 #[test]
