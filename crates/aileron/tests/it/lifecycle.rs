@@ -124,6 +124,46 @@ fn sigterm_finishes_in_flight_runs_before_exiting() {
     assert!(cli.run(&["audit", "verify"]).status.success());
 }
 
+/// Shutdown closes a kept-alive connection that is waiting for its next request at once: it
+/// does not wait for the connection's header-read timeout (10 s), and every connection opened
+/// before is told, also one that has served requests since it last waited.
+#[test]
+fn stopping_closes_idle_kept_alive_connections_at_once() {
+    use std::io::{Read, Write};
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    let daemon: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    let address = daemon["url"].as_str().unwrap().trim_start_matches("http://").trim_end_matches('/').to_string();
+    let request = format!("GET /v1/health HTTP/1.1\r\nhost: {address}\r\n\r\n");
+    let mut connections: Vec<std::net::TcpStream> = (0..3)
+        .map(|served| {
+            let mut connection = std::net::TcpStream::connect(&address).unwrap();
+            connection.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+            for _ in 0..served {
+                connection.write_all(request.as_bytes()).unwrap();
+                let mut answer = [0u8; 4096];
+                let read = connection.read(&mut answer).unwrap();
+                assert!(answer[..read].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer[..read]));
+            }
+            connection
+        })
+        .collect();
+    let stopping = std::time::Instant::now();
+    cli.ok(&["daemon", "stop"]);
+    for (served, connection) in connections.iter_mut().enumerate() {
+        let mut rest = Vec::new();
+        connection.read_to_end(&mut rest).unwrap_or_else(|error| panic!("connection {served} left open: {error}"));
+        assert!(rest.is_empty(), "connection {served} got {}", String::from_utf8_lossy(&rest));
+    }
+    assert!(
+        stopping.elapsed() < Duration::from_secs(8),
+        "the daemon waited for idle connections to time out: {:?}",
+        stopping.elapsed()
+    );
+    assert!(!cli.home.join("daemon.json").exists());
+}
+
 /// A damaged `action-state.json` must not be read as "nothing disabled": that re-enabled every
 /// disabled action at start, and the next enable/disable overwrote the rest of the file. The
 /// daemon refuses to start instead, naming the file and the parse error with a hint, and leaves

@@ -7,8 +7,11 @@
 //! surface campaign sends but two, and those (`Content-Length` with `Transfer-Encoding`) it reads
 //! as chunked and closes the connection after its one response, so nothing after it is read.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::Surface;
@@ -40,8 +43,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let permits = Arc::new(tokio::sync::Semaphore::new(max_connections()));
-    // Connections watch `draining` and hold a `finished` receiver until they end.
-    let (draining, _) = tokio::sync::watch::channel(false);
+    // Connections wait on `drain` and hold a `finished` receiver until they end.
+    let drain = Arc::new(Drain::default());
     let (finished, finished_rx) = tokio::sync::watch::channel(());
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
@@ -74,13 +77,13 @@ pub async fn serve(
         }
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service).with_upgrades();
-        let (mut drain, done) = (draining.subscribe(), finished_rx.clone());
+        let (drained, done) = (Drained::new(drain.clone()), finished_rx.clone());
         tokio::spawn(async move {
             let mut connection = std::pin::pin!(connection);
             // Errors here are the client's (a reset, a timed-out head, a malformed request).
             tokio::select! {
                 _ = connection.as_mut() => {}
-                _ = async { drain.wait_for(|draining| *draining).await.is_ok() } => {
+                () = drained => {
                     connection.as_mut().graceful_shutdown();
                     let _ = connection.await;
                 }
@@ -90,9 +93,76 @@ pub async fn serve(
     }
     drop(listener);
     drop(finished_rx);
-    draining.send_replace(true);
+    drain.start();
     finished.closed().await;
     Ok(())
+}
+
+/// The signal that tells every open connection to drain. A connection's task leaves its waker
+/// here once and then checks one flag each time it is polled; a `watch` receiver's `changed()`
+/// took a lock shared with the other connections at every poll, several a request (~650
+/// instructions a request, BENCHMARKS.md, issue 49).
+#[derive(Default)]
+struct Drain {
+    draining: AtomicBool,
+    /// The waker of each connection still waiting, by the connection's number.
+    waiting: Mutex<HashMap<u64, Waker>>,
+    numbers: AtomicU64,
+}
+
+impl Drain {
+    /// Sets the flag, then wakes every connection that left a waker: one that registers after
+    /// the wakers were taken finds the flag set under the same lock.
+    fn start(&self) {
+        self.draining.store(true, Ordering::Release);
+        let waiting = std::mem::take(&mut *self.waiting.lock().expect("drain wakers poisoned"));
+        waiting.into_values().for_each(Waker::wake);
+    }
+}
+
+/// One connection's wait for [`Drain::start`].
+struct Drained {
+    drain: Arc<Drain>,
+    number: u64,
+    /// The waker left in `drain`, once one is.
+    left: Option<Waker>,
+}
+
+impl Drained {
+    fn new(drain: Arc<Drain>) -> Drained {
+        let number = drain.numbers.fetch_add(1, Ordering::Relaxed);
+        Drained { drain, number, left: None }
+    }
+}
+
+impl Future for Drained {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.drain.draining.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        // A task's waker stays the same while it lives: the common poll ends here.
+        if self.left.as_ref().is_some_and(|left| left.will_wake(cx.waker())) {
+            return Poll::Pending;
+        }
+        let this = &mut *self;
+        let mut waiting = this.drain.waiting.lock().expect("drain wakers poisoned");
+        if this.drain.draining.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        waiting.insert(this.number, cx.waker().clone());
+        this.left = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for Drained {
+    fn drop(&mut self) {
+        if self.left.is_some() {
+            self.drain.waiting.lock().expect("drain wakers poisoned").remove(&self.number);
+        }
+    }
 }
 
 /// How long a request routed to the API (everything but the gateway) may take to send its whole
@@ -123,14 +193,14 @@ pub struct DeadlineBody<B = axum::body::Body> {
     inner: B,
     deadline: BodyDeadline,
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
-    expired: Arc<std::sync::atomic::AtomicBool>,
+    expired: Arc<AtomicBool>,
     done: bool,
 }
 
 impl<B> DeadlineBody<B> {
     /// Wraps the connection's own body type, so the request body is boxed once (by the
     /// `axum::body::Body` the router takes), not once for it and once more around this.
-    pub fn new(inner: B, deadline: BodyDeadline, expired: Arc<std::sync::atomic::AtomicBool>) -> DeadlineBody<B> {
+    pub fn new(inner: B, deadline: BodyDeadline, expired: Arc<AtomicBool>) -> DeadlineBody<B> {
         DeadlineBody { inner, deadline, sleep: None, expired, done: false }
     }
 }
@@ -150,9 +220,8 @@ where
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::BoxError>>> {
-        use std::task::Poll;
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::BoxError>>> {
         let this = &mut *self;
         if this.done {
             return Poll::Ready(None);
@@ -176,7 +245,7 @@ where
                     return Poll::Pending;
                 }
                 this.done = true;
-                this.expired.store(true, std::sync::atomic::Ordering::Relaxed);
+                this.expired.store(true, Ordering::Relaxed);
                 Poll::Ready(Some(Err(BodyTimedOut.into())))
             }
         }
