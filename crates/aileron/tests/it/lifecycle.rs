@@ -136,6 +136,8 @@ fn stopping_closes_idle_kept_alive_connections_at_once() {
         serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
     let address = daemon["url"].as_str().unwrap().trim_start_matches("http://").trim_end_matches('/').to_string();
     let request = format!("GET /v1/health HTTP/1.1\r\nhost: {address}\r\n\r\n");
+    // Opened in order, so the answer on the second proves the first was accepted (the backlog is
+    // first in, first out): none is still in the kernel's queue when the daemon stops.
     let mut connections: Vec<std::net::TcpStream> = (0..3)
         .map(|served| {
             let mut connection = std::net::TcpStream::connect(&address).unwrap();

@@ -100,8 +100,8 @@ pub async fn serve(
 
 /// The signal that tells every open connection to drain. A connection's task leaves its waker
 /// here once and then checks one flag each time it is polled; a `watch` receiver's `changed()`
-/// took a lock shared with the other connections at every poll, several a request (~650
-/// instructions a request, BENCHMARKS.md, issue 49).
+/// took a lock shared with the other connections at every poll, several a request (~1,150 of a
+/// gateway request's ~69,000 instructions, BENCHMARKS.md, issue 49).
 #[derive(Default)]
 struct Drain {
     draining: AtomicBool,
