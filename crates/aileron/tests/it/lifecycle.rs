@@ -132,9 +132,9 @@ fn stopping_closes_idle_kept_alive_connections_at_once() {
     use std::io::{Read, Write};
     let cli = Cli::new();
     cli.ok(&["daemon", "start"]);
-    let daemon: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
-    let address = daemon["url"].as_str().unwrap().trim_start_matches("http://").trim_end_matches('/').to_string();
+    let daemon =
+        aileron::surfaces::client::read_daemon_info(&cli.home.join("daemon.json")).expect("the daemon's record");
+    let address = daemon.url.trim_start_matches("http://").trim_end_matches('/').to_string();
     let request = format!("GET /v1/health HTTP/1.1\r\nhost: {address}\r\n\r\n");
     // Opened in order, so the answer on the second proves the first was accepted (the backlog is
     // first in, first out): none is still in the kernel's queue when the daemon stops.
