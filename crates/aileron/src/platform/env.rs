@@ -15,7 +15,8 @@ pub const AILERON_OTEL_SERVICE_NAME: &str = "AILERON_OTEL_SERVICE_NAME";
 /// `noop` (default) | `stdout` (JSON lines on stderr) | `file` (daily JSONL) | `otlp` (OTLP/HTTP).
 pub const AILERON_OTEL_EXPORTER: &str = "AILERON_OTEL_EXPORTER";
 /// Standard OTel collector URL for the `otlp` exporter (default `http://localhost:4318`; `/v1/traces`
-/// is appended). Read by the OTel SDK itself, as are the three below; listed here for the docs.
+/// is appended). Read through `telemetry::otlp::OtlpTarget`, with the SDK's signal-specific forms
+/// (`OTEL_EXPORTER_OTLP_TRACES_*`, `_LOGS_*`), as are the ones below.
 pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 pub const OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT";
 pub const OTEL_EXPORTER_OTLP_LOGS_HEADERS: &str = "OTEL_EXPORTER_OTLP_LOGS_HEADERS";
@@ -82,8 +83,11 @@ pub const ALL: &[(&str, &str)] = &[
     (AILERON_OTEL_ENABLED, "true = emit OpenTelemetry traces (default false: no SDK at all)"),
     (AILERON_OTEL_SERVICE_NAME, "service.name of every span (default aileron)"),
     (AILERON_OTEL_EXPORTER, "noop | stdout (JSON lines, stderr) | file (daily JSONL) | otlp"),
-    (OTEL_EXPORTER_OTLP_ENDPOINT, "otlp: collector URL (default http://localhost:4318; OTel SDK)"),
-    (OTEL_EXPORTER_OTLP_HEADERS, "otlp: k=v,k2=v2 headers on every export (API keys; OTel SDK)"),
+    (
+        OTEL_EXPORTER_OTLP_ENDPOINT,
+        "otlp: collector URL (default http://localhost:4318; or _TRACES_ENDPOINT, the whole URL)",
+    ),
+    (OTEL_EXPORTER_OTLP_HEADERS, "otlp: k=v,k2=v2 headers on every export (API keys; or _TRACES_HEADERS)"),
     (AILERON_AUDIT_EXPORT, "otlp: ship every audit record to the OTLP collector as a log record (SPEC §17)"),
     (
         OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
@@ -91,7 +95,7 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (OTEL_EXPORTER_OTLP_LOGS_HEADERS, "the audit export's headers (default OTEL_EXPORTER_OTLP_HEADERS)"),
     (OTEL_EXPORTER_OTLP_INSECURE, "otlp: plain HTTP allowed (HTTP follows the URL scheme; OTel SDK)"),
-    (OTEL_EXPORTER_OTLP_TIMEOUT, "otlp: export timeout in ms (default 10000; OTel SDK)"),
+    (OTEL_EXPORTER_OTLP_TIMEOUT, "otlp: export timeout in ms (default 10000; or _TRACES_TIMEOUT)"),
     (AILERON_ANTHROPIC_UPSTREAM, "LLM gateway upstream for /v1/messages* (default https://api.anthropic.com)"),
     (AILERON_OPENAI_UPSTREAM, "LLM gateway upstream for OpenAI paths (default https://api.openai.com)"),
     (AILERON_LISTEN, "daemon listen address (default 127.0.0.1:0, an ephemeral loopback port)"),

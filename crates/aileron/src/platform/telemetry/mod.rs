@@ -5,7 +5,7 @@
 //!   the parent context unchanged, so an inbound `traceparent` still propagates.
 //! - On: one `SdkTracerProvider` with a batch processor and the chosen exporter (`noop`: spans are
 //!   built and dropped; `stdout`: JSON lines on stderr; `file`: daily JSON-lines files; `otlp`:
-//!   OTLP/HTTP protobuf, configured by the SDK from `OTEL_EXPORTER_OTLP_*`).
+//!   OTLP/HTTP protobuf, configured from the SDK's `OTEL_EXPORTER_OTLP_*` variables: [`otlp`]).
 //! - An unknown exporter or one that fails to build degrades to no SDK at all, with one warning;
 //!   nothing in telemetry can stop the daemon from serving.
 //!
@@ -18,6 +18,7 @@
 pub mod http;
 pub mod json_lines;
 pub mod keys;
+pub mod otlp;
 mod spans;
 
 use std::collections::BTreeMap;
@@ -84,7 +85,7 @@ pub struct TelemetryConfig {
     pub exporter: String,
     /// `<AILERON_TRACES_DIR or home>/traces`; `None` when `AILERON_TRACES_DIR` is explicitly empty.
     pub traces_dir: Option<PathBuf>,
-    /// The full OTLP traces URL (`…/v1/traces`). `None`: the SDK reads `OTEL_EXPORTER_OTLP_*`.
+    /// The full OTLP traces URL (`…/v1/traces`). `None`: from `OTEL_EXPORTER_OTLP_*` ([`otlp`]).
     pub otlp_endpoint: Option<String>,
     /// The file exporter's clock.
     pub local_date: LocalDate,
@@ -143,7 +144,8 @@ pub enum TelemetryError {
     NoTracesDir { var: &'static str },
     #[error("cannot write spans under {path}: {source}\nhint: make the directory writable, or set AILERON_TRACES_DIR")]
     TracesDir { path: PathBuf, source: std::io::Error },
-    #[error("building the OTLP exporter: {message}\nhint: check OTEL_EXPORTER_OTLP_ENDPOINT, _HEADERS and _TIMEOUT")]
+    /// `message` ends in its own hint.
+    #[error("building the OTLP exporter: {message}")]
     Otlp { message: String },
 }
 
@@ -257,15 +259,10 @@ fn batch<E: opentelemetry_sdk::trace::SpanExporter + 'static>(exporter: E) -> Ba
     BatchSpanProcessor::builder(exporter).build()
 }
 
-fn otlp_exporter(config: &TelemetryConfig) -> Result<opentelemetry_otlp::SpanExporter, TelemetryError> {
-    use opentelemetry_otlp::{Protocol, WithExportConfig};
-    // reqwest is built without a TLS provider of its own; an https collector needs ours.
-    crate::platform::process::install_crypto_provider();
-    let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary);
-    if let Some(endpoint) = &config.otlp_endpoint {
-        builder = builder.with_endpoint(endpoint.clone());
-    }
-    builder.build().map_err(|error| TelemetryError::Otlp { message: error.to_string() })
+fn otlp_exporter(config: &TelemetryConfig) -> Result<otlp::OtlpSpanExporter, TelemetryError> {
+    let target = otlp::OtlpTarget::from_lookup("traces", config.otlp_endpoint.as_deref(), env::get)
+        .map_err(|message| TelemetryError::Otlp { message })?;
+    otlp::OtlpSpanExporter::new(target).map_err(|message| TelemetryError::Otlp { message })
 }
 
 /// The remote parent an inbound request carries in `traceparent` (and `tracestate`); an empty

@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use super::daily_file::ForwardLines;
 use crate::platform::env;
 use crate::platform::home::write_atomic;
+use crate::platform::telemetry::otlp::OtlpTarget;
 
 pub const CURSOR_FILE: &str = "export.cursor";
 /// Records per request.
@@ -45,7 +46,8 @@ pub struct ExportConfig {
 impl ExportConfig {
     /// `AILERON_AUDIT_EXPORT=otlp` and the OTel SDK's variables: `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`
     /// (the whole URL), else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/logs` (default
-    /// `http://localhost:4318`); `OTEL_EXPORTER_OTLP_LOGS_HEADERS`, else `..._HEADERS`.
+    /// `http://localhost:4318`); `OTEL_EXPORTER_OTLP_LOGS_HEADERS`, else `..._HEADERS` — resolved
+    /// as the span exporter resolves its own ([`OtlpTarget`]).
     pub fn from_env() -> Result<Option<ExportConfig>, String> {
         match env::get(env::AILERON_AUDIT_EXPORT).as_deref() {
             None | Some("") | Some("none") => return Ok(None),
@@ -56,32 +58,8 @@ impl ExportConfig {
                 ));
             }
         }
-        let endpoint = match env::get(env::OTEL_EXPORTER_OTLP_LOGS_ENDPOINT).filter(|url| !url.is_empty()) {
-            Some(url) => url,
-            None => {
-                let base = env::get(env::OTEL_EXPORTER_OTLP_ENDPOINT).filter(|url| !url.is_empty());
-                format!("{}/v1/logs", base.as_deref().unwrap_or("http://localhost:4318").trim_end_matches('/'))
-            }
-        };
-        url::Url::parse(&endpoint).map_err(|e| {
-            format!("the OTLP logs endpoint `{endpoint}` is not a URL: {e}\nhint: e.g. http://localhost:4318")
-        })?;
-        let headers = env::get(env::OTEL_EXPORTER_OTLP_LOGS_HEADERS)
-            .or_else(|| env::get(env::OTEL_EXPORTER_OTLP_HEADERS))
-            .unwrap_or_default();
-        let headers = headers
-            .split(',')
-            .filter(|pair| !pair.trim().is_empty())
-            .map(|pair| {
-                let (name, value) = pair.split_once('=').ok_or_else(|| {
-                    format!(
-                        "OTLP header `{pair}` is not name=value\nhint: OTEL_EXPORTER_OTLP_HEADERS=api-key=…,other=…"
-                    )
-                })?;
-                let value = percent_encoding::percent_decode_str(value.trim()).decode_utf8_lossy().into_owned();
-                Ok((name.trim().to_string(), value))
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        let target = OtlpTarget::from_lookup("logs", None, env::get)?;
+        let (endpoint, headers) = (target.endpoint, target.headers);
         Ok(Some(ExportConfig { endpoint, headers }))
     }
 }
