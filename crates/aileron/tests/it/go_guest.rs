@@ -34,9 +34,12 @@ const RUNTIME_IMPORTS: &str = "\n[capabilities.runtime]\nimports = [\"aileron_ho
 /// Ceilings well above what a Go connector costs (SPEC: 5–8 MB, "compile time of a 7 MB module is
 /// seconds") yet low enough to catch a runtime that stopped caching, a cranelift built without
 /// optimisation (8× slower) or a build that went wrong. Run times are bounded in CPU time, which
-/// a busy 2-core machine does not inflate; wall times are reported.
+/// a busy 2-core machine does not inflate; wall times are reported. The install's figure is the
+/// whole process's CPU while it ran, so it includes the other tests of this binary running beside
+/// it: 33.8 s was seen on a 2.0 GHz Xeon without SHA extensions (the install 17.5 s of wall time),
+/// where 30 s had been the ceiling.
 const MAX_MODULE_BYTES: usize = 16 * 1024 * 1024;
-const MAX_FIRST_RUN_CPU: Duration = Duration::from_secs(30);
+const MAX_FIRST_RUN_CPU: Duration = Duration::from_secs(60);
 const MAX_CACHED_RUN_CPU: Duration = Duration::from_millis(250);
 const MAX_DISK_CACHE_LOAD: Duration = Duration::from_secs(5);
 /// Retry delays long enough that a retried failure could not hide inside its time budget.
