@@ -326,7 +326,11 @@ fn run(task: Task) -> Result<(), Failure> {
         }
         Task::BenchGuard { write } => {
             setup(&root)?;
-            execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins"]))?;
+            // One build for the product's binaries and the benchmark: built apart, the benchmark's
+            // sandbox `baseline` feature (wasmtime's Winch) compiles wasmtime and the `aileron`
+            // library a second time, ~45 % of a release build more. Built together, the binaries
+            // carry Winch's code unused (the engine is Cranelift's either way).
+            execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins", "-p", "aileron-bench"]))?;
             let mut guard = cargo(&root);
             guard.args(["run", "--release", "-p", "aileron-bench", "--"]).args(GUARD_ARGS);
             guard.arg("--guard").arg(root.join(GUARD_REFERENCE));
