@@ -167,10 +167,11 @@ async fn export_throughput(dir: &Path) -> anyhow::Result<(f64, Duration)> {
     let url = format!("http://{}/v1/logs", listener.local_addr()?);
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     let (_durable, watch) = tokio::sync::watch::channel(EXPORTED);
-    let config = aileron::stores::audit_log::export::ExportConfig { endpoint: url, headers: Vec::new() };
+    let target = aileron::platform::telemetry::otlp::OtlpTarget::from_lookup("logs", Some(&url), |_| None)
+        .map_err(anyhow::Error::msg)?;
     let work = super::work::Work::now();
     let started = Instant::now();
-    let _status = aileron::stores::audit_log::export::start(config, dir.to_path_buf(), watch);
+    let _status = aileron::stores::audit_log::export::start(target, dir.to_path_buf(), watch);
     while received.load(Ordering::Acquire) < EXPORTED {
         anyhow::ensure!(started.elapsed() < Duration::from_secs(300), "the export did not finish in 5 minutes");
         tokio::time::sleep(Duration::from_millis(5)).await;

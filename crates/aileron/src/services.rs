@@ -83,13 +83,11 @@ impl Services {
         crate::platform::process::install_crypto_provider();
         let audit = AuditLog::open(AuditConfig { dir: home.audit_parent(), witness: Some(home.witness_dir()) })
             .context("opening the audit log")?;
-        let audit_export = match crate::stores::audit_log::export::ExportConfig::from_env()
-            .map_err(anyhow::Error::msg)?
-        {
-            Some(config) => {
+        let audit_export = match crate::stores::audit_log::export::target_from_env().map_err(anyhow::Error::msg)? {
+            Some(target) => {
                 let dir = audit.audit_dir().context("AILERON_AUDIT_EXPORT needs the audit log on disk")?.to_path_buf();
                 anyhow::ensure!(tokio::runtime::Handle::try_current().is_ok(), "the audit export runs in the daemon");
-                Some(crate::stores::audit_log::export::start(config, dir, audit.subscribe()))
+                Some(crate::stores::audit_log::export::start(target, dir, audit.subscribe()))
             }
             None => None,
         };

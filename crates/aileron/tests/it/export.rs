@@ -158,3 +158,47 @@ fn every_record_reaches_the_collector_in_order_through_an_outage_and_a_kill() {
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+/// A collector that takes the request and never answers is given up on after the SDK's own
+/// `OTEL_EXPORTER_OTLP_LOGS_TIMEOUT`, not a fixed one, and `status` says so by name.
+#[test]
+fn a_collector_that_never_answers_is_given_up_on_after_the_set_timeout() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    // Accepts and reads, never writes: the connection stays open until the export gives up.
+    let held: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+    {
+        let held = held.clone();
+        std::thread::spawn(move || {
+            for stream in silent.incoming().flatten() {
+                held.lock().unwrap().push(stream);
+            }
+        });
+    }
+    let cli = Cli::with_echo_action("count");
+    cli.ok(&["daemon", "stop"]);
+    let env = [
+        ("AILERON_AUDIT_EXPORT", "otlp"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", url.as_str()),
+        ("OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", "300"),
+    ];
+    let started = cli.run_with(&["daemon", "start"], &env, None);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    cli.ok(&["action", "run", "count"]);
+    // Well under the 10 s an unset timeout means (the SDK's default): only the set one fits.
+    let deadline = Instant::now() + Duration::from_secs(6);
+    let export = loop {
+        let status: Value = serde_json::from_str(&cli.ok(&["daemon", "status", "--json"])).unwrap();
+        let export = status["audit_export"].clone();
+        if export["last_error"].is_string() {
+            break export;
+        }
+        assert!(Instant::now() < deadline, "no error after 6 s with a 300 ms timeout: {export}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let error = export["last_error"].as_str().unwrap();
+    assert!(error.contains("no answer in 300 ms") && error.contains("OTEL_EXPORTER_OTLP_LOGS_TIMEOUT"), "{error}");
+    assert!(export["lag"].as_u64().unwrap() > 0, "{export}");
+    assert!(!held.lock().unwrap().is_empty(), "the export reached the silent collector");
+    cli.ok(&["daemon", "stop"]);
+}

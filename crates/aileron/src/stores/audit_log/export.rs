@@ -35,32 +35,18 @@ const BATCH: usize = 512;
 const LINGER: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
-/// Where the records go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExportConfig {
-    /// The full OTLP/HTTP logs URL (`…/v1/logs`).
-    pub endpoint: String,
-    pub headers: Vec<(String, String)>,
-}
-
-impl ExportConfig {
-    /// `AILERON_AUDIT_EXPORT=otlp` and the OTel SDK's variables: `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`
-    /// (the whole URL), else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/logs` (default
-    /// `http://localhost:4318`); `OTEL_EXPORTER_OTLP_LOGS_HEADERS`, else `..._HEADERS` — resolved
-    /// as the span exporter resolves its own ([`OtlpTarget`]).
-    pub fn from_env() -> Result<Option<ExportConfig>, String> {
-        match env::get(env::AILERON_AUDIT_EXPORT).as_deref() {
-            None | Some("") | Some("none") => return Ok(None),
-            Some("otlp") => {}
-            Some(other) => {
-                return Err(format!(
-                    "AILERON_AUDIT_EXPORT={other} is not an export\nhint: set it to `otlp` (or unset it)"
-                ));
-            }
+/// Where the records go, from `AILERON_AUDIT_EXPORT=otlp` and the OTel SDK's variables, resolved
+/// as the span exporter resolves its own ([`OtlpTarget`]): `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` (the
+/// whole URL), else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/logs` (default `http://localhost:4318`);
+/// `OTEL_EXPORTER_OTLP_LOGS_HEADERS`, else `..._HEADERS`; `OTEL_EXPORTER_OTLP_LOGS_TIMEOUT`, else
+/// `..._TIMEOUT` (milliseconds a request may take; default 10 s). `None`: no export.
+pub fn target_from_env() -> Result<Option<OtlpTarget>, String> {
+    match env::get(env::AILERON_AUDIT_EXPORT).as_deref() {
+        None | Some("") | Some("none") => Ok(None),
+        Some("otlp") => OtlpTarget::from_lookup("logs", None, env::get).map(Some),
+        Some(other) => {
+            Err(format!("AILERON_AUDIT_EXPORT={other} is not an export\nhint: set it to `otlp` (or unset it)"))
         }
-        let target = OtlpTarget::from_lookup("logs", None, env::get)?;
-        let (endpoint, headers) = (target.endpoint, target.headers);
-        Ok(Some(ExportConfig { endpoint, headers }))
     }
 }
 
@@ -79,18 +65,18 @@ pub fn read_cursor(audit_dir: &Path) -> u64 {
 }
 
 /// Starts the exporter on the current runtime; its status.
-pub fn start(config: ExportConfig, audit_dir: PathBuf, durable: watch::Receiver<u64>) -> Arc<ExportStatus> {
+pub fn start(target: OtlpTarget, audit_dir: PathBuf, durable: watch::Receiver<u64>) -> Arc<ExportStatus> {
     let status = Arc::new(ExportStatus {
-        endpoint: config.endpoint.clone(),
+        endpoint: target.endpoint.clone(),
         exported: AtomicU64::new(read_cursor(&audit_dir)),
         last_error: std::sync::Mutex::new(None),
     });
-    tokio::spawn(run(config, audit_dir, durable, status.clone()));
+    tokio::spawn(run(target, audit_dir, durable, status.clone()));
     status
 }
 
-async fn run(config: ExportConfig, audit_dir: PathBuf, mut durable: watch::Receiver<u64>, status: Arc<ExportStatus>) {
-    let client = match reqwest::Client::builder().timeout(Duration::from_secs(10)).build() {
+async fn run(target: OtlpTarget, audit_dir: PathBuf, mut durable: watch::Receiver<u64>, status: Arc<ExportStatus>) {
+    let client = match reqwest::Client::builder().timeout(target.timeout).build() {
         Ok(client) => client,
         Err(error) => {
             *status.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error.to_string());
@@ -137,14 +123,20 @@ async fn run(config: ExportConfig, audit_dir: PathBuf, mut durable: watch::Recei
             continue;
         }
         let body = request(&lines).encode_to_vec();
-        let mut post = client.post(&config.endpoint).header("content-type", "application/x-protobuf").body(body);
-        for (name, value) in &config.headers {
+        let mut post = client.post(&target.endpoint).header("content-type", "application/x-protobuf").body(body);
+        for (name, value) in &target.headers {
             post = post.header(name, value);
         }
         let sent = match post.send().await {
             Ok(response) if response.status().is_success() => Ok(()),
             Ok(response) => Err(format!("the collector answered {}", response.status())),
-            Err(error) => Err(format!("sending to {}: {error}", config.endpoint)),
+            Err(error) if error.is_timeout() => Err(format!(
+                "sending to {}: no answer in {} ms (the wait is OTEL_EXPORTER_OTLP_LOGS_TIMEOUT, else \
+                 OTEL_EXPORTER_OTLP_TIMEOUT, in milliseconds)",
+                target.endpoint,
+                target.timeout.as_millis()
+            )),
+            Err(error) => Err(format!("sending to {}: {error}", target.endpoint)),
         };
         match sent {
             Ok(()) => {
