@@ -4,8 +4,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::sha256::Sha256;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use sha2::{Digest, Sha256};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {
@@ -217,11 +217,11 @@ impl ContentHash {
         let mut hasher = Sha256::new();
         hasher.update(wasm);
         hasher.update(manifest);
-        ContentHash(hasher.finalize().into())
+        ContentHash(hasher.finalize())
     }
 
     pub fn of_bytes(bytes: &[u8]) -> ContentHash {
-        ContentHash(Sha256::digest(bytes).into())
+        ContentHash(Sha256::digest(bytes))
     }
 
     pub fn from_digest(bytes: [u8; 32]) -> ContentHash {
@@ -369,7 +369,7 @@ mod tests {
         assert_eq!(hash, ContentHash::of_bytes(b"wasmmanifest"));
         assert_eq!(ContentHash::parse(&hash.to_string()).unwrap(), hash);
         // The text is `sha256:` and the lowercase hex of the digest (what sha256sum prints).
-        let digest: [u8; 32] = Sha256::digest(b"wasmmanifest").into();
+        let digest: [u8; 32] = Sha256::digest(b"wasmmanifest");
         assert_eq!(hash.to_string(), format!("sha256:{}", hex::encode(digest)));
         assert_eq!(hash.hex(), hex::encode(digest));
         assert_eq!(format!("{hash:>80}"), format!("sha256:{}", hex::encode(digest)), "one write, no padding");

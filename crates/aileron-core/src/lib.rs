@@ -12,6 +12,7 @@ pub mod identity;
 pub mod manifest;
 pub mod parse_error;
 pub mod policy;
+pub mod sha256;
 pub mod signing;
 pub mod sigv4;
 pub mod template;

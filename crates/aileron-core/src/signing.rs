@@ -14,10 +14,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::sha256::Sha256;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::identity::Fqn;
 

@@ -22,8 +22,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::sha256::Sha256;
 use ring::hmac;
-use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
 /// The algorithm name that opens the string to sign and the `Authorization` header.

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use aileron_core::ContentHash;
-use sha2::{Digest, Sha256};
+use aileron_core::sha256::Sha256;
 use wasmtime::{Engine, Module};
 
 /// Bump when the on-disk layout changes; it is part of the engine key.
@@ -304,7 +304,7 @@ fn bound_digest(hash: &ContentHash, artifact: &[u8]) -> [u8; DIGEST_LEN] {
     hasher.update(FORMAT_VERSION);
     hasher.update(hash.as_bytes());
     hasher.update(artifact);
-    hasher.finalize().into()
+    hasher.finalize()
 }
 
 /// Whether a cache file may be executed: a regular file of this user that nobody else may write.

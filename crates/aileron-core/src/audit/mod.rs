@@ -19,11 +19,11 @@ mod canonical;
 use std::fmt;
 use std::io::Write as _;
 
+use crate::sha256::Sha256;
 pub use canonical::{CanonicalObject, canonical_json};
 use canonical::{into_string, write_canonical, write_canonical_map, write_str, write_u64};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::identity::ContentHash;
 
@@ -206,7 +206,7 @@ impl PreparedRecord {
     pub fn seal(&self, seq: u64, prev: &str, timestamp: &str, out: &mut Vec<u8>) -> ContentHash {
         let start = out.len();
         let head_end = self.write_line(seq, prev, timestamp, None, out);
-        let hash = ContentHash::from_digest(Sha256::digest(&out[start..]).into());
+        let hash = ContentHash::from_digest(Sha256::digest(&out[start..]));
         // `,"hash":"sha256:<hex>"`, from the stack: nothing in it needs escaping.
         let mut field = *b",\"hash\":\"sha256:0000000000000000000000000000000000000000000000000000000000000000\"";
         write!(&mut field[9..80], "{hash}").expect("a content hash is 71 bytes");
@@ -243,7 +243,7 @@ impl PreparedRecord {
 
 /// A record's `hash`: `sha256:` and the hex of `canonical`'s digest.
 fn record_hash(canonical: &[u8]) -> String {
-    ContentHash::from_digest(Sha256::digest(canonical).into()).to_string()
+    ContentHash::from_digest(Sha256::digest(canonical)).to_string()
 }
 
 /// The fields that sort before `hash`.

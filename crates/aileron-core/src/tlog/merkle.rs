@@ -6,7 +6,7 @@
 //! (`hash(level, index)` covers records `index << level .. (index + 1) << level`). An incomplete
 //! right edge is computed from those, so a proof costs O(log² n) reads and no pass over the log.
 
-use sha2::{Digest, Sha256};
+use crate::sha256::Sha256;
 
 pub type Hash = [u8; 32];
 
@@ -19,7 +19,7 @@ pub fn leaf_hash(line: &[u8]) -> Hash {
     let mut hasher = Sha256::new();
     hasher.update([0u8]);
     hasher.update(line);
-    hasher.finalize().into()
+    hasher.finalize()
 }
 
 pub fn node_hash(left: &Hash, right: &Hash) -> Hash {
@@ -27,7 +27,7 @@ pub fn node_hash(left: &Hash, right: &Hash) -> Hash {
     hasher.update([1u8]);
     hasher.update(left);
     hasher.update(right);
-    hasher.finalize().into()
+    hasher.finalize()
 }
 
 /// The largest power of two below `n` (`n` ≥ 2): where RFC 6962 splits a tree of `n` leaves.
@@ -48,7 +48,7 @@ fn subtree(store: &impl Hashes, lo: u64, hi: u64) -> Result<Hash, String> {
 /// The tree hash of the first `n` leaves (`n` ≥ 1; the empty tree is SHA-256 of nothing).
 pub fn tree_hash(store: &impl Hashes, n: u64) -> Result<Hash, String> {
     if n == 0 {
-        return Ok(Sha256::digest([]).into());
+        return Ok(Sha256::digest([]));
     }
     subtree(store, 0, n)
 }
@@ -227,7 +227,7 @@ mod tests {
     /// RFC 6962's definition, by recursion over the leaves themselves.
     fn reference(leaves: &[Hash]) -> Hash {
         match leaves.len() {
-            0 => Sha256::digest([]).into(),
+            0 => Sha256::digest([]),
             1 => leaves[0],
             n => {
                 let k = split(n as u64) as usize;

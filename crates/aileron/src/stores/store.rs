@@ -26,9 +26,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aileron_core::manifest::{ConnectorManifest, parse_manifest};
+use aileron_core::sha256::Sha256;
 use aileron_core::{Boundary, ContentHash, Failure, Fqn};
 use nix::fcntl::OFlag;
-use sha2::{Digest, Sha256};
 
 use crate::platform::home::{create_private_dir, sync_dir, write_atomic};
 use crate::stores::package::{MANIFEST_FILE, Package, SIGNATURE_FILE, WASM_FILE};
@@ -424,7 +424,7 @@ impl Store {
         let mut hasher = Sha256::new();
         hasher.update(&wasm);
         hasher.update(&manifest_bytes);
-        let actual = ContentHash::from_digest(hasher.finalize().into());
+        let actual = ContentHash::from_digest(hasher.finalize());
         if actual != *hash {
             self.verified.lock().expect("store verification cache poisoned").remove(hash);
             return Err(Failure::hash_mismatch(format!(

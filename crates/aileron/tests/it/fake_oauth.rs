@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use aileron_core::sha256::Sha256;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -17,7 +18,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 pub const CLIENT_ID: &str = "aileron-test-client";
 

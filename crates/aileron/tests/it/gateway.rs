@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use aileron::platform::home::Home;
 use aileron::surfaces::daemon::{AppState, StateOptions, app};
+use aileron_core::sha256::Sha256;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tower::ServiceExt as _;
 

@@ -8,9 +8,9 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use aileron_core::sha256::Sha256;
 use http::StatusCode;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::support::{ActionSpec, Harness, guest_wasm, manifest};
 

@@ -279,7 +279,7 @@ pub async fn sign_aws(
                     format!("a request to sign may carry at most {MAX_SIGNED_BODY_BYTES} bytes unless it states x-amz-content-sha256"),
                 )
             })?;
-            let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+            let hash = hex::encode(aileron_core::sha256::Sha256::digest(&bytes));
             (
                 hash,
                 axum::body::Body::from(bytes),

@@ -35,13 +35,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use aileron_core::sha256::Sha256;
 use nix::mount::{MsFlags, mount};
 use nix::sched::CloneFlags;
 use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
 
 use crate::platform::secret::Secret;

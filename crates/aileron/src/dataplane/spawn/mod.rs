@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use aileron_core::manifest::ConnectorManifest;
 use aileron_core::policy::{self, CapabilitySubset, SpawnPlan};
+use aileron_core::sha256::Sha256;
 use aileron_core::{Boundary, Failure, FailureClass};
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use jail::{JailPlan, Report};

@@ -32,9 +32,9 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use aileron_core::audit::{AuditRecord, GENESIS_PREV, check_line};
+use aileron_core::sha256::Sha256;
 use anyhow::Context;
 use chrono::{Datelike, NaiveDate};
-use sha2::{Digest, Sha256};
 
 use super::daily_file::{log_file_name, log_files, open_for_append};
 use crate::platform::home::sync_dir;

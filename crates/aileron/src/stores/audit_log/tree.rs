@@ -19,10 +19,10 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use aileron_core::sha256::Sha256;
 use aileron_core::tlog::merkle::{self, Hash, Hashes, leaf_hash};
 use aileron_core::tlog::{Checkpoint, CosignatureVerifier, NoteSigner, NoteVerifier, SignedNote};
 use anyhow::Context;
-use sha2::{Digest, Sha256};
 
 use crate::platform::home::{create_private_dir, write_atomic};
 
@@ -457,7 +457,7 @@ fn for_each_line(audit_dir: &Path, skip: u64, mut each: impl FnMut(&[u8]) -> io:
 pub fn log_signer(audit_dir: &Path) -> anyhow::Result<NoteSigner> {
     let seed = super::key_file::seed(&audit_dir.join(KEY_FILE), KEY_HEADER, "an audit log key")?;
     let public = NoteSigner::new("x", &seed)?.public_key();
-    let id = hex::encode(&sha2::Sha256::digest(public)[..8]);
+    let id = hex::encode(&aileron_core::sha256::Sha256::digest(public)[..8]);
     Ok(NoteSigner::new(&format!("aileron.local/{id}"), &seed)?)
 }
 
@@ -710,7 +710,7 @@ pub(super) fn verify_resuming(
 ) -> Result<(CheckpointReport, Option<CheckpointProgress>), String> {
     // Each stored note hashed once: `(size, SHA-256 of the note)`, in `stored`'s order.
     let digests: Vec<(u64, [u8; 32])> =
-        stored.iter().map(|(size, text)| (*size, Sha256::digest(text.as_bytes()).into())).collect();
+        stored.iter().map(|(size, text)| (*size, Sha256::digest(text.as_bytes()))).collect();
     let start = resume.earlier.filter(|earlier| {
         earlier.lines <= resume.unchanged
             && digests.iter().filter(|(size, _)| *size <= earlier.lines).all(|stored| earlier.checked.contains(stored))

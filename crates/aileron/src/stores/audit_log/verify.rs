@@ -18,8 +18,8 @@ use std::sync::{Mutex, PoisonError};
 use aileron_core::audit::{
     BreakReason, ChainBreak, ChainVerifier, CheckedLine, LogLine, VerifyReport, check_line, log_lines,
 };
+use aileron_core::sha256::Sha256;
 use chrono::NaiveDate;
-use sha2::{Digest, Sha256};
 
 use super::VerifyError;
 use super::daily_file::{file_name, log_files};
@@ -264,12 +264,8 @@ impl Pass {
             return;
         }
         hashed.update(verified);
-        let proved = VerifiedFile {
-            name: name.to_string(),
-            len: base + verified.len(),
-            lines,
-            digest: hashed.finalize().into(),
-        };
+        let proved =
+            VerifiedFile { name: name.to_string(), len: base + verified.len(), lines, digest: hashed.finalize() };
         match self.proved.last_mut() {
             Some(last) if same_file => *last = proved,
             _ => self.proved.push(proved),

@@ -22,13 +22,13 @@ use std::str::FromStr;
 
 use aileron_core::action::ActionFile;
 use aileron_core::parse_error::ParseError;
+use aileron_core::sha256::Sha256;
 use cedar_policy::{
     Authorizer, Context, Decision, Effect, Entities, EntityUid, Policy, PolicyId, PolicySet, Request, Schema,
     ValidationMode, Validator,
 };
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 pub use schema::ArgTypes;
 

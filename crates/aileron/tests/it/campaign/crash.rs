@@ -732,10 +732,9 @@ fn kill_9_among_racing_calls_never_admits_past_a_limit() {
 /// The hash `aileron daemon status` shows for the files in `dir` (SPEC §16: over each file's
 /// name and bytes, in name order).
 fn policy_hash(dir: &std::path::Path) -> String {
-    use sha2::Digest;
     let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
     files.sort();
-    let mut hash = sha2::Sha256::new();
+    let mut hash = aileron_core::sha256::Sha256::new();
     for path in files {
         let (name, text) = (path.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&path).unwrap());
         hash.update((name.len() as u64).to_be_bytes());
