@@ -11,6 +11,12 @@ use anyhow::Context;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 
+/// What tells one key's name from another's (`aileron.local/<id>`, `aileron.local/witness/<id>`):
+/// the first 8 bytes of the public key's SHA-256, in hex.
+pub(super) fn public_key_id(public: &[u8; 32]) -> String {
+    hex::encode(&aileron_core::sha256::Sha256::digest(public)[..8])
+}
+
 /// The seed in `path`, made at first use; `what` names the key in errors.
 pub(super) fn seed(path: &Path, header: &str, what: &str) -> anyhow::Result<[u8; 32]> {
     match std::fs::read_to_string(path) {

@@ -457,7 +457,7 @@ fn for_each_line(audit_dir: &Path, skip: u64, mut each: impl FnMut(&[u8]) -> io:
 pub fn log_signer(audit_dir: &Path) -> anyhow::Result<NoteSigner> {
     let seed = super::key_file::seed(&audit_dir.join(KEY_FILE), KEY_HEADER, "an audit log key")?;
     let public = NoteSigner::new("x", &seed)?.public_key();
-    let id = hex::encode(&aileron_core::sha256::Sha256::digest(public)[..8]);
+    let id = super::key_file::public_key_id(&public);
     Ok(NoteSigner::new(&format!("aileron.local/{id}"), &seed)?)
 }
 

@@ -32,7 +32,7 @@ impl Witness {
         create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
         let seed = super::key_file::seed(&dir.join(KEY_FILE), KEY_HEADER, "a witness key")?;
         let public = Cosigner::new("x", &seed)?.public_key();
-        let id = hex::encode(&aileron_core::sha256::Sha256::digest(public)[..8]);
+        let id = super::key_file::public_key_id(&public);
         let cosigner = Cosigner::new(&format!("aileron.local/witness/{id}"), &seed)?;
         Ok(Witness { dir: dir.to_path_buf(), cosigner })
     }
