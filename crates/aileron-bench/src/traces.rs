@@ -18,6 +18,7 @@ use super::figures::{format_count, format_duration, format_rate, format_ratio, r
 use super::http::{LoadFigures, Probe, load_phase};
 use super::report::SummaryRow;
 use super::sidecar::Sidecar;
+use super::work::PerRequest;
 use super::{BenchArgs, ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
 
 /// Rounds of the traces benchmark; each phase of a round measures `--duration` ÷ this.
@@ -230,15 +231,16 @@ impl TraceFigures {
              benchmark process's CPU time (clients, daemon and exporter; not the receiver, as a collector \
              is not the daemon) over the window divided by the runs \
              answered in it: work rather than time, so it moves with what tracing costs and not with this VM's \
-             speed between phases.\n",
+             speed between phases. Allocations per run are the same process's heap allocations (counted by the \
+             benchmark's global allocator) over the same runs.\n",
             off.clients
         );
         let _ = writeln!(
             text,
             "| tracing | answered in window | throughput | p50 | p99 | mean | p50 vs off | throughput vs off | CPU per \
-             run | CPU vs off | spans exported |"
+             run | CPU vs off | allocations per run | spans exported |"
         );
-        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         let off_cpu = off.per_request().cpu;
         for phase in &self.phases {
             let load = &phase.load;
@@ -248,10 +250,10 @@ impl TraceFigures {
                 }
                 None => String::new(),
             };
-            let cpu = load.per_request().cpu;
+            let PerRequest { cpu, allocations, .. } = load.per_request();
             let _ = writeln!(
                 text,
-                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {exported} |",
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {allocations:.1} | {exported} |",
                 phase.label,
                 format_count(load.latency.len() as u64),
                 format_rate(load.throughput()),
