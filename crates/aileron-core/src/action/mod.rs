@@ -8,6 +8,7 @@ pub(crate) mod fixtures;
 mod raw;
 #[cfg(test)]
 mod tests;
+mod texts;
 
 use std::path::Path;
 
@@ -19,6 +20,7 @@ use crate::policy::{CapabilityEntry, CapabilitySubset, validate_op_name};
 use crate::template::{Reference, ReferenceSource, references_in};
 
 pub use args::{ArgsError, ArgsProblem};
+pub use texts::{RunTexts, StepTexts};
 
 /// Longest wall time a step may ask for (SPEC §4.3: 5 minutes).
 pub const MAX_STEP_TIMEOUT_SECONDS: u32 = 300;
@@ -44,6 +46,8 @@ pub struct ActionFile {
     /// their texts were 5 MB of the daemon's heap (BENCHMARKS.md, issue 49, "Start and memory at
     /// scale"); the file on disk holds it.
     sha256: ContentHash,
+    /// Made on the first run that asks ([`ActionFile::run_texts`]); 16 bytes until then.
+    run_texts: texts::RunTextsCell,
 }
 
 /// `[[requires.connectors]]`.
@@ -327,6 +331,12 @@ impl ActionFile {
         self.required_connector(&step.connector).expect("the parser guarantees every step names a required connector")
     }
 
+    /// The name and each step's connector, op and pinned hash as shared texts, made on the first
+    /// call: what a run's spans and its steps' egress hold, cloned by reference count.
+    pub fn run_texts(&self) -> &std::sync::Arc<RunTexts> {
+        self.run_texts.get_or_make(self)
+    }
+
     /// The MCP `inputSchema`: `{type: object, properties, required (declaration order),
     /// additionalProperties: false}`.
     pub fn input_schema(&self) -> Value {
@@ -584,6 +594,7 @@ impl ActionValidator<'_, '_> {
             title: None,
             description: String::new(),
             sha256: ContentHash::from_digest([0; 32]),
+            run_texts: texts::RunTextsCell::default(),
         })
     }
 

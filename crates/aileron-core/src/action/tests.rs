@@ -1181,3 +1181,27 @@ fn the_frontmatter_range_is_what_the_fences_enclose() {
     assert_eq!(frontmatter_range("name = 1\n+++\n"), None);
     assert_eq!(frontmatter_range("+++\nname = 1\n"), None);
 }
+
+#[test]
+fn run_texts_are_the_actions_own_texts_made_once_and_not_part_of_equality() {
+    for (text, file) in [(LIST_ISSUES, "list-issues.md"), (CREATE_ISSUE, "create-issue.md")] {
+        let action = parse_ok(text, file);
+        let twin = parse_ok(text, file);
+        let texts = action.run_texts();
+        assert_eq!(&*texts.name, action.name);
+        assert_eq!(texts.steps.len(), action.steps.len());
+        for (step, made) in action.steps.iter().zip(&texts.steps) {
+            assert_eq!(*made.connector, step.connector.to_string());
+            assert_eq!(*made.op, step.op);
+            assert_eq!(*made.hash, action.connector_of(step).hash.to_string());
+            assert!(made.hash.starts_with("sha256:"), "{}", made.hash);
+        }
+        assert!(std::sync::Arc::ptr_eq(texts, action.run_texts()), "made once, then shared");
+        // Made or not, the action is the same action.
+        assert_eq!(action, twin);
+        let copy = action.clone();
+        assert_eq!(copy, action);
+        assert!(!std::sync::Arc::ptr_eq(copy.run_texts(), action.run_texts()), "a clone makes its own");
+        assert_eq!(copy.run_texts().name, action.run_texts().name);
+    }
+}

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aileron_core::action::{ActionFile, ArgsError, Preview, RequiredConnector};
+use aileron_core::action::{ActionFile, ArgsError, Preview, RequiredConnector, StepTexts};
 use aileron_core::approval::{
     AdmissionRequest, ApprovalEntry, ApprovalId, ApprovalPreview, ApprovalRequest, Outcome, PendingApproval,
     render_preview, requested_payload, review_url,
@@ -239,6 +239,7 @@ async fn execute_steps(
     let mut steps = Vec::with_capacity(action.steps.len());
     // The last finished step's instance: released before the next step, else by the caller.
     let mut instance = None;
+    let texts = action.run_texts();
     for (index, step) in action.steps.iter().enumerate() {
         drop(instance.take());
         let required = action.connector_of(step);
@@ -260,8 +261,8 @@ async fn execute_steps(
         let call = ConnectorCall {
             action,
             required,
+            texts: &texts.steps[index],
             subset,
-            op: &step.op,
             limits,
             idempotent: step.idempotent,
             waited: waited.clone(),
@@ -303,8 +304,10 @@ async fn execute_steps(
 struct ConnectorCall<'a> {
     action: &'a ActionFile,
     required: &'a RequiredConnector,
+    /// The connector, the op to call and the connector's hash, as shared texts (a step's are
+    /// the action's own).
+    texts: &'a StepTexts,
     subset: CapabilitySubset,
-    op: &'a str,
     limits: Limits,
     /// The step's override of the manifest's idempotency default.
     idempotent: Option<bool>,
@@ -324,15 +327,14 @@ async fn call_connector(
     audit_id: &str,
     logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
-    let fqn = call.required.name.to_string();
-    let check = state.telemetry.capability_check(&call.action.name, &fqn, call.op);
-    if let Err(failure) = policy::check_op(&call.subset, call.op) {
+    let check = state.telemetry.capability_check(&call.action.run_texts().name, call.texts);
+    if let Err(failure) = policy::check_op(&call.subset, &call.texts.op) {
         check.fail(&failure, Some(audit_id));
         return Err(failure);
     }
     check.end();
-    let span = state.telemetry.connector_call(&fqn, call.op, &call.required.hash);
-    let called = span.run(call_verified(state, call, fqn, op_args, caller, audit_id, logs)).await;
+    let span = state.telemetry.connector_call(call.texts);
+    let called = span.run(call_verified(state, call, op_args, caller, audit_id, logs)).await;
     for (level, message) in logs.iter() {
         span.add_event(
             keys::SPAN_EVENT_CONNECTOR_LOG,
@@ -450,13 +452,12 @@ async fn verified(
 async fn call_verified(
     state: &Arc<Services>,
     call: ConnectorCall<'_>,
-    connector_fqn: String,
     op_args: Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
     logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
-    let ConnectorCall { action, required, subset, op, limits, idempotent, waited, admission } = call;
+    let ConnectorCall { action, required, texts, subset, limits, idempotent, waited, admission } = call;
     let connector = verified(state, &required.hash).await?;
     let manifest = connector.manifest.clone();
     check_identity(&manifest, required)?;
@@ -466,9 +467,9 @@ async fn call_verified(
         services: state.egress_services(),
         manifest: manifest.clone(),
         subset,
-        connector_fqn,
-        op: op.to_string(),
-        action: action.name.clone(),
+        connector_fqn: texts.connector.clone(),
+        op: texts.op.clone(),
+        action: action.run_texts().name.clone(),
         caller: caller.clone(),
         audit_id: audit_id.to_string(),
         used_bindings: std::sync::Mutex::new(Vec::new()),
@@ -477,7 +478,7 @@ async fn call_verified(
     });
     let mut attempt = 0;
     // Built once: every attempt (a retry too) sends the same request.
-    let request = CallRequest { op: op.to_string(), args: Value::Object(op_args), limits };
+    let request = CallRequest { op: texts.op.to_string(), args: Value::Object(op_args), limits };
     loop {
         let (outcome, instance) = state.sandbox.runtime().call_holding(&module, &request, egress.clone()).await;
         // The guest's log lines, bounded and escaped: they reach the audit record, the span and
@@ -615,11 +616,18 @@ async fn evaluate_preview(
         None => return ApprovalPreview::unavailable("the action declares no preview"),
     };
     let limits = Limits { wall_time: PREVIEW_TIME_LIMIT, ..Limits::default() };
+    // The first step's connector, with the preview's op.
+    let first_texts = &action.run_texts().steps[0];
+    let texts = StepTexts {
+        connector: first_texts.connector.clone(),
+        op: preview.op.as_str().into(),
+        hash: first_texts.hash.clone(),
+    };
     let call = ConnectorCall {
         action,
         required,
+        texts: &texts,
         subset: CapabilitySubset::from(required),
-        op: &preview.op,
         limits,
         idempotent: Some(false),
         waited: Arc::default(),

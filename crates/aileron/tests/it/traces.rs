@@ -615,6 +615,9 @@ async fn server_spans_are_named_by_route_template_and_the_gateway_emits_none() {
         ),
         ("GET", "/v1/status", false, Some("GET /v1/status"), 401),
         ("GET", "/v1/no-such-route", true, Some("GET"), 404),
+        // The same route again, and with a method of the client's own.
+        ("GET", "/v1/health", true, Some("GET /v1/health"), 200),
+        ("PURGE", "/v1/health", true, Some("PURGE /v1/health"), 405),
         ("POST", "/v1/chat/completions", false, None, 404),
         ("POST", "/v1/messages", false, None, 404),
     ];
@@ -646,6 +649,9 @@ async fn server_spans_are_named_by_route_template_and_the_gateway_emits_none() {
                     "{method} {path}"
                 );
                 assert_eq!(span.attributes["http.response.status_code"], *status, "{method} {path}");
+                assert_eq!(span.attributes["http.request.method"], *method, "{method} {path}");
+                let route = name.split_once(' ').map(|(_, route)| route);
+                assert_eq!(span.attributes.get("http.route").and_then(Value::as_str), route, "{method} {path}");
                 assert_eq!(spans.0.len(), 1, "{method} {path}: {:?}", spans.names());
             }
             None => assert!(spans.0.is_empty(), "the gateway emits no spans: {method} {path} gave {:?}", spans.names()),
@@ -661,7 +667,7 @@ async fn server_spans_are_named_by_route_template_and_the_gateway_emits_none() {
         .iter()
         .flat_map(|r| r.headers.iter().filter(|(n, _)| n == "traceparent").map(|(_, v)| v.clone()).collect::<Vec<_>>())
         .collect();
-    assert_eq!(forwarded, vec![traceparent(&traces[6]), traceparent(&traces[7])]);
+    assert_eq!(forwarded, vec![traceparent(&traces[8]), traceparent(&traces[9])]);
 }
 
 #[tokio::test]

@@ -56,9 +56,10 @@ pub struct StepEgress {
     pub services: EgressServices,
     pub manifest: Arc<ConnectorManifest>,
     pub subset: CapabilitySubset,
-    pub connector_fqn: String,
-    pub op: String,
-    pub action: String,
+    /// The step's connector, op and action, as the action's shared texts.
+    pub connector_fqn: Arc<str>,
+    pub op: Arc<str>,
+    pub action: Arc<str>,
     pub caller: Caller,
     pub audit_id: String,
     /// The bindings this step's requests used, for the step's audit record.
@@ -296,9 +297,9 @@ impl StepEgress {
     /// the run (under the key the run's own spans use) and the session.
     pub(crate) fn step_payload(&self) -> Map<String, Value> {
         StepOrigin {
-            fqn: self.connector_fqn.clone(),
-            op: self.op.clone(),
-            action: self.action.clone(),
+            fqn: self.connector_fqn.to_string(),
+            op: self.op.to_string(),
+            action: self.action.to_string(),
             audit_id: self.audit_id.clone(),
             session_id: self.caller.session_id.clone(),
         }

@@ -3,10 +3,11 @@
 //! untouched and builds nothing — not even the attribute list.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use aileron_core::Failure;
-use aileron_core::action::ActionFile;
+use aileron_core::action::{ActionFile, StepTexts};
 use aileron_core::approval::{ApprovalDecision, ApprovalEntry, ApprovalId, decision_payload};
 use futures_util::future::Either;
 use opentelemetry::context::{FutureExt, WithContext};
@@ -153,30 +154,30 @@ impl Telemetry {
     pub fn action_execute(&self, action: &ActionFile) -> TracedSpan {
         self.start_here(|| {
             SpanBuilder::from_name(keys::SPAN_ACTION_EXECUTE).with_attributes([
-                KeyValue::new(keys::ACTION_NAME, action.name.clone()),
+                KeyValue::new(keys::ACTION_NAME, action.run_texts().name.clone()),
                 KeyValue::new(keys::ACTION_STEPS_COUNT, action.steps.len() as i64),
             ])
         })
     }
 
     /// `aileron.capability.check`: the action-boundary check of one step's op.
-    pub fn capability_check(&self, action: &str, connector_fqn: &str, op: &str) -> TracedSpan {
+    pub fn capability_check(&self, action: &Arc<str>, step: &StepTexts) -> TracedSpan {
         self.start_here(|| {
             SpanBuilder::from_name(keys::SPAN_CAPABILITY_CHECK).with_attributes([
-                KeyValue::new(keys::ACTION_NAME, action.to_string()),
-                KeyValue::new(keys::CONNECTOR_FQN, connector_fqn.to_string()),
-                KeyValue::new(keys::CAPABILITY_KIND, op.to_string()),
+                KeyValue::new(keys::ACTION_NAME, action.clone()),
+                KeyValue::new(keys::CONNECTOR_FQN, step.connector.clone()),
+                KeyValue::new(keys::CAPABILITY_KIND, step.op.clone()),
             ])
         })
     }
 
     /// `aileron.connector.call`: one step's call into the sandbox, retries included.
-    pub fn connector_call(&self, connector_fqn: &str, op: &str, hash: &aileron_core::ContentHash) -> TracedSpan {
+    pub fn connector_call(&self, step: &StepTexts) -> TracedSpan {
         self.start_here(|| {
             SpanBuilder::from_name(keys::SPAN_CONNECTOR_CALL).with_attributes([
-                KeyValue::new(keys::CONNECTOR_FQN, connector_fqn.to_string()),
-                KeyValue::new(keys::CONNECTOR_OP, op.to_string()),
-                KeyValue::new(keys::CONNECTOR_HASH, hash.to_string()),
+                KeyValue::new(keys::CONNECTOR_FQN, step.connector.clone()),
+                KeyValue::new(keys::CONNECTOR_OP, step.op.clone()),
+                KeyValue::new(keys::CONNECTOR_HASH, step.hash.clone()),
             ])
         })
     }
