@@ -11,7 +11,7 @@ use aileron_core::action::{ActionFile, StepTexts};
 use aileron_core::approval::{ApprovalDecision, ApprovalEntry, ApprovalId, decision_payload};
 use futures_util::future::Either;
 use opentelemetry::context::{FutureExt, WithContext};
-use opentelemetry::trace::{Link, SpanBuilder, SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::trace::{Link, Span as _, SpanBuilder, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 use serde_json::{Map, Value};
 
@@ -92,10 +92,41 @@ impl TracedSpan {
             return;
         }
         let span = self.cx.span();
-        span.set_attributes(failure_attributes(failure, audit_id.or(failure.audit_id.as_deref())));
-        span.set_status(Status::error(failure.message.clone()));
+        let (attributes, status) = failed(failure, audit_id);
+        span.set_attributes(attributes);
+        span.set_status(status);
         span.end();
     }
+}
+
+/// A span nothing runs inside (the capability check): the SDK's span itself, started as a child
+/// of the current context but given no context of its own — no boxed span and no context `Arc`
+/// that only ending it would use. Dropped without `end`, it still ends (unset status).
+#[must_use = "end the span with `end` or `fail`"]
+pub struct LeafSpan(Option<opentelemetry_sdk::trace::Span>);
+
+impl LeafSpan {
+    pub fn end(self) {
+        if let Some(mut span) = self.0 {
+            span.end();
+        }
+    }
+
+    /// As [`TracedSpan::fail`].
+    pub fn fail(self, failure: &Failure, audit_id: Option<&str>) {
+        if let Some(mut span) = self.0 {
+            let (attributes, status) = failed(failure, audit_id);
+            span.set_attributes(attributes);
+            span.set_status(status);
+            span.end();
+        }
+    }
+}
+
+/// What a failed span carries: [`failure_attributes`] (`audit_id` overriding the failure's own)
+/// and status Error with the failure's message.
+fn failed(failure: &Failure, audit_id: Option<&str>) -> (Vec<KeyValue>, Status) {
+    (failure_attributes(failure, audit_id.or(failure.audit_id.as_deref())), Status::error(failure.message.clone()))
 }
 
 /// The span attributes of a failure: exactly the [`keys::FAILURE_SPAN_KEYS`] entries of
@@ -161,14 +192,15 @@ impl Telemetry {
     }
 
     /// `aileron.capability.check`: the action-boundary check of one step's op.
-    pub fn capability_check(&self, action: &Arc<str>, step: &StepTexts) -> TracedSpan {
-        self.start_here(|| {
-            SpanBuilder::from_name(keys::SPAN_CAPABILITY_CHECK).with_attributes([
+    pub fn capability_check(&self, action: &Arc<str>, step: &StepTexts) -> LeafSpan {
+        LeafSpan(self.tracer().map(|tracer| {
+            let builder = SpanBuilder::from_name(keys::SPAN_CAPABILITY_CHECK).with_attributes([
                 KeyValue::new(keys::ACTION_NAME, action.clone()),
                 KeyValue::new(keys::CONNECTOR_FQN, step.connector.clone()),
                 KeyValue::new(keys::CAPABILITY_KIND, step.op.clone()),
-            ])
-        })
+            ]);
+            tracer.build_with_context(builder, &Context::current())
+        }))
     }
 
     /// `aileron.connector.call`: one step's call into the sandbox, retries included.
