@@ -4,8 +4,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::sha256::Sha256;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::sha256::Sha256;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {

@@ -14,12 +14,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::sha256::Sha256;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde::{Deserialize, Serialize};
 
 use crate::identity::Fqn;
+use crate::sha256::Sha256;
 
 /// DER prefix of an ed25519 SubjectPublicKeyInfo (RFC 8410): the 32 key bytes follow.
 const SPKI_ED25519_PREFIX: [u8; 12] = [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00];

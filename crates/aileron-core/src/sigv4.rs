@@ -22,9 +22,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::sha256::Sha256;
 use ring::hmac;
 use zeroize::Zeroizing;
+
+use crate::sha256::Sha256;
 
 /// The algorithm name that opens the string to sign and the `Authorization` header.
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";

@@ -19,13 +19,13 @@ mod canonical;
 use std::fmt;
 use std::io::Write as _;
 
-use crate::sha256::Sha256;
 pub use canonical::{CanonicalObject, canonical_json};
 use canonical::{into_string, write_canonical, write_canonical_map, write_str, write_u64};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::identity::ContentHash;
+use crate::sha256::Sha256;
 
 /// `prev` of the first record of a log.
 pub const GENESIS_PREV: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";

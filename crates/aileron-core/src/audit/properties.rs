@@ -3,9 +3,10 @@
 //! serde, keys sorted recursively, no whitespace, the hash over that form without `hash`. A log
 //! written before the serializer changed must verify after, and the other way round.
 
-use crate::sha256::Sha256;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
+
+use crate::sha256::Sha256;
 
 use super::*;
 

@@ -8,10 +8,11 @@
 //! - A checkpoint body is `<origin>\n<size>\n<base64 root>\n` (then optional extension lines); the
 //!   log's key name is its origin.
 
-use crate::sha256::Sha256;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
+
+use crate::sha256::Sha256;
 
 use super::merkle::Hash;
 

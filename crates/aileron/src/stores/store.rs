@@ -26,7 +26,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aileron_core::manifest::{ConnectorManifest, parse_manifest};
-use aileron_core::sha256::Sha256;
 use aileron_core::{Boundary, ContentHash, Failure, Fqn};
 use nix::fcntl::OFlag;
 
@@ -421,10 +420,7 @@ impl Store {
         let (wasm_file, wasm) = read_stamped(&dir, WASM_FILE).map_err(not_installed)?;
         let (manifest_file, manifest_bytes) = read_stamped(&dir, MANIFEST_FILE).map_err(not_installed)?;
         self.rehashes.fetch_add(1, Ordering::Relaxed);
-        let mut hasher = Sha256::new();
-        hasher.update(&wasm);
-        hasher.update(&manifest_bytes);
-        let actual = ContentHash::from_digest(hasher.finalize());
+        let actual = ContentHash::of_connector(&wasm, &manifest_bytes);
         if actual != *hash {
             self.verified.lock().expect("store verification cache poisoned").remove(hash);
             return Err(Failure::hash_mismatch(format!(
