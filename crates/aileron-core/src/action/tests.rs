@@ -1189,6 +1189,7 @@ fn run_texts_are_the_actions_own_texts_made_once_and_not_part_of_equality() {
         let twin = parse_ok(text, file);
         let texts = action.run_texts();
         assert_eq!(&*texts.name, action.name);
+        assert_eq!(*texts.version, action.version.to_string());
         assert_eq!(texts.steps.len(), action.steps.len());
         for (step, made) in action.steps.iter().zip(&texts.steps) {
             assert_eq!(*made.connector, step.connector.to_string());

@@ -1,6 +1,7 @@
-//! The texts every run of an action repeats — its name, and each step's connector, op and pinned
-//! hash — made once and shared. A run's spans and its steps' egress hold them by reference count
-//! instead of copying them (a connector's `sha256:` text was formatted again on every run).
+//! The texts every run of an action repeats — its name and version, and each step's connector, op
+//! and pinned hash — made once and shared. A run's spans and its steps' egress hold them by
+//! reference count instead of copying them, and its audit record and answer write them as they are
+//! (a connector's `sha256:` text was formatted again, through `Display`, each time).
 
 use std::sync::{Arc, OnceLock};
 
@@ -10,6 +11,8 @@ use super::ActionFile;
 #[derive(Debug)]
 pub struct RunTexts {
     pub name: Arc<str>,
+    /// The action's SemVer version as written in its record.
+    pub version: Arc<str>,
     /// One per step, in the action's order.
     pub steps: Box<[StepTexts]>,
 }
@@ -33,7 +36,7 @@ impl RunTexts {
                 hash: action.connector_of(step).hash.to_string().into(),
             })
             .collect();
-        RunTexts { name: action.name.as_str().into(), steps }
+        RunTexts { name: action.name.as_str().into(), version: action.version.to_string().into(), steps }
     }
 }
 

@@ -109,26 +109,24 @@ impl CanonicalObject<'_> {
             "canonical JSON keys go in byte order: `{key}` came after `{}`",
             self.last.unwrap_or_default()
         );
+        // A key is the vocabulary's, written as it is: nothing in it needs escaping.
+        debug_assert!(
+            key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'),
+            "canonical JSON keys are written unescaped: `{key}` needs escaping"
+        );
         if self.last.is_some() {
             self.out.push(b',');
         }
         self.last = Some(key);
-        write_str(key, self.out);
-        self.out.push(b':');
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
         self.out
     }
 
     pub fn str(&mut self, key: &'static str, value: &str) -> &mut Self {
         let out = self.key(key);
         write_str(value, out);
-        self
-    }
-
-    /// A string written from `value`'s `Display`, escaped as it goes (no string of it built).
-    pub fn display(&mut self, key: &'static str, value: &impl std::fmt::Display) -> &mut Self {
-        let out = self.key(key);
-        serde::Serializer::collect_str(&mut serde_json::Serializer::new(&mut *out), value)
-            .expect("writing JSON to a Vec cannot fail");
         self
     }
 
@@ -180,6 +178,15 @@ mod tests {
     }
 
     #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "canonical JSON keys are written unescaped: `a\"b` needs escaping")]
+    fn a_key_that_would_need_escaping_is_refused_where_tests_run() {
+        CanonicalObject::write(&mut Vec::new(), |object| {
+            object.u64("a\"b", 1);
+        });
+    }
+
+    #[test]
     fn an_object_written_from_fields_is_the_canonical_form_of_its_value() {
         let mut written = Vec::new();
         CanonicalObject::write(&mut written, |object| {
@@ -190,7 +197,7 @@ mod tests {
                     item.str("id", &format!("s{n}")).value("v", &json!({"z": null, "a": [1.5, {"d": 1, "c": 2}]}));
                 })
                 .str("c", "\u{202e}\u{0}")
-                .display("d", &format_args!("{}\"{}", 1, "é\n"));
+                .str("d", "1\"é\n");
         });
         let value: Value = serde_json::from_slice(&written).unwrap();
         assert_eq!(canonical_json(&value).as_bytes(), written.as_slice());

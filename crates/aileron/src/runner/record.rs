@@ -65,12 +65,13 @@ impl RunRecord<'_> {
     /// An `action.executed` payload, its keys in byte order: the steps' audit view and the names
     /// (never the values) of the arguments.
     fn write_executed(&self, payload: &mut CanonicalObject<'_>, steps: &[StepResult], args: &Map<String, Value>) {
+        let texts = self.action.run_texts();
         payload
             .strs(keys::ACTION_ARG_NAMES, args.keys().map(String::as_str))
             .str(keys::ACTION_NAME, &self.action.name)
             .objects(keys::ACTION_STEPS, steps, |summary, step| write_step_summary(summary, self.action, step))
             .u64(keys::ACTION_STEPS_COUNT, self.action.steps.len() as u64)
-            .display(keys::ACTION_VERSION, &self.action.version);
+            .str(keys::ACTION_VERSION, &texts.version);
         if let Some(id) = self.approval {
             payload.str(keys::APPROVAL_ID, id.as_str());
         }
@@ -85,7 +86,7 @@ impl RunRecord<'_> {
         // Room for the longest ending's keys: a map grown key by key reallocates as it goes.
         let mut payload = Map::with_capacity(16);
         payload.insert(keys::ACTION_NAME.into(), self.action.name.clone().into());
-        payload.insert(keys::ACTION_VERSION.into(), self.action.version.to_string().into());
+        payload.insert(keys::ACTION_VERSION.into(), (*self.action.run_texts().version).into());
         payload.insert(keys::ACTION_STEPS_COUNT.into(), self.action.steps.len().into());
         payload.extend(failure.audit_payload());
         if let Some(failed) = step {
@@ -105,9 +106,11 @@ impl RunRecord<'_> {
 /// The audit view of a step, its keys in byte order: identity and capability, never the output
 /// or arguments. The keys of the step's `aileron.capability.check` and `aileron.connector.call`
 /// spans, as [`vocabulary::connector_call`] and [`vocabulary::binding`] give them to a map (a
-/// test holds the two to the same record).
+/// test holds the two to the same record). The connector's FQN and hash are the action's texts,
+/// made once ([`ActionFile::run_texts`]).
 fn write_step_summary(summary: &mut CanonicalObject<'_>, action: &ActionFile, result: &StepResult) {
-    let (step, required) = result.step(action);
+    let step = &action.steps[result.index];
+    let texts = &action.run_texts().steps[result.index];
     if let Some(binding) = &result.binding {
         summary
             .str(keys::BINDING_IDENTITY, &binding.identity)
@@ -116,8 +119,8 @@ fn write_step_summary(summary: &mut CanonicalObject<'_>, action: &ActionFile, re
     }
     summary
         .str(keys::CAPABILITY_KIND, &step.op)
-        .display(keys::CONNECTOR_FQN, &step.connector)
-        .display(keys::CONNECTOR_HASH, &required.hash);
+        .str(keys::CONNECTOR_FQN, &texts.connector)
+        .str(keys::CONNECTOR_HASH, &texts.hash);
     if !result.logs.is_empty() {
         summary.objects(keys::CONNECTOR_LOGS, &result.logs, |line, log| {
             line.str("level", &log.level).str("message", &log.message);

@@ -481,14 +481,15 @@ struct StepAnswer<'a> {
 impl Serialize for StepAnswer<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let (step, required) = self.result.step(self.action);
+        let step = &self.action.steps[self.result.index];
+        let texts = &self.action.run_texts().steps[self.result.index];
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("attempts", &self.result.attempts)?;
         if let Some(binding) = &self.result.binding {
             map.serialize_entry("binding", binding)?;
         }
-        map.serialize_entry("connector", &Displayed(&step.connector))?;
-        map.serialize_entry("hash", &Displayed(&required.hash))?;
+        map.serialize_entry("connector", &*texts.connector)?;
+        map.serialize_entry("hash", &*texts.hash)?;
         map.serialize_entry("id", &step.id)?;
         if !self.result.logs.is_empty() {
             map.serialize_entry("logs", &self.result.logs)?;
@@ -496,15 +497,6 @@ impl Serialize for StepAnswer<'_> {
         map.serialize_entry("op", &step.op)?;
         map.serialize_entry("output", &self.result.output)?;
         map.end()
-    }
-}
-
-/// A JSON string written from its `Display` (serde_json escapes it as it goes: no string built).
-struct Displayed<'a, T: std::fmt::Display>(&'a T);
-
-impl<T: std::fmt::Display> Serialize for Displayed<'_, T> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self.0)
     }
 }
 
