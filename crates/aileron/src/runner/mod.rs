@@ -121,17 +121,22 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         return Err(RunRejection::InvalidArgs(error));
     }
     let audit_id = mint_audit_id();
+    // Registering an approval (here and below) is boxed: it is the largest of a run's paths, and
+    // held inline it made every run's future twice the size of the rest together, copied whole
+    // into the route's box on every request (BENCHMARKS.md, issue 49).
     let (policy, admission) = match gate::check(state, &action, &request, &audit_id).await? {
         gate::Gate::Pass { hash, admission } => (hash, admission),
         gate::Gate::Refused(failure) => {
             state.telemetry.action_execute(&action).fail(&failure, Some(&audit_id));
             return Ok(RunOutcome::Failed(failure));
         }
-        gate::Gate::Ask { reasons, .. } => return request_approval(state, &action, request, Some(reasons)).await,
+        gate::Gate::Ask { reasons, .. } => {
+            return Box::pin(request_approval(state, &action, request, Some(reasons))).await;
+        }
     };
     let policy = policy.as_deref();
     match &request.approval {
-        None if action.requires_approval() => return request_approval(state, &action, request, None).await,
+        None if action.requires_approval() => return Box::pin(request_approval(state, &action, request, None)).await,
         None => {}
         Some(grant) => {
             // The approval binds to the exact action bytes and arguments that were registered.
@@ -840,4 +845,42 @@ pub fn warm_up(services: &Arc<Services>) -> tokio::task::JoinHandle<()> {
         }
         services.modules_warm.store(true, std::sync::atomic::Ordering::Release);
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn returned<A, B, C, D, E, G, H, R>(_: &impl FnOnce(A, B, C, D, E, G, H) -> R) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    /// A run's future does not hold the approval path inline. Held inline, it was larger than
+    /// registering an approval and running the steps together (the future is the largest of its
+    /// paths, and each request's is copied whole into the route's box).
+    #[test]
+    fn a_runs_future_does_not_carry_the_approval_path() {
+        type Ref<T> = &'static T;
+        let run = |state: Ref<Arc<Services>>, request: RunRequest, _: (), _: (), _: (), _: (), _: ()| {
+            run_action(state, request)
+        };
+        let approval =
+            |state: Ref<Arc<Services>>, action: Ref<Arc<ActionFile>>, request, reasons, _: (), _: (), _: ()| {
+                request_approval(state, action, request, reasons)
+            };
+        let steps = |state: Ref<Arc<Services>>,
+                     action: Ref<Arc<ActionFile>>,
+                     args: Ref<Map<String, Value>>,
+                     caller: Ref<Caller>,
+                     audit_id: Ref<str>,
+                     waited: Ref<Arc<UpstreamWait>>,
+                     admission: Option<Ref<Admission>>| {
+            execute_steps(state, action, args, caller, audit_id, waited, admission)
+        };
+        let (run, approval, steps) = (returned(&run), returned(&approval), returned(&steps));
+        assert!(
+            run < approval + steps,
+            "a run's future is {run} bytes; registering an approval {approval}, running the steps {steps}"
+        );
+    }
 }
