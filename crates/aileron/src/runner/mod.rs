@@ -122,8 +122,8 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
     }
     let audit_id = mint_audit_id();
     // Registering an approval (here and below) is boxed: it is the largest of a run's paths, and
-    // held inline it made every run's future twice the size of the rest together, copied whole
-    // into the route's box on every request (BENCHMARKS.md, issue 49).
+    // held inline it made every run's future larger than that path and the steps together,
+    // copied whole into the route's box on every request (BENCHMARKS.md, issue 49).
     let (policy, admission) = match gate::check(state, &action, &request, &audit_id).await? {
         gate::Gate::Pass { hash, admission } => (hash, admission),
         gate::Gate::Refused(failure) => {

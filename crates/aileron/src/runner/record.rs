@@ -109,8 +109,7 @@ impl RunRecord<'_> {
 /// test holds the two to the same record). The connector's FQN and hash are the action's texts,
 /// made once ([`ActionFile::run_texts`]).
 fn write_step_summary(summary: &mut CanonicalObject<'_>, action: &ActionFile, result: &StepResult) {
-    let step = &action.steps[result.index];
-    let texts = &action.run_texts().steps[result.index];
+    let (step, texts) = result.step_texts(action);
     if let Some(binding) = &result.binding {
         summary
             .str(keys::BINDING_IDENTITY, &binding.identity)

@@ -31,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use aileron_core::action::{ActionFile, Step};
+use aileron_core::action::{ActionFile, Step, StepTexts};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -121,23 +121,22 @@ where
             return axum::Json::<T>::from_request(request, state)
                 .await
                 .map(|axum::Json(value)| Json(value))
-                .map_err(|rejection| invalid_body(rejection.status(), rejection.body_text()));
+                .map_err(invalid_body);
         }
+        // axum's own `Json` reads the body the same way, and wraps the same rejection.
         let bytes = axum::body::Bytes::from_request(request, state)
             .await
-            .map_err(|rejection| invalid_body(rejection.status(), rejection.body_text()))?;
+            .map_err(|rejection| invalid_body(rejection.into()))?;
         match serde_json::from_slice(&bytes) {
             Ok(value) => Ok(Json(value)),
-            Err(_) => axum::Json::<T>::from_bytes(&bytes)
-                .map(|axum::Json(value)| Json(value))
-                .map_err(|rejection| invalid_body(rejection.status(), rejection.body_text())),
+            Err(_) => axum::Json::<T>::from_bytes(&bytes).map(|axum::Json(value)| Json(value)).map_err(invalid_body),
         }
     }
 }
 
-/// An extractor's rejection as the API's `invalid_body` error, with axum's status and message.
-fn invalid_body(status: StatusCode, message: String) -> ApiError {
-    ApiError::new(status, "invalid_body", message)
+/// axum's rejection as the API's `invalid_body` error, with axum's status and message.
+fn invalid_body(rejection: axum::extract::rejection::JsonRejection) -> ApiError {
+    ApiError::new(rejection.status(), "invalid_body", rejection.body_text())
         .with_hint("send a JSON object with the fields docs/http-api.json lists for this route")
 }
 
@@ -484,6 +483,12 @@ impl StepResult {
         let step = &action.steps[self.index];
         (step, action.connector_of(step))
     }
+
+    /// The action's step this is the result of, and its texts made once
+    /// ([`ActionFile::run_texts`]): the connector and hash the answer and the record write.
+    pub fn step_texts<'a>(&self, action: &'a ActionFile) -> (&'a Step, &'a StepTexts) {
+        (&action.steps[self.index], &action.run_texts().steps[self.index])
+    }
 }
 
 /// A run's steps as its answer shows them.
@@ -507,8 +512,7 @@ struct StepAnswer<'a> {
 impl Serialize for StepAnswer<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let step = &self.action.steps[self.result.index];
-        let texts = &self.action.run_texts().steps[self.result.index];
+        let (step, texts) = self.result.step_texts(self.action);
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("attempts", &self.result.attempts)?;
         if let Some(binding) = &self.result.binding {
