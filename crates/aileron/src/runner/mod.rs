@@ -32,6 +32,7 @@ use crate::dataplane::egress::Admission;
 use crate::dataplane::egress::StepEgress;
 pub use crate::dataplane::egress::UpstreamWait;
 pub use crate::platform::principal::Caller;
+use crate::platform::telemetry::TracedSpan;
 use crate::platform::telemetry::keys;
 use crate::services::Services;
 use crate::stores::approvals;
@@ -171,17 +172,8 @@ pub async fn run_action(state: &Arc<Services>, request: RunRequest) -> Result<Ru
         return Err(RunRejection::AuditUnavailable("the disk holding the audit log is full".into()));
     }
     let span = state.telemetry.action_execute(&action);
-    let executed = span
-        .run(execute_steps(
-            state,
-            &action,
-            &request.args,
-            &request.caller,
-            &audit_id,
-            &request.waited,
-            admission.as_ref(),
-        ))
-        .await;
+    let scope = RunScope { audit_id: &audit_id, span: &span, waited: &request.waited, admission: admission.as_ref() };
+    let executed = execute_steps(state, &action, &request.args, &request.caller, scope).await;
     match executed {
         Ok((steps, instance)) => {
             let approval = request.approval.as_ref().map(|grant| &grant.entry.id);
@@ -229,6 +221,16 @@ struct StepFailure {
     hash: String,
 }
 
+/// What every step of one run shares.
+struct RunScope<'a> {
+    audit_id: &'a str,
+    /// The run's `aileron.action.execute` span: its steps' spans are started under it explicitly
+    /// rather than run in it (see [`TracedSpan::parent`]).
+    span: &'a TracedSpan,
+    waited: &'a Arc<UpstreamWait>,
+    admission: Option<&'a Admission>,
+}
+
 /// Runs the steps in order; the first failure stops the action. The run's output is the last
 /// step's.
 async fn execute_steps(
@@ -236,10 +238,9 @@ async fn execute_steps(
     action: &Arc<ActionFile>,
     args: &Map<String, Value>,
     caller: &Caller,
-    audit_id: &str,
-    waited: &Arc<UpstreamWait>,
-    admission: Option<&Admission>,
+    scope: RunScope<'_>,
 ) -> Result<(Vec<StepResult>, Option<Instance>), StepFailure> {
+    let RunScope { audit_id, span, waited, admission } = scope;
     let mut outputs: BTreeMap<String, Value> = BTreeMap::new();
     let mut steps = Vec::with_capacity(action.steps.len());
     // The last finished step's instance: released before the next step, else by the caller.
@@ -265,6 +266,7 @@ async fn execute_steps(
         }
         let call = ConnectorCall {
             action,
+            run_span: span.parent(),
             required,
             texts: &texts.steps[index],
             subset,
@@ -308,6 +310,8 @@ async fn execute_steps(
 /// One connector op call of an action: the pinned connector, the action's subset, the limits.
 struct ConnectorCall<'a> {
     action: &'a ActionFile,
+    /// The run's span: the parent of the step's spans.
+    run_span: &'a opentelemetry::Context,
     required: &'a RequiredConnector,
     /// The connector, the op to call and the connector's hash, as shared texts (a step's are
     /// the action's own).
@@ -323,7 +327,7 @@ struct ConnectorCall<'a> {
 }
 
 /// Checks `op` against the action's subset (`aileron.capability.check`), then makes the call
-/// (`aileron.connector.call`); both spans are children of the current context.
+/// (`aileron.connector.call`); both spans are children of the run's.
 async fn call_connector(
     state: &Arc<Services>,
     call: ConnectorCall<'_>,
@@ -332,14 +336,14 @@ async fn call_connector(
     audit_id: &str,
     logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
-    let check = state.telemetry.capability_check(&call.action.run_texts().name, call.texts);
+    let check = state.telemetry.capability_check(call.run_span, &call.action.run_texts().name, call.texts);
     if let Err(failure) = policy::check_op(&call.subset, &call.texts.op) {
         check.fail(&failure, Some(audit_id));
         return Err(failure);
     }
     check.end();
-    let span = state.telemetry.connector_call(call.texts);
-    let called = span.run(call_verified(state, call, op_args, caller, audit_id, logs)).await;
+    let span = state.telemetry.connector_call(call.run_span, call.texts);
+    let called = call_verified(state, call, op_args, caller, audit_id, &span, logs).await;
     for (level, message) in logs.iter() {
         span.add_event(
             keys::SPAN_EVENT_CONNECTOR_LOG,
@@ -453,16 +457,17 @@ async fn verified(
 }
 
 /// Verifies and loads the pinned connector, then calls `op` in the sandbox with the egress hook,
-/// retrying per SPEC §9.
+/// retrying per SPEC §9. `span` is the call's (the parent of the programs it spawns).
 async fn call_verified(
     state: &Arc<Services>,
     call: ConnectorCall<'_>,
     op_args: Map<String, Value>,
     caller: &Caller,
     audit_id: &str,
+    span: &TracedSpan,
     logs: &mut Vec<(String, String)>,
 ) -> Result<Called, Failure> {
-    let ConnectorCall { action, required, texts, subset, limits, idempotent, waited, admission } = call;
+    let ConnectorCall { action, run_span: _, required, texts, subset, limits, idempotent, waited, admission } = call;
     let connector = verified(state, &required.hash).await?;
     let manifest = connector.manifest.clone();
     check_identity(&manifest, required)?;
@@ -477,6 +482,7 @@ async fn call_verified(
         action: action.run_texts().name.clone(),
         caller: caller.clone(),
         audit_id: audit_id.to_string(),
+        span: span.context(),
         used_bindings: std::sync::Mutex::new(Vec::new()),
         waited: waited.clone(),
         admission,
@@ -628,8 +634,11 @@ async fn evaluate_preview(
         op: preview.op.as_str().into(),
         hash: first_texts.hash.clone(),
     };
+    // The preview's spans are children of the request's, as its approval's are.
+    let parent = opentelemetry::Context::current();
     let call = ConnectorCall {
         action,
+        run_span: &parent,
         required,
         texts: &texts,
         subset: CapabilitySubset::from(required),
@@ -872,11 +881,9 @@ mod tests {
                      action: Ref<Arc<ActionFile>>,
                      args: Ref<Map<String, Value>>,
                      caller: Ref<Caller>,
-                     audit_id: Ref<str>,
-                     waited: Ref<Arc<UpstreamWait>>,
-                     admission: Option<Ref<Admission>>| {
-            execute_steps(state, action, args, caller, audit_id, waited, admission)
-        };
+                     scope: RunScope<'static>,
+                     _: (),
+                     _: ()| { execute_steps(state, action, args, caller, scope) };
         let (run, approval, steps) = (returned(&run), returned(&approval), returned(&steps));
         assert!(
             run < approval + steps,

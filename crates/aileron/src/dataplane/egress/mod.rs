@@ -62,6 +62,8 @@ pub struct StepEgress {
     pub action: Arc<str>,
     pub caller: Caller,
     pub audit_id: String,
+    /// The step's `aileron.connector.call` span: the parent of the programs it spawns.
+    pub span: opentelemetry::Context,
     /// The bindings this step's requests used, for the step's audit record.
     pub used_bindings: Mutex<Vec<BindingInfo>>,
     /// The run's time waiting on what is not the daemon's: upstreams and spawned programs.

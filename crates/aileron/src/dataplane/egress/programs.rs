@@ -34,7 +34,7 @@ impl StepEgress {
             }
             GuestSpawn::Operation { op, .. } => format!("spawn:{}", op.chars().take(64).collect::<String>()),
         };
-        let span = self.services.telemetry.connector_spawn(&self.connector_fqn, &requested);
+        let span = self.services.telemetry.connector_spawn(&self.span, &self.connector_fqn, &requested);
         let outcome = self.gate_and_run(request, deadline, started).await;
         match &outcome {
             Ok((gated, finished)) => {

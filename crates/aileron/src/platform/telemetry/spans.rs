@@ -2,15 +2,12 @@
 //! call site ends (or fails). With tracing off every constructor returns the parent context
 //! untouched and builds nothing — not even the attribute list.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use aileron_core::Failure;
 use aileron_core::action::{ActionFile, StepTexts};
 use aileron_core::approval::{ApprovalDecision, ApprovalEntry, ApprovalId, decision_payload};
-use futures_util::future::Either;
-use opentelemetry::context::{FutureExt, WithContext};
 use opentelemetry::trace::{Link, Span as _, SpanBuilder, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 use serde_json::{Map, Value};
@@ -26,9 +23,6 @@ pub struct TracedSpan {
     cx: Context,
     /// False when no span was started: ending must not touch the parent's span.
     owned: bool,
-    /// `cx` is the context that was current when the span was asked for (no span started, and
-    /// the parent was the current context): work run in it needs no context of its own.
-    current: bool,
 }
 
 impl TracedSpan {
@@ -37,11 +31,11 @@ impl TracedSpan {
         self.cx.clone()
     }
 
-    /// `work` run in this span's context. With tracing off, a span asked for under the current
-    /// context leaves `work` as it is: the task already polls it in that context, and attaching
-    /// it again on every poll cost a run ~1,700 instructions (BENCHMARKS.md, issue 49).
-    pub fn run<F: Future>(&self, work: F) -> Either<WithContext<F>, F> {
-        if self.current { Either::Right(work) } else { Either::Left(work.with_context(self.cx.clone())) }
+    /// This span's context, the explicit parent of its children (a run's spans are started under
+    /// it rather than run in it: attaching a context on every poll of a run's future, one layer
+    /// per span, cost a traced run ~1,800 instructions; BENCHMARKS.md, issue 49).
+    pub fn parent(&self) -> &Context {
+        &self.cx
     }
 
     /// The `traceparent` header value naming this span (or the carried parent with tracing off).
@@ -100,7 +94,7 @@ impl TracedSpan {
 }
 
 /// A span nothing runs inside (the capability check): the SDK's span itself, started as a child
-/// of the current context but given no context of its own — no boxed span and no context `Arc`
+/// of its parent but given no context of its own — no boxed span and no context `Arc`
 /// that only ending it would use. Dropped without `end`, it still ends (unset status).
 #[must_use = "end the span with `end` or `fail`"]
 pub struct LeafSpan(Option<opentelemetry_sdk::trace::Span>);
@@ -166,24 +160,19 @@ impl Telemetry {
     /// never called.
     pub fn start(&self, parent: &Context, build: impl FnOnce() -> SpanBuilder) -> TracedSpan {
         match self.tracer() {
-            None => TracedSpan { cx: parent.clone(), owned: false, current: false },
+            None => TracedSpan { cx: parent.clone(), owned: false },
             Some(tracer) => {
                 let span = tracer.build_with_context(build(), parent);
-                TracedSpan { cx: parent.with_span(span), owned: true, current: false }
+                TracedSpan { cx: parent.with_span(span), owned: true }
             }
         }
     }
 
-    /// [`Telemetry::start`] as a child of the current context.
-    fn start_here(&self, build: impl FnOnce() -> SpanBuilder) -> TracedSpan {
-        let mut span = self.start(&Context::current(), build);
-        span.current = !span.owned;
-        span
-    }
-
-    /// `aileron.action.execute`, a child of the current context, around one run of `action`.
+    /// `aileron.action.execute`, a child of the current context (the request's server span, an
+    /// approval's wait span, an MCP tool call's), around one run of `action`. Its steps' spans
+    /// are started under it explicitly ([`TracedSpan::parent`]).
     pub fn action_execute(&self, action: &ActionFile) -> TracedSpan {
-        self.start_here(|| {
+        self.start(&Context::current(), || {
             SpanBuilder::from_name(keys::SPAN_ACTION_EXECUTE).with_attributes([
                 KeyValue::new(keys::ACTION_NAME, action.run_texts().name.clone()),
                 KeyValue::new(keys::ACTION_STEPS_COUNT, action.steps.len() as i64),
@@ -191,21 +180,23 @@ impl Telemetry {
         })
     }
 
-    /// `aileron.capability.check`: the action-boundary check of one step's op.
-    pub fn capability_check(&self, action: &Arc<str>, step: &StepTexts) -> LeafSpan {
+    /// `aileron.capability.check`: the action-boundary check of one step's op, a child of `parent`
+    /// (the run's span).
+    pub fn capability_check(&self, parent: &Context, action: &Arc<str>, step: &StepTexts) -> LeafSpan {
         LeafSpan(self.tracer().map(|tracer| {
             let builder = SpanBuilder::from_name(keys::SPAN_CAPABILITY_CHECK).with_attributes([
                 KeyValue::new(keys::ACTION_NAME, action.clone()),
                 KeyValue::new(keys::CONNECTOR_FQN, step.connector.clone()),
                 KeyValue::new(keys::CAPABILITY_KIND, step.op.clone()),
             ]);
-            tracer.build_with_context(builder, &Context::current())
+            tracer.build_with_context(builder, parent)
         }))
     }
 
-    /// `aileron.connector.call`: one step's call into the sandbox, retries included.
-    pub fn connector_call(&self, step: &StepTexts) -> TracedSpan {
-        self.start_here(|| {
+    /// `aileron.connector.call`: one step's call into the sandbox, retries included, a child of
+    /// `parent` (the run's span).
+    pub fn connector_call(&self, parent: &Context, step: &StepTexts) -> TracedSpan {
+        self.start(parent, || {
             SpanBuilder::from_name(keys::SPAN_CONNECTOR_CALL).with_attributes([
                 KeyValue::new(keys::CONNECTOR_FQN, step.connector.clone()),
                 KeyValue::new(keys::CONNECTOR_OP, step.op.clone()),
@@ -233,9 +224,10 @@ impl Telemetry {
         }
     }
 
-    /// `aileron.connector.spawn`: one program a connector ran (`requested` = `spawn:<op or program>`).
-    pub fn connector_spawn(&self, connector_fqn: &str, requested: &str) -> TracedSpan {
-        self.start_here(|| {
+    /// `aileron.connector.spawn`: one program a connector ran (`requested` = `spawn:<op or program>`),
+    /// a child of `parent` (the call's span).
+    pub fn connector_spawn(&self, parent: &Context, connector_fqn: &str, requested: &str) -> TracedSpan {
+        self.start(parent, || {
             SpanBuilder::from_name(keys::SPAN_CONNECTOR_SPAWN).with_attributes([
                 KeyValue::new(keys::CONNECTOR_FQN, connector_fqn.to_string()),
                 KeyValue::new(keys::CAPABILITY_KIND, requested.to_string()),
