@@ -134,8 +134,11 @@ pub struct OtlpSpanExporter {
     /// `ResourceSpans.resource` with its field key and length, encoded once.
     resource: Vec<u8>,
     resource_schema_url: String,
-    /// The last request's size: the next buffer's capacity.
-    last_size: AtomicUsize,
+    /// The most bytes a span has taken in a request so far (averaged over its batch): what the
+    /// next request's buffer is sized by, per span. The SDK hands over batches of very different
+    /// sizes (a full 512, then the few left behind it), so a buffer sized by the last request
+    /// grew, copying itself, several times a batch.
+    span_bytes: AtomicUsize,
 }
 
 impl std::fmt::Debug for OtlpSpanExporter {
@@ -160,7 +163,7 @@ impl OtlpSpanExporter {
             target,
             resource: Vec::new(),
             resource_schema_url: String::new(),
-            last_size: AtomicUsize::new(4096),
+            span_bytes: AtomicUsize::new(256),
         };
         exporter.set_resource(&Resource::builder_empty().build());
         Ok(exporter)
@@ -168,10 +171,18 @@ impl OtlpSpanExporter {
 
     /// The request body for `spans`.
     pub fn encode(&self, spans: &[SpanData]) -> Vec<u8> {
-        let mut buf = Vec::with_capacity(self.last_size.load(Ordering::Relaxed));
+        let mut buf = Vec::with_capacity(self.capacity_for(spans.len()));
         encode_request(&mut buf, &self.resource, &self.resource_schema_url, spans);
-        self.last_size.store(buf.len(), Ordering::Relaxed);
+        if let Some(per_span) = buf.len().checked_div(spans.len()) {
+            self.span_bytes.fetch_max(per_span + 1, Ordering::Relaxed);
+        }
         buf
+    }
+
+    /// The buffer a request of `spans` spans is encoded into: the resource, the scope's header
+    /// and each span at the most bytes a span has taken yet.
+    fn capacity_for(&self, spans: usize) -> usize {
+        self.resource.len() + 128 + spans * self.span_bytes.load(Ordering::Relaxed)
     }
 
     fn send(&self, body: Vec<u8>) -> OTelSdkResult {
@@ -535,6 +546,43 @@ mod tests {
         assert_eq!(ours.resource_spans[0].scope_spans[0].spans.len(), 3, "the first scope's spans, in order");
         // prost writes the same bytes for the same message: nothing of ours is left out.
         assert_eq!(ours.encode_to_vec(), official.encode_to_vec());
+    }
+
+    /// The SDK exports a full batch, then the few spans left behind it, then a full one again: a
+    /// request's buffer is sized by its spans, so a large batch after a small one is encoded
+    /// into the buffer reserved for it, never grown (each growth copied the whole request).
+    #[test]
+    fn a_large_batch_after_a_small_one_is_encoded_without_growing_its_buffer() {
+        let exporter = OtlpSpanExporter::new(OtlpTarget {
+            endpoint: "http://127.0.0.1:9/v1/traces".into(),
+            headers: vec![],
+            timeout: DEFAULT_TIMEOUT,
+        })
+        .unwrap();
+        let scope = InstrumentationScope::builder("aileron").with_version("0.1.0").build();
+        let batch = |count: u64| -> Vec<SpanData> {
+            (1..=count)
+                .map(|seed| {
+                    let mut span = span("aileron.connector.call", &scope, seed);
+                    span.attributes.push(KeyValue::new("aileron.connector.fqn", "github://aileron-bench/echo"));
+                    span.attributes
+                        .push(KeyValue::new("aileron.connector.hash", format!("sha256:{}", "ab".repeat(32))));
+                    span
+                })
+                .collect()
+        };
+        for count in [3, 512, 7, 512] {
+            let spans = batch(count);
+            let reserved = exporter.capacity_for(spans.len());
+            let body = exporter.encode(&spans);
+            assert_eq!(body.capacity(), reserved, "{count} spans grew their buffer from {reserved} to {}", body.len());
+            assert_eq!(
+                ExportTraceServiceRequest::decode(body.as_slice()).unwrap().resource_spans[0].scope_spans[0]
+                    .spans
+                    .len(),
+                count as usize
+            );
+        }
     }
 
     #[test]
