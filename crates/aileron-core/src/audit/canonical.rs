@@ -71,9 +71,37 @@ fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out
     }
 }
 
-/// A JSON string literal, escaped as serde_json escapes it.
+/// A JSON string literal, escaped as serde_json escapes it. Most of a record's strings (ids,
+/// hashes, names, timestamps) need no escaping: those are checked eight bytes at a time and
+/// copied whole, which is what serde_json writes for them; any other goes through serde_json.
 pub(super) fn write_str(text: &str, out: &mut Vec<u8>) {
-    serde_json::to_writer(&mut *out, text).expect("writing JSON to a Vec cannot fail");
+    if needs_escaping(text.as_bytes()) {
+        serde_json::to_writer(&mut *out, text).expect("writing JSON to a Vec cannot fail");
+    } else {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    }
+}
+
+/// Whether `bytes` hold one that serde_json escapes in a string: a control character (below
+/// 0x20), `"` or `\`. Bytes from 0x7f up (UTF-8 included) are written as they are.
+fn needs_escaping(bytes: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // Non-zero exactly when some byte of `x` is below `n` (n ≤ 0x80): the subtraction borrows
+    // into a byte's high bit only from a byte below `n`, and `!x` drops bytes already ≥ 0x80.
+    let has_less = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS != 0;
+    let has_byte = |x: u64, b: u8| has_less(x ^ (ONES * u64::from(b)), 1);
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let x = u64::from_ne_bytes(word.try_into().expect("chunks of eight"));
+        if has_less(x, 0x20) || has_byte(x, b'"') || has_byte(x, b'\\') {
+            return true;
+        }
+    }
+    words.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// `n` in decimal, as serde_json writes it.
@@ -202,6 +230,30 @@ mod tests {
         let value: Value = serde_json::from_slice(&written).unwrap();
         assert_eq!(canonical_json(&value).as_bytes(), written.as_slice());
         assert_eq!(value["b"][1]["id"], "s2");
+    }
+
+    /// Every byte value at every position of a word and of the tail, alone and among plain text,
+    /// and texts of every length up to three words: written as serde_json writes them.
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        let check = |text: &str| {
+            let mut ours = Vec::new();
+            write_str(text, &mut ours);
+            assert_eq!(ours, serde_json::to_vec(text).unwrap(), "{text:?}");
+        };
+        let plain = "sha256:0123456789abcdef-ABCDEF_xyz";
+        for length in 0..=24 {
+            check(&plain[..length]);
+        }
+        let specials: Vec<String> = (0u32..0x80)
+            .map(|b| char::from_u32(b).unwrap().to_string())
+            .chain(["é", "\u{202e}", "\u{7f}", "😀"].map(String::from))
+            .collect();
+        for special in &specials {
+            for at in 0..=17 {
+                check(&format!("{}{special}{}", &plain[..at], &plain[at..24]));
+            }
+        }
     }
 
     #[test]
