@@ -139,7 +139,7 @@ impl CanonicalObject<'_> {
         );
         // A key is the vocabulary's, written as it is: nothing in it needs escaping.
         debug_assert!(
-            key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'),
+            !needs_escaping(key.as_bytes()),
             "canonical JSON keys are written unescaped: `{key}` needs escaping"
         );
         if self.last.is_some() {

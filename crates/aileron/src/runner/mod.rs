@@ -225,7 +225,7 @@ struct StepFailure {
 struct RunScope<'a> {
     audit_id: &'a str,
     /// The run's `aileron.action.execute` span: its steps' spans are started under it explicitly
-    /// rather than run in it (see [`TracedSpan::parent`]).
+    /// rather than run in it (see [`TracedSpan::context`]).
     span: &'a TracedSpan,
     waited: &'a Arc<UpstreamWait>,
     admission: Option<&'a Admission>,
@@ -266,7 +266,7 @@ async fn execute_steps(
         }
         let call = ConnectorCall {
             action,
-            run_span: span.parent(),
+            run_span: span.context(),
             required,
             texts: &texts.steps[index],
             subset,
@@ -482,7 +482,7 @@ async fn call_verified(
         action: action.run_texts().name.clone(),
         caller: caller.clone(),
         audit_id: audit_id.to_string(),
-        span: span.context(),
+        span: span.context().clone(),
         used_bindings: std::sync::Mutex::new(Vec::new()),
         waited: waited.clone(),
         admission,

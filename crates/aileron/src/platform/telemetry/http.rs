@@ -61,7 +61,7 @@ where
         };
         builder.with_kind(SpanKind::Server).with_attributes(attributes)
     });
-    let response = serve(request).with_context(span.context()).await;
+    let response = serve(request).with_context(span.context().clone()).await;
     let status = response.status();
     span.set_attribute(KeyValue::new(keys::HTTP_RESPONSE_STATUS_CODE, i64::from(status.as_u16())));
     if status.is_server_error() {

@@ -26,15 +26,10 @@ pub struct TracedSpan {
 }
 
 impl TracedSpan {
-    /// The context to run the span's work in (`opentelemetry::context::FutureExt::with_context`).
-    pub fn context(&self) -> Context {
-        self.cx.clone()
-    }
-
-    /// This span's context, the explicit parent of its children: a run's spans are started under
+    /// This span's context: the explicit parent of its children (a run's spans are started under
     /// it rather than run in it, so no context is attached on every poll of a run's future, one
-    /// layer per span.
-    pub fn parent(&self) -> &Context {
+    /// layer per span), or what work is run in (`opentelemetry::context::FutureExt::with_context`).
+    pub fn context(&self) -> &Context {
         &self.cx
     }
 
@@ -170,7 +165,7 @@ impl Telemetry {
 
     /// `aileron.action.execute`, a child of the current context (the request's server span, an
     /// approval's wait span, an MCP tool call's), around one run of `action`. Its steps' spans
-    /// are started under it explicitly ([`TracedSpan::parent`]).
+    /// are started under it explicitly ([`TracedSpan::context`]).
     pub fn action_execute(&self, action: &ActionFile) -> TracedSpan {
         self.start(&Context::current(), || {
             SpanBuilder::from_name(keys::SPAN_ACTION_EXECUTE).with_attributes([
