@@ -18,11 +18,12 @@ pub fn run(handler: impl FnOnce(&str, Value) -> Result<Value, ConnectorError>) {
         Ok(_) => dispatch(&request, handler),
         Err(error) => ConnectorError::runtime(format!("cannot read the request from stdin: {error}")).envelope(),
     };
+    // Written whole into one buffer, then to stdout at once: serde_json's many small writes
+    // straight into stdout each went through its line buffering.
+    let mut line = serde_json::to_vec(&result).expect("a JSON value serializes");
+    line.push(b'\n');
     let mut stdout = std::io::stdout().lock();
-    let written = serde_json::to_writer(&mut stdout, &result)
-        .map_err(std::io::Error::from)
-        .and_then(|()| stdout.write_all(b"\n"))
-        .and_then(|()| stdout.flush());
+    let written = stdout.write_all(&line).and_then(|()| stdout.flush());
     if let Err(error) = written {
         // Nothing reached the host intact; a crash exit makes it report the stderr line.
         eprintln!("cannot write the result to stdout: {error}");
@@ -46,22 +47,83 @@ pub fn dispatch(request: &[u8], handler: impl FnOnce(&str, Value) -> Result<Valu
 }
 
 fn parse_request(request: &[u8]) -> Result<(String, Value), ConnectorError> {
-    let request: Value = serde_json::from_slice(request)
-        .map_err(|error| ConnectorError::bad_input(format!("the request on stdin is not JSON: {error}")))?;
-    let Value::Object(mut request) = request else {
-        return Err(ConnectorError::bad_input("the request on stdin must be a JSON object {\"op\", \"args\"}"));
-    };
-    let op = match request.remove("op") {
+    let request: Request = serde_json::from_slice(request).map_err(|error| match error.classify() {
+        serde_json::error::Category::Data => {
+            ConnectorError::bad_input("the request on stdin must be a JSON object {\"op\", \"args\"}")
+        }
+        _ => ConnectorError::bad_input(format!("the request on stdin is not JSON: {error}")),
+    })?;
+    let op = match request.op {
         Some(Value::String(op)) => op,
         Some(_) => return Err(ConnectorError::bad_input("the request's `op` must be a string")),
         None => return Err(ConnectorError::bad_input("the request has no `op`")),
     };
-    let args = match request.remove("args") {
+    let args = match request.args {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(args @ Value::Object(_)) => args,
         Some(_) => return Err(ConnectorError::bad_input("the request's `args` must be a JSON object")),
     };
     Ok((op, args))
+}
+
+/// A key of the request object, read without a string of its own.
+enum Key {
+    Op,
+    Args,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Key, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Key, E> {
+                Ok(match key {
+                    "op" => Key::Op,
+                    "args" => Key::Args,
+                    _ => Key::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(Visitor)
+    }
+}
+
+/// The request object read key by key: its `op` and `args` values, other keys skipped, no map of
+/// the object built. A key given twice keeps its last value, as a map of it would.
+struct Request {
+    op: Option<Value>,
+    args: Option<Value>,
+}
+
+impl<'de> serde::Deserialize<'de> for Request {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Request, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Request;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Request, A::Error> {
+                let mut request = Request { op: None, args: None };
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Op => request.op = Some(map.next_value()?),
+                        Key::Args => request.args = Some(map.next_value()?),
+                        Key::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(request)
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
 }
 
 #[cfg(test)]
@@ -104,5 +166,24 @@ mod tests {
         check(r#"{"op": "x", "args": [1]}"#, bad_input("the request's `args` must be a JSON object"));
         check(r#"["op"]"#, bad_input("the request on stdin must be a JSON object {\"op\", \"args\"}"));
         check("", bad_input("the request on stdin is not JSON: EOF while parsing a value at line 1 column 0"));
+        for not_an_object in ["null", "7", r#""op""#, "true"] {
+            check(not_an_object, bad_input("the request on stdin must be a JSON object {\"op\", \"args\"}"));
+        }
+        // Errors inside the object are the JSON's, not the envelope's shape.
+        check(
+            r#"{"op": "x", "args": {"n": 1e400}}"#,
+            bad_input("the request on stdin is not JSON: number out of range at line 1 column 31"),
+        );
+        check(r#"{"op": "x"} {}"#, bad_input("the request on stdin is not JSON: trailing characters at line 1 column 13"));
+    }
+
+    /// The request is read key by key, as a map of it would be: other keys are ignored, a key
+    /// given twice keeps its last value, and escaped keys are the keys they spell.
+    #[test]
+    fn requests_are_read_as_a_map_of_them_would_be() {
+        check(r#"{"x": [1, {"op": 2}], "op": "x", "y": null}"#, json!({"output": {"op": "x", "args": {}}}));
+        check(r#"{"op": "a", "args": {"k": 1}, "op": "b", "args": {"k": 2}}"#, json!({"output": {"op": "b", "args": {"k": 2}}}));
+        check(r#"{"\u006fp": "x", "ar\u0067s": {"k": 1}}"#, json!({"output": {"op": "x", "args": {"k": 1}}}));
+        check(r#"{"op": "x", "args": null}"#, json!({"output": {"op": "x", "args": {}}}));
     }
 }

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use aileron_core::{Boundary, ContentHash, Failure};
 use anyhow::Context as _;
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store,
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, ModuleExport, PoolingAllocationConfig,
+    Store,
 };
 
 use crate::cache::{CacheCounters, CacheEvent, CacheStats, DiskCache, DiskLookup, MemoryCache};
@@ -153,6 +154,9 @@ struct Stdin<'a> {
 pub struct LoadedModule {
     hash: ContentHash,
     pre: InstancePre<CallContext>,
+    /// The `_start` export, found once: each call takes it from its instance by index, where a
+    /// lookup by name hashed the name and searched the module's exports every time.
+    start: ModuleExport,
     host_imports: Vec<String>,
 }
 
@@ -360,7 +364,11 @@ impl Runtime {
         let pre = linker.instantiate_pre(&module).map_err(|e| {
             Failure::runtime_error(Boundary::Sandbox, format!("the module's imports do not match the runtime: {e:#}"))
         })?;
-        Ok(LoadedModule { hash: hash.clone(), pre, host_imports })
+        // The import check refused a module without a `_start` function.
+        let start = module.get_export_index("_start").ok_or_else(|| {
+            Failure::runtime_error(Boundary::Sandbox, "the module exports no `_start` function".to_string())
+        })?;
+        Ok(LoadedModule { hash: hash.clone(), pre, start, host_imports })
     }
 
     /// Compiles `wasm` on an engine of its own, configured as the runtime's (but for the pooling
@@ -457,7 +465,7 @@ impl Runtime {
 
         // The epoch callback stops a computing guest; this timeout stops one waiting in an
         // async host call (sleep, HTTP). Either way the store is ours again afterwards.
-        let end = match tokio::time::timeout_at(deadline.into(), run_start(&mut store, &module.pre)).await {
+        let end = match tokio::time::timeout_at(deadline.into(), run_start(&mut store, module)).await {
             Ok(end) => end,
             Err(_elapsed) => RunEnd::Stopped(limits::LimitKind::Time),
         };
@@ -495,10 +503,14 @@ impl Runtime {
     }
 }
 
-async fn run_start(store: &mut Store<CallContext>, pre: &InstancePre<CallContext>) -> RunEnd {
+async fn run_start(store: &mut Store<CallContext>, module: &LoadedModule) -> RunEnd {
     let run = async {
-        let instance = pre.instantiate_async(&mut *store).await?;
-        let start = instance.get_typed_func::<(), ()>(&mut *store, "_start")?;
+        let instance = module.pre.instantiate_async(&mut *store).await?;
+        let start = instance
+            .get_module_export(&mut *store, &module.start)
+            .and_then(wasmtime::Extern::into_func)
+            .ok_or_else(|| wasmtime::format_err!("the instance has no `_start` function"))?
+            .typed::<(), ()>(&*store)?;
         start.call_async(&mut *store, ()).await
     };
     match run.await {
