@@ -47,6 +47,8 @@ pub fn dispatch(request: &[u8], handler: impl FnOnce(&str, Value) -> Result<Valu
 }
 
 fn parse_request(request: &[u8]) -> Result<(String, Value), ConnectorError> {
+    // serde_json classes a value of the wrong kind (here: a request that is not an object) as a
+    // `Data` error; whatever the text itself gets wrong is `Syntax` or `Eof`.
     let request: Request = serde_json::from_slice(request).map_err(|error| match error.classify() {
         serde_json::error::Category::Data => {
             ConnectorError::bad_input("the request on stdin must be a JSON object {\"op\", \"args\"}")
