@@ -176,7 +176,10 @@ mod tests {
             r#"{"op": "x", "args": {"n": 1e400}}"#,
             bad_input("the request on stdin is not JSON: number out of range at line 1 column 31"),
         );
-        check(r#"{"op": "x"} {}"#, bad_input("the request on stdin is not JSON: trailing characters at line 1 column 13"));
+        check(
+            r#"{"op": "x"} {}"#,
+            bad_input("the request on stdin is not JSON: trailing characters at line 1 column 13"),
+        );
     }
 
     /// The request is read key by key, as a map of it would be: other keys are ignored, a key
@@ -184,7 +187,10 @@ mod tests {
     #[test]
     fn requests_are_read_as_a_map_of_them_would_be() {
         check(r#"{"x": [1, {"op": 2}], "op": "x", "y": null}"#, json!({"output": {"op": "x", "args": {}}}));
-        check(r#"{"op": "a", "args": {"k": 1}, "op": "b", "args": {"k": 2}}"#, json!({"output": {"op": "b", "args": {"k": 2}}}));
+        check(
+            r#"{"op": "a", "args": {"k": 1}, "op": "b", "args": {"k": 2}}"#,
+            json!({"output": {"op": "b", "args": {"k": 2}}}),
+        );
         check(r#"{"\u006fp": "x", "ar\u0067s": {"k": 1}}"#, json!({"output": {"op": "x", "args": {"k": 1}}}));
         check(r#"{"op": "x", "args": null}"#, json!({"output": {"op": "x", "args": {}}}));
     }
