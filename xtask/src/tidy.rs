@@ -2,8 +2,8 @@
 //! with a `//!` doc, only the env registry reads environment variables, no module is named after a
 //! non-domain noun, only the runner calls the sandbox, nothing below the surfaces imports them, no
 //! file of the crate reaches itself through its imports, no two of its modules share a name unless
-//! a folder's doc says why, a module with submodules is a `mod.rs`, and the code is formatted as
-//! rustfmt.toml says.
+//! a folder's doc says why, a module with submodules is a `mod.rs`, and the code of both
+//! workspaces (the host's and the guests') is formatted as rustfmt.toml says.
 
 use std::path::{Path, PathBuf};
 
@@ -159,26 +159,33 @@ fn modules_with_submodules_live_in_their_own_mod_rs() {
     assert!(offenders.is_empty(), "move each into <name>/mod.rs: {offenders:#?}");
 }
 
-/// The code is formatted as rustfmt.toml says (`cargo fmt --all --check`).
+/// The code is formatted as rustfmt.toml says (`cargo fmt --all --check`), in both workspaces:
+/// the host's and the guests' (`connectors/`, a workspace of its own that the host's `cargo fmt
+/// --all` does not reach; rustfmt finds the same rustfmt.toml above it).
 #[test]
 fn the_code_is_formatted() {
     let root = repository_root();
-    let checked = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["fmt", "--all", "--check"])
-        .current_dir(&root)
-        .output()
-        .expect("running cargo fmt (rustup component add rustfmt)");
-    let shown = String::from_utf8_lossy(&checked.stdout);
-    let files: std::collections::BTreeSet<&str> = shown
-        .lines()
-        .filter_map(|line| line.strip_prefix("Diff in "))
-        .map(|rest| rest.split(':').next().unwrap_or(rest))
-        .collect();
-    assert!(
-        checked.status.success(),
-        "run `cargo fmt --all`; unformatted: {files:#?}\n{}",
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    for (manifest, fix) in [
+        ("Cargo.toml", "cargo fmt --all"),
+        ("connectors/Cargo.toml", "cargo fmt --all --manifest-path connectors/Cargo.toml"),
+    ] {
+        let checked = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(["fmt", "--all", "--check", "--manifest-path", manifest])
+            .current_dir(&root)
+            .output()
+            .expect("running cargo fmt (rustup component add rustfmt)");
+        let shown = String::from_utf8_lossy(&checked.stdout);
+        let files: std::collections::BTreeSet<&str> = shown
+            .lines()
+            .filter_map(|line| line.strip_prefix("Diff in "))
+            .map(|rest| rest.split(':').next().unwrap_or(rest))
+            .collect();
+        assert!(
+            checked.status.success(),
+            "run `{fix}`; unformatted: {files:#?}\n{}",
+            String::from_utf8_lossy(&checked.stderr)
+        );
+    }
 }
 
 /// The files a `crates/aileron/src` file names through `crate::` and `super::` paths, as paths

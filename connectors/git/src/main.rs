@@ -32,7 +32,10 @@ fn handle(op: &str, args: Value) -> Result<Value, ConnectorError> {
 }
 
 fn repo(args: &Value) -> Result<String, ConnectorError> {
-    let repo = args.get("repo").and_then(Value::as_str).ok_or_else(|| ConnectorError::bad_input("`repo` (a path) is required"))?;
+    let repo = args
+        .get("repo")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ConnectorError::bad_input("`repo` (a path) is required"))?;
     if !repo.starts_with('/') {
         return Err(ConnectorError::bad_input("`repo` must be an absolute path to a git repository"));
     }
@@ -115,7 +118,10 @@ mod tests {
         fake_host::reset();
         fake_host::spawn_finishes(0, "abc1234\tAda\t2026-11-25\tFirst: tabs\tkept\n", "");
         let output = handle("log", json!({"repo": "/home/u/code/x", "count": 3})).unwrap();
-        assert_eq!(output, json!([{"hash": "abc1234", "author": "Ada", "date": "2026-11-25", "subject": "First: tabs\tkept"}]));
+        assert_eq!(
+            output,
+            json!([{"hash": "abc1234", "author": "Ada", "date": "2026-11-25", "subject": "First: tabs\tkept"}])
+        );
         assert_eq!(fake_host::spawned(), vec![json!({"op": "log", "args": {"repo": "/home/u/code/x", "count": "3"}})]);
     }
 
@@ -124,16 +130,27 @@ mod tests {
         fake_host::reset();
         fake_host::spawn_finishes(0, "## main...origin/main\n M src/lib.rs\n?? new.txt\n", "");
         let status = handle("status", json!({"repo": "/r"})).unwrap();
-        assert_eq!(status, json!({"branch": "main...origin/main", "changes": [{"status": "M", "path": "src/lib.rs"}, {"status": "??", "path": "new.txt"}]}));
+        assert_eq!(
+            status,
+            json!({"branch": "main...origin/main", "changes": [{"status": "M", "path": "src/lib.rs"}, {"status": "??", "path": "new.txt"}]})
+        );
         fake_host::spawn_finishes(0, " src/lib.rs | 3 ++-\n 1 file changed, 2 insertions(+), 1 deletion(-)\n", "");
         let diff = handle("diff_stat", json!({"repo": "/r"})).unwrap();
-        assert_eq!(diff, json!({"files": [{"path": "src/lib.rs", "changes": "3 ++-"}], "summary": "1 file changed, 2 insertions(+), 1 deletion(-)"}));
+        assert_eq!(
+            diff,
+            json!({"files": [{"path": "src/lib.rs", "changes": "3 ++-"}], "summary": "1 file changed, 2 insertions(+), 1 deletion(-)"})
+        );
     }
 
     #[test]
     fn bad_input_never_reaches_the_host_and_git_failures_carry_its_message() {
         fake_host::reset();
-        for args in [json!({}), json!({"repo": "relative"}), json!({"repo": "/r", "count": 0}), json!({"repo": "/r", "count": 101})] {
+        for args in [
+            json!({}),
+            json!({"repo": "relative"}),
+            json!({"repo": "/r", "count": 0}),
+            json!({"repo": "/r", "count": 101}),
+        ] {
             assert!(handle("log", args.clone()).is_err(), "{args}");
         }
         assert!(fake_host::spawned().is_empty());

@@ -101,8 +101,8 @@ pub fn http_response_read(destination: &mut [u8]) -> i32 {
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use fake_host::{
-    http_request, http_response_read, http_response_size, http_response_status, log, spawn, spawn_op, spawn_output_read,
-    spawn_output_size, spawn_status,
+    http_request, http_response_read, http_response_size, http_response_status, log, spawn, spawn_op,
+    spawn_output_read, spawn_output_size, spawn_status,
 };
 
 /// An in-process stand-in for the `aileron_host` functions, compiled only for non-wasm targets

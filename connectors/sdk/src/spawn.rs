@@ -50,7 +50,9 @@ impl From<SpawnError> for ConnectorError {
         match error {
             SpawnError::Denied => ConnectorError::runtime("the host refused to run the program"),
             SpawnError::Malformed => ConnectorError::runtime("the host could not parse the spawn request"),
-            SpawnError::SandboxUnavailable => ConnectorError::runtime("the host cannot confine programs on this machine"),
+            SpawnError::SandboxUnavailable => {
+                ConnectorError::runtime("the host cannot confine programs on this machine")
+            }
             SpawnError::UnexpectedCode(code) => ConnectorError::runtime(format!("the host answered spawn with {code}")),
         }
     }
@@ -102,7 +104,9 @@ mod tests {
         let output = run_op("log", &json!({"count": "2"})).unwrap();
         assert_eq!(output, Output { status: 3, stdout: b"out".to_vec(), stderr: b"err".to_vec() });
         assert_eq!(fake_host::spawned(), vec![json!({"op": "log", "args": {"count": "2"}})]);
-        for (code, error) in [(-1, SpawnError::Denied), (-2, SpawnError::Malformed), (-3, SpawnError::SandboxUnavailable)] {
+        for (code, error) in
+            [(-1, SpawnError::Denied), (-2, SpawnError::Malformed), (-3, SpawnError::SandboxUnavailable)]
+        {
             fake_host::spawn_refused(code);
             assert_eq!(run_op("log", &json!({})).unwrap_err(), error);
         }

@@ -14,7 +14,8 @@ fn main() {
         let Some(Value::String(endpoint)) = variables.remove("endpoint") else {
             return Err(ConnectorError::bad_input("`endpoint` (string) is required"));
         };
-        let request = Request::post(endpoint).json(&json!({ "query": op, "variables": variables })).credential("api_key");
+        let request =
+            Request::post(endpoint).json(&json!({ "query": op, "variables": variables })).credential("api_key");
         let response = http::send(&request)?;
         if !response.is_success() {
             return Err(ConnectorError::external_api(response.status, response.text()));

@@ -11,7 +11,10 @@ fn main() {
         let output: Output = match args.get("envelope") {
             Some(envelope) => spawn::run_envelope(envelope)?,
             None => {
-                let op = args.get("spawn_op").and_then(Value::as_str).ok_or_else(|| ConnectorError::bad_input("spawn_op is required"))?;
+                let op = args
+                    .get("spawn_op")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ConnectorError::bad_input("spawn_op is required"))?;
                 spawn::run_op(op, args.get("values").unwrap_or(&json!({})))?
             }
         };
