@@ -1,6 +1,9 @@
 //! The per-call envelope: `{"op", "args"}` on stdin, exactly one result object on stdout.
 
+use std::fs::File;
 use std::io::{Read, Write};
+use std::mem::ManuallyDrop;
+use std::os::fd::{FromRawFd, RawFd};
 
 use serde_json::{Map, Value, json};
 
@@ -14,21 +17,32 @@ use crate::error::ConnectorError;
 /// the exit code and the tail of stderr).
 pub fn run(handler: impl FnOnce(&str, Value) -> Result<Value, ConnectorError>) {
     let mut request = Vec::new();
-    let result = match std::io::stdin().read_to_end(&mut request) {
-        Ok(_) => dispatch(&request, handler),
-        Err(error) => ConnectorError::runtime(format!("cannot read the request from stdin: {error}")).envelope(),
+    let result = match standard_stream(STDIN).read_to_end(&mut request) {
+        Ok(_) => outcome(&request, handler),
+        Err(error) => Err(ConnectorError::runtime(format!("cannot read the request from stdin: {error}"))),
     };
-    // Written whole into one buffer, then to stdout at once: serde_json's many small writes
-    // straight into stdout each went through its line buffering.
-    let mut line = serde_json::to_vec(&result).expect("a JSON value serializes");
-    line.push(b'\n');
-    let mut stdout = std::io::stdout().lock();
-    let written = stdout.write_all(&line).and_then(|()| stdout.flush());
-    if let Err(error) = written {
+    // Built whole in one buffer, then written at once: serde_json's many small writes straight
+    // into stdout each went through its line buffering.
+    let line = answer_line(result);
+    if let Err(error) = standard_stream(STDOUT).write_all(&line) {
         // Nothing reached the host intact; a crash exit makes it report the stderr line.
         eprintln!("cannot write the result to stdout: {error}");
         std::process::exit(1);
     }
+}
+
+const STDIN: RawFd = 0;
+const STDOUT: RawFd = 1;
+
+/// The standard stream `fd`, read or written whole without std's handles: `stdin()` and
+/// `stdout()` each allocate a buffer first (8 KiB and 1 KiB) that one whole read and one whole
+/// write never use. A guest instance starts from fresh memory every call, so each allocation
+/// that reaches a page the call would not otherwise touch is a page dirtied, and reset after it
+/// (connectors/README.md, "Build settings").
+fn standard_stream(fd: RawFd) -> ManuallyDrop<File> {
+    // SAFETY: 0 and 1 are a command's standard streams, open for as long as it runs; the `File`
+    // is never dropped, so it never closes them: it only borrows what std's handles would.
+    ManuallyDrop::new(unsafe { File::from_raw_fd(fd) })
 }
 
 /// The stdout object for one raw stdin request: `{"output": ..}` or `{"error": {..}}`.
@@ -36,14 +50,37 @@ pub fn run(handler: impl FnOnce(&str, Value) -> Result<Value, ConnectorError>) {
 /// `args` may be absent or `null` (treated as `{}`); anything else that is not an object is
 /// `bad_input`, as is a request without a string `op`.
 pub fn dispatch(request: &[u8], handler: impl FnOnce(&str, Value) -> Result<Value, ConnectorError>) -> Value {
-    let (op, args) = match parse_request(request) {
-        Ok(parsed) => parsed,
-        Err(error) => return error.envelope(),
-    };
-    match handler(&op, args) {
+    match outcome(request, handler) {
         Ok(output) => json!({ "output": output }),
         Err(error) => error.envelope(),
     }
+}
+
+/// The handler's result for one raw stdin request, or the error that the request's own shape is.
+fn outcome(
+    request: &[u8],
+    handler: impl FnOnce(&str, Value) -> Result<Value, ConnectorError>,
+) -> Result<Value, ConnectorError> {
+    let (op, args) = parse_request(request)?;
+    handler(&op, args)
+}
+
+/// [`dispatch`]'s object as the one line `run` writes. An output is written inside
+/// `{"output":…}` as it is, without first being moved into a map of one key.
+fn answer_line(result: Result<Value, ConnectorError>) -> Vec<u8> {
+    let mut line = match result {
+        Ok(output) => {
+            // serde_json's own `to_vec` starts at 128 bytes too.
+            let mut line = Vec::with_capacity(128);
+            line.extend_from_slice(b"{\"output\":");
+            serde_json::to_writer(&mut line, &output).expect("a JSON value serializes");
+            line.push(b'}');
+            line
+        }
+        Err(error) => serde_json::to_vec(&error.envelope()).expect("a JSON value serializes"),
+    };
+    line.push(b'\n');
+    line
 }
 
 fn parse_request(request: &[u8]) -> Result<(String, Value), ConnectorError> {
@@ -132,7 +169,7 @@ impl<'de> serde::Deserialize<'de> for Request {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::dispatch;
+    use super::{answer_line, dispatch, outcome};
     use crate::error::ConnectorError;
 
     fn echo_or_fail(op: &str, args: Value) -> Result<Value, ConnectorError> {
@@ -193,5 +230,24 @@ mod tests {
         );
         check(r#"{"\u006fp": "x", "ar\u0067s": {"k": 1}}"#, json!({"output": {"op": "x", "args": {"k": 1}}}));
         check(r#"{"op": "x", "args": null}"#, json!({"output": {"op": "x", "args": {}}}));
+    }
+
+    /// The line `run` writes is [`dispatch`]'s object, serialized, and one newline.
+    #[test]
+    fn the_written_line_is_the_dispatched_object() {
+        for request in [
+            r#"{"op": "x", "args": {"a": [1, "two", null], "b": {"c": "\u00e9\n"}}}"#,
+            r#"{"op": "x"}"#,
+            r#"{"op": "fail"}"#,
+            r#"{"args": {}}"#,
+            "not json",
+        ] {
+            let line = answer_line(outcome(request.as_bytes(), echo_or_fail));
+            let (object, newline) = line.split_at(line.len() - 1);
+            assert_eq!(newline, b"\n", "request: {request}");
+            assert!(!object.contains(&b'\n'), "one line: {request}");
+            let written: Value = serde_json::from_slice(object).expect("the line is JSON");
+            assert_eq!(written, dispatch(request.as_bytes(), echo_or_fail), "request: {request}");
+        }
     }
 }
