@@ -38,7 +38,7 @@ const STDOUT: RawFd = 1;
 /// `stdout()` each allocate a buffer first (8 KiB and 1 KiB) that one whole read and one whole
 /// write never use. A guest instance starts from fresh memory every call, so each allocation
 /// that reaches a page the call would not otherwise touch is a page dirtied, and reset after it
-/// (connectors/README.md, "Build settings").
+/// (connectors/README.md, "A call's memory").
 fn standard_stream(fd: RawFd) -> ManuallyDrop<File> {
     // SAFETY: 0 and 1 are a command's standard streams, open for as long as it runs; the `File`
     // is never dropped, so it never closes them: it only borrows what std's handles would.
