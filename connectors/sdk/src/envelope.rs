@@ -21,8 +21,8 @@ pub fn run(handler: impl FnOnce(&str, Value) -> Result<Value, ConnectorError>) {
         Ok(_) => outcome(&request, handler),
         Err(error) => Err(ConnectorError::runtime(format!("cannot read the request from stdin: {error}"))),
     };
-    // Built whole in one buffer, then written at once: serde_json's many small writes straight
-    // into stdout each went through its line buffering.
+    // Built whole in one buffer, then written with one `fd_write`: serialized straight into the
+    // unbuffered stream, each of serde_json's small writes would be a host call.
     let line = answer_line(&result);
     if let Err(error) = standard_stream(STDOUT).write_all(&line) {
         // Nothing reached the host intact; a crash exit makes it report the stderr line.
