@@ -411,6 +411,21 @@ async fn call_arguments_are_validated_and_author_fixed_inputs_win() {
     assert_eq!(args["count"], 3);
 }
 
+/// The SDK reads the request into 1 KiB of room first and grows it from there: a request a
+/// hundred times larger (multi-byte characters and escapes included) reaches the guest whole, and
+/// its answer comes back whole.
+#[tokio::test]
+async fn a_request_far_larger_than_the_sdks_first_read_arrives_whole() {
+    let harness = Harness::new();
+    let hash = harness.install("echo", &guest_wasm("echo"), &manifest("echo", &[], "")).await;
+    let spec = ActionSpec { inputs: &[("text", "string", true)], ..ActionSpec::new("large", "echo", &hash, "echo") };
+    assert_eq!(harness.add_action("large.md", &spec.render()).await.status, StatusCode::CREATED);
+    let text = "é\"\n☂ line of a large request\t".repeat(4_000);
+    let ran = harness.run("large", json!({"text": text})).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    assert_eq!(ran.body["result"]["output"]["args"]["text"].as_str(), Some(text.as_str()));
+}
+
 #[tokio::test]
 async fn outbound_http_reaches_declared_hosts_and_is_denied_elsewhere() {
     let upstream = FakeGithub::start().await.unwrap();
