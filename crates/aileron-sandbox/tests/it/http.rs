@@ -179,12 +179,12 @@ async fn log_lines_are_attached_to_the_outcome() {
 
 #[tokio::test]
 async fn time_spent_waiting_for_the_hooks_counts_against_the_wall_time() {
-    let guest = requester(r#"{"method":"GET","url":"https://api.example/"}"#);
+    // Compiled before the clock starts: only the call is timed against the limit.
+    let guest = requester(r#"{"method":"GET","url":"https://api.example/"}"#).load();
     let wall_time = Duration::from_millis(100);
     let started = Instant::now();
     let outcome =
-        call_with(&guest.load(), json!({}), Limits { wall_time, ..limits() }, FakeEgress::slow(Duration::from_secs(5)))
-            .await;
+        call_with(&guest, json!({}), Limits { wall_time, ..limits() }, FakeEgress::slow(Duration::from_secs(5))).await;
     let elapsed = started.elapsed();
     assert_eq!(summary(&outcome), r#"resource_limit_exceeded sandbox "time""#);
     assert!(elapsed >= wall_time && elapsed <= wall_time + Duration::from_millis(50), "{elapsed:?}");
