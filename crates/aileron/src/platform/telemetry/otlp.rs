@@ -27,7 +27,7 @@ use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use prost::encoding::{WireType, encode_key, encode_varint};
+use prost::encoding::{WireType, encode_varint};
 
 use crate::platform::env;
 
@@ -342,15 +342,15 @@ fn any_value(buf: &mut Vec<u8>, value: &Value) {
     match value {
         Value::String(text) => string_always(buf, 1, text.as_str()),
         Value::Bool(flag) => {
-            encode_key(2, WireType::Varint, buf);
-            encode_varint(u64::from(*flag), buf);
+            key(buf, 2, WireType::Varint);
+            varint(buf, u64::from(*flag));
         }
         Value::I64(integer) => {
-            encode_key(3, WireType::Varint, buf);
-            encode_varint(*integer as u64, buf);
+            key(buf, 3, WireType::Varint);
+            varint(buf, *integer as u64);
         }
         Value::F64(float) => {
-            encode_key(4, WireType::SixtyFourBit, buf);
+            key(buf, 4, WireType::SixtyFourBit);
             buf.extend_from_slice(&float.to_bits().to_le_bytes());
         }
         Value::Array(array) => nested(buf, 5, |buf| match array {
@@ -370,7 +370,7 @@ fn any_value(buf: &mut Vec<u8>, value: &Value) {
 /// A length-delimited field whose body `write` appends; the length goes in front afterwards (one
 /// byte is reserved, the usual case; a longer body moves over for the rest).
 fn nested(buf: &mut Vec<u8>, tag: u32, write: impl FnOnce(&mut Vec<u8>)) {
-    encode_key(tag, WireType::LengthDelimited, buf);
+    key(buf, tag, WireType::LengthDelimited);
     let at = buf.len();
     buf.push(0);
     write(buf);
@@ -389,6 +389,18 @@ fn nested(buf: &mut Vec<u8>, tag: u32, write: impl FnOnce(&mut Vec<u8>)) {
     buf[at..at + used].copy_from_slice(&prefix[..used]);
 }
 
+/// A field's key: one byte for every tag below 16, which is all of them but `Span.flags`.
+/// prost's `encode_key` goes through `encode_varint`'s loop and `BufMut` for each byte.
+fn key(buf: &mut Vec<u8>, tag: u32, wire_type: WireType) {
+    let key = tag << 3 | wire_type as u32;
+    if key < 0x80 { buf.push(key as u8) } else { encode_varint(u64::from(key), buf) }
+}
+
+/// A varint: one byte below 128 (most lengths and every enum here), else prost's.
+fn varint(buf: &mut Vec<u8>, value: u64) {
+    if value < 0x80 { buf.push(value as u8) } else { encode_varint(value, buf) }
+}
+
 /// proto3 scalars are left out when they hold their default, as prost writes them.
 fn string(buf: &mut Vec<u8>, tag: u32, text: &str) {
     bytes(buf, tag, text.as_bytes());
@@ -405,28 +417,28 @@ fn bytes(buf: &mut Vec<u8>, tag: u32, value: &[u8]) {
 }
 
 fn delimited(buf: &mut Vec<u8>, tag: u32, value: &[u8]) {
-    encode_key(tag, WireType::LengthDelimited, buf);
-    encode_varint(value.len() as u64, buf);
+    key(buf, tag, WireType::LengthDelimited);
+    varint(buf, value.len() as u64);
     buf.extend_from_slice(value);
 }
 
 fn uint(buf: &mut Vec<u8>, tag: u32, value: u64) {
     if value != 0 {
-        encode_key(tag, WireType::Varint, buf);
-        encode_varint(value, buf);
+        key(buf, tag, WireType::Varint);
+        varint(buf, value);
     }
 }
 
 fn fixed64(buf: &mut Vec<u8>, tag: u32, value: u64) {
     if value != 0 {
-        encode_key(tag, WireType::SixtyFourBit, buf);
+        key(buf, tag, WireType::SixtyFourBit);
         buf.extend_from_slice(&value.to_le_bytes());
     }
 }
 
 fn fixed32(buf: &mut Vec<u8>, tag: u32, value: u32) {
     if value != 0 {
-        encode_key(tag, WireType::ThirtyTwoBit, buf);
+        key(buf, tag, WireType::ThirtyTwoBit);
         buf.extend_from_slice(&value.to_le_bytes());
     }
 }
