@@ -451,7 +451,7 @@ impl Runtime {
                 return CallOutcome::unstarted(Err(failure), started);
             }
         };
-        // The epoch advances only while some call runs (see [`EpochTicker`]).
+        // The epoch advances only while calls run, and a tick after (see [`EpochTicker`]).
         let running = self.ticker.running();
         let mut store =
             Store::new(&self.engine, CallContext::new(stdin, &limits, self.memory_budget.clone(), hooks, deadline));
@@ -519,9 +519,10 @@ async fn run_start(store: &mut Store<CallContext>, module: &LoadedModule) -> Run
     }
 }
 
-/// The thread that advances the engine's epoch every [`EPOCH_TICK`] while a call runs, and
-/// sleeps while none does: an idle daemon (most of a developer's day) is woken by nothing, where
-/// it used to be woken 200 times a second. Stopped and joined when the runtime is dropped.
+/// The thread that advances the engine's epoch every [`EPOCH_TICK`] while calls run, and
+/// sleeps once a whole tick has passed with none started: an idle daemon (most of a developer's
+/// day) is woken by nothing, where it used to be woken 200 times a second, and a loaded one only
+/// by its tick. Stopped and joined when the runtime is dropped.
 ///
 /// A call's epoch deadline is set when it starts, one tick ahead of the current epoch, after
 /// [`EpochTicker::running`] has woken the thread: the first tick comes at most one
@@ -536,8 +537,12 @@ struct TickerState {
     stop: AtomicBool,
     /// Calls between [`EpochTicker::running`] and the drop of its guard.
     running: AtomicUsize,
+    /// A call started since the thread last looked: it ticks once more before it parks.
+    started: AtomicBool,
     /// Epoch increments so far (tests and diagnostics).
     ticks: AtomicU64,
+    /// Returns from parking so far (tests and diagnostics).
+    wakes: AtomicU64,
 }
 
 /// A running call, for the ticker; dropping it ends the call.
@@ -559,10 +564,17 @@ impl EpochTicker {
                 let shared = shared.clone();
                 move || {
                     while !shared.stop.load(Ordering::SeqCst) {
-                        if shared.running.load(Ordering::SeqCst) == 0 {
+                        // Parked only after a whole tick in which no call started: calls far
+                        // shorter than a tick would otherwise wake the thread, which finds the
+                        // call over and parks again, to be woken by the next (a futex wake and
+                        // two context switches each time: ~620 wakes a second under (b)'s load
+                        // against 200 ticks; BENCHMARKS.md, issue 49).
+                        let started = shared.started.swap(false, Ordering::SeqCst);
+                        if !started && shared.running.load(Ordering::SeqCst) == 0 {
                             // `running` unparks after counting itself in, so a call that starts
                             // between the load and the park makes the park return at once.
                             std::thread::park();
+                            shared.wakes.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
                         std::thread::sleep(EPOCH_TICK);
@@ -580,6 +592,7 @@ impl EpochTicker {
 
     /// Counts a call in for as long as the guard lives, waking the thread for the first one.
     fn running(&self) -> RunningCall<'_> {
+        self.shared.started.store(true, Ordering::SeqCst);
         if self.shared.running.fetch_add(1, Ordering::SeqCst) == 0
             && let Some(thread) = &self.thread
         {
@@ -602,6 +615,29 @@ impl Drop for EpochTicker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Calls far shorter than a tick, one after another, keep the epoch's thread ticking instead
+    /// of waking it again and again (it used to find the call already over, park and be woken by
+    /// the next: a futex wake and two context switches each time); once they stop, it parks.
+    #[test]
+    fn short_calls_one_after_another_do_not_each_wake_the_epoch_thread() {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).unwrap();
+        let ticker = EpochTicker::start(&engine).unwrap();
+        const CALLS: u64 = 400;
+        for _ in 0..CALLS {
+            drop(ticker.running());
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        let wakes = ticker.shared.wakes.load(Ordering::Relaxed);
+        assert!(wakes < CALLS / 8, "{CALLS} short calls woke the epoch's thread {wakes} times");
+        // A tick more at most, then it parks and the epoch stands still.
+        std::thread::sleep(EPOCH_TICK * 3);
+        let ticks = ticker.shared.ticks.load(Ordering::Relaxed);
+        std::thread::sleep(EPOCH_TICK * 4);
+        assert_eq!(ticker.shared.ticks.load(Ordering::Relaxed), ticks, "the epoch kept advancing after the calls");
+    }
 
     #[test]
     fn the_pool_shrinks_by_halves_to_what_the_address_space_allows() {
