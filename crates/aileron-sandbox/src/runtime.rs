@@ -567,8 +567,8 @@ impl EpochTicker {
                         // Parked only after a whole tick in which no call started: calls far
                         // shorter than a tick would otherwise wake the thread, which finds the
                         // call over and parks again, to be woken by the next (a futex wake and
-                        // two context switches each time: ~620 wakes a second under (b)'s load
-                        // against 200 ticks; BENCHMARKS.md, issue 49).
+                        // two context switches each time: ~620 switches a second under (b)'s
+                        // load, ~200 now, its ticks; BENCHMARKS.md, issue 49).
                         let started = shared.started.swap(false, Ordering::SeqCst);
                         if !started && shared.running.load(Ordering::SeqCst) == 0 {
                             // `running` unparks after counting itself in, so a call that starts
