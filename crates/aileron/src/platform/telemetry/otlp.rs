@@ -389,11 +389,11 @@ fn nested(buf: &mut Vec<u8>, tag: u32, write: impl FnOnce(&mut Vec<u8>)) {
     buf[at..at + used].copy_from_slice(&prefix[..used]);
 }
 
-/// A field's key: one byte for every tag below 16, which is all of them but `Span.flags`.
-/// prost's `encode_key` goes through `encode_varint`'s loop and `BufMut` for each byte.
+/// A field's key, a varint: one byte for every tag below 16, which is all of them but
+/// `Span.flags`. prost's `encode_key` goes through `encode_varint`'s loop and `BufMut` for each
+/// byte.
 fn key(buf: &mut Vec<u8>, tag: u32, wire_type: WireType) {
-    let key = tag << 3 | wire_type as u32;
-    if key < 0x80 { buf.push(key as u8) } else { encode_varint(u64::from(key), buf) }
+    varint(buf, u64::from(tag << 3 | wire_type as u32));
 }
 
 /// A varint: one byte below 128 (most lengths and every enum here), else prost's.
