@@ -28,6 +28,10 @@ pub const OTEL_EXPORTER_OTLP_HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
 pub const OTEL_EXPORTER_OTLP_INSECURE: &str = "OTEL_EXPORTER_OTLP_INSECURE";
 /// Standard: export request timeout in milliseconds (default 10000).
 pub const OTEL_EXPORTER_OTLP_TIMEOUT: &str = "OTEL_EXPORTER_OTLP_TIMEOUT";
+/// Standard: the `otlp` span processor's limits (read by `telemetry::otlp_processor::Limits`).
+pub const OTEL_BSP_SCHEDULE_DELAY: &str = "OTEL_BSP_SCHEDULE_DELAY";
+pub const OTEL_BSP_MAX_QUEUE_SIZE: &str = "OTEL_BSP_MAX_QUEUE_SIZE";
+pub const OTEL_BSP_MAX_EXPORT_BATCH_SIZE: &str = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE";
 /// Base URL the gateway forwards Anthropic paths (`/v1/messages*`) to.
 pub const AILERON_ANTHROPIC_UPSTREAM: &str = "AILERON_ANTHROPIC_UPSTREAM";
 /// Base URL the gateway forwards OpenAI paths (`/v1/chat/completions`, `/v1/responses`, `/v1/models`) to.
@@ -96,6 +100,9 @@ pub const ALL: &[(&str, &str)] = &[
     (OTEL_EXPORTER_OTLP_LOGS_HEADERS, "the audit export's headers (default OTEL_EXPORTER_OTLP_HEADERS)"),
     (OTEL_EXPORTER_OTLP_INSECURE, "otlp: plain HTTP allowed (HTTP follows the URL scheme; OTel SDK)"),
     (OTEL_EXPORTER_OTLP_TIMEOUT, "otlp: export timeout in ms (default 10000; or _TRACES_TIMEOUT)"),
+    (OTEL_BSP_SCHEDULE_DELAY, "otlp: ms between exports of the spans waiting (default 5000)"),
+    (OTEL_BSP_MAX_QUEUE_SIZE, "otlp: spans waiting for the collector at most; more are dropped (default 2048)"),
+    (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, "otlp: spans per export request (default 512)"),
     (AILERON_ANTHROPIC_UPSTREAM, "LLM gateway upstream for /v1/messages* (default https://api.anthropic.com)"),
     (AILERON_OPENAI_UPSTREAM, "LLM gateway upstream for OpenAI paths (default https://api.openai.com)"),
     (AILERON_LISTEN, "daemon listen address (default 127.0.0.1:0, an ephemeral loopback port)"),

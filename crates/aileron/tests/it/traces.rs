@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::fake_github::FakeGithub;
+use aileron::platform::telemetry::otlp_processor::Limits;
 use aileron::platform::telemetry::{Telemetry, TelemetryConfig};
 use axum::body::Bytes;
 use axum::extract::State;
@@ -1145,6 +1146,42 @@ async fn an_unreachable_collector_fails_exports_but_never_runs() {
         assert!(telemetry.force_flush().is_err(), "the export failed and said so");
     }
     assert_eq!(harness.request("GET", "/v1/health", None).await.status, StatusCode::OK);
+}
+
+/// Without a flush, spans reach the collector as soon as a batch fills
+/// (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`) and, for a batch that never fills, when the schedule comes
+/// round (`OTEL_BSP_SCHEDULE_DELAY`).
+#[tokio::test]
+async fn spans_leave_when_a_batch_fills_and_when_the_schedule_comes_round() {
+    let run_and_wait = |limits: Limits| async move {
+        let collector = Collector::start();
+        let config = TelemetryConfig { otlp_limits: limits, ..otlp(&collector, "aileron") };
+        let (harness, _telemetry) = traced_harness(&config, |_| {});
+        harness.guest_action("echo", &[], "echo", |_| {}).await;
+        let trace = trace_id();
+        let (status, body) =
+            traced_request(&harness, "POST", "/v1/actions/echo/run", &traceparent(&trace), Some(json!({"args": {}})))
+                .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while collector.trace(&trace).0.len() < 4 {
+            assert!(Instant::now() < deadline, "{limits:?}: the run's spans never arrived: {:?}", collector.all());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            collector.trace(&trace).names(),
+            [
+                "POST /v1/actions/{name}/run",
+                "aileron.action.execute",
+                "aileron.capability.check",
+                "aileron.connector.call"
+            ]
+        );
+    };
+    // Every span a batch of its own; the schedule an hour away.
+    run_and_wait(Limits { schedule_delay: Duration::from_secs(3600), max_queue: 2048, max_batch: 1 }).await;
+    // Batches that never fill; the schedule every 100 ms.
+    run_and_wait(Limits { schedule_delay: Duration::from_millis(100), max_queue: 2048, max_batch: 512 }).await;
 }
 
 /// Where a file-exporter daemon writes, for completeness of the registry wiring.

@@ -5,7 +5,8 @@
 //!   the parent context unchanged, so an inbound `traceparent` still propagates.
 //! - On: one `SdkTracerProvider` with a batch processor and the chosen exporter (`noop`: spans are
 //!   built and dropped; `stdout`: JSON lines on stderr; `file`: daily JSON-lines files; `otlp`:
-//!   OTLP/HTTP protobuf, configured from the SDK's `OTEL_EXPORTER_OTLP_*` variables: [`otlp`]).
+//!   OTLP/HTTP protobuf, configured from the SDK's `OTEL_EXPORTER_OTLP_*` variables: [`otlp`],
+//!   with a processor of its own that encodes each span where it ends: [`otlp_processor`]).
 //! - An unknown exporter or one that fails to build degrades to no SDK at all, with one warning;
 //!   nothing in telemetry can stop the daemon from serving.
 //!
@@ -19,6 +20,7 @@ pub mod http;
 pub mod json_lines;
 pub mod keys;
 pub mod otlp;
+pub mod otlp_processor;
 mod spans;
 
 use std::collections::BTreeMap;
@@ -87,6 +89,8 @@ pub struct TelemetryConfig {
     pub traces_dir: Option<PathBuf>,
     /// The full OTLP traces URL (`…/v1/traces`). `None`: from `OTEL_EXPORTER_OTLP_*` ([`otlp`]).
     pub otlp_endpoint: Option<String>,
+    /// The `otlp` processor's batching (`OTEL_BSP_*`).
+    pub otlp_limits: otlp_processor::Limits,
     /// The file exporter's clock.
     pub local_date: LocalDate,
 }
@@ -100,6 +104,7 @@ impl TelemetryConfig {
             exporter: ExporterKind::Noop.as_str().to_string(),
             traces_dir: None,
             otlp_endpoint: None,
+            otlp_limits: otlp_processor::Limits::from_lookup(|_| None),
             local_date: json_lines::system_local_date(),
         }
     }
@@ -128,6 +133,7 @@ impl TelemetryConfig {
             exporter: lookup(env::AILERON_OTEL_EXPORTER).unwrap_or_default(),
             traces_dir: home.traces_dir(),
             otlp_endpoint: None,
+            otlp_limits: otlp_processor::Limits::from_lookup(&lookup),
             local_date: json_lines::system_local_date(),
         }
     }
@@ -214,7 +220,7 @@ impl Telemetry {
                     .map_err(|source| TelemetryError::TracesDir { path: dir.clone(), source })?;
                 builder.with_span_processor(batch(JsonLinesExporter::new(LineSink::DailyFiles(files))))
             }
-            ExporterKind::Otlp => builder.with_span_processor(batch(otlp_exporter(config)?)),
+            ExporterKind::Otlp => builder.with_span_processor(otlp_processor(config)?),
         };
         let provider = builder.build();
         let scope = InstrumentationScope::builder("aileron").with_version(crate::platform::process::VERSION).build();
@@ -259,10 +265,12 @@ fn batch<E: opentelemetry_sdk::trace::SpanExporter + 'static>(exporter: E) -> Ba
     BatchSpanProcessor::builder(exporter).build()
 }
 
-fn otlp_exporter(config: &TelemetryConfig) -> Result<otlp::OtlpSpanExporter, TelemetryError> {
+fn otlp_processor(config: &TelemetryConfig) -> Result<otlp_processor::OtlpSpanProcessor, TelemetryError> {
     let target = otlp::OtlpTarget::from_lookup("traces", config.otlp_endpoint.as_deref(), env::get)
         .map_err(|message| TelemetryError::Otlp { message })?;
-    otlp::OtlpSpanExporter::new(target).map_err(|message| TelemetryError::Otlp { message })
+    let exporter = otlp::OtlpSpanExporter::new(target).map_err(|message| TelemetryError::Otlp { message })?;
+    otlp_processor::OtlpSpanProcessor::new(exporter, config.otlp_limits)
+        .map_err(|message| TelemetryError::Otlp { message })
 }
 
 /// The remote parent an inbound request carries in `traceparent` (and `tracestate`); an empty

@@ -1,12 +1,12 @@
 //! The `otlp` exporters' shared configuration and the span exporter: OTLP/HTTP with the official
 //! protobuf schema (opentelemetry-proto's `ExportTraceServiceRequest`).
 //!
-//! The exporter writes each batch's request straight from the SDK's `SpanData` with prost's
-//! encoding primitives, into one buffer. `opentelemetry-otlp` first converted every span into the
-//! generated types (its ids, names and every attribute key and value copied into owned strings,
-//! ~15 allocations a span), grouped them through a map keyed by scope, and then encoded those:
-//! that was most of the exporter thread's CPU in (d) (BENCHMARKS.md, issue 49). The resource and
-//! the scopes, which every span shares, go through the library's own conversion, once.
+//! Each span is encoded straight from the SDK's `SpanData` with prost's encoding primitives, when
+//! it ends ([`Batch::push`]); a request wraps a batch's bytes in the resource and the scopes, which
+//! go through the library's own conversion, once a batch. `opentelemetry-otlp` first converted
+//! every span into the generated types (its ids, names and every attribute key and value copied
+//! into owned strings, ~15 allocations a span), grouped them through a map keyed by scope, and
+//! then encoded those: that was most of the exporter thread's CPU in (d) (BENCHMARKS.md, issue 49).
 //!
 //! Configuration is the OTel SDK's variables for a signal (`traces` or `logs`): the signal's
 //! `OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT` as given, else `OTEL_EXPORTER_OTLP_ENDPOINT` +
@@ -15,7 +15,6 @@
 //! 10000). A compression or a protocol other than `http/protobuf` is refused with a hint rather
 //! than ignored.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, Status};
@@ -25,8 +24,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource as ProtoResource;
 use opentelemetry_proto::tonic::trace::v1::{span, status};
 use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use opentelemetry_sdk::trace::SpanData;
 use prost::encoding::{WireType, encode_varint};
 
 use crate::platform::env;
@@ -127,18 +125,14 @@ fn parse_headers(list: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
-/// The span exporter: one `POST` of one encoded request per batch, on the SDK's batch thread.
+/// The span exporter's sending half: one `POST` of one encoded request per batch, on the
+/// processor's thread ([`super::otlp_processor`]). The spans arrive encoded ([`Batch`]).
 pub struct OtlpSpanExporter {
     client: reqwest::blocking::Client,
     target: OtlpTarget,
     /// `ResourceSpans.resource` with its field key and length, encoded once.
     resource: Vec<u8>,
     resource_schema_url: String,
-    /// The most bytes a span has taken in a request so far (averaged over its batch): what the
-    /// next request's buffer is sized by, per span. The SDK hands over batches of very different
-    /// sizes (a full 512, then the few left behind it), so a buffer sized by the last request
-    /// grew, copying itself, several times a batch.
-    span_bytes: AtomicUsize,
 }
 
 impl std::fmt::Debug for OtlpSpanExporter {
@@ -158,34 +152,37 @@ impl OtlpSpanExporter {
             .join()
             .map_err(|_| "building the HTTP client panicked".to_string())?
             .map_err(|error| format!("building the HTTP client: {error}"))?;
-        let mut exporter = OtlpSpanExporter {
-            client,
-            target,
-            resource: Vec::new(),
-            resource_schema_url: String::new(),
-            span_bytes: AtomicUsize::new(256),
-        };
+        let mut exporter =
+            OtlpSpanExporter { client, target, resource: Vec::new(), resource_schema_url: String::new() };
         exporter.set_resource(&Resource::builder_empty().build());
         Ok(exporter)
     }
 
-    /// The request body for `spans`.
-    pub fn encode(&self, spans: &[SpanData]) -> Vec<u8> {
-        let mut buf = Vec::with_capacity(self.capacity_for(spans.len()));
-        encode_request(&mut buf, &self.resource, &self.resource_schema_url, spans);
-        if let Some(per_span) = buf.len().checked_div(spans.len()) {
-            self.span_bytes.fetch_max(per_span + 1, Ordering::Relaxed);
-        }
+    /// `ExportTraceServiceRequest { resource_spans: [one ResourceSpans] }` around `batch`'s
+    /// spans, one `ScopeSpans` per scope in the order each scope first appeared: what
+    /// `opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope` builds
+    /// from the same spans.
+    pub fn request(&self, batch: &Batch) -> Vec<u8> {
+        // Room for every key and length and each scope's own fields: the spans, the bulk, are
+        // copied once.
+        let room = self.resource.len() + self.resource_schema_url.len() + 16 + batch.groups.len() * 256;
+        let mut buf = Vec::with_capacity(room + batch.bytes());
+        nested(&mut buf, 1, |buf| {
+            buf.extend_from_slice(&self.resource);
+            for group in &batch.groups {
+                nested(buf, 2, |buf| {
+                    prost::encoding::message::encode(1, &ProtoScope::from((&group.scope, None)), buf);
+                    buf.extend_from_slice(&group.spans);
+                    string(buf, 3, group.scope.schema_url().unwrap_or_default());
+                });
+            }
+            string(buf, 3, &self.resource_schema_url);
+        });
         buf
     }
 
-    /// The buffer a request of `spans` spans is encoded into: the resource, the scope's header
-    /// and each span at the most bytes a span has taken yet.
-    fn capacity_for(&self, spans: usize) -> usize {
-        self.resource.len() + 128 + spans * self.span_bytes.load(Ordering::Relaxed)
-    }
-
-    fn send(&self, body: Vec<u8>) -> OTelSdkResult {
+    /// Posts one request; an error names the collector.
+    pub fn send(&self, body: Vec<u8>) -> Result<(), String> {
         let mut post = self
             .client
             .post(&self.target.endpoint)
@@ -196,25 +193,12 @@ impl OtlpSpanExporter {
         }
         match post.send() {
             Ok(response) if response.status().is_success() => Ok(()),
-            Ok(response) => Err(OTelSdkError::InternalFailure(format!(
-                "the collector at {} answered {}",
-                self.target.endpoint,
-                response.status()
-            ))),
-            Err(error) => {
-                Err(OTelSdkError::InternalFailure(format!("sending spans to {}: {error}", self.target.endpoint)))
-            }
+            Ok(response) => Err(format!("the collector at {} answered {}", self.target.endpoint, response.status())),
+            Err(error) => Err(format!("sending spans to {}: {error}", self.target.endpoint)),
         }
     }
-}
 
-impl SpanExporter for OtlpSpanExporter {
-    fn export(&self, batch: Vec<SpanData>) -> impl Future<Output = OTelSdkResult> + Send {
-        let result = if batch.is_empty() { Ok(()) } else { self.send(self.encode(&batch)) };
-        std::future::ready(result)
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
+    pub fn set_resource(&mut self, resource: &Resource) {
         let converted = ResourceAttributesWithSchema::from(resource);
         let message =
             ProtoResource { attributes: converted.attributes.0, dropped_attributes_count: 0, entity_refs: vec![] };
@@ -224,31 +208,56 @@ impl SpanExporter for OtlpSpanExporter {
     }
 }
 
-/// `ExportTraceServiceRequest { resource_spans: [one ResourceSpans] }`, the spans grouped by
-/// scope in the order each scope first appears, each group in the batch's order: what
-/// `opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope` builds.
-fn encode_request(buf: &mut Vec<u8>, resource: &[u8], resource_schema_url: &str, spans: &[SpanData]) {
-    nested(buf, 1, |buf| {
-        buf.extend_from_slice(resource);
-        let mut taken = vec![false; spans.len()];
-        for first in 0..spans.len() {
-            if taken[first] {
-                continue;
+/// One request's spans, already encoded and grouped by scope. A span is encoded when it is
+/// pushed, on the thread that ended it, so its data is dropped on the thread that made it.
+#[derive(Debug, Default)]
+pub struct Batch {
+    groups: Vec<ScopeSpans>,
+    count: usize,
+    /// What the first scope's buffer is made with: the last full batch's bytes, so a batch
+    /// fills without growing (each growth copies what it holds).
+    reserve: usize,
+}
+
+/// One scope's `ScopeSpans.spans` fields, each with its key and length.
+#[derive(Debug)]
+struct ScopeSpans {
+    scope: InstrumentationScope,
+    spans: Vec<u8>,
+}
+
+impl Batch {
+    pub fn with_capacity(bytes: usize) -> Batch {
+        Batch { reserve: bytes, ..Batch::default() }
+    }
+
+    pub fn push(&mut self, span: &SpanData) {
+        let scope = &span.instrumentation_scope;
+        let index = match self.groups.iter().position(|group| same_scope(&group.scope, scope)) {
+            Some(index) => index,
+            None => {
+                let reserve = if self.groups.is_empty() { self.reserve } else { 0 };
+                self.groups.push(ScopeSpans { scope: scope.clone(), spans: Vec::with_capacity(reserve) });
+                self.groups.len() - 1
             }
-            let scope = &spans[first].instrumentation_scope;
-            nested(buf, 2, |buf| {
-                prost::encoding::message::encode(1, &proto_scope(scope), buf);
-                for (index, span) in spans.iter().enumerate().skip(first) {
-                    if !taken[index] && (index == first || same_scope(&span.instrumentation_scope, scope)) {
-                        taken[index] = true;
-                        nested(buf, 2, |buf| encode_span(buf, span));
-                    }
-                }
-                string(buf, 3, scope.schema_url().unwrap_or_default());
-            });
-        }
-        string(buf, 3, resource_schema_url);
-    });
+        };
+        nested(&mut self.groups[index].spans, 2, |buf| encode_span(buf, span));
+        self.count += 1;
+    }
+
+    /// How many spans.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The encoded spans' bytes.
+    pub fn bytes(&self) -> usize {
+        self.groups.iter().map(|group| group.spans.len()).sum()
+    }
 }
 
 /// Equality, first by address: the spans of one tracer share its scope's `'static` strings.
@@ -265,10 +274,6 @@ fn same_scope(a: &InstrumentationScope, b: &InstrumentationScope) -> bool {
         && a.attributes().next().is_none()
         && b.attributes().next().is_none();
     shared || a == b
-}
-
-fn proto_scope(scope: &InstrumentationScope) -> ProtoScope {
-    ProtoScope::from((scope, None))
 }
 
 /// `opentelemetry.proto.trace.v1.Span`.
@@ -549,7 +554,11 @@ mod tests {
         .unwrap();
         exporter.set_resource(&resource);
 
-        let ours = ExportTraceServiceRequest::decode(exporter.encode(&batch).as_slice()).expect("our request decodes");
+        let mut encoded = Batch::default();
+        batch.iter().for_each(|span| encoded.push(span));
+        assert_eq!(encoded.len(), batch.len());
+        let ours =
+            ExportTraceServiceRequest::decode(exporter.request(&encoded).as_slice()).expect("our request decodes");
         let official = ExportTraceServiceRequest {
             resource_spans: group_spans_by_resource_and_scope(batch, &ResourceAttributesWithSchema::from(&resource)),
         };
@@ -560,11 +569,10 @@ mod tests {
         assert_eq!(ours.encode_to_vec(), official.encode_to_vec());
     }
 
-    /// The SDK exports a full batch, then the few spans left behind it, then a full one again: a
-    /// request's buffer is sized by its spans, so a large batch after a small one is encoded
-    /// into the buffer reserved for it, never grown (each growth copied the whole request).
+    /// A batch made with the last full batch's bytes fills without growing its buffer (each
+    /// growth copied every span encoded so far), and its request is made in one allocation.
     #[test]
-    fn a_large_batch_after_a_small_one_is_encoded_without_growing_its_buffer() {
+    fn a_batch_reserved_from_the_last_fills_without_growing() {
         let exporter = OtlpSpanExporter::new(OtlpTarget {
             endpoint: "http://127.0.0.1:9/v1/traces".into(),
             headers: vec![],
@@ -572,28 +580,27 @@ mod tests {
         })
         .unwrap();
         let scope = InstrumentationScope::builder("aileron").with_version("0.1.0").build();
-        let batch = |count: u64| -> Vec<SpanData> {
-            (1..=count)
-                .map(|seed| {
-                    let mut span = span("aileron.connector.call", &scope, seed);
-                    span.attributes.push(KeyValue::new("aileron.connector.fqn", "github://aileron-bench/echo"));
-                    span.attributes
-                        .push(KeyValue::new("aileron.connector.hash", format!("sha256:{}", "ab".repeat(32))));
-                    span
-                })
-                .collect()
+        let fill = |batch: &mut Batch, count: u64| {
+            for seed in 1..=count {
+                let mut span = span("aileron.connector.call", &scope, seed);
+                span.attributes.push(KeyValue::new("aileron.connector.fqn", "github://aileron-bench/echo"));
+                span.attributes.push(KeyValue::new("aileron.connector.hash", format!("sha256:{}", "ab".repeat(32))));
+                batch.push(&span);
+            }
         };
-        for count in [3, 512, 7, 512] {
-            let spans = batch(count);
-            let reserved = exporter.capacity_for(spans.len());
-            let body = exporter.encode(&spans);
-            assert_eq!(body.capacity(), reserved, "{count} spans grew their buffer from {reserved} to {}", body.len());
-            assert_eq!(
-                ExportTraceServiceRequest::decode(body.as_slice()).unwrap().resource_spans[0].scope_spans[0]
-                    .spans
-                    .len(),
-                count as usize
-            );
+        let mut first = Batch::default();
+        fill(&mut first, 512);
+        let reserve = first.bytes();
+        for _ in 0..2 {
+            let mut batch = Batch::with_capacity(reserve);
+            fill(&mut batch, 512);
+            assert_eq!(batch.bytes(), reserve);
+            assert_eq!(batch.groups[0].spans.capacity(), reserve, "the batch's buffer grew");
+            let body = exporter.request(&batch);
+            let room = body.capacity();
+            assert!(room - body.len() < 512, "a request of {} bytes reserved {room}", body.len());
+            let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+            assert_eq!(request.resource_spans[0].scope_spans[0].spans.len(), 512);
         }
     }
 
@@ -605,7 +612,7 @@ mod tests {
             timeout: DEFAULT_TIMEOUT,
         })
         .unwrap();
-        let request = ExportTraceServiceRequest::decode(exporter.encode(&[]).as_slice()).unwrap();
+        let request = ExportTraceServiceRequest::decode(exporter.request(&Batch::default()).as_slice()).unwrap();
         assert_eq!(request.resource_spans.len(), 1);
         assert!(request.resource_spans[0].scope_spans.is_empty());
     }
