@@ -25,7 +25,7 @@ use opentelemetry_proto::tonic::trace::v1::{span, status};
 use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SpanData;
-use prost::encoding::{WireType, encode_varint};
+use prost::encoding::{WireType, encode_varint, encoded_len_varint};
 
 use crate::platform::env;
 
@@ -241,7 +241,7 @@ impl Batch {
                 self.groups.len() - 1
             }
         };
-        nested(&mut self.groups[index].spans, 2, |buf| encode_span(buf, span));
+        nested_reserving(&mut self.groups[index].spans, 2, 2, |buf| encode_span(buf, span));
         self.count += 1;
     }
 
@@ -375,23 +375,37 @@ fn any_value(buf: &mut Vec<u8>, value: &Value) {
 /// A length-delimited field whose body `write` appends; the length goes in front afterwards (one
 /// byte is reserved, the usual case; a longer body moves over for the rest).
 fn nested(buf: &mut Vec<u8>, tag: u32, write: impl FnOnce(&mut Vec<u8>)) {
+    nested_reserving(buf, tag, 1, write);
+}
+
+/// [`nested`] with `reserved` bytes kept for the length: a span's body takes two (128 bytes to
+/// 16 KiB), so a span is not moved over once it is written. A body whose length takes another
+/// size moves.
+fn nested_reserving(buf: &mut Vec<u8>, tag: u32, reserved: usize, write: impl FnOnce(&mut Vec<u8>)) {
     key(buf, tag, WireType::LengthDelimited);
     let at = buf.len();
-    buf.push(0);
+    buf.resize(at + reserved, 0);
     write(buf);
     let end = buf.len();
-    let length = end - at - 1;
-    if length < 0x80 {
+    let length = end - at - reserved;
+    if reserved == 1 && length < 0x80 {
         buf[at] = length as u8;
         return;
     }
-    let mut prefix = [0u8; 10];
-    let mut unused = &mut prefix[..];
-    encode_varint(length as u64, &mut unused);
-    let used = 10 - unused.len();
-    buf.resize(end + used - 1, 0);
-    buf.copy_within(at + 1..end, at + used);
-    buf[at..at + used].copy_from_slice(&prefix[..used]);
+    let used = encoded_len_varint(length as u64);
+    if used > reserved {
+        buf.resize(end + used - reserved, 0);
+        buf.copy_within(at + reserved..end, at + used);
+    } else if used < reserved {
+        buf.copy_within(at + reserved..end, at + used);
+        buf.truncate(end - (reserved - used));
+    }
+    let mut rest = length as u64;
+    for (index, byte) in buf[at..at + used].iter_mut().enumerate() {
+        let more = if index + 1 < used { 0x80 } else { 0 };
+        *byte = (rest & 0x7f) as u8 | more;
+        rest >>= 7;
+    }
 }
 
 /// A field's key, a varint: one byte for every tag below 16, which is all of them but
