@@ -27,6 +27,7 @@ use serde_json::json;
 use super::figures::{
     Distribution, distribution_rows, format_bytes, format_count, format_duration, format_ratio, ratio,
 };
+use super::machine::proc_bytes;
 use super::mcp::{McpProcess, builtin_tools, install_echo, install_package};
 use super::report::SummaryRow;
 use aileron::platform::home::Home;
@@ -74,19 +75,20 @@ struct Memory {
     /// into every instance (decision 0008), so with many instances alive it overstates the memory
     /// they use. Read only where nothing is timed ([`memory_with_pss`]): the kernel walks every
     /// mapping's page tables under the process's memory lock, which a daemon with 1,000 calls
-    /// alive waits on (sampled every 50 ms, the in-flight runs took twice as long).
-    proportional: u64,
+    /// alive waits on (sampled every 50 ms, the in-flight runs took twice as long). `None` where
+    /// it was not read.
+    proportional: Option<u64>,
 }
 
 /// [`memory_of`] and the proportional share.
 fn memory_with_pss(pid: u32) -> anyhow::Result<Memory> {
     let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
         .with_context(|| format!("reading /proc/{pid}/smaps_rollup"))?;
-    let proportional = kib_field(&rollup, "Pss:").with_context(|| format!("in /proc/{pid}/smaps_rollup"))?;
-    Ok(Memory { proportional, ..memory_of(pid)? })
+    let proportional = proc_bytes(&rollup, "Pss").with_context(|| format!("no Pss in /proc/{pid}/smaps_rollup"))?;
+    Ok(Memory { proportional: Some(proportional), ..memory_of(pid)? })
 }
 
-/// Everything but the proportional share, which stays 0.
+/// Everything but the proportional share.
 fn memory_of(pid: u32) -> anyhow::Result<Memory> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
@@ -96,21 +98,14 @@ fn memory_of(pid: u32) -> anyhow::Result<Memory> {
         .filter(|fd| std::fs::read_link(fd).is_ok_and(|target| target.to_string_lossy().starts_with("/memfd:")))
         .filter_map(|fd| std::fs::metadata(fd).ok().map(|metadata| metadata.len()))
         .sum();
-    let field = |name: &str| kib_field(&status, name).with_context(|| format!("in /proc/{pid}/status"));
+    let field = |name: &str| proc_bytes(&status, name).with_context(|| format!("no {name} in /proc/{pid}/status"));
     Ok(Memory {
-        resident: field("VmRSS:")?,
-        in_files: field("RssFile:")?,
-        reserved: field("VmSize:")?,
+        resident: field("VmRSS")?,
+        in_files: field("RssFile")?,
+        reserved: field("VmSize")?,
         in_memfds,
-        proportional: 0,
+        proportional: None,
     })
-}
-
-/// The bytes of the `name` line (`Name:   123 kB`) of a `/proc` file.
-fn kib_field(text: &str, name: &str) -> anyhow::Result<u64> {
-    let line = text.lines().find(|line| line.starts_with(name)).with_context(|| format!("no {name} line"))?;
-    let kib: u64 = line[name.len()..].trim().trim_end_matches("kB").trim().parse().context("a kB figure")?;
-    Ok(kib * 1024)
 }
 
 impl Memory {
@@ -517,6 +512,11 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
+/// [`mib`] of a figure read only at some moments.
+fn mib_if_read(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "not read".to_string(), mib)
+}
+
 impl CatalogFigures {
     pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
         let (list, health) = (self.list_small.p50(), self.health.p50());
@@ -591,12 +591,12 @@ impl CatalogFigures {
                     "(j) daemon Pss (shared pages divided among their mappings), {} runs waiting at once",
                     format_count(IN_FLIGHT as u64)
                 ),
-                measured: mib(self.scale.in_flight.peak.proportional),
-                baseline: format!("{} after one run", mib(self.scale.in_flight.before.proportional)),
-                ratio: format_ratio(
-                    self.scale.in_flight.peak.proportional as f64
-                        / self.scale.in_flight.before.proportional.max(1) as f64,
-                ),
+                measured: mib_if_read(self.scale.in_flight.peak.proportional),
+                baseline: format!("{} after one run", mib_if_read(self.scale.in_flight.before.proportional)),
+                ratio: match (self.scale.in_flight.peak.proportional, self.scale.in_flight.before.proportional) {
+                    (Some(peak), Some(before)) => format_ratio(peak as f64 / before.max(1) as f64),
+                    _ => String::new(),
+                },
                 goal: "",
                 met: None,
             },
@@ -672,7 +672,7 @@ impl CatalogFigures {
                 "| {label} | {} | {} | {} | {} | {} |",
                 mib(memory.resident),
                 mib(memory.in_files),
-                mib(memory.proportional),
+                mib_if_read(memory.proportional),
                 mib(memory.in_memfds),
                 mib(memory.reserved)
             );

@@ -21,9 +21,10 @@ impl Machine {
         let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
         let cpus = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
         let model = proc_field(&read("/proc/cpuinfo"), "model name").unwrap_or("unknown CPU").to_string();
-        let memory = proc_field(&read("/proc/meminfo"), "MemTotal")
-            .and_then(|value| value.trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or_else(|| "unknown".to_string(), |kib| format!("{:.0} GiB", kib as f64 / (1024.0 * 1024.0)));
+        let memory = proc_bytes(&read("/proc/meminfo"), "MemTotal").map_or_else(
+            || "unknown".to_string(),
+            |bytes| format!("{:.0} GiB", bytes as f64 / (1024.0 * 1024.0 * 1024.0)),
+        );
         let kernel = read("/proc/sys/kernel/osrelease").trim().to_string();
         let scratch = scratch.canonicalize().unwrap_or_else(|_| scratch.to_path_buf());
         let scratch_filesystem = match mount_of(&read("/proc/self/mounts"), &scratch) {
@@ -179,6 +180,12 @@ fn proc_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
+/// A `key:   123 kB` field of a `/proc` file, in bytes.
+pub(super) fn proc_bytes(text: &str, key: &str) -> Option<u64> {
+    let kib: u64 = proc_field(text, key)?.strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
 #[derive(Debug, PartialEq, Eq)]
 struct Mount<'a> {
     device: &'a str,
@@ -238,6 +245,10 @@ mod tests {
         assert_eq!(proc_field(cpuinfo, "model name"), Some("AMD EPYC"));
         assert_eq!(proc_field("MemTotal:       24582816 kB\n", "MemTotal"), Some("24582816 kB"));
         assert_eq!(proc_field(cpuinfo, "flags"), None);
+        let rollup = "Rss:              183908 kB\nPss:              147200 kB\nPss_Dirty:         4000 kB\n";
+        assert_eq!(proc_bytes(rollup, "Pss"), Some(147200 * 1024), "the field named, not one it begins");
+        assert_eq!(proc_bytes(rollup, "Pss_Dirty"), Some(4000 * 1024));
+        assert_eq!(proc_bytes(cpuinfo, "model name"), None, "not a kB figure");
 
         let mounts = "/dev/vda / ext4 rw,relatime 0 0\ntmpfs /tmp tmpfs rw 0 0\ntmpfs /tmpfoo tmpfs rw 0 0\n";
         // (path, expected mount point)
