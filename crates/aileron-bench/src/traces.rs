@@ -320,10 +320,10 @@ mod tests {
             figures.markdown(&mut text, "cargo xtask bench --only traces");
             assert!(text.contains("| `otlp` | 3 | 3/s |"), "{text}");
             assert!(
-                text.contains(" | 1.20× | 40 of 40 |"),
-                "CPU against off, then spans exported of spans made: {text}"
+                text.contains(" | 1.20× | 0.0 | 40 of 40 |"),
+                "CPU against off, allocations per run, then spans exported of spans made: {text}"
             );
-            assert!(text.contains(" | 1.05× |  |"), "noop's CPU against off, nothing exported: {text}");
+            assert!(text.contains(" | 1.05× | 0.0 |  |"), "noop's CPU against off, nothing exported: {text}");
         }
         // CPU per run at the goal's edge (115 µs against 100 µs) meets it.
         let at_goal =
