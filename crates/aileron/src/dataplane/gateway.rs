@@ -235,30 +235,40 @@ async fn root() -> StatusCode {
 }
 
 /// Headers that belong to one connection, not the message (RFC 9110 §7.6.1), plus `Host`, which
-/// the client sets for the upstream.
+/// the client sets for the upstream. A `HeaderName` is lowercase already.
 fn is_hop_by_hop(name: &HeaderName, connection_listed: &[String]) -> bool {
     let name = name.as_str();
-    crate::dataplane::headers::is_hop_by_hop(name)
+    crate::dataplane::headers::HOP_BY_HOP.contains(&name)
         || name == "proxy-connection"
         || connection_listed.iter().any(|listed| listed == name)
 }
 
-/// Header names a `Connection` header declares hop-by-hop.
+/// The names a `Connection` header declares hop-by-hop beyond those always dropped (lowercase):
+/// none for the usual `keep-alive`, `close` or `upgrade`, so most messages allocate nothing here.
 fn connection_listed(headers: &HeaderMap) -> Vec<String> {
+    connection_tokens(headers)
+        .filter(|name| !name.eq_ignore_ascii_case("close") && !crate::dataplane::headers::is_hop_by_hop(name))
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// The tokens of every `Connection` header, trimmed, empty ones skipped.
+fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
     headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(|name| name.trim().to_ascii_lowercase())
+        .map(str::trim)
         .filter(|name| !name.is_empty())
-        .collect()
 }
 
 /// The protocol a request asks to switch to (`Upgrade: websocket` with `Connection: upgrade`):
 /// Codex opens its Responses stream as a WebSocket when the endpoint accepts one.
 fn requested_upgrade(headers: &HeaderMap) -> Option<axum::http::HeaderValue> {
-    connection_listed(headers).iter().any(|name| name == "upgrade").then(|| headers.get(header::UPGRADE).cloned())?
+    connection_tokens(headers)
+        .any(|name| name.eq_ignore_ascii_case("upgrade"))
+        .then(|| headers.get(header::UPGRADE).cloned())?
 }
 
 async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Response {
@@ -349,7 +359,7 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
                 );
             };
             let mut upstream = axum::http::Request::new(if has_body {
-                Body::from_stream(capped(body, oversized.clone()))
+                Body::new(Capped::new(body, oversized.clone()))
             } else {
                 Body::empty()
             });
@@ -360,19 +370,24 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
             client
                 .request(upstream)
                 .await
-                .map(|response| response.map(Body::new))
+                .map(|response| response.map(UpstreamBody::Direct))
                 .map_err(|error| if error.is_connect() { "connection failed" } else { "request failed" })
         }
         Route::ViaProxy(base_url) => {
             let mut upstream = reqwest::Request::new(parts.method, upstream_url(base_url, &parts.uri));
             *upstream.headers_mut() = headers;
             if has_body {
-                *upstream.body_mut() = Some(reqwest::Body::wrap_stream(capped(body, oversized.clone())));
+                // reqwest takes a stream here (a body it wraps must be `Sync`; the request's is not).
+                let capped = Body::new(Capped::new(body, oversized.clone())).into_data_stream();
+                *upstream.body_mut() = Some(reqwest::Body::wrap_stream(capped));
             }
             let client = if upgrade.is_some() { &gateway.proxied_upgrade } else { &gateway.proxied };
             // As an `http::Response`: the upgrade handle stays in its extensions.
-            client.execute(upstream).await.map(|response| axum::http::Response::from(response).map(Body::new)).map_err(
-                |error| {
+            client
+                .execute(upstream)
+                .await
+                .map(|response| axum::http::Response::from(response).map(UpstreamBody::Proxied))
+                .map_err(|error| {
                     if error.is_timeout() {
                         "timed out"
                     } else if error.is_connect() {
@@ -380,8 +395,7 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
                     } else {
                         "request failed"
                     }
-                },
-            )
+                })
         }
     };
     let mut response = match forwarded {
@@ -431,29 +445,63 @@ fn upstream_url(base: &reqwest::Url, uri: &axum::http::Uri) -> reqwest::Url {
 }
 
 /// Takes the hop-by-hop headers (and `Host`, which the client sets for the upstream) out of
-/// `headers`.
+/// `headers`, one name at a time: a message has a few, and no list of them is allocated.
 fn remove_hop_by_hop(headers: &mut HeaderMap, connection_listed: &[String]) {
-    let names: Vec<HeaderName> =
-        headers.keys().filter(|name| is_hop_by_hop(name, connection_listed)).cloned().collect();
-    for name in names {
+    while let Some(name) = headers.keys().find(|name| is_hop_by_hop(name, connection_listed)).cloned() {
         headers.remove(name);
+    }
+}
+
+/// The upstream's response body as the route that reached it gives it: hyper's own, or reqwest's
+/// through the user's proxy.
+enum UpstreamBody {
+    Direct(hyper::body::Incoming),
+    Proxied(reqwest::Body),
+}
+
+impl axum::body::HttpBody for UpstreamBody {
+    type Data = bytes::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::BoxError>>> {
+        match self.get_mut() {
+            UpstreamBody::Direct(body) => std::pin::Pin::new(body).poll_frame(context).map_err(Into::into),
+            UpstreamBody::Proxied(body) => std::pin::Pin::new(body).poll_frame(context).map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpstreamBody::Direct(body) => body.is_end_stream(),
+            UpstreamBody::Proxied(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            UpstreamBody::Direct(body) => body.size_hint(),
+            UpstreamBody::Proxied(body) => body.size_hint(),
+        }
     }
 }
 
 /// A response body that holds the gateway's in-flight permit until it is done or dropped.
 struct Permitted {
-    body: Body,
+    body: UpstreamBody,
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl axum::body::HttpBody for Permitted {
     type Data = bytes::Bytes;
-    type Error = axum::Error;
+    type Error = axum::BoxError;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
         context: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::Error>>> {
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::BoxError>>> {
         std::pin::Pin::new(&mut self.body).poll_frame(context)
     }
 
@@ -529,22 +577,52 @@ fn close_after(mut response: Response) -> Response {
     response
 }
 
-/// The request body as a stream that fails (setting `oversized`) once it passes
-/// [`MAX_REQUEST_BODY_BYTES`], so a chunked body cannot exceed the cap either.
-fn capped(
+/// The request body, failing (and setting `oversized`) once its data passes
+/// [`MAX_REQUEST_BODY_BYTES`], so a chunked body cannot exceed the cap either. Frames pass as they
+/// come, trailers included.
+struct Capped {
     body: Body,
+    seen: usize,
     oversized: Arc<std::sync::atomic::AtomicBool>,
-) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
-    let mut seen = 0usize;
-    body.into_data_stream().map(move |chunk| {
-        let chunk = chunk.map_err(std::io::Error::other)?;
-        seen += chunk.len();
-        if seen > MAX_REQUEST_BODY_BYTES {
-            oversized.store(true, std::sync::atomic::Ordering::Relaxed);
-            return Err(std::io::Error::other("request body over the gateway's cap"));
+}
+
+impl Capped {
+    fn new(body: Body, oversized: Arc<std::sync::atomic::AtomicBool>) -> Capped {
+        Capped { body, seen: 0, oversized }
+    }
+}
+
+impl axum::body::HttpBody for Capped {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, std::io::Error>>> {
+        let this = &mut *self;
+        let frame = match std::task::ready!(std::pin::Pin::new(&mut this.body).poll_frame(context)) {
+            Some(Ok(frame)) => frame,
+            Some(Err(error)) => return std::task::Poll::Ready(Some(Err(std::io::Error::other(error)))),
+            None => return std::task::Poll::Ready(None),
+        };
+        if let Some(data) = frame.data_ref() {
+            this.seen += data.len();
+            if this.seen > MAX_REQUEST_BODY_BYTES {
+                this.oversized.store(true, std::sync::atomic::Ordering::Relaxed);
+                return std::task::Poll::Ready(Some(Err(std::io::Error::other("request body over the gateway's cap"))));
+            }
         }
-        Ok(chunk)
-    })
+        std::task::Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Whether a request path is served by the gateway (no daemon token needed).
@@ -617,6 +695,31 @@ mod tests {
     }
 
     /// A base that is not an http(s) URL is refused when the gateway is built, naming the variable.
+    /// The vault paths the gateway reads are the ones `aileron secret set llm/<provider>` writes.
+    #[test]
+    fn provider_keys_live_under_their_provider_names() {
+        for provider in Provider::ALL {
+            assert_eq!(crate::stores::vault::llm_key_path(provider), format!("secrets/llm/{}", provider.name()));
+        }
+    }
+
+    /// Names a `Connection` header lists beyond the usual tokens, lowercase; the usual ones allocate nothing.
+    #[test]
+    fn connection_lists_only_the_names_it_adds() {
+        let mut headers = HeaderMap::new();
+        headers.append(header::CONNECTION, "keep-alive, Upgrade".parse().unwrap());
+        headers.append(header::CONNECTION, "close,, X-Hop ".parse().unwrap());
+        assert_eq!(connection_listed(&headers), vec!["x-hop".to_string()]);
+        headers.insert(header::UPGRADE, "websocket".parse().unwrap());
+        assert_eq!(requested_upgrade(&headers).unwrap(), "websocket");
+        headers.insert(header::HOST, "127.0.0.1".parse().unwrap());
+        headers.insert("x-hop", "dropped".parse().unwrap());
+        headers.insert("x-kept", "kept".parse().unwrap());
+        let listed = connection_listed(&headers);
+        remove_hop_by_hop(&mut headers, &listed);
+        assert_eq!(headers.keys().map(HeaderName::as_str).collect::<Vec<_>>(), ["x-kept"]);
+    }
+
     #[test]
     fn an_unusable_upstream_is_refused_at_start() {
         crate::platform::process::install_crypto_provider();

@@ -201,6 +201,11 @@ impl Vault {
         self.lock_inner().file.as_ref().and_then(|file| file.metadata(path).cloned())
     }
 
+    /// Whether a secret is stored at `path` (its metadata says so: nothing is decrypted or copied).
+    pub fn contains(&self, path: &str) -> bool {
+        self.lock_inner().file.as_ref().is_some_and(|file| file.metadata(path).is_some())
+    }
+
     /// The decrypted secret at `path` (`None` when absent).
     pub fn get(&self, path: &str) -> Result<Option<Zeroizing<Vec<u8>>>, VaultAccessError> {
         let inner = self.lock_inner();
@@ -290,13 +295,18 @@ impl crate::dataplane::gateway::VaultGate for Vault {
     fn provider_key(&self, provider: crate::dataplane::gateway::Provider) -> Option<Zeroizing<String>> {
         let path = llm_key_path(provider);
         // Most vaults hold no provider key: the metadata says so without decrypting anything.
-        self.metadata(&path)?;
-        let bytes = self.get(&path).ok()??;
+        if !self.contains(path) {
+            return None;
+        }
+        let bytes = self.get(path).ok()??;
         String::from_utf8(bytes.to_vec()).ok().map(|key| Zeroizing::new(key.trim().to_string()))
     }
 }
 
 /// Where `aileron secret set llm/<provider>` keeps a provider's key.
-pub fn llm_key_path(provider: crate::dataplane::gateway::Provider) -> String {
-    format!("secrets/llm/{}", provider.name())
+pub fn llm_key_path(provider: crate::dataplane::gateway::Provider) -> &'static str {
+    match provider {
+        crate::dataplane::gateway::Provider::Anthropic => "secrets/llm/anthropic",
+        crate::dataplane::gateway::Provider::OpenAi => "secrets/llm/openai",
+    }
 }

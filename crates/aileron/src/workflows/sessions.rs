@@ -78,7 +78,7 @@ fn placeholders(state: &Services, network: Option<SessionNetwork>) -> std::colle
         Default::default()
     };
     for provider in crate::dataplane::gateway::Provider::ALL {
-        if state.vault.metadata(&crate::stores::vault::llm_key_path(provider)).is_some() {
+        if state.vault.contains(crate::stores::vault::llm_key_path(provider)) {
             env.insert(provider.key_variable().to_string(), aileron_core::manifest::PLACEHOLDER.to_string());
         }
     }

@@ -335,6 +335,33 @@ async fn requests_go_upstream_unchanged_except_hop_by_hop_headers() {
     assert_ne!(header("host"), Some(gateway.trim_start_matches("http://")), "Host is the upstream's");
 }
 
+/// The upstream's own `Connection` header names headers of its connection only: they stay there.
+#[tokio::test]
+async fn responses_come_back_without_the_upstreams_hop_by_hop_headers() {
+    let script = Script {
+        status: 200,
+        headers: vec![
+            ("content-type", "application/json"),
+            ("connection", "keep-alive, X-Upstream-Hop"),
+            ("x-upstream-hop", "dropped"),
+            ("keep-alive", "timeout=5"),
+            ("x-kept", "kept"),
+        ],
+        chunks: vec![b"{}".to_vec()],
+        paced: false,
+    };
+    let up = upstream(script).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    let proxied =
+        reqwest::Client::new().post(format!("{gateway}/v1/chat/completions")).body("{}").send().await.unwrap();
+    assert_eq!(proxied.status(), 200);
+    assert_eq!(proxied.headers().get("x-kept").map(|v| v.to_str().unwrap()), Some("kept"));
+    assert_eq!(proxied.headers().get("x-upstream-hop"), None, "listed in the upstream's Connection header");
+    assert_eq!(proxied.headers().get("keep-alive"), None, "hop-by-hop");
+    assert_eq!(proxied.text().await.unwrap(), "{}");
+}
+
 #[tokio::test]
 async fn the_client_gets_the_upstreams_headers_including_its_request_id() {
     let script = Script {

@@ -165,37 +165,39 @@ where
         let provider =
             gateway.then(|| crate::dataplane::gateway::Provider::of_request(request.uri().path(), request.headers()));
         let request = request.map(|body| axum::body::Body::new(DeadlineBody::new(body, deadline, expired.clone())));
-        // The router's future goes inline into the one box below; the gateway's, much larger,
-        // stays boxed on its own so an API request's box is not sized for it.
-        let answered = if gateway {
+        // One box per request, each sized for its own future: an API request's is not sized for
+        // the gateway's, much larger.
+        if gateway {
             let state = self.state.clone();
-            let admitted: SurfaceFuture = Box::pin(async move { Ok(auth::admit_gateway(&state, request).await) });
-            futures_util::future::Either::Left(admitted)
+            Box::pin(async move { Ok(timed_out(auth::admit_gateway(&state, request).await, &expired, provider)) })
         } else {
-            futures_util::future::Either::Right(tower::Service::call(&mut self.router, request))
-        };
-        Box::pin(async move {
-            let response = answered.await?;
-            if !expired.load(std::sync::atomic::Ordering::Relaxed) {
-                return Ok(response);
-            }
-            let message = "the request body did not arrive in time";
-            let mut response = match provider {
-                Some(provider) => {
-                    provider.error(axum::http::StatusCode::REQUEST_TIMEOUT, "invalid_request_error", message)
-                }
-                None => axum::response::IntoResponse::into_response(crate::wire::error::ApiError::new(
-                    axum::http::StatusCode::REQUEST_TIMEOUT,
-                    "request_timeout",
-                    message,
-                )),
-            };
-            response
-                .headers_mut()
-                .insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
-            Ok(response)
-        })
+            let answered = tower::Service::call(&mut self.router, request);
+            Box::pin(async move { Ok(timed_out(answered.await?, &expired, None)) })
+        }
     }
+}
+
+/// `response`, or 408 with `Connection: close` when the request's body did not arrive in time
+/// (`expired`): in the provider's error shape for a gateway request, else the API's.
+fn timed_out(
+    response: axum::response::Response,
+    expired: &std::sync::atomic::AtomicBool,
+    provider: Option<crate::dataplane::gateway::Provider>,
+) -> axum::response::Response {
+    if !expired.load(std::sync::atomic::Ordering::Relaxed) {
+        return response;
+    }
+    let message = "the request body did not arrive in time";
+    let mut response = match provider {
+        Some(provider) => provider.error(axum::http::StatusCode::REQUEST_TIMEOUT, "invalid_request_error", message),
+        None => axum::response::IntoResponse::into_response(crate::wire::error::ApiError::new(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            message,
+        )),
+    };
+    response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
 }
 
 /// A [`Surface`] per connection, so `axum::serve` takes it as it takes a router (the tests serve
