@@ -37,6 +37,13 @@ impl Sidecar {
     }
 }
 
+impl Sidecar {
+    /// Its process id.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Sidecar {
     fn drop(&mut self) {
         // Closing its stdin stops it.
