@@ -357,9 +357,8 @@ async fn fixed_rate(client: &reqwest::Client, url: &str, rate: u32, warmup: Dura
 }
 
 /// Closed loop: `clients` connections sending back to back; the requests answered and failed
-/// inside `window`.
-/// Requests answered and failed in `window` after `warmup`, and the CPU time the process `pid`
-/// (the proxy measured, when it is one of its own) used in that window.
+/// inside `window` (after `warmup`), and the CPU time the process `pid` (the proxy measured, when
+/// it is a process of its own) used in that window.
 async fn max_throughput(
     url: &str,
     clients: usize,
@@ -808,7 +807,8 @@ impl GatewayFigures {
              pooled client in a process of their own, forwarding as-is: the floor under any proxy on this \
              machine) and through LiteLLM's proxy as a pure pass-through. The most requests/s of direct, the gateway \
              and the bare proxy are measured in {MAX_RATE_ROUNDS} rounds, the order rotated, each an equal share of \
-             the window, the rounds added up. Fixed rates are an \
+             the window, the rounds added up; over the same rounds, each proxy's process CPU time \
+             (`/proc/<pid>/stat`, all threads) per request answered. Fixed rates are an \
              open loop: requests are sent on schedule whether or not earlier ones were answered. Every target \
              had to return the upstream's bytes and pass the provider key through.\n",
             COMPLETION.len()
