@@ -335,24 +335,28 @@ async fn requests_go_upstream_unchanged_except_hop_by_hop_headers() {
     assert_ne!(header("host"), Some(gateway.trim_start_matches("http://")), "Host is the upstream's");
 }
 
+/// A daemon whose gateway reaches an upstream answering `{}` with `headers`: the upstream, the
+/// daemon's home, the upstream's URL and the gateway's.
+async fn daemon_before_answering(
+    headers: Vec<(&'static str, &'static str)>,
+) -> (Upstream, tempfile::TempDir, String, String) {
+    let up = upstream(Script { status: 200, headers, chunks: vec![b"{}".to_vec()], paced: false }).await;
+    let base = format!("http://{}", up.addr);
+    let (temp, gateway) = daemon(base.clone(), base.clone()).await;
+    (up, temp, base, gateway)
+}
+
 /// The upstream's own `Connection` header names headers of its connection only: they stay there.
 #[tokio::test]
 async fn responses_come_back_without_the_upstreams_hop_by_hop_headers() {
-    let script = Script {
-        status: 200,
-        headers: vec![
-            ("content-type", "application/json"),
-            ("connection", "keep-alive, X-Upstream-Hop"),
-            ("x-upstream-hop", "dropped"),
-            ("keep-alive", "timeout=5"),
-            ("x-kept", "kept"),
-        ],
-        chunks: vec![b"{}".to_vec()],
-        paced: false,
-    };
-    let up = upstream(script).await;
-    let base = format!("http://{}", up.addr);
-    let (_temp, gateway) = daemon(base.clone(), base).await;
+    let (_up, _temp, _, gateway) = daemon_before_answering(vec![
+        ("content-type", "application/json"),
+        ("connection", "keep-alive, X-Upstream-Hop"),
+        ("x-upstream-hop", "dropped"),
+        ("keep-alive", "timeout=5"),
+        ("x-kept", "kept"),
+    ])
+    .await;
     let proxied =
         reqwest::Client::new().post(format!("{gateway}/v1/chat/completions")).body("{}").send().await.unwrap();
     assert_eq!(proxied.status(), 200);
@@ -364,21 +368,14 @@ async fn responses_come_back_without_the_upstreams_hop_by_hop_headers() {
 
 #[tokio::test]
 async fn the_client_gets_the_upstreams_headers_including_its_request_id() {
-    let script = Script {
-        status: 200,
-        headers: vec![
-            ("content-type", "application/json"),
-            ("x-request-id", "req_upstream_123"),
-            ("openai-processing-ms", "42"),
-            ("x-ratelimit-remaining-tokens", "999"),
-            ("set-cookie", "__cf_bm=abc; path=/"),
-        ],
-        chunks: vec![b"{}".to_vec()],
-        paced: false,
-    };
-    let up = upstream(script).await;
-    let base = format!("http://{}", up.addr);
-    let (_temp, gateway) = daemon(base.clone(), base.clone()).await;
+    let (_up, _temp, base, gateway) = daemon_before_answering(vec![
+        ("content-type", "application/json"),
+        ("x-request-id", "req_upstream_123"),
+        ("openai-processing-ms", "42"),
+        ("x-ratelimit-remaining-tokens", "999"),
+        ("set-cookie", "__cf_bm=abc; path=/"),
+    ])
+    .await;
     let client = reqwest::Client::new();
     let headers = |response: &reqwest::Response| {
         let mut list: Vec<(String, String)> = response
