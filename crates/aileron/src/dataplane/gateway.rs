@@ -578,8 +578,9 @@ fn close_after(mut response: Response) -> Response {
 }
 
 /// The request body, failing (and setting `oversized`) once its data passes
-/// [`MAX_REQUEST_BODY_BYTES`], so a chunked body cannot exceed the cap either. Frames pass as they
-/// come, trailers included.
+/// [`MAX_REQUEST_BODY_BYTES`], so a chunked body cannot exceed the cap either. Its data frames
+/// pass as they come; trailers end it, unsent, as they always did here (an h2 upstream would
+/// otherwise get what an HTTP/1.1 one never does).
 struct Capped {
     body: Body,
     seen: usize,
@@ -606,12 +607,11 @@ impl axum::body::HttpBody for Capped {
             Some(Err(error)) => return std::task::Poll::Ready(Some(Err(std::io::Error::other(error)))),
             None => return std::task::Poll::Ready(None),
         };
-        if let Some(data) = frame.data_ref() {
-            this.seen += data.len();
-            if this.seen > MAX_REQUEST_BODY_BYTES {
-                this.oversized.store(true, std::sync::atomic::Ordering::Relaxed);
-                return std::task::Poll::Ready(Some(Err(std::io::Error::other("request body over the gateway's cap"))));
-            }
+        let Some(data) = frame.data_ref() else { return std::task::Poll::Ready(None) };
+        this.seen += data.len();
+        if this.seen > MAX_REQUEST_BODY_BYTES {
+            this.oversized.store(true, std::sync::atomic::Ordering::Relaxed);
+            return std::task::Poll::Ready(Some(Err(std::io::Error::other("request body over the gateway's cap"))));
         }
         std::task::Poll::Ready(Some(Ok(frame)))
     }
@@ -695,6 +695,46 @@ mod tests {
     }
 
     /// A base that is not an http(s) URL is refused when the gateway is built, naming the variable.
+    /// A body that yields the frames it was given.
+    struct Frames(std::collections::VecDeque<hyper::body::Frame<bytes::Bytes>>);
+
+    impl axum::body::HttpBody for Frames {
+        type Data = bytes::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>>> {
+            std::task::Poll::Ready(self.0.pop_front().map(Ok))
+        }
+    }
+
+    fn capped(frames: Vec<hyper::body::Frame<bytes::Bytes>>) -> (Body, Arc<std::sync::atomic::AtomicBool>) {
+        let oversized = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        (Body::new(Capped::new(Body::new(Frames(frames.into())), oversized.clone())), oversized)
+    }
+
+    /// Data passes as it comes and trailers end the body unsent; past the cap, the body fails and
+    /// says why.
+    #[tokio::test]
+    async fn a_capped_body_passes_its_data_and_fails_past_the_cap() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-checksum", "1".parse().unwrap());
+        let data = |bytes: &'static [u8]| hyper::body::Frame::data(bytes::Bytes::from_static(bytes));
+        let (body, oversized) = capped(vec![data(b"ab"), data(b"cd"), hyper::body::Frame::trailers(trailers)]);
+        let collected = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        assert_eq!(&collected[..], b"abcd");
+        assert!(!oversized.load(std::sync::atomic::Ordering::Relaxed));
+
+        let big = vec![0u8; MAX_REQUEST_BODY_BYTES / 2 + 1];
+        let frame = || hyper::body::Frame::data(bytes::Bytes::from(big.clone()));
+        let (body, oversized) = capped(vec![frame(), frame()]);
+        let error = axum::body::to_bytes(body, usize::MAX).await.unwrap_err();
+        assert!(format!("{error:?}").contains("over the gateway's cap"), "{error:?}");
+        assert!(oversized.load(std::sync::atomic::Ordering::Relaxed));
+    }
+
     /// The vault paths the gateway reads are the ones `aileron secret set llm/<provider>` writes.
     #[test]
     fn provider_keys_live_under_their_provider_names() {
