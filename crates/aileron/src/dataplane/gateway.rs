@@ -459,36 +459,8 @@ enum UpstreamBody {
     Proxied(reqwest::Body),
 }
 
-impl axum::body::HttpBody for UpstreamBody {
-    type Data = bytes::Bytes;
-    type Error = axum::BoxError;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        context: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::BoxError>>> {
-        match self.get_mut() {
-            UpstreamBody::Direct(body) => std::pin::Pin::new(body).poll_frame(context).map_err(Into::into),
-            UpstreamBody::Proxied(body) => std::pin::Pin::new(body).poll_frame(context).map_err(Into::into),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            UpstreamBody::Direct(body) => body.is_end_stream(),
-            UpstreamBody::Proxied(body) => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        match self {
-            UpstreamBody::Direct(body) => body.size_hint(),
-            UpstreamBody::Proxied(body) => body.size_hint(),
-        }
-    }
-}
-
-/// A response body that holds the gateway's in-flight permit until it is done or dropped.
+/// The upstream's response body, holding the gateway's in-flight permit until it is done or
+/// dropped.
 struct Permitted {
     body: UpstreamBody,
     _permit: tokio::sync::OwnedSemaphorePermit,
@@ -502,15 +474,24 @@ impl axum::body::HttpBody for Permitted {
         mut self: std::pin::Pin<&mut Self>,
         context: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::BoxError>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(context)
+        match &mut self.body {
+            UpstreamBody::Direct(body) => std::pin::Pin::new(body).poll_frame(context).map_err(Into::into),
+            UpstreamBody::Proxied(body) => std::pin::Pin::new(body).poll_frame(context).map_err(Into::into),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        match &self.body {
+            UpstreamBody::Direct(body) => body.is_end_stream(),
+            UpstreamBody::Proxied(body) => body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
+        match &self.body {
+            UpstreamBody::Direct(body) => body.size_hint(),
+            UpstreamBody::Proxied(body) => body.size_hint(),
+        }
     }
 }
 
