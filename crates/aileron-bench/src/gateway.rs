@@ -215,20 +215,19 @@ async fn measure(
     bare: (&str, u32),
     litellm: Option<&LiteLlm>,
 ) -> anyhow::Result<Vec<TargetFigures>> {
-    // The processes whose CPU time the most-requests phases read: the daemon and the bare proxy.
-    let pids = [None, Some(aileron.1), Some(bare.1), None];
-    let (aileron, bare) = (aileron.0, bare.0);
+    // Each target with the process whose CPU time the most-requests phases read, where it is a
+    // proxy of its own: the daemon and the bare proxy.
     let mut bases = vec![
-        (Target::Direct, direct.to_string()),
-        (Target::Aileron, aileron.to_string()),
-        (Target::BareProxy, bare.to_string()),
+        (Target::Direct, direct.to_string(), None),
+        (Target::Aileron, aileron.0.to_string(), Some(aileron.1)),
+        (Target::BareProxy, bare.0.to_string(), Some(bare.1)),
     ];
     if let Some(proxy) = litellm {
-        bases.push((Target::LiteLlm, proxy.base_url.clone()));
+        bases.push((Target::LiteLlm, proxy.base_url.clone(), None));
     }
     let client = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).tcp_nodelay(true).build()?;
     let mut figures = Vec::new();
-    for (target, base) in &bases {
+    for (target, base, _) in &bases {
         let url = format!("{base}{PATH}");
         let (status, body) =
             send(&client, &url, REQUEST).await.with_context(|| format!("{}: {url}", target.label()))?;
@@ -252,7 +251,7 @@ async fn measure(
     let (ours, theirs) = bases.split_at(3);
     // LiteLLM's most requests/s in one round: it is compared with nothing but direct.
     for (offset, group, rounds) in [(0, ours, MAX_RATE_ROUNDS), (3, theirs, 1)] {
-        for (index, (target, base)) in group.iter().enumerate() {
+        for (index, (target, base, _)) in group.iter().enumerate() {
             eprintln!("    {} SSE: {STREAMS} streams of {EVENTS_PER_STREAM} events", target.label());
             let delays = event_delays(&client, &format!("{base}{PATH}")).await?;
             eprintln!("      event delay p50 {}, p99 {}", format_duration(delays.p50()), format_duration(delays.p99()));
@@ -266,10 +265,9 @@ async fn measure(
         for round in 0..rounds {
             for step in 0..group.len() {
                 let index = (step + round) % group.len();
-                let (target, base) = &group[index];
-                let pid = pids[offset + index];
+                let (target, base, pid) = &group[index];
                 let (answered, failed, cpu) =
-                    max_throughput(&format!("{base}{PATH}"), config.clients, config.warmup, share, pid).await?;
+                    max_throughput(&format!("{base}{PATH}"), config.clients, config.warmup, share, *pid).await?;
                 eprintln!(
                     "    {} at most, {} clients, round {}: {}, {failed} failed",
                     target.label(),
@@ -288,7 +286,7 @@ async fn measure(
             }
         }
         for rate in RATES {
-            for (index, (target, base)) in group.iter().enumerate() {
+            for (index, (target, base, _)) in group.iter().enumerate() {
                 let phase = fixed_rate(&client, &format!("{base}{PATH}"), rate, config.warmup, config.window).await;
                 eprintln!(
                     "    {} at {rate}/s: {} due, {} failed, p50 {}, p99 {}",
