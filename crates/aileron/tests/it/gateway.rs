@@ -93,19 +93,28 @@ async fn daemon(anthropic: String, openai: String) -> (tempfile::TempDir, String
 
 /// The same, also returning the daemon's state (to lock its vault).
 async fn daemon_with_state(anthropic: String, openai: String) -> (tempfile::TempDir, String, Arc<AppState>) {
-    let temp = tempfile::tempdir().unwrap();
-    let home = Home::at(temp.path().join("home")).unwrap();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let (temp, listener, state) = gateway_state(anthropic, openai).await;
     let addr = listener.local_addr().unwrap();
-    let mut options = StateOptions::new("gateway-test-token".into());
-    options.listen_port = addr.port();
-    options.gateway_upstreams = Some((anthropic, openai));
-    let state = AppState::open(home, options).unwrap();
     let served = state.clone();
     tokio::spawn(
         async move { axum::serve(aileron::platform::process::no_delay(listener), app(served)).await.unwrap() },
     );
     (temp, format!("http://{addr}"), state)
+}
+
+/// A daemon's state on a fresh home with the gateway pointed at the upstreams, and the listener
+/// it is to be served on.
+async fn gateway_state(
+    anthropic: String,
+    openai: String,
+) -> (tempfile::TempDir, tokio::net::TcpListener, Arc<AppState>) {
+    let temp = tempfile::tempdir().unwrap();
+    let home = Home::at(temp.path().join("home")).unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let mut options = StateOptions::new("gateway-test-token".into());
+    options.listen_port = listener.local_addr().unwrap().port();
+    options.gateway_upstreams = Some((anthropic, openai));
+    (temp, listener, AppState::open(home, options).unwrap())
 }
 
 fn sse(events: &[&str]) -> Vec<Vec<u8>> {
@@ -344,6 +353,86 @@ async fn daemon_before_answering(
     let base = format!("http://{}", up.addr);
     let (temp, gateway) = daemon(base.clone(), base.clone()).await;
     (up, temp, base, gateway)
+}
+
+/// The daemon's own server (`connections::serve`, as `aileron daemon run` serves) closes a
+/// connection idle for its limit: a fresh one that never sends a whole head, and a kept-alive one
+/// trickling its next head after an answer; never one whose answer is still streaming, however
+/// long the stream stays quiet between events.
+#[tokio::test]
+async fn the_daemons_server_closes_idle_connections_and_never_a_quiet_stream() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let limit = Duration::from_millis(800);
+    let events = &OPENAI_CHAT_EVENTS[..2];
+    let script =
+        Script { status: 200, headers: vec![("content-type", "text/event-stream")], chunks: sse(events), paced: true };
+    let up = upstream(script).await;
+    let base = format!("http://{}", up.addr);
+    let (_temp, listener, state) = gateway_state(base.clone(), base).await;
+    let addr = listener.local_addr().unwrap();
+    let serving =
+        aileron::surfaces::daemon::connections::serve_closing_idle(listener, app(state), std::future::pending(), limit);
+    tokio::spawn(serving);
+
+    // A stream quiet for three limits between two events keeps its connection.
+    let response = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/chat/completions"))
+        .body(r#"{"stream":true}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    let mut received = Vec::new();
+    while received.len() < events[0].len() {
+        received.extend_from_slice(&stream.next().await.expect("the first event").unwrap());
+    }
+    tokio::time::sleep(limit * 3).await;
+    up.acks.send(()).unwrap();
+    while received.len() < events.concat().len() {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.expect("the second event");
+        received.extend_from_slice(&chunk.expect("the stream was cut while quiet").unwrap());
+    }
+    up.acks.send(()).unwrap();
+    assert_eq!(received, events.concat().into_bytes());
+    assert!(stream.next().await.is_none());
+
+    // A fresh connection that sends nothing is closed after its limit.
+    let opened = tokio::time::Instant::now();
+    let mut fresh = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let read = tokio::time::timeout(limit * 4, fresh.read(&mut [0u8; 1])).await.expect("closed while idle");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(opened.elapsed() >= limit, "closed after {:?}, before its limit", opened.elapsed());
+
+    // A kept-alive connection that was answered, then trickles its next head, is closed after
+    // its limit, counted from its answer.
+    let (mut reading, mut writing) = tokio::net::TcpStream::connect(addr).await.unwrap().into_split();
+    writing.write_all(format!("GET /v1/health HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"}") {
+        let mut chunk = [0u8; 1024];
+        let read = reading.read(&mut chunk).await.unwrap();
+        assert!(read > 0, "closed before answering: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&chunk[..read]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
+    let answered = tokio::time::Instant::now();
+    writing.write_all(b"GET /v1/health HTTP/1.1\r\nx-slow: ").await.unwrap();
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(limit * 4, async {
+        loop {
+            tokio::select! {
+                read = reading.read(&mut byte) => return read,
+                () = tokio::time::sleep(limit / 8) => {
+                    let _ = writing.write_all(b"a").await;
+                }
+            }
+        }
+    })
+    .await
+    .expect("a trickling head is closed");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert!(answered.elapsed() >= limit, "closed {:?} after its answer, before its limit", answered.elapsed());
 }
 
 /// The upstream's own `Connection` header names headers of its connection only: they stay there.
