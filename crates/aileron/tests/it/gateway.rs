@@ -356,13 +356,13 @@ async fn daemon_before_answering(
 }
 
 /// The daemon's own server (`connections::serve`, as `aileron daemon run` serves) closes a
-/// connection idle for its limit: a fresh one that never sends a whole head, and a kept-alive one
-/// trickling its next head after an answer; never one whose answer is still streaming, however
-/// long the stream stays quiet between events.
+/// connection that has not sent a whole head within its header-read timeout: a fresh one that
+/// sends nothing, and a kept-alive one trickling its next head after an answer; never one whose
+/// answer is still streaming, however long the stream stays quiet between events.
 #[tokio::test]
-async fn the_daemons_server_closes_idle_connections_and_never_a_quiet_stream() {
+async fn the_daemons_server_closes_connections_slow_to_send_a_head_and_never_a_quiet_stream() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let limit = Duration::from_millis(800);
+    let timeout = Duration::from_millis(800);
     let events = &OPENAI_CHAT_EVENTS[..2];
     let script =
         Script { status: 200, headers: vec![("content-type", "text/event-stream")], chunks: sse(events), paced: true };
@@ -370,11 +370,15 @@ async fn the_daemons_server_closes_idle_connections_and_never_a_quiet_stream() {
     let base = format!("http://{}", up.addr);
     let (_temp, listener, state) = gateway_state(base.clone(), base).await;
     let addr = listener.local_addr().unwrap();
-    let serving =
-        aileron::surfaces::daemon::connections::serve_closing_idle(listener, app(state), std::future::pending(), limit);
+    let serving = aileron::surfaces::daemon::connections::serve_with_head_timeout(
+        listener,
+        app(state),
+        std::future::pending(),
+        timeout,
+    );
     tokio::spawn(serving);
 
-    // A stream quiet for three limits between two events keeps its connection.
+    // A stream quiet for three timeouts between two events keeps its connection.
     let response = reqwest::Client::new()
         .post(format!("http://{addr}/v1/chat/completions"))
         .body(r#"{"stream":true}"#)
@@ -387,7 +391,7 @@ async fn the_daemons_server_closes_idle_connections_and_never_a_quiet_stream() {
     while received.len() < events[0].len() {
         received.extend_from_slice(&stream.next().await.expect("the first event").unwrap());
     }
-    tokio::time::sleep(limit * 3).await;
+    tokio::time::sleep(timeout * 3).await;
     up.acks.send(()).unwrap();
     while received.len() < events.concat().len() {
         let chunk = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.expect("the second event");
@@ -397,15 +401,15 @@ async fn the_daemons_server_closes_idle_connections_and_never_a_quiet_stream() {
     assert_eq!(received, events.concat().into_bytes());
     assert!(stream.next().await.is_none());
 
-    // A fresh connection that sends nothing is closed after its limit.
+    // A fresh connection that sends nothing is closed after the timeout.
     let opened = tokio::time::Instant::now();
     let mut fresh = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let read = tokio::time::timeout(limit * 4, fresh.read(&mut [0u8; 1])).await.expect("closed while idle");
+    let read = tokio::time::timeout(timeout * 4, fresh.read(&mut [0u8; 1])).await.expect("closed without a head");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
-    assert!(opened.elapsed() >= limit, "closed after {:?}, before its limit", opened.elapsed());
+    assert!(opened.elapsed() >= timeout, "closed after {:?}, before its timeout", opened.elapsed());
 
     // A kept-alive connection that was answered, then trickles its next head, is closed after
-    // its limit, counted from its answer.
+    // the timeout, counted from its answer.
     let (mut reading, mut writing) = tokio::net::TcpStream::connect(addr).await.unwrap().into_split();
     writing.write_all(format!("GET /v1/health HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
     let mut answer = Vec::new();
@@ -419,11 +423,11 @@ async fn the_daemons_server_closes_idle_connections_and_never_a_quiet_stream() {
     let answered = tokio::time::Instant::now();
     writing.write_all(b"GET /v1/health HTTP/1.1\r\nx-slow: ").await.unwrap();
     let mut byte = [0u8; 1];
-    let closed = tokio::time::timeout(limit * 4, async {
+    let closed = tokio::time::timeout(timeout * 4, async {
         loop {
             tokio::select! {
                 read = reading.read(&mut byte) => return read,
-                () = tokio::time::sleep(limit / 8) => {
+                () = tokio::time::sleep(timeout / 8) => {
                     let _ = writing.write_all(b"a").await;
                 }
             }
@@ -432,7 +436,7 @@ async fn the_daemons_server_closes_idle_connections_and_never_a_quiet_stream() {
     .await
     .expect("a trickling head is closed");
     assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
-    assert!(answered.elapsed() >= limit, "closed {:?} after its answer, before its limit", answered.elapsed());
+    assert!(answered.elapsed() >= timeout, "closed {:?} after its answer, before its timeout", answered.elapsed());
 }
 
 /// The upstream's own `Connection` header names headers of its connection only: they stay there.

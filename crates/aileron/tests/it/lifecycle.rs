@@ -125,7 +125,7 @@ fn sigterm_finishes_in_flight_runs_before_exiting() {
 }
 
 /// Shutdown closes a kept-alive connection that is waiting for its next request at once: it
-/// does not wait for the connection's idle limit (10 s), and every connection opened
+/// does not wait for the connection's header-read timeout (10 s), and every connection opened
 /// before is told, also one that has served requests since it last waited.
 #[test]
 fn stopping_closes_idle_kept_alive_connections_at_once() {

@@ -1,6 +1,6 @@
 //! Accepting and serving the daemon's connections, with the bounds `axum::serve` leaves open:
-//! a connection is closed once idle for [`IDLE_CONNECTION_TIMEOUT`] (no request being answered and
-//! none begun: slowloris, whose head never ends, and idle connections, fresh or kept alive), a request body within its
+//! a connection must finish each request head within [`HEADER_READ_TIMEOUT`] (slowloris, and
+//! idle connections, fresh or kept alive, are closed after it), a request body within its
 //! [`BodyDeadline`] (a stalled body is answered 408 and its connection closed), at most [`max_connections`] are
 //! open at once (the rest wait in the kernel's backlog), and shutdown drains in-flight requests.
 //! Ambiguous request framing is hyper's to refuse: it answers 400 to every smuggling form the
@@ -15,14 +15,12 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::Surface;
-use crate::platform::idle_watch::{Watched, idle_for};
 
-/// How long a connection may go without a request being answered or begun before it is closed
-/// (up to one and a half times as long: `platform::idle_watch`): a new connection that has not
-/// sent a whole head by then, or a kept-alive one since the end of its last response. Local
-/// clients send a head in microseconds; 10 s also bounds an idle keep-alive connection (Node's
-/// servers close those after 5 s, and HTTP clients' pools expect it).
-pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take to send a whole request head, counted from when the daemon
+/// starts waiting for it (a new connection, or the end of the previous response on a kept-alive
+/// one). Local clients send a head in microseconds; 10 s also bounds an idle keep-alive
+/// connection (Node's servers close those after 5 s, and HTTP clients' pools expect it).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Descriptors kept back from the connection cap for the store, the audit log, guests' files,
 /// upstream connections and spawned programs.
@@ -44,24 +42,22 @@ pub async fn serve(
     app: Surface,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    serve_closing_idle(listener, app, shutdown, IDLE_CONNECTION_TIMEOUT).await
+    serve_with_head_timeout(listener, app, shutdown, HEADER_READ_TIMEOUT).await
 }
 
-/// [`serve`], closing a connection once idle for `idle_limit` (the daemon's is
-/// [`IDLE_CONNECTION_TIMEOUT`]; the tests shorten it).
-pub async fn serve_closing_idle(
+/// [`serve`], with `head_timeout` in place of [`HEADER_READ_TIMEOUT`] (the tests shorten it).
+pub async fn serve_with_head_timeout(
     listener: tokio::net::TcpListener,
     app: Surface,
     shutdown: impl Future<Output = ()>,
-    idle_limit: Duration,
+    head_timeout: Duration,
 ) -> std::io::Result<()> {
     let permits = Arc::new(tokio::sync::Semaphore::new(max_connections()));
     // Connections wait on `drain` and hold a `finished` receiver until they end.
     let drain = Arc::new(Drain::default());
     let (finished, finished_rx) = tokio::sync::watch::channel(());
     let mut http = hyper::server::conn::http1::Builder::new();
-    // The idle watch below stands for hyper's header-read timeout, which costs a timer a request.
-    http.header_read_timeout(None);
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(head_timeout);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut told_exhausted = false;
     loop {
@@ -89,24 +85,17 @@ pub async fn serve_closing_idle(
         if let Err(error) = stream.set_nodelay(true) {
             log_line!("aileron: cannot set TCP_NODELAY on a connection: {error}");
         }
-        let (service, activity) = Watched::new(hyper_util::service::TowerToHyperService::new(app.clone()));
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service).with_upgrades();
         let (drained, done) = (Drained::new(drain.clone()), finished_rx.clone());
         tokio::spawn(async move {
             let mut connection = std::pin::pin!(connection);
-            let mut idle = std::pin::pin!(idle_for(&activity, idle_limit));
-            // Errors here are the client's (a reset, a malformed request). An idle connection
-            // is dropped, which closes it: it has nothing in flight.
+            // Errors here are the client's (a reset, a timed-out head, a malformed request).
             tokio::select! {
                 _ = connection.as_mut() => {}
-                () = idle.as_mut() => {}
                 () = drained => {
                     connection.as_mut().graceful_shutdown();
-                    // A head still trickling in keeps a draining connection: the watch ends it.
-                    tokio::select! {
-                        _ = connection => {}
-                        () = idle => {}
-                    }
+                    let _ = connection.await;
                 }
             }
             drop((permit, done));

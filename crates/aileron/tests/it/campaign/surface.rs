@@ -480,7 +480,7 @@ fn oversized_headers_and_bodies_are_refused_and_memory_stays_bounded() {
 
 /// Thousands of idle connections and a slowloris trickle at once: the daemon keeps answering
 /// health probes throughout, and closes every idle and every trickling connection within its
-/// idle limit, giving back its file descriptors.
+/// header-read timeout, giving back its file descriptors.
 #[test]
 fn idle_connections_by_the_thousand_and_slowloris_are_closed_while_the_daemon_serves() {
     let rig = Rig::start();
