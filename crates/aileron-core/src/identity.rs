@@ -240,6 +240,15 @@ impl ContentHash {
         HexDigits(digits)
     }
 
+    /// `sha256:` and the 64 hex digits, on the stack: what `Display` writes, for the audit
+    /// writer to copy where a record's hash goes without going through `fmt`.
+    pub fn text(&self) -> [u8; 71] {
+        let mut text = [0u8; 71];
+        text[..7].copy_from_slice(b"sha256:");
+        text[7..].copy_from_slice(&self.hex_digits().0);
+        text
+    }
+
     /// First 12 hex digits, for consent prompts and listings.
     pub fn short(&self) -> String {
         format!("sha256:{}", &self.hex()[..12])
@@ -253,10 +262,7 @@ impl ContentHash {
 impl fmt::Display for ContentHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // One write: `to_string` then allocates once.
-        let mut text = [0u8; 71];
-        text[..7].copy_from_slice(b"sha256:");
-        text[7..].copy_from_slice(&self.hex_digits().0);
-        f.write_str(std::str::from_utf8(&text).expect("ASCII"))
+        f.write_str(std::str::from_utf8(&self.text()).expect("ASCII"))
     }
 }
 

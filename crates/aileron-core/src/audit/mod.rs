@@ -209,7 +209,7 @@ impl PreparedRecord {
         let hash = ContentHash::from_digest(Sha256::digest(&out[start..]));
         // `,"hash":"sha256:<hex>"`, from the stack: nothing in it needs escaping.
         let mut field = *b",\"hash\":\"sha256:0000000000000000000000000000000000000000000000000000000000000000\"";
-        write!(&mut field[9..80], "{hash}").expect("a content hash is 71 bytes");
+        field[9..80].copy_from_slice(&hash.text());
         out.splice(head_end..head_end, field);
         hash
     }

@@ -284,7 +284,6 @@ impl ChainHead {
     /// appended to `out` (serialized once, straight into the writer's batch), its chain fields
     /// returned when `fields` (an append that returns the whole record).
     fn seal_next(&mut self, record: &PreparedRecord, at: DateTime<Utc>, out: &mut Vec<u8>, fields: bool) -> Sealed {
-        use std::fmt::Write as _;
         let stamp = Stamp::new(at);
         let seq = self.seq + 1;
         let hash = record.seal(seq, &self.hash, stamp.as_str(), out);
@@ -295,7 +294,7 @@ impl ChainHead {
         });
         // The head's hash rewritten in place: no string of its own per record.
         self.hash.clear();
-        write!(self.hash, "{hash}").expect("writing to a String cannot fail");
+        self.hash.push_str(std::str::from_utf8(&hash.text()).expect("ASCII"));
         self.seq = seq;
         self.last_timestamp = Some(at);
         Sealed { seq, fields }
@@ -320,28 +319,32 @@ enum Stamp {
 
 impl Stamp {
     fn new(at: DateTime<Utc>) -> Stamp {
-        use std::io::Write as _;
-
         use chrono::{Datelike, Timelike};
         let millis = at.timestamp_subsec_millis();
-        if (0..=9999).contains(&at.year()) && millis < 1000 {
-            let mut text = [0u8; 24];
-            let (date, time) = (at.date_naive(), at.time());
-            let written = write!(
-                &mut text[..],
-                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-                date.year(),
-                date.month(),
-                date.day(),
-                time.hour(),
-                time.minute(),
-                time.second()
-            );
-            if written.is_ok() {
-                return Stamp::Written(text);
+        let Ok(year) = u32::try_from(at.year()) else { return Stamp::Formatted(format_timestamp(at)) };
+        if year > 9999 || millis >= 1000 {
+            return Stamp::Formatted(format_timestamp(at));
+        }
+        // Digit by digit rather than through `fmt` (seven padded integers: ~2,000 instructions
+        // a record on the writer's thread, BENCHMARKS.md, issue 49).
+        let mut text = *b"0000-00-00T00:00:00.000Z";
+        let (date, time) = (at.date_naive(), at.time());
+        let fields = [
+            (0..4, year),
+            (5..7, date.month()),
+            (8..10, date.day()),
+            (11..13, time.hour()),
+            (14..16, time.minute()),
+            (17..19, time.second()),
+            (20..23, millis),
+        ];
+        for (slot, mut value) in fields {
+            for digit in text[slot].iter_mut().rev() {
+                *digit = b'0' + (value % 10) as u8;
+                value /= 10;
             }
         }
-        Stamp::Formatted(format_timestamp(at))
+        Stamp::Written(text)
     }
 
     fn as_str(&self) -> &str {
@@ -825,6 +828,21 @@ mod tests {
         }
         let far = DateTime::from_timestamp_millis(400_000_000_000_000).unwrap();
         assert_eq!(Stamp::new(far).as_str(), format_timestamp(far));
+        // Every field's digits across ten thousand years, with a step that is no whole day.
+        let mut millis = parse_timestamp("0000-01-01T00:00:00.000Z").unwrap().timestamp_millis();
+        for _ in 0..20_000 {
+            let at = DateTime::from_timestamp_millis(millis).unwrap();
+            assert_eq!(Stamp::new(at).as_str(), format_timestamp(at));
+            millis += 15_778_463_017;
+        }
+        for before_year_zero in [-62_167_219_200_001, -62_200_000_000_000] {
+            let at = DateTime::from_timestamp_millis(before_year_zero).unwrap();
+            assert_eq!(Stamp::new(at).as_str(), format_timestamp(at));
+        }
+        let leap = chrono::NaiveDate::from_ymd_opt(2016, 12, 31).unwrap().and_hms_milli_opt(23, 59, 59, 1_500).unwrap();
+        let leap = DateTime::<Utc>::from_naive_utc_and_offset(leap, Utc);
+        assert!(matches!(Stamp::new(leap), Stamp::Formatted(_)), "a leap second takes chrono's formatting");
+        assert_eq!(Stamp::new(leap).as_str(), format_timestamp(leap));
     }
 
     #[tokio::test]
