@@ -17,7 +17,6 @@
 mod canonical;
 
 use std::fmt;
-use std::io::Write as _;
 
 pub use canonical::{CanonicalObject, canonical_json};
 use canonical::{into_string, write_canonical, write_canonical_map, write_str, write_u64};
