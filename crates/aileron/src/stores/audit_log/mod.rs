@@ -321,12 +321,10 @@ impl Stamp {
     fn new(at: DateTime<Utc>) -> Stamp {
         use chrono::{Datelike, Timelike};
         let millis = at.timestamp_subsec_millis();
-        let Ok(year) = u32::try_from(at.year()) else { return Stamp::Formatted(format_timestamp(at)) };
-        if year > 9999 || millis >= 1000 {
-            return Stamp::Formatted(format_timestamp(at));
-        }
-        // Digit by digit rather than through `fmt` (seven padded integers: ~2,000 instructions
-        // a record on the writer's thread, BENCHMARKS.md, issue 49).
+        let year = u32::try_from(at.year()).ok().filter(|&year| year <= 9999 && millis < 1000);
+        let Some(year) = year else { return Stamp::Formatted(format_timestamp(at)) };
+        // Digit by digit, not seven padded integers through `fmt`: the writer's thread stamps
+        // every record (BENCHMARKS.md, issue 49).
         let mut text = *b"0000-00-00T00:00:00.000Z";
         let (date, time) = (at.date_naive(), at.time());
         let fields = [
