@@ -410,31 +410,19 @@ async fn the_daemons_server_closes_connections_slow_to_send_a_head_and_never_a_q
 
     // A kept-alive connection that was answered, then trickles its next head, is closed after
     // the timeout, counted from its answer.
-    let (mut reading, mut writing) = tokio::net::TcpStream::connect(addr).await.unwrap().into_split();
-    writing.write_all(format!("GET /v1/health HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut kept = tokio::net::TcpStream::connect(addr).await.unwrap();
+    kept.write_all(format!("GET /v1/health HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
     let mut answer = Vec::new();
     while !answer.ends_with(b"}") {
         let mut chunk = [0u8; 1024];
-        let read = reading.read(&mut chunk).await.unwrap();
+        let read = kept.read(&mut chunk).await.unwrap();
         assert!(read > 0, "closed before answering: {}", String::from_utf8_lossy(&answer));
         answer.extend_from_slice(&chunk[..read]);
     }
     assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
     let answered = tokio::time::Instant::now();
-    writing.write_all(b"GET /v1/health HTTP/1.1\r\nx-slow: ").await.unwrap();
-    let mut byte = [0u8; 1];
-    let closed = tokio::time::timeout(timeout * 4, async {
-        loop {
-            tokio::select! {
-                read = reading.read(&mut byte) => return read,
-                () = tokio::time::sleep(timeout / 8) => {
-                    let _ = writing.write_all(b"a").await;
-                }
-            }
-        }
-    })
-    .await
-    .expect("a trickling head is closed");
+    let trickled = trickle_until_closed(kept, b"GET /v1/health HTTP/1.1\r\nx-slow: ", timeout / 8);
+    let closed = tokio::time::timeout(timeout * 4, trickled).await.expect("a trickling head is closed");
     assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
     assert!(answered.elapsed() >= timeout, "closed {:?} after its answer, before its timeout", answered.elapsed());
 }
@@ -576,6 +564,28 @@ pub(crate) async fn upgrade_upstream(answer: &'static str) -> (SocketAddr, tokio
 }
 
 /// Reads up to the blank line that ends an HTTP head.
+/// Sends `head` on `socket`, then one more byte every `every`, until the peer closes the
+/// connection: what the read that saw it close returned (`Ok(0)` or an error). Never ends while
+/// the peer keeps it open: the caller bounds it.
+pub(crate) async fn trickle_until_closed(
+    socket: tokio::net::TcpStream,
+    head: &[u8],
+    every: Duration,
+) -> std::io::Result<usize> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (mut reading, mut writing) = socket.into_split();
+    let _ = writing.write_all(head).await;
+    let mut byte = [0u8; 1];
+    loop {
+        tokio::select! {
+            read = reading.read(&mut byte) => return read,
+            () = tokio::time::sleep(every) => {
+                let _ = writing.write_all(b"a").await;
+            }
+        }
+    }
+}
+
 pub(crate) async fn read_head(socket: &mut tokio::net::TcpStream) -> String {
     use tokio::io::AsyncReadExt;
     let mut head = Vec::new();

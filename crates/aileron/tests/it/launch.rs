@@ -3334,6 +3334,56 @@ async fn a_websocket_goes_through_the_agents_proxy_byte_for_byte() {
     assert_eq!(upgrade["payload"]["aileron.proxy.upstream.path"], "/v1/responses", "{upgrade}");
 }
 
+/// A tunnel whose client is slow to speak is closed once the session's first-byte timeout has
+/// passed: one that sends nothing after its CONNECT, and one that trickles a request head. A
+/// launched agent cannot hold the daemon's descriptors with stalled tunnels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnels_slow_to_send_a_byte_or_a_head_are_closed() {
+    use aileron::dataplane::agent_egress::{EgressSession, SessionCa};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let harness = Harness::new();
+    // An upstream that accepts and never answers.
+    let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let destination = upstream.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = upstream.accept().await {
+            held.push(stream);
+        }
+    });
+    let timeout = std::time::Duration::from_millis(800);
+    let session = EgressSession::new(
+        harness.state.services.audit.clone(),
+        "s-slow".into(),
+        [destination.clone()].into(),
+        SessionCa::new("s-slow").unwrap(),
+        Default::default(),
+    );
+    let proxy = Arc::new(session.with_first_byte_timeout(timeout));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(proxy.serve(listener, std::future::pending()));
+    let tunnel = || async {
+        let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+        socket.write_all(format!("CONNECT {destination} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+        let connected = crate::gateway::read_head(&mut socket).await;
+        assert!(connected.starts_with("HTTP/1.1 200"), "{connected}");
+        socket
+    };
+
+    let asked = tokio::time::Instant::now();
+    let mut silent = tunnel().await;
+    let read = tokio::time::timeout(timeout * 4, silent.read(&mut [0u8; 1])).await.expect("a silent tunnel is closed");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(asked.elapsed() >= timeout, "closed after {:?}, before the timeout", asked.elapsed());
+
+    let asked = tokio::time::Instant::now();
+    let trickled = crate::gateway::trickle_until_closed(tunnel().await, b"GET / HTTP/1.1\r\nx-slow: ", timeout / 8);
+    let closed = tokio::time::timeout(timeout * 4, trickled).await.expect("a trickling head is closed");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert!(asked.elapsed() >= timeout, "closed after {:?}, before the timeout", asked.elapsed());
+}
+
 /// `--allow-tcp`: a named destination is reached at a loopback alias the agent's `/etc/hosts`
 /// maps it to, a loopback one at its own address; the daemon relays each connection byte for byte
 /// and records it (`sandbox.egress.tcp_forwarded`); the same ports at any other address reach

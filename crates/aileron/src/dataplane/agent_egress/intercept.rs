@@ -36,8 +36,9 @@ use crate::stores::bindings::Injection;
 pub const SOURCE: &str = "transparent_connect_tls";
 /// A credentialed response up to this size is redacted whole and keeps a `Content-Length`.
 const WHOLE_BODY_BYTES: usize = 64 * 1024;
-/// How long a client may take to start its side of a tunnel (the TLS hello or a request line).
-const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take to start its side of a tunnel (the TLS hello or a request line),
+/// and then each request head: a session's default (`EgressSession::with_first_byte_timeout`).
+pub(super) const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where a tunnel leads: the CONNECT host as asked, its port, the address checked and dialled.
 #[derive(Clone)]
@@ -51,7 +52,7 @@ pub struct Target {
 /// connected to the checked address.
 pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: TcpStream, target: Target) {
     let mut first = [0u8; 1];
-    match tokio::time::timeout(FIRST_BYTE_TIMEOUT, client.peek(&mut first)).await {
+    match tokio::time::timeout(session.first_byte_timeout, client.peek(&mut first)).await {
         Ok(Ok(1)) => {}
         _ => return,
     }
@@ -91,7 +92,8 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: Tcp
         }
         Err(error) => {
             session.refusal(&target.destination, "CONNECT", Refusal::UpstreamTls).await;
-            refuse_every_request(client, client_h2, format!("upstream_tls_failed: {error}")).await;
+            let reason = format!("upstream_tls_failed: {error}");
+            refuse_every_request(client, client_h2, reason, session.first_byte_timeout).await;
         }
     }
 }
@@ -137,15 +139,15 @@ async fn serve<C>(
     let service = hyper::service::service_fn(move |request| {
         forward(forwarding.clone(), upstream.clone(), target.clone(), scheme, request)
     });
-    let served = serve_client(client, client_h2, service).await;
+    let served = serve_client(client, client_h2, service, session.first_byte_timeout).await;
     if !client_h2 && served.as_ref().is_err_and(|error| error.is_parse()) {
         session.refusal(&destination, "CONNECT", Refusal::NotHttp).await;
     }
 }
 
 /// Serves `service` to the agent's side of a tunnel: h2 when its ALPN chose it, else HTTP/1.1 (a
-/// request head within [`FIRST_BYTE_TIMEOUT`], upgrades allowed).
-async fn serve_client<C, S, F>(client: C, h2: bool, service: S) -> hyper::Result<()>
+/// request head within `head_timeout`, upgrades allowed).
+async fn serve_client<C, S, F>(client: C, h2: bool, service: S, head_timeout: Duration) -> hyper::Result<()>
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: hyper::service::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible, Future = F>,
@@ -160,7 +162,7 @@ where
     } else {
         hyper::server::conn::http1::Builder::new()
             .timer(timer)
-            .header_read_timeout(FIRST_BYTE_TIMEOUT)
+            .header_read_timeout(head_timeout)
             .serve_connection(io, service)
             .with_upgrades()
             .await
@@ -541,7 +543,7 @@ async fn reject(
 }
 
 /// Answers every request of a tunnel whose upstream cannot be reached safely with 502.
-async fn refuse_every_request<C>(client: C, h2: bool, reason: String)
+async fn refuse_every_request<C>(client: C, h2: bool, reason: String, head_timeout: Duration)
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -549,5 +551,5 @@ where
         let reason = reason.clone();
         async move { Ok::<_, Infallible>(plain(StatusCode::BAD_GATEWAY, &reason)) }
     });
-    let _ = serve_client(client, h2, service).await;
+    let _ = serve_client(client, h2, service, head_timeout).await;
 }

@@ -77,6 +77,9 @@ pub struct EgressSession {
     telemetry: crate::platform::telemetry::Telemetry,
     /// The user's rules over matched requests (SPEC §16); none: no rules are asked.
     rules: Option<SessionRules>,
+    /// How long a tunnel's client may take to send its first byte, and each request head
+    /// ([`intercept::FIRST_BYTE_TIMEOUT`]; the tests shorten it).
+    first_byte_timeout: Duration,
 }
 
 /// How many request bodies one session may hold in memory at once (each ≤ 16 MiB).
@@ -129,6 +132,7 @@ impl EgressSession {
             refusals: Mutex::default(),
             telemetry: crate::platform::telemetry::Telemetry::disabled(),
             rules: None,
+            first_byte_timeout: intercept::FIRST_BYTE_TIMEOUT,
         }
     }
 
@@ -153,6 +157,13 @@ impl EgressSession {
     /// The same session dialling `connect_to`'s destinations at their fixed addresses.
     pub fn with_connect_to(mut self, connect_to: Arc<ConnectTo>) -> EgressSession {
         self.connect_to = connect_to;
+        self
+    }
+
+    /// The same session giving a tunnel's client `timeout` for its first byte and for each
+    /// request head instead (a test's).
+    pub fn with_first_byte_timeout(mut self, timeout: Duration) -> EgressSession {
+        self.first_byte_timeout = timeout;
         self
     }
 
