@@ -675,7 +675,6 @@ mod tests {
         assert!(all_but_loopback.uses_proxy(Provider::Anthropic) && !all_but_loopback.uses_proxy(Provider::OpenAi));
     }
 
-    /// A base that is not an http(s) URL is refused when the gateway is built, naming the variable.
     /// A body that yields the frames it was given.
     struct Frames(std::collections::VecDeque<hyper::body::Frame<bytes::Bytes>>);
 
@@ -741,6 +740,7 @@ mod tests {
         assert_eq!(headers.keys().map(HeaderName::as_str).collect::<Vec<_>>(), ["x-kept"]);
     }
 
+    /// A base that is not an http(s) URL is refused when the gateway is built, naming the variable.
     #[test]
     fn an_unusable_upstream_is_refused_at_start() {
         crate::platform::process::install_crypto_provider();
