@@ -35,9 +35,7 @@ impl Sidecar {
         }
         Ok(Sidecar { child, base_url })
     }
-}
 
-impl Sidecar {
     /// Its process id.
     pub(super) fn pid(&self) -> u32 {
         self.child.id()
