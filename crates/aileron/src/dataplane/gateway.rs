@@ -370,7 +370,7 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
             client
                 .request(upstream)
                 .await
-                .map(|response| response.map(UpstreamBody::Direct))
+                .map(|response| response.map(UpstreamBody::Left))
                 .map_err(|error| if error.is_connect() { "connection failed" } else { "request failed" })
         }
         Route::ViaProxy(base_url) => {
@@ -386,7 +386,7 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
             client
                 .execute(upstream)
                 .await
-                .map(|response| axum::http::Response::from(response).map(UpstreamBody::Proxied))
+                .map(|response| axum::http::Response::from(response).map(UpstreamBody::Right))
                 .map_err(|error| {
                     if error.is_timeout() {
                         "timed out"
@@ -452,12 +452,9 @@ fn remove_hop_by_hop(headers: &mut HeaderMap, connection_listed: &[String]) {
     }
 }
 
-/// The upstream's response body as the route that reached it gives it: hyper's own, or reqwest's
-/// through the user's proxy.
-enum UpstreamBody {
-    Direct(hyper::body::Incoming),
-    Proxied(reqwest::Body),
-}
+/// The upstream's response body as the route that reached it gives it: hyper's own (`Left`), or
+/// reqwest's through the user's proxy (`Right`).
+type UpstreamBody = http_body_util::Either<hyper::body::Incoming, reqwest::Body>;
 
 /// The upstream's response body, holding the gateway's in-flight permit until it is done or
 /// dropped.
@@ -474,24 +471,15 @@ impl axum::body::HttpBody for Permitted {
         mut self: std::pin::Pin<&mut Self>,
         context: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::BoxError>>> {
-        match &mut self.body {
-            UpstreamBody::Direct(body) => std::pin::Pin::new(body).poll_frame(context).map_err(Into::into),
-            UpstreamBody::Proxied(body) => std::pin::Pin::new(body).poll_frame(context).map_err(Into::into),
-        }
+        std::pin::Pin::new(&mut self.body).poll_frame(context)
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.body {
-            UpstreamBody::Direct(body) => body.is_end_stream(),
-            UpstreamBody::Proxied(body) => body.is_end_stream(),
-        }
+        self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        match &self.body {
-            UpstreamBody::Direct(body) => body.size_hint(),
-            UpstreamBody::Proxied(body) => body.size_hint(),
-        }
+        self.body.size_hint()
     }
 }
 
