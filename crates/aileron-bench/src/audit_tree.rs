@@ -99,9 +99,8 @@ pub(super) async fn run(
     let (export_per_second, export_cpu_per_record) = export_throughput(&dir).await?;
     let [runs_without_tree, runs_without_export, again_without_tree, again_with_tree, runs_with_export] =
         runs_under_load(scratch, clients, warmup, window).await?;
-    let pooled = |a: &super::http::LoadFigures, b: &super::http::LoadFigures| {
-        Distribution::new(a.latency.sorted.iter().chain(&b.latency.sorted).copied().collect())
-    };
+    let pooled =
+        |a: &super::http::LoadFigures, b: &super::http::LoadFigures| a.latency.clone().merged(b.latency.clone());
     let pooled_without_tree = pooled(&runs_without_tree, &again_without_tree);
     let pooled_with_tree = pooled(&runs_without_export, &again_with_tree);
     std::fs::remove_dir_all(scratch.join("audit-tree"))?;

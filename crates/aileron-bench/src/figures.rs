@@ -17,6 +17,13 @@ impl Distribution {
         Distribution { sorted: samples }
     }
 
+    /// These samples and `other`'s, as one set.
+    pub(super) fn merged(self, other: Distribution) -> Distribution {
+        let mut samples = self.sorted;
+        samples.extend(other.sorted);
+        Distribution::new(samples)
+    }
+
     pub(super) fn len(&self) -> usize {
         self.sorted.len()
     }

@@ -59,7 +59,7 @@ const BARE_MAX_RATIO_GOAL: f64 = 0.95;
 /// + 100 µs (both measured in the same phase, taking turns).
 const BARE_ADDED_P99_GOAL: Duration = Duration::from_micros(100);
 /// Streams measured for the SSE figure, events per stream and the upstream's gap between them.
-const STREAMS: usize = 40;
+const STREAMS: usize = 100;
 const EVENTS_PER_STREAM: usize = 10;
 const EVENT_GAP: Duration = Duration::from_millis(5);
 /// Requests still outstanding this long after the window are counted as failed.
@@ -131,6 +131,18 @@ pub(super) struct RatePhase {
     due: u64,
     failed: u64,
     latency: Distribution,
+}
+
+impl RatePhase {
+    /// This phase and a later one of the same rate, as one phase.
+    fn merged(self, later: RatePhase) -> RatePhase {
+        RatePhase {
+            rate: self.rate,
+            due: self.due + later.due,
+            failed: self.failed + later.failed,
+            latency: self.latency.merged(later.latency),
+        }
+    }
 }
 
 /// Everything measured for one target.
@@ -251,10 +263,18 @@ async fn measure(
     let (ours, theirs) = bases.split_at(3);
     // LiteLLM's most requests/s in one round: it is compared with nothing but direct.
     for (offset, group, rounds) in [(0, ours, MAX_RATE_ROUNDS), (3, theirs, 1)] {
-        for (index, (target, base, _)) in group.iter().enumerate() {
-            eprintln!("    {} SSE: {STREAMS} streams of {EVENTS_PER_STREAM} events", target.label());
-            let delays = event_delays(&client, &format!("{base}{PATH}")).await?;
-            eprintln!("      event delay p50 {}, p99 {}", format_duration(delays.p50()), format_duration(delays.p99()));
+        if group.is_empty() {
+            continue;
+        }
+        let urls: Vec<String> = group.iter().map(|(_, base, _)| format!("{base}{PATH}")).collect();
+        eprintln!("    SSE: {STREAMS} streams of {EVENTS_PER_STREAM} events per target, the targets in turn");
+        for (index, delays) in event_delays(&client, &urls).await?.into_iter().enumerate() {
+            let target = group[index].0.label();
+            eprintln!(
+                "      {target}: event delay p50 {}, p99 {}",
+                format_duration(delays.p50()),
+                format_duration(delays.p99())
+            );
             figures[offset + index].event_delay = delays;
         }
         // The most requests/s in rounds, the order rotated, each a share of the window and the
@@ -285,18 +305,33 @@ async fn measure(
                 }
             }
         }
+        // Each fixed rate in the same rounds, their latencies pooled: the gateway's p99 at 1,000/s
+        // against the bare proxy's is a goal, and whole windows one after the other put a drift of
+        // the machine on one of them (+2.05 ms in one full run, +62 µs in the next).
         for rate in RATES {
-            for (index, (target, base, _)) in group.iter().enumerate() {
-                let phase = fixed_rate(&client, &format!("{base}{PATH}"), rate, config.warmup, config.window).await;
-                eprintln!(
-                    "    {} at {rate}/s: {} due, {} failed, p50 {}, p99 {}",
-                    target.label(),
-                    phase.due,
-                    phase.failed,
-                    format_duration(phase.latency.p50()),
-                    format_duration(phase.latency.p99())
-                );
-                figures[offset + index].rates.push(phase);
+            let mut pooled: Vec<Option<RatePhase>> = group.iter().map(|_| None).collect();
+            for round in 0..rounds {
+                for step in 0..group.len() {
+                    let index = (step + round) % group.len();
+                    let (target, base, _) = &group[index];
+                    let phase = fixed_rate(&client, &format!("{base}{PATH}"), rate, config.warmup, share).await;
+                    eprintln!(
+                        "    {} at {rate}/s, round {}: {} due, {} failed, p50 {}, p99 {}",
+                        target.label(),
+                        round + 1,
+                        phase.due,
+                        phase.failed,
+                        format_duration(phase.latency.p50()),
+                        format_duration(phase.latency.p99())
+                    );
+                    pooled[index] = Some(match pooled[index].take() {
+                        None => phase,
+                        Some(earlier) => earlier.merged(phase),
+                    });
+                }
+            }
+            for (index, phase) in pooled.into_iter().enumerate() {
+                figures[offset + index].rates.push(phase.expect("every round measured each target"));
             }
         }
     }
@@ -399,41 +434,49 @@ async fn max_throughput(
 }
 
 /// Sequential streams; each event's delay is its arrival minus the moment the upstream sent it.
-async fn event_delays(client: &reqwest::Client, url: &str) -> anyhow::Result<Distribution> {
-    let mut delays = Vec::with_capacity(STREAMS * EVENTS_PER_STREAM);
+async fn event_delays(client: &reqwest::Client, urls: &[String]) -> anyhow::Result<Vec<Distribution>> {
+    let mut delays: Vec<Vec<Duration>> = urls.iter().map(|_| Vec::with_capacity(STREAMS * EVENTS_PER_STREAM)).collect();
+    // The first two streams of each target warm its connections up.
     for stream in 0..STREAMS + 2 {
-        let response = client
-            .post(url)
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::AUTHORIZATION, format!("Bearer {API_KEY}"))
-            .body(STREAM_REQUEST)
-            .send()
-            .await?;
-        if response.status() != StatusCode::OK {
-            bail!("a streamed request answered {}", response.status());
-        }
-        let mut chunks = response.bytes_stream();
-        let mut pending = Vec::new();
-        let mut events = 0;
-        while let Some(chunk) = chunks.next().await {
-            let arrived = since_epoch();
-            pending.extend_from_slice(&chunk?);
-            while let Some(end) = pending.windows(2).position(|pair| pair == b"\n\n") {
-                let event: Vec<u8> = pending.drain(..end + 2).collect();
-                if let Some(sent) = sent_stamp(&event) {
-                    events += 1;
-                    // The first two streams warm the connections up.
-                    if stream >= 2 {
-                        delays.push(arrived.saturating_sub(sent));
-                    }
-                }
+        for step in 0..urls.len() {
+            let index = (step + stream) % urls.len();
+            let streamed = stream_delays(client, &urls[index]).await?;
+            if stream >= 2 {
+                delays[index].extend(streamed);
             }
         }
-        if events != EVENTS_PER_STREAM {
-            bail!("a stream delivered {events} of {EVENTS_PER_STREAM} stamped events");
+    }
+    Ok(delays.into_iter().map(Distribution::new).collect())
+}
+
+/// One streamed request to `url`: the delay of each of its stamped events.
+async fn stream_delays(client: &reqwest::Client, url: &str) -> anyhow::Result<Vec<Duration>> {
+    let response = client
+        .post(url)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, format!("Bearer {API_KEY}"))
+        .body(STREAM_REQUEST)
+        .send()
+        .await?;
+    if response.status() != StatusCode::OK {
+        bail!("a streamed request answered {}", response.status());
+    }
+    let mut chunks = response.bytes_stream();
+    let (mut pending, mut delays) = (Vec::new(), Vec::with_capacity(EVENTS_PER_STREAM));
+    while let Some(chunk) = chunks.next().await {
+        let arrived = since_epoch();
+        pending.extend_from_slice(&chunk?);
+        while let Some(end) = pending.windows(2).position(|pair| pair == b"\n\n") {
+            let event: Vec<u8> = pending.drain(..end + 2).collect();
+            if let Some(sent) = sent_stamp(&event) {
+                delays.push(arrived.saturating_sub(sent));
+            }
         }
     }
-    Ok(Distribution::new(delays))
+    if delays.len() != EVENTS_PER_STREAM {
+        bail!("a stream delivered {} of {EVENTS_PER_STREAM} stamped events", delays.len());
+    }
+    Ok(delays)
 }
 
 /// `"sent_ns":<digits>` in an event.
@@ -807,7 +850,8 @@ impl GatewayFigures {
              and the bare proxy are measured in {MAX_RATE_ROUNDS} rounds, the order rotated, each an equal share of \
              the window, the rounds added up; over the same rounds, each proxy's process CPU time \
              (`/proc/<pid>/stat`, all threads) per request answered. Fixed rates are an \
-             open loop: requests are sent on schedule whether or not earlier ones were answered. Every target \
+             open loop: requests are sent on schedule whether or not earlier ones were answered; each rate of \
+             those three is measured in the same rounds (each after its own warm-up), the latencies pooled. Every target \
              had to return the upstream's bytes and pass the provider key through.\n",
             COMPLETION.len()
         );
@@ -871,8 +915,9 @@ impl GatewayFigures {
         }
         let _ = writeln!(
             text,
-            "\nSSE: {STREAMS} sequential streams per target of {EVENTS_PER_STREAM} events {} ms apart; an event's \
-             delay is its arrival at the client minus the moment the upstream handed it to hyper.",
+            "\nSSE: {STREAMS} streams per target of {EVENTS_PER_STREAM} events {} ms apart, one at a time, the targets \
+             taking turns stream by stream (LiteLLM's after the others'); an event's delay is its arrival at the \
+             client minus the moment the upstream handed it to hyper.",
             EVENT_GAP.as_millis()
         );
     }

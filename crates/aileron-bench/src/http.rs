@@ -107,12 +107,10 @@ impl LoadFigures {
 
     /// Two windows of the same load as one: samples, windows and counts added.
     pub(super) fn merged(self, other: LoadFigures) -> LoadFigures {
-        let mut samples = self.latency.sorted;
-        samples.extend(other.latency.sorted);
         LoadFigures {
             clients: self.clients,
             window: self.window + other.window,
-            latency: Distribution::new(samples),
+            latency: self.latency.merged(other.latency),
             answered: self.answered + other.answered,
             audit: self.audit.plus(other.audit),
             work: self.work.plus(other.work),

@@ -209,7 +209,7 @@ pub(super) async fn run(scratch: &Path) -> anyhow::Result<PolicyFigures> {
         (Distribution::new([without, control].concat()), Distribution::new(uncounted), Distribution::new(with));
     let [without, control, overhead_uncounted, overhead_with] = overheads.map(Distribution::new);
     let overhead_noise = (without.p99().abs_diff(control.p99()), without.p50().abs_diff(control.p50()));
-    let overhead_without = Distribution::new([without.sorted, control.sorted].concat());
+    let overhead_without = without.merged(control);
     for daemon in daemons {
         daemon.stop().await?;
     }
