@@ -339,15 +339,20 @@ async fn measure(
 }
 
 async fn send(client: &reqwest::Client, url: &str, body: &'static str) -> reqwest::Result<(StatusCode, Bytes)> {
-    let response = client
+    let response = post(client, url, body).await?;
+    let status = response.status();
+    Ok((status, response.bytes().await?))
+}
+
+/// `body` posted to `url` as JSON with the provider key, as an agent's SDK sends it.
+async fn post(client: &reqwest::Client, url: &str, body: &'static str) -> reqwest::Result<reqwest::Response> {
+    client
         .post(url)
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::AUTHORIZATION, format!("Bearer {API_KEY}"))
         .body(body)
         .send()
-        .await?;
-    let status = response.status();
-    Ok((status, response.bytes().await?))
+        .await
 }
 
 /// Open loop at `rate`: request `k` is due at `start + k/rate`; latencies of requests due
@@ -451,13 +456,7 @@ async fn event_delays(client: &reqwest::Client, urls: &[String]) -> anyhow::Resu
 
 /// One streamed request to `url`: the delay of each of its stamped events.
 async fn stream_delays(client: &reqwest::Client, url: &str) -> anyhow::Result<Vec<Duration>> {
-    let response = client
-        .post(url)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::AUTHORIZATION, format!("Bearer {API_KEY}"))
-        .body(STREAM_REQUEST)
-        .send()
-        .await?;
+    let response = post(client, url, STREAM_REQUEST).await?;
     if response.status() != StatusCode::OK {
         bail!("a streamed request answered {}", response.status());
     }
