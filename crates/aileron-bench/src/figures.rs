@@ -157,6 +157,17 @@ mod tests {
     }
 
     #[test]
+    fn merged_samples_are_one_sorted_set() {
+        let first = Distribution::new(micros(&[30, 10, 50]));
+        let later = Distribution::new(micros(&[40, 20]));
+        let merged = first.merged(later);
+        assert_eq!(merged.sorted, micros(&[10, 20, 30, 40, 50]));
+        assert_eq!((merged.len(), merged.p50()), (5, Duration::from_micros(30)));
+        let empty = Distribution::new(Vec::new()).merged(Distribution::new(micros(&[7])));
+        assert_eq!(empty.p99(), Duration::from_micros(7));
+    }
+
+    #[test]
     fn figures_format_for_people() {
         let durations = [
             (Duration::from_nanos(41_234), "41.2 µs"),

@@ -438,10 +438,11 @@ async fn max_throughput(
     Ok((answered, failed, cpu.await.context("the CPU reading panicked")?))
 }
 
-/// Sequential streams; each event's delay is its arrival minus the moment the upstream sent it.
+/// [`STREAMS`] streams of each of `urls` (after two each to warm the connections up), one at a
+/// time, the targets taking turns stream by stream so drift on the machine lands on all of them;
+/// each event's delay is its arrival minus the moment the upstream sent it.
 async fn event_delays(client: &reqwest::Client, urls: &[String]) -> anyhow::Result<Vec<Distribution>> {
     let mut delays: Vec<Vec<Duration>> = urls.iter().map(|_| Vec::with_capacity(STREAMS * EVENTS_PER_STREAM)).collect();
-    // The first two streams of each target warm its connections up.
     for stream in 0..STREAMS + 2 {
         for step in 0..urls.len() {
             let index = (step + stream) % urls.len();
