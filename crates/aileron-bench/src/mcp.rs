@@ -107,9 +107,17 @@ impl McpFigures {
             }
         };
         let (via, direct, lean) = (&self.call_via_mcp, &self.call_direct, &self.call_direct_lean);
+        // A p99 sits at the audit log's fsync tail, where two direct clients of the same runs
+        // differ too: how far apart they are is the measure's own noise (as (n) shows its two
+        // daemons without policy files).
+        let p99_baseline = format!(
+            "direct POST /run (over hyper's connection-level client {}: the two direct clients {} apart)",
+            format_duration(lean.p99()),
+            format_duration(direct.p99().abs_diff(lean.p99()))
+        );
         vec![
             call_row("of echo, p50", via.p50(), direct.p50(), "direct POST /run", "≤ +50 µs", Some(ADDED_P50_GOAL)),
-            call_row("of echo, p99", via.p99(), direct.p99(), "direct POST /run", "≤ +100 µs", Some(ADDED_P99_GOAL)),
+            call_row("of echo, p99", via.p99(), direct.p99(), &p99_baseline, "≤ +100 µs", Some(ADDED_P99_GOAL)),
             call_row(
                 "against the lightest direct client, p50",
                 via.p50(),
@@ -510,5 +518,35 @@ impl Drop for PipeEcho {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_p99_row_shows_how_far_apart_the_two_direct_clients_are() {
+        let micros = |n: u64| Distribution::new(vec![Duration::from_micros(n); 100]);
+        let figures = McpFigures {
+            call_via_mcp: micros(3_100),
+            call_direct: micros(2_860),
+            call_direct_lean: micros(3_100),
+            pipe_echo: micros(7),
+            list_via_mcp: micros(780),
+            list_direct: micros(1_430),
+            listed_actions: 1000,
+            listed_tools: 1002,
+            response_bytes_list: 1,
+        };
+        let rows = figures.summary_rows();
+        let p99 = rows.iter().find(|row| row.figure.starts_with("(e) MCP tools/call of echo, p99")).unwrap();
+        assert_eq!(p99.figure, "(e) MCP tools/call of echo, p99 (+240 µs)");
+        assert_eq!(
+            p99.baseline,
+            "2.86 ms direct POST /run (over hyper's connection-level client 3.10 ms: the two direct clients 240.0 µs \
+             apart)"
+        );
+        assert_eq!(p99.met, Some(false), "the goal is still held against the reqwest baseline");
     }
 }
