@@ -563,7 +563,6 @@ pub(crate) async fn upgrade_upstream(answer: &'static str) -> (SocketAddr, tokio
     (addr, head_rx)
 }
 
-/// Reads up to the blank line that ends an HTTP head.
 /// Sends `head` on `socket`, then one more byte every `every`, until the peer closes the
 /// connection: what the read that saw it close returned (`Ok(0)` or an error). Never ends while
 /// the peer keeps it open: the caller bounds it.
@@ -586,6 +585,7 @@ pub(crate) async fn trickle_until_closed(
     }
 }
 
+/// Reads up to the blank line that ends an HTTP head.
 pub(crate) async fn read_head(socket: &mut tokio::net::TcpStream) -> String {
     use tokio::io::AsyncReadExt;
     let mut head = Vec::new();
