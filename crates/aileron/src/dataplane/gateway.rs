@@ -102,10 +102,11 @@ pub struct Gateway {
     pub openai: String,
     anthropic_route: Route,
     openai_route: Route,
-    /// hyper-util's pooled client over hyper-rustls (HTTP/2 by ALPN where the upstream offers it).
-    client: PooledClient,
+    /// hyper-util's pooled client over hyper-rustls (HTTP/2 by ALPN where the upstream offers it),
+    /// sending the request's body as [`Capped`] hands it on (not boxed again).
+    client: PooledClient<Capped>,
     /// HTTP/1.1 only: an `Upgrade` cannot ride HTTP/2, which ALPN could otherwise pick.
-    upgrade_client: PooledClient,
+    upgrade_client: PooledClient<Capped>,
     /// reqwest, for an upstream the proxy environment sends through a proxy ([`Route::ViaProxy`]).
     proxied: reqwest::Client,
     proxied_upgrade: reqwest::Client,
@@ -273,8 +274,7 @@ fn requested_upgrade(headers: &HeaderMap) -> Option<axum::http::HeaderValue> {
 
 async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Response {
     let upgrade = requested_upgrade(request.headers()).map(|protocol| (protocol, hyper::upgrade::on(&mut request)));
-    let path = request.uri().path().to_string();
-    let provider = Provider::of_request(&path, request.headers());
+    let provider = Provider::of_request(request.uri().path(), request.headers());
     // Held until the response body (or the upgraded connection) is done.
     let Ok(permit) = gateway.permits.clone().try_acquire_owned() else {
         let kind = match provider {
@@ -314,10 +314,13 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     // The request's own header map goes upstream, hop-by-hop headers taken out in place.
     let mut headers = parts.headers;
     remove_hop_by_hop(&mut headers, &listed);
-    // One `Content-Length`, the one hyper validated (repeats of it are allowed on the wire).
-    headers.remove(header::CONTENT_LENGTH);
-    if let Some(length) = declared_length {
-        headers.insert(header::CONTENT_LENGTH, length.into());
+    // One `Content-Length`, the one hyper validated (repeats of it are allowed on the wire): a
+    // single one goes as it came.
+    if headers.get_all(header::CONTENT_LENGTH).iter().nth(1).is_some() {
+        headers.remove(header::CONTENT_LENGTH);
+        if let Some(length) = declared_length {
+            headers.insert(header::CONTENT_LENGTH, length.into());
+        }
     }
     // The vault's key for this provider, when the user keeps one there, replaces the agent's
     // (a launched agent holds only a placeholder).
@@ -358,11 +361,8 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
                     "Aileron gateway: the request's path cannot be sent upstream",
                 );
             };
-            let mut upstream = axum::http::Request::new(if has_body {
-                Body::new(Capped::new(body, oversized.clone()))
-            } else {
-                Body::empty()
-            });
+            let mut upstream =
+                axum::http::Request::new(Capped::new(if has_body { body } else { Body::empty() }, oversized.clone()));
             *upstream.method_mut() = parts.method;
             *upstream.uri_mut() = uri;
             *upstream.headers_mut() = headers;
@@ -445,12 +445,24 @@ fn upstream_url(base: &reqwest::Url, uri: &axum::http::Uri) -> reqwest::Url {
 }
 
 /// Takes the hop-by-hop headers (and `Host`, which the client sets for the upstream) out of
-/// `headers`, one name at a time: a message has a few, and no list of them is allocated.
+/// `headers`: the names found in one pass over them are removed after it (a message has a few,
+/// so a second pass is for more than [`HOP_BY_HOP_PER_PASS`]); no list is allocated.
 fn remove_hop_by_hop(headers: &mut HeaderMap, connection_listed: &[String]) {
-    while let Some(name) = headers.keys().find(|name| is_hop_by_hop(name, connection_listed)).cloned() {
-        headers.remove(name);
+    loop {
+        let mut found: [Option<HeaderName>; HOP_BY_HOP_PER_PASS] = Default::default();
+        let names = headers.keys().filter(|name| is_hop_by_hop(name, connection_listed));
+        let count = found.iter_mut().zip(names).map(|(slot, name)| *slot = Some(name.clone())).count();
+        for name in found.into_iter().flatten() {
+            headers.remove(name);
+        }
+        if count < HOP_BY_HOP_PER_PASS {
+            return;
+        }
     }
 }
+
+/// How many hop-by-hop names one pass of [`remove_hop_by_hop`] takes out.
+const HOP_BY_HOP_PER_PASS: usize = 4;
 
 /// The upstream's response body as the route that reached it gives it: hyper's own (`Left`), or
 /// reqwest's through the user's proxy (`Right`).

@@ -12,12 +12,19 @@ use hyper_util::client::legacy::connect::HttpConnector;
 
 use crate::dataplane::tls::Alpn;
 
-pub type PooledClient = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>;
+/// Request bodies are `B`: an `axum` [`Body`] by default, the gateway's own capped body type
+/// there (one box fewer on every request it forwards).
+pub type PooledClient<B = Body> = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, B>;
 
 /// How long an idle pooled connection is kept (reqwest's clients beside these keep the same).
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-pub fn client(alpn: Alpn, connect_timeout: Duration) -> PooledClient {
+pub fn client<B>(alpn: Alpn, connect_timeout: Duration) -> PooledClient<B>
+where
+    B: axum::body::HttpBody + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let tls = crate::dataplane::tls::client_config();
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -67,11 +74,11 @@ impl Base {
                 http::uri::PathAndQuery::try_from(format!("{}{tail}", self.prefix))?
             }
         };
-        http::Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query(path_and_query)
-            .build()
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(path_and_query);
+        http::Uri::from_parts(parts).map_err(Into::into)
     }
 }
 
