@@ -808,6 +808,55 @@ async fn request_bodies_stream_upstream_before_they_are_complete() {
     assert_eq!(body, b"ok");
 }
 
+/// A `Content-Length` the client repeated (the same value, which HTTP allows) goes upstream once;
+/// and a request naming more hop-by-hop headers than one pass of the gateway takes out loses
+/// every one of them, the message's own headers kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_length_goes_upstream_once_and_every_hop_by_hop_header_is_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let upstream_addr = listener.local_addr().unwrap();
+    let (seen_tx, seen_rx) = tokio::sync::oneshot::channel::<(String, Vec<u8>)>();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let head = read_head(&mut socket).await;
+        let mut body = vec![0u8; 5];
+        socket.read_exact(&mut body).await.unwrap();
+        seen_tx.send((head, body)).unwrap();
+        socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+    });
+    let base = format!("http://{upstream_addr}");
+    let (_temp, gateway) = daemon(base.clone(), base).await;
+    let host = gateway.trim_start_matches("http://").to_string();
+    let mut socket = tokio::net::TcpStream::connect(&host).await.unwrap();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\ncontent-length: 5\r\nContent-Length: 5\r\n\
+         connection: keep-alive, x-one, x-two, x-three\r\nkeep-alive: timeout=5\r\nte: trailers\r\n\
+         proxy-connection: keep-alive\r\nx-one: 1\r\nx-two: 2\r\nx-three: 3\r\nx-kept: yes\r\n\r\nhello"
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let (upstream_head, body) = tokio::time::timeout(Duration::from_secs(10), seen_rx)
+        .await
+        .expect("the request reaches the upstream")
+        .unwrap();
+    assert_eq!(body, b"hello");
+    let names: Vec<String> = upstream_head
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, _)| name.trim().to_ascii_lowercase())
+        .collect();
+    assert_eq!(names.iter().filter(|name| *name == "content-length").count(), 1, "{upstream_head}");
+    assert!(upstream_head.to_ascii_lowercase().contains("content-length: 5"), "{upstream_head}");
+    for dropped in ["connection", "keep-alive", "te", "proxy-connection", "x-one", "x-two", "x-three"] {
+        assert!(!names.iter().any(|name| name == dropped), "{dropped} is hop-by-hop: {upstream_head}");
+    }
+    assert!(names.iter().any(|name| name == "x-kept"), "{upstream_head}");
+    let (head, answer) = tokio::time::timeout(Duration::from_secs(10), read_response(&mut socket)).await.unwrap();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert_eq!(answer, b"ok");
+}
+
 /// Request bodies are capped at 64 MiB whether their length is declared (refused at once,
 /// nothing sent upstream) or not (a chunked body is cut off when it passes the cap).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
