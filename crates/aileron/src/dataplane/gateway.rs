@@ -450,8 +450,11 @@ fn upstream_url(base: &reqwest::Url, uri: &axum::http::Uri) -> reqwest::Url {
 fn remove_hop_by_hop(headers: &mut HeaderMap, connection_listed: &[String]) {
     loop {
         let mut found: [Option<HeaderName>; HOP_BY_HOP_PER_PASS] = Default::default();
-        let names = headers.keys().filter(|name| is_hop_by_hop(name, connection_listed));
-        let count = found.iter_mut().zip(names).map(|(slot, name)| *slot = Some(name.clone())).count();
+        let mut count = 0;
+        for name in headers.keys().filter(|name| is_hop_by_hop(name, connection_listed)).take(HOP_BY_HOP_PER_PASS) {
+            found[count] = Some(name.clone());
+            count += 1;
+        }
         for name in found.into_iter().flatten() {
             headers.remove(name);
         }
