@@ -34,6 +34,7 @@ use futures_util::StreamExt;
 use super::figures::{Distribution, added_micros, format_count, format_duration, format_rate, format_ratio, ratio};
 use super::report::SummaryRow;
 use super::sidecar::Sidecar;
+use super::work::process_cpu;
 use aileron::platform::home::Home;
 
 /// Fixed request rates of the latency phases (requests per second). 50/s is one LiteLLM worker
@@ -165,16 +166,6 @@ impl TargetFigures {
         let (cpu, answered) = self.max_cpu?;
         (answered > 0).then(|| cpu / u32::try_from(answered).unwrap_or(u32::MAX))
     }
-}
-
-/// A process's CPU time, all its threads (`/proc/<pid>/stat`'s `utime` + `stime`, in the kernel's
-/// fixed `USER_HZ` of 100 ticks a second).
-fn process_cpu(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
-    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_ascii_whitespace().skip(11);
-    let ticks = fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
-    Some(Duration::from_millis(ticks * 10))
 }
 
 pub(super) struct GatewayFigures {
@@ -938,22 +929,6 @@ mod tests {
             max_cpu: None,
             event_delay: micros(event_micros),
         }
-    }
-
-    /// This process's CPU time reads from `/proc` and grows with work done.
-    #[test]
-    fn a_process_cpu_time_is_read_and_grows() {
-        let pid = std::process::id();
-        let before = process_cpu(pid).expect("/proc/<pid>/stat reads");
-        let mut spin = 0u64;
-        let grew = (0..1_000_000).any(|_| {
-            for _ in 0..10_000 {
-                spin = std::hint::black_box(spin.wrapping_add(1));
-            }
-            process_cpu(pid).unwrap() >= before + Duration::from_millis(20)
-        });
-        assert!(grew, "spinning shows in the process's CPU time");
-        assert_eq!(process_cpu(u32::MAX), None, "no such process");
     }
 
     fn verdicts(gateway: TargetFigures) -> Vec<(String, Option<bool>)> {

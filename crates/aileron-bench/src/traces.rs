@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use aileron::platform::home::Home;
 use aileron::platform::telemetry::{Telemetry, TelemetryConfig};
@@ -18,7 +19,7 @@ use super::figures::{format_count, format_duration, format_rate, format_ratio, r
 use super::http::{LoadFigures, Probe, load_phase};
 use super::report::SummaryRow;
 use super::sidecar::Sidecar;
-use super::work::PerRequest;
+use super::work::{PerRequest, process_cpu};
 use super::{BenchArgs, ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
 
 /// Rounds of the traces benchmark; each phase of a round measures `--duration` ÷ this.
@@ -40,9 +41,12 @@ pub(super) struct TraceFigures {
 struct TracePhase {
     label: &'static str,
     load: LoadFigures,
-    /// Spans that reached the destination (file lines, spans the receiver decoded); `None` for
+    /// Spans that reached the destination (file lines, spans the receiver counted); `None` for
     /// `off` and `noop`, which export nothing.
     exported: Option<u64>,
+    /// `otlp`: the receiver's CPU over the phases (warm-up and the last export included) and the
+    /// spans it took in them.
+    receiver: Option<(Duration, u64)>,
 }
 
 /// An OTLP/HTTP receiver: decodes every `ExportTraceServiceRequest` with the official schema and
@@ -60,31 +64,47 @@ impl SpanReceiver {
         Ok(SpanReceiver { endpoint: format!("{}/v1/traces", process.base_url), process })
     }
 
-    /// The spans it has decoded so far.
+    /// The spans it has counted so far.
     async fn spans(&self) -> anyhow::Result<u64> {
         let answer = http_client()?.get(format!("{}/count", self.process.base_url)).send().await?.error_for_status()?;
         answer.text().await?.trim().parse().context("the OTLP receiver's count")
     }
+
+    /// Its CPU time so far.
+    fn cpu(&self) -> anyhow::Result<Duration> {
+        process_cpu(self.process.pid()).context("reading the OTLP receiver's CPU time")
+    }
 }
 
-/// `aileron-bench --serve-otlp-receiver`: `POST /v1/traces` decoded and counted, `GET /count` the
-/// spans so far, on a loopback port it prints; returns when stdin closes.
+/// `aileron-bench --serve-otlp-receiver`: `POST /v1/traces` counted, `GET /count` the spans so
+/// far, on a loopback port it prints; returns when stdin closes.
+///
+/// It shares the daemon's two CPUs, so its work slows the `otlp` phase's runs as none does
+/// `off`'s: it reads only the framing down to the spans ([`SpanFraming`]), and decodes one
+/// request in [`DECODE_EVERY`] with the official schema, to stay honest about what the exporter
+/// sends. (The exporter's encoding is checked span by span against the official conversion by
+/// its unit tests.) Its CPU is measured and reported as a column of its own.
 pub(super) fn serve_otlp_receiver() -> anyhow::Result<()> {
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use prost::Message as _;
-    let spans = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (spans, requests) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let counted = spans.clone();
     let receive = move |body: Bytes| async move {
-        match ExportTraceServiceRequest::decode(body) {
-            Ok(request) => {
-                let received = request.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len() as u64);
-                counted.fetch_add(received.sum(), std::sync::atomic::Ordering::SeqCst);
+        let decoded = if requests.fetch_add(1, Ordering::Relaxed) % DECODE_EVERY == 0 {
+            ExportTraceServiceRequest::decode(body.clone()).is_ok()
+        } else {
+            true
+        };
+        match SpanFraming::count(body) {
+            Ok(received) if decoded => {
+                counted.fetch_add(received, Ordering::SeqCst);
                 StatusCode::OK
             }
-            Err(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::BAD_REQUEST,
         }
     };
-    let count = move || async move { spans.load(std::sync::atomic::Ordering::SeqCst).to_string() };
+    let count = move || async move { spans.load(Ordering::SeqCst).to_string() };
     let app = axum::Router::new()
         .route("/v1/traces", axum::routing::post(receive))
         .route("/count", axum::routing::get(count));
@@ -92,6 +112,40 @@ pub(super) fn serve_otlp_receiver() -> anyhow::Result<()> {
         axum::serve(aileron::platform::process::no_delay(listener), app).await?;
         Ok(())
     })
+}
+
+/// The receiver decodes every this-many-th request in full.
+const DECODE_EVERY: u64 = 64;
+
+/// An `ExportTraceServiceRequest` read only as deep as its spans, by the official field numbers
+/// (`opentelemetry/proto/collector/trace/v1`, `trace/v1`): each level's messages are kept as
+/// slices of the body, every other field is skipped, and a span is not decoded at all.
+#[derive(Clone, PartialEq, prost::Message)]
+struct SpanFraming {
+    /// `ExportTraceServiceRequest.resource_spans`.
+    #[prost(bytes = "bytes", repeated, tag = "1")]
+    resource_spans: Vec<Bytes>,
+}
+
+/// `ResourceSpans.scope_spans`, and `ScopeSpans.spans` (both field 2).
+#[derive(Clone, PartialEq, prost::Message)]
+struct FieldTwo {
+    #[prost(bytes = "bytes", repeated, tag = "2")]
+    messages: Vec<Bytes>,
+}
+
+impl SpanFraming {
+    /// The spans in an encoded request.
+    fn count(body: Bytes) -> Result<u64, prost::DecodeError> {
+        use prost::Message as _;
+        let mut spans = 0;
+        for resource in SpanFraming::decode(body)?.resource_spans {
+            for scope in FieldTwo::decode(resource)?.messages {
+                spans += FieldTwo::decode(scope)?.messages.len() as u64;
+            }
+        }
+        Ok(spans)
+    }
 }
 
 pub(super) async fn traces_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow::Result<TraceFigures> {
@@ -133,6 +187,10 @@ pub(super) async fn traces_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow
                     if telemetry.is_enabled() { "" } else { "not" }
                 );
             }
+            let receiver_before = match label {
+                "otlp" => Some((receiver.cpu()?, receiver.spans().await?)),
+                _ => None,
+            };
             let (daemon, _) = BenchDaemon::start_traced(&home, telemetry.clone())?;
             let url = daemon.url("/v1/actions/echo/run");
             let probe =
@@ -151,9 +209,18 @@ pub(super) async fn traces_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow
             if exported == Some(0) {
                 bail!("the `{label}` exporter exported no span");
             }
+            let receiver = match (receiver_before, exported) {
+                (Some((cpu, spans)), Some(exported)) => Some((receiver.cpu()?.saturating_sub(cpu), exported - spans)),
+                _ => None,
+            };
             measured[index] = Some(match measured[index].take() {
-                None => TracePhase { label, load, exported },
-                Some(earlier) => TracePhase { label, load: earlier.load.merged(load), exported },
+                None => TracePhase { label, load, exported, receiver },
+                Some(earlier) => TracePhase {
+                    label,
+                    load: earlier.load.merged(load),
+                    exported,
+                    receiver: earlier.receiver.zip(receiver).map(|(a, b)| (a.0 + b.0, a.1 + b.1)),
+                },
             });
         }
     }
@@ -170,6 +237,14 @@ fn count_lines(dir: &Path) -> anyhow::Result<u64> {
         lines += text.iter().filter(|byte| **byte == b'\n').count() as u64;
     }
     Ok(lines)
+}
+
+impl TracePhase {
+    /// The receiver's CPU for the spans of one run.
+    fn receiver_per_run(&self) -> Option<Duration> {
+        let (cpu, spans) = self.receiver?;
+        (spans > 0).then(|| cpu.mul_f64(SPANS_PER_RUN as f64 / spans as f64))
+    }
 }
 
 impl TraceFigures {
@@ -212,6 +287,17 @@ impl TraceFigures {
                 goal: "≤ 1.15× off",
                 met: Some(ratio(measured, baseline) <= OTLP_CPU_GOAL),
             });
+            // Not the daemon's work, but taken from the same CPUs while `otlp` is timed.
+            if let Some(receiver) = otlp.receiver_per_run() {
+                rows.push(SummaryRow {
+                    figure: "(d) the OTLP receiver's CPU per run (a process of its own, on the same CPUs)".to_string(),
+                    measured: format_duration(receiver),
+                    baseline: format!("{} off (process)", format_duration(baseline)),
+                    ratio: format_ratio(ratio(receiver, baseline)),
+                    goal: "",
+                    met: None,
+                });
+            }
         }
         rows
     }
@@ -225,22 +311,25 @@ impl TraceFigures {
              (each configuration measured for a third of the window per round, the order rotated every round, the \
              samples pooled), each phase by a daemon restarted with another telemetry: `off` (no SDK: the default), `noop` (the \
              SDK builds every span and drops it), `file` (JSON lines under a scratch `traces/`) and `otlp` \
-             (OTLP/HTTP protobuf to a receiver process of its own, which decodes every request). Each run \
+             (OTLP/HTTP protobuf to a receiver process of its own, which counts every request's spans from its \
+             framing and decodes one request in {DECODE_EVERY} with the official schema). Each run \
              makes {SPANS_PER_RUN} spans; the batch processor keeps at most 2,048 queued and drops the rest, so \
              \"spans exported\" shows what reached the destination, warm-up included. CPU per run is the \
              benchmark process's CPU time (clients, daemon and exporter; not the receiver, as a collector \
              is not the daemon) over the window divided by the runs \
              answered in it: work rather than time, so it moves with what tracing costs and not with this VM's \
              speed between phases. Allocations per run are the same process's heap allocations (counted by the \
-             benchmark's global allocator) over the same runs.\n",
+             benchmark's global allocator) over the same runs. The receiver shares the daemon's CPUs, so its \
+             work slows the `otlp` runs as nothing does `off`'s; \"receiver CPU per run\" is its CPU time over the \
+             `otlp` phases divided by the spans it took, times {SPANS_PER_RUN}.\n",
             off.clients
         );
         let _ = writeln!(
             text,
             "| tracing | answered in window | throughput | p50 | p99 | mean | p50 vs off | throughput vs off | CPU per \
-             run | CPU vs off | allocations per run | spans exported |"
+             run | CPU vs off | allocations per run | spans exported | receiver CPU per run |"
         );
-        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         let off_cpu = off.per_request().cpu;
         for phase in &self.phases {
             let load = &phase.load;
@@ -251,9 +340,10 @@ impl TraceFigures {
                 None => String::new(),
             };
             let PerRequest { cpu, allocations, .. } = load.per_request();
+            let receiver = phase.receiver_per_run().map(format_duration).unwrap_or_default();
             let _ = writeln!(
                 text,
-                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {allocations:.1} | {exported} |",
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {allocations:.1} | {exported} | {receiver} |",
                 phase.label,
                 format_count(load.latency.len() as u64),
                 format_rate(load.throughput()),
@@ -292,6 +382,8 @@ mod tests {
                 work: work::Work { cpu: Duration::from_micros(3 * cpu_micros), ..work::Work::default() },
             },
             exported,
+            // The receiver took 200 µs for 40 spans: 20 µs a run of four.
+            receiver: exported.map(|spans| (Duration::from_micros(200), spans)),
         };
         // (otlp p50 µs with off at 1000 µs, goal met)
         for (otlp_p50, met) in [(1_000, true), (1_100, true), (1_101, false), (2_000, false)] {
@@ -312,23 +404,65 @@ mod tests {
                     ("(d) echo runs/s, 16 clients, traces `otlp`".to_string(), None),
                     // 120 µs against 100 µs: over the 1.15× goal.
                     ("(d) CPU per run, 16 clients, traces `otlp` (process)".to_string(), Some(false)),
+                    ("(d) the OTLP receiver's CPU per run (a process of its own, on the same CPUs)".to_string(), None),
                 ],
                 "otlp p50 {otlp_p50} µs"
             );
             assert_eq!(rows[3].ratio, "1.20×", "CPU per run against off: {:?}", rows[3].measured);
+            assert_eq!((rows[4].measured.as_str(), rows[4].ratio.as_str()), ("20.0 µs", "0.20×"), "against off's CPU");
             let mut text = String::new();
             figures.markdown(&mut text, "cargo xtask bench --only traces");
             assert!(text.contains("| `otlp` | 3 | 3/s |"), "{text}");
             assert!(
-                text.contains(" | 1.20× | 0.0 | 40 of 40 |"),
-                "CPU against off, allocations per run, then spans exported of spans made: {text}"
+                text.contains(" | 1.20× | 0.0 | 40 of 40 | 20.0 µs |"),
+                "CPU against off, allocations per run, spans exported of spans made, the receiver's CPU: {text}"
             );
-            assert!(text.contains(" | 1.05× | 0.0 |  |"), "noop's CPU against off, nothing exported: {text}");
+            assert!(text.contains(" | 1.05× | 0.0 |  |  |"), "noop's CPU against off, nothing exported: {text}");
         }
         // CPU per run at the goal's edge (115 µs against 100 µs) meets it.
         let at_goal =
             TraceFigures { phases: vec![phase("off", 1_000, 100, None), phase("otlp", 1_000, 115, Some(40))] };
         let cpu = at_goal.summary_rows().into_iter().find(|row| row.figure.starts_with("(d) CPU per run")).unwrap();
         assert_eq!((cpu.ratio.as_str(), cpu.met), ("1.15×", Some(true)));
+    }
+
+    /// The receiver's count reads the official encoding: spans under every resource and scope,
+    /// whatever other fields sit beside them; a body cut short is refused.
+    #[test]
+    fn the_receiver_counts_the_spans_of_an_official_request() {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+        use opentelemetry_proto::tonic::resource::v1::Resource;
+        use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+        use prost::Message as _;
+        let spans = |count: usize| {
+            (0..count)
+                .map(|n| Span {
+                    name: format!("span {n}"),
+                    trace_id: vec![7; 16],
+                    span_id: vec![n as u8; 8],
+                    ..Span::default()
+                })
+                .collect()
+        };
+        let scope = |count| ScopeSpans {
+            scope: Some(InstrumentationScope { name: "aileron".into(), ..InstrumentationScope::default() }),
+            spans: spans(count),
+            schema_url: "https://opentelemetry.io/schemas/1.30.0".into(),
+        };
+        let request = ExportTraceServiceRequest {
+            resource_spans: vec![
+                ResourceSpans {
+                    resource: Some(Resource::default()),
+                    scope_spans: vec![scope(3), scope(0), scope(200)],
+                    schema_url: String::new(),
+                },
+                ResourceSpans { resource: None, scope_spans: vec![scope(2)], schema_url: "x".into() },
+            ],
+        };
+        let body = Bytes::from(request.encode_to_vec());
+        assert_eq!(SpanFraming::count(body.clone()).unwrap(), 205);
+        assert_eq!(SpanFraming::count(Bytes::new()).unwrap(), 0, "an empty request holds no span");
+        assert!(SpanFraming::count(body.slice(..body.len() - 1)).is_err(), "a body cut short");
     }
 }

@@ -158,6 +158,16 @@ fn duration_of(time: nix::sys::time::TimeVal) -> Duration {
     Duration::from_secs(time.tv_sec().max(0) as u64) + Duration::from_micros(time.tv_usec().max(0) as u64)
 }
 
+/// A process's CPU time, all its threads (`/proc/<pid>/stat`'s `utime` + `stime`, in the kernel's
+/// fixed `USER_HZ` of 100 ticks a second).
+pub(super) fn process_cpu(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
+    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_ascii_whitespace().skip(11);
+    let ticks = fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +209,21 @@ mod tests {
         });
         let distinct: std::collections::BTreeSet<_> = lines.iter().collect();
         assert_eq!(distinct.len(), lines.len(), "threads shared a counter line: {lines:?}");
+    }
+
+    /// This process's CPU time reads from `/proc` and grows with work done.
+    #[test]
+    fn a_process_cpu_time_is_read_and_grows() {
+        let pid = std::process::id();
+        let before = process_cpu(pid).expect("/proc/<pid>/stat reads");
+        let mut spin = 0u64;
+        let grew = (0..1_000_000).any(|_| {
+            for _ in 0..10_000 {
+                spin = std::hint::black_box(spin.wrapping_add(1));
+            }
+            process_cpu(pid).unwrap() >= before + Duration::from_millis(20)
+        });
+        assert!(grew, "spinning shows in the process's CPU time");
+        assert_eq!(process_cpu(u32::MAX), None, "no such process");
     }
 }
