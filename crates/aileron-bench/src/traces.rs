@@ -22,8 +22,11 @@ use super::sidecar::Sidecar;
 use super::work::{PerRequest, process_cpu};
 use super::{BenchArgs, ECHO_ACTION, ECHO_MANIFEST, ECHO_WASM, echo_reference};
 
-/// Rounds of the traces benchmark; each phase of a round measures `--duration` ÷ this.
-pub(super) const TRACE_ROUNDS: usize = 3;
+/// Rounds of the traces benchmark; each phase of a round measures `--duration` ÷ this. Nine
+/// short rounds rather than three long ones: the host's speed drifts over seconds, and with three
+/// rounds `noop` (which adds almost no work) read 0.87–1.14× `off` in one afternoon's four runs,
+/// with nine 1.03× and 1.04× (BENCHMARKS.md, issue 49, 2026-12-02 sixth stop).
+pub(super) const TRACE_ROUNDS: usize = 9;
 
 /// Spans one echo run makes: the HTTP root, `aileron.action.execute`, `aileron.capability.check`
 /// and `aileron.connector.call`.
@@ -308,7 +311,7 @@ impl TraceFigures {
         let _ = writeln!(
             text,
             "Reproduce: `{command_line}`. The phases of (b) with {} clients on the same home, in {TRACE_ROUNDS} rounds \
-             (each configuration measured for a third of the window per round, the order rotated every round, the \
+             (each configuration measured for 1/{TRACE_ROUNDS} of the window per round, the order rotated every round, the \
              samples pooled), each phase by a daemon restarted with another telemetry: `off` (no SDK: the default), `noop` (the \
              SDK builds every span and drops it), `file` (JSON lines under a scratch `traces/`) and `otlp` \
              (OTLP/HTTP protobuf to a receiver process of its own, which counts every request's spans from its \
