@@ -98,23 +98,21 @@ impl CallFigures {
     pub(super) fn summary_rows(&self) -> Vec<SummaryRow> {
         let mut rows = Vec::new();
         let (measured, baseline) = (self.sandboxed.p50(), self.bare.p50());
-        rows.push(SummaryRow {
-            figure: "(a) warm echo call, p50".into(),
-            measured: format_duration(measured),
-            baseline: format!("{} bare", format_duration(baseline)),
-            ratio: format_ratio(ratio(measured, baseline)),
-            goal: "≤ 1.5×, ≤ 100 µs",
-            met: Some(ratio(measured, baseline) <= CALL_RATIO_GOAL && measured <= CALL_P50_GOAL),
-        });
-        let (measured, baseline) = (self.sandboxed.p99(), self.bare.p99());
-        rows.push(SummaryRow {
-            figure: "(a) warm echo call, p99".into(),
-            measured: format_duration(measured),
-            baseline: format!("{} bare", format_duration(baseline)),
-            ratio: format_ratio(ratio(measured, baseline)),
-            goal: "",
-            met: None,
-        });
+        let met = ratio(measured, baseline) <= CALL_RATIO_GOAL && measured <= CALL_P50_GOAL;
+        rows.push(SummaryRow::timed(
+            "(a) warm echo call, p50",
+            (measured, baseline),
+            "bare",
+            "≤ 1.5×, ≤ 100 µs",
+            Some(met),
+        ));
+        rows.push(SummaryRow::timed(
+            "(a) warm echo call, p99",
+            (self.sandboxed.p99(), self.bare.p99()),
+            "bare",
+            "",
+            None,
+        ));
         rows
     }
 

@@ -3,8 +3,10 @@
 //! markers of the file.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use super::call::CallFigures;
+use super::figures::{format_duration, format_ratio, ratio};
 use super::http::HttpFigures;
 use super::machine::{Machine, StolenTime};
 use super::restart::{self, RestartFigures};
@@ -49,6 +51,27 @@ pub(super) struct SummaryRow {
     pub(super) goal: &'static str,
     /// `None` when the figure has no goal.
     pub(super) met: Option<bool>,
+}
+
+impl SummaryRow {
+    /// `measured` against `baseline`, which `baseline_label` names after its value, and their
+    /// ratio; `goal` and `met` as the fields (`""` and `None` for a figure without a goal).
+    pub(super) fn timed(
+        figure: impl Into<String>,
+        (measured, baseline): (Duration, Duration),
+        baseline_label: &str,
+        goal: &'static str,
+        met: Option<bool>,
+    ) -> SummaryRow {
+        SummaryRow {
+            figure: figure.into(),
+            measured: format_duration(measured),
+            baseline: format!("{} {baseline_label}", format_duration(baseline)),
+            ratio: format_ratio(ratio(measured, baseline)),
+            goal,
+            met,
+        }
+    }
 }
 
 impl Report {

@@ -261,14 +261,13 @@ impl TraceFigures {
         for phase in &self.phases[1..] {
             let (measured, baseline) = (phase.load.latency.p50(), off.latency.p50());
             let is_otlp = phase.label == "otlp";
-            rows.push(SummaryRow {
-                figure: format!("(d) echo run latency p50, {} clients, traces `{}`", phase.load.clients, phase.label),
-                measured: format_duration(measured),
-                baseline: format!("{} off", format_duration(baseline)),
-                ratio: format_ratio(ratio(measured, baseline)),
-                goal: if is_otlp { "≤ 1.10× off" } else { "" },
-                met: is_otlp.then(|| ratio(measured, baseline) <= OTLP_P50_GOAL),
-            });
+            rows.push(SummaryRow::timed(
+                format!("(d) echo run latency p50, {} clients, traces `{}`", phase.load.clients, phase.label),
+                (measured, baseline),
+                "off",
+                if is_otlp { "≤ 1.10× off" } else { "" },
+                is_otlp.then(|| ratio(measured, baseline) <= OTLP_P50_GOAL),
+            ));
         }
         if let Some(otlp) = self.phases.iter().find(|phase| phase.label == "otlp") {
             rows.push(SummaryRow {
@@ -282,24 +281,22 @@ impl TraceFigures {
             // Work rather than time: what the spans and their export cost each run, whatever this
             // VM's speed did between the phases.
             let (measured, baseline) = (otlp.load.per_request().cpu, off.per_request().cpu);
-            rows.push(SummaryRow {
-                figure: format!("(d) CPU per run, {} clients, traces `otlp` (process)", otlp.load.clients),
-                measured: format_duration(measured),
-                baseline: format!("{} off", format_duration(baseline)),
-                ratio: format_ratio(ratio(measured, baseline)),
-                goal: "≤ 1.15× off",
-                met: Some(ratio(measured, baseline) <= OTLP_CPU_GOAL),
-            });
+            rows.push(SummaryRow::timed(
+                format!("(d) CPU per run, {} clients, traces `otlp` (process)", otlp.load.clients),
+                (measured, baseline),
+                "off",
+                "≤ 1.15× off",
+                Some(ratio(measured, baseline) <= OTLP_CPU_GOAL),
+            ));
             // Not the daemon's work, but taken from the same CPUs while `otlp` is timed.
             if let Some(receiver) = otlp.receiver_per_run() {
-                rows.push(SummaryRow {
-                    figure: "(d) the OTLP receiver's CPU per run (a process of its own, on the same CPUs)".to_string(),
-                    measured: format_duration(receiver),
-                    baseline: format!("{} off (process)", format_duration(baseline)),
-                    ratio: format_ratio(ratio(receiver, baseline)),
-                    goal: "",
-                    met: None,
-                });
+                rows.push(SummaryRow::timed(
+                    "(d) the OTLP receiver's CPU per run (a process of its own, on the same CPUs)",
+                    (receiver, baseline),
+                    "off (process)",
+                    "",
+                    None,
+                ));
             }
         }
         rows
