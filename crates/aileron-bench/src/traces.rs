@@ -52,10 +52,10 @@ struct TracePhase {
     receiver: Option<(Duration, u64)>,
 }
 
-/// An OTLP/HTTP receiver: decodes every `ExportTraceServiceRequest` with the official schema and
-/// counts its spans. It runs as a process of its own (this executable with
-/// `--serve-otlp-receiver`), as a collector would: its decoding is not the daemon's work, so it
-/// must not count in the process CPU per run the phases compare.
+/// An OTLP/HTTP receiver that counts the spans of every `ExportTraceServiceRequest`
+/// ([`serve_otlp_receiver`]). It runs as a process of its own (this executable with
+/// `--serve-otlp-receiver`), as a collector would: its work is not the daemon's, so it must not
+/// count in the process CPU per run the phases compare; its own CPU is reported beside it.
 struct SpanReceiver {
     process: Sidecar,
     endpoint: String,
