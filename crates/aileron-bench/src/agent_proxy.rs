@@ -570,14 +570,13 @@ impl AgentProxyFigures {
         ];
         if let (Some(open), Some(enforced)) = (&self.launch_open, &self.launch_enforced) {
             let added = enforced.p50().saturating_sub(open.p50());
-            rows.push(SummaryRow {
-                figure: format!("(k) launch with the enforced network, p50 (+{})", format_duration(added)),
-                measured: format_duration(enforced.p50()),
-                baseline: format!("{} --network=open", format_duration(open.p50())),
-                ratio: format_ratio(ratio(enforced.p50(), open.p50())),
-                goal: "≤ +50 ms",
-                met: Some(added <= LAUNCH_ADDED_GOAL),
-            });
+            rows.push(SummaryRow::timed(
+                format!("(k) launch with the enforced network, p50 (+{})", format_duration(added)),
+                (enforced.p50(), open.p50()),
+                "--network=open",
+                "≤ +50 ms",
+                Some(added <= LAUNCH_ADDED_GOAL),
+            ));
         }
         rows
     }

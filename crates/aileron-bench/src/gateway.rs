@@ -770,15 +770,13 @@ impl GatewayFigures {
             });
             // The work behind that ratio, which the wall clock of a shared two-CPU machine blurs.
             if let (Some(ours), Some(floor)) = (aileron.cpu_per_request(), bare.cpu_per_request()) {
-                rows.push(SummaryRow {
-                    figure: "(f) LLM gateway CPU per request against the bare proxy's, at the most req/s (process)"
-                        .into(),
-                    measured: format_duration(ours),
-                    baseline: format!("{} bare proxy", format_duration(floor)),
-                    ratio: format_ratio(ratio(ours, floor)),
-                    goal: "",
-                    met: None,
-                });
+                rows.push(SummaryRow::timed(
+                    "(f) LLM gateway CPU per request against the bare proxy's, at the most req/s (process)",
+                    (ours, floor),
+                    "bare proxy",
+                    "",
+                    None,
+                ));
             }
             // Against the floor measured at the same rate and on the same streams (issue 49).
             let goal = Some(("≤ bare proxy + 100 µs", BARE_ADDED_P99_GOAL));

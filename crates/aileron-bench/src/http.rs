@@ -575,37 +575,34 @@ impl HttpFigures {
             ("p50", run.latency.p50(), health.latency.p50(), Some(RUN_P50_GOAL)),
             ("p99", run.latency.p99(), health.latency.p99(), None),
         ] {
-            rows.push(SummaryRow {
-                figure: format!("(b) echo run latency {label}, {clients} clients"),
-                measured: format_duration(measured),
-                baseline: format!("{} health", format_duration(baseline)),
-                ratio: format_ratio(ratio(measured, baseline)),
-                goal: if goal.is_some() { "≤ 1 ms" } else { "" },
-                met: goal.map(|goal| measured <= goal),
-            });
+            rows.push(SummaryRow::timed(
+                format!("(b) echo run latency {label}, {clients} clients"),
+                (measured, baseline),
+                "health",
+                if goal.is_some() { "≤ 1 ms" } else { "" },
+                goal.map(|goal| measured <= goal),
+            ));
         }
         // One client waits for every step in turn: a run cannot answer sooner than an HTTP
         // round trip followed by one durable audit append, measured as such in this run.
         let (run, floor) = (&self.run_single, self.durable_floor.p50());
-        rows.push(SummaryRow {
-            figure: "(b) echo run latency p50, 1 client".into(),
-            measured: format_duration(run.latency.p50()),
-            baseline: format!("{} floor (health, then fdatasync)", format_duration(floor)),
-            ratio: format_ratio(ratio(run.latency.p50(), floor)),
-            goal: "≤ floor + 100 µs",
-            met: Some(run.latency.p50() <= floor + RUN_SINGLE_ADDED_GOAL),
-        });
+        rows.push(SummaryRow::timed(
+            "(b) echo run latency p50, 1 client",
+            (run.latency.p50(), floor),
+            "floor (health, then fdatasync)",
+            "≤ floor + 100 µs",
+            Some(run.latency.p50() <= floor + RUN_SINGLE_ADDED_GOAL),
+        ));
         // What a run costs the process, counted rather than timed (see `work`): the figures
         // by which a change to the run path is judged when throughput moves with the VM.
         let (run, health) = (self.run_loaded.per_request(), self.health_loaded.per_request());
-        rows.push(SummaryRow {
-            figure: format!("(b) CPU per run, {clients} clients (process)"),
-            measured: format_duration(run.cpu),
-            baseline: format!("{} health", format_duration(health.cpu)),
-            ratio: format_ratio(ratio(run.cpu, health.cpu)),
-            goal: "≤ 3.0× health",
-            met: Some(ratio(run.cpu, health.cpu) <= CPU_PER_HEALTH_GOAL),
-        });
+        rows.push(SummaryRow::timed(
+            format!("(b) CPU per run, {clients} clients (process)"),
+            (run.cpu, health.cpu),
+            "health",
+            "≤ 3.0× health",
+            Some(ratio(run.cpu, health.cpu) <= CPU_PER_HEALTH_GOAL),
+        ));
         // The same against the floor under any durable run at as many clients (health, then a
         // group commit with nothing else to do): how much of the goal's 3.0× the durability
         // itself takes on this machine, and how much the run path adds to it.
@@ -619,14 +616,13 @@ impl HttpFigures {
                 "floor (health, then a group-committed fdatasync)",
             ),
         ] {
-            rows.push(SummaryRow {
-                figure: format!("(b) {figure}, {clients} clients (process)"),
-                measured: format_duration(measured),
-                baseline: format!("{} {baseline_name}", format_duration(baseline)),
-                ratio: format_ratio(ratio(measured, baseline)),
-                goal: "",
-                met: None,
-            });
+            rows.push(SummaryRow::timed(
+                format!("(b) {figure}, {clients} clients (process)"),
+                (measured, baseline),
+                baseline_name,
+                "",
+                None,
+            ));
         }
         let (runs, durable) = (self.run_loaded.throughput(), self.durable_loaded.throughput());
         rows.push(SummaryRow {
