@@ -767,13 +767,24 @@ async fn a_refused_request_leaves_the_connection_usable_for_the_next_one() {
     assert!(up.seen.requests.lock().unwrap().is_empty(), "nothing went upstream while locked");
 }
 
+/// A raw-socket upstream's listener (each test reads from it as it needs), a gateway whose
+/// providers both point at it, and a raw client connection to the gateway with the `Host` it
+/// answers to.
+async fn raw_upstream_and_client() -> (tokio::net::TcpListener, tempfile::TempDir, String, tokio::net::TcpStream) {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (temp, gateway) = daemon(base.clone(), base).await;
+    let host = gateway.trim_start_matches("http://").to_string();
+    let socket = tokio::net::TcpStream::connect(&host).await.unwrap();
+    (listener, temp, host, socket)
+}
+
 /// Request bodies stream upstream as they arrive: the upstream reads the first part of a body
 /// while the client is still holding back the rest, so no request body is ever held whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_bodies_stream_upstream_before_they_are_complete() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
-    let upstream_addr = listener.local_addr().unwrap();
+    let (listener, _temp, host, mut socket) = raw_upstream_and_client().await;
     let (first_part_tx, first_part_rx) = tokio::sync::oneshot::channel::<(String, Vec<u8>)>();
     tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
@@ -785,10 +796,6 @@ async fn request_bodies_stream_upstream_before_they_are_complete() {
         socket.read_exact(&mut rest).await.unwrap();
         socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
     });
-    let base = format!("http://{upstream_addr}");
-    let (_temp, gateway) = daemon(base.clone(), base).await;
-    let host = gateway.trim_start_matches("http://").to_string();
-    let mut socket = tokio::net::TcpStream::connect(&host).await.unwrap();
     socket.set_nodelay(true).unwrap();
     let head = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\ncontent-length: 2000\r\n\r\n");
     socket.write_all(head.as_bytes()).await.unwrap();
@@ -814,8 +821,7 @@ async fn request_bodies_stream_upstream_before_they_are_complete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_length_goes_upstream_once_and_every_hop_by_hop_header_is_dropped() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
-    let upstream_addr = listener.local_addr().unwrap();
+    let (listener, _temp, host, mut socket) = raw_upstream_and_client().await;
     let (seen_tx, seen_rx) = tokio::sync::oneshot::channel::<(String, Vec<u8>)>();
     tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
@@ -825,10 +831,6 @@ async fn a_repeated_length_goes_upstream_once_and_every_hop_by_hop_header_is_dro
         seen_tx.send((head, body)).unwrap();
         socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
     });
-    let base = format!("http://{upstream_addr}");
-    let (_temp, gateway) = daemon(base.clone(), base).await;
-    let host = gateway.trim_start_matches("http://").to_string();
-    let mut socket = tokio::net::TcpStream::connect(&host).await.unwrap();
     let request = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\ncontent-length: 5\r\nContent-Length: 5\r\n\
          connection: keep-alive, x-one, x-two, x-three\r\nkeep-alive: timeout=5\r\nte: trailers\r\n\
