@@ -17,7 +17,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use opentelemetry::trace::{SpanId, Status};
+use opentelemetry::trace::{SpanId, Status, TraceState};
 use opentelemetry::{Array, InstrumentationScope, KeyValue, Value};
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope as ProtoScope;
 use opentelemetry_proto::tonic::resource::v1::Resource as ProtoResource;
@@ -281,7 +281,7 @@ fn encode_span(buf: &mut Vec<u8>, span: &SpanData) {
     let context = &span.span_context;
     bytes(buf, 1, &context.trace_id().to_bytes());
     bytes(buf, 2, &context.span_id().to_bytes());
-    string(buf, 3, &context.trace_state().header());
+    trace_state(buf, 3, context.trace_state());
     if span.parent_span_id != SpanId::INVALID {
         bytes(buf, 4, &span.parent_span_id.to_bytes());
     }
@@ -305,7 +305,7 @@ fn encode_span(buf: &mut Vec<u8>, span: &SpanData) {
             let linked = &link.span_context;
             bytes(buf, 1, &linked.trace_id().to_bytes());
             bytes(buf, 2, &linked.span_id().to_bytes());
-            string(buf, 3, &linked.trace_state().header());
+            trace_state(buf, 3, linked.trace_state());
             attributes(buf, 4, &link.attributes);
             uint(buf, 5, u64::from(link.dropped_attributes_count));
             fixed32(buf, 6, span_flags(linked.is_remote(), linked.trace_flags().to_u8()));
@@ -332,13 +332,78 @@ fn nanos(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos() as u64
 }
 
-/// Repeated `KeyValue { key = 1, value = 2 }`.
+/// Repeated `KeyValue { key = 1, value = 2 }`. A scalar's lengths are known before it is written,
+/// so it is written straight through; an array goes through [`nested`].
 fn attributes(buf: &mut Vec<u8>, tag: u32, attributes: &[KeyValue]) {
     for attribute in attributes {
-        nested(buf, tag, |buf| {
-            string(buf, 1, attribute.key.as_str());
-            nested(buf, 2, |buf| any_value(buf, &attribute.value));
-        });
+        let key_text = attribute.key.as_str().as_bytes();
+        let scalar = match &attribute.value {
+            Value::String(text) => Some(Scalar::Text(text.as_str().as_bytes())),
+            Value::Bool(flag) => Some(Scalar::Varint(2, u64::from(*flag))),
+            Value::I64(integer) => Some(Scalar::Varint(3, *integer as u64)),
+            Value::F64(float) => Some(Scalar::Fixed64(4, float.to_bits())),
+            _ => None,
+        };
+        let Some(scalar) = scalar else {
+            nested(buf, tag, |buf| {
+                string(buf, 1, attribute.key.as_str());
+                nested(buf, 2, |buf| any_value(buf, &attribute.value));
+            });
+            continue;
+        };
+        let value_len = scalar.encoded_len();
+        let key_len =
+            if key_text.is_empty() { 0 } else { 1 + encoded_len_varint(key_text.len() as u64) + key_text.len() };
+        let pair_len = key_len + 1 + encoded_len_varint(value_len as u64) + value_len;
+        key(buf, tag, WireType::LengthDelimited);
+        varint(buf, pair_len as u64);
+        bytes(buf, 1, key_text);
+        key(buf, 2, WireType::LengthDelimited);
+        varint(buf, value_len as u64);
+        scalar.write(buf);
+    }
+}
+
+/// An `AnyValue` whose encoded length is known before it is written.
+enum Scalar<'a> {
+    /// `string_value` (1).
+    Text(&'a [u8]),
+    /// `bool_value` (2) or `int_value` (3).
+    Varint(u32, u64),
+    /// `double_value` (4).
+    Fixed64(u32, u64),
+}
+
+impl Scalar<'_> {
+    fn encoded_len(&self) -> usize {
+        match self {
+            Scalar::Text(text) => 1 + encoded_len_varint(text.len() as u64) + text.len(),
+            Scalar::Varint(_, value) => 1 + encoded_len_varint(*value),
+            Scalar::Fixed64(..) => 9,
+        }
+    }
+
+    /// As [`any_value`] writes it: present even when it holds its type's default.
+    fn write(&self, buf: &mut Vec<u8>) {
+        match *self {
+            Scalar::Text(text) => delimited(buf, 1, text),
+            Scalar::Varint(tag, value) => {
+                key(buf, tag, WireType::Varint);
+                varint(buf, value);
+            }
+            Scalar::Fixed64(tag, bits) => {
+                key(buf, tag, WireType::SixtyFourBit);
+                buf.extend_from_slice(&bits.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// A trace state's header, left out when there is none (its header would be empty) without
+/// building the empty text.
+fn trace_state(buf: &mut Vec<u8>, tag: u32, state: &TraceState) {
+    if *state != TraceState::NONE {
+        string(buf, tag, &state.header());
     }
 }
 
@@ -411,36 +476,43 @@ fn nested_reserving(buf: &mut Vec<u8>, tag: u32, reserved: usize, write: impl Fn
 /// A field's key, a varint: one byte for every tag below 16, which is all of them but
 /// `Span.flags`. prost's `encode_key` goes through `encode_varint`'s loop and `BufMut` for each
 /// byte.
+#[inline]
 fn key(buf: &mut Vec<u8>, tag: u32, wire_type: WireType) {
     varint(buf, u64::from(tag << 3 | wire_type as u32));
 }
 
 /// A varint: one byte below 128 (most lengths and every enum here), else prost's.
+#[inline]
 fn varint(buf: &mut Vec<u8>, value: u64) {
     if value < 0x80 { buf.push(value as u8) } else { encode_varint(value, buf) }
 }
 
 /// proto3 scalars are left out when they hold their default, as prost writes them.
+#[inline]
 fn string(buf: &mut Vec<u8>, tag: u32, text: &str) {
     bytes(buf, tag, text.as_bytes());
 }
 
+#[inline]
 fn string_always(buf: &mut Vec<u8>, tag: u32, text: &str) {
     delimited(buf, tag, text.as_bytes());
 }
 
+#[inline]
 fn bytes(buf: &mut Vec<u8>, tag: u32, value: &[u8]) {
     if !value.is_empty() {
         delimited(buf, tag, value);
     }
 }
 
+#[inline]
 fn delimited(buf: &mut Vec<u8>, tag: u32, value: &[u8]) {
     key(buf, tag, WireType::LengthDelimited);
     varint(buf, value.len() as u64);
     buf.extend_from_slice(value);
 }
 
+#[inline]
 fn uint(buf: &mut Vec<u8>, tag: u32, value: u64) {
     if value != 0 {
         key(buf, tag, WireType::Varint);
@@ -448,6 +520,7 @@ fn uint(buf: &mut Vec<u8>, tag: u32, value: u64) {
     }
 }
 
+#[inline]
 fn fixed64(buf: &mut Vec<u8>, tag: u32, value: u64) {
     if value != 0 {
         key(buf, tag, WireType::SixtyFourBit);
@@ -455,6 +528,7 @@ fn fixed64(buf: &mut Vec<u8>, tag: u32, value: u64) {
     }
 }
 
+#[inline]
 fn fixed32(buf: &mut Vec<u8>, tag: u32, value: u32) {
     if value != 0 {
         key(buf, tag, WireType::ThirtyTwoBit);
