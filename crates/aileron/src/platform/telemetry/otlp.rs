@@ -126,10 +126,15 @@ fn parse_headers(list: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 /// The span exporter's sending half: one `POST` of one encoded request per batch, on the
-/// processor's thread ([`super::otlp_processor`]). The spans arrive encoded ([`Batch`]).
+/// processor's thread ([`super::otlp_processor`]), which drives it on a runtime of its own. The
+/// spans arrive encoded ([`Batch`]).
 pub struct OtlpSpanExporter {
-    client: reqwest::blocking::Client,
+    client: reqwest::Client,
     target: OtlpTarget,
+    /// `target.endpoint`, parsed once.
+    url: reqwest::Url,
+    /// The content type and `target.headers`, built once.
+    headers: reqwest::header::HeaderMap,
     /// `ResourceSpans.resource` with its field key and length, encoded once.
     resource: Vec<u8>,
     resource_schema_url: String,
@@ -145,15 +150,32 @@ impl OtlpSpanExporter {
     pub fn new(target: OtlpTarget) -> Result<OtlpSpanExporter, String> {
         // reqwest is built without a TLS provider of its own; an https collector needs ours.
         crate::platform::process::install_crypto_provider();
-        // reqwest's blocking client runs a runtime of its own, which may be neither built nor
-        // dropped inside another: build it on a thread of its own (the caller may be async).
-        let timeout = target.timeout;
-        let client = std::thread::spawn(move || reqwest::blocking::Client::builder().timeout(timeout).build())
-            .join()
-            .map_err(|_| "building the HTTP client panicked".to_string())?
+        let client = reqwest::Client::builder()
+            .timeout(target.timeout)
+            .build()
             .map_err(|error| format!("building the HTTP client: {error}"))?;
+        let url = reqwest::Url::parse(&target.endpoint).map_err(|error| {
+            format!(
+                "the endpoint `{}` is not a URL: {error}\nhint: e.g. http://localhost:4318/v1/traces",
+                target.endpoint
+            )
+        })?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers
+            .insert(reqwest::header::CONTENT_TYPE, reqwest::header::HeaderValue::from_static("application/x-protobuf"));
+        for (name, value) in &target.headers {
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .ok()
+                .zip(reqwest::header::HeaderValue::from_str(value).ok());
+            let Some((name, value)) = header else {
+                return Err(format!(
+                    "the OTLP header `{name}` is not a valid HTTP header name and value\nhint: check OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+                ));
+            };
+            headers.append(name, value);
+        }
         let mut exporter =
-            OtlpSpanExporter { client, target, resource: Vec::new(), resource_schema_url: String::new() };
+            OtlpSpanExporter { client, target, url, headers, resource: Vec::new(), resource_schema_url: String::new() };
         exporter.set_resource(&Resource::builder_empty().build());
         Ok(exporter)
     }
@@ -181,21 +203,18 @@ impl OtlpSpanExporter {
         buf
     }
 
-    /// Posts one request; an error names the collector.
-    pub fn send(&self, body: Vec<u8>) -> Result<(), String> {
-        let mut post = self
-            .client
-            .post(&self.target.endpoint)
-            .header(reqwest::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(body);
-        for (name, value) in &self.target.headers {
-            post = post.header(name, value);
+    /// Posts one request and reads the answer (so the connection is kept for the next); an error
+    /// names the collector.
+    pub async fn send(&self, body: Vec<u8>) -> Result<(), String> {
+        let post = self.client.post(self.url.clone()).headers(self.headers.clone()).body(body);
+        let failed = |error: reqwest::Error| format!("sending spans to {}: {error}", self.target.endpoint);
+        let response = post.send().await.map_err(failed)?;
+        let status = response.status();
+        response.bytes().await.map_err(failed)?;
+        if !status.is_success() {
+            return Err(format!("the collector at {} answered {status}", self.target.endpoint));
         }
-        match post.send() {
-            Ok(response) if response.status().is_success() => Ok(()),
-            Ok(response) => Err(format!("the collector at {} answered {}", self.target.endpoint, response.status())),
-            Err(error) => Err(format!("sending spans to {}: {error}", self.target.endpoint)),
-        }
+        Ok(())
     }
 
     pub fn set_resource(&mut self, resource: &Resource) {
@@ -703,6 +722,26 @@ mod tests {
         let request = ExportTraceServiceRequest::decode(exporter.request(&Batch::default()).as_slice()).unwrap();
         assert_eq!(request.resource_spans.len(), 1);
         assert!(request.resource_spans[0].scope_spans.is_empty());
+    }
+
+    /// A header HTTP cannot carry fails the exporter's build (tracing then degrades with one
+    /// warning) instead of every request.
+    #[test]
+    fn a_header_http_cannot_carry_is_refused_when_the_exporter_is_built() {
+        let built = |name: &str, value: &str| {
+            OtlpSpanExporter::new(OtlpTarget {
+                endpoint: "http://127.0.0.1:9/v1/traces".into(),
+                headers: vec![(name.into(), value.into())],
+                timeout: DEFAULT_TIMEOUT,
+            })
+        };
+        for (name, value) in [("bad name", "v"), ("api-key", "line\nbreak")] {
+            let error = built(name, value).expect_err(name);
+            assert!(error.contains(&format!("`{name}`")) && error.contains("\nhint: "), "{error}");
+        }
+        let exporter = built("api-key", "a b,c").unwrap();
+        assert_eq!(exporter.headers.get("api-key").unwrap(), "a b,c");
+        assert_eq!(exporter.headers.get("content-type").unwrap(), "application/x-protobuf");
     }
 
     #[test]

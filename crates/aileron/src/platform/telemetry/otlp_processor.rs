@@ -96,12 +96,33 @@ impl OtlpSpanProcessor {
             answered: Condvar::new(),
             exporter: Mutex::new(exporter),
         });
+        // The thread sends on a runtime of its own, made and dropped there: a runtime may not be
+        // dropped inside another, and the processor's owner may be async. It says whether it
+        // started before anything is queued.
+        let (started, start) = std::sync::mpsc::sync_channel(1);
         let thread = {
             let shared = shared.clone();
-            std::thread::Builder::new().name("aileron-otlp".into()).spawn(move || shared.run()).map_err(|error| {
-                format!("starting its thread: {error}\nhint: the process may be at its thread limit")
-            })?
+            std::thread::Builder::new()
+                .name("aileron-otlp".into())
+                .spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+                    match runtime {
+                        Ok(runtime) => {
+                            let _ = started.send(Ok(()));
+                            shared.run(&runtime);
+                        }
+                        Err(error) => {
+                            let _ = started.send(Err(format!("starting its HTTP runtime: {error}\nhint: the process may be at its limit of open files")));
+                        }
+                    }
+                })
+                .map_err(|error| format!("starting its thread: {error}\nhint: the process may be at its thread limit"))?
         };
+        let answer = start.recv().unwrap_or_else(|_| Err("its thread ended before it started".to_string()));
+        if let Err(error) = answer {
+            let _ = thread.join();
+            return Err(error);
+        }
         Ok(OtlpSpanProcessor { shared, thread: Mutex::new(Some(thread)) })
     }
 
@@ -118,7 +139,7 @@ impl Shared {
 
     /// The thread: sends full batches as they fill, and everything waiting when the schedule
     /// comes round, a flush is asked for or the processor stops.
-    fn run(&self) {
+    fn run(&self, runtime: &tokio::runtime::Runtime) {
         let mut due = Instant::now() + self.limits.schedule_delay;
         loop {
             let mut queue = self.lock();
@@ -142,7 +163,7 @@ impl Shared {
             {
                 let exporter = self.exporter.lock().unwrap_or_else(PoisonError::into_inner);
                 for batch in batches {
-                    if let Err(error) = exporter.send(exporter.request(&batch)) {
+                    if let Err(error) = runtime.block_on(exporter.send(exporter.request(&batch))) {
                         failure = Some(error);
                     }
                 }
