@@ -194,6 +194,10 @@ pub(super) async fn traces_benchmark(args: &BenchArgs, scratch: &Path) -> anyhow
                 "otlp" => Some((receiver.cpu()?, receiver.spans().await?)),
                 _ => None,
             };
+            // Nothing an earlier phase wrote is left for the kernel to write back during this
+            // one: a `file` phase leaves its spans (tens of MiB) dirty, and their writeback would
+            // fall on whichever phase runs when the kernel gets to it, slowing its fsyncs.
+            nix::unistd::sync();
             let (daemon, _) = BenchDaemon::start_traced(&home, telemetry.clone())?;
             let url = daemon.url("/v1/actions/echo/run");
             let probe =
@@ -309,7 +313,8 @@ impl TraceFigures {
             text,
             "Reproduce: `{command_line}`. The phases of (b) with {} clients on the same home, in {TRACE_ROUNDS} rounds \
              (each configuration measured for 1/{TRACE_ROUNDS} of the window per round, the order rotated every round, the \
-             samples pooled), each phase by a daemon restarted with another telemetry: `off` (no SDK: the default), `noop` (the \
+             samples pooled), each phase by a daemon restarted with another telemetry after a `sync` (so no phase \
+             inherits the writeback of what an earlier one wrote): `off` (no SDK: the default), `noop` (the \
              SDK builds every span and drops it), `file` (JSON lines under a scratch `traces/`) and `otlp` \
              (OTLP/HTTP protobuf to a receiver process of its own, which counts every request's spans from its \
              framing and decodes one request in {DECODE_EVERY} with the official schema). Each run \
