@@ -356,14 +356,7 @@ fn nanos(time: SystemTime) -> u64 {
 fn attributes(buf: &mut Vec<u8>, tag: u32, attributes: &[KeyValue]) {
     for attribute in attributes {
         let key_text = attribute.key.as_str().as_bytes();
-        let scalar = match &attribute.value {
-            Value::String(text) => Some(Scalar::Text(text.as_str().as_bytes())),
-            Value::Bool(flag) => Some(Scalar::Varint(2, u64::from(*flag))),
-            Value::I64(integer) => Some(Scalar::Varint(3, *integer as u64)),
-            Value::F64(float) => Some(Scalar::Fixed64(4, float.to_bits())),
-            _ => None,
-        };
-        let Some(scalar) = scalar else {
+        let Some(scalar) = Scalar::of(&attribute.value) else {
             nested(buf, tag, |buf| {
                 string(buf, 1, attribute.key.as_str());
                 nested(buf, 2, |buf| any_value(buf, &attribute.value));
@@ -393,7 +386,18 @@ enum Scalar<'a> {
     Fixed64(u32, u64),
 }
 
-impl Scalar<'_> {
+impl<'a> Scalar<'a> {
+    /// The value's scalar form; `None` for an array (or a kind this version of the API adds).
+    fn of(value: &'a Value) -> Option<Self> {
+        match value {
+            Value::String(text) => Some(Scalar::Text(text.as_str().as_bytes())),
+            Value::Bool(flag) => Some(Scalar::Varint(2, u64::from(*flag))),
+            Value::I64(integer) => Some(Scalar::Varint(3, *integer as u64)),
+            Value::F64(float) => Some(Scalar::Fixed64(4, float.to_bits())),
+            _ => None,
+        }
+    }
+
     fn encoded_len(&self) -> usize {
         match self {
             Scalar::Text(text) => 1 + encoded_len_varint(text.len() as u64) + text.len(),
@@ -402,7 +406,7 @@ impl Scalar<'_> {
         }
     }
 
-    /// As [`any_value`] writes it: present even when it holds its type's default.
+    /// Present even when it holds its type's default, as `AnyValue`'s `oneof` is.
     fn write(&self, buf: &mut Vec<u8>) {
         match *self {
             Scalar::Text(text) => delimited(buf, 1, text),
@@ -428,20 +432,10 @@ fn trace_state(buf: &mut Vec<u8>, tag: u32, state: &TraceState) {
 
 /// `AnyValue`'s `oneof value`: present even when it holds its type's default.
 fn any_value(buf: &mut Vec<u8>, value: &Value) {
+    if let Some(scalar) = Scalar::of(value) {
+        return scalar.write(buf);
+    }
     match value {
-        Value::String(text) => string_always(buf, 1, text.as_str()),
-        Value::Bool(flag) => {
-            key(buf, 2, WireType::Varint);
-            varint(buf, u64::from(*flag));
-        }
-        Value::I64(integer) => {
-            key(buf, 3, WireType::Varint);
-            varint(buf, *integer as u64);
-        }
-        Value::F64(float) => {
-            key(buf, 4, WireType::SixtyFourBit);
-            buf.extend_from_slice(&float.to_bits().to_le_bytes());
-        }
         Value::Array(array) => nested(buf, 5, |buf| match array {
             Array::Bool(values) => values.iter().for_each(|v| nested(buf, 1, |buf| any_value(buf, &Value::Bool(*v)))),
             Array::I64(values) => values.iter().for_each(|v| nested(buf, 1, |buf| any_value(buf, &Value::I64(*v)))),
