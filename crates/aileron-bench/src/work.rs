@@ -12,14 +12,15 @@ use std::time::Duration;
 
 use super::machine::CpuTimes;
 
-/// The allocator the `aileron` executable uses (mimalloc: docs/decisions/0004-actions-and-runs.md, "Allocator"), with
+/// The allocator the `aileron` executable uses (`platform::allocator`, mimalloc:
+/// docs/decisions/0004-actions-and-runs.md, "Allocator"), with
 /// every allocation counted, so the daemon (b) and (d) serve in this process allocates as the
 /// real one does. Each thread counts on a cache line of its own (while there are no more threads
 /// than lines), so two threads allocating at once do not contend for one line: a contended
 /// atomic on every allocation would add to the CPU per request it measures.
 pub struct Counting;
 
-static INNER: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static INNER: aileron::platform::allocator::Allocator = aileron::platform::allocator::Allocator;
 
 #[repr(align(128))]
 struct Shard {

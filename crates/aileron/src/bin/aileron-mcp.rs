@@ -3,7 +3,7 @@
 
 /// mimalloc rather than glibc's malloc (docs/decisions/0004-actions-and-runs.md, "Allocator").
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: aileron::platform::allocator::Allocator = aileron::platform::allocator::Allocator;
 
 fn main() -> std::process::ExitCode {
     aileron::surfaces::mcp::stdio::main()

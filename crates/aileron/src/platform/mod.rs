@@ -1,6 +1,7 @@
 //! What every layer stands on: the home directory, the environment registry, process facts,
 //! principals and secrets, telemetry, and what the confinements share.
 
+pub mod allocator;
 pub mod confinement;
 pub mod env;
 pub mod home;
