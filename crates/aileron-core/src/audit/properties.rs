@@ -100,4 +100,17 @@ proptest! {
         let expected = format!("sha256:{}", hex::encode(Sha256::digest(reference_canonical(&value).as_bytes())));
         prop_assert_eq!(&record.hash, &expected);
     }
+
+    /// Invariant: a record sealed after other lines in one buffer (the audit writer's batch) is
+    /// the same line, and the lines before it are untouched.
+    #[test]
+    fn a_record_sealed_after_earlier_lines_leaves_them_as_they_were(unsealed in unsealed(), earlier in text(), seq in any::<u64>(), prev in text()) {
+        let UnsealedRecord { audit_id, event_type, timestamp, actor, session_id, payload } = unsealed.clone();
+        let prepared = PreparedRecord::with_payload(&actor, &audit_id, &event_type, session_id.as_deref(), &payload);
+        let mut batch = format!("{earlier}\n").into_bytes();
+        let hash = prepared.seal(seq, &prev, &timestamp, &mut batch);
+        let record = seal(unsealed, seq, prev);
+        prop_assert_eq!(&hash.to_string(), &record.hash);
+        prop_assert_eq!(String::from_utf8(batch).unwrap(), format!("{earlier}\n{}", record.to_line()));
+    }
 }
