@@ -23,8 +23,8 @@ pub struct Allocator;
 /// block starts on at least 16 bytes.
 const WORD: usize = std::mem::size_of::<usize>();
 
-/// Whether any block of `size` bytes meets `align`: a word at most, and no more than the size (a
-/// one-word block of an 8-byte size class holds a 4-byte request that wants 8).
+/// Whether any block of `size` bytes meets `align`: a word at most, and no more than the size
+/// (std's own condition for plain `malloc`).
 #[inline]
 fn plain(size: usize, align: usize) -> bool {
     align <= WORD && align <= size
@@ -83,13 +83,15 @@ unsafe impl GlobalAlloc for Allocator {
 mod tests {
     use super::*;
 
-    /// Every size up to 256 bytes, then sizes past the small classes, and some large ones, at
-    /// every alignment up to 4 KiB: each block is aligned as asked, a zeroed one reads zero, and a
-    /// block grown or shrunk keeps its bytes and its alignment. Each is freed (a block freed with
-    /// the wrong call would corrupt the heap the later allocations come from).
+    /// Every size up to 256 bytes, then sizes past the small classes, and large ones (huge
+    /// blocks among them), at every alignment up to 4 KiB: each block is aligned as asked, a
+    /// zeroed one reads zero, and a block grown or shrunk keeps its bytes and its alignment. Each
+    /// is freed (a block freed with the wrong call would corrupt the heap the later allocations
+    /// come from).
     #[test]
     fn blocks_meet_every_alignment_through_allocation_growth_and_shrinking() {
-        let sizes = (1..=256).chain((257..=4096).step_by(7)).chain([65_536, 1 << 20, (1 << 20) + 3]);
+        let large = [49_152, 65_536, 1_000_000, 1 << 20, (1 << 20) + 3, (20 << 20) + 48];
+        let sizes = (1..=256).chain((257..=4096).step_by(7)).chain(large);
         for size in sizes {
             for align in (0..=12).map(|shift| 1usize << shift) {
                 let layout = Layout::from_size_align(size, align).unwrap();
