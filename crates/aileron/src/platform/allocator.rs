@@ -30,33 +30,37 @@ fn plain(size: usize, align: usize) -> bool {
     align <= WORD && align <= size
 }
 
+/// `layout`'s block from `plain_call` when any block of its size meets its alignment, else from
+/// `aligned_call`: mimalloc's `malloc` or `zalloc` and their aligned forms.
+#[inline]
+fn allocate(
+    layout: Layout,
+    plain_call: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned_call: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: mimalloc's allocation calls have no preconditions beyond a power-of-two alignment,
+    // which `Layout` guarantees.
+    unsafe {
+        if plain(layout.size(), layout.align()) {
+            plain_call(layout.size()).cast()
+        } else {
+            aligned_call(layout.size(), layout.align()).cast()
+        }
+    }
+}
+
 // SAFETY: every path returns mimalloc's memory of at least `layout.size()` bytes aligned to
 // `layout.align()` (the plain calls only when `plain` says any block is) or null, and frees it
 // with `mi_free`, which takes a block from any of these calls.
 unsafe impl GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: mimalloc's allocation calls have no preconditions beyond a power-of-two
-        // alignment, which `Layout` guarantees.
-        unsafe {
-            if plain(layout.size(), layout.align()) {
-                mi::mi_malloc(layout.size()).cast()
-            } else {
-                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        allocate(layout, mi::mi_malloc, mi::mi_malloc_aligned)
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as in `alloc`.
-        unsafe {
-            if plain(layout.size(), layout.align()) {
-                mi::mi_zalloc(layout.size()).cast()
-            } else {
-                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        allocate(layout, mi::mi_zalloc, mi::mi_zalloc_aligned)
     }
 
     #[inline]
