@@ -9,8 +9,9 @@
 //! again on one thread, so their page's free list is often momentarily empty: counted with
 //! callgrind, 5 of a traced run's 8 span allocations took that path, ~190 instructions each
 //! (BENCHMARKS.md, issue 49, 2026-12-04). Every block mimalloc hands out is a whole number of
-//! words and starts on a word, so a request aligned to at most a word, and no larger than it
-//! asks, is any block of its size: plain `mi_malloc`. Anything else still goes the aligned way.
+//! words and starts on a word, so a request whose alignment is at most a word and at most its
+//! size is met by any block of its size: plain `mi_malloc`. Anything else still goes the aligned
+//! way.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;
