@@ -54,6 +54,8 @@ pub(super) struct AgentProxyFigures {
     proxy_max: (f64, usize),
     /// The proxy recording into an in-memory log (no file, no fsync).
     memory_max: (f64, usize),
+    /// CPU per request direct and through the proxy, at the load of the proxy's most req/s.
+    at_proxy_max: Option<(CpuSplit, CpuSplit)>,
     levels: Vec<Load>,
     launch_open: Option<Distribution>,
     launch_enforced: Option<Distribution>,
@@ -154,21 +156,23 @@ pub(super) async fn run(
     // wider batches (and pays one fsync for more requests) as more clients wait on it.
     let mut levels = Vec::new();
     for level in [clients, clients * 4] {
-        let direct = max_throughput(&direct_client, &url, level, warmup, window).await?;
-        let proxy = max_throughput(&proxy_client, &url, level, warmup, window).await?;
-        let memory = max_throughput(&memory_client, &url, level, warmup, window).await?;
+        let (direct, direct_cpu) = max_throughput(&direct_client, &url, level, warmup, window).await?;
+        let (proxy, proxy_cpu) = max_throughput(&proxy_client, &url, level, warmup, window).await?;
+        let (memory, _) = max_throughput(&memory_client, &url, level, warmup, window).await?;
         eprintln!(
             "    {level} clients: direct {}, proxy {}, proxy with an in-memory log {}",
             format_rate(direct),
             format_rate(proxy),
             format_rate(memory)
         );
-        levels.push(Load { clients: level, direct, proxy, memory });
+        levels.push(Load { clients: level, direct, proxy, memory, direct_cpu, proxy_cpu });
     }
     let best = |of: fn(&Load) -> f64| {
         levels.iter().map(|load| (of(load), load.clients)).fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a })
     };
     let (direct_max, proxy_max, memory_max) = (best(|l| l.direct), best(|l| l.proxy), best(|l| l.memory));
+    let at_proxy_max =
+        levels.iter().find(|load| load.clients == proxy_max.1).map(|load| (load.direct_cpu, load.proxy_cpu));
     drop(proxy);
     drop(memory_proxy);
     drop(upstream);
@@ -188,6 +192,7 @@ pub(super) async fn run(
         direct_max,
         proxy_max,
         memory_max,
+        at_proxy_max,
         levels,
         launch_open,
         launch_enforced,
@@ -201,6 +206,45 @@ struct Load {
     direct: f64,
     proxy: f64,
     memory: f64,
+    /// CPU per request in the direct and the (fsynced) proxy's windows.
+    direct_cpu: CpuSplit,
+    proxy_cpu: CpuSplit,
+}
+
+/// The names the threads of the proxies' runtimes begin with (`/proc/self/task/<tid>/comm`).
+const PROXY_THREADS: &str = "k-proxy";
+
+/// What a request of a most-requests window cost this process, split: the proxy's side (its
+/// runtime's threads, and the audit writer and tree that make its records durable) and the rest
+/// (the clients and the upstream, which direct requests cost too).
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuSplit {
+    proxy: Duration,
+    durable: Duration,
+    rest: Duration,
+}
+
+impl CpuSplit {
+    fn now() -> (Duration, Duration, Duration) {
+        let proxy = super::work::threads_cpu(&[PROXY_THREADS]);
+        (super::work::Work::now().cpu, proxy, super::work::threads_cpu(&super::work::DURABLE_THREADS))
+    }
+
+    /// Per request, over the `requests` answered between `before` and `after` ([`CpuSplit::now`]).
+    fn per_request(
+        before: (Duration, Duration, Duration),
+        after: (Duration, Duration, Duration),
+        requests: u64,
+    ) -> CpuSplit {
+        let requests = requests.max(1) as f64;
+        let (total, proxy, durable) =
+            (after.0.saturating_sub(before.0), after.1.saturating_sub(before.1), after.2.saturating_sub(before.2));
+        CpuSplit {
+            proxy: proxy.div_f64(requests),
+            durable: durable.div_f64(requests),
+            rest: total.saturating_sub(proxy + durable).div_f64(requests),
+        }
+    }
 }
 
 /// A rustls client configuration trusting exactly `roots` (PEM), HTTP/1.1 by ALPN.
@@ -327,13 +371,15 @@ fn credentialing(destination: &str) -> anyhow::Result<aileron::dataplane::agent_
     Ok(aileron::dataplane::agent_egress::Credentialing::new(connectors, Some((Arc::new(BenchKeys), oauth))))
 }
 
+/// Requests per second of `clients` concurrent clients over `window` after `warmup`, and what
+/// each cost this process over the window.
 async fn max_throughput(
     client: &reqwest::Client,
     url: &str,
     clients: usize,
     warmup: Duration,
     window: Duration,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(f64, CpuSplit)> {
     let started = Instant::now();
     let (measure_from, until) = (started + warmup, started + warmup + window);
     let mut tasks = tokio::task::JoinSet::new();
@@ -353,11 +399,14 @@ async fn max_throughput(
             }
         });
     }
+    tokio::time::sleep_until(measure_from.into()).await;
+    let before = CpuSplit::now();
     let mut total = 0;
     while let Some(joined) = tasks.join_next().await {
         total += joined??;
     }
-    Ok(total as f64 / window.as_secs_f64())
+    let cpu = CpuSplit::per_request(before, CpuSplit::now(), total);
+    Ok((total as f64 / window.as_secs_f64(), cpu))
 }
 
 /// The HTTPS upstream: hyper over rustls on a runtime of its own, one fixed small body.
@@ -371,8 +420,13 @@ struct Upstream {
 struct Background(Option<tokio::runtime::Runtime>);
 
 impl Background {
-    fn new(workers: usize) -> anyhow::Result<Background> {
-        Ok(Background(Some(tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build()?)))
+    fn new(workers: usize, name: &str) -> anyhow::Result<Background> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name(name)
+            .enable_all()
+            .build()?;
+        Ok(Background(Some(runtime)))
     }
 
     fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
@@ -398,7 +452,7 @@ fn loopback_listener() -> anyhow::Result<(std::net::TcpListener, u16)> {
 
 impl Upstream {
     fn start(cert_pem: &str, key_pem: &str) -> anyhow::Result<Upstream> {
-        let runtime = Background::new(1)?;
+        let runtime = Background::new(1, "k-upstream")?;
         let certs = vec![CertificateDer::from_pem_slice(cert_pem.as_bytes())?];
         let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())?;
         let mut config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key)?;
@@ -435,7 +489,7 @@ impl Proxy {
     fn start(session: EgressSession) -> anyhow::Result<Proxy> {
         // As many workers as the daemon's runtime has here (one per core).
         let workers = std::thread::available_parallelism().map_or(2, usize::from);
-        let runtime = Background::new(workers)?;
+        let runtime = Background::new(workers, PROXY_THREADS)?;
         let (listener, port) = loopback_listener()?;
         runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).expect("inside the runtime");
@@ -568,6 +622,24 @@ impl AgentProxyFigures {
                 met: None,
             },
         ];
+        if let Some((direct, proxy)) = self.at_proxy_max {
+            // Where a proxied request's CPU goes: the proxy's own threads and its records' writer,
+            // against what the clients and the upstream spend on it (all of a direct request).
+            rows.push(SummaryRow::timed(
+                format!(
+                    "(k) CPU per request at the proxy's most req/s: the proxy {} + its audit writer and tree {}",
+                    format_duration(proxy.proxy),
+                    format_duration(proxy.durable)
+                ),
+                (proxy.proxy + proxy.durable, proxy.rest),
+                &format!(
+                    "clients and upstream (direct: {})",
+                    format_duration(direct.rest + direct.proxy + direct.durable)
+                ),
+                "",
+                None,
+            ));
+        }
         if let (Some(open), Some(enforced)) = (&self.launch_open, &self.launch_enforced) {
             let added = enforced.p50().saturating_sub(open.p50());
             rows.push(SummaryRow::timed(
@@ -591,7 +663,10 @@ impl AgentProxyFigures {
              session CA's leaf and re-originated verified, one `sandbox.proxy.passthrough` record fsynced (group \
              commit) per request before the response goes back — trusting the session CA. Sequential requests, \
              kinds alternating in rounds of {ROUND} after {WARMUP} untimed ones each; then requests per second \
-             of concurrent clients at each load below, the most of each kind the best of those. Launches: \
+             of concurrent clients at each load below, the most of each kind the best of those; over each of those \
+             windows the CPU time of the proxy's runtime threads, of the audit writer and tree (from each thread's \
+             `/proc/self/task/<tid>/schedstat`) and of the whole process (the rest: the clients and the upstream), \
+             per request answered. Launches: \
              `aileron launch claude` of a script that exits at once, `--network=open` and enforced alternating, \
              {LAUNCHES} each.\n"
         );

@@ -95,7 +95,15 @@ pub struct Work {
     /// The whole machine's CPU time (every process's, and the idle time): whether the CPUs had
     /// work to do at all, which the process's own figures cannot say.
     pub machine: CpuTimes,
+    /// CPU time of the threads that make records durable: the audit log's writer and tree, and
+    /// (b)'s floor's group commit ([`DURABLE_THREADS`]). Part of `cpu`.
+    pub durable_cpu: Duration,
 }
+
+/// The names (`/proc/self/task/<tid>/comm`, at most 15 bytes) of the threads whose CPU time is
+/// [`Work::durable_cpu`]: the audit log's writer and tree (`aileron-audit-writer`,
+/// `aileron-audit-tree`) and (b)'s durable floor (`group-commit-floor`) begin with these.
+pub const DURABLE_THREADS: [&str; 2] = ["aileron-audit-", "group-commit-fl"];
 
 impl Work {
     pub fn now() -> Work {
@@ -111,7 +119,14 @@ impl Work {
             allocations += shard.allocations.load(Ordering::Relaxed);
             allocated_bytes += shard.bytes.load(Ordering::Relaxed);
         }
-        Work { cpu, switches, allocations, allocated_bytes, machine: CpuTimes::read().unwrap_or_default() }
+        Work {
+            cpu,
+            switches,
+            allocations,
+            allocated_bytes,
+            machine: CpuTimes::read().unwrap_or_default(),
+            durable_cpu: threads_cpu(&DURABLE_THREADS),
+        }
     }
 
     /// The work done between `earlier` and `self`.
@@ -122,6 +137,7 @@ impl Work {
             allocations: self.allocations - earlier.allocations,
             allocated_bytes: self.allocated_bytes - earlier.allocated_bytes,
             machine: self.machine.since(earlier.machine),
+            durable_cpu: self.durable_cpu.saturating_sub(earlier.durable_cpu),
         }
     }
 
@@ -132,6 +148,7 @@ impl Work {
             allocations: self.allocations + other.allocations,
             allocated_bytes: self.allocated_bytes + other.allocated_bytes,
             machine: self.machine.plus(other.machine),
+            durable_cpu: self.durable_cpu + other.durable_cpu,
         }
     }
 
@@ -140,6 +157,7 @@ impl Work {
         let requests = requests.max(1) as f64;
         PerRequest {
             cpu: self.cpu.div_f64(requests),
+            durable_cpu: self.durable_cpu.div_f64(requests),
             switches: self.switches as f64 / requests,
             allocations: self.allocations as f64 / requests,
             allocated_bytes: self.allocated_bytes as f64 / requests,
@@ -150,6 +168,7 @@ impl Work {
 #[derive(Debug, Clone, Copy)]
 pub struct PerRequest {
     pub cpu: Duration,
+    pub durable_cpu: Duration,
     pub switches: f64,
     pub allocations: f64,
     pub allocated_bytes: f64,
@@ -162,7 +181,35 @@ fn duration_of(time: nix::sys::time::TimeVal) -> Duration {
 /// A process's CPU time, all its threads (`/proc/<pid>/stat`'s `utime` + `stime`, in the kernel's
 /// fixed `USER_HZ` of 100 ticks a second).
 pub(super) fn process_cpu(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    ticks_cpu(std::path::Path::new(&format!("/proc/{pid}/stat")))
+}
+
+/// The CPU time of this process's live threads whose names begin with one of `prefixes`: from
+/// each thread's `/proc/self/task/<tid>/schedstat` (nanoseconds on the CPU), or where the kernel
+/// keeps no such statistics its `stat` (`utime` + `stime`, in ticks of 10 ms).
+pub(super) fn threads_cpu(prefixes: &[&str]) -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Duration::ZERO };
+    let mut total = Duration::ZERO;
+    for task in tasks.flatten() {
+        let path = task.path();
+        let Ok(name) = std::fs::read_to_string(path.join("comm")) else { continue };
+        if !prefixes.iter().any(|prefix| name.starts_with(prefix)) {
+            continue;
+        }
+        let on_cpu = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|stat| stat.split_ascii_whitespace().next()?.parse::<u64>().ok())
+            .filter(|nanos| *nanos > 0)
+            .map(Duration::from_nanos);
+        total += on_cpu.or_else(|| ticks_cpu(&path.join("stat"))).unwrap_or_default();
+    }
+    total
+}
+
+/// `utime` + `stime` of a `/proc` `stat` file, in the kernel's fixed `USER_HZ` of 100 ticks a
+/// second.
+fn ticks_cpu(stat: &std::path::Path) -> Option<Duration> {
+    let stat = std::fs::read_to_string(stat).ok()?;
     // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
     let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_ascii_whitespace().skip(11);
     let ticks = fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
@@ -210,6 +257,56 @@ mod tests {
         });
         let distinct: std::collections::BTreeSet<_> = lines.iter().collect();
         assert_eq!(distinct.len(), lines.len(), "threads shared a counter line: {lines:?}");
+    }
+
+    /// Only the threads a prefix names count, and their spinning shows.
+    #[test]
+    fn the_cpu_of_the_named_threads_is_read_and_no_other_thread_s() {
+        /// Spins until this thread has run `spun` on a CPU (not on the wall clock: the other
+        /// tests share the CPUs).
+        fn spin_until(spun: Duration) {
+            fn on_cpu() -> Duration {
+                let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: writes one `timespec` this frame owns.
+                assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) }, 0);
+                Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+            }
+            let started = on_cpu();
+            let mut n = 0u64;
+            while on_cpu() - started < spun {
+                for _ in 0..10_000 {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+        }
+        let (spin, ready, done) = (std::sync::Barrier::new(3), std::sync::Barrier::new(3), std::sync::Barrier::new(3));
+        std::thread::scope(|scope| {
+            for (name, spun) in
+                [("bench-named-one", Duration::from_millis(200)), ("bench-other", Duration::from_millis(600))]
+            {
+                let (spin, ready, done) = (&spin, &ready, &done);
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn_scoped(scope, move || {
+                        spin.wait();
+                        spin_until(spun);
+                        ready.wait();
+                        done.wait();
+                    })
+                    .unwrap();
+            }
+            let before = threads_cpu(&["bench-named"]);
+            spin.wait();
+            ready.wait();
+            // Both threads are still alive: the named one spun 200 ms, the other 600 ms.
+            let named = threads_cpu(&["bench-named"]).saturating_sub(before);
+            let both = threads_cpu(&["bench-named", "bench-oth"]);
+            done.wait();
+            // The ticks of `stat` (where the kernel keeps no `schedstat`) round down to 10 ms.
+            assert!(named >= Duration::from_millis(190) && named < Duration::from_millis(400), "{named:?}");
+            assert!(both >= named + Duration::from_millis(390), "{both:?} against {named:?}");
+        });
+        assert_eq!(threads_cpu(&["no-such-thread"]), Duration::ZERO);
     }
 
     /// This process's CPU time reads from `/proc` and grows with work done.
