@@ -224,26 +224,25 @@ struct CpuSplit {
     rest: Duration,
 }
 
-impl CpuSplit {
-    fn now() -> (Duration, Duration, Duration) {
-        let proxy = super::work::threads_cpu(&[PROXY_THREADS]);
-        (super::work::Work::now().cpu, proxy, super::work::threads_cpu(&super::work::DURABLE_THREADS))
-    }
+/// The process's work (its CPU time and the durable threads' among it) and the proxies' threads'
+/// CPU time, at one moment.
+struct Snapshot {
+    work: super::work::Work,
+    proxy: Duration,
+}
 
-    /// Per request, over the `requests` answered between `before` and `after` ([`CpuSplit::now`]).
-    fn per_request(
-        before: (Duration, Duration, Duration),
-        after: (Duration, Duration, Duration),
-        requests: u64,
-    ) -> CpuSplit {
-        let requests = requests.max(1) as f64;
-        let (total, proxy, durable) =
-            (after.0.saturating_sub(before.0), after.1.saturating_sub(before.1), after.2.saturating_sub(before.2));
-        CpuSplit {
-            proxy: proxy.div_f64(requests),
-            durable: durable.div_f64(requests),
-            rest: total.saturating_sub(proxy + durable).div_f64(requests),
-        }
+impl Snapshot {
+    fn now() -> Snapshot {
+        Snapshot { work: super::work::Work::now(), proxy: super::work::threads_cpu(&[PROXY_THREADS]) }
+    }
+}
+
+impl CpuSplit {
+    /// Per request, over the `requests` answered between `before` and `after`.
+    fn per_request(before: Snapshot, after: Snapshot, requests: u64) -> CpuSplit {
+        let work = after.work.since(before.work).per(requests as usize);
+        let proxy = after.proxy.saturating_sub(before.proxy).div_f64(requests.max(1) as f64);
+        CpuSplit { proxy, durable: work.durable_cpu, rest: work.cpu.saturating_sub(proxy + work.durable_cpu) }
     }
 }
 
@@ -400,12 +399,12 @@ async fn max_throughput(
         });
     }
     tokio::time::sleep_until(measure_from.into()).await;
-    let before = CpuSplit::now();
+    let before = Snapshot::now();
     let mut total = 0;
     while let Some(joined) = tasks.join_next().await {
         total += joined??;
     }
-    let cpu = CpuSplit::per_request(before, CpuSplit::now(), total);
+    let cpu = CpuSplit::per_request(before, Snapshot::now(), total);
     Ok((total as f64 / window.as_secs_f64(), cpu))
 }
 
