@@ -8,6 +8,9 @@
 //!   commit) per request before its response goes back — on a runtime of its own, trusting the
 //!   session CA as a launched agent does.
 //!
+//! For the most requests per second, a third way: `bare`, the least any TLS-terminating proxy
+//! does ([`BareTlsProxy`]): the floor under the egress proxy on this machine, as (f) has one.
+//!
 //! Figures: latency of sequential requests on a kept-alive connection and on a new connection
 //! each (for the proxy: a CONNECT and two TLS handshakes), and the most requests per second a
 //! fixed set of concurrent clients gets. Goal: added p50 ≤ 0.5 ms kept alive, ≥ 0.5× direct
@@ -54,8 +57,12 @@ pub(super) struct AgentProxyFigures {
     proxy_max: (f64, usize),
     /// The proxy recording into an in-memory log (no file, no fsync).
     memory_max: (f64, usize),
+    /// The bare TLS-terminating proxy: the floor under any such proxy.
+    bare_max: (f64, usize),
     /// CPU per request direct and through the proxy, at the load of the proxy's most req/s.
     at_proxy_max: Option<(CpuSplit, CpuSplit)>,
+    /// The bare proxy's CPU per request at the load of its most req/s.
+    at_bare_max: Option<CpuSplit>,
     levels: Vec<Load>,
     launch_open: Option<Distribution>,
     launch_enforced: Option<Distribution>,
@@ -94,6 +101,7 @@ pub(super) async fn run(
     )
     .with_upstream_tls(client_tls(&[&upstream_pem])?);
     let memory_proxy = Proxy::start(in_memory)?;
+    let (bare_proxy, bare_pem) = BareTlsProxy::start(upstream.port, client_tls(&[&upstream_pem])?)?;
 
     let url = format!("https://{destination}/bench");
     let direct = |pool: bool| client(&[&upstream_pem], None, pool);
@@ -152,29 +160,39 @@ pub(super) async fn run(
     let (direct_new, proxy_new) = alternate(&direct_fresh, &proxy_fresh, &url, fresh).await?;
     eprintln!("      direct p50 {}, proxy p50 {}", format_duration(direct_new.p50()), format_duration(proxy_new.p50()));
     let memory_client = client(&[&memory_ca_pem], Some(memory_proxy.port), true)?;
+    let bare_client = client(&[&bare_pem], Some(bare_proxy.port), true)?;
+    let body = get(&bare_client, &url).await.context("the bare TLS-terminating proxy")?;
+    if body != BODY {
+        bail!("the bare TLS-terminating proxy answered {body:?}");
+    }
     // The most requests per second is the best of a few loads: the proxy's group commit makes
     // wider batches (and pays one fsync for more requests) as more clients wait on it.
     let mut levels = Vec::new();
     for level in [clients, clients * 4] {
-        let (direct, direct_cpu) = max_throughput(&direct_client, &url, level, warmup, window).await?;
-        let (proxy, proxy_cpu) = max_throughput(&proxy_client, &url, level, warmup, window).await?;
-        let (memory, _) = max_throughput(&memory_client, &url, level, warmup, window).await?;
+        let (direct, direct_cpu) = max_throughput(&direct_client, &url, level, warmup, window, PROXY_THREADS).await?;
+        let (bare, bare_cpu) = max_throughput(&bare_client, &url, level, warmup, window, BARE_THREADS).await?;
+        let (proxy, proxy_cpu) = max_throughput(&proxy_client, &url, level, warmup, window, PROXY_THREADS).await?;
+        let (memory, _) = max_throughput(&memory_client, &url, level, warmup, window, PROXY_THREADS).await?;
         eprintln!(
-            "    {level} clients: direct {}, proxy {}, proxy with an in-memory log {}",
+            "    {level} clients: direct {}, bare TLS-terminating proxy {}, proxy {}, proxy with an in-memory log {}",
             format_rate(direct),
+            format_rate(bare),
             format_rate(proxy),
             format_rate(memory)
         );
-        levels.push(Load { clients: level, direct, proxy, memory, direct_cpu, proxy_cpu });
+        levels.push(Load { clients: level, direct, bare, proxy, memory, direct_cpu, bare_cpu, proxy_cpu });
     }
     let best = |of: fn(&Load) -> f64| {
         levels.iter().map(|load| (of(load), load.clients)).fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a })
     };
-    let (direct_max, proxy_max, memory_max) = (best(|l| l.direct), best(|l| l.proxy), best(|l| l.memory));
+    let (direct_max, proxy_max, memory_max, bare_max) =
+        (best(|l| l.direct), best(|l| l.proxy), best(|l| l.memory), best(|l| l.bare));
     let at_proxy_max =
         levels.iter().find(|load| load.clients == proxy_max.1).map(|load| (load.direct_cpu, load.proxy_cpu));
+    let at_bare_max = levels.iter().find(|load| load.clients == bare_max.1).map(|load| load.bare_cpu);
     drop(proxy);
     drop(memory_proxy);
+    drop(bare_proxy);
     drop(upstream);
 
     let (launch_open, launch_enforced, launch_note) = match launches(scratch).await {
@@ -192,7 +210,9 @@ pub(super) async fn run(
         direct_max,
         proxy_max,
         memory_max,
+        bare_max,
         at_proxy_max,
+        at_bare_max,
         levels,
         launch_open,
         launch_enforced,
@@ -204,19 +224,23 @@ pub(super) async fn run(
 struct Load {
     clients: usize,
     direct: f64,
+    bare: f64,
     proxy: f64,
     memory: f64,
-    /// CPU per request in the direct and the (fsynced) proxy's windows.
+    /// CPU per request in the direct, the bare proxy's and the (fsynced) proxy's windows.
     direct_cpu: CpuSplit,
+    bare_cpu: CpuSplit,
     proxy_cpu: CpuSplit,
 }
 
 /// The names the threads of the proxies' runtimes begin with (`/proc/self/task/<tid>/comm`).
 const PROXY_THREADS: &str = "k-proxy";
+/// The same for the bare TLS-terminating proxy's runtime.
+const BARE_THREADS: &str = "k-bare";
 
 /// What a request of a most-requests window cost this process, split: the proxy's side (its
-/// runtime's threads, and the audit writer and tree that make its records durable) and the rest
-/// (the clients and the upstream, which direct requests cost too).
+/// runtime's threads, and the audit writer and tree that make its records durable; the bare
+/// proxy has none) and the rest (the clients and the upstream, which direct requests cost too).
 #[derive(Debug, Clone, Copy, Default)]
 struct CpuSplit {
     proxy: Duration,
@@ -224,16 +248,16 @@ struct CpuSplit {
     rest: Duration,
 }
 
-/// The process's work (its CPU time and the durable threads' among it) and the proxies' threads'
-/// CPU time, at one moment.
+/// The process's work (its CPU time and the durable threads' among it) and the CPU time of one
+/// proxy runtime's threads (those named `threads`), at one moment.
 struct Snapshot {
     work: super::work::Work,
     proxy: Duration,
 }
 
 impl Snapshot {
-    fn now() -> Snapshot {
-        Snapshot { work: super::work::Work::now(), proxy: super::work::threads_cpu(&[PROXY_THREADS]) }
+    fn now(threads: &str) -> Snapshot {
+        Snapshot { work: super::work::Work::now(), proxy: super::work::threads_cpu(&[threads]) }
     }
 }
 
@@ -371,13 +395,14 @@ fn credentialing(destination: &str) -> anyhow::Result<aileron::dataplane::agent_
 }
 
 /// Requests per second of `clients` concurrent clients over `window` after `warmup`, and what
-/// each cost this process over the window.
+/// each cost this process over the window (the proxy's side: the threads named `proxy_threads`).
 async fn max_throughput(
     client: &reqwest::Client,
     url: &str,
     clients: usize,
     warmup: Duration,
     window: Duration,
+    proxy_threads: &str,
 ) -> anyhow::Result<(f64, CpuSplit)> {
     let started = Instant::now();
     let (measure_from, until) = (started + warmup, started + warmup + window);
@@ -399,12 +424,12 @@ async fn max_throughput(
         });
     }
     tokio::time::sleep_until(measure_from.into()).await;
-    let before = Snapshot::now();
+    let before = Snapshot::now(proxy_threads);
     let mut total = 0;
     while let Some(joined) = tasks.join_next().await {
         total += joined??;
     }
-    let cpu = CpuSplit::per_request(before, Snapshot::now(), total);
+    let cpu = CpuSplit::per_request(before, Snapshot::now(proxy_threads), total);
     Ok((total as f64 / window.as_secs_f64(), cpu))
 }
 
@@ -496,6 +521,89 @@ impl Proxy {
         });
         Ok(Proxy { port, _runtime: runtime })
     }
+}
+
+/// The floor under any TLS-terminating forward proxy on this machine: a CONNECT answered at once
+/// (nothing checked), TLS terminated with a certificate of its own, and the tunnel's requests
+/// forwarded as they came (hyper's HTTP/1 server on one side, hyper's connection-level client
+/// over one verified TLS connection to the upstream per tunnel on the other) and the answers
+/// handed back as they are. No destination check, no records, no header filtering, no limits:
+/// what the egress proxy does beyond this is its own cost. On a runtime of its own, with as many
+/// workers as the proxy's.
+struct BareTlsProxy {
+    port: u16,
+    _runtime: Background,
+}
+
+impl BareTlsProxy {
+    /// The proxy, and the PEM of the certificate its clients must trust.
+    fn start(upstream_port: u16, upstream_tls: rustls::ClientConfig) -> anyhow::Result<(BareTlsProxy, String)> {
+        let leaf = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])?;
+        let leaf_pem = leaf.cert.pem();
+        let certs = vec![CertificateDer::from_pem_slice(leaf_pem.as_bytes())?];
+        let key = PrivateKeyDer::from_pem_slice(leaf.signing_key.serialize_pem().as_bytes())?;
+        let mut config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key)?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(upstream_tls));
+        let workers = std::thread::available_parallelism().map_or(2, usize::from);
+        let runtime = Background::new(workers, BARE_THREADS)?;
+        let (listener, port) = loopback_listener()?;
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("inside the runtime");
+            while let Ok((stream, _)) = listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                let (acceptor, connector) = (acceptor.clone(), connector.clone());
+                // Errors are the client's or the upstream's: the tunnel just ends.
+                tokio::spawn(async move {
+                    let _ = bare_tunnel(stream, acceptor, connector, upstream_port).await;
+                });
+            }
+        });
+        Ok((BareTlsProxy { port, _runtime: runtime }, leaf_pem))
+    }
+}
+
+/// One tunnel of the [`BareTlsProxy`]: its CONNECT answered, then its requests forwarded.
+async fn bare_tunnel(
+    mut stream: tokio::net::TcpStream,
+    acceptor: tokio_rustls::TlsAcceptor,
+    connector: tokio_rustls::TlsConnector,
+    upstream_port: u16,
+) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    // The CONNECT head: the client sends nothing more until it is answered.
+    let mut head = Vec::with_capacity(256);
+    let mut read = [0u8; 512];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = stream.read(&mut read).await?;
+        if n == 0 || head.len() + n > 8192 {
+            bail!("no CONNECT head");
+        }
+        head.extend_from_slice(&read[..n]);
+    }
+    stream.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await?;
+    let agent = acceptor.accept(stream).await?;
+    let upstream = tokio::net::TcpStream::connect(("127.0.0.1", upstream_port)).await?;
+    upstream.set_nodelay(true)?;
+    let upstream = connector.connect(rustls::pki_types::ServerName::try_from("localhost")?, upstream).await?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(upstream)).await?;
+    tokio::spawn(connection);
+    // HTTP/1.1 serves a tunnel's requests one at a time: the lock is never contended.
+    let sender = Arc::new(tokio::sync::Mutex::new(sender));
+    let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+        let sender = sender.clone();
+        async move {
+            let answered = {
+                let mut sender = sender.lock().await;
+                sender.ready().await?;
+                sender.send_request(request)
+            };
+            answered.await
+        }
+    });
+    hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(agent), service).await?;
+    Ok(())
 }
 
 /// `aileron launch claude` of an agent that exits at once, with `--network=open` and enforced,
@@ -620,6 +728,35 @@ impl AgentProxyFigures {
                 goal: "",
                 met: None,
             },
+            // The floor under any TLS-terminating proxy here, and the egress proxy against it: what
+            // the proxy's checks and its durable record cost beyond terminating and re-originating.
+            SummaryRow {
+                figure: format!(
+                    "(k) bare TLS-terminating proxy max req/s ({} clients; the floor under any such proxy)",
+                    self.bare_max.1
+                ),
+                measured: format_rate(self.bare_max.0),
+                baseline: format!("{} direct", format_rate(self.direct_max.0)),
+                ratio: format!("{:.2}×", self.bare_max.0 / self.direct_max.0),
+                goal: "",
+                met: None,
+            },
+            SummaryRow {
+                figure: "(k) agent egress proxy max req/s against the bare TLS-terminating proxy".to_string(),
+                measured: format_rate(self.proxy_max.0),
+                baseline: format!("{} bare TLS-terminating proxy", format_rate(self.bare_max.0)),
+                ratio: format!("{:.2}×", self.proxy_max.0 / self.bare_max.0),
+                goal: "",
+                met: None,
+            },
+            SummaryRow {
+                figure: "(k) the proxy with an in-memory audit log against the bare TLS-terminating proxy".to_string(),
+                measured: format_rate(self.memory_max.0),
+                baseline: format!("{} bare TLS-terminating proxy", format_rate(self.bare_max.0)),
+                ratio: format!("{:.2}×", self.memory_max.0 / self.bare_max.0),
+                goal: "",
+                met: None,
+            },
         ];
         if let Some((direct, proxy)) = self.at_proxy_max {
             // Where a proxied request's CPU goes: the proxy's own threads and its records' writer,
@@ -635,6 +772,16 @@ impl AgentProxyFigures {
                     "clients and upstream (direct: {})",
                     format_duration(direct.rest + direct.proxy + direct.durable)
                 ),
+                "",
+                None,
+            ));
+        }
+        if let (Some((_, proxy)), Some(bare)) = (self.at_proxy_max, self.at_bare_max) {
+            rows.push(SummaryRow::timed(
+                "(k) the proxy's own CPU per request (its threads, audit writer and tree) against the bare \
+                 TLS-terminating proxy's, each at its most req/s",
+                (proxy.proxy + proxy.durable, bare.proxy),
+                "bare TLS-terminating proxy",
                 "",
                 None,
             ));
@@ -665,7 +812,12 @@ impl AgentProxyFigures {
              of concurrent clients at each load below, the most of each kind the best of those; over each of those \
              windows the CPU time of the proxy's runtime threads, of the audit writer and tree (from each thread's \
              `/proc/self/task/<tid>/schedstat`) and of the whole process (the rest: the clients and the upstream), \
-             per request answered. Launches: \
+             per request answered. The requests per second are also measured through a bare TLS-terminating proxy \
+             on a runtime of its own with as many workers, the floor under any such proxy here: a CONNECT answered \
+             at once, TLS terminated with a certificate of its own, each tunnel's requests forwarded as they came \
+             by hyper's HTTP/1 server and connection-level client over one verified TLS connection to the upstream, \
+             the answers handed back as they are (no destination check, no record, no header filtering). \
+             Launches: \
              `aileron launch claude` of a script that exits at once, `--network=open` and enforced alternating, \
              {LAUNCHES} each.\n"
         );
@@ -686,18 +838,21 @@ impl AgentProxyFigures {
         distribution_rows(text, &rows);
         let _ = writeln!(
             text,
-            "\n| clients | direct | through the proxy | ratio | the proxy, records in memory | ratio |\n|---:|---:|---:|---:|---:|---:|"
+            "\n| clients | direct | bare TLS-terminating proxy | ratio | through the proxy | ratio | the proxy, records in memory | ratio | the proxy against the bare one |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for load in &self.levels {
             let _ = writeln!(
                 text,
-                "| {} | {} | {} | {:.2}× | {} | {:.2}× |",
+                "| {} | {} | {} | {:.2}× | {} | {:.2}× | {} | {:.2}× | {:.2}× |",
                 load.clients,
                 format_rate(load.direct),
+                format_rate(load.bare),
+                load.bare / load.direct,
                 format_rate(load.proxy),
                 load.proxy / load.direct,
                 format_rate(load.memory),
-                load.memory / load.direct
+                load.memory / load.direct,
+                load.proxy / load.bare
             );
         }
         let _ = writeln!(
