@@ -164,6 +164,17 @@ impl CanonicalObject<'_> {
         self
     }
 
+    pub fn i64(&mut self, key: &'static str, value: i64) -> &mut Self {
+        let out = self.key(key);
+        serde_json::to_writer(&mut *out, &value).expect("writing JSON to a Vec cannot fail");
+        self
+    }
+
+    pub fn bool(&mut self, key: &'static str, value: bool) -> &mut Self {
+        self.key(key).extend_from_slice(if value { b"true" } else { b"false" });
+        self
+    }
+
     /// Any value, canonicalized.
     pub fn value(&mut self, key: &'static str, value: &Value) -> &mut Self {
         let out = self.key(key);

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::keys;
+use crate::audit::CanonicalObject;
 
 /// A value a payload field holds; `None` means the key is left out.
 pub trait Entry {
@@ -38,7 +39,107 @@ impl<T: Entry> Entry for Option<T> {
     }
 }
 
-/// Declares each payload struct and its `into_payload`, field by field under a key of [`keys`].
+/// A payload field's value, borrowed, as [`Written::field`] gives it to the canonical writer.
+#[derive(Debug, Clone, Copy)]
+pub enum Field<'a> {
+    Str(&'a str),
+    U64(u64),
+    I64(i64),
+    Bool(bool),
+    Strs(&'a [String]),
+    Value(&'a Value),
+}
+
+/// A payload field written straight into a record's canonical JSON; `None` leaves its key out,
+/// as [`Entry::entry`] does.
+pub trait Written {
+    fn field(&self) -> Option<Field<'_>>;
+}
+
+impl Written for String {
+    fn field(&self) -> Option<Field<'_>> {
+        Some(Field::Str(self))
+    }
+}
+
+impl Written for &'static str {
+    fn field(&self) -> Option<Field<'_>> {
+        Some(Field::Str(self))
+    }
+}
+
+macro_rules! written_as {
+    ($variant:ident: $($t:ty),*) => {
+        $(impl Written for $t {
+            fn field(&self) -> Option<Field<'_>> {
+                Some(Field::$variant((*self).into()))
+            }
+        })*
+    };
+}
+
+written_as!(U64: u32, u64);
+written_as!(I64: i32, i64);
+written_as!(Bool: bool);
+
+impl Written for usize {
+    fn field(&self) -> Option<Field<'_>> {
+        Some(Field::U64(*self as u64))
+    }
+}
+
+impl Written for Vec<String> {
+    fn field(&self) -> Option<Field<'_>> {
+        Some(Field::Strs(self))
+    }
+}
+
+impl Written for Value {
+    fn field(&self) -> Option<Field<'_>> {
+        Some(Field::Value(self))
+    }
+}
+
+impl<T: Written> Written for Option<T> {
+    fn field(&self) -> Option<Field<'_>> {
+        self.as_ref().and_then(Written::field)
+    }
+}
+
+/// The most fields a payload struct has: its present fields are sorted on the stack.
+const MOST_FIELDS: usize = 32;
+
+/// Writes `fields`' present entries into `object` in key order (what the payload's map gives).
+fn write_fields<const N: usize>(object: &mut CanonicalObject<'_>, fields: [(&'static str, Option<Field<'_>>); N]) {
+    const { assert!(N <= MOST_FIELDS, "a payload struct has more fields than MOST_FIELDS") };
+    let mut present: [(&'static str, Field<'_>); MOST_FIELDS] = [("", Field::Bool(false)); MOST_FIELDS];
+    let mut count = 0;
+    for (key, field) in fields {
+        if let Some(field) = field {
+            // Insertion into key order: a handful of entries, most of them arriving in order.
+            let mut at = count;
+            while at > 0 && present[at - 1].0 > key {
+                present[at] = present[at - 1];
+                at -= 1;
+            }
+            present[at] = (key, field);
+            count += 1;
+        }
+    }
+    for (key, field) in &present[..count] {
+        match *field {
+            Field::Str(text) => object.str(key, text),
+            Field::U64(n) => object.u64(key, n),
+            Field::I64(n) => object.i64(key, n),
+            Field::Bool(b) => object.bool(key, b),
+            Field::Strs(items) => object.strs(key, items.iter().map(String::as_str)),
+            Field::Value(value) => object.value(key, value),
+        };
+    }
+}
+
+/// Declares each payload struct, its `into_payload` and its `write_payload`, field by field
+/// under a key of [`keys`].
 macro_rules! payloads {
     ($($(#[$doc:meta])* pub struct $name:ident { $($(#[$field_doc:meta])* pub $field:ident: $ty:ty => $key:ident,)* })*) => {
         $(
@@ -56,6 +157,12 @@ macro_rules! payloads {
                         payload.insert(keys::$key.into(), value);
                     })*
                     payload
+                }
+
+                /// Writes the payload's entries into a record's canonical JSON with no map built:
+                /// what `canonical_json` of [`Self::into_payload`] gives, entry for entry.
+                pub fn write_payload(&self, object: &mut CanonicalObject<'_>) {
+                    write_fields(object, [$((keys::$key, Written::field(&self.$field)),)*]);
                 }
             }
         )*
@@ -255,5 +362,62 @@ mod tests {
             Value::Object(revoked.into_payload()),
             json!({ "aileron.keyring.authorities": ["github://a"], "aileron.keyring.fingerprint": "SHA256:x" })
         );
+    }
+
+    /// `write_payload` gives the very bytes the canonical form of `into_payload` does: every key
+    /// in byte order whatever the fields' order, `None` left out, each kind of value, text that
+    /// needs escaping.
+    #[test]
+    fn a_payload_written_straight_is_the_canonical_form_of_its_map() {
+        fn same<P: Clone>(payload: P, write: fn(&P, &mut CanonicalObject<'_>), map: fn(P) -> Map<String, Value>) {
+            let mut written = Vec::new();
+            CanonicalObject::write(&mut written, |object| write(&payload, object));
+            let expected = crate::audit::canonical_json(&Value::Object(map(payload)));
+            assert_eq!(String::from_utf8(written).unwrap(), expected);
+        }
+        let every = ProxiedRequest {
+            source: "connect",
+            method: Some("POST".into()),
+            scheme: Some("https".into()),
+            host: Some("api.github.com".into()),
+            path: Some("/repos/o/r/issues?q=\"quoted\"\n\u{1}é".into()),
+            address: Some("140.82.112.6:443".into()),
+            status: Some(201),
+            duration_us: Some(u64::MAX),
+            credential: Some("api_key".into()),
+            reject_reason: Some("r".into()),
+            proxy_reject_reason: Some("p".into()),
+            session_id: Some("s-1".into()),
+            refused_count: Some(0),
+            refused_unrecorded: Some(3),
+            connector: Some("github://o/c".into()),
+            operation: Some("create_issue".into()),
+            binding_unresolved: Some(false),
+            operations_tied: Some(vec!["a".into(), "b\"".into()]),
+            approval_id: Some("appr-1".into()),
+            policy_hash: Some("sha256:00".into()),
+        };
+        same(every, ProxiedRequest::write_payload, ProxiedRequest::into_payload);
+        let passthrough = ProxiedRequest {
+            source: "connect",
+            method: Some("GET".into()),
+            host: Some("localhost:1".into()),
+            status: Some(200),
+            ..ProxiedRequest::default()
+        };
+        same(passthrough, ProxiedRequest::write_payload, ProxiedRequest::into_payload);
+        same(ProxiedRequest::default(), ProxiedRequest::write_payload, ProxiedRequest::into_payload);
+        for exit_code in [Value::Null, json!(-1), json!({"b": 1, "a": [true]})] {
+            let ended = SessionEnd { agent: "claude".into(), exit_code };
+            same(ended, SessionEnd::write_payload, SessionEnd::into_payload);
+        }
+        let spawned = SpawnedProgram {
+            program: Some("git".into()),
+            argv_shape: Some(vec!["log".into()]),
+            exit_code: Some(-2),
+            signal: Some(9),
+            ..SpawnedProgram::default()
+        };
+        same(spawned, SpawnedProgram::write_payload, SpawnedProgram::into_payload);
     }
 }

@@ -397,10 +397,8 @@ async fn forward(
     };
     record.status = Some(u64::from(response.status().as_u16()));
     record.duration_us = Some(started.elapsed().as_micros() as u64);
-    let mut payload = record.into_payload();
-    payload.extend(binding.unwrap_or_default());
     // Fail closed: a response whose record cannot be written does not reach the agent.
-    match session.append_payload(event_type, payload).await {
+    match session.append_record(event_type, record, binding).await {
         Ok(audit_id) => finish(Ok((response.status().as_u16(), audit_id))),
         Err(()) => {
             finish(Err("its record could not be written; the response was withheld".to_string()));

@@ -21,7 +21,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aileron_core::audit::{Actor, ActorType};
+use aileron_core::audit::{Actor, ActorType, PreparedRecord};
 use aileron_core::vocabulary::EventType;
 use aileron_core::vocabulary::records::ProxiedRequest;
 use tokio::io::AsyncWriteExt;
@@ -339,7 +339,31 @@ impl EgressSession {
     }
 
     async fn append(&self, event_type: EventType, record: ProxiedRequest) -> Result<(), ()> {
-        self.append_payload(event_type, record.into_payload()).await.map(|_| ())
+        self.append_record(event_type, record, None).await.map(|_| ())
+    }
+
+    /// Appends `record`, with `binding`'s entries (a credential's) beside its own; its audit id
+    /// once durable. Without a binding, and with no spans to make from the payload, the record's
+    /// canonical form is written straight from its fields (no map built, no record handed back:
+    /// a proxied request's own work, BENCHMARKS.md, issue 49).
+    async fn append_record(
+        &self,
+        event_type: EventType,
+        record: ProxiedRequest,
+        binding: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<String, ()> {
+        if binding.is_some() || self.telemetry.is_enabled() {
+            let mut payload = record.into_payload();
+            payload.extend(binding.unwrap_or_default());
+            return self.append_payload(event_type, payload).await;
+        }
+        let audit_id = crate::stores::audit_log::mint_audit_id();
+        let actor = Actor { r#type: ActorType::Agent, id: self.session_id.clone() };
+        let prepared = PreparedRecord::new(&actor, &audit_id, event_type.as_str(), Some(&self.session_id), |payload| {
+            record.write_payload(payload)
+        });
+        self.audit.submit(prepared).await.map_err(|_| ())?;
+        Ok(audit_id)
     }
 
     /// Appends one record; its audit id once durable.
