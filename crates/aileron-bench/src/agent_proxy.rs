@@ -270,6 +270,18 @@ impl CpuSplit {
     }
 }
 
+/// A summary row of requests per second against a baseline's, with no goal of its own.
+fn rate_row(figure: &str, measured: f64, baseline: f64, baseline_label: &str) -> SummaryRow {
+    SummaryRow {
+        figure: figure.to_string(),
+        measured: format_rate(measured),
+        baseline: format!("{} {baseline_label}", format_rate(baseline)),
+        ratio: format!("{:.2}×", measured / baseline),
+        goal: "",
+        met: None,
+    }
+}
+
 /// A rustls client configuration trusting exactly `roots` (PEM), HTTP/1.1 by ALPN.
 fn client_tls(roots: &[&str]) -> anyhow::Result<rustls::ClientConfig> {
     let mut store = rustls::RootCertStore::empty();
@@ -720,43 +732,35 @@ impl AgentProxyFigures {
                 goal: "≥ 0.5× direct",
                 met: Some(self.throughput_ratio() >= THROUGHPUT_GOAL),
             },
-            SummaryRow {
-                figure: "(k) the same proxy with an in-memory audit log, max req/s".to_string(),
-                measured: format_rate(self.memory_max.0),
-                baseline: format!("{} direct", format_rate(self.direct_max.0)),
-                ratio: format!("{:.2}×", self.memory_max.0 / self.direct_max.0),
-                goal: "",
-                met: None,
-            },
+            rate_row(
+                "(k) the same proxy with an in-memory audit log, max req/s",
+                self.memory_max.0,
+                self.direct_max.0,
+                "direct",
+            ),
             // The floor under any TLS-terminating proxy here, and the egress proxy against it: what
             // the proxy's checks and its durable record cost beyond terminating and re-originating.
-            SummaryRow {
-                figure: format!(
+            rate_row(
+                &format!(
                     "(k) bare TLS-terminating proxy max req/s ({} clients; the floor under any such proxy)",
                     self.bare_max.1
                 ),
-                measured: format_rate(self.bare_max.0),
-                baseline: format!("{} direct", format_rate(self.direct_max.0)),
-                ratio: format!("{:.2}×", self.bare_max.0 / self.direct_max.0),
-                goal: "",
-                met: None,
-            },
-            SummaryRow {
-                figure: "(k) agent egress proxy max req/s against the bare TLS-terminating proxy".to_string(),
-                measured: format_rate(self.proxy_max.0),
-                baseline: format!("{} bare TLS-terminating proxy", format_rate(self.bare_max.0)),
-                ratio: format!("{:.2}×", self.proxy_max.0 / self.bare_max.0),
-                goal: "",
-                met: None,
-            },
-            SummaryRow {
-                figure: "(k) the proxy with an in-memory audit log against the bare TLS-terminating proxy".to_string(),
-                measured: format_rate(self.memory_max.0),
-                baseline: format!("{} bare TLS-terminating proxy", format_rate(self.bare_max.0)),
-                ratio: format!("{:.2}×", self.memory_max.0 / self.bare_max.0),
-                goal: "",
-                met: None,
-            },
+                self.bare_max.0,
+                self.direct_max.0,
+                "direct",
+            ),
+            rate_row(
+                "(k) agent egress proxy max req/s against the bare TLS-terminating proxy",
+                self.proxy_max.0,
+                self.bare_max.0,
+                "bare TLS-terminating proxy",
+            ),
+            rate_row(
+                "(k) the proxy with an in-memory audit log against the bare TLS-terminating proxy",
+                self.memory_max.0,
+                self.bare_max.0,
+                "bare TLS-terminating proxy",
+            ),
         ];
         if let Some((direct, proxy)) = self.at_proxy_max {
             // Where a proxied request's CPU goes: the proxy's own threads and its records' writer,
