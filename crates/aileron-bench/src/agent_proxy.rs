@@ -264,6 +264,9 @@ struct CpuSplit {
     proxy: Duration,
     durable: Duration,
     rest: Duration,
+    /// Heap allocations in the whole process (clients, upstream and proxy): counted, so two
+    /// proxies' windows at the same load differ by what the proxies themselves allocate.
+    allocations: f64,
 }
 
 /// The process's work (its CPU time and the durable threads' among it) and the CPU time of one
@@ -284,7 +287,12 @@ impl CpuSplit {
     fn per_request(before: Snapshot, after: Snapshot, requests: u64) -> CpuSplit {
         let work = after.work.since(before.work).per(requests as usize);
         let proxy = after.proxy.saturating_sub(before.proxy).div_f64(requests.max(1) as f64);
-        CpuSplit { proxy, durable: work.durable_cpu, rest: work.cpu.saturating_sub(proxy + work.durable_cpu) }
+        CpuSplit {
+            proxy,
+            durable: work.durable_cpu,
+            rest: work.cpu.saturating_sub(proxy + work.durable_cpu),
+            allocations: work.allocations,
+        }
     }
 }
 
@@ -444,6 +452,7 @@ impl Pooled {
         self.cpu.proxy += cpu.proxy.mul_f64(weight);
         self.cpu.durable += cpu.durable.mul_f64(weight);
         self.cpu.rest += cpu.rest.mul_f64(weight);
+        self.cpu.allocations += cpu.allocations * weight;
     }
 
     fn rate(&self) -> f64 {
@@ -457,6 +466,7 @@ impl Pooled {
             proxy: self.cpu.proxy.div_f64(requests),
             durable: self.cpu.durable.div_f64(requests),
             rest: self.cpu.rest.div_f64(requests),
+            allocations: self.cpu.allocations / requests,
         }
     }
 }
@@ -844,6 +854,16 @@ impl AgentProxyFigures {
                 "",
                 None,
             ));
+            rows.push(SummaryRow {
+                figure: "(k) heap allocations per request through the proxy against the bare TLS-terminating proxy, \
+                         each at its most req/s (process)"
+                    .to_string(),
+                measured: format!("{:.0}", proxy.allocations),
+                baseline: format!("{:.0} bare TLS-terminating proxy", bare.allocations),
+                ratio: format!("{:.2}×", proxy.allocations / bare.allocations.max(1.0)),
+                goal: "",
+                met: None,
+            });
         }
         if let (Some(open), Some(enforced)) = (&self.launch_open, &self.launch_enforced) {
             let added = enforced.p50().saturating_sub(open.p50());

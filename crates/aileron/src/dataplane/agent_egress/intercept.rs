@@ -136,6 +136,8 @@ async fn serve<C>(
 {
     let forwarding = session.clone();
     let destination = target.destination.clone();
+    // Shared by the tunnel's requests, with the address's text made once (each record names it).
+    let target = Arc::new(Tunnel { address: target.address.to_string(), target });
     let service = hyper::service::service_fn(move |request| {
         forward(forwarding.clone(), upstream.clone(), target.clone(), scheme, request)
     });
@@ -250,13 +252,21 @@ fn for_http1_upstream<B>(request: &mut Request<B>) {
     *request.version_mut() = hyper::Version::HTTP_11;
 }
 
+/// A tunnel's [`Target`] as its requests share it.
+struct Tunnel {
+    target: Target,
+    /// `target.address` as text.
+    address: String,
+}
+
 async fn forward(
     session: Arc<EgressSession>,
     sender: Upstream,
-    target: Target,
+    tunnel: Arc<Tunnel>,
     scheme: &'static str,
     mut request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
+    let target = &tunnel.target;
     let started = Instant::now();
     let method = request.method().as_str().to_string();
     let path = request.uri().path().to_string();
@@ -267,7 +277,7 @@ async fn forward(
     let mut record = ProxiedRequest {
         scheme: Some(scheme.to_string()),
         path: Some(path.chars().take(2048).collect()),
-        address: Some(target.address.to_string()),
+        address: Some(tunnel.address.clone()),
         ..session.request(SOURCE, &method, &target.destination)
     };
     let mut event_type = EventType::SandboxProxyPassthrough;
@@ -381,7 +391,7 @@ async fn forward(
         }
         _ => request,
     };
-    let response = sender.send(request, &target).await;
+    let response = sender.send(request, target).await;
     let finish = |outcome: Result<(u16, String), String>| {
         if let (Some(id), Some(approvals)) = (&approval, &session.credentialing.approvals) {
             approvals.finish(id, outcome);
