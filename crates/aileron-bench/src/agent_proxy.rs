@@ -302,7 +302,7 @@ fn rate_row(figure: &str, measured: f64, baseline: f64, baseline_label: &str) ->
         figure: figure.to_string(),
         measured: format_rate(measured),
         baseline: format!("{} {baseline_label}", format_rate(baseline)),
-        ratio: format!("{:.2}×", measured / baseline),
+        ratio: format_ratio(measured / baseline.max(f64::MIN_POSITIVE)),
         goal: "",
         met: None,
     }
@@ -860,7 +860,7 @@ impl AgentProxyFigures {
                     .to_string(),
                 measured: format!("{:.0}", proxy.allocations),
                 baseline: format!("{:.0} bare TLS-terminating proxy", bare.allocations),
-                ratio: format!("{:.2}×", proxy.allocations / bare.allocations.max(1.0)),
+                ratio: format_ratio(proxy.allocations / bare.allocations.max(1.0)),
                 goal: "",
                 met: None,
             });

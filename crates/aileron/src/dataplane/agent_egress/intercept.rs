@@ -137,9 +137,9 @@ async fn serve<C>(
     let forwarding = session.clone();
     let destination = target.destination.clone();
     // Shared by the tunnel's requests, with the address's text made once (each record names it).
-    let target = Arc::new(Tunnel { address: target.address.to_string(), target });
+    let tunnel = Arc::new(Tunnel { address: target.address.to_string(), target });
     let service = hyper::service::service_fn(move |request| {
-        forward(forwarding.clone(), upstream.clone(), target.clone(), scheme, request)
+        forward(forwarding.clone(), upstream.clone(), tunnel.clone(), scheme, request)
     });
     let served = serve_client(client, client_h2, service, session.first_byte_timeout).await;
     if !client_h2 && served.as_ref().is_err_and(|error| error.is_parse()) {

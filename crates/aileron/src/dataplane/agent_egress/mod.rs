@@ -338,6 +338,11 @@ impl EgressSession {
         let _ = self.append(EventType::SandboxProxyBlocked, summary).await;
     }
 
+    /// Who a record of this session names: the launched agent, by its session.
+    fn actor(&self) -> Actor {
+        Actor { r#type: ActorType::Agent, id: self.session_id.clone() }
+    }
+
     async fn append(&self, event_type: EventType, record: ProxiedRequest) -> Result<(), ()> {
         self.append_record(event_type, record, None).await.map(|_| ())
     }
@@ -358,10 +363,10 @@ impl EgressSession {
             return self.append_payload(event_type, payload).await;
         }
         let audit_id = crate::stores::audit_log::mint_audit_id();
-        let actor = Actor { r#type: ActorType::Agent, id: self.session_id.clone() };
-        let prepared = PreparedRecord::new(&actor, &audit_id, event_type.as_str(), Some(&self.session_id), |payload| {
-            record.write_payload(payload)
-        });
+        let prepared =
+            PreparedRecord::new(&self.actor(), &audit_id, event_type.as_str(), Some(&self.session_id), |payload| {
+                record.write_payload(payload)
+            });
         self.audit.submit(prepared).await.map_err(|_| ())?;
         Ok(audit_id)
     }
@@ -377,7 +382,7 @@ impl EgressSession {
             .filter(|_| self.telemetry.is_enabled());
         let event = AuditEvent {
             event_type,
-            actor: Actor { r#type: ActorType::Agent, id: self.session_id.clone() },
+            actor: self.actor(),
             session_id: Some(self.session_id.clone()),
             payload,
             audit_id: None,
