@@ -3334,6 +3334,133 @@ async fn a_websocket_goes_through_the_agents_proxy_byte_for_byte() {
     assert_eq!(upgrade["payload"]["aileron.proxy.upstream.path"], "/v1/responses", "{upgrade}");
 }
 
+/// A tool run once per command opens a tunnel each time: the session's next tunnel to the same
+/// destination goes out on the connection the last one left open (one upstream connection for
+/// two tunnels, each request recorded). A connection the upstream closed is not used again: the
+/// next request, in the same tunnel or the next, goes out on a new one. Another session never
+/// uses this session's connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_tunnels_to_one_destination_reuse_the_upstream_connection() {
+    use aileron::dataplane::agent_egress::{EgressSession, SessionCa};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let harness = Harness::new();
+    // A keep-alive upstream answering each request with the number of its connection and the
+    // path; after `/bye` it closes the connection without saying so first.
+    let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let destination = upstream.local_addr().unwrap().to_string();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counting = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = upstream.accept().await {
+            let connection = counting.fetch_add(1, Ordering::SeqCst) + 1;
+            tokio::spawn(async move {
+                let mut stream = tokio::io::BufReader::new(stream);
+                loop {
+                    let mut line = String::new();
+                    if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                    loop {
+                        let mut header = String::new();
+                        if stream.read_line(&mut header).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if header == "\r\n" {
+                            break;
+                        }
+                    }
+                    let body = format!("{connection} {path}");
+                    let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                    stream.get_mut().write_all(answer.as_bytes()).await.unwrap();
+                    if path == "/bye" {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let session = |id: &str| {
+        let session = EgressSession::new(
+            harness.state.services.audit.clone(),
+            id.into(),
+            [destination.clone()].into(),
+            SessionCa::new(id).unwrap(),
+            Default::default(),
+        );
+        Arc::new(session)
+    };
+    let serve = |session: Arc<EgressSession>| async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(session.serve(listener, std::future::pending()));
+        address
+    };
+    let (first, second) = (serve(session("s-reuse")).await, serve(session("s-other")).await);
+    // A tunnel through `proxy` sending `paths` in turn on one connection; the bodies answered.
+    let tunnel = |proxy: std::net::SocketAddr, paths: &'static [&'static str]| {
+        let destination = destination.clone();
+        async move {
+            let mut socket = tokio::net::TcpStream::connect(proxy).await.unwrap();
+            socket.write_all(format!("CONNECT {destination} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+            let connected = crate::gateway::read_head(&mut socket).await;
+            assert!(connected.starts_with("HTTP/1.1 200"), "{connected}");
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(socket)).await.unwrap();
+            tokio::spawn(connection);
+            let mut bodies = Vec::new();
+            for path in paths {
+                // The upstream's close reaches the proxy before the next request does.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                let request = hyper::Request::get(*path)
+                    .header("host", &destination)
+                    .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+                    .unwrap();
+                let response = sender.send_request(request).await.unwrap();
+                assert_eq!(response.status(), 200, "{path}");
+                let body = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+                bodies.push(String::from_utf8(body.to_vec()).unwrap());
+            }
+            drop(sender);
+            // The tunnel has ended at the proxy (and its connection is kept) by the next one.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            bodies
+        }
+    };
+
+    assert_eq!(tunnel(first, &["/one"]).await, ["1 /one"]);
+    assert_eq!(tunnel(first, &["/two", "/bye", "/after"]).await, ["1 /two", "1 /bye", "2 /after"]);
+    assert_eq!(tunnel(first, &["/three"]).await, ["2 /three"], "the connection of the tunnel before");
+    assert_eq!(tunnel(second, &["/four"]).await, ["3 /four"], "another session's connection is its own");
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
+
+    harness.state.services.audit.flush().await;
+    let records = harness.audit().await;
+    let mut paths: Vec<(String, String)> = records
+        .iter()
+        .filter(|r| r["event_type"] == "sandbox.proxy.passthrough")
+        .map(|r| {
+            let payload = &r["payload"];
+            assert_eq!(payload["aileron.proxy.upstream.status"], 200, "{r}");
+            (r["session_id"].as_str().unwrap().to_string(), payload["aileron.proxy.upstream.path"].to_string())
+        })
+        .collect();
+    paths.sort();
+    let expected: Vec<(String, String)> = [
+        ("s-other", "/four"),
+        ("s-reuse", "/after"),
+        ("s-reuse", "/bye"),
+        ("s-reuse", "/one"),
+        ("s-reuse", "/three"),
+        ("s-reuse", "/two"),
+    ]
+    .iter()
+    .map(|(session, path)| (session.to_string(), format!("\"{path}\"")))
+    .collect();
+    assert_eq!(paths, expected, "every request through a kept connection recorded: {records:#?}");
+}
+
 /// A tunnel whose client is slow to speak is closed once the session's first-byte timeout has
 /// passed: one that sends nothing after its CONNECT, and one that trickles a request head. A
 /// launched agent cannot hold the daemon's descriptors with stalled tunnels.

@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::EgressSession;
+use super::upstreams::{Key, Link};
 use serde_json::{Map, Value, json};
 
 use super::admit::{Admitted, admit};
@@ -48,18 +49,25 @@ pub struct Target {
     pub address: SocketAddr,
 }
 
-/// Serves one tunnel: `client` has just been told `200 Connection established`, `upstream` is
-/// connected to the checked address.
-pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: TcpStream, target: Target) {
+/// Serves one tunnel: `client` has just been told `200 Connection established`. `dialled` is
+/// connected to the checked address, or `None` when the session kept a connection there
+/// ([`super::upstreams`]).
+pub async fn relay(session: Arc<EgressSession>, client: TcpStream, dialled: Option<TcpStream>, target: Target) {
     let mut first = [0u8; 1];
     match tokio::time::timeout(session.first_byte_timeout, client.peek(&mut first)).await {
         Ok(Ok(1)) => {}
         _ => return,
     }
+    let key = |tls: bool, h2_offered: bool| Key {
+        destination: target.destination.clone(),
+        address: target.address,
+        tls,
+        h2_offered,
+    };
     // 0x16: a TLS handshake record.
     if first[0] != 0x16 {
-        let Some(upstream) = upstream_connection(upstream, false).await else { return };
-        return serve(session, client, false, upstream, target, "http").await;
+        let key = key(false, false);
+        return serve(session, client, false, key, dialled, target, "http").await;
     }
     let config = match session.ca.server_config(&target.host) {
         Ok(config) => config,
@@ -76,26 +84,9 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, upstream: Tcp
             return;
         }
     };
-    let name = match rustls::pki_types::ServerName::try_from(target.host.clone()) {
-        Ok(name) => name,
-        Err(_) => return,
-    };
     let client_h2 = client.get_ref().1.alpn_protocol() == Some(b"h2");
-    // h2 is offered upstream only to an h2 client: an HTTP/1.1 client may ask for an Upgrade,
-    // which h2 cannot carry.
-    let tls = if client_h2 { session.upstream_tls_h2.clone() } else { session.upstream_tls.clone() };
-    match tokio_rustls::TlsConnector::from(tls).connect(name, upstream).await {
-        Ok(upstream) => {
-            let upstream_h2 = upstream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let Some(upstream) = upstream_connection(upstream, upstream_h2).await else { return };
-            serve(session, client, client_h2, upstream, target, "https").await
-        }
-        Err(error) => {
-            session.refusal(&target.destination, "CONNECT", Refusal::UpstreamTls).await;
-            let reason = format!("upstream_tls_failed: {error}");
-            refuse_every_request(client, client_h2, reason, session.first_byte_timeout).await;
-        }
-    }
+    let key = key(true, client_h2);
+    serve(session, client, client_h2, key, dialled, target, "https").await
 }
 
 /// The two refusals a tunnel can end in after its CONNECT was allowed.
@@ -104,6 +95,8 @@ pub enum Refusal {
     ClientTls,
     /// The upstream's certificate is not one the host's roots vouch for.
     UpstreamTls,
+    /// The checked address no longer accepts (the CONNECT found a kept connection, gone since).
+    UpstreamConnect,
     /// The upstream closed or failed before answering.
     UpstreamRequest,
     /// What came through the tunnel is not HTTP.
@@ -115,35 +108,49 @@ impl Refusal {
         match self {
             Refusal::ClientTls => "client_tls_failed",
             Refusal::UpstreamTls => "upstream_tls_failed",
+            Refusal::UpstreamConnect => "upstream_connect_failed",
             Refusal::UpstreamRequest => "upstream_request_failed",
             Refusal::NotHttp => "non_http_tunnel",
         }
     }
 }
 
-/// Serves the agent's side of a tunnel: each request it sends is forwarded on `upstream`, recorded
-/// and answered. An h2 client's streams go out at once on an h2 upstream, or take turns on an
-/// HTTP/1.1 one.
+/// Serves the agent's side of a tunnel: each request it sends is forwarded on the tunnel's link
+/// to the upstream, recorded and answered. An h2 client's streams go out at once on an h2
+/// upstream, or take turns on an HTTP/1.1 one. A link that cannot be made is refused: recorded
+/// once, and every request answered 502 with the reason.
 async fn serve<C>(
     session: Arc<EgressSession>,
     client: C,
     client_h2: bool,
-    upstream: Upstream,
+    key: Key,
+    dialled: Option<TcpStream>,
     target: Target,
     scheme: &'static str,
 ) where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let link = match Link::open(&session, key, &target, dialled).await {
+        Ok(link) => link,
+        Err(Some((refusal, reason))) => {
+            session.refusal(&target.destination, "CONNECT", refusal).await;
+            return refuse_every_request(client, client_h2, reason, session.first_byte_timeout).await;
+        }
+        Err(None) => return,
+    };
     let forwarding = session.clone();
     let destination = target.destination.clone();
     // Shared by the tunnel's requests, with the address's text made once (each record names it).
-    let tunnel = Arc::new(Tunnel { address: target.address.to_string(), target });
-    let service = hyper::service::service_fn(move |request| {
-        forward(forwarding.clone(), upstream.clone(), tunnel.clone(), scheme, request)
-    });
+    let tunnel = Arc::new(Tunnel { address: target.address.to_string(), target, link });
+    let serving = tunnel.clone();
+    let service =
+        hyper::service::service_fn(move |request| forward(forwarding.clone(), serving.clone(), scheme, request));
     let served = serve_client(client, client_h2, service, session.first_byte_timeout).await;
     if !client_h2 && served.as_ref().is_err_and(|error| error.is_parse()) {
         session.refusal(&destination, "CONNECT", Refusal::NotHttp).await;
+    }
+    if let Ok(tunnel) = Arc::try_unwrap(tunnel) {
+        tunnel.link.release(session);
     }
 }
 
@@ -171,97 +178,16 @@ where
     }
 }
 
-/// A tunnel's connection to its upstream: HTTP/1.1 (requests take turns) or h2 (streams at once).
-#[derive(Clone)]
-enum Upstream {
-    Http1(Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Body>>>),
-    Http2(hyper::client::conn::http2::SendRequest<Body>),
-}
-
-impl Upstream {
-    /// Sends `request` in the form this upstream reads.
-    async fn send(&self, mut request: Request<Body>, target: &Target) -> hyper::Result<Response<Incoming>> {
-        match self {
-            Upstream::Http1(sender) => {
-                for_http1_upstream(&mut request);
-                let mut sender = sender.lock().await;
-                sender.ready().await?;
-                sender.send_request(request).await
-            }
-            Upstream::Http2(sender) => {
-                for_h2_upstream(&mut request, target);
-                let mut sender = sender.clone();
-                sender.ready().await?;
-                sender.send_request(request).await
-            }
-        }
-    }
-}
-
-/// The tunnel's one connection to its upstream, driven on its own task: h2 when the upstream's
-/// ALPN chose it, else HTTP/1.1 (upgrades allowed).
-async fn upstream_connection<U>(upstream: U, h2: bool) -> Option<Upstream>
-where
-    U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let io = TokioIo::new(upstream);
-    if h2 {
-        let (sender, connection) =
-            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io).await.ok()?;
-        tokio::spawn(connection);
-        return Some(Upstream::Http2(sender));
-    }
-    let (sender, connection) = hyper::client::conn::http1::handshake::<_, Body>(io).await.ok()?;
-    tokio::spawn(connection.with_upgrades());
-    Some(Upstream::Http1(Arc::new(tokio::sync::Mutex::new(sender))))
-}
-
-/// The request as an h2 upstream reads it: an absolute target (`https://` and the authority the
-/// client named, else the CONNECT host) and no `Host` header (`:authority` says it).
-fn for_h2_upstream<B>(request: &mut Request<B>, target: &Target) {
-    let authority = match request.uri().authority() {
-        Some(authority) => authority.to_string(),
-        None => match request.headers().get(hyper::header::HOST).and_then(|host| host.to_str().ok()) {
-            Some(host) => host.to_string(),
-            None => target.destination.clone(),
-        },
-    };
-    let path = request.uri().path_and_query().map_or("/", |path| path.as_str()).to_string();
-    if let Ok(uri) = format!("https://{authority}{path}").parse() {
-        *request.uri_mut() = uri;
-    }
-    request.headers_mut().remove(hyper::header::HOST);
-    *request.version_mut() = hyper::Version::HTTP_2;
-}
-
-/// The request as an HTTP/1.1 upstream reads it: origin-form target, and a `Host` header (an h2
-/// client names the host in `:authority` instead).
-fn for_http1_upstream<B>(request: &mut Request<B>) {
-    if let Some(authority) = request.uri().authority().cloned()
-        && !request.headers().contains_key(hyper::header::HOST)
-        && let Ok(host) = hyper::header::HeaderValue::from_str(authority.as_str())
-    {
-        request.headers_mut().insert(hyper::header::HOST, host);
-    }
-    if request.uri().authority().is_some() {
-        let origin = request.uri().path_and_query().map_or("/", |path| path.as_str()).to_string();
-        if let Ok(uri) = origin.parse() {
-            *request.uri_mut() = uri;
-        }
-    }
-    *request.version_mut() = hyper::Version::HTTP_11;
-}
-
-/// A tunnel's [`Target`] as its requests share it.
+/// A tunnel's [`Target`] and its link to the upstream, as its requests share them.
 struct Tunnel {
     target: Target,
     /// `target.address` as text.
     address: String,
+    link: Link,
 }
 
 async fn forward(
     session: Arc<EgressSession>,
-    sender: Upstream,
     tunnel: Arc<Tunnel>,
     scheme: &'static str,
     mut request: Request<Incoming>,
@@ -391,7 +317,7 @@ async fn forward(
         }
         _ => request,
     };
-    let response = sender.send(request, target).await;
+    let response = tunnel.link.send(&session, request, target).await;
     let finish = |outcome: Result<(u16, String), String>| {
         if let (Some(id), Some(approvals)) = (&approval, &session.credentialing.approvals) {
             approvals.finish(id, outcome);

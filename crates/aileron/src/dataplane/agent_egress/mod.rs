@@ -34,6 +34,7 @@ mod hold;
 mod intercept;
 mod sealed;
 mod session_ca;
+mod upstreams;
 
 pub use admit::SessionRules;
 pub use hold::{HeldRequest, HoldOutcome, RequestApprovals};
@@ -80,6 +81,8 @@ pub struct EgressSession {
     /// How long a tunnel's client may take to send its first byte, and each request head
     /// ([`intercept::FIRST_BYTE_TIMEOUT`]; the tests shorten it).
     first_byte_timeout: Duration,
+    /// Connections its ended tunnels left open, for its next tunnels to the same place.
+    upstreams: upstreams::Upstreams,
 }
 
 /// How many request bodies one session may hold in memory at once (each ≤ 16 MiB).
@@ -133,6 +136,7 @@ impl EgressSession {
             telemetry: crate::platform::telemetry::Telemetry::disabled(),
             rules: None,
             first_byte_timeout: intercept::FIRST_BYTE_TIMEOUT,
+            upstreams: upstreams::Upstreams::default(),
         }
     }
 
@@ -243,15 +247,23 @@ impl EgressSession {
         if checked.is_empty() {
             return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("private_destination")).await;
         }
-        let Some((upstream, address)) = dial_first(checked).await else {
-            let refusal = Refusal::rejected("upstream_connect_failed", "502 Bad Gateway");
-            return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
+        // A connection an earlier tunnel left open to one of the checked addresses is used
+        // instead of a new one (`upstreams`): its address is the one this tunnel is recorded at.
+        let (dialled, address) = match self.upstreams.reaches(&destination, &checked) {
+            Some(address) => (None, address),
+            None => match dial_first(checked).await {
+                Some((dialled, address)) => (Some(dialled), address),
+                None => {
+                    let refusal = Refusal::rejected("upstream_connect_failed", "502 Bad Gateway");
+                    return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
+                }
+            },
         };
         if stream.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
             return;
         }
         let target = intercept::Target { host, destination, address };
-        intercept::relay(self, stream, upstream, target).await;
+        intercept::relay(self, stream, dialled, target).await;
     }
 
     /// Where `destination` (`host:port`) is dialled: its fixed address, else what the name resolves to.
