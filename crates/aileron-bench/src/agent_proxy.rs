@@ -12,7 +12,8 @@
 //! does ([`BareTlsProxy`]): the floor under the egress proxy on this machine, as (f) has one.
 //!
 //! Figures: latency of sequential requests on a kept-alive connection and on a new connection
-//! each (for the proxy: a CONNECT and two TLS handshakes), and the most requests per second a
+//! each (for the proxy: a CONNECT and a TLS handshake with the proxy, the upstream reached on the
+//! connection the session's previous tunnel left open), and the most requests per second a
 //! fixed set of concurrent clients gets. Goal: added p50 ≤ 0.5 ms kept alive, ≥ 0.5× direct
 //! throughput. Also `aileron launch` of an agent that exits at once with `--network=open` and
 //! with the enforced network: the namespace, the hand-over and the CA (goal ≤ +50 ms).
@@ -907,7 +908,10 @@ impl AgentProxyFigures {
             ("direct, kept alive", &self.direct_kept),
             ("through the proxy, kept alive", &self.proxy_kept),
             ("direct, new connection each", &self.direct_new),
-            ("through the proxy, new connection each (CONNECT + two handshakes)", &self.proxy_new),
+            (
+                "through the proxy, new connection each (CONNECT + a handshake with the proxy; the upstream connection kept from the tunnel before)",
+                &self.proxy_new,
+            ),
             ("one connection: passed through", &self.passthrough_kept),
             ("one connection: matched, api_key credential injected", &self.sealed_kept),
             ("one connection: matched, signed again with SigV4", &self.signed_kept),

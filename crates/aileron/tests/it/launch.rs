@@ -3461,6 +3461,94 @@ async fn a_sessions_tunnels_to_one_destination_reuse_the_upstream_connection() {
     assert_eq!(paths, expected, "every request through a kept connection recorded: {records:#?}");
 }
 
+/// An h2 upstream connection is shared by a session's tunnels whose clients speak h2: two tunnels
+/// open at once and a third after one ended all go out on the one connection, TLS verified
+/// against the roots the session was given, each request answered over h2 on both sides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_h2_tunnels_share_one_upstream_connection() {
+    use aileron::dataplane::agent_egress::{EgressSession, SessionCa};
+    use rustls::pki_types::pem::PemObject as _;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::AsyncWriteExt;
+    let harness = Harness::new();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let destination = h2_tls_upstream_counted(accepted.clone()).await.to_string();
+    let roots = |pem: &str| {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
+        rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth()
+    };
+    let ca = SessionCa::new("s-h2").unwrap();
+    let mut client_tls = roots(ca.certificate_pem());
+    client_tls.alpn_protocols = vec![b"h2".to_vec()];
+    let client_tls = tokio_rustls::TlsConnector::from(Arc::new(client_tls));
+    let session = EgressSession::new(
+        harness.state.services.audit.clone(),
+        "s-h2".into(),
+        [destination.clone()].into(),
+        ca,
+        Default::default(),
+    )
+    .with_upstream_tls(roots(crate::gateway::TEST_UPSTREAM_CERT));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap();
+    tokio::spawn(Arc::new(session).serve(listener, std::future::pending()));
+    // An h2 tunnel: its sender, once the proxy's certificate was verified and h2 agreed.
+    let tunnel = || {
+        let (destination, client_tls) = (destination.clone(), client_tls.clone());
+        async move {
+            let mut socket = tokio::net::TcpStream::connect(proxy).await.unwrap();
+            socket.write_all(format!("CONNECT {destination} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+            let connected = crate::gateway::read_head(&mut socket).await;
+            assert!(connected.starts_with("HTTP/1.1 200"), "{connected}");
+            let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+            let tls = client_tls.connect(name, socket).await.unwrap();
+            assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+            let (sender, connection) = hyper::client::conn::http2::handshake(
+                hyper_util::rt::TokioExecutor::new(),
+                hyper_util::rt::TokioIo::new(tls),
+            )
+            .await
+            .unwrap();
+            tokio::spawn(connection);
+            sender
+        }
+    };
+    let get = |mut sender: hyper::client::conn::http2::SendRequest<http_body_util::Empty<hyper::body::Bytes>>,
+               path: &'static str| {
+        let uri = format!("https://{destination}{path}");
+        async move {
+            let request = hyper::Request::get(uri).body(http_body_util::Empty::new()).unwrap();
+            let response = sender.send_request(request).await.unwrap();
+            assert_eq!(response.status(), 200, "{path}");
+            let body = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+            String::from_utf8(body.to_vec()).unwrap()
+        }
+    };
+
+    // The first tunnel's upstream connection is made with its first request's tunnel; the second
+    // tunnel, opened while the first is still open, shares it.
+    let first = tunnel().await;
+    assert_eq!(get(first.clone(), "/a").await, "HTTP/2.0 /a");
+    let second = tunnel().await;
+    assert_eq!(get(second.clone(), "/b").await, "HTTP/2.0 /b");
+    assert_eq!(get(first, "/c").await, "HTTP/2.0 /c");
+    drop(second);
+    assert_eq!(get(tunnel().await, "/d").await, "HTTP/2.0 /d");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one upstream connection for the session's three tunnels");
+
+    harness.state.services.audit.flush().await;
+    let mut paths: Vec<String> = harness
+        .audit()
+        .await
+        .iter()
+        .filter(|r| r["event_type"] == "sandbox.proxy.passthrough")
+        .map(|r| r["payload"]["aileron.proxy.upstream.path"].as_str().unwrap().to_string())
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["/a", "/b", "/c", "/d"]);
+}
+
 /// A tunnel whose client is slow to speak is closed once the session's first-byte timeout has
 /// passed: one that sends nothing after its CONNECT, and one that trickles a request head. A
 /// launched agent cannot hold the daemon's descriptors with stalled tunnels.
@@ -3580,6 +3668,11 @@ fn allowed_tcp_destinations_are_relayed_and_recorded() {
 /// An HTTPS upstream that speaks h2 only (ALPN `h2`), with the gateway tests' certificate: it
 /// answers each request with the HTTP version and path it received.
 async fn h2_tls_upstream() -> std::net::SocketAddr {
+    h2_tls_upstream_counted(Arc::default()).await
+}
+
+/// [`h2_tls_upstream`], counting the connections it accepts in `accepted`.
+async fn h2_tls_upstream_counted(accepted: Arc<std::sync::atomic::AtomicUsize>) -> std::net::SocketAddr {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     aileron::platform::process::install_crypto_provider();
@@ -3592,6 +3685,7 @@ async fn h2_tls_upstream() -> std::net::SocketAddr {
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
+            accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(stream).await else { return };
