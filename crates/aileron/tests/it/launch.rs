@@ -3349,16 +3349,19 @@ async fn a_sessions_tunnels_to_one_destination_reuse_the_upstream_connection() {
     // path; after `/bye` it closes the connection without saying so first.
     let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let destination = upstream.local_addr().unwrap().to_string();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counting = accepted.clone();
+    let (accepted, hung_up) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (counting, counting_hang_ups) = (accepted.clone(), hung_up.clone());
     tokio::spawn(async move {
         while let Ok((stream, _)) = upstream.accept().await {
             let connection = counting.fetch_add(1, Ordering::SeqCst) + 1;
+            let hung_up = counting_hang_ups.clone();
             tokio::spawn(async move {
                 let mut stream = tokio::io::BufReader::new(stream);
                 loop {
                     let mut line = String::new();
                     if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        // The proxy closed this connection.
+                        hung_up.fetch_add(1, Ordering::SeqCst);
                         return;
                     }
                     let path = line.split(' ').nth(1).unwrap_or_default().to_string();
@@ -3382,14 +3385,13 @@ async fn a_sessions_tunnels_to_one_destination_reuse_the_upstream_connection() {
         }
     });
     let session = |id: &str| {
-        let session = EgressSession::new(
+        EgressSession::new(
             harness.state.services.audit.clone(),
             id.into(),
             [destination.clone()].into(),
             SessionCa::new(id).unwrap(),
             Default::default(),
-        );
-        Arc::new(session)
+        )
     };
     let serve = |session: Arc<EgressSession>| async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -3397,7 +3399,7 @@ async fn a_sessions_tunnels_to_one_destination_reuse_the_upstream_connection() {
         tokio::spawn(session.serve(listener, std::future::pending()));
         address
     };
-    let (first, second) = (serve(session("s-reuse")).await, serve(session("s-other")).await);
+    let (first, second) = (serve(Arc::new(session("s-reuse"))).await, serve(Arc::new(session("s-other"))).await);
     // A tunnel through `proxy` sending `paths` in turn on one connection; the bodies answered.
     let tunnel = |proxy: std::net::SocketAddr, paths: &'static [&'static str]| {
         let destination = destination.clone();
@@ -3459,6 +3461,14 @@ async fn a_sessions_tunnels_to_one_destination_reuse_the_upstream_connection() {
     .map(|(session, path)| (session.to_string(), format!("\"{path}\"")))
     .collect();
     assert_eq!(paths, expected, "every request through a kept connection recorded: {records:#?}");
+
+    // A kept connection left unused is closed by the proxy, with no further tunnel to notice it.
+    let brief = std::time::Duration::from_millis(300);
+    let brief = serve(Arc::new(session("s-brief").with_kept_for(brief))).await;
+    let hung_up_before = hung_up.load(Ordering::SeqCst);
+    assert_eq!(tunnel(brief, &["/five"]).await, ["4 /five"]);
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert_eq!(hung_up.load(Ordering::SeqCst), hung_up_before + 1, "the unused connection was closed");
 }
 
 /// An h2 upstream connection is shared by a session's tunnels whose clients speak h2: two tunnels

@@ -171,6 +171,13 @@ impl EgressSession {
         self
     }
 
+    /// The same session closing the upstream connections its tunnels left open once unused for
+    /// `kept_for` instead of [`upstreams::KEPT_FOR`] (a test's).
+    pub fn with_kept_for(mut self, kept_for: Duration) -> EgressSession {
+        self.upstreams = upstreams::Upstreams::keeping_for(kept_for);
+        self
+    }
+
     /// The same session verifying upstreams with `config` instead (a benchmark's own roots).
     pub fn with_upstream_tls(mut self, config: rustls::ClientConfig) -> EgressSession {
         (self.upstream_tls, self.upstream_tls_h2) = upstream_configs(config);

@@ -5,8 +5,8 @@
 //! agent runs once per command (`gh`, `aws`, `curl`) opens a tunnel each time, and without this
 //! each paid a TCP and a TLS handshake with the upstream: a round trip or two to a distant host,
 //! and the certificate chain verified again (BENCHMARKS.md, issue 49). Nothing is shared between
-//! sessions, a kept connection is dropped after [`KEPT_FOR`] unused, and at most [`MOST_KEPT`]
-//! are kept. A request that a kept connection could not take (it closed meanwhile) was never
+//! sessions, a kept connection is closed once it has been unused for [`KEPT_FOR`] (at most half
+//! as long again), and at most [`MOST_KEPT`] are kept. A request that a kept connection could not take (it closed meanwhile) was never
 //! written, and goes out once on a new connection instead.
 
 use std::net::SocketAddr;
@@ -41,7 +41,7 @@ pub(super) enum Upstream {
 /// Why a request did not get a response.
 pub(super) enum SendError {
     /// The connection could not take it: nothing of it was written.
-    NotSent(Request<Body>),
+    NotSent(Box<Request<Body>>),
     /// It was (at least partly) written, and then the connection failed.
     Failed,
 }
@@ -54,7 +54,7 @@ impl Upstream {
                 for_http1_upstream(&mut request);
                 let mut sender = sender.lock().await;
                 if sender.ready().await.is_err() {
-                    return Err(SendError::NotSent(request));
+                    return Err(SendError::NotSent(Box::new(request)));
                 }
                 sender.try_send_request(request).await
             }
@@ -62,12 +62,14 @@ impl Upstream {
                 for_h2_upstream(&mut request, target);
                 let mut sender = sender.clone();
                 if sender.ready().await.is_err() {
-                    return Err(SendError::NotSent(request));
+                    return Err(SendError::NotSent(Box::new(request)));
                 }
                 sender.try_send_request(request).await
             }
         };
-        sent.map_err(|mut error| error.take_message().map_or(SendError::Failed, SendError::NotSent))
+        sent.map_err(|mut error| {
+            error.take_message().map_or(SendError::Failed, |request| SendError::NotSent(Box::new(request)))
+        })
     }
 
     fn is_closed(&self) -> bool {
@@ -96,7 +98,7 @@ pub(super) struct Key {
     pub h2_offered: bool,
 }
 
-struct Kept {
+struct KeptConnection {
     key: Key,
     upstream: Upstream,
     /// When it was kept (HTTP/1.1) or last handed to a tunnel (h2).
@@ -104,17 +106,37 @@ struct Kept {
 }
 
 /// The connections a session keeps for its next tunnels.
-#[derive(Default)]
 pub(super) struct Upstreams {
-    kept: Mutex<Vec<Kept>>,
+    kept: Arc<Mutex<Kept>>,
+    /// How long a kept connection may wait unused ([`KEPT_FOR`]; the tests shorten it).
+    kept_for: Duration,
+}
+
+/// The kept connections, and whether a task is sweeping them.
+#[derive(Default)]
+struct Kept {
+    connections: Vec<KeptConnection>,
+    swept: bool,
+}
+
+impl Default for Upstreams {
+    fn default() -> Upstreams {
+        Upstreams::keeping_for(KEPT_FOR)
+    }
 }
 
 impl Upstreams {
+    /// Connections kept at most `kept_for` unused.
+    pub(super) fn keeping_for(kept_for: Duration) -> Upstreams {
+        Upstreams { kept: Arc::default(), kept_for }
+    }
+
     /// The address among `checked` at which `destination` has a connection kept, if any: its
     /// CONNECT then needs no new one.
     pub(super) fn reaches(&self, destination: &str, checked: &[SocketAddr]) -> Option<SocketAddr> {
         let kept = self.pruned();
-        kept.iter()
+        kept.connections
+            .iter()
             .rev()
             .find(|kept| kept.key.destination == destination && checked.contains(&kept.key.address))
             .map(|kept| kept.key.address)
@@ -124,29 +146,52 @@ impl Upstreams {
     /// an h2 one stays in it, shared.
     fn take(&self, key: &Key) -> Option<Upstream> {
         let mut kept = self.pruned();
-        let at = kept.iter().rposition(|kept| kept.key == *key && kept.upstream.is_ready())?;
-        if let Upstream::Http1(_) = kept[at].upstream {
-            return Some(kept.remove(at).upstream);
+        let connections = &mut kept.connections;
+        let at = connections.iter().rposition(|kept| kept.key == *key && kept.upstream.is_ready())?;
+        if let Upstream::Http1(_) = connections[at].upstream {
+            return Some(connections.remove(at).upstream);
         }
-        kept[at].since = Instant::now();
-        Some(kept[at].upstream.clone())
+        connections[at].since = Instant::now();
+        Some(connections[at].upstream.clone())
     }
 
-    /// Keeps `upstream` for `key`'s next tunnels.
+    /// Keeps `upstream` for `key`'s next tunnels. While any is kept, a task closes those unused
+    /// for `kept_for` (checking twice as often), and ends with the session or the last of them.
     fn keep(&self, key: Key, upstream: Upstream) {
         let mut kept = self.pruned();
-        if kept.len() >= MOST_KEPT {
-            kept.remove(0);
+        if kept.connections.len() >= MOST_KEPT {
+            kept.connections.remove(0);
         }
-        kept.push(Kept { key, upstream, since: Instant::now() });
+        kept.connections.push(KeptConnection { key, upstream, since: Instant::now() });
+        if !kept.swept {
+            kept.swept = true;
+            let (swept, kept_for) = (Arc::downgrade(&self.kept), self.kept_for);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(kept_for / 2).await;
+                    let Some(kept) = swept.upgrade() else { return };
+                    let mut kept = kept.lock().expect("the kept connections are never poisoned");
+                    prune(&mut kept.connections, kept_for);
+                    if kept.connections.is_empty() {
+                        kept.swept = false;
+                        return;
+                    }
+                }
+            });
+        }
     }
 
-    /// The kept connections, less those closed or unused for [`KEPT_FOR`].
-    fn pruned(&self) -> std::sync::MutexGuard<'_, Vec<Kept>> {
+    /// The kept connections, less those closed or unused for `kept_for`.
+    fn pruned(&self) -> std::sync::MutexGuard<'_, Kept> {
         let mut kept = self.kept.lock().expect("the kept connections are never poisoned");
-        kept.retain(|kept| kept.since.elapsed() < KEPT_FOR && !kept.upstream.is_closed());
+        prune(&mut kept.connections, self.kept_for);
         kept
     }
+}
+
+/// Drops the connections of `kept` that closed or were unused for `kept_for` (which closes them).
+fn prune(kept: &mut Vec<KeptConnection>, kept_for: Duration) {
+    kept.retain(|kept| kept.since.elapsed() < kept_for && !kept.upstream.is_closed());
 }
 
 /// The connection a tunnel's requests go out on, replaced when it could not take one.
@@ -186,7 +231,7 @@ impl Link {
         let request = match upstream.send(request, target).await {
             Ok(response) => return Ok(response),
             Err(SendError::Failed) => return Err(()),
-            Err(SendError::NotSent(request)) => request,
+            Err(SendError::NotSent(request)) => *request,
         };
         let fresh = connect(session, &self.key, &self.host, None).await.map_err(|_| ())?;
         *self.upstream.lock().expect("a tunnel's link is never poisoned") = fresh.clone();
