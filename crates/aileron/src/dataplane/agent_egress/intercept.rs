@@ -24,7 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::EgressSession;
-use super::upstreams::{Key, Link};
+use super::upstreams::{Key, Link, Unreachable};
 use serde_json::{Map, Value, json};
 
 use super::admit::{Admitted, admit};
@@ -130,13 +130,19 @@ async fn serve<C>(
 ) where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let link = match Link::open(&session, key, &target, dialled).await {
+    let link = match Link::open(&session, key, &target.host, dialled).await {
         Ok(link) => link,
-        Err(Some((refusal, reason))) => {
+        Err(unreachable) => {
+            let (refusal, reason) = match unreachable {
+                Unreachable::Connect => (Refusal::UpstreamConnect, Refusal::UpstreamConnect.reason().to_string()),
+                Unreachable::Tls(error) => {
+                    (Refusal::UpstreamTls, format!("{}: {error}", Refusal::UpstreamTls.reason()))
+                }
+                Unreachable::Gone => return,
+            };
             session.refusal(&target.destination, "CONNECT", refusal).await;
             return refuse_every_request(client, client_h2, reason, session.first_byte_timeout).await;
         }
-        Err(None) => return,
     };
     let forwarding = session.clone();
     let destination = target.destination.clone();
@@ -317,7 +323,7 @@ async fn forward(
         }
         _ => request,
     };
-    let response = tunnel.link.send(&session, request, target).await;
+    let response = tunnel.link.send(&session, request).await;
     let finish = |outcome: Result<(u16, String), String>| {
         if let (Some(id), Some(approvals)) = (&approval, &session.credentialing.approvals) {
             approvals.finish(id, outcome);

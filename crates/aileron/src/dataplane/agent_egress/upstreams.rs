@@ -21,7 +21,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::EgressSession;
-use super::intercept::{Refusal, Target};
 
 /// How long a kept connection may wait unused for another tunnel.
 pub(super) const KEPT_FOR: Duration = Duration::from_secs(30);
@@ -47,8 +46,8 @@ pub(super) enum SendError {
 }
 
 impl Upstream {
-    /// Sends `request` in the form this upstream reads.
-    async fn send(&self, mut request: Request<Body>, target: &Target) -> Result<Response<Incoming>, SendError> {
+    /// Sends `request` (for `destination`) in the form this upstream reads.
+    async fn send(&self, mut request: Request<Body>, destination: &str) -> Result<Response<Incoming>, SendError> {
         let sent = match self {
             Upstream::Http1(sender) => {
                 for_http1_upstream(&mut request);
@@ -59,7 +58,7 @@ impl Upstream {
                 sender.try_send_request(request).await
             }
             Upstream::Http2(sender) => {
-                for_h2_upstream(&mut request, target);
+                for_h2_upstream(&mut request, destination);
                 let mut sender = sender.clone();
                 if sender.ready().await.is_err() {
                     return Err(SendError::NotSent(Box::new(request)));
@@ -86,6 +85,17 @@ impl Upstream {
             Upstream::Http2(sender) => sender.is_ready(),
         }
     }
+}
+
+/// Why a tunnel's connection to its upstream could not be made.
+pub(super) enum Unreachable {
+    /// The checked address did not accept.
+    Connect,
+    /// The upstream's certificate is not one the roots vouch for (the handshake's error).
+    Tls(String),
+    /// The upstream hung up during HTTP's handshake, or the host is no TLS server name: the
+    /// tunnel just ends.
+    Gone,
 }
 
 /// What a kept connection is good for: the tunnels to `destination` dialled at `address`, over
@@ -202,40 +212,34 @@ pub(super) struct Link {
 }
 
 impl Link {
-    /// A link for a tunnel to `target` reached as `key` says: on a connection the session kept,
-    /// else on a new one (`dialled` when the CONNECT already dialled it). `Err` with the refusal
-    /// to record and answer, or `None` when the tunnel just ends (the upstream hung up at once).
+    /// A link for a tunnel reached as `key` says: on a connection the session kept, else on a new
+    /// one to `host` (`dialled` when the CONNECT already dialled it).
     pub(super) async fn open(
         session: &EgressSession,
         key: Key,
-        target: &Target,
+        host: &str,
         dialled: Option<TcpStream>,
-    ) -> Result<Link, Option<(Refusal, String)>> {
+    ) -> Result<Link, Unreachable> {
         let upstream = match session.upstreams.take(&key) {
             Some(upstream) => upstream,
-            None => connect(session, &key, &target.host, dialled).await?,
+            None => connect(session, &key, host, dialled).await?,
         };
-        Ok(Link { key, host: target.host.clone(), upstream: Mutex::new(upstream) })
+        Ok(Link { key, host: host.to_string(), upstream: Mutex::new(upstream) })
     }
 
     /// Sends `request` on the tunnel's connection; when that connection could not take it (it
     /// closed since it last answered: nothing was written), once more on a new connection, which
     /// the tunnel's later requests use too.
-    pub(super) async fn send(
-        &self,
-        session: &EgressSession,
-        request: Request<Body>,
-        target: &Target,
-    ) -> Result<Response<Incoming>, ()> {
+    pub(super) async fn send(&self, session: &EgressSession, request: Request<Body>) -> Result<Response<Incoming>, ()> {
         let upstream = self.current();
-        let request = match upstream.send(request, target).await {
+        let request = match upstream.send(request, &self.key.destination).await {
             Ok(response) => return Ok(response),
             Err(SendError::Failed) => return Err(()),
             Err(SendError::NotSent(request)) => *request,
         };
         let fresh = connect(session, &self.key, &self.host, None).await.map_err(|_| ())?;
         *self.upstream.lock().expect("a tunnel's link is never poisoned") = fresh.clone();
-        fresh.send(request, target).await.map_err(|_| ())
+        fresh.send(request, &self.key.destination).await.map_err(|_| ())
     }
 
     fn current(&self) -> Upstream {
@@ -269,27 +273,27 @@ async fn connect(
     key: &Key,
     host: &str,
     dialled: Option<TcpStream>,
-) -> Result<Upstream, Option<(Refusal, String)>> {
+) -> Result<Upstream, Unreachable> {
     let stream = match dialled {
         Some(stream) => stream,
         None => match super::dial_first(vec![key.address]).await {
             Some((stream, _)) => stream,
-            None => return Err(Some((Refusal::UpstreamConnect, Refusal::UpstreamConnect.reason().to_string()))),
+            None => return Err(Unreachable::Connect),
         },
     };
     if !key.tls {
-        return handshake(stream, false).await.ok_or(None);
+        return handshake(stream, false).await.ok_or(Unreachable::Gone);
     }
-    let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|_| None)?;
+    let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|_| Unreachable::Gone)?;
     // h2 is offered upstream only to an h2 client: an HTTP/1.1 client may ask for an Upgrade,
     // which h2 cannot carry.
     let tls = if key.h2_offered { session.upstream_tls_h2.clone() } else { session.upstream_tls.clone() };
     let stream = tokio_rustls::TlsConnector::from(tls)
         .connect(name, stream)
         .await
-        .map_err(|error| Some((Refusal::UpstreamTls, format!("{}: {error}", Refusal::UpstreamTls.reason()))))?;
+        .map_err(|error| Unreachable::Tls(error.to_string()))?;
     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-    let upstream = handshake(stream, h2).await.ok_or(None)?;
+    let upstream = handshake(stream, h2).await.ok_or(Unreachable::Gone)?;
     if h2 {
         session.upstreams.keep(key.clone(), upstream.clone());
     }
@@ -316,12 +320,12 @@ where
 
 /// The request as an h2 upstream reads it: an absolute target (`https://` and the authority the
 /// client named, else the CONNECT host) and no `Host` header (`:authority` says it).
-fn for_h2_upstream<B>(request: &mut Request<B>, target: &Target) {
+fn for_h2_upstream<B>(request: &mut Request<B>, destination: &str) {
     let authority = match request.uri().authority() {
         Some(authority) => authority.to_string(),
         None => match request.headers().get(hyper::header::HOST).and_then(|host| host.to_str().ok()) {
             Some(host) => host.to_string(),
-            None => target.destination.clone(),
+            None => destination.to_string(),
         },
     };
     let path = request.uri().path_and_query().map_or("/", |path| path.as_str()).to_string();
