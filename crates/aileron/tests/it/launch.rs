@@ -3335,8 +3335,8 @@ async fn a_websocket_goes_through_the_agents_proxy_byte_for_byte() {
 }
 
 /// A tool run once per command opens a tunnel each time: the session's next tunnel to the same
-/// destination goes out on the connection the last one left open (one upstream connection for
-/// two tunnels, each request recorded). A connection the upstream closed is not used again: the
+/// destination goes out on the connection the last one left open, without looking the
+/// destination up again (one upstream connection for two tunnels, each request recorded). A connection the upstream closed is not used again: the
 /// next request, in the same tunnel or the next, goes out on a new one. Another session never
 /// uses this session's connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -3399,7 +3399,8 @@ async fn a_sessions_tunnels_to_one_destination_reuse_the_upstream_connection() {
         tokio::spawn(session.serve(listener, std::future::pending()));
         address
     };
-    let (first, second) = (serve(Arc::new(session("s-reuse"))).await, serve(Arc::new(session("s-other"))).await);
+    let reusing = Arc::new(session("s-reuse"));
+    let (first, second) = (serve(reusing.clone()).await, serve(Arc::new(session("s-other"))).await);
     // A tunnel through `proxy` sending `paths` in turn on one connection; the bodies answered.
     let tunnel = |proxy: std::net::SocketAddr, paths: &'static [&'static str]| {
         let destination = destination.clone();
@@ -3436,6 +3437,7 @@ async fn a_sessions_tunnels_to_one_destination_reuse_the_upstream_connection() {
     assert_eq!(tunnel(first, &["/three"]).await, ["2 /three"], "the connection of the tunnel before");
     assert_eq!(tunnel(second, &["/four"]).await, ["3 /four"], "another session's connection is its own");
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    assert_eq!(reusing.lookups(), 1, "a CONNECT a kept connection serves looks nothing up");
 
     harness.state.services.audit.flush().await;
     let records = harness.audit().await;

@@ -83,6 +83,8 @@ pub struct EgressSession {
     first_byte_timeout: Duration,
     /// Connections its ended tunnels left open, for its next tunnels to the same place.
     upstreams: upstreams::Upstreams,
+    /// How many times a destination's addresses were looked up ([`EgressSession::lookups`]).
+    lookups: std::sync::atomic::AtomicU64,
 }
 
 /// How many request bodies one session may hold in memory at once (each ≤ 16 MiB).
@@ -137,6 +139,7 @@ impl EgressSession {
             rules: None,
             first_byte_timeout: intercept::FIRST_BYTE_TIMEOUT,
             upstreams: upstreams::Upstreams::default(),
+            lookups: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -176,6 +179,12 @@ impl EgressSession {
     pub fn with_kept_for(mut self, kept_for: Duration) -> EgressSession {
         self.upstreams = upstreams::Upstreams::keeping_for(kept_for);
         self
+    }
+
+    /// How many times this session looked up where a destination is (a CONNECT's name resolved,
+    /// or its fixed address taken): a CONNECT that a kept connection serves does not.
+    pub fn lookups(&self) -> u64 {
+        self.lookups.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The same session verifying upstreams with `config` instead (a benchmark's own roots).
@@ -242,29 +251,34 @@ impl EgressSession {
         if !allowed_private && !self.policy.allows(&host) {
             return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("egress_policy_denied")).await;
         }
-        let found = self.addresses(&destination, &host, port).await;
-        if found.is_empty() {
-            let refusal = Refusal::rejected("upstream_resolve_failed", "502 Bad Gateway");
-            return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
-        }
-        let checked: Vec<SocketAddr> = found
-            .into_iter()
-            .filter(|address| allowed_private || crate::dataplane::public_address::is_public(address.ip()))
-            .collect();
-        if checked.is_empty() {
-            return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("private_destination")).await;
-        }
-        // A connection an earlier tunnel left open to one of the checked addresses is used
-        // instead of a new one (`upstreams`): its address is the one this tunnel is recorded at.
-        let (dialled, address) = match self.upstreams.reaches(&destination, &checked) {
+        // A destination with a connection kept from an earlier tunnel is not looked up again:
+        // that connection's address was checked when it was dialled, under the same rules
+        // (`upstreams`). Otherwise the name is resolved, its addresses checked, the first that
+        // accepts dialled.
+        let (dialled, address) = match self.upstreams.reaches(&destination) {
             Some(address) => (None, address),
-            None => match dial_first(checked).await {
-                Some((dialled, address)) => (Some(dialled), address),
-                None => {
-                    let refusal = Refusal::rejected("upstream_connect_failed", "502 Bad Gateway");
+            None => {
+                let found = self.addresses(&destination, &host, port).await;
+                if found.is_empty() {
+                    let refusal = Refusal::rejected("upstream_resolve_failed", "502 Bad Gateway");
                     return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
                 }
-            },
+                let checked: Vec<SocketAddr> = found
+                    .into_iter()
+                    .filter(|address| allowed_private || crate::dataplane::public_address::is_public(address.ip()))
+                    .collect();
+                if checked.is_empty() {
+                    let refusal = Refusal::blocked("private_destination");
+                    return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
+                }
+                match dial_first(checked).await {
+                    Some((dialled, address)) => (Some(dialled), address),
+                    None => {
+                        let refusal = Refusal::rejected("upstream_connect_failed", "502 Bad Gateway");
+                        return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
+                    }
+                }
+            }
         };
         if stream.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
             return;
@@ -275,6 +289,7 @@ impl EgressSession {
 
     /// Where `destination` (`host:port`) is dialled: its fixed address, else what the name resolves to.
     async fn addresses(&self, destination: &str, host: &str, port: u16) -> Vec<SocketAddr> {
+        self.lookups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match self.connect_to.get(destination) {
             Some(address) => vec![*address],
             None => resolve(host, port).await,

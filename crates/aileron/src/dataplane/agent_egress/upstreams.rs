@@ -1,13 +1,14 @@
 //! A session's connections to its upstreams (SPEC §15). A tunnel's requests go out on one
 //! connection. When the tunnel ends, an HTTP/1.1 connection still open and idle is kept for the
-//! session's next tunnel to the same destination, at the same checked address, over the same
-//! scheme; an h2 connection is shared by the session's tunnels while it stays open. A tool an
-//! agent runs once per command (`gh`, `aws`, `curl`) opens a tunnel each time, and without this
-//! each paid a TCP and a TLS handshake with the upstream: a round trip or two to a distant host,
+//! session's next tunnel to the same destination over the same scheme (its CONNECT then looks
+//! nothing up and dials nothing: the kept connection's address was checked when it was dialled);
+//! an h2 connection is shared by the session's tunnels while it stays open. A tool an agent runs
+//! once per command (`gh`, `aws`, `curl`) opens a tunnel each time, and without this each paid a
+//! lookup, a TCP and a TLS handshake with the upstream: a round trip or two to a distant host,
 //! and the certificate chain verified again (BENCHMARKS.md, issue 49). Nothing is shared between
 //! sessions, a kept connection is closed once it has been unused for [`KEPT_FOR`] (at most half
-//! as long again), and at most [`MOST_KEPT`] are kept. A request that a kept connection could not take (it closed meanwhile) was never
-//! written, and goes out once on a new connection instead.
+//! as long again), and at most [`MOST_KEPT`] are kept. A request that a kept connection could not
+//! take (it closed meanwhile) was never written, and goes out once on a new connection instead.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -141,15 +142,11 @@ impl Upstreams {
         Upstreams { kept: Arc::default(), kept_for }
     }
 
-    /// The address among `checked` at which `destination` has a connection kept, if any: its
-    /// CONNECT then needs no new one.
-    pub(super) fn reaches(&self, destination: &str, checked: &[SocketAddr]) -> Option<SocketAddr> {
+    /// The address at which `destination` has a connection kept (the newest), if any: its
+    /// CONNECT then needs neither a lookup nor a new connection.
+    pub(super) fn reaches(&self, destination: &str) -> Option<SocketAddr> {
         let kept = self.pruned();
-        kept.connections
-            .iter()
-            .rev()
-            .find(|kept| kept.key.destination == destination && checked.contains(&kept.key.address))
-            .map(|kept| kept.key.address)
+        kept.connections.iter().rev().find(|kept| kept.key.destination == destination).map(|kept| kept.key.address)
     }
 
     /// A kept connection for `key` that can take a request now: an HTTP/1.1 one leaves the pool,
