@@ -5,7 +5,9 @@
 //! Each connection carries one `CONNECT host:port`. The name is resolved once, here on the host
 //! (the namespace has no DNS), loopback, private, link-local, shared (CGNAT), unique-local and
 //! metadata addresses are refused unless the launch said `--allow-private HOST:PORT` for exactly
-//! that destination, and the address that was checked is the one dialled. Inside the tunnel
+//! that destination, and the address that was checked is the one dialled; a destination the
+//! session still has a connection to from an earlier tunnel is served on it ([`upstreams`]),
+//! with no lookup and no dial. Inside the tunnel
 //! ([`intercept`]) TLS is terminated with the session's CA ([`session_ca`]) and each request is
 //! recorded as `sandbox.proxy.passthrough` (method, host, path — never a query, a header value or
 //! a body —, status, time). Anything but CONNECT is answered 403 (`sandbox.proxy.rejected`,
