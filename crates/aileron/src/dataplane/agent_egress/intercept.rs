@@ -1,8 +1,9 @@
 //! Inside a tunnel the proxy opened (SPEC §15): TLS is terminated with the session CA's leaf for
 //! the CONNECT host and re-originated to the checked address, verified against the host's roots
 //! (and the daemon's `SSL_CERT_FILE`/`SSL_CERT_DIR`); a tunnel that starts with plain HTTP is
-//! served the same way without TLS. Either way each request is read by hyper, sent on one
-//! upstream connection, and recorded once — `sandbox.proxy.passthrough` with the method, the path
+//! served the same way without TLS. Either way each request is read by hyper, sent on the
+//! tunnel's upstream connection (one an earlier tunnel of the session left open, or a new one:
+//! [`super::upstreams`]), and recorded once — `sandbox.proxy.passthrough` with the method, the path
 //! (never the query), the status and the time to the response head — before its response goes
 //! back: a response that cannot be recorded is answered 503 instead. Upgrades (WebSocket) are
 //! relayed byte for byte once both sides switched. Anything else in a tunnel is refused. The
