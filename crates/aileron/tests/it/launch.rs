@@ -1984,7 +1984,8 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     std::fs::write(&roots, crate::gateway::TEST_UPSTREAM_CERT).unwrap();
     let git = GitServer::start(rig.temp.path());
     let h2_runtime = tokio::runtime::Runtime::new().unwrap();
-    let h2_upstream = format!("localhost:{}", h2_runtime.block_on(h2_tls_upstream()).port());
+    let h2_accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h2_upstream = format!("localhost:{}", h2_runtime.block_on(h2_tls_upstream(h2_accepted.clone())).port());
     // The daemon trusts the test upstream's certificate (and nothing else).
     let started = rig.run(&["daemon", "start"], &[("SSL_CERT_FILE", &roots)]);
     assert!(started.status.success(), "{}", text(&started));
@@ -2027,6 +2028,9 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     assert_eq!(report["curl_untrusted_upstream"]["stdout"], "502", "{report:#}");
     assert_eq!(report["curl_h2"]["stdout"], "2", "h2 by ALPN with the proxy: {report:#}");
     assert_eq!(report["curl_h2_upstream"]["stdout"], "HTTP/2.0 /h2-upstream", "h2 on both sides: {report:#}");
+    assert_eq!(report["curl_h2_upstream_again"]["stdout"], "HTTP/2.0 /h2-again", "{report:#}");
+    let h2_connections = h2_accepted.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(h2_connections, 1, "two curl processes, one upstream connection kept by the session");
     assert_eq!(
         report["python_requests"]["stdout"].as_str().unwrap_or_default().trim(),
         r#"200 {"via":"tls"}"#,
@@ -2055,9 +2059,11 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
     let passthrough = audit("sandbox.proxy.passthrough");
     let (to_h2, passthrough): (Vec<Value>, Vec<Value>) =
         passthrough.into_iter().partition(|r| r["payload"]["aileron.proxy.upstream.host"] == h2_upstream.as_str());
-    assert_eq!(to_h2.len(), 1, "{to_h2:#?}");
-    assert_eq!(to_h2[0]["payload"]["aileron.proxy.upstream.path"], "/h2-upstream");
-    assert_eq!(to_h2[0]["payload"]["aileron.proxy.upstream.status"], 200);
+    let mut h2_paths: Vec<&str> =
+        to_h2.iter().map(|r| r["payload"]["aileron.proxy.upstream.path"].as_str().unwrap()).collect();
+    h2_paths.sort();
+    assert_eq!(h2_paths, ["/h2-again", "/h2-upstream"], "{to_h2:#?}");
+    assert!(to_h2.iter().all(|r| r["payload"]["aileron.proxy.upstream.status"] == 200), "{to_h2:#?}");
     let (to_git, passthrough): (Vec<Value>, Vec<Value>) =
         passthrough.into_iter().partition(|r| r["payload"]["aileron.proxy.upstream.host"] == git_upstream.as_str());
     let (from_aws, passthrough): (Vec<Value>, Vec<Value>) =
@@ -3484,7 +3490,7 @@ async fn a_sessions_h2_tunnels_share_one_upstream_connection() {
     use tokio::io::AsyncWriteExt;
     let harness = Harness::new();
     let accepted = Arc::new(AtomicUsize::new(0));
-    let destination = h2_tls_upstream_counted(accepted.clone()).await.to_string();
+    let destination = h2_tls_upstream(accepted.clone()).await.to_string();
     let roots = |pem: &str| {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
@@ -3678,13 +3684,9 @@ fn allowed_tcp_destinations_are_relayed_and_recorded() {
 }
 
 /// An HTTPS upstream that speaks h2 only (ALPN `h2`), with the gateway tests' certificate: it
-/// answers each request with the HTTP version and path it received.
-async fn h2_tls_upstream() -> std::net::SocketAddr {
-    h2_tls_upstream_counted(Arc::default()).await
-}
-
-/// [`h2_tls_upstream`], counting the connections it accepts in `accepted`.
-async fn h2_tls_upstream_counted(accepted: Arc<std::sync::atomic::AtomicUsize>) -> std::net::SocketAddr {
+/// answers each request with the HTTP version and path it received, and counts the connections
+/// it accepts in `accepted`.
+async fn h2_tls_upstream(accepted: Arc<std::sync::atomic::AtomicUsize>) -> std::net::SocketAddr {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     aileron::platform::process::install_crypto_provider();

@@ -28,6 +28,8 @@ curl = ["curl", "-sS", "--noproxy", "", "-x", env["HTTPS_PROXY"]]
 run("curl", curl + [f"https://{trusted}/curl?secret=QUERY-SECRET"])
 run("curl_h2", curl + ["--http2", "-o", "/dev/null", "-w", "%{http_version}", f"https://{trusted}/h2"])
 run("curl_h2_upstream", curl + ["--http2", f"https://{env['H2_UPSTREAM']}/h2-upstream"])
+# A second curl process to the same upstream: its tunnel shares the first one's upstream connection.
+run("curl_h2_upstream_again", curl + ["--http2", f"https://{env['H2_UPSTREAM']}/h2-again"])
 run("curl_untrusted_upstream", curl + ["-o", "/dev/null", "-w", "%{http_code}", f"https://{untrusted}/bad"])
 run("curl_with_only_its_default_bundle", curl + ["--cacert", "/etc/ssl/certs/ca-certificates.crt", f"https://{trusted}/bundle"])
 
