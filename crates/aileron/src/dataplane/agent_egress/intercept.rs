@@ -59,16 +59,9 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, dialled: Opti
         Ok(Ok(1)) => {}
         _ => return,
     }
-    let key = |tls: bool, h2_offered: bool| Key {
-        destination: target.destination.clone(),
-        address: target.address,
-        tls,
-        h2_offered,
-    };
     // 0x16: a TLS handshake record.
     if first[0] != 0x16 {
-        let key = key(false, false);
-        return serve(session, client, false, key, dialled, target, "http").await;
+        return serve(session, client, false, dialled, target, "http").await;
     }
     let config = match session.ca.server_config(&target.host) {
         Ok(config) => config,
@@ -86,8 +79,7 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, dialled: Opti
         }
     };
     let client_h2 = client.get_ref().1.alpn_protocol() == Some(b"h2");
-    let key = key(true, client_h2);
-    serve(session, client, client_h2, key, dialled, target, "https").await
+    serve(session, client, client_h2, dialled, target, "https").await
 }
 
 /// The two refusals a tunnel can end in after its CONNECT was allowed.
@@ -124,13 +116,20 @@ async fn serve<C>(
     session: Arc<EgressSession>,
     client: C,
     client_h2: bool,
-    key: Key,
     dialled: Option<TcpStream>,
     target: Target,
     scheme: &'static str,
 ) where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // What the upstream connection must be: to this destination and address, over TLS when the
+    // client spoke it, offered h2 when the client chose it.
+    let key = Key {
+        destination: target.destination.clone(),
+        address: target.address,
+        tls: scheme == "https",
+        h2_offered: client_h2,
+    };
     let link = match Link::open(&session, key, &target.host, dialled).await {
         Ok(link) => link,
         Err(unreachable) => {
