@@ -255,38 +255,42 @@ impl EgressSession {
         }
         // A destination with a connection kept from an earlier tunnel is not looked up again:
         // that connection's address was checked when it was dialled, under the same rules
-        // (`upstreams`). Otherwise the name is resolved, its addresses checked, the first that
-        // accepts dialled.
+        // (`upstreams`).
         let (dialled, address) = match self.upstreams.reaches(&destination) {
             Some(address) => (None, address),
-            None => {
-                let found = self.addresses(&destination, &host, port).await;
-                if found.is_empty() {
-                    let refusal = Refusal::rejected("upstream_resolve_failed", "502 Bad Gateway");
-                    return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
-                }
-                let checked: Vec<SocketAddr> = found
-                    .into_iter()
-                    .filter(|address| allowed_private || crate::dataplane::public_address::is_public(address.ip()))
-                    .collect();
-                if checked.is_empty() {
-                    let refusal = Refusal::blocked("private_destination");
-                    return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
-                }
-                match dial_first(checked).await {
-                    Some((dialled, address)) => (Some(dialled), address),
-                    None => {
-                        let refusal = Refusal::rejected("upstream_connect_failed", "502 Bad Gateway");
-                        return self.refuse(&mut stream, "CONNECT", &destination, refusal).await;
-                    }
-                }
-            }
+            None => match self.dial_checked(&destination, &host, port, allowed_private).await {
+                Ok((dialled, address)) => (Some(dialled), address),
+                Err(refusal) => return self.refuse(&mut stream, "CONNECT", &destination, refusal).await,
+            },
         };
         if stream.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
             return;
         }
         let target = intercept::Target { host, destination, address };
         intercept::relay(self, stream, dialled, target).await;
+    }
+
+    /// `destination` resolved, its addresses checked (public, unless `allowed_private`), the
+    /// first that accepts dialled; else why the CONNECT is refused.
+    async fn dial_checked(
+        &self,
+        destination: &str,
+        host: &str,
+        port: u16,
+        allowed_private: bool,
+    ) -> Result<(TcpStream, SocketAddr), Refusal> {
+        let found = self.addresses(destination, host, port).await;
+        if found.is_empty() {
+            return Err(Refusal::rejected("upstream_resolve_failed", "502 Bad Gateway"));
+        }
+        let checked: Vec<SocketAddr> = found
+            .into_iter()
+            .filter(|address| allowed_private || crate::dataplane::public_address::is_public(address.ip()))
+            .collect();
+        if checked.is_empty() {
+            return Err(Refusal::blocked("private_destination"));
+        }
+        dial_first(checked).await.ok_or_else(|| Refusal::rejected("upstream_connect_failed", "502 Bad Gateway"))
     }
 
     /// Where `destination` (`host:port`) is dialled: its fixed address, else what the name resolves to.
