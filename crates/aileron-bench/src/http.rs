@@ -337,13 +337,26 @@ async fn durable_floor(health: &Probe, dir: &Path, rounds: usize) -> anyhow::Res
 /// do: no sealing, no daily file, no tree. A client of the floor sends `GET /v1/health`, then
 /// appends and waits for the acknowledgement, as a run's answer waits for its record.
 pub(super) struct GroupCommit {
-    appends: std::sync::mpsc::Sender<Acknowledge>,
+    appends: Appender,
     counts: Arc<GroupCommitCounts>,
     thread: std::thread::JoinHandle<()>,
 }
 
 /// How an append learns that it is durable (or why it is not).
 type Acknowledge = tokio::sync::oneshot::Sender<Result<(), String>>;
+
+/// A handle that queues appends on a [`GroupCommit`]; one per client or proxy task.
+#[derive(Clone)]
+pub(super) struct Appender(std::sync::mpsc::Sender<Acknowledge>);
+
+impl Appender {
+    /// One append, answered once it is durable.
+    pub(super) async fn append(&self) -> anyhow::Result<()> {
+        let (acknowledge, durable) = tokio::sync::oneshot::channel();
+        self.0.send(acknowledge).map_err(|_| anyhow::anyhow!("the group commit floor's thread stopped"))?;
+        durable.await.context("the group commit floor's thread stopped")?.map_err(|error| anyhow::anyhow!(error))
+    }
+}
 
 #[derive(Default)]
 struct GroupCommitCounts {
@@ -352,7 +365,7 @@ struct GroupCommitCounts {
 }
 
 impl GroupCommit {
-    fn start(dir: &Path) -> anyhow::Result<GroupCommit> {
+    pub(super) fn start(dir: &Path) -> anyhow::Result<GroupCommit> {
         let mut log = FloorLog::create(dir, "group-commit-floor-", FloorWrite::Overwrite)?;
         let (appends, queued) = std::sync::mpsc::channel::<Acknowledge>();
         let counts = Arc::new(GroupCommitCounts::default());
@@ -371,14 +384,12 @@ impl GroupCommit {
                 }
             }
         })?;
-        Ok(GroupCommit { appends, counts, thread })
+        Ok(GroupCommit { appends: Appender(appends), counts, thread })
     }
 
-    /// One append, answered once it is durable.
-    async fn append(appends: &std::sync::mpsc::Sender<Acknowledge>) -> anyhow::Result<()> {
-        let (acknowledge, durable) = tokio::sync::oneshot::channel();
-        appends.send(acknowledge).map_err(|_| anyhow::anyhow!("the group commit floor's thread stopped"))?;
-        durable.await.context("the group commit floor's thread stopped")?.map_err(|error| anyhow::anyhow!(error))
+    /// A handle for queueing appends.
+    pub(super) fn appender(&self) -> Appender {
+        self.appends.clone()
     }
 
     /// Batches and time in `write` + `fdatasync` so far, as the audit writer's counts read.
@@ -388,7 +399,7 @@ impl GroupCommit {
         AuditCounts { fsyncs: batches, batches, sync_time }
     }
 
-    fn stop(self) -> anyhow::Result<()> {
+    pub(super) fn stop(self) -> anyhow::Result<()> {
         drop(self.appends);
         self.thread.join().map_err(|_| anyhow::anyhow!("the group commit floor's thread panicked"))
     }
@@ -421,7 +432,7 @@ async fn load_phase_with(
     for _ in 0..clients {
         // One connection each, kept alive, like separate agents.
         let connection = LoadConnection::open(&probe.url).await?;
-        let (probe, durable) = (probe.clone(), durable.map(|commit| commit.appends.clone()));
+        let (probe, durable) = (probe.clone(), durable.map(GroupCommit::appender));
         tasks.spawn(async move { client_loop(connection, probe, durable, measure_from, until).await });
     }
     tokio::time::sleep_until(measure_from.into()).await;
@@ -522,7 +533,7 @@ struct ClientOutcome {
 async fn client_loop(
     mut connection: LoadConnection,
     probe: Probe,
-    durable: Option<std::sync::mpsc::Sender<Acknowledge>>,
+    durable: Option<Appender>,
     measure_from: Instant,
     until: Instant,
 ) -> ClientOutcome {
@@ -534,8 +545,8 @@ async fn client_loop(
             return outcome;
         }
         let mut answer = connection.send(&probe, &path).await;
-        if let (Ok((StatusCode::OK, _)), Some(appends)) = (&answer, &durable) {
-            answer = GroupCommit::append(appends).await.and(answer);
+        if let (Ok((StatusCode::OK, _)), Some(appender)) = (&answer, &durable) {
+            answer = appender.append().await.and(answer);
         }
         let done = Instant::now();
         match answer {
