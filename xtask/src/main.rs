@@ -61,7 +61,8 @@ const GO_CONNECTOR_BIG_WASM: &str = "connectors/target/go/go_connector_big.wasm"
 /// The regression guard's reference ratios (`bench-guard`; `aileron-bench`'s `guard` module).
 const GUARD_REFERENCE: &str = "xtask/bench/guard.json";
 /// The benchmark's parts and smallest sizes the regression guard runs: the parts that need
-/// neither LiteLLM, the big Go guest nor minutes of set-up.
+/// neither LiteLLM, the big Go guest nor minutes of set-up. The launched agent's egress proxy
+/// (`agent-proxy`, ~20 s at these sizes) guards the data plane against its floors.
 const GUARD_ARGS: &[&str] = &[
     "--only",
     "call",
@@ -81,6 +82,8 @@ const GUARD_ARGS: &[&str] = &[
     "policy",
     "--only",
     "catalog",
+    "--only",
+    "agent-proxy",
     "--calls",
     "500",
     "--clients",
@@ -113,9 +116,10 @@ tasks:
                   (figures into BENCHMARKS.md; ARGS: --only call|http|restart|traces|mcp|gateway,
                   --calls, --clients, --duration, --warmup, --restarts, --markdown PATH)
   bench-guard [--write]
-                  the regression guard CI runs: the release binaries, then the benchmark's smallest
-                  sizes, each summary ratio held against xtask/bench/guard.json (fails beyond 2×
-                  either way; --write records this run's ratios there instead)
+                  the regression guard CI runs: the release binaries, the benchmark's own unit
+                  tests, then the benchmark's smallest sizes, each summary ratio held against
+                  xtask/bench/guard.json (fails beyond 2× either way; --write records this run's
+                  ratios there instead, leaving out those under 0.1×)
   campaign NAME [--long]
                   a reliability campaign (RELIABILITY.md): crash | load | surface | tamper | leaks |
                   properties | fuzz | all; --long for the published size (release binaries; fuzz:
@@ -331,6 +335,11 @@ fn run(task: Task) -> Result<(), Failure> {
             // library a second time, ~45 % of a release build more. Built together, the binaries
             // carry Winch's code unused (the engine is Cranelift's either way).
             execute(cargo(&root).args(["build", "--release", "-p", "aileron", "--bins", "-p", "aileron-bench"]))?;
+            // The benchmark's own unit tests (the guard's keys and verdicts, its floors): the test
+            // suite leaves the benchmark out, so they run here, on the release build just made.
+            // The benchmark alone is named: naming `aileron` too would bring in its dev-dependencies'
+            // features (reqwest's `blocking`) and compile it all again.
+            execute(cargo(&root).args(["test", "--release", "-p", "aileron-bench", "--bin", "aileron-bench"]))?;
             let mut guard = cargo(&root);
             guard.args(["run", "--release", "-p", "aileron-bench", "--"]).args(GUARD_ARGS);
             guard.arg("--guard").arg(root.join(GUARD_REFERENCE));

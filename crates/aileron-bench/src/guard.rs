@@ -118,9 +118,22 @@ pub(super) fn guarded(row: &SummaryRow) -> Option<(String, f64)> {
     (ratio.is_finite() && ratio > 0.0).then(|| (key(&row.figure), ratio))
 }
 
+/// The smallest ratio a reference records: the summary prints two decimals, so below 0.1× a
+/// ratio keeps one significant digit and its rounding alone can move it 2× (0.01× stands for
+/// anything from 0.005× to 0.015×: the OTLP receiver's CPU against a run's). A figure recorded
+/// higher is still compared however low it falls.
+const MIN_REFERENCE_RATIO: f64 = 0.1;
+
+/// The guarded ratios of `rows` that a reference records.
+fn reference_ratios(rows: &[SummaryRow]) -> anyhow::Result<BTreeMap<String, f64>> {
+    let mut ratios = ratios(rows)?;
+    ratios.retain(|_, ratio| *ratio >= MIN_REFERENCE_RATIO);
+    Ok(ratios)
+}
+
 /// Writes the reference for `rows`, measured by `command`.
 pub(super) fn write(path: &Path, command: &str, rows: &[SummaryRow]) -> anyhow::Result<()> {
-    let reference = Reference { command: command.to_string(), ratios: ratios(rows)? };
+    let reference = Reference { command: command.to_string(), ratios: reference_ratios(rows)? };
     let text = serde_json::to_string_pretty(&reference.to_json())? + "\n";
     let temporary = path.with_extension("json.tmp");
     std::fs::write(&temporary, text).with_context(|| format!("writing {}", temporary.display()))?;
@@ -280,6 +293,18 @@ mod tests {
         assert_eq!(guarded(&row("(n) policy decision share", "2.0 %")), None, "not a ratio");
         assert_eq!(guarded(&row("(n) run added", "+13 µs")), None, "not a ratio");
         assert_eq!(guarded(&row("(x) nothing measured", "0.00×")), None, "no ratio to compare against");
+    }
+
+    #[test]
+    fn a_reference_leaves_out_ratios_with_one_significant_digit_but_a_check_compares_them() {
+        let rows = [row("(d) the receiver's CPU per run", "0.01×"), row("(b) echo runs/s, 4 clients", "0.16×")];
+        let recorded = reference_ratios(&rows).unwrap();
+        assert_eq!(recorded.into_iter().collect::<Vec<_>>(), [("(b) echo runs/s, # clients".to_string(), 0.16)]);
+        // Fallen from 0.16× to 0.07×: still compared, and beyond 2×.
+        let now = ratios(&[row("(b) echo runs/s, 4 clients", "0.07×")]).unwrap();
+        let reference = [("(b) echo runs/s, # clients".to_string(), 0.16)].into_iter().collect();
+        let (verdicts, _) = compare(&reference, &now);
+        assert!(!verdicts[0].within(), "{verdicts:?}");
     }
 
     #[test]

@@ -836,10 +836,10 @@ mod tests {
         let (clients, appends_each) = (16, 40);
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..clients {
-            let appends = commit.appends.clone();
+            let appender = commit.appender();
             tasks.spawn(async move {
                 for _ in 0..appends_each {
-                    GroupCommit::append(&appends).await.unwrap();
+                    appender.append().await.unwrap();
                 }
             });
         }
