@@ -12,15 +12,16 @@
 //! does ([`BareTlsProxy`]): the floor under the egress proxy on this machine, as (f) has one. And
 //! a fourth: the same bare proxy making one append per request durable before answering, by the
 //! group commit of (b)'s durable floor: the floor under any proxy that records every request
-//! durably, which the egress proxy must (SPEC §15).
+//! durably, which the egress proxy must (SPEC §10, §15).
 //!
 //! Figures: latency of sequential requests on a kept-alive connection and on a new connection
 //! each (for the proxy: a CONNECT and a TLS handshake with the proxy, the upstream reached on the
 //! connection the session's previous tunnel left open), and the most requests per second a
 //! fixed set of concurrent clients gets. Goals: added p50 ≤ 0.5 ms kept alive; the most
-//! requests/s ≥ 0.9× the durable bare proxy's in the same run (issue 49's restatement of issue 43's
-//! ≥ 0.5× direct, which is still shown). Also `aileron launch` of an agent that exits at once with `--network=open` and
-//! with the enforced network: the namespace, the hand-over and the CA (goal ≤ +50 ms).
+//! requests/s ≥ 0.9× the durable bare proxy's in the same run (issue 49's restatement of issue
+//! 43's ≥ 0.5× direct, which is still shown). Also `aileron launch` of an agent that exits at
+//! once with `--network=open` and with the enforced network: the namespace, the hand-over and
+//! the CA (goal ≤ +50 ms).
 
 use std::fmt::Write as _;
 use std::path::Path;
