@@ -62,7 +62,7 @@ const GO_CONNECTOR_BIG_WASM: &str = "connectors/target/go/go_connector_big.wasm"
 const GUARD_REFERENCE: &str = "xtask/bench/guard.json";
 /// The benchmark's parts and smallest sizes the regression guard runs: the parts that need
 /// neither LiteLLM, the big Go guest nor minutes of set-up. The launched agent's egress proxy
-/// (`agent-proxy`, ~20 s at these sizes) guards the data plane against its floors.
+/// (`agent-proxy`, ~12 s at these sizes) guards the data plane against its floors.
 const GUARD_ARGS: &[&str] = &[
     "--only",
     "call",

@@ -399,7 +399,7 @@ impl GroupCommit {
         AuditCounts { fsyncs: batches, batches, sync_time }
     }
 
-    pub(super) fn stop(self) -> anyhow::Result<()> {
+    fn stop(self) -> anyhow::Result<()> {
         drop(self.appends);
         self.thread.join().map_err(|_| anyhow::anyhow!("the group commit floor's thread panicked"))
     }

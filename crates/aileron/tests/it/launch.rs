@@ -3342,9 +3342,9 @@ async fn a_websocket_goes_through_the_agents_proxy_byte_for_byte() {
 
 /// A tool run once per command opens a tunnel each time: the session's next tunnel to the same
 /// destination goes out on the connection the last one left open, without looking the
-/// destination up again (one upstream connection for two tunnels, each request recorded). A connection the upstream closed is not used again: the
-/// next request, in the same tunnel or the next, goes out on a new one. Another session never
-/// uses this session's connections.
+/// destination up again (one upstream connection for two tunnels, each request recorded). A
+/// connection the upstream closed is not used again: the next request, in the same tunnel or the
+/// next, goes out on a new one. Another session never uses this session's connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sessions_tunnels_to_one_destination_reuse_the_upstream_connection() {
     use aileron::dataplane::agent_egress::{EgressSession, SessionCa};
