@@ -477,6 +477,63 @@ mod tests {
         assert!(log.sync_time() > std::time::Duration::ZERO, "the syncs' time is counted");
     }
 
+    /// Until `done` holds or 5 s pass; whether it held.
+    fn eventually(done: impl Fn() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !done() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        true
+    }
+
+    /// The anchor names the durable head once appends pause, when a flush is answered and once
+    /// the log has closed; the tree's files cover every record once appends pause and once the
+    /// log has closed (its thread gathers batches under load, and writes the files after).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_anchor_and_the_tree_catch_up_after_a_pause_a_flush_and_at_close() {
+        use super::super::recovery::{Anchor, read_anchor};
+        use super::super::tree::Tree;
+        let temp = tempfile::tempdir().unwrap();
+        let clock = TestClock::at("2026-11-22T10:00:00.000Z");
+        let audit_dir = temp.path().join("audit");
+        let anchored = |seq: u64| matches!(read_anchor(&audit_dir), Anchor::Head(at, _) if at == seq);
+        let stored = || Tree::read_only(&audit_dir).unwrap().size();
+        let log = Arc::new(open_disk(temp.path(), &clock));
+        let append_concurrently = |n: usize| {
+            let tasks: Vec<_> = (0..n)
+                .map(|i| {
+                    let log = log.clone();
+                    tokio::spawn(async move {
+                        log.append(event(EventType::ActionExecuted, &[("n", &i.to_string())])).await.unwrap()
+                    })
+                })
+                .collect();
+            async move {
+                for task in tasks {
+                    task.await.unwrap();
+                }
+            }
+        };
+        // One record, then nothing: the pause brings both up to it, with no flush asked for.
+        log.append(event(EventType::ActionExecuted, &[])).await.unwrap();
+        assert!(eventually(|| anchored(1)), "anchor after a pause: {:?}", read_anchor(&audit_dir));
+        assert!(eventually(|| stored() == 1), "tree after a pause: {}", stored());
+        // Under load, then a flush: answered only once the anchor names the head.
+        append_concurrently(300).await;
+        log.flush().await;
+        assert!(anchored(301), "anchor after a flush: {:?}", read_anchor(&audit_dir));
+        assert!(eventually(|| stored() == 301), "tree after load: {}", stored());
+        // Under load, then closed at once: both name the last record.
+        append_concurrently(300).await;
+        let log = Arc::into_inner(log).expect("the appends are done");
+        drop(log);
+        assert!(anchored(601), "anchor at close: {:?}", read_anchor(&audit_dir));
+        assert_eq!(stored(), 601, "tree at close");
+    }
+
     #[tokio::test]
     async fn day_roll_continues_the_chain_across_files_and_timestamps_never_go_back() {
         let temp = tempfile::tempdir().unwrap();
