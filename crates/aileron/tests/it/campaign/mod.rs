@@ -81,13 +81,25 @@ impl Report {
     }
 }
 
-/// `kill -9` of a daemon, returning once it is gone (a zombie counts: its lock is released).
+/// `kill -9` of a daemon, returning once it is gone: reaped, or a zombie with no other thread
+/// left. The group leader turns zombie as soon as it exits, while another thread may still be
+/// exiting (the audit writer finishing an `fdatasync`, the last one tearing down the address
+/// space); the descriptors, and with them the daemon's lock, are released only when the last
+/// thread has exited. Waiting on the leader alone let a restart find the lock still held
+/// ("another daemon already holds …/daemon.lock").
 pub fn kill_9(pid: i32) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let gone = || {
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|stat| stat.contains(") Z"));
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map(|tasks| tasks.count());
+        match (zombie, threads) {
+            (Ok(zombie), Ok(threads)) => zombie && threads <= 1,
+            // No entry any more: reaped.
+            _ => true,
+        }
+    };
     let started = std::time::Instant::now();
-    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
-        && started.elapsed() < std::time::Duration::from_secs(10)
-    {
+    while !gone() && started.elapsed() < std::time::Duration::from_secs(10) {
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
