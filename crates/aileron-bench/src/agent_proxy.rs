@@ -242,11 +242,11 @@ pub(super) async fn run(
     };
     let (direct_max, proxy_max, memory_max, bare_max, durable_bare_max) =
         (best(|l| l.direct), best(|l| l.proxy), best(|l| l.memory), best(|l| l.bare), best(|l| l.durable_bare));
-    let at_proxy_max =
-        levels.iter().find(|load| load.clients == proxy_max.1).map(|load| (load.direct_cpu, load.proxy_cpu));
-    let at_bare_max = levels.iter().find(|load| load.clients == bare_max.1).map(|load| load.bare_cpu);
-    let at_durable_bare_max =
-        levels.iter().find(|load| load.clients == durable_bare_max.1).map(|load| load.durable_bare_cpu);
+    // The load a most-requests figure was reached at.
+    let at = |(_, clients): (f64, usize)| levels.iter().find(|load| load.clients == clients);
+    let at_proxy_max = at(proxy_max).map(|load| (load.direct_cpu, load.proxy_cpu));
+    let at_bare_max = at(bare_max).map(|load| load.bare_cpu);
+    let at_durable_bare_max = at(durable_bare_max).map(|load| load.durable_bare_cpu);
     drop(proxy);
     drop(memory_proxy);
     drop(bare_proxy);
