@@ -429,6 +429,11 @@ pub async fn stop(home: &Home, budget: Duration) -> anyhow::Result<Stopped> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Its leader has exited; the lock goes with its last thread. Answering only then lets the
+    // next start take it at once. Past the budget something else holds it: not this daemon.
+    while daemon_lock_is_held(home)? && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     Ok(Stopped::Daemon(info.pid))
 }
 
@@ -483,7 +488,7 @@ pub fn unreachable_daemon(home: &Home) -> Option<anyhow::Error> {
 
 /// Whether a process holds this home's `daemon.lock` (the daemon takes it, exclusive, for its
 /// whole life). Probing takes the lock for an instant when it is free; a daemon starting in that
-/// instant exits saying another daemon holds it, and the next command starts one again.
+/// instant waits for it (`daemon::take_daemon_lock`).
 fn daemon_lock_is_held(home: &Home) -> anyhow::Result<bool> {
     let path = home.daemon_lock();
     let file = match std::fs::File::open(&path) {
@@ -497,6 +502,22 @@ fn daemon_lock_is_held(home: &Home) -> anyhow::Result<bool> {
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
         Err((_, errno)) => Err(anyhow!("locking {}: {errno}", path.display())),
     }
+}
+
+/// Whether the process holding `daemon.lock` is a live daemon: the pid `daemon.json` names is
+/// running, not a zombie, and has the lock file open. False while a daemon is dying (its leader a
+/// zombie, its last thread still holding the lock), while one is starting and has not written
+/// its record yet, and while nothing holds the lock at all.
+pub(crate) fn a_live_daemon_holds_the_lock(home: &Home) -> bool {
+    let DaemonJson::Info(info) = read_daemon_json(&home.daemon_json()) else {
+        return false;
+    };
+    let Ok(pid) = i32::try_from(info.pid) else {
+        return false;
+    };
+    kill(Pid::from_raw(pid), None).is_ok()
+        && !is_zombie(info.pid)
+        && has_file_open(info.pid, &home.daemon_lock()) == Some(true)
 }
 
 /// Whether process `pid` has `path` open; `None` when `/proc` does not tell (no such process,

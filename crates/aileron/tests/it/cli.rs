@@ -1186,6 +1186,65 @@ fn daemon_stop_signals_only_the_daemon_that_holds_the_lock() {
     assert!(stderr(&cli.run(&["daemon", "stop"])).contains("daemon stopped"));
 }
 
+/// A start while the last daemon is still dying waits for its lock instead of refusing: after a
+/// `kill -9` the group leader is a zombie at once, but the lock goes only with the last thread,
+/// which may be inside an `fdatasync`. The dying daemon here is a process whose leader has exited
+/// while a second thread keeps it, and the lock, for a second; `daemon.json` names it, as a
+/// killed daemon's record does. A live holder that `daemon.json` names is still refused.
+#[test]
+fn a_start_waits_for_a_dying_daemons_lock_and_refuses_a_live_ones() {
+    let cli = Cli::new();
+    cli.ok(&["daemon", "start"]);
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    cli.ok(&["daemon", "stop"]);
+    // argv: the lock, seconds to hold it, `dying` (the leader exits first) or `live`.
+    let holder = r#"
+import ctypes, fcntl, platform, sys, threading, time
+lock = open(sys.argv[1], "a")
+fcntl.flock(lock, fcntl.LOCK_EX)
+print("held", flush=True)
+if sys.argv[3] == "dying":
+    threading.Thread(target=time.sleep, args=(float(sys.argv[2]),)).start()
+    sys_exit = {"x86_64": 60, "aarch64": 93}[platform.machine()]
+    ctypes.CDLL(None).syscall(sys_exit, 0)  # exit(2) of the calling thread alone
+time.sleep(float(sys.argv[2]))
+"#;
+    let lock = cli.home.join("daemon.lock");
+    let hold = |seconds: &str, how: &str| {
+        let mut child = Command::new("python3")
+            .args(["-c", holder, lock.to_str().unwrap(), seconds, how])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        assert_eq!(line.trim(), "held");
+        let mut stale = record.clone();
+        stale["pid"] = child.id().into();
+        std::fs::write(cli.home.join("daemon.json"), stale.to_string()).unwrap();
+        child
+    };
+
+    let mut dying = hold("1.0", "dying");
+    let stat = format!("/proc/{}/stat", dying.id());
+    while !std::fs::read_to_string(&stat).unwrap().contains(") Z") {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let started = cli.run(&["daemon", "start"]);
+    assert!(started.status.success(), "a start after a dying daemon was refused: {}", stderr(&started));
+    dying.wait().unwrap();
+    cli.ok(&["daemon", "stop"]);
+
+    let mut live = hold("30", "live");
+    let refused = cli.run(&["daemon", "start"]);
+    let said = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains("another daemon already holds"), "{said}");
+    assert!(live.try_wait().unwrap().is_none(), "the live holder is left alone: {said}");
+    live.kill().unwrap();
+    live.wait().unwrap();
+}
+
 /// Data written to a reader that has gone (`aileron audit list | head -1`) ends the command
 /// quietly: status 0, nothing on stderr (no "failed printing to stdout" panic).
 #[test]

@@ -234,6 +234,38 @@ fn remove_stale_temporaries(home: &Home) {
     }
 }
 
+/// How long a start waits for `daemon.lock` while no live daemon holds it.
+const DAEMON_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Takes `daemon.lock`, exclusive, for the daemon's life. A live daemon's lock is refused at
+/// once. Any other holder is waited for, up to [`DAEMON_LOCK_WAIT`]: a daemon that is dying (its
+/// group leader exits first; the lock goes with its last thread, which may still be inside an
+/// `fdatasync`), one starting that has not written `daemon.json` yet, or a client's probe
+/// (`client::daemon_lock_is_held`), which holds it for an instant.
+async fn take_daemon_lock(mut file: std::fs::File, home: &Home) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+    let deadline = std::time::Instant::now() + DAEMON_LOCK_WAIT;
+    loop {
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((returned, nix::errno::Errno::EWOULDBLOCK))
+                if std::time::Instant::now() < deadline
+                    && !crate::surfaces::client::a_live_daemon_holds_the_lock(home) =>
+            {
+                file = returned;
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => bail!(
+                "another daemon already holds {}\nhint: `aileron daemon status` shows it",
+                home.daemon_lock().display()
+            ),
+            Err((_, errno)) => bail!(
+                "locking {}: {errno}\nhint: the home's file system must support flock(2)",
+                home.daemon_lock().display()
+            ),
+        }
+    }
+}
+
 /// Runs the daemon in the foreground until SIGTERM/SIGINT, then drains in-flight requests.
 pub async fn serve(home: Home) -> anyhow::Result<()> {
     crate::platform::process::return_freed_memory_at_once();
@@ -246,12 +278,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
         .with_context(|| format!("opening {}", home.daemon_lock().display()))?;
     // `mode` applies to a new file only; one an older version left 0644 is made private too.
     let _ = lock_file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600));
-    let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
-        anyhow::anyhow!(
-            "another daemon already holds {}\nhint: `aileron daemon status` shows it",
-            home.daemon_lock().display()
-        )
-    })?;
+    let lock = take_daemon_lock(lock_file, &home).await?;
     remove_stale_temporaries(&home);
     let listen: SocketAddr = match crate::platform::env::get(crate::platform::env::AILERON_LISTEN) {
         Some(addr) if !addr.is_empty() => addr.parse().with_context(|| format!("invalid AILERON_LISTEN `{addr}`"))?,
