@@ -1227,7 +1227,9 @@ time.sleep(float(sys.argv[2]))
 
     let mut dying = hold("1.0", "dying");
     let stat = format!("/proc/{}/stat", dying.id());
+    let since = std::time::Instant::now();
     while !std::fs::read_to_string(&stat).unwrap().contains(") Z") {
+        assert!(since.elapsed() < std::time::Duration::from_secs(10), "the holder's leader never exited");
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
     let started = cli.run(&["daemon", "start"]);
