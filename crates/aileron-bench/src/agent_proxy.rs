@@ -32,7 +32,9 @@ use anyhow::{Context, bail};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::figures::{Distribution, distribution_rows, format_duration, format_rate, format_ratio, ratio};
+use super::figures::{
+    Distribution, distribution_rows, format_duration, format_rate, format_ratio, ratio, round_ratios,
+};
 use super::report::SummaryRow;
 use aileron::dataplane::agent_egress::{EgressSession, SessionCa};
 use aileron::stores::audit_log::{AuditConfig, AuditLog};
@@ -76,6 +78,8 @@ pub(super) struct AgentProxyFigures {
     at_bare_max: Option<CpuSplit>,
     /// The durable bare proxy's CPU per request at the load of its most req/s.
     at_durable_bare_max: Option<CpuSplit>,
+    /// Each round's req/s of the proxy and of the durable bare proxy, each at the load of its most.
+    max_rounds: (Vec<f64>, Vec<f64>),
     levels: Vec<Load>,
     launch_open: Option<Distribution>,
     launch_enforced: Option<Distribution>,
@@ -213,6 +217,8 @@ pub(super) async fn run(
                 pooled[index].add(answered, share, cpu);
             }
         }
+        let (proxy_rounds, durable_bare_rounds) =
+            (std::mem::take(&mut pooled[3].rounds), std::mem::take(&mut pooled[2].rounds));
         let [(direct, direct_cpu), (bare, bare_cpu), (durable_bare, durable_bare_cpu), (proxy, proxy_cpu), (memory, _)] =
             pooled.map(|pooled| (pooled.rate(), pooled.cpu()));
         eprintln!(
@@ -235,6 +241,8 @@ pub(super) async fn run(
             bare_cpu,
             durable_bare_cpu,
             proxy_cpu,
+            proxy_rounds,
+            durable_bare_rounds,
         });
     }
     let best = |of: fn(&Load) -> f64| {
@@ -247,6 +255,10 @@ pub(super) async fn run(
     let at_proxy_max = at(proxy_max).map(|load| (load.direct_cpu, load.proxy_cpu));
     let at_bare_max = at(bare_max).map(|load| load.bare_cpu);
     let at_durable_bare_max = at(durable_bare_max).map(|load| load.durable_bare_cpu);
+    let max_rounds = (
+        at(proxy_max).map(|load| load.proxy_rounds.clone()).unwrap_or_default(),
+        at(durable_bare_max).map(|load| load.durable_bare_rounds.clone()).unwrap_or_default(),
+    );
     drop(proxy);
     drop(memory_proxy);
     drop(bare_proxy);
@@ -275,6 +287,7 @@ pub(super) async fn run(
         at_proxy_max,
         at_bare_max,
         at_durable_bare_max,
+        max_rounds,
         levels,
         launch_open,
         launch_enforced,
@@ -295,6 +308,9 @@ struct Load {
     bare_cpu: CpuSplit,
     durable_bare_cpu: CpuSplit,
     proxy_cpu: CpuSplit,
+    /// Each round's req/s of the proxy and of the durable bare proxy.
+    proxy_rounds: Vec<f64>,
+    durable_bare_rounds: Vec<f64>,
 }
 
 /// The names the threads of the proxies' runtimes begin with (`/proc/self/task/<tid>/comm`).
@@ -490,6 +506,8 @@ struct Pooled {
     seconds: f64,
     /// Each window's CPU per request times its requests.
     cpu: CpuSplit,
+    /// Each window's req/s, in round order.
+    rounds: Vec<f64>,
 }
 
 impl Pooled {
@@ -497,6 +515,7 @@ impl Pooled {
         let weight = answered as f64;
         self.answered += answered;
         self.seconds += window.as_secs_f64();
+        self.rounds.push(answered as f64 / window.as_secs_f64());
         self.cpu.proxy += cpu.proxy.mul_f64(weight);
         self.cpu.durable += cpu.durable.mul_f64(weight);
         self.cpu.rest += cpu.rest.mul_f64(weight);
@@ -870,7 +889,11 @@ impl AgentProxyFigures {
                          append per request"
                     .to_string(),
                 measured: format_rate(self.proxy_max.0),
-                baseline: format!("{} durable bare proxy", format_rate(self.durable_bare_max.0)),
+                baseline: format!(
+                    "{} durable bare proxy{}",
+                    format_rate(self.durable_bare_max.0),
+                    round_ratios(&self.max_rounds.0, &self.max_rounds.1)
+                ),
                 ratio: format!("{:.2}×", self.durable_floor_ratio()),
                 goal: "≥ 0.9× durable bare proxy",
                 met: Some(self.durable_floor_ratio() >= DURABLE_FLOOR_GOAL),

@@ -101,6 +101,17 @@ pub(super) fn format_ratio(ratio: f64) -> String {
     format!("{ratio:.2}×")
 }
 
+/// ` (rounds: 0.86×, 1.00×, 0.89×)`: `ours` against `floor` round by round, so a reader sees
+/// whether a pooled ratio near its goal is every round's or one slow round's; empty for one round.
+pub(super) fn round_ratios(ours: &[f64], floor: &[f64]) -> String {
+    if ours.len() < 2 || ours.len() != floor.len() {
+        return String::new();
+    }
+    let ratios: Vec<String> =
+        ours.iter().zip(floor).map(|(ours, floor)| format_ratio(ours / floor.max(f64::MIN_POSITIVE))).collect();
+    format!(" (rounds: {})", ratios.join(", "))
+}
+
 /// `1234567` → `1,234,567`.
 pub(super) fn format_count(count: u64) -> String {
     let digits = count.to_string();

@@ -31,7 +31,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
-use super::figures::{Distribution, added_micros, format_count, format_duration, format_rate, format_ratio, ratio};
+use super::figures::{
+    Distribution, added_micros, format_count, format_duration, format_rate, format_ratio, ratio, round_ratios,
+};
 use super::report::SummaryRow;
 use super::sidecar::Sidecar;
 use super::work::process_cpu;
@@ -714,17 +716,6 @@ impl TargetFigures {
     fn at(&self, rate: u32) -> Option<&RatePhase> {
         self.rates.iter().find(|phase| phase.rate == rate)
     }
-}
-
-/// ` (rounds: 0.86×, 1.00×, 0.89×)`: `ours` against `floor` round by round, so a reader sees
-/// whether a pooled ratio near its goal is every round's or one slow round's; empty for one round.
-fn round_ratios(ours: &[f64], floor: &[f64]) -> String {
-    if ours.len() < 2 || ours.len() != floor.len() {
-        return String::new();
-    }
-    let ratios: Vec<String> =
-        ours.iter().zip(floor).map(|(ours, floor)| format_ratio(ours / floor.max(f64::MIN_POSITIVE))).collect();
-    format!(" (rounds: {})", ratios.join(", "))
 }
 
 fn format_added(micros: f64) -> String {
