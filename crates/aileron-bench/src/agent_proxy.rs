@@ -72,14 +72,8 @@ pub(super) struct AgentProxyFigures {
     bare_max: (f64, usize),
     /// The bare proxy making an append durable per request: the floor under any proxy that must.
     durable_bare_max: (f64, usize),
-    /// CPU per request direct and through the proxy, at the load of the proxy's most req/s.
-    at_proxy_max: Option<(CpuSplit, CpuSplit)>,
-    /// The bare proxy's CPU per request at the load of its most req/s.
-    at_bare_max: Option<CpuSplit>,
-    /// The durable bare proxy's CPU per request at the load of its most req/s.
-    at_durable_bare_max: Option<CpuSplit>,
-    /// Each round's req/s of the proxy and of the durable bare proxy, each at the load of its most.
-    max_rounds: (Vec<f64>, Vec<f64>),
+    /// Every load's figures; those a most-requests figure was reached at are found by
+    /// [`AgentProxyFigures::load_at`].
     levels: Vec<Load>,
     launch_open: Option<Distribution>,
     launch_enforced: Option<Distribution>,
@@ -217,10 +211,13 @@ pub(super) async fn run(
                 pooled[index].add(answered, share, cpu);
             }
         }
-        let (proxy_rounds, durable_bare_rounds) =
-            (std::mem::take(&mut pooled[3].rounds), std::mem::take(&mut pooled[2].rounds));
-        let [(direct, direct_cpu), (bare, bare_cpu), (durable_bare, durable_bare_cpu), (proxy, proxy_cpu), (memory, _)] =
-            pooled.map(|pooled| (pooled.rate(), pooled.cpu()));
+        let [
+            (direct, direct_cpu, _),
+            (bare, bare_cpu, _),
+            (durable_bare, durable_bare_cpu, durable_bare_rounds),
+            (proxy, proxy_cpu, proxy_rounds),
+            (memory, _, _),
+        ] = pooled.map(|pooled| (pooled.rate(), pooled.cpu(), pooled.rounds));
         eprintln!(
             "    {level} clients: direct {}, bare TLS-terminating proxy {}, the same with a durable append {}, proxy \
              {}, proxy with an in-memory log {}",
@@ -250,15 +247,6 @@ pub(super) async fn run(
     };
     let (direct_max, proxy_max, memory_max, bare_max, durable_bare_max) =
         (best(|l| l.direct), best(|l| l.proxy), best(|l| l.memory), best(|l| l.bare), best(|l| l.durable_bare));
-    // The load a most-requests figure was reached at.
-    let at = |(_, clients): (f64, usize)| levels.iter().find(|load| load.clients == clients);
-    let at_proxy_max = at(proxy_max).map(|load| (load.direct_cpu, load.proxy_cpu));
-    let at_bare_max = at(bare_max).map(|load| load.bare_cpu);
-    let at_durable_bare_max = at(durable_bare_max).map(|load| load.durable_bare_cpu);
-    let max_rounds = (
-        at(proxy_max).map(|load| load.proxy_rounds.clone()).unwrap_or_default(),
-        at(durable_bare_max).map(|load| load.durable_bare_rounds.clone()).unwrap_or_default(),
-    );
     drop(proxy);
     drop(memory_proxy);
     drop(bare_proxy);
@@ -284,10 +272,6 @@ pub(super) async fn run(
         memory_max,
         bare_max,
         durable_bare_max,
-        at_proxy_max,
-        at_bare_max,
-        at_durable_bare_max,
-        max_rounds,
         levels,
         launch_open,
         launch_enforced,
@@ -822,6 +806,26 @@ async fn launches(scratch: &Path) -> anyhow::Result<(Distribution, Distribution)
 }
 
 impl AgentProxyFigures {
+    /// The load a most-requests figure (`(req/s, clients)`) was reached at.
+    fn load_at(&self, (_, clients): (f64, usize)) -> Option<&Load> {
+        self.levels.iter().find(|load| load.clients == clients)
+    }
+
+    /// CPU per request direct and through the proxy, at the load of the proxy's most req/s.
+    fn at_proxy_max(&self) -> Option<(CpuSplit, CpuSplit)> {
+        self.load_at(self.proxy_max).map(|load| (load.direct_cpu, load.proxy_cpu))
+    }
+
+    /// The bare proxy's CPU per request at the load of its most req/s.
+    fn at_bare_max(&self) -> Option<CpuSplit> {
+        self.load_at(self.bare_max).map(|load| load.bare_cpu)
+    }
+
+    /// The durable bare proxy's CPU per request at the load of its most req/s.
+    fn at_durable_bare_max(&self) -> Option<CpuSplit> {
+        self.load_at(self.durable_bare_max).map(|load| load.durable_bare_cpu)
+    }
+
     fn added_kept_p50(&self) -> Duration {
         self.proxy_kept.p50().saturating_sub(self.direct_kept.p50())
     }
@@ -892,7 +896,10 @@ impl AgentProxyFigures {
                 baseline: format!(
                     "{} durable bare proxy{}",
                     format_rate(self.durable_bare_max.0),
-                    round_ratios(&self.max_rounds.0, &self.max_rounds.1)
+                    round_ratios(
+                        self.load_at(self.proxy_max).map_or(&[], |load| &load.proxy_rounds),
+                        self.load_at(self.durable_bare_max).map_or(&[], |load| &load.durable_bare_rounds)
+                    )
                 ),
                 ratio: format!("{:.2}×", self.durable_floor_ratio()),
                 goal: "≥ 0.9× durable bare proxy",
@@ -938,7 +945,7 @@ impl AgentProxyFigures {
                 "bare TLS-terminating proxy",
             ),
         ];
-        if let Some((direct, proxy)) = self.at_proxy_max {
+        if let Some((direct, proxy)) = self.at_proxy_max() {
             // Where a proxied request's CPU goes: the proxy's own threads and its records' writer,
             // against what the clients and the upstream spend on it (all of a direct request).
             rows.push(SummaryRow::timed(
@@ -956,7 +963,7 @@ impl AgentProxyFigures {
                 None,
             ));
         }
-        if let (Some((_, proxy)), Some(durable_bare)) = (self.at_proxy_max, self.at_durable_bare_max) {
+        if let (Some((_, proxy)), Some(durable_bare)) = (self.at_proxy_max(), self.at_durable_bare_max()) {
             rows.push(SummaryRow::timed(
                 format!(
                     "(k) the proxy's own CPU per request against the durable bare proxy's (its threads {} + its group \
@@ -970,7 +977,7 @@ impl AgentProxyFigures {
                 None,
             ));
         }
-        if let (Some((_, proxy)), Some(bare)) = (self.at_proxy_max, self.at_bare_max) {
+        if let (Some((_, proxy)), Some(bare)) = (self.at_proxy_max(), self.at_bare_max()) {
             rows.push(SummaryRow::timed(
                 "(k) the proxy's own CPU per request (its threads, audit writer and tree) against the bare \
                  TLS-terminating proxy's, each at its most req/s",

@@ -154,8 +154,7 @@ pub(super) struct TargetFigures {
     /// The non-streaming body came back byte for byte.
     identical: bool,
     rates: Vec<RatePhase>,
-    max_throughput: f64,
-    /// Each round's most requests/s, in round order (the rounds pooled make `max_throughput`).
+    /// Each round's most requests/s, in round order (each round an equal share of the window).
     max_rounds: Vec<f64>,
     max_failed: u64,
     /// The proxy process's CPU time over the most-requests phases and the requests answered in
@@ -165,6 +164,11 @@ pub(super) struct TargetFigures {
 }
 
 impl TargetFigures {
+    /// The most requests/s over the rounds: their mean, the rounds being equal shares of the window.
+    fn max_throughput(&self) -> f64 {
+        self.max_rounds.iter().sum::<f64>() / self.max_rounds.len().max(1) as f64
+    }
+
     /// The proxy process's CPU time per request answered at the most requests per second.
     fn cpu_per_request(&self) -> Option<Duration> {
         let (cpu, answered) = self.max_cpu?;
@@ -245,7 +249,6 @@ async fn measure(
             target: *target,
             identical: body == COMPLETION.as_bytes(),
             rates: Vec::new(),
-            max_throughput: 0.0,
             max_rounds: Vec::new(),
             max_failed: 0,
             max_cpu: None,
@@ -273,27 +276,26 @@ async fn measure(
             );
             figures[offset + index].event_delay = delays;
         }
-        // The most requests/s in rounds, the order rotated, each a share of the window and the
-        // shares added up: the gateway against the bare proxy is a goal, and one run of each in
+        // The most requests/s in rounds, the order rotated, each an equal share of the window and
+        // their rates averaged: the gateway against the bare proxy is a goal, and one run of each in
         // turn put a drift of the machine on one of them (0.79× in a full run, 0.96× alone).
         let share = config.window / rounds as u32;
-        let measured = (share * rounds as u32).as_secs_f64();
         for round in 0..rounds {
             for step in 0..group.len() {
                 let index = (step + round) % group.len();
                 let (target, base, pid) = &group[index];
                 let (answered, failed, cpu) =
                     max_throughput(&format!("{base}{PATH}"), config.clients, config.warmup, share, *pid).await?;
+                let rate = answered as f64 / share.as_secs_f64();
                 eprintln!(
                     "    {} at most, {} clients, round {}: {}, {failed} failed",
                     target.label(),
                     config.clients,
                     round + 1,
-                    format_rate(answered as f64 / share.as_secs_f64())
+                    format_rate(rate)
                 );
                 let figures = &mut figures[offset + index];
-                figures.max_throughput += answered as f64 / measured;
-                figures.max_rounds.push(answered as f64 / share.as_secs_f64());
+                figures.max_rounds.push(rate);
                 figures.max_failed += failed;
                 if let Some(cpu) = cpu {
                     let (total, requests) = figures.max_cpu.get_or_insert_default();
@@ -747,11 +749,11 @@ impl GatewayFigures {
                 rows.push(added_row(figure, (measured, phase.failed == 0), (baseline, "direct"), goal));
             }
         }
-        let max_ratio = aileron.max_throughput / direct.max_throughput.max(f64::MIN_POSITIVE);
+        let max_ratio = aileron.max_throughput() / direct.max_throughput().max(f64::MIN_POSITIVE);
         rows.push(SummaryRow {
             figure: format!("(f) LLM gateway max req/s, {} clients", self.clients),
-            measured: format_rate(aileron.max_throughput),
-            baseline: format!("{} direct", format_rate(direct.max_throughput)),
+            measured: format_rate(aileron.max_throughput()),
+            baseline: format!("{} direct", format_rate(direct.max_throughput())),
             ratio: format_ratio(max_ratio),
             goal: "≥ 0.75× direct",
             met: Some(max_ratio >= MAX_RATIO_GOAL && aileron.max_failed == 0),
@@ -759,19 +761,19 @@ impl GatewayFigures {
         if let Some(bare) = self.target(Target::BareProxy) {
             rows.push(SummaryRow {
                 figure: format!("(f) bare hyper proxy max req/s, {} clients (the floor under any proxy)", self.clients),
-                measured: format_rate(bare.max_throughput),
-                baseline: format!("{} direct", format_rate(direct.max_throughput)),
-                ratio: format_ratio(bare.max_throughput / direct.max_throughput.max(f64::MIN_POSITIVE)),
+                measured: format_rate(bare.max_throughput()),
+                baseline: format!("{} direct", format_rate(direct.max_throughput())),
+                ratio: format_ratio(bare.max_throughput() / direct.max_throughput().max(f64::MIN_POSITIVE)),
                 goal: "",
                 met: None,
             });
-            let bare_ratio = aileron.max_throughput / bare.max_throughput.max(f64::MIN_POSITIVE);
+            let bare_ratio = aileron.max_throughput() / bare.max_throughput().max(f64::MIN_POSITIVE);
             rows.push(SummaryRow {
                 figure: "(f) LLM gateway max req/s against the bare proxy".into(),
-                measured: format_rate(aileron.max_throughput),
+                measured: format_rate(aileron.max_throughput()),
                 baseline: format!(
                     "{} bare proxy{}",
-                    format_rate(bare.max_throughput),
+                    format_rate(bare.max_throughput()),
                     round_ratios(&aileron.max_rounds, &bare.max_rounds)
                 ),
                 ratio: format_ratio(bare_ratio),
@@ -905,7 +907,7 @@ impl GatewayFigures {
                 text,
                 "| {} | {} | {} | {} | {} | {} |",
                 figures.target.label(),
-                format_rate(figures.max_throughput),
+                format_rate(figures.max_throughput()),
                 format_count(figures.max_failed),
                 format_duration(figures.event_delay.p50()),
                 format_duration(figures.event_delay.p99()),
@@ -932,7 +934,6 @@ mod tests {
             target,
             identical: true,
             rates: vec![RatePhase { rate: GOAL_RATE, due: 100, failed: 0, latency: micros(p99_micros) }],
-            max_throughput,
             max_rounds: vec![max_throughput * 0.9, max_throughput * 1.1],
             max_failed: 0,
             max_cpu: None,
