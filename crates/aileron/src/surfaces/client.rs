@@ -504,20 +504,15 @@ fn daemon_lock_is_held(home: &Home) -> anyhow::Result<bool> {
     }
 }
 
-/// Whether the process holding `daemon.lock` is a live daemon: the pid `daemon.json` names is
-/// running, not a zombie, and has the lock file open. False while a daemon is dying (its leader a
-/// zombie, its last thread still holding the lock), while one is starting and has not written
-/// its record yet, and while nothing holds the lock at all.
+/// Whether the process holding `daemon.lock` is a live daemon: the pid `daemon.json` names has
+/// the lock file open (so it exists) and is not a zombie. False while a daemon is dying (its
+/// leader a zombie, its last thread still holding the lock), while one is starting and has not
+/// written its record yet, and while nothing holds the lock at all.
 pub(crate) fn a_live_daemon_holds_the_lock(home: &Home) -> bool {
     let DaemonJson::Info(info) = read_daemon_json(&home.daemon_json()) else {
         return false;
     };
-    let Ok(pid) = i32::try_from(info.pid) else {
-        return false;
-    };
-    kill(Pid::from_raw(pid), None).is_ok()
-        && !is_zombie(info.pid)
-        && has_file_open(info.pid, &home.daemon_lock()) == Some(true)
+    has_file_open(info.pid, &home.daemon_lock()) == Some(true) && !is_zombie(info.pid)
 }
 
 /// Whether process `pid` has `path` open; `None` when `/proc` does not tell (no such process,
