@@ -41,7 +41,7 @@ async fn credential_action(
         harness.install("http_get", &guest_wasm("http_get"), &manifest("http_get", hosts, credential_block)).await;
     let spec = ActionSpec {
         capabilities: &["get", kind],
-        inputs: &[("url", "string", true), ("credential", "string", false)],
+        inputs: &[("url", "string", true), ("credential", "string", false), ("headers", "object", false)],
         approval,
         ..ActionSpec::new("fetch", "http_get", &hash, "get")
     };
@@ -188,6 +188,52 @@ async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_th
         Vec::<String>::new(),
         "the vault holds the key encrypted"
     );
+}
+
+/// The re-attack of 2026-12-05: a connector that asked for `Accept-Encoding: gzip` got the
+/// upstream's echo of its credential compressed, where the byte-for-byte redaction could not see
+/// it, and decompressed it itself. A credentialed request now asks for the body as it is, and an
+/// encoded answer to one is never handed to the guest.
+#[tokio::test]
+async fn a_compressed_echo_of_the_credential_never_reaches_the_guest() {
+    let upstream = FakeOAuth::start().await;
+    let key = "lin_api_SECRET-0a1b2c3d4e5f60718293";
+    *upstream.state.api_key.lock().unwrap() = Some(key.to_string());
+    let harness = Harness::new();
+    credential_action(
+        &harness,
+        &[upstream.host_port()],
+        &api_key_credential("Authorization", "{key}"),
+        "api_key",
+        false,
+    )
+    .await;
+    init_vault(&harness).await;
+    let bound =
+        harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": key }))).await;
+    assert_eq!(bound.status, StatusCode::CREATED, "{}", bound.body);
+    let url = format!("{}/api/echo", upstream.base_url());
+    let args = json!({ "url": url, "credential": "api_key", "headers": { "Accept-Encoding": "gzip" } });
+
+    // The guest's wish for gzip does not go upstream: the echo comes back plain, and redacted.
+    let response = harness.run("fetch", args.clone()).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.body);
+    let seen = upstream.state.api_requests.lock().unwrap().clone();
+    let accept = seen[0].iter().filter(|(n, _)| n == "accept-encoding").map(|(_, v)| v.as_str()).collect::<Vec<_>>();
+    assert_eq!(accept, ["identity"], "{seen:?}");
+    let output = response.body["result"]["output"].to_string();
+    assert!(!output.contains(key) && output.contains("[REDACTED]"), "{output}");
+
+    // An upstream that encodes anyway: the run fails and the body stays with the daemon.
+    *upstream.state.always_encode.lock().unwrap() = true;
+    let refused = harness.run("fetch", args).await;
+    assert!(!refused.body.to_string().contains(key), "{}", refused.body);
+    assert!(
+        refused.body.to_string().contains("content-encoding: gzip"),
+        "the refusal names the encoding: {}",
+        refused.body
+    );
+    assert!(!refused.body.to_string().contains("[REDACTED]"), "no body reached the guest: {}", refused.body);
 }
 
 #[tokio::test]

@@ -39,6 +39,8 @@ pub struct ProviderState {
     pub api_key: Mutex<Option<String>>,
     /// Every `/api/echo` request's headers.
     pub api_requests: Mutex<Vec<Vec<(String, String)>>>,
+    /// `/api/echo` answers `Content-Encoding: gzip` whatever it was asked.
+    pub always_encode: Mutex<bool>,
     /// The client secret the provider registered for [`CLIENT_ID`] (set by
     /// [`FakeOAuth::manifest_credential`]): token requests must present exactly this one, and a
     /// public client (none) must present none.
@@ -222,5 +224,13 @@ async fn echo(State(state): State<Arc<ProviderState>>, headers: HeaderMap) -> Re
     }
     let body: Value = json!({ "ok": true, "headers": pairs.iter().cloned().collect::<HashMap<_, _>>() });
     let echoed = if authorization.is_empty() { api_key } else { authorization };
-    ([("x-echo-credential", echoed)], Json(body)).into_response()
+    // Asked for gzip, the answer says it is compressed (its bytes are not: the receiver must
+    // refuse it by its header, since it could not redact inside a real one either).
+    let compressed = headers.get("accept-encoding").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("gzip"))
+        || *state.always_encode.lock().unwrap();
+    let mut response = ([("x-echo-credential", echoed)], Json(body)).into_response();
+    if compressed {
+        response.headers_mut().insert("content-encoding", axum::http::HeaderValue::from_static("gzip"));
+    }
+    response
 }

@@ -325,12 +325,15 @@ fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
     let rig = LaunchRig::new();
     let saw: Arc<Mutex<Vec<String>>> = Arc::default();
     let recorded = saw.clone();
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let accepted = asked.clone();
     let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
         let authorization = header_value(headers, "authorization");
         if line.is_empty() {
             return (String::new(), String::new());
         }
         recorded.lock().unwrap().push(authorization.clone());
+        accepted.lock().unwrap().push(header_value(headers, "accept-encoding"));
         let body = if line.starts_with("GET /big/") {
             let mut body = String::with_capacity(210 * 1024);
             for at in 0..40 {
@@ -414,6 +417,9 @@ fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
     let upstream_saw = saw.lock().unwrap().clone();
     let expected: Vec<String> = secrets.iter().map(|secret| format!("token {secret}")).collect();
     assert_eq!(upstream_saw, expected, "the upstream received each secret, in order, once");
+    // The agent asked for gzip each time; a credentialed request goes out asking for no encoding.
+    let asked = asked.lock().unwrap().clone();
+    assert!(asked.len() == secrets_count && asked.iter().all(|asked| asked == "identity"), "{asked:?}");
     let agent_received = std::fs::read(&received).unwrap();
     let redactions = memchr::memmem::find_iter(&agent_received, b"[REDACTED]").count();
     // Each answer echoes the credential in a header and at least once in the body.

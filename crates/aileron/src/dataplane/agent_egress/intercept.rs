@@ -296,6 +296,11 @@ async fn forward(
                         }
                         SealedInjection::Aws { region, service } => aws = Some((region.clone(), service.clone())),
                     }
+                    // A compressed echo of the credential would pass the redaction unseen: a
+                    // credentialed request asks for the body as it is (tools decode either).
+                    request
+                        .headers_mut()
+                        .insert(hyper::header::ACCEPT_ENCODING, hyper::header::HeaderValue::from_static("identity"));
                     binding = Some(credential.resolved.binding.audit_payload());
                     sealed = Some(credential);
                 }
@@ -350,6 +355,14 @@ async fn forward(
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
         let secrets = credential.echo_candidates();
+        if response
+            .headers()
+            .get(hyper::header::CONTENT_ENCODING)
+            .is_some_and(|encoding| !encoding.as_bytes().trim_ascii().eq_ignore_ascii_case(b"identity"))
+        {
+            // Asked for none, encoded anyway: an echo inside could not be redacted.
+            return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_encoded_response"));
+        }
         let (mut parts, body) = response.into_parts();
         for value in parts.headers.values_mut() {
             let bytes = value.as_bytes();

@@ -202,10 +202,16 @@ impl StepEgress {
         for (name, value) in &request.headers {
             if is_hop_by_hop_or_managed(name)
                 || injected.iter().any(|(injected, _)| name.eq_ignore_ascii_case(injected))
+                || (resolved.is_some() && name.eq_ignore_ascii_case(ACCEPT_ENCODING))
             {
                 continue;
             }
             builder = builder.header(name.as_str(), value.as_str());
+        }
+        if resolved.is_some() {
+            // A compressed echo of the credential would pass the redaction below unseen: a
+            // credentialed request asks for the body as it is.
+            builder = builder.header(ACCEPT_ENCODING, "identity");
         }
         for (name, value) in &injected {
             let mut value = reqwest::header::HeaderValue::from_str(value.expose()).map_err(|_| {
@@ -235,6 +241,14 @@ impl StepEgress {
         self.audit(EventType::ConnectorProxyProxied, self.proxy_payload(proxied, binding)).await?;
         let (mut headers, mut body) = (headers, body);
         if let Some(resolved) = &resolved {
+            if let Some(encoding) = encoded(&headers) {
+                return Err(Failure::network(format!(
+                    "{} answered a credentialed request with an encoded body (content-encoding: {encoding}) \
+                     although it was asked for none; it is not handed to the connector, since an echo of \
+                     the credential inside it could not be redacted",
+                    target.host_port
+                )));
+            }
             // An upstream that echoes the credential back must not hand it to the guest.
             for secret in resolved.echo_candidates() {
                 redact(&mut headers, &mut body, secret);
@@ -415,7 +429,11 @@ fn injection(
             let headers: Vec<(String, String)> = request
                 .headers
                 .iter()
-                .filter(|(name, _)| !is_hop_by_hop_or_managed(name) && !is_signing_header(name))
+                .filter(|(name, _)| {
+                    !is_hop_by_hop_or_managed(name)
+                        && !is_signing_header(name)
+                        && !name.eq_ignore_ascii_case(ACCEPT_ENCODING)
+                })
                 .cloned()
                 .collect();
             let amz_date = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
@@ -554,6 +572,19 @@ fn redact(headers: &mut [(String, String)], body: &mut Vec<u8>, secret: &str) {
         out.extend_from_slice(rest);
         *body = out;
     }
+}
+
+/// The request header that asks for a compressed answer.
+const ACCEPT_ENCODING: &str = "accept-encoding";
+
+/// The `Content-Encoding` of a response, unless it is absent or `identity`.
+fn encoded(headers: &[(String, String)]) -> Option<&str> {
+    headers
+        .iter()
+        .find(|(name, value)| {
+            name.eq_ignore_ascii_case("content-encoding") && !value.trim().eq_ignore_ascii_case("identity")
+        })
+        .map(|(_, value)| value.as_str())
 }
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) and headers the client computes itself.
