@@ -104,20 +104,21 @@ async fn the_vault_starts_locked_and_a_wrong_passphrase_changes_nothing() {
     }
 }
 
-#[tokio::test]
-async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_the_guest_redacted() {
+/// An upstream whose `/api/echo` takes `key` and echoes it back, and the `fetch` action of
+/// `http_get` injecting it as `Authorization` (not yet bound).
+async fn api_key_echo(key: &str) -> (FakeOAuth, Harness) {
     let upstream = FakeOAuth::start().await;
-    let key = "lin_api_SECRET-9f8e7d6c5b4a39281706";
     *upstream.state.api_key.lock().unwrap() = Some(key.to_string());
     let harness = Harness::new();
-    credential_action(
-        &harness,
-        &[upstream.host_port()],
-        &api_key_credential("Authorization", "{key}"),
-        "api_key",
-        false,
-    )
-    .await;
+    let credential = api_key_credential("Authorization", "{key}");
+    credential_action(&harness, &[upstream.host_port()], &credential, "api_key", false).await;
+    (upstream, harness)
+}
+
+#[tokio::test]
+async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_the_guest_redacted() {
+    let key = "lin_api_SECRET-9f8e7d6c5b4a39281706";
+    let (upstream, harness) = api_key_echo(key).await;
     let url = format!("{}/api/echo", upstream.base_url());
 
     // Vault exists, no binding: the failure names the exact command, for the agent to relay.
@@ -196,18 +197,8 @@ async fn an_api_key_is_injected_with_the_manifest_format_and_its_echo_reaches_th
 /// encoded answer to one is never handed to the guest.
 #[tokio::test]
 async fn a_compressed_echo_of_the_credential_never_reaches_the_guest() {
-    let upstream = FakeOAuth::start().await;
     let key = "lin_api_SECRET-0a1b2c3d4e5f60718293";
-    *upstream.state.api_key.lock().unwrap() = Some(key.to_string());
-    let harness = Harness::new();
-    credential_action(
-        &harness,
-        &[upstream.host_port()],
-        &api_key_credential("Authorization", "{key}"),
-        "api_key",
-        false,
-    )
-    .await;
+    let (upstream, harness) = api_key_echo(key).await;
     init_vault(&harness).await;
     let bound =
         harness.request("POST", "/v1/bindings/setup", Some(json!({ "connector": CONNECTOR, "api_key": key }))).await;
