@@ -25,27 +25,56 @@ impl reqwest::dns::Resolve for PublicOnlyResolver {
     }
 }
 
-/// Whether an address is on the public internet.
+/// Whether an address is on the public internet. IPv6 forms that carry an IPv4 address (mapped,
+/// the deprecated compatible form, NAT64's well-known prefix, 6to4) are judged by that address,
+/// so `[64:ff9b::7f00:1]` is loopback here as it is once a translator forwards it.
 pub fn is_public(ip: std::net::IpAddr) -> bool {
     match ip {
         std::net::IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, _] = v4.octets();
             !(v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
                 || v4.is_unspecified()
                 || v4.is_broadcast()
                 || v4.is_documentation()
+                || v4.is_multicast()
                 || a == 0
-                || (a == 100 && (64..128).contains(&b)))
+                || a >= 240
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 192 && b == 0 && c == 0)
+                || (a == 198 && (b == 18 || b == 19)))
         }
         std::net::IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = embedded_ipv4(v6) {
                 return is_public(std::net::IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
-            !(v6.is_loopback() || v6.is_unspecified() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80)
+            let [first, second, ..] = v6.segments();
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                // The rest of NAT64's prefix, its local-use /48 included (RFC 8215): what it reaches
+                // is the local network's choice.
+                || (first == 0x64 && second == 0xff9b))
         }
+    }
+}
+
+/// The IPv4 address an IPv6 one carries: `::ffff:a.b.c.d`, `::a.b.c.d`, `64:ff9b::a.b.c.d`
+/// (RFC 6052) or `2002:AABB:CCDD::/48` (6to4, RFC 3056).
+fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let v4 = |high: u16, rest: u16| std::net::Ipv4Addr::from((u32::from(high) << 16) | u32::from(rest));
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    match v6.segments() {
+        // `::` and `::1` are themselves, not IPv4 addresses.
+        [0, 0, 0, 0, 0, 0, high, rest] if (high, rest) > (0, 1) => Some(v4(high, rest)),
+        [0x64, 0xff9b, 0, 0, 0, 0, high, rest] => Some(v4(high, rest)),
+        [0x2002, high, rest, ..] => Some(v4(high, rest)),
+        _ => None,
     }
 }
 
@@ -70,6 +99,23 @@ mod tests {
             ("fd00::1", false),
             ("fe80::1", false),
             ("::ffff:127.0.0.1", false),
+            // The re-attack of 2026-12-05: ranges and IPv6 forms the check let through.
+            ("198.18.0.1", false),
+            ("198.19.255.1", false),
+            ("192.0.0.8", false),
+            ("240.0.0.1", false),
+            ("224.0.0.1", false),
+            ("::127.0.0.1", false),
+            ("64:ff9b::7f00:1", false),
+            ("64:ff9b::a00:1", false),
+            ("2002:7f00:1::", false),
+            ("2002:c0a8:101::1", false),
+            ("64:ff9b:1::1", false),
+            ("ff02::1", false),
+            ("198.20.0.1", true),
+            ("192.0.1.1", true),
+            ("64:ff9b::5db8:d822", true),
+            ("2002:5db8:d822::1", true),
         ] {
             assert_eq!(is_public(ip.parse().unwrap()), public, "{ip}");
         }
