@@ -213,6 +213,7 @@ keys! {
     /// directories, its temp directory, every `--writable`).
     SESSION_WRITABLE = "aileron.session.writable";
     SESSION_EXIT_CODE = "aileron.session.exit_code";
+    SESSION_QUARANTINED = "aileron.session.quarantined";
     /// `session.started`: how the agent's network leaves (`enforced`: only through the session's
     /// egress proxy; `open`: the host's network, `--network=open`; `unconfined`).
     SESSION_NETWORK = "aileron.session.network";

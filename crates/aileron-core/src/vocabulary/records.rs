@@ -212,6 +212,8 @@ payloads! {
         pub agent: String => SESSION_AGENT,
         /// The agent's exit code; `null` when the session was ended without one.
         pub exit_code: Value => SESSION_EXIT_CODE,
+        /// Files the agent planted that its launcher moved aside (a repository's `commondir`).
+        pub quarantined: Option<Vec<String>> => SESSION_QUARANTINED,
     }
 
     /// `sandbox.egress.unenforced`.
@@ -352,7 +354,7 @@ mod tests {
     fn each_field_goes_under_its_key_and_none_leaves_it_out() {
         let unlocked = VaultChange { state: "unlocked", reason: None }.into_payload();
         assert_eq!(Value::Object(unlocked), json!({ "aileron.vault.state": "unlocked" }));
-        let ended = SessionEnd { agent: "claude".into(), exit_code: Value::Null }.into_payload();
+        let ended = SessionEnd { agent: "claude".into(), exit_code: Value::Null, quarantined: None }.into_payload();
         assert_eq!(
             Value::Object(ended),
             json!({ "aileron.session.agent": "claude", "aileron.session.exit_code": null })
@@ -408,7 +410,8 @@ mod tests {
         same(passthrough, ProxiedRequest::write_payload, ProxiedRequest::into_payload);
         same(ProxiedRequest::default(), ProxiedRequest::write_payload, ProxiedRequest::into_payload);
         for exit_code in [Value::Null, json!(-1), json!({"b": 1, "a": [true]})] {
-            let ended = SessionEnd { agent: "claude".into(), exit_code };
+            let ended =
+                SessionEnd { agent: "claude".into(), exit_code, quarantined: Some(vec!["/w/.git/commondir".into()]) };
             same(ended, SessionEnd::write_payload, SessionEnd::into_payload);
         }
         let spawned = SpawnedProgram {

@@ -221,6 +221,22 @@ impl Gateway {
     }
 }
 
+/// Marks a request whose provider key is a live session's gateway key or the daemon token
+/// (`surfaces::daemon::auth::admit_gateway`): the vault's provider key goes only on such a request.
+#[derive(Debug, Clone, Copy)]
+pub struct VaultKeyGranted;
+
+/// The provider key a request carries: `x-api-key` (Anthropic's clients) or the bearer token of
+/// `Authorization` (OpenAI's).
+pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(key) = headers.get("x-api-key") {
+        return key.to_str().ok();
+    }
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// Serves a request on a gateway path ([`is_gateway_path`]; the daemon's route table lists them),
 /// already admitted: `/` answers probes, every other path goes upstream.
 pub async fn serve(gateway: &Arc<Gateway>, request: Request) -> Response {
@@ -322,9 +338,16 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
             headers.insert(header::CONTENT_LENGTH, length.into());
         }
     }
-    // The vault's key for this provider, when the user keeps one there, replaces the agent's
-    // (a launched agent holds only a placeholder).
-    if let Some(key) = gateway.vault.provider_key(provider) {
+    // The vault's key for this provider, when the user keeps one there, replaces the session's
+    // gateway key a launched agent holds. A placeholder that is no live session's (the session
+    // ended, or someone else is trying) is refused here: upstream it would only be a bad key.
+    let granted = parts.extensions.get::<VaultKeyGranted>().is_some();
+    if !granted && presented_key(&headers).is_some_and(|key| key.starts_with(aileron_core::manifest::PLACEHOLDER)) {
+        let message = "Aileron gateway: this key is no live session's: the vault's key goes only on requests of a \
+                       running `aileron launch` session (restart the agent with `aileron launch`)";
+        return provider.error(StatusCode::UNAUTHORIZED, "authentication_error", message);
+    }
+    if granted && let Some(key) = gateway.vault.provider_key(provider) {
         let (name, value) = match provider {
             Provider::Anthropic => (axum::http::HeaderName::from_static("x-api-key"), key.to_string()),
             Provider::OpenAi => (header::AUTHORIZATION, format!("Bearer {}", key.as_str())),

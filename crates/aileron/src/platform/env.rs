@@ -135,6 +135,12 @@ pub fn get(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// Whether a variable of another program holds a value (a credential variable `aileron launch`
+/// withholds from the agent); its value is never read.
+pub fn holds_value(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|value| !value.is_empty())
+}
+
 /// A variable a connector's `[capabilities.spawn] env_passthrough` hands to the programs it runs
 /// (the user consented to each key at install). Never one of Aileron's own (`AILERON_*`, any
 /// case): manifests naming one are refused at parse time, and one installed before that rule

@@ -44,12 +44,19 @@ pub enum Scope {
     Console,
     /// Everything else: install, enable/disable, audit, daemon status, login tickets.
     Admin,
+    /// Have the LLM gateway put the vault's provider key on a request (SPEC §15's LLM keys). A
+    /// launched session's gateway key carries it alone; nothing else answers to it.
+    Gateway,
 }
 
 /// The scopes of a launched agent's session token.
 pub const SESSION_SCOPES: [Scope; 3] = [Scope::ActionsList, Scope::ActionsRun, Scope::ApprovalsPoll];
 /// The scopes of the web review page's cookie session.
 pub const WEB_SCOPES: [Scope; 4] = [Scope::ActionsList, Scope::ApprovalsPoll, Scope::ApprovalsDecide, Scope::Console];
+
+/// How a session's gateway key begins (the placeholder every other sealed variable holds, then
+/// the key's own random part), so the gateway can tell a stale one from the user's own key.
+pub const GATEWAY_KEY_PREFIX: &str = "aileron-sealed-";
 
 /// Name of the web page's session cookie.
 pub const WEB_COOKIE: &str = "aileron_web";
@@ -128,6 +135,18 @@ impl TokenRegistry {
         let principal = Principal::Session { session_id: session_id.to_string(), scopes, confined };
         self.sessions.write().expect("token registry poisoned").insert(token.expose().to_string(), principal);
         token
+    }
+
+    /// The key a launched agent finds in `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` when the vault
+    /// holds the provider's key: [`Scope::Gateway`] alone, revoked with the session's token. The
+    /// gateway puts the vault's key only on requests that present it (or the daemon token), so
+    /// another local user who can reach the loopback port cannot spend the user's key.
+    pub fn mint_gateway_key(&self, session_id: &str, confined: bool) -> Secret {
+        let key = Secret::new(format!("{GATEWAY_KEY_PREFIX}{}", random_token()));
+        let principal =
+            Principal::Session { session_id: session_id.to_string(), scopes: vec![Scope::Gateway], confined };
+        self.sessions.write().expect("token registry poisoned").insert(key.expose().to_string(), principal);
+        key
     }
 
     /// Forgets every token minted for `session_id` (the launched agent has exited); returns how

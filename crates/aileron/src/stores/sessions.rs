@@ -124,6 +124,7 @@ pub fn scope_name(scope: Scope) -> &'static str {
         Scope::ApprovalsDecide => "approvals:decide",
         Scope::Console => "console",
         Scope::Admin => "admin",
+        Scope::Gateway => "gateway",
     }
 }
 

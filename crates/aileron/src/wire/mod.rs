@@ -837,6 +837,10 @@ impl SessionNetwork {
 #[serde(deny_unknown_fields)]
 pub struct EndSession {
     pub exit_code: Option<i32>,
+    /// Files the agent planted that the launcher moved aside (`aileron launch`'s watch on
+    /// repositories' `commondir` and the like).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quarantined: Vec<String>,
 }
 
 /// `text` as one URL path segment of a route (a binding name's `/` becomes `%2F`), as the CLI

@@ -63,24 +63,33 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
         scopes: started.session.scopes.clone(),
         confinement: started.session.confinement,
         started_at: started.session.started_at.clone(),
-        placeholder_env: placeholders(state, network),
+        placeholder_env: placeholders(state, network, session),
     };
     Ok(Reply::created(view))
 }
 
 /// What a launched agent gets in place of credentials (SPEC §15): `ANTHROPIC_API_KEY` /
-/// `OPENAI_API_KEY` when the vault holds that provider's key (the gateway sends the real one), and
-/// with an enforced network the variables of each connector with operations and a binding.
-fn placeholders(state: &Services, network: Option<SessionNetwork>) -> std::collections::BTreeMap<String, String> {
+/// `OPENAI_API_KEY` when the vault holds that provider's key (the session's gateway key: the
+/// gateway sends the real one on requests carrying it), and with an enforced network the
+/// variables of each connector with operations and a binding.
+fn placeholders(
+    state: &Services,
+    network: Option<SessionNetwork>,
+    session: &crate::stores::sessions::Session,
+) -> std::collections::BTreeMap<String, String> {
     let mut env = if network == Some(SessionNetwork::Enforced) {
         crate::dataplane::agent_egress::Credentialing::placeholder_env(&state.store, &state.bindings)
     } else {
         Default::default()
     };
-    for provider in crate::dataplane::gateway::Provider::ALL {
-        if state.vault.contains(crate::stores::vault::llm_key_path(provider)) {
-            env.insert(provider.key_variable().to_string(), aileron_core::manifest::PLACEHOLDER.to_string());
-        }
+    let held = crate::dataplane::gateway::Provider::ALL
+        .into_iter()
+        .filter(|provider| state.vault.contains(crate::stores::vault::llm_key_path(*provider)));
+    let mut key = None;
+    for provider in held {
+        let confined = session.confinement == Confinement::Namespaces;
+        let key = key.get_or_insert_with(|| state.tokens.mint_gateway_key(&session.session_id, confined));
+        env.insert(provider.key_variable().to_string(), key.expose().to_string());
     }
     env
 }
@@ -103,7 +112,8 @@ pub async fn end(state: &Services, principal: &Principal, id: String, body: EndS
     let session = state.sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
     // What it asked for and nobody decided is withdrawn: no approval outlives its session.
     super::approvals::cancel_session(state, &session.session_id).await;
-    let payload = SessionEnd { agent: session.agent.clone(), exit_code: session.exit_code.into() };
+    let quarantined = (!body.quarantined.is_empty()).then(|| body.quarantined.clone());
+    let payload = SessionEnd { agent: session.agent.clone(), exit_code: session.exit_code.into(), quarantined };
     let event = session_event(EventType::SessionEnded, principal, &session, payload.into_payload());
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Reply::ok(session))

@@ -1600,7 +1600,16 @@ fn a_launched_agent_writes_only_its_allow_list() {
         assert!(done.status.success(), "{done:?}");
     };
     git(&["init", "-q", "-b", "main"]);
+    // A submodule's layout (its git directory in `.git/modules`), a repository nested in the
+    // workspace, and a config that includes a shared file the repository does not have yet.
+    std::fs::create_dir_all(workspace.join(".git/modules")).unwrap();
+    let module = workspace.join(".git/modules/lib");
+    git(&["init", "-q", "--separate-git-dir", module.to_str().unwrap(), "lib"]);
+    git(&["init", "-q", "vendor/dep"]);
+    git(&["config", "include.path", "../shared.gitconfig"]);
+    let marker = rig.temp.path().join("fsmonitor-ran");
     let config_before = std::fs::read_to_string(workspace.join(".git/config")).unwrap();
+    let module_config_before = std::fs::read_to_string(workspace.join(".git/modules/lib/config")).unwrap();
     let extra = rig.temp.path().join("extra");
     std::fs::create_dir_all(&extra).unwrap();
     let outside = rig.temp.path().join("outside.txt");
@@ -1608,8 +1617,11 @@ fn a_launched_agent_writes_only_its_allow_list() {
     std::fs::copy(&planter, rig.bin().join("claude")).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let report_path = extra.join("plant.json");
-    let env: [(&str, &std::ffi::OsStr); 3] = [
+    let shm = PathBuf::from(format!("/dev/shm/aileron-planted-{}", std::process::id()));
+    let env: [(&str, &std::ffi::OsStr); 5] = [
         ("PLANT_REPORT", report_path.as_os_str()),
+        ("SHM_PATH", shm.as_os_str()),
+        ("FSMONITOR_MARKER", marker.as_os_str()),
         ("OUTSIDE_PATH", outside.as_os_str()),
         ("EXTRA_PATH", extra.as_os_str()),
     ];
@@ -1633,10 +1645,27 @@ fn a_launched_agent_writes_only_its_allow_list() {
         "git_config",
         "git_config_by_git",
         "git_dir_renamed",
+        "module_hook",
+        "module_config",
+        "module_gitfile",
+        "modules_renamed",
+        "nested_hook",
+        "nested_config",
+        "nested_parent_renamed",
+        "nested_git_renamed",
         "outside_everything",
     ] {
         assert!(report[planted].as_str().unwrap_or_default().starts_with("refused"), "{planted}: {report:#}");
     }
+    // Files that cannot be bound before they exist: moved aside as they appear, while it runs.
+    let moved =
+        ["git_commondir", "git_commondir_renamed_in", "git_config_worktree", "git_included_config", "module_commondir"];
+    for planted in moved {
+        assert_eq!(report[planted], "written", "{planted} stayed in the repository: {report:#}");
+    }
+    // Shared memory is the agent's own: written there, gone with it.
+    assert_eq!(report["dev_shm"], "written", "{report:#}");
+    assert!(!shm.exists(), "{} outlived the agent", shm.display());
     for needed in ["workspace_file", "git_commit", "own_state", "temp_dir", "dev_null", "extra_writable"] {
         assert_eq!(report[needed], "written", "{needed}: {report:#}");
     }
@@ -1647,6 +1676,32 @@ fn a_launched_agent_writes_only_its_allow_list() {
     }
     assert!(!workspace.join(".git/hooks/pre-commit").exists());
     assert_eq!(std::fs::read_to_string(workspace.join(".git/config")).unwrap(), config_before);
+    assert_eq!(std::fs::read_to_string(workspace.join(".git/modules/lib/config")).unwrap(), module_config_before);
+    for absent in [".git/commondir", ".git/config.worktree", "shared.gitconfig", ".git/modules/lib/commondir"] {
+        assert!(!workspace.join(absent).exists(), "{absent} was left in place");
+    }
+    // The user's own git, in each repository, runs nothing of the agent's.
+    for repository in [workspace.clone(), workspace.join("lib"), workspace.join("vendor/dep")] {
+        let status = Command::new("git")
+            .arg("status")
+            .current_dir(&repository)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{}: {status:?}", repository.display());
+    }
+    assert!(!marker.exists(), "the agent's fsmonitor ran as the user");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.matches("which would make git run what it chose as you; moved to").count(),
+        moved.len(),
+        "{stderr}"
+    );
+    let ended = rig.run(&["audit", "list", "--json", "--event-type", "session.ended"], &[]);
+    let ended: Value = serde_json::from_slice(&ended.stdout).unwrap();
+    let quarantined = ended["items"][0]["payload"]["aileron.session.quarantined"].as_array().unwrap().clone();
+    assert_eq!(quarantined.len(), moved.len(), "{ended:#}");
+    assert!(quarantined.iter().any(|path| path.as_str().unwrap().ends_with("/.git/commondir")), "{ended:#}");
     assert!(workspace.join(".git").is_dir() && !workspace.join(".git-old").exists());
     assert!(!outside.exists());
     assert_eq!(std::fs::read_to_string(workspace.join("notes.txt")).unwrap(), "written by the agent\n");
@@ -1769,6 +1824,12 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
         ("ssh", ".ssh/id_ed25519"),
         ("git_credentials", ".git-credentials"),
         ("docker", ".docker/config.json"),
+        // Beyond SPEC §15's list (the re-attack of 2026-12-05), and another agent's login.
+        ("cargo", ".cargo/credentials.toml"),
+        ("gnupg", ".gnupg/private-keys-v1.d/planted.key"),
+        ("vault_token", ".vault-token"),
+        ("pgpass", ".pgpass"),
+        ("codex_login", ".codex/auth.json"),
     ];
     let mut credential_files = serde_json::Map::new();
     for (name, relative) in stores {
@@ -1809,9 +1870,13 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
         (tcp_canary.local_addr().unwrap().port().to_string(), udp_canary.local_addr().unwrap().port().to_string());
     let credential_files = Value::Object(credential_files).to_string();
     let allowed = upstream.host_port();
-    let env: [(&str, &std::ffi::OsStr); 9] = [
+    let planted_variable = format!("token-{PLANTED}");
+    let env: [(&str, &std::ffi::OsStr); 12] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
         ("CREDENTIAL_FILES", credential_files.as_ref()),
+        ("GH_TOKEN", planted_variable.as_ref()),
+        ("AWS_SECRET_ACCESS_KEY", planted_variable.as_ref()),
+        ("NPM_TOKEN", "exposed-on-purpose".as_ref()),
         ("CANARY_PORT", tcp_port.as_ref()),
         ("UDP_CANARY_PORT", udp_port.as_ref()),
         ("ABSTRACT_SOCKET", abstract_name.as_ref()),
@@ -1820,10 +1885,23 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
         ("DAEMON_PORT", daemon_port.as_ref()),
         ("SSH_AUTH_SOCK", path_socket.as_os_str()),
     ];
-    let output = rig.run_with_path(&["launch", "claude", "--allow-private", &allowed], &env, Path::new("/usr/bin"));
+    let output = rig.run_with_path(
+        &["launch", "claude", "--allow-private", &allowed, "--expose-env", "NPM_TOKEN"],
+        &env,
+        Path::new("/usr/bin"),
+    );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report_text = std::fs::read_to_string(&report_path).unwrap_or_else(|e| panic!("{e}: {}", text(&output)));
     let report: Value = serde_json::from_str(&report_text).unwrap();
+    let variables = &report["credential_variables"];
+    assert_eq!(variables["GH_TOKEN"], Value::Null, "{variables}");
+    assert_eq!(variables["AWS_SECRET_ACCESS_KEY"], Value::Null, "{variables}");
+    assert_eq!(variables["NPM_TOKEN"], "exposed-on-purpose", "--expose-env passes it on: {variables}");
+    let started = rig.run(&["audit", "list", "--json", "--event-type", "session.started"], &[]);
+    let started: Value = serde_json::from_slice(&started.stdout).unwrap();
+    let payload = &started["items"][0]["payload"];
+    assert!(payload["aileron.session.hidden"].as_array().unwrap().contains(&Value::from("$GH_TOKEN")), "{payload}");
+    assert_eq!(payload["aileron.session.exposed"], serde_json::json!(["$NPM_TOKEN"]), "{payload}");
 
     // The credential stores are out of sight: an empty directory or an empty file.
     assert!(!report_text.contains(PLANTED), "a planted credential reached the agent: {report:#}");
@@ -2773,6 +2851,11 @@ fn a_late_approval_is_a_permit_for_its_own_session_only() {
 /// SPEC §15's LLM keys: a provider key in the vault (`aileron secret set llm/anthropic`) is put on
 /// the agent's model requests by the gateway, and the launched agent gets a placeholder instead of
 /// the key in the user's shell. The upstream sees the vault's key; the agent never does.
+///
+/// The re-attack of 2026-12-05: the gateway put the vault's key on any request that passed the
+/// Host check, so another local user (or any program) reaching the loopback port spent it. Now
+/// the placeholder is the session's own gateway key: a request without it goes upstream as it
+/// came, one with the fixed placeholder or the key of a session that has ended is refused.
 #[test]
 fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
     const KEY: &str = "sk-ant-vaultKeyTheAgentNeverSees000000001";
@@ -2806,8 +2889,10 @@ fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
     assert!(set.status.success(), "{}", text(&set));
     let report = rig.workspace().join("llm-report.txt");
     let script = format!(
-        "#!/bin/sh\n{{ echo \"key=$ANTHROPIC_API_KEY\"; curl -sS \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" \
-         -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' --data '{{}}'; }} > '{}' 2>&1\n",
+        "#!/bin/sh\nask() {{ curl -sS \"$ANTHROPIC_BASE_URL/v1/messages\" -H 'anthropic-version: 2023-06-01' \
+         -H 'content-type: application/json' --data '{{}}' \"$@\"; echo; }}\n\
+         {{ echo \"key=$ANTHROPIC_API_KEY\"; ask -H \"x-api-key: $ANTHROPIC_API_KEY\"; echo no-key:; ask; \
+         echo fixed-placeholder:; ask -H 'x-api-key: aileron-sealed'; }} > '{}' 2>&1\n",
         report.display()
     );
     std::fs::write(rig.bin().join("claude"), script).unwrap();
@@ -2816,10 +2901,24 @@ fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
     let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report = std::fs::read_to_string(&report).unwrap();
-    assert!(report.starts_with("key=aileron-sealed\n"), "{report}");
+    let session_key = report.lines().next().unwrap().strip_prefix("key=").unwrap().to_string();
+    assert!(session_key.starts_with("aileron-sealed-") && session_key.len() > 30, "{report}");
     assert!(report.contains(r#"{"type":"message""#), "the model answered: {report}");
+    let refused = report.split("fixed-placeholder:").nth(1).unwrap();
+    assert!(refused.contains("authentication_error") && refused.contains("no live session"), "{report}");
     assert!(!report.contains(KEY) && !report.contains("theUsersOwnKey"), "{report}");
-    assert_eq!(*saw.lock().unwrap(), [KEY.to_string()], "the upstream got the vault's key");
+    // Once the session has ended, its key gets nothing either.
+    let daemon = rig.daemon().unwrap();
+    let late = Command::new("curl")
+        .args(["-sS", &format!("{}/v1/messages", daemon["url"].as_str().unwrap()), "--data", "{}"])
+        .args(["-H", "anthropic-version: 2023-06-01", "-H", &format!("x-api-key: {session_key}")])
+        .output()
+        .unwrap();
+    let late = String::from_utf8_lossy(&late.stdout);
+    assert!(late.contains("no live session"), "{late}");
+    // The upstream got the vault's key once, with the session's key; the request without a key
+    // went as it came.
+    assert_eq!(*saw.lock().unwrap(), [KEY.to_string(), String::new()], "{report}");
 }
 
 /// SPEC §15's git over https: an operation's own format (`Basic {basic:x-access-token}`) puts the

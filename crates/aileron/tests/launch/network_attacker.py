@@ -97,6 +97,8 @@ def read_api_health():
 for name, path in json.loads(env["CREDENTIAL_FILES"]).items():
     attempt("read_" + name, lambda path=path: read(path))
 attempt("list_aws", lambda: os.listdir(os.path.expanduser("~/.aws")))
+# The user's credential variables: withheld, but for the one the launch exposed.
+report["credential_variables"] = {name: env.get(name) for name in ["GH_TOKEN", "AWS_SECRET_ACCESS_KEY", "NPM_TOKEN"]}
 
 # Out of the namespace without the proxy.
 canary_port = int(env["CANARY_PORT"])

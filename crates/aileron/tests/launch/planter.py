@@ -10,6 +10,7 @@ Driven by crates/aileron/tests/it/launch.rs (`a_launched_agent_writes_only_its_a
 import json
 import os
 import subprocess
+import time
 
 home = os.path.expanduser("~")
 workspace = os.getcwd()
@@ -40,6 +41,39 @@ def run(*argv):
     return go
 
 
+def planted(path, text):
+    """Plants `path` (through a temp name and a rename when `text` says so) and reports whether
+    it was moved out of the repository while the agent still ran: the user's own git, in another
+    terminal, must never read it."""
+    def plant():
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        staging = path + ".staged" if text.startswith("rename:") else path
+        with open(staging, "w") as handle:
+            handle.write(text.removeprefix("rename:"))
+        if staging != path:
+            os.rename(staging, path)
+        for _ in range(400):
+            if not os.path.lexists(path):
+                return
+            time.sleep(0.025)
+        raise OSError(0, "left in place")
+    return plant
+
+
+def evil_common_dir():
+    """A directory git would take for the repository's common directory: its objects and refs,
+    with a config whose fsmonitor runs at the user's next `git status`."""
+    evil = f"{workspace}/evil-common"
+    os.makedirs(evil, exist_ok=True)
+    with open(f"{evil}/config", "w") as handle:
+        handle.write(f"[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch {os.environ['FSMONITOR_MARKER']}\n")
+    for name in ["objects", "refs"]:
+        if not os.path.lexists(f"{evil}/{name}"):
+            os.symlink(f"{workspace}/.git/{name}", f"{evil}/{name}")
+    return evil
+
+
+fsmonitor = f"[core]\n\tfsmonitor = touch {os.environ['FSMONITOR_MARKER']}\n"
 approve = "aileron approval approve act-planted\n"
 # Places that run as the user later.
 attempt("bashrc", append(f"{home}/.bashrc", approve))
@@ -54,6 +88,22 @@ attempt("git_hook", append(f"{workspace}/.git/hooks/pre-commit", "#!/bin/sh\n" +
 attempt("git_config", append(f"{workspace}/.git/config", "[core]\n\thooksPath = /tmp/evil-hooks\n"))
 attempt("git_config_by_git", run("git", "config", "core.fsmonitor", "sh -c x"))
 attempt("git_dir_renamed", lambda: os.rename(f"{workspace}/.git", f"{workspace}/.git-old"))
+# The re-attack of 2026-12-05: git redirected to a config of the agent's, in the workspace's
+# repository, its submodule and a repository nested in it.
+attempt("git_commondir", planted(f"{workspace}/.git/commondir", evil_common_dir() + "\n"))
+attempt("git_commondir_renamed_in", planted(f"{workspace}/.git/commondir", "rename:" + evil_common_dir() + "\n"))
+attempt("git_config_worktree", planted(f"{workspace}/.git/config.worktree", fsmonitor))
+attempt("git_included_config", planted(f"{workspace}/shared.gitconfig", fsmonitor))
+attempt("module_hook", append(f"{workspace}/.git/modules/lib/hooks/post-checkout", "#!/bin/sh\n" + approve))
+attempt("module_config", append(f"{workspace}/.git/modules/lib/config", fsmonitor))
+attempt("module_commondir", planted(f"{workspace}/.git/modules/lib/commondir", evil_common_dir() + "\n"))
+attempt("module_gitfile", append(f"{workspace}/lib/.git", "\ngitdir: " + evil_common_dir() + "\n"))
+attempt("modules_renamed", lambda: os.rename(f"{workspace}/.git/modules", f"{workspace}/.git/modules-old"))
+attempt("nested_hook", append(f"{workspace}/vendor/dep/.git/hooks/post-checkout", "#!/bin/sh\n" + approve))
+attempt("nested_config", append(f"{workspace}/vendor/dep/.git/config", fsmonitor))
+attempt("nested_parent_renamed", lambda: os.rename(f"{workspace}/vendor", f"{workspace}/vendor-old"))
+attempt("nested_git_renamed", lambda: os.rename(f"{workspace}/vendor/dep/.git", f"{workspace}/vendor/dep/.git-old"))
+attempt("dev_shm", append(os.environ["SHM_PATH"], "left for the user's other programs\n"))
 attempt("outside_everything", append(os.environ["OUTSIDE_PATH"], "x"))
 # What an agent needs.
 attempt("workspace_file", append(f"{workspace}/notes.txt", "written by the agent\n"))

@@ -46,6 +46,11 @@ pub struct LaunchArgs {
     /// SPEC §15 are hidden from it
     #[arg(long, value_name = "PATH")]
     expose: Vec<std::path::PathBuf>,
+    /// Pass one of your credential variables on to the confined agent (repeatable; audited): by
+    /// default `GH_TOKEN`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY` and the other tool and service
+    /// tokens are withheld from it (the model providers' keys are not)
+    #[arg(long, value_name = "NAME")]
+    expose_env: Vec<String>,
     /// How long a request of the agent's own tools that needs your approval waits at the proxy for
     /// your decision before it is answered `approval_pending` (1–600; the identical request then
     /// goes through once if you approve within 10 minutes)
@@ -66,6 +71,7 @@ pub async fn run(home: &Home, args: LaunchArgs) -> CliResult {
         allow_private: args.allow_private,
         allow_tcp: args.allow_tcp,
         expose: args.expose,
+        expose_env: args.expose_env,
         approval_hold: args.approval_hold,
         agent_args: args.agent_args,
     };

@@ -10,7 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use crate::platform::principal::{CSRF_HEADER, Principal, WEB_COOKIE};
+use crate::platform::principal::{CSRF_HEADER, Principal, Scope, WEB_COOKIE};
 use crate::wire::ApiError;
 
 /// The `Host` values this daemon answers to.
@@ -57,10 +57,20 @@ pub async fn admit(State(state): State<Arc<AppState>>, request: Request, next: N
 
 /// Admission of a gateway request ([`crate::dataplane::gateway::is_gateway_path`]), which
 /// [`super::Surface`] serves ahead of the router: the same Host and Origin checks as [`admit`]
-/// (no token: the agent's provider key is what it carries), then the gateway.
+/// (no token: the agent's provider key is what it carries), then the gateway. A request whose
+/// provider key is a session's gateway key (or the daemon token) is marked
+/// [`crate::dataplane::gateway::VaultKeyGranted`]: only such a request gets the vault's key.
 pub async fn admit_gateway(state: &AppState, mut request: Request) -> Response {
     let mut response = match check(state, &mut request) {
-        Ok(()) => crate::dataplane::gateway::serve(&state.gateway, request).await,
+        Ok(()) => {
+            let presented = crate::dataplane::gateway::presented_key(request.headers());
+            if presented.is_some_and(|key| {
+                state.services.tokens.resolve(key).is_some_and(|principal| principal.allows(Scope::Gateway))
+            }) {
+                request.extensions_mut().insert(crate::dataplane::gateway::VaultKeyGranted);
+            }
+            crate::dataplane::gateway::serve(&state.gateway, request).await
+        }
         Err(error) => error.into_response(),
     };
     stamp_request_id(&mut response, true);

@@ -38,6 +38,10 @@ pub struct WriteAccess {
     /// Directories to make (0700) before the launch: the agent's own when missing, a repository's
     /// missing `hooks`.
     pub to_create: Vec<PathBuf>,
+    /// Files that must not appear while the agent runs (a git directory's `commondir`, a missing
+    /// file its config includes): nothing can be bound over a file that does not exist yet, so
+    /// the launcher watches for them and moves each aside the moment it appears (`planted`).
+    pub watched: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -104,6 +108,15 @@ pub fn write_access(
         access.writable.push(resolved);
     }
     access.writable.dedup();
+    // A parent is pinned before what is inside it: a bind of the parent made later would hide
+    // the mounts beneath it.
+    access.pinned.sort_by(|a, b| a.components().count().cmp(&b.components().count()).then_with(|| a.cmp(b)));
+    access.pinned.dedup();
+    // What lies outside everything writable the agent cannot plant (a config's include elsewhere).
+    let writable = access.writable.clone();
+    access.watched.retain(|path| writable.iter().any(|dir| path.starts_with(dir)));
+    access.watched.sort();
+    access.watched.dedup();
     Ok(access)
 }
 
@@ -115,23 +128,190 @@ fn repository_root(cwd: &Path, home: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// A repository at `root`: `.git` pinned, its hooks and config read-only. A `.git` file (a
-/// worktree's pointer to its repository) is read-only itself; the repository it names lies
-/// outside the workspace and is read-only already, unless also granted.
+/// Directories a workspace is searched in for repositories inside it, at most, and how deep.
+const MAX_SCANNED_DIRECTORIES: usize = 20_000;
+const MAX_SCAN_DEPTH: usize = 8;
+
+/// Names inside a git directory that make git read its configuration, hooks included, from
+/// somewhere else (`commondir`) or read more of it (`config.worktree`). Absent in a repository's
+/// own git directory; the agent must not create them.
+const REDIRECTING_FILES: [&str; 2] = ["commondir", "config.worktree"];
+
+/// A writable tree at `root` (the workspace, a `--writable` path): its repository and every
+/// repository inside it (submodules, nested checkouts), each with its hooks and config
+/// read-only, its git directory pinned and its redirecting files watched. The directories
+/// between `root` and a nested repository are pinned too, so a renamed parent cannot carry the
+/// protected repository away and leave a planted one in its place.
 fn protect_repository(root: &Path, access: &mut WriteAccess) {
+    protect_checkout(root, access);
+    let (nested, complete) = nested_checkouts(root);
+    for checkout in nested {
+        access.pinned.extend(checkout.ancestors().take_while(|dir| *dir != root).map(Path::to_path_buf));
+        protect_checkout(&checkout, access);
+    }
+    if !complete {
+        access.notes.push(format!(
+            "{} has more than {MAX_SCANNED_DIRECTORIES} directories: repositories nested deeper in it than those \
+             searched are not protected (their hooks and config stay writable to the agent)\nhint: launch from the \
+             project itself, or keep nested checkouts near its top",
+            root.display()
+        ));
+    }
+}
+
+/// `.git` of the checkout at `root`: a `.git` file (a worktree's or submodule's pointer to its
+/// git directory) is read-only itself; a `.git` directory is protected as a git directory.
+fn protect_checkout(root: &Path, access: &mut WriteAccess) {
     let git = root.join(".git");
     let Ok(metadata) = std::fs::symlink_metadata(&git) else { return };
     if metadata.is_file() {
         access.read_only.push(git);
     } else if metadata.is_dir() {
-        let hooks = git.join("hooks");
-        // An empty hooks directory is what `git init` makes; it is where a planted hook would go.
-        if !hooks.exists() {
-            access.to_create.push(hooks.clone());
-        }
-        access.pinned.push(git.clone());
-        access.read_only.extend([hooks, git.join("config")]);
+        protect_git_dir(&git, access);
     }
+}
+
+/// A git directory: pinned in place, its hooks and config (and the files the config includes)
+/// read-only, `commondir` and `config.worktree` watched unless present, its linked worktrees'
+/// administrative directories and its submodules' git directories protected alike.
+fn protect_git_dir(git: &Path, access: &mut WriteAccess) {
+    let hooks = git.join("hooks");
+    // An empty hooks directory is what `git init` makes; it is where a planted hook would go.
+    if !hooks.exists() {
+        access.to_create.push(hooks.clone());
+    }
+    access.pinned.push(git.to_path_buf());
+    access.read_only.extend([hooks, git.join("config")]);
+    for name in REDIRECTING_FILES {
+        let path = git.join(name);
+        if path.exists() { access.read_only.push(path) } else { access.watched.push(path) }
+    }
+    protect_includes(&git.join("config"), access);
+    // A linked worktree's administrative directory: where it finds its repository and its own config.
+    let worktrees = git.join("worktrees");
+    if let Ok(entries) = std::fs::read_dir(&worktrees) {
+        access.pinned.push(worktrees.clone());
+        for admin in entries.flatten().map(|entry| entry.path()).filter(|path| is_real_dir(path)) {
+            access.pinned.push(admin.clone());
+            for name in REDIRECTING_FILES.iter().chain(&["gitdir"]) {
+                let path = admin.join(name);
+                if path.exists() { access.read_only.push(path) } else { access.watched.push(path) }
+            }
+        }
+    }
+    for module in module_git_dirs(&git.join("modules")) {
+        access.pinned.extend(module.ancestors().take_while(|dir| *dir != git).map(Path::to_path_buf));
+        protect_git_dir(&module, access);
+    }
+}
+
+/// The files a git config includes (`include.path`, `includeIf.*.path`): read-only when they
+/// exist, watched when they do not (git skips a missing include, so creating one would add to
+/// the config).
+fn protect_includes(config: &Path, access: &mut WriteAccess) {
+    let Ok(text) = std::fs::read_to_string(config) else { return };
+    let base = config.parent().unwrap_or(Path::new("/"));
+    for included in config_includes(&text) {
+        // One in the home (`~/…`) lies outside what the agent may write: the home never is.
+        if included.starts_with('~') {
+            continue;
+        }
+        let path = base.join(&included);
+        let path = without_dot_dots(&path);
+        if path.exists() { access.read_only.push(path) } else { access.watched.push(path) }
+    }
+}
+
+/// The `path` values of a git config's `[include]` and `[includeIf "…"]` sections.
+fn config_includes(text: &str) -> Vec<String> {
+    let mut including = false;
+    let mut paths = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(section) = line.strip_prefix('[') {
+            let name = section.split([']', ' ', '"', '.']).next().unwrap_or_default();
+            including = name.eq_ignore_ascii_case("include") || name.eq_ignore_ascii_case("includeif");
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        if including && key.trim().eq_ignore_ascii_case("path") {
+            let value = value.split([';', '#']).next().unwrap_or_default().trim();
+            let value = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(value);
+            if !value.is_empty() {
+                paths.push(value.to_string());
+            }
+        }
+    }
+    paths
+}
+
+/// Submodules' git directories under a git directory's `modules` (a submodule named `a/b` lives
+/// in `modules/a/b`): each directory holding `HEAD` is one.
+fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![(modules.to_path_buf(), 0)];
+    while let Some((dir, depth)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for path in entries.flatten().map(|entry| entry.path()).filter(|path| is_real_dir(path)) {
+            if path.join("HEAD").is_file() {
+                found.push(path);
+            } else if depth < MAX_SCAN_DEPTH {
+                pending.push((path, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Checkouts inside `root` (directories holding `.git`, not `root` itself), searched breadth
+/// first through at most [`MAX_SCANNED_DIRECTORIES`] directories, without following links or
+/// entering git directories; and whether the search saw everything.
+fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
+    let mut found = Vec::new();
+    let mut pending = std::collections::VecDeque::from([(root.to_path_buf(), 0)]);
+    let mut scanned = 0;
+    while let Some((dir, depth)) = pending.pop_front() {
+        scanned += 1;
+        if scanned > MAX_SCANNED_DIRECTORIES {
+            return (found, false);
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if entry.file_name() == ".git" || !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            if std::fs::symlink_metadata(path.join(".git")).is_ok() {
+                found.push(path.clone());
+            }
+            if depth < MAX_SCAN_DEPTH {
+                pending.push_back((path, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    (found, true)
+}
+
+/// `path` with `.` and `..` resolved by name (`/a/.git/../b` is `/a/b`), so that whether it
+/// lies in a writable directory can be told from its components.
+fn without_dot_dots(path: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    normal
+}
+
+/// A directory, not a link to one.
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_dir())
 }
 
 fn xdg(env: &LaunchEnv, variable: &str, default: &str) -> PathBuf {
@@ -196,8 +376,56 @@ mod tests {
         assert_eq!(access.pinned, vec![repo.join(".git")]);
         assert_eq!(access.read_only, vec![repo.join(".git/hooks"), repo.join(".git/config")]);
         assert!(repo.join(".git/hooks").is_dir(), "created so that it can be bound read-only");
+        assert_eq!(access.watched, vec![repo.join(".git/commondir"), repo.join(".git/config.worktree")]);
         assert_eq!(access.writable, vec![repo.clone(), home.join(".codex"), temp_dir, PathBuf::from("/dev")]);
         assert!(home.join(".codex").is_dir(), "the agent's own directory is made");
+    }
+
+    /// The re-attack of 2026-12-05: submodules' git directories, linked worktrees' administrative
+    /// directories, repositories nested in the workspace and a config's includes are protected
+    /// like the workspace's own repository.
+    #[test]
+    fn every_repository_in_the_workspace_is_protected() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        let git = repo.join(".git");
+        for dir in [".git/hooks", ".git/modules/libs/a/hooks", ".git/worktrees/wt", "vendor/dep/.git/hooks", "sub"] {
+            std::fs::create_dir_all(repo.join(dir)).unwrap();
+        }
+        std::fs::write(git.join("config"), "[include]\n\tpath = ../shared.gitconfig ; shared\n").unwrap();
+        std::fs::write(git.join("modules/libs/a/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(git.join("worktrees/wt/commondir"), "../..\n").unwrap();
+        std::fs::write(repo.join("sub/.git"), "gitdir: ../.git/modules/libs/a\n").unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let under = |paths: &[&str]| paths.iter().map(|path| repo.join(path)).collect::<Vec<_>>();
+        assert_eq!(
+            access.pinned,
+            under(&[".git", "sub", "vendor", ".git/modules", ".git/worktrees", "vendor/dep", ".git/modules/libs"])
+                .into_iter()
+                .chain(under(&[".git/worktrees/wt", "vendor/dep/.git", ".git/modules/libs/a"]))
+                .collect::<Vec<_>>(),
+            "parents before what is inside them"
+        );
+        for read_only in [".git/modules/libs/a/hooks", ".git/modules/libs/a/config", ".git/worktrees/wt/commondir"] {
+            assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
+        }
+        for read_only in ["sub/.git", "vendor/dep/.git/hooks", "vendor/dep/.git/config"] {
+            assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
+        }
+        for watched in
+            ["shared.gitconfig", ".git/commondir", ".git/worktrees/wt/gitdir", ".git/modules/libs/a/commondir"]
+        {
+            assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
+        }
+        assert!(!access.pinned.contains(&repo.join(".git/modules/libs/a/hooks")));
+    }
+
+    #[test]
+    fn a_config_names_its_includes() {
+        let config = "[core]\n\tpath = not-an-include\n[include]\n\tpath = a.inc\n\tPath = \"b c.inc\" # note\n\
+                      [includeIf \"gitdir:~/work/\"]\n\tpath = ~/work.inc\n[user]\n\tname = x\n";
+        assert_eq!(config_includes(config), vec!["a.inc", "b c.inc", "~/work.inc"]);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   directory when it lives elsewhere) is covered by an empty private tmpfs: `daemon.json` and
 //!   its daemon token, the vault, the journals, the audit log and every other session's files are
 //!   not there. The agent's own wiring reaches it through its environment instead;
+//! - an IPC namespace, with its own `/dev/shm` (a tmpfs) and `/dev/mqueue`: nothing the agent
+//!   leaves in shared memory or a message queue reaches the user's other programs or outlives it;
 //! - a PID namespace with its own `/proc`: no process outside the agent's tree is visible, so
 //!   neither `/proc/<pid>/root` (the unmasked filesystem of any other process of the user) nor
 //!   `/proc/<pid>/environ|mem|fd` of the launcher or the daemon can be reached, and when the
@@ -311,7 +313,9 @@ fn wait_for(child: Pid) -> i32 {
 }
 
 fn enter(request: &Request) -> Result<i32, String> {
-    let mut namespaces = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
+    // IPC: System V IPC and POSIX message queues of the agent's own, not the user's other programs'.
+    let mut namespaces =
+        CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC;
     if request.network.is_some() {
         namespaces |= CloneFlags::CLONE_NEWNET;
     }
@@ -386,6 +390,20 @@ fn init(request: &Request) -> Result<i32, String> {
     let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), hardened, none)
         .map_err(|e| format!("mounting /proc for the namespace: {e}"))?;
+    // `/dev` stays writable (terminals, /dev/null), but its shared memory and message queues are
+    // the agent's own and go with it: through the host's, a file left in /dev/shm outlived the
+    // session and reached the user's other programs (the re-attack of 2026-12-05).
+    let private = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if std::path::Path::new("/dev/shm").is_dir() {
+        mount(Some("tmpfs"), "/dev/shm", Some("tmpfs"), private, Some("mode=1777"))
+            .map_err(|e| format!("giving the namespace its own /dev/shm: {e}"))?;
+    }
+    if std::path::Path::new("/dev/mqueue").is_dir() {
+        // Where the namespace's own queues cannot be mounted, the host's are covered all the same.
+        mount(Some("mqueue"), "/dev/mqueue", Some("mqueue"), private | MsFlags::MS_NOEXEC, none)
+            .or_else(|_| mount(Some("tmpfs"), "/dev/mqueue", Some("tmpfs"), hardened, Some("mode=0500,size=4k")))
+            .map_err(|e| format!("giving the namespace its own /dev/mqueue: {e}"))?;
+    }
     for mask in &request.masks {
         if !mask.is_dir() {
             continue; // nothing there to hide

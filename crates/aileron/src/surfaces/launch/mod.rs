@@ -39,6 +39,7 @@ pub mod config_file;
 pub mod confine;
 pub mod jsonc;
 pub mod network;
+mod planted;
 pub mod toml_table;
 pub mod yaml_block;
 
@@ -463,6 +464,8 @@ pub struct LaunchOptions {
     pub allow_tcp: Vec<String>,
     /// `--expose PATH`: credential stores left visible.
     pub expose: Vec<PathBuf>,
+    /// `--expose-env NAME`: credential variables passed on.
+    pub expose_env: Vec<String>,
     /// `--approval-hold SECONDS`: how long a request held for approval at the proxy waits.
     pub approval_hold: u64,
     pub agent_args: Vec<OsString>,
@@ -470,19 +473,41 @@ pub struct LaunchOptions {
 
 /// The credential stores hidden from a confined agent (those `--expose` names excepted) and the
 /// ones kept visible.
-fn hidden_stores(env: &LaunchEnv, expose: &[PathBuf]) -> anyhow::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+fn hidden_stores(agent: Agent, env: &LaunchEnv, expose: &[PathBuf]) -> anyhow::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mut exposed = Vec::new();
     for path in expose {
         let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
         exposed.push(canonical(&absolute));
     }
-    let (kept, hidden): (Vec<PathBuf>, Vec<PathBuf>) =
-        network::credential_stores(&env.home_dir, &env.config_home()).into_iter().partition(|store| {
-            let store = canonical(store);
-            exposed.iter().any(|exposed| store.starts_with(exposed))
-        });
+    let data_home = env
+        .var(allow_list::XDG_DATA_HOME)
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .unwrap_or_else(|| env.home_dir.join(".local/share"));
+    let stores = network::credential_stores(&env.home_dir, &env.config_home())
+        .into_iter()
+        .chain(network::other_agents_logins(agent, &env.home_dir, &data_home, &env.config_home()));
+    let (kept, hidden): (Vec<PathBuf>, Vec<PathBuf>) = stores.partition(|store| {
+        let store = canonical(store);
+        exposed.iter().any(|exposed| store.starts_with(exposed))
+    });
     Ok((hidden, kept))
+}
+
+/// The credential variables withheld from a confined agent (all of
+/// [`network::CREDENTIAL_VARIABLES`] but those `--expose-env` names), and, of those the user's
+/// environment holds, the ones withheld and the ones passed on, as the audit record lists them
+/// (`$NAME`).
+fn withheld_variables(expose_env: &[String]) -> (Vec<&'static str>, Vec<String>, Vec<String>) {
+    let (kept, withheld): (Vec<&'static str>, Vec<&'static str>) =
+        network::CREDENTIAL_VARIABLES.into_iter().partition(|name| expose_env.iter().any(|exposed| exposed == name));
+    // Whether the user's environment holds each; the values are never read.
+    let present = |names: &[&str]| -> Vec<String> {
+        names.iter().filter(|name| env::holds_value(name)).map(|name| format!("${name}")).collect()
+    };
+    let (hidden, exposed) = (present(&withheld), present(&kept));
+    (withheld, hidden, exposed)
 }
 
 /// Whether this machine can confine an agent: the helper builds the namespaces and masks once
@@ -548,13 +573,20 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 ),
                 SessionNetwork::Open => println!("network: the host's (--network=open): not audited"),
             }
-            let (hidden, kept) = hidden_stores(&env, &options.expose)?;
+            let (hidden, kept) = hidden_stores(agent, &env, &options.expose)?;
             let shown = |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>();
             if !hidden.is_empty() {
                 println!("credential stores hidden from the agent: {}", shown(&hidden).join(", "));
             }
             if !kept.is_empty() {
                 println!("credential stores kept visible (--expose): {}", shown(&kept).join(", "));
+            }
+            let (_, withheld, passed) = withheld_variables(&options.expose_env);
+            if !withheld.is_empty() {
+                println!("credential variables withheld from the agent: {}", withheld.join(", "));
+            }
+            if !passed.is_empty() {
+                println!("credential variables passed on (--expose-env): {}", passed.join(", "));
             }
             let cwd =
                 std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
@@ -609,6 +641,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .with_context(|| format!("creating a temp directory in {}", env.launch_dir.display()))?;
     let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
     let (mut writable, mut hidden, mut exposed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut watched = Vec::new();
+    let mut withheld_credentials = Vec::new();
     let confinement = if options.unconfined {
         log_line!(
             "aileron: warning: {} runs unconfined: it can read {} and use the daemon token in it, so the approval \
@@ -625,9 +659,13 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             log_line!("aileron: note: {note}");
         }
         writable = access.writable.iter().map(|path| path.display().to_string()).collect();
-        let (stores, kept) = hidden_stores(&env, &options.expose)?;
+        let (stores, kept) = hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
         exposed = kept.iter().map(|path| path.display().to_string()).collect();
+        let (names, hidden_variables, exposed_variables) = withheld_variables(&options.expose_env);
+        withheld_credentials = names;
+        hidden.extend(hidden_variables);
+        exposed.extend(exposed_variables);
         request.hidden = stores;
         if options.network == SessionNetwork::Enforced {
             // The host's socket files the agent could still reach through the filesystem.
@@ -636,6 +674,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             // Probed with the namespace too; the real ports are known once the daemon is.
             request.network = Some(confine::Network { channel: None, api_port: 0, proxy_port: 0 });
         }
+        watched = access.watched;
         request.writable = access.writable;
         request.pinned = access.pinned;
         request.read_only = access.read_only;
@@ -705,11 +744,36 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let hosts_file = request.hosts_file.clone();
     let containment = (confinement == Confinement::Namespaces).then_some(Contained {
         request,
+        withheld: withheld_credentials,
         temp_dir: temp_dir.path(),
         traces_parent: agent_traces.as_deref(),
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
     });
+    let quarantine = env.launch_dir.join("quarantine").join(&wiring.session_id);
+    let plant_watch = planted::PlantWatch::start(watched, quarantine);
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
+    let quarantined = plant_watch.finish().await;
+    for moved in &quarantined {
+        match (&moved.kept_as, &moved.error) {
+            (Some(kept), _) => log_line!(
+                "aileron: warning: {agent} created {}, which would make git run what it chose as you; moved to {}",
+                moved.path.display(),
+                kept.display(),
+                agent = agent.name()
+            ),
+            (None, None) => log_line!(
+                "aileron: warning: {agent} created {}, which would make git run what it chose as you; removed",
+                moved.path.display(),
+                agent = agent.name()
+            ),
+            (None, Some(error)) => log_line!(
+                "aileron: warning: {agent} created {}, which would make git run what it chose as you, and it could \
+                 not be moved ({error})\nhint: delete it before you run git there",
+                moved.path.display(),
+                agent = agent.name()
+            ),
+        }
+    }
     if let Some(hosts) = hosts_file {
         let _ = std::fs::remove_file(hosts);
     }
@@ -718,7 +782,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
-    if let Err(error) = client.post(&end_path, &serde_json::to_value(EndSession { exit_code })?).await {
+    let quarantined = quarantined.iter().map(|moved| moved.path.display().to_string()).collect();
+    let end = EndSession { exit_code, quarantined };
+    if let Err(error) = client.post(&end_path, &serde_json::to_value(end)?).await {
         log_line!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);
     }
     outcome
@@ -728,6 +794,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
 /// private temp directory.
 struct Contained<'a> {
     request: confine::Request,
+    /// The credential variables withheld from it, besides [`WITHHELD_VARIABLES`].
+    withheld: Vec<&'static str>,
     temp_dir: &'a Path,
     /// Where the agent's `aileron-mcp` writes its spans (`AILERON_TRACES_DIR`), when it traces to files.
     traces_parent: Option<&'a Path>,
@@ -910,6 +978,11 @@ async fn launch_session(
     }
     let status = match contained {
         Some(contained) => {
+            // A placeholder set for the session stays: it is what takes the credential's place.
+            let withheld: Vec<&str> = WITHHELD_VARIABLES
+                .into_iter()
+                .chain(contained.withheld.iter().copied().filter(|name| !plan.env.iter().any(|(set, _)| set == name)))
+                .collect();
             log_line!("aileron: session {} started for {} (confined)", wiring.session_id, agent.name());
             let helper = std::env::current_exe().context("locating the aileron executable")?;
             let mut request = confine::Request {
@@ -919,7 +992,7 @@ async fn launch_session(
                 ..contained.request
             };
             match contained.handover {
-                None => child::run(&helper, &request.arguments(), &plan.env, &WITHHELD_VARIABLES).await,
+                None => child::run(&helper, &request.arguments(), &plan.env, &withheld).await,
                 Some((handover, socket)) => {
                     let bundle = trust_bundle_path(env, &wiring.session_id);
                     request.trust_bundle = Some(bundle.clone());
@@ -934,7 +1007,7 @@ async fn launch_session(
                     let written = bundle.clone();
                     let attached =
                         tokio::task::spawn_blocking(move || network::hand_over(&ours, &socket, &handover, &written));
-                    let status = child::run(&helper, &request.arguments(), &plan.env, &WITHHELD_VARIABLES).await;
+                    let status = child::run(&helper, &request.arguments(), &plan.env, &withheld).await;
                     // Our copy of the helper's end goes, so a hand-over still waiting sees the end.
                     drop(theirs);
                     match attached.await {

@@ -143,8 +143,47 @@ pub fn write_bundle(path: &Path, ca_pem: &str) -> Result<(), String> {
         .map_err(|e| format!("writing the trust bundle {}: {e}", path.display()))
 }
 
-/// The user's credential stores of SPEC §15 (those that exist), relative to the home and the
-/// config home.
+/// Variables that hold a credential for a tool or service, withheld from a confined agent like
+/// the files of [`credential_stores`] (`--expose-env NAME` keeps one; a placeholder of a bound
+/// connector takes its place). The model providers' keys are not among them: the agent needs
+/// its own to talk to its model unless the vault holds it (SPEC §15's LLM keys).
+pub const CREDENTIAL_VARIABLES: [&str; 32] = [
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+    "GITLAB_TOKEN",
+    "GL_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "CLOUDSDK_AUTH_ACCESS_TOKEN",
+    "NPM_TOKEN",
+    "NODE_AUTH_TOKEN",
+    "CARGO_REGISTRY_TOKEN",
+    "TWINE_PASSWORD",
+    "PYPI_TOKEN",
+    "UV_PUBLISH_TOKEN",
+    "DOCKER_PASSWORD",
+    "DOCKER_AUTH_CONFIG",
+    "SLACK_TOKEN",
+    "SLACK_BOT_TOKEN",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "VAULT_TOKEN",
+    "DIGITALOCEAN_TOKEN",
+    "CLOUDFLARE_API_TOKEN",
+    "HEROKU_API_KEY",
+    "FLY_API_TOKEN",
+    "STRIPE_API_KEY",
+    "SENTRY_AUTH_TOKEN",
+    "PGPASSWORD",
+];
+
+/// The user's credential stores of SPEC §15 and the other well-known ones (those that exist),
+/// relative to the home and the config home.
 pub fn credential_stores(home: &Path, config_home: &Path) -> Vec<PathBuf> {
     let in_home = [
         ".aws",
@@ -159,15 +198,62 @@ pub fn credential_stores(home: &Path, config_home: &Path) -> Vec<PathBuf> {
         ".config/gcloud",
         ".azure",
         ".terraform.d/credentials.tfrc.json",
+        // Beyond SPEC §15's list (the re-attack of 2026-12-05 read each of these).
+        ".cargo/credentials.toml",
+        ".cargo/credentials",
+        ".gnupg",
+        ".password-store",
+        ".vault-token",
+        ".pgpass",
+        ".my.cnf",
+        ".m2/settings.xml",
+        ".m2/settings-security.xml",
+        ".gradle/gradle.properties",
+        ".gem/credentials",
+        ".composer/auth.json",
+        ".config/composer/auth.json",
+        ".config/rclone",
+        ".config/hub",
+        ".config/glab-cli",
+        ".config/doctl",
+        ".config/containers/auth.json",
+        ".config/op",
+        ".local/share/keyrings",
+        ".boto",
+        ".s3cfg",
+        ".oci",
+        ".databrickscfg",
+        ".fly",
     ];
     let mut stores: Vec<PathBuf> = in_home.iter().map(|relative| home.join(relative)).collect();
     stores.push(config_home.join("gh"));
     stores.push(config_home.join("git/credentials"));
     stores.push(home.join(".config/git/credentials"));
+    for relative in ["rclone", "hub", "glab-cli", "doctl", "containers/auth.json", "op"] {
+        stores.push(config_home.join(relative));
+    }
     let mut existing: Vec<PathBuf> = stores.into_iter().filter(|path| path.symlink_metadata().is_ok()).collect();
     existing.sort();
     existing.dedup();
     existing
+}
+
+/// The other agents' logins, hidden from the launched one like the credential stores: an agent
+/// launched as Pi had read Claude Code's and Codex's (the re-attack of 2026-12-05). Its own stay.
+pub fn other_agents_logins(agent: super::Agent, home: &Path, data_home: &Path, config_home: &Path) -> Vec<PathBuf> {
+    use super::Agent;
+    let logins = [
+        (Agent::Claude, home.join(".claude/.credentials.json")),
+        (Agent::Codex, home.join(".codex/auth.json")),
+        (Agent::Opencode, data_home.join("opencode/auth.json")),
+        (Agent::Goose, config_home.join("goose/secrets.yaml")),
+        (Agent::Pi, home.join(".pi/agent/auth.json")),
+    ];
+    logins
+        .into_iter()
+        .filter(|(owner, path)| *owner != agent && path.symlink_metadata().is_ok())
+        .map(|(_, path)| path)
+        .collect()
 }
 
 /// The listening path sockets of the host (`/proc/net/unix`, read in the host's network

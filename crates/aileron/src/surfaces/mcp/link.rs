@@ -188,7 +188,7 @@ impl DaemonLink {
             let _ = own
                 .admin
                 .request(Method::POST, &path)
-                .json(&crate::wire::EndSession { exit_code: None })
+                .json(&crate::wire::EndSession { exit_code: None, quarantined: Vec::new() })
                 .timeout(QUICK_TIMEOUT)
                 .send()
                 .await;

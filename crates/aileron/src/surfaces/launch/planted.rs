@@ -1,0 +1,169 @@
+//! Files a confined agent must not create (the re-attack of 2026-12-05): a `commondir` in a
+//! repository's git directory makes git read its config, `core.fsmonitor` and hooks included,
+//! from wherever the agent points it, and the git that reads it is the user's, outside the
+//! launch. A file that does not exist yet cannot be bound read-only, so the launcher, outside
+//! the agent's namespaces, watches the directories these files would appear in (inotify) and
+//! moves each aside into the session's quarantine the moment it appears; once the agent has
+//! exited it looks once more, and the session's end record lists what was moved.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+/// A planted file moved out of the agent's reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// Where the agent created it.
+    pub path: PathBuf,
+    /// Where it is kept now (`None` when it could only be removed, or not even that: `error`).
+    pub kept_as: Option<PathBuf>,
+    pub error: Option<String>,
+}
+
+/// Watches for the planted files until [`PlantWatch::finish`].
+pub struct PlantWatch {
+    watched: Arc<[PathBuf]>,
+    quarantine: PathBuf,
+    moved: Arc<Mutex<Vec<Moved>>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl PlantWatch {
+    /// Starts watching `watched` (paths that must not appear), moving what appears into
+    /// `quarantine` (made 0700 when first needed). A directory that cannot be watched (gone,
+    /// or inotify's limits reached) is still looked at when the session ends.
+    pub fn start(watched: Vec<PathBuf>, quarantine: PathBuf) -> PlantWatch {
+        let mut watch =
+            PlantWatch { watched: watched.into(), quarantine, moved: Arc::new(Mutex::new(Vec::new())), task: None };
+        if watch.watched.is_empty() {
+            return watch;
+        }
+        // Planted before the watch began (by an earlier session that was killed): moved now.
+        sweep(&watch.watched, &watch.quarantine, &watch.moved);
+        match watch_directories(&watch.watched) {
+            Ok((inotify, names)) => {
+                let (watched, quarantine, moved) =
+                    (watch.watched.clone(), watch.quarantine.clone(), watch.moved.clone());
+                watch.task = Some(tokio::spawn(async move {
+                    // SAFETY: `Events` owns the descriptor and keeps it open, the same one, until the
+                    // `AsyncFd` holding it is dropped.
+                    let registered = unsafe { AsyncFd::register_with_interest(Events(inotify), Interest::READABLE) };
+                    let Ok(inotify) = registered else { return };
+                    loop {
+                        let Ok(mut ready) = inotify.readable().await else { return };
+                        let events = match inotify.get_ref().0.read_events() {
+                            Ok(events) => events,
+                            Err(nix::errno::Errno::EAGAIN) => {
+                                ready.clear_ready();
+                                continue;
+                            }
+                            Err(_) => return,
+                        };
+                        // Any planted name (or a lost event) and every watched path is looked at.
+                        let planted = events.iter().any(|event| {
+                            event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)
+                                || event.name.as_ref().is_some_and(|name| {
+                                    names.get(&event.wd).is_some_and(|watched| watched.contains(name))
+                                })
+                        });
+                        if planted {
+                            sweep(&watched, &quarantine, &moved);
+                        }
+                    }
+                }));
+            }
+            Err(error) => {
+                log_line!(
+                    "aileron: warning: cannot watch the repositories for planted files ({error}); they are checked when the session ends"
+                );
+            }
+        }
+        watch
+    }
+
+    /// Stops watching, looks once more and returns everything moved.
+    pub async fn finish(mut self) -> Vec<Moved> {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        sweep(&self.watched, &self.quarantine, &self.moved);
+        std::mem::take(&mut *self.moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+}
+
+/// The inotify instance, as the reactor registers it.
+struct Events(Inotify);
+
+impl std::os::fd::AsRawFd for Events {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsFd::as_fd(&self.0).as_raw_fd()
+    }
+}
+
+/// One inotify instance watching each watched path's directory for names created or moved in,
+/// and which names matter in each.
+fn watch_directories(watched: &[PathBuf]) -> nix::Result<(Inotify, HashMap<WatchDescriptor, Vec<OsString>>)> {
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)?;
+    let mut names: HashMap<WatchDescriptor, Vec<OsString>> = HashMap::new();
+    for path in watched {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { continue };
+        let flags = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_ONLYDIR;
+        // A directory that is not there cannot receive the file either, until it is made: the
+        // end-of-session look covers that.
+        if let Ok(wd) = inotify.add_watch(dir, flags) {
+            names.entry(wd).or_default().push(name.to_os_string());
+        }
+    }
+    Ok((inotify, names))
+}
+
+/// Moves every watched path that exists into `quarantine`.
+fn sweep(watched: &[PathBuf], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
+    for path in watched.iter().filter(|path| std::fs::symlink_metadata(path).is_ok()) {
+        let mut moved = moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let kept =
+            quarantine.join(format!("{}-{}", moved.len() + 1, path.file_name().unwrap_or_default().to_string_lossy()));
+        let outcome = move_aside(path, quarantine, &kept);
+        moved.push(match outcome {
+            Ok(kept_as) => Moved { path: path.clone(), kept_as, error: None },
+            Err(error) => Moved { path: path.clone(), kept_as: None, error: Some(error.to_string()) },
+        });
+    }
+}
+
+/// Renames `path` to `kept`; across filesystems a file's bytes (a link's target) are copied
+/// there and the original removed. Something that cannot be kept is removed all the same.
+fn move_aside(path: &Path, quarantine: &Path, kept: &Path) -> std::io::Result<Option<PathBuf>> {
+    crate::platform::home::create_private_dir(quarantine)?;
+    match std::fs::rename(path, kept) {
+        Ok(()) => return Ok(Some(kept.to_path_buf())),
+        Err(error) if error.raw_os_error() != Some(libc::EXDEV) => return Err(error),
+        Err(_) => {}
+    }
+    let metadata = std::fs::symlink_metadata(path)?;
+    let kept_as = if metadata.is_symlink() {
+        let target = std::fs::read_link(path)?;
+        crate::platform::home::write_atomic(kept, target.as_os_str().as_encoded_bytes(), 0o600)
+            .ok()
+            .map(|()| kept.to_path_buf())
+    } else if metadata.is_file() {
+        std::fs::read(path)
+            .ok()
+            .and_then(|bytes| crate::platform::home::write_atomic(kept, &bytes, 0o600).ok())
+            .map(|()| kept.to_path_buf())
+    } else {
+        None
+    };
+    if metadata.is_dir() {
+        std::fs::remove_dir_all(path)?
+    } else {
+        std::fs::remove_file(path)?
+    }
+    Ok(kept_as)
+}
