@@ -16,13 +16,53 @@ impl reqwest::dns::Resolve for PublicOnlyResolver {
         let host = name.as_str().to_string();
         Box::pin(async move {
             let found: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let public: Vec<std::net::SocketAddr> = found.into_iter().filter(|addr| is_public(addr.ip())).collect();
+            let public: Vec<std::net::SocketAddr> = found.into_iter().filter(|addr| is_elsewhere(addr.ip())).collect();
             if public.is_empty() {
                 return Err(format!("{host} {NON_PUBLIC_REFUSAL}").into());
             }
             Ok(Box::new(public.into_iter()) as reqwest::dns::Addrs)
         })
     }
+}
+
+/// Whether a destination is on the public internet and not this machine: a public address of
+/// one of the host's own interfaces reaches every service listening on `0.0.0.0` here, the
+/// daemon's neighbours included (the re-attack of 2026-12-05).
+pub fn is_elsewhere(ip: std::net::IpAddr) -> bool {
+    is_public(ip) && !own_addresses().contains(&ip)
+}
+
+/// How long the host's interface addresses are trusted before they are listed again (an
+/// address that DHCP or a VPN adds is refused within this long).
+const OWN_ADDRESSES_FOR: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The addresses of this host's interfaces (`getifaddrs`), listed at most every
+/// [`OWN_ADDRESSES_FOR`].
+pub fn own_addresses() -> std::sync::Arc<[std::net::IpAddr]> {
+    type Listed = Option<(std::time::Instant, std::sync::Arc<[std::net::IpAddr]>)>;
+    static LISTED: std::sync::Mutex<Listed> = std::sync::Mutex::new(None);
+    let mut listed = LISTED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((at, addresses)) = listed.as_ref()
+        && at.elapsed() < OWN_ADDRESSES_FOR
+    {
+        return addresses.clone();
+    }
+    let addresses: std::sync::Arc<[std::net::IpAddr]> = nix::ifaddrs::getifaddrs()
+        .map(|interfaces| {
+            interfaces
+                .filter_map(|interface| {
+                    let address = interface.address?;
+                    match (address.as_sockaddr_in(), address.as_sockaddr_in6()) {
+                        (Some(v4), _) => Some(std::net::IpAddr::V4(v4.ip())),
+                        (_, Some(v6)) => Some(std::net::IpAddr::V6(v6.ip())),
+                        _ => None,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    *listed = Some((std::time::Instant::now(), addresses.clone()));
+    addresses
 }
 
 /// Whether an address is on the public internet. IPv6 forms that carry an IPv4 address (mapped,
@@ -80,7 +120,19 @@ fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_public;
+    use super::{is_elsewhere, is_public, own_addresses};
+
+    /// Every address of the host's interfaces is refused, whatever its range; a public one
+    /// elsewhere is not.
+    #[test]
+    fn the_hosts_own_addresses_are_not_elsewhere() {
+        let own = own_addresses();
+        assert!(own.contains(&"127.0.0.1".parse().unwrap()), "{own:?}");
+        for address in own.iter() {
+            assert!(!is_elsewhere(*address), "{address}");
+        }
+        assert!(is_elsewhere("93.184.216.34".parse().unwrap()) || own.contains(&"93.184.216.34".parse().unwrap()));
+    }
 
     #[test]
     fn only_public_addresses_are_public() {

@@ -1853,6 +1853,14 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
     let path_socket = rig.temp.path().join("outside/canary.sock");
     let path_canary = std::os::unix::net::UnixListener::bind(&path_socket).unwrap();
     path_canary.set_nonblocking(true).unwrap();
+    // The re-attack of 2026-12-05: a datagram socket (the journal's `/dev/log` is one) and a
+    // name with spaces were left reachable.
+    let spaced_socket = rig.temp.path().join("outside/a canary with spaces.sock");
+    let spaced_canary = std::os::unix::net::UnixListener::bind(&spaced_socket).unwrap();
+    spaced_canary.set_nonblocking(true).unwrap();
+    let datagram_socket = rig.temp.path().join("outside/datagram.sock");
+    let datagram_canary = std::os::unix::net::UnixDatagram::bind(&datagram_socket).unwrap();
+    datagram_canary.set_nonblocking(true).unwrap();
     let sockets_of_the_daemon = || {
         std::fs::read_dir(format!("/proc/{daemon_pid}/fd"))
             .unwrap()
@@ -1871,8 +1879,10 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
     let credential_files = Value::Object(credential_files).to_string();
     let allowed = upstream.host_port();
     let planted_variable = format!("token-{PLANTED}");
-    let env: [(&str, &std::ffi::OsStr); 12] = [
+    let env: [(&str, &std::ffi::OsStr); 14] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
+        ("SPACED_SOCKET", spaced_socket.as_os_str()),
+        ("DATAGRAM_SOCKET", datagram_socket.as_os_str()),
         ("CREDENTIAL_FILES", credential_files.as_ref()),
         ("GH_TOKEN", planted_variable.as_ref()),
         ("AWS_SECRET_ACCESS_KEY", planted_variable.as_ref()),
@@ -1911,8 +1921,17 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
     }
     // Nothing leaves the namespace but through the proxy.
     let refused = |name: &str| assert_eq!(report[name]["ok"], false, "{name} must fail: {:#}", report[name]);
-    for name in ["tcp_host_loopback", "tcp_public", "tcp6_loopback", "tcp6_public", "dns", "abstract_unix", "path_unix"]
-    {
+    for name in [
+        "tcp_host_loopback",
+        "tcp_public",
+        "tcp6_loopback",
+        "tcp6_public",
+        "dns",
+        "abstract_unix",
+        "path_unix",
+        "path_unix_spaced",
+        "datagram_unix",
+    ] {
         refused(name);
     }
     assert_eq!(report["tcp_daemon_port_is_the_sessions_own"]["value"], 200, "the API is served inside: {report:#}");
@@ -1923,6 +1942,8 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
     assert!(udp_canary.recv(&mut [0u8; 64]).is_err(), "the UDP canary was reached");
     assert!(abstract_canary.accept().is_err(), "the abstract socket was reached");
     assert!(path_canary.accept().is_err(), "the path socket was reached");
+    assert!(spaced_canary.accept().is_err(), "the path socket with spaces was reached");
+    assert!(datagram_canary.recv(&mut [0u8; 64]).is_err(), "the datagram socket was reached");
     // The proxy: the allowed destination goes through, everything else is refused.
     let connected = report["connect_allowed_private"]["value"].as_str().unwrap_or_default();
     assert!(connected.starts_with("HTTP/1.1 200") && connected.ends_with("HTTP/1.1 200 OK"), "{report:#}");

@@ -111,6 +111,15 @@ attempt("udp_host_loopback", lambda: udp("127.0.0.1", int(env["UDP_CANARY_PORT"]
 attempt("dns", lambda: socket.getaddrinfo("example.com", 443))
 attempt("abstract_unix", lambda: unix("\0" + env["ABSTRACT_SOCKET"]))
 attempt("path_unix", lambda: unix(env["PATH_SOCKET"]))
+attempt("path_unix_spaced", lambda: unix(env["SPACED_SOCKET"]))
+
+
+def datagram(address):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        return sender.sendto(b"DATAGRAM-FROM-THE-AGENT", address)
+
+
+attempt("datagram_unix", lambda: datagram(env["DATAGRAM_SOCKET"]))
 attempt("proc_net_tcp", lambda: read("/proc/net/tcp"))
 attempt("proc_net_unix", lambda: read("/proc/net/unix"))
 

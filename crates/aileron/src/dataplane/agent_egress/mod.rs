@@ -285,7 +285,7 @@ impl EgressSession {
         }
         let checked: Vec<SocketAddr> = found
             .into_iter()
-            .filter(|address| allowed_private || crate::dataplane::public_address::is_public(address.ip()))
+            .filter(|address| allowed_private || crate::dataplane::public_address::is_elsewhere(address.ip()))
             .collect();
         if checked.is_empty() {
             return Err(Refusal::blocked("private_destination"));

@@ -141,7 +141,7 @@ async fn serve(shared: Arc<Shared>, mut stream: UnixStream) {
     let addresses: Vec<std::net::SocketAddr> = match literal {
         Some(ip) => vec![std::net::SocketAddr::new(ip, target.port)],
         None => match tokio::net::lookup_host((target.host.as_str(), target.port)).await {
-            Ok(found) => found.filter(|address| crate::dataplane::public_address::is_public(address.ip())).collect(),
+            Ok(found) => found.filter(|address| crate::dataplane::public_address::is_elsewhere(address.ip())).collect(),
             Err(_) => Vec::new(),
         },
     };

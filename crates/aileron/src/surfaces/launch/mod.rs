@@ -669,8 +669,17 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         request.hidden = stores;
         if options.network == SessionNetwork::Enforced {
             // The host's socket files the agent could still reach through the filesystem.
-            let except: Vec<PathBuf> = access.writable.iter().chain(&masks).cloned().collect();
-            request.hidden.extend(network::host_unix_sockets(&except, MAX_HIDDEN_SOCKETS));
+            // Not `/dev`, writable for its terminals: `/dev/log` is the journal's.
+            let except: Vec<PathBuf> =
+                access.writable.iter().filter(|dir| *dir != Path::new("/dev")).chain(&masks).cloned().collect();
+            let (sockets, over) = network::host_unix_sockets(&except, MAX_HIDDEN_SOCKETS);
+            request.hidden.extend(sockets);
+            if over > 0 {
+                log_line!(
+                    "aileron: warning: {over} more of the host's socket files than the {MAX_HIDDEN_SOCKETS} hidden stay \
+                     reachable by the agent through the filesystem"
+                );
+            }
             // Probed with the namespace too; the real ports are known once the daemon is.
             request.network = Some(confine::Network { channel: None, api_port: 0, proxy_port: 0 });
         }
@@ -810,7 +819,7 @@ fn trust_bundle_path(env: &LaunchEnv, session_id: &str) -> PathBuf {
 }
 
 /// Host socket files hidden from an agent at most (mounts cost a little each).
-const MAX_HIDDEN_SOCKETS: usize = 256;
+const MAX_HIDDEN_SOCKETS: usize = 2048;
 
 /// Says so when the launcher's environment asks for traces the running daemon was not started
 /// with: `AILERON_OTEL_*` are read when a process starts, so the daemon's spans follow its own.

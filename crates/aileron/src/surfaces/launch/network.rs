@@ -256,30 +256,53 @@ pub fn other_agents_logins(agent: super::Agent, home: &Path, data_home: &Path, c
         .collect()
 }
 
-/// The listening path sockets of the host (`/proc/net/unix`, read in the host's network
-/// namespace): the agent's new namespace already cuts it off from abstract sockets, but a
-/// socket file is reached through the filesystem (the user's ssh-agent, the session bus,
-/// docker). Those under `except` (the agent's own writable directories) stay; at most `limit`.
-pub fn host_unix_sockets(except: &[PathBuf], limit: usize) -> Vec<PathBuf> {
+/// The path sockets of the host a program could reach (`/proc/net/unix`, read in the host's
+/// network namespace): the agent's new namespace already cuts it off from abstract sockets, but
+/// a socket file is reached through the filesystem (the user's ssh-agent, the session bus,
+/// docker, the journal's `/dev/log`). Those under `except` (the agent's own writable
+/// directories) stay; at most `limit`, the rest counted in the second value.
+pub fn host_unix_sockets(except: &[PathBuf], limit: usize) -> (Vec<PathBuf>, usize) {
     use std::os::unix::fs::FileTypeExt;
-    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else { return Vec::new() };
-    let mut sockets: Vec<PathBuf> = table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            // Num RefCount Protocol Flags Type St Inode Path; Flags 00010000 = listening.
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let listening = fields.get(3).and_then(|flags| u32::from_str_radix(flags, 16).ok())? & 0x0001_0000 != 0;
-            let path = fields.get(7).filter(|path| path.starts_with('/'))?;
-            listening.then(|| PathBuf::from(path))
-        })
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else { return (Vec::new(), 0) };
+    let mut sockets: Vec<PathBuf> = reachable_sockets(&table)
+        .into_iter()
         .filter(|path| !except.iter().any(|dir| path.starts_with(dir)))
         .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_socket()))
         .collect();
     sockets.sort();
     sockets.dedup();
+    let over = sockets.len().saturating_sub(limit);
     sockets.truncate(limit);
-    sockets
+    (sockets, over)
+}
+
+/// The paths of `/proc/net/unix` (`Num RefCount Protocol Flags Type St Inode Path`) a program
+/// could send to: listening stream and seqpacket sockets (flag `00010000`) and every bound
+/// datagram socket (type `0002`, which never listens: the re-attack of 2026-12-05 wrote to
+/// `/dev/log` that way). The path is the rest of the line, spaces and all; a socket bound by a
+/// relative name cannot be located and is left out.
+fn reachable_sockets(table: &str) -> Vec<PathBuf> {
+    const LISTENING: u32 = 0x0001_0000;
+    const DATAGRAM: u32 = 2;
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            // Seven fields, padded (the inode is `%5lu`), then one space and the path as bound.
+            let mut fields = [""; 7];
+            let mut rest = line;
+            for field in &mut fields {
+                rest = rest.trim_start();
+                let end = rest.find(' ').unwrap_or(rest.len());
+                (*field, rest) = rest.split_at(end);
+            }
+            let flags = u32::from_str_radix(fields[3], 16).ok()?;
+            let kind = u32::from_str_radix(fields[4], 16).ok()?;
+            let path = rest.strip_prefix(' ')?;
+            let reachable = flags & LISTENING != 0 || kind == DATAGRAM;
+            (reachable && path.starts_with('/')).then(|| PathBuf::from(path))
+        })
+        .collect()
 }
 
 /// The launcher's end of the hand-over: waits for the helper's two listeners on `channel`, sends
@@ -353,6 +376,22 @@ mod tests {
     fn the_proxy_never_takes_the_api_port() {
         assert_eq!(ports(4000), (4000, PROXY_PORT));
         assert_eq!(ports(PROXY_PORT), (PROXY_PORT, PROXY_PORT + 1));
+    }
+
+    #[test]
+    fn sockets_a_program_could_send_to_are_found_whatever_their_kind_or_name() {
+        let table = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01    20 /run/user/1000/bus\n\
+            0000000000000000: 00000002 00000000 00000000 0002 01 21 /dev/log\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 1234567 /tmp/with two  spaces.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0005 01 23 /run/seqpacket.sock\n\
+            0000000000000000: 00000003 00000000 00000000 0001 03 24 /run/user/1000/bus\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 25 relative.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 26 @abstract\n\
+            0000000000000000: 00000002 00000000 00000000 0002 01 27\n";
+        let found = reachable_sockets(table);
+        let expected = ["/run/user/1000/bus", "/dev/log", "/tmp/with two  spaces.sock", "/run/seqpacket.sock"];
+        assert_eq!(found, expected.iter().map(PathBuf::from).collect::<Vec<_>>());
     }
 
     #[test]
