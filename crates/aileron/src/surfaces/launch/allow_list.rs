@@ -131,6 +131,9 @@ fn repository_root(cwd: &Path, home: &Path) -> Option<PathBuf> {
 /// Directories a workspace is searched in for repositories inside it, at most, and how deep.
 const MAX_SCANNED_DIRECTORIES: usize = 20_000;
 const MAX_SCAN_DEPTH: usize = 8;
+/// Not searched for nested repositories: git directories, and the build outputs and installed
+/// dependencies that hold thousands of directories and no checkout of the user's.
+const SKIPPED_DIRECTORIES: [&str; 7] = [".git", "target", "node_modules", ".venv", "__pycache__", ".tox", ".gradle"];
 
 /// Names inside a git directory that make git read its configuration, hooks included, from
 /// somewhere else (`commondir`) or read more of it (`config.worktree`). Absent in a repository's
@@ -265,7 +268,7 @@ fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
 
 /// Checkouts inside `root` (directories holding `.git`, not `root` itself), searched breadth
 /// first through at most [`MAX_SCANNED_DIRECTORIES`] directories, without following links or
-/// entering git directories; and whether the search saw everything.
+/// entering [`SKIPPED_DIRECTORIES`]; and whether the search saw everything.
 fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut pending = std::collections::VecDeque::from([(root.to_path_buf(), 0)]);
@@ -277,7 +280,10 @@ fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
         }
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
-            if entry.file_name() == ".git" || !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            let name = entry.file_name();
+            if SKIPPED_DIRECTORIES.iter().any(|skipped| name == *skipped)
+                || !entry.file_type().is_ok_and(|kind| kind.is_dir())
+            {
                 continue;
             }
             let path = entry.path();
@@ -390,7 +396,8 @@ mod tests {
         let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
         let repo = home.join("code/repo");
         let git = repo.join(".git");
-        for dir in [".git/hooks", ".git/modules/libs/a/hooks", ".git/worktrees/wt", "vendor/dep/.git/hooks", "sub"] {
+        let dirs = [".git/hooks", ".git/modules/libs/a/hooks", ".git/worktrees/wt", "vendor/dep/.git/hooks", "sub"];
+        for dir in dirs.into_iter().chain(["node_modules/pkg/.git/hooks"]) {
             std::fs::create_dir_all(repo.join(dir)).unwrap();
         }
         std::fs::write(git.join("config"), "[include]\n\tpath = ../shared.gitconfig ; shared\n").unwrap();
@@ -419,6 +426,7 @@ mod tests {
             assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
         }
         assert!(!access.pinned.contains(&repo.join(".git/modules/libs/a/hooks")));
+        assert!(!access.pinned.iter().any(|path| path.starts_with(repo.join("node_modules"))), "not searched");
     }
 
     #[test]
