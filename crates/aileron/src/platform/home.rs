@@ -173,6 +173,12 @@ impl Home {
         self.witness.clone()
     }
 
+    /// Files a launched agent planted that its launcher moved aside (`quarantine/<session>/`):
+    /// in the home, which the agent cannot see, and which outlives a reboot.
+    pub fn quarantine_dir(&self) -> PathBuf {
+        self.root.join("quarantine")
+    }
+
     /// `<traces parent>/traces`; `None` means the file trace exporter is disabled.
     pub fn traces_dir(&self) -> Option<PathBuf> {
         self.traces_parent.as_ref().map(|parent| parent.join("traces"))

@@ -758,7 +758,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         traces_parent: agent_traces.as_deref(),
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
     });
-    let quarantine = env.launch_dir.join("quarantine").join(&wiring.session_id);
+    let quarantine = home.quarantine_dir().join(&wiring.session_id);
     let plant_watch = planted::PlantWatch::start(watched, quarantine);
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let quarantined = plant_watch.finish().await;

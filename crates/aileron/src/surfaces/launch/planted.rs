@@ -167,3 +167,85 @@ fn move_aside(path: &Path, quarantine: &Path, kept: &Path) -> std::io::Result<Op
     }
     Ok(kept_as)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Waits (at most 10 s) until `path` is gone; whether it went.
+    async fn gone(path: &Path) -> bool {
+        for _ in 0..400 {
+            if std::fs::symlink_metadata(path).is_err() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        false
+    }
+
+    /// A planted file, a link and a name renamed in are each moved aside while the watch runs,
+    /// their bytes (a link's target) kept; a name not watched stays.
+    #[tokio::test]
+    async fn what_appears_is_moved_aside_as_it_appears() {
+        let temp = tempfile::tempdir().unwrap();
+        let git = temp.path().join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        let quarantine = temp.path().join("quarantine");
+        let watch = PlantWatch::start(vec![git.join("commondir"), git.join("config.worktree")], quarantine.clone());
+        std::fs::write(git.join("commondir"), "/elsewhere\n").unwrap();
+        assert!(gone(&git.join("commondir")).await, "a planted commondir stayed");
+        std::os::unix::fs::symlink("/elsewhere/config", git.join("config.worktree")).unwrap();
+        assert!(gone(&git.join("config.worktree")).await, "a planted link stayed");
+        std::fs::write(git.join("staged"), "/again\n").unwrap();
+        std::fs::rename(git.join("staged"), git.join("commondir")).unwrap();
+        assert!(gone(&git.join("commondir")).await, "a renamed-in commondir stayed");
+        std::fs::write(git.join("index.lock"), "").unwrap();
+        let moved = watch.finish().await;
+        assert!(git.join("index.lock").exists(), "what is not watched is the agent's");
+        assert_eq!(moved.len(), 3, "{moved:?}");
+        let kept = |index: usize| moved[index].kept_as.clone().unwrap();
+        assert_eq!(std::fs::read_to_string(kept(0)).unwrap(), "/elsewhere\n");
+        assert_eq!(std::fs::read_link(kept(1)).unwrap(), Path::new("/elsewhere/config"));
+        assert_eq!(std::fs::read_to_string(kept(2)).unwrap(), "/again\n");
+        assert!(moved.iter().all(|moved| moved.kept_as.as_ref().unwrap().starts_with(&quarantine)));
+    }
+
+    /// Something planted before the watch began (a launch that was killed) and something planted
+    /// where no watch could be set are found by the looks at the start and at the end.
+    #[tokio::test]
+    async fn the_start_and_the_end_look_too() {
+        let temp = tempfile::tempdir().unwrap();
+        let git = temp.path().join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::write(git.join("commondir"), "/before\n").unwrap();
+        let later = temp.path().join("made-later/shared.gitconfig");
+        let watch = PlantWatch::start(vec![git.join("commondir"), later.clone()], temp.path().join("quarantine"));
+        assert!(!git.join("commondir").exists(), "moved at the start");
+        std::fs::create_dir_all(later.parent().unwrap()).unwrap();
+        std::fs::write(&later, "[core]\n").unwrap();
+        let moved = watch.finish().await;
+        assert!(!later.exists(), "moved at the end");
+        assert_eq!(moved.iter().map(|moved| moved.path.clone()).collect::<Vec<_>>(), [git.join("commondir"), later]);
+    }
+
+    /// Across filesystems (the workspace on one, the home on another) a file is copied into the
+    /// quarantine and removed.
+    #[tokio::test]
+    async fn across_filesystems_the_bytes_are_kept_and_the_file_removed() {
+        let workspace = tempfile::tempdir().unwrap();
+        let Ok(other) = tempfile::tempdir_in("/dev/shm") else { return };
+        if std::fs::metadata(workspace.path()).unwrap().dev() == std::fs::metadata(other.path()).unwrap().dev() {
+            return; // one filesystem here: the rename case is the test above
+        }
+        let planted = workspace.path().join("commondir");
+        std::fs::write(&planted, "/elsewhere\n").unwrap();
+        let kept = other.path().join("q/1-commondir");
+        let outcome = move_aside(&planted, &other.path().join("q"), &kept).unwrap();
+        assert_eq!(outcome.as_deref(), Some(kept.as_path()));
+        assert!(!planted.exists());
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "/elsewhere\n");
+    }
+}
