@@ -763,25 +763,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let quarantined = plant_watch.finish().await;
     for moved in &quarantined {
-        match (&moved.kept_as, &moved.error) {
-            (Some(kept), _) => log_line!(
-                "aileron: warning: {agent} created {}, which would make git run what it chose as you; moved to {}",
-                moved.path.display(),
-                kept.display(),
-                agent = agent.name()
-            ),
-            (None, None) => log_line!(
-                "aileron: warning: {agent} created {}, which would make git run what it chose as you; removed",
-                moved.path.display(),
-                agent = agent.name()
-            ),
-            (None, Some(error)) => log_line!(
-                "aileron: warning: {agent} created {}, which would make git run what it chose as you, and it could \
-                 not be moved ({error})\nhint: delete it before you run git there",
-                moved.path.display(),
-                agent = agent.name()
-            ),
-        }
+        log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
     if let Some(hosts) = hosts_file {
         let _ = std::fs::remove_file(hosts);

@@ -25,6 +25,20 @@ pub struct Moved {
     pub error: Option<String>,
 }
 
+impl Moved {
+    /// What the user is told once the agent has exited.
+    pub fn report(&self, agent: &str) -> String {
+        let planted = format!("{agent} created {}, which would make git run what it chose as you", self.path.display());
+        match (&self.kept_as, &self.error) {
+            (Some(kept), _) => format!("{planted}; moved to {}", kept.display()),
+            (None, None) => format!("{planted}; removed"),
+            (None, Some(error)) => {
+                format!("{planted}, and it could not be moved ({error})\nhint: delete it before you run git there")
+            }
+        }
+    }
+}
+
 /// Watches for the planted files until [`PlantWatch::finish`].
 pub struct PlantWatch {
     watched: Arc<[PathBuf]>,
@@ -79,7 +93,8 @@ impl PlantWatch {
             }
             Err(error) => {
                 log_line!(
-                    "aileron: warning: cannot watch the repositories for planted files ({error}); they are checked when the session ends"
+                    "aileron: warning: cannot watch the repositories for planted files ({error}); they are \
+                     checked when the session ends"
                 );
             }
         }
