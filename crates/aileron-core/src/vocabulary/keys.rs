@@ -214,6 +214,7 @@ keys! {
     SESSION_WRITABLE = "aileron.session.writable";
     SESSION_EXIT_CODE = "aileron.session.exit_code";
     SESSION_QUARANTINED = "aileron.session.quarantined";
+    SESSION_NEW_REPOSITORIES = "aileron.session.new_repositories";
     /// `session.started`: how the agent's network leaves (`enforced`: only through the session's
     /// egress proxy; `open`: the host's network, `--network=open`; `unconfined`).
     SESSION_NETWORK = "aileron.session.network";

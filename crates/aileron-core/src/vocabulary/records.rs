@@ -214,6 +214,8 @@ payloads! {
         pub exit_code: Value => SESSION_EXIT_CODE,
         /// Files the agent planted that its launcher moved aside (a repository's `commondir`).
         pub quarantined: Option<Vec<String>> => SESSION_QUARANTINED,
+        /// Repositories the agent created in its workspace (their hooks and config are its own).
+        pub new_repositories: Option<Vec<String>> => SESSION_NEW_REPOSITORIES,
     }
 
     /// `sandbox.egress.unenforced`.
@@ -354,7 +356,9 @@ mod tests {
     fn each_field_goes_under_its_key_and_none_leaves_it_out() {
         let unlocked = VaultChange { state: "unlocked", reason: None }.into_payload();
         assert_eq!(Value::Object(unlocked), json!({ "aileron.vault.state": "unlocked" }));
-        let ended = SessionEnd { agent: "claude".into(), exit_code: Value::Null, quarantined: None }.into_payload();
+        let ended =
+            SessionEnd { agent: "claude".into(), exit_code: Value::Null, quarantined: None, new_repositories: None }
+                .into_payload();
         assert_eq!(
             Value::Object(ended),
             json!({ "aileron.session.agent": "claude", "aileron.session.exit_code": null })
@@ -410,8 +414,12 @@ mod tests {
         same(passthrough, ProxiedRequest::write_payload, ProxiedRequest::into_payload);
         same(ProxiedRequest::default(), ProxiedRequest::write_payload, ProxiedRequest::into_payload);
         for exit_code in [Value::Null, json!(-1), json!({"b": 1, "a": [true]})] {
-            let ended =
-                SessionEnd { agent: "claude".into(), exit_code, quarantined: Some(vec!["/w/.git/commondir".into()]) };
+            let ended = SessionEnd {
+                agent: "claude".into(),
+                exit_code,
+                quarantined: Some(vec!["/w/.git/commondir".into()]),
+                new_repositories: Some(vec!["/w/sub".into()]),
+            };
             same(ended, SessionEnd::write_payload, SessionEnd::into_payload);
         }
         let spawned = SpawnedProgram {

@@ -841,6 +841,9 @@ pub struct EndSession {
     /// repositories' `commondir` and the like).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<String>,
+    /// Repositories the agent created in its workspace (their hooks and config are its own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_repositories: Vec<String>,
 }
 
 /// `text` as one URL path segment of a route (a binding name's `/` becomes `%2F`), as the CLI

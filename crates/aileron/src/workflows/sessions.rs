@@ -112,8 +112,13 @@ pub async fn end(state: &Services, principal: &Principal, id: String, body: EndS
     let session = state.sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
     // What it asked for and nobody decided is withdrawn: no approval outlives its session.
     super::approvals::cancel_session(state, &session.session_id).await;
-    let quarantined = (!body.quarantined.is_empty()).then(|| body.quarantined.clone());
-    let payload = SessionEnd { agent: session.agent.clone(), exit_code: session.exit_code.into(), quarantined };
+    let listed = |paths: &Vec<String>| (!paths.is_empty()).then(|| paths.clone());
+    let payload = SessionEnd {
+        agent: session.agent.clone(),
+        exit_code: session.exit_code.into(),
+        quarantined: listed(&body.quarantined),
+        new_repositories: listed(&body.new_repositories),
+    };
     let event = session_event(EventType::SessionEnded, principal, &session, payload.into_payload());
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;
     Ok(Reply::ok(session))

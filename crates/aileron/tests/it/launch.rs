@@ -1702,6 +1702,12 @@ fn a_launched_agent_writes_only_its_allow_list() {
     let quarantined = ended["items"][0]["payload"]["aileron.session.quarantined"].as_array().unwrap().clone();
     assert_eq!(quarantined.len(), moved.len(), "{ended:#}");
     assert!(quarantined.iter().any(|path| path.as_str().unwrap().ends_with("/.git/commondir")), "{ended:#}");
+    // A repository the agent made is its own: the user is told, and the record lists it.
+    assert_eq!(report["new_repository"], "written", "{report:#}");
+    let made = std::fs::canonicalize(workspace.join("made-by-agent")).unwrap();
+    assert!(stderr.contains(&format!("created a repository at {}", made.display())), "{stderr}");
+    let listed = &ended["items"][0]["payload"]["aileron.session.new_repositories"];
+    assert_eq!(*listed, serde_json::json!([made.display().to_string()]), "{ended:#}");
     assert!(workspace.join(".git").is_dir() && !workspace.join(".git-old").exists());
     assert!(!outside.exists());
     assert_eq!(std::fs::read_to_string(workspace.join("notes.txt")).unwrap(), "written by the agent\n");

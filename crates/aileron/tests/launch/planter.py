@@ -103,6 +103,7 @@ attempt("nested_hook", append(f"{workspace}/vendor/dep/.git/hooks/post-checkout"
 attempt("nested_config", append(f"{workspace}/vendor/dep/.git/config", fsmonitor))
 attempt("nested_parent_renamed", lambda: os.rename(f"{workspace}/vendor", f"{workspace}/vendor-old"))
 attempt("nested_git_renamed", lambda: os.rename(f"{workspace}/vendor/dep/.git", f"{workspace}/vendor/dep/.git-old"))
+attempt("new_repository", run("git", "init", "-q", "made-by-agent"))
 attempt("dev_shm", append(os.environ["SHM_PATH"], "left for the user's other programs\n"))
 attempt("outside_everything", append(os.environ["OUTSIDE_PATH"], "x"))
 # What an agent needs.

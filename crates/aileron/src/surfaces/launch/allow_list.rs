@@ -42,6 +42,32 @@ pub struct WriteAccess {
     /// file its config includes): nothing can be bound over a file that does not exist yet, so
     /// the launcher watches for them and moves each aside the moment it appears (`planted`).
     pub watched: Vec<PathBuf>,
+    /// The repositories in each writable tree at launch, to tell the ones the agent creates.
+    pub checkouts: Checkouts,
+}
+
+/// The repositories in each writable tree searched at launch (the tree's own, nested ones).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checkouts(Vec<(PathBuf, Vec<PathBuf>)>);
+
+impl Checkouts {
+    /// Repositories in the searched trees now that were not there at launch: a `.git` the agent
+    /// made is its own, hooks and config included, so the user is told before running git there.
+    pub fn created(&self) -> Vec<PathBuf> {
+        let mut created = Vec::new();
+        for (root, before) in &self.0 {
+            let now = checkouts_in(root).0;
+            created.extend(now.into_iter().filter(|checkout| !before.contains(checkout)));
+        }
+        created
+    }
+}
+
+/// `root` itself when it holds `.git`, then [`nested_checkouts`].
+fn checkouts_in(root: &Path) -> (Vec<PathBuf>, bool) {
+    let (nested, complete) = nested_checkouts(root);
+    let own = std::fs::symlink_metadata(root.join(".git")).is_ok().then(|| root.to_path_buf());
+    (own.into_iter().chain(nested).collect(), complete)
 }
 
 impl WriteAccess {
@@ -146,12 +172,12 @@ const REDIRECTING_FILES: [&str; 2] = ["commondir", "config.worktree"];
 /// between `root` and a nested repository are pinned too, so a renamed parent cannot carry the
 /// protected repository away and leave a planted one in its place.
 fn protect_repository(root: &Path, access: &mut WriteAccess) {
-    protect_checkout(root, access);
-    let (nested, complete) = nested_checkouts(root);
-    for checkout in nested {
+    let (checkouts, complete) = checkouts_in(root);
+    for checkout in &checkouts {
         access.pinned.extend(checkout.ancestors().take_while(|dir| *dir != root).map(Path::to_path_buf));
-        protect_checkout(&checkout, access);
+        protect_checkout(checkout, access);
     }
+    access.checkouts.0.push((root.to_path_buf(), checkouts));
     if !complete {
         access.notes.push(format!(
             "{} has more than {MAX_SCANNED_DIRECTORIES} directories: repositories nested deeper in it than those \
@@ -427,6 +453,10 @@ mod tests {
         }
         assert!(!access.pinned.contains(&repo.join(".git/modules/libs/a/hooks")));
         assert!(!access.pinned.iter().any(|path| path.starts_with(repo.join("node_modules"))), "not searched");
+        // Repositories made since are told apart from those there at launch.
+        assert!(access.checkouts.created().is_empty());
+        std::fs::create_dir_all(repo.join("made/later/.git")).unwrap();
+        assert_eq!(access.checkouts.created(), vec![repo.join("made/later")]);
     }
 
     #[test]

@@ -642,6 +642,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
     let (mut writable, mut hidden, mut exposed) = (Vec::new(), Vec::new(), Vec::new());
     let mut watched = Vec::new();
+    let mut checkouts = allow_list::Checkouts::default();
     let mut withheld_credentials = Vec::new();
     let confinement = if options.unconfined {
         log_line!(
@@ -684,6 +685,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             request.network = Some(confine::Network { channel: None, api_port: 0, proxy_port: 0 });
         }
         watched = access.watched;
+        checkouts = access.checkouts;
         request.writable = access.writable;
         request.pinned = access.pinned;
         request.read_only = access.read_only;
@@ -765,6 +767,16 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
+    let created = checkouts.created();
+    for repository in &created {
+        log_line!(
+            "aileron: warning: {} created a repository at {}: its hooks and config are the agent's, and git runs \
+             them as you\nhint: look at {} (and `git config --list --local`) before you run git there",
+            agent.name(),
+            repository.display(),
+            repository.join(".git").display()
+        );
+    }
     if let Some(hosts) = hosts_file {
         let _ = std::fs::remove_file(hosts);
     }
@@ -774,7 +786,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
     let quarantined = quarantined.iter().map(|moved| moved.path.display().to_string()).collect();
-    let end = EndSession { exit_code, quarantined };
+    let new_repositories = created.iter().map(|path| path.display().to_string()).collect();
+    let end = EndSession { exit_code, quarantined, new_repositories };
     if let Err(error) = client.post(&end_path, &serde_json::to_value(end)?).await {
         log_line!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);
     }

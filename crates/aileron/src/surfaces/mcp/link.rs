@@ -188,7 +188,11 @@ impl DaemonLink {
             let _ = own
                 .admin
                 .request(Method::POST, &path)
-                .json(&crate::wire::EndSession { exit_code: None, quarantined: Vec::new() })
+                .json(&crate::wire::EndSession {
+                    exit_code: None,
+                    quarantined: Vec::new(),
+                    new_repositories: Vec::new(),
+                })
                 .timeout(QUICK_TIMEOUT)
                 .send()
                 .await;
