@@ -471,45 +471,6 @@ pub struct LaunchOptions {
     pub agent_args: Vec<OsString>,
 }
 
-/// The credential stores hidden from a confined agent (those `--expose` names excepted) and the
-/// ones kept visible.
-fn hidden_stores(agent: Agent, env: &LaunchEnv, expose: &[PathBuf]) -> anyhow::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-    let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut exposed = Vec::new();
-    for path in expose {
-        let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
-        exposed.push(canonical(&absolute));
-    }
-    let data_home = env
-        .var(allow_list::XDG_DATA_HOME)
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .unwrap_or_else(|| env.home_dir.join(".local/share"));
-    let stores = network::credential_stores(&env.home_dir, &env.config_home())
-        .into_iter()
-        .chain(network::other_agents_logins(agent, &env.home_dir, &data_home, &env.config_home()));
-    let (kept, hidden): (Vec<PathBuf>, Vec<PathBuf>) = stores.partition(|store| {
-        let store = canonical(store);
-        exposed.iter().any(|exposed| store.starts_with(exposed))
-    });
-    Ok((hidden, kept))
-}
-
-/// The credential variables withheld from a confined agent (all of
-/// [`network::CREDENTIAL_VARIABLES`] but those `--expose-env` names), and, of those the user's
-/// environment holds, the ones withheld and the ones passed on, as the audit record lists them
-/// (`$NAME`).
-fn withheld_variables(expose_env: &[String]) -> (Vec<&'static str>, Vec<String>, Vec<String>) {
-    let (kept, withheld): (Vec<&'static str>, Vec<&'static str>) =
-        network::CREDENTIAL_VARIABLES.into_iter().partition(|name| expose_env.iter().any(|exposed| exposed == name));
-    // Whether the user's environment holds each; the values are never read.
-    let present = |names: &[&str]| -> Vec<String> {
-        names.iter().filter(|name| env::holds_value(name)).map(|name| format!("${name}")).collect()
-    };
-    let (hidden, exposed) = (present(&withheld), present(&kept));
-    (withheld, hidden, exposed)
-}
-
 /// Whether this machine can confine an agent: the helper builds the namespaces and masks once
 /// and exits. `Err` carries its reason.
 async fn probe_containment(request: &confine::Request) -> Result<(), String> {
@@ -573,7 +534,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 ),
                 SessionNetwork::Open => println!("network: the host's (--network=open): not audited"),
             }
-            let (hidden, kept) = hidden_stores(agent, &env, &options.expose)?;
+            let (hidden, kept) = network::hidden_stores(agent, &env, &options.expose)?;
             let shown = |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>();
             if !hidden.is_empty() {
                 println!("credential stores hidden from the agent: {}", shown(&hidden).join(", "));
@@ -581,7 +542,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             if !kept.is_empty() {
                 println!("credential stores kept visible (--expose): {}", shown(&kept).join(", "));
             }
-            let (_, withheld, passed) = withheld_variables(&options.expose_env);
+            let (_, withheld, passed) = network::withheld_variables(&options.expose_env);
             if !withheld.is_empty() {
                 println!("credential variables withheld from the agent: {}", withheld.join(", "));
             }
@@ -660,10 +621,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             log_line!("aileron: note: {note}");
         }
         writable = access.writable.iter().map(|path| path.display().to_string()).collect();
-        let (stores, kept) = hidden_stores(agent, &env, &options.expose)?;
+        let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
         exposed = kept.iter().map(|path| path.display().to_string()).collect();
-        let (names, hidden_variables, exposed_variables) = withheld_variables(&options.expose_env);
+        let (names, hidden_variables, exposed_variables) = network::withheld_variables(&options.expose_env);
         withheld_credentials = names;
         hidden.extend(hidden_variables);
         exposed.extend(exposed_variables);

@@ -238,6 +238,52 @@ pub fn credential_stores(home: &Path, config_home: &Path) -> Vec<PathBuf> {
     existing
 }
 
+/// The credential stores hidden from a confined agent (those `--expose` names excepted) and the
+/// ones kept visible.
+pub fn hidden_stores(
+    agent: super::Agent,
+    env: &super::LaunchEnv,
+    expose: &[PathBuf],
+) -> anyhow::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut exposed = Vec::new();
+    for path in expose {
+        let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
+        exposed.push(canonical(&absolute));
+    }
+    let data_home = env
+        .var(super::allow_list::XDG_DATA_HOME)
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .unwrap_or_else(|| env.home_dir.join(".local/share"));
+    let stores = credential_stores(&env.home_dir, &env.config_home()).into_iter().chain(other_agents_logins(
+        agent,
+        &env.home_dir,
+        &data_home,
+        &env.config_home(),
+    ));
+    let (kept, hidden): (Vec<PathBuf>, Vec<PathBuf>) = stores.partition(|store| {
+        let store = canonical(store);
+        exposed.iter().any(|exposed| store.starts_with(exposed))
+    });
+    Ok((hidden, kept))
+}
+
+/// The credential variables withheld from a confined agent (all of
+/// [`CREDENTIAL_VARIABLES`] but those `--expose-env` names), and, of those the user's
+/// environment holds, the ones withheld and the ones passed on, as the audit record lists them
+/// (`$NAME`).
+pub fn withheld_variables(expose_env: &[String]) -> (Vec<&'static str>, Vec<String>, Vec<String>) {
+    let (kept, withheld): (Vec<&'static str>, Vec<&'static str>) =
+        CREDENTIAL_VARIABLES.into_iter().partition(|name| expose_env.iter().any(|exposed| exposed == name));
+    // Whether the user's environment holds each; the values are never read.
+    let present = |names: &[&str]| -> Vec<String> {
+        names.iter().filter(|name| crate::platform::env::holds_value(name)).map(|name| format!("${name}")).collect()
+    };
+    let (hidden, exposed) = (present(&withheld), present(&kept));
+    (withheld, hidden, exposed)
+}
+
 /// The other agents' logins, hidden from the launched one like the credential stores: an agent
 /// launched as Pi had read Claude Code's and Codex's (the re-attack of 2026-12-05). Its own stay.
 pub fn other_agents_logins(agent: super::Agent, home: &Path, data_home: &Path, config_home: &Path) -> Vec<PathBuf> {
