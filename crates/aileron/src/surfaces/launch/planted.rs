@@ -6,7 +6,7 @@
 //! moves each aside into the session's quarantine the moment it appears; once the agent has
 //! exited it looks once more, and the session's end record lists what was moved.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -57,10 +57,10 @@ impl PlantWatch {
         if watch.watched.is_empty() {
             return watch;
         }
-        // Planted before the watch began (by an earlier session that was killed): moved now.
-        sweep(&watch.watched, &watch.quarantine, &watch.moved);
-        match watch_directories(&watch.watched) {
-            Ok((inotify, names)) => {
+        match Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK) {
+            Ok(inotify) => {
+                let mut armed = Armed::default();
+                armed.arm(&inotify, &watch.watched);
                 let (watched, quarantine, moved) =
                     (watch.watched.clone(), watch.quarantine.clone(), watch.moved.clone());
                 watch.task = Some(tokio::spawn(async move {
@@ -78,11 +78,18 @@ impl PlantWatch {
                             }
                             Err(_) => return,
                         };
+                        // A missing directory on the way was made: watched from now on, and
+                        // looked in at once (the file may be there already).
+                        if events.iter().any(|event| armed.ancestors.contains(&event.wd)) {
+                            armed.arm(&inotify.get_ref().0, &watched);
+                            sweep(&watched, &quarantine, &moved);
+                            continue;
+                        }
                         // Any planted name (or a lost event) and every watched path is looked at.
                         let planted = events.iter().any(|event| {
                             event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)
                                 || event.name.as_ref().is_some_and(|name| {
-                                    names.get(&event.wd).is_some_and(|watched| watched.contains(name))
+                                    armed.names.get(&event.wd).is_some_and(|watched| watched.contains(name))
                                 })
                         });
                         if planted {
@@ -98,6 +105,8 @@ impl PlantWatch {
                 );
             }
         }
+        // Planted before the watch began (by an earlier session that was killed): moved now.
+        sweep(&watch.watched, &watch.quarantine, &watch.moved);
         watch
     }
 
@@ -121,29 +130,45 @@ impl std::os::fd::AsRawFd for Events {
     }
 }
 
-/// One inotify instance watching each watched path's directory for names created or moved in,
-/// and which names matter in each.
-fn watch_directories(watched: &[PathBuf]) -> nix::Result<(Inotify, HashMap<WatchDescriptor, Vec<OsString>>)> {
-    let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)?;
-    let mut names: HashMap<WatchDescriptor, Vec<OsString>> = HashMap::new();
-    for path in watched {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { continue };
-        let flags = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_ONLYDIR;
-        // A directory that is not there cannot receive the file either, until it is made: the
-        // end-of-session look covers that.
-        if let Ok(wd) = inotify.add_watch(dir, flags) {
-            names.entry(wd).or_default().push(name.to_os_string());
-        }
-    }
-    Ok((inotify, names))
+/// What an inotify instance watches: each watched path's directory, for names created or moved
+/// in (which names matter in each), and, where that directory is missing, the nearest one above
+/// it that exists, so the watch follows as the directories are made.
+#[derive(Default)]
+struct Armed {
+    names: HashMap<WatchDescriptor, Vec<OsString>>,
+    ancestors: HashSet<WatchDescriptor>,
 }
 
-/// Moves every watched path that exists into `quarantine`.
+impl Armed {
+    /// Adds what is not watched yet (adding a directory again keeps its descriptor). A watch
+    /// that cannot be added (inotify's limits) leaves that path to the looks at each event and
+    /// at the end.
+    fn arm(&mut self, inotify: &Inotify, watched: &[PathBuf]) {
+        let flags = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_ONLYDIR;
+        for path in watched {
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { continue };
+            if let Ok(wd) = inotify.add_watch(dir, flags) {
+                let names = self.names.entry(wd).or_default();
+                if !names.iter().any(|known| known == name) {
+                    names.push(name.to_os_string());
+                }
+                continue;
+            }
+            let nearest = dir.ancestors().skip(1).find(|ancestor| ancestor.is_dir());
+            if let Some(wd) = nearest.and_then(|ancestor| inotify.add_watch(ancestor, flags).ok()) {
+                self.ancestors.insert(wd);
+            }
+        }
+    }
+}
+
+/// Moves every watched path that exists into `quarantine`, one look at a time (the watch's and
+/// the end's never race for a file).
 fn sweep(watched: &[PathBuf], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
+    let mut moved = moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     for path in watched.iter().filter(|path| std::fs::symlink_metadata(path).is_ok()) {
-        let mut moved = moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let kept =
-            quarantine.join(format!("{}-{}", moved.len() + 1, path.file_name().unwrap_or_default().to_string_lossy()));
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let kept = quarantine.join(format!("{}-{name}", moved.len() + 1));
         let outcome = move_aside(path, quarantine, &kept);
         moved.push(match outcome {
             Ok(kept_as) => Moved { path: path.clone(), kept_as, error: None },
@@ -228,10 +253,10 @@ mod tests {
         assert!(moved.iter().all(|moved| moved.kept_as.as_ref().unwrap().starts_with(&quarantine)));
     }
 
-    /// Something planted before the watch began (a launch that was killed) and something planted
-    /// where no watch could be set are found by the looks at the start and at the end.
+    /// Something planted before the watch began (a launch that was killed) is moved at the start;
+    /// something planted in a directory made since the start is moved as it appears.
     #[tokio::test]
-    async fn the_start_and_the_end_look_too() {
+    async fn the_start_looks_and_the_watch_follows_new_directories() {
         let temp = tempfile::tempdir().unwrap();
         let git = temp.path().join(".git");
         std::fs::create_dir_all(&git).unwrap();
@@ -241,8 +266,8 @@ mod tests {
         assert!(!git.join("commondir").exists(), "moved at the start");
         std::fs::create_dir_all(later.parent().unwrap()).unwrap();
         std::fs::write(&later, "[core]\n").unwrap();
+        assert!(gone(&later).await, "the watch follows a directory made since");
         let moved = watch.finish().await;
-        assert!(!later.exists(), "moved at the end");
         assert_eq!(moved.iter().map(|moved| moved.path.clone()).collect::<Vec<_>>(), [git.join("commondir"), later]);
     }
 
