@@ -271,6 +271,24 @@ mod tests {
         assert_eq!(moved.iter().map(|moved| moved.path.clone()).collect::<Vec<_>>(), [git.join("commondir"), later]);
     }
 
+    /// A flood of other names, past inotify's queue (16,384 events by default, after which the
+    /// kernel drops events and says so), does not hide a planted one.
+    #[tokio::test]
+    async fn a_flood_of_other_files_does_not_hide_a_planted_one() {
+        let temp = tempfile::tempdir().unwrap();
+        let git = temp.path().join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        let watch = PlantWatch::start(vec![git.join("commondir")], temp.path().join("quarantine"));
+        // On this one-threaded runtime the watch reads nothing until the flood is done: the
+        // planted file's event comes after the queue is full, and only the overflow tells of it.
+        for index in 0..17_000 {
+            std::fs::File::create(git.join(format!("flood-{index}"))).unwrap();
+        }
+        std::fs::write(git.join("commondir"), "/elsewhere\n").unwrap();
+        assert!(gone(&git.join("commondir")).await, "the planted file hid behind the flood");
+        assert_eq!(watch.finish().await.len(), 1);
+    }
+
     /// Across filesystems (the workspace on one, the home on another) a file is copied into the
     /// quarantine and removed.
     #[tokio::test]
