@@ -71,6 +71,11 @@ fn checkouts_in(root: &Path) -> (Vec<PathBuf>, bool) {
 }
 
 impl WriteAccess {
+    /// `path` read-only when it exists, else watched so that it is moved aside if it appears.
+    fn bind_or_watch(&mut self, path: PathBuf) {
+        if path.exists() { self.read_only.push(path) } else { self.watched.push(path) }
+    }
+
     /// Makes what [`WriteAccess::to_create`] names (not done by a dry run).
     pub fn prepare(&self) -> anyhow::Result<()> {
         for dir in &self.to_create {
@@ -139,8 +144,8 @@ pub fn write_access(
     access.pinned.sort_by(|a, b| a.components().count().cmp(&b.components().count()).then_with(|| a.cmp(b)));
     access.pinned.dedup();
     // What lies outside everything writable the agent cannot plant (a config's include elsewhere).
-    let writable = access.writable.clone();
-    access.watched.retain(|path| writable.iter().any(|dir| path.starts_with(dir)));
+    let WriteAccess { writable, watched, .. } = &mut access;
+    watched.retain(|path| writable.iter().any(|dir| path.starts_with(dir)));
     access.watched.sort();
     access.watched.dedup();
     Ok(access)
@@ -212,8 +217,7 @@ fn protect_git_dir(git: &Path, access: &mut WriteAccess) {
     access.pinned.push(git.to_path_buf());
     access.read_only.extend([hooks, git.join("config")]);
     for name in REDIRECTING_FILES {
-        let path = git.join(name);
-        if path.exists() { access.read_only.push(path) } else { access.watched.push(path) }
+        access.bind_or_watch(git.join(name));
     }
     protect_includes(&git.join("config"), access);
     // A linked worktree's administrative directory: where it finds its repository and its own config.
@@ -223,8 +227,7 @@ fn protect_git_dir(git: &Path, access: &mut WriteAccess) {
         for admin in entries.flatten().map(|entry| entry.path()).filter(|path| is_real_dir(path)) {
             access.pinned.push(admin.clone());
             for name in REDIRECTING_FILES.iter().chain(&["gitdir"]) {
-                let path = admin.join(name);
-                if path.exists() { access.read_only.push(path) } else { access.watched.push(path) }
+                access.bind_or_watch(admin.join(name));
             }
         }
     }
@@ -245,9 +248,7 @@ fn protect_includes(config: &Path, access: &mut WriteAccess) {
         if included.starts_with('~') {
             continue;
         }
-        let path = base.join(&included);
-        let path = without_dot_dots(&path);
-        if path.exists() { access.read_only.push(path) } else { access.watched.push(path) }
+        access.bind_or_watch(without_dot_dots(&base.join(&included)));
     }
 }
 
@@ -355,7 +356,7 @@ fn xdg(env: &LaunchEnv, variable: &str, default: &str) -> PathBuf {
 }
 
 /// Directories the agent keeps its own configuration, sessions and caches in.
-fn agent_directories(agent: Agent, env: &LaunchEnv) -> Vec<PathBuf> {
+pub(super) fn agent_directories(agent: Agent, env: &LaunchEnv) -> Vec<PathBuf> {
     let var = |name: &str| env.var(name).map(PathBuf::from).filter(|dir| dir.is_absolute());
     let xdg_dirs = |name: &str| {
         vec![

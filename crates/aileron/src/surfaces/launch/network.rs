@@ -251,17 +251,8 @@ pub fn hidden_stores(
         let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
         exposed.push(canonical(&absolute));
     }
-    let data_home = env
-        .var(super::allow_list::XDG_DATA_HOME)
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .unwrap_or_else(|| env.home_dir.join(".local/share"));
-    let stores = credential_stores(&env.home_dir, &env.config_home()).into_iter().chain(other_agents_logins(
-        agent,
-        &env.home_dir,
-        &data_home,
-        &env.config_home(),
-    ));
+    let stores =
+        credential_stores(&env.home_dir, &env.config_home()).into_iter().chain(other_agents_logins(agent, env));
     let (kept, hidden): (Vec<PathBuf>, Vec<PathBuf>) = stores.partition(|store| {
         let store = canonical(store);
         exposed.iter().any(|exposed| store.starts_with(exposed))
@@ -286,19 +277,23 @@ pub fn withheld_variables(expose_env: &[String]) -> (Vec<&'static str>, Vec<Stri
 
 /// The other agents' logins, hidden from the launched one like the credential stores: an agent
 /// launched as Pi had read Claude Code's and Codex's (the re-attack of 2026-12-05). Its own stay.
-pub fn other_agents_logins(agent: super::Agent, home: &Path, data_home: &Path, config_home: &Path) -> Vec<PathBuf> {
+/// Each is looked for in that agent's own directories (`allow_list::agent_directories`, which
+/// follow `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, the XDG variables and `PI_CODING_AGENT_DIR`).
+pub fn other_agents_logins(agent: super::Agent, env: &super::LaunchEnv) -> Vec<PathBuf> {
     use super::Agent;
-    let logins = [
-        (Agent::Claude, home.join(".claude/.credentials.json")),
-        (Agent::Codex, home.join(".codex/auth.json")),
-        (Agent::Opencode, data_home.join("opencode/auth.json")),
-        (Agent::Goose, config_home.join("goose/secrets.yaml")),
-        (Agent::Pi, home.join(".pi/agent/auth.json")),
-    ];
-    logins
-        .into_iter()
-        .filter(|(owner, path)| *owner != agent && path.symlink_metadata().is_ok())
-        .map(|(_, path)| path)
+    let login = |other: Agent| match other {
+        Agent::Claude => ".credentials.json",
+        Agent::Codex | Agent::Opencode => "auth.json",
+        Agent::Goose => "secrets.yaml",
+        Agent::Pi => "agent/auth.json",
+    };
+    <Agent as clap::ValueEnum>::value_variants()
+        .iter()
+        .filter(|other| **other != agent)
+        .flat_map(|other| {
+            super::allow_list::agent_directories(*other, env).into_iter().map(|dir| dir.join(login(*other)))
+        })
+        .filter(|path| path.symlink_metadata().is_ok())
         .collect()
 }
 
@@ -438,6 +433,22 @@ mod tests {
         let found = reachable_sockets(table);
         let expected = ["/run/user/1000/bus", "/dev/log", "/tmp/with two  spaces.sock", "/run/seqpacket.sock"];
         assert_eq!(found, expected.iter().map(PathBuf::from).collect::<Vec<_>>());
+    }
+
+    /// Another agent's login is hidden where that agent keeps it, its own directory variables
+    /// followed; the launched agent's own stays.
+    #[test]
+    fn the_other_agents_logins_are_found_where_each_keeps_them() {
+        let home = tempfile::tempdir().unwrap();
+        let codex_home = home.path().join("elsewhere/codex");
+        for login in [".claude/.credentials.json", "elsewhere/codex/auth.json", ".pi/agent/auth.json"] {
+            std::fs::create_dir_all(home.path().join(login).parent().unwrap()).unwrap();
+            std::fs::write(home.path().join(login), "{}").unwrap();
+        }
+        let vars = [("CODEX_HOME".to_string(), codex_home.display().to_string())].into();
+        let env = super::super::LaunchEnv { vars, home_dir: home.path().to_path_buf(), launch_dir: PathBuf::new() };
+        let found = other_agents_logins(super::super::Agent::Pi, &env);
+        assert_eq!(found, vec![home.path().join(".claude/.credentials.json"), codex_home.join("auth.json")]);
     }
 
     #[test]

@@ -20,19 +20,18 @@ use tokio::io::unix::AsyncFd;
 pub struct Moved {
     /// Where the agent created it.
     pub path: PathBuf,
-    /// Where it is kept now (`None` when it could only be removed, or not even that: `error`).
-    pub kept_as: Option<PathBuf>,
-    pub error: Option<String>,
+    /// Where it is kept now (`None` when it could only be removed), or why it could not be moved.
+    pub outcome: Result<Option<PathBuf>, String>,
 }
 
 impl Moved {
     /// What the user is told once the agent has exited.
     pub fn report(&self, agent: &str) -> String {
         let planted = format!("{agent} created {}, which would make git run what it chose as you", self.path.display());
-        match (&self.kept_as, &self.error) {
-            (Some(kept), _) => format!("{planted}; moved to {}", kept.display()),
-            (None, None) => format!("{planted}; removed"),
-            (None, Some(error)) => {
+        match &self.outcome {
+            Ok(Some(kept)) => format!("{planted}; moved to {}", kept.display()),
+            Ok(None) => format!("{planted}; removed"),
+            Err(error) => {
                 format!("{planted}, and it could not be moved ({error})\nhint: delete it before you run git there")
             }
         }
@@ -169,11 +168,8 @@ fn sweep(watched: &[PathBuf], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
     for path in watched.iter().filter(|path| std::fs::symlink_metadata(path).is_ok()) {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let kept = quarantine.join(format!("{}-{name}", moved.len() + 1));
-        let outcome = move_aside(path, quarantine, &kept);
-        moved.push(match outcome {
-            Ok(kept_as) => Moved { path: path.clone(), kept_as, error: None },
-            Err(error) => Moved { path: path.clone(), kept_as: None, error: Some(error.to_string()) },
-        });
+        let outcome = move_aside(path, quarantine, &kept).map_err(|error| error.to_string());
+        moved.push(Moved { path: path.clone(), outcome });
     }
 }
 
@@ -246,11 +242,11 @@ mod tests {
         let moved = watch.finish().await;
         assert!(git.join("index.lock").exists(), "what is not watched is the agent's");
         assert_eq!(moved.len(), 3, "{moved:?}");
-        let kept = |index: usize| moved[index].kept_as.clone().unwrap();
+        let kept = |index: usize| moved[index].outcome.clone().unwrap().unwrap();
         assert_eq!(std::fs::read_to_string(kept(0)).unwrap(), "/elsewhere\n");
         assert_eq!(std::fs::read_link(kept(1)).unwrap(), Path::new("/elsewhere/config"));
         assert_eq!(std::fs::read_to_string(kept(2)).unwrap(), "/again\n");
-        assert!(moved.iter().all(|moved| moved.kept_as.as_ref().unwrap().starts_with(&quarantine)));
+        assert!((0..moved.len()).all(|index| kept(index).starts_with(&quarantine)));
     }
 
     /// Something planted before the watch began (a launch that was killed) is moved at the start;
