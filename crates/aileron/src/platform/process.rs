@@ -77,6 +77,31 @@ pub struct DaemonInfo {
     pub token: crate::platform::secret::Secret,
 }
 
+/// The owners (uids, as this process's user namespace sees them) of every listening TCP socket
+/// on `port`, whatever its address, from `/proc/net/tcp` and `/proc/net/tcp6`; `None` where
+/// `/proc` does not tell. A client checks the daemon's port with it before it sends a token: a
+/// port is any local user's to take once the daemon has let it go (the re-attack's H1).
+pub fn tcp_listener_owners(port: u16) -> Option<Vec<u32>> {
+    let mut owners = Vec::new();
+    let mut read_any = false;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        read_any = true;
+        owners.extend(listeners_in(&text, port));
+    }
+    read_any.then_some(owners)
+}
+
+/// The uids of the `LISTEN` (`0A`) rows of one `/proc/net/tcp*` table whose local port is `port`.
+fn listeners_in(table: &str, port: u16) -> impl Iterator<Item = u32> + '_ {
+    table.lines().skip(1).filter_map(move |line| {
+        let columns: Vec<&str> = line.split_whitespace().collect();
+        let (local, state, uid) = (columns.get(1)?, columns.get(3)?, columns.get(7)?);
+        let (_, local_port) = local.rsplit_once(':')?;
+        (*state == "0A" && u16::from_str_radix(local_port, 16).ok()? == port).then(|| uid.parse().ok())?
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use axum::serve::Listener;
@@ -89,5 +114,21 @@ mod tests {
         let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (stream, _) = listener.accept().await;
         assert!(stream.nodelay().unwrap(), "SSE events must not wait for Nagle's algorithm");
+    }
+    #[test]
+    fn listeners_are_found_by_port_in_both_tables_with_their_owners() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+            0: 0100007F:4758 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 111 1 0 100 0 0 10 0\n\
+            1: 00000000:4758 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1001        0 112 1 0 100 0 0 10 0\n\
+            2: 0100007F:4758 0100007F:9C40 01 00000000:00000000 00:00000000 00000000  1002        0 113 1 0 20 4 30 10 -1\n\
+            3: 0100007F:4759 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1003        0 114 1 0 100 0 0 10 0\n";
+        assert_eq!(super::listeners_in(tcp, 0x4758).collect::<Vec<_>>(), vec![1000, 1001], "listening rows only");
+        let tcp6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+            0: 00000000000000000000000000000000:4758 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000   65534        0 115 1 0 100 0 0 10 0\n";
+        assert_eq!(super::listeners_in(tcp6, 0x4758).collect::<Vec<_>>(), vec![65534]);
+        // This process's own listener is seen, with its own uid.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let owners = super::tcp_listener_owners(listener.local_addr().unwrap().port()).unwrap();
+        assert_eq!(owners, vec![nix::unistd::geteuid().as_raw()]);
     }
 }

@@ -100,8 +100,11 @@ impl DaemonClient {
         }
         if let Some(info) = read_daemon_info(&home.daemon_json()) {
             let client = DaemonClient::new(http, info.url, info.token);
-            if client.health().await.is_ok() {
-                return Ok(Some(client));
+            match client.health().await {
+                Ok(_) => return Ok(Some(client)),
+                // Said, then treated as no daemon: a start takes another port.
+                Err(error) if error.is::<NotOurListener>() => log_line!("aileron: warning: {error:#}"),
+                Err(_) => {}
             }
         }
         Ok(None)
@@ -137,12 +140,16 @@ impl DaemonClient {
         self.call_raw(Method::GET, "/v1/status", None).await.is_ok_and(|(status, _)| status.is_success())
     }
 
+    /// Asks `GET /v1/health` (which carries no token), then checks that what answered on a
+    /// loopback port is a listener of this user's: every discovery goes through here before the
+    /// token, a passphrase or a secret is sent.
     pub async fn health(&self) -> anyhow::Result<Value> {
         let response =
             self.http.get(format!("{}/v1/health", self.base_url)).timeout(Duration::from_secs(2)).send().await?;
         if !response.status().is_success() {
             bail!("health check answered {}", response.status());
         }
+        listener_is_ours(&self.base_url)?;
         Ok(response.json().await?)
     }
 
@@ -485,6 +492,49 @@ pub fn unreachable_daemon(home: &Home) -> Option<anyhow::Error> {
     }
     Some(held_lock_without_record(home, &record))
 }
+
+/// Refuses a daemon URL on this host whose port another user listens on. Once the daemon has let
+/// its port go (killed, stopping, restarted elsewhere), any local user may bind it and answer
+/// health like a daemon; `daemon.json` and `AILERON_URL` still name it, and the token, a vault
+/// passphrase or a secret's value would go to that user (the re-attack of 2026-12-05, H1). Checked
+/// after the health answer, while the answering listener holds the port.
+fn listener_is_ours(base_url: &str) -> anyhow::Result<()> {
+    let Ok(url) = reqwest::Url::parse(base_url) else { return Ok(()) };
+    let on_this_host = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    let (true, Some(port)) = (on_this_host, url.port_or_known_default()) else { return Ok(()) };
+    let Some(owners) = crate::platform::process::tcp_listener_owners(port) else { return Ok(()) };
+    let me = nix::unistd::geteuid().as_raw();
+    match owners.into_iter().find(|owner| *owner != me) {
+        Some(other) => Err(NotOurListener { url: base_url.to_string(), owner: other, me }.into()),
+        None => Ok(()),
+    }
+}
+
+/// What [`listener_is_ours`] refuses.
+#[derive(Debug)]
+struct NotOurListener {
+    url: String,
+    owner: u32,
+    me: u32,
+}
+
+impl std::fmt::Display for NotOurListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the process listening on {} belongs to uid {}, not to you (uid {}): it is not your daemon, and nothing \
+             was sent to it\nhint: your daemon is not running there; `aileron daemon start` starts one on another port",
+            self.url, self.owner, self.me
+        )
+    }
+}
+
+impl std::error::Error for NotOurListener {}
 
 /// Whether a process holds this home's `daemon.lock` (the daemon takes it, exclusive, for its
 /// whole life). Probing takes the lock for an instant when it is free; a daemon starting in that

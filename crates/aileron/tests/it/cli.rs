@@ -1802,3 +1802,73 @@ fn temporaries_of_interrupted_atomic_writes_are_removed_at_start() {
     let log = std::fs::read_to_string(cli.home.join("daemon.log")).unwrap();
     assert!(log.contains(".secrets.json.Ab12Cd.tmp, left by an interrupted write"), "{log}");
 }
+
+/// Another local user who takes the port a stopped (or killed) daemon left, while `daemon.json`
+/// still names it, gets neither the token nor a secret: the client checks who listens there after
+/// the health answer (which carries nothing) and before anything else, warns, and starts a daemon
+/// of its own on another port (the re-attack of 2026-12-05, H1). A second uid needs root to make;
+/// elsewhere the parser's unit test (`platform::process`) is what runs.
+#[test]
+fn a_port_another_user_took_over_gets_no_token_and_no_secret() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: making a listener of another uid needs root");
+        return;
+    }
+    let cli = Cli::new();
+    let passphrase = [("AILERON_VAULT_PASSPHRASE", "squatted passphrase staple")];
+    let init = cli.run_with(&["vault", "init"], &passphrase, None);
+    assert!(init.status.success(), "{}", stderr(&init));
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    let token = record["token"].as_str().unwrap().to_string();
+    let port: u16 = record["url"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
+    cli.ok(&["daemon", "stop"]);
+    // uid 65534 answers every request like a health check and prints what it was sent.
+    let squatter = r#"
+import encodings.idna, http.server, json, os, sys
+os.setgid(65534); os.setuid(65534)  # after every import: root's interpreter is not readable to uid 65534
+class H(http.server.BaseHTTPRequestHandler):
+    def answer(self):
+        n = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(n) if n else b""
+        print("REQUEST", self.command, self.path, repr(dict(self.headers)), body, flush=True)
+        self.send_response(200); self.send_header("content-type", "application/json"); self.end_headers()
+        self.wfile.write(b'{"status":"ok","version":"9"}')
+    do_GET = do_POST = do_PUT = do_DELETE = answer
+    def log_message(self, *a): pass
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+print("listening", flush=True)
+server.serve_forever()
+"#;
+    let mut squatter = crate::support::KillOnDrop(
+        Command::new("python3")
+            .args(["-c", squatter, &port.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdout = std::io::BufReader::new(squatter.0.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line.trim(), "listening");
+    std::fs::write(cli.home.join("daemon.json"), record.to_string()).unwrap();
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+    std::fs::set_permissions(cli.home.join("daemon.json"), private).unwrap();
+
+    let unlock = cli.run_with(&["vault", "unlock"], &passphrase, None);
+    let said = stderr(&unlock);
+    assert!(unlock.status.success(), "{said}");
+    assert!(said.contains("belongs to uid 65534") && said.contains("nothing was sent to it"), "{said}");
+    let set = cli.run_with(&["secret", "set", "smtp/password"], &[], Some("squatted-secret-value\n"));
+    assert!(set.status.success(), "{}", stderr(&set));
+    let ours: Value = serde_json::from_str(&std::fs::read_to_string(cli.home.join("daemon.json")).unwrap()).unwrap();
+    assert_ne!(ours["url"], record["url"], "a daemon of our own, on another port");
+    cli.ok(&["daemon", "stop"]);
+    drop(squatter);
+    let mut seen = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut seen).unwrap();
+    assert!(seen.contains("REQUEST GET /v1/health"), "the squatter was asked for health only: {seen}");
+    assert!(seen.lines().all(|line| line.starts_with("REQUEST GET /v1/health")), "{seen}");
+    for secret in [token.as_str(), "squatted passphrase staple", "squatted-secret-value"] {
+        assert!(!seen.contains(secret), "{secret} reached the squatter: {seen}");
+    }
+}

@@ -14,6 +14,7 @@ use aileron::surfaces::launch::{Agent, LaunchEnv, Wiring, plan};
 use http::{Request, StatusCode};
 use serde_json::{Value, json};
 
+use crate::support::KillOnDrop;
 use crate::support::{Harness, PORT};
 
 async fn as_token(harness: &Harness, token: &str, method: &str, path: &str, body: Option<Value>) -> StatusCode {
@@ -2451,15 +2452,6 @@ fn serve_public_names(
     let roots = std::fs::read_to_string(&cert).unwrap();
     start_with_a_vault_trusting(rig, &roots, &[("AILERON_CONNECT_TO", connect_to.join(",").as_ref())]);
     fake
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `tests/launch/<script>` as the rig's `claude`: the agent a launch starts.
