@@ -29,7 +29,39 @@ impl reqwest::dns::Resolve for PublicOnlyResolver {
 /// one of the host's own interfaces reaches every service listening on `0.0.0.0` here, the
 /// daemon's neighbours included (the re-attack of 2026-12-05).
 pub fn is_elsewhere(ip: std::net::IpAddr) -> bool {
-    is_public(ip) && !own_addresses().contains(&ip)
+    is_public(ip) && !is_own(&own_addresses(), ip)
+}
+
+/// One of this host's interface addresses, and how much of its network reaches this host: the
+/// whole network for a loopback interface's (every address of a range put on `lo` is answered
+/// here), the address alone for any other interface's (its neighbours are other machines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnAddress {
+    pub address: std::net::IpAddr,
+    /// Leading bits of `address` that every address reaching this host shares.
+    pub prefix: u8,
+}
+
+impl OwnAddress {
+    fn covers(&self, ip: std::net::IpAddr) -> bool {
+        let bits = |ip: std::net::IpAddr| match ip {
+            std::net::IpAddr::V4(v4) => (u128::from(u32::from(v4)), 32u32),
+            std::net::IpAddr::V6(v6) => (u128::from(v6), 128),
+        };
+        let ((own, width), (other, other_width)) = (bits(self.address), bits(ip));
+        let prefix = u32::from(self.prefix).min(width);
+        width == other_width && (prefix == 0 || (own ^ other) >> (width - prefix) == 0)
+    }
+}
+
+/// Whether `ip`, or the IPv4 address an IPv6 form of it carries (`[::ffff:a.b.c.d]` reaches
+/// what `a.b.c.d` does; the re-attack's M1), is one of `own`.
+fn is_own(own: &[OwnAddress], ip: std::net::IpAddr) -> bool {
+    let carried = match ip {
+        std::net::IpAddr::V6(v6) => embedded_ipv4(v6).map(std::net::IpAddr::V4),
+        std::net::IpAddr::V4(_) => None,
+    };
+    own.iter().any(|own| own.covers(ip) || carried.is_some_and(|v4| own.covers(v4)))
 }
 
 /// How long the host's interface addresses are trusted before they are listed again (an
@@ -38,8 +70,8 @@ const OWN_ADDRESSES_FOR: std::time::Duration = std::time::Duration::from_secs(2)
 
 /// The addresses of this host's interfaces (`getifaddrs`), listed at most every
 /// [`OWN_ADDRESSES_FOR`].
-pub fn own_addresses() -> std::sync::Arc<[std::net::IpAddr]> {
-    type Listed = Option<(std::time::Instant, std::sync::Arc<[std::net::IpAddr]>)>;
+pub fn own_addresses() -> std::sync::Arc<[OwnAddress]> {
+    type Listed = Option<(std::time::Instant, std::sync::Arc<[OwnAddress]>)>;
     static LISTED: std::sync::Mutex<Listed> = std::sync::Mutex::new(None);
     let mut listed = LISTED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some((at, addresses)) = listed.as_ref()
@@ -47,16 +79,25 @@ pub fn own_addresses() -> std::sync::Arc<[std::net::IpAddr]> {
     {
         return addresses.clone();
     }
-    let addresses: std::sync::Arc<[std::net::IpAddr]> = nix::ifaddrs::getifaddrs()
+    let ip = |address: &nix::sys::socket::SockaddrStorage| match (address.as_sockaddr_in(), address.as_sockaddr_in6()) {
+        (Some(v4), _) => Some(std::net::IpAddr::V4(v4.ip())),
+        (_, Some(v6)) => Some(std::net::IpAddr::V6(v6.ip())),
+        _ => None,
+    };
+    let addresses: std::sync::Arc<[OwnAddress]> = nix::ifaddrs::getifaddrs()
         .map(|interfaces| {
             interfaces
                 .filter_map(|interface| {
-                    let address = interface.address?;
-                    match (address.as_sockaddr_in(), address.as_sockaddr_in6()) {
-                        (Some(v4), _) => Some(std::net::IpAddr::V4(v4.ip())),
-                        (_, Some(v6)) => Some(std::net::IpAddr::V6(v6.ip())),
-                        _ => None,
-                    }
+                    let address = ip(interface.address.as_ref()?)?;
+                    let loopback = interface.flags.contains(nix::net::if_::InterfaceFlags::IFF_LOOPBACK);
+                    let whole = if address.is_ipv4() { 32 } else { 128 };
+                    let netmask = interface.netmask.as_ref().and_then(ip);
+                    let prefix = match netmask {
+                        Some(std::net::IpAddr::V4(mask)) if loopback => u32::from(mask).leading_ones() as u8,
+                        Some(std::net::IpAddr::V6(mask)) if loopback => u128::from(mask).leading_ones() as u8,
+                        _ => whole,
+                    };
+                    Some(OwnAddress { address, prefix })
                 })
                 .collect()
         })
@@ -120,18 +161,44 @@ fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_elsewhere, is_public, own_addresses};
+    use super::{OwnAddress, is_elsewhere, is_own, is_public, own_addresses};
 
     /// Every address of the host's interfaces is refused, whatever its range; a public one
     /// elsewhere is not.
     #[test]
     fn the_hosts_own_addresses_are_not_elsewhere() {
         let own = own_addresses();
-        assert!(own.contains(&"127.0.0.1".parse().unwrap()), "{own:?}");
-        for address in own.iter() {
-            assert!(!is_elsewhere(*address), "{address}");
+        let loopback = own.iter().find(|own| own.address == "127.0.0.1".parse::<std::net::IpAddr>().unwrap());
+        assert_eq!(loopback.map(|own| own.prefix), Some(8), "lo's whole 127.0.0.0/8 reaches this host: {own:?}");
+        for own in own.iter() {
+            assert!(!is_elsewhere(own.address), "{own:?}");
         }
-        assert!(is_elsewhere("93.184.216.34".parse().unwrap()) || own.contains(&"93.184.216.34".parse().unwrap()));
+        let public: std::net::IpAddr = "93.184.216.34".parse().unwrap();
+        assert!(is_elsewhere(public) || is_own(&own, public));
+    }
+
+    /// The re-attack of 2026-12-05 (M1, L1): the IPv6 form of an own IPv4 address, and any
+    /// address of a range put on a loopback interface, reach this host as the address does.
+    #[test]
+    fn an_own_address_is_own_in_every_form_and_a_loopback_range_is_own_whole() {
+        let own = [
+            OwnAddress { address: "93.184.216.7".parse().unwrap(), prefix: 32 },
+            OwnAddress { address: "198.51.100.1".parse().unwrap(), prefix: 24 },
+            OwnAddress { address: "2001:db8::7".parse().unwrap(), prefix: 128 },
+        ];
+        for (ip, expected) in [
+            ("93.184.216.7", true),
+            ("::ffff:93.184.216.7", true),
+            ("64:ff9b::5db8:d807", true),
+            ("93.184.216.8", false),
+            ("198.51.100.55", true),
+            ("::ffff:198.51.100.200", true),
+            ("198.51.101.1", false),
+            ("2001:db8::7", true),
+            ("2001:db8::8", false),
+        ] {
+            assert_eq!(is_own(&own, ip.parse().unwrap()), expected, "{ip}");
+        }
     }
 
     #[test]
