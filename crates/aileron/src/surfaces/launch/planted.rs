@@ -173,11 +173,11 @@ fn sweep(watched: &[PathBuf], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
     }
 }
 
-/// Renames `path` to `kept`; across filesystems a file's bytes (a link's target) are copied
-/// there and the original removed. Something that cannot be kept is removed all the same.
+/// Renames `path` to `kept`; across filesystems a regular file's bytes (a link's target) are
+/// copied there and the original removed. Something that cannot be kept is removed all the same.
 fn move_aside(path: &Path, quarantine: &Path, kept: &Path) -> std::io::Result<Option<PathBuf>> {
     crate::platform::home::create_private_dir(quarantine)?;
-    match std::fs::rename(path, kept) {
+    match reclaiming(path, || std::fs::rename(path, kept)) {
         Ok(()) => return Ok(Some(kept.to_path_buf())),
         Err(error) if error.raw_os_error() != Some(libc::EXDEV) => return Err(error),
         Err(_) => {}
@@ -188,20 +188,58 @@ fn move_aside(path: &Path, quarantine: &Path, kept: &Path) -> std::io::Result<Op
         crate::platform::home::write_atomic(kept, target.as_os_str().as_encoded_bytes(), 0o600)
             .ok()
             .map(|()| kept.to_path_buf())
-    } else if metadata.is_file() {
-        std::fs::read(path)
+    } else {
+        read_regular(path)
             .ok()
             .and_then(|bytes| crate::platform::home::write_atomic(kept, &bytes, 0o600).ok())
             .map(|()| kept.to_path_buf())
-    } else {
-        None
     };
-    if metadata.is_dir() {
-        std::fs::remove_dir_all(path)?
-    } else {
-        std::fs::remove_file(path)?
-    }
+    reclaiming(path, || if metadata.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) })?;
     Ok(kept_as)
+}
+
+/// At most this much of a planted file is kept (git's `commondir` and config files are small).
+const MAX_KEPT_BYTES: u64 = 1024 * 1024;
+
+/// A regular file's first [`MAX_KEPT_BYTES`], read without following a link and without waiting:
+/// the agent can swap a FIFO (or a device) in after the launcher looked, and a read of it would
+/// block the watch and the launcher's end for good (the re-attack of 2026-12-05, F2).
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_KEPT_BYTES).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `change` (a rename or removal of `path`), once more after giving the user back the write and
+/// search bits the agent took from `path`'s directory and search bits from the directories above
+/// it (`chmod 0500 .git` made every move fail: the re-attack of 2026-12-05, F1). The launcher is
+/// the user, and only the user's own directories are touched.
+fn reclaiming(path: &Path, change: impl Fn() -> std::io::Result<()>) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    match change() {
+        Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied => {
+            let me = nix::unistd::geteuid().as_raw();
+            let parent = path.parent();
+            let mut above: Vec<&Path> = path.ancestors().skip(1).collect();
+            above.reverse();
+            for dir in above {
+                let Ok(metadata) = std::fs::metadata(dir) else { continue };
+                let wanted = if Some(dir) == parent { 0o300 } else { 0o100 };
+                let mode = metadata.permissions().mode();
+                if metadata.uid() == me && mode & wanted != wanted {
+                    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | wanted));
+                }
+            }
+            change()
+        }
+        done => done,
+    }
 }
 
 #[cfg(test)]
@@ -301,5 +339,28 @@ mod tests {
         assert_eq!(outcome.as_deref(), Some(kept.as_path()));
         assert!(!planted.exists());
         assert_eq!(std::fs::read_to_string(&kept).unwrap(), "/elsewhere\n");
+        // A FIFO (swapped in after the look) is removed, not read: a read would never end.
+        nix::unistd::mkfifo(&planted, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let outcome = move_aside(&planted, &other.path().join("q"), &other.path().join("q/2-commondir")).unwrap();
+        assert_eq!(outcome, None, "nothing of a FIFO is kept");
+        assert!(std::fs::symlink_metadata(&planted).is_err(), "the FIFO stayed");
+    }
+
+    /// A directory the agent made read-only to its owner (`chmod 0500 .git`) does not keep a
+    /// planted file in place: the launcher, the user, gives itself the bits back. (Run as root
+    /// this holds without them: root ignores a directory's mode.)
+    #[test]
+    fn a_directory_made_read_only_does_not_keep_a_planted_file() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let temp = tempfile::tempdir().unwrap();
+        let git = temp.path().join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::write(git.join("commondir"), "/elsewhere\n").unwrap();
+        std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let quarantine = temp.path().join("quarantine");
+        let kept = quarantine.join("1-commondir");
+        let outcome = move_aside(&git.join("commondir"), &quarantine, &kept).unwrap();
+        assert_eq!(outcome.as_deref(), Some(kept.as_path()));
+        assert!(!git.join("commondir").exists());
     }
 }
