@@ -347,6 +347,12 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
                        running `aileron launch` session (restart the agent with `aileron launch`)";
         return provider.error(StatusCode::UNAUTHORIZED, "authentication_error", message);
     }
+    if granted {
+        // The key that got the grant is a session's gateway key or the daemon token: Aileron's
+        // own, never the provider's to see, in whichever header it came (the re-attack's L2).
+        headers.remove("x-api-key");
+        headers.remove(header::AUTHORIZATION);
+    }
     if granted && let Some(key) = gateway.vault.provider_key(provider) {
         let (name, value) = match provider {
             Provider::Anthropic => (axum::http::HeaderName::from_static("x-api-key"), key.to_string()),
@@ -358,10 +364,6 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
             return provider.error(StatusCode::BAD_GATEWAY, "authentication_error", &message);
         };
         value.set_sensitive(true);
-        if provider == Provider::Anthropic {
-            // Only the vault's key speaks for the user: not also the agent's own login.
-            headers.remove(header::AUTHORIZATION);
-        }
         headers.insert(name, value);
     }
     if let Some((protocol, _)) = &upgrade {

@@ -344,6 +344,39 @@ async fn requests_go_upstream_unchanged_except_hop_by_hop_headers() {
     assert_ne!(header("host"), Some(gateway.trim_start_matches("http://")), "Host is the upstream's");
 }
 
+/// A key that gets a request the vault's provider key (a session's gateway key, or the daemon
+/// token) is Aileron's own: it never goes upstream, in whichever header it came, whether or not
+/// the vault holds a key for that provider (the re-attack of 2026-12-05, L2: the OpenAI path sent
+/// it on in `x-api-key`). A caller's own provider key still goes as it came.
+#[tokio::test]
+async fn the_key_that_got_the_grant_never_goes_upstream() {
+    let (up, _temp, gateway) = json_upstream_behind_a_daemon().await;
+    aileron::platform::process::install_crypto_provider();
+    let client = reqwest::Client::new();
+    for path in ["/v1/chat/completions", "/v1/messages"] {
+        let response = client
+            .post(format!("{gateway}{path}"))
+            .header("x-api-key", "gateway-test-token")
+            .header("authorization", "Bearer gateway-test-token")
+            .header("anthropic-version", "2023-06-01")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    let own = client.post(format!("{gateway}/v1/chat/completions")).bearer_auth("sk-users-own").body("{}");
+    assert_eq!(own.send().await.unwrap().status(), 200);
+    let seen = up.seen.requests.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    for (_, path, headers, _) in &seen[..2] {
+        let ours = headers.iter().find(|(_, value)| value.contains("gateway-test-token"));
+        assert_eq!(ours, None, "{path}: the daemon token went upstream");
+    }
+    let header = |name: &str| seen[2].2.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    assert_eq!(header("authorization").as_deref(), Some("Bearer sk-users-own"));
+}
+
 /// A daemon whose gateway reaches an upstream answering `{}` with `headers`: the upstream, the
 /// daemon's home, the upstream's URL and the gateway's.
 async fn daemon_before_answering(

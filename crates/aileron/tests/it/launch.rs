@@ -2883,8 +2883,10 @@ fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
     let recorded = saw.clone();
     let answer: crate::gateway::Answer = Arc::new(move |line: &str, headers: &[String]| {
         if !line.is_empty() {
+            // The session's key, in whichever header it came, is Aileron's own: never upstream.
+            let ours = headers.iter().find(|header| header.contains("aileron-sealed"));
             let key = header_value(headers, "x-api-key");
-            recorded.lock().unwrap().push(key);
+            recorded.lock().unwrap().push(ours.map_or(key, |ours| format!("the session's key went upstream: {ours}")));
         }
         (String::new(), r#"{"type":"message","content":[]}"#.to_string())
     });
@@ -2910,7 +2912,7 @@ fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
     let script = format!(
         "#!/bin/sh\nask() {{ curl -sS \"$ANTHROPIC_BASE_URL/v1/messages\" -H 'anthropic-version: 2023-06-01' \
          -H 'content-type: application/json' --data '{{}}' \"$@\"; echo; }}\n\
-         {{ echo \"key=$ANTHROPIC_API_KEY\"; ask -H \"x-api-key: $ANTHROPIC_API_KEY\"; echo no-key:; ask; \
+         {{ echo \"key=$ANTHROPIC_API_KEY\"; ask -H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"authorization: Bearer $ANTHROPIC_API_KEY\"; echo no-key:; ask; \
          echo fixed-placeholder:; ask -H 'x-api-key: aileron-sealed'; }} > '{}' 2>&1\n",
         report.display()
     );

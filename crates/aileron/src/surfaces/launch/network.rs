@@ -224,6 +224,30 @@ pub fn credential_stores(home: &Path, config_home: &Path) -> Vec<PathBuf> {
         ".oci",
         ".databrickscfg",
         ".fly",
+        // Found readable by the second re-attack of 2026-12-05: commands with tokens in shell
+        // histories, browsers' cookie stores, encryption keys and more logins.
+        ".bash_history",
+        ".zsh_history",
+        ".local/share/fish/fish_history",
+        ".python_history",
+        ".psql_history",
+        ".mysql_history",
+        ".node_repl_history",
+        ".sqlite_history",
+        ".mozilla",
+        ".config/google-chrome",
+        ".config/chromium",
+        ".config/BraveSoftware",
+        ".config/microsoft-edge",
+        ".config/vivaldi",
+        ".config/sops",
+        ".age",
+        ".terraformrc",
+        ".wrangler",
+        ".config/.wrangler",
+        ".config/github-copilot",
+        ".gemini",
+        ".env",
     ];
     let mut stores: Vec<PathBuf> = in_home.iter().map(|relative| home.join(relative)).collect();
     stores.push(config_home.join("gh"));
@@ -455,14 +479,26 @@ mod tests {
     fn existing_credential_stores_are_found_in_the_home_and_the_config_home() {
         let home = tempfile::tempdir().unwrap();
         let config = home.path().join("xdg");
-        for dir in [".aws", ".config/gh", "xdg/git"] {
+        for dir in [".aws", ".config/gh", "xdg/git", ".mozilla", ".local/share/fish"] {
             std::fs::create_dir_all(home.path().join(dir)).unwrap();
         }
-        std::fs::write(home.path().join(".netrc"), "machine x").unwrap();
-        std::fs::write(home.path().join("xdg/git/credentials"), "https://u:p@x").unwrap();
+        for file in [".netrc", "xdg/git/credentials", ".bash_history", ".local/share/fish/fish_history", ".env"] {
+            std::fs::write(home.path().join(file), "TOKEN=x").unwrap();
+        }
         let found = credential_stores(home.path(), &config);
-        let expected: Vec<PathBuf> =
-            [".aws", ".config/gh", ".netrc", "xdg/git/credentials"].iter().map(|p| home.path().join(p)).collect();
+        let expected: Vec<PathBuf> = [
+            ".aws",
+            ".bash_history",
+            ".config/gh",
+            ".env",
+            ".local/share/fish/fish_history",
+            ".mozilla",
+            ".netrc",
+            "xdg/git/credentials",
+        ]
+        .iter()
+        .map(|p| home.path().join(p))
+        .collect();
         assert_eq!(found, expected);
     }
 }
