@@ -427,6 +427,17 @@ impl LaunchRig {
         extra_path: Option<&Path>,
         extra_env: &[(&str, &std::ffi::OsStr)],
     ) -> Output {
+        self.command_at(dir, args, extra_path, extra_env).output().expect("running aileron")
+    }
+
+    /// The command [`LaunchRig::command_in`] runs.
+    fn command_at(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        extra_path: Option<&Path>,
+        extra_env: &[(&str, &std::ffi::OsStr)],
+    ) -> Command {
         let extra_path = extra_path.map(|dir| format!("{}:", dir.display())).unwrap_or_default();
         let path = format!("{}:{extra_path}{}", self.bin().display(), std::env::var("PATH").unwrap_or_default());
         let mut command = Command::new(env!("CARGO_BIN_EXE_aileron"));
@@ -447,7 +458,7 @@ impl LaunchRig {
         for (name, value) in extra_env {
             command.env(name, value);
         }
-        command.output().expect("running aileron")
+        command
     }
 
     pub(crate) fn run(&self, args: &[&str], extra_env: &[(&str, &Path)]) -> Output {
@@ -3834,4 +3845,47 @@ async fn h2_tls_upstream(accepted: Arc<std::sync::atomic::AtomicUsize>) -> std::
         }
     });
     address
+}
+
+/// The re-attack of 2026-12-05 (F9): a launcher killed with `kill -9` left its agent running,
+/// with nothing watching for the files it plants. The helper holds a pipe only the launcher
+/// writes to; when the launcher is gone it ends the agent's namespace, every process in it.
+#[test]
+fn a_killed_launcher_takes_its_agent_with_it() {
+    let rig = LaunchRig::new();
+    let started = rig.workspace().join("started");
+    let sleeper = format!("sleep {}", 86_000 + std::process::id() % 1000);
+    let script = format!("#!/bin/sh\ntouch '{}'\nexec {sleeper}\n", started.display());
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut launcher = crate::support::KillOnDrop(
+        rig.command_at(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]).spawn().unwrap(),
+    );
+    let running = || {
+        let found = Command::new("pgrep").args(["-f", &format!("^{sleeper}$")]).output().unwrap();
+        found.status.success()
+    };
+    /// Ends an agent that outlived its launcher (a failure here), which would otherwise keep the
+    /// test harness's output open.
+    struct EndAgent(String);
+    impl Drop for EndAgent {
+        fn drop(&mut self) {
+            let _ = Command::new("pkill").args(["-KILL", "-f", &format!("^{}$", self.0)]).status();
+        }
+    }
+    let _end = EndAgent(sleeper.clone());
+    let since = std::time::Instant::now();
+    while !(started.exists() && running()) {
+        assert!(since.elapsed() < std::time::Duration::from_secs(60), "the agent never started");
+        assert!(launcher.0.try_wait().unwrap().is_none(), "the launch ended early");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(launcher.0.id() as i32), nix::sys::signal::Signal::SIGKILL)
+        .unwrap();
+    launcher.0.wait().unwrap();
+    let since = std::time::Instant::now();
+    while running() {
+        assert!(since.elapsed() < std::time::Duration::from_secs(10), "the agent outlived its launcher by 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

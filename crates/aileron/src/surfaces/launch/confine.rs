@@ -75,6 +75,10 @@ pub const SETUP_FAILED: i32 = 125;
 /// What the helper was asked to do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
+    /// The read end of a pipe whose write end only the launcher holds: when it reads end of file
+    /// the launcher is gone (killed with `kill -9`, say), and the helper ends the namespace, the
+    /// agent with it, instead of leaving it running with nothing watching for planted files.
+    pub lifeline: Option<std::os::fd::RawFd>,
     /// Directories to cover with an empty tmpfs.
     pub masks: Vec<PathBuf>,
     /// The agent's write allow-list (Landlock): everything else is read-only to it.
@@ -131,6 +135,10 @@ impl Request {
                 line.push("--channel".into());
                 line.push(channel.to_string().into());
             }
+        }
+        if let Some(lifeline) = self.lifeline {
+            line.push("--lifeline".into());
+            line.push(lifeline.to_string().into());
         }
         if let Some(bundle) = &self.trust_bundle {
             line.push("--trust-bundle".into());
@@ -204,6 +212,11 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
             Some("--channel") => {
                 let fd = rest.next().and_then(|fd| fd.to_str()).and_then(|fd| fd.parse().ok());
                 channel = Some(fd.ok_or_else(|| "--channel needs a descriptor number".to_string())?);
+                continue;
+            }
+            Some("--lifeline") => {
+                let fd = rest.next().and_then(|fd| fd.to_str()).and_then(|fd| fd.parse().ok());
+                request.lifeline = Some(fd.ok_or_else(|| "--lifeline needs a descriptor number".to_string())?);
                 continue;
             }
             Some("--probe") => {
@@ -300,6 +313,36 @@ fn forward_signals_to(target: Pid, interrupts_reach_agent: bool) -> Result<(), S
     Ok(())
 }
 
+/// [`wait_for`] `child` while watching the lifeline ([`Request::lifeline`]): the launcher never
+/// writes to it, so it turns readable (end of file) only when the launcher's end is gone, and
+/// then the namespace's first process is killed, which ends every process of the agent's (the
+/// re-attack of 2026-12-05, F9). One `poll` on the lifeline and the child's pidfd: this process
+/// cannot start a thread (it has unshared its PID namespace: the kernel refuses `CLONE_THREAD`).
+fn wait_for_unless_the_launcher_goes(child: Pid, lifeline: std::os::fd::RawFd) -> i32 {
+    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) } as libc::c_int;
+    if pidfd < 0 {
+        log_line!("aileron: warning: the agent is not ended with its launcher (no pidfd on this kernel)");
+        return wait_for(child);
+    }
+    loop {
+        let mut watched = [
+            libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: lifeline, events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: two initialised `pollfd`s, their count, no timeout.
+        let ready = unsafe { libc::poll(watched.as_mut_ptr(), 2, -1) };
+        if ready < 0 && nix::errno::Errno::last() == nix::errno::Errno::EINTR {
+            continue;
+        }
+        if ready > 0 && watched[0].revents == 0 && watched[1].revents != 0 {
+            let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+        }
+        break;
+    }
+    wait_for(child)
+}
+
 /// Waits for `child`, retrying when a forwarded signal interrupts the wait; its exit code.
 fn wait_for(child: Pid) -> i32 {
     loop {
@@ -313,6 +356,13 @@ fn wait_for(child: Pid) -> i32 {
 }
 
 fn enter(request: &Request) -> Result<i32, String> {
+    if let Some(lifeline) = request.lifeline {
+        // Not passed on to the agent: its exec closes it.
+        // SAFETY: the launcher passed this descriptor for the helper alone.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(lifeline) };
+        nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+            .map_err(|e| format!("keeping the lifeline from the agent: {e}"))?;
+    }
     // IPC: System V IPC and POSIX message queues of the agent's own, not the user's other programs'.
     let mut namespaces =
         CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC;
@@ -341,7 +391,10 @@ fn enter(request: &Request) -> Result<i32, String> {
         }
         ForkResult::Parent { child } => {
             forward_signals_to(child, request.interrupts_reach_agent)?;
-            Ok(wait_for(child))
+            Ok(match request.lifeline {
+                Some(lifeline) => wait_for_unless_the_launcher_goes(child, lifeline),
+                None => wait_for(child),
+            })
         }
     }
 }

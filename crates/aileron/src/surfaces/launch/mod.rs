@@ -950,7 +950,14 @@ async fn launch_session(
                 .collect();
             log_line!("aileron: session {} started for {} (confined)", wiring.session_id, agent.name());
             let helper = std::env::current_exe().context("locating the aileron executable")?;
+            // The helper's lifeline: its read end is passed on (not close-on-exec), the write end
+            // stays here alone (close-on-exec) until the agent has exited.
+            let (lifeline, _held) =
+                nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("making the helper's lifeline")?;
+            nix::fcntl::fcntl(&lifeline, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
+                .context("passing the helper's lifeline on")?;
             let mut request = confine::Request {
+                lifeline: Some(std::os::fd::AsRawFd::as_raw_fd(&lifeline)),
                 interrupts_reach_agent: child::terminal_delivers_interrupts(),
                 program: program.as_os_str().to_os_string(),
                 args: plan.args.clone(),
