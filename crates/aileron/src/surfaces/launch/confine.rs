@@ -633,6 +633,7 @@ mod tests {
     #[test]
     fn the_command_line_round_trips() {
         let request = Request {
+            lifeline: Some(7),
             masks: vec![PathBuf::from("/home/u/.aileron"), PathBuf::from("/var/audit")],
             writable: vec![PathBuf::from("/home/u/project"), PathBuf::from("/home/u/.claude")],
             pinned: vec![PathBuf::from("/home/u/project/.git")],
@@ -659,5 +660,6 @@ mod tests {
         assert!(parse(&os(&["--network", "1", "--channel", "3", "--", "x"])).is_err(), "one port");
         assert!(parse(&os(&["--probe", "--network", "1:2"])).unwrap().network.is_some());
         assert!(parse(&os(&["--forward", "10.0.0.1:22", "--", "x"])).is_err(), "a forward not on loopback");
+        assert!(parse(&os(&["--lifeline", "x", "--", "x"])).is_err(), "a lifeline that is no descriptor");
     }
 }
