@@ -210,13 +210,11 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
                 continue;
             }
             Some("--channel") => {
-                let fd = rest.next().and_then(|fd| fd.to_str()).and_then(|fd| fd.parse().ok());
-                channel = Some(fd.ok_or_else(|| "--channel needs a descriptor number".to_string())?);
+                channel = Some(descriptor(rest.next(), "--channel")?);
                 continue;
             }
             Some("--lifeline") => {
-                let fd = rest.next().and_then(|fd| fd.to_str()).and_then(|fd| fd.parse().ok());
-                request.lifeline = Some(fd.ok_or_else(|| "--lifeline needs a descriptor number".to_string())?);
+                request.lifeline = Some(descriptor(rest.next(), "--lifeline")?);
                 continue;
             }
             Some("--probe") => {
@@ -259,6 +257,11 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
         return Err("--network needs --channel (only a probe runs without one)".to_string());
     }
     Ok(request)
+}
+
+/// The descriptor number `flag` was given.
+fn descriptor(value: Option<&OsString>, flag: &str) -> Result<std::os::fd::RawFd, String> {
+    value.and_then(|fd| fd.to_str()?.parse().ok()).ok_or_else(|| format!("{flag} needs a descriptor number"))
 }
 
 /// The helper's entry point: must run before any other thread exists. Returns the exit code.
@@ -319,15 +322,18 @@ fn forward_signals_to(target: Pid, interrupts_reach_agent: bool) -> Result<(), S
 /// re-attack of 2026-12-05, F9). One `poll` on the lifeline and the child's pidfd: this process
 /// cannot start a thread (it has unshared its PID namespace: the kernel refuses `CLONE_THREAD`).
 fn wait_for_unless_the_launcher_goes(child: Pid, lifeline: std::os::fd::RawFd) -> i32 {
+    use std::os::fd::{AsRawFd as _, FromRawFd as _};
     // SAFETY: pidfd_open(2) takes a pid and flags and returns a new descriptor or -1.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) } as libc::c_int;
     if pidfd < 0 {
         log_line!("aileron: warning: the agent is not ended with its launcher (no pidfd on this kernel)");
         return wait_for(child);
     }
+    // SAFETY: a new descriptor of ours alone; owning it closes it at return.
+    let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd) };
     loop {
         let mut watched = [
-            libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: lifeline, events: libc::POLLIN, revents: 0 },
         ];
         // SAFETY: two initialised `pollfd`s, their count, no timeout.

@@ -954,8 +954,7 @@ async fn launch_session(
             // stays here alone (close-on-exec) until the agent has exited.
             let (lifeline, _held) =
                 nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("making the helper's lifeline")?;
-            nix::fcntl::fcntl(&lifeline, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
-                .context("passing the helper's lifeline on")?;
+            passed_on(&lifeline).context("passing the helper's lifeline on")?;
             let mut request = confine::Request {
                 lifeline: Some(std::os::fd::AsRawFd::as_raw_fd(&lifeline)),
                 interrupts_reach_agent: child::terminal_delivers_interrupts(),
@@ -971,8 +970,7 @@ async fn launch_session(
                     let (ours, theirs) =
                         std::os::unix::net::UnixStream::pair().context("making the hand-over socket")?;
                     // The helper inherits its end (and closes it before anything else runs).
-                    nix::fcntl::fcntl(&theirs, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
-                        .context("passing the hand-over socket on")?;
+                    passed_on(&theirs).context("passing the hand-over socket on")?;
                     if let Some(network) = &mut request.network {
                         network.channel = Some(std::os::fd::AsRawFd::as_raw_fd(&theirs));
                     }
@@ -1002,6 +1000,11 @@ async fn launch_session(
         let _ = std::fs::remove_file(path);
     }
     status.with_context(|| format!("running {}", program.display()))
+}
+
+/// Clears close-on-exec on `fd`, so the helper the launcher runs next inherits it.
+fn passed_on(fd: &impl std::os::fd::AsFd) -> nix::Result<libc::c_int> {
+    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
 }
 
 fn dry_run_report(plan: &LaunchPlan, program: Option<&Path>, mcp_command: &Path) -> String {
