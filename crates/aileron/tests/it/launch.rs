@@ -1619,6 +1619,17 @@ fn a_launched_agent_writes_only_its_allow_list() {
     git(&["init", "-q", "--separate-git-dir", module.to_str().unwrap(), "lib"]);
     git(&["init", "-q", "vendor/dep"]);
     git(&["config", "include.path", "../shared.gitconfig"]);
+    // Hooks from husky's directory, an fsmonitor in the workspace, an include in a directory.
+    for (path, text) in
+        [(".husky/_/.gitignore", "*\n"), ("tools/fsmonitor.sh", "#!/bin/sh\nexit 1\n"), ("conf/team.gitconfig", "")]
+    {
+        std::fs::create_dir_all(workspace.join(path).parent().unwrap()).unwrap();
+        std::fs::write(workspace.join(path), text).unwrap();
+    }
+    std::fs::set_permissions(workspace.join("tools/fsmonitor.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    git(&["config", "core.hooksPath", ".husky/_"]);
+    git(&["config", "core.fsmonitor", "./tools/fsmonitor.sh"]);
+    git(&["config", "--add", "include.path", "../conf/team.gitconfig"]);
     let marker = rig.temp.path().join("fsmonitor-ran");
     let config_before = std::fs::read_to_string(workspace.join(".git/config")).unwrap();
     let module_config_before = std::fs::read_to_string(workspace.join(".git/modules/lib/config")).unwrap();
@@ -1665,6 +1676,11 @@ fn a_launched_agent_writes_only_its_allow_list() {
         "nested_config",
         "nested_parent_renamed",
         "nested_git_renamed",
+        "hooks_path_hook",
+        "hooks_path_renamed",
+        "fsmonitor_program",
+        "include_dir_renamed",
+        "include_replaced",
         "outside_everything",
     ] {
         assert!(report[planted].as_str().unwrap_or_default().starts_with("refused"), "{planted}: {report:#}");
@@ -1704,22 +1720,35 @@ fn a_launched_agent_writes_only_its_allow_list() {
     }
     assert!(!marker.exists(), "the agent's fsmonitor ran as the user");
     let stderr = String::from_utf8_lossy(&output.stderr);
+    // The submodule the agent recorded in node_modules: its hook and its config moved aside at
+    // the end (the user's `git status` above ran neither), and it is named as the agent's.
+    assert_eq!(report["hidden_submodule"], "written", "{report:#}");
+    let evil = std::fs::canonicalize(workspace.join("node_modules/evil")).unwrap();
+    let disarmed = [evil.join(".git/config"), evil.join(".git/hooks/post-checkout")];
+    assert!(disarmed.iter().all(|path| !path.exists()), "{stderr}");
+    for path in &disarmed {
+        assert!(stderr.contains(&format!("created {}, which would make git run", path.display())), "{stderr}");
+    }
+    assert!(
+        stderr.contains(&format!("created a repository at {} (recorded as a submodule", evil.display())),
+        "{stderr}"
+    );
     assert_eq!(
         stderr.matches("which would make git run what it chose as you; moved to").count(),
-        moved.len(),
+        moved.len() + disarmed.len(),
         "{stderr}"
     );
     let ended = rig.run(&["audit", "list", "--json", "--event-type", "session.ended"], &[]);
     let ended: Value = serde_json::from_slice(&ended.stdout).unwrap();
     let quarantined = ended["items"][0]["payload"]["aileron.session.quarantined"].as_array().unwrap().clone();
-    assert_eq!(quarantined.len(), moved.len(), "{ended:#}");
+    assert_eq!(quarantined.len(), moved.len() + disarmed.len(), "{ended:#}");
     assert!(quarantined.iter().any(|path| path.as_str().unwrap().ends_with("/.git/commondir")), "{ended:#}");
     // A repository the agent made is its own: the user is told, and the record lists it.
     assert_eq!(report["new_repository"], "written", "{report:#}");
     let made = std::fs::canonicalize(workspace.join("made-by-agent")).unwrap();
     assert!(stderr.contains(&format!("created a repository at {}", made.display())), "{stderr}");
     let listed = &ended["items"][0]["payload"]["aileron.session.new_repositories"];
-    assert_eq!(*listed, serde_json::json!([made.display().to_string()]), "{ended:#}");
+    assert_eq!(*listed, serde_json::json!([made.display().to_string(), evil.display().to_string()]), "{ended:#}");
     assert!(workspace.join(".git").is_dir() && !workspace.join(".git-old").exists());
     assert!(!outside.exists());
     assert_eq!(std::fs::read_to_string(workspace.join("notes.txt")).unwrap(), "written by the agent\n");

@@ -104,6 +104,29 @@ attempt("nested_config", append(f"{workspace}/vendor/dep/.git/config", fsmonitor
 attempt("nested_parent_renamed", lambda: os.rename(f"{workspace}/vendor", f"{workspace}/vendor-old"))
 attempt("nested_git_renamed", lambda: os.rename(f"{workspace}/vendor/dep/.git", f"{workspace}/vendor/dep/.git-old"))
 attempt("new_repository", run("git", "init", "-q", "made-by-agent"))
+# The second re-attack of 2026-12-05: hooks where `core.hooksPath` puts them (husky's `.husky/_`,
+# which git ignores), a program the config names, an include's directory renamed away to put
+# another in its place, and a repository recorded as a submodule where the launch's search does
+# not look (node_modules): the user's `git status` at the root enters it.
+attempt("hooks_path_hook", append(f"{workspace}/.husky/_/pre-commit", "#!/bin/sh\n" + approve))
+attempt("hooks_path_renamed", lambda: os.rename(f"{workspace}/.husky", f"{workspace}/.husky-old"))
+attempt("fsmonitor_program", append(f"{workspace}/tools/fsmonitor.sh", f"touch {os.environ['FSMONITOR_MARKER']}\n"))
+attempt("include_dir_renamed", lambda: os.rename(f"{workspace}/conf", f"{workspace}/conf-old"))
+attempt("include_replaced", append(f"{workspace}/conf/team.gitconfig", fsmonitor))
+
+
+def hidden_submodule():
+    path = f"{workspace}/node_modules/evil"
+    run("git", "init", "-q", path)()
+    with open(f"{path}/.git/config", "a") as handle:
+        handle.write(fsmonitor)
+    with open(f"{path}/.git/hooks/post-checkout", "w") as handle:
+        handle.write("#!/bin/sh\n" + approve)
+    cached = "160000,0123456789abcdef0123456789abcdef01234567,node_modules/evil"
+    run("git", "update-index", "--add", "--cacheinfo", cached)()
+
+
+attempt("hidden_submodule", hidden_submodule)
 attempt("dev_shm", append(os.environ["SHM_PATH"], "left for the user's other programs\n"))
 attempt("outside_everything", append(os.environ["OUTSIDE_PATH"], "x"))
 # What an agent needs.

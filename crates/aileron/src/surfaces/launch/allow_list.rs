@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Agent, LaunchEnv};
+use super::{Agent, LaunchEnv, git};
 
 /// Variables of other programs the allow-list reads (XDG base directories, agents' own homes).
 pub(super) const XDG_DATA_HOME: &str = "XDG_DATA_HOME";
@@ -50,25 +50,71 @@ pub struct WriteAccess {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checkouts(Vec<(PathBuf, Vec<PathBuf>)>);
 
+/// A repository the agent made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    pub path: PathBuf,
+    /// Recorded as a submodule in the index of a repository there at launch: the user's
+    /// `git status` there enters it and runs what its config names, unasked.
+    pub submodule: bool,
+}
+
 impl Checkouts {
     /// Repositories in the searched trees now that were not there at launch: a `.git` the agent
     /// made is its own, hooks and config included, so the user is told before running git there.
-    pub fn created(&self) -> Vec<PathBuf> {
+    pub fn created(&self) -> Vec<Created> {
         let mut created = Vec::new();
         for (root, before) in &self.0 {
-            let now = checkouts_in(root).0;
-            created.extend(now.into_iter().filter(|checkout| !before.contains(checkout)));
+            let now = checkouts_in(root);
+            for path in now.checkouts.into_iter().filter(|checkout| !before.contains(checkout)) {
+                let submodule = now.submodules.contains(&path);
+                created.push(Created { path, submodule });
+            }
         }
         created
     }
 }
 
-/// `root` itself when it holds `.git`, then [`nested_checkouts`].
-fn checkouts_in(root: &Path) -> (Vec<PathBuf>, bool) {
+/// The checkouts in one writable tree.
+struct Found {
+    checkouts: Vec<PathBuf>,
+    /// Those an index records as a submodule.
+    submodules: std::collections::HashSet<PathBuf>,
+    /// Whether the search saw every directory it looks in.
+    complete: bool,
+}
+
+/// `root` itself when it holds `.git`, then [`nested_checkouts`], then every checkout the
+/// indexes of those record as a submodule, wherever it lies: the search skips `node_modules`
+/// and stops eight levels down, `git status` at the root enters every submodule and runs what
+/// its config names (the second re-attack of 2026-12-05).
+fn checkouts_in(root: &Path) -> Found {
     let (nested, complete) = nested_checkouts(root);
     let own = std::fs::symlink_metadata(root.join(".git")).is_ok().then(|| root.to_path_buf());
-    (own.into_iter().chain(nested).collect(), complete)
+    let mut found: Vec<PathBuf> = own.into_iter().chain(nested).collect();
+    let mut known: std::collections::HashSet<PathBuf> = found.iter().cloned().collect();
+    let mut submodules = std::collections::HashSet::new();
+    let mut next = 0;
+    while next < found.len() && found.len() < MAX_SUBMODULES {
+        let checkout = found[next].clone();
+        next += 1;
+        let Some(git_dir) = git::git_dir(&checkout) else { continue };
+        for submodule in git::submodules(&git_dir) {
+            let path = without_dot_dots(&checkout.join(submodule));
+            if !path.starts_with(root) || std::fs::symlink_metadata(path.join(".git")).is_err() {
+                continue;
+            }
+            submodules.insert(path.clone());
+            if known.insert(path.clone()) {
+                found.push(path);
+            }
+        }
+    }
+    Found { checkouts: found, submodules, complete }
 }
+
+/// Checkouts followed through indexes' submodules, at most.
+const MAX_SUBMODULES: usize = 4096;
 
 impl WriteAccess {
     /// `path` read-only when it exists, else watched so that it is moved aside if it appears.
@@ -98,6 +144,7 @@ pub fn write_access(
     let mut access = WriteAccess::default();
     let home = std::fs::canonicalize(&env.home_dir).unwrap_or_else(|_| env.home_dir.clone());
     let workspace = repository_root(cwd, &home).unwrap_or_else(|| cwd.to_path_buf());
+    let git = GitContext::of_user(env, &home);
     if home.starts_with(&workspace) {
         access.notes.push(format!(
             "{} holds your home directory, so it is not the agent's workspace: the agent can write only its own \
@@ -105,7 +152,7 @@ pub fn write_access(
             workspace.display()
         ));
     } else {
-        protect_repository(&workspace, &mut access);
+        protect_repository(&workspace, &git, &mut access);
         access.writable.push(workspace.clone());
         access.workspace = Some(workspace);
     }
@@ -135,17 +182,31 @@ pub fn write_access(
                 path.display()
             );
         }
-        protect_repository(&resolved, &mut access);
+        protect_repository(&resolved, &git, &mut access);
         access.writable.push(resolved);
     }
     access.writable.dedup();
+    // What lies outside everything writable the agent cannot change (a config's include
+    // elsewhere, a program in /usr/bin): nothing to bind or watch.
+    let inside = |path: &PathBuf| access.writable.iter().any(|dir| path.starts_with(dir) && path != dir);
+    access.read_only.retain(inside);
+    access.watched.retain(inside);
+    // The directories between a writable root and what is protected in it are pinned, so that
+    // renaming one cannot carry a read-only file away and leave the agent's in its place, nor
+    // take a watched name's directory out from under the watch (the second re-attack of
+    // 2026-12-05: a config include's directory renamed away and back).
+    let mut pinned = Vec::new();
+    for path in access.read_only.iter().chain(&access.watched) {
+        let roots = access.writable.iter().filter(|dir| path.starts_with(dir));
+        let Some(root) = roots.max_by_key(|dir| dir.as_os_str().len()) else { continue };
+        pinned.extend(path.ancestors().skip(1).take_while(|dir| dir != root).map(Path::to_path_buf));
+    }
+    access.pinned.extend(pinned);
     // A parent is pinned before what is inside it: a bind of the parent made later would hide
     // the mounts beneath it.
     access.pinned.sort_by(|a, b| a.components().count().cmp(&b.components().count()).then_with(|| a.cmp(b)));
     access.pinned.dedup();
-    // What lies outside everything writable the agent cannot plant (a config's include elsewhere).
-    let WriteAccess { writable, watched, .. } = &mut access;
-    watched.retain(|path| writable.iter().any(|dir| path.starts_with(dir)));
+    access.read_only.dedup();
     access.watched.sort();
     access.watched.dedup();
     Ok(access)
@@ -173,14 +234,13 @@ const REDIRECTING_FILES: [&str; 2] = ["commondir", "config.worktree"];
 
 /// A writable tree at `root` (the workspace, a `--writable` path): its repository and every
 /// repository inside it (submodules, nested checkouts), each with its hooks and config
-/// read-only, its git directory pinned and its redirecting files watched. The directories
-/// between `root` and a nested repository are pinned too, so a renamed parent cannot carry the
-/// protected repository away and leave a planted one in its place.
-fn protect_repository(root: &Path, access: &mut WriteAccess) {
-    let (checkouts, complete) = checkouts_in(root);
+/// read-only, its git directory pinned and its redirecting files watched (the directories
+/// between `root` and each are pinned by [`write_access`], so a renamed parent cannot carry the
+/// protected repository away and leave a planted one in its place).
+fn protect_repository(root: &Path, git: &GitContext, access: &mut WriteAccess) {
+    let Found { checkouts, complete, .. } = checkouts_in(root);
     for checkout in &checkouts {
-        access.pinned.extend(checkout.ancestors().take_while(|dir| *dir != root).map(Path::to_path_buf));
-        protect_checkout(checkout, access);
+        protect_checkout(checkout, git, access);
     }
     access.checkouts.0.push((root.to_path_buf(), checkouts));
     if !complete {
@@ -195,20 +255,21 @@ fn protect_repository(root: &Path, access: &mut WriteAccess) {
 
 /// `.git` of the checkout at `root`: a `.git` file (a worktree's or submodule's pointer to its
 /// git directory) is read-only itself; a `.git` directory is protected as a git directory.
-fn protect_checkout(root: &Path, access: &mut WriteAccess) {
+fn protect_checkout(root: &Path, context: &GitContext, access: &mut WriteAccess) {
     let git = root.join(".git");
     let Ok(metadata) = std::fs::symlink_metadata(&git) else { return };
     if metadata.is_file() {
         access.read_only.push(git);
     } else if metadata.is_dir() {
-        protect_git_dir(&git, access);
+        protect_git_dir(&git, Some(root), context, access);
     }
 }
 
 /// A git directory: pinned in place, its hooks and config (and the files the config includes)
 /// read-only, `commondir` and `config.worktree` watched unless present, its linked worktrees'
-/// administrative directories and its submodules' git directories protected alike.
-fn protect_git_dir(git: &Path, access: &mut WriteAccess) {
+/// administrative directories and its submodules' git directories protected alike; and what its
+/// config (with the user's) has git run from inside the worktree: hooks directory and programs.
+fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, access: &mut WriteAccess) {
     let hooks = git.join("hooks");
     // An empty hooks directory is what `git init` makes; it is where a planted hook would go.
     if !hooks.exists() {
@@ -219,7 +280,24 @@ fn protect_git_dir(git: &Path, access: &mut WriteAccess) {
     for name in REDIRECTING_FILES {
         access.bind_or_watch(git.join(name));
     }
-    protect_includes(&git.join("config"), access);
+    let config = protect_config(&git.join("config"), access);
+    // A submodule's git directory names its worktree (relative to itself).
+    let configured = config.iter().rev().find(|entry| entry.section == "core" && entry.key == "worktree");
+    let worktree = worktree
+        .map(Path::to_path_buf)
+        .or_else(|| configured.and_then(|entry| entry.value.as_ref()).map(|named| without_dot_dots(&git.join(named))));
+    if let Some(worktree) = worktree {
+        let settings: Vec<git::Entry> = context.global.iter().chain(&config).cloned().collect();
+        let resolve = |named: &str| context.resolve(named, &worktree);
+        // Git runs hooks from here instead of `hooks` (husky's `.husky/_`, which git ignores:
+        // a hook changed there would not even show in `git status`).
+        if let Some(hooks_path) = git::hooks_path(&settings).and_then(|named| resolve(&named)) {
+            access.bind_or_watch(hooks_path);
+        }
+        for program in git::program_paths(&settings).iter().filter_map(|named| resolve(named)) {
+            access.bind_or_watch(program);
+        }
+    }
     // A linked worktree's administrative directory: where it finds its repository and its own config.
     let worktrees = git.join("worktrees");
     if let Ok(entries) = std::fs::read_dir(&worktrees) {
@@ -232,46 +310,68 @@ fn protect_git_dir(git: &Path, access: &mut WriteAccess) {
         }
     }
     for module in module_git_dirs(&git.join("modules")) {
-        access.pinned.extend(module.ancestors().take_while(|dir| *dir != git).map(Path::to_path_buf));
-        protect_git_dir(&module, access);
+        protect_git_dir(&module, None, context, access);
     }
 }
 
-/// The files a git config includes (`include.path`, `includeIf.*.path`): read-only when they
-/// exist, watched when they do not (git skips a missing include, so creating one would add to
-/// the config).
-fn protect_includes(config: &Path, access: &mut WriteAccess) {
-    let Ok(text) = std::fs::read_to_string(config) else { return };
-    let base = config.parent().unwrap_or(Path::new("/"));
-    for included in config_includes(&text) {
-        // One in the home (`~/…`) lies outside what the agent may write: the home never is.
-        if included.starts_with('~') {
-            continue;
-        }
-        access.bind_or_watch(without_dot_dots(&base.join(&included)));
-    }
-}
-
-/// The `path` values of a git config's `[include]` and `[includeIf "…"]` sections.
-fn config_includes(text: &str) -> Vec<String> {
-    let mut including = false;
-    let mut paths = Vec::new();
-    for line in text.lines().map(str::trim) {
-        if let Some(section) = line.strip_prefix('[') {
-            let name = section.split([']', ' ', '"', '.']).next().unwrap_or_default();
-            including = name.eq_ignore_ascii_case("include") || name.eq_ignore_ascii_case("includeif");
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else { continue };
-        if including && key.trim().eq_ignore_ascii_case("path") {
-            let value = value.split([';', '#']).next().unwrap_or_default().trim();
-            let value = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(value);
-            if !value.is_empty() {
-                paths.push(value.to_string());
+/// A git config and the files it includes (`include.path`, `includeIf.*.path`), those included
+/// in turn too: each read-only when it exists, watched when it does not (git skips a missing
+/// include, so creating one would add to the config). Returns every variable read.
+fn protect_config(config: &Path, access: &mut WriteAccess) -> Vec<git::Entry> {
+    let mut entries = Vec::new();
+    let mut pending = vec![config.to_path_buf()];
+    let mut read = 0;
+    while let Some(file) = pending.pop() {
+        read += 1;
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let found = git::parse(&text);
+        let base = file.parent().unwrap_or(Path::new("/"));
+        for included in git::includes(&found) {
+            // One in the home (`~/…`) lies outside what the agent may write: the home never is.
+            if included.starts_with('~') {
+                continue;
             }
+            let path = without_dot_dots(&base.join(&included));
+            if read < MAX_INCLUDES && path.is_file() {
+                pending.push(path.clone());
+            }
+            access.bind_or_watch(path);
         }
+        entries.extend(found);
     }
-    paths
+    entries
+}
+
+/// Config files read through includes from one config, at most (git stops at ten levels).
+const MAX_INCLUDES: usize = 16;
+
+/// The user's own git settings, which apply in every repository (a relative `core.hooksPath`
+/// there is relative to each repository's worktree), and the home a `~/` names.
+struct GitContext {
+    home: PathBuf,
+    global: Vec<git::Entry>,
+}
+
+impl GitContext {
+    fn of_user(env: &LaunchEnv, home: &Path) -> GitContext {
+        let files = [
+            "/etc/gitconfig".into(),
+            xdg(env, "XDG_CONFIG_HOME", ".config").join("git/config"),
+            home.join(".gitconfig"),
+        ];
+        let texts = files.iter().filter_map(|file: &PathBuf| std::fs::read_to_string(file).ok());
+        GitContext { home: home.to_path_buf(), global: texts.flat_map(|text| git::parse(&text)).collect() }
+    }
+
+    /// A path as git takes it from a config: `~/` in the home, relative to the worktree.
+    fn resolve(&self, named: &str, worktree: &Path) -> Option<PathBuf> {
+        let path = match named.strip_prefix("~/") {
+            Some(rest) => self.home.join(rest),
+            None if named.starts_with('~') => return None,
+            None => worktree.join(named),
+        };
+        Some(without_dot_dots(&path))
+    }
 }
 
 /// Submodules' git directories under a git directory's `modules` (a submodule named `a/b` lives
@@ -457,14 +557,67 @@ mod tests {
         // Repositories made since are told apart from those there at launch.
         assert!(access.checkouts.created().is_empty());
         std::fs::create_dir_all(repo.join("made/later/.git")).unwrap();
-        assert_eq!(access.checkouts.created(), vec![repo.join("made/later")]);
+        assert_eq!(access.checkouts.created(), vec![Created { path: repo.join("made/later"), submodule: false }]);
     }
 
+    /// The second re-attack of 2026-12-05: what the config (the repository's, an include's, the
+    /// user's own) has git run from inside the workspace is read-only or watched, the directories
+    /// above an include are pinned, and a submodule the index records where the search does not
+    /// look is protected at launch, and one the agent records is told apart at the end.
     #[test]
-    fn a_config_names_its_includes() {
-        let config = "[core]\n\tpath = not-an-include\n[include]\n\tpath = a.inc\n\tPath = \"b c.inc\" # note\n\
-                      [includeIf \"gitdir:~/work/\"]\n\tpath = ~/work.inc\n[user]\n\tname = x\n";
-        assert_eq!(config_includes(config), vec!["a.inc", "b c.inc", "~/work.inc"]);
+    fn what_git_runs_from_the_workspace_is_protected_and_submodules_are_found_by_the_index() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        let git = |args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .stdout(std::process::Stdio::null())
+                .status();
+            status.is_ok_and(|status| status.success())
+        };
+        for dir in [".husky/_", "tools", "conf/team", "bin", "node_modules/old/.git", "node_modules/x"] {
+            std::fs::create_dir_all(repo.join(dir)).unwrap();
+        }
+        if !git(&["init", "-q"]) {
+            return; // no git here, so none of this would run
+        }
+        for file in ["tools/fsmonitor.sh", "conf/team/shared.gitconfig", "bin/conv"] {
+            std::fs::write(repo.join(file), "").unwrap();
+        }
+        std::fs::write(repo.join("conf/team/shared.gitconfig"), "[include]\n\tpath = later.inc\n").unwrap();
+        std::fs::write(
+            repo.join(".git/config"),
+            "[core]\n\thooksPath = .husky/_\n\tfsmonitor = ./tools/fsmonitor.sh\n\teditor = /usr/bin/vi\n\
+             [filter \"x\"]\n\tclean = sh scripts/missing.sh\n[include]\n\tpath = ../conf/team/shared.gitconfig\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(home.join(".config/git")).unwrap();
+        std::fs::write(home.join(".gitconfig"), "[diff \"pdf\"]\n\ttextconv = ./bin/conv\n").unwrap();
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        assert!(git(&["update-index", "--add", "--cacheinfo", &format!("160000,{commit},node_modules/old")]));
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        for read_only in [".husky/_", "tools/fsmonitor.sh", "bin/conv", "conf/team/shared.gitconfig"] {
+            assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
+        }
+        assert!(!access.read_only.contains(&PathBuf::from("/usr/bin/vi")), "outside everything writable");
+        for watched in ["scripts/missing.sh", "conf/team/later.inc"] {
+            assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
+        }
+        for pinned in [".husky", "conf", "conf/team", "tools", "scripts", "node_modules", "node_modules/old/.git"] {
+            assert!(access.pinned.contains(&repo.join(pinned)), "{pinned}: {:?}", access.pinned);
+        }
+        // The submodule in node_modules (never searched) is protected like any repository.
+        assert!(access.read_only.contains(&repo.join("node_modules/old/.git/config")), "{:?}", access.read_only);
+        // One the agent makes and records there is a submodule; one it only makes is not.
+        assert!(git(&["init", "-q", "node_modules/x"]));
+        assert!(git(&["update-index", "--add", "--cacheinfo", &format!("160000,{commit},node_modules/x")]));
+        std::fs::create_dir_all(repo.join("made/.git")).unwrap();
+        let created = access.checkouts.created();
+        let made = |path: &str, submodule: bool| Created { path: repo.join(path), submodule };
+        assert_eq!(created, vec![made("made", false), made("node_modules/x", true)]);
     }
 
     #[test]

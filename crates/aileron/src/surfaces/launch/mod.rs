@@ -37,6 +37,7 @@ pub mod allow_list;
 mod child;
 pub mod config_file;
 pub mod confine;
+mod git;
 pub mod jsonc;
 pub mod network;
 mod planted;
@@ -722,20 +723,34 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
     });
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
-    let plant_watch = planted::PlantWatch::start(watched, quarantine);
+    let plant_watch = planted::PlantWatch::start(watched, quarantine.clone());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
-    let quarantined = plant_watch.finish().await;
+    let mut quarantined = plant_watch.finish().await;
+    let created = checkouts.created();
+    // A repository the agent made and recorded as a submodule of one the user had is entered by
+    // the user's next `git status` there, unasked: what in it would run is moved aside too.
+    let armed: Vec<PathBuf> = created
+        .iter()
+        .filter(|repository| repository.submodule)
+        .flat_map(|made| git::armed_files(&made.path))
+        .collect();
+    planted::move_all(&armed, &quarantine, &mut quarantined);
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
-    let created = checkouts.created();
     for repository in &created {
+        let path = &repository.path;
+        let entered = if repository.submodule {
+            " (recorded as a submodule: `git status` above it enters it; what in it would run was moved aside)"
+        } else {
+            ""
+        };
         log_line!(
-            "aileron: warning: {} created a repository at {}: its hooks and config are the agent's, and git runs \
-             them as you\nhint: look at {} (and `git config --list --local`) before you run git there",
+            "aileron: warning: {} created a repository at {}{entered}: its hooks and config are the agent's, and git \
+             runs them as you\nhint: look at {} (and `git config --list --local`) before you run git there",
             agent.name(),
-            repository.display(),
-            repository.join(".git").display()
+            path.display(),
+            path.join(".git").display()
         );
     }
     if let Some(hosts) = hosts_file {
@@ -747,7 +762,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
     let quarantined = quarantined.iter().map(|moved| moved.path.display().to_string()).collect();
-    let new_repositories = created.iter().map(|path| path.display().to_string()).collect();
+    let new_repositories = created.iter().map(|made| made.path.display().to_string()).collect();
     let end = EndSession { exit_code, quarantined, new_repositories };
     if let Err(error) = client.post(&end_path, &serde_json::to_value(end)?).await {
         log_line!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);

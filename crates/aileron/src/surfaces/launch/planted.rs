@@ -164,8 +164,12 @@ impl Armed {
 /// Moves every watched path that exists into `quarantine`, one look at a time (the watch's and
 /// the end's never race for a file).
 fn sweep(watched: &[PathBuf], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
-    let mut moved = moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    for path in watched.iter().filter(|path| std::fs::symlink_metadata(path).is_ok()) {
+    move_all(watched, quarantine, &mut moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+}
+
+/// Moves each of `paths` that exists into `quarantine`, adding it to `moved`.
+pub fn move_all(paths: &[PathBuf], quarantine: &Path, moved: &mut Vec<Moved>) {
+    for path in paths.iter().filter(|path| std::fs::symlink_metadata(path).is_ok()) {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let kept = quarantine.join(format!("{}-{name}", moved.len() + 1));
         let outcome = move_aside(path, quarantine, &kept).map_err(|error| error.to_string());

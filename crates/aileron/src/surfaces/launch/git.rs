@@ -1,0 +1,374 @@
+//! What in a repository makes the user's own git run something (the second re-attack of
+//! 2026-12-05): the files its config includes, its hooks directory wherever `core.hooksPath`
+//! puts it, the programs its config names (`core.fsmonitor`, filters, diff drivers, …), and the
+//! submodules its index records, which `git status` at the root enters and whose config it reads.
+//! Read here, without running git; `allow_list` decides what of it the agent may not write.
+
+use std::path::{Path, PathBuf};
+
+/// One variable of a git config file, as git's own parser reads it: section and key
+/// lower-cased, a subsection as written (`[diff "x"]`; the old `[diff.x]` lower-cased).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub section: String,
+    pub subsection: Option<String>,
+    pub key: String,
+    /// `None` for a bare key (`[core] bare`, which is `true`).
+    pub value: Option<String>,
+}
+
+impl Entry {
+    fn is(&self, section: &str, key: &str) -> bool {
+        self.section == section && self.key == key
+    }
+}
+
+/// Every variable in a config file's text. What does not parse is skipped, not refused: git
+/// would refuse the file, and then run nothing it names.
+pub fn parse(text: &str) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    let mut chars = text.chars().peekable();
+    let (mut section, mut subsection) = (String::new(), None);
+    while let Some(&c) = chars.peek() {
+        match c {
+            '[' => {
+                chars.next();
+                let header: String = chars.by_ref().take_while(|&c| c != ']' && c != '\n').collect();
+                (section, subsection) = section_header(&header);
+            }
+            ';' | '#' => {
+                chars.by_ref().take_while(|&c| c != '\n').for_each(drop);
+            }
+            c if c.is_whitespace() => {
+                chars.next();
+            }
+            c if c.is_ascii_alphanumeric() => {
+                let mut key = String::new();
+                while let Some(&c) = chars.peek().filter(|c| c.is_ascii_alphanumeric() || **c == '-') {
+                    key.push(c.to_ascii_lowercase());
+                    chars.next();
+                }
+                while chars.next_if(|&c| c == ' ' || c == '\t').is_some() {}
+                let value = chars.next_if_eq(&'=').map(|_| value(&mut chars));
+                if !section.is_empty() {
+                    entries.push(Entry { section: section.clone(), subsection: subsection.clone(), key, value });
+                }
+            }
+            _ => {
+                chars.by_ref().take_while(|&c| c != '\n').for_each(drop);
+            }
+        }
+    }
+    entries
+}
+
+/// `section "sub"` or `section.sub` (inside the brackets).
+fn section_header(header: &str) -> (String, Option<String>) {
+    match header.split_once(|c: char| c.is_whitespace()) {
+        Some((name, rest)) => {
+            let quoted = rest.trim().trim_start_matches('"').trim_end_matches('"');
+            let unescaped = quoted.replace("\\\"", "\"").replace("\\\\", "\\");
+            (name.to_ascii_lowercase(), Some(unescaped))
+        }
+        None => match header.split_once('.') {
+            Some((name, sub)) => (name.to_ascii_lowercase(), Some(sub.to_ascii_lowercase())),
+            None => (header.trim().to_ascii_lowercase(), None),
+        },
+    }
+}
+
+/// A value after its `=`: quotes, escapes, comments and continued lines as git reads them.
+fn value(chars: &mut std::iter::Peekable<std::str::Chars>) -> String {
+    let (mut value, mut quoted, mut kept) = (String::new(), false, 0);
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' if !quoted => break,
+            '"' => quoted = !quoted,
+            ';' | '#' if !quoted => {
+                chars.by_ref().take_while(|&c| c != '\n').for_each(drop);
+                break;
+            }
+            '\\' => match chars.next() {
+                Some('\n') => continue,
+                Some('n') => value.push('\n'),
+                Some('t') => value.push('\t'),
+                Some('b') => {
+                    value.pop();
+                }
+                Some(other) => value.push(other),
+                None => break,
+            },
+            // Blanks outside quotes: none kept before the value, the trailing ones cut at the end.
+            c if c.is_whitespace() && !quoted => {
+                if !value.is_empty() {
+                    value.push(c);
+                }
+                continue;
+            }
+            c => value.push(c),
+        }
+        kept = value.len();
+    }
+    value.truncate(kept);
+    value
+}
+
+/// The `path` values of `[include]` and `[includeIf "…"]`.
+pub fn includes(entries: &[Entry]) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|entry| (entry.section == "include" || entry.section == "includeif") && entry.key == "path")
+        .filter_map(|entry| entry.value.clone().filter(|value| !value.is_empty()))
+        .collect()
+}
+
+/// `core.hooksPath`, the last one set.
+pub fn hooks_path(entries: &[Entry]) -> Option<String> {
+    entries.iter().rev().find(|entry| entry.is("core", "hookspath")).and_then(|entry| entry.value.clone())
+}
+
+/// Whether git's SHA-256 object format is on (`extensions.objectFormat`): its index entries
+/// hold 32-byte names instead of 20.
+fn sha256(entries: &[Entry]) -> bool {
+    entries.iter().any(|entry| entry.is("extensions", "objectformat") && entry.value.as_deref() == Some("sha256"))
+}
+
+/// The words of every command the config has git run that look like paths (hold a `/`): each
+/// is a program or script git would start as the user, so one inside a writable tree is the
+/// agent's to rewrite. Variables git starts a program from, by their documentation.
+pub fn program_paths(entries: &[Entry]) -> Vec<String> {
+    let mut paths = Vec::new();
+    for entry in entries.iter().filter(|entry| runs_a_program(entry)) {
+        let Some(value) = &entry.value else { continue };
+        let command = value.strip_prefix('!').unwrap_or(value);
+        let words = command.split_whitespace().map(|word| word.trim_matches(['"', '\'']));
+        paths.extend(words.filter(|word| word.contains('/') && !word.contains('$')).map(str::to_string));
+    }
+    paths
+}
+
+/// Whether a config makes git run anything of its own: a program it names, hooks from elsewhere,
+/// or another file's settings (an include).
+fn runs_anything(entries: &[Entry]) -> bool {
+    entries.iter().any(|entry| {
+        runs_a_program(entry)
+            || entry.is("core", "hookspath")
+            || entry.section == "include"
+            || entry.section == "includeif"
+    })
+}
+
+/// Whether git starts `entry`'s value as a program, by git's documentation of each variable.
+fn runs_a_program(entry: &Entry) -> bool {
+    let Some(value) = &entry.value else { return false };
+    let sub = entry.subsection.is_some();
+    let key = entry.key.as_str();
+    match entry.section.as_str() {
+        "core" => matches!(
+            key,
+            "fsmonitor" | "sshcommand" | "editor" | "pager" | "askpass" | "gitproxy" | "alternaterefscommand"
+        ),
+        "sequence" => key == "editor",
+        "diff" => (!sub && key == "external") || (sub && matches!(key, "textconv" | "command")),
+        "merge" => sub && key == "driver",
+        "filter" => sub && matches!(key, "clean" | "smudge" | "process"),
+        "credential" => key == "helper",
+        "gpg" => key == "program",
+        "pager" => true,
+        "interactive" => key == "difffilter",
+        "difftool" | "mergetool" | "browser" => sub && matches!(key, "cmd" | "path"),
+        "alias" => value.starts_with('!'),
+        "remote" => sub && matches!(key, "uploadpack" | "receivepack"),
+        "submodule" => sub && key == "update" && value.starts_with('!'),
+        _ => false,
+    }
+}
+
+/// What in the git directory of a checkout the agent made would have the user's git run the
+/// agent's choice: its hooks, its config when that runs anything ([`runs_anything`]), and the
+/// files that take git's config from elsewhere (`commondir`, `config.worktree`).
+pub fn armed_files(checkout: &Path) -> Vec<PathBuf> {
+    let Some(git_dir) = git_dir(checkout) else { return Vec::new() };
+    let mut armed = Vec::new();
+    let config = git_dir.join("config");
+    if std::fs::read(&config).is_ok_and(|bytes| runs_anything(&parse(&String::from_utf8_lossy(&bytes)))) {
+        armed.push(config);
+    }
+    if let Ok(hooks) = std::fs::read_dir(git_dir.join("hooks")) {
+        // `git init` leaves only `*.sample` there, which git never runs.
+        let hooks = hooks.flatten().filter(|hook| !hook.file_name().to_string_lossy().ends_with(".sample"));
+        armed.extend(hooks.map(|hook| hook.path()));
+    }
+    armed.extend(
+        ["commondir", "config.worktree"]
+            .map(|name| git_dir.join(name))
+            .into_iter()
+            .filter(|path| std::fs::symlink_metadata(path).is_ok()),
+    );
+    armed.sort();
+    armed
+}
+
+/// The git directory a checkout's `.git` names: itself when a directory, the `gitdir:` of a
+/// `.git` file (a submodule's or a linked worktree's pointer) otherwise.
+pub fn git_dir(checkout: &Path) -> Option<PathBuf> {
+    let dot_git = checkout.join(".git");
+    let metadata = std::fs::symlink_metadata(&dot_git).ok()?;
+    if metadata.is_dir() {
+        return Some(dot_git);
+    }
+    if !metadata.is_file() || metadata.len() > 4096 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    Some(checkout.join(named))
+}
+
+/// An index larger than this is not read (a million entries take about a hundred MiB).
+const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;
+/// Git's mode for a submodule (a "gitlink") in its index.
+const GITLINK: u32 = 0o160000;
+
+/// The paths (relative to the checkout) of the submodules `git_dir`'s index records: its
+/// `index` and any `sharedindex.*` (a split index keeps entries there), versions 2 to 4.
+pub fn submodules(git_dir: &Path) -> Vec<PathBuf> {
+    let sha256 = std::fs::read_to_string(git_dir.join("config")).is_ok_and(|text| sha256(&parse(&text)));
+    let mut indexes = vec![git_dir.join("index")];
+    if let Ok(entries) = std::fs::read_dir(git_dir) {
+        indexes.extend(
+            entries
+                .flatten()
+                .filter(|entry| entry.file_name().to_string_lossy().starts_with("sharedindex."))
+                .map(|entry| entry.path()),
+        );
+    }
+    let mut found = Vec::new();
+    for index in indexes {
+        let Ok(metadata) = std::fs::symlink_metadata(&index) else { continue };
+        if !metadata.is_file() || metadata.len() > MAX_INDEX_BYTES {
+            continue;
+        }
+        if let Ok(bytes) = std::fs::read(&index) {
+            found.extend(gitlinks(&bytes, if sha256 { 32 } else { 20 }));
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// The gitlink entries of one index file's bytes (as far as they parse).
+fn gitlinks(bytes: &[u8], hash_len: usize) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let word = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let mut found = Vec::new();
+    if bytes.get(..4) != Some(b"DIRC") {
+        return found;
+    }
+    let (Some(version), Some(count)) = (word(4), word(8)) else { return found };
+    if !(2..=4).contains(&version) {
+        return found;
+    }
+    let (mut at, mut previous) = (12, Vec::<u8>::new());
+    for _ in 0..count {
+        let start = at;
+        let Some(mode) = word(at + 24) else { break };
+        at += 40 + hash_len;
+        let Some(flags) = bytes.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]])) else { break };
+        at += 2;
+        if version >= 3 && flags & 0x4000 != 0 {
+            at += 2;
+        }
+        let name = if version == 4 {
+            // How many bytes of the previous name to drop, then the rest of this one.
+            let mut strip = 0usize;
+            loop {
+                let Some(&byte) = bytes.get(at) else { return found };
+                at += 1;
+                strip = (strip << 7) | usize::from(byte & 0x7f);
+                if byte & 0x80 == 0 {
+                    break;
+                }
+                strip += 1;
+            }
+            let Some(end) = bytes.get(at..).and_then(|rest| rest.iter().position(|&b| b == 0)) else { return found };
+            let mut name = previous[..previous.len().saturating_sub(strip)].to_vec();
+            name.extend_from_slice(&bytes[at..at + end]);
+            at += end + 1;
+            name
+        } else {
+            let Some(end) = bytes.get(at..).and_then(|rest| rest.iter().position(|&b| b == 0)) else { return found };
+            let name = bytes[at..at + end].to_vec();
+            // Entries are padded with NULs to a multiple of eight bytes.
+            at = start + ((at + end - start + 8) & !7);
+            name
+        };
+        if mode == GITLINK {
+            found.push(PathBuf::from(std::ffi::OsStr::from_bytes(&name)));
+        }
+        previous = name;
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_is_read_as_git_reads_it() {
+        let text = "[core]\n\tfsmonitor = \"./tools/fsmonitor.sh\" ; note\n\tbare\n[include]\n\tpath = a.inc\n\t\
+                    Path = \"b c.inc\" # note\n[includeIf \"gitdir:~/work/\"]\n\tpath = ~/work.inc\n\
+                    [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n[Diff.Pdf]\n\ttextconv = sh \\\n\t  ./bin/pdf2txt\n\
+                    [alias]\n\tst = status\n\tx = !./scripts/x --go\n[user] name = A \"B\" C  \n";
+        let entries = parse(text);
+        assert_eq!(includes(&entries), vec!["a.inc", "b c.inc", "~/work.inc"]);
+        assert_eq!(program_paths(&entries), vec!["./tools/fsmonitor.sh", "./bin/pdf2txt", "./scripts/x"]);
+        let name = entries.iter().find(|entry| entry.is("user", "name")).unwrap();
+        assert_eq!(name.value.as_deref(), Some("A B C"));
+        let bare = entries.iter().find(|entry| entry.is("core", "bare")).unwrap();
+        assert_eq!(bare.value, None);
+        let textconv = entries.iter().find(|entry| entry.key == "textconv").unwrap();
+        assert_eq!(textconv.subsection.as_deref(), Some("pdf"), "the old form is lower-cased");
+        assert_eq!(hooks_path(&parse("[core]\n\thooksPath = .husky/_\n")).as_deref(), Some(".husky/_"));
+        assert!(sha256(&parse("[extensions]\n\tobjectFormat = sha256\n")));
+    }
+
+    /// The index git itself writes, in each version: its submodules are found, its files are not.
+    #[test]
+    fn the_index_names_its_submodules_in_every_version() {
+        let git = |dir: &Path, args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+            status.is_ok_and(|status| status.success())
+        };
+        let temp = tempfile::tempdir().unwrap();
+        let repo = temp.path();
+        if !git(repo, &["init", "-q"]) {
+            return; // no git here: nothing could run a submodule's config either
+        }
+        std::fs::create_dir_all(repo.join("a/b")).unwrap();
+        std::fs::write(repo.join("a/b/file"), "x").unwrap();
+        std::fs::write(repo.join("a/file-with-a-longer-name"), "y").unwrap();
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        assert!(git(repo, &["update-index", "--add", "a/b/file", "a/file-with-a-longer-name"]));
+        for path in ["node_modules/x", "a/deep/er/sub"] {
+            assert!(git(repo, &["update-index", "--add", "--cacheinfo", &format!("160000,{commit},{path}")]));
+        }
+        for version in ["2", "3", "4"] {
+            assert!(git(repo, &["update-index", "--index-version", version]));
+            let found = submodules(&repo.join(".git"));
+            assert_eq!(found, vec![PathBuf::from("a/deep/er/sub"), PathBuf::from("node_modules/x")], "v{version}");
+        }
+        assert!(git(repo, &["update-index", "--split-index"]));
+        assert_eq!(submodules(&repo.join(".git")).len(), 2, "split index");
+        assert!(gitlinks(b"DIRC\0\0\0\x02\0\0\0\x09short", 20).is_empty(), "a cut index ends the read");
+    }
+}
