@@ -215,6 +215,9 @@ keys! {
     SESSION_EXIT_CODE = "aileron.session.exit_code";
     SESSION_QUARANTINED = "aileron.session.quarantined";
     SESSION_NEW_REPOSITORIES = "aileron.session.new_repositories";
+    /// `session.ended` the daemon recorded itself: `launcher_gone` when the process that started
+    /// the session exited without ending it (killed, say).
+    SESSION_END_REASON = "aileron.session.end_reason";
     /// `session.started`: how the agent's network leaves (`enforced`: only through the session's
     /// egress proxy; `open`: the host's network, `--network=open`; `unconfined`).
     SESSION_NETWORK = "aileron.session.network";

@@ -216,6 +216,8 @@ payloads! {
         pub quarantined: Option<Vec<String>> => SESSION_QUARANTINED,
         /// Repositories the agent created in its workspace (their hooks and config are its own).
         pub new_repositories: Option<Vec<String>> => SESSION_NEW_REPOSITORIES,
+        /// Why the daemon ended it itself (`launcher_gone`); absent when the launcher did.
+        pub reason: Option<&'static str> => SESSION_END_REASON,
     }
 
     /// `sandbox.egress.unenforced`.
@@ -356,9 +358,14 @@ mod tests {
     fn each_field_goes_under_its_key_and_none_leaves_it_out() {
         let unlocked = VaultChange { state: "unlocked", reason: None }.into_payload();
         assert_eq!(Value::Object(unlocked), json!({ "aileron.vault.state": "unlocked" }));
-        let ended =
-            SessionEnd { agent: "claude".into(), exit_code: Value::Null, quarantined: None, new_repositories: None }
-                .into_payload();
+        let ended = SessionEnd {
+            agent: "claude".into(),
+            exit_code: Value::Null,
+            quarantined: None,
+            new_repositories: None,
+            reason: None,
+        }
+        .into_payload();
         assert_eq!(
             Value::Object(ended),
             json!({ "aileron.session.agent": "claude", "aileron.session.exit_code": null })
@@ -419,6 +426,7 @@ mod tests {
                 exit_code,
                 quarantined: Some(vec!["/w/.git/commondir".into()]),
                 new_repositories: Some(vec!["/w/sub".into()]),
+                reason: Some("launcher_gone"),
             };
             same(ended, SessionEnd::write_payload, SessionEnd::into_payload);
         }

@@ -77,6 +77,19 @@ pub struct DaemonInfo {
     pub token: crate::platform::secret::Secret,
 }
 
+/// A descriptor that turns readable when process `pid` has exited (pidfd_open(2)); an error
+/// when there is no such process or the kernel has no pidfds (before Linux 5.3).
+pub fn pidfd(pid: i32) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours alone; owning it closes it when dropped.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 /// The owners (uids, as this process's user namespace sees them) of every listening TCP socket
 /// on `port`, whatever its address, from `/proc/net/tcp` and `/proc/net/tcp6`; `None` where
 /// `/proc` does not tell. A client checks the daemon's port with it before it sends a token: a

@@ -833,7 +833,7 @@ impl SessionNetwork {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndSession {
     pub exit_code: Option<i32>,

@@ -2,13 +2,15 @@
 
 use aileron_core::vocabulary::EventType;
 use aileron_core::vocabulary::records::{EgressUnenforced, SessionEnd, SessionStart};
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
 use super::{Services, caller_for, require};
 use crate::platform::principal::{Principal, Scope};
 use crate::stores::audit_log::AuditEvent;
-use crate::stores::sessions::{Confinement, SessionError};
+use crate::stores::sessions::{Confinement, SessionError, SessionStatus};
 use crate::wire::{Answer, ApiError, EndSession, Reply, SessionList, SessionNetwork, SessionStarted, StartSession};
 
 /// Mints a launch session's token. Only the local user (daemon token) may: a session token asking
@@ -16,7 +18,7 @@ use crate::wire::{Answer, ApiError, EndSession, Reply, SessionList, SessionNetwo
 ///
 /// Audited as `session.started`; a session whose record cannot be written is ended again and
 /// its token revoked before the 503, so no agent holds a grant the log does not show.
-pub async fn start(state: &Services, principal: &Principal, body: StartSession) -> Answer {
+pub async fn start(state: &Arc<Services>, principal: &Principal, body: StartSession) -> Answer {
     require(principal, Scope::Admin)?;
     let enforced = body.confinement == Confinement::Namespaces && body.network == Some(SessionNetwork::Enforced);
     let started = match &body.resume {
@@ -56,6 +58,9 @@ pub async fn start(state: &Services, principal: &Principal, body: StartSession) 
             let _ = state.sessions.end(&state.tokens, &session.session_id, None);
             return Err(ApiError::audit_unavailable(error));
         }
+    }
+    if let Some(pid) = body.pid {
+        end_when_gone(state.clone(), principal.clone(), session.session_id.clone(), pid);
     }
     let view = SessionStarted {
         session_id: started.session.session_id.clone(),
@@ -106,8 +111,49 @@ pub fn list(state: &Services, principal: &Principal) -> Answer {
     Ok(Reply::ok(SessionList { items: state.sessions.all() }))
 }
 
+/// A launcher killed before it could end its session (`kill -9`) left the session's token live
+/// until the daemon restarted (the second re-attack of 2026-12-05). The daemon watches the
+/// process the start named (the launcher, or an `aileron-mcp` of its own) and, when it has
+/// exited with the session still active, ends the session itself: token revoked, approvals
+/// withdrawn, `session.ended` with `aileron.session.end_reason: launcher_gone`.
+fn end_when_gone(state: Arc<Services>, principal: Principal, session_id: String, pid: u32) {
+    let watched = i32::try_from(pid).map_err(std::io::Error::other).and_then(crate::platform::process::pidfd);
+    let pidfd = match watched {
+        Ok(pidfd) => pidfd,
+        Err(error) => {
+            log_line!("aileron daemon: session {session_id} is not ended with process {pid} ({error})");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        // SAFETY: the `OwnedFd` keeps the same descriptor open until the `AsyncFd` holding it is dropped.
+        let registered =
+            unsafe { tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) };
+        let Ok(exited) = registered else { return };
+        let _ = exited.readable().await;
+        if state.sessions.get(&session_id).is_none_or(|session| session.status != SessionStatus::Active) {
+            return;
+        }
+        let ended = finish(&state, &principal, session_id.clone(), EndSession::default(), Some("launcher_gone")).await;
+        match ended {
+            Ok(_) => log_line!("aileron daemon: session {session_id} ended: process {pid}, which started it, is gone"),
+            Err(_) => log_line!("aileron daemon: session {session_id}: process {pid} is gone, and ending it failed"),
+        }
+    });
+}
+
 /// Revokes the session's token, journals the end and audits it as `session.ended`.
 pub async fn end(state: &Services, principal: &Principal, id: String, body: EndSession) -> Answer {
+    finish(state, principal, id, body, None).await
+}
+
+async fn finish(
+    state: &Services,
+    principal: &Principal,
+    id: String,
+    body: EndSession,
+    reason: Option<&'static str>,
+) -> Answer {
     require(principal, Scope::Console)?;
     let session = state.sessions.end(&state.tokens, &id, body.exit_code).map_err(session_error)?;
     // What it asked for and nobody decided is withdrawn: no approval outlives its session.
@@ -118,6 +164,7 @@ pub async fn end(state: &Services, principal: &Principal, id: String, body: EndS
         exit_code: session.exit_code.into(),
         quarantined: listed(&body.quarantined),
         new_repositories: listed(&body.new_repositories),
+        reason,
     };
     let event = session_event(EventType::SessionEnded, principal, &session, payload.into_payload());
     state.audit.append(event).await.map_err(ApiError::audit_unavailable)?;

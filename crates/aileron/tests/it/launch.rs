@@ -101,7 +101,8 @@ async fn a_session_token_reaches_no_console_route_and_no_console_page() {
 #[tokio::test]
 async fn session_tokens_carry_only_agent_scopes_and_die_with_the_session() {
     let harness = Harness::new();
-    let started = harness.request("POST", "/v1/sessions", Some(json!({"agent": "claude", "pid": 4242}))).await;
+    let started =
+        harness.request("POST", "/v1/sessions", Some(json!({"agent": "claude", "pid": std::process::id()}))).await;
     assert_eq!(started.status, StatusCode::CREATED, "{}", started.body);
     assert_eq!(started.body["scopes"], json!(["actions:list", "actions:run", "approvals:poll"]));
     let token = started.body["token"].as_str().unwrap().to_string();
@@ -128,7 +129,7 @@ async fn session_tokens_carry_only_agent_scopes_and_die_with_the_session() {
     let view = harness.request("GET", &format!("/v1/sessions/{id}"), None).await;
     assert_eq!(
         (view.body["status"].as_str(), view.body["agent"].as_str(), view.body["pid"].as_u64()),
-        (Some("active"), Some("claude"), Some(4242))
+        (Some("active"), Some("claude"), Some(u64::from(std::process::id())))
     );
     let ended = harness.request("POST", &format!("/v1/sessions/{id}/end"), Some(json!({"exit_code": 3}))).await;
     assert_eq!(ended.status, StatusCode::OK, "{}", ended.body);
@@ -171,7 +172,7 @@ async fn session_tokens_carry_only_agent_scopes_and_die_with_the_session() {
     assert_eq!(started["session_id"], id.as_str());
     assert_eq!(
         started["payload"],
-        json!({"aileron.session.agent": "claude", "aileron.session.pid": 4242, "aileron.session.confinement": "unconfined",
+        json!({"aileron.session.agent": "claude", "aileron.session.pid": std::process::id(), "aileron.session.confinement": "unconfined",
                "aileron.session.network": "unconfined",
                "aileron.session.scopes": ["actions:list", "actions:run", "approvals:poll"]})
     );
@@ -3917,4 +3918,20 @@ fn a_killed_launcher_takes_its_agent_with_it() {
         assert!(since.elapsed() < std::time::Duration::from_secs(10), "the agent outlived its launcher by 10 s");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    // Its session ends too (the daemon watched the launcher): token revoked, the end on record.
+    let since = std::time::Instant::now();
+    loop {
+        let ended = rig.run(&["audit", "list", "--json", "--event-type", "session.ended"], &[]);
+        let ended: Value = serde_json::from_slice(&ended.stdout).unwrap();
+        if let Some(record) = ended["items"].as_array().and_then(|items| items.first()) {
+            assert_eq!(record["payload"]["aileron.session.end_reason"], "launcher_gone", "{record:#}");
+            assert_eq!(record["payload"]["aileron.session.exit_code"], Value::Null, "{record:#}");
+            break;
+        }
+        assert!(since.elapsed() < std::time::Duration::from_secs(10), "the session outlived its launcher by 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let status = rig.run(&["status", "--json"], &[]);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["sessions"], serde_json::json!([]), "{status:#}");
 }

@@ -322,15 +322,11 @@ fn forward_signals_to(target: Pid, interrupts_reach_agent: bool) -> Result<(), S
 /// re-attack of 2026-12-05, F9). One `poll` on the lifeline and the child's pidfd: this process
 /// cannot start a thread (it has unshared its PID namespace: the kernel refuses `CLONE_THREAD`).
 fn wait_for_unless_the_launcher_goes(child: Pid, lifeline: std::os::fd::RawFd) -> i32 {
-    use std::os::fd::{AsRawFd as _, FromRawFd as _};
-    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new descriptor or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) } as libc::c_int;
-    if pidfd < 0 {
+    use std::os::fd::AsRawFd as _;
+    let Ok(pidfd) = crate::platform::process::pidfd(child.as_raw()) else {
         log_line!("aileron: warning: the agent is not ended with its launcher (no pidfd on this kernel)");
         return wait_for(child);
-    }
-    // SAFETY: a new descriptor of ours alone; owning it closes it at return.
-    let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd) };
+    };
     loop {
         let mut watched = [
             libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
