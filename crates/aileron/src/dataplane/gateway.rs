@@ -114,6 +114,10 @@ pub struct Gateway {
     /// Requests in flight, request bodies buffered and responses streaming, are capped: any local
     /// process may use the gateway (by design), none may exhaust the daemon with it.
     permits: Arc<tokio::sync::Semaphore>,
+    /// The same cap, apart, for requests [`VaultKeyGranted`] (a launched agent's, the user's):
+    /// local processes without a key that fill `permits` (bodies trickled in, streams held open)
+    /// do not keep a launched agent from its model.
+    granted_permits: Arc<tokio::sync::Semaphore>,
 }
 
 /// How requests reach one provider's upstream, decided once at start.
@@ -187,6 +191,7 @@ impl Gateway {
             proxied_upgrade,
             vault,
             permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
+            granted_permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
         })
     }
 
@@ -202,9 +207,10 @@ impl Gateway {
         }
     }
 
-    /// The same gateway with another concurrency cap (tests, small machines).
+    /// The same gateway with another concurrency cap, for each pool (tests, small machines).
     pub fn with_max_concurrent(mut self, requests: usize) -> Gateway {
         self.permits = Arc::new(tokio::sync::Semaphore::new(requests));
+        self.granted_permits = Arc::new(tokio::sync::Semaphore::new(requests));
         self
     }
 
@@ -292,7 +298,9 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     let upgrade = requested_upgrade(request.headers()).map(|protocol| (protocol, hyper::upgrade::on(&mut request)));
     let provider = Provider::of_request(request.uri().path(), request.headers());
     // Held until the response body (or the upgraded connection) is done.
-    let Ok(permit) = gateway.permits.clone().try_acquire_owned() else {
+    let granted = request.extensions().get::<VaultKeyGranted>().is_some();
+    let permits = if granted { &gateway.granted_permits } else { &gateway.permits };
+    let Ok(permit) = permits.clone().try_acquire_owned() else {
         let kind = match provider {
             Provider::Anthropic => "overloaded_error",
             Provider::OpenAi => "server_error",
@@ -341,7 +349,6 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     // The vault's key for this provider, when the user keeps one there, replaces the session's
     // gateway key a launched agent holds. A placeholder that is no live session's (the session
     // ended, or someone else is trying) is refused here: upstream it would only be a bad key.
-    let granted = parts.extensions.get::<VaultKeyGranted>().is_some();
     if !granted && presented_key(&headers).is_some_and(|key| key.starts_with(aileron_core::manifest::PLACEHOLDER)) {
         let message = "Aileron gateway: this key is no live session's: the vault's key goes only on requests of a \
                        running `aileron launch` session (restart the agent with `aileron launch`)";

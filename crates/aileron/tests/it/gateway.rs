@@ -740,7 +740,15 @@ async fn requests_in_flight_are_capped_with_a_provider_shaped_503() {
     assert_eq!(second.status, http::StatusCode::SERVICE_UNAVAILABLE, "{}", second.body);
     assert_eq!(second.body["error"]["type"], "overloaded_error", "{}", second.body);
     assert_eq!(second.headers["retry-after"], "1");
+    // A request with a key the gateway grants (a launched agent's, the user's) has places of its
+    // own: keyless requests holding every other place do not keep it out.
+    let keyed = || request().header("x-api-key", crate::support::TOKEN);
+    let granted = harness.router.clone().oneshot(keyed().body(axum::body::Body::from("{}")).unwrap()).await.unwrap();
+    assert_eq!(granted.status(), http::StatusCode::OK, "a granted request waited behind keyless ones");
+    let again = harness.send(keyed(), Some(serde_json::json!({}))).await;
+    assert_eq!(again.status, http::StatusCode::SERVICE_UNAVAILABLE, "granted requests are capped too");
     release.notify_one();
+    drop(granted);
     let body = axum::body::to_bytes(first.into_body(), 1024).await.unwrap();
     assert!(String::from_utf8_lossy(&body).contains("message_stop"));
     let third = harness.router.clone().oneshot(request().body(axum::body::Body::from("{}")).unwrap()).await.unwrap();

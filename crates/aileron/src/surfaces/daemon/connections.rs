@@ -183,17 +183,24 @@ impl Drop for Drained {
 pub const API_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a gateway request body may go without a byte. Gateway bodies may be large (64 MiB)
-/// and stream upstream as they arrive, so a total deadline could cut a legitimate upload short;
-/// a body that stops sending is dropped after this much silence instead.
+/// and stream upstream as they arrive, so a deadline from the head could cut a legitimate upload
+/// to a slow upstream short; a body that stops sending is dropped after this much silence.
 pub const GATEWAY_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long, in all, a gateway request body may keep the gateway waiting for its client (time
+/// spent waiting on the upstream is not counted). The agents that send them are local and send
+/// from memory; without it a body trickling a byte every 20 s never went quiet for long enough,
+/// and 64 of them held every gateway slot (and a `daemon stop`) for as long as they liked (the
+/// second re-attack of 2026-12-05).
+pub const GATEWAY_BODY_WAIT_BUDGET: Duration = Duration::from_secs(60);
 
 /// When a request body must have arrived.
 #[derive(Debug, Clone, Copy)]
 pub enum BodyDeadline {
     /// The whole body by this instant.
     Total(tokio::time::Instant),
-    /// At most this long without a frame.
-    Idle(Duration),
+    /// At most `quiet` without a frame, and at most `budget` spent waiting for frames in all.
+    Idle { quiet: Duration, budget: Duration },
 }
 
 /// A request body that fails (and records that it did in `expired`) when the client does not
@@ -203,6 +210,8 @@ pub struct DeadlineBody<B = axum::body::Body> {
     inner: B,
     deadline: BodyDeadline,
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// When the current wait for the client began ([`BodyDeadline::Idle`]).
+    waiting_since: Option<tokio::time::Instant>,
     expired: Arc<AtomicBool>,
     done: bool,
 }
@@ -211,7 +220,7 @@ impl<B> DeadlineBody<B> {
     /// Wraps the connection's own body type, so the request body is boxed once (by the
     /// `axum::body::Body` the router takes), not once for it and once more around this.
     pub fn new(inner: B, deadline: BodyDeadline, expired: Arc<AtomicBool>) -> DeadlineBody<B> {
-        DeadlineBody { inner, deadline, sleep: None, expired, done: false }
+        DeadlineBody { inner, deadline, sleep: None, waiting_since: None, expired, done: false }
     }
 }
 
@@ -238,17 +247,23 @@ where
         }
         match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
-                if matches!(this.deadline, BodyDeadline::Idle(_)) {
+                if let BodyDeadline::Idle { budget, .. } = &mut this.deadline {
                     this.sleep = None;
+                    if let Some(since) = this.waiting_since.take() {
+                        *budget = budget.saturating_sub(since.elapsed());
+                    }
                 }
                 Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
             }
             Poll::Pending => {
-                let deadline = this.deadline;
+                let (deadline, waiting_since) = (this.deadline, &mut this.waiting_since);
                 let sleep = this.sleep.get_or_insert_with(|| {
                     Box::pin(tokio::time::sleep_until(match deadline {
                         BodyDeadline::Total(at) => at,
-                        BodyDeadline::Idle(quiet) => tokio::time::Instant::now() + quiet,
+                        BodyDeadline::Idle { quiet, budget } => {
+                            let now = *waiting_since.insert(tokio::time::Instant::now());
+                            now + quiet.min(budget)
+                        }
                     }))
                 });
                 if sleep.as_mut().poll(cx).is_pending() {
@@ -301,7 +316,11 @@ mod tests {
         let quiet = Duration::from_millis(300);
         let (inner, sender) = fed();
         let expired = Arc::new(AtomicBool::new(false));
-        let reading = tokio::spawn(read_all(DeadlineBody::new(inner, BodyDeadline::Idle(quiet), expired.clone())));
+        let reading = tokio::spawn(read_all(DeadlineBody::new(
+            inner,
+            BodyDeadline::Idle { quiet, budget: Duration::from_secs(3600) },
+            expired.clone(),
+        )));
         for _ in 0..8 {
             sender.send(bytes::Bytes::from_static(b"0123456789")).await.unwrap();
             tokio::time::sleep(quiet / 3).await;
@@ -312,12 +331,58 @@ mod tests {
 
         let (inner, sender) = fed();
         let expired = Arc::new(AtomicBool::new(false));
-        let reading = tokio::spawn(read_all(DeadlineBody::new(inner, BodyDeadline::Idle(quiet), expired.clone())));
+        let reading = tokio::spawn(read_all(DeadlineBody::new(
+            inner,
+            BodyDeadline::Idle { quiet, budget: Duration::from_secs(3600) },
+            expired.clone(),
+        )));
         sender.send(bytes::Bytes::from_static(b"0123456789")).await.unwrap();
         let error = tokio::time::timeout(quiet * 4, reading).await.expect("the deadline fires").unwrap().unwrap_err();
         assert!(error.is::<BodyTimedOut>(), "{error}");
         assert!(expired.load(Ordering::Relaxed));
         drop(sender);
+    }
+
+    /// The gateway's wait budget: a body trickling in under the idle deadline still fails once
+    /// it has kept the reader waiting for the budget in all; time the reader spends away (an
+    /// upstream slow to take the bytes) is not counted.
+    #[tokio::test]
+    async fn an_idle_deadline_has_a_budget_a_trickle_runs_out_of() {
+        let (quiet, budget) = (Duration::from_millis(300), Duration::from_millis(600));
+        let deadline = BodyDeadline::Idle { quiet, budget };
+        let (inner, sender) = fed();
+        let expired = Arc::new(AtomicBool::new(false));
+        let started = tokio::time::Instant::now();
+        let reading = tokio::spawn(read_all(DeadlineBody::new(inner, deadline, expired.clone())));
+        let trickle = tokio::spawn(async move {
+            while sender.send(bytes::Bytes::from_static(b"x")).await.is_ok() {
+                tokio::time::sleep(quiet * 2 / 3).await;
+            }
+        });
+        let error = reading.await.unwrap().unwrap_err();
+        assert!(error.is::<BodyTimedOut>(), "{error}");
+        assert!(expired.load(Ordering::Relaxed));
+        assert!(started.elapsed() >= budget, "{:?}", started.elapsed());
+        trickle.abort();
+
+        // Here a byte comes 50 ms after the reader asks and the reader is then away for 400 ms:
+        // 300 ms spent waiting in six rounds, well over the budget in all.
+        let (inner, sender) = fed();
+        let mut body = std::pin::pin!(DeadlineBody::new(inner, deadline, Arc::new(AtomicBool::new(false))));
+        let started = tokio::time::Instant::now();
+        for _ in 0..6 {
+            let send = sender.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                send.send(bytes::Bytes::from_static(b"x")).await.unwrap();
+            });
+            let frame = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await;
+            assert!(frame.unwrap().is_ok(), "failed after {:?}", started.elapsed());
+            tokio::time::sleep(Duration::from_millis(400)).await;
+        }
+        drop(sender);
+        assert!(std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await.is_none());
+        assert!(started.elapsed() > budget * 4);
     }
 
     /// A total deadline fails a body that trickles in past it, and leaves a body already complete alone.

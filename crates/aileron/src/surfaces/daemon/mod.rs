@@ -151,13 +151,15 @@ where
     }
 
     fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
-        use connections::{API_BODY_READ_TIMEOUT, BodyDeadline, DeadlineBody, GATEWAY_BODY_IDLE_TIMEOUT};
+        use connections::{
+            API_BODY_READ_TIMEOUT, BodyDeadline, DeadlineBody, GATEWAY_BODY_IDLE_TIMEOUT, GATEWAY_BODY_WAIT_BUDGET,
+        };
         let gateway = crate::dataplane::gateway::is_gateway_path(request.method(), request.uri().path());
         // Every request body has a deadline (see `connections`): a stalled body is answered 408
         // with `Connection: close` instead of holding its connection. Responses (SSE streams,
         // the gateway's streamed answers) have none.
         let deadline = if gateway {
-            BodyDeadline::Idle(GATEWAY_BODY_IDLE_TIMEOUT)
+            BodyDeadline::Idle { quiet: GATEWAY_BODY_IDLE_TIMEOUT, budget: GATEWAY_BODY_WAIT_BUDGET }
         } else {
             BodyDeadline::Total(tokio::time::Instant::now() + API_BODY_READ_TIMEOUT)
         };
