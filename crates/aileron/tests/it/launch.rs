@@ -1601,6 +1601,7 @@ fn a_launched_agent_writes_only_its_allow_list() {
     let rig = LaunchRig::new();
     let home = rig.user_home();
     std::fs::write(home.join(".bashrc"), "# the user's own\n").unwrap();
+    let bashrc_mode = std::fs::metadata(home.join(".bashrc")).unwrap().permissions().mode() & 0o777;
     let workspace = rig.temp.path().join("project");
     std::fs::create_dir_all(&workspace).unwrap();
     let git = |args: &[&str]| {
@@ -1682,6 +1683,9 @@ fn a_launched_agent_writes_only_its_allow_list() {
         "fsmonitor_program",
         "include_dir_renamed",
         "include_replaced",
+        "chmod_outside",
+        "utime_outside",
+        "xattr_outside",
         "outside_everything",
     ] {
         assert!(report[planted].as_str().unwrap_or_default().starts_with("refused"), "{planted}: {report:#}");
@@ -1695,11 +1699,15 @@ fn a_launched_agent_writes_only_its_allow_list() {
     // Shared memory is the agent's own: written there, gone with it.
     assert_eq!(report["dev_shm"], "written", "{report:#}");
     assert!(!shm.exists(), "{} outlived the agent", shm.display());
-    for needed in ["workspace_file", "git_commit", "own_state", "temp_dir", "dev_null", "extra_writable"] {
+    let needed = ["workspace_file", "relative_file", "own_script_executable", "git_commit", "own_state", "temp_dir"];
+    for needed in needed.into_iter().chain(["dev_null", "extra_writable"]) {
         assert_eq!(report[needed], "written", "{needed}: {report:#}");
     }
     // On disk, as the user's next shell and next commit would find it.
     assert_eq!(std::fs::read_to_string(home.join(".bashrc")).unwrap(), "# the user's own\n");
+    let bashrc = std::fs::metadata(home.join(".bashrc")).unwrap();
+    assert_eq!(bashrc.permissions().mode() & 0o777, bashrc_mode, "the agent changed ~/.bashrc's mode");
+    assert_ne!(bashrc.modified().unwrap(), std::time::UNIX_EPOCH, "the agent changed ~/.bashrc's times");
     for absent in [".profile", ".bash_profile", ".zshrc", ".local", ".cargo", ".config/autostart", ".config/systemd"] {
         assert!(!home.join(absent).exists(), "{absent} was created");
     }

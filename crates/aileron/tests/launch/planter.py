@@ -127,10 +127,17 @@ def hidden_submodule():
 
 
 attempt("hidden_submodule", hidden_submodule)
+# Modes, times and extended attributes outside the write list (Landlock does not cover them):
+# `~/.bashrc` made writable to every other user is one planted line away.
+attempt("chmod_outside", lambda: os.chmod(f"{home}/.bashrc", 0o666))
+attempt("utime_outside", lambda: os.utime(f"{home}/.bashrc", (0, 0)))
+attempt("xattr_outside", lambda: os.setxattr(f"{home}/.bashrc", "user.aileron", b"planted"))
 attempt("dev_shm", append(os.environ["SHM_PATH"], "left for the user's other programs\n"))
 attempt("outside_everything", append(os.environ["OUTSIDE_PATH"], "x"))
 # What an agent needs.
 attempt("workspace_file", append(f"{workspace}/notes.txt", "written by the agent\n"))
+attempt("relative_file", append("./relative.txt", "written by the agent\n"))
+attempt("own_script_executable", lambda: os.chmod(f"{workspace}/notes.txt", 0o755))
 attempt("git_commit", run("git", "-c", "user.name=Agent", "-c", "user.email=agent@example.invalid", "commit", "-q", "--allow-empty", "-m", "agent"))
 attempt("own_state", append(f"{home}/.claude/state.json", "{}"))
 attempt("temp_dir", append(f"{os.environ['TMPDIR']}/scratch", "x"))

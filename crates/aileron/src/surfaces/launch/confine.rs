@@ -442,6 +442,7 @@ fn init(request: &Request) -> Result<i32, String> {
     // Nothing mounted here propagates back to the user's namespace.
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
         .map_err(|e| format!("making mounts private: {e}"))?;
+    read_only_outside(&request.writable)?;
     let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), hardened, none)
         .map_err(|e| format!("mounting /proc for the namespace: {e}"))?;
@@ -509,6 +510,11 @@ fn init(request: &Request) -> Result<i32, String> {
             MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         mount(none, path, none, read_only, none).map_err(|e| format!("making {} read-only: {e}", path.display()))?;
     }
+    // The working directory was entered before these mounts, on the mount now read-only beneath
+    // the workspace's writable bind: entered again by its name, it is on the bind.
+    if let Ok(cwd) = std::env::current_dir() {
+        std::env::set_current_dir(&cwd).map_err(|e| format!("entering {} again: {e}", cwd.display()))?;
+    }
     if request.probe {
         // The allow-list must be enforceable here: applied to this process, which exits next.
         write_allow_list(&request.writable)?;
@@ -537,6 +543,58 @@ fn init(request: &Request) -> Result<i32, String> {
             }
         }
     }
+}
+
+/// Every mount read-only but the `writable` paths, each bound back writable (the second
+/// re-attack of 2026-12-05): Landlock refuses writes outside the allow-list but not `chmod`,
+/// `chown`, `utimes` or extended attributes, so the agent could make `~/.bashrc` writable to
+/// other users; on a read-only mount each fails (EROFS). Kernels before 5.12 have no
+/// `mount_setattr`: there the launch says what stays open and goes on, Landlock still holding
+/// every write.
+fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
+    if let Err(error) = set_mount_attributes(std::path::Path::new("/"), MOUNT_ATTR_RDONLY, 0) {
+        log_line!(
+            "aileron: warning: the filesystem could not be made read-only to the agent ({error}): it can still change \
+             modes, times and extended attributes outside its write list"
+        );
+        return Ok(());
+    }
+    let none: Option<&str> = None;
+    for path in writable.iter().filter(|path| path.exists()) {
+        mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
+            .map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
+        set_mount_attributes(path, 0, MOUNT_ATTR_RDONLY)
+            .map_err(|e| format!("making {} writable again: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `mount_setattr(2)`'s attribute for read-only, and its argument (`struct mount_attr`).
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+#[repr(C)]
+struct MountAttributes {
+    set: u64,
+    clear: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Sets and clears mount attributes on the mount at `path` and every mount beneath it.
+fn set_mount_attributes(path: &std::path::Path, set: u64, clear: u64) -> std::io::Result<()> {
+    let path = CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let mut attributes = MountAttributes { set, clear, propagation: 0, userns_fd: 0 };
+    // SAFETY: a NUL-terminated path, a `struct mount_attr` and its size, as mount_setattr(2) takes them.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &mut attributes as *mut MountAttributes,
+            std::mem::size_of::<MountAttributes>(),
+        )
+    };
+    if done < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
 
 /// The agent's write allow-list (the re-attack's H4: a confined agent appended
