@@ -1643,7 +1643,17 @@ fn a_launched_agent_writes_only_its_allow_list() {
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let report_path = extra.join("plant.json");
     let shm = PathBuf::from(format!("/dev/shm/aileron-planted-{}", std::process::id()));
-    let env: [(&str, &std::ffi::OsStr); 5] = [
+    // An entry of the host's `/dev` (which only root could create: this runs as root in CI).
+    let dev_entry = PathBuf::from(format!("/dev/aileron-planted-{}", std::process::id()));
+    struct Removed(PathBuf);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _removed = Removed(dev_entry.clone());
+    let env: [(&str, &std::ffi::OsStr); 6] = [
+        ("DEV_ENTRY", dev_entry.as_os_str()),
         ("PLANT_REPORT", report_path.as_os_str()),
         ("SHM_PATH", shm.as_os_str()),
         ("FSMONITOR_MARKER", marker.as_os_str()),
@@ -1686,6 +1696,7 @@ fn a_launched_agent_writes_only_its_allow_list() {
         "chmod_outside",
         "utime_outside",
         "xattr_outside",
+        "dev_entry",
         "outside_everything",
     ] {
         assert!(report[planted].as_str().unwrap_or_default().starts_with("refused"), "{planted}: {report:#}");

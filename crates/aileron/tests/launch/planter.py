@@ -132,6 +132,7 @@ attempt("hidden_submodule", hidden_submodule)
 attempt("chmod_outside", lambda: os.chmod(f"{home}/.bashrc", 0o666))
 attempt("utime_outside", lambda: os.utime(f"{home}/.bashrc", (0, 0)))
 attempt("xattr_outside", lambda: os.setxattr(f"{home}/.bashrc", "user.aileron", b"planted"))
+attempt("dev_entry", append(os.environ["DEV_ENTRY"], "planted in the host's /dev\n"))
 attempt("dev_shm", append(os.environ["SHM_PATH"], "left for the user's other programs\n"))
 attempt("outside_everything", append(os.environ["OUTSIDE_PATH"], "x"))
 # What an agent needs.

@@ -169,8 +169,10 @@ pub fn write_access(
         access.writable.push(std::fs::canonicalize(&file).unwrap_or(file));
     }
     access.writable.push(temp_dir.to_path_buf());
-    // Terminals, /dev/null and shared memory.
-    access.writable.push(PathBuf::from("/dev"));
+    // Terminals, /dev/null and the like, and shared memory: the device entries themselves, not
+    // `/dev`, in which an agent run as root could create and rename entries of the host's (the
+    // second re-attack of 2026-12-05).
+    access.writable.extend(WRITABLE_DEVICES.iter().map(PathBuf::from).filter(|device| device.exists()));
     for path in extra {
         let resolved = std::fs::canonicalize(path).map_err(|e| {
             anyhow::anyhow!("--writable {}: {e}\nhint: name a file or directory that exists", path.display())
@@ -211,6 +213,21 @@ pub fn write_access(
     access.watched.dedup();
     Ok(access)
 }
+
+/// What of `/dev` an agent writes: the null and random devices, its terminal and new ones
+/// (`ptmx`, `pts`), and shared memory and message queues (the namespace's own, see `confine`).
+const WRITABLE_DEVICES: [&str; 10] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+    "/dev/mqueue",
+];
 
 /// The nearest directory from `cwd` up to (not including) `home` that holds `.git`.
 fn repository_root(cwd: &Path, home: &Path) -> Option<PathBuf> {
@@ -510,7 +527,9 @@ mod tests {
         assert_eq!(access.read_only, vec![repo.join(".git/hooks"), repo.join(".git/config")]);
         assert!(repo.join(".git/hooks").is_dir(), "created so that it can be bound read-only");
         assert_eq!(access.watched, vec![repo.join(".git/commondir"), repo.join(".git/config.worktree")]);
-        assert_eq!(access.writable, vec![repo.clone(), home.join(".codex"), temp_dir, PathBuf::from("/dev")]);
+        let devices = WRITABLE_DEVICES.iter().map(PathBuf::from).filter(|device| device.exists());
+        let expected: Vec<PathBuf> = [repo.clone(), home.join(".codex"), temp_dir].into_iter().chain(devices).collect();
+        assert_eq!(access.writable, expected);
         assert!(home.join(".codex").is_dir(), "the agent's own directory is made");
     }
 

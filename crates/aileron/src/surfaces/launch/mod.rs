@@ -631,10 +631,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         exposed.extend(exposed_variables);
         request.hidden = stores;
         if options.network == SessionNetwork::Enforced {
-            // The host's socket files the agent could still reach through the filesystem.
-            // Not `/dev`, writable for its terminals: `/dev/log` is the journal's.
-            let except: Vec<PathBuf> =
-                access.writable.iter().filter(|dir| *dir != Path::new("/dev")).chain(&masks).cloned().collect();
+            // The host's socket files the agent could still reach through the filesystem (not
+            // those in what it may write, nor in what is masked).
+            let except: Vec<PathBuf> = access.writable.iter().chain(&masks).cloned().collect();
             let (sockets, over) = network::host_unix_sockets(&except, MAX_HIDDEN_SOCKETS);
             request.hidden.extend(sockets);
             if over > 0 {
