@@ -186,9 +186,15 @@ fn runs_a_program(entry: &Entry) -> bool {
 
 /// What in the git directory of a checkout the agent made would have the user's git run the
 /// agent's choice: its hooks, its config when that runs anything ([`runs_anything`]), and the
-/// files that take git's config from elsewhere (`commondir`, `config.worktree`).
-pub fn armed_files(checkout: &Path) -> Vec<PathBuf> {
-    let Some(git_dir) = git_dir(checkout) else { return Vec::new() };
+/// files that take git's config from elsewhere (`commondir`, `config.worktree`). Only a git
+/// directory inside `writable` (what the agent could write) is looked in: its `.git` file may
+/// name any directory, and the launcher, which moves what this returns, is the user (a `.git`
+/// naming another repository of the user's would otherwise have its hooks moved).
+pub fn armed_files(checkout: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let Some(git_dir) = git_dir(checkout).and_then(|dir| std::fs::canonicalize(dir).ok()) else { return Vec::new() };
+    if !writable.iter().any(|root| git_dir.starts_with(root)) {
+        return Vec::new();
+    }
     let mut armed = Vec::new();
     let config = git_dir.join("config");
     if std::fs::read(&config).is_ok_and(|bytes| runs_anything(&parse(&String::from_utf8_lossy(&bytes)))) {
@@ -333,6 +339,32 @@ mod tests {
         assert_eq!(textconv.subsection.as_deref(), Some("pdf"), "the old form is lower-cased");
         assert_eq!(hooks_path(&parse("[core]\n\thooksPath = .husky/_\n")).as_deref(), Some(".husky/_"));
         assert!(sha256(&parse("[extensions]\n\tobjectFormat = sha256\n")));
+    }
+
+    /// What would run in a repository the agent made is found; a `.git` file naming a git
+    /// directory outside what the agent could write (another repository of the user's) gets
+    /// nothing of it moved.
+    #[test]
+    fn only_a_git_directory_the_agent_could_write_is_disarmed() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let (workspace, elsewhere) = (root.join("work"), root.join("users-other-repo/.git"));
+        for git in [workspace.join("made/.git"), elsewhere.clone()] {
+            std::fs::create_dir_all(git.join("hooks")).unwrap();
+            std::fs::write(git.join("hooks/post-checkout"), "#!/bin/sh\n").unwrap();
+            std::fs::write(git.join("hooks/pre-commit.sample"), "#!/bin/sh\n").unwrap();
+            std::fs::write(git.join("config"), "[core]\n\tfsmonitor = touch /tmp/x\n").unwrap();
+            std::fs::write(git.join("commondir"), "../elsewhere\n").unwrap();
+        }
+        let writable = [workspace.clone()];
+        let made = workspace.join("made/.git");
+        let expected = [made.join("commondir"), made.join("config"), made.join("hooks/post-checkout")];
+        assert_eq!(armed_files(&workspace.join("made"), &writable), expected);
+        std::fs::write(made.join("config"), "[core]\n\tbare = false\n").unwrap();
+        assert_eq!(armed_files(&workspace.join("made"), &writable).len(), 2, "a config that runs nothing stays");
+        std::fs::create_dir_all(workspace.join("pointer")).unwrap();
+        std::fs::write(workspace.join("pointer/.git"), format!("gitdir: {}\n", elsewhere.display())).unwrap();
+        assert_eq!(armed_files(&workspace.join("pointer"), &writable), Vec::<PathBuf>::new());
     }
 
     /// The index git itself writes, in each version: its submodules are found, its files are not.

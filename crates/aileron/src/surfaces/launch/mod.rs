@@ -603,6 +603,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .with_context(|| format!("creating a temp directory in {}", env.launch_dir.display()))?;
     let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
     let (mut writable, mut hidden, mut exposed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut writable_paths = Vec::new();
     let mut watched = Vec::new();
     let mut checkouts = allow_list::Checkouts::default();
     let mut withheld_credentials = Vec::new();
@@ -622,6 +623,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             log_line!("aileron: note: {note}");
         }
         writable = access.writable.iter().map(|path| path.display().to_string()).collect();
+        writable_paths.clone_from(&access.writable);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
         exposed = kept.iter().map(|path| path.display().to_string()).collect();
@@ -731,7 +733,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let armed: Vec<PathBuf> = created
         .iter()
         .filter(|repository| repository.submodule)
-        .flat_map(|made| git::armed_files(&made.path))
+        .flat_map(|made| git::armed_files(&made.path, &writable_paths))
         .collect();
     planted::move_all(&armed, &quarantine, &mut quarantined);
     for moved in &quarantined {
