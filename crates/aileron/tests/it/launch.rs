@@ -1622,9 +1622,13 @@ fn a_launched_agent_writes_only_its_allow_list() {
     git(&["init", "-q", "vendor/dep"]);
     git(&["config", "include.path", "../shared.gitconfig"]);
     // Hooks from husky's directory, an fsmonitor in the workspace, an include in a directory.
-    for (path, text) in
-        [(".husky/_/.gitignore", "*\n"), ("tools/fsmonitor.sh", "#!/bin/sh\nexit 1\n"), ("conf/team.gitconfig", "")]
-    {
+    let files = [
+        (".husky/_/.gitignore", "*\n"),
+        (".husky/pre-commit", "npm test\n"),
+        ("tools/fsmonitor.sh", "#!/bin/sh\nexit 1\n"),
+        ("conf/team.gitconfig", ""),
+    ];
+    for (path, text) in files {
         std::fs::create_dir_all(workspace.join(path).parent().unwrap()).unwrap();
         std::fs::write(workspace.join(path), text).unwrap();
     }
@@ -1690,6 +1694,7 @@ fn a_launched_agent_writes_only_its_allow_list() {
         "nested_git_renamed",
         "hooks_path_hook",
         "hooks_path_renamed",
+        "husky_script",
         "fsmonitor_program",
         "include_dir_renamed",
         "include_replaced",
@@ -1742,9 +1747,12 @@ fn a_launched_agent_writes_only_its_allow_list() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     // The submodule the agent recorded in node_modules: its hook and its config moved aside at
     // the end (the user's `git status` above ran neither), and it is named as the agent's.
-    assert_eq!(report["hidden_submodule"], "written", "{report:#}");
+    for planted in ["hidden_submodule", "linked_submodule", "index_behind_a_link"] {
+        assert_eq!(report[planted], "written", "{planted}: {report:#}");
+    }
     let evil = std::fs::canonicalize(workspace.join("node_modules/evil")).unwrap();
-    let disarmed = [evil.join(".git/config"), evil.join(".git/hooks/post-checkout")];
+    let linked = std::fs::canonicalize(home.join(".claude/evil-linked/.git")).unwrap();
+    let disarmed = [evil.join(".git/config"), evil.join(".git/hooks/post-checkout"), linked.join("config")];
     assert!(disarmed.iter().all(|path| !path.exists()), "{stderr}");
     for path in &disarmed {
         assert!(stderr.contains(&format!("created {}, which would make git run", path.display())), "{stderr}");
@@ -1768,7 +1776,9 @@ fn a_launched_agent_writes_only_its_allow_list() {
     let made = std::fs::canonicalize(workspace.join("made-by-agent")).unwrap();
     assert!(stderr.contains(&format!("created a repository at {}", made.display())), "{stderr}");
     let listed = &ended["items"][0]["payload"]["aileron.session.new_repositories"];
-    assert_eq!(*listed, serde_json::json!([made.display().to_string(), evil.display().to_string()]), "{ended:#}");
+    let linked_checkout = std::fs::canonicalize(workspace.join("node_modules/linked")).unwrap();
+    let expected = [&made, &evil, &linked_checkout].map(|path| path.display().to_string());
+    assert_eq!(*listed, serde_json::json!(expected), "{ended:#}");
     assert!(workspace.join(".git").is_dir() && !workspace.join(".git-old").exists());
     assert!(!outside.exists());
     assert_eq!(std::fs::read_to_string(workspace.join("notes.txt")).unwrap(), "written by the agent\n");

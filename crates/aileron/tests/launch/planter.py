@@ -127,6 +127,26 @@ def hidden_submodule():
 
 
 attempt("hidden_submodule", hidden_submodule)
+# The third re-attack: husky's own scripts (its stubs in `.husky/_` run them), and a submodule
+# whose `.git` is a link into the agent's own directory and whose config begins with a
+# byte-order mark (git skips it).
+attempt("husky_script", append(f"{workspace}/.husky/pre-commit", approve))
+
+
+def linked_submodule():
+    elsewhere = f"{home}/.claude/evil-linked"
+    run("git", "init", "-q", elsewhere)()
+    with open(f"{elsewhere}/.git/config", encoding="utf-8") as handle:
+        config = handle.read()
+    with open(f"{elsewhere}/.git/config", "w", encoding="utf-8") as handle:
+        handle.write("\ufeff" + config + fsmonitor)
+    os.makedirs(f"{workspace}/node_modules/linked")
+    os.symlink(f"{elsewhere}/.git", f"{workspace}/node_modules/linked/.git")
+    cached = "160000,0123456789abcdef0123456789abcdef01234567,node_modules/linked"
+    run("git", "update-index", "--add", "--cacheinfo", cached)()
+
+
+attempt("linked_submodule", linked_submodule)
 # Modes, times and extended attributes outside the write list (Landlock does not cover them):
 # `~/.bashrc` made writable to every other user is one planted line away.
 attempt("chmod_outside", lambda: os.chmod(f"{home}/.bashrc", 0o666))
@@ -144,6 +164,14 @@ attempt("own_state", append(f"{home}/.claude/state.json", "{}"))
 attempt("temp_dir", append(f"{os.environ['TMPDIR']}/scratch", "x"))
 attempt("dev_null", append("/dev/null", "x"))
 attempt("extra_writable", append(os.environ["EXTRA_PATH"] + "/granted.txt", "x"))
+
+# Last (a commit would write the index back as a file): the index behind a link, which git follows.
+def index_behind_a_link():
+    os.rename(f"{workspace}/.git/index", f"{workspace}/.git/index.real")
+    os.symlink("index.real", f"{workspace}/.git/index")
+
+
+attempt("index_behind_a_link", index_behind_a_link)
 
 with open(os.environ["PLANT_REPORT"], "w") as handle:
     json.dump(report, handle)

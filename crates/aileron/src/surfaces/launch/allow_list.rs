@@ -12,6 +12,8 @@
 //!   attach; they are the ones each agent documents (Claude Code `~/.claude` and `~/.claude.json`,
 //!   Codex `$CODEX_HOME`, OpenCode and Goose their XDG directories, Pi `~/.pi`).
 
+use std::collections::HashSet;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use super::{Agent, LaunchEnv, git};
@@ -86,7 +88,7 @@ struct Found {
 
 /// `root` itself when it holds `.git`, then [`nested_checkouts`], then every checkout the
 /// indexes of those record as a submodule, wherever it lies: the search skips `node_modules`
-/// and stops eight levels down, `git status` at the root enters every submodule and runs what
+/// and stops 32 levels down, `git status` at the root enters every submodule and runs what
 /// its config names (the second re-attack of 2026-12-05).
 fn checkouts_in(root: &Path) -> Found {
     let (nested, complete) = nested_checkouts(root);
@@ -144,7 +146,7 @@ pub fn write_access(
     let mut access = WriteAccess::default();
     let home = std::fs::canonicalize(&env.home_dir).unwrap_or_else(|_| env.home_dir.clone());
     let workspace = repository_root(cwd, &home).unwrap_or_else(|| cwd.to_path_buf());
-    let git = GitContext::of_user(env, &home);
+    let git = GitContext::of_user(env, &home, &mut access);
     if home.starts_with(&workspace) {
         access.notes.push(format!(
             "{} holds your home directory, so it is not the agent's workspace: the agent can write only its own \
@@ -239,7 +241,7 @@ fn repository_root(cwd: &Path, home: &Path) -> Option<PathBuf> {
 
 /// Directories a workspace is searched in for repositories inside it, at most, and how deep.
 const MAX_SCANNED_DIRECTORIES: usize = 20_000;
-const MAX_SCAN_DEPTH: usize = 8;
+const MAX_SCAN_DEPTH: usize = 32;
 /// Not searched for nested repositories: git directories, and the build outputs and installed
 /// dependencies that hold thousands of directories and no checkout of the user's.
 const SKIPPED_DIRECTORIES: [&str; 7] = [".git", "target", "node_modules", ".venv", "__pycache__", ".tox", ".gradle"];
@@ -271,12 +273,27 @@ fn protect_repository(root: &Path, git: &GitContext, access: &mut WriteAccess) {
 }
 
 /// `.git` of the checkout at `root`: a `.git` file (a worktree's or submodule's pointer to its
-/// git directory) is read-only itself; a `.git` directory is protected as a git directory.
+/// git directory) is read-only itself, and what the configs it leads to have git run from this
+/// worktree is protected; a `.git` directory is protected as a git directory.
 fn protect_checkout(root: &Path, context: &GitContext, access: &mut WriteAccess) {
     let git = root.join(".git");
     let Ok(metadata) = std::fs::symlink_metadata(&git) else { return };
     if metadata.is_file() {
         access.read_only.push(git);
+        // A linked worktree's administrative directory names the repository's own directory in
+        // its `commondir`; a submodule's git directory holds its config (both protected where
+        // they live). What they have git run from this worktree is protected here.
+        let Some(git_dir) = git::git_dir(root) else { return };
+        let common = std::fs::read(git_dir.join("commondir"))
+            .ok()
+            .map(|named| git_dir.join(std::ffi::OsStr::from_bytes(named.trim_ascii())));
+        let mut settings = context.global.clone();
+        for config in
+            common.iter().map(|dir| dir.join("config")).chain([git_dir.join("config"), git_dir.join("config.worktree")])
+        {
+            read_config(&config, context, &mut WriteAccess::default(), 0, &mut settings);
+        }
+        protect_what_git_runs(root, &settings, context, access);
     } else if metadata.is_dir() {
         protect_git_dir(&git, Some(root), context, access);
     }
@@ -285,7 +302,7 @@ fn protect_checkout(root: &Path, context: &GitContext, access: &mut WriteAccess)
 /// A git directory: pinned in place, its hooks and config (and the files the config includes)
 /// read-only, `commondir` and `config.worktree` watched unless present, its linked worktrees'
 /// administrative directories and its submodules' git directories protected alike; and what its
-/// config (with the user's) has git run from inside the worktree: hooks directory and programs.
+/// config (with the user's) has git run from inside the worktree.
 fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, access: &mut WriteAccess) {
     let hooks = git.join("hooks");
     // An empty hooks directory is what `git init` makes; it is where a planted hook would go.
@@ -293,11 +310,13 @@ fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, ac
         access.to_create.push(hooks.clone());
     }
     access.pinned.push(git.to_path_buf());
-    access.read_only.extend([hooks, git.join("config")]);
+    access.read_only.extend([hooks.clone(), git.join("config")]);
     for name in REDIRECTING_FILES {
         access.bind_or_watch(git.join(name));
     }
-    let config = protect_config(&git.join("config"), access);
+    let mut config = Vec::new();
+    read_config(&git.join("config"), context, access, 0, &mut config);
+    read_config(&git.join("config.worktree"), context, access, 0, &mut config);
     // A submodule's git directory names its worktree (relative to itself).
     let configured = config.iter().rev().find(|entry| entry.section == "core" && entry.key == "worktree");
     let worktree = worktree
@@ -305,15 +324,8 @@ fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, ac
         .or_else(|| configured.and_then(|entry| entry.value.as_ref()).map(|named| without_dot_dots(&git.join(named))));
     if let Some(worktree) = worktree {
         let settings: Vec<git::Entry> = context.global.iter().chain(&config).cloned().collect();
-        let resolve = |named: &str| context.resolve(named, &worktree);
-        // Git runs hooks from here instead of `hooks` (husky's `.husky/_`, which git ignores:
-        // a hook changed there would not even show in `git status`).
-        if let Some(hooks_path) = git::hooks_path(&settings).and_then(|named| resolve(&named)) {
-            access.bind_or_watch(hooks_path);
-        }
-        for program in git::program_paths(&settings).iter().filter_map(|named| resolve(named)) {
-            access.bind_or_watch(program);
-        }
+        protect_what_git_runs(&worktree, &settings, context, access);
+        protect_what_hooks_read(&hooks, &worktree, access);
     }
     // A linked worktree's administrative directory: where it finds its repository and its own config.
     let worktrees = git.join("worktrees");
@@ -331,36 +343,99 @@ fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, ac
     }
 }
 
-/// A git config and the files it includes (`include.path`, `includeIf.*.path`), those included
-/// in turn too: each read-only when it exists, watched when it does not (git skips a missing
-/// include, so creating one would add to the config). Returns every variable read.
-fn protect_config(config: &Path, access: &mut WriteAccess) -> Vec<git::Entry> {
-    let mut entries = Vec::new();
-    let mut pending = vec![config.to_path_buf()];
-    let mut read = 0;
-    while let Some(file) = pending.pop() {
-        read += 1;
-        let Ok(text) = std::fs::read_to_string(&file) else { continue };
-        let found = git::parse(&text);
-        let base = file.parent().unwrap_or(Path::new("/"));
-        for included in git::includes(&found) {
-            // One in the home (`~/…`) lies outside what the agent may write: the home never is.
-            if included.starts_with('~') {
-                continue;
-            }
-            let path = without_dot_dots(&base.join(&included));
-            if read < MAX_INCLUDES && path.is_file() {
-                pending.push(path.clone());
-            }
-            access.bind_or_watch(path);
+/// What `settings` (the user's, then a repository's) have git run from `worktree`: its hooks
+/// directory (`core.hooksPath`: husky's `.husky/_`, which git ignores, so a hook changed there
+/// would not even show in `git status`; husky's stubs there run the scripts one directory up,
+/// which are read-only too) and the programs and scripts its commands name, read-only (or
+/// watched when missing, for a path).
+fn protect_what_git_runs(worktree: &Path, settings: &[git::Entry], context: &GitContext, access: &mut WriteAccess) {
+    let resolve = |named: &str| context.resolve(named, worktree);
+    if let Some(hooks) = git::hooks_path(settings).and_then(|named| resolve(&named)) {
+        if hooks.file_name().is_some_and(|name| name == "_")
+            && let Some(scripts) = hooks.parent().filter(|parent| parent.is_dir())
+        {
+            access.read_only.push(scripts.to_path_buf());
         }
-        entries.extend(found);
+        protect_what_hooks_read(&hooks, worktree, access);
+        access.bind_or_watch(hooks);
     }
-    entries
+    let (paths, words) = git::program_words(settings);
+    for program in paths.iter().filter_map(|named| resolve(named)) {
+        access.bind_or_watch(program);
+    }
+    // An argument that is a file of the worktree (`python3 conv.py`) is run as much as a program.
+    for file in words.iter().map(|word| without_dot_dots(&worktree.join(word))).filter(|file| file.is_file()) {
+        access.read_only.push(file);
+    }
 }
 
-/// Config files read through includes from one config, at most (git stops at ten levels).
-const MAX_INCLUDES: usize = 16;
+/// Hook runners whose installed hooks read what to run from the worktree: a word their hook
+/// holds, and the files it reads there.
+const HOOK_RUNNERS: [(&str, &[&str]); 2] = [
+    ("pre-commit.com", &[".pre-commit-config.yaml"]),
+    (
+        "lefthook",
+        &[
+            "lefthook.yml",
+            ".lefthook.yml",
+            "lefthook.yaml",
+            ".lefthook.yaml",
+            "lefthook-local.yml",
+            ".lefthook-local.yml",
+            ".lefthook",
+        ],
+    ),
+];
+
+/// The configuration a hook runner's installed hooks in `hooks` read from `worktree` (the
+/// pre-commit framework's `.pre-commit-config.yaml`, lefthook's `lefthook.yml`): read-only, as
+/// the hooks are — the agent would otherwise choose what the user's next commit runs.
+fn protect_what_hooks_read(hooks: &Path, worktree: &Path, access: &mut WriteAccess) {
+    let Ok(entries) = std::fs::read_dir(hooks) else { return };
+    let mut runners = HashSet::new();
+    for hook in entries.flatten().filter(|hook| !hook.file_name().to_string_lossy().ends_with(".sample")).take(64) {
+        let Ok(file) = std::fs::File::open(hook.path()) else { continue };
+        let mut text = Vec::new();
+        if std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 * 1024), &mut text).is_err() {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&text);
+        runners.extend(HOOK_RUNNERS.iter().filter(|(word, _)| text.contains(word)).map(|(_, files)| *files));
+    }
+    for file in runners.into_iter().flatten().map(|name| worktree.join(name)).filter(|file| file.exists()) {
+        access.read_only.push(file);
+    }
+}
+
+/// A git config, with the files it includes (`include.path`, `includeIf.*.path`) read where
+/// they are included, as git reads them (a setting after an include wins over the include's):
+/// every variable is appended to `entries`. Each included file is made read-only in `access`
+/// when it exists, watched when it does not (git skips a missing include, so creating one would
+/// add to the config).
+fn read_config(
+    file: &Path,
+    context: &GitContext,
+    access: &mut WriteAccess,
+    depth: usize,
+    entries: &mut Vec<git::Entry>,
+) {
+    let Ok(text) = std::fs::read(file) else { return };
+    let base = file.parent().unwrap_or(Path::new("/"));
+    for entry in git::parse(&String::from_utf8_lossy(&text)) {
+        let included = (entry.section == "include" || entry.section == "includeif") && entry.key == "path";
+        let path = included.then(|| entry.value.clone()).flatten().filter(|named| !named.is_empty());
+        entries.push(entry);
+        // Relative to the including file; `~/` in the home (whose agent directories are writable).
+        let Some(path) = path.and_then(|named| context.resolve(&named, base)) else { continue };
+        if depth < MAX_INCLUDE_DEPTH && path.is_file() {
+            read_config(&path, context, access, depth + 1, entries);
+        }
+        access.bind_or_watch(path);
+    }
+}
+
+/// How deep includes are followed (git stops at ten levels).
+const MAX_INCLUDE_DEPTH: usize = 10;
 
 /// The user's own git settings, which apply in every repository (a relative `core.hooksPath`
 /// there is relative to each repository's worktree), and the home a `~/` names.
@@ -370,22 +445,33 @@ struct GitContext {
 }
 
 impl GitContext {
-    fn of_user(env: &LaunchEnv, home: &Path) -> GitContext {
-        let files = [
-            "/etc/gitconfig".into(),
-            xdg(env, "XDG_CONFIG_HOME", ".config").join("git/config"),
-            home.join(".gitconfig"),
-        ];
-        let texts = files.iter().filter_map(|file: &PathBuf| std::fs::read_to_string(file).ok());
-        GitContext { home: home.to_path_buf(), global: texts.flat_map(|text| git::parse(&text)).collect() }
+    /// The system's and the user's config files, as git finds them in this environment
+    /// (`GIT_CONFIG_SYSTEM`, `GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL`), their includes
+    /// followed (and protected like a repository's).
+    fn of_user(env: &LaunchEnv, home: &Path, access: &mut WriteAccess) -> GitContext {
+        let mut context = GitContext { home: home.to_path_buf(), global: Vec::new() };
+        let mut files = Vec::new();
+        if env.var("GIT_CONFIG_NOSYSTEM").is_none() {
+            files.push(env.var("GIT_CONFIG_SYSTEM").map_or_else(|| PathBuf::from("/etc/gitconfig"), PathBuf::from));
+        }
+        match env.var("GIT_CONFIG_GLOBAL") {
+            Some(global) => files.push(PathBuf::from(global)),
+            None => files.extend([xdg(env, "XDG_CONFIG_HOME", ".config").join("git/config"), home.join(".gitconfig")]),
+        }
+        let mut global = Vec::new();
+        for file in files {
+            read_config(&file, &context, access, 0, &mut global);
+        }
+        context.global = global;
+        context
     }
 
-    /// A path as git takes it from a config: `~/` in the home, relative to the worktree.
-    fn resolve(&self, named: &str, worktree: &Path) -> Option<PathBuf> {
+    /// A path as git takes it from a config: `~/` in the home, relative to `base` otherwise.
+    fn resolve(&self, named: &str, base: &Path) -> Option<PathBuf> {
         let path = match named.strip_prefix("~/") {
             Some(rest) => self.home.join(rest),
             None if named.starts_with('~') => return None,
-            None => worktree.join(named),
+            None => base.join(named),
         };
         Some(without_dot_dots(&path))
     }
@@ -637,6 +723,80 @@ mod tests {
         let created = access.checkouts.created();
         let made = |path: &str, submodule: bool| Created { path: repo.join(path), submodule };
         assert_eq!(created, vec![made("made", false), made("node_modules/x", true)]);
+    }
+
+    /// The third re-attack of 2026-12-05 (the defences above, attacked): an include in the user's
+    /// own config, the order of an include against a later setting, a script named without a `/`,
+    /// a linked worktree inside the workspace, husky's scripts beside its stubs, and a hook
+    /// runner's configuration.
+    #[test]
+    fn what_git_runs_is_found_where_git_finds_it() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        let git = |args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_AUTHOR_NAME", "u")
+                .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
+                .env("GIT_COMMITTER_NAME", "u")
+                .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+            status.is_ok_and(|status| status.success())
+        };
+        std::fs::create_dir_all(&repo).unwrap();
+        if !git(&["init", "-q"]) || !git(&["commit", "-q", "--allow-empty", "-m", "init"]) {
+            return; // no git here, so none of this would run
+        }
+        assert!(git(&["worktree", "add", "-q", ".worktrees/feat"]));
+        let files = [
+            ".husky/pre-commit",
+            ".husky/_/pre-commit",
+            ".githooks/pre-commit",
+            ".team-hooks/pre-commit",
+            "conv.py",
+            "tools/bin2txt",
+            ".worktrees/feat/tools/fsmon.sh",
+            ".pre-commit-config.yaml",
+        ];
+        for file in files {
+            std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
+            std::fs::write(repo.join(file), "").unwrap();
+        }
+        std::fs::write(repo.join(".git/hooks/pre-commit"), "# File generated by pre-commit: https://pre-commit.com\n")
+            .unwrap();
+        // The include sets one hooks path, the repository's own setting after it another: git
+        // takes the later one.
+        std::fs::write(repo.join(".git/team.inc"), "[core]\n\thooksPath = .team-hooks\n").unwrap();
+        std::fs::write(
+            repo.join(".git/config"),
+            "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = ./tools/fsmon.sh\n[include]\n\tpath = team.inc\n\
+             [core]\n\thooksPath = .githooks\n[diff \"py\"]\n\ttextconv = python3 conv.py\n",
+        )
+        .unwrap();
+        // The user's own config includes one that names a program of the worktree.
+        std::fs::write(home.join(".gitconfig"), "[include]\n\tpath = .gitconfig.d/tools\n").unwrap();
+        std::fs::create_dir_all(home.join(".gitconfig.d")).unwrap();
+        std::fs::write(home.join(".gitconfig.d/tools"), "[diff \"bin\"]\n\ttextconv = ./tools/bin2txt\n").unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let read_only =
+            [".githooks", "conv.py", "tools/bin2txt", ".worktrees/feat/tools/fsmon.sh", ".pre-commit-config.yaml"];
+        for path in read_only {
+            assert!(access.read_only.contains(&repo.join(path)), "{path}: {:?}", access.read_only);
+        }
+        assert!(access.read_only.contains(&repo.join(".worktrees/feat/.git")), "{:?}", access.read_only);
+        assert!(!access.read_only.contains(&repo.join(".team-hooks")), "git does not use it: {:?}", access.read_only);
+
+        // Husky: the stubs in `.husky/_` run the scripts beside them.
+        std::fs::write(repo.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        for path in [".husky/_", ".husky"] {
+            assert!(access.read_only.contains(&repo.join(path)), "{path}: {:?}", access.read_only);
+        }
     }
 
     #[test]

@@ -27,7 +27,9 @@ impl Entry {
 /// would refuse the file, and then run nothing it names.
 pub fn parse(text: &str) -> Vec<Entry> {
     let mut entries = Vec::new();
-    let mut chars = text.chars().peekable();
+    // Git skips a byte-order mark at the start (the third re-attack: a config beginning with one
+    // read as nothing here, and ran its fsmonitor there).
+    let mut chars = text.strip_prefix('\u{feff}').unwrap_or(text).chars().peekable();
     let (mut section, mut subsection) = (String::new(), None);
     while let Some(&c) = chars.peek() {
         match c {
@@ -113,15 +115,6 @@ fn value(chars: &mut std::iter::Peekable<std::str::Chars>) -> String {
     value
 }
 
-/// The `path` values of `[include]` and `[includeIf "…"]`.
-pub fn includes(entries: &[Entry]) -> Vec<String> {
-    entries
-        .iter()
-        .filter(|entry| (entry.section == "include" || entry.section == "includeif") && entry.key == "path")
-        .filter_map(|entry| entry.value.clone().filter(|value| !value.is_empty()))
-        .collect()
-}
-
 /// `core.hooksPath`, the last one set.
 pub fn hooks_path(entries: &[Entry]) -> Option<String> {
     entries.iter().rev().find(|entry| entry.is("core", "hookspath")).and_then(|entry| entry.value.clone())
@@ -133,28 +126,54 @@ fn sha256(entries: &[Entry]) -> bool {
     entries.iter().any(|entry| entry.is("extensions", "objectformat") && entry.value.as_deref() == Some("sha256"))
 }
 
-/// The words of every command the config has git run that look like paths (hold a `/`): each
-/// is a program or script git would start as the user, so one inside a writable tree is the
-/// agent's to rewrite. Variables git starts a program from, by their documentation.
-pub fn program_paths(entries: &[Entry]) -> Vec<String> {
-    let mut paths = Vec::new();
+/// The words of every command the config has git run ([`runs_a_program`]), as two lists: those
+/// that are paths (hold a `/`: a program or script git would start as the user, so one inside a
+/// writable tree is the agent's to rewrite), and the arguments after the first word that are
+/// not (`python3 conv.py`: `conv.py` is a file of the worktree when one is there). A first word
+/// without a `/` is found on `PATH`.
+pub fn program_words(entries: &[Entry]) -> (Vec<String>, Vec<String>) {
+    let (mut paths, mut words) = (Vec::new(), Vec::new());
     for entry in entries.iter().filter(|entry| runs_a_program(entry)) {
         let Some(value) = &entry.value else { continue };
         let command = value.strip_prefix('!').unwrap_or(value);
-        let words = command.split_whitespace().map(|word| word.trim_matches(['"', '\'']));
-        paths.extend(words.filter(|word| word.contains('/') && !word.contains('$')).map(str::to_string));
+        let all = command.split_whitespace().map(|word| word.trim_matches(['"', '\'']));
+        for (index, word) in all.enumerate().filter(|(_, word)| !word.is_empty() && !word.contains('$')) {
+            if word.contains('/') {
+                paths.push(word.to_string());
+            } else if index > 0 {
+                words.push(word.to_string());
+            }
+        }
     }
-    paths
+    (paths, words)
 }
 
-/// Whether a config makes git run anything of its own: a program it names, hooks from elsewhere,
-/// or another file's settings (an include).
-fn runs_anything(entries: &[Entry]) -> bool {
-    entries.iter().any(|entry| {
-        runs_a_program(entry)
-            || entry.is("core", "hookspath")
-            || entry.section == "include"
-            || entry.section == "includeif"
+/// Whether a config holds nothing but what `git init`, `git clone` and `git submodule` write
+/// (format, file modes, the worktree, remotes, branches, identity): anything else in the config
+/// of a repository the agent made — a program, a hooks path, an include, or a setting this
+/// reading does not know — is taken to run something.
+fn inert(entries: &[Entry]) -> bool {
+    entries.iter().all(|entry| match (entry.section.as_str(), entry.subsection.is_some()) {
+        ("core", false) => matches!(
+            entry.key.as_str(),
+            "repositoryformatversion"
+                | "filemode"
+                | "bare"
+                | "logallrefupdates"
+                | "ignorecase"
+                | "precomposeunicode"
+                | "symlinks"
+                | "worktree"
+                | "autocrlf"
+                | "eol"
+        ),
+        ("remote", true) => matches!(entry.key.as_str(), "url" | "fetch" | "pushurl"),
+        ("branch", true) => matches!(entry.key.as_str(), "remote" | "merge" | "rebase"),
+        ("submodule", true) => matches!(entry.key.as_str(), "url" | "active"),
+        ("user", false) => matches!(entry.key.as_str(), "name" | "email"),
+        ("init", false) => entry.key == "defaultbranch",
+        ("extensions", false) => entry.key == "objectformat",
+        _ => false,
     })
 }
 
@@ -173,7 +192,11 @@ fn runs_a_program(entry: &Entry) -> bool {
         "merge" => sub && key == "driver",
         "filter" => sub && matches!(key, "clean" | "smudge" | "process"),
         "credential" => key == "helper",
-        "gpg" => key == "program",
+        "gpg" => matches!(key, "program" | "defaultkeycommand"),
+        "trailer" => sub && matches!(key, "cmd" | "command"),
+        "sendemail" => matches!(key, "smtpserver" | "tocmd" | "cccmd" | "headercmd"),
+        "imap" => key == "tunnel",
+        "man" => sub && matches!(key, "cmd" | "path"),
         "pager" => true,
         "interactive" => key == "difffilter",
         "difftool" | "mergetool" | "browser" => sub && matches!(key, "cmd" | "path"),
@@ -197,7 +220,7 @@ pub fn armed_files(checkout: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
     }
     let mut armed = Vec::new();
     let config = git_dir.join("config");
-    if std::fs::read(&config).is_ok_and(|bytes| runs_anything(&parse(&String::from_utf8_lossy(&bytes)))) {
+    if std::fs::read(&config).is_ok_and(|bytes| !inert(&parse(&String::from_utf8_lossy(&bytes)))) {
         armed.push(config);
     }
     if let Ok(hooks) = std::fs::read_dir(git_dir.join("hooks")) {
@@ -215,26 +238,29 @@ pub fn armed_files(checkout: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
     armed
 }
 
-/// The git directory a checkout's `.git` names: itself when a directory, the `gitdir:` of a
-/// `.git` file (a submodule's or a linked worktree's pointer) otherwise.
+/// The git directory a checkout's `.git` names: itself when a directory (or a link to one, which
+/// git follows), the `gitdir:` of a `.git` file (a submodule's or a linked worktree's pointer)
+/// otherwise, read as bytes (a name need not be UTF-8).
 pub fn git_dir(checkout: &Path) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
     let dot_git = checkout.join(".git");
-    let metadata = std::fs::symlink_metadata(&dot_git).ok()?;
+    let metadata = std::fs::metadata(&dot_git).ok()?;
     if metadata.is_dir() {
         return Some(dot_git);
     }
     if !metadata.is_file() || metadata.len() > 4096 {
         return None;
     }
-    let text = std::fs::read_to_string(&dot_git).ok()?;
-    let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
-    Some(checkout.join(named))
+    let bytes = std::fs::read(&dot_git).ok()?;
+    let line = bytes.split(|&byte| byte == b'\n').next()?;
+    let named = line.strip_prefix(b"gitdir:")?.trim_ascii();
+    Some(checkout.join(std::ffi::OsStr::from_bytes(named)))
 }
 
-/// An index larger than this is not read (a million entries take about a hundred MiB).
-const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;
 /// Git's mode for a submodule (a "gitlink") in its index.
 const GITLINK: u32 = 0o160000;
+/// Longer names than git's own limit end the read (an index without a name's end is not git's).
+const MAX_NAME_BYTES: u64 = 4096;
 
 /// The paths (relative to the checkout) of the submodules `git_dir`'s index records: its
 /// `index` and any `sharedindex.*` (a split index keeps entries there), versions 2 to 4.
@@ -251,65 +277,88 @@ pub fn submodules(git_dir: &Path) -> Vec<PathBuf> {
     }
     let mut found = Vec::new();
     for index in indexes {
-        let Ok(metadata) = std::fs::symlink_metadata(&index) else { continue };
-        if !metadata.is_file() || metadata.len() > MAX_INDEX_BYTES {
-            continue;
-        }
-        if let Ok(bytes) = std::fs::read(&index) {
-            found.extend(gitlinks(&bytes, if sha256 { 32 } else { 20 }));
-        }
+        // Followed when a link, as git follows it (the third re-attack hid a submodule behind
+        // one); read as it streams, so no size hides one either.
+        let Ok(file) = open_regular(&index) else { continue };
+        found.extend(gitlinks(std::io::BufReader::with_capacity(1 << 16, file), if sha256 { 32 } else { 20 }));
     }
     found.sort();
     found.dedup();
     found
 }
 
-/// The gitlink entries of one index file's bytes (as far as they parse).
-fn gitlinks(bytes: &[u8], hash_len: usize) -> Vec<PathBuf> {
+/// `path` opened for reading, following links, without waiting (a FIFO there must not stall the
+/// launcher): only a regular file.
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// The gitlink entries of one index (as far as it parses).
+fn gitlinks(mut index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
+    use std::io::{BufRead as _, Read as _};
     use std::os::unix::ffi::OsStrExt as _;
-    let word = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
     let mut found = Vec::new();
-    if bytes.get(..4) != Some(b"DIRC") {
+    let mut header = [0u8; 12];
+    if index.read_exact(&mut header).is_err() || &header[..4] != b"DIRC" {
         return found;
     }
-    let (Some(version), Some(count)) = (word(4), word(8)) else { return found };
+    let word = |bytes: &[u8]| u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let (version, count) = (word(&header[4..]), word(&header[8..]));
     if !(2..=4).contains(&version) {
         return found;
     }
-    let (mut at, mut previous) = (12, Vec::<u8>::new());
+    // Times, device, inode, mode, owner, size (ten words), the object name, the flags.
+    let mut fixed = vec![0u8; 40 + hash_len + 2];
+    let mut previous = Vec::new();
     for _ in 0..count {
-        let start = at;
-        let Some(mode) = word(at + 24) else { break };
-        at += 40 + hash_len;
-        let Some(flags) = bytes.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]])) else { break };
-        at += 2;
-        if version >= 3 && flags & 0x4000 != 0 {
-            at += 2;
+        if index.read_exact(&mut fixed).is_err() {
+            break;
         }
-        let name = if version == 4 {
-            // How many bytes of the previous name to drop, then the rest of this one.
-            let mut strip = 0usize;
+        let mode = word(&fixed[24..]);
+        let flags = u16::from_be_bytes([fixed[40 + hash_len], fixed[41 + hash_len]]);
+        let mut head = fixed.len();
+        if version >= 3 && flags & 0x4000 != 0 {
+            if index.read_exact(&mut [0u8; 2]).is_err() {
+                break;
+            }
+            head += 2;
+        }
+        // Version 4 first says how many bytes of the previous name to drop (git's offset varint).
+        let mut strip = 0usize;
+        if version == 4 {
             loop {
-                let Some(&byte) = bytes.get(at) else { return found };
-                at += 1;
-                strip = (strip << 7) | usize::from(byte & 0x7f);
-                if byte & 0x80 == 0 {
+                let mut byte = [0u8; 1];
+                if index.read_exact(&mut byte).is_err() || strip > MAX_NAME_BYTES as usize {
+                    return found;
+                }
+                strip = (strip << 7) | usize::from(byte[0] & 0x7f);
+                if byte[0] & 0x80 == 0 {
                     break;
                 }
                 strip += 1;
             }
-            let Some(end) = bytes.get(at..).and_then(|rest| rest.iter().position(|&b| b == 0)) else { return found };
-            let mut name = previous[..previous.len().saturating_sub(strip)].to_vec();
-            name.extend_from_slice(&bytes[at..at + end]);
-            at += end + 1;
-            name
+        }
+        let mut name = Vec::new();
+        let read = (&mut index).take(MAX_NAME_BYTES + 1).read_until(0, &mut name);
+        if read.is_err() || name.pop() != Some(0) {
+            break;
+        }
+        if version == 4 {
+            let mut whole = previous[..previous.len().saturating_sub(strip)].to_vec();
+            whole.append(&mut name);
+            name = whole;
         } else {
-            let Some(end) = bytes.get(at..).and_then(|rest| rest.iter().position(|&b| b == 0)) else { return found };
-            let name = bytes[at..at + end].to_vec();
-            // Entries are padded with NULs to a multiple of eight bytes.
-            at = start + ((at + end - start + 8) & !7);
-            name
-        };
+            // Entries are padded with NULs to a multiple of eight bytes (one NUL was read).
+            let padding = ((head + name.len() + 8) & !7) - (head + name.len() + 1);
+            if index.read_exact(&mut [0u8; 8][..padding]).is_err() {
+                break;
+            }
+        }
         if mode == GITLINK {
             found.push(PathBuf::from(std::ffi::OsStr::from_bytes(&name)));
         }
@@ -329,8 +378,14 @@ mod tests {
                     [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n[Diff.Pdf]\n\ttextconv = sh \\\n\t  ./bin/pdf2txt\n\
                     [alias]\n\tst = status\n\tx = !./scripts/x --go\n[user] name = A \"B\" C  \n";
         let entries = parse(text);
-        assert_eq!(includes(&entries), vec!["a.inc", "b c.inc", "~/work.inc"]);
-        assert_eq!(program_paths(&entries), vec!["./tools/fsmonitor.sh", "./bin/pdf2txt", "./scripts/x"]);
+        let included: Vec<_> =
+            entries.iter().filter(|entry| entry.key == "path").filter_map(|e| e.value.clone()).collect();
+        assert_eq!(included, vec!["a.inc", "b c.inc", "~/work.inc"]);
+        let (paths, words) = program_words(&entries);
+        assert_eq!(paths, vec!["./tools/fsmonitor.sh", "./bin/pdf2txt", "./scripts/x"]);
+        assert_eq!(words, vec!["clean", "--", "%f", "--go"], "arguments that may be files of the worktree");
+        let bom = parse("\u{feff}[core]\n\tfsmonitor = touch /tmp/x\n");
+        assert_eq!(bom.len(), 1, "a byte-order mark is skipped, as git skips it: {bom:?}");
         let name = entries.iter().find(|entry| entry.is("user", "name")).unwrap();
         assert_eq!(name.value.as_deref(), Some("A B C"));
         let bare = entries.iter().find(|entry| entry.is("core", "bare")).unwrap();
@@ -401,6 +456,10 @@ mod tests {
         }
         assert!(git(repo, &["update-index", "--split-index"]));
         assert_eq!(submodules(&repo.join(".git")).len(), 2, "split index");
-        assert!(gitlinks(b"DIRC\0\0\0\x02\0\0\0\x09short", 20).is_empty(), "a cut index ends the read");
+        assert!(gitlinks(&b"DIRC\0\0\0\x02\0\0\0\x09short"[..], 20).is_empty(), "a cut index ends the read");
+        // Behind a link (git follows it), the index is read all the same.
+        std::fs::rename(repo.join(".git/index"), repo.join(".git/index.real")).unwrap();
+        std::os::unix::fs::symlink("index.real", repo.join(".git/index")).unwrap();
+        assert!(!submodules(&repo.join(".git")).is_empty(), "a linked index");
     }
 }
