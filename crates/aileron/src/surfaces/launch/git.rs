@@ -194,7 +194,7 @@ fn runs_a_program(entry: &Entry) -> bool {
         "credential" => key == "helper",
         "gpg" => matches!(key, "program" | "defaultkeycommand"),
         "trailer" => sub && matches!(key, "cmd" | "command"),
-        "sendemail" => matches!(key, "smtpserver" | "tocmd" | "cccmd" | "headercmd"),
+        "sendemail" => matches!(key, "smtpserver" | "sendmailcmd" | "tocmd" | "cccmd" | "headercmd"),
         "imap" => key == "tunnel",
         "man" => sub && matches!(key, "cmd" | "path"),
         "pager" => true,
