@@ -1747,20 +1747,19 @@ fn a_launched_agent_writes_only_its_allow_list() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     // The submodule the agent recorded in node_modules: its hook and its config moved aside at
     // the end (the user's `git status` above ran neither), and it is named as the agent's.
-    for planted in ["hidden_submodule", "linked_submodule", "index_behind_a_link"] {
+    for planted in ["hidden_submodule", "linked_submodule", "index_behind_a_link", "bare_lookalike"] {
         assert_eq!(report[planted], "written", "{planted}: {report:#}");
     }
     let evil = std::fs::canonicalize(workspace.join("node_modules/evil")).unwrap();
     let linked = std::fs::canonicalize(home.join(".claude/evil-linked/.git")).unwrap();
-    let disarmed = [evil.join(".git/config"), evil.join(".git/hooks/post-checkout"), linked.join("config")];
+    let bare = std::fs::canonicalize(workspace.join("src")).unwrap();
+    let disarmed =
+        [evil.join(".git/config"), evil.join(".git/hooks/post-checkout"), linked.join("config"), bare.join("config")];
     assert!(disarmed.iter().all(|path| !path.exists()), "{stderr}");
     for path in &disarmed {
         assert!(stderr.contains(&format!("created {}, which would make git run", path.display())), "{stderr}");
     }
-    assert!(
-        stderr.contains(&format!("created a repository at {} (recorded as a submodule", evil.display())),
-        "{stderr}"
-    );
+    assert!(stderr.contains(&format!("created a repository at {} (git enters it unasked", evil.display())), "{stderr}");
     assert_eq!(
         stderr.matches("which would make git run what it chose as you; moved to").count(),
         moved.len() + disarmed.len(),
@@ -1777,7 +1776,7 @@ fn a_launched_agent_writes_only_its_allow_list() {
     assert!(stderr.contains(&format!("created a repository at {}", made.display())), "{stderr}");
     let listed = &ended["items"][0]["payload"]["aileron.session.new_repositories"];
     let linked_checkout = std::fs::canonicalize(workspace.join("node_modules/linked")).unwrap();
-    let expected = [&made, &evil, &linked_checkout].map(|path| path.display().to_string());
+    let expected = [&made, &bare, &evil, &linked_checkout].map(|path| path.display().to_string());
     assert_eq!(*listed, serde_json::json!(expected), "{ended:#}");
     assert!(workspace.join(".git").is_dir() && !workspace.join(".git-old").exists());
     assert!(!outside.exists());

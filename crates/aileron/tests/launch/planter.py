@@ -147,6 +147,20 @@ def linked_submodule():
 
 
 attempt("linked_submodule", linked_submodule)
+
+
+# The fourth re-attack: a directory made to look like a bare repository (git takes it for the
+# repository of every directory below it and reads its config; its pager runs at `git log`).
+def bare_lookalike():
+    for name in ["objects", "refs"]:
+        os.makedirs(f"{workspace}/src/{name}", exist_ok=True)
+    with open(f"{workspace}/src/HEAD", "w") as handle:
+        handle.write("ref: refs/heads/main\n")
+    with open(f"{workspace}/src/config", "w") as handle:
+        handle.write(f"[core]\n\tpager = touch {os.environ['FSMONITOR_MARKER']}\n")
+
+
+attempt("bare_lookalike", bare_lookalike)
 # Modes, times and extended attributes outside the write list (Landlock does not cover them):
 # `~/.bashrc` made writable to every other user is one planted line away.
 attempt("chmod_outside", lambda: os.chmod(f"{home}/.bashrc", 0o666))

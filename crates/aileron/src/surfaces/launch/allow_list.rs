@@ -56,9 +56,10 @@ pub struct Checkouts(Vec<(PathBuf, Vec<PathBuf>)>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Created {
     pub path: PathBuf,
-    /// Recorded as a submodule in the index of a repository there at launch: the user's
-    /// `git status` there enters it and runs what its config names, unasked.
-    pub submodule: bool,
+    /// Entered by the user's git unasked: recorded as a submodule in the index of a repository
+    /// there at launch (`git status` there enters it), or a git directory itself (a bare
+    /// repository, which git takes for the repository of every directory below it).
+    pub entered: bool,
 }
 
 impl Checkouts {
@@ -69,8 +70,8 @@ impl Checkouts {
         for (root, before) in &self.0 {
             let now = checkouts_in(root);
             for path in now.checkouts.into_iter().filter(|checkout| !before.contains(checkout)) {
-                let submodule = now.submodules.contains(&path);
-                created.push(Created { path, submodule });
+                let entered = now.entered.contains(&path);
+                created.push(Created { path, entered });
             }
         }
         created
@@ -80,8 +81,8 @@ impl Checkouts {
 /// The checkouts in one writable tree.
 struct Found {
     checkouts: Vec<PathBuf>,
-    /// Those an index records as a submodule.
-    submodules: std::collections::HashSet<PathBuf>,
+    /// Those git enters unasked ([`Created::entered`]).
+    entered: HashSet<PathBuf>,
     /// Whether the search saw every directory it looks in.
     complete: bool,
 }
@@ -95,7 +96,7 @@ fn checkouts_in(root: &Path) -> Found {
     let own = std::fs::symlink_metadata(root.join(".git")).is_ok().then(|| root.to_path_buf());
     let mut found: Vec<PathBuf> = own.into_iter().chain(nested).collect();
     let mut known: std::collections::HashSet<PathBuf> = found.iter().cloned().collect();
-    let mut submodules = std::collections::HashSet::new();
+    let mut entered: HashSet<PathBuf> = found.iter().filter(|path| git::is_git_directory(path)).cloned().collect();
     let mut next = 0;
     while next < found.len() && found.len() < MAX_SUBMODULES {
         let checkout = found[next].clone();
@@ -106,13 +107,13 @@ fn checkouts_in(root: &Path) -> Found {
             if !path.starts_with(root) || std::fs::symlink_metadata(path.join(".git")).is_err() {
                 continue;
             }
-            submodules.insert(path.clone());
+            entered.insert(path.clone());
             if known.insert(path.clone()) {
                 found.push(path);
             }
         }
     }
-    Found { checkouts: found, submodules, complete }
+    Found { checkouts: found, entered, complete }
 }
 
 /// Checkouts followed through indexes' submodules, at most.
@@ -277,7 +278,12 @@ fn protect_repository(root: &Path, git: &GitContext, access: &mut WriteAccess) {
 /// worktree is protected; a `.git` directory is protected as a git directory.
 fn protect_checkout(root: &Path, context: &GitContext, access: &mut WriteAccess) {
     let git = root.join(".git");
-    let Ok(metadata) = std::fs::symlink_metadata(&git) else { return };
+    let Ok(metadata) = std::fs::symlink_metadata(&git) else {
+        if git::is_git_directory(root) {
+            protect_git_dir(root, None, context, access);
+        }
+        return;
+    };
     if metadata.is_file() {
         access.read_only.push(git);
         // A linked worktree's administrative directory names the repository's own directory in
@@ -387,23 +393,41 @@ const HOOK_RUNNERS: [(&str, &[&str]); 2] = [
     ),
 ];
 
-/// The configuration a hook runner's installed hooks in `hooks` read from `worktree` (the
-/// pre-commit framework's `.pre-commit-config.yaml`, lefthook's `lefthook.yml`): read-only, as
-/// the hooks are — the agent would otherwise choose what the user's next commit runs.
+/// What the installed hooks in `hooks` read from `worktree`, read-only as the hooks are (the
+/// agent would otherwise choose what the user's next commit runs): a hook runner's configuration
+/// (the pre-commit framework's `.pre-commit-config.yaml`, lefthook's `lefthook.yml`) and every
+/// file of the worktree a hook names by path (pre-commit's `INSTALL_PYTHON=<worktree>/.venv/…`,
+/// `./scripts/check.sh`: the fourth re-attack). What a hook finds on `PATH` cannot be told:
+/// husky's puts `node_modules/.bin` first, so the launch says so.
 fn protect_what_hooks_read(hooks: &Path, worktree: &Path, access: &mut WriteAccess) {
     let Ok(entries) = std::fs::read_dir(hooks) else { return };
     let mut runners = HashSet::new();
+    let mut named = Vec::new();
+    let mut path_first = false;
     for hook in entries.flatten().filter(|hook| !hook.file_name().to_string_lossy().ends_with(".sample")).take(64) {
-        let Ok(file) = std::fs::File::open(hook.path()) else { continue };
+        let Ok(file) = git::open_regular(&hook.path()) else { continue };
         let mut text = Vec::new();
         if std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 * 1024), &mut text).is_err() {
             continue;
         }
         let text = String::from_utf8_lossy(&text);
         runners.extend(HOOK_RUNNERS.iter().filter(|(word, _)| text.contains(word)).map(|(_, files)| *files));
+        path_first |= text.contains("node_modules/.bin");
+        let words = text.split(|c: char| c.is_whitespace() || "\"'=;:()|&<>`".contains(c));
+        for word in words.filter(|word| word.contains('/') && !word.contains('$') && !word.starts_with('~')) {
+            named.push(without_dot_dots(&worktree.join(word)));
+        }
     }
-    for file in runners.into_iter().flatten().map(|name| worktree.join(name)).filter(|file| file.exists()) {
+    let files = runners.into_iter().flatten().map(|name| worktree.join(name)).chain(named);
+    for file in files.filter(|file| file.starts_with(worktree) && file.is_file()) {
         access.read_only.push(file);
+    }
+    if path_first {
+        access.notes.push(format!(
+            "the hooks in {} put node_modules/.bin first on PATH: a program the agent installs there runs at your next \
+             git commit\nhint: look at what changed in node_modules/.bin before you commit, or commit with --no-verify",
+            hooks.display()
+        ));
     }
 }
 
@@ -517,7 +541,7 @@ fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
                 continue;
             }
             let path = entry.path();
-            if std::fs::symlink_metadata(path.join(".git")).is_ok() {
+            if std::fs::symlink_metadata(path.join(".git")).is_ok() || git::is_git_directory(&path) {
                 found.push(path.clone());
             }
             if depth < MAX_SCAN_DEPTH {
@@ -662,7 +686,7 @@ mod tests {
         // Repositories made since are told apart from those there at launch.
         assert!(access.checkouts.created().is_empty());
         std::fs::create_dir_all(repo.join("made/later/.git")).unwrap();
-        assert_eq!(access.checkouts.created(), vec![Created { path: repo.join("made/later"), submodule: false }]);
+        assert_eq!(access.checkouts.created(), vec![Created { path: repo.join("made/later"), entered: false }]);
     }
 
     /// The second re-attack of 2026-12-05: what the config (the repository's, an include's, the
@@ -721,7 +745,7 @@ mod tests {
         assert!(git(&["update-index", "--add", "--cacheinfo", &format!("160000,{commit},node_modules/x")]));
         std::fs::create_dir_all(repo.join("made/.git")).unwrap();
         let created = access.checkouts.created();
-        let made = |path: &str, submodule: bool| Created { path: repo.join(path), submodule };
+        let made = |path: &str, entered: bool| Created { path: repo.join(path), entered };
         assert_eq!(created, vec![made("made", false), made("node_modules/x", true)]);
     }
 
@@ -767,8 +791,18 @@ mod tests {
             std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
             std::fs::write(repo.join(file), "").unwrap();
         }
-        std::fs::write(repo.join(".git/hooks/pre-commit"), "# File generated by pre-commit: https://pre-commit.com\n")
-            .unwrap();
+        // pre-commit's installed hook, naming the interpreter of the project's own environment,
+        // and a hook naming a script of the worktree (the fourth re-attack).
+        let python = repo.join(".venv/bin/python3");
+        std::fs::create_dir_all(python.parent().unwrap()).unwrap();
+        std::fs::write(&python, "").unwrap();
+        let hook = format!(
+            "# File generated by pre-commit: https://pre-commit.com\nINSTALL_PYTHON={}\n./scripts/check-msg.sh \"$1\"\n",
+            python.display()
+        );
+        std::fs::write(repo.join(".git/hooks/pre-commit"), hook).unwrap();
+        std::fs::create_dir_all(repo.join("scripts")).unwrap();
+        std::fs::write(repo.join("scripts/check-msg.sh"), "").unwrap();
         // The include sets one hooks path, the repository's own setting after it another: git
         // takes the later one.
         std::fs::write(repo.join(".git/team.inc"), "[core]\n\thooksPath = .team-hooks\n").unwrap();
@@ -783,20 +817,31 @@ mod tests {
         std::fs::create_dir_all(home.join(".gitconfig.d")).unwrap();
         std::fs::write(home.join(".gitconfig.d/tools"), "[diff \"bin\"]\n\ttextconv = ./tools/bin2txt\n").unwrap();
         let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
-        let read_only =
-            [".githooks", "conv.py", "tools/bin2txt", ".worktrees/feat/tools/fsmon.sh", ".pre-commit-config.yaml"];
+        let read_only = [
+            ".githooks",
+            "conv.py",
+            "tools/bin2txt",
+            ".worktrees/feat/tools/fsmon.sh",
+            ".pre-commit-config.yaml",
+            ".venv/bin/python3",
+            "scripts/check-msg.sh",
+        ];
         for path in read_only {
             assert!(access.read_only.contains(&repo.join(path)), "{path}: {:?}", access.read_only);
         }
         assert!(access.read_only.contains(&repo.join(".worktrees/feat/.git")), "{:?}", access.read_only);
         assert!(!access.read_only.contains(&repo.join(".team-hooks")), "git does not use it: {:?}", access.read_only);
 
-        // Husky: the stubs in `.husky/_` run the scripts beside them.
+        // Husky: the stubs in `.husky/_` run the scripts beside them, with `node_modules/.bin`
+        // first on PATH (which cannot be protected: the launch says so).
         std::fs::write(repo.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
+        std::fs::write(repo.join(".husky/_/h"), "export PATH=\"node_modules/.bin:$PATH\"\nsh -e \"$s\" \"$@\"\n")
+            .unwrap();
         let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
         for path in [".husky/_", ".husky"] {
             assert!(access.read_only.contains(&repo.join(path)), "{path}: {:?}", access.read_only);
         }
+        assert!(access.notes.iter().any(|note| note.contains("node_modules/.bin first on PATH")), "{:?}", access.notes);
     }
 
     #[test]

@@ -239,12 +239,16 @@ pub fn armed_files(checkout: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// The git directory a checkout's `.git` names: itself when a directory (or a link to one, which
-/// git follows), the `gitdir:` of a `.git` file (a submodule's or a linked worktree's pointer)
-/// otherwise, read as bytes (a name need not be UTF-8).
+/// git follows), the `gitdir: ` of a `.git` file (a submodule's or a linked worktree's pointer)
+/// otherwise, read as git reads it (the whole file, only its trailing line ends dropped: a name
+/// may hold a line break, and need not be UTF-8); and a directory that is a git directory itself
+/// (a bare repository), which git takes for the repository of every directory below it.
 pub fn git_dir(checkout: &Path) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt as _;
     let dot_git = checkout.join(".git");
-    let metadata = std::fs::metadata(&dot_git).ok()?;
+    let Ok(metadata) = std::fs::metadata(&dot_git) else {
+        return is_git_directory(checkout).then(|| checkout.to_path_buf());
+    };
     if metadata.is_dir() {
         return Some(dot_git);
     }
@@ -252,9 +256,21 @@ pub fn git_dir(checkout: &Path) -> Option<PathBuf> {
         return None;
     }
     let bytes = std::fs::read(&dot_git).ok()?;
-    let line = bytes.split(|&byte| byte == b'\n').next()?;
-    let named = line.strip_prefix(b"gitdir:")?.trim_ascii();
+    let mut named = bytes.strip_prefix(b"gitdir: ")?;
+    while let Some(rest) = named.strip_suffix(b"\n").or_else(|| named.strip_suffix(b"\r")) {
+        named = rest;
+    }
     Some(checkout.join(std::ffi::OsStr::from_bytes(named)))
+}
+
+/// Whether `dir` is a git directory as git's discovery judges one: a `HEAD` file beside
+/// `objects` and `refs` directories. Git takes such a directory, met on the way up from where it
+/// runs, for a bare repository and reads its config (the fourth re-attack: a tracked `src/` made
+/// into one ran its `core.pager` at the user's `git log` there).
+pub fn is_git_directory(dir: &Path) -> bool {
+    std::fs::metadata(dir.join("HEAD")).is_ok_and(|head| head.is_file())
+        && std::fs::metadata(dir.join("objects")).is_ok_and(|objects| objects.is_dir())
+        && std::fs::metadata(dir.join("refs")).is_ok_and(|refs| refs.is_dir())
 }
 
 /// Git's mode for a submodule (a "gitlink") in its index.
@@ -289,7 +305,7 @@ pub fn submodules(git_dir: &Path) -> Vec<PathBuf> {
 
 /// `path` opened for reading, following links, without waiting (a FIFO there must not stall the
 /// launcher): only a regular file.
-fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
     if !file.metadata()?.is_file() {
@@ -322,7 +338,9 @@ fn gitlinks(mut index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
         let mode = word(&fixed[24..]);
         let flags = u16::from_be_bytes([fixed[40 + hash_len], fixed[41 + hash_len]]);
         let mut head = fixed.len();
-        if version >= 3 && flags & 0x4000 != 0 {
+        // Extended flags follow whenever the flag says so, whatever the version says (git reads
+        // them so: the fourth re-attack relabelled a version-3 index as 2 to hide what followed).
+        if flags & 0x4000 != 0 {
             if index.read_exact(&mut [0u8; 2]).is_err() {
                 break;
             }
@@ -422,6 +440,26 @@ mod tests {
         assert_eq!(armed_files(&workspace.join("pointer"), &writable), Vec::<PathBuf>::new());
     }
 
+    /// A `.git` file is read as git reads it: the whole name after `gitdir: `, line breaks inside
+    /// it kept, only the trailing ones dropped; a bare repository is its own git directory.
+    #[test]
+    fn a_git_file_and_a_bare_repository_name_their_git_directory_as_git_does() {
+        let temp = tempfile::tempdir().unwrap();
+        let checkout = temp.path().join("sub");
+        std::fs::create_dir_all(&checkout).unwrap();
+        std::fs::write(checkout.join(".git"), "gitdir: gd\nX\r\n\n").unwrap();
+        assert_eq!(git_dir(&checkout), Some(checkout.join("gd\nX")));
+        std::fs::write(checkout.join(".git"), "gitdir:gd\n").unwrap();
+        assert_eq!(git_dir(&checkout), None, "git refuses a gitfile without the space");
+        let bare = temp.path().join("src");
+        for dir in ["objects", "refs"] {
+            std::fs::create_dir_all(bare.join(dir)).unwrap();
+        }
+        assert_eq!(git_dir(&bare), None);
+        std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert_eq!(git_dir(&bare), Some(bare.clone()), "HEAD, objects and refs make a git directory");
+    }
+
     /// The index git itself writes, in each version: its submodules are found, its files are not.
     #[test]
     fn the_index_names_its_submodules_in_every_version() {
@@ -454,6 +492,15 @@ mod tests {
             let found = submodules(&repo.join(".git"));
             assert_eq!(found, vec![PathBuf::from("a/deep/er/sub"), PathBuf::from("node_modules/x")], "v{version}");
         }
+        // An entry with extended flags (an intent to add) in an index relabelled as version 2:
+        // git reads the flags all the same, and so must this (the fourth re-attack).
+        std::fs::write(repo.join("later"), "z").unwrap();
+        assert!(git(repo, &["update-index", "--index-version", "3"]));
+        assert!(git(repo, &["add", "-N", "later"]));
+        let mut bytes = std::fs::read(repo.join(".git/index")).unwrap();
+        assert_eq!(bytes[7], 3, "git writes version 3 for extended flags");
+        bytes[7] = 2;
+        assert_eq!(gitlinks(&bytes[..], 20).len(), 2, "relabelled as version 2");
         assert!(git(repo, &["update-index", "--split-index"]));
         assert_eq!(submodules(&repo.join(".git")).len(), 2, "split index");
         assert!(gitlinks(&b"DIRC\0\0\0\x02\0\0\0\x09short"[..], 20).is_empty(), "a cut index ends the read");

@@ -732,7 +732,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // the user's next `git status` there, unasked: what in it would run is moved aside too.
     let armed: Vec<PathBuf> = created
         .iter()
-        .filter(|repository| repository.submodule)
+        .filter(|repository| repository.entered)
         .flat_map(|made| git::armed_files(&made.path, &writable_paths))
         .collect();
     planted::move_all(&armed, &quarantine, &mut quarantined);
@@ -741,8 +741,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     for repository in &created {
         let path = &repository.path;
-        let entered = if repository.submodule {
-            " (recorded as a submodule: `git status` above it enters it; what in it would run was moved aside)"
+        let entered = if repository.entered {
+            " (git enters it unasked, as a submodule or from the directories below it: what in it would run was moved \
+             aside)"
         } else {
             ""
         };
@@ -822,6 +823,19 @@ async fn warn_when_the_daemon_ignores_tracing(
 /// Appends the spans a confined agent's `aileron-mcp` wrote (`<dir>/spans-<date>.jsonl`) to the
 /// daily files of the real traces directory, one JSON object a line (anything else the agent may
 /// have put there is left out).
+/// A spans file the agent wrote: a regular file's first 64 MiB, never through a link, never waiting.
+fn read_spans(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    file.take(64 * 1024 * 1024).read_to_string(&mut text)?;
+    Ok(text)
+}
+
 fn collect_agent_spans(dir: &Path, traces: &Path) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -831,7 +845,9 @@ fn collect_agent_spans(dir: &Path, traces: &Path) {
         let Some(name) = name.to_str().filter(|name| name.starts_with("spans-") && name.ends_with(".jsonl")) else {
             continue;
         };
-        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+        // The agent wrote this directory: a link (to another of the user's files) or a FIFO (a
+        // read that never ends) in a spans file's place is skipped, not followed.
+        let Ok(text) = read_spans(&entry.path()) else { continue };
         let lines: String = text
             .lines()
             .filter(|line| serde_json::from_str::<Value>(line).is_ok_and(|value| value.is_object()))
