@@ -1656,7 +1656,12 @@ fn a_launched_agent_writes_only_its_allow_list() {
         }
     }
     let _removed = Removed(dev_entry.clone());
-    let env: [(&str, &std::ffi::OsStr); 6] = [
+    // A directory of the user's the agent can read but not write, with a file it must keep.
+    let precious = home.join("precious");
+    std::fs::create_dir_all(&precious).unwrap();
+    std::fs::write(precious.join("id_ed25519"), "the user's key\n").unwrap();
+    let env: [(&str, &std::ffi::OsStr); 7] = [
+        ("PRECIOUS_DIR", precious.as_os_str()),
         ("DEV_ENTRY", dev_entry.as_os_str()),
         ("PLANT_REPORT", report_path.as_os_str()),
         ("SHM_PATH", shm.as_os_str()),
@@ -1747,14 +1752,22 @@ fn a_launched_agent_writes_only_its_allow_list() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     // The submodule the agent recorded in node_modules: its hook and its config moved aside at
     // the end (the user's `git status` above ran neither), and it is named as the agent's.
-    for planted in ["hidden_submodule", "linked_submodule", "index_behind_a_link", "bare_lookalike"] {
+    assert_eq!(std::fs::read_to_string(precious.join("id_ed25519")).unwrap(), "the user's key\n", "{stderr}");
+    for planted in ["hidden_submodule", "linked_submodule", "index_behind_a_link", "bare_lookalike", "hooks_linked_out"]
+    {
         assert_eq!(report[planted], "written", "{planted}: {report:#}");
     }
     let evil = std::fs::canonicalize(workspace.join("node_modules/evil")).unwrap();
     let linked = std::fs::canonicalize(home.join(".claude/evil-linked/.git")).unwrap();
     let bare = std::fs::canonicalize(workspace.join("src")).unwrap();
-    let disarmed =
-        [evil.join(".git/config"), evil.join(".git/hooks/post-checkout"), linked.join("config"), bare.join("config")];
+    let lure = std::fs::canonicalize(workspace.join("lure")).unwrap();
+    let disarmed = [
+        evil.join(".git/config"),
+        evil.join(".git/hooks/post-checkout"),
+        linked.join("config"),
+        bare.join("config"),
+        lure.join("hooks"),
+    ];
     assert!(disarmed.iter().all(|path| !path.exists()), "{stderr}");
     for path in &disarmed {
         assert!(stderr.contains(&format!("created {}, which would make git run", path.display())), "{stderr}");
@@ -1776,7 +1789,7 @@ fn a_launched_agent_writes_only_its_allow_list() {
     assert!(stderr.contains(&format!("created a repository at {}", made.display())), "{stderr}");
     let listed = &ended["items"][0]["payload"]["aileron.session.new_repositories"];
     let linked_checkout = std::fs::canonicalize(workspace.join("node_modules/linked")).unwrap();
-    let expected = [&made, &bare, &evil, &linked_checkout].map(|path| path.display().to_string());
+    let expected = [&lure, &made, &bare, &evil, &linked_checkout].map(|path| path.display().to_string());
     assert_eq!(*listed, serde_json::json!(expected), "{ended:#}");
     assert!(workspace.join(".git").is_dir() && !workspace.join(".git-old").exists());
     assert!(!outside.exists());

@@ -161,6 +161,19 @@ def bare_lookalike():
 
 
 attempt("bare_lookalike", bare_lookalike)
+
+
+# The fifth re-attack: a repository whose `hooks` is a link to the user's own directory, for the
+# launcher (the user) to empty when it disarms the repository at the exit.
+def hooks_linked_out():
+    for name in ["objects", "refs"]:
+        os.makedirs(f"{workspace}/lure/{name}", exist_ok=True)
+    with open(f"{workspace}/lure/HEAD", "w") as handle:
+        handle.write("ref: refs/heads/main\n")
+    os.symlink(os.environ["PRECIOUS_DIR"], f"{workspace}/lure/hooks")
+
+
+attempt("hooks_linked_out", hooks_linked_out)
 # Modes, times and extended attributes outside the write list (Landlock does not cover them):
 # `~/.bashrc` made writable to every other user is one planted line away.
 attempt("chmod_outside", lambda: os.chmod(f"{home}/.bashrc", 0o666))

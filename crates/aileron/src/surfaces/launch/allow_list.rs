@@ -290,7 +290,7 @@ fn protect_checkout(root: &Path, context: &GitContext, access: &mut WriteAccess)
         // its `commondir`; a submodule's git directory holds its config (both protected where
         // they live). What they have git run from this worktree is protected here.
         let Some(git_dir) = git::git_dir(root) else { return };
-        let common = std::fs::read(git_dir.join("commondir"))
+        let common = git::read_limited(&git_dir.join("commondir"), true)
             .ok()
             .map(|named| git_dir.join(std::ffi::OsStr::from_bytes(named.trim_ascii())));
         let mut settings = context.global.clone();
@@ -443,7 +443,7 @@ fn read_config(
     depth: usize,
     entries: &mut Vec<git::Entry>,
 ) {
-    let Ok(text) = std::fs::read(file) else { return };
+    let Ok(text) = git::read_limited(file, true) else { return };
     let base = file.parent().unwrap_or(Path::new("/"));
     for entry in git::parse(&String::from_utf8_lossy(&text)) {
         let included = (entry.section == "include" || entry.section == "includeif") && entry.key == "path";

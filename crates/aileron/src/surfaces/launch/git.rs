@@ -219,14 +219,25 @@ pub fn armed_files(checkout: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
         return Vec::new();
     }
     let mut armed = Vec::new();
+    // Nothing here is read through a link or waited on (the fifth re-attack: a config made a FIFO
+    // stalled the launcher for good): a config that is not a plain file is moved unread.
     let config = git_dir.join("config");
-    if std::fs::read(&config).is_ok_and(|bytes| !inert(&parse(&String::from_utf8_lossy(&bytes)))) {
+    let inert_config = read_limited(&config, false).map(|bytes| inert(&parse(&String::from_utf8_lossy(&bytes))));
+    if std::fs::symlink_metadata(&config).is_ok() && !inert_config.unwrap_or(false) {
         armed.push(config);
     }
-    if let Ok(hooks) = std::fs::read_dir(git_dir.join("hooks")) {
-        // `git init` leaves only `*.sample` there, which git never runs.
-        let hooks = hooks.flatten().filter(|hook| !hook.file_name().to_string_lossy().ends_with(".sample"));
-        armed.extend(hooks.map(|hook| hook.path()));
+    // A `hooks` that is a link is moved itself: listed through it, the user's own files where it
+    // leads (`~/.ssh`) were moved, or across filesystems removed (the fifth re-attack).
+    let hooks = git_dir.join("hooks");
+    match std::fs::symlink_metadata(&hooks) {
+        Ok(metadata) if metadata.is_dir() => {
+            // `git init` leaves only `*.sample` there, which git never runs.
+            let entries = std::fs::read_dir(&hooks).into_iter().flatten().flatten();
+            let found = entries.filter(|hook| !hook.file_name().to_string_lossy().ends_with(".sample"));
+            armed.extend(found.map(|hook| hook.path()));
+        }
+        Ok(_) => armed.push(hooks),
+        Err(_) => {}
     }
     armed.extend(
         ["commondir", "config.worktree"]
@@ -255,7 +266,7 @@ pub fn git_dir(checkout: &Path) -> Option<PathBuf> {
     if !metadata.is_file() || metadata.len() > 4096 {
         return None;
     }
-    let bytes = std::fs::read(&dot_git).ok()?;
+    let bytes = read_limited(&dot_git, true).ok()?;
     let mut named = bytes.strip_prefix(b"gitdir: ")?;
     while let Some(rest) = named.strip_suffix(b"\n").or_else(|| named.strip_suffix(b"\r")) {
         named = rest;
@@ -268,9 +279,31 @@ pub fn git_dir(checkout: &Path) -> Option<PathBuf> {
 /// runs, for a bare repository and reads its config (the fourth re-attack: a tracked `src/` made
 /// into one ran its `core.pager` at the user's `git log` there).
 pub fn is_git_directory(dir: &Path) -> bool {
-    std::fs::metadata(dir.join("HEAD")).is_ok_and(|head| head.is_file())
-        && std::fs::metadata(dir.join("objects")).is_ok_and(|objects| objects.is_dir())
-        && std::fs::metadata(dir.join("refs")).is_ok_and(|refs| refs.is_dir())
+    // `HEAD` as git validates it: a file, or a link whose text starts `refs/` (git does not
+    // follow it: the fifth re-attack's pointed at a ref only `packed-refs` held).
+    let head = dir.join("HEAD");
+    let valid_head = match std::fs::symlink_metadata(&head) {
+        Ok(metadata) if metadata.is_symlink() => {
+            std::fs::read_link(&head).is_ok_and(|target| target.as_os_str().as_encoded_bytes().starts_with(b"refs/"))
+        }
+        Ok(metadata) => metadata.is_file(),
+        Err(_) => false,
+    };
+    // `objects` and `refs` in the common directory a `commondir` names, as git looks for them.
+    let common = read_limited(&dir.join("commondir"), true).ok().map_or_else(
+        || dir.to_path_buf(),
+        |named| {
+            use std::os::unix::ffi::OsStrExt as _;
+            let mut named = named.as_slice();
+            while let Some(rest) = named.strip_suffix(b"\n").or_else(|| named.strip_suffix(b"\r")) {
+                named = rest;
+            }
+            dir.join(std::ffi::OsStr::from_bytes(named))
+        },
+    );
+    valid_head
+        && std::fs::metadata(common.join("objects")).is_ok_and(|objects| objects.is_dir())
+        && std::fs::metadata(common.join("refs")).is_ok_and(|refs| refs.is_dir())
 }
 
 /// Git's mode for a submodule (a "gitlink") in its index.
@@ -281,7 +314,8 @@ const MAX_NAME_BYTES: u64 = 4096;
 /// The paths (relative to the checkout) of the submodules `git_dir`'s index records: its
 /// `index` and any `sharedindex.*` (a split index keeps entries there), versions 2 to 4.
 pub fn submodules(git_dir: &Path) -> Vec<PathBuf> {
-    let sha256 = std::fs::read_to_string(git_dir.join("config")).is_ok_and(|text| sha256(&parse(&text)));
+    let config = read_limited(&git_dir.join("config"), true);
+    let sha256 = config.is_ok_and(|bytes| sha256(&parse(&String::from_utf8_lossy(&bytes))));
     let mut indexes = vec![git_dir.join("index")];
     if let Ok(entries) = std::fs::read_dir(git_dir) {
         indexes.extend(
@@ -306,8 +340,24 @@ pub fn submodules(git_dir: &Path) -> Vec<PathBuf> {
 /// `path` opened for reading, following links, without waiting (a FIFO there must not stall the
 /// launcher): only a regular file.
 pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    open_file(path, true)
+}
+
+/// The first [`MAX_CONFIG_BYTES`] of a regular file, through links when `follow`, never waiting.
+pub fn read_limited(path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    open_file(path, follow)?.take(MAX_CONFIG_BYTES).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// More of a config or pointer file than this is not read (git's own are a few KiB).
+const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
+fn open_file(path: &Path, follow: bool) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let flags = if follow { libc::O_NONBLOCK } else { libc::O_NONBLOCK | libc::O_NOFOLLOW };
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
@@ -438,6 +488,13 @@ mod tests {
         std::fs::create_dir_all(workspace.join("pointer")).unwrap();
         std::fs::write(workspace.join("pointer/.git"), format!("gitdir: {}\n", elsewhere.display())).unwrap();
         assert_eq!(armed_files(&workspace.join("pointer"), &writable), Vec::<PathBuf>::new());
+        // The fifth re-attack: `hooks` a link to the user's own directory is moved itself, never
+        // listed through; a config that is a FIFO is moved unread (a read would never end).
+        let linked = workspace.join("linked/.git");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(elsewhere.join("hooks"), linked.join("hooks")).unwrap();
+        nix::unistd::mkfifo(&linked.join("config"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(armed_files(&workspace.join("linked"), &writable), [linked.join("config"), linked.join("hooks")]);
     }
 
     /// A `.git` file is read as git reads it: the whole name after `gitdir: `, line breaks inside
@@ -458,6 +515,18 @@ mod tests {
         assert_eq!(git_dir(&bare), None);
         std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         assert_eq!(git_dir(&bare), Some(bare.clone()), "HEAD, objects and refs make a git directory");
+        // The fifth re-attack: `HEAD` a link to a ref git does not follow, and `objects` and
+        // `refs` where a `commondir` says.
+        let other = temp.path().join("lib");
+        std::fs::create_dir_all(other.join("c/objects")).unwrap();
+        std::fs::create_dir_all(other.join("c/refs")).unwrap();
+        std::os::unix::fs::symlink("refs/heads/only-packed", other.join("HEAD")).unwrap();
+        assert!(!is_git_directory(&other), "no objects or refs yet");
+        std::fs::write(other.join("commondir"), "c\n").unwrap();
+        assert!(is_git_directory(&other), "objects and refs through commondir, HEAD a dangling link to a ref");
+        std::fs::remove_file(other.join("HEAD")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", other.join("HEAD")).unwrap();
+        assert!(!is_git_directory(&other), "a HEAD linking outside refs/ is not git's");
     }
 
     /// The index git itself writes, in each version: its submodules are found, its files are not.

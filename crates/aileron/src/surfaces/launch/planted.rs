@@ -170,6 +170,14 @@ fn sweep(watched: &[PathBuf], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
 /// Moves each of `paths` that exists into `quarantine`, adding it to `moved`.
 pub fn move_all(paths: &[PathBuf], quarantine: &Path, moved: &mut Vec<Moved>) {
     for path in paths.iter().filter(|path| std::fs::symlink_metadata(path).is_ok()) {
+        // Never through a link on the way: a directory the agent made a link (to `~/.ssh`) would
+        // have the launcher, which is the user, move the user's own files (the fifth re-attack).
+        let parent = path.parent().unwrap_or(Path::new("/"));
+        if std::fs::canonicalize(parent).ok().as_deref() != Some(parent) {
+            let outcome = Err("it is reached through a link, so it was left where it is".to_string());
+            moved.push(Moved { path: path.clone(), outcome });
+            continue;
+        }
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let kept = quarantine.join(format!("{}-{name}", moved.len() + 1));
         let outcome = move_aside(path, quarantine, &kept).map_err(|error| error.to_string());
@@ -348,6 +356,21 @@ mod tests {
         let outcome = move_aside(&planted, &other.path().join("q"), &other.path().join("q/2-commondir")).unwrap();
         assert_eq!(outcome, None, "nothing of a FIFO is kept");
         assert!(std::fs::symlink_metadata(&planted).is_err(), "the FIFO stayed");
+    }
+
+    /// A path reached through a link on the way (a directory the agent made a link to the
+    /// user's `~/.ssh`) is left where it is: the launcher, the user, never acts through it.
+    #[test]
+    fn nothing_is_moved_through_a_link() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::create_dir_all(root.join("ssh")).unwrap();
+        std::fs::write(root.join("ssh/id_ed25519"), "the user's key").unwrap();
+        std::os::unix::fs::symlink(root.join("ssh"), root.join("hooks")).unwrap();
+        let mut moved = Vec::new();
+        move_all(&[root.join("hooks/id_ed25519")], &root.join("quarantine"), &mut moved);
+        assert_eq!(std::fs::read_to_string(root.join("ssh/id_ed25519")).unwrap(), "the user's key");
+        assert!(moved[0].outcome.as_ref().is_err_and(|reason| reason.contains("link")), "{moved:?}");
     }
 
     /// A directory the agent made read-only to its owner (`chmod 0500 .git`) does not keep a
