@@ -1753,8 +1753,8 @@ fn a_launched_agent_writes_only_its_allow_list() {
     // The submodule the agent recorded in node_modules: its hook and its config moved aside at
     // the end (the user's `git status` above ran neither), and it is named as the agent's.
     assert_eq!(std::fs::read_to_string(precious.join("id_ed25519")).unwrap(), "the user's key\n", "{stderr}");
-    for planted in ["hidden_submodule", "linked_submodule", "index_behind_a_link", "bare_lookalike", "hooks_linked_out"]
-    {
+    let planted = ["hidden_submodule", "linked_submodule", "index_behind_a_link", "bare_lookalike", "hooks_linked_out"];
+    for planted in planted.into_iter().chain(["link_to_the_users_git"]) {
         assert_eq!(report[planted], "written", "{planted}: {report:#}");
     }
     let evil = std::fs::canonicalize(workspace.join("node_modules/evil")).unwrap();
@@ -1789,7 +1789,10 @@ fn a_launched_agent_writes_only_its_allow_list() {
     assert!(stderr.contains(&format!("created a repository at {}", made.display())), "{stderr}");
     let listed = &ended["items"][0]["payload"]["aileron.session.new_repositories"];
     let linked_checkout = std::fs::canonicalize(workspace.join("node_modules/linked")).unwrap();
-    let expected = [&lure, &made, &bare, &evil, &linked_checkout].map(|path| path.display().to_string());
+    let mirror = std::fs::canonicalize(workspace.join("mirror")).unwrap();
+    let not_looked_in = "(git enters it unasked, and its git directory could not be looked in";
+    assert!(stderr.contains(&format!("created a repository at {} {not_looked_in}", mirror.display())), "{stderr}");
+    let expected = [&lure, &made, &mirror, &bare, &evil, &linked_checkout].map(|path| path.display().to_string());
     assert_eq!(*listed, serde_json::json!(expected), "{ended:#}");
     assert!(workspace.join(".git").is_dir() && !workspace.join(".git-old").exists());
     assert!(!outside.exists());

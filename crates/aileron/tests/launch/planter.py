@@ -174,6 +174,18 @@ def hooks_linked_out():
 
 
 attempt("hooks_linked_out", hooks_linked_out)
+
+
+# The sixth re-attack: a new submodule whose `.git` is a link to the user's own `.git`, for the
+# launcher to disarm (move the user's config and hooks) at the exit.
+def link_to_the_users_git():
+    os.makedirs(f"{workspace}/mirror")
+    os.symlink("../.git", f"{workspace}/mirror/.git")
+    cached = "160000,0123456789abcdef0123456789abcdef01234567,mirror"
+    run("git", "update-index", "--add", "--cacheinfo", cached)()
+
+
+attempt("link_to_the_users_git", link_to_the_users_git)
 # Modes, times and extended attributes outside the write list (Landlock does not cover them):
 # `~/.bashrc` made writable to every other user is one planted line away.
 attempt("chmod_outside", lambda: os.chmod(f"{home}/.bashrc", 0o666))

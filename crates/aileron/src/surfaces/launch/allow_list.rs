@@ -62,19 +62,34 @@ pub struct Created {
     pub entered: bool,
 }
 
+/// What the searched trees hold at the end.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Look {
+    /// Repositories that were not there at launch.
+    pub created: Vec<Created>,
+    /// Indexes too large to read: the submodules they record are not known.
+    pub unread: Vec<PathBuf>,
+}
+
 impl Checkouts {
     /// Repositories in the searched trees now that were not there at launch: a `.git` the agent
     /// made is its own, hooks and config included, so the user is told before running git there.
-    pub fn created(&self) -> Vec<Created> {
-        let mut created = Vec::new();
+    pub fn look(&self) -> Look {
+        let mut look = Look::default();
         for (root, before) in &self.0 {
             let now = checkouts_in(root);
             for path in now.checkouts.into_iter().filter(|checkout| !before.contains(checkout)) {
                 let entered = now.entered.contains(&path);
-                created.push(Created { path, entered });
+                look.created.push(Created { path, entered });
             }
+            look.unread.extend(now.unread);
         }
-        created
+        look
+    }
+
+    /// [`Checkouts::look`]'s repositories alone.
+    pub fn created(&self) -> Vec<Created> {
+        self.look().created
     }
 }
 
@@ -85,6 +100,8 @@ struct Found {
     entered: HashSet<PathBuf>,
     /// Whether the search saw every directory it looks in.
     complete: bool,
+    /// Indexes too large to read ([`git::submodules`]).
+    unread: Vec<PathBuf>,
 }
 
 /// `root` itself when it holds `.git`, then [`nested_checkouts`], then every checkout the
@@ -97,12 +114,15 @@ fn checkouts_in(root: &Path) -> Found {
     let mut found: Vec<PathBuf> = own.into_iter().chain(nested).collect();
     let mut known: std::collections::HashSet<PathBuf> = found.iter().cloned().collect();
     let mut entered: HashSet<PathBuf> = found.iter().filter(|path| git::is_git_directory(path)).cloned().collect();
+    let mut unread = Vec::new();
     let mut next = 0;
     while next < found.len() && found.len() < MAX_SUBMODULES {
         let checkout = found[next].clone();
         next += 1;
         let Some(git_dir) = git::git_dir(&checkout) else { continue };
-        for submodule in git::submodules(&git_dir) {
+        let (submodules, too_large) = git::submodules(&git_dir);
+        unread.extend(too_large);
+        for submodule in submodules {
             let path = without_dot_dots(&checkout.join(submodule));
             if !path.starts_with(root) || std::fs::symlink_metadata(path.join(".git")).is_err() {
                 continue;
@@ -113,7 +133,7 @@ fn checkouts_in(root: &Path) -> Found {
             }
         }
     }
-    Found { checkouts: found, entered, complete }
+    Found { checkouts: found, entered, complete, unread }
 }
 
 /// Checkouts followed through indexes' submodules, at most.
@@ -258,7 +278,14 @@ const REDIRECTING_FILES: [&str; 2] = ["commondir", "config.worktree"];
 /// between `root` and each are pinned by [`write_access`], so a renamed parent cannot carry the
 /// protected repository away and leave a planted one in its place).
 fn protect_repository(root: &Path, git: &GitContext, access: &mut WriteAccess) {
-    let Found { checkouts, complete, .. } = checkouts_in(root);
+    let Found { checkouts, complete, unread, .. } = checkouts_in(root);
+    for index in unread {
+        access.notes.push(format!(
+            "{} is too large to read: the submodules it records are not protected\nhint: look at `git ls-files -s | grep \
+             ^160000` there",
+            index.display()
+        ));
+    }
     for checkout in &checkouts {
         protect_checkout(checkout, git, access);
     }

@@ -213,10 +213,15 @@ fn runs_a_program(entry: &Entry) -> bool {
 /// directory inside `writable` (what the agent could write) is looked in: its `.git` file may
 /// name any directory, and the launcher, which moves what this returns, is the user (a `.git`
 /// naming another repository of the user's would otherwise have its hooks moved).
-pub fn armed_files(checkout: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
-    let Some(git_dir) = git_dir(checkout).and_then(|dir| std::fs::canonicalize(dir).ok()) else { return Vec::new() };
-    if !writable.iter().any(|root| git_dir.starts_with(root)) {
-        return Vec::new();
+///
+/// `None` when the git directory cannot be found, lies outside `writable`, or is one of
+/// `existing` (git directories there at launch: a `.git` link to the user's own `.git` must not
+/// have the user's config and hooks moved, the sixth re-attack): nothing in it is the agent's to
+/// move, and the user is told to look.
+pub fn armed_files(checkout: &Path, writable: &[PathBuf], existing: &[PathBuf]) -> Option<Vec<PathBuf>> {
+    let git_dir = git_dir(checkout).and_then(|dir| std::fs::canonicalize(dir).ok())?;
+    if !writable.iter().any(|root| git_dir.starts_with(root)) || existing.contains(&git_dir) {
+        return None;
     }
     let mut armed = Vec::new();
     // Nothing here is read through a link or waited on (the fifth re-attack: a config made a FIFO
@@ -246,7 +251,7 @@ pub fn armed_files(checkout: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
             .filter(|path| std::fs::symlink_metadata(path).is_ok()),
     );
     armed.sort();
-    armed
+    Some(armed)
 }
 
 /// The git directory a checkout's `.git` names: itself when a directory (or a link to one, which
@@ -263,14 +268,11 @@ pub fn git_dir(checkout: &Path) -> Option<PathBuf> {
     if metadata.is_dir() {
         return Some(dot_git);
     }
-    if !metadata.is_file() || metadata.len() > 4096 {
+    if !metadata.is_file() || metadata.len() > MAX_GITFILE_BYTES {
         return None;
     }
     let bytes = read_limited(&dot_git, true).ok()?;
-    let mut named = bytes.strip_prefix(b"gitdir: ")?;
-    while let Some(rest) = named.strip_suffix(b"\n").or_else(|| named.strip_suffix(b"\r")) {
-        named = rest;
-    }
+    let named = as_git_reads(bytes.strip_prefix(b"gitdir: ")?);
     Some(checkout.join(std::ffi::OsStr::from_bytes(named)))
 }
 
@@ -294,16 +296,12 @@ pub fn is_git_directory(dir: &Path) -> bool {
         || dir.to_path_buf(),
         |named| {
             use std::os::unix::ffi::OsStrExt as _;
-            let mut named = named.as_slice();
-            while let Some(rest) = named.strip_suffix(b"\n").or_else(|| named.strip_suffix(b"\r")) {
-                named = rest;
-            }
-            dir.join(std::ffi::OsStr::from_bytes(named))
+            dir.join(std::ffi::OsStr::from_bytes(as_git_reads(&named)))
         },
     );
-    valid_head
-        && std::fs::metadata(common.join("objects")).is_ok_and(|objects| objects.is_dir())
-        && std::fs::metadata(common.join("refs")).is_ok_and(|refs| refs.is_dir())
+    // Git asks only that they be searchable (`access(X_OK)`): an executable file passes too.
+    let searchable = |path: PathBuf| nix::unistd::access(&path, nix::unistd::AccessFlags::X_OK).is_ok();
+    valid_head && searchable(common.join("objects")) && searchable(common.join("refs"))
 }
 
 /// Git's mode for a submodule (a "gitlink") in its index.
@@ -311,9 +309,14 @@ const GITLINK: u32 = 0o160000;
 /// Longer names than git's own limit end the read (an index without a name's end is not git's).
 const MAX_NAME_BYTES: u64 = 4096;
 
+/// An index larger than this is not read (a hundred MiB holds about a million entries): the
+/// sixth re-attack's sparse 256 GiB index kept the launcher reading for hours at the exit.
+const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;
+
 /// The paths (relative to the checkout) of the submodules `git_dir`'s index records: its
-/// `index` and any `sharedindex.*` (a split index keeps entries there), versions 2 to 4.
-pub fn submodules(git_dir: &Path) -> Vec<PathBuf> {
+/// `index` and any `sharedindex.*` (a split index keeps entries there), versions 2 to 4; and the
+/// index files too large to read (whose submodules are not known).
+pub fn submodules(git_dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let config = read_limited(&git_dir.join("config"), true);
     let sha256 = config.is_ok_and(|bytes| sha256(&parse(&String::from_utf8_lossy(&bytes))));
     let mut indexes = vec![git_dir.join("index")];
@@ -325,16 +328,19 @@ pub fn submodules(git_dir: &Path) -> Vec<PathBuf> {
                 .map(|entry| entry.path()),
         );
     }
-    let mut found = Vec::new();
+    let (mut found, mut unread) = (Vec::new(), Vec::new());
     for index in indexes {
-        // Followed when a link, as git follows it (the third re-attack hid a submodule behind
-        // one); read as it streams, so no size hides one either.
+        // Followed when a link, as git follows it (the third re-attack hid a submodule behind one).
         let Ok(file) = open_regular(&index) else { continue };
+        if file.metadata().is_ok_and(|metadata| metadata.len() > MAX_INDEX_BYTES) {
+            unread.push(index);
+            continue;
+        }
         found.extend(gitlinks(std::io::BufReader::with_capacity(1 << 16, file), if sha256 { 32 } else { 20 }));
     }
     found.sort();
     found.dedup();
-    found
+    (found, unread)
 }
 
 /// `path` opened for reading, following links, without waiting (a FIFO there must not stall the
@@ -350,6 +356,18 @@ pub fn read_limited(path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
     open_file(path, follow)?.take(MAX_CONFIG_BYTES).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
+
+/// A path in a file as git takes it: its trailing line ends dropped, then up to its first NUL
+/// (git reads it as a C string: the sixth re-attack's `gitdir: gd\0x` was `gd` to git).
+fn as_git_reads(mut named: &[u8]) -> &[u8] {
+    while let Some(rest) = named.strip_suffix(b"\n").or_else(|| named.strip_suffix(b"\r")) {
+        named = rest;
+    }
+    named.split(|&byte| byte == 0).next().unwrap_or_default()
+}
+
+/// Git reads a `.git` file of up to a MiB.
+const MAX_GITFILE_BYTES: u64 = 1024 * 1024;
 
 /// More of a config or pointer file than this is not read (git's own are a few KiB).
 const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
@@ -482,19 +500,22 @@ mod tests {
         let writable = [workspace.clone()];
         let made = workspace.join("made/.git");
         let expected = [made.join("commondir"), made.join("config"), made.join("hooks/post-checkout")];
-        assert_eq!(armed_files(&workspace.join("made"), &writable), expected);
+        assert_eq!(armed_files(&workspace.join("made"), &writable, &[]), Some(expected.to_vec()));
         std::fs::write(made.join("config"), "[core]\n\tbare = false\n").unwrap();
-        assert_eq!(armed_files(&workspace.join("made"), &writable).len(), 2, "a config that runs nothing stays");
+        let armed = armed_files(&workspace.join("made"), &writable, &[]).unwrap();
+        assert_eq!(armed.len(), 2, "a config that runs nothing stays");
+        assert_eq!(armed_files(&workspace.join("made"), &writable, &[made.clone()]), None, "there at launch");
         std::fs::create_dir_all(workspace.join("pointer")).unwrap();
         std::fs::write(workspace.join("pointer/.git"), format!("gitdir: {}\n", elsewhere.display())).unwrap();
-        assert_eq!(armed_files(&workspace.join("pointer"), &writable), Vec::<PathBuf>::new());
+        assert_eq!(armed_files(&workspace.join("pointer"), &writable, &[]), None);
         // The fifth re-attack: `hooks` a link to the user's own directory is moved itself, never
         // listed through; a config that is a FIFO is moved unread (a read would never end).
         let linked = workspace.join("linked/.git");
         std::fs::create_dir_all(&linked).unwrap();
         std::os::unix::fs::symlink(elsewhere.join("hooks"), linked.join("hooks")).unwrap();
         nix::unistd::mkfifo(&linked.join("config"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        assert_eq!(armed_files(&workspace.join("linked"), &writable), [linked.join("config"), linked.join("hooks")]);
+        let armed = armed_files(&workspace.join("linked"), &writable, &[]);
+        assert_eq!(armed, Some(vec![linked.join("config"), linked.join("hooks")]));
     }
 
     /// A `.git` file is read as git reads it: the whole name after `gitdir: `, line breaks inside
@@ -508,6 +529,11 @@ mod tests {
         assert_eq!(git_dir(&checkout), Some(checkout.join("gd\nX")));
         std::fs::write(checkout.join(".git"), "gitdir:gd\n").unwrap();
         assert_eq!(git_dir(&checkout), None, "git refuses a gitfile without the space");
+        // The sixth re-attack: git stops at a NUL, and reads a `.git` file of up to a MiB.
+        std::fs::write(checkout.join(".git"), "gitdir: gd\0x\n").unwrap();
+        assert_eq!(git_dir(&checkout), Some(checkout.join("gd")));
+        std::fs::write(checkout.join(".git"), format!("gitdir: gd{}", "\n".repeat(8000))).unwrap();
+        assert_eq!(git_dir(&checkout), Some(checkout.join("gd")));
         let bare = temp.path().join("src");
         for dir in ["objects", "refs"] {
             std::fs::create_dir_all(bare.join(dir)).unwrap();
@@ -524,6 +550,17 @@ mod tests {
         assert!(!is_git_directory(&other), "no objects or refs yet");
         std::fs::write(other.join("commondir"), "c\n").unwrap();
         assert!(is_git_directory(&other), "objects and refs through commondir, HEAD a dangling link to a ref");
+        std::fs::write(other.join("commondir"), "c\0x\n").unwrap();
+        assert!(is_git_directory(&other), "a commondir read up to its NUL, as git reads it");
+        // `objects` and `refs` need only be searchable: executable files pass git's test.
+        let files = temp.path().join("files");
+        std::fs::create_dir_all(&files).unwrap();
+        std::fs::write(files.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        for name in ["objects", "refs"] {
+            std::fs::write(files.join(name), "").unwrap();
+            std::fs::set_permissions(files.join(name), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        }
+        assert!(is_git_directory(&files), "executable files for objects and refs");
         std::fs::remove_file(other.join("HEAD")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", other.join("HEAD")).unwrap();
         assert!(!is_git_directory(&other), "a HEAD linking outside refs/ is not git's");
@@ -558,7 +595,7 @@ mod tests {
         }
         for version in ["2", "3", "4"] {
             assert!(git(repo, &["update-index", "--index-version", version]));
-            let found = submodules(&repo.join(".git"));
+            let found = submodules(&repo.join(".git")).0;
             assert_eq!(found, vec![PathBuf::from("a/deep/er/sub"), PathBuf::from("node_modules/x")], "v{version}");
         }
         // An entry with extended flags (an intent to add) in an index relabelled as version 2:
@@ -571,11 +608,15 @@ mod tests {
         bytes[7] = 2;
         assert_eq!(gitlinks(&bytes[..], 20).len(), 2, "relabelled as version 2");
         assert!(git(repo, &["update-index", "--split-index"]));
-        assert_eq!(submodules(&repo.join(".git")).len(), 2, "split index");
+        assert_eq!(submodules(&repo.join(".git")).0.len(), 2, "split index");
         assert!(gitlinks(&b"DIRC\0\0\0\x02\0\0\0\x09short"[..], 20).is_empty(), "a cut index ends the read");
         // Behind a link (git follows it), the index is read all the same.
         std::fs::rename(repo.join(".git/index"), repo.join(".git/index.real")).unwrap();
         std::os::unix::fs::symlink("index.real", repo.join(".git/index")).unwrap();
-        assert!(!submodules(&repo.join(".git")).is_empty(), "a linked index");
+        assert!(!submodules(&repo.join(".git")).0.is_empty(), "a linked index");
+        // One too large to read is named, not read (a sparse file: no disk used).
+        let huge = std::fs::File::create(repo.join(".git/sharedindex.huge")).unwrap();
+        huge.set_len(MAX_INDEX_BYTES + 1).unwrap();
+        assert_eq!(submodules(&repo.join(".git")).1, vec![repo.join(".git/sharedindex.huge")]);
     }
 }

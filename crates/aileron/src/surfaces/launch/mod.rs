@@ -604,6 +604,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
     let (mut writable, mut hidden, mut exposed) = (Vec::new(), Vec::new(), Vec::new());
     let mut writable_paths = Vec::new();
+    // What was protected at launch: the git directories there (pinned), the read-only binds.
+    let (mut existing_git_dirs, mut bound_read_only) = (Vec::new(), Vec::new());
     let mut watched = Vec::new();
     let mut checkouts = allow_list::Checkouts::default();
     let mut withheld_credentials = Vec::new();
@@ -623,7 +625,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             log_line!("aileron: note: {note}");
         }
         writable = access.writable.iter().map(|path| path.display().to_string()).collect();
-        writable_paths.clone_from(&access.writable);
+        // The device entries are the host's (`/dev/shm` among them): never a place to disarm.
+        writable_paths = access.writable.iter().filter(|path| !path.starts_with("/dev")).cloned().collect();
+        existing_git_dirs.clone_from(&access.pinned);
+        bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
         exposed = kept.iter().map(|path| path.display().to_string()).collect();
@@ -727,25 +732,36 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let plant_watch = planted::PlantWatch::start(watched, quarantine.clone());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let mut quarantined = plant_watch.finish().await;
-    let created = checkouts.created();
-    // A repository the agent made and recorded as a submodule of one the user had is entered by
-    // the user's next `git status` there, unasked: what in it would run is moved aside too.
-    let armed: Vec<PathBuf> = created
-        .iter()
-        .filter(|repository| repository.entered)
-        .flat_map(|made| git::armed_files(&made.path, &writable_paths))
-        .collect();
-    planted::move_all(&armed, &quarantine, &mut quarantined);
+    let allow_list::Look { created, unread } = checkouts.look();
+    // A repository the agent made that the user's git enters unasked (a submodule of one the user
+    // had, a bare lookalike) has what in it would run moved aside too — never a git directory
+    // there at launch, nor anything the agent could not write (the sixth re-attack: a `.git` link
+    // to the user's own `.git` had the user's config and hooks moved).
+    let mut looked = HashMap::new();
+    for made in created.iter().filter(|repository| repository.entered) {
+        let armed: Option<Vec<PathBuf>> =
+            git::armed_files(&made.path, &writable_paths, &existing_git_dirs).map(|files| {
+                files.into_iter().filter(|file| !bound_read_only.iter().any(|bound| file.starts_with(bound))).collect()
+            });
+        looked.insert(made.path.clone(), armed.is_some());
+        planted::move_all(&armed.unwrap_or_default(), &quarantine, &mut quarantined);
+    }
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
+    for index in &unread {
+        log_line!(
+            "aileron: warning: {} is too large to read, so the submodules it records were not checked\nhint: look at \
+             `git ls-files -s | grep ^160000` there before you run git",
+            index.display()
+        );
+    }
     for repository in &created {
         let path = &repository.path;
-        let entered = if repository.entered {
-            " (git enters it unasked, as a submodule or from the directories below it: what in it would run was moved \
-             aside)"
-        } else {
-            ""
+        let entered = match looked.get(path) {
+            Some(true) => " (git enters it unasked: what in it would run was moved aside)",
+            Some(false) => " (git enters it unasked, and its git directory could not be looked in: nothing was moved)",
+            None => "",
         };
         log_line!(
             "aileron: warning: {} created a repository at {}{entered}: its hooks and config are the agent's, and git \
@@ -839,6 +855,10 @@ fn read_spans(path: &Path) -> std::io::Result<String> {
 fn collect_agent_spans(dir: &Path, traces: &Path) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    // A link in the directory's place (to the real traces directory) is not followed.
+    if !std::fs::symlink_metadata(dir).is_ok_and(|metadata| metadata.is_dir()) {
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
