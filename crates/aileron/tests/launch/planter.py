@@ -149,13 +149,18 @@ def linked_submodule():
 attempt("linked_submodule", linked_submodule)
 
 
+def make_bare(path):
+    """`path` made to look like a bare repository to git: HEAD beside objects and refs."""
+    for name in ["objects", "refs"]:
+        os.makedirs(f"{path}/{name}", exist_ok=True)
+    with open(f"{path}/HEAD", "w") as handle:
+        handle.write("ref: refs/heads/main\n")
+
+
 # The fourth re-attack: a directory made to look like a bare repository (git takes it for the
 # repository of every directory below it and reads its config; its pager runs at `git log`).
 def bare_lookalike():
-    for name in ["objects", "refs"]:
-        os.makedirs(f"{workspace}/src/{name}", exist_ok=True)
-    with open(f"{workspace}/src/HEAD", "w") as handle:
-        handle.write("ref: refs/heads/main\n")
+    make_bare(f"{workspace}/src")
     with open(f"{workspace}/src/config", "w") as handle:
         handle.write(f"[core]\n\tpager = touch {os.environ['FSMONITOR_MARKER']}\n")
 
@@ -166,10 +171,7 @@ attempt("bare_lookalike", bare_lookalike)
 # The fifth re-attack: a repository whose `hooks` is a link to the user's own directory, for the
 # launcher (the user) to empty when it disarms the repository at the exit.
 def hooks_linked_out():
-    for name in ["objects", "refs"]:
-        os.makedirs(f"{workspace}/lure/{name}", exist_ok=True)
-    with open(f"{workspace}/lure/HEAD", "w") as handle:
-        handle.write("ref: refs/heads/main\n")
+    make_bare(f"{workspace}/lure")
     os.symlink(os.environ["PRECIOUS_DIR"], f"{workspace}/lure/hooks")
 
 

@@ -643,6 +643,22 @@ mod tests {
 
     use super::*;
 
+    /// The user's git in `repo`, with no user configuration but an identity; whether it succeeded.
+    fn git_in(repo: &Path, args: &[&str]) -> bool {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "u")
+            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
+            .env("GIT_COMMITTER_NAME", "u")
+            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        status.is_ok_and(|status| status.success())
+    }
+
     fn env(home: &Path) -> LaunchEnv {
         LaunchEnv { vars: HashMap::new(), home_dir: home.to_path_buf(), launch_dir: home.join("run") }
     }
@@ -725,15 +741,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
         let repo = home.join("code/repo");
-        let git = |args: &[&str]| {
-            let status = std::process::Command::new("git")
-                .args(args)
-                .current_dir(&repo)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .stdout(std::process::Stdio::null())
-                .status();
-            status.is_ok_and(|status| status.success())
-        };
+        let git = |args: &[&str]| git_in(&repo, args);
         for dir in [".husky/_", "tools", "conf/team", "bin", "node_modules/old/.git", "node_modules/x"] {
             std::fs::create_dir_all(repo.join(dir)).unwrap();
         }
@@ -785,20 +793,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
         let repo = home.join("code/repo");
-        let git = |args: &[&str]| {
-            let status = std::process::Command::new("git")
-                .args(args)
-                .current_dir(&repo)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_AUTHOR_NAME", "u")
-                .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-                .env("GIT_COMMITTER_NAME", "u")
-                .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status();
-            status.is_ok_and(|status| status.success())
-        };
+        let git = |args: &[&str]| git_in(&repo, args);
         std::fs::create_dir_all(&repo).unwrap();
         if !git(&["init", "-q"]) || !git(&["commit", "-q", "--allow-empty", "-m", "init"]) {
             return; // no git here, so none of this would run
