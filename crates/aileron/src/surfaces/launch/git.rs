@@ -351,9 +351,16 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// The first [`MAX_CONFIG_BYTES`] of a regular file, through links when `follow`, never waiting.
 pub fn read_limited(path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
+    read_capped(path, follow, MAX_CONFIG_BYTES)
+}
+
+/// The first `cap` bytes of a file the agent could have left, read only when it is a regular
+/// file, through a link only when `follow`, and without waiting (a FIFO swapped in would block
+/// the launcher, which reads it as the user, for good).
+pub fn read_capped(path: &Path, follow: bool, cap: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
-    open_file(path, follow)?.take(MAX_CONFIG_BYTES).read_to_end(&mut bytes)?;
+    open_file(path, follow)?.take(cap).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 

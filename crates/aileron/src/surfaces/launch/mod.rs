@@ -836,22 +836,12 @@ async fn warn_when_the_daemon_ignores_tracing(
     }
 }
 
+/// Of one spans file of the agent's, at most this much is collected.
+const MAX_SPANS_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Appends the spans a confined agent's `aileron-mcp` wrote (`<dir>/spans-<date>.jsonl`) to the
 /// daily files of the real traces directory, one JSON object a line (anything else the agent may
 /// have put there is left out).
-/// A spans file the agent wrote: a regular file's first 64 MiB, never through a link, never waiting.
-fn read_spans(path: &Path) -> std::io::Result<String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut text = String::new();
-    file.take(64 * 1024 * 1024).read_to_string(&mut text)?;
-    Ok(text)
-}
-
 fn collect_agent_spans(dir: &Path, traces: &Path) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -867,7 +857,8 @@ fn collect_agent_spans(dir: &Path, traces: &Path) {
         };
         // The agent wrote this directory: a link (to another of the user's files) or a FIFO (a
         // read that never ends) in a spans file's place is skipped, not followed.
-        let Ok(text) = read_spans(&entry.path()) else { continue };
+        let Ok(bytes) = git::read_capped(&entry.path(), false, MAX_SPANS_BYTES) else { continue };
+        let text = String::from_utf8_lossy(&bytes);
         let lines: String = text
             .lines()
             .filter(|line| serde_json::from_str::<Value>(line).is_ok_and(|value| value.is_object()))

@@ -217,15 +217,7 @@ const MAX_KEPT_BYTES: u64 = 1024 * 1024;
 /// the agent can swap a FIFO (or a device) in after the launcher looked, and a read of it would
 /// block the watch and the launcher's end for good (the re-attack of 2026-12-05, F2).
 fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_KEPT_BYTES).read_to_end(&mut bytes)?;
-    Ok(bytes)
+    super::git::read_capped(path, false, MAX_KEPT_BYTES)
 }
 
 /// `change` (a rename or removal of `path`), once more after giving the user back the write and
