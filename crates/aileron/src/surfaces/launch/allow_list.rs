@@ -13,7 +13,6 @@
 //!   Codex `$CODEX_HOME`, OpenCode and Goose their XDG directories, Pi `~/.pi`).
 
 use std::collections::HashSet;
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use super::{Agent, LaunchEnv, git};
@@ -88,6 +87,7 @@ impl Checkouts {
     }
 
     /// [`Checkouts::look`]'s repositories alone.
+    #[cfg(test)]
     pub fn created(&self) -> Vec<Created> {
         self.look().created
     }
@@ -112,7 +112,7 @@ fn checkouts_in(root: &Path) -> Found {
     let (nested, complete) = nested_checkouts(root);
     let own = std::fs::symlink_metadata(root.join(".git")).is_ok().then(|| root.to_path_buf());
     let mut found: Vec<PathBuf> = own.into_iter().chain(nested).collect();
-    let mut known: std::collections::HashSet<PathBuf> = found.iter().cloned().collect();
+    let mut known: HashSet<PathBuf> = found.iter().cloned().collect();
     let mut entered: HashSet<PathBuf> = found.iter().filter(|path| git::is_git_directory(path)).cloned().collect();
     let mut unread = Vec::new();
     let mut next = 0;
@@ -317,9 +317,7 @@ fn protect_checkout(root: &Path, context: &GitContext, access: &mut WriteAccess)
         // its `commondir`; a submodule's git directory holds its config (both protected where
         // they live). What they have git run from this worktree is protected here.
         let Some(git_dir) = git::git_dir(root) else { return };
-        let common = git::read_limited(&git_dir.join("commondir"), true)
-            .ok()
-            .map(|named| git_dir.join(std::ffi::OsStr::from_bytes(named.trim_ascii())));
+        let common = git::common_dir(&git_dir);
         let mut settings = context.global.clone();
         for config in
             common.iter().map(|dir| dir.join("config")).chain([git_dir.join("config"), git_dir.join("config.worktree")])
@@ -432,11 +430,7 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, access: &mut WriteAcce
     let mut named = Vec::new();
     let mut path_first = false;
     for hook in entries.flatten().filter(|hook| !hook.file_name().to_string_lossy().ends_with(".sample")).take(64) {
-        let Ok(file) = git::open_regular(&hook.path()) else { continue };
-        let mut text = Vec::new();
-        if std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 * 1024), &mut text).is_err() {
-            continue;
-        }
+        let Ok(text) = git::read_capped(&hook.path(), true, 64 * 1024) else { continue };
         let text = String::from_utf8_lossy(&text);
         runners.extend(HOOK_RUNNERS.iter().filter(|(word, _)| text.contains(word)).map(|(_, files)| *files));
         path_first |= text.contains("node_modules/.bin");

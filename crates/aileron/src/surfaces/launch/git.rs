@@ -292,16 +292,18 @@ pub fn is_git_directory(dir: &Path) -> bool {
         Err(_) => false,
     };
     // `objects` and `refs` in the common directory a `commondir` names, as git looks for them.
-    let common = read_limited(&dir.join("commondir"), true).ok().map_or_else(
-        || dir.to_path_buf(),
-        |named| {
-            use std::os::unix::ffi::OsStrExt as _;
-            dir.join(std::ffi::OsStr::from_bytes(as_git_reads(&named)))
-        },
-    );
+    let common = common_dir(dir).unwrap_or_else(|| dir.to_path_buf());
     // Git asks only that they be searchable (`access(X_OK)`): an executable file passes too.
     let searchable = |path: PathBuf| nix::unistd::access(&path, nix::unistd::AccessFlags::X_OK).is_ok();
     valid_head && searchable(common.join("objects")) && searchable(common.join("refs"))
+}
+
+/// The common directory `git_dir`'s `commondir` names (a linked worktree's administrative
+/// directory names its repository's), read as git reads it; `None` when there is no `commondir`.
+pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let named = read_limited(&git_dir.join("commondir"), true).ok()?;
+    Some(git_dir.join(std::ffi::OsStr::from_bytes(as_git_reads(&named))))
 }
 
 /// Git's mode for a submodule (a "gitlink") in its index.
@@ -345,7 +347,7 @@ pub fn submodules(git_dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 
 /// `path` opened for reading, following links, without waiting (a FIFO there must not stall the
 /// launcher): only a regular file.
-pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     open_file(path, true)
 }
 
