@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -170,14 +171,6 @@ fn sweep(watched: &[PathBuf], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
 /// Moves each of `paths` that exists into `quarantine`, adding it to `moved`.
 pub fn move_all(paths: &[PathBuf], quarantine: &Path, moved: &mut Vec<Moved>) {
     for path in paths.iter().filter(|path| std::fs::symlink_metadata(path).is_ok()) {
-        // Never through a link on the way: a directory the agent made a link (to `~/.ssh`) would
-        // have the launcher, which is the user, move the user's own files (the fifth re-attack).
-        let parent = path.parent().unwrap_or(Path::new("/"));
-        if std::fs::canonicalize(parent).ok().as_deref() != Some(parent) {
-            let outcome = Err("it is reached through a link, so it was left where it is".to_string());
-            moved.push(Moved { path: path.clone(), outcome });
-            continue;
-        }
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let kept = quarantine.join(format!("{}-{name}", moved.len() + 1));
         let outcome = move_aside(path, quarantine, &kept).map_err(|error| error.to_string());
@@ -187,63 +180,117 @@ pub fn move_all(paths: &[PathBuf], quarantine: &Path, moved: &mut Vec<Moved>) {
 
 /// Renames `path` to `kept`; across filesystems a regular file's bytes (a link's target) are
 /// copied there and the original removed. Something that cannot be kept is removed all the same.
+///
+/// Never through a link on the way: a directory the agent made a link (to `~/.ssh`) would have
+/// the launcher, which is the user, move the user's own files (the fifth re-attack). So `path`'s
+/// directory is opened one step at a time without following a link, and every change is made
+/// relative to that descriptor: a directory swapped for a link after the look changes nothing
+/// (the look-then-rename race of the sixth).
 fn move_aside(path: &Path, quarantine: &Path, kept: &Path) -> std::io::Result<Option<PathBuf>> {
+    use nix::fcntl::AtFlags;
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other("not a file in a directory"));
+    };
+    let (Some(quarantine_name), Some(kept_name)) = (kept.parent(), kept.file_name()) else {
+        return Err(std::io::Error::other("no place to keep it"));
+    };
     crate::platform::home::create_private_dir(quarantine)?;
-    match reclaiming(path, || std::fs::rename(path, kept)) {
+    let dir = open_without_links(parent)?;
+    // The quarantine is the launcher's own (in the Aileron home, which the agent cannot see).
+    let keep = nix::fcntl::open(
+        quarantine_name,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    match reclaiming(&dir, || Ok(nix::fcntl::renameat(&dir, name, &keep, kept_name)?)) {
         Ok(()) => return Ok(Some(kept.to_path_buf())),
         Err(error) if error.raw_os_error() != Some(libc::EXDEV) => return Err(error),
         Err(_) => {}
     }
-    let metadata = std::fs::symlink_metadata(path)?;
-    let kept_as = if metadata.is_symlink() {
-        let target = std::fs::read_link(path)?;
-        crate::platform::home::write_atomic(kept, target.as_os_str().as_encoded_bytes(), 0o600)
-            .ok()
-            .map(|()| kept.to_path_buf())
+    let kind = nix::sys::stat::fstatat(&dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)?.st_mode & libc::S_IFMT;
+    let at = fd_path(&dir).join(name);
+    let bytes = if kind == libc::S_IFLNK {
+        nix::fcntl::readlinkat(&dir, name).ok().map(|target| target.into_encoded_bytes())
     } else {
-        read_regular(path)
-            .ok()
-            .and_then(|bytes| crate::platform::home::write_atomic(kept, &bytes, 0o600).ok())
-            .map(|()| kept.to_path_buf())
+        super::git::read_capped(&at, false, MAX_KEPT_BYTES).ok()
     };
-    reclaiming(path, || if metadata.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) })?;
+    let kept_as = bytes
+        .and_then(|bytes| crate::platform::home::write_atomic(kept, &bytes, 0o600).ok())
+        .map(|()| kept.to_path_buf());
+    reclaiming(&dir, || match kind {
+        // The descriptor's path, then a name std's removal opens without following a link.
+        libc::S_IFDIR => std::fs::remove_dir_all(&at),
+        _ => Ok(nix::unistd::unlinkat(&dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir)?),
+    })?;
     Ok(kept_as)
 }
 
 /// At most this much of a planted file is kept (git's `commondir` and config files are small).
+/// Read without following a link and without waiting: the agent can swap a FIFO (or a device)
+/// in after the launcher looked, and a read of it would block the watch and the launcher's end
+/// for good (the re-attack of 2026-12-05, F2).
 const MAX_KEPT_BYTES: u64 = 1024 * 1024;
 
-/// A regular file's first [`MAX_KEPT_BYTES`], read without following a link and without waiting:
-/// the agent can swap a FIFO (or a device) in after the launcher looked, and a read of it would
-/// block the watch and the launcher's end for good (the re-attack of 2026-12-05, F2).
-fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
-    super::git::read_capped(path, false, MAX_KEPT_BYTES)
+/// `dir` (absolute), opened one component at a time from `/`, refusing a component that is a
+/// link (or `..`). A directory of the user's that the agent took the search bit from
+/// (`chmod 0600 .git`) is given it back on the way.
+fn open_without_links(dir: &Path) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::OFlag;
+    use std::path::Component;
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mode = nix::sys::stat::Mode::empty();
+    let mut at = nix::fcntl::open("/", flags, mode)?;
+    for component in dir.components() {
+        let name = match component {
+            Component::RootDir | Component::CurDir => continue,
+            Component::Normal(name) => name,
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(std::io::Error::other(format!("{} is not a plain absolute path", dir.display())));
+            }
+        };
+        let open = |at: &OwnedFd| nix::fcntl::openat(at, name, flags, mode);
+        let next = match open(&at) {
+            Err(nix::errno::Errno::EACCES) if give_back(&at, 0o100) => open(&at),
+            opened => opened,
+        };
+        at = next.map_err(|errno| match errno {
+            nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => std::io::Error::other(format!(
+                "it is reached through a link ({} is not a directory), so it was left where it is",
+                dir.display()
+            )),
+            errno => errno.into(),
+        })?;
+    }
+    Ok(at)
 }
 
-/// `change` (a rename or removal of `path`), once more after giving the user back the write and
-/// search bits the agent took from `path`'s directory and search bits from the directories above
-/// it (`chmod 0500 .git` made every move fail: the re-attack of 2026-12-05, F1). The launcher is
-/// the user, and only the user's own directories are touched.
-fn reclaiming(path: &Path, change: impl Fn() -> std::io::Result<()>) -> std::io::Result<()> {
-    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+/// `change` (a rename or removal in `dir`), once more after giving the user back the write and
+/// search bits the agent took from `dir` (`chmod 0500 .git` made every move fail: the re-attack of
+/// 2026-12-05, F1).
+fn reclaiming(dir: &OwnedFd, change: impl Fn() -> std::io::Result<()>) -> std::io::Result<()> {
     match change() {
-        Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied => {
-            let me = nix::unistd::geteuid().as_raw();
-            let parent = path.parent();
-            let mut above: Vec<&Path> = path.ancestors().skip(1).collect();
-            above.reverse();
-            for dir in above {
-                let Ok(metadata) = std::fs::metadata(dir) else { continue };
-                let wanted = if Some(dir) == parent { 0o300 } else { 0o100 };
-                let mode = metadata.permissions().mode();
-                if metadata.uid() == me && mode & wanted != wanted {
-                    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | wanted));
-                }
-            }
-            change()
-        }
+        Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied && give_back(dir, 0o300) => change(),
         done => done,
     }
+}
+
+/// Adds `bits` to the mode of the directory `dir` when it is the user's own and lacks some of
+/// them (the launcher is the user, and only the user's own directories are touched); whether it
+/// did.
+fn give_back(dir: &OwnedFd, bits: u32) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Ok(stat) = nix::sys::stat::fstat(dir) else { return false };
+    let mode = stat.st_mode & 0o7777;
+    if stat.st_uid != nix::unistd::geteuid().as_raw() || mode & bits == bits {
+        return false;
+    }
+    std::fs::set_permissions(fd_path(dir), std::fs::Permissions::from_mode(mode | bits)).is_ok()
+}
+
+/// The path of an open descriptor (`/proc/self/fd/N`): the kernel resolves it to that very
+/// directory, whatever has been renamed or swapped since it was opened.
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(fd)))
 }
 
 #[cfg(test)]
@@ -363,6 +410,50 @@ mod tests {
         move_all(&[root.join("hooks/id_ed25519")], &root.join("quarantine"), &mut moved);
         assert_eq!(std::fs::read_to_string(root.join("ssh/id_ed25519")).unwrap(), "the user's key");
         assert!(moved[0].outcome.as_ref().is_err_and(|reason| reason.contains("link")), "{moved:?}");
+    }
+
+    /// The agent swaps a directory on the way for a link while the launcher moves a planted
+    /// file (`renameat2(RENAME_EXCHANGE)` in a loop): the launcher, the user, never moves the
+    /// file of that name the link leads to (the sixth re-attack's look-then-rename race).
+    #[test]
+    fn a_directory_swapped_for_a_link_mid_move_moves_nothing_of_the_users() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::create_dir_all(root.join("ssh")).unwrap();
+        std::fs::create_dir_all(root.join("repo/.git")).unwrap();
+        std::os::unix::fs::symlink(root.join("ssh"), root.join("link")).unwrap();
+        let (git, link) = (root.join("repo/.git"), root.join("link"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = std::thread::spawn({
+            let (git, link, stop) = (git.clone(), link.clone(), stop.clone());
+            move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = nix::fcntl::renameat2(
+                        nix::fcntl::AT_FDCWD,
+                        &git,
+                        nix::fcntl::AT_FDCWD,
+                        &link,
+                        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                    );
+                }
+            }
+        });
+        let mut moved = Vec::new();
+        let mut users_file_moved = 0;
+        for _ in 0..3_000 {
+            std::fs::write(root.join("ssh/commondir"), "the user's file").unwrap();
+            let _ = std::fs::write(git.join("commondir"), "/elsewhere\n");
+            move_all(&[git.join("commondir")], &root.join("quarantine"), &mut moved);
+            if !root.join("ssh/commondir").exists() {
+                users_file_moved += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert_eq!(users_file_moved, 0, "the launcher moved the user's file through a swapped-in link");
+        let kept = moved.iter().filter_map(|moved| moved.outcome.clone().ok().flatten());
+        assert!(kept.count() > 0, "nothing planted was ever moved: the test did not race");
     }
 
     /// A directory the agent made read-only to its owner (`chmod 0500 .git`) does not keep a
