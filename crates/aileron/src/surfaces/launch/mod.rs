@@ -41,6 +41,7 @@ mod git;
 pub mod jsonc;
 pub mod network;
 mod planted;
+mod repositories;
 pub mod toml_table;
 pub mod yaml_block;
 
@@ -607,7 +608,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only) = (Vec::new(), Vec::new());
     let mut watched = Vec::new();
-    let mut checkouts = allow_list::Checkouts::default();
+    let mut checkouts = repositories::Checkouts::default();
     let mut withheld_credentials = Vec::new();
     let confinement = if options.unconfined {
         log_line!(
@@ -732,7 +733,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let plant_watch = planted::PlantWatch::start(watched, quarantine.clone());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let mut quarantined = plant_watch.finish().await;
-    let allow_list::Look { created, unread } = checkouts.look();
+    let repositories::Look { created, unread } = checkouts.look();
     // A repository the agent made that the user's git enters unasked (a submodule of one the user
     // had, a bare lookalike) has what in it would run moved aside too — never a git directory
     // there at launch, nor anything the agent could not write (the sixth re-attack: a `.git` link

@@ -1,0 +1,463 @@
+//! The repositories in a writable tree and what in them git would run as the user (the
+//! re-attacks of 2026-12-05, decision 0013): each repository's hooks and config read-only, its
+//! git directory pinned, the files that would redirect git watched, what its config and hooks
+//! name from the worktree protected; and, at the end, the repositories the agent made. Reads the
+//! filesystem, changes nothing; [`Protection`] is what `allow_list::write_access` adds to the
+//! agent's allow-list.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::{LaunchEnv, git};
+
+/// What protects the repositories of the writable trees.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Protection {
+    /// Git directories (and the directories of worktrees' administrative files), pinned in place.
+    pub pinned: Vec<PathBuf>,
+    /// Hooks, configs and what they run from the worktree: read-only to the agent.
+    pub read_only: Vec<PathBuf>,
+    /// Files that must not appear (a `commondir`, a missing include): moved aside when they do.
+    pub watched: Vec<PathBuf>,
+    /// A repository's missing `hooks`, made before the launch so that it can be bound.
+    pub to_create: Vec<PathBuf>,
+    /// Things the user should know (a tree too large to search, an index too large to read).
+    pub notes: Vec<String>,
+    /// The repositories found at launch, to tell the ones the agent creates.
+    pub checkouts: Checkouts,
+}
+
+impl Protection {
+    /// `path` read-only when it exists, else watched so that it is moved aside if it appears.
+    fn bind_or_watch(&mut self, path: PathBuf) {
+        if path.exists() { self.read_only.push(path) } else { self.watched.push(path) }
+    }
+}
+
+/// The repositories in each writable tree searched at launch (the tree's own, nested ones).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checkouts(Vec<(PathBuf, Vec<PathBuf>)>);
+
+/// A repository the agent made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    pub path: PathBuf,
+    /// Entered by the user's git unasked: recorded as a submodule in the index of a repository
+    /// there at launch (`git status` there enters it), or a git directory itself (a bare
+    /// repository, which git takes for the repository of every directory below it).
+    pub entered: bool,
+}
+
+/// What the searched trees hold at the end.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Look {
+    /// Repositories that were not there at launch.
+    pub created: Vec<Created>,
+    /// Indexes too large to read: the submodules they record are not known.
+    pub unread: Vec<PathBuf>,
+}
+
+impl Checkouts {
+    /// Repositories in the searched trees now that were not there at launch: a `.git` the agent
+    /// made is its own, hooks and config included, so the user is told before running git there.
+    pub fn look(&self) -> Look {
+        let mut look = Look::default();
+        for (root, before) in &self.0 {
+            let now = checkouts_in(root);
+            for path in now.checkouts.into_iter().filter(|checkout| !before.contains(checkout)) {
+                let entered = now.entered.contains(&path);
+                look.created.push(Created { path, entered });
+            }
+            look.unread.extend(now.unread);
+        }
+        look
+    }
+
+    /// [`Checkouts::look`]'s repositories alone.
+    #[cfg(test)]
+    pub fn created(&self) -> Vec<Created> {
+        self.look().created
+    }
+}
+
+/// The checkouts in one writable tree.
+struct Found {
+    checkouts: Vec<PathBuf>,
+    /// Those git enters unasked ([`Created::entered`]).
+    entered: HashSet<PathBuf>,
+    /// Whether the search saw every directory it looks in.
+    complete: bool,
+    /// Indexes too large to read ([`git::submodules`]).
+    unread: Vec<PathBuf>,
+}
+
+/// `root` itself when it holds `.git`, then [`nested_checkouts`], then every checkout the
+/// indexes of those record as a submodule, wherever it lies: the search skips `node_modules`
+/// and stops 32 levels down, `git status` at the root enters every submodule and runs what
+/// its config names (the second re-attack of 2026-12-05).
+fn checkouts_in(root: &Path) -> Found {
+    let (nested, complete) = nested_checkouts(root);
+    let own = std::fs::symlink_metadata(root.join(".git")).is_ok().then(|| root.to_path_buf());
+    let mut found: Vec<PathBuf> = own.into_iter().chain(nested).collect();
+    let mut known: HashSet<PathBuf> = found.iter().cloned().collect();
+    let mut entered: HashSet<PathBuf> = found.iter().filter(|path| git::is_git_directory(path)).cloned().collect();
+    let mut unread = Vec::new();
+    let mut next = 0;
+    while next < found.len() && found.len() < MAX_SUBMODULES {
+        let checkout = found[next].clone();
+        next += 1;
+        let Some(git_dir) = git::git_dir(&checkout) else { continue };
+        let (submodules, too_large) = git::submodules(&git_dir);
+        unread.extend(too_large);
+        for submodule in submodules {
+            let path = without_dot_dots(&checkout.join(submodule));
+            if !path.starts_with(root) || std::fs::symlink_metadata(path.join(".git")).is_err() {
+                continue;
+            }
+            entered.insert(path.clone());
+            if known.insert(path.clone()) {
+                found.push(path);
+            }
+        }
+    }
+    Found { checkouts: found, entered, complete, unread }
+}
+
+/// Checkouts followed through indexes' submodules, at most.
+const MAX_SUBMODULES: usize = 4096;
+
+/// Directories a workspace is searched in for repositories inside it, at most, and how deep.
+const MAX_SCANNED_DIRECTORIES: usize = 20_000;
+const MAX_SCAN_DEPTH: usize = 32;
+
+/// Not searched for nested repositories: git directories, and the build outputs and installed
+/// dependencies that hold thousands of directories and no checkout of the user's.
+const SKIPPED_DIRECTORIES: [&str; 7] = [".git", "target", "node_modules", ".venv", "__pycache__", ".tox", ".gradle"];
+
+/// Names inside a git directory that make git read its configuration, hooks included, from
+/// somewhere else (`commondir`) or read more of it (`config.worktree`). Absent in a repository's
+/// own git directory; the agent must not create them.
+const REDIRECTING_FILES: [&str; 2] = ["commondir", "config.worktree"];
+
+/// A writable tree at `root` (the workspace, a `--writable` path): its repository and every
+/// repository inside it (submodules, nested checkouts), each with its hooks and config
+/// read-only, its git directory pinned and its redirecting files watched (the directories
+/// between `root` and each are pinned by [`write_access`], so a renamed parent cannot carry the
+/// protected repository away and leave a planted one in its place).
+pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut Protection) {
+    let Found { checkouts, complete, unread, .. } = checkouts_in(root);
+    for index in unread {
+        protection.notes.push(format!(
+            "{} is too large to read: the submodules it records are not protected\nhint: look at `git ls-files -s | grep \
+             ^160000` there",
+            index.display()
+        ));
+    }
+    for checkout in &checkouts {
+        protect_checkout(checkout, git, protection);
+    }
+    protection.checkouts.0.push((root.to_path_buf(), checkouts));
+    if !complete {
+        protection.notes.push(format!(
+            "{} has more than {MAX_SCANNED_DIRECTORIES} directories: repositories nested deeper in it than those \
+             searched are not protected (their hooks and config stay writable to the agent)\nhint: launch from the \
+             project itself, or keep nested checkouts near its top",
+            root.display()
+        ));
+    }
+}
+
+/// `.git` of the checkout at `root`: a `.git` file (a worktree's or submodule's pointer to its
+/// git directory) is read-only itself, and what the configs it leads to have git run from this
+/// worktree is protected; a `.git` directory is protected as a git directory.
+fn protect_checkout(root: &Path, context: &GitContext, protection: &mut Protection) {
+    let git = root.join(".git");
+    let Ok(metadata) = std::fs::symlink_metadata(&git) else {
+        if git::is_git_directory(root) {
+            protect_git_dir(root, None, context, protection);
+        }
+        return;
+    };
+    if metadata.is_file() {
+        protection.read_only.push(git);
+        // A linked worktree's administrative directory names the repository's own directory in
+        // its `commondir`; a submodule's git directory holds its config (both protected where
+        // they live). What they have git run from this worktree is protected here.
+        let Some(git_dir) = git::git_dir(root) else { return };
+        let common = git::common_dir(&git_dir);
+        let mut settings = context.global.clone();
+        for config in
+            common.iter().map(|dir| dir.join("config")).chain([git_dir.join("config"), git_dir.join("config.worktree")])
+        {
+            read_config(&config, context, &mut Protection::default(), 0, &mut settings);
+        }
+        protect_what_git_runs(root, &settings, context, protection);
+    } else if metadata.is_dir() {
+        protect_git_dir(&git, Some(root), context, protection);
+    }
+}
+
+/// A git directory: pinned in place, its hooks and config (and the files the config includes)
+/// read-only, `commondir` and `config.worktree` watched unless present, its linked worktrees'
+/// administrative directories and its submodules' git directories protected alike; and what its
+/// config (with the user's) has git run from inside the worktree.
+fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, protection: &mut Protection) {
+    let hooks = git.join("hooks");
+    // An empty hooks directory is what `git init` makes; it is where a planted hook would go.
+    if !hooks.exists() {
+        protection.to_create.push(hooks.clone());
+    }
+    protection.pinned.push(git.to_path_buf());
+    protection.read_only.extend([hooks.clone(), git.join("config")]);
+    for name in REDIRECTING_FILES {
+        protection.bind_or_watch(git.join(name));
+    }
+    let mut config = Vec::new();
+    read_config(&git.join("config"), context, protection, 0, &mut config);
+    read_config(&git.join("config.worktree"), context, protection, 0, &mut config);
+    // A submodule's git directory names its worktree (relative to itself).
+    let configured = config.iter().rev().find(|entry| entry.section == "core" && entry.key == "worktree");
+    let worktree = worktree
+        .map(Path::to_path_buf)
+        .or_else(|| configured.and_then(|entry| entry.value.as_ref()).map(|named| without_dot_dots(&git.join(named))));
+    if let Some(worktree) = worktree {
+        let settings: Vec<git::Entry> = context.global.iter().chain(&config).cloned().collect();
+        protect_what_git_runs(&worktree, &settings, context, protection);
+        protect_what_hooks_read(&hooks, &worktree, protection);
+    }
+    // A linked worktree's administrative directory: where it finds its repository and its own config.
+    let worktrees = git.join("worktrees");
+    if let Ok(entries) = std::fs::read_dir(&worktrees) {
+        protection.pinned.push(worktrees.clone());
+        for admin in entries.flatten().map(|entry| entry.path()).filter(|path| is_real_dir(path)) {
+            protection.pinned.push(admin.clone());
+            for name in REDIRECTING_FILES.iter().chain(&["gitdir"]) {
+                protection.bind_or_watch(admin.join(name));
+            }
+        }
+    }
+    for module in module_git_dirs(&git.join("modules")) {
+        protect_git_dir(&module, None, context, protection);
+    }
+}
+
+/// What `settings` (the user's, then a repository's) have git run from `worktree`: its hooks
+/// directory (`core.hooksPath`: husky's `.husky/_`, which git ignores, so a hook changed there
+/// would not even show in `git status`; husky's stubs there run the scripts one directory up,
+/// which are read-only too) and the programs and scripts its commands name, read-only (or
+/// watched when missing, for a path).
+fn protect_what_git_runs(worktree: &Path, settings: &[git::Entry], context: &GitContext, protection: &mut Protection) {
+    let resolve = |named: &str| context.resolve(named, worktree);
+    if let Some(hooks) = git::hooks_path(settings).and_then(|named| resolve(&named)) {
+        if hooks.file_name().is_some_and(|name| name == "_")
+            && let Some(scripts) = hooks.parent().filter(|parent| parent.is_dir())
+        {
+            protection.read_only.push(scripts.to_path_buf());
+        }
+        protect_what_hooks_read(&hooks, worktree, protection);
+        protection.bind_or_watch(hooks);
+    }
+    let (paths, words) = git::program_words(settings);
+    for program in paths.iter().filter_map(|named| resolve(named)) {
+        protection.bind_or_watch(program);
+    }
+    // An argument that is a file of the worktree (`python3 conv.py`) is run as much as a program.
+    for file in words.iter().map(|word| without_dot_dots(&worktree.join(word))).filter(|file| file.is_file()) {
+        protection.read_only.push(file);
+    }
+}
+
+/// Hook runners whose installed hooks read what to run from the worktree: a word their hook
+/// holds, and the files it reads there.
+const HOOK_RUNNERS: [(&str, &[&str]); 2] = [
+    ("pre-commit.com", &[".pre-commit-config.yaml"]),
+    (
+        "lefthook",
+        &[
+            "lefthook.yml",
+            ".lefthook.yml",
+            "lefthook.yaml",
+            ".lefthook.yaml",
+            "lefthook-local.yml",
+            ".lefthook-local.yml",
+            ".lefthook",
+        ],
+    ),
+];
+
+/// What the installed hooks in `hooks` read from `worktree`, read-only as the hooks are (the
+/// agent would otherwise choose what the user's next commit runs): a hook runner's configuration
+/// (the pre-commit framework's `.pre-commit-config.yaml`, lefthook's `lefthook.yml`) and every
+/// file of the worktree a hook names by path (pre-commit's `INSTALL_PYTHON=<worktree>/.venv/…`,
+/// `./scripts/check.sh`: the fourth re-attack). What a hook finds on `PATH` cannot be told:
+/// husky's puts `node_modules/.bin` first, so the launch says so.
+fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Protection) {
+    let Ok(entries) = std::fs::read_dir(hooks) else { return };
+    let mut runners = HashSet::new();
+    let mut named = Vec::new();
+    let mut path_first = false;
+    for hook in entries.flatten().filter(|hook| !hook.file_name().to_string_lossy().ends_with(".sample")).take(64) {
+        let Ok(text) = git::read_capped(&hook.path(), true, 64 * 1024) else { continue };
+        let text = String::from_utf8_lossy(&text);
+        runners.extend(HOOK_RUNNERS.iter().filter(|(word, _)| text.contains(word)).map(|(_, files)| *files));
+        path_first |= text.contains("node_modules/.bin");
+        let words = text.split(|c: char| c.is_whitespace() || "\"'=;:()|&<>`".contains(c));
+        for word in words.filter(|word| word.contains('/') && !word.contains('$') && !word.starts_with('~')) {
+            named.push(without_dot_dots(&worktree.join(word)));
+        }
+    }
+    let files = runners.into_iter().flatten().map(|name| worktree.join(name)).chain(named);
+    for file in files.filter(|file| file.starts_with(worktree) && file.is_file()) {
+        protection.read_only.push(file);
+    }
+    if path_first {
+        protection.notes.push(format!(
+            "the hooks in {} put node_modules/.bin first on PATH: a program the agent installs there runs at your next \
+             git commit\nhint: look at what changed in node_modules/.bin before you commit, or commit with --no-verify",
+            hooks.display()
+        ));
+    }
+}
+
+/// A git config, with the files it includes (`include.path`, `includeIf.*.path`) read where
+/// they are included, as git reads them (a setting after an include wins over the include's):
+/// every variable is appended to `entries`. Each included file is made read-only in `access`
+/// when it exists, watched when it does not (git skips a missing include, so creating one would
+/// add to the config).
+fn read_config(
+    file: &Path,
+    context: &GitContext,
+    protection: &mut Protection,
+    depth: usize,
+    entries: &mut Vec<git::Entry>,
+) {
+    let Ok(text) = git::read_limited(file, true) else { return };
+    let base = file.parent().unwrap_or(Path::new("/"));
+    for entry in git::parse(&String::from_utf8_lossy(&text)) {
+        let included = (entry.section == "include" || entry.section == "includeif") && entry.key == "path";
+        let path = included.then(|| entry.value.clone()).flatten().filter(|named| !named.is_empty());
+        entries.push(entry);
+        // Relative to the including file; `~/` in the home (whose agent directories are writable).
+        let Some(path) = path.and_then(|named| context.resolve(&named, base)) else { continue };
+        if depth < MAX_INCLUDE_DEPTH && path.is_file() {
+            read_config(&path, context, protection, depth + 1, entries);
+        }
+        protection.bind_or_watch(path);
+    }
+}
+
+/// How deep includes are followed (git stops at ten levels).
+const MAX_INCLUDE_DEPTH: usize = 10;
+
+/// The user's own git settings, which apply in every repository (a relative `core.hooksPath`
+/// there is relative to each repository's worktree), and the home a `~/` names.
+pub(super) struct GitContext {
+    home: PathBuf,
+    global: Vec<git::Entry>,
+}
+
+impl GitContext {
+    /// The system's and the user's config files, as git finds them in this environment
+    /// (`GIT_CONFIG_SYSTEM`, `GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL`), their includes
+    /// followed (and protected like a repository's).
+    pub(super) fn of_user(env: &LaunchEnv, home: &Path, protection: &mut Protection) -> GitContext {
+        let mut context = GitContext { home: home.to_path_buf(), global: Vec::new() };
+        let mut files = Vec::new();
+        if env.var("GIT_CONFIG_NOSYSTEM").is_none() {
+            files.push(env.var("GIT_CONFIG_SYSTEM").map_or_else(|| PathBuf::from("/etc/gitconfig"), PathBuf::from));
+        }
+        match env.var("GIT_CONFIG_GLOBAL") {
+            Some(global) => files.push(PathBuf::from(global)),
+            None => files.extend([env.config_home().join("git/config"), home.join(".gitconfig")]),
+        }
+        let mut global = Vec::new();
+        for file in files {
+            read_config(&file, &context, protection, 0, &mut global);
+        }
+        context.global = global;
+        context
+    }
+
+    /// A path as git takes it from a config: `~/` in the home, relative to `base` otherwise.
+    fn resolve(&self, named: &str, base: &Path) -> Option<PathBuf> {
+        let path = match named.strip_prefix("~/") {
+            Some(rest) => self.home.join(rest),
+            None if named.starts_with('~') => return None,
+            None => base.join(named),
+        };
+        Some(without_dot_dots(&path))
+    }
+}
+
+/// Submodules' git directories under a git directory's `modules` (a submodule named `a/b` lives
+/// in `modules/a/b`): each directory holding `HEAD` is one.
+fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![(modules.to_path_buf(), 0)];
+    while let Some((dir, depth)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for path in entries.flatten().map(|entry| entry.path()).filter(|path| is_real_dir(path)) {
+            if path.join("HEAD").is_file() {
+                found.push(path);
+            } else if depth < MAX_SCAN_DEPTH {
+                pending.push((path, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Checkouts inside `root` (directories holding `.git`, not `root` itself), searched breadth
+/// first through at most [`MAX_SCANNED_DIRECTORIES`] directories, without following links or
+/// entering [`SKIPPED_DIRECTORIES`]; and whether the search saw everything.
+fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
+    let mut found = Vec::new();
+    let mut pending = std::collections::VecDeque::from([(root.to_path_buf(), 0)]);
+    let mut scanned = 0;
+    while let Some((dir, depth)) = pending.pop_front() {
+        scanned += 1;
+        if scanned > MAX_SCANNED_DIRECTORIES {
+            return (found, false);
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if SKIPPED_DIRECTORIES.iter().any(|skipped| name == *skipped)
+                || !entry.file_type().is_ok_and(|kind| kind.is_dir())
+            {
+                continue;
+            }
+            let path = entry.path();
+            if std::fs::symlink_metadata(path.join(".git")).is_ok() || git::is_git_directory(&path) {
+                found.push(path.clone());
+            }
+            if depth < MAX_SCAN_DEPTH {
+                pending.push_back((path, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    (found, true)
+}
+
+/// `path` with `.` and `..` resolved by name (`/a/.git/../b` is `/a/b`), so that whether it
+/// lies in a writable directory can be told from its components.
+fn without_dot_dots(path: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    normal
+}
+
+/// A directory, not a link to one.
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_dir())
+}
