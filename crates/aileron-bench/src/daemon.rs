@@ -85,9 +85,14 @@ impl BenchDaemon {
         // `aileron daemon run` serves.
         let server = executor.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            aileron::surfaces::daemon::connections::serve(listener, app, async {
-                let _ = stopped.await;
-            })
+            aileron::surfaces::daemon::connections::serve(
+                listener,
+                app,
+                aileron::surfaces::daemon::connections::Peers::OwnUser,
+                async {
+                    let _ = stopped.await;
+                },
+            )
             .await
         });
         let daemon = BenchDaemon { state, base_url: format!("http://{addr}"), token, stop, server, executor };

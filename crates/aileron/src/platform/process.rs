@@ -105,6 +105,73 @@ pub fn tcp_listener_owners(port: u16) -> Option<Vec<u32>> {
     read_any.then_some(owners)
 }
 
+/// The owner (uid, as this process's user namespace sees it) of the TCP socket at the other end
+/// of a loopback connection that this process accepted (`local` is this end, `peer` the other):
+/// one exact lookup through the kernel's socket diagnostics (`NETLINK_SOCK_DIAG`, what `ss` uses),
+/// not a walk of `/proc/net/tcp`. `Ok(None)` when no such socket is found (the peer is gone, or
+/// lives in another network namespace); `Err` when the kernel cannot be asked.
+pub fn tcp_peer_uid(local: std::net::SocketAddr, peer: std::net::SocketAddr) -> std::io::Result<Option<u32>> {
+    use nix::sys::socket::{AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType};
+    /// `SOCK_DIAG_BY_FAMILY`, `NLM_F_REQUEST`, `NLMSG_ERROR`, `INET_DIAG_NOCOOKIE` (linux/sock_diag.h,
+    /// linux/netlink.h, linux/inet_diag.h).
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLMSG_ERROR: u16 = 2;
+    const HEADER: usize = 16;
+    // In the `inet_diag_msg` answer: family, state, timer, retrans (4), the socket id (48), then
+    // expires, rqueue, wqueue (12) before the uid.
+    const UID_AT: usize = HEADER + 4 + 48 + 12;
+    let address = |addr: std::net::SocketAddr| -> [u8; 16] {
+        let mut bytes = [0u8; 16];
+        match addr.ip() {
+            std::net::IpAddr::V4(ip) => bytes[..4].copy_from_slice(&ip.octets()),
+            std::net::IpAddr::V6(ip) => bytes = ip.octets(),
+        }
+        bytes
+    };
+    let family = if peer.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // `nlmsghdr`, then `inet_diag_req_v2` naming the peer's socket as the peer sees it: its own
+    // address and port first (`src`, `sport`), ours as its remote end.
+    let mut request = Vec::with_capacity(HEADER + 56);
+    request.extend_from_slice(&((HEADER + 56) as u32).to_ne_bytes());
+    request.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    request.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    request.extend_from_slice(&[0u8; 8]); // sequence number, port id
+    request.extend_from_slice(&[family as u8, libc::IPPROTO_TCP as u8, 0, 0]);
+    request.extend_from_slice(&u32::MAX.to_ne_bytes()); // every state
+    request.extend_from_slice(&peer.port().to_be_bytes());
+    request.extend_from_slice(&local.port().to_be_bytes());
+    request.extend_from_slice(&address(peer));
+    request.extend_from_slice(&address(local));
+    request.extend_from_slice(&0u32.to_ne_bytes()); // any interface
+    request.extend_from_slice(&[0xff; 8]); // no cookie
+    let socket = nix::sys::socket::socket(
+        AddressFamily::Netlink,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkSockDiag,
+    )?;
+    use std::os::fd::AsRawFd as _;
+    nix::sys::socket::sendto(socket.as_raw_fd(), &request, &NetlinkAddr::new(0, 0), MsgFlags::empty())?;
+    let mut answer = [0u8; 512];
+    let read = nix::sys::socket::recv(socket.as_raw_fd(), &mut answer, MsgFlags::empty())?;
+    let answer = &answer[..read];
+    let field = |at: usize| answer.get(at..at + 4).map(|bytes| [bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let kind = answer.get(4..6).map(|bytes| u16::from_ne_bytes([bytes[0], bytes[1]]));
+    match kind {
+        Some(SOCK_DIAG_BY_FAMILY) => match field(UID_AT) {
+            Some(uid) => Ok(Some(u32::from_ne_bytes(uid))),
+            None => Err(std::io::Error::other("a short socket diagnostics answer")),
+        },
+        Some(NLMSG_ERROR) => match field(HEADER).map(i32::from_ne_bytes) {
+            Some(error) if -error == libc::ENOENT => Ok(None),
+            Some(error) => Err(std::io::Error::from_raw_os_error(-error)),
+            None => Err(std::io::Error::other("a short socket diagnostics answer")),
+        },
+        _ => Err(std::io::Error::other("an unexpected socket diagnostics answer")),
+    }
+}
+
 /// The uids of the `LISTEN` (`0A`) rows of one `/proc/net/tcp*` table whose local port is `port`.
 fn listeners_in(table: &str, port: u16) -> impl Iterator<Item = u32> + '_ {
     table.lines().skip(1).filter_map(move |line| {
@@ -128,6 +195,23 @@ mod tests {
         let (stream, _) = listener.accept().await;
         assert!(stream.nodelay().unwrap(), "SSE events must not wait for Nagle's algorithm");
     }
+    /// The other end of an accepted loopback connection is found, with its owner, in both
+    /// families; a connection that is not there is not found.
+    #[test]
+    fn a_loopback_peers_owner_is_found() {
+        let me = nix::unistd::geteuid().as_raw();
+        for bind in ["127.0.0.1:0", "[::1]:0"] {
+            let Ok(listener) = std::net::TcpListener::bind(bind) else { continue };
+            let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (accepted, peer) = listener.accept().unwrap();
+            let local = accepted.local_addr().unwrap();
+            assert_eq!(peer, client.local_addr().unwrap());
+            assert_eq!(super::tcp_peer_uid(local, peer).unwrap(), Some(me), "{bind}");
+            let elsewhere = std::net::SocketAddr::new(peer.ip(), 1);
+            assert_eq!(super::tcp_peer_uid(local, elsewhere).unwrap(), None, "{bind}");
+        }
+    }
+
     #[test]
     fn listeners_are_found_by_port_in_both_tables_with_their_owners() {
         let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\

@@ -406,6 +406,7 @@ async fn the_daemons_server_closes_connections_slow_to_send_a_head_and_never_a_q
     let serving = aileron::surfaces::daemon::connections::serve_with_head_timeout(
         listener,
         app(state),
+        aileron::surfaces::daemon::connections::Peers::OwnUser,
         std::future::pending(),
         timeout,
     );

@@ -142,6 +142,7 @@ async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
     tokio::spawn(aileron::surfaces::daemon::connections::serve(
         listener,
         harness.router.clone(),
+        aileron::surfaces::daemon::connections::Peers::OwnUser,
         std::future::pending(),
     ));
     let head = |method: &str, path: &str, extra: &str| {
@@ -205,6 +206,53 @@ async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
 /// refuse one) was not redacted from the upstream's echo: the connector's output carried it in
 /// clear. It is redacted now whatever its length, and nothing else (audit, traces, any file)
 /// holds it; binding such a short key is refused with the reason.
+/// Another local user's process that connects to the daemon's port is closed before a byte of
+/// its request is read: no answer, no slot held; the user's own processes are answered. The
+/// other user is `nobody`, which only a run as root can become: elsewhere the test checks the
+/// user's own half and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_users_connections_are_closed_unread() {
+    use crate::support::PORT;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let harness = Harness::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(aileron::surfaces::daemon::connections::serve(
+        listener,
+        harness.router.clone(),
+        aileron::surfaces::daemon::connections::Peers::OwnUser,
+        std::future::pending(),
+    ));
+    let request = format!("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\nConnection: close\r\n\r\n");
+
+    let mut own = tokio::net::TcpStream::connect(address).await.unwrap();
+    own.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    own.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "the user's own process was not answered: {answer:?}");
+
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("another_users_connections_are_closed_unread: not root, so no other user to connect as");
+        return;
+    }
+    let script = format!(
+        "import socket\ns = socket.create_connection(('127.0.0.1', {port}))\ns.sendall({request:?}.encode())\n\
+         s.settimeout(10)\ntry:\n    print(repr(s.recv(100)))\nexcept ConnectionResetError:\n    print('reset')",
+        port = address.port(),
+    );
+    let output = tokio::task::spawn_blocking(move || {
+        use std::os::unix::process::CommandExt as _;
+        std::process::Command::new("python3").args(["-c", &script]).uid(65534).gid(65534).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    // Closed with its request unread, the kernel resets the connection (or the peer reads its end).
+    assert!(["reset", "b''"].contains(&printed.trim()), "another user's process got an answer: {printed}");
+}
+
 #[tokio::test]
 async fn a_short_injected_secret_echoed_by_the_upstream_is_redacted_everywhere() {
     use aileron::platform::telemetry::{Telemetry, TelemetryConfig};

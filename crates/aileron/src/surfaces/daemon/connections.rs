@@ -3,6 +3,8 @@
 //! idle connections, fresh or kept alive, are closed after it), a request body within its
 //! [`BodyDeadline`] (a stalled body is answered 408 and its connection closed), at most [`max_connections`] are
 //! open at once (the rest wait in the kernel's backlog), and shutdown drains in-flight requests.
+//! On the daemon's own port only connections from processes of the daemon's own user are served
+//! ([`Peers::OwnUser`]): another local user's are closed unread, before they can hold a slot.
 //! Ambiguous request framing is hyper's to refuse: it answers 400 to every smuggling form the
 //! surface campaign sends but two, and those (`Content-Length` with `Transfer-Encoding`) it reads
 //! as chunked and closes the connection after its one response, so nothing after it is read.
@@ -35,23 +37,38 @@ pub fn max_connections() -> usize {
     soft.saturating_sub(RESERVED_DESCRIPTORS).clamp(64, 16_384) as usize
 }
 
+/// Whose connections a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peers {
+    /// Processes of the daemon's own user (the kernel says whose the other end is). Loopback
+    /// ports are every local user's to connect to: another user's process could otherwise hold
+    /// the gateway's keyless slots and the connection cap (SECURITY.md's "another local user").
+    OwnUser,
+    /// Whoever can reach the listener: a launched agent's own network namespace, where nothing
+    /// else lives (its listeners are made there and handed to the daemon).
+    Anyone,
+}
+
 /// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish
 /// (idle connections close at once).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Surface,
+    peers: Peers,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    serve_with_head_timeout(listener, app, shutdown, HEADER_READ_TIMEOUT).await
+    serve_with_head_timeout(listener, app, peers, shutdown, HEADER_READ_TIMEOUT).await
 }
 
 /// [`serve`], with `head_timeout` in place of [`HEADER_READ_TIMEOUT`] (the tests shorten it).
 pub async fn serve_with_head_timeout(
     listener: tokio::net::TcpListener,
     app: Surface,
+    peers: Peers,
     shutdown: impl Future<Output = ()>,
     head_timeout: Duration,
 ) -> std::io::Result<()> {
+    let owners = Arc::new(Owners::default());
     let permits = Arc::new(tokio::sync::Semaphore::new(max_connections()));
     // Connections wait on `drain` and hold a `finished` receiver until they end.
     let drain = Arc::new(Drain::default());
@@ -65,9 +82,9 @@ pub async fn serve_with_head_timeout(
             permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
             () = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of descriptors (EMFILE/ENFILE) or a connection reset before accept:
                     // wait a little rather than spin; the backlog keeps the others.
@@ -84,6 +101,9 @@ pub async fn serve_with_head_timeout(
         told_exhausted = false;
         if let Err(error) = stream.set_nodelay(true) {
             log_line!("aileron: cannot set TCP_NODELAY on a connection: {error}");
+        }
+        if peers == Peers::OwnUser && !owners.is_own_user(&stream, peer) {
+            continue;
         }
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service).with_upgrades();
@@ -106,6 +126,46 @@ pub async fn serve_with_head_timeout(
     drain.start();
     finished.closed().await;
     Ok(())
+}
+
+/// What the daemon's port has learnt of its peers' owners: the users refused (each logged once)
+/// and whether the kernel could not be asked (logged once; connections are then served).
+#[derive(Default)]
+struct Owners {
+    refused: Mutex<std::collections::HashSet<Option<u32>>>,
+    unasked: AtomicBool,
+}
+
+impl Owners {
+    /// Whether the process at the other end of `stream` runs as the daemon's user. One socket
+    /// diagnostics query (a few microseconds) a connection, before it is served; a peer that is
+    /// gone already is not served either.
+    fn is_own_user(&self, stream: &tokio::net::TcpStream, peer: std::net::SocketAddr) -> bool {
+        let me = nix::unistd::geteuid().as_raw();
+        let owner = stream.local_addr().and_then(|local| crate::platform::process::tcp_peer_uid(local, peer));
+        match owner {
+            Ok(owner) if owner == Some(me) => true,
+            Ok(owner) => {
+                if self.refused.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(owner) {
+                    let whose = owner.map_or_else(|| "a process that is gone".to_string(), |uid| format!("uid {uid}"));
+                    log_line!(
+                        "aileron daemon: refused a connection from {whose}: the daemon serves only its own user's \
+                         processes (logged once for each)"
+                    );
+                }
+                false
+            }
+            Err(error) => {
+                if !self.unasked.swap(true, Ordering::Relaxed) {
+                    log_line!(
+                        "aileron daemon: warning: cannot tell which user a connection comes from ({error}); \
+                         connections are served without that check"
+                    );
+                }
+                true
+            }
+        }
+    }
 }
 
 /// The signal that tells every open connection to drain. A connection's task leaves its waker

@@ -321,7 +321,7 @@ pub async fn serve(home: Home) -> anyhow::Result<()> {
     tokio::spawn(session_network::serve_control(control, state.clone()));
 
     let shutdown_state = state.clone();
-    let result = connections::serve(listener, app(state.clone()), async move {
+    let result = connections::serve(listener, app(state.clone()), connections::Peers::OwnUser, async move {
         wait_for_signal().await;
         log_line!("aileron daemon: shutting down; finishing in-flight requests");
         shutdown_state.shutdown.send_replace(true);

@@ -136,7 +136,12 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
         relays.spawn(egress.clone().forward_tcp(listener, destination, when_closed(&closed)));
     }
     let proxy_task = tokio::spawn(egress.serve(proxy, when_closed(&closed)));
-    let api_task = tokio::spawn(super::connections::serve(api, super::app(state.clone()), when_closed(&closed)));
+    let api_task = tokio::spawn(super::connections::serve(
+        api,
+        super::app(state.clone()),
+        super::connections::Peers::Anyone,
+        when_closed(&closed),
+    ));
     // The launcher sends nothing more: the read ends when its side closes.
     let mut shutdown = state.shutdown.subscribe();
     let mut byte = [0u8; 1];
