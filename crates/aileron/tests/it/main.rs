@@ -8,6 +8,7 @@ mod cli;
 mod crash;
 mod credentials;
 mod distribution;
+mod egress_attacks;
 mod export;
 mod fake_forge;
 /// The demo's loopback GitHub stand-in, compiled in from the demo (it is not library surface).

@@ -1,7 +1,8 @@
 //! Inside a tunnel the proxy opened (SPEC §15): TLS is terminated with the session CA's leaf for
 //! the CONNECT host and re-originated to the checked address, verified against the host's roots
 //! (and the daemon's `SSL_CERT_FILE`/`SSL_CERT_DIR`); a tunnel that starts with plain HTTP is
-//! served the same way without TLS. Either way each request is read by hyper, sent on the
+//! served the same way without TLS, unless it leads to an operation's host (not a loopback
+//! address): then each request is refused, nothing credentialed in clear. Either way each request is read by hyper, sent on the
 //! tunnel's upstream connection (one an earlier tunnel of the session left open, or a new one:
 //! [`super::upstreams`]), and recorded once — `sandbox.proxy.passthrough` with the method, the path
 //! (never the query), the status and the time to the response head — before its response goes
@@ -61,6 +62,13 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, dialled: Opti
     }
     // 0x16: a TLS handshake record.
     if first[0] != 0x16 {
+        // Plain text to an operation's host would carry the bound credential unencrypted to
+        // whatever the name resolved to, unverified: refused (SPEC §4.4's rule for connectors,
+        // https or a loopback address the manifest names). Nothing is dialled, held or counted.
+        if session.credentialing.names_host(&target.destination) && !is_loopback_address(&target.host) {
+            drop(dialled);
+            return refuse_plain_text(session, client, target).await;
+        }
         return serve(session, client, false, dialled, target, "http").await;
     }
     let config = match session.ca.server_config(&target.host) {
@@ -80,6 +88,38 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, dialled: Opti
     };
     let client_h2 = client.get_ref().1.alpn_protocol() == Some(b"h2");
     serve(session, client, client_h2, dialled, target, "https").await
+}
+
+/// Whether `host` (a CONNECT host) is a loopback address written as one, never a name.
+fn is_loopback_address(host: &str) -> bool {
+    host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Answers every request of a plain-text tunnel to an operation's host 403, each recorded as
+/// `connector.proxy.rejected` (`plaintext_to_operation_host`) with its method and path; nothing
+/// of it leaves the machine.
+async fn refuse_plain_text(session: Arc<EgressSession>, client: TcpStream, target: Target) {
+    let head_timeout = session.first_byte_timeout;
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let (session, target) = (session.clone(), target.clone());
+        async move {
+            let record = ProxiedRequest {
+                scheme: Some("http".to_string()),
+                path: Some(request.uri().path().chars().take(2048).collect()),
+                address: Some(target.address.to_string()),
+                ..session.request(SOURCE, request.method().as_str(), &target.destination)
+            };
+            let message = format!(
+                "{} has operations that carry your credential, and this request was plain HTTP inside the \
+                 tunnel: refused, nothing was sent; hint: speak TLS in the tunnel (an https:// URL, the \
+                 session's CA trusted)",
+                target.destination
+            );
+            let error = json!({"class": "plaintext_to_operation_host", "message": message});
+            Ok::<_, Infallible>(reject(&session, record, Map::new(), StatusCode::FORBIDDEN, error).await)
+        }
+    });
+    let _ = serve_client(client, false, service, head_timeout).await;
 }
 
 /// The two refusals a tunnel can end in after its CONNECT was allowed.

@@ -1,0 +1,282 @@
+//! The eighth re-attack of a launched agent's egress proxy (SPEC §15): each finding is a test on a
+//! real session proxy, a real upstream (TLS with the gateway tests' certificate, or plain HTTP on
+//! the same port, as the agent chooses) and a real client speaking through a `CONNECT` tunnel.
+//! The upstream keeps every request it received, so a test sees what left the machine as well as
+//! what the audit log says about it.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aileron::dataplane::agent_egress::{Credentialing, EgressSession, SealedConnector, SessionCa};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::support::{Harness, PlantedKey};
+
+/// The bound key every operation of these tests is credentialed with.
+const SECRET: &str = "ghp_PLANTEDreattack8secret0123456789";
+
+/// One request as the upstream received it.
+#[derive(Debug, Clone)]
+struct Seen {
+    tls: bool,
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A loopback upstream that speaks TLS or plain HTTP on one port (it peeks the first byte) and
+/// keeps every request it reads: `/hang` is never answered, `/reset` is read and then the
+/// connection dropped without an answer, anything else answered `200 ok`.
+struct Upstream {
+    address: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Upstream {
+    async fn start() -> Upstream {
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        aileron::platform::process::install_crypto_provider();
+        let certs = vec![CertificateDer::from_pem_slice(crate::gateway::TEST_UPSTREAM_CERT.as_bytes()).unwrap()];
+        let key = PrivateKeyDer::from_pem_slice(crate::gateway::TEST_UPSTREAM_KEY.as_bytes()).unwrap();
+        let mut config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key).unwrap();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let keeping = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (acceptor, seen) = (acceptor.clone(), keeping.clone());
+                tokio::spawn(async move {
+                    let mut first = [0u8; 1];
+                    if stream.peek(&mut first).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if first[0] == 0x16 {
+                        let Ok(tls) = acceptor.accept(stream).await else { return };
+                        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                        serve_upstream(tls, true, h2, seen).await;
+                    } else {
+                        serve_upstream(stream, false, false, seen).await;
+                    }
+                });
+            }
+        });
+        Upstream { address, seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn serve_upstream<S>(stream: S, tls: bool, h2: bool, seen: Arc<Mutex<Vec<Seen>>>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+        let seen = seen.clone();
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = http_body_util::BodyExt::collect(body).await.map(|b| b.to_bytes().to_vec()).unwrap_or_default();
+            let path = parts.uri.path().to_string();
+            let mut headers: Vec<(String, String)> = parts
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).to_string()))
+                .collect();
+            if let Some(authority) = parts.uri.authority() {
+                headers.push((":authority".to_string(), authority.to_string()));
+            }
+            seen.lock().unwrap().push(Seen {
+                tls,
+                method: parts.method.to_string(),
+                path: path.clone(),
+                headers,
+                body,
+            });
+            match path.as_str() {
+                "/hang" => std::future::pending::<()>().await,
+                "/reset" => return Err("dropped unanswered"),
+                _ => {}
+            }
+            Ok(hyper::Response::new(axum::body::Body::from("ok")))
+        }
+    });
+    let io = hyper_util::rt::TokioIo::new(stream);
+    if h2 {
+        let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .serve_connection(io, service)
+            .await;
+    } else {
+        let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+    }
+}
+
+/// A connector whose operations on `destination` carry [`SECRET`]: `GET /**` and
+/// `POST /upload/**` go at once, `DELETE /upload/**` needs an approval.
+fn credentialing(destination: &str) -> Credentialing {
+    let manifest = aileron_core::manifest::parse_manifest(
+        &format!(
+            "[connector]\nname = \"github://reattack/example\"\nversion = \"1.0.0\"\n\
+             [capabilities.network]\nhosts = [\"{destination}\"]\n\
+             [capabilities.credential]\nkind = \"api_key\"\nscope = \"test key\"\nheader = \"Authorization\"\n\
+             format = \"token {{key}}\"\n\
+             [[proxy.operations]]\nname = \"rest_get\"\nmethod = \"GET\"\nhost = \"{destination}\"\npath = \"/**\"\n\
+             [[proxy.operations]]\nname = \"upload\"\nmethod = \"POST\"\nhost = \"{destination}\"\n\
+             path = \"/upload/**\"\n\
+             [[proxy.operations]]\nname = \"delete_upload\"\nmethod = \"DELETE\"\nhost = \"{destination}\"\n\
+             path = \"/upload/**\"\napproval = true\n"
+        ),
+        "manifest.toml",
+    )
+    .unwrap();
+    let oauth = Arc::new(aileron::stores::oauth::OAuthFlows::new().unwrap());
+    Credentialing::new(
+        vec![SealedConnector { manifest: Arc::new(manifest) }],
+        Some((Arc::new(PlantedKey(SECRET)), oauth)),
+    )
+}
+
+/// A client's TLS configuration trusting `pem` alone.
+fn trusting(pem: &str) -> rustls::ClientConfig {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
+    rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth()
+}
+
+/// A session proxy serving on loopback whose operations are on `localhost:<upstream port>` (the
+/// name dialled at the upstream's address), the upstream's certificate trusted.
+struct Proxy {
+    address: SocketAddr,
+    /// The operations' host: `localhost:<port>`.
+    destination: String,
+    ca_pem: String,
+    session: Arc<EgressSession>,
+}
+
+impl Proxy {
+    async fn start(harness: &Harness, id: &str, upstream: &Upstream) -> Proxy {
+        Proxy::start_with(harness, id, upstream, |session| session).await
+    }
+
+    async fn start_with(
+        harness: &Harness,
+        id: &str,
+        upstream: &Upstream,
+        shape: impl FnOnce(EgressSession) -> EgressSession,
+    ) -> Proxy {
+        let destination = format!("localhost:{}", upstream.address.port());
+        let ca = SessionCa::new(id).unwrap();
+        let ca_pem = ca.certificate_pem().to_string();
+        let connect_to: aileron::dataplane::agent_egress::ConnectTo = [(destination.clone(), upstream.address)].into();
+        let session = EgressSession::new(
+            harness.state.services.audit.clone(),
+            id.into(),
+            Default::default(),
+            ca,
+            Default::default(),
+        )
+        .with_upstream_tls(trusting(crate::gateway::TEST_UPSTREAM_CERT))
+        .with_connect_to(Arc::new(connect_to))
+        .with_credentialing(Arc::new(credentialing(&destination)));
+        let session = Arc::new(shape(session));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(session.clone().serve(listener, std::future::pending()));
+        Proxy { address, destination, ca_pem, session }
+    }
+
+    /// A tunnel to `destination`, its `200` read.
+    async fn tunnel(&self, destination: &str) -> tokio::net::TcpStream {
+        let mut socket = tokio::net::TcpStream::connect(self.address).await.unwrap();
+        socket.write_all(format!("CONNECT {destination} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+        let connected = crate::gateway::read_head(&mut socket).await;
+        assert!(connected.starts_with("HTTP/1.1 200"), "{connected}");
+        socket
+    }
+
+    /// A tunnel to the operations' host with TLS on it, the session CA trusted, ALPN `alpn`.
+    async fn tls(&self, alpn: &[&[u8]]) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        let mut config = trusting(&self.ca_pem);
+        config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let socket = self.tunnel(&self.destination).await;
+        tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, socket).await.unwrap()
+    }
+}
+
+/// Writes `request` and reads the answer until the proxy closes (or 10 s pass).
+async fn exchange(mut stream: impl AsyncRead + AsyncWrite + Unpin, request: &str) -> String {
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while let Ok(Ok(read)) = tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+        if read == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buffer[..read]);
+    }
+    String::from_utf8_lossy(&answer).to_string()
+}
+
+/// The records of session `id`, oldest first, once every pending one is written.
+async fn records(harness: &Harness, id: &str) -> Vec<Value> {
+    harness.state.services.audit.flush().await;
+    let mut records: Vec<Value> = harness.audit().await.into_iter().filter(|r| r["session_id"] == id).collect();
+    records.sort_by_key(|r| r["seq"].as_u64());
+    records
+}
+
+/// F1: a request in plain text inside a tunnel to an operation's host gets no credential, is
+/// never held or counted, and never leaves: it is refused and recorded. The same request over
+/// TLS is credentialed (the fixture works).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_text_to_an_operation_host_is_refused_and_never_credentialed() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-plain", &upstream).await;
+    let request = |method: &str, path: &str| {
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: token aileron-sealed\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n",
+            proxy.destination
+        )
+    };
+
+    let over_tls = exchange(proxy.tls(&[b"http/1.1"]).await, &request("GET", "/user")).await;
+    assert!(over_tls.starts_with("HTTP/1.1 200"), "{over_tls}");
+    for (method, path) in [("GET", "/user"), ("DELETE", "/upload/important")] {
+        let plain = exchange(proxy.tunnel(&proxy.destination).await, &request(method, path)).await;
+        assert!(plain.starts_with("HTTP/1.1 403"), "{plain}");
+        assert!(plain.contains("plaintext_to_operation_host") && plain.contains("hint:"), "{plain}");
+    }
+
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1, "only the TLS request left: {seen:#?}");
+    assert!(seen[0].tls && seen[0].header("authorization") == Some(&format!("token {SECRET}")), "{seen:#?}");
+    let records = records(&harness, "s-plain").await;
+    let refused: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["payload"]["aileron.connector.reject_reason"] == "plaintext_to_operation_host")
+        .collect();
+    assert_eq!(refused.len(), 2, "{records:#?}");
+    for record in &refused {
+        assert_eq!(record["event_type"], "connector.proxy.rejected", "{record}");
+        assert_eq!(record["payload"]["aileron.proxy.upstream.scheme"], "http", "{record}");
+    }
+    assert!(!records.iter().any(|r| r["event_type"] == "approval.requested"), "nothing was held: {records:#?}");
+}
