@@ -280,3 +280,51 @@ async fn plain_text_to_an_operation_host_is_refused_and_never_credentialed() {
     }
     assert!(!records.iter().any(|r| r["event_type"] == "approval.requested"), "nothing was held: {records:#?}");
 }
+
+/// F6: an ungated operation's method asking the server to read it as a gated one's — by a
+/// method-override header, a `_method` query parameter or form field — is refused on an
+/// operation's host and recorded; nothing leaves. The same request without the override goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_override_to_an_operation_host_is_refused() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-override", &upstream).await;
+    let post = |target: &str, extra: &str, content_type: &str, body: &str| {
+        format!(
+            "POST {target} HTTP/1.1\r\nHost: {}\r\nAuthorization: token aileron-sealed\r\n{extra}\
+             Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            proxy.destination,
+            body.len()
+        )
+    };
+    let multipart = "--b\r\nContent-Disposition: form-data; name=\"_method\"\r\n\r\nDELETE\r\n--b--\r\n";
+    let overriding = [
+        post("/upload/a", "X-HTTP-Method-Override: DELETE\r\n", "application/json", "{}"),
+        post("/upload/b", "X-HTTP-Method: DELETE\r\n", "application/json", "{}"),
+        post("/upload/c", "x-method-override: DELETE\r\n", "application/json", "{}"),
+        post("/upload/d?_method=DELETE", "", "application/json", "{}"),
+        post("/upload/e?a=1&%5Fmethod=DELETE", "", "application/json", "{}"),
+        post("/upload/f", "", "application/x-www-form-urlencoded; charset=utf-8", "a=1&_method=DELETE"),
+        post("/upload/g", "", "multipart/form-data; boundary=b", multipart),
+    ];
+    for request in &overriding {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, request).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{request}\n{answer}");
+        assert!(answer.contains("method_override_refused") && answer.contains("hint:"), "{answer}");
+    }
+    let plain = exchange(proxy.tls(&[b"http/1.1"]).await, &post("/upload/h", "", "application/json", "{}")).await;
+    assert!(plain.starts_with("HTTP/1.1 200"), "{plain}");
+
+    let seen = upstream.seen();
+    assert_eq!(seen.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(), ["/upload/h"], "{seen:#?}");
+    assert_eq!(seen[0].method, "POST");
+    let records = records(&harness, "s-override").await;
+    let refused = records
+        .iter()
+        .filter(|r| {
+            r["event_type"] == "connector.proxy.rejected"
+                && r["payload"]["aileron.connector.reject_reason"] == "method_override_refused"
+        })
+        .count();
+    assert_eq!(refused, overriding.len(), "{records:#?}");
+}

@@ -260,8 +260,28 @@ async fn forward(
     let mut graphql = None;
     // Held while a body this request's handling reads whole is in memory (until it is answered).
     let mut _whole_body = None;
+    // A method override would let an ungated operation's method carry a gated one's, credentialed
+    // (decision 0017): refused on an operation's host, matched or not.
+    if session.credentialing.names_host(&target.destination) {
+        if form_body(&request).is_some() {
+            _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
+        }
+        let (read, overridden) = method_override(request).await;
+        request = read;
+        if let Some(found) = overridden {
+            let message = format!(
+                "{found} asks {} to treat this {method} as another method, and operations are matched by the \
+                 method sent: refused, nothing was sent; hint: send the request with the method it means",
+                target.destination
+            );
+            let error = json!({"class": "method_override_refused", "message": message});
+            return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
+        }
+    }
     if session.credentialing.needs_graphql(&method, &target.destination, &path) {
-        _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
+        if _whole_body.is_none() {
+            _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
+        }
         let (parts, body) = request.into_parts();
         let read = axum::body::to_bytes(body, super::sealed::MAX_GRAPHQL_BODY_BYTES).await;
         let names = match &read {
@@ -442,6 +462,54 @@ async fn forward(
         });
     }
     Ok(response.map(Body::new))
+}
+
+/// The headers servers read as "treat this request as another method".
+const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-http-method", "x-method-override"];
+
+/// What kind of form `request`'s body is, when servers read a `_method` field in it (Rack,
+/// Laravel, Symfony): URL-encoded, or multipart.
+fn form_body(request: &Request<Body>) -> Option<&'static str> {
+    let content_type = request.headers().get(hyper::header::CONTENT_TYPE)?.to_str().ok()?;
+    let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    match essence.as_str() {
+        "application/x-www-form-urlencoded" => Some("urlencoded"),
+        "multipart/form-data" => Some("multipart"),
+        _ => None,
+    }
+}
+
+/// `request` (its body read whole when it is a form, at most [`super::sealed::MAX_SIGNED_BODY_BYTES`])
+/// and where it asks for another method, if it does: a method-override header, a `_method` query
+/// parameter, a `_method` form field; a form too large to read counts as one.
+async fn method_override(request: Request<Body>) -> (Request<Body>, Option<String>) {
+    if let Some(name) = METHOD_OVERRIDE_HEADERS.iter().find(|name| request.headers().contains_key(**name)) {
+        return (request, Some(format!("the {name} header")));
+    }
+    let in_query = request.uri().query().is_some_and(|query| {
+        url::form_urlencoded::parse(query.as_bytes()).any(|(key, _)| key.trim().eq_ignore_ascii_case("_method"))
+    });
+    if in_query {
+        return (request, Some("a _method query parameter".to_string()));
+    }
+    let Some(form) = form_body(&request) else { return (request, None) };
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, super::sealed::MAX_SIGNED_BODY_BYTES).await else {
+        let found = format!("a form body over {} bytes (it could carry _method)", super::sealed::MAX_SIGNED_BODY_BYTES);
+        return (Request::from_parts(parts, Body::empty()), Some(found));
+    };
+    let in_form = match form {
+        "urlencoded" => url::form_urlencoded::parse(&bytes).any(|(key, _)| key.trim().eq_ignore_ascii_case("_method")),
+        // A part named `_method`, quoted or not (a part's headers are ASCII).
+        _ => {
+            let lowered = bytes.to_ascii_lowercase();
+            [&b"name=\"_method\""[..], b"name=_method", b"name='_method'"]
+                .iter()
+                .any(|needle| memchr::memmem::find(&lowered, needle).is_some())
+        }
+    };
+    let found = in_form.then(|| "a _method form field".to_string());
+    (Request::from_parts(parts, Body::from(bytes)), found)
 }
 
 /// Reads a request that matched an `approval = true` operation whole and holds it for a human
