@@ -536,6 +536,42 @@ fn dry_run_prints_the_changes_and_writes_and_starts_nothing() {
     assert!(!rig.report().exists(), "the agent did not run");
 }
 
+/// The launch reads git's config where the user's git does, the environment included
+/// (`GIT_CONFIG_GLOBAL`, `GIT_CONFIG_COUNT` pairs: the seventh re-attack, where a global config
+/// named by `GIT_CONFIG_GLOBAL` set `core.hooksPath = .githooks` and the agent's hooks there ran
+/// at the user's next commit), and a repository with no config has its config watched.
+#[test]
+fn what_the_environments_git_config_names_is_protected() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    assert!(std::process::Command::new("git").args(["init", "-q"]).current_dir(&work).status().unwrap().success());
+    std::fs::remove_file(work.join(".git/config")).unwrap();
+    std::fs::write(work.join("fsmonitor.sh"), "#!/bin/sh\n").unwrap();
+    let dotfiles = rig.user_home().join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    std::fs::write(dotfiles.join("gitconfig"), "[core]\n\thooksPath = .githooks\n").unwrap();
+    rig.fake_agent("claude", "true");
+    let global = dotfiles.join("gitconfig");
+    let env: [(&str, &std::ffi::OsStr); 4] = [
+        ("GIT_CONFIG_GLOBAL", global.as_os_str()),
+        ("GIT_CONFIG_COUNT", "1".as_ref()),
+        ("GIT_CONFIG_KEY_0", "core.fsmonitor".as_ref()),
+        ("GIT_CONFIG_VALUE_0", "./fsmonitor.sh".as_ref()),
+    ];
+    let output = rig.command_in(&work, &["launch", "claude", "--dry-run"], None, &env);
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let listed = |prefix: &str, path: &Path| {
+        stdout.lines().any(|line| {
+            line.strip_prefix(prefix).is_some_and(|paths| paths.split(", ").any(|shown| Path::new(shown) == path))
+        })
+    };
+    let work = std::fs::canonicalize(&work).unwrap();
+    assert!(listed("moved aside if the agent creates them: ", &work.join(".githooks")), "{stdout}");
+    assert!(listed("moved aside if the agent creates them: ", &work.join(".git/config")), "{stdout}");
+    assert!(listed("read-only inside its workspace: ", &work.join("fsmonitor.sh")), "{stdout}");
+}
+
 /// An agent whose config lives in a directory the launch hides from it (here a credential store,
 /// `~/.config/gh`) would start without Aileron's tools: refused before anything is written or
 /// run, with where to move it; `--expose` of that store lets it through.

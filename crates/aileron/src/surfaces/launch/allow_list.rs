@@ -281,15 +281,21 @@ mod tests {
                 .collect::<Vec<_>>(),
             "parents before what is inside them"
         );
-        for read_only in [".git/modules/libs/a/hooks", ".git/modules/libs/a/config", ".git/worktrees/wt/commondir"] {
+        for read_only in [".git/modules/libs/a/hooks", ".git/worktrees/wt/commondir"] {
             assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
         }
-        for read_only in ["sub/.git", "vendor/dep/.git/hooks", "vendor/dep/.git/config"] {
+        for read_only in ["sub/.git", "vendor/dep/.git/hooks"] {
             assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
         }
-        for watched in
-            ["shared.gitconfig", ".git/commondir", ".git/worktrees/wt/gitdir", ".git/modules/libs/a/commondir"]
-        {
+        // Git directories with no config have the config watched (the seventh re-attack).
+        for watched in [
+            "shared.gitconfig",
+            ".git/commondir",
+            ".git/worktrees/wt/gitdir",
+            ".git/modules/libs/a/commondir",
+            ".git/modules/libs/a/config",
+            "vendor/dep/.git/config",
+        ] {
             assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
         }
         assert!(!access.pinned.contains(&repo.join(".git/modules/libs/a/hooks")));
@@ -341,8 +347,10 @@ mod tests {
         for pinned in [".husky", "conf", "conf/team", "tools", "scripts", "node_modules", "node_modules/old/.git"] {
             assert!(access.pinned.contains(&repo.join(pinned)), "{pinned}: {:?}", access.pinned);
         }
-        // The submodule in node_modules (never searched) is protected like any repository.
-        assert!(access.read_only.contains(&repo.join("node_modules/old/.git/config")), "{:?}", access.read_only);
+        // The submodule in node_modules (never searched) is protected like any repository; its
+        // git directory has no config, so one appearing is moved aside (the seventh re-attack).
+        assert!(access.read_only.contains(&repo.join("node_modules/old/.git/hooks")), "{:?}", access.read_only);
+        assert!(access.watched.contains(&repo.join("node_modules/old/.git/config")), "{:?}", access.watched);
         // One the agent makes and records there is a submodule; one it only makes is not.
         assert!(git(&["init", "-q", "node_modules/x"]));
         assert!(git(&["update-index", "--add", "--cacheinfo", &format!("160000,{commit},node_modules/x")]));
@@ -350,6 +358,12 @@ mod tests {
         let created = access.checkouts.created();
         let made = |path: &str, entered: bool| Created { path: repo.join(path), entered };
         assert_eq!(created, vec![made("made", false), made("node_modules/x", true)]);
+        assert!(access.checkouts.look().newly_entered.is_empty());
+        // A repository there at launch (an earlier session's, say) that the agent records as a
+        // submodule is now entered by git unasked: the end of the session says so.
+        let later = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        assert!(git(&["update-index", "--add", "--cacheinfo", &format!("160000,{commit},made")]));
+        assert_eq!(later.checkouts.look().newly_entered, vec![repo.join("made")]);
     }
 
     /// The third re-attack of 2026-12-05 (the defences above, attacked): an include in the user's

@@ -23,6 +23,18 @@ impl Entry {
     }
 }
 
+/// A variable named as `git -c` and `GIT_CONFIG_KEY_<n>` name one (`section.key`,
+/// `section.sub.section.key`: the subsection is everything between the first and the last dot).
+pub fn entry_of_key(name: &str, value: Option<&str>) -> Option<Entry> {
+    let (section, rest) = name.split_once('.')?;
+    let (subsection, key) = match rest.rsplit_once('.') {
+        Some((subsection, key)) => (Some(subsection.to_string()), key),
+        None => (None, rest),
+    };
+    let (section, key) = (section.to_ascii_lowercase(), key.to_ascii_lowercase());
+    Some(Entry { section, subsection, key, value: value.map(str::to_string) })
+}
+
 /// Every variable in a config file's text. What does not parse is skipped, not refused: git
 /// would refuse the file, and then run nothing it names.
 pub fn parse(text: &str) -> Vec<Entry> {

@@ -76,7 +76,7 @@ const ANTHROPIC_HOST: &str = "ANTHROPIC_HOST";
 const OPENAI_HOST: &str = "OPENAI_HOST";
 const PATH: &str = "PATH";
 const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
-const FOREIGN_VARIABLES: [&str; 15] = [
+const FOREIGN_VARIABLES: [&str; 19] = [
     CODEX_HOME,
     XDG_CONFIG_HOME,
     OPENCODE_CONFIG,
@@ -92,6 +92,12 @@ const FOREIGN_VARIABLES: [&str; 15] = [
     allow_list::XDG_STATE_HOME,
     allow_list::XDG_CACHE_HOME,
     allow_list::CLAUDE_CONFIG_DIR,
+    // Where the user's git finds its own config (the seventh re-attack: a global config named by
+    // `GIT_CONFIG_GLOBAL` setting `core.hooksPath = .githooks` went unread, and unprotected).
+    repositories::GIT_CONFIG_GLOBAL,
+    repositories::GIT_CONFIG_SYSTEM,
+    repositories::GIT_CONFIG_NOSYSTEM,
+    repositories::GIT_CONFIG_COUNT,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -194,6 +200,14 @@ impl LaunchEnv {
     pub fn from_process() -> anyhow::Result<LaunchEnv> {
         let vars =
             FOREIGN_VARIABLES.iter().filter_map(|name| env::get(name).map(|value| (name.to_string(), value))).collect();
+        let mut vars: HashMap<String, String> = vars;
+        // `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>`, as many as `GIT_CONFIG_COUNT` says.
+        let count = vars.get(repositories::GIT_CONFIG_COUNT).and_then(|count| count.parse::<usize>().ok());
+        for name in (0..count.unwrap_or(0).min(1024)).flat_map(repositories::git_config_pair) {
+            if let Some(value) = env::get(&name) {
+                vars.insert(name, value);
+            }
+        }
         let home_dir = std::env::home_dir()
             .filter(|dir| dir.is_absolute())
             .ok_or_else(|| anyhow!("cannot locate your home directory to find the agent's config\nhint: set HOME"))?;
@@ -561,6 +575,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             if !access.read_only.is_empty() {
                 println!("read-only inside its workspace: {}", shown(&access.read_only));
             }
+            if !access.watched.is_empty() {
+                println!("moved aside if the agent creates them: {}", shown(&access.watched));
+            }
             for note in &access.notes {
                 println!("note: {note}");
             }
@@ -733,7 +750,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let plant_watch = planted::PlantWatch::start(watched, quarantine.clone());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let mut quarantined = plant_watch.finish().await;
-    let repositories::Look { created, unread } = checkouts.look();
+    let repositories::Look { created, unread, newly_entered } = checkouts.look();
     // A repository the agent made that the user's git enters unasked (a submodule of one the user
     // had, a bare lookalike) has what in it would run moved aside too — never a git directory
     // there at launch, nor anything the agent could not write (the sixth re-attack: a `.git` link
@@ -770,6 +787,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             agent.name(),
             path.display(),
             path.join(".git").display()
+        );
+    }
+    for path in &newly_entered {
+        log_line!(
+            "aileron: warning: {} recorded {} as a submodule: git now enters it unasked and runs what its hooks and \
+             config name as you\nhint: look at `git config --list --local` and the hooks there before you run git in \
+             the repository above it",
+            agent.name(),
+            path.display()
         );
     }
     if let Some(hosts) = hosts_file {

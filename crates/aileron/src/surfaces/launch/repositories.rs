@@ -10,6 +10,18 @@ use std::path::{Path, PathBuf};
 
 use super::{LaunchEnv, git};
 
+/// Variables that tell the user's git where its system and global config are, or add to it
+/// (`GIT_CONFIG_COUNT` pairs of `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>`).
+pub(super) const GIT_CONFIG_GLOBAL: &str = "GIT_CONFIG_GLOBAL";
+pub(super) const GIT_CONFIG_SYSTEM: &str = "GIT_CONFIG_SYSTEM";
+pub(super) const GIT_CONFIG_NOSYSTEM: &str = "GIT_CONFIG_NOSYSTEM";
+pub(super) const GIT_CONFIG_COUNT: &str = "GIT_CONFIG_COUNT";
+
+/// The names of the `n`th config pair from the environment (key, value).
+pub(super) fn git_config_pair(n: usize) -> [String; 2] {
+    [format!("GIT_CONFIG_KEY_{n}"), format!("GIT_CONFIG_VALUE_{n}")]
+}
+
 /// What protects the repositories of the writable trees.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Protection {
@@ -36,7 +48,7 @@ impl Protection {
 
 /// The repositories in each writable tree searched at launch (the tree's own, nested ones).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Checkouts(Vec<(PathBuf, Vec<PathBuf>)>);
+pub struct Checkouts(Vec<(PathBuf, Vec<PathBuf>, HashSet<PathBuf>)>);
 
 /// A repository the agent made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +67,9 @@ pub struct Look {
     pub created: Vec<Created>,
     /// Indexes too large to read: the submodules they record are not known.
     pub unread: Vec<PathBuf>,
+    /// Repositories there at launch that git now enters unasked and did not then (recorded as a
+    /// submodule during the session): one an earlier session made is the agent's too.
+    pub newly_entered: Vec<PathBuf>,
 }
 
 impl Checkouts {
@@ -62,11 +77,15 @@ impl Checkouts {
     /// made is its own, hooks and config included, so the user is told before running git there.
     pub fn look(&self) -> Look {
         let mut look = Look::default();
-        for (root, before) in &self.0 {
+        for (root, before, entered_before) in &self.0 {
             let now = checkouts_in(root);
-            for path in now.checkouts.into_iter().filter(|checkout| !before.contains(checkout)) {
+            for path in now.checkouts.into_iter() {
                 let entered = now.entered.contains(&path);
-                look.created.push(Created { path, entered });
+                if !before.contains(&path) {
+                    look.created.push(Created { path, entered });
+                } else if entered && !entered_before.contains(&path) {
+                    look.newly_entered.push(path);
+                }
             }
             look.unread.extend(now.unread);
         }
@@ -145,7 +164,7 @@ const REDIRECTING_FILES: [&str; 2] = ["commondir", "config.worktree"];
 /// between `root` and each are pinned by [`write_access`], so a renamed parent cannot carry the
 /// protected repository away and leave a planted one in its place).
 pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut Protection) {
-    let Found { checkouts, complete, unread, .. } = checkouts_in(root);
+    let Found { checkouts, complete, unread, entered } = checkouts_in(root);
     for index in unread {
         protection.notes.push(format!(
             "{} is too large to read: the submodules it records are not protected\nhint: look at `git ls-files -s | grep \
@@ -156,7 +175,7 @@ pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut
     for checkout in &checkouts {
         protect_checkout(checkout, git, protection);
     }
-    protection.checkouts.0.push((root.to_path_buf(), checkouts));
+    protection.checkouts.0.push((root.to_path_buf(), checkouts, entered));
     if !complete {
         protection.notes.push(format!(
             "{} has more than {MAX_SCANNED_DIRECTORIES} directories: repositories nested deeper in it than those \
@@ -208,7 +227,10 @@ fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, pr
         protection.to_create.push(hooks.clone());
     }
     protection.pinned.push(git.to_path_buf());
-    protection.read_only.extend([hooks.clone(), git.join("config")]);
+    protection.read_only.push(hooks.clone());
+    // Git works without a config: one missing at launch is watched, not left for the agent to
+    // write (the seventh re-attack: a submodule's config written in a later session).
+    protection.bind_or_watch(git.join("config"));
     for name in REDIRECTING_FILES {
         protection.bind_or_watch(git.join(name));
     }
@@ -334,16 +356,28 @@ fn read_config(
     let Ok(text) = git::read_limited(file, true) else { return };
     let base = file.parent().unwrap_or(Path::new("/"));
     for entry in git::parse(&String::from_utf8_lossy(&text)) {
-        let included = (entry.section == "include" || entry.section == "includeif") && entry.key == "path";
-        let path = included.then(|| entry.value.clone()).flatten().filter(|named| !named.is_empty());
-        entries.push(entry);
-        // Relative to the including file; `~/` in the home (whose agent directories are writable).
-        let Some(path) = path.and_then(|named| context.resolve(&named, base)) else { continue };
-        if depth < MAX_INCLUDE_DEPTH && path.is_file() {
-            read_config(&path, context, protection, depth + 1, entries);
-        }
-        protection.bind_or_watch(path);
+        add_entry(entry, base, context, protection, depth, entries);
     }
+}
+
+/// One config variable, appended to `entries`; an include is read where it stands (relative to
+/// `base`; `~/` in the home, whose agent directories are writable) and protected.
+fn add_entry(
+    entry: git::Entry,
+    base: &Path,
+    context: &GitContext,
+    protection: &mut Protection,
+    depth: usize,
+    entries: &mut Vec<git::Entry>,
+) {
+    let included = (entry.section == "include" || entry.section == "includeif") && entry.key == "path";
+    let path = included.then(|| entry.value.clone()).flatten().filter(|named| !named.is_empty());
+    entries.push(entry);
+    let Some(path) = path.and_then(|named| context.resolve(&named, base)) else { return };
+    if depth < MAX_INCLUDE_DEPTH && path.is_file() {
+        read_config(&path, context, protection, depth + 1, entries);
+    }
+    protection.bind_or_watch(path);
 }
 
 /// How deep includes are followed (git stops at ten levels).
@@ -363,16 +397,22 @@ impl GitContext {
     pub(super) fn of_user(env: &LaunchEnv, home: &Path, protection: &mut Protection) -> GitContext {
         let mut context = GitContext { home: home.to_path_buf(), global: Vec::new() };
         let mut files = Vec::new();
-        if env.var("GIT_CONFIG_NOSYSTEM").is_none() {
-            files.push(env.var("GIT_CONFIG_SYSTEM").map_or_else(|| PathBuf::from("/etc/gitconfig"), PathBuf::from));
+        if env.var(GIT_CONFIG_NOSYSTEM).is_none() {
+            files.push(env.var(GIT_CONFIG_SYSTEM).map_or_else(|| PathBuf::from("/etc/gitconfig"), PathBuf::from));
         }
-        match env.var("GIT_CONFIG_GLOBAL") {
+        match env.var(GIT_CONFIG_GLOBAL) {
             Some(global) => files.push(PathBuf::from(global)),
             None => files.extend([env.config_home().join("git/config"), home.join(".gitconfig")]),
         }
         let mut global = Vec::new();
         for file in files {
             read_config(&file, &context, protection, 0, &mut global);
+        }
+        // Then the environment's own pairs, which git reads after the files.
+        let count = env.var(GIT_CONFIG_COUNT).and_then(|count| count.parse::<usize>().ok()).unwrap_or(0);
+        for [key, value] in (0..count.min(1024)).map(git_config_pair) {
+            let Some(entry) = env.var(&key).and_then(|key| git::entry_of_key(key, env.var(&value))) else { continue };
+            add_entry(entry, home, &context, protection, 0, &mut global);
         }
         context.global = global;
         context
