@@ -572,6 +572,48 @@ fn what_the_environments_git_config_names_is_protected() {
     assert!(listed("read-only inside its workspace: ", &work.join("fsmonitor.sh")), "{stdout}");
 }
 
+/// A config the launch edits, in the agent's own directory (which a launched agent may write),
+/// replaced by a link to a file of the user's: the next launch refuses to write through it, and
+/// the user's file is unchanged (the seventh re-attack, where it rewrote the user's
+/// `.git/config`). A FIFO there is refused at once instead of holding the launch for good.
+#[test]
+fn a_config_the_agent_could_have_linked_or_replaced_is_not_written_through() {
+    let rig = LaunchRig::new();
+    let codex_home = rig.user_home().join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let users = rig.user_home().join("notes.toml");
+    std::fs::write(&users, "title = \"mine\"\n").unwrap();
+    std::os::unix::fs::symlink(&users, codex_home.join("config.toml")).unwrap();
+    rig.fake_agent("codex", "true");
+    let output = rig.run(&["launch", "codex", "--", "exec", "hi"], &[("CODEX_HOME", &codex_home)]);
+    let said = text(&output);
+    assert!(!output.status.success() && said.contains("reached through a link") && said.contains("hint:"), "{said}");
+    assert_eq!(std::fs::read_to_string(&users).unwrap(), "title = \"mine\"\n", "the user's file was written");
+    assert!(!codex_home.join("config.toml.aileron-backup").exists(), "a copy of the user's file was left");
+    assert!(!rig.report().exists(), "the agent did not run");
+
+    std::fs::remove_file(codex_home.join("config.toml")).unwrap();
+    nix::unistd::mkfifo(&codex_home.join("config.toml"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut launch = rig.command_at(
+        &rig.workspace(),
+        &["launch", "codex", "--", "exec", "hi"],
+        None,
+        &[("CODEX_HOME", codex_home.as_os_str())],
+    );
+    let mut child = launch.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("a FIFO as the agent's config held the launch");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().unwrap();
+    let said = text(&output);
+    assert!(!output.status.success() && said.contains("not a regular file"), "{said}");
+}
+
 /// An agent whose config lives in a directory the launch hides from it (here a credential store,
 /// `~/.config/gh`) would start without Aileron's tools: refused before anything is written or
 /// run, with where to move it; `--expose` of that store lets it through.

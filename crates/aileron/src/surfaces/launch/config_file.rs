@@ -1,7 +1,9 @@
 //! One file `aileron launch` writes: the agent's config with our entry set, or the temporary
 //! `--mcp-config` file for Claude Code. Applying keeps a one-time backup of the user's original
 //! (`<file>.aileron-backup`), writes atomically, follows a symlinked config to its target (dotfile
-//! managers link these files), and keeps the file's mode.
+//! managers link these files; a link inside the agent's own directories, which a launched agent
+//! may write, is refused before anything is applied: `launch::refuse_writing_through_agents_links`),
+//! and keeps the file's mode.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -23,18 +25,32 @@ pub struct ConfigEdit {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigFileError {
-    #[error("reading {path}: {source}")]
+    #[error(
+        "reading {path}: {source}\nhint: it should be the agent's config file, a regular file; move aside what is there and launch again"
+    )]
     Read { path: PathBuf, source: std::io::Error },
     #[error("writing {path}: {source}\nhint: check that the directory is writable; nothing was started")]
     Write { path: PathBuf, source: std::io::Error },
 }
 
-/// Reads a config file; `None` when it does not exist.
+/// The largest config file read (agents' configs are a few KiB).
+const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Reads a config file; `None` when it does not exist. Only a regular file, without waiting, and
+/// at most [`MAX_CONFIG_BYTES`]: these files lie in directories a launched agent may write, and a
+/// FIFO (or a link to `/dev/zero`) left there held the next launch for good (the seventh
+/// re-attack).
 pub fn read_existing(path: &Path) -> Result<Option<String>, ConfigFileError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
+    let read_error = |source| ConfigFileError::Read { path: path.to_path_buf(), source };
+    match super::git::read_capped(path, true, MAX_CONFIG_BYTES + 1) {
+        Ok(bytes) if bytes.len() as u64 > MAX_CONFIG_BYTES => {
+            Err(read_error(std::io::Error::other("larger than 16 MiB, so not a config file")))
+        }
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| read_error(std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(ConfigFileError::Read { path: path.to_path_buf(), source }),
+        Err(source) => Err(read_error(source)),
     }
 }
 

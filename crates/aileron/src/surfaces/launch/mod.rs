@@ -951,6 +951,40 @@ hint: {hint}",
     Ok(())
 }
 
+/// A config the launch would change that lies in the agent's own directories, which a launched
+/// agent may write, must not be reached through a link below them: the link could be the
+/// agent's, to `.git/config` or any file of the user's, and the launcher, which is the user, would
+/// write through it (the seventh re-attack: the next launch rewrote the user's `.git/config`, and
+/// its backup copy landed where the agent reads). A link above them (`~/.codex` itself linked by
+/// a dotfile manager) is the user's: the agent cannot change it. A config that already holds our
+/// entry is not written, so a user whose config is a link adds the entry once and is not asked again.
+fn refuse_writing_through_agents_links(agent: Agent, env: &LaunchEnv, plan: &LaunchPlan) -> anyhow::Result<()> {
+    for edit in plan.edits.iter().filter(|edit| !edit.temporary && edit.changes_anything()) {
+        for dir in allow_list::agent_directories(agent, env) {
+            let Ok(below) = edit.path.strip_prefix(&dir) else { continue };
+            let mut at = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+            for component in below.components() {
+                at.push(component);
+                let Ok(metadata) = std::fs::symlink_metadata(&at) else { break };
+                if metadata.is_symlink() {
+                    bail!(
+                        "{} is reached through a link, {}, inside {}, which a launched {} may write: Aileron does not \
+                         write through it (the agent could have made it, pointing at a file of yours)\nhint: if you \
+                         made the link, add what `aileron launch {} --dry-run` shows to the file it names, or replace \
+                         the link with the file itself, and launch again",
+                        edit.path.display(),
+                        at.display(),
+                        dir.display(),
+                        agent.name(),
+                        agent.name()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Applies the plan's edits, runs the agent (inside the namespaces when `contained`) and removes
 /// the per-launch files.
 async fn launch_session(
@@ -996,6 +1030,7 @@ async fn launch_session(
     if let Some(contained) = &contained {
         refuse_registration_in_hidden(agent, &plan, &contained.request)?;
     }
+    refuse_writing_through_agents_links(agent, env, &plan)?;
     let mut temporary = Vec::new();
     for edit in &plan.edits {
         let backup = edit.apply()?;
