@@ -328,3 +328,87 @@ async fn a_method_override_to_an_operation_host_is_refused() {
         .count();
     assert_eq!(refused, overriding.len(), "{records:#?}");
 }
+
+/// F2: a request whose `Host`, absolute target or h2 `:authority` names another host (or port)
+/// than its tunnel's destination is refused 421 and recorded under the destination, whether the
+/// host has operations or not; nothing leaves. A request naming the destination goes, and an h2
+/// upstream is told the destination's authority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_naming_another_host_than_its_tunnel_is_refused() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    // The upstream's address is also a destination without operations (private: allowed by name).
+    let elsewhere = upstream.address.to_string();
+    let allowing = elsewhere.clone();
+    let proxy = Proxy::start_with(&harness, "s-host", &upstream, move |mut session| {
+        session.allow_private.insert(allowing);
+        session
+    })
+    .await;
+    let port = upstream.address.port();
+    let get = |target: &str, host: &str| {
+        format!(
+            "GET {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: token aileron-sealed\r\nConnection: close\r\n\r\n"
+        )
+    };
+    let misdirected = [
+        get("/user", "evil.example.com"),
+        get("/user", &format!("evil.example.com:{port}")),
+        get("/user", "localhost:1"),
+        get("https://evil.example.com/user", &proxy.destination),
+    ];
+    for request in &misdirected {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, request).await;
+        assert!(answer.starts_with("HTTP/1.1 421"), "{request}\n{answer}");
+        assert!(answer.contains("misdirected_request") && answer.contains("hint:"), "{answer}");
+    }
+    for host in [proxy.destination.clone(), "LOCALHOST".to_string()] {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &get("/same", &host)).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{host}\n{answer}");
+    }
+    // A destination without operations, in plain text: the same rule.
+    let answer = exchange(proxy.tunnel(&elsewhere).await, &get("/other", "evil.example.com")).await;
+    assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
+
+    // h2: the `:authority` the client wrote is checked, and the upstream is told the destination's.
+    let h2 = |authority: String| {
+        let tls = proxy.tls(&[b"h2"]);
+        async move {
+            let (mut sender, connection) = hyper::client::conn::http2::handshake(
+                hyper_util::rt::TokioExecutor::new(),
+                hyper_util::rt::TokioIo::new(tls.await),
+            )
+            .await
+            .unwrap();
+            tokio::spawn(connection);
+            let request = hyper::Request::get(format!("https://{authority}/h2"))
+                .header("authorization", "token aileron-sealed")
+                .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+                .unwrap();
+            sender.send_request(request).await.unwrap().status()
+        }
+    };
+    assert_eq!(h2("evil.example.com".to_string()).await, 421);
+    assert_eq!(h2(proxy.destination.clone()).await, 200);
+
+    let seen = upstream.seen();
+    let paths: Vec<&str> = seen.iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(paths, ["/same", "/same", "/h2"], "{seen:#?}");
+    assert_eq!(seen[2].header(":authority"), Some(proxy.destination.as_str()), "{seen:#?}");
+    assert!(seen.iter().all(|s| s.header("authorization") == Some(&format!("token {SECRET}"))), "{seen:#?}");
+    let records = records(&harness, "s-host").await;
+    let refused: Vec<(&Value, &Value)> = records
+        .iter()
+        .filter(|r| {
+            r["payload"]["aileron.connector.reject_reason"] == "misdirected_request"
+                || r["payload"]["aileron.proxy.reject_reason"] == "misdirected_request"
+        })
+        .map(|r| (&r["event_type"], &r["payload"]["aileron.proxy.upstream.host"]))
+        .collect();
+    let (operation_host, other) = (Value::from(proxy.destination.clone()), Value::from(elsewhere.clone()));
+    let (rejected, sandbox) = (Value::from("connector.proxy.rejected"), Value::from("sandbox.proxy.rejected"));
+    let mut expected = vec![(&rejected, &operation_host); misdirected.len()];
+    expected.push((&sandbox, &other));
+    expected.push((&rejected, &operation_host));
+    assert_eq!(refused, expected, "{records:#?}");
+}

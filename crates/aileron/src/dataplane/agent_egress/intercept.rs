@@ -252,6 +252,25 @@ async fn forward(
         address: Some(tunnel.address.clone()),
         ..session.request(SOURCE, &method, &target.destination)
     };
+    let operation_host = session.credentialing.names_host(&target.destination);
+    // The virtual host the request names is the one the tunnel leads to, or it is refused: a
+    // credentialed request is not handed to another site behind the same front end, an allowlist
+    // is not crossed by a `Host` header, and the record names the host that served it.
+    if let Some(named) = misdirected(&request, target) {
+        let message = format!(
+            "this request names {named} but its tunnel leads to {}: refused, nothing was sent; hint: open a \
+             tunnel (CONNECT) to the host the request is for",
+            target.destination
+        );
+        let error = json!({"class": "misdirected_request", "message": message});
+        return Ok(refuse_request(&session, record, operation_host, StatusCode::MISDIRECTED_REQUEST, error).await);
+    }
+    if request.uri().authority().is_none() && !request.headers().contains_key(hyper::header::HOST) {
+        // An HTTP/1.0 request without one: the upstream is told the tunnel's host.
+        if let Ok(host) = hyper::header::HeaderValue::from_str(&origin_authority(&target.destination, scheme)) {
+            request.headers_mut().insert(hyper::header::HOST, host);
+        }
+    }
     let mut event_type = EventType::SandboxProxyPassthrough;
     let mut binding = None;
     let mut sealed = None;
@@ -262,7 +281,7 @@ async fn forward(
     let mut _whole_body = None;
     // A method override would let an ungated operation's method carry a gated one's, credentialed
     // (decision 0017): refused on an operation's host, matched or not.
-    if session.credentialing.names_host(&target.destination) {
+    if operation_host {
         if form_body(&request).is_some() {
             _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
         }
@@ -462,6 +481,54 @@ async fn forward(
         });
     }
     Ok(response.map(Body::new))
+}
+
+/// The authority `request` names (its target's, an h2 `:authority`, and its `Host` header) that
+/// is not the tunnel's destination, if any: another host, or another port.
+fn misdirected(request: &Request<Body>, target: &Target) -> Option<String> {
+    let port = target.destination.rsplit_once(':').and_then(|(_, port)| port.parse::<u16>().ok());
+    let names_destination = |named: &str| {
+        let Ok(authority) = named.parse::<hyper::http::uri::Authority>() else { return false };
+        let host = authority.host();
+        let host = host.strip_prefix('[').and_then(|host| host.strip_suffix(']')).unwrap_or(host);
+        let same_host = match (host.parse::<std::net::IpAddr>(), target.host.parse::<std::net::IpAddr>()) {
+            (Ok(named), Ok(destination)) => named == destination,
+            _ => host.eq_ignore_ascii_case(&target.host),
+        };
+        same_host && authority.port_u16().is_none_or(|named| Some(named) == port)
+    };
+    let from_target = request.uri().authority().map(|authority| authority.as_str().to_string());
+    let from_host = request.headers().get_all(hyper::header::HOST).iter().map(|host| {
+        host.to_str().map_or_else(|_| String::from_utf8_lossy(host.as_bytes()).to_string(), str::to_string)
+    });
+    from_target.into_iter().chain(from_host).find(|named| !names_destination(named)).map(|named| {
+        let shown: String = named.chars().take(256).collect();
+        format!("`{shown}`")
+    })
+}
+
+/// `destination` (`host:port`) as a request's authority: the port left out when it is the
+/// scheme's own.
+pub(super) fn origin_authority(destination: &str, scheme: &str) -> String {
+    let default = if scheme == "https" { ":443" } else { ":80" };
+    destination.strip_suffix(default).unwrap_or(destination).to_string()
+}
+
+/// Refuses a request inside a tunnel: to an operation's host as [`reject`] does, elsewhere as
+/// `sandbox.proxy.rejected` with the same keys (method, host, path) and the class as the reason.
+async fn refuse_request(
+    session: &EgressSession,
+    record: ProxiedRequest,
+    operation_host: bool,
+    status: StatusCode,
+    error: Value,
+) -> Response<Body> {
+    if operation_host {
+        return reject(session, record, Map::new(), status, error).await;
+    }
+    let refused = ProxiedRequest { proxy_reject_reason: error["class"].as_str().map(str::to_string), ..record };
+    let recorded = session.append(EventType::SandboxProxyRejected, refused).await;
+    answer(recorded, status, envelope(error))
 }
 
 /// The headers servers read as "treat this request as another method".

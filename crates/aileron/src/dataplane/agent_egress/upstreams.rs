@@ -315,16 +315,10 @@ where
     Some(Upstream::Http1(Arc::new(tokio::sync::Mutex::new(sender))))
 }
 
-/// The request as an h2 upstream reads it: an absolute target (`https://` and the authority the
-/// client named, else the CONNECT host) and no `Host` header (`:authority` says it).
+/// The request as an h2 upstream reads it: an absolute target (`https://` and the tunnel's
+/// destination, never an authority the client wrote) and no `Host` header (`:authority` says it).
 fn for_h2_upstream<B>(request: &mut Request<B>, destination: &str) {
-    let authority = match request.uri().authority() {
-        Some(authority) => authority.to_string(),
-        None => match request.headers().get(hyper::header::HOST).and_then(|host| host.to_str().ok()) {
-            Some(host) => host.to_string(),
-            None => destination.to_string(),
-        },
-    };
+    let authority = super::intercept::origin_authority(destination, "https");
     let path = request.uri().path_and_query().map_or("/", |path| path.as_str()).to_string();
     if let Ok(uri) = format!("https://{authority}{path}").parse() {
         *request.uri_mut() = uri;
