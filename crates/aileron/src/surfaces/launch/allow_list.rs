@@ -45,6 +45,13 @@ pub struct WriteAccess {
     pub watched: Vec<PathBuf>,
     /// The repositories in each writable tree at launch, to tell the ones the agent creates.
     pub checkouts: Checkouts,
+    /// The git directories there at launch (canonical), never disarmed at the end.
+    pub git_dirs: Vec<PathBuf>,
+    /// Read-only or pinned paths that are links (`.git/hooks -> ../githooks`), with what each
+    /// says: a bind follows a link to protect where it leads, but the link itself, an entry of a
+    /// writable directory, could be replaced by the agent's own directory or file (the seventh
+    /// re-attack), so the launcher puts each back while the agent runs and when it ends.
+    pub kept_links: Vec<(PathBuf, PathBuf)>,
 }
 
 impl WriteAccess {
@@ -115,8 +122,11 @@ pub fn write_access(
         access.writable.push(resolved);
     }
     access.writable.dedup();
-    let Protection { pinned, read_only, watched, to_create, notes, checkouts } = protection;
+    let Protection { pinned, read_only, watched, to_create, notes, checkouts, git_dirs } = protection;
     (access.pinned, access.read_only, access.watched, access.checkouts) = (pinned, read_only, watched, checkouts);
+    access.git_dirs = git_dirs.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();
+    access.git_dirs.sort();
+    access.git_dirs.dedup();
     access.to_create.extend(to_create);
     access.notes.extend(notes);
     // What lies outside everything writable the agent cannot change (a config's include
@@ -124,6 +134,16 @@ pub fn write_access(
     let inside = |path: &PathBuf| access.writable.iter().any(|dir| path.starts_with(dir) && path != dir);
     access.read_only.retain(inside);
     access.watched.retain(inside);
+    // A link protected by name is kept as it is; where it leads is protected like it.
+    for path in access.read_only.clone().iter().chain(&access.pinned.clone()) {
+        let Ok(said) = std::fs::read_link(path) else { continue };
+        access.kept_links.push((path.clone(), said));
+        if let Ok(target) = std::fs::canonicalize(path)
+            && inside(&target)
+        {
+            access.read_only.push(target);
+        }
+    }
     // The directories between a writable root and what is protected in it are pinned, so that
     // renaming one cannot carry a read-only file away and leave the agent's in its place, nor
     // take a watched name's directory out from under the watch (the second re-attack of
@@ -364,6 +384,31 @@ mod tests {
         let later = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
         assert!(git(&["update-index", "--add", "--cacheinfo", &format!("160000,{commit},made")]));
         assert_eq!(later.checkouts.look().newly_entered, vec![repo.join("made")]);
+    }
+
+    /// The seventh re-attack: hooks installed as links. A hook that is a link makes what it leads
+    /// to read-only; a `hooks` directory (or a config) that is a link is kept as a link (the bind
+    /// protects where it leads, the launcher puts the link back if the agent replaces it). Only
+    /// real git directories count as there at launch (not the pinned directories above them).
+    #[test]
+    fn hooks_installed_as_links_are_protected_where_they_lead() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        for dir in ["githooks", "scripts", ".git", "vendor/dep/.git"] {
+            std::fs::create_dir_all(repo.join(dir)).unwrap();
+        }
+        std::fs::write(repo.join(".git/config"), "").unwrap();
+        std::fs::write(repo.join("scripts/pre-commit.sh"), "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink("../githooks", repo.join(".git/hooks")).unwrap();
+        std::os::unix::fs::symlink("../scripts/pre-commit.sh", repo.join("githooks/pre-commit")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        assert_eq!(access.kept_links, vec![(repo.join(".git/hooks"), PathBuf::from("../githooks"))]);
+        for read_only in ["githooks", "scripts/pre-commit.sh"] {
+            assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
+        }
+        assert_eq!(access.git_dirs, vec![repo.join(".git"), repo.join("vendor/dep/.git")]);
+        assert!(access.pinned.contains(&repo.join("vendor")), "pinned, yet not a git directory");
     }
 
     /// The third re-attack of 2026-12-05 (the defences above, attacked): an include in the user's

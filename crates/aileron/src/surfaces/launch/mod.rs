@@ -624,7 +624,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let mut writable_paths = Vec::new();
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only) = (Vec::new(), Vec::new());
-    let mut watched = Vec::new();
+    let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
     let mut checkouts = repositories::Checkouts::default();
     let mut withheld_credentials = Vec::new();
     let confinement = if options.unconfined {
@@ -645,7 +645,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         writable = access.writable.iter().map(|path| path.display().to_string()).collect();
         // The device entries are the host's (`/dev/shm` among them): never a place to disarm.
         writable_paths = access.writable.iter().filter(|path| !path.starts_with("/dev")).cloned().collect();
-        existing_git_dirs.clone_from(&access.pinned);
+        existing_git_dirs.clone_from(&access.git_dirs);
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
@@ -671,6 +671,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             request.network = Some(confine::Network { channel: None, api_port: 0, proxy_port: 0 });
         }
         watched = access.watched;
+        kept_links = access.kept_links;
         checkouts = access.checkouts;
         request.writable = access.writable;
         request.pinned = access.pinned;
@@ -747,7 +748,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
     });
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
-    let plant_watch = planted::PlantWatch::start(watched, quarantine.clone());
+    let plant_watch = planted::PlantWatch::start(watched, kept_links, quarantine.clone());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let mut quarantined = plant_watch.finish().await;
     let repositories::Look { created, unread, newly_entered } = checkouts.look();
@@ -786,7 +787,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
              runs them as you\nhint: look at {} (and `git config --list --local`) before you run git there",
             agent.name(),
             path.display(),
-            path.join(".git").display()
+            // The git directory itself (a bare lookalike's is the checkout, a `.git` file names one).
+            git::git_dir(path).unwrap_or_else(|| path.join(".git")).display()
         );
     }
     for path in &newly_entered {

@@ -23,11 +23,29 @@ pub struct Moved {
     pub path: PathBuf,
     /// Where it is kept now (`None` when it could only be removed), or why it could not be moved.
     pub outcome: Result<Option<PathBuf>, String>,
+    /// A kept link the agent replaced or removed, now put back.
+    pub link_put_back: bool,
 }
 
 impl Moved {
     /// What the user is told once the agent has exited.
     pub fn report(&self, agent: &str) -> String {
+        if self.link_put_back {
+            return match &self.outcome {
+                Ok(Some(kept)) => format!(
+                    "{agent} replaced your link {}, which git runs through: the link is back, and what it put there \
+                     is in {}",
+                    self.path.display(),
+                    kept.display()
+                ),
+                Ok(None) => format!("{agent} removed or replaced your link {}: the link is back", self.path.display()),
+                Err(error) => format!(
+                    "{agent} replaced your link {}, and it could not be put back ({error})\nhint: put it back before \
+                     you run git there",
+                    self.path.display()
+                ),
+            };
+        }
         let planted = format!("{agent} created {}, which would make git run what it chose as you", self.path.display());
         match &self.outcome {
             Ok(Some(kept)) => format!("{planted}; moved to {}", kept.display()),
@@ -42,27 +60,38 @@ impl Moved {
 /// Watches for the planted files until [`PlantWatch::finish`].
 pub struct PlantWatch {
     watched: Arc<[PathBuf]>,
+    kept: Arc<[(PathBuf, PathBuf)]>,
     quarantine: PathBuf,
     moved: Arc<Mutex<Vec<Moved>>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl PlantWatch {
-    /// Starts watching `watched` (paths that must not appear), moving what appears into
-    /// `quarantine` (made 0700 when first needed). A directory that cannot be watched (gone,
-    /// or inotify's limits reached) is still looked at when the session ends.
-    pub fn start(watched: Vec<PathBuf>, quarantine: PathBuf) -> PlantWatch {
-        let mut watch =
-            PlantWatch { watched: watched.into(), quarantine, moved: Arc::new(Mutex::new(Vec::new())), task: None };
-        if watch.watched.is_empty() {
+    /// Starts watching `watched` (paths that must not appear) and `kept` (links that must stay
+    /// as they are: a link and what it says), moving what appears, or what replaced a kept link,
+    /// into `quarantine` (made 0700 when first needed) and putting the link back. A directory that
+    /// cannot be watched (gone, or inotify's limits reached) is still looked at when the session
+    /// ends.
+    pub fn start(watched: Vec<PathBuf>, kept: Vec<(PathBuf, PathBuf)>, quarantine: PathBuf) -> PlantWatch {
+        let mut watch = PlantWatch {
+            watched: watched.into(),
+            kept: kept.into(),
+            quarantine,
+            moved: Arc::new(Mutex::new(Vec::new())),
+            task: None,
+        };
+        if watch.watched.is_empty() && watch.kept.is_empty() {
             return watch;
         }
+        // The names the watch looks for: those that must not appear, and the kept links'.
+        let names: Arc<[PathBuf]> =
+            watch.watched.iter().chain(watch.kept.iter().map(|(link, _)| link)).cloned().collect();
         match Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK) {
             Ok(inotify) => {
                 let mut armed = Armed::default();
-                armed.arm(&inotify, &watch.watched);
-                let (watched, quarantine, moved) =
-                    (watch.watched.clone(), watch.quarantine.clone(), watch.moved.clone());
+                armed.arm(&inotify, &names);
+                let (watched, kept, quarantine, moved) =
+                    (watch.watched.clone(), watch.kept.clone(), watch.quarantine.clone(), watch.moved.clone());
                 watch.task = Some(tokio::spawn(async move {
                     // SAFETY: `Events` owns the descriptor and keeps it open, the same one, until the
                     // `AsyncFd` holding it is dropped.
@@ -81,8 +110,8 @@ impl PlantWatch {
                         // A missing directory on the way was made: watched from now on, and
                         // looked in at once (the file may be there already).
                         if events.iter().any(|event| armed.ancestors.contains(&event.wd)) {
-                            armed.arm(&inotify.get_ref().0, &watched);
-                            sweep(&watched, &quarantine, &moved);
+                            armed.arm(&inotify.get_ref().0, &names);
+                            sweep(&watched, &kept, &quarantine, &moved);
                             continue;
                         }
                         // Any planted name (or a lost event) and every watched path is looked at.
@@ -93,7 +122,7 @@ impl PlantWatch {
                                 })
                         });
                         if planted {
-                            sweep(&watched, &quarantine, &moved);
+                            sweep(&watched, &kept, &quarantine, &moved);
                         }
                     }
                 }));
@@ -106,7 +135,7 @@ impl PlantWatch {
             }
         }
         // Planted before the watch began (by an earlier session that was killed): moved now.
-        sweep(&watch.watched, &watch.quarantine, &watch.moved);
+        sweep(&watch.watched, &watch.kept, &watch.quarantine, &watch.moved);
         watch
     }
 
@@ -116,7 +145,7 @@ impl PlantWatch {
             task.abort();
             let _ = task.await;
         }
-        sweep(&self.watched, &self.quarantine, &self.moved);
+        sweep(&self.watched, &self.kept, &self.quarantine, &self.moved);
         std::mem::take(&mut *self.moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 }
@@ -144,7 +173,12 @@ impl Armed {
     /// that cannot be added (inotify's limits) leaves that path to the looks at each event and
     /// at the end.
     fn arm(&mut self, inotify: &Inotify, watched: &[PathBuf]) {
-        let flags = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_ONLYDIR;
+        // Removals too: a kept link deleted or renamed away is put back.
+        let flags = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_ONLYDIR;
         for path in watched {
             let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { continue };
             if let Ok(wd) = inotify.add_watch(dir, flags) {
@@ -162,10 +196,34 @@ impl Armed {
     }
 }
 
-/// Moves every watched path that exists into `quarantine`, one look at a time (the watch's and
-/// the end's never race for a file).
-fn sweep(watched: &[PathBuf], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
-    move_all(watched, quarantine, &mut moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+/// Moves every watched path that exists into `quarantine`, and what replaced a kept link, putting
+/// the link back; one look at a time (the watch's and the end's never race for a file).
+fn sweep(watched: &[PathBuf], kept: &[(PathBuf, PathBuf)], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
+    let mut moved = moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    move_all(watched, quarantine, &mut moved);
+    for (link, said) in kept {
+        if std::fs::read_link(link).ok().as_ref() == Some(said) {
+            continue;
+        }
+        let outcome = put_back(link, said, quarantine, moved.len() + 1);
+        moved.push(Moved { path: link.clone(), outcome, link_put_back: true });
+    }
+}
+
+/// Puts the link `link` (saying `said`) back: what is there in its place is moved into
+/// `quarantine` first (as `<n>-<name>`). Done from the link's directory opened without following
+/// links, as [`move_aside`] is.
+fn put_back(link: &Path, said: &Path, quarantine: &Path, n: usize) -> Result<Option<PathBuf>, String> {
+    let (Some(parent), Some(name)) = (link.parent(), link.file_name()) else { return Err("no name".to_string()) };
+    let mut kept = None;
+    if std::fs::symlink_metadata(link).is_ok() {
+        let into = quarantine.join(format!("{n}-{}", name.to_string_lossy()));
+        kept = move_aside(link, quarantine, &into).map_err(|error| error.to_string())?;
+    }
+    let dir = open_without_links(parent).map_err(|error| error.to_string())?;
+    reclaiming(&dir, || Ok(nix::unistd::symlinkat(said, &dir, name)?))
+        .map_err(|error| format!("the link could not be put back ({error})"))?;
+    Ok(kept)
 }
 
 /// Moves each of `paths` that exists into `quarantine`, adding it to `moved`.
@@ -174,7 +232,7 @@ pub fn move_all(paths: &[PathBuf], quarantine: &Path, moved: &mut Vec<Moved>) {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let kept = quarantine.join(format!("{}-{name}", moved.len() + 1));
         let outcome = move_aside(path, quarantine, &kept).map_err(|error| error.to_string());
-        moved.push(Moved { path: path.clone(), outcome });
+        moved.push(Moved { path: path.clone(), outcome, link_put_back: false });
     }
 }
 
@@ -319,7 +377,8 @@ mod tests {
         let git = temp.path().join(".git");
         std::fs::create_dir_all(&git).unwrap();
         let quarantine = temp.path().join("quarantine");
-        let watch = PlantWatch::start(vec![git.join("commondir"), git.join("config.worktree")], quarantine.clone());
+        let watch =
+            PlantWatch::start(vec![git.join("commondir"), git.join("config.worktree")], vec![], quarantine.clone());
         std::fs::write(git.join("commondir"), "/elsewhere\n").unwrap();
         assert!(gone(&git.join("commondir")).await, "a planted commondir stayed");
         std::os::unix::fs::symlink("/elsewhere/config", git.join("config.worktree")).unwrap();
@@ -338,6 +397,40 @@ mod tests {
         assert!((0..moved.len()).all(|index| kept(index).starts_with(&quarantine)));
     }
 
+    /// A link the user keeps (`.git/hooks -> ../githooks`) that the agent replaces with a
+    /// directory of its own, or removes, is put back at once, and what it put there is kept in
+    /// the quarantine (the seventh re-attack: the bind protected where the link led, not the link).
+    #[tokio::test]
+    async fn a_kept_link_replaced_or_removed_is_put_back() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::create_dir_all(root.join("githooks")).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        let link = root.join(".git/hooks");
+        std::os::unix::fs::symlink("../githooks", &link).unwrap();
+        let kept = vec![(link.clone(), PathBuf::from("../githooks"))];
+        let watch = PlantWatch::start(vec![], kept, root.join("quarantine"));
+        let is_back = |link: &Path| std::fs::read_link(link).ok() == Some(PathBuf::from("../githooks"));
+        std::fs::remove_file(&link).unwrap();
+        std::fs::create_dir(&link).unwrap();
+        std::fs::write(link.join("pre-commit"), "#!/bin/sh\ntouch pwned\n").unwrap();
+        let mut back = false;
+        for _ in 0..400 {
+            back = is_back(&link);
+            if back {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(back, "the link was not put back");
+        std::fs::remove_file(&link).unwrap();
+        let moved = watch.finish().await;
+        assert!(is_back(&link), "a removed link is put back at the end");
+        assert!(moved.iter().all(|moved| moved.link_put_back && moved.outcome.is_ok()), "{moved:?}");
+        assert!(moved.iter().any(|moved| moved.report("pi").contains("replaced your link")));
+        assert!(!root.join("githooks/pre-commit").exists(), "nothing was written where the link leads");
+    }
+
     /// Something planted before the watch began (a launch that was killed) is moved at the start;
     /// something planted in a directory made since the start is moved as it appears.
     #[tokio::test]
@@ -347,7 +440,8 @@ mod tests {
         std::fs::create_dir_all(&git).unwrap();
         std::fs::write(git.join("commondir"), "/before\n").unwrap();
         let later = temp.path().join("made-later/shared.gitconfig");
-        let watch = PlantWatch::start(vec![git.join("commondir"), later.clone()], temp.path().join("quarantine"));
+        let watch =
+            PlantWatch::start(vec![git.join("commondir"), later.clone()], vec![], temp.path().join("quarantine"));
         assert!(!git.join("commondir").exists(), "moved at the start");
         std::fs::create_dir_all(later.parent().unwrap()).unwrap();
         std::fs::write(&later, "[core]\n").unwrap();
@@ -363,7 +457,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let git = temp.path().join(".git");
         std::fs::create_dir_all(&git).unwrap();
-        let watch = PlantWatch::start(vec![git.join("commondir")], temp.path().join("quarantine"));
+        let watch = PlantWatch::start(vec![git.join("commondir")], vec![], temp.path().join("quarantine"));
         // On this one-threaded runtime the watch reads nothing until the flood is done: the
         // planted file's event comes after the queue is full, and only the overflow tells of it.
         for index in 0..17_000 {

@@ -37,6 +37,8 @@ pub struct Protection {
     pub notes: Vec<String>,
     /// The repositories found at launch, to tell the ones the agent creates.
     pub checkouts: Checkouts,
+    /// The git directories there at launch (never disarmed at the end: they are the user's).
+    pub git_dirs: Vec<PathBuf>,
 }
 
 impl Protection {
@@ -204,6 +206,7 @@ fn protect_checkout(root: &Path, context: &GitContext, protection: &mut Protecti
         // they live). What they have git run from this worktree is protected here.
         let Some(git_dir) = git::git_dir(root) else { return };
         let common = git::common_dir(&git_dir);
+        protection.git_dirs.extend(std::iter::once(git_dir.clone()).chain(common.clone()));
         let mut settings = context.global.clone();
         for config in
             common.iter().map(|dir| dir.join("config")).chain([git_dir.join("config"), git_dir.join("config.worktree")])
@@ -227,6 +230,7 @@ fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, pr
         protection.to_create.push(hooks.clone());
     }
     protection.pinned.push(git.to_path_buf());
+    protection.git_dirs.push(git.to_path_buf());
     protection.read_only.push(hooks.clone());
     // Git works without a config: one missing at launch is watched, not left for the agent to
     // write (the seventh re-attack: a submodule's config written in a later session).
@@ -319,6 +323,13 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Prote
     let mut named = Vec::new();
     let mut path_first = false;
     for hook in entries.flatten().filter(|hook| !hook.file_name().to_string_lossy().ends_with(".sample")).take(64) {
+        // A hook installed as a link (`ln -s ../../scripts/pre-commit.sh .git/hooks/pre-commit`)
+        // runs what it leads to: that file is read-only too (the seventh re-attack).
+        if hook.file_type().is_ok_and(|kind| kind.is_symlink())
+            && let Ok(target) = std::fs::canonicalize(hook.path())
+        {
+            protection.read_only.push(target);
+        }
         let Ok(text) = git::read_capped(&hook.path(), true, 64 * 1024) else { continue };
         let text = String::from_utf8_lossy(&text);
         runners.extend(HOOK_RUNNERS.iter().filter(|(word, _)| text.contains(word)).map(|(_, files)| *files));
