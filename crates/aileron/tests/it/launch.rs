@@ -3999,6 +3999,38 @@ async fn h2_tls_upstream(accepted: Arc<std::sync::atomic::AtomicUsize>) -> std::
     address
 }
 
+/// The seventh re-attack: the agent shares the launcher's process group, and `kill -KILL 0` (or
+/// `-STOP`) reached the launcher, which then watched nothing more while the agent ran on. The
+/// agent may signal only its own processes (Landlock's signal scope): the launcher outlives the
+/// agent's `kill -KILL 0` and ends the session with the agent's exit code.
+#[test]
+fn the_agent_cannot_signal_its_launcher() {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: asks the kernel for its Landlock ABI version (no ruleset is made).
+    let abi = unsafe {
+        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32 /* VERSION */)
+    };
+    if abi < 6 {
+        eprintln!("the_agent_cannot_signal_its_launcher: Landlock ABI {abi} has no signal scope; not checked here");
+        return;
+    }
+    let rig = LaunchRig::new();
+    std::fs::write(rig.bin().join("claude"), "#!/bin/sh\nkill -KILL 0\nexit 3\n").unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Its own process group, so that a launcher that shared its group would not take the test
+    // harness with it.
+    let output = rig
+        .command_at(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[])
+        .process_group(0)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(128 + 9), "the launcher did not outlive the agent\n{}", text(&output));
+    let ended = rig.run(&["audit", "list", "--json", "--event-type", "session.ended"], &[]);
+    let ended: Value = serde_json::from_slice(&ended.stdout).unwrap();
+    let record = &ended["items"][0];
+    assert_eq!(record["payload"]["aileron.session.exit_code"], 137, "{record:#}");
+}
+
 /// The re-attack of 2026-12-05 (F9): a launcher killed with `kill -9` left its agent running,
 /// with nothing watching for the files it plants. The helper holds a pipe only the launcher
 /// writes to; when the launcher is gone it ends the agent's namespace, every process in it.

@@ -381,6 +381,10 @@ fn enter(request: &Request) -> Result<i32, String> {
     // SAFETY: this process is single-threaded (the helper runs before anything starts a thread).
     match unsafe { fork() }.map_err(|e| format!("starting the namespace's first process: {e}"))? {
         ForkResult::Child => {
+            // Killed with the helper, whatever kills it: the whole namespace, the agent with it,
+            // ends then (the helper is the launcher's, and the launcher then ends the session).
+            // SAFETY: a plain prctl on this process.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
             let code = match init(request) {
                 Ok(code) => code,
                 Err(reason) => {
@@ -608,15 +612,22 @@ fn set_mount_attributes(path: &std::path::Path, set: u64, clear: u64) -> std::io
 /// `--unconfined`).
 fn write_allow_list(writable: &[PathBuf]) -> Result<(), String> {
     use landlock::{
-        ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+        ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
         path_beneath_rules,
     };
     let error = |e: landlock::RulesetError| format!("building the write allow-list: {e}");
     let writes = AccessFs::from_write(ABI::V3);
     let existing: Vec<&PathBuf> = writable.iter().filter(|path| path.exists()).collect();
+    // Signals only within the agent's own processes (Landlock ABI 6): the launcher, the helper
+    // and the namespace's first process share its process group, and `kill(0, SIGSTOP)` froze
+    // the launcher's watch while the agent planted a file, `kill(0, SIGKILL)` ended the launcher
+    // and left the agent running unwatched (the seventh re-attack). Older kernels: the first
+    // process dies with the helper all the same ([`enter`]'s parent-death signal).
     let status = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(writes)
+        .map_err(error)?
+        .scope(Scope::Signal)
         .map_err(error)?
         .create()
         .map_err(error)?
