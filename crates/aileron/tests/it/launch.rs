@@ -4031,6 +4031,33 @@ fn the_agent_cannot_signal_its_launcher() {
     assert_eq!(record["payload"]["aileron.session.exit_code"], 137, "{record:#}");
 }
 
+/// The seventh re-attack: a descriptor the launcher inherited (a shell's `exec 7>>~/.bashrc`)
+/// reached the agent, and writing through it passed Landlock and the read-only mounts. The agent
+/// gets its standard streams and nothing else.
+#[test]
+fn the_agent_inherits_no_descriptor_of_the_launchers() {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let rig = LaunchRig::new();
+    let bashrc = rig.user_home().join(".bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let report = rig.report();
+    let script = format!("#!/bin/sh\necho 'touch /tmp/pwned' >&7\necho \"rc=$?\" > '{}'\n", report.display());
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let appending = std::fs::OpenOptions::new().append(true).open(&bashrc).unwrap();
+    let fd = appending.as_raw_fd();
+    let mut launch = rig.command_at(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    // SAFETY: dup2 in the child before exec, as a shell's `exec 7>>file` leaves it.
+    unsafe {
+        launch.pre_exec(move || if libc::dup2(fd, 7) < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) });
+    }
+    let output = launch.output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n", "the agent wrote through fd 7");
+    assert_ne!(std::fs::read_to_string(&report).unwrap().trim(), "rc=0");
+}
+
 /// The re-attack of 2026-12-05 (F9): a launcher killed with `kill -9` left its agent running,
 /// with nothing watching for the files it plants. The helper holds a pipe only the launcher
 /// writes to; when the launcher is gone it ends the agent's namespace, every process in it.

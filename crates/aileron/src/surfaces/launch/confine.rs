@@ -678,6 +678,16 @@ fn exec_agent(request: &Request, filter: &seccompiler::BpfProgram) -> String {
     if let Err(error) = seccompiler::apply_filter(filter) {
         return format!("installing the terminal filter: {error}");
     }
+    // Nothing the launcher inherited passes to the agent but its standard streams: a descriptor
+    // opened outside (a shell's `exec 7>>~/.bashrc`) writes past Landlock and the read-only
+    // mounts, which check only what is opened here (the seventh re-attack).
+    // SAFETY: marks descriptors close-on-exec; no memory is involved.
+    let closed = unsafe {
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 1u32 << 2 /* CLOSE_RANGE_CLOEXEC */)
+    };
+    if closed != 0 {
+        return format!("closing inherited descriptors: {}", std::io::Error::last_os_error());
+    }
     let to_c =
         |text: &std::ffi::OsStr| CString::new(text.as_bytes()).map_err(|_| "an argument holds a NUL byte".to_string());
     let program = match to_c(&request.program) {

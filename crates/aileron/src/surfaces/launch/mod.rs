@@ -772,7 +772,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         log_line!(
             "aileron: warning: {} is too large to read, so the submodules it records were not checked\nhint: look at \
              `git ls-files -s | grep ^160000` there before you run git",
-            index.display()
+            shown(index)
         );
     }
     for repository in &created {
@@ -786,9 +786,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             "aileron: warning: {} created a repository at {}{entered}: its hooks and config are the agent's, and git \
              runs them as you\nhint: look at {} (and `git config --list --local`) before you run git there",
             agent.name(),
-            path.display(),
+            shown(path),
             // The git directory itself (a bare lookalike's is the checkout, a `.git` file names one).
-            git::git_dir(path).unwrap_or_else(|| path.join(".git")).display()
+            shown(&git::git_dir(path).unwrap_or_else(|| path.join(".git")))
         );
     }
     for path in &newly_entered {
@@ -797,7 +797,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
              config name as you\nhint: look at `git config --list --local` and the hooks there before you run git in \
              the repository above it",
             agent.name(),
-            path.display()
+            shown(path)
         );
     }
     if let Some(hosts) = hosts_file {
@@ -951,6 +951,13 @@ hint: {hint}",
         );
     }
     Ok(())
+}
+
+/// A path the agent may have chosen (a repository it made, a file it planted), safe to print:
+/// every control or invisible character escaped (SPEC §14), so a directory named with terminal
+/// escapes cannot wipe or hide the warnings that follow it (the seventh re-attack).
+pub(super) fn shown(path: &Path) -> String {
+    aileron_core::untrusted_text::visible(&path.to_string_lossy(), usize::MAX)
 }
 
 /// A config the launch would change that lies in the agent's own directories, which a launched

@@ -35,20 +35,23 @@ impl Moved {
                 Ok(Some(kept)) => format!(
                     "{agent} replaced your link {}, which git runs through: the link is back, and what it put there \
                      is in {}",
-                    self.path.display(),
-                    kept.display()
+                    super::shown(&self.path),
+                    super::shown(kept)
                 ),
-                Ok(None) => format!("{agent} removed or replaced your link {}: the link is back", self.path.display()),
+                Ok(None) => {
+                    format!("{agent} removed or replaced your link {}: the link is back", super::shown(&self.path))
+                }
                 Err(error) => format!(
                     "{agent} replaced your link {}, and it could not be put back ({error})\nhint: put it back before \
                      you run git there",
-                    self.path.display()
+                    super::shown(&self.path)
                 ),
             };
         }
-        let planted = format!("{agent} created {}, which would make git run what it chose as you", self.path.display());
+        let planted =
+            format!("{agent} created {}, which would make git run what it chose as you", super::shown(&self.path));
         match &self.outcome {
-            Ok(Some(kept)) => format!("{planted}; moved to {}", kept.display()),
+            Ok(Some(kept)) => format!("{planted}; moved to {}", super::shown(kept)),
             Ok(None) => format!("{planted}; removed"),
             Err(error) => {
                 format!("{planted}, and it could not be moved ({error})\nhint: delete it before you run git there")
@@ -429,6 +432,19 @@ mod tests {
         assert!(moved.iter().all(|moved| moved.link_put_back && moved.outcome.is_ok()), "{moved:?}");
         assert!(moved.iter().any(|moved| moved.report("pi").contains("replaced your link")));
         assert!(!root.join("githooks/pre-commit").exists(), "nothing was written where the link leads");
+    }
+
+    /// A name the agent chose is printed with its control characters escaped: one holding
+    /// terminal escapes wiped and concealed the warnings after it (the seventh re-attack).
+    #[test]
+    fn a_report_escapes_what_the_agent_named() {
+        let path = PathBuf::from("/w/\r\u{1b}[2Kaileron: session ended\u{1b}[8m/.git/commondir");
+        for link_put_back in [false, true] {
+            let moved = Moved { path: path.clone(), outcome: Ok(None), link_put_back };
+            let report = moved.report("claude");
+            assert!(!report.chars().any(|c| c.is_control()), "{report:?}");
+            assert!(report.contains("\\u{1b}[2K"), "{report}");
+        }
     }
 
     /// Something planted before the watch began (a launch that was killed) is moved at the start;

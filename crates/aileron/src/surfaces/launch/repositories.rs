@@ -171,7 +171,7 @@ pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut
         protection.notes.push(format!(
             "{} is too large to read: the submodules it records are not protected\nhint: look at `git ls-files -s | grep \
              ^160000` there",
-            index.display()
+            super::shown(&index)
         ));
     }
     for checkout in &checkouts {
@@ -183,7 +183,7 @@ pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut
             "{} has more than {MAX_SCANNED_DIRECTORIES} directories: repositories nested deeper in it than those \
              searched are not protected (their hooks and config stay writable to the agent)\nhint: launch from the \
              project itself, or keep nested checkouts near its top",
-            root.display()
+            super::shown(root)
         ));
     }
 }
@@ -347,7 +347,7 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Prote
         protection.notes.push(format!(
             "the hooks in {} put node_modules/.bin first on PATH: a program the agent installs there runs at your next \
              git commit\nhint: look at what changed in node_modules/.bin before you commit, or commit with --no-verify",
-            hooks.display()
+            super::shown(hooks)
         ));
     }
 }
