@@ -34,8 +34,9 @@ impl Seen {
 }
 
 /// A loopback upstream that speaks TLS or plain HTTP on one port (it peeks the first byte) and
-/// keeps every request it reads: `/hang` is never answered, `/reset` is read and then the
-/// connection dropped without an answer, anything else answered `200 ok`.
+/// keeps every request it reads: a path ending in `/hang` is never answered, one ending in
+/// `/reset` is read and then the connection dropped without an answer, anything else answered
+/// `200 ok`.
 struct Upstream {
     address: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -106,10 +107,11 @@ where
                 headers,
                 body,
             });
-            match path.as_str() {
-                "/hang" => std::future::pending::<()>().await,
-                "/reset" => return Err("dropped unanswered"),
-                _ => {}
+            if path.ends_with("/hang") {
+                std::future::pending::<()>().await;
+            }
+            if path.ends_with("/reset") {
+                return Err("dropped unanswered");
             }
             Ok(hyper::Response::new(axum::body::Body::from("ok")))
         }
@@ -165,6 +167,9 @@ struct Proxy {
     destination: String,
     ca_pem: String,
     session: Arc<EgressSession>,
+    /// Ends the session's proxy (as the launch's end does), and its serving task.
+    closing: tokio::sync::oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<()>,
 }
 
 impl Proxy {
@@ -195,8 +200,17 @@ impl Proxy {
         let session = Arc::new(shape(session));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        tokio::spawn(session.clone().serve(listener, std::future::pending()));
-        Proxy { address, destination, ca_pem, session }
+        let (closing, closed) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(session.clone().serve(listener, async move {
+            let _ = closed.await;
+        }));
+        Proxy { address, destination, ca_pem, session, closing, serving }
+    }
+
+    /// Ends the session's proxy; returns once it has finished (its records written).
+    async fn close(self) {
+        self.closing.send(()).unwrap();
+        self.serving.await.unwrap();
     }
 
     /// A tunnel to `destination`, its `200` read.
@@ -411,4 +425,105 @@ async fn a_request_naming_another_host_than_its_tunnel_is_refused() {
     expected.push((&sandbox, &other));
     expected.push((&rejected, &operation_host));
     assert_eq!(refused, expected, "{records:#?}");
+}
+
+/// Waits until `upstream` has received `count` requests (at most 10 s).
+async fn received(upstream: &Upstream, count: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while upstream.seen().len() < count {
+        assert!(tokio::time::Instant::now() < deadline, "the upstream got {:#?}", upstream.seen());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The session's records of requests to `path`: event type, status and reason.
+fn outcomes(records: &[Value], path: &str) -> Vec<(String, Value, Value)> {
+    records
+        .iter()
+        .filter(|r| r["payload"]["aileron.proxy.upstream.path"] == path)
+        .map(|r| {
+            let payload = &r["payload"];
+            let reason = if payload["aileron.connector.reject_reason"].is_null() {
+                payload["aileron.proxy.reject_reason"].clone()
+            } else {
+                payload["aileron.connector.reject_reason"].clone()
+            };
+            (r["event_type"].as_str().unwrap().to_string(), payload["aileron.proxy.upstream.status"].clone(), reason)
+        })
+        .collect()
+}
+
+/// F3: a request that reached its upstream and got no response head is recorded all the same —
+/// when the agent stops waiting (`client_gone`), when the session ends with it in flight (recorded
+/// before the proxy is done), and when the upstream takes longer than the response-head deadline
+/// (`upstream_timeout`, 504 to the agent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_left_unanswered_is_recorded_however_it_ends() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let deadline = Duration::from_millis(600);
+    let proxy =
+        Proxy::start_with(&harness, "s-hang", &upstream, |session| session.with_response_head_timeout(deadline)).await;
+    let send = |method: &str, path: &str, body: &str| {
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: token aileron-sealed\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            proxy.destination,
+            body.len()
+        )
+    };
+
+    // The agent gives up before the upstream answers: its side closes.
+    let mut tls = proxy.tls(&[b"http/1.1"]).await;
+    tls.write_all(send("POST", "/upload/gone/hang", "EXFIL-HANG").as_bytes()).await.unwrap();
+    received(&upstream, 1).await;
+    drop(tls);
+    // The upstream never answers: the agent is told so once the deadline passed.
+    let timed_out = exchange(proxy.tls(&[b"http/1.1"]).await, &send("POST", "/upload/slow/hang", "EXFIL-SLOW")).await;
+    assert!(timed_out.starts_with("HTTP/1.1 504") && timed_out.contains("upstream_timeout"), "{timed_out}");
+    // The session ends with a request (one no operation covers) still waiting for its answer.
+    let mut tls = proxy.tls(&[b"http/1.1"]).await;
+    tls.write_all(send("PUT", "/exit/hang", "EXFIL-AT-EXIT").as_bytes()).await.unwrap();
+    received(&upstream, 3).await;
+    let destination = proxy.destination.clone();
+    proxy.close().await;
+
+    let seen = upstream.seen();
+    let bodies: Vec<&[u8]> = seen.iter().map(|s| s.body.as_slice()).collect();
+    assert_eq!(bodies, [&b"EXFIL-HANG"[..], b"EXFIL-SLOW", b"EXFIL-AT-EXIT"], "all three left");
+    // Written before the proxy finished: no flush of later work needed to find them.
+    let records: Vec<Value> = harness.audit().await.into_iter().filter(|r| r["session_id"] == "s-hang").collect();
+    let proxied = "connector.proxy.proxied".to_string();
+    assert_eq!(outcomes(&records, "/upload/gone/hang"), [(proxied.clone(), Value::Null, "client_gone".into())]);
+    assert_eq!(outcomes(&records, "/upload/slow/hang"), [(proxied, Value::Null, "upstream_timeout".into())]);
+    let passthrough = "sandbox.proxy.passthrough".to_string();
+    assert_eq!(outcomes(&records, "/exit/hang"), [(passthrough, Value::Null, "client_gone".into())], "{records:#?}");
+    for record in records.iter().filter(|r| r["payload"]["aileron.proxy.upstream.path"].is_string()) {
+        assert_eq!(record["payload"]["aileron.proxy.upstream.host"], destination.as_str(), "{record}");
+    }
+}
+
+/// F4: requests the upstream read and then dropped unanswered each get a record of their own,
+/// with the method and path (`upstream_request_failed`), never folded into one refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_an_upstream_dropped_unanswered_has_its_own_record() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-reset", &upstream).await;
+    for i in 0..3 {
+        let body = format!("EXFIL-RESET-{i}");
+        let request = format!(
+            "PUT /{i}/reset HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            proxy.destination,
+            body.len()
+        );
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &request).await;
+        assert!(answer.starts_with("HTTP/1.1 502") && answer.contains("upstream_request_failed"), "{answer}");
+    }
+    assert_eq!(upstream.seen().len(), 3, "each was delivered");
+    let records = records(&harness, "s-reset").await;
+    for i in 0..3 {
+        let failed = ("sandbox.proxy.passthrough".to_string(), Value::Null, "upstream_request_failed".into());
+        assert_eq!(outcomes(&records, &format!("/{i}/reset")), [failed], "{records:#?}");
+    }
 }

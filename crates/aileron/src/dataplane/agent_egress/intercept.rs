@@ -6,7 +6,10 @@
 //! tunnel's upstream connection (one an earlier tunnel of the session left open, or a new one:
 //! [`super::upstreams`]), and recorded once — `sandbox.proxy.passthrough` with the method, the path
 //! (never the query), the status and the time to the response head — before its response goes
-//! back: a response that cannot be recorded is answered 503 instead. Upgrades (WebSocket) are
+//! back: a response that cannot be recorded is answered 503 instead. A request is sent and
+//! recorded on a task of its own, so one that got no response head is recorded too (no status,
+//! `client_gone`, `upstream_timeout` after [`super::RESPONSE_HEAD_TIMEOUT`], or
+//! `upstream_request_failed`), whether or not anyone still waits for it. Upgrades (WebSocket) are
 //! relayed byte for byte once both sides switched. Anything else in a tunnel is refused. The
 //! client may speak h2 (offered by ALPN with HTTP/1.1); the upstream is offered h2 when the client
 //! chose it, else HTTP/1.1 alone.
@@ -130,8 +133,6 @@ pub enum Refusal {
     UpstreamTls,
     /// The checked address no longer accepts (the CONNECT found a kept connection, gone since).
     UpstreamConnect,
-    /// The upstream closed or failed before answering.
-    UpstreamRequest,
     /// What came through the tunnel is not HTTP.
     NotHttp,
 }
@@ -142,7 +143,6 @@ impl Refusal {
             Refusal::ClientTls => "client_tls_failed",
             Refusal::UpstreamTls => "upstream_tls_failed",
             Refusal::UpstreamConnect => "upstream_connect_failed",
-            Refusal::UpstreamRequest => "upstream_request_failed",
             Refusal::NotHttp => "non_http_tunnel",
         }
     }
@@ -407,30 +407,20 @@ async fn forward(
         }
         _ => request,
     };
-    let response = tunnel.link.send(&session, request).await;
-    let finish = |outcome: Result<(u16, String), String>| {
-        if let (Some(id), Some(approvals)) = (&approval, &session.credentialing.approvals) {
-            approvals.finish(id, outcome);
-        }
+    // Sent and recorded on a task of its own: an agent that stops waiting (or a session that
+    // ends) cancels this future, never the record of a request that may have left.
+    let (answered, answer) = tokio::sync::oneshot::channel();
+    let sending = Sending { session: session.clone(), tunnel: tunnel.clone(), record, event_type, binding, approval };
+    let in_flight = session.in_flight.clone().read_owned().await;
+    tokio::spawn(async move {
+        sending.send_and_record(request, started, answered).await;
+        drop(in_flight);
+    });
+    let mut response = match answer.await {
+        Ok(Ok(response)) => response,
+        Ok(Err(refused)) => return Ok(refused),
+        Err(_) => return Ok(plain(StatusCode::BAD_GATEWAY, Unanswered::Failed.reason())),
     };
-    let mut response = match response {
-        Ok(response) => response,
-        Err(_) => {
-            finish(Err("the upstream closed or failed before answering".to_string()));
-            session.refusal(&target.destination, &method, Refusal::UpstreamRequest).await;
-            return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
-        }
-    };
-    record.status = Some(u64::from(response.status().as_u16()));
-    record.duration_us = Some(started.elapsed().as_micros() as u64);
-    // Fail closed: a response whose record cannot be written does not reach the agent.
-    match session.append_record(event_type, record, binding).await {
-        Ok(audit_id) => finish(Ok((response.status().as_u16(), audit_id))),
-        Err(()) => {
-            finish(Err("its record could not be written; the response was withheld".to_string()));
-            return Ok(plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable"));
-        }
-    }
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
         let secrets = credential.echo_candidates();
@@ -577,6 +567,103 @@ async fn method_override(request: Request<Body>) -> (Request<Body>, Option<Strin
     };
     let found = in_form.then(|| "a _method form field".to_string());
     (Request::from_parts(parts, Body::from(bytes)), found)
+}
+
+/// Why a request that went to its upstream has no response head to pass on.
+#[derive(Clone, Copy)]
+enum Unanswered {
+    /// The connection failed or closed after (some of) the request was written.
+    Failed,
+    /// No response head within the session's deadline.
+    Timeout,
+    /// The agent stopped waiting (closed its side, or its session ended) first.
+    ClientGone,
+}
+
+impl Unanswered {
+    fn reason(self) -> &'static str {
+        match self {
+            Unanswered::Failed => "upstream_request_failed",
+            Unanswered::Timeout => "upstream_timeout",
+            Unanswered::ClientGone => "client_gone",
+        }
+    }
+}
+
+/// A request ready to go to its upstream, with the record it is written under once it has.
+struct Sending {
+    session: Arc<EgressSession>,
+    tunnel: Arc<Tunnel>,
+    record: ProxiedRequest,
+    event_type: EventType,
+    binding: Option<Map<String, Value>>,
+    approval: Option<aileron_core::approval::ApprovalId>,
+}
+
+impl Sending {
+    /// Sends `request` and records it whatever happens — answered (its status), the connection
+    /// failed, no response head within the deadline, or the agent gone first (no status, the
+    /// reason) — then hands the response, or the answer the agent gets, to `answered`. A response
+    /// whose record cannot be written is withheld (fail closed).
+    async fn send_and_record(
+        self,
+        request: Request<Body>,
+        started: Instant,
+        mut answered: tokio::sync::oneshot::Sender<Result<Response<Incoming>, Response<Body>>>,
+    ) {
+        let Sending { session, tunnel, mut record, event_type, binding, approval } = self;
+        let sending = tokio::time::timeout(session.response_head_timeout, tunnel.link.send(&session, request));
+        let sent = tokio::select! {
+            sent = sending => match sent {
+                Ok(Ok(response)) => Ok(response),
+                Ok(Err(())) => Err(Unanswered::Failed),
+                Err(_) => Err(Unanswered::Timeout),
+            },
+            () = answered.closed() => Err(Unanswered::ClientGone),
+        };
+        record.duration_us = Some(started.elapsed().as_micros() as u64);
+        let finish = |outcome: Result<(u16, String), String>| {
+            if let (Some(id), Some(approvals)) = (&approval, &session.credentialing.approvals) {
+                approvals.finish(id, outcome);
+            }
+        };
+        let response = match sent {
+            Ok(response) => response,
+            Err(unanswered) => {
+                let reason = Some(unanswered.reason().to_string());
+                if event_type == EventType::ConnectorProxyProxied {
+                    record.reject_reason = reason;
+                } else {
+                    record.proxy_reject_reason = reason;
+                }
+                let recorded = session.append_record(event_type, record, binding).await;
+                finish(Err(match unanswered {
+                    Unanswered::Failed => "the upstream closed or failed before answering".to_string(),
+                    Unanswered::Timeout => "the upstream did not answer in time".to_string(),
+                    Unanswered::ClientGone => "the agent stopped waiting before the upstream answered".to_string(),
+                }));
+                let answer = match (recorded, unanswered) {
+                    (Err(()), _) => plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable"),
+                    (Ok(_), Unanswered::Timeout) => plain(StatusCode::GATEWAY_TIMEOUT, unanswered.reason()),
+                    (Ok(_), _) => plain(StatusCode::BAD_GATEWAY, unanswered.reason()),
+                };
+                let _ = answered.send(Err(answer));
+                return;
+            }
+        };
+        record.status = Some(u64::from(response.status().as_u16()));
+        // Fail closed: a response whose record cannot be written does not reach the agent.
+        match session.append_record(event_type, record, binding).await {
+            Ok(audit_id) => {
+                finish(Ok((response.status().as_u16(), audit_id)));
+                let _ = answered.send(Ok(response));
+            }
+            Err(()) => {
+                finish(Err("its record could not be written; the response was withheld".to_string()));
+                let _ = answered.send(Err(plain(StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable")));
+            }
+        }
+    }
 }
 
 /// Reads a request that matched an `approval = true` operation whole and holds it for a human

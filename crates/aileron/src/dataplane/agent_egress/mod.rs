@@ -87,7 +87,19 @@ pub struct EgressSession {
     upstreams: upstreams::Upstreams,
     /// How many times a destination's addresses were looked up ([`EgressSession::lookups`]).
     lookups: std::sync::atomic::AtomicU64,
+    /// How long an upstream may take to start answering a request ([`RESPONSE_HEAD_TIMEOUT`];
+    /// the tests shorten it).
+    response_head_timeout: Duration,
+    /// Read-held by each request being sent and recorded: the session's end waits for their
+    /// records ([`IN_FLIGHT_RECORDS_WAIT`]).
+    in_flight: Arc<tokio::sync::RwLock<()>>,
 }
+
+/// How long an upstream may take to send a response head. Long enough for any API an agent's
+/// tool waits on; an upstream that never answers holds no connection past it.
+pub const RESPONSE_HEAD_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a session's end waits for the records of requests still being sent.
+const IN_FLIGHT_RECORDS_WAIT: Duration = Duration::from_secs(10);
 
 /// How many request bodies one session may hold in memory at once (each ≤ 16 MiB).
 pub const MAX_WHOLE_BODIES: usize = 4;
@@ -142,6 +154,8 @@ impl EgressSession {
             first_byte_timeout: intercept::FIRST_BYTE_TIMEOUT,
             upstreams: upstreams::Upstreams::default(),
             lookups: std::sync::atomic::AtomicU64::new(0),
+            response_head_timeout: RESPONSE_HEAD_TIMEOUT,
+            in_flight: Arc::default(),
         }
     }
 
@@ -176,6 +190,13 @@ impl EgressSession {
         self
     }
 
+    /// The same session giving an upstream `timeout` to start answering each request instead of
+    /// [`RESPONSE_HEAD_TIMEOUT`] (a test's).
+    pub fn with_response_head_timeout(mut self, timeout: Duration) -> EgressSession {
+        self.response_head_timeout = timeout;
+        self
+    }
+
     /// The same session closing the upstream connections its tunnels left open once unused for
     /// `kept_for` instead of [`upstreams::KEPT_FOR`] (a test's).
     pub fn with_kept_for(mut self, kept_for: Duration) -> EgressSession {
@@ -199,6 +220,8 @@ impl EgressSession {
     pub async fn serve(self: Arc<Self>, listener: TcpListener, closed: impl std::future::Future<Output = ()>) {
         let session = self.clone();
         accept_until(listener, closed, move |stream| session.clone().handle(stream)).await;
+        // Every request that was on its way when the tunnels closed is recorded first (`client_gone`).
+        let _ = tokio::time::timeout(IN_FLIGHT_RECORDS_WAIT, self.in_flight.write()).await;
         self.summarise_refusals().await;
     }
 
