@@ -166,7 +166,6 @@ struct Proxy {
     /// The operations' host: `localhost:<port>`.
     destination: String,
     ca_pem: String,
-    session: Arc<EgressSession>,
     /// Ends the session's proxy (as the launch's end does), and its serving task.
     closing: tokio::sync::oneshot::Sender<()>,
     serving: tokio::task::JoinHandle<()>,
@@ -204,7 +203,7 @@ impl Proxy {
         let serving = tokio::spawn(session.clone().serve(listener, async move {
             let _ = closed.await;
         }));
-        Proxy { address, destination, ca_pem, session, closing, serving }
+        Proxy { address, destination, ca_pem, closing, serving }
     }
 
     /// Ends the session's proxy; returns once it has finished (its records written).
@@ -526,4 +525,47 @@ async fn each_request_an_upstream_dropped_unanswered_has_its_own_record() {
         let failed = ("sandbox.proxy.passthrough".to_string(), Value::Null, "upstream_request_failed".into());
         assert_eq!(outcomes(&records, &format!("/{i}/reset")), [failed], "{records:#?}");
     }
+}
+
+/// F8: a client that starts a TLS handshake in its tunnel and never finishes it is closed after
+/// the handshake deadline, and a session's agent holds at most its cap of open connections: one
+/// more is answered 503 at once and counted; once the stalled ones are closed, it connects again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_handshakes_are_closed_and_a_session_holds_a_bounded_number_of_connections() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let timeout = Duration::from_millis(800);
+    let proxy = Proxy::start_with(&harness, "s-flood", &upstream, |session| {
+        session.with_first_byte_timeout(timeout).with_most_open(4)
+    })
+    .await;
+    let asked = tokio::time::Instant::now();
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let mut socket = proxy.tunnel(&proxy.destination).await;
+        // A TLS record's header, and nothing more.
+        socket.write_all(b"\x16\x03\x01").await.unwrap();
+        stalled.push(socket);
+    }
+    let mut refused = tokio::net::TcpStream::connect(proxy.address).await.unwrap();
+    refused.write_all(format!("CONNECT {} HTTP/1.1\r\n\r\n", proxy.destination).as_bytes()).await.unwrap();
+    let answer = crate::gateway::read_head(&mut refused).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    for mut socket in stalled {
+        let read =
+            tokio::time::timeout(timeout * 4, socket.read(&mut [0u8; 1])).await.expect("a stalled handshake ends");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    assert!(asked.elapsed() >= timeout, "closed after {:?}, before the deadline", asked.elapsed());
+    let again = exchange(
+        proxy.tls(&[b"http/1.1"]).await,
+        &format!("GET /again HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", proxy.destination),
+    )
+    .await;
+    assert!(again.starts_with("HTTP/1.1 200"), "{again}");
+    proxy.close().await;
+    let records = records(&harness, "s-flood").await;
+    let reasons: Vec<&str> =
+        records.iter().filter_map(|r| r["payload"]["aileron.proxy.reject_reason"].as_str()).collect();
+    assert!(reasons.contains(&"too_many_connections") && reasons.contains(&"client_tls_timeout"), "{records:#?}");
 }

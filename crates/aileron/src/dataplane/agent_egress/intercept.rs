@@ -45,6 +45,9 @@ const WHOLE_BODY_BYTES: usize = 64 * 1024;
 /// How long a client may take to start its side of a tunnel (the TLS hello or a request line),
 /// and then each request head: a session's default (`EgressSession::with_first_byte_timeout`).
 pub(super) const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take over its TLS handshake once it started one (at most the first
+/// byte's timeout, which the tests shorten).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where a tunnel leads: the CONNECT host as asked, its port, the address checked and dialled.
 #[derive(Clone)]
@@ -81,11 +84,18 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, dialled: Opti
             return;
         }
     };
-    let client = match tokio_rustls::TlsAcceptor::from(config).accept(client).await {
-        Ok(client) => client,
-        Err(_) => {
+    // A handshake the client never finishes holds two descriptors (its side and the upstream's):
+    // it has as long as a first byte, at most HANDSHAKE_TIMEOUT.
+    let deadline = session.first_byte_timeout.min(HANDSHAKE_TIMEOUT);
+    let client = match tokio::time::timeout(deadline, tokio_rustls::TlsAcceptor::from(config).accept(client)).await {
+        Ok(Ok(client)) => client,
+        Ok(Err(_)) => {
             // The client refused the session's certificate (a tool that ignores the trust bundle).
             session.refusal(&target.destination, "GET", Refusal::ClientTls).await;
+            return;
+        }
+        Err(_) => {
+            session.refusal(&target.destination, "GET", Refusal::ClientTlsTimeout).await;
             return;
         }
     };
@@ -129,6 +139,8 @@ async fn refuse_plain_text(session: Arc<EgressSession>, client: TcpStream, targe
 pub enum Refusal {
     /// The agent's client did not accept the session CA's certificate.
     ClientTls,
+    /// The agent's client did not finish its TLS handshake in time.
+    ClientTlsTimeout,
     /// The upstream's certificate is not one the host's roots vouch for.
     UpstreamTls,
     /// The checked address no longer accepts (the CONNECT found a kept connection, gone since).
@@ -141,6 +153,7 @@ impl Refusal {
     pub fn reason(&self) -> &'static str {
         match self {
             Refusal::ClientTls => "client_tls_failed",
+            Refusal::ClientTlsTimeout => "client_tls_timeout",
             Refusal::UpstreamTls => "upstream_tls_failed",
             Refusal::UpstreamConnect => "upstream_connect_failed",
             Refusal::NotHttp => "non_http_tunnel",

@@ -14,6 +14,10 @@
 //! `non_connect_proxy_request_unsupported`): a tool that cannot tunnel goes nowhere rather than
 //! out unrecorded.
 //!
+//! A session's agent holds at most [`MOST_OPEN_CONNECTIONS`] connections to its proxy at once;
+//! one more is answered 503 and counted as a refusal (reattack8's F8: stalled tunnels had filled
+//! the daemon's descriptors).
+//!
 //! Refusals are recorded once per distinct destination and reason ([`MAX_REFUSALS_RECORDED`] a
 //! session), the rest counted and summarised when the session's network closes: an agent looping
 //! on a refused destination cannot fill the disk with fsynced records (the re-attack's L6).
@@ -90,6 +94,9 @@ pub struct EgressSession {
     /// How long an upstream may take to start answering a request ([`RESPONSE_HEAD_TIMEOUT`];
     /// the tests shorten it).
     response_head_timeout: Duration,
+    /// The most connections this session's agent may hold open to its proxy at once
+    /// ([`MOST_OPEN_CONNECTIONS`]; the tests lower it).
+    most_open: usize,
     /// Read-held by each request being sent and recorded: the session's end waits for their
     /// records ([`IN_FLIGHT_RECORDS_WAIT`]).
     in_flight: Arc<tokio::sync::RwLock<()>>,
@@ -98,6 +105,11 @@ pub struct EgressSession {
 /// How long an upstream may take to send a response head. Long enough for any API an agent's
 /// tool waits on; an upstream that never answers holds no connection past it.
 pub const RESPONSE_HEAD_TIMEOUT: Duration = Duration::from_secs(300);
+/// The most connections one session's agent may hold open to its proxy (or to one `--allow-tcp`
+/// listener) at once; each is one or two of the daemon's descriptors. Beyond it a connection is
+/// answered 503 and closed, counted as a refusal: one agent cannot exhaust the descriptors the
+/// daemon's API, the other sessions and the audit log need.
+pub const MOST_OPEN_CONNECTIONS: usize = 128;
 /// How long a session's end waits for the records of requests still being sent.
 const IN_FLIGHT_RECORDS_WAIT: Duration = Duration::from_secs(10);
 
@@ -155,6 +167,7 @@ impl EgressSession {
             upstreams: upstreams::Upstreams::default(),
             lookups: std::sync::atomic::AtomicU64::new(0),
             response_head_timeout: RESPONSE_HEAD_TIMEOUT,
+            most_open: MOST_OPEN_CONNECTIONS,
             in_flight: Arc::default(),
         }
     }
@@ -197,6 +210,13 @@ impl EgressSession {
         self
     }
 
+    /// The same session allowing `most` open connections at once instead of
+    /// [`MOST_OPEN_CONNECTIONS`] (a test's).
+    pub fn with_most_open(mut self, most: usize) -> EgressSession {
+        self.most_open = most;
+        self
+    }
+
     /// The same session closing the upstream connections its tunnels left open once unused for
     /// `kept_for` instead of [`upstreams::KEPT_FOR`] (a test's).
     pub fn with_kept_for(mut self, kept_for: Duration) -> EgressSession {
@@ -218,8 +238,9 @@ impl EgressSession {
 
     /// Serves `listener` until `closed` completes; every open tunnel ends with it.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, closed: impl std::future::Future<Output = ()>) {
-        let session = self.clone();
-        accept_until(listener, closed, move |stream| session.clone().handle(stream)).await;
+        let (session, refusing) = (self.clone(), self.clone());
+        let refused = move || refusing.clone().too_many(CONNECT_SOURCE, "CONNECT", "*".to_string());
+        accept_until(listener, closed, self.most_open, refused, move |stream| session.clone().handle(stream)).await;
         // Every request that was on its way when the tunnels closed is recorded first (`client_gone`).
         let _ = tokio::time::timeout(IN_FLIGHT_RECORDS_WAIT, self.in_flight.write()).await;
         self.summarise_refusals().await;
@@ -234,7 +255,19 @@ impl EgressSession {
         destination: String,
         closed: impl std::future::Future<Output = ()>,
     ) {
-        accept_until(listener, closed, move |stream| self.clone().relay_tcp(stream, destination.clone())).await;
+        let (refusing, refused_destination) = (self.clone(), destination.clone());
+        let refused = move || refusing.clone().too_many(TCP_SOURCE, "TCP", refused_destination.clone());
+        let most_open = self.most_open;
+        accept_until(listener, closed, most_open, refused, move |stream| {
+            self.clone().relay_tcp(stream, destination.clone())
+        })
+        .await;
+    }
+
+    /// Counts (the first time, records) a connection refused for being one too many.
+    async fn too_many(self: Arc<Self>, source: &'static str, method: &'static str, destination: String) {
+        let event_type = EventType::SandboxProxyRejected;
+        self.record_refusal(source, method, &destination, event_type, "too_many_connections").await;
     }
 
     async fn relay_tcp(self: Arc<Self>, mut stream: TcpStream, destination: String) {
@@ -491,19 +524,38 @@ fn upstream_configs(config: rustls::ClientConfig) -> (Arc<rustls::ClientConfig>,
     (Arc::new(http1), Arc::new(h2))
 }
 
+/// What a connection beyond a session's [`MOST_OPEN_CONNECTIONS`] is told before it is closed.
+const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\n\
+    content-length: 21\r\nconnection: close\r\n\r\ntoo_many_connections\n";
+
 /// Accepts on `listener` and runs `handle` for each connection (`TCP_NODELAY` set: heads and
 /// handshakes are small writes each waiting for an answer, which Nagle's algorithm against delayed
 /// ACKs would hold up to 40 ms) until `closed` completes; every connection still open ends with it.
-async fn accept_until<F, Task>(listener: TcpListener, closed: impl std::future::Future<Output = ()>, handle: F)
-where
+/// With `most_open` connections open, another is answered 503 without waiting and closed, and
+/// `refused` runs (on its own task) for it.
+async fn accept_until<F, Task, R, Refused>(
+    listener: TcpListener,
+    closed: impl std::future::Future<Output = ()>,
+    most_open: usize,
+    refused: R,
+    handle: F,
+) where
     F: Fn(TcpStream) -> Task,
     Task: std::future::Future<Output = ()> + Send + 'static,
+    R: Fn() -> Refused,
+    Refused: std::future::Future<Output = ()> + Send + 'static,
 {
     let mut connections = tokio::task::JoinSet::new();
     let mut closed = std::pin::pin!(closed);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if connections.len() >= most_open => {
+                    // Never waits: a full socket buffer loses the answer, not the accept loop.
+                    let _ = stream.try_write(TOO_MANY_CONNECTIONS);
+                    drop(stream);
+                    tokio::spawn(refused());
+                }
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
                     connections.spawn(handle(stream));
