@@ -122,7 +122,7 @@ pub fn write_access(
         access.writable.push(resolved);
     }
     access.writable.dedup();
-    let Protection { pinned, read_only, watched, to_create, notes, checkouts, git_dirs } = protection;
+    let Protection { pinned, read_only, watched, to_create, notes, checkouts, git_dirs, .. } = protection;
     (access.pinned, access.read_only, access.watched, access.checkouts) = (pinned, read_only, watched, checkouts);
     access.git_dirs = git_dirs.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();
     access.git_dirs.sort();
@@ -409,6 +409,71 @@ mod tests {
         }
         assert_eq!(access.git_dirs, vec![repo.join(".git"), repo.join("vendor/dep/.git")]);
         assert!(access.pinned.contains(&repo.join("vendor")), "pinned, yet not a git directory");
+    }
+
+    /// The seventh re-attack: what an installed hook reads is protected whether or not it exists
+    /// yet: lefthook's usually absent `lefthook-local.yml`, an optional local script, and the
+    /// module `python -m` finds first at the top of the worktree (pre-commit's own hook).
+    #[test]
+    fn what_hooks_would_read_if_it_appeared_is_watched() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(repo.join("scripts")).unwrap();
+        std::fs::write(repo.join(".git/config"), "").unwrap();
+        std::fs::write(repo.join("lefthook.yml"), "pre-commit: {}\n").unwrap();
+        std::fs::write(
+            repo.join(".git/hooks/pre-commit"),
+            "#!/bin/sh\n[ -x ./scripts/pre-commit.local ] && ./scripts/pre-commit.local\nlefthook run pre-commit\n",
+        )
+        .unwrap();
+        std::fs::write(
+            repo.join(".git/hooks/pre-push"),
+            "#!/usr/bin/env bash\nexec \"$INSTALL_PYTHON\" -mpre_commit \"$@\"\n",
+        )
+        .unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        assert!(access.read_only.contains(&repo.join("lefthook.yml")), "{:?}", access.read_only);
+        for watched in
+            ["scripts/pre-commit.local", "lefthook-local.yml", ".lefthook-local", "pre_commit", "pre_commit.py"]
+        {
+            assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
+        }
+    }
+
+    /// The seventh re-attack: 20,001 empty directories made at the top spent the exit's search
+    /// before a repository hidden below them was seen, and nothing was said. The look names a tree
+    /// it could not finish.
+    #[test]
+    fn a_search_cut_short_at_the_end_is_said() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        assert!(access.checkouts.look().incomplete.is_empty());
+        for n in 0..=20_000 {
+            std::fs::create_dir(repo.join(format!("c{n:05}"))).unwrap();
+        }
+        assert_eq!(access.checkouts.look().incomplete, vec![repo]);
+    }
+
+    /// The seventh re-attack: a config including a file that includes itself 50 times, ten levels
+    /// deep (50^10 reads), held the launch for good. So many files are read in all, and the
+    /// launch says where it stopped.
+    #[test]
+    fn includes_are_read_within_a_budget() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+        let fifty = "[include]\n\tpath = loop.inc\n".repeat(50);
+        std::fs::write(repo.join(".git/config"), &fifty).unwrap();
+        std::fs::write(repo.join(".git/loop.inc"), &fifty).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        assert!(access.notes.iter().any(|note| note.contains("more than 256 git config files")), "{:?}", access.notes);
+        assert!(access.read_only.contains(&repo.join(".git/loop.inc")));
     }
 
     /// The third re-attack of 2026-12-05 (the defences above, attacked): an include in the user's

@@ -327,10 +327,16 @@ const MAX_NAME_BYTES: u64 = 4096;
 /// sixth re-attack's sparse 256 GiB index kept the launcher reading for hours at the exit.
 const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;
 
+/// How many bytes of indexes one look at a tree reads in all: the seventh re-attack made 10,000
+/// `sharedindex.*` links to one sparse index just under [`MAX_INDEX_BYTES`], hours of reading at
+/// every exit and launch. Past it, an index is named as unread, as one too large is.
+pub const INDEX_BYTES_PER_LOOK: u64 = 2 * MAX_INDEX_BYTES;
+
 /// The paths (relative to the checkout) of the submodules `git_dir`'s index records: its
 /// `index` and any `sharedindex.*` (a split index keeps entries there), versions 2 to 4; and the
-/// index files too large to read (whose submodules are not known).
-pub fn submodules(git_dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+/// index files too large to read (whose submodules are not known), alone or past what is left
+/// of `budget` (bytes, shared by every index of one look).
+pub fn submodules(git_dir: &Path, budget: &mut u64) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let config = read_limited(&git_dir.join("config"), true);
     let sha256 = config.is_ok_and(|bytes| sha256(&parse(&String::from_utf8_lossy(&bytes))));
     let mut indexes = vec![git_dir.join("index")];
@@ -346,10 +352,12 @@ pub fn submodules(git_dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     for index in indexes {
         // Followed when a link, as git follows it (the third re-attack hid a submodule behind one).
         let Ok(file) = open_regular(&index) else { continue };
-        if file.metadata().is_ok_and(|metadata| metadata.len() > MAX_INDEX_BYTES) {
+        let size = file.metadata().map_or(u64::MAX, |metadata| metadata.len());
+        if size > MAX_INDEX_BYTES || size > *budget {
             unread.push(index);
             continue;
         }
+        *budget -= size;
         found.extend(gitlinks(std::io::BufReader::with_capacity(1 << 16, file), if sha256 { 32 } else { 20 }));
     }
     found.sort();
@@ -616,7 +624,7 @@ mod tests {
         }
         for version in ["2", "3", "4"] {
             assert!(git(repo, &["update-index", "--index-version", version]));
-            let found = submodules(&repo.join(".git")).0;
+            let found = submodules(&repo.join(".git"), &mut INDEX_BYTES_PER_LOOK.clone()).0;
             assert_eq!(found, vec![PathBuf::from("a/deep/er/sub"), PathBuf::from("node_modules/x")], "v{version}");
         }
         // An entry with extended flags (an intent to add) in an index relabelled as version 2:
@@ -629,15 +637,30 @@ mod tests {
         bytes[7] = 2;
         assert_eq!(gitlinks(&bytes[..], 20).len(), 2, "relabelled as version 2");
         assert!(git(repo, &["update-index", "--split-index"]));
-        assert_eq!(submodules(&repo.join(".git")).0.len(), 2, "split index");
+        assert_eq!(submodules(&repo.join(".git"), &mut INDEX_BYTES_PER_LOOK.clone()).0.len(), 2, "split index");
         assert!(gitlinks(&b"DIRC\0\0\0\x02\0\0\0\x09short"[..], 20).is_empty(), "a cut index ends the read");
         // Behind a link (git follows it), the index is read all the same.
         std::fs::rename(repo.join(".git/index"), repo.join(".git/index.real")).unwrap();
         std::os::unix::fs::symlink("index.real", repo.join(".git/index")).unwrap();
-        assert!(!submodules(&repo.join(".git")).0.is_empty(), "a linked index");
+        assert!(!submodules(&repo.join(".git"), &mut INDEX_BYTES_PER_LOOK.clone()).0.is_empty(), "a linked index");
         // One too large to read is named, not read (a sparse file: no disk used).
         let huge = std::fs::File::create(repo.join(".git/sharedindex.huge")).unwrap();
         huge.set_len(MAX_INDEX_BYTES + 1).unwrap();
-        assert_eq!(submodules(&repo.join(".git")).1, vec![repo.join(".git/sharedindex.huge")]);
+        assert_eq!(
+            submodules(&repo.join(".git"), &mut INDEX_BYTES_PER_LOOK.clone()).1,
+            vec![repo.join(".git/sharedindex.huge")]
+        );
+        // Many under the size each, linked to one: read until the look's budget is spent, then
+        // named (the seventh re-attack's 10,000 links to one sparse index).
+        std::fs::remove_file(repo.join(".git/sharedindex.huge")).unwrap();
+        let big = std::fs::File::create(repo.join("big-index")).unwrap();
+        std::io::Write::write_all(&mut &big, b"DIRC\0\0\0\x02\xff\xff\xff\xff").unwrap();
+        big.set_len(MAX_INDEX_BYTES - 1).unwrap();
+        for n in 0..5 {
+            std::os::unix::fs::symlink(repo.join("big-index"), repo.join(format!(".git/sharedindex.{n}"))).unwrap();
+        }
+        let mut budget = INDEX_BYTES_PER_LOOK;
+        let (_, unread) = submodules(&repo.join(".git"), &mut budget);
+        assert_eq!(unread.len(), 4, "{unread:?}");
     }
 }

@@ -751,7 +751,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let plant_watch = planted::PlantWatch::start(watched, kept_links, quarantine.clone());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let mut quarantined = plant_watch.finish().await;
-    let repositories::Look { created, unread, newly_entered } = checkouts.look();
+    let repositories::Look { created, unread, newly_entered, incomplete } = checkouts.look();
     // A repository the agent made that the user's git enters unasked (a submodule of one the user
     // had, a bare lookalike) has what in it would run moved aside too — never a git directory
     // there at launch, nor anything the agent could not write (the sixth re-attack: a `.git` link
@@ -768,12 +768,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
-    for index in &unread {
+    for index in unread.iter().take(MAX_WARNINGS_EACH) {
         log_line!(
-            "aileron: warning: {} is too large to read, so the submodules it records were not checked\nhint: look at \
-             `git ls-files -s | grep ^160000` there before you run git",
+            "aileron: warning: {} is too large to read (alone, or after the other indexes), so the submodules it \
+             records were not checked\nhint: look at `git ls-files -s | grep ^160000` there before you run git",
             shown(index)
         );
+    }
+    if unread.len() > MAX_WARNINGS_EACH {
+        log_line!("aileron: warning: and {} more indexes were not read", unread.len() - MAX_WARNINGS_EACH);
     }
     for repository in &created {
         let path = &repository.path;
@@ -789,6 +792,16 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             shown(path),
             // The git directory itself (a bare lookalike's is the checkout, a `.git` file names one).
             shown(&git::git_dir(path).unwrap_or_else(|| path.join(".git")))
+        );
+    }
+    for root in &incomplete {
+        log_line!(
+            "aileron: warning: {} holds too many directories to search them all for repositories the agent made: a \
+             repository it hid among them would run its config and hooks as you\nhint: before you run git there, look \
+             for new ones: find {} -name HEAD -newer {}",
+            shown(root),
+            shown(root),
+            shown(&root.join(".git"))
         );
     }
     for path in &newly_entered {
@@ -952,6 +965,10 @@ hint: {hint}",
     }
     Ok(())
 }
+
+/// Warnings of one kind printed one by one at the end of a session, at most (the agent could
+/// make thousands of the same).
+const MAX_WARNINGS_EACH: usize = 20;
 
 /// A path the agent may have chosen (a repository it made, a file it planted), safe to print:
 /// every control or invisible character escaped (SPEC §14), so a directory named with terminal

@@ -39,7 +39,13 @@ pub struct Protection {
     pub checkouts: Checkouts,
     /// The git directories there at launch (never disarmed at the end: they are the user's).
     pub git_dirs: Vec<PathBuf>,
+    /// How many config files were read, at most [`MAX_CONFIGS_READ`], and whether more were named.
+    configs_read: usize,
+    configs_cut_short: bool,
 }
+
+/// Config files read in all for one launch's protection (git's own include limit is ten levels).
+const MAX_CONFIGS_READ: usize = 256;
 
 impl Protection {
     /// `path` read-only when it exists, else watched so that it is moved aside if it appears.
@@ -72,6 +78,9 @@ pub struct Look {
     /// Repositories there at launch that git now enters unasked and did not then (recorded as a
     /// submodule during the session): one an earlier session made is the agent's too.
     pub newly_entered: Vec<PathBuf>,
+    /// Trees the search gave up on ([`MAX_SCANNED_DIRECTORIES`]): the agent can fill one with
+    /// directories to hide a repository behind them (the seventh re-attack).
+    pub incomplete: Vec<PathBuf>,
 }
 
 impl Checkouts {
@@ -90,6 +99,9 @@ impl Checkouts {
                 }
             }
             look.unread.extend(now.unread);
+            if !now.complete {
+                look.incomplete.push(root.clone());
+            }
         }
         look
     }
@@ -123,12 +135,13 @@ fn checkouts_in(root: &Path) -> Found {
     let mut known: HashSet<PathBuf> = found.iter().cloned().collect();
     let mut entered: HashSet<PathBuf> = found.iter().filter(|path| git::is_git_directory(path)).cloned().collect();
     let mut unread = Vec::new();
+    let mut index_budget = git::INDEX_BYTES_PER_LOOK;
     let mut next = 0;
     while next < found.len() && found.len() < MAX_SUBMODULES {
         let checkout = found[next].clone();
         next += 1;
         let Some(git_dir) = git::git_dir(&checkout) else { continue };
-        let (submodules, too_large) = git::submodules(&git_dir);
+        let (submodules, too_large) = git::submodules(&git_dir, &mut index_budget);
         unread.extend(too_large);
         for submodule in submodules {
             let path = without_dot_dots(&checkout.join(submodule));
@@ -296,17 +309,45 @@ fn protect_what_git_runs(worktree: &Path, settings: &[git::Entry], context: &Git
 /// Hook runners whose installed hooks read what to run from the worktree: a word their hook
 /// holds, and the files it reads there.
 const HOOK_RUNNERS: [(&str, &[&str]); 2] = [
-    ("pre-commit.com", &[".pre-commit-config.yaml"]),
+    ("pre-commit.com", &[".pre-commit-config.yaml", ".pre-commit-config.yml"]),
     (
         "lefthook",
+        // Every name lefthook reads its config from, the `-local` ones merged over it, and its
+        // scripts' directories: a missing one is watched (the seventh re-attack: the usually
+        // absent, git-ignored `lefthook-local.yml` added a command to the user's next commit).
         &[
             "lefthook.yml",
             ".lefthook.yml",
+            ".config/lefthook.yml",
             "lefthook.yaml",
             ".lefthook.yaml",
+            ".config/lefthook.yaml",
+            "lefthook.toml",
+            ".lefthook.toml",
+            ".config/lefthook.toml",
+            "lefthook.json",
+            ".lefthook.json",
+            ".config/lefthook.json",
+            "lefthook.jsonc",
+            ".lefthook.jsonc",
+            ".config/lefthook.jsonc",
             "lefthook-local.yml",
             ".lefthook-local.yml",
+            ".config/lefthook-local.yml",
+            "lefthook-local.yaml",
+            ".lefthook-local.yaml",
+            ".config/lefthook-local.yaml",
+            "lefthook-local.toml",
+            ".lefthook-local.toml",
+            ".config/lefthook-local.toml",
+            "lefthook-local.json",
+            ".lefthook-local.json",
+            ".config/lefthook-local.json",
+            "lefthook-local.jsonc",
+            ".lefthook-local.jsonc",
+            ".config/lefthook-local.jsonc",
             ".lefthook",
+            ".lefthook-local",
         ],
     ),
 ];
@@ -334,14 +375,33 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Prote
         let text = String::from_utf8_lossy(&text);
         runners.extend(HOOK_RUNNERS.iter().filter(|(word, _)| text.contains(word)).map(|(_, files)| *files));
         path_first |= text.contains("node_modules/.bin");
-        let words = text.split(|c: char| c.is_whitespace() || "\"'=;:()|&<>`".contains(c));
-        for word in words.filter(|word| word.contains('/') && !word.contains('$') && !word.starts_with('~')) {
+        let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || "\"'=;:()|&<>`".contains(c)).collect();
+        for word in words.iter().filter(|word| word.contains('/') && !word.contains('$') && !word.starts_with('~')) {
             named.push(without_dot_dots(&worktree.join(word)));
         }
+        // `python -m pre_commit` (pre-commit's own hook): git runs hooks at the top of the
+        // worktree and `-m` looks there first, so a `pre_commit/` the agent makes there is what
+        // runs (the seventh re-attack).
+        for (at, word) in words.iter().enumerate() {
+            let module = match word.strip_prefix("-m") {
+                Some("") => words.get(at + 1).copied().unwrap_or_default(),
+                Some(module) => module,
+                None => continue,
+            };
+            let top = module.split('.').next().unwrap_or_default();
+            if !top.is_empty() && top.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                named.extend([worktree.join(top), worktree.join(format!("{top}.py"))]);
+            }
+        }
     }
-    let files = runners.into_iter().flatten().map(|name| worktree.join(name)).chain(named);
-    for file in files.filter(|file| file.starts_with(worktree) && file.is_file()) {
-        protection.read_only.push(file);
+    // A runner's configuration, there or not: one created later is read as much.
+    for file in runners.into_iter().flatten().map(|name| worktree.join(name)) {
+        protection.bind_or_watch(file);
+    }
+    // A file a hook names, there or not (`[ -x ./scripts/pre-commit.local ] && …`: the seventh
+    // re-attack); an existing directory it names (`node_modules/.bin`) is not a file it runs.
+    for file in named.into_iter().filter(|file| file.starts_with(worktree) && !file.is_dir()) {
+        protection.bind_or_watch(file);
     }
     if path_first {
         protection.notes.push(format!(
@@ -364,6 +424,21 @@ fn read_config(
     depth: usize,
     entries: &mut Vec<git::Entry>,
 ) {
+    // So many in all (the seventh re-attack: 50 includes of a file that includes itself 50
+    // times, ten levels deep, held every later launch for good). A file included twice is read
+    // twice, as git reads it: the later reading's settings win.
+    if protection.configs_read >= MAX_CONFIGS_READ {
+        if !protection.configs_cut_short {
+            protection.configs_cut_short = true;
+            protection.notes.push(format!(
+                "more than {MAX_CONFIGS_READ} git config files are included from {}: those past it were not read, and \
+                 what they name is not protected\nhint: look at the include.path entries there",
+                super::shown(file)
+            ));
+        }
+        return;
+    }
+    protection.configs_read += 1;
     let Ok(text) = git::read_limited(file, true) else { return };
     let base = file.parent().unwrap_or(Path::new("/"));
     for entry in git::parse(&String::from_utf8_lossy(&text)) {
