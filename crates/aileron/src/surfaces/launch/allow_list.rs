@@ -92,7 +92,14 @@ pub fn write_access(
     }
     for dir in agent_directories(agent, env) {
         match std::fs::canonicalize(&dir) {
-            Ok(resolved) => access.writable.push(resolved),
+            Ok(resolved) => {
+                // A repository of the user's kept there (`~/.claude` as a git clone of one's
+                // settings) is protected like the workspace's (the seventh re-attack).
+                if std::fs::symlink_metadata(resolved.join(".git")).is_ok() {
+                    protect_repository(&resolved, &git, &mut protection);
+                }
+                access.writable.push(resolved);
+            }
             Err(_) => {
                 access.to_create.push(dir.clone());
                 access.writable.push(dir);
@@ -457,6 +464,24 @@ mod tests {
             std::fs::create_dir(repo.join(format!("c{n:05}"))).unwrap();
         }
         assert_eq!(access.checkouts.look().incomplete, vec![repo]);
+    }
+
+    /// The seventh re-attack: the agent's own directory kept as a git repository (`~/.claude` a
+    /// clone of one's settings) had its hooks and config written. It is protected like the
+    /// workspace's repository.
+    #[test]
+    fn a_repository_in_the_agents_own_directory_is_protected() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::create_dir_all(home.join(".pi/.git/hooks")).unwrap();
+        std::fs::write(home.join(".pi/.git/config"), "").unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        for read_only in [".pi/.git/hooks", ".pi/.git/config"] {
+            assert!(access.read_only.contains(&home.join(read_only)), "{read_only}: {:?}", access.read_only);
+        }
+        assert!(access.pinned.contains(&home.join(".pi/.git")));
     }
 
     /// The seventh re-attack: a config including a file that includes itself 50 times, ten levels

@@ -763,7 +763,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 files.into_iter().filter(|file| !bound_read_only.iter().any(|bound| file.starts_with(bound))).collect()
             });
         looked.insert(made.path.clone(), armed.is_some());
-        planted::move_all(&armed.unwrap_or_default(), &quarantine, &mut quarantined);
+        planted::move_all(&armed.unwrap_or_default(), &[], &quarantine, &mut quarantined);
     }
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));

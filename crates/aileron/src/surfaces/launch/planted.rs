@@ -203,7 +203,7 @@ impl Armed {
 /// the link back; one look at a time (the watch's and the end's never race for a file).
 fn sweep(watched: &[PathBuf], kept: &[(PathBuf, PathBuf)], quarantine: &Path, moved: &Mutex<Vec<Moved>>) {
     let mut moved = moved.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    move_all(watched, quarantine, &mut moved);
+    move_all(watched, kept, quarantine, &mut moved);
     for (link, said) in kept {
         if std::fs::read_link(link).ok().as_ref() == Some(said) {
             continue;
@@ -229,13 +229,31 @@ fn put_back(link: &Path, said: &Path, quarantine: &Path, n: usize) -> Result<Opt
     Ok(kept)
 }
 
-/// Moves each of `paths` that exists into `quarantine`, adding it to `moved`.
-pub fn move_all(paths: &[PathBuf], quarantine: &Path, moved: &mut Vec<Moved>) {
+/// Moves each of `paths` that exists into `quarantine`, adding it to `moved`. A path reached
+/// through a link on the way that is not one of the `kept` links (which were there at launch) has
+/// that link moved instead: the agent made it, to a directory holding the file (the seventh
+/// re-attack: a missing include's directory made a link, which left the include live).
+pub fn move_all(paths: &[PathBuf], kept: &[(PathBuf, PathBuf)], quarantine: &Path, moved: &mut Vec<Moved>) {
+    let mut done = std::collections::HashSet::new();
     for path in paths.iter().filter(|path| std::fs::symlink_metadata(path).is_ok()) {
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let kept = quarantine.join(format!("{}-{name}", moved.len() + 1));
-        let outcome = move_aside(path, quarantine, &kept).map_err(|error| error.to_string());
-        moved.push(Moved { path: path.clone(), outcome, link_put_back: false });
+        let on_the_way = path
+            .ancestors()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .find(|dir| std::fs::symlink_metadata(dir).is_ok_and(|metadata| metadata.is_symlink()));
+        let moving = match on_the_way {
+            Some(link) if !kept.iter().any(|(kept, _)| kept == link) => link.to_path_buf(),
+            _ => path.clone(),
+        };
+        if !done.insert(moving.clone()) {
+            continue;
+        }
+        let name = moving.file_name().unwrap_or_default().to_string_lossy();
+        let into = quarantine.join(format!("{}-{name}", moved.len() + 1));
+        let outcome = move_aside(&moving, quarantine, &into).map_err(|error| error.to_string());
+        moved.push(Moved { path: moving, outcome, link_put_back: false });
     }
 }
 
@@ -517,9 +535,36 @@ mod tests {
         std::fs::write(root.join("ssh/id_ed25519"), "the user's key").unwrap();
         std::os::unix::fs::symlink(root.join("ssh"), root.join("hooks")).unwrap();
         let mut moved = Vec::new();
-        move_all(&[root.join("hooks/id_ed25519")], &root.join("quarantine"), &mut moved);
+        move_all(
+            &[root.join("hooks/id_ed25519")],
+            &[(root.join("hooks"), root.join("ssh"))],
+            &root.join("quarantine"),
+            &mut moved,
+        );
         assert_eq!(std::fs::read_to_string(root.join("ssh/id_ed25519")).unwrap(), "the user's key");
         assert!(moved[0].outcome.as_ref().is_err_and(|reason| reason.contains("link")), "{moved:?}");
+    }
+
+    /// A watched path under a directory missing at launch, which the agent makes a link to a
+    /// directory of its own holding the file: the link is moved, so git no longer finds the file
+    /// there, and the file where the link led stays (the seventh re-attack: the include stayed
+    /// live, and the record said it was quarantined).
+    #[test]
+    fn a_link_the_agent_made_on_the_way_is_moved() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::create_dir_all(root.join("elsewhere")).unwrap();
+        std::fs::write(root.join("elsewhere/git.inc"), "[core]\n\tfsmonitor = evil\n").unwrap();
+        std::os::unix::fs::symlink("elsewhere", root.join("team")).unwrap();
+        let mut moved = Vec::new();
+        let watched = [root.join("team/git.inc"), root.join("team/other.inc")];
+        std::fs::write(root.join("elsewhere/other.inc"), "").unwrap();
+        move_all(&watched, &[], &root.join("quarantine"), &mut moved);
+        assert!(std::fs::symlink_metadata(root.join("team")).is_err(), "the link stayed");
+        assert_eq!(moved.len(), 1, "the link is moved once: {moved:?}");
+        assert_eq!(moved[0].path, root.join("team"));
+        assert!(moved[0].outcome.is_ok(), "{moved:?}");
+        assert!(root.join("elsewhere/git.inc").exists(), "nothing is moved through the link");
     }
 
     /// The agent swaps a directory on the way for a link while the launcher moves a planted
@@ -554,7 +599,7 @@ mod tests {
         for _ in 0..3_000 {
             std::fs::write(root.join("ssh/commondir"), "the user's file").unwrap();
             let _ = std::fs::write(git.join("commondir"), "/elsewhere\n");
-            move_all(&[git.join("commondir")], &root.join("quarantine"), &mut moved);
+            move_all(&[git.join("commondir")], &[], &root.join("quarantine"), &mut moved);
             if !root.join("ssh/commondir").exists() {
                 users_file_moved += 1;
             }
