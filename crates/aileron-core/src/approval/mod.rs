@@ -144,10 +144,26 @@ impl HttpRequestApproval<'_> {
     /// What a permit is bound to: method, host, path and query, and the body's SHA-256 — an
     /// approved request is forwarded only if it is this one (SPEC §15's "identical request").
     pub fn identity(&self) -> ContentHash {
+        self.identity_with(&[])
+    }
+
+    /// The same, and `headers` (lower-case names, each value as sent): a retry that changes what
+    /// a header asks for (`content-type`, an `x-amz-acl`, an `if-match`) is another request.
+    pub fn identity_with(&self, headers: &[(String, String)]) -> ContentHash {
         let body = ContentHash::of_bytes(self.body);
-        let text = format!("{}\n{}\n{}\n{body}", self.method, self.host, self.target);
+        let mut text = format!("{}\n{}\n{}\n{body}", self.method, self.host, self.target);
+        for (name, value) in sorted_headers(headers) {
+            text.push_str(&format!("\n{name}: {value}"));
+        }
         ContentHash::of_bytes(text.as_bytes())
     }
+}
+
+/// `headers` ordered by name, each name's values in the order sent.
+fn sorted_headers(headers: &[(String, String)]) -> Vec<&(String, String)> {
+    let mut sorted: Vec<&(String, String)> = headers.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    sorted
 }
 
 /// One approval, as journaled, shown on the card and served by the result endpoint.
@@ -269,6 +285,12 @@ impl ApprovalEntry {
     /// (`<fqn>#<operation>`), `action_sha256` is the request's identity, `args` what the card
     /// shows (method, host, path and query, the body's hash and its first 64 KiB as text).
     pub fn http_request(request: HttpRequestApproval<'_>) -> ApprovalEntry {
+        ApprovalEntry::http_request_with_headers(request, &[])
+    }
+
+    /// The same, the request's `headers` shown on the card (`args.headers`, one entry a name, its
+    /// values joined by `, `) and bound in its identity ([`HttpRequestApproval::identity_with`]).
+    pub fn http_request_with_headers(request: HttpRequestApproval<'_>, headers: &[(String, String)]) -> ApprovalEntry {
         let mut args = Map::new();
         args.insert("method".into(), request.method.into());
         args.insert("host".into(), request.host.into());
@@ -279,9 +301,20 @@ impl ApprovalEntry {
             let shown = &request.body[..request.body.len().min(MAX_HTTP_BODY_PREVIEW_BYTES)];
             args.insert("body".into(), String::from_utf8_lossy(shown).into_owned().into());
         }
+        if !headers.is_empty() {
+            let mut shown = Map::new();
+            for (name, value) in sorted_headers(headers) {
+                let joined = match shown.get(name).and_then(Value::as_str) {
+                    Some(before) => format!("{before}, {value}"),
+                    None => value.clone(),
+                };
+                shown.insert(name.clone(), joined.into());
+            }
+            args.insert("headers".into(), shown.into());
+        }
         ApprovalEntry {
             action: format!("{}#{}", request.connector, request.operation),
-            action_sha256: request.identity(),
+            action_sha256: request.identity_with(headers),
             args,
             session_id: Some(request.session_id.to_string()),
             unconfined: request.unconfined,

@@ -337,7 +337,7 @@ impl ProxyApprovals {
             session_id: &request.session_id,
             unconfined: self.unconfined,
         };
-        let identity = approval.identity();
+        let identity = approval.identity_with(&request.headers);
         let window = PERMIT_WINDOW.as_millis() as u64;
         let permit = state.approvals.find(|entry| {
             entry.kind == ApprovalKind::HttpRequest
@@ -352,8 +352,10 @@ impl ProxyApprovals {
                 None => HoldOutcome::Used { id: permit.id },
             };
         }
-        let entry =
-            ApprovalEntry { policy_reason: request.policy_reason.clone(), ..ApprovalEntry::http_request(approval) };
+        let entry = ApprovalEntry {
+            policy_reason: request.policy_reason.clone(),
+            ..ApprovalEntry::http_request_with_headers(approval, &request.headers)
+        };
         // Subscribed before registering: no decision can slip between the two.
         let mut events = state.approvals.subscribe();
         let id = match state.approvals.register(entry.clone()) {

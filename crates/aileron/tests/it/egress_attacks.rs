@@ -569,3 +569,52 @@ async fn stalled_handshakes_are_closed_and_a_session_holds_a_bounded_number_of_c
         records.iter().filter_map(|r| r["payload"]["aileron.proxy.reject_reason"].as_str()).collect();
     assert!(reasons.contains(&"too_many_connections") && reasons.contains(&"client_tls_timeout"), "{records:#?}");
 }
+
+/// F7: a held request's headers are on its card and bound in its approval: after the user
+/// approves, a retry that adds or changes a header (`x-http-method-override` is refused outright;
+/// here `x-amz-acl` and an added header) is another request that asks anew, while the identical
+/// retry goes out once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_binds_the_headers_of_the_request_it_was_shown() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let approvals = aileron::workflows::approvals::ProxyApprovals {
+        services: harness.state.services.clone(),
+        hold: Duration::from_millis(200),
+        unconfined: false,
+    };
+    let destination = format!("localhost:{}", upstream.address.port());
+    let credentialing = Arc::new(credentialing(&destination).with_approvals(Arc::new(approvals)));
+    let proxy =
+        Proxy::start_with(&harness, "s-approve", &upstream, move |session| session.with_credentialing(credentialing))
+            .await;
+    let delete = |headers: &str| {
+        format!(
+            "DELETE /upload/report HTTP/1.1\r\nHost: {destination}\r\nAuthorization: token aileron-sealed\r\n\
+             {headers}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        )
+    };
+    let shown = "x-amz-acl: private\r\n";
+    let held = exchange(proxy.tls(&[b"http/1.1"]).await, &delete(shown)).await;
+    assert!(held.starts_with("HTTP/1.1 403") && held.contains("approval_pending"), "{held}");
+    let id = held.split("\"approval_id\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    let listed = harness.request("GET", "/v1/action-approvals", None).await.body;
+    let card = listed["items"].as_array().unwrap().iter().find(|item| item["id"] == id.as_str()).expect("listed");
+    assert_eq!(card["args"]["headers"]["x-amz-acl"], "private", "{card:#}");
+    assert!(card["args"]["headers"].get("authorization").is_none(), "{card:#}");
+    let decide = format!("/v1/action-approvals/{id}/decide");
+    let decided = harness.request("POST", &decide, Some(serde_json::json!({"approved": true}))).await;
+    assert_eq!(decided.status, 204, "{:#}", decided.body);
+
+    for changed in ["x-amz-acl: public-read-write\r\n", "x-amz-acl: private\r\nx-injected: yes\r\n"] {
+        let asked = exchange(proxy.tls(&[b"http/1.1"]).await, &delete(changed)).await;
+        assert!(asked.starts_with("HTTP/1.1 403") && asked.contains("approval_pending"), "{changed}\n{asked}");
+        assert!(!asked.contains(&id), "a new approval, not the one granted: {asked}");
+    }
+    assert!(upstream.seen().is_empty(), "{:#?}", upstream.seen());
+    let approved = exchange(proxy.tls(&[b"http/1.1"]).await, &delete(shown)).await;
+    assert!(approved.starts_with("HTTP/1.1 200"), "{approved}");
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0].header("x-amz-acl"), Some("private"));
+}

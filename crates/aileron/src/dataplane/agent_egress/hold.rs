@@ -20,6 +20,10 @@ pub struct HeldRequest {
     /// Path and query as sent.
     pub target: String,
     pub body: bytes::Bytes,
+    /// The headers that say what it does (lower-case names, values as sent): every header but the
+    /// credential's, the hop-by-hop ones and those that vary per attempt without changing it
+    /// (`intercept::BOUND_HEADERS_EXCEPT`). Shown on the card and bound in the approval.
+    pub headers: Vec<(String, String)>,
     /// Why a policy rule asks a human (its `@ask`, SPEC §16), when it is held for that.
     pub policy_reason: Option<String>,
 }

@@ -712,6 +712,7 @@ async fn hold(
         host: destination.to_string(),
         target: parts.uri.path_and_query().map_or("/", |target| target.as_str()).to_string(),
         body: bytes.clone(),
+        headers: bound_headers(&parts.headers, connector),
         policy_reason,
     };
     let (status, class, message, id, review_url) = match approvals.hold(held).await {
@@ -729,7 +730,7 @@ async fn hold(
         HoldOutcome::Pending { id, review_url } => {
             let message = format!(
                 "{} ({}) waits for the user's approval at {review_url}; nothing was sent. Once approved, the same \
-                 request (method, path, query and body) from this session goes through once within 10 minutes.",
+                 request (method, path, query, headers and body) from this session goes through once within 10 minutes.",
                 operation.name,
                 connector.fqn()
             );
@@ -751,6 +752,46 @@ async fn hold(
         error["review_url"] = review_url.into();
     }
     Err(reject(session, record.clone(), Map::new(), status, error).await)
+}
+
+/// Headers a held request's approval neither shows nor binds: hop-by-hop ones, those the proxy
+/// sets or checks itself (`host`, `content-length`, `accept-encoding`), and those a tool changes
+/// on every attempt without changing what the request does (AWS's signing date and SDK ids,
+/// trace context). The credential's header is left out too (the proxy replaces it).
+const BOUND_HEADERS_EXCEPT: [&str; 18] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "accept-encoding",
+    "authorization",
+    "x-amz-date",
+    "x-amz-security-token",
+    "amz-sdk-invocation-id",
+    "amz-sdk-request",
+    "traceparent",
+    "tracestate",
+];
+
+/// The headers of a held request that say what it does ([`HeldRequest::headers`]).
+fn bound_headers(headers: &hyper::HeaderMap, connector: &super::sealed::SealedConnector) -> Vec<(String, String)> {
+    let credential_header = match connector.manifest.credential.as_ref().map(|credential| &credential.method) {
+        Some(aileron_core::manifest::CredentialMethod::ApiKey(api_key)) => Some(api_key.header.to_ascii_lowercase()),
+        _ => None,
+    };
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            !BOUND_HEADERS_EXCEPT.contains(&name.as_str()) && credential_header.as_deref() != Some(name.as_str())
+        })
+        .map(|(name, value)| (name.as_str().to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .collect()
 }
 
 /// Refuses a request inside a tunnel: `record` (and `extra` keys) as `connector.proxy.rejected`

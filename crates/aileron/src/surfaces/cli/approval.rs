@@ -213,6 +213,11 @@ fn item_lines(item: &aileron_core::approval::ApprovalEntry, open_network: bool) 
             item.args.get("body_bytes").and_then(|v| v.as_u64()).unwrap_or(0),
             visible(&arg("body_sha256")),
         ));
+        if let Some(headers) = item.args.get("headers").and_then(|headers| headers.as_object()) {
+            let shown: Vec<String> =
+                headers.iter().map(|(name, value)| format!("{name}: {}", value.as_str().unwrap_or_default())).collect();
+            lines.push(format!("    headers {}", visible(&shown.join("; "))));
+        }
     } else {
         lines.push(format!(
             "{}  {:<20} requested {}  args {}",
