@@ -4058,6 +4058,28 @@ fn the_agent_inherits_no_descriptor_of_the_launchers() {
     assert_ne!(std::fs::read_to_string(&report).unwrap().trim(), "rc=0");
 }
 
+/// The seventh re-attack: a repository the agent made and git did not enter yet was only
+/// reported, and the user's `git add -A && git commit` at the root then ran its fsmonitor. Every
+/// repository the agent made has what would run moved aside; what `git init` wrote stays.
+#[test]
+fn every_repository_the_agent_made_is_disarmed() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&work).status().unwrap().success());
+    let script = "#!/bin/sh\ngit init -q lib\nprintf '#!/bin/sh\\ntouch pwned\\n' > lib/.git/hooks/pre-commit\n\
+                  chmod +x lib/.git/hooks/pre-commit\ngit -C lib config core.fsmonitor 'touch pwned'\n\
+                  git init -q plain\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(!work.join("lib/.git/hooks/pre-commit").exists(), "the hook stayed\n{said}");
+    assert!(!work.join("lib/.git/config").exists(), "a config that runs something stayed\n{said}");
+    assert!(work.join("plain/.git/config").exists(), "what git init writes is kept\n{said}");
+    assert!(said.contains("what in it would run was moved aside"), "{said}");
+}
+
 /// The re-attack of 2026-12-05 (F9): a launcher killed with `kill -9` left its agent running,
 /// with nothing watching for the files it plants. The helper holds a pipe only the launcher
 /// writes to; when the launcher is gone it ends the agent's namespace, every process in it.

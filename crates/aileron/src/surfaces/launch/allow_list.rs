@@ -129,6 +129,7 @@ pub fn write_access(
         access.writable.push(resolved);
     }
     access.writable.dedup();
+    path_notes(env, &access.writable, &mut access.notes);
     let Protection { pinned, read_only, watched, to_create, notes, checkouts, git_dirs, .. } = protection;
     (access.pinned, access.read_only, access.watched, access.checkouts) = (pinned, read_only, watched, checkouts);
     access.git_dirs = git_dirs.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();
@@ -170,6 +171,30 @@ pub fn write_access(
     access.watched.sort();
     access.watched.dedup();
     Ok(access)
+}
+
+/// Notes for the entries of the user's `PATH` the agent could put programs in: relative ones
+/// (`node_modules/.bin`, `.`: wherever the user's shell stands, the workspace among them) and
+/// those inside what it may write (`~/.claude/local`, where Claude Code installs itself). A
+/// program named `git` there runs when the user next types `git` (the seventh re-attack). They
+/// are not made read-only: the agent updates itself there.
+fn path_notes(env: &LaunchEnv, writable: &[PathBuf], notes: &mut Vec<String>) {
+    let Some(path) = env.var(super::PATH) else { return };
+    for entry in std::env::split_paths(path) {
+        let inside = writable.iter().find(|dir| entry.starts_with(dir) && !dir.starts_with("/dev"));
+        let why = match inside {
+            _ if entry.is_relative() => "is relative, so it names a directory in whatever directory you run a command \
+                                         in, the agent's workspace among them"
+                .to_string(),
+            Some(dir) => format!("lies in {}, which the agent may write", super::shown(dir)),
+            None => continue,
+        };
+        notes.push(format!(
+            "{} on your PATH {why}: a program the agent puts there (a `git`, an `ls`) runs as you when you type its \
+             name\nhint: look at what changed there after the session, or keep that entry off PATH",
+            super::shown(&entry)
+        ));
+    }
 }
 
 /// What of `/dev` an agent writes: the null and random devices, its terminal and new ones
@@ -482,6 +507,23 @@ mod tests {
             assert!(access.read_only.contains(&home.join(read_only)), "{read_only}: {:?}", access.read_only);
         }
         assert!(access.pinned.contains(&home.join(".pi/.git")));
+    }
+
+    /// The seventh re-attack: a PATH entry the agent may write (relative, or in its own
+    /// directory) let it shadow `git`; the launch says so.
+    #[test]
+    fn path_entries_the_agent_may_write_are_named() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let mut env = env(&home);
+        let own = home.join(".pi/local");
+        env.vars.insert(super::super::PATH.to_string(), format!("{}:node_modules/.bin:/usr/bin", own.display()));
+        let access = write_access(Agent::Pi, &env, &repo, &[], &home.join("run/tmp")).unwrap();
+        let named = |entry: &str| access.notes.iter().any(|note| note.starts_with(&format!("{entry} on your PATH")));
+        assert!(named(&own.display().to_string()) && named("node_modules/.bin"), "{:?}", access.notes);
+        assert!(!named("/usr/bin"));
     }
 
     /// The seventh re-attack: a config including a file that includes itself 50 times, ten levels

@@ -757,7 +757,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // there at launch, nor anything the agent could not write (the sixth re-attack: a `.git` link
     // to the user's own `.git` had the user's config and hooks moved).
     let mut looked = HashMap::new();
-    for made in created.iter().filter(|repository| repository.entered) {
+    // Every one, not only those git enters now: a `git add -A` at the root makes git enter any
+    // of them (the seventh re-attack). What `git init` and `git clone` write stays (`git::inert`).
+    for made in &created {
         let armed: Option<Vec<PathBuf>> =
             git::armed_files(&made.path, &writable_paths, &existing_git_dirs).map(|files| {
                 files.into_iter().filter(|file| !bound_read_only.iter().any(|bound| file.starts_with(bound))).collect()
@@ -780,10 +782,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     for repository in &created {
         let path = &repository.path;
-        let entered = match looked.get(path) {
-            Some(true) => " (git enters it unasked: what in it would run was moved aside)",
-            Some(false) => " (git enters it unasked, and its git directory could not be looked in: nothing was moved)",
-            None => "",
+        let entered = match (repository.entered, looked.get(path)) {
+            (true, Some(true)) => " (git enters it unasked: what in it would run was moved aside)",
+            (true, _) => " (git enters it unasked, and its git directory could not be looked in: nothing was moved)",
+            (false, Some(true)) => " (what in it would run was moved aside)",
+            (false, _) => " (its git directory could not be looked in: nothing was moved)",
         };
         log_line!(
             "aileron: warning: {} created a repository at {}{entered}: its hooks and config are the agent's, and git \
