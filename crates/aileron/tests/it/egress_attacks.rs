@@ -618,3 +618,30 @@ async fn an_approval_binds_the_headers_of_the_request_it_was_shown() {
     assert_eq!(seen.len(), 1, "{seen:#?}");
     assert_eq!(seen[0].header("x-amz-acl"), Some("private"));
 }
+
+/// F14: refusals whose destination was looked up are recorded for every new destination, past the
+/// cap that bounds refusals made from the request alone (each lookup of a new name left the
+/// machine); a tunnel opened and closed unused is recorded too. Policy refusals stay capped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_destination_looked_up_for_the_agent_is_on_record() {
+    use aileron::dataplane::agent_egress::MAX_REFUSALS_RECORDED;
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-lookups", &upstream).await;
+    let looked_up = MAX_REFUSALS_RECORDED + 8;
+    for port in 1000..1000 + looked_up {
+        let mut socket = tokio::net::TcpStream::connect(proxy.address).await.unwrap();
+        socket.write_all(format!("CONNECT 10.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+        let answer = crate::gateway::read_head(&mut socket).await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    }
+    // Opened, dialled, and closed before a byte.
+    drop(proxy.tunnel(&proxy.destination).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    proxy.close().await;
+    let records = records(&harness, "s-lookups").await;
+    let reason =
+        |wanted: &str| records.iter().filter(|r| r["payload"]["aileron.proxy.reject_reason"] == wanted).count();
+    assert_eq!(reason("private_destination"), looked_up, "{records:#?}");
+    assert_eq!(reason("tunnel_unused"), 1, "{records:#?}");
+}

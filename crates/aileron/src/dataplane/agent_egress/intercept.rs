@@ -64,7 +64,8 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, dialled: Opti
     let mut first = [0u8; 1];
     match tokio::time::timeout(session.first_byte_timeout, client.peek(&mut first)).await {
         Ok(Ok(1)) => {}
-        _ => return,
+        // Its name was looked up and dialled: that is on record even though nothing was asked.
+        _ => return session.refusal(&target.destination, "CONNECT", Refusal::Unused).await,
     }
     // 0x16: a TLS handshake record.
     if first[0] != 0x16 {
@@ -147,6 +148,8 @@ pub enum Refusal {
     UpstreamConnect,
     /// What came through the tunnel is not HTTP.
     NotHttp,
+    /// The client closed the tunnel, or sent nothing in time, before a first byte.
+    Unused,
 }
 
 impl Refusal {
@@ -157,6 +160,7 @@ impl Refusal {
             Refusal::UpstreamTls => "upstream_tls_failed",
             Refusal::UpstreamConnect => "upstream_connect_failed",
             Refusal::NotHttp => "non_http_tunnel",
+            Refusal::Unused => "tunnel_unused",
         }
     }
 }

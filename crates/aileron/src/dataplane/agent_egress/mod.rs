@@ -18,9 +18,12 @@
 //! one more is answered 503 and counted as a refusal (reattack8's F8: stalled tunnels had filled
 //! the daemon's descriptors).
 //!
-//! Refusals are recorded once per distinct destination and reason ([`MAX_REFUSALS_RECORDED`] a
-//! session), the rest counted and summarised when the session's network closes: an agent looping
-//! on a refused destination cannot fill the disk with fsynced records (the re-attack's L6).
+//! Refusals are recorded once per distinct destination and reason, the rest counted and
+//! summarised when the session's network closes: an agent looping on a refused destination cannot
+//! fill the disk with fsynced records (the re-attack's L6). Those refused from the request alone
+//! (policy, malformed, too many) are recorded for at most [`MAX_REFUSALS_RECORDED`] distinct
+//! destinations; one whose name was looked up is always recorded for a new destination (reattack8's
+//! F14: the lookups were a way out), as is a tunnel the agent opened and never used.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
@@ -51,6 +54,9 @@ pub use session_ca::SessionCa;
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Distinct refusals (destination and reason) recorded one by one per session.
 pub const MAX_REFUSALS_RECORDED: usize = 32;
+/// Distinct refusals remembered to record each once; past it every refusal whose destination was
+/// looked up is recorded (memory stays bounded, nothing that left goes unrecorded).
+const MOST_REFUSALS_REMEMBERED: usize = 4096;
 /// `aileron.proxy.source` of a CONNECT the proxy refused.
 pub const CONNECT_SOURCE: &str = "connect";
 /// `aileron.proxy.source` of an `--allow-tcp` connection.
@@ -399,10 +405,13 @@ impl EgressSession {
             let mut refusals = self.refusals.lock().expect("the tally is never poisoned");
             refusals.total += 1;
             let key = (destination.to_string(), reason);
-            let seen = refusals.recorded.contains(&key) || refusals.recorded.len() >= MAX_REFUSALS_RECORDED;
+            // A refusal whose destination was looked up (or dialled) is never only counted: each
+            // lookup of a new name left the machine, and could carry data in the name.
+            let capped = !looked_up(reason) && refusals.recorded.len() >= MAX_REFUSALS_RECORDED;
+            let seen = refusals.recorded.contains(&key) || capped;
             if seen {
                 refusals.unrecorded += 1;
-            } else {
+            } else if refusals.recorded.len() < MOST_REFUSALS_REMEMBERED {
                 refusals.recorded.insert(key);
             }
             !seen
@@ -490,6 +499,15 @@ impl EgressSession {
         }
         Ok(audit_id)
     }
+}
+
+/// Whether a refusal for `reason` came after its destination was looked up (or dialled): all but
+/// those refused from the request alone.
+fn looked_up(reason: &str) -> bool {
+    !matches!(
+        reason,
+        "egress_policy_denied" | "non_connect_proxy_request_unsupported" | "malformed_request" | "too_many_connections"
+    )
 }
 
 /// The addresses of `host` (an address itself, or a name resolved here on the host, once); empty
