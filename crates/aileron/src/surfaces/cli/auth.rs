@@ -424,6 +424,56 @@ fn oauth_token(text: &str, host: &str) -> Option<Zeroizing<String>> {
 mod tests {
     use super::*;
 
+    /// The eighth re-attack: through the bundled specs' ungated `POST /**`, `PUT` and `PATCH`
+    /// operations the agent merged a branch without a pull request, published and transferred a
+    /// repository, dropped its protection, added its own SSH and deploy keys, a collaborator and a
+    /// webhook, and minted AWS session keys through STS. Each of those requests now matches a
+    /// gated operation; ordinary ones stay ungated.
+    #[test]
+    fn the_bundled_specs_gate_what_grants_access_or_issues_keys() {
+        use aileron_core::policy::{OperationIndex, OperationMatch};
+        let index = |manifest: &str| {
+            let parsed = aileron_core::manifest::parse_manifest(manifest, "manifest.toml").unwrap();
+            OperationIndex::new(parsed.proxy.unwrap().operations.into_iter().map(|operation| ((), operation)).collect())
+        };
+        let (github, aws) = (index(GITHUB_CLI_MANIFEST), index(AWS_CLI_MANIFEST));
+        let gated = |index: &OperationIndex<()>, method: &str, host: &str, path: &str, field: Option<&str>| {
+            let fields = field.map(|field| std::collections::BTreeSet::from([field.to_string()]));
+            match index.match_graphql(method, host, path, fields.as_ref()) {
+                OperationMatch::Matched { operation, .. } => operation.approval,
+                other => panic!("{method} {path} {field:?}: {other:?}"),
+            }
+        };
+        let api = "api.github.com:443";
+        for (method, path) in [
+            ("POST", "/repos/o/r/merges"),
+            ("POST", "/repos/o/r/transfer"),
+            ("PATCH", "/repos/o/r"),
+            ("PUT", "/repos/o/r/branches/main/protection"),
+            ("POST", "/repos/o/r/branches/main/protection/enforce_admins"),
+            ("POST", "/repos/o/r/keys"),
+            ("PUT", "/repos/o/r/collaborators/attacker"),
+            ("POST", "/repos/o/r/hooks"),
+            ("PUT", "/repos/o/r/actions/secrets/TOKEN"),
+            ("POST", "/user/keys"),
+            ("POST", "/orgs/acme/invitations"),
+        ] {
+            assert!(gated(&github, method, api, path, None), "{method} {path} is not gated");
+        }
+        for field in ["mergeBranch", "deleteBranchProtectionRule", "updateRepository"] {
+            assert!(gated(&github, "POST", api, "/graphql", Some(field)), "{field} is not gated");
+        }
+        for (method, path) in
+            [("POST", "/repos/o/r/issues"), ("PATCH", "/repos/o/r/issues/1"), ("PUT", "/repos/o/r/contents/a")]
+        {
+            assert!(!gated(&github, method, api, path, None), "{method} {path} should stay ungated");
+        }
+        assert!(!gated(&github, "POST", api, "/graphql", Some("createIssue")));
+        for host in ["sts.amazonaws.com:443", "sts.us-east-1.amazonaws.com:443"] {
+            assert!(gated(&aws, "POST", host, "/", None), "{host}");
+        }
+    }
+
     #[test]
     fn a_stored_git_credential_is_github_s_only() {
         let password = |line: &str| stored_github_password(line).map(|p| p.to_string());
