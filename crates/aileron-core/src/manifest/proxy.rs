@@ -122,7 +122,8 @@ fn template_segment(text: &str, segment: &str) -> Result<Segment, String> {
 /// (RFC 3986 §6.2.2.2: `pull%73` is `pulls` to any server), other escapes with uppercase hex,
 /// ASCII lowercase (a server that ignores case must not see a guarded path slip past its
 /// operation). `None` for a segment a server may read as something other than one segment:
-/// empty, `.` or `..` (also encoded), or with an encoded `/` or `\`, or a raw `\`.
+/// empty, `.` or `..` (also encoded), or with an encoded `/` or `\`, a raw `\` or `;`, or an
+/// encoded control character.
 pub fn normalise_segment(segment: &str) -> Option<String> {
     let bytes = segment.as_bytes();
     let mut out = String::with_capacity(segment.len());
@@ -132,7 +133,8 @@ pub fn normalise_segment(segment: &str) -> Option<String> {
         if byte == b'%' {
             let hex = bytes.get(index + 1..index + 3)?;
             let value = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            if matches!(value, b'/' | b'\\') {
+            // An encoded control character (`%00`): some servers end the path there.
+            if matches!(value, b'/' | b'\\') || value.is_ascii_control() {
                 return None;
             }
             if value.is_ascii_alphanumeric() || matches!(value, b'-' | b'.' | b'_' | b'~') {
@@ -144,7 +146,9 @@ pub fn normalise_segment(segment: &str) -> Option<String> {
             index += 3;
             continue;
         }
-        if byte == b'\\' || byte.is_ascii_control() {
+        // `;`: servers that strip matrix parameters read `merge;x` as `merge` (the eighth
+        // re-attack), so it could be a guarded segment to them and another one here.
+        if byte == b'\\' || byte == b';' || byte.is_ascii_control() {
             return None;
         }
         out.push(byte.to_ascii_lowercase() as char);

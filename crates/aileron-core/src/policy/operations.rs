@@ -176,9 +176,20 @@ fn matches(operation: &ProxyOperation, segments: &[String]) -> bool {
         return false;
     }
     template.segments.iter().zip(segments).all(|(expected, actual)| match expected {
-        Segment::Literal(literal) => literal == actual,
+        Segment::Literal(literal) => literal == actual || with_format_suffix(actual, literal),
         Segment::Parameter(_) => true,
     })
+}
+
+/// `merge.json` for the literal `merge`: Rails (GitHub's API among its users) routes an optional
+/// `.:format` suffix to the same action, so the segment matches the literal, and the operation
+/// that guards it wins over a broader one (the eighth re-attack: `…/pulls/7/merge.json` and
+/// `/graphql.json` fell to ungated operations).
+fn with_format_suffix(actual: &str, literal: &str) -> bool {
+    actual
+        .strip_prefix(literal)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .is_some_and(|format| !format.is_empty() && format.bytes().all(|byte| byte.is_ascii_alphanumeric()))
 }
 
 /// How `a` compares to `b` for a request of `length` segments both match: at the first position
@@ -313,6 +324,15 @@ mod tests {
         ] {
             assert_eq!(of(path), "not_canonical", "{path}");
         }
+        // What a server may read as the guarded segment: a format suffix matches it (so the
+        // guarded operation wins), a matrix parameter or an encoded NUL is refused.
+        assert_eq!(of("/repos/acme/app/pulls/7/merge.json"), "merge");
+        for path in
+            ["/repos/acme/app/pulls/7/merge;x", "/repos/acme/app/pulls/7/merge%00", "/repos/acme/app/pulls/7/merge%0a"]
+        {
+            assert_eq!(of(path), "not_canonical", "{path}");
+        }
+        assert_eq!(of("/repos/acme/app/contents/merge.json.tar"), "contents", "only the segment a literal names");
         // Encodings that name the same segment are the same segment, and case is ignored.
         assert_eq!(of("/repos/acme/app/pull%73/7/merge"), "merge");
         assert_eq!(of("/REPOS/acme/app/PULLS/7/Merge"), "merge");

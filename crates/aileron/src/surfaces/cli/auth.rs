@@ -463,6 +463,9 @@ mod tests {
         for field in ["mergeBranch", "deleteBranchProtectionRule", "updateRepository"] {
             assert!(gated(&github, "POST", api, "/graphql", Some(field)), "{field} is not gated");
         }
+        // A format suffix names the same route to Rails: the guarded operation still wins.
+        assert!(gated(&github, "POST", api, "/graphql.json", Some("mergePullRequest")));
+        assert!(gated(&github, "PUT", api, "/repos/o/r/pulls/7/merge.json", None));
         for (method, path) in
             [("POST", "/repos/o/r/issues"), ("PATCH", "/repos/o/r/issues/1"), ("PUT", "/repos/o/r/contents/a")]
         {
