@@ -143,8 +143,8 @@ pub fn is_public(ip: std::net::IpAddr) -> bool {
     }
 }
 
-/// The IPv4 address an IPv6 one carries: `::ffff:a.b.c.d`, `::a.b.c.d`, `64:ff9b::a.b.c.d`
-/// (RFC 6052) or `2002:AABB:CCDD::/48` (6to4, RFC 3056).
+/// The IPv4 address an IPv6 one carries: `::ffff:a.b.c.d`, `::a.b.c.d`, `::ffff:0:a.b.c.d`
+/// (RFC 2765), `64:ff9b::a.b.c.d` (RFC 6052) or `2002:AABB:CCDD::/48` (6to4, RFC 3056).
 fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
     let v4 = |high: u16, rest: u16| std::net::Ipv4Addr::from((u32::from(high) << 16) | u32::from(rest));
     if let Some(v4) = v6.to_ipv4_mapped() {
@@ -154,6 +154,9 @@ fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
         // `::` and `::1` are themselves, not IPv4 addresses.
         [0, 0, 0, 0, 0, 0, high, rest] if (high, rest) > (0, 1) => Some(v4(high, rest)),
         [0x64, 0xff9b, 0, 0, 0, 0, high, rest] => Some(v4(high, rest)),
+        // `::ffff:0:a.b.c.d`, IPv4-translated (SIIT, RFC 2765): the eighth re-attack's route to a
+        // private address through a translator on the IPv6 default route.
+        [0, 0, 0, 0, 0xffff, 0, high, rest] => Some(v4(high, rest)),
         [0x2002, high, rest, ..] => Some(v4(high, rest)),
         _ => None,
     }
@@ -235,6 +238,10 @@ mod tests {
             ("192.0.1.1", true),
             ("64:ff9b::5db8:d822", true),
             ("2002:5db8:d822::1", true),
+            // The eighth re-attack: IPv4-translated addresses.
+            ("::ffff:0:7f00:1", false),
+            ("::ffff:0:c0a8:101", false),
+            ("::ffff:0:5db8:d822", true),
         ] {
             assert_eq!(is_public(ip.parse().unwrap()), public, "{ip}");
         }
