@@ -36,7 +36,8 @@ impl Seen {
 /// A loopback upstream that speaks TLS or plain HTTP on one port (it peeks the first byte) and
 /// keeps every request it reads: a path ending in `/hang` is never answered, one ending in
 /// `/reset` is read and then the connection dropped without an answer, anything else answered
-/// `200 ok`.
+/// `200 ok` — with the `Authorization` it got as its reason phrase for a path ending in `/reason`,
+/// and in a header's name for one ending in `/header-name`.
 struct Upstream {
     address: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -113,7 +114,21 @@ where
             if path.ends_with("/reset") {
                 return Err("dropped unanswered");
             }
-            Ok(hyper::Response::new(axum::body::Body::from("ok")))
+            let mut response = hyper::Response::new(axum::body::Body::from("ok"));
+            // Echoes of the Authorization header where redaction of values and bodies does not look.
+            let authorization = seen.lock().unwrap().last().and_then(|s| s.header("authorization").map(str::to_string));
+            if let Some(authorization) = authorization {
+                if path.ends_with("/reason") {
+                    let phrase = hyper::ext::ReasonPhrase::try_from(authorization.into_bytes()).unwrap();
+                    response.extensions_mut().insert(phrase);
+                } else if path.ends_with("/header-name") {
+                    let name = format!("x-echo-{}", authorization.replace(' ', "-").to_ascii_lowercase());
+                    response
+                        .headers_mut()
+                        .insert(hyper::header::HeaderName::try_from(name).unwrap(), "1".parse().unwrap());
+                }
+            }
+            Ok(response)
         }
     });
     let io = hyper_util::rt::TokioIo::new(stream);
@@ -644,4 +659,25 @@ async fn every_destination_looked_up_for_the_agent_is_on_record() {
         |wanted: &str| records.iter().filter(|r| r["payload"]["aileron.proxy.reject_reason"] == wanted).count();
     assert_eq!(reason("private_destination"), looked_up, "{records:#?}");
     assert_eq!(reason("tunnel_unused"), 1, "{records:#?}");
+}
+
+/// F10: an upstream that echoes the credential in its status line's reason phrase or in a header's
+/// name does not hand it to the agent: a credentialed response is answered without its reason
+/// phrase and without any header whose name holds the credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_echoed_in_a_reason_phrase_or_a_header_name_is_withheld() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-echo", &upstream).await;
+    for path in ["/reason", "/header-name"] {
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: token aileron-sealed\r\nConnection: close\r\n\r\n",
+            proxy.destination
+        );
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &request).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(!answer.to_ascii_lowercase().contains(&SECRET.to_ascii_lowercase()), "{answer}");
+    }
+    let seen = upstream.seen();
+    assert!(seen.iter().all(|s| s.header("authorization") == Some(&format!("token {SECRET}"))), "{seen:#?}");
 }

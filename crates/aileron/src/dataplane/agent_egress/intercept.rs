@@ -450,6 +450,19 @@ async fn forward(
             return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_encoded_response"));
         }
         let (mut parts, body) = response.into_parts();
+        // An HTTP/1.1 upstream's own reason phrase is not passed on (the status's standard one
+        // is), nor a header whose name holds an echo: neither is redacted like a value.
+        parts.extensions.remove::<hyper::ext::ReasonPhrase>();
+        let lowered: Vec<String> = secrets.iter().map(|secret| secret.to_ascii_lowercase()).collect();
+        let echoed_names: Vec<hyper::header::HeaderName> = parts
+            .headers
+            .keys()
+            .filter(|name| lowered.iter().any(|secret| !secret.is_empty() && name.as_str().contains(secret.as_str())))
+            .cloned()
+            .collect();
+        for name in echoed_names {
+            parts.headers.remove(name);
+        }
         for value in parts.headers.values_mut() {
             let bytes = value.as_bytes();
             if secrets.iter().any(|secret| memchr::memmem::find(bytes, secret.as_bytes()).is_some()) {
