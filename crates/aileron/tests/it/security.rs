@@ -137,14 +137,7 @@ async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     let harness = Harness::new();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(aileron::surfaces::daemon::connections::serve(
-        listener,
-        harness.router.clone(),
-        aileron::surfaces::daemon::connections::Peers::OwnUser,
-        std::future::pending(),
-    ));
+    let address = served_as_the_daemon_serves(&harness).await;
     let head = |method: &str, path: &str, extra: &str| {
         format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\nAuthorization: Bearer {TOKEN}\r\n{extra}\r\n")
     };
@@ -202,10 +195,6 @@ async fn stalled_request_bodies_are_dropped_and_health_answers_meanwhile() {
     assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
 }
 
-/// An injected secret shorter than 8 bytes (a vault an older version wrote, when binding did not
-/// refuse one) was not redacted from the upstream's echo: the connector's output carried it in
-/// clear. It is redacted now whatever its length, and nothing else (audit, traces, any file)
-/// holds it; binding such a short key is refused with the reason.
 /// Another local user's process that connects to the daemon's port is closed before a byte of
 /// its request is read: no answer, no slot held; the user's own processes are answered. The
 /// other user is `nobody`, which only a run as root can become: elsewhere the test checks the
@@ -216,14 +205,7 @@ async fn another_users_connections_are_closed_unread() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     let harness = Harness::new();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(aileron::surfaces::daemon::connections::serve(
-        listener,
-        harness.router.clone(),
-        aileron::surfaces::daemon::connections::Peers::OwnUser,
-        std::future::pending(),
-    ));
+    let address = served_as_the_daemon_serves(&harness).await;
     let request = format!("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\nConnection: close\r\n\r\n");
 
     let mut own = tokio::net::TcpStream::connect(address).await.unwrap();
@@ -253,6 +235,10 @@ async fn another_users_connections_are_closed_unread() {
     assert!(["reset", "b''"].contains(&printed.trim()), "another user's process got an answer: {printed}");
 }
 
+/// An injected secret shorter than 8 bytes (a vault an older version wrote, when binding did not
+/// refuse one) was not redacted from the upstream's echo: the connector's output carried it in
+/// clear. It is redacted now whatever its length, and nothing else (audit, traces, any file)
+/// holds it; binding such a short key is refused with the reason.
 #[tokio::test]
 async fn a_short_injected_secret_echoed_by_the_upstream_is_redacted_everywhere() {
     use aileron::platform::telemetry::{Telemetry, TelemetryConfig};
@@ -319,6 +305,20 @@ async fn a_short_injected_secret_echoed_by_the_upstream_is_redacted_everywhere()
 }
 
 /// Whether no file under `root` has any bytes.
+/// The harness's router on a loopback port, behind the daemon's own accept loop (`aileron
+/// daemon run`'s deadlines, caps and peer check); its address.
+async fn served_as_the_daemon_serves(harness: &Harness) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(aileron::surfaces::daemon::connections::serve(
+        listener,
+        harness.router.clone(),
+        aileron::surfaces::daemon::connections::Peers::OwnUser,
+        std::future::pending(),
+    ));
+    address
+}
+
 fn every_trace_file_is_empty(root: &std::path::Path) -> bool {
     crate::support::every_file(root).iter().all(|(_, bytes)| bytes.is_empty())
 }
