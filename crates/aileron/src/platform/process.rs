@@ -195,6 +195,7 @@ mod tests {
         let (stream, _) = listener.accept().await;
         assert!(stream.nodelay().unwrap(), "SSE events must not wait for Nagle's algorithm");
     }
+
     /// The other end of an accepted loopback connection is found, with its owner, in both
     /// families; a connection that is not there is not found.
     #[test]
