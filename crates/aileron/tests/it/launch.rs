@@ -4080,6 +4080,30 @@ fn every_repository_the_agent_made_is_disarmed() {
     assert!(said.contains("what in it would run was moved aside"), "{said}");
 }
 
+/// The seventh re-attack: `.git/hooks` a link to the project's tracked `githooks/` (a common
+/// layout). The bind made `githooks/` read-only, but the link itself was an entry the agent could
+/// replace with a directory of hooks of its own, which the user's next commit ran. The launcher
+/// puts the link back and keeps what the agent put there in the quarantine.
+#[test]
+fn a_hooks_link_the_agent_replaces_is_put_back() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&work).status().unwrap().success());
+    std::fs::create_dir_all(work.join("githooks")).unwrap();
+    std::fs::write(work.join("githooks/pre-commit"), "#!/bin/sh\necho lint ok\n").unwrap();
+    std::fs::remove_dir_all(work.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("../githooks", work.join(".git/hooks")).unwrap();
+    let script = "#!/bin/sh\nrm .git/hooks && mkdir .git/hooks && printf '#!/bin/sh\\ntouch pwned\\n' > \
+                  .git/hooks/pre-commit\nsleep 1\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert_eq!(std::fs::read_link(work.join(".git/hooks")).unwrap(), Path::new("../githooks"), "{said}");
+    assert_eq!(std::fs::read_to_string(work.join("githooks/pre-commit")).unwrap(), "#!/bin/sh\necho lint ok\n");
+    assert!(said.contains("replaced your link"), "{said}");
+}
+
 /// The re-attack of 2026-12-05 (F9): a launcher killed with `kill -9` left its agent running,
 /// with nothing watching for the files it plants. The helper holds a pipe only the launcher
 /// writes to; when the launcher is gone it ends the agent's namespace, every process in it.
