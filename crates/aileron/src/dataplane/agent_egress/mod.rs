@@ -310,9 +310,10 @@ impl EgressSession {
             }
         };
         // An operation's host is reached although private, and is on the allowlist (SPEC §15).
-        let allowed_private = self.allow_private.contains(&destination) || self.credentialing.names_host(&destination);
+        let (user_named, operation_host) =
+            (self.allow_private.contains(&destination), self.credentialing.names_host(&destination));
         // The policy is asked before anything is resolved: a refused name is never looked up.
-        if !allowed_private && !self.policy.allows(&host) {
+        if !user_named && !operation_host && !self.policy.allows(&host) {
             return self.refuse(&mut stream, "CONNECT", &destination, Refusal::blocked("egress_policy_denied")).await;
         }
         // A destination with a connection kept from an earlier tunnel is not looked up again:
@@ -320,7 +321,20 @@ impl EgressSession {
         // (`upstreams`).
         let (dialled, address) = match self.upstreams.reaches(&destination) {
             Some(address) => (None, address),
-            None => match self.dial_checked(&destination, &host, port, allowed_private).await {
+            None => match self
+                .dial_checked(
+                    &destination,
+                    &host,
+                    port,
+                    Private::allowance(PrivateAsked {
+                        user_named,
+                        operation_host,
+                        pinned: self.connect_to.contains_key(&destination),
+                        host: &host,
+                    }),
+                )
+                .await
+            {
                 Ok((dialled, address)) => (Some(dialled), address),
                 Err(refusal) => return self.refuse(&mut stream, "CONNECT", &destination, refusal).await,
             },
@@ -332,14 +346,14 @@ impl EgressSession {
         intercept::relay(self, stream, dialled, target).await;
     }
 
-    /// `destination` resolved, its addresses checked (public, unless `allowed_private`), the
+    /// `destination` resolved, its addresses checked (public, unless `private` allows more), the
     /// first that accepts dialled; else why the CONNECT is refused.
     async fn dial_checked(
         &self,
         destination: &str,
         host: &str,
         port: u16,
-        allowed_private: bool,
+        private: Private,
     ) -> Result<(TcpStream, SocketAddr), Refusal> {
         let found = self.addresses(destination, host, port).await;
         if found.is_empty() {
@@ -347,7 +361,9 @@ impl EgressSession {
         }
         let checked: Vec<SocketAddr> = found
             .into_iter()
-            .filter(|address| allowed_private || crate::dataplane::public_address::is_elsewhere(address.ip()))
+            .filter(|address| {
+                private.admits(address.ip()) || crate::dataplane::public_address::is_elsewhere(address.ip())
+            })
             .collect();
         if checked.is_empty() {
             return Err(Refusal::blocked("private_destination"));
@@ -498,6 +514,49 @@ impl EgressSession {
             self.telemetry.proxy_request(&payload, &audit_id, refused);
         }
         Ok(audit_id)
+    }
+}
+
+/// Which non-public addresses a CONNECT's destination may be reached at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Private {
+    /// Any: the user named the destination (`--allow-private`), or an operation names it as an
+    /// address, or names it and the user pinned its address (`AILERON_CONNECT_TO`).
+    Any,
+    /// Loopback only: an operation names `localhost`.
+    Loopback,
+    /// None: public addresses only. An operation naming a DNS name does not lift this: whoever
+    /// answers for that name (the connector's author, or anyone who can) would choose where the
+    /// agent reaches (reattack8's F15).
+    Refused,
+}
+
+/// What decides a destination's [`Private`] allowance.
+struct PrivateAsked<'a> {
+    user_named: bool,
+    operation_host: bool,
+    pinned: bool,
+    host: &'a str,
+}
+
+impl Private {
+    fn allowance(asked: PrivateAsked<'_>) -> Private {
+        let PrivateAsked { user_named, operation_host, pinned, host } = asked;
+        if user_named || (operation_host && (pinned || host.parse::<IpAddr>().is_ok())) {
+            Private::Any
+        } else if operation_host && host == "localhost" {
+            Private::Loopback
+        } else {
+            Private::Refused
+        }
+    }
+
+    fn admits(self, ip: IpAddr) -> bool {
+        match self {
+            Private::Any => true,
+            Private::Loopback => ip.is_loopback(),
+            Private::Refused => false,
+        }
     }
 }
 
@@ -740,6 +799,34 @@ mod tests {
             let error = parse_connect_to(&format!("a.com:1=127.0.0.1:2,{bad}")).unwrap_err();
             assert!(error.contains(&format!("`{bad}`")) && error.contains("hint:"), "{error}");
         }
+    }
+
+    /// reattack8's F15: an operation's host lifts the private-address refusal only where DNS does
+    /// not choose the address: an address, a pinned name, `localhost` (to loopback alone).
+    #[test]
+    fn an_operations_dns_name_does_not_reach_private_addresses() {
+        let check = |user_named, operation_host, pinned, host, expected: Private| {
+            let asked = PrivateAsked { user_named, operation_host, pinned, host };
+            assert_eq!(
+                Private::allowance(asked),
+                expected,
+                "{host} user {user_named} op {operation_host} pin {pinned}"
+            );
+        };
+        check(false, true, false, "api.some-saas.com", Private::Refused);
+        check(false, true, false, "127.0.0.1", Private::Any);
+        check(false, true, false, "::1", Private::Any);
+        check(false, true, true, "api.github.com", Private::Any);
+        check(false, true, false, "localhost", Private::Loopback);
+        check(true, false, false, "intranet.corp", Private::Any);
+        check(false, false, true, "api.github.com", Private::Refused);
+        check(false, false, false, "127.0.0.1", Private::Refused);
+        let (loopback, lan, metadata) =
+            ("127.0.0.1".parse().unwrap(), "10.0.0.5".parse().unwrap(), "169.254.169.254".parse().unwrap());
+        assert!(
+            Private::Loopback.admits(loopback) && !Private::Loopback.admits(lan) && !Private::Loopback.admits(metadata)
+        );
+        assert!(Private::Any.admits(metadata) && !Private::Refused.admits(loopback));
     }
 
     #[test]
