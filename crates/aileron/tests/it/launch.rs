@@ -2028,6 +2028,9 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
     let spaced_socket = rig.temp.path().join("outside/a canary with spaces.sock");
     let spaced_canary = std::os::unix::net::UnixListener::bind(&spaced_socket).unwrap();
     spaced_canary.set_nonblocking(true).unwrap();
+    let workspace_socket = rig.workspace().join(".devserver.sock");
+    let workspace_canary = std::os::unix::net::UnixListener::bind(&workspace_socket).unwrap();
+    workspace_canary.set_nonblocking(true).unwrap();
     let datagram_socket = rig.temp.path().join("outside/datagram.sock");
     let datagram_canary = std::os::unix::net::UnixDatagram::bind(&datagram_socket).unwrap();
     datagram_canary.set_nonblocking(true).unwrap();
@@ -2049,9 +2052,10 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
     let credential_files = Value::Object(credential_files).to_string();
     let allowed = upstream.host_port();
     let planted_variable = format!("token-{PLANTED}");
-    let env: [(&str, &std::ffi::OsStr); 14] = [
+    let env: [(&str, &std::ffi::OsStr); 15] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
         ("SPACED_SOCKET", spaced_socket.as_os_str()),
+        ("WORKSPACE_SOCKET", workspace_socket.as_os_str()),
         ("DATAGRAM_SOCKET", datagram_socket.as_os_str()),
         ("CREDENTIAL_FILES", credential_files.as_ref()),
         ("GH_TOKEN", planted_variable.as_ref()),
@@ -2100,6 +2104,7 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
         "abstract_unix",
         "path_unix",
         "path_unix_spaced",
+        "path_unix_in_workspace",
         "datagram_unix",
     ] {
         refused(name);
@@ -2710,8 +2715,8 @@ fn a_launched_agents_oauth2_tool_gets_fresh_access_tokens_it_never_sees() {
 /// config the launch wrote (path-style S3); the proxy strips that signature and signs again with the
 /// bound keys, for S3 or STS as each operation says. A fake S3 and STS on their real names
 /// (`AILERON_CONNECT_TO`) checks every signature with botocore (not Aileron's signer) and the bound
-/// secret: `s3api list-buckets`, an `s3 cp` upload (S3's streaming checksum payload) and
-/// `sts get-caller-identity` succeed; `s3 rm` waits for an approval nobody gives and never reaches
+/// secret: `s3api list-buckets` and an `s3 cp` upload (S3's streaming checksum payload) succeed,
+/// `sts get-caller-identity` once the user approves it (STS can mint keys); `s3 rm` waits for an approval nobody gives and never reaches
 /// S3; the agent never holds the bound keys, and the records name the operations.
 #[test]
 fn a_launched_agents_aws_cli_is_signed_with_the_imported_keys_it_never_sees() {
@@ -2749,7 +2754,30 @@ fn a_launched_agents_aws_cli_is_signed_with_the_imported_keys_it_never_sees() {
         // The user's own keys in the shell the launch starts from: the agent gets placeholders.
         ("AWS_SECRET_ACCESS_KEY", "theUsersOwnSecretFromTheShell".as_ref()),
     ];
-    let output = rig.run_with_path(&["launch", "claude", "--approval-hold", "2"], &env, Path::new("/usr/bin"));
+    // The user approves the STS request (it can mint keys, so it waits), never the delete.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (output, sts_approved) = std::thread::scope(|scope| {
+        let approver = scope.spawn(|| {
+            let mut approved = 0;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let listed = rig.run(&["approval", "list", "--json"], &[]);
+                let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+                for item in listed["items"].as_array().cloned().unwrap_or_default() {
+                    if item.to_string().contains("sts_regional") {
+                        approved += usize::from(
+                            rig.run(&["approval", "approve", item["id"].as_str().unwrap()], &[]).status.success(),
+                        );
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            approved
+        });
+        let output = rig.run_with_path(&["launch", "claude", "--approval-hold", "2"], &env, Path::new("/usr/bin"));
+        done.store(true, std::sync::atomic::Ordering::Release);
+        (output, approver.join().unwrap())
+    });
+    assert!(sts_approved >= 1, "STS did not wait for the user");
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report_text = std::fs::read_to_string(&report_path).unwrap();
     let report: Value = serde_json::from_str(&report_text).unwrap();

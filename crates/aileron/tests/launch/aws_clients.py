@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A fake agent that, launched by `aileron launch claude`, runs the unmodified AWS CLI against
 S3 and STS (their real names, which the daemon dials at a fake) with whatever keys and AWS config
-the launch gave it: `s3api list-buckets`, an `s3 cp` upload, `sts get-caller-identity`, and an
+the launch gave it: `s3api list-buckets`, an `s3 cp` upload, `sts get-caller-identity` (held until
+the user approves it, then run again), and an
 `s3 rm` that the bundled spec holds for approval (nobody approves it). Driven by
 crates/aileron/tests/it/launch.rs; outcomes go into $ATTACK_REPORT.
 """
@@ -9,6 +10,7 @@ crates/aileron/tests/it/launch.rs; outcomes go into $ATTACK_REPORT.
 import json
 import os
 import subprocess
+import time
 
 env = os.environ
 aws = [os.path.join(os.path.dirname(env["VENV_PYTHON"]), "aws")]
@@ -27,7 +29,14 @@ upload = os.path.join(env.get("TMPDIR", "/tmp"), "hello.txt")
 with open(upload, "w") as out:
     out.write("hello from a sealed agent\n")
 run("copy", aws + ["s3", "cp", upload, "s3://sealed-bucket/hello.txt"])
-run("identity", aws + ["sts", "get-caller-identity"])
+# Every STS request waits for the user (it can mint keys): the CLI is run again once approved, as
+# an agent would, and the approved request goes through once.
+for attempt in range(60):
+    run("identity", aws + ["sts", "get-caller-identity"])
+    if "approval_pending" not in report["identity"]["stderr"]:
+        break
+    report["identity_held"] = True
+    time.sleep(0.5)
 run("remove", aws + ["s3", "rm", "s3://sealed-bucket/hello.txt"])
 with open("/proc/self/environ", "rb") as environ:
     report["environ"] = environ.read().decode(errors="replace")

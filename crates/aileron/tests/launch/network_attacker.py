@@ -112,6 +112,8 @@ attempt("dns", lambda: socket.getaddrinfo("example.com", 443))
 attempt("abstract_unix", lambda: unix("\0" + env["ABSTRACT_SOCKET"]))
 attempt("path_unix", lambda: unix(env["PATH_SOCKET"]))
 attempt("path_unix_spaced", lambda: unix(env["SPACED_SOCKET"]))
+# The seventh re-attack: a host process's socket inside the workspace (a dev server's).
+attempt("path_unix_in_workspace", lambda: unix(env["WORKSPACE_SOCKET"]))
 
 
 def datagram(address):

@@ -657,9 +657,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         request.hidden = stores;
         if options.network == SessionNetwork::Enforced {
             // The host's socket files the agent could still reach through the filesystem (not
-            // those in what it may write, nor in what is masked).
-            let except: Vec<PathBuf> = access.writable.iter().chain(&masks).cloned().collect();
-            let (sockets, over) = network::host_unix_sockets(&except, MAX_HIDDEN_SOCKETS);
+            // those in what is masked). Those in what it may write too: every one listening now
+            // is a host process's (a dev server's in the workspace: the seventh re-attack); the
+            // agent's own are made after this list is read.
+            let (sockets, over) = network::host_unix_sockets(&masks, MAX_HIDDEN_SOCKETS);
             request.hidden.extend(sockets);
             if over > 0 {
                 log_line!(

@@ -324,8 +324,9 @@ pub fn other_agents_logins(agent: super::Agent, env: &super::LaunchEnv) -> Vec<P
 /// The path sockets of the host a program could reach (`/proc/net/unix`, read in the host's
 /// network namespace): the agent's new namespace already cuts it off from abstract sockets, but
 /// a socket file is reached through the filesystem (the user's ssh-agent, the session bus,
-/// docker, the journal's `/dev/log`). Those under `except` (the agent's own writable
-/// directories) stay; at most `limit`, the rest counted in the second value.
+/// docker, the journal's `/dev/log`, a dev server's in the workspace). Those under `except` (the
+/// masked directories, hidden whole) are left out; at most `limit`, the rest counted in the
+/// second value.
 pub fn host_unix_sockets(except: &[PathBuf], limit: usize) -> (Vec<PathBuf>, usize) {
     use std::os::unix::fs::FileTypeExt;
     let Ok(table) = std::fs::read_to_string("/proc/net/unix") else { return (Vec::new(), 0) };
