@@ -681,3 +681,25 @@ async fn a_credential_echoed_in_a_reason_phrase_or_a_header_name_is_withheld() {
     let seen = upstream.seen();
     assert!(seen.iter().all(|s| s.header("authorization") == Some(&format!("token {SECRET}"))), "{seen:#?}");
 }
+
+/// F16: a path longer than a record keeps is recorded cut with a mark that says so and how long
+/// it was, never as if the cut path were the one sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_path_is_recorded_as_cut() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-long", &upstream).await;
+    let path = format!("/innocent/{}/real-target-tail", "a".repeat(2100));
+    let request =
+        format!("PUT {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", proxy.destination);
+    let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &request).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(upstream.seen()[0].path, path, "it went out whole");
+    let records = records(&harness, "s-long").await;
+    let recorded = records
+        .iter()
+        .find_map(|r| r["payload"]["aileron.proxy.upstream.path"].as_str().filter(|p| p.starts_with("/innocent/")))
+        .unwrap_or_else(|| panic!("{records:#?}"));
+    assert!(path.starts_with(recorded.split('…').next().unwrap()), "{recorded}");
+    assert!(recorded.ends_with(&format!("…[cut: {} characters in all]", path.len())), "{recorded}");
+}

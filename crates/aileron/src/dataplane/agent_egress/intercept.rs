@@ -104,6 +104,20 @@ pub async fn relay(session: Arc<EgressSession>, client: TcpStream, dialled: Opti
     serve(session, client, client_h2, dialled, target, "https").await
 }
 
+/// The most characters of a path a record keeps.
+const RECORDED_PATH_CHARS: usize = 2048;
+
+/// `path` as a record keeps it: whole, or its first [`RECORDED_PATH_CHARS`] characters and a mark
+/// saying it was cut and how long it was, so a trail never shows a cut path as the one sent.
+fn recorded_path(path: &str) -> String {
+    let length = path.chars().count();
+    if length <= RECORDED_PATH_CHARS {
+        return path.to_string();
+    }
+    let kept: String = path.chars().take(RECORDED_PATH_CHARS).collect();
+    format!("{kept}…[cut: {length} characters in all]")
+}
+
 /// Whether `host` (a CONNECT host) is a loopback address written as one, never a name.
 fn is_loopback_address(host: &str) -> bool {
     host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
@@ -119,7 +133,7 @@ async fn refuse_plain_text(session: Arc<EgressSession>, client: TcpStream, targe
         async move {
             let record = ProxiedRequest {
                 scheme: Some("http".to_string()),
-                path: Some(request.uri().path().chars().take(2048).collect()),
+                path: Some(recorded_path(request.uri().path())),
                 address: Some(target.address.to_string()),
                 ..session.request(SOURCE, request.method().as_str(), &target.destination)
             };
@@ -265,7 +279,7 @@ async fn forward(
     let mut approval = None;
     let mut record = ProxiedRequest {
         scheme: Some(scheme.to_string()),
-        path: Some(path.chars().take(2048).collect()),
+        path: Some(recorded_path(&path)),
         address: Some(tunnel.address.clone()),
         ..session.request(SOURCE, &method, &target.destination)
     };
