@@ -3,7 +3,9 @@
 //! `AILERON_OPENAI_UPSTREAM`.
 //!
 //! Invariant: the gateway never parses a body, never consults the action store, never executes
-//! anything and emits no spans or audit records. Method, path, query, body bytes and end-to-end
+//! anything and emits no spans or audit records of its own (a launched agent's requests reaching it
+//! through its session's namespace are recorded under the session before they are served:
+//! `daemon::app_in_session`, SPEC §15). Method, path, query, body bytes and end-to-end
 //! headers go upstream unchanged; status, headers and body come back unchanged, chunk by chunk.
 //! Hop-by-hop headers are the only thing dropped. The agent's own provider credentials pass
 //! through; the daemon token is not required here. An upgrade request (Codex's WebSocket on

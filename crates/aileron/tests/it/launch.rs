@@ -3131,6 +3131,23 @@ fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
     // The upstream got the vault's key once, with the session's key; the request without a key
     // went as it came.
     assert_eq!(*saw.lock().unwrap(), [KEY.to_string(), String::new()], "{report}");
+    // Each of the agent's three gateway requests is on record under its session, whatever key it
+    // carried (the eighth re-attack: with a key of its own the gateway was a way out unrecorded);
+    // the late one, from outside any session, is not.
+    let listed = rig.run(&["audit", "list", "--json", "--event-type", "sandbox.proxy.passthrough"], &[]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let gateway: Vec<&Value> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["payload"]["aileron.proxy.source"] == "llm_gateway")
+        .collect();
+    assert_eq!(gateway.len(), 3, "{listed:#}");
+    for item in gateway {
+        assert_eq!(item["payload"]["aileron.proxy.upstream.path"], "/v1/messages", "{item:#}");
+        assert_eq!(item["payload"]["aileron.proxy.upstream.host"], model.as_str(), "{item:#}");
+        assert!(item["session_id"].as_str().is_some_and(|id| id.starts_with("ses-")), "{item:#}");
+    }
 }
 
 /// SPEC §15's git over https: an operation's own format (`Basic {basic:x-access-token}`) puts the

@@ -109,7 +109,7 @@ const RECORDED_PATH_CHARS: usize = 2048;
 
 /// `path` as a record keeps it: whole, or its first [`RECORDED_PATH_CHARS`] characters and a mark
 /// saying it was cut and how long it was, so a trail never shows a cut path as the one sent.
-fn recorded_path(path: &str) -> String {
+pub(super) fn recorded_path(path: &str) -> String {
     let length = path.chars().count();
     if length <= RECORDED_PATH_CHARS {
         return path.to_string();

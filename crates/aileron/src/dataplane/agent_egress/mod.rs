@@ -61,6 +61,9 @@ const MOST_REFUSALS_REMEMBERED: usize = 4096;
 pub const CONNECT_SOURCE: &str = "connect";
 /// `aileron.proxy.source` of an `--allow-tcp` connection.
 pub const TCP_SOURCE: &str = "tcp_forward";
+/// `aileron.proxy.source` of the agent's request to the daemon's LLM gateway, reached through its
+/// session's own API listener.
+pub const GATEWAY_SOURCE: &str = "llm_gateway";
 
 /// What one session's proxy checks against and records under.
 pub struct EgressSession {
@@ -439,6 +442,19 @@ impl EgressSession {
             };
             let _ = self.append(event_type, refused).await;
         }
+    }
+
+    /// Records the agent's request to the daemon's LLM gateway before it is forwarded (`upstream`
+    /// the provider's base URL): the gateway keeps no record of its own (SPEC §12), but what a
+    /// launched agent sends anywhere is on record (§15), and with a key of its own (an attacker's)
+    /// the gateway was a way out with none (the eighth re-attack). `Err` when the record could not
+    /// be made durable: nothing is sent then.
+    pub async fn record_gateway_request(&self, method: &str, upstream: &str, path: &str) -> Result<(), ()> {
+        let record = ProxiedRequest {
+            path: Some(intercept::recorded_path(path)),
+            ..self.request(GATEWAY_SOURCE, method, upstream)
+        };
+        self.append(EventType::SandboxProxyPassthrough, record).await
     }
 
     /// One record with the totals when some refusals were only counted.

@@ -117,7 +117,14 @@ pub fn app(state: Arc<AppState>) -> Surface {
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::admit))
         .layer(axum::extract::DefaultBodyLimit::max(crate::wire::MAX_API_BODY_BYTES));
     let router = api::routes(&state).layer(middleware).with_state(state.clone());
-    Surface { state, router }
+    Surface { state, router, session: None }
+}
+
+/// [`app`] as a launched agent's session serves it on the API listener in the agent's network
+/// namespace: every gateway request of the agent's is recorded under its session before it goes
+/// upstream ([`crate::dataplane::agent_egress::EgressSession::record_gateway_request`]).
+pub fn app_in_session(state: Arc<AppState>, session: Arc<crate::dataplane::agent_egress::EgressSession>) -> Surface {
+    Surface { session: Some(session), ..app(state) }
 }
 
 /// The daemon's service: a request on a gateway path ([`crate::dataplane::gateway::is_gateway_path`]) is
@@ -130,6 +137,8 @@ pub fn app(state: Arc<AppState>) -> Surface {
 pub struct Surface {
     state: Arc<AppState>,
     router: Router,
+    /// The launched agent's session whose namespace this surface serves ([`app_in_session`]).
+    session: Option<Arc<crate::dataplane::agent_egress::EgressSession>>,
 }
 
 type SurfaceFuture = std::pin::Pin<
@@ -171,7 +180,28 @@ where
         // the gateway's, much larger.
         if gateway {
             let state = self.state.clone();
-            Box::pin(async move { Ok(timed_out(auth::admit_gateway(&state, request).await, &expired, provider)) })
+            // From a session's namespace: on record under the session before anything is sent.
+            let recorded = self.session.clone().map(|session| {
+                let upstream = match provider {
+                    Some(crate::dataplane::gateway::Provider::OpenAi) => state.gateway.openai.clone(),
+                    _ => state.gateway.anthropic.clone(),
+                };
+                let (method, path) = (request.method().to_string(), request.uri().path().to_string());
+                async move { session.record_gateway_request(&method, &upstream, &path).await }
+            });
+            Box::pin(async move {
+                if let Some(recorded) = recorded
+                    && recorded.await.is_err()
+                {
+                    use crate::dataplane::gateway::Provider;
+                    let provider = provider.unwrap_or(Provider::Anthropic);
+                    let kind = if provider == Provider::OpenAi { "server_error" } else { "overloaded_error" };
+                    let message = "Aileron could not record this request in the audit log, so it was not sent";
+                    let refused = provider.error(axum::http::StatusCode::SERVICE_UNAVAILABLE, kind, message);
+                    return Ok(refused);
+                }
+                Ok(timed_out(auth::admit_gateway(&state, request).await, &expired, provider))
+            })
         } else {
             let answered = tower::Service::call(&mut self.router, request);
             Box::pin(async move { Ok(timed_out(answered.await?, &expired, None)) })

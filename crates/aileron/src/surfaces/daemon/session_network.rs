@@ -135,10 +135,10 @@ async fn attach(state: Arc<AppState>, stream: UnixStream) {
     for (listener, destination) in forwards {
         relays.spawn(egress.clone().forward_tcp(listener, destination, when_closed(&closed)));
     }
-    let proxy_task = tokio::spawn(egress.serve(proxy, when_closed(&closed)));
+    let proxy_task = tokio::spawn(egress.clone().serve(proxy, when_closed(&closed)));
     let api_task = tokio::spawn(super::connections::serve(
         api,
-        super::app(state.clone()),
+        super::app_in_session(state.clone(), egress.clone()),
         super::connections::Peers::Anyone,
         when_closed(&closed),
     ));
