@@ -279,15 +279,22 @@ mod tests {
         status.is_ok_and(|status| status.success())
     }
 
+    /// A temp directory (kept while the first value lives) holding a home and `code/repo` in it,
+    /// both canonical.
+    fn home_and_repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
+        let repo = home.join("code/repo");
+        (temp, home, repo)
+    }
+
     fn env(home: &Path) -> LaunchEnv {
         LaunchEnv { vars: HashMap::new(), home_dir: home.to_path_buf(), launch_dir: home.join("run") }
     }
 
     #[test]
     fn the_workspace_is_the_repository_and_its_hooks_and_config_are_read_only() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(repo.join(".git")).unwrap();
         std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
         std::fs::create_dir_all(repo.join("src/deep")).unwrap();
@@ -311,9 +318,7 @@ mod tests {
     /// like the workspace's own repository.
     #[test]
     fn every_repository_in_the_workspace_is_protected() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         let git = repo.join(".git");
         let dirs = [".git/hooks", ".git/modules/libs/a/hooks", ".git/worktrees/wt", "vendor/dep/.git/hooks", "sub"];
         for dir in dirs.into_iter().chain(["node_modules/pkg/.git/hooks"]) {
@@ -364,9 +369,7 @@ mod tests {
     /// look is protected at launch, and one the agent records is told apart at the end.
     #[test]
     fn what_git_runs_from_the_workspace_is_protected_and_submodules_are_found_by_the_index() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         let git = |args: &[&str]| git_in(&repo, args);
         for dir in [".husky/_", "tools", "conf/team", "bin", "node_modules/old/.git", "node_modules/x"] {
             std::fs::create_dir_all(repo.join(dir)).unwrap();
@@ -424,9 +427,7 @@ mod tests {
     /// real git directories count as there at launch (not the pinned directories above them).
     #[test]
     fn hooks_installed_as_links_are_protected_where_they_lead() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         for dir in ["githooks", "scripts", ".git", "vendor/dep/.git"] {
             std::fs::create_dir_all(repo.join(dir)).unwrap();
         }
@@ -448,9 +449,7 @@ mod tests {
     /// module `python -m` finds first at the top of the worktree (pre-commit's own hook).
     #[test]
     fn what_hooks_would_read_if_it_appeared_is_watched() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
         std::fs::create_dir_all(repo.join("scripts")).unwrap();
         std::fs::write(repo.join(".git/config"), "").unwrap();
@@ -479,9 +478,7 @@ mod tests {
     /// it could not finish.
     #[test]
     fn a_search_cut_short_at_the_end_is_said() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
         let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
         assert!(access.checkouts.look().incomplete.is_empty());
@@ -496,9 +493,7 @@ mod tests {
     /// workspace's repository.
     #[test]
     fn a_repository_in_the_agents_own_directory_is_protected() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(&repo).unwrap();
         std::fs::create_dir_all(home.join(".pi/.git/hooks")).unwrap();
         std::fs::write(home.join(".pi/.git/config"), "").unwrap();
@@ -513,9 +508,7 @@ mod tests {
     /// directory) let it shadow `git`; the launch says so.
     #[test]
     fn path_entries_the_agent_may_write_are_named() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(&repo).unwrap();
         let mut env = env(&home);
         let own = home.join(".pi/local");
@@ -531,9 +524,7 @@ mod tests {
     /// launch says where it stopped.
     #[test]
     fn includes_are_read_within_a_budget() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
         let fifty = "[include]\n\tpath = loop.inc\n".repeat(50);
         std::fs::write(repo.join(".git/config"), &fifty).unwrap();
@@ -549,9 +540,7 @@ mod tests {
     /// runner's configuration.
     #[test]
     fn what_git_runs_is_found_where_git_finds_it() {
-        let temp = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(temp.path()).unwrap().join("home");
-        let repo = home.join("code/repo");
+        let (_temp, home, repo) = home_and_repo();
         let git = |args: &[&str]| git_in(&repo, args);
         std::fs::create_dir_all(&repo).unwrap();
         if !git(&["init", "-q"]) || !git(&["commit", "-q", "--allow-empty", "-m", "init"]) {
