@@ -512,7 +512,7 @@ pub fn egress_policy(data: &[u8]) {
 /// A launched agent's request against `[[proxy.operations]]` (SPEC §15, decision 0017). The bytes
 /// are a request line's path, then after the first newline a GraphQL body. Never panics; a match
 /// is one that the path, read as a server reads it, really satisfies (so no encoding makes a path
-/// match a template it does not name); the GraphQL reader either errs or finds every field the
+/// match a template it does not name; a literal is satisfied by itself with a format suffix too); the GraphQL reader either errs or finds every field the
 /// document names.
 pub fn proxy_operation(data: &[u8]) {
     use aileron_core::manifest::{PathTemplate, ProxyOperation, Segment, normalise_segment};
@@ -558,7 +558,12 @@ pub fn proxy_operation(data: &[u8]) {
             assert!(template.rest || segments.len() == template.segments.len(), "{path:?}");
             for (expected, actual) in template.segments.iter().zip(&segments) {
                 if let Segment::Literal(literal) = expected {
-                    assert_eq!(literal, actual, "{path:?} matched {}", template.as_str());
+                    // The literal itself, or with a format suffix as Rails routes it (`merge.json`
+                    // is `merge`): decision 0017, the eighth re-attack.
+                    let format = actual.strip_prefix(literal.as_str()).and_then(|rest| rest.strip_prefix('.'));
+                    let suffixed = format
+                        .is_some_and(|format| !format.is_empty() && format.chars().all(|c| c.is_ascii_alphanumeric()));
+                    assert!(literal == actual || suffixed, "{path:?} matched {}", template.as_str());
                 }
             }
             if let Some(field) = &operation.graphql {
