@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::EgressSession;
-use super::upstreams::{Key, Link, Unreachable};
+use super::upstreams::{Key, Link, Unreachable, origin_authority};
 use serde_json::{Map, Value, json};
 
 use super::admit::{Admitted, admit};
@@ -539,13 +539,6 @@ fn misdirected(request: &Request<Body>, target: &Target) -> Option<String> {
         let shown: String = named.chars().take(256).collect();
         format!("`{shown}`")
     })
-}
-
-/// `destination` (`host:port`) as a request's authority: the port left out when it is the
-/// scheme's own.
-pub(super) fn origin_authority(destination: &str, scheme: &str) -> String {
-    let default = if scheme == "https" { ":443" } else { ":80" };
-    destination.strip_suffix(default).unwrap_or(destination).to_string()
 }
 
 /// Refuses a request inside a tunnel: to an operation's host as [`reject`] does, elsewhere as

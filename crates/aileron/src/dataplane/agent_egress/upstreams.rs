@@ -318,7 +318,7 @@ where
 /// The request as an h2 upstream reads it: an absolute target (`https://` and the tunnel's
 /// destination, never an authority the client wrote) and no `Host` header (`:authority` says it).
 fn for_h2_upstream<B>(request: &mut Request<B>, destination: &str) {
-    let authority = super::intercept::origin_authority(destination, "https");
+    let authority = origin_authority(destination, "https");
     let path = request.uri().path_and_query().map_or("/", |path| path.as_str()).to_string();
     if let Ok(uri) = format!("https://{authority}{path}").parse() {
         *request.uri_mut() = uri;
@@ -343,4 +343,11 @@ fn for_http1_upstream<B>(request: &mut Request<B>) {
         }
     }
     *request.version_mut() = hyper::Version::HTTP_11;
+}
+
+/// `destination` (`host:port`) as a request's authority: the port left out when it is the
+/// scheme's own.
+pub(super) fn origin_authority(destination: &str, scheme: &str) -> String {
+    let default = if scheme == "https" { ":443" } else { ":80" };
+    destination.strip_suffix(default).unwrap_or(destination).to_string()
 }
