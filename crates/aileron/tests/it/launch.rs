@@ -4076,6 +4076,31 @@ fn the_agent_cannot_signal_its_launcher() {
     assert_eq!(record["payload"]["aileron.session.exit_code"], 137, "{record:#}");
 }
 
+/// The seventh re-attack: `/dev/pts` was bound writable, so the agent could `chmod a+rw` the
+/// user's terminal and let any local user write to it. Terminals are written through a read-only
+/// mount all the same: the agent still opens new ones and writes to them, but cannot change
+/// their modes.
+#[test]
+fn the_agent_opens_terminals_but_cannot_change_their_modes() {
+    let rig = LaunchRig::new();
+    let report = rig.report();
+    let script = format!(
+        "#!/usr/bin/env python3\nimport os\nout = []\nmain, sub = os.openpty()\nname = os.ttyname(sub)\n\
+         out.append('opened ' + name)\nos.write(sub, b'seen')\nout.append('read ' + os.read(main, 4).decode())\n\
+         try:\n    os.chmod(name, 0o666)\n    out.append('chmod went through')\nexcept OSError as e:\n    \
+         out.append('chmod refused %d' % e.errno)\nopen('{}', 'w').write('\\n'.join(out))\n",
+        report.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output =
+        rig.command_at(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let seen = std::fs::read_to_string(&report).unwrap();
+    assert!(seen.contains("opened /dev/pts/") && seen.contains("read seen"), "no terminal for the agent: {seen}");
+    assert!(seen.contains(&format!("chmod refused {}", libc::EROFS)), "the agent changed a terminal's mode: {seen}");
+}
+
 /// The seventh re-attack: a descriptor the launcher inherited (a shell's `exec 7>>~/.bashrc`)
 /// reached the agent, and writing through it passed Landlock and the read-only mounts. The agent
 /// gets its standard streams and nothing else.

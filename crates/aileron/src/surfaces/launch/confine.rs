@@ -565,9 +565,11 @@ fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
     }
     let none: Option<&str> = None;
     // Device nodes are written through a read-only mount all the same, and must not be bound:
-    // `/dev/ptmx` bound onto itself no longer finds its `pts` (openpty fails with ENOENT).
+    // `/dev/ptmx` bound onto itself no longer finds its `pts` (openpty fails with ENOENT). Nor is
+    // `/dev/pts` bound writable: new terminals open on it read-only, and the agent could otherwise
+    // `chmod a+rw` the user's terminal for every local user to write to (the seventh re-attack).
     let files_or_directories = |path: &&PathBuf| std::fs::metadata(path).is_ok_and(|m| m.is_dir() || m.is_file());
-    for path in writable.iter().filter(files_or_directories) {
+    for path in writable.iter().filter(|path| !path.starts_with("/dev")).filter(files_or_directories) {
         mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
             .map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
         set_mount_attributes(path, 0, MOUNT_ATTR_RDONLY)
