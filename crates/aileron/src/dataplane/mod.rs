@@ -8,5 +8,6 @@ pub mod gateway;
 pub mod headers;
 pub mod pooled_http;
 pub mod public_address;
+pub mod redaction;
 pub mod spawn;
 pub mod tls;

@@ -121,6 +121,20 @@ where
                 if path.ends_with("/reason") {
                     let phrase = hyper::ext::ReasonPhrase::try_from(authorization.into_bytes()).unwrap();
                     response.extensions_mut().insert(phrase);
+                } else if path.ends_with("/encoded") {
+                    use base64::Engine as _;
+                    let (standard, url_safe) =
+                        (&base64::engine::general_purpose::STANDARD, &base64::engine::general_purpose::URL_SAFE);
+                    let body = serde_json::json!({
+                        "basic": standard.encode(format!("user:{authorization}")),
+                        "url_safe": url_safe.encode(format!("??{authorization}>>")),
+                        "hex": hex::encode(&authorization),
+                        "percent": percent_encoding::utf8_percent_encode(&authorization, percent_encoding::NON_ALPHANUMERIC)
+                            .to_string(),
+                    });
+                    response = hyper::Response::new(axum::body::Body::from(body.to_string()));
+                    let header = standard.encode(format!("{{\"authorization\":\"{authorization}\"}}"));
+                    response.headers_mut().insert("x-echo", header.parse().unwrap());
                 } else if path.ends_with("/header-name") {
                     let name = format!("x-echo-{}", authorization.replace(' ', "-").to_ascii_lowercase());
                     response
@@ -680,6 +694,55 @@ async fn a_credential_echoed_in_a_reason_phrase_or_a_header_name_is_withheld() {
     }
     let seen = upstream.seen();
     assert!(seen.iter().all(|s| s.header("authorization") == Some(&format!("token {SECRET}"))), "{seen:#?}");
+}
+
+/// F11: an upstream that echoes the credential encoded (a `Basic` header's base64, base64url at
+/// any offset, hex, percent-encoding, in a body or a header value) does not hand it to the agent:
+/// every such form is redacted as the credential itself is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_echoed_encoded_is_redacted() {
+    use base64::Engine as _;
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-encoded", &upstream).await;
+    let request = format!(
+        "GET /encoded HTTP/1.1\r\nHost: {}\r\nAuthorization: token aileron-sealed\r\nConnection: close\r\n\r\n",
+        proxy.destination
+    );
+    let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &request).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    let fields: Value = serde_json::from_str(body).unwrap();
+    for field in ["basic", "url_safe", "hex", "percent"] {
+        assert!(fields[field].as_str().unwrap().contains("[REDACTED]"), "{field} not redacted: {body}");
+    }
+    // Decoded again from every alignment, nothing the agent got holds a piece of the credential.
+    let decode = |text: &str, engine: &base64::engine::GeneralPurpose| {
+        let mut decoded = Vec::new();
+        for piece in text.split("[REDACTED]").map(|piece| piece.trim_end_matches('=')) {
+            for start in 0..4.min(piece.len() + 1) {
+                let aligned = &piece[start..];
+                decoded.extend(engine.decode(&aligned[..aligned.len() / 4 * 4]).ok());
+            }
+        }
+        decoded
+    };
+    let mut seen = vec![answer.as_bytes().to_vec()];
+    seen.extend(decode(fields["basic"].as_str().unwrap(), &base64::engine::general_purpose::STANDARD_NO_PAD));
+    seen.extend(decode(fields["url_safe"].as_str().unwrap(), &base64::engine::general_purpose::URL_SAFE_NO_PAD));
+    let echo = head.lines().find_map(|line| line.strip_prefix("x-echo: ")).expect(head);
+    assert!(echo.contains("[REDACTED]"), "{head}");
+    seen.extend(decode(echo, &base64::engine::general_purpose::STANDARD_NO_PAD));
+    let secret = SECRET.as_bytes();
+    for text in &seen {
+        assert!(!text.windows(secret.len()).any(|window| window == secret), "{}", String::from_utf8_lossy(text));
+        assert!(
+            !text.windows(8).any(|window| secret.windows(8).any(|piece| piece == window)),
+            "a piece of it went out"
+        );
+    }
+    let seen = upstream.seen();
+    assert_eq!(seen[0].header("authorization"), Some(format!("token {SECRET}").as_str()), "{seen:#?}");
 }
 
 /// F16: a path longer than a record keeps is recorded cut with a mark that says so and how long

@@ -33,9 +33,9 @@ use super::upstreams::{Key, Link, Unreachable, origin_authority};
 use serde_json::{Map, Value, json};
 
 use super::admit::{Admitted, admit};
-use super::sealed::{Decision, RedactedBody, Redactor, SealedInjection, sign_aws};
+use super::sealed::{Decision, SealedInjection, sign_aws};
 use super::{HeldRequest, HoldOutcome, answer, envelope, plain};
-use crate::dataplane::egress::REDACTED;
+use crate::dataplane::redaction::{Echoes, REDACTED, RedactedBody};
 use crate::stores::bindings::Injection;
 
 /// `aileron.proxy.source` of a request read inside a tunnel (seed 003's name).
@@ -454,7 +454,7 @@ async fn forward(
     };
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
-        let secrets = credential.echo_candidates();
+        let echoes = Echoes::of(&credential.echo_candidates());
         if response
             .headers()
             .get(hyper::header::CONTENT_ENCODING)
@@ -467,20 +467,15 @@ async fn forward(
         // An HTTP/1.1 upstream's own reason phrase is not passed on (the status's standard one
         // is), nor a header whose name holds an echo: neither is redacted like a value.
         parts.extensions.remove::<hyper::ext::ReasonPhrase>();
-        let lowered: Vec<String> = secrets.iter().map(|secret| secret.to_ascii_lowercase()).collect();
-        let echoed_names: Vec<hyper::header::HeaderName> = parts
-            .headers
-            .keys()
-            .filter(|name| lowered.iter().any(|secret| !secret.is_empty() && name.as_str().contains(secret.as_str())))
-            .cloned()
-            .collect();
+        let echoed_names: Vec<hyper::header::HeaderName> =
+            parts.headers.keys().filter(|name| echoes.in_header_name(name.as_str())).cloned().collect();
         for name in echoed_names {
             parts.headers.remove(name);
         }
         for value in parts.headers.values_mut() {
             let bytes = value.as_bytes();
-            if secrets.iter().any(|secret| memchr::memmem::find(bytes, secret.as_bytes()).is_some()) {
-                *value = hyper::header::HeaderValue::from_bytes(&Redactor::redact_whole(&secrets, bytes))
+            if echoes.found_in(bytes) {
+                *value = hyper::header::HeaderValue::from_bytes(&echoes.redact_whole(bytes))
                     .unwrap_or_else(|_| hyper::header::HeaderValue::from_static(REDACTED));
             }
         }
@@ -496,13 +491,13 @@ async fn forward(
             let Ok(bytes) = axum::body::to_bytes(Body::new(body), WHOLE_BODY_BYTES).await else {
                 return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
             };
-            let redacted = Redactor::redact_whole(&secrets, &bytes);
+            let redacted = echoes.redact_whole(&bytes);
             parts.headers.insert(hyper::header::CONTENT_LENGTH, redacted.len().into());
             return Ok(Response::from_parts(parts, Body::from(redacted)));
         }
         // A larger or unsized body streams: redaction may change its length, so none is given.
         parts.headers.remove(hyper::header::CONTENT_LENGTH);
-        return Ok(Response::from_parts(parts, Body::new(RedactedBody::new(body, &secrets))));
+        return Ok(Response::from_parts(parts, Body::new(RedactedBody::new(body, echoes))));
     }
     if response.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(client_upgrade) = client_upgrade

@@ -20,6 +20,7 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value};
 
 use crate::dataplane::public_address::NON_PUBLIC_REFUSAL;
+use crate::dataplane::redaction::Echoes;
 use crate::platform::principal::Caller;
 use crate::stores::audit_log::AuditEvent;
 
@@ -37,7 +38,6 @@ pub use crate::stores::bindings::{CredentialSource, ResolvedCredential, Secret};
 pub const ALLOWED_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
 /// What replaces an injected secret that an upstream echoed back (SPEC §4.4).
-pub const REDACTED: &str = "[REDACTED]";
 
 /// What egress uses of the daemon: where credentials come from, the OAuth refresher, the HTTP
 /// client (no redirects, public-only resolver, no proxy) and the audit log. Cheap to clone.
@@ -250,9 +250,7 @@ impl StepEgress {
                 )));
             }
             // An upstream that echoes the credential back must not hand it to the guest.
-            for secret in resolved.echo_candidates() {
-                redact(&mut headers, &mut body, secret);
-            }
+            redact(&mut headers, &mut body, &Echoes::of(&resolved.echo_candidates()));
             self.record_binding_use(&resolved.binding);
         }
         Ok(HostHttpResponse { status, headers, body })
@@ -546,31 +544,19 @@ fn check_injection_transport(target: &EgressTarget) -> Result<(), Failure> {
     .with_detail("requested", format!("http://{}", target.host_port)))
 }
 
-/// Replaces every occurrence of `secret` in the response headers and body with [`REDACTED`],
-/// whatever its length. Binding refuses material shorter than
-/// [`crate::stores::bindings::MIN_SECRET_BYTES`], so a short secret here comes from a vault an older
-/// version wrote (or an OAuth refresh): it is redacted anyway, even where it is ordinary text —
-/// a mangled answer is the lesser harm than a credential in the guest's hands.
-fn redact(headers: &mut [(String, String)], body: &mut Vec<u8>, secret: &str) {
-    if secret.is_empty() {
-        return;
-    }
+/// Replaces every form of an echoed credential in the response headers and body with
+/// [`REDACTED`](crate::dataplane::redaction::REDACTED), whatever its length. Binding refuses material
+/// shorter than [`crate::stores::bindings::MIN_SECRET_BYTES`], so a short secret here comes from a
+/// vault an older version wrote (or an OAuth refresh): it is redacted anyway, even where it is
+/// ordinary text — a mangled answer is the lesser harm than a credential in the guest's hands.
+fn redact(headers: &mut [(String, String)], body: &mut Vec<u8>, echoes: &Echoes) {
     for (_, value) in headers.iter_mut() {
-        if value.contains(secret) {
-            *value = value.replace(secret, REDACTED);
+        if echoes.found_in(value.as_bytes()) {
+            *value = String::from_utf8_lossy(&echoes.redact_whole(value.as_bytes())).into_owned();
         }
     }
-    let needle = secret.as_bytes();
-    if body.windows(needle.len()).any(|window| window == needle) {
-        let mut out = Vec::with_capacity(body.len());
-        let mut rest = &body[..];
-        while let Some(at) = rest.windows(needle.len()).position(|window| window == needle) {
-            out.extend_from_slice(&rest[..at]);
-            out.extend_from_slice(REDACTED.as_bytes());
-            rest = &rest[at + needle.len()..];
-        }
-        out.extend_from_slice(rest);
-        *body = out;
+    if echoes.found_in(body) {
+        *body = echoes.redact_whole(body);
     }
 }
 

@@ -1,0 +1,265 @@
+//! Redacting a credential an upstream echoes back (SPEC §0: neither a connector nor an agent sees
+//! a credential's bytes). An echo may come back as the bytes that were sent or encoded as
+//! servers and debugging endpoints encode what they echo: base64 (a `Basic` header decoded and
+//! encoded again, a JSON field of the request's headers), hex, percent-encoding, JSON's `\/`.
+//! [`echo_forms`] lists each of them; [`Redactor`] replaces any of them, whole or split across
+//! a streamed body's pieces.
+
+use base64::Engine as _;
+
+/// What an echoed credential is replaced with.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// The shortest encoded fragment redacted: shorter ones (of a short secret) could be ordinary
+/// text. A secret itself is redacted whatever its length.
+const SHORTEST_FORM: usize = 8;
+
+/// Each of `secrets` and the forms an echo of it may take, longest first (a form that contains
+/// another is redacted whole, not left with its tail showing).
+#[derive(Clone, Debug)]
+pub struct Echoes {
+    forms: Vec<Vec<u8>>,
+}
+
+impl Echoes {
+    /// Base64 of a secret depends on where it starts in what was encoded (its offset modulo 3);
+    /// for each offset the characters made of the secret's bits alone are the same whatever
+    /// surrounds them, so those are listed, in the standard and the URL-safe alphabet. Hex in
+    /// either case, percent-encoding and JSON's escaped `/` follow.
+    pub fn of(secrets: &[&str]) -> Echoes {
+        let mut forms: Vec<Vec<u8>> = Vec::new();
+        for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
+            let bytes = secret.as_bytes();
+            forms.push(bytes.to_vec());
+            let mut encoded = Vec::new();
+            for offset in 0..3 {
+                let mut shifted = vec![0u8; offset];
+                shifted.extend_from_slice(bytes);
+                let (first, end) = ((8 * offset).div_ceil(6), 8 * (offset + bytes.len()) / 6);
+                for engine in [
+                    &base64::engine::general_purpose::STANDARD_NO_PAD,
+                    &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                ] {
+                    encoded.push(engine.encode(&shifted)[first..end].to_string());
+                }
+            }
+            encoded.push(hex::encode(bytes));
+            encoded.push(hex::encode_upper(bytes));
+            encoded.push(percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC).to_string());
+            encoded.push(secret.replace('/', "\\/"));
+            forms.extend(encoded.into_iter().filter(|form| form.len() >= SHORTEST_FORM).map(String::into_bytes));
+        }
+        forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        forms.dedup();
+        Echoes { forms }
+    }
+
+    /// Whether any form of a secret is in `bytes`.
+    pub fn found_in(&self, bytes: &[u8]) -> bool {
+        self.forms.iter().any(|form| memchr::memmem::find(bytes, form).is_some())
+    }
+
+    /// Whether a header name (lower case, as HTTP/2 and hyper keep them) holds a form of a secret.
+    pub fn in_header_name(&self, name: &str) -> bool {
+        self.forms
+            .iter()
+            .any(|form| name.as_bytes().windows(form.len()).any(|window| window.eq_ignore_ascii_case(form)))
+    }
+
+    /// `bytes` held whole (a header value, a small body) with every form of a secret redacted.
+    pub fn redact_whole(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut redactor = Redactor::new(self.clone());
+        let mut out = redactor.push(bytes);
+        out.extend(redactor.finish());
+        out
+    }
+
+    fn longest(&self) -> usize {
+        self.forms.first().map_or(0, Vec::len)
+    }
+}
+
+/// Replaces each form of a secret in a response body that arrives in pieces, one split across
+/// two pieces included: the last bytes of each piece that could start a form wait for the next.
+pub struct Redactor {
+    echoes: Echoes,
+    held: Vec<u8>,
+}
+
+impl Redactor {
+    pub fn new(echoes: Echoes) -> Redactor {
+        Redactor { echoes, held: Vec::new() }
+    }
+
+    /// What of the body so far can go out now.
+    pub fn push(&mut self, piece: &[u8]) -> Vec<u8> {
+        self.held.extend_from_slice(piece);
+        let safe = self.held.len().saturating_sub(self.echoes.longest().saturating_sub(1));
+        self.scan(safe)
+    }
+
+    /// The rest, at the end of the body.
+    pub fn finish(&mut self) -> Vec<u8> {
+        self.scan(self.held.len())
+    }
+
+    /// Emits the held bytes up to where no form can start before `until`, redacting whole forms
+    /// that start before it; keeps the rest.
+    fn scan(&mut self, until: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.held.len());
+        let mut at = 0;
+        while at < until {
+            // The next place any form starts (longest first at one place), found by memmem.
+            let next = self
+                .echoes
+                .forms
+                .iter()
+                .filter_map(|form| memchr::memmem::find(&self.held[at..], form).map(|found| (at + found, form)))
+                .min_by_key(|(found, form)| (*found, std::cmp::Reverse(form.len())));
+            match next {
+                Some((found, form)) if found < until => {
+                    out.extend_from_slice(&self.held[at..found]);
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    at = found + form.len();
+                }
+                _ => {
+                    out.extend_from_slice(&self.held[at..until]);
+                    at = until;
+                }
+            }
+        }
+        self.held.drain(..at.min(self.held.len()));
+        out
+    }
+}
+
+/// A response body with the bound credential redacted as it streams.
+pub struct RedactedBody {
+    inner: hyper::body::Incoming,
+    redactor: Redactor,
+    finished: bool,
+}
+
+impl RedactedBody {
+    pub fn new(inner: hyper::body::Incoming, echoes: Echoes) -> RedactedBody {
+        RedactedBody { inner, redactor: Redactor::new(echoes), finished: false }
+    }
+}
+
+impl hyper::body::Body for RedactedBody {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        loop {
+            if self.finished {
+                return Poll::Ready(None);
+            }
+            match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),
+                // Trailers are dropped (no credential service answers with trailers a tool needs).
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        let out = self.redactor.push(&data);
+                        if !out.is_empty() {
+                            return Poll::Ready(Some(Ok(hyper::body::Frame::data(out.into()))));
+                        }
+                    }
+                }
+                Poll::Ready(None) => {
+                    self.finished = true;
+                    let rest = self.redactor.finish();
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(hyper::body::Frame::data(rest.into()))));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redact(pieces: &[&str], secrets: &[&str]) -> String {
+        let mut redactor = Redactor::new(Echoes::of(secrets));
+        let mut out = Vec::new();
+        for piece in pieces {
+            out.extend(redactor.push(piece.as_bytes()));
+        }
+        out.extend(redactor.finish());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_secret_is_redacted_wherever_the_pieces_split_it() {
+        let body = "{\"echo\":\"ghp_SECRET123\",\"again\":\"ghp_SECRET123\"}";
+        let expected = "{\"echo\":\"[REDACTED]\",\"again\":\"[REDACTED]\"}";
+        for split in 0..=body.len() {
+            for second in split..=body.len() {
+                let pieces = [&body[..split], &body[split..second], &body[second..]];
+                assert_eq!(redact(&pieces, &["ghp_SECRET123"]), expected, "{pieces:?}");
+            }
+        }
+        assert_eq!(redact(&["ghp_SECRET12"], &["ghp_SECRET123"]), "ghp_SECRET12", "a prefix alone stays");
+        // A secret that contains another is redacted whole, not left with its tail showing.
+        assert_eq!(redact(&["aaSECRET", "bb"], &["SECRET", "SECRETbb"]), "aa[REDACTED]");
+        assert_eq!(redact(&["aaSECRET", "cc"], &["SECRET", "SECRETbb"]), "aa[REDACTED]cc");
+        assert_eq!(redact(&["no secrets here"], &[]), "no secrets here");
+    }
+
+    #[test]
+    fn a_secret_encoded_at_any_offset_is_redacted() {
+        use base64::Engine as _;
+        let secret = "ghp_0123456789abcdefXYZ/+secret";
+        let echoes = Echoes::of(&[secret]);
+        let engines = [&base64::engine::general_purpose::STANDARD, &base64::engine::general_purpose::URL_SAFE_NO_PAD];
+        for prefix in ["", "u", "us", "user:", "Bearer ", "token  "] {
+            for suffix in ["", "!", "!!", "\"}"] {
+                let echoed = format!("{prefix}{secret}{suffix}");
+                let mut encodings: Vec<String> = engines.iter().map(|engine| engine.encode(&echoed)).collect();
+                encodings.push(hex::encode(&echoed));
+                encodings.push(hex::encode_upper(&echoed));
+                encodings.push(
+                    percent_encoding::utf8_percent_encode(&echoed, percent_encoding::NON_ALPHANUMERIC).to_string(),
+                );
+                encodings.push(echoed.replace('/', "\\/"));
+                for encoded in encodings {
+                    let redacted = String::from_utf8(echoes.redact_whole(encoded.as_bytes())).unwrap();
+                    assert!(redacted.contains(REDACTED), "{encoded} left as {redacted}");
+                    // What is left is at most the surroundings and a character at each edge.
+                    let left = redacted.replace(REDACTED, "");
+                    assert!(left.len() <= encoded.len() - secret.len(), "{encoded} left as {redacted}");
+                    // Streamed in pieces of any size, the same.
+                    for size in [1, 3, 7] {
+                        let pieces: Vec<&str> =
+                            encoded.as_bytes().chunks(size).map(|c| std::str::from_utf8(c).unwrap()).collect();
+                        let mut redactor = Redactor::new(echoes.clone());
+                        let mut out = Vec::new();
+                        for piece in pieces {
+                            out.extend(redactor.push(piece.as_bytes()));
+                        }
+                        out.extend(redactor.finish());
+                        assert_eq!(String::from_utf8(out).unwrap(), redacted, "{encoded} in pieces of {size}");
+                    }
+                }
+            }
+        }
+        assert!(echoes.in_header_name(&format!("x-echo-{}", hex::encode(secret))));
+        assert!(!echoes.found_in(b"an answer with nothing of it"));
+    }
+
+    #[test]
+    fn a_short_secret_is_redacted_itself_but_not_its_short_encodings() {
+        let echoes = Echoes::of(&["abcd"]);
+        assert_eq!(echoes.redact_whole(b"x abcd y"), b"x [REDACTED] y");
+        // Its base64 fragments are a few characters, ordinary text: left alone.
+        assert_eq!(echoes.redact_whole(b"YWJjZA=="), b"YWJjZA==");
+    }
+}
