@@ -100,6 +100,22 @@ fn rules_refuse_ask_and_limit_runs_through_the_daemon() {
     }
     assert_eq!(audit_of(&cli, "action.executed").len(), 1, "the approved call ran");
 
+    // A value past what rules hold (the tenth re-attack: `amount > 100` never saw
+    // 18446744073709551615, and the call ran unasked): refused, and `policy test` says so.
+    for amount in ["18446744073709551615", "9223372036854775808"] {
+        let args = format!(r#"{{"to":"a@example.com","amount":{amount}}}"#);
+        let refused = run_send(&cli, &args);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success() && refused.status.code() != Some(75), "{stderr}");
+        assert!(
+            stderr.contains("policy_denied") && stderr.contains(&format!("`amount`: {amount} is outside")),
+            "{stderr}"
+        );
+        let tested = cli.ok(&["policy", "test", "--action", "send", "--args", &args]);
+        assert!(tested.starts_with("forbid: the rules could not decide this call"), "{tested}");
+    }
+    assert_eq!(audit_of(&cli, "action.executed").len(), 1, "nothing past the rules ran");
+
     // The limit: the approved run counted; two more pass, the fourth is refused with a retry time.
     for _ in 0..2 {
         let ran = run_send(&cli, r#"{"to":"b@example.com"}"#);

@@ -74,11 +74,12 @@ impl LiveRules {
             Verdict::Allow => unreachable!("an allow admits"),
             Verdict::Forbid { rules: ids, errors } => {
                 let retry_at = if rules.counts_runs { self.retry_at(&rules, &key, call) } else { None };
-                let mut message = match ids.as_slice() {
-                    [] => "no policy rule permits this call".to_string(),
-                    ids => format!("refused by policy rule {}", ids.join(", ")),
+                let mut message = match (ids.as_slice(), errors.first()) {
+                    ([], Some(error)) => format!("refused by policy: the rules could not decide this call ({error})"),
+                    ([], None) => "no policy rule permits this call".to_string(),
+                    (ids, _) => format!("refused by policy rule {}", ids.join(", ")),
                 };
-                if let Some(error) = errors.first() {
+                if let (false, Some(error)) = (ids.is_empty(), errors.first()) {
                     message.push_str(&format!(" (a rule could not be evaluated: {error})"));
                 }
                 let mut failure = Failure::new(FailureClass::PolicyDenied, Boundary::Policy, message)

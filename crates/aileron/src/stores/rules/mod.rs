@@ -184,13 +184,17 @@ impl Verdict {
     }
 }
 
-/// `allow`, `forbid by <rules>` (or `forbid: no permit rule matches`), `ask (<reasons>) by <rules>`:
+/// `allow`, `forbid by <rules>` (or `forbid: no permit rule matches`, or why the rules could not
+/// decide), `ask (<reasons>) by <rules>`:
 /// how `aileron policy test` and `replay` say it.
 impl std::fmt::Display for Verdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Verdict::Allow => f.write_str("allow"),
-            Verdict::Forbid { rules, .. } if rules.is_empty() => f.write_str("forbid: no permit rule matches"),
+            Verdict::Forbid { rules, errors } if rules.is_empty() => match errors.first() {
+                Some(error) => write!(f, "forbid: the rules could not decide this call ({error})"),
+                None => f.write_str("forbid: no permit rule matches"),
+            },
             Verdict::Forbid { rules, .. } => write!(f, "forbid by {}", rules.join(", ")),
             Verdict::Ask { rules, reasons } => write!(f, "ask ({}) by {}", reasons.join("; "), rules.join(", ")),
         }
@@ -516,7 +520,11 @@ fn compile(entries: Vec<Entry>, schema: &Schema, args: &ArgTypes) -> Result<Opti
 impl Compiled {
     fn decide(&self, call: &Call<'_>) -> Verdict {
         let scoped = self.scoped_for(call);
-        let args = self.args.native_args(call.args);
+        let args = match self.args.native_args(call.args) {
+            Ok(args) => args,
+            // Fails closed: a value rules cannot hold as sent would pass a rule that names it.
+            Err(error) => return Verdict::Forbid { rules: Vec::new(), errors: vec![error] },
+        };
         self.decide_natively(call, &scoped, &args).unwrap_or_else(|| self.decide_with_cedar(call, &scoped, &args))
     }
 
@@ -865,8 +873,16 @@ impl RuleSet {
     fn decide_both_ways(&self, call: &Call<'_>) -> (Option<Verdict>, Verdict) {
         let compiled = self.enforced.as_ref().expect("rules");
         let scoped = compiled.scoped_for(call);
-        let args = compiled.args.native_args(call.args);
-        (compiled.decide_natively(call, &scoped, &args), compiled.decide_with_cedar(call, &scoped, &args))
+        match compiled.args.native_args(call.args) {
+            Ok(args) => {
+                (compiled.decide_natively(call, &scoped, &args), compiled.decide_with_cedar(call, &scoped, &args))
+            }
+            // Refused before either is asked, as `decide` refuses it.
+            Err(error) => {
+                let refused = Verdict::Forbid { rules: Vec::new(), errors: vec![error] };
+                (Some(refused.clone()), refused)
+            }
+        }
     }
 }
 

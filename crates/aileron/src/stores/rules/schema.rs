@@ -14,7 +14,7 @@ use aileron_core::action::{ActionFile, InputType};
 use cedar_policy::RestrictedExpression;
 use serde_json::{Value, json};
 
-use super::native::{Val, decimal};
+use super::native::Val;
 
 /// What a rule may compare an argument as: one value, or a set of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,20 +53,27 @@ impl ArgScalar {
         }
     }
 
-    /// A JSON argument as the value rules see, `None` when it is not of this type (the
-    /// action's own validation ran first, so only by design).
-    fn native(self, value: &Value) -> Option<Val<'_>> {
-        match (self, value) {
+    /// A JSON argument as the value rules see, `Ok(None)` when it is not of this type (the
+    /// action's own validation ran first, so only by design), and an error when it is of this
+    /// type but rules cannot hold it as it was sent: an integer past Cedar's 64-bit `Long`, a
+    /// number past its `decimal` or with more than four places. Rounded or left out, such a value
+    /// would pass a rule that names it (`amount > 100` never saw 18446744073709551615, the tenth
+    /// re-attack), so the call is refused instead.
+    fn native(self, value: &Value) -> Result<Option<Val<'_>>, String> {
+        Ok(match (self, value) {
             (ArgScalar::String, Value::String(text)) => Some(Val::Str(text)),
             (ArgScalar::Bool, Value::Bool(flag)) => Some(Val::Bool(*flag)),
-            (ArgScalar::Long, Value::Number(n)) => n.as_i64().map(Val::Long),
-            (ArgScalar::Decimal, Value::Number(n)) => {
-                let n = n.as_f64()?;
-                // Cedar's decimal holds four places and an i64 of them; rounded as `{:.4}` prints.
-                (n.abs() < 9.0e14).then(|| decimal(&format!("{n:.4}"))).flatten().map(Val::Decimal)
-            }
+            (ArgScalar::Long, Value::Number(n)) => Some(Val::Long(n.as_i64().ok_or_else(|| {
+                format!("{n} is outside the integers rules compare (-9223372036854775808 to 9223372036854775807)")
+            })?)),
+            (ArgScalar::Decimal, Value::Number(n)) => Some(Val::Decimal(exact_decimal(n).ok_or_else(|| {
+                format!(
+                    "{n} is not a number rules can compare exactly (at most four decimal places, between \
+                     -922337203685477.5808 and 922337203685477.5807)"
+                )
+            })?)),
             _ => None,
-        }
+        })
     }
 }
 
@@ -85,16 +92,60 @@ impl ArgType {
         }
     }
 
-    /// [`ArgScalar::native`] of a scalar, or of each item of a set.
-    fn native(self, value: &Value) -> Option<Val<'_>> {
+    /// [`ArgScalar::native`] of a scalar, or of each item of a set (an item of another type
+    /// leaves the set out; one rules cannot hold refuses the call, as a scalar does).
+    fn native(self, value: &Value) -> Result<Option<Val<'_>>, String> {
         match (self, value) {
             (ArgType::Scalar(scalar), value) => scalar.native(value),
             (ArgType::Set(item), Value::Array(items)) => {
-                items.iter().map(|v| item.native(v)).collect::<Option<Vec<_>>>().map(Val::Set)
+                let items: Option<Vec<Val<'_>>> = items.iter().map(|v| item.native(v)).collect::<Result<_, _>>()?;
+                Ok(items.map(Val::Set))
             }
-            (ArgType::Set(_), _) => None,
+            (ArgType::Set(_), _) => Ok(None),
         }
     }
+}
+
+/// A JSON number as Cedar's `decimal` (ten-thousandths in an `i64`), when it is one exactly:
+/// read from the number's shortest text (`100.00004`, `1e-5`, `1e15`), never through rounding.
+fn exact_decimal(n: &serde_json::Number) -> Option<i64> {
+    let text = n.to_string();
+    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, exponent.parse::<i32>().ok()?),
+        None => (text.as_str(), 0),
+    };
+    let (negative, mantissa) = match mantissa.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, mantissa),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: String = whole.chars().chain(fraction.chars()).collect();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // The value is `digits` × 10^places; in ten-thousandths, × 10^(places + 4).
+    let places = exponent.checked_sub(i32::try_from(fraction.len()).ok()?)?.checked_add(4)?;
+    let digits = digits.trim_start_matches('0');
+    let (digits, places) = if places < 0 {
+        let cut = usize::try_from(-places).ok()?;
+        let kept = digits.len().checked_sub(cut);
+        match kept {
+            // Only zeros may be cut: anything else is a fifth place.
+            Some(kept) if digits[kept..].bytes().all(|b| b == b'0') => (&digits[..kept], 0),
+            None if digits.bytes().all(|b| b == b'0') => ("", 0),
+            _ => return None,
+        }
+    } else {
+        (digits, places)
+    };
+    let mut magnitude: i64 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
+    for _ in 0..places {
+        if magnitude == 0 {
+            break;
+        }
+        magnitude = magnitude.checked_mul(10)?;
+    }
+    Some(if negative { -magnitude } else { magnitude })
 }
 
 /// A typed argument as Cedar's expression.
@@ -198,9 +249,19 @@ impl ArgTypes {
         })
     }
 
-    /// A call's arguments as rules see them: those of a type rules can see, typed.
-    pub fn native_args<'a>(&self, args: &'a serde_json::Map<String, Value>) -> Vec<(&'a str, Val<'a>)> {
-        args.iter().filter_map(|(name, value)| Some((name.as_str(), self.types.get(name)?.native(value)?))).collect()
+    /// A call's arguments as rules see them: those of a type rules can see, typed; an error
+    /// naming the first argument of such a type whose value rules cannot hold as sent.
+    pub fn native_args<'a>(&self, args: &'a serde_json::Map<String, Value>) -> Result<Vec<(&'a str, Val<'a>)>, String> {
+        let mut seen = Vec::with_capacity(args.len());
+        for (name, value) in args {
+            let Some(kind) = self.types.get(name) else { continue };
+            match kind.native(value) {
+                Ok(Some(value)) => seen.push((name.as_str(), value)),
+                Ok(None) => {}
+                Err(why) => return Err(format!("the argument `{name}`: {why}")),
+            }
+        }
+        Ok(seen)
     }
 
     /// The same as the context's `args` record.
@@ -230,5 +291,65 @@ impl ArgTypes {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn number(text: &str) -> serde_json::Number {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_number_is_a_decimal_only_when_it_is_one_exactly() {
+        for (text, tenths_of_thousandths) in [
+            ("100", Some(1_000_000)),
+            ("100.0", Some(1_000_000)),
+            ("-3.25", Some(-32_500)),
+            ("0.0001", Some(1)),
+            ("19.99", Some(199_900)),
+            ("1e3", Some(10_000_000)),
+            ("1.5E-2", Some(150)),
+            ("0", Some(0)),
+            ("-0.0", Some(0)),
+            ("922337203685477.5807", None), // an f64 cannot hold it: read back, it is another number
+            ("100.00004", None),
+            ("1e-5", None),
+            ("1e15", None),
+            ("1e20", None),
+            ("18446744073709551615", None),
+        ] {
+            assert_eq!(exact_decimal(&number(text)), tenths_of_thousandths, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_argument_rules_cannot_hold_refuses_the_call_and_one_of_another_type_is_left_out() {
+        let types = ArgTypes {
+            types: BTreeMap::from([
+                ("amount".to_string(), ArgType::Scalar(ArgScalar::Long)),
+                ("price".to_string(), ArgType::Scalar(ArgScalar::Decimal)),
+                ("roles".to_string(), ArgType::Set(ArgScalar::Long)),
+            ]),
+            ..ArgTypes::default()
+        };
+        let args = |value: Value| value.as_object().unwrap().clone();
+        let held = args(json!({"amount": 5, "price": 1.25, "roles": [0, 1], "other": "x"}));
+        assert_eq!(types.native_args(&held).unwrap().len(), 3);
+        for (refused, name) in [
+            (json!({"amount": 18446744073709551615u64}), "amount"),
+            (json!({"price": 1e15}), "price"),
+            (json!({"price": 100.00004}), "price"),
+            (json!({"roles": [0, 18446744073709551615u64]}), "roles"),
+        ] {
+            let error = types.native_args(&args(refused.clone())).unwrap_err();
+            assert!(error.starts_with(&format!("the argument `{name}`: ")), "{refused}: {error}");
+        }
+        // Of another type (the action's validation ran first: only by design), left out as before.
+        assert!(types.native_args(&args(json!({"amount": "5", "roles": ["a"]}))).unwrap().is_empty());
     }
 }
