@@ -304,6 +304,39 @@ fn cookie_of(response: &crate::support::TestResponse) -> String {
     set_cookie.split(';').next().unwrap().to_string()
 }
 
+/// The tenth re-attack: an argument of `alice`, 120 line breaks and another account showed as
+/// `alice` and a blank stretch on the card. Each line break is marked and the lines are counted
+/// beside the argument's name.
+#[tokio::test]
+async fn line_breaks_in_an_argument_are_shown_and_counted_on_the_card() {
+    let upstream = FakeGithub::start().await.unwrap();
+    let harness = Harness::new();
+    gated(&harness, &upstream).await;
+    let url = format!("{}/status/200{}?to=ATTACKER-IBAN", upstream.base_url(), "\n".repeat(120));
+    let pending = harness.run("fetch", json!({ "url": url })).await;
+    let id = pending.body["approval_id"].as_str().unwrap().to_string();
+    let host = format!("127.0.0.1:{PORT}");
+    let ticket = harness.request("POST", "/v1/web/login-tickets", Some(json!({}))).await.body["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let login = harness
+        .send(Request::builder().uri(format!("/approvals/login?ticket={ticket}")).header("host", &host), None)
+        .await;
+    let cookie = cookie_of(&login);
+    let page = harness
+        .send(
+            Request::builder().uri(format!("/approvals?focus={id}")).header("host", &host).header("cookie", cookie),
+            None,
+        )
+        .await;
+    let page = page.body.as_str().unwrap().to_string();
+    let row = page.split("<th>url").nth(1).expect(&page).split("</tr>").next().unwrap();
+    assert!(row.starts_with("<br><small>121 lines</small></th>"), "{row}");
+    assert_eq!(row.matches("<span class=\"eol\">↵</span>\n").count(), 120, "{row}");
+    assert!(row.contains("ATTACKER-IBAN"), "{row}");
+}
+
 #[tokio::test]
 async fn the_web_session_needs_a_one_time_ticket_csrf_and_same_origin() {
     let upstream = FakeGithub::start().await.unwrap();

@@ -407,6 +407,37 @@ fn gated_runs_exit_75_and_the_cli_decides() {
     drop(runtime);
 }
 
+/// The tenth re-attack: the listing showed the arguments as one JSON line in the agent's order,
+/// cut at 2,000 characters, so a long memo sent first hid the recipient and the amount the user
+/// then approved. Each argument has its line, in name order, each value cut on its own.
+#[test]
+fn the_approval_listing_shows_every_argument_whatever_the_agent_sends_first() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("echo", &[]);
+    let spec = ActionSpec {
+        inputs: &[("memo", "string", true), ("amount", "integer", true), ("to", "string", true)],
+        approval: true,
+        ..ActionSpec::new("pay", "echo", &hash, "echo")
+    };
+    cli.add_action(&spec);
+    let memo = "Monthly rent for flat 3B, as agreed with the landlord. ".repeat(40);
+    let args = serde_json::json!({ "memo": memo, "amount": 5, "to": "attacker-account-999" }).to_string();
+    assert!(args.starts_with("{\"memo\""), "the agent's order is kept on the way: {args}");
+    let pending = cli.run(&["action", "run", "pay", "--args", &args]);
+    assert_eq!(pending.status.code(), Some(75), "{}", stderr(&pending));
+    for listing in [cli.ok(&["approval", "list"])] {
+        let lines: Vec<&str> = listing.lines().collect();
+        let at = |prefix: &str| {
+            lines.iter().position(|line| line.starts_with(prefix)).unwrap_or_else(|| panic!("{listing}"))
+        };
+        assert!(
+            at("    amount = 5") < at("    memo = ") && at("    memo = ") < at("    to = \"attacker-account-999\"")
+        );
+        let memo_line = lines[at("    memo = ")];
+        assert!(memo_line.contains(&format!("({} more characters", memo.len() + 2 - 400)), "{memo_line}");
+    }
+}
+
 /// SPEC §8's expiry, across a restart: an approval whose `expires_after` passed while the daemon
 /// was down ends `expired` as the daemon starts (audited once, never twice over more restarts),
 /// cannot be approved, and its action never runs; a bad `expires_after` is refused naming the
@@ -497,7 +528,9 @@ fn approval_watch_prints_requests_as_they_arrive_and_how_they_end() {
     assert!(next_with(&waiting).contains("fetch"), "what already waits is shown first");
     let arrived = ask(1);
     let line = next_with(&arrived);
-    assert!(line.contains("fetch") && line.contains("n=1"), "{line}");
+    assert!(line.contains("fetch"), "{line}");
+    // Its arguments, a line each, follow.
+    assert!(next_with("    url = ").contains("n=1"));
     assert!(next_with("expires in").contains("23 h 59 min"));
     cli.ok(&["approval", "deny", &arrived]);
     assert_eq!(next_with(&arrived).trim(), format!("{arrived}  denied"));

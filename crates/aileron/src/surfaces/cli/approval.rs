@@ -220,12 +220,12 @@ fn item_lines(item: &aileron_core::approval::ApprovalEntry, open_network: bool) 
         }
     } else {
         lines.push(format!(
-            "{}  {:<20} requested {}  args {}",
+            "{}  {:<20} requested {}",
             visible(&item.id.to_string()),
             visible(&item.action),
-            visible(&item.requested_at),
-            visible(&serde_json::Value::Object(item.args.clone()).to_string())
+            visible(&item.requested_at)
         ));
+        lines.extend(arg_lines(&item.args));
     }
     if let Some(reason) = &item.policy_reason {
         lines.push(format!("    asked by a policy rule: {}", visible(reason)));
@@ -239,6 +239,32 @@ fn item_lines(item: &aileron_core::approval::ApprovalEntry, open_network: bool) 
         lines.push(format!("    ! {}", crate::surfaces::daemon::web::approvals::OPEN_NETWORK_NOTICE));
     }
     lines
+}
+
+/// The most of one argument's value a listing shows.
+const ARG_SHOWN_CHARS: usize = 400;
+
+/// An approval's arguments, one line each in name order (not the order the agent sent them in),
+/// each value cut on its own and saying how much it hides: one long value made the whole
+/// argument list a line cut at 2,000 characters, and the agent, choosing the order, pushed the
+/// recipient and the amount past the cut (the tenth re-attack).
+fn arg_lines(args: &serde_json::Map<String, Value>) -> Vec<String> {
+    let mut names: Vec<&String> = args.keys().collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let value = args[name].to_string();
+            let length = value.chars().count();
+            let shown = aileron_core::untrusted_text::visible(&value, ARG_SHOWN_CHARS);
+            let hidden = if length > ARG_SHOWN_CHARS {
+                format!(" ({} more characters: `aileron approval list --json` shows them)", length - ARG_SHOWN_CHARS)
+            } else {
+                String::new()
+            };
+            format!("    {} = {shown}{hidden}", aileron_core::untrusted_text::visible(name, 200))
+        })
+        .collect()
 }
 
 /// `approval watch`: the daemon's approval stream (`GET /v1/action-approvals/watch`, SSE) as

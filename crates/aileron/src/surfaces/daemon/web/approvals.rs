@@ -141,7 +141,13 @@ fn card(
         .iter()
         .map(|(key, value)| {
             let shown = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
-            format!("<tr><th>{}</th><td><pre>{}</pre></td></tr>", escape(key), escape(&shown))
+            // Each line break marked and the lines counted beside the name: a run of blank lines
+            // pushed the rest of a value out of sight (`alice` then 120 line breaks then the
+            // account that runs, the tenth re-attack).
+            let lines = shown.split('\n').count();
+            let counted = if lines > 1 { format!("<br><small>{lines} lines</small>") } else { String::new() };
+            let marked = escape(&shown).replace('\n', "<span class=\"eol\">↵</span>\n");
+            format!("<tr><th>{}{counted}</th><td><pre>{marked}</pre></td></tr>", escape(key))
         })
         .collect();
     let preview = match &entry.preview {

@@ -360,7 +360,7 @@ main{max-width:1100px;margin:20px auto;padding:0 16px}.page-title{font-size:20px
 .card.focused{border-color:#0969da;box-shadow:0 0 0 1px #0969da}\
 .card h2,.card h3.title{margin:0 0 4px;font-size:17px}.card h3{margin:12px 0 4px;font-size:14px}.meta{color:#57606a;font-size:12px;margin:0 0 8px}\
 table{border-collapse:collapse;width:100%}\
-th{text-align:left;vertical-align:top;padding:4px 8px;color:#57606a;font-weight:600}td{padding:4px 8px;vertical-align:top}pre{margin:0;white-space:pre-wrap;word-break:break-word}\
+th{text-align:left;vertical-align:top;padding:4px 8px;color:#57606a;font-weight:600}td{padding:4px 8px;vertical-align:top}pre{margin:0;white-space:pre-wrap;word-break:break-word}.eol{color:#bf8700}\
 table.kv th{width:30%}table.list{background:#fff;border:1px solid #d0d7de;border-radius:8px}table.list tr+tr{border-top:1px solid #eaeef2}\
 .decide,.group{margin-top:8px;display:flex;gap:8px;align-items:center;flex-wrap:wrap}.reason{flex:1;padding:4px}\
 input,select{padding:5px;border:1px solid #d0d7de;border-radius:6px;font:inherit}\
