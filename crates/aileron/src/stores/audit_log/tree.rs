@@ -734,21 +734,11 @@ pub(super) fn verify_resuming(
             break;
         }
         for line in &batch {
-            let (mut level, mut hash) = (0u32, leaf_hash(line));
-            while progress.frontier.last().is_some_and(|(top, _)| *top == level) {
-                let (_, left) = progress.frontier.pop().expect("checked");
-                hash = merkle::node_hash(&left, &hash);
-                level += 1;
-            }
-            progress.frontier.push((level, hash));
+            push_leaf(&mut progress.frontier, line);
             progress.lines += 1;
             let count = progress.lines;
             while let Some((checkpoint, digest)) = next.next_if(|(checkpoint, _)| checkpoint.size == count) {
-                let mut root = progress.frontier.last().expect("one leaf at least").1;
-                for (_, left) in progress.frontier.iter().rev().skip(1) {
-                    root = merkle::node_hash(left, &root);
-                }
-                if root != checkpoint.root {
+                if frontier_root(&progress.frontier) != checkpoint.root {
                     return Err(format!(
                         "the log's first {count} records are not what checkpoint {count} signed: a record at or \
                          before {count} was edited, removed or re-chained"
@@ -771,6 +761,79 @@ pub(super) fn verify_resuming(
     }
     let newest = stored.last().map_or(0, |(size, _)| *size);
     Ok((CheckpointReport { verified: progress.checked.len(), newest }, remembered))
+}
+
+/// The log against what the witness on this machine last cosigned (SPEC §17): the log must still
+/// hold that many records, with the same root. Checked by `aileron audit verify` beside the stored
+/// checkpoints, since whoever cuts or rolls back the log can remove its checkpoints and tree with it
+/// (the tenth re-attack: a log cut from 5 records to 3, re-chained, checkpoints removed, verified
+/// "ok" while the witness had cosigned 5); the witness's own record is not in the home.
+pub fn verify_witnessed(audit_dir: &Path, cosigned: &super::witness::Cosigned) -> Result<(), String> {
+    if cosigned.size == 0 {
+        return Ok(());
+    }
+    let origin =
+        audit_dir.join(KEY_FILE).exists().then(|| log_signer(audit_dir).map(|signer| signer.name().to_string()));
+    match origin.transpose().map_err(|e| format!("{e:#}"))? {
+        Some(origin) if origin == cosigned.origin => {}
+        origin => {
+            return Err(format!(
+                "the witness on this machine last cosigned {} records of the log signed by {}, but this log is {}: \
+                 the log's key was replaced or removed",
+                cosigned.size,
+                cosigned.origin,
+                origin.map_or("signed by no key".to_string(), |origin| format!("signed by {origin}"))
+            ));
+        }
+    }
+    let mut lines = super::daily_file::ForwardLines::resume(audit_dir, None);
+    let (mut frontier, mut count): (Vec<(u32, Hash)>, u64) = (Vec::new(), 0);
+    while count < cosigned.size {
+        let batch = lines.next_lines(cosigned.size - count, 4096).map_err(|e| format!("reading the log: {e}"))?;
+        if batch.is_empty() {
+            break;
+        }
+        for line in &batch {
+            push_leaf(&mut frontier, line);
+            count += 1;
+        }
+    }
+    if count < cosigned.size {
+        return Err(format!(
+            "the log holds {count} records but the witness on this machine cosigned a checkpoint of {}: records \
+             were cut from its end or the log was rolled back",
+            cosigned.size
+        ));
+    }
+    if frontier_root(&frontier) != cosigned.root {
+        return Err(format!(
+            "the log's first {0} records are not what the witness on this machine cosigned: a record at or before \
+             {0} was edited, removed or re-chained",
+            cosigned.size
+        ));
+    }
+    Ok(())
+}
+
+/// Adds a record line's leaf to a frontier (the roots of the perfect subtrees of the leaves so
+/// far, largest first), merging the subtrees it completes.
+fn push_leaf(frontier: &mut Vec<(u32, Hash)>, line: &[u8]) {
+    let (mut level, mut hash) = (0u32, leaf_hash(line));
+    while frontier.last().is_some_and(|(top, _)| *top == level) {
+        let (_, left) = frontier.pop().expect("checked");
+        hash = merkle::node_hash(&left, &hash);
+        level += 1;
+    }
+    frontier.push((level, hash));
+}
+
+/// The root of the tree a non-empty frontier describes.
+fn frontier_root(frontier: &[(u32, Hash)]) -> Hash {
+    let mut root = frontier.last().expect("one leaf at least").1;
+    for (_, left) in frontier.iter().rev().skip(1) {
+        root = merkle::node_hash(left, &root);
+    }
+    root
 }
 
 /// The non-empty lines of a batch. The newlines are found with `memchr`: a split testing byte by

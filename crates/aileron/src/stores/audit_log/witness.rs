@@ -47,23 +47,7 @@ impl Witness {
 
     /// The last checkpoint this witness cosigned for `origin`: `(size, root)`.
     fn last(&self, origin: &str) -> anyhow::Result<Option<(u64, merkle::Hash)>> {
-        let path = self.dir.join(STATE_FILE);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
-        };
-        for line in text.lines() {
-            let mut fields = line.split(' ');
-            if let (Some(of), Some(size), Some(root)) = (fields.next(), fields.next(), fields.next())
-                && of == origin
-            {
-                let size = size.parse().with_context(|| format!("{}: a size", path.display()))?;
-                let root = B64.decode(root).ok().and_then(|r| r.try_into().ok());
-                return Ok(Some((size, root.with_context(|| format!("{}: a root", path.display()))?)));
-            }
-        }
-        Ok(None)
+        Ok(last_cosigned(&self.dir)?.filter(|last| last.origin == origin).map(|last| (last.size, last.root)))
     }
 
     /// Cosigns the log's signed checkpoint `note` when it is signed by `log` and consistent with
@@ -95,6 +79,33 @@ impl Witness {
         write_atomic(&path, state.as_bytes(), 0o600).with_context(|| format!("writing {}", path.display()))?;
         Ok(format!("{note}{line}"))
     }
+}
+
+/// What a witness last cosigned: the log it was of, and that log's size and root then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cosigned {
+    pub origin: String,
+    pub size: u64,
+    pub root: merkle::Hash,
+}
+
+/// The last checkpoint the witness in `dir` cosigned (its `witness.state`), if it cosigned one.
+pub fn last_cosigned(dir: &Path) -> anyhow::Result<Option<Cosigned>> {
+    let path = dir.join(STATE_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+    };
+    let Some(line) = text.lines().find(|line| !line.is_empty()) else { return Ok(None) };
+    let mut fields = line.split(' ');
+    let (Some(origin), Some(size), Some(root)) = (fields.next(), fields.next(), fields.next()) else {
+        anyhow::bail!("{}: not `origin size root`", path.display());
+    };
+    let size = size.parse().with_context(|| format!("{}: a size", path.display()))?;
+    let root = B64.decode(root).ok().and_then(|r| r.try_into().ok());
+    let root = root.with_context(|| format!("{}: a root", path.display()))?;
+    Ok(Some(Cosigned { origin: origin.to_string(), size, root }))
 }
 
 /// The witness's verifier key as this machine knows it (none yet: `None`).

@@ -336,15 +336,27 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                         }
                         None => crate::stores::audit_log::tree::verify_checkpoints(&audit, cosigner.as_ref()),
                     };
+                    // And what the witness on this machine last cosigned, which is not in the home:
+                    // a log rolled back with its checkpoints removed still falls short of it.
+                    let witnessed =
+                        crate::stores::audit_log::witness::last_cosigned(&home.witness_dir()).map_err(tree_error)?;
+                    let checked = checked.and_then(|report| match &witnessed {
+                        Some(cosigned) => {
+                            crate::stores::audit_log::tree::verify_witnessed(&audit, cosigned).map(|()| report)
+                        }
+                        None => Ok(report),
+                    });
                     let checkpoints = checked.map_err(|broken| {
                         CliError::failure(format!(
-                            "{broken}\nhint: the log no longer matches a checkpoint its key signed; keep a copy of \
-                             the audit directory for investigation"
+                            "{broken}\nhint: the log no longer matches a checkpoint its key signed or its witness \
+                             cosigned; keep a copy of the audit directory and the witness directory for investigation"
                         ))
                     })?;
                     if json {
                         let mut value = serde_json::to_value(&report).unwrap_or(Value::Null);
                         value["checkpoints"] = serde_json::to_value(&checkpoints).unwrap_or(Value::Null);
+                        value["witnessed_records"] =
+                            witnessed.as_ref().map_or(Value::Null, |cosigned| cosigned.size.into());
                         print_json(&value);
                     } else {
                         outln!("{report}");
@@ -355,6 +367,12 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                                 "{n} {whose} checkpoint(s) match the log; the newest covers its first {} records",
                                 checkpoints.newest
                             ),
+                        }
+                        if let Some(cosigned) = &witnessed {
+                            outln!(
+                                "the witness on this machine last cosigned its first {} records: they match",
+                                cosigned.size
+                            );
                         }
                     }
                     // The chain that is there is intact; its end could not be checked (stderr,
