@@ -9,6 +9,7 @@ pub mod audit;
 pub mod constant_time;
 pub mod failure;
 pub mod identity;
+pub mod json_nesting;
 pub mod manifest;
 pub mod parse_error;
 pub mod policy;

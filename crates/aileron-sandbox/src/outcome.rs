@@ -219,6 +219,14 @@ pub fn parse_stdout(stdout: &[u8]) -> Printed {
     if keys != 1 {
         return Printed::Malformed(format!("expected exactly one key, found {keys}"));
     }
+    // Kept and read back wrapped deeper (the approval journal, the audit log): refused here.
+    let levels = envelope.output.iter().chain(&envelope.error).map(aileron_core::json_nesting::nesting).max();
+    if let Some(levels) = levels.filter(|levels| *levels > aileron_core::json_nesting::MAX_NESTING) {
+        return Printed::Malformed(format!(
+            "the value nests {levels} levels deep; at most {} are taken",
+            aileron_core::json_nesting::MAX_NESTING
+        ));
+    }
     if let Some(output) = envelope.output {
         return Printed::Output(output);
     }

@@ -24,6 +24,11 @@ pub enum ArgsProblem {
         expected: InputType,
         got: &'static str,
     },
+    /// Nested deeper than [`crate::json_nesting::MAX_NESTING`] levels.
+    TooDeep {
+        name: String,
+        levels: usize,
+    },
 }
 
 /// `invalid_args`: the call's arguments do not fit the declared inputs.
@@ -89,6 +94,11 @@ impl fmt::Display for ArgsError {
                     let expected = expected.as_str();
                     write!(f, "argument `{name}` must be {} {expected}, got {}", article(expected), describe_got(got))?;
                 }
+                ArgsProblem::TooDeep { name, levels } => write!(
+                    f,
+                    "argument `{name}` nests {levels} levels deep; at most {} are taken",
+                    crate::json_nesting::MAX_NESTING
+                )?,
                 ArgsProblem::WrongItemType { name, index, expected, got } => {
                     let expected = expected.as_str();
                     write!(
@@ -137,6 +147,11 @@ pub(super) fn validate(action: &ActionFile, args: &Map<String, Value>) -> Result
                 expected: input.kind,
                 got: json_type(value),
             });
+            continue;
+        }
+        let levels = crate::json_nesting::nesting(value);
+        if levels > crate::json_nesting::MAX_NESTING {
+            problems.push(ArgsProblem::TooDeep { name: input.name.clone(), levels });
             continue;
         }
         if let (Some(items_type), Value::Array(items)) = (input.items_type, value) {

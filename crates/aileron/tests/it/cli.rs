@@ -438,6 +438,63 @@ fn the_approval_listing_shows_every_argument_whatever_the_agent_sends_first() {
     }
 }
 
+/// The ninth re-attack: a gated run whose arguments (an agent's) or output (a connector's) nested
+/// ~125 levels was journaled ~129 deep, and the next start could not read the approval journal
+/// back (the daemon refused to start). Values are refused where they enter, at 64 levels; what
+/// is taken is journaled, approved, run and read back across a restart.
+#[test]
+fn values_nested_past_the_limit_are_refused_where_they_enter_and_the_rest_survive_a_restart() {
+    let cli = Cli::new();
+    let hash = cli.install_guest("echo", &[]);
+    let spec = ActionSpec {
+        inputs: &[("request", "object", true)],
+        approval: true,
+        ..ActionSpec::new("file", "echo", &hash, "echo")
+    };
+    cli.add_action(&spec);
+    let nested = |levels: usize| {
+        let mut value = serde_json::json!(1);
+        for _ in 0..levels {
+            value = serde_json::json!({ "a": value });
+        }
+        serde_json::json!({ "request": value }).to_string()
+    };
+    // An agent's arguments: refused before any approval exists.
+    let refused = cli.run(&["action", "run", "file", "--args", &nested(120)]);
+    assert!(!refused.status.success() && refused.status.code() != Some(75), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("argument `request` nests 120 levels deep; at most 64"), "{}", stderr(&refused));
+    // Taken (63 levels), but what the connector prints (the echo, two levels more) is refused.
+    let taken = cli.run(&["action", "run", "file", "--args", &nested(63)]);
+    assert_eq!(taken.status.code(), Some(75), "{}", stderr(&taken));
+    let deep = serde_json::from_slice::<Value>(&taken.stdout).unwrap()["approval_id"].as_str().unwrap().to_string();
+    cli.ok(&["approval", "approve", &deep]);
+    let shallow = cli.run(&["action", "run", "file", "--args", &nested(40)]);
+    assert_eq!(shallow.status.code(), Some(75), "{}", stderr(&shallow));
+    let shallow =
+        serde_json::from_slice::<Value>(&shallow.stdout).unwrap()["approval_id"].as_str().unwrap().to_string();
+    cli.ok(&["approval", "approve", &shallow]);
+    let status_of = |id: &str| {
+        let mut status = String::new();
+        for _ in 0..200 {
+            status = cli.ok(&["approval", "status", id]);
+            if !status.starts_with("approved") && !status.starts_with("running") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        status
+    };
+    assert!(status_of(&deep).contains("nests 65 levels deep"), "{}", status_of(&deep));
+    assert!(status_of(&shallow).starts_with("completed"), "{}", status_of(&shallow));
+    let pending = cli.run(&["action", "run", "file", "--args", &nested(64)]);
+    assert_eq!(pending.status.code(), Some(75), "{}", stderr(&pending));
+    // Everything journaled reads back: the daemon starts again, the pending one still waits.
+    cli.ok(&["daemon", "stop"]);
+    cli.ok(&["daemon", "start"]);
+    let listed: Value = serde_json::from_str(&cli.ok(&["approval", "list", "--json"])).unwrap();
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1, "{listed}");
+}
+
 /// SPEC §8's expiry, across a restart: an approval whose `expires_after` passed while the daemon
 /// was down ends `expired` as the daemon starts (audited once, never twice over more restarts),
 /// cannot be approved, and its action never runs; a bad `expires_after` is refused naming the
