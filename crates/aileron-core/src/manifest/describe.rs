@@ -22,12 +22,26 @@ pub(super) fn describe(manifest: &ConnectorManifest) -> Vec<String> {
                 format!("use an API key you bind (sent as the {} header){scope}", api_key.header)
             }
             CredentialMethod::OAuth2(oauth) => {
-                let provider = url::Url::parse(&oauth.authorize_url)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_string))
-                    .unwrap_or_else(|| oauth.authorize_url.clone());
+                let host = |url: &str| {
+                    url::Url::parse(url)
+                        .ok()
+                        .and_then(|u| u.host_str().map(str::to_string))
+                        .unwrap_or_else(|| url.into())
+                };
+                let (provider, tokens) = (host(&oauth.authorize_url), host(&oauth.token_url));
+                // The token endpoint gets the sign-in's code and every refresh token: a package
+                // naming the provider's sign-in and its own token endpoint took both (the ninth
+                // re-attack), so another host is named, and said to be another.
+                let elsewhere = if tokens == provider {
+                    String::new()
+                } else {
+                    format!(
+                        "; its tokens come from {tokens}, another host than the sign-in's: your authorization and \
+                         refresh tokens are sent there"
+                    )
+                };
                 format!(
-                    "use an account you authorize with OAuth2 at {provider} (scopes: {}){scope}",
+                    "use an account you authorize with OAuth2 at {provider} (scopes: {}){elsewhere}{scope}",
                     oauth.scopes.join(", ")
                 )
             }

@@ -343,8 +343,13 @@ struct OAuthHttp {
 
 impl OAuthHttp {
     fn new() -> anyhow::Result<OAuthHttp> {
+        // A token endpoint is the manifest's: reached like a connector's hosts, at public addresses
+        // only (a loopback address written literally is a local fake, as the manifest allows) and
+        // never through a proxy from the environment (which would resolve the name itself).
         let client = crate::dataplane::tls::reqwest_builder(crate::dataplane::tls::Alpn::Http2AndHttp1)
             .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(std::sync::Arc::new(crate::dataplane::public_address::PublicOnlyResolver))
+            .no_proxy()
             .timeout(TOKEN_TIMEOUT)
             .build()?;
         Ok(OAuthHttp { client })
@@ -364,6 +369,14 @@ impl<'c> AsyncHttpClient<'c> for OAuthHttp {
     fn call(&'c self, request: HttpRequest) -> Self::Future {
         Box::pin(async move {
             let (parts, body) = request.into_parts();
+            // An address written literally is not resolved: judged here.
+            let literal =
+                parts.uri.host().and_then(|host| host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().ok());
+            if let Some(ip) =
+                literal.filter(|ip| !ip.is_loopback() && !crate::dataplane::public_address::is_elsewhere(*ip))
+            {
+                return Err(OAuthHttpError::Request(format!("{ip} is not a public address")));
+            }
             let response = self
                 .client
                 .request(parts.method, parts.uri.to_string())
@@ -409,6 +422,20 @@ mod tests {
             client_secret: None,
             scopes: vec!["read".into()],
         }
+    }
+
+    /// The ninth re-attack: a manifest's token endpoint was reached at any address, through a
+    /// proxy from the environment too. A private address, written or resolved, is not reached.
+    #[tokio::test]
+    async fn a_token_endpoint_at_a_private_address_is_not_reached() {
+        let http = OAuthHttp::new().unwrap();
+        for url in ["https://10.0.0.1/token", "https://[fd00::1]/token", "https://169.254.169.254/token"] {
+            let request = http::Request::builder().method("POST").uri(url).body(Vec::new()).unwrap();
+            let error = http.call(request).await.unwrap_err();
+            assert!(error.to_string().contains("is not a public address"), "{url}: {error}");
+        }
+        let named = http::Request::builder().method("POST").uri("https://localhost:9/token").body(Vec::new()).unwrap();
+        assert!(http.call(named).await.is_err(), "a name of this machine is not resolved for it");
     }
 
     fn target() -> Target {
