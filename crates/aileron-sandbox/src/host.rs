@@ -42,13 +42,129 @@ struct WireRequest {
     credential: Option<String>,
 }
 
+/// The most headers a guest's request may carry, and the most bytes of their names and values
+/// in all (hyper's server takes 100 headers). Counted as they are read: a 30 MB request of 3 M
+/// tiny headers cost the daemon 1.2 GB, and 32,769 distinct names panicked the HTTP client's
+/// header map inside the host call (the ninth re-attack).
+pub const MAX_REQUEST_HEADERS: usize = 128;
+pub const MAX_REQUEST_HEADER_BYTES: usize = 64 * 1024;
+
+/// The longest `url` a guest may ask for (and so the longest path an audit record carries: one
+/// of 8 MB was recorded whole on each of four retries), and the longest `method` and `credential`.
+pub const MAX_URL_BYTES: usize = 16 * 1024;
+const MAX_WORD_BYTES: usize = 64;
+
 /// Headers as an object (`{"Accept": "x"}`, or Go's `http.Header` shape `{"Accept": ["x"]}`) or as
-/// a list of `[name, value]` pairs (the only form that can repeat a header in a chosen order).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum WireHeaders {
-    Pairs(Vec<(String, String)>),
-    Object(serde_json::Map<String, serde_json::Value>),
+/// a list of `[name, value]` pairs (the only form that can repeat a header in a chosen order),
+/// read one at a time into [`RequestHeaders`] (no copy of the whole value is built first).
+struct WireHeaders(Vec<(String, String)>);
+
+/// Headers read so far, within [`MAX_REQUEST_HEADERS`] and [`MAX_REQUEST_HEADER_BYTES`].
+#[derive(Default)]
+struct RequestHeaders {
+    headers: Vec<(String, String)>,
+    bytes: usize,
+}
+
+impl RequestHeaders {
+    fn push<E: serde::de::Error>(&mut self, name: String, value: String) -> Result<(), E> {
+        self.bytes += name.len() + value.len();
+        if self.headers.len() == MAX_REQUEST_HEADERS || self.bytes > MAX_REQUEST_HEADER_BYTES {
+            return Err(E::custom(format_args!(
+                "more than {MAX_REQUEST_HEADERS} headers or {MAX_REQUEST_HEADER_BYTES} bytes of them"
+            )));
+        }
+        self.headers.push((name, value));
+        Ok(())
+    }
+}
+
+impl<'de> Deserialize<'de> for WireHeaders {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<WireHeaders, D::Error> {
+        struct Shapes;
+
+        impl<'de> serde::de::Visitor<'de> for Shapes {
+            type Value = WireHeaders;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("an object of header values or a list of [name, value] pairs")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut pairs: A) -> Result<WireHeaders, A::Error> {
+                let mut read = RequestHeaders::default();
+                while let Some((name, value)) = pairs.next_element::<(String, String)>()? {
+                    read.push(name, value)?;
+                }
+                Ok(WireHeaders(read.headers))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut object: A) -> Result<WireHeaders, A::Error> {
+                let mut read = RequestHeaders::default();
+                while let Some(name) = object.next_key::<String>()? {
+                    object.next_value_seed(HeaderValues { name, read: &mut read })?;
+                }
+                Ok(WireHeaders(read.headers))
+            }
+        }
+
+        deserializer.deserialize_any(Shapes)
+    }
+}
+
+/// One header's value in the object form, a string or a list of strings, each kept as it is read.
+struct HeaderValues<'a> {
+    name: String,
+    read: &'a mut RequestHeaders,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for HeaderValues<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for HeaderValues<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "a string or a list of strings as header `{}`'s value", self.name)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<(), E> {
+        self.read.push(self.name, value.to_string())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut values: A) -> Result<(), A::Error> {
+        while let Some(value) = values.next_element_seed(OneValue(&self.name))? {
+            self.read.push(self.name.clone(), value)?;
+        }
+        Ok(())
+    }
+}
+
+/// One string of a header's list of values.
+struct OneValue<'a>(&'a str);
+
+impl<'de> serde::de::DeserializeSeed<'de> for OneValue<'_> {
+    type Value = String;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<String, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for OneValue<'_> {
+    type Value = String;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "a string in header `{}`'s list of values", self.0)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<String, E> {
+        Ok(value.to_string())
+    }
 }
 
 /// Why a guest's request JSON was refused (`http_request` returns −2).
@@ -56,10 +172,10 @@ enum WireHeaders {
 pub enum MalformedRequest {
     #[error("request is not valid JSON of the form {{method, url, headers?, body?, credential?}}: {0}")]
     Json(String),
-    #[error("header `{0}` must have a string or a list of strings as its value")]
-    HeaderValue(String),
     #[error("`method` must not be empty")]
     EmptyMethod,
+    #[error("`{0}` is longer than {1} bytes")]
+    TooLong(&'static str, usize),
 }
 
 /// Parses the JSON a guest passes to `http_request`. Public (hidden) only for the fuzz targets of
@@ -69,32 +185,19 @@ pub fn parse_request(bytes: &[u8]) -> Result<GuestHttpRequest, MalformedRequest>
     if wire.method.trim().is_empty() {
         return Err(MalformedRequest::EmptyMethod);
     }
-    let headers = match wire.headers {
-        None => Vec::new(),
-        Some(WireHeaders::Pairs(pairs)) => pairs,
-        Some(WireHeaders::Object(object)) => {
-            let mut headers = Vec::new();
-            for (name, value) in object {
-                match value {
-                    serde_json::Value::String(value) => headers.push((name, value)),
-                    serde_json::Value::Array(values) => {
-                        for value in values {
-                            let serde_json::Value::String(value) = value else {
-                                return Err(MalformedRequest::HeaderValue(name));
-                            };
-                            headers.push((name.clone(), value));
-                        }
-                    }
-                    _ => return Err(MalformedRequest::HeaderValue(name)),
-                }
-            }
-            headers
+    for (field, value, limit) in [
+        ("method", wire.method.as_str(), MAX_WORD_BYTES),
+        ("url", wire.url.as_str(), MAX_URL_BYTES),
+        ("credential", wire.credential.as_deref().unwrap_or_default(), MAX_WORD_BYTES),
+    ] {
+        if value.len() > limit {
+            return Err(MalformedRequest::TooLong(field, limit));
         }
-    };
+    }
     Ok(GuestHttpRequest {
         method: wire.method,
         url: wire.url,
-        headers,
+        headers: wire.headers.map(|headers| headers.0).unwrap_or_default(),
         body: wire.body.map(String::into_bytes),
         credential: wire.credential,
     })
@@ -212,8 +315,40 @@ mod tests {
         check(r#"{"method":"GET"}"#, Err(MalformedRequest::Json(String::new())));
         check("not json", Err(MalformedRequest::Json(String::new())));
         check(r#"{"method":"","url":"u"}"#, Err(MalformedRequest::EmptyMethod));
-        check(r#"{"method":"GET","url":"u","headers":{"A":1}}"#, Err(MalformedRequest::HeaderValue("A".into())));
-        check(r#"{"method":"GET","url":"u","headers":{"A":[1]}}"#, Err(MalformedRequest::HeaderValue("A".into())));
+        check(r#"{"method":"GET","url":"u","headers":{"A":1}}"#, Err(MalformedRequest::Json(String::new())));
+        check(r#"{"method":"GET","url":"u","headers":{"A":[1]}}"#, Err(MalformedRequest::Json(String::new())));
         check(r#"{"method":"GET","url":"u","headers":"A: 1"}"#, Err(MalformedRequest::Json(String::new())));
+        let named = parse_request(br#"{"method":"GET","url":"u","headers":{"A":[1]}}"#).unwrap_err().to_string();
+        assert!(named.contains("header `A`"), "{named}");
+    }
+
+    /// The ninth re-attack: 3 M tiny headers cost the daemon 1.2 GB and 32,769 distinct names
+    /// panicked the host call; an 8 MB path was recorded on each retry. Both forms of headers are
+    /// counted as they are read, and the words and the URL have lengths.
+    #[test]
+    fn a_request_has_bounded_headers_and_lengths() {
+        let pairs = |count: usize, size: usize| {
+            let list: Vec<String> = (0..count).map(|i| format!("[\"x-{i}\",\"{}\"]", "v".repeat(size))).collect();
+            format!(r#"{{"method":"GET","url":"u","headers":[{}]}}"#, list.join(","))
+        };
+        let object = |count: usize| {
+            let list: Vec<String> = (0..count).map(|i| format!("\"x-{i}\":[\"v\"]")).collect();
+            format!(r#"{{"method":"GET","url":"u","headers":{{{}}}}}"#, list.join(","))
+        };
+        assert_eq!(parse_request(pairs(MAX_REQUEST_HEADERS, 8).as_bytes()).unwrap().headers.len(), MAX_REQUEST_HEADERS);
+        assert_eq!(parse_request(object(MAX_REQUEST_HEADERS).as_bytes()).unwrap().headers.len(), MAX_REQUEST_HEADERS);
+        for refused in [pairs(MAX_REQUEST_HEADERS + 1, 8), object(40_000), pairs(2, MAX_REQUEST_HEADER_BYTES / 2)] {
+            let error = parse_request(refused.as_bytes()).unwrap_err().to_string();
+            assert!(error.contains("more than 128 headers"), "{error}");
+        }
+        let long = |field: &str, size: usize| {
+            let mut request = serde_json::json!({"method": "GET", "url": "u", "credential": "api_key"});
+            request[field] = "a".repeat(size).into();
+            parse_request(request.to_string().as_bytes())
+        };
+        assert!(long("url", MAX_URL_BYTES).is_ok());
+        assert_eq!(long("url", MAX_URL_BYTES + 1).unwrap_err(), MalformedRequest::TooLong("url", MAX_URL_BYTES));
+        assert_eq!(long("method", 65).unwrap_err(), MalformedRequest::TooLong("method", 64));
+        assert_eq!(long("credential", 65).unwrap_err(), MalformedRequest::TooLong("credential", 64));
     }
 }

@@ -278,9 +278,11 @@ fn envelope_from(
             .refresh_token()
             .map(|t| t.secret().clone())
             .or_else(|| previous_refresh.map(str::to_string)),
-        expires_at: response
-            .expires_in()
-            .map(|lifetime| now + i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX / 2)),
+        // A token endpoint's word, so bounded: `i64::MAX` seconds overflowed the addition (the
+        // ninth re-attack); a token is taken as expiring within a year at the latest.
+        expires_at: response.expires_in().map(|lifetime| {
+            now.saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX).min(MAX_TOKEN_LIFETIME))
+        }),
         token_type: Some(format!("{:?}", response.token_type()).to_ascii_lowercase()),
         client_id: provider.client_id.clone(),
         client_secret: provider.client_secret.clone(),
@@ -334,6 +336,9 @@ pub fn is_loopback_http(value: &str) -> bool {
         None => false,
     }
 }
+
+/// The longest lifetime a token endpoint may give a token, in seconds (a year).
+const MAX_TOKEN_LIFETIME: i64 = 365 * 24 * 3600;
 
 /// reqwest 0.13 as the `oauth2` crate's HTTP client (its bundled one is reqwest 0.12): no
 /// redirects (a token endpoint that redirects is not followed), bounded answers.
@@ -436,6 +441,21 @@ mod tests {
         }
         let named = http::Request::builder().method("POST").uri("https://localhost:9/token").body(Vec::new()).unwrap();
         assert!(http.call(named).await.is_err(), "a name of this machine is not resolved for it");
+    }
+
+    /// The ninth re-attack: `"expires_in": 9223372036854775807` from a token endpoint overflowed
+    /// the expiry's addition (a panic on every run using the binding, in a debug build).
+    #[test]
+    fn a_token_lifetime_is_taken_as_a_year_at_most() {
+        let mut response = oauth2::basic::BasicTokenResponse::new(
+            oauth2::AccessToken::new("t".into()),
+            oauth2::basic::BasicTokenType::Bearer,
+            oauth2::EmptyExtraTokenFields {},
+        );
+        response.set_expires_in(Some(&Duration::from_secs(u64::MAX)));
+        let envelope = envelope_from(&response, &provider(), None);
+        let left = envelope.expires_at.unwrap() - chrono::Utc::now().timestamp();
+        assert!((MAX_TOKEN_LIFETIME - 5..=MAX_TOKEN_LIFETIME).contains(&left), "{left}");
     }
 
     fn target() -> Target {
