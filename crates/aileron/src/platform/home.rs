@@ -27,6 +27,11 @@ pub enum HomeError {
     NotOurs { path: PathBuf, owner: u32, me: u32 },
     #[error("making {path} private: {source}\nhint: chmod go-w {path}")]
     Tighten { path: PathBuf, source: io::Error },
+    #[error(
+        "{path} is a symbolic link: Aileron keeps its state only in a directory of its own, not where a link \
+         (which another user may have made) leads\nhint: replace the link with the directory it names"
+    )]
+    Link { path: PathBuf },
 }
 
 /// The resolved state directory and the overrides that relocate parts of it.
@@ -84,6 +89,18 @@ impl Home {
             if dir.exists() {
                 secure_dir(&dir)?;
             }
+        }
+        // The directories the overrides name hold `audit/` or `traces/`: one another user owns
+        // (and is not a sticky `/tmp`) let them rename the whole log away. The witness's is beside
+        // the home, so in a directory others may write when the home is in `/tmp`: one another
+        // user made first planted the witness's key (the ninth re-attack).
+        let relocated =
+            [&home.audit_parent, &home.traces_parent].into_iter().flatten().filter(|dir| **dir != home.root);
+        for dir in relocated {
+            refuse_others_parent(dir)?;
+        }
+        if std::fs::symlink_metadata(&home.witness).is_ok() {
+            secure_own_dir(&home.witness)?;
         }
         Ok(home)
     }
@@ -235,6 +252,30 @@ pub fn secure_dir(path: &Path) -> Result<(), HomeError> {
             path.display(),
             path.display()
         );
+    }
+    Ok(())
+}
+
+/// [`secure_dir`] for a directory that must not be a link either: one Aileron keeps state in
+/// outside the home (the witness's, an override's), where another user may have made the name.
+pub fn secure_own_dir(path: &Path) -> Result<(), HomeError> {
+    let metadata =
+        std::fs::symlink_metadata(path).map_err(|source| HomeError::Create { path: path.to_path_buf(), source })?;
+    if metadata.file_type().is_symlink() {
+        return Err(HomeError::Link { path: path.to_path_buf() });
+    }
+    secure_dir(path)
+}
+
+/// A directory Aileron keeps a directory of its own in must not let another user rename that one
+/// away: it is the user's, or sticky (as `/tmp` is). Not changed: it may be shared on purpose.
+fn refuse_others_parent(path: &Path) -> Result<(), HomeError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = std::fs::metadata(path) else { return Ok(()) };
+    let me = nix::unistd::geteuid().as_raw();
+    let sticky = metadata.permissions().mode() & 0o1000 != 0;
+    if metadata.uid() != me && !sticky {
+        return Err(HomeError::NotOurs { path: path.to_path_buf(), owner: metadata.uid(), me });
     }
     Ok(())
 }

@@ -495,6 +495,39 @@ fn values_nested_past_the_limit_are_refused_where_they_enter_and_the_rest_surviv
     assert_eq!(listed["items"].as_array().unwrap().len(), 1, "{listed}");
 }
 
+/// The ninth re-attack: with the home in a directory others may write (`/tmp`), another user made
+/// `<home>-witness` first (its own key cosigned the log, or garbage switched checkpoints off), or
+/// a link there that the daemon followed; and an `AILERON_AUDIT_DIR` another user owns let them
+/// rename the whole log away. Each is refused, naming the directory (the tests run as root; the
+/// other user is `nobody`).
+#[test]
+fn state_directories_another_user_made_or_linked_are_refused() {
+    let cli = Cli::new();
+    let witness = cli.scratch().join("home-witness");
+    let elsewhere = cli.scratch().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &witness).unwrap();
+    let linked = cli.run(&["audit", "verify"]);
+    assert!(!linked.status.success());
+    assert!(stderr(&linked).contains("home-witness is a symbolic link"), "{}", stderr(&linked));
+    std::fs::remove_file(&witness).unwrap();
+    std::fs::create_dir(&witness).unwrap();
+    std::os::unix::fs::chown(&witness, Some(65534), Some(65534)).unwrap();
+    let theirs = cli.run(&["daemon", "start"]);
+    assert!(!theirs.status.success());
+    assert!(stderr(&theirs).contains("home-witness belongs to user 65534"), "{}", stderr(&theirs));
+    std::fs::remove_dir(&witness).unwrap();
+    cli.ok(&["daemon", "start"]);
+    cli.ok(&["daemon", "stop"]);
+    cli.ok(&["audit", "verify"]);
+    let shared = cli.scratch().join("shared-audit");
+    std::fs::create_dir(&shared).unwrap();
+    std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
+    let relocated = cli.run_with(&["audit", "verify"], &[("AILERON_AUDIT_DIR", shared.to_str().unwrap())], None);
+    assert!(!relocated.status.success());
+    assert!(stderr(&relocated).contains("shared-audit belongs to user 65534"), "{}", stderr(&relocated));
+}
+
 /// SPEC §8's expiry, across a restart: an approval whose `expires_after` passed while the daemon
 /// was down ends `expired` as the daemon starts (audited once, never twice over more restarts),
 /// cannot be approved, and its action never runs; a bad `expires_after` is refused naming the

@@ -30,6 +30,12 @@ impl Witness {
     /// Opens the witness in `dir`, making its key (0600) at first use.
     pub fn open(dir: &Path) -> anyhow::Result<Witness> {
         create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+        // Its own, not a link, and its key and record too: whoever else could write them could
+        // cosign a rewritten log or make the witness forget (the ninth re-attack).
+        crate::platform::home::secure_own_dir(dir)?;
+        for file in [KEY_FILE, STATE_FILE] {
+            ours_if_there(&dir.join(file))?;
+        }
         let seed = super::key_file::seed(&dir.join(KEY_FILE), KEY_HEADER, "a witness key")?;
         let public = Cosigner::new("x", &seed)?.public_key();
         let id = super::key_file::public_key_id(&public);
@@ -81,6 +87,19 @@ impl Witness {
     }
 }
 
+/// A witness file that is there must be a regular file of the user's, writable by nobody else.
+fn ours_if_there(path: &Path) -> anyhow::Result<()> {
+    let Ok(metadata) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    anyhow::ensure!(
+        metadata.is_file() && crate::platform::home::is_ours_and_private(&metadata),
+        "{} is not a private file of yours: another user could have written it\nhint: remove the witness directory \
+         {} if you did not make it, and keep it beside your own home",
+        path.display(),
+        path.parent().map(Path::display).map(|d| d.to_string()).unwrap_or_default()
+    );
+    Ok(())
+}
+
 /// What a witness last cosigned: the log it was of, and that log's size and root then.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cosigned {
@@ -92,6 +111,7 @@ pub struct Cosigned {
 /// The last checkpoint the witness in `dir` cosigned (its `witness.state`), if it cosigned one.
 pub fn last_cosigned(dir: &Path) -> anyhow::Result<Option<Cosigned>> {
     let path = dir.join(STATE_FILE);
+    ours_if_there(&path)?;
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
