@@ -10,27 +10,20 @@ use serde_json::Value;
 /// an array is one level; a scalar none).
 pub const MAX_NESTING: usize = 64;
 
-/// How many levels `value` nests, counted without recursion (so a value of any depth is measured
-/// without growing the stack).
-pub fn nesting(value: &Value) -> usize {
-    let mut deepest = 0;
-    let mut pending = vec![(value, 0usize)];
-    while let Some((value, above)) = pending.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match value {
-            Value::Array(items) => Box::new(items.iter()),
-            Value::Object(members) => Box::new(members.values()),
-            _ => continue,
-        };
-        let level = above + 1;
-        deepest = deepest.max(level);
-        pending.extend(children.map(|child| (child, level)));
-    }
-    deepest
-}
-
-/// Whether `value` nests deeper than [`MAX_NESTING`].
+/// Whether `value` nests deeper than [`MAX_NESTING`]. Descends at most one level past the limit
+/// (so the stack it takes is bounded whatever the value) and allocates nothing: it runs on every
+/// argument and every output.
 pub fn too_deep(value: &Value) -> bool {
-    nesting(value) > MAX_NESTING
+    fn deeper(value: &Value, left: usize) -> bool {
+        let below = |left: usize| move |child: &Value| deeper(child, left);
+        match (value, left.checked_sub(1)) {
+            (Value::Array(_) | Value::Object(_), None) => true,
+            (Value::Array(items), Some(left)) => items.iter().any(below(left)),
+            (Value::Object(members), Some(left)) => members.values().any(below(left)),
+            _ => false,
+        }
+    }
+    deeper(value, MAX_NESTING)
 }
 
 #[cfg(test)]
@@ -40,15 +33,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nesting_counts_objects_and_arrays_and_not_scalars() {
-        assert_eq!(nesting(&json!(1)), 0);
-        assert_eq!(nesting(&json!([])), 1);
-        assert_eq!(nesting(&json!({"a": [1, {"b": []}]})), 4);
+    fn objects_and_arrays_are_levels_and_scalars_are_not() {
         let mut deep = json!(null);
         for _ in 0..MAX_NESTING {
-            deep = json!([deep]);
+            deep = json!([1, deep]);
         }
-        assert!(!too_deep(&deep));
-        assert!(too_deep(&json!({ "a": deep })));
+        assert!(!too_deep(&deep) && !too_deep(&json!(1)));
+        assert!(too_deep(&json!({ "a": deep.clone() })));
+        assert!(too_deep(&json!([[], { "b": deep }])), "found past a shallow sibling");
+        let mut very = json!(0);
+        for _ in 0..10_000 {
+            very = Value::Array(vec![very]);
+        }
+        assert!(too_deep(&very), "measured without descending it all");
+        // Dropped level by level: a value this deep would overflow the stack of serde_json's drop.
+        let mut very = very;
+        while let Value::Array(mut items) = very {
+            very = items.pop().unwrap_or(Value::Null);
+        }
     }
 }

@@ -220,10 +220,9 @@ pub fn parse_stdout(stdout: &[u8]) -> Printed {
         return Printed::Malformed(format!("expected exactly one key, found {keys}"));
     }
     // Kept and read back wrapped deeper (the approval journal, the audit log): refused here.
-    let levels = envelope.output.iter().chain(&envelope.error).map(aileron_core::json_nesting::nesting).max();
-    if let Some(levels) = levels.filter(|levels| *levels > aileron_core::json_nesting::MAX_NESTING) {
+    if envelope.output.iter().chain(&envelope.error).any(aileron_core::json_nesting::too_deep) {
         return Printed::Malformed(format!(
-            "the value nests {levels} levels deep; at most {} are taken",
+            "the value nests more than {} levels deep",
             aileron_core::json_nesting::MAX_NESTING
         ));
     }

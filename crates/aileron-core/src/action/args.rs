@@ -25,10 +25,7 @@ pub enum ArgsProblem {
         got: &'static str,
     },
     /// Nested deeper than [`crate::json_nesting::MAX_NESTING`] levels.
-    TooDeep {
-        name: String,
-        levels: usize,
-    },
+    TooDeep(String),
 }
 
 /// `invalid_args`: the call's arguments do not fit the declared inputs.
@@ -94,11 +91,9 @@ impl fmt::Display for ArgsError {
                     let expected = expected.as_str();
                     write!(f, "argument `{name}` must be {} {expected}, got {}", article(expected), describe_got(got))?;
                 }
-                ArgsProblem::TooDeep { name, levels } => write!(
-                    f,
-                    "argument `{name}` nests {levels} levels deep; at most {} are taken",
-                    crate::json_nesting::MAX_NESTING
-                )?,
+                ArgsProblem::TooDeep(name) => {
+                    write!(f, "argument `{name}` nests more than {} levels deep", crate::json_nesting::MAX_NESTING)?
+                }
                 ArgsProblem::WrongItemType { name, index, expected, got } => {
                     let expected = expected.as_str();
                     write!(
@@ -149,9 +144,8 @@ pub(super) fn validate(action: &ActionFile, args: &Map<String, Value>) -> Result
             });
             continue;
         }
-        let levels = crate::json_nesting::nesting(value);
-        if levels > crate::json_nesting::MAX_NESTING {
-            problems.push(ArgsProblem::TooDeep { name: input.name.clone(), levels });
+        if crate::json_nesting::too_deep(value) {
+            problems.push(ArgsProblem::TooDeep(input.name.clone()));
             continue;
         }
         if let (Some(items_type), Value::Array(items)) = (input.items_type, value) {

@@ -183,6 +183,11 @@ impl DaemonClient {
         body: Option<&Value>,
     ) -> anyhow::Result<(StatusCode, Value)> {
         let (status, bytes) = self.call_bytes(method, path, body).await?;
+        if status.is_success() {
+            // A success whose body cannot be read is said, never taken as `null`: a listing that
+            // could not be read printed nothing and succeeded (the ninth re-attack).
+            return Ok((status, answer_value(path, &bytes)?));
+        }
         Ok((status, body_value(&bytes)))
     }
 
@@ -243,6 +248,19 @@ impl DaemonClient {
 /// An answer's body as JSON; `null` when it is empty or not JSON.
 fn body_value(bytes: &[u8]) -> Value {
     if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).unwrap_or(Value::Null) }
+}
+
+/// A successful answer's body as JSON (`null` when empty), or why it cannot be read.
+fn answer_value(path: &str, bytes: &[u8]) -> anyhow::Result<Value> {
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(bytes).with_context(|| {
+        format!(
+            "the daemon's answer to {path} could not be read\nhint: the daemon and the CLI may be different \
+             versions; restart the daemon (`aileron daemon stop`)"
+        )
+    })
 }
 
 /// The daemon is on loopback: a proxy from the environment (`HTTP_PROXY`, common on company
@@ -583,4 +601,23 @@ fn is_zombie(pid: u32) -> bool {
         .ok()
         .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ninth re-attack: a successful answer the client could not read became `null`, and
+    /// `aileron audit list` printed nothing and succeeded. It is an error naming the route.
+    #[test]
+    fn a_successful_answer_that_cannot_be_read_is_an_error() {
+        let mut deep = "[".repeat(200);
+        deep.push_str(&"]".repeat(200));
+        for unreadable in [deep.as_bytes(), b"{\"items\": [".as_slice(), b"<html>".as_slice()] {
+            let error = answer_value("/v1/audit", unreadable).unwrap_err();
+            assert!(format!("{error:#}").contains("the daemon's answer to /v1/audit could not be read"), "{error:#}");
+        }
+        assert_eq!(answer_value("/v1/audit", b"").unwrap(), Value::Null);
+        assert_eq!(answer_value("/v1/audit", b"{\"items\":[]}").unwrap()["items"], serde_json::json!([]));
+    }
 }
