@@ -165,6 +165,33 @@ fn a_log_cut_with_its_checkpoints_removed_falls_short_of_what_the_witness_cosign
     assert!(stderr(&caught).contains("the log's key was replaced or removed"), "{}", stderr(&caught));
 }
 
+/// The ninth re-attack: the audit directory deleted whole (log and key) and a new log begun was
+/// cosigned at once, the witness forgetting the log it followed. It now cosigns no log of another
+/// key until the user says so (`aileron audit accept-log`, which offers the new log's checkpoints
+/// again), and `verify` fails meanwhile.
+#[test]
+fn a_log_begun_again_is_not_cosigned_until_the_user_accepts_it() {
+    let cli = Cli::with_echo_action("count");
+    cli.session_of_runs("count", 3);
+    assert!(cli.ok(&["audit", "verify"]).contains("the witness on this machine last cosigned"));
+    std::fs::remove_dir_all(cli.home.join("audit")).unwrap();
+    cli.session_of_runs("count", 1);
+    let daemon_log = std::fs::read_to_string(cli.home.join("daemon.log")).unwrap_or_default();
+    assert!(daemon_log.contains("this witness follows the log signed by"), "{daemon_log}");
+    let caught = cli.run(&["audit", "verify"]);
+    assert!(!caught.status.success());
+    // The new log's own checkpoint, which the witness refused, is named first.
+    assert!(stderr(&caught).contains("checkpoint 1 is not cosigned by the witness"), "{}", stderr(&caught));
+    assert!(stderr(&caught).contains("aileron audit accept-log"), "{}", stderr(&caught));
+    let accepted = cli.run(&["audit", "accept-log"]);
+    assert!(accepted.status.success() && stderr(&accepted).contains("kept in its record"), "{}", stderr(&accepted));
+    cli.ok(&["audit", "checkpoint"]);
+    let verified = cli.ok(&["audit", "verify"]);
+    assert!(verified.contains("the witness on this machine last cosigned"), "{verified}");
+    let state = std::fs::read_to_string(cli.scratch().join("home-witness/witness.state")).unwrap();
+    assert_eq!(state.lines().filter(|line| line.starts_with("earlier aileron.local/")).count(), 1, "{state}");
+}
+
 /// A home rolled back whole — log, anchor, journal, checkpoints — is consistent with itself, so
 /// the witness on this machine (outside the home) and a copy kept elsewhere show it: `audit
 /// publish` copies the cosigned checkpoints out, and `verify --published` finds the log shorter

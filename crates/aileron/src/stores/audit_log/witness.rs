@@ -51,9 +51,15 @@ impl Witness {
         self.cosigner.verifier()
     }
 
-    /// The last checkpoint this witness cosigned for `origin`: `(size, root)`.
-    fn last(&self, origin: &str) -> anyhow::Result<Option<(u64, merkle::Hash)>> {
-        Ok(last_cosigned(&self.dir)?.filter(|last| last.origin == origin).map(|last| (last.size, last.root)))
+    /// Lets the witness follow a log of a new key from its next checkpoint, keeping what it
+    /// cosigned of the log it followed (after the user replaced the home or its log on purpose:
+    /// `aileron audit accept-log`). What it followed, if anything.
+    pub fn accept_new_log(&self) -> anyhow::Result<Option<Cosigned>> {
+        let mut record = read_record(&self.dir)?;
+        let followed = record.following.take();
+        record.earlier.extend(followed.clone());
+        write_record(&self.dir, &record)?;
+        Ok(followed)
     }
 
     /// Cosigns the log's signed checkpoint `note` when it is signed by `log` and consistent with
@@ -62,7 +68,21 @@ impl Witness {
         let signed = SignedNote::parse(note)?;
         anyhow::ensure!(log.verifies(&signed), "the checkpoint is not signed by the log's key {}", log.name);
         let checkpoint = Checkpoint::parse(&signed.body)?;
-        if let Some((size, root)) = self.last(&checkpoint.origin)? {
+        let mut record = read_record(&self.dir)?;
+        // Bound to the log it follows: a log of another key was the home's log deleted and begun
+        // again, which this witness would otherwise have cosigned at once, forgetting the old one
+        // (the ninth re-attack).
+        if let Some(followed) = record.following.as_ref().filter(|followed| followed.origin != checkpoint.origin) {
+            anyhow::bail!(
+                "this witness follows the log signed by {} ({} records cosigned); a checkpoint of the log signed by {} \
+                 is not cosigned: the log's key was replaced or its log begun again\nhint: if you replaced the home \
+                 or its audit log on purpose, run `aileron audit accept-log`",
+                followed.origin,
+                followed.size,
+                checkpoint.origin
+            );
+        }
+        if let Some(Cosigned { size, root, .. }) = record.following {
             let consistent = if checkpoint.size == size {
                 checkpoint.root == root
             } else if checkpoint.size > size {
@@ -80,9 +100,9 @@ impl Witness {
         }
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let line = self.cosigner.cosignature_line(&signed.body, now);
-        let state = format!("{} {} {}\n", checkpoint.origin, checkpoint.size, B64.encode(checkpoint.root));
-        let path = self.dir.join(STATE_FILE);
-        write_atomic(&path, state.as_bytes(), 0o600).with_context(|| format!("writing {}", path.display()))?;
+        record.following =
+            Some(Cosigned { origin: checkpoint.origin.clone(), size: checkpoint.size, root: checkpoint.root });
+        write_record(&self.dir, &record)?;
         Ok(format!("{note}{line}"))
     }
 }
@@ -108,24 +128,60 @@ pub struct Cosigned {
     pub root: merkle::Hash,
 }
 
-/// The last checkpoint the witness in `dir` cosigned (its `witness.state`), if it cosigned one.
-pub fn last_cosigned(dir: &Path) -> anyhow::Result<Option<Cosigned>> {
+/// The witness's record (`witness.state`): the log it follows and the last checkpoint of it that
+/// it cosigned (the first line, `origin size root`; `-` once the user let it go), then the logs it
+/// followed before (`earlier origin size root`), never forgotten.
+#[derive(Debug, Default)]
+struct Record {
+    following: Option<Cosigned>,
+    earlier: Vec<Cosigned>,
+}
+
+fn read_record(dir: &Path) -> anyhow::Result<Record> {
     let path = dir.join(STATE_FILE);
     ours_if_there(&path)?;
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Record::default()),
         Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
     };
-    let Some(line) = text.lines().find(|line| !line.is_empty()) else { return Ok(None) };
-    let mut fields = line.split(' ');
-    let (Some(origin), Some(size), Some(root)) = (fields.next(), fields.next(), fields.next()) else {
-        anyhow::bail!("{}: not `origin size root`", path.display());
+    let parse = |line: &str| -> anyhow::Result<Cosigned> {
+        let mut fields = line.split(' ');
+        let (Some(origin), Some(size), Some(root), None) = (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            anyhow::bail!("{}: `{line}` is not `origin size root`", path.display());
+        };
+        let size = size.parse().with_context(|| format!("{}: a size", path.display()))?;
+        let root = B64.decode(root).ok().and_then(|r| r.try_into().ok());
+        let root = root.with_context(|| format!("{}: a root", path.display()))?;
+        Ok(Cosigned { origin: origin.to_string(), size, root })
     };
-    let size = size.parse().with_context(|| format!("{}: a size", path.display()))?;
-    let root = B64.decode(root).ok().and_then(|r| r.try_into().ok());
-    let root = root.with_context(|| format!("{}: a root", path.display()))?;
-    Ok(Some(Cosigned { origin: origin.to_string(), size, root }))
+    let mut record = Record::default();
+    for (index, line) in text.lines().filter(|line| !line.is_empty()).enumerate() {
+        match (index, line.strip_prefix("earlier ")) {
+            (_, Some(earlier)) => record.earlier.push(parse(earlier)?),
+            (0, None) if line == "-" => {}
+            (0, None) => record.following = Some(parse(line)?),
+            (_, None) => anyhow::bail!("{}: a second log followed: `{line}`", path.display()),
+        }
+    }
+    Ok(record)
+}
+
+fn write_record(dir: &Path, record: &Record) -> anyhow::Result<()> {
+    let line = |cosigned: &Cosigned| format!("{} {} {}", cosigned.origin, cosigned.size, B64.encode(cosigned.root));
+    let mut text = record.following.as_ref().map_or("-".to_string(), line);
+    text.push('\n');
+    for earlier in &record.earlier {
+        text.push_str(&format!("earlier {}\n", line(earlier)));
+    }
+    let path = dir.join(STATE_FILE);
+    write_atomic(&path, text.as_bytes(), 0o600).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The last checkpoint of the log it follows that the witness in `dir` cosigned, if any.
+pub fn last_cosigned(dir: &Path) -> anyhow::Result<Option<Cosigned>> {
+    Ok(read_record(dir)?.following)
 }
 
 /// The witness's verifier key as this machine knows it (none yet: `None`).

@@ -88,6 +88,10 @@ enum AuditCommand {
         #[arg(long)]
         to: std::path::PathBuf,
     },
+    /// Let the witness follow this home's audit log from its next checkpoint, after you replaced
+    /// the home or its audit log on purpose (the witness keeps what it cosigned of the log it
+    /// followed; it cosigns no log of another key until told so)
+    AcceptLog,
     /// Write a receipt for one record: a C2SP tlog-proof anyone can check offline
     Receipt {
         audit_id: String,
@@ -267,6 +271,45 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
             out!("{note}");
             Ok(ExitStatus::Ok)
         }
+        AuditCommand::AcceptLog => {
+            let dir = audit_dir(home)?;
+            let signer = crate::stores::audit_log::tree::log_signer(&dir).map_err(tree_error)?;
+            let origin = signer.name().to_string();
+            let witness = witness(home)?;
+            let followed = witness.accept_new_log().map_err(tree_error)?;
+            // The log's checkpoints the witness refused while it followed the other log are
+            // offered again, oldest first (each re-signed and, consistent, cosigned).
+            let tree = crate::stores::audit_log::tree::Tree::read_only(&dir).map_err(tree_error)?;
+            let mut sizes: Vec<u64> = crate::stores::audit_log::tree::checkpoints(&dir)
+                .map_err(tree_error)?
+                .into_iter()
+                .map(|(size, _)| size)
+                .collect();
+            sizes.sort_unstable();
+            for size in sizes {
+                if size <= tree.size() {
+                    crate::stores::audit_log::tree::issue_checkpoint(&dir, &tree, &signer, size, Some(&witness))
+                        .map_err(tree_error)?;
+                }
+            }
+            match followed {
+                Some(followed) if followed.origin == origin => eprintln!(
+                    "the witness followed this log ({origin}) up to {} records; it now cosigns its next checkpoint \
+                     whatever it holds",
+                    followed.size
+                ),
+                Some(followed) => eprintln!(
+                    "the witness followed the log signed by {} ({} records cosigned, kept in its record); it now \
+                     cosigns this log ({origin}) from its next checkpoint",
+                    followed.origin, followed.size
+                ),
+                None => eprintln!(
+                    "the witness followed no log yet; it cosigns this log ({origin}) from its next checkpoint"
+                ),
+            }
+            eprintln!("hint: `aileron audit checkpoint` makes one now");
+            Ok(ExitStatus::Ok)
+        }
         AuditCommand::Publish { to } => {
             let dir = audit_dir(home)?;
             let witness = witness(home)?;
@@ -349,7 +392,9 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
                     let checkpoints = checked.map_err(|broken| {
                         CliError::failure(format!(
                             "{broken}\nhint: the log no longer matches a checkpoint its key signed or its witness \
-                             cosigned; keep a copy of the audit directory and the witness directory for investigation"
+                             cosigned; keep a copy of the audit directory and the witness directory for investigation \
+                             (if you replaced the home or its audit log on purpose, `aileron audit accept-log` lets the \
+                             witness follow the new log)"
                         ))
                     })?;
                     if json {
