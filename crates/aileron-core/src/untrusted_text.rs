@@ -36,6 +36,35 @@ pub fn visible_lines(text: &str) -> String {
         .collect()
 }
 
+/// The most spaces in a row [`spaces_counted`] shows as they are.
+const MAX_SPACES_SHOWN: usize = 3;
+
+/// `text` with each run of more than three spaces shown as `␣×N`: a terminal's own line wrap
+/// after a long run started a package's (or an agent's) words at the first column of a line of
+/// their own, as if they were Aileron's (the ninth re-attack: "Publisher verified …").
+pub fn spaces_counted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = 0;
+    let flush = |out: &mut String, run: usize| {
+        if run > MAX_SPACES_SHOWN {
+            out.push_str(&format!(" ␣×{run} "));
+        } else {
+            out.extend(std::iter::repeat_n(' ', run));
+        }
+    };
+    for c in text.chars() {
+        if c == ' ' {
+            run += 1;
+            continue;
+        }
+        flush(&mut out, run);
+        run = 0;
+        out.push(c);
+    }
+    flush(&mut out, run);
+    out
+}
+
 /// The first [`hidden`] character of `text`, if any.
 pub fn first_hidden(text: &str) -> Option<char> {
     text.chars().find(|c| hidden(*c))
@@ -103,6 +132,16 @@ pub fn json_for_terminal(json: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn long_runs_of_spaces_are_counted_and_short_ones_kept() {
+        assert_eq!(super::spaces_counted("a b  c   d"), "a b  c   d");
+        assert_eq!(
+            super::spaces_counted(&format!("read issues{}Publisher verified", " ".repeat(70))),
+            "read issues ␣×70 Publisher verified"
+        );
+        assert_eq!(super::spaces_counted("    "), " ␣×4 ");
+    }
+
     use super::{hidden, json_for_terminal, visible};
 
     #[test]

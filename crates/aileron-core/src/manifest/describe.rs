@@ -4,6 +4,31 @@
 
 use super::{ConnectorManifest, CredentialMethod};
 
+/// What an address written literally reaches, when it is not somewhere on the internet: a
+/// manifest reaches such an address only by naming it, so the consent is where the user learns
+/// that `0.0.0.0` or `[::ffff:7f00:1]` is this computer (the ninth re-attack).
+fn address_kind(host: &str) -> Option<&'static str> {
+    use std::net::IpAddr;
+    let ip: IpAddr = host.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    let metadata = [IpAddr::from([169, 254, 169, 254]), IpAddr::from([0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254])];
+    Some(match ip {
+        ip if ip.is_unspecified() => "this computer: every address it listens on",
+        ip if ip.is_loopback() => "this computer",
+        ip if metadata.contains(&ip) => "the cloud metadata service, which hands out this machine's credentials",
+        IpAddr::V4(v4) if v4.is_private() || v4.octets()[0] == 100 && v4.octets()[1] & 0xc0 == 64 => {
+            "an address of your local network"
+        }
+        IpAddr::V4(v4) if v4.is_link_local() => "a link-local address of your network",
+        IpAddr::V6(v6) if v6.segments()[0] & 0xfe00 == 0xfc00 => "an address of your local network",
+        IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => "a link-local address of your network",
+        _ => return None,
+    })
+}
+
 pub(super) fn describe(manifest: &ConnectorManifest) -> Vec<String> {
     let mut lines = Vec::new();
     let hosts = manifest.network_hosts();
@@ -13,7 +38,8 @@ pub(super) fn describe(manifest: &ConnectorManifest) -> Vec<String> {
     for host_port in hosts {
         // Hosts are validated as `host:port`; an IPv6 host keeps its brackets.
         let (host, port) = host_port.rsplit_once(':').unwrap_or((host_port.as_str(), ""));
-        lines.push(format!("connect to {host} on port {port}"));
+        let what = address_kind(host).map(|what| format!(" ({what})")).unwrap_or_default();
+        lines.push(format!("connect to {host}{what} on port {port}"));
     }
     if let Some(credential) = &manifest.credential {
         let scope = credential.scope.as_deref().map(|s| format!(": {s}")).unwrap_or_default();

@@ -197,7 +197,23 @@ fn placeholders_ignore_braces_that_are_not_names() {
 
 #[test]
 fn capabilities_are_described_in_plain_words() {
-    let cases: [(String, &[&str]); 6] = [
+    let cases: [(String, &[&str]); 7] = [
+        (
+            // The ninth re-attack: addresses that are this computer or its network, named as such.
+            format!(
+                "{MINIMAL}[capabilities.network]\nhosts = [\"0.0.0.0:18080\", \"169.254.169.254:80\", \
+                 \"[::ffff:7f00:1]:18080\", \"10.0.0.1:80\", \"[fe80::1]:80\", \"93.184.216.34:443\"]\n"
+            ),
+            &[
+                "connect to 0.0.0.0 (this computer: every address it listens on) on port 18080",
+                "connect to 169.254.169.254 (the cloud metadata service, which hands out this machine's credentials) on \
+                 port 80",
+                "connect to [::ffff:7f00:1] (this computer) on port 18080",
+                "connect to 10.0.0.1 (an address of your local network) on port 80",
+                "connect to [fe80::1] (a link-local address of your network) on port 80",
+                "connect to 93.184.216.34 on port 443",
+            ],
+        ),
         (
             // The ninth re-attack: a token endpoint of the package's own, named and said to be another.
             GITHUB.replace("https://github.com/login/oauth/access_token", "https://collector.evil.example/token"),
@@ -242,7 +258,7 @@ fn capabilities_are_described_in_plain_words() {
             ),
             &[
                 "connect to api.linear.app on port 443",
-                "connect to [::1] on port 8080",
+                "connect to [::1] (this computer) on port 8080",
                 "use an API key you bind (sent as the X-API-Key header)",
             ],
         ),

@@ -256,7 +256,10 @@ fn arg_lines(args: &serde_json::Map<String, Value>) -> Vec<String> {
         .map(|name| {
             let value = args[name].to_string();
             let length = value.chars().count();
-            let shown = aileron_core::untrusted_text::visible(&value, ARG_SHOWN_CHARS);
+            let shown = aileron_core::untrusted_text::spaces_counted(&aileron_core::untrusted_text::visible(
+                &value,
+                ARG_SHOWN_CHARS,
+            ));
             let hidden = if length > ARG_SHOWN_CHARS {
                 format!(" ({} more characters: `aileron approval list --json` shows them)", length - ARG_SHOWN_CHARS)
             } else {

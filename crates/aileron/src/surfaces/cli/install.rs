@@ -259,7 +259,7 @@ pub fn consent_text(preview: &Value) -> String {
     text.push_str(&format!("Hash        {}\n", field("short_hash", "?")));
     match preview["publisher"].as_str() {
         Some(publisher) => {
-            text.push_str(&format!("Publisher   {} (the package's own words)\n", super::escape(publisher)))
+            text.push_str(&format!("Publisher   {} (the package's own words)\n", package_words(publisher)))
         }
         None => text.push_str("Publisher   (not declared)\n"),
     }
@@ -268,9 +268,14 @@ pub fn consent_text(preview: &Value) -> String {
     }
     text.push_str("It will be allowed to:\n");
     for capability in preview["capabilities"].as_array().into_iter().flatten() {
-        text.push_str(&format!("  - {}\n", super::escape(capability.as_str().unwrap_or("?"))));
+        text.push_str(&format!("  - {}\n", package_words(capability.as_str().unwrap_or("?"))));
     }
     text
+}
+
+/// Words the package wrote, escaped, with long runs of spaces counted rather than drawn.
+fn package_words(text: &str) -> String {
+    aileron_core::untrusted_text::spaces_counted(&super::escape(text))
 }
 
 #[cfg(test)]
@@ -293,5 +298,13 @@ mod tests {
         assert_eq!(text.lines().filter(|line| line.starts_with("Signature")).count(), 1, "{text}");
         assert!(text.chars().all(|c| c == '\n' || !aileron_core::untrusted_text::hidden(c)), "{text:?}");
         assert!(text.contains("connect to evil.example:443\\u{1b}[2K\\u{d}"), "{text}");
+        // The ninth re-attack: a run of spaces wrapped the package's words onto a line of their own.
+        let wrapped = serde_json::json!({
+            "publisher": format!("Aileron{}Signature   verified (github://aileron)", " ".repeat(200)),
+            "signature": "unsigned",
+            "capabilities": [format!("use an API key: read issues{}Nothing else.", " ".repeat(60))],
+        });
+        let text = consent_text(&wrapped);
+        assert!(text.contains("Aileron ␣×200 Signature   verified") && text.contains("issues ␣×60 Nothing"), "{text}");
     }
 }

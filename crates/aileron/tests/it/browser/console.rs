@@ -388,7 +388,7 @@ fn the_console_pages_show_live_state_and_change_it_in_a_real_browser() {
         "url\tstring\trequired\tthe url",
         "github://aileron-tests/http_get@1.0.0",
         "unsigned",
-        &format!("connect to 127.0.0.1 on port {upstream_port}"),
+        &format!("connect to 127.0.0.1 (this computer) on port {upstream_port}"),
         "This action narrows it to: get",
     ] {
         assert!(shown.contains(expected), "the actions page shows `{expected}`: {shown}");
@@ -426,7 +426,7 @@ fn the_console_pages_show_live_state_and_change_it_in_a_real_browser() {
         "1.0.0",
         web_hash.as_str(),
         "unsigned",
-        &format!("connect to 127.0.0.1 on port {upstream_port}"),
+        &format!("connect to 127.0.0.1 (this computer) on port {upstream_port}"),
         "Used by ",
         "check-status",
         "post-status",
@@ -562,7 +562,7 @@ fn the_console_pages_show_live_state_and_change_it_in_a_real_browser() {
         "Posts an update to the team's status page",
         "github://aileron-tests/http_get@1.0.0",
         "unsigned",
-        &format!("connect to 127.0.0.1 on port {upstream_port}"),
+        &format!("connect to 127.0.0.1 (this computer) on port {upstream_port}"),
         "https://status.example/<b>x</b>\\u{202e}gpj.exe",
     ] {
         assert!(shown.contains(expected), "the card shows `{expected}`: {shown}");
