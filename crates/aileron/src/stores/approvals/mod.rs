@@ -332,10 +332,14 @@ impl ApprovalQueue {
         self.inner.lock().expect("approval queue poisoned").entries.get(id).cloned()
     }
 
-    /// Entries waiting for a decision, oldest first (ids sort by request time).
+    /// Entries waiting for a decision, oldest first: by the time each was asked (an id names only
+    /// the second, so within one ids alone listed them in random order: the tenth re-attack).
     pub fn pending(&self) -> Vec<ApprovalEntry> {
         let inner = self.inner.lock().expect("approval queue poisoned");
-        inner.entries.values().filter(|e| e.state == ApprovalState::PendingApproval).cloned().collect()
+        let mut pending: Vec<ApprovalEntry> =
+            inner.entries.values().filter(|e| e.state == ApprovalState::PendingApproval).cloned().collect();
+        pending.sort_by(|a, b| a.requested_at.cmp(&b.requested_at).then_with(|| a.id.cmp(&b.id)));
+        pending
     }
 
     /// Up to `limit` decided entries, the most recently requested first.
@@ -562,6 +566,20 @@ mod journal_faults {
         let replayed = replay(&text);
         assert!(!replayed.torn_tail && replayed.unreadable.is_none() && replayed.errors.is_empty(), "{text}");
         ApprovalQueue::open(path).expect("the journal reopens").0
+    }
+
+    #[test]
+    fn pending_entries_are_listed_in_the_order_they_were_asked_within_a_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let (queue, _) = ApprovalQueue::open(&dir.path().join("approvals.jsonl")).unwrap();
+        // Asked in one second, their random parts in the opposite order.
+        for (byte, millis) in [(9u8, "100"), (5, "200"), (1, "300")] {
+            let requested_at = format!("2026-12-06T02:26:56.{millis}Z");
+            let id = ApprovalId::new(&requested_at, [byte; 8]).unwrap();
+            queue.register(super::properties::pending(id, requested_at)).unwrap();
+        }
+        let asked: Vec<String> = queue.pending().into_iter().map(|entry| entry.requested_at).collect();
+        assert_eq!(asked, ["2026-12-06T02:26:56.100Z", "2026-12-06T02:26:56.200Z", "2026-12-06T02:26:56.300Z"]);
     }
 
     #[test]
