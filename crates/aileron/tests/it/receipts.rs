@@ -87,6 +87,36 @@ fn a_receipt_proves_a_record_offline_to_us_and_to_independent_verifiers() {
     };
     let wrong = offline.run(&["audit", "verify", "--receipt", receipt.to_str().unwrap(), "--key", &other_key]);
     assert!(!wrong.status.success() && stderr(&wrong).contains("not signed by"), "{}", stderr(&wrong));
+
+    // The tenth re-attack: the log's key alone proves a receipt, and whoever holds the home holds
+    // it. With the witness's key (published beside the checkpoints) the cosignature is required:
+    // the receipt as issued passes, one whose checkpoint kept only the log's signature does not.
+    let published = cli.scratch().join("published");
+    cli.ok(&["audit", "publish", "--to", published.to_str().unwrap()]);
+    let witness_key = std::fs::read_to_string(published.join("witness.vkey")).unwrap().trim().to_string();
+    let with_witness = |file: &std::path::Path| {
+        let args =
+            ["audit", "verify", "--receipt", file.to_str().unwrap(), "--key", &key, "--witness-key", &witness_key];
+        offline.run(&args)
+    };
+    assert!(with_witness(&receipt).status.success(), "{}", stderr(&with_witness(&receipt)));
+    let witness_name = witness_key.split('+').next().unwrap();
+    let uncosigned: String = text
+        .lines()
+        .filter(|line| !line.starts_with(&format!("— {witness_name} ")))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_ne!(uncosigned, text, "the receipt carried the witness's cosignature");
+    let stripped = cli.scratch().join("uncosigned.tlog-proof");
+    std::fs::write(&stripped, &uncosigned).unwrap();
+    let alone = offline.run(&["audit", "verify", "--receipt", stripped.to_str().unwrap(), "--key", &key]);
+    assert!(alone.status.success(), "the log's key alone still proves it: {}", stderr(&alone));
+    let refused = with_witness(&stripped);
+    assert!(
+        !refused.status.success() && stderr(&refused).contains("not cosigned by the witness"),
+        "{}",
+        stderr(&refused)
+    );
 }
 
 /// Records cut from the log's end with the chain's own safeguards removed too (the head anchor
@@ -293,7 +323,7 @@ async fn the_console_offers_a_runs_receipt_for_download() {
     let text = download.body.as_str().unwrap().to_string();
     let audit_dir = harness.home.audit_parent().unwrap().join("audit");
     let key = aileron::stores::audit_log::tree::log_signer(&audit_dir).unwrap().verifier_key();
-    let (line, _) = aileron::stores::audit_log::tree::check_receipt(&text, &key).unwrap();
+    let (line, _) = aileron::stores::audit_log::tree::check_receipt(&text, &key, None).unwrap();
     assert!(String::from_utf8(line).unwrap().contains(&audit_id));
     let refused = get(format!("/activity/receipt/{audit_id}"), None).await;
     assert_ne!(refused.status, http::StatusCode::OK, "the console's cookie is needed");

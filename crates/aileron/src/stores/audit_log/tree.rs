@@ -621,12 +621,23 @@ pub fn receipt(
 }
 
 /// What an offline receipt check found: the record line it proves and the checkpoint.
-pub fn check_receipt(text: &str, verifier_key: &str) -> Result<(Vec<u8>, Checkpoint), String> {
+pub fn check_receipt(
+    text: &str,
+    verifier_key: &str,
+    witness_key: Option<&str>,
+) -> Result<(Vec<u8>, Checkpoint), String> {
     let proof = aileron_core::tlog::TlogProof::parse(text).map_err(|e| e.to_string())?;
     let verifier = NoteVerifier::parse(verifier_key).map_err(|e| e.to_string())?;
     let note = SignedNote::parse(&proof.checkpoint).map_err(|e| e.to_string())?;
     if !verifier.verifies(&note) {
         return Err(format!("the receipt's checkpoint is not signed by {}", verifier.name));
+    }
+    // Whoever holds the log's key can sign a checkpoint; only the witness can cosign it.
+    if let Some(witness_key) = witness_key {
+        let witness = CosignatureVerifier::parse(witness_key).map_err(|e| e.to_string())?;
+        if witness.cosigned_at(&note).is_none() {
+            return Err(format!("the receipt's checkpoint is not cosigned by the witness {}", witness.name));
+        }
     }
     let checkpoint = Checkpoint::parse(&note.body).map_err(|e| e.to_string())?;
     if checkpoint.origin != verifier.name {

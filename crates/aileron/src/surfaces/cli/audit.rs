@@ -71,6 +71,10 @@ enum AuditCommand {
         /// The log's verifier key (`aileron audit key` prints it)
         #[arg(long, requires = "receipt")]
         key: Option<String>,
+        /// Also require the receipt's checkpoint cosigned by this witness key (`witness.vkey` of
+        /// `aileron audit publish`): the log's key alone can be used by whoever holds the home
+        #[arg(long, requires = "receipt")]
+        witness_key: Option<String>,
         /// Also check the log against the checkpoints `aileron audit publish` copied to DIR
         #[arg(long, value_name = "DIR", conflicts_with = "receipt")]
         published: Option<std::path::PathBuf>,
@@ -201,15 +205,16 @@ pub async fn run(home: &Home, args: AuditArgs) -> CliResult {
             print_json(&record);
             Ok(ExitStatus::Ok)
         }
-        AuditCommand::Verify { receipt: Some(file), key: Some(key), json, .. } => {
+        AuditCommand::Verify { receipt: Some(file), key: Some(key), witness_key, json, .. } => {
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| CliError::failure(format!("reading {}: {e}", file.display())))?;
-            let (line, checkpoint) = crate::stores::audit_log::tree::check_receipt(&text, &key).map_err(|e| {
-                CliError::failure(format!(
-                    "{}: {e}\nhint: the receipt does not prove its record was in the log that key signs",
-                    file.display()
-                ))
-            })?;
+            let (line, checkpoint) = crate::stores::audit_log::tree::check_receipt(&text, &key, witness_key.as_deref())
+                .map_err(|e| {
+                    CliError::failure(format!(
+                        "{}: {e}\nhint: the receipt does not prove its record was in the log that key signs",
+                        file.display()
+                    ))
+                })?;
             let record: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
             if json {
                 print_json(&serde_json::json!({ "ok": true, "tree_size": checkpoint.size, "record": record }));
