@@ -173,11 +173,7 @@ fn a_cut_log_signed_again_with_the_logs_key_lacks_the_witness() {
 #[test]
 fn a_log_cut_with_its_checkpoints_removed_falls_short_of_what_the_witness_cosigned() {
     let cli = Cli::with_echo_action("count");
-    cli.ok(&["daemon", "start"]);
-    for _ in 0..4 {
-        cli.ok(&["action", "run", "count"]);
-    }
-    cli.ok(&["daemon", "stop"]);
+    cli.session_of_runs("count", 4);
     let verified = cli.ok(&["audit", "verify"]);
     assert!(verified.contains("the witness on this machine last cosigned its first"), "{verified}");
     let audit = cli.home.join("audit");
