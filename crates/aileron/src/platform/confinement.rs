@@ -43,6 +43,105 @@ fn write_proc(path: &str, content: &str) -> Result<(), String> {
     std::fs::write(path, content).map_err(|e| format!("writing {path}: {e}"))
 }
 
+/// Every mount read-only but the `writable` paths, each bound back writable (the second
+/// re-attack of 2026-12-05): Landlock refuses writes outside the allow-list but not `chmod`,
+/// `chown`, `utimes` or extended attributes, so a confined agent could make `~/.bashrc` writable
+/// to other users, and a spawned program `~/.ssh/id_rsa` readable to them (the eleventh
+/// re-attack); on a read-only mount each fails (EROFS). Called in the confined process's own
+/// mount namespace, before anything of the confined program runs. Kernels before 5.12 have no
+/// `mount_setattr`: there it says what stays open and goes on, Landlock still holding every write.
+pub(crate) fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
+    use nix::mount::{MsFlags, mount};
+    if let Err(error) = set_mount_attributes(std::path::Path::new("/"), MOUNT_ATTR_RDONLY, 0) {
+        log_line!(
+            "aileron: warning: the filesystem could not be made read-only to the confined program ({error}): it can \
+             still change modes, times and extended attributes outside its write list"
+        );
+        return Ok(());
+    }
+    let none: Option<&str> = None;
+    // Device nodes are written through a read-only mount all the same, and must not be bound:
+    // `/dev/ptmx` bound onto itself no longer finds its `pts` (openpty fails with ENOENT). Nor is
+    // `/dev/pts` bound writable: new terminals open on it read-only, and the agent could otherwise
+    // `chmod a+rw` the user's terminal for every local user to write to (the seventh re-attack).
+    let files_or_directories = |path: &&PathBuf| std::fs::metadata(path).is_ok_and(|m| m.is_dir() || m.is_file());
+    for path in writable.iter().filter(|path| !path.starts_with("/dev")).filter(files_or_directories) {
+        mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
+            .map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
+        set_mount_attributes(path, 0, MOUNT_ATTR_RDONLY)
+            .map_err(|e| format!("making {} writable again: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `mount_setattr(2)`'s attribute for read-only, and its argument (`struct mount_attr`).
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+#[repr(C)]
+struct MountAttributes {
+    set: u64,
+    clear: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Sets and clears mount attributes on the mount at `path` and every mount beneath it.
+fn set_mount_attributes(path: &std::path::Path, set: u64, clear: u64) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let mut attributes = MountAttributes { set, clear, propagation: 0, userns_fd: 0 };
+    // SAFETY: a NUL-terminated path, a `struct mount_attr` and its size, as mount_setattr(2) takes them.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &mut attributes as *mut MountAttributes,
+            std::mem::size_of::<MountAttributes>(),
+        )
+    };
+    if done < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// seccomp rules (each refused with the filter's errno) for a set-user-ID or set-group-ID mode
+/// given to a file: a confined program could `chmod 4755` a file in its write scopes (or create
+/// it so) and leave a program that any local user runs as the user (the eleventh re-attack). The
+/// mode's argument is checked bit by bit in every call that sets one; `openat2` passes its mode
+/// in memory, out of a filter's reach, and is refused whole (the C libraries do not use it).
+pub(crate) fn set_id_mode_rules() -> Result<Vec<(i64, Vec<seccompiler::SeccompRule>)>, String> {
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+    let set_id_bit = |arg: u8| -> Result<Vec<SeccompRule>, String> {
+        [libc::S_ISUID, libc::S_ISGID]
+            .into_iter()
+            .map(|bit| {
+                SeccompCondition::new(
+                    arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(u64::from(bit)),
+                    u64::from(bit),
+                )
+                .and_then(|condition| SeccompRule::new(vec![condition]))
+                .map_err(|e| e.to_string())
+            })
+            .collect()
+    };
+    // (call, the index of its mode argument)
+    #[allow(unused_mut)]
+    let mut calls = vec![
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (libc::SYS_fchmodat2, 2),
+        (libc::SYS_openat, 3),
+        (libc::SYS_mknodat, 2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([(libc::SYS_chmod, 1), (libc::SYS_open, 2), (libc::SYS_creat, 1), (libc::SYS_mknod, 1)]);
+    let mut rules =
+        calls.into_iter().map(|(call, arg)| Ok((call, set_id_bit(arg)?))).collect::<Result<Vec<_>, String>>()?;
+    rules.push((libc::SYS_openat2, Vec::new()));
+    Ok(rules)
+}
+
 /// Empties the capability bounding set: whatever runs after the next exec keeps none of the user
 /// namespace's capabilities, even as uid 0 inside it.
 pub(crate) fn drop_capability_bounding_set() {

@@ -4101,6 +4101,33 @@ fn the_agent_opens_terminals_but_cannot_change_their_modes() {
     assert!(seen.contains(&format!("chmod refused {}", libc::EROFS)), "the agent changed a terminal's mode: {seen}");
 }
 
+/// The eleventh re-attack: in its workspace the agent could `chmod 4755` a program it wrote, which
+/// any local user then ran as the user. Set-ID modes are refused, by `chmod` or at creation.
+#[test]
+fn the_agent_sets_no_set_id_bit() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let report = rig.report();
+    let script = format!(
+        "#!/bin/sh\ncp /bin/true tool\nchmod 4755 tool; a=$?\nchmod 2755 tool; b=$?\n\
+         python3 -c \"import os; os.close(os.open('made', os.O_CREAT | os.O_WRONLY, 0o4755))\"; c=$?\n\
+         chmod 755 tool; d=$?\necho \"$a $b $c $d\" > '{}'\n",
+        report.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let codes = std::fs::read_to_string(&report).unwrap();
+    let codes: Vec<&str> = codes.split_whitespace().collect();
+    assert!(codes[0] != "0" && codes[1] != "0" && codes[2] != "0", "a set-ID mode was set: {codes:?}");
+    assert_eq!(codes[3], "0", "a plain mode is the agent's own");
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&work.join("tool")), 0o755);
+    assert!(!work.join("made").exists() || mode(&work.join("made")) & 0o6000 == 0);
+}
+
 /// The seventh re-attack: a descriptor the launcher inherited (a shell's `exec 7>>~/.bashrc`)
 /// reached the agent, and writing through it passed Landlock and the read-only mounts. The agent
 /// gets its standard streams and nothing else.

@@ -570,6 +570,41 @@ async fn bash_in(fixture: &Fixture, cwd: &Path, script: &str) -> crate::support:
     fixture.harness.run(GUEST, json!({"envelope": envelope})).await
 }
 
+/// The eleventh re-attack: Landlock governs writes, not `chmod`, `utime` or `setxattr`, so a
+/// program scoped to `~/out` made `~/.ssh/id_rsa` 0644 and `~/.bashrc` 0666 for every local user;
+/// and in its own write scope it could leave a set-user-ID program that any local user runs as
+/// the user. Outside its write scopes the filesystem is a read-only mount to it; set-ID modes are
+/// refused everywhere.
+#[tokio::test]
+async fn a_program_changes_no_mode_outside_its_write_scopes_and_sets_no_set_id_bit() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let fixture = Fixture::new(&hostile_spawn(), "", HOSTILE_CAPABILITIES, None).await;
+    let home = fixture.user_home.display().to_string();
+    let bashrc = fixture.user_home.join(".bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    std::fs::set_permissions(&bashrc, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(fixture.user_home.join(".ssh/id_rsa"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = format!(
+        "chmod 666 {home}/.bashrc; chmod 644 {home}/.ssh/id_rsa; touch -d 2001-01-01 {home}/.bashrc; \
+         cp /bin/true {home}/out/tool; chmod 4755 {home}/out/tool; chmod g+s {home}/out/tool; \
+         python3 -c \"import os; os.close(os.open('{home}/out/made', os.O_CREAT | os.O_WRONLY, 0o4755))\"; \
+         chmod 700 {home}/out/tool && echo owner-mode-ok; true"
+    );
+    let output = fixture.bash(&script).await;
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&bashrc), 0o644, "{output}");
+    assert_eq!(mode(&fixture.user_home.join(".ssh/id_rsa")), 0o600, "{output}");
+    assert!(
+        std::fs::metadata(&bashrc).unwrap().modified().unwrap()
+            > std::time::UNIX_EPOCH + Duration::from_secs(1_500_000_000)
+    );
+    assert!(output["stderr"].as_str().unwrap().contains("Read-only file system"), "{output}");
+    assert_eq!(mode(&fixture.user_home.join("out/tool")), 0o700, "a plain mode in its scope is its own: {output}");
+    assert!(output["stdout"].as_str().unwrap().contains("owner-mode-ok"), "{output}");
+    let made = fixture.user_home.join("out/made");
+    assert!(!made.exists() || mode(&made) & 0o6000 == 0, "created set-ID: {output}");
+}
+
 /// The re-attack's H1: a working directory inside a read-only scope was granted read-write, so a
 /// program planted `.git/hooks/pre-commit` in a repository it could only read (run unconfined at
 /// the user's next commit); a manifest `cwd = "~/"` gave read-write to the whole home.
@@ -587,7 +622,9 @@ async fn the_working_directory_has_only_the_access_of_the_scope_it_lies_in() {
         format!("{}\nreadable\n", repo.display()),
         "it starts there and reads its scope: {output}"
     );
-    assert!(output["stderr"].as_str().unwrap().contains("Permission denied"), "{output}");
+    // Refused by the read-only mount (or, were it missing, by Landlock).
+    let stderr = output["stderr"].as_str().unwrap();
+    assert!(stderr.contains("Read-only file system") || stderr.contains("Permission denied"), "{output}");
     assert!(!repo.join(".git/hooks/pre-commit").exists(), "a hook was planted in a read-only repository");
     assert!(!repo.join("planted").exists(), "the read-only working directory was written");
 

@@ -342,6 +342,10 @@ fn init(plan: &JailPlan, program: &Program, report: &mut std::fs::File) -> Resul
     let none: Option<&str> = None;
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
         .map_err(|e| format!("making mounts private: {e}"))?;
+    // Landlock governs writes, not `chmod`, `utime` or `setxattr`: a program scoped to `~/out`
+    // made `~/.ssh/id_rsa` 0644 and `~/.bashrc` 0666 (the eleventh re-attack). Everything but its
+    // write scopes (the scratch directory among them) is a read-only mount to it.
+    crate::platform::confinement::read_only_outside(&plan.write)?;
     let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), hardened, none)
         .map_err(|e| format!("mounting /proc for the namespace: {e}"))?;
@@ -781,6 +785,7 @@ fn filter() -> Result<seccompiler::BpfProgram, String> {
         libc::SYS_ioctl,
         vec![when(1, SeccompCmpOp::Eq, libc::TIOCSTI)?, when(1, SeccompCmpOp::Eq, libc::TIOCLINUX)?],
     );
+    rules.extend(crate::platform::confinement::set_id_mode_rules()?);
     let arch = std::env::consts::ARCH.try_into().map_err(text)?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
         .map_err(text)?;

@@ -446,7 +446,7 @@ fn init(request: &Request) -> Result<i32, String> {
     // Nothing mounted here propagates back to the user's namespace.
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
         .map_err(|e| format!("making mounts private: {e}"))?;
-    read_only_outside(&request.writable)?;
+    crate::platform::confinement::read_only_outside(&request.writable)?;
     let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), hardened, none)
         .map_err(|e| format!("mounting /proc for the namespace: {e}"))?;
@@ -549,63 +549,6 @@ fn init(request: &Request) -> Result<i32, String> {
     }
 }
 
-/// Every mount read-only but the `writable` paths, each bound back writable (the second
-/// re-attack of 2026-12-05): Landlock refuses writes outside the allow-list but not `chmod`,
-/// `chown`, `utimes` or extended attributes, so the agent could make `~/.bashrc` writable to
-/// other users; on a read-only mount each fails (EROFS). Kernels before 5.12 have no
-/// `mount_setattr`: there the launch says what stays open and goes on, Landlock still holding
-/// every write.
-fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
-    if let Err(error) = set_mount_attributes(std::path::Path::new("/"), MOUNT_ATTR_RDONLY, 0) {
-        log_line!(
-            "aileron: warning: the filesystem could not be made read-only to the agent ({error}): it can still change \
-             modes, times and extended attributes outside its write list"
-        );
-        return Ok(());
-    }
-    let none: Option<&str> = None;
-    // Device nodes are written through a read-only mount all the same, and must not be bound:
-    // `/dev/ptmx` bound onto itself no longer finds its `pts` (openpty fails with ENOENT). Nor is
-    // `/dev/pts` bound writable: new terminals open on it read-only, and the agent could otherwise
-    // `chmod a+rw` the user's terminal for every local user to write to (the seventh re-attack).
-    let files_or_directories = |path: &&PathBuf| std::fs::metadata(path).is_ok_and(|m| m.is_dir() || m.is_file());
-    for path in writable.iter().filter(|path| !path.starts_with("/dev")).filter(files_or_directories) {
-        mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
-            .map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
-        set_mount_attributes(path, 0, MOUNT_ATTR_RDONLY)
-            .map_err(|e| format!("making {} writable again: {e}", path.display()))?;
-    }
-    Ok(())
-}
-
-/// `mount_setattr(2)`'s attribute for read-only, and its argument (`struct mount_attr`).
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-#[repr(C)]
-struct MountAttributes {
-    set: u64,
-    clear: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-/// Sets and clears mount attributes on the mount at `path` and every mount beneath it.
-fn set_mount_attributes(path: &std::path::Path, set: u64, clear: u64) -> std::io::Result<()> {
-    let path = CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    let mut attributes = MountAttributes { set, clear, propagation: 0, userns_fd: 0 };
-    // SAFETY: a NUL-terminated path, a `struct mount_attr` and its size, as mount_setattr(2) takes them.
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_RECURSIVE as libc::c_uint,
-            &mut attributes as *mut MountAttributes,
-            std::mem::size_of::<MountAttributes>(),
-        )
-    };
-    if done < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
-}
-
 /// The agent's write allow-list (the re-attack's H4: a confined agent appended
 /// `aileron approval approve <id>` to `~/.bashrc`, and the user's next shell approved its
 /// requests as the human). Landlock handles every write right (create, write, truncate, remove,
@@ -645,7 +588,8 @@ fn write_allow_list(writable: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-/// Refuses `ioctl(fd, TIOCSTI|TIOCLINUX, ...)` with EPERM, allows everything else.
+/// Refuses `ioctl(fd, TIOCSTI|TIOCLINUX, ...)` and a set-ID mode given to a file
+/// ([`crate::platform::confinement::set_id_mode_rules`]) with EPERM, allows everything else.
 fn terminal_injection_filter() -> Result<seccompiler::BpfProgram, String> {
     use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
     let refused = |request: libc::c_ulong| {
@@ -656,13 +600,11 @@ fn terminal_injection_filter() -> Result<seccompiler::BpfProgram, String> {
     let rules =
         vec![refused(libc::TIOCSTI).map_err(|e| e.to_string())?, refused(libc::TIOCLINUX).map_err(|e| e.to_string())?];
     let arch = std::env::consts::ARCH.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
-    let filter = SeccompFilter::new(
-        [(libc::SYS_ioctl, rules)].into_iter().collect(),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| e.to_string())?;
+    let mut refused: std::collections::BTreeMap<i64, Vec<SeccompRule>> =
+        [(libc::SYS_ioctl, rules)].into_iter().collect();
+    refused.extend(crate::platform::confinement::set_id_mode_rules()?);
+    let filter = SeccompFilter::new(refused, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
+        .map_err(|e| e.to_string())?;
     filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
