@@ -44,25 +44,30 @@ const MAX_SPACES_SHOWN: usize = 3;
 /// their own, as if they were Aileron's (the ninth re-attack: "Publisher verified …").
 pub fn spaces_counted(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut run = 0;
-    let flush = |out: &mut String, run: usize| {
-        if run > MAX_SPACES_SHOWN {
-            out.push_str(&format!(" ␣×{run} "));
-        } else {
-            out.extend(std::iter::repeat_n(' ', run));
-        }
+    // The blank run being read: where it starts in `text`, and how many characters it has.
+    let mut run: Option<(usize, usize)> = None;
+    let mut end_run = |out: &mut String, run: Option<(usize, usize)>, end: usize| match run {
+        Some((_, count)) if count > MAX_SPACES_SHOWN => out.push_str(&format!(" ␣×{count} ")),
+        Some((start, _)) => out.push_str(&text[start..end]),
+        None => {}
     };
-    for c in text.chars() {
-        if c == ' ' {
-            run += 1;
+    for (at, c) in text.char_indices() {
+        if blank(c) {
+            run = Some(run.map_or((at, 1), |(start, count)| (start, count + 1)));
             continue;
         }
-        flush(&mut out, run);
-        run = 0;
+        end_run(&mut out, run.take(), at);
         out.push(c);
     }
-    flush(&mut out, run);
+    end_run(&mut out, run, text.len());
     out
+}
+
+/// A character a terminal draws as blank space: a space of any width (no-break, en, em,
+/// ideographic…) or the braille blank, which a run of wraps a line as spaces do (the eleventh
+/// re-attack drew lines with U+00A0, U+2800 and U+3000 after ordinary spaces were counted).
+fn blank(c: char) -> bool {
+    (c.is_whitespace() && !matches!(c, '\n' | '\r' | '\t')) || c == '\u{2800}'
 }
 
 /// The first [`hidden`] character of `text`, if any.
@@ -140,6 +145,11 @@ mod tests {
             "read issues ␣×70 Publisher verified"
         );
         assert_eq!(super::spaces_counted("    "), " ␣×4 ");
+        for blank in ['\u{a0}', '\u{2800}', '\u{3000}', '\u{2003}'] {
+            let drawn = format!("Aileron{}Signature   signed by", blank.to_string().repeat(70));
+            assert_eq!(super::spaces_counted(&drawn), "Aileron ␣×70 Signature   signed by", "{blank:?}");
+        }
+        assert_eq!(super::spaces_counted("a\u{a0}b"), "a\u{a0}b");
     }
 
     use super::{hidden, json_for_terminal, visible};
