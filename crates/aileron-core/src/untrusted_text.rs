@@ -46,7 +46,7 @@ pub fn spaces_counted(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     // The blank run being read: where it starts in `text`, and how many characters it has.
     let mut run: Option<(usize, usize)> = None;
-    let mut end_run = |out: &mut String, run: Option<(usize, usize)>, end: usize| match run {
+    let end_run = |out: &mut String, run: Option<(usize, usize)>, end: usize| match run {
         Some((_, count)) if count > MAX_SPACES_SHOWN => out.push_str(&format!(" ␣×{count} ")),
         Some((start, _)) => out.push_str(&text[start..end]),
         None => {}
