@@ -770,6 +770,52 @@ fn the_daemon_serves_the_same_catalog_at_mcp_behind_its_token() {
     );
 }
 
+/// The eleventh re-attack: one session token opened 13,000 `/mcp` sessions in 12 s (1 GB of the
+/// daemon). A token holds at most 32 live sessions; one ended makes room; another token is not
+/// held back by the first's.
+#[test]
+fn a_token_holds_a_bounded_number_of_mcp_sessions() {
+    let fixture = Fixture::new();
+    let (url, admin) = fixture.daemon();
+    let http = reqwest::blocking::Client::new();
+    let session_token = || {
+        let started: Value = http
+            .post(format!("{url}/v1/sessions"))
+            .bearer_auth(&admin)
+            .json(&json!({"agent": "claude"}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        started["token"].as_str().unwrap().to_string()
+    };
+    let (token, other) = (session_token(), session_token());
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}});
+    let open = |token: &str| {
+        http.post(format!("{url}/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+            .unwrap()
+    };
+    let mut ids = Vec::new();
+    for _ in 0..32 {
+        let opened = open(&token);
+        assert_eq!(opened.status(), 200);
+        ids.push(opened.headers()["mcp-session-id"].to_str().unwrap().to_string());
+    }
+    let refused = open(&token);
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "60");
+    assert!(refused.text().unwrap().contains("at most 32 per token"));
+    assert_eq!(open(&other).status(), 200, "another token's sessions are its own");
+    let ended = http.delete(format!("{url}/mcp")).bearer_auth(&token).header("mcp-session-id", &ids[0]).send().unwrap();
+    assert_eq!(ended.status(), 200);
+    assert_eq!(open(&token).status(), 200, "an ended session makes room");
+}
+
 #[test]
 fn a_launch_session_token_runs_and_polls_through_both_servers_but_never_decides() {
     let fixture = Fixture::new();

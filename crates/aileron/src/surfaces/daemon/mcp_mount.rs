@@ -48,17 +48,75 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         state.services.telemetry.clone(),
         "aileron daemon: /mcp",
     );
-    let service = StreamableHttpService::new(
-        move || Ok(AileronMcp::new(shared.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let manager = Arc::new(LocalSessionManager::default());
+    let sessions = Arc::new(SessionCount { manager: manager.clone(), owners: Default::default() });
+    let service = StreamableHttpService::new(move || Ok(AileronMcp::new(shared.clone())), manager, config);
     Router::new()
         .nest_service(PATH, service)
         // Route layers: they guard `/mcp` only, so an unknown path elsewhere is a 404, not a 401.
         .route_layer(axum::middleware::from_fn(session_end_ok))
+        .route_layer(axum::middleware::from_fn_with_state(sessions, capped_sessions))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), require_bearer))
 }
+
+/// Live MCP sessions one token may hold, and all tokens together. Each session costs the daemon
+/// its worker and buffers until it is ended or idle for rmcp's keep-alive (5 minutes): one
+/// session token opened 13,000 in 12 s and grew the daemon by 1 GB (the eleventh re-attack).
+/// An agent needs one (a few, across restarts of its MCP client).
+pub const MAX_MCP_SESSIONS_PER_TOKEN: usize = 32;
+pub const MAX_MCP_SESSIONS: usize = 1024;
+
+/// Which token opened which live session (the session manager knows only the sessions).
+struct SessionCount {
+    manager: Arc<LocalSessionManager>,
+    owners: std::sync::Mutex<std::collections::HashMap<String, Vec<Arc<str>>>>,
+}
+
+/// Refuses a new session (an `initialize`, which carries no session id) past the caps, with 429
+/// and a `Retry-After`; records which token the new one is of.
+async fn capped_sessions(State(count): State<Arc<SessionCount>>, request: Request, next: Next) -> Response {
+    let opening = request.method() == axum::http::Method::POST && !request.headers().contains_key(SESSION_ID);
+    if !opening {
+        return next.run(request).await;
+    }
+    let owner = match request.extensions().get::<crate::platform::principal::Principal>() {
+        Some(crate::platform::principal::Principal::Session { session_id, .. }) => session_id.clone(),
+        _ => "the daemon token".to_string(),
+    };
+    let live = count.manager.sessions.read().await.keys().cloned().collect::<std::collections::HashSet<_>>();
+    let refused = {
+        let mut owners = count.owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        owners.retain(|_, ids| {
+            ids.retain(|id| live.contains(id));
+            !ids.is_empty()
+        });
+        let own = owners.get(&owner).map_or(0, Vec::len);
+        (own >= MAX_MCP_SESSIONS_PER_TOKEN || live.len() >= MAX_MCP_SESSIONS).then_some(own)
+    };
+    if let Some(own) = refused {
+        let mut response = ApiError::new(
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            "too_many_sessions",
+            format!(
+                "{own} MCP sessions of this token and {} in all are open; at most {MAX_MCP_SESSIONS_PER_TOKEN} per \
+                 token and {MAX_MCP_SESSIONS} in all",
+                live.len()
+            ),
+        )
+        .into_response();
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+        return response;
+    }
+    let response = next.run(request).await;
+    if let Some(id) = response.headers().get(SESSION_ID).and_then(|id| id.to_str().ok()) {
+        let mut owners = count.owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        owners.entry(owner).or_default().push(Arc::from(id));
+    }
+    response
+}
+
+/// The header naming an MCP session.
+const SESSION_ID: &str = "mcp-session-id";
 
 /// rmcp answers a session's `DELETE` with 202; the official SDKs expect 200 (the Python SDK logs
 /// "Session termination failed: 202" on every clean exit otherwise). The session is ended either
