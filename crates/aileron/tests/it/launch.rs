@@ -4177,6 +4177,41 @@ fn every_repository_the_agent_made_is_disarmed() {
     assert!(said.contains("what in it would run was moved aside"), "{said}");
 }
 
+/// The twelfth re-attack: launched in a new project (no repository), the agent made the
+/// workspace itself a git directory whose config ran its fsmonitor at the user's first `git
+/// status`, silently; and in a repository it made a submodule's git directory under
+/// `.git/modules/`, which `git submodule update` would use. Both are disarmed at exit.
+#[test]
+fn a_workspace_made_a_git_directory_and_a_module_git_directory_are_disarmed() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let script = "#!/bin/sh\nmkdir -p objects refs/heads hooks && echo 'ref: refs/heads/main' > HEAD\n\
+                  printf '[core]\\n\\tworktree = .\\n\\tfsmonitor = \"touch pwned; false\"\\n' > config\n\
+                  printf '#!/bin/sh\\ntouch pwned\\n' > hooks/pre-commit && chmod +x hooks/pre-commit\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(work.join("HEAD").exists(), "the agent made it\n{said}");
+    assert!(!work.join("config").exists() && !work.join("hooks/pre-commit").exists(), "armed files stayed\n{said}");
+    assert!(said.contains("created a repository at"), "{said}");
+
+    std::fs::remove_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&work).status().unwrap().success());
+    let script = "#!/bin/sh\ngit init -q --bare .git/modules/lib\ngit -C .git/modules/lib config core.fsmonitor 'touch pwned'\n\
+                  printf '#!/bin/sh\\ntouch pwned\\n' > .git/modules/lib/hooks/post-checkout\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(work.join(".git/modules/lib/HEAD").exists(), "the agent made it\n{said}");
+    assert!(!work.join(".git/modules/lib/hooks/post-checkout").exists(), "the hook stayed\n{said}");
+    let config = std::fs::read_to_string(work.join(".git/modules/lib/config")).unwrap_or_default();
+    assert!(!config.contains("fsmonitor"), "a config that runs something stayed\n{said}");
+}
+
 /// The seventh re-attack: `.git/hooks` a link to the project's tracked `githooks/` (a common
 /// layout). The bind made `githooks/` read-only, but the link itself was an entry the agent could
 /// replace with a directory of hooks of its own, which the user's next commit ran. The launcher

@@ -363,6 +363,38 @@ mod tests {
         assert_eq!(access.checkouts.created(), vec![Created { path: repo.join("made/later"), entered: false }]);
     }
 
+    /// The twelfth re-attack: launched in a new project, the agent made the workspace itself a git
+    /// directory (`HEAD`, `objects/`, `refs/`, a config); in a repository, it made a submodule's
+    /// git directory under `.git/modules/` (never searched); and it hid one past the search's
+    /// depth, unreported. Each is told at the end (and so disarmed, by the launch).
+    #[test]
+    fn a_root_made_a_git_directory_a_module_git_directory_and_a_search_cut_short_are_told() {
+        let (_temp, home, project) = home_and_repo();
+        std::fs::create_dir_all(&project).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &project, &[], &home.join("run/tmp")).unwrap();
+        for dir in ["objects", "refs/heads"] {
+            std::fs::create_dir_all(project.join(dir)).unwrap();
+        }
+        std::fs::write(project.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert_eq!(access.checkouts.created(), vec![Created { path: project.clone(), entered: true }]);
+
+        let (_temp, home, repo) = home_and_repo();
+        std::fs::create_dir_all(repo.join(".git/modules")).unwrap();
+        std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let module = repo.join(".git/modules/lib");
+        for dir in ["objects", "refs", "hooks"] {
+            std::fs::create_dir_all(module.join(dir)).unwrap();
+        }
+        std::fs::write(module.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let look = access.checkouts.look();
+        assert_eq!(look.created, vec![Created { path: module, entered: true }]);
+        assert!(look.incomplete.is_empty());
+        let deep: PathBuf = (0..=33).map(|level| format!("d{level}")).collect();
+        std::fs::create_dir_all(repo.join(&deep).join(".git")).unwrap();
+        assert_eq!(access.checkouts.look().incomplete, vec![repo.clone()], "a search cut short says so");
+    }
+
     /// The second re-attack of 2026-12-05: what the config (the repository's, an include's, the
     /// user's own) has git run from inside the workspace is read-only or watched, the directories
     /// above an include are pinned, and a submodule the index records where the search does not

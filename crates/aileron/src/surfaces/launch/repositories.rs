@@ -130,7 +130,10 @@ struct Found {
 /// its config names (the second re-attack of 2026-12-05).
 fn checkouts_in(root: &Path) -> Found {
     let (nested, complete) = nested_checkouts(root);
-    let own = std::fs::symlink_metadata(root.join(".git")).is_ok().then(|| root.to_path_buf());
+    // The root itself made into a git directory counts too (the twelfth re-attack: launched in a
+    // new project, the agent wrote `HEAD`, `objects/`, `refs/` and a `config` there).
+    let own = (std::fs::symlink_metadata(root.join(".git")).is_ok() || git::is_git_directory(root))
+        .then(|| root.to_path_buf());
     let mut found: Vec<PathBuf> = own.into_iter().chain(nested).collect();
     let mut known: HashSet<PathBuf> = found.iter().cloned().collect();
     let mut entered: HashSet<PathBuf> = found.iter().filter(|path| git::is_git_directory(path)).cloned().collect();
@@ -141,6 +144,18 @@ fn checkouts_in(root: &Path) -> Found {
         let checkout = found[next].clone();
         next += 1;
         let Some(git_dir) = git::git_dir(&checkout) else { continue };
+        // The git directories of submodules, kept under `modules/` and never searched (the search
+        // skips `.git`): one the agent made there is what `git submodule update` uses, hooks and
+        // config included (the twelfth re-attack).
+        // Only a git directory that is one (a `.git` link or file names another's, whose modules
+        // are that repository's and found with it).
+        let real = std::fs::symlink_metadata(&git_dir).is_ok_and(|metadata| metadata.file_type().is_dir());
+        for module in module_git_dirs(&git_dir.join("modules")).into_iter().filter(|_| real) {
+            if module.starts_with(root) && known.insert(module.clone()) {
+                entered.insert(module.clone());
+                found.push(module);
+            }
+        }
         let (submodules, too_large) = git::submodules(&git_dir, &mut index_budget);
         unread.extend(too_large);
         for submodule in submodules {
@@ -516,7 +531,7 @@ impl GitContext {
 }
 
 /// Submodules' git directories under a git directory's `modules` (a submodule named `a/b` lives
-/// in `modules/a/b`): each directory holding `HEAD` is one.
+/// in `modules/a/b`): each directory holding `HEAD` is one, and its own `modules` is searched.
 fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut pending = vec![(modules.to_path_buf(), 0)];
@@ -524,6 +539,9 @@ fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for path in entries.flatten().map(|entry| entry.path()).filter(|path| is_real_dir(path)) {
             if path.join("HEAD").is_file() {
+                if depth < MAX_SCAN_DEPTH {
+                    pending.push((path.join("modules"), depth + 1));
+                }
                 found.push(path);
             } else if depth < MAX_SCAN_DEPTH {
                 pending.push((path, depth + 1));
@@ -539,6 +557,7 @@ fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
 /// entering [`SKIPPED_DIRECTORIES`]; and whether the search saw everything.
 fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
+    let mut complete = true;
     let mut pending = std::collections::VecDeque::from([(root.to_path_buf(), 0)]);
     let mut scanned = 0;
     while let Some((dir, depth)) = pending.pop_front() {
@@ -560,11 +579,15 @@ fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
             }
             if depth < MAX_SCAN_DEPTH {
                 pending.push_back((path, depth + 1));
+            } else {
+                // A directory below the deepest level searched: the search is cut short, and says
+                // so (the twelfth re-attack hid a repository 33 levels down, unreported).
+                complete = false;
             }
         }
     }
     found.sort();
-    (found, true)
+    (found, complete)
 }
 
 /// `path` with `.` and `..` resolved by name (`/a/.git/../b` is `/a/b`), so that whether it
