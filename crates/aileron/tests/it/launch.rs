@@ -4212,6 +4212,39 @@ fn a_workspace_made_a_git_directory_and_a_module_git_directory_are_disarmed() {
     assert!(!config.contains("fsmonitor"), "a config that runs something stayed\n{said}");
 }
 
+/// The twelfth re-attack: a link the agent left in the user's git directory made the user's own
+/// git write where it led (`.git/logs/HEAD -> ~/.bashrc`, and a branch named to be a command:
+/// the user's `git checkout` appended it to their shell's start-up). Such links are moved aside
+/// at exit; one the user had is kept.
+#[test]
+fn links_the_agent_leaves_in_the_users_git_directory_are_moved_aside() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    assert!(git(&["init", "-q"]));
+    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "first"]));
+    std::os::unix::fs::symlink("../README", work.join(".git/description-link")).unwrap();
+    let bashrc = rig.user_home().join(".bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let script = format!(
+        "#!/bin/sh\nrm -f .git/logs/HEAD && ln -s '{}' .git/logs/HEAD\nln -sf '{}' .git/COMMIT_EDITMSG\n",
+        bashrc.display(),
+        rig.user_home().join(".zshenv").display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    for link in [".git/logs/HEAD", ".git/COMMIT_EDITMSG"] {
+        assert!(std::fs::symlink_metadata(work.join(link)).is_err(), "{link} stayed\n{said}");
+    }
+    assert!(std::fs::symlink_metadata(work.join(".git/description-link")).unwrap().is_symlink(), "the user's stays");
+    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "second"]));
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n", "{said}");
+    assert!(said.contains(".git/logs/HEAD"), "{said}");
+}
+
 /// The seventh re-attack: `.git/hooks` a link to the project's tracked `githooks/` (a common
 /// layout). The bind made `githooks/` read-only, but the link itself was an entry the agent could
 /// replace with a directory of hooks of its own, which the user's next commit ran. The launcher

@@ -482,6 +482,45 @@ fn gitlinks(mut index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
     found
 }
 
+/// The symbolic links inside git directories (`objects/` aside: git only reads there) that lead
+/// out of their git directory or nowhere, at most [`MAX_LINKS_LOOKED_AT`] entries looked at
+/// each. Git writes many of its own files through a plain
+/// `open` that follows a link — the reflogs, `COMMIT_EDITMSG`, `FETCH_HEAD`, `MERGE_MSG` — so a
+/// link the agent leaves in the user's git directory makes the user's own git write where it
+/// leads: `.git/logs/HEAD -> ~/.bashrc` and a branch named `wip;touch${IFS}x;#` put a command in
+/// the user's next shell (the twelfth re-attack). Git makes no links there itself.
+pub fn links_in(git_dirs: &[PathBuf]) -> std::collections::HashSet<PathBuf> {
+    let mut links = std::collections::HashSet::new();
+    for git_dir in git_dirs {
+        let mut looked = 0;
+        let mut pending = vec![git_dir.clone()];
+        while let Some(dir) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                looked += 1;
+                if looked > MAX_LINKS_LOOKED_AT {
+                    break;
+                }
+                let Ok(kind) = entry.file_type() else { continue };
+                let path = entry.path();
+                // One leading inside (`index -> index.real`) writes only git's own files.
+                let inside = || std::fs::canonicalize(&path).is_ok_and(|target| target.starts_with(git_dir));
+                if kind.is_symlink() {
+                    if !inside() {
+                        links.insert(path);
+                    }
+                } else if kind.is_dir() && !(dir == *git_dir && entry.file_name() == "objects") {
+                    pending.push(path);
+                }
+            }
+        }
+    }
+    links
+}
+
+/// Entries looked at in one git directory for links, at most.
+const MAX_LINKS_LOOKED_AT: usize = 100_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -749,7 +749,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
     });
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
-    let plant_watch = planted::PlantWatch::start(watched, kept_links, quarantine.clone());
+    let links_at_launch = git::links_in(&existing_git_dirs);
+    let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let mut quarantined = plant_watch.finish().await;
     let repositories::Look { created, unread, newly_entered, incomplete } = checkouts.look();
@@ -768,6 +769,16 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         looked.insert(made.path.clone(), armed.is_some());
         planted::move_all(&armed.unwrap_or_default(), &[], &quarantine, &mut quarantined);
     }
+    // Links the agent left in the git directories there at launch (after the look above, which
+    // reads their indexes as the agent left them): the user's own git would
+    // write through them (the twelfth re-attack). Those there at launch, and the kept ones, stay.
+    let kept: std::collections::HashSet<&PathBuf> = kept_links.iter().map(|(link, _)| link).collect();
+    let mut left_links: Vec<PathBuf> = git::links_in(&existing_git_dirs)
+        .into_iter()
+        .filter(|link| !links_at_launch.contains(link) && !kept.contains(link))
+        .collect();
+    left_links.sort();
+    planted::move_all(&left_links, &[], &quarantine, &mut quarantined);
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
