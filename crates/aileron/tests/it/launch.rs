@@ -4077,19 +4077,27 @@ fn the_agent_cannot_signal_its_launcher() {
 }
 
 /// The seventh re-attack: `/dev/pts` was bound writable, so the agent could `chmod a+rw` the
-/// user's terminal and let any local user write to it. Terminals are written through a read-only
-/// mount all the same: the agent still opens new ones and writes to them, but cannot change
-/// their modes.
+/// user's terminal and let any local user write to it. The twelfth: every terminal of the user's
+/// was there to open, and the agent read a `sudo` password typed in another tab. The agent's
+/// terminals are a devpts of its own, read-only: it opens new ones and writes to them, but sees
+/// none of the user's others and changes no terminal's mode.
 #[test]
 fn the_agent_opens_terminals_but_cannot_change_their_modes() {
     let rig = LaunchRig::new();
     let report = rig.report();
+    // Another terminal of the user's, open through the session.
+    let other = nix::pty::openpty(None, None).unwrap();
+    let other_name = nix::unistd::ttyname(&other.slave).unwrap();
     let script = format!(
         "#!/usr/bin/env python3\nimport os\nout = []\nmain, sub = os.openpty()\nname = os.ttyname(sub)\n\
          out.append('opened ' + name)\nos.write(sub, b'seen')\nout.append('read ' + os.read(main, 4).decode())\n\
          try:\n    os.chmod(name, 0o666)\n    out.append('chmod went through')\nexcept OSError as e:\n    \
-         out.append('chmod refused %d' % e.errno)\nopen('{}', 'w').write('\\n'.join(out))\n",
-        report.display()
+         out.append('chmod refused %d' % e.errno)\n\
+         try:\n    fd = os.open('{other}', os.O_RDWR | os.O_NOCTTY)\n    os.write(fd, b'from-the-agent')\n    \
+         os.close(fd)\nexcept OSError as e:\n    out.append('the other refused %d' % e.errno)\n\
+         open('{}', 'w').write('\\n'.join(out))\n",
+        report.display(),
+        other = other_name.display()
     );
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -4099,6 +4107,16 @@ fn the_agent_opens_terminals_but_cannot_change_their_modes() {
     let seen = std::fs::read_to_string(&report).unwrap();
     assert!(seen.contains("opened /dev/pts/") && seen.contains("read seen"), "no terminal for the agent: {seen}");
     assert!(seen.contains(&format!("chmod refused {}", libc::EROFS)), "the agent changed a terminal's mode: {seen}");
+    // The name may be one of its own terminals' (each devpts counts from 0): what reached the
+    // user's terminal is what tells.
+    nix::fcntl::fcntl(&other.master, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
+    let mut reached = [0u8; 64];
+    let read = nix::unistd::read(&other.master, &mut reached).unwrap_or(0);
+    assert!(
+        !String::from_utf8_lossy(&reached[..read]).contains("from-the-agent"),
+        "the agent wrote to the user's terminal"
+    );
+    drop(other);
 }
 
 /// The eleventh re-attack: in its workspace the agent could `chmod 4755` a program it wrote, which

@@ -464,6 +464,7 @@ fn init(request: &Request) -> Result<i32, String> {
             .or_else(|_| mount(Some("tmpfs"), "/dev/mqueue", Some("tmpfs"), hardened, Some("mode=0500,size=4k")))
             .map_err(|e| format!("giving the namespace its own /dev/mqueue: {e}"))?;
     }
+    own_terminals();
     for mask in &request.masks {
         if !mask.is_dir() {
             continue; // nothing there to hide
@@ -546,6 +547,42 @@ fn init(request: &Request) -> Result<i32, String> {
                 }
             }
         }
+    }
+}
+
+/// The namespace's own terminals: a devpts instance of its own on `/dev/pts` (its `ptmx` bound
+/// onto `/dev/ptmx`), so the agent opens new terminals but never the user's others — the twelfth
+/// re-attack opened another tab's `/dev/pts/N` and read a `sudo` password typed there. The agent
+/// keeps the terminal it was started on (its standard streams and `/dev/tty`); only its name is
+/// not in `/dev/pts`. Read-only, as the host's was: no `chmod` of a terminal. Where the instance
+/// cannot be made, the launch says so and goes on.
+fn own_terminals() {
+    let none: Option<&str> = None;
+    if !std::path::Path::new("/dev/pts").is_dir() {
+        return;
+    }
+    let made = mount(
+        Some("devpts"),
+        "/dev/pts",
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0600"),
+    )
+    .and_then(|()| mount(Some("/dev/pts/ptmx"), "/dev/ptmx", none, MsFlags::MS_BIND, none))
+    .and_then(|()| {
+        mount(
+            none,
+            "/dev/pts",
+            none,
+            MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            none,
+        )
+    });
+    if let Err(error) = made {
+        log_line!(
+            "aileron: warning: the agent's terminals could not be its own ({error}): it can open your other terminals \
+             in /dev/pts"
+        );
     }
 }
 
