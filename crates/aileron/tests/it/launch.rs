@@ -4119,6 +4119,51 @@ fn the_agent_opens_terminals_but_cannot_change_their_modes() {
     drop(other);
 }
 
+/// The twelfth re-attack: the user's session keyring (where Kerberos tickets live) was the agent's
+/// to read. The agent gets a session keyring of its own.
+#[test]
+fn the_agent_has_a_session_keyring_of_its_own() {
+    use std::os::unix::process::CommandExt as _;
+    let rig = LaunchRig::new();
+    let report = rig.report();
+    let script = format!(
+        "#!/usr/bin/env python3\nimport ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         found = libc.syscall({keyctl}, 10, ctypes.c_long(-3), b'user', b'aileron-test-secret', 0)\n\
+         open('{}', 'w').write('found' if found > 0 else 'not found')\n",
+        report.display(),
+        keyctl = libc::SYS_keyctl
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut launch = rig.command_at(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    // SAFETY: keyctl and add_key with constant, NUL-terminated arguments, in the child before exec.
+    unsafe {
+        launch.pre_exec(|| {
+            libc::syscall(libc::SYS_keyctl, 1 /* JOIN_SESSION_KEYRING */, std::ptr::null::<libc::c_char>());
+            let (kind, name, payload) = (c"user", c"aileron-test-secret", b"KERBEROS-TGT");
+            let session: libc::c_long = -3; // KEY_SPEC_SESSION_KEYRING
+            let key = libc::syscall(
+                libc::SYS_add_key,
+                kind.as_ptr(),
+                name.as_ptr(),
+                payload.as_ptr(),
+                payload.len(),
+                session,
+            );
+            if key < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+        });
+    }
+    let output = match launch.output() {
+        Ok(output) => output,
+        Err(error) => {
+            eprintln!("the_agent_has_a_session_keyring_of_its_own: no keyrings here ({error}); not checked");
+            return;
+        }
+    };
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "not found", "the agent read the user's session keyring");
+}
+
 /// The eleventh re-attack: in its workspace the agent could `chmod 4755` a program it wrote, which
 /// any local user then ran as the user. Set-ID modes are refused, by `chmod` or at creation.
 #[test]

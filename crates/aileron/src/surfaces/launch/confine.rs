@@ -550,6 +550,9 @@ fn init(request: &Request) -> Result<i32, String> {
     }
 }
 
+/// `keyctl(2)`'s operation that gives the caller a new anonymous session keyring.
+const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+
 /// The namespace's own terminals: a devpts instance of its own on `/dev/pts` (its `ptmx` bound
 /// onto `/dev/ptmx`), so the agent opens new terminals but never the user's others — the twelfth
 /// re-attack opened another tab's `/dev/pts/N` and read a `sudo` password typed there. The agent
@@ -648,11 +651,16 @@ fn terminal_injection_filter() -> Result<seccompiler::BpfProgram, String> {
 /// In the agent's process: signals back to their defaults, no capabilities across exec, the
 /// terminal filter, then the program. Returns only on failure.
 fn exec_agent(request: &Request, filter: &seccompiler::BpfProgram) -> String {
-    for restored in [Signal::SIGINT, Signal::SIGQUIT, Signal::SIGTERM, Signal::SIGHUP] {
+    for restored in [Signal::SIGINT, Signal::SIGQUIT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGTTOU, Signal::SIGTTIN]
+    {
         // SAFETY: restores the default disposition.
         let _ = unsafe { signal(restored, SigHandler::SigDfl) };
     }
     crate::platform::confinement::drop_capability_bounding_set();
+    // A session keyring of its own: the user's (Kerberos tickets, AFS tokens, what `pam_keyinit`
+    // made at login) was the agent's to read (the twelfth re-attack). SAFETY: keyctl with
+    // integer arguments and a null name.
+    unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, std::ptr::null::<libc::c_char>()) };
     if let Err(error) = write_allow_list(&request.writable) {
         return error;
     }

@@ -509,6 +509,13 @@ async fn probe_containment(request: &confine::Request) -> Result<(), String> {
 
 /// Runs `aileron launch`; returns the agent's exit code.
 pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
+    // The agent may make its own process group the terminal's foreground and set `tostop`: the
+    // launcher's first exit warning then stopped it (SIGTTOU), warnings unsaid and the session
+    // open (the twelfth re-attack). The launcher writes to the terminal whatever group leads it;
+    // the agent gets the default back before it starts. SAFETY: sets a signal's disposition.
+    unsafe {
+        let _ = nix::sys::signal::signal(nix::sys::signal::Signal::SIGTTOU, nix::sys::signal::SigHandler::SigIgn);
+    }
     let agent = options.agent;
     let env = LaunchEnv::from_process()?;
     let program = find_program(agent.program(), env.var(PATH));
@@ -753,6 +760,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let mut quarantined = plant_watch.finish().await;
+    // The agent's last output may have left the terminal drawing black on black (the twelfth
+    // re-attack hid every exit warning so): its colours reset, its cursor shown, its alternate
+    // screen left, before the launcher speaks.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprint!("\x1b[0m\x1b[?25h\x1b[?1049l");
+    }
     let repositories::Look { created, unread, newly_entered, incomplete } = checkouts.look();
     // A repository the agent made that the user's git enters unasked (a submodule of one the user
     // had, a bare lookalike) has what in it would run moved aside too — never a git directory
