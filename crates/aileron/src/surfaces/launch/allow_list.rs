@@ -145,11 +145,16 @@ pub fn write_access(
     // A link protected by name is kept as it is; where it leads is protected like it.
     for path in access.read_only.clone().iter().chain(&access.pinned.clone()) {
         let Ok(said) = std::fs::read_link(path) else { continue };
+        // Where it leads as written too (`../tools/hooks`): a link on that way is kept below.
+        let written = super::repositories::without_dot_dots(&path.parent().unwrap_or(path).join(&said));
         access.kept_links.push((path.clone(), said));
         if let Ok(target) = std::fs::canonicalize(path)
             && inside(&target)
         {
             access.read_only.push(target);
+        }
+        if inside(&written) && !access.read_only.contains(&written) {
+            access.read_only.push(written);
         }
     }
     // The directories between a writable root and what is protected in it are pinned, so that
@@ -161,6 +166,16 @@ pub fn write_access(
         let roots = access.writable.iter().filter(|dir| path.starts_with(dir));
         let Some(root) = roots.max_by_key(|dir| dir.as_os_str().len()) else { continue };
         pinned.extend(path.ancestors().skip(1).take_while(|dir| dir != root).map(Path::to_path_buf));
+    }
+    // A directory link on the way (`tools -> devtools` under `.git/hooks -> ../tools/hooks`) is
+    // kept too: the bind of it lands where it leads, and the link itself stayed an entry the agent
+    // could replace with a directory of hooks of its own (the twelfth re-attack).
+    for dir in &pinned {
+        if let Ok(said) = std::fs::read_link(dir)
+            && !access.kept_links.iter().any(|(kept, _)| kept == dir)
+        {
+            access.kept_links.push((dir.clone(), said));
+        }
     }
     access.pinned.extend(pinned);
     // A parent is pinned before what is inside it: a bind of the parent made later would hide
@@ -457,6 +472,36 @@ mod tests {
     /// to read-only; a `hooks` directory (or a config) that is a link is kept as a link (the bind
     /// protects where it leads, the launcher puts the link back if the agent replaces it). Only
     /// real git directories count as there at launch (not the pinned directories above them).
+    /// The twelfth re-attack: a directory link on the way to what is protected (`tools ->
+    /// devtools` under `.git/hooks -> ../tools/hooks`, or under `core.hooksPath = tools/hooks`)
+    /// was bound where it led and stayed an entry the agent replaced with hooks of its own. It is
+    /// kept (put back if replaced), like a protected path that is itself a link.
+    #[test]
+    fn a_directory_link_on_the_way_to_what_is_protected_is_kept() {
+        for hooks_path in [None, Some("tools/hooks")] {
+            let (_temp, home, repo) = home_and_repo();
+            for dir in [".git", "devtools/hooks"] {
+                std::fs::create_dir_all(repo.join(dir)).unwrap();
+            }
+            std::os::unix::fs::symlink("devtools", repo.join("tools")).unwrap();
+            match hooks_path {
+                None => {
+                    std::fs::write(repo.join(".git/config"), "").unwrap();
+                    std::os::unix::fs::symlink("../tools/hooks", repo.join(".git/hooks")).unwrap();
+                }
+                Some(path) => {
+                    std::fs::write(repo.join(".git/config"), format!("[core]\n\thooksPath = {path}\n")).unwrap()
+                }
+            }
+            let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+            assert!(
+                access.kept_links.contains(&(repo.join("tools"), PathBuf::from("devtools"))),
+                "{hooks_path:?}: {:?}",
+                access.kept_links
+            );
+        }
+    }
+
     #[test]
     fn hooks_installed_as_links_are_protected_where_they_lead() {
         let (_temp, home, repo) = home_and_repo();

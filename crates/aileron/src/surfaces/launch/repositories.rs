@@ -592,7 +592,7 @@ fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
 
 /// `path` with `.` and `..` resolved by name (`/a/.git/../b` is `/a/b`), so that whether it
 /// lies in a writable directory can be told from its components.
-fn without_dot_dots(path: &Path) -> PathBuf {
+pub(super) fn without_dot_dots(path: &Path) -> PathBuf {
     let mut normal = PathBuf::new();
     for component in path.components() {
         match component {
