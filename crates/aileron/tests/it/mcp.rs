@@ -84,6 +84,20 @@ impl Fixture {
         (info["url"].as_str().unwrap().to_string(), info["token"].as_str().unwrap().to_string())
     }
 
+    /// A launch session (`POST /v1/sessions` with the daemon token): its answer, the session's
+    /// id and token in it.
+    fn start_session(&self) -> Value {
+        let (url, admin) = self.daemon();
+        reqwest::blocking::Client::new()
+            .post(format!("{url}/v1/sessions"))
+            .bearer_auth(&admin)
+            .json(&json!({"agent": "claude"}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    }
+
     fn stdio(&self) -> StdioSession {
         StdioSession::spawn(&[("AILERON_HOME", self.cli.home.to_str().unwrap())])
     }
@@ -776,19 +790,9 @@ fn the_daemon_serves_the_same_catalog_at_mcp_behind_its_token() {
 #[test]
 fn a_token_holds_a_bounded_number_of_mcp_sessions() {
     let fixture = Fixture::new();
-    let (url, admin) = fixture.daemon();
+    let (url, _) = fixture.daemon();
     let http = reqwest::blocking::Client::new();
-    let session_token = || {
-        let started: Value = http
-            .post(format!("{url}/v1/sessions"))
-            .bearer_auth(&admin)
-            .json(&json!({"agent": "claude"}))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        started["token"].as_str().unwrap().to_string()
-    };
+    let session_token = || fixture.start_session()["token"].as_str().unwrap().to_string();
     let (token, other) = (session_token(), session_token());
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}});
@@ -819,16 +823,9 @@ fn a_token_holds_a_bounded_number_of_mcp_sessions() {
 #[test]
 fn a_launch_session_token_runs_and_polls_through_both_servers_but_never_decides() {
     let fixture = Fixture::new();
-    let (url, admin) = fixture.daemon();
+    let (url, _) = fixture.daemon();
     let http = reqwest::blocking::Client::new();
-    let started: Value = http
-        .post(format!("{url}/v1/sessions"))
-        .bearer_auth(&admin)
-        .json(&json!({"agent": "claude"}))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let started = fixture.start_session();
     let (session_id, token) = (started["session_id"].as_str().unwrap(), started["token"].as_str().unwrap());
 
     // What `aileron launch` registers: aileron-mcp with the daemon's URL and the session's token.
