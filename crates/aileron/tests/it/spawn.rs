@@ -219,6 +219,35 @@ async fn no_network_without_declared_hosts_not_loopback_not_dns_not_unix_sockets
     assert!(unix_canary.accept().is_err(), "the Unix-socket canary was reached");
 }
 
+/// The eleventh re-attack: a program looping on an allowed destination wrote an fsynced record per
+/// connection (16,947 in 30 s). A spawn opens at most 256, each recorded; the rest are refused and
+/// counted like any refusal (one record, then the summary).
+#[tokio::test]
+async fn a_spawn_opens_a_bounded_number_of_connections() {
+    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream_port = upstream.local_addr().unwrap().port();
+    std::thread::spawn(move || for _stream in upstream.incoming().flatten() {});
+    let hosts = format!("[capabilities.network]\nhosts = [\"127.0.0.1:{upstream_port}\"]\n");
+    let fixture = Fixture::new(&hostile_spawn(), &hosts, HOSTILE_CAPABILITIES, None).await;
+    let code = format!(
+        "import socket; print(sum((lambda s: (s.sendall(b'CONNECT 127.0.0.1:{upstream_port} HTTP/1.1\\r\\n\\r\\n'), \
+         s.recv(12).startswith(b'HTTP/1.1 200'), s.close())[1])(socket.create_connection(('127.0.0.1', 3128))) \
+         for _ in range(270)))"
+    );
+    let ran = fixture.op("py", json!({"code": code})).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    let output = ran.body["result"]["output"].clone();
+    assert_eq!(output["stdout"].as_str().unwrap().trim(), "256", "{output}");
+    let network: Vec<Value> =
+        fixture.harness.audit().await.into_iter().filter(|r| r["event_type"] == "spawn.network").collect();
+    let refused = |record: &&Value| record["payload"].get("aileron.connector.reject_reason").is_some();
+    assert_eq!(network.iter().filter(|record| !refused(record)).count(), 256);
+    assert!(network.len() <= 256 + 2, "{} records", network.len());
+    assert!(
+        network.iter().any(|record| record["payload"]["aileron.connector.reject_reason"] == "resource_limit_exceeded")
+    );
+}
+
 #[tokio::test]
 async fn connections_go_through_the_per_spawn_proxy_to_declared_hosts_only() {
     // An upstream that answers "pong" to anything; the manifest names it literally.
