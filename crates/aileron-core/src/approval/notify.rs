@@ -149,9 +149,12 @@ pub fn signature(key: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(ring::hmac::sign(&key, body).as_ref()))
 }
 
-/// A short summary of `entry` for a desktop notification: its title and body.
+/// A short summary of `entry` for a desktop notification: its title and body. The body is
+/// markup to notification servers that take it (`<b>`, `<a href>`, `<img>`): what the agent
+/// chose (a request's path) is escaped for it, its hidden characters shown and its length cut
+/// (the eleventh re-attack's lead: a path drew markup of its own).
 pub fn desktop_text(entry: &ApprovalEntry, agent: Option<&str>) -> (String, String) {
-    let who = agent.unwrap_or("An agent");
+    let who = crate::untrusted_text::visible(agent.unwrap_or("An agent"), 64);
     let what = match entry.kind {
         super::ApprovalKind::HttpRequest => {
             let arg = |name: &str| entry.args.get(name).and_then(Value::as_str).unwrap_or_default().to_string();
@@ -159,6 +162,8 @@ pub fn desktop_text(entry: &ApprovalEntry, agent: Option<&str>) -> (String, Stri
         }
         super::ApprovalKind::Action => entry.action.clone(),
     };
+    let what =
+        crate::untrusted_text::visible(&what, 300).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
     (format!("{who} asks for your approval"), format!("{what}\n`aileron open approval {}`", entry.id))
 }
 

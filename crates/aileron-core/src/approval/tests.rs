@@ -1225,3 +1225,19 @@ fn an_edit_is_kept_beside_the_request_and_recorded_by_its_hashes() {
     assert!(!decision_payload(&same, ApprovalDecision::Approved).contains_key("aileron.approval.edited"));
     assert_eq!(decide(&entry, decision(false, Some(edited)), T1).unwrap_err(), DecideError::EditedDenial);
 }
+
+/// The eleventh re-attack's lead: a desktop notification's body is markup to servers that take
+/// it, and a request's path (the agent's) drew links and images of its own there.
+#[test]
+fn a_desktop_notification_draws_no_markup_of_the_agents() {
+    let mut entry = entry_in(ApprovalState::PendingApproval);
+    entry.kind = ApprovalKind::HttpRequest;
+    let path = format!("/x<a href=\"https://evil.example\">approve</a>&<img src=x>\u{202e}{}", "a".repeat(400));
+    entry.args =
+        serde_json::json!({"method": "POST", "host": "api.github.com", "path": path}).as_object().unwrap().clone();
+    let (title, body) = super::notify::desktop_text(&entry, Some("claude"));
+    assert_eq!(title, "claude asks for your approval");
+    assert!(!body.contains('<') && !body.contains('\u{202e}'), "{body}");
+    assert!(body.contains("&lt;a href") && body.contains("&amp;&lt;img"), "{body}");
+    assert!(body.chars().count() < 500, "{body}");
+}
