@@ -137,6 +137,8 @@ pub fn json_for_terminal(json: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::{hidden, json_for_terminal, visible};
+
     #[test]
     fn long_runs_of_spaces_are_counted_and_short_ones_kept() {
         assert_eq!(super::spaces_counted("a b  c   d"), "a b  c   d");
@@ -151,8 +153,6 @@ mod tests {
         }
         assert_eq!(super::spaces_counted("a\u{a0}b"), "a\u{a0}b");
     }
-
-    use super::{hidden, json_for_terminal, visible};
 
     #[test]
     fn controls_and_bidi_overrides_become_visible_and_long_text_is_cut() {

@@ -19,6 +19,7 @@ pub(crate) const LOG_BYTES_CAP: usize = 1 << 20;
 /// daemon. Free empty lines (`log("", "")`) grew the daemon by 1.6 GB in one 17 s call (the ninth
 /// re-attack), so a call keeps at most `LOG_BYTES_CAP / LOG_LINE_BYTES` (16,384) lines.
 pub(crate) const LOG_LINE_BYTES: usize = 64;
+
 pub(crate) struct CallContext {
     pub(crate) stdin: Vec<u8>,
     pub(crate) stdin_offset: usize,

@@ -2,7 +2,7 @@
 //! a credential's bytes). An echo may come back as the bytes that were sent or encoded as
 //! servers and debugging endpoints encode what they echo: base64 (a `Basic` header decoded and
 //! encoded again, a JSON field of the request's headers), hex, percent-encoding, JSON's `\/`.
-//! [`echo_forms`] lists each of them; [`Redactor`] replaces any of them, whole or split across
+//! [`Echoes::of`] lists each of them; [`Redactor`] replaces any of them, whole or split across
 //! a streamed body's pieces.
 
 use base64::Engine as _;
@@ -68,14 +68,39 @@ impl Echoes {
 
     /// `bytes` held whole (a header value, a small body) with every form of a secret redacted.
     pub fn redact_whole(&self, bytes: &[u8]) -> Vec<u8> {
-        let mut redactor = Redactor::new(self.clone());
-        let mut out = redactor.push(bytes);
-        out.extend(redactor.finish());
-        out
+        self.scan(&mut bytes.to_vec(), bytes.len())
     }
 
     fn longest(&self) -> usize {
         self.forms.first().map_or(0, Vec::len)
+    }
+
+    /// Emits the `held` bytes up to where no form can start before `until`, redacting whole
+    /// forms that start before it; keeps the rest in `held`.
+    fn scan(&self, held: &mut Vec<u8>, until: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(held.len());
+        let mut at = 0;
+        while at < until {
+            // The next place any form starts (longest first at one place), found by memmem.
+            let next = self
+                .forms
+                .iter()
+                .filter_map(|form| memchr::memmem::find(&held[at..], form).map(|found| (at + found, form)))
+                .min_by_key(|(found, form)| (*found, std::cmp::Reverse(form.len())));
+            match next {
+                Some((found, form)) if found < until => {
+                    out.extend_from_slice(&held[at..found]);
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    at = found + form.len();
+                }
+                _ => {
+                    out.extend_from_slice(&held[at..until]);
+                    at = until;
+                }
+            }
+        }
+        held.drain(..at.min(held.len()));
+        out
     }
 }
 
@@ -95,41 +120,13 @@ impl Redactor {
     pub fn push(&mut self, piece: &[u8]) -> Vec<u8> {
         self.held.extend_from_slice(piece);
         let safe = self.held.len().saturating_sub(self.echoes.longest().saturating_sub(1));
-        self.scan(safe)
+        self.echoes.scan(&mut self.held, safe)
     }
 
     /// The rest, at the end of the body.
     pub fn finish(&mut self) -> Vec<u8> {
-        self.scan(self.held.len())
-    }
-
-    /// Emits the held bytes up to where no form can start before `until`, redacting whole forms
-    /// that start before it; keeps the rest.
-    fn scan(&mut self, until: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.held.len());
-        let mut at = 0;
-        while at < until {
-            // The next place any form starts (longest first at one place), found by memmem.
-            let next = self
-                .echoes
-                .forms
-                .iter()
-                .filter_map(|form| memchr::memmem::find(&self.held[at..], form).map(|found| (at + found, form)))
-                .min_by_key(|(found, form)| (*found, std::cmp::Reverse(form.len())));
-            match next {
-                Some((found, form)) if found < until => {
-                    out.extend_from_slice(&self.held[at..found]);
-                    out.extend_from_slice(REDACTED.as_bytes());
-                    at = found + form.len();
-                }
-                _ => {
-                    out.extend_from_slice(&self.held[at..until]);
-                    at = until;
-                }
-            }
-        }
-        self.held.drain(..at.min(self.held.len()));
-        out
+        let all = self.held.len();
+        self.echoes.scan(&mut self.held, all)
     }
 }
 

@@ -37,8 +37,6 @@ pub use crate::stores::bindings::{CredentialSource, ResolvedCredential, Secret};
 /// The methods a connector may use (SPEC §4.4).
 pub const ALLOWED_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
-/// What replaces an injected secret that an upstream echoed back (SPEC §4.4).
-
 /// What egress uses of the daemon: where credentials come from, the OAuth refresher, the HTTP
 /// client (no redirects, public-only resolver, no proxy) and the audit log. Cheap to clone.
 #[derive(Clone)]

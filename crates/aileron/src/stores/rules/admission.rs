@@ -74,14 +74,14 @@ impl LiveRules {
             Verdict::Allow => unreachable!("an allow admits"),
             Verdict::Forbid { rules: ids, errors } => {
                 let retry_at = if rules.counts_runs { self.retry_at(&rules, &key, call) } else { None };
-                let mut message = match (ids.as_slice(), errors.first()) {
+                let message = match (ids.as_slice(), errors.first()) {
                     ([], Some(error)) => format!("refused by policy: the rules could not decide this call ({error})"),
                     ([], None) => "no policy rule permits this call".to_string(),
-                    (ids, _) => format!("refused by policy rule {}", ids.join(", ")),
+                    (ids, None) => format!("refused by policy rule {}", ids.join(", ")),
+                    (ids, Some(error)) => {
+                        format!("refused by policy rule {} (a rule could not be evaluated: {error})", ids.join(", "))
+                    }
                 };
-                if let (false, Some(error)) = (ids.is_empty(), errors.first()) {
-                    message.push_str(&format!(" (a rule could not be evaluated: {error})"));
-                }
                 let mut failure = Failure::new(FailureClass::PolicyDenied, Boundary::Policy, message)
                     .with_detail("rules", ids.clone())
                     .with_detail("policy_hash", rules.hash.clone());
