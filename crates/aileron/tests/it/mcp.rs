@@ -818,6 +818,13 @@ fn a_token_holds_a_bounded_number_of_mcp_sessions() {
     let ended = http.delete(format!("{url}/mcp")).bearer_auth(&token).header("mcp-session-id", &ids[0]).send().unwrap();
     assert_eq!(ended.status(), 200);
     assert_eq!(open(&token).status(), 200, "an ended session makes room");
+    // Openings racing each other are counted as they start: exactly 32 of 40 at once get one.
+    let racing = session_token();
+    let opened = std::thread::scope(|scope| {
+        let tries: Vec<_> = (0..40).map(|_| scope.spawn(|| open(&racing).status().as_u16())).collect();
+        tries.into_iter().map(|tried| tried.join().unwrap()).filter(|status| *status == 200).count()
+    });
+    assert_eq!(opened, 32);
 }
 
 #[test]

@@ -66,10 +66,36 @@ pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
 pub const MAX_MCP_SESSIONS_PER_TOKEN: usize = 32;
 pub const MAX_MCP_SESSIONS: usize = 1024;
 
-/// Which token opened which live session (the session manager knows only the sessions).
+/// Which token opened which live session (the session manager knows only the sessions), and
+/// the openings under way: a session is recorded only once its `initialize` is answered, so
+/// openings racing each other are counted as they start, or they would all pass the caps.
 struct SessionCount {
     manager: Arc<LocalSessionManager>,
-    owners: std::sync::Mutex<std::collections::HashMap<String, Vec<Arc<str>>>>,
+    owners: std::sync::Mutex<Owners>,
+}
+
+#[derive(Default)]
+struct Owners {
+    live: std::collections::HashMap<String, Vec<Arc<str>>>,
+    opening: std::collections::HashMap<String, usize>,
+}
+
+/// One opening under way, counted until it is dropped (answered, or its request abandoned).
+struct Opening {
+    count: Arc<SessionCount>,
+    owner: String,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        let mut owners = self.count.owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(opening) = owners.opening.get_mut(&self.owner) {
+            *opening -= 1;
+            if *opening == 0 {
+                owners.opening.remove(&self.owner);
+            }
+        }
+    }
 }
 
 /// Refuses a new session (an `initialize`, which carries no session id) past the caps, with 429
@@ -86,12 +112,17 @@ async fn capped_sessions(State(count): State<Arc<SessionCount>>, request: Reques
     let live = count.manager.sessions.read().await.keys().cloned().collect::<std::collections::HashSet<_>>();
     let refused = {
         let mut owners = count.owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        owners.retain(|_, ids| {
+        owners.live.retain(|_, ids| {
             ids.retain(|id| live.contains(id));
             !ids.is_empty()
         });
-        let own = owners.get(&owner).map_or(0, Vec::len);
-        (own >= MAX_MCP_SESSIONS_PER_TOKEN || live.len() >= MAX_MCP_SESSIONS).then_some(own)
+        let own = owners.live.get(&owner).map_or(0, Vec::len) + owners.opening.get(&owner).copied().unwrap_or(0);
+        let all = live.len() + owners.opening.values().sum::<usize>();
+        let refused = own >= MAX_MCP_SESSIONS_PER_TOKEN || all >= MAX_MCP_SESSIONS;
+        if !refused {
+            *owners.opening.entry(owner.clone()).or_default() += 1;
+        }
+        refused.then_some(own)
     };
     if let Some(own) = refused {
         let mut response = ApiError::new(
@@ -107,11 +138,13 @@ async fn capped_sessions(State(count): State<Arc<SessionCount>>, request: Reques
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
         return response;
     }
+    let opening = Opening { count: count.clone(), owner };
     let response = next.run(request).await;
     if let Some(id) = response.headers().get(SESSION_ID).and_then(|id| id.to_str().ok()) {
         let mut owners = count.owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        owners.entry(owner).or_default().push(Arc::from(id));
+        owners.live.entry(opening.owner.clone()).or_default().push(Arc::from(id));
     }
+    drop(opening);
     response
 }
 
