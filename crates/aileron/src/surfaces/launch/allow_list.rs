@@ -550,6 +550,39 @@ mod tests {
         }
     }
 
+    /// The twelfth re-attack: a hook that finds its scripts from the top by a computed path
+    /// (`$(git rev-parse --show-toplevel)`, `$(dirname "$0")/../..`, a variable holding either)
+    /// left them writable, and the user's next commit ran the agent's version.
+    #[test]
+    fn scripts_a_hook_finds_by_a_computed_path_are_protected() {
+        let (_temp, home, repo) = home_and_repo();
+        for dir in [".git/hooks", "scripts", "tools"] {
+            std::fs::create_dir_all(repo.join(dir)).unwrap();
+        }
+        std::fs::write(repo.join(".git/config"), "").unwrap();
+        for script in ["scripts/b.sh", "scripts/c.sh", "scripts/d.sh", "tools/e.sh"] {
+            std::fs::write(repo.join(script), "#!/bin/sh\n").unwrap();
+        }
+        std::fs::write(
+            repo.join(".git/hooks/pre-commit"),
+            "#!/bin/sh\nROOT=\"$(git rev-parse --show-toplevel)\"\n\"$(git rev-parse --show-toplevel)/scripts/b.sh\"\n\
+             \"$(dirname \"$0\")/../../scripts/c.sh\" \"$@\"\nsh \"${ROOT}/scripts/d.sh\"\n\
+             `git rev-parse --show-toplevel`/tools/e.sh\n\"$(dirname \"$0\")/../hooks.d/extra\"\n\
+             . \"$HOME/.hook-profile\"\n/usr/bin/env true\n",
+        )
+        .unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        for read_only in ["scripts/b.sh", "scripts/c.sh", "scripts/d.sh", "tools/e.sh"] {
+            assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
+        }
+        // `.git/hooks/../hooks.d/extra`, where it is and from the top; nothing of the home's or the system's.
+        assert!(access.watched.contains(&repo.join(".git/hooks.d/extra")), "{:?}", access.watched);
+        for named in access.read_only.iter().chain(&access.watched).filter(|path| path.starts_with(&home)) {
+            assert!(named.starts_with(&repo), "{named:?} is not the worktree's");
+            assert!(!named.ends_with(".hook-profile") && !named.ends_with("usr/bin/env"), "{named:?}");
+        }
+    }
+
     /// The seventh re-attack: 20,001 empty directories made at the top spent the exit's search
     /// before a repository hidden below them was seen, and nothing was said. The look names a tree
     /// it could not finish.

@@ -390,10 +390,8 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Prote
         let text = String::from_utf8_lossy(&text);
         runners.extend(HOOK_RUNNERS.iter().filter(|(word, _)| text.contains(word)).map(|(_, files)| *files));
         path_first |= text.contains("node_modules/.bin");
-        let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || "\"'=;:()|&<>`".contains(c)).collect();
-        for word in words.iter().filter(|word| word.contains('/') && !word.contains('$') && !word.starts_with('~')) {
-            named.push(without_dot_dots(&worktree.join(word)));
-        }
+        named.extend(named_by_hook(&text, hooks, worktree));
+        let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || HOOK_WORD_ENDS.contains(c)).collect();
         // `python -m pre_commit` (pre-commit's own hook): git runs hooks at the top of the
         // worktree and `-m` looks there first, so a `pre_commit/` the agent makes there is what
         // runs (the seventh re-attack).
@@ -425,6 +423,54 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Prote
             super::shown(hooks)
         ));
     }
+}
+
+/// What ends a word of a hook's text, beside blanks.
+const HOOK_WORD_ENDS: &str = "\"'=;:()|&<>`";
+
+/// The worktree files a hook's `text` names by path, from the top of `worktree` (where git runs
+/// hooks): a relative path (`./scripts/check.sh`, `scripts/check.sh`) and one computed, whose
+/// computed part is taken both for the top (its leading `..` dropped) and for the hooks'
+/// directory `hooks`: `"$(git rev-parse --show-toplevel)/scripts/x.sh"`,
+/// `"$(dirname "$0")/../../scripts/x.sh"`, `` `git rev-parse --show-toplevel`/x.sh ``,
+/// `"$ROOT/scripts/x.sh"` (the twelfth re-attack changed the scripts behind the first two idioms,
+/// and the user's next commit ran them). An absolute path is kept when it is inside the worktree;
+/// one under `~` or `$HOME` is the home's, not the worktree's. What is not inside the worktree is
+/// left out by the caller.
+fn named_by_hook(text: &str, hooks: &Path, worktree: &Path) -> Vec<PathBuf> {
+    let mut named = Vec::new();
+    let mut after_substitution = false;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| c.is_whitespace() || HOOK_WORD_ENDS.contains(c)).unwrap_or(rest.len());
+        let (word, after) = rest.split_at(end);
+        let tail = match word.rfind('$') {
+            Some(at) if word[at + 1..].starts_with("HOME") || word[at + 1..].starts_with("{HOME") => None,
+            Some(at) => word[at..].find('/').map(|slash| Some(&word[at + slash..])),
+            None if word.starts_with('/') && after_substitution => Some(Some(word)),
+            None if word.starts_with('~') || !word.contains('/') => None,
+            None => Some(None),
+        };
+        match tail {
+            // Computed: what follows it, from the top and from the hooks' directory.
+            Some(Some(tail)) => {
+                named.push(without_dot_dots(&hooks.join(tail.trim_start_matches('/'))));
+                let from_top: PathBuf = Path::new(tail)
+                    .components()
+                    .skip_while(|part| !matches!(part, std::path::Component::Normal(_)))
+                    .collect();
+                if !from_top.as_os_str().is_empty() {
+                    named.push(worktree.join(from_top));
+                }
+            }
+            Some(None) => named.push(without_dot_dots(&worktree.join(word))),
+            None => {}
+        }
+        let Some(separator) = after.chars().next() else { break };
+        after_substitution = matches!(separator, ')' | '`');
+        rest = &after[separator.len_utf8()..];
+    }
+    named
 }
 
 /// A git config, with the files it includes (`include.path`, `includeIf.*.path`) read where
