@@ -215,6 +215,8 @@ keys! {
     SESSION_EXIT_CODE = "aileron.session.exit_code";
     SESSION_QUARANTINED = "aileron.session.quarantined";
     SESSION_NEW_REPOSITORIES = "aileron.session.new_repositories";
+    /// `session.ended`: tracked files whose changes the agent hid from `git status`.
+    SESSION_HIDDEN_CHANGES = "aileron.session.hidden_changes";
     /// `session.ended` the daemon recorded itself: `launcher_gone` when the process that started
     /// the session exited without ending it (killed, say).
     SESSION_END_REASON = "aileron.session.end_reason";

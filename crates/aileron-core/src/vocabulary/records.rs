@@ -216,6 +216,8 @@ payloads! {
         pub quarantined: Option<Vec<String>> => SESSION_QUARANTINED,
         /// Repositories the agent created in its workspace (their hooks and config are its own).
         pub new_repositories: Option<Vec<String>> => SESSION_NEW_REPOSITORIES,
+        /// Tracked files whose changes the agent hid from `git status` (`--skip-worktree`, …).
+        pub hidden_changes: Option<Vec<String>> => SESSION_HIDDEN_CHANGES,
         /// Why the daemon ended it itself (`launcher_gone`); absent when the launcher did.
         pub reason: Option<&'static str> => SESSION_END_REASON,
     }
@@ -363,6 +365,7 @@ mod tests {
             exit_code: Value::Null,
             quarantined: None,
             new_repositories: None,
+            hidden_changes: None,
             reason: None,
         }
         .into_payload();
@@ -426,6 +429,7 @@ mod tests {
                 exit_code,
                 quarantined: Some(vec!["/w/.git/commondir".into()]),
                 new_repositories: Some(vec!["/w/sub".into()]),
+                hidden_changes: None,
                 reason: Some("launcher_gone"),
             };
             same(ended, SessionEnd::write_payload, SessionEnd::into_payload);

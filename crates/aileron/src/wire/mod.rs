@@ -844,6 +844,10 @@ pub struct EndSession {
     /// Repositories the agent created in its workspace (their hooks and config are its own).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub new_repositories: Vec<String>,
+    /// Tracked files whose changes the agent hid from `git status` (`--skip-worktree`,
+    /// `--assume-unchanged`, an index entry claiming the changed file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden_changes: Vec<String>,
 }
 
 /// `text` as one URL path segment of a route (a binding name's `/` becomes `%2F`), as the CLI

@@ -164,6 +164,7 @@ async fn finish(
         exit_code: session.exit_code.into(),
         quarantined: listed(&body.quarantined),
         new_repositories: listed(&body.new_repositories),
+        hidden_changes: listed(&body.hidden_changes),
         reason,
     };
     let event = session_event(EventType::SessionEnded, principal, &session, payload.into_payload());

@@ -4308,6 +4308,43 @@ fn links_the_agent_leaves_in_the_users_git_directory_are_moved_aside() {
     assert!(said.contains(".git/logs/HEAD"), "{said}");
 }
 
+/// The twelfth re-attack: the agent changed the tracked `Makefile` the user's pre-commit hook
+/// runs and marked it `--skip-worktree`; `git status` and `git diff` showed nothing and the
+/// commit ran the agent's recipe. At the exit the launcher names every tracked file whose change
+/// the index hides (that flag, `--assume-unchanged`), and the session's end record lists them.
+#[test]
+fn changes_the_agent_hides_from_git_status_are_named_at_exit() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    assert!(git(&["init", "-q"]));
+    std::fs::write(work.join("Makefile"), "check:\n\ttrue\n").unwrap();
+    std::fs::write(work.join("lint.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::write(work.join("notes.md"), "notes\n").unwrap();
+    assert!(git(&["add", "-A"]));
+    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "first"]));
+    let script = "#!/bin/sh\nprintf 'check:\\n\\ttouch pwned\\n' > Makefile && git update-index --skip-worktree \
+                  Makefile\necho 'touch pwned' >> lint.sh && git update-index --assume-unchanged lint.sh\necho more \
+                  >> notes.md\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(std::fs::read_to_string(work.join("Makefile")).unwrap().contains("pwned"), "the agent ran\n{said}");
+    let status = Command::new("git").args(["status", "--porcelain"]).current_dir(&work).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&status.stdout), " M notes.md\n", "git status shows only the open change");
+    let (makefile, lint) = (work.join("Makefile"), work.join("lint.sh"));
+    let warned = "changed 2 tracked file(s) and hid the change from `git status`";
+    assert!(said.contains(warned), "{said}");
+    assert!(said.contains(&format!("{}, {}", makefile.display(), lint.display())), "{said}");
+    assert!(!said.contains("notes.md"), "{said}");
+    let ended = rig.run(&["audit", "list", "--json", "--event-type", "session.ended"], &[]);
+    let ended: Value = serde_json::from_slice(&ended.stdout).unwrap();
+    let listed = &ended["items"][0]["payload"]["aileron.session.hidden_changes"];
+    assert_eq!(*listed, serde_json::json!([makefile.display().to_string(), lint.display().to_string()]), "{ended:#}");
+}
+
 /// The seventh re-attack: `.git/hooks` a link to the project's tracked `githooks/` (a common
 /// layout). The bind made `githooks/` read-only, but the link itself was an entry the agent could
 /// replace with a directory of hooks of its own, which the user's next commit ran. The launcher

@@ -47,6 +47,9 @@ pub struct WriteAccess {
     pub checkouts: Checkouts,
     /// The git directories there at launch (canonical), never disarmed at the end.
     pub git_dirs: Vec<PathBuf>,
+    /// Each checkout there at launch with its git directory, whose index the agent could make
+    /// hide a change from `git status` (`hidden_changes`).
+    pub worktrees: Vec<(PathBuf, PathBuf)>,
     /// Read-only or pinned paths that are links (`.git/hooks -> ../githooks`), with what each
     /// says: a bind follows a link to protect where it leads, but the link itself, an entry of a
     /// writable directory, could be replaced by the agent's own directory or file (the seventh
@@ -130,7 +133,8 @@ pub fn write_access(
     }
     access.writable.dedup();
     path_notes(env, &access.writable, &mut access.notes);
-    let Protection { pinned, read_only, watched, to_create, notes, checkouts, git_dirs, .. } = protection;
+    let Protection { pinned, read_only, watched, to_create, notes, checkouts, git_dirs, worktrees, .. } = protection;
+    access.worktrees = worktrees;
     (access.pinned, access.read_only, access.watched, access.checkouts) = (pinned, read_only, watched, checkouts);
     access.git_dirs = git_dirs.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();
     access.git_dirs.sort();

@@ -337,8 +337,24 @@ pub const INDEX_BYTES_PER_LOOK: u64 = 2 * MAX_INDEX_BYTES;
 /// index files too large to read (whose submodules are not known), alone or past what is left
 /// of `budget` (bytes, shared by every index of one look).
 pub fn submodules(git_dir: &Path, budget: &mut u64) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let config = read_limited(&git_dir.join("config"), true);
-    let sha256 = config.is_ok_and(|bytes| sha256(&parse(&String::from_utf8_lossy(&bytes))));
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut found = Vec::new();
+    let unread = read_indexes(git_dir, budget, |entry| {
+        if entry.mode() == GITLINK {
+            found.push(PathBuf::from(std::ffi::OsStr::from_bytes(entry.name)));
+        }
+    });
+    found.sort();
+    found.dedup();
+    (found, unread)
+}
+
+/// Each entry of `git_dir`'s `index` and of any `sharedindex.*` beside it (a split index keeps
+/// entries there; an entry may so be seen twice), given to `visit`; the index files too large to
+/// read, alone or past what is left of `budget` (bytes, shared by every index of one look), are
+/// returned unread.
+pub fn read_indexes(git_dir: &Path, budget: &mut u64, mut visit: impl FnMut(&IndexEntry)) -> Vec<PathBuf> {
+    let hash_len = hash_len(git_dir);
     let mut indexes = vec![git_dir.join("index")];
     if let Ok(entries) = std::fs::read_dir(git_dir) {
         indexes.extend(
@@ -348,7 +364,7 @@ pub fn submodules(git_dir: &Path, budget: &mut u64) -> (Vec<PathBuf>, Vec<PathBu
                 .map(|entry| entry.path()),
         );
     }
-    let (mut found, mut unread) = (Vec::new(), Vec::new());
+    let mut unread = Vec::new();
     for index in indexes {
         // Followed when a link, as git follows it (the third re-attack hid a submodule behind one).
         let Ok(file) = open_regular(&index) else { continue };
@@ -358,11 +374,15 @@ pub fn submodules(git_dir: &Path, budget: &mut u64) -> (Vec<PathBuf>, Vec<PathBu
             continue;
         }
         *budget -= size;
-        found.extend(gitlinks(std::io::BufReader::with_capacity(1 << 16, file), if sha256 { 32 } else { 20 }));
+        index_entries(std::io::BufReader::with_capacity(1 << 16, file), hash_len, &mut visit);
     }
-    found.sort();
-    found.dedup();
-    (found, unread)
+    unread
+}
+
+/// How long `git_dir`'s object names are: 32 bytes in a SHA-256 repository, else 20.
+pub fn hash_len(git_dir: &Path) -> usize {
+    let config = read_limited(&git_dir.join("config"), true);
+    if config.is_ok_and(|bytes| sha256(&parse(&String::from_utf8_lossy(&bytes)))) { 32 } else { 20 }
 }
 
 /// `path` opened for reading, following links, without waiting (a FIFO there must not stall the
@@ -411,19 +431,68 @@ fn open_file(path: &Path, follow: bool) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// One entry of an index: its stat data, object name, flags and path, as git wrote them.
+pub struct IndexEntry<'a> {
+    /// Times, device, inode, mode, owner, size (ten big-endian words), the object name, the flags.
+    fixed: &'a [u8],
+    /// The extended flags (version 3 on), or 0.
+    pub extended: u16,
+    pub name: &'a [u8],
+}
+
+impl IndexEntry<'_> {
+    fn word(&self, at: usize) -> u32 {
+        u32::from_be_bytes([self.fixed[at], self.fixed[at + 1], self.fixed[at + 2], self.fixed[at + 3]])
+    }
+
+    pub fn mode(&self) -> u32 {
+        self.word(24)
+    }
+
+    /// The modification time recorded (seconds, nanoseconds) and the size (its low 32 bits).
+    pub fn mtime_and_size(&self) -> (u32, u32, u32) {
+        (self.word(8), self.word(12), self.word(36))
+    }
+
+    pub fn object_name(&self) -> &[u8] {
+        &self.fixed[40..self.fixed.len() - 2]
+    }
+
+    /// The flags word after the object name (`0x8000`: assume-unchanged).
+    pub fn flags(&self) -> u16 {
+        u16::from_be_bytes([self.fixed[self.fixed.len() - 2], self.fixed[self.fixed.len() - 1]])
+    }
+
+    /// Everything recorded of the entry but its name.
+    pub fn recorded(&self) -> (&[u8], u16) {
+        (self.fixed, self.extended)
+    }
+}
+
 /// The gitlink entries of one index (as far as it parses).
-fn gitlinks(mut index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
-    use std::io::{BufRead as _, Read as _};
+#[cfg(test)]
+fn gitlinks(index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt as _;
     let mut found = Vec::new();
+    index_entries(index, hash_len, |entry| {
+        if entry.mode() == GITLINK {
+            found.push(PathBuf::from(std::ffi::OsStr::from_bytes(entry.name)));
+        }
+    });
+    found
+}
+
+/// Each entry of one index, versions 2 to 4, given to `visit` (as far as it parses).
+fn index_entries(mut index: impl std::io::BufRead, hash_len: usize, mut visit: impl FnMut(&IndexEntry)) {
+    use std::io::{BufRead as _, Read as _};
     let mut header = [0u8; 12];
     if index.read_exact(&mut header).is_err() || &header[..4] != b"DIRC" {
-        return found;
+        return;
     }
     let word = |bytes: &[u8]| u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
     let (version, count) = (word(&header[4..]), word(&header[8..]));
     if !(2..=4).contains(&version) {
-        return found;
+        return;
     }
     // Times, device, inode, mode, owner, size (ten words), the object name, the flags.
     let mut fixed = vec![0u8; 40 + hash_len + 2];
@@ -432,13 +501,13 @@ fn gitlinks(mut index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
         if index.read_exact(&mut fixed).is_err() {
             break;
         }
-        let mode = word(&fixed[24..]);
         let flags = u16::from_be_bytes([fixed[40 + hash_len], fixed[41 + hash_len]]);
         let mut head = fixed.len();
         // Extended flags follow whenever the flag says so, whatever the version says (git reads
         // them so: the fourth re-attack relabelled a version-3 index as 2 to hide what followed).
+        let mut extended = [0u8; 2];
         if flags & 0x4000 != 0 {
-            if index.read_exact(&mut [0u8; 2]).is_err() {
+            if index.read_exact(&mut extended).is_err() {
                 break;
             }
             head += 2;
@@ -449,7 +518,7 @@ fn gitlinks(mut index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
             loop {
                 let mut byte = [0u8; 1];
                 if index.read_exact(&mut byte).is_err() || strip > MAX_NAME_BYTES as usize {
-                    return found;
+                    return;
                 }
                 strip = (strip << 7) | usize::from(byte[0] & 0x7f);
                 if byte[0] & 0x80 == 0 {
@@ -474,12 +543,9 @@ fn gitlinks(mut index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
                 break;
             }
         }
-        if mode == GITLINK {
-            found.push(PathBuf::from(std::ffi::OsStr::from_bytes(&name)));
-        }
+        visit(&IndexEntry { fixed: &fixed, extended: u16::from_be_bytes(extended), name: &name });
         previous = name;
     }
-    found
 }
 
 /// The symbolic links inside git directories (`objects/` aside: git only reads there) that lead

