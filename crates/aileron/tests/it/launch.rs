@@ -2000,10 +2000,14 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
         ("vault_token", ".vault-token"),
         ("pgpass", ".pgpass"),
         ("codex_login", ".codex/auth.json"),
+        // The twelfth re-attack: a login beyond the list, and a ticket cache `KRB5CCNAME` names
+        // outside the home.
+        ("huggingface", ".cache/huggingface/token"),
+        ("kerberos", "KERBEROS"),
     ];
     let mut credential_files = serde_json::Map::new();
     for (name, relative) in stores {
-        let path = user.join(relative);
+        let path = if relative == "KERBEROS" { rig.temp.path().join("krb5cc_planted") } else { user.join(relative) };
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, format!("token = {PLANTED}\n")).unwrap();
         credential_files.insert(name.to_string(), Value::from(path.display().to_string()));
@@ -2052,8 +2056,10 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
     let credential_files = Value::Object(credential_files).to_string();
     let allowed = upstream.host_port();
     let planted_variable = format!("token-{PLANTED}");
-    let env: [(&str, &std::ffi::OsStr); 15] = [
+    let kerberos = format!("FILE:{}", rig.temp.path().join("krb5cc_planted").display());
+    let env: [(&str, &std::ffi::OsStr); 16] = [
         ("ATTACK_REPORT", report_path.as_os_str()),
+        ("KRB5CCNAME", kerberos.as_ref()),
         ("SPACED_SOCKET", spaced_socket.as_os_str()),
         ("WORKSPACE_SOCKET", workspace_socket.as_os_str()),
         ("DATAGRAM_SOCKET", datagram_socket.as_os_str()),

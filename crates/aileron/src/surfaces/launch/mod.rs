@@ -202,6 +202,11 @@ impl LaunchEnv {
         let vars =
             FOREIGN_VARIABLES.iter().filter_map(|name| env::get(name).map(|value| (name.to_string(), value))).collect();
         let mut vars: HashMap<String, String> = vars;
+        for name in network::STORE_VARIABLES {
+            if let Some(value) = env::get(name) {
+                vars.insert(name.to_string(), value);
+            }
+        }
         // `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>`, as many as `GIT_CONFIG_COUNT` says.
         let count = vars.get(repositories::GIT_CONFIG_COUNT).and_then(|count| count.parse::<usize>().ok());
         for name in (0..count.unwrap_or(0).min(1024)).flat_map(repositories::git_config_pair) {
@@ -218,11 +223,11 @@ impl LaunchEnv {
     }
 
     /// A variable's value; unset and empty are the same here.
-    fn var(&self, name: &str) -> Option<&str> {
+    pub(super) fn var(&self, name: &str) -> Option<&str> {
         self.vars.get(name).map(String::as_str).filter(|value| !value.is_empty())
     }
 
-    fn config_home(&self) -> PathBuf {
+    pub(super) fn config_home(&self) -> PathBuf {
         self.var(XDG_CONFIG_HOME)
             .map(PathBuf::from)
             .filter(|dir| dir.is_absolute())

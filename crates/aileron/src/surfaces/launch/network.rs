@@ -182,9 +182,76 @@ pub const CREDENTIAL_VARIABLES: [&str; 32] = [
     "PGPASSWORD",
 ];
 
-/// The user's credential stores of SPEC §15 and the other well-known ones (those that exist),
-/// relative to the home and the config home.
-pub fn credential_stores(home: &Path, config_home: &Path) -> Vec<PathBuf> {
+/// Variables that name where a tool keeps its credentials (a file, a directory, a `:` list of
+/// files; Kerberos's `FILE:`/`DIR:` cache names), read by the launcher so that what they name is
+/// hidden too: podman writes its logins to `$XDG_RUNTIME_DIR/containers/auth.json` unless
+/// `REGISTRY_AUTH_FILE` says otherwise, and MIT Kerberos its tickets to `/tmp/krb5cc_<uid>` unless
+/// `KRB5CCNAME` does (the twelfth re-attack read both).
+pub const STORE_VARIABLES: [&str; 13] = [
+    "KRB5CCNAME",
+    "REGISTRY_AUTH_FILE",
+    "DOCKER_CONFIG",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "KUBECONFIG",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "CLOUDSDK_CONFIG",
+    "NETRC",
+    "GH_CONFIG_DIR",
+    "HISTFILE",
+    "PASSWORD_STORE_DIR",
+    "GNUPGHOME",
+];
+
+/// The stores the launch's environment names ([`STORE_VARIABLES`]), `$XDG_RUNTIME_DIR`'s podman
+/// logins, and MIT Kerberos's default ticket caches (`/tmp/krb5cc_<uid>…`).
+fn stores_named_by(env: &super::LaunchEnv, tmp: &Path) -> Vec<PathBuf> {
+    let mut named = Vec::new();
+    for variable in STORE_VARIABLES {
+        let Some(value) = env.var(variable) else { continue };
+        let value = match variable {
+            // `FILE:/path`, `DIR:/path` (a collection of caches); a `KEYRING:` or `KCM:` cache is
+            // not a file (and the agent has a session keyring of its own).
+            "KRB5CCNAME" => match value.split_once(':') {
+                Some(("FILE" | "DIR", path)) => path,
+                Some(_) => continue,
+                None => value,
+            },
+            _ => value,
+        };
+        let paths: Vec<PathBuf> = if variable == "KUBECONFIG" {
+            value.split(':').map(PathBuf::from).collect()
+        } else if variable == "DOCKER_CONFIG" {
+            vec![Path::new(value).join("config.json")]
+        } else {
+            vec![PathBuf::from(value)]
+        };
+        named.extend(paths.into_iter().filter(|path| path.is_absolute()));
+    }
+    if let Some(runtime) = env.var(super::XDG_RUNTIME_DIR).filter(|dir| Path::new(dir).is_absolute()) {
+        named.push(Path::new(runtime).join("containers/auth.json"));
+    }
+    let prefix = format!("krb5cc_{}", nix::unistd::getuid());
+    if let Ok(entries) = std::fs::read_dir(tmp) {
+        named.extend(
+            entries
+                .flatten()
+                .filter(|entry| {
+                    let name = entry.file_name();
+                    let name = name.to_string_lossy();
+                    name.strip_prefix(&prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+                })
+                .take(64)
+                .map(|entry| entry.path()),
+        );
+    }
+    named
+}
+
+/// The user's credential stores of SPEC §15 and the other well-known ones (those that exist):
+/// in the home, the config home, and where the launch's environment names them.
+pub fn credential_stores(env: &super::LaunchEnv) -> Vec<PathBuf> {
+    let (home, config_home) = (env.home_dir.as_path(), env.config_home());
     let in_home = [
         ".aws",
         ".config/gh",
@@ -248,6 +315,34 @@ pub fn credential_stores(home: &Path, config_home: &Path) -> Vec<PathBuf> {
         ".config/github-copilot",
         ".gemini",
         ".env",
+        // Found readable by the twelfth re-attack: more logins, keys and shell histories.
+        ".cache/huggingface/token",
+        ".huggingface/token",
+        ".pulumi/credentials.json",
+        ".yarnrc.yml",
+        ".config/pip/pip.conf",
+        ".pip/pip.conf",
+        ".minikube",
+        ".local/share/com.vercel.cli/auth.json",
+        ".config/hcloud/cli.toml",
+        ".sbt/.credentials",
+        ".ivy2/.credentials",
+        ".nuget/NuGet/NuGet.Config",
+        ".config/NuGet/NuGet.Config",
+        ".config/configstore/firebase-tools.json",
+        ".netlify/config.json",
+        ".config/netlify/config.json",
+        ".config/heroku/config.json",
+        ".snowsql/config",
+        ".dbt/profiles.yml",
+        ".config/scw/config.yaml",
+        ".zhistory",
+        ".histfile",
+        ".local/share/atuin",
+        ".kaggle/kaggle.json",
+        ".config/stripe/config.toml",
+        ".sentryclirc",
+        ".dockercfg",
     ];
     let mut stores: Vec<PathBuf> = in_home.iter().map(|relative| home.join(relative)).collect();
     stores.push(config_home.join("gh"));
@@ -256,6 +351,7 @@ pub fn credential_stores(home: &Path, config_home: &Path) -> Vec<PathBuf> {
     for relative in ["rclone", "hub", "glab-cli", "doctl", "containers/auth.json", "op"] {
         stores.push(config_home.join(relative));
     }
+    stores.extend(stores_named_by(env, Path::new("/tmp")));
     let mut existing: Vec<PathBuf> = stores.into_iter().filter(|path| path.symlink_metadata().is_ok()).collect();
     existing.sort();
     existing.dedup();
@@ -275,8 +371,7 @@ pub fn hidden_stores(
         let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
         exposed.push(canonical(&absolute));
     }
-    let stores =
-        credential_stores(&env.home_dir, &env.config_home()).into_iter().chain(other_agents_logins(agent, env));
+    let stores = credential_stores(env).into_iter().chain(other_agents_logins(agent, env));
     let (kept, hidden): (Vec<PathBuf>, Vec<PathBuf>) = stores.partition(|store| {
         let store = canonical(store);
         exposed.iter().any(|exposed| store.starts_with(exposed))
@@ -476,6 +571,49 @@ mod tests {
         assert_eq!(found, vec![home.path().join(".claude/.credentials.json"), codex_home.join("auth.json")]);
     }
 
+    /// The twelfth re-attack read the Kerberos tickets `KRB5CCNAME` named and podman's logins in
+    /// `$XDG_RUNTIME_DIR`: stores the environment names are hidden too.
+    #[test]
+    fn stores_the_environment_names_are_found() {
+        let temp = tempfile::tempdir().unwrap();
+        let tmp = temp.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let uid = nix::unistd::getuid();
+        for name in
+            [format!("krb5cc_{uid}"), format!("krb5cc_{uid}_sshd"), format!("krb5cc_{uid}9"), "krb5cc_x".to_string()]
+        {
+            std::fs::write(tmp.join(name), "tickets").unwrap();
+        }
+        let vars = [
+            ("KRB5CCNAME", "FILE:/k/cc"),
+            ("KUBECONFIG", "/a/config:relative:/b/config"),
+            ("DOCKER_CONFIG", "/d"),
+            ("XDG_RUNTIME_DIR", "/run/user/7"),
+            ("HISTFILE", "/h/.my_history"),
+            ("REGISTRY_AUTH_FILE", ""),
+        ];
+        let env = super::super::LaunchEnv {
+            vars: vars.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect(),
+            home_dir: temp.path().join("home"),
+            launch_dir: temp.path().join("run"),
+        };
+        let mut found = stores_named_by(&env, &tmp);
+        found.sort();
+        let mut expected: Vec<PathBuf> =
+            ["/a/config", "/b/config", "/d/config.json", "/h/.my_history", "/k/cc", "/run/user/7/containers/auth.json"]
+                .iter()
+                .map(PathBuf::from)
+                .chain([tmp.join(format!("krb5cc_{uid}")), tmp.join(format!("krb5cc_{uid}_sshd"))])
+                .collect();
+        expected.sort();
+        assert_eq!(found, expected);
+        let keyring = super::super::LaunchEnv {
+            vars: [("KRB5CCNAME".to_string(), "KEYRING:persistent:0".to_string())].into(),
+            ..env
+        };
+        assert!(stores_named_by(&keyring, &temp.path().join("none")).is_empty(), "a keyring cache is no file");
+    }
+
     #[test]
     fn existing_credential_stores_are_found_in_the_home_and_the_config_home() {
         let home = tempfile::tempdir().unwrap();
@@ -486,7 +624,12 @@ mod tests {
         for file in [".netrc", "xdg/git/credentials", ".bash_history", ".local/share/fish/fish_history", ".env"] {
             std::fs::write(home.path().join(file), "TOKEN=x").unwrap();
         }
-        let found = credential_stores(home.path(), &config);
+        let env = super::super::LaunchEnv {
+            vars: [("XDG_CONFIG_HOME".to_string(), config.display().to_string())].into(),
+            home_dir: home.path().to_path_buf(),
+            launch_dir: home.path().join("run"),
+        };
+        let found = credential_stores(&env);
         let expected: Vec<PathBuf> = [
             ".aws",
             ".bash_history",
