@@ -4126,16 +4126,19 @@ fn the_agent_opens_terminals_but_cannot_change_their_modes() {
 }
 
 /// The twelfth re-attack: the user's session keyring (where Kerberos tickets live) was the agent's
-/// to read. The agent gets a session keyring of its own.
+/// to read. The thirteenth: a key's permissions are the uid's, so the agent linked the user's own
+/// user keyring (its id in `/proc/keys`) into its session keyring and read its keys. The agent
+/// reaches no keyring at all.
 #[test]
-fn the_agent_has_a_session_keyring_of_its_own() {
+fn the_agent_reaches_none_of_the_users_keyrings() {
     use std::os::unix::process::CommandExt as _;
     let rig = LaunchRig::new();
     let report = rig.report();
     let script = format!(
         "#!/usr/bin/env python3\nimport ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
          found = libc.syscall({keyctl}, 10, ctypes.c_long(-3), b'user', b'aileron-test-secret', 0)\n\
-         open('{}', 'w').write('found' if found > 0 else 'not found')\n",
+         user = libc.syscall({keyctl}, 0, ctypes.c_long(-4), 0)\n\
+         open('{}', 'w').write(('found' if found > 0 else 'not found') + (' user keyring' if user > 0 else ''))\n",
         report.display(),
         keyctl = libc::SYS_keyctl
     );
@@ -4162,12 +4165,12 @@ fn the_agent_has_a_session_keyring_of_its_own() {
     let output = match launch.output() {
         Ok(output) => output,
         Err(error) => {
-            eprintln!("the_agent_has_a_session_keyring_of_its_own: no keyrings here ({error}); not checked");
+            eprintln!("the_agent_reaches_none_of_the_users_keyrings: no keyrings here ({error}); not checked");
             return;
         }
     };
     assert!(output.status.success(), "{}", text(&output));
-    assert_eq!(std::fs::read_to_string(&report).unwrap(), "not found", "the agent read the user's session keyring");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "not found", "the agent reached the user's keyrings");
 }
 
 /// The eleventh re-attack: in its workspace the agent could `chmod 4755` a program it wrote, which
@@ -4181,8 +4184,12 @@ fn the_agent_sets_no_set_id_bit() {
     let script = format!(
         "#!/bin/sh\ncp /bin/true tool\nchmod 4755 tool; a=$?\nchmod 2755 tool; b=$?\n\
          python3 -c \"import os; os.close(os.open('made', os.O_CREAT | os.O_WRONLY, 0o4755))\"; c=$?\n\
-         chmod 755 tool; d=$?\necho \"$a $b $c $d\" > '{}'\n",
-        report.display()
+         chmod 755 tool; d=$?\n\
+         python3 -c \"import ctypes, sys; p = ctypes.create_string_buffer(120); \
+         sys.exit(0 if ctypes.CDLL(None).syscall({io_uring_setup}, 8, p) >= 0 else 1)\"; e=$?\n\
+         echo \"$a $b $c $d $e\" > '{}'\n",
+        report.display(),
+        io_uring_setup = libc::SYS_io_uring_setup
     );
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -4192,6 +4199,8 @@ fn the_agent_sets_no_set_id_bit() {
     let codes: Vec<&str> = codes.split_whitespace().collect();
     assert!(codes[0] != "0" && codes[1] != "0" && codes[2] != "0", "a set-ID mode was set: {codes:?}");
     assert_eq!(codes[3], "0", "a plain mode is the agent's own");
+    // The thirteenth re-attack made a set-UID file through io_uring's open, which no filter sees.
+    assert_ne!(codes[4], "0", "io_uring is refused");
     let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode(&work.join("tool")), 0o755);
     assert!(!work.join("made").exists() || mode(&work.join("made")) & 0o6000 == 0);

@@ -628,8 +628,14 @@ fn write_allow_list(writable: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-/// Refuses `ioctl(fd, TIOCSTI|TIOCLINUX, ...)` and a set-ID mode given to a file
-/// ([`crate::platform::confinement::set_id_mode_rules`]) with EPERM, allows everything else.
+/// Refuses `ioctl(fd, TIOCSTI|TIOCLINUX, ...)`, a set-ID mode given to a file
+/// ([`crate::platform::confinement::set_id_mode_rules`]), the kernel's keyrings and io_uring with
+/// EPERM, allows everything else. Keyrings: a key's permissions are checked on the uid, not the
+/// namespace, so the agent linked the user's own user keyring (listed by id in `/proc/keys`) into
+/// its session keyring and read every key in it (the thirteenth re-attack; Docker's default
+/// profile refuses these calls for the same reason). io_uring: its requests are system calls this
+/// filter never sees (the thirteenth re-attack made a set-UID file through one); programs that
+/// use it fall back to plain calls when it is refused.
 fn terminal_injection_filter() -> Result<seccompiler::BpfProgram, String> {
     use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
     let refused = |request: libc::c_ulong| {
@@ -643,6 +649,16 @@ fn terminal_injection_filter() -> Result<seccompiler::BpfProgram, String> {
     let mut refused: std::collections::BTreeMap<i64, Vec<SeccompRule>> =
         [(libc::SYS_ioctl, rules)].into_iter().collect();
     refused.extend(crate::platform::confinement::set_id_mode_rules()?);
+    for call in [
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ] {
+        refused.insert(call, Vec::new());
+    }
     let filter = SeccompFilter::new(refused, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
         .map_err(|e| e.to_string())?;
     filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
