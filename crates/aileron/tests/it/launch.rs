@@ -4304,17 +4304,20 @@ fn links_the_agent_leaves_in_the_users_git_directory_are_moved_aside() {
     std::os::unix::fs::symlink("../README", work.join(".git/description-link")).unwrap();
     let bashrc = rig.user_home().join(".bashrc");
     std::fs::write(&bashrc, "# the user's\n").unwrap();
+    // The thirteenth re-attack: the same link in a repository the agent made (the warning said
+    // what in it would run was moved), and a FIFO that hung the user's every commit.
     let script = format!(
-        "#!/bin/sh\nrm -f .git/logs/HEAD && ln -s '{}' .git/logs/HEAD\nln -sf '{}' .git/COMMIT_EDITMSG\n",
-        bashrc.display(),
-        rig.user_home().join(".zshenv").display()
+        "#!/bin/sh\nrm -f .git/logs/HEAD && ln -s '{bashrc}' .git/logs/HEAD\nln -sf '{}' .git/COMMIT_EDITMSG\n\
+         mkfifo .git/MERGE_MSG\ngit init -q made && mkdir -p made/.git/logs && ln -s '{bashrc}' made/.git/logs/HEAD\n",
+        rig.user_home().join(".zshenv").display(),
+        bashrc = bashrc.display(),
     );
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
-    for link in [".git/logs/HEAD", ".git/COMMIT_EDITMSG"] {
+    for link in [".git/logs/HEAD", ".git/COMMIT_EDITMSG", ".git/MERGE_MSG", "made/.git/logs/HEAD"] {
         assert!(std::fs::symlink_metadata(work.join(link)).is_err(), "{link} stayed\n{said}");
     }
     assert!(std::fs::symlink_metadata(work.join(".git/description-link")).unwrap().is_symlink(), "the user's stays");
@@ -4358,6 +4361,75 @@ fn changes_the_agent_hides_from_git_status_are_named_at_exit() {
     let ended: Value = serde_json::from_slice(&ended.stdout).unwrap();
     let listed = &ended["items"][0]["payload"]["aileron.session.hidden_changes"];
     assert_eq!(*listed, serde_json::json!([makefile.display().to_string(), lint.display().to_string()]), "{ended:#}");
+}
+
+/// The thirteenth re-attack: the agent's standard streams are the launcher's open descriptions,
+/// so it set stderr non-blocking and stopped the terminal's output (`tcflow(TCOOFF)`): the
+/// launcher's next write failed, it ended (101) before its look, and the link the agent left in
+/// `.git/logs` stayed for the user's git to write through. On a real terminal here: the launcher
+/// puts the streams and the terminal back first, looks, moves the link, and is heard.
+#[test]
+fn a_terminal_the_agent_leaves_stopped_and_non_blocking_does_not_end_the_launcher() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    assert!(git(&["init", "-q"]));
+    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "first"]));
+    let bashrc = rig.user_home().join(".bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let script = format!(
+        "#!/bin/sh\nrm -f .git/logs/HEAD && ln -s '{}' .git/logs/HEAD\npython3 -c 'import os, fcntl, termios; \
+         fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_NONBLOCK); termios.tcflow(2, \
+         termios.TCOOFF)'\n",
+        bashrc.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let terminal = nix::pty::openpty(None, None).unwrap();
+    let mut launch = rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    launch
+        .stdin(std::process::Stdio::from(terminal.slave.try_clone().unwrap()))
+        .stdout(std::process::Stdio::from(terminal.slave.try_clone().unwrap()))
+        .stderr(std::process::Stdio::from(terminal.slave.try_clone().unwrap()));
+    // The terminal is the launcher's controlling terminal, as a shell's is.
+    // SAFETY: setsid and an ioctl on descriptor 0, in the child before exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut launch, || {
+            nix::unistd::setsid()?;
+            if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = crate::support::KillOnDrop(launch.spawn().unwrap());
+    drop((launch, terminal.slave));
+    let main = std::fs::File::from(terminal.master);
+    nix::fcntl::fcntl(&main, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
+    let mut heard = Vec::new();
+    let mut read = |heard: &mut Vec<u8>| {
+        let mut buffer = [0u8; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut &main, &mut buffer) {
+            heard.extend_from_slice(&buffer[..n]);
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        read(&mut heard);
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    read(&mut heard);
+    let heard = String::from_utf8_lossy(&heard).into_owned();
+    assert_eq!(status.and_then(|status| status.code()), Some(0), "the launcher was stopped or ended\n{heard}");
+    assert!(std::fs::symlink_metadata(work.join(".git/logs/HEAD")).is_err(), "the link stayed\n{heard}");
+    assert!(heard.contains(".git/logs/HEAD"), "{heard}");
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
 }
 
 /// The seventh re-attack: `.git/hooks` a link to the project's tracked `githooks/` (a common

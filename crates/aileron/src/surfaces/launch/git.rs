@@ -548,48 +548,149 @@ fn index_entries(mut index: impl std::io::BufRead, hash_len: usize, mut visit: i
     }
 }
 
-/// The symbolic links inside git directories (`objects/` aside: git only reads there) that lead
-/// out of their git directory or nowhere, at most [`MAX_LINKS_LOOKED_AT`] entries looked at
-/// each. Git writes many of its own files through a plain
-/// `open` that follows a link — the reflogs, `COMMIT_EDITMSG`, `FETCH_HEAD`, `MERGE_MSG` — so a
-/// link the agent leaves in the user's git directory makes the user's own git write where it
-/// leads: `.git/logs/HEAD -> ~/.bashrc` and a branch named `wip;touch${IFS}x;#` put a command in
-/// the user's next shell (the twelfth re-attack). Git makes no links there itself.
-pub fn links_in(git_dirs: &[PathBuf]) -> std::collections::HashSet<PathBuf> {
-    let mut links = std::collections::HashSet::new();
+/// What git writes in a git directory through a plain `open` that follows a link (or that a
+/// FIFO there would stall), looked at by name before any walk: a walk can be spent by entries
+/// the agent makes (the thirteenth re-attack padded `.git` with 100,001 files).
+const WRITTEN_BY_NAME: [&str; 16] = [
+    "logs/HEAD",
+    "COMMIT_EDITMSG",
+    "FETCH_HEAD",
+    "MERGE_MSG",
+    "MERGE_HEAD",
+    "MERGE_MODE",
+    "ORIG_HEAD",
+    "SQUASH_MSG",
+    "TAG_EDITMSG",
+    "BISECT_LOG",
+    "AUTO_MERGE",
+    "gc.log",
+    "description",
+    "info/exclude",
+    "packed-refs",
+    "shallow",
+];
+
+/// What the agent could leave in git directories for the user's own git to stumble on: the
+/// symbolic links (`objects/` aside: git only reads there) that lead out of their git directory
+/// or nowhere, and the special files (FIFOs, sockets, devices). Git writes many of its own files
+/// through a plain `open` that follows a link — the reflogs, `COMMIT_EDITMSG`, `FETCH_HEAD`,
+/// `MERGE_MSG` — so a link the agent leaves in the user's git directory makes the user's own git
+/// write where it leads: `.git/logs/HEAD -> ~/.bashrc` and a branch named `wip;touch${IFS}x;#`
+/// put a command in the user's next shell (the twelfth re-attack); a FIFO as `COMMIT_EDITMSG`
+/// hung every commit (the thirteenth). Git makes neither there itself.
+#[derive(Debug, Default)]
+pub struct Strays {
+    pub found: std::collections::HashSet<PathBuf>,
+    /// Git directories not looked through whole: more than [`MAX_ENTRIES_LOOKED_AT`] entries in
+    /// their `logs/` or in the rest.
+    pub incomplete: Vec<PathBuf>,
+}
+
+/// The [`Strays`] of `git_dirs`: first the names git writes ([`WRITTEN_BY_NAME`]), then `logs/`,
+/// then the rest, the last two each within [`MAX_ENTRIES_LOOKED_AT`] entries.
+pub fn strays_in(git_dirs: &[PathBuf]) -> Strays {
+    strays_within(git_dirs, MAX_ENTRIES_LOOKED_AT)
+}
+
+fn strays_within(git_dirs: &[PathBuf], budget: usize) -> Strays {
+    let mut strays = Strays::default();
     for git_dir in git_dirs {
-        let mut looked = 0;
-        let mut pending = vec![git_dir.clone()];
-        while let Some(dir) = pending.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            for entry in entries.flatten() {
-                looked += 1;
-                if looked > MAX_LINKS_LOOKED_AT {
-                    break;
-                }
-                let Ok(kind) = entry.file_type() else { continue };
-                let path = entry.path();
-                // One leading inside (`index -> index.real`) writes only git's own files.
-                let inside = || std::fs::canonicalize(&path).is_ok_and(|target| target.starts_with(git_dir));
-                if kind.is_symlink() {
-                    if !inside() {
-                        links.insert(path);
-                    }
-                } else if kind.is_dir() && !(dir == *git_dir && entry.file_name() == "objects") {
-                    pending.push(path);
-                }
+        let stray = |path: &Path, kind: std::fs::FileType| {
+            use std::os::unix::fs::FileTypeExt as _;
+            // One leading inside (`index -> index.real`) writes only git's own files.
+            (kind.is_symlink() && !std::fs::canonicalize(path).is_ok_and(|target| target.starts_with(git_dir)))
+                || kind.is_fifo()
+                || kind.is_socket()
+                || kind.is_block_device()
+                || kind.is_char_device()
+        };
+        for name in WRITTEN_BY_NAME {
+            let path = git_dir.join(name);
+            if let Ok(metadata) = std::fs::symlink_metadata(&path)
+                && stray(&path, metadata.file_type())
+            {
+                strays.found.insert(path);
+            }
+        }
+        let logs = git_dir.join("logs");
+        let skipped = [git_dir.join("objects"), logs.clone()];
+        let complete = walk(&logs, &[], budget, &mut |path, kind| stray(path, kind), &mut strays.found)
+            & walk(git_dir, &skipped, budget, &mut |path, kind| stray(path, kind), &mut strays.found);
+        if !complete {
+            strays.incomplete.push(git_dir.clone());
+        }
+    }
+    strays
+}
+
+/// Adds to `found` what `stray` picks under `root` (`skipped` and what links lead to left
+/// out); `false` when `budget` entries were looked at before the end.
+fn walk(
+    root: &Path,
+    skipped: &[PathBuf],
+    budget: usize,
+    stray: &mut impl FnMut(&Path, std::fs::FileType) -> bool,
+    found: &mut std::collections::HashSet<PathBuf>,
+) -> bool {
+    let mut looked = 0;
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            looked += 1;
+            if looked > budget {
+                return false;
+            }
+            let Ok(kind) = entry.file_type() else { continue };
+            let path = entry.path();
+            if stray(&path, kind) {
+                found.insert(path);
+            } else if kind.is_dir() && !skipped.contains(&path) {
+                pending.push(path);
             }
         }
     }
-    links
+    true
 }
 
-/// Entries looked at in one git directory for links, at most.
-const MAX_LINKS_LOOKED_AT: usize = 100_000;
+/// Entries looked at in a git directory's `logs/`, and in the rest of it, at most each.
+const MAX_ENTRIES_LOOKED_AT: usize = 200_000;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thirteenth re-attack: 100,001 files at the top of `.git` spent the look for links
+    /// before `logs/` was reached, and nothing was said; a FIFO as `COMMIT_EDITMSG` hung the
+    /// user's every commit. The names git writes are looked at first, `logs/` within a budget of
+    /// its own, special files are strays too, and a look cut short says so.
+    #[test]
+    fn strays_are_found_by_name_before_any_walk_and_a_walk_cut_short_is_told() {
+        let temp = tempfile::tempdir().unwrap();
+        let git = std::fs::canonicalize(temp.path()).unwrap().join(".git");
+        std::fs::create_dir_all(git.join("logs/refs/heads")).unwrap();
+        std::fs::create_dir_all(git.join("refs/heads/deep")).unwrap();
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::os::unix::fs::symlink("../../outside", git.join("logs/HEAD")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", git.join("logs/refs/heads/main")).unwrap();
+        std::os::unix::fs::symlink("../../x", git.join("refs/heads/deep/link")).unwrap();
+        std::os::unix::fs::symlink("HEAD", git.join("inside")).unwrap();
+        nix::unistd::mkfifo(&git.join("COMMIT_EDITMSG"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let whole = strays_within(std::slice::from_ref(&git), 100);
+        let mut found: Vec<PathBuf> = whole.found.into_iter().collect();
+        found.sort();
+        let expected = ["COMMIT_EDITMSG", "logs/HEAD", "logs/refs/heads/main", "refs/heads/deep/link"];
+        assert_eq!(found, expected.map(|name| git.join(name)));
+        assert!(whole.incomplete.is_empty());
+        for n in 0..20 {
+            std::fs::write(git.join(format!(".pad{n}")), "").unwrap();
+        }
+        let cut = strays_within(std::slice::from_ref(&git), 10);
+        for name in ["COMMIT_EDITMSG", "logs/HEAD", "logs/refs/heads/main"] {
+            assert!(cut.found.contains(&git.join(name)), "{name}: {:?}", cut.found);
+        }
+        assert_eq!(cut.incomplete, vec![git]);
+    }
 
     #[test]
     fn a_config_is_read_as_git_reads_it() {

@@ -763,17 +763,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
     });
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
-    let links_at_launch = git::links_in(&existing_git_dirs);
+    let strays_at_launch = git::strays_in(&existing_git_dirs).found;
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
+    let terminal_at_launch = TerminalAtLaunch::now();
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
+    // Before anything is written, and before the look: the agent shared the terminal's open
+    // descriptions and could leave a write to it failing or blocking (the thirteenth re-attack).
+    terminal_at_launch.restore();
     let mut quarantined = plant_watch.finish().await;
-    // The agent's last output may have left the terminal drawing black on black (the twelfth
-    // re-attack hid every exit warning so): its colours reset, its cursor shown, its alternate
-    // screen left, before the launcher speaks.
-    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprint!("\x1b[0m\x1b[?25h\x1b[?1049l");
-    }
     let repositories::Look { created, unread, newly_entered, incomplete } = checkouts.look();
     // A repository the agent made that the user's git enters unasked (a submodule of one the user
     // had, a bare lookalike) has what in it would run moved aside too — never a git directory
@@ -790,18 +788,34 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         looked.insert(made.path.clone(), armed.is_some());
         planted::move_all(&armed.unwrap_or_default(), &[], &quarantine, &mut quarantined);
     }
-    // Links the agent left in the git directories there at launch (after the look above, which
-    // reads their indexes as the agent left them): the user's own git would
-    // write through them (the twelfth re-attack). Those there at launch, and the kept ones, stay.
+    // Links and special files the agent left in the git directories there at launch (after the
+    // look above, which reads their indexes as the agent left them) and in those of the
+    // repositories it made (the thirteenth re-attack: the warning said what would run had been
+    // moved, and a reflog link there still wrote to ~/.bashrc): the user's own git would write
+    // through them (the twelfth re-attack). Those there at launch, and the kept ones, stay.
     let kept: std::collections::HashSet<&PathBuf> = kept_links.iter().map(|(link, _)| link).collect();
-    let mut left_links: Vec<PathBuf> = git::links_in(&existing_git_dirs)
-        .into_iter()
-        .filter(|link| !links_at_launch.contains(link) && !kept.contains(link))
+    let made_git_dirs: Vec<PathBuf> = created
+        .iter()
+        .filter_map(|made| git::git_dir(&made.path))
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .filter(|dir| writable_paths.iter().any(|root| dir.starts_with(root)) && !existing_git_dirs.contains(dir))
         .collect();
-    left_links.sort();
-    planted::move_all(&left_links, &[], &quarantine, &mut quarantined);
+    let strays = git::strays_in(&existing_git_dirs.iter().chain(&made_git_dirs).cloned().collect::<Vec<_>>());
+    let mut left: Vec<PathBuf> =
+        strays.found.into_iter().filter(|stray| !strays_at_launch.contains(stray) && !kept.contains(stray)).collect();
+    left.sort();
+    planted::move_all(&left, &[], &quarantine, &mut quarantined);
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
+    }
+    for git_dir in strays.incomplete.iter().take(MAX_WARNINGS_EACH) {
+        log_line!(
+            "aileron: warning: {} holds too many entries to look through them all for links or special files the \
+             agent left: your git could write through one (a reflog linked to ~/.bashrc)\nhint: before you run git \
+             there, look: find {} -path '*/objects' -prune -o ! -type f ! -type d -print",
+            shown(git_dir),
+            shown(git_dir)
+        );
     }
     // Changes the agent hid from `git status` in the repositories there at launch (the twelfth
     // re-attack: a tracked file a hook runs, changed and marked `--skip-worktree`).
@@ -1027,6 +1041,53 @@ hint: {hint}",
         );
     }
     Ok(())
+}
+
+/// What the agent could change of the terminal it shares with the launcher (its standard streams
+/// are the launcher's open file descriptions): each stream's status flags and the terminal's
+/// settings, as they were when the launch began.
+struct TerminalAtLaunch {
+    flags: [Option<nix::fcntl::OFlag>; 3],
+    settings: Option<nix::sys::termios::Termios>,
+}
+
+impl TerminalAtLaunch {
+    fn now() -> TerminalAtLaunch {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        use std::os::fd::AsFd as _;
+        let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        let flags = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()]
+            .map(|fd| fcntl(fd, FcntlArg::F_GETFL).ok().map(OFlag::from_bits_truncate));
+        let settings = nix::sys::termios::tcgetattr(stderr.as_fd()).ok();
+        TerminalAtLaunch { flags, settings }
+    }
+
+    /// Puts the streams and the terminal back as they were, output resumed, before the launcher
+    /// speaks: the thirteenth re-attack set its stderr non-blocking and stopped the terminal's
+    /// output (`tcflow(TCOOFF)`), the launcher's next write failed, and it ended before its look
+    /// at what the agent left. Then the drawing state: `?1049l` first (leaving an alternate
+    /// screen puts back what the agent saved on entering it, its colours among them: the
+    /// thirteenth re-attack drew the warnings black on black again so), then colours reset and
+    /// the cursor shown. Nothing here can fail the launch.
+    fn restore(&self) {
+        use nix::fcntl::{FcntlArg, fcntl};
+        use std::io::Write as _;
+        use std::os::fd::AsFd as _;
+        let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        for (fd, flags) in [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()].into_iter().zip(self.flags) {
+            if let Some(flags) = flags {
+                let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
+            }
+        }
+        if !std::io::IsTerminal::is_terminal(&stderr) {
+            return;
+        }
+        let _ = nix::sys::termios::tcflow(stderr.as_fd(), nix::sys::termios::FlowArg::TCOON);
+        if let Some(settings) = &self.settings {
+            let _ = nix::sys::termios::tcsetattr(stderr.as_fd(), nix::sys::termios::SetArg::TCSANOW, settings);
+        }
+        let _ = stderr.lock().write_all(b"\x1b[?1049l\x1b[0m\x1b[?25h");
+    }
 }
 
 /// Warnings of one kind printed one by one at the end of a session, at most (the agent could
