@@ -25,7 +25,7 @@ use crate::manifest::{ConnectorManifest, CredentialKind};
 
 pub use agent_egress::{AgentEgressPolicy, EgressMode, FILE_NAME as AGENT_EGRESS_FILE};
 pub use egress::{EgressTarget, check_egress, parse_egress_url};
-pub use operations::{OperationIndex, OperationMatch, graphql_names};
+pub use operations::{OperationIndex, OperationMatch, graphql_in_query, graphql_names};
 pub use spawn::{SpawnEnvelope, SpawnPlan, plan_envelope, plan_operation, spawn_args};
 
 /// One entry of `[[requires.connectors]].capabilities`.

@@ -62,8 +62,15 @@ impl<K> OperationIndex<K> {
     /// operation with `graphql` covers that path. The caller then reads the body
     /// ([`graphql_names`]) and calls [`OperationIndex::match_graphql`].
     pub fn needs_graphql(&self, method: &str, host: &str, path: &str) -> bool {
+        self.covers_graphql(Some(method), host, path)
+    }
+
+    /// Whether a GraphQL operation covers `path` on `host`, with `method` or (`None`) any.
+    pub fn covers_graphql(&self, method: Option<&str>, host: &str, path: &str) -> bool {
         let mut candidates = self.entries.iter().map(|(_, operation)| operation).filter(|operation| {
-            operation.graphql.is_some() && operation.method == method && operation.host.eq_ignore_ascii_case(host)
+            operation.graphql.is_some()
+                && method.is_none_or(|method| operation.method == method)
+                && operation.host.eq_ignore_ascii_case(host)
         });
         // Most requests meet no GraphQL operation: their path is not read at all.
         let Some(first) = candidates.next() else { return false };
@@ -158,6 +165,20 @@ pub fn graphql_names(body: &[u8]) -> Result<BTreeSet<String>, String> {
     Ok(names)
 }
 
+/// Whether a request's URL query (`query`, without its `?`) could carry a GraphQL document or a
+/// stand-in for one: a `query` parameter (a server built on Rails takes the URL's over the body's,
+/// and answers a `GET`), an `extensions` one (a persisted query names its document by a hash),
+/// however their names are encoded or nested (`qu%65ry`, `query[]`). Such a document is never
+/// read, so a request carrying one to a GraphQL path is refused (the fourteenth re-attack sent
+/// `mergePullRequest` in the URL beside a harmless body).
+pub fn graphql_in_query(query: &str) -> bool {
+    query.split(';').flat_map(|part| url::form_urlencoded::parse(part.as_bytes())).any(|(name, _)| {
+        let name = name.trim().to_ascii_lowercase();
+        let name = name.split('[').next().unwrap_or_default();
+        matches!(name, "query" | "extensions" | "queryid" | "documentid" | "doc_id" | "id")
+    })
+}
+
 /// The request path's segments, normalised; `None` when a server could read it as another path.
 /// One trailing `/` is ignored (`/user/` is `/user`); `/` alone has no segments.
 fn request_segments(path: &str) -> Option<Vec<String>> {
@@ -209,6 +230,24 @@ fn specificity(a: &ProxyOperation, b: &ProxyOperation, length: usize) -> std::cm
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_graphql_document_in_the_url_is_seen_however_its_name_is_spelled() {
+        for query in [
+            "query=mutation%7Bx%7D",
+            "a=1&qu%65ry=x",
+            "QUERY=x",
+            "query[]=x",
+            "a=1;query=x",
+            "extensions=%7B%7D",
+            "+query=x",
+        ] {
+            assert!(graphql_in_query(query), "{query}");
+        }
+        for query in ["", "a=1", "querystring=x", "variables=%7B%7D", "operationName=M"] {
+            assert!(!graphql_in_query(query), "{query}");
+        }
+    }
+
     use super::*;
     use crate::manifest::PathTemplate;
 

@@ -2969,6 +2969,8 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
     assert_eq!(status("graphql_query"), "200", "{report:#}");
     assert_eq!(class("graphql_merge"), "approval_denied", "a gated GraphQL mutation waits: {report:#}");
     assert_eq!(class("graphql_unreadable"), "graphql_unreadable", "{report:#}");
+    assert_eq!(class("graphql_in_url_post"), "graphql_in_url", "{report:#}");
+    assert_eq!(class("graphql_in_url_get"), "graphql_in_url", "{report:#}");
 
     let saw = saw.lock().unwrap().clone();
     let forwarded: Vec<&str> = saw.iter().map(|(line, _, _)| line.as_str()).collect();

@@ -73,6 +73,10 @@ report["graphql_query"] = curl("POST", "/graphql", '{"query":"query { viewer { l
 report["graphql_merge"] = curl("POST", "/graphql",
                                '{"query":"mutation M { m: mergePullRequest(input: {pullRequestId: \\"1\\"}) { clientMutationId } }"}')
 report["graphql_unreadable"] = curl("POST", "/graphql", "mergePullRequest, but not JSON")
+# A document in the URL (a Rails server takes it over the body's, and answers a GET): refused unsent.
+merge_in_url = "/graphql?qu%65ry=mutation%7BmergePullRequest(input:%7BpullRequestId:%221%22%7D)%7Bx%7D%7D"
+report["graphql_in_url_post"] = curl("POST", merge_in_url, '{"query":"query { viewer { login } }"}')
+report["graphql_in_url_get"] = curl("GET", merge_in_url)
 # The agent's own session token cannot decide its approvals.
 pending_id = report["late"]["body"]["error"]["approval_id"] if isinstance(report["late"]["body"], dict) else "x"
 decide = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",

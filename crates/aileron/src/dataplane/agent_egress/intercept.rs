@@ -328,6 +328,20 @@ async fn forward(
             return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
         }
     }
+    // A GraphQL document in the URL is never read, and a server may take it over the body's (or
+    // answer a `GET` carrying one): refused on a path a GraphQL operation covers.
+    if request.uri().query().is_some_and(aileron_core::policy::graphql_in_query)
+        && session.credentialing.covers_graphql(&target.destination, &path)
+    {
+        let message = format!(
+            "this request to {} carries a GraphQL document (or a persisted query's name) in its URL, which is not \
+             read to know which operation it is: refused, nothing was sent; hint: send the document as the body's \
+             `query` in a POST",
+            target.destination
+        );
+        let error = json!({"class": "graphql_in_url", "message": message});
+        return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
+    }
     if session.credentialing.needs_graphql(&method, &target.destination, &path) {
         if _whole_body.is_none() {
             _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();

@@ -162,6 +162,11 @@ impl Credentialing {
         self.index.needs_graphql(method, destination, path)
     }
 
+    /// Whether a GraphQL operation covers `path` on `destination`, whatever the method.
+    pub fn covers_graphql(&self, destination: &str, path: &str) -> bool {
+        self.index.covers_graphql(None, destination, path)
+    }
+
     /// `graphql`: the names of the request's GraphQL document, when [`Credentialing::needs_graphql`].
     pub fn decide(
         &self,
