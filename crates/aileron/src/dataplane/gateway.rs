@@ -461,7 +461,8 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     // agent as soon as the upstream sends it. The permit lives as long as the body.
     let (mut parts, body) = response.into_parts();
     remove_hop_by_hop(&mut parts.headers, &upstream_listed);
-    Response::from_parts(parts, Body::new(Permitted { body, _permit: permit }))
+    // The gateway's in-flight permit is held until the body is done or dropped.
+    Response::from_parts(parts, Body::new(super::Permitted { body, _permit: permit }))
 }
 
 /// `base` with the request's path appended to its own and the request's query: the URL is
@@ -504,33 +505,6 @@ const HOP_BY_HOP_PER_PASS: usize = 4;
 /// The upstream's response body as the route that reached it gives it: hyper's own (`Left`), or
 /// reqwest's through the user's proxy (`Right`).
 type UpstreamBody = http_body_util::Either<hyper::body::Incoming, reqwest::Body>;
-
-/// The upstream's response body, holding the gateway's in-flight permit until it is done or
-/// dropped.
-struct Permitted {
-    body: UpstreamBody,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl axum::body::HttpBody for Permitted {
-    type Data = bytes::Bytes;
-    type Error = axum::BoxError;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        context: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, axum::BoxError>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(context)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
-}
 
 /// The upstream accepted an upgrade: answer 101 with its headers (`Connection: upgrade` and its
 /// `Upgrade` restated by the caller), then copy bytes both ways between the two upgraded connections until either

@@ -333,7 +333,8 @@ fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
             return (String::new(), String::new());
         }
         recorded.lock().unwrap().push(authorization.clone());
-        accepted.lock().unwrap().push(header_value(headers, "accept-encoding"));
+        let transfer_coding = header_value(headers, "te");
+        accepted.lock().unwrap().push(format!("{}{transfer_coding}", header_value(headers, "accept-encoding")));
         let body = if line.starts_with("GET /big/") {
             let mut body = String::with_capacity(210 * 1024);
             for at in 0..40 {
@@ -417,7 +418,8 @@ fn sealed_secrets_never_reach_a_launched_agent_a_record_or_a_file() {
     let upstream_saw = saw.lock().unwrap().clone();
     let expected: Vec<String> = secrets.iter().map(|secret| format!("token {secret}")).collect();
     assert_eq!(upstream_saw, expected, "the upstream received each secret, in order, once");
-    // The agent asked for gzip each time; a credentialed request goes out asking for no encoding.
+    // The agent asked for gzip each time (`Accept-Encoding` and `TE`); a credentialed request goes
+    // out asking for no encoding, and for no transfer coding (the fourteenth re-attack).
     let asked = asked.lock().unwrap().clone();
     assert!(asked.len() == secrets_count && asked.iter().all(|asked| asked == "identity"), "{asked:?}");
     let agent_received = std::fs::read(&received).unwrap();

@@ -34,8 +34,9 @@ with open(env["RECEIVED"], "ab") as received:
             time.sleep(0.002)
         # Every tenth answer is large, so echoes cross the proxy's read boundaries.
         path = f"/big/{index}" if index % 10 == 9 else f"/echo/{index}"
-        # Asking for gzip: a compressed echo would pass a byte-for-byte redaction unseen.
-        headers = {"Authorization": f"token {env.get('GH_TOKEN', '')}", "Accept-Encoding": "gzip"}
+        # Asking for gzip, as a content coding and as a transfer coding: a compressed echo would
+        # pass a byte-for-byte redaction unseen.
+        headers = {"Authorization": f"token {env.get('GH_TOKEN', '')}", "Accept-Encoding": "gzip", "TE": "gzip"}
         try:
             connection.request("GET", path, headers=headers)
             response = connection.getresponse()

@@ -421,10 +421,12 @@ async fn forward(
                         SealedInjection::Aws { region, service } => aws = Some((region.clone(), service.clone())),
                     }
                     // A compressed echo of the credential would pass the redaction unseen: a
-                    // credentialed request asks for the body as it is (tools decode either).
+                    // credentialed request asks for the body as it is (tools decode either), and
+                    // for no transfer coding (the fourteenth re-attack's `TE: gzip`).
                     request
                         .headers_mut()
                         .insert(hyper::header::ACCEPT_ENCODING, hyper::header::HeaderValue::from_static("identity"));
+                    request.headers_mut().remove(hyper::header::TE);
                     binding = Some(credential.resolved.binding.audit_payload());
                     sealed = Some(credential);
                 }
@@ -469,11 +471,7 @@ async fn forward(
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
         let echoes = Echoes::of(&credential.echo_candidates());
-        if response
-            .headers()
-            .get(hyper::header::CONTENT_ENCODING)
-            .is_some_and(|encoding| !encoding.as_bytes().trim_ascii().eq_ignore_ascii_case(b"identity"))
-        {
+        if encoded(response.headers()) {
             // Asked for none, encoded anyway: an echo inside could not be redacted.
             return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_encoded_response"));
         }
@@ -500,14 +498,17 @@ async fn forward(
             .filter(|length| *length <= WHOLE_BODY_BYTES);
         // A HEAD's (or a 304's) length describes a body that is not sent: left as it is.
         let bodiless = method == "HEAD" || parts.status == StatusCode::NOT_MODIFIED;
-        if small.is_some() && !bodiless {
-            // A small body is read whole and answered with its redacted length.
+        // A small body is read whole and answered with its redacted length, held until the agent
+        // has read it: so many at once a session, the others stream.
+        let held = (small.is_some() && !bodiless).then(|| session.whole_answers.clone().try_acquire_owned().ok());
+        if let Some(Some(permit)) = held {
             let Ok(bytes) = axum::body::to_bytes(Body::new(body), WHOLE_BODY_BYTES).await else {
                 return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
             };
             let redacted = echoes.redact_whole(&bytes);
             parts.headers.insert(hyper::header::CONTENT_LENGTH, redacted.len().into());
-            return Ok(Response::from_parts(parts, Body::from(redacted)));
+            let body = super::super::Permitted { body: http_body_util::Full::new(redacted.into()), _permit: permit };
+            return Ok(Response::from_parts(parts, Body::new(body)));
         }
         // A larger or unsized body streams: redaction may change its length, so none is given.
         parts.headers.remove(hyper::header::CONTENT_LENGTH);
@@ -524,6 +525,25 @@ async fn forward(
         });
     }
     Ok(response.map(Body::new))
+}
+
+/// Whether an answer to a credentialed request is encoded in a way the redaction cannot read:
+/// any `Content-Encoding` but `identity` (every line and every listed coding: the fourteenth
+/// re-attack's `identity` line followed by a `gzip` one), or a transfer coding other than
+/// `chunked` (hyper removes only that one).
+fn encoded(headers: &hyper::HeaderMap) -> bool {
+    let codings = |name| {
+        headers
+            .get_all(name)
+            .into_iter()
+            .flat_map(|value: &hyper::header::HeaderValue| value.as_bytes().split(|&byte| byte == b','))
+            .map(<[u8]>::trim_ascii)
+            .filter(|coding| !coding.is_empty())
+            .map(<[u8]>::to_ascii_lowercase)
+            .collect::<Vec<_>>()
+    };
+    codings(hyper::header::CONTENT_ENCODING).iter().any(|coding| coding != b"identity")
+        || codings(hyper::header::TRANSFER_ENCODING).iter().any(|coding| coding != b"chunked")
 }
 
 /// The authority `request` names (its target's, an h2 `:authority`, and its `Host` header) that
@@ -854,4 +874,39 @@ where
         async move { Ok::<_, Infallible>(plain(StatusCode::BAD_GATEWAY, &reason)) }
     });
     let _ = serve_client(client, h2, service, head_timeout).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fourteenth re-attack: a `Content-Encoding: identity` line followed by a `gzip` one, and
+    /// `Transfer-Encoding: gzip, chunked`, passed a gzip'ed echo of the credential unredacted.
+    #[test]
+    fn an_answer_in_any_coding_but_identity_is_encoded() {
+        let headers = |lines: &[(&'static str, &'static str)]| {
+            let mut map = hyper::HeaderMap::new();
+            for (name, value) in lines {
+                map.append(*name, hyper::header::HeaderValue::from_static(value));
+            }
+            map
+        };
+        for lines in [
+            &[("content-encoding", "identity"), ("content-encoding", "gzip")][..],
+            &[("content-encoding", "identity, br")],
+            &[("content-encoding", "GZIP")],
+            &[("transfer-encoding", "gzip, chunked")],
+            &[("transfer-encoding", "chunked"), ("transfer-encoding", "deflate")],
+        ] {
+            assert!(encoded(&headers(lines)), "{lines:?}");
+        }
+        for lines in [
+            &[][..],
+            &[("content-encoding", "identity")],
+            &[("content-encoding", " Identity ,")],
+            &[("transfer-encoding", "chunked")],
+        ] {
+            assert!(!encoded(&headers(lines)), "{lines:?}");
+        }
+    }
 }

@@ -88,6 +88,10 @@ pub struct EgressSession {
     /// Requests this session may have read whole at once (a held request, a GraphQL document, a
     /// body hashed for a signature): memory stays bounded however many the agent sends.
     whole_bodies: Arc<tokio::sync::Semaphore>,
+    /// Credentialed answers this session may have held whole at once until the agent reads them
+    /// ([`MAX_WHOLE_ANSWERS`]; past it they stream): the fourteenth re-attack left 25,600 such
+    /// answers unread on h2 streams and grew the daemon by 1.1 GB.
+    whole_answers: Arc<tokio::sync::Semaphore>,
     refusals: Mutex<Refusals>,
     /// Matched requests become `aileron.proxy.request` spans when traces are on.
     telemetry: crate::platform::telemetry::Telemetry,
@@ -124,6 +128,10 @@ const IN_FLIGHT_RECORDS_WAIT: Duration = Duration::from_secs(10);
 
 /// How many request bodies one session may hold in memory at once (each ≤ 16 MiB).
 pub const MAX_WHOLE_BODIES: usize = 4;
+
+/// How many small credentialed answers (each ≤ 64 KiB, read whole to be redacted) one session
+/// may hold in memory at once, unread by the agent.
+pub const MAX_WHOLE_ANSWERS: usize = 32;
 
 #[derive(Default)]
 struct Refusals {
@@ -169,6 +177,7 @@ impl EgressSession {
             upstream_tls_h2,
             credentialing: Arc::new(Credentialing::none()),
             whole_bodies: Arc::new(tokio::sync::Semaphore::new(MAX_WHOLE_BODIES)),
+            whole_answers: Arc::new(tokio::sync::Semaphore::new(MAX_WHOLE_ANSWERS)),
             refusals: Mutex::default(),
             telemetry: crate::platform::telemetry::Telemetry::disabled(),
             rules: None,
