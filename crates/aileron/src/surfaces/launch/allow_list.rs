@@ -387,7 +387,7 @@ mod tests {
     /// git directory under `.git/modules/` (never searched); and it hid one past the search's
     /// depth, unreported. Each is told at the end (and so disarmed, by the launch).
     #[test]
-    fn a_root_made_a_git_directory_a_module_git_directory_and_a_search_cut_short_are_told() {
+    fn a_root_made_a_git_directory_module_git_directories_and_a_search_cut_short_are_told() {
         let (_temp, home, project) = home_and_repo();
         std::fs::create_dir_all(&project).unwrap();
         let access = write_access(Agent::Pi, &env(&home), &project, &[], &home.join("run/tmp")).unwrap();
@@ -406,8 +406,18 @@ mod tests {
             std::fs::create_dir_all(module.join(dir)).unwrap();
         }
         std::fs::write(module.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        // The thirteenth re-attack: a submodule name 40 levels deep, past the old depth cut.
+        let named: PathBuf = (0..40).map(|_| "d").collect();
+        let deep_module = repo.join(".git/modules").join(named);
+        for dir in ["objects", "refs", "hooks"] {
+            std::fs::create_dir_all(deep_module.join(dir)).unwrap();
+        }
+        std::fs::write(deep_module.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         let look = access.checkouts.look();
-        assert_eq!(look.created, vec![Created { path: module, entered: true }]);
+        assert_eq!(
+            look.created,
+            vec![Created { path: deep_module, entered: true }, Created { path: module, entered: true }]
+        );
         assert!(look.incomplete.is_empty());
         let deep: PathBuf = (0..=33).map(|level| format!("d{level}")).collect();
         std::fs::create_dir_all(repo.join(&deep).join(".git")).unwrap();

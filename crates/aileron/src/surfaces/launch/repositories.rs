@@ -131,7 +131,7 @@ struct Found {
 /// and stops 32 levels down, `git status` at the root enters every submodule and runs what
 /// its config names (the second re-attack of 2026-12-05).
 fn checkouts_in(root: &Path) -> Found {
-    let (nested, complete) = nested_checkouts(root);
+    let (nested, mut complete) = nested_checkouts(root);
     // The root itself made into a git directory counts too (the twelfth re-attack: launched in a
     // new project, the agent wrote `HEAD`, `objects/`, `refs/` and a `config` there).
     let own = (std::fs::symlink_metadata(root.join(".git")).is_ok() || git::is_git_directory(root))
@@ -152,7 +152,9 @@ fn checkouts_in(root: &Path) -> Found {
         // Only a git directory that is one (a `.git` link or file names another's, whose modules
         // are that repository's and found with it).
         let real = std::fs::symlink_metadata(&git_dir).is_ok_and(|metadata| metadata.file_type().is_dir());
-        for module in module_git_dirs(&git_dir.join("modules")).into_iter().filter(|_| real) {
+        let (modules, all_seen) = if real { module_git_dirs(&git_dir.join("modules")) } else { (Vec::new(), true) };
+        complete &= all_seen;
+        for module in modules {
             if module.starts_with(root) && known.insert(module.clone()) {
                 entered.insert(module.clone());
                 found.push(module);
@@ -294,7 +296,15 @@ fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, pr
             }
         }
     }
-    for module in module_git_dirs(&git.join("modules")) {
+    let (modules, all_seen) = module_git_dirs(&git.join("modules"));
+    if !all_seen {
+        protection.notes.push(format!(
+            "{} holds more than {MAX_SCANNED_DIRECTORIES} directories: the submodules' git directories past them are \
+             not protected\nhint: look at what is there",
+            super::shown(&git.join("modules"))
+        ));
+    }
+    for module in modules {
         protect_git_dir(&module, None, context, protection);
     }
 }
@@ -582,24 +592,30 @@ impl GitContext {
 
 /// Submodules' git directories under a git directory's `modules` (a submodule named `a/b` lives
 /// in `modules/a/b`): each directory holding `HEAD` is one, and its own `modules` is searched.
-fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
+fn module_git_dirs(modules: &Path) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
-    let mut pending = vec![(modules.to_path_buf(), 0)];
-    while let Some((dir, depth)) = pending.pop() {
+    let mut pending = vec![modules.to_path_buf()];
+    let mut scanned = 0;
+    while let Some(dir) = pending.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for path in entries.flatten().map(|entry| entry.path()).filter(|path| is_real_dir(path)) {
+            // A budget of directories, not a depth: a submodule's name may hold any number of
+            // `/` (the thirteenth re-attack named one 40 levels deep, past a depth cut).
+            scanned += 1;
+            if scanned > MAX_SCANNED_DIRECTORIES {
+                found.sort();
+                return (found, false);
+            }
             if path.join("HEAD").is_file() {
-                if depth < MAX_SCAN_DEPTH {
-                    pending.push((path.join("modules"), depth + 1));
-                }
+                pending.push(path.join("modules"));
                 found.push(path);
-            } else if depth < MAX_SCAN_DEPTH {
-                pending.push((path, depth + 1));
+            } else {
+                pending.push(path);
             }
         }
     }
     found.sort();
-    found
+    (found, true)
 }
 
 /// Checkouts inside `root` (directories holding `.git`, not `root` itself), searched breadth
