@@ -4127,6 +4127,37 @@ fn the_agent_opens_terminals_but_cannot_change_their_modes() {
     drop(other);
 }
 
+/// The thirteenth re-attack: the agent, as their owner, opened the user's virtual console
+/// (`/dev/tty2`) for reading and took a line typed there (Landlock rules writes only). The host's
+/// consoles, their screens and serial lines are `/dev/null` to the agent; its own terminal stays.
+#[test]
+fn the_host_consoles_are_out_of_the_agents_sight() {
+    let rig = LaunchRig::new();
+    let report = rig.report();
+    let script = [
+        "#!/usr/bin/env python3",
+        "import os",
+        "null = os.stat('/dev/null').st_rdev",
+        "seen = []",
+        "for name in ('console', 'tty1', 'tty2', 'ttyS0', 'vcs1', 'vcsa1'):",
+        "    if os.path.exists('/dev/' + name):",
+        "        seen.append(name + ('=null' if os.stat('/dev/' + name).st_rdev == null else '=device'))",
+        &format!("open('{}', 'w').write(' '.join(seen))\n", report.display()),
+    ]
+    .join("\n");
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let seen = std::fs::read_to_string(&report).unwrap();
+    let on_host = ["console", "tty1", "tty2", "ttyS0", "vcs1", "vcsa1"]
+        .iter()
+        .filter(|name| Path::new("/dev").join(name).exists())
+        .count();
+    assert_eq!(seen.split_whitespace().count(), on_host, "{seen}");
+    assert!(!seen.contains("=device"), "a host console reached the agent: {seen}");
+}
+
 /// The twelfth re-attack: the user's session keyring (where Kerberos tickets live) was the agent's
 /// to read. The thirteenth: a key's permissions are the uid's, so the agent linked the user's own
 /// user keyring (its id in `/proc/keys`) into its session keyring and read its keys. The agent

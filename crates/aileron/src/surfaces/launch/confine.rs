@@ -465,6 +465,7 @@ fn init(request: &Request) -> Result<i32, String> {
             .map_err(|e| format!("giving the namespace its own /dev/mqueue: {e}"))?;
     }
     own_terminals();
+    no_host_consoles();
     for mask in &request.masks {
         if !mask.is_dir() {
             continue; // nothing there to hide
@@ -546,6 +547,50 @@ fn init(request: &Request) -> Result<i32, String> {
                     Err(error) => return Err(format!("waiting for the agent: {error}")),
                 }
             }
+        }
+    }
+}
+
+/// The host's consoles and input devices out of sight: the virtual consoles (`/dev/ttyN`, which a
+/// console login makes the user's), their screen contents (`vcs*`), serial lines, raw input,
+/// sound and cameras. Landlock rules writes only, so the agent, as their owner, opened the user's
+/// console for reading and took a line typed there (the thirteenth re-attack). Each device is
+/// covered with `/dev/null`, each such directory with an empty tmpfs; `/dev/tty` (the agent's own
+/// terminal) and the namespace's `/dev/pts` stay.
+fn no_host_consoles() {
+    let none: Option<&str> = None;
+    let Ok(entries) = std::fs::read_dir("/dev") else { return };
+    let console = |name: &str| {
+        let numbered = |prefix: &str| {
+            name.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.bytes().all(|b| b.is_ascii_digit()))
+        };
+        name == "console"
+            || name == "uinput"
+            || (numbered("tty") && name != "tty")
+            || ["ttyS", "ttyUSB", "ttyACM", "ttyAMA", "vcs", "vcsa", "vcsu", "hidraw", "video"]
+                .into_iter()
+                .any(numbered)
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else { continue };
+        let hidden = if kind.is_dir() && ["input", "snd"].contains(&name) {
+            mount(
+                Some("tmpfs"),
+                &path,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+                Some("mode=0500,size=4k"),
+            )
+        } else if std::os::unix::fs::FileTypeExt::is_char_device(&kind) && console(name) {
+            mount(Some("/dev/null"), &path, none, MsFlags::MS_BIND, none)
+        } else {
+            continue;
+        };
+        if let Err(error) = hidden {
+            log_line!("aileron: warning: {} could not be hidden from the agent ({error})", path.display());
         }
     }
 }
