@@ -110,12 +110,18 @@ const RECORDED_PATH_CHARS: usize = 2048;
 /// `path` as a record keeps it: whole, or its first [`RECORDED_PATH_CHARS`] characters and a mark
 /// saying it was cut and how long it was, so a trail never shows a cut path as the one sent.
 pub(super) fn recorded_path(path: &str) -> String {
-    let length = path.chars().count();
-    if length <= RECORDED_PATH_CHARS {
-        return path.to_string();
+    recorded_cut(path, RECORDED_PATH_CHARS)
+}
+
+/// `text` as recorded: its first `kept` characters, and when there were more, a mark saying how
+/// many there were in all.
+pub(super) fn recorded_cut(text: &str, kept: usize) -> String {
+    let length = text.chars().count();
+    if length <= kept {
+        return text.to_string();
     }
-    let kept: String = path.chars().take(RECORDED_PATH_CHARS).collect();
-    format!("{kept}…[cut: {length} characters in all]")
+    let shown: String = text.chars().take(kept).collect();
+    format!("{shown}…[cut: {length} characters in all]")
 }
 
 /// Whether `host` (a CONNECT host) is a loopback address written as one, never a name.
@@ -843,8 +849,19 @@ fn bound_headers(headers: &hyper::HeaderMap, connector: &super::sealed::SealedCo
         .filter(|(name, _)| {
             !BOUND_HEADERS_EXCEPT.contains(&name.as_str()) && credential_header.as_deref() != Some(name.as_str())
         })
-        .map(|(name, value)| (name.as_str().to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .map(|(name, value)| (name.as_str().to_string(), bound_value(value.as_bytes())))
         .collect()
+}
+
+/// A header value as an approval binds and shows it, one text for each byte string: a UTF-8
+/// value without a `\` as it is, any other escaped byte by byte (`\xff`, `\\`), so that it holds
+/// a `\` and cannot be taken for one of the first kind. A lossy conversion bound `\xff\xff` and
+/// `\xfe\xfd` alike, and the approval of one sent the other (the fourteenth re-attack).
+fn bound_value(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !text.contains('\\') => text.to_string(),
+        _ => bytes.escape_ascii().to_string(),
+    }
 }
 
 /// Refuses a request inside a tunnel: `record` (and `extra` keys) as `connector.proxy.rejected`
@@ -879,6 +896,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fourteenth re-attack: `X-Note: \xff\xff` approved, `X-Note: \xfe\xfd` went out under the
+    /// approval (both were bound as two replacement characters).
+    #[test]
+    fn every_header_value_is_bound_as_a_text_of_its_own() {
+        let values: [&[u8]; 7] =
+            [b"\xff\xff", b"\xfe\xfd", b"\\xff\\xff", b"\\\\xff", b"plain", "caf\u{e9}".as_bytes(), b"caf\xe9"];
+        let bound: Vec<String> = values.iter().map(|value| bound_value(value)).collect();
+        let distinct: std::collections::HashSet<&String> = bound.iter().collect();
+        assert_eq!(distinct.len(), values.len(), "{bound:?}");
+        assert_eq!(bound[0], "\\xff\\xff");
+        assert_eq!(bound[4], "plain");
+        assert_eq!(bound[5], "caf\u{e9}");
+    }
 
     /// The fourteenth re-attack: a `Content-Encoding: identity` line followed by a `gzip` one, and
     /// `Transfer-Encoding: gzip, chunked`, passed a gzip'ed echo of the credential unredacted.

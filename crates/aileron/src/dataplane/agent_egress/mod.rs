@@ -396,7 +396,9 @@ impl EgressSession {
     fn request(&self, source: &'static str, method: &str, destination: &str) -> ProxiedRequest {
         ProxiedRequest {
             source,
-            method: Some(method.chars().take(32).collect()),
+            // Cut and marked as a path is (the fourteenth re-attack's 40-character method was
+            // recorded cut, unmarked).
+            method: Some(intercept::recorded_cut(method, 32)),
             host: Some(destination.to_string()),
             session_id: Some(self.session_id.clone()),
             ..ProxiedRequest::default()
