@@ -174,11 +174,34 @@ pub fn write_access(
     // A directory link on the way (`tools -> devtools` under `.git/hooks -> ../tools/hooks`) is
     // kept too: the bind of it lands where it leads, and the link itself stayed an entry the agent
     // could replace with a directory of hooks of its own (the twelfth re-attack).
-    for dir in &pinned {
-        if let Ok(said) = std::fs::read_link(dir)
-            && !access.kept_links.iter().any(|(kept, _)| kept == dir)
-        {
-            access.kept_links.push((dir.clone(), said));
+    // And a link on the way a kept link's text takes (`tools -> conf/x`, `conf -> devconf`: the
+    // thirteenth re-attack replaced `conf`): each kept link's target as written has the
+    // directories on its way pinned and looked at in turn, as the kernel follows them, at most
+    // [`MAX_LINKS_FOLLOWED`] links.
+    let mut pending = pinned.clone();
+    let mut followed = 0;
+    while let Some(dir) = pending.pop() {
+        let Ok(said) = std::fs::read_link(&dir) else { continue };
+        if access.kept_links.iter().any(|(kept, _)| *kept == dir) {
+            continue;
+        }
+        followed += 1;
+        if followed > MAX_LINKS_FOLLOWED {
+            access.notes.push(format!(
+                "more than {MAX_LINKS_FOLLOWED} links lead to what is protected in {}: those past them are not kept",
+                super::shown(&dir)
+            ));
+            break;
+        }
+        let written = super::repositories::without_dot_dots(&dir.parent().unwrap_or(&dir).join(&said));
+        access.kept_links.push((dir, said));
+        let roots = access.writable.iter().filter(|root| written.starts_with(root));
+        let Some(root) = roots.max_by_key(|root| root.as_os_str().len()) else { continue };
+        for on_the_way in written.ancestors().take_while(|ancestor| ancestor != root) {
+            if !pinned.iter().any(|pinned| pinned == on_the_way) {
+                pinned.push(on_the_way.to_path_buf());
+                pending.push(on_the_way.to_path_buf());
+            }
         }
     }
     access.pinned.extend(pinned);
@@ -191,6 +214,10 @@ pub fn write_access(
     access.watched.dedup();
     Ok(access)
 }
+
+/// Links followed from the links kept on the way to what is protected, at most (the kernel's own
+/// limit for one path).
+const MAX_LINKS_FOLLOWED: usize = 40;
 
 /// Notes for the entries of the user's `PATH` the agent could put programs in: relative ones
 /// (`node_modules/.bin`, `.`: wherever the user's shell stands, the workspace among them) and
@@ -514,6 +541,30 @@ mod tests {
                 access.kept_links
             );
         }
+    }
+
+    /// The thirteenth re-attack: one link further (`.git/hooks -> ../tools/hooks`, `tools ->
+    /// conf/x`, `conf -> devconf`): `conf` was on the way of no protected path, neither kept nor
+    /// pinned, and the agent replaced it. Every link met on the way is kept.
+    #[test]
+    fn links_on_the_way_of_a_kept_links_text_are_kept() {
+        let (_temp, home, repo) = home_and_repo();
+        for dir in [".git", "devconf/x/hooks"] {
+            std::fs::create_dir_all(repo.join(dir)).unwrap();
+        }
+        std::fs::write(repo.join(".git/config"), "").unwrap();
+        std::os::unix::fs::symlink("devconf", repo.join("conf")).unwrap();
+        std::os::unix::fs::symlink("conf/x", repo.join("tools")).unwrap();
+        std::os::unix::fs::symlink("../tools/hooks", repo.join(".git/hooks")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        for (link, said) in [(".git/hooks", "../tools/hooks"), ("tools", "conf/x"), ("conf", "devconf")] {
+            assert!(
+                access.kept_links.contains(&(repo.join(link), PathBuf::from(said))),
+                "{link}: {:?}",
+                access.kept_links
+            );
+        }
+        assert!(access.pinned.contains(&repo.join("conf")), "{:?}", access.pinned);
     }
 
     #[test]
