@@ -2635,6 +2635,38 @@ pub(crate) fn agent_script(rig: &LaunchRig, script: &str) {
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// The fourteenth re-attack: an h2 client with a receive window of 0 left thousands of small
+/// credentialed answers unread, each read whole by the proxy to be redacted and held, and grew the
+/// daemon by 1.1 GB. A session holds at most 32 such answers whole; the rest stream (the
+/// upstream waits on the agent, whose window holds what is in flight).
+#[test]
+fn a_session_holds_a_bounded_number_of_unread_answers_whole() {
+    let rig = LaunchRig::new();
+    let answer: crate::gateway::Answer =
+        Arc::new(move |_line: &str, _headers: &[String]| (String::new(), "x".repeat(16 * 1024)));
+    let upstream = answering(answer);
+    start_with_a_vault(&rig);
+    let extra = format!(
+        "[capabilities.credential]\nkind = \"api_key\"\nformat = \"token {{key}}\"\n\n[proxy]\n\
+         placeholder_env = [\"GH_TOKEN\"]\n\n[[proxy.operations]]\nname = \"read\"\nmethod = \"GET\"\n\
+         host = \"{upstream}\"\npath = \"/**\"\n"
+    );
+    install_spec_only(&rig, &upstream, &extra);
+    bind_key(&rig, "ghp_unreadAnswersKey000000000000000000001");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/unread_answers.js");
+    std::fs::write(rig.bin().join("claude"), format!("#!/bin/sh\nexec node '{}'\n", script.display())).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report_path = rig.workspace().join("unread-report.json");
+    let env: [(&str, &std::ffi::OsStr); 3] =
+        [("ATTACK_REPORT", report_path.as_os_str()), ("UPSTREAM", upstream.as_ref()), ("STREAMS", "80".as_ref())];
+    let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let (whole, streamed) = (report["whole"].as_u64().unwrap(), report["streamed"].as_u64().unwrap());
+    assert!(whole <= 32, "{report}");
+    assert!(whole >= 8 && streamed >= 1, "answers came, whole then streamed: {report}");
+}
+
 /// SPEC §15's sealed credentials, oauth2 (bearer with refresh): a refresh token another tool
 /// obtained is imported (`binding setup --refresh-token-from-env`), and a launched agent's own
 /// tool, holding only the placeholder, reaches the API with a fresh access token each time the
