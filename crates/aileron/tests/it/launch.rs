@@ -407,6 +407,18 @@ impl LaunchRig {
         self.workspace().join("agent-report.txt")
     }
 
+    /// The workspace made a repository with one (empty) commit of the user's, and the user's
+    /// `~/.bashrc`: where a launched agent's leftovers would make the user's git write.
+    fn committed_workspace(&self) -> (PathBuf, PathBuf) {
+        let work = self.workspace();
+        let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+        assert!(git(&["init", "-q"]));
+        assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "first"]));
+        let bashrc = self.user_home().join(".bashrc");
+        std::fs::write(&bashrc, "# the user's\n").unwrap();
+        (work, bashrc)
+    }
+
     /// A fake agent: records its environment, arguments and config, then exits 3.
     fn fake_agent(&self, name: &str, config_command: &str) {
         let script = format!(
@@ -4362,13 +4374,9 @@ fn a_workspace_made_a_git_directory_and_a_module_git_directory_are_disarmed() {
 #[test]
 fn links_the_agent_leaves_in_the_users_git_directory_are_moved_aside() {
     let rig = LaunchRig::new();
-    let work = rig.workspace();
+    let (work, bashrc) = rig.committed_workspace();
     let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
-    assert!(git(&["init", "-q"]));
-    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "first"]));
     std::os::unix::fs::symlink("../README", work.join(".git/description-link")).unwrap();
-    let bashrc = rig.user_home().join(".bashrc");
-    std::fs::write(&bashrc, "# the user's\n").unwrap();
     // The thirteenth re-attack: the same link in a repository the agent made (the warning said
     // what in it would run was moved), and a FIFO that hung the user's every commit.
     let script = format!(
@@ -4436,12 +4444,7 @@ fn changes_the_agent_hides_from_git_status_are_named_at_exit() {
 #[test]
 fn a_terminal_the_agent_leaves_stopped_and_non_blocking_does_not_end_the_launcher() {
     let rig = LaunchRig::new();
-    let work = rig.workspace();
-    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
-    assert!(git(&["init", "-q"]));
-    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "first"]));
-    let bashrc = rig.user_home().join(".bashrc");
-    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let (work, bashrc) = rig.committed_workspace();
     let script = format!(
         "#!/bin/sh\nrm -f .git/logs/HEAD && ln -s '{}' .git/logs/HEAD\npython3 -c 'import os, fcntl, termios; \
          fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_NONBLOCK); termios.tcflow(2, \
@@ -4472,7 +4475,7 @@ fn a_terminal_the_agent_leaves_stopped_and_non_blocking_does_not_end_the_launche
     let main = std::fs::File::from(terminal.master);
     nix::fcntl::fcntl(&main, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
     let mut heard = Vec::new();
-    let mut read = |heard: &mut Vec<u8>| {
+    let read = |heard: &mut Vec<u8>| {
         let mut buffer = [0u8; 4096];
         while let Ok(n @ 1..) = std::io::Read::read(&mut &main, &mut buffer) {
             heard.extend_from_slice(&buffer[..n]);
