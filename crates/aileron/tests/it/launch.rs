@@ -4500,7 +4500,7 @@ fn a_terminal_the_agent_leaves_stopped_and_non_blocking_does_not_end_the_launche
     assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
     // The alternate screen left first (it puts back the colours the agent saved on entering it:
     // black on black again), then the colours reset, before any warning.
-    let reset = heard.find("\x1b[?1049l\x1b[0m\x1b[?25h").expect("the terminal is reset");
+    let reset = heard.find("\x1b[?1049l\x1b(B\x0f\x1b[0m").expect("the terminal is reset");
     assert!(heard.find("aileron: warning").is_some_and(|warning| warning > reset), "{heard:?}");
 }
 

@@ -457,10 +457,32 @@ mod tests {
             ("PUT", "/repos/o/r/actions/secrets/TOKEN"),
             ("POST", "/user/keys"),
             ("POST", "/orgs/acme/invitations"),
+            // The sixteenth re-attack: runner tokens, an address on the account, approving a pull
+            // request as the user, environments, the workflows' permissions, other secrets.
+            ("POST", "/repos/o/r/actions/runners/registration-token"),
+            ("POST", "/repos/o/r/actions/runners/generate-jitconfig"),
+            ("POST", "/orgs/acme/actions/runners/registration-token"),
+            ("POST", "/user/emails"),
+            ("POST", "/repos/o/r/pulls/7/reviews"),
+            ("POST", "/repos/o/r/pulls/7/reviews/1/events"),
+            ("PUT", "/repos/o/r/environments/production"),
+            ("PUT", "/repos/o/r/actions/permissions/workflow"),
+            ("PUT", "/repos/o/r/dependabot/secrets/TOKEN"),
+            ("PUT", "/repos/o/r/codespaces/secrets/TOKEN"),
+            ("PUT", "/orgs/acme/actions/secrets/TOKEN"),
         ] {
             assert!(gated(&github, method, api, path, None), "{method} {path} is not gated");
         }
-        for field in ["mergeBranch", "deleteBranchProtectionRule", "updateRepository"] {
+        for field in [
+            "mergeBranch",
+            "deleteBranchProtectionRule",
+            "updateRepository",
+            "enqueuePullRequest",
+            "addPullRequestReview",
+            "submitPullRequestReview",
+            "updateEnvironment",
+            "updateTeamsRepository",
+        ] {
             assert!(gated(&github, "POST", api, "/graphql", Some(field)), "{field} is not gated");
         }
         // A format suffix names the same route to Rails: the guarded operation still wins.
@@ -474,6 +496,22 @@ mod tests {
         assert!(!gated(&github, "POST", api, "/graphql", Some("createIssue")));
         for host in ["sts.amazonaws.com:443", "sts.us-east-1.amazonaws.com:443"] {
             assert!(gated(&aws, "POST", host, "/", None), "{host}");
+        }
+        // The sixteenth re-attack: the XML API's upload template took `storage` for a bucket and
+        // matched the JSON API's bucket updates and access lists, and a `PUT` to a bucket itself.
+        let gcs = index(GOOGLE_CLOUD_MANIFEST);
+        let storage = "storage.googleapis.com:443";
+        for path in [
+            "/storage/v1/b/victim",
+            "/storage/v1/b/victim/acl/allUsers",
+            "/storage/v1/b/victim/defaultObjectAcl/allUsers",
+            "/victim",
+            "/brand-new-bucket",
+        ] {
+            assert!(gated(&gcs, "PUT", storage, path, None), "PUT {path} is not gated");
+        }
+        for path in ["/victim/report.csv", "/victim/dir/report.csv", "/storage/v1/b/victim/o/report.csv"] {
+            assert!(!gated(&gcs, "PUT", storage, path, None), "PUT {path} should stay ungated");
         }
     }
 

@@ -349,10 +349,11 @@ mod tests {
         assert!(!home.join(".codex").exists() && !repo.join(".git/hooks").exists(), "computing changes nothing");
         access.prepare().unwrap();
         assert_eq!(access.workspace.as_deref(), Some(repo.as_path()));
-        assert_eq!(access.pinned, vec![repo.join(".git")]);
+        assert_eq!(access.pinned, vec![repo.join(".git"), repo.join(".git/info"), repo.join(".git/refs")]);
         assert_eq!(access.read_only, vec![repo.join(".git/hooks"), repo.join(".git/config")]);
         assert!(repo.join(".git/hooks").is_dir(), "created so that it can be bound read-only");
-        assert_eq!(access.watched, vec![repo.join(".git/commondir"), repo.join(".git/config.worktree")]);
+        let watched = [".git/commondir", ".git/config.worktree", ".git/info/grafts", ".git/refs/replace"];
+        assert_eq!(access.watched, watched.map(|path| repo.join(path)));
         let devices = WRITABLE_DEVICES.iter().map(PathBuf::from).filter(|device| device.exists());
         let expected: Vec<PathBuf> = [repo.clone(), home.join(".codex"), temp_dir].into_iter().chain(devices).collect();
         assert_eq!(access.writable, expected);
@@ -378,10 +379,24 @@ mod tests {
         let under = |paths: &[&str]| paths.iter().map(|path| repo.join(path)).collect::<Vec<_>>();
         assert_eq!(
             access.pinned,
-            under(&[".git", "sub", "vendor", ".git/modules", ".git/worktrees", "vendor/dep", ".git/modules/libs"])
-                .into_iter()
-                .chain(under(&[".git/worktrees/wt", "vendor/dep/.git", ".git/modules/libs/a"]))
-                .collect::<Vec<_>>(),
+            under(&[
+                ".git",
+                "sub",
+                "vendor",
+                ".git/info",
+                ".git/modules",
+                ".git/refs",
+                ".git/worktrees",
+                "vendor/dep",
+                ".git/modules/libs",
+                ".git/worktrees/wt",
+                "vendor/dep/.git",
+                ".git/modules/libs/a",
+                "vendor/dep/.git/info",
+                "vendor/dep/.git/refs",
+                ".git/modules/libs/a/info",
+                ".git/modules/libs/a/refs",
+            ]),
             "parents before what is inside them"
         );
         for read_only in [".git/modules/libs/a/hooks", ".git/worktrees/wt/commondir"] {
@@ -625,7 +640,16 @@ mod tests {
             std::fs::create_dir_all(repo.join(dir)).unwrap();
         }
         std::fs::write(repo.join(".git/config"), "").unwrap();
-        for script in ["scripts/b.sh", "scripts/c.sh", "scripts/d.sh", "tools/e.sh"] {
+        std::fs::create_dir_all(repo.join("scripts/hooks")).unwrap();
+        for script in [
+            "scripts/b.sh",
+            "scripts/c.sh",
+            "scripts/d.sh",
+            "tools/e.sh",
+            "scripts/f.sh",
+            "scripts/g.sh",
+            "scripts/hooks/pre-commit",
+        ] {
             std::fs::write(repo.join(script), "#!/bin/sh\n").unwrap();
         }
         std::fs::write(
@@ -633,11 +657,22 @@ mod tests {
             "#!/bin/sh\nROOT=\"$(git rev-parse --show-toplevel)\"\n\"$(git rev-parse --show-toplevel)/scripts/b.sh\"\n\
              \"$(dirname \"$0\")/../../scripts/c.sh\" \"$@\"\nsh \"${ROOT}/scripts/d.sh\"\n\
              `git rev-parse --show-toplevel`/tools/e.sh\n\"$(dirname \"$0\")/../hooks.d/extra\"\n\
-             . \"$HOME/.hook-profile\"\n/usr/bin/env true\n",
+             . \"$HOME/.hook-profile\"\n/usr/bin/env true\n\"$ROOT\"/scripts/f.sh\n\
+             \"$(git rev-parse --show-toplevel)\"/scripts/g.sh\n\
+             exec \"$(git rev-parse --show-toplevel)/scripts/hooks/$(basename \"$0\")\" \"$@\"\n",
         )
         .unwrap();
         let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
-        for read_only in ["scripts/b.sh", "scripts/c.sh", "scripts/d.sh", "tools/e.sh"] {
+        // The fifteenth re-attack: a quote closing the computed part, and a dispatcher's directory.
+        for read_only in [
+            "scripts/b.sh",
+            "scripts/c.sh",
+            "scripts/d.sh",
+            "tools/e.sh",
+            "scripts/f.sh",
+            "scripts/g.sh",
+            "scripts/hooks",
+        ] {
             assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
         }
         // `.git/hooks/../hooks.d/extra`, where it is and from the top; nothing of the home's or the system's.

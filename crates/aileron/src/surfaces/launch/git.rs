@@ -571,8 +571,8 @@ const WRITTEN_BY_NAME: [&str; 16] = [
 ];
 
 /// What the agent could leave in git directories for the user's own git to stumble on: the
-/// symbolic links (`objects/` aside: git only reads there) that lead out of their git directory
-/// or nowhere, and the special files (FIFOs, sockets, devices). Git writes many of its own files
+/// symbolic links (`objects/` aside: git only reads there), wherever they lead, and the special
+/// files (FIFOs, sockets, devices). Git writes many of its own files
 /// through a plain `open` that follows a link — the reflogs, `COMMIT_EDITMSG`, `FETCH_HEAD`,
 /// `MERGE_MSG` — so a link the agent leaves in the user's git directory makes the user's own git
 /// write where it leads: `.git/logs/HEAD -> ~/.bashrc` and a branch named `wip;touch${IFS}x;#`
@@ -595,14 +595,12 @@ pub fn strays_in(git_dirs: &[PathBuf]) -> Strays {
 fn strays_within(git_dirs: &[PathBuf], budget: usize) -> Strays {
     let mut strays = Strays::default();
     for git_dir in git_dirs {
-        let stray = |path: &Path, kind: std::fs::FileType| {
+        let stray = |_: &Path, kind: std::fs::FileType| {
             use std::os::unix::fs::FileTypeExt as _;
-            // One leading inside (`index -> index.real`) writes only git's own files.
-            (kind.is_symlink() && !std::fs::canonicalize(path).is_ok_and(|target| target.starts_with(git_dir)))
-                || kind.is_fifo()
-                || kind.is_socket()
-                || kind.is_block_device()
-                || kind.is_char_device()
+            // Every link, one leading inside too: `logs/HEAD -> ../hooks/pre-commit` made the
+            // user's checkout append a line to a hook (the fifteenth re-attack). One the user had
+            // at launch is not the agent's, and stays.
+            kind.is_symlink() || kind.is_fifo() || kind.is_socket() || kind.is_block_device() || kind.is_char_device()
         };
         for name in WRITTEN_BY_NAME {
             let path = git_dir.join(name);
@@ -679,7 +677,7 @@ mod tests {
         let whole = strays_within(std::slice::from_ref(&git), 100);
         let mut found: Vec<PathBuf> = whole.found.into_iter().collect();
         found.sort();
-        let expected = ["COMMIT_EDITMSG", "logs/HEAD", "logs/refs/heads/main", "refs/heads/deep/link"];
+        let expected = ["COMMIT_EDITMSG", "inside", "logs/HEAD", "logs/refs/heads/main", "refs/heads/deep/link"];
         assert_eq!(found, expected.map(|name| git.join(name)));
         assert!(whole.incomplete.is_empty());
         for n in 0..20 {

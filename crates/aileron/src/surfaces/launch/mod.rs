@@ -834,6 +834,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             if more > 0 { format!(" and {more} more") } else { String::new() }
         );
     }
+    for packed in &hidden.replacements {
+        log_line!(
+            "aileron: warning: {} wrote replace refs into {}: git shows, checks out and commits the objects they name \
+             in place of your history, and `git status`, `diff` and `log` look clean\nhint: list them with `git \
+             for-each-ref refs/replace` and remove each with `git replace -d <object>` before you run anything there",
+            agent.name(),
+            shown(packed)
+        );
+    }
     if !hidden.unchecked.is_empty() {
         log_line!(
             "aileron: warning: {} file(s) or index(es) changed in the session could not be checked for changes hidden \
@@ -1086,7 +1095,13 @@ impl TerminalAtLaunch {
         if let Some(settings) = &self.settings {
             let _ = nix::sys::termios::tcsetattr(stderr.as_fd(), nix::sys::termios::SetArg::TCSANOW, settings);
         }
-        let _ = stderr.lock().write_all(b"\x1b[?1049l\x1b[0m\x1b[?25h");
+        // The alternate screen left, the ASCII character set back in G0 and shifted in (the
+        // fifteenth re-attack's `ESC(0` drew every warning in line-drawing glyphs), the colours
+        // and palette reset, the cursor shown, line wrapping on, the scroll region the whole
+        // screen (saved and restored around it: setting it moves the cursor).
+        let _ = stderr.lock().write_all(
+            b"\x1b[?1049l\x1b(B\x0f\x1b[0m\x1b]104\x07\x1b]110\x07\x1b]111\x07\x1b[?25h\x1b[?7h\x1b7\x1b[r\x1b8",
+        );
     }
 }
 

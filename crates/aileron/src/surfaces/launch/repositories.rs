@@ -192,6 +192,9 @@ const SKIPPED_DIRECTORIES: [&str; 7] = [".git", "target", "node_modules", ".venv
 /// own git directory; the agent must not create them.
 const REDIRECTING_FILES: [&str; 2] = ["commondir", "config.worktree"];
 
+/// Where a git directory keeps what replaces objects of its history.
+const REPLACING: [&str; 2] = ["refs/replace", "info/grafts"];
+
 /// A writable tree at `root` (the workspace, a `--writable` path): its repository and every
 /// repository inside it (submodules, nested checkouts), each with its hooks and config
 /// read-only, its git directory pinned and its redirecting files watched (the directories
@@ -270,6 +273,14 @@ fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, pr
     // write (the seventh re-attack: a submodule's config written in a later session).
     protection.bind_or_watch(git.join("config"));
     for name in REDIRECTING_FILES {
+        protection.bind_or_watch(git.join(name));
+    }
+    // What makes git show and commit other objects in place of the user's history: replace refs
+    // (`git replace`: the fifteenth re-attack swapped the tip of a branch for a commit carrying
+    // its own `Makefile`, and `git status`, `diff` and `log` stayed clean) and grafts. Read-only
+    // when the user has them, moved aside the moment they appear when not (a replace ref written
+    // into `packed-refs` is named at exit: `hidden_changes`).
+    for name in REPLACING {
         protection.bind_or_watch(git.join(name));
     }
     let mut config = Vec::new();
@@ -390,7 +401,7 @@ const HOOK_RUNNERS: [(&str, &[&str]); 2] = [
 fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Protection) {
     let Ok(entries) = std::fs::read_dir(hooks) else { return };
     let mut runners = HashSet::new();
-    let mut named = Vec::new();
+    let (mut named, mut dispatched_in) = (Vec::new(), Vec::new());
     let mut path_first = false;
     for hook in entries.flatten().filter(|hook| !hook.file_name().to_string_lossy().ends_with(".sample")).take(64) {
         // A hook installed as a link (`ln -s ../../scripts/pre-commit.sh .git/hooks/pre-commit`)
@@ -404,7 +415,13 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Prote
         let text = String::from_utf8_lossy(&text);
         runners.extend(HOOK_RUNNERS.iter().filter(|(word, _)| text.contains(word)).map(|(_, files)| *files));
         path_first |= text.contains("node_modules/.bin");
-        named.extend(named_by_hook(&text, hooks, worktree));
+        for (path, directory) in named_by_hook(&text, hooks, worktree) {
+            if directory {
+                dispatched_in.push(path);
+            } else {
+                named.push(path);
+            }
+        }
         let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || HOOK_WORD_ENDS.contains(c)).collect();
         // `python -m pre_commit` (pre-commit's own hook): git runs hooks at the top of the
         // worktree and `-m` looks there first, so a `pre_commit/` the agent makes there is what
@@ -430,6 +447,10 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Prote
     for file in named.into_iter().filter(|file| file.starts_with(worktree) && !file.is_dir()) {
         protection.bind_or_watch(file);
     }
+    // A directory a hook picks its script in by name (`scripts/hooks/$(basename "$0")`): whole.
+    for dir in dispatched_in.into_iter().filter(|dir| dir.starts_with(worktree) && dir != worktree && dir.is_dir()) {
+        protection.read_only.push(dir);
+    }
     if path_first {
         protection.notes.push(format!(
             "the hooks in {} put node_modules/.bin first on PATH: a program the agent installs there runs at your next \
@@ -451,37 +472,48 @@ const HOOK_WORD_ENDS: &str = "\"'=;:()|&<>`";
 /// and the user's next commit ran them). An absolute path is kept when it is inside the worktree;
 /// one under `~` or `$HOME` is the home's, not the worktree's. What is not inside the worktree is
 /// left out by the caller.
-fn named_by_hook(text: &str, hooks: &Path, worktree: &Path) -> Vec<PathBuf> {
+fn named_by_hook(text: &str, hooks: &Path, worktree: &Path) -> Vec<(PathBuf, bool)> {
     let mut named = Vec::new();
     let mut after_substitution = false;
     let mut rest = text;
     while !rest.is_empty() {
         let end = rest.find(|c: char| c.is_whitespace() || HOOK_WORD_ENDS.contains(c)).unwrap_or(rest.len());
         let (word, after) = rest.split_at(end);
-        let tail = match word.rfind('$') {
-            Some(at) if word[at + 1..].starts_with("HOME") || word[at + 1..].starts_with("{HOME") => None,
-            Some(at) => word[at..].find('/').map(|slash| Some(&word[at + slash..])),
-            None if word.starts_with('/') && after_substitution => Some(Some(word)),
-            None if word.starts_with('~') || !word.contains('/') => None,
-            None => Some(None),
+        // (the path, whether it is computed, whether it is a directory the hook picks a script in)
+        let found = match (word.find('$'), word.rfind('$')) {
+            (Some(at), _) if word[at + 1..].starts_with("HOME") || word[at + 1..].starts_with("{HOME") => None,
+            // `scripts/hooks/$(basename "$0")`: the directory a dispatching hook picks its script
+            // in by the hook's name (the fifteenth re-attack).
+            (Some(first), _) if first > 1 && word[..first].ends_with('/') => {
+                let directory = &word[..first];
+                Some((directory, directory.starts_with('/') && after_substitution, true))
+            }
+            (_, Some(last)) => word[last..].find('/').map(|slash| (&word[last + slash..], true, false)),
+            _ if word.starts_with('/') && after_substitution => Some((word, true, false)),
+            _ if word.starts_with('~') || !word.contains('/') => None,
+            _ => Some((word, false, false)),
         };
-        match tail {
+        match found {
             // Computed: what follows it, from the top and from the hooks' directory.
-            Some(Some(tail)) => {
-                named.push(without_dot_dots(&hooks.join(tail.trim_start_matches('/'))));
+            Some((tail, true, directory)) => {
+                named.push((without_dot_dots(&hooks.join(tail.trim_start_matches('/'))), directory));
                 let from_top: PathBuf = Path::new(tail)
                     .components()
                     .skip_while(|part| !matches!(part, std::path::Component::Normal(_)))
                     .collect();
                 if !from_top.as_os_str().is_empty() {
-                    named.push(worktree.join(from_top));
+                    named.push((worktree.join(from_top), directory));
                 }
             }
-            Some(None) => named.push(without_dot_dots(&worktree.join(word))),
+            Some((path, false, directory)) => named.push((without_dot_dots(&worktree.join(path)), directory)),
             None => {}
         }
         let Some(separator) = after.chars().next() else { break };
-        after_substitution = matches!(separator, ')' | '`');
+        // A quote closing a computed part keeps it computed: `"$ROOT"/scripts/x.sh`,
+        // `"$(git rev-parse --show-toplevel)"/scripts/x.sh` (the fifteenth re-attack).
+        let quote = matches!(separator, '"' | '\'');
+        after_substitution = matches!(separator, ')' | '`')
+            || (quote && (word.contains('$') || (word.is_empty() && after_substitution)));
         rest = &after[separator.len_utf8()..];
     }
     named
