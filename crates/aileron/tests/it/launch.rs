@@ -2015,6 +2015,9 @@ fn a_launched_agents_network_leaves_only_through_the_proxy_and_its_credential_st
         // The twelfth re-attack: a login beyond the list, and a ticket cache `KRB5CCNAME` names
         // outside the home.
         ("huggingface", ".cache/huggingface/token"),
+        // The fifteenth: a mail client's logins and docker's TLS client key.
+        ("thunderbird", ".thunderbird/abcd.default-release/logins.json"),
+        ("docker_key", ".docker/key.pem"),
         ("kerberos", "KERBEROS"),
     ];
     let mut credential_files = serde_json::Map::new();
@@ -4502,6 +4505,28 @@ fn a_terminal_the_agent_leaves_stopped_and_non_blocking_does_not_end_the_launche
     // black on black again), then the colours reset, before any warning.
     let reset = heard.find("\x1b[?1049l\x1b(B\x0f\x1b[0m").expect("the terminal is reset");
     assert!(heard.find("aileron: warning").is_some_and(|warning| warning > reset), "{heard:?}");
+}
+
+/// The fifteenth re-attack: `git replace` swapped the tip of the user's branch for a commit
+/// carrying the agent's `Makefile`; `git status`, `diff` and `log` stayed clean and the user's
+/// next commit ran and kept it. Replace refs (and grafts) the agent makes are moved aside the
+/// moment they appear.
+#[test]
+fn replace_refs_the_agent_makes_are_moved_aside() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let script = "#!/bin/sh\nhead=$(git rev-parse HEAD)\nother=$(git -c user.name=a -c user.email=a@x commit-tree -m other \"$head^{tree}\")\n\
+                  git replace \"$head\" \"$other\"\nsleep 1\nmkdir -p .git/info && echo \"$head\" > .git/info/grafts\n\
+                  sleep 1\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let refs = Command::new("git").args(["for-each-ref", "refs/replace"]).current_dir(&work).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&refs.stdout), "", "{said}");
+    assert!(!work.join(".git/info/grafts").exists(), "{said}");
+    assert!(said.contains(".git/refs/replace") && said.contains(".git/info/grafts"), "{said}");
 }
 
 /// The seventh re-attack: `.git/hooks` a link to the project's tracked `githooks/` (a common
