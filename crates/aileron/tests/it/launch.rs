@@ -2845,6 +2845,10 @@ fn a_launched_agents_aws_cli_is_signed_with_the_imported_keys_it_never_sees() {
     assert_eq!(report["identity"]["code"], 0, "{report:#}\n{log}");
     assert!(report["identity"]["stdout"].as_str().unwrap().contains("123456789012"), "{report:#}");
     assert_ne!(report["remove"]["code"], 0, "{report:#}\n{log}");
+    // The sixteenth re-attack: an echo of the signature the proxy made (and of the user's key id).
+    let echoed = report["echoed"].as_str().unwrap_or_default();
+    assert!(echoed.contains("<Echo>") && echoed.contains("[REDACTED]"), "{report:#}\n{log}");
+    assert!(!echoed.contains(KEY_ID) && !echoed.contains("Signature="), "{echoed}");
     let verdicts: Vec<Value> = log.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     assert!(verdicts.len() >= 3, "{log}");
     for verdict in &verdicts {

@@ -38,6 +38,11 @@ for attempt in range(60):
     report["identity_held"] = True
     time.sleep(0.5)
 run("remove", aws + ["s3", "rm", "s3://sealed-bucket/hello.txt"])
+# An answer that echoes the signature the proxy made (S3's SignatureDoesNotMatch shows it): a
+# signature is the user's key for fifteen minutes, and must come back redacted.
+echoed = os.path.join(env.get("TMPDIR", "/tmp"), "echoed.xml")
+run("echo", aws + ["s3api", "get-object", "--bucket", "sealed-bucket", "--key", "echo", echoed])
+report["echoed"] = open(echoed).read() if os.path.exists(echoed) else ""
 with open("/proc/self/environ", "rb") as environ:
     report["environ"] = environ.read().decode(errors="replace")
 

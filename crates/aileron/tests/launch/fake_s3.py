@@ -85,7 +85,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             entry = {"method": self.command, "path": self.path, "host": headers.get("host"), "service": service,
                      "key_id": key_id, "verdict": outcome}
             log.write(json.dumps(entry) + "\n")
-        if outcome != "ok":
+        if outcome == "ok" and self.path.endswith("/echo"):
+            # An answer that shows the request's signature, as S3's SignatureDoesNotMatch does.
+            answer, status, extra = f"<Echo>{headers.get('authorization')}</Echo>", 200, {}
+        elif outcome != "ok":
             answer, status, extra = f"<Error><Code>SignatureDoesNotMatch</Code><Message>{outcome}</Message></Error>", 403, {}
         elif service == "sts":
             answer, status, extra = IDENTITY, 200, {}

@@ -445,10 +445,23 @@ async fn forward(
             }
         }
     }
+    // What a signature made here would hand the agent if echoed: the whole `Authorization`, its
+    // signature (with `UNSIGNED-PAYLOAD`, good for any body for S3's fifteen minutes) and the
+    // user's access key id (the sixteenth re-attack read all three from an echo).
+    let mut signed_echoes: Vec<String> = Vec::new();
     let request = match (&aws, sealed.as_ref().map(|sealed| &sealed.resolved.injection)) {
         (Some((region, service)), Some(Injection::Aws(credentials))) => {
             match sign_aws(request, credentials, region, service, &target.destination).await {
-                Ok(request) => request,
+                Ok(request) => {
+                    if let Some(signed) =
+                        request.headers().get(hyper::header::AUTHORIZATION).and_then(|value| value.to_str().ok())
+                    {
+                        signed_echoes.push(signed.to_string());
+                        signed_echoes.extend(signed.rsplit_once("Signature=").map(|(_, hex)| hex.to_string()));
+                    }
+                    signed_echoes.push(credentials.access_key_id.clone());
+                    request
+                }
                 Err(failure) => {
                     let mut payload = binding.unwrap_or_default();
                     payload.extend(failure.audit_payload());
@@ -476,7 +489,9 @@ async fn forward(
     };
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
-        let echoes = Echoes::of(&credential.echo_candidates());
+        let mut candidates = credential.echo_candidates();
+        candidates.extend(signed_echoes.iter().map(String::as_str));
+        let echoes = Echoes::of(&candidates);
         if encoded(response.headers()) {
             // Asked for none, encoded anyway: an echo inside could not be redacted.
             return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_encoded_response"));
