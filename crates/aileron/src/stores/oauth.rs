@@ -197,7 +197,11 @@ impl OAuthFlows {
             .set_pkce_verifier(PkceCodeVerifier::new(pending.verifier.to_string()))
             .request_async(&self.http)
             .await
-            .map_err(|error| OAuthError::Exchange(describe_token_error(&error)))?;
+            .map_err(|error| {
+                let secrets =
+                    [code, pending.verifier.as_str(), pending.provider.client_secret.as_deref().unwrap_or("")];
+                OAuthError::Exchange(describe_token_error(&error, &secrets))
+            })?;
         let envelope = envelope_from(&response, &pending.provider, None);
         Ok(Completed { target: pending.target, envelope, mode: pending.mode })
     }
@@ -227,10 +231,13 @@ impl TokenRefresher for OAuthFlows {
             };
             let client = client_without_redirect(&provider).map_err(|error| error.to_string())?;
             let response = client
-                .exchange_refresh_token(&RefreshToken::new(refresh_token))
+                .exchange_refresh_token(&RefreshToken::new(refresh_token.clone()))
                 .request_async(&self.http)
                 .await
-                .map_err(|error| format!("the token endpoint refused the refresh: {}", describe_token_error(&error)))?;
+                .map_err(|error| {
+                    let secrets = [refresh_token.as_str(), envelope.client_secret.as_deref().unwrap_or("")];
+                    format!("the token endpoint refused the refresh: {}", describe_token_error(&error, &secrets))
+                })?;
             Ok(envelope_from(&response, &provider, envelope.refresh_token.as_deref()))
         })
     }
@@ -294,10 +301,25 @@ fn envelope_from(
     }
 }
 
-/// The provider's error without anything it echoed of our request.
+/// The provider's error without anything it echoed of our request: its description cut and
+/// without control characters, and `secrets` (the refresh token, the code and its verifier, the
+/// client's secret) redacted in every form an echo takes (the sixteenth re-attack's token
+/// endpoint echoed the refresh token into it, and it reached the agent, the audit log and the
+/// vault's clear metadata).
 fn describe_token_error<E: std::error::Error>(
     error: &oauth2::RequestTokenError<E, oauth2::basic::BasicErrorResponse>,
+    secrets: &[&str],
 ) -> String {
+    let text = described(error);
+    let echoes = crate::dataplane::redaction::Echoes::of(secrets);
+    if echoes.found_in(text.as_bytes()) {
+        String::from_utf8_lossy(&echoes.redact_whole(text.as_bytes())).into_owned()
+    } else {
+        text
+    }
+}
+
+fn described<E: std::error::Error>(error: &oauth2::RequestTokenError<E, oauth2::basic::BasicErrorResponse>) -> String {
     match error {
         oauth2::RequestTokenError::ServerResponse(response) => {
             let mut text = response.error().to_string();
@@ -418,6 +440,24 @@ impl<'c> AsyncHttpClient<'c> for OAuthHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sixteenth re-attack: a token endpoint that echoed the refresh token in its
+    /// `error_description` put it in the agent's 502, the audit log and the vault's metadata.
+    #[test]
+    fn a_token_endpoints_error_is_told_without_what_it_echoed() {
+        use base64::Engine as _;
+        let secret = "1//0refreshTokenTheAgentNeverSees0000000";
+        let encoded = base64::engine::general_purpose::STANDARD.encode(secret);
+        let response = oauth2::basic::BasicErrorResponse::new(
+            oauth2::basic::BasicErrorResponseType::InvalidGrant,
+            Some(format!("bad token {secret} ({encoded})\u{1b}[2J")),
+            None,
+        );
+        let error: oauth2::RequestTokenError<std::io::Error, _> = oauth2::RequestTokenError::ServerResponse(response);
+        let told = describe_token_error(&error, &[secret, ""]);
+        assert!(told.starts_with("invalid_grant: bad token [REDACTED]"), "{told}");
+        assert!(!told.contains(secret) && !told.contains(&encoded[..16]) && !told.contains('\u{1b}'), "{told}");
+    }
 
     fn provider() -> OAuth2Provider {
         OAuth2Provider {
