@@ -1857,8 +1857,12 @@ fn a_launched_agent_writes_only_its_allow_list() {
         linked.join("config"),
         bare.join("config"),
         lure.join("hooks"),
+        // The index behind a link the agent made (git makes no links there: the fifteenth
+        // re-attack's `logs/HEAD -> ../hooks/pre-commit` led inside too); `index.real` stays.
+        workspace.join(".git/index"),
     ];
-    assert!(disarmed.iter().all(|path| !path.exists()), "{stderr}");
+    assert!(disarmed.iter().all(|path| std::fs::symlink_metadata(path).is_err()), "{stderr}");
+    assert!(workspace.join(".git/index.real").is_file(), "{stderr}");
     for path in &disarmed {
         assert!(stderr.contains(&format!("created {}, which would make git run", path.display())), "{stderr}");
     }
