@@ -641,15 +641,18 @@ mod tests {
         }
         std::fs::write(repo.join(".git/config"), "").unwrap();
         std::fs::create_dir_all(repo.join("scripts/hooks")).unwrap();
-        for script in [
+        // Each script the hook below finds, one way each (the last, a dispatcher's directory).
+        let found = [
             "scripts/b.sh",
             "scripts/c.sh",
             "scripts/d.sh",
             "tools/e.sh",
             "scripts/f.sh",
             "scripts/g.sh",
-            "scripts/hooks/pre-commit",
-        ] {
+            "scripts/hooks",
+        ];
+        for script in found.iter().map(|path| if *path == "scripts/hooks" { "scripts/hooks/pre-commit" } else { path })
+        {
             std::fs::write(repo.join(script), "#!/bin/sh\n").unwrap();
         }
         std::fs::write(
@@ -664,15 +667,7 @@ mod tests {
         .unwrap();
         let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
         // The fifteenth re-attack: a quote closing the computed part, and a dispatcher's directory.
-        for read_only in [
-            "scripts/b.sh",
-            "scripts/c.sh",
-            "scripts/d.sh",
-            "tools/e.sh",
-            "scripts/f.sh",
-            "scripts/g.sh",
-            "scripts/hooks",
-        ] {
+        for read_only in found {
             assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
         }
         // `.git/hooks/../hooks.d/extra`, where it is and from the top; nothing of the home's or the system's.
