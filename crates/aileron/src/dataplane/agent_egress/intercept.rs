@@ -521,8 +521,9 @@ async fn forward(
         let bodiless = method == "HEAD" || parts.status == StatusCode::NOT_MODIFIED;
         // A small body is read whole and answered with its redacted length, held until the agent
         // has read it: so many at once a session, the others stream.
-        let held = (small.is_some() && !bodiless).then(|| session.whole_answers.clone().try_acquire_owned().ok());
-        if let Some(Some(permit)) = held {
+        let held =
+            if small.is_some() && !bodiless { session.whole_answers.clone().try_acquire_owned().ok() } else { None };
+        if let Some(permit) = held {
             let Ok(bytes) = axum::body::to_bytes(Body::new(body), WHOLE_BODY_BYTES).await else {
                 return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_request_failed"));
             };
@@ -553,18 +554,15 @@ async fn forward(
 /// re-attack's `identity` line followed by a `gzip` one), or a transfer coding other than
 /// `chunked` (hyper removes only that one).
 fn encoded(headers: &hyper::HeaderMap) -> bool {
-    let codings = |name| {
+    let any_but = |name, allowed: &[u8]| {
         headers
             .get_all(name)
             .into_iter()
-            .flat_map(|value: &hyper::header::HeaderValue| value.as_bytes().split(|&byte| byte == b','))
+            .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
             .map(<[u8]>::trim_ascii)
-            .filter(|coding| !coding.is_empty())
-            .map(<[u8]>::to_ascii_lowercase)
-            .collect::<Vec<_>>()
+            .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case(allowed))
     };
-    codings(hyper::header::CONTENT_ENCODING).iter().any(|coding| coding != b"identity")
-        || codings(hyper::header::TRANSFER_ENCODING).iter().any(|coding| coding != b"chunked")
+    any_but(hyper::header::CONTENT_ENCODING, b"identity") || any_but(hyper::header::TRANSFER_ENCODING, b"chunked")
 }
 
 /// The authority `request` names (its target's, an h2 `:authority`, and its `Host` header) that

@@ -337,13 +337,8 @@ pub const INDEX_BYTES_PER_LOOK: u64 = 2 * MAX_INDEX_BYTES;
 /// index files too large to read (whose submodules are not known), alone or past what is left
 /// of `budget` (bytes, shared by every index of one look).
 pub fn submodules(git_dir: &Path, budget: &mut u64) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    use std::os::unix::ffi::OsStrExt as _;
     let mut found = Vec::new();
-    let unread = read_indexes(git_dir, budget, |entry| {
-        if entry.mode() == GITLINK {
-            found.push(PathBuf::from(std::ffi::OsStr::from_bytes(entry.name)));
-        }
-    });
+    let unread = read_indexes(git_dir, budget, |entry| found.extend(gitlink(entry)));
     found.sort();
     found.dedup();
     (found, unread)
@@ -449,9 +444,9 @@ impl IndexEntry<'_> {
         self.word(24)
     }
 
-    /// The modification time recorded (seconds, nanoseconds) and the size (its low 32 bits).
-    pub fn mtime_and_size(&self) -> (u32, u32, u32) {
-        (self.word(8), self.word(12), self.word(36))
+    /// The modification time recorded (its seconds) and the size (its low 32 bits).
+    pub fn mtime_and_size(&self) -> (u32, u32) {
+        (self.word(8), self.word(36))
     }
 
     pub fn object_name(&self) -> &[u8] {
@@ -469,16 +464,17 @@ impl IndexEntry<'_> {
     }
 }
 
+/// The path of a submodule's entry (a gitlink), relative to the checkout.
+fn gitlink(entry: &IndexEntry) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
+    (entry.mode() == GITLINK).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(entry.name)))
+}
+
 /// The gitlink entries of one index (as far as it parses).
 #[cfg(test)]
 fn gitlinks(index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
-    use std::os::unix::ffi::OsStrExt as _;
     let mut found = Vec::new();
-    index_entries(index, hash_len, |entry| {
-        if entry.mode() == GITLINK {
-            found.push(PathBuf::from(std::ffi::OsStr::from_bytes(entry.name)));
-        }
-    });
+    index_entries(index, hash_len, |entry| found.extend(gitlink(entry)));
     found
 }
 
@@ -595,25 +591,15 @@ pub fn strays_in(git_dirs: &[PathBuf]) -> Strays {
 fn strays_within(git_dirs: &[PathBuf], budget: usize) -> Strays {
     let mut strays = Strays::default();
     for git_dir in git_dirs {
-        let stray = |_: &Path, kind: std::fs::FileType| {
-            use std::os::unix::fs::FileTypeExt as _;
-            // Every link, one leading inside too: `logs/HEAD -> ../hooks/pre-commit` made the
-            // user's checkout append a line to a hook (the fifteenth re-attack). One the user had
-            // at launch is not the agent's, and stays.
-            kind.is_symlink() || kind.is_fifo() || kind.is_socket() || kind.is_block_device() || kind.is_char_device()
-        };
         for name in WRITTEN_BY_NAME {
             let path = git_dir.join(name);
-            if let Ok(metadata) = std::fs::symlink_metadata(&path)
-                && stray(&path, metadata.file_type())
-            {
+            if std::fs::symlink_metadata(&path).is_ok_and(|metadata| is_stray(metadata.file_type())) {
                 strays.found.insert(path);
             }
         }
         let logs = git_dir.join("logs");
         let skipped = [git_dir.join("objects"), logs.clone()];
-        let complete = walk(&logs, &[], budget, &mut |path, kind| stray(path, kind), &mut strays.found)
-            & walk(git_dir, &skipped, budget, &mut |path, kind| stray(path, kind), &mut strays.found);
+        let complete = walk(&logs, &[], budget, &mut strays.found) & walk(git_dir, &skipped, budget, &mut strays.found);
         if !complete {
             strays.incomplete.push(git_dir.clone());
         }
@@ -621,15 +607,17 @@ fn strays_within(git_dirs: &[PathBuf], budget: usize) -> Strays {
     strays
 }
 
-/// Adds to `found` what `stray` picks under `root` (`skipped` and what links lead to left
+/// Every link, one leading inside too (`logs/HEAD -> ../hooks/pre-commit` made the user's
+/// checkout append a line to a hook: the fifteenth re-attack), and every special file. One the
+/// user had at launch is not the agent's, and stays (the caller's comparison).
+fn is_stray(kind: std::fs::FileType) -> bool {
+    use std::os::unix::fs::FileTypeExt as _;
+    kind.is_symlink() || kind.is_fifo() || kind.is_socket() || kind.is_block_device() || kind.is_char_device()
+}
+
+/// Adds to `found` the [strays](is_stray) under `root` (`skipped` and what links lead to left
 /// out); `false` when `budget` entries were looked at before the end.
-fn walk(
-    root: &Path,
-    skipped: &[PathBuf],
-    budget: usize,
-    stray: &mut impl FnMut(&Path, std::fs::FileType) -> bool,
-    found: &mut std::collections::HashSet<PathBuf>,
-) -> bool {
+fn walk(root: &Path, skipped: &[PathBuf], budget: usize, found: &mut std::collections::HashSet<PathBuf>) -> bool {
     let mut looked = 0;
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -641,7 +629,7 @@ fn walk(
             }
             let Ok(kind) = entry.file_type() else { continue };
             let path = entry.path();
-            if stray(&path, kind) {
+            if is_stray(kind) {
                 found.insert(path);
             } else if kind.is_dir() && !skipped.contains(&path) {
                 pending.push(path);

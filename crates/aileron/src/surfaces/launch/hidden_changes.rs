@@ -145,8 +145,10 @@ struct Claim {
     directory: bool,
     /// Marked so that git does not look (`--skip-worktree`, `--assume-unchanged`).
     hides: bool,
-    /// The modification time (seconds, nanoseconds) and size git compares with the file's.
-    stat: (u32, u32, u32),
+    /// The modification time (seconds) and size git compares with the file's: a git built
+    /// without nanosecond times (Debian's) compares no more, and an entry one nanosecond off
+    /// passed a stricter look (the fifteenth re-attack).
+    stat: (u32, u32),
 }
 
 impl Claim {
@@ -177,9 +179,7 @@ impl Claim {
                 metadata.is_dir() && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_some()),
             );
         }
-        // Seconds and size only: a git built without nanosecond times (Debian's) compares no more,
-        // and an entry one nanosecond off passed a stricter look (the fifteenth re-attack).
-        let (seconds, _, size) = self.stat;
+        let (seconds, size) = self.stat;
         let claims_current = i64::from(seconds) == metadata.mtime() && size == metadata.size() as u32;
         if !self.hides && !claims_current {
             return Some(false);
@@ -202,23 +202,30 @@ impl Claim {
 
 /// What git may have stored for a file of `content`: the content; with its line ends made `\n`
 /// (`core.autocrlf`, `eol`); the Git LFS pointer its clean filter stores. Another filter's output
-/// (git-crypt's) cannot be told, and such a file changed is named as hidden.
-fn stored_forms(content: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
-    let crlf = content.windows(2).any(|pair| pair == b"\r\n");
-    let lf = crlf.then(|| {
-        let mut lf = Vec::with_capacity(content.len());
-        let mut bytes = content.iter().peekable();
-        while let Some(&byte) = bytes.next() {
-            if !(byte == b'\r' && bytes.peek() == Some(&&b'\n')) {
-                lf.push(byte);
+/// (git-crypt's) cannot be told, and such a file changed is named as hidden. Each form is made
+/// only when the one before it did not match (the content is not copied).
+fn stored_forms(content: &[u8]) -> impl Iterator<Item = std::borrow::Cow<'_, [u8]>> {
+    use std::borrow::Cow;
+    let with_lf = || {
+        content.windows(2).any(|pair| pair == b"\r\n").then(|| {
+            let mut lf = Vec::with_capacity(content.len());
+            let mut bytes = content.iter().peekable();
+            while let Some(&byte) = bytes.next() {
+                if !(byte == b'\r' && bytes.peek() == Some(&&b'\n')) {
+                    lf.push(byte);
+                }
             }
-        }
-        lf
-    });
-    let digest = ring::digest::digest(&ring::digest::SHA256, content);
-    let hex: String = digest.as_ref().iter().map(|byte| format!("{byte:02x}")).collect();
-    let pointer = format!("version https://git-lfs.github.com/spec/v1\noid sha256:{hex}\nsize {}\n", content.len());
-    [Some(content.to_vec()), lf, Some(pointer.into_bytes())].into_iter().flatten()
+            Cow::Owned(lf)
+        })
+    };
+    let lfs_pointer = || {
+        let oid = hex::encode(ring::digest::digest(&ring::digest::SHA256, content));
+        let pointer = format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {}\n", content.len());
+        Cow::Owned(pointer.into_bytes())
+    };
+    std::iter::once(Cow::Borrowed(content))
+        .chain(std::iter::once_with(with_lf).flatten())
+        .chain(std::iter::once_with(lfs_pointer))
 }
 
 /// Git's name for a blob of `content`.

@@ -199,14 +199,12 @@ pub struct LaunchEnv {
 
 impl LaunchEnv {
     pub fn from_process() -> anyhow::Result<LaunchEnv> {
-        let vars =
-            FOREIGN_VARIABLES.iter().filter_map(|name| env::get(name).map(|value| (name.to_string(), value))).collect();
-        let mut vars: HashMap<String, String> = vars;
-        for name in network::STORE_VARIABLES {
-            if let Some(value) = env::get(name) {
-                vars.insert(name.to_string(), value);
-            }
-        }
+        // Those the launch reads, and those that name where a tool keeps its credentials.
+        let mut vars: HashMap<String, String> = FOREIGN_VARIABLES
+            .iter()
+            .chain(&network::STORE_VARIABLES)
+            .filter_map(|name| env::get(name).map(|value| (name.to_string(), value)))
+            .collect();
         // `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>`, as many as `GIT_CONFIG_COUNT` says.
         let count = vars.get(repositories::GIT_CONFIG_COUNT).and_then(|count| count.parse::<usize>().ok());
         for name in (0..count.unwrap_or(0).min(1024)).flat_map(repositories::git_config_pair) {

@@ -209,22 +209,17 @@ fn stores_named_by(env: &super::LaunchEnv, tmp: &Path) -> Vec<PathBuf> {
     let mut named = Vec::new();
     for variable in STORE_VARIABLES {
         let Some(value) = env.var(variable) else { continue };
-        let value = match variable {
+        let paths: Vec<PathBuf> = match variable {
             // `FILE:/path`, `DIR:/path` (a collection of caches); a `KEYRING:` or `KCM:` cache is
-            // not a file (and the agent has a session keyring of its own).
+            // not a file (and the agent reaches no keyring).
             "KRB5CCNAME" => match value.split_once(':') {
-                Some(("FILE" | "DIR", path)) => path,
+                Some(("FILE" | "DIR", path)) => vec![PathBuf::from(path)],
                 Some(_) => continue,
-                None => value,
+                None => vec![PathBuf::from(value)],
             },
-            _ => value,
-        };
-        let paths: Vec<PathBuf> = if variable == "KUBECONFIG" {
-            value.split(':').map(PathBuf::from).collect()
-        } else if variable == "DOCKER_CONFIG" {
-            vec![Path::new(value).join("config.json")]
-        } else {
-            vec![PathBuf::from(value)]
+            "KUBECONFIG" => value.split(':').map(PathBuf::from).collect(),
+            "DOCKER_CONFIG" => vec![Path::new(value).join("config.json")],
+            _ => vec![PathBuf::from(value)],
         };
         named.extend(paths.into_iter().filter(|path| path.is_absolute()));
     }
