@@ -226,6 +226,9 @@ keys! {
     /// `session.started`: the credential stores hidden from the agent, and those `--expose` kept.
     SESSION_HIDDEN = "aileron.session.hidden";
     SESSION_EXPOSED = "aileron.session.exposed";
+    /// `session.started`: what of the user's home a confined agent sees (the rest of it is an
+    /// empty directory to the agent); absent when it sees all of it (`--expose ~`, unconfined).
+    SESSION_HOME_SEEN = "aileron.session.home_seen";
     /// `sandbox.egress.unenforced`: why (`user_opt_out`: `--network=open`; `not_requested`: a launcher
     /// from before §15 started a confined session without saying).
     SANDBOX_EGRESS_REASON = "aileron.sandbox.egress_reason";

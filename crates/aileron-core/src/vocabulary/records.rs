@@ -205,6 +205,7 @@ payloads! {
         pub network: &'static str => SESSION_NETWORK,
         pub hidden: Option<Vec<String>> => SESSION_HIDDEN,
         pub exposed: Option<Vec<String>> => SESSION_EXPOSED,
+        pub home_seen: Option<Vec<String>> => SESSION_HOME_SEEN,
     }
 
     /// `session.ended`.

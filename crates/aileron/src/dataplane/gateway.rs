@@ -116,10 +116,16 @@ pub struct Gateway {
     /// Requests in flight, request bodies buffered and responses streaming, are capped: any local
     /// process may use the gateway (by design), none may exhaust the daemon with it.
     permits: Arc<tokio::sync::Semaphore>,
-    /// The same cap, apart, for requests [`VaultKeyGranted`] (a launched agent's, the user's):
+    /// The same cap, apart, for the user's own requests [`VaultKeyGranted`] (the daemon token):
     /// local processes without a key that fill `permits` (bodies trickled in, streams held open)
-    /// do not keep a launched agent from its model.
+    /// do not keep the user from the model.
     granted_permits: Arc<tokio::sync::Semaphore>,
+    /// And one for each launch session's (its gateway key): one agent holding every place it has
+    /// (the sixteenth re-attack trickled 64 bodies) keeps neither another session nor the user
+    /// from theirs. An entry with no place taken is dropped when the map grows.
+    session_permits: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    /// The cap of each pool.
+    max_concurrent: usize,
 }
 
 /// How requests reach one provider's upstream, decided once at start.
@@ -194,6 +200,8 @@ impl Gateway {
             vault,
             permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
             granted_permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
+            session_permits: std::sync::Mutex::default(),
+            max_concurrent: MAX_CONCURRENT_REQUESTS,
         })
     }
 
@@ -213,7 +221,26 @@ impl Gateway {
     pub fn with_max_concurrent(mut self, requests: usize) -> Gateway {
         self.permits = Arc::new(tokio::sync::Semaphore::new(requests));
         self.granted_permits = Arc::new(tokio::sync::Semaphore::new(requests));
+        self.max_concurrent = requests;
         self
+    }
+
+    /// A place in flight for a request with `granted` (or one without a key): `None` when its
+    /// pool is full.
+    fn place(&self, granted: Option<&VaultKeyGranted>) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let pool = match granted {
+            None => self.permits.clone(),
+            Some(VaultKeyGranted { session: None }) => self.granted_permits.clone(),
+            Some(VaultKeyGranted { session: Some(session) }) => {
+                let mut pools = self.session_permits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if pools.len() >= MAX_IDLE_SESSION_POOLS && !pools.contains_key(session) {
+                    pools.retain(|_, pool| pool.available_permits() < self.max_concurrent);
+                }
+                let pool = pools.entry(session.clone());
+                pool.or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.max_concurrent))).clone()
+            }
+        };
+        pool.try_acquire_owned().ok()
     }
 
     /// From `AILERON_ANTHROPIC_UPSTREAM` / `AILERON_OPENAI_UPSTREAM`, defaulting to the providers.
@@ -231,8 +258,14 @@ impl Gateway {
 
 /// Marks a request whose provider key is a live session's gateway key or the daemon token
 /// (`surfaces::daemon::auth::admit_gateway`): the vault's provider key goes only on such a request.
-#[derive(Debug, Clone, Copy)]
-pub struct VaultKeyGranted;
+#[derive(Debug, Clone)]
+pub struct VaultKeyGranted {
+    /// The session whose key it is (its places in flight are its own); `None` for the user's.
+    pub session: Option<String>,
+}
+
+/// Session pools kept before those with no place taken are dropped.
+const MAX_IDLE_SESSION_POOLS: usize = 64;
 
 /// The provider key a request carries: `x-api-key` (Anthropic's clients) or the bearer token of
 /// `Authorization` (OpenAI's).
@@ -301,8 +334,7 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     let provider = Provider::of_request(request.uri().path(), request.headers());
     // Held until the response body (or the upgraded connection) is done.
     let granted = request.extensions().get::<VaultKeyGranted>().is_some();
-    let permits = if granted { &gateway.granted_permits } else { &gateway.permits };
-    let Ok(permit) = permits.clone().try_acquire_owned() else {
+    let Some(permit) = gateway.place(request.extensions().get::<VaultKeyGranted>()) else {
         let kind = match provider {
             Provider::Anthropic => "overloaded_error",
             Provider::OpenAi => "server_error",
@@ -684,6 +716,35 @@ mod tests {
         assert!(https_only.uses_proxy(Provider::Anthropic) && !https_only.uses_proxy(Provider::OpenAi));
         let all_but_loopback = gateway(Matcher::builder().all("http://proxy.example:3128").no("127.0.0.1").build());
         assert!(all_but_loopback.uses_proxy(Provider::Anthropic) && !all_but_loopback.uses_proxy(Provider::OpenAi));
+    }
+
+    /// Each session's requests have places of their own, the user's theirs, keyless ones theirs:
+    /// one agent holding every place it has keeps out neither another session nor the user (the
+    /// sixteenth re-attack trickled 64 bodies with one session's key).
+    #[test]
+    fn a_session_holding_its_places_keeps_no_one_else_from_the_model() {
+        crate::platform::process::install_crypto_provider();
+        let gateway = Gateway::new("http://127.0.0.1:9".into(), "http://127.0.0.1:9".into(), Arc::new(Open))
+            .unwrap()
+            .with_max_concurrent(2);
+        let session = |id: &str| VaultKeyGranted { session: Some(id.to_string()) };
+        let user = VaultKeyGranted { session: None };
+        let held: Vec<_> = (0..2).map(|_| gateway.place(Some(&session("s-1"))).unwrap()).collect();
+        assert!(gateway.place(Some(&session("s-1"))).is_none(), "a session's places are capped");
+        let other = gateway.place(Some(&session("s-2")));
+        assert!(other.is_some(), "another session waited behind the first");
+        assert!(gateway.place(Some(&user)).is_some(), "the user waited behind a session");
+        assert!(gateway.place(None).is_some(), "a keyless request waited behind a session");
+        drop(held);
+        assert!(gateway.place(Some(&session("s-1"))).is_some(), "a place given back is taken again");
+        // Idle sessions' pools are dropped as the map grows; a busy one's stays with its count.
+        let busy: Vec<_> = (0..2).map(|_| gateway.place(Some(&session("busy"))).unwrap()).collect();
+        for n in 0..MAX_IDLE_SESSION_POOLS * 2 {
+            drop(gateway.place(Some(&session(&format!("idle-{n}")))));
+        }
+        assert!(gateway.session_permits.lock().unwrap().len() <= MAX_IDLE_SESSION_POOLS + 1);
+        assert!(gateway.place(Some(&session("busy"))).is_none(), "a busy session's count survives the pruning");
+        drop((busy, other));
     }
 
     /// A body that yields the frames it was given.

@@ -779,6 +779,10 @@ pub struct StartSession {
     pub hidden: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exposed: Vec<String>,
+    /// What of the user's home a confined agent sees (the rest is covered); empty when it sees
+    /// all of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub home_seen: Vec<String>,
     /// Continue this session, which a daemon restart interrupted, instead of starting another
     /// (an unconfined one only: `aileron-mcp`'s own, reconnecting). Its approvals stay its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -42,6 +42,7 @@ pub async fn start(state: &Arc<Services>, principal: &Principal, body: StartSess
         network: network.map_or("unconfined", SessionNetwork::as_str),
         hidden: listed(&body.hidden),
         exposed: listed(&body.exposed),
+        home_seen: listed(&body.home_seen),
     };
     let mut payload = start.into_payload();
     if body.resume.is_some() {

@@ -4213,6 +4213,97 @@ fn the_host_consoles_are_out_of_the_agents_sight() {
     assert!(!seen.contains("=device"), "a host console reached the agent: {seen}");
 }
 
+/// The home as a read list (decision 0013): a credential store no list names (a new CLI's token,
+/// notes, another project's `.env`) is not in the agent's sight; its workspace, its own
+/// directories, the user's git config, the toolchains on PATH (and where their links lead) and
+/// what `--expose` names are, and the session's record says which.
+#[test]
+fn the_agent_sees_only_its_part_of_the_home() {
+    const PLANTED: &str = "PLANTED-IN-HOME-5f2a";
+    let rig = LaunchRig::new();
+    let home = rig.user_home();
+    let write = |relative: &str, text: &str| {
+        let path = home.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    for secret in ["notes/secret.txt", ".config/newtool/token.json", "src/other/.env", ".cargo/credentials.toml"] {
+        write(secret, &format!("token = {PLANTED}\n"));
+    }
+    write(".gitconfig", "[user]\n\tname = The User\n");
+    write(".bashrc", &format!("export NEWTOOL_TOKEN={PLANTED}\n"));
+    write("shown/readme.txt", "shown with --expose\n");
+    for (tool, relative) in
+        [("cargo tool ran", ".cargo/bin/mytool"), ("linked tool ran", ".local/share/helper/9.9/helper")]
+    {
+        let path = write(relative, &format!("#!/bin/sh\necho '{tool}'\n"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+    std::os::unix::fs::symlink("../share/helper/9.9/helper", home.join(".local/bin/helper")).unwrap();
+    let report = rig.report();
+    let script = [
+        "#!/usr/bin/env python3",
+        "import json, os, subprocess",
+        "home = os.environ['HOME']",
+        "def read(relative):",
+        "    try:",
+        "        return open(os.path.join(home, relative)).read()",
+        "    except OSError as error:",
+        "        return type(error).__name__",
+        "def run(*command):",
+        "    done = subprocess.run(command, capture_output=True, text=True)",
+        "    return done.stdout.strip() or done.stderr.strip()",
+        "def write(relative):",
+        "    try:",
+        "        open(os.path.join(home, relative), 'w').write('x')",
+        "        return 'written'",
+        "    except OSError as error:",
+        "        return type(error).__name__",
+        "seen = {name: read(name) for name in ('notes/secret.txt', '.config/newtool/token.json', 'src/other/.env',",
+        "    '.cargo/credentials.toml', '.bashrc', '.gitconfig', 'shown/readme.txt')}",
+        "seen['listing'] = sorted(os.listdir(home))",
+        "seen['mytool'] = run('mytool')",
+        "seen['helper'] = run('helper')",
+        "seen['git_name'] = run('git', 'config', '--global', 'user.name')",
+        "seen['own_directory'] = write('.claude/note')",
+        "seen['home_itself'] = write('planted')",
+        &format!("open('{}', 'w').write(json.dumps(seen))\n", report.display()),
+    ]
+    .join("\n");
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}:/usr/bin", home.join(".cargo/bin").display(), home.join(".local/bin").display());
+    let shown = home.join("shown");
+    let args = ["launch", "--expose", shown.to_str().unwrap(), "claude"];
+    let output = rig.command_in(&rig.workspace(), &args, Some(Path::new(&path)), &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let seen: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(!seen.to_string().contains(PLANTED), "the agent read a secret of the home: {seen:#}");
+    for absent in ["notes/secret.txt", ".config/newtool/token.json", "src/other/.env", ".bashrc"] {
+        assert_eq!(seen[absent], "FileNotFoundError", "{absent}: {seen:#}");
+    }
+    assert_eq!(seen[".cargo/credentials.toml"], "", "a store inside what is kept stays hidden: {seen:#}");
+    assert_eq!(seen[".gitconfig"], "[user]\n\tname = The User\n", "{seen:#}");
+    assert_eq!(seen["git_name"], "The User", "{seen:#}");
+    assert_eq!(seen["shown/readme.txt"], "shown with --expose\n", "{seen:#}");
+    assert_eq!(seen["mytool"], "cargo tool ran", "{seen:#}");
+    assert_eq!(seen["helper"], "linked tool ran", "{seen:#}");
+    assert_eq!(seen["own_directory"], "written", "{seen:#}");
+    assert_ne!(seen["home_itself"], "written", "{seen:#}");
+    assert!(!home.join("planted").exists());
+    let listing: Vec<&str> = seen["listing"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for hidden in ["notes", "src", ".bashrc", ".config"] {
+        assert!(!listing.contains(&hidden), "{hidden} listed in the agent's home: {listing:?}");
+    }
+    let started = rig.run(&["audit", "list", "--json", "--event-type", "session.started"], &[]);
+    let started: Value = serde_json::from_slice(&started.stdout).unwrap();
+    let home_seen = started["items"][0]["payload"]["aileron.session.home_seen"].to_string();
+    assert!(home_seen.contains(".gitconfig") && home_seen.contains("shown"), "{started:#}");
+    assert!(!home_seen.contains("notes") && !home_seen.contains(".bashrc"), "{started:#}");
+}
+
 /// The twelfth re-attack: the user's session keyring (where Kerberos tickets live) was the agent's
 /// to read. The thirteenth: a key's permissions are the uid's, so the agent linked the user's own
 /// user keyring (its id in `/proc/keys`) into its session keyring and read its keys. The agent

@@ -41,9 +41,11 @@ pub struct LaunchArgs {
     /// the agent's /etc/hosts; every connection is audited
     #[arg(long, value_name = "HOST:PORT")]
     allow_tcp: Vec<String>,
-    /// Keep one of your credential stores visible to the agent (repeatable; audited): by default
-    /// `~/.aws`, `~/.config/gh`, `~/.ssh`, `~/.netrc`, `~/.git-credentials` and the others of
-    /// SPEC §15 are hidden from it
+    /// Show the agent a path it does not see by default (repeatable; audited): one of your
+    /// credential stores (`~/.aws`, `~/.config/gh`, `~/.ssh`, `~/.netrc`, `~/.git-credentials` and
+    /// the others of SPEC §15 are hidden), or any other part of your home, of which it sees only
+    /// its workspace, its own directories, your git config and the toolchains on your PATH
+    /// (`--expose ~` shows it all)
     #[arg(long, value_name = "PATH")]
     expose: Vec<std::path::PathBuf>,
     /// Pass one of your credential variables on to the confined agent (repeatable; audited): by

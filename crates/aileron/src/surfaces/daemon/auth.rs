@@ -64,10 +64,13 @@ pub async fn admit_gateway(state: &AppState, mut request: Request) -> Response {
     let mut response = match check(state, &mut request) {
         Ok(()) => {
             let presented = crate::dataplane::gateway::presented_key(request.headers());
-            if presented.is_some_and(|key| {
-                state.services.tokens.resolve(key).is_some_and(|principal| principal.allows(Scope::Gateway))
-            }) {
-                request.extensions_mut().insert(crate::dataplane::gateway::VaultKeyGranted);
+            let principal = presented.and_then(|key| state.services.tokens.resolve(key));
+            if let Some(principal) = principal.filter(|principal| principal.allows(Scope::Gateway)) {
+                let session = match principal {
+                    Principal::Session { session_id, .. } => Some(session_id),
+                    Principal::Admin | Principal::Web { .. } => None,
+                };
+                request.extensions_mut().insert(crate::dataplane::gateway::VaultKeyGranted { session });
             }
             crate::dataplane::gateway::serve(&state.gateway, request).await
         }

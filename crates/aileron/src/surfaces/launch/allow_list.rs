@@ -55,6 +55,9 @@ pub struct WriteAccess {
     /// writable directory, could be replaced by the agent's own directory or file (the seventh
     /// re-attack), so the launcher puts each back while the agent runs and when it ends.
     pub kept_links: Vec<(PathBuf, PathBuf)>,
+    /// What the user's git reads of theirs (config files, includes, an excludes file): kept in
+    /// the agent's view of the home (`home_view`).
+    pub git_reads: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -82,6 +85,7 @@ pub fn write_access(
     let home = std::fs::canonicalize(&env.home_dir).unwrap_or_else(|_| env.home_dir.clone());
     let workspace = repository_root(cwd, &home).unwrap_or_else(|| cwd.to_path_buf());
     let git = GitContext::of_user(env, &home, &mut protection);
+    access.git_reads = git.user_files();
     if home.starts_with(&workspace) {
         access.notes.push(format!(
             "{} holds your home directory, so it is not the agent's workspace: the agent can write only its own \

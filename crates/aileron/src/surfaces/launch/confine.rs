@@ -91,6 +91,12 @@ pub struct Request {
     /// The user's credential stores and the host's Unix sockets, hidden from the agent (SPEC §15):
     /// a directory is covered by an empty tmpfs, anything else by `/dev/null`.
     pub hidden: Vec<PathBuf>,
+    /// The user's home, covered by an empty read-only tmpfs into which only `seen` is put back
+    /// (`home_view`: the home as a read list).
+    pub home: Option<PathBuf>,
+    /// What of `home` the agent sees (paths in it, none inside another), as it was at launch:
+    /// writable where it was writable, read-only elsewhere.
+    pub seen: Vec<PathBuf>,
     /// The agent's own network namespace (SPEC §15): `lo` only, and on it the two listeners the
     /// daemon serves for this session, made here and handed over through `channel`.
     pub network: Option<Network>,
@@ -122,11 +128,16 @@ impl Request {
             ("--pin", &self.pinned),
             ("--read-only", &self.read_only),
             ("--hide", &self.hidden),
+            ("--see", &self.seen),
         ] {
             for path in paths {
                 line.push(flag.into());
                 line.push(path.clone().into_os_string());
             }
+        }
+        if let Some(home) = &self.home {
+            line.push("--home".into());
+            line.push(home.clone().into_os_string());
         }
         if let Some(network) = &self.network {
             line.push("--network".into());
@@ -166,7 +177,8 @@ impl Request {
 }
 
 /// `__confine [--probe] [--terminal-interrupts] [--network API:PROXY [--channel FD]] [--mask DIR]...
-/// [--writable PATH]... [--pin DIR]... [--read-only PATH]... [--hide PATH]... -- PROGRAM [ARGS...]`
+/// [--writable PATH]... [--pin DIR]... [--read-only PATH]... [--hide PATH]... [--home DIR [--see PATH]...]
+/// -- PROGRAM [ARGS...]`
 /// (`PROGRAM` may be absent with `--probe`).
 pub fn parse(args: &[OsString]) -> Result<Request, String> {
     let mut request = Request::default();
@@ -201,6 +213,14 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
                 request.hosts_file = Some(path);
                 continue;
             }
+            Some("--home") => {
+                let path = PathBuf::from(rest.next().ok_or("--home needs a path")?);
+                if !path.is_absolute() || path.parent().is_none() {
+                    return Err(format!("--home {} is not an absolute path below /", path.display()));
+                }
+                request.home = Some(path);
+                continue;
+            }
             Some("--trust-bundle") => {
                 let path = PathBuf::from(rest.next().ok_or("--trust-bundle needs a path")?);
                 if !path.is_absolute() {
@@ -230,6 +250,7 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
             Some("--pin") => &mut request.pinned,
             Some("--read-only") => &mut request.read_only,
             Some("--hide") => &mut request.hidden,
+            Some("--see") => &mut request.seen,
             Some("--") => {
                 if let Some(program) = rest.next() {
                     request.program = program.clone();
@@ -252,6 +273,12 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
         (Some(network), channel) => network.channel = channel,
         (None, Some(_)) => return Err("--channel without --network".to_string()),
         (None, None) => {}
+    }
+    let home = request.home.as_deref();
+    if let Some(outside) =
+        request.seen.iter().find(|seen| home.is_none_or(|home| !seen.starts_with(home) || *seen == home))
+    {
+        return Err(format!("--see {} is not a path in the --home", outside.display()));
     }
     if request.network.is_some_and(|network| network.channel.is_none()) && !request.probe {
         return Err("--network needs --channel (only a probe runs without one)".to_string());
@@ -466,24 +493,6 @@ fn init(request: &Request) -> Result<i32, String> {
     }
     own_terminals();
     no_host_consoles();
-    for mask in &request.masks {
-        if !mask.is_dir() {
-            continue; // nothing there to hide
-        }
-        mount(Some("tmpfs"), mask, Some("tmpfs"), hardened, Some("mode=0700,size=64k"))
-            .map_err(|e| format!("masking {}: {e}", mask.display()))?;
-    }
-    // The user's credential stores and the host's Unix sockets: out of sight, not just unreadable.
-    for hidden in &request.hidden {
-        // A symlinked store is hidden where it leads (mount follows the link).
-        let Ok(metadata) = std::fs::metadata(hidden) else { continue };
-        if metadata.is_dir() {
-            mount(Some("tmpfs"), hidden, Some("tmpfs"), hardened, Some("mode=0500,size=4k"))
-        } else {
-            mount(Some("/dev/null"), hidden, none, MsFlags::MS_BIND, none)
-        }
-        .map_err(|e| format!("hiding {}: {e}", hidden.display()))?;
-    }
     if let Some(hosts) = &request.hosts_file {
         let etc_hosts = std::path::Path::new("/etc/hosts");
         mount(Some(hosts.as_path()), etc_hosts, none, MsFlags::MS_BIND, none)
@@ -502,6 +511,28 @@ fn init(request: &Request) -> Result<i32, String> {
                 })
                 .map_err(|e| format!("trusting the session's CA at {}: {e}", system.display()))?;
         }
+    }
+    // Before the masks and the hidden stores: what the agent sees of the home is what they apply to.
+    if let Some(home) = &request.home {
+        cover_home(home, &request.seen)?;
+    }
+    for mask in &request.masks {
+        if !mask.is_dir() {
+            continue; // nothing there to hide
+        }
+        mount(Some("tmpfs"), mask, Some("tmpfs"), hardened, Some("mode=0700,size=64k"))
+            .map_err(|e| format!("masking {}: {e}", mask.display()))?;
+    }
+    // The user's credential stores and the host's Unix sockets: out of sight, not just unreadable.
+    for hidden in &request.hidden {
+        // A symlinked store is hidden where it leads (mount follows the link).
+        let Ok(metadata) = std::fs::metadata(hidden) else { continue };
+        if metadata.is_dir() {
+            mount(Some("tmpfs"), hidden, Some("tmpfs"), hardened, Some("mode=0500,size=4k"))
+        } else {
+            mount(Some("/dev/null"), hidden, none, MsFlags::MS_BIND, none)
+        }
+        .map_err(|e| format!("hiding {}: {e}", hidden.display()))?;
     }
     // A mount point cannot be renamed or removed (EBUSY): `.git` stays where the read-only
     // `.git/hooks` and `.git/config` inside it are, so a new `.git` cannot take its place.
@@ -549,6 +580,71 @@ fn init(request: &Request) -> Result<i32, String> {
             }
         }
     }
+}
+
+/// The user's home as a read list (`home_view`): each path of `seen` is cloned as it is (with the
+/// mounts beneath it, writable where they are: the workspace, the agent's own directories), then
+/// the home is covered by an empty tmpfs, each clone put back at its own name in it, and the tmpfs
+/// made read-only. A path gone since the launcher looked is left out; a link is followed (the
+/// clone is of where it leads, at the link's name).
+fn cover_home(home: &std::path::Path, seen: &[PathBuf]) -> Result<(), String> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+    let Ok(home_metadata) = std::fs::metadata(home) else { return Ok(()) };
+    let mut clones = Vec::new();
+    for path in seen {
+        let Ok(metadata) = std::fs::metadata(path) else { continue };
+        let c_path =
+            CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", path.display()))?;
+        let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
+        // SAFETY: a NUL-terminated path and integer flags, as open_tree(2) takes them.
+        let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c_path.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(format!("keeping {} in sight: {}", path.display(), std::io::Error::last_os_error()));
+        }
+        // SAFETY: open_tree returned a new descriptor, owned from here on.
+        clones.push((path, metadata.is_dir(), unsafe { OwnedFd::from_raw_fd(fd as i32) }));
+    }
+    let none: Option<&str> = None;
+    let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    let options = format!("mode={:o},size=1m", home_metadata.mode() & 0o7777);
+    mount(Some("tmpfs"), home, Some("tmpfs"), hardened, Some(options.as_str()))
+        .map_err(|e| format!("covering {}: {e}", home.display()))?;
+    for (path, is_dir, tree) in clones {
+        let made = path
+            .parent()
+            .map_or(Ok(()), |parent| std::fs::DirBuilder::new().recursive(true).mode(0o755).create(parent));
+        let made = made.and_then(|()| {
+            if is_dir {
+                std::fs::DirBuilder::new().mode(0o755).create(path)
+            } else {
+                std::fs::File::create(path).map(drop)
+            }
+        });
+        made.map_err(|e| format!("making {} in the covered home: {e}", path.display()))?;
+        let target =
+            CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", path.display()))?;
+        // SAFETY: a detached mount's descriptor with an empty path, and a NUL-terminated target,
+        // as move_mount(2) takes them.
+        let moved = unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                tree.as_raw_fd(),
+                c"".as_ptr(),
+                libc::AT_FDCWD,
+                target.as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH,
+            )
+        };
+        if moved < 0 {
+            return Err(format!("putting {} back in sight: {}", path.display(), std::io::Error::last_os_error()));
+        }
+    }
+    let read_only = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | hardened;
+    mount(none, home, none, read_only, none)
+        .map_err(|e| format!("making the covered {} read-only: {e}", home.display()))
 }
 
 /// The host's consoles and input devices out of sight: the virtual consoles (`/dev/ttyN`, which a
@@ -773,6 +869,8 @@ mod tests {
             pinned: vec![PathBuf::from("/home/u/project/.git")],
             read_only: vec![PathBuf::from("/home/u/project/.git/hooks"), PathBuf::from("/home/u/project/.git/config")],
             hidden: vec![PathBuf::from("/home/u/.aws"), PathBuf::from("/home/u/.netrc")],
+            home: Some(PathBuf::from("/home/u")),
+            seen: vec![PathBuf::from("/home/u/project"), PathBuf::from("/home/u/.gitconfig")],
             network: Some(Network { channel: Some(5), api_port: 4100, proxy_port: 3128 }),
             trust_bundle: Some(PathBuf::from("/run/user/1000/aileron/launch/trust-s1.pem")),
             forwards: vec!["127.0.0.10:22".parse().unwrap()],
@@ -795,5 +893,10 @@ mod tests {
         assert!(parse(&os(&["--probe", "--network", "1:2"])).unwrap().network.is_some());
         assert!(parse(&os(&["--forward", "10.0.0.1:22", "--", "x"])).is_err(), "a forward not on loopback");
         assert!(parse(&os(&["--lifeline", "x", "--", "x"])).is_err(), "a lifeline that is no descriptor");
+        assert!(parse(&os(&["--see", "/home/u/x", "--", "x"])).is_err(), "a path seen without a home");
+        let outside = ["--home", "/home/u", "--see", "/home/v/x", "--", "x"];
+        assert!(parse(&os(&outside)).is_err(), "a path seen outside the home");
+        assert!(parse(&os(&["--home", "/home/u", "--see", "/home/u", "--", "x"])).is_err(), "the home itself");
+        assert!(parse(&os(&["--home", "/", "--", "x"])).is_err(), "the root is no home to cover");
     }
 }

@@ -39,6 +39,7 @@ pub mod config_file;
 pub mod confine;
 mod git;
 mod hidden_changes;
+mod home_view;
 pub mod jsonc;
 pub mod network;
 mod planted;
@@ -203,6 +204,7 @@ impl LaunchEnv {
         let mut vars: HashMap<String, String> = FOREIGN_VARIABLES
             .iter()
             .chain(&network::STORE_VARIABLES)
+            .chain(&home_view::TOOL_VARIABLES)
             .filter_map(|name| env::get(name).map(|value| (name.to_string(), value)))
             .collect();
         // `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>`, as many as `GIT_CONFIG_COUNT` says.
@@ -511,6 +513,20 @@ async fn probe_containment(request: &confine::Request) -> Result<(), String> {
     Err(stderr.trim().trim_start_matches("aileron: cannot confine the agent: ").to_string())
 }
 
+/// What of the home a confined agent sees (`home_view`): what it writes, what the user's git
+/// reads, what `--expose` names, the launch's own files, and what `programs` (the agent,
+/// `aileron-mcp`) and the user's toolchains need.
+fn view_of_home(
+    env: &LaunchEnv,
+    access: &allow_list::WriteAccess,
+    expose: &[PathBuf],
+    programs: &[PathBuf],
+) -> Option<home_view::HomeView> {
+    let named: Vec<PathBuf> =
+        access.writable.iter().chain(expose).chain(&access.git_reads).chain([&env.launch_dir]).cloned().collect();
+    home_view::home_view(env, &named, programs)
+}
+
 /// Runs `aileron launch`; returns the agent's exit code.
 pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // The agent may make its own process group the terminal's foreground and set `tostop`: the
@@ -589,6 +605,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             if !access.watched.is_empty() {
                 println!("moved aside if the agent creates them: {}", shown(&access.watched));
             }
+            let programs: Vec<PathBuf> = program.iter().chain([&mcp_command]).cloned().collect();
+            match view_of_home(&env, &access, &options.expose, &programs) {
+                Some(view) => println!(
+                    "of your home ({}) the agent sees only (--expose PATH for more): {}",
+                    view.home.display(),
+                    shown(&view.kept)
+                ),
+                None => println!("your home: all of it in the agent's sight"),
+            }
             for note in &access.notes {
                 println!("note: {note}");
             }
@@ -631,7 +656,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .tempdir_in(&env.launch_dir)
         .with_context(|| format!("creating a temp directory in {}", env.launch_dir.display()))?;
     let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
-    let (mut writable, mut hidden, mut exposed) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut writable, mut hidden, mut exposed, mut home_seen) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut writable_paths = Vec::new();
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
@@ -683,6 +708,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             // Probed with the namespace too; the real ports are known once the daemon is.
             request.network = Some(confine::Network { channel: None, api_port: 0, proxy_port: 0 });
         }
+        if let Some(view) = view_of_home(&env, &access, &options.expose, &[program.clone(), mcp_command.clone()]) {
+            home_seen = view.kept.iter().map(|path| path.display().to_string()).collect();
+            request.home = Some(view.home);
+            request.seen = view.kept;
+        }
         watched = access.watched;
         kept_links = access.kept_links;
         checkouts = access.checkouts;
@@ -715,6 +745,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         network: session_network,
         hidden,
         exposed,
+        home_seen,
     };
     let started: SessionStarted = client.post_as("/v1/sessions", &start).await.context("starting a session")?;
     let placeholders = started.placeholder_env;

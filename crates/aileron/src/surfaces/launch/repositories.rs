@@ -41,8 +41,8 @@ pub struct Protection {
     pub git_dirs: Vec<PathBuf>,
     /// Each checkout's git directory and worktree.
     pub worktrees: Vec<(PathBuf, PathBuf)>,
-    /// How many config files were read, at most [`MAX_CONFIGS_READ`], and whether more were named.
-    configs_read: usize,
+    /// The config files read (at most [`MAX_CONFIGS_READ`]), and whether more were named.
+    configs_read: Vec<PathBuf>,
     configs_cut_short: bool,
 }
 
@@ -534,7 +534,7 @@ fn read_config(
     // So many in all (the seventh re-attack: 50 includes of a file that includes itself 50
     // times, ten levels deep, held every later launch for good). A file included twice is read
     // twice, as git reads it: the later reading's settings win.
-    if protection.configs_read >= MAX_CONFIGS_READ {
+    if protection.configs_read.len() >= MAX_CONFIGS_READ {
         if !protection.configs_cut_short {
             protection.configs_cut_short = true;
             protection.notes.push(format!(
@@ -545,7 +545,7 @@ fn read_config(
         }
         return;
     }
-    protection.configs_read += 1;
+    protection.configs_read.push(file.to_path_buf());
     let Ok(text) = git::read_limited(file, true) else { return };
     let base = file.parent().unwrap_or(Path::new("/"));
     for entry in git::parse(&String::from_utf8_lossy(&text)) {
@@ -581,6 +581,8 @@ const MAX_INCLUDE_DEPTH: usize = 10;
 pub(super) struct GitContext {
     home: PathBuf,
     global: Vec<git::Entry>,
+    /// The user's config files (the system's too) and those they include, as read.
+    files: Vec<PathBuf>,
 }
 
 impl GitContext {
@@ -588,7 +590,8 @@ impl GitContext {
     /// (`GIT_CONFIG_SYSTEM`, `GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL`), their includes
     /// followed (and protected like a repository's).
     pub(super) fn of_user(env: &LaunchEnv, home: &Path, protection: &mut Protection) -> GitContext {
-        let mut context = GitContext { home: home.to_path_buf(), global: Vec::new() };
+        let mut context = GitContext { home: home.to_path_buf(), global: Vec::new(), files: Vec::new() };
+        let read_before = protection.configs_read.len();
         let mut files = Vec::new();
         if env.var(GIT_CONFIG_NOSYSTEM).is_none() {
             files.push(env.var(GIT_CONFIG_SYSTEM).map_or_else(|| PathBuf::from("/etc/gitconfig"), PathBuf::from));
@@ -608,7 +611,20 @@ impl GitContext {
             add_entry(entry, home, &context, protection, 0, &mut global);
         }
         context.global = global;
+        context.files = protection.configs_read[read_before..].to_vec();
         context
+    }
+
+    /// What the user's git reads of theirs in any repository: its config files, those they
+    /// include, and the files its settings name (`core.excludesFile`, `core.attributesFile`,
+    /// `commit.template`); for the home's read list (`home_view`).
+    pub(super) fn user_files(&self) -> Vec<PathBuf> {
+        let named = self.global.iter().filter(|entry| {
+            entry.section == "core" && matches!(entry.key.as_str(), "excludesfile" | "attributesfile")
+                || entry.section == "commit" && entry.key == "template"
+        });
+        let named = named.filter_map(|entry| self.resolve(entry.value.as_deref()?, &self.home));
+        self.files.iter().cloned().chain(named).collect()
     }
 
     /// A path as git takes it from a config: `~/` in the home, relative to `base` otherwise.

@@ -414,6 +414,7 @@ async fn with_agent_identity(client: DaemonClient, resume: Option<String>) -> Re
         network: None,
         hidden: Vec::new(),
         exposed: Vec::new(),
+        home_seen: Vec::new(),
     };
     // The session of the last connection first (a daemon restart interrupted it); a new one when
     // it cannot be continued.
