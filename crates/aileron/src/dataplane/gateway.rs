@@ -394,7 +394,13 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
         headers.remove("x-api-key");
         headers.remove(header::AUTHORIZATION);
     }
+    // The vault's key, when it goes on the request: an upstream that echoes it back (a debugging
+    // proxy, a misconfigured relay) must not hand it to the agent (the sixteenth re-attack).
+    let mut echoes = None;
     if granted && let Some(key) = gateway.vault.provider_key(provider) {
+        echoes = Some(super::redaction::Echoes::of(&[key.as_str()]));
+        // An answer in a coding could hide an echo from the redaction: none is asked for.
+        headers.insert(header::ACCEPT_ENCODING, axum::http::HeaderValue::from_static("identity"));
         let (name, value) = match provider {
             Provider::Anthropic => (axum::http::HeaderName::from_static("x-api-key"), key.to_string()),
             Provider::OpenAi => (header::AUTHORIZATION, format!("Bearer {}", key.as_str())),
@@ -493,6 +499,23 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     // agent as soon as the upstream sends it. The permit lives as long as the body.
     let (mut parts, body) = response.into_parts();
     remove_hop_by_hop(&mut parts.headers, &upstream_listed);
+    if let Some(echoes) = echoes {
+        if super::redaction::encoded(&parts.headers) {
+            let message = "Aileron gateway: the upstream answered in an encoding although asked for none; an echo of \
+                           the vault's key in it could not be redacted";
+            let kind = match provider {
+                Provider::Anthropic => "api_error",
+                Provider::OpenAi => "server_error",
+            };
+            return provider.error(StatusCode::BAD_GATEWAY, kind, message);
+        }
+        // Each piece goes on as it comes but for a tail that could still become an echo (never
+        // the line break ending an SSE event); a redaction changes the length, so none is given.
+        super::redaction::redact_head(&echoes, &mut parts);
+        parts.headers.remove(header::CONTENT_LENGTH);
+        let body = super::redaction::RedactedBody::new(body, echoes);
+        return Response::from_parts(parts, Body::new(super::Permitted { body, _permit: permit }));
+    }
     // The gateway's in-flight permit is held until the body is done or dropped.
     Response::from_parts(parts, Body::new(super::Permitted { body, _permit: permit }))
 }

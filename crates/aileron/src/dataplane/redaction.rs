@@ -19,6 +19,8 @@ const SHORTEST_FORM: usize = 8;
 #[derive(Clone, Debug)]
 pub struct Echoes {
     forms: Vec<Vec<u8>>,
+    /// Which bytes a form starts with: a piece's tail is held back only from one of them.
+    starts: [bool; 256],
 }
 
 impl Echoes {
@@ -51,7 +53,11 @@ impl Echoes {
         }
         forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         forms.dedup();
-        Echoes { forms }
+        let mut starts = [false; 256];
+        for form in &forms {
+            starts[usize::from(form[0])] = true;
+        }
+        Echoes { forms, starts }
     }
 
     /// Whether any form of a secret is in `bytes`.
@@ -73,6 +79,19 @@ impl Echoes {
 
     fn longest(&self) -> usize {
         self.forms.first().map_or(0, Vec::len)
+    }
+
+    /// How many of the last bytes of `held` could still become a form (the longest tail that a
+    /// form starts with but is longer than): only those need wait for the next piece. A stream's
+    /// event ending in a line break is never held back, no form holding one.
+    fn pending(&self, held: &[u8]) -> usize {
+        let window = held.len().saturating_sub(self.longest().saturating_sub(1));
+        (window..held.len())
+            .find(|&at| {
+                self.starts[usize::from(held[at])]
+                    && self.forms.iter().any(|form| form.len() > held.len() - at && form.starts_with(&held[at..]))
+            })
+            .map_or(0, |at| held.len() - at)
     }
 
     /// Emits the `held` bytes up to where no form can start before `until`, redacting whole
@@ -104,6 +123,41 @@ impl Echoes {
     }
 }
 
+/// Whether an answer to a credentialed request is encoded in a way the redaction cannot read:
+/// any `Content-Encoding` but `identity` (every line and every listed coding: the fourteenth
+/// re-attack's `identity` line followed by a `gzip` one), or a transfer coding other than
+/// `chunked` (hyper removes only that one).
+pub fn encoded(headers: &hyper::HeaderMap) -> bool {
+    let any_but = |name, allowed: &[u8]| {
+        headers
+            .get_all(name)
+            .into_iter()
+            .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
+            .map(<[u8]>::trim_ascii)
+            .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case(allowed))
+    };
+    any_but(hyper::header::CONTENT_ENCODING, b"identity") || any_but(hyper::header::TRANSFER_ENCODING, b"chunked")
+}
+
+/// An answer's head with the echoes of a secret taken out: an HTTP/1.1 upstream's own reason
+/// phrase is not passed on (the status's standard one is), nor a header whose name holds an echo
+/// (neither is redacted like a value); each value holding one is redacted.
+pub fn redact_head(echoes: &Echoes, parts: &mut hyper::http::response::Parts) {
+    parts.extensions.remove::<hyper::ext::ReasonPhrase>();
+    let echoed_names: Vec<hyper::header::HeaderName> =
+        parts.headers.keys().filter(|name| echoes.in_header_name(name.as_str())).cloned().collect();
+    for name in echoed_names {
+        parts.headers.remove(name);
+    }
+    for value in parts.headers.values_mut() {
+        let bytes = value.as_bytes();
+        if echoes.found_in(bytes) {
+            *value = hyper::header::HeaderValue::from_bytes(&echoes.redact_whole(bytes))
+                .unwrap_or_else(|_| hyper::header::HeaderValue::from_static(REDACTED));
+        }
+    }
+}
+
 /// Replaces each form of a secret in a response body that arrives in pieces, one split across
 /// two pieces included: the last bytes of each piece that could start a form wait for the next.
 pub struct Redactor {
@@ -116,10 +170,10 @@ impl Redactor {
         Redactor { echoes, held: Vec::new() }
     }
 
-    /// What of the body so far can go out now.
+    /// What of the body so far can go out now: all but a tail that could still become a form.
     pub fn push(&mut self, piece: &[u8]) -> Vec<u8> {
         self.held.extend_from_slice(piece);
-        let safe = self.held.len().saturating_sub(self.echoes.longest().saturating_sub(1));
+        let safe = self.held.len() - self.echoes.pending(&self.held);
         self.echoes.scan(&mut self.held, safe)
     }
 
@@ -130,22 +184,23 @@ impl Redactor {
     }
 }
 
-/// A response body with the bound credential redacted as it streams.
-pub struct RedactedBody {
-    inner: hyper::body::Incoming,
+/// A response body with the bound credential redacted as it streams (the egress proxy's
+/// credentialed answers, the gateway's answers to a request given the vault's key).
+pub struct RedactedBody<B> {
+    inner: B,
     redactor: Redactor,
     finished: bool,
 }
 
-impl RedactedBody {
-    pub fn new(inner: hyper::body::Incoming, echoes: Echoes) -> RedactedBody {
+impl<B> RedactedBody<B> {
+    pub fn new(inner: B, echoes: Echoes) -> RedactedBody<B> {
         RedactedBody { inner, redactor: Redactor::new(echoes), finished: false }
     }
 }
 
-impl hyper::body::Body for RedactedBody {
+impl<B: hyper::body::Body<Data = bytes::Bytes> + Unpin> hyper::body::Body for RedactedBody<B> {
     type Data = bytes::Bytes;
-    type Error = hyper::Error;
+    type Error = B::Error;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
@@ -250,6 +305,19 @@ mod tests {
         }
         assert!(echoes.in_header_name(&format!("x-echo-{}", hex::encode(secret))));
         assert!(!echoes.found_in(b"an answer with nothing of it"));
+    }
+
+    /// Only a tail that could still become an echo waits for the next piece: an SSE event ending
+    /// in its line break goes out whole at once (the gateway streams each event as it comes).
+    #[test]
+    fn only_a_tail_that_could_still_become_an_echo_waits() {
+        let mut redactor = Redactor::new(Echoes::of(&["sk-ant-api03-SECRETSECRET"]));
+        let event = "event: content_block_delta\ndata: {\"text\":\"hi\"}\n\n";
+        assert_eq!(redactor.push(event.as_bytes()), event.as_bytes(), "an event goes out whole at once");
+        assert_eq!(redactor.push(b"data: {\"text\":\"sk-an"), b"data: {\"text\":\"", "only an echo's start waits");
+        assert_eq!(redactor.push(b"t-api03-SECRETSECRET\"}\n\n"), b"[REDACTED]\"}\n\n");
+        assert_eq!(redactor.push(b"sk-ant-nope"), b"sk-ant-nope", "what can no longer become an echo goes");
+        assert_eq!(redactor.finish(), b"");
     }
 
     #[test]

@@ -377,6 +377,88 @@ async fn the_key_that_got_the_grant_never_goes_upstream() {
     assert_eq!(header("authorization").as_deref(), Some("Bearer sk-users-own"));
 }
 
+/// The sixteenth re-attack's R4: an upstream that echoes the request's headers handed the vault's
+/// provider key to the caller. Echoes of it (whole, split across two pieces, base64) are redacted
+/// in the body and the headers, and every SSE event still arrives as soon as it is sent: the
+/// redaction holds back only a tail that could still become an echo, never the line break that
+/// ends an event. No encoding is asked for; an answer encoded anyway is refused.
+#[tokio::test]
+async fn echoes_of_the_vaults_key_are_redacted_and_each_event_still_arrives_as_it_comes() {
+    use base64::Engine as _;
+    const KEY: &str = "sk-ant-api03-VAULT-KEY-0123456789abcdef";
+    let chunks = vec![
+        b"event: ping\ndata: {}\n\n".to_vec(),
+        format!("event: echo\ndata: {{\"key\":\"{}", &KEY[..10]).into_bytes(),
+        format!("{}\"}}\n\n", &KEY[10..]).into_bytes(),
+        format!("event: echo\ndata: {{\"b64\":\"{}\"}}\n\n", base64::engine::general_purpose::STANDARD.encode(KEY))
+            .into_bytes(),
+    ];
+    let headers = vec![("content-type", "text/event-stream"), ("x-echo", KEY)];
+    let up = upstream(Script { status: 200, headers, chunks: chunks.clone(), paced: true }).await;
+    let gzip = upstream(Script {
+        status: 200,
+        headers: vec![("content-type", "application/json"), ("content-encoding", "gzip")],
+        chunks: vec![b"not really gzip".to_vec()],
+        paced: false,
+    })
+    .await;
+    let (_temp, gateway, state) =
+        daemon_with_state(format!("http://{}", up.addr), format!("http://{}", gzip.addr)).await;
+    let vault = state.services.vault.clone();
+    tokio::task::spawn_blocking(move || {
+        vault.init(b"gateway echo passphrase")?;
+        for provider in aileron::dataplane::gateway::Provider::ALL {
+            vault.put(aileron::stores::vault::llm_key_path(provider), Default::default(), KEY.as_bytes())?;
+        }
+        Ok::<_, aileron::stores::vault::VaultAccessError>(())
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    aileron::platform::process::install_crypto_provider();
+    let client = reqwest::Client::new();
+    let mut response = client
+        .post(format!("{gateway}/v1/messages"))
+        .header("x-api-key", "gateway-test-token")
+        .header("anthropic-version", "2023-06-01")
+        .header("accept-encoding", "gzip, br")
+        .body(r#"{"stream":true}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-echo"], "[REDACTED]");
+    // The first event whole, before the upstream sends anything more.
+    let first = response.chunk().await.unwrap().unwrap();
+    assert_eq!(&first[..], &chunks[0][..], "an event waited on the redaction");
+    up.acks.send(()).unwrap();
+    let mut rest = Vec::new();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        rest.extend_from_slice(&chunk);
+        let _ = up.acks.send(());
+    }
+    let rest = String::from_utf8(rest).unwrap();
+    assert_eq!(
+        rest, "event: echo\ndata: {\"key\":\"[REDACTED]\"}\n\nevent: echo\ndata: {\"b64\":\"[REDACTED]\"}\n\n",
+        "echoes of the key are redacted, the events kept"
+    );
+    let seen = up.seen.requests.lock().unwrap().clone();
+    let header = |name: &str| seen[0].2.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    assert_eq!(header("x-api-key").as_deref(), Some(KEY), "the vault's key went upstream");
+    assert_eq!(header("accept-encoding").as_deref(), Some("identity"), "no encoding is asked for");
+    // An answer encoded anyway could hide an echo: refused in the provider's shape.
+    let encoded = client
+        .post(format!("{gateway}/v1/chat/completions"))
+        .bearer_auth("gateway-test-token")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(encoded.status(), 502);
+    let body = encoded.text().await.unwrap();
+    assert!(body.contains("server_error") && !body.contains(KEY), "{body}");
+}
+
 /// A daemon whose gateway reaches an upstream answering `{}` with `headers`: the upstream, the
 /// daemon's home, the upstream's URL and the gateway's.
 async fn daemon_before_answering(

@@ -35,7 +35,7 @@ use serde_json::{Map, Value, json};
 use super::admit::{Admitted, admit};
 use super::sealed::{Decision, SealedInjection, sign_aws};
 use super::{HeldRequest, HoldOutcome, answer, envelope, plain};
-use crate::dataplane::redaction::{Echoes, REDACTED, RedactedBody};
+use crate::dataplane::redaction::{Echoes, RedactedBody, encoded, redact_head};
 use crate::stores::bindings::Injection;
 
 /// `aileron.proxy.source` of a request read inside a tunnel (seed 003's name).
@@ -497,21 +497,7 @@ async fn forward(
             return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_encoded_response"));
         }
         let (mut parts, body) = response.into_parts();
-        // An HTTP/1.1 upstream's own reason phrase is not passed on (the status's standard one
-        // is), nor a header whose name holds an echo: neither is redacted like a value.
-        parts.extensions.remove::<hyper::ext::ReasonPhrase>();
-        let echoed_names: Vec<hyper::header::HeaderName> =
-            parts.headers.keys().filter(|name| echoes.in_header_name(name.as_str())).cloned().collect();
-        for name in echoed_names {
-            parts.headers.remove(name);
-        }
-        for value in parts.headers.values_mut() {
-            let bytes = value.as_bytes();
-            if echoes.found_in(bytes) {
-                *value = hyper::header::HeaderValue::from_bytes(&echoes.redact_whole(bytes))
-                    .unwrap_or_else(|_| hyper::header::HeaderValue::from_static(REDACTED));
-            }
-        }
+        redact_head(&echoes, &mut parts);
         let small = parts
             .headers
             .get(hyper::header::CONTENT_LENGTH)
@@ -547,22 +533,6 @@ async fn forward(
         });
     }
     Ok(response.map(Body::new))
-}
-
-/// Whether an answer to a credentialed request is encoded in a way the redaction cannot read:
-/// any `Content-Encoding` but `identity` (every line and every listed coding: the fourteenth
-/// re-attack's `identity` line followed by a `gzip` one), or a transfer coding other than
-/// `chunked` (hyper removes only that one).
-fn encoded(headers: &hyper::HeaderMap) -> bool {
-    let any_but = |name, allowed: &[u8]| {
-        headers
-            .get_all(name)
-            .into_iter()
-            .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
-            .map(<[u8]>::trim_ascii)
-            .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case(allowed))
-    };
-    any_but(hyper::header::CONTENT_ENCODING, b"identity") || any_but(hyper::header::TRANSFER_ENCODING, b"chunked")
 }
 
 /// The authority `request` names (its target's, an h2 `:authority`, and its `Host` header) that

@@ -239,11 +239,8 @@ mod tests {
         std::os::unix::fs::symlink(home.join(".local/share/claude/versions/2.0.1"), home.join(".local/bin/claude"))
             .unwrap();
         std::fs::create_dir_all(home.join("bin")).unwrap();
-        std::os::unix::fs::symlink(
-            "../pkgs/lib/node_modules/@openai/codex/bin/codex.js",
-            home.join("bin/codex"),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink("../pkgs/lib/node_modules/@openai/codex/bin/codex.js", home.join("bin/codex"))
+            .unwrap();
         let path = [".cargo/bin", ".local/bin", "bin", "tools/x/bin"].map(|dir| home.join(dir).display().to_string());
         let env = env_of(
             &home,
