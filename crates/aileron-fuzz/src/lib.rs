@@ -526,6 +526,7 @@ pub fn proxy_operation(data: &[u8]) {
         path: PathTemplate::parse(template).expect("a valid template"),
         approval: graphql.is_some() || name.contains("merge"),
         graphql: graphql.map(str::to_string),
+        query: None,
         format: None,
         service: None,
     };
@@ -538,7 +539,7 @@ pub fn proxy_operation(data: &[u8]) {
     ]);
     let names = graphql_names(body.as_bytes());
     let _ = PathTemplate::parse(path);
-    let found = index.match_graphql("PUT", "api.github.com:443", path, names.as_ref().ok());
+    let found = index.match_request_with("PUT", "api.github.com:443", path, None, names.as_ref().ok());
     let segments: Option<Vec<String>> = {
         let body = path.strip_prefix('/').map(|body| body.strip_suffix('/').unwrap_or(body));
         match body {

@@ -127,7 +127,8 @@ pub(super) fn describe(manifest: &ConnectorManifest) -> Vec<String> {
                 .graphql
                 .as_deref()
                 .map(|field| format!(" naming the GraphQL field {field}"))
-                .unwrap_or_default();
+                .unwrap_or_default()
+                + &operation.query.as_deref().map(|name| format!(" with ?{name} in the query")).unwrap_or_default();
             lines.push(format!(
                 "send a launched agent's {} {}{}{graphql} requests to {host} (port {port}) {credentialed}{approval} ({})",
                 operation.method,

@@ -34,6 +34,10 @@ pub struct ProxyOperation {
     /// A GraphQL field (`mergePullRequest`): the operation covers only requests whose GraphQL
     /// document names it, and beats an operation of the same path without one (decision 0017).
     pub graphql: Option<String>,
+    /// A query parameter's name (`acl`, as S3's `PUT /{bucket}/{key}?acl` names the object's
+    /// access list): the operation covers only requests whose query names it, and beats an
+    /// operation of the same path without one (decision 0017).
+    pub query: Option<String>,
     /// api_key only: this operation's own header format (`"Basic {basic:x-access-token}"` for git
     /// over https), in place of `[capabilities.credential] format`.
     pub format: Option<String>,
@@ -289,6 +293,20 @@ impl ManifestValidator<'_, '_> {
                 Some(field)
             }
         };
+        let query = match raw.query {
+            None => None,
+            Some(name) => {
+                let unreserved = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~');
+                if name.is_empty() || !name.chars().all(unreserved) {
+                    return Err(self.err(
+                        &path.key("query"),
+                        format!("`{name}` is not a query parameter's name"),
+                        "name the parameter alone, e.g. query = \"acl\" for S3's ?acl",
+                    ));
+                }
+                Some(name)
+            }
+        };
         let format = match raw.format {
             None => None,
             Some(format) if super::key_format_is_valid(&format) => Some(format),
@@ -311,6 +329,7 @@ impl ManifestValidator<'_, '_> {
             path: template,
             approval: raw.approval.unwrap_or(false),
             graphql,
+            query,
             format,
             service,
         })

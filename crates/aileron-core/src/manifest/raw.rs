@@ -30,6 +30,7 @@ pub(super) struct RawProxyOperation {
     pub path: Option<String>,
     pub approval: Option<bool>,
     pub graphql: Option<String>,
+    pub query: Option<String>,
     pub format: Option<String>,
     pub service: Option<String>,
 }

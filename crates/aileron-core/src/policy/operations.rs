@@ -80,17 +80,19 @@ impl<K> OperationIndex<K> {
 
     /// Matches `method` `host` (`host:port`) `path` (the request target's path, without its query).
     pub fn match_request(&self, method: &str, host: &str, path: &str) -> OperationMatch<'_, K> {
-        self.match_graphql(method, host, path, None)
+        self.match_request_with(method, host, path, None, None)
     }
 
-    /// [`OperationIndex::match_request`] for a request whose GraphQL document names `graphql`:
-    /// an operation with a `graphql` field matches only when its field is named, and wins over
-    /// the operations of its path without one.
-    pub fn match_graphql(
+    /// [`OperationIndex::match_request`] for a request with `query` (the target's, without `?`)
+    /// whose GraphQL document names `graphql`: an operation with a `query` parameter matches only
+    /// when the query names it, one with a `graphql` field only when its field is named, and
+    /// either wins over the operations of its path without one.
+    pub fn match_request_with(
         &self,
         method: &str,
         host: &str,
         path: &str,
+        query: Option<&str>,
         graphql: Option<&BTreeSet<String>>,
     ) -> OperationMatch<'_, K> {
         let on_host: Vec<&(K, ProxyOperation)> =
@@ -106,16 +108,24 @@ impl<K> OperationIndex<K> {
             (Some(field), Some(names)) => names.contains(field),
             (Some(_), None) => false,
         };
+        let queried = |operation: &ProxyOperation| match &operation.query {
+            None => true,
+            Some(name) => query.is_some_and(|query| names_parameter(query, name)),
+        };
         let candidates: Vec<&(K, ProxyOperation)> = on_host
             .into_iter()
-            .filter(|(_, operation)| operation.method == method && matches(operation, &segments) && named(operation))
+            .filter(|(_, operation)| {
+                operation.method == method && matches(operation, &segments) && named(operation) && queried(operation)
+            })
             .collect();
-        // A named GraphQL field makes its operations the only candidates.
+        // A named GraphQL field, or a query parameter named, makes its operations the only
+        // candidates.
         let any_graphql = candidates.iter().any(|(_, operation)| operation.graphql.is_some());
+        let any_query = candidates.iter().any(|(_, operation)| operation.query.is_some());
         let mut best: Vec<&(K, ProxyOperation)> = Vec::new();
         for entry in candidates {
             let operation = &entry.1;
-            if any_graphql && operation.graphql.is_none() {
+            if (any_graphql && operation.graphql.is_none()) || (any_query && operation.query.is_none()) {
                 continue;
             }
             match best.first().map(|(_, leader)| specificity(operation, leader, segments.len())) {
@@ -130,6 +140,17 @@ impl<K> OperationIndex<K> {
             many => OperationMatch::Ambiguous(many.iter().map(|(k, o)| (k, o)).collect()),
         }
     }
+}
+
+/// Whether `query` names the parameter `name` (`acl`, `acl=`, `x=1&acl`), read as widely as a
+/// server could: `;` separates too, escapes are decoded, ASCII case is folded — a wider reading
+/// only makes the operation naming it match more often.
+pub fn names_parameter(query: &str, name: &str) -> bool {
+    query.split(['&', ';']).any(|pair| {
+        let named = pair.split_once('=').map_or(pair, |(named, _)| named);
+        let decoded = percent_encoding::percent_decode_str(&named.replace('+', " ")).collect::<Vec<u8>>();
+        decoded.trim_ascii().eq_ignore_ascii_case(name.as_bytes())
+    })
 }
 
 /// The identifiers of a GraphQL request body (`{"query": …}`, or a batch of them): every name the
@@ -259,6 +280,7 @@ mod tests {
             path: PathTemplate::parse(path).unwrap(),
             approval,
             graphql: None,
+            query: None,
             format: None,
             service: None,
         }
@@ -276,7 +298,7 @@ mod tests {
         assert!(!index.needs_graphql("POST", "api.github.com:443", "/user"));
         let of = |body: &str| {
             let names = graphql_names(body.as_bytes()).unwrap();
-            name(index.match_graphql("POST", "api.github.com:443", "/graphql", Some(&names)))
+            name(index.match_request_with("POST", "api.github.com:443", "/graphql", None, Some(&names)))
         };
         assert_eq!(of(r#"{"query":"query { viewer { login } }"}"#), "graphql");
         let merging = r#"{"query":"mutation PullRequestMerge($input: MergePullRequestInput!) {\n mergePullRequest(input: $input) { clientMutationId } }","variables":{}}"#;

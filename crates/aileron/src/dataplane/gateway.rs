@@ -225,13 +225,20 @@ impl Gateway {
         self
     }
 
-    /// A place in flight for a request with `granted` (or one without a key): `None` when its
-    /// pool is full.
-    fn place(&self, granted: Option<&VaultKeyGranted>) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let pool = match granted {
-            None => self.permits.clone(),
-            Some(VaultKeyGranted { session: None }) => self.granted_permits.clone(),
-            Some(VaultKeyGranted { session: Some(session) }) => {
+    /// A place in flight for a request with `granted` (or one without a key) that came in through
+    /// the listener of the session `from` (its namespace's), if any: `None` when its pool is full.
+    fn place(
+        &self,
+        granted: Option<&VaultKeyGranted>,
+        from: Option<&FromSession>,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        // A session's requests, with its key or without one (an agent on its own provider login,
+        // the eighteenth re-attack), are in its own pool.
+        let session = granted.and_then(|granted| granted.session.as_ref()).or(from.map(|from| &from.0));
+        let pool = match (granted, session) {
+            (None, None) => self.permits.clone(),
+            (Some(_), None) => self.granted_permits.clone(),
+            (_, Some(session)) => {
                 let mut pools = self.session_permits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 if pools.len() >= MAX_IDLE_SESSION_POOLS && !pools.contains_key(session) {
                     pools.retain(|_, pool| pool.available_permits() < self.max_concurrent);
@@ -264,16 +271,26 @@ pub struct VaultKeyGranted {
     pub session: Option<String>,
 }
 
+/// Marks a gateway request that came in through a launch session's own listener (in the agent's
+/// network namespace), with the session's id: its places in flight are the session's whatever key
+/// it carries.
+#[derive(Debug, Clone)]
+pub struct FromSession(pub String);
+
 /// Session pools kept before those with no place taken are dropped.
 const MAX_IDLE_SESSION_POOLS: usize = 64;
 
-/// The provider key a request carries: `x-api-key` (Anthropic's clients) or the bearer token of
-/// `Authorization` (OpenAI's).
-pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
-    if let Some(key) = headers.get("x-api-key") {
-        return key.to_str().ok();
+/// The headers a provider key comes in: `x-api-key` (Anthropic's clients), then the bearer token
+/// of `Authorization` (OpenAI's).
+pub const KEY_HEADERS: [HeaderName; 2] = [HeaderName::from_static("x-api-key"), header::AUTHORIZATION];
+
+/// The key `name` (one of [`KEY_HEADERS`]) carries: the value of `x-api-key`, the bearer token of
+/// `Authorization`.
+pub fn key_in<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
+    let value = headers.get(name)?.to_str().ok()?;
+    if name != header::AUTHORIZATION {
+        return Some(value);
     }
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
@@ -334,7 +351,8 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     let provider = Provider::of_request(request.uri().path(), request.headers());
     // Held until the response body (or the upgraded connection) is done.
     let granted = request.extensions().get::<VaultKeyGranted>().is_some();
-    let Some(permit) = gateway.place(request.extensions().get::<VaultKeyGranted>()) else {
+    let from = request.extensions().get::<FromSession>();
+    let Some(permit) = gateway.place(request.extensions().get::<VaultKeyGranted>(), from) else {
         let kind = match provider {
             Provider::Anthropic => "overloaded_error",
             Provider::OpenAi => "server_error",
@@ -383,7 +401,10 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     // The vault's key for this provider, when the user keeps one there, replaces the session's
     // gateway key a launched agent holds. A placeholder that is no live session's (the session
     // ended, or someone else is trying) is refused here: upstream it would only be a bad key.
-    if !granted && presented_key(&headers).is_some_and(|key| key.starts_with(aileron_core::manifest::PLACEHOLDER)) {
+    let dead_placeholder = |name: &HeaderName| {
+        key_in(&headers, name).is_some_and(|key| key.starts_with(aileron_core::manifest::PLACEHOLDER))
+    };
+    if !granted && KEY_HEADERS.iter().any(dead_placeholder) {
         let message = "Aileron gateway: this key is no live session's: the vault's key goes only on requests of a \
                        running `aileron launch` session (restart the agent with `aileron launch`)";
         return provider.error(StatusCode::UNAUTHORIZED, "authentication_error", message);
@@ -752,21 +773,28 @@ mod tests {
             .with_max_concurrent(2);
         let session = |id: &str| VaultKeyGranted { session: Some(id.to_string()) };
         let user = VaultKeyGranted { session: None };
-        let held: Vec<_> = (0..2).map(|_| gateway.place(Some(&session("s-1"))).unwrap()).collect();
-        assert!(gateway.place(Some(&session("s-1"))).is_none(), "a session's places are capped");
-        let other = gateway.place(Some(&session("s-2")));
+        let held: Vec<_> = (0..2).map(|_| gateway.place(Some(&session("s-1")), None).unwrap()).collect();
+        assert!(gateway.place(Some(&session("s-1")), None).is_none(), "a session's places are capped");
+        let other = gateway.place(Some(&session("s-2")), None);
         assert!(other.is_some(), "another session waited behind the first");
-        assert!(gateway.place(Some(&user)).is_some(), "the user waited behind a session");
-        assert!(gateway.place(None).is_some(), "a keyless request waited behind a session");
+        assert!(gateway.place(Some(&user), None).is_some(), "the user waited behind a session");
+        assert!(gateway.place(None, None).is_some(), "a keyless request waited behind a session");
+        // A session's keyless requests (from its namespace's listener) are in its own pool: it
+        // fills no one else's (the eighteenth re-attack held every keyless place from inside).
+        let from = FromSession("s-3".to_string());
+        let keyless: Vec<_> = (0..2).map(|_| gateway.place(None, Some(&from)).unwrap()).collect();
+        assert!(gateway.place(None, Some(&from)).is_none(), "a session's keyless places are capped");
+        assert!(gateway.place(None, None).is_some(), "a session filled the shared keyless pool");
+        drop(keyless);
         drop(held);
-        assert!(gateway.place(Some(&session("s-1"))).is_some(), "a place given back is taken again");
+        assert!(gateway.place(Some(&session("s-1")), None).is_some(), "a place given back is taken again");
         // Idle sessions' pools are dropped as the map grows; a busy one's stays with its count.
-        let busy: Vec<_> = (0..2).map(|_| gateway.place(Some(&session("busy"))).unwrap()).collect();
+        let busy: Vec<_> = (0..2).map(|_| gateway.place(Some(&session("busy")), None).unwrap()).collect();
         for n in 0..MAX_IDLE_SESSION_POOLS * 2 {
-            drop(gateway.place(Some(&session(&format!("idle-{n}")))));
+            drop(gateway.place(Some(&session(&format!("idle-{n}"))), None));
         }
         assert!(gateway.session_permits.lock().unwrap().len() <= MAX_IDLE_SESSION_POOLS + 1);
-        assert!(gateway.place(Some(&session("busy"))).is_none(), "a busy session's count survives the pruning");
+        assert!(gateway.place(Some(&session("busy")), None).is_none(), "a busy session's count survives the pruning");
         drop((busy, other));
     }
 

@@ -367,14 +367,42 @@ async fn the_key_that_got_the_grant_never_goes_upstream() {
     }
     let own = client.post(format!("{gateway}/v1/chat/completions")).bearer_auth("sk-users-own").body("{}");
     assert_eq!(own.send().await.unwrap().status(), 200);
+    // The eighteenth re-attack: an Aileron token in `Authorization` beside any `x-api-key` (the
+    // daemon token, a session's token) was not looked at, and went upstream as it came.
+    let started = client
+        .post(format!("{gateway}/v1/sessions"))
+        .bearer_auth("gateway-test-token")
+        .json(&serde_json::json!({"agent": "claude"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 201);
+    let session_token = started.json::<serde_json::Value>().await.unwrap()["token"].as_str().unwrap().to_string();
+    for token in ["gateway-test-token", session_token.as_str()] {
+        let beside = client
+            .post(format!("{gateway}/v1/messages"))
+            .header("x-api-key", "sk-ant-users-own")
+            .bearer_auth(token)
+            .header("anthropic-version", "2023-06-01")
+            .body("{}");
+        assert_eq!(beside.send().await.unwrap().status(), 200);
+    }
     let seen = up.seen.requests.lock().unwrap().clone();
-    assert_eq!(seen.len(), 3);
-    for (_, path, headers, _) in &seen[..2] {
-        let ours = headers.iter().find(|(_, value)| value.contains("gateway-test-token"));
-        assert_eq!(ours, None, "{path}: the daemon token went upstream");
+    assert_eq!(seen.len(), 5);
+    for (_, path, headers, _) in seen.iter().filter(|(_, path, _, _)| path != "/v1/sessions") {
+        let ours = headers
+            .iter()
+            .find(|(_, value)| value.contains("gateway-test-token") || value.contains(session_token.as_str()));
+        assert_eq!(ours, None, "{path}: an Aileron token went upstream");
     }
     let header = |name: &str| seen[2].2.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
     assert_eq!(header("authorization").as_deref(), Some("Bearer sk-users-own"));
+    let beside_session = |name: &str| seen[4].2.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    assert_eq!(
+        beside_session("x-api-key").as_deref(),
+        Some("sk-ant-users-own"),
+        "the caller's own key goes as it came"
+    );
 }
 
 /// The sixteenth re-attack's R4: an upstream that echoes the request's headers handed the vault's

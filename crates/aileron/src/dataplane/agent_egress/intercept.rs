@@ -368,7 +368,8 @@ async fn forward(
             }
         }
     }
-    match session.credentialing.decide(&method, &target.destination, &path, graphql.as_ref()) {
+    let query = request.uri().query().map(str::to_string);
+    match session.credentialing.decide(&method, &target.destination, &path, query.as_deref(), graphql.as_ref()) {
         Decision::Passthrough => {}
         Decision::Tied(tied) => record.operations_tied = Some(tied),
         Decision::NotCanonical => {

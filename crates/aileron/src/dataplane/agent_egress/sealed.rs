@@ -167,15 +167,17 @@ impl Credentialing {
         self.index.covers_graphql(None, destination, path)
     }
 
-    /// `graphql`: the names of the request's GraphQL document, when [`Credentialing::needs_graphql`].
+    /// `query`: the request target's query; `graphql`: the names of the request's GraphQL
+    /// document, when [`Credentialing::needs_graphql`].
     pub fn decide(
         &self,
         method: &str,
         destination: &str,
         path: &str,
+        query: Option<&str>,
         graphql: Option<&std::collections::BTreeSet<String>>,
     ) -> Decision<'_> {
-        match self.index.match_graphql(method, destination, path, graphql) {
+        match self.index.match_request_with(method, destination, path, query, graphql) {
             OperationMatch::None => Decision::Passthrough,
             OperationMatch::NotCanonical => Decision::NotCanonical,
             OperationMatch::Ambiguous(tied) => Decision::Tied(

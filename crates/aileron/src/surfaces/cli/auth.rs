@@ -439,7 +439,8 @@ mod tests {
         let (github, aws) = (index(GITHUB_CLI_MANIFEST), index(AWS_CLI_MANIFEST));
         let gated = |index: &OperationIndex<()>, method: &str, host: &str, path: &str, field: Option<&str>| {
             let fields = field.map(|field| std::collections::BTreeSet::from([field.to_string()]));
-            match index.match_graphql(method, host, path, fields.as_ref()) {
+            let (path, query) = path.split_once('?').map_or((path, None), |(path, query)| (path, Some(query)));
+            match index.match_request_with(method, host, path, query, fields.as_ref()) {
                 OperationMatch::Matched { operation, .. } => operation.approval,
                 other => panic!("{method} {path} {field:?}: {other:?}"),
             }
@@ -470,6 +471,13 @@ mod tests {
             ("PUT", "/repos/o/r/dependabot/secrets/TOKEN"),
             ("PUT", "/repos/o/r/codespaces/secrets/TOKEN"),
             ("PUT", "/orgs/acme/actions/secrets/TOKEN"),
+            // The eighteenth: the same API by ids.
+            ("POST", "/repositories/1/keys"),
+            ("POST", "/repositories/1/merges"),
+            ("POST", "/repositories/1/pulls/1/reviews"),
+            ("POST", "/repositories/1/actions/runners/registration-token"),
+            ("POST", "/organizations/1/invitations"),
+            ("POST", "/teams/1/discussions"),
         ] {
             assert!(gated(&github, method, api, path, None), "{method} {path} is not gated");
         }
@@ -512,6 +520,18 @@ mod tests {
         }
         for path in ["/victim/report.csv", "/victim/dir/report.csv", "/storage/v1/b/victim/o/report.csv"] {
             assert!(!gated(&gcs, "PUT", storage, path, None), "PUT {path} should stay ungated");
+        }
+        // The sixteenth re-attack: a query sub-resource (`?acl`) was matched by no operation, so
+        // an object's access list went out as an ungated upload. However the query spells it.
+        for query in ["acl", "acl=", "x=1&acl", "ACL", "%61cl", "versionId=3;acl"] {
+            assert!(gated(&gcs, "PUT", storage, &format!("/victim/report.csv?{query}"), None), "?{query}");
+            assert!(gated(&aws, "PUT", "s3.amazonaws.com:443", &format!("/victim/k?{query}"), None), "?{query}");
+        }
+        for sub_resource in ["retention", "legal-hold"] {
+            assert!(gated(&aws, "PUT", "s3.amazonaws.com:443", &format!("/b/k?{sub_resource}"), None));
+        }
+        for query in ["", "?x-id=PutObject", "?aclx=1", "?partNumber=1&uploadId=a"] {
+            assert!(!gated(&aws, "PUT", "s3.amazonaws.com:443", &format!("/b/k{query}"), None), "{query}");
         }
     }
 

@@ -63,14 +63,25 @@ pub async fn admit(State(state): State<Arc<AppState>>, request: Request, next: N
 pub async fn admit_gateway(state: &AppState, mut request: Request) -> Response {
     let mut response = match check(state, &mut request) {
         Ok(()) => {
-            let presented = crate::dataplane::gateway::presented_key(request.headers());
-            let principal = presented.and_then(|key| state.services.tokens.resolve(key));
-            if let Some(principal) = principal.filter(|principal| principal.allows(Scope::Gateway)) {
-                let session = match principal {
-                    Principal::Session { session_id, .. } => Some(session_id),
-                    Principal::Admin | Principal::Web { .. } => None,
-                };
-                request.extensions_mut().insert(crate::dataplane::gateway::VaultKeyGranted { session });
+            // Either key header may carry one of Aileron's own tokens: the first that grants the
+            // vault's key does, and every one of them is taken off the request, never the
+            // provider's to see (the eighteenth re-attack: a gateway key in `Authorization` beside
+            // any `x-api-key` went upstream).
+            let mut granted = None;
+            for name in crate::dataplane::gateway::KEY_HEADERS {
+                let carried = crate::dataplane::gateway::key_in(request.headers(), &name);
+                let Some(principal) = carried.and_then(|key| state.services.tokens.resolve(key)) else { continue };
+                request.headers_mut().remove(&name);
+                if granted.is_none() && principal.allows(Scope::Gateway) {
+                    let session = match principal {
+                        Principal::Session { session_id, .. } => Some(session_id),
+                        Principal::Admin | Principal::Web { .. } => None,
+                    };
+                    granted = Some(crate::dataplane::gateway::VaultKeyGranted { session });
+                }
+            }
+            if let Some(granted) = granted {
+                request.extensions_mut().insert(granted);
             }
             crate::dataplane::gateway::serve(&state.gateway, request).await
         }

@@ -175,11 +175,14 @@ where
         let expired = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let provider =
             gateway.then(|| crate::dataplane::gateway::Provider::of_request(request.uri().path(), request.headers()));
-        let request = request.map(|body| axum::body::Body::new(DeadlineBody::new(body, deadline, expired.clone())));
+        let mut request = request.map(|body| axum::body::Body::new(DeadlineBody::new(body, deadline, expired.clone())));
         // One box per request, each sized for its own future: an API request's is not sized for
         // the gateway's, much larger.
         if gateway {
             let state = self.state.clone();
+            if let Some(session) = &self.session {
+                request.extensions_mut().insert(crate::dataplane::gateway::FromSession(session.session_id.clone()));
+            }
             // From a session's namespace: on record under the session before anything is sent.
             let recorded = self.session.clone().map(|session| {
                 let upstream = match provider {
