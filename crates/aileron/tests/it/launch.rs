@@ -4216,7 +4216,11 @@ fn the_host_consoles_are_out_of_the_agents_sight() {
 /// The home as a read list (decision 0013): a credential store no list names (a new CLI's token,
 /// notes, another project's `.env`) is not in the agent's sight; its workspace, its own
 /// directories, the user's git config, the toolchains on PATH (and where their links lead) and
-/// what `--expose` names are, and the session's record says which.
+/// what `--expose` names are, and the session's record says which. The seventeenth re-attack's
+/// layouts: the agent's own directory and `~/.cargo` kept in a dotfiles repository by the user's
+/// links (there by their names; the store in it still hidden), links an earlier agent left in its
+/// own directory on PATH (one to `~/notes`, one to `/`: neither followed), and another session's
+/// temp directory (out of sight).
 #[test]
 fn the_agent_sees_only_its_part_of_the_home() {
     const PLANTED: &str = "PLANTED-IN-HOME-5f2a";
@@ -4228,9 +4232,26 @@ fn the_agent_sees_only_its_part_of_the_home() {
         std::fs::write(&path, text).unwrap();
         path
     };
-    for secret in ["notes/secret.txt", ".config/newtool/token.json", "src/other/.env", ".cargo/credentials.toml"] {
+    for secret in [
+        "notes/secret.txt",
+        "notes/private/secret.txt",
+        ".config/newtool/token.json",
+        "src/other/.env",
+        "dotfiles/cargo/credentials.toml",
+    ] {
         write(secret, &format!("token = {PLANTED}\n"));
     }
+    std::os::unix::fs::symlink("dotfiles/cargo", home.join(".cargo")).unwrap();
+    std::fs::create_dir_all(home.join("dotfiles/claude/local")).unwrap();
+    std::os::unix::fs::symlink("dotfiles/claude", home.join(".claude")).unwrap();
+    // What an earlier agent could have left in its own directory, on the user's PATH.
+    std::os::unix::fs::symlink(home.join("notes/private"), home.join("dotfiles/claude/local/zz-notes")).unwrap();
+    std::os::unix::fs::symlink("/", home.join("dotfiles/claude/bin")).unwrap();
+    // Another session's temp directory in the launch directory.
+    let runtime = rig.temp.path().join("run");
+    std::fs::create_dir_all(runtime.join("aileron/launch/agent-tmp-other")).unwrap();
+    std::fs::set_permissions(runtime.join("aileron"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(runtime.join("aileron/launch/agent-tmp-other/theirs.txt"), PLANTED).unwrap();
     write(".gitconfig", "[user]\n\tname = The User\n");
     write(".bashrc", &format!("export NEWTOOL_TOKEN={PLANTED}\n"));
     write("shown/readme.txt", "shown with --expose\n");
@@ -4268,16 +4289,27 @@ fn the_agent_sees_only_its_part_of_the_home() {
         "seen['helper'] = run('helper')",
         "seen['git_name'] = run('git', 'config', '--global', 'user.name')",
         "seen['own_directory'] = write('.claude/note')",
+        "seen['planted_links'] = [read('.claude/local/zz-notes/secret.txt'), read('.claude/bin' + home + '/notes/secret.txt')]",
+        "seen['launch_dir'] = sorted(os.listdir(os.path.dirname(os.environ['TMPDIR'])))",
+        "seen['other_session'] = read(os.path.dirname(os.environ['TMPDIR']) + '/agent-tmp-other/theirs.txt')",
+        "seen['dotfiles_store'] = read('dotfiles/cargo/credentials.toml')",
         "seen['home_itself'] = write('planted')",
         &format!("open('{}', 'w').write(json.dumps(seen))\n", report.display()),
     ]
     .join("\n");
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}:/usr/bin", home.join(".cargo/bin").display(), home.join(".local/bin").display());
+    let path = format!(
+        "{}:{}:{}:{}:/usr/bin",
+        home.join(".cargo/bin").display(),
+        home.join(".local/bin").display(),
+        home.join(".claude/local").display(),
+        home.join(".claude/bin").display()
+    );
     let shown = home.join("shown");
     let args = ["launch", "--expose", shown.to_str().unwrap(), "claude"];
-    let output = rig.command_in(&rig.workspace(), &args, Some(Path::new(&path)), &[]);
+    let output =
+        rig.command_in(&rig.workspace(), &args, Some(Path::new(&path)), &[("XDG_RUNTIME_DIR", runtime.as_os_str())]);
     assert!(output.status.success(), "{}", text(&output));
     let seen: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert!(!seen.to_string().contains(PLANTED), "the agent read a secret of the home: {seen:#}");
@@ -4285,12 +4317,18 @@ fn the_agent_sees_only_its_part_of_the_home() {
         assert_eq!(seen[absent], "FileNotFoundError", "{absent}: {seen:#}");
     }
     assert_eq!(seen[".cargo/credentials.toml"], "", "a store inside what is kept stays hidden: {seen:#}");
+    assert_eq!(seen["dotfiles_store"], "", "and where its link leads: {seen:#}");
+    assert_eq!(seen["planted_links"], json!(["FileNotFoundError", "FileNotFoundError"]), "{seen:#}");
+    assert_eq!(seen["other_session"], "FileNotFoundError", "{seen:#}");
+    let launch_dir = seen["launch_dir"].to_string();
+    assert!(!launch_dir.contains("agent-tmp-other"), "another session's temp directory: {launch_dir}");
     assert_eq!(seen[".gitconfig"], "[user]\n\tname = The User\n", "{seen:#}");
     assert_eq!(seen["git_name"], "The User", "{seen:#}");
     assert_eq!(seen["shown/readme.txt"], "shown with --expose\n", "{seen:#}");
     assert_eq!(seen["mytool"], "cargo tool ran", "{seen:#}");
     assert_eq!(seen["helper"], "linked tool ran", "{seen:#}");
     assert_eq!(seen["own_directory"], "written", "{seen:#}");
+    assert!(home.join("dotfiles/claude/note").exists(), "the agent's directory by its name is the user's");
     assert_ne!(seen["home_itself"], "written", "{seen:#}");
     assert!(!home.join("planted").exists());
     let listing: Vec<&str> = seen["listing"].as_array().unwrap().iter().filter_map(Value::as_str).collect();

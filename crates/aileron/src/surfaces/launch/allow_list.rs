@@ -299,7 +299,7 @@ pub(super) fn agent_directories(agent: Agent, env: &LaunchEnv) -> Vec<PathBuf> {
 }
 
 /// Files of the agent's own outside those directories (kept writable when they exist).
-fn agent_files(agent: Agent, env: &LaunchEnv) -> Vec<PathBuf> {
+pub(super) fn agent_files(agent: Agent, env: &LaunchEnv) -> Vec<PathBuf> {
     match agent {
         Agent::Claude if env.var(CLAUDE_CONFIG_DIR).is_none() => vec![env.home_dir.join(".claude.json")],
         _ => vec![],

@@ -67,6 +67,19 @@ pub struct Network {
     pub proxy_port: u16,
 }
 
+/// A directory covered but for what it keeps (`--cover DIR`, then its `--see PATH` and
+/// `--link PATH TEXT`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cover {
+    pub dir: PathBuf,
+    /// Paths in `dir` (none inside another, none through a link) put back as they were at launch:
+    /// writable where they were writable, read-only elsewhere.
+    pub seen: Vec<PathBuf>,
+    /// Links in `dir` on the way to what is seen (`~/.claude -> dotfiles/claude`), made again at
+    /// their place: a link's path and what it says.
+    pub links: Vec<(PathBuf, PathBuf)>,
+}
+
 /// The hidden subcommand `aileron launch` runs the agent through.
 pub const SUBCOMMAND: &str = "__confine";
 /// The exit code of a helper that could not build the containment (the agent never ran).
@@ -91,12 +104,10 @@ pub struct Request {
     /// The user's credential stores and the host's Unix sockets, hidden from the agent (SPEC §15):
     /// a directory is covered by an empty tmpfs, anything else by `/dev/null`.
     pub hidden: Vec<PathBuf>,
-    /// The user's home, covered by an empty read-only tmpfs into which only `seen` is put back
-    /// (`home_view`: the home as a read list).
-    pub home: Option<PathBuf>,
-    /// What of `home` the agent sees (paths in it, none inside another), as it was at launch:
-    /// writable where it was writable, read-only elsewhere.
-    pub seen: Vec<PathBuf>,
+    /// Directories covered by an empty read-only tmpfs into which only what each keeps is put
+    /// back: the user's home as a read list (`home_view`), the launch directory with this
+    /// session's own temp directory and files only.
+    pub covers: Vec<Cover>,
     /// The agent's own network namespace (SPEC §15): `lo` only, and on it the two listeners the
     /// daemon serves for this session, made here and handed over through `channel`.
     pub network: Option<Network>,
@@ -128,16 +139,24 @@ impl Request {
             ("--pin", &self.pinned),
             ("--read-only", &self.read_only),
             ("--hide", &self.hidden),
-            ("--see", &self.seen),
         ] {
             for path in paths {
                 line.push(flag.into());
                 line.push(path.clone().into_os_string());
             }
         }
-        if let Some(home) = &self.home {
-            line.push("--home".into());
-            line.push(home.clone().into_os_string());
+        for cover in &self.covers {
+            line.push("--cover".into());
+            line.push(cover.dir.clone().into_os_string());
+            for seen in &cover.seen {
+                line.push("--see".into());
+                line.push(seen.clone().into_os_string());
+            }
+            for (link, said) in &cover.links {
+                line.push("--link".into());
+                line.push(link.clone().into_os_string());
+                line.push(said.clone().into_os_string());
+            }
         }
         if let Some(network) = &self.network {
             line.push("--network".into());
@@ -177,7 +196,7 @@ impl Request {
 }
 
 /// `__confine [--probe] [--terminal-interrupts] [--network API:PROXY [--channel FD]] [--mask DIR]...
-/// [--writable PATH]... [--pin DIR]... [--read-only PATH]... [--hide PATH]... [--home DIR [--see PATH]...]
+/// [--writable PATH]... [--pin DIR]... [--read-only PATH]... [--hide PATH]... [--cover DIR [--see PATH]... [--link PATH TEXT]...]...
 /// -- PROGRAM [ARGS...]`
 /// (`PROGRAM` may be absent with `--probe`).
 pub fn parse(args: &[OsString]) -> Result<Request, String> {
@@ -213,12 +232,26 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
                 request.hosts_file = Some(path);
                 continue;
             }
-            Some("--home") => {
-                let path = PathBuf::from(rest.next().ok_or("--home needs a path")?);
+            Some("--cover") => {
+                let path = PathBuf::from(rest.next().ok_or("--cover needs a path")?);
                 if !path.is_absolute() || path.parent().is_none() {
-                    return Err(format!("--home {} is not an absolute path below /", path.display()));
+                    return Err(format!("--cover {} is not an absolute path below /", path.display()));
                 }
-                request.home = Some(path);
+                request.covers.push(Cover { dir: path, ..Cover::default() });
+                continue;
+            }
+            Some(flag @ ("--see" | "--link")) => {
+                let path = PathBuf::from(rest.next().ok_or_else(|| format!("{flag} needs a path"))?);
+                let cover = request.covers.last_mut().ok_or_else(|| format!("{flag} before any --cover"))?;
+                if !path.starts_with(&cover.dir) || path == cover.dir {
+                    return Err(format!("{flag} {} is not a path in --cover {}", path.display(), cover.dir.display()));
+                }
+                if flag == "--see" {
+                    cover.seen.push(path);
+                } else {
+                    let said = PathBuf::from(rest.next().ok_or("--link needs what the link says")?);
+                    cover.links.push((path, said));
+                }
                 continue;
             }
             Some("--trust-bundle") => {
@@ -250,7 +283,6 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
             Some("--pin") => &mut request.pinned,
             Some("--read-only") => &mut request.read_only,
             Some("--hide") => &mut request.hidden,
-            Some("--see") => &mut request.seen,
             Some("--") => {
                 if let Some(program) = rest.next() {
                     request.program = program.clone();
@@ -273,12 +305,6 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
         (Some(network), channel) => network.channel = channel,
         (None, Some(_)) => return Err("--channel without --network".to_string()),
         (None, None) => {}
-    }
-    let home = request.home.as_deref();
-    if let Some(outside) =
-        request.seen.iter().find(|seen| home.is_none_or(|home| !seen.starts_with(home) || *seen == home))
-    {
-        return Err(format!("--see {} is not a path in the --home", outside.display()));
     }
     if request.network.is_some_and(|network| network.channel.is_none()) && !request.probe {
         return Err("--network needs --channel (only a probe runs without one)".to_string());
@@ -512,10 +538,6 @@ fn init(request: &Request) -> Result<i32, String> {
                 .map_err(|e| format!("trusting the session's CA at {}: {e}", system.display()))?;
         }
     }
-    // Before the masks and the hidden stores: what the agent sees of the home is what they apply to.
-    if let Some(home) = &request.home {
-        cover_home(home, &request.seen)?;
-    }
     for mask in &request.masks {
         if !mask.is_dir() {
             continue; // nothing there to hide
@@ -533,6 +555,14 @@ fn init(request: &Request) -> Result<i32, String> {
             mount(Some("/dev/null"), hidden, none, MsFlags::MS_BIND, none)
         }
         .map_err(|e| format!("hiding {}: {e}", hidden.display()))?;
+    }
+    // After the masks and the hidden stores, on the whole tree: the clones of what a cover keeps
+    // carry them, wherever a kept path shows a store (`~/dotfiles/ssh` behind `~/.ssh`: the
+    // seventeenth re-attack). The deepest cover first: a shallower one's clones carry it.
+    let mut covers: Vec<&Cover> = request.covers.iter().collect();
+    covers.sort_by_key(|cover| std::cmp::Reverse(cover.dir.components().count()));
+    for cover in covers {
+        cover_dir(cover)?;
     }
     // A mount point cannot be renamed or removed (EBUSY): `.git` stays where the read-only
     // `.git/hooks` and `.git/config` inside it are, so a new `.git` cannot take its place.
@@ -582,50 +612,88 @@ fn init(request: &Request) -> Result<i32, String> {
     }
 }
 
-/// The user's home as a read list (`home_view`): each path of `seen` is cloned as it is (with the
-/// mounts beneath it, writable where they are: the workspace, the agent's own directories), then
-/// the home is covered by an empty tmpfs, each clone put back at its own name in it, and the tmpfs
-/// made read-only. A path gone since the launcher looked is left out; a link is followed (the
-/// clone is of where it leads, at the link's name).
-fn cover_home(home: &std::path::Path, seen: &[PathBuf]) -> Result<(), String> {
+/// A directory as a read list (`home_view`, the launch directory): each path `cover.seen` keeps is
+/// opened without following any link (the launcher resolved them; a link made since is not
+/// followed: the seventeenth re-attack turned a kept path into a link to `/`) and cloned as it is,
+/// with the mounts beneath it (writable where they are: the workspace, the agent's own
+/// directories; the masks and hidden stores); then the directory is covered by an empty tmpfs, the
+/// links on the way made again, each clone put back at its own name, and the tmpfs made read-only.
+/// A path gone since the launcher looked is left out.
+fn cover_dir(cover: &Cover) -> Result<(), String> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     const OPEN_TREE_CLONE: libc::c_uint = 1;
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
-    let Ok(home_metadata) = std::fs::metadata(home) else { return Ok(()) };
+    const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let Ok(dir_metadata) = std::fs::metadata(&cover.dir) else { return Ok(()) };
+    let c_path = |path: &std::path::Path| {
+        CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", path.display()))
+    };
     let mut clones = Vec::new();
-    for path in seen {
-        let Ok(metadata) = std::fs::metadata(path) else { continue };
-        let c_path =
-            CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", path.display()))?;
-        let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
-        // SAFETY: a NUL-terminated path and integer flags, as open_tree(2) takes them.
-        let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c_path.as_ptr(), flags) };
+    for path in &cover.seen {
+        let how = OpenHow {
+            flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+            mode: 0,
+            resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        let name = c_path(path)?;
+        // SAFETY: a NUL-terminated path and a `struct open_how` with its size, as openat2(2) takes them.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                libc::AT_FDCWD,
+                name.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
         if fd < 0 {
+            continue; // gone, or reached through a link now: not kept
+        }
+        // SAFETY: openat2 returned a new descriptor, owned from here on.
+        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        let is_dir = file.metadata().map_err(|e| format!("reading {}: {e}", path.display()))?.is_dir();
+        let flags = OPEN_TREE_CLONE
+            | libc::O_CLOEXEC as libc::c_uint
+            | libc::AT_RECURSIVE as libc::c_uint
+            | libc::AT_EMPTY_PATH as libc::c_uint;
+        // SAFETY: a descriptor, an empty NUL-terminated path and integer flags, as open_tree(2) takes them.
+        let tree = unsafe { libc::syscall(libc::SYS_open_tree, file.as_raw_fd(), c"".as_ptr(), flags) };
+        if tree < 0 {
             return Err(format!("keeping {} in sight: {}", path.display(), std::io::Error::last_os_error()));
         }
         // SAFETY: open_tree returned a new descriptor, owned from here on.
-        clones.push((path, metadata.is_dir(), unsafe { OwnedFd::from_raw_fd(fd as i32) }));
+        clones.push((path, is_dir, unsafe { OwnedFd::from_raw_fd(tree as i32) }));
     }
     let none: Option<&str> = None;
     let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    let options = format!("mode={:o},size=1m", home_metadata.mode() & 0o7777);
-    mount(Some("tmpfs"), home, Some("tmpfs"), hardened, Some(options.as_str()))
-        .map_err(|e| format!("covering {}: {e}", home.display()))?;
+    let options = format!("mode={:o},size=1m", dir_metadata.mode() & 0o7777);
+    mount(Some("tmpfs"), &cover.dir, Some("tmpfs"), hardened, Some(options.as_str()))
+        .map_err(|e| format!("covering {}: {e}", cover.dir.display()))?;
+    let parents = |path: &std::path::Path| {
+        path.parent().map_or(Ok(()), |parent| std::fs::DirBuilder::new().recursive(true).mode(0o755).create(parent))
+    };
+    for (link, said) in &cover.links {
+        // A link a kept path holds is in its clone already; one that cannot be made is left out.
+        let _ = parents(link).and_then(|()| std::os::unix::fs::symlink(said, link));
+    }
     for (path, is_dir, tree) in clones {
-        let made = path
-            .parent()
-            .map_or(Ok(()), |parent| std::fs::DirBuilder::new().recursive(true).mode(0o755).create(parent));
-        let made = made.and_then(|()| {
+        let made = parents(path).and_then(|()| {
             if is_dir {
                 std::fs::DirBuilder::new().mode(0o755).create(path)
             } else {
                 std::fs::File::create(path).map(drop)
             }
         });
-        made.map_err(|e| format!("making {} in the covered home: {e}", path.display()))?;
-        let target =
-            CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", path.display()))?;
+        made.map_err(|e| format!("making {} in the covered {}: {e}", path.display(), cover.dir.display()))?;
+        let target = c_path(path)?;
         // SAFETY: a detached mount's descriptor with an empty path, and a NUL-terminated target,
         // as move_mount(2) takes them.
         let moved = unsafe {
@@ -643,8 +711,8 @@ fn cover_home(home: &std::path::Path, seen: &[PathBuf]) -> Result<(), String> {
         }
     }
     let read_only = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | hardened;
-    mount(none, home, none, read_only, none)
-        .map_err(|e| format!("making the covered {} read-only: {e}", home.display()))
+    mount(none, &cover.dir, none, read_only, none)
+        .map_err(|e| format!("making the covered {} read-only: {e}", cover.dir.display()))
 }
 
 /// The host's consoles and input devices out of sight: the virtual consoles (`/dev/ttyN`, which a
@@ -869,8 +937,11 @@ mod tests {
             pinned: vec![PathBuf::from("/home/u/project/.git")],
             read_only: vec![PathBuf::from("/home/u/project/.git/hooks"), PathBuf::from("/home/u/project/.git/config")],
             hidden: vec![PathBuf::from("/home/u/.aws"), PathBuf::from("/home/u/.netrc")],
-            home: Some(PathBuf::from("/home/u")),
-            seen: vec![PathBuf::from("/home/u/project"), PathBuf::from("/home/u/.gitconfig")],
+            covers: vec![Cover {
+                dir: PathBuf::from("/home/u"),
+                seen: vec![PathBuf::from("/home/u/project"), PathBuf::from("/home/u/dotfiles/claude")],
+                links: vec![(PathBuf::from("/home/u/.claude"), PathBuf::from("dotfiles/claude"))],
+            }],
             network: Some(Network { channel: Some(5), api_port: 4100, proxy_port: 3128 }),
             trust_bundle: Some(PathBuf::from("/run/user/1000/aileron/launch/trust-s1.pem")),
             forwards: vec!["127.0.0.10:22".parse().unwrap()],
@@ -893,10 +964,11 @@ mod tests {
         assert!(parse(&os(&["--probe", "--network", "1:2"])).unwrap().network.is_some());
         assert!(parse(&os(&["--forward", "10.0.0.1:22", "--", "x"])).is_err(), "a forward not on loopback");
         assert!(parse(&os(&["--lifeline", "x", "--", "x"])).is_err(), "a lifeline that is no descriptor");
-        assert!(parse(&os(&["--see", "/home/u/x", "--", "x"])).is_err(), "a path seen without a home");
-        let outside = ["--home", "/home/u", "--see", "/home/v/x", "--", "x"];
-        assert!(parse(&os(&outside)).is_err(), "a path seen outside the home");
-        assert!(parse(&os(&["--home", "/home/u", "--see", "/home/u", "--", "x"])).is_err(), "the home itself");
-        assert!(parse(&os(&["--home", "/", "--", "x"])).is_err(), "the root is no home to cover");
+        assert!(parse(&os(&["--see", "/home/u/x", "--", "x"])).is_err(), "a path seen without a cover");
+        let outside = ["--cover", "/home/u", "--see", "/home/v/x", "--", "x"];
+        assert!(parse(&os(&outside)).is_err(), "a path seen outside the cover");
+        assert!(parse(&os(&["--cover", "/home/u", "--see", "/home/u", "--", "x"])).is_err(), "the cover itself");
+        assert!(parse(&os(&["--cover", "/", "--", "x"])).is_err(), "the root is not covered");
+        assert!(parse(&os(&["--cover", "/home/u", "--link", "/home/u/a", "--", "x"])).is_err(), "a link says nothing");
     }
 }

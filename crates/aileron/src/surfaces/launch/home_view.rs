@@ -13,19 +13,23 @@ use std::path::{Component, Path, PathBuf};
 
 use super::LaunchEnv;
 
-/// What the agent sees of the home: its canonical path and the paths in it kept (absolute, none
-/// inside another, each there at launch).
+/// What the agent sees of the home: its canonical path, the paths in it kept (canonical, none
+/// inside another, each there at launch, none reached through a link an agent could have made),
+/// the links on the way to them to make again at their place (a link's path and what it says),
+/// and how many paths were left out past [`MAX_KEPT`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HomeView {
     pub home: PathBuf,
     pub kept: Vec<PathBuf>,
+    pub links: Vec<(PathBuf, PathBuf)>,
+    pub left_out: usize,
 }
 
 /// Entries of a home that the user's tools read to run (kept when they are there): the git
 /// config, the toolchains' own directories, the terminal descriptions. Shell start-up files are
 /// not among them (a token exported there is the user's shell's, not the agent's, whose
 /// environment the launch passes on with the credential variables withheld).
-pub const READ_LIST: [&str; 31] = [
+pub const READ_LIST: [&str; 46] = [
     ".gitconfig",
     ".config/git",
     ".gitignore",
@@ -48,15 +52,34 @@ pub const READ_LIST: [&str; 31] = [
     ".sdkman",
     ".asdf",
     ".local/share/mise",
+    ".config/mise",
     ".goenv",
-    "go",
+    // GOPATH's programs and module cache, not its `src` (another project's checkouts).
+    "go/bin",
+    "go/pkg",
     ".local/bin",
     ".local/lib",
     ".m2/repository",
     ".terminfo",
     ".inputrc",
     ".editorconfig",
-    ".config/mise",
+    // What a project's tools run from (the seventeenth re-attack): uv's interpreters and tools,
+    // other tools' virtual environments, browsers for tests, pre-commit's environments.
+    ".local/share/uv",
+    ".local/share/virtualenvs",
+    ".local/share/hatch",
+    ".cache/pypoetry/virtualenvs",
+    ".cache/pre-commit",
+    ".cache/ms-playwright",
+    ".cache/puppeteer",
+    ".cache/Cypress",
+    // Version managers' global choices.
+    ".tool-versions",
+    ".ruby-version",
+    ".python-version",
+    ".node-version",
+    ".nvmrc",
+    ".conda/envs",
 ];
 
 /// Variables naming a tool's own directories (each a path, or a list of them), read by the launch
@@ -104,87 +127,193 @@ const MAX_LINKS_PER_DIRECTORY: usize = 4096;
 /// Paths kept at most (each is a mount in the agent's namespace).
 pub const MAX_KEPT: usize = 512;
 
-/// The view for a launch: `named` are kept as they are (the writable paths, `--expose`, the
-/// launch's own directory), `programs` with their tool's directory (the agent and `aileron-mcp`).
-/// `None` when the home is not to be covered: no home, the root directory, or one of `named` is
-/// the home itself (`--expose ~`: the user shows the agent all of it).
-pub fn home_view(env: &LaunchEnv, named: &[PathBuf], programs: &[PathBuf]) -> Option<HomeView> {
+/// The view for a launch: `named` are kept (the writable paths, `--expose`, the user's git files,
+/// the launch's own directory: never left out), `programs` with their tool's directory (the agent
+/// and `aileron-mcp`), then the read list, the tools' variables and `PATH`. A path is resolved link
+/// by link as the kernel would, and a link inside `untrusted` (what an agent may write or could
+/// have written: this launch's writable paths, every agent's own directories, the workspaces of
+/// earlier launches) is never followed: a path through one is left out, and a `PATH` directory
+/// inside one is not searched for links (the seventeenth re-attack: links an agent planted there
+/// chose what the next launch kept, `/` among them). `None` when the home is not to be covered: no
+/// home, the root directory, or a named path is the home itself (`--expose ~`).
+pub fn home_view(env: &LaunchEnv, named: &[PathBuf], programs: &[PathBuf], untrusted: &[PathBuf]) -> Option<HomeView> {
     let lexical = super::repositories::without_dot_dots(&env.home_dir);
     let home = std::fs::canonicalize(&lexical).ok().filter(|home| home.parent().is_some() && home.is_dir())?;
-    let within = |path: &Path| -> Option<PathBuf> {
-        let path = super::repositories::without_dot_dots(path);
-        path.strip_prefix(&lexical).or_else(|_| path.strip_prefix(&home)).ok().map(Path::to_path_buf)
-    };
-    let mut kept: Vec<PathBuf> = READ_LIST.iter().map(PathBuf::from).collect();
+    let mut view = Resolver { home: home.clone(), untrusted, ways: Vec::new() };
+    let mut first: Vec<PathBuf> = Vec::new();
     for path in named {
-        let relative = within(path).or_else(|| within(&std::fs::canonicalize(path).ok()?));
-        match relative {
-            Some(relative) if relative.as_os_str().is_empty() => return None,
-            Some(relative) => kept.push(relative),
+        let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir().ok()?.join(path) };
+        match view.resolve(&absolute) {
+            Some(resolved) if resolved == home => return None,
+            Some(resolved) => first.extend(view.relative(&resolved)),
             None => {}
+        }
+    }
+    let mut rest: Vec<PathBuf> = Vec::new();
+    for program in programs {
+        if let Some(resolved) = view.resolve(program) {
+            rest.extend(view.relative(&resolved).map(|file| program_directory(&file)));
+        }
+    }
+    for relative in READ_LIST {
+        if let Some(resolved) = view.resolve(&lexical.join(relative)) {
+            rest.extend(view.relative(&resolved));
         }
     }
     let listed = |name: &str| env.var(name).map(|value| std::env::split_paths(value).collect::<Vec<_>>());
     for dir in TOOL_VARIABLES.iter().filter_map(|name| listed(name)).flatten().filter(|dir| dir.is_absolute()) {
-        kept.extend(within(&dir));
+        if let Some(resolved) = view.resolve(&dir) {
+            rest.extend(view.relative(&resolved));
+        }
     }
     for entry in listed(super::PATH).unwrap_or_default().into_iter().filter(|dir| dir.is_absolute()) {
-        let Some(relative) = within(&entry) else { continue };
-        kept.push(tool_directory(&relative));
+        let Some(resolved) = view.resolve(&entry) else { continue };
+        let Some(relative) = view.relative(&resolved) else { continue };
+        rest.push(tool_directory(&relative));
+        if view.is_untrusted(&resolved) {
+            continue;
+        }
         // Where its links lead in the home (`~/.local/bin/claude` to `~/.local/share/claude/…`,
         // `~/.npm-global/bin/codex` to its package): the program is nothing without it.
-        let Ok(entries) = std::fs::read_dir(&entry) else { continue };
+        let Ok(entries) = std::fs::read_dir(&resolved) else { continue };
         for link in entries.flatten().take(MAX_LINKS_PER_DIRECTORY) {
-            if link.file_type().is_ok_and(|kind| kind.is_symlink())
-                && let Ok(target) = std::fs::canonicalize(link.path())
-            {
-                kept.extend(within(&target).map(|target| program_directory(&target)));
+            if !link.file_type().is_ok_and(|kind| kind.is_symlink()) {
+                continue;
+            }
+            let Some(target) = view.resolve(&link.path()) else { continue };
+            let Some(relative) = view.relative(&target) else { continue };
+            // A link to a directory keeps that directory, never a whole top-level or shared one
+            // (a link to `~/.config/git` kept all of `~/.config`).
+            if target.is_dir() {
+                if relative.components().count() > 1 && !is_shared(&relative) {
+                    rest.push(relative);
+                }
+            } else {
+                rest.push(program_directory(&relative));
             }
         }
     }
-    for program in programs {
-        kept.extend(within(program).map(|program| program_directory(&program)));
-        if let Ok(target) = std::fs::canonicalize(program) {
-            kept.extend(within(&target).map(|target| program_directory(&target)));
-        }
-    }
-    kept.retain(|relative| {
+    let exists = |relative: &PathBuf| {
         !relative.as_os_str().is_empty()
             && relative.components().all(|part| matches!(part, Component::Normal(_)))
-            && std::fs::metadata(home.join(relative)).is_ok()
-    });
-    kept.sort();
-    kept.dedup();
-    let mut outermost: Vec<PathBuf> = Vec::new();
-    for relative in kept {
-        if !outermost.iter().any(|outer| relative.starts_with(outer)) {
-            outermost.push(relative);
+            && std::fs::symlink_metadata(home.join(relative)).is_ok()
+    };
+    first.retain(exists);
+    rest.retain(exists);
+    // The named paths are never left out (nor a path holding one); the rest up to the limit.
+    let mut all: Vec<(PathBuf, bool)> =
+        first.into_iter().map(|path| (path, true)).chain(rest.into_iter().map(|path| (path, false))).collect();
+    all.sort();
+    let mut kept: Vec<(PathBuf, bool)> = Vec::new();
+    for (relative, named) in all {
+        match kept.iter_mut().find(|(outer, _)| relative.starts_with(outer)) {
+            Some((_, outer_named)) => *outer_named |= named,
+            None => kept.push((relative, named)),
         }
     }
-    outermost.truncate(MAX_KEPT);
-    Some(HomeView { kept: outermost.iter().map(|relative| home.join(relative)).collect(), home })
+    let named_count = kept.iter().filter(|(_, named)| *named).count();
+    let mut others = 0;
+    let mut left_out = 0;
+    kept.retain(|(_, named)| {
+        if *named {
+            return true;
+        }
+        others += 1;
+        let within = named_count + others <= MAX_KEPT;
+        left_out += usize::from(!within);
+        within
+    });
+    let kept: Vec<PathBuf> = kept.into_iter().map(|(relative, _)| relative).collect();
+    let kept: Vec<PathBuf> = kept.iter().map(|relative| home.join(relative)).collect();
+    // The links on the way to what is kept, but those inside a kept path (there in its clone).
+    let inside_kept = |path: &Path| kept.iter().any(|kept| path.starts_with(kept));
+    let mut links: Vec<(PathBuf, PathBuf)> = view
+        .ways
+        .into_iter()
+        .filter(|(resolved, _)| inside_kept(resolved))
+        .flat_map(|(_, links)| links)
+        .filter(|(link, _)| !inside_kept(link))
+        .collect();
+    links.sort();
+    links.dedup();
+    Some(HomeView { home, kept, links, left_out })
 }
 
-/// The tool's own directory for a directory of programs (`.cargo/bin` is `.cargo`'s, `bin` and
-/// `.local/bin` are their own).
+/// Resolves paths link by link, noting each resolved path with the links in the home on its way.
+struct Resolver<'a> {
+    home: PathBuf,
+    untrusted: &'a [PathBuf],
+    ways: Vec<(PathBuf, Vec<(PathBuf, PathBuf)>)>,
+}
+
+impl Resolver<'_> {
+    /// `path` with every link on its way followed as the kernel follows them, or `None` when a
+    /// part of it is missing, a link lies inside an untrusted path, or there are more than 40.
+    fn resolve(&mut self, path: &Path) -> Option<PathBuf> {
+        let mut pending: std::collections::VecDeque<PathBuf> =
+            path.components().map(|part| PathBuf::from(part.as_os_str())).collect();
+        let mut current = PathBuf::from("/");
+        let mut followed = Vec::new();
+        while let Some(part) = pending.pop_front() {
+            match Path::new(&part).components().next() {
+                Some(Component::RootDir) => current = PathBuf::from("/"),
+                Some(Component::ParentDir) => {
+                    current.pop();
+                }
+                Some(Component::Normal(name)) => {
+                    let next = current.join(name);
+                    let metadata = std::fs::symlink_metadata(&next).ok()?;
+                    if !metadata.is_symlink() {
+                        current = next;
+                        continue;
+                    }
+                    if followed.len() >= 40 || self.is_untrusted(&next) {
+                        return None;
+                    }
+                    let said = std::fs::read_link(&next).ok()?;
+                    followed.push((next, said.clone()));
+                    let mut parts: Vec<PathBuf> =
+                        said.components().map(|part| PathBuf::from(part.as_os_str())).collect();
+                    parts.extend(pending.drain(..));
+                    pending = parts.into();
+                }
+                _ => {}
+            }
+        }
+        let links = followed.into_iter().filter(|(link, _)| link.starts_with(&self.home)).collect();
+        self.ways.push((current.clone(), links));
+        Some(current)
+    }
+
+    fn is_untrusted(&self, path: &Path) -> bool {
+        self.untrusted.iter().any(|root| path.starts_with(root))
+    }
+
+    /// A resolved path's place in the home, if it is in it.
+    fn relative(&self, resolved: &Path) -> Option<PathBuf> {
+        resolved.strip_prefix(&self.home).ok().map(Path::to_path_buf)
+    }
+}
+
+/// The tool's own directory for a directory of programs: the directory above a `bin` when that is
+/// a tool's own (one in a dot-directory, `.cargo/bin` is `.cargo`'s), else the directory itself
+/// (`~/Dropbox/bin` keeps only itself, not the whole `~/Dropbox`; `.local/bin` is its own).
 fn tool_directory(dir: &Path) -> PathBuf {
     let is_program_directory = dir.file_name().is_some_and(|name| PROGRAM_DIRECTORIES.iter().any(|dir| name == *dir));
+    let hidden = |path: &Path| path.components().any(|part| part.as_os_str().to_string_lossy().starts_with('.'));
     match dir.parent() {
-        Some(parent) if is_program_directory && !parent.as_os_str().is_empty() && !is_shared(parent) => {
-            parent.to_path_buf()
-        }
+        Some(parent) if is_program_directory && hidden(parent) && !is_shared(parent) => parent.to_path_buf(),
         _ => dir.to_path_buf(),
     }
 }
 
-/// What a program file needs kept: its package in a `node_modules` (`…/node_modules/@scope/pkg`),
-/// else its directory's tool directory.
+/// What a program file needs kept: the `node_modules` it is in (its package and those installed
+/// beside it: a global install hoists its dependencies there), else its directory's tool
+/// directory.
 fn program_directory(file: &Path) -> PathBuf {
     let parts: Vec<Component> = file.components().collect();
     if let Some(at) = parts.iter().position(|part| part.as_os_str() == "node_modules") {
-        let scoped = parts.get(at + 1).is_some_and(|part| part.as_os_str().to_string_lossy().starts_with('@'));
-        let end = (at + if scoped { 3 } else { 2 }).min(parts.len());
-        return parts[..end].iter().collect();
+        return parts[..=at].iter().collect();
     }
     tool_directory(file.parent().unwrap_or(file))
 }
@@ -193,9 +322,38 @@ fn is_shared(dir: &Path) -> bool {
     SHARED.iter().any(|shared| dir == Path::new(shared))
 }
 
+/// The file in the Aileron home (out of every agent's sight) where each launch records the roots it
+/// lets its agent write: a later launch follows no link inside them.
+pub const RECORDED_ROOTS: &str = "launch-roots";
+
+/// The writable roots earlier launches recorded.
+pub fn recorded_roots(file: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(file) else { return Vec::new() };
+    text.lines().filter(|line| line.starts_with('/')).map(PathBuf::from).collect()
+}
+
+/// Roots recorded at most (the oldest go first).
+const MAX_RECORDED_ROOTS: usize = 4096;
+
+/// Adds `roots` to the record (atomically; the newest last).
+pub fn record_roots(file: &Path, roots: &[PathBuf]) -> std::io::Result<()> {
+    let mut all = recorded_roots(file);
+    all.retain(|known| !roots.contains(known));
+    all.extend(roots.iter().cloned());
+    let over = all.len().saturating_sub(MAX_RECORDED_ROOTS);
+    all.drain(..over);
+    let mut text = String::new();
+    for root in all.iter().filter(|root| !root.as_os_str().to_string_lossy().contains('\n')) {
+        text.push_str(&root.to_string_lossy());
+        text.push('\n');
+    }
+    crate::platform::home::write_atomic(file, text.as_bytes(), 0o600)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+    use std::os::unix::fs::symlink;
 
     use super::*;
 
@@ -210,6 +368,10 @@ mod tests {
     fn touch(path: &Path) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, "x").unwrap();
+    }
+
+    fn kept(view: &HomeView) -> Vec<String> {
+        view.kept.iter().map(|path| path.strip_prefix(&view.home).unwrap().display().to_string()).collect()
     }
 
     #[test]
@@ -232,16 +394,19 @@ mod tests {
             ".config/newtool/token.json",
             ".bashrc",
             "sdk/current/bin/java",
-            ".claude/settings.json",
+            "dotfiles/claude/settings.json",
+            "Dropbox/bin/sync",
+            "Dropbox/taxes.txt",
         ] {
             touch(&home.join(file));
         }
-        std::os::unix::fs::symlink(home.join(".local/share/claude/versions/2.0.1"), home.join(".local/bin/claude"))
-            .unwrap();
+        symlink(home.join(".local/share/claude/versions/2.0.1"), home.join(".local/bin/claude")).unwrap();
         std::fs::create_dir_all(home.join("bin")).unwrap();
-        std::os::unix::fs::symlink("../pkgs/lib/node_modules/@openai/codex/bin/codex.js", home.join("bin/codex"))
-            .unwrap();
-        let path = [".cargo/bin", ".local/bin", "bin", "tools/x/bin"].map(|dir| home.join(dir).display().to_string());
+        symlink("../pkgs/lib/node_modules/@openai/codex/bin/codex.js", home.join("bin/codex")).unwrap();
+        // The agent's own directory kept in a dotfiles repository, by a link of the user's.
+        symlink("dotfiles/claude", home.join(".claude")).unwrap();
+        let path = [".cargo/bin", ".local/bin", "bin", "tools/x/bin", "Dropbox/bin"]
+            .map(|dir| home.join(dir).display().to_string());
         let env = env_of(
             &home,
             &[
@@ -250,49 +415,125 @@ mod tests {
             ],
         );
         let named = [home.join("src/project"), home.join(".claude"), PathBuf::from("/tmp/elsewhere")];
-        let view = home_view(&env, &named, &[home.join("bin/codex")]).unwrap();
+        let view = home_view(&env, &named, &[home.join("bin/codex")], &[]).unwrap();
         assert_eq!(view.home, home);
-        let kept: Vec<String> =
-            view.kept.iter().map(|path| path.strip_prefix(&home).unwrap().display().to_string()).collect();
         assert_eq!(
-            kept,
+            kept(&view),
             [
                 ".cargo",
-                ".claude",
                 ".gitconfig",
                 ".local/bin",
                 ".local/share/claude/versions",
+                "Dropbox/bin",
                 "bin",
-                "pkgs/lib/node_modules/@openai/codex",
+                "dotfiles/claude",
+                "pkgs/lib/node_modules",
                 "sdk/current",
                 "src/project",
-                "tools/x",
+                "tools/x/bin",
             ]
         );
+        // The link the agent's directory is reached by is made again at its place.
+        assert_eq!(view.links, [(home.join(".claude"), PathBuf::from("dotfiles/claude"))]);
+        assert_eq!(view.left_out, 0);
         // `--expose ~` shows the agent the whole home: nothing is covered.
-        assert_eq!(home_view(&env, &[home.clone()], &[]), None);
-        assert_eq!(home_view(&env_of(Path::new("/"), &[]), &[], &[]), None, "no home to cover");
+        assert_eq!(home_view(&env, &[home.clone()], &[], &[]), None);
+        assert_eq!(home_view(&env_of(Path::new("/"), &[]), &[], &[], &[]), None, "no home to cover");
+    }
+
+    /// The seventeenth re-attack: links an agent could have made (in its workspace, in its own
+    /// directories, in a workspace of an earlier launch) chose what the next launch kept — all of
+    /// `~/code` and `~/.config`, or `/` itself with the Aileron home unmasked in it. A link inside
+    /// what an agent may write is never followed; a link to a directory keeps no top-level or
+    /// shared one; a path that resolves to the home keeps nothing.
+    #[test]
+    fn no_link_an_agent_could_have_made_decides_what_is_kept() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("u");
+        for file in ["code/a/.venv/bin/python", "code/b/README", "notes/secret.txt", ".config/newtool/token"] {
+            touch(&home.join(file));
+        }
+        std::fs::create_dir_all(home.join("x")).unwrap();
+        // Planted by an agent in its workspace `~/code/a`: a venv that is now a link, and links in
+        // the venv's `bin` (on PATH) to a top-level directory and into `.config`.
+        let venv_bin = home.join("code/a/.venv/bin");
+        symlink(home.join("code/b"), venv_bin.join("zz-ws")).unwrap();
+        symlink(home.join(".config/newtool"), venv_bin.join("zz-cfg")).unwrap();
+        symlink(home.join("notes/secret.txt"), venv_bin.join("zz-file")).unwrap();
+        std::fs::create_dir_all(home.join("code/c")).unwrap();
+        symlink("/", home.join("code/c/.venv")).unwrap();
+        // The user's own odd link: a tool variable through it reaches the home itself.
+        symlink("..", home.join("x/up")).unwrap();
+        let env = env_of(
+            &home,
+            &[
+                ("PATH", format!("{}:{}/code/c/.venv/bin", venv_bin.display(), home.display())),
+                ("VIRTUAL_ENV", format!("{}/code/c/.venv", home.display())),
+                ("GEM_PATH", format!("{}/x/up", home.display())),
+            ],
+        );
+        let untrusted = [home.join("code/a"), home.join("code/c")];
+        let view = home_view(&env, &[home.join("code/b")], &[], &untrusted).unwrap();
+        assert_eq!(kept(&view), ["code/a/.venv", "code/b"], "only the named path and the PATH entry's tool");
+        assert!(view.links.is_empty(), "{:?}", view.links);
+        // The same links, had no agent been able to make them: followed, but a link to a directory
+        // keeps it alone, never all of `.config` (nor the home: `x/up`).
+        let view = home_view(&env, &[home.join("code/b")], &[], &[]).unwrap();
+        let seen = kept(&view);
+        assert!(seen.contains(&".config/newtool".to_string()) && !seen.contains(&".config".to_string()), "{seen:?}");
+        assert!(!seen.iter().any(|path| path == "x" || path.starts_with("x/")), "{seen:?}");
+    }
+
+    /// Past [`MAX_KEPT`] paths the toolchains' are left out and counted, never the named ones.
+    #[test]
+    fn the_named_paths_are_never_left_out() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("u");
+        touch(&home.join("zz/project/README"));
+        let mut path = Vec::new();
+        for n in 0..MAX_KEPT + 8 {
+            touch(&home.join(format!("t{n:04}/bin/x")));
+            path.push(format!("{}/t{n:04}/bin", home.display()));
+        }
+        let env = env_of(&home, &[("PATH", path.join(":"))]);
+        let view = home_view(&env, &[home.join("zz/project")], &[], &[]).unwrap();
+        assert!(kept(&view).contains(&"zz/project".to_string()));
+        assert_eq!(view.kept.len(), MAX_KEPT);
+        assert_eq!(view.left_out, 9);
     }
 
     #[test]
-    fn a_tools_directory_is_the_one_above_its_programs_unless_that_is_shared() {
+    fn a_tools_directory_is_the_one_above_its_programs_when_it_is_a_tools_own() {
         for (dir, tool) in [
             (".cargo/bin", ".cargo"),
             (".pyenv/shims", ".pyenv"),
             (".nvm/versions/node/v22.1.0/bin", ".nvm/versions/node/v22.1.0"),
             (".local/bin", ".local/bin"),
             ("bin", "bin"),
+            ("Dropbox/bin", "Dropbox/bin"),
+            ("dotfiles/bin", "dotfiles/bin"),
             (".local/share/pnpm", ".local/share/pnpm"),
         ] {
             assert_eq!(tool_directory(Path::new(dir)), Path::new(tool), "{dir}");
         }
         for (file, kept) in [
-            (".local/lib/node_modules/pkg/dist/cli.js", ".local/lib/node_modules/pkg"),
-            ("x/node_modules/@scope/pkg/cli.js", "x/node_modules/@scope/pkg"),
+            (".local/lib/node_modules/pkg/dist/cli.js", ".local/lib/node_modules"),
+            (".config/yarn/global/node_modules/@scope/pkg/cli.js", ".config/yarn/global/node_modules"),
             (".local/share/uv/tools/ruff/bin/ruff", ".local/share/uv/tools/ruff"),
             (".local/share/claude/versions/2.0.1", ".local/share/claude/versions"),
+            ("dotfiles/bin/tmux-sessionizer", "dotfiles/bin"),
         ] {
             assert_eq!(program_directory(Path::new(file)), Path::new(kept), "{file}");
         }
+    }
+
+    #[test]
+    fn the_roots_earlier_launches_granted_are_recorded() {
+        let temp = tempfile::tempdir().unwrap();
+        let file = temp.path().join(RECORDED_ROOTS);
+        assert!(recorded_roots(&file).is_empty());
+        record_roots(&file, &[PathBuf::from("/h/code/a"), PathBuf::from("/h/.claude")]).unwrap();
+        record_roots(&file, &[PathBuf::from("/h/code/b"), PathBuf::from("/h/.claude")]).unwrap();
+        assert_eq!(recorded_roots(&file), ["/h/code/a", "/h/code/b", "/h/.claude"].map(PathBuf::from));
     }
 }

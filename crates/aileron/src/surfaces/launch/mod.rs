@@ -513,18 +513,48 @@ async fn probe_containment(request: &confine::Request) -> Result<(), String> {
     Err(stderr.trim().trim_start_matches("aileron: cannot confine the agent: ").to_string())
 }
 
-/// What of the home a confined agent sees (`home_view`): what it writes, what the user's git
-/// reads, what `--expose` names, the launch's own files, and what `programs` (the agent,
-/// `aileron-mcp`) and the user's toolchains need.
+/// What of the home a confined agent sees (`home_view`): what it writes (and its own directories
+/// by the names it uses), what the user's git reads, a worktree's git directories, what
+/// `--expose` names, the launch's own files, and what `programs` (the agent, `aileron-mcp`) and
+/// the user's toolchains need — never through a link inside what an agent may write or wrote at an
+/// earlier launch (`recorded`).
 fn view_of_home(
+    agent: Agent,
     env: &LaunchEnv,
     access: &allow_list::WriteAccess,
     expose: &[PathBuf],
     programs: &[PathBuf],
+    recorded: &[PathBuf],
 ) -> Option<home_view::HomeView> {
-    let named: Vec<PathBuf> =
+    let mut named: Vec<PathBuf> =
         access.writable.iter().chain(expose).chain(&access.git_reads).chain([&env.launch_dir]).cloned().collect();
-    home_view::home_view(env, &named, programs)
+    named.extend(allow_list::agent_directories(agent, env));
+    named.extend(allow_list::agent_files(agent, env).into_iter().filter(|file| file.exists()));
+    // A worktree's git directory and the repository's own (`git worktree add`: the seventeenth
+    // re-attack's workspace was no repository inside the launch).
+    for (_, git_dir) in &access.worktrees {
+        named.push(git_dir.clone());
+        named.extend(git::common_dir(git_dir));
+    }
+    let mut untrusted = untrusted_roots(env, access, recorded);
+    untrusted.retain(|root| !root.starts_with("/dev"));
+    home_view::home_view(env, &named, programs, &untrusted)
+}
+
+/// What an agent may write or could have written, canonical: this launch's writable paths, every
+/// agent's own directories, and the writable roots of earlier launches.
+fn untrusted_roots(env: &LaunchEnv, access: &allow_list::WriteAccess, recorded: &[PathBuf]) -> Vec<PathBuf> {
+    let agents = <Agent as clap::ValueEnum>::value_variants().iter();
+    let own = agents.flat_map(|agent| allow_list::agent_directories(*agent, env));
+    let mut roots: Vec<PathBuf> = access.writable.iter().chain(recorded).cloned().chain(own).collect();
+    for root in &mut roots {
+        if let Ok(resolved) = std::fs::canonicalize(&root) {
+            *root = resolved;
+        }
+    }
+    roots.sort();
+    roots.dedup();
+    roots
 }
 
 /// Runs `aileron launch`; returns the agent's exit code.
@@ -606,7 +636,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 println!("moved aside if the agent creates them: {}", shown(&access.watched));
             }
             let programs: Vec<PathBuf> = program.iter().chain([&mcp_command]).cloned().collect();
-            match view_of_home(&env, &access, &options.expose, &programs) {
+            let recorded = home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS));
+            match view_of_home(agent, &env, &access, &options.expose, &programs, &recorded) {
                 Some(view) => println!(
                     "of your home ({}) the agent sees only (--expose PATH for more): {}",
                     view.home.display(),
@@ -708,10 +739,30 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             // Probed with the namespace too; the real ports are known once the daemon is.
             request.network = Some(confine::Network { channel: None, api_port: 0, proxy_port: 0 });
         }
-        if let Some(view) = view_of_home(&env, &access, &options.expose, &[program.clone(), mcp_command.clone()]) {
+        // The roots this launch lets an agent write, recorded before it runs: a later launch
+        // follows no link inside them.
+        let roots_file = home.root().join(home_view::RECORDED_ROOTS);
+        let recorded = home_view::recorded_roots(&roots_file);
+        let granted: Vec<PathBuf> = access
+            .writable
+            .iter()
+            .filter(|path| !path.starts_with("/dev") && !path.starts_with(&env.launch_dir))
+            .cloned()
+            .collect();
+        home_view::record_roots(&roots_file, &granted)
+            .with_context(|| format!("recording the agent's writable paths in {}", roots_file.display()))?;
+        let programs = [program.clone(), mcp_command.clone()];
+        if let Some(view) = view_of_home(agent, &env, &access, &options.expose, &programs, &recorded) {
+            if view.left_out > 0 {
+                log_line!(
+                    "aileron: warning: {} more paths of your home than the {} kept are out of the agent's sight (the \
+                     toolchains' and the links' on your PATH last)\nhint: --expose PATH keeps one",
+                    view.left_out,
+                    home_view::MAX_KEPT
+                );
+            }
             home_seen = view.kept.iter().map(|path| path.display().to_string()).collect();
-            request.home = Some(view.home);
-            request.seen = view.kept;
+            request.covers.push(confine::Cover { dir: view.home, seen: view.kept, links: view.links });
         }
         watched = access.watched;
         kept_links = access.kept_links;
@@ -775,6 +826,19 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 .with_context(|| format!("writing {}", hosts.display()))?;
             request.hosts_file = Some(hosts);
         }
+    }
+    // The launch directory holds every session's temp directory and files: the agent sees its
+    // own only (the seventeenth re-attack read another running agent's temp files there).
+    if confinement == Confinement::Namespaces
+        && let (Ok(launch_dir), Ok(temp)) =
+            (std::fs::canonicalize(&env.launch_dir), std::fs::canonicalize(temp_dir.path()))
+    {
+        let id = &wiring.session_id;
+        let own = [format!("{id}-claude-mcp.json"), format!("{id}-pi-gateway.ts"), format!("{id}-aws-config")];
+        let mut seen: Vec<PathBuf> = own.iter().map(|name| launch_dir.join(name)).collect();
+        seen.push(launch_dir.join(format!("trust-{id}.pem")));
+        seen.push(temp);
+        request.covers.push(confine::Cover { dir: launch_dir, seen, links: Vec::new() });
     }
     let handover = request.network.map(|_| NetworkHandover {
         session_id: wiring.session_id.clone(),

@@ -187,7 +187,7 @@ pub const CREDENTIAL_VARIABLES: [&str; 32] = [
 /// hidden too: podman writes its logins to `$XDG_RUNTIME_DIR/containers/auth.json` unless
 /// `REGISTRY_AUTH_FILE` says otherwise, and MIT Kerberos its tickets to `/tmp/krb5cc_<uid>` unless
 /// `KRB5CCNAME` does (the twelfth re-attack read both).
-pub const STORE_VARIABLES: [&str; 13] = [
+pub const STORE_VARIABLES: [&str; 19] = [
     "KRB5CCNAME",
     "REGISTRY_AUTH_FILE",
     "DOCKER_CONFIG",
@@ -201,6 +201,14 @@ pub const STORE_VARIABLES: [&str; 13] = [
     "HISTFILE",
     "PASSWORD_STORE_DIR",
     "GNUPGHOME",
+    // Tools' own directories the home's read list keeps, named elsewhere (the seventeenth
+    // re-attack: an XDG `CARGO_HOME`'s `credentials.toml`, a global npm prefix's `etc/npmrc`).
+    "CARGO_HOME",
+    "NPM_CONFIG_PREFIX",
+    "npm_config_prefix",
+    "NPM_CONFIG_USERCONFIG",
+    "GRADLE_USER_HOME",
+    "GEM_HOME",
 ];
 
 /// The stores the launch's environment names ([`STORE_VARIABLES`]), `$XDG_RUNTIME_DIR`'s podman
@@ -219,6 +227,10 @@ fn stores_named_by(env: &super::LaunchEnv, tmp: &Path) -> Vec<PathBuf> {
             },
             "KUBECONFIG" => value.split(':').map(PathBuf::from).collect(),
             "DOCKER_CONFIG" => vec![Path::new(value).join("config.json")],
+            "CARGO_HOME" => vec![Path::new(value).join("credentials.toml"), Path::new(value).join("credentials")],
+            "NPM_CONFIG_PREFIX" | "npm_config_prefix" => vec![Path::new(value).join("etc/npmrc")],
+            "GRADLE_USER_HOME" => vec![Path::new(value).join("gradle.properties")],
+            "GEM_HOME" => vec![Path::new(value).join("credentials")],
             _ => vec![PathBuf::from(value)],
         };
         named.extend(paths.into_iter().filter(|path| path.is_absolute()));
@@ -384,6 +396,14 @@ pub fn credential_stores(env: &super::LaunchEnv) -> Vec<PathBuf> {
         stores.push(config_home.join(relative));
     }
     stores.extend(stores_named_by(env, Path::new("/tmp")));
+    // The global npmrc of every npm prefix the read list keeps (`npm config set -g` writes a
+    // publish token there): `~/.npm-global`, each nvm and Volta node.
+    stores.push(home.join(".npm-global/etc/npmrc"));
+    for versions in [".nvm/versions/node", ".volta/tools/image/node"] {
+        if let Ok(entries) = std::fs::read_dir(home.join(versions)) {
+            stores.extend(entries.flatten().take(256).map(|entry| entry.path().join("etc/npmrc")));
+        }
+    }
     let mut existing: Vec<PathBuf> = stores.into_iter().filter(|path| path.symlink_metadata().is_ok()).collect();
     existing.sort();
     existing.dedup();

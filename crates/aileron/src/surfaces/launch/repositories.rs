@@ -616,12 +616,14 @@ impl GitContext {
     }
 
     /// What the user's git reads of theirs in any repository: its config files, those they
-    /// include, and the files its settings name (`core.excludesFile`, `core.attributesFile`,
-    /// `commit.template`); for the home's read list (`home_view`).
+    /// include, and the files its settings name (`core.excludesFile`, `core.attributesFile`, a
+    /// global `core.hooksPath`, `commit.template`, `init.templateDir`); for the home's read list
+    /// (`home_view`).
     pub(super) fn user_files(&self) -> Vec<PathBuf> {
         let named = self.global.iter().filter(|entry| {
-            entry.section == "core" && matches!(entry.key.as_str(), "excludesfile" | "attributesfile")
+            entry.section == "core" && matches!(entry.key.as_str(), "excludesfile" | "attributesfile" | "hookspath")
                 || entry.section == "commit" && entry.key == "template"
+                || entry.section == "init" && entry.key == "templatedir"
         });
         let named = named.filter_map(|entry| self.resolve(entry.value.as_deref()?, &self.home));
         self.files.iter().cloned().chain(named).collect()
