@@ -424,11 +424,43 @@ pub fn hidden_stores(
         exposed.push(canonical(&absolute));
     }
     let stores = credential_stores(env).into_iter().chain(other_agents_logins(agent, env));
-    let (kept, hidden): (Vec<PathBuf>, Vec<PathBuf>) = stores.partition(|store| {
+    let (kept, mut hidden): (Vec<PathBuf>, Vec<PathBuf>) = stores.partition(|store| {
         let store = canonical(store);
         exposed.iter().any(|exposed| store.starts_with(exposed))
     });
+    // A path exposed inside a store directory (`--expose ~/.ssh/known_hosts`): the directory's
+    // other entries are hidden instead of all of it, which covered the exposed one too (the
+    // seventeenth re-attack: the only way to it was exposing the keys beside it).
+    let mut opened = Vec::new();
+    hidden.retain(|store| {
+        let inside: Vec<&PathBuf> = exposed.iter().filter(|path| path.starts_with(canonical(store))).collect();
+        if inside.is_empty() || !canonical(store).is_dir() {
+            return true;
+        }
+        opened.extend(entries_beside(&canonical(store), &inside));
+        false
+    });
+    hidden.extend(opened);
     Ok((hidden, kept))
+}
+
+/// The entries of `dir` (and of its directories on the way to each of `exposed`) other than those
+/// on the way to `exposed`: what hides a store directory but for what is exposed in it.
+fn entries_beside(dir: &Path, exposed: &[&PathBuf]) -> Vec<PathBuf> {
+    let mut beside = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return beside };
+    for entry in entries.flatten().take(4096) {
+        let path = entry.path();
+        let on_the_way: Vec<&PathBuf> = exposed.iter().copied().filter(|exposed| exposed.starts_with(&path)).collect();
+        if on_the_way.is_empty() {
+            beside.push(path);
+        } else if on_the_way.iter().all(|exposed| **exposed != path)
+            && entry.file_type().is_ok_and(|kind| kind.is_dir())
+        {
+            beside.extend(entries_beside(&path, &on_the_way));
+        }
+    }
+    beside
 }
 
 /// The credential variables withheld from a confined agent (all of
@@ -664,6 +696,28 @@ mod tests {
             ..env
         };
         assert!(stores_named_by(&keyring, &temp.path().join("none")).is_empty(), "a keyring cache is no file");
+    }
+
+    /// The seventeenth re-attack: `--expose ~/.ssh/known_hosts` showed nothing (the store's tmpfs
+    /// lay over it), so the only way to it was exposing the keys beside it.
+    #[test]
+    fn a_path_exposed_inside_a_store_directory_is_seen_and_the_rest_of_it_hidden() {
+        let home = tempfile::tempdir().unwrap();
+        let home_dir = std::fs::canonicalize(home.path()).unwrap();
+        for file in [".ssh/known_hosts", ".ssh/id_ed25519", ".ssh/config.d/work", ".ssh/config.d/private"] {
+            std::fs::create_dir_all(home_dir.join(file).parent().unwrap()).unwrap();
+            std::fs::write(home_dir.join(file), "x").unwrap();
+        }
+        let env = super::super::LaunchEnv {
+            vars: std::collections::HashMap::new(),
+            home_dir: home_dir.clone(),
+            launch_dir: PathBuf::new(),
+        };
+        let expose = [home_dir.join(".ssh/known_hosts"), home_dir.join(".ssh/config.d/work")];
+        let (mut hidden, kept) = hidden_stores(super::super::Agent::Claude, &env, &expose).unwrap();
+        hidden.sort();
+        assert_eq!(hidden, [".ssh/config.d/private", ".ssh/id_ed25519"].map(|path| home_dir.join(path)));
+        assert!(kept.is_empty(), "{kept:?}");
     }
 
     #[test]
