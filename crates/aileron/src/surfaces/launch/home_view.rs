@@ -119,7 +119,7 @@ const SHARED: [&str; 5] = [".local", ".local/share", ".local/state", ".config", 
 
 /// Names of a directory of programs whose parent is the tool's own (`~/.cargo/bin`,
 /// `~/.pyenv/shims`): the tool's files live beside it.
-const PROGRAM_DIRECTORIES: [&str; 3] = ["bin", "sbin", "shims"];
+const PROGRAM_DIRECTORIES: [&str; 4] = ["bin", "sbin", "shims", "condabin"];
 
 /// Entries looked at in one `PATH` directory for links leading elsewhere in the home.
 const MAX_LINKS_PER_DIRECTORY: usize = 4096;
@@ -136,7 +136,13 @@ pub const MAX_KEPT: usize = 512;
 /// inside one is not searched for links (the seventeenth re-attack: links an agent planted there
 /// chose what the next launch kept, `/` among them). `None` when the home is not to be covered: no
 /// home, the root directory, or a named path is the home itself (`--expose ~`).
-pub fn home_view(env: &LaunchEnv, named: &[PathBuf], programs: &[PathBuf], untrusted: &[PathBuf]) -> Option<HomeView> {
+pub fn home_view(
+    env: &LaunchEnv,
+    named: &[PathBuf],
+    configured: &[PathBuf],
+    programs: &[PathBuf],
+    untrusted: &[PathBuf],
+) -> Option<HomeView> {
     let lexical = super::repositories::without_dot_dots(&env.home_dir);
     let home = std::fs::canonicalize(&lexical).ok().filter(|home| home.parent().is_some() && home.is_dir())?;
     let mut view = Resolver { home: home.clone(), untrusted, ways: Vec::new() };
@@ -152,7 +158,20 @@ pub fn home_view(env: &LaunchEnv, named: &[PathBuf], programs: &[PathBuf], untru
     let mut rest: Vec<PathBuf> = Vec::new();
     for program in programs {
         if let Some(resolved) = view.resolve(program) {
-            rest.extend(view.relative(&resolved).map(|file| program_directory(&file)));
+            rest.extend(view.relative(&resolved).map(|file| program_directory(&home, &file)));
+        }
+    }
+    // What the user's git config names (its includes, an excludes file, a hooks directory), and
+    // what the tools' variables name: never the home, nor a directory too wide to be a tool's
+    // (`core.hooksPath = ~/`, a `GEM_PATH` of `~/code` a workspace's `.env` set: the nineteenth
+    // re-attack).
+    let listed = |name: &str| env.var(name).map(|value| std::env::split_paths(value).collect::<Vec<_>>());
+    let variables = TOOL_VARIABLES.iter().filter_map(|name| listed(name)).flatten().filter(|dir| dir.is_absolute());
+    for path in configured.iter().cloned().chain(variables) {
+        if let Some(relative) = view.resolve(&path).and_then(|resolved| view.relative(&resolved))
+            && !too_wide(&home, &relative)
+        {
+            rest.push(relative);
         }
     }
     for relative in READ_LIST {
@@ -160,16 +179,13 @@ pub fn home_view(env: &LaunchEnv, named: &[PathBuf], programs: &[PathBuf], untru
             rest.extend(view.relative(&resolved));
         }
     }
-    let listed = |name: &str| env.var(name).map(|value| std::env::split_paths(value).collect::<Vec<_>>());
-    for dir in TOOL_VARIABLES.iter().filter_map(|name| listed(name)).flatten().filter(|dir| dir.is_absolute()) {
-        if let Some(resolved) = view.resolve(&dir) {
-            rest.extend(view.relative(&resolved));
-        }
-    }
     for entry in listed(super::PATH).unwrap_or_default().into_iter().filter(|dir| dir.is_absolute()) {
         let Some(resolved) = view.resolve(&entry) else { continue };
         let Some(relative) = view.relative(&resolved) else { continue };
-        rest.push(tool_directory(&relative));
+        let tool = tool_directory(&home, &relative);
+        if !too_wide(&home, &tool) {
+            rest.push(tool);
+        }
         if view.is_untrusted(&resolved) {
             continue;
         }
@@ -189,7 +205,7 @@ pub fn home_view(env: &LaunchEnv, named: &[PathBuf], programs: &[PathBuf], untru
                     rest.push(relative);
                 }
             } else {
-                rest.push(program_directory(&relative));
+                rest.push(program_directory(&home, &relative));
             }
         }
     }
@@ -296,26 +312,60 @@ impl Resolver<'_> {
 }
 
 /// The tool's own directory for a directory of programs: the directory above a `bin` when that is
-/// a tool's own (one in a dot-directory, `.cargo/bin` is `.cargo`'s), else the directory itself
+/// a tool's own — one in a dot-directory (`.cargo/bin` is `.cargo`'s) or an install prefix
+/// (`~/miniconda3`, `~/flutter`, a JDK: it holds `lib`, `share`, …) —, else the directory itself
 /// (`~/Dropbox/bin` keeps only itself, not the whole `~/Dropbox`; `.local/bin` is its own).
-fn tool_directory(dir: &Path) -> PathBuf {
+fn tool_directory(home: &Path, dir: &Path) -> PathBuf {
     let is_program_directory = dir.file_name().is_some_and(|name| PROGRAM_DIRECTORIES.iter().any(|dir| name == *dir));
     let hidden = |path: &Path| path.components().any(|part| part.as_os_str().to_string_lossy().starts_with('.'));
     match dir.parent() {
-        Some(parent) if is_program_directory && hidden(parent) && !is_shared(parent) => parent.to_path_buf(),
+        Some(parent)
+            if is_program_directory
+                && !parent.as_os_str().is_empty()
+                && !is_shared(parent)
+                && (hidden(parent) || is_prefix(&home.join(parent))) =>
+        {
+            parent.to_path_buf()
+        }
         _ => dir.to_path_buf(),
     }
+}
+
+/// Whether `dir` is an install prefix (programs in `bin` beside what they run from), not a folder
+/// of the user's work: no repository.
+fn is_prefix(dir: &Path) -> bool {
+    const BESIDE_BIN: [&str; 7] = ["lib", "lib64", "libexec", "share", "include", "conda-meta", "packages"];
+    dir.join("bin").is_dir() && BESIDE_BIN.iter().any(|beside| dir.join(beside).is_dir()) && !dir.join(".git").exists()
+}
+
+/// Whether a directory named by a variable, a `PATH` entry or a git setting is too wide to keep:
+/// the home, a shared one (`.config`), or a top-level one that is neither a dot-directory, a
+/// directory of programs (`~/bin`) nor an install prefix (`~/code`, `~/Documents`).
+fn too_wide(home: &Path, relative: &Path) -> bool {
+    if relative.as_os_str().is_empty() || is_shared(relative) {
+        return true;
+    }
+    let mut parts = relative.components();
+    let (Some(first), None) = (parts.next(), parts.next()) else {
+        return relative.as_os_str().is_empty() || is_shared(relative);
+    };
+    let name = first.as_os_str();
+    let full = home.join(relative);
+    full.is_dir()
+        && !name.to_string_lossy().starts_with('.')
+        && !PROGRAM_DIRECTORIES.iter().any(|dir| name == *dir)
+        && !is_prefix(&full)
 }
 
 /// What a program file needs kept: the `node_modules` it is in (its package and those installed
 /// beside it: a global install hoists its dependencies there), else its directory's tool
 /// directory.
-fn program_directory(file: &Path) -> PathBuf {
+fn program_directory(home: &Path, file: &Path) -> PathBuf {
     let parts: Vec<Component> = file.components().collect();
     if let Some(at) = parts.iter().position(|part| part.as_os_str() == "node_modules") {
         return parts[..=at].iter().collect();
     }
-    tool_directory(file.parent().unwrap_or(file))
+    tool_directory(home, file.parent().unwrap_or(file))
 }
 
 fn is_shared(dir: &Path) -> bool {
@@ -326,25 +376,36 @@ fn is_shared(dir: &Path) -> bool {
 /// lets its agent write: a later launch follows no link inside them.
 pub const RECORDED_ROOTS: &str = "launch-roots";
 
-/// The writable roots earlier launches recorded.
+/// The writable roots earlier launches recorded (a line each, its bytes in hex: any path, a line
+/// break in it too).
 pub fn recorded_roots(file: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
     let Ok(text) = std::fs::read_to_string(file) else { return Vec::new() };
-    text.lines().filter(|line| line.starts_with('/')).map(PathBuf::from).collect()
+    text.lines()
+        .filter_map(|line| hex::decode(line).ok())
+        .map(|bytes| PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+        .filter(|path| path.is_absolute())
+        .collect()
 }
 
 /// Roots recorded at most (the oldest go first).
 const MAX_RECORDED_ROOTS: usize = 4096;
 
-/// Adds `roots` to the record (atomically; the newest last).
+/// Adds `roots` to the record (atomically, under a lock: launches started together each add
+/// theirs — the nineteenth re-attack lost 8 of 12; the newest last).
 pub fn record_roots(file: &Path, roots: &[PathBuf]) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let lock =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(file.with_extension("lock"))?;
+    lock.lock()?;
     let mut all = recorded_roots(file);
     all.retain(|known| !roots.contains(known));
     all.extend(roots.iter().cloned());
     let over = all.len().saturating_sub(MAX_RECORDED_ROOTS);
     all.drain(..over);
     let mut text = String::new();
-    for root in all.iter().filter(|root| !root.as_os_str().to_string_lossy().contains('\n')) {
-        text.push_str(&root.to_string_lossy());
+    for root in &all {
+        text.push_str(&hex::encode(root.as_os_str().as_bytes()));
         text.push('\n');
     }
     crate::platform::home::write_atomic(file, text.as_bytes(), 0o600)
@@ -415,7 +476,7 @@ mod tests {
             ],
         );
         let named = [home.join("src/project"), home.join(".claude"), PathBuf::from("/tmp/elsewhere")];
-        let view = home_view(&env, &named, &[home.join("bin/codex")], &[]).unwrap();
+        let view = home_view(&env, &named, &[], &[home.join("bin/codex")], &[]).unwrap();
         assert_eq!(view.home, home);
         assert_eq!(
             kept(&view),
@@ -437,8 +498,8 @@ mod tests {
         assert_eq!(view.links, [(home.join(".claude"), PathBuf::from("dotfiles/claude"))]);
         assert_eq!(view.left_out, 0);
         // `--expose ~` shows the agent the whole home: nothing is covered.
-        assert_eq!(home_view(&env, &[home.clone()], &[], &[]), None);
-        assert_eq!(home_view(&env_of(Path::new("/"), &[]), &[], &[], &[]), None, "no home to cover");
+        assert_eq!(home_view(&env, &[home.clone()], &[], &[], &[]), None);
+        assert_eq!(home_view(&env_of(Path::new("/"), &[]), &[], &[], &[], &[]), None, "no home to cover");
     }
 
     /// The seventeenth re-attack: links an agent could have made (in its workspace, in its own
@@ -473,15 +534,47 @@ mod tests {
             ],
         );
         let untrusted = [home.join("code/a"), home.join("code/c")];
-        let view = home_view(&env, &[home.join("code/b")], &[], &untrusted).unwrap();
+        let view = home_view(&env, &[home.join("code/b")], &[], &[], &untrusted).unwrap();
         assert_eq!(kept(&view), ["code/a/.venv", "code/b"], "only the named path and the PATH entry's tool");
         assert!(view.links.is_empty(), "{:?}", view.links);
         // The same links, had no agent been able to make them: followed, but a link to a directory
         // keeps it alone, never all of `.config` (nor the home: `x/up`).
-        let view = home_view(&env, &[home.join("code/b")], &[], &[]).unwrap();
+        let view = home_view(&env, &[home.join("code/b")], &[], &[], &[]).unwrap();
         let seen = kept(&view);
         assert!(seen.contains(&".config/newtool".to_string()) && !seen.contains(&".config".to_string()), "{seen:?}");
         assert!(!seen.iter().any(|path| path == "x" || path.starts_with("x/")), "{seen:?}");
+    }
+
+    /// The nineteenth re-attack: what the user's git config names (`core.hooksPath = ~/`) turned the
+    /// cover off, and a variable a workspace's `.env` set (`GEM_PATH=~/code:~/.config`) kept other
+    /// projects and every tool's config. Neither names the home or a directory too wide to be a
+    /// tool's; an install prefix (`~/miniconda3`, `~/flutter`) is kept whole from its `bin`.
+    #[test]
+    fn no_setting_keeps_the_home_or_a_directory_too_wide_to_be_a_tools() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("u");
+        for file in [
+            "code/other/.env",
+            ".config/newtool/token",
+            "notes/secret.txt",
+            "miniconda3/condabin/conda",
+            "miniconda3/bin/python",
+            "miniconda3/lib/python3.11/os.py",
+            ".githooks/pre-commit",
+            "proj/README",
+        ] {
+            touch(&home.join(file));
+        }
+        let env = env_of(
+            &home,
+            &[
+                ("GEM_PATH", format!("{0}/code:{0}/.config:{0}", home.display())),
+                ("PATH", format!("{}/miniconda3/condabin:{}/code", home.display(), home.display())),
+            ],
+        );
+        let configured = [home.clone(), home.join("notes"), home.join(".githooks")];
+        let view = home_view(&env, &[home.join("proj")], &configured, &[], &[]).expect("the home is still covered");
+        assert_eq!(kept(&view), [".githooks", "miniconda3", "proj"]);
     }
 
     /// Past [`MAX_KEPT`] paths the toolchains' are left out and counted, never the named ones.
@@ -496,7 +589,7 @@ mod tests {
             path.push(format!("{}/t{n:04}/bin", home.display()));
         }
         let env = env_of(&home, &[("PATH", path.join(":"))]);
-        let view = home_view(&env, &[home.join("zz/project")], &[], &[]).unwrap();
+        let view = home_view(&env, &[home.join("zz/project")], &[], &[], &[]).unwrap();
         assert!(kept(&view).contains(&"zz/project".to_string()));
         assert_eq!(view.kept.len(), MAX_KEPT);
         assert_eq!(view.left_out, 9);
@@ -514,7 +607,7 @@ mod tests {
             ("dotfiles/bin", "dotfiles/bin"),
             (".local/share/pnpm", ".local/share/pnpm"),
         ] {
-            assert_eq!(tool_directory(Path::new(dir)), Path::new(tool), "{dir}");
+            assert_eq!(tool_directory(Path::new("/nonexistent"), Path::new(dir)), Path::new(tool), "{dir}");
         }
         for (file, kept) in [
             (".local/lib/node_modules/pkg/dist/cli.js", ".local/lib/node_modules"),
@@ -523,7 +616,7 @@ mod tests {
             (".local/share/claude/versions/2.0.1", ".local/share/claude/versions"),
             ("dotfiles/bin/tmux-sessionizer", "dotfiles/bin"),
         ] {
-            assert_eq!(program_directory(Path::new(file)), Path::new(kept), "{file}");
+            assert_eq!(program_directory(Path::new("/nonexistent"), Path::new(file)), Path::new(kept), "{file}");
         }
     }
 
@@ -535,5 +628,17 @@ mod tests {
         record_roots(&file, &[PathBuf::from("/h/code/a"), PathBuf::from("/h/.claude")]).unwrap();
         record_roots(&file, &[PathBuf::from("/h/code/b"), PathBuf::from("/h/.claude")]).unwrap();
         assert_eq!(recorded_roots(&file), ["/h/code/a", "/h/code/b", "/h/.claude"].map(PathBuf::from));
+        // Any path, a line break in its name too; and launches at once each add theirs.
+        record_roots(&file, &[PathBuf::from("/h/odd\nname")]).unwrap();
+        assert!(recorded_roots(&file).contains(&PathBuf::from("/h/odd\nname")));
+        let threads: Vec<_> = (0..8)
+            .map(|n| {
+                let file = file.clone();
+                std::thread::spawn(move || record_roots(&file, &[PathBuf::from(format!("/h/p{n}"))]).unwrap())
+            })
+            .collect();
+        threads.into_iter().for_each(|thread| thread.join().unwrap());
+        let recorded = recorded_roots(&file);
+        assert!((0..8).all(|n| recorded.contains(&PathBuf::from(format!("/h/p{n}")))), "{recorded:?}");
     }
 }

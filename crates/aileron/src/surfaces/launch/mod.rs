@@ -526,8 +526,7 @@ fn view_of_home(
     programs: &[PathBuf],
     recorded: &[PathBuf],
 ) -> Option<home_view::HomeView> {
-    let mut named: Vec<PathBuf> =
-        access.writable.iter().chain(expose).chain(&access.git_reads).chain([&env.launch_dir]).cloned().collect();
+    let mut named: Vec<PathBuf> = access.writable.iter().chain(expose).chain([&env.launch_dir]).cloned().collect();
     named.extend(allow_list::agent_directories(agent, env));
     named.extend(allow_list::agent_files(agent, env).into_iter().filter(|file| file.exists()));
     // A worktree's git directory and the repository's own (`git worktree add`: the seventeenth
@@ -538,7 +537,7 @@ fn view_of_home(
     }
     let mut untrusted = untrusted_roots(env, access, recorded);
     untrusted.retain(|root| !root.starts_with("/dev"));
-    home_view::home_view(env, &named, programs, &untrusted)
+    home_view::home_view(env, &named, &access.git_reads, programs, &untrusted)
 }
 
 /// What an agent may write or could have written, canonical: this launch's writable paths, every
@@ -759,6 +758,20 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                      toolchains' and the links' on your PATH last)\nhint: --expose PATH keeps one",
                     view.left_out,
                     home_view::MAX_KEPT
+                );
+            }
+            // The agent's own program out of its sight (reached through a link in what an
+            // earlier launch let an agent write): said, rather than an ENOENT at its start.
+            if let Ok(real) = std::fs::canonicalize(&program)
+                && real.starts_with(&view.home)
+                && !view.kept.iter().any(|kept| real.starts_with(kept))
+            {
+                log_line!(
+                    "aileron: warning: {} leads to {}, which the agent will not see: a link on its way lies in what an \
+                     earlier launch let an agent write, and such links are not followed\nhint: --expose {} shows it",
+                    program.display(),
+                    real.display(),
+                    real.display()
                 );
             }
             home_seen = view.kept.iter().map(|path| path.display().to_string()).collect();

@@ -570,7 +570,20 @@ fn add_entry(
     if depth < MAX_INCLUDE_DEPTH && path.is_file() {
         read_config(&path, context, protection, depth + 1, entries);
     }
+    let real = resolved(&path);
+    if real != path {
+        protection.bind_or_watch(real);
+    }
     protection.bind_or_watch(path);
+}
+
+/// `path` with the links on its way followed: itself when it exists, else its directory's
+/// resolved path and its name (a missing file is watched where it would appear).
+fn resolved(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path)
+        .ok()
+        .or_else(|| Some(std::fs::canonicalize(path.parent()?).ok()?.join(path.file_name()?)))
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 /// How deep includes are followed (git stops at ten levels).
@@ -603,6 +616,10 @@ impl GitContext {
         let mut global = Vec::new();
         for file in files {
             read_config(&file, &context, protection, 0, &mut global);
+            // The user's own config, where it really is: in a dotfiles repository the agent works
+            // in (`~/.gitconfig -> dotfiles/gitconfig`) it set `core.hooksPath` for the user's
+            // every later commit (the nineteenth re-attack); read-only there, or watched.
+            protection.bind_or_watch(resolved(&file));
         }
         // Then the environment's own pairs, which git reads after the files.
         let count = env.var(GIT_CONFIG_COUNT).and_then(|count| count.parse::<usize>().ok()).unwrap_or(0);
