@@ -731,6 +731,26 @@ mod tests {
     /// The seventh re-attack: a config including a file that includes itself 50 times, ten levels
     /// deep (50^10 reads), held the launch for good. So many files are read in all, and the
     /// launch says where it stopped.
+    /// The nineteenth re-attack: the user's `~/.gitconfig` was a link into a dotfiles repository the
+    /// agent worked in, and the agent set `core.hooksPath` for the user's every later commit. The
+    /// user's own config files are read-only where they really are (a missing one reached through
+    /// a linked directory is watched), and what they name is read by the home's view.
+    #[test]
+    fn the_users_own_git_config_is_protected_where_it_really_is() {
+        let (_temp, home, _) = home_and_repo();
+        let dotfiles = home.join("dotfiles");
+        std::fs::create_dir_all(dotfiles.join("git")).unwrap();
+        std::fs::create_dir_all(dotfiles.join(".git")).unwrap();
+        std::fs::write(dotfiles.join("gitconfig"), "[core]\n\texcludesFile = ~/dotfiles/ignore\n").unwrap();
+        std::fs::create_dir_all(home.join(".config")).unwrap();
+        std::os::unix::fs::symlink("dotfiles/gitconfig", home.join(".gitconfig")).unwrap();
+        std::os::unix::fs::symlink("../dotfiles/git", home.join(".config/git")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp")).unwrap();
+        assert!(access.read_only.contains(&dotfiles.join("gitconfig")), "{:?}", access.read_only);
+        assert!(access.watched.contains(&dotfiles.join("git/config")), "{:?}", access.watched);
+        assert!(access.git_reads.contains(&home.join("dotfiles/ignore")), "{:?}", access.git_reads);
+    }
+
     #[test]
     fn includes_are_read_within_a_budget() {
         let (_temp, home, repo) = home_and_repo();
