@@ -527,6 +527,7 @@ pub fn proxy_operation(data: &[u8]) {
         approval: graphql.is_some() || name.contains("merge"),
         graphql: graphql.map(str::to_string),
         query: None,
+        headers: Vec::new(),
         format: None,
         service: None,
     };
@@ -539,7 +540,7 @@ pub fn proxy_operation(data: &[u8]) {
     ]);
     let names = graphql_names(body.as_bytes());
     let _ = PathTemplate::parse(path);
-    let found = index.match_request_with("PUT", "api.github.com:443", path, None, names.as_ref().ok());
+    let found = index.match_request_with("PUT", "api.github.com:443", path, None, &[], names.as_ref().ok());
     let segments: Option<Vec<String>> = {
         let body = path.strip_prefix('/').map(|body| body.strip_suffix('/').unwrap_or(body));
         match body {

@@ -128,7 +128,12 @@ pub(super) fn describe(manifest: &ConnectorManifest) -> Vec<String> {
                 .as_deref()
                 .map(|field| format!(" naming the GraphQL field {field}"))
                 .unwrap_or_default()
-                + &operation.query.as_deref().map(|name| format!(" with ?{name} in the query")).unwrap_or_default();
+                + &operation.query.as_deref().map(|name| format!(" with ?{name} in the query")).unwrap_or_default()
+                + &if operation.headers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" carrying a {} header", operation.headers.join(" or "))
+                };
             lines.push(format!(
                 "send a launched agent's {} {}{}{graphql} requests to {host} (port {port}) {credentialed}{approval} ({})",
                 operation.method,

@@ -38,6 +38,10 @@ pub struct ProxyOperation {
     /// access list): the operation covers only requests whose query names it, and beats an
     /// operation of the same path without one (decision 0017).
     pub query: Option<String>,
+    /// Request header names (lowercase; a final `*` for a prefix: `x-amz-grant-*`): the operation
+    /// covers only requests carrying one of them (S3's `x-amz-acl` on an upload sets the access
+    /// list as `?acl` does), and beats an operation of the same path without any (decision 0017).
+    pub headers: Vec<String>,
     /// api_key only: this operation's own header format (`"Basic {basic:x-access-token}"` for git
     /// over https), in place of `[capabilities.credential] format`.
     pub format: Option<String>,
@@ -307,6 +311,19 @@ impl ManifestValidator<'_, '_> {
                 Some(name)
             }
         };
+        let mut headers = Vec::new();
+        for (index, name) in raw.headers.unwrap_or_default().into_iter().enumerate() {
+            let stem = name.strip_suffix('*').unwrap_or(&name);
+            let token = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+            if stem.is_empty() || !stem.chars().all(token) {
+                return Err(self.err(
+                    &path.key("headers").index(index),
+                    format!("`{name}` is not a lowercase header name (or a prefix of one ending in `*`)"),
+                    "name the headers as HTTP/2 sends them, e.g. headers = [\"x-amz-acl\", \"x-amz-grant-*\"]",
+                ));
+            }
+            headers.push(name);
+        }
         let format = match raw.format {
             None => None,
             Some(format) if super::key_format_is_valid(&format) => Some(format),
@@ -330,6 +347,7 @@ impl ManifestValidator<'_, '_> {
             approval: raw.approval.unwrap_or(false),
             graphql,
             query,
+            headers,
             format,
             service,
         })

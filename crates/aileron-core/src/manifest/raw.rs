@@ -31,6 +31,7 @@ pub(super) struct RawProxyOperation {
     pub approval: Option<bool>,
     pub graphql: Option<String>,
     pub query: Option<String>,
+    pub headers: Option<Vec<String>>,
     pub format: Option<String>,
     pub service: Option<String>,
 }

@@ -1074,7 +1074,7 @@ fn proxy_errors() {
             edit(g, "approval = true", "approval = true\nwhen = \"always\""),
             Some(21),
             Some("proxy.operations[0].when"),
-            "unknown field `when`, expected one of `name`, `method`, `host`, `path`, `approval`, `graphql`, `query`, `format`, `service`",
+            "unknown field `when`, expected one of `name`, `method`, `host`, `path`, `approval`, `graphql`, `query`, `headers`, `format`, `service`",
         ),
         (
             edit(g, "approval = true", "approval = true\ngraphql = \"mergePullRequest\""),
@@ -1097,6 +1097,12 @@ fn proxy_errors() {
             Some(27),
             Some("proxy.operations[1].format"),
             "an operation's `format` applies only to an api_key credential",
+        ),
+        (
+            edit(g, "path = \"/**\"", "path = \"/**\"\nheaders = [\"x-amz-acl\", \"X-Grant\"]"),
+            Some(27),
+            Some("proxy.operations[1].headers[1]"),
+            "`X-Grant` is not a lowercase header name (or a prefix of one ending in `*`)",
         ),
         (
             edit(g, "path = \"/**\"", "path = \"/**\"\nquery = \"acl=1\""),

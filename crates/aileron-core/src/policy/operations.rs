@@ -80,19 +80,21 @@ impl<K> OperationIndex<K> {
 
     /// Matches `method` `host` (`host:port`) `path` (the request target's path, without its query).
     pub fn match_request(&self, method: &str, host: &str, path: &str) -> OperationMatch<'_, K> {
-        self.match_request_with(method, host, path, None, None)
+        self.match_request_with(method, host, path, None, &[], None)
     }
 
-    /// [`OperationIndex::match_request`] for a request with `query` (the target's, without `?`)
-    /// whose GraphQL document names `graphql`: an operation with a `query` parameter matches only
-    /// when the query names it, one with a `graphql` field only when its field is named, and
-    /// either wins over the operations of its path without one.
+    /// [`OperationIndex::match_request`] for a request with `query` (the target's, without `?`),
+    /// the header names `headers` (lowercase) and a GraphQL document naming `graphql`: an operation
+    /// with a `query` parameter matches only when the query names it, one with `headers` only when
+    /// the request carries one of them, one with a `graphql` field only when its field is named,
+    /// and each wins over the operations of its path without one.
     pub fn match_request_with(
         &self,
         method: &str,
         host: &str,
         path: &str,
         query: Option<&str>,
+        headers: &[&str],
         graphql: Option<&BTreeSet<String>>,
     ) -> OperationMatch<'_, K> {
         let on_host: Vec<&(K, ProxyOperation)> =
@@ -112,20 +114,32 @@ impl<K> OperationIndex<K> {
             None => true,
             Some(name) => query.is_some_and(|query| names_parameter(query, name)),
         };
+        let carried = |operation: &ProxyOperation| {
+            operation.headers.is_empty()
+                || operation.headers.iter().any(|wanted| headers.iter().any(|name| header_matches(wanted, name)))
+        };
         let candidates: Vec<&(K, ProxyOperation)> = on_host
             .into_iter()
             .filter(|(_, operation)| {
-                operation.method == method && matches(operation, &segments) && named(operation) && queried(operation)
+                operation.method == method
+                    && matches(operation, &segments)
+                    && named(operation)
+                    && queried(operation)
+                    && carried(operation)
             })
             .collect();
         // A named GraphQL field, or a query parameter named, makes its operations the only
         // candidates.
         let any_graphql = candidates.iter().any(|(_, operation)| operation.graphql.is_some());
         let any_query = candidates.iter().any(|(_, operation)| operation.query.is_some());
+        let any_header = candidates.iter().any(|(_, operation)| !operation.headers.is_empty());
         let mut best: Vec<&(K, ProxyOperation)> = Vec::new();
         for entry in candidates {
             let operation = &entry.1;
-            if (any_graphql && operation.graphql.is_none()) || (any_query && operation.query.is_none()) {
+            if (any_graphql && operation.graphql.is_none())
+                || (any_query && operation.query.is_none())
+                || (any_header && !any_query && operation.headers.is_empty())
+            {
                 continue;
             }
             match best.first().map(|(_, leader)| specificity(operation, leader, segments.len())) {
@@ -139,6 +153,14 @@ impl<K> OperationIndex<K> {
             [(connector, operation)] => OperationMatch::Matched { connector, operation },
             many => OperationMatch::Ambiguous(many.iter().map(|(k, o)| (k, o)).collect()),
         }
+    }
+}
+
+/// Whether the header `name` (lowercase) is `wanted`, or starts with it when it ends in `*`.
+fn header_matches(wanted: &str, name: &str) -> bool {
+    match wanted.strip_suffix('*') {
+        Some(prefix) => name.len() > prefix.len() && name.starts_with(prefix),
+        None => name == wanted,
     }
 }
 
@@ -281,6 +303,7 @@ mod tests {
             approval,
             graphql: None,
             query: None,
+            headers: Vec::new(),
             format: None,
             service: None,
         }
@@ -298,7 +321,7 @@ mod tests {
         assert!(!index.needs_graphql("POST", "api.github.com:443", "/user"));
         let of = |body: &str| {
             let names = graphql_names(body.as_bytes()).unwrap();
-            name(index.match_request_with("POST", "api.github.com:443", "/graphql", None, Some(&names)))
+            name(index.match_request_with("POST", "api.github.com:443", "/graphql", None, &[], Some(&names)))
         };
         assert_eq!(of(r#"{"query":"query { viewer { login } }"}"#), "graphql");
         let merging = r#"{"query":"mutation PullRequestMerge($input: MergePullRequestInput!) {\n mergePullRequest(input: $input) { clientMutationId } }","variables":{}}"#;

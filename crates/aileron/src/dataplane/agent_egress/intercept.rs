@@ -369,7 +369,17 @@ async fn forward(
         }
     }
     let query = request.uri().query().map(str::to_string);
-    match session.credentialing.decide(&method, &target.destination, &path, query.as_deref(), graphql.as_ref()) {
+    let header_names: Vec<&str> = request.headers().keys().map(|name| name.as_str()).collect();
+    let decided = session.credentialing.decide(
+        &method,
+        &target.destination,
+        &path,
+        query.as_deref(),
+        &header_names,
+        graphql.as_ref(),
+    );
+    drop(header_names);
+    match decided {
         Decision::Passthrough => {}
         Decision::Tied(tied) => record.operations_tied = Some(tied),
         Decision::NotCanonical => {

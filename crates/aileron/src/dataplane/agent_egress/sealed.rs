@@ -167,17 +167,18 @@ impl Credentialing {
         self.index.covers_graphql(None, destination, path)
     }
 
-    /// `query`: the request target's query; `graphql`: the names of the request's GraphQL
-    /// document, when [`Credentialing::needs_graphql`].
+    /// `query`: the request target's query; `headers`: its header names; `graphql`: the names of
+    /// the request's GraphQL document, when [`Credentialing::needs_graphql`].
     pub fn decide(
         &self,
         method: &str,
         destination: &str,
         path: &str,
         query: Option<&str>,
+        headers: &[&str],
         graphql: Option<&std::collections::BTreeSet<String>>,
     ) -> Decision<'_> {
-        match self.index.match_request_with(method, destination, path, query, graphql) {
+        match self.index.match_request_with(method, destination, path, query, headers, graphql) {
             OperationMatch::None => Decision::Passthrough,
             OperationMatch::NotCanonical => Decision::NotCanonical,
             OperationMatch::Ambiguous(tied) => Decision::Tied(

@@ -437,10 +437,18 @@ mod tests {
             OperationIndex::new(parsed.proxy.unwrap().operations.into_iter().map(|operation| ((), operation)).collect())
         };
         let (github, aws) = (index(GITHUB_CLI_MANIFEST), index(AWS_CLI_MANIFEST));
+        // A path with its query; `headers` the request's header names.
+        let gated_with = |index: &OperationIndex<()>, method: &str, host: &str, path: &str, headers: &[&str]| {
+            let (path, query) = path.split_once('?').map_or((path, None), |(path, query)| (path, Some(query)));
+            match index.match_request_with(method, host, path, query, headers, None) {
+                OperationMatch::Matched { operation, .. } => operation.approval,
+                other => panic!("{method} {path} {headers:?}: {other:?}"),
+            }
+        };
         let gated = |index: &OperationIndex<()>, method: &str, host: &str, path: &str, field: Option<&str>| {
             let fields = field.map(|field| std::collections::BTreeSet::from([field.to_string()]));
             let (path, query) = path.split_once('?').map_or((path, None), |(path, query)| (path, Some(query)));
-            match index.match_request_with(method, host, path, query, fields.as_ref()) {
+            match index.match_request_with(method, host, path, query, &[], fields.as_ref()) {
                 OperationMatch::Matched { operation, .. } => operation.approval,
                 other => panic!("{method} {path} {field:?}: {other:?}"),
             }
@@ -478,6 +486,8 @@ mod tests {
             ("POST", "/repositories/1/actions/runners/registration-token"),
             ("POST", "/organizations/1/invitations"),
             ("POST", "/teams/1/discussions"),
+            ("POST", "/repos/o/r/actions/runs/1/pending_deployments"),
+            ("POST", "/repos/o/r/actions/runs/1/deployment_protection_rule"),
         ] {
             assert!(gated(&github, method, api, path, None), "{method} {path} is not gated");
         }
@@ -490,6 +500,14 @@ mod tests {
             "submitPullRequestReview",
             "updateEnvironment",
             "updateTeamsRepository",
+            // The twentieth: deployments approved as the user, and GraphQL twins of gated routes.
+            "approveDeployments",
+            "rejectDeployments",
+            "deleteEnvironment",
+            "createEnvironment",
+            "createBranchProtectionRule",
+            "createIpAllowListEntry",
+            "updateIpAllowListEnabledSetting",
         ] {
             assert!(gated(&github, "POST", api, "/graphql", Some(field)), "{field} is not gated");
         }
@@ -533,6 +551,30 @@ mod tests {
         for query in ["", "?x-id=PutObject", "?aclx=1", "?partNumber=1&uploadId=a"] {
             assert!(!gated(&aws, "PUT", "s3.amazonaws.com:443", &format!("/b/k{query}"), None), "{query}");
         }
+        // The twentieth: the same changes by a header on an upload, a copy onto itself or a
+        // multipart upload (`x-amz-acl`, a grant, an Object Lock), and on Cloud Storage by
+        // `x-goog-acl`, the JSON API's access lists and its `predefinedAcl`.
+        let s3 = "s3.amazonaws.com:443";
+        for header in ["x-amz-acl", "x-amz-grant-read", "x-amz-grant-full-control", "x-amz-object-lock-mode"] {
+            let headers = ["x-amz-date", header, "x-amz-content-sha256"];
+            assert!(gated_with(&aws, "PUT", s3, "/b/k", &headers), "PUT with {header}");
+            assert!(gated_with(&aws, "POST", s3, "/b/k?uploads", &headers), "POST with {header}");
+        }
+        assert!(!gated_with(&aws, "PUT", s3, "/b/k", &["x-amz-date", "x-amz-copy-source"]));
+        assert!(gated_with(&gcs, "PUT", storage, "/victim/report.csv", &["x-goog-acl"]));
+        for (method, path) in [
+            ("POST", "/storage/v1/b/victim/o/report.csv/acl"),
+            ("PUT", "/storage/v1/b/victim/o/report.csv/acl/allUsers"),
+            ("PATCH", "/storage/v1/b/victim/o/report.csv/acl/allUsers"),
+            ("PATCH", "/storage/v1/b/victim/o/report.csv?predefinedAcl=publicRead"),
+            ("PUT", "/storage/v1/b/victim/o/report.csv?predefinedAcl=publicRead"),
+            ("POST", "/upload/storage/v1/b/victim/o?uploadType=media&name=x&predefinedAcl=publicRead"),
+            ("POST", "/storage/v1/b/victim/o/a/rewriteTo/b/victim/o/a?destinationPredefinedAcl=publicRead"),
+        ] {
+            assert!(gated(&gcs, method, storage, path, None), "{method} {path}");
+        }
+        assert!(!gated(&gcs, "PATCH", storage, "/storage/v1/b/victim/o/report.csv", None));
+        assert!(!gated(&gcs, "POST", storage, "/upload/storage/v1/b/victim/o?uploadType=media&name=x", None));
     }
 
     #[test]
