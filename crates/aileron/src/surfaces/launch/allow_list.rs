@@ -99,6 +99,12 @@ pub fn write_access(
     }
     for dir in agent_directories(agent, env) {
         match std::fs::canonicalize(&dir) {
+            // `CLAUDE_CONFIG_DIR=$HOME` would make the whole home writable (the nineteenth re-attack).
+            Ok(resolved) if home.starts_with(&resolved) => access.notes.push(format!(
+                "{} holds your home directory, so the agent does not get it to write\nhint: point the agent's \
+                 configuration variable at a directory of its own",
+                resolved.display()
+            )),
             Ok(resolved) => {
                 // A repository of the user's kept there (`~/.claude` as a git clone of one's
                 // settings) is protected like the workspace's (the seventh re-attack).
@@ -145,6 +151,24 @@ pub fn write_access(
     access.git_dirs.dedup();
     access.to_create.extend(to_create);
     access.notes.extend(notes);
+    // What the user's shell, session and editor run from the home, where it really is: in a
+    // dotfiles repository the agent works in (`~/.bashrc -> dotfiles/bashrc`) its line ran in the
+    // user's next shell (the nineteenth re-attack). Read-only there, or watched when missing.
+    for name in STARTUP_FILES {
+        let path = env.home_dir.join(name);
+        if std::fs::symlink_metadata(&path).is_ok() || std::fs::symlink_metadata(path.parent().unwrap_or(&path)).is_ok()
+        {
+            let real = super::repositories::resolved(&path);
+            if access.writable.iter().any(|dir| real.starts_with(dir) && real != *dir) {
+                access.notes.push(format!(
+                    "~/{name} is {}, in what the agent may write: it stays read-only to the agent, since it runs as \
+                     you later\nhint: edit it yourself after the session",
+                    super::shown(&real)
+                ));
+            }
+            if real.exists() { access.read_only.push(real) } else { access.watched.push(real) }
+        }
+    }
     // What lies outside everything writable the agent cannot change (a config's include
     // elsewhere, a program in /usr/bin): nothing to bind or watch.
     let inside = |path: &PathBuf| access.writable.iter().any(|dir| path.starts_with(dir) && path != dir);
@@ -246,6 +270,39 @@ fn path_notes(env: &LaunchEnv, writable: &[PathBuf], notes: &mut Vec<String>) {
         ));
     }
 }
+
+/// What runs later as the user from the home (shells' start-up files, the session's autostart
+/// and user units, editors' and terminals' configs): read-only to the agent wherever a link puts
+/// them, in its workspace too.
+const STARTUP_FILES: [&str; 27] = [
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".config/fish/config.fish",
+    ".config/fish/conf.d",
+    ".config/fish/functions",
+    ".inputrc",
+    ".xinitrc",
+    ".xprofile",
+    ".xsession",
+    ".pam_environment",
+    ".config/environment.d",
+    ".config/autostart",
+    ".config/systemd/user",
+    ".vimrc",
+    ".config/nvim",
+    ".emacs",
+    ".emacs.d/init.el",
+    ".tmux.conf",
+    ".ssh/rc",
+];
 
 /// What of `/dev` an agent writes: the null and random devices, its terminal and new ones
 /// (`ptmx`, `pts`), and shared memory and message queues (the namespace's own, see `confine`).
@@ -734,7 +791,8 @@ mod tests {
     /// The nineteenth re-attack: the user's `~/.gitconfig` was a link into a dotfiles repository the
     /// agent worked in, and the agent set `core.hooksPath` for the user's every later commit. The
     /// user's own config files are read-only where they really are (a missing one reached through
-    /// a linked directory is watched), and what they name is read by the home's view.
+    /// a linked directory is watched), and what they name is read by the home's view. So are the
+    /// shell's start-up files (the agent's line ran in the user's next shell).
     #[test]
     fn the_users_own_git_config_is_protected_where_it_really_is() {
         let (_temp, home, _) = home_and_repo();
@@ -745,7 +803,12 @@ mod tests {
         std::fs::create_dir_all(home.join(".config")).unwrap();
         std::os::unix::fs::symlink("dotfiles/gitconfig", home.join(".gitconfig")).unwrap();
         std::os::unix::fs::symlink("../dotfiles/git", home.join(".config/git")).unwrap();
+        // And the shell's start-up file kept there too.
+        std::fs::write(dotfiles.join("bashrc"), "# the user's\n").unwrap();
+        std::os::unix::fs::symlink("dotfiles/bashrc", home.join(".bashrc")).unwrap();
         let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp")).unwrap();
+        assert!(access.read_only.contains(&dotfiles.join("bashrc")), "{:?}", access.read_only);
+        assert!(access.notes.iter().any(|note| note.contains("~/.bashrc")), "{:?}", access.notes);
         assert!(access.read_only.contains(&dotfiles.join("gitconfig")), "{:?}", access.read_only);
         assert!(access.watched.contains(&dotfiles.join("git/config")), "{:?}", access.watched);
         assert!(access.git_reads.contains(&home.join("dotfiles/ignore")), "{:?}", access.git_reads);

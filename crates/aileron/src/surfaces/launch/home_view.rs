@@ -157,8 +157,9 @@ pub fn home_view(
     }
     let mut rest: Vec<PathBuf> = Vec::new();
     for program in programs {
-        if let Some(resolved) = view.resolve(program) {
-            rest.extend(view.relative(&resolved).map(|file| program_directory(&home, &file)));
+        if let Some(file) = view.resolve(program).and_then(|resolved| view.relative(&resolved)) {
+            let dir = program_directory(&home, &file);
+            rest.push(if too_wide(&home, &dir) { file } else { dir });
         }
     }
     // What the user's git config names (its includes, an excludes file, a hooks directory), and
@@ -205,7 +206,9 @@ pub fn home_view(
                     rest.push(relative);
                 }
             } else {
-                rest.push(program_directory(&home, &relative));
+                // A program alone in a folder of the user's (`~/dotfiles/x`, `~/Dropbox/x`): the file.
+                let dir = program_directory(&home, &relative);
+                rest.push(if too_wide(&home, &dir) { relative } else { dir });
             }
         }
     }

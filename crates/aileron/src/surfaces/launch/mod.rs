@@ -530,14 +530,18 @@ fn view_of_home(
     named.extend(allow_list::agent_directories(agent, env));
     named.extend(allow_list::agent_files(agent, env).into_iter().filter(|file| file.exists()));
     // A worktree's git directory and the repository's own (`git worktree add`: the seventeenth
-    // re-attack's workspace was no repository inside the launch).
-    for (_, git_dir) in &access.worktrees {
-        named.push(git_dir.clone());
-        named.extend(git::common_dir(git_dir));
+    // re-attack's workspace was no repository inside the launch), each a git directory, as the
+    // user's git settings are: never the home nor a directory too wide (the nineteenth re-attack
+    // wrote a `commondir` naming the home).
+    let mut configured = access.git_reads.clone();
+    for (git_dir, _) in &access.worktrees {
+        let common = git::common_dir(git_dir);
+        configured
+            .extend([Some(git_dir.clone()), common].into_iter().flatten().filter(|dir| git::is_git_directory(dir)));
     }
     let mut untrusted = untrusted_roots(env, access, recorded);
     untrusted.retain(|root| !root.starts_with("/dev"));
-    home_view::home_view(env, &named, &access.git_reads, programs, &untrusted)
+    home_view::home_view(env, &named, &configured, programs, &untrusted)
 }
 
 /// What an agent may write or could have written, canonical: this launch's writable paths, every
@@ -782,6 +786,20 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         checkouts = access.checkouts;
         request.writable = access.writable;
         request.pinned = access.pinned;
+        // A store inside what the agent writes (a dotfiles repository behind `~/.config/gh`) has
+        // the directories on its way pinned: renamed, the store was no longer at its name for the
+        // next launch to hide (the nineteenth re-attack).
+        for store in request.hidden.iter().filter_map(|store| std::fs::canonicalize(store).ok()) {
+            let Some(root) = request.writable.iter().filter(|root| store.starts_with(root) && store != **root).max()
+            else {
+                continue;
+            };
+            request
+                .pinned
+                .extend(store.ancestors().skip(1).take_while(|dir| *dir != root.as_path()).map(Path::to_path_buf));
+        }
+        request.pinned.sort_by(|a, b| a.components().count().cmp(&b.components().count()).then_with(|| a.cmp(b)));
+        request.pinned.dedup();
         request.read_only = access.read_only;
         probe_containment(&request).await.map_err(|reason| {
             anyhow!(

@@ -441,7 +441,41 @@ pub fn hidden_stores(
         false
     });
     hidden.extend(opened);
+    // Where links in a hidden store directory lead outside it (profile-sync-daemon keeps a
+    // browser profile in `$XDG_RUNTIME_DIR/psd`, linked from `~/.mozilla`: the nineteenth
+    // re-attack read its cookies there): hidden too.
+    let mut led_to = Vec::new();
+    for store in hidden.iter().map(|store| canonical(store)).filter(|store| store.is_dir()) {
+        led_to.extend(links_leading_out(&store, &store, 2, &mut 1024));
+    }
+    hidden.extend(led_to.into_iter().filter(|target| !exposed.iter().any(|exposed| target.starts_with(exposed))));
+    hidden.sort();
+    hidden.dedup();
     Ok((hidden, kept))
+}
+
+/// Where the links in `dir` (and its directories, `depth` levels down, at most `budget` entries)
+/// lead outside `store`.
+fn links_leading_out(store: &Path, dir: &Path, depth: usize, budget: &mut usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            break;
+        }
+        *budget -= 1;
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_symlink() {
+            if let Ok(target) = std::fs::canonicalize(entry.path())
+                && !target.starts_with(store)
+            {
+                out.push(target);
+            }
+        } else if kind.is_dir() && depth > 0 {
+            out.extend(links_leading_out(store, &entry.path(), depth - 1, budget));
+        }
+    }
+    out
 }
 
 /// The entries of `dir` (and of its directories on the way to each of `exposed`) other than those
@@ -718,6 +752,13 @@ mod tests {
         hidden.sort();
         assert_eq!(hidden, [".ssh/config.d/private", ".ssh/id_ed25519"].map(|path| home_dir.join(path)));
         assert!(kept.is_empty(), "{kept:?}");
+        // The nineteenth: where a link in a hidden store leads outside it is hidden too.
+        let synced = home_dir.join("run/psd/profile");
+        std::fs::create_dir_all(&synced).unwrap();
+        std::fs::create_dir_all(home_dir.join(".mozilla/firefox")).unwrap();
+        std::os::unix::fs::symlink(&synced, home_dir.join(".mozilla/firefox/x.default")).unwrap();
+        let (hidden, _) = hidden_stores(super::super::Agent::Claude, &env, &[]).unwrap();
+        assert!(hidden.contains(&synced) && hidden.contains(&home_dir.join(".mozilla")), "{hidden:?}");
     }
 
     #[test]

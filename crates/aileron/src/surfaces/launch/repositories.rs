@@ -579,7 +579,7 @@ fn add_entry(
 
 /// `path` with the links on its way followed: itself when it exists, else its directory's
 /// resolved path and its name (a missing file is watched where it would appear).
-fn resolved(path: &Path) -> PathBuf {
+pub(super) fn resolved(path: &Path) -> PathBuf {
     std::fs::canonicalize(path)
         .ok()
         .or_else(|| Some(std::fs::canonicalize(path.parent()?).ok()?.join(path.file_name()?)))
