@@ -4307,7 +4307,10 @@ fn the_agent_sees_only_its_part_of_the_home() {
         home.join(".claude/bin").display()
     );
     let shown = home.join("shown");
-    let args = ["launch", "--expose", shown.to_str().unwrap(), "claude"];
+    // The dotfiles repository writable too: the store in it, a directory down, stays hidden (the
+    // twenty-first re-attack: the pin that keeps its directory in place covered the hiding mount).
+    let dotfiles = home.join("dotfiles");
+    let args = ["launch", "--expose", shown.to_str().unwrap(), "--writable", dotfiles.to_str().unwrap(), "claude"];
     let output =
         rig.command_in(&rig.workspace(), &args, Some(Path::new(&path)), &[("XDG_RUNTIME_DIR", runtime.as_os_str())]);
     assert!(output.status.success(), "{}", text(&output));

@@ -156,7 +156,6 @@ pub fn write_access(
     // user's next shell (the nineteenth re-attack). Read-only there, or watched when missing.
     for name in STARTUP_FILES {
         let path = env.home_dir.join(name);
-        if std::fs::symlink_metadata(&path).is_ok() || std::fs::symlink_metadata(path.parent().unwrap_or(&path)).is_ok()
         {
             let real = super::repositories::resolved(&path);
             if access.writable.iter().any(|dir| real.starts_with(dir) && real != *dir) {
@@ -255,7 +254,10 @@ const MAX_LINKS_FOLLOWED: usize = 40;
 fn path_notes(env: &LaunchEnv, writable: &[PathBuf], notes: &mut Vec<String>) {
     let Some(path) = env.var(super::PATH) else { return };
     for entry in std::env::split_paths(path) {
-        let inside = writable.iter().find(|dir| entry.starts_with(dir) && !dir.starts_with("/dev"));
+        // Where it really is: `~/.local/bin -> ../dotfiles/bin` lies in a dotfiles workspace (the
+        // twenty-first re-attack).
+        let real = if entry.is_absolute() { super::repositories::resolved(&entry) } else { entry.clone() };
+        let inside = writable.iter().find(|dir| real.starts_with(dir) && !dir.starts_with("/dev"));
         let why = match inside {
             _ if entry.is_relative() => "is relative, so it names a directory in whatever directory you run a command \
                                          in, the agent's workspace among them"
@@ -274,7 +276,60 @@ fn path_notes(env: &LaunchEnv, writable: &[PathBuf], notes: &mut Vec<String>) {
 /// What runs later as the user from the home (shells' start-up files, the session's autostart
 /// and user units, editors' and terminals' configs): read-only to the agent wherever a link puts
 /// them, in its workspace too.
-const STARTUP_FILES: [&str; 27] = [
+const STARTUP_FILES: [&str; 78] = [
+    // What the listed ones load (the twenty-first re-attack: Ubuntu's `.bashrc` sources
+    // `.bash_aliases`), other shells, tools that run what their config says.
+    ".bash_aliases",
+    ".bash_functions",
+    ".bashrc.d",
+    ".bash.d",
+    ".bash_completion",
+    ".bash_completion.d",
+    ".zsh",
+    ".zshrc.d",
+    ".config/zsh",
+    ".oh-my-zsh/custom",
+    ".zsh_plugins.txt",
+    ".kshrc",
+    ".mkshrc",
+    ".cshrc",
+    ".tcshrc",
+    ".xsessionrc",
+    ".config/direnv",
+    ".direnvrc",
+    ".config/tmux",
+    ".config/starship.toml",
+    ".vim",
+    ".config/vim",
+    ".emacs.d",
+    ".config/emacs",
+    ".gdbinit",
+    ".config/gdb",
+    ".pythonrc",
+    ".pythonrc.py",
+    ".ipython",
+    ".Rprofile",
+    ".irbrc",
+    ".pryrc",
+    ".psqlrc",
+    ".cargo/config.toml",
+    ".cargo/config",
+    ".gradle/init.d",
+    ".gradle/init.gradle",
+    ".config/git/hooks",
+    ".local/share/applications",
+    ".config/kitty",
+    ".config/alacritty",
+    ".config/wezterm",
+    ".wezterm.lua",
+    ".config/i3",
+    ".config/sway",
+    ".config/hypr",
+    ".config/Code/User/settings.json",
+    ".config/Code/User/tasks.json",
+    ".npmrc",
+    ".yarnrc",
+    ".config/pip",
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -799,7 +854,13 @@ mod tests {
         let dotfiles = home.join("dotfiles");
         std::fs::create_dir_all(dotfiles.join("git")).unwrap();
         std::fs::create_dir_all(dotfiles.join(".git")).unwrap();
-        std::fs::write(dotfiles.join("gitconfig"), "[core]\n\texcludesFile = ~/dotfiles/ignore\n").unwrap();
+        let config = "[core]\n\texcludesFile = ~/dotfiles/ignore\n\thooksPath = ~/.config/git/hooks\n\
+                      [alias]\n\tst = !$HOME/.config/git/st.sh\n";
+        std::fs::write(dotfiles.join("gitconfig"), config).unwrap();
+        std::fs::create_dir_all(dotfiles.join("git/hooks")).unwrap();
+        std::fs::write(dotfiles.join("git/st.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::write(dotfiles.join("bash_aliases"), "alias x=y\n").unwrap();
+        std::os::unix::fs::symlink("dotfiles/bash_aliases", home.join(".bash_aliases")).unwrap();
         std::fs::create_dir_all(home.join(".config")).unwrap();
         std::os::unix::fs::symlink("dotfiles/gitconfig", home.join(".gitconfig")).unwrap();
         std::os::unix::fs::symlink("../dotfiles/git", home.join(".config/git")).unwrap();
@@ -808,10 +869,31 @@ mod tests {
         std::os::unix::fs::symlink("dotfiles/bashrc", home.join(".bashrc")).unwrap();
         let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp")).unwrap();
         assert!(access.read_only.contains(&dotfiles.join("bashrc")), "{:?}", access.read_only);
+        // The twenty-first: the global hooks and an alias's script through a linked directory,
+        // and what `.bashrc` loads.
+        for protected in ["git/hooks", "git/st.sh", "bash_aliases"] {
+            assert!(access.read_only.contains(&dotfiles.join(protected)), "{protected}: {:?}", access.read_only);
+        }
         assert!(access.notes.iter().any(|note| note.contains("~/.bashrc")), "{:?}", access.notes);
         assert!(access.read_only.contains(&dotfiles.join("gitconfig")), "{:?}", access.read_only);
         assert!(access.watched.contains(&dotfiles.join("git/config")), "{:?}", access.watched);
         assert!(access.git_reads.contains(&home.join("dotfiles/ignore")), "{:?}", access.git_reads);
+    }
+
+    /// The twenty-first re-attack: with `~/.config` a link into the workspace and no
+    /// `~/.config/systemd` there yet, the agent made a user unit that starts at login. What runs
+    /// later is watched where it would appear, however many of its directories are missing.
+    #[test]
+    fn what_runs_later_is_watched_where_it_would_appear() {
+        let (_temp, home, _) = home_and_repo();
+        let dotfiles = home.join("dotfiles");
+        std::fs::create_dir_all(dotfiles.join("config")).unwrap();
+        std::fs::create_dir_all(dotfiles.join(".git")).unwrap();
+        std::os::unix::fs::symlink("dotfiles/config", home.join(".config")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp")).unwrap();
+        for watched in ["config/systemd/user", "config/autostart", "config/fish/config.fish"] {
+            assert!(access.watched.contains(&dotfiles.join(watched)), "{watched}: {:?}", access.watched);
+        }
     }
 
     #[test]

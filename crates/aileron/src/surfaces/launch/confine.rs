@@ -566,8 +566,10 @@ fn init(request: &Request) -> Result<i32, String> {
     }
     // A mount point cannot be renamed or removed (EBUSY): `.git` stays where the read-only
     // `.git/hooks` and `.git/config` inside it are, so a new `.git` cannot take its place.
+    // Recursive: a pin over a directory holding a hidden store keeps the mount that hides it (a
+    // plain bind covered it: the twenty-first re-attack read the stores a pin was to keep in place).
     for pinned in request.pinned.iter().filter(|path| path.is_dir()) {
-        mount(Some(pinned), pinned, none, MsFlags::MS_BIND, none)
+        mount(Some(pinned), pinned, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
             .map_err(|e| format!("pinning {}: {e}", pinned.display()))?;
     }
     for path in request.read_only.iter().filter(|path| path.exists()) {

@@ -527,14 +527,30 @@ fn view_of_home(
     recorded: &[PathBuf],
 ) -> Option<home_view::HomeView> {
     let mut named: Vec<PathBuf> = access.writable.iter().chain(expose).chain([&env.launch_dir]).cloned().collect();
-    named.extend(allow_list::agent_directories(agent, env));
+    // Not one that holds the home (`CLAUDE_CONFIG_DIR=$HOME` turned the cover off: the
+    // twenty-first re-attack).
+    let home = std::fs::canonicalize(&env.home_dir).unwrap_or_else(|_| env.home_dir.clone());
+    named.extend(
+        allow_list::agent_directories(agent, env)
+            .into_iter()
+            .filter(|dir| !home.starts_with(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))),
+    );
     named.extend(allow_list::agent_files(agent, env).into_iter().filter(|file| file.exists()));
     // A worktree's git directory and the repository's own (`git worktree add`: the seventeenth
     // re-attack's workspace was no repository inside the launch), each a git directory, as the
     // user's git settings are: never the home nor a directory too wide (the nineteenth re-attack
     // wrote a `commondir` naming the home).
     let mut configured = access.git_reads.clone();
-    for (git_dir, _) in &access.worktrees {
+    for (git_dir, worktree) in &access.worktrees {
+        // A worktree's own only: its git directory says where the worktree is (`gitdir`), which
+        // a `.git` file the agent forged in its workspace cannot (the twenty-first re-attack
+        // named another repository's git directory, and read its history).
+        let said = std::fs::read_to_string(git_dir.join("gitdir")).ok().map(|said| PathBuf::from(said.trim()));
+        let points_back =
+            said.and_then(|said| std::fs::canonicalize(said).ok()) == std::fs::canonicalize(worktree.join(".git")).ok();
+        if !points_back || git_dir.starts_with(worktree) {
+            continue;
+        }
         let common = git::common_dir(git_dir);
         configured
             .extend([Some(git_dir.clone()), common].into_iter().flatten().filter(|dir| git::is_git_directory(dir)));

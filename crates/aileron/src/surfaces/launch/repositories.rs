@@ -580,10 +580,16 @@ fn add_entry(
 /// `path` with the links on its way followed: itself when it exists, else its directory's
 /// resolved path and its name (a missing file is watched where it would appear).
 pub(super) fn resolved(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path)
-        .ok()
-        .or_else(|| Some(std::fs::canonicalize(path.parent()?).ok()?.join(path.file_name()?)))
-        .unwrap_or_else(|| path.to_path_buf())
+    // The deepest ancestor there, resolved, and the rest of the names after it: a file whose
+    // directories do not exist yet is watched where it would appear (the twenty-first re-attack
+    // made `~/.config/systemd/user` through a linked `~/.config`).
+    for ancestor in path.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(ancestor) {
+            let rest = path.strip_prefix(ancestor).unwrap_or(Path::new(""));
+            return if rest.as_os_str().is_empty() { real } else { real.join(rest) };
+        }
+    }
+    path.to_path_buf()
 }
 
 /// How deep includes are followed (git stops at ten levels).
@@ -626,6 +632,25 @@ impl GitContext {
         for [key, value] in (0..count.min(1024)).map(git_config_pair) {
             let Some(entry) = env.var(&key).and_then(|key| git::entry_of_key(key, env.var(&value))) else { continue };
             add_entry(entry, home, &context, protection, 0, &mut global);
+        }
+        // What the user's own config has git run in every repository (a global `core.hooksPath`,
+        // an alias's or a helper's script), where it really is: through a linked `~/.config` it
+        // was the agent's to rewrite (the twenty-first re-attack).
+        let homed: Vec<git::Entry> = global
+            .iter()
+            .cloned()
+            .map(|mut entry| {
+                entry.value = entry.value.map(|value| value.replace("${HOME}/", "~/").replace("$HOME/", "~/"));
+                entry
+            })
+            .collect();
+        let (paths, _) = git::program_words(&homed);
+        for named in git::hooks_path(&homed).into_iter().chain(paths) {
+            if (named.starts_with('/') || named.starts_with("~/"))
+                && let Some(path) = context.resolve(&named, home)
+            {
+                protection.bind_or_watch(resolved(&path));
+            }
         }
         context.global = global;
         context.files = protection.configs_read[read_before..].to_vec();
