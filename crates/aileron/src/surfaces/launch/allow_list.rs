@@ -154,19 +154,46 @@ pub fn write_access(
     // What the user's shell, session and editor run from the home, where it really is: in a
     // dotfiles repository the agent works in (`~/.bashrc -> dotfiles/bashrc`) its line ran in the
     // user's next shell (the nineteenth re-attack). Read-only there, or watched when missing.
+    // Under the XDG directories and `ZDOTDIR` where the environment moves them (the
+    // twenty-second re-attack: `XDG_CONFIG_HOME=~/dotfiles/config` left every name writable).
+    let config_home = env.config_home();
+    let data_home = xdg(env, XDG_DATA_HOME, ".local/share");
+    let zdotdir = env.var("ZDOTDIR").map(PathBuf::from).filter(|dir| dir.is_absolute());
+    let mut startup: Vec<PathBuf> = Vec::new();
     for name in STARTUP_FILES {
-        let path = env.home_dir.join(name);
-        {
-            let real = super::repositories::resolved(&path);
-            if access.writable.iter().any(|dir| real.starts_with(dir) && real != *dir) {
-                access.notes.push(format!(
-                    "~/{name} is {}, in what the agent may write: it stays read-only to the agent, since it runs as \
-                     you later\nhint: edit it yourself after the session",
-                    super::shown(&real)
-                ));
-            }
-            if real.exists() { access.read_only.push(real) } else { access.watched.push(real) }
+        startup.push(env.home_dir.join(name));
+        if let Some(rest) = name.strip_prefix(".config/") {
+            startup.push(config_home.join(rest));
+        } else if let Some(rest) = name.strip_prefix(".local/share/") {
+            startup.push(data_home.join(rest));
+        } else if let (Some(dir), true) = (&zdotdir, name.starts_with(".z")) {
+            startup.push(dir.join(name));
         }
+    }
+    startup.sort();
+    startup.dedup();
+    // What the home links into what the agent may write (`~/.config -> dotfiles/config`, `~/.vim
+    // -> dotfiles/vim`, a linked `XDG_CONFIG_HOME`): the user's own configuration, read-only to
+    // the agent whatever runs from it (the twenty-second re-attack found 37 more names the list
+    // lacked); the agent's own directories beneath stay writable.
+    for link in links_into(&home, &access.writable) {
+        startup.push(link);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for path in startup {
+        let real = super::repositories::resolved(&path);
+        if !seen.insert(real.clone()) {
+            continue;
+        }
+        if access.writable.iter().any(|dir| real.starts_with(dir) && real != *dir) {
+            access.notes.push(format!(
+                "{} is {}, in what the agent may write: it stays read-only to the agent, since it runs as you \
+                 later\nhint: edit it yourself after the session",
+                super::shown(&path),
+                super::shown(&real)
+            ));
+        }
+        if real.exists() { access.read_only.push(real) } else { access.watched.push(real) }
     }
     // What lies outside everything writable the agent cannot change (a config's include
     // elsewhere, a program in /usr/bin): nothing to bind or watch.
@@ -271,6 +298,40 @@ fn path_notes(env: &LaunchEnv, writable: &[PathBuf], notes: &mut Vec<String>) {
             super::shown(&entry)
         ));
     }
+}
+
+/// The links in the home (its entries, and those of its dot-directories and of `~/.local/share`)
+/// that lead into what the agent may write but not to one such root itself: the user's own
+/// configuration kept there. At most 4,096 entries are looked at.
+fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut budget = 4096usize;
+    let mut dirs = vec![home.to_path_buf(), home.join(".local/share")];
+    let mut index = 0;
+    while index < dirs.len() {
+        let dir = dirs[index].clone();
+        index += 1;
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if budget == 0 {
+                return found;
+            }
+            budget -= 1;
+            let Ok(kind) = entry.file_type() else { continue };
+            let path = entry.path();
+            let dotted = entry.file_name().to_string_lossy().starts_with('.');
+            if kind.is_symlink() {
+                let Ok(real) = std::fs::canonicalize(&path) else { continue };
+                // Not one of the roots itself (the agent's own directory by the user's link).
+                if !writable.contains(&real) && writable.iter().any(|root| real.starts_with(root)) {
+                    found.push(path);
+                }
+            } else if kind.is_dir() && dir == home && dotted {
+                dirs.push(path);
+            }
+        }
+    }
+    found
 }
 
 /// What runs later as the user from the home (shells' start-up files, the session's autostart
@@ -874,7 +935,7 @@ mod tests {
         for protected in ["git/hooks", "git/st.sh", "bash_aliases"] {
             assert!(access.read_only.contains(&dotfiles.join(protected)), "{protected}: {:?}", access.read_only);
         }
-        assert!(access.notes.iter().any(|note| note.contains("~/.bashrc")), "{:?}", access.notes);
+        assert!(access.notes.iter().any(|note| note.contains("/.bashrc is")), "{:?}", access.notes);
         assert!(access.read_only.contains(&dotfiles.join("gitconfig")), "{:?}", access.read_only);
         assert!(access.watched.contains(&dotfiles.join("git/config")), "{:?}", access.watched);
         assert!(access.git_reads.contains(&home.join("dotfiles/ignore")), "{:?}", access.git_reads);
@@ -892,6 +953,18 @@ mod tests {
         std::os::unix::fs::symlink("dotfiles/config", home.join(".config")).unwrap();
         let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp")).unwrap();
         for watched in ["config/systemd/user", "config/autostart", "config/fish/config.fish"] {
+            assert!(access.watched.contains(&dotfiles.join(watched)), "{watched}: {:?}", access.watched);
+        }
+        // The twenty-second: the whole of what the home links into the workspace is read-only
+        // (names no list has), and the names under `XDG_CONFIG_HOME` and `ZDOTDIR` where the
+        // environment moves them, with no link at all.
+        assert!(access.read_only.contains(&dotfiles.join("config")), "{:?}", access.read_only);
+        std::fs::create_dir_all(dotfiles.join("xdg")).unwrap();
+        let mut moved = env(&home);
+        moved.vars.insert("XDG_CONFIG_HOME".into(), dotfiles.join("xdg").display().to_string());
+        moved.vars.insert("ZDOTDIR".into(), dotfiles.join("zsh").display().to_string());
+        let access = write_access(Agent::Claude, &moved, &dotfiles, &[], &home.join("run/tmp")).unwrap();
+        for watched in ["xdg/tmux", "xdg/direnv", "xdg/systemd/user", "zsh/.zshrc"] {
             assert!(access.watched.contains(&dotfiles.join(watched)), "{watched}: {:?}", access.watched);
         }
     }

@@ -572,8 +572,10 @@ fn init(request: &Request) -> Result<i32, String> {
         mount(Some(pinned), pinned, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
             .map_err(|e| format!("pinning {}: {e}", pinned.display()))?;
     }
+    // Recursive, so that the agent's own directories beneath a read-only one (`~/.config` kept in
+    // the workspace, `opencode` in it) stay writable: only the top is made read-only.
     for path in request.read_only.iter().filter(|path| path.exists()) {
-        mount(Some(path), path, none, MsFlags::MS_BIND, none)
+        mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
             .map_err(|e| format!("binding {}: {e}", path.display()))?;
         let read_only =
             MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;

@@ -84,7 +84,7 @@ pub const READ_LIST: [&str; 46] = [
 
 /// Variables naming a tool's own directories (each a path, or a list of them), read by the launch
 /// and kept when they lie in the home.
-pub const TOOL_VARIABLES: [&str; 26] = [
+pub const TOOL_VARIABLES: [&str; 27] = [
     "CARGO_HOME",
     "RUSTUP_HOME",
     "GOPATH",
@@ -111,6 +111,7 @@ pub const TOOL_VARIABLES: [&str; 26] = [
     "NPM_CONFIG_PREFIX",
     "npm_config_prefix",
     "TERMINFO",
+    "ZDOTDIR",
 ];
 
 /// Directories of a home that hold many programs' files: what is kept is a program's own one
