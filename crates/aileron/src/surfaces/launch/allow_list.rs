@@ -170,15 +170,12 @@ pub fn write_access(
             startup.push(dir.join(name));
         }
     }
-    startup.sort();
-    startup.dedup();
     // What the home links into what the agent may write (`~/.config -> dotfiles/config`, `~/.vim
     // -> dotfiles/vim`, a linked `XDG_CONFIG_HOME`): the user's own configuration, read-only to
     // the agent whatever runs from it (the twenty-second re-attack found 37 more names the list
     // lacked); the agent's own directories beneath stay writable.
-    for link in links_into(&home, &access.writable) {
-        startup.push(link);
-    }
+    startup.extend(links_into(&home, &access.writable));
+    // Each place once, however many names lead to it.
     let mut seen = std::collections::HashSet::new();
     for path in startup {
         let real = super::repositories::resolved(&path);
