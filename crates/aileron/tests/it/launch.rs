@@ -234,6 +234,7 @@ impl UserConfigs {
             vars: Default::default(),
             home_dir: self.home(),
             launch_dir: self.temp.path().join("aileron/launch"),
+            account_home: None,
         }
     }
 }
@@ -2304,8 +2305,10 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
         ("GIT_UPSTREAM", git_upstream.as_ref()),
         ("VENV_PYTHON", venv_python.as_os_str()),
     ];
-    let args = [
-        "launch",
+    let tools = exposing_the_checkouts_tools();
+    let mut args = vec!["launch"];
+    args.extend(tools.iter().map(String::as_str));
+    args.extend([
         "claude",
         "--allow-private",
         &trusted,
@@ -2315,7 +2318,7 @@ fn a_launched_agents_tls_is_terminated_verified_and_each_request_recorded() {
         &git_upstream,
         "--allow-private",
         &h2_upstream,
-    ];
+    ]);
     let output = rig.run_with_path(&args, &env, Path::new("/usr/bin"));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
@@ -2648,6 +2651,16 @@ fn serve_public_names(
 }
 
 /// `tests/launch/<script>` as the rig's `claude`: the agent a launch starts.
+/// `--expose` for what of this checkout a test's agent runs (the test scripts, the Python venv and
+/// the Node that `cargo xtask setup` installs): a checkout inside the account's own home is
+/// covered with it, as any project's tools are.
+pub(crate) fn exposing_the_checkouts_tools() -> Vec<String> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tools = [manifest.join("tests/launch"), manifest.join("../../target/py"), crate::mcp::node_bin().join("..")];
+    let existing = tools.into_iter().filter_map(|path| std::fs::canonicalize(path).ok());
+    existing.flat_map(|path| ["--expose".to_string(), path.display().to_string()]).collect()
+}
+
 pub(crate) fn agent_script(rig: &LaunchRig, script: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch").join(script);
     std::fs::copy(&script, rig.bin().join("claude")).unwrap();
@@ -2678,7 +2691,11 @@ fn a_session_holds_a_bounded_number_of_unread_answers_whole() {
     let report_path = rig.workspace().join("unread-report.json");
     let env: [(&str, &std::ffi::OsStr); 3] =
         [("ATTACK_REPORT", report_path.as_os_str()), ("UPSTREAM", upstream.as_ref()), ("STREAMS", "80".as_ref())];
-    let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
+    let tools = exposing_the_checkouts_tools();
+    let mut args = vec!["launch"];
+    args.extend(tools.iter().map(String::as_str));
+    args.push("claude");
+    let output = rig.run_with_path(&args, &env, Path::new("/usr/bin"));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     let (whole, streamed) = (report["whole"].as_u64().unwrap(), report["streamed"].as_u64().unwrap());
@@ -2830,7 +2847,11 @@ fn a_launched_agents_aws_cli_is_signed_with_the_imported_keys_it_never_sees() {
             }
             approved
         });
-        let output = rig.run_with_path(&["launch", "claude", "--approval-hold", "2"], &env, Path::new("/usr/bin"));
+        let tools = exposing_the_checkouts_tools();
+        let mut args = vec!["launch"];
+        args.extend(tools.iter().map(String::as_str));
+        args.extend(["claude", "--approval-hold", "2"]);
+        let output = rig.run_with_path(&args, &env, Path::new("/usr/bin"));
         done.store(true, std::sync::atomic::Ordering::Release);
         (output, approver.join().unwrap())
     });
@@ -4750,4 +4771,62 @@ fn a_killed_launcher_takes_its_agent_with_it() {
     let status = rig.run(&["status", "--json"], &[]);
     let status: Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(status["sessions"], serde_json::json!([]), "{status:#}");
+}
+
+/// The home the user's account names (its passwd entry's) is covered too when `HOME` is another
+/// directory (as in these tests, after `sudo -E`, in a container's `HOME=/workspace`): the
+/// agent sees of it only what the read list, its toolchains and its programs keep, as of `HOME`
+/// (the re-attacks of stop 98 read it whole). The tools on `PATH` that live there still run.
+#[test]
+fn the_accounts_own_home_is_covered_when_home_is_elsewhere() {
+    let rig = LaunchRig::new();
+    // SAFETY: getpwuid returns a pointer into static storage, read at once, or null.
+    let account = unsafe {
+        let entry = libc::getpwuid(libc::getuid());
+        assert!(!entry.is_null(), "this account has no passwd entry");
+        PathBuf::from(std::ffi::CStr::from_ptr((*entry).pw_dir).to_str().unwrap())
+    };
+    let account = std::fs::canonicalize(&account).unwrap();
+    assert!(!rig.user_home().starts_with(&account) && account != Path::new("/"), "{}", account.display());
+    let report = rig.report();
+    let script = format!(
+        "#!/usr/bin/env python3\nimport json, os, subprocess\n\
+         seen = {{'listing': sorted(os.listdir('{account}')), 'git': subprocess.run(['git', '--version'], \
+         capture_output=True, text=True).stdout.strip()}}\nopen('{report}', 'w').write(json.dumps(seen))\n",
+        account = account.display(),
+        report = report.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&rig.workspace(), &["launch", "claude"], None, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let seen: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(seen["git"].as_str().unwrap().starts_with("git version"), "{seen:#}");
+    let started = rig.run(&["audit", "list", "--json", "--event-type", "session.started"], &[]);
+    let started: Value = serde_json::from_slice(&started.stdout).unwrap();
+    let home_seen: Vec<PathBuf> = started["items"][0]["payload"]["aileron.session.home_seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .map(PathBuf::from)
+        .collect();
+    let kept: std::collections::BTreeSet<String> = home_seen
+        .iter()
+        .filter_map(|path| path.strip_prefix(&account).ok())
+        .filter_map(|relative| relative.components().next())
+        .map(|first| first.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let listing: Vec<String> =
+        seen["listing"].as_array().unwrap().iter().filter_map(Value::as_str).map(String::from).collect();
+    for name in &listing {
+        assert!(kept.contains(name), "{name} of {} in the agent's sight, not kept: {kept:?}", account.display());
+    }
+    let everything: Vec<String> = std::fs::read_dir(&account)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    let hidden: Vec<&String> = everything.iter().filter(|name| !kept.contains(*name)).collect();
+    eprintln!("of {}: kept {kept:?}; out of sight {hidden:?}", account.display());
 }

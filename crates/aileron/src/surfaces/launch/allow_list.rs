@@ -509,7 +509,12 @@ mod tests {
     }
 
     fn env(home: &Path) -> LaunchEnv {
-        LaunchEnv { vars: HashMap::new(), home_dir: home.to_path_buf(), launch_dir: home.join("run") }
+        LaunchEnv {
+            vars: HashMap::new(),
+            home_dir: home.to_path_buf(),
+            launch_dir: home.join("run"),
+            account_home: None,
+        }
     }
 
     #[test]

@@ -427,6 +427,7 @@ mod tests {
             vars: vars.iter().map(|(name, value)| (name.to_string(), value.clone())).collect::<HashMap<_, _>>(),
             home_dir: home.to_path_buf(),
             launch_dir: PathBuf::from("/run/user/1000/aileron/launch"),
+            account_home: None,
         }
     }
 

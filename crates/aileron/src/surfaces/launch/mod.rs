@@ -196,6 +196,10 @@ pub struct LaunchEnv {
     /// Private directory for per-launch files (none holds a secret), outside `AILERON_HOME`,
     /// which a confined agent cannot see.
     pub launch_dir: PathBuf,
+    /// The home the user's account names (its passwd entry's) when `HOME` is another directory
+    /// (a test's temporary home, `sudo -E`, a container's `HOME=/workspace`): covered and its
+    /// credential stores hidden as `HOME`'s are.
+    pub account_home: Option<PathBuf>,
 }
 
 impl LaunchEnv {
@@ -217,9 +221,21 @@ impl LaunchEnv {
         let home_dir = std::env::home_dir()
             .filter(|dir| dir.is_absolute())
             .ok_or_else(|| anyhow!("cannot locate your home directory to find the agent's config\nhint: set HOME"))?;
-        let env = LaunchEnv { vars, home_dir, launch_dir: PathBuf::new() };
+        let account_home =
+            nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|user| user.dir).filter(|dir| {
+                dir.is_absolute() && std::fs::canonicalize(dir).ok() != std::fs::canonicalize(&home_dir).ok()
+            });
+        let env = LaunchEnv { vars, home_dir, launch_dir: PathBuf::new(), account_home };
         let launch_dir = runtime_dir(env.var(XDG_RUNTIME_DIR))?.join("launch");
         Ok(LaunchEnv { launch_dir, ..env })
+    }
+
+    /// This environment with the account's own home as its home (`account_home`), if that is
+    /// another: what of it the agent sees, and which credential stores it holds, are found by the
+    /// same rules as `HOME`'s.
+    pub fn account_env(&self) -> Option<LaunchEnv> {
+        let home_dir = self.account_home.clone()?;
+        Some(LaunchEnv { home_dir, account_home: None, ..self.clone() })
     }
 
     /// A variable's value; unset and empty are the same here.
@@ -518,18 +534,39 @@ async fn probe_containment(request: &confine::Request) -> Result<(), String> {
 /// `--expose` names, the launch's own files, and what `programs` (the agent, `aileron-mcp`) and
 /// the user's toolchains need — never through a link inside what an agent may write or wrote at an
 /// earlier launch (`recorded`).
-fn view_of_home(
+fn views_of_home(
     agent: Agent,
     env: &LaunchEnv,
     access: &allow_list::WriteAccess,
     expose: &[PathBuf],
     programs: &[PathBuf],
     recorded: &[PathBuf],
+) -> Vec<home_view::HomeView> {
+    let homes = [Some(env.home_dir.clone()), env.account_home.clone()];
+    let views =
+        homes.into_iter().flatten().filter_map(|home| view_of(agent, env, &home, access, expose, programs, recorded));
+    views.collect()
+}
+
+/// What of `home` (`HOME`, or the account's own home beside it) the agent sees: the account's
+/// keeps `HOME` when it holds it (a temporary home in it keeps its own cover).
+fn view_of(
+    agent: Agent,
+    env: &LaunchEnv,
+    home: &Path,
+    access: &allow_list::WriteAccess,
+    expose: &[PathBuf],
+    programs: &[PathBuf],
+    recorded: &[PathBuf],
 ) -> Option<home_view::HomeView> {
     let mut named: Vec<PathBuf> = access.writable.iter().chain(expose).chain([&env.launch_dir]).cloned().collect();
+    if home != env.home_dir {
+        named.push(env.home_dir.clone());
+    }
+    let covered = LaunchEnv { home_dir: home.to_path_buf(), account_home: None, ..env.clone() };
     // Not one that holds the home (`CLAUDE_CONFIG_DIR=$HOME` turned the cover off: the
     // twenty-first re-attack).
-    let home = std::fs::canonicalize(&env.home_dir).unwrap_or_else(|_| env.home_dir.clone());
+    let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
     named.extend(
         allow_list::agent_directories(agent, env)
             .into_iter()
@@ -557,7 +594,7 @@ fn view_of_home(
     }
     let mut untrusted = untrusted_roots(env, access, recorded);
     untrusted.retain(|root| !root.starts_with("/dev"));
-    home_view::home_view(env, &named, &configured, programs, &untrusted)
+    home_view::home_view(&covered, &named, &configured, programs, &untrusted)
 }
 
 /// What an agent may write or could have written, canonical: this launch's writable paths, every
@@ -656,13 +693,18 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             }
             let programs: Vec<PathBuf> = program.iter().chain([&mcp_command]).cloned().collect();
             let recorded = home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS));
-            match view_of_home(agent, &env, &access, &options.expose, &programs, &recorded) {
-                Some(view) => println!(
-                    "of your home ({}) the agent sees only (--expose PATH for more): {}",
+            let views = views_of_home(agent, &env, &access, &options.expose, &programs, &recorded);
+            let home_dir = std::fs::canonicalize(&env.home_dir).unwrap_or_else(|_| env.home_dir.clone());
+            if !views.iter().any(|view| view.home == home_dir) {
+                println!("your home: all of it in the agent's sight");
+            }
+            for view in &views {
+                let whose = if view.home == home_dir { "your home" } else { "your account's home (HOME is elsewhere)" };
+                println!(
+                    "of {whose} ({}) the agent sees only (--expose PATH for more): {}",
                     view.home.display(),
                     shown(&view.kept)
-                ),
-                None => println!("your home: all of it in the agent's sight"),
+                );
             }
             for note in &access.notes {
                 println!("note: {note}");
@@ -771,7 +813,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         home_view::record_roots(&roots_file, &granted)
             .with_context(|| format!("recording the agent's writable paths in {}", roots_file.display()))?;
         let programs = [program.clone(), mcp_command.clone()];
-        if let Some(view) = view_of_home(agent, &env, &access, &options.expose, &programs, &recorded) {
+        for view in views_of_home(agent, &env, &access, &options.expose, &programs, &recorded) {
             if view.left_out > 0 {
                 log_line!(
                     "aileron: warning: {} more paths of your home than the {} kept are out of the agent's sight (the \
@@ -794,7 +836,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                     real.display()
                 );
             }
-            home_seen = view.kept.iter().map(|path| path.display().to_string()).collect();
+            home_seen.extend(view.kept.iter().map(|path| path.display().to_string()));
             request.covers.push(confine::Cover { dir: view.home, seen: view.kept, links: view.links });
         }
         watched = access.watched;
@@ -1482,6 +1524,7 @@ mod tests {
             vars: [(ANTHROPIC_BASE_URL.to_string(), "https://corp.example/anthropic".to_string())].into(),
             home_dir: "/home/u".into(),
             launch_dir: "/home/u/.aileron/launch".into(),
+            account_home: None,
         };
         let wiring = Wiring {
             daemon_url: "http://127.0.0.1:4000".into(),

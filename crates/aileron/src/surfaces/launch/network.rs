@@ -423,7 +423,10 @@ pub fn hidden_stores(
         let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
         exposed.push(canonical(&absolute));
     }
-    let stores = credential_stores(env).into_iter().chain(other_agents_logins(agent, env));
+    // The account's own home's too, when `HOME` is elsewhere: what of it stays in sight (its
+    // toolchains) may hold one (`.cargo/credentials.toml`).
+    let account = env.account_env().map(|account| credential_stores(&account)).unwrap_or_default();
+    let stores = credential_stores(env).into_iter().chain(account).chain(other_agents_logins(agent, env));
     let (kept, mut hidden): (Vec<PathBuf>, Vec<PathBuf>) = stores.partition(|store| {
         let store = canonical(store);
         exposed.iter().any(|exposed| store.starts_with(exposed))
@@ -684,7 +687,12 @@ mod tests {
             std::fs::write(home.path().join(login), "{}").unwrap();
         }
         let vars = [("CODEX_HOME".to_string(), codex_home.display().to_string())].into();
-        let env = super::super::LaunchEnv { vars, home_dir: home.path().to_path_buf(), launch_dir: PathBuf::new() };
+        let env = super::super::LaunchEnv {
+            vars,
+            home_dir: home.path().to_path_buf(),
+            launch_dir: PathBuf::new(),
+            account_home: None,
+        };
         let found = other_agents_logins(super::super::Agent::Pi, &env);
         assert_eq!(found, vec![home.path().join(".claude/.credentials.json"), codex_home.join("auth.json")]);
     }
@@ -714,6 +722,7 @@ mod tests {
             vars: vars.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect(),
             home_dir: temp.path().join("home"),
             launch_dir: temp.path().join("run"),
+            account_home: None,
         };
         let mut found = stores_named_by(&env, &tmp);
         found.sort();
@@ -746,6 +755,7 @@ mod tests {
             vars: std::collections::HashMap::new(),
             home_dir: home_dir.clone(),
             launch_dir: PathBuf::new(),
+            account_home: None,
         };
         let expose = [home_dir.join(".ssh/known_hosts"), home_dir.join(".ssh/config.d/work")];
         let (mut hidden, kept) = hidden_stores(super::super::Agent::Claude, &env, &expose).unwrap();
@@ -759,6 +769,27 @@ mod tests {
         std::os::unix::fs::symlink(&synced, home_dir.join(".mozilla/firefox/x.default")).unwrap();
         let (hidden, _) = hidden_stores(super::super::Agent::Claude, &env, &[]).unwrap();
         assert!(hidden.contains(&synced) && hidden.contains(&home_dir.join(".mozilla")), "{hidden:?}");
+    }
+
+    /// With `HOME` elsewhere, the stores of the account's own home are hidden too: its toolchains
+    /// stay in sight, and a store among them (`.cargo/credentials.toml`) would have with them.
+    #[test]
+    fn the_stores_of_the_accounts_own_home_are_hidden_when_home_is_elsewhere() {
+        let temp = tempfile::tempdir().unwrap();
+        let (home_dir, account) = (temp.path().join("home"), temp.path().join("account"));
+        for file in [".cargo/credentials.toml", ".aws/credentials"] {
+            std::fs::create_dir_all(account.join(file).parent().unwrap()).unwrap();
+            std::fs::write(account.join(file), "x").unwrap();
+        }
+        std::fs::create_dir_all(&home_dir).unwrap();
+        let env = super::super::LaunchEnv {
+            vars: std::collections::HashMap::new(),
+            home_dir,
+            launch_dir: PathBuf::new(),
+            account_home: Some(account.clone()),
+        };
+        let (hidden, _) = hidden_stores(super::super::Agent::Claude, &env, &[]).unwrap();
+        assert_eq!(hidden, [".aws", ".cargo/credentials.toml"].map(|path| account.join(path)));
     }
 
     #[test]
@@ -775,6 +806,7 @@ mod tests {
             vars: [("XDG_CONFIG_HOME".to_string(), config.display().to_string())].into(),
             home_dir: home.path().to_path_buf(),
             launch_dir: home.path().join("run"),
+            account_home: None,
         };
         let found = credential_stores(&env);
         let expected: Vec<PathBuf> = [
