@@ -8,7 +8,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{ApprovalEntry, ApprovalState};
+use super::{ApprovalEntry, ApprovalKind, ApprovalState};
+use crate::identity::ContentHash;
 
 /// How many approvals one session may have waiting at once.
 pub const MAX_PENDING_PER_SESSION: usize = 20;
@@ -19,11 +20,16 @@ pub struct AdmissionRequest<'a> {
     pub session_id: Option<&'a str>,
     pub action: &'a str,
     pub args: &'a Map<String, Value>,
+    /// A held request's bound identity (`ApprovalEntry::action_sha256`): its shown arguments join
+    /// repeated headers with ", ", which two different requests can share (the twenty-fourth
+    /// re-attack's R3).
+    pub identity: Option<&'a ContentHash>,
 }
 
 impl<'a> AdmissionRequest<'a> {
     pub fn of(entry: &'a ApprovalEntry) -> AdmissionRequest<'a> {
-        AdmissionRequest { session_id: entry.session_id.as_deref(), action: &entry.action, args: &entry.args }
+        let identity = (entry.kind == ApprovalKind::HttpRequest).then_some(&entry.action_sha256);
+        AdmissionRequest { session_id: entry.session_id.as_deref(), action: &entry.action, args: &entry.args, identity }
     }
 }
 
@@ -45,7 +51,8 @@ pub fn admit<'e>(entries: impl IntoIterator<Item = &'e ApprovalEntry>, request: 
         if entry.state != ApprovalState::PendingApproval || entry.session_id.as_deref() != Some(session) {
             continue;
         }
-        if entry.action == request.action && entry.args == *request.args {
+        let same_identity = request.identity.is_none_or(|identity| entry.action_sha256 == *identity);
+        if entry.action == request.action && entry.args == *request.args && same_identity {
             return Admission::Repeat(entry);
         }
         waiting += 1;

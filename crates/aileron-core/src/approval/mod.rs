@@ -122,6 +122,29 @@ pub fn parse_expiry(text: &str) -> Result<u64, String> {
 /// Bodies shown on an `http_request` card: the first this many bytes (the hash covers all).
 pub const MAX_HTTP_BODY_PREVIEW_BYTES: usize = 64 * 1024;
 
+/// A held request's body as every surface shows it (the console's card, `approval list`, MCP):
+/// its text, and, before it, what is not shown of it. A body cut silently let an agent
+/// put a second `"config"` past the cut, which the upstream's parser read and the user never saw
+/// (the twenty-fourth re-attack); bytes that are not UTF-8 are shown as U+FFFD and counted.
+fn body_shown(body: &[u8]) -> String {
+    let cut = body.len().min(MAX_HTTP_BODY_PREVIEW_BYTES);
+    let text = String::from_utf8_lossy(&body[..cut]);
+    let mut notes = String::new();
+    if cut < body.len() {
+        notes.push_str(&format!(
+            "[aileron: only the first {cut} of this body's {} bytes are shown; approving sends the other {} unseen: \
+             deny unless you expected a body this large]\n",
+            body.len(),
+            body.len() - cut
+        ));
+    }
+    if std::str::from_utf8(&body[..cut]).is_err_and(|error| error.error_len().is_some()) {
+        notes
+            .push_str("[aileron: this body is not all UTF-8 text; the bytes shown as \u{fffd} are sent as they are]\n");
+    }
+    notes + &text
+}
+
 /// A launched agent's request held at the proxy, as its approval card shows it.
 #[derive(Debug, Clone)]
 pub struct HttpRequestApproval<'a> {
@@ -298,8 +321,7 @@ impl ApprovalEntry {
         args.insert("body_sha256".into(), ContentHash::of_bytes(request.body).to_string().into());
         args.insert("body_bytes".into(), request.body.len().into());
         if !request.body.is_empty() {
-            let shown = &request.body[..request.body.len().min(MAX_HTTP_BODY_PREVIEW_BYTES)];
-            args.insert("body".into(), String::from_utf8_lossy(shown).into_owned().into());
+            args.insert("body".into(), body_shown(request.body).into());
         }
         if !headers.is_empty() {
             let mut shown = Map::new();

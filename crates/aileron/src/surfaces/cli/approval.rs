@@ -213,10 +213,16 @@ fn item_lines(item: &aileron_core::approval::ApprovalEntry, open_network: bool) 
             item.args.get("body_bytes").and_then(|v| v.as_u64()).unwrap_or(0),
             visible(&arg("body_sha256")),
         ));
+        // The body and each header on lines of their own, each cut on its own and saying how much
+        // it hides: the headers as one line cut at 2,000 characters let a padding header that
+        // sorts first push `x-amz-acl` out of sight, and the body was not shown at all (the
+        // twenty-fourth re-attack).
+        if let Some(body) = item.args.get("body") {
+            lines.extend(arg_lines(&serde_json::Map::from_iter([("body".to_string(), body.clone())])));
+        }
         if let Some(headers) = item.args.get("headers").and_then(|headers| headers.as_object()) {
-            let shown: Vec<String> =
-                headers.iter().map(|(name, value)| format!("{name}: {}", value.as_str().unwrap_or_default())).collect();
-            lines.push(format!("    headers {}", visible(&shown.join("; "))));
+            lines.push("    headers:".to_string());
+            lines.extend(arg_lines(headers).into_iter().map(|line| format!("  {line}")));
         }
     } else {
         lines.push(format!(
@@ -558,5 +564,39 @@ mod tests {
         assert!(line.starts_with("failed: external_api_error — boom"), "{line:?}");
         let denied = json!({"status": "denied", "reason": "no\u{9b}31m"});
         assert!(!super::status_line(&denied).contains('\u{9b}'));
+    }
+
+    /// The twenty-fourth re-attack: a held request's headers were one line cut at 2,000
+    /// characters, so a padding header that sorts first hid `x-amz-acl`; its body was not shown.
+    #[test]
+    fn a_held_requests_headers_and_body_each_show_on_a_line_of_their_own() {
+        use aileron_core::approval::{ApprovalEntry, HttpRequestApproval};
+        let connector = aileron_core::Fqn::parse("github://aileron/aws-cli").unwrap();
+        let requested_at = crate::stores::approvals::now();
+        let headers = [
+            ("a-note".to_string(), format!("ok{}{}", " ".repeat(40), "x".repeat(2000))),
+            ("x-amz-acl".to_string(), "public-read-write".to_string()),
+        ];
+        let entry = ApprovalEntry::http_request_with_headers(
+            HttpRequestApproval {
+                id: crate::stores::approvals::mint_id(&requested_at),
+                connector: &connector,
+                operation: "put_object_acl",
+                method: "PUT",
+                host: "s3.amazonaws.com:443",
+                target: "/bucket/key",
+                body: b"{\"config\": {\"url\": \"https://ci.acme.example/hook\"}}",
+                requested_at,
+                session_id: "ses-1",
+                unconfined: false,
+            },
+            &headers,
+        );
+        let lines = super::item_lines(&entry, false);
+        let acl = lines.iter().find(|line| line.contains("x-amz-acl")).expect("x-amz-acl shown");
+        assert!(acl.contains("public-read-write"), "{lines:#?}");
+        let note = lines.iter().find(|line| line.contains("a-note")).unwrap();
+        assert!(note.contains("more characters"), "the cut is said: {note}");
+        assert!(lines.iter().any(|line| line.contains("body = ") && line.contains("ci.acme.example")), "{lines:#?}");
     }
 }
