@@ -19,6 +19,7 @@ use super::{Agent, LaunchEnv};
 
 /// Variables of other programs the allow-list reads (XDG base directories, agents' own homes).
 pub(super) const XDG_DATA_HOME: &str = "XDG_DATA_HOME";
+pub(super) const ZDOTDIR: &str = "ZDOTDIR";
 pub(super) const XDG_STATE_HOME: &str = "XDG_STATE_HOME";
 pub(super) const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
 pub(super) const CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
@@ -158,7 +159,7 @@ pub fn write_access(
     // twenty-second re-attack: `XDG_CONFIG_HOME=~/dotfiles/config` left every name writable).
     let config_home = env.config_home();
     let data_home = xdg(env, XDG_DATA_HOME, ".local/share");
-    let zdotdir = env.var("ZDOTDIR").map(PathBuf::from).filter(|dir| dir.is_absolute());
+    let zdotdir = env.var(ZDOTDIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
     let mut startup: Vec<PathBuf> = Vec::new();
     for name in STARTUP_FILES {
         startup.push(env.home_dir.join(name));
@@ -334,7 +335,7 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
 /// What runs later as the user from the home (shells' start-up files, the session's autostart
 /// and user units, editors' and terminals' configs): read-only to the agent wherever a link puts
 /// them, in its workspace too.
-const STARTUP_FILES: [&str; 78] = [
+const STARTUP_FILES: [&str; 94] = [
     // What the listed ones load (the twenty-first re-attack: Ubuntu's `.bashrc` sources
     // `.bash_aliases`), other shells, tools that run what their config says.
     ".bash_aliases",
@@ -398,9 +399,9 @@ const STARTUP_FILES: [&str; 78] = [
     ".zprofile",
     ".zlogin",
     ".zlogout",
-    ".config/fish/config.fish",
-    ".config/fish/conf.d",
-    ".config/fish/functions",
+    // fish's whole directory: `fish_variables` sets `fish_user_paths`, which every fish puts
+    // first on PATH, and `completions` load as a command is completed (the twenty-third re-attack).
+    ".config/fish",
     ".inputrc",
     ".xinitrc",
     ".xprofile",
@@ -408,13 +409,39 @@ const STARTUP_FILES: [&str; 78] = [
     ".pam_environment",
     ".config/environment.d",
     ".config/autostart",
-    ".config/systemd/user",
+    // Every user unit directory (systemd.unit(5): `user.control` too, and the data home's).
+    ".config/systemd",
+    ".local/share/systemd",
     ".vimrc",
     ".config/nvim",
     ".emacs",
     ".emacs.d/init.el",
     ".tmux.conf",
     ".ssh/rc",
+    // zsh runs a compiled twin newer than its file instead of it, and `compinit` sources its dump
+    // (the twenty-third re-attack wrote all three under a writable `ZDOTDIR`).
+    ".zshrc.zwc",
+    ".zshenv.zwc",
+    ".zprofile.zwc",
+    ".zlogin.zwc",
+    ".zlogout.zwc",
+    ".zcompdump",
+    // More that run what they hold (the twenty-third re-attack's list): mise's global config
+    // (`[env] _.source`, hooks), Neovim's site directory (`plugin/` loads at start), Julia's,
+    // LLDB's, SQLite's (`.shell`) and Maven's (sourced by `mvn`) start-up files, sbt's global
+    // plugins, Jupyter's configs, KDE's login environment, VS Code's MCP servers (commands it
+    // starts), podman's engine and storage configs (programs they name).
+    ".config/mise",
+    ".local/share/nvim/site",
+    ".julia/config",
+    ".lldbinit",
+    ".sqliterc",
+    ".mavenrc",
+    ".sbt/1.0",
+    ".jupyter",
+    ".config/plasma-workspace/env",
+    ".config/Code/User/mcp.json",
+    ".config/containers",
 ];
 
 /// What of `/dev` an agent writes: the null and random devices, its terminal and new ones
@@ -954,7 +981,7 @@ mod tests {
         std::fs::create_dir_all(dotfiles.join(".git")).unwrap();
         std::os::unix::fs::symlink("dotfiles/config", home.join(".config")).unwrap();
         let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp")).unwrap();
-        for watched in ["config/systemd/user", "config/autostart", "config/fish/config.fish"] {
+        for watched in ["config/systemd", "config/autostart", "config/fish"] {
             assert!(access.watched.contains(&dotfiles.join(watched)), "{watched}: {:?}", access.watched);
         }
         // The twenty-second: the whole of what the home links into the workspace is read-only
@@ -965,8 +992,20 @@ mod tests {
         let mut moved = env(&home);
         moved.vars.insert("XDG_CONFIG_HOME".into(), dotfiles.join("xdg").display().to_string());
         moved.vars.insert("ZDOTDIR".into(), dotfiles.join("zsh").display().to_string());
+        // The twenty-third: every user unit directory (the data home's too), zsh's compiled twins
+        // and dump, and fish's variables (its `PATH`).
+        moved.vars.insert("XDG_DATA_HOME".into(), dotfiles.join("share").display().to_string());
         let access = write_access(Agent::Claude, &moved, &dotfiles, &[], &home.join("run/tmp")).unwrap();
-        for watched in ["xdg/tmux", "xdg/direnv", "xdg/systemd/user", "zsh/.zshrc"] {
+        for watched in [
+            "xdg/tmux",
+            "xdg/direnv",
+            "xdg/systemd",
+            "xdg/fish",
+            "share/systemd",
+            "zsh/.zshrc",
+            "zsh/.zshrc.zwc",
+            "zsh/.zcompdump",
+        ] {
             assert!(access.watched.contains(&dotfiles.join(watched)), "{watched}: {:?}", access.watched);
         }
     }

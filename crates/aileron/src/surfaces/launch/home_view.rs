@@ -84,7 +84,7 @@ pub const READ_LIST: [&str; 46] = [
 
 /// Variables naming a tool's own directories (each a path, or a list of them), read by the launch
 /// and kept when they lie in the home.
-pub const TOOL_VARIABLES: [&str; 27] = [
+pub const TOOL_VARIABLES: [&str; 26] = [
     "CARGO_HOME",
     "RUSTUP_HOME",
     "GOPATH",
@@ -111,7 +111,6 @@ pub const TOOL_VARIABLES: [&str; 27] = [
     "NPM_CONFIG_PREFIX",
     "npm_config_prefix",
     "TERMINFO",
-    "ZDOTDIR",
 ];
 
 /// Directories of a home that hold many programs' files: what is kept is a program's own one
@@ -327,12 +326,45 @@ fn tool_directory(home: &Path, dir: &Path) -> PathBuf {
             if is_program_directory
                 && !parent.as_os_str().is_empty()
                 && !is_shared(parent)
-                && (hidden(parent) || is_prefix(&home.join(parent))) =>
+                && (hidden(parent) || is_prefix(&home.join(parent)))
+                && !holds_startup_files(&home.join(parent)) =>
         {
             parent.to_path_buf()
         }
         _ => dir.to_path_buf(),
     }
+}
+
+/// Names (with or without their dot) that make a directory the user's shell configuration, not a
+/// tool's: a dotfiles repository with its own `bin` on `PATH` (`~/.dotfiles/bin`) kept whole showed
+/// the agent the tokens its `bashrc` exports (the twenty-third re-attack). Only its `bin` is kept.
+const STARTUP_NAMES: [&str; 16] = [
+    "bashrc",
+    "bash_profile",
+    "bash_aliases",
+    "profile",
+    "zshrc",
+    "zshenv",
+    "zprofile",
+    "zsh",
+    "bash",
+    "shell",
+    "fish",
+    "gitconfig",
+    "vimrc",
+    "tmux.conf",
+    "aliases",
+    "exports",
+];
+
+/// Whether `dir` holds, among its first entries, one of the [`STARTUP_NAMES`].
+fn holds_startup_files(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    entries.flatten().take(1024).any(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        STARTUP_NAMES.contains(&name.trim_start_matches('.'))
+    })
 }
 
 /// Whether `dir` is an install prefix (programs in `bin` beside what they run from), not a folder
@@ -623,6 +655,20 @@ mod tests {
         ] {
             assert_eq!(program_directory(Path::new("/nonexistent"), Path::new(file)), Path::new(kept), "{file}");
         }
+    }
+
+    /// The twenty-third re-attack: `~/.dotfiles/bin` on `PATH` kept all of `~/.dotfiles`, and the
+    /// agent read the token its `bashrc` exports. A tool cloned with git keeps its directory.
+    #[test]
+    fn a_dotfiles_directory_keeps_only_its_bin() {
+        let home = tempfile::tempdir().unwrap();
+        for file in [".dotfiles/bin/mytool", ".dotfiles/bashrc", ".tfenv/bin/tfenv", ".tfenv/libexec/tfenv-install"] {
+            touch(&home.path().join(file));
+        }
+        std::fs::create_dir_all(home.path().join(".tfenv/.git")).unwrap();
+        assert_eq!(tool_directory(home.path(), Path::new(".dotfiles/bin")), Path::new(".dotfiles/bin"));
+        assert_eq!(tool_directory(home.path(), Path::new(".tfenv/bin")), Path::new(".tfenv"));
+        assert_eq!(program_directory(home.path(), Path::new(".dotfiles/bin/mytool")), Path::new(".dotfiles/bin"));
     }
 
     #[test]

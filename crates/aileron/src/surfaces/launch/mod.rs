@@ -78,7 +78,7 @@ const ANTHROPIC_HOST: &str = "ANTHROPIC_HOST";
 const OPENAI_HOST: &str = "OPENAI_HOST";
 const PATH: &str = "PATH";
 const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
-const FOREIGN_VARIABLES: [&str; 19] = [
+const FOREIGN_VARIABLES: [&str; 20] = [
     CODEX_HOME,
     XDG_CONFIG_HOME,
     OPENCODE_CONFIG,
@@ -99,6 +99,9 @@ const FOREIGN_VARIABLES: [&str; 19] = [
     repositories::GIT_CONFIG_GLOBAL,
     repositories::GIT_CONFIG_SYSTEM,
     repositories::GIT_CONFIG_NOSYSTEM,
+    // Where zsh finds the user's start-up files: protected there, never kept (its files export
+    // tokens and its history holds them: the twenty-third re-attack read both).
+    allow_list::ZDOTDIR,
     repositories::GIT_CONFIG_COUNT,
 ];
 
@@ -577,6 +580,8 @@ fn view_of(
     // re-attack's workspace was no repository inside the launch), each a git directory, as the
     // user's git settings are: never the home nor a directory too wide (the nineteenth re-attack
     // wrote a `commondir` naming the home).
+    let mut untrusted = untrusted_roots(env, access, recorded);
+    untrusted.retain(|root| !root.starts_with("/dev"));
     let mut configured = access.git_reads.clone();
     for (git_dir, worktree) in &access.worktrees {
         // A worktree's own only: its git directory says where the worktree is (`gitdir`), which
@@ -588,12 +593,26 @@ fn view_of(
         if !points_back || git_dir.starts_with(worktree) {
             continue;
         }
+        // And only a git directory an agent could not have written (its `gitdir` and `commondir`
+        // are then the agent's words: the twenty-third re-attack left `~/.claude/.git` naming one
+        // in its old workspace whose `commondir` named `~/private/.git`), unless it is where git
+        // puts a worktree's, `<repository>/.git/worktrees/<name>`, with that repository as its
+        // common directory: what it shows is then the repository it lies in.
         let common = git::common_dir(git_dir);
+        let canonical = |dir: &Path| std::fs::canonicalize(dir).ok();
+        let written_by_an_agent =
+            canonical(git_dir).is_none_or(|dir| untrusted.iter().any(|root| dir.starts_with(root)));
+        let in_its_repository = git_dir.parent().is_some_and(|parent| parent.file_name() == Some("worktrees".as_ref()))
+            && common
+                .as_deref()
+                .and_then(canonical)
+                .is_some_and(|common| Some(common) == canonical(&git_dir.join("../..")));
+        if written_by_an_agent && !in_its_repository {
+            continue;
+        }
         configured
             .extend([Some(git_dir.clone()), common].into_iter().flatten().filter(|dir| git::is_git_directory(dir)));
     }
-    let mut untrusted = untrusted_roots(env, access, recorded);
-    untrusted.retain(|root| !root.starts_with("/dev"));
     home_view::home_view(&covered, &named, &configured, programs, &untrusted)
 }
 
@@ -1507,6 +1526,57 @@ mod tests {
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
+    }
+
+    /// The twenty-third re-attack: the agent left `~/.claude/.git` naming a git directory it made
+    /// in its old workspace, whose `commondir` named `~/private/.git`; the next launch kept that
+    /// repository. A worktree's git directory that an agent could have written is kept only where
+    /// git puts one, inside the repository it belongs to.
+    #[test]
+    fn a_worktrees_git_directory_an_agent_wrote_keeps_no_other_repository() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap();
+        let git_dir = |dir: &Path| {
+            for sub in ["objects", "refs"] {
+                std::fs::create_dir_all(dir.join(sub)).unwrap();
+            }
+            std::fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        };
+        git_dir(&home.join("private/.git"));
+        git_dir(&home.join("app/.git"));
+        for dir in ["ws/gd", ".claude", "wt", "app/.git/worktrees/wt", "ws2"] {
+            std::fs::create_dir_all(home.join(dir)).unwrap();
+        }
+        std::fs::write(home.join("ws/gd/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(home.join("ws/gd/gitdir"), format!("{}\n", home.join(".claude/.git").display())).unwrap();
+        std::fs::write(home.join("ws/gd/commondir"), format!("{}\n", home.join("private/.git").display())).unwrap();
+        std::fs::write(home.join(".claude/.git"), format!("gitdir: {}\n", home.join("ws/gd").display())).unwrap();
+        std::fs::write(home.join("app/.git/worktrees/wt/HEAD"), "ref: refs/heads/wt\n").unwrap();
+        std::fs::write(home.join("app/.git/worktrees/wt/gitdir"), format!("{}\n", home.join("wt/.git").display()))
+            .unwrap();
+        std::fs::write(home.join("app/.git/worktrees/wt/commondir"), "../..\n").unwrap();
+        std::fs::write(home.join("wt/.git"), format!("gitdir: {}\n", home.join("app/.git/worktrees/wt").display()))
+            .unwrap();
+        let env = LaunchEnv {
+            vars: HashMap::new(),
+            home_dir: home.clone(),
+            launch_dir: home.join("run"),
+            account_home: None,
+        };
+        let access = allow_list::WriteAccess {
+            writable: vec![home.join("ws2"), home.join("wt"), home.join(".claude")],
+            worktrees: vec![
+                (home.join("ws/gd"), home.join(".claude")),
+                (home.join("app/.git/worktrees/wt"), home.join("wt")),
+            ],
+            ..Default::default()
+        };
+        // Both the old workspace and the repository were written by agents at earlier launches.
+        let recorded = [home.join("ws"), home.join("app")];
+        let view = view_of(Agent::Claude, &env, &home, &access, &[], &[], &recorded).unwrap();
+        assert!(!view.kept.iter().any(|kept| kept.starts_with(home.join("private"))), "{:?}", view.kept);
+        assert!(!view.kept.contains(&home.join("ws/gd")), "{:?}", view.kept);
+        assert!(view.kept.contains(&home.join("app/.git")), "the worktree's own repository: {:?}", view.kept);
     }
 
     #[test]

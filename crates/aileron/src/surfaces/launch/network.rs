@@ -387,6 +387,9 @@ pub fn credential_stores(env: &super::LaunchEnv) -> Vec<PathBuf> {
         ".config/ngrok",
         ".config/openstack",
         ".config/remmina",
+        // Found readable by the twenty-third re-attack: uv's plaintext logins, in the kept
+        // `~/.local/share/uv`.
+        ".local/share/uv/credentials",
     ];
     let mut stores: Vec<PathBuf> = in_home.iter().map(|relative| home.join(relative)).collect();
     stores.push(config_home.join("gh"));
@@ -394,6 +397,14 @@ pub fn credential_stores(env: &super::LaunchEnv) -> Vec<PathBuf> {
     stores.push(home.join(".config/git/credentials"));
     for relative in ["rclone", "hub", "glab-cli", "doctl", "containers/auth.json", "op"] {
         stores.push(config_home.join(relative));
+    }
+    if let Some(data_home) = env.var(super::allow_list::XDG_DATA_HOME).filter(|dir| Path::new(dir).is_absolute()) {
+        stores.push(Path::new(data_home).join("uv/credentials"));
+    }
+    // zsh's histories where `ZDOTDIR` puts them (its default `HISTFILE` is a shell variable,
+    // seldom exported: the twenty-third re-attack read `$ZDOTDIR/.zsh_history`).
+    if let Some(zdotdir) = env.var(super::allow_list::ZDOTDIR).filter(|dir| Path::new(dir).is_absolute()) {
+        stores.extend([".zsh_history", ".zhistory", ".histfile"].map(|name| Path::new(zdotdir).join(name)));
     }
     stores.extend(stores_named_by(env, Path::new("/tmp")));
     // The global npmrc of every npm prefix the read list keeps (`npm config set -g` writes a
@@ -790,6 +801,34 @@ mod tests {
         };
         let (hidden, _) = hidden_stores(super::super::Agent::Claude, &env, &[]).unwrap();
         assert_eq!(hidden, [".aws", ".cargo/credentials.toml"].map(|path| account.join(path)));
+    }
+
+    /// The twenty-third re-attack read uv's plaintext logins in the kept `~/.local/share/uv`, and
+    /// the history zsh keeps under `ZDOTDIR`.
+    #[test]
+    fn uvs_logins_and_the_zsh_history_under_zdotdir_are_stores() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = temp.path().join("home");
+        let (data, zsh) = (temp.path().join("data"), temp.path().join("zsh"));
+        for file in [
+            home.join(".local/share/uv/credentials/credentials.toml"),
+            data.join("uv/credentials/credentials.toml"),
+            zsh.join(".zsh_history"),
+        ] {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, "x").unwrap();
+        }
+        let vars = [("XDG_DATA_HOME", &data), ("ZDOTDIR", &zsh)];
+        let env = super::super::LaunchEnv {
+            vars: vars.iter().map(|(name, path)| (name.to_string(), path.display().to_string())).collect(),
+            home_dir: home.clone(),
+            launch_dir: PathBuf::new(),
+            account_home: None,
+        };
+        let found = credential_stores(&env);
+        for store in [home.join(".local/share/uv/credentials"), data.join("uv/credentials"), zsh.join(".zsh_history")] {
+            assert!(found.contains(&store), "{store:?}: {found:?}");
+        }
     }
 
     #[test]
