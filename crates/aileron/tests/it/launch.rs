@@ -4830,3 +4830,68 @@ fn the_accounts_own_home_is_covered_when_home_is_elsewhere() {
     let hidden: Vec<&String> = everything.iter().filter(|name| !kept.contains(*name)).collect();
     eprintln!("of {}: kept {kept:?}; out of sight {hidden:?}", account.display());
 }
+
+/// The twenty-third re-attack: with `~/.config` a link into the agent's workspace (a dotfiles
+/// repository), the directories pinned on the way to what is protected inside it (`Code/User`
+/// above `settings.json`, `containers` above a hidden login) stayed writable mounts inside the
+/// read-only `config`, and the agent wrote VS Code's and podman's configs there. Nothing inside
+/// the user's linked configuration is the agent's to write, however deep.
+#[test]
+fn the_users_linked_configuration_is_read_only_to_its_depths() {
+    let rig = LaunchRig::new();
+    let home = rig.user_home();
+    let dotfiles = home.join("dotfiles");
+    for file in ["config/Code/User/settings.json", "config/containers/auth.json", "config/tool/deep/x.conf"] {
+        std::fs::create_dir_all(dotfiles.join(file).parent().unwrap()).unwrap();
+        std::fs::write(dotfiles.join(file), "{}").unwrap();
+    }
+    std::os::unix::fs::symlink("dotfiles/config", home.join(".config")).unwrap();
+    let report = dotfiles.join("report.json");
+    let script = format!(
+        "#!/usr/bin/env python3\nimport json, os\nhome = os.environ['HOME']\n\
+         def write(relative):\n    try:\n        open(os.path.join(home, relative), 'w').write('x')\n        return 'written'\n\
+         \x20   except OSError as error:\n        return type(error).__name__\n\
+         seen = {{name: write(name) for name in ('dotfiles/config/Code/User/keybindings.json', 'dotfiles/config/containers/storage.conf',\n\
+         \x20   'dotfiles/config/tool/deep/y.conf', 'dotfiles/config/new.conf', 'dotfiles/notes.md')}}\n\
+         open('{}', 'w').write(json.dumps(seen))\n",
+        report.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&dotfiles, &["launch", "claude"], None, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let seen: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(seen["dotfiles/notes.md"], "written", "the workspace is the agent's: {seen:#}");
+    for refused in [
+        "dotfiles/config/Code/User/keybindings.json",
+        "dotfiles/config/containers/storage.conf",
+        "dotfiles/config/tool/deep/y.conf",
+        "dotfiles/config/new.conf",
+    ] {
+        assert_ne!(seen[refused], "written", "{refused}: {seen:#}");
+        assert!(!home.join(refused).exists(), "{refused}");
+    }
+}
+
+/// The twenty-third re-attack: protection is by name, and a hard link the agent made while a file
+/// was still its own (`ln .git/config .editorconfig-cache` in the session that ran `git init`)
+/// wrote the protected file at every later session; `core.fsmonitor` then ran at the user's
+/// `git status`. A protected file with other names gets an inode of its own before the agent
+/// starts, and the launch says so.
+#[test]
+fn a_hard_link_left_by_an_earlier_session_writes_no_protected_file() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&work).status().unwrap().success());
+    let config = std::fs::read_to_string(work.join(".git/config")).unwrap();
+    std::fs::hard_link(work.join(".git/config"), work.join(".editorconfig-cache")).unwrap();
+    let script = "#!/bin/sh\nprintf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' >> .editorconfig-cache\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(std::fs::read_to_string(work.join(".editorconfig-cache")).unwrap().contains("fsmonitor"), "{said}");
+    assert_eq!(std::fs::read_to_string(work.join(".git/config")).unwrap(), config, "{said}");
+    assert!(said.contains("other names (hard links)"), "{said}");
+}

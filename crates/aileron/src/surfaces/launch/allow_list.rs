@@ -267,6 +267,62 @@ pub fn write_access(
     Ok(access)
 }
 
+/// Entries looked at inside read-only directories for files with other names, at most.
+const MAX_LINK_CHECKS: usize = 20_000;
+
+/// Gives each protected file inside what the agent may write an inode of its own when it has other
+/// names (hard links), and says which: protection is by name, and a hard link an agent made in an
+/// earlier session, while the file was still its own (`ln .git/config .editorconfig-cache` after
+/// its `git init`), wrote the protected file through the other name (the twenty-third re-attack).
+/// The protected name gets a copy (its bytes and mode, renamed into place); the other names keep
+/// the old inode. The read-only paths' files are looked at, directories' to [`MAX_LINK_CHECKS`].
+pub fn separate_hard_links(read_only: &[PathBuf], writable: &[PathBuf]) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let inside = |path: &Path| writable.iter().any(|root| path.starts_with(root) && path != root);
+    let mut files = Vec::new();
+    let mut budget = MAX_LINK_CHECKS;
+    let mut pending: Vec<PathBuf> = read_only.iter().filter(|path| inside(path)).cloned().collect();
+    while let Some(path) = pending.pop() {
+        if budget == 0 {
+            break;
+        }
+        budget -= 1;
+        let Ok(metadata) = std::fs::symlink_metadata(&path) else { continue };
+        if metadata.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                pending.extend(entries.flatten().map(|entry| entry.path()));
+            }
+        } else if metadata.is_file() && metadata.nlink() > 1 {
+            files.push(path);
+        }
+    }
+    let mut notes = Vec::new();
+    for file in files {
+        let copy = file.with_file_name(format!(
+            ".{}.aileron-{}",
+            file.file_name().unwrap_or_default().to_string_lossy(),
+            std::process::id()
+        ));
+        let separated = std::fs::copy(&file, &copy).and_then(|_| std::fs::rename(&copy, &file));
+        match separated {
+            Ok(()) => notes.push(format!(
+                "{} had other names (hard links) in what the agent may write: it now has its own copy, so writing \
+                 them does not change it",
+                super::shown(&file)
+            )),
+            Err(error) => {
+                let _ = std::fs::remove_file(&copy);
+                notes.push(format!(
+                    "{} has other names (hard links), and its own copy could not be made ({error}): the agent can \
+                     change it through them\nhint: remove the other names, then launch again",
+                    super::shown(&file)
+                ));
+            }
+        }
+    }
+    notes
+}
+
 /// Links followed from the links kept on the way to what is protected, at most (the kernel's own
 /// limit for one path).
 const MAX_LINKS_FOLLOWED: usize = 40;

@@ -786,7 +786,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         let cwd = std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
         let access = allow_list::write_access(agent, &env, &cwd, &options.writable, temp_dir.path())?;
         access.prepare()?;
-        for note in &access.notes {
+        let separated = allow_list::separate_hard_links(&access.read_only, &access.writable);
+        for note in access.notes.iter().chain(&separated) {
             log_line!("aileron: note: {note}");
         }
         writable = access.writable.iter().map(|path| path.display().to_string()).collect();
@@ -878,6 +879,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         request.pinned.sort_by(|a, b| a.components().count().cmp(&b.components().count()).then_with(|| a.cmp(b)));
         request.pinned.dedup();
         request.read_only = access.read_only;
+        // A pin is a writable bind: inside a read-only path it stayed writable beneath the
+        // read-only bind (the twenty-third re-attack wrote VS Code's and podman's configs under a
+        // linked `~/.config`). A directory there needs no pin: renaming it is refused anyway.
+        let read_only = &request.read_only;
+        request.pinned.retain(|pin| !read_only.iter().any(|path| pin.starts_with(path) && pin != path));
         probe_containment(&request).await.map_err(|reason| {
             anyhow!(
                 "cannot confine {agent} on this machine: {reason}\nhint: containment needs unprivileged user \
