@@ -4895,3 +4895,30 @@ fn a_hard_link_left_by_an_earlier_session_writes_no_protected_file() {
     assert_eq!(std::fs::read_to_string(work.join(".git/config")).unwrap(), config, "{said}");
     assert!(said.contains("other names (hard links)"), "{said}");
 }
+
+/// The twenty-third re-attack: `--writable` followed a link an agent left in its workspace
+/// (`shared -> ~/.config`), so the next launch granted and showed the agent all of `~/.config`.
+/// Such a path is refused, naming the link.
+#[test]
+fn writable_follows_no_link_an_earlier_agent_left() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    std::fs::create_dir_all(rig.user_home().join(".config/newtool")).unwrap();
+    let script = "#!/bin/sh\nln -s \"$HOME/.config\" shared\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let first = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    assert!(first.status.success(), "{}", text(&first));
+    assert!(work.join("shared").is_symlink());
+    std::fs::write(rig.bin().join("claude"), "#!/bin/sh\ntrue\n").unwrap();
+    let other = rig.temp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let shared = work.join("shared");
+    let second = rig.command_in(&other, &["launch", "--writable", shared.to_str().unwrap(), "claude"], None, &[]);
+    let said = text(&second);
+    assert!(!second.status.success(), "{said}");
+    assert!(said.contains("is a link in what an agent could write at an earlier launch"), "{said}");
+    let dry =
+        rig.command_in(&other, &["launch", "--dry-run", "--writable", shared.to_str().unwrap(), "claude"], None, &[]);
+    assert!(!dry.status.success() && text(&dry).contains("not followed"), "{}", text(&dry));
+}

@@ -258,6 +258,42 @@ pub fn home_view(
     Some(HomeView { home, kept, links, left_out })
 }
 
+/// The first link on `path`'s way that lies inside `untrusted`, followed as the kernel follows
+/// links (at most 40), if there is one.
+pub fn untrusted_link_on_the_way(path: &Path, untrusted: &[PathBuf]) -> Option<PathBuf> {
+    let mut pending: std::collections::VecDeque<PathBuf> =
+        path.components().map(|part| PathBuf::from(part.as_os_str())).collect();
+    let mut current = PathBuf::from("/");
+    let mut followed = 0;
+    while let Some(part) = pending.pop_front() {
+        match Path::new(&part).components().next() {
+            Some(Component::RootDir) => current = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                current.pop();
+            }
+            Some(Component::Normal(name)) => {
+                let next = current.join(name);
+                let Ok(said) = std::fs::read_link(&next) else {
+                    current = next;
+                    continue;
+                };
+                if untrusted.iter().any(|root| next.starts_with(root)) {
+                    return Some(next);
+                }
+                followed += 1;
+                if followed > 40 {
+                    return None;
+                }
+                let mut parts: Vec<PathBuf> = said.components().map(|part| PathBuf::from(part.as_os_str())).collect();
+                parts.extend(pending.drain(..));
+                pending = parts.into();
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Resolves paths link by link, noting each resolved path with the links in the home on its way.
 struct Resolver<'a> {
     home: PathBuf,

@@ -616,6 +616,31 @@ fn view_of(
     home_view::home_view(&covered, &named, &configured, programs, &untrusted)
 }
 
+/// Refuses a `--writable` path reached through a link an agent could have made (inside the roots
+/// earlier launches let agents write, or an agent's own directory): an agent in `~/code/app` that
+/// made `shared` a link to `~/.config` was granted and shown all of it by the next `--writable
+/// ~/code/app/shared` (the twenty-third re-attack).
+fn check_writable(agent_env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) -> anyhow::Result<()> {
+    let agents = <Agent as clap::ValueEnum>::value_variants().iter();
+    let own = agents.flat_map(|agent| allow_list::agent_directories(*agent, agent_env));
+    let untrusted: Vec<PathBuf> = recorded.iter().cloned().chain(own).collect();
+    for path in writable {
+        let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
+        if let Some(link) = home_view::untrusted_link_on_the_way(&absolute, &untrusted) {
+            bail!(
+                "--writable {}: {} on its way is a link in what an agent could write at an earlier launch, so it is \
+                 not followed\nhint: name the directory you mean by its own path, if you trust where the link \
+                 leads ({})",
+                path.display(),
+                link.display(),
+                std::fs::canonicalize(&link)
+                    .map_or_else(|_| "nowhere now".to_string(), |real| real.display().to_string())
+            );
+        }
+    }
+    Ok(())
+}
+
 /// What an agent may write or could have written, canonical: this launch's writable paths, every
 /// agent's own directories, and the writable roots of earlier launches.
 fn untrusted_roots(env: &LaunchEnv, access: &allow_list::WriteAccess, recorded: &[PathBuf]) -> Vec<PathBuf> {
@@ -699,6 +724,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             }
             let cwd =
                 std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
+            check_writable(
+                &env,
+                &options.writable,
+                &home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS)),
+            )?;
             let access =
                 allow_list::write_access(agent, &env, &cwd, &options.writable, &env.launch_dir.join("<temp>"))?;
             let shown =
@@ -784,6 +814,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         Confinement::Unconfined
     } else {
         let cwd = std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
+        check_writable(
+            &env,
+            &options.writable,
+            &home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS)),
+        )?;
         let access = allow_list::write_access(agent, &env, &cwd, &options.writable, temp_dir.path())?;
         access.prepare()?;
         let separated = allow_list::separate_hard_links(&access.read_only, &access.writable);
