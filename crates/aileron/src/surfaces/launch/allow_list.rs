@@ -128,6 +128,7 @@ pub fn write_access(
     // `/dev`, in which an agent run as root could create and rename entries of the host's (the
     // second re-attack of 2026-12-05).
     access.writable.extend(WRITABLE_DEVICES.iter().map(PathBuf::from).filter(|device| device.exists()));
+    let mut user_paths = Vec::new();
     for path in extra {
         let resolved = std::fs::canonicalize(path).map_err(|e| {
             anyhow::anyhow!("--writable {}: {e}\nhint: name a file or directory that exists", path.display())
@@ -140,6 +141,7 @@ pub fn write_access(
             );
         }
         protect_repository(&resolved, &git, &mut protection);
+        user_paths.push(resolved.clone());
         access.writable.push(resolved);
     }
     access.writable.dedup();
@@ -176,6 +178,13 @@ pub fn write_access(
     // the agent whatever runs from it (the twenty-second re-attack found 37 more names the list
     // lacked); the agent's own directories beneath stay writable.
     startup.extend(links_into(&home, &access.writable));
+    // The user's programs and plugins linked into the workspace or a `--writable` path
+    // (`~/.local/bin/tool -> ~/code/tool/tool.sh`, a vim plugin): they run as the user later (the
+    // twenty-third re-attack appended to one). Read-only; one that is such a root itself is said.
+    let roots: Vec<PathBuf> = access.workspace.iter().chain(&user_paths).cloned().collect();
+    let (linked, linked_notes) = programs_linked_into(env, &home, &roots);
+    startup.extend(linked);
+    access.notes.extend(linked_notes);
     // Each place once, however many names lead to it.
     let mut seen = std::collections::HashSet::new();
     for path in startup {
@@ -386,6 +395,76 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+/// Directories of the home whose entries are programs or plugins the user's tools load (one `*`
+/// a level of any name).
+const PLUGIN_DIRECTORIES: [&str; 11] = [
+    ".vim/pack/*/start",
+    ".vim/pack/*/opt",
+    ".config/nvim/pack/*/start",
+    ".local/share/nvim/site/pack/*/start",
+    ".oh-my-zsh/custom/plugins",
+    ".oh-my-zsh/custom/themes",
+    ".tmux/plugins",
+    ".vscode/extensions",
+    ".npm-global/lib/node_modules",
+    ".local/lib/node_modules",
+    ".local/share/fish/vendor_functions.d",
+];
+
+/// The links in the user's `PATH` directories in the home and in [`PLUGIN_DIRECTORIES`] that lead
+/// inside one of `roots` (the workspace, the `--writable` paths), and notes for those that lead to
+/// a root itself. At most 4,096 entries are looked at.
+fn programs_linked_into(env: &LaunchEnv, home: &Path, roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<String>) {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(path) = env.var(super::PATH) {
+        dirs.extend(std::env::split_paths(path).filter(|dir| dir.is_absolute()).filter(|dir| {
+            let real = super::repositories::resolved(dir);
+            real.starts_with(home) && !roots.iter().any(|root| real.starts_with(root))
+        }));
+    }
+    for pattern in PLUGIN_DIRECTORIES {
+        let mut found = vec![home.to_path_buf()];
+        for part in pattern.split('/') {
+            found = found
+                .into_iter()
+                .flat_map(|dir| match part {
+                    "*" => std::fs::read_dir(&dir)
+                        .map(|entries| entries.flatten().take(64).map(|entry| entry.path()).collect())
+                        .unwrap_or_default(),
+                    name => vec![dir.join(name)],
+                })
+                .collect();
+        }
+        dirs.extend(found);
+    }
+    let (mut links, mut notes) = (Vec::new(), Vec::new());
+    let mut budget = 4096usize;
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if budget == 0 {
+                return (links, notes);
+            }
+            budget -= 1;
+            if !entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+                continue;
+            }
+            let Ok(real) = std::fs::canonicalize(entry.path()) else { continue };
+            if roots.contains(&real) {
+                notes.push(format!(
+                    "{} leads to {}, which the agent may write: what it leaves there runs as you when your tools \
+                     load it\nhint: look at what changed there after the session",
+                    super::shown(&entry.path()),
+                    super::shown(&real)
+                ));
+            } else if roots.iter().any(|root| real.starts_with(root)) {
+                links.push(entry.path());
+            }
+        }
+    }
+    (links, notes)
 }
 
 /// What runs later as the user from the home (shells' start-up files, the session's autostart
@@ -1024,6 +1103,32 @@ mod tests {
         assert!(access.read_only.contains(&dotfiles.join("gitconfig")), "{:?}", access.read_only);
         assert!(access.watched.contains(&dotfiles.join("git/config")), "{:?}", access.watched);
         assert!(access.git_reads.contains(&home.join("dotfiles/ignore")), "{:?}", access.git_reads);
+    }
+
+    /// The twenty-third re-attack: the user's own program linked from `~/.local/bin` into the
+    /// workspace stayed writable, and the agent appended to it; so did a vim plugin.
+    #[test]
+    fn programs_and_plugins_linked_into_the_workspace_are_read_only() {
+        let (_temp, home, repo) = home_and_repo();
+        for file in ["tool.sh", "t2.sh", "plug/plugin/x.vim"] {
+            std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
+            std::fs::write(repo.join(file), "x").unwrap();
+        }
+        for dir in [".local/bin", "bin", ".vim/pack/dev/start"] {
+            std::fs::create_dir_all(home.join(dir)).unwrap();
+        }
+        std::os::unix::fs::symlink(repo.join("tool.sh"), home.join(".local/bin/tool")).unwrap();
+        std::os::unix::fs::symlink(repo.join("t2.sh"), home.join("bin/tool2")).unwrap();
+        std::os::unix::fs::symlink(repo.join("plug"), home.join(".vim/pack/dev/start/plug")).unwrap();
+        std::os::unix::fs::symlink(&repo, home.join(".vim/pack/dev/start/whole")).unwrap();
+        let mut env = env(&home);
+        let path = format!("{}:{}:/usr/bin", home.join(".local/bin").display(), home.join("bin").display());
+        env.vars.insert(super::super::PATH.into(), path);
+        let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp")).unwrap();
+        for protected in ["tool.sh", "t2.sh", "plug"] {
+            assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
+        }
+        assert!(access.notes.iter().any(|note| note.contains("pack/dev/start/whole leads to")), "{:?}", access.notes);
     }
 
     /// The twenty-first re-attack: with `~/.config` a link into the workspace and no
