@@ -167,7 +167,16 @@ pub fn home_view(
     // (`core.hooksPath = ~/`, a `GEM_PATH` of `~/code` a workspace's `.env` set: the nineteenth
     // re-attack).
     let listed = |name: &str| env.var(name).map(|value| std::env::split_paths(value).collect::<Vec<_>>());
-    let variables = TOOL_VARIABLES.iter().filter_map(|name| listed(name)).flatten().filter(|dir| dir.is_absolute());
+    // GOPATH's programs and module cache, not its `src` (another project's checkouts: the
+    // twenty-third re-attack read them under `GOPATH=~/dev/go`), as the read list keeps `go`.
+    let variables = TOOL_VARIABLES
+        .iter()
+        .filter_map(|name| Some((*name, listed(name)?)))
+        .flat_map(|(name, dirs)| match name {
+            "GOPATH" => dirs.into_iter().flat_map(|dir| [dir.join("bin"), dir.join("pkg")]).collect(),
+            _ => dirs,
+        })
+        .filter(|dir| dir.is_absolute());
     for path in configured.iter().cloned().chain(variables) {
         if let Some(relative) = view.resolve(&path).and_then(|resolved| view.relative(&resolved))
             && !too_wide(&home, &relative)
@@ -691,6 +700,19 @@ mod tests {
         ] {
             assert_eq!(program_directory(Path::new("/nonexistent"), Path::new(file)), Path::new(kept), "{file}");
         }
+    }
+
+    /// The twenty-third re-attack: `GOPATH=~/dev/go` kept its `src`, other projects' checkouts.
+    #[test]
+    fn a_gopath_keeps_its_programs_and_modules_not_its_checkouts() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap().join("u");
+        for file in ["dev/go/bin/gopls", "dev/go/pkg/mod/x", "dev/go/src/other/.env"] {
+            touch(&home.join(file));
+        }
+        let env = env_of(&home, &[("GOPATH", home.join("dev/go").display().to_string())]);
+        let view = home_view(&env, &[], &[], &[], &[]).unwrap();
+        assert_eq!(kept(&view), ["dev/go/bin", "dev/go/pkg"]);
     }
 
     /// The twenty-third re-attack: `~/.dotfiles/bin` on `PATH` kept all of `~/.dotfiles`, and the
