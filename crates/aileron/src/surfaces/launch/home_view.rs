@@ -482,6 +482,11 @@ pub fn record_roots(file: &Path, roots: &[PathBuf]) -> std::io::Result<()> {
     let mut all = recorded_roots(file);
     all.retain(|known| !roots.contains(known));
     all.extend(roots.iter().cloned());
+    // Past the limit, roots gone from disk go first, then the oldest: forgetting one that is
+    // still there trusts again the links an agent left in it (the twenty-third re-attack).
+    if all.len() > MAX_RECORDED_ROOTS {
+        all.retain(|root| roots.contains(root) || std::fs::symlink_metadata(root).is_ok());
+    }
     let over = all.len().saturating_sub(MAX_RECORDED_ROOTS);
     all.drain(..over);
     let mut text = String::new();
@@ -727,6 +732,25 @@ mod tests {
         assert_eq!(tool_directory(home.path(), Path::new(".dotfiles/bin")), Path::new(".dotfiles/bin"));
         assert_eq!(tool_directory(home.path(), Path::new(".tfenv/bin")), Path::new(".tfenv"));
         assert_eq!(program_directory(home.path(), Path::new(".dotfiles/bin/mytool")), Path::new(".dotfiles/bin"));
+    }
+
+    /// The twenty-third re-attack: past 4,096 roots the oldest were forgotten, still there, and
+    /// the links an agent left in them trusted again. Roots gone from disk go first.
+    #[test]
+    fn a_root_still_there_outlives_those_gone() {
+        let temp = tempfile::tempdir().unwrap();
+        let file = temp.path().join(RECORDED_ROOTS);
+        let there = temp.path().to_path_buf();
+        // The oldest still there, then as many of other launches' as the record holds, gone since.
+        let mut lines = hex::encode(there.as_os_str().as_encoded_bytes()) + "\n";
+        for n in 1..MAX_RECORDED_ROOTS {
+            lines += &(hex::encode(format!("/gone/{n}")) + "\n");
+        }
+        std::fs::write(&file, lines).unwrap();
+        record_roots(&file, &[PathBuf::from("/gone/new")]).unwrap();
+        let recorded = recorded_roots(&file);
+        assert!(recorded.contains(&there) && recorded.contains(&PathBuf::from("/gone/new")));
+        assert!(recorded.len() <= MAX_RECORDED_ROOTS);
     }
 
     #[test]
