@@ -112,6 +112,11 @@ async function main() {
     problems,
   });
 
+  // A card that has not moved in the last refresh (the page ignores decisions on one that has).
+  async function settled(on, id) {
+    await on.waitForSelector(`#card-${id}:not(.moved)`);
+  }
+
   const commands = createInterface({ input: process.stdin });
   for await (const line of commands) {
     if (!line.trim()) continue;
@@ -137,9 +142,12 @@ async function main() {
         // Deny first, then approve: a resolved card leaves the list and the cards below move up,
         // so the second click of the double click (it checks that a decision is sent once) could
         // otherwise land on the card that still waits (seen on a loaded machine).
+        await settled(page, command.deny);
         await page.fill(`#card-${command.deny} input.reason`, command.reason);
         await page.click(`#card-${command.deny} button.deny`);
         await page.waitForSelector(`#card-${command.deny}`, { state: 'detached' });
+        // The card that moved up takes no decision until it has stood still for a moment.
+        await settled(page, command.approve);
         await page.dblclick(`#card-${command.approve} button.approve`);
         await page.waitForFunction(
           ({ ids, finals }) =>
@@ -166,6 +174,7 @@ async function main() {
         break;
       }
       case 'edit': {
+        await settled(page, command.id);
         await page.click(`#card-${command.id} details.edit summary`);
         await page.fill(`#card-${command.id} textarea.edit-args`, JSON.stringify(command.args));
         const approveBefore = await page.isDisabled(`#card-${command.id} button.approve-edited`);
@@ -289,8 +298,26 @@ async function main() {
         reply({ text: await page.innerText('#connection') });
         break;
       }
+      case 'click_top_once_moved': {
+        // A click aimed at the top card as another takes its place (the card above it gone).
+        await page.waitForFunction(
+          (gone) => { const top = document.querySelector('#cards .card[data-id]'); return top && top.dataset.id !== gone; },
+          command.gone,
+        );
+        const top = await page.$eval('#cards .card[data-id]', (card) => card.dataset.id);
+        const before = decideRequests[top] ?? 0;
+        await page.click(`#card-${top} button.approve`);
+        await page.waitForTimeout(200);
+        reply({
+          top,
+          status: await page.innerText(`#card-${top} .status`),
+          decide_requests_sent: (decideRequests[top] ?? 0) - before,
+        });
+        break;
+      }
       case 'try_approve': {
         const card = `#card-${command.id}`;
+        await settled(page, command.id);
         await page.click(`${card} button.approve`);
         await page.waitForFunction(
           (selector) => !['', 'sending…'].includes(document.querySelector(selector)?.textContent ?? ''),

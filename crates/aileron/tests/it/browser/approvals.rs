@@ -184,6 +184,21 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert_eq!(cancelled[0]["actor"]["type"], "human", "{}", cancelled[0]);
     assert_eq!(calls_for("withdrawn"), 0, "a withdrawn action never runs");
 
+    // 4c. A card that takes another's place as the person clicks takes no decision: an agent that
+    //     withdrew its own card above moved another's Approve under the pointer (the
+    //     twenty-fourth re-attack). Here the card above is denied from the terminal.
+    let above = request_approval(&cli, &url_of("above"));
+    let below = request_approval(&cli, &url_of("below"));
+    browser.send(json!({"cmd": "expect_card", "id": below}));
+    std::thread::sleep(Duration::from_millis(1200));
+    cli.ok(&["approval", "deny", &above]);
+    let moved = browser.send(json!({"cmd": "click_top_once_moved", "gone": above}));
+    assert_eq!(moved["top"], below.as_str(), "{moved}");
+    assert_eq!(moved["decide_requests_sent"], 0, "a click on a card that just moved decides nothing: {moved}");
+    assert!(moved["status"].as_str().unwrap().contains("just moved"), "{moved}");
+    assert_eq!(approval_status(&cli, &below)["status"], "pending_approval");
+    cli.ok(&["approval", "deny", &below]);
+
     // 5. A browser without the cookie, on the review URL an agent is given: no data, no decision.
     let third = request_approval(&cli, &url_of("third"));
     let anonymous = browser.send(json!({"cmd": "anonymous", "id": third}));
@@ -226,6 +241,8 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert_no_page_problems(&focused_decided, "reopened page");
     let mut expected = expected;
     expected.insert(withdrawn.clone(), "cancelled".to_string());
+    expected.insert(above.clone(), "denied".to_string());
+    expected.insert(below.clone(), "denied".to_string());
     assert_eq!(statuses(&focused_decided), expected, "the decisions, rendered by the server");
     assert_eq!(cards(&focused_decided), vec![(third.clone(), false, url_of("third"))]);
 

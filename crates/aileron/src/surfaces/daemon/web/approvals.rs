@@ -316,9 +316,32 @@ async function previewEdit(card) {
   approveEdited.dataset.args = JSON.stringify(answer.args);
   approveEdited.disabled = false;
 }
+// A card that took another's place in the last refresh takes no decision for a moment: an agent
+// that withdrew its own card above another moved that one's Approve under the person's pointer
+// (the twenty-fourth re-attack), and a decided card leaving the list moves the rest up too.
+const SETTLE_MS = 1000;
+const movedAt = new Map();
+let order = [...content.querySelectorAll('.card[data-id]')].map((card) => card.dataset.id);
+function settling(card) { return Date.now() - (movedAt.get(card.dataset.id) ?? 0) < SETTLE_MS; }
+function markSettling() {
+  for (const card of content.querySelectorAll('.card[data-id]')) card.classList.toggle('moved', settling(card));
+}
+document.addEventListener('aileron:swapped', () => {
+  const cards = [...content.querySelectorAll('.card[data-id]')];
+  cards.forEach((card, at) => { if (order[at] !== card.dataset.id) movedAt.set(card.dataset.id, Date.now()); });
+  order = cards.map((card) => card.dataset.id);
+  markSettling();
+  setTimeout(markSettling, SETTLE_MS);
+});
 content.addEventListener('click', (event) => {
   const preview = event.target.closest('button.preview-edit');
   if (preview) { previewEdit(preview.closest('.card')); return; }
+  const decision = event.target.closest('button.approve-edited, button.approve, button.deny');
+  if (decision && settling(decision.closest('.card'))) {
+    decision.closest('.card').querySelector('.status').textContent =
+      'this card has just moved: check that it is the one you mean, then click again';
+    return;
+  }
   const edited = event.target.closest('button.approve-edited');
   if (edited && !edited.disabled) { decide(edited.closest('.card'), true, false, JSON.parse(edited.dataset.args)); return; }
   const button = event.target.closest('button.approve, button.deny, button.withdraw');

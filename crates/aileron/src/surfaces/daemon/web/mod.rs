@@ -357,7 +357,7 @@ nav{display:flex;gap:4px;flex-wrap:wrap}nav a{color:#d0d7de;text-decoration:none
 nav a[aria-current=page]{background:#32383f;color:#fff}nav a:hover{color:#fff}\
 main{max-width:1100px;margin:20px auto;padding:0 16px}.page-title{font-size:20px;margin:0 0 12px}\
 .card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:16px;margin-bottom:16px}\
-.card.focused{border-color:#0969da;box-shadow:0 0 0 1px #0969da}\
+.card.focused{border-color:#0969da;box-shadow:0 0 0 1px #0969da}.card.moved .decide button{opacity:.4}\
 .card h2,.card h3.title{margin:0 0 4px;font-size:17px}.card h3{margin:12px 0 4px;font-size:14px}.meta{color:#57606a;font-size:12px;margin:0 0 8px}\
 table{border-collapse:collapse;width:100%}\
 th{text-align:left;vertical-align:top;padding:4px 8px;color:#57606a;font-weight:600}td{padding:4px 8px;vertical-align:top}pre{margin:0;white-space:pre-wrap;word-break:break-word}.eol{color:#bf8700}\
