@@ -171,6 +171,8 @@ async function main() {
         });
         // Counted before the click: `click` itself may wait until a navigation it started is done.
         const navigationsBefore = navigations;
+        // An approval card that has just moved takes no decision until it has stood still.
+        await page.waitForFunction((selector) => !document.querySelector(selector)?.closest('.card.moved'), command.selector);
         await page.click(command.selector);
         let status = null;
         if (control) {
