@@ -388,7 +388,15 @@ fn gated_runs_exit_75_and_the_cli_decides() {
         "{printed}"
     );
 
-    cli.ok(&["approval", "approve", &ids[0]]);
+    // Each decision says what it decided (an id an agent handed over could name another).
+    let approved = cli.run(&["approval", "approve", &ids[0]]);
+    assert!(approved.status.success(), "{}", stderr(&approved));
+    assert!(
+        stderr(&approved).contains(&format!("{}  fetch", ids[0]))
+            && stderr(&approved).contains(url.trim_start_matches("url=")),
+        "{}",
+        stderr(&approved)
+    );
     cli.ok(&["approval", "deny", &ids[1], "--reason", "not today"]);
     let again = cli.run(&["approval", "approve", &ids[1]]);
     assert_eq!(again.status.code(), Some(1), "a decided approval cannot be decided again");

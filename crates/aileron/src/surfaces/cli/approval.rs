@@ -433,10 +433,19 @@ async fn decide(
     if let Some(args) = args {
         body["args"] = Value::Object(args);
     }
+    // What is decided, said after the decision: an id an agent handed the user could name another
+    // approval than the one it described (the twenty-fourth re-attack).
+    let listing: ApprovalList = client.get_as("/v1/action-approvals").await?;
+    let entry = listing.items.into_iter().find(|item| item.id.as_str() == id);
     let (status, answer) =
         client.call_raw(Method::POST, &format!("/v1/action-approvals/{id}/decide"), Some(&body)).await?;
     if status != StatusCode::NO_CONTENT {
         return Err(CliError::failure(ApiFailure { status, body: answer }.to_string()));
+    }
+    if let Some(entry) = &entry {
+        for line in item_lines(entry, false) {
+            eprintln!("{line}");
+        }
     }
     if edited {
         eprintln!("approved {id} with the edited arguments; it runs with them now, and the agent is told");
