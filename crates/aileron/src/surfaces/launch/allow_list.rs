@@ -185,6 +185,10 @@ pub fn write_access(
     let (linked, linked_notes) = programs_linked_into(env, &home, &roots);
     startup.extend(linked);
     access.notes.extend(linked_notes);
+    // A start-up file hard-linked (not symlinked) into what the agent may write is the same file
+    // under another name there: that name is protected like it.
+    let shared = other_names_in(&startup, &roots);
+    startup.extend(shared);
     // Each place once, however many names lead to it.
     let mut seen = std::collections::HashSet::new();
     for path in startup {
@@ -391,6 +395,44 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
                 }
             } else if kind.is_dir() && dir == home && dotted {
                 dirs.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// Entries of the writable roots looked at for another name of a hard-linked start-up file.
+const MAX_NAME_SEARCH: usize = 50_000;
+
+/// The names in `roots` of the regular files among `paths` that have other names (hard links):
+/// looked for only when one of them has (rare), at most [`MAX_NAME_SEARCH`] entries.
+fn other_names_in(paths: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let linked: std::collections::HashSet<(u64, u64)> = paths
+        .iter()
+        .filter_map(|path| std::fs::symlink_metadata(path).ok())
+        .filter(|metadata| metadata.is_file() && metadata.nlink() > 1)
+        .map(|metadata| (metadata.dev(), metadata.ino()))
+        .collect();
+    let mut found = Vec::new();
+    if linked.is_empty() {
+        return found;
+    }
+    let mut pending: Vec<PathBuf> = roots.to_vec();
+    let mut budget = MAX_NAME_SEARCH;
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if budget == 0 {
+                return found;
+            }
+            budget -= 1;
+            let Ok(metadata) = entry.metadata().or_else(|_| std::fs::symlink_metadata(entry.path())) else { continue };
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if kind.is_file() && linked.contains(&(metadata.dev(), metadata.ino())) {
+                found.push(entry.path());
             }
         }
     }
@@ -1103,6 +1145,18 @@ mod tests {
         assert!(access.read_only.contains(&dotfiles.join("gitconfig")), "{:?}", access.read_only);
         assert!(access.watched.contains(&dotfiles.join("git/config")), "{:?}", access.watched);
         assert!(access.git_reads.contains(&home.join("dotfiles/ignore")), "{:?}", access.git_reads);
+    }
+
+    /// A start-up file hard-linked into the workspace (`ln dotfiles/bashrc ~/.bashrc`) is the
+    /// same file under the workspace's name: protected there.
+    #[test]
+    fn a_start_up_file_hard_linked_into_the_workspace_is_read_only_there() {
+        let (_temp, home, repo) = home_and_repo();
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::write(repo.join("bashrc"), "export PATH").unwrap();
+        std::fs::hard_link(repo.join("bashrc"), home.join(".bashrc")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        assert!(access.read_only.contains(&repo.join("bashrc")), "{:?}", access.read_only);
     }
 
     /// The twenty-third re-attack: the user's own program linked from `~/.local/bin` into the
