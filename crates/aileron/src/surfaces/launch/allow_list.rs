@@ -306,17 +306,17 @@ pub fn separate_hard_links(read_only: &[PathBuf], writable: &[PathBuf]) -> Vec<S
                 pending.extend(entries.flatten().map(|entry| entry.path()));
             }
         } else if metadata.is_file() && metadata.nlink() > 1 {
-            files.push(path);
+            files.push((path, metadata));
         }
     }
     let mut notes = Vec::new();
-    for file in files {
-        let copy = file.with_file_name(format!(
-            ".{}.aileron-{}",
-            file.file_name().unwrap_or_default().to_string_lossy(),
-            std::process::id()
-        ));
-        let separated = std::fs::copy(&file, &copy).and_then(|_| std::fs::rename(&copy, &file));
+    for (file, metadata) in files {
+        // The copy goes through a new file of a random name made with `O_EXCL` (`write_atomic`),
+        // and the original is read without following a link, as the inode looked at: a name
+        // chosen here was one an agent could plant a link at, and the launcher, unconfined,
+        // wrote through it (the twenty-fifth re-attack).
+        let separated = read_same_file(&file, &metadata)
+            .and_then(|bytes| crate::platform::home::write_atomic(&file, &bytes, metadata.mode() & 0o7777));
         match separated {
             Ok(()) => notes.push(format!(
                 "{} had other names (hard links) in what the agent may write: it now has its own copy, so writing \
@@ -324,7 +324,6 @@ pub fn separate_hard_links(read_only: &[PathBuf], writable: &[PathBuf]) -> Vec<S
                 super::shown(&file)
             )),
             Err(error) => {
-                let _ = std::fs::remove_file(&copy);
                 notes.push(format!(
                     "{} has other names (hard links), and its own copy could not be made ({error}): the agent can \
                      change it through them\nhint: remove the other names, then launch again",
@@ -399,6 +398,24 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+/// The bytes of `file`, opened without following a link and only if it is still the inode
+/// `looked_at` describes, at most 16 MiB.
+fn read_same_file(file: &Path, looked_at: &std::fs::Metadata) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(file)?;
+    let now = opened.metadata()?;
+    if (now.dev(), now.ino()) != (looked_at.dev(), looked_at.ino()) || !now.is_file() {
+        return Err(std::io::Error::other("it changed since it was looked at"));
+    }
+    let mut bytes = Vec::new();
+    opened.by_ref().take(16 << 20).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 != now.len() {
+        return Err(std::io::Error::other("it is larger than 16 MiB"));
+    }
+    Ok(bytes)
 }
 
 /// Entries of the writable roots looked at for another name of a hard-linked start-up file.
@@ -1145,6 +1162,30 @@ mod tests {
         assert!(access.read_only.contains(&dotfiles.join("gitconfig")), "{:?}", access.read_only);
         assert!(access.watched.contains(&dotfiles.join("git/config")), "{:?}", access.watched);
         assert!(access.git_reads.contains(&home.join("dotfiles/ignore")), "{:?}", access.git_reads);
+    }
+
+    /// The twenty-fifth re-attack: the copy that gives a hard-linked protected file its own inode
+    /// was written at a name an agent could guess (`.<name>.aileron-<pid>`) through a link it
+    /// planted there: the launcher overwrote another file of the user's, and the protected name
+    /// became the agent's link.
+    #[test]
+    fn a_protected_files_own_copy_is_written_through_no_planted_link() {
+        use std::os::unix::fs::MetadataExt;
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap().join("ws");
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        let (config, alias, victim) = (root.join(".git/config"), root.join("alias"), temp.path().join("victim"));
+        std::fs::write(&config, "[core]\n").unwrap();
+        std::fs::hard_link(&config, &alias).unwrap();
+        std::fs::write(&victim, "the user's").unwrap();
+        std::os::unix::fs::symlink(&victim, root.join(format!(".git/.config.aileron-{}", std::process::id()))).unwrap();
+        let notes = separate_hard_links(std::slice::from_ref(&config), std::slice::from_ref(&root));
+        assert!(notes.iter().any(|note| note.contains("its own copy")), "{notes:?}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's");
+        let (config_meta, alias_meta) =
+            (std::fs::symlink_metadata(&config).unwrap(), std::fs::metadata(&alias).unwrap());
+        assert!(config_meta.is_file() && config_meta.ino() != alias_meta.ino());
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), "[core]\n");
     }
 
     /// A start-up file hard-linked into the workspace (`ln dotfiles/bashrc ~/.bashrc`) is the
