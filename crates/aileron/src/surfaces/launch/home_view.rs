@@ -29,7 +29,7 @@ pub struct HomeView {
 /// config, the toolchains' own directories, the terminal descriptions. Shell start-up files are
 /// not among them (a token exported there is the user's shell's, not the agent's, whose
 /// environment the launch passes on with the credential variables withheld).
-pub const READ_LIST: [&str; 46] = [
+pub const READ_LIST: [&str; 66] = [
     ".gitconfig",
     ".config/git",
     ".gitignore",
@@ -80,6 +80,28 @@ pub const READ_LIST: [&str; 46] = [
     ".node-version",
     ".nvmrc",
     ".conda/envs",
+    // Tools whose programs on `PATH` need the directory above them (a dot-directory is not kept
+    // for being one: the twenty-fifth re-attack).
+    ".elan",
+    ".juliaup",
+    ".rye",
+    ".wasmtime",
+    ".foundry",
+    ".krew",
+    ".fzf",
+    ".ghcup",
+    ".dotnet",
+    ".nimble",
+    ".opam",
+    ".yarn",
+    ".tfenv",
+    ".nodenv",
+    ".jenv",
+    ".pixi",
+    ".proto",
+    ".moon",
+    ".poetry",
+    ".swiftly",
 ];
 
 /// Variables naming a tool's own directories (each a path, or a list of them), read by the launch
@@ -360,9 +382,12 @@ impl Resolver<'_> {
 }
 
 /// The tool's own directory for a directory of programs: the directory above a `bin` when that is
-/// a tool's own — one in a dot-directory (`.cargo/bin` is `.cargo`'s) or an install prefix
-/// (`~/miniconda3`, `~/flutter`, a JDK: it holds `lib`, `share`, …) —, else the directory itself
-/// (`~/Dropbox/bin` keeps only itself, not the whole `~/Dropbox`; `.local/bin` is its own).
+/// an install prefix (`~/miniconda3`, `~/flutter`, a JDK, a node of nvm's: it holds `lib`,
+/// `share`, …, and is no repository) holding no shell start-up names, else the directory itself
+/// (`~/Dropbox/bin` keeps only itself, not the whole `~/Dropbox`; `.local/bin` is its own). A
+/// dot-directory is no longer a tool's for being one: `~/.dotfiles/bin` kept all of `~/.dotfiles`,
+/// its shell files under any name (the twenty-third and twenty-fifth re-attacks); the tools'
+/// own dot-directories are on the read list.
 fn tool_directory(home: &Path, dir: &Path) -> PathBuf {
     let is_program_directory = dir.file_name().is_some_and(|name| PROGRAM_DIRECTORIES.iter().any(|dir| name == *dir));
     let hidden = |path: &Path| path.components().any(|part| part.as_os_str().to_string_lossy().starts_with('.'));
@@ -371,7 +396,7 @@ fn tool_directory(home: &Path, dir: &Path) -> PathBuf {
             if is_program_directory
                 && !parent.as_os_str().is_empty()
                 && !is_shared(parent)
-                && (hidden(parent) || is_prefix(&home.join(parent)))
+                && is_prefix(&home.join(parent))
                 && !holds_startup_files(&home.join(parent)) =>
         {
             parent.to_path_buf()
@@ -380,10 +405,13 @@ fn tool_directory(home: &Path, dir: &Path) -> PathBuf {
     }
 }
 
-/// Names (with or without their dot) that make a directory the user's shell configuration, not a
-/// tool's: a dotfiles repository with its own `bin` on `PATH` (`~/.dotfiles/bin`) kept whole showed
-/// the agent the tokens its `bashrc` exports (the twenty-third re-attack). Only its `bin` is kept.
-const STARTUP_NAMES: [&str; 16] = [
+/// Names (with or without their dot, with or without a `.symlink`, `.local`, `.sh`, `.zsh` or
+/// `.bash` ending) that make a directory the user's shell configuration, not a tool's: a
+/// dotfiles repository with its own `bin` on `PATH` (`~/.dotfiles/bin`) kept whole showed the agent
+/// the tokens its `bashrc` exports (the twenty-third re-attack), and under other names or a level
+/// down (`runcom/.bashrc`, `system/.env`, `.extra`, `zshrc.symlink`: the twenty-fifth). Only its
+/// `bin` is kept.
+const STARTUP_NAMES: [&str; 22] = [
     "bashrc",
     "bash_profile",
     "bash_aliases",
@@ -391,25 +419,50 @@ const STARTUP_NAMES: [&str; 16] = [
     "zshrc",
     "zshenv",
     "zprofile",
+    "zlogin",
     "zsh",
     "bash",
-    "shell",
     "fish",
     "gitconfig",
     "vimrc",
     "tmux.conf",
+    "inputrc",
     "aliases",
     "exports",
+    "functions",
+    "extra",
+    "secrets",
+    "runcom",
+    "netrc",
 ];
 
-/// Whether `dir` holds, among its first entries, one of the [`STARTUP_NAMES`].
+/// Whether `dir` holds, three levels down at most (2,048 entries looked at), one of the
+/// [`STARTUP_NAMES`] or an `.env` file.
 fn holds_startup_files(dir: &Path) -> bool {
-    let Ok(entries) = std::fs::read_dir(dir) else { return false };
-    entries.flatten().take(1024).any(|entry| {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        STARTUP_NAMES.contains(&name.trim_start_matches('.'))
-    })
+    let mut pending = vec![(dir.to_path_buf(), 0)];
+    let mut budget = 2048usize;
+    while let Some((dir, depth)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if budget == 0 {
+                return true;
+            }
+            budget -= 1;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let bare = name.trim_start_matches('.');
+            let bare = [".symlink", ".local", ".sh", ".zsh", ".bash"]
+                .iter()
+                .fold(bare, |bare, ending| bare.strip_suffix(ending).unwrap_or(bare));
+            if STARTUP_NAMES.contains(&bare) || name.starts_with(".env") {
+                return true;
+            }
+            if depth < 2 && entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                pending.push((entry.path(), depth + 1));
+            }
+        }
+    }
+    false
 }
 
 /// Whether `dir` is an install prefix (programs in `bin` beside what they run from), not a folder
@@ -598,7 +651,13 @@ mod tests {
     fn no_link_an_agent_could_have_made_decides_what_is_kept() {
         let temp = tempfile::tempdir().unwrap();
         let home = std::fs::canonicalize(temp.path()).unwrap().join("u");
-        for file in ["code/a/.venv/bin/python", "code/b/README", "notes/secret.txt", ".config/newtool/token"] {
+        for file in [
+            "code/a/.venv/bin/python",
+            "code/a/.venv/lib/python3.12/site-packages/x.py",
+            "code/b/README",
+            "notes/secret.txt",
+            ".config/newtool/token",
+        ] {
             touch(&home.join(file));
         }
         std::fs::create_dir_all(home.join("x")).unwrap();
@@ -684,10 +743,25 @@ mod tests {
 
     #[test]
     fn a_tools_directory_is_the_one_above_its_programs_when_it_is_a_tools_own() {
+        let home = tempfile::tempdir().unwrap();
+        for dir in [
+            ".cargo/bin",
+            ".nvm/versions/node/v22.1.0/bin",
+            ".nvm/versions/node/v22.1.0/lib",
+            "miniconda3/bin",
+            "miniconda3/lib",
+        ] {
+            std::fs::create_dir_all(home.path().join(dir)).unwrap();
+        }
         for (dir, tool) in [
-            (".cargo/bin", ".cargo"),
-            (".pyenv/shims", ".pyenv"),
             (".nvm/versions/node/v22.1.0/bin", ".nvm/versions/node/v22.1.0"),
+            ("miniconda3/bin", "miniconda3"),
+            // Kept by the read list, not for being a dot-directory.
+            (".cargo/bin", ".cargo/bin"),
+        ] {
+            assert_eq!(tool_directory(home.path(), Path::new(dir)), Path::new(tool), "{dir}");
+        }
+        for (dir, tool) in [
             (".local/bin", ".local/bin"),
             ("bin", "bin"),
             ("Dropbox/bin", "Dropbox/bin"),
@@ -699,7 +773,8 @@ mod tests {
         for (file, kept) in [
             (".local/lib/node_modules/pkg/dist/cli.js", ".local/lib/node_modules"),
             (".config/yarn/global/node_modules/@scope/pkg/cli.js", ".config/yarn/global/node_modules"),
-            (".local/share/uv/tools/ruff/bin/ruff", ".local/share/uv/tools/ruff"),
+            // Kept whole by the read list (`.local/share/uv`); alone, an install prefix only.
+            (".local/share/uv/tools/ruff/bin/ruff", ".local/share/uv/tools/ruff/bin"),
             (".local/share/claude/versions/2.0.1", ".local/share/claude/versions"),
             ("dotfiles/bin/tmux-sessionizer", "dotfiles/bin"),
         ] {
@@ -730,7 +805,13 @@ mod tests {
         }
         std::fs::create_dir_all(home.path().join(".tfenv/.git")).unwrap();
         assert_eq!(tool_directory(home.path(), Path::new(".dotfiles/bin")), Path::new(".dotfiles/bin"));
-        assert_eq!(tool_directory(home.path(), Path::new(".tfenv/bin")), Path::new(".tfenv"));
+        // A tool cloned with git keeps its `bin` here, its directory by the read list.
+        assert_eq!(tool_directory(home.path(), Path::new(".tfenv/bin")), Path::new(".tfenv/bin"));
+        // Shell files one level down or under other names (the twenty-fifth re-attack).
+        for file in [".dots/bin/x", ".dots/runcom/.bashrc", ".dots/lib/y"] {
+            touch(&home.path().join(file));
+        }
+        assert_eq!(tool_directory(home.path(), Path::new(".dots/bin")), Path::new(".dots/bin"));
         assert_eq!(program_directory(home.path(), Path::new(".dotfiles/bin/mytool")), Path::new(".dotfiles/bin"));
     }
 
