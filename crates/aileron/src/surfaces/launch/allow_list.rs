@@ -85,6 +85,16 @@ pub fn write_access(
     let mut protection = Protection::default();
     let home = std::fs::canonicalize(&env.home_dir).unwrap_or_else(|_| env.home_dir.clone());
     let workspace = repository_root(cwd, &home).unwrap_or_else(|| cwd.to_path_buf());
+    // Reached through a link an agent left (`cd ~/code/app/shared`, a link to `~/.config`: the
+    // twenty-fifth re-attack) or not, a directory of many programs' files is no workspace.
+    if super::home_view::is_shared_directory(&home, &workspace) {
+        anyhow::bail!(
+            "{} holds many programs' configuration and data, so it cannot be the agent's workspace\nhint: launch from \
+             a project directory; `--writable` one tool's own directory (for example {}) if the agent must change it",
+            workspace.display(),
+            workspace.join("<tool>").display()
+        );
+    }
     let git = GitContext::of_user(env, &home, &mut protection);
     access.git_reads = git.user_files();
     if home.starts_with(&workspace) {
@@ -133,11 +143,12 @@ pub fn write_access(
         let resolved = std::fs::canonicalize(path).map_err(|e| {
             anyhow::anyhow!("--writable {}: {e}\nhint: name a file or directory that exists", path.display())
         })?;
-        if home.starts_with(&resolved) {
+        if home.starts_with(&resolved) || super::home_view::is_shared_directory(&home, &resolved) {
             anyhow::bail!(
-                "--writable {} would let the agent write your whole home (~/.bashrc and the rest)\nhint: name the \
-                 project or directory it needs",
-                path.display()
+                "--writable {} would let the agent write your whole home or every program's files in {} (~/.bashrc and \
+                 the rest)\nhint: name the project or the one tool's directory it needs",
+                path.display(),
+                resolved.display()
             );
         }
         protect_repository(&resolved, &git, &mut protection);
@@ -163,8 +174,11 @@ pub fn write_access(
     let data_home = xdg(env, XDG_DATA_HOME, ".local/share");
     let zdotdir = env.var(ZDOTDIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
     let mut startup: Vec<PathBuf> = Vec::new();
+    // The account's own home's too, when `HOME` is elsewhere (the twenty-fifth re-attack: its
+    // `~/.bashrc -> dotfiles/bashrc` was written): its shells and session run it as the user.
+    let homes: Vec<PathBuf> = std::iter::once(env.home_dir.clone()).chain(env.account_home.clone()).collect();
     for name in STARTUP_FILES {
-        startup.push(env.home_dir.join(name));
+        startup.extend(homes.iter().map(|dir| dir.join(name)));
         if let Some(rest) = name.strip_prefix(".config/") {
             startup.push(config_home.join(rest));
         } else if let Some(rest) = name.strip_prefix(".local/share/") {
@@ -177,14 +191,28 @@ pub fn write_access(
     // -> dotfiles/vim`, a linked `XDG_CONFIG_HOME`): the user's own configuration, read-only to
     // the agent whatever runs from it (the twenty-second re-attack found 37 more names the list
     // lacked); the agent's own directories beneath stay writable.
-    startup.extend(links_into(&home, &access.writable));
+    // `XDG_CONFIG_HOME` and `XDG_DATA_HOME` moved into what the agent may write (a dotfiles
+    // repository's `config`): whole, as a linked `~/.config` is — a list of names lags behind
+    // what the user's tools run from there (the twenty-fifth re-attack found 18 more). The
+    // agent's own directories beneath stay writable.
+    for moved in [&config_home, &data_home] {
+        let real = super::repositories::resolved(moved);
+        if access.writable.iter().any(|root| real.starts_with(root) && real != *root) {
+            startup.push(moved.clone());
+        }
+    }
+    for dir in &homes {
+        startup.extend(links_into(&std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()), &access.writable));
+    }
     // The user's programs and plugins linked into the workspace or a `--writable` path
     // (`~/.local/bin/tool -> ~/code/tool/tool.sh`, a vim plugin): they run as the user later (the
     // twenty-third re-attack appended to one). Read-only; one that is such a root itself is said.
     let roots: Vec<PathBuf> = access.workspace.iter().chain(&user_paths).cloned().collect();
-    let (linked, linked_notes) = programs_linked_into(env, &home, &roots);
+    let (linked, linked_notes) = programs_linked_into(env, &homes, &roots);
     startup.extend(linked);
     access.notes.extend(linked_notes);
+    let inside_startup = links_in_startup_directories(&startup, &roots);
+    startup.extend(inside_startup);
     // A start-up file hard-linked (not symlinked) into what the agent may write is the same file
     // under another name there: that name is protected like it.
     let shared = other_names_in(&startup, &roots);
@@ -475,15 +503,9 @@ const PLUGIN_DIRECTORIES: [&str; 11] = [
 /// The links in the user's `PATH` directories in the home and in [`PLUGIN_DIRECTORIES`] that lead
 /// inside one of `roots` (the workspace, the `--writable` paths), and notes for those that lead to
 /// a root itself. At most 4,096 entries are looked at.
-fn programs_linked_into(env: &LaunchEnv, home: &Path, roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<String>) {
+fn programs_linked_into(env: &LaunchEnv, homes: &[PathBuf], roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<String>) {
     let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Some(path) = env.var(super::PATH) {
-        dirs.extend(std::env::split_paths(path).filter(|dir| dir.is_absolute()).filter(|dir| {
-            let real = super::repositories::resolved(dir);
-            real.starts_with(home) && !roots.iter().any(|root| real.starts_with(root))
-        }));
-    }
-    for pattern in PLUGIN_DIRECTORIES {
+    for (home, pattern) in homes.iter().flat_map(|home| PLUGIN_DIRECTORIES.iter().map(move |pattern| (home, pattern))) {
         let mut found = vec![home.to_path_buf()];
         for part in pattern.split('/') {
             found = found
@@ -498,8 +520,15 @@ fn programs_linked_into(env: &LaunchEnv, home: &Path, roots: &[PathBuf]) -> (Vec
         }
         dirs.extend(found);
     }
+    // Every `PATH` directory, in the home or not (`/usr/local/bin`), after the plugins.
+    if let Some(path) = env.var(super::PATH) {
+        dirs.extend(std::env::split_paths(path).filter(|dir| dir.is_absolute()).filter(|dir| {
+            let real = super::repositories::resolved(dir);
+            !roots.iter().any(|root| real.starts_with(root))
+        }));
+    }
     let (mut links, mut notes) = (Vec::new(), Vec::new());
-    let mut budget = 4096usize;
+    let mut budget = MAX_PROGRAM_LINKS;
     for dir in dirs {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
@@ -518,18 +547,72 @@ fn programs_linked_into(env: &LaunchEnv, home: &Path, roots: &[PathBuf]) -> (Vec
                     super::shown(&entry.path()),
                     super::shown(&real)
                 ));
-            } else if roots.iter().any(|root| real.starts_with(root)) {
-                links.push(entry.path());
+            } else if let Some(root) = roots.iter().find(|root| real.starts_with(root)) {
+                // A program's file with what it loads beside it (`tool.py` imports `helper.py`;
+                // an `npm link`ed package's `cli.js` requires `lib.js`: the twenty-fifth
+                // re-attack): its directory, unless that is the root itself.
+                match real.parent() {
+                    Some(parent) if real.is_file() && parent != root.as_path() => links.push(parent.to_path_buf()),
+                    Some(_) if real.is_file() => {
+                        links.push(entry.path());
+                        notes.push(format!(
+                            "{} leads to {}: it is read-only to the agent, but what it loads beside it in {} is not\nhint: \
+                             look at what changed there after the session",
+                            super::shown(&entry.path()),
+                            super::shown(&real),
+                            super::shown(root)
+                        ));
+                    }
+                    _ => links.push(entry.path()),
+                }
             }
         }
     }
     (links, notes)
 }
 
+/// Entries looked at for links into what the agent may write, in the `PATH` and plugin
+/// directories and in the start-up directories of the home, at most.
+const MAX_PROGRAM_LINKS: usize = 20_000;
+
+/// The links inside the start-up directories of the homes (`~/.config/systemd/user/x.service ->
+/// ~/code/x/x.service` as `systemctl --user link` makes it, `fish/conf.d/*`, `nvim/plugin/*`)
+/// that lead inside one of `roots`: what they name runs as the user like the directory's own
+/// files (the twenty-fifth re-attack). Directories inside a root are read-only whole already.
+fn links_in_startup_directories(startup: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut pending: Vec<PathBuf> = startup
+        .iter()
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_dir()))
+        .filter(|path| !roots.iter().any(|root| path.starts_with(root)))
+        .cloned()
+        .collect();
+    let mut found = Vec::new();
+    let mut budget = MAX_PROGRAM_LINKS;
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if budget == 0 {
+                return found;
+            }
+            budget -= 1;
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if kind.is_symlink()
+                && let Ok(real) = std::fs::canonicalize(entry.path())
+                && roots.iter().any(|root| real.starts_with(root) && real != *root)
+            {
+                found.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
 /// What runs later as the user from the home (shells' start-up files, the session's autostart
 /// and user units, editors' and terminals' configs): read-only to the agent wherever a link puts
 /// them, in its workspace too.
-const STARTUP_FILES: [&str; 94] = [
+const STARTUP_FILES: [&str; 112] = [
     // What the listed ones load (the twenty-first re-attack: Ubuntu's `.bashrc` sources
     // `.bash_aliases`), other shells, tools that run what their config says.
     ".bash_aliases",
@@ -633,9 +716,32 @@ const STARTUP_FILES: [&str; 94] = [
     ".mavenrc",
     ".sbt/1.0",
     ".jupyter",
-    ".config/plasma-workspace/env",
+    ".config/plasma-workspace",
     ".config/Code/User/mcp.json",
     ".config/containers",
+    // Other shells, sessions and terminals (the twenty-fifth re-attack's list): nushell, xonsh,
+    // elvish and PowerShell start-up files, KDE's and openbox's autostart, labwc's, the session
+    // bus's services, KWin scripts and GNOME Shell extensions, Plasma's, ghostty's and zed's
+    // configs (they name programs), lazygit's custom commands, the user directories' file (shell
+    // that scripts source), IPython's XDG directory.
+    ".config/nushell",
+    ".config/xonsh",
+    ".xonshrc",
+    ".config/elvish",
+    ".elvish",
+    ".config/powershell",
+    ".config/autostart-scripts",
+    ".config/openbox",
+    ".config/labwc",
+    ".local/share/dbus-1",
+    ".local/share/kwin",
+    ".local/share/gnome-shell/extensions",
+    ".local/share/plasma",
+    ".config/ghostty",
+    ".config/zed",
+    ".config/lazygit",
+    ".config/user-dirs.dirs",
+    ".config/ipython",
 ];
 
 /// What of `/dev` an agent writes: the null and random devices, its terminal and new ones
@@ -1188,6 +1294,23 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&config).unwrap(), "[core]\n");
     }
 
+    /// The twenty-fifth re-attack: `cd ~/code/app/shared` (a link an agent left to `~/.config`)
+    /// made all of `~/.config` the agent's workspace. A directory of many programs' files is no
+    /// workspace, nor a `--writable` path.
+    #[test]
+    fn a_directory_of_many_programs_files_is_no_workspace() {
+        let (_temp, home, repo) = home_and_repo();
+        for dir in [".config", ".local/share"] {
+            std::fs::create_dir_all(home.join(dir)).unwrap();
+        }
+        std::fs::create_dir_all(&repo).unwrap();
+        let refused = write_access(Agent::Claude, &env(&home), &home.join(".config"), &[], &home.join("run/tmp"));
+        assert!(refused.unwrap_err().to_string().contains("cannot be the agent's workspace"));
+        let extra = [home.join(".local/share")];
+        let refused = write_access(Agent::Claude, &env(&home), &repo, &extra, &home.join("run/tmp"));
+        assert!(refused.unwrap_err().to_string().contains("every program's files"));
+    }
+
     /// A start-up file hard-linked into the workspace (`ln dotfiles/bashrc ~/.bashrc`) is the
     /// same file under the workspace's name: protected there.
     #[test]
@@ -1219,8 +1342,22 @@ mod tests {
         let mut env = env(&home);
         let path = format!("{}:{}:/usr/bin", home.join(".local/bin").display(), home.join("bin").display());
         env.vars.insert(super::super::PATH.into(), path);
+        // The twenty-fifth: links inside the start-up directories (`systemctl --user link`), a
+        // program's directory with what it loads beside it, the account's own home's names.
+        for file in ["units/x.service", "tools/tool.py", "tools/helper.py"] {
+            std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
+            std::fs::write(repo.join(file), "x").unwrap();
+        }
+        std::fs::create_dir_all(home.join(".config/systemd/user")).unwrap();
+        std::os::unix::fs::symlink(repo.join("units/x.service"), home.join(".config/systemd/user/x.service")).unwrap();
+        std::os::unix::fs::symlink(repo.join("tools/tool.py"), home.join(".local/bin/tool.py")).unwrap();
+        let account = home.parent().unwrap().join("account");
+        std::fs::create_dir_all(&account).unwrap();
+        std::fs::write(repo.join("bashrc"), "x").unwrap();
+        std::os::unix::fs::symlink(repo.join("bashrc"), account.join(".bashrc")).unwrap();
+        env.account_home = Some(account);
         let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp")).unwrap();
-        for protected in ["tool.sh", "t2.sh", "plug"] {
+        for protected in ["tool.sh", "t2.sh", "plug", "units/x.service", "tools", "bashrc"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(access.notes.iter().any(|note| note.contains("pack/dev/start/whole leads to")), "{:?}", access.notes);
@@ -1264,6 +1401,8 @@ mod tests {
         ] {
             assert!(access.watched.contains(&dotfiles.join(watched)), "{watched}: {:?}", access.watched);
         }
+        // The twenty-fifth: a moved `XDG_CONFIG_HOME` is read-only whole (names no list has yet).
+        assert!(access.read_only.contains(&dotfiles.join("xdg")), "{:?}", access.read_only);
     }
 
     #[test]

@@ -390,7 +390,6 @@ impl Resolver<'_> {
 /// own dot-directories are on the read list.
 fn tool_directory(home: &Path, dir: &Path) -> PathBuf {
     let is_program_directory = dir.file_name().is_some_and(|name| PROGRAM_DIRECTORIES.iter().any(|dir| name == *dir));
-    let hidden = |path: &Path| path.components().any(|part| part.as_os_str().to_string_lossy().starts_with('.'));
     match dir.parent() {
         Some(parent)
             if is_program_directory
@@ -500,6 +499,12 @@ fn program_directory(home: &Path, file: &Path) -> PathBuf {
         return parts[..=at].iter().collect();
     }
     tool_directory(home, file.parent().unwrap_or(file))
+}
+
+/// Whether `path` (canonical) is one of the home's directories that hold many programs' files
+/// (`~/.config`, `~/.local/share`, …): no agent's to write whole.
+pub fn is_shared_directory(home: &Path, path: &Path) -> bool {
+    path.strip_prefix(home).is_ok_and(is_shared)
 }
 
 fn is_shared(dir: &Path) -> bool {
