@@ -315,6 +315,23 @@ async function main() {
         });
         break;
       }
+      case 'click_after_shift': {
+        // Scrolled to the end of a short window, a card below the target leaves: the page gets
+        // shorter and the target moves on the screen without changing its place in the list.
+        await page.setViewportSize({ width: 1000, height: 300 });
+        await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+        await page.waitForTimeout(100);
+        const topBefore = await page.$eval(`#card-${command.target}`, (card) => card.getBoundingClientRect().top);
+        await page.waitForSelector(`#card-${command.gone}`, { state: 'detached' });
+        const topAfter = await page.$eval(`#card-${command.target}`, (card) => card.getBoundingClientRect().top);
+        const before = decideRequests[command.target] ?? 0;
+        await page.click(`#card-${command.target} button.approve`);
+        await page.waitForTimeout(200);
+        const status = await page.innerText(`#card-${command.target} .status`);
+        await page.setViewportSize({ width: 1280, height: 720 });
+        reply({ moved_by: topAfter - topBefore, status, decide_requests_sent: (decideRequests[command.target] ?? 0) - before });
+        break;
+      }
       case 'try_approve': {
         const card = `#card-${command.id}`;
         await settled(page, command.id);

@@ -198,6 +198,23 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     assert!(moved["status"].as_str().unwrap().contains("just moved"), "{moved}");
     assert_eq!(approval_status(&cli, &below)["status"], "pending_approval");
     cli.ok(&["approval", "deny", &below]);
+    // The twenty-sixth: the card below the target leaves while the page is scrolled to its end;
+    // the target moves down on the screen, its place in the list unchanged.
+    let target = request_approval(&cli, &url_of("target"));
+    let last = request_approval(&cli, &url_of("last"));
+    browser.send(json!({"cmd": "expect_card", "id": last}));
+    std::thread::sleep(Duration::from_millis(1200));
+    let shift = std::thread::scope(|scope| {
+        let shifted = scope.spawn(|| browser.send(json!({"cmd": "click_after_shift", "gone": last, "target": target})));
+        std::thread::sleep(Duration::from_millis(500));
+        cli.ok(&["approval", "deny", &last]);
+        shifted.join().unwrap()
+    });
+    assert_ne!(shift["moved_by"], 0.0, "the target moved on the screen: {shift}");
+    assert_eq!(shift["decide_requests_sent"], 0, "{shift}");
+    assert!(shift["status"].as_str().unwrap().contains("just moved"), "{shift}");
+    assert_eq!(approval_status(&cli, &target)["status"], "pending_approval");
+    cli.ok(&["approval", "deny", &target]);
 
     // 5. A browser without the cookie, on the review URL an agent is given: no data, no decision.
     let third = request_approval(&cli, &url_of("third"));
@@ -243,6 +260,8 @@ fn the_review_page_signs_in_updates_live_and_decides_in_a_real_browser() {
     expected.insert(withdrawn.clone(), "cancelled".to_string());
     expected.insert(above.clone(), "denied".to_string());
     expected.insert(below.clone(), "denied".to_string());
+    expected.insert(target.clone(), "denied".to_string());
+    expected.insert(last.clone(), "denied".to_string());
     assert_eq!(statuses(&focused_decided), expected, "the decisions, rendered by the server");
     assert_eq!(cards(&focused_decided), vec![(third.clone(), false, url_of("third"))]);
 

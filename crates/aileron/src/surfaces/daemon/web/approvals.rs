@@ -316,23 +316,28 @@ async function previewEdit(card) {
   approveEdited.dataset.args = JSON.stringify(answer.args);
   approveEdited.disabled = false;
 }
-// A card that took another's place in the last refresh takes no decision for a moment: an agent
+// A card that moved on the screen in the last refresh takes no decision for a moment: an agent
 // that withdrew its own card above another moved that one's Approve under the person's pointer
-// (the twenty-fourth re-attack), and a decided card leaving the list moves the rest up too.
+// (the twenty-fourth re-attack), or one below it, the page then shorter and scrolled to its end
+// (the twenty-sixth); a decided card leaving the list moves the rest too. Where each card stood
+// on the screen is compared, not its place in the list.
 const SETTLE_MS = 1000;
 const movedAt = new Map();
-let order = [...content.querySelectorAll('.card[data-id]')].map((card) => card.dataset.id);
+let stood = new Map();
+function positions() {
+  return new Map([...content.querySelectorAll('.card[data-id]')].map((card) => [card.dataset.id, card.getBoundingClientRect().top]));
+}
 function settling(card) { return Date.now() - (movedAt.get(card.dataset.id) ?? 0) < SETTLE_MS; }
 function markSettling() {
   for (const card of content.querySelectorAll('.card[data-id]')) card.classList.toggle('moved', settling(card));
 }
+document.addEventListener('aileron:swapping', () => { stood = positions(); });
 document.addEventListener('aileron:swapped', () => {
-  const cards = [...content.querySelectorAll('.card[data-id]')];
-  cards.forEach((card, at) => { if (order[at] !== card.dataset.id) movedAt.set(card.dataset.id, Date.now()); });
-  order = cards.map((card) => card.dataset.id);
+  for (const [id, top] of positions()) if (stood.get(id) !== top) movedAt.set(id, Date.now());
   markSettling();
   setTimeout(markSettling, SETTLE_MS);
 });
+// Scrolling moves the cards under the pointer too, but by the person's own hand: not marked.
 content.addEventListener('click', (event) => {
   const preview = event.target.closest('button.preview-edit');
   if (preview) { previewEdit(preview.closest('.card')); return; }

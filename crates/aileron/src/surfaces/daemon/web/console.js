@@ -29,6 +29,7 @@ function swap(html) {
   const values = {};
   for (const input of content.querySelectorAll('input[id], select[id], textarea[id]')) values[input.id] = input.value;
   const focused = document.activeElement && content.contains(document.activeElement) ? document.activeElement.id : '';
+  document.dispatchEvent(new Event('aileron:swapping'));
   content.innerHTML = html;
   for (const id of open) { const d = document.getElementById(id); if (d) d.open = true; }
   for (const [id, value] of Object.entries(values)) { const input = document.getElementById(id); if (input && value) input.value = value; }
