@@ -138,7 +138,9 @@ fn body_shown(body: &[u8]) -> String {
             body.len() - cut
         ));
     }
-    if std::str::from_utf8(&body[..cut]).is_err_and(|error| error.error_len().is_some()) {
+    // Bytes that are not UTF-8, or a sequence the body ends in unfinished (not one the cut split).
+    let unfinished_at_the_end = cut == body.len();
+    if std::str::from_utf8(&body[..cut]).is_err_and(|error| error.error_len().is_some() || unfinished_at_the_end) {
         notes
             .push_str("[aileron: this body is not all UTF-8 text; the bytes shown as \u{fffd} are sent as they are]\n");
     }

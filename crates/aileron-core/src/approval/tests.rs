@@ -1284,6 +1284,8 @@ fn a_held_requests_card_says_what_of_its_body_it_does_not_show() {
     assert_eq!(whole.args["body"], r#"{"merge_method":"squash"}"#, "a body shown whole carries no mark");
     let binary = held(b"\xff\xfeok", &[]);
     assert!(binary.args["body"].as_str().unwrap().contains("not all UTF-8 text"), "{:?}", binary.args["body"]);
+    let unfinished = held(b"ok\xe2\x82", &[]);
+    assert!(unfinished.args["body"].as_str().unwrap().contains("not all UTF-8 text"), "{:?}", unfinished.args["body"]);
     let header = |name: &str, value: &str| (name.to_string(), value.to_string());
     let joined = held(b"{}", &[header("x-h", "a, b")]);
     let repeated = held(b"{}", &[header("x-h", "a"), header("x-h", "b")]);

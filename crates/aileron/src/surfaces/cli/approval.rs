@@ -203,16 +203,21 @@ fn item_lines(item: &aileron_core::approval::ApprovalEntry, open_network: bool) 
         // A launched agent's own request held at its proxy: what it would do, then whose.
         let arg = |name: &str| item.args.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_string();
         lines.push(format!(
-            "{}  {} {}{}  ({}) requested {}  body {} bytes {}",
+            "{}  {} {}  ({}) requested {}  body {} bytes {}",
             visible(&item.id.to_string()),
             visible(&arg("method")),
             visible(&arg("host")),
-            visible(&arg("path")),
             visible(&item.action),
             visible(&item.requested_at),
             item.args.get("body_bytes").and_then(|v| v.as_u64()).unwrap_or(0),
             visible(&arg("body_sha256")),
         ));
+        // The path and query on a line of their own, cut with a count: cut with the rest of the
+        // line at 2,000 characters, a query's `&merge_method=merge` never showed (the
+        // twenty-sixth re-attack).
+        if let Some(path) = item.args.get("path") {
+            lines.extend(arg_lines(&serde_json::Map::from_iter([("path".to_string(), path.clone())])));
+        }
         // The body and each header on lines of their own, each cut on its own and saying how much
         // it hides: the headers as one line cut at 2,000 characters let a padding header that
         // sorts first push `x-amz-acl` out of sight, and the body was not shown at all (the
@@ -602,6 +607,7 @@ mod tests {
             &headers,
         );
         let lines = super::item_lines(&entry, false);
+        assert!(lines.iter().any(|line| line.contains("path = \"/bucket/key\"")), "{lines:#?}");
         let acl = lines.iter().find(|line| line.contains("x-amz-acl")).expect("x-amz-acl shown");
         assert!(acl.contains("public-read-write"), "{lines:#?}");
         let note = lines.iter().find(|line| line.contains("a-note")).unwrap();
