@@ -459,29 +459,35 @@ fn other_names_in(paths: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
         .filter(|metadata| metadata.is_file() && metadata.nlink() > 1)
         .map(|metadata| (metadata.dev(), metadata.ino()))
         .collect();
-    let mut found = Vec::new();
     if linked.is_empty() {
-        return found;
+        return Vec::new();
     }
-    let mut pending: Vec<PathBuf> = roots.to_vec();
-    let mut budget = MAX_NAME_SEARCH;
+    let mut found = Vec::new();
+    walk(roots.to_vec(), MAX_NAME_SEARCH, |entry, kind| {
+        if kind.is_file() && entry.metadata().is_ok_and(|metadata| linked.contains(&(metadata.dev(), metadata.ino()))) {
+            found.push(entry.path());
+        }
+    });
+    found
+}
+
+/// Visits the entries of `dirs` and of the directories in them (links not followed), at most
+/// `budget` entries.
+fn walk(mut pending: Vec<PathBuf>, mut budget: usize, mut visit: impl FnMut(&std::fs::DirEntry, std::fs::FileType)) {
     while let Some(dir) = pending.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             if budget == 0 {
-                return found;
+                return;
             }
             budget -= 1;
-            let Ok(metadata) = entry.metadata().or_else(|_| std::fs::symlink_metadata(entry.path())) else { continue };
             let Ok(kind) = entry.file_type() else { continue };
             if kind.is_dir() {
                 pending.push(entry.path());
-            } else if kind.is_file() && linked.contains(&(metadata.dev(), metadata.ino())) {
-                found.push(entry.path());
             }
+            visit(&entry, kind);
         }
     }
-    found
 }
 
 /// Directories of the home whose entries are programs or plugins the user's tools load (one `*`
@@ -580,32 +586,21 @@ const MAX_PROGRAM_LINKS: usize = 20_000;
 /// that lead inside one of `roots`: what they name runs as the user like the directory's own
 /// files (the twenty-fifth re-attack). Directories inside a root are read-only whole already.
 fn links_in_startup_directories(startup: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
-    let mut pending: Vec<PathBuf> = startup
+    let dirs: Vec<PathBuf> = startup
         .iter()
         .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_dir()))
         .filter(|path| !roots.iter().any(|root| path.starts_with(root)))
         .cloned()
         .collect();
     let mut found = Vec::new();
-    let mut budget = MAX_PROGRAM_LINKS;
-    while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            if budget == 0 {
-                return found;
-            }
-            budget -= 1;
-            let Ok(kind) = entry.file_type() else { continue };
-            if kind.is_dir() {
-                pending.push(entry.path());
-            } else if kind.is_symlink()
-                && let Ok(real) = std::fs::canonicalize(entry.path())
-                && roots.iter().any(|root| real.starts_with(root) && real != *root)
-            {
-                found.push(entry.path());
-            }
+    walk(dirs, MAX_PROGRAM_LINKS, |entry, kind| {
+        if kind.is_symlink()
+            && let Ok(real) = std::fs::canonicalize(entry.path())
+            && roots.iter().any(|root| real.starts_with(root) && real != *root)
+        {
+            found.push(entry.path());
         }
-    }
+    });
     found
 }
 

@@ -167,7 +167,7 @@ pub fn home_view(
 ) -> Option<HomeView> {
     let lexical = super::repositories::without_dot_dots(&env.home_dir);
     let home = std::fs::canonicalize(&lexical).ok().filter(|home| home.parent().is_some() && home.is_dir())?;
-    let mut view = Resolver { home: home.clone(), untrusted, ways: Vec::new() };
+    let mut view = Resolver { home: home.clone(), untrusted, ways: Vec::new(), refused: None };
     let mut first: Vec<PathBuf> = Vec::new();
     for path in named {
         let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir().ok()?.join(path) };
@@ -290,39 +290,11 @@ pub fn home_view(
 }
 
 /// The first link on `path`'s way that lies inside `untrusted`, followed as the kernel follows
-/// links (at most 40), if there is one.
+/// links, if there is one.
 pub fn untrusted_link_on_the_way(path: &Path, untrusted: &[PathBuf]) -> Option<PathBuf> {
-    let mut pending: std::collections::VecDeque<PathBuf> =
-        path.components().map(|part| PathBuf::from(part.as_os_str())).collect();
-    let mut current = PathBuf::from("/");
-    let mut followed = 0;
-    while let Some(part) = pending.pop_front() {
-        match Path::new(&part).components().next() {
-            Some(Component::RootDir) => current = PathBuf::from("/"),
-            Some(Component::ParentDir) => {
-                current.pop();
-            }
-            Some(Component::Normal(name)) => {
-                let next = current.join(name);
-                let Ok(said) = std::fs::read_link(&next) else {
-                    current = next;
-                    continue;
-                };
-                if untrusted.iter().any(|root| next.starts_with(root)) {
-                    return Some(next);
-                }
-                followed += 1;
-                if followed > 40 {
-                    return None;
-                }
-                let mut parts: Vec<PathBuf> = said.components().map(|part| PathBuf::from(part.as_os_str())).collect();
-                parts.extend(pending.drain(..));
-                pending = parts.into();
-            }
-            _ => {}
-        }
-    }
-    None
+    let mut resolver = Resolver { home: PathBuf::new(), untrusted, ways: Vec::new(), refused: None };
+    resolver.resolve(path);
+    resolver.refused
 }
 
 /// Resolves paths link by link, noting each resolved path with the links in the home on its way.
@@ -330,6 +302,8 @@ struct Resolver<'a> {
     home: PathBuf,
     untrusted: &'a [PathBuf],
     ways: Vec<(PathBuf, Vec<(PathBuf, PathBuf)>)>,
+    /// The link inside an untrusted path a resolution stopped at, if one did.
+    refused: Option<PathBuf>,
 }
 
 impl Resolver<'_> {
@@ -353,7 +327,11 @@ impl Resolver<'_> {
                         current = next;
                         continue;
                     }
-                    if followed.len() >= 40 || self.is_untrusted(&next) {
+                    if self.is_untrusted(&next) {
+                        self.refused = Some(next);
+                        return None;
+                    }
+                    if followed.len() >= 40 {
                         return None;
                     }
                     let said = std::fs::read_link(&next).ok()?;
