@@ -237,8 +237,12 @@ impl LaunchEnv {
     /// another: what of it the agent sees, and which credential stores it holds, are found by the
     /// same rules as `HOME`'s.
     pub fn account_env(&self) -> Option<LaunchEnv> {
-        let home_dir = self.account_home.clone()?;
-        Some(LaunchEnv { home_dir, account_home: None, ..self.clone() })
+        self.account_home.as_deref().map(|home| self.with_home(home))
+    }
+
+    /// This environment with `home` as its home (and no other account home).
+    fn with_home(&self, home: &Path) -> LaunchEnv {
+        LaunchEnv { home_dir: home.to_path_buf(), account_home: None, ..self.clone() }
     }
 
     /// A variable's value; unset and empty are the same here.
@@ -566,7 +570,7 @@ fn view_of(
     if home != env.home_dir {
         named.push(env.home_dir.clone());
     }
-    let covered = LaunchEnv { home_dir: home.to_path_buf(), account_home: None, ..env.clone() };
+    let covered = env.with_home(home);
     // Not one that holds the home (`CLAUDE_CONFIG_DIR=$HOME` turned the cover off: the
     // twenty-first re-attack).
     let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
@@ -580,7 +584,7 @@ fn view_of(
     // re-attack's workspace was no repository inside the launch), each a git directory, as the
     // user's git settings are: never the home nor a directory too wide (the nineteenth re-attack
     // wrote a `commondir` naming the home).
-    let mut untrusted = untrusted_roots(env, access, recorded);
+    let mut untrusted = untrusted_roots(env, &access.writable, recorded);
     untrusted.retain(|root| !root.starts_with("/dev"));
     let mut configured = access.git_reads.clone();
     for (git_dir, worktree) in &access.worktrees {
@@ -620,10 +624,10 @@ fn view_of(
 /// earlier launches let agents write, or an agent's own directory): an agent in `~/code/app` that
 /// made `shared` a link to `~/.config` was granted and shown all of it by the next `--writable
 /// ~/code/app/shared` (the twenty-third re-attack).
-fn check_writable(agent_env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) -> anyhow::Result<()> {
-    let agents = <Agent as clap::ValueEnum>::value_variants().iter();
-    let own = agents.flat_map(|agent| allow_list::agent_directories(*agent, agent_env));
-    let untrusted: Vec<PathBuf> = recorded.iter().cloned().chain(own).collect();
+fn check_writable(env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) -> anyhow::Result<()> {
+    // What earlier launches let agents write and every agent's own directories: this launch's
+    // writable paths are what is being checked.
+    let untrusted = untrusted_roots(env, &[], recorded);
     for path in writable {
         let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
         if let Some(link) = home_view::untrusted_link_on_the_way(&absolute, &untrusted) {
@@ -643,10 +647,10 @@ fn check_writable(agent_env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathB
 
 /// What an agent may write or could have written, canonical: this launch's writable paths, every
 /// agent's own directories, and the writable roots of earlier launches.
-fn untrusted_roots(env: &LaunchEnv, access: &allow_list::WriteAccess, recorded: &[PathBuf]) -> Vec<PathBuf> {
+fn untrusted_roots(env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) -> Vec<PathBuf> {
     let agents = <Agent as clap::ValueEnum>::value_variants().iter();
     let own = agents.flat_map(|agent| allow_list::agent_directories(*agent, env));
-    let mut roots: Vec<PathBuf> = access.writable.iter().chain(recorded).cloned().chain(own).collect();
+    let mut roots: Vec<PathBuf> = writable.iter().chain(recorded).cloned().chain(own).collect();
     for root in &mut roots {
         if let Ok(resolved) = std::fs::canonicalize(&root) {
             *root = resolved;
@@ -724,11 +728,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             }
             let cwd =
                 std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
-            check_writable(
-                &env,
-                &options.writable,
-                &home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS)),
-            )?;
+            let recorded = home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS));
+            check_writable(&env, &options.writable, &recorded)?;
             let access =
                 allow_list::write_access(agent, &env, &cwd, &options.writable, &env.launch_dir.join("<temp>"))?;
             let shown =
@@ -741,7 +742,6 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 println!("moved aside if the agent creates them: {}", shown(&access.watched));
             }
             let programs: Vec<PathBuf> = program.iter().chain([&mcp_command]).cloned().collect();
-            let recorded = home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS));
             let views = views_of_home(agent, &env, &access, &options.expose, &programs, &recorded);
             let home_dir = std::fs::canonicalize(&env.home_dir).unwrap_or_else(|_| env.home_dir.clone());
             if !views.iter().any(|view| view.home == home_dir) {
@@ -814,11 +814,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         Confinement::Unconfined
     } else {
         let cwd = std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
-        check_writable(
-            &env,
-            &options.writable,
-            &home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS)),
-        )?;
+        let roots_file = home.root().join(home_view::RECORDED_ROOTS);
+        let recorded = home_view::recorded_roots(&roots_file);
+        check_writable(&env, &options.writable, &recorded)?;
         let access = allow_list::write_access(agent, &env, &cwd, &options.writable, temp_dir.path())?;
         access.prepare()?;
         let separated = allow_list::separate_hard_links(&access.read_only, &access.writable);
@@ -857,8 +855,6 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         }
         // The roots this launch lets an agent write, recorded before it runs: a later launch
         // follows no link inside them.
-        let roots_file = home.root().join(home_view::RECORDED_ROOTS);
-        let recorded = home_view::recorded_roots(&roots_file);
         let granted: Vec<PathBuf> = access
             .writable
             .iter()
