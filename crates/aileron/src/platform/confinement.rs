@@ -3,7 +3,7 @@
 //! user namespace, and dropping every capability before exec.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::platform::home::Home;
 
@@ -50,28 +50,144 @@ fn write_proc(path: &str, content: &str) -> Result<(), String> {
 /// re-attack); on a read-only mount each fails (EROFS). Called in the confined process's own
 /// mount namespace, before anything of the confined program runs. Kernels before 5.12 have no
 /// `mount_setattr`: there it says what stays open and goes on, Landlock still holding every write.
+///
+/// Each path is opened as it was resolved ([`open_resolved`]) and bound from that descriptor, so
+/// a path swapped for a link after it was checked is refused, never followed.
 pub(crate) fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
-    use nix::mount::{MsFlags, mount};
-    if let Err(error) = set_mount_attributes(std::path::Path::new("/"), MOUNT_ATTR_RDONLY, 0) {
+    if let Err(error) = set_mount_attributes(libc::AT_FDCWD, c"/", 0, MOUNT_ATTR_RDONLY, 0) {
         log_line!(
             "aileron: warning: the filesystem could not be made read-only to the confined program ({error}): it can \
              still change modes, times and extended attributes outside its write list"
         );
         return Ok(());
     }
-    let none: Option<&str> = None;
     // Device nodes are written through a read-only mount all the same, and must not be bound:
     // `/dev/ptmx` bound onto itself no longer finds its `pts` (openpty fails with ENOENT). Nor is
     // `/dev/pts` bound writable: new terminals open on it read-only, and the agent could otherwise
     // `chmod a+rw` the user's terminal for every local user to write to (the seventh re-attack).
-    let files_or_directories = |path: &&PathBuf| std::fs::metadata(path).is_ok_and(|m| m.is_dir() || m.is_file());
-    for path in writable.iter().filter(|path| !path.starts_with("/dev")).filter(files_or_directories) {
-        mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
-            .map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
-        set_mount_attributes(path, 0, MOUNT_ATTR_RDONLY)
+    for path in writable.iter().filter(|path| !path.starts_with("/dev")) {
+        let Some(fd) = open_resolved(path)? else { continue };
+        let kind = file_type(&fd);
+        if kind != libc::S_IFDIR && kind != libc::S_IFREG {
+            continue;
+        }
+        let tree = clone_tree(&fd).map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
+        set_mount_attributes(tree.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint, 0, MOUNT_ATTR_RDONLY)
             .map_err(|e| format!("making {} writable again: {e}", path.display()))?;
+        attach_tree(&tree, Target::Descriptor(&fd))
+            .map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// `openat2(dir or AT_FDCWD, path, flags|O_CLOEXEC, resolve)`; the errno when it fails. No
+/// fallback: a kernel without `openat2` (before 5.6) has no Landlock either, so a confinement is
+/// refused there anyway.
+pub(crate) fn open_path(dir: Option<&OwnedFd>, path: &Path, flags: libc::c_int, resolve: u64) -> Result<OwnedFd, i32> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
+    // SAFETY: open_how is plain data; zero is "no flags".
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = resolve;
+    let dir = dir.map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
+    // SAFETY: openat2 with a valid C string and a properly sized `open_how`.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    } as i32;
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A path the launcher or the daemon resolved (absolute, no link on its way), opened again
+/// (`O_PATH`) without following a link anywhere on its way: `None` when it is gone since. A link
+/// on its way now means it changed after it was checked (a directory swapped for a link to
+/// `~/.config` by another agent writing there: the twenty-seventh re-attack's N5), and is refused.
+pub(crate) fn open_resolved(path: &Path) -> Result<Option<OwnedFd>, String> {
+    match open_path(None, path, libc::O_PATH, libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(libc::ENOENT) => Ok(None),
+        Err(libc::ELOOP) => Err(format!(
+            "{} is reached through a symbolic link now: it changed after it was checked, so it is not granted",
+            path.display()
+        )),
+        Err(errno) => Err(format!("opening {}: {}", path.display(), std::io::Error::from_raw_os_error(errno))),
+    }
+}
+
+/// The `S_IFMT` bits of what `fd` is (0 when it cannot be read).
+pub(crate) fn file_type(fd: &OwnedFd) -> libc::mode_t {
+    // SAFETY: fstat fills a zeroed stat for a descriptor we own.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } == 0 { stat.st_mode & libc::S_IFMT } else { 0 }
+}
+
+/// A Landlock rule granting `access` beneath what `fd` is; a file gets only the rights a file can
+/// have (as `landlock::path_beneath_rules` does for paths).
+pub(crate) fn beneath(fd: &OwnedFd, access: landlock::BitFlags<landlock::AccessFs>) -> landlock::PathBeneath<&OwnedFd> {
+    use landlock::{ABI, AccessFs};
+    let access = if file_type(fd) == libc::S_IFDIR { access } else { access & AccessFs::from_file(ABI::V6) };
+    landlock::PathBeneath::new(fd, access)
+}
+
+/// A detached copy of the mount tree at `fd`, with every mount beneath it (`open_tree(2)` with
+/// `OPEN_TREE_CLONE | AT_RECURSIVE`), to be attached elsewhere with [`attach_tree`].
+pub(crate) fn clone_tree(fd: &OwnedFd) -> std::io::Result<OwnedFd> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    let flags = OPEN_TREE_CLONE
+        | libc::O_CLOEXEC as libc::c_uint
+        | libc::AT_RECURSIVE as libc::c_uint
+        | libc::AT_EMPTY_PATH as libc::c_uint;
+    // SAFETY: a descriptor, an empty NUL-terminated path and integer flags, as open_tree(2) takes them.
+    let tree = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags) };
+    if tree < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: open_tree returned a new descriptor, owned from here on.
+    Ok(unsafe { OwnedFd::from_raw_fd(tree as i32) })
+}
+
+/// Where [`attach_tree`] attaches a tree.
+pub(crate) enum Target<'a> {
+    /// What a descriptor is (opened with no link followed), whatever its path says now.
+    Descriptor(&'a OwnedFd),
+    /// A path, resolved now.
+    Path(&'a Path),
+}
+
+/// Attaches a detached tree ([`clone_tree`]) at `target` (`move_mount(2)`).
+pub(crate) fn attach_tree(tree: &OwnedFd, target: Target<'_>) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+    let (dir, path, flags) = match target {
+        Target::Descriptor(fd) => (fd.as_raw_fd(), std::ffi::CString::default(), MOVE_MOUNT_T_EMPTY_PATH),
+        Target::Path(path) => {
+            (libc::AT_FDCWD, std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?, 0)
+        }
+    };
+    // SAFETY: a detached mount's descriptor with an empty path, and a target as a descriptor or a
+    // NUL-terminated path, as move_mount(2) takes them.
+    let moved = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            dir,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | flags,
+        )
+    };
+    if moved < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
 
 /// `mount_setattr(2)`'s attribute for read-only, and its argument (`struct mount_attr`).
@@ -84,18 +200,23 @@ struct MountAttributes {
     userns_fd: u64,
 }
 
-/// Sets and clears mount attributes on the mount at `path` and every mount beneath it.
-fn set_mount_attributes(path: &std::path::Path, set: u64, clear: u64) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+/// Sets and clears mount attributes on the mount at `dir` and `path` (`AT_EMPTY_PATH` in `flags`:
+/// the one `dir` is) and every mount beneath it.
+fn set_mount_attributes(
+    dir: std::os::fd::RawFd,
+    path: &std::ffi::CStr,
+    flags: libc::c_uint,
+    set: u64,
+    clear: u64,
+) -> std::io::Result<()> {
     let mut attributes = MountAttributes { set, clear, propagation: 0, userns_fd: 0 };
     // SAFETY: a NUL-terminated path, a `struct mount_attr` and its size, as mount_setattr(2) takes them.
     let done = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
+            dir,
             path.as_ptr(),
-            libc::AT_RECURSIVE as libc::c_uint,
+            flags | libc::AT_RECURSIVE as libc::c_uint,
             &mut attributes as *mut MountAttributes,
             std::mem::size_of::<MountAttributes>(),
         )

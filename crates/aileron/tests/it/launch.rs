@@ -4921,3 +4921,29 @@ fn writable_follows_no_link_an_earlier_agent_left() {
         rig.command_in(&other, &["launch", "--dry-run", "--writable", shared.to_str().unwrap(), "claude"], None, &[]);
     assert!(!dry.status.success() && text(&dry).contains("not followed"), "{}", text(&dry));
 }
+
+/// N5: the launcher resolves a `--writable` path and the helper grants it; another session's agent
+/// writing there that swaps the directory for a link to `~/.config` in between must not get
+/// `~/.config` granted. Here the helper is handed a path that is a link now (as if it became one
+/// after the launcher looked): it refuses to confine rather than grant where the link leads.
+#[test]
+fn a_writable_path_swapped_for_a_link_after_the_check_is_refused_not_followed() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let outside = rig.temp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let swapped = work.join("swapped");
+    std::os::unix::fs::symlink(&outside, &swapped).unwrap();
+    let planted = swapped.join("planted");
+    let script = format!("echo planted > '{}'", planted.display());
+    let output = Command::new(env!("CARGO_BIN_EXE_aileron"))
+        .arg("__confine")
+        .args(["--writable", work.to_str().unwrap(), "--writable", swapped.to_str().unwrap()])
+        .args(["--", "/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let said = text(&output);
+    assert!(!outside.join("planted").exists(), "the agent wrote where the swapped-in link leads: {said}");
+    assert_eq!(output.status.code(), Some(125), "{said}");
+    assert!(said.contains("reached through a symbolic link now"), "{said}");
+}

@@ -44,6 +44,7 @@ use nix::unistd::{ForkResult, Pid, fork};
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroize;
 
+use crate::platform::confinement::open_path;
 use crate::platform::secret::Secret;
 
 /// The hidden subcommand the daemon runs for each spawn.
@@ -503,32 +504,6 @@ impl Scopes {
     }
 }
 
-/// `openat2(dir or AT_FDCWD, path, flags|O_CLOEXEC, resolve)`. No fallback: a kernel without
-/// `openat2` (before 5.6) has no Landlock either, so a spawn is refused there anyway.
-fn open_path(dir: Option<&OwnedFd>, path: &Path, flags: libc::c_int, resolve: u64) -> Result<OwnedFd, i32> {
-    let path = CString::new(path.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
-    // SAFETY: open_how is plain data; zero is "no flags".
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (flags | libc::O_CLOEXEC) as u64;
-    how.resolve = resolve;
-    let dir = dir.map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
-    // SAFETY: openat2 with a valid C string and a properly sized `open_how`.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir,
-            path.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    } as i32;
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 impl Drop for Confinement {
     /// PID 1 keeps its copy of the program's environment until the program exits: the credential
     /// in it is zeroized when it goes.
@@ -626,21 +601,14 @@ fn set_limits(plan: &JailPlan) -> Result<(), String> {
 /// of the scope it lies in (the re-attack's H1: it was always writable). Refuses (the run fails
 /// closed) when the kernel enforces no filesystem restriction at all.
 fn landlock(plan: &JailPlan, program: &Program, scopes: &Scopes) -> Result<(), String> {
+    use crate::platform::confinement::beneath;
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
-        RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        RulesetStatus, Scope, path_beneath_rules,
     };
     let abi = ABI::V6;
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
-    // A file gets only the rights a file can have (as `path_beneath_rules` does for paths).
-    fn beneath(fd: &OwnedFd, access: BitFlags<AccessFs>) -> PathBeneath<&OwnedFd> {
-        // SAFETY: fstat fills a zeroed stat for a descriptor we own.
-        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-        let is_dir =
-            unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        PathBeneath::new(fd, if is_dir { access } else { access & AccessFs::from_file(ABI::V6) })
-    }
     let system: Vec<PathBuf> =
         SYSTEM_READ.iter().chain(DEVICES_READ.iter()).map(PathBuf::from).filter(|path| path.exists()).collect();
     let error = |e: landlock::RulesetError| format!("building the Landlock ruleset: {e}");

@@ -63,10 +63,16 @@ pub struct WriteAccess {
 
 impl WriteAccess {
     /// Makes what [`WriteAccess::to_create`] names (not done by a dry run).
-    pub fn prepare(&self) -> anyhow::Result<()> {
+    pub fn prepare(&mut self) -> anyhow::Result<()> {
         for dir in &self.to_create {
             crate::platform::home::create_private_dir(dir)
                 .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+            // Granted by its canonical path, as every other (`HOME` under a linked `/home`).
+            if let Ok(real) = std::fs::canonicalize(dir)
+                && let Some(granted) = self.writable.iter_mut().find(|granted| granted.as_path() == dir.as_path())
+            {
+                *granted = real;
+            }
         }
         Ok(())
     }
@@ -133,16 +139,27 @@ pub fn write_access(
     for file in agent_files(agent, env).into_iter().filter(|file| file.is_file()) {
         access.writable.push(std::fs::canonicalize(&file).unwrap_or(file));
     }
-    access.writable.push(temp_dir.to_path_buf());
+    // Every path granted is canonical: the helper opens each with no link followed on its way.
+    access.writable.push(std::fs::canonicalize(temp_dir).unwrap_or_else(|_| temp_dir.to_path_buf()));
     // Terminals, /dev/null and the like, and shared memory: the device entries themselves, not
     // `/dev`, in which an agent run as root could create and rename entries of the host's (the
     // second re-attack of 2026-12-05).
-    access.writable.extend(WRITABLE_DEVICES.iter().map(PathBuf::from).filter(|device| device.exists()));
+    access.writable.extend(WRITABLE_DEVICES.iter().filter_map(|device| std::fs::canonicalize(device).ok()));
     let mut user_paths = Vec::new();
     for path in extra {
         let resolved = std::fs::canonicalize(path).map_err(|e| {
             anyhow::anyhow!("--writable {}: {e}\nhint: name a file or directory that exists", path.display())
         })?;
+        // The launcher resolved it already (`resolve_writable`): a path that resolves elsewhere now
+        // changed in between (a directory swapped for a link), and is granted neither way.
+        if path.is_absolute() && resolved != *path {
+            anyhow::bail!(
+                "--writable {}: it leads to {} now, after it was looked at: something changed it in between\nhint: \
+                 launch again once nothing is changing it",
+                path.display(),
+                resolved.display()
+            );
+        }
         if home.starts_with(&resolved) || super::home_view::is_shared_directory(&home, &resolved) {
             anyhow::bail!(
                 "--writable {} would let the agent write your whole home or every program's files in {} (~/.bashrc and \
@@ -846,7 +863,7 @@ mod tests {
         std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
         std::fs::create_dir_all(repo.join("src/deep")).unwrap();
         let temp_dir = home.join("run/tmp");
-        let access = write_access(Agent::Codex, &env(&home), &repo.join("src/deep"), &[], &temp_dir).unwrap();
+        let mut access = write_access(Agent::Codex, &env(&home), &repo.join("src/deep"), &[], &temp_dir).unwrap();
         assert!(!home.join(".codex").exists() && !repo.join(".git/hooks").exists(), "computing changes nothing");
         access.prepare().unwrap();
         assert_eq!(access.workspace.as_deref(), Some(repo.as_path()));
@@ -1512,5 +1529,35 @@ mod tests {
         let error = write_access(Agent::Pi, &env(&home), &home.join("notes"), &[home.clone()], &home.join("run/tmp"))
             .unwrap_err();
         assert!(error.to_string().contains("--writable") && error.to_string().contains("hint:"), "{error}");
+    }
+
+    /// N5: a `--writable` path the launcher resolved that resolves elsewhere by the time the
+    /// allow-list is made (a directory swapped for a link) is granted neither way; a directory the
+    /// allow-list creates for the agent is granted by its canonical path (the helper follows no
+    /// link), as under a `HOME` whose path holds one (`/home -> /var/home`).
+    #[test]
+    fn a_writable_path_changed_since_it_was_resolved_is_refused_and_every_grant_is_canonical() {
+        let temp = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(temp.path()).unwrap();
+        let (home, repo, outside) = (real.join("home"), real.join("repo"), real.join("outside"));
+        for dir in [&home, &repo, &outside] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::os::unix::fs::symlink(&outside, repo.join("swapped")).unwrap();
+        let error = write_access(Agent::Pi, &env(&home), &repo, &[repo.join("swapped")], &real.join("tmp"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("leads to") && error.contains("now, after it was looked at"), "{error}");
+        assert!(error.contains("hint:"), "{error}");
+        // The same home reached through a link: what is created for the agent is granted canonical.
+        std::os::unix::fs::symlink(&home, real.join("linked-home")).unwrap();
+        let mut access =
+            write_access(Agent::Codex, &env(&real.join("linked-home")), &repo, &[], &real.join("tmp")).unwrap();
+        access.prepare().unwrap();
+        assert!(home.join(".codex").is_dir(), "{:?}", access.to_create);
+        assert!(access.writable.contains(&home.join(".codex")), "{:?}", access.writable);
+        for granted in access.writable.iter().filter(|path| path.exists()) {
+            assert_eq!(&std::fs::canonicalize(granted).unwrap(), granted, "granted by a path through a link");
+        }
     }
 }

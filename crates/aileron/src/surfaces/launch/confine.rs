@@ -624,57 +624,18 @@ fn init(request: &Request) -> Result<i32, String> {
 /// links on the way made again, each clone put back at its own name, and the tmpfs made read-only.
 /// A path gone since the launcher looked is left out.
 fn cover_dir(cover: &Cover) -> Result<(), String> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use crate::platform::confinement::{Target, attach_tree, clone_tree, file_type, open_path};
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    const OPEN_TREE_CLONE: libc::c_uint = 1;
-    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
-    const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
-    }
     let Ok(dir_metadata) = std::fs::metadata(&cover.dir) else { return Ok(()) };
-    let c_path = |path: &std::path::Path| {
-        CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", path.display()))
-    };
     let mut clones = Vec::new();
     for path in &cover.seen {
-        let how = OpenHow {
-            flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-            mode: 0,
-            resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-        };
-        let name = c_path(path)?;
-        // SAFETY: a NUL-terminated path and a `struct open_how` with its size, as openat2(2) takes them.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                libc::AT_FDCWD,
-                name.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if fd < 0 {
+        let resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+        let Ok(fd) = open_path(None, path, libc::O_PATH, resolve) else {
             continue; // gone, or reached through a link now: not kept
-        }
-        // SAFETY: openat2 returned a new descriptor, owned from here on.
-        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-        let is_dir = file.metadata().map_err(|e| format!("reading {}: {e}", path.display()))?.is_dir();
-        let flags = OPEN_TREE_CLONE
-            | libc::O_CLOEXEC as libc::c_uint
-            | libc::AT_RECURSIVE as libc::c_uint
-            | libc::AT_EMPTY_PATH as libc::c_uint;
-        // SAFETY: a descriptor, an empty NUL-terminated path and integer flags, as open_tree(2) takes them.
-        let tree = unsafe { libc::syscall(libc::SYS_open_tree, file.as_raw_fd(), c"".as_ptr(), flags) };
-        if tree < 0 {
-            return Err(format!("keeping {} in sight: {}", path.display(), std::io::Error::last_os_error()));
-        }
-        // SAFETY: open_tree returned a new descriptor, owned from here on.
-        clones.push((path, is_dir, unsafe { OwnedFd::from_raw_fd(tree as i32) }));
+        };
+        let is_dir = file_type(&fd) == libc::S_IFDIR;
+        let tree = clone_tree(&fd).map_err(|e| format!("keeping {} in sight: {e}", path.display()))?;
+        clones.push((path, is_dir, tree));
     }
     let none: Option<&str> = None;
     let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
@@ -697,22 +658,7 @@ fn cover_dir(cover: &Cover) -> Result<(), String> {
             }
         });
         made.map_err(|e| format!("making {} in the covered {}: {e}", path.display(), cover.dir.display()))?;
-        let target = c_path(path)?;
-        // SAFETY: a detached mount's descriptor with an empty path, and a NUL-terminated target,
-        // as move_mount(2) takes them.
-        let moved = unsafe {
-            libc::syscall(
-                libc::SYS_move_mount,
-                tree.as_raw_fd(),
-                c"".as_ptr(),
-                libc::AT_FDCWD,
-                target.as_ptr(),
-                MOVE_MOUNT_F_EMPTY_PATH,
-            )
-        };
-        if moved < 0 {
-            return Err(format!("putting {} back in sight: {}", path.display(), std::io::Error::last_os_error()));
-        }
+        attach_tree(&tree, Target::Path(path)).map_err(|e| format!("putting {} back in sight: {e}", path.display()))?;
     }
     let read_only = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | hardened;
     mount(none, &cover.dir, none, read_only, none)
@@ -811,11 +757,15 @@ fn own_terminals() {
 fn write_allow_list(writable: &[PathBuf]) -> Result<(), String> {
     use landlock::{
         ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
-        path_beneath_rules,
     };
     let error = |e: landlock::RulesetError| format!("building the write allow-list: {e}");
     let writes = AccessFs::from_write(ABI::V3);
-    let existing: Vec<&PathBuf> = writable.iter().filter(|path| path.exists()).collect();
+    // Each path as the launcher resolved it, with no link on its way: one swapped for a link since
+    // (to `~/.config`, by another session's agent) is refused, not granted where it leads.
+    let mut existing = Vec::new();
+    for path in writable {
+        existing.extend(crate::platform::confinement::open_resolved(path)?);
+    }
     // Signals only within the agent's own processes (Landlock ABI 6): the launcher, the helper
     // and the namespace's first process share its process group, and `kill(0, SIGSTOP)` froze
     // the launcher's watch while the agent planted a file, `kill(0, SIGKILL)` ended the launcher
@@ -829,7 +779,11 @@ fn write_allow_list(writable: &[PathBuf]) -> Result<(), String> {
         .map_err(error)?
         .create()
         .map_err(error)?
-        .add_rules(path_beneath_rules(existing, writes))
+        .add_rules(
+            existing
+                .iter()
+                .map(|fd| Ok::<_, landlock::RulesetError>(crate::platform::confinement::beneath(fd, writes))),
+        )
         .map_err(error)?
         .restrict_self()
         .map_err(error)?;

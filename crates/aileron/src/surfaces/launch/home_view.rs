@@ -289,12 +289,12 @@ pub fn home_view(
     Some(HomeView { home, kept, links, left_out })
 }
 
-/// The first link on `path`'s way that lies inside `untrusted`, followed as the kernel follows
-/// links, if there is one.
-pub fn untrusted_link_on_the_way(path: &Path, untrusted: &[PathBuf]) -> Option<PathBuf> {
+/// `path` (absolute) resolved link by link as the kernel resolves it, following no link that lies
+/// inside `untrusted`: `Err(Some(link))` names the first such link on its way, `Err(None)` says a
+/// part of it is missing or more than 40 links lead there.
+pub fn resolve_following_trusted_links(path: &Path, untrusted: &[PathBuf]) -> Result<PathBuf, Option<PathBuf>> {
     let mut resolver = Resolver { home: PathBuf::new(), untrusted, ways: Vec::new(), refused: None };
-    resolver.resolve(path);
-    resolver.refused
+    resolver.resolve(path).ok_or(resolver.refused)
 }
 
 /// Resolves paths link by link, noting each resolved path with the links in the home on its way.

@@ -620,18 +620,22 @@ fn view_of(
     home_view::home_view(&covered, &named, &configured, programs, &untrusted)
 }
 
-/// Refuses a `--writable` path reached through a link an agent could have made (inside the roots
-/// earlier launches let agents write, or an agent's own directory): an agent in `~/code/app` that
-/// made `shared` a link to `~/.config` was granted and shown all of it by the next `--writable
-/// ~/code/app/shared` (the twenty-third re-attack).
-fn check_writable(env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) -> anyhow::Result<()> {
+/// The `--writable` paths resolved, each once, here: refused when reached through a link an agent
+/// could have made (inside the roots earlier launches let agents write, or an agent's own
+/// directory): an agent in `~/code/app` that made `shared` a link to `~/.config` was granted and
+/// shown all of it by the next `--writable ~/code/app/shared` (the twenty-third re-attack). What
+/// this returns is what the allow-list grants and the helper opens with no link followed, so a
+/// link swapped in after this look is refused there, not followed (N5).
+fn resolve_writable(env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     // What earlier launches let agents write and every agent's own directories: this launch's
     // writable paths are what is being checked.
     let untrusted = untrusted_roots(env, &[], recorded);
+    let mut resolved = Vec::new();
     for path in writable {
         let absolute = if path.is_absolute() { path.clone() } else { std::env::current_dir()?.join(path) };
-        if let Some(link) = home_view::untrusted_link_on_the_way(&absolute, &untrusted) {
-            bail!(
+        match home_view::resolve_following_trusted_links(&absolute, &untrusted) {
+            Ok(real) => resolved.push(real),
+            Err(Some(link)) => bail!(
                 "--writable {}: {} on its way is a link in what an agent could write at an earlier launch, so it is \
                  not followed\nhint: name the directory you mean by its own path, if you trust where the link \
                  leads ({})",
@@ -639,10 +643,17 @@ fn check_writable(env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) -
                 link.display(),
                 std::fs::canonicalize(&link)
                     .map_or_else(|_| "nowhere now".to_string(), |real| real.display().to_string())
-            );
+            ),
+            Err(None) => bail!(
+                "--writable {}: {}\nhint: name a file or directory that exists",
+                path.display(),
+                std::fs::canonicalize(&absolute)
+                    .err()
+                    .map_or_else(|| "too many links on its way".to_string(), |e| e.to_string())
+            ),
         }
     }
-    Ok(())
+    Ok(resolved)
 }
 
 /// What an agent may write or could have written, canonical: this launch's writable paths, every
@@ -729,9 +740,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             let cwd =
                 std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
             let recorded = home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS));
-            check_writable(&env, &options.writable, &recorded)?;
-            let access =
-                allow_list::write_access(agent, &env, &cwd, &options.writable, &env.launch_dir.join("<temp>"))?;
+            let extra = resolve_writable(&env, &options.writable, &recorded)?;
+            let access = allow_list::write_access(agent, &env, &cwd, &extra, &env.launch_dir.join("<temp>"))?;
             let shown =
                 |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ");
             println!("writable by the agent (everything else is read-only to it): {}", shown(&access.writable));
@@ -816,8 +826,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         let cwd = std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
         let roots_file = home.root().join(home_view::RECORDED_ROOTS);
         let recorded = home_view::recorded_roots(&roots_file);
-        check_writable(&env, &options.writable, &recorded)?;
-        let access = allow_list::write_access(agent, &env, &cwd, &options.writable, temp_dir.path())?;
+        let extra = resolve_writable(&env, &options.writable, &recorded)?;
+        let mut access = allow_list::write_access(agent, &env, &cwd, &extra, temp_dir.path())?;
         access.prepare()?;
         let separated = allow_list::separate_hard_links(&access.read_only, &access.writable);
         for note in access.notes.iter().chain(&separated) {
