@@ -72,7 +72,7 @@ pub(crate) fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
             continue;
         }
         let tree = clone_tree(&fd).map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
-        set_mount_attributes(tree.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint, 0, MOUNT_ATTR_RDONLY)
+        set_tree_attributes(&tree, 0, MOUNT_ATTR_RDONLY)
             .map_err(|e| format!("making {} writable again: {e}", path.display()))?;
         attach_tree(&tree, Target::Descriptor(&fd))
             .map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
@@ -190,8 +190,13 @@ pub(crate) fn attach_tree(tree: &OwnedFd, target: Target<'_>) -> std::io::Result
     if moved < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
 
+/// Sets and clears mount attributes on a detached tree ([`clone_tree`]) and every mount in it.
+pub(crate) fn set_tree_attributes(tree: &OwnedFd, set: u64, clear: u64) -> std::io::Result<()> {
+    set_mount_attributes(tree.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint, set, clear)
+}
+
 /// `mount_setattr(2)`'s attribute for read-only, and its argument (`struct mount_attr`).
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
 #[repr(C)]
 struct MountAttributes {
     set: u64,

@@ -4922,6 +4922,58 @@ fn writable_follows_no_link_an_earlier_agent_left() {
     assert!(!dry.status.success() && text(&dry).contains("not followed"), "{}", text(&dry));
 }
 
+/// A token written into the user's git config (a private-modules `insteadOf`, an `extraHeader`
+/// as CI checkouts leave, a remote URL with a password) is no more the agent's to read than
+/// `~/.git-credentials` is: it reads a copy without it, bound over the file (behind a dotfiles
+/// link too); the user's files are unchanged, and the rest of the config reads the same.
+#[test]
+fn credentials_in_the_users_git_config_are_withheld_from_the_agent() {
+    const PLANTED: [&str; 3] =
+        ["ghp_PLANTEDinsteadOf000000000000000000001", "PLANTEDextraHeader00000000001", "PLANTEDremotePassword0001"];
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let dotfiles = rig.user_home().join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    let gitconfig = format!(
+        "[user]\n\tname = Ada Agentless\n[url \"https://x-access-token:{}@github.com/\"]\n\tinsteadOf = \
+         https://github.com/\n[http]\n\textraHeader = AUTHORIZATION: basic {}\n[alias]\n\tst = status --short\n",
+        PLANTED[0], PLANTED[1]
+    );
+    std::fs::write(dotfiles.join("gitconfig"), &gitconfig).unwrap();
+    std::os::unix::fs::symlink("dotfiles/gitconfig", rig.user_home().join(".gitconfig")).unwrap();
+    let remote = format!("https://ada:{}@git.example.com/r.git", PLANTED[2]);
+    assert!(
+        Command::new("git").args(["remote", "add", "origin", &remote]).current_dir(&work).status().unwrap().success()
+    );
+    let repo_config = std::fs::read_to_string(work.join(".git/config")).unwrap();
+    let report = rig.report();
+    let script = format!(
+        "#!/bin/sh\n{{ cat \"$HOME/.gitconfig\" .git/config; git config --list --show-origin; echo \"name: $(git config \
+         user.name)\"; echo \"alias: $(git config alias.st)\"; }} > '{}' 2>&1\n",
+        report.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let read = std::fs::read_to_string(&report).unwrap();
+    for planted in PLANTED {
+        assert!(!read.contains(planted), "the agent read {planted}:\n{read}");
+        assert!(!said.contains(planted), "{planted} in the launcher's output:\n{said}");
+    }
+    assert!(read.contains("name: Ada Agentless") && read.contains("alias: status --short"), "{read}");
+    assert!(read.contains("url=https://git.example.com/r.git"), "the remote kept without its password:\n{read}");
+    assert!(said.contains("credentials in your git config are withheld"), "{said}");
+    assert!(said.contains("url.<…>.insteadof") && said.contains("remote.origin.url"), "{said}");
+    assert_eq!(std::fs::read_to_string(dotfiles.join("gitconfig")).unwrap(), gitconfig, "the user's file is unchanged");
+    assert_eq!(std::fs::read_to_string(work.join(".git/config")).unwrap(), repo_config);
+    let dry = rig.command_in(&work, &["launch", "--dry-run", "claude"], None, &[]);
+    let shown = text(&dry);
+    assert!(shown.contains("git config read as a copy without its credentials") && shown.contains("http.extraheader"));
+    assert!(!PLANTED.iter().any(|planted| shown.contains(planted)), "{shown}");
+}
+
 /// N5: the launcher resolves a `--writable` path and the helper grants it; another session's agent
 /// writing there that swaps the directory for a link to `~/.config` in between must not get
 /// `~/.config` granted. Here the helper is handed a path that is a link now (as if it became one

@@ -59,6 +59,9 @@ pub struct WriteAccess {
     /// What the user's git reads of theirs (config files, includes, an excludes file): kept in
     /// the agent's view of the home (`home_view`).
     pub git_reads: Vec<PathBuf>,
+    /// Every git config file read at launch (the user's and the repositories'): one holding a
+    /// credential is shown to the agent as a copy without it (`withheld_config`).
+    pub git_configs: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -174,7 +177,10 @@ pub fn write_access(
     }
     access.writable.dedup();
     path_notes(env, &access.writable, &mut access.notes);
-    let Protection { pinned, read_only, watched, to_create, notes, checkouts, git_dirs, worktrees, .. } = protection;
+    let Protection {
+        pinned, read_only, watched, to_create, notes, checkouts, git_dirs, worktrees, configs_read, ..
+    } = protection;
+    access.git_configs = configs_read;
     access.worktrees = worktrees;
     (access.pinned, access.read_only, access.watched, access.checkouts) = (pinned, read_only, watched, checkouts);
     access.git_dirs = git_dirs.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();

@@ -104,6 +104,9 @@ pub struct Request {
     /// The user's credential stores and the host's Unix sockets, hidden from the agent (SPEC §15):
     /// a directory is covered by an empty tmpfs, anything else by `/dev/null`.
     pub hidden: Vec<PathBuf>,
+    /// Files the agent reads as another: a git config holding a credential (the file) and the copy
+    /// without it, bound read-only over the file (`--substitute FILE COPY`, `withheld_config`).
+    pub substitutes: Vec<(PathBuf, PathBuf)>,
     /// Directories covered by an empty read-only tmpfs into which only what each keeps is put
     /// back: the user's home as a read list (`home_view`), the launch directory with this
     /// session's own temp directory and files only.
@@ -158,6 +161,11 @@ impl Request {
                 line.push(said.clone().into_os_string());
             }
         }
+        for (file, copy) in &self.substitutes {
+            line.push("--substitute".into());
+            line.push(file.clone().into_os_string());
+            line.push(copy.clone().into_os_string());
+        }
         if let Some(network) = &self.network {
             line.push("--network".into());
             line.push(format!("{}:{}", network.api_port, network.proxy_port).into());
@@ -196,7 +204,8 @@ impl Request {
 }
 
 /// `__confine [--probe] [--terminal-interrupts] [--network API:PROXY [--channel FD]] [--mask DIR]...
-/// [--writable PATH]... [--pin DIR]... [--read-only PATH]... [--hide PATH]... [--cover DIR [--see PATH]... [--link PATH TEXT]...]...
+/// [--writable PATH]... [--pin DIR]... [--read-only PATH]... [--hide PATH]... [--substitute FILE COPY]...
+/// [--cover DIR [--see PATH]... [--link PATH TEXT]...]...
 /// -- PROGRAM [ARGS...]`
 /// (`PROGRAM` may be absent with `--probe`).
 pub fn parse(args: &[OsString]) -> Result<Request, String> {
@@ -252,6 +261,15 @@ pub fn parse(args: &[OsString]) -> Result<Request, String> {
                     let said = PathBuf::from(rest.next().ok_or("--link needs what the link says")?);
                     cover.links.push((path, said));
                 }
+                continue;
+            }
+            Some("--substitute") => {
+                let file = PathBuf::from(rest.next().ok_or("--substitute needs a file and its copy")?);
+                let copy = PathBuf::from(rest.next().ok_or("--substitute needs a file and its copy")?);
+                if !file.is_absolute() || !copy.is_absolute() {
+                    return Err(format!("--substitute {} {}: not absolute paths", file.display(), copy.display()));
+                }
+                request.substitutes.push((file, copy));
                 continue;
             }
             Some("--trust-bundle") => {
@@ -499,6 +517,9 @@ fn init(request: &Request) -> Result<i32, String> {
     // Nothing mounted here propagates back to the user's namespace.
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
         .map_err(|e| format!("making mounts private: {e}"))?;
+    // The copies the agent reads instead of files holding credentials, taken before the Aileron
+    // home they are kept in is masked.
+    let substitutes = copies_to_substitute(&request.substitutes)?;
     crate::platform::confinement::read_only_outside(&request.writable)?;
     let hardened = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), hardened, none)
@@ -581,6 +602,14 @@ fn init(request: &Request) -> Result<i32, String> {
             MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         mount(none, path, none, read_only, none).map_err(|e| format!("making {} read-only: {e}", path.display()))?;
     }
+    // Last, over the covers' clones and the read-only binds: a file holding a credential shows
+    // its copy without it. One that cannot be covered stops the launch (the agent would read it).
+    for (file, copy) in substitutes {
+        use crate::platform::confinement::{Target, attach_tree, open_resolved};
+        let Some(target) = open_resolved(file)? else { continue };
+        attach_tree(&copy, Target::Descriptor(&target))
+            .map_err(|e| format!("showing {} without its credentials: {e}", file.display()))?;
+    }
     // The working directory was entered before these mounts, on the mount now read-only beneath
     // the workspace's writable bind: entered again by its name, it is on the bind.
     if let Ok(cwd) = std::env::current_dir() {
@@ -614,6 +643,21 @@ fn init(request: &Request) -> Result<i32, String> {
             }
         }
     }
+}
+
+/// Each copy of [`Request::substitutes`] as a detached read-only mount of it, with the file it
+/// is to be shown at.
+fn copies_to_substitute(substitutes: &[(PathBuf, PathBuf)]) -> Result<Vec<(&PathBuf, std::os::fd::OwnedFd)>, String> {
+    use crate::platform::confinement::{MOUNT_ATTR_RDONLY, clone_tree, open_resolved, set_tree_attributes};
+    let mut trees = Vec::new();
+    for (file, copy) in substitutes {
+        let fd = open_resolved(copy)?.ok_or_else(|| format!("the copy of {} is gone", file.display()))?;
+        let tree = clone_tree(&fd).map_err(|e| format!("taking the copy of {}: {e}", file.display()))?;
+        set_tree_attributes(&tree, MOUNT_ATTR_RDONLY, 0)
+            .map_err(|e| format!("making the copy of {} read-only: {e}", file.display()))?;
+        trees.push((file, tree));
+    }
+    Ok(trees)
 }
 
 /// A directory as a read list (`home_view`, the launch directory): each path `cover.seen` keeps is
@@ -895,6 +939,7 @@ mod tests {
             pinned: vec![PathBuf::from("/home/u/project/.git")],
             read_only: vec![PathBuf::from("/home/u/project/.git/hooks"), PathBuf::from("/home/u/project/.git/config")],
             hidden: vec![PathBuf::from("/home/u/.aws"), PathBuf::from("/home/u/.netrc")],
+            substitutes: vec![(PathBuf::from("/home/u/.gitconfig"), PathBuf::from("/home/u/.aileron/w/1-.gitconfig"))],
             covers: vec![Cover {
                 dir: PathBuf::from("/home/u"),
                 seen: vec![PathBuf::from("/home/u/project"), PathBuf::from("/home/u/dotfiles/claude")],
@@ -928,5 +973,7 @@ mod tests {
         assert!(parse(&os(&["--cover", "/home/u", "--see", "/home/u", "--", "x"])).is_err(), "the cover itself");
         assert!(parse(&os(&["--cover", "/", "--", "x"])).is_err(), "the root is not covered");
         assert!(parse(&os(&["--cover", "/home/u", "--link", "/home/u/a", "--", "x"])).is_err(), "a link says nothing");
+        assert!(parse(&os(&["--substitute", "/home/u/.gitconfig", "--", "x"])).is_err(), "a file without its copy");
+        assert!(parse(&os(&["--substitute", "rel", "/a", "--", "x"])).is_err(), "a relative file");
     }
 }

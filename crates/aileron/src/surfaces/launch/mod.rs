@@ -45,6 +45,7 @@ pub mod network;
 mod planted;
 mod repositories;
 pub mod toml_table;
+mod withheld_config;
 pub mod yaml_block;
 
 use std::collections::HashMap;
@@ -745,6 +746,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             let shown =
                 |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ");
             println!("writable by the agent (everything else is read-only to it): {}", shown(&access.writable));
+            let (_, withheld_configs) = withheld_config::copies(&access.git_configs, None)?;
+            if !withheld_configs.is_empty() {
+                println!("git config read as a copy without its credentials: {}", withheld_configs.join(", "));
+            }
             if !access.read_only.is_empty() {
                 println!("read-only inside its workspace: {}", shown(&access.read_only));
             }
@@ -806,6 +811,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .prefix("agent-tmp-")
         .tempdir_in(&env.launch_dir)
         .with_context(|| format!("creating a temp directory in {}", env.launch_dir.display()))?;
+    // The agent's copies of the git config files that hold credentials (`withheld_config`), out of
+    // its sight, for as long as the session lasts.
+    let withheld_dir = tempfile::Builder::new()
+        .prefix("withheld-")
+        .tempdir_in(&env.launch_dir)
+        .with_context(|| format!("creating a directory in {}", env.launch_dir.display()))?;
     let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
     let (mut writable, mut hidden, mut exposed, mut home_seen) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut writable_paths = Vec::new();
@@ -847,6 +858,20 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         hidden.extend(hidden_variables);
         exposed.extend(exposed_variables);
         request.hidden = stores;
+        let (substitutes, withheld_configs) =
+            withheld_config::copies(&access.git_configs, Some(withheld_dir.path()))
+                .context("writing the agent's copies of your git config without the credentials in it")?;
+        if !withheld_configs.is_empty() {
+            log_line!(
+                "aileron: note: credentials in your git config are withheld from {}: it reads a copy without them \
+                 ({})\nhint: `aileron auth import gh` (or `git`) has the session's proxy add your GitHub login to \
+                 the agent's git requests, unseen by it",
+                agent.name(),
+                withheld_configs.join("; ")
+            );
+        }
+        hidden.extend(withheld_configs);
+        request.substitutes = substitutes;
         if options.network == SessionNetwork::Enforced {
             // The host's socket files the agent could still reach through the filesystem (not
             // those in what is masked). Those in what it may write too: every one listening now

@@ -42,7 +42,7 @@ pub struct Protection {
     /// Each checkout's git directory and worktree.
     pub worktrees: Vec<(PathBuf, PathBuf)>,
     /// The config files read (at most [`MAX_CONFIGS_READ`]), and whether more were named.
-    configs_read: Vec<PathBuf>,
+    pub configs_read: Vec<PathBuf>,
     configs_cut_short: bool,
 }
 
