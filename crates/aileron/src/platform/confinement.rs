@@ -54,7 +54,9 @@ fn write_proc(path: &str, content: &str) -> Result<(), String> {
 /// Each path is opened as it was resolved ([`open_resolved`]) and bound from that descriptor, so
 /// a path swapped for a link after it was checked is refused, never followed.
 pub(crate) fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
-    if let Err(error) = set_mount_attributes(libc::AT_FDCWD, c"/", 0, MOUNT_ATTR_RDONLY, 0) {
+    if let Err(error) =
+        set_mount_attributes(libc::AT_FDCWD, c"/", libc::AT_RECURSIVE as libc::c_uint, MOUNT_ATTR_RDONLY, 0)
+    {
         log_line!(
             "aileron: warning: the filesystem could not be made read-only to the confined program ({error}): it can \
              still change modes, times and extended attributes outside its write list"
@@ -72,8 +74,23 @@ pub(crate) fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
             continue;
         }
         let tree = clone_tree(&fd).map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
-        set_tree_attributes(&tree, 0, MOUNT_ATTR_RDONLY)
-            .map_err(|e| format!("making {} writable again: {e}", path.display()))?;
+        match set_tree_attributes(&tree, 0, MOUNT_ATTR_RDONLY) {
+            Ok(()) => {}
+            // A mount inside it that the host made read-only is locked so in this namespace (the
+            // change is refused whole, EPERM): that one stays read-only, the path itself is made
+            // writable, and the launch goes on (the twenty-seventh re-attack's R8: a read-only
+            // bind in the workspace refused every launch).
+            Err(error) if error.raw_os_error() == Some(libc::EPERM) => {
+                set_mount_attributes(tree.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint, 0, MOUNT_ATTR_RDONLY)
+                    .map_err(|e| format!("making {} writable again: {e}", path.display()))?;
+                log_line!(
+                    "aileron: note: {} holds a mount the system made read-only: the mounts inside it stay read-only \
+                     to the agent",
+                    path.display()
+                );
+            }
+            Err(error) => return Err(format!("making {} writable again: {error}", path.display())),
+        }
         attach_tree(&tree, Target::Descriptor(&fd))
             .map_err(|e| format!("binding {} for writing: {e}", path.display()))?;
     }
@@ -192,7 +209,8 @@ pub(crate) fn attach_tree(tree: &OwnedFd, target: Target<'_>) -> std::io::Result
 
 /// Sets and clears mount attributes on a detached tree ([`clone_tree`]) and every mount in it.
 pub(crate) fn set_tree_attributes(tree: &OwnedFd, set: u64, clear: u64) -> std::io::Result<()> {
-    set_mount_attributes(tree.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint, set, clear)
+    let flags = libc::AT_EMPTY_PATH as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
+    set_mount_attributes(tree.as_raw_fd(), c"", flags, set, clear)
 }
 
 /// `mount_setattr(2)`'s attribute for read-only, and its argument (`struct mount_attr`).
@@ -206,7 +224,7 @@ struct MountAttributes {
 }
 
 /// Sets and clears mount attributes on the mount at `dir` and `path` (`AT_EMPTY_PATH` in `flags`:
-/// the one `dir` is) and every mount beneath it.
+/// the one `dir` is), and with `AT_RECURSIVE` in `flags` on every mount beneath it.
 fn set_mount_attributes(
     dir: std::os::fd::RawFd,
     path: &std::ffi::CStr,
@@ -221,7 +239,7 @@ fn set_mount_attributes(
             libc::SYS_mount_setattr,
             dir,
             path.as_ptr(),
-            flags | libc::AT_RECURSIVE as libc::c_uint,
+            flags,
             &mut attributes as *mut MountAttributes,
             std::mem::size_of::<MountAttributes>(),
         )

@@ -445,7 +445,7 @@ impl LaunchRig {
     }
 
     /// The command [`LaunchRig::command_in`] runs.
-    fn command_at(
+    pub(crate) fn command_at(
         &self,
         dir: &Path,
         args: &[&str],
@@ -4922,14 +4922,122 @@ fn writable_follows_no_link_an_earlier_agent_left() {
     assert!(!dry.status.success() && text(&dry).contains("not followed"), "{}", text(&dry));
 }
 
+/// The twenty-seventh re-attack's R5: an agent in `~/proj` made `deploy` a link to
+/// `~/.config/systemd/user`; the user's `cd ~/proj/deploy && aileron launch claude` made that
+/// the workspace, and the agent enabled a unit of its own. Refused: by the shell's own name for
+/// the directory (`$PWD`, through a link an agent could have made), and by where it really is.
+#[test]
+fn a_workspace_reached_through_a_planted_link_or_in_a_start_up_location_is_refused() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let units = rig.user_home().join(".config/systemd/user");
+    std::fs::create_dir_all(&units).unwrap();
+    let script = format!("#!/bin/sh\nln -s '{}' deploy\n", units.display());
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let first = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    assert!(first.status.success(), "{}", text(&first));
+    std::fs::write(rig.bin().join("claude"), "#!/bin/sh\necho '[Service]' > evil.service\n").unwrap();
+    let deploy = work.join("deploy");
+    let by_link = rig.command_in(&deploy, &["launch", "claude"], None, &[("PWD", deploy.as_os_str())]);
+    let said = text(&by_link);
+    assert!(!by_link.status.success() && said.contains("a link in what an agent could write"), "{said}");
+    let by_place = rig.command_in(&units, &["launch", "claude"], None, &[]);
+    let said = text(&by_place);
+    assert!(!by_place.status.success() && said.contains("what your shell, session or editor runs"), "{said}");
+    assert!(!units.join("evil.service").exists());
+}
+
+/// The twenty-seventh re-attack's R3: a socket made on the host after the launch (a tmux server
+/// the user starts during the session; podman's, a bus's in the runtime directory) was on no list
+/// read at launch, and a command sent to that tmux server ran as the user, unconfined. The
+/// runtime directory is covered whole and tmux's socket directory by an empty tmpfs: a socket
+/// made there while the agent runs is out of its sight, as is what was there before.
+#[test]
+fn sockets_made_on_the_host_during_the_session_are_out_of_the_agents_sight() {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let runtime = rig.temp.path().join("runtime");
+    let tmux_parent = rig.temp.path().join("tmux-parent");
+    for dir in [&runtime, &tmux_parent] {
+        std::fs::DirBuilder::new().mode(0o700).create(dir).unwrap();
+    }
+    std::fs::create_dir_all(runtime.join("podman")).unwrap();
+    std::fs::write(runtime.join("podman/before.txt"), "there at launch").unwrap();
+    let uid = nix::unistd::getuid().as_raw();
+    let tmux_dir = tmux_parent.join(format!("tmux-{uid}"));
+    let script = format!(
+        "#!/bin/sh\ntouch ready\ni=0; while [ ! -e created ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n{{ ls -A \"$XDG_RUNTIME_DIR\" \
+         '{tmux}'; for s in \"$XDG_RUNTIME_DIR/late.sock\" '{tmux}/default' \"$XDG_RUNTIME_DIR/podman/before.txt\"; do \
+         [ -e \"$s\" ] && echo \"SEEN $s\"; done; }} > sight.txt 2>&1\nexit 0\n",
+        tmux = tmux_dir.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let env = [("XDG_RUNTIME_DIR", runtime.as_os_str()), ("TMUX_TMPDIR", tmux_parent.as_os_str())];
+    // Killed if the test fails first: the agent goes with its launcher.
+    let mut launch =
+        KillOnDrop(rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &env).spawn().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !work.join("ready").exists() {
+        assert!(std::time::Instant::now() < deadline, "the agent never started");
+        if let Some(status) = launch.0.try_wait().unwrap() {
+            panic!("the launch ended first: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(tmux_dir.is_dir(), "tmux's directory is made at launch, the user's own");
+    let late = std::os::unix::net::UnixListener::bind(runtime.join("late.sock")).unwrap();
+    let tmux = std::os::unix::net::UnixListener::bind(tmux_dir.join("default")).unwrap();
+    std::fs::write(work.join("created"), "").unwrap();
+    assert!(launch.0.wait().unwrap().success());
+    let sight = std::fs::read_to_string(work.join("sight.txt")).unwrap();
+    assert!(!sight.contains("SEEN"), "{sight}");
+    drop((late, tmux));
+}
+
+/// The twenty-seventh re-attack's R8: a mount the system made read-only inside the workspace (a
+/// read-only bind, a squashfs, an NFS export) is locked read-only in the agent's namespace, and
+/// making the workspace writable again failed whole, refusing every launch with a hint to run
+/// unconfined. That mount stays read-only; the rest of the workspace is writable. The outer
+/// namespace (`unshare -rm`) stands for the host making the mount.
+#[test]
+fn a_read_only_mount_inside_the_workspace_stays_so_and_the_launch_goes_on() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let (source, vendor) = (rig.temp.path().join("source"), work.join("vendor"));
+    for dir in [&source, &vendor] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let agent = format!("touch '{}/ok'; touch '{}/no' 2>/dev/null; exit 0", work.display(), vendor.display());
+    let inner = format!(
+        "mount --bind -o ro '{}' '{}' && exec '{}' __confine --writable '{}' -- /bin/sh -c \"{agent}\"",
+        source.display(),
+        vendor.display(),
+        env!("CARGO_BIN_EXE_aileron"),
+        work.display()
+    );
+    let output = Command::new("unshare").args(["-rm", "sh", "-c", &inner]).output().unwrap();
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(work.join("ok").exists(), "the workspace is writable: {said}");
+    assert!(!source.join("no").exists(), "the read-only mount stayed read-only");
+    assert!(said.contains("stay read-only to the agent"), "{said}");
+}
+
 /// A token written into the user's git config (a private-modules `insteadOf`, an `extraHeader`
 /// as CI checkouts leave, a remote URL with a password) is no more the agent's to read than
 /// `~/.git-credentials` is: it reads a copy without it, bound over the file (behind a dotfiles
 /// link too); the user's files are unchanged, and the rest of the config reads the same.
 #[test]
-fn credentials_in_the_users_git_config_are_withheld_from_the_agent() {
-    const PLANTED: [&str; 3] =
-        ["ghp_PLANTEDinsteadOf000000000000000000001", "PLANTEDextraHeader00000000001", "PLANTEDremotePassword0001"];
+fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
+    const PLANTED: [&str; 4] = [
+        "ghp_PLANTEDinsteadOf000000000000000000001",
+        "PLANTEDextraHeader00000000001",
+        "PLANTEDremotePassword0001",
+        "cio_PLANTEDcargoRegistryToken01",
+    ];
     let rig = LaunchRig::new();
     let (work, _) = rig.committed_workspace();
     let dotfiles = rig.user_home().join("dotfiles");
@@ -4946,15 +5054,21 @@ fn credentials_in_the_users_git_config_are_withheld_from_the_agent() {
         Command::new("git").args(["remote", "add", "origin", &remote]).current_dir(&work).status().unwrap().success()
     );
     let repo_config = std::fs::read_to_string(work.join(".git/config")).unwrap();
+    // Cargo's config beside it: a registry token in the file cargo's other settings live in.
+    let cargo_home = rig.user_home().join(".cargo");
+    std::fs::create_dir_all(&cargo_home).unwrap();
+    let cargo_config = format!("[registry]\ntoken = \"{}\"\n\n[build]\njobs = 3\n", PLANTED[3]);
+    std::fs::write(cargo_home.join("config.toml"), &cargo_config).unwrap();
     let report = rig.report();
     let script = format!(
-        "#!/bin/sh\n{{ cat \"$HOME/.gitconfig\" .git/config; git config --list --show-origin; echo \"name: $(git config \
-         user.name)\"; echo \"alias: $(git config alias.st)\"; }} > '{}' 2>&1\n",
+        "#!/bin/sh\n{{ cat \"$HOME/.gitconfig\" .git/config \"$CARGO_HOME/config.toml\"; git config --list --show-origin; \
+         echo \"name: $(git config user.name)\"; echo \"alias: $(git config alias.st)\"; }} > '{}' 2>&1\n",
         report.display()
     );
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let cargo_env = [("CARGO_HOME", cargo_home.as_os_str())];
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &cargo_env);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
     let read = std::fs::read_to_string(&report).unwrap();
@@ -4964,13 +5078,15 @@ fn credentials_in_the_users_git_config_are_withheld_from_the_agent() {
     }
     assert!(read.contains("name: Ada Agentless") && read.contains("alias: status --short"), "{read}");
     assert!(read.contains("url=https://git.example.com/r.git"), "the remote kept without its password:\n{read}");
-    assert!(said.contains("credentials in your git config are withheld"), "{said}");
+    assert!(said.contains("credentials in your git or cargo config are withheld"), "{said}");
     assert!(said.contains("url.<…>.insteadof") && said.contains("remote.origin.url"), "{said}");
+    assert!(said.contains("registry.token") && read.contains("jobs = 3"), "cargo's other settings kept:\n{read}");
+    assert_eq!(std::fs::read_to_string(cargo_home.join("config.toml")).unwrap(), cargo_config);
     assert_eq!(std::fs::read_to_string(dotfiles.join("gitconfig")).unwrap(), gitconfig, "the user's file is unchanged");
     assert_eq!(std::fs::read_to_string(work.join(".git/config")).unwrap(), repo_config);
-    let dry = rig.command_in(&work, &["launch", "--dry-run", "claude"], None, &[]);
+    let dry = rig.command_in(&work, &["launch", "--dry-run", "claude"], None, &cargo_env);
     let shown = text(&dry);
-    assert!(shown.contains("git config read as a copy without its credentials") && shown.contains("http.extraheader"));
+    assert!(shown.contains("config read as a copy without its credentials") && shown.contains("http.extraheader"));
     assert!(!PLANTED.iter().any(|planted| shown.contains(planted)), "{shown}");
 }
 

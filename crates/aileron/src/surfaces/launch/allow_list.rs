@@ -83,12 +83,16 @@ impl WriteAccess {
 
 /// The allow-list for `agent` started in `cwd`, with the user's `--writable` paths and the
 /// session's private temp directory. Reads the filesystem, changes nothing.
+/// `untrusted`: what an agent could have written (the roots earlier launches recorded, every
+/// agent's own directories, canonical): a link inside it on the way to the agent's own directories
+/// and files is not followed, and refuses the launch.
 pub fn write_access(
     agent: Agent,
     env: &LaunchEnv,
     cwd: &Path,
     extra: &[PathBuf],
     temp_dir: &Path,
+    untrusted: &[PathBuf],
 ) -> anyhow::Result<WriteAccess> {
     let mut access = WriteAccess::default();
     let mut protection = Protection::default();
@@ -102,6 +106,14 @@ pub fn write_access(
              a project directory; `--writable` one tool's own directory (for example {}) if the agent must change it",
             workspace.display(),
             workspace.join("<tool>").display()
+        );
+    }
+    let startup_locations = startup_locations(env);
+    if let Some(why) = unfit_root(&workspace, &startup_locations) {
+        anyhow::bail!(
+            "{} {why}, so it cannot be the agent's workspace: nothing in it could be kept from the agent\nhint: work on \
+             a copy (a clone elsewhere) and put what you keep in place yourself after the session",
+            workspace.display()
         );
     }
     let git = GitContext::of_user(env, &home, &mut protection);
@@ -118,14 +130,31 @@ pub fn write_access(
         access.workspace = Some(workspace);
     }
     for dir in agent_directories(agent, env) {
-        match std::fs::canonicalize(&dir) {
+        match own_path(&dir, untrusted)? {
             // `CLAUDE_CONFIG_DIR=$HOME` would make the whole home writable (the nineteenth re-attack).
-            Ok(resolved) if home.starts_with(&resolved) => access.notes.push(format!(
+            Some(resolved) if home.starts_with(&resolved) => access.notes.push(format!(
                 "{} holds your home directory, so the agent does not get it to write\nhint: point the agent's \
                  configuration variable at a directory of its own",
                 resolved.display()
             )),
-            Ok(resolved) => {
+            // Led elsewhere by a link (`~/.claude -> dotfiles/claude/.claude` made to lead to
+            // `~/.config`, another repository's `.git` or `~/.local/bin`: the twenty-seventh
+            // re-attack): not the agent's to write.
+            Some(resolved)
+                if super::home_view::is_shared_directory(&home, &resolved)
+                    || unfit_root(&resolved, &startup_locations).is_some() =>
+            {
+                access.notes.push(format!(
+                    "{} leads to {}, which {}, so the agent does not get it to write\nhint: point {} at a directory \
+                     of the agent's own",
+                    super::shown(&dir),
+                    super::shown(&resolved),
+                    unfit_root(&resolved, &startup_locations)
+                        .unwrap_or_else(|| "holds many programs' configuration".to_string()),
+                    super::shown(&dir)
+                ))
+            }
+            Some(resolved) => {
                 // A repository of the user's kept there (`~/.claude` as a git clone of one's
                 // settings) is protected like the workspace's (the seventh re-attack).
                 if std::fs::symlink_metadata(resolved.join(".git")).is_ok() {
@@ -133,14 +162,35 @@ pub fn write_access(
                 }
                 access.writable.push(resolved);
             }
-            Err(_) => {
+            // A link to nothing is not followed to make what it names.
+            None if std::fs::symlink_metadata(&dir).is_ok() => access.notes.push(format!(
+                "{} is a link to nothing, so the agent does not get it to write\nhint: make the directory it names \
+                 yourself, or remove the link",
+                super::shown(&dir)
+            )),
+            None => {
                 access.to_create.push(dir.clone());
                 access.writable.push(dir);
             }
         }
     }
     for file in agent_files(agent, env).into_iter().filter(|file| file.is_file()) {
-        access.writable.push(std::fs::canonicalize(&file).unwrap_or(file));
+        let Some(resolved) = own_path(&file, untrusted)? else { continue };
+        // Led to a file the user's shell, editor or git runs (`~/.claude.json` made a link to
+        // `~/.gitconfig`: the twenty-seventh re-attack).
+        let read_by_git =
+            access.git_reads.iter().any(|read| std::fs::canonicalize(read).is_ok_and(|real| real == resolved));
+        if unfit_root(&resolved, &startup_locations).is_some() || read_by_git {
+            access.notes.push(format!(
+                "{} leads to {}, which runs as you later, so the agent does not get it to write\nhint: point {} at a \
+                 file of the agent's own",
+                super::shown(&file),
+                super::shown(&resolved),
+                super::shown(&file)
+            ));
+            continue;
+        }
+        access.writable.push(resolved);
     }
     // Every path granted is canonical: the helper opens each with no link followed on its way.
     access.writable.push(std::fs::canonicalize(temp_dir).unwrap_or_else(|_| temp_dir.to_path_buf()));
@@ -159,6 +209,14 @@ pub fn write_access(
             anyhow::bail!(
                 "--writable {}: it leads to {} now, after it was looked at: something changed it in between\nhint: \
                  launch again once nothing is changing it",
+                path.display(),
+                resolved.display()
+            );
+        }
+        if let Some(why) = unfit_root(&resolved, &startup_locations) {
+            anyhow::bail!(
+                "--writable {}: {} {why}, so the agent cannot be given it to write\nhint: work on a copy and put what \
+                 you keep in place yourself after the session",
                 path.display(),
                 resolved.display()
             );
@@ -195,21 +253,8 @@ pub fn write_access(
     // twenty-second re-attack: `XDG_CONFIG_HOME=~/dotfiles/config` left every name writable).
     let config_home = env.config_home();
     let data_home = xdg(env, XDG_DATA_HOME, ".local/share");
-    let zdotdir = env.var(ZDOTDIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
-    let mut startup: Vec<PathBuf> = Vec::new();
-    // The account's own home's too, when `HOME` is elsewhere (the twenty-fifth re-attack: its
-    // `~/.bashrc -> dotfiles/bashrc` was written): its shells and session run it as the user.
     let homes: Vec<PathBuf> = std::iter::once(env.home_dir.clone()).chain(env.account_home.clone()).collect();
-    for name in STARTUP_FILES {
-        startup.extend(homes.iter().map(|dir| dir.join(name)));
-        if let Some(rest) = name.strip_prefix(".config/") {
-            startup.push(config_home.join(rest));
-        } else if let Some(rest) = name.strip_prefix(".local/share/") {
-            startup.push(data_home.join(rest));
-        } else if let (Some(dir), true) = (&zdotdir, name.starts_with(".z")) {
-            startup.push(dir.join(name));
-        }
-    }
+    let mut startup = startup_names(env);
     // What the home links into what the agent may write (`~/.config -> dotfiles/config`, `~/.vim
     // -> dotfiles/vim`, a linked `XDG_CONFIG_HOME`): the user's own configuration, read-only to
     // the agent whatever runs from it (the twenty-second re-attack found 37 more names the list
@@ -329,6 +374,53 @@ pub fn write_access(
     access.watched.sort();
     access.watched.dedup();
     Ok(access)
+}
+
+/// An agent's own directory or file (`~/.claude`, `~/.claude.json`) resolved link by link,
+/// following no link inside `untrusted` (a stow-style `~/.claude -> dotfiles/claude/.claude`
+/// whose `claude` an agent working in `~/dotfiles` replaced: the twenty-seventh re-attack);
+/// `None` when nothing is there. Refuses the launch when such a link is on its way.
+fn own_path(path: &Path, untrusted: &[PathBuf]) -> anyhow::Result<Option<PathBuf>> {
+    match super::home_view::resolve_following_trusted_links(path, untrusted) {
+        Ok(resolved) => Ok(Some(resolved)),
+        Err(None) => Ok(None),
+        Err(Some(link)) => anyhow::bail!(
+            "{}: {} on its way is a link in what an agent could write at an earlier launch, so it is not \
+             followed\nhint: if you trust where it leads ({}), replace the link with the directory or file itself",
+            super::shown(path),
+            super::shown(&link),
+            std::fs::canonicalize(&link).map_or_else(|_| "nowhere now".to_string(), |real| super::shown(&real))
+        ),
+    }
+}
+
+/// The start-up locations (`STARTUP_FILES` in each home, under the XDG directories and `ZDOTDIR`
+/// where they are moved) that exist, where they really are.
+fn startup_locations(env: &LaunchEnv) -> Vec<PathBuf> {
+    let mut locations: Vec<PathBuf> =
+        startup_names(env).iter().filter_map(|path| std::fs::canonicalize(path).ok()).collect();
+    locations.sort();
+    locations.dedup();
+    locations
+}
+
+/// Why `root` (canonical) cannot be a root the agent writes, if it cannot: it is or lies in a
+/// start-up location (what the user's shell, session or editor runs: a protected name equal to a
+/// root is no protection at all: `cd ~/proj/deploy`, a link to `~/.config/systemd/user`, made it
+/// the workspace, and the agent enabled a unit of its own — the twenty-seventh re-attack), or
+/// in a repository's git directory (its hooks and config run as the user).
+fn unfit_root(root: &Path, startup_locations: &[PathBuf]) -> Option<String> {
+    if let Some(location) = startup_locations.iter().find(|location| root.starts_with(location)) {
+        return Some(format!(
+            "is {}what your shell, session or editor runs ({})",
+            if root == location { "" } else { "in " },
+            super::shown(location)
+        ));
+    }
+    if root.components().any(|part| part.as_os_str() == ".git") || super::git::is_git_directory(root) {
+        return Some("is in a repository's git directory, whose hooks and config your git runs".to_string());
+    }
+    None
 }
 
 /// Entries looked at inside read-only directories for files with other names, at most.
@@ -777,6 +869,28 @@ const WRITABLE_DEVICES: [&str; 10] = [
     "/dev/mqueue",
 ];
 
+/// Every start-up name ([`STARTUP_FILES`]) in the home and, when `HOME` is elsewhere, the
+/// account's own home (the twenty-fifth re-attack: its `~/.bashrc -> dotfiles/bashrc` was
+/// written), and under the XDG directories and `ZDOTDIR` where the environment moves them.
+fn startup_names(env: &LaunchEnv) -> Vec<PathBuf> {
+    let config_home = env.config_home();
+    let data_home = xdg(env, XDG_DATA_HOME, ".local/share");
+    let zdotdir = env.var(ZDOTDIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
+    let homes: Vec<PathBuf> = std::iter::once(env.home_dir.clone()).chain(env.account_home.clone()).collect();
+    let mut names = Vec::new();
+    for name in STARTUP_FILES {
+        names.extend(homes.iter().map(|dir| dir.join(name)));
+        if let Some(rest) = name.strip_prefix(".config/") {
+            names.push(config_home.join(rest));
+        } else if let Some(rest) = name.strip_prefix(".local/share/") {
+            names.push(data_home.join(rest));
+        } else if let (Some(dir), true) = (&zdotdir, name.starts_with(".z")) {
+            names.push(dir.join(name));
+        }
+    }
+    names
+}
+
 /// The nearest directory from `cwd` up to (not including) `home` that holds `.git`.
 fn repository_root(cwd: &Path, home: &Path) -> Option<PathBuf> {
     cwd.ancestors()
@@ -869,7 +983,7 @@ mod tests {
         std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
         std::fs::create_dir_all(repo.join("src/deep")).unwrap();
         let temp_dir = home.join("run/tmp");
-        let mut access = write_access(Agent::Codex, &env(&home), &repo.join("src/deep"), &[], &temp_dir).unwrap();
+        let mut access = write_access(Agent::Codex, &env(&home), &repo.join("src/deep"), &[], &temp_dir, &[]).unwrap();
         assert!(!home.join(".codex").exists() && !repo.join(".git/hooks").exists(), "computing changes nothing");
         access.prepare().unwrap();
         assert_eq!(access.workspace.as_deref(), Some(repo.as_path()));
@@ -899,7 +1013,7 @@ mod tests {
         std::fs::write(git.join("modules/libs/a/HEAD"), "ref: refs/heads/main\n").unwrap();
         std::fs::write(git.join("worktrees/wt/commondir"), "../..\n").unwrap();
         std::fs::write(repo.join("sub/.git"), "gitdir: ../.git/modules/libs/a\n").unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         let under = |paths: &[&str]| paths.iter().map(|path| repo.join(path)).collect::<Vec<_>>();
         assert_eq!(
             access.pinned,
@@ -956,7 +1070,7 @@ mod tests {
     fn a_root_made_a_git_directory_module_git_directories_and_a_search_cut_short_are_told() {
         let (_temp, home, project) = home_and_repo();
         std::fs::create_dir_all(&project).unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &project, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &project, &[], &home.join("run/tmp"), &[]).unwrap();
         for dir in ["objects", "refs/heads"] {
             std::fs::create_dir_all(project.join(dir)).unwrap();
         }
@@ -966,7 +1080,7 @@ mod tests {
         let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(repo.join(".git/modules")).unwrap();
         std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         let module = repo.join(".git/modules/lib");
         for dir in ["objects", "refs", "hooks"] {
             std::fs::create_dir_all(module.join(dir)).unwrap();
@@ -1018,7 +1132,7 @@ mod tests {
         std::fs::write(home.join(".gitconfig"), "[diff \"pdf\"]\n\ttextconv = ./bin/conv\n").unwrap();
         let commit = "0123456789abcdef0123456789abcdef01234567";
         assert!(git(&["update-index", "--add", "--cacheinfo", &format!("160000,{commit},node_modules/old")]));
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         for read_only in [".husky/_", "tools/fsmonitor.sh", "bin/conv", "conf/team/shared.gitconfig"] {
             assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
         }
@@ -1043,7 +1157,7 @@ mod tests {
         assert!(access.checkouts.look().newly_entered.is_empty());
         // A repository there at launch (an earlier session's, say) that the agent records as a
         // submodule is now entered by git unasked: the end of the session says so.
-        let later = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let later = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(git(&["update-index", "--add", "--cacheinfo", &format!("160000,{commit},made")]));
         assert_eq!(later.checkouts.look().newly_entered, vec![repo.join("made")]);
     }
@@ -1073,7 +1187,7 @@ mod tests {
                     std::fs::write(repo.join(".git/config"), format!("[core]\n\thooksPath = {path}\n")).unwrap()
                 }
             }
-            let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+            let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
             assert!(
                 access.kept_links.contains(&(repo.join("tools"), PathBuf::from("devtools"))),
                 "{hooks_path:?}: {:?}",
@@ -1095,7 +1209,7 @@ mod tests {
         std::os::unix::fs::symlink("devconf", repo.join("conf")).unwrap();
         std::os::unix::fs::symlink("conf/x", repo.join("tools")).unwrap();
         std::os::unix::fs::symlink("../tools/hooks", repo.join(".git/hooks")).unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         for (link, said) in [(".git/hooks", "../tools/hooks"), ("tools", "conf/x"), ("conf", "devconf")] {
             assert!(
                 access.kept_links.contains(&(repo.join(link), PathBuf::from(said))),
@@ -1116,7 +1230,7 @@ mod tests {
         std::fs::write(repo.join("scripts/pre-commit.sh"), "#!/bin/sh\n").unwrap();
         std::os::unix::fs::symlink("../githooks", repo.join(".git/hooks")).unwrap();
         std::os::unix::fs::symlink("../scripts/pre-commit.sh", repo.join("githooks/pre-commit")).unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert_eq!(access.kept_links, vec![(repo.join(".git/hooks"), PathBuf::from("../githooks"))]);
         for read_only in ["githooks", "scripts/pre-commit.sh"] {
             assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
@@ -1145,7 +1259,7 @@ mod tests {
             "#!/usr/bin/env bash\nexec \"$INSTALL_PYTHON\" -mpre_commit \"$@\"\n",
         )
         .unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.read_only.contains(&repo.join("lefthook.yml")), "{:?}", access.read_only);
         for watched in
             ["scripts/pre-commit.local", "lefthook-local.yml", ".lefthook-local", "pre_commit", "pre_commit.py"]
@@ -1189,7 +1303,7 @@ mod tests {
              exec \"$(git rev-parse --show-toplevel)/scripts/hooks/$(basename \"$0\")\" \"$@\"\n",
         )
         .unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         // The fifteenth re-attack: a quote closing the computed part, and a dispatcher's directory.
         for read_only in found {
             assert!(access.read_only.contains(&repo.join(read_only)), "{read_only}: {:?}", access.read_only);
@@ -1209,7 +1323,7 @@ mod tests {
     fn a_search_cut_short_at_the_end_is_said() {
         let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.checkouts.look().incomplete.is_empty());
         for n in 0..=20_000 {
             std::fs::create_dir(repo.join(format!("c{n:05}"))).unwrap();
@@ -1226,7 +1340,7 @@ mod tests {
         std::fs::create_dir_all(&repo).unwrap();
         std::fs::create_dir_all(home.join(".pi/.git/hooks")).unwrap();
         std::fs::write(home.join(".pi/.git/config"), "").unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         for read_only in [".pi/.git/hooks", ".pi/.git/config"] {
             assert!(access.read_only.contains(&home.join(read_only)), "{read_only}: {:?}", access.read_only);
         }
@@ -1242,7 +1356,7 @@ mod tests {
         let mut env = env(&home);
         let own = home.join(".pi/local");
         env.vars.insert(super::super::PATH.to_string(), format!("{}:node_modules/.bin:/usr/bin", own.display()));
-        let access = write_access(Agent::Pi, &env, &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         let named = |entry: &str| access.notes.iter().any(|note| note.starts_with(&format!("{entry} on your PATH")));
         assert!(named(&own.display().to_string()) && named("node_modules/.bin"), "{:?}", access.notes);
         assert!(!named("/usr/bin"));
@@ -1275,7 +1389,7 @@ mod tests {
         // And the shell's start-up file kept there too.
         std::fs::write(dotfiles.join("bashrc"), "# the user's\n").unwrap();
         std::os::unix::fs::symlink("dotfiles/bashrc", home.join(".bashrc")).unwrap();
-        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.read_only.contains(&dotfiles.join("bashrc")), "{:?}", access.read_only);
         // The twenty-first: the global hooks and an alias's script through a linked directory,
         // and what `.bashrc` loads.
@@ -1322,10 +1436,10 @@ mod tests {
             std::fs::create_dir_all(home.join(dir)).unwrap();
         }
         std::fs::create_dir_all(&repo).unwrap();
-        let refused = write_access(Agent::Claude, &env(&home), &home.join(".config"), &[], &home.join("run/tmp"));
+        let refused = write_access(Agent::Claude, &env(&home), &home.join(".config"), &[], &home.join("run/tmp"), &[]);
         assert!(refused.unwrap_err().to_string().contains("cannot be the agent's workspace"));
         let extra = [home.join(".local/share")];
-        let refused = write_access(Agent::Claude, &env(&home), &repo, &extra, &home.join("run/tmp"));
+        let refused = write_access(Agent::Claude, &env(&home), &repo, &extra, &home.join("run/tmp"), &[]);
         assert!(refused.unwrap_err().to_string().contains("every program's files"));
     }
 
@@ -1337,7 +1451,7 @@ mod tests {
         std::fs::create_dir_all(&repo).unwrap();
         std::fs::write(repo.join("bashrc"), "export PATH").unwrap();
         std::fs::hard_link(repo.join("bashrc"), home.join(".bashrc")).unwrap();
-        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.read_only.contains(&repo.join("bashrc")), "{:?}", access.read_only);
     }
 
@@ -1374,7 +1488,7 @@ mod tests {
         std::fs::write(repo.join("bashrc"), "x").unwrap();
         std::os::unix::fs::symlink(repo.join("bashrc"), account.join(".bashrc")).unwrap();
         env.account_home = Some(account);
-        let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         for protected in ["tool.sh", "t2.sh", "plug", "units/x.service", "tools", "bashrc"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
@@ -1391,7 +1505,7 @@ mod tests {
         std::fs::create_dir_all(dotfiles.join("config")).unwrap();
         std::fs::create_dir_all(dotfiles.join(".git")).unwrap();
         std::os::unix::fs::symlink("dotfiles/config", home.join(".config")).unwrap();
-        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp"), &[]).unwrap();
         for watched in ["config/systemd", "config/autostart", "config/fish"] {
             assert!(access.watched.contains(&dotfiles.join(watched)), "{watched}: {:?}", access.watched);
         }
@@ -1406,7 +1520,7 @@ mod tests {
         // The twenty-third: every user unit directory (the data home's too), zsh's compiled twins
         // and dump, and fish's variables (its `PATH`).
         moved.vars.insert("XDG_DATA_HOME".into(), dotfiles.join("share").display().to_string());
-        let access = write_access(Agent::Claude, &moved, &dotfiles, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Claude, &moved, &dotfiles, &[], &home.join("run/tmp"), &[]).unwrap();
         for watched in [
             "xdg/tmux",
             "xdg/direnv",
@@ -1430,7 +1544,7 @@ mod tests {
         let fifty = "[include]\n\tpath = loop.inc\n".repeat(50);
         std::fs::write(repo.join(".git/config"), &fifty).unwrap();
         std::fs::write(repo.join(".git/loop.inc"), &fifty).unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.notes.iter().any(|note| note.contains("more than 256 git config files")), "{:?}", access.notes);
         assert!(access.read_only.contains(&repo.join(".git/loop.inc")));
     }
@@ -1487,7 +1601,7 @@ mod tests {
         std::fs::write(home.join(".gitconfig"), "[include]\n\tpath = .gitconfig.d/tools\n").unwrap();
         std::fs::create_dir_all(home.join(".gitconfig.d")).unwrap();
         std::fs::write(home.join(".gitconfig.d/tools"), "[diff \"bin\"]\n\ttextconv = ./tools/bin2txt\n").unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         let read_only = [
             ".githooks",
             "conv.py",
@@ -1508,7 +1622,7 @@ mod tests {
         std::fs::write(repo.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
         std::fs::write(repo.join(".husky/_/h"), "export PATH=\"node_modules/.bin:$PATH\"\nsh -e \"$s\" \"$@\"\n")
             .unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp")).unwrap();
+        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         for path in [".husky/_", ".husky"] {
             assert!(access.read_only.contains(&repo.join(path)), "{path}: {:?}", access.read_only);
         }
@@ -1523,17 +1637,19 @@ mod tests {
         std::fs::create_dir_all(home.join(".git")).unwrap();
         std::fs::create_dir_all(home.join("notes")).unwrap();
         for cwd in [home.clone(), PathBuf::from("/")] {
-            let access = write_access(Agent::Pi, &env(&home), &cwd, &[], &home.join("run/tmp")).unwrap();
+            let access = write_access(Agent::Pi, &env(&home), &cwd, &[], &home.join("run/tmp"), &[]).unwrap();
             assert_eq!(access.workspace, None, "{}", cwd.display());
             assert!(!access.writable.iter().any(|path| home.starts_with(path)), "{:?}", access.writable);
             assert!(access.notes[0].contains("holds your home directory"), "{:?}", access.notes);
             assert!(access.pinned.is_empty(), "the dotfiles repository is not the agent's");
         }
         // Below the home, the directory itself is the workspace (not the home's repository).
-        let access = write_access(Agent::Pi, &env(&home), &home.join("notes"), &[], &home.join("run/tmp")).unwrap();
+        let access =
+            write_access(Agent::Pi, &env(&home), &home.join("notes"), &[], &home.join("run/tmp"), &[]).unwrap();
         assert_eq!(access.workspace, Some(home.join("notes")));
-        let error = write_access(Agent::Pi, &env(&home), &home.join("notes"), &[home.clone()], &home.join("run/tmp"))
-            .unwrap_err();
+        let error =
+            write_access(Agent::Pi, &env(&home), &home.join("notes"), &[home.clone()], &home.join("run/tmp"), &[])
+                .unwrap_err();
         assert!(error.to_string().contains("--writable") && error.to_string().contains("hint:"), "{error}");
     }
 
@@ -1550,7 +1666,7 @@ mod tests {
             std::fs::create_dir_all(dir).unwrap();
         }
         std::os::unix::fs::symlink(&outside, repo.join("swapped")).unwrap();
-        let error = write_access(Agent::Pi, &env(&home), &repo, &[repo.join("swapped")], &real.join("tmp"))
+        let error = write_access(Agent::Pi, &env(&home), &repo, &[repo.join("swapped")], &real.join("tmp"), &[])
             .unwrap_err()
             .to_string();
         assert!(error.contains("leads to") && error.contains("now, after it was looked at"), "{error}");
@@ -1558,12 +1674,74 @@ mod tests {
         // The same home reached through a link: what is created for the agent is granted canonical.
         std::os::unix::fs::symlink(&home, real.join("linked-home")).unwrap();
         let mut access =
-            write_access(Agent::Codex, &env(&real.join("linked-home")), &repo, &[], &real.join("tmp")).unwrap();
+            write_access(Agent::Codex, &env(&real.join("linked-home")), &repo, &[], &real.join("tmp"), &[]).unwrap();
         access.prepare().unwrap();
         assert!(home.join(".codex").is_dir(), "{:?}", access.to_create);
         assert!(access.writable.contains(&home.join(".codex")), "{:?}", access.writable);
         for granted in access.writable.iter().filter(|path| path.exists()) {
             assert_eq!(&std::fs::canonicalize(granted).unwrap(), granted, "granted by a path through a link");
         }
+    }
+
+    /// The twenty-seventh re-attack's R2: a stow-style `~/.claude -> dotfiles/claude/.claude`,
+    /// whose `claude` an agent working in `~/dotfiles` replaced with a directory holding a link to
+    /// another repository's `.git`, `~/.config` or `~/.gitconfig`: the next launch granted it as
+    /// the agent's own. A link inside an earlier workspace is not followed (the launch is refused);
+    /// wherever the way leads, a shared directory, a git directory or a file git runs from is not
+    /// granted.
+    #[test]
+    fn the_agents_own_paths_follow_no_planted_link_and_are_never_what_runs_as_the_user() {
+        let (_temp, home, repo) = home_and_repo();
+        let dotfiles = home.join("dotfiles");
+        std::fs::create_dir_all(dotfiles.join("claude")).unwrap();
+        std::fs::create_dir_all(home.join("code/other/.git/hooks")).unwrap();
+        std::fs::write(home.join("code/other/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::create_dir_all(home.join(".config/systemd/user")).unwrap();
+        std::fs::write(home.join(".gitconfig"), "[user]\n\tname = Ada\n").unwrap();
+        std::os::unix::fs::symlink("dotfiles/claude/.claude", home.join(".claude")).unwrap();
+        std::os::unix::fs::symlink("dotfiles/claude/.claude.json", home.join(".claude.json")).unwrap();
+        let planted = dotfiles.join("claude/.claude");
+        std::os::unix::fs::symlink("../../code/other/.git", &planted).unwrap();
+        std::os::unix::fs::symlink("../../.gitconfig", dotfiles.join("claude/.claude.json")).unwrap();
+        let untrusted = [dotfiles.clone()];
+        let temp = home.join("run/tmp");
+        let refused = write_access(Agent::Claude, &env(&home), &repo, &[], &temp, &untrusted).unwrap_err().to_string();
+        assert!(refused.contains("is a link in what an agent could write") && refused.contains("hint:"), "{refused}");
+        // Where each leads, were the links trusted: none of it is granted, each said.
+        for (target, said) in [
+            ("../../code/other/.git", "git directory"),
+            ("../../.config", "many programs' configuration"),
+            ("../../.config/systemd/user", "what your shell, session or editor runs"),
+        ] {
+            std::fs::remove_file(&planted).unwrap();
+            std::os::unix::fs::symlink(target, &planted).unwrap();
+            let access = write_access(Agent::Claude, &env(&home), &repo, &[], &temp, &[]).unwrap();
+            let granted = std::fs::canonicalize(&planted).unwrap();
+            assert!(!access.writable.contains(&granted), "{target} granted: {:?}", access.writable);
+            assert!(access.notes.iter().any(|note| note.contains(said)), "{target}: {:?}", access.notes);
+            assert!(!access.writable.contains(&home.join(".gitconfig")), "{:?}", access.writable);
+            assert!(access.notes.iter().any(|note| note.contains(".claude.json") && note.contains("runs as you")));
+        }
+    }
+
+    /// The twenty-seventh re-attack's R5: a start-up location as the workspace (`cd
+    /// ~/proj/deploy`, a link to `~/.config/systemd/user`) or a `--writable` path protects none of
+    /// it; refused, as is a repository's git directory.
+    #[test]
+    fn a_start_up_location_or_a_git_directory_is_never_a_root_the_agent_writes() {
+        let (_temp, home, repo) = home_and_repo();
+        let units = home.join(".config/systemd/user");
+        std::fs::create_dir_all(&units).unwrap();
+        std::fs::create_dir_all(home.join(".vim/pack/x/start/plugin")).unwrap();
+        std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+        let temp = home.join("run/tmp");
+        let error = write_access(Agent::Pi, &env(&home), &units, &[], &temp, &[]).unwrap_err().to_string();
+        assert!(error.contains("what your shell, session or editor runs") && error.contains("hint:"), "{error}");
+        let plugin = home.join(".vim/pack/x/start/plugin");
+        let error = write_access(Agent::Pi, &env(&home), &repo, &[plugin], &temp, &[]).unwrap_err().to_string();
+        assert!(error.contains("--writable") && error.contains("is in what your shell"), "{error}");
+        let error = write_access(Agent::Pi, &env(&home), &repo, &[repo.join(".git/hooks")], &temp, &[]).unwrap_err();
+        assert!(error.to_string().contains("git directory"), "{error}");
+        assert!(write_access(Agent::Pi, &env(&home), &repo, &[], &temp, &[]).is_ok(), "a project is a workspace");
     }
 }

@@ -79,7 +79,10 @@ const ANTHROPIC_HOST: &str = "ANTHROPIC_HOST";
 const OPENAI_HOST: &str = "OPENAI_HOST";
 const PATH: &str = "PATH";
 const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
-const FOREIGN_VARIABLES: [&str; 20] = [
+/// The shell's name for its working directory (links as the user followed them).
+const PWD: &str = "PWD";
+const FOREIGN_VARIABLES: [&str; 23] = [
+    PWD,
     CODEX_HOME,
     XDG_CONFIG_HOME,
     OPENCODE_CONFIG,
@@ -104,6 +107,9 @@ const FOREIGN_VARIABLES: [&str; 20] = [
     // tokens and its history holds them: the twenty-third re-attack read both).
     allow_list::ZDOTDIR,
     repositories::GIT_CONFIG_COUNT,
+    // Where tmux and screen make their sockets (covered in the agent's namespace).
+    network::TMUX_TMPDIR,
+    network::SCREENDIR,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -657,6 +663,33 @@ fn resolve_writable(env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf])
     Ok(resolved)
 }
 
+/// The working directory, where it really is; refused when the shell's own name for it (`$PWD`,
+/// when it names the same directory) came through a link an agent could have made: `cd
+/// ~/proj/deploy`, a link an earlier agent left to `~/.config/systemd/user`, made that the
+/// workspace (the twenty-seventh re-attack).
+fn working_directory(env: &LaunchEnv, untrusted: &[PathBuf]) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let cwd = std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
+    let Some(logical) = env.var(PWD).map(PathBuf::from).filter(|path| path.is_absolute()) else { return Ok(cwd) };
+    let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    };
+    if logical != cwd
+        && same(&logical, &cwd)
+        && let Err(Some(link)) = home_view::resolve_following_trusted_links(&logical, untrusted)
+    {
+        bail!(
+            "{} is reached through {}, a link in what an agent could write at an earlier launch, so it is not taken \
+             as the workspace (it leads to {})\nhint: launch from the directory you mean by its own path",
+            logical.display(),
+            link.display(),
+            cwd.display()
+        );
+    }
+    Ok(cwd)
+}
+
 /// What an agent may write or could have written, canonical: this launch's writable paths, every
 /// agent's own directories, and the writable roots of earlier launches.
 fn untrusted_roots(env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) -> Vec<PathBuf> {
@@ -671,6 +704,14 @@ fn untrusted_roots(env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) 
     roots.sort();
     roots.dedup();
     roots
+}
+
+/// The config files the agent reads that may hold a credential (`withheld_config`): git's read at
+/// launch, and cargo's outside what the agent may write.
+fn config_files(env: &LaunchEnv, access: &allow_list::WriteAccess) -> Vec<(PathBuf, withheld_config::Format)> {
+    let git = access.git_configs.iter().map(|file| (file.clone(), withheld_config::Format::Git));
+    let cargo = withheld_config::cargo_configs(env, access.workspace.as_deref(), &access.writable);
+    git.chain(cargo.into_iter().map(|file| (file, withheld_config::Format::Cargo))).collect()
 }
 
 /// Runs `aileron launch`; returns the agent's exit code.
@@ -738,17 +779,18 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             if !passed.is_empty() {
                 println!("credential variables passed on (--expose-env): {}", passed.join(", "));
             }
-            let cwd =
-                std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
             let recorded = home_view::recorded_roots(&home.root().join(home_view::RECORDED_ROOTS));
+            let untrusted = untrusted_roots(&env, &[], &recorded);
+            let cwd = working_directory(&env, &untrusted)?;
             let extra = resolve_writable(&env, &options.writable, &recorded)?;
-            let access = allow_list::write_access(agent, &env, &cwd, &extra, &env.launch_dir.join("<temp>"))?;
+            let access =
+                allow_list::write_access(agent, &env, &cwd, &extra, &env.launch_dir.join("<temp>"), &untrusted)?;
             let shown =
                 |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ");
             println!("writable by the agent (everything else is read-only to it): {}", shown(&access.writable));
-            let (_, withheld_configs) = withheld_config::copies(&access.git_configs, None)?;
+            let (_, withheld_configs) = withheld_config::copies(&config_files(&env, &access), None)?;
             if !withheld_configs.is_empty() {
-                println!("git config read as a copy without its credentials: {}", withheld_configs.join(", "));
+                println!("config read as a copy without its credentials: {}", withheld_configs.join(", "));
             }
             if !access.read_only.is_empty() {
                 println!("read-only inside its workspace: {}", shown(&access.read_only));
@@ -834,11 +876,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         );
         Confinement::Unconfined
     } else {
-        let cwd = std::env::current_dir().and_then(std::fs::canonicalize).context("reading the working directory")?;
         let roots_file = home.root().join(home_view::RECORDED_ROOTS);
         let recorded = home_view::recorded_roots(&roots_file);
+        let untrusted = untrusted_roots(&env, &[], &recorded);
+        let cwd = working_directory(&env, &untrusted)?;
         let extra = resolve_writable(&env, &options.writable, &recorded)?;
-        let mut access = allow_list::write_access(agent, &env, &cwd, &extra, temp_dir.path())?;
+        let mut access = allow_list::write_access(agent, &env, &cwd, &extra, temp_dir.path(), &untrusted)?;
         access.prepare()?;
         let separated = allow_list::separate_hard_links(&access.read_only, &access.writable);
         for note in access.notes.iter().chain(&separated) {
@@ -859,12 +902,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         exposed.extend(exposed_variables);
         request.hidden = stores;
         let (substitutes, withheld_configs) =
-            withheld_config::copies(&access.git_configs, Some(withheld_dir.path()))
-                .context("writing the agent's copies of your git config without the credentials in it")?;
+            withheld_config::copies(&config_files(&env, &access), Some(withheld_dir.path()))
+                .context("writing the agent's copies of your config files without the credentials in them")?;
         if !withheld_configs.is_empty() {
             log_line!(
-                "aileron: note: credentials in your git config are withheld from {}: it reads a copy without them \
-                 ({})\nhint: `aileron auth import gh` (or `git`) has the session's proxy add your GitHub login to \
+                "aileron: note: credentials in your git or cargo config are withheld from {}: it reads a copy without \
+                 them ({})\nhint: `aileron auth import gh` (or `git`) has the session's proxy add your GitHub login to \
                  the agent's git requests, unseen by it",
                 agent.name(),
                 withheld_configs.join("; ")
@@ -951,6 +994,16 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         let read_only = &request.read_only;
         request.pinned.retain(|pin| !read_only.iter().any(|path| pin.starts_with(path) && pin != path));
         probe_containment(&request).await.map_err(|reason| {
+            // What the machine lacks (namespaces, Landlock) has a way around; a path the
+            // containment could not build (a link swapped in, a mount refused) is said as it is,
+            // not answered with `--unconfined` (the twenty-seventh re-attack's R8).
+            if !(reason.contains("namespace") || reason.contains("Landlock")) {
+                return anyhow!(
+                    "cannot confine {agent}: {reason}\nhint: the containment could not be built around this path; \
+                     `aileron launch --dry-run {agent}` lists what it binds",
+                    agent = agent.name()
+                );
+            }
             anyhow!(
                 "cannot confine {agent} on this machine: {reason}\nhint: containment needs unprivileged user \
                  namespaces (Linux; `sysctl kernel.unprivileged_userns_clone=1` or the AppArmor userns restriction \
@@ -1018,7 +1071,36 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         let mut seen: Vec<PathBuf> = own.iter().map(|name| launch_dir.join(name)).collect();
         seen.push(launch_dir.join(format!("trust-{id}.pem")));
         seen.push(temp);
-        request.covers.push(confine::Cover { dir: launch_dir, seen, links: Vec::new() });
+        request.covers.push(confine::Cover { dir: launch_dir.clone(), seen, links: Vec::new() });
+        // The user's runtime directories whole, and the terminal multiplexers' socket directories:
+        // a socket made there after the launch (a tmux server started or restarted during the
+        // session, podman's, a new bus) was on no list read at launch, and led out of the
+        // containment (`network::session_socket_directories`). The agent sees only the launch
+        // directory there, and what it may write.
+        if request.network.is_some() {
+            for runtime in network::runtime_directories(&env) {
+                if request.writable.iter().any(|root| runtime.starts_with(root)) {
+                    continue;
+                }
+                let inside: Vec<&PathBuf> = std::iter::once(&launch_dir)
+                    .chain(&request.writable)
+                    .filter(|path| path.starts_with(&runtime) && **path != runtime)
+                    .collect();
+                // None inside another (a cover keeps each once; the clone carries what is below).
+                let seen: Vec<PathBuf> = inside
+                    .iter()
+                    .filter(|path| !inside.iter().any(|other| path.starts_with(other) && other != *path))
+                    .map(|path| (*path).clone())
+                    .collect();
+                request.covers.push(confine::Cover { dir: runtime, seen, links: Vec::new() });
+            }
+            let sockets = network::session_socket_directories(&env);
+            request.masks.extend(
+                sockets
+                    .into_iter()
+                    .filter(|dir| !request.writable.iter().any(|root| dir.starts_with(root) || root.starts_with(dir))),
+            );
+        }
     }
     let handover = request.network.map(|_| NetworkHandover {
         session_id: wiring.session_id.clone(),

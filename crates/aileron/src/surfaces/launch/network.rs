@@ -569,6 +569,54 @@ pub fn host_unix_sockets(except: &[PathBuf], limit: usize) -> (Vec<PathBuf>, usi
     (sockets, over)
 }
 
+/// The user's runtime directories that exist, where they really are: `$XDG_RUNTIME_DIR` and
+/// `/run/user/<uid>`. The session bus, systemd's and podman's sockets, gpg-agent's, a rootless
+/// docker's live there; one made after the launch is on no list read at launch.
+pub fn runtime_directories(env: &super::LaunchEnv) -> Vec<PathBuf> {
+    let uid = nix::unistd::getuid().as_raw();
+    let named = env.var(super::XDG_RUNTIME_DIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
+    let mut dirs: Vec<PathBuf> = named
+        .into_iter()
+        .chain([PathBuf::from(format!("/run/user/{uid}"))])
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .filter(|dir| dir.is_dir() && dir.parent().is_some_and(|parent| parent != Path::new("/")))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// The directories terminal multiplexers make their sockets in, made now when missing (as the
+/// program itself makes it: the user's own, mode 0700): `$TMUX_TMPDIR/tmux-<uid>` (`/tmp` when
+/// unset), and screen's `$SCREENDIR` and `/run/screen/S-<user>` where they exist. A server the
+/// user starts or restarts during the session makes its socket in the directory on the host, out
+/// of the agent's sight under the empty tmpfs that covers it in its namespace: through a tmux
+/// server started after the launch the twenty-seventh re-attack ran a command as the user,
+/// unconfined (a socket hidden at launch by name came back when its server was restarted).
+pub fn session_socket_directories(env: &super::LaunchEnv) -> Vec<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = nix::unistd::getuid();
+    let tmux_parent = env.var(TMUX_TMPDIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
+    let tmux = tmux_parent.unwrap_or_else(|| PathBuf::from("/tmp")).join(format!("tmux-{}", uid.as_raw()));
+    if tmux.parent().is_some_and(Path::is_dir) {
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&tmux);
+    }
+    let user = nix::unistd::User::from_uid(uid).ok().flatten().map(|user| user.name);
+    let screen = user.map(|name| PathBuf::from(format!("/run/screen/S-{name}")));
+    let screendir = env.var(SCREENDIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
+    [Some(tmux), screen, screendir]
+        .into_iter()
+        .flatten()
+        .filter(|dir| {
+            std::fs::symlink_metadata(dir).is_ok_and(|metadata| metadata.is_dir() && metadata.uid() == uid.as_raw())
+        })
+        .collect()
+}
+
+/// Where tmux and screen make their sockets when told (read by [`session_socket_directories`]).
+pub const TMUX_TMPDIR: &str = "TMUX_TMPDIR";
+pub const SCREENDIR: &str = "SCREENDIR";
+
 /// The paths of `/proc/net/unix` (`Num RefCount Protocol Flags Type St Inode Path`) a program
 /// could send to: listening stream and seqpacket sockets (flag `00010000`) and every bound
 /// datagram socket (type `0002`, which never listens: the re-attack of 2026-12-05 wrote to

@@ -3,9 +3,10 @@
 //! repository config too; but a token is often written into them: a
 //! `url."https://TOKEN@github.com/".insteadOf` for private Go modules, an `http.extraHeader` with
 //! an `Authorization` line (what CI checkouts leave), a remote URL with a password, an SMTP
-//! password for `git send-email`. The agent never holds a credential (SPEC §0, §15): a file
-//! holding one is shown to it as a copy without it, bound read-only over the file in the agent's
-//! namespace only. The file itself is not changed; the user's own git reads it as before.
+//! password for `git send-email`; cargo's `config.toml` likewise (`[registry] token`, a URL with a
+//! password). The agent never holds a credential (SPEC §0, §15): a file holding one is shown to
+//! it as a copy without it, bound read-only over the file in the agent's namespace only. The file
+//! itself is not changed; the user's own git and cargo read it as before.
 
 use std::path::{Path, PathBuf};
 
@@ -73,25 +74,40 @@ fn helper_with_secret(entry: &Entry) -> bool {
 }
 
 /// Where a URL's user information (`user:password@`, `token@`) lies in `text`, for the schemes
-/// over which it is a credential (not `ssh://git@`, which names an account), if it has any.
+/// over which it is a credential (not `ssh://git@`, which names an account), if it has any. The
+/// URL may stand anywhere in the text (`proxy = http://…`, `url = sparse+https://…`).
 fn userinfo_at(text: &str) -> Option<std::ops::Range<usize>> {
-    let scheme_end = text.find("://")?;
-    let scheme = text[..scheme_end].to_ascii_lowercase();
-    if !matches!(scheme.as_str(), "http" | "https" | "ftp" | "ftps") {
-        return None;
+    let mut from = 0;
+    while let Some(found) = text[from..].find("://") {
+        let scheme_end = from + found;
+        let start = scheme_end + 3;
+        from = start;
+        // The scheme is the run of scheme characters before `://`; of `sparse+https` or
+        // `git+https` (cargo's, pip's), the transport is the last part.
+        let scheme_start = text[..scheme_end]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |at| at + 1);
+        let scheme = text[scheme_start..scheme_end].rsplit('+').next().unwrap_or_default().to_ascii_lowercase();
+        if !matches!(scheme.as_str(), "http" | "https" | "ftp" | "ftps") {
+            continue;
+        }
+        let authority_end = text[start..].find(['/', '?', '#', ' ', '\t', '"']).map_or(text.len(), |end| start + end);
+        if let Some(at) = text[start..authority_end].rfind('@') {
+            return Some(start..start + at + 1);
+        }
     }
-    let start = scheme_end + 3;
-    let authority_end = text[start..].find(['/', '?', '#']).map_or(text.len(), |end| start + end);
-    let at = text[start..authority_end].rfind('@')? + start;
-    Some(start..at + 1)
+    None
 }
 
-/// `value` with a URL's user information taken out, when it has any.
+/// `value` with every URL's user information taken out, when one has any.
 fn without_userinfo(value: &str) -> Option<String> {
-    let range = userinfo_at(value)?;
     let mut stripped = value.to_string();
-    stripped.replace_range(range, "");
-    Some(stripped)
+    let mut changed = false;
+    while let Some(range) = userinfo_at(&stripped) {
+        stripped.replace_range(range, "");
+        changed = true;
+    }
+    changed.then_some(stripped)
 }
 
 /// Entries written back as a config file git reads the same: one section header where the
@@ -134,22 +150,102 @@ fn written(entries: &[Entry]) -> String {
 /// A file holding a credential, and the copy without it the agent reads in its place.
 pub type Substitute = (PathBuf, PathBuf);
 
+/// How a config file is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Git,
+    /// Cargo's `config.toml` (TOML).
+    Cargo,
+}
+
+/// Cargo's config files outside what the agent may write: `$CARGO_HOME/config.toml` (and the old
+/// `config`), and those in the directories above the workspace, which cargo reads too (those in
+/// the agent's own trees are its to read and write already).
+pub fn cargo_configs(env: &super::LaunchEnv, workspace: Option<&Path>, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let cargo_home = env.var("CARGO_HOME").map_or_else(|| env.home_dir.join(".cargo"), PathBuf::from);
+    let mut dirs = vec![cargo_home];
+    if let Some(workspace) = workspace {
+        dirs.extend(workspace.ancestors().skip(1).map(|dir| dir.join(".cargo")));
+    }
+    let inside = |path: &Path| writable.iter().any(|root| path.starts_with(root));
+    dirs.iter()
+        .flat_map(|dir| [dir.join("config.toml"), dir.join("config")])
+        .filter(|file| file.is_file() && !std::fs::canonicalize(file).is_ok_and(|real| inside(&real)))
+        .collect()
+}
+
+/// Cargo's config `text` without what would hand the agent a credential, or `None` when it holds
+/// none (or is not TOML cargo would read: it is shown as it is). Written again from its parse:
+/// comments (where an old token may be kept) and layout are not kept.
+pub fn cargo_without_credentials(text: &str) -> Option<Withheld> {
+    let mut table: toml::Table = text.parse().ok()?;
+    let mut keys = Vec::new();
+    withhold_in(&mut table, "", &mut keys);
+    if keys.is_empty() {
+        return None;
+    }
+    let mut written =
+        String::from("# A copy without the credentials it held, made by `aileron launch` for the agent\n");
+    written.push_str(&toml::to_string(&table).ok()?);
+    Some(Withheld { text: written, keys })
+}
+
+/// Takes the secret keys out of `table` (at `prefix`), and user information out of URL strings.
+fn withhold_in(table: &mut toml::Table, prefix: &str, keys: &mut Vec<String>) {
+    let names: Vec<String> = table.keys().cloned().collect();
+    for name in names {
+        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+        if is_secret_key(&name.to_ascii_lowercase()) {
+            table.remove(&name);
+            keys.push(path);
+            continue;
+        }
+        match table.get_mut(&name) {
+            Some(toml::Value::Table(inner)) => withhold_in(inner, &path, keys),
+            Some(toml::Value::String(value)) => {
+                if let Some(stripped) = without_userinfo(value) {
+                    *value = stripped;
+                    keys.push(path);
+                }
+            }
+            Some(toml::Value::Array(values)) => {
+                for value in values.iter_mut() {
+                    if let toml::Value::String(text) = value
+                        && let Some(stripped) = without_userinfo(text)
+                    {
+                        *text = stripped;
+                        if keys.last() != Some(&path) {
+                            keys.push(path.clone());
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The copies the agent reads instead of `configs` (the git config files read at launch): for
 /// each that holds a credential, a copy without it written into `dir` (made 0700 when first
 /// needed; in the Aileron home, out of the agent's sight; `None`: a dry run, nothing written).
 /// Returns each file (canonical: the copy is bound where it really is, so a link to it shows the
 /// copy too) with its copy, and a line for the user naming what was left out. A file that cannot
 /// be read is left as it is.
-pub fn copies(configs: &[PathBuf], dir: Option<&Path>) -> std::io::Result<(Vec<Substitute>, Vec<String>)> {
+pub fn copies(configs: &[(PathBuf, Format)], dir: Option<&Path>) -> std::io::Result<(Vec<Substitute>, Vec<String>)> {
     let (mut copies, mut lines) = (Vec::new(), Vec::new());
     let mut done = std::collections::HashSet::new();
-    for config in configs {
+    for (config, format) in configs {
         let Ok(real) = std::fs::canonicalize(config) else { continue };
         if !done.insert(real.clone()) {
             continue;
         }
         let Ok(bytes) = git::read_limited(&real, false) else { continue };
-        let Some(withheld) = without_credentials(&String::from_utf8_lossy(&bytes)) else { continue };
+        let text = String::from_utf8_lossy(&bytes);
+        let withheld = match format {
+            Format::Git => without_credentials(&text),
+            Format::Cargo => cargo_without_credentials(&text),
+        };
+        let Some(withheld) = withheld else { continue };
         lines.push(format!("{} ({})", super::shown(config), withheld.keys.join(", ")));
         let Some(dir) = dir else { continue };
         crate::platform::home::create_private_dir(dir)?;
@@ -216,6 +312,31 @@ mod tests {
         assert_eq!(without_credentials(text), None);
         assert_eq!(without_userinfo("https://github.com/o/r@v1"), None, "an @ past the host is no user");
         assert_eq!(without_userinfo("HTTPS://tok@h/x").as_deref(), Some("HTTPS://h/x"));
+        assert_eq!(
+            without_userinfo("go https://a:b@h/x then git+https://c@i").as_deref(),
+            Some("go https://h/x then git+https://i"),
+            "every URL in a value, wherever it stands"
+        );
+    }
+
+    #[test]
+    fn cargos_tokens_and_passwords_are_left_out_of_its_config() {
+        let text = "# token = \"cio_OLDPLANTED1\"\n[registry]\ntoken = \"cio_PLANTED2\"\ndefault = \"crates-io\"\n\
+                    [registries.work]\nindex = \"sparse+https://ci:PLANTED3@cargo.example.com/index/\"\ntoken = \
+                    \"PLANTED4\"\n[http]\nproxy = \"http://me:PLANTED5@proxy:3128\"\n[build]\njobs = 2\n\
+                    rustflags = [\"-C\", \"target-cpu=native\"]\n[net]\ngit-fetch-with-cli = true\n";
+        let withheld = cargo_without_credentials(text).expect("it holds credentials");
+        for planted in ["PLANTED1", "PLANTED2", "PLANTED3", "PLANTED4", "PLANTED5"] {
+            assert!(!withheld.text.contains(planted), "{planted} in:\n{}", withheld.text);
+        }
+        assert_eq!(withheld.keys, ["registry.token", "registries.work.index", "registries.work.token", "http.proxy"]);
+        let copy: toml::Table = withheld.text.parse().unwrap();
+        assert_eq!(copy["build"]["jobs"].as_integer(), Some(2));
+        assert_eq!(copy["registry"]["default"].as_str(), Some("crates-io"));
+        assert_eq!(copy["registries"]["work"]["index"].as_str(), Some("sparse+https://cargo.example.com/index/"));
+        assert_eq!(copy["net"]["git-fetch-with-cli"].as_bool(), Some(true));
+        assert_eq!(cargo_without_credentials("[build]\njobs = 2\n"), None);
+        assert_eq!(cargo_without_credentials("not = [toml"), None, "what cargo would refuse is shown as it is");
     }
 
     #[test]
@@ -227,7 +348,8 @@ mod tests {
         std::fs::write(&secret, "[github]\n\ttoken = PLANTED\n").unwrap();
         std::os::unix::fs::symlink(&secret, home.join(".gitconfig")).unwrap();
         let dir = home.join("run/withheld");
-        let (copies, lines) = copies(&[clean, home.join(".gitconfig"), secret.clone()], Some(&dir)).unwrap();
+        let files = [clean, home.join(".gitconfig"), secret.clone()].map(|file| (file, Format::Git));
+        let (copies, lines) = copies(&files, Some(&dir)).unwrap();
         assert_eq!(copies.len(), 1, "one file, however many names lead to it: {copies:?}");
         assert_eq!(copies[0].0, secret, "bound where the file really is");
         let copy = std::fs::read_to_string(&copies[0].1).unwrap();
