@@ -79,6 +79,8 @@ const ANTHROPIC_HOST: &str = "ANTHROPIC_HOST";
 const OPENAI_HOST: &str = "OPENAI_HOST";
 const PATH: &str = "PATH";
 const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
+/// The directory in the Aileron home where live sessions record their kept links (`planted::LinkRecord`).
+const KEPT_LINKS: &str = "launch-links";
 /// The shell's name for its working directory (links as the user followed them).
 const PWD: &str = "PWD";
 const FOREIGN_VARIABLES: [&str; 23] = [
@@ -1120,6 +1122,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
     let strays_at_launch = git::strays_in(&existing_git_dirs).found;
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
+    // Each kept link as the longest-running live session keeps it (R7), and recorded for those after.
+    let (link_record, link_notes) =
+        planted::LinkRecord::agree(&home.root().join(KEPT_LINKS), &wiring.session_id, &mut kept_links);
+    for note in link_notes {
+        log_line!("aileron: warning: {note}");
+    }
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     let terminal_at_launch = TerminalAtLaunch::now();
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
@@ -1127,6 +1135,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // descriptions and could leave a write to it failing or blocking (the thirteenth re-attack).
     terminal_at_launch.restore();
     let mut quarantined = plant_watch.finish().await;
+    if let Some(record) = link_record {
+        record.remove();
+    }
     let repositories::Look { created, unread, newly_entered, incomplete } = checkouts.look();
     // A repository the agent made that the user's git enters unasked (a submodule of one the user
     // had, a bare lookalike) has what in it would run moved aside too — never a git directory

@@ -153,6 +153,98 @@ impl PlantWatch {
     }
 }
 
+/// The kept links as this session keeps them, recorded in the Aileron home for the sessions that
+/// start while it runs (`launch-links/<session>`, removed when it ends). Each launcher puts a kept
+/// link back to the text it read at its own launch; a second session in the same workspace that
+/// read a link while the first one's agent had swapped it (`.git/hooks -> ../evil`) then put the
+/// agent's text back against the first launcher, and had the last word (the twenty-seventh
+/// re-attack's R7: the user's next commit ran the agent's hook). So a launch takes each kept
+/// link's text from the longest-running live session that records it, not from its own look.
+pub struct LinkRecord {
+    file: PathBuf,
+}
+
+impl LinkRecord {
+    /// Makes `kept` agree with the live sessions' records in `dir` (a record whose launcher is gone
+    /// is removed), then records `kept` for `session`. Returns the record (removed by
+    /// [`LinkRecord::remove`]) and a line for each link whose text was taken from another session.
+    pub fn agree(dir: &Path, session: &str, kept: &mut [(PathBuf, PathBuf)]) -> (Option<LinkRecord>, Vec<String>) {
+        let mut notes = Vec::new();
+        if kept.is_empty() {
+            return (None, notes);
+        }
+        let mut live: Vec<(u64, Vec<(PathBuf, PathBuf)>)> = Vec::new();
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+            let mut lines = text.lines();
+            let launcher = lines
+                .next()
+                .and_then(|line| line.split_once(' '))
+                .and_then(|(pid, started)| Some((pid.parse::<i32>().ok()?, started.parse::<u64>().ok()?)));
+            match launcher {
+                Some((pid, started)) if process_start(pid) == Some(started) => {
+                    live.push((started, lines.filter_map(decode_pair).collect()));
+                }
+                _ => {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        live.sort_by_key(|(started, _)| *started);
+        for (link, said) in kept.iter_mut() {
+            let recorded = live.iter().find_map(|(_, links)| links.iter().find(|(other, _)| other == link));
+            if let Some((_, text)) = recorded
+                && text != said
+            {
+                notes.push(format!(
+                    "{} said {} here, but {} when a session still running began: that is the link kept, and it is put \
+                     back\nhint: if you changed the link yourself, launch again once the other session has ended",
+                    super::shown(link),
+                    said.display(),
+                    text.display()
+                ));
+                *said = text.clone();
+            }
+        }
+        let Some(started) = process_start(std::process::id() as i32) else { return (None, notes) };
+        let mut text = format!("{} {started}\n", std::process::id());
+        for (link, said) in kept.iter() {
+            use std::os::unix::ffi::OsStrExt as _;
+            text.push_str(&format!(
+                "{} {}\n",
+                hex::encode(link.as_os_str().as_bytes()),
+                hex::encode(said.as_os_str().as_bytes())
+            ));
+        }
+        let file = dir.join(session);
+        let written = crate::platform::home::create_private_dir(dir)
+            .and_then(|()| crate::platform::home::write_atomic(&file, text.as_bytes(), 0o600));
+        (written.ok().map(|()| LinkRecord { file }), notes)
+    }
+
+    /// Removes the record (the session ended).
+    pub fn remove(self) {
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// `hex(link) hex(text)`, a line of a record.
+fn decode_pair(line: &str) -> Option<(PathBuf, PathBuf)> {
+    use std::os::unix::ffi::OsStringExt as _;
+    let (link, said) = line.split_once(' ')?;
+    let path = |hex_text: &str| hex::decode(hex_text).ok().map(|bytes| PathBuf::from(OsString::from_vec(bytes)));
+    Some((path(link)?, path(said)?))
+}
+
+/// When process `pid` started (clock ticks since boot, `/proc/<pid>/stat`'s 22nd field), if it
+/// runs: with its pid, what names a launcher across pid reuse.
+fn process_start(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: the fields after the last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 /// The inotify instance, as the reactor registers it.
 struct Events(Inotify);
 
@@ -388,6 +480,36 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         false
+    }
+
+    /// R7: a second session takes a kept link's text from the live session that recorded it, not
+    /// from its own look (the first session's agent had swapped it); a dead launcher's record is
+    /// removed and ignored; the record goes when the session ends.
+    #[test]
+    fn a_kept_links_text_is_the_one_the_longest_running_live_session_recorded() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("launch-links");
+        let link = temp.path().join("repo/.git/hooks");
+        let mut first = vec![(link.clone(), PathBuf::from("../githooks"))];
+        let (record, notes) = LinkRecord::agree(&dir, "ses-first", &mut first);
+        assert!(notes.is_empty() && record.is_some(), "{notes:?}");
+        // A launcher gone (no such process): its record says otherwise, and is not taken.
+        std::fs::write(
+            dir.join("ses-dead"),
+            format!("999999999 1\n{} {}\n", hex::encode(link.as_os_str().as_encoded_bytes()), hex::encode("../dead")),
+        )
+        .unwrap();
+        let mut second = vec![(link.clone(), PathBuf::from("../evil"))];
+        let (second_record, notes) = LinkRecord::agree(&dir, "ses-second", &mut second);
+        assert_eq!(second, [(link.clone(), PathBuf::from("../githooks"))], "{notes:?}");
+        assert!(notes.len() == 1 && notes[0].contains("../evil") && notes[0].contains("../githooks"), "{notes:?}");
+        assert!(!dir.join("ses-dead").exists(), "a dead launcher's record is removed");
+        record.unwrap().remove();
+        second_record.unwrap().remove();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        let mut alone = vec![(link.clone(), PathBuf::from("../mine"))];
+        let (_, notes) = LinkRecord::agree(&dir, "ses-third", &mut alone);
+        assert!(notes.is_empty() && alone[0].1 == Path::new("../mine"), "no live session: its own look");
     }
 
     /// A planted file, a link and a name renamed in are each moved aside while the watch runs,
