@@ -5032,11 +5032,12 @@ fn a_read_only_mount_inside_the_workspace_stays_so_and_the_launch_goes_on() {
 /// link too); the user's files are unchanged, and the rest of the config reads the same.
 #[test]
 fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
-    const PLANTED: [&str; 4] = [
+    const PLANTED: [&str; 5] = [
         "ghp_PLANTEDinsteadOf000000000000000000001",
         "PLANTEDextraHeader00000000001",
         "PLANTEDremotePassword0001",
         "cio_PLANTEDcargoRegistryToken01",
+        "PLANTEDenvironmentHeader0001",
     ];
     let rig = LaunchRig::new();
     let (work, _) = rig.committed_workspace();
@@ -5061,13 +5062,20 @@ fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
     std::fs::write(cargo_home.join("config.toml"), &cargo_config).unwrap();
     let report = rig.report();
     let script = format!(
-        "#!/bin/sh\n{{ cat \"$HOME/.gitconfig\" .git/config \"$CARGO_HOME/config.toml\"; git config --list --show-origin; \
+        "#!/bin/sh\n{{ cat \"$HOME/.gitconfig\" .git/config \"$CARGO_HOME/config.toml\"; env; git config --list --show-origin; \
          echo \"name: $(git config user.name)\"; echo \"alias: $(git config alias.st)\"; }} > '{}' 2>&1\n",
         report.display()
     );
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let cargo_env = [("CARGO_HOME", cargo_home.as_os_str())];
+    // And the environment's git config (`git -c` passed on, CI's way to keep a header off disk).
+    let header = format!("AUTHORIZATION: basic {}", PLANTED[4]);
+    let cargo_env = [
+        ("CARGO_HOME", cargo_home.as_os_str()),
+        ("GIT_CONFIG_COUNT", std::ffi::OsStr::new("1")),
+        ("GIT_CONFIG_KEY_0", std::ffi::OsStr::new("http.extraHeader")),
+        ("GIT_CONFIG_VALUE_0", std::ffi::OsStr::new(&header)),
+    ];
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &cargo_env);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -5081,6 +5089,7 @@ fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
     assert!(said.contains("credentials in your git or cargo config are withheld"), "{said}");
     assert!(said.contains("url.<…>.insteadof") && said.contains("remote.origin.url"), "{said}");
     assert!(said.contains("registry.token") && read.contains("jobs = 3"), "cargo's other settings kept:\n{read}");
+    assert!(said.contains("the git config your environment passes"), "{said}");
     assert_eq!(std::fs::read_to_string(cargo_home.join("config.toml")).unwrap(), cargo_config);
     assert_eq!(std::fs::read_to_string(dotfiles.join("gitconfig")).unwrap(), gitconfig, "the user's file is unchanged");
     assert_eq!(std::fs::read_to_string(work.join(".git/config")).unwrap(), repo_config);

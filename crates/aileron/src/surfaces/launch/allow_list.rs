@@ -283,7 +283,10 @@ pub fn write_access(
     startup.extend(inside_startup);
     // A start-up file hard-linked (not symlinked) into what the agent may write is the same file
     // under another name there: that name is protected like it.
-    let shared = other_names_in(&startup, &roots);
+    // The user's git config files too (`ln ~/dotfiles/gitconfig ~/.gitconfig`: the twenty-eighth
+    // re-attack wrote a `core.fsmonitor` through the other name).
+    let named: Vec<PathBuf> = startup.iter().chain(&access.git_reads).cloned().collect();
+    let shared = other_names_in(&named, &roots);
     startup.extend(shared);
     // Each place once, however many names lead to it.
     let mut seen = std::collections::HashSet::new();
@@ -394,13 +397,27 @@ fn own_path(path: &Path, untrusted: &[PathBuf]) -> anyhow::Result<Option<PathBuf
     }
 }
 
-/// The start-up locations (`STARTUP_FILES` in each home, under the XDG directories and `ZDOTDIR`
-/// where they are moved) that exist, where they really are.
-fn startup_locations(env: &LaunchEnv) -> Vec<PathBuf> {
-    let mut locations: Vec<PathBuf> =
-        startup_names(env).iter().filter_map(|path| std::fs::canonicalize(path).ok()).collect();
+/// What runs as the user later, where it really is: the start-up locations (`STARTUP_FILES` in
+/// each home, under the XDG directories and `ZDOTDIR` where they are moved) and the directories
+/// on `PATH` (a `git` the agent leaves in `~/bin` runs when the user types `git`: the
+/// twenty-eighth re-attack), those that exist; each with what it is to the user.
+fn startup_locations(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
+    let startup = startup_names(env).into_iter().map(|path| (path, "what your shell, session or editor runs"));
+    let path_dirs =
+        env.var(super::PATH).map(|path| std::env::split_paths(path).collect::<Vec<_>>()).unwrap_or_default();
+    let programs = path_dirs
+        .into_iter()
+        .filter(|dir| dir.is_absolute() && dir.parent().is_some())
+        .map(|dir| (dir, "a directory on your PATH, whose programs you run by name"));
+    // Where each really is; one that leads to `/` (an entry through a link an agent left) would
+    // make every directory one.
+    let mut locations: Vec<(PathBuf, &'static str)> = startup
+        .chain(programs)
+        .filter_map(|(path, what)| Some((std::fs::canonicalize(path).ok()?, what)))
+        .filter(|(path, _)| path.parent().is_some())
+        .collect();
     locations.sort();
-    locations.dedup();
+    locations.dedup_by(|a, b| a.0 == b.0);
     locations
 }
 
@@ -409,13 +426,10 @@ fn startup_locations(env: &LaunchEnv) -> Vec<PathBuf> {
 /// root is no protection at all: `cd ~/proj/deploy`, a link to `~/.config/systemd/user`, made it
 /// the workspace, and the agent enabled a unit of its own — the twenty-seventh re-attack), or
 /// in a repository's git directory (its hooks and config run as the user).
-fn unfit_root(root: &Path, startup_locations: &[PathBuf]) -> Option<String> {
-    if let Some(location) = startup_locations.iter().find(|location| root.starts_with(location)) {
-        return Some(format!(
-            "is {}what your shell, session or editor runs ({})",
-            if root == location { "" } else { "in " },
-            super::shown(location)
-        ));
+fn unfit_root(root: &Path, startup_locations: &[(PathBuf, &'static str)]) -> Option<String> {
+    if let Some((location, what)) = startup_locations.iter().find(|(location, _)| root.starts_with(location)) {
+        let inside = if root == location { "" } else { "in " };
+        return Some(format!("is {inside}{what} ({})", super::shown(location)));
     }
     if root.components().any(|part| part.as_os_str() == ".git") || super::git::is_git_directory(root) {
         return Some("is in a repository's git directory, whose hooks and config your git runs".to_string());
@@ -1743,5 +1757,14 @@ mod tests {
         let error = write_access(Agent::Pi, &env(&home), &repo, &[repo.join(".git/hooks")], &temp, &[]).unwrap_err();
         assert!(error.to_string().contains("git directory"), "{error}");
         assert!(write_access(Agent::Pi, &env(&home), &repo, &[], &temp, &[]).is_ok(), "a project is a workspace");
+        // A directory on PATH (the twenty-eighth re-attack: the agent's `~/bin/git` ran when the
+        // user typed `git`).
+        let bin = home.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let mut with_path = env(&home);
+        with_path.vars.insert("PATH".to_string(), format!("/usr/bin:{}", bin.display()));
+        let error = write_access(Agent::Pi, &with_path, &bin, &[], &temp, &[]).unwrap_err().to_string();
+        assert!(error.contains("a directory on your PATH"), "{error}");
+        assert!(write_access(Agent::Pi, &with_path, &repo, &[], &temp, &[]).is_ok());
     }
 }

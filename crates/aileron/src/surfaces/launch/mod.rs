@@ -711,7 +711,19 @@ fn untrusted_roots(env: &LaunchEnv, writable: &[PathBuf], recorded: &[PathBuf]) 
 /// The config files the agent reads that may hold a credential (`withheld_config`): git's read at
 /// launch, and cargo's outside what the agent may write.
 fn config_files(env: &LaunchEnv, access: &allow_list::WriteAccess) -> Vec<(PathBuf, withheld_config::Format)> {
-    let git = access.git_configs.iter().map(|file| (file.clone(), withheld_config::Format::Git));
+    // Those git read at launch; the user's own wherever `GIT_CONFIG_GLOBAL` points git (they stay
+    // in the home's view); each git directory's config and worktree configs (a linked worktree's
+    // main repository: the twenty-eighth re-attack read both there).
+    let config_home = env.config_home();
+    let usual =
+        [env.home_dir.join(".gitconfig"), config_home.join("git/config"), env.home_dir.join(".config/git/config")];
+    let mut git: Vec<PathBuf> = access.git_configs.iter().cloned().chain(usual).collect();
+    for dir in &access.git_dirs {
+        git.extend([dir.join("config"), dir.join("config.worktree")]);
+        let worktrees = std::fs::read_dir(dir.join("worktrees")).into_iter().flatten().flatten().take(1024);
+        git.extend(worktrees.map(|entry| entry.path().join("config.worktree")));
+    }
+    let git = git.into_iter().filter(|file| file.is_file()).map(|file| (file, withheld_config::Format::Git));
     let cargo = withheld_config::cargo_configs(env, access.workspace.as_deref(), &access.writable);
     git.chain(cargo.into_iter().map(|file| (file, withheld_config::Format::Cargo))).collect()
 }
@@ -774,7 +786,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             if !kept.is_empty() {
                 println!("credential stores kept visible (--expose): {}", shown(&kept).join(", "));
             }
-            let (_, withheld, passed) = network::withheld_variables(&options.expose_env);
+            let (_, mut withheld, passed) = network::withheld_variables(&options.expose_env);
+            let (git_names, _) = withheld_config::environment_credentials(crate::platform::env::get);
+            withheld.extend(git_names.iter().map(|name| format!("${name}")));
             if !withheld.is_empty() {
                 println!("credential variables withheld from the agent: {}", withheld.join(", "));
             }
@@ -790,7 +804,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             let shown =
                 |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ");
             println!("writable by the agent (everything else is read-only to it): {}", shown(&access.writable));
-            let (_, withheld_configs) = withheld_config::copies(&config_files(&env, &access), None)?;
+            let (_, withheld_configs) = withheld_config::copies(&config_files(&env, &access), None, &[])?;
             if !withheld_configs.is_empty() {
                 println!("config read as a copy without its credentials: {}", withheld_configs.join(", "));
             }
@@ -867,6 +881,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
+    let mut link_record = None;
     let mut checkouts = repositories::Checkouts::default();
     let mut withheld_credentials = Vec::new();
     let confinement = if options.unconfined {
@@ -885,6 +900,20 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         let extra = resolve_writable(&env, &options.writable, &recorded)?;
         let mut access = allow_list::write_access(agent, &env, &cwd, &extra, temp_dir.path(), &untrusted)?;
         access.prepare()?;
+        // Before a protected file's other names are separated from it: a name in the workspace of a
+        // git config holding a credential gets the copy too.
+        let (substitutes, withheld_configs) =
+            withheld_config::copies(&config_files(&env, &access), Some(withheld_dir.path()), &access.read_only)
+                .context("writing the agent's copies of your config files without the credentials in them")?;
+        if !withheld_configs.is_empty() {
+            log_line!(
+                "aileron: note: credentials in your git or cargo config are withheld from {}: it reads a copy without \
+                 them ({})\nhint: `aileron auth import gh` (or `git`) has the session's proxy add your GitHub login to \
+                 the agent's git requests, unseen by it",
+                agent.name(),
+                withheld_configs.join("; ")
+            );
+        }
         let separated = allow_list::separate_hard_links(&access.read_only, &access.writable);
         for note in access.notes.iter().chain(&separated) {
             log_line!("aileron: note: {note}");
@@ -899,22 +928,23 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
         exposed = kept.iter().map(|path| path.display().to_string()).collect();
         let (names, hidden_variables, exposed_variables) = network::withheld_variables(&options.expose_env);
-        withheld_credentials = names;
+        withheld_credentials = names.into_iter().map(str::to_string).collect();
         hidden.extend(hidden_variables);
+        // The environment's git config holding a credential (`GIT_CONFIG_VALUE_<n>`,
+        // `GIT_CONFIG_PARAMETERS`): withheld whole, its keys named.
+        let (git_names, git_keys) = withheld_config::environment_credentials(crate::platform::env::get);
+        if !git_keys.is_empty() {
+            log_line!(
+                "aileron: note: credentials in the git config your environment passes are withheld from {} ({}): \
+                 its git runs without those variables",
+                agent.name(),
+                git_keys.join(", ")
+            );
+            hidden.extend(git_names.iter().map(|name| format!("${name}")));
+        }
+        withheld_credentials.extend(git_names);
         exposed.extend(exposed_variables);
         request.hidden = stores;
-        let (substitutes, withheld_configs) =
-            withheld_config::copies(&config_files(&env, &access), Some(withheld_dir.path()))
-                .context("writing the agent's copies of your config files without the credentials in them")?;
-        if !withheld_configs.is_empty() {
-            log_line!(
-                "aileron: note: credentials in your git or cargo config are withheld from {}: it reads a copy without \
-                 them ({})\nhint: `aileron auth import gh` (or `git`) has the session's proxy add your GitHub login to \
-                 the agent's git requests, unseen by it",
-                agent.name(),
-                withheld_configs.join("; ")
-            );
-        }
         hidden.extend(withheld_configs);
         request.substitutes = substitutes;
         if options.network == SessionNetwork::Enforced {
@@ -972,6 +1002,22 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         }
         watched = access.watched;
         kept_links = access.kept_links;
+        // Each kept link as the live sessions keep it, and recorded for those after (R7). One that
+        // says otherwise here than when a session still running began is being changed by that
+        // session's agent: what this launch derived from it (the binds, the pins) is not to be
+        // trusted, and the launch is refused (the twenty-eighth re-attack's K1).
+        let (record, differing) = planted::LinkRecord::agree(&home.root().join(KEPT_LINKS), &kept_links);
+        if !differing.is_empty() {
+            if let Some(record) = record {
+                record.remove();
+            }
+            bail!(
+                "{}\nhint: another session's agent may be changing it: end that session and launch again (if you \
+                 changed the link yourself, launch again once the other session has ended)",
+                differing.join("\n")
+            );
+        }
+        link_record = record;
         checkouts = access.checkouts;
         request.writable = access.writable;
         request.pinned = access.pinned;
@@ -1122,12 +1168,6 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
     let strays_at_launch = git::strays_in(&existing_git_dirs).found;
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
-    // Each kept link as the longest-running live session keeps it (R7), and recorded for those after.
-    let (link_record, link_notes) =
-        planted::LinkRecord::agree(&home.root().join(KEPT_LINKS), &wiring.session_id, &mut kept_links);
-    for note in link_notes {
-        log_line!("aileron: warning: {note}");
-    }
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     let terminal_at_launch = TerminalAtLaunch::now();
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
@@ -1287,7 +1327,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
 struct Contained<'a> {
     request: confine::Request,
     /// The credential variables withheld from it, besides [`WITHHELD_VARIABLES`].
-    withheld: Vec<&'static str>,
+    withheld: Vec<String>,
     temp_dir: &'a Path,
     /// Where the agent's `aileron-mcp` writes its spans (`AILERON_TRACES_DIR`), when it traces to files.
     traces_parent: Option<&'a Path>,
@@ -1582,7 +1622,13 @@ async fn launch_session(
             // A placeholder set for the session stays: it is what takes the credential's place.
             let withheld: Vec<&str> = WITHHELD_VARIABLES
                 .into_iter()
-                .chain(contained.withheld.iter().copied().filter(|name| !plan.env.iter().any(|(set, _)| set == name)))
+                .chain(
+                    contained
+                        .withheld
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|name| !plan.env.iter().any(|(set, _)| set == name)),
+                )
                 .collect();
             log_line!("aileron: session {} started for {} (confined)", wiring.session_id, agent.name());
             let helper = std::env::current_exe().context("locating the aileron executable")?;

@@ -154,21 +154,23 @@ impl PlantWatch {
 }
 
 /// The kept links as this session keeps them, recorded in the Aileron home for the sessions that
-/// start while it runs (`launch-links/<session>`, removed when it ends). Each launcher puts a kept
+/// start while it runs (`launch-links/<pid>-<start>`, removed when it ends). Each launcher puts a kept
 /// link back to the text it read at its own launch; a second session in the same workspace that
 /// read a link while the first one's agent had swapped it (`.git/hooks -> ../evil`) then put the
 /// agent's text back against the first launcher, and had the last word (the twenty-seventh
-/// re-attack's R7: the user's next commit ran the agent's hook). So a launch takes each kept
-/// link's text from the longest-running live session that records it, not from its own look.
+/// re-attack's R7: the user's next commit ran the agent's hook). So a launch compares each kept
+/// link's text with what the live sessions recorded, and is refused when they differ (its binds
+/// and pins came from its own look: the twenty-eighth re-attack's K1).
 pub struct LinkRecord {
     file: PathBuf,
 }
 
 impl LinkRecord {
-    /// Makes `kept` agree with the live sessions' records in `dir` (a record whose launcher is gone
-    /// is removed), then records `kept` for `session`. Returns the record (removed by
-    /// [`LinkRecord::remove`]) and a line for each link whose text was taken from another session.
-    pub fn agree(dir: &Path, session: &str, kept: &mut [(PathBuf, PathBuf)]) -> (Option<LinkRecord>, Vec<String>) {
+    /// Compares `kept` with the live sessions' records in `dir` (a record whose launcher is gone is
+    /// removed), then records `kept` for this launcher (`<pid>-<start>`). Returns the record
+    /// (removed by [`LinkRecord::remove`]) and a line for each link whose text differs from what
+    /// the longest-running live session recorded.
+    pub fn agree(dir: &Path, kept: &[(PathBuf, PathBuf)]) -> (Option<LinkRecord>, Vec<String>) {
         let mut notes = Vec::new();
         if kept.is_empty() {
             return (None, notes);
@@ -191,22 +193,21 @@ impl LinkRecord {
             }
         }
         live.sort_by_key(|(started, _)| *started);
-        for (link, said) in kept.iter_mut() {
+        for (link, said) in kept {
             let recorded = live.iter().find_map(|(_, links)| links.iter().find(|(other, _)| other == link));
             if let Some((_, text)) = recorded
                 && text != said
             {
                 notes.push(format!(
-                    "{} said {} here, but {} when a session still running began: that is the link kept, and it is put \
-                     back\nhint: if you changed the link yourself, launch again once the other session has ended",
+                    "your link {} says {} now, but said {} when a session still running began",
                     super::shown(link),
                     said.display(),
                     text.display()
                 ));
-                *said = text.clone();
             }
         }
         let Some(started) = process_start(std::process::id() as i32) else { return (None, notes) };
+        let session = format!("{}-{started}", std::process::id());
         let mut text = format!("{} {started}\n", std::process::id());
         for (link, said) in kept.iter() {
             use std::os::unix::ffi::OsStrExt as _;
@@ -486,12 +487,12 @@ mod tests {
     /// from its own look (the first session's agent had swapped it); a dead launcher's record is
     /// removed and ignored; the record goes when the session ends.
     #[test]
-    fn a_kept_links_text_is_the_one_the_longest_running_live_session_recorded() {
+    fn a_kept_link_that_differs_from_a_live_sessions_record_is_told() {
         let temp = tempfile::tempdir().unwrap();
         let dir = temp.path().join("launch-links");
         let link = temp.path().join("repo/.git/hooks");
-        let mut first = vec![(link.clone(), PathBuf::from("../githooks"))];
-        let (record, notes) = LinkRecord::agree(&dir, "ses-first", &mut first);
+        let first = vec![(link.clone(), PathBuf::from("../githooks"))];
+        let (record, notes) = LinkRecord::agree(&dir, &first);
         assert!(notes.is_empty() && record.is_some(), "{notes:?}");
         // A launcher gone (no such process): its record says otherwise, and is not taken.
         std::fs::write(
@@ -499,17 +500,18 @@ mod tests {
             format!("999999999 1\n{} {}\n", hex::encode(link.as_os_str().as_encoded_bytes()), hex::encode("../dead")),
         )
         .unwrap();
-        let mut second = vec![(link.clone(), PathBuf::from("../evil"))];
-        let (second_record, notes) = LinkRecord::agree(&dir, "ses-second", &mut second);
-        assert_eq!(second, [(link.clone(), PathBuf::from("../githooks"))], "{notes:?}");
+        let second = vec![(link.clone(), PathBuf::from("../evil"))];
+        let (second_record, notes) = LinkRecord::agree(&dir, &second);
         assert!(notes.len() == 1 && notes[0].contains("../evil") && notes[0].contains("../githooks"), "{notes:?}");
         assert!(!dir.join("ses-dead").exists(), "a dead launcher's record is removed");
         record.unwrap().remove();
-        second_record.unwrap().remove();
+        if let Some(record) = second_record {
+            record.remove();
+        }
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
-        let mut alone = vec![(link.clone(), PathBuf::from("../mine"))];
-        let (_, notes) = LinkRecord::agree(&dir, "ses-third", &mut alone);
-        assert!(notes.is_empty() && alone[0].1 == Path::new("../mine"), "no live session: its own look");
+        let alone = vec![(link.clone(), PathBuf::from("../mine"))];
+        let (_, notes) = LinkRecord::agree(&dir, &alone);
+        assert!(notes.is_empty(), "no live session: its own look");
     }
 
     /// A planted file, a link and a name renamed in are each moved aside while the watch runs,

@@ -23,9 +23,91 @@ pub struct Withheld {
 /// Key names (the last part, lower-cased) whose values are secrets wherever they stand:
 /// `sendemail.smtpPass`, `github.token`, `hub.oauthToken`, `gitlab.token`, …
 fn is_secret_key(key: &str) -> bool {
-    key == "smtppass"
-        || key == "extraheader"
+    key == "extraheader"
+        // `imap.pass`, `sendemail.smtpPass`
+        || key.ends_with("pass")
         || ["token", "password", "passwd", "secret", "apikey", "api-key"].iter().any(|word| key.contains(word))
+}
+
+/// Whether a config variable hands over a credential: a URL with user information in its
+/// subsection, a secret key name, a helper printing a password, a URL with a password in its
+/// value (the last is kept without it, [`without_userinfo`]).
+fn holds_credential(entry: &Entry) -> bool {
+    entry.subsection.as_deref().is_some_and(|sub| userinfo_at(sub).is_some())
+        || is_secret_key(&entry.key)
+        || helper_with_secret(entry)
+        || entry.value.as_deref().is_some_and(|value| userinfo_at(value).is_some())
+}
+
+/// The environment's git config (`GIT_CONFIG_COUNT` with its `GIT_CONFIG_KEY_<n>` and
+/// `GIT_CONFIG_VALUE_<n>`, and `GIT_CONFIG_PARAMETERS`, what `git -c` passes on) when it holds a
+/// credential (an `http.extraHeader` kept off disk that way): the variables to withhold from the
+/// agent, and the keys named (the twenty-eighth re-attack read them in the agent's `env`).
+pub fn environment_credentials(get: impl Fn(&str) -> Option<String>) -> (Vec<String>, Vec<String>) {
+    let (mut names, mut keys) = (Vec::new(), Vec::new());
+    let count = get("GIT_CONFIG_COUNT").and_then(|count| count.trim().parse::<usize>().ok()).unwrap_or(0).min(1024);
+    let pairs: Vec<(String, String)> =
+        (0..count).map(|n| (format!("GIT_CONFIG_KEY_{n}"), format!("GIT_CONFIG_VALUE_{n}"))).collect();
+    let secret_pairs: Vec<String> = pairs
+        .iter()
+        .filter_map(|(key, value)| git::entry_of_key(&get(key)?, get(value).as_deref()))
+        .filter(holds_credential)
+        .map(|entry| named(&entry, true))
+        .collect();
+    if !secret_pairs.is_empty() {
+        names.push("GIT_CONFIG_COUNT".to_string());
+        names.extend(pairs.into_iter().flat_map(|(key, value)| [key, value]));
+        keys.extend(secret_pairs);
+    }
+    if let Some(parameters) = get("GIT_CONFIG_PARAMETERS") {
+        let secret: Vec<String> = parameter_entries(&parameters)
+            .iter()
+            .filter(|entry| holds_credential(entry))
+            .map(|entry| named(entry, true))
+            .collect();
+        // Withheld whole when it holds one, or when it does not read as git writes it.
+        if !secret.is_empty() || (parameter_entries(&parameters).is_empty() && !parameters.trim().is_empty()) {
+            names.push("GIT_CONFIG_PARAMETERS".to_string());
+            keys.extend(if secret.is_empty() { vec!["GIT_CONFIG_PARAMETERS".to_string()] } else { secret });
+        }
+    }
+    (names, keys)
+}
+
+/// `GIT_CONFIG_PARAMETERS` as git writes it: `'key'='value'` (or `'key=value'`) items, single
+/// quotes with `'\''` for a quote inside.
+fn parameter_entries(text: &str) -> Vec<Entry> {
+    let mut words = Vec::new();
+    let mut chars = text.chars().peekable();
+    let mut word: Option<String> = None;
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                let current = word.get_or_insert_with(String::new);
+                for quoted in chars.by_ref() {
+                    if quoted == '\'' {
+                        break;
+                    }
+                    current.push(quoted);
+                }
+            }
+            '\\' => {
+                if let Some(escaped) = chars.next() {
+                    word.get_or_insert_with(String::new).push(escaped);
+                }
+            }
+            c if c.is_whitespace() => words.extend(word.take()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+        .iter()
+        .filter_map(|item| {
+            let (key, value) = item.split_once('=').map_or((item.as_str(), None), |(key, value)| (key, Some(value)));
+            git::entry_of_key(key, value)
+        })
+        .collect()
 }
 
 /// `text` (a git config file) written again without what would hand the agent a credential, or
@@ -88,11 +170,13 @@ fn userinfo_at(text: &str) -> Option<std::ops::Range<usize>> {
             .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
             .map_or(0, |at| at + 1);
         let scheme = text[scheme_start..scheme_end].rsplit('+').next().unwrap_or_default().to_ascii_lowercase();
-        if !matches!(scheme.as_str(), "http" | "https" | "ftp" | "ftps") {
-            continue;
-        }
+        // Over these a user name alone is a token too (GitHub takes one as the user); over any
+        // other scheme (`s3://`, `postgres://`, `ssh://`) only a password is.
+        let name_is_secret = matches!(scheme.as_str(), "http" | "https" | "ftp" | "ftps");
         let authority_end = text[start..].find(['/', '?', '#', ' ', '\t', '"']).map_or(text.len(), |end| start + end);
-        if let Some(at) = text[start..authority_end].rfind('@') {
+        if let Some(at) = text[start..authority_end].rfind('@')
+            && (name_is_secret || text[start..start + at].contains(':'))
+        {
             return Some(start..start + at + 1);
         }
     }
@@ -195,8 +279,23 @@ fn withhold_in(table: &mut toml::Table, prefix: &str, keys: &mut Vec<String>) {
     let names: Vec<String> = table.keys().cloned().collect();
     for name in names {
         let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
-        if is_secret_key(&name.to_ascii_lowercase()) {
+        let lower = name.to_ascii_lowercase();
+        // Cargo's own (`token`, `credential-provider` with its arguments) and `[env]` entries named
+        // as credentials are (`NPM_AUTH`, `AWS_ACCESS_KEY_ID`, `SENTRY_DSN`).
+        let cargo_secret = ["auth", "credential", "key", "dsn", "pwd"].iter().any(|word| lower.contains(word));
+        if is_secret_key(&lower) || cargo_secret {
             table.remove(&name);
+            keys.push(path);
+            continue;
+        }
+        // A proxy written without a scheme (`user:password@proxy:3128`), as cargo and curl take it.
+        if lower.contains("proxy")
+            && let Some(toml::Value::String(value)) = table.get_mut(&name)
+            && !value.contains("://")
+            && let Some((userinfo, _)) = value.split_once('@')
+            && userinfo.contains(':')
+        {
+            *value = value[userinfo.len() + 1..].to_string();
             keys.push(path);
             continue;
         }
@@ -231,7 +330,14 @@ fn withhold_in(table: &mut toml::Table, prefix: &str, keys: &mut Vec<String>) {
 /// Returns each file (canonical: the copy is bound where it really is, so a link to it shows the
 /// copy too) with its copy, and a line for the user naming what was left out. A file that cannot
 /// be read is left as it is.
-pub fn copies(configs: &[(PathBuf, Format)], dir: Option<&Path>) -> std::io::Result<(Vec<Substitute>, Vec<String>)> {
+/// A file's other names among `other_names` (hard links: the same file under a name in the
+/// workspace) get the same copy.
+pub fn copies(
+    configs: &[(PathBuf, Format)],
+    dir: Option<&Path>,
+    other_names: &[PathBuf],
+) -> std::io::Result<(Vec<Substitute>, Vec<String>)> {
+    use std::os::unix::fs::MetadataExt as _;
     let (mut copies, mut lines) = (Vec::new(), Vec::new());
     let mut done = std::collections::HashSet::new();
     for (config, format) in configs {
@@ -252,6 +358,17 @@ pub fn copies(configs: &[(PathBuf, Format)], dir: Option<&Path>) -> std::io::Res
         let name = real.file_name().unwrap_or_default().to_string_lossy();
         let copy = dir.join(format!("{}-{name}", copies.len() + 1));
         crate::platform::home::write_atomic(&copy, withheld.text.as_bytes(), 0o600)?;
+        if let Ok(file) = std::fs::metadata(&real)
+            && file.nlink() > 1
+        {
+            let same = |path: &&PathBuf| {
+                std::fs::symlink_metadata(path)
+                    .is_ok_and(|other| other.dev() == file.dev() && other.ino() == file.ino())
+            };
+            for name in other_names.iter().filter(same).filter(|name| **name != real) {
+                copies.push((name.clone(), copy.clone()));
+            }
+        }
         copies.push((real, copy));
     }
     Ok((copies, lines))
@@ -339,6 +456,50 @@ mod tests {
         assert_eq!(cargo_without_credentials("not = [toml"), None, "what cargo would refuse is shown as it is");
     }
 
+    /// The twenty-eighth re-attack's W2, W3 and W7: the environment's git config, `imap.pass`, a
+    /// password over any scheme, cargo's `[env]` and credential providers, a proxy without a scheme.
+    #[test]
+    fn credentials_in_the_environment_and_in_every_scheme_and_name_are_found() {
+        let vars: std::collections::HashMap<&str, &str> = [
+            ("GIT_CONFIG_COUNT", "2"),
+            ("GIT_CONFIG_KEY_0", "user.name"),
+            ("GIT_CONFIG_VALUE_0", "Ada"),
+            ("GIT_CONFIG_KEY_1", "http.extraHeader"),
+            ("GIT_CONFIG_VALUE_1", "AUTHORIZATION: basic PLANTED1"),
+            ("GIT_CONFIG_PARAMETERS", "'core.pager'='less' 'http.https://h/.extraheader'='Authorization: x PLANTED2'"),
+        ]
+        .into_iter()
+        .collect();
+        let (names, keys) = environment_credentials(|name| vars.get(name).map(|value| value.to_string()));
+        for name in ["GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_1", "GIT_CONFIG_PARAMETERS"] {
+            assert!(names.contains(&name.to_string()), "{name}: {names:?}");
+        }
+        assert!(keys.iter().any(|key| key.contains("extraheader")) && !keys.iter().any(|key| key.contains("PLANTED")));
+        let clean: std::collections::HashMap<&str, &str> = [
+            ("GIT_CONFIG_COUNT", "1"),
+            ("GIT_CONFIG_KEY_0", "user.name"),
+            ("GIT_CONFIG_VALUE_0", "Ada"),
+            ("GIT_CONFIG_PARAMETERS", "'core.pager'='less'"),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(environment_credentials(|name| clean.get(name).map(|value| value.to_string())), (vec![], vec![]));
+        let git = "[imap]\n\tpass = PLANTED3\n[remote \"s3\"]\n\turl = s3://AKIA:PLANTED4@bucket/r\n[remote \"ssh\"]\n\turl = \
+                   ssh://git@github.com/o/r\n";
+        let withheld = without_credentials(git).unwrap();
+        assert!(
+            !withheld.text.contains("PLANTED") && withheld.text.contains("ssh://git@github.com/o/r"),
+            "{}",
+            withheld.text
+        );
+        let cargo = "[env]\nDATABASE_URL = \"postgres://app:PLANTED5@db/app\"\nNPM_AUTH = \"PLANTED6\"\nRUST_LOG = \"info\"\n\
+                     [registry]\ncredential-provider = [\"cargo:token-from-stdout\", \"echo\", \"PLANTED7\"]\n[http]\nproxy = \
+                     \"me:PLANTED8@proxy:3128\"\n";
+        let withheld = cargo_without_credentials(cargo).unwrap();
+        assert!(!withheld.text.contains("PLANTED"), "{}", withheld.text);
+        assert!(withheld.text.contains("RUST_LOG") && withheld.text.contains("proxy:3128"), "{}", withheld.text);
+    }
+
     #[test]
     fn each_file_holding_one_gets_a_private_copy_and_a_line_naming_it() {
         let temp = tempfile::tempdir().unwrap();
@@ -349,7 +510,7 @@ mod tests {
         std::os::unix::fs::symlink(&secret, home.join(".gitconfig")).unwrap();
         let dir = home.join("run/withheld");
         let files = [clean, home.join(".gitconfig"), secret.clone()].map(|file| (file, Format::Git));
-        let (copies, lines) = copies(&files, Some(&dir)).unwrap();
+        let (copies, lines) = copies(&files, Some(&dir), &[]).unwrap();
         assert_eq!(copies.len(), 1, "one file, however many names lead to it: {copies:?}");
         assert_eq!(copies[0].0, secret, "bound where the file really is");
         let copy = std::fs::read_to_string(&copies[0].1).unwrap();
