@@ -673,13 +673,25 @@ impl GitContext {
 
     /// A path as git takes it from a config: `~/` in the home, relative to `base` otherwise.
     fn resolve(&self, named: &str, base: &Path) -> Option<PathBuf> {
-        let path = match named.strip_prefix("~/") {
-            Some(rest) => self.home.join(rest),
-            None if named.starts_with('~') => return None,
+        let path = match named.strip_prefix('~') {
+            Some(_) => expand_home(named, &self.home)?,
             None => base.join(named),
         };
         Some(without_dot_dots(&path))
     }
+}
+
+/// A path git takes from a config starting with `~`: `~/…` in `home`, `~user/…` in that account's
+/// home (the twenty-eighth re-attack's W6: an include written `~user/…` was neither read nor
+/// protected, and a `core.fsmonitor` the agent wrote there ran at the user's next `git status`);
+/// `None` for an account that does not exist (git reads nothing there).
+fn expand_home(named: &str, home: &Path) -> Option<PathBuf> {
+    let rest = named.strip_prefix('~')?;
+    let (user, rest) = rest.split_once('/')?;
+    if user.is_empty() {
+        return Some(home.join(rest));
+    }
+    Some(nix::unistd::User::from_name(user).ok().flatten()?.dir.join(rest))
 }
 
 /// Submodules' git directories under a git directory's `modules` (a submodule named `a/b` lives
@@ -767,4 +779,21 @@ pub(super) fn without_dot_dots(path: &Path) -> PathBuf {
 /// A directory, not a link to one.
 fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_dir())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// W6: `~user/` is that account's home, as git expands it (here the account running the
+    /// test, as the passwd file names it), `~/` the home given; no such account, nothing.
+    #[test]
+    fn a_path_written_with_an_accounts_home_is_where_git_reads_it() {
+        let me = nix::unistd::User::from_uid(nix::unistd::getuid()).unwrap().unwrap();
+        let named = format!("~{}/dotfiles/work.inc", me.name);
+        assert_eq!(expand_home(&named, Path::new("/elsewhere")), Some(me.dir.join("dotfiles/work.inc")));
+        assert_eq!(expand_home("~/x.inc", Path::new("/home/u")), Some(PathBuf::from("/home/u/x.inc")));
+        assert_eq!(expand_home("~no-such-account-here/x", Path::new("/home/u")), None);
+        assert_eq!(expand_home("~", Path::new("/home/u")), None);
+    }
 }
