@@ -397,6 +397,9 @@ fn own_path(path: &Path, untrusted: &[PathBuf]) -> anyhow::Result<Option<PathBuf
     }
 }
 
+/// What a directory on `PATH` is to the user, in [`startup_locations`].
+const ON_PATH: &str = "a directory on your PATH, whose programs you run by name";
+
 /// What runs as the user later, where it really is: the start-up locations (`STARTUP_FILES` in
 /// each home, under the XDG directories and `ZDOTDIR` where they are moved) and the directories
 /// on `PATH` (a `git` the agent leaves in `~/bin` runs when the user types `git`: the
@@ -405,10 +408,8 @@ fn startup_locations(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
     let startup = startup_names(env).into_iter().map(|path| (path, "what your shell, session or editor runs"));
     let path_dirs =
         env.var(super::PATH).map(|path| std::env::split_paths(path).collect::<Vec<_>>()).unwrap_or_default();
-    let programs = path_dirs
-        .into_iter()
-        .filter(|dir| dir.is_absolute() && dir.parent().is_some())
-        .map(|dir| (dir, "a directory on your PATH, whose programs you run by name"));
+    let programs =
+        path_dirs.into_iter().filter(|dir| dir.is_absolute() && dir.parent().is_some()).map(|dir| (dir, ON_PATH));
     // Where each really is; one that leads to `/` (an entry through a link an agent left) would
     // make every directory one.
     let mut locations: Vec<(PathBuf, &'static str)> = startup
@@ -427,7 +428,12 @@ fn startup_locations(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
 /// the workspace, and the agent enabled a unit of its own — the twenty-seventh re-attack), or
 /// in a repository's git directory (its hooks and config run as the user).
 fn unfit_root(root: &Path, startup_locations: &[(PathBuf, &'static str)]) -> Option<String> {
-    if let Some((location, what)) = startup_locations.iter().find(|(location, _)| root.starts_with(location)) {
+    // A start-up location runs what lies anywhere in it (`~/.vim/pack/*/start/*/plugin`); a
+    // directory on PATH only the programs directly in it (a directory below one is harmless).
+    let covers = |location: &PathBuf, what: &str| {
+        if what == ON_PATH { root == location.as_path() } else { root.starts_with(location) }
+    };
+    if let Some((location, what)) = startup_locations.iter().find(|(location, what)| covers(location, what)) {
         let inside = if root == location { "" } else { "in " };
         return Some(format!("is {inside}{what} ({})", super::shown(location)));
     }
@@ -1766,5 +1772,8 @@ mod tests {
         let error = write_access(Agent::Pi, &with_path, &bin, &[], &temp, &[]).unwrap_err().to_string();
         assert!(error.contains("a directory on your PATH"), "{error}");
         assert!(write_access(Agent::Pi, &with_path, &repo, &[], &temp, &[]).is_ok());
+        // Below one is no program on PATH (a `PATH` holding the home itself refuses nothing).
+        std::fs::create_dir_all(bin.join("project")).unwrap();
+        assert!(write_access(Agent::Pi, &with_path, &bin.join("project"), &[], &temp, &[]).is_ok());
     }
 }
