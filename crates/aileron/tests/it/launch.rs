@@ -2968,6 +2968,14 @@ fn a_launched_agents_gated_request_waits_for_the_user_and_goes_once() {
                         (item["args"]["method"].as_str().unwrap(), item["args"]["path"].as_str().unwrap());
                     let body = item["args"]["body"].as_str().unwrap_or_default();
                     let verdict = match (method, path) {
+                        // The two identical requests sent at once are one approval, decided once: a
+                        // second approval (the second request arriving after the first went)
+                        // stays undecided, as a user who approved one merge would leave it.
+                        ("PUT", "/repos/acme/app/pulls/9/merge")
+                            if decided.iter().any(|(_, decided_path, _)| decided_path == path) =>
+                        {
+                            continue;
+                        }
                         ("PUT", "/repos/acme/app/pulls/7/merge") | ("PUT", "/repos/acme/app/pulls/9/merge") => {
                             "approve"
                         }
@@ -5024,6 +5032,52 @@ fn a_read_only_mount_inside_the_workspace_stays_so_and_the_launch_goes_on() {
     assert!(work.join("ok").exists(), "the workspace is writable: {said}");
     assert!(!source.join("no").exists(), "the read-only mount stayed read-only");
     assert!(said.contains("stay read-only to the agent"), "{said}");
+}
+
+/// The twenty-eighth re-attack's W1: a tool of the user's that replaces a protected file by rename
+/// while the agent runs (`git config` writes `config.lock` and renames it over `config`) took the
+/// agent's read-only bind and its copy without credentials away with the old entry; the agent then
+/// read the token and wrote a `core.fsmonitor`. The launcher binds the new file again inside the
+/// agent's namespaces, from a copy made of its new content.
+#[test]
+fn a_protected_file_the_user_replaces_during_the_session_is_protected_again() {
+    const TOKEN: &str = "PLANTEDreplacedRemotePassword01";
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    assert!(git(&["remote", "add", "origin", "https://git.example.com/r.git"]));
+    let config = work.join(".git/config");
+    let script = format!(
+        "#!/bin/sh\ntouch ready\ni=0; while [ ! -e renamed ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n\
+         i=0; while ! grep -q ' {config} ' /proc/self/mountinfo && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done\n\
+         {{ cat .git/config; printf '[core]\\n\\tfsmonitor = x\\n' >> .git/config && echo WROTE; }} > sight.txt 2>&1\nexit 0\n",
+        config = config.display()
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Killed if the test fails first: the agent goes with its launcher.
+    let mut launch =
+        KillOnDrop(rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]).spawn().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !work.join("ready").exists() {
+        assert!(std::time::Instant::now() < deadline, "the agent never started");
+        if let Some(status) = launch.0.try_wait().unwrap() {
+            panic!("the launch ended first: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // As `git remote set-url` does: the new config written aside, renamed over the old one.
+    let replaced = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("https://git.example.com/r.git", &format!("https://ada:{TOKEN}@git.example.com/r.git"));
+    std::fs::write(work.join(".git/config.lock"), &replaced).unwrap();
+    std::fs::rename(work.join(".git/config.lock"), &config).unwrap();
+    std::fs::write(work.join("renamed"), "").unwrap();
+    assert!(launch.0.wait().unwrap().success());
+    let sight = std::fs::read_to_string(work.join("sight.txt")).unwrap();
+    assert!(!sight.contains(TOKEN), "the agent read the token:\n{sight}");
+    assert!(!sight.contains("WROTE") && sight.contains("git.example.com/r.git"), "{sight}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), replaced, "the user's config is as the user wrote it");
 }
 
 /// A token written into the user's git config (a private-modules `insteadOf`, an `extraHeader`

@@ -163,6 +163,9 @@ pub fn main() -> i32 {
     if raw.first().is_some_and(|first| first == crate::surfaces::launch::confine::SUBCOMMAND) {
         return crate::surfaces::launch::confine::main(&raw[1..]);
     }
+    if raw.first().is_some_and(|first| first == crate::surfaces::launch::confine::REBIND) {
+        return crate::surfaces::launch::confine::rebind_main(&raw[1..]);
+    }
     // Likewise the spawn helper (the daemon runs it once per spawned program).
     if raw.first().is_some_and(|first| first == crate::dataplane::spawn::jail::SUBCOMMAND) {
         return crate::dataplane::spawn::jail::main();

@@ -31,12 +31,14 @@ pub fn terminal_delivers_interrupts() -> bool {
 }
 
 /// Spawns `program` with `args`, extra `env` and without the `withheld` variables, waits for it
-/// while forwarding signals, and returns its exit code.
+/// while forwarding signals, and returns its exit code. Its pid is stored in `spawned` (the
+/// confinement helper's: the launcher joins its namespaces to bind a replaced file again).
 pub async fn run(
     program: &Path,
     args: &[OsString],
     env: &[(String, String)],
     withheld: &[&str],
+    spawned: Option<&std::sync::atomic::AtomicI32>,
 ) -> std::io::Result<i32> {
     let interrupts_reach_child = terminal_delivers_interrupts();
     // Install the handlers before spawning so no signal falls between the two.
@@ -50,6 +52,9 @@ pub async fn run(
     }
     let mut child = command.spawn()?;
     let pid = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+    if let (Some(spawned), Some(pid)) = (spawned, pid) {
+        spawned.store(pid.as_raw(), std::sync::atomic::Ordering::SeqCst);
+    }
     let forward = |signal: Signal| {
         if let Some(pid) = pid {
             let _ = kill(pid, signal);

@@ -353,6 +353,71 @@ pub fn main(args: &[OsString]) -> i32 {
     }
 }
 
+/// The hidden subcommand the launcher runs to bind a protected file again inside a running
+/// agent's namespaces (`__confine-rebind PID [--read-only FILE]... [--substitute FILE COPY]...`):
+/// a tool of the user's that replaces a file by rename (`git config`, `sed -i`, an editor's
+/// atomic save) takes every mount on the old entry away with it, in the agent's namespace too (the
+/// twenty-eighth re-attack's W1: the agent then read the token and wrote a `core.fsmonitor`).
+pub const REBIND: &str = "__confine-rebind";
+
+/// [`REBIND`]'s entry point: must run while the process has one thread (`setns` into a user
+/// namespace needs that). Each copy is taken (a read-only clone of its tree) before joining, since
+/// the Aileron home it is kept in is masked in there; then the helper's user and mount namespaces
+/// are joined (the user owns them) and each file, opened there with no link followed, gets a
+/// read-only bind of itself or the copy.
+pub fn rebind_main(args: &[OsString]) -> i32 {
+    use crate::platform::confinement::{
+        MOUNT_ATTR_RDONLY, Target, attach_tree, clone_tree, open_resolved, set_tree_attributes,
+    };
+    let run = || -> Result<(), String> {
+        let mut rest = args.iter();
+        let pid: i32 = rest.next().and_then(|pid| pid.to_str()?.parse().ok()).ok_or("the helper's pid first")?;
+        let (mut read_only, mut copies) = (Vec::new(), Vec::new());
+        while let Some(flag) = rest.next() {
+            let path = |value: Option<&OsString>| {
+                value
+                    .map(PathBuf::from)
+                    .filter(|path| path.is_absolute())
+                    .ok_or(format!("{flag:?} needs absolute paths"))
+            };
+            match flag.to_str() {
+                Some("--read-only") => read_only.push(path(rest.next())?),
+                Some("--substitute") => {
+                    let (file, copy) = (path(rest.next())?, path(rest.next())?);
+                    let fd = open_resolved(&copy)?.ok_or_else(|| format!("the copy of {} is gone", file.display()))?;
+                    let tree = clone_tree(&fd).map_err(|e| format!("taking {}: {e}", copy.display()))?;
+                    set_tree_attributes(&tree, MOUNT_ATTR_RDONLY, 0).map_err(|e| e.to_string())?;
+                    copies.push((file, tree));
+                }
+                _ => return Err(format!("unexpected argument {flag:?}")),
+            }
+        }
+        for (kind, flag) in [("user", CloneFlags::CLONE_NEWUSER), ("mnt", CloneFlags::CLONE_NEWNS)] {
+            let namespace = std::fs::File::open(format!("/proc/{pid}/ns/{kind}"))
+                .map_err(|e| format!("opening the agent's {kind} namespace: {e}"))?;
+            nix::sched::setns(&namespace, flag).map_err(|e| format!("joining the agent's {kind} namespace: {e}"))?;
+        }
+        for file in &read_only {
+            let Some(fd) = open_resolved(file)? else { continue };
+            let tree = clone_tree(&fd).map_err(|e| format!("binding {}: {e}", file.display()))?;
+            set_tree_attributes(&tree, MOUNT_ATTR_RDONLY, 0).map_err(|e| e.to_string())?;
+            attach_tree(&tree, Target::Descriptor(&fd)).map_err(|e| format!("binding {}: {e}", file.display()))?;
+        }
+        for (file, tree) in &copies {
+            let Some(fd) = open_resolved(file)? else { continue };
+            attach_tree(tree, Target::Descriptor(&fd)).map_err(|e| format!("covering {}: {e}", file.display()))?;
+        }
+        Ok(())
+    };
+    match run() {
+        Ok(()) => 0,
+        Err(reason) => {
+            log_line!("aileron {REBIND}: {reason}");
+            1
+        }
+    }
+}
+
 /// The process each forwarding handler signals (the child that stands for the agent).
 static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
 

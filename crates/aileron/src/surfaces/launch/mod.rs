@@ -882,6 +882,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
     let mut link_record = None;
+    let mut withheld_watch = Vec::new();
     let mut checkouts = repositories::Checkouts::default();
     let mut withheld_credentials = Vec::new();
     let confinement = if options.unconfined {
@@ -946,6 +947,19 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         exposed.extend(exposed_variables);
         request.hidden = stores;
         hidden.extend(withheld_configs);
+        // Every config file that may hold a credential, where it really is, with the copy it gets
+        // when one replaced while the agent runs holds one (W1).
+        for (index, (config, format)) in config_files(&env, &access).into_iter().enumerate() {
+            let Ok(real) = std::fs::canonicalize(&config) else { continue };
+            let copy = match substitutes.iter().find(|(file, _)| *file == real) {
+                Some((_, copy)) => copy.clone(),
+                None => {
+                    let name = real.file_name().unwrap_or_default().to_string_lossy().to_string();
+                    withheld_dir.path().join(format!("r{index}-{name}"))
+                }
+            };
+            withheld_watch.push((real, copy, format));
+        }
         request.substitutes = substitutes;
         if options.network == SessionNetwork::Enforced {
             // The host's socket files the agent could still reach through the filesystem (not
@@ -1158,22 +1172,33 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         allow_tcp: forwards.iter().map(|forward| forward.destination.clone()).collect(),
     });
     let hosts_file = request.hosts_file.clone();
+    let helper_pid = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
+    let rebound: Vec<PathBuf> = request.read_only.clone();
     let containment = (confinement == Confinement::Namespaces).then_some(Contained {
         request,
         withheld: withheld_credentials,
         temp_dir: temp_dir.path(),
         traces_parent: agent_traces.as_deref(),
         handover: handover.map(|handover| (handover, home.agent_network_socket())),
+        helper_pid: &helper_pid,
     });
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
     let strays_at_launch = git::strays_in(&existing_git_dirs).found;
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
+    let bind_watch = match std::env::current_exe() {
+        Ok(helper) if confinement == Confinement::Namespaces => {
+            planted::BindWatch::start(rebound, withheld_watch, helper, helper_pid.clone())
+        }
+        _ => planted::BindWatch::start(Vec::new(), Vec::new(), PathBuf::new(), helper_pid.clone()),
+    };
     let terminal_at_launch = TerminalAtLaunch::now();
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     // Before anything is written, and before the look: the agent shared the terminal's open
     // descriptions and could leave a write to it failing or blocking (the thirteenth re-attack).
     terminal_at_launch.restore();
+    bind_watch.finish().await;
     let mut quarantined = plant_watch.finish().await;
     if let Some(record) = link_record {
         record.remove();
@@ -1334,6 +1359,9 @@ struct Contained<'a> {
     /// With an enforced network: what the launcher sends the daemon with the namespace's
     /// listeners, and where.
     handover: Option<(NetworkHandover, PathBuf)>,
+    /// Where the confinement helper's pid is stored once it runs (`planted::BindWatch` joins its
+    /// namespaces).
+    helper_pid: &'a std::sync::atomic::AtomicI32,
 }
 
 /// Where a session's trust bundle is written (outside anything the agent may write).
@@ -1619,6 +1647,7 @@ async fn launch_session(
     }
     let status = match contained {
         Some(contained) => {
+            let helper_pid = contained.helper_pid;
             // A placeholder set for the session stays: it is what takes the credential's place.
             let withheld: Vec<&str> = WITHHELD_VARIABLES
                 .into_iter()
@@ -1645,7 +1674,7 @@ async fn launch_session(
                 ..contained.request
             };
             match contained.handover {
-                None => child::run(&helper, &request.arguments(), &plan.env, &withheld).await,
+                None => child::run(&helper, &request.arguments(), &plan.env, &withheld, Some(helper_pid)).await,
                 Some((handover, socket)) => {
                     let bundle = trust_bundle_path(env, &wiring.session_id);
                     request.trust_bundle = Some(bundle.clone());
@@ -1659,7 +1688,8 @@ async fn launch_session(
                     let written = bundle.clone();
                     let attached =
                         tokio::task::spawn_blocking(move || network::hand_over(&ours, &socket, &handover, &written));
-                    let status = child::run(&helper, &request.arguments(), &plan.env, &withheld).await;
+                    let status =
+                        child::run(&helper, &request.arguments(), &plan.env, &withheld, Some(helper_pid)).await;
                     // Our copy of the helper's end goes, so a hand-over still waiting sees the end.
                     drop(theirs);
                     match attached.await {
@@ -1675,7 +1705,7 @@ async fn launch_session(
         }
         None => {
             log_line!("aileron: session {} started for {} (unconfined)", wiring.session_id, agent.name());
-            child::run(program, &plan.args, &plan.env, &WITHHELD_VARIABLES).await
+            child::run(program, &plan.args, &plan.env, &WITHHELD_VARIABLES, None).await
         }
     };
     for path in temporary {

@@ -246,6 +246,109 @@ fn process_start(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Binds a protected file again inside the agent's namespaces when a tool of the user's replaces
+/// it while the agent runs (the twenty-eighth re-attack's W1): a rename over the file (`git
+/// config`'s `config.lock`, `sed -i`, an editor's atomic save) takes the read-only bind or the
+/// copy without credentials away with the old entry, in every namespace. The launcher watches
+/// each such file's directory and, for a name replaced there, runs `aileron __confine-rebind`
+/// with the confinement helper's pid (a copy made again from the new content first).
+pub struct BindWatch {
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A file the agent reads as a copy without credentials: the file, its copy, and how to write one.
+pub type Withheld = (PathBuf, PathBuf, super::withheld_config::Format);
+
+impl BindWatch {
+    /// Starts watching `read_only` (files bound read-only) and `withheld` for replacement; `helper`
+    /// is this executable, `pid` the confinement helper's once it runs (0 before).
+    pub fn start(
+        read_only: Vec<PathBuf>,
+        withheld: Vec<Withheld>,
+        helper: PathBuf,
+        pid: Arc<std::sync::atomic::AtomicI32>,
+    ) -> BindWatch {
+        let files: Vec<PathBuf> = read_only.iter().chain(withheld.iter().map(|(file, _, _)| file)).cloned().collect();
+        if files.is_empty() {
+            return BindWatch { task: None };
+        }
+        let Ok(inotify) = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK) else {
+            return BindWatch { task: None };
+        };
+        let mut names: HashMap<WatchDescriptor, Vec<(OsString, PathBuf)>> = HashMap::new();
+        for file in &files {
+            let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else { continue };
+            if let Ok(wd) = inotify.add_watch(dir, AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE) {
+                names.entry(wd).or_default().push((name.to_os_string(), file.clone()));
+            }
+        }
+        let task = tokio::spawn(async move {
+            // SAFETY: `Events` owns the descriptor and keeps it open until the `AsyncFd` is dropped.
+            let Ok(inotify) = (unsafe { AsyncFd::register_with_interest(Events(inotify), Interest::READABLE) }) else {
+                return;
+            };
+            loop {
+                let Ok(mut ready) = inotify.readable().await else { return };
+                let events = match inotify.get_ref().0.read_events() {
+                    Ok(events) => events,
+                    Err(nix::errno::Errno::EAGAIN) => {
+                        ready.clear_ready();
+                        continue;
+                    }
+                    Err(_) => return,
+                };
+                let mut replaced: Vec<PathBuf> = Vec::new();
+                for event in &events {
+                    let Some(watched) = names.get(&event.wd) else { continue };
+                    for (name, file) in watched {
+                        if event.name.as_ref() == Some(name) && !replaced.contains(file) {
+                            replaced.push(file.clone());
+                        }
+                    }
+                }
+                let target = pid.load(std::sync::atomic::Ordering::SeqCst);
+                if replaced.is_empty() || target <= 0 {
+                    continue;
+                }
+                let mut args: Vec<OsString> = vec![super::confine::REBIND.into(), target.to_string().into()];
+                for file in &replaced {
+                    if read_only.contains(file) {
+                        args.extend(["--read-only".into(), file.clone().into_os_string()]);
+                    }
+                    if let Some((_, copy, format)) = withheld.iter().find(|(withheld, _, _)| withheld == file)
+                        && super::withheld_config::copy_again(file, copy, *format)
+                    {
+                        args.extend([
+                            "--substitute".into(),
+                            file.clone().into_os_string(),
+                            copy.clone().into_os_string(),
+                        ]);
+                    }
+                }
+                let helper = helper.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    let ran = std::process::Command::new(&helper).args(&args).status();
+                    if !ran.is_ok_and(|status| status.success()) {
+                        log_line!(
+                            "aileron: warning: a file replaced while the agent runs could not be protected again"
+                        );
+                    }
+                })
+                .await;
+            }
+        });
+        BindWatch { task: Some(task) }
+    }
+
+    /// Stops watching (the agent has exited).
+    pub async fn finish(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
 /// The inotify instance, as the reactor registers it.
 struct Events(Inotify);
 

@@ -374,6 +374,19 @@ pub fn copies(
     Ok((copies, lines))
 }
 
+/// Writes `copy` again from `file`'s content as it is now (a tool of the user's replaced it
+/// while the agent runs); whether there is a copy to show (false: the file holds no credential
+/// now, or cannot be read, and is shown as it is).
+pub fn copy_again(file: &Path, copy: &Path, format: Format) -> bool {
+    let Ok(bytes) = git::read_limited(file, false) else { return false };
+    let text = String::from_utf8_lossy(&bytes);
+    let withheld = match format {
+        Format::Git => without_credentials(&text),
+        Format::Cargo => cargo_without_credentials(&text),
+    };
+    withheld.is_some_and(|withheld| crate::platform::home::write_atomic(copy, withheld.text.as_bytes(), 0o600).is_ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
