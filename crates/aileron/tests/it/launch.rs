@@ -4956,6 +4956,22 @@ fn a_workspace_reached_through_a_planted_link_or_in_a_start_up_location_is_refus
     assert!(!units.join("evil.service").exists());
 }
 
+/// `aileron launch claude` in `work` started, once its agent has made `ready` there (at most a
+/// minute); killed when dropped, so a failing test leaves no agent waiting.
+fn launched_until_ready(rig: &LaunchRig, work: &Path, env: &[(&str, &std::ffi::OsStr)]) -> KillOnDrop {
+    let mut launch =
+        KillOnDrop(rig.command_at(work, &["launch", "claude"], Some(Path::new("/usr/bin")), env).spawn().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !work.join("ready").exists() {
+        assert!(std::time::Instant::now() < deadline, "the agent never started");
+        if let Some(status) = launch.0.try_wait().unwrap() {
+            panic!("the launch ended first: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    launch
+}
+
 /// The twenty-seventh re-attack's R3: a socket made on the host after the launch (a tmux server
 /// the user starts during the session; podman's, a bus's in the runtime directory) was on no list
 /// read at launch, and a command sent to that tmux server ran as the user, unconfined. The
@@ -4984,17 +5000,7 @@ fn sockets_made_on_the_host_during_the_session_are_out_of_the_agents_sight() {
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let env = [("XDG_RUNTIME_DIR", runtime.as_os_str()), ("TMUX_TMPDIR", tmux_parent.as_os_str())];
-    // Killed if the test fails first: the agent goes with its launcher.
-    let mut launch =
-        KillOnDrop(rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &env).spawn().unwrap());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !work.join("ready").exists() {
-        assert!(std::time::Instant::now() < deadline, "the agent never started");
-        if let Some(status) = launch.0.try_wait().unwrap() {
-            panic!("the launch ended first: {status}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let mut launch = launched_until_ready(&rig, &work, &env);
     assert!(tmux_dir.is_dir(), "tmux's directory is made at launch, the user's own");
     let late = std::os::unix::net::UnixListener::bind(runtime.join("late.sock")).unwrap();
     let tmux = std::os::unix::net::UnixListener::bind(tmux_dir.join("default")).unwrap();
@@ -5055,17 +5061,7 @@ fn a_protected_file_the_user_replaces_during_the_session_is_protected_again() {
     );
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    // Killed if the test fails first: the agent goes with its launcher.
-    let mut launch =
-        KillOnDrop(rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]).spawn().unwrap());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !work.join("ready").exists() {
-        assert!(std::time::Instant::now() < deadline, "the agent never started");
-        if let Some(status) = launch.0.try_wait().unwrap() {
-            panic!("the launch ended first: {status}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let mut launch = launched_until_ready(&rig, &work, &[]);
     // As `git remote set-url` does: the new config written aside, renamed over the old one.
     let replaced = std::fs::read_to_string(&config)
         .unwrap()

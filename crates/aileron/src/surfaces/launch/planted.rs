@@ -100,16 +100,7 @@ impl PlantWatch {
                     // `AsyncFd` holding it is dropped.
                     let registered = unsafe { AsyncFd::register_with_interest(Events(inotify), Interest::READABLE) };
                     let Ok(inotify) = registered else { return };
-                    loop {
-                        let Ok(mut ready) = inotify.readable().await else { return };
-                        let events = match inotify.get_ref().0.read_events() {
-                            Ok(events) => events,
-                            Err(nix::errno::Errno::EAGAIN) => {
-                                ready.clear_ready();
-                                continue;
-                            }
-                            Err(_) => return,
-                        };
+                    while let Some(events) = next_events(&inotify).await {
                         // A missing directory on the way was made: watched from now on, and
                         // looked in at once (the file may be there already).
                         if events.iter().any(|event| armed.ancestors.contains(&event.wd)) {
@@ -287,16 +278,7 @@ impl BindWatch {
             let Ok(inotify) = (unsafe { AsyncFd::register_with_interest(Events(inotify), Interest::READABLE) }) else {
                 return;
             };
-            loop {
-                let Ok(mut ready) = inotify.readable().await else { return };
-                let events = match inotify.get_ref().0.read_events() {
-                    Ok(events) => events,
-                    Err(nix::errno::Errno::EAGAIN) => {
-                        ready.clear_ready();
-                        continue;
-                    }
-                    Err(_) => return,
-                };
+            while let Some(events) = next_events(&inotify).await {
                 let mut replaced: Vec<PathBuf> = Vec::new();
                 for event in &events {
                     let Some(watched) = names.get(&event.wd) else { continue };
@@ -345,6 +327,18 @@ impl BindWatch {
         if let Some(task) = self.task.take() {
             task.abort();
             let _ = task.await;
+        }
+    }
+}
+
+/// The next batch of events, when the instance has some (`None`: it can no longer be read).
+async fn next_events(inotify: &AsyncFd<Events>) -> Option<Vec<nix::sys::inotify::InotifyEvent>> {
+    loop {
+        let mut ready = inotify.readable().await.ok()?;
+        match inotify.get_ref().0.read_events() {
+            Ok(events) => return Some(events),
+            Err(nix::errno::Errno::EAGAIN) => ready.clear_ready(),
+            Err(_) => return None,
         }
     }
 }
