@@ -173,6 +173,13 @@ pub(crate) fn clone_tree(fd: &OwnedFd) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(tree as i32) })
 }
 
+/// A read-only detached copy of the mount tree at `fd` ([`clone_tree`] made read-only whole).
+pub(crate) fn read_only_clone(fd: &OwnedFd) -> std::io::Result<OwnedFd> {
+    let tree = clone_tree(fd)?;
+    set_tree_attributes(&tree, MOUNT_ATTR_RDONLY, 0)?;
+    Ok(tree)
+}
+
 /// Where [`attach_tree`] attaches a tree.
 pub(crate) enum Target<'a> {
     /// What a descriptor is (opened with no link followed), whatever its path says now.
@@ -208,13 +215,13 @@ pub(crate) fn attach_tree(tree: &OwnedFd, target: Target<'_>) -> std::io::Result
 }
 
 /// Sets and clears mount attributes on a detached tree ([`clone_tree`]) and every mount in it.
-pub(crate) fn set_tree_attributes(tree: &OwnedFd, set: u64, clear: u64) -> std::io::Result<()> {
+fn set_tree_attributes(tree: &OwnedFd, set: u64, clear: u64) -> std::io::Result<()> {
     let flags = libc::AT_EMPTY_PATH as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
     set_mount_attributes(tree.as_raw_fd(), c"", flags, set, clear)
 }
 
 /// `mount_setattr(2)`'s attribute for read-only, and its argument (`struct mount_attr`).
-pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
 #[repr(C)]
 struct MountAttributes {
     set: u64,

@@ -129,10 +129,21 @@ pub fn write_access(
         access.writable.push(workspace.clone());
         access.workspace = Some(workspace);
     }
+    // Why a resolved agent directory is not the agent's to write, if it is not.
+    let unfit_directory = |resolved: &Path| {
+        unfit_root(resolved, &startup_locations).or_else(|| {
+            super::home_view::is_shared_directory(&home, resolved)
+                .then(|| "holds many programs' configuration".to_string())
+        })
+    };
     for dir in agent_directories(agent, env) {
-        match own_path(&dir, untrusted)? {
+        let resolved = own_path(&dir, untrusted)?;
+        match resolved.map(|resolved| {
+            let unfit = unfit_directory(&resolved);
+            (resolved, unfit)
+        }) {
             // `CLAUDE_CONFIG_DIR=$HOME` would make the whole home writable (the nineteenth re-attack).
-            Some(resolved) if home.starts_with(&resolved) => access.notes.push(format!(
+            Some((resolved, _)) if home.starts_with(&resolved) => access.notes.push(format!(
                 "{} holds your home directory, so the agent does not get it to write\nhint: point the agent's \
                  configuration variable at a directory of its own",
                 resolved.display()
@@ -140,21 +151,14 @@ pub fn write_access(
             // Led elsewhere by a link (`~/.claude -> dotfiles/claude/.claude` made to lead to
             // `~/.config`, another repository's `.git` or `~/.local/bin`: the twenty-seventh
             // re-attack): not the agent's to write.
-            Some(resolved)
-                if super::home_view::is_shared_directory(&home, &resolved)
-                    || unfit_root(&resolved, &startup_locations).is_some() =>
-            {
-                access.notes.push(format!(
-                    "{} leads to {}, which {}, so the agent does not get it to write\nhint: point {} at a directory \
-                     of the agent's own",
-                    super::shown(&dir),
-                    super::shown(&resolved),
-                    unfit_root(&resolved, &startup_locations)
-                        .unwrap_or_else(|| "holds many programs' configuration".to_string()),
-                    super::shown(&dir)
-                ))
-            }
-            Some(resolved) => {
+            Some((resolved, Some(why))) => access.notes.push(format!(
+                "{} leads to {}, which {why}, so the agent does not get it to write\nhint: point {} at a directory of \
+                 the agent's own",
+                super::shown(&dir),
+                super::shown(&resolved),
+                super::shown(&dir)
+            )),
+            Some((resolved, None)) => {
                 // A repository of the user's kept there (`~/.claude` as a git clone of one's
                 // settings) is protected like the workspace's (the seventh re-attack).
                 if std::fs::symlink_metadata(resolved.join(".git")).is_ok() {

@@ -366,13 +366,11 @@ pub const REBIND: &str = "__confine-rebind";
 /// are joined (the user owns them) and each file, opened there with no link followed, gets a
 /// read-only bind of itself or the copy.
 pub fn rebind_main(args: &[OsString]) -> i32 {
-    use crate::platform::confinement::{
-        MOUNT_ATTR_RDONLY, Target, attach_tree, clone_tree, open_resolved, set_tree_attributes,
-    };
+    use crate::platform::confinement::{Target, attach_tree, open_resolved, read_only_clone};
     let run = || -> Result<(), String> {
         let mut rest = args.iter();
         let pid: i32 = rest.next().and_then(|pid| pid.to_str()?.parse().ok()).ok_or("the helper's pid first")?;
-        let (mut read_only, mut copies) = (Vec::new(), Vec::new());
+        let (mut read_only, mut substitutes) = (Vec::new(), Vec::new());
         while let Some(flag) = rest.next() {
             let path = |value: Option<&OsString>| {
                 value
@@ -382,16 +380,11 @@ pub fn rebind_main(args: &[OsString]) -> i32 {
             };
             match flag.to_str() {
                 Some("--read-only") => read_only.push(path(rest.next())?),
-                Some("--substitute") => {
-                    let (file, copy) = (path(rest.next())?, path(rest.next())?);
-                    let fd = open_resolved(&copy)?.ok_or_else(|| format!("the copy of {} is gone", file.display()))?;
-                    let tree = clone_tree(&fd).map_err(|e| format!("taking {}: {e}", copy.display()))?;
-                    set_tree_attributes(&tree, MOUNT_ATTR_RDONLY, 0).map_err(|e| e.to_string())?;
-                    copies.push((file, tree));
-                }
+                Some("--substitute") => substitutes.push((path(rest.next())?, path(rest.next())?)),
                 _ => return Err(format!("unexpected argument {flag:?}")),
             }
         }
+        let copies = copies_to_substitute(&substitutes)?;
         for (kind, flag) in [("user", CloneFlags::CLONE_NEWUSER), ("mnt", CloneFlags::CLONE_NEWNS)] {
             let namespace = std::fs::File::open(format!("/proc/{pid}/ns/{kind}"))
                 .map_err(|e| format!("opening the agent's {kind} namespace: {e}"))?;
@@ -399,15 +392,10 @@ pub fn rebind_main(args: &[OsString]) -> i32 {
         }
         for file in &read_only {
             let Some(fd) = open_resolved(file)? else { continue };
-            let tree = clone_tree(&fd).map_err(|e| format!("binding {}: {e}", file.display()))?;
-            set_tree_attributes(&tree, MOUNT_ATTR_RDONLY, 0).map_err(|e| e.to_string())?;
+            let tree = read_only_clone(&fd).map_err(|e| format!("binding {}: {e}", file.display()))?;
             attach_tree(&tree, Target::Descriptor(&fd)).map_err(|e| format!("binding {}: {e}", file.display()))?;
         }
-        for (file, tree) in &copies {
-            let Some(fd) = open_resolved(file)? else { continue };
-            attach_tree(tree, Target::Descriptor(&fd)).map_err(|e| format!("covering {}: {e}", file.display()))?;
-        }
-        Ok(())
+        attach_copies(copies)
     };
     match run() {
         Ok(()) => 0,
@@ -668,13 +656,8 @@ fn init(request: &Request) -> Result<i32, String> {
         mount(none, path, none, read_only, none).map_err(|e| format!("making {} read-only: {e}", path.display()))?;
     }
     // Last, over the covers' clones and the read-only binds: a file holding a credential shows
-    // its copy without it. One that cannot be covered stops the launch (the agent would read it).
-    for (file, copy) in substitutes {
-        use crate::platform::confinement::{Target, attach_tree, open_resolved};
-        let Some(target) = open_resolved(file)? else { continue };
-        attach_tree(&copy, Target::Descriptor(&target))
-            .map_err(|e| format!("showing {} without its credentials: {e}", file.display()))?;
-    }
+    // its copy without it.
+    attach_copies(substitutes)?;
     // The working directory was entered before these mounts, on the mount now read-only beneath
     // the workspace's writable bind: entered again by its name, it is on the bind.
     if let Ok(cwd) = std::env::current_dir() {
@@ -713,16 +696,27 @@ fn init(request: &Request) -> Result<i32, String> {
 /// Each copy of [`Request::substitutes`] as a detached read-only mount of it, with the file it
 /// is to be shown at.
 fn copies_to_substitute(substitutes: &[(PathBuf, PathBuf)]) -> Result<Vec<(&PathBuf, std::os::fd::OwnedFd)>, String> {
-    use crate::platform::confinement::{MOUNT_ATTR_RDONLY, clone_tree, open_resolved, set_tree_attributes};
+    use crate::platform::confinement::{open_resolved, read_only_clone};
     let mut trees = Vec::new();
     for (file, copy) in substitutes {
         let fd = open_resolved(copy)?.ok_or_else(|| format!("the copy of {} is gone", file.display()))?;
-        let tree = clone_tree(&fd).map_err(|e| format!("taking the copy of {}: {e}", file.display()))?;
-        set_tree_attributes(&tree, MOUNT_ATTR_RDONLY, 0)
-            .map_err(|e| format!("making the copy of {} read-only: {e}", file.display()))?;
+        let tree = read_only_clone(&fd).map_err(|e| format!("taking the copy of {}: {e}", file.display()))?;
         trees.push((file, tree));
     }
     Ok(trees)
+}
+
+/// Shows each file at its copy ([`copies_to_substitute`]), the file opened with no link followed;
+/// one gone since is left out. One that cannot be covered stops the caller (the agent would read
+/// it).
+fn attach_copies(copies: Vec<(&PathBuf, std::os::fd::OwnedFd)>) -> Result<(), String> {
+    use crate::platform::confinement::{Target, attach_tree, open_resolved};
+    for (file, copy) in copies {
+        let Some(target) = open_resolved(file)? else { continue };
+        attach_tree(&copy, Target::Descriptor(&target))
+            .map_err(|e| format!("showing {} without its credentials: {e}", file.display()))?;
+    }
+    Ok(())
 }
 
 /// A directory as a read list (`home_view`, the launch directory): each path `cover.seen` keeps is

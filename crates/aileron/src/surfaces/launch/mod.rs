@@ -714,10 +714,9 @@ fn config_files(env: &LaunchEnv, access: &allow_list::WriteAccess) -> Vec<(PathB
     // Those git read at launch; the user's own wherever `GIT_CONFIG_GLOBAL` points git (they stay
     // in the home's view); each git directory's config and worktree configs (a linked worktree's
     // main repository: the twenty-eighth re-attack read both there).
-    let config_home = env.config_home();
-    let usual =
-        [env.home_dir.join(".gitconfig"), config_home.join("git/config"), env.home_dir.join(".config/git/config")];
-    let mut git: Vec<PathBuf> = access.git_configs.iter().cloned().chain(usual).collect();
+    let usual = repositories::user_config_files(env, &env.home_dir);
+    let mut git: Vec<PathBuf> =
+        access.git_configs.iter().cloned().chain(usual).chain([env.home_dir.join(".config/git/config")]).collect();
     for dir in &access.git_dirs {
         git.extend([dir.join("config"), dir.join("config.worktree")]);
         let worktrees = std::fs::read_dir(dir.join("worktrees")).into_iter().flatten().flatten().take(1024);
@@ -903,8 +902,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         access.prepare()?;
         // Before a protected file's other names are separated from it: a name in the workspace of a
         // git config holding a credential gets the copy too.
+        let configs = config_files(&env, &access);
         let (substitutes, withheld_configs) =
-            withheld_config::copies(&config_files(&env, &access), Some(withheld_dir.path()), &access.read_only)
+            withheld_config::copies(&configs, Some(withheld_dir.path()), &access.read_only)
                 .context("writing the agent's copies of your config files without the credentials in them")?;
         if !withheld_configs.is_empty() {
             log_line!(
@@ -949,7 +949,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         hidden.extend(withheld_configs);
         // Every config file that may hold a credential, where it really is, with the copy it gets
         // when one replaced while the agent runs holds one (W1).
-        for (index, (config, format)) in config_files(&env, &access).into_iter().enumerate() {
+        for (index, (config, format)) in configs.into_iter().enumerate() {
             let Ok(real) = std::fs::canonicalize(&config) else { continue };
             let copy = match substitutes.iter().find(|(file, _)| *file == real) {
                 Some((_, copy)) => copy.clone(),
@@ -1173,8 +1173,6 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     });
     let hosts_file = request.hosts_file.clone();
     let helper_pid = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
-    // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
-    let rebound: Vec<PathBuf> = request.read_only.clone();
     let containment = (confinement == Confinement::Namespaces).then_some(Contained {
         request,
         withheld: withheld_credentials,
@@ -1187,18 +1185,19 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let strays_at_launch = git::strays_in(&existing_git_dirs).found;
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
-    let bind_watch = match std::env::current_exe() {
-        Ok(helper) if confinement == Confinement::Namespaces => {
-            planted::BindWatch::start(rebound, withheld_watch, helper, helper_pid.clone())
-        }
-        _ => planted::BindWatch::start(Vec::new(), Vec::new(), PathBuf::new(), helper_pid.clone()),
-    };
+    // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
+    let bind_watch = std::env::current_exe()
+        .ok()
+        .filter(|_| confinement == Confinement::Namespaces)
+        .map(|helper| planted::BindWatch::start(bound_read_only.clone(), withheld_watch, helper, helper_pid.clone()));
     let terminal_at_launch = TerminalAtLaunch::now();
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     // Before anything is written, and before the look: the agent shared the terminal's open
     // descriptions and could leave a write to it failing or blocking (the thirteenth re-attack).
     terminal_at_launch.restore();
-    bind_watch.finish().await;
+    if let Some(bind_watch) = bind_watch {
+        bind_watch.finish().await;
+    }
     let mut quarantined = plant_watch.finish().await;
     if let Some(record) = link_record {
         record.remove();

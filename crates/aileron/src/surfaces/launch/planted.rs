@@ -294,17 +294,21 @@ impl BindWatch {
                 }
                 let mut args: Vec<OsString> = vec![super::confine::REBIND.into(), target.to_string().into()];
                 for file in &replaced {
-                    if read_only.contains(file) {
-                        args.extend(["--read-only".into(), file.clone().into_os_string()]);
-                    }
-                    if let Some((_, copy, format)) = withheld.iter().find(|(withheld, _, _)| withheld == file)
-                        && super::withheld_config::copy_again(file, copy, *format)
-                    {
+                    // The copy without the credentials the new content holds (itself read-only),
+                    // else the file bound read-only again: one mount, so there is no moment in
+                    // which the file's own content shows under a read-only bind.
+                    let copy = withheld
+                        .iter()
+                        .find(|(withheld, _, _)| withheld == file)
+                        .filter(|(_, copy, format)| super::withheld_config::copy_again(file, copy, *format));
+                    if let Some((_, copy, _)) = copy {
                         args.extend([
                             "--substitute".into(),
                             file.clone().into_os_string(),
                             copy.clone().into_os_string(),
                         ]);
+                    } else if read_only.contains(file) {
+                        args.extend(["--read-only".into(), file.clone().into_os_string()]);
                     }
                 }
                 let helper = helper.clone();
@@ -580,8 +584,8 @@ mod tests {
         false
     }
 
-    /// R7: a second session takes a kept link's text from the live session that recorded it, not
-    /// from its own look (the first session's agent had swapped it); a dead launcher's record is
+    /// R7 and K1: a second session whose look at a kept link differs from what a live session
+    /// recorded (the first session's agent had swapped it) is told so; a dead launcher's record is
     /// removed and ignored; the record goes when the session ends.
     #[test]
     fn a_kept_link_that_differs_from_a_live_sessions_record_is_told() {

@@ -617,7 +617,7 @@ impl GitContext {
         }
         match env.var(GIT_CONFIG_GLOBAL) {
             Some(global) => files.push(PathBuf::from(global)),
-            None => files.extend([env.config_home().join("git/config"), home.join(".gitconfig")]),
+            None => files.extend(user_config_files(env, home)),
         }
         let mut global = Vec::new();
         for file in files {
@@ -673,12 +673,15 @@ impl GitContext {
 
     /// A path as git takes it from a config: `~/` in the home, relative to `base` otherwise.
     fn resolve(&self, named: &str, base: &Path) -> Option<PathBuf> {
-        let path = match named.strip_prefix('~') {
-            Some(_) => expand_home(named, &self.home)?,
-            None => base.join(named),
-        };
+        let path = if named.starts_with('~') { expand_home(named, &self.home)? } else { base.join(named) };
         Some(without_dot_dots(&path))
     }
+}
+
+/// The user's own git config files where git looks for them when `GIT_CONFIG_GLOBAL` is unset:
+/// `$XDG_CONFIG_HOME/git/config`, then `~/.gitconfig`.
+pub(super) fn user_config_files(env: &LaunchEnv, home: &Path) -> [PathBuf; 2] {
+    [env.config_home().join("git/config"), home.join(".gitconfig")]
 }
 
 /// A path git takes from a config starting with `~`: `~/…` in `home`, `~user/…` in that account's

@@ -29,14 +29,20 @@ fn is_secret_key(key: &str) -> bool {
         || ["token", "password", "passwd", "secret", "apikey", "api-key"].iter().any(|word| key.contains(word))
 }
 
-/// Whether a config variable hands over a credential: a URL with user information in its
-/// subsection, a secret key name, a helper printing a password, a URL with a password in its
-/// value (the last is kept without it, [`without_userinfo`]).
-fn holds_credential(entry: &Entry) -> bool {
+/// Whether a config variable is left out whole: a URL with user information in its subsection, a
+/// secret key name, a helper printing a password.
+fn left_out(entry: &Entry) -> bool {
+    subsection_holds_userinfo(entry) || is_secret_key(&entry.key) || helper_with_secret(entry)
+}
+
+fn subsection_holds_userinfo(entry: &Entry) -> bool {
     entry.subsection.as_deref().is_some_and(|sub| userinfo_at(sub).is_some())
-        || is_secret_key(&entry.key)
-        || helper_with_secret(entry)
-        || entry.value.as_deref().is_some_and(|value| userinfo_at(value).is_some())
+}
+
+/// Whether a config variable hands over a credential: one left out whole, or a URL with user
+/// information in its value (kept without it, [`without_userinfo`]).
+fn holds_credential(entry: &Entry) -> bool {
+    left_out(entry) || entry.value.as_deref().is_some_and(|value| userinfo_at(value).is_some())
 }
 
 /// The environment's git config (`GIT_CONFIG_COUNT` with its `GIT_CONFIG_KEY_<n>` and
@@ -60,13 +66,11 @@ pub fn environment_credentials(get: impl Fn(&str) -> Option<String>) -> (Vec<Str
         keys.extend(secret_pairs);
     }
     if let Some(parameters) = get("GIT_CONFIG_PARAMETERS") {
-        let secret: Vec<String> = parameter_entries(&parameters)
-            .iter()
-            .filter(|entry| holds_credential(entry))
-            .map(|entry| named(entry, true))
-            .collect();
+        let entries = parameter_entries(&parameters);
+        let secret: Vec<String> =
+            entries.iter().filter(|entry| holds_credential(entry)).map(|entry| named(entry, true)).collect();
         // Withheld whole when it holds one, or when it does not read as git writes it.
-        if !secret.is_empty() || (parameter_entries(&parameters).is_empty() && !parameters.trim().is_empty()) {
+        if !secret.is_empty() || (entries.is_empty() && !parameters.trim().is_empty()) {
             names.push("GIT_CONFIG_PARAMETERS".to_string());
             keys.extend(if secret.is_empty() { vec!["GIT_CONFIG_PARAMETERS".to_string()] } else { secret });
         }
@@ -118,9 +122,8 @@ pub fn without_credentials(text: &str) -> Option<Withheld> {
     let mut keys = Vec::new();
     let mut kept = Vec::new();
     for mut entry in git::parse(text) {
-        let subsection_secret = entry.subsection.as_deref().is_some_and(|sub| userinfo_at(sub).is_some());
-        if subsection_secret || is_secret_key(&entry.key) || helper_with_secret(&entry) {
-            keys.push(named(&entry, subsection_secret));
+        if left_out(&entry) {
+            keys.push(named(&entry, subsection_holds_userinfo(&entry)));
             continue;
         }
         if let Some(value) = entry.value.as_deref()
@@ -194,6 +197,9 @@ fn without_userinfo(value: &str) -> Option<String> {
     changed.then_some(stripped)
 }
 
+/// The first line of every copy, for whoever opens one.
+const COPY_HEADER: &str = "# A copy without the credentials it held, made by `aileron launch` for the agent\n";
+
 /// Entries written back as a config file git reads the same: one section header where the
 /// section changes, every value quoted with its quotes, backslashes and line ends escaped.
 fn written(entries: &[Entry]) -> String {
@@ -212,7 +218,7 @@ fn written(entries: &[Entry]) -> String {
         quoted.push('"');
         quoted
     };
-    let mut text = String::from("# A copy without the credentials it held, made by `aileron launch` for the agent\n");
+    let mut text = String::from(COPY_HEADER);
     let mut current: Option<(&str, Option<&str>)> = None;
     for entry in entries {
         let section = (entry.section.as_str(), entry.subsection.as_deref());
@@ -268,8 +274,7 @@ pub fn cargo_without_credentials(text: &str) -> Option<Withheld> {
     if keys.is_empty() {
         return None;
     }
-    let mut written =
-        String::from("# A copy without the credentials it held, made by `aileron launch` for the agent\n");
+    let mut written = String::from(COPY_HEADER);
     written.push_str(&toml::to_string(&table).ok()?);
     Some(Withheld { text: written, keys })
 }
@@ -345,13 +350,7 @@ pub fn copies(
         if !done.insert(real.clone()) {
             continue;
         }
-        let Ok(bytes) = git::read_limited(&real, false) else { continue };
-        let text = String::from_utf8_lossy(&bytes);
-        let withheld = match format {
-            Format::Git => without_credentials(&text),
-            Format::Cargo => cargo_without_credentials(&text),
-        };
-        let Some(withheld) = withheld else { continue };
+        let Some(withheld) = read_without_credentials(&real, *format) else { continue };
         lines.push(format!("{} ({})", super::shown(config), withheld.keys.join(", ")));
         let Some(dir) = dir else { continue };
         crate::platform::home::create_private_dir(dir)?;
@@ -378,13 +377,19 @@ pub fn copies(
 /// while the agent runs); whether there is a copy to show (false: the file holds no credential
 /// now, or cannot be read, and is shown as it is).
 pub fn copy_again(file: &Path, copy: &Path, format: Format) -> bool {
-    let Ok(bytes) = git::read_limited(file, false) else { return false };
+    read_without_credentials(file, format)
+        .is_some_and(|withheld| crate::platform::home::write_atomic(copy, withheld.text.as_bytes(), 0o600).is_ok())
+}
+
+/// `file` (read as it is, no link followed) without its credentials, if it holds any and can be
+/// read.
+fn read_without_credentials(file: &Path, format: Format) -> Option<Withheld> {
+    let bytes = git::read_limited(file, false).ok()?;
     let text = String::from_utf8_lossy(&bytes);
-    let withheld = match format {
+    match format {
         Format::Git => without_credentials(&text),
         Format::Cargo => cargo_without_credentials(&text),
-    };
-    withheld.is_some_and(|withheld| crate::platform::home::write_atomic(copy, withheld.text.as_bytes(), 0o600).is_ok())
+    }
 }
 
 #[cfg(test)]
