@@ -180,6 +180,49 @@ pub(crate) fn read_only_clone(fd: &OwnedFd) -> std::io::Result<OwnedFd> {
     Ok(tree)
 }
 
+/// A detached read-only mount of a file holding `contents`, alone on a tmpfs of its own
+/// (`fsopen`, `fsmount`, then `open_tree` of the file): what a process attaches in a mount
+/// namespace it may mount in when the file it copies lies in one it may not (the user's own, for
+/// a process without privilege: a clone taken there is refused, the twenty-ninth re-attack's A3).
+pub(crate) fn detached_file(contents: &[u8]) -> std::io::Result<OwnedFd> {
+    use std::io::Write as _;
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    const MOUNT_ATTR_NOSUID: u64 = 0x2;
+    const MOUNT_ATTR_NODEV: u64 = 0x4;
+    const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    let owned = |fd: libc::c_long| {
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the system call returned a new descriptor, owned from here on.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    };
+    // SAFETY: a NUL-terminated file system name and integer flags, as fsopen(2) takes them.
+    let context = owned(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) })?;
+    let null = std::ptr::null::<libc::c_char>();
+    // SAFETY: the context's descriptor and the create command, which takes no key or value.
+    let created = unsafe { libc::syscall(libc::SYS_fsconfig, context.as_raw_fd(), FSCONFIG_CMD_CREATE, null, null, 0) };
+    if created < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let attributes = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    // SAFETY: the created context's descriptor and integer flags, as fsmount(2) takes them.
+    let root = owned(unsafe { libc::syscall(libc::SYS_fsmount, context.as_raw_fd(), FSMOUNT_CLOEXEC, attributes) })?;
+    // SAFETY: openat on the new tmpfs's root with a NUL-terminated name, creating the file.
+    let file = owned(unsafe {
+        libc::openat(root.as_raw_fd(), c"file".as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644)
+    } as libc::c_long)?;
+    std::fs::File::from(file).write_all(contents)?;
+    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    // SAFETY: the tmpfs root's descriptor, a NUL-terminated name in it and integer flags.
+    let tree = owned(unsafe { libc::syscall(libc::SYS_open_tree, root.as_raw_fd(), c"file".as_ptr(), flags) })?;
+    set_tree_attributes(&tree, MOUNT_ATTR_RDONLY, 0)?;
+    Ok(tree)
+}
+
 /// Where [`attach_tree`] attaches a tree.
 pub(crate) enum Target<'a> {
     /// What a descriptor is (opened with no link followed), whatever its path says now.

@@ -4959,8 +4959,38 @@ fn a_workspace_reached_through_a_planted_link_or_in_a_start_up_location_is_refus
 /// `aileron launch claude` in `work` started, once its agent has made `ready` there (at most a
 /// minute); killed when dropped, so a failing test leaves no agent waiting.
 fn launched_until_ready(rig: &LaunchRig, work: &Path, env: &[(&str, &std::ffi::OsStr)]) -> KillOnDrop {
-    let mut launch =
-        KillOnDrop(rig.command_at(work, &["launch", "claude"], Some(Path::new("/usr/bin")), env).spawn().unwrap());
+    launched_with_until_ready(rig, work, &["launch", "claude"], env)
+}
+
+/// `command` run as the user without any capability of root's (but `CAP_SETFCAP`, which Linux asks
+/// of a uid 0 that maps itself into a user namespace): what an ordinary user may do, where the
+/// tests run as root (the twenty-ninth re-attack's A3: the rebind worked as root only).
+fn without_privilege(command: Command) -> Command {
+    let mut wrapped = Command::new("setpriv");
+    wrapped.args(["--bounding-set=-all,+setfcap", "--inh-caps=-all", "--"]).arg(command.get_program());
+    wrapped.args(command.get_args());
+    if let Some(dir) = command.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    wrapped.stdin(std::process::Stdio::null());
+    wrapped
+}
+
+/// [`launched_until_ready`] with the launch's own arguments.
+fn launched_with_until_ready(
+    rig: &LaunchRig,
+    work: &Path,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> KillOnDrop {
+    let command = rig.command_at(work, args, Some(Path::new("/usr/bin")), env);
+    let mut launch = KillOnDrop(without_privilege(command).spawn().unwrap());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !work.join("ready").exists() {
         assert!(std::time::Instant::now() < deadline, "the agent never started");
@@ -5009,6 +5039,49 @@ fn sockets_made_on_the_host_during_the_session_are_out_of_the_agents_sight() {
     let sight = std::fs::read_to_string(work.join("sight.txt")).unwrap();
     assert!(!sight.contains("SEEN"), "{sight}");
     drop((late, tmux));
+}
+
+/// The twenty-eighth re-attack's S1: a socket a program of the user's makes in `/tmp` during the
+/// session (an ssh-agent started in another terminal makes `/tmp/ssh-XXXXXX/agent.<pid>`, `tmux
+/// -S /tmp/x`) was on no list read at launch, and the agent could use the user's keys through it.
+/// Under the enforced network the agent's `/tmp` is a read list: what it writes, the launch's own
+/// files, its home and toolchains when they lie there, and what `--expose` names; a file there
+/// before the launch is out of its sight too, unless exposed.
+#[test]
+fn sockets_and_files_in_the_shared_temp_directory_are_out_of_the_agents_sight() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let before = tempfile::Builder::new().prefix("aileron-s1-before-").tempfile_in("/tmp").unwrap();
+    let exposed = tempfile::Builder::new().prefix("aileron-s1-exposed-").tempfile_in("/tmp").unwrap();
+    // Names no other test takes, made only once the agent runs.
+    let unique = rig.temp.path().file_name().unwrap().to_string_lossy().to_string();
+    let agent_dir = PathBuf::from(format!("/tmp/ssh-aileron-s1{unique}"));
+    let (agent_socket, top_socket) =
+        (agent_dir.join("agent.1"), PathBuf::from(format!("/tmp/aileron-s1{unique}.sock")));
+    let script = format!(
+        "#!/bin/sh\ntouch ready\ni=0; while [ ! -e created ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n{{ ls -A /tmp; \
+         for s in '{agent}' '{top}' '{before}' '{exposed}'; do [ -e \"$s\" ] && echo \"SEEN $s\"; done; }} > sight.txt \
+         2>&1\nexit 0\n",
+        agent = agent_socket.display(),
+        top = top_socket.display(),
+        before = before.path().display(),
+        exposed = exposed.path().display(),
+    );
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exposed_arg = exposed.path().to_str().unwrap();
+    let mut launch = launched_with_until_ready(&rig, &work, &["launch", "--expose", exposed_arg, "claude"], &[]);
+    std::fs::create_dir(&agent_dir).unwrap();
+    let ssh_agent = std::os::unix::net::UnixListener::bind(&agent_socket).unwrap();
+    let late = std::os::unix::net::UnixListener::bind(&top_socket).unwrap();
+    std::fs::write(work.join("created"), "").unwrap();
+    assert!(launch.0.wait().unwrap().success());
+    let sight = std::fs::read_to_string(work.join("sight.txt")).unwrap();
+    assert!(sight.contains(&format!("SEEN {}", exposed.path().display())), "{sight}");
+    assert_eq!(sight.matches("SEEN").count(), 1, "{sight}");
+    drop((ssh_agent, late));
+    let _ = std::fs::remove_file(&top_socket);
+    let _ = std::fs::remove_dir_all(&agent_dir);
 }
 
 /// The twenty-seventh re-attack's R8: a mount the system made read-only inside the workspace (a

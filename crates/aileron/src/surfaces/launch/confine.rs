@@ -366,7 +366,7 @@ pub const REBIND: &str = "__confine-rebind";
 /// are joined (the user owns them) and each file, opened there with no link followed, gets a
 /// read-only bind of itself or the copy.
 pub fn rebind_main(args: &[OsString]) -> i32 {
-    use crate::platform::confinement::{Target, attach_tree, open_resolved, read_only_clone};
+    use crate::platform::confinement::{Target, attach_tree, detached_file, open_resolved, read_only_clone};
     let run = || -> Result<(), String> {
         let mut rest = args.iter();
         let pid: i32 = rest.next().and_then(|pid| pid.to_str()?.parse().ok()).ok_or("the helper's pid first")?;
@@ -384,18 +384,39 @@ pub fn rebind_main(args: &[OsString]) -> i32 {
                 _ => return Err(format!("unexpected argument {flag:?}")),
             }
         }
-        let copies = copies_to_substitute(&substitutes)?;
+        // Each copy's content, read here: the Aileron home it is kept in is masked in there, and a
+        // mount of it taken here, in the user's own mount namespace, is refused to a process
+        // without privilege (the twenty-ninth re-attack's A3: as root alone was the file bound).
+        let mut copies = Vec::new();
+        for (file, copy) in &substitutes {
+            copies.push((file, read_copy(copy).map_err(|e| format!("reading the copy of {}: {e}", file.display()))?));
+        }
         for (kind, flag) in [("user", CloneFlags::CLONE_NEWUSER), ("mnt", CloneFlags::CLONE_NEWNS)] {
             let namespace = std::fs::File::open(format!("/proc/{pid}/ns/{kind}"))
                 .map_err(|e| format!("opening the agent's {kind} namespace: {e}"))?;
             nix::sched::setns(&namespace, flag).map_err(|e| format!("joining the agent's {kind} namespace: {e}"))?;
         }
+        // Every file, whatever another's fails on; the failures said together.
+        let mut failures = Vec::new();
         for file in &read_only {
-            let Some(fd) = open_resolved(file)? else { continue };
-            let tree = read_only_clone(&fd).map_err(|e| format!("binding {}: {e}", file.display()))?;
-            attach_tree(&tree, Target::Descriptor(&fd)).map_err(|e| format!("binding {}: {e}", file.display()))?;
+            let bound = open_resolved(file).and_then(|fd| {
+                let Some(fd) = fd else { return Ok(()) };
+                read_only_clone(&fd)
+                    .and_then(|tree| attach_tree(&tree, Target::Descriptor(&fd)))
+                    .map_err(|e| format!("binding {}: {e}", file.display()))
+            });
+            failures.extend(bound.err());
         }
-        attach_copies(copies)
+        for (file, contents) in copies {
+            let shown = open_resolved(file).and_then(|fd| {
+                let Some(fd) = fd else { return Ok(()) };
+                detached_file(&contents)
+                    .and_then(|tree| attach_tree(&tree, Target::Descriptor(&fd)))
+                    .map_err(|e| format!("showing {} without its credentials: {e}", file.display()))
+            });
+            failures.extend(shown.err());
+        }
+        if failures.is_empty() { Ok(()) } else { Err(failures.join("; ")) }
     };
     match run() {
         Ok(()) => 0,
@@ -404,6 +425,18 @@ pub fn rebind_main(args: &[OsString]) -> i32 {
             1
         }
     }
+}
+
+/// A copy's content ([`rebind_main`]), opened with no link followed; a config copy, so at most
+/// 16 MiB.
+fn read_copy(copy: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    let fd = crate::platform::confinement::open_path(None, copy, libc::O_RDONLY, resolve)
+        .map_err(std::io::Error::from_raw_os_error)?;
+    let mut contents = Vec::new();
+    std::fs::File::from(fd).take(16 << 20).read_to_end(&mut contents)?;
+    Ok(contents)
 }
 
 /// The process each forwarding handler signals (the child that stands for the agent).

@@ -83,7 +83,7 @@ const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
 const KEPT_LINKS: &str = "launch-links";
 /// The shell's name for its working directory (links as the user followed them).
 const PWD: &str = "PWD";
-const FOREIGN_VARIABLES: [&str; 23] = [
+const FOREIGN_VARIABLES: [&str; 24] = [
     PWD,
     CODEX_HOME,
     XDG_CONFIG_HOME,
@@ -112,6 +112,8 @@ const FOREIGN_VARIABLES: [&str; 23] = [
     // Where tmux and screen make their sockets (covered in the agent's namespace).
     network::TMUX_TMPDIR,
     network::SCREENDIR,
+    // The user's temp directory (covered in the agent's namespace, as `/tmp` is).
+    network::TMPDIR,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -564,6 +566,36 @@ fn views_of_home(
     views.collect()
 }
 
+/// What of the shared temp directories (`network::temp_directories`) a confined agent sees under
+/// the enforced network: what [`view_of`] keeps of a home (what the agent writes, the launch's own
+/// files, the home when it lies there, `--expose`, its programs and the user's toolchains), and
+/// nothing else, so a socket a program of the user's makes there during the session is out of its
+/// sight (S1). The Aileron home's `masks` stay where they are, empty (the `aileron` the agent runs
+/// finds its home there). Not one the agent writes whole, nor one inside a home (that home's view
+/// covers it).
+fn views_of_temp(
+    agent: Agent,
+    env: &LaunchEnv,
+    access: &allow_list::WriteAccess,
+    expose: &[PathBuf],
+    masks: &[PathBuf],
+    programs: &[PathBuf],
+    recorded: &[PathBuf],
+) -> Vec<home_view::HomeView> {
+    let named: Vec<PathBuf> = expose.iter().chain(masks).cloned().collect();
+    let homes: Vec<PathBuf> = [Some(&env.home_dir), env.account_home.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|home| std::fs::canonicalize(home).ok())
+        .collect();
+    network::temp_directories(env)
+        .into_iter()
+        .filter(|dir| !access.writable.iter().any(|root| dir.starts_with(root)))
+        .filter(|dir| !homes.iter().any(|home| dir.starts_with(home)))
+        .filter_map(|dir| view_of(agent, env, &dir, access, &named, programs, recorded))
+        .collect()
+}
+
 /// What of `home` (`HOME`, or the account's own home beside it) the agent sees: the account's
 /// keeps `HOME` when it holds it (a temporary home in it keeps its own cover).
 fn view_of(
@@ -827,6 +859,16 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                     shown(&view.kept)
                 );
             }
+            if options.network == SessionNetwork::Enforced {
+                let masks = crate::platform::confinement::masked_directories(home);
+                for view in views_of_temp(agent, &env, &access, &options.expose, &masks, &programs, &recorded) {
+                    println!(
+                        "of the temp directory {} the agent sees only (--expose PATH for more): {}",
+                        view.home.display(),
+                        shown(&view.kept)
+                    );
+                }
+            }
             for note in &access.notes {
                 println!("note: {note}");
             }
@@ -1013,6 +1055,23 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             }
             home_seen.extend(view.kept.iter().map(|path| path.display().to_string()));
             request.covers.push(confine::Cover { dir: view.home, seen: view.kept, links: view.links });
+        }
+        // The shared temp directories as a read list too, under the enforced network: a socket made
+        // there during the session (an ssh-agent started in another terminal, `tmux -S`) is out of
+        // the agent's sight (S1).
+        if options.network == SessionNetwork::Enforced {
+            for view in views_of_temp(agent, &env, &access, &options.expose, &masks, &programs, &recorded) {
+                if view.left_out > 0 {
+                    log_line!(
+                        "aileron: warning: {} more paths of {} than the {} kept are out of the agent's sight\nhint: \
+                         --expose PATH keeps one",
+                        view.left_out,
+                        view.home.display(),
+                        home_view::MAX_KEPT
+                    );
+                }
+                request.covers.push(confine::Cover { dir: view.home, seen: view.kept, links: view.links });
+            }
         }
         watched = access.watched;
         kept_links = access.kept_links;

@@ -586,6 +586,30 @@ pub fn runtime_directories(env: &super::LaunchEnv) -> Vec<PathBuf> {
     dirs
 }
 
+/// The shared temp directories: `/tmp`, and `$TMPDIR` where it names another (canonical, each a
+/// directory, none inside another). Any program of the user's makes its socket there when it
+/// starts, an ssh-agent (`/tmp/ssh-XXXXXX/agent.<pid>`), an emacs server, `tmux -S`: one made
+/// during the session was on no list read at launch, and the agent could reach it (the
+/// twenty-eighth re-attack's S1). Under the enforced network each is covered, as the home is, by
+/// a read list of what the agent needs there (`home_view`).
+pub fn temp_directories(env: &super::LaunchEnv) -> Vec<PathBuf> {
+    let named = env.var(TMPDIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
+    let mut dirs: Vec<PathBuf> = [PathBuf::from("/tmp")]
+        .into_iter()
+        .chain(named)
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .filter(|dir| dir.is_dir() && dir.parent().is_some())
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    let outer = dirs.clone();
+    dirs.retain(|dir| !outer.iter().any(|other| dir.starts_with(other) && dir != other));
+    dirs
+}
+
+/// The user's temp directory, when set (read by [`temp_directories`]).
+pub const TMPDIR: &str = "TMPDIR";
+
 /// The directories terminal multiplexers make their sockets in, made now when missing (as the
 /// program itself makes it: the user's own, mode 0700): `$TMUX_TMPDIR/tmux-<uid>` (`/tmp` when
 /// unset), and screen's `$SCREENDIR` and `/run/screen/S-<user>` where they exist. A server the
