@@ -5155,12 +5155,13 @@ fn a_protected_file_the_user_replaces_during_the_session_is_protected_again() {
 /// link too); the user's files are unchanged, and the rest of the config reads the same.
 #[test]
 fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
-    const PLANTED: [&str; 5] = [
+    const PLANTED: [&str; 6] = [
         "ghp_PLANTEDinsteadOf000000000000000000001",
         "PLANTEDextraHeader00000000001",
         "PLANTEDremotePassword0001",
         "cio_PLANTEDcargoRegistryToken01",
         "PLANTEDenvironmentHeader0001",
+        "PLANTEDeditableInstall0001",
     ];
     let rig = LaunchRig::new();
     let (work, _) = rig.committed_workspace();
@@ -5178,6 +5179,14 @@ fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
         Command::new("git").args(["remote", "add", "origin", &remote]).current_dir(&work).status().unwrap().success()
     );
     let repo_config = std::fs::read_to_string(work.join(".git/config")).unwrap();
+    // A dependency cloned by `pip install -e git+https://TOKEN@…` (the twenty-ninth re-attack's A2):
+    // the search for nested repositories skips `.venv`.
+    let editable = work.join(".venv/src/privpkg");
+    std::fs::create_dir_all(&editable).unwrap();
+    let clone_url = format!("https://x-access-token:{}@github.com/org/privpkg.git", PLANTED[5]);
+    for args in [&["init", "-q"][..], &["remote", "add", "origin", &clone_url]] {
+        assert!(Command::new("git").args(args).current_dir(&editable).status().unwrap().success());
+    }
     // Cargo's config beside it: a registry token in the file cargo's other settings live in.
     let cargo_home = rig.user_home().join(".cargo");
     std::fs::create_dir_all(&cargo_home).unwrap();
@@ -5185,7 +5194,7 @@ fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
     std::fs::write(cargo_home.join("config.toml"), &cargo_config).unwrap();
     let report = rig.report();
     let script = format!(
-        "#!/bin/sh\n{{ cat \"$HOME/.gitconfig\" .git/config \"$CARGO_HOME/config.toml\"; env; git config --list --show-origin; \
+        "#!/bin/sh\n{{ cat \"$HOME/.gitconfig\" .git/config \"$CARGO_HOME/config.toml\" .venv/src/privpkg/.git/config; env; git config --list --show-origin; \
          echo \"name: $(git config user.name)\"; echo \"alias: $(git config alias.st)\"; }} > '{}' 2>&1\n",
         report.display()
     );

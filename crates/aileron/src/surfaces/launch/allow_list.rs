@@ -630,8 +630,14 @@ fn walk(mut pending: Vec<PathBuf>, mut budget: usize, mut visit: impl FnMut(&std
 }
 
 /// Directories of the home whose entries are programs or plugins the user's tools load (one `*`
-/// a level of any name).
-const PLUGIN_DIRECTORIES: [&str; 11] = [
+/// a level of any name): the program directories a login shell puts on `PATH` when they exist
+/// (`~/.profile`), whatever the launch's `PATH` says, and Python's user site directories, whose
+/// `usercustomize.py` and `.pth` files every `python3` of the user's runs (the twenty-ninth
+/// re-attack's A6).
+const PLUGIN_DIRECTORIES: [&str; 14] = [
+    ".local/bin",
+    "bin",
+    ".local/lib/*/site-packages",
     ".vim/pack/*/start",
     ".vim/pack/*/opt",
     ".config/nvim/pack/*/start",
@@ -1517,6 +1523,32 @@ mod tests {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(access.notes.iter().any(|note| note.contains("pack/dev/start/whole leads to")), "{:?}", access.notes);
+    }
+
+    /// The twenty-ninth re-attack's A6: `~/.local/bin` off the launch's `PATH` (the user's login
+    /// shell puts it there later) and Python's user site directory, which every `python3` of the
+    /// user's loads: links from there into the workspace stayed writable, and the user's next
+    /// `python3` ran the agent's `usercustomize.py`.
+    #[test]
+    fn programs_on_the_login_path_and_python_start_up_files_linked_into_the_workspace_are_read_only() {
+        let (_temp, home, repo) = home_and_repo();
+        for file in ["bin/mytool", "usercustomize.py", "py/extra.pth"] {
+            std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
+            std::fs::write(repo.join(file), "x").unwrap();
+        }
+        let site = home.join(".local/lib/python3.11/site-packages");
+        for dir in [home.join(".local/bin"), home.join("bin"), site.clone()] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::os::unix::fs::symlink(repo.join("bin/mytool"), home.join(".local/bin/mytool")).unwrap();
+        std::os::unix::fs::symlink(repo.join("usercustomize.py"), site.join("usercustomize.py")).unwrap();
+        std::os::unix::fs::symlink(repo.join("py/extra.pth"), site.join("extra.pth")).unwrap();
+        let mut env = env(&home);
+        env.vars.insert(super::super::PATH.into(), "/usr/bin:/bin".into());
+        let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        for protected in ["bin", "usercustomize.py", "py"] {
+            assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
+        }
     }
 
     /// The twenty-first re-attack: with `~/.config` a link into the workspace and no

@@ -47,8 +47,7 @@ pub fn parse(text: &str) -> Vec<Entry> {
         match c {
             '[' => {
                 chars.next();
-                let header: String = chars.by_ref().take_while(|&c| c != ']' && c != '\n').collect();
-                (section, subsection) = section_header(&header);
+                (section, subsection) = section_header(&mut chars);
             }
             ';' | '#' => {
                 chars.by_ref().take_while(|&c| c != '\n').for_each(drop);
@@ -76,18 +75,32 @@ pub fn parse(text: &str) -> Vec<Entry> {
     entries
 }
 
-/// `section "sub"` or `section.sub` (inside the brackets).
-fn section_header(header: &str) -> (String, Option<String>) {
-    match header.split_once(|c: char| c.is_whitespace()) {
-        Some((name, rest)) => {
-            let quoted = rest.trim().trim_start_matches('"').trim_end_matches('"');
-            let unescaped = quoted.replace("\\\"", "\"").replace("\\\\", "\\");
-            (name.to_ascii_lowercase(), Some(unescaped))
+/// A section header after its `[`, through its `]`, as git's parser reads one: `section "sub"`,
+/// the subsection quoted, any character after a backslash taken as it is (`https:\/\/…` is
+/// `https://…` to git: the twenty-ninth re-attack hid a token's URL from the rules that way); or
+/// the old `section.sub`, lower-cased.
+fn section_header(chars: &mut std::iter::Peekable<std::str::Chars>) -> (String, Option<String>) {
+    let mut name = String::new();
+    while let Some(c) = chars.next_if(|&c| c != ']' && !c.is_whitespace()) {
+        name.push(c);
+    }
+    let mut subsection = None;
+    while chars.next_if(|&c| c == ' ' || c == '\t').is_some() {}
+    if chars.next_if_eq(&'"').is_some() {
+        let mut sub = String::new();
+        while let Some(c) = chars.next_if(|&c| c != '\n') {
+            match c {
+                '"' => break,
+                '\\' => sub.extend(chars.next_if(|&c| c != '\n')),
+                c => sub.push(c),
+            }
         }
-        None => match header.split_once('.') {
-            Some((name, sub)) => (name.to_ascii_lowercase(), Some(sub.to_ascii_lowercase())),
-            None => (header.trim().to_ascii_lowercase(), None),
-        },
+        subsection = Some(sub);
+    }
+    while chars.next_if(|&c| c != '\n').is_some_and(|c| c != ']') {}
+    match (name.split_once('.'), subsection) {
+        (Some((name, sub)), None) => (name.to_ascii_lowercase(), Some(sub.to_ascii_lowercase())),
+        (_, subsection) => (name.to_ascii_lowercase(), subsection),
     }
 }
 

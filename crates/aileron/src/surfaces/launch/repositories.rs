@@ -124,6 +124,8 @@ struct Found {
     complete: bool,
     /// Indexes too large to read ([`git::submodules`]).
     unread: Vec<PathBuf>,
+    /// The configs of checkouts among installed dependencies ([`dependency_configs`]).
+    dependency_configs: Vec<PathBuf>,
 }
 
 /// `root` itself when it holds `.git`, then [`nested_checkouts`], then every checkout the
@@ -131,7 +133,7 @@ struct Found {
 /// and stops 32 levels down, `git status` at the root enters every submodule and runs what
 /// its config names (the second re-attack of 2026-12-05).
 fn checkouts_in(root: &Path) -> Found {
-    let (nested, mut complete) = nested_checkouts(root);
+    let (nested, mut complete, skipped) = nested_checkouts(root);
     // The root itself made into a git directory counts too (the twelfth re-attack: launched in a
     // new project, the agent wrote `HEAD`, `objects/`, `refs/` and a `config` there).
     let own = (std::fs::symlink_metadata(root.join(".git")).is_ok() || git::is_git_directory(root))
@@ -173,7 +175,41 @@ fn checkouts_in(root: &Path) -> Found {
             }
         }
     }
-    Found { checkouts: found, entered, complete, unread }
+    Found { checkouts: found, entered, complete, unread, dependency_configs: dependency_configs(&skipped) }
+}
+
+/// Directories searched among installed dependencies for checkouts, at most, and how deep below
+/// each directory of them.
+const MAX_DEPENDENCY_DIRECTORIES: usize = 4096;
+const MAX_DEPENDENCY_DEPTH: usize = 3;
+
+/// The config files of the checkouts a few levels into the installed dependencies the search for
+/// nested repositories skips (`skipped`: `.venv`, `node_modules`, …): `pip install -e
+/// git+https://TOKEN@…` clones into `.venv/src/<name>` with the token in its remote's URL, which
+/// the agent read (the twenty-ninth re-attack's A2). Read for credentials only: what runs from
+/// there runs as the user anyway.
+fn dependency_configs(skipped: &[PathBuf]) -> Vec<PathBuf> {
+    let mut configs = Vec::new();
+    let mut pending: std::collections::VecDeque<(PathBuf, usize)> =
+        skipped.iter().map(|dir| (dir.clone(), 0)).collect();
+    let mut budget = MAX_DEPENDENCY_DIRECTORIES;
+    while let Some((dir, depth)) = pending.pop_front() {
+        let Some(left) = budget.checked_sub(1) else { break };
+        budget = left;
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                configs.extend([path.join("config"), path.join("config.worktree")].into_iter().filter(|f| f.is_file()));
+            } else if depth < MAX_DEPENDENCY_DEPTH {
+                pending.push_back((path, depth + 1));
+            }
+        }
+    }
+    configs
 }
 
 /// Checkouts followed through indexes' submodules, at most.
@@ -201,7 +237,7 @@ const REPLACING: [&str; 2] = ["refs/replace", "info/grafts"];
 /// between `root` and each are pinned by [`write_access`], so a renamed parent cannot carry the
 /// protected repository away and leave a planted one in its place).
 pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut Protection) {
-    let Found { checkouts, complete, unread, entered } = checkouts_in(root);
+    let Found { checkouts, complete, unread, entered, dependency_configs } = checkouts_in(root);
     for index in unread {
         protection.notes.push(format!(
             "{} is too large to read: the submodules it records are not protected\nhint: look at `git ls-files -s | grep \
@@ -212,6 +248,8 @@ pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut
     for checkout in &checkouts {
         protect_checkout(checkout, git, protection);
     }
+    // Read for the credentials in them alone (`withheld_config`).
+    protection.configs_read.extend(dependency_configs);
     protection.checkouts.0.push((root.to_path_buf(), checkouts, entered));
     if !complete {
         protection.notes.push(format!(
@@ -727,23 +765,29 @@ fn module_git_dirs(modules: &Path) -> (Vec<PathBuf>, bool) {
 
 /// Checkouts inside `root` (directories holding `.git`, not `root` itself), searched breadth
 /// first through at most [`MAX_SCANNED_DIRECTORIES`] directories, without following links or
-/// entering [`SKIPPED_DIRECTORIES`]; and whether the search saw everything.
-fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
+/// entering [`SKIPPED_DIRECTORIES`]; whether the search saw everything; and the directories it
+/// skipped but git directories (installed dependencies, build outputs).
+fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool, Vec<PathBuf>) {
     let mut found = Vec::new();
+    let mut skipped = Vec::new();
     let mut complete = true;
     let mut pending = std::collections::VecDeque::from([(root.to_path_buf(), 0)]);
     let mut scanned = 0;
     while let Some((dir, depth)) = pending.pop_front() {
         scanned += 1;
         if scanned > MAX_SCANNED_DIRECTORIES {
-            return (found, false);
+            return (found, false, skipped);
         }
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            if SKIPPED_DIRECTORIES.iter().any(|skipped| name == *skipped)
-                || !entry.file_type().is_ok_and(|kind| kind.is_dir())
-            {
+            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                continue;
+            }
+            if SKIPPED_DIRECTORIES.iter().any(|skipped| name == *skipped) {
+                if name != ".git" {
+                    skipped.push(entry.path());
+                }
                 continue;
             }
             let path = entry.path();
@@ -760,7 +804,7 @@ fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool) {
         }
     }
     found.sort();
-    (found, complete)
+    (found, complete, skipped)
 }
 
 /// `path` with `.` and `..` resolved by name (`/a/.git/../b` is `/a/b`), so that whether it

@@ -30,19 +30,86 @@ fn is_secret_key(key: &str) -> bool {
 }
 
 /// Whether a config variable is left out whole: a URL with user information in its subsection, a
-/// secret key name, a helper printing a password.
+/// secret key name, a helper printing a password, a command line passing one (`sshpass -p`,
+/// `--token …`), a value holding a token known by its form.
 fn left_out(entry: &Entry) -> bool {
-    subsection_holds_userinfo(entry) || is_secret_key(&entry.key) || helper_with_secret(entry)
+    subsection_holds_userinfo(entry)
+        || is_secret_key(&entry.key)
+        || helper_with_secret(entry)
+        || entry.value.as_deref().is_some_and(|value| command_with_secret(value) || holds_known_token(value))
+}
+
+/// A command line that passes a secret on it (the twenty-ninth re-attack: `core.sshCommand =
+/// sshpass -p …`, a cargo alias's `publish --token …`): `sshpass`, or a long option named as a
+/// secret is (`--token`, `--password=…`, `--api-key`).
+fn command_with_secret(value: &str) -> bool {
+    value.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ';' | '(' | ')')).any(|word| {
+        let word = word.to_ascii_lowercase();
+        let option = word.strip_prefix("--").map(|option| option.split('=').next().unwrap_or_default());
+        word.rsplit('/').next() == Some("sshpass")
+            || option.is_some_and(|option| !option.is_empty() && is_secret_key(option))
+    })
+}
+
+/// The prefixes of tokens known by their form (GitHub's, GitLab's, Slack's, npm's, PyPI's, the
+/// model providers'), each followed by at least 16 more characters; and an AWS access key id.
+const TOKEN_PREFIXES: [&str; 15] = [
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xoxs-",
+    "npm_",
+    "pypi-",
+    "sk-",
+    "akia",
+];
+
+/// Whether `value` holds a token known by its form ([`TOKEN_PREFIXES`]) as a word of its own,
+/// whatever the key says (cargo's `[env] GITHUB_PAT = "ghp_…"`).
+fn holds_known_token(value: &str) -> bool {
+    value.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).any(|word| {
+        let lower = word.to_ascii_lowercase();
+        TOKEN_PREFIXES.iter().any(|prefix| match *prefix {
+            "akia" => {
+                word.len() == 20
+                    && word.starts_with("AKIA")
+                    && word.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+            }
+            prefix => lower.starts_with(prefix) && word.len() >= prefix.len() + 16,
+        })
+    })
 }
 
 fn subsection_holds_userinfo(entry: &Entry) -> bool {
     entry.subsection.as_deref().is_some_and(|sub| userinfo_at(sub).is_some())
 }
 
-/// Whether a config variable hands over a credential: one left out whole, or a URL with user
-/// information in its value (kept without it, [`without_userinfo`]).
+/// Whether a config variable hands over a credential: one left out whole, or user information in
+/// its value (kept without it, [`stripped_value`]).
 fn holds_credential(entry: &Entry) -> bool {
-    left_out(entry) || entry.value.as_deref().is_some_and(|value| userinfo_at(value).is_some())
+    left_out(entry) || stripped_value(entry).is_some()
+}
+
+/// An entry's value without the user information in it, when it has any: a URL's, or a proxy's
+/// written without a scheme (`http.proxy = user:password@proxy:3128`, which git reads as
+/// `http://`: the twenty-ninth re-attack's A1a).
+fn stripped_value(entry: &Entry) -> Option<String> {
+    let value = entry.value.as_deref()?;
+    without_userinfo(value).or_else(|| entry.key.ends_with("proxy").then(|| without_proxy_userinfo(value)).flatten())
+}
+
+/// A proxy written without a scheme (`user:password@proxy:3128`, as git, cargo and curl take one)
+/// without its user information.
+fn without_proxy_userinfo(value: &str) -> Option<String> {
+    let (userinfo, host) = value.split_once('@')?;
+    (!value.contains("://") && userinfo.contains(':')).then(|| host.to_string())
 }
 
 /// The environment's git config (`GIT_CONFIG_COUNT` with its `GIT_CONFIG_KEY_<n>` and
@@ -78,40 +145,48 @@ pub fn environment_credentials(get: impl Fn(&str) -> Option<String>) -> (Vec<Str
     (names, keys)
 }
 
-/// `GIT_CONFIG_PARAMETERS` as git writes it: `'key'='value'` (or `'key=value'`) items, single
-/// quotes with `'\''` for a quote inside.
+/// `GIT_CONFIG_PARAMETERS` as git reads it: items apart by spaces, each `'key'='value'` (the key
+/// whole, an `=` in it too: the twenty-ninth re-attack's A7 named a URL with one) or the older
+/// `'key=value'` (split at its first `=`), every word single-quoted with `'\''` for a quote inside.
+/// Empty when any item does not read so (the caller then withholds the variable whole).
 fn parameter_entries(text: &str) -> Vec<Entry> {
-    let mut words = Vec::new();
-    let mut chars = text.chars().peekable();
-    let mut word: Option<String> = None;
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                let current = word.get_or_insert_with(String::new);
-                for quoted in chars.by_ref() {
-                    if quoted == '\'' {
-                        break;
-                    }
-                    current.push(quoted);
-                }
-            }
-            '\\' => {
-                if let Some(escaped) = chars.next() {
-                    word.get_or_insert_with(String::new).push(escaped);
-                }
-            }
-            c if c.is_whitespace() => words.extend(word.take()),
-            c => word.get_or_insert_with(String::new).push(c),
+    let mut entries = Vec::new();
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        let Some((word, after)) = single_quoted(rest) else { return Vec::new() };
+        let (key, value, after) = match after.strip_prefix('=') {
+            Some(value) => match single_quoted(value) {
+                Some((value, after)) => (word, Some(value), after),
+                None => return Vec::new(),
+            },
+            None => match word.split_once('=') {
+                Some((key, value)) => (key.to_string(), Some(value.to_string()), after),
+                None => (word, None, after),
+            },
+        };
+        if !(after.is_empty() || after.starts_with(char::is_whitespace)) {
+            return Vec::new();
         }
+        entries.extend(git::entry_of_key(&key, value.as_deref()));
+        rest = after.trim_start();
     }
-    words.extend(word);
-    words
-        .iter()
-        .filter_map(|item| {
-            let (key, value) = item.split_once('=').map_or((item.as_str(), None), |(key, value)| (key, Some(value)));
-            git::entry_of_key(key, value)
-        })
-        .collect()
+    entries
+}
+
+/// One word of git's shell quoting (`sq_dequote_step`): `'…'`, with `\'` and `\!` between two
+/// quoted runs for the characters themselves; the word and what follows it.
+fn single_quoted(text: &str) -> Option<(String, &str)> {
+    let mut rest = text.strip_prefix('\'')?;
+    let mut word = String::new();
+    loop {
+        let end = rest.find('\'')?;
+        word.push_str(&rest[..end]);
+        rest = &rest[end + 1..];
+        let Some(escaped) = rest.strip_prefix('\\') else { return Some((word, rest)) };
+        let mut chars = escaped.chars();
+        word.push(chars.next()?);
+        rest = chars.as_str().strip_prefix('\'')?;
+    }
 }
 
 /// `text` (a git config file) written again without what would hand the agent a credential, or
@@ -126,9 +201,7 @@ pub fn without_credentials(text: &str) -> Option<Withheld> {
             keys.push(named(&entry, subsection_holds_userinfo(&entry)));
             continue;
         }
-        if let Some(value) = entry.value.as_deref()
-            && let Some(stripped) = without_userinfo(value)
-        {
+        if let Some(stripped) = stripped_value(&entry) {
             keys.push(named(&entry, false));
             entry.value = Some(stripped);
         }
@@ -151,11 +224,19 @@ fn named(entry: &Entry, hide_subsection: bool) -> String {
     }
 }
 
-/// A `credential.helper` that is a shell snippet printing a password or token itself.
+/// A `credential.helper` that is a shell snippet (`!…`) naming a password, token or secret: one
+/// that prints it itself, however it builds the line (`printf '%s=%s' password …`: the
+/// twenty-ninth re-attack's A1c). A helper that runs a program (`!gh auth git-credential`) is kept.
 fn helper_with_secret(entry: &Entry) -> bool {
     entry.section == "credential"
         && entry.key == "helper"
-        && entry.value.as_deref().is_some_and(|value| value.contains("password=") || value.contains("token="))
+        && entry.value.as_deref().is_some_and(|value| {
+            let lower = value.to_ascii_lowercase();
+            lower.contains("password=")
+                || lower.contains("token=")
+                || (lower.trim_start().starts_with('!')
+                    && ["password", "token", "secret"].iter().any(|word| lower.contains(word)))
+        })
 }
 
 /// Where a URL's user information (`user:password@`, `token@`) lies in `text`, for the schemes
@@ -287,8 +368,19 @@ fn withhold_in(table: &mut toml::Table, prefix: &str, keys: &mut Vec<String>) {
         let lower = name.to_ascii_lowercase();
         // Cargo's own (`token`, `credential-provider` with its arguments) and `[env]` entries named
         // as credentials are (`NPM_AUTH`, `AWS_ACCESS_KEY_ID`, `SENTRY_DSN`).
-        let cargo_secret = ["auth", "credential", "key", "dsn", "pwd"].iter().any(|word| lower.contains(word));
-        if is_secret_key(&lower) || cargo_secret {
+        // `GITHUB_PAT`: a personal access token by its name (the twenty-ninth re-attack's A1f).
+        let cargo_secret = ["auth", "credential", "key", "dsn", "pwd"].iter().any(|word| lower.contains(word))
+            || lower.split(['_', '-', '.']).any(|word| word == "pat");
+        // A string or a list of them (an alias) passing a secret on its command line, or holding a
+        // token known by its form.
+        let text = match table.get(&name) {
+            Some(toml::Value::String(value)) => value.clone(),
+            Some(toml::Value::Array(values)) => {
+                values.iter().filter_map(toml::Value::as_str).collect::<Vec<_>>().join(" ")
+            }
+            _ => String::new(),
+        };
+        if is_secret_key(&lower) || cargo_secret || command_with_secret(&text) || holds_known_token(&text) {
             table.remove(&name);
             keys.push(path);
             continue;
@@ -296,11 +388,9 @@ fn withhold_in(table: &mut toml::Table, prefix: &str, keys: &mut Vec<String>) {
         // A proxy written without a scheme (`user:password@proxy:3128`), as cargo and curl take it.
         if lower.contains("proxy")
             && let Some(toml::Value::String(value)) = table.get_mut(&name)
-            && !value.contains("://")
-            && let Some((userinfo, _)) = value.split_once('@')
-            && userinfo.contains(':')
+            && let Some(stripped) = without_proxy_userinfo(value)
         {
-            *value = value[userinfo.len() + 1..].to_string();
+            *value = stripped;
             keys.push(path);
             continue;
         }
@@ -516,6 +606,42 @@ mod tests {
         let withheld = cargo_without_credentials(cargo).unwrap();
         assert!(!withheld.text.contains("PLANTED"), "{}", withheld.text);
         assert!(withheld.text.contains("RUST_LOG") && withheld.text.contains("proxy:3128"), "{}", withheld.text);
+    }
+
+    /// The twenty-ninth re-attack's A1 and A7: a proxy's password without a scheme, a password on a
+    /// command line, a helper that builds its `password=` line, a subsection's URL escaped, a token
+    /// in a cargo alias and under an `[env]` name no rule knew, and a `GIT_CONFIG_PARAMETERS` key
+    /// holding an `=`.
+    #[test]
+    fn credentials_in_proxies_command_lines_escaped_urls_and_quoted_keys_are_found() {
+        let git = "[http]\n\tproxy = ada:PLANTED1@proxy.example:3128\n[remote \"o\"]\n\tproxy = me:PLANTED2@p:8080\n\
+                   [core]\n\tsshCommand = sshpass -p PLANTED3 ssh\n[credential]\n\thelper = \"!f() { printf '%s=%s\\\\n' \
+                   password PLANTED4; }; f\"\n\thelper = !gh auth git-credential\n[url \"https:\\/\\/x:PLANTED5@github.com/\"]\n\
+                   \tinsteadOf = https://gh.example/\n[alias]\n\tship = !tool --api-key=PLANTED6 up\n[github]\n\tuser = \
+                   ghp_PLANTED7aaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n[core]\n\tsshCommand2 = ssh -p 2222\n";
+        let withheld = without_credentials(git).unwrap();
+        assert!(!withheld.text.contains("PLANTED"), "{}", withheld.text);
+        for kept in ["proxy.example:3128", "p:8080", "!gh auth git-credential", "ssh -p 2222"] {
+            assert!(withheld.text.contains(kept), "{kept} kept:\n{}", withheld.text);
+        }
+        let url = git::parse(git).into_iter().find(|entry| entry.section == "url").unwrap();
+        assert_eq!(url.subsection.as_deref(), Some("https://x:PLANTED5@github.com/"), "unescaped as git reads it");
+        let cargo = "[alias]\npub-work = \"publish --registry work --token PLANTED8\"\nrel = [\"publish\", \"--token\", \
+                     \"PLANTED9\"]\nb = \"build --release\"\n[env]\nGITHUB_PAT = \"PLANTED10\"\nPATH_EXTRA = \"/opt\"\n";
+        let withheld = cargo_without_credentials(cargo).unwrap();
+        assert!(!withheld.text.contains("PLANTED"), "{}", withheld.text);
+        assert!(withheld.text.contains("build --release") && withheld.text.contains("PATH_EXTRA"), "{}", withheld.text);
+        let parameters = "'http.https://h.example/x=y.extraheader'='AUTHORIZATION: basic PLANTED11' 'core.pager=less' \
+                          'user.name'='O'\\''Hara'";
+        let entries = parameter_entries(parameters);
+        assert_eq!(entries.len(), 3, "{entries:?}");
+        assert_eq!(entries[0].key, "extraheader");
+        assert_eq!(entries[2].value.as_deref(), Some("O'Hara"));
+        let vars = [("GIT_CONFIG_PARAMETERS", parameters)];
+        let (names, _) =
+            environment_credentials(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string()));
+        assert_eq!(names, ["GIT_CONFIG_PARAMETERS"]);
+        assert!(parameter_entries("'unterminated").is_empty() && parameter_entries("'a'x").is_empty());
     }
 
     #[test]
