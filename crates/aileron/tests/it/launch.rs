@@ -5084,6 +5084,48 @@ fn sockets_and_files_in_the_shared_temp_directory_are_out_of_the_agents_sight() 
     let _ = std::fs::remove_dir_all(&agent_dir);
 }
 
+/// The twenty-ninth re-attack's A5: the host's sockets listening at launch were found by their
+/// paths in the host's `/proc/net/unix` only; one bound by a relative name (`nvim --listen
+/// nvim.sock` in the project) or by a process in a network namespace of its own (`unshare -rn`:
+/// its socket file is reached from any) stayed reachable, and a command sent to it ran as the
+/// user, unconfined. Both are hidden now.
+#[test]
+fn sockets_bound_by_a_relative_name_or_in_another_network_namespace_are_hidden() {
+    use std::io::BufRead as _;
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let listen = |prefix: &[&str], path: &str| {
+        let server = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen()\n\
+                      print('bound', flush=True)\nsys.stdin.read()\n";
+        // The user's own program, without root's capabilities as the launcher (a process holding
+        // more than it may not be looked into).
+        let mut command = Command::new(prefix.first().copied().unwrap_or("env"));
+        command.args(prefix.iter().skip(1)).arg("python3").args(["-c", server, path]).current_dir(&work);
+        let mut child = KillOnDrop(
+            without_privilege(command)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut line = String::new();
+        std::io::BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "bound", "the server for {path} is listening");
+        child
+    };
+    let other_namespace = work.join("netns.sock");
+    let servers = [listen(&[], "nvim.sock"), listen(&["unshare", "-rn"], other_namespace.to_str().unwrap())];
+    let script = "#!/bin/sh\n{ for s in nvim.sock netns.sock; do [ -S \"$s\" ] && echo \"SOCKET $s\"; done; \
+                  echo looked; } > sight.txt 2>&1\ntouch ready\nexit 0\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut launch = launched_until_ready(&rig, &work, &[]);
+    assert!(launch.0.wait().unwrap().success());
+    let sight = std::fs::read_to_string(work.join("sight.txt")).unwrap();
+    assert!(sight.contains("looked") && !sight.contains("SOCKET"), "{sight}");
+    drop(servers);
+}
+
 /// The twenty-seventh re-attack's R8: a mount the system made read-only inside the workspace (a
 /// read-only bind, a squashfs, an NFS export) is locked read-only in the agent's namespace, and
 /// making the workspace writable again failed whole, refusing every launch with a hint to run

@@ -3,6 +3,7 @@
 //! what is hidden from it, and the hand-over of the namespace's listeners to the daemon
 //! (`surfaces/daemon/session_network.rs` is the other end).
 
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -551,13 +552,34 @@ pub fn other_agents_logins(agent: super::Agent, env: &super::LaunchEnv) -> Vec<P
 /// The path sockets of the host a program could reach (`/proc/net/unix`, read in the host's
 /// network namespace): the agent's new namespace already cuts it off from abstract sockets, but
 /// a socket file is reached through the filesystem (the user's ssh-agent, the session bus,
-/// docker, the journal's `/dev/log`, a dev server's in the workspace). Those under `except` (the
-/// masked directories, hidden whole) are left out; at most `limit`, the rest counted in the
-/// second value.
+/// docker, the journal's `/dev/log`, a dev server's in the workspace). Also those bound in
+/// another network namespace of the user's processes (`unshare -rn`, a sandboxed service: a
+/// socket file is reached from any), read from one of its processes' tables, and those bound by
+/// a relative name (`nvim --listen nvim.sock`), found where the process holding the socket works
+/// (the twenty-ninth re-attack's A5). Those under `except` (the masked directories, hidden whole)
+/// are left out; at most `limit`, the rest counted in the second value.
 pub fn host_unix_sockets(except: &[PathBuf], limit: usize) -> (Vec<PathBuf>, usize) {
     use std::os::unix::fs::FileTypeExt;
-    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else { return (Vec::new(), 0) };
-    let mut sockets: Vec<PathBuf> = reachable_sockets(&table)
+    let processes = user_processes();
+    let mut tables: Vec<String> = std::fs::read_to_string("/proc/net/unix").into_iter().collect();
+    let own = std::fs::read_link("/proc/self/ns/net").ok();
+    let mut namespaces: HashSet<PathBuf> = own.into_iter().collect();
+    for pid in &processes {
+        if let Ok(namespace) = std::fs::read_link(format!("/proc/{pid}/ns/net"))
+            && namespaces.insert(namespace)
+        {
+            tables.extend(std::fs::read_to_string(format!("/proc/{pid}/net/unix")));
+        }
+    }
+    let bound: Vec<(String, u64)> = tables.iter().flat_map(|table| reachable_sockets(table)).collect();
+    let relative: HashMap<u64, &str> =
+        bound.iter().filter(|(path, _)| !path.starts_with('/')).map(|(path, inode)| (*inode, path.as_str())).collect();
+    let mut paths: Vec<PathBuf> =
+        bound.iter().filter(|(path, _)| path.starts_with('/')).map(|(path, _)| path.into()).collect();
+    if !relative.is_empty() {
+        paths.extend(relative_socket_paths(&processes, &relative));
+    }
+    let mut sockets: Vec<PathBuf> = paths
         .into_iter()
         .filter(|path| !except.iter().any(|dir| path.starts_with(dir)))
         .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_socket()))
@@ -567,6 +589,48 @@ pub fn host_unix_sockets(except: &[PathBuf], limit: usize) -> (Vec<PathBuf>, usi
     let over = sockets.len().saturating_sub(limit);
     sockets.truncate(limit);
     (sockets, over)
+}
+
+/// Processes looked at for other network namespaces and relative sockets, at most, and the
+/// descriptors looked at among them.
+const MAX_PROCESSES: usize = 4096;
+const MAX_DESCRIPTORS: usize = 65_536;
+
+/// The pids of this user's processes (those whose `/proc` entry the user owns), at most
+/// [`MAX_PROCESSES`].
+fn user_processes() -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok().map(|pid| (pid, entry)))
+        .filter(|(_, entry)| entry.metadata().is_ok_and(|metadata| metadata.uid() == uid))
+        .map(|(pid, _)| pid)
+        .take(MAX_PROCESSES)
+        .collect()
+}
+
+/// Where each socket bound by a relative name (`relative`: its inode and name) is: the name in the
+/// working directory of a process holding it (`/proc/<pid>/fd/*` naming `socket:[<inode>]`).
+fn relative_socket_paths(processes: &[u32], relative: &HashMap<u64, &str>) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut budget = MAX_DESCRIPTORS;
+    for pid in processes {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
+        for fd in fds.flatten() {
+            let Some(left) = budget.checked_sub(1) else { return found };
+            budget = left;
+            let Ok(target) = std::fs::read_link(fd.path()) else { continue };
+            let inode = target.to_str().and_then(|text| text.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok());
+            if let Some(name) = inode.and_then(|inode: u64| relative.get(&inode))
+                && let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd"))
+            {
+                found.push(cwd.join(name));
+            }
+        }
+    }
+    found
 }
 
 /// The user's runtime directories that exist, where they really are: `$XDG_RUNTIME_DIR` and
@@ -646,7 +710,7 @@ pub const SCREENDIR: &str = "SCREENDIR";
 /// datagram socket (type `0002`, which never listens: the re-attack of 2026-12-05 wrote to
 /// `/dev/log` that way). The path is the rest of the line, spaces and all; a socket bound by a
 /// relative name cannot be located and is left out.
-fn reachable_sockets(table: &str) -> Vec<PathBuf> {
+fn reachable_sockets(table: &str) -> Vec<(String, u64)> {
     const LISTENING: u32 = 0x0001_0000;
     const DATAGRAM: u32 = 2;
     table
@@ -663,9 +727,10 @@ fn reachable_sockets(table: &str) -> Vec<PathBuf> {
             }
             let flags = u32::from_str_radix(fields[3], 16).ok()?;
             let kind = u32::from_str_radix(fields[4], 16).ok()?;
+            let inode = fields[6].parse().ok()?;
             let path = rest.strip_prefix(' ')?;
             let reachable = flags & LISTENING != 0 || kind == DATAGRAM;
-            (reachable && path.starts_with('/')).then(|| PathBuf::from(path))
+            (reachable && !path.is_empty() && !path.starts_with('@')).then(|| (path.to_string(), inode))
         })
         .collect()
 }
@@ -755,8 +820,14 @@ mod tests {
             0000000000000000: 00000002 00000000 00010000 0001 01 26 @abstract\n\
             0000000000000000: 00000002 00000000 00000000 0002 01 27\n";
         let found = reachable_sockets(table);
-        let expected = ["/run/user/1000/bus", "/dev/log", "/tmp/with two  spaces.sock", "/run/seqpacket.sock"];
-        assert_eq!(found, expected.iter().map(PathBuf::from).collect::<Vec<_>>());
+        let expected = [
+            ("/run/user/1000/bus", 20),
+            ("/dev/log", 21),
+            ("/tmp/with two  spaces.sock", 1234567),
+            ("/run/seqpacket.sock", 23),
+            ("relative.sock", 25),
+        ];
+        assert_eq!(found, expected.iter().map(|(path, inode)| (path.to_string(), *inode)).collect::<Vec<_>>());
     }
 
     /// Another agent's login is hidden where that agent keeps it, its own directory variables

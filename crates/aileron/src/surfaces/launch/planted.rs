@@ -280,6 +280,11 @@ impl BindWatch {
             };
             while let Some(events) = next_events(&inotify).await {
                 let mut replaced: Vec<PathBuf> = Vec::new();
+                // Events were lost (an agent flooding the directory: the twenty-ninth re-attack's
+                // A4): any file may have been replaced, so every one is bound again.
+                if events.iter().any(|event| event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)) {
+                    replaced.clone_from(&files);
+                }
                 for event in &events {
                     let Some(watched) = names.get(&event.wd) else { continue };
                     for (name, file) in watched {
