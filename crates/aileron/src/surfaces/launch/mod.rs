@@ -1245,18 +1245,19 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
-    let bind_watch = std::env::current_exe()
-        .ok()
-        .filter(|_| confinement == Confinement::Namespaces)
-        .map(|helper| planted::BindWatch::start(bound_read_only.clone(), withheld_watch, helper, helper_pid.clone()));
+    let bind_watch = std::env::current_exe().ok().filter(|_| confinement == Confinement::Namespaces).map(|helper| {
+        let pid = helper_pid.clone();
+        planted::BindWatch::start(bound_read_only.clone(), withheld_watch, helper, pid, quarantine.clone())
+    });
     let terminal_at_launch = TerminalAtLaunch::now();
     let outcome = launch_session(agent, &program, &wiring, &env, &options.agent_args, containment, &placeholders).await;
     // Before anything is written, and before the look: the agent shared the terminal's open
     // descriptions and could leave a write to it failing or blocking (the thirteenth re-attack).
     terminal_at_launch.restore();
-    if let Some(bind_watch) = bind_watch {
-        bind_watch.finish().await;
-    }
+    let taken_out = match bind_watch {
+        Some(bind_watch) => bind_watch.finish().await,
+        None => Vec::new(),
+    };
     let mut quarantined = plant_watch.finish().await;
     if let Some(record) = link_record {
         record.remove();
@@ -1296,6 +1297,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     planted::move_all(&left, &[], &quarantine, &mut quarantined);
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
+    }
+    for taken in &taken_out {
+        log_line!("aileron: warning: {}", taken.report(agent.name()));
     }
     for git_dir in strays.incomplete.iter().take(MAX_WARNINGS_EACH) {
         log_line!(
@@ -1395,7 +1399,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
-    let quarantined = quarantined.iter().map(|moved| moved.path.display().to_string()).collect();
+    let quarantined = quarantined.iter().map(|moved| &moved.path).chain(taken_out.iter().map(|taken| &taken.file));
+    let quarantined = quarantined.map(|path| path.display().to_string()).collect();
     let new_repositories = created.iter().map(|made| made.path.display().to_string()).collect();
     let hidden_changes = hidden.files.iter().map(|file| file.display().to_string()).collect();
     let end = EndSession { exit_code, quarantined, new_repositories, hidden_changes };

@@ -245,6 +245,104 @@ fn process_start(pid: i32) -> Option<u64> {
 /// with the confinement helper's pid (a copy made again from the new content first).
 pub struct BindWatch {
     task: Option<tokio::task::JoinHandle<()>>,
+    taken_out: Arc<Mutex<TakeOuts>>,
+}
+
+/// The git configs a bind watch protects, with what runs something in each ([`arming_of`]); those
+/// replaced and not looked at since; what was taken out.
+#[derive(Default)]
+struct TakeOuts {
+    armed: HashMap<PathBuf, Vec<super::git::Entry>>,
+    pending: HashSet<PathBuf>,
+    done: Vec<TakenOut>,
+    quarantine: PathBuf,
+}
+
+impl TakeOuts {
+    /// Looks at `file` (replaced) and takes out what it gained.
+    fn look(&mut self, file: &Path) {
+        self.pending.remove(file);
+        let n = self.done.len() + 1;
+        let Some(known) = self.armed.get_mut(file) else { return };
+        if let Some(taken) = take_out_gained(file, known, &self.quarantine, n) {
+            log_line!("aileron: warning: {}", taken.report("the agent"));
+            self.done.push(taken);
+        }
+    }
+}
+
+/// What a git config gained while the agent ran, in the moment a tool of the user's replaced it
+/// (the window between the rename and the rebind, W1: the agent, watching the file, can write
+/// then), taken out by the launcher: the file, the variables, and where the file as it was is
+/// kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenOut {
+    pub file: PathBuf,
+    pub variables: Vec<String>,
+    pub kept: Result<PathBuf, String>,
+}
+
+impl TakenOut {
+    /// What the user is told, when it happens and once the agent has exited.
+    pub fn report(&self, agent: &str) -> String {
+        let kept = match &self.kept {
+            Ok(kept) => format!("the file as it was is {}", super::shown(kept)),
+            Err(error) => format!("the file as it was could not be kept ({error})"),
+        };
+        format!(
+            "{} gained {} while {agent} ran, when it was replaced (by you, or by {agent} in that moment): taken out, \
+             left as comments; {kept}\nhint: if you set it yourself, remove the `{}` in front of it",
+            super::shown(&self.file),
+            self.variables.join(", "),
+            super::git::TAKEN_OUT.trim_end()
+        )
+    }
+}
+
+/// A git config the bind watch protects, and the variables in it that run something (what it
+/// held at launch, and since after each replacement).
+fn arming_of(file: &Path) -> Option<Vec<super::git::Entry>> {
+    let bytes = super::git::read_limited(file, false).ok()?;
+    Some(super::git::arming(&super::git::parse(&String::from_utf8_lossy(&bytes))))
+}
+
+/// Takes out of the git config `file` what runs something and was not there before (`known`),
+/// writing the file in place (a rename would take the agent's bind away again), the file as it
+/// was kept in `quarantine` first; `known` becomes what it holds now.
+fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: &Path, n: usize) -> Option<TakenOut> {
+    use std::io::{Seek as _, Write as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let bytes = super::git::read_limited(file, false).ok()?;
+    let text = String::from_utf8_lossy(&bytes).to_string();
+    let arming = super::git::arming(&super::git::parse(&text));
+    let gained: Vec<super::git::Entry> = arming.iter().filter(|entry| !known.contains(entry)).cloned().collect();
+    if gained.is_empty() {
+        *known = arming;
+        return None;
+    }
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    let kept_at = quarantine.join(format!("{n}-taken-out-{name}"));
+    let kept = crate::platform::home::create_private_dir(quarantine)
+        .and_then(|()| crate::platform::home::write_atomic(&kept_at, &bytes, 0o600))
+        .map(|()| kept_at)
+        .map_err(|error| error.to_string());
+    let without = super::git::taken_out(&text, &gained);
+    let written =
+        std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(file).and_then(|mut opened| {
+            opened.write_all(without.as_bytes())?;
+            opened.set_len(without.len() as u64)?;
+            opened.rewind()?;
+            opened.sync_all()
+        });
+    let variables = gained
+        .iter()
+        .map(|entry| format!("{} = {}", super::git::named(entry), entry.value.as_deref().unwrap_or("true")))
+        .collect();
+    match written {
+        Ok(()) => *known = super::git::arming(&super::git::parse(&without)),
+        Err(error) => log_line!("aileron: warning: {} could not be written without them: {error}", super::shown(file)),
+    }
+    Some(TakenOut { file: file.to_path_buf(), variables, kept })
 }
 
 /// A file the agent reads as a copy without credentials: the file, its copy, and how to write one.
@@ -253,19 +351,35 @@ pub type Withheld = (PathBuf, PathBuf, super::withheld_config::Format);
 impl BindWatch {
     /// Starts watching `read_only` (files bound read-only) and `withheld` for replacement; `helper`
     /// is this executable, `pid` the confinement helper's once it runs (0 before).
+    /// A git config among them that gains what runs something when it is replaced has that taken
+    /// out again (into `quarantine`, [`TakenOut`]).
     pub fn start(
         read_only: Vec<PathBuf>,
         withheld: Vec<Withheld>,
         helper: PathBuf,
         pid: Arc<std::sync::atomic::AtomicI32>,
+        quarantine: PathBuf,
     ) -> BindWatch {
+        let taken_out = Arc::new(Mutex::new(TakeOuts { quarantine, ..TakeOuts::default() }));
         let files: Vec<PathBuf> = read_only.iter().chain(withheld.iter().map(|(file, _, _)| file)).cloned().collect();
         if files.is_empty() {
-            return BindWatch { task: None };
+            return BindWatch { task: None, taken_out };
         }
         let Ok(inotify) = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK) else {
-            return BindWatch { task: None };
+            return BindWatch { task: None, taken_out };
         };
+        // The git configs among them, with what runs something in each now, before the agent runs.
+        let is_git_config = |file: &PathBuf| {
+            let named = file.file_name().is_some_and(|name| name == "config" || name == "config.worktree");
+            (named && file.is_file())
+                || withheld
+                    .iter()
+                    .any(|(withheld, _, format)| withheld == file && *format == super::withheld_config::Format::Git)
+        };
+        let armed =
+            files.iter().filter(|file| is_git_config(file)).filter_map(|file| Some((file.clone(), arming_of(file)?)));
+        taken_out.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).armed = armed.collect();
+        let take_outs = taken_out.clone();
         let mut names: HashMap<WatchDescriptor, Vec<(OsString, PathBuf)>> = HashMap::new();
         for file in &files {
             let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else { continue };
@@ -316,6 +430,11 @@ impl BindWatch {
                         args.extend(["--read-only".into(), file.clone().into_os_string()]);
                     }
                 }
+                take_outs
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .pending
+                    .extend(replaced.iter().cloned());
                 let helper = helper.clone();
                 let _ = tokio::task::spawn_blocking(move || {
                     let ran = std::process::Command::new(&helper).args(&args).status();
@@ -326,17 +445,30 @@ impl BindWatch {
                     }
                 })
                 .await;
+                // Bound again: what the file holds now is no longer the agent's to change. What it
+                // wrote in the moment before is taken out (W1).
+                let mut take_outs = take_outs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                for file in &replaced {
+                    take_outs.look(file);
+                }
             }
         });
-        BindWatch { task: Some(task) }
+        BindWatch { task: Some(task), taken_out }
     }
 
-    /// Stops watching (the agent has exited).
-    pub async fn finish(mut self) {
+    /// Stops watching (the agent has exited); what was taken out of a git config meanwhile, those
+    /// replaced but not looked at yet (the agent exited first) looked at now.
+    pub async fn finish(mut self) -> Vec<TakenOut> {
         if let Some(task) = self.task.take() {
             task.abort();
             let _ = task.await;
         }
+        let mut take_outs = self.taken_out.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let pending: Vec<PathBuf> = take_outs.pending.iter().cloned().collect();
+        for file in pending {
+            take_outs.look(&file);
+        }
+        std::mem::take(&mut take_outs.done)
     }
 }
 

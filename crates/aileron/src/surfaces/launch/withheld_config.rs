@@ -211,7 +211,7 @@ pub fn without_credentials(text: &str) -> Option<Withheld> {
         return None;
     }
     keys.dedup();
-    Some(Withheld { text: written(&kept), keys })
+    Some(Withheld { text: git::written(COPY_HEADER, &kept), keys })
 }
 
 /// `section.key` as the user would look it up (`url.<…>.insteadof`: a subsection holding a
@@ -280,43 +280,6 @@ fn without_userinfo(value: &str) -> Option<String> {
 
 /// The first line of every copy, for whoever opens one.
 const COPY_HEADER: &str = "# A copy without the credentials it held, made by `aileron launch` for the agent\n";
-
-/// Entries written back as a config file git reads the same: one section header where the
-/// section changes, every value quoted with its quotes, backslashes and line ends escaped.
-fn written(entries: &[Entry]) -> String {
-    let quote = |text: &str| {
-        let mut quoted = String::with_capacity(text.len() + 2);
-        quoted.push('"');
-        for c in text.chars() {
-            match c {
-                '"' => quoted.push_str("\\\""),
-                '\\' => quoted.push_str("\\\\"),
-                '\n' => quoted.push_str("\\n"),
-                '\t' => quoted.push_str("\\t"),
-                c => quoted.push(c),
-            }
-        }
-        quoted.push('"');
-        quoted
-    };
-    let mut text = String::from(COPY_HEADER);
-    let mut current: Option<(&str, Option<&str>)> = None;
-    for entry in entries {
-        let section = (entry.section.as_str(), entry.subsection.as_deref());
-        if current != Some(section) {
-            match section.1 {
-                Some(sub) => text.push_str(&format!("[{} {}]\n", section.0, quote(sub))),
-                None => text.push_str(&format!("[{}]\n", section.0)),
-            }
-            current = Some(section);
-        }
-        match &entry.value {
-            Some(value) => text.push_str(&format!("\t{} = {}\n", entry.key, quote(value))),
-            None => text.push_str(&format!("\t{}\n", entry.key)),
-        }
-    }
-    text
-}
 
 /// A file holding a credential, and the copy without it the agent reads in its place.
 pub type Substitute = (PathBuf, PathBuf);
