@@ -5191,6 +5191,40 @@ fn a_protected_file_the_user_replaces_during_the_session_is_protected_again() {
     assert_eq!(std::fs::read_to_string(&config).unwrap(), replaced, "the user's config is as the user wrote it");
 }
 
+/// The thirtieth re-attack's B1: `~/.gitconfig` holding a token is a file the home's cover puts
+/// back as a clone, with its copy without the token over it. The user's `git config --global`
+/// renamed a new file over it: the copy fell with the old entry, the clone's root was the old,
+/// deleted file (nothing can be mounted onto it), and the agent read the token for the rest of
+/// the session. The rebind takes the stale clone off and shows the new file's copy.
+#[test]
+fn the_users_git_config_replaced_in_the_home_during_the_session_is_withheld_again() {
+    const TOKENS: [&str; 2] = ["ghp_PLANTEDbeforeReplace0000000000000001", "ghp_PLANTEDafterReplace00000000000000001"];
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let gitconfig = rig.user_home().join(".gitconfig");
+    let config = |name: &str, token: &str| {
+        format!(
+            "[user]\n\tname = {name}\n[url \"https://x-access-token:{token}@github.com/\"]\n\tinsteadOf = https://github.com/\n"
+        )
+    };
+    std::fs::write(&gitconfig, config("Before", TOKENS[0])).unwrap();
+    let script = "#!/bin/sh\ntouch ready\ni=0; while [ ! -e renamed ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n\
+                  i=0; while ! grep -q 'name = .*Renamed' \"$HOME/.gitconfig\" && [ $i -lt 200 ]; do sleep 0.05; \
+                  i=$((i+1)); done\ncat \"$HOME/.gitconfig\" > sight.txt 2>&1\nexit 0\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut launch = launched_until_ready(&rig, &work, &[]);
+    // As `git config --global` does: `~/.gitconfig.lock` renamed over `~/.gitconfig`.
+    let lock = rig.user_home().join(".gitconfig.lock");
+    std::fs::write(&lock, config("Renamed", TOKENS[1])).unwrap();
+    std::fs::rename(&lock, &gitconfig).unwrap();
+    std::fs::write(work.join("renamed"), "").unwrap();
+    assert!(launch.0.wait().unwrap().success());
+    let sight = std::fs::read_to_string(work.join("sight.txt")).unwrap();
+    assert!(!TOKENS.iter().any(|token| sight.contains(token)), "the agent read a token:\n{sight}");
+    assert!(sight.contains("Renamed"), "the agent reads the new file's copy:\n{sight}");
+}
+
 /// W1's window: between a tool of the user's renaming a new `.git/config` into place and the
 /// rebind, the agent (watching the file) can append to it, and its `core.fsmonitor` would run at
 /// the user's next `git status`. Once the file is bound again, what it gained that runs something

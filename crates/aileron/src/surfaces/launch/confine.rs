@@ -408,7 +408,7 @@ pub fn rebind_main(args: &[OsString]) -> i32 {
             failures.extend(bound.err());
         }
         for (file, contents) in copies {
-            let shown = open_resolved(file).and_then(|fd| {
+            let shown = shown_over_what_was_replaced(file).and_then(|fd| {
                 let Some(fd) = fd else { return Ok(()) };
                 detached_file(&contents)
                     .and_then(|tree| attach_tree(&tree, Target::Descriptor(&fd)))
@@ -425,6 +425,28 @@ pub fn rebind_main(args: &[OsString]) -> i32 {
             1
         }
     }
+}
+
+/// `file` in the agent's namespace, opened with no link followed, to attach a copy at
+/// ([`rebind_main`]). Where it shows a file the host has replaced since (a clone the home's cover
+/// put back has the old, deleted file as its root, onto which nothing can be mounted: the
+/// thirtieth re-attack's B1 read the token of `~/.gitconfig` there after the user's `git config
+/// --global`), the mounts showing it are taken off first, down to the cover's own entry.
+fn shown_over_what_was_replaced(file: &std::path::Path) -> Result<Option<std::os::fd::OwnedFd>, String> {
+    use crate::platform::confinement::open_resolved;
+    use std::os::unix::fs::MetadataExt as _;
+    for _ in 0..8 {
+        let Some(fd) = open_resolved(file)? else { return Ok(None) };
+        let deleted = std::fs::File::from(fd.try_clone().map_err(|e| e.to_string())?)
+            .metadata()
+            .is_ok_and(|metadata| metadata.nlink() == 0);
+        if !deleted {
+            return Ok(Some(fd));
+        }
+        nix::mount::umount2(file, nix::mount::MntFlags::MNT_DETACH | nix::mount::MntFlags::UMOUNT_NOFOLLOW)
+            .map_err(|e| format!("taking the replaced {} out of sight: {e}", file.display()))?;
+    }
+    Err(format!("{} shows a replaced file under too many mounts", file.display()))
 }
 
 /// A copy's content ([`rebind_main`]), opened with no link followed; a config copy, so at most
