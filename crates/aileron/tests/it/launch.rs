@@ -5058,14 +5058,17 @@ fn sockets_and_files_in_the_shared_temp_directory_are_out_of_the_agents_sight() 
     let agent_dir = PathBuf::from(format!("/tmp/ssh-aileron-s1{unique}"));
     let (agent_socket, top_socket) =
         (agent_dir.join("agent.1"), PathBuf::from(format!("/tmp/aileron-s1{unique}.sock")));
+    // And `/var/tmp` (the thirtieth re-attack's B10).
+    let var_socket = PathBuf::from(format!("/var/tmp/aileron-s1{unique}.sock"));
     let script = format!(
         "#!/bin/sh\ntouch ready\ni=0; while [ ! -e created ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n{{ ls -A /tmp; \
-         for s in '{agent}' '{top}' '{before}' '{exposed}'; do [ -e \"$s\" ] && echo \"SEEN $s\"; done; }} > sight.txt \
+         for s in '{agent}' '{top}' '{before}' '{exposed}' '{var}'; do [ -e \"$s\" ] && echo \"SEEN $s\"; done; }} > sight.txt \
          2>&1\nexit 0\n",
         agent = agent_socket.display(),
         top = top_socket.display(),
         before = before.path().display(),
         exposed = exposed.path().display(),
+        var = var_socket.display(),
     );
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -5074,13 +5077,15 @@ fn sockets_and_files_in_the_shared_temp_directory_are_out_of_the_agents_sight() 
     std::fs::create_dir(&agent_dir).unwrap();
     let ssh_agent = std::os::unix::net::UnixListener::bind(&agent_socket).unwrap();
     let late = std::os::unix::net::UnixListener::bind(&top_socket).unwrap();
+    let var = std::os::unix::net::UnixListener::bind(&var_socket).unwrap();
     std::fs::write(work.join("created"), "").unwrap();
     assert!(launch.0.wait().unwrap().success());
     let sight = std::fs::read_to_string(work.join("sight.txt")).unwrap();
     assert!(sight.contains(&format!("SEEN {}", exposed.path().display())), "{sight}");
     assert_eq!(sight.matches("SEEN").count(), 1, "{sight}");
-    drop((ssh_agent, late));
+    drop((ssh_agent, late, var));
     let _ = std::fs::remove_file(&top_socket);
+    let _ = std::fs::remove_file(&var_socket);
     let _ = std::fs::remove_dir_all(&agent_dir);
 }
 
@@ -5094,13 +5099,14 @@ fn sockets_bound_by_a_relative_name_or_in_another_network_namespace_are_hidden()
     use std::io::BufRead as _;
     let rig = LaunchRig::new();
     let work = rig.workspace();
-    let listen = |prefix: &[&str], path: &str| {
-        let server = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen()\n\
-                      print('bound', flush=True)\nsys.stdin.read()\n";
+    let listen = |prefix: &[&str], path: &str, cd: &[&str]| {
+        // Bound, then (`cd` given) working elsewhere, as Neovim after `:cd`.
+        let server = "import os, socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen()\n\
+                      [os.chdir(d) for d in sys.argv[2:]]\nprint('bound', flush=True)\nsys.stdin.read()\n";
         // The user's own program, without root's capabilities as the launcher (a process holding
         // more than it may not be looked into).
         let mut command = Command::new(prefix.first().copied().unwrap_or("env"));
-        command.args(prefix.iter().skip(1)).arg("python3").args(["-c", server, path]).current_dir(&work);
+        command.args(prefix.iter().skip(1)).arg("python3").args(["-c", server, path]).args(cd).current_dir(&work);
         let mut child = KillOnDrop(
             without_privilege(command)
                 .stdin(std::process::Stdio::piped())
@@ -5114,8 +5120,13 @@ fn sockets_bound_by_a_relative_name_or_in_another_network_namespace_are_hidden()
         child
     };
     let other_namespace = work.join("netns.sock");
-    let servers = [listen(&[], "nvim.sock"), listen(&["unshare", "-rn"], other_namespace.to_str().unwrap())];
-    let script = "#!/bin/sh\n{ for s in nvim.sock netns.sock; do [ -S \"$s\" ] && echo \"SOCKET $s\"; done; \
+    let servers = [
+        listen(&[], "nvim.sock", &[]),
+        listen(&["unshare", "-rn"], other_namespace.to_str().unwrap(), &[]),
+        // The thirtieth re-attack's B7: bound by a relative name, then working elsewhere.
+        listen(&[], "moved.sock", &["/"]),
+    ];
+    let script = "#!/bin/sh\n{ for s in nvim.sock netns.sock moved.sock; do [ -S \"$s\" ] && echo \"SOCKET $s\"; done; \
                   echo looked; } > sight.txt 2>&1\ntouch ready\nexit 0\n";
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();

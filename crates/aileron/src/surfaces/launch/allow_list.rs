@@ -62,6 +62,8 @@ pub struct WriteAccess {
     /// Every git config file read at launch (the user's and the repositories'): one holding a
     /// credential is shown to the agent as a copy without it (`withheld_config`).
     pub git_configs: Vec<PathBuf>,
+    /// The socket files in the writable trees at launch (`repositories::Protection::sockets`).
+    pub sockets: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -240,9 +242,20 @@ pub fn write_access(
     access.writable.dedup();
     path_notes(env, &access.writable, &mut access.notes);
     let Protection {
-        pinned, read_only, watched, to_create, notes, checkouts, git_dirs, worktrees, configs_read, ..
+        pinned,
+        read_only,
+        watched,
+        to_create,
+        notes,
+        checkouts,
+        git_dirs,
+        worktrees,
+        configs_read,
+        sockets,
+        ..
     } = protection;
     access.git_configs = configs_read;
+    access.sockets = sockets;
     access.worktrees = worktrees;
     (access.pinned, access.read_only, access.watched, access.checkouts) = (pinned, read_only, watched, checkouts);
     access.git_dirs = git_dirs.iter().map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())).collect();

@@ -1010,6 +1010,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             // agent's own are made after this list is read.
             let (sockets, over) = network::host_unix_sockets(&masks, MAX_HIDDEN_SOCKETS);
             request.hidden.extend(sockets);
+            // And every socket file in what it may write, wherever it was bound from (a name
+            // relative to a directory the process has left, a path in a mount namespace of its
+            // own: the thirtieth re-attack's B7 and B2).
+            let more: Vec<PathBuf> =
+                access.sockets.iter().filter(|socket| !request.hidden.contains(socket)).cloned().collect();
+            request.hidden.extend(more);
             if over > 0 {
                 log_line!(
                     "aileron: warning: {over} more of the host's socket files than the {MAX_HIDDEN_SOCKETS} hidden stay \

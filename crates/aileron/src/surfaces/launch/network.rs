@@ -650,7 +650,8 @@ pub fn runtime_directories(env: &super::LaunchEnv) -> Vec<PathBuf> {
     dirs
 }
 
-/// The shared temp directories: `/tmp`, and `$TMPDIR` where it names another (canonical, each a
+/// The shared temp directories: `/tmp`, `/var/tmp` (the thirtieth re-attack's B10 reached a server
+/// started there), and `$TMPDIR` where it names another (canonical, each a
 /// directory, none inside another). Any program of the user's makes its socket there when it
 /// starts, an ssh-agent (`/tmp/ssh-XXXXXX/agent.<pid>`), an emacs server, `tmux -S`: one made
 /// during the session was on no list read at launch, and the agent could reach it (the
@@ -658,7 +659,7 @@ pub fn runtime_directories(env: &super::LaunchEnv) -> Vec<PathBuf> {
 /// a read list of what the agent needs there (`home_view`).
 pub fn temp_directories(env: &super::LaunchEnv) -> Vec<PathBuf> {
     let named = env.var(TMPDIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
-    let mut dirs: Vec<PathBuf> = [PathBuf::from("/tmp")]
+    let mut dirs: Vec<PathBuf> = [PathBuf::from("/tmp"), PathBuf::from("/var/tmp")]
         .into_iter()
         .chain(named)
         .filter_map(|dir| std::fs::canonicalize(dir).ok())

@@ -44,6 +44,10 @@ pub struct Protection {
     /// The config files read (at most [`MAX_CONFIGS_READ`]), and whether more were named.
     pub configs_read: Vec<PathBuf>,
     configs_cut_short: bool,
+    /// The socket files in the writable trees at launch (the search for repositories meets them):
+    /// each a host process's, since the agent has not run yet, whatever name or namespace it was
+    /// bound by.
+    pub sockets: Vec<PathBuf>,
 }
 
 /// Config files read in all for one launch's protection (git's own include limit is ten levels).
@@ -126,6 +130,8 @@ struct Found {
     unread: Vec<PathBuf>,
     /// The configs of checkouts among installed dependencies ([`dependency_configs`]).
     dependency_configs: Vec<PathBuf>,
+    /// Socket files met on the way ([`nested_checkouts`]).
+    sockets: Vec<PathBuf>,
 }
 
 /// `root` itself when it holds `.git`, then [`nested_checkouts`], then every checkout the
@@ -133,7 +139,7 @@ struct Found {
 /// and stops 32 levels down, `git status` at the root enters every submodule and runs what
 /// its config names (the second re-attack of 2026-12-05).
 fn checkouts_in(root: &Path) -> Found {
-    let (nested, mut complete, skipped) = nested_checkouts(root);
+    let Searched { checkouts: nested, mut complete, skipped, sockets } = nested_checkouts(root);
     // The root itself made into a git directory counts too (the twelfth re-attack: launched in a
     // new project, the agent wrote `HEAD`, `objects/`, `refs/` and a `config` there).
     let own = (std::fs::symlink_metadata(root.join(".git")).is_ok() || git::is_git_directory(root))
@@ -175,7 +181,7 @@ fn checkouts_in(root: &Path) -> Found {
             }
         }
     }
-    Found { checkouts: found, entered, complete, unread, dependency_configs: dependency_configs(&skipped) }
+    Found { checkouts: found, entered, complete, unread, dependency_configs: dependency_configs(&skipped), sockets }
 }
 
 /// Directories searched among installed dependencies for checkouts, at most, and how deep below
@@ -237,7 +243,8 @@ const REPLACING: [&str; 2] = ["refs/replace", "info/grafts"];
 /// between `root` and each are pinned by [`write_access`], so a renamed parent cannot carry the
 /// protected repository away and leave a planted one in its place).
 pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut Protection) {
-    let Found { checkouts, complete, unread, entered, dependency_configs } = checkouts_in(root);
+    let Found { checkouts, complete, unread, entered, dependency_configs, sockets } = checkouts_in(root);
+    protection.sockets.extend(sockets);
     for index in unread {
         protection.notes.push(format!(
             "{} is too large to read: the submodules it records are not protected\nhint: look at `git ls-files -s | grep \
@@ -763,48 +770,61 @@ fn module_git_dirs(modules: &Path) -> (Vec<PathBuf>, bool) {
     (found, true)
 }
 
+/// What [`nested_checkouts`] finds: the checkouts; whether it saw everything; the directories it
+/// skipped but git directories (installed dependencies, build outputs); the socket files it met.
+#[derive(Default)]
+struct Searched {
+    checkouts: Vec<PathBuf>,
+    complete: bool,
+    skipped: Vec<PathBuf>,
+    sockets: Vec<PathBuf>,
+}
+
 /// Checkouts inside `root` (directories holding `.git`, not `root` itself), searched breadth
 /// first through at most [`MAX_SCANNED_DIRECTORIES`] directories, without following links or
-/// entering [`SKIPPED_DIRECTORIES`]; whether the search saw everything; and the directories it
-/// skipped but git directories (installed dependencies, build outputs).
-fn nested_checkouts(root: &Path) -> (Vec<PathBuf>, bool, Vec<PathBuf>) {
-    let mut found = Vec::new();
-    let mut skipped = Vec::new();
-    let mut complete = true;
+/// entering [`SKIPPED_DIRECTORIES`] ([`Searched`]).
+fn nested_checkouts(root: &Path) -> Searched {
+    use std::os::unix::fs::FileTypeExt as _;
+    let mut searched = Searched { complete: true, ..Searched::default() };
     let mut pending = std::collections::VecDeque::from([(root.to_path_buf(), 0)]);
     let mut scanned = 0;
     while let Some((dir, depth)) = pending.pop_front() {
         scanned += 1;
         if scanned > MAX_SCANNED_DIRECTORIES {
-            return (found, false, skipped);
+            searched.complete = false;
+            return searched;
         }
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_socket() {
+                searched.sockets.push(entry.path());
+            }
+            if !kind.is_dir() {
                 continue;
             }
             if SKIPPED_DIRECTORIES.iter().any(|skipped| name == *skipped) {
                 if name != ".git" {
-                    skipped.push(entry.path());
+                    searched.skipped.push(entry.path());
                 }
                 continue;
             }
             let path = entry.path();
             if std::fs::symlink_metadata(path.join(".git")).is_ok() || git::is_git_directory(&path) {
-                found.push(path.clone());
+                searched.checkouts.push(path.clone());
             }
             if depth < MAX_SCAN_DEPTH {
                 pending.push_back((path, depth + 1));
             } else {
                 // A directory below the deepest level searched: the search is cut short, and says
                 // so (the twelfth re-attack hid a repository 33 levels down, unreported).
-                complete = false;
+                searched.complete = false;
             }
         }
     }
-    found.sort();
-    (found, complete, skipped)
+    searched.checkouts.sort();
+    searched
 }
 
 /// `path` with `.` and `..` resolved by name (`/a/.git/../b` is `/a/b`), so that whether it
