@@ -305,6 +305,16 @@ pub fn write_access(
     let named: Vec<PathBuf> = startup.iter().chain(&access.git_reads).cloned().collect();
     let shared = other_names_in(&named, &roots);
     startup.extend(shared);
+    // What those files read in from elsewhere (`source ~/dotfiles/shell/aliases.sh` in a
+    // `~/.bashrc`, a `.tmux.conf`'s `source-file`, an ssh config's `Include`): in a dotfiles
+    // workspace the agent wrote it, and the user's next shell ran it (the thirtieth re-attack's B12).
+    let files: Vec<PathBuf> = startup.iter().filter(|path| path.is_file()).cloned().collect();
+    for home in &homes {
+        let ssh_config = home.join(".ssh/config");
+        let files: Vec<PathBuf> =
+            files.iter().cloned().chain([ssh_config].into_iter().filter(|f| f.is_file())).collect();
+        startup.extend(super::sourced::read_in(&files, home));
+    }
     // Each place once, however many names lead to it.
     let mut seen = std::collections::HashSet::new();
     for path in startup {
@@ -1562,6 +1572,28 @@ mod tests {
         for protected in ["bin", "usercustomize.py", "py"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
+    }
+
+    /// The thirtieth re-attack's B12: a plain `~/.bashrc` (and `.tmux.conf`, the ssh config)
+    /// reading in a file of the dotfiles workspace: that file is read-only, or watched when missing.
+    #[test]
+    fn what_the_users_start_up_files_read_in_from_the_workspace_is_protected() {
+        let (_temp, home, repo) = home_and_repo();
+        std::fs::create_dir_all(repo.join("shell")).unwrap();
+        std::fs::write(repo.join("shell/aliases.sh"), "alias ll='ls -l'\n").unwrap();
+        let at = |file: &str| format!("{}/{file}", repo.display());
+        std::fs::write(home.join(".bashrc"), format!("source {}\n. {}\n", at("shell/aliases.sh"), at("later.sh")))
+            .unwrap();
+        std::fs::write(home.join(".tmux.conf"), format!("source-file {}\n", at("tmux.conf"))).unwrap();
+        std::fs::write(repo.join("tmux.conf"), "set -g mouse on\n").unwrap();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".ssh/config"), format!("Include {}\n", at("ssh/*.conf"))).unwrap();
+        std::fs::create_dir_all(repo.join("ssh")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        for protected in ["shell/aliases.sh", "tmux.conf", "ssh"] {
+            assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
+        }
+        assert!(access.watched.contains(&repo.join("later.sh")), "{:?}", access.watched);
     }
 
     /// The twenty-first re-attack: with `~/.config` a link into the workspace and no

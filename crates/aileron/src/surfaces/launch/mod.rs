@@ -44,6 +44,7 @@ pub mod jsonc;
 pub mod network;
 mod planted;
 mod repositories;
+mod sourced;
 pub mod toml_table;
 mod withheld_config;
 pub mod yaml_block;

@@ -1,0 +1,196 @@
+//! What the user's start-up files read in from elsewhere: a `~/.bashrc` that runs `source
+//! ~/dotfiles/shell/aliases.sh`, a `.vimrc`'s `source`, a `.tmux.conf`'s `source-file`, an ssh
+//! config's `Include`. Launched in that dotfiles repository, the agent could not write the
+//! start-up file but wrote what it reads, and the user's next shell ran it (the thirtieth
+//! re-attack's B12). Read here, without running anything; `allow_list` makes what lies in what the
+//! agent may write read-only, or watched where it is missing.
+
+use std::path::{Path, PathBuf};
+
+/// How deep files read in by files read in are followed.
+const MAX_DEPTH: usize = 3;
+/// Files read in all, at most, and the bytes read of each.
+const MAX_FILES: usize = 256;
+const MAX_BYTES: u64 = 1 << 20;
+
+/// The files (and, for a pattern, the directories) that `files` read in, and those they read in,
+/// as the program of each reads them; a path named relative to the home (`~/`, `$HOME/`, a
+/// relative path: shells start there, ssh's `Include` is relative to `~/.ssh`).
+pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = Vec::new();
+    let mut pending: Vec<(PathBuf, usize)> = files.iter().map(|file| (file.clone(), 0)).collect();
+    let mut looked = 0;
+    while let Some((file, depth)) = pending.pop() {
+        looked += 1;
+        if looked > MAX_FILES {
+            break;
+        }
+        let Some(kind) = Kind::of(&file) else { continue };
+        let Ok(text) = read(&file) else { continue };
+        for named in kind.names(&text) {
+            let Some(path) = expand(&named, home, kind) else { continue };
+            // A pattern (`Include ~/dotfiles/ssh/*.conf`): its directory whole.
+            let path = if path.file_name().is_some_and(|name| name.to_string_lossy().contains(['*', '?', '['])) {
+                path.parent().map(Path::to_path_buf).unwrap_or(path)
+            } else {
+                path
+            };
+            if found.contains(&path) {
+                continue;
+            }
+            found.push(path.clone());
+            if depth < MAX_DEPTH && path.is_file() {
+                pending.push((path, depth + 1));
+            }
+        }
+    }
+    found
+}
+
+fn read(file: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = Vec::new();
+    std::fs::File::open(file)?.take(MAX_BYTES).read_to_end(&mut text)?;
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+/// The language of a start-up file, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `source FILE` or `. FILE` where a command starts.
+    Shell,
+    /// `source FILE`, `so FILE`, `luafile FILE`.
+    Vim,
+    /// `source-file FILE`, `source FILE` (after its flags).
+    Tmux,
+    /// `Include FILE…`, relative to `~/.ssh`.
+    Ssh,
+}
+
+impl Kind {
+    fn of(file: &Path) -> Option<Kind> {
+        let name = file.file_name()?.to_string_lossy().to_ascii_lowercase();
+        let name = name.trim_start_matches('.');
+        if name.contains("vimrc") || name == "init.vim" || name == "gvimrc" {
+            Some(Kind::Vim)
+        } else if name.contains("tmux") {
+            Some(Kind::Tmux)
+        } else if file.parent().is_some_and(|dir| dir.ends_with(".ssh")) && name == "config" {
+            Some(Kind::Ssh)
+        } else if ["bash", "zsh", "profile", "shrc", "zlog", "aliases", "functions", "exports", "xsession", "env"]
+            .iter()
+            .any(|word| name.contains(word))
+            || name.ends_with(".sh")
+        {
+            Some(Kind::Shell)
+        } else {
+            None
+        }
+    }
+
+    /// The file names `text` reads in, as written.
+    fn names(self, text: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.starts_with('#') || (self == Kind::Vim && line.starts_with('"')) {
+                continue;
+            }
+            match self {
+                Kind::Shell => {
+                    // Each command of the line: `[ -f x ] && . x; source y`.
+                    for command in line.split([';', '&', '|']) {
+                        let mut words = command.split_whitespace().skip_while(|word| {
+                            matches!(
+                                *word,
+                                "then" | "do" | "else" | "{" | "(" | "if" | "!" | "elif" | "command" | "builtin"
+                            )
+                        });
+                        if let (Some("source" | "."), Some(file)) = (words.next(), words.next()) {
+                            names.push(unquoted(file));
+                        }
+                    }
+                }
+                Kind::Vim => {
+                    let mut words = line.split_whitespace();
+                    if let (Some("source" | "so" | "so!" | "source!" | "luafile"), Some(file)) =
+                        (words.next(), words.next())
+                    {
+                        names.push(unquoted(file));
+                    }
+                }
+                Kind::Tmux => {
+                    let mut words = line.split_whitespace();
+                    if matches!(words.next(), Some("source-file" | "source")) {
+                        names.extend(words.find(|word| !word.starts_with('-')).map(unquoted));
+                    }
+                }
+                Kind::Ssh => {
+                    let mut words = line.split_whitespace();
+                    if words.next().is_some_and(|word| word.eq_ignore_ascii_case("include")) {
+                        names.extend(words.map(unquoted));
+                    }
+                }
+            }
+        }
+        names
+    }
+}
+
+fn unquoted(word: &str) -> String {
+    word.trim_matches(['"', '\'']).to_string()
+}
+
+/// A name as its program finds it: `~/`, `$HOME/` and `${HOME}/` are the home; a relative name is
+/// the home's (ssh's, `~/.ssh`'s); a name holding another variable or a command is not followed.
+fn expand(name: &str, home: &Path, kind: Kind) -> Option<PathBuf> {
+    let rest = ["~/", "$HOME/", "${HOME}/"].iter().find_map(|prefix| name.strip_prefix(prefix));
+    let path = match rest {
+        Some(rest) => home.join(rest),
+        None if name.starts_with('/') => PathBuf::from(name),
+        None if kind == Kind::Ssh => home.join(".ssh").join(name),
+        None => home.join(name),
+    };
+    let text = path.to_string_lossy();
+    (!name.is_empty() && !text.contains(['$', '`']) && !text.contains("~")).then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_start_up_files_read_in_is_found_in_each_ones_language() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = temp.path();
+        let dots = home.join("dotfiles");
+        std::fs::create_dir_all(dots.join("shell")).unwrap();
+        std::fs::write(
+            home.join(".bashrc"),
+            "# source ~/commented.sh\nsource ~/dotfiles/shell/aliases.sh\n[ -f \"$HOME/.local.sh\" ] && . \"$HOME/.local.sh\"\n\
+             if true; then . ~/dotfiles/env.sh; fi\nsource $ZDOTDIR/x\n",
+        )
+        .unwrap();
+        std::fs::write(dots.join("shell/aliases.sh"), "source ~/dotfiles/shell/deeper.sh\n").unwrap();
+        std::fs::write(home.join(".vimrc"), "\" so ~/no.vim\nsource ~/dotfiles/vim/plugins.vim\n").unwrap();
+        std::fs::write(home.join(".tmux.conf"), "source-file -q ~/dotfiles/tmux/theme.conf\n").unwrap();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".ssh/config"), "Include ~/dotfiles/ssh/*.conf work.conf\nHost x\n").unwrap();
+        let files = [".bashrc", ".vimrc", ".tmux.conf", ".ssh/config"].map(|name| home.join(name));
+        let found = read_in(&files, home);
+        for expected in [
+            dots.join("shell/aliases.sh"),
+            dots.join("shell/deeper.sh"),
+            home.join(".local.sh"),
+            dots.join("env.sh"),
+            dots.join("vim/plugins.vim"),
+            dots.join("tmux/theme.conf"),
+            dots.join("ssh"),
+            home.join(".ssh/work.conf"),
+        ] {
+            assert!(found.contains(&expected), "{expected:?} in {found:?}");
+        }
+        assert!(!found.iter().any(|path| path.to_string_lossy().contains("commented") || path.ends_with("no.vim")));
+        assert!(!found.iter().any(|path| path.to_string_lossy().contains("ZDOTDIR")), "{found:?}");
+    }
+}
