@@ -308,7 +308,10 @@ pub fn write_access(
     // What those files read in from elsewhere (`source ~/dotfiles/shell/aliases.sh` in a
     // `~/.bashrc`, a `.tmux.conf`'s `source-file`, an ssh config's `Include`): in a dotfiles
     // workspace the agent wrote it, and the user's next shell ran it (the thirtieth re-attack's B12).
-    let files: Vec<PathBuf> = startup.iter().filter(|path| path.is_file()).cloned().collect();
+    // And what an `.envrc` at the top of what it may write reads in (`source_env_if_exists
+    // .envrc.private`): direnv trusts the allowed `.envrc` by its content alone (B9).
+    let envrcs = access.writable.iter().map(|root| root.join(".envrc"));
+    let files: Vec<PathBuf> = startup.iter().cloned().chain(envrcs).filter(|path| path.is_file()).collect();
     for home in &homes {
         let ssh_config = home.join(".ssh/config");
         let files: Vec<PathBuf> =
@@ -1589,8 +1592,10 @@ mod tests {
         std::fs::create_dir_all(home.join(".ssh")).unwrap();
         std::fs::write(home.join(".ssh/config"), format!("Include {}\n", at("ssh/*.conf"))).unwrap();
         std::fs::create_dir_all(repo.join("ssh")).unwrap();
+        std::fs::write(repo.join(".envrc"), "source_env_if_exists .envrc.private\n").unwrap();
+        std::fs::write(repo.join(".envrc.private"), "export X=1\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        for protected in ["shell/aliases.sh", "tmux.conf", "ssh"] {
+        for protected in ["shell/aliases.sh", "tmux.conf", "ssh", ".envrc.private"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("later.sh")), "{:?}", access.watched);

@@ -27,8 +27,15 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
         }
         let Some(kind) = Kind::of(&file) else { continue };
         let Ok(text) = read(&file) else { continue };
+        // Where a relative name is found: the home, where shells start; `~/.ssh`; the `.envrc`'s
+        // own directory.
+        let base = match kind {
+            Kind::Ssh => home.join(".ssh"),
+            Kind::Envrc => file.parent().unwrap_or(home).to_path_buf(),
+            _ => home.to_path_buf(),
+        };
         for named in kind.names(&text) {
-            let Some(path) = expand(&named, home, kind) else { continue };
+            let Some(path) = expand(&named, home, &base) else { continue };
             // A pattern (`Include ~/dotfiles/ssh/*.conf`): its directory whole.
             let path = if path.file_name().is_some_and(|name| name.to_string_lossy().contains(['*', '?', '['])) {
                 path.parent().map(Path::to_path_buf).unwrap_or(path)
@@ -65,13 +72,19 @@ enum Kind {
     Tmux,
     /// `Include FILE…`, relative to `~/.ssh`.
     Ssh,
+    /// direnv's `.envrc`: the shell's, and its `source_env`, `source_env_if_exists`,
+    /// `source_up_if_exists` relative to its own directory (direnv trusts an allowed `.envrc` by
+    /// its content alone: what it reads in is not checked, the thirtieth re-attack's B9).
+    Envrc,
 }
 
 impl Kind {
     fn of(file: &Path) -> Option<Kind> {
         let name = file.file_name()?.to_string_lossy().to_ascii_lowercase();
         let name = name.trim_start_matches('.');
-        if name.contains("vimrc") || name == "init.vim" || name == "gvimrc" {
+        if name == "envrc" {
+            Some(Kind::Envrc)
+        } else if name.contains("vimrc") || name == "init.vim" || name == "gvimrc" {
             Some(Kind::Vim)
         } else if name.contains("tmux") {
             Some(Kind::Tmux)
@@ -97,7 +110,7 @@ impl Kind {
                 continue;
             }
             match self {
-                Kind::Shell => {
+                Kind::Shell | Kind::Envrc => {
                     // Each command of the line: `[ -f x ] && . x; source y`.
                     for command in line.split([';', '&', '|']) {
                         let mut words = command.split_whitespace().skip_while(|word| {
@@ -106,8 +119,12 @@ impl Kind {
                                 "then" | "do" | "else" | "{" | "(" | "if" | "!" | "elif" | "command" | "builtin"
                             )
                         });
-                        if let (Some("source" | "."), Some(file)) = (words.next(), words.next()) {
-                            names.push(unquoted(file));
+                        match (words.next(), words.next()) {
+                            (Some("source" | "."), Some(file)) => names.push(unquoted(file)),
+                            (Some("source_env" | "source_env_if_exists"), Some(file)) if self == Kind::Envrc => {
+                                names.push(unquoted(file));
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -142,14 +159,13 @@ fn unquoted(word: &str) -> String {
 }
 
 /// A name as its program finds it: `~/`, `$HOME/` and `${HOME}/` are the home; a relative name is
-/// the home's (ssh's, `~/.ssh`'s); a name holding another variable or a command is not followed.
-fn expand(name: &str, home: &Path, kind: Kind) -> Option<PathBuf> {
+/// `base`'s; a name holding another variable or a command is not followed.
+fn expand(name: &str, home: &Path, base: &Path) -> Option<PathBuf> {
     let rest = ["~/", "$HOME/", "${HOME}/"].iter().find_map(|prefix| name.strip_prefix(prefix));
     let path = match rest {
         Some(rest) => home.join(rest),
         None if name.starts_with('/') => PathBuf::from(name),
-        None if kind == Kind::Ssh => home.join(".ssh").join(name),
-        None => home.join(name),
+        None => super::repositories::without_dot_dots(&base.join(name)),
     };
     let text = path.to_string_lossy();
     (!name.is_empty() && !text.contains(['$', '`']) && !text.contains("~")).then_some(path)
@@ -176,7 +192,9 @@ mod tests {
         std::fs::write(home.join(".tmux.conf"), "source-file -q ~/dotfiles/tmux/theme.conf\n").unwrap();
         std::fs::create_dir_all(home.join(".ssh")).unwrap();
         std::fs::write(home.join(".ssh/config"), "Include ~/dotfiles/ssh/*.conf work.conf\nHost x\n").unwrap();
-        let files = [".bashrc", ".vimrc", ".tmux.conf", ".ssh/config"].map(|name| home.join(name));
+        std::fs::write(dots.join(".envrc"), "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\n")
+            .unwrap();
+        let files = [".bashrc", ".vimrc", ".tmux.conf", ".ssh/config", "dotfiles/.envrc"].map(|name| home.join(name));
         let found = read_in(&files, home);
         for expected in [
             dots.join("shell/aliases.sh"),
@@ -187,6 +205,8 @@ mod tests {
             dots.join("tmux/theme.conf"),
             dots.join("ssh"),
             home.join(".ssh/work.conf"),
+            dots.join(".envrc.private"),
+            home.join("shared.envrc"),
         ] {
             assert!(found.contains(&expected), "{expected:?} in {found:?}");
         }
