@@ -1577,8 +1577,9 @@ mod tests {
         }
     }
 
-    /// The thirtieth re-attack's B12: a plain `~/.bashrc` (and `.tmux.conf`, the ssh config)
-    /// reading in a file of the dotfiles workspace: that file is read-only, or watched when missing.
+    /// The thirtieth re-attack's B12: a plain `~/.bashrc` (and `.tmux.conf`, the ssh config, the
+    /// workspace's `.envrc`) reading in a file of the dotfiles workspace: that file is read-only,
+    /// or watched when missing; and B4, git's template directory there.
     #[test]
     fn what_the_users_start_up_files_read_in_from_the_workspace_is_protected() {
         let (_temp, home, repo) = home_and_repo();
@@ -1594,8 +1595,11 @@ mod tests {
         std::fs::create_dir_all(repo.join("ssh")).unwrap();
         std::fs::write(repo.join(".envrc"), "source_env_if_exists .envrc.private\n").unwrap();
         std::fs::write(repo.join(".envrc.private"), "export X=1\n").unwrap();
+        // B4: the template directory every `git init` and `git clone` copies hooks from.
+        std::fs::create_dir_all(repo.join("git-template/hooks")).unwrap();
+        std::fs::write(home.join(".gitconfig"), format!("[init]\n\ttemplateDir = {}\n", at("git-template"))).unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        for protected in ["shell/aliases.sh", "tmux.conf", "ssh", ".envrc.private"] {
+        for protected in ["shell/aliases.sh", "tmux.conf", "ssh", ".envrc.private", "git-template"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("later.sh")), "{:?}", access.watched);

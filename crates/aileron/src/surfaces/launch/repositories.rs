@@ -690,7 +690,12 @@ impl GitContext {
             })
             .collect();
         let (paths, _) = git::program_words(&homed);
-        for named in git::hooks_path(&homed).into_iter().chain(paths) {
+        // And the template directory every `git init` and `git clone` copies hooks from (the
+        // thirtieth re-attack's B4: in a dotfiles workspace the agent rewrote its
+        // `hooks/post-checkout`, and the user's next clone ran it).
+        let template = homed.iter().rev().find(|entry| entry.section == "init" && entry.key == "templatedir");
+        let template = template.and_then(|entry| entry.value.clone());
+        for named in git::hooks_path(&homed).into_iter().chain(paths).chain(template) {
             if (named.starts_with('/') || named.starts_with("~/"))
                 && let Some(path) = context.resolve(&named, home)
             {
