@@ -335,6 +335,21 @@ pub fn write_access(
         }
         if real.exists() { access.read_only.push(real) } else { access.watched.push(real) }
     }
+    // Said only of one there (each form a module takes is watched for).
+    for path in python_start_up_on_paths(&homes) {
+        if !path.exists() {
+            access.watched.push(path);
+            continue;
+        }
+        if access.writable.iter().any(|dir| path.starts_with(dir)) {
+            access.notes.push(format!(
+                "{} runs at the start of every python3 of yours (a .pth file puts its directory on the path): it \
+                 stays read-only to the agent\nhint: edit it yourself after the session",
+                super::shown(&path)
+            ));
+        }
+        access.read_only.push(path);
+    }
     // What lies outside everything writable the agent cannot change (a config's include
     // elsewhere, a program in /usr/bin): nothing to bind or watch.
     let inside = |path: &PathBuf| access.writable.iter().any(|dir| path.starts_with(dir) && path != dir);
@@ -587,6 +602,49 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
                 }
             } else if kind.is_dir() && dir == home && dotted {
                 dirs.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// What every `python3` of the user's imports at start from a directory a `.pth` file in a user
+/// site directory puts on its path (an editable install's `_proj.pth` naming `~/work/src`): the
+/// thirtieth re-attack's B8 made `src/usercustomize.py`, and an unrelated `python3` ran it. Each
+/// form a module of those names takes there (source, compiled, package, extension).
+fn python_start_up_on_paths(homes: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for home in homes {
+        let Ok(versions) = std::fs::read_dir(home.join(".local/lib")) else { continue };
+        for version in versions.flatten().take(16) {
+            let site = version.path().join("site-packages");
+            // `python3.11` is `311` in an extension module's name.
+            let tag = version.file_name().to_string_lossy().strip_prefix("python").map(|v| v.replace('.', ""));
+            let Ok(entries) = std::fs::read_dir(&site) else { continue };
+            for entry in entries.flatten().take(1024) {
+                if entry.path().extension().is_none_or(|extension| extension != "pth") {
+                    continue;
+                }
+                let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+                for line in text.lines().map(str::trim) {
+                    if line.is_empty() || line.starts_with('#') || line.starts_with("import") {
+                        continue;
+                    }
+                    let dir = super::repositories::without_dot_dots(&site.join(line));
+                    for module in ["usercustomize", "sitecustomize"] {
+                        let mut names = vec![
+                            module.to_string(),
+                            format!("{module}.py"),
+                            format!("{module}.pyc"),
+                            format!("{module}.so"),
+                        ];
+                        names.push(format!("{module}.abi3.so"));
+                        if let Some(tag) = &tag {
+                            names.push(format!("{module}.cpython-{tag}-{}-linux-gnu.so", std::env::consts::ARCH));
+                        }
+                        found.extend(names.into_iter().map(|name| dir.join(name)));
+                    }
+                }
             }
         }
     }
@@ -1571,9 +1629,20 @@ mod tests {
         std::os::unix::fs::symlink(repo.join("py/extra.pth"), site.join("extra.pth")).unwrap();
         let mut env = env(&home);
         env.vars.insert(super::super::PATH.into(), "/usr/bin:/bin".into());
+        // The thirtieth re-attack's B8: an editable install's `.pth` puts the workspace's `src` on
+        // every `python3`'s path, and a `usercustomize.py` made there runs at its start.
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        std::fs::write(site.join("_proj.pth"), format!("# editable\n{}\nimport os\n", repo.join("src").display()))
+            .unwrap();
         let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         for protected in ["bin", "usercustomize.py", "py"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
+        }
+        for watched in
+            ["src/usercustomize.py", "src/sitecustomize", "src/usercustomize.cpython-311-x86_64-linux-gnu.so"]
+        {
+            let watched = repo.join(watched.replace("x86_64", std::env::consts::ARCH));
+            assert!(access.watched.contains(&watched), "{watched:?}: {:?}", access.watched);
         }
     }
 
