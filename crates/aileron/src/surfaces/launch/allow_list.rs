@@ -574,17 +574,17 @@ fn path_notes(env: &LaunchEnv, writable: &[PathBuf], notes: &mut Vec<String>) {
     }
 }
 
-/// The links in the home (its entries, and those of its dot-directories and of `~/.local/share`)
-/// that lead into what the agent may write but not to one such root itself: the user's own
-/// configuration kept there. At most 4,096 entries are looked at.
+/// The links in the home that lead into what the agent may write but not to one such root itself:
+/// the user's own configuration kept there. Its entries and, in its dot-directories, every level
+/// down to [`LINK_DEPTH`] (`~/.config/gh/config.yml`, `~/.config/Code/User/settings.json`,
+/// `~/.local/share/jupyter/kernels/x/kernel.json`: the thirtieth re-attack's B5 wrote through
+/// links three to five levels down), caches and toolchains' stores not entered; at most
+/// [`MAX_LINK_ENTRIES`] entries are looked at.
 fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    let mut budget = 4096usize;
-    let mut dirs = vec![home.to_path_buf(), home.join(".local/share")];
-    let mut index = 0;
-    while index < dirs.len() {
-        let dir = dirs[index].clone();
-        index += 1;
+    let mut budget = MAX_LINK_ENTRIES;
+    let mut dirs = std::collections::VecDeque::from([(home.to_path_buf(), 0)]);
+    while let Some((dir, depth)) = dirs.pop_front() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             if budget == 0 {
@@ -593,20 +593,50 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
             budget -= 1;
             let Ok(kind) = entry.file_type() else { continue };
             let path = entry.path();
-            let dotted = entry.file_name().to_string_lossy().starts_with('.');
+            let name = entry.file_name();
             if kind.is_symlink() {
                 let Ok(real) = std::fs::canonicalize(&path) else { continue };
                 // Not one of the roots itself (the agent's own directory by the user's link).
                 if !writable.contains(&real) && writable.iter().any(|root| real.starts_with(root)) {
                     found.push(path);
                 }
-            } else if kind.is_dir() && dir == home && dotted {
-                dirs.push(path);
+            } else if kind.is_dir()
+                && depth < LINK_DEPTH
+                && (depth > 0 || name.to_string_lossy().starts_with('.'))
+                && !NOT_ENTERED_FOR_LINKS.iter().any(|skipped| name == *skipped)
+                && !writable.contains(&path)
+            {
+                dirs.push_back((path, depth + 1));
             }
         }
     }
     found
 }
+
+/// How many levels below the home [`links_into`] looks, and at how many entries at most.
+const LINK_DEPTH: usize = 5;
+const MAX_LINK_ENTRIES: usize = 32_768;
+
+/// Directories of the home [`links_into`] does not enter: caches, package stores, toolchains and
+/// repositories, which hold many entries and no configuration of the user's.
+const NOT_ENTERED_FOR_LINKS: [&str; 16] = [
+    ".cache",
+    ".npm",
+    ".cargo",
+    ".rustup",
+    "node_modules",
+    ".git",
+    "Trash",
+    ".mozilla",
+    ".var",
+    ".gradle",
+    ".m2",
+    ".pyenv",
+    ".nvm",
+    ".local/share/containers",
+    "containers",
+    "site-packages",
+];
 
 /// What every `python3` of the user's imports at start from a directory a `.pth` file in a user
 /// site directory puts on its path (an editable install's `_proj.pth` naming `~/work/src`): the
@@ -1634,8 +1664,17 @@ mod tests {
         std::fs::create_dir_all(repo.join("src")).unwrap();
         std::fs::write(site.join("_proj.pth"), format!("# editable\n{}\nimport os\n", repo.join("src").display()))
             .unwrap();
+        // B5: links three to five levels down (gh's aliases run shell commands; a Jupyter kernel's
+        // `argv` runs at the next notebook).
+        for (link, file) in
+            [(".config/gh/config.yml", "gh.yml"), (".local/share/jupyter/kernels/x/kernel.json", "k.json")]
+        {
+            std::fs::create_dir_all(home.join(link).parent().unwrap()).unwrap();
+            std::fs::write(repo.join(file), "x").unwrap();
+            std::os::unix::fs::symlink(repo.join(file), home.join(link)).unwrap();
+        }
         let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        for protected in ["bin", "usercustomize.py", "py"] {
+        for protected in ["bin", "usercustomize.py", "py", "gh.yml", "k.json"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         for watched in
