@@ -84,7 +84,7 @@ const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
 const KEPT_LINKS: &str = "launch-links";
 /// The shell's name for its working directory (links as the user followed them).
 const PWD: &str = "PWD";
-const FOREIGN_VARIABLES: [&str; 24] = [
+const FOREIGN_VARIABLES: [&str; 25] = [
     PWD,
     CODEX_HOME,
     XDG_CONFIG_HOME,
@@ -115,6 +115,8 @@ const FOREIGN_VARIABLES: [&str; 24] = [
     network::SCREENDIR,
     // The user's temp directory (covered in the agent's namespace, as `/tmp` is).
     network::TMPDIR,
+    // Where pipx keeps the arguments its packages were installed with (hidden).
+    network::PIPX_HOME,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -416,6 +416,16 @@ pub fn credential_stores(env: &super::LaunchEnv) -> Vec<PathBuf> {
             stores.extend(entries.flatten().take(256).map(|entry| entry.path().join("etc/npmrc")));
         }
     }
+    // pipx keeps the arguments each package was installed with, a token in an `--index-url`
+    // among them, in its venv (kept whole behind `~/.local/bin`: the thirtieth re-attack's B11).
+    let pipx_home = env.var(PIPX_HOME).map(PathBuf::from).filter(|dir| dir.is_absolute());
+    for venvs in
+        [pipx_home.map(|dir| dir.join("venvs")), Some(home.join(".local/share/pipx/venvs"))].into_iter().flatten()
+    {
+        if let Ok(entries) = std::fs::read_dir(venvs) {
+            stores.extend(entries.flatten().take(1024).map(|entry| entry.path().join("pipx_metadata.json")));
+        }
+    }
     let mut existing: Vec<PathBuf> = stores.into_iter().filter(|path| path.symlink_metadata().is_ok()).collect();
     existing.sort();
     existing.dedup();
@@ -671,6 +681,9 @@ pub fn temp_directories(env: &super::LaunchEnv) -> Vec<PathBuf> {
     dirs.retain(|dir| !outer.iter().any(|other| dir.starts_with(other) && dir != other));
     dirs
 }
+
+/// Where pipx keeps its venvs, when set (read by [`credential_stores`]).
+pub const PIPX_HOME: &str = "PIPX_HOME";
 
 /// The user's temp directory, when set (read by [`temp_directories`]).
 pub const TMPDIR: &str = "TMPDIR";
@@ -954,15 +967,19 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let home = temp.path().join("home");
         let (data, zsh) = (temp.path().join("data"), temp.path().join("zsh"));
+        let pipx = home.join("pipx");
         for file in [
             home.join(".local/share/uv/credentials/credentials.toml"),
             data.join("uv/credentials/credentials.toml"),
             zsh.join(".zsh_history"),
+            // The thirtieth re-attack's B11: pipx's record of a package's `--index-url` token.
+            home.join(".local/share/pipx/venvs/tool/pipx_metadata.json"),
+            pipx.join("venvs/other/pipx_metadata.json"),
         ] {
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
             std::fs::write(&file, "x").unwrap();
         }
-        let vars = [("XDG_DATA_HOME", &data), ("ZDOTDIR", &zsh)];
+        let vars = [("XDG_DATA_HOME", &data), ("ZDOTDIR", &zsh), ("PIPX_HOME", &pipx)];
         let env = super::super::LaunchEnv {
             vars: vars.iter().map(|(name, path)| (name.to_string(), path.display().to_string())).collect(),
             home_dir: home.clone(),
@@ -970,7 +987,13 @@ mod tests {
             account_home: None,
         };
         let found = credential_stores(&env);
-        for store in [home.join(".local/share/uv/credentials"), data.join("uv/credentials"), zsh.join(".zsh_history")] {
+        for store in [
+            home.join(".local/share/uv/credentials"),
+            data.join("uv/credentials"),
+            zsh.join(".zsh_history"),
+            home.join(".local/share/pipx/venvs/tool/pipx_metadata.json"),
+            pipx.join("venvs/other/pipx_metadata.json"),
+        ] {
             assert!(found.contains(&store), "{store:?}: {found:?}");
         }
     }
