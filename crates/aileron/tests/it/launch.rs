@@ -5298,13 +5298,14 @@ fn a_program_a_replaced_git_config_gained_while_the_agent_ran_is_taken_out() {
 /// link too); the user's files are unchanged, and the rest of the config reads the same.
 #[test]
 fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
-    const PLANTED: [&str; 6] = [
+    const PLANTED: [&str; 7] = [
         "ghp_PLANTEDinsteadOf000000000000000000001",
         "PLANTEDextraHeader00000000001",
         "PLANTEDremotePassword0001",
         "cio_PLANTEDcargoRegistryToken01",
         "PLANTEDenvironmentHeader0001",
         "PLANTEDeditableInstall0001",
+        "PLANTEDmiseEnvironment0001",
     ];
     let rig = LaunchRig::new();
     let (work, _) = rig.committed_workspace();
@@ -5330,6 +5331,11 @@ fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
     for args in [&["init", "-q"][..], &["remote", "add", "origin", &clone_url]] {
         assert!(Command::new("git").args(args).current_dir(&editable).status().unwrap().success());
     }
+    // mise's, whose `[env]` sets a token for every shell (the thirtieth re-attack's B13).
+    let mise = rig.user_home().join(".config/mise");
+    std::fs::create_dir_all(&mise).unwrap();
+    std::fs::write(mise.join("config.toml"), format!("[env]\nGITHUB_TOKEN = \"{}\"\nEDITOR = \"vim\"\n", PLANTED[6]))
+        .unwrap();
     // Cargo's config beside it: a registry token in the file cargo's other settings live in.
     let cargo_home = rig.user_home().join(".cargo");
     std::fs::create_dir_all(&cargo_home).unwrap();
@@ -5337,7 +5343,7 @@ fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
     std::fs::write(cargo_home.join("config.toml"), &cargo_config).unwrap();
     let report = rig.report();
     let script = format!(
-        "#!/bin/sh\n{{ cat \"$HOME/.gitconfig\" .git/config \"$CARGO_HOME/config.toml\" .venv/src/privpkg/.git/config; env; git config --list --show-origin; \
+        "#!/bin/sh\n{{ cat \"$HOME/.gitconfig\" .git/config \"$CARGO_HOME/config.toml\" .venv/src/privpkg/.git/config \"$HOME/.config/mise/config.toml\"; env; git config --list --show-origin; \
          echo \"name: $(git config user.name)\"; echo \"alias: $(git config alias.st)\"; }} > '{}' 2>&1\n",
         report.display()
     );
@@ -5364,6 +5370,10 @@ fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
     assert!(said.contains("credentials in your git or cargo config are withheld"), "{said}");
     assert!(said.contains("url.<…>.insteadof") && said.contains("remote.origin.url"), "{said}");
     assert!(said.contains("registry.token") && read.contains("jobs = 3"), "cargo's other settings kept:\n{read}");
+    assert!(
+        read.contains("EDITOR = \"vim\"") && said.contains("env.GITHUB_TOKEN"),
+        "mise's other settings kept:\n{read}"
+    );
     assert!(said.contains("the git config your environment passes"), "{said}");
     assert_eq!(std::fs::read_to_string(cargo_home.join("config.toml")).unwrap(), cargo_config);
     assert_eq!(std::fs::read_to_string(dotfiles.join("gitconfig")).unwrap(), gitconfig, "the user's file is unchanged");

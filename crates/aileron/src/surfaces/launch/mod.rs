@@ -759,7 +759,8 @@ fn config_files(env: &LaunchEnv, access: &allow_list::WriteAccess) -> Vec<(PathB
     }
     let git = git.into_iter().filter(|file| file.is_file()).map(|file| (file, withheld_config::Format::Git));
     let cargo = withheld_config::cargo_configs(env, access.workspace.as_deref(), &access.writable);
-    git.chain(cargo.into_iter().map(|file| (file, withheld_config::Format::Cargo))).collect()
+    let mise = withheld_config::mise_configs(env, &access.writable);
+    git.chain(cargo.into_iter().chain(mise).map(|file| (file, withheld_config::Format::Toml))).collect()
 }
 
 /// Runs `aileron launch`; returns the agent's exit code.

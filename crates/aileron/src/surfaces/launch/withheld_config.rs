@@ -288,8 +288,8 @@ pub type Substitute = (PathBuf, PathBuf);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Git,
-    /// Cargo's `config.toml` (TOML).
-    Cargo,
+    /// TOML: cargo's `config.toml`, mise's.
+    Toml,
 }
 
 /// Cargo's config files outside what the agent may write: `$CARGO_HOME/config.toml` (and the old
@@ -304,6 +304,21 @@ pub fn cargo_configs(env: &super::LaunchEnv, workspace: Option<&Path>, writable:
     let inside = |path: &Path| writable.iter().any(|root| path.starts_with(root));
     dirs.iter()
         .flat_map(|dir| [dir.join("config.toml"), dir.join("config")])
+        .filter(|file| file.is_file() && !std::fs::canonicalize(file).is_ok_and(|real| inside(&real)))
+        .collect()
+}
+
+/// mise's config files outside what the agent may write (`$XDG_CONFIG_HOME/mise/config.toml`,
+/// `config.local.toml`, `conf.d/*.toml`, `~/.mise.toml`): their `[env]` sets tokens for every
+/// shell of the user's (`GITHUB_TOKEN`, `NPM_TOKEN`), and the home's read list keeps them (the
+/// thirtieth re-attack's B13). Read by the same rules as cargo's.
+pub fn mise_configs(env: &super::LaunchEnv, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let dir = env.config_home().join("mise");
+    let more = std::fs::read_dir(dir.join("conf.d")).into_iter().flatten().flatten().take(64).map(|entry| entry.path());
+    let inside = |path: &Path| writable.iter().any(|root| path.starts_with(root));
+    [dir.join("config.toml"), dir.join("config.local.toml"), env.home_dir.join(".mise.toml")]
+        .into_iter()
+        .chain(more.filter(|file| file.extension().is_some_and(|extension| extension == "toml")))
         .filter(|file| file.is_file() && !std::fs::canonicalize(file).is_ok_and(|real| inside(&real)))
         .collect()
 }
@@ -441,7 +456,7 @@ fn read_without_credentials(file: &Path, format: Format) -> Option<Withheld> {
     let text = String::from_utf8_lossy(&bytes);
     match format {
         Format::Git => without_credentials(&text),
-        Format::Cargo => cargo_without_credentials(&text),
+        Format::Toml => cargo_without_credentials(&text),
     }
 }
 
