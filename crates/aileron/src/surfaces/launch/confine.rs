@@ -396,25 +396,26 @@ pub fn rebind_main(args: &[OsString]) -> i32 {
                 .map_err(|e| format!("opening the agent's {kind} namespace: {e}"))?;
             nix::sched::setns(&namespace, flag).map_err(|e| format!("joining the agent's {kind} namespace: {e}"))?;
         }
-        // Every file, whatever another's fails on; the failures said together.
+        // Every file, whatever another's fails on; the failures said together. A read-only file
+        // is its new self bound read-only; a copy is shown over what the host replaced.
         let mut failures = Vec::new();
-        for file in &read_only {
-            let bound = open_resolved(file).and_then(|fd| {
+        let mut attach = |target: Result<Option<std::os::fd::OwnedFd>, String>,
+                          tree: &dyn Fn(&std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd>,
+                          what: String| {
+            let attached = target.and_then(|fd| {
                 let Some(fd) = fd else { return Ok(()) };
-                read_only_clone(&fd)
+                tree(&fd)
                     .and_then(|tree| attach_tree(&tree, Target::Descriptor(&fd)))
-                    .map_err(|e| format!("binding {}: {e}", file.display()))
+                    .map_err(|e| format!("{what}: {e}"))
             });
-            failures.extend(bound.err());
+            failures.extend(attached.err());
+        };
+        for file in &read_only {
+            attach(open_resolved(file), &read_only_clone, format!("binding {}", file.display()));
         }
         for (file, contents) in copies {
-            let shown = shown_over_what_was_replaced(file).and_then(|fd| {
-                let Some(fd) = fd else { return Ok(()) };
-                detached_file(&contents)
-                    .and_then(|tree| attach_tree(&tree, Target::Descriptor(&fd)))
-                    .map_err(|e| format!("showing {} without its credentials: {e}", file.display()))
-            });
-            failures.extend(shown.err());
+            let what = format!("showing {} without its credentials", file.display());
+            attach(shown_over_what_was_replaced(file), &|_| detached_file(&contents), what);
         }
         if failures.is_empty() { Ok(()) } else { Err(failures.join("; ")) }
     };
