@@ -252,6 +252,7 @@ pub fn write_access(
         worktrees,
         configs_read,
         sockets,
+        envrcs,
         ..
     } = protection;
     access.git_configs = configs_read;
@@ -308,10 +309,9 @@ pub fn write_access(
     // What those files read in from elsewhere (`source ~/dotfiles/shell/aliases.sh` in a
     // `~/.bashrc`, a `.tmux.conf`'s `source-file`, an ssh config's `Include`): in a dotfiles
     // workspace the agent wrote it, and the user's next shell ran it (the thirtieth re-attack's B12).
-    // And what an `.envrc` at the top of what it may write reads in (`source_env_if_exists
-    // .envrc.private`): direnv trusts the allowed `.envrc` by its content alone (B9).
-    let envrcs = access.writable.iter().map(|root| root.join(".envrc"));
-    let files: Vec<PathBuf> = startup.iter().cloned().chain(envrcs).filter(|path| path.is_file()).collect();
+    // And what an `.envrc` in what it may write reads in (`source_env_if_exists .envrc.private`):
+    // direnv trusts an allowed `.envrc` by its content alone (B9).
+    let files: Vec<PathBuf> = startup.iter().chain(&envrcs).filter(|path| path.is_file()).cloned().collect();
     for home in &homes {
         let ssh_config = home.join(".ssh/config");
         let files: Vec<PathBuf> =
@@ -1703,6 +1703,9 @@ mod tests {
         std::fs::create_dir_all(repo.join("ssh")).unwrap();
         std::fs::write(repo.join(".envrc"), "source_env_if_exists .envrc.private\n").unwrap();
         std::fs::write(repo.join(".envrc.private"), "export X=1\n").unwrap();
+        // And a nested one's, found where direnv would run it.
+        std::fs::create_dir_all(repo.join("svc")).unwrap();
+        std::fs::write(repo.join("svc/.envrc"), "source_env ../shared/env.sh\n").unwrap();
         // B4: the template directory every `git init` and `git clone` copies hooks from.
         std::fs::create_dir_all(repo.join("git-template/hooks")).unwrap();
         std::fs::write(home.join(".gitconfig"), format!("[init]\n\ttemplateDir = {}\n", at("git-template"))).unwrap();
@@ -1710,7 +1713,9 @@ mod tests {
         for protected in ["shell/aliases.sh", "tmux.conf", "ssh", ".envrc.private", "git-template"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
-        assert!(access.watched.contains(&repo.join("later.sh")), "{:?}", access.watched);
+        for watched in ["later.sh", "shared/env.sh"] {
+            assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
+        }
     }
 
     /// The twenty-first re-attack: with `~/.config` a link into the workspace and no

@@ -48,6 +48,8 @@ pub struct Protection {
     /// each a host process's, since the agent has not run yet, whatever name or namespace it was
     /// bound by.
     pub sockets: Vec<PathBuf>,
+    /// The direnv `.envrc` files in the writable trees (what each reads in is protected).
+    pub envrcs: Vec<PathBuf>,
 }
 
 /// Config files read in all for one launch's protection (git's own include limit is ten levels).
@@ -130,8 +132,9 @@ struct Found {
     unread: Vec<PathBuf>,
     /// The configs of checkouts among installed dependencies ([`dependency_configs`]).
     dependency_configs: Vec<PathBuf>,
-    /// Socket files met on the way ([`nested_checkouts`]).
+    /// Socket files and `.envrc` files met on the way ([`nested_checkouts`]).
     sockets: Vec<PathBuf>,
+    envrcs: Vec<PathBuf>,
 }
 
 /// `root` itself when it holds `.git`, then [`nested_checkouts`], then every checkout the
@@ -139,7 +142,7 @@ struct Found {
 /// and stops 32 levels down, `git status` at the root enters every submodule and runs what
 /// its config names (the second re-attack of 2026-12-05).
 fn checkouts_in(root: &Path) -> Found {
-    let Searched { checkouts: nested, mut complete, skipped, sockets } = nested_checkouts(root);
+    let Searched { checkouts: nested, mut complete, skipped, sockets, envrcs } = nested_checkouts(root);
     // The root itself made into a git directory counts too (the twelfth re-attack: launched in a
     // new project, the agent wrote `HEAD`, `objects/`, `refs/` and a `config` there).
     let own = (std::fs::symlink_metadata(root.join(".git")).is_ok() || git::is_git_directory(root))
@@ -181,7 +184,15 @@ fn checkouts_in(root: &Path) -> Found {
             }
         }
     }
-    Found { checkouts: found, entered, complete, unread, dependency_configs: dependency_configs(&skipped), sockets }
+    Found {
+        checkouts: found,
+        entered,
+        complete,
+        unread,
+        dependency_configs: dependency_configs(&skipped),
+        sockets,
+        envrcs,
+    }
 }
 
 /// Directories searched among installed dependencies for checkouts, at most, and how deep below
@@ -243,8 +254,9 @@ const REPLACING: [&str; 2] = ["refs/replace", "info/grafts"];
 /// between `root` and each are pinned by [`write_access`], so a renamed parent cannot carry the
 /// protected repository away and leave a planted one in its place).
 pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut Protection) {
-    let Found { checkouts, complete, unread, entered, dependency_configs, sockets } = checkouts_in(root);
+    let Found { checkouts, complete, unread, entered, dependency_configs, sockets, envrcs } = checkouts_in(root);
     protection.sockets.extend(sockets);
+    protection.envrcs.extend(envrcs);
     for index in unread {
         protection.notes.push(format!(
             "{} is too large to read: the submodules it records are not protected\nhint: look at `git ls-files -s | grep \
@@ -776,13 +788,15 @@ fn module_git_dirs(modules: &Path) -> (Vec<PathBuf>, bool) {
 }
 
 /// What [`nested_checkouts`] finds: the checkouts; whether it saw everything; the directories it
-/// skipped but git directories (installed dependencies, build outputs); the socket files it met.
+/// skipped but git directories (installed dependencies, build outputs); the socket files and
+/// direnv `.envrc` files it met.
 #[derive(Default)]
 struct Searched {
     checkouts: Vec<PathBuf>,
     complete: bool,
     skipped: Vec<PathBuf>,
     sockets: Vec<PathBuf>,
+    envrcs: Vec<PathBuf>,
 }
 
 /// Checkouts inside `root` (directories holding `.git`, not `root` itself), searched breadth
@@ -805,6 +819,9 @@ fn nested_checkouts(root: &Path) -> Searched {
             let Ok(kind) = entry.file_type() else { continue };
             if kind.is_socket() {
                 searched.sockets.push(entry.path());
+            }
+            if kind.is_file() && name == ".envrc" {
+                searched.envrcs.push(entry.path());
             }
             if !kind.is_dir() {
                 continue;
