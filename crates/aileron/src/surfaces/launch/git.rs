@@ -85,7 +85,9 @@ fn section_header(chars: &mut std::iter::Peekable<std::str::Chars>) -> (String, 
         name.push(c);
     }
     let mut subsection = None;
-    while chars.next_if(|&c| c == ' ' || c == '\t').is_some() {}
+    // Any blank before the quote, a lone carriage return too, as git's `isspace` (the thirty-first
+    // re-attack's C2: `[filter\r"x"]` was `filter.x` to git and a `[filter]` section here).
+    while chars.next_if(|&c| c.is_whitespace() && c != '\n').is_some() {}
     if chars.next_if_eq(&'"').is_some() {
         let mut sub = String::new();
         while let Some(c) = chars.next_if(|&c| c != '\n') {
@@ -206,10 +208,26 @@ fn inert(entries: &[Entry]) -> bool {
 /// config or hooks from elsewhere (`core.hooksPath`, an include's path).
 pub fn arming(entries: &[Entry]) -> Vec<Entry> {
     let takes_elsewhere = |entry: &Entry| {
-        entry.is("core", "hookspath")
+        matches!((entry.section.as_str(), entry.key.as_str()), ("core", "hookspath" | "worktree" | "attributesfile"))
             || (matches!(entry.section.as_str(), "include" | "includeif") && entry.key == "path")
     };
-    entries.iter().filter(|entry| runs_a_program(entry) || takes_elsewhere(entry)).cloned().collect()
+    // A transport that runs a command (`ext::sh -c …`, which `protocol.ext.allow` lets git run at
+    // the user's next fetch: the thirty-first re-attack's C2), in a URL or what rewrites one, and
+    // whatever allows a protocol.
+    let runs_by_url = |entry: &Entry| {
+        let commands = |text: &str| {
+            let lower = text.trim_start().to_ascii_lowercase();
+            lower.starts_with("ext::") || lower.starts_with("fd::")
+        };
+        entry.section == "protocol"
+            || (matches!(entry.section.as_str(), "remote" | "url" | "submodule")
+                && (entry.value.as_deref().is_some_and(commands) || entry.subsection.as_deref().is_some_and(commands)))
+    };
+    entries
+        .iter()
+        .filter(|entry| runs_a_program(entry) || takes_elsewhere(entry) || runs_by_url(entry))
+        .cloned()
+        .collect()
 }
 
 /// Entries written as a config file git reads the same, after `header` (comment lines): a section
@@ -776,6 +794,11 @@ mod tests {
         let kept: Vec<Entry> = parse(text).into_iter().filter(|entry| !gone.contains(entry)).collect();
         assert_eq!(parse(&out), kept, "{out}");
         assert!(out.contains(&format!("{TAKEN_OUT}\tfsmonitor = /tmp/x\n")), "{out}");
+        // The thirty-first re-attack's C2: a carriage return before the subsection, a command as a
+        // remote's transport, a protocol allowed.
+        let crafted = "[filter\r\"x\"]\n\tclean = sh evil\n[remote \"o\"]\n\turl = ext::sh -c evil\n[protocol \"ext\"]\n\tallow = always\n";
+        let names: Vec<String> = arming(&parse(crafted)).iter().map(named).collect();
+        assert_eq!(names, ["filter.x.clean", "remote.o.url", "protocol.ext.allow"]);
         // On the header's line: written again from its entries.
         let inline = "[core] fsmonitor = /tmp/x\n[user]\n\tname = Ada\n";
         let out = taken_out(inline, &arming(&parse(inline)));
