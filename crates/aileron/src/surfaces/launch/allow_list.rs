@@ -336,15 +336,17 @@ pub fn write_access(
         if real.exists() { access.read_only.push(real) } else { access.watched.push(real) }
     }
     // Said only of one there (each form a module takes is watched for).
-    for path in python_start_up_on_paths(&homes) {
+    let pth = python_start_up_on_paths(&homes).into_iter().map(|path| (path, "a .pth file"));
+    let named = pth.chain(code_named_by_environment(env).into_iter().map(|(path, name)| (path, name)));
+    for (path, by) in named {
         if !path.exists() {
             access.watched.push(path);
             continue;
         }
-        if access.writable.iter().any(|dir| path.starts_with(dir)) {
+        if access.writable.iter().any(|dir| path.starts_with(dir) && path != *dir) {
             access.notes.push(format!(
-                "{} runs at the start of every python3 of yours (a .pth file puts its directory on the path): it \
-                 stays read-only to the agent\nhint: edit it yourself after the session",
+                "{} runs in later programs of yours ({by} names it): it stays read-only to the agent\nhint: edit it \
+                 yourself after the session",
                 super::shown(&path)
             ));
         }
@@ -661,20 +663,89 @@ fn python_start_up_on_paths(homes: &[PathBuf]) -> Vec<PathBuf> {
                         continue;
                     }
                     let dir = super::repositories::without_dot_dots(&site.join(line));
-                    for module in ["usercustomize", "sitecustomize"] {
-                        let mut names = vec![
-                            module.to_string(),
-                            format!("{module}.py"),
-                            format!("{module}.pyc"),
-                            format!("{module}.so"),
-                        ];
-                        names.push(format!("{module}.abi3.so"));
-                        if let Some(tag) = &tag {
-                            names.push(format!("{module}.cpython-{tag}-{}-linux-gnu.so", std::env::consts::ARCH));
-                        }
-                        found.extend(names.into_iter().map(|name| dir.join(name)));
-                    }
+                    found.extend(start_up_modules(&dir, tag.as_slice()));
                 }
+            }
+        }
+    }
+    found
+}
+
+/// Each form Python imports `usercustomize` and `sitecustomize` in from `dir` (source, compiled,
+/// package, extension module: plain, stable-ABI, and with each version's tag of `tags`, `311`).
+fn start_up_modules(dir: &Path, tags: &[String]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for module in ["usercustomize", "sitecustomize"] {
+        let plain = [module.to_string(), format!("{module}.py"), format!("{module}.pyc"), format!("{module}.so")];
+        let tagged = tags.iter().map(|tag| format!("{module}.cpython-{tag}-{}-linux-gnu.so", std::env::consts::ARCH));
+        let names = plain.into_iter().chain([format!("{module}.abi3.so")]).chain(tagged);
+        found.extend(names.map(|name| dir.join(name)));
+    }
+    found
+}
+
+/// Variables the user's shell exports to every later process of theirs that name code those
+/// processes run: Python's start-up file and module path, Node's `--require`, what a
+/// non-interactive shell sources, `less`'s input filter, the editor and pager programs, a
+/// preloaded library. Read from the launch's environment, which is the user's (the thirty-first
+/// re-attack's C3: with `PYTHONSTARTUP`, `PYTHONPATH`, `NODE_OPTIONS`, `BASH_ENV`, `LESSOPEN`
+/// naming files of a dotfiles workspace, every later `python3`, `node`, script and `less` of the
+/// user's ran what the agent wrote there).
+pub const CODE_VARIABLES: [&str; 22] = [
+    "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "NODE_OPTIONS",
+    "BASH_ENV",
+    "ENV",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "GIT_EDITOR",
+    "GIT_PAGER",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "LD_PRELOAD",
+    "INPUTRC",
+    "MYVIMRC",
+    "PERL5OPT",
+    "RUBYOPT",
+];
+
+/// What [`CODE_VARIABLES`] name: each absolute path in their values (after `~/`, split at blanks,
+/// `:`, `|`, `=` and quotes), and for each directory on `PYTHONPATH` the start-up modules Python
+/// would import from it ([`start_up_modules`], for the versions installed).
+fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
+    let tags: Vec<String> = ["/usr/lib", "/usr/local/lib"]
+        .iter()
+        .map(PathBuf::from)
+        .chain([env.home_dir.join(".local/lib")])
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flat_map(|entries| entries.flatten().take(64))
+        .filter_map(|entry| {
+            entry.file_name().to_str()?.strip_prefix("python3").map(|minor| format!("3{}", minor.replace('.', "")))
+        })
+        .filter(|tag| tag.len() > 1 && tag.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    let mut found = Vec::new();
+    for name in CODE_VARIABLES {
+        let Some(value) = env.var(name) else { continue };
+        let words = value.split(|c: char| c.is_whitespace() || matches!(c, ':' | '|' | '=' | '"' | '\'' | ';'));
+        for word in words.filter(|word| !word.is_empty()) {
+            let path = match word.strip_prefix("~/") {
+                Some(rest) => env.home_dir.join(rest),
+                None if word.starts_with('/') => PathBuf::from(word),
+                None => continue,
+            };
+            let path = super::repositories::without_dot_dots(&path);
+            if name == "PYTHONPATH" {
+                found.extend(start_up_modules(&path, &tags).into_iter().map(|module| (module, name)));
+            } else {
+                found.push((path, name));
             }
         }
     }
@@ -1683,6 +1754,37 @@ mod tests {
             let watched = repo.join(watched.replace("x86_64", std::env::consts::ARCH));
             assert!(access.watched.contains(&watched), "{watched:?}: {:?}", access.watched);
         }
+    }
+
+    /// The thirty-first re-attack's C3: what the user's exported variables have later programs run
+    /// (`PYTHONSTARTUP`, `NODE_OPTIONS --require`, `BASH_ENV`, `LESSOPEN`, a `PYTHONPATH`
+    /// directory's `sitecustomize`) lying in the workspace is read-only, or watched when missing.
+    #[test]
+    fn what_the_users_environment_has_later_programs_run_from_the_workspace_is_protected() {
+        let (_temp, home, repo) = home_and_repo();
+        for file in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh"] {
+            std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
+            std::fs::write(repo.join(file), "x").unwrap();
+        }
+        std::fs::create_dir_all(repo.join("lib")).unwrap();
+        let at = |file: &str| repo.join(file).display().to_string();
+        let mut env = env(&home);
+        for (name, value) in [
+            ("PYTHONSTARTUP", at("python/startup.py")),
+            ("PYTHONPATH", format!("/usr/lib/x:{}", at("lib"))),
+            ("NODE_OPTIONS", format!("--max-old-space-size=4096 --require {}", at("node/hook.js"))),
+            ("BASH_ENV", at("bash_env")),
+            ("LESSOPEN", format!("|{} %s", at("bin/lesspipe.sh"))),
+            ("EDITOR", "vim".to_string()),
+        ] {
+            env.vars.insert(name.into(), value);
+        }
+        let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        for protected in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh"] {
+            assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
+        }
+        assert!(access.watched.contains(&repo.join("lib/sitecustomize.py")), "{:?}", access.watched);
+        assert!(access.notes.iter().any(|note| note.contains("BASH_ENV names it")), "{:?}", access.notes);
     }
 
     /// The thirtieth re-attack's B12: a plain `~/.bashrc` (and `.tmux.conf`, the ssh config, the

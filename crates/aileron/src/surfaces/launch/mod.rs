@@ -226,6 +226,7 @@ impl LaunchEnv {
             .iter()
             .chain(&network::STORE_VARIABLES)
             .chain(&home_view::TOOL_VARIABLES)
+            .chain(&allow_list::CODE_VARIABLES)
             .filter_map(|name| env::get(name).map(|value| (name.to_string(), value)))
             .collect();
         // `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>`, as many as `GIT_CONFIG_COUNT` says.
