@@ -25,7 +25,9 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
         if looked > MAX_FILES {
             break;
         }
-        let Some(kind) = Kind::of(&file) else { continue };
+        // A start-up file of a kind not known here (`~/.inputrc`'s `$include`) is read for the
+        // paths it names alone; one it names is followed only when its kind is known.
+        let Some(kind) = Kind::of(&file).or((depth == 0).then_some(Kind::Other)) else { continue };
         let Ok(text) = read(&file) else { continue };
         // Where a relative name is found: the home, where shells start; `~/.ssh`; the `.envrc`'s
         // own directory.
@@ -34,13 +36,15 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
             Kind::Envrc => file.parent().unwrap_or(home).to_path_buf(),
             _ => home.to_path_buf(),
         };
-        for named in kind.names(&text) {
-            let Some(path) = expand(&named, home, &base) else { continue };
-            // A pattern (`Include ~/dotfiles/ssh/*.conf`): its directory whole.
-            let path = if path.file_name().is_some_and(|name| name.to_string_lossy().contains(['*', '?', '['])) {
-                path.parent().map(Path::to_path_buf).unwrap_or(path)
-            } else {
-                path
+        let named = kind.names(&text).into_iter().filter_map(|named| expand(&named, home, &base));
+        for path in named.chain(paths_named(&text, home)) {
+            // A pattern (`Include ~/dotfiles/ssh/*.conf`, `for f in ~/dotfiles/*/init.sh`): the
+            // directory above its first part holding one, whole.
+            let pattern =
+                path.components().position(|part| part.as_os_str().to_string_lossy().contains(['*', '?', '[']));
+            let path = match pattern {
+                Some(at) => path.components().take(at).collect(),
+                None => path,
             };
             if found.contains(&path) {
                 continue;
@@ -72,6 +76,8 @@ enum Kind {
     Tmux,
     /// `Include FILE…`, relative to `~/.ssh`.
     Ssh,
+    /// Not known: read for the paths it names alone ([`paths_named`]).
+    Other,
     /// direnv's `.envrc`: the shell's, and its `source_env`, `source_env_if_exists`,
     /// `source_up_if_exists` relative to its own directory (direnv trusts an allowed `.envrc` by
     /// its content alone: what it reads in is not checked, the thirtieth re-attack's B9).
@@ -142,6 +148,7 @@ impl Kind {
                         names.extend(words.find(|word| !word.starts_with('-')).map(unquoted));
                     }
                 }
+                Kind::Other => {}
                 Kind::Ssh => {
                     let mut words = line.split_whitespace();
                     if words.next().is_some_and(|word| word.eq_ignore_ascii_case("include")) {
@@ -152,6 +159,62 @@ impl Kind {
         }
         names
     }
+}
+
+/// Every path `text` names by the home or from the root, whatever the command around it (a loop's
+/// pattern, a helper function's argument, a vim `runtimepath`, a tmux `run-shell`, an ssh
+/// `ProxyCommand` or `Match exec`: the thirty-first re-attack's C1 ran each from a dotfiles
+/// workspace), and those a variable the file sets names (`DOTFILES=~/dotfiles` then
+/// `"$DOTFILES/x"`, `${DOTFILES:-$HOME/dotfiles}/x`). A name holding any other variable is not
+/// followed.
+fn paths_named(text: &str, home: &Path) -> Vec<PathBuf> {
+    let lines: Vec<&str> =
+        text.lines().map(str::trim).filter(|line| !line.starts_with('#') && !line.starts_with('"')).collect();
+    let words = |line: &str| -> Vec<String> {
+        line.split(|c: char| {
+            c.is_whitespace()
+                || matches!(c, ';' | '|' | '&' | '(' | ')' | '<' | '>' | '=' | ',' | ':' | '\'' | '"' | '`')
+        })
+        .map(|word| word.trim_matches(['{', '}', '[', ']']).trim_start_matches('-').to_string())
+        .filter(|word| !word.is_empty())
+        .collect()
+    };
+    // `NAME=path` (`export`, `local`, `readonly`, `declare`, `set -gx` in front or not).
+    let mut variables: Vec<(String, PathBuf)> = Vec::new();
+    for line in &lines {
+        let assignment = line.split_whitespace().find(|word| word.contains('=')).unwrap_or_default();
+        let Some((name, value)) = assignment.split_once('=') else { continue };
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            continue;
+        }
+        if let Some(path) = words(value).first().and_then(|word| from_home(word, home, &variables)) {
+            variables.push((name.to_string(), path));
+        }
+    }
+    lines.iter().flat_map(|line| words(line)).filter_map(|word| from_home(&word, home, &variables)).collect()
+}
+
+/// `word` as a path, when it names one by the home (`~/`, `$HOME/`, `${HOME}/`), a variable of
+/// `variables`, or from the root (not the root itself).
+fn from_home(word: &str, home: &Path, variables: &[(String, PathBuf)]) -> Option<PathBuf> {
+    let word = word.replace("${", "$").replace('}', "");
+    let path = if let Some(rest) = word.strip_prefix("~/") {
+        home.join(rest)
+    } else if let Some(rest) = word.strip_prefix('$') {
+        let (name, rest) = rest.split_once('/').unwrap_or((rest, ""));
+        let base = if name == "HOME" {
+            home.to_path_buf()
+        } else {
+            variables.iter().rev().find(|(n, _)| n == name)?.1.clone()
+        };
+        base.join(rest)
+    } else if word.starts_with('/') && word.len() > 1 {
+        PathBuf::from(&word)
+    } else {
+        return None;
+    };
+    let shown = path.to_string_lossy();
+    (!shown.contains(['$', '`', '~'])).then(|| super::repositories::without_dot_dots(&path))
 }
 
 fn unquoted(word: &str) -> String {
@@ -194,7 +257,22 @@ mod tests {
         std::fs::write(home.join(".ssh/config"), "Include ~/dotfiles/ssh/*.conf work.conf\nHost x\n").unwrap();
         std::fs::write(dots.join(".envrc"), "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\n")
             .unwrap();
-        let files = [".bashrc", ".vimrc", ".tmux.conf", ".ssh/config", "dotfiles/.envrc"].map(|name| home.join(name));
+        // The thirty-first re-attack's C1: a loop's pattern, a helper's argument, a variable the file
+        // sets, vim's runtimepath, tmux's run-shell, ssh's ProxyCommand, `~/.inputrc`'s `$include`.
+        std::fs::write(
+            home.join(".zshrc"),
+            "for f in ~/dotfiles/zsh/*.zsh; do source \"$f\"; done\nsource_if ~/dotfiles/helper.zsh\nDOTS=\"$HOME/dotfiles\"\n\
+             [ -r \"$DOTS/vars.zsh\" ] && source \"$DOTS/vars.zsh\"\nsource \"${ZDOT:-$HOME/dotfiles}/def.zsh\"\n",
+        )
+        .unwrap();
+        std::fs::write(home.join(".gvimrc"), "set runtimepath^=~/dotfiles/vimrt\n").unwrap();
+        std::fs::write(home.join(".tmux.conf.local"), "run-shell ~/dotfiles/tmux/status.sh\n").unwrap();
+        std::fs::write(home.join(".inputrc"), "$include ~/dotfiles/inputrc\n").unwrap();
+        let files = [".bashrc", ".vimrc", ".tmux.conf", ".ssh/config", "dotfiles/.envrc", ".zshrc", ".gvimrc"]
+            .into_iter()
+            .chain([".tmux.conf.local", ".inputrc"])
+            .map(|name| home.join(name))
+            .collect::<Vec<_>>();
         let found = read_in(&files, home);
         for expected in [
             dots.join("shell/aliases.sh"),
@@ -207,6 +285,13 @@ mod tests {
             home.join(".ssh/work.conf"),
             dots.join(".envrc.private"),
             home.join("shared.envrc"),
+            dots.join("zsh"),
+            dots.join("helper.zsh"),
+            dots.join("vars.zsh"),
+            dots.join("def.zsh"),
+            dots.join("vimrt"),
+            dots.join("tmux/status.sh"),
+            dots.join("inputrc"),
         ] {
             assert!(found.contains(&expected), "{expected:?} in {found:?}");
         }
