@@ -313,9 +313,10 @@ pub fn write_access(
     // direnv trusts an allowed `.envrc` by its content alone (B9).
     let files: Vec<PathBuf> = startup.iter().chain(&envrcs).filter(|path| path.is_file()).cloned().collect();
     for home in &homes {
-        let ssh_config = home.join(".ssh/config");
-        let files: Vec<PathBuf> =
-            files.iter().cloned().chain([ssh_config].into_iter().filter(|f| f.is_file())).collect();
+        // And the configs in which other tools name a program they run (gpg-agent's
+        // `pinentry-program`, npm's `script-shell`: the thirty-first re-attack's C6).
+        let named = [".ssh/config"].iter().chain(&PROGRAM_CONFIGS).map(|name| home.join(name));
+        let files: Vec<PathBuf> = files.iter().cloned().chain(named.filter(|f| f.is_file())).collect();
         startup.extend(super::sourced::read_in(&files, home));
     }
     // Each place once, however many names lead to it.
@@ -614,6 +615,19 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
     }
     found
 }
+
+/// Tools' configs that name programs the tool runs as the user (read for the paths they name).
+const PROGRAM_CONFIGS: [&str; 9] = [
+    ".gnupg/gpg-agent.conf",
+    ".gnupg/gpg.conf",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".mailcap",
+    ".wgetrc",
+    ".curlrc",
+    ".config/pip/pip.conf",
+];
 
 /// How many levels below the home [`links_into`] looks, and at how many entries at most.
 const LINK_DEPTH: usize = 5;
@@ -1803,6 +1817,11 @@ mod tests {
         std::fs::create_dir_all(home.join(".ssh")).unwrap();
         std::fs::write(home.join(".ssh/config"), format!("Include {}\n", at("ssh/*.conf"))).unwrap();
         std::fs::create_dir_all(repo.join("ssh")).unwrap();
+        // C6: a program another tool's config names.
+        std::fs::create_dir_all(home.join(".gnupg")).unwrap();
+        std::fs::write(home.join(".gnupg/gpg-agent.conf"), format!("pinentry-program {}\n", at("pinentry.sh")))
+            .unwrap();
+        std::fs::write(repo.join("pinentry.sh"), "x").unwrap();
         std::fs::write(repo.join(".envrc"), "source_env_if_exists .envrc.private\n").unwrap();
         std::fs::write(repo.join(".envrc.private"), "export X=1\n").unwrap();
         // And a nested one's, found where direnv would run it.
@@ -1812,7 +1831,7 @@ mod tests {
         std::fs::create_dir_all(repo.join("git-template/hooks")).unwrap();
         std::fs::write(home.join(".gitconfig"), format!("[init]\n\ttemplateDir = {}\n", at("git-template"))).unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        for protected in ["shell/aliases.sh", "tmux.conf", "ssh", ".envrc.private", "git-template"] {
+        for protected in ["shell/aliases.sh", "tmux.conf", "ssh", ".envrc.private", "git-template", "pinentry.sh"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         for watched in ["later.sh", "shared/env.sh"] {

@@ -25,9 +25,10 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
         if looked > MAX_FILES {
             break;
         }
-        // A start-up file of a kind not known here (`~/.inputrc`'s `$include`) is read for the
-        // paths it names alone; one it names is followed only when its kind is known.
-        let Some(kind) = Kind::of(&file).or((depth == 0).then_some(Kind::Other)) else { continue };
+        // A file of a kind not known here (`~/.inputrc`'s `$include`, a modular setup's
+        // `shell/init` or `theme.conf`: the thirty-first re-attack's C5) is read for the paths it
+        // names alone.
+        let kind = Kind::of(&file).unwrap_or(Kind::Other);
         let Ok(text) = read(&file) else { continue };
         // Where a relative name is found: the home, where shells start; `~/.ssh`; the `.envrc`'s
         // own directory.
@@ -37,7 +38,8 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
             _ => home.to_path_buf(),
         };
         let named = kind.names(&text).into_iter().filter_map(|named| expand(&named, home, &base));
-        for path in named.chain(paths_named(&text, home)) {
+        let relative_base = (kind == Kind::Envrc).then_some(base.as_path());
+        for path in named.chain(paths_named(&text, home, relative_base)) {
             // A pattern (`Include ~/dotfiles/ssh/*.conf`, `for f in ~/dotfiles/*/init.sh`): the
             // directory above its first part holding one, whole.
             let pattern =
@@ -90,7 +92,7 @@ impl Kind {
         let name = name.trim_start_matches('.');
         if name == "envrc" {
             Some(Kind::Envrc)
-        } else if name.contains("vimrc") || name == "init.vim" || name == "gvimrc" {
+        } else if name.contains("vimrc") || name.ends_with(".vim") || name == "gvimrc" {
             Some(Kind::Vim)
         } else if name.contains("tmux") {
             Some(Kind::Tmux)
@@ -127,7 +129,11 @@ impl Kind {
                         });
                         match (words.next(), words.next()) {
                             (Some("source" | "."), Some(file)) => names.push(unquoted(file)),
-                            (Some("source_env" | "source_env_if_exists"), Some(file)) if self == Kind::Envrc => {
+                            // direnv's: what it sources, and a directory it puts on `PATH` (its
+                            // programs run by name in the user's shell there: C4).
+                            (Some("source_env" | "source_env_if_exists" | "PATH_add" | "path_add"), Some(file))
+                                if self == Kind::Envrc =>
+                            {
                                 names.push(unquoted(file));
                             }
                             _ => {}
@@ -166,8 +172,9 @@ impl Kind {
 /// `ProxyCommand` or `Match exec`: the thirty-first re-attack's C1 ran each from a dotfiles
 /// workspace), and those a variable the file sets names (`DOTFILES=~/dotfiles` then
 /// `"$DOTFILES/x"`, `${DOTFILES:-$HOME/dotfiles}/x`). A name holding any other variable is not
-/// followed.
-fn paths_named(text: &str, home: &Path) -> Vec<PathBuf> {
+/// followed. In an `.envrc` (`relative_base`, its directory) a name from `./` or `../` too (`eval
+/// "$(./scripts/env.sh)"`: the thirty-first re-attack's C4).
+fn paths_named(text: &str, home: &Path, relative_base: Option<&Path>) -> Vec<PathBuf> {
     let lines: Vec<&str> =
         text.lines().map(str::trim).filter(|line| !line.starts_with('#') && !line.starts_with('"')).collect();
     let words = |line: &str| -> Vec<String> {
@@ -191,7 +198,16 @@ fn paths_named(text: &str, home: &Path) -> Vec<PathBuf> {
             variables.push((name.to_string(), path));
         }
     }
-    lines.iter().flat_map(|line| words(line)).filter_map(|word| from_home(&word, home, &variables)).collect()
+    let relative = |word: &str| {
+        let base = relative_base?;
+        (word.starts_with("./") || word.starts_with("../"))
+            .then(|| super::repositories::without_dot_dots(&base.join(word)))
+    };
+    lines
+        .iter()
+        .flat_map(|line| words(line))
+        .filter_map(|word| from_home(&word, home, &variables).or_else(|| relative(&word)))
+        .collect()
 }
 
 /// `word` as a path, when it names one by the home (`~/`, `$HOME/`, `${HOME}/`), a variable of
@@ -268,6 +284,13 @@ mod tests {
         std::fs::write(home.join(".gvimrc"), "set runtimepath^=~/dotfiles/vimrt\n").unwrap();
         std::fs::write(home.join(".tmux.conf.local"), "run-shell ~/dotfiles/tmux/status.sh\n").unwrap();
         std::fs::write(home.join(".inputrc"), "$include ~/dotfiles/inputrc\n").unwrap();
+        // C5: a file of no known kind, read in, is read too; C4: an `.envrc`'s relative names.
+        std::fs::write(dots.join("inputrc"), "$include ~/dotfiles/keys/more\n").unwrap();
+        std::fs::write(
+            dots.join(".envrc"),
+            "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\nPATH_add bin\neval \"$(./scripts/env.sh)\"\n",
+        )
+        .unwrap();
         let files = [".bashrc", ".vimrc", ".tmux.conf", ".ssh/config", "dotfiles/.envrc", ".zshrc", ".gvimrc"]
             .into_iter()
             .chain([".tmux.conf.local", ".inputrc"])
@@ -292,6 +315,9 @@ mod tests {
             dots.join("vimrt"),
             dots.join("tmux/status.sh"),
             dots.join("inputrc"),
+            dots.join("keys/more"),
+            dots.join("bin"),
+            dots.join("scripts/env.sh"),
         ] {
             assert!(found.contains(&expected), "{expected:?} in {found:?}");
         }
