@@ -660,8 +660,16 @@ const NOT_ENTERED_FOR_LINKS: [&str; 16] = [
 /// form a module of those names takes there (source, compiled, package, extension).
 fn python_start_up_on_paths(homes: &[PathBuf]) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    for home in homes {
-        let Ok(versions) = std::fs::read_dir(home.join(".local/lib")) else { continue };
+    // The user site directories, and the site directories of the Pythons installed in the home
+    // (pyenv's, conda's, mise's and asdf's builds: the thirty-first re-attack's C7 ran an
+    // editable install's `.pth` in pyenv's).
+    let libs = [".local/lib", ".pyenv/versions/*/lib", "miniconda3/lib", "anaconda3/lib", "miniforge3/lib"]
+        .into_iter()
+        .chain([".local/share/mise/installs/python/*/lib", ".asdf/installs/python/*/lib"]);
+    let libs: Vec<PathBuf> =
+        homes.iter().flat_map(|home| libs.clone().flat_map(|pattern| expanded(home, pattern))).collect();
+    for lib in libs {
+        let Ok(versions) = std::fs::read_dir(&lib) else { continue };
         for version in versions.flatten().take(16) {
             let site = version.path().join("site-packages");
             // `python3.11` is `311` in an extension module's name.
@@ -681,6 +689,23 @@ fn python_start_up_on_paths(homes: &[PathBuf]) -> Vec<PathBuf> {
                 }
             }
         }
+    }
+    found
+}
+
+/// `pattern` (relative, a `*` a level of any name, at most 64 entries each) under `home`.
+fn expanded(home: &Path, pattern: &str) -> Vec<PathBuf> {
+    let mut found = vec![home.to_path_buf()];
+    for part in pattern.split('/') {
+        found = found
+            .into_iter()
+            .flat_map(|dir| match part {
+                "*" => std::fs::read_dir(&dir)
+                    .map(|entries| entries.flatten().take(64).map(|entry| entry.path()).collect())
+                    .unwrap_or_default(),
+                name => vec![dir.join(name)],
+            })
+            .collect();
     }
     found
 }
@@ -856,19 +881,7 @@ const PLUGIN_DIRECTORIES: [&str; 14] = [
 fn programs_linked_into(env: &LaunchEnv, homes: &[PathBuf], roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<String>) {
     let mut dirs: Vec<PathBuf> = Vec::new();
     for (home, pattern) in homes.iter().flat_map(|home| PLUGIN_DIRECTORIES.iter().map(move |pattern| (home, pattern))) {
-        let mut found = vec![home.to_path_buf()];
-        for part in pattern.split('/') {
-            found = found
-                .into_iter()
-                .flat_map(|dir| match part {
-                    "*" => std::fs::read_dir(&dir)
-                        .map(|entries| entries.flatten().take(64).map(|entry| entry.path()).collect())
-                        .unwrap_or_default(),
-                    name => vec![dir.join(name)],
-                })
-                .collect();
-        }
-        dirs.extend(found);
+        dirs.extend(expanded(home, pattern));
     }
     // Every `PATH` directory, in the home or not (`/usr/local/bin`), after the plugins.
     if let Some(path) = env.var(super::PATH) {
@@ -1749,6 +1762,11 @@ mod tests {
         std::fs::create_dir_all(repo.join("src")).unwrap();
         std::fs::write(site.join("_proj.pth"), format!("# editable\n{}\nimport os\n", repo.join("src").display()))
             .unwrap();
+        // C7: in the site directory of a Python built in the home (pyenv's).
+        let pyenv_site = home.join(".pyenv/versions/3.12.1/lib/python3.12/site-packages");
+        std::fs::create_dir_all(&pyenv_site).unwrap();
+        std::fs::create_dir_all(repo.join("pysrc")).unwrap();
+        std::fs::write(pyenv_site.join("__editable__.lib.pth"), format!("{}\n", repo.join("pysrc").display())).unwrap();
         // B5: links three to five levels down (gh's aliases run shell commands; a Jupyter kernel's
         // `argv` runs at the next notebook).
         for (link, file) in
@@ -1762,9 +1780,12 @@ mod tests {
         for protected in ["bin", "usercustomize.py", "py", "gh.yml", "k.json"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
-        for watched in
-            ["src/usercustomize.py", "src/sitecustomize", "src/usercustomize.cpython-311-x86_64-linux-gnu.so"]
-        {
+        for watched in [
+            "src/usercustomize.py",
+            "src/sitecustomize",
+            "src/usercustomize.cpython-311-x86_64-linux-gnu.so",
+            "pysrc/sitecustomize.py",
+        ] {
             let watched = repo.join(watched.replace("x86_64", std::env::consts::ARCH));
             assert!(access.watched.contains(&watched), "{watched:?}: {:?}", access.watched);
         }
