@@ -5120,13 +5120,16 @@ fn sockets_bound_by_a_relative_name_or_in_another_network_namespace_are_hidden()
         child
     };
     let other_namespace = work.join("netns.sock");
+    std::fs::create_dir_all(work.join("node_modules/.cache")).unwrap();
     let servers = [
         listen(&[], "nvim.sock", &[]),
         listen(&["unshare", "-rn"], other_namespace.to_str().unwrap(), &[]),
         // The thirtieth re-attack's B7: bound by a relative name, then working elsewhere.
         listen(&[], "moved.sock", &["/"]),
+        // C8: in a directory the search for repositories skips.
+        listen(&[], "node_modules/.cache/dev.sock", &["/"]),
     ];
-    let script = "#!/bin/sh\n{ for s in nvim.sock netns.sock moved.sock; do [ -S \"$s\" ] && echo \"SOCKET $s\"; done; \
+    let script = "#!/bin/sh\n{ for s in nvim.sock netns.sock moved.sock node_modules/.cache/dev.sock; do [ -S \"$s\" ] && echo \"SOCKET $s\"; done; \
                   echo looked; } > sight.txt 2>&1\ntouch ready\nexit 0\n";
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -142,7 +142,7 @@ struct Found {
 /// and stops 32 levels down, `git status` at the root enters every submodule and runs what
 /// its config names (the second re-attack of 2026-12-05).
 fn checkouts_in(root: &Path) -> Found {
-    let Searched { checkouts: nested, mut complete, skipped, sockets, envrcs } = nested_checkouts(root);
+    let Searched { checkouts: nested, mut complete, skipped, mut sockets, envrcs } = nested_checkouts(root);
     // The root itself made into a git directory counts too (the twelfth re-attack: launched in a
     // new project, the agent wrote `HEAD`, `objects/`, `refs/` and a `config` there).
     let own = (std::fs::symlink_metadata(root.join(".git")).is_ok() || git::is_git_directory(root))
@@ -184,15 +184,9 @@ fn checkouts_in(root: &Path) -> Found {
             }
         }
     }
-    Found {
-        checkouts: found,
-        entered,
-        complete,
-        unread,
-        dependency_configs: dependency_configs(&skipped),
-        sockets,
-        envrcs,
-    }
+    let (dependency_configs, more_sockets) = dependency_configs(&skipped);
+    sockets.extend(more_sockets);
+    Found { checkouts: found, entered, complete, unread, dependency_configs, sockets, envrcs }
 }
 
 /// Directories searched among installed dependencies for checkouts, at most, and how deep below
@@ -204,9 +198,11 @@ const MAX_DEPENDENCY_DEPTH: usize = 3;
 /// nested repositories skips (`skipped`: `.venv`, `node_modules`, …): `pip install -e
 /// git+https://TOKEN@…` clones into `.venv/src/<name>` with the token in its remote's URL, which
 /// the agent read (the twenty-ninth re-attack's A2). Read for credentials only: what runs from
-/// there runs as the user anyway.
-fn dependency_configs(skipped: &[PathBuf]) -> Vec<PathBuf> {
-    let mut configs = Vec::new();
+/// there runs as the user anyway. And the socket files met there (a dev server's in
+/// `node_modules/.cache`: the thirty-first re-attack's C8).
+fn dependency_configs(skipped: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    use std::os::unix::fs::FileTypeExt as _;
+    let (mut configs, mut sockets) = (Vec::new(), Vec::new());
     let mut pending: std::collections::VecDeque<(PathBuf, usize)> =
         skipped.iter().map(|dir| (dir.clone(), 0)).collect();
     let mut budget = MAX_DEPENDENCY_DIRECTORIES;
@@ -215,7 +211,11 @@ fn dependency_configs(skipped: &[PathBuf]) -> Vec<PathBuf> {
         budget = left;
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
-            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_socket() {
+                sockets.push(entry.path());
+            }
+            if !kind.is_dir() {
                 continue;
             }
             let path = entry.path();
@@ -226,7 +226,7 @@ fn dependency_configs(skipped: &[PathBuf]) -> Vec<PathBuf> {
             }
         }
     }
-    configs
+    (configs, sockets)
 }
 
 /// Checkouts followed through indexes' submodules, at most.
