@@ -327,11 +327,15 @@ pub fn write_access(
             continue;
         }
         if access.writable.iter().any(|dir| real.starts_with(dir) && real != *dir) {
+            // Named once where the name is where it is (what a start-up file reads in).
+            let named = if path == real {
+                super::shown(&path)
+            } else {
+                format!("{} is {}", super::shown(&path), super::shown(&real))
+            };
             access.notes.push(format!(
-                "{} is {}, in what the agent may write: it stays read-only to the agent, since it runs as you \
-                 later\nhint: edit it yourself after the session",
-                super::shown(&path),
-                super::shown(&real)
+                "{named}, in what the agent may write: it stays read-only to the agent, since it runs as you \
+                 later\nhint: edit it yourself after the session"
             ));
         }
         if real.exists() { access.read_only.push(real) } else { access.watched.push(real) }

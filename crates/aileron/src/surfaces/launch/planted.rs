@@ -48,8 +48,7 @@ impl Moved {
                 ),
             };
         }
-        let planted =
-            format!("{agent} created {}, which would make git run what it chose as you", super::shown(&self.path));
+        let planted = format!("{agent} created {}, which would run what it chose as you", super::shown(&self.path));
         match &self.outcome {
             Ok(Some(kept)) => format!("{planted}; moved to {}", super::shown(kept)),
             Ok(None) => format!("{planted}; removed"),
