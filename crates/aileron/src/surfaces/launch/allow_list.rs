@@ -734,7 +734,7 @@ fn start_up_modules(dir: &Path, tags: &[String]) -> Vec<PathBuf> {
 /// re-attack's C3: with `PYTHONSTARTUP`, `PYTHONPATH`, `NODE_OPTIONS`, `BASH_ENV`, `LESSOPEN`
 /// naming files of a dotfiles workspace, every later `python3`, `node`, script and `less` of the
 /// user's ran what the agent wrote there).
-pub const CODE_VARIABLES: [&str; 22] = [
+pub const CODE_VARIABLES: [&str; 33] = [
     "PYTHONSTARTUP",
     "PYTHONPATH",
     "NODE_OPTIONS",
@@ -757,6 +757,19 @@ pub const CODE_VARIABLES: [&str; 22] = [
     "MYVIMRC",
     "PERL5OPT",
     "RUBYOPT",
+    // A Java agent every JVM loads, R's profile, IPython's and Jupyter's start-up directories,
+    // the user's Python base, npm's user config, vim's start command, the browser tools open.
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "R_PROFILE_USER",
+    "IPYTHONDIR",
+    "JUPYTER_CONFIG_DIR",
+    "PYTHONUSERBASE",
+    "NPM_CONFIG_USERCONFIG",
+    "VIMINIT",
+    "EXINIT",
+    "BROWSER",
+    "SUDO_ASKPASS",
 ];
 
 /// What [`CODE_VARIABLES`] name: each absolute path in their values (after `~/`, split at blanks,
@@ -1801,7 +1814,7 @@ mod tests {
     #[test]
     fn what_the_users_environment_has_later_programs_run_from_the_workspace_is_protected() {
         let (_temp, home, repo) = home_and_repo();
-        for file in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh"] {
+        for file in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar"] {
             std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
             std::fs::write(repo.join(file), "x").unwrap();
         }
@@ -1815,11 +1828,12 @@ mod tests {
             ("BASH_ENV", at("bash_env")),
             ("LESSOPEN", format!("|{} %s", at("bin/lesspipe.sh"))),
             ("EDITOR", "vim".to_string()),
+            ("JAVA_TOOL_OPTIONS", format!("-Xmx1g -javaagent:{}", at("agent.jar"))),
         ] {
             env.vars.insert(name.into(), value);
         }
         let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        for protected in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh"] {
+        for protected in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar"] {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("lib/sitecustomize.py")), "{:?}", access.watched);
