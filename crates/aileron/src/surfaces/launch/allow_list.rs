@@ -734,7 +734,7 @@ fn start_up_modules(dir: &Path, tags: &[String]) -> Vec<PathBuf> {
 /// re-attack's C3: with `PYTHONSTARTUP`, `PYTHONPATH`, `NODE_OPTIONS`, `BASH_ENV`, `LESSOPEN`
 /// naming files of a dotfiles workspace, every later `python3`, `node`, script and `less` of the
 /// user's ran what the agent wrote there).
-pub const CODE_VARIABLES: [&str; 33] = [
+pub const CODE_VARIABLES: [&str; 40] = [
     "PYTHONSTARTUP",
     "PYTHONPATH",
     "NODE_OPTIONS",
@@ -770,6 +770,16 @@ pub const CODE_VARIABLES: [&str; 33] = [
     "EXINIT",
     "BROWSER",
     "SUDO_ASKPASS",
+    // Directories modules and libraries are loaded from, and git's templates and programs (the
+    // thirty-second re-attack's D2, D4: a `strict.pm` in `PERL5LIB`, a `libz.so.1` in
+    // `LD_LIBRARY_PATH`, a template hook): protected whole.
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYLIB",
+    "NODE_PATH",
+    "LD_LIBRARY_PATH",
+    "GIT_TEMPLATE_DIR",
+    "GIT_EXEC_PATH",
 ];
 
 /// What [`CODE_VARIABLES`] name: each absolute path in their values (after `~/`, split at blanks,
@@ -1814,7 +1824,8 @@ mod tests {
     #[test]
     fn what_the_users_environment_has_later_programs_run_from_the_workspace_is_protected() {
         let (_temp, home, repo) = home_and_repo();
-        for file in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar"] {
+        for file in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar", "build/lib/x.so"]
+        {
             std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
             std::fs::write(repo.join(file), "x").unwrap();
         }
@@ -1829,11 +1840,13 @@ mod tests {
             ("LESSOPEN", format!("|{} %s", at("bin/lesspipe.sh"))),
             ("EDITOR", "vim".to_string()),
             ("JAVA_TOOL_OPTIONS", format!("-Xmx1g -javaagent:{}", at("agent.jar"))),
+            ("LD_LIBRARY_PATH", format!("/usr/local/lib:{}", at("build/lib"))),
         ] {
             env.vars.insert(name.into(), value);
         }
         let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        for protected in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar"] {
+        for protected in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar", "build/lib"]
+        {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("lib/sitecustomize.py")), "{:?}", access.watched);

@@ -339,6 +339,13 @@ fn runs_a_program(entry: &Entry) -> bool {
         "credential" => key == "helper",
         "gpg" => matches!(key, "program" | "defaultkeycommand"),
         "trailer" => sub && matches!(key, "cmd" | "command"),
+        // `git archive`'s compressors (the thirty-second re-attack's D3), git-lfs's transfer agents
+        // and extensions, the browser `git web--browse` runs, the GUI's tools.
+        "tar" => sub && key == "command",
+        "lfs" => sub && matches!(key, "path" | "clean" | "smudge"),
+        "web" => key == "browser",
+        "instaweb" => key == "httpd",
+        "guitool" => sub && key == "cmd",
         "sendemail" => matches!(key, "smtpserver" | "sendmailcmd" | "tocmd" | "cccmd" | "headercmd"),
         "imap" => key == "tunnel",
         "man" => sub && matches!(key, "cmd" | "path"),
@@ -796,9 +803,10 @@ mod tests {
         assert!(out.contains(&format!("{TAKEN_OUT}\tfsmonitor = /tmp/x\n")), "{out}");
         // The thirty-first re-attack's C2: a carriage return before the subsection, a command as a
         // remote's transport, a protocol allowed.
-        let crafted = "[filter\r\"x\"]\n\tclean = sh evil\n[remote \"o\"]\n\turl = ext::sh -c evil\n[protocol \"ext\"]\n\tallow = always\n";
+        let crafted = "[filter\r\"x\"]\n\tclean = sh evil\n[remote \"o\"]\n\turl = ext::sh -c evil\n[protocol \"ext\"]\n\tallow = always\n\
+                       [tar \"tgz\"]\n\tcommand = sh evil\n";
         let names: Vec<String> = arming(&parse(crafted)).iter().map(named).collect();
-        assert_eq!(names, ["filter.x.clean", "remote.o.url", "protocol.ext.allow"]);
+        assert_eq!(names, ["filter.x.clean", "remote.o.url", "protocol.ext.allow", "tar.tgz.command"]);
         // On the header's line: written again from its entries.
         let inline = "[core] fsmonitor = /tmp/x\n[user]\n\tname = Ada\n";
         let out = taken_out(inline, &arming(&parse(inline)));
