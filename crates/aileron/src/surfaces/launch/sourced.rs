@@ -20,6 +20,14 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = Vec::new();
     let mut pending: Vec<(PathBuf, usize)> = files.iter().map(|file| (file.clone(), 0)).collect();
     let mut looked = 0;
+    // The variables every file sets, for all (`~/.profile` exports `DOTFILES`, `~/.bashrc` sources
+    // `$DOTFILES/x`: the thirty-second re-attack's D1).
+    let mut variables = Vec::new();
+    for file in files {
+        if let Ok(text) = read(file) {
+            assignments(&text, home, &mut variables);
+        }
+    }
     while let Some((file, depth)) = pending.pop() {
         looked += 1;
         if looked > MAX_FILES {
@@ -39,7 +47,17 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
         };
         let named = kind.names(&text).into_iter().filter_map(|named| expand(&named, home, &base));
         let relative_base = (kind == Kind::Envrc).then_some(base.as_path());
-        for path in named.chain(paths_named(&text, home, relative_base)) {
+        let mut named: Vec<PathBuf> = named.chain(paths_named(&text, home, relative_base, &variables)).collect();
+        // A file read in reads in what lies beside it by its own place (`${BASH_SOURCE%/*}/x`,
+        // vim's `<sfile>:p:h`, tmux's `#{d:current_file}`: D1): its directory, whole.
+        if depth > 0 {
+            named.extend(file.parent().map(Path::to_path_buf));
+        }
+        // direnv's `layout` puts `.direnv/<…>/bin` on `PATH` (D5).
+        if kind == Kind::Envrc && text.lines().any(|line| line.trim_start().starts_with("layout ")) {
+            named.push(base.join(".direnv"));
+        }
+        for path in named {
             // A pattern (`Include ~/dotfiles/ssh/*.conf`, `for f in ~/dotfiles/*/init.sh`): the
             // directory above its first part holding one, whole.
             let pattern =
@@ -174,30 +192,19 @@ impl Kind {
 /// `"$DOTFILES/x"`, `${DOTFILES:-$HOME/dotfiles}/x`). A name holding any other variable is not
 /// followed. In an `.envrc` (`relative_base`, its directory) a name from `./` or `../` too (`eval
 /// "$(./scripts/env.sh)"`: the thirty-first re-attack's C4).
-fn paths_named(text: &str, home: &Path, relative_base: Option<&Path>) -> Vec<PathBuf> {
+fn paths_named(text: &str, home: &Path, relative_base: Option<&Path>, known: &[(String, PathBuf)]) -> Vec<PathBuf> {
+    // In an `.envrc`, `$PWD` and `$(pwd)` are its directory (D5).
+    let text = match relative_base {
+        Some(base) => {
+            let base = base.to_string_lossy();
+            text.replace("$(pwd)", &base).replace("`pwd`", &base).replace("${PWD}", &base).replace("$PWD", &base)
+        }
+        None => text.to_string(),
+    };
     let lines: Vec<&str> =
         text.lines().map(str::trim).filter(|line| !line.starts_with('#') && !line.starts_with('"')).collect();
-    let words = |line: &str| -> Vec<String> {
-        line.split(|c: char| {
-            c.is_whitespace()
-                || matches!(c, ';' | '|' | '&' | '(' | ')' | '<' | '>' | '=' | ',' | ':' | '\'' | '"' | '`')
-        })
-        .map(|word| word.trim_matches(['{', '}', '[', ']']).trim_start_matches('-').to_string())
-        .filter(|word| !word.is_empty())
-        .collect()
-    };
-    // `NAME=path` (`export`, `local`, `readonly`, `declare`, `set -gx` in front or not).
-    let mut variables: Vec<(String, PathBuf)> = Vec::new();
-    for line in &lines {
-        let assignment = line.split_whitespace().find(|word| word.contains('=')).unwrap_or_default();
-        let Some((name, value)) = assignment.split_once('=') else { continue };
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            continue;
-        }
-        if let Some(path) = words(value).first().and_then(|word| from_home(word, home, &variables)) {
-            variables.push((name.to_string(), path));
-        }
-    }
+    let mut variables = known.to_vec();
+    assignments(&text, home, &mut variables);
     let relative = |word: &str| {
         let base = relative_base?;
         (word.starts_with("./") || word.starts_with("../"))
@@ -208,6 +215,32 @@ fn paths_named(text: &str, home: &Path, relative_base: Option<&Path>) -> Vec<Pat
         .flat_map(|line| words(line))
         .filter_map(|word| from_home(&word, home, &variables).or_else(|| relative(&word)))
         .collect()
+}
+
+/// The words of a line that may be paths: split at blanks and the shells' and configs'
+/// punctuation, brackets and a leading `-` taken off.
+fn words(line: &str) -> Vec<String> {
+    line.split(|c: char| {
+        c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '<' | '>' | '=' | ',' | ':' | '\'' | '"' | '`')
+    })
+    .map(|word| word.trim_matches(['{', '}', '[', ']']).trim_start_matches('-').to_string())
+    .filter(|word| !word.is_empty())
+    .collect()
+}
+
+/// Each `NAME=path` of `text` (`export`, `local`, `readonly`, `declare` in front or not), added to
+/// `variables`.
+fn assignments(text: &str, home: &Path, variables: &mut Vec<(String, PathBuf)>) {
+    for line in text.lines().map(str::trim).filter(|line| !line.starts_with('#')) {
+        let assignment = line.split_whitespace().find(|word| word.contains('=')).unwrap_or_default();
+        let Some((name, value)) = assignment.split_once('=') else { continue };
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            continue;
+        }
+        if let Some(path) = words(value).first().and_then(|word| from_home(word, home, variables)) {
+            variables.push((name.to_string(), path));
+        }
+    }
 }
 
 /// `word` as a path, when it names one by the home (`~/`, `$HOME/`, `${HOME}/`), a variable of
@@ -288,12 +321,16 @@ mod tests {
         std::fs::write(dots.join("inputrc"), "$include ~/dotfiles/keys/more\n").unwrap();
         std::fs::write(
             dots.join(".envrc"),
-            "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\nPATH_add bin\neval \"$(./scripts/env.sh)\"\n",
+            "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\nPATH_add bin\neval \"$(./scripts/env.sh)\"\n\
+             export PATH=\"$PWD/tools:$PATH\"\nPATH_add \"$(pwd)/more\"\nlayout python3\n",
         )
         .unwrap();
+        // D1: a variable another file sets.
+        std::fs::write(home.join(".profile"), "export DOTFILES=\"$HOME/dotfiles\"\n").unwrap();
+        std::fs::write(home.join(".bash_profile"), "source \"$DOTFILES/shell/path.sh\"\n").unwrap();
         let files = [".bashrc", ".vimrc", ".tmux.conf", ".ssh/config", "dotfiles/.envrc", ".zshrc", ".gvimrc"]
             .into_iter()
-            .chain([".tmux.conf.local", ".inputrc"])
+            .chain([".tmux.conf.local", ".inputrc", ".profile", ".bash_profile"])
             .map(|name| home.join(name))
             .collect::<Vec<_>>();
         let found = read_in(&files, home);
@@ -318,6 +355,13 @@ mod tests {
             dots.join("keys/more"),
             dots.join("bin"),
             dots.join("scripts/env.sh"),
+            // D1: what a file read in reads in beside it, by its own place: its directory.
+            dots.join("shell"),
+            dots.join("shell/path.sh"),
+            // D5: `$PWD`, `$(pwd)` and `layout` in an `.envrc`.
+            dots.join("tools"),
+            dots.join("more"),
+            dots.join(".direnv"),
         ] {
             assert!(found.contains(&expected), "{expected:?} in {found:?}");
         }
