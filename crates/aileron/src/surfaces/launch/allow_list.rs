@@ -342,7 +342,7 @@ pub fn write_access(
     }
     // Said only of one there (each form a module takes is watched for).
     let pth = python_start_up_on_paths(&homes).into_iter().map(|path| (path, "a .pth file"));
-    let named = pth.chain(code_named_by_environment(env).into_iter().map(|(path, name)| (path, name)));
+    let named = pth.chain(code_named_by_environment(env));
     for (path, by) in named {
         if !path.exists() {
             access.watched.push(path);
