@@ -353,7 +353,9 @@ fn runs_a_program(entry: &Entry) -> bool {
         "interactive" => key == "difffilter",
         "difftool" | "mergetool" | "browser" => sub && matches!(key, "cmd" | "path"),
         "alias" => value.starts_with('!'),
-        "remote" => sub && matches!(key, "uploadpack" | "receivepack"),
+        // `vcs` names a remote helper, `git-remote-<vcs>`, run from the worktree when it holds a
+        // `/` (the thirty-third re-attack's E1).
+        "remote" => sub && matches!(key, "uploadpack" | "receivepack" | "vcs"),
         "submodule" => sub && key == "update" && value.starts_with('!'),
         _ => false,
     }
@@ -804,9 +806,9 @@ mod tests {
         // The thirty-first re-attack's C2: a carriage return before the subsection, a command as a
         // remote's transport, a protocol allowed.
         let crafted = "[filter\r\"x\"]\n\tclean = sh evil\n[remote \"o\"]\n\turl = ext::sh -c evil\n[protocol \"ext\"]\n\tallow = always\n\
-                       [tar \"tgz\"]\n\tcommand = sh evil\n";
+                       [tar \"tgz\"]\n\tcommand = sh evil\n[remote \"p\"]\n\tvcs = x/evil\n";
         let names: Vec<String> = arming(&parse(crafted)).iter().map(named).collect();
-        assert_eq!(names, ["filter.x.clean", "remote.o.url", "protocol.ext.allow", "tar.tgz.command"]);
+        assert_eq!(names, ["filter.x.clean", "remote.o.url", "protocol.ext.allow", "tar.tgz.command", "remote.p.vcs"]);
         // On the header's line: written again from its entries.
         let inline = "[core] fsmonitor = /tmp/x\n[user]\n\tname = Ada\n";
         let out = taken_out(inline, &arming(&parse(inline)));

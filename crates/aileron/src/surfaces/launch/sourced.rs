@@ -47,6 +47,13 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
         };
         let named = kind.names(&text).into_iter().filter_map(|named| expand(&named, home, &base));
         let relative_base = (kind == Kind::Envrc).then_some(base.as_path());
+        // Where the file really is (a start-up file linked into a dotfiles repository: E2), for
+        // the spellings that name its own directory.
+        let own_dir = std::fs::canonicalize(&file).ok().and_then(|real| real.parent().map(Path::to_path_buf));
+        let text = match own_dir.as_deref() {
+            Some(dir) if matches!(kind, Kind::Shell | Kind::Envrc) => with_own_directory(&text, dir),
+            _ => text,
+        };
         let mut named: Vec<PathBuf> = named.chain(paths_named(&text, home, relative_base, &variables)).collect();
         // A file read in reads in what lies beside it by its own place (`${BASH_SOURCE%/*}/x`,
         // vim's `<sfile>:p:h`, tmux's `#{d:current_file}`: D1): its directory, whole.
@@ -217,6 +224,27 @@ fn paths_named(text: &str, home: &Path, relative_base: Option<&Path>, known: &[(
         .collect()
 }
 
+/// `text` with the usual spellings of the file's own directory written as `dir` (quotes dropped):
+/// `${BASH_SOURCE%/*}`, `$(dirname "${BASH_SOURCE[0]}")`, the same through `readlink -f` or
+/// `realpath`, `$(cd "$(dirname …)" && pwd)` and its `/..`, `$0`'s and zsh's `${0:A:h}` (the
+/// thirty-third re-attack's E2 reached `../bin` and `$ROOT/lib` that way).
+fn with_own_directory(text: &str, dir: &Path) -> String {
+    let dir = dir.to_string_lossy();
+    let mut text = text.replace('"', "");
+    for source in ["${BASH_SOURCE[0]}", "${BASH_SOURCE}", "$BASH_SOURCE", "$0"] {
+        for resolved in [format!("$(readlink -f {source})"), format!("$(realpath {source})"), source.to_string()] {
+            let own = format!("$(dirname {resolved})");
+            text = text.replace(&format!("$(cd {own}/.. && pwd)"), &format!("{dir}/.."));
+            text = text.replace(&format!("$(cd {own} && pwd)"), &dir);
+            text = text.replace(&own, &dir);
+        }
+    }
+    for spelling in ["${BASH_SOURCE%/*}", "${BASH_SOURCE[0]%/*}", "${0%/*}", "${0:A:h}", "${0:a:h}"] {
+        text = text.replace(spelling, &dir);
+    }
+    text
+}
+
 /// The words of a line that may be paths: split at blanks and the shells' and configs'
 /// punctuation, brackets and a leading `-` taken off.
 fn words(line: &str) -> Vec<String> {
@@ -325,12 +353,27 @@ mod tests {
              export PATH=\"$PWD/tools:$PATH\"\nPATH_add \"$(pwd)/more\"\nlayout python3\n",
         )
         .unwrap();
+        // E2: the file's own directory by its usual spellings, `..` from it, through a link.
+        std::fs::create_dir_all(dots.join("shell")).unwrap();
+        std::fs::write(
+            dots.join("shell/init.sh"),
+            "export PATH=\"${BASH_SOURCE%/*}/../bin2:$PATH\"\nROOT=\"$(cd \"$(dirname \"${BASH_SOURCE[0]}\")/..\" && pwd)\"\n\
+             source \"$ROOT/lib/functions.sh\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dots.join("bash_login"),
+            "DIR=\"$(dirname \"$(readlink -f \"${BASH_SOURCE[0]}\")\")\"\nsource \"$DIR/sys/env.sh\"\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(dots.join("bash_login"), home.join(".bash_login")).unwrap();
+        std::fs::write(home.join(".bash_logout"), "source ~/dotfiles/shell/init.sh\n").unwrap();
         // D1: a variable another file sets.
         std::fs::write(home.join(".profile"), "export DOTFILES=\"$HOME/dotfiles\"\n").unwrap();
         std::fs::write(home.join(".bash_profile"), "source \"$DOTFILES/shell/path.sh\"\n").unwrap();
         let files = [".bashrc", ".vimrc", ".tmux.conf", ".ssh/config", "dotfiles/.envrc", ".zshrc", ".gvimrc"]
             .into_iter()
-            .chain([".tmux.conf.local", ".inputrc", ".profile", ".bash_profile"])
+            .chain([".tmux.conf.local", ".inputrc", ".profile", ".bash_profile", ".bash_login", ".bash_logout"])
             .map(|name| home.join(name))
             .collect::<Vec<_>>();
         let found = read_in(&files, home);
@@ -362,6 +405,9 @@ mod tests {
             dots.join("tools"),
             dots.join("more"),
             dots.join(".direnv"),
+            dots.join("bin2"),
+            dots.join("lib/functions.sh"),
+            dots.join("sys/env.sh"),
         ] {
             assert!(found.contains(&expected), "{expected:?} in {found:?}");
         }
