@@ -639,7 +639,7 @@ const MAX_LINK_ENTRIES: usize = 32_768;
 
 /// Directories of the home [`links_into`] does not enter: caches, package stores, toolchains and
 /// repositories, which hold many entries and no configuration of the user's.
-const NOT_ENTERED_FOR_LINKS: [&str; 16] = [
+const NOT_ENTERED_FOR_LINKS: [&str; 15] = [
     ".cache",
     ".npm",
     ".cargo",
@@ -653,7 +653,6 @@ const NOT_ENTERED_FOR_LINKS: [&str; 16] = [
     ".m2",
     ".pyenv",
     ".nvm",
-    ".local/share/containers",
     "containers",
     "site-packages",
 ];
@@ -676,8 +675,7 @@ fn python_start_up_on_paths(homes: &[PathBuf]) -> Vec<PathBuf> {
         let Ok(versions) = std::fs::read_dir(&lib) else { continue };
         for version in versions.flatten().take(16) {
             let site = version.path().join("site-packages");
-            // `python3.11` is `311` in an extension module's name.
-            let tag = version.file_name().to_string_lossy().strip_prefix("python").map(|v| v.replace('.', ""));
+            let tag = version.file_name().to_str().and_then(python_version_tag);
             let Ok(entries) = std::fs::read_dir(&site) else { continue };
             for entry in entries.flatten().take(1024) {
                 if entry.path().extension().is_none_or(|extension| extension != "pth") {
@@ -712,6 +710,14 @@ fn expanded(home: &Path, pattern: &str) -> Vec<PathBuf> {
             .collect();
     }
     found
+}
+
+/// A Python's version as an extension module's name holds it, from its library directory's name:
+/// `python3.11` is `311`, the free-threaded `python3.13t` is `313t`.
+fn python_version_tag(name: &str) -> Option<String> {
+    let tag = name.strip_prefix("python")?.replace('.', "");
+    let digits = tag.strip_suffix('t').unwrap_or(&tag);
+    (digits.len() > 1 && digits.bytes().all(|b| b.is_ascii_digit())).then_some(tag)
 }
 
 /// Each form Python imports `usercustomize` and `sitecustomize` in from `dir` (source, compiled,
@@ -786,17 +792,20 @@ pub const CODE_VARIABLES: [&str; 40] = [
 /// `:`, `|`, `=` and quotes), and for each directory on `PYTHONPATH` the start-up modules Python
 /// would import from it ([`start_up_modules`], for the versions installed).
 fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
-    let tags: Vec<String> = ["/usr/lib", "/usr/local/lib"]
-        .iter()
-        .map(PathBuf::from)
-        .chain([env.home_dir.join(".local/lib")])
-        .filter_map(|dir| std::fs::read_dir(dir).ok())
-        .flat_map(|entries| entries.flatten().take(64))
-        .filter_map(|entry| {
-            entry.file_name().to_str()?.strip_prefix("python3").map(|minor| format!("3{}", minor.replace('.', "")))
+    // The versions installed, looked for only when `PYTHONPATH` is set, once.
+    let tags = std::cell::OnceCell::new();
+    let tags = || -> &Vec<String> {
+        tags.get_or_init(|| {
+            ["/usr/lib", "/usr/local/lib"]
+                .iter()
+                .map(PathBuf::from)
+                .chain([env.home_dir.join(".local/lib")])
+                .filter_map(|dir| std::fs::read_dir(dir).ok())
+                .flat_map(|entries| entries.flatten().take(64))
+                .filter_map(|entry| entry.file_name().to_str().and_then(python_version_tag))
+                .collect()
         })
-        .filter(|tag| tag.len() > 1 && tag.bytes().all(|b| b.is_ascii_digit()))
-        .collect();
+    };
     let mut found = Vec::new();
     for name in CODE_VARIABLES {
         let Some(value) = env.var(name) else { continue };
@@ -809,7 +818,7 @@ fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
             };
             let path = super::repositories::without_dot_dots(&path);
             if name == "PYTHONPATH" {
-                found.extend(start_up_modules(&path, &tags).into_iter().map(|module| (module, name)));
+                found.extend(start_up_modules(&path, tags()).into_iter().map(|module| (module, name)));
             } else {
                 found.push((path, name));
             }

@@ -361,10 +361,10 @@ pub fn main(args: &[OsString]) -> i32 {
 pub const REBIND: &str = "__confine-rebind";
 
 /// [`REBIND`]'s entry point: must run while the process has one thread (`setns` into a user
-/// namespace needs that). Each copy is taken (a read-only clone of its tree) before joining, since
-/// the Aileron home it is kept in is masked in there; then the helper's user and mount namespaces
-/// are joined (the user owns them) and each file, opened there with no link followed, gets a
-/// read-only bind of itself or the copy.
+/// namespace needs that). Each copy's content is read before joining, since the Aileron home it is
+/// kept in is masked in there; then the helper's user and mount namespaces are joined (the user
+/// owns them) and each file, opened there with no link followed, gets a read-only bind of itself,
+/// or the copy attached from a tmpfs of its own.
 pub fn rebind_main(args: &[OsString]) -> i32 {
     use crate::platform::confinement::{Target, attach_tree, detached_file, open_resolved, read_only_clone};
     let run = || -> Result<(), String> {

@@ -793,10 +793,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         if options.unconfined {
             println!("\nconfinement: none (--unconfined); the session and its approvals are marked unconfined");
         } else {
-            let masks: Vec<String> = crate::platform::confinement::masked_directories(home)
-                .iter()
-                .map(|dir| dir.display().to_string())
-                .collect();
+            let mask_dirs = crate::platform::confinement::masked_directories(home);
+            let masks: Vec<String> = mask_dirs.iter().map(|dir| dir.display().to_string()).collect();
             let namespaces = match options.network {
                 SessionNetwork::Enforced => "user, mount, PID and network namespaces",
                 SessionNetwork::Open => "user, mount and PID namespaces",
@@ -865,8 +863,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                 );
             }
             if options.network == SessionNetwork::Enforced {
-                let masks = crate::platform::confinement::masked_directories(home);
-                for view in views_of_temp(agent, &env, &access, &options.expose, &masks, &programs, &recorded) {
+                for view in views_of_temp(agent, &env, &access, &options.expose, &mask_dirs, &programs, &recorded) {
                     println!(
                         "of the temp directory {} the agent sees only (--expose PATH for more): {}",
                         view.home.display(),

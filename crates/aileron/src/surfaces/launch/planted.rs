@@ -244,7 +244,7 @@ fn process_start(pid: i32) -> Option<u64> {
 /// with the confinement helper's pid (a copy made again from the new content first).
 pub struct BindWatch {
     task: Option<tokio::task::JoinHandle<()>>,
-    taken_out: Arc<Mutex<TakeOuts>>,
+    take_outs: Arc<Mutex<TakeOuts>>,
 }
 
 /// The git configs a bind watch protects, with what runs something in each ([`arming_of`]); those
@@ -309,7 +309,7 @@ fn arming_of(file: &Path) -> Option<Vec<super::git::Entry>> {
 /// writing the file in place (a rename would take the agent's bind away again), the file as it
 /// was kept in `quarantine` first; `known` becomes what it holds now.
 fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: &Path, n: usize) -> Option<TakenOut> {
-    use std::io::{Seek as _, Write as _};
+    use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let bytes = super::git::read_limited(file, false).ok()?;
     let text = String::from_utf8_lossy(&bytes).to_string();
@@ -330,7 +330,6 @@ fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: 
         std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(file).and_then(|mut opened| {
             opened.write_all(without.as_bytes())?;
             opened.set_len(without.len() as u64)?;
-            opened.rewind()?;
             opened.sync_all()
         });
     let variables = gained
@@ -359,13 +358,13 @@ impl BindWatch {
         pid: Arc<std::sync::atomic::AtomicI32>,
         quarantine: PathBuf,
     ) -> BindWatch {
-        let taken_out = Arc::new(Mutex::new(TakeOuts { quarantine, ..TakeOuts::default() }));
+        let take_outs = Arc::new(Mutex::new(TakeOuts { quarantine, ..TakeOuts::default() }));
         let files: Vec<PathBuf> = read_only.iter().chain(withheld.iter().map(|(file, _, _)| file)).cloned().collect();
         if files.is_empty() {
-            return BindWatch { task: None, taken_out };
+            return BindWatch { task: None, take_outs };
         }
         let Ok(inotify) = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK) else {
-            return BindWatch { task: None, taken_out };
+            return BindWatch { task: None, take_outs };
         };
         // The git configs among them, with what runs something in each now, before the agent runs.
         let is_git_config = |file: &PathBuf| {
@@ -377,8 +376,8 @@ impl BindWatch {
         };
         let armed =
             files.iter().filter(|file| is_git_config(file)).filter_map(|file| Some((file.clone(), arming_of(file)?)));
-        taken_out.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).armed = armed.collect();
-        let take_outs = taken_out.clone();
+        take_outs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).armed = armed.collect();
+        let watched = take_outs.clone();
         let mut names: HashMap<WatchDescriptor, Vec<(OsString, PathBuf)>> = HashMap::new();
         for file in &files {
             let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else { continue };
@@ -429,7 +428,7 @@ impl BindWatch {
                         args.extend(["--read-only".into(), file.clone().into_os_string()]);
                     }
                 }
-                take_outs
+                watched
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
                     .pending
@@ -446,13 +445,13 @@ impl BindWatch {
                 .await;
                 // Bound again: what the file holds now is no longer the agent's to change. What it
                 // wrote in the moment before is taken out (W1).
-                let mut take_outs = take_outs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                let mut take_outs = watched.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 for file in &replaced {
                     take_outs.look(file);
                 }
             }
         });
-        BindWatch { task: Some(task), taken_out }
+        BindWatch { task: Some(task), take_outs }
     }
 
     /// Stops watching (the agent has exited); what was taken out of a git config meanwhile, those
@@ -462,7 +461,7 @@ impl BindWatch {
             task.abort();
             let _ = task.await;
         }
-        let mut take_outs = self.taken_out.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut take_outs = self.take_outs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let pending: Vec<PathBuf> = take_outs.pending.iter().cloned().collect();
         for file in pending {
             take_outs.look(&file);

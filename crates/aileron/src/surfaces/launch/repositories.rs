@@ -130,7 +130,7 @@ struct Found {
     complete: bool,
     /// Indexes too large to read ([`git::submodules`]).
     unread: Vec<PathBuf>,
-    /// The configs of checkouts among installed dependencies ([`dependency_configs`]).
+    /// The configs of checkouts among installed dependencies ([`in_dependencies`]).
     dependency_configs: Vec<PathBuf>,
     /// Socket files and `.envrc` files met on the way ([`nested_checkouts`]).
     sockets: Vec<PathBuf>,
@@ -184,7 +184,7 @@ fn checkouts_in(root: &Path) -> Found {
             }
         }
     }
-    let (dependency_configs, more_sockets) = dependency_configs(&skipped);
+    let (dependency_configs, more_sockets) = in_dependencies(&skipped);
     sockets.extend(more_sockets);
     Found { checkouts: found, entered, complete, unread, dependency_configs, sockets, envrcs }
 }
@@ -200,7 +200,7 @@ const MAX_DEPENDENCY_DEPTH: usize = 3;
 /// the agent read (the twenty-ninth re-attack's A2). Read for credentials only: what runs from
 /// there runs as the user anyway. And the socket files met there (a dev server's in
 /// `node_modules/.cache`: the thirty-first re-attack's C8).
-fn dependency_configs(skipped: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+fn in_dependencies(skipped: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     use std::os::unix::fs::FileTypeExt as _;
     let (mut configs, mut sockets) = (Vec::new(), Vec::new());
     let mut pending: std::collections::VecDeque<(PathBuf, usize)> =

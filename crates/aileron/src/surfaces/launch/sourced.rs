@@ -22,10 +22,13 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
     let mut looked = 0;
     // The variables every file sets, for all (`~/.profile` exports `DOTFILES`, `~/.bashrc` sources
     // `$DOTFILES/x`: the thirty-second re-attack's D1).
+    // Each read once: those given are kept from this first look.
     let mut variables = Vec::new();
+    let mut texts: std::collections::HashMap<PathBuf, String> = std::collections::HashMap::new();
     for file in files {
         if let Ok(text) = read(file) {
             assignments(&text, home, &mut variables);
+            texts.insert(file.clone(), text);
         }
     }
     while let Some((file, depth)) = pending.pop() {
@@ -33,11 +36,8 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
         if looked > MAX_FILES {
             break;
         }
-        // A file of a kind not known here (`~/.inputrc`'s `$include`, a modular setup's
-        // `shell/init` or `theme.conf`: the thirty-first re-attack's C5) is read for the paths it
-        // names alone.
-        let kind = Kind::of(&file).unwrap_or(Kind::Other);
-        let Ok(text) = read(&file) else { continue };
+        let kind = Kind::of(&file);
+        let Some(text) = texts.remove(&file).or_else(|| read(&file).ok()) else { continue };
         // Where a relative name is found: the home, where shells start; `~/.ssh`; the `.envrc`'s
         // own directory.
         let base = match kind {
@@ -53,6 +53,13 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
         let text = match own_dir.as_deref() {
             Some(dir) if matches!(kind, Kind::Shell | Kind::Envrc) => with_own_directory(&text, dir),
             _ => text,
+        };
+        // In an `.envrc`, `$PWD` and `$(pwd)` are its directory (D5).
+        let text = match relative_base.map(Path::to_string_lossy) {
+            Some(base) => {
+                text.replace("$(pwd)", &base).replace("`pwd`", &base).replace("${PWD}", &base).replace("$PWD", &base)
+            }
+            None => text,
         };
         let mut named: Vec<PathBuf> = named.chain(paths_named(&text, home, relative_base, &variables)).collect();
         // A file read in reads in what lies beside it by its own place (`${BASH_SOURCE%/*}/x`,
@@ -112,25 +119,29 @@ enum Kind {
 }
 
 impl Kind {
-    fn of(file: &Path) -> Option<Kind> {
-        let name = file.file_name()?.to_string_lossy().to_ascii_lowercase();
+    /// A file of a kind not known here (`~/.inputrc`'s `$include`, a modular setup's `shell/init`
+    /// or `theme.conf`: the thirty-first re-attack's C5) is [`Kind::Other`], read for the paths it
+    /// names alone.
+    fn of(file: &Path) -> Kind {
+        let Some(name) = file.file_name() else { return Kind::Other };
+        let name = name.to_string_lossy().to_ascii_lowercase();
         let name = name.trim_start_matches('.');
         if name == "envrc" {
-            Some(Kind::Envrc)
+            Kind::Envrc
         } else if name.contains("vimrc") || name.ends_with(".vim") || name == "gvimrc" {
-            Some(Kind::Vim)
+            Kind::Vim
         } else if name.contains("tmux") {
-            Some(Kind::Tmux)
+            Kind::Tmux
         } else if file.parent().is_some_and(|dir| dir.ends_with(".ssh")) && name == "config" {
-            Some(Kind::Ssh)
+            Kind::Ssh
         } else if ["bash", "zsh", "profile", "shrc", "zlog", "aliases", "functions", "exports", "xsession", "env"]
             .iter()
             .any(|word| name.contains(word))
             || name.ends_with(".sh")
         {
-            Some(Kind::Shell)
+            Kind::Shell
         } else {
-            None
+            Kind::Other
         }
     }
 
@@ -200,18 +211,10 @@ impl Kind {
 /// followed. In an `.envrc` (`relative_base`, its directory) a name from `./` or `../` too (`eval
 /// "$(./scripts/env.sh)"`: the thirty-first re-attack's C4).
 fn paths_named(text: &str, home: &Path, relative_base: Option<&Path>, known: &[(String, PathBuf)]) -> Vec<PathBuf> {
-    // In an `.envrc`, `$PWD` and `$(pwd)` are its directory (D5).
-    let text = match relative_base {
-        Some(base) => {
-            let base = base.to_string_lossy();
-            text.replace("$(pwd)", &base).replace("`pwd`", &base).replace("${PWD}", &base).replace("$PWD", &base)
-        }
-        None => text.to_string(),
-    };
     let lines: Vec<&str> =
         text.lines().map(str::trim).filter(|line| !line.starts_with('#') && !line.starts_with('"')).collect();
     let mut variables = known.to_vec();
-    assignments(&text, home, &mut variables);
+    assignments(text, home, &mut variables);
     let relative = |word: &str| {
         let base = relative_base?;
         (word.starts_with("./") || word.starts_with("../"))
@@ -298,17 +301,14 @@ fn unquoted(word: &str) -> String {
     word.trim_matches(['"', '\'']).to_string()
 }
 
-/// A name as its program finds it: `~/`, `$HOME/` and `${HOME}/` are the home; a relative name is
-/// `base`'s; a name holding another variable or a command is not followed.
+/// A name as its program finds it: by the home or from the root as [`from_home`] reads one; a
+/// relative name is `base`'s; a name holding another variable or a command is not followed.
 fn expand(name: &str, home: &Path, base: &Path) -> Option<PathBuf> {
-    let rest = ["~/", "$HOME/", "${HOME}/"].iter().find_map(|prefix| name.strip_prefix(prefix));
-    let path = match rest {
-        Some(rest) => home.join(rest),
-        None if name.starts_with('/') => PathBuf::from(name),
-        None => super::repositories::without_dot_dots(&base.join(name)),
-    };
-    let text = path.to_string_lossy();
-    (!name.is_empty() && !text.contains(['$', '`']) && !text.contains("~")).then_some(path)
+    if name.starts_with(['~', '$', '/']) {
+        return from_home(name, home, &[]);
+    }
+    (!name.is_empty() && !name.contains(['$', '`', '~']))
+        .then(|| super::repositories::without_dot_dots(&base.join(name)))
 }
 
 #[cfg(test)]

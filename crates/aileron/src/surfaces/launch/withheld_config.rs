@@ -219,8 +219,7 @@ pub fn without_credentials(text: &str) -> Option<Withheld> {
 fn named(entry: &Entry, hide_subsection: bool) -> String {
     match (&entry.subsection, hide_subsection) {
         (Some(_), true) => format!("{}.<…>.{}", entry.section, entry.key),
-        (Some(sub), false) => format!("{}.{sub}.{}", entry.section, entry.key),
-        (None, _) => format!("{}.{}", entry.section, entry.key),
+        _ => git::named(entry),
     }
 }
 
@@ -301,9 +300,15 @@ pub fn cargo_configs(env: &super::LaunchEnv, workspace: Option<&Path>, writable:
     if let Some(workspace) = workspace {
         dirs.extend(workspace.ancestors().skip(1).map(|dir| dir.join(".cargo")));
     }
+    files_outside(dirs.iter().flat_map(|dir| [dir.join("config.toml"), dir.join("config")]), writable)
+}
+
+/// Those of `files` that are files and lie, where they really are, outside every writable root
+/// (those inside are the agent's to read and write already).
+fn files_outside(files: impl IntoIterator<Item = PathBuf>, writable: &[PathBuf]) -> Vec<PathBuf> {
     let inside = |path: &Path| writable.iter().any(|root| path.starts_with(root));
-    dirs.iter()
-        .flat_map(|dir| [dir.join("config.toml"), dir.join("config")])
+    files
+        .into_iter()
         .filter(|file| file.is_file() && !std::fs::canonicalize(file).is_ok_and(|real| inside(&real)))
         .collect()
 }
@@ -315,12 +320,9 @@ pub fn cargo_configs(env: &super::LaunchEnv, workspace: Option<&Path>, writable:
 pub fn mise_configs(env: &super::LaunchEnv, writable: &[PathBuf]) -> Vec<PathBuf> {
     let dir = env.config_home().join("mise");
     let more = std::fs::read_dir(dir.join("conf.d")).into_iter().flatten().flatten().take(64).map(|entry| entry.path());
-    let inside = |path: &Path| writable.iter().any(|root| path.starts_with(root));
-    [dir.join("config.toml"), dir.join("config.local.toml"), env.home_dir.join(".mise.toml")]
-        .into_iter()
-        .chain(more.filter(|file| file.extension().is_some_and(|extension| extension == "toml")))
-        .filter(|file| file.is_file() && !std::fs::canonicalize(file).is_ok_and(|real| inside(&real)))
-        .collect()
+    let named = [dir.join("config.toml"), dir.join("config.local.toml"), env.home_dir.join(".mise.toml")];
+    let more = more.filter(|file| file.extension().is_some_and(|extension| extension == "toml"));
+    files_outside(named.into_iter().chain(more), writable)
 }
 
 /// Cargo's config `text` without what would hand the agent a credential, or `None` when it holds
