@@ -5241,9 +5241,9 @@ fn the_users_git_config_replaced_in_the_home_during_the_session_is_withheld_agai
 
 /// W1's window: between a tool of the user's renaming a new `.git/config` into place and the
 /// rebind, the agent (watching the file) can append to it, and its `core.fsmonitor` would run at
-/// the user's next `git status`. Once the file is bound again, what it gained that runs something
-/// is taken out (left as a comment, the file as it was kept in the quarantine), the user's own
-/// change kept. The gained line is written here with the user's rename, as the launcher sees an
+/// the user's next `git status`. Once the file is bound again, what it gained that is not known to
+/// be harmless is taken out (left as a comment, the file as it was kept in the quarantine), the
+/// user's own change kept. The gained line is written here with the user's rename, as the launcher sees an
 /// agent's write in that moment.
 #[test]
 fn a_program_a_replaced_git_config_gained_while_the_agent_ran_is_taken_out() {
@@ -5274,8 +5274,10 @@ fn a_program_a_replaced_git_config_gained_while_the_agent_ran_is_taken_out() {
     // As `git push -u` does (`branch.main.remote` written aside, renamed over the old config),
     // with what an agent appended in that moment.
     let original = std::fs::read_to_string(&config).unwrap();
-    let replaced =
-        format!("{original}[branch \"main\"]\n\tremote = origin\n[core]\n\tfsmonitor = \"sh -c 'touch pwned'\"\n");
+    let replaced = format!(
+        "{original}[branch \"main\"]\n\tremote = origin\n[core]\n\tfsmonitor = \"sh -c 'touch pwned'\"\n[trace2]\n\t\
+                 eventTarget = af_unix:/tmp/agent.sock\n"
+    );
     std::fs::write(work.join(".git/config.lock"), &replaced).unwrap();
     std::fs::rename(work.join(".git/config.lock"), &config).unwrap();
     std::fs::write(work.join("renamed"), "").unwrap();
@@ -5284,6 +5286,9 @@ fn a_program_a_replaced_git_config_gained_while_the_agent_ran_is_taken_out() {
     assert!(status.success(), "{said}");
     let now = std::fs::read_to_string(&config).unwrap();
     assert!(git(&["config", "core.fsmonitor"]).stdout.is_empty(), "the agent's fsmonitor is gone:\n{now}");
+    // Not a program, but not known to be harmless: the user's git would send what it does to the
+    // agent's socket.
+    assert!(git(&["config", "trace2.eventTarget"]).stdout.is_empty(), "the agent's trace target is gone:\n{now}");
     let upstream = git(&["config", "branch.main.remote"]).stdout;
     assert_eq!(String::from_utf8_lossy(&upstream).trim(), "origin", "the user's change is kept:\n{now}");
     assert!(now.contains("# aileron: written while an agent ran, taken out: \tfsmonitor"), "{now}");

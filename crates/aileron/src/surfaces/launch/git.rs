@@ -230,6 +230,144 @@ pub fn arming(entries: &[Entry]) -> Vec<Entry> {
         .collect()
 }
 
+/// What of a config's variables is not known to be harmless: [`arming`]'s, and every variable
+/// not on [`harmless`]'s list. What a replaced config gained in W1's window (the moment between a
+/// tool's rename over it and its rebind, when the agent may write it) is taken out unless it is
+/// known to be harmless: a list of what runs something can only ever be as complete as the
+/// reading of git's documentation behind it (the thirty-third re-attack's E1 found
+/// `remote.<name>.vcs` missing), while a variable git adds tomorrow is taken out by this one.
+pub fn not_known_harmless(entries: &[Entry]) -> Vec<Entry> {
+    let arming = arming(entries);
+    entries.iter().filter(|entry| arming.contains(entry) || !harmless(entry)).cloned().collect()
+}
+
+/// Whether `entry` is a variable that neither names a program, a script, a hook, a template, a
+/// filter, a config to include, a URL to rewrite, a proxy or a place to send traces, nor loosens
+/// how git checks a server (`http.sslVerify`): the settings users write into a repository's config
+/// or their own while they work (`git push -u`, `git remote add`, `git config pull.rebase`, colours,
+/// identity). A variable not named here is taken to be able to do one of those.
+fn harmless(entry: &Entry) -> bool {
+    let key = entry.key.as_str();
+    match (entry.section.as_str(), entry.subsection.is_some()) {
+        ("core", false) => matches!(
+            key,
+            "repositoryformatversion"
+                | "filemode"
+                | "bare"
+                | "logallrefupdates"
+                | "ignorecase"
+                | "precomposeunicode"
+                | "symlinks"
+                | "autocrlf"
+                | "eol"
+                | "safecrlf"
+                | "quotepath"
+                | "abbrev"
+                | "compression"
+                | "loosecompression"
+                | "bigfilethreshold"
+                | "whitespace"
+                | "checkstat"
+                | "trustctime"
+                | "untrackedcache"
+                | "splitindex"
+                | "commentchar"
+                | "commentstring"
+                | "sparsecheckout"
+                | "sparsecheckoutcone"
+                | "preloadindex"
+                | "longpaths"
+                | "warnambiguousrefs"
+                | "excludesfile"
+                | "multipackindex"
+                | "commitgraph"
+                | "deltabasecachelimit"
+                | "packedgitlimit"
+                | "packedgitwindowsize"
+        ),
+        ("remote", true) => matches!(
+            key,
+            "url"
+                | "pushurl"
+                | "fetch"
+                | "push"
+                | "mirror"
+                | "skipdefaultupdate"
+                | "skipfetchall"
+                | "tagopt"
+                | "prune"
+                | "prunetags"
+                | "promisor"
+                | "partialclonefilter"
+        ),
+        ("remote", false) => matches!(key, "pushdefault"),
+        ("branch", true) => matches!(key, "remote" | "pushremote" | "merge" | "rebase" | "description"),
+        ("branch", false) => matches!(key, "autosetupmerge" | "autosetuprebase" | "sort"),
+        ("submodule", true) => {
+            matches!(key, "url" | "active" | "branch" | "fetchrecursesubmodules" | "ignore" | "shallow")
+                || (key == "update" && entry.value.as_deref().is_some_and(|value| !value.starts_with('!')))
+        }
+        ("submodule", false) => matches!(key, "recurse" | "fetchjobs" | "active" | "propagatebranches"),
+        ("user" | "author" | "committer", false) => matches!(key, "name" | "email" | "signingkey" | "useconfigonly"),
+        ("pull", false) => matches!(key, "rebase" | "ff"),
+        ("push", false) => matches!(key, "default" | "autosetupremote" | "followtags" | "usebitmaps" | "negotiate"),
+        ("fetch", false) => matches!(
+            key,
+            "prune"
+                | "prunetags"
+                | "writecommitgraph"
+                | "parallel"
+                | "showforcedupdates"
+                | "output"
+                | "negotiationalgorithm"
+        ),
+        ("merge", false) => matches!(
+            key,
+            "ff" | "conflictstyle"
+                | "log"
+                | "stat"
+                | "autostash"
+                | "renormalize"
+                | "directoryrenames"
+                | "renames"
+                | "renamelimit"
+        ),
+        ("merge", true) => matches!(key, "name" | "recursive"),
+        ("rebase", false) => matches!(
+            key,
+            "autosquash"
+                | "autostash"
+                | "updaterefs"
+                | "stat"
+                | "abbreviatecommands"
+                | "missingcommitscheck"
+                | "instructionformat"
+                | "forkpoint"
+                | "reschedulefailedexec"
+        ),
+        ("diff", false) => key != "external",
+        ("diff", true) => {
+            matches!(key, "xfuncname" | "funcname" | "wordregex" | "binary" | "cachetextconv" | "algorithm")
+        }
+        ("commit", false) => matches!(key, "gpgsign" | "verbose" | "cleanup" | "status"),
+        ("tag", false) => matches!(key, "sort" | "gpgsign" | "forcesignannotated"),
+        ("init", false) => key == "defaultbranch",
+        ("extensions", false) => matches!(key, "objectformat" | "refstorage"),
+        ("http", false) => matches!(key, "postbuffer" | "version"),
+        ("checkout", false) => matches!(key, "defaultremote" | "workers" | "thresholdforparallelism"),
+        ("clone", false) => matches!(key, "defaultremotename" | "rejectshallow"),
+        // Whole sections of display, housekeeping and safety settings: none names anything to run
+        // or read as code.
+        (
+            "color" | "column" | "advice" | "status" | "log" | "pretty" | "format" | "gc" | "maintenance" | "pack"
+            | "index" | "feature" | "rerere" | "blame" | "grep" | "notes" | "versionsort" | "stash" | "am" | "apply"
+            | "worktree" | "i18n" | "mailmap" | "transfer",
+            _,
+        ) => true,
+        _ => false,
+    }
+}
+
 /// Entries written as a config file git reads the same, after `header` (comment lines): a section
 /// header where the section changes, every value quoted with its quotes, backslashes and line
 /// ends escaped.
@@ -814,6 +952,41 @@ mod tests {
         let out = taken_out(inline, &arming(&parse(inline)));
         assert!(arming(&parse(&out)).is_empty() && out.starts_with(TAKEN_OUT), "{out}");
         assert_eq!(parse(&out), parse("[user]\n\tname = Ada\n"), "{out}");
+    }
+
+    /// The thirty-third re-attack's E1 (`remote.<name>.vcs`, missing from what runs something):
+    /// what a replaced config gained is taken out unless it is known to be harmless, so a variable
+    /// that sends the user's git elsewhere (a trace socket, a proxy with its server unchecked, a
+    /// rewritten URL, an alias with `-c`) or that this reading does not know goes too, while what
+    /// users set as they work stays.
+    #[test]
+    fn what_a_config_gains_is_taken_out_unless_it_is_known_to_be_harmless() {
+        let worked = "[core]\n\tbare = false\n\tautocrlf = input\n[branch \"main\"]\n\tremote = origin\n\tmerge = \
+                      refs/heads/main\n[pull]\n\trebase = true\n[color]\n\tui = auto\n[remote \"o\"]\n\turl = https://h/r.git\n\
+                      [submodule \"s\"]\n\tupdate = rebase\n[user]\n\temail = ada@example.com\n";
+        assert_eq!(not_known_harmless(&parse(worked)), []);
+        let gained = "[trace2]\n\teventTarget = af_unix:/w/s\n[http]\n\tsslVerify = false\n\tpostBuffer = 1048576\n\
+                      [url \"https://evil/\"]\n\tinsteadOf = https://github.com/\n[extensions]\n\tworktreeConfig = true\n\
+                      [alias]\n\tx = -c core.fsmonitor=evil status\n[future]\n\tsomething = x\n[remote \"o\"]\n\tvcs = x/evil\n\
+                      \turl = ext::sh -c evil\n[submodule \"s\"]\n\tupdate = !sh evil\n[diff]\n\texternal = evil\n\
+                      \talgorithm = histogram\n[core]\n\tgitProxy = evil\n";
+        let names: Vec<String> = not_known_harmless(&parse(gained)).iter().map(named).collect();
+        assert_eq!(
+            names,
+            [
+                "trace2.eventtarget",
+                "http.sslverify",
+                "url.https://evil/.insteadof",
+                "extensions.worktreeconfig",
+                "alias.x",
+                "future.something",
+                "remote.o.vcs",
+                "remote.o.url",
+                "submodule.s.update",
+                "diff.external",
+                "core.gitproxy"
+            ]
+        );
     }
 
     /// The thirteenth re-attack: 100,001 files at the top of `.git` spent the look for links

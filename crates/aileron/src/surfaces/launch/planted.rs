@@ -247,7 +247,8 @@ pub struct BindWatch {
     take_outs: Arc<Mutex<TakeOuts>>,
 }
 
-/// The git configs a bind watch protects, with what runs something in each ([`arming_of`]); those
+/// The git configs a bind watch protects, with what in each is not known to be harmless
+/// ([`suspect_in`]); those
 /// replaced and not looked at since; what was taken out.
 #[derive(Default)]
 struct TakeOuts {
@@ -298,14 +299,15 @@ impl TakenOut {
     }
 }
 
-/// A git config the bind watch protects, and the variables in it that run something (what it
-/// held at launch, and since after each replacement).
-fn arming_of(file: &Path) -> Option<Vec<super::git::Entry>> {
+/// A git config the bind watch protects, and the variables in it not known to be harmless (what
+/// it held at launch, and since after each replacement).
+fn suspect_in(file: &Path) -> Option<Vec<super::git::Entry>> {
     let bytes = super::git::read_limited(file, false).ok()?;
-    Some(super::git::arming(&super::git::parse(&String::from_utf8_lossy(&bytes))))
+    Some(super::git::not_known_harmless(&super::git::parse(&String::from_utf8_lossy(&bytes))))
 }
 
-/// Takes out of the git config `file` what runs something and was not there before (`known`),
+/// Takes out of the git config `file` what is not known to be harmless
+/// ([`super::git::not_known_harmless`]) and was not there before (`known`),
 /// writing the file in place (a rename would take the agent's bind away again), the file as it
 /// was kept in `quarantine` first; `known` becomes what it holds now.
 fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: &Path, n: usize) -> Option<TakenOut> {
@@ -313,10 +315,10 @@ fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: 
     use std::os::unix::fs::OpenOptionsExt as _;
     let bytes = super::git::read_limited(file, false).ok()?;
     let text = String::from_utf8_lossy(&bytes).to_string();
-    let arming = super::git::arming(&super::git::parse(&text));
-    let gained: Vec<super::git::Entry> = arming.iter().filter(|entry| !known.contains(entry)).cloned().collect();
+    let suspect = super::git::not_known_harmless(&super::git::parse(&text));
+    let gained: Vec<super::git::Entry> = suspect.iter().filter(|entry| !known.contains(entry)).cloned().collect();
     if gained.is_empty() {
-        *known = arming;
+        *known = suspect;
         return None;
     }
     let name = file.file_name().unwrap_or_default().to_string_lossy();
@@ -337,7 +339,7 @@ fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: 
         .map(|entry| format!("{} = {}", super::git::named(entry), entry.value.as_deref().unwrap_or("true")))
         .collect();
     match written {
-        Ok(()) => *known = super::git::arming(&super::git::parse(&without)),
+        Ok(()) => *known = super::git::not_known_harmless(&super::git::parse(&without)),
         Err(error) => log_line!("aileron: warning: {} could not be written without them: {error}", super::shown(file)),
     }
     Some(TakenOut { file: file.to_path_buf(), variables, kept })
@@ -349,7 +351,7 @@ pub type Withheld = (PathBuf, PathBuf, super::withheld_config::Format);
 impl BindWatch {
     /// Starts watching `read_only` (files bound read-only) and `withheld` for replacement; `helper`
     /// is this executable, `pid` the confinement helper's once it runs (0 before).
-    /// A git config among them that gains what runs something when it is replaced has that taken
+    /// A git config among them that gains what is not known to be harmless when it is replaced has that taken
     /// out again (into `quarantine`, [`TakenOut`]).
     pub fn start(
         read_only: Vec<PathBuf>,
@@ -366,7 +368,8 @@ impl BindWatch {
         let Ok(inotify) = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK) else {
             return BindWatch { task: None, take_outs };
         };
-        // The git configs among them, with what runs something in each now, before the agent runs.
+        // The git configs among them, with what in each is not known to be harmless now, before the
+        // agent runs.
         let is_git_config = |file: &PathBuf| {
             let named = file.file_name().is_some_and(|name| name == "config" || name == "config.worktree");
             (named && file.is_file())
@@ -375,7 +378,7 @@ impl BindWatch {
                     .any(|(withheld, _, format)| withheld == file && *format == super::withheld_config::Format::Git)
         };
         let armed =
-            files.iter().filter(|file| is_git_config(file)).filter_map(|file| Some((file.clone(), arming_of(file)?)));
+            files.iter().filter(|file| is_git_config(file)).filter_map(|file| Some((file.clone(), suspect_in(file)?)));
         take_outs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).armed = armed.collect();
         let watched = take_outs.clone();
         let mut names: HashMap<WatchDescriptor, Vec<(OsString, PathBuf)>> = HashMap::new();
