@@ -100,9 +100,14 @@ fn section_header(chars: &mut std::iter::Peekable<std::str::Chars>) -> (String, 
         subsection = Some(sub);
     }
     while chars.next_if(|&c| c != '\n').is_some_and(|c| c != ']') {}
+    // git joins a dotted name and a quoted subsection into one variable name (`[filter.x "y"]` is
+    // `filter.x.y.*`: driver `x.y`, the thirty-fourth re-attack's F2), whose section is what comes
+    // before its first dot.
+    let name = name.to_ascii_lowercase();
     match (name.split_once('.'), subsection) {
-        (Some((name, sub)), None) => (name.to_ascii_lowercase(), Some(sub.to_ascii_lowercase())),
-        (_, subsection) => (name.to_ascii_lowercase(), subsection),
+        (Some((section, rest)), None) => (section.to_string(), Some(rest.to_string())),
+        (Some((section, rest)), Some(sub)) => (section.to_string(), Some(format!("{rest}.{sub}"))),
+        (None, subsection) => (name, subsection),
     }
 }
 
@@ -947,6 +952,11 @@ mod tests {
                        [tar \"tgz\"]\n\tcommand = sh evil\n[remote \"p\"]\n\tvcs = x/evil\n";
         let names: Vec<String> = arming(&parse(crafted)).iter().map(named).collect();
         assert_eq!(names, ["filter.x.clean", "remote.o.url", "protocol.ext.allow", "tar.tgz.command", "remote.p.vcs"]);
+        // The thirty-fourth re-attack's F2: a dotted name before a quoted subsection, which git
+        // reads as one driver's name (`filter.x.y.clean`).
+        let dotted = "[filter.x \"y\"]\n\tclean = sh evil\n[diff.A \"B\"]\n\ttextconv = sh evil\n";
+        let names: Vec<String> = arming(&parse(dotted)).iter().map(named).collect();
+        assert_eq!(names, ["filter.x.y.clean", "diff.a.B.textconv"]);
         // On the header's line: written again from its entries.
         let inline = "[core] fsmonitor = /tmp/x\n[user]\n\tname = Ada\n";
         let out = taken_out(inline, &arming(&parse(inline)));
@@ -969,7 +979,7 @@ mod tests {
                       [url \"https://evil/\"]\n\tinsteadOf = https://github.com/\n[extensions]\n\tworktreeConfig = true\n\
                       [alias]\n\tx = -c core.fsmonitor=evil status\n[future]\n\tsomething = x\n[remote \"o\"]\n\tvcs = x/evil\n\
                       \turl = ext::sh -c evil\n[submodule \"s\"]\n\tupdate = !sh evil\n[diff]\n\texternal = evil\n\
-                      \talgorithm = histogram\n[core]\n\tgitProxy = evil\n";
+                      \talgorithm = histogram\n[core]\n\tgitProxy = evil\n[http]\n\tcookieFile = ~/.bashrc\n";
         let names: Vec<String> = not_known_harmless(&parse(gained)).iter().map(named).collect();
         assert_eq!(
             names,
@@ -984,7 +994,8 @@ mod tests {
                 "remote.o.url",
                 "submodule.s.update",
                 "diff.external",
-                "core.gitproxy"
+                "core.gitproxy",
+                "http.cookiefile"
             ]
         );
     }
