@@ -290,6 +290,10 @@ pub fn write_access(
     for dir in &homes {
         startup.extend(links_into(&std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()), &access.writable));
     }
+    // What the user's shell, session and editor run by themselves (not the user's programs,
+    // which the user starts, below): where one reaches what lies around it by its own place, its
+    // whole repository is kept from the agent (`startup_repositories`).
+    let run_by_themselves: Vec<PathBuf> = startup.clone();
     // The user's programs and plugins linked into the workspace or a `--writable` path
     // (`~/.local/bin/tool -> ~/code/tool/tool.sh`, a vim plugin): they run as the user later (the
     // twenty-third re-attack appended to one). Read-only; one that is such a root itself is said.
@@ -319,14 +323,25 @@ pub fn write_access(
         let files: Vec<PathBuf> = files.iter().cloned().chain(named.filter(|f| f.is_file())).collect();
         startup.extend(super::sourced::read_in(&files, home));
     }
+    // The repositories those reach around themselves in (F4, F8 of the thirty-fourth re-attack).
+    let trees = startup_repositories(&run_by_themselves, &homes, &access, &user_paths);
+    // The way to each as it is named, link by link (`~/.bashrc -> dotfiles/local/bashrc` with
+    // `local -> hosts/laptop`): a link on it inside what the agent may write is kept, or the agent
+    // points it at files of its own and the user's next shell runs them (the thirty-fourth
+    // re-attack's F7).
+    let mut ways: Vec<PathBuf> = Vec::new();
+    let tree_paths: Vec<PathBuf> = trees.iter().map(|(tree, _)| tree.clone()).collect();
     // Each place once, however many names lead to it.
     let mut seen = std::collections::HashSet::new();
     for path in startup {
+        ways.extend(written_way(&path));
         let real = super::repositories::resolved(&path);
         if !seen.insert(real.clone()) {
             continue;
         }
-        if access.writable.iter().any(|dir| real.starts_with(dir) && real != *dir) {
+        // Said of the repository as a whole where all of it is kept (`startup_repositories`).
+        let in_tree = tree_paths.iter().any(|tree| real.starts_with(tree));
+        if !in_tree && access.writable.iter().any(|dir| real.starts_with(dir) && real != *dir) {
             // Named once where the name is where it is (what a start-up file reads in).
             let named = if path == real {
                 super::shown(&path)
@@ -357,6 +372,17 @@ pub fn write_access(
         }
         access.read_only.push(path);
     }
+    // A repository below a writable root is read-only like any protected directory there; one
+    // that is the root (the workspace is the dotfiles repository) is made read-only last, with
+    // nothing pinned above it.
+    let (inner_trees, whole_roots): (Vec<PathBuf>, Vec<PathBuf>) = trees
+        .into_iter()
+        .map(|(tree, note)| {
+            access.notes.push(note);
+            tree
+        })
+        .partition(|tree| !access.writable.contains(tree));
+    access.read_only.extend(inner_trees);
     // What lies outside everything writable the agent cannot change (a config's include
     // elsewhere, a program in /usr/bin): nothing to bind or watch.
     let inside = |path: &PathBuf| access.writable.iter().any(|dir| path.starts_with(dir) && path != dir);
@@ -394,6 +420,16 @@ pub fn write_access(
     // thirteenth re-attack replaced `conf`): each kept link's target as written has the
     // directories on its way pinned and looked at in turn, as the kernel follows them, at most
     // [`MAX_LINKS_FOLLOWED`] links.
+    // The links on the way to the start-up files as named, and the directories they lie in.
+    for way in &ways {
+        let roots = access.writable.iter().filter(|root| way.starts_with(root));
+        let Some(root) = roots.max_by_key(|root| root.as_os_str().len()) else { continue };
+        for on_the_way in way.ancestors().take_while(|ancestor| ancestor != root) {
+            if !pinned.iter().any(|pinned| pinned == on_the_way) {
+                pinned.push(on_the_way.to_path_buf());
+            }
+        }
+    }
     let mut pending = pinned.clone();
     let mut followed = 0;
     while let Some(dir) = pending.pop() {
@@ -425,10 +461,124 @@ pub fn write_access(
     // the mounts beneath it.
     access.pinned.sort_by(|a, b| a.components().count().cmp(&b.components().count()).then_with(|| a.cmp(b)));
     access.pinned.dedup();
+    access.read_only.extend(whole_roots);
     access.read_only.dedup();
     access.watched.sort();
     access.watched.dedup();
     Ok(access)
+}
+
+/// What in a start-up file says that it finds files by where it itself lies: shells'
+/// (`${BASH_SOURCE%/*}`, `$0`, zsh's `${0:A:h}` and `%x`, fish's `status filename`, `dirname`,
+/// `readlink -f`, `realpath`, `cd -P`, `pwd -P`), vim's `<sfile>`, Neovim's `debug.getinfo`, tmux's
+/// `current_file`, Emacs's `load-file-name`. A path built from any of these cannot be known
+/// without running the file (the thirty-fourth re-attack's F4 found six more spellings after the
+/// thirty-third's), so the whole repository such a file lies in is what it may read in.
+const SELF_LOCATING: [&str; 19] = [
+    "BASH_SOURCE",
+    "$0",
+    "${0",
+    "dirname",
+    "readlink",
+    "realpath",
+    "cd -P",
+    "pwd -P",
+    "%x",
+    "%N",
+    "funcsourcetrace",
+    "<sfile>",
+    "<script>",
+    "current_file",
+    "status filename",
+    "status dirname",
+    "status -f",
+    "current-filename",
+    "load-file-name",
+];
+
+/// The repositories (the nearest directory holding `.git`, else the writable root) in the
+/// workspace or a `--writable` path that hold one of `startup` (what the user's shell, session and
+/// editor run by themselves) or what those read in, when that file finds files by where it lies
+/// ([`SELF_LOCATING`]): all of such a repository may be read in, so all of it is read-only to the
+/// agent, each with what the user is told. One the user named with `--writable` is the user's say:
+/// its files are protected one by one, as before.
+fn startup_repositories(
+    startup: &[PathBuf],
+    homes: &[PathBuf],
+    access: &WriteAccess,
+    user_paths: &[PathBuf],
+) -> Vec<(PathBuf, String)> {
+    let roots: Vec<&PathBuf> = access.workspace.iter().chain(user_paths).collect();
+    let files: Vec<PathBuf> = startup.iter().filter(|path| path.is_file()).cloned().collect();
+    let mut chain: Vec<PathBuf> = files.clone();
+    for home in homes {
+        chain.extend(super::sourced::read_in(&files, home));
+    }
+    let mut trees: Vec<(PathBuf, String)> = Vec::new();
+    for path in chain {
+        let Ok(real) = std::fs::canonicalize(&path) else { continue };
+        let Some(root) = roots
+            .iter()
+            .filter(|root| real.starts_with(root) && real != ***root)
+            .max_by_key(|root| root.as_os_str().len())
+        else {
+            continue;
+        };
+        let tree = real
+            .ancestors()
+            .skip(1)
+            .take_while(|dir| dir.starts_with(root))
+            .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+            .unwrap_or(root)
+            .to_path_buf();
+        if trees.iter().any(|(known, _)| tree.starts_with(known)) || user_paths.contains(&tree) {
+            continue;
+        }
+        let Ok(text) = super::sourced::read_limited(&real) else { continue };
+        let Some(spelling) = SELF_LOCATING.iter().find(|spelling| text.contains(*spelling)) else { continue };
+        trees.retain(|(known, _)| !known.starts_with(&tree));
+        let named = if path == real {
+            super::shown(&path)
+        } else {
+            format!("{} (which is {})", super::shown(&path), super::shown(&real))
+        };
+        trees.push((
+            tree.clone(),
+            format!(
+                "{} holds what your shell or editor runs by itself: {named} reads in files by where it lies (`{spelling}`),                  so all of {} is read-only to the agent: whatever it wrote there could run as you in your next shell
+                 hint: to let the agent write it all the same, launch with --writable {} (then only the files found                  to be read in are kept from it)",
+                super::shown(&tree),
+                super::shown(&tree),
+                super::shown(&tree)
+            ),
+        ));
+    }
+    trees
+}
+
+/// `path` and the names it leads to as each link's text says (not resolved: the links on the way
+/// are what the agent could replace), at most [`MAX_LINKS_FOLLOWED`] links.
+fn written_way(path: &Path) -> Vec<PathBuf> {
+    let mut way = vec![path.to_path_buf()];
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_LINKS_FOLLOWED {
+        // A link anywhere on the way: its first component that is a link, replaced by its text.
+        let mut prefix = PathBuf::new();
+        let mut next = None;
+        for part in current.components() {
+            prefix.push(part);
+            if let Ok(said) = std::fs::read_link(&prefix) {
+                let rest = current.strip_prefix(&prefix).unwrap_or(Path::new(""));
+                let target = prefix.parent().unwrap_or(Path::new("/")).join(said);
+                next = Some(super::repositories::without_dot_dots(&target.join(rest)));
+                break;
+            }
+        }
+        let Some(next) = next else { break };
+        way.push(next.clone());
+        current = next;
+    }
+    way
 }
 
 /// An agent's own directory or file (`~/.claude`, `~/.claude.json`) resolved link by link,
@@ -1897,6 +2047,81 @@ mod tests {
         }
         for watched in ["later.sh", "shared/env.sh"] {
             assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
+        }
+    }
+
+    /// The thirty-fourth re-attack's F4: a start-up file in a dotfiles workspace that finds files by
+    /// where it lies (`ROOT="${BASH_SOURCE%/shell/*}"`) may read in anything of its repository, so
+    /// all of it is read-only (the workspace itself here); unless the user named it with
+    /// `--writable`, when its files are protected one by one, and one read in by a file whose name
+    /// says nothing (`shell/init`) is read in the shell's language (F8). A repository nested in
+    /// the workspace is kept alone.
+    #[test]
+    fn a_repository_whose_start_up_files_find_files_by_their_own_place_is_read_only_whole() {
+        let (_temp, home, _) = home_and_repo();
+        let dotfiles = home.join("dotfiles");
+        std::fs::create_dir_all(dotfiles.join(".git")).unwrap();
+        std::fs::create_dir_all(dotfiles.join("shell")).unwrap();
+        std::fs::create_dir_all(dotfiles.join("lib")).unwrap();
+        std::fs::write(home.join(".bashrc"), "source ~/dotfiles/shell/init\n").unwrap();
+        std::fs::write(
+            dotfiles.join("shell/init"),
+            "ROOT=\"${BASH_SOURCE%/shell/*}\"; source \"$ROOT/v5/f.sh\"\nsource \"${BASH_SOURCE%/*}/../lib/functions.sh\"\n",
+        )
+        .unwrap();
+        std::fs::write(dotfiles.join("lib/functions.sh"), "f() { :; }\n").unwrap();
+        let temp_dir = home.join("run/tmp");
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &temp_dir, &[]).unwrap();
+        assert!(access.read_only.contains(&dotfiles), "{:?}", access.read_only);
+        let said = access.notes.join("\n");
+        assert!(said.contains("reads in files by where it lies (`BASH_SOURCE`)"), "{said}");
+        assert!(said.contains(&format!("--writable {}", super::super::shown(&dotfiles))), "{said}");
+        // Named with `--writable`: the user's say; what is found to be read in is still kept.
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[dotfiles.clone()], &temp_dir, &[]).unwrap();
+        assert!(!access.read_only.contains(&dotfiles), "{:?}", access.read_only);
+        for kept in ["shell/init", "lib/functions.sh"] {
+            assert!(access.read_only.contains(&dotfiles.join(kept)), "{kept}: {:?}", access.read_only);
+        }
+        // A dotfiles repository inside the project launched in: only it.
+        let project = home.join("code/project");
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        std::fs::create_dir_all(project.join("dots/.git")).unwrap();
+        std::fs::write(project.join("dots/env.sh"), "DIR=$(dirname \"$(readlink -f \"$0\")\")\n").unwrap();
+        std::fs::write(home.join(".bashrc"), format!("source {}\n", project.join("dots/env.sh").display())).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &project, &[], &temp_dir, &[]).unwrap();
+        assert!(access.read_only.contains(&project.join("dots")), "{:?}", access.read_only);
+        assert!(!access.read_only.contains(&project), "{:?}", access.read_only);
+    }
+
+    /// The thirty-fourth re-attack's F7: `~/.bashrc -> dotfiles/local/bashrc`, where `local` is a
+    /// link the dotfiles repository keeps to pick a host's files: the agent pointed `local` at a
+    /// directory of its own. A link on the way to a start-up file as it is named is kept; and a
+    /// file read in at the end of a long chain is protected (F8: the fifth).
+    #[test]
+    fn links_on_the_way_to_a_start_up_file_are_kept_and_long_chains_are_followed() {
+        let (_temp, home, _) = home_and_repo();
+        let dotfiles = home.join("dotfiles");
+        std::fs::create_dir_all(dotfiles.join(".git")).unwrap();
+        std::fs::create_dir_all(dotfiles.join("hosts/laptop")).unwrap();
+        std::fs::write(dotfiles.join("hosts/laptop/bashrc"), "source ~/dotfiles/a/1.sh\n").unwrap();
+        std::os::unix::fs::symlink("hosts/laptop", dotfiles.join("local")).unwrap();
+        std::os::unix::fs::symlink("dotfiles/local/bashrc", home.join(".bashrc")).unwrap();
+        for (n, (from, to)) in [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("e", "f")].iter().enumerate() {
+            std::fs::create_dir_all(dotfiles.join(from)).unwrap();
+            let next = format!("source ~/dotfiles/{to}/{}.sh\n", n + 2);
+            std::fs::write(dotfiles.join(format!("{from}/{}.sh", n + 1)), next).unwrap();
+        }
+        std::fs::create_dir_all(dotfiles.join("f")).unwrap();
+        std::fs::write(dotfiles.join("f/6.sh"), "alias l=ls\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(
+            access.kept_links.contains(&(dotfiles.join("local"), PathBuf::from("hosts/laptop"))),
+            "{:?}",
+            access.kept_links
+        );
+        assert!(!access.read_only.contains(&dotfiles), "nothing here finds files by its own place");
+        for kept in ["hosts/laptop/bashrc", "e/5.sh", "f/6.sh"] {
+            assert!(access.read_only.contains(&dotfiles.join(kept)), "{kept}: {:?}", access.read_only);
         }
     }
 

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 /// How deep files read in by files read in are followed.
-const MAX_DEPTH: usize = 3;
+const MAX_DEPTH: usize = 8;
 /// Files read in all, at most, and the bytes read of each.
 const MAX_FILES: usize = 256;
 const MAX_BYTES: u64 = 1 << 20;
@@ -18,7 +18,10 @@ const MAX_BYTES: u64 = 1 << 20;
 /// relative path: shells start there, ssh's `Include` is relative to `~/.ssh`).
 pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = Vec::new();
-    let mut pending: Vec<(PathBuf, usize)> = files.iter().map(|file| (file.clone(), 0)).collect();
+    // Each with the language of the file that read it in: one whose name says nothing
+    // (`shell/init`, read in by a `~/.bashrc`) is read in that language (the thirty-fourth
+    // re-attack's F8).
+    let mut pending: Vec<(PathBuf, usize, Kind)> = files.iter().map(|file| (file.clone(), 0, Kind::Other)).collect();
     let mut looked = 0;
     // The variables every file sets, for all (`~/.profile` exports `DOTFILES`, `~/.bashrc` sources
     // `$DOTFILES/x`: the thirty-second re-attack's D1).
@@ -26,18 +29,21 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
     let mut variables = Vec::new();
     let mut texts: std::collections::HashMap<PathBuf, String> = std::collections::HashMap::new();
     for file in files {
-        if let Ok(text) = read(file) {
+        if let Ok(text) = read_limited(file) {
             assignments(&text, home, &mut variables);
             texts.insert(file.clone(), text);
         }
     }
-    while let Some((file, depth)) = pending.pop() {
+    while let Some((file, depth, reader)) = pending.pop() {
         looked += 1;
         if looked > MAX_FILES {
             break;
         }
-        let kind = Kind::of(&file);
-        let Some(text) = texts.remove(&file).or_else(|| read(&file).ok()) else { continue };
+        let kind = match Kind::of(&file) {
+            Kind::Other => reader,
+            kind => kind,
+        };
+        let Some(text) = texts.remove(&file).or_else(|| read_limited(&file).ok()) else { continue };
         // Where a relative name is found: the home, where shells start; `~/.ssh`; the `.envrc`'s
         // own directory.
         let base = match kind {
@@ -85,14 +91,15 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
             }
             found.push(path.clone());
             if depth < MAX_DEPTH && path.is_file() {
-                pending.push((path, depth + 1));
+                pending.push((path, depth + 1, kind));
             }
         }
     }
     found
 }
 
-fn read(file: &Path) -> std::io::Result<String> {
+/// A file's text, its first [`MAX_BYTES`] at most.
+pub(super) fn read_limited(file: &Path) -> std::io::Result<String> {
     use std::io::Read as _;
     let mut text = Vec::new();
     std::fs::File::open(file)?.take(MAX_BYTES).read_to_end(&mut text)?;
