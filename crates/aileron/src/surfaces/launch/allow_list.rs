@@ -890,7 +890,7 @@ fn start_up_modules(dir: &Path, tags: &[String]) -> Vec<PathBuf> {
 /// re-attack's C3: with `PYTHONSTARTUP`, `PYTHONPATH`, `NODE_OPTIONS`, `BASH_ENV`, `LESSOPEN`
 /// naming files of a dotfiles workspace, every later `python3`, `node`, script and `less` of the
 /// user's ran what the agent wrote there).
-pub const CODE_VARIABLES: [&str; 40] = [
+pub const CODE_VARIABLES: [&str; 41] = [
     "PYTHONSTARTUP",
     "PYTHONPATH",
     "NODE_OPTIONS",
@@ -917,6 +917,8 @@ pub const CODE_VARIABLES: [&str; 40] = [
     // the user's Python base, npm's user config, vim's start command, the browser tools open.
     "JAVA_TOOL_OPTIONS",
     "_JAVA_OPTIONS",
+    // The `java` launcher's own (the thirty-fourth re-attack's F14).
+    "JDK_JAVA_OPTIONS",
     "R_PROFILE_USER",
     "IPYTHONDIR",
     "JUPYTER_CONFIG_DIR",

@@ -199,9 +199,16 @@ fn inert(entries: &[Entry]) -> bool {
                 | "autocrlf"
                 | "eol"
         ),
-        ("remote", true) => matches!(entry.key.as_str(), "url" | "fetch" | "pushurl"),
+        // A remote on this machine has the user's push run its hooks (F15).
+        ("remote", true) => match entry.key.as_str() {
+            "url" | "pushurl" => entry.value.as_deref().is_some_and(names_a_server),
+            key => key == "fetch",
+        },
         ("branch", true) => matches!(entry.key.as_str(), "remote" | "merge" | "rebase"),
-        ("submodule", true) => matches!(entry.key.as_str(), "url" | "active"),
+        ("submodule", true) => match entry.key.as_str() {
+            "url" => entry.value.as_deref().is_some_and(names_a_server),
+            key => key == "active",
+        },
         ("user", false) => matches!(entry.key.as_str(), "name" | "email"),
         ("init", false) => entry.key == "defaultbranch",
         ("extensions", false) => entry.key == "objectformat",
@@ -290,11 +297,12 @@ fn harmless(entry: &Entry) -> bool {
                 | "packedgitlimit"
                 | "packedgitwindowsize"
         ),
+        // A URL to a server: one to a repository on this machine (`/tmp/x`, `../x`, `file://`) has the
+        // user's push run that repository's hooks (the thirty-fourth re-attack's F15).
+        ("remote", true) if matches!(key, "url" | "pushurl") => entry.value.as_deref().is_some_and(names_a_server),
         ("remote", true) => matches!(
             key,
-            "url"
-                | "pushurl"
-                | "fetch"
+            "fetch"
                 | "push"
                 | "mirror"
                 | "skipdefaultupdate"
@@ -308,8 +316,9 @@ fn harmless(entry: &Entry) -> bool {
         ("remote", false) => matches!(key, "pushdefault"),
         ("branch", true) => matches!(key, "remote" | "pushremote" | "merge" | "rebase" | "description"),
         ("branch", false) => matches!(key, "autosetupmerge" | "autosetuprebase" | "sort"),
+        ("submodule", true) if key == "url" => entry.value.as_deref().is_some_and(names_a_server),
         ("submodule", true) => {
-            matches!(key, "url" | "active" | "branch" | "fetchrecursesubmodules" | "ignore" | "shallow")
+            matches!(key, "active" | "branch" | "fetchrecursesubmodules" | "ignore" | "shallow")
                 || (key == "update" && entry.value.as_deref().is_some_and(|value| !value.starts_with('!')))
         }
         ("submodule", false) => matches!(key, "recurse" | "fetchjobs" | "active" | "propagatebranches"),
@@ -361,15 +370,52 @@ fn harmless(entry: &Entry) -> bool {
         ("http", false) => matches!(key, "postbuffer" | "version"),
         ("checkout", false) => matches!(key, "defaultremote" | "workers" | "thresholdforparallelism"),
         ("clone", false) => matches!(key, "defaultremotename" | "rejectshallow"),
+        // Not `gc.recentObjectsHook`, a program git runs at every automatic gc (F16).
+        ("gc", _) => matches!(
+            key,
+            "auto"
+                | "autopacklimit"
+                | "autodetach"
+                | "aggressivedepth"
+                | "aggressivewindow"
+                | "bigpackthreshold"
+                | "cruftpacks"
+                | "maxcruftsize"
+                | "logexpiry"
+                | "packrefs"
+                | "pruneexpire"
+                | "worktreepruneexpire"
+                | "reflogexpire"
+                | "reflogexpireunreachable"
+                | "rerereresolved"
+                | "rerereunresolved"
+                | "writecommitgraph"
+        ),
         // Whole sections of display, housekeeping and safety settings: none names anything to run
         // or read as code.
         (
-            "color" | "column" | "advice" | "status" | "log" | "pretty" | "format" | "gc" | "maintenance" | "pack"
-            | "index" | "feature" | "rerere" | "blame" | "grep" | "notes" | "versionsort" | "stash" | "am" | "apply"
-            | "worktree" | "i18n" | "mailmap" | "transfer",
+            "color" | "column" | "advice" | "status" | "log" | "pretty" | "format" | "maintenance" | "pack" | "index"
+            | "feature" | "rerere" | "blame" | "grep" | "notes" | "versionsort" | "stash" | "am" | "apply" | "worktree"
+            | "i18n" | "mailmap" | "transfer",
             _,
         ) => true,
         _ => false,
+    }
+}
+
+/// Whether a remote's URL names a server (`https://`, `ssh://`, `git://`, scp's `host:path`), not a
+/// repository on this machine, whose hooks the user's push would run.
+fn names_a_server(url: &str) -> bool {
+    let url = url.trim();
+    let lower = url.to_ascii_lowercase();
+    let schemes = ["https://", "http://", "ssh://", "git://", "git+ssh://", "ssh+git://"];
+    if schemes.iter().any(|scheme| lower.starts_with(scheme)) {
+        return true;
+    }
+    // scp's form: a host before the first `:`, with no `/` before it, as git tells it from a path.
+    match url.split_once(':') {
+        Some((host, _)) => !host.is_empty() && !host.contains('/') && !url.contains("://"),
+        None => false,
     }
 }
 
@@ -975,11 +1021,16 @@ mod tests {
                       refs/heads/main\n[pull]\n\trebase = true\n[color]\n\tui = auto\n[remote \"o\"]\n\turl = https://h/r.git\n\
                       [submodule \"s\"]\n\tupdate = rebase\n[user]\n\temail = ada@example.com\n";
         assert_eq!(not_known_harmless(&parse(worked)), []);
+        let servers = "[remote \"a\"]\n\turl = git@github.com:o/r.git\n\tpushurl = ssh://h/r\n[submodule \"s\"]\n\t\
+                       url = https://h/s.git\n";
+        assert_eq!(not_known_harmless(&parse(servers)), []);
         let gained = "[trace2]\n\teventTarget = af_unix:/w/s\n[http]\n\tsslVerify = false\n\tpostBuffer = 1048576\n\
                       [url \"https://evil/\"]\n\tinsteadOf = https://github.com/\n[extensions]\n\tworktreeConfig = true\n\
                       [alias]\n\tx = -c core.fsmonitor=evil status\n[future]\n\tsomething = x\n[remote \"o\"]\n\tvcs = x/evil\n\
                       \turl = ext::sh -c evil\n[submodule \"s\"]\n\tupdate = !sh evil\n[diff]\n\texternal = evil\n\
-                      \talgorithm = histogram\n[core]\n\tgitProxy = evil\n[http]\n\tcookieFile = ~/.bashrc\n";
+                      \talgorithm = histogram\n[core]\n\tgitProxy = evil\n[http]\n\tcookieFile = ~/.bashrc\n\
+                      [remote \"o\"]\n\tpushurl = node_modules/.cache/r.git\n[gc]\n\trecentObjectsHook = sh evil\n\
+                      \tauto = 1\n";
         let names: Vec<String> = not_known_harmless(&parse(gained)).iter().map(named).collect();
         assert_eq!(
             names,
@@ -995,7 +1046,9 @@ mod tests {
                 "submodule.s.update",
                 "diff.external",
                 "core.gitproxy",
-                "http.cookiefile"
+                "http.cookiefile",
+                "remote.o.pushurl",
+                "gc.recentobjectshook"
             ]
         );
     }

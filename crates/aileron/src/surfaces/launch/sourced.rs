@@ -155,6 +155,8 @@ impl Kind {
     /// The file names `text` reads in, as written.
     fn names(self, text: &str) -> Vec<String> {
         let mut names = Vec::new();
+        // The directory a shell file has entered (`pushd ~/dotfiles`), as written.
+        let mut directory: Option<String> = None;
         for line in text.lines() {
             let line = line.trim();
             if line.starts_with('#') || (self == Kind::Vim && line.starts_with('"')) {
@@ -164,22 +166,64 @@ impl Kind {
                 Kind::Shell | Kind::Envrc => {
                     // Each command of the line: `[ -f x ] && . x; source y`.
                     for command in line.split([';', '&', '|']) {
+                        // A relative name after a `cd` or `pushd` is the directory's (F18).
+                        let mut entering = command.split_whitespace();
+                        match (entering.next(), entering.next()) {
+                            (Some("cd" | "pushd"), Some(dir)) if !dir.starts_with('-') => {
+                                let dir = unquoted(dir);
+                                directory = match &directory {
+                                    Some(current) if !dir.starts_with(['~', '$', '/']) => {
+                                        Some(format!("{current}/{dir}"))
+                                    }
+                                    _ => Some(dir),
+                                };
+                                continue;
+                            }
+                            (Some("cd" | "popd"), _) => {
+                                directory = None;
+                                continue;
+                            }
+                            _ => {}
+                        }
+                        let names_before = names.len();
                         let mut words = command.split_whitespace().skip_while(|word| {
                             matches!(
                                 *word,
                                 "then" | "do" | "else" | "{" | "(" | "if" | "!" | "elif" | "command" | "builtin"
                             )
                         });
+                        let envrc = self == Kind::Envrc;
                         match (words.next(), words.next()) {
                             (Some("source" | "."), Some(file)) => names.push(unquoted(file)),
-                            // direnv's: what it sources, and a directory it puts on `PATH` (its
-                            // programs run by name in the user's shell there: C4).
-                            (Some("source_env" | "source_env_if_exists" | "PATH_add" | "path_add"), Some(file))
-                                if self == Kind::Envrc =>
-                            {
-                                names.push(unquoted(file));
+                            // direnv's: what it sources, a directory it puts on `PATH` (its
+                            // programs run by name in the user's shell there: C4), and the
+                            // variables a dotenv file exports into the user's shell
+                            // (`PROMPT_COMMAND`: the thirty-fourth re-attack's F17).
+                            (
+                                Some(
+                                    "source_env"
+                                    | "source_env_if_exists"
+                                    | "PATH_add"
+                                    | "path_add"
+                                    | "dotenv"
+                                    | "dotenv_if_exists",
+                                ),
+                                Some(file),
+                            ) if envrc => names.push(unquoted(file)),
+                            (Some("dotenv" | "dotenv_if_exists"), None) if envrc => names.push(".env".to_string()),
+                            // Found in the directories above, allowed or not (F10).
+                            (Some("source_up" | "source_up_if_exists"), file) if envrc => {
+                                let file = file.map_or_else(|| ".envrc".to_string(), unquoted);
+                                names.extend((1..=MAX_DEPTH).map(|up| format!("{}{file}", "../".repeat(up))));
                             }
                             _ => {}
+                        }
+                        if let Some(directory) = &directory {
+                            for name in &mut names[names_before..] {
+                                if !name.starts_with(['~', '$', '/']) {
+                                    *name = format!("{directory}/{name}");
+                                }
+                            }
                         }
                     }
                 }
@@ -300,8 +344,16 @@ fn from_home(word: &str, home: &Path, variables: &[(String, PathBuf)]) -> Option
     } else {
         return None;
     };
-    let shown = path.to_string_lossy();
-    (!shown.contains(['$', '`', '~'])).then(|| super::repositories::without_dot_dots(&path))
+    let unknown = |text: &str| text.contains(['$', '`', '~']);
+    if !unknown(&path.to_string_lossy()) {
+        return Some(super::repositories::without_dot_dots(&path));
+    }
+    // A name holding what only running the file tells (`~/dotfiles/os/$(uname -s).sh`,
+    // `hosts/$HOSTNAME.sh`: the thirty-fourth re-attack's F18): the directory above it, whole, as
+    // for a pattern; never the home itself or above it.
+    let known: PathBuf = path.components().take_while(|part| !unknown(&part.as_os_str().to_string_lossy())).collect();
+    let known = super::repositories::without_dot_dots(&known);
+    (known.starts_with(home) && known != home).then_some(known)
 }
 
 fn unquoted(word: &str) -> String {
@@ -331,7 +383,9 @@ mod tests {
         std::fs::write(
             home.join(".bashrc"),
             "# source ~/commented.sh\nsource ~/dotfiles/shell/aliases.sh\n[ -f \"$HOME/.local.sh\" ] && . \"$HOME/.local.sh\"\n\
-             if true; then . ~/dotfiles/env.sh; fi\nsource $ZDOTDIR/x\n",
+             if true; then . ~/dotfiles/env.sh; fi\nsource $ZDOTDIR/x\n\
+             source ~/dotfiles/os/$(uname -s).sh\n[ -f ~/dotfiles/hosts/$HOSTNAME.sh ] && . ~/dotfiles/hosts/$HOSTNAME.sh\n\
+             pushd ~/dotfiles >/dev/null; source cd/x.sh; popd >/dev/null\nsource relative.sh\n",
         )
         .unwrap();
         std::fs::write(dots.join("shell/aliases.sh"), "source ~/dotfiles/shell/deeper.sh\n").unwrap();
@@ -357,7 +411,8 @@ mod tests {
         std::fs::write(
             dots.join(".envrc"),
             "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\nPATH_add bin\neval \"$(./scripts/env.sh)\"\n\
-             export PATH=\"$PWD/tools:$PATH\"\nPATH_add \"$(pwd)/more\"\nlayout python3\n",
+             export PATH=\"$PWD/tools:$PATH\"\nPATH_add \"$(pwd)/more\"\nlayout python3\n\
+             dotenv_if_exists .env.local\ndotenv\nsource_up\n",
         )
         .unwrap();
         // E2: the file's own directory by its usual spellings, `..` from it, through a link.
@@ -415,6 +470,16 @@ mod tests {
             dots.join("bin2"),
             dots.join("lib/functions.sh"),
             dots.join("sys/env.sh"),
+            // The thirty-fourth re-attack's F18: a name only running the file tells (its directory,
+            // whole), a name after `pushd`, and after `popd` the home's again.
+            dots.join("os"),
+            dots.join("hosts"),
+            dots.join("cd/x.sh"),
+            home.join("relative.sh"),
+            // F17 and F10: what a dotenv file exports, and an `.envrc` above.
+            dots.join(".env.local"),
+            dots.join(".env"),
+            home.join(".envrc"),
         ] {
             assert!(found.contains(&expected), "{expected:?} in {found:?}");
         }
