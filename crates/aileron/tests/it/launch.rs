@@ -4880,6 +4880,53 @@ fn the_users_linked_configuration_is_read_only_to_its_depths() {
     }
 }
 
+/// The thirty-fourth re-attack's F4 and F8: the user's shell reads in a file of the dotfiles
+/// workspace that finds files by where it lies (`${BASH_SOURCE%/shell/*}`), so any file there may be
+/// what the next shell runs: the whole workspace is read-only to the agent, and the launch says so
+/// and how to let it write. Named with `--writable`, the workspace is the agent's again, its
+/// start-up files still kept.
+#[test]
+fn a_dotfiles_workspace_whose_start_up_files_find_files_by_their_place_is_read_only() {
+    let rig = LaunchRig::new();
+    let home = rig.user_home();
+    let dotfiles = home.join("dotfiles");
+    std::fs::create_dir_all(dotfiles.join("shell")).unwrap();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&dotfiles).status().unwrap().success());
+    std::fs::write(dotfiles.join("shell/init"), "ROOT=\"${BASH_SOURCE%/shell/*}\"\nsource \"$ROOT/v5/f.sh\"\n")
+        .unwrap();
+    std::fs::write(home.join(".bashrc"), "source ~/dotfiles/shell/init\n").unwrap();
+    let script = "#!/usr/bin/env python3\nimport json, os\n\
+                  def write(relative):\n    try:\n        os.makedirs(os.path.dirname(relative) or '.', exist_ok=True)\n\
+                  \x20       open(relative, 'a').write('x')\n        return 'written'\n    except OSError as error:\n\
+                  \x20       return type(error).__name__\n\
+                  print('SEEN ' + json.dumps({name: write(name) for name in ('v5/f.sh', 'notes.md', 'shell/init')}))\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let seen = |output: &std::process::Output| -> Value {
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let line = stdout.lines().find_map(|line| line.strip_prefix("SEEN ")).unwrap_or_else(|| panic!("{stdout}"));
+        serde_json::from_str(line).unwrap()
+    };
+    let output = rig.command_in(&dotfiles, &["launch", "claude"], None, &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("reads in files by where it lies (`BASH_SOURCE`)"), "{said}");
+    assert!(said.contains("--writable"), "{said}");
+    let first = seen(&output);
+    for refused in ["v5/f.sh", "notes.md", "shell/init"] {
+        assert_ne!(first[refused], "written", "{refused}: {first:#}");
+    }
+    assert!(!dotfiles.join("v5").exists() && !dotfiles.join("notes.md").exists());
+    let writable = dotfiles.to_str().unwrap();
+    let output = rig.command_in(&dotfiles, &["launch", "--writable", writable, "claude"], None, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let second = seen(&output);
+    assert_eq!(second["notes.md"], "written", "the user's say: {second:#}");
+    assert_ne!(second["shell/init"], "written", "what the shell reads in is still kept: {second:#}");
+    let init = std::fs::read_to_string(dotfiles.join("shell/init")).unwrap();
+    assert_eq!(init, "ROOT=\"${BASH_SOURCE%/shell/*}\"\nsource \"$ROOT/v5/f.sh\"\n");
+}
+
 /// The twenty-third re-attack: protection is by name, and a hard link the agent made while a file
 /// was still its own (`ln .git/config .editorconfig-cache` in the session that ran `git init`)
 /// wrote the protected file at every later session; `core.fsmonitor` then ran at the user's
