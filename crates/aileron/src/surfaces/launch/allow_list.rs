@@ -290,6 +290,18 @@ pub fn write_access(
     for dir in &homes {
         startup.extend(links_into(&std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()), &access.writable));
     }
+    // mise runs what a directory it trusts holds (`{{ exec(…) }}` in `[env]`, `_.source`) at the
+    // user's next prompt there, and trusts by path, not content: the configs of a trusted
+    // directory that is a root the agent writes (the workspace, as `mise trust` in a project
+    // leaves it) are read-only, or watched where missing (the thirty-fourth re-attack's F11; a
+    // trusted directory below a root is read-only whole, by the links above).
+    let trust = xdg(env, XDG_STATE_HOME, ".local/state").join("mise/trusted-configs");
+    for link in std::fs::read_dir(&trust).into_iter().flatten().flatten() {
+        let Ok(real) = std::fs::canonicalize(link.path()) else { continue };
+        if real.is_dir() && access.writable.contains(&real) {
+            startup.extend(MISE_CONFIGS.iter().map(|name| real.join(name)));
+        }
+    }
     // What the user's shell, session and editor run by themselves (not the user's programs,
     // which the user starts, below): where one reaches what lies around it by its own place, its
     // whole repository is kept from the agent (`startup_repositories`).
@@ -769,6 +781,20 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
     }
     found
 }
+
+/// The configs mise reads in a directory (its `config_root`).
+const MISE_CONFIGS: [&str; 10] = [
+    "mise.toml",
+    ".mise.toml",
+    "mise.local.toml",
+    ".mise.local.toml",
+    "mise/config.toml",
+    ".mise/config.toml",
+    ".config/mise.toml",
+    ".config/mise/config.toml",
+    ".config/mise/conf.d",
+    ".tool-versions",
+];
 
 /// Tools' configs that name programs the tool runs as the user (read for the paths they name).
 const PROGRAM_CONFIGS: [&str; 9] = [
@@ -2093,6 +2119,26 @@ mod tests {
         let access = write_access(Agent::Claude, &env(&home), &project, &[], &temp_dir, &[]).unwrap();
         assert!(access.read_only.contains(&project.join("dots")), "{:?}", access.read_only);
         assert!(!access.read_only.contains(&project), "{:?}", access.read_only);
+    }
+
+    /// The thirty-fourth re-attack's F11: `mise trust` of the project launched in, and the agent's
+    /// `{{ exec(…) }}` in its `mise.toml` ran at the user's next prompt there. A trusted directory
+    /// that is the workspace has mise's configs read-only there (and what they read in), or watched.
+    #[test]
+    fn the_configs_of_a_directory_mise_trusts_are_read_only_in_the_workspace() {
+        let (_temp, home, repo) = home_and_repo();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("scripts")).unwrap();
+        std::fs::write(repo.join("mise.toml"), "[env]\n_.source = \"./scripts/env.sh\"\n").unwrap();
+        std::fs::write(repo.join("scripts/env.sh"), "export A=1\n").unwrap();
+        let trust = home.join(".local/state/mise/trusted-configs");
+        std::fs::create_dir_all(&trust).unwrap();
+        std::os::unix::fs::symlink(&repo, trust.join("code-repo-5ccd23d9ac277034")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        for kept in ["mise.toml", "scripts/env.sh"] {
+            assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
+        }
+        assert!(access.watched.contains(&repo.join("mise.local.toml")), "{:?}", access.watched);
     }
 
     /// The thirty-fourth re-attack's F7: `~/.bashrc -> dotfiles/local/bashrc`, where `local` is a

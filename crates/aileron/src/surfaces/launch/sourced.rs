@@ -133,7 +133,8 @@ impl Kind {
         let Some(name) = file.file_name() else { return Kind::Other };
         let name = name.to_string_lossy().to_ascii_lowercase();
         let name = name.trim_start_matches('.');
-        if name == "envrc" {
+        // mise's configs name files relative to their own directory too (`_.source = "./env.sh"`).
+        if name == "envrc" || (name.contains("mise") && name.ends_with(".toml")) {
             Kind::Envrc
         } else if name.contains("vimrc") || name.ends_with(".vim") || name == "gvimrc" {
             Kind::Vim
