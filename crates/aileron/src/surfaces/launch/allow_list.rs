@@ -302,6 +302,11 @@ pub fn write_access(
             startup.extend(MISE_CONFIGS.iter().map(|name| real.join(name)));
         }
     }
+    // What tools the user told to trust a project's own start-up files run from the workspace
+    // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
+    // whitelist): read-only there, or watched where missing.
+    let roots_worked_in: Vec<PathBuf> = access.workspace.iter().chain(&user_paths).cloned().collect();
+    startup.extend(trusted_project_files(env, &roots_worked_in));
     // What the user's shell, session and editor run by themselves (not the user's programs,
     // which the user starts, below): where one reaches what lies around it by its own place, its
     // whole repository is kept from the agent (`startup_repositories`).
@@ -779,6 +784,78 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
             }
         }
     }
+    found
+}
+
+/// The files of `roots` (the workspace and `--writable` paths) a tool runs from the directory it
+/// starts in because the user's own settings trust them: gdb's `.gdbinit` under an `auto-load
+/// safe-path` covering the root, vim's `.exrc`, `.vimrc`, `.nvimrc` and `.nvim.lua` where `exrc`
+/// is set, lldb's `.lldbinit` where `target.load-cwd-lldbinit` is on, and the `.envrc` and `.env`
+/// direnv loads without `direnv allow` under a whitelisted prefix. At each root's top: a
+/// directory below it the user starts the tool in is not looked at.
+fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<PathBuf> {
+    let home = &env.home_dir;
+    let config = env.config_home();
+    let text = |paths: &[PathBuf]| -> String {
+        paths.iter().filter_map(|path| super::sourced::read_limited(path).ok()).collect::<Vec<_>>().join("\n")
+    };
+    let expand = |word: &str| -> PathBuf {
+        let word = word.trim_matches(|c: char| c.is_whitespace() || "\"',[]".contains(c));
+        match word.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None if word == "~" => home.clone(),
+            None => PathBuf::from(word),
+        }
+    };
+    let covers = |dir: &Path| -> Vec<&PathBuf> {
+        roots.iter().filter(|root| !dir.as_os_str().is_empty() && root.starts_with(dir)).collect()
+    };
+    let mut found = Vec::new();
+    // gdb: `set auto-load safe-path A:B`, `add-auto-load-safe-path A`.
+    let gdb = text(&[home.join(".gdbinit"), config.join("gdb/gdbinit")]);
+    for line in gdb.lines().map(str::trim) {
+        let listed =
+            line.strip_prefix("set auto-load safe-path").or_else(|| line.strip_prefix("add-auto-load-safe-path"));
+        for dir in listed.into_iter().flat_map(|list| list.split(':')).map(expand) {
+            found.extend(covers(&dir).into_iter().map(|root| root.join(".gdbinit")));
+        }
+    }
+    // vim and Neovim: `set exrc`, `vim.o.exrc = true`, `vim.opt.exrc = true`.
+    let vim = text(&[
+        home.join(".vimrc"),
+        home.join(".vim/vimrc"),
+        config.join("vim/vimrc"),
+        config.join("nvim/init.vim"),
+        config.join("nvim/init.lua"),
+    ]);
+    let exrc = vim.lines().map(str::trim).any(|line| {
+        let line = line.replace(' ', "");
+        (line.starts_with("set") && (line.contains("exrc") && !line.contains("noexrc"))) || line.contains("exrc=true")
+    });
+    if exrc {
+        for root in roots {
+            found.extend([".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc"].map(|name| root.join(name)));
+        }
+    }
+    // lldb: `settings set target.load-cwd-lldbinit true`.
+    if text(&[home.join(".lldbinit")]).contains("target.load-cwd-lldbinit true") {
+        found.extend(roots.iter().map(|root| root.join(".lldbinit")));
+    }
+    // direnv: `[whitelist] prefix = [...]`, `exact = [...]` in `direnv.toml`.
+    let direnv = text(&[config.join("direnv/direnv.toml"), config.join("direnv/config.toml")]);
+    for line in direnv.lines().map(str::trim) {
+        let Some((key, value)) = line.split_once('=') else { continue };
+        let key = key.trim();
+        if key != "prefix" && key != "exact" {
+            continue;
+        }
+        for listed in value.split(',').map(expand).filter(|dir| dir.is_absolute()) {
+            let listed = if key == "exact" { listed.parent().map(Path::to_path_buf).unwrap_or(listed) } else { listed };
+            found.extend(covers(&listed).into_iter().flat_map(|root| [root.join(".envrc"), root.join(".env")]));
+        }
+    }
+    found.sort();
+    found.dedup();
     found
 }
 
@@ -2139,6 +2216,33 @@ mod tests {
             assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("mise.local.toml")), "{:?}", access.watched);
+    }
+
+    /// The thirty-fourth re-attack's F6: the user's own settings have gdb, vim and direnv run a
+    /// project's start-up file from the directory they start in (`set auto-load safe-path /`, `set
+    /// exrc`, a direnv whitelist), and the agent made one in the workspace. Those names are watched
+    /// there (read-only where they exist).
+    #[test]
+    fn project_files_the_users_tools_are_told_to_trust_are_kept() {
+        let (_temp, home, repo) = home_and_repo();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(home.join(".gdbinit"), "set auto-load safe-path /\n").unwrap();
+        std::fs::write(home.join(".vimrc"), "set nocompatible\nset exrc\n").unwrap();
+        std::fs::create_dir_all(home.join(".config/direnv")).unwrap();
+        let whitelist = format!("[whitelist]\nprefix = [ \"{}\" ]\n", home.join("code").display());
+        std::fs::write(home.join(".config/direnv/direnv.toml"), whitelist).unwrap();
+        std::fs::write(repo.join(".exrc"), "set ts=4\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        for watched in [".gdbinit", ".nvim.lua", ".envrc", ".env"] {
+            assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
+        }
+        assert!(access.read_only.contains(&repo.join(".exrc")), "{:?}", access.read_only);
+        // Without those settings, nothing of it.
+        for file in [".gdbinit", ".vimrc", ".config/direnv/direnv.toml"] {
+            std::fs::remove_file(home.join(file)).unwrap();
+        }
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(!access.watched.contains(&repo.join(".gdbinit")) && !access.read_only.contains(&repo.join(".exrc")));
     }
 
     /// The thirty-fourth re-attack's F7: `~/.bashrc -> dotfiles/local/bashrc`, where `local` is a
