@@ -843,6 +843,7 @@ fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<PathBuf> {
     }
     // direnv: `[whitelist] prefix = [...]`, `exact = [...]` in `direnv.toml`.
     let direnv = text(&[config.join("direnv/direnv.toml"), config.join("direnv/config.toml")]);
+    let dotenv = direnv.lines().any(|line| line.replace(' ', "").starts_with("load_dotenv=true"));
     for line in direnv.lines().map(str::trim) {
         let Some((key, value)) = line.split_once('=') else { continue };
         let key = key.trim();
@@ -851,7 +852,13 @@ fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<PathBuf> {
         }
         for listed in value.split(',').map(expand).filter(|dir| dir.is_absolute()) {
             let listed = if key == "exact" { listed.parent().map(Path::to_path_buf).unwrap_or(listed) } else { listed };
-            found.extend(covers(&listed).into_iter().flat_map(|root| [root.join(".envrc"), root.join(".env")]));
+            for root in covers(&listed) {
+                found.push(root.join(".envrc"));
+                // A `.env` only where direnv is told to load one (`load_dotenv = true`).
+                if dotenv {
+                    found.push(root.join(".env"));
+                }
+            }
         }
     }
     found.sort();
@@ -2229,7 +2236,8 @@ mod tests {
         std::fs::write(home.join(".gdbinit"), "set auto-load safe-path /\n").unwrap();
         std::fs::write(home.join(".vimrc"), "set nocompatible\nset exrc\n").unwrap();
         std::fs::create_dir_all(home.join(".config/direnv")).unwrap();
-        let whitelist = format!("[whitelist]\nprefix = [ \"{}\" ]\n", home.join("code").display());
+        let whitelist =
+            format!("[global]\nload_dotenv = true\n[whitelist]\nprefix = [ \"{}\" ]\n", home.join("code").display());
         std::fs::write(home.join(".config/direnv/direnv.toml"), whitelist).unwrap();
         std::fs::write(repo.join(".exrc"), "set ts=4\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
