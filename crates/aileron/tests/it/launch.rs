@@ -4880,6 +4880,35 @@ fn the_users_linked_configuration_is_read_only_to_its_depths() {
     }
 }
 
+/// The thirty-fourth re-attack's F9: the agent stopped a rebase of its own (`break`) and appended an
+/// `exec` step, and the user's `git rebase --continue` after the session ran it outside the launch.
+/// Steps that run commands added while the agent ran are taken out (left as comments), the list
+/// as it was kept in the quarantine, and the user is told; the rebase itself goes on.
+#[test]
+fn a_rebase_left_in_progress_runs_no_command_the_agent_added() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let script = "#!/bin/sh\nset -e\nfor n in 2 3; do echo $n > f$n; git add f$n; git -c user.name=a -c user.email=a@x commit -qm c$n; done\n\
+                  GIT_SEQUENCE_EDITOR=\"sed -i '1i break'\" git -c user.name=a -c user.email=a@x rebase -i -q HEAD~2\n\
+                  echo 'exec touch pwned' >> .git/rebase-merge/git-rebase-todo\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("left a rebase in progress whose next steps run commands (exec touch pwned)"), "{said}");
+    let todo = std::fs::read_to_string(work.join(".git/rebase-merge/git-rebase-todo")).unwrap();
+    assert!(todo.contains("# aileron: written while an agent ran, taken out: exec touch pwned"), "{todo}");
+    let continued = Command::new("git")
+        .args(["-c", "user.name=u", "-c", "user.email=u@x", "rebase", "--continue"])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    assert!(continued.status.success(), "{}", text(&continued));
+    assert!(!work.join("pwned").exists(), "the agent's step ran");
+    assert!(work.join("f3").exists(), "the rebase went on");
+}
+
 /// The thirty-fourth re-attack's F4 and F8: the user's shell reads in a file of the dotfiles
 /// workspace that finds files by where it lies (`${BASH_SOURCE%/shell/*}`), so any file there may be
 /// what the next shell runs: the whole workspace is read-only to the agent, and the launch says so

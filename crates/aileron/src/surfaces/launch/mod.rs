@@ -1250,6 +1250,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     });
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
     let strays_at_launch = git::strays_in(&existing_git_dirs).found;
+    let rebase_commands_at_launch: HashMap<PathBuf, Vec<String>> =
+        existing_git_dirs.iter().map(|dir| (dir.clone(), git::rebase_commands(dir))).collect();
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
@@ -1308,6 +1310,25 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     for taken in &taken_out {
         log_line!("aileron: warning: {}", taken.report(agent.name()));
+    }
+    // A rebase the agent left in progress with steps that run commands (F9).
+    let mut rebases = Vec::new();
+    for git_dir in existing_git_dirs.iter().chain(&made_git_dirs) {
+        let known = rebase_commands_at_launch.get(git_dir).map(Vec::as_slice).unwrap_or_default();
+        let Some(taken) = git::take_out_rebase_commands(git_dir, known, &quarantine) else { continue };
+        let kept = match &taken.kept {
+            Ok(kept) => format!("the list as it was is {}", shown(kept)),
+            Err(error) => format!("the list as it was could not be kept ({error})"),
+        };
+        log_line!(
+            "aileron: warning: {} left a rebase in progress whose next steps run commands ({}): taken out of {}, left \
+             as comments; {kept}\nhint: look at what is left with `git rebase --edit-todo` before `git rebase \
+             --continue`, or `git rebase --abort`",
+            agent.name(),
+            taken.commands.join("; "),
+            shown(&taken.todo)
+        );
+        rebases.push(taken.todo);
     }
     for git_dir in strays.incomplete.iter().take(MAX_WARNINGS_EACH) {
         log_line!(
@@ -1407,7 +1428,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
-    let quarantined = quarantined.iter().map(|moved| &moved.path).chain(taken_out.iter().map(|taken| &taken.file));
+    let quarantined =
+        quarantined.iter().map(|moved| &moved.path).chain(taken_out.iter().map(|taken| &taken.file)).chain(&rebases);
     let quarantined = quarantined.map(|path| path.display().to_string()).collect();
     let new_repositories = created.iter().map(|made| made.path.display().to_string()).collect();
     let hidden_changes = hidden.files.iter().map(|file| file.display().to_string()).collect();
