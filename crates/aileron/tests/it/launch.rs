@@ -4909,6 +4909,30 @@ fn a_rebase_left_in_progress_runs_no_command_the_agent_added() {
     assert!(work.join("f3").exists(), "the rebase went on");
 }
 
+/// The thirty-fourth re-attack's F12: a `.tool-versions` line that runs a tool from a directory
+/// (`node path:…/.cache/n`) needs no trust in mise or asdf, and the user's next `node` in the
+/// project ran the agent's. What the agent added so is taken out at its end; the user's lines stay.
+#[test]
+fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    std::fs::write(work.join(".tool-versions"), "python 3.12.1 path:/opt/python\n").unwrap();
+    let script = "#!/bin/sh\nmkdir -p .cache/n/bin\necho \"node path:$PWD/.cache/n\" >> .tool-versions\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("a tool to run from a directory of the project (node path:"), "{said}");
+    let versions = std::fs::read_to_string(work.join(".tool-versions")).unwrap();
+    let mut lines = versions.lines();
+    assert_eq!(lines.next(), Some("python 3.12.1 path:/opt/python"), "the user's own line stays: {versions}");
+    assert!(
+        lines.next().unwrap().starts_with("# aileron: written while an agent ran, taken out: node path:"),
+        "{versions}"
+    );
+}
+
 /// The thirty-fourth re-attack's F4 and F8: the user's shell reads in a file of the dotfiles
 /// workspace that finds files by where it lies (`${BASH_SOURCE%/shell/*}`), so any file there may be
 /// what the next shell runs: the whole workspace is read-only to the agent, and the launch says so

@@ -458,67 +458,13 @@ pub fn written(header: &str, entries: &[Entry]) -> String {
 }
 
 /// The todo list of a rebase in progress in a git directory.
-const REBASE_TODO: &str = "rebase-merge/git-rebase-todo";
+pub const REBASE_TODO: &str = "rebase-merge/git-rebase-todo";
 
-/// The steps of a rebase in progress in `git_dir` that run a command (git's `exec`, `x`), as
-/// written; none when no rebase is in progress or its list is not a plain file.
-pub fn rebase_commands(git_dir: &Path) -> Vec<String> {
-    let todo = git_dir.join(REBASE_TODO);
-    match read_limited(&todo, false) {
-        Ok(bytes) => {
-            String::from_utf8_lossy(&bytes).lines().filter(|line| runs_a_command(line)).map(str::to_string).collect()
-        }
-        Err(_) => Vec::new(),
-    }
-}
-
-fn runs_a_command(step: &str) -> bool {
+/// Whether a step of a rebase's todo list runs a command (git's `exec`, `x`): the agent stops a
+/// rebase (`break`) and appends `exec …`, and the user's `git rebase --continue` ran it outside
+/// the launch (the thirty-fourth re-attack's F9).
+pub fn runs_a_command(step: &str) -> bool {
     matches!(step.split_whitespace().next(), Some("exec" | "x"))
-}
-
-/// A rebase left in progress with steps that run commands it did not have at launch: the list,
-/// the steps, and where the list as it was is kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RebaseCommands {
-    pub todo: PathBuf,
-    pub commands: Vec<String>,
-    pub kept: Result<PathBuf, String>,
-}
-
-/// Takes out of the rebase in progress in `git_dir` the steps that run a command and are not
-/// among `known` (those at launch): the agent stops a rebase (`break`) and appends `exec …`, and
-/// the user's `git rebase --continue` ran it outside the launch (the thirty-fourth re-attack's
-/// F9). Each is left as a comment (git skips them); the list as it was goes to `quarantine` first.
-pub fn take_out_rebase_commands(git_dir: &Path, known: &[String], quarantine: &Path) -> Option<RebaseCommands> {
-    let todo = git_dir.join(REBASE_TODO);
-    let bytes = read_limited(&todo, false).ok()?;
-    let text = String::from_utf8_lossy(&bytes).to_string();
-    let commands: Vec<String> = text
-        .lines()
-        .filter(|line| runs_a_command(line) && !known.iter().any(|known| known == line))
-        .map(str::to_string)
-        .collect();
-    if commands.is_empty() {
-        return None;
-    }
-    let name = git_dir.parent().and_then(Path::file_name).unwrap_or_default().to_string_lossy().to_string();
-    let kept_at = quarantine.join(format!("rebase-todo-of-{name}"));
-    let kept = crate::platform::home::create_private_dir(quarantine)
-        .and_then(|()| crate::platform::home::write_atomic(&kept_at, &bytes, 0o600))
-        .map(|()| kept_at)
-        .map_err(|error| error.to_string());
-    let without: String = text
-        .split_inclusive('\n')
-        .map(|line| {
-            if commands.iter().any(|command| command == line.trim_end_matches(['\n', '\r'])) {
-                format!("{TAKEN_OUT}{line}")
-            } else {
-                line.to_string()
-            }
-        })
-        .collect();
-    crate::platform::home::write_atomic(&todo, without.as_bytes(), 0o644).ok()?;
-    Some(RebaseCommands { todo, commands, kept })
 }
 
 /// What each line taken out of a config by [`taken_out`] starts with.

@@ -273,6 +273,14 @@ impl LaunchEnv {
     }
 }
 
+/// Where a file taken out of was kept, as the user is told.
+fn kept_where(kept: &Result<PathBuf, String>) -> String {
+    match kept {
+        Ok(kept) => format!("the file as it was is {}", shown(kept)),
+        Err(error) => format!("the file as it was could not be kept ({error})"),
+    }
+}
+
 /// Everything a launch does, computed before anything is written.
 #[derive(Debug, Clone)]
 pub struct LaunchPlan {
@@ -921,6 +929,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let mut request = confine::Request { masks: masks.clone(), ..confine::Request::default() };
     let (mut writable, mut hidden, mut exposed, mut home_seen) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut writable_paths = Vec::new();
+    // The workspace and the checkouts in it, where a `.tool-versions` is looked at (F12).
+    let mut workspace_dirs: Vec<PathBuf> = Vec::new();
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
@@ -968,6 +978,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         writable_paths = access.writable.iter().filter(|path| !path.starts_with("/dev")).cloned().collect();
         existing_git_dirs.clone_from(&access.git_dirs);
         worktrees.clone_from(&access.worktrees);
+        workspace_dirs =
+            access.workspace.iter().chain(access.worktrees.iter().map(|(_, worktree)| worktree)).cloned().collect();
+        workspace_dirs.sort();
+        workspace_dirs.dedup();
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
@@ -1250,8 +1264,17 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     });
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
     let strays_at_launch = git::strays_in(&existing_git_dirs).found;
-    let rebase_commands_at_launch: HashMap<PathBuf, Vec<String>> =
-        existing_git_dirs.iter().map(|dir| (dir.clone(), git::rebase_commands(dir))).collect();
+    // What in a rebase's todo list and a `.tool-versions` runs something, at launch (F9, F12).
+    let todo = |git_dir: &PathBuf| git_dir.join(git::REBASE_TODO);
+    let rebase_commands_at_launch: HashMap<PathBuf, Vec<String>> = existing_git_dirs
+        .iter()
+        .map(|dir| (dir.clone(), planted::lines_that_run(&todo(dir), git::runs_a_command)))
+        .collect();
+    let tool_versions: Vec<PathBuf> = workspace_dirs.iter().map(|dir| dir.join(".tool-versions")).collect();
+    let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = tool_versions
+        .iter()
+        .map(|file| (file.clone(), planted::lines_that_run(file, planted::runs_a_local_tool)))
+        .collect();
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
@@ -1311,24 +1334,44 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     for taken in &taken_out {
         log_line!("aileron: warning: {}", taken.report(agent.name()));
     }
-    // A rebase the agent left in progress with steps that run commands (F9).
-    let mut rebases = Vec::new();
-    for git_dir in existing_git_dirs.iter().chain(&made_git_dirs) {
+    // A rebase the agent left in progress with steps that run commands (F9), and a
+    // `.tool-versions` that runs a tool from a directory (F12).
+    let mut lines_taken_out = Vec::new();
+    for (n, git_dir) in existing_git_dirs.iter().chain(&made_git_dirs).enumerate() {
         let known = rebase_commands_at_launch.get(git_dir).map(Vec::as_slice).unwrap_or_default();
-        let Some(taken) = git::take_out_rebase_commands(git_dir, known, &quarantine) else { continue };
-        let kept = match &taken.kept {
-            Ok(kept) => format!("the list as it was is {}", shown(kept)),
-            Err(error) => format!("the list as it was could not be kept ({error})"),
+        let kept_as = format!("{n}-rebase-todo");
+        let Some(taken) = planted::take_out_lines(&todo(git_dir), git::runs_a_command, known, &quarantine, &kept_as)
+        else {
+            continue;
         };
         log_line!(
             "aileron: warning: {} left a rebase in progress whose next steps run commands ({}): taken out of {}, left \
-             as comments; {kept}\nhint: look at what is left with `git rebase --edit-todo` before `git rebase \
+             as comments; {}\nhint: look at what is left with `git rebase --edit-todo` before `git rebase \
              --continue`, or `git rebase --abort`",
             agent.name(),
-            taken.commands.join("; "),
-            shown(&taken.todo)
+            taken.lines.join("; "),
+            shown(&taken.file),
+            kept_where(&taken.kept)
         );
-        rebases.push(taken.todo);
+        lines_taken_out.push(taken.file);
+    }
+    for (n, file) in tool_versions.iter().enumerate() {
+        let known = local_tools_at_launch.get(file).map(Vec::as_slice).unwrap_or_default();
+        let kept_as = format!("{n}-tool-versions");
+        let Some(taken) = planted::take_out_lines(file, planted::runs_a_local_tool, known, &quarantine, &kept_as)
+        else {
+            continue;
+        };
+        log_line!(
+            "aileron: warning: {} wrote into {} a tool to run from a directory of the project ({}): mise and asdf \
+             would run it at your next use of the tool there; taken out, left as comments; {}\nhint: remove the \
+             `#` in front of a line you want",
+            agent.name(),
+            shown(&taken.file),
+            taken.lines.join("; "),
+            kept_where(&taken.kept)
+        );
+        lines_taken_out.push(taken.file);
     }
     for git_dir in strays.incomplete.iter().take(MAX_WARNINGS_EACH) {
         log_line!(
@@ -1428,8 +1471,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     let exit_code = outcome.as_ref().ok().copied();
     let end_path = format!("/v1/sessions/{}/end", wiring.session_id);
-    let quarantined =
-        quarantined.iter().map(|moved| &moved.path).chain(taken_out.iter().map(|taken| &taken.file)).chain(&rebases);
+    let quarantined = quarantined.iter().map(|moved| &moved.path).chain(taken_out.iter().map(|taken| &taken.file));
+    let quarantined = quarantined.chain(&lines_taken_out);
     let quarantined = quarantined.map(|path| path.display().to_string()).collect();
     let new_repositories = created.iter().map(|made| made.path.display().to_string()).collect();
     let hidden_changes = hidden.files.iter().map(|file| file.display().to_string()).collect();

@@ -345,6 +345,67 @@ fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: 
     Some(TakenOut { file: file.to_path_buf(), variables, kept })
 }
 
+/// Lines of a file that have the user's tools run something, added while the agent ran, taken out
+/// at its end: the file, the lines, and where the file as it was is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinesTakenOut {
+    pub file: PathBuf,
+    pub lines: Vec<String>,
+    pub kept: Result<PathBuf, String>,
+}
+
+/// The lines of `file` (a plain file, read without following a link) for which `runs` holds.
+pub fn lines_that_run(file: &Path, runs: fn(&str) -> bool) -> Vec<String> {
+    match super::git::read_limited(file, false) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).lines().filter(|line| runs(line)).map(str::to_string).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Takes out of `file` the lines for which `runs` holds that are not among `known` (those at
+/// launch), each left as a comment (`#`, which git's todo lists and `.tool-versions` skip), the
+/// file as it was kept in `quarantine` as `kept_as` first.
+pub fn take_out_lines(
+    file: &Path,
+    runs: fn(&str) -> bool,
+    known: &[String],
+    quarantine: &Path,
+    kept_as: &str,
+) -> Option<LinesTakenOut> {
+    let bytes = super::git::read_limited(file, false).ok()?;
+    let text = String::from_utf8_lossy(&bytes).to_string();
+    let added = |line: &str| runs(line) && !known.iter().any(|known| known == line);
+    let lines: Vec<String> = text.lines().filter(|line| added(line)).map(str::to_string).collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let kept_at = quarantine.join(kept_as);
+    let kept = crate::platform::home::create_private_dir(quarantine)
+        .and_then(|()| crate::platform::home::write_atomic(&kept_at, &bytes, 0o600))
+        .map(|()| kept_at)
+        .map_err(|error| error.to_string());
+    let without: String = text
+        .split_inclusive('\n')
+        .map(|line| {
+            if added(line.trim_end_matches(['\n', '\r'])) {
+                format!("{}{line}", super::git::TAKEN_OUT)
+            } else {
+                line.to_string()
+            }
+        })
+        .collect();
+    crate::platform::home::write_atomic(file, without.as_bytes(), 0o644).ok()?;
+    Some(LinesTakenOut { file: file.to_path_buf(), lines, kept })
+}
+
+/// Whether a line of a `.tool-versions` (mise's and asdf's) runs a tool from a directory it
+/// names (`node path:/…/work/.cache/n`): no trust asked, the user's next `node` in the project ran
+/// the agent's (the thirty-fourth re-attack's F12).
+pub fn runs_a_local_tool(line: &str) -> bool {
+    let line = line.split('#').next().unwrap_or_default();
+    line.split_whitespace().skip(1).any(|version| version.starts_with("path:"))
+}
+
 /// A file the agent reads as a copy without credentials: the file, its copy, and how to write one.
 pub type Withheld = (PathBuf, PathBuf, super::withheld_config::Format);
 
