@@ -2189,7 +2189,9 @@ mod tests {
         assert!(said.contains("reads in files by where it lies (`BASH_SOURCE`)"), "{said}");
         assert!(said.contains(&format!("--writable {}", super::super::shown(&dotfiles))), "{said}");
         // Named with `--writable`: the user's say; what is found to be read in is still kept.
-        let access = write_access(Agent::Claude, &env(&home), &dotfiles, std::slice::from_ref(&dotfiles), &temp_dir, &[]).unwrap();
+        let access =
+            write_access(Agent::Claude, &env(&home), &dotfiles, std::slice::from_ref(&dotfiles), &temp_dir, &[])
+                .unwrap();
         assert!(!access.read_only.contains(&dotfiles), "{:?}", access.read_only);
         for kept in ["shell/init", "lib/functions.sh"] {
             assert!(access.read_only.contains(&dotfiles.join(kept)), "{kept}: {:?}", access.read_only);
