@@ -1808,6 +1808,37 @@ mod tests {
         }
     }
 
+    /// The thirty-fourth re-attack's F5: pre-commit's `repo: local` hooks run the worktree's own
+    /// scripts (`entry: scripts/lint.sh`, `entry: python3 tools/fmt.py`), and lefthook's `run:`;
+    /// the agent rewrote them and the user's commit of its work ran them. Read-only, or watched.
+    #[test]
+    fn the_scripts_a_hook_runners_configuration_runs_are_protected() {
+        let (_temp, home, repo) = home_and_repo();
+        std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+        for dir in ["scripts", "tools"] {
+            std::fs::create_dir_all(repo.join(dir)).unwrap();
+        }
+        std::fs::write(repo.join(".git/config"), "").unwrap();
+        std::fs::write(repo.join(".git/hooks/pre-commit"), "#!/usr/bin/env bash\n# https://pre-commit.com\n").unwrap();
+        std::fs::write(repo.join(".git/hooks/pre-push"), "#!/bin/sh\nlefthook run pre-push\n").unwrap();
+        std::fs::write(
+            repo.join(".pre-commit-config.yaml"),
+            "repos:\n- repo: local\n  hooks:\n  - {id: lint, name: lint, entry: scripts/lint.sh, language: script}\n\
+             \x20 - id: fmt\n    entry: \"python3 tools/fmt.py\"\n    language: system\n",
+        )
+        .unwrap();
+        std::fs::write(repo.join("lefthook.yml"), "pre-push:\n  commands:\n    t:\n      run: ./scripts/t.sh --all\n")
+            .unwrap();
+        for file in ["scripts/lint.sh", "tools/fmt.py"] {
+            std::fs::write(repo.join(file), "x").unwrap();
+        }
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        for kept in ["scripts/lint.sh", "tools/fmt.py"] {
+            assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
+        }
+        assert!(access.watched.contains(&repo.join("scripts/t.sh")), "{:?}", access.watched);
+    }
+
     /// The twelfth re-attack: a hook that finds its scripts from the top by a computed path
     /// (`$(git rev-parse --show-toplevel)`, `$(dirname "$0")/../..`, a variable holding either)
     /// left them writable, and the user's next commit ran the agent's version.

@@ -495,8 +495,14 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Prote
             }
         }
     }
-    // A runner's configuration, there or not: one created later is read as much.
+    // A runner's configuration, there or not: one created later is read as much. And the files of
+    // the worktree it has run (a pre-commit `repo: local` hook's `entry: scripts/lint.sh`,
+    // `entry: python3 tools/fmt.py`, lefthook's `run:` and `script:`: the thirty-fourth re-attack's
+    // F5 rewrote them and the user's commit of the session's work ran them).
     for file in runners.into_iter().flatten().map(|name| worktree.join(name)) {
+        if let Ok(text) = git::read_capped(&file, false, 256 * 1024) {
+            named.extend(run_by_runner(&String::from_utf8_lossy(&text), worktree));
+        }
         protection.bind_or_watch(file);
     }
     // A file a hook names, there or not (`[ -x ./scripts/pre-commit.local ] && …`: the seventh
@@ -515,6 +521,34 @@ fn protect_what_hooks_read(hooks: &Path, worktree: &Path, protection: &mut Prote
             super::shown(hooks)
         ));
     }
+}
+
+/// The files of `worktree` a hook runner's configuration runs: each word of an `entry:`, `run:` or
+/// `script:` value (up to the `,` or `}` that ends it in a flow mapping) that names a file there.
+fn run_by_runner(config: &str, worktree: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for line in config.lines() {
+        for key in ["entry:", "run:", "script:"] {
+            for (at, _) in line.match_indices(key) {
+                // A key of its own, not the end of another's name (`pre-run:`).
+                if line[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-') {
+                    continue;
+                }
+                let value = &line[at + key.len()..];
+                let value = value.split([',', '}']).next().unwrap_or_default();
+                for word in value.split_whitespace().map(|word| word.trim_matches(['"', '\''])) {
+                    if word.is_empty() || word.starts_with('-') || word.contains('$') {
+                        continue;
+                    }
+                    let file = without_dot_dots(&worktree.join(word));
+                    if file.starts_with(worktree) && file != worktree && (file.is_file() || word.contains('/')) {
+                        files.push(file);
+                    }
+                }
+            }
+        }
+    }
+    files
 }
 
 /// What ends a word of a hook's text, beside blanks.
