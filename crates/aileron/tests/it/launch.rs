@@ -4952,7 +4952,8 @@ fn a_dotfiles_workspace_whose_start_up_files_find_files_by_their_place_is_read_o
                   def write(relative):\n    try:\n        os.makedirs(os.path.dirname(relative) or '.', exist_ok=True)\n\
                   \x20       open(relative, 'a').write('x')\n        return 'written'\n    except OSError as error:\n\
                   \x20       return type(error).__name__\n\
-                  print('SEEN ' + json.dumps({name: write(name) for name in ('v5/f.sh', 'notes.md', 'shell/init')}))\n";
+                  names = ('v5/f.sh', 'notes.md', 'shell/init', 'shell/new.sh', '.git/info/x')\n\
+                  print('SEEN ' + json.dumps({name: write(name) for name in names}))\n";
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let seen = |output: &std::process::Output| -> Value {
@@ -4966,7 +4967,8 @@ fn a_dotfiles_workspace_whose_start_up_files_find_files_by_their_place_is_read_o
     assert!(said.contains("reads in files by where it lies (`BASH_SOURCE`)"), "{said}");
     assert!(said.contains("--writable"), "{said}");
     let first = seen(&output);
-    for refused in ["v5/f.sh", "notes.md", "shell/init"] {
+    // Beside a protected file (its directory pinned otherwise) and in the git directory too.
+    for refused in ["v5/f.sh", "notes.md", "shell/init", "shell/new.sh", ".git/info/x"] {
         assert_ne!(first[refused], "written", "{refused}: {first:#}");
     }
     assert!(!dotfiles.join("v5").exists() && !dotfiles.join("notes.md").exists());

@@ -399,7 +399,8 @@ pub fn write_access(
             tree
         })
         .partition(|tree| !access.writable.contains(tree));
-    access.read_only.extend(inner_trees);
+    access.read_only.extend(inner_trees.iter().cloned());
+    let whole_trees: Vec<PathBuf> = inner_trees.iter().chain(&whole_roots).cloned().collect();
     // What lies outside everything writable the agent cannot change (a config's include
     // elsewhere, a program in /usr/bin): nothing to bind or watch.
     let inside = |path: &PathBuf| access.writable.iter().any(|dir| path.starts_with(dir) && path != dir);
@@ -478,6 +479,11 @@ pub fn write_access(
     // the mounts beneath it.
     access.pinned.sort_by(|a, b| a.components().count().cmp(&b.components().count()).then_with(|| a.cmp(b)));
     access.pinned.dedup();
+    // Nothing inside a tree read-only whole is pinned: a pin is a writable bind of its own, which
+    // the tree's read-only bind would carry (its `.git`, the directory of a start-up file in it,
+    // where the agent could add a file a loop over the directory sources). Read-only, nothing in
+    // it can be renamed anyway.
+    access.pinned.retain(|pinned| !whole_trees.iter().any(|tree| pinned.starts_with(tree) && pinned != tree));
     access.read_only.extend(whole_roots);
     access.read_only.dedup();
     access.watched.sort();
