@@ -204,7 +204,10 @@ fn inert(entries: &[Entry]) -> bool {
             "url" | "pushurl" => entry.value.as_deref().is_some_and(names_a_server),
             key => key == "fetch",
         },
-        ("branch", true) => matches!(entry.key.as_str(), "remote" | "merge" | "rebase"),
+        ("branch", true) => match entry.key.as_str() {
+            "remote" => entry.value.as_deref().is_some_and(names_a_remote),
+            key => matches!(key, "merge" | "rebase"),
+        },
         ("submodule", true) => match entry.key.as_str() {
             "url" => entry.value.as_deref().is_some_and(names_a_server),
             key => key == "active",
@@ -313,8 +316,13 @@ fn harmless(entry: &Entry) -> bool {
                 | "promisor"
                 | "partialclonefilter"
         ),
-        ("remote", false) => matches!(key, "pushdefault"),
-        ("branch", true) => matches!(key, "remote" | "pushremote" | "merge" | "rebase" | "description"),
+        // A remote by its name: git takes a path there for a remote on this machine, whose hooks
+        // the user's push runs (the thirty-fifth re-attack's G2).
+        ("remote", false) => key == "pushdefault" && entry.value.as_deref().is_some_and(names_a_remote),
+        ("branch", true) if matches!(key, "remote" | "pushremote") => {
+            entry.value.as_deref().is_some_and(names_a_remote)
+        }
+        ("branch", true) => matches!(key, "merge" | "rebase" | "description"),
         ("branch", false) => matches!(key, "autosetupmerge" | "autosetuprebase" | "sort"),
         ("submodule", true) if key == "url" => entry.value.as_deref().is_some_and(names_a_server),
         ("submodule", true) => {
@@ -355,7 +363,6 @@ fn harmless(entry: &Entry) -> bool {
                 | "stat"
                 | "abbreviatecommands"
                 | "missingcommitscheck"
-                | "instructionformat"
                 | "forkpoint"
                 | "reschedulefailedexec"
         ),
@@ -368,8 +375,10 @@ fn harmless(entry: &Entry) -> bool {
         ("init", false) => key == "defaultbranch",
         ("extensions", false) => matches!(key, "objectformat" | "refstorage"),
         ("http", false) => matches!(key, "postbuffer" | "version"),
-        ("checkout", false) => matches!(key, "defaultremote" | "workers" | "thresholdforparallelism"),
-        ("clone", false) => matches!(key, "defaultremotename" | "rejectshallow"),
+        ("checkout", false) if key == "defaultremote" => entry.value.as_deref().is_some_and(names_a_remote),
+        ("checkout", false) => matches!(key, "workers" | "thresholdforparallelism"),
+        ("clone", false) if key == "defaultremotename" => entry.value.as_deref().is_some_and(names_a_remote),
+        ("clone", false) => key == "rejectshallow",
         // Not `gc.recentObjectsHook`, a program git runs at every automatic gc (F16).
         ("gc", _) => matches!(
             key,
@@ -401,6 +410,12 @@ fn harmless(entry: &Entry) -> bool {
         ) => true,
         _ => false,
     }
+}
+
+/// Whether a value where git takes a remote names one (`origin`), or this repository (`.`), not a
+/// path to a repository on this machine (`../x`, `/tmp/x.git`, `node_modules/.cache/x.git`).
+fn names_a_remote(value: &str) -> bool {
+    value == "." || (!value.is_empty() && !value.starts_with('.') && !value.contains(['/', '\\', ':']))
 }
 
 /// Whether a remote's URL names a server (`https://`, `ssh://`, `git://`, scp's `host:path`), not a
@@ -1040,7 +1055,8 @@ mod tests {
                       \turl = ext::sh -c evil\n[submodule \"s\"]\n\tupdate = !sh evil\n[diff]\n\texternal = evil\n\
                       \talgorithm = histogram\n[core]\n\tgitProxy = evil\n[http]\n\tcookieFile = ~/.bashrc\n\
                       [remote \"o\"]\n\tpushurl = node_modules/.cache/r.git\n[gc]\n\trecentObjectsHook = sh evil\n\
-                      \tauto = 1\n";
+                      \tauto = 1\n[rebase]\n\tinstructionFormat = \"%s%nexec evil\"\n[branch \"feature\"]\n\t\
+                      pushRemote = node_modules/.cache/x.git\n\tremote = origin\n";
         let names: Vec<String> = not_known_harmless(&parse(gained)).iter().map(named).collect();
         assert_eq!(
             names,
@@ -1058,7 +1074,9 @@ mod tests {
                 "core.gitproxy",
                 "http.cookiefile",
                 "remote.o.pushurl",
-                "gc.recentobjectshook"
+                "gc.recentobjectshook",
+                "rebase.instructionformat",
+                "branch.feature.pushremote"
             ]
         );
     }
