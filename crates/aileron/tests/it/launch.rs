@@ -4909,6 +4909,26 @@ fn a_rebase_left_in_progress_runs_no_command_the_agent_added() {
     assert!(work.join("f3").exists(), "the rebase went on");
 }
 
+/// The thirty-fourth re-attack's F6 and the thirty-fifth's G3: with `set auto-load safe-path /` in
+/// the user's `~/.gdbinit`, gdb runs the `.gdbinit` of the directory it starts in; the agent made
+/// one in a directory of the project. What the user's settings trust there, made while the agent
+/// ran, is moved to the quarantine at its end (at the top, at once), and the user is told.
+#[test]
+fn project_files_the_users_tools_trust_made_by_the_agent_are_moved_aside() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    std::fs::write(rig.user_home().join(".gdbinit"), "set auto-load safe-path /\n").unwrap();
+    let script =
+        "#!/bin/sh\nmkdir -p svc\necho 'shell touch pwned' > svc/.gdbinit\necho 'shell touch pwned' > .gdbinit\n";
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(!work.join("svc/.gdbinit").exists() && !work.join(".gdbinit").exists(), "{said}");
+    assert!(said.contains("svc/.gdbinit, which would run what it chose as you; moved to"), "{said}");
+}
+
 /// The thirty-fourth re-attack's F12: a `.tool-versions` line that runs a tool from a directory
 /// (`node path:…/.cache/n`) needs no trust in mise or asdf, and the user's next `node` in the
 /// project ran the agent's. What the agent added so is taken out at its end; the user's lines stay.

@@ -64,6 +64,10 @@ pub struct WriteAccess {
     pub git_configs: Vec<PathBuf>,
     /// The socket files in the writable trees at launch (`repositories::Protection::sockets`).
     pub sockets: Vec<PathBuf>,
+    /// Where a tool the user's settings tell to trust a project's own files runs them, and their
+    /// names ([`trusted_project_files`]): those there at launch are read-only, those made in the
+    /// session are moved aside at its end.
+    pub trusted: Vec<(PathBuf, Vec<&'static str>)>,
 }
 
 impl WriteAccess {
@@ -306,7 +310,11 @@ pub fn write_access(
     // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
     // whitelist): read-only there, or watched where missing.
     let roots_worked_in: Vec<PathBuf> = access.workspace.iter().chain(&user_paths).cloned().collect();
-    startup.extend(trusted_project_files(env, &roots_worked_in));
+    access.trusted = trusted_project_files(env, &roots_worked_in);
+    startup.extend(trusted_files_in(&access.trusted));
+    for (scope, names) in &access.trusted {
+        startup.extend(names.iter().map(|name| scope.join(name)));
+    }
     // What the user's shell, session and editor run by themselves (not the user's programs,
     // which the user starts, below): where one reaches what lies around it by its own place, its
     // whole repository is kept from the agent (`startup_repositories`).
@@ -793,13 +801,14 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
     found
 }
 
-/// The files of `roots` (the workspace and `--writable` paths) a tool runs from the directory it
-/// starts in because the user's own settings trust them: gdb's `.gdbinit` under an `auto-load
-/// safe-path` covering the root, vim's `.exrc`, `.vimrc`, `.nvimrc` and `.nvim.lua` where `exrc`
-/// is set, lldb's `.lldbinit` where `target.load-cwd-lldbinit` is on, and the `.envrc` and `.env`
-/// direnv loads without `direnv allow` under a whitelisted prefix. At each root's top: a
-/// directory below it the user starts the tool in is not looked at.
-fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<PathBuf> {
+/// Where in `roots` (the workspace and `--writable` paths) a tool runs a file of the directory it
+/// starts in because the user's own settings trust it, and the names it runs: gdb's `.gdbinit`
+/// under an `auto-load safe-path`, vim's `.exrc`, `.vimrc`, `.nvimrc` and `.nvim.lua` where `exrc`
+/// is set, lldb's `.lldbinit` where `target.load-cwd-lldbinit` is on, and the `.envrc` (and `.env`
+/// with `load_dotenv`) direnv loads without `direnv allow` under a whitelisted prefix (an `exact`
+/// one: that file). Each a directory and the names in it and every directory below it (the
+/// thirty-fourth re-attack's F6, the thirty-fifth's G3 below the top).
+pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf, Vec<&'static str>)> {
     let home = &env.home_dir;
     let config = env.config_home();
     let text = |paths: &[PathBuf]| -> String {
@@ -807,26 +816,38 @@ fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<PathBuf> {
     };
     let expand = |word: &str| -> PathBuf {
         let word = word.trim_matches(|c: char| c.is_whitespace() || "\"',[]".contains(c));
+        let word = word.replace("${HOME}", "~").replace("$HOME", "~");
         match word.strip_prefix("~/") {
             Some(rest) => home.join(rest),
             None if word == "~" => home.clone(),
             None => PathBuf::from(word),
         }
     };
-    let covers = |dir: &Path| -> Vec<&PathBuf> {
-        roots.iter().filter(|root| !dir.as_os_str().is_empty() && root.starts_with(dir)).collect()
+    // The part of each root a listed directory covers: the root, or the directory inside it.
+    let covered = |dir: &Path| -> Vec<PathBuf> {
+        if dir.as_os_str().is_empty() || !dir.is_absolute() {
+            return Vec::new();
+        }
+        let dir = super::repositories::without_dot_dots(dir);
+        roots
+            .iter()
+            .filter_map(|root| {
+                if root.starts_with(&dir) { Some(root.clone()) } else { dir.starts_with(root).then(|| dir.clone()) }
+            })
+            .collect()
     };
-    let mut found = Vec::new();
+    let mut scopes: Vec<(PathBuf, Vec<&'static str>)> = Vec::new();
     // gdb: `set auto-load safe-path A:B`, `add-auto-load-safe-path A`.
     let gdb = text(&[home.join(".gdbinit"), config.join("gdb/gdbinit")]);
     for line in gdb.lines().map(str::trim) {
         let listed =
             line.strip_prefix("set auto-load safe-path").or_else(|| line.strip_prefix("add-auto-load-safe-path"));
         for dir in listed.into_iter().flat_map(|list| list.split(':')).map(expand) {
-            found.extend(covers(&dir).into_iter().map(|root| root.join(".gdbinit")));
+            scopes.extend(covered(&dir).into_iter().map(|scope| (scope, vec![".gdbinit"])));
         }
     }
-    // vim and Neovim: `set exrc`, `vim.o.exrc = true`, `vim.opt.exrc = true`.
+    // vim and Neovim: `exrc` set by any spelling (`set exrc`, `se ex`, `let &exrc = 1`,
+    // `vim.o.exrc = true`, `vim.cmd('set exrc')`), not turned off on the same line.
     let vim = text(&[
         home.join(".vimrc"),
         home.join(".vim/vimrc"),
@@ -834,35 +855,78 @@ fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<PathBuf> {
         config.join("nvim/init.vim"),
         config.join("nvim/init.lua"),
     ]);
-    let exrc = vim.lines().map(str::trim).any(|line| {
-        let line = line.replace(' ', "");
-        (line.starts_with("set") && (line.contains("exrc") && !line.contains("noexrc"))) || line.contains("exrc=true")
-    });
+    let exrc =
+        vim.lines().map(str::trim).filter(|line| !line.starts_with('"') && !line.starts_with("--")).any(|line| {
+            let words: Vec<&str> =
+                line.split(|c: char| !c.is_alphanumeric() && c != '&').filter(|w| !w.is_empty()).collect();
+            let setting = words.iter().any(|word| matches!(*word, "exrc" | "&exrc"))
+                || (words.first().is_some_and(|word| matches!(*word, "set" | "se" | "setglobal"))
+                    && words.contains(&"ex"));
+            setting && !words.iter().any(|word| matches!(*word, "noexrc" | "false" | "0"))
+        });
     if exrc {
-        for root in roots {
-            found.extend([".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc"].map(|name| root.join(name)));
-        }
+        scopes.extend(
+            roots.iter().map(|root| (root.clone(), vec![".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc"])),
+        );
     }
     // lldb: `settings set target.load-cwd-lldbinit true`.
-    if text(&[home.join(".lldbinit")]).contains("target.load-cwd-lldbinit true") {
-        found.extend(roots.iter().map(|root| root.join(".lldbinit")));
+    if text(&[home.join(".lldbinit")])
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|pair| pair == ["target.load-cwd-lldbinit", "true"])
+    {
+        scopes.extend(roots.iter().map(|root| (root.clone(), vec![".lldbinit"])));
     }
-    // direnv: `[whitelist] prefix = [...]`, `exact = [...]` in `direnv.toml`.
-    let direnv = text(&[config.join("direnv/direnv.toml"), config.join("direnv/config.toml")]);
-    let dotenv = direnv.lines().any(|line| line.replace(' ', "").starts_with("load_dotenv=true"));
-    for line in direnv.lines().map(str::trim) {
-        let Some((key, value)) = line.split_once('=') else { continue };
-        let key = key.trim();
-        if key != "prefix" && key != "exact" {
-            continue;
+    // direnv: `[whitelist] prefix = [...]`, `exact = [...]`, `[global] load_dotenv`, as TOML.
+    for file in [config.join("direnv/direnv.toml"), config.join("direnv/config.toml")] {
+        let Ok(parsed) = text(std::slice::from_ref(&file)).parse::<toml::Table>() else { continue };
+        let dotenv = parsed.get("global").and_then(|global| global.get("load_dotenv")).and_then(toml::Value::as_bool)
+            == Some(true);
+        let names = if dotenv { vec![".envrc", ".env"] } else { vec![".envrc"] };
+        let listed = |key: &str| -> Vec<PathBuf> {
+            let values = parsed.get("whitelist").and_then(|list| list.get(key)).and_then(toml::Value::as_array);
+            values.into_iter().flatten().filter_map(toml::Value::as_str).map(expand).collect()
+        };
+        for prefix in listed("prefix") {
+            scopes.extend(covered(&prefix).into_iter().map(|scope| (scope, names.clone())));
         }
-        for listed in value.split(',').map(expand).filter(|dir| dir.is_absolute()) {
-            let listed = if key == "exact" { listed.parent().map(Path::to_path_buf).unwrap_or(listed) } else { listed };
-            for root in covers(&listed) {
-                found.push(root.join(".envrc"));
-                // A `.env` only where direnv is told to load one (`load_dotenv = true`).
-                if dotenv {
-                    found.push(root.join(".env"));
+        // An exact `.envrc`: its directory's, that name alone (found by the walk below it too).
+        for exact in listed("exact") {
+            let dir = exact.parent().map(Path::to_path_buf).unwrap_or_default();
+            scopes.extend(covered(&dir).into_iter().filter(|scope| *scope == dir).map(|scope| (scope, vec![".envrc"])));
+        }
+    }
+    scopes
+}
+
+/// Entries looked at below each trusted scope for the names a tool runs there, at launch and at exit.
+pub const TRUSTED_WALK_BUDGET: usize = 20_000;
+
+/// The files named as `scopes` say found in each scope and the directories below it (links not
+/// followed; caches, dependencies and git directories not entered), at most
+/// [`TRUSTED_WALK_BUDGET`] entries each.
+pub fn trusted_files_in(scopes: &[(PathBuf, Vec<&'static str>)]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for (scope, names) in scopes {
+        let skipped =
+            |name: &std::ffi::OsStr| NOT_ENTERED_FOR_LINKS.iter().chain(&["target", ".venv"]).any(|skip| name == *skip);
+        let mut pending = vec![scope.clone()];
+        let mut budget = TRUSTED_WALK_BUDGET;
+        while let Some(dir) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                if budget == 0 {
+                    break;
+                }
+                budget -= 1;
+                let Ok(kind) = entry.file_type() else { continue };
+                let name = entry.file_name();
+                if kind.is_dir() && !skipped(&name) {
+                    pending.push(entry.path());
+                }
+                if names.iter().any(|wanted| name == *wanted) {
+                    found.push(entry.path());
                 }
             }
         }
@@ -2272,24 +2336,40 @@ mod tests {
     fn project_files_the_users_tools_are_told_to_trust_are_kept() {
         let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(repo.join(".git")).unwrap();
-        std::fs::write(home.join(".gdbinit"), "set auto-load safe-path /\n").unwrap();
-        std::fs::write(home.join(".vimrc"), "set nocompatible\nset exrc\n").unwrap();
+        std::fs::create_dir_all(repo.join("svc/node_modules/x")).unwrap();
+        std::fs::write(home.join(".gdbinit"), "set auto-load safe-path $HOME\n").unwrap();
+        // G4: an abbreviation.
+        std::fs::write(home.join(".vimrc"), "set nocompatible\nse ex\n").unwrap();
         std::fs::create_dir_all(home.join(".config/direnv")).unwrap();
-        let whitelist =
-            format!("[global]\nload_dotenv = true\n[whitelist]\nprefix = [ \"{}\" ]\n", home.join("code").display());
+        // G4: a TOML array over lines.
+        let whitelist = format!(
+            "[global]\nload_dotenv = true\n[whitelist]\nprefix = [\n  \"{}\",\n]\n",
+            home.join("code").display()
+        );
         std::fs::write(home.join(".config/direnv/direnv.toml"), whitelist).unwrap();
         std::fs::write(repo.join(".exrc"), "set ts=4\n").unwrap();
+        // G3: below the top, there at launch.
+        std::fs::write(repo.join("svc/.envrc"), "export A=1\n").unwrap();
+        std::fs::write(repo.join("svc/node_modules/x/.envrc"), "export A=1\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         for watched in [".gdbinit", ".nvim.lua", ".envrc", ".env"] {
             assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
         }
-        assert!(access.read_only.contains(&repo.join(".exrc")), "{:?}", access.read_only);
+        for kept in [".exrc", "svc/.envrc"] {
+            assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
+        }
+        // What the end of the session looks for: made anywhere below the top, dependencies not entered.
+        std::fs::write(repo.join("svc/.gdbinit"), "shell touch pwned\n").unwrap();
+        let found = trusted_files_in(&access.trusted);
+        assert!(found.contains(&repo.join("svc/.gdbinit")) && found.contains(&repo.join("svc/.envrc")), "{found:?}");
+        assert!(!found.contains(&repo.join("svc/node_modules/x/.envrc")), "{found:?}");
         // Without those settings, nothing of it.
         for file in [".gdbinit", ".vimrc", ".config/direnv/direnv.toml"] {
             std::fs::remove_file(home.join(file)).unwrap();
         }
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(!access.watched.contains(&repo.join(".gdbinit")) && !access.read_only.contains(&repo.join(".exrc")));
+        assert!(access.trusted.is_empty(), "{:?}", access.trusted);
     }
 
     /// The thirty-fourth re-attack's F7: `~/.bashrc -> dotfiles/local/bashrc`, where `local` is a

@@ -931,6 +931,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let mut writable_paths = Vec::new();
     // The workspace and the checkouts in it, where a `.tool-versions` is looked at (F12).
     let mut workspace_dirs: Vec<PathBuf> = Vec::new();
+    // Where the user's tools run a project's own files, and those there at launch (G3).
+    let (mut trusted_scopes, mut trusted_at_launch) = (Vec::new(), Vec::new());
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
@@ -982,6 +984,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             access.workspace.iter().chain(access.worktrees.iter().map(|(_, worktree)| worktree)).cloned().collect();
         workspace_dirs.sort();
         workspace_dirs.dedup();
+        trusted_scopes.clone_from(&access.trusted);
+        trusted_at_launch = allow_list::trusted_files_in(&trusted_scopes);
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
@@ -1328,6 +1332,13 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         strays.found.into_iter().filter(|stray| !strays_at_launch.contains(stray) && !kept.contains(stray)).collect();
     left.sort();
     planted::move_all(&left, &[], &quarantine, &mut quarantined);
+    // A project file the user's gdb, vim, lldb or direnv runs unasked, made anywhere below where
+    // their settings trust it while the agent ran (the thirty-fifth re-attack's G3).
+    let made_trusted: Vec<PathBuf> = allow_list::trusted_files_in(&trusted_scopes)
+        .into_iter()
+        .filter(|file| !trusted_at_launch.contains(file))
+        .collect();
+    planted::move_all(&made_trusted, &[], &quarantine, &mut quarantined);
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
