@@ -346,7 +346,9 @@ pub fn write_access(
         // `pinentry-program`, npm's `script-shell`: the thirty-first re-attack's C6).
         let named = [".ssh/config"].iter().chain(&PROGRAM_CONFIGS).map(|name| home.join(name));
         let files: Vec<PathBuf> = files.iter().cloned().chain(named.filter(|f| f.is_file())).collect();
-        startup.extend(super::sourced::read_in(&files, home));
+        let (found, tails) = super::sourced::read_in_all(&files, home);
+        startup.extend(found);
+        startup.extend(tails_in(&tails, &roots_worked_in));
     }
     // The repositories those reach around themselves in (F4, F8 of the thirty-fourth re-attack).
     let trees = startup_repositories(&run_by_themselves, &homes, &access, &user_paths);
@@ -505,7 +507,7 @@ pub fn write_access(
 /// `current_file`, Emacs's `load-file-name`. A path built from any of these cannot be known
 /// without running the file (the thirty-fourth re-attack's F4 found six more spellings after the
 /// thirty-third's), so the whole repository such a file lies in is what it may read in.
-const SELF_LOCATING: [&str; 19] = [
+const SELF_LOCATING: [&str; 28] = [
     "BASH_SOURCE",
     "$0",
     "${0",
@@ -525,6 +527,17 @@ const SELF_LOCATING: [&str; 19] = [
     "status -f",
     "current-filename",
     "load-file-name",
+    // Vim's and Neovim's: its own real name (`fnamemodify(resolve($MYVIMRC), ':p:h')`: the
+    // thirty-fifth re-attack's G9), and a command built at run time (`execute 'source' s:dir . …`).
+    "MYVIMRC",
+    "MYGVIMRC",
+    "resolve(",
+    "fnamemodify(",
+    "stdpath(",
+    "debug.getinfo",
+    "expand('<",
+    "execute ",
+    "exe ",
 ];
 
 /// The repositories (the nearest directory holding `.git`, else the writable root) in the
@@ -898,6 +911,35 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
         }
     }
     scopes
+}
+
+/// Where in `roots` (the workspace, the `--writable` paths) a name read in that begins with a
+/// variable no start-up file sets could lead (`"$DOTFILES"/shell/aliases.sh` with `DOTFILES` the
+/// workspace, or a directory at its top; `.venv/bin/activate` after a `cd "$@"`): what is there
+/// under each root and each directory at its top, the part before a pattern's first wildcard.
+fn tails_in(tails: &[String], roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut bases: Vec<PathBuf> = roots.to_vec();
+    for root in roots {
+        let children = std::fs::read_dir(root).into_iter().flatten().flatten();
+        bases.extend(
+            children.filter(|child| child.file_type().is_ok_and(|kind| kind.is_dir())).map(|child| child.path()),
+        );
+    }
+    let mut found = Vec::new();
+    for tail in tails {
+        let known: PathBuf = Path::new(tail)
+            .components()
+            .take_while(|part| !part.as_os_str().to_string_lossy().contains(['*', '?', '[']))
+            .collect();
+        let known = super::repositories::without_dot_dots(&known);
+        if known.as_os_str().is_empty() || known.is_absolute() {
+            continue;
+        }
+        found.extend(bases.iter().map(|base| base.join(&known)).filter(|path| {
+            std::fs::symlink_metadata(path).is_ok() && roots.iter().any(|root| path.starts_with(root) && path != root)
+        }));
+    }
+    found
 }
 
 /// Entries looked at below each trusted scope for the names a tool runs there, at launch and at exit.
@@ -2306,6 +2348,38 @@ mod tests {
         let access = write_access(Agent::Claude, &env(&home), &project, &[], &temp_dir, &[]).unwrap();
         assert!(access.read_only.contains(&project.join("dots")), "{:?}", access.read_only);
         assert!(!access.read_only.contains(&project), "{:?}", access.read_only);
+    }
+
+    /// The thirty-fifth re-attack's G5 and G9: a name that begins with a variable set elsewhere (the
+    /// environment, `/etc/profile.d`) is looked for at the workspace's top and in the directories
+    /// there; and vim's own real name (`resolve($MYVIMRC)`) finds files by where the vimrc lies.
+    #[test]
+    fn names_of_unknown_variables_are_looked_for_in_the_workspace_and_a_vimrc_finding_itself_keeps_all() {
+        let (_temp, home, _) = home_and_repo();
+        let dotfiles = home.join("dotfiles");
+        for dir in [".git", "shell", "bash"] {
+            std::fs::create_dir_all(dotfiles.join(dir)).unwrap();
+        }
+        std::fs::write(dotfiles.join("shell/aliases.sh"), "alias l=ls\n").unwrap();
+        std::fs::write(
+            home.join(".bashrc"),
+            "source \"$DOTFILES/shell/aliases.sh\"\nfor f in \"$DOTFILES\"/bash/*.sh; do . \"$f\"; done\n",
+        )
+        .unwrap();
+        let temp_dir = home.join("run/tmp");
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &temp_dir, &[]).unwrap();
+        for kept in ["shell/aliases.sh", "bash"] {
+            assert!(access.read_only.contains(&dotfiles.join(kept)), "{kept}: {:?}", access.read_only);
+        }
+        assert!(!access.read_only.contains(&dotfiles), "nothing here finds files by its own place");
+        std::fs::write(
+            dotfiles.join("vimrc"),
+            "let s:dir = fnamemodify(resolve($MYVIMRC), ':p:h')\nexecute 'source' s:dir . '/vim/keys.vim'\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("dotfiles/vimrc", home.join(".vimrc")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &temp_dir, &[]).unwrap();
+        assert!(access.read_only.contains(&dotfiles), "{:?}", access.read_only);
     }
 
     /// The thirty-fourth re-attack's F11: `mise trust` of the project launched in, and the agent's

@@ -17,7 +17,16 @@ const MAX_BYTES: u64 = 1 << 20;
 /// as the program of each reads them; a path named relative to the home (`~/`, `$HOME/`, a
 /// relative path: shells start there, ssh's `Include` is relative to `~/.ssh`).
 pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
+    read_in_all(files, home).0
+}
+
+/// [`read_in`], and the rest of each name read in that begins with a variable no start-up file
+/// sets (`"$DOTFILES"/shell/aliases.sh`, set in the environment, or `cd "$@"` then `source
+/// .venv/bin/activate`: the thirty-fifth re-attack's G5, G11): `shell/aliases.sh`, which the
+/// caller looks for where the agent writes.
+pub fn read_in_all(files: &[PathBuf], home: &Path) -> (Vec<PathBuf>, Vec<String>) {
     let mut found: Vec<PathBuf> = Vec::new();
+    let mut tails: Vec<String> = Vec::new();
     // Each with the language of the file that read it in: one whose name says nothing
     // (`shell/init`, read in by a `~/.bashrc`) is read in that language (the thirty-fourth
     // re-attack's F8).
@@ -51,7 +60,10 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
             Kind::Envrc => file.parent().unwrap_or(home).to_path_buf(),
             _ => home.to_path_buf(),
         };
-        let named = kind.names(&text).into_iter().filter_map(|named| expand(&named, home, &base));
+        let raw = kind.names(&text);
+        tails.extend(unknown_tails(&text, &variables));
+        tails.extend(unknown_tails(&raw.join("\n"), &variables));
+        let named = raw.into_iter().filter_map(|named| expand(&named, home, &base));
         let relative_base = (kind == Kind::Envrc).then_some(base.as_path());
         // Where the file really is (a start-up file linked into a dotfiles repository: E2), for
         // the spellings that name its own directory.
@@ -95,7 +107,50 @@ pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    found
+    tails.sort();
+    tails.dedup();
+    (found, tails)
+}
+
+/// The rest of each name in `text` that begins with a variable `known` does not hold (nor `HOME`,
+/// nor one with a default, `${X:-…}`, which [`from_home`] reads): `"$DOTFILES"/bash/*.sh` gives
+/// `bash/*.sh`.
+fn unknown_tails(text: &str, known: &[(String, PathBuf)]) -> Vec<String> {
+    let mut tails = Vec::new();
+    for line in text.lines().map(str::trim).filter(|line| !line.starts_with('#')) {
+        let line = line.replace(['"', '\''], "");
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find('$') {
+            rest = &rest[at + 1..];
+            let (name, after) = match rest.strip_prefix('{') {
+                Some(braced) => match braced.split_once('}') {
+                    Some((name, after)) => (name, after),
+                    None => break,
+                },
+                None => {
+                    let end = rest
+                        .char_indices()
+                        .find(|(i, c)| !(c.is_ascii_alphanumeric() || *c == '_' || (*i == 0 && matches!(c, '@' | '*'))))
+                        .map_or(rest.len(), |(i, _)| i);
+                    (&rest[..end], &rest[end..])
+                }
+            };
+            let plain =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '@' | '*'));
+            if !plain || name == "HOME" || known.iter().any(|(known, _)| known == name) {
+                continue;
+            }
+            let Some(path) = after.strip_prefix('/') else { continue };
+            let end = path
+                .find(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | ')' | '<' | '>' | '`'))
+                .unwrap_or(path.len());
+            let tail = &path[..end];
+            if !tail.is_empty() && !tail.contains('$') {
+                tails.push(tail.to_string());
+            }
+        }
+    }
+    tails
 }
 
 /// A file's text, its first [`MAX_BYTES`] at most.
@@ -167,10 +222,17 @@ impl Kind {
                 Kind::Shell | Kind::Envrc => {
                     // Each command of the line: `[ -f x ] && . x; source y`.
                     for command in line.split([';', '&', '|']) {
-                        // A relative name after a `cd` or `pushd` is the directory's (F18).
-                        let mut entering = command.split_whitespace();
-                        match (entering.next(), entering.next()) {
-                            (Some("cd" | "pushd"), Some(dir)) if !dir.starts_with('-') => {
+                        // A relative name after a `cd` or `pushd` is the directory's (F18), in a
+                        // subshell or a group, after `builtin` or `command`, past its options
+                        // (the thirty-fifth re-attack's G10).
+                        let mut entering =
+                            command.split_whitespace().map(|word| word.trim_start_matches(['(', '{'])).filter(|word| {
+                                !word.is_empty() && !word.ends_with("()") && !matches!(*word, "builtin" | "command")
+                            });
+                        let entered = entering.next();
+                        let target = entering.find(|word| !word.starts_with('-') || *word == "-");
+                        match (entered, target) {
+                            (Some("cd" | "pushd"), Some(dir)) if dir != "-" => {
                                 let dir = unquoted(dir);
                                 directory = match &directory {
                                     Some(current) if !dir.starts_with(['~', '$', '/']) => {
@@ -187,12 +249,31 @@ impl Kind {
                             _ => {}
                         }
                         let names_before = names.len();
-                        let mut words = command.split_whitespace().skip_while(|word| {
-                            matches!(
-                                *word,
-                                "then" | "do" | "else" | "{" | "(" | "if" | "!" | "elif" | "command" | "builtin"
-                            )
-                        });
+                        let mut words =
+                            command.split_whitespace().map(|word| word.trim_start_matches('(')).skip_while(|word| {
+                                matches!(
+                                    *word,
+                                    "" | "then"
+                                        | "do"
+                                        | "else"
+                                        | "{"
+                                        | "if"
+                                        | "!"
+                                        | "elif"
+                                        | "command"
+                                        | "builtin"
+                                        | "exec"
+                                )
+                            });
+                        // A program run by a relative name in the directory entered
+                        // (`cd ~/dotfiles && ./bin/update-check.sh`: G10).
+                        if directory.is_some()
+                            && let Some(program) = words.clone().next()
+                            && (program.starts_with("./")
+                                || (program.contains('/') && !program.starts_with(['~', '$', '/'])))
+                        {
+                            names.push(unquoted(program.trim_end_matches([')', '}'])));
+                        }
                         let envrc = self == Kind::Envrc;
                         match (words.next(), words.next()) {
                             (Some("source" | "."), Some(file)) => names.push(unquoted(file)),
@@ -315,6 +396,19 @@ fn words(line: &str) -> Vec<String> {
 /// `variables`.
 fn assignments(text: &str, home: &Path, variables: &mut Vec<(String, PathBuf)>) {
     for line in text.lines().map(str::trim).filter(|line| !line.starts_with('#')) {
+        // The shell's assign-a-default, `: "${DOTFILES:=$HOME/dotfiles}"` (G5).
+        let mut rest = line;
+        while let Some(at) = rest.find("${") {
+            rest = &rest[at + 2..];
+            let Some((inside, _)) = rest.split_once('}') else { break };
+            let Some((name, value)) = inside.split_once(":=").or_else(|| inside.split_once('=')) else { continue };
+            if !name.is_empty()
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && let Some(path) = words(value).first().and_then(|word| from_home(word, home, variables))
+            {
+                variables.push((name.to_string(), path));
+            }
+        }
         let assignment = line.split_whitespace().find(|word| word.contains('=')).unwrap_or_default();
         let Some((name, value)) = assignment.split_once('=') else { continue };
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
@@ -374,6 +468,33 @@ fn expand(name: &str, home: &Path, base: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thirty-fifth re-attack's G5, G10, G11: a variable given a default by `:=`, a `cd` in a
+    /// subshell, past `builtin` and `--`, a program run by a relative name there, and the rest of a
+    /// name that begins with a variable nothing here sets (the caller looks for it where the agent
+    /// writes).
+    #[test]
+    fn defaults_directories_entered_and_names_of_unknown_variables_are_followed() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = temp.path();
+        let dots = home.join("dotfiles");
+        std::fs::write(
+            home.join(".bashrc"),
+            ": \"${DOTS:=$HOME/dotfiles}\"\nsource \"$DOTS/shell/x.sh\"\nsource \"$DOTFILES/shell/aliases.sh\"\n\
+             for f in \"$DOTFILES\"/bash/*.sh; do . \"$f\"; done\n(cd ~/dotfiles && ./bin/update-check.sh)\n\
+             builtin cd -- ~/dotfiles; . lib/b.sh; builtin cd ~\n\
+             cd() { builtin cd \"$@\" && [ -f .venv/bin/activate ] && source .venv/bin/activate; }\n",
+        )
+        .unwrap();
+        let (found, tails) = read_in_all(&[home.join(".bashrc")], home);
+        for expected in [dots.join("shell/x.sh"), dots.join("bin/update-check.sh"), dots.join("lib/b.sh")] {
+            assert!(found.contains(&expected), "{expected:?} in {found:?}");
+        }
+        for tail in ["shell/aliases.sh", "bash/*.sh", ".venv/bin/activate"] {
+            assert!(tails.contains(&tail.to_string()), "{tail} in {tails:?}");
+        }
+        assert!(!tails.iter().any(|tail| tail.contains("x.sh")), "a known variable's is found: {tails:?}");
+    }
 
     #[test]
     fn what_start_up_files_read_in_is_found_in_each_ones_language() {
