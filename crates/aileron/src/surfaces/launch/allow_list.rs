@@ -300,20 +300,35 @@ pub fn write_access(
     // leaves it) are read-only, or watched where missing (the thirty-fourth re-attack's F11; a
     // trusted directory below a root is read-only whole, by the links above).
     let trust = xdg(env, XDG_STATE_HOME, ".local/state").join("mise/trusted-configs");
+    let mut mise_trusted: Vec<PathBuf> = Vec::new();
     for link in std::fs::read_dir(&trust).into_iter().flatten().flatten() {
         let Ok(real) = std::fs::canonicalize(link.path()) else { continue };
         if real.is_dir() && access.writable.contains(&real) {
-            startup.extend(MISE_CONFIGS.iter().map(|name| real.join(name)));
+            mise_trusted.push(real);
         }
+    }
+    // And what mise's `trusted_config_paths` trusts with no link at all (its global config,
+    // `MISE_TRUSTED_CONFIG_PATHS`): the thirty-fifth re-attack's G6.
+    let roots_worked_in: Vec<PathBuf> = access.workspace.iter().chain(&user_paths).cloned().collect();
+    mise_trusted.extend(mise_trusted_paths(env).iter().flat_map(|dir| {
+        roots_worked_in.iter().filter_map(move |root| {
+            if root.starts_with(dir) { Some(root.clone()) } else { dir.starts_with(root).then(|| dir.clone()) }
+        })
+    }));
+    mise_trusted.sort();
+    mise_trusted.dedup();
+    for dir in &mise_trusted {
+        startup.extend(MISE_CONFIGS.iter().map(|name| dir.join(name)));
+        // Every environment's too (`mise.dev.toml` under `MISE_ENV=dev`), there or made later.
+        access.trusted.push((dir.clone(), MISE_FILE_NAMES.to_vec()));
     }
     // What tools the user told to trust a project's own start-up files run from the workspace
     // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
     // whitelist): read-only there, or watched where missing.
-    let roots_worked_in: Vec<PathBuf> = access.workspace.iter().chain(&user_paths).cloned().collect();
-    access.trusted = trusted_project_files(env, &roots_worked_in);
+    access.trusted.extend(trusted_project_files(env, &roots_worked_in));
     startup.extend(trusted_files_in(&access.trusted));
     for (scope, names) in &access.trusted {
-        startup.extend(names.iter().map(|name| scope.join(name)));
+        startup.extend(names.iter().filter(|name| !name.contains('*')).map(|name| scope.join(name)));
     }
     // What the user's shell, session and editor run by themselves (not the user's programs,
     // which the user starts, below): where one reaches what lies around it by its own place, its
@@ -913,6 +928,16 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
     scopes
 }
 
+/// Whether a file's name is `wanted`, or matches it where it holds one `*` (`mise.*.toml`).
+fn name_matches(name: &str, wanted: &str) -> bool {
+    match wanted.split_once('*') {
+        Some((before, after)) => {
+            name.len() >= before.len() + after.len() && name.starts_with(before) && name.ends_with(after)
+        }
+        None => name == wanted,
+    }
+}
+
 /// Where in `roots` (the workspace, the `--writable` paths) a name read in that begins with a
 /// variable no start-up file sets could lead (`"$DOTFILES"/shell/aliases.sh` with `DOTFILES` the
 /// workspace, or a directory at its top; `.venv/bin/activate` after a `cd "$@"`): what is there
@@ -967,7 +992,7 @@ pub fn trusted_files_in(scopes: &[(PathBuf, Vec<&'static str>)]) -> Vec<PathBuf>
                 if kind.is_dir() && !skipped(&name) {
                     pending.push(entry.path());
                 }
-                if names.iter().any(|wanted| name == *wanted) {
+                if names.iter().any(|wanted| name_matches(&name.to_string_lossy(), wanted)) {
                     found.push(entry.path());
                 }
             }
@@ -976,6 +1001,32 @@ pub fn trusted_files_in(scopes: &[(PathBuf, Vec<&'static str>)]) -> Vec<PathBuf>
     found.sort();
     found.dedup();
     found
+}
+
+/// The names of mise's config files in any directory of a trusted one, an environment's among them.
+const MISE_FILE_NAMES: [&str; 5] = ["mise.toml", ".mise.toml", "mise.*.toml", ".mise.*.toml", ".tool-versions"];
+
+/// The directories mise's `trusted_config_paths` setting trusts (its global config's
+/// `[settings]`, and `MISE_TRUSTED_CONFIG_PATHS`, `:`-separated).
+fn mise_trusted_paths(env: &LaunchEnv) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = env
+        .var("MISE_TRUSTED_CONFIG_PATHS")
+        .map(|list| std::env::split_paths(list).filter(|path| path.is_absolute()).collect())
+        .unwrap_or_default();
+    let config = env.config_home().join("mise/config.toml");
+    if let Ok(parsed) = super::sourced::read_limited(&config).unwrap_or_default().parse::<toml::Table>() {
+        let listed = parsed.get("settings").and_then(|settings| settings.get("trusted_config_paths"));
+        for path in listed.and_then(toml::Value::as_array).into_iter().flatten().filter_map(toml::Value::as_str) {
+            let path = match path.strip_prefix("~/") {
+                Some(rest) => env.home_dir.join(rest),
+                None => PathBuf::from(path),
+            };
+            if path.is_absolute() {
+                paths.push(super::repositories::without_dot_dots(&path));
+            }
+        }
+    }
+    paths
 }
 
 /// The configs mise reads in a directory (its `config_root`).
@@ -2400,6 +2451,22 @@ mod tests {
             assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("mise.local.toml")), "{:?}", access.watched);
+        // G6: an environment's config, there at launch, and one made in the session.
+        std::fs::write(repo.join("mise.dev.toml"), "[env]\nA = \"1\"\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo.join("mise.dev.toml")), "{:?}", access.read_only);
+        std::fs::write(repo.join(".mise.ci.toml"), "").unwrap();
+        assert!(trusted_files_in(&access.trusted).contains(&repo.join(".mise.ci.toml")));
+        // G6: `trusted_config_paths`, no link at all.
+        std::fs::remove_file(trust.join("code-repo-5ccd23d9ac277034")).unwrap();
+        std::fs::create_dir_all(home.join(".config/mise")).unwrap();
+        let settings = format!("[settings]\ntrusted_config_paths = [\"{}\"]\n", repo.join("svc").display());
+        std::fs::write(home.join(".config/mise/config.toml"), settings).unwrap();
+        std::fs::create_dir_all(repo.join("svc")).unwrap();
+        std::fs::write(repo.join("svc/mise.toml"), "").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo.join("svc/mise.toml")), "{:?}", access.read_only);
+        assert!(!access.read_only.contains(&repo.join("mise.toml")), "not trusted now: {:?}", access.read_only);
     }
 
     /// The thirty-fourth re-attack's F6: the user's own settings have gdb, vim and direnv run a

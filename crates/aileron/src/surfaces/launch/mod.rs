@@ -1274,10 +1274,16 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .iter()
         .map(|dir| (dir.clone(), planted::lines_that_run(&todo(dir), git::runs_a_command)))
         .collect();
-    let tool_versions: Vec<PathBuf> = workspace_dirs.iter().map(|dir| dir.join(".tool-versions")).collect();
-    let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = tool_versions
-        .iter()
-        .map(|file| (file.clone(), planted::lines_that_run(file, planted::runs_a_local_tool)))
+    // Every `.tool-versions` below the workspace (mise and asdf read the one of the directory the
+    // user is in and those above it: the thirty-fifth re-attack's G7).
+    let tool_version_scopes: Vec<(PathBuf, Vec<&'static str>)> =
+        workspace_dirs.iter().map(|dir| (dir.clone(), vec![".tool-versions"])).collect();
+    let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = allow_list::trusted_files_in(&tool_version_scopes)
+        .into_iter()
+        .map(|file| {
+            let lines = planted::lines_that_run(&file, planted::runs_a_local_tool);
+            (file, lines)
+        })
         .collect();
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
@@ -1366,7 +1372,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         );
         lines_taken_out.push(taken.file);
     }
-    for (n, file) in tool_versions.iter().enumerate() {
+    for (n, file) in allow_list::trusted_files_in(&tool_version_scopes).iter().enumerate() {
         let known = local_tools_at_launch.get(file).map(Vec::as_slice).unwrap_or_default();
         let kept_as = format!("{n}-tool-versions");
         let Some(taken) = planted::take_out_lines(file, planted::runs_a_local_tool, known, &quarantine, &kept_as)
