@@ -355,18 +355,40 @@ pub fn write_access(
     // workspace the agent wrote it, and the user's next shell ran it (the thirtieth re-attack's B12).
     // And what an `.envrc` in what it may write reads in (`source_env_if_exists .envrc.private`):
     // direnv trusts an allowed `.envrc` by its content alone (B9).
+    let mut root_wholes: Vec<PathBuf> = Vec::new();
     let files: Vec<PathBuf> = startup.iter().chain(&envrcs).filter(|path| path.is_file()).cloned().collect();
     for home in &homes {
         // And the configs in which other tools name a program they run (gpg-agent's
         // `pinentry-program`, npm's `script-shell`: the thirty-first re-attack's C6).
         let named = [".ssh/config"].iter().chain(&PROGRAM_CONFIGS).map(|name| home.join(name));
         let files: Vec<PathBuf> = files.iter().cloned().chain(named.filter(|f| f.is_file())).collect();
-        let (found, tails) = super::sourced::read_in_all(&files, home);
-        startup.extend(found);
-        startup.extend(tails_in(&tails, &roots_worked_in));
+        let read = super::sourced::read_in_all(&files, home);
+        startup.extend(read.found);
+        startup.extend(tails_in(&read.tails, &roots_worked_in));
+        // A root read in whole (a pattern or a name only running the file tells, at its top: G15).
+        let wholes = read.wholes.iter().filter_map(|whole| std::fs::canonicalize(whole).ok());
+        root_wholes.extend(wholes.filter(|whole| roots_worked_in.contains(whole)));
     }
-    // The repositories those reach around themselves in (F4, F8 of the thirty-fourth re-attack).
-    let trees = startup_repositories(&run_by_themselves, &homes, &access, &user_paths);
+    // The repositories those reach around themselves in (F4, F8 of the thirty-fourth re-attack),
+    // and a root a start-up file reads in by a pattern or a name only running it tells (G15).
+    let mut trees = startup_repositories(&run_by_themselves, &homes, &access, &user_paths);
+    for root in root_wholes {
+        if user_paths.contains(&root) || trees.iter().any(|(tree, _)| root.starts_with(tree)) {
+            continue;
+        }
+        trees.retain(|(tree, _)| !tree.starts_with(&root));
+        trees.push((
+            root.clone(),
+            format!(
+                "{} holds what your shell or editor runs by itself: a start-up file reads in files of it by a pattern \
+                 or by a name only running it tells (`*.sh`, `$(hostname)`), so all of it is read-only to the agent: \
+                 whatever it wrote there could run as you in your next shell\nhint: to let the agent write it all the \
+                 same, launch with --writable {} (then only the files found to be read in are kept from it)",
+                super::shown(&root),
+                super::shown(&root)
+            ),
+        ));
+    }
     // The way to each as it is named, link by link (`~/.bashrc -> dotfiles/local/bashrc` with
     // `local -> hosts/laptop`): a link on it inside what the agent may write is kept, or the agent
     // points it at files of its own and the user's next shell runs them (the thirty-fourth
@@ -2431,6 +2453,35 @@ mod tests {
         std::os::unix::fs::symlink("dotfiles/vimrc", home.join(".vimrc")).unwrap();
         let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &temp_dir, &[]).unwrap();
         assert!(access.read_only.contains(&dotfiles), "{:?}", access.read_only);
+    }
+
+    /// The thirty-fifth re-attack's G15: what a start-up file reads in by a pattern, or by a name
+    /// only running it tells, at the workspace's top (`~/dotfiles/*.sh`, `host-$(hostname).sh`, vim's
+    /// `rtp^=~/dotfiles`): "that directory, whole" is the workspace, so all of it is read-only.
+    #[test]
+    fn a_workspace_read_in_by_a_pattern_or_an_unknown_name_at_its_top_is_read_only_whole() {
+        let (_temp, home, _) = home_and_repo();
+        let dotfiles = home.join("dotfiles");
+        std::fs::create_dir_all(dotfiles.join(".git")).unwrap();
+        let temp_dir = home.join("run/tmp");
+        for (file, text) in [
+            (".bashrc", "for f in ~/dotfiles/*.sh; do . \"$f\"; done\n"),
+            (".bashrc", "source ~/dotfiles/host-$(hostname).sh\n"),
+            (".vimrc", "set rtp^=~/dotfiles\n"),
+        ] {
+            for name in [".bashrc", ".vimrc"] {
+                let _ = std::fs::remove_file(home.join(name));
+            }
+            std::fs::write(home.join(file), text).unwrap();
+            let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &temp_dir, &[]).unwrap();
+            assert!(access.read_only.contains(&dotfiles), "{text}: {:?}", access.read_only);
+            assert!(access.notes.iter().any(|note| note.contains("by a pattern")), "{text}: {:?}", access.notes);
+        }
+        // A name in it, not the top: that directory only.
+        std::fs::write(home.join(".vimrc"), "").unwrap();
+        std::fs::write(home.join(".bashrc"), "source ~/dotfiles/os/$(uname -s).sh\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &temp_dir, &[]).unwrap();
+        assert!(!access.read_only.contains(&dotfiles), "{:?}", access.read_only);
     }
 
     /// The thirty-fourth re-attack's F11: `mise trust` of the project launched in, and the agent's

@@ -17,16 +17,30 @@ const MAX_BYTES: u64 = 1 << 20;
 /// as the program of each reads them; a path named relative to the home (`~/`, `$HOME/`, a
 /// relative path: shells start there, ssh's `Include` is relative to `~/.ssh`).
 pub fn read_in(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
-    read_in_all(files, home).0
+    read_in_all(files, home).found
+}
+
+/// What [`read_in_all`] finds.
+#[derive(Debug, Default)]
+pub struct ReadIn {
+    /// The files and directories read in ([`read_in`]).
+    pub found: Vec<PathBuf>,
+    /// The rest of each name read in that begins with a variable no start-up file sets.
+    pub tails: Vec<String>,
+    /// The directories a name with a pattern, or with a part only running the file tells, is cut
+    /// to (`~/dotfiles/*.sh`, `~/dotfiles/host-$(hostname).sh`: `~/dotfiles`), by any file but an
+    /// `.envrc`: whatever of them it reads in is not known (the thirty-fifth re-attack's G15).
+    pub wholes: Vec<PathBuf>,
 }
 
 /// [`read_in`], and the rest of each name read in that begins with a variable no start-up file
 /// sets (`"$DOTFILES"/shell/aliases.sh`, set in the environment, or `cd "$@"` then `source
 /// .venv/bin/activate`: the thirty-fifth re-attack's G5, G11): `shell/aliases.sh`, which the
 /// caller looks for where the agent writes.
-pub fn read_in_all(files: &[PathBuf], home: &Path) -> (Vec<PathBuf>, Vec<String>) {
+pub fn read_in_all(files: &[PathBuf], home: &Path) -> ReadIn {
     let mut found: Vec<PathBuf> = Vec::new();
     let mut tails: Vec<String> = Vec::new();
+    let mut wholes: Vec<PathBuf> = Vec::new();
     // Each with the language of the file that read it in: one whose name says nothing
     // (`shell/init`, read in by a `~/.bashrc`) is read in that language (the thirty-fourth
     // re-attack's F8).
@@ -63,6 +77,19 @@ pub fn read_in_all(files: &[PathBuf], home: &Path) -> (Vec<PathBuf>, Vec<String>
         let raw = kind.names(&text);
         tails.extend(unknown_tails(&text, &variables));
         tails.extend(unknown_tails(&raw.join("\n"), &variables));
+        if kind != Kind::Envrc {
+            let words = text.lines().flat_map(words).chain(raw.iter().cloned());
+            wholes.extend(words.filter_map(|word| cut_at_unknown(&word, home, &variables)));
+        }
+        // Vim's runtime path: each directory of it is read whole (`plugin/`, `ftplugin/`, …).
+        if kind == Kind::Vim {
+            let runtime = text.lines().filter(|line| {
+                ["runtimepath", "rtp", "packpath", "pp"]
+                    .iter()
+                    .any(|option| line.split(|c: char| !c.is_alphanumeric()).any(|word| word == *option))
+            });
+            wholes.extend(runtime.flat_map(words).filter_map(|word| from_home(&word, home, &variables)));
+        }
         let named = raw.into_iter().filter_map(|named| expand(&named, home, &base));
         let relative_base = (kind == Kind::Envrc).then_some(base.as_path());
         // Where the file really is (a start-up file linked into a dotfiles repository: E2), for
@@ -94,10 +121,13 @@ pub fn read_in_all(files: &[PathBuf], home: &Path) -> (Vec<PathBuf>, Vec<String>
             // directory above its first part holding one, whole.
             let pattern =
                 path.components().position(|part| part.as_os_str().to_string_lossy().contains(['*', '?', '[']));
-            let path = match pattern {
+            let path: PathBuf = match pattern {
                 Some(at) => path.components().take(at).collect(),
                 None => path,
             };
+            if pattern.is_some() && kind != Kind::Envrc {
+                wholes.push(path.clone());
+            }
             if found.contains(&path) {
                 continue;
             }
@@ -109,7 +139,18 @@ pub fn read_in_all(files: &[PathBuf], home: &Path) -> (Vec<PathBuf>, Vec<String>
     }
     tails.sort();
     tails.dedup();
-    (found, tails)
+    wholes.sort();
+    wholes.dedup();
+    ReadIn { found, tails, wholes }
+}
+
+/// The directory a name by the home is cut to when a part of it is what only running the file
+/// tells ([`from_home`]'s fallback), `None` for any other name.
+fn cut_at_unknown(word: &str, home: &Path, variables: &[(String, PathBuf)]) -> Option<PathBuf> {
+    let unknown = |text: &str| text.contains(['$', '`']);
+    let spelled = word.replace("${", "$").replace('}', "");
+    let rest = spelled.strip_prefix("~/").or_else(|| spelled.strip_prefix("$HOME/"))?;
+    unknown(rest).then(|| from_home(word, home, variables)).flatten()
 }
 
 /// The rest of each name in `text` that begins with a variable `known` does not hold (nor `HOME`,
@@ -486,7 +527,7 @@ mod tests {
              cd() { builtin cd \"$@\" && [ -f .venv/bin/activate ] && source .venv/bin/activate; }\n",
         )
         .unwrap();
-        let (found, tails) = read_in_all(&[home.join(".bashrc")], home);
+        let ReadIn { found, tails, .. } = read_in_all(&[home.join(".bashrc")], home);
         for expected in [dots.join("shell/x.sh"), dots.join("bin/update-check.sh"), dots.join("lib/b.sh")] {
             assert!(found.contains(&expected), "{expected:?} in {found:?}");
         }
