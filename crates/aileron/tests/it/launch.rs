@@ -4938,7 +4938,7 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     let (work, _) = rig.committed_workspace();
     std::fs::write(work.join(".tool-versions"), "python 3.12.1 path:/opt/python\n").unwrap();
     let script = "#!/bin/sh\nmkdir -p .cache/n/bin svc\necho \"node path:$PWD/.cache/n\" >> .tool-versions\n\
-                  echo \"node path:$PWD/.cache/n\" > svc/.tool-versions\n";
+                  echo \"node path:$PWD/.cache/n\" > svc/.tool-versions\necho \"path:$PWD/.cache/n\" > .nvmrc\n";
     std::fs::write(rig.bin().join("claude"), script).unwrap();
     std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
@@ -4955,6 +4955,9 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     // Below the top too (the thirty-fifth re-attack's G7).
     let below = std::fs::read_to_string(work.join("svc/.tool-versions")).unwrap();
     assert!(below.starts_with("# aileron: written while an agent ran, taken out: node path:"), "{below}");
+    // mise's idiomatic version files too (G17).
+    let nvmrc = std::fs::read_to_string(work.join(".nvmrc")).unwrap();
+    assert!(nvmrc.starts_with("# aileron: written while an agent ran, taken out: path:"), "{nvmrc}");
 }
 
 /// The thirty-fourth re-attack's F4 and F8: the user's shell reads in a file of the dotfiles

@@ -691,8 +691,17 @@ fn startup_locations(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
     let startup = startup_names(env).into_iter().map(|path| (path, "what your shell, session or editor runs"));
     let path_dirs =
         env.var(super::PATH).map(|path| std::env::split_paths(path).collect::<Vec<_>>()).unwrap_or_default();
-    let programs =
-        path_dirs.into_iter().filter(|dir| dir.is_absolute() && dir.parent().is_some()).map(|dir| (dir, ON_PATH));
+    // And the home's program directories a login shell puts on `PATH` when they exist, whatever
+    // the launch's `PATH` says (the thirty-fifth re-attack's G18: `~/bin` as the workspace).
+    let login_path = [&env.home_dir]
+        .into_iter()
+        .chain(&env.account_home)
+        .flat_map(|home| [home.join("bin"), home.join(".local/bin")]);
+    let programs = path_dirs
+        .into_iter()
+        .chain(login_path)
+        .filter(|dir| dir.is_absolute() && dir.parent().is_some())
+        .map(|dir| (dir, ON_PATH));
     // Where each really is; one that leads to `/` (an entry through a link an agent left) would
     // make every directory one.
     let mut locations: Vec<(PathBuf, &'static str)> = startup
@@ -1267,6 +1276,13 @@ fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
             if name == "PYTHONPATH" {
                 found.extend(start_up_modules(&path, tags()).into_iter().map(|module| (module, name)));
             } else {
+                // A start-up script reads what lies beside it by its own place (`__file__`: the
+                // thirty-fifth re-attack's G21): its directory, whole.
+                if matches!(name, "PYTHONSTARTUP" | "BASH_ENV" | "ENV")
+                    && let Some(dir) = path.parent().filter(|dir| dir.is_dir())
+                {
+                    found.push((dir.to_path_buf(), name));
+                }
                 found.push((path, name));
             }
         }
@@ -2332,8 +2348,9 @@ mod tests {
             env.vars.insert(name.into(), value);
         }
         let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        for protected in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar", "build/lib"]
-        {
+        // The start-up script's directory too: it reads what lies beside it (G21).
+        let protected = ["python/startup.py", "python", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar"];
+        for protected in protected.into_iter().chain(["build/lib"]) {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("lib/sitecustomize.py")), "{:?}", access.watched);
@@ -2492,13 +2509,19 @@ mod tests {
         let (_temp, home, repo) = home_and_repo();
         std::fs::create_dir_all(repo.join(".git")).unwrap();
         std::fs::create_dir_all(repo.join("scripts")).unwrap();
-        std::fs::write(repo.join("mise.toml"), "[env]\n_.source = \"./scripts/env.sh\"\n").unwrap();
+        // G20: by `{{config_root}}` too.
+        std::fs::write(
+            repo.join("mise.toml"),
+            "[env]\n_.source = \"./scripts/env.sh\"\n_.path = [\"{{config_root}}/tools\"]\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(repo.join("tools")).unwrap();
         std::fs::write(repo.join("scripts/env.sh"), "export A=1\n").unwrap();
         let trust = home.join(".local/state/mise/trusted-configs");
         std::fs::create_dir_all(&trust).unwrap();
         std::os::unix::fs::symlink(&repo, trust.join("code-repo-5ccd23d9ac277034")).unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        for kept in ["mise.toml", "scripts/env.sh"] {
+        for kept in ["mise.toml", "scripts/env.sh", "tools"] {
             assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("mise.local.toml")), "{:?}", access.watched);
@@ -2853,6 +2876,9 @@ mod tests {
         let error = write_access(Agent::Pi, &with_path, &bin, &[], &temp, &[]).unwrap_err().to_string();
         assert!(error.contains("a directory on your PATH"), "{error}");
         assert!(write_access(Agent::Pi, &with_path, &repo, &[], &temp, &[]).is_ok());
+        // Not on the launch's PATH, but on every login shell's (the thirty-fifth re-attack's G18).
+        let error = write_access(Agent::Pi, &env(&home), &bin, &[], &temp, &[]).unwrap_err().to_string();
+        assert!(error.contains("a directory on your PATH"), "{error}");
         // Below one is no program on PATH (a `PATH` holding the home itself refuses nothing).
         std::fs::create_dir_all(bin.join("project")).unwrap();
         assert!(write_access(Agent::Pi, &with_path, &bin.join("project"), &[], &temp, &[]).is_ok());

@@ -1277,7 +1277,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // Every `.tool-versions` below the workspace (mise and asdf read the one of the directory the
     // user is in and those above it: the thirty-fifth re-attack's G7).
     let tool_version_scopes: Vec<(PathBuf, Vec<&'static str>)> =
-        workspace_dirs.iter().map(|dir| (dir.clone(), vec![".tool-versions"])).collect();
+        workspace_dirs.iter().map(|dir| (dir.clone(), planted::VERSION_FILES.to_vec())).collect();
     let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = allow_list::trusted_files_in(&tool_version_scopes)
         .into_iter()
         .map(|file| {

@@ -99,11 +99,16 @@ pub fn read_in_all(files: &[PathBuf], home: &Path) -> ReadIn {
             Some(dir) if matches!(kind, Kind::Shell | Kind::Envrc) => with_own_directory(&text, dir),
             _ => text,
         };
-        // In an `.envrc`, `$PWD` and `$(pwd)` are its directory (D5).
+        // In an `.envrc`, `$PWD` and `$(pwd)` are its directory (D5); in a mise config, its
+        // `{{config_root}}` (the thirty-fifth re-attack's G20: `_.source`, `_.path` by it).
         let text = match relative_base.map(Path::to_string_lossy) {
-            Some(base) => {
-                text.replace("$(pwd)", &base).replace("`pwd`", &base).replace("${PWD}", &base).replace("$PWD", &base)
-            }
+            Some(base) => text
+                .replace("$(pwd)", &base)
+                .replace("`pwd`", &base)
+                .replace("${PWD}", &base)
+                .replace("$PWD", &base)
+                .replace("{{config_root}}", &base)
+                .replace("{{ config_root }}", &base),
             None => text,
         };
         let mut named: Vec<PathBuf> = named.chain(paths_named(&text, home, relative_base, &variables)).collect();
@@ -332,7 +337,14 @@ impl Kind {
                                     | "dotenv_if_exists",
                                 ),
                                 Some(file),
-                            ) if envrc => names.push(unquoted(file)),
+                            ) if envrc => {
+                                let file = unquoted(file);
+                                // `source_env ..` names a directory: its `.envrc` (G16).
+                                if command.split_whitespace().any(|word| word.starts_with("source_env")) {
+                                    names.push(format!("{}/.envrc", file.trim_end_matches('/')));
+                                }
+                                names.push(file);
+                            }
                             (Some("dotenv" | "dotenv_if_exists"), None) if envrc => names.push(".env".to_string()),
                             // Found in the directories above, allowed or not (F10).
                             (Some("source_up" | "source_up_if_exists"), file) if envrc => {
@@ -575,7 +587,7 @@ mod tests {
             dots.join(".envrc"),
             "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\nPATH_add bin\neval \"$(./scripts/env.sh)\"\n\
              export PATH=\"$PWD/tools:$PATH\"\nPATH_add \"$(pwd)/more\"\nlayout python3\n\
-             dotenv_if_exists .env.local\ndotenv\nsource_up\n",
+             dotenv_if_exists .env.local\ndotenv\nsource_up\nsource_env ./sub\n",
         )
         .unwrap();
         // E2: the file's own directory by its usual spellings, `..` from it, through a link.
@@ -641,6 +653,8 @@ mod tests {
             home.join("relative.sh"),
             // F17 and F10: what a dotenv file exports, and an `.envrc` above.
             dots.join(".env.local"),
+            // G16: a directory's `.envrc`.
+            dots.join("sub/.envrc"),
             dots.join(".env"),
             home.join(".envrc"),
         ] {
