@@ -181,43 +181,44 @@ pub fn program_words(entries: &[Entry]) -> (Vec<String>, Vec<String>) {
 }
 
 /// Whether a config holds nothing but what `git init`, `git clone` and `git submodule` write
-/// (format, file modes, the worktree, remotes, branches, identity): anything else in the config
-/// of a repository the agent made — a program, a hooks path, an include, or a setting this
+/// (format, file modes, the worktree, remotes, branches, identity: [`WRITTEN_BY_GIT`]), each
+/// [`harmless`] as well (a remote or a URL on this machine is not: F15): anything else in the
+/// config of a repository the agent made — a program, a hooks path, an include, or a setting this
 /// reading does not know — is taken to run something.
 fn inert(entries: &[Entry]) -> bool {
-    entries.iter().all(|entry| match (entry.section.as_str(), entry.subsection.is_some()) {
-        ("core", false) => matches!(
-            entry.key.as_str(),
-            "repositoryformatversion"
-                | "filemode"
-                | "bare"
-                | "logallrefupdates"
-                | "ignorecase"
-                | "precomposeunicode"
-                | "symlinks"
-                | "worktree"
-                | "autocrlf"
-                | "eol"
-        ),
-        // A remote on this machine has the user's push run its hooks (F15).
-        ("remote", true) => match entry.key.as_str() {
-            "url" | "pushurl" => entry.value.as_deref().is_some_and(names_a_server),
-            key => key == "fetch",
-        },
-        ("branch", true) => match entry.key.as_str() {
-            "remote" => entry.value.as_deref().is_some_and(names_a_remote),
-            key => matches!(key, "merge" | "rebase"),
-        },
-        ("submodule", true) => match entry.key.as_str() {
-            "url" => entry.value.as_deref().is_some_and(names_a_server),
-            key => key == "active",
-        },
-        ("user", false) => matches!(entry.key.as_str(), "name" | "email"),
-        ("init", false) => entry.key == "defaultbranch",
-        ("extensions", false) => entry.key == "objectformat",
-        _ => false,
+    entries.iter().all(|entry| {
+        let written = (entry.section.as_str(), entry.subsection.is_some(), entry.key.as_str());
+        // `core.worktree` takes the worktree from elsewhere, so it is no harmless change to a
+        // config; `git submodule` writes it.
+        written == ("core", false, "worktree") || (WRITTEN_BY_GIT.contains(&written) && harmless(entry))
     })
 }
+
+/// The variables `git init`, `git clone` and `git submodule` write: section, whether it has a
+/// subsection, key.
+const WRITTEN_BY_GIT: [(&str, bool, &str); 21] = [
+    ("core", false, "repositoryformatversion"),
+    ("core", false, "filemode"),
+    ("core", false, "bare"),
+    ("core", false, "logallrefupdates"),
+    ("core", false, "ignorecase"),
+    ("core", false, "precomposeunicode"),
+    ("core", false, "symlinks"),
+    ("core", false, "autocrlf"),
+    ("core", false, "eol"),
+    ("remote", true, "url"),
+    ("remote", true, "pushurl"),
+    ("remote", true, "fetch"),
+    ("branch", true, "remote"),
+    ("branch", true, "merge"),
+    ("branch", true, "rebase"),
+    ("submodule", true, "url"),
+    ("submodule", true, "active"),
+    ("user", false, "name"),
+    ("user", false, "email"),
+    ("init", false, "defaultbranch"),
+    ("extensions", false, "objectformat"),
+];
 
 /// The variables of a config that have the user's git run something ([`runs_a_program`]) or take
 /// config or hooks from elsewhere (`core.hooksPath`, an include's path).
