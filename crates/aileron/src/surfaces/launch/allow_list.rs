@@ -68,6 +68,8 @@ pub struct WriteAccess {
     /// names ([`trusted_project_files`]): those there at launch are read-only, those made in the
     /// session are moved aside at its end.
     pub trusted: Vec<(PathBuf, Vec<&'static str>)>,
+    /// Those files there at launch ([`trusted_files_in`] of [`WriteAccess::trusted`]).
+    pub trusted_files: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -326,7 +328,8 @@ pub fn write_access(
     // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
     // whitelist): read-only there, or watched where missing.
     access.trusted.extend(trusted_project_files(env, &roots_worked_in));
-    startup.extend(trusted_files_in(&access.trusted));
+    access.trusted_files = trusted_files_in(&access.trusted);
+    startup.extend(access.trusted_files.iter().cloned());
     for (scope, names) in &access.trusted {
         startup.extend(names.iter().filter(|name| !name.contains('*')).map(|name| scope.join(name)));
     }
@@ -1006,28 +1009,16 @@ pub const TRUSTED_WALK_BUDGET: usize = 20_000;
 /// [`TRUSTED_WALK_BUDGET`] entries each.
 pub fn trusted_files_in(scopes: &[(PathBuf, Vec<&'static str>)]) -> Vec<PathBuf> {
     let mut found = Vec::new();
+    let entered = |entry: &std::fs::DirEntry| {
+        let name = entry.file_name();
+        !NOT_ENTERED_FOR_LINKS.iter().chain(&["target", ".venv"]).any(|skip| name == *skip)
+    };
     for (scope, names) in scopes {
-        let skipped =
-            |name: &std::ffi::OsStr| NOT_ENTERED_FOR_LINKS.iter().chain(&["target", ".venv"]).any(|skip| name == *skip);
-        let mut pending = vec![scope.clone()];
-        let mut budget = TRUSTED_WALK_BUDGET;
-        while let Some(dir) = pending.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            for entry in entries.flatten() {
-                if budget == 0 {
-                    break;
-                }
-                budget -= 1;
-                let Ok(kind) = entry.file_type() else { continue };
-                let name = entry.file_name();
-                if kind.is_dir() && !skipped(&name) {
-                    pending.push(entry.path());
-                }
-                if names.iter().any(|wanted| name_matches(&name.to_string_lossy(), wanted)) {
-                    found.push(entry.path());
-                }
+        walk_entering(vec![scope.clone()], TRUSTED_WALK_BUDGET, entered, |entry, _| {
+            if names.iter().any(|wanted| name_matches(&entry.file_name().to_string_lossy(), wanted)) {
+                found.push(entry.path());
             }
-        }
+        });
     }
     found.sort();
     found.dedup();
@@ -1335,7 +1326,17 @@ fn other_names_in(paths: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
 
 /// Visits the entries of `dirs` and of the directories in them (links not followed), at most
 /// `budget` entries.
-fn walk(mut pending: Vec<PathBuf>, mut budget: usize, mut visit: impl FnMut(&std::fs::DirEntry, std::fs::FileType)) {
+fn walk(pending: Vec<PathBuf>, budget: usize, visit: impl FnMut(&std::fs::DirEntry, std::fs::FileType)) {
+    walk_entering(pending, budget, |_| true, visit);
+}
+
+/// [`walk`], entering only the directories `enter` takes.
+fn walk_entering(
+    mut pending: Vec<PathBuf>,
+    mut budget: usize,
+    enter: impl Fn(&std::fs::DirEntry) -> bool,
+    mut visit: impl FnMut(&std::fs::DirEntry, std::fs::FileType),
+) {
     while let Some(dir) = pending.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
@@ -1344,7 +1345,7 @@ fn walk(mut pending: Vec<PathBuf>, mut budget: usize, mut visit: impl FnMut(&std
             }
             budget -= 1;
             let Ok(kind) = entry.file_type() else { continue };
-            if kind.is_dir() {
+            if kind.is_dir() && enter(&entry) {
                 pending.push(entry.path());
             }
             visit(&entry, kind);

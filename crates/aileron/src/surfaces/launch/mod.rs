@@ -985,7 +985,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         workspace_dirs.sort();
         workspace_dirs.dedup();
         trusted_scopes.clone_from(&access.trusted);
-        trusted_at_launch = allow_list::trusted_files_in(&trusted_scopes);
+        trusted_at_launch.clone_from(&access.trusted_files);
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
