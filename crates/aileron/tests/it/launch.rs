@@ -1665,8 +1665,7 @@ fn list_while_the_agent_waits(rig: &LaunchRig, gated_url: &str, args: &[&str]) -
             ended.display().to_string()
         ),
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(rig, script);
     std::thread::scope(|scope| {
         let launched = scope.spawn(|| rig.run(args, &[]));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -1733,9 +1732,7 @@ fn a_launched_agent_writes_only_its_allow_list() {
     let extra = rig.temp.path().join("extra");
     std::fs::create_dir_all(&extra).unwrap();
     let outside = rig.temp.path().join("outside.txt");
-    let planter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/planter.py");
-    std::fs::copy(&planter, rig.bin().join("claude")).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    agent_script(&rig, "planter.py");
     let report_path = extra.join("plant.json");
     let shm = PathBuf::from(format!("/dev/shm/aileron-planted-{}", std::process::id()));
     // An entry of the host's `/dev` (which only root could create: this runs as root in CI).
@@ -1947,8 +1944,7 @@ fn a_confined_agents_mcp_spans_reach_the_real_traces_directory() {
          while True:\n        answer = json.loads(p.stdout.readline())\n        if answer.get('id') == i: return answer\n\
          call(1, 'initialize', {'protocolVersion': '2025-06-18', 'capabilities': {}, 'clientInfo': {'name': 'x', 'version': '1'}})\n\
          print(json.dumps(call(2, 'tools/call', {'name': 'count_things', 'arguments': {'count': 3}})))\np.stdin.close(); p.wait()\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let tracing: [(&str, &std::ffi::OsStr); 2] =
         [("AILERON_OTEL_ENABLED", "true".as_ref()), ("AILERON_OTEL_EXPORTER", "file".as_ref())];
 
@@ -2661,6 +2657,12 @@ pub(crate) fn exposing_the_checkouts_tools() -> Vec<String> {
     existing.flat_map(|path| ["--expose".to_string(), path.display().to_string()]).collect()
 }
 
+/// `script`'s text as the `claude` the launch finds, executable.
+fn claude_runs(rig: &LaunchRig, script: impl AsRef<[u8]>) {
+    std::fs::write(rig.bin().join("claude"), script).unwrap();
+    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 pub(crate) fn agent_script(rig: &LaunchRig, script: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch").join(script);
     std::fs::copy(&script, rig.bin().join("claude")).unwrap();
@@ -2686,8 +2688,7 @@ fn a_session_holds_a_bounded_number_of_unread_answers_whole() {
     install_spec_only(&rig, &upstream, &extra);
     bind_key(&rig, "ghp_unreadAnswersKey000000000000000000001");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/launch/unread_answers.js");
-    std::fs::write(rig.bin().join("claude"), format!("#!/bin/sh\nexec node '{}'\n", script.display())).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, format!("#!/bin/sh\nexec node '{}'\n", script.display()));
     let report_path = rig.workspace().join("unread-report.json");
     let env: [(&str, &std::ffi::OsStr); 3] =
         [("ATTACK_REPORT", report_path.as_os_str()), ("UPSTREAM", upstream.as_ref()), ("STREAMS", "80".as_ref())];
@@ -3198,8 +3199,7 @@ fn a_launched_agents_llm_key_comes_from_the_vault_and_it_sees_a_placeholder() {
          echo fixed-placeholder:; ask -H 'x-api-key: aileron-sealed'; }} > '{}' 2>&1\n",
         report.display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let env: [(&str, &std::ffi::OsStr); 1] = [("ANTHROPIC_API_KEY", "sk-ant-theUsersOwnKeyFromTheShell".as_ref())];
     let output = rig.run_with_path(&["launch", "claude"], &env, Path::new("/usr/bin"));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
@@ -3279,8 +3279,7 @@ fn a_launched_agents_git_push_over_https_carries_the_bound_token_it_never_sees()
          git push -q origin HEAD:main && echo pushed; env | grep -E 'TOKEN|KEY'; }} > '{}' 2>&1\n",
         report.display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.run_with_path(&["launch", "claude"], &[], Path::new("/usr/bin"));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report = std::fs::read_to_string(&report).unwrap();
@@ -3508,8 +3507,7 @@ fn an_allowlist_egress_policy_refuses_unlisted_hosts_and_a_bad_file_stops_the_la
         "#!/bin/sh\nfor url in https://www.example.org/ https://example.com/; do\n  curl -s -o /dev/null -w \"$url %{{http_connect}}\\n\" \"$url\" || true\ndone > '{}'\n",
         rig.report().display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.run(&["launch", "claude"], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report = std::fs::read_to_string(rig.report()).unwrap();
@@ -4074,8 +4072,7 @@ fn allowed_tcp_destinations_are_relayed_and_recorded() {
          json.dump(report, open('{report}', 'w'))\n",
         report = rig.report().display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let (named_flag, literal_flag) = (format!("localhost:{named}"), format!("127.0.0.1:{literal}"));
     let output = rig.run(&["launch", "claude", "--allow-tcp", &named_flag, "--allow-tcp", &literal_flag], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
@@ -4151,8 +4148,7 @@ fn the_agent_cannot_signal_its_launcher() {
         return;
     }
     let rig = LaunchRig::new();
-    std::fs::write(rig.bin().join("claude"), "#!/bin/sh\nkill -KILL 0\nexit 3\n").unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, "#!/bin/sh\nkill -KILL 0\nexit 3\n");
     // Its own process group, so that a launcher that shared its group would not take the test
     // harness with it.
     let output = rig
@@ -4190,8 +4186,7 @@ fn the_agent_opens_terminals_but_cannot_change_their_modes() {
         report.display(),
         other = other_name.display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output =
         rig.command_at(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]).output().unwrap();
     assert!(output.status.success(), "{}", text(&output));
@@ -4228,8 +4223,7 @@ fn the_host_consoles_are_out_of_the_agents_sight() {
         &format!("open('{}', 'w').write(' '.join(seen))\n", report.display()),
     ]
     .join("\n");
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     assert!(output.status.success(), "{}", text(&output));
     let seen = std::fs::read_to_string(&report).unwrap();
@@ -4325,8 +4319,7 @@ fn the_agent_sees_only_its_part_of_the_home() {
         &format!("open('{}', 'w').write(json.dumps(seen))\n", report.display()),
     ]
     .join("\n");
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let path = format!(
         "{}:{}:{}:{}:/usr/bin",
         home.join(".cargo/bin").display(),
@@ -4390,8 +4383,7 @@ fn the_agent_reaches_none_of_the_users_keyrings() {
         report.display(),
         keyctl = libc::SYS_keyctl
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let mut launch = rig.command_at(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     // SAFETY: keyctl and add_key with constant, NUL-terminated arguments, in the child before exec.
     unsafe {
@@ -4439,8 +4431,7 @@ fn the_agent_sets_no_set_id_bit() {
         report.display(),
         io_uring_setup = libc::SYS_io_uring_setup
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]).output().unwrap();
     assert!(output.status.success(), "{}", text(&output));
     let codes = std::fs::read_to_string(&report).unwrap();
@@ -4466,8 +4457,7 @@ fn the_agent_inherits_no_descriptor_of_the_launchers() {
     std::fs::write(&bashrc, "# the user's\n").unwrap();
     let report = rig.report();
     let script = format!("#!/bin/sh\necho 'touch /tmp/pwned' >&7\necho \"rc=$?\" > '{}'\n", report.display());
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let appending = std::fs::OpenOptions::new().append(true).open(&bashrc).unwrap();
     let fd = appending.as_raw_fd();
     let mut launch = rig.command_at(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
@@ -4492,8 +4482,7 @@ fn every_repository_the_agent_made_is_disarmed() {
     let script = "#!/bin/sh\ngit init -q lib\nprintf '#!/bin/sh\\ntouch pwned\\n' > lib/.git/hooks/pre-commit\n\
                   chmod +x lib/.git/hooks/pre-commit\ngit -C lib config core.fsmonitor 'touch pwned'\n\
                   git init -q plain\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -4514,8 +4503,7 @@ fn a_workspace_made_a_git_directory_and_a_module_git_directory_are_disarmed() {
     let script = "#!/bin/sh\nmkdir -p objects refs/heads hooks && echo 'ref: refs/heads/main' > HEAD\n\
                   printf '[core]\\n\\tworktree = .\\n\\tfsmonitor = \"touch pwned; false\"\\n' > config\n\
                   printf '#!/bin/sh\\ntouch pwned\\n' > hooks/pre-commit && chmod +x hooks/pre-commit\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -4556,8 +4544,7 @@ fn links_the_agent_leaves_in_the_users_git_directory_are_moved_aside() {
         rig.user_home().join(".zshenv").display(),
         bashrc = bashrc.display(),
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -4588,8 +4575,7 @@ fn changes_the_agent_hides_from_git_status_are_named_at_exit() {
     let script = "#!/bin/sh\nprintf 'check:\\n\\ttouch pwned\\n' > Makefile && git update-index --skip-worktree \
                   Makefile\necho 'touch pwned' >> lint.sh && git update-index --assume-unchanged lint.sh\necho more \
                   >> notes.md\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -4622,8 +4608,7 @@ fn a_terminal_the_agent_leaves_stopped_and_non_blocking_does_not_end_the_launche
          termios.TCOOFF)'\n",
         bashrc.display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let terminal = nix::pty::openpty(None, None).unwrap();
     let mut launch = rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     launch
@@ -4686,8 +4671,7 @@ fn replace_refs_the_agent_makes_are_moved_aside() {
     let script = "#!/bin/sh\nhead=$(git rev-parse HEAD)\nother=$(git -c user.name=a -c user.email=a@x commit-tree -m other \"$head^{tree}\")\n\
                   git replace \"$head\" \"$other\"\nsleep 1\nmkdir -p .git/info && echo \"$head\" > .git/info/grafts\n\
                   sleep 1\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -4712,8 +4696,7 @@ fn a_hooks_link_the_agent_replaces_is_put_back() {
     std::os::unix::fs::symlink("../githooks", work.join(".git/hooks")).unwrap();
     let script = "#!/bin/sh\nrm .git/hooks && mkdir .git/hooks && printf '#!/bin/sh\\ntouch pwned\\n' > \
                   .git/hooks/pre-commit\nsleep 1\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert_eq!(std::fs::read_link(work.join(".git/hooks")).unwrap(), Path::new("../githooks"), "{said}");
@@ -4730,8 +4713,7 @@ fn a_killed_launcher_takes_its_agent_with_it() {
     let started = rig.workspace().join("started");
     let sleeper = format!("sleep {}", 86_000 + std::process::id() % 1000);
     let script = format!("#!/bin/sh\ntouch '{}'\nexec {sleeper}\n", started.display());
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let mut launcher = crate::support::KillOnDrop(
         rig.command_at(&rig.workspace(), &["launch", "claude"], Some(Path::new("/usr/bin")), &[]).spawn().unwrap(),
     );
@@ -4803,8 +4785,7 @@ fn the_accounts_own_home_is_covered_when_home_is_elsewhere() {
         account = account.display(),
         report = report.display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&rig.workspace(), &["launch", "claude"], None, &[]);
     assert!(output.status.success(), "{}", text(&output));
     let seen: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -4863,8 +4844,7 @@ fn the_users_linked_configuration_is_read_only_to_its_depths() {
          open('{}', 'w').write(json.dumps(seen))\n",
         report.display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&dotfiles, &["launch", "claude"], None, &[]);
     assert!(output.status.success(), "{}", text(&output));
     let seen: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -4891,8 +4871,7 @@ fn a_rebase_left_in_progress_runs_no_command_the_agent_added() {
     let script = "#!/bin/sh\nset -e\nfor n in 2 3; do echo $n > f$n; git add f$n; git -c user.name=a -c user.email=a@x commit -qm c$n; done\n\
                   GIT_SEQUENCE_EDITOR=\"sed -i '1i break'\" git -c user.name=a -c user.email=a@x rebase -i -q HEAD~2\n\
                   echo 'exec touch pwned' >> .git/rebase-merge/git-rebase-todo\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -4920,8 +4899,7 @@ fn project_files_the_users_tools_trust_made_by_the_agent_are_moved_aside() {
     std::fs::write(rig.user_home().join(".gdbinit"), "set auto-load safe-path /\n").unwrap();
     let script =
         "#!/bin/sh\nmkdir -p svc\necho 'shell touch pwned' > svc/.gdbinit\necho 'shell touch pwned' > .gdbinit\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -4939,8 +4917,7 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     std::fs::write(work.join(".tool-versions"), "python 3.12.1 path:/opt/python\n").unwrap();
     let script = "#!/bin/sh\nmkdir -p .cache/n/bin svc\necho \"node path:$PWD/.cache/n\" >> .tool-versions\n\
                   echo \"node path:$PWD/.cache/n\" > svc/.tool-versions\necho \"path:$PWD/.cache/n\" > .nvmrc\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -4981,8 +4958,7 @@ fn a_dotfiles_workspace_whose_start_up_files_find_files_by_their_place_is_read_o
                   \x20       return type(error).__name__\n\
                   names = ('v5/f.sh', 'notes.md', 'shell/init', 'shell/new.sh', '.git/info/x')\n\
                   print('SEEN ' + json.dumps({name: write(name) for name in names}))\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let seen = |output: &std::process::Output| -> Value {
         let stdout = String::from_utf8_lossy(&output.stdout).to_string();
         let line = stdout.lines().find_map(|line| line.strip_prefix("SEEN ")).unwrap_or_else(|| panic!("{stdout}"));
@@ -5022,8 +4998,7 @@ fn a_hard_link_left_by_an_earlier_session_writes_no_protected_file() {
     let config = std::fs::read_to_string(work.join(".git/config")).unwrap();
     std::fs::hard_link(work.join(".git/config"), work.join(".editorconfig-cache")).unwrap();
     let script = "#!/bin/sh\nprintf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' >> .editorconfig-cache\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
@@ -5041,8 +5016,7 @@ fn writable_follows_no_link_an_earlier_agent_left() {
     let work = rig.workspace();
     std::fs::create_dir_all(rig.user_home().join(".config/newtool")).unwrap();
     let script = "#!/bin/sh\nln -s \"$HOME/.config\" shared\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let first = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     assert!(first.status.success(), "{}", text(&first));
     assert!(work.join("shared").is_symlink());
@@ -5070,8 +5044,7 @@ fn a_workspace_reached_through_a_planted_link_or_in_a_start_up_location_is_refus
     let units = rig.user_home().join(".config/systemd/user");
     std::fs::create_dir_all(&units).unwrap();
     let script = format!("#!/bin/sh\nln -s '{}' deploy\n", units.display());
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let first = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     assert!(first.status.success(), "{}", text(&first));
     std::fs::write(rig.bin().join("claude"), "#!/bin/sh\necho '[Service]' > evil.service\n").unwrap();
@@ -5156,8 +5129,7 @@ fn sockets_made_on_the_host_during_the_session_are_out_of_the_agents_sight() {
          [ -e \"$s\" ] && echo \"SEEN $s\"; done; }} > sight.txt 2>&1\nexit 0\n",
         tmux = tmux_dir.display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let env = [("XDG_RUNTIME_DIR", runtime.as_os_str()), ("TMUX_TMPDIR", tmux_parent.as_os_str())];
     let mut launch = launched_until_ready(&rig, &work, &env);
     assert!(tmux_dir.is_dir(), "tmux's directory is made at launch, the user's own");
@@ -5199,8 +5171,7 @@ fn sockets_and_files_in_the_shared_temp_directory_are_out_of_the_agents_sight() 
         exposed = exposed.path().display(),
         var = var_socket.display(),
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let exposed_arg = exposed.path().to_str().unwrap();
     let mut launch = launched_with_until_ready(&rig, &work, &["launch", "--expose", exposed_arg, "claude"], &[]);
     std::fs::create_dir(&agent_dir).unwrap();
@@ -5260,8 +5231,7 @@ fn sockets_bound_by_a_relative_name_or_in_another_network_namespace_are_hidden()
     ];
     let script = "#!/bin/sh\n{ for s in nvim.sock netns.sock moved.sock node_modules/.cache/dev.sock; do [ -S \"$s\" ] && echo \"SOCKET $s\"; done; \
                   echo looked; } > sight.txt 2>&1\ntouch ready\nexit 0\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let mut launch = launched_until_ready(&rig, &work, &[]);
     assert!(launch.0.wait().unwrap().success());
     let sight = std::fs::read_to_string(work.join("sight.txt")).unwrap();
@@ -5317,8 +5287,7 @@ fn a_protected_file_the_user_replaces_during_the_session_is_protected_again() {
          {{ cat .git/config; printf '[core]\\n\\tfsmonitor = x\\n' >> .git/config && echo WROTE; }} > sight.txt 2>&1\nexit 0\n",
         config = config.display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let mut launch = launched_until_ready(&rig, &work, &[]);
     // As `git remote set-url` does: the new config written aside, renamed over the old one.
     let replaced = std::fs::read_to_string(&config)
@@ -5354,8 +5323,7 @@ fn the_users_git_config_replaced_in_the_home_during_the_session_is_withheld_agai
     let script = "#!/bin/sh\ntouch ready\ni=0; while [ ! -e renamed ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n\
                   i=0; while ! grep -q 'name = .*Renamed' \"$HOME/.gitconfig\" && [ $i -lt 200 ]; do sleep 0.05; \
                   i=$((i+1)); done\ncat \"$HOME/.gitconfig\" > sight.txt 2>&1\nexit 0\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let mut launch = launched_until_ready(&rig, &work, &[]);
     // As `git config --global` does: `~/.gitconfig.lock` renamed over `~/.gitconfig`.
     let lock = rig.user_home().join(".gitconfig.lock");
@@ -5384,8 +5352,7 @@ fn a_program_a_replaced_git_config_gained_while_the_agent_ran_is_taken_out() {
     let script = "#!/bin/sh\ntouch ready\ni=0; while [ ! -e renamed ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n\
                   i=0; while ! grep -q 'written while an agent ran' .git/config && [ $i -lt 400 ]; do sleep 0.05; \
                   i=$((i+1)); done\nexit 0\n";
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     let command = rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let mut launch = without_privilege(command);
     let mut launch = KillOnDrop(launch.stderr(std::process::Stdio::piped()).spawn().unwrap());
@@ -5484,8 +5451,7 @@ fn credentials_in_the_users_git_and_cargo_config_are_withheld_from_the_agent() {
          echo \"name: $(git config user.name)\"; echo \"alias: $(git config alias.st)\"; }} > '{}' 2>&1\n",
         report.display()
     );
-    std::fs::write(rig.bin().join("claude"), script).unwrap();
-    std::fs::set_permissions(rig.bin().join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    claude_runs(&rig, script);
     // And the environment's git config (`git -c` passed on, CI's way to keep a header off disk).
     let header = format!("AUTHORIZATION: basic {}", PLANTED[4]);
     let cargo_env = [
