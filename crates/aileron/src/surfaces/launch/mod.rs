@@ -273,14 +273,6 @@ impl LaunchEnv {
     }
 }
 
-/// Where a file taken out of was kept, as the user is told.
-fn kept_where(kept: &Result<PathBuf, String>) -> String {
-    match kept {
-        Ok(kept) => format!("the file as it was is {}", shown(kept)),
-        Err(error) => format!("the file as it was could not be kept ({error})"),
-    }
-}
-
 /// Everything a launch does, computed before anything is written.
 #[derive(Debug, Clone)]
 pub struct LaunchPlan {
@@ -1366,9 +1358,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
              as comments; {}\nhint: look at what is left with `git rebase --edit-todo` before `git rebase \
              --continue`, or `git rebase --abort`",
             agent.name(),
-            taken.lines.join("; "),
+            taken.taken.join("; "),
             shown(&taken.file),
-            kept_where(&taken.kept)
+            taken.kept_where()
         );
         lines_taken_out.push(taken.file);
     }
@@ -1385,8 +1377,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
              `#` in front of a line you want",
             agent.name(),
             shown(&taken.file),
-            taken.lines.join("; "),
-            kept_where(&taken.kept)
+            taken.taken.join("; "),
+            taken.kept_where()
         );
         lines_taken_out.push(taken.file);
     }

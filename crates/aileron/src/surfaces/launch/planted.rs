@@ -273,30 +273,46 @@ impl TakeOuts {
 
 /// What a git config gained while the agent ran, in the moment a tool of the user's replaced it
 /// (the window between the rename and the rebind, W1: the agent, watching the file, can write
-/// then), taken out by the launcher: the file, the variables, and where the file as it was is
-/// kept.
+/// then), taken out by the launcher; and lines that run something a file gained while the agent
+/// ran, taken out at its end ([`take_out_lines`]): the file, what was taken out (each as `git
+/// config` names the variable, or the line), and where the file as it was is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TakenOut {
     pub file: PathBuf,
-    pub variables: Vec<String>,
+    pub taken: Vec<String>,
     pub kept: Result<PathBuf, String>,
 }
 
 impl TakenOut {
-    /// What the user is told, when it happens and once the agent has exited.
+    /// What the user is told of a git config's, when it happens and once the agent has exited.
     pub fn report(&self, agent: &str) -> String {
-        let kept = match &self.kept {
-            Ok(kept) => format!("the file as it was is {}", super::shown(kept)),
-            Err(error) => format!("the file as it was could not be kept ({error})"),
-        };
         format!(
             "{} gained {} while {agent} ran, when it was replaced (by you, or by {agent} in that moment): taken out, \
-             left as comments; {kept}\nhint: if you set it yourself, remove the `{}` in front of it",
+             left as comments; {}\nhint: if you set it yourself, remove the `{}` in front of it",
             super::shown(&self.file),
-            self.variables.join(", "),
+            self.taken.join(", "),
+            self.kept_where(),
             super::git::TAKEN_OUT.trim_end()
         )
     }
+
+    /// Where the file as it was is kept, as the user is told.
+    pub fn kept_where(&self) -> String {
+        match &self.kept {
+            Ok(kept) => format!("the file as it was is {}", super::shown(kept)),
+            Err(error) => format!("the file as it was could not be kept ({error})"),
+        }
+    }
+}
+
+/// `bytes` (a file as it was before what was taken out of it) kept as `quarantine`/`name`, the
+/// quarantine made private first.
+fn kept_in(quarantine: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, String> {
+    let kept_at = quarantine.join(name);
+    crate::platform::home::create_private_dir(quarantine)
+        .and_then(|()| crate::platform::home::write_atomic(&kept_at, bytes, 0o600))
+        .map(|()| kept_at)
+        .map_err(|error| error.to_string())
 }
 
 /// A git config the bind watch protects, and the variables in it not known to be harmless (what
@@ -322,11 +338,7 @@ fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: 
         return None;
     }
     let name = file.file_name().unwrap_or_default().to_string_lossy();
-    let kept_at = quarantine.join(format!("{n}-taken-out-{name}"));
-    let kept = crate::platform::home::create_private_dir(quarantine)
-        .and_then(|()| crate::platform::home::write_atomic(&kept_at, &bytes, 0o600))
-        .map(|()| kept_at)
-        .map_err(|error| error.to_string());
+    let kept = kept_in(quarantine, &format!("{n}-taken-out-{name}"), &bytes);
     let without = super::git::taken_out(&text, &gained);
     let written =
         std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(file).and_then(|mut opened| {
@@ -334,7 +346,7 @@ fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: 
             opened.set_len(without.len() as u64)?;
             opened.sync_all()
         });
-    let variables = gained
+    let taken = gained
         .iter()
         .map(|entry| format!("{} = {}", super::git::named(entry), entry.value.as_deref().unwrap_or("true")))
         .collect();
@@ -342,16 +354,7 @@ fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: 
         Ok(()) => *known = super::git::not_known_harmless(&super::git::parse(&without)),
         Err(error) => log_line!("aileron: warning: {} could not be written without them: {error}", super::shown(file)),
     }
-    Some(TakenOut { file: file.to_path_buf(), variables, kept })
-}
-
-/// Lines of a file that have the user's tools run something, added while the agent ran, taken out
-/// at its end: the file, the lines, and where the file as it was is kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinesTakenOut {
-    pub file: PathBuf,
-    pub lines: Vec<String>,
-    pub kept: Result<PathBuf, String>,
+    Some(TakenOut { file: file.to_path_buf(), taken, kept })
 }
 
 /// The lines of `file` (a plain file, read without following a link) for which `runs` holds.
@@ -371,7 +374,7 @@ pub fn take_out_lines(
     known: &[String],
     quarantine: &Path,
     kept_as: &str,
-) -> Option<LinesTakenOut> {
+) -> Option<TakenOut> {
     let bytes = super::git::read_limited(file, false).ok()?;
     let text = String::from_utf8_lossy(&bytes).to_string();
     let added = |line: &str| runs(line) && !known.iter().any(|known| known == line);
@@ -379,11 +382,7 @@ pub fn take_out_lines(
     if lines.is_empty() {
         return None;
     }
-    let kept_at = quarantine.join(kept_as);
-    let kept = crate::platform::home::create_private_dir(quarantine)
-        .and_then(|()| crate::platform::home::write_atomic(&kept_at, &bytes, 0o600))
-        .map(|()| kept_at)
-        .map_err(|error| error.to_string());
+    let kept = kept_in(quarantine, kept_as, &bytes);
     let without: String = text
         .split_inclusive('\n')
         .map(|line| {
@@ -395,7 +394,7 @@ pub fn take_out_lines(
         })
         .collect();
     crate::platform::home::write_atomic(file, without.as_bytes(), 0o644).ok()?;
-    Some(LinesTakenOut { file: file.to_path_buf(), lines, kept })
+    Some(TakenOut { file: file.to_path_buf(), taken: lines, kept })
 }
 
 /// Whether a line of a `.tool-versions` (mise's and asdf's) runs a tool from a directory it
