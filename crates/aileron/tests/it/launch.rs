@@ -4915,6 +4915,7 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     let rig = LaunchRig::new();
     let (work, _) = rig.committed_workspace();
     std::fs::write(work.join(".tool-versions"), "python 3.12.1 path:/opt/python\n").unwrap();
+    std::fs::set_permissions(work.join(".tool-versions"), std::fs::Permissions::from_mode(0o600)).unwrap();
     let script = "#!/bin/sh\nmkdir -p .cache/n/bin svc\necho \"node path:$PWD/.cache/n\" >> .tool-versions\n\
                   echo \"node path:$PWD/.cache/n\" > svc/.tool-versions\necho \"path:$PWD/.cache/n\" > .nvmrc\n";
     claude_runs(&rig, script);
@@ -4929,6 +4930,8 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
         lines.next().unwrap().starts_with("# aileron: written while an agent ran, taken out: node path:"),
         "{versions}"
     );
+    let mode = std::fs::metadata(work.join(".tool-versions")).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o600, "written again with the mode it had");
     // Below the top too (the thirty-fifth re-attack's G7).
     let below = std::fs::read_to_string(work.join("svc/.tool-versions")).unwrap();
     assert!(below.starts_with("# aileron: written while an agent ran, taken out: node path:"), "{below}");

@@ -393,7 +393,12 @@ pub fn take_out_lines(
             }
         })
         .collect();
-    crate::platform::home::write_atomic(file, without.as_bytes(), 0o644).ok()?;
+    // With the mode it had (a `.tool-versions` kept private stays so).
+    let mode = std::fs::symlink_metadata(file).map_or(0o644, |metadata| {
+        use std::os::unix::fs::PermissionsExt as _;
+        metadata.permissions().mode() & 0o7777
+    });
+    crate::platform::home::write_atomic(file, without.as_bytes(), mode).ok()?;
     Some(TakenOut { file: file.to_path_buf(), taken: lines, kept })
 }
 
