@@ -312,11 +312,7 @@ pub fn write_access(
     // And what mise's `trusted_config_paths` trusts with no link at all (its global config,
     // `MISE_TRUSTED_CONFIG_PATHS`): the thirty-fifth re-attack's G6.
     let roots_worked_in: Vec<PathBuf> = access.workspace.iter().chain(&user_paths).cloned().collect();
-    mise_trusted.extend(mise_trusted_paths(env).iter().flat_map(|dir| {
-        roots_worked_in.iter().filter_map(move |root| {
-            if root.starts_with(dir) { Some(root.clone()) } else { dir.starts_with(root).then(|| dir.clone()) }
-        })
-    }));
+    mise_trusted.extend(mise_trusted_paths(env).iter().flat_map(|dir| covered_by(dir, &roots_worked_in)));
     mise_trusted.sort();
     mise_trusted.dedup();
     for dir in &mise_trusted {
@@ -878,26 +874,9 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
     };
     let expand = |word: &str| -> PathBuf {
         let word = word.trim_matches(|c: char| c.is_whitespace() || "\"',[]".contains(c));
-        let word = word.replace("${HOME}", "~").replace("$HOME", "~");
-        match word.strip_prefix("~/") {
-            Some(rest) => home.join(rest),
-            None if word == "~" => home.clone(),
-            None => PathBuf::from(word),
-        }
+        by_home(home, &word.replace("${HOME}", "~").replace("$HOME", "~"))
     };
-    // The part of each root a listed directory covers: the root, or the directory inside it.
-    let covered = |dir: &Path| -> Vec<PathBuf> {
-        if dir.as_os_str().is_empty() || !dir.is_absolute() {
-            return Vec::new();
-        }
-        let dir = super::repositories::without_dot_dots(dir);
-        roots
-            .iter()
-            .filter_map(|root| {
-                if root.starts_with(&dir) { Some(root.clone()) } else { dir.starts_with(root).then(|| dir.clone()) }
-            })
-            .collect()
-    };
+    let covered = |dir: &Path| covered_by(dir, roots);
     let mut scopes: Vec<(PathBuf, Vec<&'static str>)> = Vec::new();
     // gdb: `set auto-load safe-path A:B`, `add-auto-load-safe-path A`.
     let gdb = text(&[home.join(".gdbinit"), config.join("gdb/gdbinit")]);
@@ -1028,6 +1007,28 @@ pub fn trusted_files_in(scopes: &[(PathBuf, Vec<&'static str>)]) -> Vec<PathBuf>
 /// The names of mise's config files in any directory of a trusted one, an environment's among them.
 const MISE_FILE_NAMES: [&str; 5] = ["mise.toml", ".mise.toml", "mise.*.toml", ".mise.*.toml", ".tool-versions"];
 
+/// A name as a program finds it from the home: `~` and `~/…` there, anything else as it is.
+fn by_home(home: &Path, word: &str) -> PathBuf {
+    match word.strip_prefix("~/") {
+        Some(rest) => home.join(rest),
+        None if word == "~" => home.to_path_buf(),
+        None => PathBuf::from(word),
+    }
+}
+
+/// The part of each of `roots` that `dir` (a directory a tool's setting trusts) covers: the root,
+/// or the directory inside it; none for a name not from the root.
+fn covered_by(dir: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
+    if dir.as_os_str().is_empty() || !dir.is_absolute() {
+        return Vec::new();
+    }
+    let dir = super::repositories::without_dot_dots(dir);
+    let part = |root: &PathBuf| {
+        if root.starts_with(&dir) { Some(root.clone()) } else { dir.starts_with(root).then(|| dir.clone()) }
+    };
+    roots.iter().filter_map(part).collect()
+}
+
 /// The directories mise's `trusted_config_paths` setting trusts (its global config's
 /// `[settings]`, and `MISE_TRUSTED_CONFIG_PATHS`, `:`-separated).
 fn mise_trusted_paths(env: &LaunchEnv) -> Vec<PathBuf> {
@@ -1039,10 +1040,7 @@ fn mise_trusted_paths(env: &LaunchEnv) -> Vec<PathBuf> {
     if let Ok(parsed) = super::sourced::read_limited(&config).unwrap_or_default().parse::<toml::Table>() {
         let listed = parsed.get("settings").and_then(|settings| settings.get("trusted_config_paths"));
         for path in listed.and_then(toml::Value::as_array).into_iter().flatten().filter_map(toml::Value::as_str) {
-            let path = match path.strip_prefix("~/") {
-                Some(rest) => env.home_dir.join(rest),
-                None => PathBuf::from(path),
-            };
+            let path = by_home(&env.home_dir, path);
             if path.is_absolute() {
                 paths.push(super::repositories::without_dot_dots(&path));
             }
