@@ -126,6 +126,8 @@ pub struct Gateway {
     session_permits: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
     /// The cap of each pool.
     max_concurrent: usize,
+    /// The vault keys' echoes, made once per key.
+    echoes: super::redaction::EchoesMade,
 }
 
 /// How requests reach one provider's upstream, decided once at start.
@@ -202,6 +204,7 @@ impl Gateway {
             granted_permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
             session_permits: std::sync::Mutex::default(),
             max_concurrent: MAX_CONCURRENT_REQUESTS,
+            echoes: Default::default(),
         })
     }
 
@@ -419,7 +422,7 @@ async fn proxy(State(gateway): State<Arc<Gateway>>, mut request: Request) -> Res
     // proxy, a misconfigured relay) must not hand it to the agent (the sixteenth re-attack).
     let mut echoes = None;
     if granted && let Some(key) = gateway.vault.provider_key(provider) {
-        echoes = Some(super::redaction::Echoes::of(&[key.as_str()]));
+        echoes = Some(gateway.echoes.of(&[key.as_str()]));
         // An answer in a coding could hide an echo from the redaction: none is asked for.
         headers.insert(header::ACCEPT_ENCODING, axum::http::HeaderValue::from_static("identity"));
         let (name, value) = match provider {

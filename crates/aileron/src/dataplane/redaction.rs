@@ -15,12 +15,22 @@ pub const REDACTED: &str = "[REDACTED]";
 const SHORTEST_FORM: usize = 8;
 
 /// Each of `secrets` and the forms an echo of it may take, longest first (a form that contains
-/// another is redacted whole, not left with its tail showing).
+/// another is redacted whole, not left with its tail showing). Its forms are wiped when it is
+/// dropped, as the secrets they are made of are.
 #[derive(Clone, Debug)]
 pub struct Echoes {
     forms: Vec<Vec<u8>>,
     /// Which bytes a form starts with: a piece's tail is held back only from one of them.
     starts: [bool; 256],
+    /// The shortest form's length: bytes shorter hold none (most of an answer's header values).
+    shortest: usize,
+}
+
+impl Drop for Echoes {
+    fn drop(&mut self) {
+        use zeroize::Zeroize as _;
+        self.forms.iter_mut().for_each(|form| form.zeroize());
+    }
 }
 
 impl Echoes {
@@ -30,46 +40,78 @@ impl Echoes {
     /// either case, percent-encoding and JSON's escaped `/` follow.
     pub fn of(secrets: &[&str]) -> Echoes {
         let mut forms: Vec<Vec<u8>> = Vec::new();
+        let mut shifted = Vec::new();
+        let mut encoded = String::new();
         for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
             let bytes = secret.as_bytes();
             forms.push(bytes.to_vec());
-            let mut encoded = Vec::new();
+            let mut add = |form: &[u8]| {
+                if form.len() >= SHORTEST_FORM {
+                    forms.push(form.to_vec());
+                }
+            };
             for offset in 0..3 {
-                let mut shifted = vec![0u8; offset];
+                shifted.clear();
+                shifted.resize(offset, 0);
                 shifted.extend_from_slice(bytes);
                 let (first, end) = ((8 * offset).div_ceil(6), 8 * (offset + bytes.len()) / 6);
                 for engine in [
                     &base64::engine::general_purpose::STANDARD_NO_PAD,
                     &base64::engine::general_purpose::URL_SAFE_NO_PAD,
                 ] {
-                    encoded.push(engine.encode(&shifted)[first..end].to_string());
+                    encoded.clear();
+                    engine.encode_string(&shifted, &mut encoded);
+                    add(&encoded.as_bytes()[first..end]);
                 }
             }
-            encoded.push(hex::encode(bytes));
-            encoded.push(hex::encode_upper(bytes));
-            encoded.push(percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC).to_string());
-            encoded.push(secret.replace('/', "\\/"));
-            forms.extend(encoded.into_iter().filter(|form| form.len() >= SHORTEST_FORM).map(String::into_bytes));
+            for digits in [b"0123456789abcdef", b"0123456789ABCDEF"] {
+                let hex: Vec<u8> = bytes
+                    .iter()
+                    .flat_map(|byte| [digits[usize::from(byte >> 4)], digits[usize::from(byte & 15)]])
+                    .collect();
+                add(&hex);
+            }
+            encoded.clear();
+            encoded.extend(percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC));
+            add(encoded.as_bytes());
+            add(secret.replace('/', "\\/").as_bytes());
         }
+        use zeroize::Zeroize as _;
+        shifted.zeroize();
+        encoded.zeroize();
+        Echoes::listed(forms)
+    }
+
+    fn listed(mut forms: Vec<Vec<u8>>) -> Echoes {
         forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         forms.dedup();
         let mut starts = [false; 256];
         for form in &forms {
             starts[usize::from(form[0])] = true;
         }
-        Echoes { forms, starts }
+        let shortest = forms.last().map_or(usize::MAX, Vec::len);
+        Echoes { forms, starts, shortest }
+    }
+
+    /// These echoes and those of `more` (a secret used once, beside a credential's made earlier).
+    pub fn with(&self, more: &[&str]) -> Echoes {
+        let mut forms = self.forms.clone();
+        forms.extend(Echoes::of(more).forms.drain(..));
+        Echoes::listed(forms)
     }
 
     /// Whether any form of a secret is in `bytes`.
     pub fn found_in(&self, bytes: &[u8]) -> bool {
-        self.forms.iter().any(|form| memchr::memmem::find(bytes, form).is_some())
+        bytes.len() >= self.shortest && self.forms.iter().any(|form| memchr::memmem::find(bytes, form).is_some())
     }
 
     /// Whether a header name (lower case, as HTTP/2 and hyper keep them) holds a form of a secret.
     pub fn in_header_name(&self, name: &str) -> bool {
-        self.forms
-            .iter()
-            .any(|form| name.as_bytes().windows(form.len()).any(|window| window.eq_ignore_ascii_case(form)))
+        name.len() >= self.shortest
+            && self
+                .forms
+                .iter()
+                .any(|form| name.as_bytes().windows(form.len()).any(|window| window.eq_ignore_ascii_case(form)))
     }
 
     /// `bytes` held whole (a header value, a small body) with every form of a secret redacted.
@@ -100,6 +142,11 @@ impl Echoes {
         let mut out = Vec::with_capacity(held.len());
         let mut at = 0;
         while at < until {
+            if held.len() - at < self.shortest {
+                out.extend_from_slice(&held[at..until]);
+                at = until;
+                break;
+            }
             // The next place any form starts (longest first at one place), found by memmem.
             let next = self
                 .forms
@@ -120,6 +167,38 @@ impl Echoes {
         }
         held.drain(..at.min(held.len()));
         out
+    }
+}
+
+/// The echoes of the sets of secrets a proxy's requests carried lately, made once each: a
+/// request to the same credential's service finds its echoes made (listing a credential's forms
+/// is most of what its redaction costs: BENCHMARKS.md, issue 49). Keyed by a hash of the
+/// secrets under a key of its own; at most [`EchoesMade::HELD`] sets, the oldest dropped
+/// (and wiped) first.
+#[derive(Default)]
+pub struct EchoesMade {
+    keys: std::hash::RandomState,
+    made: std::sync::Mutex<std::collections::VecDeque<(u64, std::sync::Arc<Echoes>)>>,
+}
+
+impl EchoesMade {
+    const HELD: usize = 16;
+
+    /// The echoes of `secrets`, made now or earlier.
+    pub fn of(&self, secrets: &[&str]) -> std::sync::Arc<Echoes> {
+        use std::hash::BuildHasher as _;
+        let key = self.keys.hash_one(secrets);
+        let made = || self.made.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, echoes)) = made().iter().find(|(held, _)| *held == key) {
+            return echoes.clone();
+        }
+        let echoes = std::sync::Arc::new(Echoes::of(secrets));
+        let mut held = made();
+        if held.len() == Self::HELD {
+            held.pop_front();
+        }
+        held.push_back((key, echoes.clone()));
+        echoes
     }
 }
 
@@ -161,12 +240,12 @@ pub fn redact_head(echoes: &Echoes, parts: &mut hyper::http::response::Parts) {
 /// Replaces each form of a secret in a response body that arrives in pieces, one split across
 /// two pieces included: the last bytes of each piece that could start a form wait for the next.
 pub struct Redactor {
-    echoes: Echoes,
+    echoes: std::sync::Arc<Echoes>,
     held: Vec<u8>,
 }
 
 impl Redactor {
-    pub fn new(echoes: Echoes) -> Redactor {
+    pub fn new(echoes: std::sync::Arc<Echoes>) -> Redactor {
         Redactor { echoes, held: Vec::new() }
     }
 
@@ -193,7 +272,7 @@ pub struct RedactedBody<B> {
 }
 
 impl<B> RedactedBody<B> {
-    pub fn new(inner: B, echoes: Echoes) -> RedactedBody<B> {
+    pub fn new(inner: B, echoes: std::sync::Arc<Echoes>) -> RedactedBody<B> {
         RedactedBody { inner, redactor: Redactor::new(echoes), finished: false }
     }
 }
@@ -240,7 +319,7 @@ mod tests {
     use super::*;
 
     fn redact(pieces: &[&str], secrets: &[&str]) -> String {
-        let mut redactor = Redactor::new(Echoes::of(secrets));
+        let mut redactor = Redactor::new(std::sync::Arc::new(Echoes::of(secrets)));
         let mut out = Vec::new();
         for piece in pieces {
             out.extend(redactor.push(piece.as_bytes()));
@@ -292,7 +371,7 @@ mod tests {
                     for size in [1, 3, 7] {
                         let pieces: Vec<&str> =
                             encoded.as_bytes().chunks(size).map(|c| std::str::from_utf8(c).unwrap()).collect();
-                        let mut redactor = Redactor::new(echoes.clone());
+                        let mut redactor = Redactor::new(std::sync::Arc::new(echoes.clone()));
                         let mut out = Vec::new();
                         for piece in pieces {
                             out.extend(redactor.push(piece.as_bytes()));
@@ -311,13 +390,44 @@ mod tests {
     /// in its line break goes out whole at once (the gateway streams each event as it comes).
     #[test]
     fn only_a_tail_that_could_still_become_an_echo_waits() {
-        let mut redactor = Redactor::new(Echoes::of(&["sk-ant-api03-SECRETSECRET"]));
+        let mut redactor = Redactor::new(std::sync::Arc::new(Echoes::of(&["sk-ant-api03-SECRETSECRET"])));
         let event = "event: content_block_delta\ndata: {\"text\":\"hi\"}\n\n";
         assert_eq!(redactor.push(event.as_bytes()), event.as_bytes(), "an event goes out whole at once");
         assert_eq!(redactor.push(b"data: {\"text\":\"sk-an"), b"data: {\"text\":\"", "only an echo's start waits");
         assert_eq!(redactor.push(b"t-api03-SECRETSECRET\"}\n\n"), b"[REDACTED]\"}\n\n");
         assert_eq!(redactor.push(b"sk-ant-nope"), b"sk-ant-nope", "what can no longer become an echo goes");
         assert_eq!(redactor.finish(), b"");
+    }
+
+    /// A credential's echoes are made once while it is in use, and made anew for another; the
+    /// sets held are bounded.
+    #[test]
+    fn echoes_are_made_once_per_set_of_secrets() {
+        let made = EchoesMade::default();
+        let first = made.of(&["ghp_first-credential-0000", "token ghp_first-credential-0000"]);
+        assert!(std::sync::Arc::ptr_eq(
+            &first,
+            &made.of(&["ghp_first-credential-0000", "token ghp_first-credential-0000"])
+        ));
+        let rotated = made.of(&["ghp_rotated-credential-00", "token ghp_rotated-credential-00"]);
+        assert!(!std::sync::Arc::ptr_eq(&first, &rotated));
+        assert!(
+            rotated.found_in(b"echo: ghp_rotated-credential-00")
+                && !rotated.found_in(b"echo: ghp_first-credential-0000")
+        );
+        // A secret of one request beside them: both redacted, in every form.
+        let signed = rotated.with(&["f0e1d2c3b4a5968778695a4b3c2d1e0f"]);
+        let both = format!("{} {}", hex::encode("ghp_rotated-credential-00"), "f0e1d2c3b4a5968778695a4b3c2d1e0f");
+        assert_eq!(signed.redact_whole(both.as_bytes()), b"[REDACTED] [REDACTED]");
+        assert!(!rotated.found_in(b"f0e1d2c3b4a5968778695a4b3c2d1e0f"), "the credential's own are left as they were");
+        for n in 0..2 * EchoesMade::HELD {
+            made.of(&[&format!("secret-number-{n:04}")]);
+        }
+        assert_eq!(made.made.lock().unwrap().len(), EchoesMade::HELD);
+        assert!(!std::sync::Arc::ptr_eq(
+            &first,
+            &made.of(&["ghp_first-credential-0000", "token ghp_first-credential-0000"])
+        ));
     }
 
     #[test]

@@ -43,7 +43,20 @@ pub async fn admit(
     operation: &aileron_core::manifest::ProxyOperation,
     approved: bool,
 ) -> Result<Admitted, Response<Body>> {
-    let Some(SessionRules { rules, subject }) = &session.rules else { return Ok(Admitted::Go) };
+    let Some(rules) = &session.rules else { return Ok(Admitted::Go) };
+    // Boxed: a decision's state is a kilobyte, and inline it would be in every matched
+    // request's future (moved whole for each request) where the session has no rules too.
+    Box::pin(decide(session, rules, record, connector, operation, approved)).await
+}
+
+async fn decide(
+    session: &EgressSession,
+    SessionRules { rules, subject }: &SessionRules,
+    record: &mut ProxiedRequest,
+    connector: &SealedConnector,
+    operation: &aileron_core::manifest::ProxyOperation,
+    approved: bool,
+) -> Result<Admitted, Response<Body>> {
     let connector = connector.fqn().to_string();
     let call = Call {
         subject,

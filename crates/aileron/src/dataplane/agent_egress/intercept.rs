@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use aileron_core::vocabulary::EventType;
 use aileron_core::vocabulary::records::ProxiedRequest;
 use axum::body::Body;
+use futures_util::future::BoxFuture;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -35,7 +36,7 @@ use serde_json::{Map, Value, json};
 use super::admit::{Admitted, admit};
 use super::sealed::{Decision, SealedInjection, sign_aws};
 use super::{HeldRequest, HoldOutcome, answer, envelope, plain};
-use crate::dataplane::redaction::{Echoes, RedactedBody, encoded, redact_head};
+use crate::dataplane::redaction::{RedactedBody, encoded, redact_head};
 use crate::stores::bindings::Injection;
 
 /// `aileron.proxy.source` of a request read inside a tunnel (seed 003's name).
@@ -458,7 +459,8 @@ async fn forward(
     }
     // What a signature made here would hand the agent if echoed: the whole `Authorization`, its
     // signature (with `UNSIGNED-PAYLOAD`, good for any body for S3's fifteen minutes) and the
-    // user's access key id (the sixteenth re-attack read all three from an echo).
+    // user's access key id (the sixteenth re-attack read all three from an echo). The key id is
+    // the credential's (`Sealed::echo_candidates`); the other two are new on each request.
     let mut signed_echoes: Vec<String> = Vec::new();
     let request = match (&aws, sealed.as_ref().map(|sealed| &sealed.resolved.injection)) {
         (Some((region, service)), Some(Injection::Aws(credentials))) => {
@@ -470,7 +472,6 @@ async fn forward(
                         signed_echoes.push(signed.to_string());
                         signed_echoes.extend(signed.rsplit_once("Signature=").map(|(_, hex)| hex.to_string()));
                     }
-                    signed_echoes.push(credentials.access_key_id.clone());
                     request
                 }
                 Err(failure) => {
@@ -500,9 +501,13 @@ async fn forward(
     };
     if let Some(credential) = sealed {
         // An upstream that echoes the credential back must not hand it to the agent.
-        let mut candidates = credential.echo_candidates();
-        candidates.extend(signed_echoes.iter().map(String::as_str));
-        let echoes = Echoes::of(&candidates);
+        // The credential's echoes are made once; a signature's, new on each request, for it alone.
+        let echoes = session.echoes.of(&credential.echo_candidates());
+        let echoes = if signed_echoes.is_empty() {
+            echoes
+        } else {
+            Arc::new(echoes.with(&signed_echoes.iter().map(String::as_str).collect::<Vec<_>>()))
+        };
         if encoded(response.headers()) {
             // Asked for none, encoded anyway: an echo inside could not be redacted.
             return Ok(plain(StatusCode::BAD_GATEWAY, "upstream_encoded_response"));
@@ -560,9 +565,10 @@ fn misdirected(request: &Request<Body>, target: &Target) -> Option<String> {
         };
         same_host && authority.port_u16().is_none_or(|named| Some(named) == port)
     };
-    let from_target = request.uri().authority().map(|authority| authority.as_str().to_string());
+    // Looked at as they are; only one that is not the destination is copied, to be shown.
+    let from_target = request.uri().authority().map(|authority| std::borrow::Cow::Borrowed(authority.as_str()));
     let from_host = request.headers().get_all(hyper::header::HOST).iter().map(|host| {
-        host.to_str().map_or_else(|_| String::from_utf8_lossy(host.as_bytes()).to_string(), str::to_string)
+        host.to_str().map_or_else(|_| String::from_utf8_lossy(host.as_bytes()), std::borrow::Cow::Borrowed)
     });
     from_target.into_iter().chain(from_host).find(|named| !names_destination(named)).map(|named| {
         let shown: String = named.chars().take(256).collect();
@@ -735,8 +741,20 @@ impl Sending {
 /// Reads a request that matched an `approval = true` operation whole and holds it for a human
 /// (SPEC §15): `Ok` with the request to forward once and its approval, or the answer the agent
 /// gets — denied, still pending (with where to decide), already used, or not registered — each
-/// recorded as `connector.proxy.rejected`.
-async fn hold(
+/// recorded as `connector.proxy.rejected`. Boxed: see [`reject`].
+fn hold<'a>(
+    session: &'a EgressSession,
+    record: &'a mut ProxiedRequest,
+    connector: &'a super::sealed::SealedConnector,
+    operation: &'a aileron_core::manifest::ProxyOperation,
+    request: Request<Body>,
+    destination: &'a str,
+    policy_reason: Option<String>,
+) -> BoxFuture<'a, Result<(Request<Body>, aileron_core::approval::ApprovalId), Response<Body>>> {
+    Box::pin(held_for_approval(session, record, connector, operation, request, destination, policy_reason))
+}
+
+async fn held_for_approval(
     session: &EgressSession,
     record: &mut ProxiedRequest,
     connector: &super::sealed::SealedConnector,
@@ -860,19 +878,23 @@ fn bound_value(bytes: &[u8]) -> String {
 
 /// Refuses a request inside a tunnel: `record` (and `extra` keys) as `connector.proxy.rejected`
 /// with `error`'s class as the reason, then SPEC §9's envelope `{"error": error}` with `status`,
-/// or 503 when the record could not be written.
-async fn reject(
+/// or 503 when the record could not be written. Boxed, as [`hold`] is: a refusal is a path few
+/// requests take, and inline its state would be in every request's future, which hyper moves
+/// whole for each request.
+fn reject(
     session: &EgressSession,
     mut record: ProxiedRequest,
     extra: Map<String, Value>,
     status: StatusCode,
     error: Value,
-) -> Response<Body> {
-    record.reject_reason = error["class"].as_str().map(str::to_string);
-    let mut payload = record.into_payload();
-    payload.extend(extra);
-    let recorded = session.append_payload(EventType::ConnectorProxyRejected, payload).await.map(|_| ());
-    answer(recorded, status, envelope(error))
+) -> BoxFuture<'_, Response<Body>> {
+    Box::pin(async move {
+        record.reject_reason = error["class"].as_str().map(str::to_string);
+        let mut payload = record.into_payload();
+        payload.extend(extra);
+        let recorded = session.append_payload(EventType::ConnectorProxyRejected, payload).await.map(|_| ());
+        answer(recorded, status, envelope(error))
+    })
 }
 
 /// Answers every request of a tunnel whose upstream cannot be reached safely with 502.
@@ -890,6 +912,28 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn returned<A, B, C, D, R>(_: &impl FnOnce(A, B, C, D) -> R) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    /// A request's sending task does not hold the making of a new upstream connection (resolve,
+    /// dial, handshake) inline: it did (11 KB in a debug build), and a task's future is copied
+    /// whole as it is spawned, once a request (stop 103: a third of the egress proxy's
+    /// instructions went to `memcpy`).
+    #[test]
+    fn a_requests_sending_task_does_not_carry_a_connections_making() {
+        type Answer = tokio::sync::oneshot::Sender<Result<Response<Incoming>, Response<Body>>>;
+        type Ref<T> = &'static T;
+        let sending = |sending: Sending, request: Request<Body>, started: Instant, answered: Answer| {
+            sending.send_and_record(request, started, answered)
+        };
+        let making = |session: Ref<EgressSession>, key: Ref<Key>, host: Ref<str>, _: ()| {
+            super::super::upstreams::connect(session, key, host, None)
+        };
+        let (sending, making) = (returned(&sending), returned(&making));
+        assert!(sending < making, "a request's sending is {sending} bytes, a connection's making {making}");
+    }
 
     /// The fourteenth re-attack: `X-Note: \xff\xff` approved, `X-Note: \xfe\xfd` went out under the
     /// approval (both were bound as two replacement characters).

@@ -92,6 +92,8 @@ pub struct EgressSession {
     /// ([`MAX_WHOLE_ANSWERS`]; past it they stream): the fourteenth re-attack left 25,600 such
     /// answers unread on h2 streams and grew the daemon by 1.1 GB.
     whole_answers: Arc<tokio::sync::Semaphore>,
+    /// The echoes of the credentials its requests carried, made once per credential.
+    echoes: crate::dataplane::redaction::EchoesMade,
     refusals: Mutex<Refusals>,
     /// Matched requests become `aileron.proxy.request` spans when traces are on.
     telemetry: crate::platform::telemetry::Telemetry,
@@ -178,6 +180,7 @@ impl EgressSession {
             credentialing: Arc::new(Credentialing::none()),
             whole_bodies: Arc::new(tokio::sync::Semaphore::new(MAX_WHOLE_BODIES)),
             whole_answers: Arc::new(tokio::sync::Semaphore::new(MAX_WHOLE_ANSWERS)),
+            echoes: Default::default(),
             refusals: Mutex::default(),
             telemetry: crate::platform::telemetry::Telemetry::disabled(),
             rules: None,

@@ -63,6 +63,10 @@ impl Sealed {
         if let SealedInjection::Header(_, value) = &self.injection {
             candidates.push(value.expose());
         }
+        // The user's access key id, which a request signed here carries.
+        if let crate::stores::bindings::Injection::Aws(credentials) = &self.resolved.injection {
+            candidates.push(&credentials.access_key_id);
+        }
         candidates
     }
 }

@@ -234,7 +234,10 @@ impl Link {
             Err(SendError::Failed) => return Err(()),
             Err(SendError::NotSent(request)) => *request,
         };
-        let fresh = connect(session, &self.key, &self.host, None).await.map_err(|_| ())?;
+        // Boxed: a connection's making (resolve, dial, handshake) is a future of kilobytes,
+        // and inline it would make every request's sending task that large (copied whole
+        // into the task each time one is spawned) for a path few requests take.
+        let fresh = Box::pin(connect(session, &self.key, &self.host, None)).await.map_err(|_| ())?;
         *self.upstream.lock().expect("a tunnel's link is never poisoned") = fresh.clone();
         fresh.send(request, &self.key.destination).await.map_err(|_| ())
     }
@@ -265,7 +268,7 @@ impl Link {
 /// A new connection for `key`: `dialled`, else `key.address` dialled now, then TLS verified for
 /// `host` (h2 offered when the client offered it) or plain HTTP/1.1. An h2 connection is kept at
 /// once, for the session's other tunnels to share.
-async fn connect(
+pub(super) async fn connect(
     session: &EgressSession,
     key: &Key,
     host: &str,
