@@ -96,7 +96,7 @@ impl Echoes {
     /// These echoes and those of `more` (a secret used once, beside a credential's made earlier).
     pub fn with(&self, more: &[&str]) -> Echoes {
         let mut forms = self.forms.clone();
-        forms.extend(Echoes::of(more).forms.drain(..));
+        forms.append(&mut Echoes::of(more).forms);
         Echoes::listed(forms)
     }
 

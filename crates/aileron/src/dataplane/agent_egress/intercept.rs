@@ -750,9 +750,12 @@ fn hold<'a>(
     request: Request<Body>,
     destination: &'a str,
     policy_reason: Option<String>,
-) -> BoxFuture<'a, Result<(Request<Body>, aileron_core::approval::ApprovalId), Response<Body>>> {
+) -> BoxFuture<'a, Held> {
     Box::pin(held_for_approval(session, record, connector, operation, request, destination, policy_reason))
 }
+
+/// A held request to forward once, with its approval; or the answer the agent gets.
+type Held = Result<(Request<Body>, aileron_core::approval::ApprovalId), Response<Body>>;
 
 async fn held_for_approval(
     session: &EgressSession,
@@ -762,7 +765,7 @@ async fn held_for_approval(
     request: Request<Body>,
     destination: &str,
     policy_reason: Option<String>,
-) -> Result<(Request<Body>, aileron_core::approval::ApprovalId), Response<Body>> {
+) -> Held {
     let Some(approvals) = &session.credentialing.approvals else {
         let message = format!("{} ({}) needs your approval for each request", operation.name, connector.fqn());
         let error = json!({"class": "approval_required", "message": message});
