@@ -217,7 +217,8 @@ payloads! {
         pub quarantined: Option<Vec<String>> => SESSION_QUARANTINED,
         /// Repositories the agent created in its workspace (their hooks and config are its own).
         pub new_repositories: Option<Vec<String>> => SESSION_NEW_REPOSITORIES,
-        /// Tracked files whose changes the agent hid from `git status` (`--skip-worktree`, …).
+        /// Tracked files whose changes the agent hid from `git status` (`--skip-worktree`, …),
+        /// then files it could not write of which it staged or committed another version.
         pub hidden_changes: Option<Vec<String>> => SESSION_HIDDEN_CHANGES,
         /// Why the daemon ended it itself (`launcher_gone`); absent when the launcher did.
         pub reason: Option<&'static str> => SESSION_END_REASON,

@@ -4704,6 +4704,45 @@ fn a_hooks_link_the_agent_replaces_is_put_back() {
     assert!(said.contains("replaced your link"), "{said}");
 }
 
+/// The thirty-fifth re-attack's G13: `githooks/` (the hooks `.git/hooks` links to) is read-only
+/// to the agent, but the objects and the index are its to write: it commits its own version of
+/// the hook without touching the file. `git status` then shows the file "modified", and the
+/// user's `git restore` (or `stash`, `checkout`, `reset --hard`) writes the agent's hook into it.
+/// The exit names the file, and the session's end record lists it.
+#[test]
+fn another_version_of_a_file_the_agent_could_not_write_committed_is_named_at_exit() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    assert!(git(&["init", "-q"]));
+    std::fs::create_dir_all(work.join("githooks")).unwrap();
+    std::fs::write(work.join("githooks/pre-commit"), "#!/bin/sh\necho lint ok\n").unwrap();
+    std::fs::write(work.join("notes.md"), "notes\n").unwrap();
+    assert!(git(&["add", "-A"]));
+    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "first"]));
+    std::fs::remove_dir_all(work.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("../githooks", work.join(".git/hooks")).unwrap();
+    let script = "#!/bin/sh\nid=$(printf '#!/bin/sh\\ntouch pwned\\n' | git hash-object -w --stdin)\ngit \
+                  update-index --cacheinfo 100755,$id,githooks/pre-commit\necho more >> notes.md\ngit add notes.md\ngit \
+                  -c user.name=a -c user.email=a@x commit -qm work\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let hook = work.join("githooks/pre-commit");
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), "#!/bin/sh\necho lint ok\n", "{said}");
+    assert!(said.contains("staged or committed another version of 1 file(s) it could not write"), "{said}");
+    assert!(said.contains(&hook.display().to_string()), "{said}");
+    assert!(!said.contains("notes.md"), "what it could write is its work, not named: {said}");
+    let ended = rig.run(&["audit", "list", "--json", "--event-type", "session.ended"], &[]);
+    let ended: Value = serde_json::from_slice(&ended.stdout).unwrap();
+    let listed = &ended["items"][0]["payload"]["aileron.session.hidden_changes"];
+    assert_eq!(*listed, serde_json::json!([hook.display().to_string()]), "{ended:#}");
+    // The route itself: the user's restore writes the agent's hook.
+    assert!(git(&["restore", "githooks/pre-commit"]));
+    assert!(std::fs::read_to_string(&hook).unwrap().contains("pwned"));
+}
+
 /// The re-attack of 2026-12-05 (F9): a launcher killed with `kill -9` left its agent running,
 /// with nothing watching for the files it plants. The helper holds a pipe only the launcher
 /// writes to; when the launcher is gone it ends the agent's namespace, every process in it.

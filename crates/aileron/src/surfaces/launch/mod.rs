@@ -1277,7 +1277,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             (file, lines)
         })
         .collect();
-    let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees);
+    let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees, &bound_read_only);
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
     let bind_watch = std::env::current_exe().ok().filter(|_| confinement == Confinement::Namespaces).map(|helper| {
@@ -1408,6 +1408,18 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             if more > 0 { format!(" and {more} more") } else { String::new() }
         );
     }
+    if !hidden.staged.is_empty() {
+        let files: Vec<String> = hidden.staged.iter().take(MAX_WARNINGS_EACH).map(|file| shown(file)).collect();
+        let more = hidden.staged.len().saturating_sub(MAX_WARNINGS_EACH);
+        log_line!(
+            "aileron: warning: {} staged or committed another version of {} file(s) it could not write: {}{}; your              `git restore`, `git stash`, `git checkout` or `git reset --hard` there would write its version into              them
+hint: look at `git diff --cached -- <file>` and `git log -p -1 -- <file>` there, and put the              entry back with `git restore --staged -- <file>` (or reset the branch) before you run any of those",
+            agent.name(),
+            hidden.staged.len(),
+            files.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        );
+    }
     for packed in &hidden.replacements {
         log_line!(
             "aileron: warning: {} wrote replace refs into {}: git shows, checks out and commits the objects they name \
@@ -1484,7 +1496,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let quarantined = quarantined.chain(&lines_taken_out);
     let quarantined = quarantined.map(|path| path.display().to_string()).collect();
     let new_repositories = created.iter().map(|made| made.path.display().to_string()).collect();
-    let hidden_changes = hidden.files.iter().map(|file| file.display().to_string()).collect();
+    let hidden_changes = hidden.files.iter().chain(&hidden.staged).map(|file| file.display().to_string()).collect();
     let end = EndSession { exit_code, quarantined, new_repositories, hidden_changes };
     if let Err(error) = client.post(&end_path, &serde_json::to_value(end)?).await {
         log_line!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);
