@@ -9,7 +9,7 @@
 //! entry records while git would not look (the entry hides it, or claims the file's current
 //! modification time and size). Read without running git, as the rest of the launch's look.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher as _, RandomState};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::path::{Path, PathBuf};
@@ -27,10 +27,11 @@ const MAX_FILES_HASHED: usize = 20_000;
 
 /// What the indexes of the repositories there at launch recorded, entry by entry (a keyed hash
 /// of each entry's name, stat data, object name and flags).
-#[derive(Default)]
 pub struct IndexSnapshot {
     worktrees: Vec<Recorded>,
     keys: RandomState,
+    /// When it was taken, as file times read it ([`objects::launch_moment`]).
+    launched: i128,
 }
 
 struct Recorded {
@@ -43,6 +44,8 @@ struct Recorded {
     head: Option<Vec<u8>>,
     /// The files and directories of the worktree the agent could not write (read-only binds).
     protected: Vec<PathBuf>,
+    /// The object names the index gave the entries below them.
+    protected_entries: HashMap<Vec<u8>, Vec<u8>>,
 }
 
 /// The replace refs (`refs/replace/…`) a git directory's `packed-refs` holds.
@@ -75,18 +78,23 @@ impl IndexSnapshot {
     /// The entries of each `(git directory, worktree)`'s indexes now, its `HEAD`, and which of
     /// `protected` (the session's read-only binds) lie in its worktree.
     pub fn take(worktrees: &[(PathBuf, PathBuf)], protected: &[PathBuf]) -> IndexSnapshot {
-        let mut snapshot = IndexSnapshot::default();
+        let mut snapshot =
+            IndexSnapshot { worktrees: Vec::new(), keys: RandomState::new(), launched: objects::launch_moment() };
         let mut budget = git::INDEX_BYTES_PER_LOOK;
         for (git_dir, worktree) in worktrees {
             // Only those below the worktree (not the worktree itself, nor its git directory).
-            let protected = protected
+            let protected: Vec<PathBuf> = protected
                 .iter()
                 .filter(|path| path.starts_with(worktree) && *path != worktree && !path.starts_with(git_dir))
                 .cloned()
                 .collect();
-            let mut entries = HashSet::new();
+            let (mut entries, mut protected_entries) = (HashSet::new(), HashMap::new());
             git::read_indexes(git_dir, &mut budget, |entry| {
                 entries.insert(snapshot.key(entry));
+                let path = worktree.join(std::ffi::OsStr::from_bytes(entry.name));
+                if protected.iter().any(|bound| path.starts_with(bound)) {
+                    protected_entries.insert(entry.name.to_vec(), entry.object_name().to_vec());
+                }
             });
             let packed_replacements = packed_replacements(git_dir);
             snapshot.worktrees.push(Recorded {
@@ -96,6 +104,7 @@ impl IndexSnapshot {
                 packed_replacements,
                 head: objects::head(git_dir),
                 protected,
+                protected_entries,
             });
         }
         snapshot
@@ -126,7 +135,9 @@ impl IndexSnapshot {
                     return;
                 }
                 let path = recorded.worktree.join(std::ffi::OsStr::from_bytes(entry.name));
-                if !entry.name.is_empty() && protected(&path) {
+                // Another object than at launch (a refreshed stat alone is not another version).
+                let before = recorded.protected_entries.get(entry.name).map(Vec::as_slice);
+                if !entry.name.is_empty() && protected(&path) && before != Some(entry.object_name()) {
                     staged.push((path, entry.object_name().to_vec()));
                 }
                 // A split index's entry that replaces one of the shared index's has no name of its
@@ -158,13 +169,17 @@ impl IndexSnapshot {
             let head = objects::head(&recorded.git_dir);
             if head.is_some() && head != recorded.head {
                 let objects = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
-                let objects = objects::Loose::new(objects.join("objects"), hash_len);
-                for file in recorded.protected.iter().filter(|file| file.is_file()) {
-                    let Ok(relative) = file.strip_prefix(&recorded.worktree) else { continue };
-                    match objects.blob_at(head.as_deref().unwrap_or_default(), relative) {
-                        Ok(Some(object_name)) => staged.push((file.clone(), object_name)),
-                        Ok(None) => {}
-                        Err(()) => hidden.unchecked.push(file.clone()),
+                let objects = objects::Objects::new(objects.join("objects"), hash_len, self.launched);
+                for bound in &recorded.protected {
+                    let Ok(relative) = bound.strip_prefix(&recorded.worktree) else { continue };
+                    // A protected directory's files, those HEAD holds that the directory does not
+                    // (a hook the user's checkout would add) among them.
+                    let head = head.as_deref().unwrap_or_default();
+                    let found = objects.new_blobs_at(head, relative, |path, object_name| {
+                        staged.push((recorded.worktree.join(path), object_name.to_vec()));
+                    });
+                    if found.is_err() {
+                        hidden.unchecked.push(bound.clone());
                     }
                 }
             }
@@ -185,7 +200,8 @@ impl IndexSnapshot {
 
 /// Whether `object_name` (an index entry's, or `HEAD`'s) is not a version git could have stored
 /// of the file at `path` as it is: `None` when it could not be told (the budgets spent, the
-/// file unreadable). A file gone is not (the agent could not remove it; the user did).
+/// file unreadable). A file not there is: git would write the version into it (the agent could
+/// not have removed it, nor made it).
 fn holds_another_version(
     path: &Path,
     object_name: &[u8],
@@ -193,7 +209,7 @@ fn holds_another_version(
     bytes_left: &mut u64,
     files_left: &mut usize,
 ) -> Option<bool> {
-    let Ok(metadata) = std::fs::symlink_metadata(path) else { return Some(false) };
+    let Ok(metadata) = std::fs::symlink_metadata(path) else { return Some(true) };
     if *files_left == 0 || metadata.len() > *bytes_left {
         return None;
     }
@@ -310,11 +326,17 @@ fn blob_name(content: &[u8], hash_len: usize) -> Vec<u8> {
     context.finish().as_ref().to_vec()
 }
 
-/// What `HEAD` names and what its tree holds at a path, read from the loose objects only (a
-/// packed object is not read here: the caller names the file as not checked). Read without
-/// running git, as the rest of the exit's look.
+/// What `HEAD` names, and the files its tree holds at a path that were made in the session, read
+/// from the loose objects without running git. An object is the session's when its file's
+/// status-change time (which no process sets back) is not before the launch; one from before
+/// (loose or packed) was there already — the user's history, not the agent's making — and is not
+/// followed. (Git freshens an object it would write again, so an old one written again in the
+/// session is looked at too: a warning too many at worst, never one too few.) An object that is not loose while a pack or an alternate changed in the session
+/// cannot be told: the caller names the path as not checked.
 mod objects {
     use std::io::Read as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::MetadataExt as _;
     use std::path::{Path, PathBuf};
 
     use super::git;
@@ -323,6 +345,8 @@ mod objects {
     const MAX_OBJECT_BYTES: u64 = 64 * 1024 * 1024;
     /// Directories deeper than this are not followed.
     const MAX_DEPTH: usize = 256;
+    /// Files below one protected directory looked at, at most.
+    const MAX_FILES: usize = 10_000;
 
     /// The object name (raw bytes) of the commit `git_dir`'s `HEAD` names, through a branch's
     /// loose ref or `packed-refs`; `None` for an unborn branch or what cannot be read.
@@ -354,63 +378,123 @@ mod objects {
         None
     }
 
-    /// A repository's loose objects.
-    pub struct Loose {
-        dir: PathBuf,
-        hash_len: usize,
+    /// A moment a little before the launch, in nanoseconds as file times read it (the kernel
+    /// stamps files from a coarse clock, which can be a few ticks behind the time read here).
+    pub fn launch_moment() -> i128 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        now.as_nanos() as i128 - 50_000_000
     }
 
-    impl Loose {
-        pub fn new(dir: PathBuf, hash_len: usize) -> Loose {
-            Loose { dir, hash_len }
+    /// Whether `path`'s status last changed at `launched` or after.
+    fn changed_since(path: &Path, launched: i128) -> bool {
+        std::fs::symlink_metadata(path).is_ok_and(|metadata| {
+            i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()) >= launched
+        })
+    }
+
+    /// An object as found.
+    enum Found {
+        /// Made in the session: its body.
+        New(Vec<u8>),
+        /// There before the session.
+        Old,
+    }
+
+    /// A repository's objects, as the session left them.
+    pub struct Objects {
+        dir: PathBuf,
+        hash_len: usize,
+        launched: i128,
+        /// A pack, or the list of alternates, changed in the session: an object that is not
+        /// loose may be the session's.
+        packs_changed: bool,
+    }
+
+    impl Objects {
+        pub fn new(dir: PathBuf, hash_len: usize, launched: i128) -> Objects {
+            let changed = |path: &Path| changed_since(path, launched);
+            let packs = std::fs::read_dir(dir.join("pack")).into_iter().flatten().flatten().take(100_000);
+            let packs_changed = changed(&dir.join("info/alternates"))
+                || changed(&dir.join("pack"))
+                || packs.into_iter().any(|entry| changed(&entry.path()));
+            Objects { dir, hash_len, launched, packs_changed }
         }
 
-        /// The object name of the file at `relative` in `commit`'s tree: `Ok(None)` when the
-        /// tree holds none there, `Err` when an object on the way could not be read (packed,
-        /// missing, or not what git writes).
-        pub fn blob_at(&self, commit: &[u8], relative: &Path) -> Result<Option<Vec<u8>>, ()> {
-            let body = self.read(commit, b"commit")?;
+        /// Each file made in the session that `commit`'s tree holds at `relative` (that file, or
+        /// the files below that directory, at most [`MAX_FILES`]), given to `visit` with its
+        /// object name; `Err` when an object on the way could not be read or told.
+        pub fn new_blobs_at(
+            &self,
+            commit: &[u8],
+            relative: &Path,
+            mut visit: impl FnMut(&Path, &[u8]),
+        ) -> Result<(), ()> {
+            let Found::New(body) = self.read(commit, b"commit")? else { return Ok(()) };
             let tree = body.strip_prefix(b"tree ").and_then(|rest| rest.get(..2 * self.hash_len)).ok_or(())?;
-            let mut tree = hex::decode(tree).map_err(|_| ())?;
+            let mut object = hex::decode(tree).map_err(|_| ())?;
+            let mut mode = b"40000".to_vec();
             let parts: Vec<&[u8]> = relative.iter().map(|part| part.as_encoded_bytes()).collect();
-            if parts.is_empty() || parts.len() > MAX_DEPTH {
-                return Ok(None);
+            if parts.len() > MAX_DEPTH {
+                return Err(());
             }
-            for (n, part) in parts.iter().enumerate() {
-                let body = self.read(&tree, b"tree")?;
-                let Some((mode, object)) = self.entry(&body, part)? else { return Ok(None) };
-                let last = n + 1 == parts.len();
-                match (last, mode.as_slice()) {
-                    (false, b"40000") => tree = object,
-                    (true, b"100644" | b"100755" | b"120000" | b"100664") => return Ok(Some(object)),
-                    _ => return Ok(None),
+            for part in &parts {
+                if mode != b"40000" {
+                    return Ok(());
                 }
+                let Found::New(body) = self.read(&object, b"tree")? else { return Ok(()) };
+                let Some((found_mode, found)) = entry(&body, part, self.hash_len)? else { return Ok(()) };
+                (mode, object) = (found_mode, found);
             }
-            Ok(None)
+            let mut left = MAX_FILES;
+            self.visit_below(relative.to_path_buf(), &mode, &object, 0, &mut left, &mut visit)
         }
 
-        /// The mode and object name of `name`'s entry in a tree's body.
-        #[allow(clippy::type_complexity)]
-        fn entry(&self, mut body: &[u8], name: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, ()> {
-            while !body.is_empty() {
-                let space = body.iter().position(|&byte| byte == b' ').ok_or(())?;
-                let end = body.iter().position(|&byte| byte == 0).ok_or(())?;
-                let id = body.get(end + 1..end + 1 + self.hash_len).ok_or(())?;
-                if end < space {
-                    return Err(());
+        fn visit_below(
+            &self,
+            path: PathBuf,
+            mode: &[u8],
+            object: &[u8],
+            depth: usize,
+            left: &mut usize,
+            visit: &mut impl FnMut(&Path, &[u8]),
+        ) -> Result<(), ()> {
+            match mode {
+                b"40000" => {
+                    if depth > MAX_DEPTH {
+                        return Err(());
+                    }
+                    let Found::New(body) = self.read(object, b"tree")? else { return Ok(()) };
+                    let mut rest = body.as_slice();
+                    while !rest.is_empty() {
+                        let (mode, name, id, after) = split_entry(rest, self.hash_len)?;
+                        let child = path.join(std::ffi::OsStr::from_bytes(name));
+                        self.visit_below(child, mode, id, depth + 1, left, visit)?;
+                        rest = after;
+                    }
+                    Ok(())
                 }
-                if &body[space + 1..end] == name {
-                    return Ok(Some((body[..space].to_vec(), id.to_vec())));
+                b"100644" | b"100755" | b"120000" | b"100664" => {
+                    *left = left.checked_sub(1).ok_or(())?;
+                    if let Found::New(_) = self.read(object, b"blob")? {
+                        visit(&path, object);
+                    }
+                    Ok(())
                 }
-                body = &body[end + 1 + self.hash_len..];
+                // A submodule's commit is not a file here.
+                _ => Ok(()),
             }
-            Ok(None)
         }
 
-        /// The body of the loose object `id`, which must be of `kind`.
-        fn read(&self, id: &[u8], kind: &[u8]) -> Result<Vec<u8>, ()> {
+        /// The object `id`, which must be of `kind`: its body when made in the session.
+        fn read(&self, id: &[u8], kind: &[u8]) -> Result<Found, ()> {
             let name = hex::encode(id);
             let path = self.dir.join(&name[..2]).join(&name[2..]);
+            if std::fs::symlink_metadata(&path).is_err() {
+                return if self.packs_changed { Err(()) } else { Ok(Found::Old) };
+            }
+            if !changed_since(&path, self.launched) {
+                return Ok(Found::Old);
+            }
             let compressed = git::read_capped(&path, false, MAX_OBJECT_BYTES).map_err(|_| ())?;
             let mut object = Vec::new();
             flate2::read::ZlibDecoder::new(compressed.as_slice())
@@ -423,8 +507,33 @@ mod objects {
             if found != kind {
                 return Err(());
             }
-            Ok(object.split_off(nul + 1))
+            Ok(Found::New(object.split_off(nul + 1)))
         }
+    }
+
+    /// The mode and object name of `name`'s entry in a tree's body.
+    #[allow(clippy::type_complexity)]
+    fn entry(mut body: &[u8], name: &[u8], hash_len: usize) -> Result<Option<(Vec<u8>, Vec<u8>)>, ()> {
+        while !body.is_empty() {
+            let (mode, found, id, rest) = split_entry(body, hash_len)?;
+            if found == name {
+                return Ok(Some((mode.to_vec(), id.to_vec())));
+            }
+            body = rest;
+        }
+        Ok(None)
+    }
+
+    /// A tree body's first entry: its mode, name, object name, and the rest of the body.
+    #[allow(clippy::type_complexity)]
+    fn split_entry(body: &[u8], hash_len: usize) -> Result<(&[u8], &[u8], &[u8], &[u8]), ()> {
+        let space = body.iter().position(|&byte| byte == b' ').ok_or(())?;
+        let end = body.iter().position(|&byte| byte == 0).ok_or(())?;
+        if end < space {
+            return Err(());
+        }
+        let id = body.get(end + 1..end + 1 + hash_len).ok_or(())?;
+        Ok((&body[..space], &body[space + 1..end], id, &body[end + 1 + hash_len..]))
     }
 }
 
@@ -540,13 +649,26 @@ mod tests {
     #[test]
     fn another_version_of_a_protected_file_staged_or_committed_is_named() {
         let Some((_temp, repo)) = repository() else { return };
-        let protected = [repo.join("lint.sh")];
+        std::fs::create_dir_all(repo.join("githooks")).unwrap();
+        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+        let committed = git(&repo, &["add", "-A"])
+            && git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "hooks"]);
+        assert!(committed);
+        // The user's own change to a protected file, not committed, at launch.
+        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\necho mine\n").unwrap();
+        // The session starts after what the user made (file times are a few ticks coarse).
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let protected = [repo.join("lint.sh"), repo.join("githooks")];
         let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &protected);
         let original = git_out(&repo, &["rev-parse", ":lint.sh"], &[]).unwrap();
-        // In the open: the file staged as it is, a file the agent could write changed and staged.
+        // In the open: the file staged as it is, a file the agent could write changed and
+        // committed (HEAD moves; the user's change to the hook is theirs), the index refreshed.
         assert!(git(&repo, &["add", "lint.sh"]));
         std::fs::write(repo.join("README"), "changed\n").unwrap();
         assert!(git(&repo, &["add", "README"]));
+        assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "work"]));
+        // (It fails for the hook the user changed: a refresh that leaves that entry as it was.)
+        let _ = git(&repo, &["update-index", "--really-refresh"]);
         assert_eq!(snapshot.hidden(), Hidden::default());
 
         // Staged: written as an object and put in the index, the file itself untouched.
@@ -573,6 +695,20 @@ mod tests {
         .unwrap();
         assert!(git(&repo, &["update-ref", "HEAD", &commit]));
         assert_eq!(snapshot.hidden().staged, vec![repo.join("lint.sh")]);
+        // A hook the protected directory does not hold, committed beside the index too: the
+        // user's checkout would add it.
+        let added = format!("100755,{planted},githooks/post-checkout");
+        assert!(git_out(&repo, &["update-index", "--add", "--cacheinfo", &added], &env).is_some());
+        let tree = git_out(&repo, &["write-tree"], &env).unwrap();
+        let commit = git_out(
+            &repo,
+            &["-c", "user.name=U", "-c", "user.email=u@x", "commit-tree", &tree, "-p", "HEAD", "-m", "y"],
+            &[],
+        )
+        .unwrap();
+        assert!(git(&repo, &["update-ref", "HEAD", &commit]));
+        assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/post-checkout"), repo.join("lint.sh")]);
+        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
         // What the user's git would do with it.
         assert!(git(&repo, &["stash"]));
         assert!(std::fs::read_to_string(repo.join("lint.sh")).unwrap().contains("curl evil"));
