@@ -209,7 +209,7 @@ impl VerifyError {
                 "records were removed from the end of the log; keep a copy of the directory for investigation"
             }
             VerifyError::Checkpoints { .. } => {
-                "the log no longer matches a checkpoint its key signed; keep a copy of the audit directory for                  investigation"
+                "the log no longer matches a checkpoint its key signed; keep a copy of the audit directory for investigation"
             }
         }
     }

@@ -604,18 +604,24 @@ fn startup_repositories(
         else {
             continue;
         };
-        let tree = real
+        let Ok(text) = super::sourced::read_limited(&real) else { continue };
+        let Some(spelling) = SELF_LOCATING.iter().find(|spelling| text.contains(*spelling)) else { continue };
+        // Its repository; or all of the root when it also climbs above where it lies (`..`, a
+        // second `dirname`): from a repository nested in the workspace that reaches the outer one
+        // (the thirty-fifth re-attack's G14).
+        let nearest = real
             .ancestors()
             .skip(1)
             .take_while(|dir| dir.starts_with(root))
-            .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
-            .unwrap_or(root)
-            .to_path_buf();
+            .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok());
+        let tree = match nearest {
+            Some(repository) if !climbs(&text) => repository,
+            _ => root.as_path(),
+        }
+        .to_path_buf();
         if trees.iter().any(|(known, _)| tree.starts_with(known)) || user_paths.contains(&tree) {
             continue;
         }
-        let Ok(text) = super::sourced::read_limited(&real) else { continue };
-        let Some(spelling) = SELF_LOCATING.iter().find(|spelling| text.contains(*spelling)) else { continue };
         trees.retain(|(known, _)| !known.starts_with(&tree));
         let named = if path == real {
             super::shown(&path)
@@ -625,8 +631,9 @@ fn startup_repositories(
         trees.push((
             tree.clone(),
             format!(
-                "{} holds what your shell or editor runs by itself: {named} reads in files by where it lies (`{spelling}`),                  so all of {} is read-only to the agent: whatever it wrote there could run as you in your next shell
-                 hint: to let the agent write it all the same, launch with --writable {} (then only the files found                  to be read in are kept from it)",
+                "{} holds what your shell or editor runs by itself: {named} reads in files by where it lies (`{spelling}`), \
+                 so all of {} is read-only to the agent: whatever it wrote there could run as you in your next shell\nhint: to let the agent write it all \
+                 the same, launch with --writable {} (then only the files found to be read in are kept from it)",
                 super::shown(&tree),
                 super::shown(&tree),
                 super::shown(&tree)
@@ -634,6 +641,17 @@ fn startup_repositories(
         ));
     }
     trees
+}
+
+/// Whether a file that finds files by where it lies also climbs above that place: a `..`, its
+/// directory's directory (`dirname` twice, `%/*/*`, vim's `:h:h`), or a name it could build at run
+/// time for either (`execute`).
+fn climbs(text: &str) -> bool {
+    text.contains("..")
+        || text.matches("dirname").count() >= 2
+        || text.contains("%/*/*")
+        || text.contains(":h:h")
+        || text.contains(":p:h:h")
 }
 
 /// `path` and the names it leads to as each link's text says (not resolved: the links on the way
@@ -2437,6 +2455,16 @@ mod tests {
         let access = write_access(Agent::Claude, &env(&home), &project, &[], &temp_dir, &[]).unwrap();
         assert!(access.read_only.contains(&project.join("dots")), "{:?}", access.read_only);
         assert!(!access.read_only.contains(&project), "{:?}", access.read_only);
+        // The thirty-fifth re-attack's G14: one that climbs above its repository (`../`, a second
+        // `dirname`) reaches the project's files: all of the project.
+        for climbing in [
+            "DIR=$(dirname \"$(readlink -f \"$0\")\")\nsource \"$DIR/../setup.sh\"\n",
+            "TOP=$(dirname \"$(dirname \"$(readlink -f \"$0\")\")\")\nsource \"$TOP/setup.sh\"\n",
+        ] {
+            std::fs::write(project.join("dots/env.sh"), climbing).unwrap();
+            let access = write_access(Agent::Claude, &env(&home), &project, &[], &temp_dir, &[]).unwrap();
+            assert!(access.read_only.contains(&project), "{climbing}: {:?}", access.read_only);
+        }
     }
 
     /// The thirty-fifth re-attack's G5 and G9: a name that begins with a variable set elsewhere (the

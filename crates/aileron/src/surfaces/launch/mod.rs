@@ -1412,8 +1412,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         let files: Vec<String> = hidden.staged.iter().take(MAX_WARNINGS_EACH).map(|file| shown(file)).collect();
         let more = hidden.staged.len().saturating_sub(MAX_WARNINGS_EACH);
         log_line!(
-            "aileron: warning: {} staged or committed another version of {} file(s) it could not write: {}{}; your              `git restore`, `git stash`, `git checkout` or `git reset --hard` there would write its version into              them
-hint: look at `git diff --cached -- <file>` and `git log -p -1 -- <file>` there, and put the              entry back with `git restore --staged -- <file>` (or reset the branch) before you run any of those",
+            "aileron: warning: {} staged or committed another version of {} file(s) it could not write (in the index, \
+             a branch or a stash): {}{}; your `git restore`, `git stash`, `git stash pop`, `git checkout` or `git \
+             reset --hard` there would write its version into them\nhint: look at `git diff --cached -- <file>`, \
+             `git log -p --all -- <file>` and `git stash list` there, and put the entry back with `git restore \
+             --staged -- <file>` (a branch with `git reset`, a stash with `git stash drop`) before you run any of those",
             agent.name(),
             hidden.staged.len(),
             files.join(", "),
@@ -1625,7 +1628,7 @@ fn refuse_registration_in_hidden(agent: Agent, plan: &LaunchPlan, request: &conf
             )
         } else if let Some(dir) = request.hidden.iter().find(|dir| inside(dir)) {
             format!(
-                "keep {}'s configuration outside {}, or launch with --expose {} if the agent may read that                  credential store",
+                "keep {}'s configuration outside {}, or launch with --expose {} if the agent may read that credential store",
                 agent.name(),
                 dir.display(),
                 dir.display()
@@ -1634,8 +1637,7 @@ fn refuse_registration_in_hidden(agent: Agent, plan: &LaunchPlan, request: &conf
             continue;
         };
         bail!(
-            "{} would read Aileron's registration from {}, which is hidden from the launched agent: it would start              without Aileron's tools
-hint: {hint}",
+            "{} would read Aileron's registration from {}, which is hidden from the launched agent: it would start without Aileron's tools\nhint: {hint}",
             agent.name(),
             edit.path.display()
         );
