@@ -441,8 +441,36 @@ mod objects {
         if let Some(head) = head(git_dir) {
             refs.insert("HEAD".to_string(), head);
         }
+        // What git's commands check out besides refs: `git reset --hard ORIG_HEAD`, a merge's
+        // or a cherry-pick's heads, `git rebase --abort` (its `orig-head`) and what a rebase
+        // goes on from (`onto`), each of this worktree's git directory.
+        for name in PSEUDO_REFS {
+            let Ok(text) = git::read_limited(&git_dir.join(name), false) else { continue };
+            let text = String::from_utf8_lossy(&text);
+            for (n, line) in text.lines().enumerate().take(64) {
+                let id = line.split_whitespace().next().unwrap_or_default();
+                if let Ok(id) = hex::decode(id) {
+                    refs.insert(format!("{name}#{n}"), id);
+                }
+            }
+        }
         refs
     }
+
+    /// The files of a git directory naming commits that git's commands check out, not refs.
+    const PSEUDO_REFS: [&str; 11] = [
+        "ORIG_HEAD",
+        "FETCH_HEAD",
+        "MERGE_HEAD",
+        "CHERRY_PICK_HEAD",
+        "REVERT_HEAD",
+        "AUTO_MERGE",
+        "BISECT_HEAD",
+        "rebase-merge/orig-head",
+        "rebase-merge/onto",
+        "rebase-apply/orig-head",
+        "rebase-apply/onto",
+    ];
 
     /// A moment a little before the launch, in nanoseconds as file times read it (the kernel
     /// stamps files from a coarse clock, which can be a few ticks behind the time read here).
@@ -835,6 +863,17 @@ mod tests {
         assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "stash", "-q"]));
         assert_eq!(std::fs::read_to_string(repo.join("githooks/pre-commit")).unwrap(), "#!/bin/sh\nexit 0\n");
         assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/pre-commit")]);
+        // A rebase left in progress whose `orig-head` is such a commit: the user's `git rebase
+        // --abort` checks it out.
+        assert!(git(&repo, &["stash", "drop", "-q"]));
+        assert_eq!(snapshot.hidden().staged, Vec::<PathBuf>::new());
+        std::fs::create_dir_all(repo.join(".git/rebase-merge")).unwrap();
+        std::fs::write(repo.join(".git/rebase-merge/orig-head"), format!("{commit}\n")).unwrap();
+        assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/post-checkout"), repo.join("lint.sh")]);
+        std::fs::remove_dir_all(repo.join(".git/rebase-merge")).unwrap();
+        std::fs::write(repo.join(".git/ORIG_HEAD"), format!("{commit}\n")).unwrap();
+        assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/post-checkout"), repo.join("lint.sh")]);
+
         // Packed, what a moved ref names cannot be read here: unchecked, not passed over.
         assert!(git(&repo, &["repack", "-a", "-d", "-q"]));
         assert!(git(&repo, &["prune-packed"]));
