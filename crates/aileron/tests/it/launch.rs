@@ -4930,7 +4930,8 @@ fn a_rebase_left_in_progress_runs_no_command_the_agent_added() {
 /// The thirty-fourth re-attack's F6 and the thirty-fifth's G3: with `set auto-load safe-path /` in
 /// the user's `~/.gdbinit`, gdb runs the `.gdbinit` of the directory it starts in; the agent made
 /// one in a directory of the project. What the user's settings trust there, made while the agent
-/// ran, is moved to the quarantine at its end (at the top, at once), and the user is told.
+/// ran, is moved to the quarantine at its end (at the top, at once), and the user is told; a tree
+/// the agent made too large to look through is said to be so.
 #[test]
 fn project_files_the_users_tools_trust_made_by_the_agent_are_moved_aside() {
     let rig = LaunchRig::new();
@@ -4944,6 +4945,18 @@ fn project_files_the_users_tools_trust_made_by_the_agent_are_moved_aside() {
     assert!(output.status.success(), "{said}");
     assert!(!work.join("svc/.gdbinit").exists() && !work.join(".gdbinit").exists(), "{said}");
     assert!(said.contains("svc/.gdbinit, which would run what it chose as you; moved to"), "{said}");
+    assert!(!said.contains("not all of it was looked through"), "{said}");
+
+    // The thirty-sixth re-attack's H11: a directory filled past the look's budget so that it ends
+    // before the one planted in. What it could not look through is said.
+    let script = "#!/bin/sh\nmkdir -p svc out\necho 'shell touch pwned' > svc/.gdbinit\npython3 -c 'import os\nfor n in \
+                  range(20001): open(\"out/%05d\" % n, \"w\").close()'\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let warned = format!("{} holds more than 20000 entries, so not all of it was looked through", work.display());
+    assert!(said.contains(&warned), "{said}");
 }
 
 /// The thirty-fourth re-attack's F12: a `.tool-versions` line that runs a tool from a directory

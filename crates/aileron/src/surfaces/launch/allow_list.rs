@@ -70,6 +70,8 @@ pub struct WriteAccess {
     pub trusted: Vec<(PathBuf, Vec<&'static str>)>,
     /// Those files there at launch ([`trusted_files_in`] of [`WriteAccess::trusted`]).
     pub trusted_files: Vec<PathBuf>,
+    /// The scopes too large to look through whole at launch.
+    pub trusted_cut_short: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -324,7 +326,7 @@ pub fn write_access(
     // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
     // whitelist): read-only there, or watched where missing.
     access.trusted.extend(trusted_project_files(env, &roots_worked_in));
-    access.trusted_files = trusted_files_in(&access.trusted);
+    (access.trusted_files, access.trusted_cut_short) = trusted_files_told(&access.trusted);
     startup.extend(access.trusted_files.iter().cloned());
     for (scope, names) in &access.trusted {
         startup.extend(names.iter().filter(|name| !name.contains('*')).map(|name| scope.join(name)));
@@ -606,19 +608,10 @@ fn startup_repositories(
         };
         let Ok(text) = super::sourced::read_limited(&real) else { continue };
         let Some(spelling) = SELF_LOCATING.iter().find(|spelling| text.contains(*spelling)) else { continue };
-        // Its repository; or all of the root when it also climbs above where it lies (`..`, a
-        // second `dirname`): from a repository nested in the workspace that reaches the outer one
-        // (the thirty-fifth re-attack's G14).
-        let nearest = real
-            .ancestors()
-            .skip(1)
-            .take_while(|dir| dir.starts_with(root))
-            .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok());
-        let tree = match nearest {
-            Some(repository) if !climbs(&text) => repository,
-            _ => root.as_path(),
-        }
-        .to_path_buf();
+        // All of the root holding it (the workspace, or a `--writable` path): not only the
+        // repository nearest it, which `..`, `${DIR%/*}` and a dozen other spellings climb out
+        // of (the thirty-fifth re-attack's G14, the thirty-sixth's H8).
+        let tree = (*root).clone();
         if trees.iter().any(|(known, _)| tree.starts_with(known)) || user_paths.contains(&tree) {
             continue;
         }
@@ -641,17 +634,6 @@ fn startup_repositories(
         ));
     }
     trees
-}
-
-/// Whether a file that finds files by where it lies also climbs above that place: a `..`, its
-/// directory's directory (`dirname` twice, `%/*/*`, vim's `:h:h`), or a name it could build at run
-/// time for either (`execute`).
-fn climbs(text: &str) -> bool {
-    text.contains("..")
-        || text.matches("dirname").count() >= 2
-        || text.contains("%/*/*")
-        || text.contains(":h:h")
-        || text.contains(":p:h:h")
 }
 
 /// `path` and the names it leads to as each link's text says (not resolved: the links on the way
@@ -1005,21 +987,31 @@ pub const TRUSTED_WALK_BUDGET: usize = 20_000;
 /// followed; caches, dependencies and git directories not entered), at most
 /// [`TRUSTED_WALK_BUDGET`] entries each.
 pub fn trusted_files_in(scopes: &[(PathBuf, Vec<&'static str>)]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
+    trusted_files_told(scopes).0
+}
+
+/// [`trusted_files_in`], and the scopes whose walk its budget cut short (the thirty-sixth
+/// re-attack's H11 filled a directory with 20,001 files ahead of the one it planted in): what is
+/// past the budget is not known, and the caller says so.
+pub fn trusted_files_told(scopes: &[(PathBuf, Vec<&'static str>)]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (mut found, mut cut_short) = (Vec::new(), Vec::new());
     let entered = |entry: &std::fs::DirEntry| {
         let name = entry.file_name();
         !NOT_ENTERED_FOR_LINKS.iter().chain(&["target", ".venv"]).any(|skip| name == *skip)
     };
     for (scope, names) in scopes {
-        walk_entering(vec![scope.clone()], TRUSTED_WALK_BUDGET, entered, |entry, _| {
+        let whole = walk_entering(vec![scope.clone()], TRUSTED_WALK_BUDGET, entered, |entry, _| {
             if names.iter().any(|wanted| name_matches(&entry.file_name().to_string_lossy(), wanted)) {
                 found.push(entry.path());
             }
         });
+        if !whole {
+            cut_short.push(scope.clone());
+        }
     }
     found.sort();
     found.dedup();
-    found
+    (found, cut_short)
 }
 
 /// The names of mise's config files in any directory of a trusted one, an environment's among them.
@@ -1346,27 +1338,31 @@ fn walk(pending: Vec<PathBuf>, budget: usize, visit: impl FnMut(&std::fs::DirEnt
     walk_entering(pending, budget, |_| true, visit);
 }
 
-/// [`walk`], entering only the directories `enter` takes.
+/// [`walk`], entering only the directories `enter` takes, shallower directories first; whether
+/// it saw everything within `budget`.
 fn walk_entering(
-    mut pending: Vec<PathBuf>,
+    pending: Vec<PathBuf>,
     mut budget: usize,
     enter: impl Fn(&std::fs::DirEntry) -> bool,
     mut visit: impl FnMut(&std::fs::DirEntry, std::fs::FileType),
-) {
-    while let Some(dir) = pending.pop() {
+) -> bool {
+    // Shallow first: one large directory deep down does not keep the others from being seen.
+    let mut pending: std::collections::VecDeque<PathBuf> = pending.into();
+    while let Some(dir) = pending.pop_front() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             if budget == 0 {
-                return;
+                return false;
             }
             budget -= 1;
             let Ok(kind) = entry.file_type() else { continue };
             if kind.is_dir() && enter(&entry) {
-                pending.push(entry.path());
+                pending.push_back(entry.path());
             }
             visit(&entry, kind);
         }
     }
+    true
 }
 
 /// Directories of the home whose entries are programs or plugins the user's tools load (one `*`
@@ -2446,18 +2442,16 @@ mod tests {
         for kept in ["shell/init", "lib/functions.sh"] {
             assert!(access.read_only.contains(&dotfiles.join(kept)), "{kept}: {:?}", access.read_only);
         }
-        // A dotfiles repository inside the project launched in: only it.
+        // A dotfiles repository inside the project launched in: all of the project, which its
+        // start-up file could climb into (`..`, `${DIR%/*}`, a second `dirname`: G14, H8).
         let project = home.join("code/project");
         std::fs::create_dir_all(project.join(".git")).unwrap();
         std::fs::create_dir_all(project.join("dots/.git")).unwrap();
         std::fs::write(project.join("dots/env.sh"), "DIR=$(dirname \"$(readlink -f \"$0\")\")\n").unwrap();
         std::fs::write(home.join(".bashrc"), format!("source {}\n", project.join("dots/env.sh").display())).unwrap();
-        let access = write_access(Agent::Claude, &env(&home), &project, &[], &temp_dir, &[]).unwrap();
-        assert!(access.read_only.contains(&project.join("dots")), "{:?}", access.read_only);
-        assert!(!access.read_only.contains(&project), "{:?}", access.read_only);
-        // The thirty-fifth re-attack's G14: one that climbs above its repository (`../`, a second
-        // `dirname`) reaches the project's files: all of the project.
         for climbing in [
+            "DIR=$(dirname \"$(readlink -f \"$0\")\")\n",
+            "DIR=\"$(cd -P \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd -P)\"; source \"${DIR%/*}/lib/a.sh\"\n",
             "DIR=$(dirname \"$(readlink -f \"$0\")\")\nsource \"$DIR/../setup.sh\"\n",
             "TOP=$(dirname \"$(dirname \"$(readlink -f \"$0\")\")\")\nsource \"$TOP/setup.sh\"\n",
         ] {

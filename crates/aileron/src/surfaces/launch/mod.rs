@@ -924,7 +924,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // The workspace and the checkouts in it, where a `.tool-versions` is looked at (F12).
     let mut workspace_dirs: Vec<PathBuf> = Vec::new();
     // Where the user's tools run a project's own files, and those there at launch (G3).
-    let (mut trusted_scopes, mut trusted_at_launch) = (Vec::new(), Vec::new());
+    let (mut trusted_scopes, mut trusted_at_launch, mut cut_short_at_launch) = (Vec::new(), Vec::new(), Vec::new());
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
@@ -978,6 +978,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         workspace_dirs.dedup();
         trusted_scopes.clone_from(&access.trusted);
         trusted_at_launch.clone_from(&access.trusted_files);
+        cut_short_at_launch.clone_from(&access.trusted_cut_short);
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
@@ -1270,7 +1271,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // user is in and those above it: the thirty-fifth re-attack's G7).
     let tool_version_scopes: Vec<(PathBuf, Vec<&'static str>)> =
         workspace_dirs.iter().map(|dir| (dir.clone(), planted::VERSION_FILES.to_vec())).collect();
-    let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = allow_list::trusted_files_in(&tool_version_scopes)
+    let (local_tools_at_launch, versions_cut_short_at_launch) = allow_list::trusted_files_told(&tool_version_scopes);
+    cut_short_at_launch.extend(versions_cut_short_at_launch);
+    let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = local_tools_at_launch
         .into_iter()
         .map(|file| {
             let lines = planted::lines_that_run(&file, planted::runs_a_local_tool);
@@ -1332,11 +1335,28 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     planted::move_all(&left, &[], &quarantine, &mut quarantined);
     // A project file the user's gdb, vim, lldb or direnv runs unasked, made anywhere below where
     // their settings trust it while the agent ran (the thirty-fifth re-attack's G3).
-    let made_trusted: Vec<PathBuf> = allow_list::trusted_files_in(&trusted_scopes)
-        .into_iter()
-        .filter(|file| !trusted_at_launch.contains(file))
-        .collect();
+    let (made_trusted, cut_short) = allow_list::trusted_files_told(&trusted_scopes);
+    let made_trusted: Vec<PathBuf> =
+        made_trusted.into_iter().filter(|file| !trusted_at_launch.contains(file)).collect();
     planted::move_all(&made_trusted, &[], &quarantine, &mut quarantined);
+    let (tool_versions, versions_cut_short) = allow_list::trusted_files_told(&tool_version_scopes);
+    // Said where the look went through everything at launch: the agent made it too large (the
+    // thirty-sixth re-attack's H11). A tree already too large then is not said at every exit.
+    let grown: Vec<&PathBuf> =
+        cut_short.iter().chain(&versions_cut_short).filter(|scope| !cut_short_at_launch.contains(scope)).collect();
+    for scope in grown.into_iter().take(MAX_WARNINGS_EACH) {
+        log_line!(
+            "aileron: warning: {} holds more than {} entries, so not all of it was looked through for the project \
+             files your tools run by themselves (`.envrc`, `.exrc`, `.gdbinit`, `.lldbinit`, mise's configs, \
+             `.tool-versions` with a `path:`): one {} made there would run at your next use of the tool\nhint: look \
+             with `find {} \\( -name '.envrc' -o -name '.exrc' -o -name '.gdbinit' -o -name '.lldbinit' \
+             -o -name '*mise*.toml' -o -name '.tool-versions' \\)` before you use those tools there",
+            shown(scope),
+            allow_list::TRUSTED_WALK_BUDGET,
+            agent.name(),
+            shown(scope)
+        );
+    }
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
@@ -1364,7 +1384,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         );
         lines_taken_out.push(taken.file);
     }
-    for (n, file) in allow_list::trusted_files_in(&tool_version_scopes).iter().enumerate() {
+    for (n, file) in tool_versions.iter().enumerate() {
         let known = local_tools_at_launch.get(file).map(Vec::as_slice).unwrap_or_default();
         let kept_as = format!("{n}-tool-versions");
         let Some(taken) = planted::take_out_lines(file, planted::runs_a_local_tool, known, &quarantine, &kept_as)
