@@ -8,9 +8,8 @@
 //! it looks only at the entries that changed, and names each file whose content is not what its
 //! entry records while git would not look (the entry hides it, or claims the file's current
 //! modification time and size). And a file the agent could not write of which it put another
-//! version in git — staged, or committed on a ref that moved (`HEAD`, a branch, the stash) — for
-//! the user's own `git restore`, `stash pop` or `reset --hard` to write (the thirty-fifth
-//! re-attack's G13). Read without running git, as the rest of the launch's look.
+//! version in git — staged, or in any commit it made — for the user's own `git restore`, `stash
+//! pop`, `checkout -` or `rebase --abort` to write (the thirty-fifth re-attack's G13). Read without running git, as the rest of the launch's look.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher as _, RandomState};
@@ -69,16 +68,15 @@ pub struct Hidden {
     pub unchecked: Vec<PathBuf>,
     /// `packed-refs` files that hold replace refs they did not hold at launch.
     pub replacements: Vec<PathBuf>,
-    /// Files the agent could not write whose index entry, or whose version in a commit the session
-    /// made on a ref that moved (`HEAD`, a branch, the stash), is another content than theirs (the
-    /// thirty-fifth re-attack's G13): the user's `git restore`, `stash pop`, `checkout` or `reset
-    /// --hard` would write the agent's version into them.
+    /// Files the agent could not write whose index entry, or whose version in any commit the
+    /// session made, is another content than theirs (the thirty-fifth re-attack's G13): the user's
+    /// `git restore`, `stash pop`, `checkout` or `reset --hard` would write the agent's version.
     pub staged: Vec<PathBuf>,
 }
 
 impl IndexSnapshot {
-    /// The entries of each `(git directory, worktree)`'s indexes now, which of `protected` (the
-    /// session's read-only binds) lie in its worktree, and, where any do, its refs.
+    /// The entries of each `(git directory, worktree)`'s indexes now, and which of `protected`
+    /// (the session's read-only binds) lie in its worktree.
     pub fn take(worktrees: &[(PathBuf, PathBuf)], protected: &[PathBuf]) -> IndexSnapshot {
         let mut snapshot =
             IndexSnapshot { worktrees: Vec::new(), keys: RandomState::new(), launched: objects::launch_moment() };
@@ -340,8 +338,8 @@ fn blob_name(content: &[u8], hash_len: usize) -> Vec<u8> {
     context.finish().as_ref().to_vec()
 }
 
-/// The refs, and the files the commits made in the session hold at a path, read from the loose
-/// objects without running git. An object is the session's when its file's
+/// The files the commits made in the session hold at a path, read from the loose objects
+/// without running git. An object is the session's when its file's
 /// status-change time (which no process sets back) is not before the launch; one from before
 /// (loose or packed) was there already — the user's history, not the agent's making — and is not
 /// followed. (Git freshens an object it would write again, so an old one written again in the

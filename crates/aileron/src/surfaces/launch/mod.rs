@@ -1433,10 +1433,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         let more = hidden.staged.len().saturating_sub(MAX_WARNINGS_EACH);
         log_line!(
             "aileron: warning: {} staged or committed another version of {} file(s) it could not write (in the index, \
-             a branch or a stash): {}{}; your `git restore`, `git stash`, `git stash pop`, `git checkout` or `git \
-             reset --hard` there would write its version into them\nhint: look at `git diff --cached -- <file>`, \
-             `git log -p --all -- <file>` and `git stash list` there, and put the entry back with `git restore \
-             --staged -- <file>` (a branch with `git reset`, a stash with `git stash drop`) before you run any of those",
+             or in a commit it made: on a branch, in a stash, in a rebase or merge left in progress, or not named \
+             yet): {}{}; your `git restore`, `git stash pop`, `git checkout`, `git rebase --abort` or `git reset \
+             --hard` there could write its version into them\nhint: look at `git status`, `git diff --cached -- \
+             <file>`, `git log -p --all -- <file>` and `git stash list` there; put an entry back with `git restore \
+             --staged -- <file>`, and drop what holds the agent's version before you run any of those",
             agent.name(),
             hidden.staged.len(),
             files.join(", "),
