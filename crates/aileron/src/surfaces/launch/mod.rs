@@ -1363,6 +1363,17 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     for taken in &taken_out {
         log_line!("aileron: warning: {}", taken.report(agent.name()));
     }
+    // A rebase or cherry-pick left in progress whose merge strategy is a path: git runs
+    // `git-merge-<strategy>`, and a name with a `/` is a program of the workspace's (the
+    // thirty-sixth re-attack's H19: `strategy` = `../../scripts/x.sh` beside a `git-merge-..`
+    // directory, run by the user's `git rebase --continue`). Moved aside: git goes on with its own.
+    let strategies: Vec<PathBuf> = existing_git_dirs
+        .iter()
+        .chain(&made_git_dirs)
+        .flat_map(|dir| git::STRATEGY_FILES.iter().map(move |file| dir.join(file)))
+        .filter(|file| git::names_a_strategy_path(file))
+        .collect();
+    planted::move_all(&strategies, &[], &quarantine, &mut quarantined);
     // A rebase the agent left in progress with steps that run commands (F9), and a
     // `.tool-versions` that runs a tool from a directory (F12).
     let mut lines_taken_out = Vec::new();
@@ -1442,6 +1453,18 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             hidden.staged.len(),
             files.join(", "),
             if more > 0 { format!(" and {more} more") } else { String::new() }
+        );
+    }
+    if !hidden.versions_unchecked.is_empty() {
+        log_line!(
+            "aileron: warning: what git holds of {} file(s) {} could not write could not be looked at (objects \
+             packed or moved in the session, or too many), the first {}: a version of the agent's in a commit it \
+             made would be written by your `git restore`, `git stash pop`, `git checkout` or `git rebase --abort` \
+             there\nhint: look at `git log -p --all -- <file>`, `git stash list` and `git status` there before you \
+             run any of those",
+            hidden.versions_unchecked.len(),
+            agent.name(),
+            shown(&hidden.versions_unchecked[0])
         );
     }
     for packed in &hidden.replacements {
