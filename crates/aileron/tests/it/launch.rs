@@ -4743,6 +4743,24 @@ fn another_version_of_a_file_the_agent_could_not_write_committed_is_named_at_exi
     assert!(std::fs::read_to_string(&hook).unwrap().contains("pwned"));
 }
 
+/// The thirty-sixth re-attack's H19: a rebase left in progress whose merge strategy is a path
+/// (`../../scripts/x.sh`): git runs `git-merge-<strategy>` as a program of the worktree's at the
+/// user's `git rebase --continue`. It is moved aside at the exit, and the user is told.
+#[test]
+fn a_rebase_strategy_named_by_a_path_is_moved_aside_and_said() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let script = "#!/bin/sh\nmkdir -p .git/rebase-merge\necho ../../scripts/helper.sh > .git/rebase-merge/strategy\n\
+                  echo ort > .git/rebase-merge/strategy_opts\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(!work.join(".git/rebase-merge/strategy").exists(), "{said}");
+    assert!(work.join(".git/rebase-merge/strategy_opts").exists(), "{said}");
+    assert!(said.contains(".git/rebase-merge/strategy, which would run what it chose as you; moved to"), "{said}");
+}
+
 /// The re-attack of 2026-12-05 (F9): a launcher killed with `kill -9` left its agent running,
 /// with nothing watching for the files it plants. The helper holds a pipe only the launcher
 /// writes to; when the launcher is gone it ends the agent's namespace, every process in it.

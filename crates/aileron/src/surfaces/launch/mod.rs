@@ -1357,12 +1357,6 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             shown(scope)
         );
     }
-    for moved in &quarantined {
-        log_line!("aileron: warning: {}", moved.report(agent.name()));
-    }
-    for taken in &taken_out {
-        log_line!("aileron: warning: {}", taken.report(agent.name()));
-    }
     // A rebase or cherry-pick left in progress whose merge strategy is a path: git runs
     // `git-merge-<strategy>`, and a name with a `/` is a program of the workspace's (the
     // thirty-sixth re-attack's H19: `strategy` = `../../scripts/x.sh` beside a `git-merge-..`
@@ -1374,6 +1368,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .filter(|file| git::names_a_strategy_path(file))
         .collect();
     planted::move_all(&strategies, &[], &quarantine, &mut quarantined);
+    for moved in &quarantined {
+        log_line!("aileron: warning: {}", moved.report(agent.name()));
+    }
+    for taken in &taken_out {
+        log_line!("aileron: warning: {}", taken.report(agent.name()));
+    }
     // A rebase the agent left in progress with steps that run commands (F9), and a
     // `.tool-versions` that runs a tool from a directory (F12).
     let mut lines_taken_out = Vec::new();
@@ -1426,33 +1426,27 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // re-attack: a tracked file a hook runs, changed and marked `--skip-worktree`).
     let hidden = indexes_at_launch.hidden();
     if !hidden.files.is_empty() {
-        let files: Vec<String> = hidden.files.iter().take(MAX_WARNINGS_EACH).map(|file| shown(file)).collect();
-        let more = hidden.files.len().saturating_sub(MAX_WARNINGS_EACH);
         log_line!(
             "aileron: warning: {} changed {} tracked file(s) and hid the change from `git status` and `git diff` \
-             (marked --skip-worktree or --assume-unchanged, or recorded in the index as unchanged): {}{}; a hook or \
+             (marked --skip-worktree or --assume-unchanged, or recorded in the index as unchanged): {}; a hook or \
              build that runs them runs the agent's version\nhint: run `git update-index --no-skip-worktree \
              --no-assume-unchanged -- <file>` and `git update-index --really-refresh` there, then look at `git diff`",
             agent.name(),
             hidden.files.len(),
-            files.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
+            some_of(&hidden.files)
         );
     }
     if !hidden.staged.is_empty() {
-        let files: Vec<String> = hidden.staged.iter().take(MAX_WARNINGS_EACH).map(|file| shown(file)).collect();
-        let more = hidden.staged.len().saturating_sub(MAX_WARNINGS_EACH);
         log_line!(
             "aileron: warning: {} staged or committed another version of {} file(s) it could not write (in the index, \
              or in a commit it made: on a branch, in a stash, in a rebase or merge left in progress, or not named \
-             yet): {}{}; your `git restore`, `git stash pop`, `git checkout`, `git rebase --abort` or `git reset \
+             yet): {}; your `git restore`, `git stash pop`, `git checkout`, `git rebase --abort` or `git reset \
              --hard` there could write its version into them\nhint: look at `git status`, `git diff --cached -- \
              <file>`, `git log -p --all -- <file>` and `git stash list` there; put an entry back with `git restore \
              --staged -- <file>`, and drop what holds the agent's version before you run any of those",
             agent.name(),
             hidden.staged.len(),
-            files.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
+            some_of(&hidden.staged)
         );
     }
     if !hidden.versions_unchecked.is_empty() {
@@ -1566,6 +1560,15 @@ struct Contained<'a> {
     /// Where the confinement helper's pid is stored once it runs (`planted::BindWatch` joins its
     /// namespaces).
     helper_pid: &'a std::sync::atomic::AtomicI32,
+}
+
+/// The first [`MAX_WARNINGS_EACH`] of `paths` as the user is shown them, and how many more.
+fn some_of(paths: &[PathBuf]) -> String {
+    let shown_paths: Vec<String> = paths.iter().take(MAX_WARNINGS_EACH).map(|path| shown(path)).collect();
+    match paths.len().saturating_sub(MAX_WARNINGS_EACH) {
+        0 => shown_paths.join(", "),
+        more => format!("{} and {more} more", shown_paths.join(", ")),
+    }
 }
 
 /// Where a session's trust bundle is written (outside anything the agent may write).
