@@ -606,8 +606,6 @@ fn startup_repositories(
         else {
             continue;
         };
-        let Ok(text) = super::sourced::read_limited(&real) else { continue };
-        let Some(spelling) = SELF_LOCATING.iter().find(|spelling| text.contains(*spelling)) else { continue };
         // All of the root holding it (the workspace, or a `--writable` path): not only the
         // repository nearest it, which `..`, `${DIR%/*}` and a dozen other spellings climb out
         // of (the thirty-fifth re-attack's G14, the thirty-sixth's H8).
@@ -615,6 +613,8 @@ fn startup_repositories(
         if trees.iter().any(|(known, _)| tree.starts_with(known)) || user_paths.contains(&tree) {
             continue;
         }
+        let Ok(text) = super::sourced::read_limited(&real) else { continue };
+        let Some(spelling) = SELF_LOCATING.iter().find(|spelling| text.contains(*spelling)) else { continue };
         trees.retain(|(known, _)| !known.starts_with(&tree));
         let named = if path == real {
             super::shown(&path)

@@ -473,7 +473,6 @@ pub fn written(header: &str, entries: &[Entry]) -> String {
     text
 }
 
-/// The todo list of a rebase in progress in a git directory.
 /// The state files of a rebase or a cherry-pick left in progress that name the merge strategy
 /// `--continue` runs (`sequencer/opts` as git config: `strategy = …`).
 pub const STRATEGY_FILES: [&str; 3] = ["rebase-merge/strategy", "rebase-apply/strategy", "sequencer/opts"];
@@ -493,6 +492,7 @@ pub fn names_a_strategy_path(file: &Path) -> bool {
     })
 }
 
+/// The todo list of a rebase in progress in a git directory.
 pub const REBASE_TODO: &str = "rebase-merge/git-rebase-todo";
 
 /// Whether a step of a rebase's todo list runs a command (git's `exec`, `x`): the agent stops a
