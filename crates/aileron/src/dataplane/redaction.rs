@@ -40,8 +40,11 @@ impl Echoes {
     /// either case, percent-encoding and JSON's escaped `/` follow.
     pub fn of(secrets: &[&str]) -> Echoes {
         let mut forms: Vec<Vec<u8>> = Vec::new();
-        let mut shifted = Vec::new();
-        let mut encoded = String::new();
+        // Scratch large enough for every form (percent-encoding triples a byte at most), so that
+        // no buffer holding one is given back unwiped as it grows.
+        let longest = secrets.iter().map(|secret| secret.len()).max().unwrap_or_default();
+        let mut shifted = Vec::with_capacity(longest + 2);
+        let mut encoded = String::with_capacity(3 * longest + 8);
         for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
             let bytes = secret.as_bytes();
             forms.push(bytes.to_vec());
@@ -65,17 +68,26 @@ impl Echoes {
                 }
             }
             for digits in [b"0123456789abcdef", b"0123456789ABCDEF"] {
-                let hex: Vec<u8> = bytes
-                    .iter()
-                    .flat_map(|byte| [digits[usize::from(byte >> 4)], digits[usize::from(byte & 15)]])
-                    .collect();
-                add(&hex);
+                encoded.clear();
+                for byte in bytes {
+                    encoded.push(char::from(digits[usize::from(byte >> 4)]));
+                    encoded.push(char::from(digits[usize::from(byte & 15)]));
+                }
+                add(encoded.as_bytes());
             }
             encoded.clear();
             encoded.extend(percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC));
             add(encoded.as_bytes());
-            add(secret.replace('/', "\\/").as_bytes());
+            encoded.clear();
+            for character in secret.chars() {
+                if character == '/' {
+                    encoded.push('\\');
+                }
+                encoded.push(character);
+            }
+            add(encoded.as_bytes());
         }
+        // The scratch the forms were made in is wiped, as the forms are when dropped.
         use zeroize::Zeroize as _;
         shifted.zeroize();
         encoded.zeroize();
