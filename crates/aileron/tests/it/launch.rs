@@ -4743,6 +4743,63 @@ fn another_version_of_a_file_the_agent_could_not_write_committed_is_named_at_exi
     assert!(std::fs::read_to_string(&hook).unwrap().contains("pwned"));
 }
 
+/// The thirty-sixth re-attack's H13: the agent gives the user's index the cached trees (`TREE`)
+/// of an index of its own whose hook is its own, beside the user's entries. `git status` shows
+/// nothing, and the user's next `git add notes.md; git commit` would commit the agent's hook. At
+/// the exit the cache is found untrue, dropped and said; the user's commit is the user's.
+#[test]
+fn an_index_whose_cached_trees_are_the_agents_is_dropped_at_exit() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let git_in = |args: &[&str], index: Option<&Path>| {
+        let mut command = Command::new("git");
+        command.args(["-c", "user.name=u", "-c", "user.email=u@x"]).args(args).current_dir(&work);
+        if let Some(index) = index {
+            command.env("GIT_INDEX_FILE", index);
+        }
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    };
+    git_in(&["init", "-q"], None);
+    std::fs::create_dir_all(work.join("githooks")).unwrap();
+    std::fs::write(work.join("githooks/pre-commit"), "#!/bin/sh\necho lint ok\n").unwrap();
+    std::fs::write(work.join("notes.md"), "notes\n").unwrap();
+    git_in(&["add", "-A"], None);
+    git_in(&["commit", "-qm", "first"], None);
+    // The agent's index: the user's tree with its own hook, its cached trees made by git.
+    let scratch = rig.temp.path().join("their-index");
+    git_in(&["read-tree", "HEAD"], Some(&scratch));
+    let hook = rig.temp.path().join("hook");
+    std::fs::write(&hook, "#!/bin/sh\ntouch pwned\n").unwrap();
+    let hook = git_in(&["hash-object", "-w", &hook.display().to_string()], None);
+    git_in(&["update-index", "--cacheinfo", &format!("100755,{hook},githooks/pre-commit")], Some(&scratch));
+    git_in(&["write-tree"], Some(&scratch));
+    // Both indexes hold entries of the same names, so their extensions begin at one place.
+    let (mine, theirs) = (std::fs::read(work.join(".git/index")).unwrap(), std::fs::read(&scratch).unwrap());
+    let tree_at = |index: &[u8]| {
+        let at = index.windows(4).position(|bytes| bytes == b"TREE").unwrap();
+        at..at + 8 + u32::from_be_bytes(index[at + 4..at + 8].try_into().unwrap()) as usize
+    };
+    let (at, tree) = (tree_at(&mine), tree_at(&theirs));
+    let mut forged = [&mine[..at.start], &theirs[tree], &mine[at.end..mine.len() - 20]].concat();
+    let checksum = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &forged);
+    forged.extend_from_slice(checksum.as_ref());
+    std::fs::write(work.join(".forged-index"), forged).unwrap();
+    claude_runs(&rig, "#!/bin/sh\nmv .forged-index .git/index\n");
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("cached trees that are not what its entries make"), "{said}");
+    assert!(said.contains(&work.join("githooks").display().to_string()), "{said}");
+    assert!(said.contains("the cache was dropped"), "{said}");
+    assert_eq!(git_in(&["status", "--porcelain"], None), "");
+    std::fs::write(work.join("notes.md"), "more\n").unwrap();
+    git_in(&["add", "notes.md"], None);
+    git_in(&["commit", "-qm", "mine"], None);
+    assert_eq!(git_in(&["show", "HEAD:githooks/pre-commit"], None), "#!/bin/sh\necho lint ok", "{said}");
+}
+
 /// The thirty-sixth re-attack's H19: a rebase left in progress whose merge strategy is a path
 /// (`../../scripts/x.sh`): git runs `git-merge-<strategy>` as a program of the worktree's at the
 /// user's `git rebase --continue`. It is moved aside at the exit, and the user is told.

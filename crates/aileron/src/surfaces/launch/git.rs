@@ -701,7 +701,7 @@ const MAX_NAME_BYTES: u64 = 4096;
 
 /// An index larger than this is not read (a hundred MiB holds about a million entries): the
 /// sixth re-attack's sparse 256 GiB index kept the launcher reading for hours at the exit.
-const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;
+pub(super) const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;
 
 /// How many bytes of indexes one look at a tree reads in all: the seventh re-attack made 10,000
 /// `sharedindex.*` links to one sparse index just under [`MAX_INDEX_BYTES`], hours of reading at
@@ -855,7 +855,7 @@ fn gitlinks(index: impl std::io::BufRead, hash_len: usize) -> Vec<PathBuf> {
 }
 
 /// Each entry of one index, versions 2 to 4, given to `visit` (as far as it parses).
-fn index_entries(mut index: impl std::io::BufRead, hash_len: usize, mut visit: impl FnMut(&IndexEntry)) {
+pub(super) fn index_entries(mut index: impl std::io::BufRead, hash_len: usize, mut visit: impl FnMut(&IndexEntry)) {
     use std::io::{BufRead as _, Read as _};
     let mut header = [0u8; 12];
     if index.read_exact(&mut header).is_err() || &header[..4] != b"DIRC" {

@@ -16,6 +16,7 @@ use std::hash::{BuildHasher as _, RandomState};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::path::{Path, PathBuf};
 
+use super::cache_tree;
 use super::git::{self, IndexEntry};
 
 /// `--assume-unchanged` (the flags word) and `--skip-worktree` (the extended flags).
@@ -213,6 +214,46 @@ impl IndexSnapshot {
     }
 }
 
+/// An index whose cached trees the exit found untrue or could not hold against its entries
+/// ([`cache_tree`]), and what dropping them did.
+#[derive(Debug)]
+pub struct CachedTrees {
+    pub index: PathBuf,
+    /// The directories whose cached tree was not the one their entries make (the worktree for its
+    /// top); none when the cache could not be told (it is dropped all the same).
+    pub forged: Vec<PathBuf>,
+    pub dropped: std::io::Result<()>,
+}
+
+impl IndexSnapshot {
+    /// Drops the cached trees of each index changed in the session that are not its entries' or
+    /// cannot be told to be (the thirty-sixth re-attack's H13: the user's next commit would take
+    /// the agent's tree while `git status` shows nothing); each index whose cache was forged, or
+    /// could not be dropped, is returned.
+    pub fn drop_untrue_cached_trees(&self) -> Vec<CachedTrees> {
+        let mut told = Vec::new();
+        for recorded in &self.worktrees {
+            let index = recorded.git_dir.join("index");
+            if !objects::changed_since(&index, self.launched) {
+                continue;
+            }
+            let hash_len = git::hash_len(&recorded.git_dir);
+            let forged: Vec<PathBuf> = match cache_tree::look(&index, hash_len) {
+                cache_tree::Look::Agrees => continue,
+                cache_tree::Look::Forged(dirs) => {
+                    dirs.iter().map(|dir| recorded.worktree.join(std::ffi::OsStr::from_bytes(dir))).collect()
+                }
+                cache_tree::Look::Untold => Vec::new(),
+            };
+            let dropped = cache_tree::drop_cached_trees(&index, hash_len);
+            if !forged.is_empty() || dropped.is_err() {
+                told.push(CachedTrees { index, forged, dropped });
+            }
+        }
+        told
+    }
+}
+
 /// Whether `object_name` (an index entry's, or a tree's) is not a version git could have stored
 /// of the file at `path` as it is: `None` when it could not be told (the budgets spent, the
 /// file unreadable). A file not there is: git would write the version into it (the agent could
@@ -377,7 +418,7 @@ mod objects {
     }
 
     /// Whether `path`'s status last changed at `launched` or after.
-    fn changed_since(path: &Path, launched: i128) -> bool {
+    pub fn changed_since(path: &Path, launched: i128) -> bool {
         std::fs::symlink_metadata(path).is_ok_and(|metadata| {
             i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()) >= launched
         })

@@ -34,6 +34,7 @@
 //! user already set is kept (their traffic then bypasses the gateway, and we say so).
 
 pub mod allow_list;
+mod cache_tree;
 mod child;
 pub mod config_file;
 pub mod confine;
@@ -1449,6 +1450,32 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             some_of(&hidden.staged)
         );
     }
+    let untrue_trees = indexes_at_launch.drop_untrue_cached_trees();
+    for trees in &untrue_trees {
+        let what = if trees.forged.is_empty() {
+            "cached trees that could not be held against its entries".to_string()
+        } else {
+            format!("cached trees that are not what its entries make (of {})", some_of(&trees.forged))
+        };
+        match &trees.dropped {
+            Ok(()) => log_line!(
+                "aileron: warning: {} wrote into {} {what}: `git status` showed nothing, and your next `git commit` \
+                 there would have committed the agent's trees; the cache was dropped (git makes it again from the \
+                 entries)\nhint: if you committed there while the agent ran, look at `git show --stat HEAD`",
+                agent.name(),
+                shown(&trees.index)
+            ),
+            Err(error) => log_line!(
+                "aileron: warning: {} left in {} {what}, and they could not be dropped ({error}): your next `git \
+                 commit` there would commit what they say while `git status` shows nothing\nhint: remove {}.lock if \
+                 no git runs there, then run `git reset -q` there before you commit (it unstages what is staged; your \
+                 files keep their changes)",
+                agent.name(),
+                shown(&trees.index),
+                shown(&trees.index)
+            ),
+        }
+    }
     if !hidden.versions_unchecked.is_empty() {
         log_line!(
             "aileron: warning: what git holds of {} file(s) {} could not write could not be looked at (objects \
@@ -1537,7 +1564,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let quarantined = quarantined.chain(&lines_taken_out);
     let quarantined = quarantined.map(|path| path.display().to_string()).collect();
     let new_repositories = created.iter().map(|made| made.path.display().to_string()).collect();
-    let hidden_changes = hidden.files.iter().chain(&hidden.staged).map(|file| file.display().to_string()).collect();
+    let forged_trees = untrue_trees.iter().flat_map(|trees| &trees.forged);
+    let hidden_changes =
+        hidden.files.iter().chain(&hidden.staged).chain(forged_trees).map(|file| file.display().to_string()).collect();
     let end = EndSession { exit_code, quarantined, new_repositories, hidden_changes };
     if let Err(error) = client.post(&end_path, &serde_json::to_value(end)?).await {
         log_line!("aileron: warning: could not end session {}: {error:#}", wiring.session_id);

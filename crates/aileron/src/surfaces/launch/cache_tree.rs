@@ -1,0 +1,487 @@
+//! The index's cached trees (its `TREE` extension) held against the entries they stand for (the
+//! thirty-sixth re-attack's H13). Git keeps, for each directory, the tree its entries make and how
+//! many entries that is, and trusts it while it is marked valid: `git commit` writes the cached
+//! tree of every directory nothing was staged in, and `git status` and `git diff --cached` skip a
+//! directory whose cached tree is `HEAD`'s. The index is the agent's to write, so it could record
+//! its own `githooks/` tree beside the user's entries: `git status` shows nothing, and the
+//! user's next `git add README; git commit` commits the agent's hooks. A cache that does not agree
+//! with the entries is not one git writes; at the exit it is dropped (git makes it again from the
+//! entries at the next commit), and the user is told. Read and written without running git.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::git::{self, IndexEntry};
+
+/// What [`look`] found in an index.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Look {
+    /// No cached trees, or all of them the entries' own.
+    Agrees,
+    /// The directories (relative to the worktree; empty for its top) whose cached tree is not
+    /// the one their entries make.
+    Forged(Vec<Vec<u8>>),
+    /// Cached trees that could not be held against the entries: a split index (the entries
+    /// are partly in a shared index), or an index or a cache this reading does not follow.
+    Untold,
+}
+
+/// An index's entries as cached trees are made of them.
+struct Entry {
+    name: Vec<u8>,
+    mode: u32,
+    object_name: Vec<u8>,
+    /// A conflict's stage (1–3), or 0.
+    stage: u16,
+    /// Added with `git add -N`: in the index, in no tree.
+    intent_to_add: bool,
+}
+
+impl Entry {
+    fn of(entry: &IndexEntry) -> Entry {
+        Entry {
+            name: entry.name.to_vec(),
+            mode: entry.mode(),
+            object_name: entry.object_name().to_vec(),
+            stage: (entry.flags() >> 12) & 3,
+            intent_to_add: entry.extended & 0x2000 != 0,
+        }
+    }
+}
+
+/// One extension of an index: its signature and where it lies in the file (header included).
+struct Extension {
+    signature: [u8; 4],
+    at: std::ops::Range<usize>,
+}
+
+/// An index file read whole: its entries and its extensions; `None` when it does not parse.
+fn parse(bytes: &[u8], hash_len: usize) -> Option<(Vec<Entry>, Vec<Extension>)> {
+    let count = u32::from_be_bytes(bytes.get(8..12)?.try_into().ok()?) as usize;
+    let mut rest = bytes;
+    let mut entries = Vec::new();
+    git::index_entries(&mut rest, hash_len, |entry| entries.push(Entry::of(entry)));
+    if entries.len() != count {
+        return None;
+    }
+    let body_end = bytes.len().checked_sub(hash_len)?;
+    let mut at = bytes.len() - rest.len();
+    let mut extensions = Vec::new();
+    while at < body_end {
+        let header = bytes.get(at..at + 8).filter(|_| at + 8 <= body_end)?;
+        let size = u32::from_be_bytes(header[4..8].try_into().ok()?) as usize;
+        let end = (at + 8).checked_add(size).filter(|end| *end <= body_end)?;
+        extensions.push(Extension { signature: header[..4].try_into().ok()?, at: at..end });
+        at = end;
+    }
+    Some((entries, extensions))
+}
+
+/// Whether the cached trees of the index at `index` (of a repository whose object names are
+/// `hash_len` bytes) are the ones its entries make.
+pub fn look(index: &Path, hash_len: usize) -> Look {
+    let Ok(bytes) = git::read_capped(index, true, git::MAX_INDEX_BYTES) else { return Look::Agrees };
+    if !bytes.starts_with(b"DIRC") {
+        // Not an index git reads (it refuses to work): no cache of it is used.
+        return Look::Agrees;
+    }
+    let Some((entries, extensions)) = parse(&bytes, hash_len) else { return Look::Untold };
+    let Some(tree) = extensions.iter().find(|extension| &extension.signature == b"TREE") else {
+        return Look::Agrees;
+    };
+    if extensions.iter().any(|extension| &extension.signature == b"link") {
+        return Look::Untold;
+    }
+    let Some(cached) = cached_trees(&bytes[tree.at.start + 8..tree.at.end], hash_len) else { return Look::Untold };
+    let Some(made) = trees_made(&entries, hash_len) else { return Look::Untold };
+    let forged: Vec<Vec<u8>> = cached
+        .into_iter()
+        .filter(|cached| {
+            let made = made.get(cached.path.as_slice());
+            made.is_none_or(|tree| tree.count != cached.count || tree.object_name != cached.object_name)
+        })
+        .map(|cached| cached.path)
+        .collect();
+    if forged.is_empty() { Look::Agrees } else { Look::Forged(forged) }
+}
+
+/// A cached tree marked valid: its directory's path (empty for the top), the entries it
+/// covers, its tree's name.
+struct Cached {
+    path: Vec<u8>,
+    count: i64,
+    object_name: Vec<u8>,
+}
+
+/// The cached trees marked valid, as git reads them (`read_one` in git's `cache-tree.c`); `None` when the extension
+/// does not parse. One whose top is not the worktree's is not read by git, and none is returned.
+fn cached_trees(mut data: &[u8], hash_len: usize) -> Option<Vec<Cached>> {
+    if data.first() != Some(&0) {
+        return Some(Vec::new());
+    }
+    let mut valid = Vec::new();
+    // The directories read whose subtrees are still to come: their paths and how many.
+    let mut open: Vec<(Vec<u8>, u64)> = Vec::new();
+    loop {
+        let nul = data.iter().position(|&byte| byte == 0)?;
+        let name = &data[..nul];
+        let line_end = nul + data[nul..].iter().position(|&byte| byte == b'\n')?;
+        let line = std::str::from_utf8(&data[nul + 1..line_end]).ok()?;
+        let mut numbers = line.split(' ');
+        let count: i64 = numbers.next()?.parse().ok()?;
+        let subtrees: u64 = numbers.next()?.parse().ok()?;
+        if numbers.next().is_some() {
+            return None;
+        }
+        data = &data[line_end + 1..];
+        let path = match open.last() {
+            None => name.to_vec(),
+            Some((parent, _)) if parent.is_empty() => name.to_vec(),
+            Some((parent, _)) => [parent.as_slice(), b"/", name].concat(),
+        };
+        if count >= 0 {
+            valid.push(Cached { path: path.clone(), count, object_name: data.get(..hash_len)?.to_vec() });
+            data = &data[hash_len..];
+        }
+        if let Some((_, left)) = open.last_mut() {
+            *left -= 1;
+        }
+        open.push((path, subtrees));
+        while open.last().is_some_and(|(_, left)| *left == 0) {
+            open.pop();
+        }
+        if open.is_empty() {
+            return Some(valid);
+        }
+    }
+}
+
+/// A directory's tree as its entries make it.
+struct Made {
+    /// The entries it covers (git's `entry_count`).
+    count: i64,
+    /// Its tree's name; empty where git would not cache one (an entry added with `-N`, or in
+    /// conflict, lies below).
+    object_name: Vec<u8>,
+}
+
+/// The tree each directory's entries make, by the directory's path, as git makes them
+/// (`update_one` in git's `cache-tree.c`); `None` when the entries do not make trees git would.
+fn trees_made(entries: &[Entry], hash_len: usize) -> Option<HashMap<Vec<u8>, Made>> {
+    let mut made = HashMap::new();
+    let (consumed, _) = make(entries, b"", hash_len, &mut made)?;
+    (consumed == entries.len()).then_some(made)
+}
+
+/// The tree of the entries from `entries[0]` on that lie below `dir` (empty, or ending in `/`),
+/// recorded in `made` with those of the directories below it: how many entries it took, and
+/// its name (`None` where git would not cache it).
+fn make(
+    entries: &[Entry],
+    dir: &[u8],
+    hash_len: usize,
+    made: &mut HashMap<Vec<u8>, Made>,
+) -> Option<(usize, Option<Vec<u8>>)> {
+    // A sparse index's directory entry for this very directory: its tree, one entry.
+    if let Some(first) = entries.first()
+        && first.mode & 0o170000 == 0o040000
+        && first.name == dir
+    {
+        return Some((1, Some(first.object_name.clone())));
+    }
+    let mut body = Vec::new();
+    let mut cacheable = true;
+    let mut at = 0;
+    while let Some(entry) = entries.get(at) {
+        if entry.name.len() <= dir.len() || !entry.name.starts_with(dir) {
+            break;
+        }
+        let rest = &entry.name[dir.len()..];
+        if let Some(slash) = rest.iter().position(|&byte| byte == b'/') {
+            let below = &entry.name[..dir.len() + slash + 1];
+            let (taken, tree) = make(&entries[at..], below, hash_len, made)?;
+            if taken == 0 {
+                // Git stops here ("index cache-tree records empty sub-tree").
+                return None;
+            }
+            made.insert(
+                below[..below.len() - 1].to_vec(),
+                Made { count: taken as i64, object_name: tree.clone().unwrap_or_default() },
+            );
+            at += taken;
+            match tree {
+                Some(tree) => {
+                    body.extend_from_slice(b"40000 ");
+                    body.extend_from_slice(&rest[..slash]);
+                    body.push(0);
+                    body.extend_from_slice(&tree);
+                }
+                // What git writes of it then does not matter: this tree is not cached either.
+                None => cacheable = false,
+            }
+        } else {
+            at += 1;
+            if entry.stage != 0 || entry.intent_to_add {
+                cacheable = false;
+                continue;
+            }
+            body.extend_from_slice(format!("{:o} ", entry.mode).as_bytes());
+            body.extend_from_slice(rest);
+            body.push(0);
+            body.extend_from_slice(&entry.object_name);
+        }
+    }
+    let tree = cacheable.then(|| object_name(b"tree", &body, hash_len));
+    if dir.is_empty() {
+        made.insert(Vec::new(), Made { count: at as i64, object_name: tree.clone().unwrap_or_default() });
+    }
+    Some((at, tree))
+}
+
+/// Git's name for an object of `kind` and `body`.
+fn object_name(kind: &[u8], body: &[u8], hash_len: usize) -> Vec<u8> {
+    let algorithm = if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
+    let mut context = ring::digest::Context::new(algorithm);
+    context.update(kind);
+    context.update(format!(" {}\0", body.len()).as_bytes());
+    context.update(body);
+    context.finish().as_ref().to_vec()
+}
+
+/// Drops the cached trees from the index at `index`, as git takes an index for writing (its
+/// `index.lock`, made new, then renamed over it, synced): git makes them again from the entries.
+/// The `EOIE` extension (a checksum over the extensions' headers, an optimisation) goes too.
+pub fn drop_cached_trees(index: &Path, hash_len: usize) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let lock = index
+        .with_file_name(format!("{}.lock", index.file_name().map(|name| name.to_string_lossy()).unwrap_or_default()));
+    // `create_new`: a lock there (git at work, or one the agent left) is not taken, nor followed.
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o666).open(&lock)?;
+    let written = (|| {
+        let bytes = git::read_capped(index, true, git::MAX_INDEX_BYTES)?;
+        let unparsed = || std::io::Error::other("the index does not parse");
+        let (_, extensions) = parse(&bytes, hash_len).ok_or_else(unparsed)?;
+        let dropped = |extension: &&Extension| matches!(&extension.signature, b"TREE" | b"EOIE");
+        let mut kept = Vec::with_capacity(bytes.len());
+        let mut from = 0;
+        for extension in extensions.iter().filter(dropped) {
+            kept.extend_from_slice(&bytes[from..extension.at.start]);
+            from = extension.at.end;
+        }
+        let body_end = bytes.len() - hash_len;
+        kept.extend_from_slice(&bytes[from..body_end]);
+        // An index written without its checksum (`index.skipHash`) stays so.
+        let checksum = if bytes[body_end..].iter().all(|&byte| byte == 0) {
+            vec![0; hash_len]
+        } else {
+            let algorithm =
+                if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
+            ring::digest::digest(algorithm, &kept).as_ref().to_vec()
+        };
+        kept.extend_from_slice(&checksum);
+        file.write_all(&kept)?;
+        file.sync_all()?;
+        std::fs::rename(&lock, index)?;
+        if let Some(dir) = index.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&lock);
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `git` in `repo` with `env` and none of the user's config: its output, trimmed.
+    fn git(repo: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
+        let output = std::process::Command::new("git")
+            .args(["-c", "user.name=U", "-c", "user.email=u@x"])
+            .args(args)
+            .current_dir(repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    }
+
+    /// A repository with a committed hook (`githooks/pre-commit`), a file at the top and one two
+    /// directories down, or `None` where git is missing.
+    fn repository() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+        let temp = tempfile::tempdir().unwrap();
+        let repo = temp.path().to_path_buf();
+        std::process::Command::new("git").arg("--version").output().ok()?;
+        git(&repo, &["init", "-q"], &[]);
+        std::fs::create_dir_all(repo.join("githooks")).unwrap();
+        std::fs::create_dir_all(repo.join("src/lib")).unwrap();
+        std::fs::write(repo.join("githooks/pre-commit"), "#!/bin/sh\necho lint ok\n").unwrap();
+        std::fs::write(repo.join("src/lib/a.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(repo.join("README"), "hello\n").unwrap();
+        git(&repo, &["add", "-A"], &[]);
+        git(&repo, &["commit", "-qm", "first"], &[]);
+        Some((temp, repo))
+    }
+
+    /// How many valid cached trees the index at `index` holds (a look that agrees with none
+    /// proves nothing).
+    fn cached(index: &Path) -> usize {
+        cached_of(index, 20)
+    }
+
+    fn cached_of(index: &Path, hash_len: usize) -> usize {
+        let bytes = std::fs::read(index).unwrap();
+        let (_, extensions) = parse(&bytes, hash_len).unwrap();
+        let tree = extensions.iter().find(|extension| &extension.signature == b"TREE");
+        tree.map_or(0, |tree| cached_trees(&bytes[tree.at.start + 8..tree.at.end], hash_len).unwrap().len())
+    }
+
+    /// The index with its `TREE` extension replaced by `tree`'s (the whole extension, header
+    /// included), its checksum made again: what the agent writes.
+    fn with_cached_trees(index: &[u8], tree: &[u8]) -> Vec<u8> {
+        let (_, extensions) = parse(index, 20).unwrap();
+        let at = &extensions.iter().find(|extension| &extension.signature == b"TREE").unwrap().at;
+        let mut forged = [&index[..at.start], tree, &index[at.end..index.len() - 20]].concat();
+        let checksum = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &forged);
+        forged.extend_from_slice(checksum.as_ref());
+        forged
+    }
+
+    /// The thirty-sixth re-attack's H13, as git itself takes it: the agent gives the user's index
+    /// the cached trees of an index of its own whose hook is its own. `git status` is clean, and
+    /// the user's next commit of something else commits the agent's hook. The look names the
+    /// directories whose cache is forged; once dropped, the commit is the user's again. What git
+    /// itself writes (a commit, a checkout, `add -N`, a conflict, a sparse index, `read-tree`)
+    /// always agrees.
+    #[test]
+    fn cached_trees_that_are_not_the_entries_are_named_and_dropped() {
+        let Some((_temp, repo)) = repository() else { return };
+        let index = repo.join(".git/index");
+        assert_eq!(look(&index, 20), Look::Agrees, "a commit's index");
+        assert!(cached(&index) > 0, "a commit's index");
+
+        let scratch = repo.join(".git/scratch");
+        let env = [("GIT_INDEX_FILE", scratch.as_path())];
+        git(&repo, &["read-tree", "HEAD"], &env);
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("hook"), "#!/bin/sh\ntouch pwned\n").unwrap();
+        let hook = git(&repo, &["hash-object", "-w", &outside.path().join("hook").display().to_string()], &[]);
+        git(&repo, &["update-index", "--cacheinfo", &format!("100755,{hook},githooks/pre-commit")], &env);
+        git(&repo, &["write-tree"], &env);
+        let theirs = std::fs::read(&scratch).unwrap();
+        let (_, extensions) = parse(&theirs, 20).unwrap();
+        let tree = &extensions.iter().find(|extension| &extension.signature == b"TREE").unwrap().at;
+        let forged = with_cached_trees(&std::fs::read(&index).unwrap(), &theirs[tree.clone()]);
+        std::fs::write(&index, forged).unwrap();
+
+        // The route: `git status` shows nothing, and a copy's next commit takes the agent's hook.
+        assert_eq!(git(&repo, &["status", "--porcelain"], &[]), "", "git takes the forged cache");
+        let copy = tempfile::tempdir().unwrap();
+        assert!(
+            std::process::Command::new("cp")
+                .args(["-a", &format!("{}/.", repo.display()), &copy.path().display().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::write(copy.path().join("README"), "changed\n").unwrap();
+        git(copy.path(), &["add", "README"], &[]);
+        git(copy.path(), &["commit", "-qm", "mine"], &[]);
+        assert!(git(copy.path(), &["show", "HEAD:githooks/pre-commit"], &[]).contains("pwned"));
+
+        let Look::Forged(mut named) = look(&index, 20) else { panic!("{:?}", look(&index, 20)) };
+        named.sort();
+        assert_eq!(named, vec![b"".to_vec(), b"githooks".to_vec()]);
+        drop_cached_trees(&index, 20).unwrap();
+        assert_eq!(look(&index, 20), Look::Agrees);
+        std::fs::write(repo.join("README"), "changed\n").unwrap();
+        git(&repo, &["add", "README"], &[]);
+        git(&repo, &["commit", "-qm", "mine"], &[]);
+        assert_eq!(git(&repo, &["show", "HEAD:githooks/pre-commit"], &[]), "#!/bin/sh\necho lint ok");
+        assert_eq!(git(&repo, &["status", "--porcelain"], &[]), "");
+        assert_eq!(look(&index, 20), Look::Agrees, "git's own cache again");
+        assert!(cached(&index) > 0, "git's own cache again");
+
+        // Only the count forged: git would skip the entries after the directory's.
+        let mut index_bytes = std::fs::read(&index).unwrap();
+        let (_, extensions) = parse(&index_bytes, 20).unwrap();
+        let tree = extensions.iter().find(|extension| &extension.signature == b"TREE").unwrap().at.clone();
+        let at =
+            tree.start + index_bytes[tree.clone()].windows(10).position(|bytes| bytes == b"githooks\x001").unwrap();
+        index_bytes[at + 9] = b'2';
+        let body = index_bytes.len() - 20;
+        let checksum = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &index_bytes[..body]);
+        index_bytes[body..].copy_from_slice(checksum.as_ref());
+        std::fs::write(&index, &index_bytes).unwrap();
+        assert_eq!(look(&index, 20), Look::Forged(vec![b"githooks".to_vec()]));
+        drop_cached_trees(&index, 20).unwrap();
+
+        // What git writes agrees: a file added with `-N`, a checkout, a conflict, `read-tree`.
+        std::fs::write(repo.join("src/lib/b.rs"), "fn b() {}\n").unwrap();
+        git(&repo, &["add", "-N", "src/lib/b.rs"], &[]);
+        git(&repo, &["write-tree"], &[]);
+        assert_eq!(look(&index, 20), Look::Agrees, "intent to add");
+        assert!(cached(&index) > 0, "intent to add");
+        std::fs::write(repo.join("README"), "b\n").unwrap();
+        git(&repo, &["add", "-A"], &[]);
+        git(&repo, &["commit", "-qm", "b"], &[]);
+        let branch = git(&repo, &["rev-parse", "--abbrev-ref", "HEAD"], &[]);
+        git(&repo, &["checkout", "-q", "-b", "side", "HEAD~1"], &[]);
+        std::fs::write(repo.join("README"), "side\n").unwrap();
+        git(&repo, &["commit", "-qam", "side"], &[]);
+        // (It stops in a conflict on `README`.)
+        let merge = std::process::Command::new("git").args(["merge", "-q", &branch]).current_dir(&repo).output();
+        assert!(!merge.unwrap().status.success());
+        assert_eq!(look(&index, 20), Look::Agrees, "a conflict");
+        assert!(cached(&index) > 0, "a conflict");
+        git(&repo, &["merge", "--abort"], &[]);
+        git(&repo, &["read-tree", "HEAD"], &[]);
+        assert_eq!(look(&index, 20), Look::Agrees, "read-tree");
+        assert!(cached(&index) > 0, "read-tree");
+    }
+
+    /// A sparse index (directory entries standing for their trees) agrees; a split index cannot
+    /// be told (its entries are partly in the shared index), and its cache is dropped cleanly:
+    /// git reads the index and commits the entries.
+    #[test]
+    fn a_sparse_index_agrees_and_a_split_one_is_dropped_cleanly() {
+        let Some((_temp, repo)) = repository() else { return };
+        let index = repo.join(".git/index");
+        git(&repo, &["sparse-checkout", "set", "--cone", "--sparse-index", "githooks"], &[]);
+        git(&repo, &["write-tree"], &[]);
+        let (entries, _) = parse(&std::fs::read(&index).unwrap(), 20).unwrap();
+        assert!(entries.iter().any(|entry| entry.name == b"src/"), "a sparse directory entry");
+        assert_eq!(look(&index, 20), Look::Agrees, "sparse");
+        assert!(cached(&index) > 0, "sparse");
+        git(&repo, &["sparse-checkout", "disable"], &[]);
+
+        git(&repo, &["update-index", "--split-index"], &[]);
+        std::fs::write(repo.join("README"), "split\n").unwrap();
+        git(&repo, &["add", "README"], &[]);
+        git(&repo, &["write-tree"], &[]);
+        assert_eq!(look(&index, 20), Look::Untold);
+        drop_cached_trees(&index, 20).unwrap();
+        git(&repo, &["commit", "-qm", "split"], &[]);
+        assert_eq!(git(&repo, &["show", "HEAD:README"], &[]), "split");
+        assert_eq!(git(&repo, &["status", "--porcelain"], &[]), "");
+
+        // A SHA-256 repository's trees are named by its own hash.
+        let sha256 = tempfile::tempdir().unwrap();
+        git(sha256.path(), &["init", "-q", "--object-format=sha256"], &[]);
+        std::fs::create_dir_all(sha256.path().join("a/b")).unwrap();
+        std::fs::write(sha256.path().join("a/b/c"), "c\n").unwrap();
+        git(sha256.path(), &["add", "-A"], &[]);
+        git(sha256.path(), &["commit", "-qm", "c"], &[]);
+        let index = sha256.path().join(".git/index");
+        assert_eq!(git::hash_len(&sha256.path().join(".git")), 32);
+        assert_eq!(look(&index, 32), Look::Agrees);
+        assert_eq!(cached_of(&index, 32), 3);
+    }
+}
