@@ -5006,14 +5006,15 @@ fn a_rebase_left_in_progress_runs_no_command_the_agent_added() {
 /// the user's `~/.gdbinit`, gdb runs the `.gdbinit` of the directory it starts in; the agent made
 /// one in a directory of the project. What the user's settings trust there, made while the agent
 /// ran, is moved to the quarantine at its end (at the top, at once), and the user is told; a tree
-/// the agent made too large to look through is said to be so.
+/// the agent made too large to look through is said to be so. One it also committed (the
+/// thirty-sixth re-attack's H18: the user's `git restore` would write it back) is named.
 #[test]
 fn project_files_the_users_tools_trust_made_by_the_agent_are_moved_aside() {
     let rig = LaunchRig::new();
     let (work, _) = rig.committed_workspace();
     std::fs::write(rig.user_home().join(".gdbinit"), "set auto-load safe-path /\n").unwrap();
-    let script =
-        "#!/bin/sh\nmkdir -p svc\necho 'shell touch pwned' > svc/.gdbinit\necho 'shell touch pwned' > .gdbinit\n";
+    let script = "#!/bin/sh\nmkdir -p svc\necho 'shell touch pwned' > svc/.gdbinit\necho 'shell touch pwned' > \
+                  .gdbinit\ngit add svc/.gdbinit\ngit -c user.name=a -c user.email=a@x commit -qm tools\n";
     claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
@@ -5021,6 +5022,14 @@ fn project_files_the_users_tools_trust_made_by_the_agent_are_moved_aside() {
     assert!(!work.join("svc/.gdbinit").exists() && !work.join(".gdbinit").exists(), "{said}");
     assert!(said.contains("svc/.gdbinit, which would run what it chose as you; moved to"), "{said}");
     assert!(!said.contains("not all of it was looked through"), "{said}");
+    let committed = format!(
+        "staged or committed another version of 1 file(s) it could not write or make (in the index, or in a commit it made: on a branch, in a stash, in a rebase or merge left in progress, or not named yet): {}",
+        work.join("svc/.gdbinit").display()
+    );
+    assert!(said.contains(&committed), "{said}");
+    let restored = Command::new("git").args(["restore", "svc/.gdbinit"]).current_dir(&work).status().unwrap();
+    assert!(restored.success() && work.join("svc/.gdbinit").exists(), "the route: the user's restore writes it");
+    std::fs::remove_file(work.join("svc/.gdbinit")).unwrap();
 
     // The thirty-sixth re-attack's H11: a directory filled past the look's budget so that it ends
     // before the one planted in. What it could not look through is said.

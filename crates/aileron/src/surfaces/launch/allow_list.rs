@@ -942,7 +942,7 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
 }
 
 /// Whether a file's name is `wanted`, or matches it where it holds one `*` (`mise.*.toml`).
-fn name_matches(name: &str, wanted: &str) -> bool {
+pub fn name_matches(name: &str, wanted: &str) -> bool {
     match wanted.split_once('*') {
         Some((before, after)) => {
             name.len() >= before.len() + after.len() && name.starts_with(before) && name.ends_with(after)

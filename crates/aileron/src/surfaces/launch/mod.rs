@@ -1281,7 +1281,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             (file, lines)
         })
         .collect();
-    let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees, &bound_read_only);
+    let indexes_at_launch =
+        hidden_changes::IndexSnapshot::take(&worktrees, &bound_read_only).with_trusted(trusted_scopes.clone());
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
     let bind_watch = std::env::current_exe().ok().filter(|_| confinement == Confinement::Namespaces).map(|helper| {
@@ -1439,8 +1440,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     if !hidden.staged.is_empty() {
         log_line!(
-            "aileron: warning: {} staged or committed another version of {} file(s) it could not write (in the index, \
-             or in a commit it made: on a branch, in a stash, in a rebase or merge left in progress, or not named \
+            "aileron: warning: {} staged or committed another version of {} file(s) it could not write or make (in \
+             the index, or in a commit it made: on a branch, in a stash, in a rebase or merge left in progress, or not named \
              yet): {}; your `git restore`, `git stash pop`, `git checkout`, `git rebase --abort` or `git reset \
              --hard` there could write its version into them\nhint: look at `git status`, `git diff --cached -- \
              <file>`, `git log -p --all -- <file>` and `git stash list` there; put an entry back with `git restore \
