@@ -869,8 +869,12 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
 pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf, Vec<&'static str>)> {
     let home = &env.home_dir;
     let config = env.config_home();
+    // A setting may be in a file the named one reads in (`source ~/.gdb/settings.gdb`, vim's
+    // `source ~/.vim/options.vim`: the thirty-sixth re-attack's H29): those are read too.
     let text = |paths: &[PathBuf]| -> String {
-        paths.iter().filter_map(|path| super::sourced::read_limited(path).ok()).collect::<Vec<_>>().join("\n")
+        let read_in = super::sourced::read_in(paths, home).into_iter().filter(|path| path.is_file());
+        let files: Vec<PathBuf> = paths.iter().cloned().chain(read_in).collect();
+        files.iter().filter_map(|path| super::sourced::read_limited(path).ok()).collect::<Vec<_>>().join("\n")
     };
     let expand = |word: &str| -> PathBuf {
         let word = word.trim_matches(|c: char| c.is_whitespace() || "\"',[]".contains(c));
@@ -884,7 +888,7 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
         let listed =
             line.strip_prefix("set auto-load safe-path").or_else(|| line.strip_prefix("add-auto-load-safe-path"));
         for dir in listed.into_iter().flat_map(|list| list.split(':')).map(expand) {
-            scopes.extend(covered(&dir).into_iter().map(|scope| (scope, vec![".gdbinit"])));
+            scopes.extend(covered(&dir).into_iter().map(|scope| (scope, GDB_TRUSTED.to_vec())));
         }
     }
     // vim and Neovim: `exrc` set by any spelling (`set exrc`, `se ex`, `let &exrc = 1`,
@@ -941,6 +945,13 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
     scopes
 }
 
+/// What gdb runs from a directory its `auto-load safe-path` covers: the `.gdbinit` of the
+/// directory it starts in, and the script beside a program or library it loads, named after it
+/// (`app-gdb.py` beside `app`: the thirty-sixth re-attack's H30 ran one as the user merely loaded
+/// `target/debug/app`). The walk for these enters build output (`target/`, `build/`), where
+/// programs are.
+const GDB_TRUSTED: [&str; 4] = [".gdbinit", "*-gdb.py", "*-gdb.gdb", "*-gdb.scm"];
+
 /// Whether a file's name is `wanted`, or matches it where it holds one `*` (`mise.*.toml`).
 pub fn name_matches(name: &str, wanted: &str) -> bool {
     match wanted.split_once('*') {
@@ -995,11 +1006,14 @@ pub fn trusted_files_in(scopes: &[(PathBuf, Vec<&'static str>)]) -> Vec<PathBuf>
 /// past the budget is not known, and the caller says so.
 pub fn trusted_files_told(scopes: &[(PathBuf, Vec<&'static str>)]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let (mut found, mut cut_short) = (Vec::new(), Vec::new());
-    let entered = |entry: &std::fs::DirEntry| {
-        let name = entry.file_name();
-        !NOT_ENTERED_FOR_LINKS.iter().chain(&["target", ".venv"]).any(|skip| name == *skip)
-    };
     for (scope, names) in scopes {
+        // gdb's scripts lie beside what a build makes: its output is entered for them.
+        let in_builds = names.iter().any(|name| name.contains("-gdb."));
+        let entered = |entry: &std::fs::DirEntry| {
+            let name = entry.file_name();
+            let skipped = if in_builds { &[][..] } else { &["target", ".venv"][..] };
+            !NOT_ENTERED_FOR_LINKS.iter().chain(skipped).any(|skip| name == *skip)
+        };
         let whole = walk_entering(vec![scope.clone()], TRUSTED_WALK_BUDGET, entered, |entry, _| {
             if names.iter().any(|wanted| name_matches(&entry.file_name().to_string_lossy(), wanted)) {
                 found.push(entry.path());
@@ -2546,6 +2560,28 @@ mod tests {
             assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("mise.local.toml")), "{:?}", access.watched);
+        // H24: names without `./` (mise needs none), Tera's other spellings of `{{config_root}}`,
+        // a table's `path`, a name after another template (its root, whole).
+        std::fs::write(
+            repo.join("mise.toml"),
+            "[env]\n_.path = [\"bin\", \"{{- config_root -}}/bin2\"]\n_.source = [\"scripts/more.sh\", \
+             \"{{config_root }}/etc/more.sh\"]\n_.python.venv = { path = \"py/.venv\", create = true }\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(repo.join("bin")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo.join("bin")), "{:?}", access.read_only);
+        for watched in ["bin2", "scripts/more.sh", "etc/more.sh", "py/.venv"] {
+            assert!(access.watched.contains(&repo.join(watched)), "{watched}: {:?}", access.watched);
+        }
+        std::fs::write(repo.join("mise.toml"), "[env]\n_.source = \"{{ env.TOOLS }}/x.sh\"\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo), "{:?}", access.read_only);
+        std::fs::write(repo.join("mise.toml"), "[env]\n_.path = \"tools/{{ env.ARCH }}/bin\"\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo.join("tools")), "{:?}", access.read_only);
+        assert!(!access.read_only.contains(&repo), "{:?}", access.read_only);
+        std::fs::write(repo.join("mise.toml"), "").unwrap();
         // G6: an environment's config, there at launch, and one made in the session.
         std::fs::write(repo.join("mise.dev.toml"), "[env]\nA = \"1\"\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
@@ -2599,6 +2635,12 @@ mod tests {
         let found = trusted_files_in(&access.trusted);
         assert!(found.contains(&repo.join("svc/.gdbinit")) && found.contains(&repo.join("svc/.envrc")), "{found:?}");
         assert!(!found.contains(&repo.join("svc/node_modules/x/.envrc")), "{found:?}");
+        // H30: a script gdb runs when it loads the program beside it, in build output too.
+        std::fs::create_dir_all(repo.join("target/debug")).unwrap();
+        std::fs::write(repo.join("target/debug/app-gdb.py"), "import os\n").unwrap();
+        let found = trusted_files_in(&access.trusted);
+        assert!(found.contains(&repo.join("target/debug/app-gdb.py")), "{found:?}");
+        std::fs::remove_dir_all(repo.join("target")).unwrap();
         // Without those settings, nothing of it.
         for file in [".gdbinit", ".vimrc", ".config/direnv/direnv.toml"] {
             std::fs::remove_file(home.join(file)).unwrap();
@@ -2606,6 +2648,16 @@ mod tests {
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(!access.watched.contains(&repo.join(".gdbinit")) && !access.read_only.contains(&repo.join(".exrc")));
         assert!(access.trusted.is_empty(), "{:?}", access.trusted);
+        // H29: the settings in a file the user's `~/.gdbinit` and `~/.vimrc` read in.
+        std::fs::create_dir_all(home.join(".gdb")).unwrap();
+        std::fs::write(home.join(".gdb/settings.gdb"), "set auto-load safe-path /\n").unwrap();
+        std::fs::write(home.join(".gdbinit"), "source ~/.gdb/settings.gdb\n").unwrap();
+        std::fs::create_dir_all(home.join(".vim")).unwrap();
+        std::fs::write(home.join(".vim/options.vim"), "set exrc\n").unwrap();
+        std::fs::write(home.join(".vimrc"), "source ~/.vim/options.vim\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.watched.contains(&repo.join(".gdbinit")), "{:?}", access.watched);
+        assert!(access.read_only.contains(&repo.join(".exrc")), "{:?}", access.read_only);
     }
 
     /// The thirty-fourth re-attack's F7: `~/.bashrc -> dotfiles/local/bashrc`, where `local` is a

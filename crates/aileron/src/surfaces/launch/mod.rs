@@ -1349,10 +1349,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     for scope in grown.into_iter().take(MAX_WARNINGS_EACH) {
         log_line!(
             "aileron: warning: {} holds more than {} entries, so not all of it was looked through for the project \
-             files your tools run by themselves (`.envrc`, `.exrc`, `.gdbinit`, `.lldbinit`, mise's configs, \
-             `.tool-versions` with a `path:`): one {} made there would run at your next use of the tool\nhint: look \
-             with `find {} \\( -name '.envrc' -o -name '.exrc' -o -name '.gdbinit' -o -name '.lldbinit' \
-             -o -name '*mise*.toml' -o -name '.tool-versions' \\)` before you use those tools there",
+             files your tools run by themselves (`.envrc`, `.exrc`, `.gdbinit` and gdb's `*-gdb.py`, `.lldbinit`, \
+             mise's configs, `.tool-versions` with a `path:`): one {} made there would run at your next use of the \
+             tool\nhint: look with `find {} \\( -name '.envrc' -o -name '.exrc' -o -name '.gdbinit' -o -name \
+             '*-gdb.*' -o -name '.lldbinit' -o -name '*mise*.toml' -o -name '.tool-versions' \\)` before you use \
+             those tools there",
             shown(scope),
             allow_list::TRUSTED_WALK_BUDGET,
             agent.name(),

@@ -92,6 +92,12 @@ pub fn read_in_all(files: &[PathBuf], home: &Path) -> ReadIn {
         }
         let named = raw.into_iter().filter_map(|named| expand(&named, home, &base));
         let relative_base = (kind == Kind::Envrc).then_some(base.as_path());
+        // A mise config's directives, read as mise reads them (its text as written: quotes kept).
+        let (mise_named, mise_cut) = match is_mise_config(&file) {
+            true => mise_paths(&with_config_root(&text, &base.to_string_lossy()), &file, home),
+            false => Default::default(),
+        };
+        wholes.extend(mise_cut);
         // Where the file really is (a start-up file linked into a dotfiles repository: E2), for
         // the spellings that name its own directory.
         let own_dir = std::fs::canonicalize(&file).ok().and_then(|real| real.parent().map(Path::to_path_buf));
@@ -102,16 +108,14 @@ pub fn read_in_all(files: &[PathBuf], home: &Path) -> ReadIn {
         // In an `.envrc`, `$PWD` and `$(pwd)` are its directory (D5); in a mise config, its
         // `{{config_root}}` (the thirty-fifth re-attack's G20: `_.source`, `_.path` by it).
         let text = match relative_base.map(Path::to_string_lossy) {
-            Some(base) => text
-                .replace("$(pwd)", &base)
-                .replace("`pwd`", &base)
-                .replace("${PWD}", &base)
-                .replace("$PWD", &base)
-                .replace("{{config_root}}", &base)
-                .replace("{{ config_root }}", &base),
+            Some(base) => with_config_root(
+                &text.replace("$(pwd)", &base).replace("`pwd`", &base).replace("${PWD}", &base).replace("$PWD", &base),
+                &base,
+            ),
             None => text,
         };
         let mut named: Vec<PathBuf> = named.chain(paths_named(&text, home, relative_base, &variables)).collect();
+        named.extend(mise_named);
         // A file read in reads in what lies beside it by its own place (`${BASH_SOURCE%/*}/x`,
         // vim's `<sfile>:p:h`, tmux's `#{d:current_file}`: D1): its directory, whole.
         if depth > 0 {
@@ -197,6 +201,91 @@ fn unknown_tails(text: &str, known: &[(String, PathBuf)]) -> Vec<String> {
         }
     }
     tails
+}
+
+/// `text` with mise's `{{config_root}}` written as `root`, in any of Tera's spellings (`{{
+/// config_root }}`, `{{- config_root -}}`, `{{config_root }}`: the thirty-sixth re-attack's H24).
+fn with_config_root(text: &str, root: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("{{") {
+        let Some(end) = rest[at..].find("}}") else { break };
+        let inside = rest[at + 2..at + end].trim_matches(|c: char| c == '-' || c.is_whitespace());
+        out.push_str(&rest[..at]);
+        if inside == "config_root" {
+            out.push_str(root)
+        } else {
+            out.push_str(&rest[at..at + end + 2])
+        }
+        rest = &rest[at + end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `file` is one of mise's configs (`mise.toml`, `.mise.local.toml`, `conf.d/*.toml` under
+/// a `mise` directory, …).
+fn is_mise_config(file: &Path) -> bool {
+    let name = file.file_name().unwrap_or_default().to_string_lossy().to_ascii_lowercase();
+    name.ends_with(".toml")
+        && (name.contains("mise") || file.ancestors().skip(1).take(3).any(|dir| dir.ends_with("mise")))
+}
+
+/// What a mise config (its `{{config_root}}` already written out) has mise read in or run from
+/// at the user's prompt (the thirty-sixth re-attack's H24): every string of its `[env]` table's
+/// `_` directives (`_.path`, `_.source`, `_.file`, `_.python.venv`: a string, a list, a table's
+/// `path`) is a path relative to the config's root unless from the root or the home — mise needs
+/// no `./` (`_.path = ["bin"]`). Each is taken as written (relative to the directory the config
+/// is in, and to its root when that is above: `.config/mise.toml`'s is the project). A name
+/// holding another template is cut to the directory before it, returned apart too (read in
+/// whole: the root itself when nothing comes before).
+fn mise_paths(text: &str, file: &Path, home: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let Ok(table) = text.parse::<toml::Table>() else { return Default::default() };
+    let Some(directives) = table.get("env").and_then(|env| env.get("_")) else { return Default::default() };
+    let dir = file.parent().unwrap_or(home);
+    let root = dir
+        .ancestors()
+        .find(|dir| !["mise", ".mise", ".config", "conf.d"].iter().any(|name| dir.ends_with(name)))
+        .unwrap_or(dir);
+    let mut strings = Vec::new();
+    let mut values = vec![directives];
+    while let Some(value) = values.pop() {
+        match value {
+            toml::Value::String(string) => strings.push(string.as_str()),
+            toml::Value::Array(items) => values.extend(items),
+            toml::Value::Table(table) => values.extend(table.values()),
+            _ => {}
+        }
+    }
+    let (mut paths, mut cut) = (Vec::new(), Vec::new());
+    for string in strings {
+        let string = string.trim();
+        if let Some(at) = string.find("{{").or_else(|| string.find("{%")) {
+            // Cut at the template: what it names is not known.
+            let before = &string[..at];
+            let known = match before.strip_suffix('/') {
+                Some(dir) => Path::new(dir),
+                None => Path::new(before).parent().unwrap_or(Path::new("")),
+            };
+            let known = match string.strip_prefix("~/") {
+                Some(_) => home.join(known.strip_prefix("~").unwrap_or(known)),
+                None => root.join(known),
+            };
+            cut.push(super::repositories::without_dot_dots(&known));
+            continue;
+        }
+        if let Some(rest) = string.strip_prefix("~/") {
+            paths.push(home.join(rest));
+        } else if Path::new(string).is_absolute() {
+            paths.push(PathBuf::from(string));
+        } else {
+            paths.extend([dir, root].iter().map(|base| super::repositories::without_dot_dots(&base.join(string))));
+        }
+    }
+    paths.extend(cut.iter().cloned());
+    paths.sort();
+    paths.dedup();
+    (paths, cut)
 }
 
 /// A file's text, its first [`MAX_BYTES`] at most.
@@ -323,19 +412,23 @@ impl Kind {
                         let envrc = self == Kind::Envrc;
                         match (words.next(), words.next()) {
                             (Some("source" | "."), Some(file)) => names.push(unquoted(file)),
+                            // direnv's `PATH_add` and `MANPATH_add` take any number of
+                            // directories, and `path_add` a variable then directories (the
+                            // thirty-sixth re-attack's H27 kept `tools` of `PATH_add bin tools`
+                            // writable, and `path_add PYTHONPATH lib` named `PYTHONPATH`).
+                            (Some("PATH_add" | "MANPATH_add"), Some(first)) if envrc => {
+                                names.push(unquoted(first));
+                                names.extend(words.clone().map(unquoted));
+                            }
+                            (Some("path_add"), Some(_variable)) if envrc => {
+                                names.extend(words.clone().map(unquoted));
+                            }
                             // direnv's: what it sources, a directory it puts on `PATH` (its
                             // programs run by name in the user's shell there: C4), and the
                             // variables a dotenv file exports into the user's shell
                             // (`PROMPT_COMMAND`: the thirty-fourth re-attack's F17).
                             (
-                                Some(
-                                    "source_env"
-                                    | "source_env_if_exists"
-                                    | "PATH_add"
-                                    | "path_add"
-                                    | "dotenv"
-                                    | "dotenv_if_exists",
-                                ),
+                                Some("source_env" | "source_env_if_exists" | "dotenv" | "dotenv_if_exists"),
                                 Some(file),
                             ) if envrc => {
                                 let file = unquoted(file);
@@ -586,7 +679,8 @@ mod tests {
         std::fs::write(
             dots.join(".envrc"),
             "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\nPATH_add bin\neval \"$(./scripts/env.sh)\"\n\
-             export PATH=\"$PWD/tools:$PATH\"\nPATH_add \"$(pwd)/more\"\nlayout python3\n\
+             export PATH=\"$PWD/tools:$PATH\"\nPATH_add \"$(pwd)/more\"\nlayout python3\nPATH_add nodes \"libexec\"\n\
+             path_add PYTHONPATH pylib\n\
              dotenv_if_exists .env.local\ndotenv\nsource_up\nsource_env ./sub\n",
         )
         .unwrap();
@@ -635,6 +729,10 @@ mod tests {
             dots.join("keys/more"),
             dots.join("bin"),
             dots.join("scripts/env.sh"),
+            // H27: every directory `PATH_add` takes, and `path_add`'s after its variable.
+            dots.join("nodes"),
+            dots.join("libexec"),
+            dots.join("pylib"),
             // D1: what a file read in reads in beside it, by its own place: its directory.
             dots.join("shell"),
             dots.join("shell/path.sh"),
