@@ -1290,8 +1290,11 @@ fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
                 found.extend(start_up_modules(&path, tags()).into_iter().map(|module| (module, name)));
             } else {
                 // A start-up script reads what lies beside it by its own place (`__file__`: the
-                // thirty-fifth re-attack's G21): its directory, whole.
-                if matches!(name, "PYTHONSTARTUP" | "BASH_ENV" | "ENV")
+                // thirty-fifth re-attack's G21): its directory, whole. So does any file such a
+                // variable names (`require('./helpers')` in `NODE_OPTIONS`' `--require`, `.
+                // "$(dirname "$0")/lib.sh"` in an `EDITOR` script: the thirty-sixth's H26); a
+                // directory named (`PERL5LIB`) is itself what is kept.
+                if (matches!(name, "PYTHONSTARTUP" | "BASH_ENV" | "ENV") || path.is_file())
                     && let Some(dir) = path.parent().filter(|dir| dir.is_dir())
                 {
                     found.push((dir.to_path_buf(), name));
@@ -2375,11 +2378,13 @@ mod tests {
             env.vars.insert(name.into(), value);
         }
         let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        // The start-up script's directory too: it reads what lies beside it (G21).
+        // The start-up script's directory too: it reads what lies beside it (G21), as does any
+        // file such a variable names (H26: `node/`, `bin/`); a directory named is itself kept.
         let protected = ["python/startup.py", "python", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar"];
-        for protected in protected.into_iter().chain(["build/lib"]) {
+        for protected in protected.into_iter().chain(["build/lib", "node", "bin"]) {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
+        assert!(!access.read_only.contains(&repo.join("build")), "{:?}", access.read_only);
         assert!(access.watched.contains(&repo.join("lib/sitecustomize.py")), "{:?}", access.watched);
         assert!(access.notes.iter().any(|note| note.contains("BASH_ENV names it")), "{:?}", access.notes);
     }
