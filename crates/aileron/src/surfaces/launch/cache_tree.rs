@@ -77,6 +77,66 @@ fn parse(bytes: &[u8], hash_len: usize) -> Option<(Vec<Entry>, Vec<Extension>)> 
     Some((entries, extensions))
 }
 
+/// The names of the entries a split index's `index` replaces in its shared index, in the order
+/// its nameless entries come (git takes the k-th nameless entry for the shared index's entry at
+/// the k-th position the `link` extension's replace bitmap sets): what the agent staged in a split
+/// index is named so (the thirty-sixth re-attack's H23). `None` when `index` is not split, or its
+/// shared index or bitmaps do not read.
+pub fn replaced_names(git_dir: &Path, hash_len: usize) -> Option<Vec<Vec<u8>>> {
+    let bytes = git::read_capped(&git_dir.join("index"), true, git::MAX_INDEX_BYTES).ok()?;
+    let (_, extensions) = parse(&bytes, hash_len)?;
+    let link = extensions.iter().find(|extension| &extension.signature == b"link")?;
+    let data = &bytes[link.at.start + 8..link.at.end];
+    let shared = hex::encode(data.get(..hash_len)?);
+    let (_deleted, rest) = ewah_bits(&data[hash_len..], usize::MAX)?;
+    let shared = git::read_capped(&git_dir.join(format!("sharedindex.{shared}")), true, git::MAX_INDEX_BYTES).ok()?;
+    let (entries, _) = parse(&shared, hash_len)?;
+    let (replaced, _) = ewah_bits(rest, entries.len())?;
+    replaced.into_iter().map(|at| entries.get(at).map(|entry| entry.name.clone())).collect()
+}
+
+/// The positions an EWAH bitmap (git's `ewah_io.c` serialisation) sets, and the bytes after it;
+/// `None` when it does not parse or sets a position past `below`.
+fn ewah_bits(data: &[u8], below: usize) -> Option<(Vec<usize>, &[u8])> {
+    let word32 = |at: usize| data.get(at..at + 4).map(|bytes| u32::from_be_bytes(bytes.try_into().unwrap()));
+    let words = word32(4)? as usize;
+    let end = 8usize.checked_add(words.checked_mul(8)?)?.checked_add(4)?;
+    if data.len() < end {
+        return None;
+    }
+    let word = |k: usize| u64::from_be_bytes(data[8 + 8 * k..16 + 8 * k].try_into().unwrap());
+    let (mut set, mut position, mut k) = (Vec::new(), 0usize, 0usize);
+    while k < words {
+        let marker = word(k);
+        let running = ((marker >> 1) & 0xffff_ffff) as usize * 64;
+        if marker & 1 == 1 {
+            if position.checked_add(running)? > below {
+                return None;
+            }
+            set.extend(position..position + running);
+        }
+        position = position.checked_add(running)?;
+        k += 1;
+        for _ in 0..(marker >> 33) {
+            if k >= words {
+                return None;
+            }
+            let literal = word(k);
+            for bit in 0..64 {
+                if literal & (1 << bit) != 0 {
+                    if position + bit >= below {
+                        return None;
+                    }
+                    set.push(position + bit);
+                }
+            }
+            position += 64;
+            k += 1;
+        }
+    }
+    Some((set, &data[end..]))
+}
+
 /// Whether the cached trees of the index at `index` (of a repository whose object names are
 /// `hash_len` bytes) are the ones its entries make.
 pub fn look(index: &Path, hash_len: usize) -> Look {
@@ -445,6 +505,49 @@ mod tests {
         git(&repo, &["read-tree", "HEAD"], &[]);
         assert_eq!(look(&index, 20), Look::Agrees, "read-tree");
         assert!(cached(&index) > 0, "read-tree");
+    }
+
+    /// A split index's nameless entries are named by their places in the shared index, read
+    /// from the `link` extension's bitmaps (runs of words and literal words, as git writes them).
+    #[test]
+    fn a_split_indexs_nameless_entries_are_named_by_their_places() {
+        let Some((_temp, repo)) = repository() else { return };
+        for n in 0..200 {
+            std::fs::write(repo.join(format!("f{n:03}")), format!("{n}\n")).unwrap();
+        }
+        // Older than the index by far: git refreshes no entry it would take for racily clean.
+        let touched = std::process::Command::new("find")
+            .args([
+                ".",
+                "-path",
+                "./.git",
+                "-prune",
+                "-o",
+                "-type",
+                "f",
+                "-exec",
+                "touch",
+                "-d",
+                "1 hour ago",
+                "{}",
+                "+",
+            ])
+            .current_dir(&repo)
+            .status()
+            .unwrap();
+        assert!(touched.success());
+        git(&repo, &["add", "-A"], &[]);
+        git(&repo, &["commit", "-qm", "many"], &[]);
+        let split = ["-c", "splitIndex.maxPercentChange=100"];
+        git(&repo, &[&split[..], &["update-index", "--split-index"]].concat(), &[]);
+        assert_eq!(replaced_names(&repo.join(".git"), 20), Some(Vec::new()));
+        for n in [10, 150, 199] {
+            std::fs::write(repo.join(format!("f{n:03}")), "changed\n").unwrap();
+        }
+        git(&repo, &[&split[..], &["add", "f010", "f150", "f199"]].concat(), &[]);
+        let names = replaced_names(&repo.join(".git"), 20).unwrap();
+        assert_eq!(names, [&b"f010"[..], b"f150", b"f199"].map(<[u8]>::to_vec));
+        assert_eq!(replaced_names(&repo, 20), None, "not a git directory");
     }
 
     /// A sparse index (directory entries standing for their trees) agrees; a split index cannot

@@ -834,6 +834,11 @@ impl IndexEntry<'_> {
         u16::from_be_bytes([self.fixed[self.fixed.len() - 2], self.fixed[self.fixed.len() - 1]])
     }
 
+    /// The entry under `name` (a split index's nameless entry, given the name it replaces).
+    pub fn named<'b>(&'b self, name: &'b [u8]) -> IndexEntry<'b> {
+        IndexEntry { fixed: self.fixed, extended: self.extended, name }
+    }
+
     /// Everything recorded of the entry but its name.
     pub fn recorded(&self) -> (&[u8], u16) {
         (self.fixed, self.extended)

