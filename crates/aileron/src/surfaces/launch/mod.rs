@@ -1270,8 +1270,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .collect();
     // Every `.tool-versions` below the workspace (mise and asdf read the one of the directory the
     // user is in and those above it: the thirty-fifth re-attack's G7).
-    let tool_version_scopes: Vec<(PathBuf, Vec<&'static str>)> =
-        workspace_dirs.iter().map(|dir| (dir.clone(), planted::VERSION_FILES.to_vec())).collect();
+    let tool_version_scopes: Vec<(PathBuf, allow_list::Names)> =
+        workspace_dirs.iter().map(|dir| (dir.clone(), allow_list::static_names(&planted::VERSION_FILES))).collect();
     let (local_tools_at_launch, versions_cut_short_at_launch) = allow_list::trusted_files_told(&tool_version_scopes);
     cut_short_at_launch.extend(versions_cut_short_at_launch);
     let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = local_tools_at_launch
