@@ -375,6 +375,24 @@ pub fn write_access(
         let wholes = read.wholes.iter().filter_map(|whole| std::fs::canonicalize(whole).ok());
         root_wholes.extend(wholes.filter(|whole| roots_worked_in.contains(whole)));
     }
+    // A relative entry a start-up file puts on `PATH` is said as one on the launch's is (the
+    // thirty-sixth re-attack's H28: `./node_modules/.bin` in `~/.bashrc`, said nowhere).
+    let launch_path = env.var(super::PATH).unwrap_or_default();
+    let on_launch_path: Vec<String> =
+        std::env::split_paths(&launch_path).map(|entry| entry.display().to_string()).collect();
+    let startup_files: Vec<PathBuf> = startup.iter().filter(|path| path.is_file()).cloned().collect();
+    for (entry, file) in relative_path_entries(&startup_files) {
+        if on_launch_path.contains(&entry) {
+            continue;
+        }
+        access.notes.push(format!(
+            "{entry}, which {} puts on your PATH, is relative, so it names a directory in whatever directory your \
+             shell is in, the agent's workspace among them: a program the agent puts there (a `git`, an `ls`) runs \
+             as you when you type its name there\nhint: look at what changed there after the session, or keep that \
+             entry off PATH",
+            super::shown(&file)
+        ));
+    }
     // The repositories those reach around themselves in (F4, F8 of the thirty-fourth re-attack),
     // and a root a start-up file reads in by a pattern or a name only running it tells (G15).
     let mut trees = startup_repositories(&run_by_themselves, &homes, &access, &user_paths);
@@ -823,6 +841,36 @@ fn path_notes(env: &LaunchEnv, writable: &[PathBuf], notes: &mut Vec<String>) {
             super::shown(&entry)
         ));
     }
+}
+
+/// The relative entries (`./node_modules/.bin`, `bin`, `.`) that `files` put on `PATH` by an
+/// assignment (`PATH=`, `export PATH=`, `PATH+=`), each with the first file that does.
+fn relative_path_entries(files: &[PathBuf]) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    for file in files {
+        let Ok(text) = super::sourced::read_limited(file) else { continue };
+        for line in text.lines().map(str::trim).filter(|line| !line.starts_with('#')) {
+            let mut rest = line;
+            while let Some(at) = rest.find("PATH=").or_else(|| rest.find("PATH+=")) {
+                let before = rest[..at].chars().next_back();
+                let value = rest[at..].split_once('=').map_or("", |(_, value)| value);
+                rest = value;
+                // `PATH` itself, not `MANPATH` or `PYTHONPATH`.
+                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let value = value.split(|c: char| c.is_whitespace() || c == ';').next().unwrap_or_default();
+                for entry in value.trim_matches(|c| c == '"' || c == '\'').split(':') {
+                    let entry = entry.trim_matches(|c| c == '"' || c == '\'');
+                    let absolute = entry.starts_with(['/', '$', '~', '`']) || entry.is_empty();
+                    if !absolute && !found.iter().any(|(seen, _)| seen == entry) {
+                        found.push((entry.to_string(), file.clone()));
+                    }
+                }
+            }
+        }
+    }
+    found
 }
 
 /// The links in the home that lead into what the agent may write but not to one such root itself:
@@ -2203,6 +2251,20 @@ mod tests {
         let named = |entry: &str| access.notes.iter().any(|note| note.starts_with(&format!("{entry} on your PATH")));
         assert!(named(&own.display().to_string()) && named("node_modules/.bin"), "{:?}", access.notes);
         assert!(!named("/usr/bin"));
+        // H28: a relative entry a start-up file puts on PATH, said once (`node_modules/.bin` is
+        // said above already); `MANPATH`'s is not one.
+        std::fs::write(
+            home.join(".bashrc"),
+            "export PATH=\"./node_modules/.bin:$PATH\"\nPATH=bin:$HOME/.local/bin:$PATH\nexport MANPATH=man:$MANPATH\n\
+             PATH+=:node_modules/.bin\n",
+        )
+        .unwrap();
+        let access = write_access(Agent::Pi, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        let put = |entry: &str| {
+            let said = format!("{entry}, which {} puts on your PATH, is relative", home.join(".bashrc").display());
+            access.notes.iter().filter(|note| note.starts_with(&said)).count()
+        };
+        assert_eq!((put("./node_modules/.bin"), put("bin"), put("man"), put("node_modules/.bin")), (1, 1, 0, 0));
     }
 
     /// The seventh re-attack: a config including a file that includes itself 50 times, ten levels
