@@ -140,28 +140,42 @@ fn ewah_bits(data: &[u8], below: usize) -> Option<(Vec<usize>, &[u8])> {
 /// Whether the cached trees of the index at `index` (of a repository whose object names are
 /// `hash_len` bytes) are the ones its entries make.
 pub fn look(index: &Path, hash_len: usize) -> Look {
+    // An index larger than is read here is not taken cut short (the thirty-seventh re-attack's I3
+    // ended the first 256 MiB like a whole index and put its cache after them, where git reads on).
+    let too_large = std::fs::metadata(index).is_ok_and(|metadata| metadata.len() > git::MAX_INDEX_BYTES);
     let Ok(bytes) = git::read_capped(index, true, git::MAX_INDEX_BYTES) else { return Look::Agrees };
+    if too_large {
+        return Look::Untold;
+    }
     if !bytes.starts_with(b"DIRC") {
         // Not an index git reads (it refuses to work): no cache of it is used.
         return Look::Agrees;
     }
     let Some((entries, extensions)) = parse(&bytes, hash_len) else { return Look::Untold };
-    let Some(tree) = extensions.iter().find(|extension| &extension.signature == b"TREE") else {
+    let trees: Vec<&Extension> = extensions.iter().filter(|extension| &extension.signature == b"TREE").collect();
+    if trees.is_empty() {
         return Look::Agrees;
-    };
+    }
     if extensions.iter().any(|extension| &extension.signature == b"link") {
         return Look::Untold;
     }
-    let Some(cached) = cached_trees(&bytes[tree.at.start + 8..tree.at.end], hash_len) else { return Look::Untold };
     let Some(made) = trees_made(&entries, hash_len) else { return Look::Untold };
-    let forged: Vec<Vec<u8>> = cached
-        .into_iter()
-        .filter(|cached| {
-            let made = made.get(cached.path.as_slice());
-            made.is_none_or(|tree| tree.count != cached.count || tree.object_name != cached.object_name)
-        })
-        .map(|cached| cached.path)
-        .collect();
+    // Every one: git keeps the last it reads (I3's sibling, I13: a true cache, then a forged one).
+    let mut forged: Vec<Vec<u8>> = Vec::new();
+    for tree in trees {
+        let Some(cached) = cached_trees(&bytes[tree.at.start + 8..tree.at.end], hash_len) else { return Look::Untold };
+        forged.extend(
+            cached
+                .into_iter()
+                .filter(|cached| {
+                    let made = made.get(cached.path.as_slice());
+                    made.is_none_or(|tree| tree.count != cached.count || tree.object_name != cached.object_name)
+                })
+                .map(|cached| cached.path),
+        );
+    }
+    forged.sort();
+    forged.dedup();
     if forged.is_empty() { Look::Agrees } else { Look::Forged(forged) }
 }
 
@@ -308,39 +322,80 @@ fn object_name(kind: &[u8], body: &[u8], hash_len: usize) -> Vec<u8> {
     context.finish().as_ref().to_vec()
 }
 
-/// Drops the cached trees from the index at `index`, as git takes an index for writing (its
-/// `index.lock`, made new, then renamed over it, synced): git makes them again from the entries.
-/// The `EOIE` extension (a checksum over the extensions' headers, an optimisation) goes too.
-pub fn drop_cached_trees(index: &Path, hash_len: usize) -> std::io::Result<()> {
-    use std::io::Write as _;
+/// The extensions that only spare git work, each of which the agent could forge to change what
+/// git shows or commits: the cached trees (`TREE`: H13), the untracked cache (`UNTR`: a new file
+/// left out of `git status`, the thirty-seventh re-attack's I10), the file-system monitor's token
+/// (`FSMN`), and the offsets that let git read the entries elsewhere than in sequence (`EOIE`,
+/// `IEOT`: I11 hid its entries where only git's threaded reader found them). Git makes each again.
+const CACHES: [&[u8; 4]; 5] = [b"TREE", b"UNTR", b"FSMN", b"EOIE", b"IEOT"];
+
+/// Drops [`CACHES`] from the index at `index` (nothing is written when it has none), as git takes
+/// an index for writing: its `index.lock` made new, the index copied into it without them and
+/// with its checksum made again (left zero where `index.skipHash` wrote it so), synced, renamed
+/// over the index. Read in a stream, whatever its size (I3).
+pub fn drop_caches(index: &Path, hash_len: usize) -> std::io::Result<()> {
+    use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
     use std::os::unix::fs::OpenOptionsExt as _;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, git::open_index(index)?);
+    let metadata = reader.get_ref().metadata()?;
+    let (size, modified) = (metadata.len(), metadata.modified()?);
+    let unparsed = || std::io::Error::other("the index does not parse");
+    let mut header = [0u8; 12];
+    reader.read_exact(&mut header)?;
+    reader.rewind()?;
+    let count = u32::from_be_bytes(header[8..12].try_into().unwrap()) as usize;
+    let mut read = 0usize;
+    git::index_entries(&mut reader, hash_len, |_| read += 1);
+    if read != count {
+        return Err(unparsed());
+    }
+    let body_end = size.checked_sub(hash_len as u64).ok_or_else(unparsed)?;
+    // The extensions: where each is and whether it goes.
+    let mut at = reader.stream_position()?;
+    let mut kept: Vec<std::ops::Range<u64>> = Vec::new();
+    kept.push(0..at);
+    let mut dropped = false;
+    while at < body_end {
+        let mut extension = [0u8; 8];
+        reader.seek(SeekFrom::Start(at))?;
+        reader.read_exact(&mut extension)?;
+        let end = at + 8 + u64::from(u32::from_be_bytes(extension[4..8].try_into().unwrap()));
+        if end > body_end {
+            return Err(unparsed());
+        }
+        if CACHES.iter().any(|cache| extension[..4] == cache[..]) {
+            dropped = true;
+        } else {
+            kept.push(at..end);
+        }
+        at = end;
+    }
+    if !dropped {
+        return Ok(());
+    }
+    let mut trailer = vec![0u8; hash_len];
+    reader.seek(SeekFrom::Start(body_end))?;
+    reader.read_exact(&mut trailer)?;
     let lock = index
         .with_file_name(format!("{}.lock", index.file_name().map(|name| name.to_string_lossy()).unwrap_or_default()));
     // `create_new`: a lock there (git at work, or one the agent left) is not taken, nor followed.
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o666).open(&lock)?;
+    let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o666).open(&lock)?;
     let written = (|| {
-        let bytes = git::read_capped(index, true, git::MAX_INDEX_BYTES)?;
-        let unparsed = || std::io::Error::other("the index does not parse");
-        let (_, extensions) = parse(&bytes, hash_len).ok_or_else(unparsed)?;
-        let dropped = |extension: &&Extension| matches!(&extension.signature, b"TREE" | b"EOIE");
-        let mut kept = Vec::with_capacity(bytes.len());
-        let mut from = 0;
-        for extension in extensions.iter().filter(dropped) {
-            kept.extend_from_slice(&bytes[from..extension.at.start]);
-            from = extension.at.end;
+        let algorithm = if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
+        let mut out = Hashing { file: std::io::BufWriter::new(file), digest: ring::digest::Context::new(algorithm) };
+        for range in kept {
+            reader.seek(SeekFrom::Start(range.start))?;
+            std::io::copy(&mut (&mut reader).take(range.end - range.start), &mut out)?;
         }
-        let body_end = bytes.len() - hash_len;
-        kept.extend_from_slice(&bytes[from..body_end]);
+        let Hashing { mut file, digest } = out;
         // An index written without its checksum (`index.skipHash`) stays so.
-        let checksum = if bytes[body_end..].iter().all(|&byte| byte == 0) {
-            vec![0; hash_len]
-        } else {
-            let algorithm =
-                if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
-            ring::digest::digest(algorithm, &kept).as_ref().to_vec()
-        };
-        kept.extend_from_slice(&checksum);
-        file.write_all(&kept)?;
+        let checksum = if trailer.iter().all(|&byte| byte == 0) { trailer } else { digest.finish().as_ref().to_vec() };
+        file.write_all(&checksum)?;
+        let file = file.into_inner().map_err(|error| error.into_error())?;
+        // The index's own time kept: git takes an entry as unchanged by its stat data only when
+        // its file is older than the index, and a later time would make a racily clean entry
+        // look settled.
+        file.set_modified(modified)?;
         file.sync_all()?;
         std::fs::rename(&lock, index)?;
         if let Some(dir) = index.parent() {
@@ -354,12 +409,30 @@ pub fn drop_cached_trees(index: &Path, hash_len: usize) -> std::io::Result<()> {
     written
 }
 
+/// A writer that also hashes what it writes.
+struct Hashing<W> {
+    file: W,
+    digest: ring::digest::Context,
+}
+
+impl<W: std::io::Write> std::io::Write for Hashing<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.file.write(bytes)?;
+        self.digest.update(&bytes[..written]);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// `git` in `repo` with `env` and none of the user's config: its output, trimmed.
-    fn git(repo: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
+    pub(in super::super) fn git(repo: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
         let output = std::process::Command::new("git")
             .args(["-c", "user.name=U", "-c", "user.email=u@x"])
             .args(args)
@@ -375,7 +448,7 @@ mod tests {
 
     /// A repository with a committed hook (`githooks/pre-commit`), a file at the top and one two
     /// directories down, or `None` where git is missing.
-    fn repository() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    pub(in super::super) fn repository() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
         let temp = tempfile::tempdir().unwrap();
         let repo = temp.path().to_path_buf();
         std::process::Command::new("git").arg("--version").output().ok()?;
@@ -403,9 +476,26 @@ mod tests {
         tree.map_or(0, |tree| cached_trees(&bytes[tree.at.start + 8..tree.at.end], hash_len).unwrap().len())
     }
 
+    /// The `TREE` extension (header included) of an index of the agent's: `repo`'s `HEAD` with
+    /// its own `githooks/pre-commit`, its cached trees made by git.
+    pub(in super::super) fn agents_cached_trees(repo: &Path) -> Vec<u8> {
+        let scratch = tempfile::tempdir().unwrap();
+        let index = scratch.path().join("index");
+        let env = [("GIT_INDEX_FILE", index.as_path())];
+        git(repo, &["read-tree", "HEAD"], &env);
+        std::fs::write(scratch.path().join("hook"), "#!/bin/sh\ntouch pwned\n").unwrap();
+        let hook = git(repo, &["hash-object", "-w", &scratch.path().join("hook").display().to_string()], &[]);
+        git(repo, &["update-index", "--cacheinfo", &format!("100755,{hook},githooks/pre-commit")], &env);
+        git(repo, &["write-tree"], &env);
+        let theirs = std::fs::read(&index).unwrap();
+        let (_, extensions) = parse(&theirs, 20).unwrap();
+        let tree = &extensions.iter().find(|extension| &extension.signature == b"TREE").unwrap().at;
+        theirs[tree.clone()].to_vec()
+    }
+
     /// The index with its `TREE` extension replaced by `tree`'s (the whole extension, header
     /// included), its checksum made again: what the agent writes.
-    fn with_cached_trees(index: &[u8], tree: &[u8]) -> Vec<u8> {
+    pub(in super::super) fn with_cached_trees(index: &[u8], tree: &[u8]) -> Vec<u8> {
         let (_, extensions) = parse(index, 20).unwrap();
         let at = &extensions.iter().find(|extension| &extension.signature == b"TREE").unwrap().at;
         let mut forged = [&index[..at.start], tree, &index[at.end..index.len() - 20]].concat();
@@ -427,19 +517,9 @@ mod tests {
         assert_eq!(look(&index, 20), Look::Agrees, "a commit's index");
         assert!(cached(&index) > 0, "a commit's index");
 
-        let scratch = repo.join(".git/scratch");
-        let env = [("GIT_INDEX_FILE", scratch.as_path())];
-        git(&repo, &["read-tree", "HEAD"], &env);
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("hook"), "#!/bin/sh\ntouch pwned\n").unwrap();
-        let hook = git(&repo, &["hash-object", "-w", &outside.path().join("hook").display().to_string()], &[]);
-        git(&repo, &["update-index", "--cacheinfo", &format!("100755,{hook},githooks/pre-commit")], &env);
-        git(&repo, &["write-tree"], &env);
-        let theirs = std::fs::read(&scratch).unwrap();
-        let (_, extensions) = parse(&theirs, 20).unwrap();
-        let tree = &extensions.iter().find(|extension| &extension.signature == b"TREE").unwrap().at;
-        let forged = with_cached_trees(&std::fs::read(&index).unwrap(), &theirs[tree.clone()]);
-        std::fs::write(&index, forged).unwrap();
+        let true_index = std::fs::read(&index).unwrap();
+        let theirs = agents_cached_trees(&repo);
+        std::fs::write(&index, with_cached_trees(&true_index, &theirs)).unwrap();
 
         // The route: `git status` shows nothing, and a copy's next commit takes the agent's hook.
         assert_eq!(git(&repo, &["status", "--porcelain"], &[]), "", "git takes the forged cache");
@@ -459,7 +539,7 @@ mod tests {
         let Look::Forged(mut named) = look(&index, 20) else { panic!("{:?}", look(&index, 20)) };
         named.sort();
         assert_eq!(named, vec![b"".to_vec(), b"githooks".to_vec()]);
-        drop_cached_trees(&index, 20).unwrap();
+        drop_caches(&index, 20).unwrap();
         assert_eq!(look(&index, 20), Look::Agrees);
         std::fs::write(repo.join("README"), "changed\n").unwrap();
         git(&repo, &["add", "README"], &[]);
@@ -468,6 +548,22 @@ mod tests {
         assert_eq!(git(&repo, &["status", "--porcelain"], &[]), "");
         assert_eq!(look(&index, 20), Look::Agrees, "git's own cache again");
         assert!(cached(&index) > 0, "git's own cache again");
+
+        // The thirty-seventh re-attack's I13: the true cache first, the agent's after it (git keeps
+        // the last it reads).
+        let true_now = std::fs::read(&index).unwrap();
+        let (_, extensions) = parse(&true_now, 20).unwrap();
+        let end = extensions.iter().find(|extension| &extension.signature == b"TREE").unwrap().at.end;
+        let mut twice = [&true_now[..end], &theirs[..], &true_now[end..true_now.len() - 20]].concat();
+        let checksum = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &twice);
+        twice.extend_from_slice(checksum.as_ref());
+        std::fs::write(&index, &twice).unwrap();
+        assert!(matches!(look(&index, 20), Look::Forged(named) if named.contains(&b"githooks".to_vec())));
+        // (Git's own status writes the index again with the one it kept.)
+        assert_eq!(git(&repo, &["status", "--porcelain"], &[]), "", "git takes the second");
+        drop_caches(&index, 20).unwrap();
+        assert_eq!(cached(&index), 0, "every cached tree dropped");
+        git(&repo, &["write-tree"], &[]);
 
         // Only the count forged: git would skip the entries after the directory's.
         let mut index_bytes = std::fs::read(&index).unwrap();
@@ -481,7 +577,7 @@ mod tests {
         index_bytes[body..].copy_from_slice(checksum.as_ref());
         std::fs::write(&index, &index_bytes).unwrap();
         assert_eq!(look(&index, 20), Look::Forged(vec![b"githooks".to_vec()]));
-        drop_cached_trees(&index, 20).unwrap();
+        drop_caches(&index, 20).unwrap();
 
         // What git writes agrees: a file added with `-N`, a checkout, a conflict, `read-tree`.
         std::fs::write(repo.join("src/lib/b.rs"), "fn b() {}\n").unwrap();
@@ -505,6 +601,69 @@ mod tests {
         git(&repo, &["read-tree", "HEAD"], &[]);
         assert_eq!(look(&index, 20), Look::Agrees, "read-tree");
         assert!(cached(&index) > 0, "read-tree");
+    }
+
+    /// The thirty-seventh re-attack's I3, I10 and I11: an index larger than is read here is not
+    /// taken for one that agrees, and its caches are dropped by reading it in a stream; the other
+    /// caches the agent could forge (the untracked cache, the entries' offsets) go with the trees,
+    /// and the index keeps its time.
+    #[test]
+    fn every_cache_is_dropped_whatever_the_index_size() {
+        let Some((_temp, repo)) = repository() else { return };
+        let index = repo.join(".git/index");
+        git(&repo, &["update-index", "--untracked-cache"], &[]);
+        git(&repo, &["status", "--porcelain"], &[]);
+        let offsets = ["-c", "index.recordEndOfIndexEntries=true", "-c", "index.recordOffsetTable=true"];
+        git(&repo, &[&offsets[..], &["update-index", "--force-write-index"]].concat(), &[]);
+        let signatures = || {
+            let (_, extensions) = parse(&std::fs::read(&index).unwrap(), 20).unwrap();
+            extensions
+                .iter()
+                .map(|extension| String::from_utf8_lossy(&extension.signature).into_owned())
+                .collect::<Vec<_>>()
+        };
+        // (Git writes `IEOT` only for an index large enough to read in several threads.)
+        for cache in ["TREE", "UNTR", "EOIE"] {
+            assert!(signatures().iter().any(|found| found == cache), "{cache} in {:?}", signatures());
+        }
+        let before = std::fs::metadata(&index).unwrap().modified().unwrap();
+        drop_caches(&index, 20).unwrap();
+        assert_eq!(signatures(), Vec::<String>::new());
+        assert_eq!(std::fs::metadata(&index).unwrap().modified().unwrap(), before);
+        assert_eq!(git(&repo, &["status", "--porcelain"], &[]), "");
+        drop_caches(&index, 20).unwrap();
+
+        // Past 256 MiB: an untracked cache of nothing filling it, the agent's trees after.
+        let true_index = std::fs::read(&index).unwrap();
+        git(&repo, &["write-tree"], &[]);
+        let with_trees = std::fs::read(&index).unwrap();
+        let (_, extensions) = parse(&with_trees, 20).unwrap();
+        let start = extensions[0].at.start as u64;
+        let filler = git::MAX_INDEX_BYTES;
+        let huge = repo.join(".git/huge-index");
+        {
+            use std::io::{Seek as _, Write as _};
+            let mut file = std::fs::File::create(&huge).unwrap();
+            // The first 256 MiB end as a whole index would: its last 20 bytes (a second untracked
+            // cache, of nothing) read as its checksum.
+            let filler = filler - 20 - (start + 8);
+            file.write_all(&true_index[..start as usize]).unwrap();
+            file.write_all(b"UNTR").unwrap();
+            file.write_all(&(filler as u32).to_be_bytes()).unwrap();
+            file.seek(std::io::SeekFrom::Current(filler as i64)).unwrap();
+            file.write_all(b"UNTR\0\0\0\x0c").unwrap();
+            file.write_all(&[0u8; 12]).unwrap();
+            file.write_all(&agents_cached_trees(&repo)).unwrap();
+            file.write_all(&[1u8; 20]).unwrap();
+        }
+        assert!(std::fs::metadata(&huge).unwrap().len() > git::MAX_INDEX_BYTES);
+        assert_eq!(look(&huge, 20), Look::Untold);
+        drop_caches(&huge, 20).unwrap();
+        let dropped = std::fs::read(&huge).unwrap();
+        assert_eq!(&dropped[..start as usize], &true_index[..start as usize]);
+        assert_eq!(dropped.len(), start as usize + 20, "nothing but the entries and a checksum");
+        std::fs::rename(&huge, &index).unwrap();
+        assert_eq!(git(&repo, &["status", "--porcelain"], &[]), "", "git reads what is left");
     }
 
     /// A split index's nameless entries are named by their places in the shared index, read
@@ -570,7 +729,7 @@ mod tests {
         git(&repo, &["add", "README"], &[]);
         git(&repo, &["write-tree"], &[]);
         assert_eq!(look(&index, 20), Look::Untold);
-        drop_cached_trees(&index, 20).unwrap();
+        drop_caches(&index, 20).unwrap();
         git(&repo, &["commit", "-qm", "split"], &[]);
         assert_eq!(git(&repo, &["show", "HEAD:README"], &[]), "split");
         assert_eq!(git(&repo, &["status", "--porcelain"], &[]), "");

@@ -756,6 +756,11 @@ pub fn hash_len(git_dir: &Path) -> usize {
     if config.is_ok_and(|bytes| sha256(&parse(&String::from_utf8_lossy(&bytes)))) { 32 } else { 20 }
 }
 
+/// An index opened as git opens it (through a link), without waiting: only a regular file.
+pub(super) fn open_index(path: &Path) -> std::io::Result<std::fs::File> {
+    open_regular(path)
+}
+
 /// `path` opened for reading, following links, without waiting (a FIFO there must not stall the
 /// launcher): only a regular file.
 fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {

