@@ -2692,6 +2692,15 @@ mod tests {
         std::fs::write(repo.join("mise.toml"), "[env]\n_.source = \"{{ env.TOOLS }}/x.sh\"\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.read_only.contains(&repo), "{:?}", access.read_only);
+        // I7: a command run in the config's directory (a template's `exec`, a hook): all of it.
+        for config in [
+            "[env]\nGIT_SHA = \"{{ exec(command='sh scripts/v.sh') }}\"\n",
+            "[hooks]\nenter = \"sh hooks/on-enter.sh\"\n",
+        ] {
+            std::fs::write(repo.join("mise.toml"), config).unwrap();
+            let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+            assert!(access.read_only.contains(&repo), "{config}: {:?}", access.read_only);
+        }
         std::fs::write(repo.join("mise.toml"), "[env]\n_.path = \"tools/{{ env.ARCH }}/bin\"\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.read_only.contains(&repo.join("tools")), "{:?}", access.read_only);

@@ -121,9 +121,21 @@ pub fn read_in_all(files: &[PathBuf], home: &Path) -> ReadIn {
         if depth > 0 {
             named.extend(file.parent().map(Path::to_path_buf));
         }
-        // direnv's `layout` puts `.direnv/<…>/bin` on `PATH` (D5).
-        if kind == Kind::Envrc && text.lines().any(|line| line.trim_start().starts_with("layout ")) {
-            named.push(base.join(".direnv"));
+        // direnv's `layout` puts `.direnv/<…>/bin` on `PATH` (D5), and some layouts a directory of
+        // the project's own (the thirty-seventh re-attack's I8: `layout node`'s `node_modules/.bin`).
+        if kind == Kind::Envrc {
+            for layout in text.lines().filter_map(|line| line.trim_start().strip_prefix("layout ")) {
+                named.push(base.join(".direnv"));
+                let added: &[&str] = match layout.split_whitespace().next().unwrap_or_default() {
+                    "node" => &["node_modules/.bin"],
+                    "go" => &["bin"],
+                    "php" => &["vendor/bin"],
+                    "ruby" => &["bin"],
+                    "poetry" | "pipenv" | "uv" => &[".venv"],
+                    _ => &[],
+                };
+                named.extend(added.iter().map(|dir| base.join(dir)));
+            }
         }
         for path in named {
             // A pattern (`Include ~/dotfiles/ssh/*.conf`, `for f in ~/dotfiles/*/init.sh`): the
@@ -241,12 +253,25 @@ fn is_mise_config(file: &Path) -> bool {
 /// whole: the root itself when nothing comes before).
 fn mise_paths(text: &str, file: &Path, home: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let Ok(table) = text.parse::<toml::Table>() else { return Default::default() };
-    let Some(directives) = table.get("env").and_then(|env| env.get("_")) else { return Default::default() };
     let dir = file.parent().unwrap_or(home);
     let root = dir
         .ancestors()
         .find(|dir| !["mise", ".mise", ".config", "conf.d"].iter().any(|name| dir.ends_with(name)))
         .unwrap_or(dir);
+    // What runs a command in the config's directory at the user's prompt — a template's `exec(…)`
+    // in any value, a `{% … %}` block, a `[hooks]` table (`enter`, `cd`, a task) — can run any file
+    // of it by any name (the thirty-seventh re-attack's I7: `GIT_SHA = "{{ exec(command='sh
+    // scripts/v.sh') }}"`, `[hooks] enter = "sh hooks/on-enter.sh"`): the root, whole.
+    let runs_commands = table.contains_key("hooks")
+        || text.contains("{%")
+        || text
+            .split("{{")
+            .skip(1)
+            .any(|template| template.split("}}").next().is_some_and(|inside| inside.contains("exec")));
+    if runs_commands {
+        return (vec![root.to_path_buf()], vec![root.to_path_buf()]);
+    }
+    let Some(directives) = table.get("env").and_then(|env| env.get("_")) else { return Default::default() };
     let mut strings = Vec::new();
     let mut values = vec![directives];
     while let Some(value) = values.pop() {
@@ -398,7 +423,7 @@ impl Kind {
                                         | "command"
                                         | "builtin"
                                         | "exec"
-                                )
+                                ) || word.ends_with("()")
                             });
                         // A program run by a relative name in the directory entered
                         // (`cd ~/dotfiles && ./bin/update-check.sh`: G10).
@@ -680,7 +705,7 @@ mod tests {
             dots.join(".envrc"),
             "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\nPATH_add bin\neval \"$(./scripts/env.sh)\"\n\
              export PATH=\"$PWD/tools:$PATH\"\nPATH_add \"$(pwd)/more\"\nlayout python3\nPATH_add nodes \"libexec\"\n\
-             path_add PYTHONPATH pylib\n\
+             path_add PYTHONPATH pylib\naddtools() { PATH_add b3; }\nlayout node\n\
              dotenv_if_exists .env.local\ndotenv\nsource_up\nsource_env ./sub\n",
         )
         .unwrap();
@@ -733,6 +758,9 @@ mod tests {
             dots.join("nodes"),
             dots.join("libexec"),
             dots.join("pylib"),
+            // I8: in a function's body, and what `layout node` adds.
+            dots.join("b3"),
+            dots.join("node_modules/.bin"),
             // D1: what a file read in reads in beside it, by its own place: its directory.
             dots.join("shell"),
             dots.join("shell/path.sh"),
