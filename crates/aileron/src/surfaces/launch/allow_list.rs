@@ -1100,14 +1100,50 @@ pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<Pat
             found.extend(there.filter(|path| std::fs::symlink_metadata(path).is_ok()));
         };
         below(scope, &mut found);
-        let whole = walk_entering(vec![scope.clone()], TRUSTED_WALK_BUDGET, entered, |entry, kind| {
+        // A link to a directory the walk does not enter, in the scope (`tools -> .git/info/tools`:
+        // the tools resolve where they stand, and trust it there: the thirty-seventh re-attack's
+        // I9), is walked where it leads.
+        let real_scope = std::fs::canonicalize(scope).unwrap_or_else(|_| scope.clone());
+        let mut linked: Vec<PathBuf> = Vec::new();
+        let visit = |entry: &std::fs::DirEntry,
+                     kind: std::fs::FileType,
+                     found: &mut Vec<PathBuf>,
+                     linked: &mut Vec<PathBuf>| {
             if names.iter().any(|wanted| name_matches(&entry.file_name().to_string_lossy(), wanted)) {
                 found.push(entry.path());
             }
             if kind.is_dir() && !paths.is_empty() {
-                below(&entry.path(), &mut found);
+                below(&entry.path(), found);
             }
+            if kind.is_symlink()
+                && let Ok(target) = std::fs::canonicalize(entry.path())
+                && target.is_dir()
+                && let Ok(inside) = target.strip_prefix(&real_scope)
+                && inside
+                    .iter()
+                    .any(|part| NOT_ENTERED_FOR_LINKS.iter().chain(&["target", ".venv"]).any(|skip| part == *skip))
+                && linked.len() < 64
+            {
+                linked.push(target);
+            }
+        };
+        let mut whole = walk_entering(vec![scope.clone()], TRUSTED_WALK_BUDGET, entered, |entry, kind| {
+            visit(entry, kind, &mut found, &mut linked);
         });
+        linked.sort();
+        linked.dedup();
+        for target in linked {
+            below(&target, &mut found);
+            // (Links there are not followed in turn.)
+            whole &= walk_entering(
+                vec![target],
+                TRUSTED_WALK_BUDGET,
+                |_| true,
+                |entry, kind| {
+                    visit(entry, kind, &mut found, &mut Vec::new());
+                },
+            );
+        }
         if !whole {
             cut_short.push(scope.clone());
         }
@@ -2765,6 +2801,14 @@ mod tests {
         let found = trusted_files_in(&access.trusted);
         assert!(found.contains(&repo.join("target/debug/app-gdb.py")), "{found:?}");
         std::fs::remove_dir_all(repo.join("target")).unwrap();
+        // I9: in a directory the walk does not enter, reached by a link in the scope.
+        std::fs::create_dir_all(repo.join(".git/info/tools")).unwrap();
+        std::fs::write(repo.join(".git/info/tools/.gdbinit"), "shell touch pwned\n").unwrap();
+        std::os::unix::fs::symlink(".git/info/tools", repo.join("tools")).unwrap();
+        let found = trusted_files_in(&access.trusted);
+        let real = std::fs::canonicalize(repo.join(".git/info/tools")).unwrap().join(".gdbinit");
+        assert!(found.contains(&real), "{found:?}");
+        std::fs::remove_file(repo.join("tools")).unwrap();
         // Without those settings, nothing of it.
         for file in [".gdbinit", ".vimrc", ".config/direnv/direnv.toml"] {
             std::fs::remove_file(home.join(file)).unwrap();
