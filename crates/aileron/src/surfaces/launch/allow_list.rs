@@ -326,6 +326,18 @@ pub fn write_access(
     // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
     // whitelist): read-only there, or watched where missing.
     access.trusted.extend(trusted_project_files(env, &roots_worked_in));
+    // A program gdb loads can carry its script inside (a `.debug_gdb_scripts` section: the
+    // thirty-seventh re-attack's I5): no name to keep. Said.
+    let gdb_loads = access.trusted.iter().filter(|(_, names)| names.iter().any(|name| name.contains("-gdb.")));
+    for (root, _) in gdb_loads {
+        access.notes.push(format!(
+            "your gdb settings let it run the scripts a program names when gdb loads it (`auto-load safe-path`): a \
+             program the agent builds in {} can carry one, and gdb would run it as you when you load that program\n\
+             hint: load what the agent built with `gdb -iex 'set auto-load python-scripts off' -iex 'set auto-load \
+             gdb-scripts off'`",
+            super::shown(root)
+        ));
+    }
     (access.trusted_files, access.trusted_cut_short) = trusted_files_told(&access.trusted);
     startup.extend(access.trusted_files.iter().cloned());
     for (scope, names) in &access.trusted {
@@ -935,48 +947,29 @@ pub fn trusted_project_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<(PathBuf
     };
     let covered = |dir: &Path| covered_by(dir, roots);
     let mut scopes: Vec<(PathBuf, Names)> = Vec::new();
-    // gdb: `set auto-load safe-path A:B`, `add-auto-load-safe-path A`.
-    let gdb = text(&[home.join(".gdbinit"), config.join("gdb/gdbinit")]);
-    for line in gdb.lines().map(str::trim) {
-        let listed =
-            line.strip_prefix("set auto-load safe-path").or_else(|| line.strip_prefix("add-auto-load-safe-path"));
-        for dir in listed.into_iter().flat_map(|list| list.split(':')).map(expand) {
-            scopes.extend(covered(&dir).into_iter().map(|scope| (scope, static_names(&GDB_TRUSTED))));
-        }
-    }
-    // vim and Neovim: `exrc` set by any spelling (`set exrc`, `se ex`, `let &exrc = 1`,
-    // `vim.o.exrc = true`, `vim.cmd('set exrc')`), not turned off on the same line.
-    let vim = text(&[
-        home.join(".vimrc"),
-        home.join(".vim/vimrc"),
-        config.join("vim/vimrc"),
-        config.join("nvim/init.vim"),
-        config.join("nvim/init.lua"),
+    // The files gdb, vim, Neovim and lldb run from the directory they start in have no other use,
+    // and whether the user's settings let them run cannot be told from those settings' many
+    // spellings (the thirty-seventh re-attack's I1 and I2: `set  auto-load safe /`, a Python
+    // block, `gdbearlyinit`; `set invexrc`, `exe 'set ex' . 'rc'`, `runtime options.vim`): in
+    // every root, whatever the settings say.
+    scopes.extend(roots.iter().map(|root| (root.clone(), static_names(&PROJECT_START_UP_FILES))));
+    // gdb's scripts beside a program it loads (H30), where its settings may let it load them: any
+    // spelling of `auto-load` with `safe`, or a Python or Guile block (what it sets cannot be
+    // read), and the roots are taken as covered.
+    let gdb = text(&[
+        home.join(".gdbinit"),
+        home.join(".gdbearlyinit"),
+        config.join("gdb/gdbinit"),
+        config.join("gdb/gdbearlyinit"),
     ]);
-    let exrc =
-        vim.lines().map(str::trim).filter(|line| !line.starts_with('"') && !line.starts_with("--")).any(|line| {
-            let words: Vec<&str> =
-                line.split(|c: char| !c.is_alphanumeric() && c != '&').filter(|w| !w.is_empty()).collect();
-            let setting = words.iter().any(|word| matches!(*word, "exrc" | "&exrc"))
-                || (words.first().is_some_and(|word| matches!(*word, "set" | "se" | "setglobal"))
-                    && words.contains(&"ex"));
-            setting && !words.iter().any(|word| matches!(*word, "noexrc" | "false" | "0"))
-        });
-    if exrc {
-        scopes.extend(
-            roots.iter().map(|root| {
-                (root.clone(), static_names(&[".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc"]))
-            }),
-        );
-    }
-    // lldb: `settings set target.load-cwd-lldbinit true`.
-    if text(&[home.join(".lldbinit")])
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .windows(2)
-        .any(|pair| pair == ["target.load-cwd-lldbinit", "true"])
-    {
-        scopes.extend(roots.iter().map(|root| (root.clone(), static_names(&[".lldbinit"]))));
+    let gdb = gdb.to_ascii_lowercase();
+    let loads_scripts = gdb.lines().map(str::trim).filter(|line| !line.starts_with('#')).any(|line| {
+        let words: Vec<&str> = line.split(|c: char| c.is_whitespace() || c == '(' || c == '"').collect();
+        (line.contains("auto-load") && line.contains("safe"))
+            || words.first().is_some_and(|word| matches!(*word, "python" | "py" | "pi" | "guile" | "gu" | "gr"))
+    });
+    if loads_scripts {
+        scopes.extend(roots.iter().map(|root| (root.clone(), static_names(&GDB_TRUSTED))));
     }
     // direnv: `[whitelist] prefix = [...]`, `exact = [...]`, `[global] load_dotenv`, as TOML.
     for file in [config.join("direnv/direnv.toml"), config.join("direnv/config.toml")] {
@@ -1017,6 +1010,11 @@ pub fn static_names(names: &[&'static str]) -> Names {
 /// `target/debug/app`). The walk for these enters build output (`target/`, `build/`), where
 /// programs are.
 const GDB_TRUSTED: [&str; 4] = [".gdbinit", "*-gdb.py", "*-gdb.gdb", "*-gdb.scm"];
+
+/// What gdb, vim, Neovim and lldb run from the directory they start in, where the user's settings
+/// let them ([`trusted_project_files`]: kept in every root whatever the settings say).
+const PROJECT_START_UP_FILES: [&str; 8] =
+    [".gdbinit", ".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc", ".lldbinit"];
 
 /// Whether a file's name is `wanted`, or matches it where it holds one `*` (`mise.*.toml`).
 pub fn name_matches(name: &str, wanted: &str) -> bool {
@@ -1883,6 +1881,13 @@ mod tests {
         assert!(!home.join(".codex").exists() && !repo.join(".git/hooks").exists(), "computing changes nothing");
         access.prepare().unwrap();
         assert_eq!(access.workspace.as_deref(), Some(repo.as_path()));
+        // (The files gdb, vim and lldb run from where they start are watched in every root: their
+        // names pinned, nothing made for them.)
+        let start_up: Vec<PathBuf> = PROJECT_START_UP_FILES.iter().map(|name| repo.join(name)).collect();
+        assert!(start_up.iter().all(|name| access.pinned.contains(name) && access.watched.contains(name)));
+        assert!(start_up.iter().all(|name| !name.exists()), "nothing made for them");
+        access.pinned.retain(|path| !start_up.contains(path));
+        access.watched.retain(|path| !start_up.contains(path));
         assert_eq!(access.pinned, vec![repo.join(".git"), repo.join(".git/info"), repo.join(".git/refs")]);
         assert_eq!(access.read_only, vec![repo.join(".git/hooks"), repo.join(".git/config")]);
         assert!(repo.join(".git/hooks").is_dir(), "created so that it can be bound read-only");
@@ -1909,7 +1914,9 @@ mod tests {
         std::fs::write(git.join("modules/libs/a/HEAD"), "ref: refs/heads/main\n").unwrap();
         std::fs::write(git.join("worktrees/wt/commondir"), "../..\n").unwrap();
         std::fs::write(repo.join("sub/.git"), "gitdir: ../.git/modules/libs/a\n").unwrap();
-        let access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        let mut access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        let start_up: Vec<PathBuf> = PROJECT_START_UP_FILES.iter().map(|name| repo.join(name)).collect();
+        access.pinned.retain(|path| !start_up.contains(path));
         let under = |paths: &[&str]| paths.iter().map(|path| repo.join(path)).collect::<Vec<_>>();
         assert_eq!(
             access.pinned,
@@ -2809,23 +2816,39 @@ mod tests {
         let real = std::fs::canonicalize(repo.join(".git/info/tools")).unwrap().join(".gdbinit");
         assert!(found.contains(&real), "{found:?}");
         std::fs::remove_file(repo.join("tools")).unwrap();
-        // Without those settings, nothing of it.
+        // Without those settings: the files gdb, vim and lldb run from where they start all the
+        // same (I1, I2: their settings have too many spellings to tell), gdb's program scripts
+        // and direnv's files not.
         for file in [".gdbinit", ".vimrc", ".config/direnv/direnv.toml"] {
             std::fs::remove_file(home.join(file)).unwrap();
         }
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        assert!(!access.watched.contains(&repo.join(".gdbinit")) && !access.read_only.contains(&repo.join(".exrc")));
-        assert!(access.trusted.is_empty(), "{:?}", access.trusted);
-        // H29: the settings in a file the user's `~/.gdbinit` and `~/.vimrc` read in.
+        assert!(access.watched.contains(&repo.join(".gdbinit")) && access.read_only.contains(&repo.join(".exrc")));
+        assert!(access.watched.contains(&repo.join(".lldbinit")) && !access.watched.contains(&repo.join(".envrc")));
+        let loads_scripts =
+            |access: &WriteAccess| access.trusted.iter().any(|(_, names)| names.iter().any(|name| name == "*-gdb.py"));
+        assert!(!loads_scripts(&access), "{:?}", access.trusted);
+        // H29, I1: gdb's setting in a file its config reads in, in other spellings, in a Python
+        // block, in `gdbearlyinit`: its program scripts are kept, and what cannot be is said (I5).
         std::fs::create_dir_all(home.join(".gdb")).unwrap();
-        std::fs::write(home.join(".gdb/settings.gdb"), "set auto-load safe-path /\n").unwrap();
-        std::fs::write(home.join(".gdbinit"), "source ~/.gdb/settings.gdb\n").unwrap();
-        std::fs::create_dir_all(home.join(".vim")).unwrap();
-        std::fs::write(home.join(".vim/options.vim"), "set exrc\n").unwrap();
-        std::fs::write(home.join(".vimrc"), "source ~/.vim/options.vim\n").unwrap();
-        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        assert!(access.watched.contains(&repo.join(".gdbinit")), "{:?}", access.watched);
-        assert!(access.read_only.contains(&repo.join(".exrc")), "{:?}", access.read_only);
+        std::fs::create_dir_all(home.join(".config/gdb")).unwrap();
+        for (file, text) in [
+            (".gdb/settings.gdb", "set auto-load safe-path /\n"),
+            (".gdb/settings.gdb", "set  auto-load safe /\n"),
+            (".gdb/settings.gdb", "set\tauto-load safe-path /\n"),
+            (".gdb/settings.gdb", "python gdb.execute(\"set auto-load safe-path /\")\n"),
+            (".config/gdb/gdbearlyinit", "set auto-load safe-path /\n"),
+        ] {
+            std::fs::write(home.join(".gdb/settings.gdb"), "").unwrap();
+            std::fs::write(home.join(".gdbinit"), "source ~/.gdb/settings.gdb\n").unwrap();
+            std::fs::write(home.join(file), text).unwrap();
+            let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+            assert!(loads_scripts(&access), "{text:?}: {:?}", access.trusted);
+            assert!(
+                access.notes.iter().any(|note| note.contains("`.debug_gdb_scripts`") || note.contains("can carry one"))
+            );
+            let _ = std::fs::remove_file(home.join(".config/gdb/gdbearlyinit"));
+        }
     }
 
     /// The thirty-fourth re-attack's F7: `~/.bashrc -> dotfiles/local/bashrc`, where `local` is a
