@@ -387,6 +387,18 @@ pub fn write_access(
         let wholes = read.wholes.iter().filter_map(|whole| std::fs::canonicalize(whole).ok());
         root_wholes.extend(wholes.filter(|whole| roots_worked_in.contains(whole)));
     }
+    // A module `NODE_OPTIONS` preloads by a bare or relative name (`-r dotenv/config`, `--require
+    // ./.pnp.cjs`) is found from whatever directory the user runs `node` in (the thirty-seventh
+    // re-attack's I6): kept at any depth, as a name after an unknown variable is.
+    let modules = node_modules_preloaded(env);
+    if !modules.is_empty() {
+        let scopes = tail_scopes(&modules, &roots_worked_in);
+        let (there, cut_short) = trusted_files_told(&scopes);
+        startup.extend(there.iter().cloned());
+        access.trusted_files.extend(there);
+        access.trusted_cut_short.extend(cut_short);
+        access.trusted.extend(scopes);
+    }
     // A relative entry a start-up file puts on `PATH` is said as one on the launch's is (the
     // thirty-sixth re-attack's H28: `./node_modules/.bin` in `~/.bashrc`, said nowhere).
     let launch_path = env.var(super::PATH).unwrap_or_default();
@@ -1398,7 +1410,7 @@ fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
                 .collect()
         })
     };
-    let mut found = Vec::new();
+    let mut found: Vec<(PathBuf, &'static str)> = Vec::new();
     for name in CODE_VARIABLES {
         let Some(value) = env.var(name) else { continue };
         let words = value.split(|c: char| c.is_whitespace() || matches!(c, ':' | '|' | '=' | '"' | '\'' | ';'));
@@ -1422,7 +1434,73 @@ fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
                 {
                     found.push((dir.to_path_buf(), name));
                 }
+                // What it loads beside it by name, the directory being a root's top, where only
+                // the file itself is kept (I6: `require('./helpers')` in a `--require`d file,
+                // `. "$(dirname "$0")/lib.sh"` in an `EDITOR` script).
+                if path.is_file() {
+                    found.extend(relative_requires(&path).into_iter().map(|loaded| (loaded, name)));
+                    let read_in = super::sourced::read_in(std::slice::from_ref(&path), &env.home_dir);
+                    found.extend(read_in.into_iter().map(|loaded| (loaded, name)));
+                }
                 found.push((path, name));
+            }
+        }
+    }
+    found
+}
+
+/// The modules `NODE_OPTIONS` preloads by a bare name (`dotenv/config`: its package,
+/// `node_modules/dotenv`) or a relative one (`./.pnp.cjs`), as tails found below any directory.
+fn node_modules_preloaded(env: &LaunchEnv) -> Vec<String> {
+    let Some(options) = env.var("NODE_OPTIONS") else { return Vec::new() };
+    let words: Vec<&str> = options.split_whitespace().collect();
+    let flags = ["-r", "--require", "--import", "--loader", "--experimental-loader"];
+    let mut named = Vec::new();
+    for (at, word) in words.iter().enumerate() {
+        let value = match word.split_once('=') {
+            Some((flag, value)) if flags.contains(&flag) => value,
+            _ if flags.contains(word) => words.get(at + 1).copied().unwrap_or_default(),
+            _ => continue,
+        };
+        let value = value.trim_matches(|c| c == '"' || c == '\'');
+        if value.is_empty() || value.starts_with(['/', '~', '$']) || value.contains(':') {
+            continue;
+        }
+        if let Some(relative) = value.strip_prefix("./") {
+            named.push(relative.to_string());
+        } else if !value.starts_with("../") {
+            let parts: Vec<&str> = value.split('/').collect();
+            let package = if value.starts_with('@') {
+                parts.iter().take(2).copied().collect::<Vec<_>>().join("/")
+            } else {
+                parts[0].to_string()
+            };
+            named.push(format!("node_modules/{package}"));
+        }
+    }
+    named
+}
+
+/// The files a JavaScript file loads by a relative name (`require('./helpers')`, `import x from
+/// '../lib/x.js'`, `import('./y')`), each as the file and the names Node tries for it.
+fn relative_requires(file: &Path) -> Vec<PathBuf> {
+    let Ok(text) = super::sourced::read_limited(file) else { return Vec::new() };
+    let dir = file.parent().unwrap_or(Path::new("/"));
+    let mut found = Vec::new();
+    for quote in ['\'', '"', '`'] {
+        if found.len() >= 64 * 6 {
+            break;
+        }
+        for (at, _) in text.match_indices(quote) {
+            let rest = &text[at + 1..];
+            if !(rest.starts_with("./") || rest.starts_with("../")) {
+                continue;
+            }
+            let Some(end) = rest.find(quote) else { continue };
+            let base = super::repositories::without_dot_dots(&dir.join(&rest[..end]));
+            found.push(base.clone());
+            for suffix in [".js", ".cjs", ".mjs", ".json", "/index.js"] {
+                found.push(PathBuf::from(format!("{}{suffix}", base.display())));
             }
         }
     }
@@ -2504,17 +2582,28 @@ mod tests {
     fn what_the_users_environment_has_later_programs_run_from_the_workspace_is_protected() {
         let (_temp, home, repo) = home_and_repo();
         for file in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar", "build/lib/x.so"]
+            .into_iter()
+            .chain(["node_modules/dotenv/config.js", ".pnp.cjs", "helpers.js"])
         {
             std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
             std::fs::write(repo.join(file), "x").unwrap();
         }
+        std::fs::write(repo.join("preload.js"), "require('./helpers');\nimport('./lazy');\n").unwrap();
         std::fs::create_dir_all(repo.join("lib")).unwrap();
         let at = |file: &str| repo.join(file).display().to_string();
         let mut env = env(&home);
         for (name, value) in [
             ("PYTHONSTARTUP", at("python/startup.py")),
             ("PYTHONPATH", format!("/usr/lib/x:{}", at("lib"))),
-            ("NODE_OPTIONS", format!("--max-old-space-size=4096 --require {}", at("node/hook.js"))),
+            (
+                "NODE_OPTIONS",
+                format!(
+                    "--max-old-space-size=4096 --require {} -r dotenv/config --require ./.pnp.cjs --import=@sc/pkg/reg \
+                     --require={}",
+                    at("node/hook.js"),
+                    at("preload.js")
+                ),
+            ),
             ("BASH_ENV", at("bash_env")),
             ("LESSOPEN", format!("|{} %s", at("bin/lesspipe.sh"))),
             ("EDITOR", "vim".to_string()),
@@ -2531,6 +2620,15 @@ mod tests {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(!access.read_only.contains(&repo.join("build")), "{:?}", access.read_only);
+        // I6: modules preloaded by a bare or a relative name, kept at any depth; what a preloaded
+        // file at the top loads beside it.
+        for kept in ["node_modules/dotenv", ".pnp.cjs", "helpers.js", "preload.js"] {
+            assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
+        }
+        assert!(access.watched.contains(&repo.join("lazy.js")), "{:?}", access.watched);
+        std::fs::create_dir_all(repo.join("svc/node_modules/@sc/pkg")).unwrap();
+        let made = trusted_files_in(&access.trusted);
+        assert!(made.contains(&repo.join("svc/node_modules/@sc/pkg")), "{made:?}");
         assert!(access.watched.contains(&repo.join("lib/sitecustomize.py")), "{:?}", access.watched);
         assert!(access.notes.iter().any(|note| note.contains("BASH_ENV names it")), "{:?}", access.notes);
     }
