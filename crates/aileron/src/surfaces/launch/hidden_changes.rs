@@ -170,6 +170,7 @@ impl IndexSnapshot {
     pub fn hidden(&self) -> Hidden {
         let mut hidden = Hidden::default();
         let mut budget = git::INDEX_BYTES_PER_LOOK;
+        let mut scanned: HashMap<PathBuf, (objects::Objects, objects::Trees)> = HashMap::new();
         let (mut bytes_left, mut files_left) = (MAX_BYTES_HASHED, MAX_FILES_HASHED);
         for recorded in &self.worktrees {
             if !packed_replacements(&recorded.git_dir).is_subset(&recorded.packed_replacements) {
@@ -230,22 +231,30 @@ impl IndexSnapshot {
                 })
                 .collect();
             if !recorded.protected.is_empty() || !trusted.is_empty() {
-                let objects = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
-                let objects = objects.join("objects");
-                let history = self.history.as_ref().map(|dir| objects::history_file(dir, &objects));
-                let earlier = history.as_deref().map(objects::read_history).unwrap_or_default();
-                let objects = objects::Objects::new(objects, hash_len, self.launched, earlier);
-                match objects.new_commit_trees() {
-                    Ok((trees, made)) => {
+                let dir = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
+                let dir = dir.join("objects");
+                // Once for every worktree of one repository (they share its objects).
+                if !scanned.contains_key(&dir) {
+                    let history = self.history.as_ref().map(|history| objects::history_file(history, &dir));
+                    let earlier = history.as_deref().map(objects::read_history).unwrap_or_default();
+                    let objects = objects::Objects::new(dir.clone(), hash_len, self.launched, earlier);
+                    let trees = objects.new_commit_trees().map(|(trees, made)| {
                         if let Some(history) = &history {
                             objects.write_history(history, made);
                         }
+                        trees
+                    });
+                    scanned.insert(dir.clone(), (objects, trees));
+                }
+                let (objects, trees) = &scanned[&dir];
+                match trees {
+                    Ok(trees) => {
                         for tree in trees {
                             for bound in &recorded.protected {
                                 let Ok(relative) = bound.strip_prefix(&recorded.worktree) else { continue };
                                 // A protected directory's files, those the tree holds that the
                                 // directory does not (a hook a checkout would add) among them.
-                                let found = objects.new_blobs_at(&tree, relative, |path, object_name| {
+                                let found = objects.new_blobs_at(tree, relative, |path, object_name| {
                                     staged.push((recorded.worktree.join(path), object_name.to_vec()));
                                 });
                                 if found.is_err() {
@@ -253,7 +262,7 @@ impl IndexSnapshot {
                                 }
                             }
                             for (relative, names) in &trusted {
-                                let found = objects.new_blobs_at(&tree, relative, |path, object_name| {
+                                let found = objects.new_blobs_at(tree, relative, |path, object_name| {
                                     if names.iter().any(|wanted| allow_list::is_named(path, wanted)) {
                                         staged.push((recorded.worktree.join(path), object_name.to_vec()));
                                     }
@@ -538,6 +547,9 @@ mod objects {
         /// the agents' work like this session's while they are loose.
         earlier: HashMap<Vec<u8>, bool>,
     }
+
+    /// The trees of the commits looked at, or `Err` when they could not all be found.
+    pub type Trees = Result<Vec<Vec<u8>>, ()>;
 
     /// Objects by name, each with whether it is a commit.
     pub type Made = Vec<(Vec<u8>, bool)>;
