@@ -591,12 +591,11 @@ mod objects {
             self.dir.join(&name[..2]).join(&name[2..])
         }
 
-        /// Lists in `file` the objects `made` in this session and those earlier sessions made
-        /// that are still loose (one packed since, by the user's `git gc`, is left to the user's
-        /// history): written whole, by a rename.
+        /// Lists in `file` the objects `made` in this session and those earlier sessions made,
+        /// packed since or not (the thirty-eighth re-attack's J1 had the user's automatic `git gc`
+        /// pack its blob between the sessions): written whole, by a rename.
         pub fn write_history(&self, file: &Path, made: Made) {
-            let still = self.earlier.iter().filter(|(id, _)| std::fs::symlink_metadata(self.loose(id)).is_ok());
-            let mut listed: Made = still.map(|(id, commit)| (id.clone(), *commit)).collect();
+            let mut listed: Made = self.earlier.iter().map(|(id, commit)| (id.clone(), *commit)).collect();
             listed.extend(made);
             listed.sort();
             listed.dedup();
@@ -665,7 +664,7 @@ mod objects {
                     // A file or a link where a directory of the path is: checked out, it takes the
                     // protected path's place (a link to a directory of the agent's hooks: H9).
                     (Kind::File, false) => {
-                        if let Found::New(_) = self.read(id, b"blob")? {
+                        if self.new_blob(id)? {
                             visit(relative, id);
                         }
                     }
@@ -687,8 +686,12 @@ mod objects {
             let mut made = Vec::new();
             let mut left = MAX_NEW_OBJECTS;
             // The commits earlier sessions made, still loose: a later session can name one (a
-            // branch pointed at it: the thirty-sixth re-attack's H5).
+            // branch pointed at it: the thirty-sixth re-attack's H5). One packed since cannot be
+            // read here; the session that made it named what it held.
             for (id, _) in self.earlier.iter().filter(|(_, commit)| **commit) {
+                if std::fs::symlink_metadata(self.loose(id)).is_err() {
+                    continue;
+                }
                 if let Found::New(body) = self.read(id, b"commit")? {
                     let tree = body.strip_prefix(b"tree ").and_then(|rest| rest.get(..2 * self.hash_len)).ok_or(())?;
                     trees.push(hex::decode(tree).map_err(|_| ())?);
@@ -750,7 +753,7 @@ mod objects {
                 }
                 Kind::File => {
                     *left = left.checked_sub(1).ok_or(())?;
-                    if let Found::New(_) = self.read(object, b"blob")? {
+                    if self.new_blob(object)? {
                         visit(&path, object);
                     }
                     Ok(())
@@ -760,6 +763,15 @@ mod objects {
             }
         }
 
+        /// Whether the blob `id` is the agents': made in this session, or by an earlier one
+        /// (packed since or not: its name is all a comparison needs).
+        fn new_blob(&self, id: &[u8]) -> Result<bool, ()> {
+            if self.earlier.contains_key(id) {
+                return Ok(true);
+            }
+            Ok(matches!(self.read(id, b"blob")?, Found::New(_)))
+        }
+
         /// The object `id`, which must be of `kind`: its body when made in the session.
         fn read(&self, id: &[u8], kind: &[u8]) -> Result<Found, ()> {
             if id.len() != self.hash_len {
@@ -767,7 +779,8 @@ mod objects {
             }
             let path = self.loose(id);
             if std::fs::symlink_metadata(&path).is_err() {
-                return if self.packs_changed { Err(()) } else { Ok(Found::Old) };
+                // An earlier session's, packed since: what it holds cannot be read here.
+                return if self.packs_changed || self.earlier.contains_key(id) { Err(()) } else { Ok(Found::Old) };
             }
             if !changed_since(&path, self.launched) && !self.earlier.contains_key(id) {
                 return Ok(Found::Old);
@@ -1110,6 +1123,9 @@ mod tests {
         std::fs::remove_file(repo.join("evil")).unwrap();
         assert_eq!(first.hidden(), Hidden::default(), "a blob alone names nothing");
 
+        // The thirty-eighth re-attack's J1: packed between the sessions (the user's automatic gc).
+        assert!(git(&repo, &["gc", "-q"]));
+        assert!(!repo.join(format!(".git/objects/{}/{}", &blob[..2], &blob[2..])).exists(), "packed");
         std::thread::sleep(std::time::Duration::from_millis(120));
         let second = IndexSnapshot::take(&worktrees, &protected).with_history(history.path().to_path_buf());
         let unlisted = IndexSnapshot::take(&worktrees, &protected);
