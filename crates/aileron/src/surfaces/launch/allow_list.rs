@@ -319,6 +319,13 @@ pub fn write_access(
     mise_trusted.dedup();
     for dir in &mise_trusted {
         startup.extend(MISE_CONFIGS.iter().map(|name| dir.join(name)));
+        // Each config in a `conf.d` directory, read as the others (the thirty-eighth re-attack's
+        // J4 ran `_.source` and hooks from `.config/mise/conf.d/*.toml`).
+        for conf in MISE_CONFIGS.iter().filter(|name| name.ends_with("conf.d")) {
+            let entries = std::fs::read_dir(dir.join(conf)).into_iter().flatten().flatten().take(1_000);
+            startup
+                .extend(entries.map(|entry| entry.path()).filter(|path| path.extension().is_some_and(|e| e == "toml")));
+        }
         // Every environment's too (`mise.dev.toml` under `MISE_ENV=dev`), there or made later.
         access.trusted.push((dir.clone(), static_names(&MISE_FILE_NAMES)));
     }
@@ -1164,7 +1171,10 @@ pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<Pat
 }
 
 /// The names of mise's config files in any directory of a trusted one, an environment's among them.
-const MISE_FILE_NAMES: [&str; 5] = ["mise.toml", ".mise.toml", "mise.*.toml", ".mise.*.toml", ".tool-versions"];
+/// Its config directories too, at any depth (`.config/mise/config.local.toml`, `mise/conf.d/*.toml`:
+/// the thirty-eighth re-attack's J4), each kept whole.
+const MISE_FILE_NAMES: [&str; 8] =
+    ["mise.toml", ".mise.toml", "mise.*.toml", ".mise.*.toml", ".tool-versions", "./mise", "./.mise", "./.config/mise"];
 
 /// A name as a program finds it from the home: `~` and `~/…` there, anything else as it is.
 fn by_home(home: &Path, word: &str) -> PathBuf {
@@ -1209,16 +1219,23 @@ fn mise_trusted_paths(env: &LaunchEnv) -> Vec<PathBuf> {
 }
 
 /// The configs mise reads in a directory (its `config_root`).
-const MISE_CONFIGS: [&str; 10] = [
+const MISE_CONFIGS: [&str; 17] = [
     "mise.toml",
     ".mise.toml",
     "mise.local.toml",
     ".mise.local.toml",
     "mise/config.toml",
+    "mise/config.local.toml",
+    "mise/conf.d",
     ".mise/config.toml",
+    ".mise/config.local.toml",
+    ".mise/conf.d",
     ".config/mise.toml",
+    ".config/mise.local.toml",
     ".config/mise/config.toml",
+    ".config/mise/config.local.toml",
     ".config/mise/conf.d",
+    ".config/mise/mise.toml",
     ".tool-versions",
 ];
 
@@ -2842,6 +2859,24 @@ mod tests {
             let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
             assert!(access.read_only.contains(&repo), "{config}: {:?}", access.read_only);
         }
+        // J4: the config names mise has beyond `mise.toml`, their directories kept whole, what they
+        // read in followed (a `conf.d` file's hook: the root, whole).
+        std::fs::write(repo.join("mise.toml"), "").unwrap();
+        std::fs::create_dir_all(repo.join(".config/mise/conf.d")).unwrap();
+        std::fs::create_dir_all(repo.join("sub/.mise")).unwrap();
+        std::fs::write(repo.join(".config/mise/config.local.toml"), "[env]\n_.source = \"scripts/local.sh\"\n")
+            .unwrap();
+        std::fs::write(repo.join("sub/.mise/config.local.toml"), "").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        for kept in [".config/mise", "sub/.mise"] {
+            assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
+        }
+        assert!(access.watched.contains(&repo.join("scripts/local.sh")), "{:?}", access.watched);
+        std::fs::write(repo.join(".config/mise/conf.d/x.toml"), "[hooks]\nenter = \"sh hooks/e.sh\"\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo), "{:?}", access.read_only);
+        std::fs::remove_dir_all(repo.join(".config")).unwrap();
+        std::fs::remove_dir_all(repo.join("sub")).unwrap();
         std::fs::write(repo.join("mise.toml"), "[env]\n_.path = \"tools/{{ env.ARCH }}/bin\"\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.read_only.contains(&repo.join("tools")), "{:?}", access.read_only);

@@ -94,7 +94,7 @@ pub fn read_in_all(files: &[PathBuf], home: &Path) -> ReadIn {
         let relative_base = (kind == Kind::Envrc).then_some(base.as_path());
         // A mise config's directives, read as mise reads them (its text as written: quotes kept).
         let (mise_named, mise_cut) = match is_mise_config(&file) {
-            true => mise_paths(&with_config_root(&text, &base.to_string_lossy()), &file, home),
+            true => mise_paths(&with_config_root(&text, &mise_root(&file).to_string_lossy()), &file, home),
             false => Default::default(),
         };
         wholes.extend(mise_cut);
@@ -235,6 +235,15 @@ fn with_config_root(text: &str, root: &str) -> String {
     out
 }
 
+/// The directory a mise config is of (its `config_root`): the project, for one in its
+/// `.config/mise/conf.d/`.
+fn mise_root(file: &Path) -> PathBuf {
+    let dir = file.parent().unwrap_or(Path::new("/"));
+    let root =
+        dir.ancestors().find(|dir| !["mise", ".mise", ".config", "conf.d"].iter().any(|name| dir.ends_with(name)));
+    root.unwrap_or(dir).to_path_buf()
+}
+
 /// Whether `file` is one of mise's configs (`mise.toml`, `.mise.local.toml`, `conf.d/*.toml` under
 /// a `mise` directory, …).
 fn is_mise_config(file: &Path) -> bool {
@@ -254,10 +263,8 @@ fn is_mise_config(file: &Path) -> bool {
 fn mise_paths(text: &str, file: &Path, home: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let Ok(table) = text.parse::<toml::Table>() else { return Default::default() };
     let dir = file.parent().unwrap_or(home);
-    let root = dir
-        .ancestors()
-        .find(|dir| !["mise", ".mise", ".config", "conf.d"].iter().any(|name| dir.ends_with(name)))
-        .unwrap_or(dir);
+    let root = mise_root(file);
+    let root = root.as_path();
     // What runs a command in the config's directory at the user's prompt — a template's `exec(…)`
     // in any value, a `{% … %}` block, a `[hooks]` table (`enter`, `cd`, a task) — can run any file
     // of it by any name (the thirty-seventh re-attack's I7: `GIT_SHA = "{{ exec(command='sh
@@ -349,7 +356,7 @@ impl Kind {
         let name = name.to_string_lossy().to_ascii_lowercase();
         let name = name.trim_start_matches('.');
         // mise's configs name files relative to their own directory too (`_.source = "./env.sh"`).
-        if name == "envrc" || (name.contains("mise") && name.ends_with(".toml")) {
+        if name == "envrc" || (name.contains("mise") && name.ends_with(".toml")) || is_mise_config(file) {
             Kind::Envrc
         } else if name.contains("vimrc") || name.ends_with(".vim") || name == "gvimrc" {
             Kind::Vim
