@@ -5034,13 +5034,21 @@ fn project_files_the_users_tools_trust_made_by_the_agent_are_moved_aside() {
     // The thirty-sixth re-attack's H11: a directory filled past the look's budget so that it ends
     // before the one planted in. What it could not look through is said.
     let script = "#!/bin/sh\nmkdir -p svc out\necho 'shell touch pwned' > svc/.gdbinit\npython3 -c 'import os\nfor n in \
-                  range(20001): open(\"out/%05d\" % n, \"w\").close()'\n";
+                  range(100001): open(\"out/%06d\" % n, \"w\").close()'\n";
     claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
-    let warned = format!("{} holds more than 20000 entries, so not all of it was looked through", work.display());
+    let warned = format!("{} holds more than 100000 entries, so not all of it was looked through", work.display());
     assert!(said.contains(&warned), "{said}");
+    // The thirty-eighth re-attack's J6: too large already at launch, it is said then.
+    claude_runs(&rig, "#!/bin/sh\ntrue\n");
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let noted = format!("{} holds more than 100000 entries, so not all of it is looked through", work.display());
+    assert!(said.contains(&noted), "{said}");
+    std::fs::remove_dir_all(work.join("out")).unwrap();
 }
 
 /// The thirty-sixth re-attack's H25: the user's `cd` sources `.venv/bin/activate` of whatever

@@ -346,6 +346,20 @@ pub fn write_access(
         ));
     }
     (access.trusted_files, access.trusted_cut_short) = trusted_files_told(&access.trusted);
+    // A tree too large to look through whole at launch is said (the thirty-eighth re-attack's J6:
+    // past the look, what the agent makes is not found at the end either).
+    for scope in &access.trusted_cut_short {
+        access.notes.push(format!(
+            "{} holds more than {TRUSTED_WALK_BUDGET} entries, so not all of it is looked through for the files your \
+             tools run by themselves (`.gdbinit`, `.exrc`, `.envrc`, mise's configs): one the agent makes past what \
+             is looked at would not be found at the end\nhint: launch in the part of it you work on, or look with \
+             `find {} \\( -name '.gdbinit' -o -name '.exrc' -o -name '.envrc' -o -name '*mise*.toml' \\) -newer \
+             {}` after the session",
+            super::shown(scope),
+            super::shown(scope),
+            super::shown(scope)
+        ));
+    }
     startup.extend(access.trusted_files.iter().cloned());
     for (scope, names) in &access.trusted {
         startup.extend(names.iter().filter(|name| !name.contains('*')).map(|name| scope.join(name.as_ref())));
@@ -1086,7 +1100,7 @@ pub fn is_named(path: &Path, wanted: &str) -> bool {
 }
 
 /// Entries looked at below each trusted scope for the names a tool runs there, at launch and at exit.
-pub const TRUSTED_WALK_BUDGET: usize = 20_000;
+pub const TRUSTED_WALK_BUDGET: usize = 100_000;
 
 /// The files named as `scopes` say found in each scope and the directories below it (links not
 /// followed; caches, dependencies and git directories not entered), at most
@@ -1100,7 +1114,13 @@ pub fn trusted_files_in(scopes: &[(PathBuf, Names)]) -> Vec<PathBuf> {
 /// past the budget is not known, and the caller says so.
 pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let (mut found, mut cut_short) = (Vec::new(), Vec::new());
+    // One walk a directory, for all the names wanted there.
+    let mut merged: std::collections::BTreeMap<&PathBuf, Names> = std::collections::BTreeMap::new();
     for (scope, names) in scopes {
+        let wanted = merged.entry(scope).or_default();
+        wanted.extend(names.iter().filter(|name| !wanted.contains(name)).cloned().collect::<Vec<_>>());
+    }
+    for (scope, names) in merged {
         // gdb's scripts lie beside what a build makes: its output is entered for them.
         let in_builds = names.iter().any(|name| name.contains("-gdb."));
         let entered = |entry: &std::fs::DirEntry| {
