@@ -325,6 +325,25 @@ impl IndexSnapshot {
             let hash_len = git::hash_len(&recorded.git_dir);
             indexes.push((recorded.git_dir.join("index"), recorded.worktree.clone(), hash_len));
             let common = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
+            // The commit graph is a cache of the commits' trees and parents that git reads in
+            // place of the commits (the thirty-eighth re-attack's J5 gave its commit another
+            // tree there, which `cherry-pick` took while the look read the commit): one written
+            // in the session is removed, and git works from the commits.
+            let info = common.join("objects/info");
+            if objects::changed_since(&info.join("commit-graph"), self.launched) {
+                let _ = std::fs::remove_file(info.join("commit-graph"));
+            }
+            let chain = info.join("commit-graphs");
+            let chain_changed = objects::changed_since(&chain, self.launched)
+                || std::fs::read_dir(&chain)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .take(10_000)
+                    .any(|entry| objects::changed_since(&entry.path(), self.launched));
+            if chain_changed && std::fs::symlink_metadata(&chain).is_ok_and(|metadata| metadata.is_dir()) {
+                let _ = std::fs::remove_dir_all(&chain);
+            }
             let linked = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten().take(10_000);
             for dir in linked.map(|entry| entry.path()) {
                 // Where it is checked out: its `gitdir` names the checkout's `.git` file.
@@ -1143,6 +1162,31 @@ mod tests {
         let after_gc = IndexSnapshot::take(&worktrees, &protected).with_history(history.path().to_path_buf());
         let hidden = after_gc.hidden();
         assert_eq!(hidden, Hidden::default(), "packed by the user's gc: the user's history now");
+    }
+
+    /// The thirty-eighth re-attack's J5: a commit graph written in the session (a cache git reads
+    /// in place of the commits: the agent gave its commit another tree there) is removed at the
+    /// end; one there before is left; git works without it.
+    #[test]
+    fn a_commit_graph_written_in_the_session_is_removed() {
+        let Some((_temp, repo)) = repository() else { return };
+        assert!(git(&repo, &["commit-graph", "write", "--reachable"]));
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
+        let graph = repo.join(".git/objects/info/commit-graph");
+        snapshot.drop_untrue_cached_trees();
+        assert!(graph.exists(), "the user's is left");
+        assert!(git(&repo, &["commit-graph", "write", "--reachable"]));
+        snapshot.drop_untrue_cached_trees();
+        assert!(!graph.exists(), "written in the session");
+        assert!(git(&repo, &["commit-graph", "write", "--reachable"]));
+        std::fs::write(repo.join("README"), "second\n").unwrap();
+        assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qam", "second"]));
+        assert!(git(&repo, &["commit-graph", "write", "--reachable", "--split=no-merge"]));
+        assert!(repo.join(".git/objects/info/commit-graphs/commit-graph-chain").exists());
+        snapshot.drop_untrue_cached_trees();
+        assert!(!repo.join(".git/objects/info/commit-graphs").exists(), "a chain of them too");
+        assert_eq!(git_out(&repo, &["log", "--oneline"], &[]).unwrap().lines().count(), 2, "git works without it");
     }
 
     /// A tree object written as given, as `git hash-object -t tree --literally` writes what git's
