@@ -333,6 +333,14 @@ pub fn write_access(
     // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
     // whitelist): read-only there, or watched where missing.
     access.trusted.extend(trusted_project_files(env, &roots_worked_in));
+    // gdb's, vim's and lldb's own files in the agent's own directories too: a link from the
+    // workspace leads there, and the tools trust where they stand (the thirty-eighth re-attack's
+    // J3: `tools -> ~/.claude/tools`).
+    let own_dirs =
+        access.writable.iter().filter(|dir| !dir.starts_with("/dev") && !roots_worked_in.contains(dir) && dir.is_dir());
+    let own_scopes: Vec<(PathBuf, Names)> =
+        own_dirs.map(|dir| (dir.clone(), static_names(&PROJECT_START_UP_FILES))).collect();
+    access.trusted.extend(own_scopes);
     // A program gdb loads can carry its script inside (a `.debug_gdb_scripts` section: the
     // thirty-seventh re-attack's I5): no name to keep. Said.
     let gdb_loads = access.trusted.iter().filter(|(_, names)| names.iter().any(|name| name.contains("-gdb.")));
@@ -2969,6 +2977,12 @@ mod tests {
         let real = std::fs::canonicalize(repo.join(".git/info/tools")).unwrap().join(".gdbinit");
         assert!(found.contains(&real), "{found:?}");
         std::fs::remove_file(repo.join("tools")).unwrap();
+        // J3: in the agent's own directory, where a link from the workspace leads.
+        std::fs::create_dir_all(home.join(".claude/tools")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        std::fs::write(home.join(".claude/tools/.exrc"), "call system('touch pwned')\n").unwrap();
+        let found = trusted_files_in(&access.trusted);
+        assert!(found.contains(&home.join(".claude/tools/.exrc")), "{found:?}");
         // Without those settings: the files gdb, vim and lldb run from where they start all the
         // same (I1, I2: their settings have too many spellings to tell), gdb's program scripts
         // and direnv's files not.

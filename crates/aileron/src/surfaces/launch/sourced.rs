@@ -526,9 +526,14 @@ fn paths_named(text: &str, home: &Path, relative_base: Option<&Path>, known: &[(
         text.lines().map(str::trim).filter(|line| !line.starts_with('#') && !line.starts_with('"')).collect();
     let mut variables = known.to_vec();
     assignments(text, home, &mut variables);
+    // In an `.envrc`, a name from its directory needs no `./` when it is there (`export X=$(sh
+    // tools/sha.sh)`, `load_prefix vendor/tool`: the thirty-eighth re-attack's J7).
     let relative = |word: &str| {
         let base = relative_base?;
-        (word.starts_with("./") || word.starts_with("../"))
+        let there = !word.starts_with(['$', '~', '/', '-'])
+            && !word.contains(['$', '`', '*', '?'])
+            && std::fs::symlink_metadata(base.join(word)).is_ok_and(|found| word.contains('/') || found.is_file());
+        (word.starts_with("./") || word.starts_with("../") || there)
             .then(|| super::repositories::without_dot_dots(&base.join(word)))
     };
     lines
@@ -712,10 +717,14 @@ mod tests {
             dots.join(".envrc"),
             "source_env_if_exists .envrc.private\nsource_env ../shared.envrc\nPATH_add bin\neval \"$(./scripts/env.sh)\"\n\
              export PATH=\"$PWD/tools:$PATH\"\nPATH_add \"$(pwd)/more\"\nlayout python3\nPATH_add nodes \"libexec\"\n\
-             path_add PYTHONPATH pylib\naddtools() { PATH_add b3; }\nlayout node\n\
+             path_add PYTHONPATH pylib\naddtools() { PATH_add b3; }\nlayout node\nexport SHA=$(sh tools2/sha.sh)\n\
+             load_prefix vendor/tool\necho production\n\
              dotenv_if_exists .env.local\ndotenv\nsource_up\nsource_env ./sub\n",
         )
         .unwrap();
+        std::fs::create_dir_all(dots.join("tools2")).unwrap();
+        std::fs::write(dots.join("tools2/sha.sh"), "git rev-parse HEAD\n").unwrap();
+        std::fs::create_dir_all(dots.join("vendor/tool/bin")).unwrap();
         // E2: the file's own directory by its usual spellings, `..` from it, through a link.
         std::fs::create_dir_all(dots.join("shell")).unwrap();
         std::fs::write(
@@ -768,6 +777,9 @@ mod tests {
             // I8: in a function's body, and what `layout node` adds.
             dots.join("b3"),
             dots.join("node_modules/.bin"),
+            // J7: a name from its directory without `./`, where it is there.
+            dots.join("tools2/sha.sh"),
+            dots.join("vendor/tool"),
             // D1: what a file read in reads in beside it, by its own place: its directory.
             dots.join("shell"),
             dots.join("shell/path.sh"),
