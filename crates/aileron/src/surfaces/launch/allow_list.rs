@@ -1513,7 +1513,15 @@ fn node_modules_preloaded(env: &LaunchEnv) -> Vec<String> {
         }
         if let Some(relative) = value.strip_prefix("./") {
             named.push(relative.to_string());
-        } else if !value.starts_with("../") {
+        } else if value.starts_with("../") {
+            // From a directory above where `node` runs: below some directory, at any depth (the
+            // thirty-eighth re-attack's J8).
+            let mut relative = value;
+            while let Some(rest) = relative.strip_prefix("../") {
+                relative = rest;
+            }
+            named.push(relative.to_string());
+        } else {
             let parts: Vec<&str> = value.split('/').collect();
             let package = if value.starts_with('@') {
                 parts.iter().take(2).copied().collect::<Vec<_>>().join("/")
@@ -2628,7 +2636,7 @@ mod tests {
         let (_temp, home, repo) = home_and_repo();
         for file in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar", "build/lib/x.so"]
             .into_iter()
-            .chain(["node_modules/dotenv/config.js", ".pnp.cjs", "helpers.js"])
+            .chain(["node_modules/dotenv/config.js", ".pnp.cjs", "helpers.js", "up.js"])
         {
             std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
             std::fs::write(repo.join(file), "x").unwrap();
@@ -2644,7 +2652,7 @@ mod tests {
                 "NODE_OPTIONS",
                 format!(
                     "--max-old-space-size=4096 --require {} -r dotenv/config --require ./.pnp.cjs --import=@sc/pkg/reg \
-                     --require={}",
+                     --require={} -r ../../up.js",
                     at("node/hook.js"),
                     at("preload.js")
                 ),
@@ -2667,7 +2675,7 @@ mod tests {
         assert!(!access.read_only.contains(&repo.join("build")), "{:?}", access.read_only);
         // I6: modules preloaded by a bare or a relative name, kept at any depth; what a preloaded
         // file at the top loads beside it.
-        for kept in ["node_modules/dotenv", ".pnp.cjs", "helpers.js", "preload.js"] {
+        for kept in ["node_modules/dotenv", ".pnp.cjs", "helpers.js", "preload.js", "up.js"] {
             assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("lazy.js")), "{:?}", access.watched);
